@@ -1,0 +1,23 @@
+"""dlpc: a multi-level deep-learning compiler on xDSL.
+
+    import dlpc
+    model = dlpc.load("examples/mlp.dlpc")
+    fn = dlpc.compile(model, target="c")
+    (y,) = fn(x)
+"""
+
+__version__ = "0.1.0"
+
+
+def load(path, weights=None):
+    """Load a model (.dlpc text, .onnx, or .mlir graph IR) into a `dlpc.api.Model`."""
+    from dlpc.api import load as _load
+
+    return _load(path, weights=weights)
+
+
+def compile(model, target="c", **options):  # noqa: A001 - mirrors iree/tvm naming
+    """Compile a loaded model for `target`; returns a callable on numpy arrays."""
+    from dlpc.api import compile as _compile
+
+    return _compile(model, target=target, **options)

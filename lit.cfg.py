@@ -1,0 +1,14 @@
+# lit configuration: run from the repository root with `lit test -v`.
+import os
+import lit.formats
+
+config.name = "dlpc"
+config.test_format = lit.formats.ShTest(preamble_commands=[])
+config.suffixes = [".mlir", ".dlpc", ".test"]
+config.test_source_root = os.path.join(os.path.dirname(__file__), "test")
+config.excludes = ["python", "Inputs", "lit.cfg.py"]
+config.environment["PYTHONHASHSEED"] = "0"
+for var in ("PATH", "HOME", "CI", "DLPC_CACHE_DIR", "CC", "VIRTUAL_ENV"):
+    if var in os.environ:
+        config.environment[var] = os.environ[var]
+config.substitutions.append(("%examples", os.path.join(os.path.dirname(__file__), "examples")))
