@@ -40,21 +40,22 @@ from xdsl.dialects.builtin import (
     i1,
     i64,
 )
-from xdsl.ir import Attribute, Dialect, Operation, SSAValue
+from xdsl.ir import Attribute, Dialect, Operation, Region, SSAValue
 from xdsl.irdl import (
     AnyAttr,
     IRDLOperation,
     ParamAttrConstraint,
     VarConstraint,
-    prop_def,
     attr_def,
     irdl_op_definition,
-    opt_attr_def,
+    lazy_traits_def,
+    prop_def,
+    region_def,
     result_def,
     traits_def,
     var_operand_def,
 )
-from xdsl.traits import ConstantLike, Pure
+from xdsl.traits import ConstantLike, HasParent, IsolatedFromAbove, IsTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
 
 # --------------------------------------------------------------------------- types
@@ -1080,6 +1081,85 @@ class GatherOp(GraphOp):
         return (*d[:axis], *idx, *d[axis + 1 :])
 
 
+# -------------------------------------------------------------------------- fusion
+
+
+@irdl_op_definition
+class YieldOp(IRDLOperation):
+    """Terminator of a graph.fused body: the fused op's result.
+
+    graph.yield %2 : tensor<1x4x6x6xf32>
+    """
+
+    name = "graph.yield"
+    values = var_operand_def(TensorType)
+    traits = lazy_traits_def(lambda: (IsTerminator(), Pure(), HasParent(FusedOp)))
+    assembly_format = "$values attr-dict `:` type($values)"
+
+
+@irdl_op_definition
+class FusedOp(IRDLOperation):
+    """Several graph ops fused into one kernel (vertical fusion); the body is a
+    graph region over the op's operands whose graph.yield gives the result.
+
+    %y = graph.fused "conv_bias_relu" %x, %w : (tensor<..>, tensor<..>) -> tensor<..> {
+    ^bb0(%a: tensor<..>, %k: tensor<..>):
+      %0 = graph.conv2d %a, %k : ...
+      %1 = graph.relu %0 : ...
+      graph.yield %1 : tensor<..>
+    }
+    """
+
+    name = "graph.fused"
+    kernel = attr_def(StringAttr)
+    inputs = var_operand_def(TensorType)
+    output = result_def(TensorType)
+    body = region_def("single_block")
+    traits = traits_def(Pure(), IsolatedFromAbove())
+    assembly_format = (
+        "$kernel $inputs attr-dict `:` functional-type($inputs, $output) $body"
+    )
+
+    def __init__(self, kernel: str, inputs: Sequence[SSAValue], result_type: Attribute,
+                 body: Region):
+        super().__init__(
+            operands=[inputs],
+            result_types=[result_type],
+            attributes={"kernel": StringAttr(kernel)},
+            regions=[body],
+        )
+
+    @property
+    def kernel_name(self) -> str:
+        return self.kernel.data
+
+    @property
+    def yield_op(self) -> YieldOp:
+        term = self.body.block.last_op
+        assert isinstance(term, YieldOp)
+        return term
+
+    def verify_(self) -> None:
+        block = self.body.block
+        arg_types = [a.type for a in block.args]
+        in_types = [v.type for v in self.inputs]
+        if arg_types != in_types:
+            raise VerifyException(
+                f"graph.fused \"{self.kernel_name}\" body arguments {arg_types} do not "
+                f"match operand types {in_types}"
+            )
+        term = block.last_op
+        if not isinstance(term, YieldOp) or len(term.values) != 1:
+            raise VerifyException(
+                f"graph.fused \"{self.kernel_name}\" body must end in graph.yield of one value"
+            )
+        if term.values[0].type != self.output.type:
+            raise VerifyException(
+                f"graph.fused \"{self.kernel_name}\" yields {term.values[0].type} but "
+                f"the result type is {self.output.type}"
+            )
+
+
 # ------------------------------------------------------------------------- dialect
 
 GRAPH_OPS: list[type[IRDLOperation]] = [
@@ -1131,6 +1211,8 @@ GRAPH_OPS: list[type[IRDLOperation]] = [
     PadOp,
     BroadcastOp,
     GatherOp,
+    FusedOp,
+    YieldOp,
 ]
 
 UNARY_OPS = [NegOp, AbsOp, ExpOp, LogOp, SqrtOp, RsqrtOp, TanhOp, SigmoidOp, ErfOp,
