@@ -10,7 +10,19 @@ def _graph():
     return Graph
 
 
-DIALECTS = {"graph": _graph}
+def _te():
+    from dlpc.dialects.te import Te
+
+    return Te
+
+
+def _loop():
+    from dlpc.dialects.loop import Loop
+
+    return Loop
+
+
+DIALECTS = {"graph": _graph, "te": _te, "loop": _loop}
 
 PASSES = {}
 

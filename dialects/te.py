@@ -1,0 +1,728 @@
+"""The `te` dialect: tensor expressions (TVM's TE written as IR).
+
+*What* to compute, element by element; no loop order, no memory. Values are immutable
+tensors, and every op is pure.
+
+    %y = te.compute "relu_0" (%i0, %i1) : tensor<4x8xf32> {
+      %v = te.read %x[%i0, %i1] : tensor<4x8xf32>
+      %z = arith.constant 0.000000e+00 : f32
+      %r = arith.maximumf %v, %z : f32
+      te.yield %r : f32
+    }
+    %m = te.reduce "matmul_0" (%i0, %i1) reduce (%r0) over [784] combiner "add" init 0.000000e+00 : tensor<1x256xf32> {
+      %a = te.read %x[%i0, %r0] : tensor<1x784xf32>
+      %b = te.read %w[%i1, %r0] : tensor<256x784xf32>
+      %p = arith.mulf %a, %b : f32
+      te.yield %p : f32
+    } epilogue (%acc : f32, %j0 : index, %j1 : index) {
+      %c = te.read %bias[%j1] : tensor<256xf32>
+      %s = arith.addf %acc, %c : f32
+      te.yield %s : f32
+    }
+
+- `te.compute`: one `index` block argument per output dim; the body yields the element.
+- `te.reduce`: block arguments are the output dims then the reduction dims (extents in
+  `over`); `out[i] = init; out[i] = combiner(out[i], body(i, r))` for every `r`.
+  The optional epilogue receives the accumulated value and the output dims and yields
+  the element actually stored: `out[i] = epilogue(acc(i), i)`.
+- `te.read %t[...]`: one element of a tensor (the result is its element type).
+- Bodies use `arith`, `math`, `te.read` and `scf.if` (guarded reads for padding).
+
+Python builders keep lowering code short:
+
+    relu = ComputeOp.build("relu_0", x.type, lambda b, i: b.max(b.read(x, i), 0.0))
+"""
+
+from __future__ import annotations
+
+import math as pymath
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from xdsl.dialects import arith, scf
+from xdsl.dialects import math as xmath
+from xdsl.dialects.builtin import (
+    DenseArrayBase,
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    IntegerType,
+    StringAttr,
+    TensorType,
+    f64,
+    i1,
+    i64,
+)
+from xdsl.ir import Attribute, Block, Dialect, Operation, Region, SSAValue
+from xdsl.irdl import (
+    IRDLOperation,
+    irdl_op_definition,
+    operand_def,
+    prop_def,
+    region_def,
+    result_def,
+    traits_def,
+    var_operand_def,
+)
+from xdsl.parser import Parser
+from xdsl.printer import Printer
+from xdsl.traits import HasParent, IsTerminator, Pure
+from xdsl.utils.exceptions import VerifyException
+
+COMBINERS = ("add", "mul", "max", "min")
+index = IndexType()
+
+# ------------------------------------------------------------------ shared syntax
+
+
+def _print_args(printer: Printer, args: Sequence[SSAValue]) -> None:
+    printer.print_string("(")
+    printer.print_list(args, printer.print_ssa_value)
+    printer.print_string(")")
+
+
+def _parse_args(parser: Parser) -> list[Parser.Argument]:
+    args = parser.parse_comma_separated_list(
+        parser.Delimiter.PAREN, lambda: parser.parse_argument(expect_type=False)
+    )
+    return [a.resolve(index) for a in args]
+
+
+def _print_float(printer: Printer, value: float) -> None:
+    if pymath.isinf(value):
+        printer.print_string("inf" if value > 0 else "-inf")
+    else:
+        printer.print_float(value, f64)
+
+
+def _parse_float(parser: Parser) -> float:
+    negative = parser.parse_optional_punctuation("-") is not None
+    if parser.parse_optional_keyword("inf") is not None:
+        value = pymath.inf
+    else:
+        value = float(parser.parse_number())
+    return -value if negative else value
+
+
+def _print_extra_attrs(printer: Printer, op: Operation) -> None:
+    if op.attributes:
+        printer.print_op_attributes(op.attributes, print_keyword=True)
+
+
+def _parse_extra_attrs(parser: Parser, op: Operation) -> None:
+    attrs = parser.parse_optional_attr_dict_with_keyword()
+    if attrs is not None:
+        op.attributes |= attrs.data
+
+
+def _yield_of(region: Region, op: Operation, what: str) -> YieldOp:
+    block = region.block
+    last = block.last_op
+    if not isinstance(last, YieldOp):
+        raise VerifyException(f"{op.name} \"{_name_of(op)}\" {what} must end with te.yield")
+    return last
+
+
+def _name_of(op: Operation) -> str:
+    name = op.properties.get("name")
+    return name.data if isinstance(name, StringAttr) else "?"
+
+
+def _check_index_args(op: Operation, block: Block, start: int = 0) -> None:
+    for n, arg in enumerate(block.args[start:], start):
+        if not isinstance(arg.type, IndexType):
+            raise VerifyException(
+                f"{op.name} \"{_name_of(op)}\" block argument #{n} must be index, got {arg.type}"
+            )
+
+
+# ---------------------------------------------------------------------------- ops
+
+
+class _TensorExprOp(IRDLOperation):
+    """Shared parts of te.compute and te.reduce."""
+
+    @property
+    def compute_name(self) -> str:
+        return self.properties["name"].data  # type: ignore[union-attr]
+
+    @property
+    def result_type(self) -> TensorType:
+        ty = self.results[0].type
+        assert isinstance(ty, TensorType)
+        return ty
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.result_type.get_shape())
+
+    @property
+    def element_type(self) -> Attribute:
+        return self.result_type.get_element_type()
+
+    @property
+    def yield_op(self) -> YieldOp:
+        return _yield_of(self.regions[0], self, "body")
+
+    @property
+    def index_args(self) -> tuple[SSAValue, ...]:
+        """The body's block arguments for the output dims."""
+        return tuple(self.regions[0].block.args[: len(self.shape)])
+
+
+@irdl_op_definition
+class ComputeOp(_TensorExprOp):
+    """One tensor defined element by element: out[i] = body(i).
+
+        %y = te.compute "exp_0" (%i0) : tensor<8xf32> {
+          %v = te.read %x[%i0] : tensor<8xf32>
+          %e = math.exp %v : f32
+          te.yield %e : f32
+        }
+    """
+
+    name = "te.compute"
+    sym = prop_def(StringAttr, prop_name="name")
+    result = result_def(TensorType)
+    body = region_def("single_block")
+    traits = traits_def(Pure())
+
+    def __init__(self, name: str, result_type: TensorType, body: Region):
+        super().__init__(
+            properties={"name": StringAttr(name)}, result_types=[result_type], regions=[body]
+        )
+
+    @staticmethod
+    def build(
+        name: str,
+        result_type: TensorType,
+        fn: Callable[[BodyBuilder, list[SSAValue]], SSAValue | float | int],
+    ) -> ComputeOp:
+        """`fn(b, idx)` emits the body through `b` and returns the element."""
+        block = _index_block(len(result_type.get_shape()), "i")
+        b = BodyBuilder(block)
+        value = b.as_value(fn(b, list(block.args)), result_type.get_element_type())
+        block.add_op(YieldOp(value))
+        return ComputeOp(name, result_type, Region(block))
+
+    def print(self, printer: Printer):
+        printer.print_string(" ")
+        printer.print_string_literal(self.compute_name)
+        printer.print_string(" ")
+        _print_args(printer, self.body.block.args)
+        printer.print_string(" : ")
+        printer.print_attribute(self.result.type)
+        printer.print_string(" ")
+        printer.print_region(self.body, print_entry_block_args=False)
+        _print_extra_attrs(printer, self)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> ComputeOp:
+        name = parser.parse_str_literal()
+        args = _parse_args(parser)
+        parser.parse_punctuation(":")
+        ty = parser.parse_type()
+        body = parser.parse_region(args)
+        op = cls.create(
+            properties={"name": StringAttr(name)}, result_types=[ty], regions=[body]
+        )
+        _parse_extra_attrs(parser, op)
+        return op
+
+    def verify_(self) -> None:
+        block = self.body.block
+        rank = len(self.shape)
+        if len(block.args) != rank:
+            raise VerifyException(
+                f"te.compute \"{self.compute_name}\" has {len(block.args)} index arguments "
+                f"but its result has rank {rank}"
+            )
+        _check_index_args(self, block)
+        _check_yield(self, self.yield_op, self.element_type, "body")
+
+
+@irdl_op_definition
+class ReduceOp(_TensorExprOp):
+    """A reduction: out[i] = epilogue(combiner over r of body(i, r), i).
+
+        %s = te.reduce "sum_0" (%i0) reduce (%r0) over [16] combiner "add" init 0.000000e+00 : tensor<4xf32> {
+          %v = te.read %x[%i0, %r0] : tensor<4x16xf32>
+          te.yield %v : f32
+        }
+    """
+
+    name = "te.reduce"
+    sym = prop_def(StringAttr, prop_name="name")
+    extents = prop_def(DenseArrayBase, prop_name="over")
+    combiner = prop_def(StringAttr)
+    init = prop_def(FloatAttr)
+    result = result_def(TensorType)
+    body = region_def("single_block")
+    epilogue = region_def()  # empty, or one block
+    traits = traits_def(Pure())
+
+    def __init__(
+        self,
+        name: str,
+        result_type: TensorType,
+        extents: Sequence[int],
+        combiner: str,
+        init: float,
+        body: Region,
+        epilogue: Region | None = None,
+    ):
+        super().__init__(
+            properties={
+                "name": StringAttr(name),
+                "over": DenseArrayBase.from_list(i64, list(extents)),
+                "combiner": StringAttr(combiner),
+                "init": FloatAttr(float(init), f64),
+            },
+            result_types=[result_type],
+            regions=[body, epilogue if epilogue is not None else Region()],
+        )
+
+    @staticmethod
+    def build(
+        name: str,
+        result_type: TensorType,
+        extents: Sequence[int],
+        combiner: str,
+        fn: Callable[[BodyBuilder, list[SSAValue], list[SSAValue]], Any],
+        init: float | None = None,
+        epilogue: Callable[[BodyBuilder, SSAValue, list[SSAValue]], Any] | None = None,
+        acc_type: Attribute | None = None,
+    ) -> ReduceOp:
+        """`fn(b, idx, r)` returns the value combined; `epilogue(b, acc, idx)` (optional)
+        maps the accumulated value to the stored one. `init` defaults to the combiner's
+        identity; `acc_type` (the body's value type) defaults to the element type."""
+        rank = len(result_type.get_shape())
+        elt = result_type.get_element_type()
+        acc_type = acc_type or elt
+        block = _index_block(rank, "i")
+        for n in range(len(extents)):
+            block.insert_arg(index, rank + n).name_hint = f"r{n}"
+        b = BodyBuilder(block)
+        value = fn(b, list(block.args[:rank]), list(block.args[rank:]))
+        block.add_op(YieldOp(b.as_value(value, acc_type)))
+        epi = None
+        if epilogue is not None:
+            eblock = _index_block(rank, "j")
+            eblock.insert_arg(acc_type, 0).name_hint = "acc"
+            eb = BodyBuilder(eblock)
+            out = epilogue(eb, eblock.args[0], list(eblock.args[1:]))
+            eblock.add_op(YieldOp(eb.as_value(out, elt)))
+            epi = Region(eblock)
+        if init is None:
+            init = IDENTITY[combiner]
+        return ReduceOp(name, result_type, extents, combiner, init, Region(block), epi)
+
+    @property
+    def reduce_extents(self) -> tuple[int, ...]:
+        return tuple(int(v) for v in self.extents.iter_values())
+
+    @property
+    def combiner_name(self) -> str:
+        return self.combiner.data
+
+    @property
+    def init_value(self) -> float:
+        return self.init.value.data
+
+    @property
+    def reduce_args(self) -> tuple[SSAValue, ...]:
+        return tuple(self.body.block.args[len(self.shape) :])
+
+    @property
+    def has_epilogue(self) -> bool:
+        return bool(self.epilogue.blocks)
+
+    @property
+    def acc_type(self) -> Attribute:
+        return self.yield_op.value.type
+
+    def print(self, printer: Printer):
+        rank = len(self.shape)
+        args = self.body.block.args
+        printer.print_string(" ")
+        printer.print_string_literal(self.compute_name)
+        printer.print_string(" ")
+        _print_args(printer, args[:rank])
+        printer.print_string(" reduce ")
+        _print_args(printer, args[rank:])
+        printer.print_string(" over [")
+        printer.print_list(self.reduce_extents, lambda e: printer.print_string(str(e)))
+        printer.print_string("] combiner ")
+        printer.print_string_literal(self.combiner_name)
+        printer.print_string(" init ")
+        _print_float(printer, self.init_value)
+        printer.print_string(" : ")
+        printer.print_attribute(self.result.type)
+        printer.print_string(" ")
+        printer.print_region(self.body, print_entry_block_args=False)
+        if self.has_epilogue:
+            printer.print_string(" epilogue (")
+            printer.print_list(self.epilogue.block.args, printer.print_block_argument)
+            printer.print_string(") ")
+            printer.print_region(self.epilogue, print_entry_block_args=False)
+        _print_extra_attrs(printer, self)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> ReduceOp:
+        name = parser.parse_str_literal()
+        out_args = _parse_args(parser)
+        parser.parse_keyword("reduce")
+        red_args = _parse_args(parser)
+        parser.parse_keyword("over")
+        extents = parser.parse_comma_separated_list(
+            parser.Delimiter.SQUARE, lambda: parser.parse_integer(allow_boolean=False)
+        )
+        parser.parse_keyword("combiner")
+        combiner = parser.parse_str_literal()
+        parser.parse_keyword("init")
+        init = _parse_float(parser)
+        parser.parse_punctuation(":")
+        ty = parser.parse_type()
+        body = parser.parse_region(out_args + red_args)
+        epi = Region()
+        if parser.parse_optional_keyword("epilogue") is not None:
+            eargs = parser.parse_comma_separated_list(
+                parser.Delimiter.PAREN, parser.parse_argument
+            )
+            epi = parser.parse_region(eargs)
+        op = cls.create(
+            properties={
+                "name": StringAttr(name),
+                "over": DenseArrayBase.from_list(i64, extents),
+                "combiner": StringAttr(combiner),
+                "init": FloatAttr(init, f64),
+            },
+            result_types=[ty],
+            regions=[body, epi],
+        )
+        _parse_extra_attrs(parser, op)
+        return op
+
+    def verify_(self) -> None:
+        block = self.body.block
+        rank, nred = len(self.shape), len(self.reduce_extents)
+        what = f"te.reduce \"{self.compute_name}\""
+        if len(block.args) != rank + nred:
+            raise VerifyException(
+                f"{what} has {len(block.args)} block arguments but expects {rank} output "
+                f"dims + {nred} reduction dims"
+            )
+        _check_index_args(self, block)
+        if any(e < 1 for e in self.reduce_extents):
+            raise VerifyException(f"{what} reduction extents {list(self.reduce_extents)} must be >= 1")
+        if self.combiner_name not in COMBINERS:
+            raise VerifyException(
+                f"{what} combiner '{self.combiner_name}' is not one of {', '.join(COMBINERS)}"
+            )
+        if len(self.epilogue.blocks) > 1:
+            raise VerifyException(f"{what} epilogue must have at most one block")
+        if not self.has_epilogue:
+            _check_yield(self, self.yield_op, self.element_type, "body")
+            return
+        eargs = self.epilogue.block.args
+        if len(eargs) != 1 + rank:
+            raise VerifyException(
+                f"{what} epilogue has {len(eargs)} arguments but expects the accumulator "
+                f"and {rank} output dims"
+            )
+        if eargs[0].type != self.acc_type:
+            raise VerifyException(
+                f"{what} epilogue accumulator has type {eargs[0].type} but the body "
+                f"yields {self.acc_type}"
+            )
+        _check_index_args(self, self.epilogue.block, 1)
+        _check_yield(self, _yield_of(self.epilogue, self, "epilogue"), self.element_type,
+                     "epilogue")
+
+
+def _check_yield(op: _TensorExprOp, y: YieldOp, elt: Attribute, what: str) -> None:
+    if y.value.type != elt:
+        raise VerifyException(
+            f"{op.name} \"{op.compute_name}\" {what} yields {y.value.type} but the result "
+            f"element type is {elt}"
+        )
+
+
+@irdl_op_definition
+class ReadOp(IRDLOperation):
+    """One element of a tensor.
+
+        %v = te.read %x[%i0, %i1] : tensor<4x8xf32>
+    """
+
+    name = "te.read"
+    tensor = operand_def(TensorType)
+    indices = var_operand_def(IndexType)
+    result = result_def()
+    traits = traits_def(Pure())
+
+    def __init__(self, tensor: SSAValue | Operation, indices: Sequence[SSAValue]):
+        tensor = SSAValue.get(tensor)
+        assert isinstance(tensor.type, TensorType)
+        super().__init__(
+            operands=[tensor, list(indices)], result_types=[tensor.type.get_element_type()]
+        )
+
+    def print(self, printer: Printer):
+        printer.print_string(" ")
+        printer.print_ssa_value(self.tensor)
+        printer.print_string("[")
+        printer.print_list(self.indices, printer.print_ssa_value)
+        printer.print_string("]")
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_attribute(self.tensor.type)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> ReadOp:
+        tensor = parser.parse_unresolved_operand()
+        idx = parser.parse_comma_separated_list(
+            parser.Delimiter.SQUARE, parser.parse_unresolved_operand
+        )
+        attrs = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        ty = parser.parse_type()
+        if not isinstance(ty, TensorType):
+            parser.raise_error(f"te.read expects a tensor type, got {ty}")
+        op = cls.create(
+            operands=[parser.resolve_operand(tensor, ty)]
+            + [parser.resolve_operand(i, index) for i in idx],
+            result_types=[ty.get_element_type()],
+            attributes=attrs,
+        )
+        return op
+
+    def verify_(self) -> None:
+        ty = self.tensor.type
+        assert isinstance(ty, TensorType)
+        rank = len(ty.get_shape())
+        if len(self.indices) != rank:
+            raise VerifyException(
+                f"te.read of {ty} has {len(self.indices)} indices but the tensor has rank {rank}"
+            )
+        if self.result.type != ty.get_element_type():
+            raise VerifyException(
+                f"te.read result type {self.result.type} differs from the element type "
+                f"{ty.get_element_type()}"
+            )
+
+
+@irdl_op_definition
+class YieldOp(IRDLOperation):
+    """The element a te.compute/te.reduce body (or epilogue) produces.
+
+        te.yield %v : f32
+    """
+
+    name = "te.yield"
+    value = operand_def()
+    traits = traits_def(IsTerminator(), HasParent(ComputeOp, ReduceOp), Pure())
+    assembly_format = "$value attr-dict `:` type($value)"
+
+    def __init__(self, value: SSAValue | Operation):
+        super().__init__(operands=[value])
+
+
+# ------------------------------------------------------------------------ builders
+
+IDENTITY = {"add": 0.0, "mul": 1.0, "max": -pymath.inf, "min": pymath.inf}
+
+_FLOAT_CMP = {"eq": "oeq", "ne": "une", "lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge"}
+_INT_CMP = {"eq": "eq", "ne": "ne", "lt": "slt", "le": "sle", "gt": "sgt", "ge": "sge"}
+
+Value = SSAValue | float | int
+
+
+def _index_block(rank: int, prefix: str) -> Block:
+    block = Block(arg_types=[index] * rank)
+    for n, arg in enumerate(block.args):
+        arg.name_hint = f"{prefix}{n}"
+    return block
+
+
+def is_float(ty: Attribute) -> bool:
+    return not isinstance(ty, IntegerType | IndexType)
+
+
+class BodyBuilder:
+    """Appends arith/math/te ops to a body block; each method returns the new value.
+
+    Operands may be Python numbers: they become constants of the other operand's type.
+    Arithmetic on `index` values folds Python-int operands (`b.mul(i, 1)` is `i`), so
+    index expressions stay as short as the lowering that wrote them.
+    """
+
+    def __init__(self, block: Block):
+        self.block = block
+
+    def emit(self, op: Operation) -> SSAValue:
+        self.block.add_op(op)
+        return op.results[0]
+
+    # ---- constants and conversion ------------------------------------------------
+    def const(self, value: float | int | bool, ty: Attribute = f64) -> SSAValue:
+        if isinstance(ty, IndexType | IntegerType):
+            return self.emit(arith.ConstantOp(IntegerAttr(int(value), ty)))
+        return self.emit(arith.ConstantOp(FloatAttr(float(value), ty)))  # type: ignore[arg-type]
+
+    def index(self, value: int) -> SSAValue:
+        return self.const(value, index)
+
+    def as_value(self, v: Value, ty: Attribute) -> SSAValue:
+        return v if isinstance(v, SSAValue) else self.const(v, ty)
+
+    def _pair(self, a: Value, b: Value) -> tuple[SSAValue, SSAValue]:
+        ty = a.type if isinstance(a, SSAValue) else b.type if isinstance(b, SSAValue) else index
+        return self.as_value(a, ty), self.as_value(b, ty)
+
+    def cast(self, v: SSAValue, to: Attribute) -> SSAValue:
+        """Numeric conversion (fp<->fp, int<->fp, int<->int, int<->index; i1 is unsigned)."""
+        src = v.type
+        if src == to:
+            return v
+        if isinstance(src, IndexType) or isinstance(to, IndexType):
+            return self.emit(arith.IndexCastOp(v, to))
+        if is_float(src) and is_float(to):
+            if src.bitwidth < to.bitwidth:  # type: ignore[attr-defined]
+                return self.emit(arith.ExtFOp(v, to))
+            return self.emit(arith.TruncFOp(v, to))
+        if is_float(src):
+            if to == i1:
+                return self.cmp("ne", v, 0.0)
+            return self.emit(arith.FPToSIOp(v, to))  # type: ignore[arg-type]
+        if is_float(to):
+            if src == i1:
+                return self.emit(arith.UIToFPOp(v, to))  # type: ignore[arg-type]
+            return self.emit(arith.SIToFPOp(v, to))  # type: ignore[arg-type]
+        if to == i1:
+            return self.cmp("ne", v, 0)
+        if src.width.data < to.width.data:  # type: ignore[attr-defined]
+            op = arith.ExtUIOp if src == i1 else arith.ExtSIOp
+            return self.emit(op(v, to))
+        return self.emit(arith.TruncIOp(v, to))
+
+    # ---- tensor access -------------------------------------------------------------
+    def read(self, t: SSAValue | Operation, idx: Sequence[Value]) -> SSAValue:
+        return self.emit(ReadOp(t, [self.as_value(i, index) for i in idx]))
+
+    # ---- arithmetic (float, integer, index) ---------------------------------------
+    def _binary(self, a: Value, b: Value, fop, iop) -> SSAValue:
+        x, y = self._pair(a, b)
+        return self.emit((fop if is_float(x.type) else iop)(x, y))
+
+    def add(self, a: Value, b: Value) -> SSAValue:
+        if b == 0 and isinstance(a, SSAValue) and not is_float(a.type):
+            return a
+        if a == 0 and isinstance(b, SSAValue) and not is_float(b.type):
+            return b
+        return self._binary(a, b, arith.AddfOp, arith.AddiOp)
+
+    def sub(self, a: Value, b: Value) -> SSAValue:
+        if b == 0 and isinstance(a, SSAValue) and not is_float(a.type):
+            return a
+        return self._binary(a, b, arith.SubfOp, arith.SubiOp)
+
+    def mul(self, a: Value, b: Value) -> SSAValue:
+        if b == 1 and isinstance(a, SSAValue) and not is_float(a.type):
+            return a
+        if a == 1 and isinstance(b, SSAValue) and not is_float(b.type):
+            return b
+        return self._binary(a, b, arith.MulfOp, arith.MuliOp)
+
+    def div(self, a: Value, b: Value) -> SSAValue:
+        """Float division, or unsigned division of (non-negative) integers/indices."""
+        if b == 1 and isinstance(a, SSAValue) and not is_float(a.type):
+            return a
+        return self._binary(a, b, arith.DivfOp, arith.DivUIOp)
+
+    def rem(self, a: Value, b: Value) -> SSAValue:
+        """Remainder of non-negative integers/indices."""
+        return self._binary(a, b, arith.RemFOp, arith.RemUIOp)
+
+    def max(self, a: Value, b: Value) -> SSAValue:
+        return self._binary(a, b, arith.MaximumfOp, arith.MaxSIOp)
+
+    def min(self, a: Value, b: Value) -> SSAValue:
+        return self._binary(a, b, arith.MinimumfOp, arith.MinSIOp)
+
+    def neg(self, a: SSAValue) -> SSAValue:
+        if is_float(a.type):
+            return self.emit(arith.NegfOp(a))
+        return self.sub(self.const(0, a.type), a)
+
+    def and_(self, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self.emit(arith.AndIOp(a, b))
+
+    def or_(self, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self.emit(arith.OrIOp(a, b))
+
+    def combine(self, combiner: str, a: Value, b: Value) -> SSAValue:
+        return getattr(self, combiner)(a, b)
+
+    # ---- math -----------------------------------------------------------------------
+    def exp(self, a: SSAValue) -> SSAValue:
+        return self.emit(xmath.ExpOp(a))
+
+    def log(self, a: SSAValue) -> SSAValue:
+        return self.emit(xmath.LogOp(a))
+
+    def sqrt(self, a: SSAValue) -> SSAValue:
+        return self.emit(xmath.SqrtOp(a))
+
+    def rsqrt(self, a: SSAValue) -> SSAValue:
+        return self.emit(xmath.RsqrtOp(a))
+
+    def tanh(self, a: SSAValue) -> SSAValue:
+        return self.emit(xmath.TanhOp(a))
+
+    def erf(self, a: SSAValue) -> SSAValue:
+        return self.emit(xmath.ErfOp(a))
+
+    def abs(self, a: SSAValue) -> SSAValue:
+        if is_float(a.type):
+            return self.emit(xmath.AbsFOp(a))
+        return self.emit(xmath.AbsIOp(a))
+
+    def pow(self, a: SSAValue, b: Value) -> SSAValue:
+        return self.emit(xmath.PowFOp(*self._pair(a, b)))
+
+    # ---- predicates and selection ---------------------------------------------------
+    def cmp(self, pred: str, a: Value, b: Value) -> SSAValue:
+        """pred is one of eq ne lt le gt ge (ordered for floats, signed for integers)."""
+        x, y = self._pair(a, b)
+        if is_float(x.type):
+            return self.emit(arith.CmpfOp(x, y, _FLOAT_CMP[pred]))
+        return self.emit(arith.CmpiOp(x, y, _INT_CMP[pred]))
+
+    def select(self, cond: SSAValue, a: Value, b: Value) -> SSAValue:
+        x, y = self._pair(a, b)
+        return self.emit(arith.SelectOp(cond, x, y))
+
+    def in_bounds(self, i: SSAValue, size: int) -> SSAValue:
+        """0 <= i < size, on a signed index."""
+        return self.and_(self.cmp("ge", i, 0), self.cmp("lt", i, size))
+
+    def if_(
+        self,
+        cond: SSAValue,
+        then: Callable[[BodyBuilder], Value],
+        otherwise: Callable[[BodyBuilder], Value],
+        ty: Attribute,
+    ) -> SSAValue:
+        """scf.if yielding one value of type `ty`: only the taken branch is evaluated
+        (a read under a bounds check never goes out of bounds)."""
+        blocks = []
+        for fn in (then, otherwise):
+            block = Block()
+            sub = BodyBuilder(block)
+            block.add_op(scf.YieldOp(sub.as_value(fn(sub), ty)))
+            blocks.append(Region(block))
+        return self.emit(scf.IfOp(cond, [ty], blocks[0], blocks[1]))
+
+
+Te = Dialect("te", [ComputeOp, ReduceOp, ReadOp, YieldOp], [])
