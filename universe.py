@@ -24,7 +24,26 @@ def _loop():
 
 DIALECTS = {"graph": _graph, "te": _te, "loop": _loop}
 
-PASSES = {}
+
+def _graph_pass(module: str, cls: str):
+    def factory():
+        import importlib
+
+        return getattr(importlib.import_module(f"dlpc.passes.graph.{module}"), cls)
+
+    return factory
+
+
+GRAPH_PASSES = {
+    "graph-infer-shapes": _graph_pass("infer_shapes", "GraphInferShapes"),
+    "graph-fold-constants": _graph_pass("fold_constants", "GraphFoldConstants"),
+    "graph-simplify": _graph_pass("simplify", "GraphSimplify"),
+    "graph-substitute": _graph_pass("substitute", "GraphSubstitute"),
+    "graph-layout": _graph_pass("layout", "GraphLayout"),
+    "graph-fuse": _graph_pass("fuse", "GraphFuse"),
+}
+
+PASSES = {**GRAPH_PASSES}
 
 TARGETS = {}
 

@@ -1,0 +1,429 @@
+"""The `loop` dialect: loop nests over buffers, with schedule annotations.
+
+The loop level says *how* a tensor expression is computed: explicit loop nests over
+builtin `memref`s (loads and stores with `memref.load`/`memref.store`, scalar math with
+`arith`/`math`, guards with `scf.if`). It is the level schedule primitives (split,
+reorder, tile, fuse, unroll, vectorize, parallel, cache_read/write, compute_at,
+tensorize) transform, and the level the C / OpenCL / DLP backends read.
+
+    func.func @main(%x: memref<4x8xf32>, %out: memref<4x8xf32>)
+        attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+      loop.kernel "relu_0" attributes {origin = "graph.relu"} {
+        loop.for %i0 = 0 to 4 step 1 {name = "i0", parallel} {
+          loop.for %i1 = 0 to 8 step 1 {name = "i1", vectorize} {
+            %v = memref.load %x[%i0, %i1] : memref<4x8xf32>
+            %z = arith.constant 0.000000e+00 : f32
+            %r = arith.maximumf %v, %z : f32
+            memref.store %r, %out[%i0, %i1] : memref<4x8xf32>
+          }
+        }
+      }
+      func.return
+    }
+
+Ops:
+- `loop.kernel "name" [attributes {...}] { ... }`: one kernel, i.e. one loop nest (one te
+  compute); becomes one function in generated code. One region with one block; no
+  terminator. Kernel names are unique among sibling kernels.
+- `loop.for %i = LB to UB step S [{annotations}] { ... }`: a counted loop with static
+  integer bounds; the body's one block argument is the `index` induction variable; no
+  terminator, no results. Annotations (attributes):
+    name = "i0"      stable loop name, unique within its kernel (`i*` spatial, `r*` reduction)
+    parallel         iterations may run concurrently (OpenMP `parallel for`, cores, ...)
+    vectorize        the loop should be vectorised (SIMD)
+    unroll = N       unroll by N (N >= 1)
+    reduction        the loop is a reduction axis (iterations carry a dependence through
+                     an accumulator); a reduction loop cannot be `parallel`
+  Attributes whose name contains a `.` (e.g. `dlpc.tile`) are free-form extensions.
+
+Schedules address loops as `kernel/loop` (e.g. `matmul_0/r0`): see `find_kernel`,
+`find_loop`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+
+from xdsl.dialects.builtin import (
+    IndexType,
+    IntegerAttr,
+    StringAttr,
+    UnitAttr,
+    i64,
+)
+from xdsl.ir import Block, Dialect, Operation, Region
+from xdsl.irdl import (
+    IRDLOperation,
+    irdl_op_definition,
+    opt_attr_def,
+    prop_def,
+    region_def,
+    traits_def,
+)
+from xdsl.parser import Parser
+from xdsl.printer import Printer
+from xdsl.traits import HasAncestor, NoTerminator, RecursiveMemoryEffect
+from xdsl.utils.exceptions import VerifyException
+from xdsl.utils.mlir_lexer import MLIRTokenKind
+
+KNOWN_ANNOTATIONS = ("name", "parallel", "vectorize", "unroll", "reduction")
+
+
+# ------------------------------------------------------------------------ kernel
+
+
+@irdl_op_definition
+class KernelOp(IRDLOperation):
+    """One kernel: a loop nest computing one tensor expression.
+
+        loop.kernel "relu_0" attributes {origin = "graph.relu"} {
+          loop.for %i0 = 0 to 4 step 1 {name = "i0", parallel} { ... }
+        }
+
+    `origin` (optional) names the graph op the kernel came from, for readable output.
+    """
+
+    name = "loop.kernel"
+    kernel_name = prop_def(StringAttr, prop_name="name")
+    origin = opt_attr_def(StringAttr)
+    body = region_def("single_block")
+    traits = traits_def(NoTerminator(), RecursiveMemoryEffect())
+
+    def __init__(
+        self,
+        name: str,
+        body: Region | Block | Sequence[Operation] | None = None,
+        origin: str | None = None,
+    ):
+        if body is None:
+            body = Region(Block())
+        elif isinstance(body, Block):
+            body = Region(body)
+        elif not isinstance(body, Region):
+            body = Region(Block(body))
+        attrs = {"origin": StringAttr(origin)} if origin is not None else {}
+        super().__init__(properties={"name": StringAttr(name)}, regions=[body], attributes=attrs)
+
+    @property
+    def sym(self) -> str:
+        """The kernel's name (`loop.kernel "sym"`)."""
+        return self.kernel_name.data
+
+    @property
+    def block(self) -> Block:
+        return self.body.block
+
+    def loops(self) -> Iterator[ForOp]:
+        """All loops of the kernel, outermost first (pre-order)."""
+        for op in self.body.walk():
+            if isinstance(op, ForOp):
+                yield op
+
+    def loop(self, name: str) -> ForOp:
+        """The loop called `name`; KeyError naming the kernel if absent."""
+        for op in self.loops():
+            if op.loop_name == name:
+                return op
+        raise KeyError(f"kernel '{self.sym}' has no loop named '{name}'")
+
+    def fresh_loop_name(self, base: str) -> str:
+        """A loop name not yet used in this kernel: `base`, else `base.1`, `base.2`, ..."""
+        used = {op.loop_name for op in self.loops()}
+        if base not in used:
+            return base
+        k = 1
+        while f"{base}.{k}" in used:
+            k += 1
+        return f"{base}.{k}"
+
+    def verify_(self) -> None:
+        seen: set[str] = set()
+        for op in self.loops():
+            name = op.loop_name
+            if name is None:
+                continue
+            if name in seen:
+                raise VerifyException(f"loop name '{name}' is used twice in kernel '{self.sym}'")
+            seen.add(name)
+        parent = self.parent_block()
+        if parent is not None:
+            for other in parent.ops:
+                if other is not self and isinstance(other, KernelOp) and other.sym == self.sym:
+                    raise VerifyException(f"kernel name '{self.sym}' is used twice")
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_string_literal(self.sym)
+        printer.print_op_attributes(self.attributes, print_keyword=True)
+        printer.print_string(" ")
+        printer.print_region(self.body, print_entry_block_args=False, print_empty_block=False)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> KernelOp:
+        name = parser.parse_str_literal(" for the kernel name")
+        attrs = parser.parse_optional_attr_dict_with_keyword()
+        body = parser.parse_region()
+        if not body.blocks:
+            body.add_block(Block())
+        op = cls(name, body)
+        if attrs is not None:
+            op.attributes |= attrs.data
+        return op
+
+
+# --------------------------------------------------------------------------- for
+
+
+@irdl_op_definition
+class ForOp(IRDLOperation):
+    """A counted loop with static bounds and schedule annotations.
+
+        loop.for %i0 = 0 to 128 step 1 {name = "i0", parallel, vectorize, unroll = 4} {
+          ...
+        }
+
+    The body block has one `index` argument, the induction variable; no terminator.
+    """
+
+    name = "loop.for"
+    lb = prop_def(IntegerAttr, prop_name="lb")
+    ub = prop_def(IntegerAttr, prop_name="ub")
+    step = prop_def(IntegerAttr, prop_name="step")
+    loop_name_attr = opt_attr_def(StringAttr, attr_name="name")
+    parallel = opt_attr_def(UnitAttr)
+    vectorize = opt_attr_def(UnitAttr)
+    unroll = opt_attr_def(IntegerAttr)
+    reduction = opt_attr_def(UnitAttr)
+    body = region_def("single_block")
+    traits = traits_def(NoTerminator(), HasAncestor(KernelOp), RecursiveMemoryEffect())
+
+    def __init__(
+        self,
+        lb: int,
+        ub: int,
+        step: int = 1,
+        body: Region | Block | None = None,
+        *,
+        name: str | None = None,
+        parallel: bool = False,
+        vectorize: bool = False,
+        unroll: int | None = None,
+        reduction: bool = False,
+    ):
+        if body is None:
+            body = Block(arg_types=[IndexType()])
+        if isinstance(body, Block):
+            body = Region(body)
+        attrs: dict = {}
+        if name is not None:
+            attrs["name"] = StringAttr(name)
+        if parallel:
+            attrs["parallel"] = UnitAttr()
+        if vectorize:
+            attrs["vectorize"] = UnitAttr()
+        if unroll is not None:
+            attrs["unroll"] = IntegerAttr(unroll, i64)
+        if reduction:
+            attrs["reduction"] = UnitAttr()
+        super().__init__(
+            properties={
+                "lb": IntegerAttr(lb, i64),
+                "ub": IntegerAttr(ub, i64),
+                "step": IntegerAttr(step, i64),
+            },
+            regions=[body],
+            attributes=attrs,
+        )
+
+    # ---- accessors -------------------------------------------------------------
+    @property
+    def lower(self) -> int:
+        return self.lb.value.data
+
+    @property
+    def upper(self) -> int:
+        return self.ub.value.data
+
+    @property
+    def stride(self) -> int:
+        return self.step.value.data
+
+    @property
+    def trip_count(self) -> int:
+        """Number of iterations."""
+        return max(0, -(-(self.upper - self.lower) // self.stride))
+
+    @property
+    def loop_name(self) -> str | None:
+        return self.loop_name_attr.data if self.loop_name_attr is not None else None
+
+    @property
+    def unroll_factor(self) -> int:
+        return self.unroll.value.data if self.unroll is not None else 1
+
+    @property
+    def induction_var(self):
+        return self.body.block.args[0]
+
+    @property
+    def block(self) -> Block:
+        return self.body.block
+
+    def annotate(self, key: str, value: bool | int | str = True) -> None:
+        """Set (or with `False` clear) an annotation: `annotate("parallel")`, `annotate("unroll", 4)`."""
+        if value is False:
+            self.attributes.pop(key, None)
+        elif value is True:
+            self.attributes[key] = UnitAttr()
+        elif isinstance(value, int):
+            self.attributes[key] = IntegerAttr(value, i64)
+        else:
+            self.attributes[key] = StringAttr(value)
+
+    def kernel(self) -> KernelOp:
+        op = self.parent_op()
+        while op is not None and not isinstance(op, KernelOp):
+            op = op.parent_op()
+        assert op is not None, "loop.for outside a loop.kernel"
+        return op
+
+    def verify_(self) -> None:
+        what = f"loop '{self.loop_name}'" if self.loop_name else "loop.for"
+        if self.stride <= 0:
+            raise VerifyException(f"{what} has step {self.stride}, expected a positive step")
+        if self.lower > self.upper:
+            raise VerifyException(
+                f"{what} has lower bound {self.lower} above upper bound {self.upper}"
+            )
+        if self.unroll is not None and self.unroll_factor < 1:
+            raise VerifyException(f"{what} has unroll factor {self.unroll_factor}, expected >= 1")
+        if self.parallel is not None and self.reduction is not None:
+            raise VerifyException(f"{what} is a reduction loop and cannot be parallel")
+        for key in self.attributes:
+            if key not in KNOWN_ANNOTATIONS and "." not in key:
+                raise VerifyException(
+                    f"{what} has unknown annotation '{key}' "
+                    f"(known: {', '.join(KNOWN_ANNOTATIONS)})"
+                )
+        block = self.body.block
+        if len(block.args) != 1 or not isinstance(block.args[0].type, IndexType):
+            raise VerifyException(f"{what} body must have one index block argument")
+
+    # ---- syntax --------------------------------------------------------------
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_ssa_value(self.induction_var)
+        printer.print_string(f" = {self.lower} to {self.upper} step {self.stride}")
+        if self.attributes:
+            printer.print_string(" {")
+            printer.print_list(self.attributes.items(), lambda kv: _print_annotation(printer, *kv))
+            printer.print_string("}")
+        printer.print_string(" ")
+        printer.print_region(self.body, print_entry_block_args=False, print_empty_block=False)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> ForOp:
+        indvar = parser.parse_argument(expect_type=False)
+        parser.parse_punctuation("=")
+        lb = parser.parse_integer(context_msg=" as the loop lower bound")
+        parser.parse_keyword("to")
+        ub = parser.parse_integer(context_msg=" as the loop upper bound")
+        parser.parse_keyword("step")
+        step = parser.parse_integer(context_msg=" as the loop step")
+        attrs = {}
+        if _attr_dict_follows(parser):
+            attrs = parser.parse_optional_attr_dict()
+        body = parser.parse_region([indvar.resolve(IndexType())])
+        op = cls(lb, ub, step, body)
+        op.attributes |= attrs
+        return op
+
+
+def _print_annotation(printer: Printer, key: str, value) -> None:
+    """`parallel`, `unroll = 4` (not `4 : i64`), `name = "i0"`, else `key = attr`."""
+    printer.print_identifier_or_string_literal(key)
+    if isinstance(value, UnitAttr):
+        return
+    printer.print_string(" = ")
+    if isinstance(value, IntegerAttr) and value.type == i64:
+        printer.print_string(str(value.value.data))
+    else:
+        printer.print_attribute(value)
+
+
+def _attr_dict_follows(parser: Parser) -> bool:
+    """At `{`: is it an attribute dictionary (`{name = ..`, `{parallel,`, `{x}`) rather
+    than the loop body?  Looks two tokens ahead, then rewinds."""
+    if parser._current_token.kind != MLIRTokenKind.L_BRACE:  # noqa: SLF001
+        return False
+    start = parser.pos
+    parser._consume_token()  # noqa: SLF001
+    first = parser._current_token.kind  # noqa: SLF001
+    result = False
+    if first in (MLIRTokenKind.BARE_IDENT, MLIRTokenKind.STRING_LIT):
+        parser._consume_token()  # noqa: SLF001
+        result = parser._current_token.kind in (  # noqa: SLF001
+            MLIRTokenKind.EQUAL,
+            MLIRTokenKind.COMMA,
+            MLIRTokenKind.R_BRACE,
+        )
+    elif first == MLIRTokenKind.R_BRACE:
+        parser._consume_token()  # noqa: SLF001
+        result = parser._current_token.kind == MLIRTokenKind.L_BRACE  # noqa: SLF001
+    parser._resume_from(start)  # noqa: SLF001
+    return result
+
+
+# ----------------------------------------------------------------------- helpers
+
+
+def kernels(root: Operation) -> Iterator[KernelOp]:
+    """All kernels under `root`, in program order."""
+    for op in root.walk():
+        if isinstance(op, KernelOp):
+            yield op
+
+
+def find_kernel(root: Operation, name: str) -> KernelOp:
+    """The kernel called `name` under `root` (a module or function)."""
+    for k in kernels(root):
+        if k.sym == name:
+            return k
+    raise KeyError(f"no kernel named '{name}'")
+
+
+def find_loop(root: Operation, path: str) -> ForOp:
+    """A loop by `kernel/loop` path (`matmul_0/r0`); with `root` a kernel, by loop name."""
+    if isinstance(root, KernelOp) and "/" not in path:
+        return root.loop(path)
+    kernel_name, sep, loop_name = path.partition("/")
+    if not sep:
+        raise KeyError(f"expected a 'kernel/loop' path, got '{path}'")
+    return find_kernel(root, kernel_name).loop(loop_name)
+
+
+def loop_nest(
+    kernel: KernelOp | ForOp,
+    extents: Sequence[int],
+    names: Sequence[str],
+    body: Callable[[list], None] | None = None,
+    annotations: dict[str, dict] | None = None,
+) -> list[ForOp]:
+    """Build a perfect nest of `loop.for 0 to extent` inside `kernel` (appended to its
+    block), named `names`; `annotations[name]` gives extra ForOp keywords
+    (`parallel=True`, ...). Calls `body(induction_vars)` with the builder positioned
+    in the innermost block (ops are appended to `nest[-1].block`). Returns the loops,
+    outermost first."""
+    block = kernel.block
+    loops: list[ForOp] = []
+    for extent, name in zip(extents, names, strict=True):
+        loop = ForOp(0, extent, 1, name=name, **(annotations or {}).get(name, {}))
+        block.add_op(loop)
+        loops.append(loop)
+        block = loop.block
+    if body is not None:
+        body([lp.induction_var for lp in loops])
+    return loops
+
+
+Loop = Dialect("loop", [KernelOp, ForOp], [])
