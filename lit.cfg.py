@@ -5,8 +5,8 @@ import lit.formats
 config.name = "dlpc"
 config.test_format = lit.formats.ShTest(preamble_commands=[])
 config.suffixes = [".mlir", ".dlpc", ".test"]
-config.test_source_root = os.path.join(os.path.dirname(__file__), "test")
-config.excludes = ["python", "Inputs", "lit.cfg.py"]
+config.test_source_root = os.path.dirname(__file__)
+config.excludes = ["python", "Inputs", "Output", "examples", "docs", "bench", "build"]
 config.environment["PYTHONHASHSEED"] = "0"
 for var in ("PATH", "HOME", "CI", "DLPC_CACHE_DIR", "CC", "VIRTUAL_ENV"):
     if var in os.environ:

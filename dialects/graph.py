@@ -213,7 +213,12 @@ class GraphOp(IRDLOperation):
         for v in self.operands:
             if not isinstance(v.type, TensorType):
                 raise VerifyException(f"{self.name} expects tensor operands, got {v.type}")
-        expected = self.infer_type()
+        try:
+            expected = self.infer_type()
+        except VerifyException as e:
+            if str(e).startswith(self.name):
+                raise
+            raise VerifyException(f"{self.name}: {e}") from e
         actual = self.results[0].type
         if not isinstance(actual, TensorType):
             raise VerifyException(f"{self.name} must produce a tensor, got {actual}")
