@@ -5,5 +5,5 @@ func.func @f(%a: tensor<4xf32>) -> tensor<4xf32> {
   %0 = graph.rleu %a : (tensor<4xf32>) -> tensor<4xf32>
   func.return %0 : tensor<4xf32>
 }
-// CHECK: parse-errors.mlir:5:8: error: Operation graph.rleu is not registered
+// CHECK: parse-errors.mlir:5:19: error: Operation graph.rleu is not registered
 // CHECK-NOT: Traceback
