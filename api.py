@@ -1,0 +1,201 @@
+"""dlpc's Python API: load a model, compile it for a target, call it on numpy arrays.
+
+    import dlpc
+    model = dlpc.load("examples/mlp.dlpc")          # .dlpc text, .onnx or .mlir graph IR
+    fn = dlpc.compile(model, target="numpy")        # or "c"
+    (y,) = fn(x)                                     # a list of outputs
+    print(fn.source)                                 # the generated code
+    print(fn.time(x, repeat=10))                     # median seconds per call
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from xdsl.dialects.builtin import ModuleOp
+
+from dlpc.backends import numpy as ref
+from dlpc.passes import pipeline
+from dlpc.tools.diagnostics import DlpcError
+
+TARGETS = ("numpy", "c")
+
+
+@dataclass
+class Model:
+    """Graph IR (`func.func @main`) plus the values of its `graph.param` weights."""
+
+    module: ModuleOp
+    weights: dict[str, np.ndarray] = field(default_factory=dict)
+    name: str = "model"
+    path: str | None = None
+
+    @property
+    def input_names(self) -> list[str]:
+        return ref.input_names(ref.main_func(self.module))
+
+    @property
+    def param_names(self) -> list[str]:
+        return ref.param_names(self.module)
+
+
+# ----------------------------------------------------------------------- load
+
+
+def load_weights(path: str | os.PathLike) -> dict[str, np.ndarray]:
+    """Weights from an .npz file (name -> array)."""
+    path = Path(path)
+    if not path.is_file():
+        raise DlpcError(f"error: no such weights file: {path}")
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            return {k: data[k] for k in data.files}
+    except (OSError, ValueError) as e:
+        raise DlpcError(f"error: cannot read weights {path}: {e}") from None
+
+
+def _as_model(result, path: Path, weights) -> Model:
+    """Frontends return a Model or (module, weights)."""
+    if isinstance(result, Model):
+        return result
+    if hasattr(result, "module") and hasattr(result, "weights"):
+        return Model(result.module, dict(result.weights), path.stem, str(path))
+    module, found = result
+    return Model(module, dict(found or {}), path.stem, str(path))
+
+
+def load(path: str | os.PathLike, weights=None) -> Model:
+    """Load a model: `.dlpc` (text), `.onnx`, or `.mlir` (graph IR; weights from the
+    given .npz or dict, else from `<model>.npz` beside the file)."""
+    path = Path(path)
+    if not path.is_file():
+        raise DlpcError(f"error: no such file: {path}")
+    if isinstance(weights, str | os.PathLike):
+        weights = load_weights(weights)
+    suffix = path.suffix.lower()
+    if suffix == ".dlpc":
+        try:
+            from dlpc.frontends.text import load_model
+        except ImportError as e:
+            raise DlpcError(f"error: the text frontend is not available ({e})") from None
+        model = _as_model(load_model(str(path), weights=weights), path, weights)
+    elif suffix == ".onnx":
+        try:
+            from dlpc.frontends.onnx import load_model as load_onnx
+        except ImportError as e:
+            raise DlpcError(f"error: the ONNX frontend is not available ({e})") from None
+        model = _as_model(load_onnx(str(path)), path, weights)
+    elif suffix == ".mlir":
+        module = pipeline.parse_module(path.read_text(), str(path))
+        beside = path.with_suffix(".npz")
+        if weights is None and beside.is_file():
+            weights = load_weights(beside)
+        model = Model(module, {}, path.stem, str(path))
+    else:
+        raise DlpcError(f"error: unknown model format '{suffix or path.name}' "
+                        f"(expected .dlpc, .onnx or .mlir)")
+    if weights is not None:
+        model.weights = {**model.weights, **weights}
+    return model
+
+
+# -------------------------------------------------------------------- compile
+
+
+def check_weights(model: Model) -> dict[str, np.ndarray]:
+    """Every graph.param bound, with the declared shape and dtype."""
+    bound = {}
+    for op in ref.main_func(model.module).walk():
+        if isinstance(op, ref.graph.ParamOp) and op.pname not in bound:
+            if op.pname not in model.weights:
+                raise DlpcError(f"error: no value for weight '{op.pname}' (graph.param in "
+                                f"{model.name}); pass weights= or --weights")
+            bound[op.pname] = ref.evaluate_op(op, [model.weights[op.pname]])
+    return bound
+
+
+@dataclass
+class CompiledModel:
+    """A model compiled for a target; call it on numpy arrays."""
+
+    model: Model
+    target: str
+    source: str
+    lowered: ModuleOp
+    runner: Callable[[list[np.ndarray]], list[np.ndarray]]
+
+    def __call__(self, *inputs: np.ndarray) -> list[np.ndarray]:
+        arrays = ref.check_inputs(ref.main_func(self.model.module), inputs)
+        return [np.asarray(y) for y in self.runner(arrays)]
+
+    def time(self, *inputs: np.ndarray, repeat: int = 10, warmup: int = 1) -> float:
+        """Median wall time of one call in seconds, after `warmup` calls."""
+        arrays = ref.check_inputs(ref.main_func(self.model.module), inputs)
+        for _ in range(warmup):
+            self.runner(arrays)
+        times = []
+        for _ in range(max(repeat, 1)):
+            start = time.perf_counter()
+            self.runner(arrays)
+            times.append(time.perf_counter() - start)
+        return statistics.median(times)
+
+
+def _numpy_runner(source: str, weights: dict) -> Callable:
+    namespace: dict = {"__name__": "dlpc_generated"}
+    exec(builtins.compile(source, "<dlpc --emit=numpy>", "exec"), namespace)  # noqa: S102
+    main = namespace["main"]
+    return lambda arrays: list(main(*arrays, params=weights))
+
+
+def _c_runner(loop_module: ModuleOp, source: str, weights: dict, name: str) -> Callable:
+    try:
+        from dlpc.backends import c as cbackend
+    except ImportError as e:
+        raise DlpcError(f"error: target 'c' is not available ({e})") from None
+    return cbackend.make_runner(loop_module, source, weights, name=name)
+
+
+def compile(model: Model, target: str = "numpy", opt_level: int = 2,  # noqa: A001
+            tuning_log: str | None = None, **options) -> CompiledModel:
+    """Lower `model` through the pipeline and build it for `target`."""
+    if target not in TARGETS:
+        raise DlpcError(f"error: unsupported target '{target}' (expected "
+                        f"{', '.join(TARGETS)})")
+    weights = check_weights(model)
+    opts = pipeline.PipelineOptions(opt_level=opt_level, tuning_log=tuning_log,
+                                    extra=options)
+    lowered = pipeline.lower(model.module.clone(), pipeline.EMITTERS[target], opts)
+    source = pipeline.emit(lowered, target)
+    if target == "numpy":
+        runner = _numpy_runner(source, weights)
+    else:
+        runner = _c_runner(lowered, source, weights, model.name)
+    return CompiledModel(model, target, source, lowered, runner)
+
+
+def reference(model: Model, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """The numpy reference's outputs for `model` on `inputs` (no optimisation)."""
+    return ref.run_reference(model.module, inputs, check_weights(model))
+
+
+def random_inputs(model: Model, seed: int = 0) -> list[np.ndarray]:
+    """Reproducible random inputs: floats ~ N(0, 1), ints in [0, 10), bools 50/50."""
+    rng = np.random.default_rng(seed)
+    arrays = []
+    for arg in ref.main_func(model.module).args:
+        shape, dtype = ref.graph.shape_of(arg), ref.result_dtype(arg)
+        if np.issubdtype(dtype, np.floating):
+            arrays.append(rng.standard_normal(shape).astype(dtype))
+        elif dtype == np.bool_:
+            arrays.append(rng.random(shape) < 0.5)
+        else:
+            arrays.append(rng.integers(0, 10, shape).astype(dtype))
+    return arrays

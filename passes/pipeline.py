@@ -1,0 +1,169 @@
+"""The whole pipeline, graph -> te -> loop -> source, as one readable function.
+
+    module = parse_module(text)
+    lower(module, stop_at="loop", options=PipelineOptions(opt_level=2))
+    source = emit(module, "c")
+
+Stages (see docs/pipeline.md):
+
+- graph: `graph-infer-shapes`, then the graph optimisations of the -O level
+  (`GRAPH_PASSES_BY_LEVEL`);
+- te:    `graph-to-te` (DL ops -> compute definitions);
+- loop:  `te-to-loop` (compute definitions -> loop nests over buffers), then the
+  schedules of a tuning log when one is given.
+
+Emitters: `numpy` works on graph IR, `c` on loop IR. Passes are looked up by name in
+`dlpc.universe.PASSES` and imported only when they run, so this module imports even
+while a stage is missing; running a missing stage is a one-line DlpcError.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.parser import Parser
+from xdsl.passes import ModulePass
+
+from dlpc.tools.diagnostics import DlpcError
+
+STAGES = ("graph", "te", "loop")
+EMITTERS = {"numpy": "graph", "c": "loop"}  # target -> the stage its emitter reads
+
+# Graph passes per -O level, in order. Every name must be registered in
+# dlpc.universe.PASSES: a missing one is an error, never skipped silently.
+GRAPH_PASSES_BY_LEVEL: dict[int, tuple[str, ...]] = {
+    0: ("graph-infer-shapes",),
+    1: ("graph-infer-shapes", "graph-fold-constants", "graph-simplify"),
+    2: ("graph-infer-shapes", "graph-fold-constants", "graph-simplify",
+        "graph-substitute", "graph-fuse"),
+    3: ("graph-infer-shapes", "graph-fold-constants", "graph-simplify",
+        "graph-substitute", "graph-layout", "graph-fuse"),
+}
+
+
+@dataclass(frozen=True)
+class PipelineOptions:
+    opt_level: int = 2
+    tuning_log: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)  # per-pass options, by pass name
+
+    def __post_init__(self):
+        if self.opt_level not in GRAPH_PASSES_BY_LEVEL:
+            raise DlpcError(f"error: unknown optimisation level -O{self.opt_level} "
+                            f"(expected -O0 to -O3)")
+
+
+# ----------------------------------------------------------------- IR plumbing
+
+
+def context() -> Context:
+    """A context with xDSL's dialects and dlpc's (graph, te, loop, ...)."""
+    from xdsl.universe import Universe
+
+    from dlpc.universe import DIALECTS
+
+    ctx = Context()
+    for name, factory in Universe.get_multiverse().all_dialects.items():
+        ctx.register_dialect(name, factory)
+    for name, factory in DIALECTS.items():
+        if name not in ctx.registered_dialect_names:
+            ctx.register_dialect(name, factory)
+    return ctx
+
+
+def parse_module(text: str, path: str = "<input>") -> ModuleOp:
+    """Parse and verify IR text; errors are xDSL ParseError/VerifyException."""
+    module = Parser(context(), text, name=path).parse_module()
+    module.verify()
+    return module
+
+
+def make_pass(name: str, options: PipelineOptions) -> ModulePass:
+    from dlpc.universe import PASSES
+
+    if name not in PASSES:
+        raise DlpcError(f"error: pipeline pass '{name}' is not registered in dlpc.universe")
+    try:
+        cls = PASSES[name]()
+    except ImportError as e:
+        raise DlpcError(f"error: pipeline pass '{name}' is not available ({e})") from None
+    return cls(**options.extra.get(name, {}))
+
+
+def run(name: str, module: ModuleOp, options: PipelineOptions) -> None:
+    """Apply one pass by name and verify the result."""
+    make_pass(name, options).apply(context(), module)
+    module.verify()
+
+
+# ------------------------------------------------------------------- pipeline
+
+
+def lower(module: ModuleOp, stop_at: str = "loop",
+          options: PipelineOptions | None = None) -> ModuleOp:
+    """Lower graph IR in place down to `stop_at` ("graph", "te" or "loop")."""
+    options = options or PipelineOptions()
+    if stop_at not in STAGES:
+        raise DlpcError(f"error: unknown stage '{stop_at}' (expected {', '.join(STAGES)})")
+    for name in GRAPH_PASSES_BY_LEVEL[options.opt_level]:
+        run(name, module, options)           # shapes first, then -O graph rewrites
+    if stop_at == "graph":
+        return module
+    run("graph-to-te", module, options)      # DL ops -> compute definitions
+    if stop_at == "te":
+        return module
+    run("te-to-loop", module, options)       # computes -> loop nests over buffers
+    if options.tuning_log:
+        run("loop-apply-tuning-log", module, options)  # tuned schedules per kernel
+    return module
+
+
+def emit(module: ModuleOp, target: str) -> str:
+    """Source code for `target` from a module already lowered to `EMITTERS[target]`."""
+    if target == "numpy":
+        from dlpc.backends.numpy import emit_numpy
+
+        return emit_numpy(module)
+    if target == "c":
+        try:
+            from dlpc.backends.c import emit_c
+        except ImportError as e:
+            raise DlpcError(f"error: target 'c' is not available ({e})") from None
+        return emit_c(module)
+    raise DlpcError(f"error: unsupported target '{target}' (expected "
+                    f"{', '.join(EMITTERS)})")
+
+
+def compile_to(module: ModuleOp, emit_kind: str,
+               options: PipelineOptions | None = None) -> str:
+    """Text for `dlpc --emit=`: IR of a stage, or source code of a target."""
+    if emit_kind in STAGES:
+        return str(lower(module, emit_kind, options)) + "\n"
+    if emit_kind in EMITTERS:
+        return emit(lower(module, EMITTERS[emit_kind], options), emit_kind)
+    kinds = ", ".join((*STAGES, *EMITTERS))
+    raise DlpcError(f"error: unknown --emit kind '{emit_kind}' (expected {kinds})")
+
+
+# ---------------------------------------------------------------------- stats
+
+KERNEL_OPS = {"te.compute", "te.reduce", "loop.kernel"}
+NOT_KERNELS = {"graph.param", "graph.constant", "graph.yield"}
+
+
+def stats(module: ModuleOp) -> tuple[Counter, int]:
+    """(op counts by name, kernel count) of the top level of each function: a graph
+    op (other than param/constant) or a fused op is one kernel; so is a te compute or
+    reduce, and a loop.kernel."""
+    ops: Counter = Counter()
+    kernels = 0
+    for func in module.ops:
+        for op in func.regions[0].block.ops if func.regions else ():
+            ops[op.name] += 1
+            graph_kernel = op.name.startswith("graph.") and op.name not in NOT_KERNELS
+            kernels += graph_kernel or op.name in KERNEL_OPS
+    return ops, kernels
