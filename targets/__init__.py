@@ -1,0 +1,1 @@
+"""Hardware target descriptions (see `dlpc.targets.dlp`)."""
