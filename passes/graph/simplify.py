@@ -1,0 +1,199 @@
+"""Algebraic simplification of graph ops (the graph dialect's canonicaliser).
+
+Input: graph, func.  Output: graph, func (fewer or cheaper ops).
+Requires: nothing.
+Guarantees: no result type changes (a rule whose replacement would have another shape
+or element type, e.g. `x + 0` where the 0 broadcasts x to a bigger shape, does not
+fire); values are preserved under the assumptions stated per rule:
+
+    x + 0, 0 + x, x - 0, x * 1, 1 * x, x / 1 -> x          exact
+    x * 0, 0 * x, x - x -> 0                               exact for finite x (an inf/nan x
+                                                            gives nan); integers always;
+                                                            off with assume-finite=false
+    neg(neg(x)) -> x                                        exact
+    transpose(transpose(x, p), q) -> transpose(x, p∘q)      exact; identity -> x
+    reshape(reshape(x, s1), s2) -> reshape(x, s2)           exact
+    exp(log(x)) -> x                                        exact for x >= 0 (exp(log 0) = 0,
+                                                            nan stays nan): fires only when
+                                                            x comes from relu/abs/exp/
+                                                            sigmoid/softmax/sqrt/rsqrt or is
+                                                            a constant >= 0
+    x / c -> x * (1 / c)                                    c a float constant with no zero;
+                                                            differs by at most 1 ulp
+    identity transpose/reshape/slice/pad/broadcast/cast,
+    one-operand concat -> x                                 exact
+
+    %z = graph.constant dense<0.0> : tensor<4xf32>
+    %y = graph.add %x, %z : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>    // -> %x
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from xdsl.context import Context
+from xdsl.dialects.builtin import IntegerType, ModuleOp
+from xdsl.ir import Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+)
+
+from dlpc.dialects import graph as g
+from dlpc.passes.graph import _util as u
+
+
+def _is(value: SSAValue, x: float) -> bool:
+    return u.splat_value(value) == x
+
+
+def _zeros_like(op: Operation) -> g.ConstantOp:
+    return u.scalar_const(0, op.results[0], g.shape_of(op.results[0]))
+
+
+def _exact_zero_ok(op: Operation, assume_finite: bool) -> bool:
+    return assume_finite or isinstance(g.element_type_of(op.results[0]), IntegerType)
+
+
+@dataclass
+class SimplifyArith(RewritePattern):
+    """Identities of add/sub/mul/div with 0 and 1, x - x, and x / c -> x * (1/c)."""
+
+    assume_finite: bool = True
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter, /):
+        if not isinstance(op, g.AddOp | g.SubOp | g.MulOp | g.DivOp) or len(op.operands) != 2:
+            return
+        a, b = op.operands
+        out = op.results[0]
+        # x + 0 -> x, 0 + x -> x, x - 0 -> x, x * 1 -> x, 1 * x -> x, x / 1 -> x
+        unit = 0.0 if isinstance(op, g.AddOp | g.SubOp) else 1.0
+        if _is(b, unit) and u.same_type(a, out):
+            return u.replace_with_value(rewriter, op, a)
+        if isinstance(op, g.AddOp | g.MulOp) and _is(a, unit) and u.same_type(b, out):
+            return u.replace_with_value(rewriter, op, b)
+        # x * 0 -> 0, 0 * x -> 0 (finite x)
+        if isinstance(op, g.MulOp) and (_is(a, 0.0) or _is(b, 0.0)):
+            if _exact_zero_ok(op, self.assume_finite):
+                return u.build(rewriter, op, _zeros_like(op))
+        # x - x -> 0 (finite x)
+        if isinstance(op, g.SubOp) and a == b and _exact_zero_ok(op, self.assume_finite):
+            return u.build(rewriter, op, _zeros_like(op))
+        # x / c -> x * (1 / c) for a float constant c without zeros
+        c = u.const_array(b)
+        if isinstance(op, g.DivOp) and c is not None and g.is_float_type(
+            g.element_type_of(b)
+        ) and np.all(c != 0) and np.all(np.isfinite(c)):
+            recip = u.constant_like(1.0 / c.astype(np.float64), b)
+            return u.build(rewriter, op, recip, g.MulOp.make(a, recip))
+
+
+class SimplifyNegNeg(RewritePattern):
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter, /):
+        # neg(neg(x)) -> x
+        if isinstance(op, g.NegOp) and isinstance(inner := u.producer(op.operands[0]), g.NegOp):
+            u.replace_with_value(rewriter, op, inner.operands[0])
+
+
+class SimplifyTranspose(RewritePattern):
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter, /):
+        if not isinstance(op, g.TransposeOp):
+            return
+        q = op.permutation()
+        # transpose(x, identity) -> x
+        if q == tuple(range(len(q))):
+            return u.replace_with_value(rewriter, op, op.operands[0])
+        # transpose(transpose(x, p), q) -> transpose(x, r) with r[j] = p[q[j]]
+        inner = u.producer(op.operands[0])
+        if isinstance(inner, g.TransposeOp):
+            p = inner.permutation()
+            r = tuple(p[j] for j in q)
+            x = inner.operands[0]
+            if r == tuple(range(len(r))):
+                return u.replace_with_value(rewriter, op, x)
+            u.build(rewriter, op, g.TransposeOp.make(x, perm=r))
+
+
+class SimplifyReshape(RewritePattern):
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter, /):
+        if not isinstance(op, g.ReshapeOp):
+            return
+        x = op.operands[0]
+        # reshape(x, shape(x)) -> x
+        if u.same_type(x, op.results[0]):
+            return u.replace_with_value(rewriter, op, x)
+        # reshape(reshape(x, s1), s2) -> reshape(x, s2)
+        inner = u.producer(x)
+        if isinstance(inner, g.ReshapeOp):
+            u.build(rewriter, op, g.ReshapeOp.make(inner.operands[0], shape=op.out_shape))
+
+
+NONNEGATIVE = (g.ReluOp, g.AbsOp, g.ExpOp, g.SigmoidOp, g.SoftmaxOp, g.SqrtOp, g.RsqrtOp)
+
+
+def nonnegative(value: SSAValue) -> bool:
+    """Is every element of `value` provably >= 0 (or nan)?"""
+    if isinstance(u.producer(value), NONNEGATIVE):
+        return True
+    c = u.const_array(value)
+    return c is not None and bool(np.all(c >= 0))
+
+
+class SimplifyExpLog(RewritePattern):
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter, /):
+        # exp(log(x)) -> x   for x >= 0
+        if isinstance(op, g.ExpOp) and isinstance(inner := u.producer(op.operands[0]), g.LogOp):
+            if nonnegative(inner.operands[0]):
+                u.replace_with_value(rewriter, op, inner.operands[0])
+
+
+class SimplifyIdentityMovement(RewritePattern):
+    """Slices, pads, broadcasts and casts that return their input; one-input concat."""
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter, /):
+        if not isinstance(op, g.GraphOp) or not op.operands:
+            return
+        x = op.operands[0]
+        if not u.same_type(x, op.results[0]):
+            return
+        shape = g.shape_of(x)
+        identity = (
+            (isinstance(op, g.SliceOp) and op.normalized() == [(0, d, 1) for d in shape])
+            or (isinstance(op, g.PadOp) and not any(op.attr("pads")))
+            or isinstance(op, g.BroadcastOp | g.CastOp)
+            or (isinstance(op, g.ConcatOp) and len(op.operands) == 1)
+        )
+        if identity:
+            u.replace_with_value(rewriter, op, x)
+
+
+def simplify_patterns(assume_finite: bool = True) -> list[RewritePattern]:
+    return [
+        SimplifyArith(assume_finite),
+        SimplifyNegNeg(),
+        SimplifyTranspose(),
+        SimplifyReshape(),
+        SimplifyExpLog(),
+        SimplifyIdentityMovement(),
+    ]
+
+
+@dataclass(frozen=True)
+class GraphSimplify(ModulePass):
+    """graph-simplify{assume-finite=true}: algebraic simplification."""
+
+    name = "graph-simplify"
+
+    assume_finite: bool = True
+    """Allow x * 0 -> 0 and x - x -> 0 on floats (wrong only for inf/nan x)."""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        walker = PatternRewriteWalker(
+            GreedyRewritePatternApplier(simplify_patterns(self.assume_finite)),
+            apply_recursively=True,
+        )
+        walker.rewrite_module(op)
