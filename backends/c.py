@@ -1,0 +1,661 @@
+"""C backend: emit portable C (OpenMP + SIMD pragmas) from the loop level.
+
+Input: a module holding `func.func @main` at the loop level (`loop`, `memref`, `arith`,
+`math`, `scf.if`), in the calling convention of docs/architecture.md.
+Output: one C translation unit:
+
+    /* kernel "relu_0" (from graph.relu) */
+    static void kernel_relu_0(const float *restrict x, float *restrict out0)
+    {
+      #pragma omp parallel for
+      for (int64_t i0 = 0; i0 < 4; i0++) {
+        #pragma omp simd
+        for (int64_t i1 = 0; i1 < 8; i1++) {
+          const float v = x[i0 * 8 + i1];
+          const float r = DLPC_MAXIMUMF(v, 0.0f);
+          out0[i0 * 8 + i1] = r;
+        }
+      }
+    }
+
+    int dlpc_main(void **args)
+    {
+      float *x = (float *)args[0];
+      float *out0 = (float *)args[1];
+      kernel_relu_0(x, out0);
+      return 0;
+    }
+
+- one `static void` function per `loop.kernel`, taking the buffers (and scalars) it uses
+  from outside, `restrict`-qualified, `const` when the kernel never stores to them;
+- `int dlpc_main(void **args)`: `args` are the data pointers of the memref arguments of
+  `@main` in order (inputs, params, outputs); returns 0, or 1 if an allocation failed;
+- annotations: `parallel` -> `#pragma omp parallel for`, `vectorize` -> `#pragma omp simd`
+  (`#pragma GCC ivdep` on a reduction loop), `unroll = N` -> `#pragma GCC unroll N`;
+- memrefs are row-major and contiguous; a 0-d `memref.alloca` inside a kernel is a scalar
+  local (the reduction accumulator), other allocations inside kernels are stack arrays
+  (heap above 64 KiB); allocations in `@main` are heap buffers;
+- every name coming from the model is sanitised to a C identifier, and comments are
+  escaped, so no model text reaches the C source unfiltered.
+
+`emit_c(module) -> str` is the entry point; `CTarget` registers it as `dlpc-opt -t c`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import IO
+
+from xdsl.context import Context
+from xdsl.dialects import arith, func, memref, scf
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    DenseIntOrFPElementsAttr,
+    DictionaryAttr,
+    Float16Type,
+    Float32Type,
+    Float64Type,
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    IntegerType,
+    MemRefType,
+    ModuleOp,
+    NoneAttr,
+    StringAttr,
+)
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
+from xdsl.utils.target import Target
+
+from dlpc.dialects.loop import ForOp, KernelOp
+from dlpc.tools.diagnostics import DlpcError
+
+# ------------------------------------------------------------------ identifiers
+
+C_KEYWORDS = set(
+    "auto break case char const continue default do double else enum extern float for goto "
+    "if inline int long register restrict return short signed sizeof static struct switch "
+    "typedef union unsigned void volatile while bool true false asm typeof".split()
+)
+# libc/libm and helper names the generated code calls: never used as a local name
+C_RESERVED = C_KEYWORDS | set(
+    "args main dlpc_main malloc free aligned_alloc memcpy memset size_t int8_t int16_t "
+    "int32_t int64_t uint8_t uint16_t uint32_t uint64_t NAN INFINITY isnan".split()
+)
+
+
+def c_identifier(text: str, fallback: str = "v") -> str:
+    """A C identifier from arbitrary model text: `fc1.weight` -> `fc1_weight`."""
+    ident = re.sub(r"[^A-Za-z0-9_]", "_", text)
+    ident = re.sub(r"_+", "_", ident).strip("_") or fallback
+    if ident[0].isdigit():
+        ident = f"{fallback}{ident}"
+    if ident in C_RESERVED or ident in MATH_NAMES:
+        ident += "_"
+    return ident
+
+
+def c_comment(text: str) -> str:
+    """`/* text */` with `text` reduced to printable ASCII and no comment delimiters."""
+    safe = "".join(ch if " " <= ch <= "~" else "?" for ch in text)
+    safe = safe.replace("*/", "* /").replace("/*", "/ *")
+    return f"/* {safe} */"
+
+
+class Names:
+    """Unique C identifiers within one scope."""
+
+    def __init__(self, taken: Iterable[str] = ()):
+        self.used: set[str] = set(taken)
+
+    def fresh(self, hint: str | None, fallback: str = "v") -> str:
+        base = c_identifier(hint or fallback, fallback)
+        name, k = base, 1
+        while name in self.used or name in C_RESERVED or name in MATH_NAMES:
+            name = f"{base}_{k}"
+            k += 1
+        self.used.add(name)
+        return name
+
+
+# ------------------------------------------------------------------------ types
+
+
+def c_type(ty: Attribute) -> str:
+    if isinstance(ty, Float32Type):
+        return "float"
+    if isinstance(ty, Float64Type):
+        return "double"
+    if isinstance(ty, Float16Type):
+        return "_Float16"
+    if isinstance(ty, IndexType):
+        return "int64_t"
+    if isinstance(ty, IntegerType):
+        width = ty.width.data
+        if width == 1:
+            return "bool"
+        if width in (8, 16, 32, 64):
+            return f"int{width}_t"
+    raise DlpcError(f"error: c backend: unsupported type {ty}")
+
+
+def _unsigned(ty: Attribute) -> str:
+    t = c_type(ty)
+    return "uint64_t" if t == "int64_t" else "bool" if t == "bool" else f"u{t}"
+
+
+def memref_info(ty: Attribute) -> tuple[tuple[int, ...], Attribute]:
+    if not isinstance(ty, MemRefType):
+        raise DlpcError(f"error: c backend: expected a memref, got {ty}")
+    shape = tuple(ty.get_shape())
+    if any(d < 0 for d in shape):
+        raise DlpcError(f"error: c backend: dynamic memref {ty} is not supported")
+    if not isinstance(ty.layout, NoneAttr):
+        raise DlpcError(f"error: c backend: memref {ty} has a non-identity layout")
+    return shape, ty.get_element_type()
+
+
+def float_literal(value: float, ty: Attribute) -> str:
+    if math.isnan(value):
+        text = "NAN"
+    elif math.isinf(value):
+        text = "INFINITY" if value > 0 else "(-INFINITY)"
+    else:
+        text = repr(float(value))
+        if "e" not in text and "." not in text:
+            text += ".0"
+        text += "f" if isinstance(ty, Float32Type | Float16Type) else ""
+        if value < 0:
+            text = f"({text})"
+    if isinstance(ty, Float16Type):
+        return f"((_Float16){text})"
+    return text
+
+
+def int_literal(value: int, ty: Attribute) -> str:
+    if c_type(ty) == "bool":
+        return "true" if value else "false"
+    text = str(value) if -(2**31) < value < 2**31 else f"INT64_C({value})"
+    return f"({text})" if value < 0 else text
+
+
+# ------------------------------------------------------------------ op tables
+
+BINARY = {
+    "arith.addf": "+", "arith.subf": "-", "arith.mulf": "*", "arith.divf": "/",
+    "arith.addi": "+", "arith.subi": "-", "arith.muli": "*", "arith.divsi": "/",
+    "arith.remsi": "%", "arith.andi": "&", "arith.ori": "|", "arith.xori": "^",
+    "arith.shli": "<<", "arith.shrsi": ">>",
+}  # fmt: skip
+UNSIGNED_BINARY = {"arith.divui": "/", "arith.remui": "%", "arith.shrui": ">>"}
+MACRO_BINARY = {
+    "arith.maximumf": "DLPC_MAXIMUMF", "arith.minimumf": "DLPC_MINIMUMF",
+    "arith.maxsi": "DLPC_MAX", "arith.minsi": "DLPC_MIN",
+    "arith.floordivsi": "DLPC_FLOORDIV", "arith.ceildivsi": "DLPC_CEILDIV",
+}  # fmt: skip
+# math op -> C function for double; float uses the `f` suffix
+MATH_UNARY = {
+    "math.exp": "exp", "math.exp2": "exp2", "math.expm1": "expm1", "math.log": "log",
+    "math.log2": "log2", "math.log10": "log10", "math.log1p": "log1p", "math.sqrt": "sqrt",
+    "math.cbrt": "cbrt", "math.tanh": "tanh", "math.sinh": "sinh", "math.cosh": "cosh",
+    "math.asinh": "asinh", "math.acosh": "acosh", "math.atanh": "atanh", "math.sin": "sin",
+    "math.cos": "cos", "math.tan": "tan", "math.asin": "asin", "math.acos": "acos",
+    "math.atan": "atan", "math.erf": "erf", "math.absf": "fabs", "math.floor": "floor",
+    "math.ceil": "ceil", "math.round": "round", "math.roundeven": "nearbyint",
+    "math.trunc": "trunc",
+}  # fmt: skip
+MATH_BINARY = {"math.powf": "pow", "math.atan2": "atan2", "math.copysign": "copysign",
+               "arith.maxnumf": "fmax", "arith.minnumf": "fmin", "arith.remf": "fmod"}
+MATH_NAMES = {n + s for n in [*MATH_UNARY.values(), *MATH_BINARY.values(), "fma"] for s in ("", "f")}
+
+CMPF = {
+    "false": "false", "oeq": "{a} == {b}", "ogt": "{a} > {b}", "oge": "{a} >= {b}",
+    "olt": "{a} < {b}", "ole": "{a} <= {b}", "one": "({a} < {b} || {a} > {b})",
+    "ord": "({a} == {a} && {b} == {b})", "ueq": "!({a} < {b} || {a} > {b})",
+    "ugt": "!({a} <= {b})", "uge": "!({a} < {b})", "ult": "!({a} >= {b})",
+    "ule": "!({a} > {b})", "une": "{a} != {b}", "uno": "({a} != {a} || {b} != {b})",
+    "true": "true",
+}  # fmt: skip
+CMPI = {"eq": "==", "ne": "!=", "slt": "<", "sle": "<=", "sgt": ">", "sge": ">=",
+        "ult": "<", "ule": "<=", "ugt": ">", "uge": ">="}
+
+PRELUDE = """\
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DLPC_MAXIMUMF(a, b) (((a) > (b) || (a) != (a)) ? (a) : (b))
+#define DLPC_MINIMUMF(a, b) (((a) < (b) || (a) != (a)) ? (a) : (b))
+#define DLPC_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define DLPC_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define DLPC_FLOORDIV(a, b) ((a) / (b) - (((a) % (b) != 0) && (((a) < 0) != ((b) < 0))))
+#define DLPC_CEILDIV(a, b) ((a) / (b) + (((a) % (b) != 0) && (((a) < 0) == ((b) < 0))))
+
+static void *dlpc_alloc(size_t bytes)
+{
+  return aligned_alloc(64, (bytes + 63) / 64 * 64);
+}
+"""
+
+STACK_LIMIT = 64 * 1024  # bytes; larger kernel-local buffers go on the heap
+
+
+# ------------------------------------------------------------------ the emitter
+
+
+@dataclass
+class Buffer:
+    """How a memref value is accessed in C."""
+
+    name: str
+    shape: tuple[int, ...]
+    scalar: bool = False  # 0-d local: a plain variable
+
+    def at(self, indices: list[str]) -> str:
+        if self.scalar:
+            return self.name
+        terms = []
+        for k, idx in enumerate(indices):
+            stride = math.prod(self.shape[k + 1 :])
+            terms.append(idx if stride == 1 else f"{idx} * {stride}")
+        return f"{self.name}[{' + '.join(terms) or '0'}]"
+
+
+class FunctionWriter:
+    """Emits the statements of one C function body."""
+
+    def __init__(self, emitter: CEmitter, names: Names, what: str):
+        self.emitter = emitter
+        self.names = names
+        self.what = what  # for diagnostics: `kernel 'relu_0'` / `@main`
+        self.lines: list[str] = []
+        self.expr: dict[SSAValue, str] = {}
+        self.buffers: dict[SSAValue, Buffer] = {}
+        self.frees: dict[SSAValue, str] = {}
+        self.depth = 1
+
+    # ---- helpers -------------------------------------------------------------
+    def line(self, text: str) -> None:
+        self.lines.append("  " * self.depth + text)
+
+    def pragma(self, text: str) -> None:
+        self.lines.append("  " * self.depth + "#pragma " + text)
+
+    def __getitem__(self, value: SSAValue) -> str:
+        if value not in self.expr:
+            raise DlpcError(f"error: c backend: value {value} used before definition in {self.what}")
+        return self.expr[value]
+
+    def bind(self, value: SSAValue, expr: str, *, var: bool = True) -> None:
+        """Give `value` a C name (declaring a const local) or an inline expression."""
+        if not var:
+            self.expr[value] = expr
+            return
+        name = self.names.fresh(value.name_hint)
+        self.line(f"const {c_type(value.type)} {name} = {expr};")
+        self.expr[value] = name
+
+    def buffer(self, value: SSAValue) -> Buffer:
+        if value not in self.buffers:
+            raise DlpcError(f"error: c backend: memref {value} used before definition in {self.what}")
+        return self.buffers[value]
+
+    def unsupported(self, op: Operation):
+        return DlpcError(f"error: c backend: unsupported op '{op.name}' in {self.what}")
+
+    # ---- blocks --------------------------------------------------------------
+    def block(self, block: Block) -> None:
+        for op in block.ops:
+            self.op(op)
+
+    def op(self, op: Operation) -> None:  # noqa: C901 - one dispatch table
+        name = op.name
+        if isinstance(op, ForOp):
+            return self.loop(op)
+        if isinstance(op, KernelOp):
+            return self.emitter.call_kernel(self, op)
+        if isinstance(op, arith.ConstantOp):
+            v = op.value
+            if isinstance(v, FloatAttr):
+                return self.bind(op.result, float_literal(v.value.data, op.result.type), var=False)
+            if isinstance(v, IntegerAttr):
+                return self.bind(op.result, int_literal(v.value.data, op.result.type), var=False)
+            raise self.unsupported(op)
+        if isinstance(op, memref.LoadOp):
+            buf = self.buffer(op.memref)
+            return self.bind(op.res, buf.at([self[i] for i in op.indices]))
+        if isinstance(op, memref.StoreOp):
+            buf = self.buffer(op.memref)
+            return self.line(f"{buf.at([self[i] for i in op.indices])} = {self[op.value]};")
+        if isinstance(op, memref.AllocOp | memref.AllocaOp):
+            return self.alloc(op)
+        if isinstance(op, memref.DeallocOp):
+            buf = self.buffer(op.memref)
+            if op.memref in self.frees:
+                self.line(f"free({self.frees.pop(op.memref)});")
+            return None
+        if isinstance(op, memref.GetGlobalOp):
+            shape, _ = memref_info(op.memref.type)
+            gname = self.emitter.globals[op.name_.root_reference.data]
+            self.buffers[op.memref] = Buffer(gname, shape)
+            return None
+        if isinstance(op, memref.CopyOp):
+            src, dst = self.buffer(op.source), self.buffer(op.destination)
+            shape, elt = memref_info(op.source.type)
+            return self.line(
+                f"memcpy({dst.name}, {src.name}, {math.prod(shape)} * sizeof({c_type(elt)}));"
+            )
+        if isinstance(op, scf.IfOp):
+            return self.if_(op)
+        if isinstance(op, func.ReturnOp):
+            return None
+        if name in BINARY:
+            return self.bind(op.results[0], f"{self[op.operands[0]]} {BINARY[name]} {self[op.operands[1]]}")
+        if name in UNSIGNED_BINARY:
+            t = c_type(op.results[0].type)
+            u = _unsigned(op.results[0].type)
+            a, b = self[op.operands[0]], self[op.operands[1]]
+            return self.bind(op.results[0], f"({t})(({u}){a} {UNSIGNED_BINARY[name]} ({u}){b})")
+        if name in MACRO_BINARY:
+            return self.bind(op.results[0], f"{MACRO_BINARY[name]}({self[op.operands[0]]}, {self[op.operands[1]]})")
+        if name in ("arith.maxui", "arith.minui"):
+            u = _unsigned(op.results[0].type)
+            m = "DLPC_MAX" if name == "arith.maxui" else "DLPC_MIN"
+            a, b = self[op.operands[0]], self[op.operands[1]]
+            return self.bind(op.results[0], f"({c_type(op.results[0].type)}){m}(({u}){a}, ({u}){b})")
+        if name == "arith.negf":
+            return self.bind(op.results[0], f"-{self[op.operands[0]]}")
+        if name in MATH_UNARY or name in MATH_BINARY or name in ("math.rsqrt", "math.fma", "math.fpowi", "math.absi"):
+            return self.math(op)
+        if isinstance(op, arith.CmpfOp):
+            pred = arith.CMPF_COMPARISON_OPERATIONS[op.predicate.value.data]
+            expr = CMPF[pred].format(a=self[op.lhs], b=self[op.rhs])
+            return self.bind(op.result, expr)
+        if isinstance(op, arith.CmpiOp):
+            pred = arith.CMPI_COMPARISON_OPERATIONS[op.predicate.value.data]
+            a, b = self[op.lhs], self[op.rhs]
+            if pred.startswith("u"):
+                u = _unsigned(op.lhs.type)
+                a, b = f"({u}){a}", f"({u}){b}"
+            return self.bind(op.result, f"{a} {CMPI[pred]} {b}")
+        if isinstance(op, arith.SelectOp):
+            c, a, b = (self[v] for v in op.operands)
+            return self.bind(op.result, f"{c} ? {a} : {b}")
+        if name in ("arith.uitofp", "arith.extui"):
+            src = self[op.operands[0]]
+            u = _unsigned(op.operands[0].type)
+            return self.bind(op.results[0], f"({c_type(op.results[0].type)})({u}){src}")
+        if name in ("arith.sitofp", "arith.fptosi", "arith.fptoui", "arith.extf", "arith.truncf",
+                    "arith.index_cast", "arith.index_castui", "arith.extsi", "arith.trunci"):
+            return self.bind(op.results[0], f"({c_type(op.results[0].type)}){self[op.operands[0]]}")
+        raise self.unsupported(op)
+
+    def math(self, op: Operation) -> None:
+        ty = op.results[0].type
+        args = [self[v] for v in op.operands]
+        suffix = "" if isinstance(ty, Float64Type) else "f"
+        if isinstance(ty, Float16Type):
+            args = [f"(float){a}" for a in args]
+        name = op.name
+        if name in MATH_UNARY:
+            expr = f"{MATH_UNARY[name]}{suffix}({args[0]})"
+        elif name in MATH_BINARY:
+            expr = f"{MATH_BINARY[name]}{suffix}({args[0]}, {args[1]})"
+        elif name == "math.rsqrt":
+            one = "1.0" if suffix == "" else "1.0f"
+            expr = f"{one} / sqrt{suffix}({args[0]})"
+        elif name == "math.fma":
+            expr = f"fma{suffix}({args[0]}, {args[1]}, {args[2]})"
+        elif name == "math.fpowi":
+            expr = f"pow{suffix}({args[0]}, ({'double' if suffix == '' else 'float'}){args[1]})"
+        else:  # math.absi
+            a = args[0]
+            expr = f"({a} < 0 ? -{a} : {a})"
+        if isinstance(ty, Float16Type):
+            expr = f"(_Float16){expr}"
+        self.bind(op.results[0], expr)
+
+    def alloc(self, op: memref.AllocOp | memref.AllocaOp) -> None:
+        shape, elt = memref_info(op.memref.type)
+        t = c_type(elt)
+        name = self.names.fresh(op.memref.name_hint, "buf")
+        nbytes = math.prod(shape) * _size_of(elt)
+        in_kernel = self.what != "@main"
+        if not shape and in_kernel:
+            self.line(f"{t} {name};")
+            self.buffers[op.memref] = Buffer(name, shape, scalar=True)
+            return
+        if in_kernel and (isinstance(op, memref.AllocaOp) or nbytes <= STACK_LIMIT):
+            self.line(f"{t} {name}[{max(math.prod(shape), 1)}];")
+        else:
+            self.line(f"{t} *{name} = ({t} *)dlpc_alloc({max(math.prod(shape), 1)} * sizeof({t}));")
+            self.line(f"if (!{name}) return{' 1' if not in_kernel else ''};")
+            self.frees[op.memref] = name
+        self.buffers[op.memref] = Buffer(name, shape)
+
+    def loop(self, op: ForOp) -> None:
+        iv = self.names.fresh(op.loop_name or op.induction_var.name_hint, "i")
+        self.expr[op.induction_var] = iv
+        reduction = op.reduction is not None
+        unroll = op.unroll_factor
+        # GCC accepts no pragma between an OpenMP loop pragma and its `for`, so an
+        # unrolled loop is vectorised with `GCC ivdep`, and a parallel loop is not unrolled
+        if op.parallel is not None:
+            self.pragma("omp parallel for simd" if op.vectorize is not None else "omp parallel for")
+            if unroll > 1:
+                self.line(c_comment(f"unroll {unroll} dropped: not expressible on an OpenMP loop"))
+                unroll = 1
+        elif op.vectorize is not None:
+            self.pragma("GCC ivdep" if reduction or unroll > 1 else "omp simd")
+        if unroll > 1:
+            self.pragma(f"GCC unroll {unroll}")
+        step = f"{iv}++" if op.stride == 1 else f"{iv} += {op.stride}"
+        self.line(f"for (int64_t {iv} = {op.lower}; {iv} < {op.upper}; {step}) {{")
+        self.depth += 1
+        self.block(op.block)
+        self.depth -= 1
+        self.line("}")
+
+    def if_(self, op: scf.IfOp) -> None:
+        results = []
+        for r in op.results:
+            name = self.names.fresh(r.name_hint)
+            self.line(f"{c_type(r.type)} {name};")
+            results.append(name)
+        self.line(f"if ({self[op.cond]}) {{")
+        self.branch(op.true_region.block, results)
+        if op.false_region.blocks and (op.false_region.block.ops.first is not None):
+            self.line("} else {")
+            self.branch(op.false_region.block, results)
+        self.line("}")
+        for r, name in zip(op.results, results):
+            self.expr[r] = name
+
+    def branch(self, block: Block, results: list[str]) -> None:
+        self.depth += 1
+        for inner in block.ops:
+            if isinstance(inner, scf.YieldOp):
+                for name, v in zip(results, inner.operands):
+                    self.line(f"{name} = {self[v]};")
+            else:
+                self.op(inner)
+        self.depth -= 1
+
+
+def _size_of(elt: Attribute) -> int:
+    return {"float": 4, "double": 8, "_Float16": 2, "int64_t": 8, "int32_t": 4,
+            "int16_t": 2, "int8_t": 1, "bool": 1}[c_type(elt)]
+
+
+def _defined_inside(value: SSAValue, root: Operation) -> bool:
+    owner = value.owner
+    op = owner.parent_op() if isinstance(owner, Block) else owner
+    while op is not None:
+        if op is root:
+            return True
+        op = op.parent_op()
+    return False
+
+
+class CEmitter:
+    """Emits a whole module: globals, one function per kernel, `dlpc_main`."""
+
+    def __init__(self, module: ModuleOp):
+        self.module = module
+        self.top = Names()
+        self.globals: dict[str, str] = {}
+        self.parts: list[str] = []
+        self.kernel_names: dict[KernelOp, str] = {}
+
+    def emit(self) -> str:
+        main = find_main(self.module)
+        out = [c_comment("generated by dlpc (C backend); do not edit"), PRELUDE]
+        for op in self.module.body.block.ops:
+            if isinstance(op, memref.GlobalOp):
+                out.append(self.global_(op))
+        for k in (op for op in main.walk() if isinstance(op, KernelOp)):
+            self.kernel_names[k] = self.top.fresh(f"kernel_{c_identifier(k.sym, 'k')}")
+        body = self.main(main)
+        return "\n".join([*out, *self.parts, body])
+
+    def global_(self, op: memref.GlobalOp) -> str:
+        shape, elt = memref_info(op.type)
+        name = self.top.fresh(f"g_{op.sym_name.data}")
+        self.globals[op.sym_name.data] = name
+        n = max(math.prod(shape), 1)
+        const = "const " if op.constant is not None else ""
+        init = op.initial_value
+        if not isinstance(init, DenseIntOrFPElementsAttr):
+            return f"static {c_type(elt)} {name}[{n}];\n"
+        values = list(init.get_values())
+        if len(values) == 1 and n > 1:
+            values = values * n
+        lit = float_literal if not isinstance(elt, IntegerType | IndexType) else int_literal
+        body = ", ".join(lit(v, elt) for v in values)
+        return f"static {const}{c_type(elt)} {name}[{n}] = {{{body}}};\n"
+
+    def main(self, fn: func.FuncOp) -> str:
+        names = Names(self.top.used)
+        w = FunctionWriter(self, names, "@main")
+        arg_names = argument_names(fn)
+        for k, (arg, hint) in enumerate(zip(fn.body.block.args, arg_names)):
+            shape, elt = memref_info(arg.type)
+            t = c_type(elt)
+            name = names.fresh(hint, "arg")
+            w.line(f"{t} *{name} = ({t} *)args[{k}];")
+            w.buffers[arg] = Buffer(name, shape)
+        w.block(fn.body.block)
+        for name in w.frees.values():
+            w.line(f"free({name});")
+        w.line("return 0;")
+        header = c_comment(f"entry point: {len(arg_names)} arguments ({', '.join(arg_names)})")
+        return f"{header}\nint dlpc_main(void **args)\n{{\n" + "\n".join(w.lines) + "\n}\n"
+
+    def call_kernel(self, caller: FunctionWriter, k: KernelOp) -> None:
+        """Emit `k` as a function (its free values become parameters) and call it."""
+        free: list[SSAValue] = []
+        stored: set[SSAValue] = set()
+        for op in k.walk():
+            for v in op.operands:
+                if not _defined_inside(v, k) and v not in free:
+                    free.append(v)
+            if isinstance(op, memref.StoreOp | memref.CopyOp):
+                stored.add(op.operands[1])
+        fname = self.kernel_names[k]
+        w = FunctionWriter(self, Names(self.top.used), f"kernel '{k.sym}'")
+        params, call_args = [], []
+        for v in free:
+            if isinstance(v.type, MemRefType):
+                outer = caller.buffer(v)
+                w.names.used.add(outer.name)
+                w.buffers[v] = Buffer(outer.name, outer.shape)
+                t = c_type(v.type.get_element_type())
+                const = "" if v in stored else "const "
+                params.append(f"{const}{t} *restrict {outer.name}")
+                call_args.append(outer.name)
+            else:
+                pname = w.names.fresh(v.name_hint, "s")
+                w.expr[v] = pname
+                params.append(f"{c_type(v.type)} {pname}")
+                call_args.append(caller[v])
+        w.block(k.block)
+        for name in w.frees.values():
+            w.line(f"free({name});")
+        origin = k.origin.data if k.origin is not None else None
+        note = f'kernel "{k.sym}"' + (f" (from {origin})" if origin else "")
+        self.parts.append(
+            f"{c_comment(note)}\nstatic void {fname}({', '.join(params) or 'void'})\n{{\n"
+            + "\n".join(w.lines)
+            + "\n}\n"
+        )
+        caller.line(f"{fname}({', '.join(call_args)});")
+
+
+def find_main(module: ModuleOp) -> func.FuncOp:
+    funcs = [op for op in module.body.block.ops if isinstance(op, func.FuncOp)]
+    for f in funcs:
+        if f.sym_name.data == "main":
+            return f
+    if len(funcs) == 1:
+        return funcs[0]
+    raise DlpcError("error: c backend: the module has no func.func @main")
+
+
+def argument_names(fn: func.FuncOp) -> list[str]:
+    """Source-level names of @main's arguments: inputs (`dlpc.name` or `in<k>`), params
+    (from `dlpc.params`), outputs (`out<k>`). Unsanitised; callers sanitise."""
+    args = fn.body.block.args
+    n_in, params, n_out = calling_convention(fn)
+    names = []
+    arg_attrs = fn.arg_attrs.data if isinstance(fn.arg_attrs, ArrayAttr) else [None] * len(args)
+    for k, arg in enumerate(args):
+        attrs = arg_attrs[k] if k < len(arg_attrs) else None
+        given = attrs.data.get("dlpc.name") if isinstance(attrs, DictionaryAttr) else None
+        if isinstance(given, StringAttr):
+            names.append(given.data)
+        elif n_in <= k < n_in + len(params):
+            names.append(params[k - n_in])
+        elif k >= n_in + len(params):
+            names.append(f"out{k - n_in - len(params)}")
+        else:
+            names.append(arg.name_hint or f"in{k}")
+    return names
+
+
+def calling_convention(fn: func.FuncOp) -> tuple[int, list[str], int]:
+    """(number of inputs, parameter names, number of outputs) of a loop-level @main;
+    without the attributes every argument counts as an input."""
+    attrs = fn.attributes
+    n_args = len(fn.body.block.args)
+    params_attr = attrs.get("dlpc.params")
+    params = [p.data for p in params_attr.data] if isinstance(params_attr, ArrayAttr) else []
+    n_out_attr = attrs.get("dlpc.num_outputs")
+    n_out = n_out_attr.value.data if isinstance(n_out_attr, IntegerAttr) else 0
+    n_in_attr = attrs.get("dlpc.num_inputs")
+    n_in = n_in_attr.value.data if isinstance(n_in_attr, IntegerAttr) else n_args - len(params) - n_out
+    if n_in + len(params) + n_out != n_args:
+        raise DlpcError(
+            f"error: @main has {n_args} arguments but its attributes say {n_in} inputs, "
+            f"{len(params)} params and {n_out} outputs"
+        )
+    return n_in, params, n_out
+
+
+def emit_c(module: ModuleOp) -> str:
+    """The C translation unit for a loop-level module (see the module docstring)."""
+    return CEmitter(module).emit()
+
+
+@dataclass(frozen=True)
+class CTarget(Target):
+    """`dlpc-opt -t c`: print the C source of a loop-level module."""
+
+    name = "c"
+
+    def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
+        output.write(emit_c(module))

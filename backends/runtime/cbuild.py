@@ -1,0 +1,215 @@
+"""Compile generated C into a shared library, cache it, load it with ctypes, call it.
+
+    lib = build(c_source, name="mlp")          # compiled once, then a cache hit
+    lib.call([x, w, out])                      # dlpc_main(void **args) on numpy arrays
+
+    f = CFunction(loop_module)                 # emit_c + build + calling convention
+    (y,) = f(x, params={"fc1.weight": w})
+
+- The compiler is `$CC` (split like a shell word list) or `cc`. Flags are
+  `-O3 -march=native -fopenmp -fPIC -shared` (plus `-lm`); `-march=native` and
+  `-fopenmp` are dropped when a probe compile shows the compiler rejects them.
+- Libraries are cached under `$DLPC_CACHE_DIR` (default `~/.cache/dlpc`), keyed by a hash
+  of the C source, the compiler command, its version line and the flags. A build writes
+  to a temporary name in the cache directory and renames it into place, so concurrent
+  builds never see a half-written library.
+- A compiler error becomes one `DlpcError` line naming the kernel whose function holds
+  the first error and the C file kept in the cache directory.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import re
+import shlex
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from dlpc.tools.diagnostics import DlpcError
+
+BASE_FLAGS = ("-O3", "-fPIC", "-shared", "-std=gnu11")
+OPTIONAL_FLAGS = ("-march=native", "-fopenmp")
+LIBS = ("-lm",)
+
+
+def cache_dir() -> Path:
+    path = Path(os.environ.get("DLPC_CACHE_DIR") or Path.home() / ".cache" / "dlpc")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def compiler() -> list[str]:
+    cmd = shlex.split(os.environ.get("CC", "") or "cc")
+    return cmd
+
+
+@functools.lru_cache(maxsize=8)
+def _compiler_version(cmd: tuple[str, ...]) -> str:
+    try:
+        out = subprocess.run([*cmd, "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise DlpcError(f"error: cannot run the C compiler '{' '.join(cmd)}': {e}") from None
+    return (out.stdout or out.stderr).splitlines()[0] if (out.stdout or out.stderr) else ""
+
+
+@functools.lru_cache(maxsize=8)
+def supported_flags(cmd: tuple[str, ...]) -> tuple[str, ...]:
+    """The optional flags this compiler accepts (probed once per process)."""
+    ok = []
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp, "probe.c")
+        src.write_text("int dlpc_probe(int x) { return x + 1; }\n")
+        for flag in OPTIONAL_FLAGS:
+            res = subprocess.run(
+                [*cmd, *BASE_FLAGS, flag, str(src), "-o", str(Path(tmp, "probe.so"))],
+                capture_output=True,
+                text=True,
+            )
+            if res.returncode == 0:
+                ok.append(flag)
+    return tuple(ok)
+
+
+def flags(cmd: list[str]) -> list[str]:
+    return [*BASE_FLAGS, *supported_flags(tuple(cmd))]
+
+
+@dataclass
+class Library:
+    """A loaded shared library exporting `int dlpc_main(void **args)`."""
+
+    path: Path
+    cached: bool  # True when the build was a cache hit
+    handle: ctypes.CDLL = field(repr=False)
+
+    def __post_init__(self) -> None:
+        self.entry = self.handle.dlpc_main
+        self.entry.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
+        self.entry.restype = ctypes.c_int
+
+    def call(self, arrays: list[np.ndarray]) -> None:
+        """Call `dlpc_main` with the data pointers of C-contiguous arrays."""
+        for a in arrays:
+            assert a.flags.c_contiguous, "dlpc_main needs C-contiguous arrays"
+        argv = (ctypes.c_void_p * max(len(arrays), 1))(*[a.ctypes.data for a in arrays])
+        status = self.entry(argv)
+        if status != 0:
+            raise DlpcError(f"error: {self.path.name}: dlpc_main failed (status {status}: out of memory)")
+
+
+def build(c_source: str, *, name: str = "module") -> Library:
+    """Compile `c_source` into a shared library (or reuse the cached one) and load it."""
+    cmd = compiler()
+    opts = flags(cmd)
+    key = hashlib.sha256(
+        "\0".join([c_source, *cmd, _compiler_version(tuple(cmd)), *opts, *LIBS]).encode()
+    ).hexdigest()[:20]
+    stem = re.sub(r"[^A-Za-z0-9_]", "_", name)[:40] or "module"
+    root = cache_dir()
+    lib_path = root / f"{stem}-{key}.so"
+    if lib_path.exists():
+        return Library(lib_path, True, ctypes.CDLL(str(lib_path)))
+    c_path = root / f"{stem}-{key}.c"
+    _atomic_write(c_path, c_source)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{stem}-", suffix=".so.tmp", dir=root)
+    os.close(fd)
+    try:
+        res = subprocess.run(
+            [*cmd, *opts, str(c_path), "-o", tmp_name, *LIBS],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "LC_ALL": "C"},  # plain ASCII quotes in messages
+        )
+        if res.returncode != 0:
+            raise DlpcError(compile_error(res.stderr, c_source, c_path))
+        os.replace(tmp_name, lib_path)
+    finally:
+        if os.path.exists(tmp_name):
+            os.unlink(tmp_name)
+    return Library(lib_path, False, ctypes.CDLL(str(lib_path)))
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def compile_error(stderr: str, source: str, c_path: Path) -> str:
+    """One line: the first compiler error, with the kernel it occurred in."""
+    first = next((ln for ln in stderr.splitlines() if "error" in ln), None)
+    first = first or (stderr.strip().splitlines() or ["unknown compiler failure"])[-1]
+    where = ""
+    m = re.search(r":(\d+):(?:\d+:)?\s*(?:fatal )?error:\s*(.*)", first)
+    if m:
+        line_no, message = int(m.group(1)), m.group(2)
+        lines = source.splitlines()[:line_no]
+        for text in reversed(lines):
+            km = re.match(r'/\* kernel "(.*)"', text)
+            if km:
+                where = f" in kernel '{km.group(1)}'"
+                break
+            if text.startswith("int dlpc_main"):
+                where = " in dlpc_main"
+                break
+        loc = f"{c_path}:{line_no}"
+    else:
+        message, loc = first.strip(), str(c_path)
+    return f"{loc}: error: C compiler failed{where}: {message}"
+
+
+# ------------------------------------------------------------------- modules
+
+
+class CFunction:
+    """A loop-level module compiled to C and callable on numpy arrays.
+
+        f = CFunction(module)
+        outputs = f(*inputs, params={"fc1.weight": w, ...})   # or params=[w, ...]
+    """
+
+    def __init__(self, module, *, name: str = "module"):
+        from dlpc.backends.c import calling_convention, emit_c, find_main, memref_info
+        from dlpc.dialects.graph import numpy_dtype
+
+        fn = find_main(module)
+        self.num_inputs, self.param_names, self.num_outputs = calling_convention(fn)
+        self.arg_specs = []
+        for arg in fn.body.block.args:
+            shape, elt = memref_info(arg.type)
+            self.arg_specs.append((shape, np.dtype(numpy_dtype(elt))))
+        self.source = emit_c(module)
+        self.library = build(self.source, name=name)
+
+    def __call__(self, *inputs, params=None) -> list[np.ndarray]:
+        n_in, n_par = self.num_inputs, len(self.param_names)
+        if len(inputs) != n_in:
+            raise DlpcError(f"error: expected {n_in} inputs, got {len(inputs)}")
+        if isinstance(params, dict):
+            missing = [p for p in self.param_names if p not in params]
+            if missing:
+                raise DlpcError(f"error: missing value for parameter '{missing[0]}'")
+            param_values = [params[p] for p in self.param_names]
+        else:
+            param_values = list(params or [])
+            if len(param_values) != n_par:
+                raise DlpcError(f"error: expected {n_par} parameters, got {len(param_values)}")
+        arrays = []
+        for k, value in enumerate([*inputs, *param_values]):
+            shape, dtype = self.arg_specs[k]
+            a = np.ascontiguousarray(value, dtype=dtype)
+            if a.shape != shape:
+                what = f"input {k}" if k < n_in else f"parameter '{self.param_names[k - n_in]}'"
+                raise DlpcError(f"error: {what} has shape {a.shape}, expected {shape}")
+            arrays.append(a)
+        outputs = [np.empty(shape, dtype) for shape, dtype in self.arg_specs[n_in + n_par :]]
+        self.library.call(arrays + outputs)
+        return outputs
