@@ -55,10 +55,13 @@ def load_weights(path: str | os.PathLike) -> dict[str, np.ndarray]:
     if not path.is_file():
         raise DlpcError(f"error: no such weights file: {path}")
     try:
-        with np.load(path, allow_pickle=False) as data:
-            return {k: data[k] for k in data.files}
+        data = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as e:
         raise DlpcError(f"error: cannot read weights {path}: {e}") from None
+    if not isinstance(data, np.lib.npyio.NpzFile):
+        raise DlpcError(f"error: weights {path} must be an .npz archive of named arrays")
+    with data:
+        return {k: data[k] for k in data.files}
 
 
 def _as_model(result, path: Path, weights) -> Model:

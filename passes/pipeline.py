@@ -20,6 +20,7 @@ while a stage is missing; running a missing stage is a one-line DlpcError.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -103,22 +104,27 @@ def run(name: str, module: ModuleOp, options: PipelineOptions) -> None:
 # ------------------------------------------------------------------- pipeline
 
 
-def lower(module: ModuleOp, stop_at: str = "loop",
-          options: PipelineOptions | None = None) -> ModuleOp:
-    """Lower graph IR in place down to `stop_at` ("graph", "te" or "loop")."""
+def lower(module: ModuleOp, stop_at: str = "loop", options: PipelineOptions | None = None,
+          on_stage: Callable[[str, ModuleOp], None] = lambda stage, module: None) -> ModuleOp:
+    """Lower graph IR in place down to `stop_at` ("graph", "te" or "loop");
+    `on_stage(stage, module)` sees the module as it enters and after each stage."""
     options = options or PipelineOptions()
     if stop_at not in STAGES:
         raise DlpcError(f"error: unknown stage '{stop_at}' (expected {', '.join(STAGES)})")
+    on_stage("input", module)
     for name in GRAPH_PASSES_BY_LEVEL[options.opt_level]:
         run(name, module, options)           # shapes first, then -O graph rewrites
+    on_stage("graph", module)
     if stop_at == "graph":
         return module
     run("graph-to-te", module, options)      # DL ops -> compute definitions
+    on_stage("te", module)
     if stop_at == "te":
         return module
     run("te-to-loop", module, options)       # computes -> loop nests over buffers
     if options.tuning_log:
         run("loop-apply-tuning-log", module, options)  # tuned schedules per kernel
+    on_stage("loop", module)
     return module
 
 
@@ -138,13 +144,13 @@ def emit(module: ModuleOp, target: str) -> str:
                     f"{', '.join(EMITTERS)})")
 
 
-def compile_to(module: ModuleOp, emit_kind: str,
-               options: PipelineOptions | None = None) -> str:
+def compile_to(module: ModuleOp, emit_kind: str, options: PipelineOptions | None = None,
+               on_stage: Callable[[str, ModuleOp], None] = lambda stage, module: None) -> str:
     """Text for `dlpc --emit=`: IR of a stage, or source code of a target."""
     if emit_kind in STAGES:
-        return str(lower(module, emit_kind, options)) + "\n"
+        return str(lower(module, emit_kind, options, on_stage)) + "\n"
     if emit_kind in EMITTERS:
-        return emit(lower(module, EMITTERS[emit_kind], options), emit_kind)
+        return emit(lower(module, EMITTERS[emit_kind], options, on_stage), emit_kind)
     kinds = ", ".join((*STAGES, *EMITTERS))
     raise DlpcError(f"error: unknown --emit kind '{emit_kind}' (expected {kinds})")
 

@@ -6,9 +6,12 @@ on stderr and exit code 1; a Python traceback is only shown with DLPC_DEBUG=1.
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
+import tempfile
 from collections.abc import Callable
+from pathlib import Path
 
 
 class DlpcError(Exception):
@@ -30,6 +33,8 @@ def format_exception(e: BaseException) -> str:
         return f"error: {text}"
     if isinstance(e, FileNotFoundError):
         return f"error: no such file: {e.filename}"
+    if isinstance(e, OSError) and e.filename:
+        return f"error: {e.filename}: {e.strerror}"
     if isinstance(e, ValueError | KeyError | NotImplementedError):
         return f"error: {e}"
     return f"internal error: {type(e).__name__}: {e}"
@@ -51,3 +56,23 @@ def run_guarded(fn: Callable[[], object], tool: str) -> int:
         print(msg if located else f"{tool}: {msg}", file=sys.stderr)
         return 1
     return result if isinstance(result, int) else 0
+
+
+class ToolArgumentParser(argparse.ArgumentParser):
+    """argparse whose usage errors are a DlpcError (one line, exit 1), not exit 2."""
+
+    def error(self, message: str):
+        raise DlpcError(f"{self.prog}: error: {message}")
+
+
+def write_atomically(path: str | os.PathLike, text: str) -> None:
+    """Write `text` to `path` only once it is complete: a temp file beside it, renamed."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or ".")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise

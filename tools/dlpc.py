@@ -1,0 +1,75 @@
+"""dlpc: compile a model to any stage of the pipeline.
+
+    dlpc model.dlpc --emit=graph|te|loop|numpy|c [-o out] [-O0..-O3] [--weights w.npz] [--stats]
+
+`--emit=graph|te|loop` prints the IR after that stage (re-readable by `dlpc-opt`);
+`--emit=numpy|c` prints the generated source. The output file is written only when
+complete. `--stats` prints to stderr a table of op and kernel counts as the model enters
+the pipeline and after each stage. Errors are one line on stderr with exit code 1.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+
+from dlpc.tools.diagnostics import ToolArgumentParser, run_guarded, write_atomically
+
+EMIT_KINDS = ("graph", "te", "loop", "numpy", "c")
+
+
+def parser() -> ToolArgumentParser:
+    p = ToolArgumentParser(prog="dlpc", description="compile a model to any stage")
+    p.add_argument("model", help="model file: .dlpc, .onnx or .mlir (graph IR)")
+    p.add_argument("--emit", choices=EMIT_KINDS, default="c", help="what to produce")
+    p.add_argument("-o", dest="output", help="output file (default: stdout)")
+    p.add_argument("-O", dest="opt_level", type=int, choices=range(4), default=2,
+                   metavar="{0,1,2,3}", help="graph optimisation level (default 2)")
+    p.add_argument("--weights", help="weights (.npz) for the model's parameters")
+    p.add_argument("--tuning-log", help="schedules from dlpc-tune to apply")
+    p.add_argument("--stats", action="store_true", help="print op/kernel counts per stage")
+    return p
+
+
+def stats_table(rows: list[tuple[str, Counter, int]]) -> str:
+    """One column per stage: kernels, total ops, then each op's count."""
+    stages = [stage for stage, _, _ in rows]
+    names = sorted(set().union(*(ops for _, ops, _ in rows)))
+    table = [["", *stages], ["kernels", *(str(k) for _, _, k in rows)],
+             ["ops", *(str(sum(ops.values())) for _, ops, _ in rows)]]
+    table += [[name, *(str(ops.get(name, 0) or "") for _, ops, _ in rows)] for name in names]
+    widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
+    lines = [r[0].ljust(widths[0]) + "".join(
+        f"  {c.rjust(w)}" for c, w in zip(r[1:], widths[1:])) for r in table]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def run(argv: list[str] | None) -> int:
+    from dlpc import api
+    from dlpc.passes import pipeline
+
+    args = parser().parse_args(argv)
+    model = api.load(args.model, weights=args.weights)
+    options = pipeline.PipelineOptions(opt_level=args.opt_level, tuning_log=args.tuning_log)
+    rows: list[tuple[str, Counter, int]] = []
+
+    def record(stage, module):
+        if args.stats:
+            rows.append((stage, *pipeline.stats(module)))
+
+    text = pipeline.compile_to(model.module.clone(), args.emit, options, record)
+    if args.stats:
+        print(stats_table(rows), file=sys.stderr)
+    if args.output:
+        write_atomically(args.output, text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_guarded(lambda: run(argv), tool="dlpc")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
