@@ -6,7 +6,8 @@ Guarantees: no result type changes (a rule whose replacement would have another 
 or element type, e.g. `x + 0` where the 0 broadcasts x to a bigger shape, does not
 fire); values are preserved under the assumptions stated per rule:
 
-    x + 0, 0 + x, x - 0, x * 1, 1 * x, x / 1 -> x          exact
+    x + 0, 0 + x, x - 0, x * 1, 1 * x, x / 1 -> x          exact (broadcast(x) when the
+                                                            unit broadcasts x)
     x * 0, 0 * x, x - x -> 0                               exact for finite x (an inf/nan x
                                                             gives nan); integers always;
                                                             off with assume-finite=false
@@ -59,6 +60,14 @@ def _exact_zero_ok(op: Operation, assume_finite: bool) -> bool:
     return assume_finite or isinstance(g.element_type_of(op.results[0]), IntegerType)
 
 
+def _forward(rewriter: PatternRewriter, op: Operation, x: SSAValue) -> None:
+    """Replace `op` by `x`, broadcast to `op`'s shape if needed."""
+    if u.same_type(x, op.results[0]):
+        return u.replace_with_value(rewriter, op, x)
+    if g.element_type_of(x) == g.element_type_of(op.results[0]):
+        u.build(rewriter, op, g.BroadcastOp.make(x, shape=g.shape_of(op.results[0])))
+
+
 @dataclass
 class SimplifyArith(RewritePattern):
     """Identities of add/sub/mul/div with 0 and 1, x - x, and x / c -> x * (1/c)."""
@@ -71,11 +80,12 @@ class SimplifyArith(RewritePattern):
         a, b = op.operands
         out = op.results[0]
         # x + 0 -> x, 0 + x -> x, x - 0 -> x, x * 1 -> x, 1 * x -> x, x / 1 -> x
+        # (when the unit broadcasts x to a bigger shape: -> broadcast(x))
         unit = 0.0 if isinstance(op, g.AddOp | g.SubOp) else 1.0
-        if _is(b, unit) and u.same_type(a, out):
-            return u.replace_with_value(rewriter, op, a)
-        if isinstance(op, g.AddOp | g.MulOp) and _is(a, unit) and u.same_type(b, out):
-            return u.replace_with_value(rewriter, op, b)
+        if _is(b, unit):
+            return _forward(rewriter, op, a)
+        if isinstance(op, g.AddOp | g.MulOp) and _is(a, unit):
+            return _forward(rewriter, op, b)
         # x * 0 -> 0, 0 * x -> 0 (finite x)
         if isinstance(op, g.MulOp) and (_is(a, 0.0) or _is(b, 0.0)):
             if _exact_zero_ok(op, self.assume_finite):
