@@ -45,6 +45,53 @@ GRAPH_PASSES = {
 
 PASSES = {**GRAPH_PASSES}
 
-TARGETS = {}
+
+def _schedule_pass(module: str, cls: str):
+    def factory():
+        import importlib
+
+        return getattr(importlib.import_module(f"dlpc.passes.schedule.{module}"), cls)
+
+    return factory
+
+
+SCHEDULE_PASSES = {
+    "loop-split": _schedule_pass("split", "LoopSplit"),
+    "loop-reorder": _schedule_pass("reorder", "LoopReorder"),
+    "loop-tile": _schedule_pass("tile", "LoopTile"),
+    "loop-fuse": _schedule_pass("fuse", "LoopFuse"),
+    "loop-unroll": _schedule_pass("unroll", "LoopUnroll"),
+    "loop-vectorize": _schedule_pass("vectorize", "LoopVectorize"),
+    "loop-parallel": _schedule_pass("parallel", "LoopParallel"),
+    "loop-decompose-reduction": _schedule_pass("decompose", "LoopDecomposeReduction"),
+    "loop-cache-read": _schedule_pass("cache", "LoopCacheRead"),
+    "loop-cache-write": _schedule_pass("cache", "LoopCacheWrite"),
+    "loop-compute-at": _schedule_pass("compute_at", "LoopComputeAt"),
+    "loop-tensorize": _schedule_pass("tensorize", "LoopTensorize"),
+    "loop-schedule": _schedule_pass("script", "LoopSchedule"),
+    "loop-default-schedule": _schedule_pass("default", "LoopDefaultSchedule"),
+}
+PASSES.update(SCHEDULE_PASSES)
+
+
+def _lower_pass(module: str, cls: str):
+    def factory():
+        import importlib
+
+        return getattr(importlib.import_module(f"dlpc.passes.lower.{module}"), cls)
+
+    return factory
+
+
+PASSES["graph-to-te"] = _lower_pass("graph_to_te", "GraphToTe")
+PASSES["te-inline"] = _lower_pass("te_inline", "TeInline")
+
+def _c_target():
+    from dlpc.backends.c import CTarget
+
+    return CTarget
+
+
+TARGETS = {"c": _c_target}
 
 DLPC_UNIVERSE = Universe(all_dialects=DIALECTS, all_passes=PASSES, all_targets=TARGETS)

@@ -585,6 +585,10 @@ class BodyBuilder:
         src = v.type
         if src == to:
             return v
+        if isinstance(src, IndexType) and is_float(to):
+            return self.cast(self.cast(v, i64), to)
+        if isinstance(to, IndexType) and is_float(src):
+            return self.cast(self.cast(v, i64), to)
         if isinstance(src, IndexType) or isinstance(to, IndexType):
             return self.emit(arith.IndexCastOp(v, to))
         if is_float(src) and is_float(to):
@@ -635,14 +639,14 @@ class BodyBuilder:
         return self._binary(a, b, arith.MulfOp, arith.MuliOp)
 
     def div(self, a: Value, b: Value) -> SSAValue:
-        """Float division, or unsigned division of (non-negative) integers/indices."""
+        """Float division, or signed integer division truncating toward zero (as C)."""
         if b == 1 and isinstance(a, SSAValue) and not is_float(a.type):
             return a
-        return self._binary(a, b, arith.DivfOp, arith.DivUIOp)
+        return self._binary(a, b, arith.DivfOp, arith.DivSIOp)
 
     def rem(self, a: Value, b: Value) -> SSAValue:
-        """Remainder of non-negative integers/indices."""
-        return self._binary(a, b, arith.RemFOp, arith.RemUIOp)
+        """Integer remainder with the sign of the dividend (as C's %)."""
+        return self.emit(arith.RemSIOp(*self._pair(a, b)))
 
     def max(self, a: Value, b: Value) -> SSAValue:
         return self._binary(a, b, arith.MaximumfOp, arith.MaxSIOp)
@@ -689,7 +693,10 @@ class BodyBuilder:
         return self.emit(xmath.AbsIOp(a))
 
     def pow(self, a: SSAValue, b: Value) -> SSAValue:
-        return self.emit(xmath.PowFOp(*self._pair(a, b)))
+        x, y = self._pair(a, b)
+        if is_float(x.type):
+            return self.emit(xmath.PowFOp(x, y))
+        return self.emit(xmath.IPowIOp(x, y))
 
     # ---- predicates and selection ---------------------------------------------------
     def cmp(self, pred: str, a: Value, b: Value) -> SSAValue:

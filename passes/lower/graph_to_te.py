@@ -1,0 +1,646 @@
+"""Lower graph ops to tensor expressions (te.compute / te.reduce).
+
+Input: graph (static shapes), func.  Output: te (+ arith, math, scf in bodies), with
+graph.param and graph.constant kept as they are.
+Requires: static shapes (run graph-infer-shapes first if the frontend left any open).
+Guarantees: no graph op other than graph.param/graph.constant remains; every te op is
+named after the graph op it came from and that op's position (`relu_0`, `matmul_1`,
+`softmax_2_max`, ...); no te.read can go out of bounds (padding and concatenation use
+scf.if so that only in-bounds reads execute; gather indices are wrapped and clamped);
+each graph.fused becomes ONE te op when its body is elementwise ops around at most one
+reduction anchor (matmul, linear, conv2d, pooling, reductions): producers are inlined
+into the anchor's body, consumers become its epilogue.
+
+    %y = graph.relu %x : (tensor<4x8xf32>) -> tensor<4x8xf32>
+
+becomes
+
+    %y = te.compute "relu_0" (%i0, %i1) : tensor<4x8xf32> {
+      %v = te.read %x[%i0, %i1] : tensor<4x8xf32>
+      %c = arith.constant 0.000000e+00 : f32
+      %r = arith.maximumf %v, %c : f32
+      te.yield %r : f32
+    }
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import IndexType, IntegerType, ModuleOp, TensorType
+from xdsl.ir import Block, Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.utils.exceptions import DiagnosticException
+
+from dlpc.dialects import graph as g
+from dlpc.dialects.te import BodyBuilder, ComputeOp, ReduceOp, is_float
+from dlpc.passes.lower.te_inline import _erase, fold_into_epilogue, inline_compute
+
+Idx = list  # a list of index values (SSAValue or Python int)
+Lower = Callable[["Lowering", g.GraphOp, list[SSAValue]], SSAValue]
+LOWERINGS: dict[str, Lower] = {}
+
+
+def lowers(*names: str):
+    def register(fn: Lower) -> Lower:
+        for name in names:
+            LOWERINGS[f"graph.{name}"] = fn
+        return fn
+
+    return register
+
+
+def shape(v: SSAValue) -> tuple[int, ...]:
+    return g.shape_of(v)
+
+
+def elt(v: SSAValue):
+    return g.element_type_of(v)
+
+
+def bcast(idx: Idx, in_shape: Sequence[int], out_rank: int) -> Idx:
+    """numpy broadcasting: the index into an operand of `in_shape` (size-1 dims read 0)."""
+    off = out_rank - len(in_shape)
+    return [0 if d == 1 else idx[off + k] for k, d in enumerate(in_shape)]
+
+
+class Lowering:
+    """Emits the te ops of one graph op before it; names them `<base><suffix>`."""
+
+    def __init__(self) -> None:
+        self.counter = 0
+        self.base = ""
+        self.anchor: Operation | None = None
+        self.created: list[Operation] = []
+
+    def emit(self, op: Operation) -> SSAValue:
+        parent = self.anchor.parent_block()  # type: ignore[union-attr]
+        assert parent is not None
+        parent.insert_op_before(op, self.anchor)  # type: ignore[arg-type]
+        self.created.append(op)
+        op.results[0].name_hint = op.properties["name"].data  # type: ignore[union-attr]
+        return op.results[0]
+
+    def compute(self, ty: TensorType, fn, suffix: str = "") -> SSAValue:
+        return self.emit(ComputeOp.build(self.base + suffix, ty, fn))
+
+    def reduce(self, ty: TensorType, extents, combiner: str, fn, suffix: str = "",
+               epilogue=None, acc_type=None) -> SSAValue:
+        init = None
+        e = acc_type or ty.get_element_type()
+        if isinstance(e, IntegerType) and combiner in ("max", "min"):
+            bound = 2 ** (e.width.data - 1)
+            init = float(-bound if combiner == "max" else bound - 1)
+        op = ReduceOp.build(self.base + suffix, ty, extents, combiner, fn, init=init,
+                            epilogue=epilogue, acc_type=acc_type)
+        return self.emit(op)
+
+    def lower(self, op: Operation) -> SSAValue:
+        fn = LOWERINGS.get(op.name)
+        if fn is None:
+            raise DiagnosticException(f"graph-to-te cannot lower {op.name}: no lowering")
+        for v in (*op.operands, *op.results):
+            if not isinstance(v.type, TensorType) or -1 in v.type.get_shape():
+                raise DiagnosticException(
+                    f"graph-to-te needs static shapes; {op.name} has type {v.type} "
+                    f"(run graph-infer-shapes first)"
+                )
+        self.base = f"{op.name.removeprefix('graph.')}_{self.counter}"
+        self.counter += 1
+        self.anchor = op
+        return fn(self, op, list(op.operands))  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------- elementwise
+
+
+def _gelu(b: BodyBuilder, x: SSAValue, approximate: str) -> SSAValue:
+    if approximate == "tanh":
+        cube = b.mul(b.mul(x, x), x)
+        inner = b.mul(math.sqrt(2 / math.pi), b.add(x, b.mul(0.044715, cube)))
+        return b.mul(b.mul(0.5, x), b.add(1.0, b.tanh(inner)))
+    return b.mul(b.mul(0.5, x), b.add(1.0, b.erf(b.div(x, math.sqrt(2)))))
+
+
+def _clip(b: BodyBuilder, x: SSAValue, lo: float, hi: float) -> SSAValue:
+    if lo > -math.inf:
+        x = b.max(x, lo)
+    if hi < math.inf:
+        x = b.min(x, hi)
+    return x
+
+
+UNARY: dict[str, Callable[[BodyBuilder, SSAValue, g.GraphOp], SSAValue]] = {
+    "neg": lambda b, x, op: b.neg(x),
+    "abs": lambda b, x, op: b.abs(x),
+    "exp": lambda b, x, op: b.exp(x),
+    "log": lambda b, x, op: b.log(x),
+    "sqrt": lambda b, x, op: b.sqrt(x),
+    "rsqrt": lambda b, x, op: b.div(1.0, b.sqrt(x)),
+    "tanh": lambda b, x, op: b.tanh(x),
+    "sigmoid": lambda b, x, op: b.div(1.0, b.add(1.0, b.exp(b.neg(x)))),
+    "erf": lambda b, x, op: b.erf(x),
+    "relu": lambda b, x, op: b.max(x, 0),
+    "gelu": lambda b, x, op: _gelu(b, x, op.attr("approximate")),
+    "leaky_relu": lambda b, x, op: b.select(b.cmp("gt", x, 0), x, b.mul(op.attr("alpha"), x)),
+    "clip": lambda b, x, op: _clip(b, x, op.attr("min"), op.attr("max")),
+    "cast": lambda b, x, op: b.cast(x, op.attr("to")),
+}
+
+BINARY: dict[str, Callable[[BodyBuilder, SSAValue, SSAValue], SSAValue]] = {
+    "add": BodyBuilder.add,
+    "sub": BodyBuilder.sub,
+    "mul": BodyBuilder.mul,
+    "div": BodyBuilder.div,
+    "max": BodyBuilder.max,
+    "min": BodyBuilder.min,
+    "pow": BodyBuilder.pow,
+    "prelu": lambda b, x, s: b.select(b.cmp("gt", x, 0), x, b.mul(s, x)),
+}
+
+
+def elementwise(L: Lowering, op: g.GraphOp, xs: list[SSAValue], fn) -> SSAValue:
+    """out[i] = fn(b, x0[bcast(i)], x1[bcast(i)], ...)."""
+    rank = len(op.out_shape)
+
+    def body(b: BodyBuilder, idx: Idx):
+        return fn(b, *[b.read(x, bcast(idx, shape(x), rank)) for x in xs])
+
+    return L.compute(op.out_type, body)
+
+
+@lowers(*UNARY)
+def lower_unary(L: Lowering, op: g.GraphOp, xs):
+    fn = UNARY[op.name.removeprefix("graph.")]
+    return elementwise(L, op, xs, lambda b, x: fn(b, x, op))
+
+
+@lowers(*BINARY)
+def lower_binary(L: Lowering, op: g.GraphOp, xs):
+    return elementwise(L, op, xs, BINARY[op.name.removeprefix("graph.")])
+
+
+@lowers("where")
+def lower_where(L: Lowering, op: g.GraphOp, xs):
+    return elementwise(L, op, xs, lambda b, c, x, y: b.select(c, x, y))
+
+
+@lowers("compare")
+def lower_compare(L: Lowering, op: g.GraphOp, xs):
+    return elementwise(L, op, xs, lambda b, x, y: b.cmp(op.attr("predicate"), x, y))
+
+
+# ----------------------------------------------------------------- linear algebra
+
+
+@lowers("matmul")
+def lower_matmul(L: Lowering, op: g.GraphOp, xs):
+    a, bm = xs
+    sa, sb = shape(a), shape(bm)
+    ta, tb = op.attr("transpose_a"), op.attr("transpose_b")
+    k = sa[0] if len(sa) == 1 else (sa[-2] if ta else sa[-1])
+    def body(b: BodyBuilder, idx: Idx, r: Idx):
+        full = list(idx)
+        if len(sb) == 1:
+            full.append(None)  # no n dim
+        if len(sa) == 1:
+            full.insert(len(full) - 1, None)  # no m dim
+        batch, m, n = full[:-2], full[-2], full[-1]
+        if len(sa) == 1:
+            ia = [r[0]]
+        else:
+            ia = bcast(batch, sa[:-2], len(batch)) + ([r[0], m] if ta else [m, r[0]])
+        if len(sb) == 1:
+            ib = [r[0]]
+        else:
+            ib = bcast(batch, sb[:-2], len(batch)) + ([n, r[0]] if tb else [r[0], n])
+        return b.mul(b.read(a, ia), b.read(bm, ib))
+
+    return L.reduce(op.out_type, [k], "add", body)
+
+
+def _bias_epilogue(bias: SSAValue | None, channel_dim: int):
+    """Epilogue adding bias[idx[channel_dim]] (bias of shape [c], [1, c] or [])."""
+    if bias is None:
+        return None
+
+    def epilogue(b: BodyBuilder, acc: SSAValue, idx: Idx):
+        s = shape(bias)
+        where = [0] * (len(s) - 1) + [idx[channel_dim]] if s else []
+        return b.add(acc, b.read(bias, where))
+
+    return epilogue
+
+
+@lowers("linear")
+def lower_linear(L: Lowering, op: g.GraphOp, xs):
+    x, w = xs[0], xs[1]
+    bias = xs[2] if len(xs) == 3 else None
+    rank = len(op.out_shape)
+
+    def body(b: BodyBuilder, idx: Idx, r: Idx):
+        return b.mul(b.read(x, [*idx[:-1], r[0]]), b.read(w, [idx[-1], r[0]]))
+
+    return L.reduce(op.out_type, [shape(w)[1]], "add", body,
+                    epilogue=_bias_epilogue(bias, rank - 1))
+
+
+# ------------------------------------------------------------- windows (conv, pool)
+
+
+def guarded_read(b: BodyBuilder, x: SSAValue, idx: Idx, checks: list[tuple[int, int]],
+                 fill: float) -> SSAValue:
+    """x[idx] when every idx[d] of `checks` (d, size) is in [0, size), else fill;
+    emitted as scf.if so the read only runs in bounds."""
+    if not checks:
+        return b.read(x, idx)
+    conds = [b.in_bounds(idx[d], size) for d, size in checks]
+    cond = conds[0]
+    for c in conds[1:]:
+        cond = b.and_(cond, c)
+    return b.if_(cond, lambda t: t.read(x, idx), lambda e: fill, elt(x))
+
+
+def window_checks(op: g.WindowOp, in_hw, out_hw, kernel) -> list[tuple[int, int]]:
+    """Spatial dims (2, 3) whose window index may fall outside the input."""
+    (sh, sw), (pt, pl, pb, pr), (dh, dw) = op.strides(), op.pads(), op.dilations()
+    checks = []
+    for d, size, o, s, p, k, dil in ((2, in_hw[0], out_hw[0], sh, pt, kernel[0], dh),
+                                     (3, in_hw[1], out_hw[1], sw, pl, kernel[1], dw)):
+        if p > 0 or (o - 1) * s + (k - 1) * dil - p >= size:
+            checks.append((d, size))
+    return checks
+
+
+def window_index(b: BodyBuilder, op: g.WindowOp, oh, ow, kh, kw) -> tuple:
+    """Input (h, w) of output (oh, ow) and window offset (kh, kw)."""
+    (sh, sw), (pt, pl, _, _), (dh, dw) = op.strides(), op.pads(), op.dilations()
+    ih = b.sub(b.add(b.mul(oh, sh), b.mul(kh, dh)), pt)
+    iw = b.sub(b.add(b.mul(ow, sw), b.mul(kw, dw)), pl)
+    return ih, iw
+
+
+@lowers("conv2d")
+def lower_conv2d(L: Lowering, op: g.Conv2DOp, xs):
+    x, w = xs[0], xs[1]
+    bias = xs[2] if len(xs) == 3 else None
+    _, _, h, wd = shape(x)
+    o, cg, kh, kw = shape(w)
+    og = o // op.attr("groups")
+    checks = window_checks(op, (h, wd), op.out_shape[2:], (kh, kw))
+
+    def body(b: BodyBuilder, idx: Idx, r: Idx):
+        n, oc, oh, ow = idx
+        c, i, j = r
+        ih, iw = window_index(b, op, oh, ow, i, j)
+        ic = c if og == o else b.add(b.mul(b.div(oc, og), cg), c)
+        v = guarded_read(b, x, [n, ic, ih, iw], checks, 0.0)
+        return b.mul(v, b.read(w, [oc, c, i, j]))
+
+    return L.reduce(op.out_type, [cg, kh, kw], "add", body,
+                    epilogue=_bias_epilogue(bias, 1))
+
+
+@lowers("max_pool2d", "avg_pool2d")
+def lower_pool(L: Lowering, op: g.PoolOp, xs):
+    x = xs[0]
+    h, wd = shape(x)[2:]
+    kh, kw = g._pair(op.attr("kernel"), "kernel")
+    checks = window_checks(op, (h, wd), op.out_shape[2:], (kh, kw))
+    is_max = op.name == "graph.max_pool2d"
+
+    def body(b: BodyBuilder, idx: Idx, r: Idx):
+        ih, iw = window_index(b, op, idx[2], idx[3], r[0], r[1])
+        return guarded_read(b, x, [idx[0], idx[1], ih, iw], checks, -math.inf if is_max else 0.0)
+
+    if is_max:
+        return L.reduce(op.out_type, [kh, kw], "max", body)
+    (sh, sw), (pt, pl, pb, pr) = op.strides(), op.pads()
+    if op.attr("count_include_pad"):
+        lo, hi = (-pt, -pl), (h + pb, wd + pr)  # the window counts explicit padding
+    else:
+        lo, hi = (0, 0), (h, wd)
+
+    def count(b: BodyBuilder, o, s, p, k, lo_, hi_):
+        start = b.sub(b.mul(o, s), p)
+        return b.sub(b.min(b.add(start, k), hi_), b.max(start, lo_))
+
+    def static(o_size, s, p, k, lo_, hi_):  # every window has k cells inside [lo, hi)
+        return all(lo_ <= o * s - p and o * s - p + k <= hi_ for o in range(o_size))
+
+    oh, ow = op.out_shape[2:]
+    if static(oh, sh, pt, kh, lo[0], hi[0]) and static(ow, sw, pl, kw, lo[1], hi[1]):
+        return L.reduce(op.out_type, [kh, kw], "add", body,
+                        epilogue=lambda b, acc, idx: b.div(acc, float(kh * kw)))
+
+    def epilogue(b: BodyBuilder, acc: SSAValue, idx: Idx):
+        ch = count(b, idx[2], sh, pt, kh, lo[0], hi[0])
+        cw = count(b, idx[3], sw, pl, kw, lo[1], hi[1])
+        return b.div(acc, b.cast(b.mul(ch, cw), elt(x)))
+
+    return L.reduce(op.out_type, [kh, kw], "add", body, epilogue=epilogue)
+
+
+@lowers("global_avg_pool")
+def lower_global_avg_pool(L: Lowering, op: g.GraphOp, xs):
+    x = xs[0]
+    spatial = shape(x)[2:]
+
+    def body(b: BodyBuilder, idx: Idx, r: Idx):
+        return b.read(x, [idx[0], idx[1], *r])
+
+    return L.reduce(op.out_type, spatial, "add", body,
+                    epilogue=lambda b, acc, idx: b.div(acc, float(math.prod(spatial))))
+
+
+# ------------------------------------------------------------------ normalisation
+
+
+@lowers("batch_norm")
+def lower_batch_norm(L: Lowering, op: g.GraphOp, xs):
+    eps = op.attr("epsilon")
+
+    def fn(b: BodyBuilder, x, scale, bias, mean, var):
+        inv = b.div(1.0, b.sqrt(b.add(var, eps)))
+        return b.add(b.mul(b.sub(x, mean), b.mul(inv, scale)), bias)
+
+    def body(b: BodyBuilder, idx: Idx):
+        vals = [b.read(xs[0], idx)] + [b.read(p, [idx[1]]) for p in xs[1:]]
+        return fn(b, *vals)
+
+    return L.compute(op.out_type, body)
+
+
+def _stats_type(x: SSAValue, keep: int) -> TensorType:
+    return g.tensor_type(shape(x)[:keep], elt(x))
+
+
+def _mean_over_tail(L: Lowering, x: SSAValue, axis: int, suffix: str, fn=None) -> SSAValue:
+    """mean over x.shape[axis:] of fn(b, x[i, r], i) (default x[i, r])."""
+    tail = shape(x)[axis:]
+    count = float(math.prod(tail))
+
+    def body(b: BodyBuilder, idx: Idx, r: Idx):
+        v = b.read(x, [*idx, *r])
+        return fn(b, v, idx) if fn else v
+
+    return L.reduce(_stats_type(x, axis), tail, "add", body, suffix=suffix,
+                    epilogue=lambda b, acc, idx: b.div(acc, count))
+
+
+@lowers("layer_norm")
+def lower_layer_norm(L: Lowering, op: g.GraphOp, xs):
+    x = xs[0]
+    rank = len(shape(x))
+    axis = g.normalize_axis(op.attr("axis"), rank)
+    mean = _mean_over_tail(L, x, axis, "_mean")
+
+    def centred_sq(b: BodyBuilder, v, idx):
+        d = b.sub(v, b.read(mean, idx))
+        return b.mul(d, d)
+
+    var = _mean_over_tail(L, x, axis, "_var", centred_sq)
+    eps = op.attr("epsilon")
+
+    def body(b: BodyBuilder, idx: Idx):
+        centred = b.sub(b.read(x, idx), b.read(mean, idx[:axis]))
+        y = b.div(centred, b.sqrt(b.add(b.read(var, idx[:axis]), eps)))
+        y = b.mul(y, b.read(xs[1], bcast(idx, shape(xs[1]), rank)))
+        if len(xs) == 3:
+            y = b.add(y, b.read(xs[2], bcast(idx, shape(xs[2]), rank)))
+        return y
+
+    return L.compute(op.out_type, body)
+
+
+def _drop(idx: Idx, axis: int) -> Idx:
+    return [*idx[:axis], *idx[axis + 1 :]]
+
+
+def _put(idx: Idx, axis: int, v) -> Idx:
+    return [*idx[:axis], v, *idx[axis:]]
+
+
+@lowers("softmax", "log_softmax")
+def lower_softmax(L: Lowering, op: g.GraphOp, xs):
+    x = xs[0]
+    s = shape(x)
+    axis = g.normalize_axis(op.attr("axis"), len(s))
+    stats = g.tensor_type(_drop(list(s), axis), elt(x))
+    mx = L.reduce(stats, [s[axis]], "max", lambda b, idx, r: b.read(x, _put(idx, axis, r[0])),
+                  suffix="_max")
+
+    def shifted(b: BodyBuilder, idx: Idx) -> SSAValue:
+        return b.sub(b.read(x, idx), b.read(mx, _drop(idx, axis)))
+
+    total = L.reduce(stats, [s[axis]], "add",
+                     lambda b, idx, r: b.exp(shifted(b, _put(idx, axis, r[0]))), suffix="_sum")
+    if op.name == "graph.softmax":
+        body = lambda b, idx: b.div(b.exp(shifted(b, idx)), b.read(total, _drop(idx, axis)))  # noqa: E731
+    else:
+        body = lambda b, idx: b.sub(shifted(b, idx), b.log(b.read(total, _drop(idx, axis))))  # noqa: E731
+    return L.compute(op.out_type, body)
+
+
+# --------------------------------------------------------------------- reductions
+
+COMBINER = {"reduce_sum": "add", "reduce_mean": "add", "reduce_max": "max",
+            "reduce_min": "min", "reduce_prod": "mul"}
+
+
+@lowers(*COMBINER)
+def lower_reduce(L: Lowering, op: g.ReduceOp, xs):
+    x = xs[0]
+    s = shape(x)
+    axes = op.reduced_axes()
+    keep = op.attr("keepdims")
+    mnemonic = op.name.removeprefix("graph.")
+
+    def body(b: BodyBuilder, idx: Idx, r: Idx):
+        out = iter(idx)
+        red = iter(r)
+        where = []
+        for d in range(len(s)):
+            if d in axes:
+                if keep:
+                    next(out)
+                where.append(next(red))
+            else:
+                where.append(next(out))
+        return b.read(x, where)
+
+    epilogue = None
+    if mnemonic == "reduce_mean":
+        count = math.prod(s[a] for a in axes)
+        epilogue = lambda b, acc, idx: b.div(acc, count)  # noqa: E731
+    return L.reduce(op.out_type, [s[a] for a in axes], COMBINER[mnemonic], body,
+                    epilogue=epilogue)
+
+
+# ------------------------------------------------------------------ data movement
+
+
+@lowers("reshape")
+def lower_reshape(L: Lowering, op: g.GraphOp, xs):
+    x = xs[0]
+    sin, sout = shape(x), op.out_shape
+
+    def body(b: BodyBuilder, idx: Idx):
+        flat = None  # row-major linear index of the output element
+        for i, d in zip(idx, sout):
+            if d != 1:
+                flat = i if flat is None else b.add(b.mul(flat, d), i)
+        where, stride, leading = [], math.prod(sin), True
+        for d in sin:
+            stride //= d
+            if d == 1:
+                where.append(0)
+                continue
+            v = b.div(flat, stride)
+            where.append(v if leading else b.rem(v, d))  # the leading dim needs no modulo
+            leading = False
+        return b.read(x, where)
+
+    return L.compute(op.out_type, body)
+
+
+@lowers("transpose")
+def lower_transpose(L: Lowering, op: g.TransposeOp, xs):
+    perm = op.permutation()
+
+    def body(b: BodyBuilder, idx: Idx):
+        where = [None] * len(perm)
+        for k, p in enumerate(perm):
+            where[p] = idx[k]
+        return b.read(xs[0], where)
+
+    return L.compute(op.out_type, body)
+
+
+@lowers("concat")
+def lower_concat(L: Lowering, op: g.GraphOp, xs):
+    axis = g.normalize_axis(op.attr("axis"), len(op.out_shape))
+    offsets = [0]
+    for x in xs:
+        offsets.append(offsets[-1] + shape(x)[axis])
+
+    def pick(b: BodyBuilder, idx: Idx, k: int) -> SSAValue:
+        if k == len(xs) - 1:
+            return b.read(xs[k], [*idx[:axis], b.sub(idx[axis], offsets[k]), *idx[axis + 1 :]])
+        return b.if_(b.cmp("lt", idx[axis], offsets[k + 1]),
+                     lambda t: t.read(xs[k], [*idx[:axis], t.sub(idx[axis], offsets[k]),
+                                              *idx[axis + 1 :]]),
+                     lambda e: pick(e, idx, k + 1), elt(xs[0]))
+
+    return L.compute(op.out_type, lambda b, idx: pick(b, idx, 0))
+
+
+@lowers("slice")
+def lower_slice(L: Lowering, op: g.SliceOp, xs):
+    bounds = op.normalized()
+
+    def body(b: BodyBuilder, idx: Idx):
+        return b.read(xs[0], [b.add(b.mul(i, st), s) for i, (s, _, st) in zip(idx, bounds)])
+
+    return L.compute(op.out_type, body)
+
+
+@lowers("pad")
+def lower_pad(L: Lowering, op: g.GraphOp, xs):
+    x = xs[0]
+    s = shape(x)
+    pads = op.attr("pads")
+    begin, end = pads[: len(s)], pads[len(s) :]
+    checks = [(d, n) for d, n in enumerate(s) if begin[d] > 0 or end[d] > 0]
+
+    def body(b: BodyBuilder, idx: Idx):
+        where = [b.sub(i, p) for i, p in zip(idx, begin)]
+        return guarded_read(b, x, where, checks, op.attr("value"))
+
+    return L.compute(op.out_type, body)
+
+
+@lowers("broadcast")
+def lower_broadcast(L: Lowering, op: g.GraphOp, xs):
+    rank = len(op.out_shape)
+    return L.compute(op.out_type, lambda b, idx: b.read(xs[0], bcast(idx, shape(xs[0]), rank)))
+
+
+@lowers("gather")
+def lower_gather(L: Lowering, op: g.GraphOp, xs):
+    data, indices = xs
+    axis = g.normalize_axis(op.attr("axis"), len(shape(data)))
+    n, ri = shape(data)[axis], len(shape(indices))
+
+    def body(b: BodyBuilder, idx: Idx):
+        k = b.read(indices, idx[axis : axis + ri])
+        k = b.select(b.cmp("lt", k, 0), b.add(k, n), k)  # negative indices count from the end
+        k = b.min(b.max(b.cast(k, IndexType()), 0), n - 1)  # never read out of bounds
+        return b.read(data, [*idx[:axis], k, *idx[axis + ri :]])
+
+    return L.compute(op.out_type, body)
+
+
+# --------------------------------------------------------------------------- fusion
+
+
+def lower_fused(L: Lowering, op: g.FusedOp) -> SSAValue:
+    """Lower the body's ops in place, then fuse them into one te op."""
+    block: Block = op.body.block
+    mapper: dict[SSAValue, SSAValue] = dict(zip(block.args, op.inputs))
+    parent = op.parent_block()
+    assert parent is not None
+    start = len(L.created)
+    for inner in block.ops:
+        if isinstance(inner, g.YieldOp):
+            break
+        clone = inner.clone(value_mapper=mapper)
+        parent.insert_op_before(clone, op)
+        if isinstance(clone, g.GraphOp):
+            value = L.lower(clone)
+            clone.results[0].replace_all_uses_with(value)
+            mapper[inner.results[0]] = value
+            _erase(clone)
+    result = mapper[op.yield_op.values[0]]
+    ops = [o for o in L.created[start:] if o.parent is not None]
+    for producer in ops:
+        if isinstance(producer, ComputeOp) and producer.result is not result:
+            inline_compute(producer)
+    final = result.owner
+    reduces = [o for o in ops if isinstance(o, ReduceOp) and o.parent is not None]
+    if isinstance(final, ComputeOp) and len(reduces) == 1:
+        fused = fold_into_epilogue(reduces[0], final)
+        final = fused or final
+    return final.results[0]  # type: ignore[union-attr]
+
+
+@dataclass(frozen=True)
+class GraphToTe(ModulePass):
+    """Lower every graph op (but graph.param/graph.constant) to te computes."""
+
+    name = "graph-to-te"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        L = Lowering()
+        kernels: set[str] = set()
+        for inner in list(op.walk()):
+            if inner.parent is None or isinstance(inner.parent_op(), g.FusedOp):
+                continue  # already erased, or lowered together with its graph.fused
+            if isinstance(inner, g.FusedOp):
+                value = lower_fused(L, inner)
+                name = inner.kernel_name
+                if name in kernels:  # keep kernel names unique
+                    name = f"{name}_{L.counter}"
+                    L.counter += 1
+                kernels.add(name)
+                value.owner.properties["name"] = g.StringAttr(name)  # type: ignore[union-attr]
+            elif inner.name.startswith("graph.") and not isinstance(inner, g.ParamOp | g.ConstantOp):
+                value = L.lower(inner)
+            else:
+                continue
+            value.name_hint = inner.results[0].name_hint or value.name_hint
+            inner.results[0].replace_all_uses_with(value)
+            _erase(inner)
