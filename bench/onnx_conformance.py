@@ -1,0 +1,236 @@
+"""ONNX operator conformance: run onnx's own backend node tests through dlpc.
+
+    python bench/onnx_conformance.py                 # table on stdout
+    python bench/onnx_conformance.py --backends numpy,c --write docs/onnx-conformance.md
+
+The node test cases come from the installed `onnx` package
+(`onnx.backend.test.case.node.collect_testcases`: a one-node model, or the node's function
+expansion for `*_expanded` cases, with inputs and expected outputs). Each case is imported
+with `dlpc.frontends.onnx.load_model`, run on a dlpc backend, and compared with the
+expected outputs at onnx's backend tolerances (rtol 1e-3, atol 1e-7).
+
+A case's *operator* is its node's op type (for an expanded case, that of the case it
+expands). Operators without an importer handler are reported as unsupported; their cases
+are not run.
+
+Inputs that fix a shape (Reshape's `shape`, Slice's `starts`, ...) are graph inputs in
+these tests; the harness binds them with `freeze_inputs` (the importer says which), so
+the model is specialised on those values and the other inputs stay run-time inputs.
+
+This module is also the harness of `test/python/test_onnx_conformance.py`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import sys
+import warnings
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+RTOL, ATOL = 1e-3, 1e-7
+
+
+@dataclass
+class Case:
+    name: str
+    op: str
+    model: object
+    inputs: list
+    outputs: list
+
+
+@dataclass
+class Result:
+    status: str  # "pass", "fail" (wrong numbers), "error" (import/compile/run error)
+    detail: str = ""
+    frozen: list[str] = field(default_factory=list)
+
+
+@functools.cache
+def collect() -> tuple[Case, ...]:
+    """All node test cases of the installed onnx, with their operator."""
+    import onnx.backend.test.case.node as node_cases
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        raw = [c for c in node_cases.collect_testcases(None) if c.kind == "node"]
+    single = {c.name: c.model.graph.node[0].op_type for c in raw if len(c.model.graph.node) == 1}
+    cases = []
+    for c in raw:
+        nodes = c.model.graph.node
+        if len(nodes) == 1:
+            op = nodes[0].op_type
+        else:
+            base = c.name.split("_expanded")[0]
+            op = single.get(base) or Counter(n.op_type for n in nodes).most_common(1)[0][0]
+        if not c.data_sets:
+            continue
+        inputs, outputs = c.data_sets[0]
+        cases.append(Case(c.name, op, c.model, list(inputs), list(outputs)))
+    return tuple(sorted(cases, key=lambda c: c.name))
+
+
+def supported_ops() -> set[str]:
+    from dlpc.frontends.onnx_ops import HANDLERS
+
+    # operators handled by import-time folding only still need a handler to be "supported"
+    return set(HANDLERS) | {"Constant"}
+
+
+def by_operator() -> dict[str, list[Case]]:
+    out: dict[str, list[Case]] = defaultdict(list)
+    for c in collect():
+        out[c.op].append(c)
+    return dict(sorted(out.items()))
+
+
+def import_case(case: Case):
+    """(model, run-time inputs, frozen input names); retries with freeze_inputs as needed."""
+    from dlpc.frontends.onnx import NeedsConstantInput, load_model
+
+    graph_inputs = [vi.name for vi in case.model.graph.input
+                    if vi.name not in {i.name for i in case.model.graph.initializer}]
+    feeds = dict(zip(graph_inputs, case.inputs))
+    frozen: dict[str, np.ndarray] = {}
+    while True:
+        try:
+            model = load_model(case.model, freeze_inputs=frozen)
+            break
+        except NeedsConstantInput as e:
+            if e.input_name in frozen or e.input_name not in feeds:
+                raise
+            frozen[e.input_name] = np.asarray(feeds[e.input_name])
+    runtime = [np.asarray(feeds[n]) for n in graph_inputs if n not in frozen]
+    return model, runtime, sorted(frozen)
+
+
+def compare(case: Case, got: list) -> str:
+    """'' when got matches the expected outputs, else what differs."""
+    if len(got) != len(case.outputs):
+        return f"{len(got)} outputs, expected {len(case.outputs)}"
+    for k, (g, e) in enumerate(zip(got, case.outputs)):
+        g, e = np.asarray(g), np.asarray(e)
+        if g.shape != e.shape:
+            return f"output {k}: shape {g.shape}, expected {e.shape}"
+        if g.dtype != e.dtype:
+            return f"output {k}: dtype {g.dtype}, expected {e.dtype}"
+        if e.dtype.kind in "fc":
+            ok = np.allclose(g, e, rtol=RTOL, atol=ATOL, equal_nan=True)
+        else:
+            ok = np.array_equal(g, e)
+        if not ok:
+            err = np.max(np.abs(g.astype(np.float64) - e.astype(np.float64)))
+            return f"output {k}: max abs error {err:.3g}"
+    return ""
+
+
+def run_numpy(model, inputs):
+    from dlpc.backends.numpy import run_reference
+
+    return run_reference(model.module, inputs, model.weights)
+
+
+def run_c(model, inputs):
+    import dlpc
+
+    return dlpc.compile(model, target="c")(*inputs)
+
+
+BACKENDS = {"numpy": run_numpy, "c": run_c}
+
+
+def run_case(case: Case, backend: str) -> Result:
+    from dlpc.tools.diagnostics import DlpcError, format_exception
+
+    try:
+        model, inputs, frozen = import_case(case)
+    except DlpcError as e:
+        return Result("error", f"import: {e}".replace("<onnx>: ", ""))
+    try:
+        with np.errstate(all="ignore"):
+            got = BACKENDS[backend](model, inputs)
+    except Exception as e:  # noqa: BLE001 - every failure is reported, per case
+        return Result("error", f"{backend}: {format_exception(e)}", frozen)
+    diff = compare(case, list(got))
+    return Result("fail" if diff else "pass", diff, frozen)
+
+
+def run_all(backends: list[str]) -> dict[str, dict[str, Result]]:
+    """{backend: {case name: Result}} for the cases of supported operators."""
+    supported = supported_ops()
+    out: dict[str, dict[str, Result]] = {b: {} for b in backends}
+    for case in collect():
+        if case.op not in supported:
+            continue
+        for b in backends:
+            out[b][case.name] = run_case(case, b)
+    return out
+
+
+def table(results: dict[str, dict[str, Result]]) -> str:
+    """Markdown: per operator, passed/total per backend; then failures; then unsupported."""
+    backends = list(results)
+    supported = supported_ops()
+    ops = by_operator()
+    lines = ["| operator | cases | " + " | ".join(f"{b} pass" for b in backends) + " |",
+             "|---|---:|" + "---:|" * len(backends)]
+    totals = Counter()
+    for op, cases in ops.items():
+        if op not in supported:
+            continue
+        cells = []
+        for b in backends:
+            n = sum(results[b][c.name].status == "pass" for c in cases)
+            totals[b] += n
+            cells.append(f"{n}/{len(cases)}")
+        totals["cases"] += len(cases)
+        lines.append(f"| {op} | {len(cases)} | " + " | ".join(cells) + " |")
+    lines.append(f"| **all supported** | {totals['cases']} | "
+                 + " | ".join(f"**{totals[b]}/{totals['cases']}**" for b in backends) + " |")
+    lines += ["", "## Failures", ""]
+    for b in backends:
+        bad = {n: r for n, r in results[b].items() if r.status != "pass"}
+        lines.append(f"### {b} ({len(bad)})")
+        lines.append("")
+        for name, r in sorted(bad.items()):
+            lines.append(f"- `{name}`: {r.status}: {r.detail}")
+        lines.append("")
+    unsup = [(op, len(cases)) for op, cases in ops.items() if op not in supported]
+    lines += ["## Unsupported operators", "",
+              f"{len(unsup)} operators, {sum(n for _, n in unsup)} cases, not run: "
+              + ", ".join(f"{op} ({n})" for op, n in unsup), ""]
+    return "\n".join(lines)
+
+
+HEADER = """# ONNX operator conformance
+
+Generated by `python bench/onnx_conformance.py --write docs/onnx-conformance.md`
+from the node test cases of onnx {version} (opsets up to {opset}); tolerances rtol {rtol},
+atol {atol}. `pytest test/python/test_onnx_conformance.py` checks the same cases.
+
+"""
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--backends", default="numpy,c")
+    p.add_argument("--write", help="also write the markdown report to this file")
+    args = p.parse_args(argv)
+    import onnx
+
+    results = run_all(args.backends.split(","))
+    text = HEADER.format(version=onnx.__version__, opset=onnx.defs.onnx_opset_version(),
+                         rtol=RTOL, atol=ATOL) + table(results)
+    print(text)
+    if args.write:
+        with open(args.write, "w") as f:
+            f.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,467 @@
+"""ONNX import: an `.onnx` model (opsets 13 to the newest the installed `onnx` knows)
+to graph IR.
+
+    model = load_model("mlp.onnx")            # -> dlpc.api.Model
+    print(model.module)
+
+gives
+
+    func.func @main(%x: tensor<1x784xf32> {dlpc.name = "input"}) -> tensor<1x10xf32> {
+      %w = graph.param "fc1.weight" : tensor<256x784xf32>
+      %b = graph.param "fc1.bias" : tensor<256xf32>
+      %h = graph.linear %x, %w, %b : (...) -> tensor<1x256xf32> loc("/fc1/Gemm")
+      ...
+    }
+
+- Graph inputs (those that are not initializers) become the arguments of `@main`
+  (argument attribute `dlpc.name`), graph outputs its return values.
+- Float initializers become `graph.param` named after the initializer (the value goes into
+  `Model.weights` under that name); integer, boolean and one-element initializers become
+  `graph.constant`.
+- Every op carries the ONNX node's name as its location (`loc("name")`, printed with
+  debug info), and every import error names the node, the operator and the attribute.
+- Values known at import time (initializers, `Constant`, `Shape` of a static tensor, and
+  everything computed only from those: the integer shape arithmetic exporters emit) are
+  kept in a numpy-side constant environment and folded with onnx's reference evaluator;
+  only values that reach a runtime op are materialised in the IR.
+- Inputs that fix a shape (`Reshape`'s shape, `Slice`'s starts, ...) must be known at
+  import time. When such an input is a graph input, pass its value with
+  `freeze_inputs={"name": array}`: the model is then specialised on it.
+
+The operator handlers live in `dlpc.frontends.onnx_ops`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from xdsl.dialects import func
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    DictionaryAttr,
+    ModuleOp,
+    NameLoc,
+    StringAttr,
+    TensorType,
+    UnknownLoc,
+)
+from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
+from xdsl.utils.exceptions import VerifyException
+
+from dlpc.dialects import graph
+from dlpc.tools.diagnostics import DlpcError
+
+MIN_OPSET = 13
+# ops whose value is not a function of their inputs: never folded at import time
+NONDETERMINISTIC = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike",
+                    "Multinomial", "Bernoulli"}
+# float initializers/folded values up to this many elements become graph.constant
+SMALL_CONSTANT = 1
+
+
+class NeedsConstantInput(DlpcError):
+    """A graph input must be known at import time (pass it in `freeze_inputs`)."""
+
+    def __init__(self, message: str, input_name: str):
+        super().__init__(message)
+        self.input_name = input_name
+
+
+@dataclass(eq=False)
+class Const:
+    """A value known at import time; `name` is its initializer/ONNX value name."""
+
+    array: np.ndarray
+    name: str | None = None
+
+
+Value = Const | SSAValue
+
+
+def _require_onnx():
+    try:
+        import onnx
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise DlpcError(
+            "error: importing .onnx models needs the 'onnx' package (pip install 'dlpc[onnx]')"
+        ) from e
+    return onnx
+
+
+def onnx_dtype_to_numpy(onnx_type: int) -> np.dtype | None:
+    """numpy dtype for an ONNX TensorProto element type, None when dlpc has no such type."""
+    from onnx import helper
+
+    try:
+        dt = np.dtype(helper.tensor_dtype_to_np_dtype(onnx_type))
+    except (KeyError, TypeError, ValueError):
+        return None
+    return dt if dt.name in graph.NUMPY_TO_ELT else None
+
+
+def onnx_type_name(onnx_type: int) -> str:
+    from onnx import TensorProto
+
+    return TensorProto.DataType.Name(onnx_type).lower()
+
+
+class Importer:
+    """Builds `@main` from one ONNX GraphProto, node by node."""
+
+    def __init__(self, model, source: str, weights: dict | None, freeze: dict | None,
+                 input_shapes: dict | None):
+        self.model = model
+        self.source = source
+        self.user_weights = dict(weights or {})
+        self.freeze = {k: np.asarray(v) for k, v in (freeze or {}).items()}
+        self.input_shapes = dict(input_shapes or {})
+        self.weights: dict[str, np.ndarray] = {}
+        self.ops: list[Operation] = []
+        self.env: dict[str, Value] = {}
+        self.materialised: dict[int, SSAValue] = {}
+        self.used_names: set[str] = set()
+        self.node = None
+        self.node_index = -1
+        self.opset = self._opset()
+        self.block = Block()
+
+    # ---- diagnostics -------------------------------------------------------------
+    def where(self) -> str:
+        if self.node is None:
+            return f"{self.source}"
+        n = self.node
+        label = f"'{n.name}'" if n.name else f"#{self.node_index}"
+        out = f" -> '{n.output[0]}'" if not n.name and n.output else ""
+        return f"{self.source}: node {label} ({n.op_type}{out})"
+
+    def error(self, message: str) -> DlpcError:
+        return DlpcError(f"{self.where()}: error: {message}")
+
+    # ---- opset -------------------------------------------------------------------
+    def _opset(self) -> int:
+        onnx = _require_onnx()
+        newest = onnx.defs.onnx_opset_version()
+        versions = [o.version for o in self.model.opset_import if o.domain in ("", "ai.onnx")]
+        if not versions:
+            raise DlpcError(f"{self.source}: error: model imports no default-domain opset")
+        v = versions[0]
+        if not MIN_OPSET <= v <= newest:
+            raise DlpcError(
+                f"{self.source}: error: opset {v} is not supported (dlpc imports opsets "
+                f"{MIN_OPSET} to {newest})"
+            )
+        return v
+
+    def op_version(self) -> int:
+        """The version of the current node's operator schema under the model's opset."""
+        from onnx import defs
+
+        return defs.get_schema(self.node.op_type, self.opset, self.node.domain).since_version
+
+    # ---- values ------------------------------------------------------------------
+    def input(self, i: int) -> Value | None:
+        names = self.node.input
+        if i >= len(names) or names[i] == "":
+            return None
+        return self.env[names[i]]
+
+    def value(self, i: int | Value) -> SSAValue:
+        v = self.input(i) if isinstance(i, int) else i
+        if v is None:
+            raise self.error(f"input {i} is required")
+        return self.materialise(v) if isinstance(v, Const) else v
+
+    def const(self, i: int, what: str) -> np.ndarray | None:
+        """The import-time value of input i (None when absent)."""
+        v = self.input(i)
+        if v is None or isinstance(v, Const):
+            return None if v is None else v.array
+        if isinstance(v, BlockArgument):
+            name = self.node.input[i]
+            raise NeedsConstantInput(
+                f"{self.where()}: error: input '{what}' must be known at import time but "
+                f"comes from graph input '{name}' (pass freeze_inputs={{'{name}': ...}})",
+                name,
+            )
+        raise self.error(
+            f"input '{what}' must be known at import time, but '{self.node.input[i]}' is "
+            f"computed at run time"
+        )
+
+    def materialise(self, c: Const) -> SSAValue:
+        if id(c) in self.materialised:
+            return self.materialised[id(c)]
+        arr = c.array
+        if arr.dtype.name not in graph.NUMPY_TO_ELT:
+            raise self.error(f"element type {arr.dtype.name} is not supported by dlpc")
+        if arr.dtype.kind == "f" and arr.size > SMALL_CONSTANT:
+            name = self._param_name(c.name or "const")
+            self.weights[name] = arr
+            op: Operation = graph.ParamOp(name, graph.tensor_type(arr.shape, _elt(arr)))
+        else:
+            op = graph.ConstantOp.from_numpy(arr)
+        self._append(op)
+        self.materialised[id(c)] = op.results[0]
+        return op.results[0]
+
+    def _param_name(self, base: str) -> str:
+        name, k = base, 1
+        while name in self.used_names:
+            name, k = f"{base}_{k}", k + 1
+        self.used_names.add(name)
+        return name
+
+    def shape(self, v: Value) -> tuple[int, ...]:
+        return tuple(v.array.shape) if isinstance(v, Const) else graph.shape_of(v)
+
+    def dtype(self, v: Value) -> np.dtype:
+        if isinstance(v, Const):
+            return v.array.dtype
+        return np.dtype(graph.numpy_dtype(graph.element_type_of(v)))
+
+    # ---- emitting ----------------------------------------------------------------
+    def _append(self, op: Operation) -> None:
+        if self.node is not None:
+            label = self.node.name or (self.node.output[0] if self.node.output else "")
+            op.location = NameLoc(StringAttr(label), UnknownLoc())
+        self.ops.append(op)
+
+    def emit(self, op_cls, *operands: Value, **attrs: Any) -> SSAValue:
+        """Build `op_cls.make(...)` (consts materialised); shape errors name the node."""
+        values = [self.value(o) for o in operands]
+        try:
+            op = op_cls.make(*values, **attrs)
+        except VerifyException as e:
+            raise self.error(str(e)) from None
+        self._append(op)
+        return op.results[0]
+
+    def scalar(self, value: float, like: Value) -> Const:
+        return Const(np.asarray(value, dtype=self.dtype(like)))
+
+    def reshape(self, v: Value, shape: Sequence[int]) -> Value:
+        shape = tuple(int(d) for d in shape)
+        if isinstance(v, Const):
+            return Const(v.array.reshape(shape), v.name)
+        if graph.shape_of(v) == shape:
+            return v
+        return self.emit(graph.ReshapeOp, v, shape=shape)
+
+    def attrs(self, spec: dict[str, Any]) -> dict[str, Any]:
+        """The node's attributes with defaults from `spec`; any other attribute is an error."""
+        from onnx import helper
+
+        out = dict(spec)
+        for a in self.node.attribute:
+            if a.name not in spec:
+                raise self.error(f"unsupported attribute '{a.name}'")
+            if a.ref_attr_name:
+                raise self.error(f"attribute '{a.name}' refers to a function attribute")
+            val = helper.get_attribute_value(a)
+            if isinstance(val, bytes):
+                val = val.decode()
+            out[a.name] = val
+        return out
+
+    def require(self, attrs: dict, name: str, allowed: Sequence[Any]) -> None:
+        if attrs[name] not in allowed:
+            raise self.error(f"attribute '{name}' = {attrs[name]!r} is not supported")
+
+    def no_extra_outputs(self, keep: int) -> None:
+        for i, name in enumerate(self.node.output):
+            if i >= keep and name:
+                raise self.error(f"output {i} ('{name}') is not supported")
+
+    # ---- driver ------------------------------------------------------------------
+    def run(self) -> ModuleOp:
+        from dlpc.frontends.onnx_ops import HANDLERS
+
+        g = self.model.graph
+        for init in g.initializer:
+            self.env[init.name] = Const(self._tensor(init), init.name)
+            self.used_names.add(init.name)
+        for init in g.sparse_initializer:
+            raise DlpcError(f"{self.source}: error: sparse initializer "
+                            f"'{init.values.name}' is not supported")
+        arg_names = []
+        for vi in g.input:
+            if vi.name in self.env:
+                continue
+            if vi.name in self.freeze:
+                self.env[vi.name] = Const(self.freeze[vi.name], vi.name)
+                continue
+            arg = self.block.insert_arg(self._input_type(vi), len(self.block.args))
+            self.env[vi.name] = arg
+            arg_names.append(vi.name)
+        for idx, node in enumerate(g.node):
+            self.node, self.node_index = node, idx
+            if node.domain not in ("", "ai.onnx"):
+                raise self.error(f"operator '{node.domain}.{node.op_type}' is not supported "
+                                 f"(only the default ONNX domain is)")
+            for name in node.input:
+                if name and name not in self.env:
+                    raise self.error(f"input '{name}' is not defined before its use")
+            if self._foldable(node):
+                outputs = self._fold(node)
+            elif node.op_type in HANDLERS:
+                outputs = HANDLERS[node.op_type](self)
+            else:
+                raise self.error(f"unsupported operator '{node.op_type}'")
+            for name, val in zip(node.output, outputs):
+                if name:
+                    self.env[name] = val
+        self.node = None
+        results = []
+        for vi in g.output:
+            if vi.name not in self.env:
+                raise DlpcError(f"{self.source}: error: graph output '{vi.name}' is never "
+                                f"computed")
+            results.append(self.value(self.env[vi.name]))
+        return self._module(arg_names, results)
+
+    def _module(self, arg_names: list[str], results: list[SSAValue]) -> ModuleOp:
+        self.block.add_ops(self.ops)
+        self.block.add_op(func.ReturnOp(*results))
+        ftype = func.FunctionType.from_lists(
+            [a.type for a in self.block.args], [r.type for r in results]
+        )
+        arg_attrs = ArrayAttr(
+            [DictionaryAttr({"dlpc.name": StringAttr(n)}) for n in arg_names]
+        )
+        main = func.FuncOp("main", ftype, Region(self.block), arg_attrs=arg_attrs)
+        module = ModuleOp([main])
+        try:
+            module.verify()
+        except VerifyException as e:
+            raise DlpcError(f"{self.source}: error: imported IR does not verify: {e}") from None
+        return module
+
+    def _foldable(self, node) -> bool:
+        if node.op_type in NONDETERMINISTIC:
+            return False
+        if any(a.type in (5, 10) for a in node.attribute):  # GRAPH / GRAPHS attributes
+            return False
+        return all(isinstance(self.env[n], Const) for n in node.input if n)
+
+    def _fold(self, node) -> list[Const]:
+        """Evaluate a node on import-time values with onnx's reference evaluator."""
+        from onnx.reference import ReferenceEvaluator
+
+        feeds = {n: self.env[n].array for n in node.input if n}
+        try:
+            ref = ReferenceEvaluator(node, opsets={"": self.opset})
+            outs = ref.run(None, feeds)
+        except Exception as e:  # noqa: BLE001 - any failure of the evaluator is a user error
+            raise self.error(f"cannot evaluate at import time: {e}") from None
+        named = [n for n in node.output if n]
+        return [Const(np.asarray(a), n) for a, n in zip(outs, named)] + [None] * (
+            len(node.output) - len(named)
+        )
+
+    def _tensor(self, init) -> np.ndarray:
+        from onnx import numpy_helper
+
+        if init.name in self.user_weights:
+            arr = np.asarray(self.user_weights[init.name])
+        else:
+            if init.data_location == 1:  # EXTERNAL
+                base = os.path.dirname(self.source) if os.path.exists(self.source) else "."
+                from onnx.external_data_helper import load_external_data_for_tensor
+
+                load_external_data_for_tensor(init, base)
+            try:
+                arr = numpy_helper.to_array(init)
+            except Exception as e:  # noqa: BLE001
+                raise DlpcError(f"{self.source}: error: cannot read initializer "
+                                f"'{init.name}': {e}") from None
+        return np.ascontiguousarray(arr)
+
+    def _input_type(self, vi) -> TensorType:
+        t = vi.type
+        if not t.HasField("tensor_type"):
+            raise DlpcError(f"{self.source}: error: graph input '{vi.name}' is not a tensor")
+        dt = onnx_dtype_to_numpy(t.tensor_type.elem_type)
+        if dt is None:
+            raise DlpcError(
+                f"{self.source}: error: graph input '{vi.name}' has element type "
+                f"{onnx_type_name(t.tensor_type.elem_type)}, which dlpc does not support"
+            )
+        if vi.name in self.input_shapes:
+            shape = tuple(int(d) for d in self.input_shapes[vi.name])
+        else:
+            if not t.tensor_type.HasField("shape"):
+                raise DlpcError(f"{self.source}: error: graph input '{vi.name}' has no "
+                                f"shape; pass input_shapes={{'{vi.name}': ...}}")
+            shape = []
+            for d in t.tensor_type.shape.dim:
+                if not d.HasField("dim_value"):
+                    sym = d.dim_param or "?"
+                    raise DlpcError(
+                        f"{self.source}: error: graph input '{vi.name}' has symbolic dim "
+                        f"'{sym}'; dlpc needs static shapes (export without dynamic axes "
+                        f"or pass input_shapes={{'{vi.name}': ...}})"
+                    )
+                shape.append(d.dim_value)
+            shape = tuple(shape)
+        if any(d <= 0 for d in shape) or math.prod(shape) == 0:
+            raise DlpcError(f"{self.source}: error: graph input '{vi.name}' has an empty "
+                            f"shape {list(shape)}")
+        return graph.tensor_type(shape, graph.NUMPY_TO_ELT[dt.name])
+
+
+def _elt(arr: np.ndarray):
+    return graph.NUMPY_TO_ELT[arr.dtype.name]
+
+
+def import_onnx(model, source: str = "<onnx>", weights: dict | None = None,
+                freeze_inputs: dict | None = None, input_shapes: dict | None = None):
+    """ModelProto -> (graph-level ModuleOp, weights dict)."""
+    imp = Importer(model, source, weights, freeze_inputs, input_shapes)
+    module = imp.run()
+    return module, imp.weights
+
+
+def load_model(path_or_model, weights: dict | None = None, *, freeze_inputs: dict | None = None,
+               input_shapes: dict | None = None):
+    """Load an ONNX model (a path or a `onnx.ModelProto`) into a `dlpc.api.Model`.
+
+    `weights` overrides initializer values by name; `freeze_inputs` binds graph inputs to
+    fixed values (they stop being arguments); `input_shapes` gives static shapes for inputs
+    whose dims are symbolic.
+    """
+    onnx = _require_onnx()
+    if isinstance(path_or_model, str | os.PathLike):
+        path = os.fspath(path_or_model)
+        try:
+            model = onnx.load(path)
+        except FileNotFoundError:
+            raise
+        except Exception as e:  # noqa: BLE001 - protobuf decode errors
+            raise DlpcError(f"{path}: error: not a readable ONNX model: {e}") from None
+        source, name = path, os.path.splitext(os.path.basename(path))[0]
+    else:
+        model, path = path_or_model, None
+        source, name = "<onnx>", (model.graph.name or "model")
+    module, params = import_onnx(model, source, weights, freeze_inputs, input_shapes)
+    return _model_class()(module, params, name, path)
+
+
+def _model_class():
+    try:
+        from dlpc.api import Model
+    except ImportError:  # api.py not there yet: a compatible record
+        return _Model
+    return Model
+
+
+@dataclass
+class _Model:
+    module: ModuleOp
+    weights: dict
+    name: str
+    path: str | None

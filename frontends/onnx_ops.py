@@ -1,0 +1,648 @@
+"""ONNX operator handlers: one function per operator, `HANDLERS[op_type](importer)`.
+
+Each handler reads the current node through the importer (`imp.attrs`, `imp.input`,
+`imp.const`, `imp.emit`) and returns the node's output values (graph SSA values or
+import-time `Const`s). Attributes a handler does not list are rejected by `imp.attrs`;
+attribute values it cannot honour are rejected by `imp.require`, so nothing is dropped.
+
+Nodes whose inputs are all known at import time never reach a handler: the importer folds
+them (see `dlpc.frontends.onnx`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from dlpc.dialects import graph
+from dlpc.frontends.onnx import Const, Importer, Value, onnx_dtype_to_numpy, onnx_type_name
+
+HANDLERS: dict[str, Callable[[Importer], list]] = {}
+
+
+def handles(*op_types: str):
+    def register(fn):
+        for t in op_types:
+            HANDLERS[t] = fn
+        return fn
+
+    return register
+
+
+def _norm_axis(imp: Importer, axis: int, rank: int, what: str = "axis") -> int:
+    if not -rank <= axis < max(rank, 1):
+        raise imp.error(f"attribute '{what}' = {axis} is out of range for rank {rank}")
+    return axis % rank if rank else 0
+
+
+# ------------------------------------------------------------------- elementwise
+
+UNARY = {
+    "Relu": graph.ReluOp, "Sigmoid": graph.SigmoidOp, "Tanh": graph.TanhOp,
+    "Exp": graph.ExpOp, "Log": graph.LogOp, "Sqrt": graph.SqrtOp, "Erf": graph.ErfOp,
+    "Neg": graph.NegOp, "Abs": graph.AbsOp,
+}
+
+
+@handles(*UNARY)
+def unary(imp: Importer):
+    imp.attrs({})
+    return [imp.emit(UNARY[imp.node.op_type], imp.value(0))]
+
+
+@handles("Identity")
+def identity(imp: Importer):
+    imp.attrs({})
+    return [imp.input(0)]
+
+
+@handles("Reciprocal")
+def reciprocal(imp: Importer):
+    imp.attrs({})
+    x = imp.input(0)
+    return [imp.emit(graph.DivOp, imp.scalar(1.0, x), x)]
+
+
+@handles("LeakyRelu")
+def leaky_relu(imp: Importer):
+    a = imp.attrs({"alpha": 0.01})
+    return [imp.emit(graph.LeakyReluOp, imp.value(0), alpha=a["alpha"])]
+
+
+@handles("PRelu")
+def prelu(imp: Importer):
+    imp.attrs({})
+    return [imp.emit(graph.PReluOp, imp.value(0), imp.value(1))]
+
+
+@handles("Elu", "Selu", "Celu")
+def elu(imp: Importer):
+    op = imp.node.op_type
+    a = imp.attrs({"alpha": {"Elu": 1.0, "Selu": 1.67326319217681884765625,
+                             "Celu": 1.0}[op],
+                   **({"gamma": 1.05070102214813232421875} if op == "Selu" else {})})
+    x = imp.input(0)
+    alpha = a["alpha"]
+    # x > 0 ? x : alpha * (exp(x / alpha) - 1)    (Celu divides by alpha, Elu/Selu do not)
+    inner = imp.emit(graph.DivOp, x, imp.scalar(alpha, x)) if op == "Celu" else x
+    neg = imp.emit(graph.SubOp, imp.emit(graph.ExpOp, inner), imp.scalar(1.0, x))
+    neg = imp.emit(graph.MulOp, neg, imp.scalar(alpha, x))
+    pos = imp.emit(graph.CompareOp, x, imp.scalar(0.0, x), predicate="gt")
+    y = imp.emit(graph.WhereOp, pos, x, neg)
+    if op == "Selu":
+        y = imp.emit(graph.MulOp, y, imp.scalar(a["gamma"], x))
+    return [y]
+
+
+@handles("HardSigmoid", "HardSwish")
+def hard_sigmoid(imp: Importer):
+    if imp.node.op_type == "HardSigmoid":
+        a = imp.attrs({"alpha": 0.2, "beta": 0.5})
+    else:
+        a = imp.attrs({})
+        a = {"alpha": 1.0 / 6.0, "beta": 0.5}
+    x = imp.input(0)
+    # max(0, min(1, alpha * x + beta)), times x for HardSwish
+    y = imp.emit(graph.AddOp, imp.emit(graph.MulOp, x, imp.scalar(a["alpha"], x)),
+                 imp.scalar(a["beta"], x))
+    y = imp.emit(graph.ClipOp, y, min=0.0, max=1.0)
+    if imp.node.op_type == "HardSwish":
+        y = imp.emit(graph.MulOp, x, y)
+    return [y]
+
+
+@handles("Softplus", "Softsign")
+def softplus(imp: Importer):
+    imp.attrs({})
+    x = imp.input(0)
+    if imp.node.op_type == "Softplus":  # log(exp(x) + 1)
+        return [imp.emit(graph.LogOp, imp.emit(graph.AddOp, imp.emit(graph.ExpOp, x),
+                                               imp.scalar(1.0, x)))]
+    den = imp.emit(graph.AddOp, imp.emit(graph.AbsOp, x), imp.scalar(1.0, x))  # x / (1 + |x|)
+    return [imp.emit(graph.DivOp, x, den)]
+
+
+@handles("Clip")
+def clip(imp: Importer):
+    imp.attrs({})
+    lo, hi = imp.const(1, "min"), imp.const(2, "max")
+    return [imp.emit(graph.ClipOp, imp.value(0),
+                     min=None if lo is None else float(lo),
+                     max=None if hi is None else float(hi))]
+
+
+@handles("Gelu")
+def gelu(imp: Importer):
+    a = imp.attrs({"approximate": "none"})
+    imp.require(a, "approximate", ("none", "tanh"))
+    return [imp.emit(graph.GeluOp, imp.value(0), approximate=a["approximate"])]
+
+
+BINARY = {"Add": graph.AddOp, "Sub": graph.SubOp, "Mul": graph.MulOp, "Div": graph.DivOp,
+          "Pow": graph.PowOp}
+
+
+@handles(*BINARY)
+def binary(imp: Importer):
+    imp.attrs({})
+    a, b = imp.input(0), imp.input(1)
+    if imp.node.op_type == "Pow" and imp.dtype(a) != imp.dtype(b):
+        b = cast_to(imp, b, imp.dtype(a))
+    if imp.dtype(a) != imp.dtype(b):
+        raise imp.error(f"operands have element types {imp.dtype(a)} and {imp.dtype(b)}")
+    if imp.node.op_type == "Div" and imp.dtype(a).kind in "iu":
+        raise imp.error("integer Div on run-time values is not supported")
+    return [imp.emit(BINARY[imp.node.op_type], a, b)]
+
+
+VARIADIC = {"Max": graph.MaxOp, "Min": graph.MinOp, "Sum": graph.AddOp, "Mean": graph.AddOp}
+
+
+@handles(*VARIADIC)
+def variadic(imp: Importer):
+    imp.attrs({})
+    args = [imp.input(i) for i in range(len(imp.node.input))]
+    y = args[0]
+    for b in args[1:]:
+        y = imp.emit(VARIADIC[imp.node.op_type], y, b)
+    if imp.node.op_type == "Mean" and len(args) > 1:
+        y = imp.emit(graph.DivOp, y, imp.scalar(len(args), y))
+    elif len(args) == 1 and isinstance(y, Const):
+        y = imp.value(y)
+    return [y]
+
+
+COMPARE = {"Equal": "eq", "Less": "lt", "LessOrEqual": "le", "Greater": "gt",
+           "GreaterOrEqual": "ge"}
+
+
+@handles(*COMPARE)
+def compare(imp: Importer):
+    imp.attrs({})
+    return [imp.emit(graph.CompareOp, imp.input(0), imp.input(1),
+                     predicate=COMPARE[imp.node.op_type])]
+
+
+@handles("Not")
+def logical_not(imp: Importer):
+    imp.attrs({})
+    x = imp.input(0)
+    return [imp.emit(graph.CompareOp, x, Const(np.asarray(False)), predicate="eq")]
+
+
+@handles("Where")
+def where(imp: Importer):
+    imp.attrs({})
+    return [imp.emit(graph.WhereOp, imp.input(0), imp.input(1), imp.input(2))]
+
+
+def cast_to(imp: Importer, v: Value, dtype: np.dtype) -> Value:
+    if imp.dtype(v) == dtype:
+        return v
+    if isinstance(v, Const):
+        return Const(v.array.astype(dtype))
+    return imp.emit(graph.CastOp, v, to=graph.NUMPY_TO_ELT[dtype.name])
+
+
+@handles("Cast")
+def cast(imp: Importer):
+    a = imp.attrs({"to": None, "saturate": 1, "round_mode": "up"})
+    dt = onnx_dtype_to_numpy(a["to"])
+    if dt is None:
+        raise imp.error(f"attribute 'to' = {onnx_type_name(a['to'])} is not supported")
+    return [cast_to(imp, imp.input(0), dt)]
+
+
+@handles("CastLike")
+def cast_like(imp: Importer):
+    imp.attrs({"saturate": 1, "round_mode": "up"})
+    return [cast_to(imp, imp.input(0), imp.dtype(imp.input(1)))]
+
+
+@handles("Dropout")
+def dropout(imp: Importer):
+    imp.attrs({"seed": 0})
+    training = imp.const(2, "training_mode")
+    if training is not None and bool(training):
+        raise imp.error("training_mode = true is not supported (inference only)")
+    x = imp.input(0)
+    mask = Const(np.ones(imp.shape(x), dtype=bool))
+    return [x, mask]
+
+
+# ----------------------------------------------------------------- linear algebra
+
+
+@handles("MatMul")
+def matmul(imp: Importer):
+    imp.attrs({})
+    return [imp.emit(graph.MatMulOp, imp.input(0), imp.input(1))]
+
+
+@handles("Gemm")
+def gemm(imp: Importer):
+    a = imp.attrs({"alpha": 1.0, "beta": 1.0, "transA": 0, "transB": 0})
+    x, w, c = imp.input(0), imp.input(1), imp.input(2)
+    n = imp.shape(w)[0 if a["transB"] else 1]
+    if (not a["transA"] and a["transB"] and a["alpha"] == 1.0
+            and (c is None or (a["beta"] == 1.0 and imp.shape(c) in ((n,), (1, n))))):
+        # y = x @ w^T + c: PyTorch's nn.Linear as exported
+        return [imp.emit(graph.LinearOp, x, w, *([c] if c is not None else []))]
+    y = imp.emit(graph.MatMulOp, x, w, transpose_a=bool(a["transA"]),
+                 transpose_b=bool(a["transB"]))
+    if a["alpha"] != 1.0:
+        y = imp.emit(graph.MulOp, y, imp.scalar(a["alpha"], y))
+    if c is not None:
+        if a["beta"] != 1.0:
+            c = imp.emit(graph.MulOp, c, imp.scalar(a["beta"], c))
+        y = imp.emit(graph.AddOp, y, c)
+    return [y]
+
+
+# -------------------------------------------------------------- conv and pooling
+
+
+def _window(imp: Importer, a: dict, spatial: tuple[int, ...], kernel: tuple[int, ...]):
+    """(strides, dilations, pads as [begin..., end...]) with auto_pad resolved."""
+    r = len(spatial)
+    strides = tuple(a.get("strides") or (1,) * r)
+    dil = tuple(a.get("dilations") or (1,) * r)
+    pads = tuple(a.get("pads") or (0,) * (2 * r))
+    if len(strides) != r or len(dil) != r or len(pads) != 2 * r:
+        raise imp.error(f"strides/dilations/pads do not match {r} spatial dims")
+    mode = a["auto_pad"]
+    imp.require(a, "auto_pad", ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"))
+    if mode == "VALID":
+        pads = (0,) * (2 * r)
+    elif mode in ("SAME_UPPER", "SAME_LOWER"):
+        begin, end = [], []
+        for size, k, s, d in zip(spatial, kernel, strides, dil):
+            out = -(-size // s)
+            total = max(0, (out - 1) * s + (k - 1) * d + 1 - size)
+            small, big = total // 2, total - total // 2
+            begin.append(small if mode == "SAME_UPPER" else big)
+            end.append(big if mode == "SAME_UPPER" else small)
+        pads = (*begin, *end)
+    return strides, dil, pads
+
+
+def _to_2d(imp: Importer, x: Value, what: str) -> tuple[Value, bool]:
+    """Give a 1-D (N, C, W) input an H of 1; 2-D passes; other ranks are errors."""
+    shape = imp.shape(x)
+    if len(shape) == 3:
+        return imp.reshape(x, (shape[0], shape[1], 1, shape[2])), True
+    if len(shape) != 4:
+        raise imp.error(f"only 1-D and 2-D {what} are supported (input has rank {len(shape)})")
+    return x, False
+
+
+def _pads_2d(pads, one_d: bool) -> tuple[int, int, int, int]:
+    # ONNX [begin..., end...] -> graph [top, left, bottom, right]
+    return (0, pads[0], 0, pads[1]) if one_d else (pads[0], pads[1], pads[2], pads[3])
+
+
+def _from_2d(imp: Importer, y: Value, one_d: bool) -> Value:
+    if not one_d:
+        return y
+    n, c, _, w = imp.shape(y)
+    return imp.reshape(y, (n, c, w))
+
+
+@handles("Conv")
+def conv(imp: Importer):
+    a = imp.attrs({"auto_pad": "NOTSET", "dilations": None, "group": 1,
+                   "kernel_shape": None, "pads": None, "strides": None})
+    x, w, b = imp.input(0), imp.input(1), imp.input(2)
+    kernel = imp.shape(w)[2:]
+    if a["kernel_shape"] and tuple(a["kernel_shape"]) != kernel:
+        raise imp.error(f"attribute 'kernel_shape' = {list(a['kernel_shape'])} differs from "
+                        f"the weight's {list(kernel)}")
+    x2, one_d = _to_2d(imp, x, "convolutions")
+    strides, dil, pads = _window(imp, a, imp.shape(x)[2:], kernel)
+    if one_d:
+        w = imp.reshape(w, (*imp.shape(w)[:2], 1, kernel[0]))
+        strides, dil = (1, strides[0]), (1, dil[0])
+    y = imp.emit(graph.Conv2DOp, x2, w, *([b] if b is not None else []),
+                 strides=strides, dilations=dil, pads=_pads_2d(pads, one_d), groups=a["group"])
+    return [_from_2d(imp, y, one_d)]
+
+
+@handles("MaxPool", "AveragePool")
+def pool(imp: Importer):
+    is_max = imp.node.op_type == "MaxPool"
+    spec = {"auto_pad": "NOTSET", "ceil_mode": 0, "dilations": None, "kernel_shape": None,
+            "pads": None, "strides": None}
+    spec.update({"storage_order": 0} if is_max else {"count_include_pad": 0})
+    a = imp.attrs(spec)
+    imp.no_extra_outputs(1)
+    x = imp.input(0)
+    kernel = tuple(a["kernel_shape"] or ())
+    x2, one_d = _to_2d(imp, x, "pools")
+    if len(kernel) != len(imp.shape(x)) - 2:
+        raise imp.error(f"attribute 'kernel_shape' = {list(kernel)} does not match the input")
+    strides, dil, pads = _window(imp, a, imp.shape(x)[2:], kernel)
+    if any(d != 1 for d in dil):
+        raise imp.error(f"attribute 'dilations' = {list(dil)} is not supported")
+    if one_d:
+        kernel, strides = (1, kernel[0]), (1, strides[0])
+    attrs = dict(kernel=kernel, strides=strides, pads=_pads_2d(pads, one_d),
+                 ceil_mode=bool(a["ceil_mode"]))
+    if is_max:
+        y = imp.emit(graph.MaxPool2DOp, x2, **attrs)
+    else:
+        y = imp.emit(graph.AvgPool2DOp, x2, count_include_pad=bool(a["count_include_pad"]),
+                     **attrs)
+    return [_from_2d(imp, y, one_d)]
+
+
+@handles("GlobalAveragePool", "GlobalMaxPool")
+def global_pool(imp: Importer):
+    imp.attrs({})
+    x = imp.input(0)
+    if imp.node.op_type == "GlobalAveragePool":
+        return [imp.emit(graph.GlobalAvgPoolOp, x)]
+    axes = tuple(range(2, len(imp.shape(x))))
+    return [imp.emit(graph.ReduceMaxOp, x, axes=axes, keepdims=True)]
+
+
+# ------------------------------------------------------------------ normalisation
+
+
+@handles("BatchNormalization")
+def batch_norm(imp: Importer):
+    a = imp.attrs({"epsilon": 1e-5, "momentum": 0.9, "training_mode": 0})
+    imp.require(a, "training_mode", (0,))
+    imp.no_extra_outputs(1)
+    ins = [imp.input(i) for i in range(5)]
+    return [imp.emit(graph.BatchNormOp, *ins, epsilon=a["epsilon"])]
+
+
+@handles("LayerNormalization")
+def layer_norm(imp: Importer):
+    a = imp.attrs({"axis": -1, "epsilon": 1e-5, "stash_type": 1})
+    imp.require(a, "stash_type", (1,))
+    imp.no_extra_outputs(1)
+    ins = [imp.input(0), imp.input(1)] + ([imp.input(2)] if imp.input(2) is not None else [])
+    return [imp.emit(graph.LayerNormOp, *ins, axis=a["axis"], epsilon=a["epsilon"])]
+
+
+@handles("Softmax", "LogSoftmax")
+def softmax(imp: Importer):
+    a = imp.attrs({"axis": -1})
+    op = graph.SoftmaxOp if imp.node.op_type == "Softmax" else graph.LogSoftmaxOp
+    return [imp.emit(op, imp.value(0), axis=a["axis"])]
+
+
+# ---------------------------------------------------------------------- reductions
+
+REDUCE = {"ReduceSum": graph.ReduceSumOp, "ReduceMean": graph.ReduceMeanOp,
+          "ReduceMax": graph.ReduceMaxOp, "ReduceMin": graph.ReduceMinOp,
+          "ReduceProd": graph.ReduceProdOp, "ReduceSumSquare": graph.ReduceSumOp,
+          "ReduceL1": graph.ReduceSumOp, "ReduceL2": graph.ReduceSumOp,
+          "ReduceLogSum": graph.ReduceSumOp, "ReduceLogSumExp": graph.ReduceSumOp}
+
+
+@handles(*REDUCE)
+def reduce(imp: Importer):
+    op = imp.node.op_type
+    a = imp.attrs({"axes": None, "keepdims": 1, "noop_with_empty_axes": 0})
+    x = imp.input(0)
+    axes = a["axes"]
+    if axes is None:
+        given = imp.const(1, "axes")
+        axes = None if given is None else given.reshape(-1).tolist()
+    if not axes:
+        if a["noop_with_empty_axes"]:
+            return [x]
+        axes = list(range(len(imp.shape(x))))
+    axes = tuple(int(v) for v in axes)
+    if op in ("ReduceSumSquare", "ReduceL2"):
+        x = imp.emit(graph.MulOp, x, x)
+    elif op == "ReduceL1":
+        x = imp.emit(graph.AbsOp, x)
+    elif op == "ReduceLogSumExp":
+        x = imp.emit(graph.ExpOp, x)
+    y = imp.emit(REDUCE[op], x, axes=axes, keepdims=bool(a["keepdims"]))
+    if op == "ReduceL2":
+        y = imp.emit(graph.SqrtOp, y)
+    elif op in ("ReduceLogSum", "ReduceLogSumExp"):
+        y = imp.emit(graph.LogOp, y)
+    return [y]
+
+
+# ------------------------------------------------------------------ data movement
+
+
+def _resolve_shape(imp: Importer, in_shape, target, allowzero: bool) -> tuple[int, ...]:
+    target = [int(d) for d in target]
+    if allowzero and 0 in target:
+        raise imp.error("attribute 'allowzero' = 1 with a 0 dim gives an empty tensor, "
+                        "which dlpc does not support")
+    for i, d in enumerate(target):
+        if d == 0:
+            target[i] = in_shape[i]
+    total = math.prod(in_shape)
+    if -1 in target:
+        known = math.prod(d for d in target if d != -1)
+        if known == 0 or total % known or target.count(-1) > 1:
+            raise imp.error(f"cannot reshape {list(in_shape)} into {target}")
+        target[target.index(-1)] = total // known
+    if math.prod(target) != total:
+        raise imp.error(f"cannot reshape {list(in_shape)} into {target}")
+    return tuple(target)
+
+
+@handles("Reshape")
+def reshape(imp: Importer):
+    a = imp.attrs({"allowzero": 0})
+    x = imp.input(0)
+    shape = _resolve_shape(imp, imp.shape(x), imp.const(1, "shape").reshape(-1),
+                           bool(a["allowzero"]))
+    return [imp.reshape(x, shape)]
+
+
+@handles("Flatten")
+def flatten(imp: Importer):
+    a = imp.attrs({"axis": 1})
+    x = imp.input(0)
+    s = imp.shape(x)
+    axis = _norm_axis(imp, a["axis"], len(s) + 1)
+    return [imp.reshape(x, (math.prod(s[:axis]), math.prod(s[axis:])))]
+
+
+@handles("Squeeze")
+def squeeze(imp: Importer):
+    a = imp.attrs({"axes": None})
+    x = imp.input(0)
+    s = imp.shape(x)
+    axes = a["axes"]
+    if axes is None:
+        given = imp.const(1, "axes")
+        axes = None if given is None else given.reshape(-1).tolist()
+    if axes is None:
+        axes = [i for i, d in enumerate(s) if d == 1]
+    axes = {_norm_axis(imp, int(i), len(s), "axes") for i in axes}
+    for i in axes:
+        if s[i] != 1:
+            raise imp.error(f"cannot squeeze axis {i} of size {s[i]}")
+    return [imp.reshape(x, [d for i, d in enumerate(s) if i not in axes])]
+
+
+@handles("Unsqueeze")
+def unsqueeze(imp: Importer):
+    a = imp.attrs({"axes": None})
+    x = imp.input(0)
+    axes = a["axes"]
+    if axes is None:
+        axes = imp.const(1, "axes").reshape(-1).tolist()
+    s = list(imp.shape(x))
+    rank = len(s) + len(axes)
+    norm = sorted(_norm_axis(imp, int(i), rank, "axes") for i in axes)
+    for i in norm:
+        s.insert(i, 1)
+    return [imp.reshape(x, s)]
+
+
+@handles("Transpose")
+def transpose(imp: Importer):
+    a = imp.attrs({"perm": None})
+    x = imp.input(0)
+    perm = tuple(a["perm"]) if a["perm"] is not None else None
+    if perm == tuple(range(len(imp.shape(x)))):
+        return [x]
+    return [imp.emit(graph.TransposeOp, x, perm=perm)]
+
+
+@handles("Concat")
+def concat(imp: Importer):
+    a = imp.attrs({"axis": None})
+    if a["axis"] is None:
+        raise imp.error("attribute 'axis' is required")
+    ins = [imp.input(i) for i in range(len(imp.node.input)) if imp.input(i) is not None]
+    ins = [v for v in ins if math.prod(imp.shape(v)) > 0]  # empty pieces add nothing
+    if len(ins) == 1:
+        return [ins[0]]
+    return [imp.emit(graph.ConcatOp, *ins, axis=a["axis"])]
+
+
+def _slice(imp: Importer, x: Value, axis: int, start: int, stop: int) -> Value:
+    return imp.emit(graph.SliceOp, x, starts=(start,), ends=(stop,), axes=(axis,))
+
+
+@handles("Split")
+def split(imp: Importer):
+    a = imp.attrs({"axis": 0, "split": None, "num_outputs": None})
+    x = imp.input(0)
+    s = imp.shape(x)
+    axis = _norm_axis(imp, a["axis"], len(s))
+    sizes = a["split"]
+    if sizes is None:
+        given = imp.const(1, "split")
+        sizes = None if given is None else given.reshape(-1).tolist()
+    n = len(imp.node.output)
+    if sizes is None:
+        n = a["num_outputs"] or n
+        chunk = -(-s[axis] // n)
+        sizes = [min(chunk, s[axis] - i * chunk) for i in range(n)]
+    if sum(sizes) != s[axis] or any(v <= 0 for v in sizes):
+        raise imp.error(f"split sizes {list(sizes)} do not partition axis {axis} of size "
+                        f"{s[axis]}")
+    outs, start = [], 0
+    for size in sizes:
+        outs.append(_slice(imp, x, axis, start, start + size))
+        start += size
+    return outs
+
+
+@handles("Slice")
+def slice_(imp: Importer):
+    imp.attrs({})
+    x = imp.input(0)
+    starts = imp.const(1, "starts").reshape(-1).tolist()
+    ends = imp.const(2, "ends").reshape(-1).tolist()
+    axes = imp.const(3, "axes")
+    steps = imp.const(4, "steps")
+    axes = list(range(len(starts))) if axes is None else axes.reshape(-1).tolist()
+    steps = [1] * len(starts) if steps is None else steps.reshape(-1).tolist()
+    y = imp.emit(graph.SliceOp, x, starts=starts, ends=ends, axes=axes, steps=steps)
+    if 0 in graph.shape_of(y):
+        raise imp.error(f"slice of {list(imp.shape(x))} is empty, which dlpc does not support")
+    return [y]
+
+
+@handles("Gather")
+def gather(imp: Importer):
+    a = imp.attrs({"axis": 0})
+    idx = imp.input(1)
+    if isinstance(idx, Const) and idx.array.dtype != np.int64:
+        idx = Const(idx.array.astype(np.int64))
+    return [imp.emit(graph.GatherOp, imp.input(0), idx, axis=a["axis"])]
+
+
+@handles("Expand")
+def expand(imp: Importer):
+    imp.attrs({})
+    x = imp.input(0)
+    target = tuple(int(d) for d in imp.const(1, "shape").reshape(-1))
+    try:
+        out = graph.broadcast_shapes(imp.shape(x), target)
+    except Exception:  # noqa: BLE001 - VerifyException with the shapes
+        raise imp.error(f"cannot expand {list(imp.shape(x))} to {list(target)}") from None
+    if out == imp.shape(x):
+        return [x]
+    return [imp.emit(graph.BroadcastOp, x, shape=out)]
+
+
+@handles("Tile")
+def tile(imp: Importer):
+    imp.attrs({})
+    x = imp.input(0)
+    reps = [int(r) for r in imp.const(1, "repeats").reshape(-1)]
+    s = imp.shape(x)
+    # tile(x, r) = reshape(broadcast(reshape(x, [1, d0, 1, d1, ...]), [r0, d0, r1, d1, ...]))
+    inter = [v for d in s for v in (1, d)]
+    big = [v for r, d in zip(reps, s) for v in (r, d)]
+    y = imp.emit(graph.BroadcastOp, imp.reshape(x, inter), shape=big)
+    return [imp.reshape(y, [r * d for r, d in zip(reps, s)])]
+
+
+@handles("Pad")
+def pad(imp: Importer):
+    a = imp.attrs({"mode": "constant"})
+    imp.require(a, "mode", ("constant",))
+    x = imp.input(0)
+    rank = len(imp.shape(x))
+    pads = [int(p) for p in imp.const(1, "pads").reshape(-1)]
+    value = imp.const(2, "constant_value")
+    axes = imp.const(3, "axes")
+    if axes is not None:
+        axes = [_norm_axis(imp, int(v), rank, "axes") for v in axes.reshape(-1)]
+        full = [0] * (2 * rank)
+        for k, ax in enumerate(axes):
+            full[ax], full[ax + rank] = pads[k], pads[k + len(axes)]
+        pads = full
+    v = 0.0 if value is None or value.size == 0 else float(value.reshape(-1)[0])
+    return [imp.emit(graph.PadOp, x, pads=pads, value=v)]
+
+
+# ------------------------------------------------------------- shape arithmetic
+
+
+@handles("Shape")
+def shape(imp: Importer):
+    a = imp.attrs({"start": 0, "end": None})
+    s = imp.shape(imp.input(0))
+    return [Const(np.asarray(s[a["start"]:a["end"]], dtype=np.int64))]
+
+
+@handles("Size")
+def size(imp: Importer):
+    imp.attrs({})
+    return [Const(np.asarray(math.prod(imp.shape(imp.input(0))), dtype=np.int64))]
+
+
+def supported_operators() -> list[str]:
+    """Operators with a handler (foldable-only operators are not listed)."""
+    return sorted(HANDLERS)
