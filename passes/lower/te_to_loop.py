@@ -1,0 +1,343 @@
+"""Bufferise tensor expressions into loop nests (te -> loop).
+
+Input: func.func with tensor arguments and results holding graph.param, graph.constant,
+te.compute, te.reduce (bodies in arith, math, scf.if, te.read) and func.return.
+Output: loop, memref, arith, math, scf: `@main` takes memrefs in the calling convention
+(inputs, then one per distinct graph.param in order of first appearance, then one per
+returned value) and returns nothing; attributes `dlpc.num_inputs`, `dlpc.params`,
+`dlpc.num_outputs` describe the split.
+Requires: static shapes; no graph op other than graph.param/graph.constant.
+Guarantees: no te op remains; each te op becomes ONE `loop.kernel` named after it, with
+loops named `i0..` (spatial, outermost first) and `r0..` (reduction, marked
+`reduction`); the outermost spatial loop of extent > 1 is `parallel`; the innermost loop
+of a te.compute is `vectorize` (extent > 1); a te.reduce accumulates in a 0-d
+`memref.alloca` inside its spatial loops and applies its epilogue before the store;
+graph.constant becomes a private constant `memref.global`; intermediates are
+`memref.alloc`'d before their kernel and `memref.dealloc`'d after their last use; a
+returned value that is an input, a param, a constant or returned twice is copied into
+its output by a `copy_out<k>` kernel.
+
+    %y = te.compute "relu_0" (%i0, %i1) : tensor<4x8xf32> { ... te.yield %r : f32 }
+    func.return %y : tensor<4x8xf32>
+
+becomes
+
+    func.func @main(%x: memref<4x8xf32>, %out0: memref<4x8xf32>) attributes {...} {
+      loop.kernel "relu_0" attributes {origin = "graph.relu"} {
+        loop.for %i0 = 0 to 4 step 1 {name = "i0", parallel} {
+          loop.for %i1 = 0 to 8 step 1 {name = "i1", vectorize} {
+            %v = memref.load %x[%i0, %i1] : memref<4x8xf32>
+            ...
+            memref.store %r, %out0[%i0, %i1] : memref<4x8xf32>
+      ...
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import arith, func, memref
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    DictionaryAttr,
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    IntegerType,
+    MemRefType,
+    ModuleOp,
+    StringAttr,
+    TensorType,
+    UnitAttr,
+    i64,
+)
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.utils.exceptions import DiagnosticException
+
+from dlpc.dialects import graph as g
+from dlpc.dialects import te
+from dlpc.dialects.loop import ForOp, KernelOp
+
+TeOp = te.ComputeOp | te.ReduceOp
+
+FLOAT_COMBINE = {"add": arith.AddfOp, "mul": arith.MulfOp, "max": arith.MaximumfOp,
+                 "min": arith.MinimumfOp}
+INT_COMBINE = {"add": arith.AddiOp, "mul": arith.MuliOp, "max": arith.MaxSIOp,
+               "min": arith.MinSIOp}
+
+
+def memref_of(ty: Attribute, what: str) -> MemRefType:
+    """The memref type of a static tensor type; `what` names the culprit on error."""
+    if not isinstance(ty, TensorType):
+        raise DiagnosticException(f"te-to-loop: {what} has type {ty}, expected a tensor")
+    shape = ty.get_shape()
+    if any(d < 0 for d in shape):
+        raise DiagnosticException(
+            f"te-to-loop needs static shapes: {what} has type {ty}; run graph-infer-shapes first"
+        )
+    return MemRefType(ty.get_element_type(), list(shape))
+
+
+def origin_of(op: TeOp) -> str | None:
+    """The graph op a te op came from: its `origin` attribute, else its name's stem
+    (`relu_0` -> graph.relu, `softmax_2_max` -> graph.softmax) if that is a graph op."""
+    given = op.attributes.get("origin")
+    if isinstance(given, StringAttr):
+        return given.data
+    m = re.match(r"^(.*?)_\d+(?:_.*)?$", op.compute_name)
+    if m and f"graph.{m.group(1)}" in GRAPH_OP_NAMES:
+        return f"graph.{m.group(1)}"
+    return None
+
+
+GRAPH_OP_NAMES = {op.name for op in g.Graph.operations}
+
+
+# --------------------------------------------------------------------- kernels
+
+
+class KernelBuilder:
+    """Builds the loop.kernel of one te op, given the buffer of every tensor it reads."""
+
+    def __init__(self, buffers: dict[SSAValue, SSAValue]):
+        self.buffers = buffers
+
+    def nest(self, kernel: KernelOp, extents, names, innermost_vectorize: bool,
+             reduction: bool = False, parent: Block | None = None) -> tuple[Block, list[SSAValue]]:
+        """Loops over `extents` inside `parent` (default the kernel's block)."""
+        block = parent if parent is not None else kernel.block
+        ivs: list[SSAValue] = []
+        parallel_done = reduction
+        for n, (extent, name) in enumerate(zip(extents, names)):
+            par = not parallel_done and extent > 1
+            parallel_done |= par
+            vec = innermost_vectorize and n == len(extents) - 1 and extent > 1
+            loop = ForOp(0, extent, 1, name=name, parallel=par, vectorize=vec, reduction=reduction)
+            loop.induction_var.name_hint = name
+            block.add_op(loop)
+            block = loop.block
+            ivs.append(loop.induction_var)
+        return block, ivs
+
+    def inline_body(self, body: Block, target: Block, args: list[SSAValue]) -> SSAValue:
+        """Clone `body` (minus its te.yield) into `target` with block args -> `args`,
+        te.read -> memref.load; returns the yielded value."""
+        mapping: dict[SSAValue, SSAValue] = dict(zip(body.args, args))
+        for op in body.ops:
+            if isinstance(op, te.YieldOp):
+                return mapping.get(op.value, op.value)
+            new = op.clone(mapping)
+            target.add_op(new)
+            for inner in list(new.walk()):
+                if isinstance(inner, te.ReadOp):
+                    load = self.replace_read(inner)
+                    if inner is new:
+                        mapping[op.results[0]] = load
+        raise AssertionError("te body without te.yield")
+
+    def replace_read(self, read: te.ReadOp) -> SSAValue:
+        buf = self.buffers.get(read.tensor)
+        if buf is None:
+            raise DiagnosticException(f"te-to-loop: te.read of {read.tensor} which has no buffer")
+        load = memref.LoadOp.get(buf, list(read.indices))
+        load.res.name_hint = read.result.name_hint
+        read.parent_block().insert_op_before(load, read)  # type: ignore[union-attr]
+        read.result.replace_all_uses_with(load.res)
+        read.detach()
+        read.erase()
+        return load.res
+
+    def compute(self, op: te.ComputeOp, out: SSAValue) -> KernelOp:
+        kernel = KernelOp(op.compute_name, origin=origin_of(op))
+        rank = len(op.shape)
+        block, ivs = self.nest(kernel, op.shape, [f"i{n}" for n in range(rank)], True)
+        value = self.inline_body(op.body.block, block, ivs)
+        block.add_op(memref.StoreOp.get(value, out, ivs))
+        return kernel
+
+    def reduce(self, op: te.ReduceOp, out: SSAValue) -> KernelOp:
+        kernel = KernelOp(op.compute_name, origin=origin_of(op))
+        rank = len(op.shape)
+        block, ivs = self.nest(kernel, op.shape, [f"i{n}" for n in range(rank)], False)
+        acc_t = op.acc_type
+        acc = memref.AllocaOp.get(acc_t, shape=[])
+        acc.memref.name_hint = "acc"
+        init = arith.ConstantOp(init_attr(op.init_value, acc_t))
+        block.add_ops([acc, init, memref.StoreOp.get(init, acc, [])])
+        nred = len(op.reduce_extents)
+        inner, rivs = self.nest(kernel, op.reduce_extents, [f"r{n}" for n in range(nred)],
+                                False, reduction=True, parent=block)
+        value = self.inline_body(op.body.block, inner, ivs + rivs)
+        old = memref.LoadOp.get(acc, [])
+        combine = combiner(op.combiner_name, acc_t)(old, value)
+        inner.add_ops([old, combine, memref.StoreOp.get(combine, acc, [])])
+        final = memref.LoadOp.get(acc, [])
+        final.res.name_hint = "sum" if op.combiner_name == "add" else op.combiner_name
+        block.add_op(final)
+        result = final.res
+        if op.has_epilogue:
+            result = self.inline_body(op.epilogue.block, block, [final.res, *ivs])
+        block.add_op(memref.StoreOp.get(result, out, ivs))
+        return kernel
+
+    def copy(self, name: str, src: SSAValue, dst: SSAValue, shape) -> KernelOp:
+        kernel = KernelOp(name, origin="func.return")
+        block, ivs = self.nest(kernel, shape, [f"i{n}" for n in range(len(shape))], True)
+        load = memref.LoadOp.get(src, ivs)
+        block.add_ops([load, memref.StoreOp.get(load, dst, ivs)])
+        return kernel
+
+
+def init_attr(value: float, ty: Attribute) -> Attribute:
+    if isinstance(ty, IntegerType | IndexType):
+        width = ty.width.data if isinstance(ty, IntegerType) else 64
+        lo, hi = -(2 ** (width - 1)), 2 ** (width - 1) - 1
+        ivalue = hi if value == math.inf else lo if value == -math.inf else int(value)
+        return IntegerAttr(ivalue, ty)
+    return FloatAttr(value, ty)  # type: ignore[arg-type]
+
+
+def combiner(name: str, ty: Attribute):
+    table = INT_COMBINE if isinstance(ty, IntegerType | IndexType) else FLOAT_COMBINE
+    return table[name]
+
+
+# --------------------------------------------------------------------- functions
+
+
+def bufferize(module: ModuleOp, fn: func.FuncOp) -> func.FuncOp:
+    """The loop-level replacement of `fn` (globals for constants go into `module`)."""
+    old = fn.body.block
+    ret = old.last_op
+    if not isinstance(ret, func.ReturnOp):
+        raise DiagnosticException(f"te-to-loop: @{fn.sym_name.data} must end with func.return")
+    for op in old.ops:
+        if not isinstance(op, te.ComputeOp | te.ReduceOp | g.ParamOp | g.ConstantOp | func.ReturnOp):
+            raise DiagnosticException(
+                f"te-to-loop: unexpected op {op.name} in @{fn.sym_name.data}; "
+                "run graph-to-te first"
+            )
+        for r in op.results:
+            memref_of(r.type, f"the result of {_describe(op)}")
+
+    params: dict[str, g.ParamOp] = {}
+    for op in old.ops:
+        if isinstance(op, g.ParamOp) and op.pname not in params:
+            params[op.pname] = op
+    returned = list(ret.operands)
+    in_types = [memref_of(a.type, f"argument #{k} of @{fn.sym_name.data}") for k, a in enumerate(old.args)]
+    par_types = [memref_of(p.output.type, f'graph.param "{n}"') for n, p in params.items()]
+    out_types = [memref_of(v.type, f"returned value #{k}") for k, v in enumerate(returned)]
+    block = Block(arg_types=[*in_types, *par_types, *out_types])
+    n_in, n_par = len(in_types), len(par_types)
+    for new, arg in zip(block.args, old.args):
+        new.name_hint = arg.name_hint
+    for new, name in zip(block.args[n_in:], params):
+        new.name_hint = name
+    outs = block.args[n_in + n_par :]
+    for k, new in enumerate(outs):
+        new.name_hint = f"out{k}"
+
+    buffers: dict[SSAValue, SSAValue] = dict(zip(old.args, block.args))
+    # the first return position of a te value receives it directly; others are copies
+    direct: dict[SSAValue, SSAValue] = {}
+    for k, v in enumerate(returned):
+        if isinstance(v.owner, te.ComputeOp | te.ReduceOp) and v not in direct:
+            direct[v] = outs[k]
+    last_use = _last_uses(old)
+    builder = KernelBuilder(buffers)
+    allocated: list[SSAValue] = []
+    for op in old.ops:
+        if isinstance(op, g.ParamOp):
+            buffers[op.output] = block.args[n_in + list(params).index(op.pname)]
+        elif isinstance(op, g.ConstantOp):
+            sym = _constant_global(module, op)
+            get = memref.GetGlobalOp(sym, memref_of(op.output.type, "graph.constant"))
+            get.memref.name_hint = sym
+            block.add_op(get)
+            buffers[op.output] = get.memref
+        elif isinstance(op, te.ComputeOp | te.ReduceOp):
+            out = direct.get(op.result)
+            if out is None:
+                alloc = memref.AllocOp([], [], memref_of(op.result.type, _describe(op)))
+                alloc.memref.name_hint = op.compute_name
+                block.add_op(alloc)
+                out = alloc.memref
+                allocated.append(op.result)
+            buffers[op.result] = out
+            kernel = builder.compute(op, out) if isinstance(op, te.ComputeOp) else builder.reduce(op, out)
+            block.add_op(kernel)
+        # free intermediates whose last reader was this op
+        for v in [v for v in allocated if last_use.get(v) is op]:
+            block.add_op(memref.DeallocOp.get(buffers[v]))
+            allocated.remove(v)
+    for k, v in enumerate(returned):
+        if direct.get(v) is not outs[k]:
+            shape = memref_of(v.type, "returned value").get_shape()
+            block.add_op(builder.copy(f"copy_out{k}", buffers[v], outs[k], shape))
+    for v in allocated:
+        block.add_op(memref.DeallocOp.get(buffers[v]))
+    block.add_op(func.ReturnOp())
+
+    new_fn = func.FuncOp(fn.sym_name.data, ([a.type for a in block.args], []), Region(block))
+    arg_attrs = list(fn.arg_attrs.data) if isinstance(fn.arg_attrs, ArrayAttr) else []
+    arg_attrs = arg_attrs[:n_in] + [DictionaryAttr({})] * (n_in - len(arg_attrs))
+    arg_attrs += [DictionaryAttr({"dlpc.name": StringAttr(n)}) for n in params]
+    arg_attrs += [DictionaryAttr({})] * len(outs)
+    if any(a.data for a in arg_attrs):
+        new_fn.arg_attrs = ArrayAttr(arg_attrs)
+    for key, value in fn.attributes.items():
+        new_fn.attributes.setdefault(key, value)
+    new_fn.attributes["dlpc.num_inputs"] = IntegerAttr(n_in, i64)
+    new_fn.attributes["dlpc.params"] = ArrayAttr([StringAttr(n) for n in params])
+    new_fn.attributes["dlpc.num_outputs"] = IntegerAttr(len(outs), i64)
+    return new_fn
+
+
+def _describe(op: Operation) -> str:
+    if isinstance(op, te.ComputeOp | te.ReduceOp):
+        return f'{op.name} "{op.compute_name}"'
+    return op.name
+
+
+def _last_uses(block: Block) -> dict[SSAValue, Operation]:
+    """For each value, the top-level op of `block` that reads it last."""
+    last: dict[SSAValue, Operation] = {}
+    for op in block.ops:
+        for inner in op.walk():
+            for v in inner.operands:
+                last[v] = op
+    return last
+
+
+def _constant_global(module: ModuleOp, op: g.ConstantOp) -> str:
+    taken = {o.sym_name.data for o in module.body.block.ops if isinstance(o, memref.GlobalOp)}
+    k = 0
+    while f"__constant_{k}" in taken:
+        k += 1
+    sym = f"__constant_{k}"
+    ty = memref_of(op.output.type, "graph.constant")
+    glob = memref.GlobalOp.get(StringAttr(sym), ty, op.value, constant=UnitAttr())
+    module.body.block.insert_op_before(glob, module.body.block.first_op)  # type: ignore[arg-type]
+    return sym
+
+
+@dataclass(frozen=True)
+class TeToLoop(ModulePass):
+    """Bufferise te functions into loop nests (see the module docstring)."""
+
+    name = "te-to-loop"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for fn in [f for f in op.body.block.ops if isinstance(f, func.FuncOp)]:
+            if not any(isinstance(o, TeOp | g.ParamOp | g.ConstantOp) for o in fn.body.block.ops) \
+                    and not any(isinstance(a.type, TensorType) for a in fn.body.block.args):
+                continue  # already at the loop level
+            new_fn = bufferize(op, fn)
+            op.body.block.insert_op_before(new_fn, fn)
+            fn.detach()
+            fn.erase(safe_erase=False)
