@@ -158,12 +158,14 @@ def _numpy_runner(source: str, weights: dict) -> Callable:
     return lambda arrays: list(main(*arrays, params=weights))
 
 
-def _c_runner(loop_module: ModuleOp, source: str, weights: dict, name: str) -> Callable:
+def _c_runner(loop_module: ModuleOp, weights: dict, name: str) -> tuple[str, Callable]:
+    """(C source, runner) for a loop-level module: emit_c, build (cached), call via ctypes."""
     try:
-        from dlpc.backends import c as cbackend
+        from dlpc.backends.runtime.cbuild import CFunction
     except ImportError as e:
         raise DlpcError(f"error: target 'c' is not available ({e})") from None
-    return cbackend.make_runner(loop_module, source, weights, name=name)
+    fn = CFunction(loop_module, name=name)
+    return fn.source, lambda arrays: fn(*arrays, params=weights)
 
 
 def compile(model: Model, target: str = "numpy", opt_level: int = 2,  # noqa: A001
@@ -176,11 +178,11 @@ def compile(model: Model, target: str = "numpy", opt_level: int = 2,  # noqa: A0
     opts = pipeline.PipelineOptions(opt_level=opt_level, tuning_log=tuning_log,
                                     extra=options)
     lowered = pipeline.lower(model.module.clone(), pipeline.EMITTERS[target], opts)
-    source = pipeline.emit(lowered, target)
     if target == "numpy":
+        source = pipeline.emit(lowered, target)
         runner = _numpy_runner(source, weights)
     else:
-        runner = _c_runner(lowered, source, weights, model.name)
+        source, runner = _c_runner(lowered, weights, model.name)
     return CompiledModel(model, target, source, lowered, runner)
 
 
