@@ -1,0 +1,342 @@
+"""Shared machinery of the schedule primitives (TVM TIR-schedule style) on the loop level.
+
+Every primitive addresses loops as `kernel/loop` (the `name` annotation of a `loop.for`
+inside a `loop.kernel`), checks its requirements one by one, and raises a dedicated
+`ScheduleError` subclass whose message names the loop (`kernel/loop`) when one is
+violated. The helpers here: lookup, loop-chain queries, affine analysis of index
+expressions (for footprints), and small IR builders.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+from xdsl.dialects import arith, memref, scf
+from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, ModuleOp
+from xdsl.ir import Block, BlockArgument, Operation, OpResult, SSAValue
+from xdsl.utils.exceptions import VerifyException
+
+from dlpc.dialects.loop import ForOp, KernelOp, kernels
+
+index = IndexType()
+
+
+class ScheduleError(VerifyException):
+    """A schedule primitive's requirement is violated (the message names the loop)."""
+
+
+class KernelNotFoundError(ScheduleError):
+    pass
+
+
+class LoopNotFoundError(ScheduleError):
+    pass
+
+
+class BufferNotFoundError(ScheduleError):
+    pass
+
+
+# ------------------------------------------------------------------------- lookup
+
+
+def path(loop: ForOp) -> str:
+    """`kernel/loop`, the way schedules and diagnostics name a loop."""
+    return f"{loop.kernel().sym}/{loop.loop_name}"
+
+
+def get_kernel(root: Operation, name: str) -> KernelOp:
+    for k in kernels(root):
+        if k.sym == name:
+            return k
+    known = ", ".join(k.sym for k in kernels(root)) or "none"
+    raise KernelNotFoundError(f"no kernel named '{name}' (kernels: {known})")
+
+
+def get_loop(root: Operation, kernel: str, loop: str) -> ForOp:
+    k = get_kernel(root, kernel) if not isinstance(root, KernelOp) else root
+    for op in k.loops():
+        if op.loop_name == loop:
+            return op
+    known = ", ".join(str(op.loop_name) for op in k.loops())
+    raise LoopNotFoundError(f"kernel '{k.sym}' has no loop named '{loop}' (loops: {known})")
+
+
+def split_path(text: str) -> tuple[str, str]:
+    kernel, sep, loop = text.partition("/")
+    if not sep or not kernel or not loop:
+        raise LoopNotFoundError(f"expected a 'kernel/loop' path, got '{text}'")
+    return kernel, loop
+
+
+def fresh_name(kernel: KernelOp, wanted: str | None, base: str) -> str:
+    """`wanted` if given (must be unused), else a fresh name derived from `base`."""
+    if wanted:
+        if any(op.loop_name == wanted for op in kernel.loops()):
+            raise ScheduleError(f"loop name '{wanted}' is already used in kernel '{kernel.sym}'")
+        return wanted
+    return kernel.fresh_loop_name(base)
+
+
+# -------------------------------------------------------------------- loop chains
+
+
+def _index_arith(op: Operation) -> bool:
+    return op.dialect_name() == "arith" and all(
+        isinstance(r.type, IndexType) for r in op.results
+    )
+
+
+def child_loop(loop: ForOp) -> ForOp | None:
+    """The loop that is the only op of `loop`'s body apart from index arithmetic, which is
+    sunk into it (so the nest becomes perfect); None if there is no such loop."""
+    ops = list(loop.block.ops)
+    loops = [op for op in ops if isinstance(op, ForOp)]
+    if len(loops) != 1 or not all(op is loops[0] or _index_arith(op) for op in ops):
+        return None
+    child = loops[0]
+    first = child.block.first_op
+    for op in ops:
+        if op is not child:
+            op.detach()
+            if first is None:
+                child.block.add_op(op)
+            else:
+                child.block.insert_op_before(op, first)
+    return child
+
+
+def inner_loops(loop: ForOp) -> list[ForOp]:
+    """Loops strictly inside `loop`, pre-order."""
+    return [op for op in loop.walk() if isinstance(op, ForOp) and op is not loop]
+
+
+def ancestors(op: Operation) -> list[ForOp]:
+    """Enclosing loops of `op`, outermost first."""
+    out: list[ForOp] = []
+    parent = op.parent_op()
+    while parent is not None and not isinstance(parent, KernelOp):
+        if isinstance(parent, ForOp):
+            out.append(parent)
+        parent = parent.parent_op()
+    return out[::-1]
+
+
+def is_reduction(loop: ForOp) -> bool:
+    """A loop carries a dependence if marked `reduction` or if some store inside it does not
+    index with its induction variable (every iteration writes the same element)."""
+    if loop.reduction is not None:
+        return True
+    iv = loop.induction_var
+    for op in loop.walk():
+        if (
+            isinstance(op, memref.StoreOp)
+            and not _local_to(op.memref, loop)
+            and not any(depends_on(i, iv) for i in op.indices)
+        ):
+            return True
+    return False
+
+
+def _local_to(buf: SSAValue, loop: ForOp) -> bool:
+    """Is `buf` allocated inside `loop` (private to one iteration)?"""
+    owner = buf.owner
+    return isinstance(owner, Operation) and loop.is_ancestor(owner)
+
+
+def depends_on(value: SSAValue, target: SSAValue) -> bool:
+    """Does `value` (transitively, through pure ops) depend on `target`?"""
+    seen: set[int] = set()
+    work = [value]
+    while work:
+        v = work.pop()
+        if v is target:
+            return True
+        if id(v) in seen:
+            continue
+        seen.add(id(v))
+        if isinstance(v, OpResult):
+            work.extend(v.op.operands)
+    return False
+
+
+def name_iv(loop: ForOp) -> None:
+    """Give the induction variable the loop's name as SSA name hint (readable IR)."""
+    name = loop.loop_name
+    if name and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_$.]*", name):
+        loop.induction_var.name_hint = name
+
+
+def copy_annotations(src: ForOp, dst: ForOp, keys: Sequence[str]) -> None:
+    for key in keys:
+        if key in src.attributes:
+            dst.attributes[key] = src.attributes[key]
+
+
+def move_ops(src: Block, dst: Block) -> None:
+    """Move every op of `src` to the end of `dst`."""
+    for op in list(src.ops):
+        op.detach()
+        dst.add_op(op)
+
+
+def erase(op: Operation) -> None:
+    """Detach (if attached) and erase an op that has no remaining uses."""
+    block = op.parent_block()
+    if block is not None:
+        block.erase_op(op)
+    else:
+        op.erase()
+
+
+def const(value: int) -> arith.ConstantOp:
+    return arith.ConstantOp(IntegerAttr(value, index))
+
+
+# ------------------------------------------------------------------ affine access
+
+
+@dataclass
+class Affine:
+    """`const + sum(coef * iv)` over induction variables (block arguments of loop.for)."""
+
+    const: int = 0
+    terms: dict[SSAValue, int] = field(default_factory=dict)
+
+    def add(self, other: Affine, scale: int = 1) -> Affine:
+        terms = dict(self.terms)
+        for v, c in other.terms.items():
+            terms[v] = terms.get(v, 0) + scale * c
+        return Affine(self.const + scale * other.const, {v: c for v, c in terms.items() if c})
+
+    def scaled(self, k: int) -> Affine:
+        return Affine(self.const * k, {v: c * k for v, c in self.terms.items() if c * k})
+
+
+def affine(value: SSAValue) -> Affine | None:
+    """The affine form of an index value, or None if it is not affine in loop IVs."""
+    if isinstance(value, BlockArgument):
+        if isinstance(value.block.parent_op(), ForOp):
+            return Affine(0, {value: 1})
+        return None
+    op = value.op if isinstance(value, OpResult) else None
+    if isinstance(op, arith.ConstantOp) and isinstance(op.value, IntegerAttr):
+        return Affine(op.value.value.data, {})
+    if isinstance(op, arith.AddiOp | arith.SubiOp | arith.MuliOp):
+        a, b = affine(op.lhs), affine(op.rhs)
+        if a is None or b is None:
+            return None
+        if isinstance(op, arith.AddiOp):
+            return a.add(b)
+        if isinstance(op, arith.SubiOp):
+            return a.add(b, -1)
+        if not a.terms:
+            return b.scaled(a.const)
+        if not b.terms:
+            return a.scaled(b.const)
+    return None
+
+
+def iv_loop(iv: SSAValue) -> ForOp:
+    assert isinstance(iv, BlockArgument)
+    loop = iv.block.parent_op()
+    assert isinstance(loop, ForOp)
+    return loop
+
+
+def emit_affine(expr: Affine, block: Block, before: Operation | None = None) -> SSAValue:
+    """Materialise `expr` with arith ops at the start of `block` (or before `before`)."""
+    ops: list[Operation] = []
+    acc: SSAValue | None = None
+    for v, c in expr.terms.items():
+        term = v
+        if c != 1:
+            k = const(c)
+            mul = arith.MuliOp(v, k.result)
+            ops += [k, mul]
+            term = mul.result
+        if acc is None:
+            acc = term
+        else:
+            add = arith.AddiOp(acc, term)
+            ops.append(add)
+            acc = add.result
+    if acc is None or expr.const:
+        k = const(expr.const)
+        ops.append(k)
+        if acc is None:
+            acc = k.result
+        else:
+            add = arith.AddiOp(acc, k.result)
+            ops.append(add)
+            acc = add.result
+    if before is not None:
+        block.insert_ops_before(ops, before)
+    elif block.first_op is not None:
+        block.insert_ops_before(ops, block.first_op)
+    else:
+        block.add_ops(ops)
+    return acc
+
+
+# -------------------------------------------------------------------- buffers
+
+
+def buffers_accessed(kernel: Operation) -> list[SSAValue]:
+    """Distinct memrefs loaded or stored under `kernel`, in order of first access."""
+    out: list[SSAValue] = []
+    for op in kernel.walk():
+        if isinstance(op, memref.LoadOp | memref.StoreOp) and op.memref not in out:
+            out.append(op.memref)
+    return out
+
+
+def buffer_label(value: SSAValue) -> str:
+    return value.name_hint or "?"
+
+
+def find_buffer(kernel: KernelOp, where: Operation, spec: str) -> SSAValue:
+    """A buffer by name hint (`A`, `x`) or by position among the buffers accessed in the
+    kernel (`0`, `1`, ...)."""
+    bufs = buffers_accessed(kernel)
+    if spec.isdigit() and int(spec) < len(bufs):
+        return bufs[int(spec)]
+    for b in bufs:
+        if b.name_hint == spec:
+            return b
+    known = ", ".join(f"{n}:{buffer_label(b)}" for n, b in enumerate(bufs))
+    raise BufferNotFoundError(
+        f"kernel '{kernel.sym}' accesses no buffer '{spec}' (buffers: {known})"
+    )
+
+
+def guarded(op: Operation, stop: Operation) -> bool:
+    """Is `op` under an scf.if below `stop`?"""
+    parent = op.parent_op()
+    while parent is not None and parent is not stop:
+        if isinstance(parent, scf.IfOp):
+            return True
+        parent = parent.parent_op()
+    return False
+
+
+def memref_type(value: SSAValue) -> MemRefType:
+    ty = value.type
+    assert isinstance(ty, MemRefType)
+    return ty
+
+
+def walk_ops(root: Operation, kind: type) -> Iterator:
+    for op in root.walk():
+        if isinstance(op, kind):
+            yield op
+
+
+def module_of(op: Operation) -> ModuleOp:
+    while not isinstance(op, ModuleOp):
+        parent = op.parent_op()
+        assert parent is not None
+        op = parent
+    return op

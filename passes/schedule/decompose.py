@@ -1,0 +1,252 @@
+"""Schedule primitive `decompose_reduction`: split a reduction nest into init, update and
+epilogue nests (TVM's `decompose_reduction`), so reduction loops can be reordered among
+the spatial ones (the GEMM `i, k, j` order, tiling `k` outside `i`/`j`).
+
+Input/Output: loop dialect.  Requires: 1) the kernel's spatial loops form a perfect chain
+whose innermost body holds exactly one loop nest (the reduction) besides scalar ops
+2) the element is accumulated either directly in the output buffer or in a 0-d
+`memref.alloca` accumulator that is finally stored to an output element whose indices
+depend only on the spatial loops.  Guarantees: three nests over the same spatial loops;
+the accumulator becomes the output element; the original (update) nest keeps the loop
+names, the others get `_init` / `_post` suffixes; the epilogue nest is omitted when it
+would only copy the element onto itself. Numerics unchanged.
+
+Before (`decompose matmul_0`):
+
+    loop.for %i0 = 0 to 4 step 1 {name = "i0"} {
+      loop.for %i1 = 0 to 8 step 1 {name = "i1"} {
+        %acc = memref.alloca() : memref<f32>
+        memref.store %zero, %acc[] : memref<f32>
+        loop.for %r0 = 0 to 16 step 1 {name = "r0", reduction} {
+          ... %a = memref.load %acc[] ... memref.store %s, %acc[] ...
+        }
+        %v = memref.load %acc[] : memref<f32>
+        %y = arith.maximumf %v, %zero : f32
+        memref.store %y, %out[%i0, %i1] : memref<4x8xf32>
+      }
+    }
+
+After:
+
+    loop.for %i0 = 0 to 4 step 1 {name = "i0_init"} { loop.for ... {name = "i1_init"} {
+        memref.store %zero, %out[%i0, %i1] } }
+    loop.for %i0 = 0 to 4 step 1 {name = "i0"} { loop.for ... {name = "i1"} {
+        loop.for %r0 ... { ... memref.load %out[%i0, %i1] ... memref.store %s, %out[%i0, %i1] } } }
+    loop.for %i0 = 0 to 4 step 1 {name = "i0_post"} { loop.for ... {name = "i1_post"} {
+        %v = memref.load %out[%i0, %i1]   %y = arith.maximumf %v, %zero
+        memref.store %y, %out[%i0, %i1] } }
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import memref
+from xdsl.dialects.builtin import MemRefType, ModuleOp
+from xdsl.ir import Operation, SSAValue
+from xdsl.passes import ModulePass
+
+from dlpc.dialects.loop import ForOp, KernelOp
+from dlpc.passes.schedule.common import (
+    ScheduleError,
+    _index_arith,
+    child_loop,
+    erase,
+    get_kernel,
+    is_reduction,
+)
+
+
+class DecomposeShapeError(ScheduleError):
+    pass
+
+
+class DecomposeAccumulatorError(ScheduleError):
+    pass
+
+
+def _spatial_chain(kernel: KernelOp) -> list[ForOp]:
+    tops = [op for op in kernel.block.ops if isinstance(op, ForOp)]
+    if len(tops) != 1 or len(list(kernel.block.ops)) != 1:
+        raise DecomposeShapeError(
+            f"kernel '{kernel.sym}' must hold exactly one loop nest to decompose its reduction"
+        )
+    chain = [tops[0]]
+    while (nxt := child_loop(chain[-1])) is not None and not is_reduction(nxt):
+        chain.append(nxt)
+    if is_reduction(chain[0]):
+        raise DecomposeShapeError(f"kernel '{kernel.sym}' has no spatial loop around its reduction")
+    return chain
+
+
+def _hoist_index_ops(loop: ForOp) -> None:
+    """Move index arithmetic that depends only on values defined outside the body to the
+    front of the body (so accumulator indices dominate the reduction nest)."""
+    block = loop.block
+    hoisted: list[Operation] = []
+    for op in list(block.ops):
+        if _index_arith(op) and all(
+            o.owner not in block.ops or o.owner in hoisted
+            if hasattr(o, "owner") and isinstance(o.owner, Operation)
+            else True
+            for o in op.operands
+        ):
+            hoisted.append(op)
+    first = block.first_op
+    for op in hoisted:
+        if op is first:
+            first = op.next_op
+            continue
+        op.detach()
+        block.insert_op_before(op, first) if first is not None else block.add_op(op)
+
+
+def _innermost(top: ForOp, depth: int) -> ForOp:
+    loop = top
+    for _ in range(depth - 1):
+        loop = next(op for op in loop.block.ops if isinstance(op, ForOp))
+    return loop
+
+
+def _prune(body_loop: ForOp, keep: list[Operation]) -> None:
+    """Erase every top-level op of the body that `keep` does not (transitively) need."""
+    block = body_loop.block
+    needed: set[int] = set()
+    work = list(keep)
+    while work:
+        op = work.pop()
+        if id(op) in needed:
+            continue
+        needed.add(id(op))
+        for inner in op.walk():
+            for v in inner.operands:
+                owner = v.owner
+                if isinstance(owner, Operation) and owner.parent_block() is block:
+                    work.append(owner)
+    for op in reversed(list(block.ops)):
+        if id(op) not in needed:
+            erase(op)
+
+
+def _substitute_acc(acc: SSAValue, out: SSAValue, idx: list[SSAValue]) -> None:
+    for use in list(acc.uses):
+        op = use.operation
+        if isinstance(op, memref.LoadOp):
+            new = memref.LoadOp.get(out, idx)
+            op.parent_block().insert_op_before(new, op)
+            op.results[0].replace_all_uses_with(new.results[0])
+            erase(op)
+        elif isinstance(op, memref.StoreOp):
+            new = memref.StoreOp.get(op.value, out, idx)
+            op.parent_block().insert_op_before(new, op)
+            erase(op)
+    erase(acc.owner)
+
+
+def decompose_reduction(root, kernel: str) -> list[ForOp]:
+    """Returns the top loops of the init, update (and post) nests."""
+    k = get_kernel(root, kernel)
+    chain = _spatial_chain(k)
+    inner = chain[-1]
+    _hoist_index_ops(inner)
+    ops = list(inner.block.ops)
+    nests = [op for op in ops if isinstance(op, ForOp)]
+    if len(nests) != 1 or not is_reduction(nests[0]):
+        raise DecomposeShapeError(
+            f"loop {kernel}/{inner.loop_name} must hold exactly one reduction loop nest, "
+            f"found {len(nests)} loops"
+        )
+    red = nests[0]
+    pos = ops.index(red)
+    pre, post = ops[:pos], ops[pos + 1 :]
+    accs = [
+        op for op in pre
+        if isinstance(op, memref.AllocaOp) and not op.memref.type.get_shape()
+    ]
+    if len(accs) > 1:
+        raise DecomposeAccumulatorError(f"loop {kernel}/{inner.loop_name} has several accumulators")
+    final = [op for op in post if isinstance(op, memref.StoreOp)]
+    if accs and len(final) != 1:
+        raise DecomposeAccumulatorError(
+            f"the accumulator of loop {kernel}/{inner.loop_name} must be stored to exactly one "
+            f"output element, found {len(final)} stores"
+        )
+    if accs and not all(_index_arith(i.owner) if isinstance(i.owner, Operation) else True
+                        for i in final[0].indices):
+        raise DecomposeAccumulatorError(
+            f"the output element of loop {kernel}/{inner.loop_name} is not indexed by the "
+            "spatial loops"
+        )
+    top = chain[0]
+    depth = len(chain)
+    walk_all = list(top.walk())
+    nests: list[tuple[ForOp, str]] = []
+    for suffix in ("_init", "_post"):
+        clone = top.clone()
+        walk_new = list(clone.walk())
+        for new in walk_new:
+            if isinstance(new, ForOp) and new.loop_name:
+                new.annotate("name", new.loop_name + suffix)
+        mapping = {id(o): n for o, n in zip(walk_all, walk_new)}
+        acc = mapping[id(accs[0])] if accs else None
+        store = mapping[id(final[0])] if accs else None
+        nests.append((clone, suffix, acc, store))
+    parent = top.parent_block()
+    assert parent is not None
+    (init_top, _, init_acc, init_store), (post_top, _, post_acc, post_store) = nests
+    parent.insert_op_before(init_top, top)
+    parent.insert_op_after(post_top, top)
+    for loop_top, part, acc, store in (
+        (init_top, "init", init_acc, init_store),
+        (top, "update", accs[0] if accs else None, final[0] if accs else None),
+        (post_top, "post", post_acc, post_store),
+    ):
+        body_loop = _innermost(loop_top, depth)
+        if acc is not None:
+            _substitute_acc(acc.memref, store.memref, list(store.indices))
+        body = list(body_loop.block.ops)
+        at = next(n for n, op in enumerate(body) if isinstance(op, ForOp))
+        if part == "update":
+            keep = [body[at]]
+        else:
+            side = body[:at] if part == "init" else body[at + 1 :]
+            keep = [op for op in side if isinstance(op, memref.StoreOp)]
+        _prune(body_loop, keep)
+    result = [init_top, top]
+    post_body = [op for op in _innermost(post_top, depth).block.ops if not _index_arith(op)]
+    if _is_self_copy(post_body):
+        post_terase(op)
+    else:
+        result.append(post_top)
+    init_body = [op for op in _innermost(init_top, depth).block.ops if not _index_arith(op)]
+    if not init_body:
+        init_terase(op)
+        result.pop(0)
+    return result
+
+
+def _is_self_copy(ops: list[Operation]) -> bool:
+    if not ops:
+        return True
+    if len(ops) != 2:
+        return False
+    load, store = ops
+    return (
+        isinstance(load, memref.LoadOp)
+        and isinstance(store, memref.StoreOp)
+        and store.value is load.res
+        and store.memref is load.memref
+        and list(store.indices) == list(load.indices)
+    )
+
+
+@dataclass(frozen=True)
+class LoopDecomposeReduction(ModulePass):
+    """`loop-decompose-reduction{kernel=matmul_0}`"""
+
+    name = "loop-decompose-reduction"
+    kernel: str
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        decompose_reduction(op, self.kernel)
