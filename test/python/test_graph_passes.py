@@ -298,3 +298,73 @@ def test_substitute_then_fold_params():
     assert count(module, "graph.rsqrt") == 0 and count(module, "graph.mul") == 1
     for b, a in zip(before, run_reference(module, inputs, weights)):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
+
+
+# -------------------------------------------------------------------------- fuse
+
+FUSE = """
+func.func @main(%x: tensor<1x3x8x8xf32>, %t: tensor<2x4x16xf32>, %r: tensor<1x4x6x6xf32>) -> (tensor<1x4x6x6xf32>, tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4x8xf32>) {
+  %w = graph.param "w" : tensor<4x3x3x3xf32>
+  %b = graph.param "b" : tensor<4x1x1xf32>
+  %c = graph.conv2d %x, %w : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x6x6xf32>
+  %a = graph.add %c, %b : (tensor<1x4x6x6xf32>, tensor<4x1x1xf32>) -> tensor<1x4x6x6xf32>
+  %s = graph.add %a, %r : (tensor<1x4x6x6xf32>, tensor<1x4x6x6xf32>) -> tensor<1x4x6x6xf32>
+  %y = graph.relu %s : (tensor<1x4x6x6xf32>) -> tensor<1x4x6x6xf32>
+  %wq = graph.param "wq" : tensor<16x16xf32>
+  %bq = graph.param "bq" : tensor<16xf32>
+  %q = graph.linear %t, %wq, %bq : (tensor<2x4x16xf32>, tensor<16x16xf32>, tensor<16xf32>) -> tensor<2x4x16xf32>
+  %wk = graph.param "wk" : tensor<16x16xf32>
+  %bk = graph.param "bk" : tensor<16xf32>
+  %k = graph.linear %t, %wk, %bk : (tensor<2x4x16xf32>, tensor<16x16xf32>, tensor<16xf32>) -> tensor<2x4x16xf32>
+  %wv = graph.param "wv" : tensor<16x8xf32>
+  %v = graph.matmul %t, %wv : (tensor<2x4x16xf32>, tensor<16x8xf32>) -> tensor<2x4x8xf32>
+  %wu = graph.param "wu" : tensor<16x8xf32>
+  %vu = graph.matmul %t, %wu : (tensor<2x4x16xf32>, tensor<16x8xf32>) -> tensor<2x4x8xf32>
+  %vs = graph.sigmoid %vu : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %vv = graph.mul %vu, %vs : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %vw = graph.add %v, %vv : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  func.return %y, %q, %k, %vw : tensor<1x4x6x6xf32>, tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<2x4x8xf32>
+}
+"""
+
+
+def test_fuse_vertical():
+    module = check(FUSE, "graph-fuse{horizontal=false}")
+    kernels = sorted(op.kernel_name for op in module.walk() if isinstance(op, g.FusedOp))
+    assert kernels == ["conv2d_add_add_relu_0", "matmul_add_1", "matmul_sigmoid_mul_2"]
+    top = list(next(op for op in module.walk() if op.name == "func.func").body.block.ops)
+    assert not any(isinstance(op, g.ReluOp | g.SigmoidOp | g.AddOp) for op in top)
+
+
+def test_fuse_horizontal():
+    module = check(FUSE, "graph-fuse{vertical=false}")
+    assert count(module, "graph.linear") == 1 and count(module, "graph.matmul") == 1
+    assert count(module, "graph.concat") == 3 and count(module, "graph.slice") == 4
+
+
+def test_fuse_both_then_fold_params():
+    from dlpc.passes.graph.fold_constants import fold_params
+
+    module = parse(FUSE)
+    rng = np.random.default_rng(3)
+    weights = random_weights(module, rng)
+    inputs = main_inputs(module, rng)
+    before = run_reference(module, inputs, weights)
+    run_passes(module, "graph-fuse")
+    weights = fold_params(module, weights)
+    assert count(module, "graph.concat") == 0
+    for b, a in zip(before, run_reference(module, inputs, weights)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+
+
+def test_fuse_does_not_fuse_across_an_escaping_intermediate():
+    src = """
+func.func @main(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  %m = graph.matmul %x, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %r = graph.relu %m : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %t = graph.tanh %r : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  func.return %m, %t : tensor<4x8xf32>, tensor<4x8xf32>
+}
+"""
+    module = check(src, "graph-fuse")
+    assert [op.kernel_name for op in module.walk() if isinstance(op, g.FusedOp)] == ["relu_tanh_0"]

@@ -1,0 +1,233 @@
+"""Horizontal and vertical fusion of graph ops.
+
+Input: graph, func.  Output: graph (with `graph.fused`), func.
+Requires: nothing; best after graph-substitute (batch norms folded into convs) and
+graph-fold-constants.
+Guarantees: results unchanged (fusion only regroups ops; the concatenated weights of
+horizontal fusion are exact).
+
+Horizontal: matmuls/linears that read the same input with static 2-D weights defined by
+`graph.param`/`graph.constant` (the Q, K, V projections) become one op over the
+concatenated weights followed by slices of its result:
+
+    %q = graph.linear %x, %wq, %bq        %w = graph.concat %wq, %wk {axis = 0}
+    %k = graph.linear %x, %wk, %bk   ->   %b = graph.concat %bq, %bk {axis = 0}
+                                          %qk = graph.linear %x, %w, %b
+                                          %q = graph.slice %qk {starts = [0], ends = [64], axes = [-1]}
+                                          %k = graph.slice %qk {starts = [64], ends = [128], axes = [-1]}
+
+The concats are static: `fold_params`/`graph-fold-constants` evaluate them.
+
+Vertical: a matmul/linear/conv2d anchor (or an elementwise op) followed by a chain of
+elementwise ops over the same index space (bias add, batch norm, activation, residual
+add, ...) becomes one `graph.fused` op whose region holds the chain, i.e. one kernel:
+
+    %y = graph.conv2d %x, %w, %b ...                %r = graph.fused "conv2d_relu_0" %x, %w, %b : ... {
+    %r = graph.relu %y ...               ->         ^bb0(%a, %k, %c):
+                                                      %0 = graph.conv2d %a, %k, %c ...
+                                                      %1 = graph.relu %0 ...
+                                                      graph.yield %1 ...
+                                                    }
+
+A chain absorbs elementwise users of its values that have the chain's result shape
+(their other operands may broadcast into it), earliest first, and is then cut to the
+longest prefix whose intermediates are not used outside it (so x * sigmoid(x) after a
+matmul fuses: both users of the matmul are inside). An anchor is only ever the first op of a chain, so each
+fused op has at most one reduction with the rest as its epilogue.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.passes import ModulePass
+
+from dlpc.dialects import graph as g
+from dlpc.passes.graph import _util as u
+
+ANCHORS = (g.MatMulOp, g.LinearOp, g.Conv2DOp)
+ELEMENTWISE = (*g.UNARY_OPS, *g.BINARY_OPS, g.PReluOp, g.WhereOp, g.CompareOp, g.BatchNormOp)
+
+
+def _short(op: Operation) -> str:
+    return op.name.removeprefix("graph.")
+
+
+# ------------------------------------------------------------------- horizontal
+
+
+def _leaf(value: SSAValue) -> Operation | None:
+    op = u.producer(value)
+    return op if isinstance(op, g.ParamOp | g.ConstantOp) else None
+
+
+def _horizontal_key(op: Operation):
+    """Ops with equal keys can share one op over concatenated weights; None: never."""
+    if isinstance(op, g.LinearOp):
+        w = op.operands[1]
+        has_bias = len(op.operands) == 3
+        if _leaf(w) is None or (has_bias and (
+                _leaf(op.operands[2]) is None or len(g.shape_of(op.operands[2])) != 1)):
+            return None
+        return ("linear", op.operands[0], g.shape_of(w)[1], has_bias, w.type.element_type)
+    if isinstance(op, g.MatMulOp):
+        w = op.operands[1]
+        if _leaf(w) is None or len(g.shape_of(w)) != 2 or len(g.shape_of(op.operands[0])) < 2:
+            return None
+        tb = op.attr("transpose_b")
+        k = g.shape_of(w)[1 if tb else 0]
+        return ("matmul", op.operands[0], k, op.attr("transpose_a"), tb,
+                w.type.element_type)
+    return None
+
+
+def _fuse_horizontal(block: Block, group: list[Operation]) -> None:
+    first = group[0]
+    for op in group:  # leaves have no operands: hoisting them is always legal
+        for v in op.operands[1:]:
+            leaf = _leaf(v)
+            if leaf is not None and block.get_operation_index(leaf) > block.get_operation_index(first):
+                leaf.detach()
+                block.insert_op_before(leaf, first)
+    linear = isinstance(first, g.LinearOp)
+    if linear:
+        w_axis = 0
+    else:
+        w_axis = 0 if first.attr("transpose_b") else 1
+    widths = [g.shape_of(op.operands[1])[w_axis] for op in group]
+    new_ops: list[Operation] = [g.ConcatOp.make(*(op.operands[1] for op in group), axis=w_axis)]
+    operands = [first.operands[0], new_ops[0].results[0]]
+    if linear and len(first.operands) == 3:
+        new_ops.append(g.ConcatOp.make(*(op.operands[2] for op in group), axis=0))
+        operands.append(new_ops[-1].results[0])
+    attrs = {} if linear else {"transpose_a": first.attr("transpose_a"),
+                               "transpose_b": first.attr("transpose_b")}
+    big = type(first).make(*operands, **attrs)
+    new_ops.append(big)
+    offset = 0
+    slices = []
+    for op, width in zip(group, widths):
+        s = g.SliceOp.make(big, starts=[offset], ends=[offset + width], axes=[-1])
+        offset += width
+        slices.append(s)
+    block.insert_ops_before(new_ops + slices, first)
+    for op, s in zip(group, slices):
+        assert op.results[0].type == s.results[0].type
+        s.results[0].name_hint = op.results[0].name_hint
+        op.results[0].replace_all_uses_with(s.results[0])
+        block.erase_op(op)
+
+
+def fuse_horizontal(block: Block) -> int:
+    groups: dict[object, list[Operation]] = defaultdict(list)
+    for op in block.ops:
+        key = _horizontal_key(op)
+        if key is not None:
+            groups[key].append(op)
+    fused = 0
+    for group in groups.values():
+        if len(group) >= 2:
+            _fuse_horizontal(block, group)
+            fused += 1
+    return fused
+
+
+# --------------------------------------------------------------------- vertical
+
+
+MAX_CHAIN = 32
+
+
+def _chain(block: Block, seed: Operation, taken: set[Operation]) -> list[Operation]:
+    """The longest fusable chain starting at `seed` using no op of `taken`.
+
+    Users of chain values are absorbed earliest first (so the chain stays in block
+    order: every outside operand dominates its last op); the result is the longest
+    prefix that is *closed*: only its last value is used outside it.
+    """
+    group = [seed]
+    shape = g.shape_of(seed.results[0])
+    rejected: set[Operation] = set()
+    while len(group) < MAX_CHAIN:
+        members = set(group)
+        candidates = {user for op in group for user in u.users(op.results[0])}
+        candidates -= members | rejected
+        if not candidates:
+            break
+        user = min(candidates, key=block.get_operation_index)
+        if (not isinstance(user, ELEMENTWISE) or user in taken
+                or g.shape_of(user.results[0]) != shape):
+            rejected.add(user)
+            continue
+        group.append(user)
+    for k in range(len(group), 1, -1):
+        members = set(group[:k])
+        if all(u.users(op.results[0]) <= members for op in group[: k - 1]):
+            return group[:k]
+    return group[:1]
+
+
+def _outside_operands(group: list[Operation]) -> list[SSAValue]:
+    inside = {op.results[0] for op in group}
+    out: list[SSAValue] = []
+    for op in group:
+        for v in op.operands:
+            if v not in inside and v not in out:
+                out.append(v)
+    return out
+
+
+def _build_fused(block: Block, group: list[Operation], index: int) -> None:
+    inputs = _outside_operands(group)
+    body = Block(arg_types=[v.type for v in inputs])
+    mapping: dict[SSAValue, SSAValue] = dict(zip(inputs, body.args))
+    for op in group:
+        body.add_op(op.clone(value_mapper=mapping))  # maps operands, records results
+    last = group[-1]
+    body.add_op(g.YieldOp.create(operands=[mapping[last.results[0]]]))
+    kernel = "_".join(_short(op) for op in group) + f"_{index}"
+    fused = g.FusedOp(kernel, inputs, last.results[0].type, Region([body]))
+    fused.results[0].name_hint = last.results[0].name_hint
+    block.insert_op_before(fused, last)
+    last.results[0].replace_all_uses_with(fused.results[0])
+    for op in reversed(group):
+        block.erase_op(op)
+
+
+def fuse_vertical(block: Block, start: int = 0) -> int:
+    taken: set[Operation] = set()
+    chains = []
+    for seeds in (ANCHORS, ELEMENTWISE):  # anchors first: they take their epilogues
+        for op in block.ops:
+            if op in taken or not isinstance(op, seeds):
+                continue
+            chain = _chain(block, op, taken)
+            if len(chain) >= 2:
+                taken.update(chain)
+                chains.append(chain)
+    for i, chain in enumerate(chains):
+        _build_fused(block, chain, start + i)
+    return len(chains)
+
+
+@dataclass(frozen=True)
+class GraphFuse(ModulePass):
+    """graph-fuse{horizontal=true vertical=true}: fuse ops into fewer kernels."""
+
+    name = "graph-fuse"
+
+    horizontal: bool = True
+    vertical: bool = True
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        count = 0
+        for fn in u.funcs(op):
+            for block in fn.body.blocks:
+                if self.horizontal:
+                    fuse_horizontal(block)
+                if self.vertical:
+                    count += fuse_vertical(block, count)
