@@ -1,0 +1,774 @@
+"""The `dlp` dialect: a DLP-class accelerator (textbook DLP / Cambricon-MLU style).
+
+The machine has clusters of cores; each core owns two scratchpads, NRAM (vectors,
+neurons) and WRAM (weights, read by the matrix unit); each cluster shares an SRAM; all
+of them reach the off-chip GDRAM only through DMA. Buffers are builtin `memref`s whose
+memory space says where they live (no memory space means GDRAM):
+
+    memref<1024xf32, #dlp.space<nram>>      per core
+    memref<1024xf32, #dlp.space<wram>>      per core, matrix-unit operands
+    memref<4096xf32, #dlp.space<sram>>      per cluster
+    memref<64x784xf32>                      GDRAM (the model's tensors)
+
+A kernel runs once per task (one task per core); `dlp.task_id` tells which:
+
+    dlp.kernel "relu_0" attributes {origin = "graph.relu", tasks = 16 : i64} {
+      %t = dlp.task_id
+      %buf = memref.alloc() : memref<256xf32, #dlp.space<nram>>
+      dlp.memcpy GDRAM2NRAM %buf[%c0], %x[%off], %n : memref<256xf32, #dlp.space<nram>>, memref<64x64xf32>
+      dlp.relu %buf[%c0], %buf[%c0], %n : memref<256xf32, #dlp.space<nram>>, memref<256xf32, #dlp.space<nram>>
+      dlp.memcpy NRAM2GDRAM %out[%off], %buf[%c0], %n : memref<64x64xf32>, memref<256xf32, #dlp.space<nram>>
+    }
+
+Every buffer operand of a copy or an intrinsic is a pair `%buffer[%offset]`: the
+element offset into the buffer viewed as flat and row-major; counts are elements.
+
+Ops, in the order of this file: `dlp.kernel`; `dlp.task_id`, `dlp.cluster_id`,
+`dlp.core_id`; `dlp.sync_cluster`, `dlp.sync_all`; `dlp.memcpy`, `dlp.memcpy_async`,
+`dlp.wait_dma`; vector intrinsics (`add sub mul max min div`, `add_scalar mul_scalar
+max_scalar`, `cycle_add cycle_sub cycle_mul`, `relu sigmoid tanh exp log sqrt`,
+`reduce_sum reduce_max`, `transpose`); matrix intrinsics (`matmul`, `conv2d`).
+
+Verifiers check the memory space of every operand (vector operands in NRAM, a matmul
+or conv weight in WRAM), a copy's direction against the spaces of its source and
+destination, element types, and -- where an offset is a constant -- its alignment
+against the enclosing kernel's `dma_align` / `vector_align` (bytes). Alignment of
+dynamic offsets, and capacities, are checked by the simulator at run time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from enum import StrEnum
+from typing import ClassVar
+
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import (
+    AnyFloat,
+    IndexType,
+    IntegerAttr,
+    MemRefType,
+    NoneAttr,
+    StringAttr,
+    UnitAttr,
+    i64,
+)
+from xdsl.dialects.utils import EnumAttribute
+from xdsl.ir import (
+    Attribute,
+    Block,
+    Dialect,
+    Operation,
+    Region,
+    SpacedOpaqueSyntaxAttribute,
+    SSAValue,
+)
+from xdsl.irdl import (
+    IRDLOperation,
+    attr_def,
+    irdl_attr_definition,
+    irdl_op_definition,
+    operand_def,
+    opt_attr_def,
+    prop_def,
+    region_def,
+    result_def,
+    traits_def,
+)
+from xdsl.parser import AttrParser, Parser
+from xdsl.printer import Printer
+from xdsl.traits import NoTerminator, RecursiveMemoryEffect
+from xdsl.utils.exceptions import VerifyException
+
+# ------------------------------------------------------------------- attributes
+
+
+class Space(StrEnum):
+    GDRAM = "gdram"
+    SRAM = "sram"
+    NRAM = "nram"
+    WRAM = "wram"
+
+
+@irdl_attr_definition
+class SpaceAttr(EnumAttribute[Space]):
+    """A memref memory space: `#dlp.space<nram>`."""
+
+    name = "dlp.space"
+
+    @classmethod
+    def parse_parameter(cls, parser: AttrParser) -> Space:
+        with parser.in_angle_brackets():
+            return parser.parse_str_enum(Space)
+
+    def print_parameter(self, printer: Printer) -> None:
+        with printer.in_angle_brackets():
+            printer.print_string(self.data.value)
+
+
+_SPACE_NAMES = [s.value.upper() for s in Space]
+Direction = StrEnum("Direction", {f"{a}2{b}": f"{a}2{b}" for a in _SPACE_NAMES for b in _SPACE_NAMES})
+
+
+@irdl_attr_definition
+class DirectionAttr(EnumAttribute[Direction], SpacedOpaqueSyntaxAttribute):
+    """A copy direction `SRC2DST`: `#dlp<dir GDRAM2NRAM>`, bare `GDRAM2NRAM` in `dlp.memcpy`."""
+
+    name = "dlp.dir"
+
+
+def space_attr(space: str) -> SpaceAttr:
+    return SpaceAttr(Space(space))
+
+
+def space_of(ty: Attribute) -> str:
+    """The memory space of a memref type: `gdram` when it has none."""
+    if not isinstance(ty, MemRefType):
+        raise VerifyException(f"expected a memref, got {ty}")
+    ms = ty.memory_space
+    if isinstance(ms, NoneAttr):
+        return "gdram"
+    if isinstance(ms, SpaceAttr):
+        return ms.data.value
+    raise VerifyException(f"memref {ty} has memory space {ms}, expected #dlp.space<...>")
+
+
+def memref_in(space: str, shape: Sequence[int], element_type: Attribute) -> MemRefType:
+    """`memref<shape x element_type, #dlp.space<space>>` (no memory space for gdram)."""
+    ms = NoneAttr() if space == "gdram" else space_attr(space)
+    return MemRefType(element_type, list(shape), memory_space=ms)
+
+
+def direction(src_space: str, dst_space: str) -> DirectionAttr:
+    return DirectionAttr(Direction(f"{src_space.upper()}2{dst_space.upper()}"))
+
+
+def _element_bytes(ty: MemRefType) -> int:
+    return ty.get_element_type().bitwidth // 8
+
+
+def _constant_index(value: SSAValue) -> int | None:
+    op = value.owner
+    if isinstance(op, arith.ConstantOp) and isinstance(op.value, IntegerAttr):
+        return op.value.value.data
+    return None
+
+
+def _kernel_alignment(op: Operation, key: str) -> int | None:
+    parent = op.parent_op()
+    while parent is not None and not isinstance(parent, KernelOp):
+        parent = parent.parent_op()
+    if parent is None:
+        return None
+    attr = parent.attributes.get(key)
+    return attr.value.data if isinstance(attr, IntegerAttr) else None
+
+
+# ------------------------------------------------------------------------ kernel
+
+
+@irdl_op_definition
+class KernelOp(IRDLOperation):
+    """One kernel, run once per task (one task per core of the machine).
+
+        dlp.kernel "matmul_0" attributes {origin = "graph.matmul", tasks = 16 : i64,
+                                          dma_align = 64 : i64, vector_align = 64 : i64} {
+          ...
+        }
+
+    `origin` names the graph op the kernel came from; `tasks` is the launch size;
+    `double_buffered` marks kernels whose loads overlap compute (for the time model).
+    """
+
+    name = "dlp.kernel"
+    kernel_name = prop_def(StringAttr, prop_name="name")
+    origin = opt_attr_def(StringAttr)
+    tasks = opt_attr_def(IntegerAttr)
+    double_buffered = opt_attr_def(UnitAttr)
+    body = region_def("single_block")
+    traits = traits_def(NoTerminator(), RecursiveMemoryEffect())
+
+    def __init__(self, name: str, body: Region | Block | None = None, **attrs: Attribute):
+        if body is None:
+            body = Region(Block())
+        elif isinstance(body, Block):
+            body = Region(body)
+        super().__init__(properties={"name": StringAttr(name)}, regions=[body], attributes=attrs)
+
+    @property
+    def sym(self) -> str:
+        return self.kernel_name.data
+
+    @property
+    def block(self) -> Block:
+        return self.body.block
+
+    @property
+    def num_tasks(self) -> int:
+        return self.tasks.value.data if self.tasks is not None else 1
+
+    def verify_(self) -> None:
+        if self.tasks is not None and self.num_tasks < 1:
+            raise VerifyException(f"kernel '{self.sym}' launches {self.num_tasks} tasks, expected >= 1")
+        for key in ("dma_align", "vector_align"):
+            a = self.attributes.get(key)
+            if a is not None:
+                if not isinstance(a, IntegerAttr) or a.value.data <= 0 or a.value.data & (a.value.data - 1):
+                    raise VerifyException(f"kernel '{self.sym}' has {key} {a}, expected a power of two")
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_string_literal(self.sym)
+        printer.print_op_attributes(self.attributes, print_keyword=True)
+        printer.print_string(" ")
+        printer.print_region(self.body, print_entry_block_args=False, print_empty_block=False)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> KernelOp:
+        name = parser.parse_str_literal(" for the kernel name")
+        attrs = parser.parse_optional_attr_dict_with_keyword()
+        body = parser.parse_region()
+        if not body.blocks:
+            body.add_block(Block())
+        op = cls(name, body)
+        if attrs is not None:
+            op.attributes |= attrs.data
+        return op
+
+
+# --------------------------------------------------------------- ids and barriers
+
+
+class _IdOp(IRDLOperation):
+    res = result_def(IndexType)
+    assembly_format = "attr-dict"
+
+    def __init__(self):
+        super().__init__(result_types=[IndexType()])
+
+
+@irdl_op_definition
+class TaskIdOp(_IdOp):
+    """This task's number, 0 <= id < tasks (BANG `taskId`):  `%t = dlp.task_id`"""
+
+    name = "dlp.task_id"
+
+
+@irdl_op_definition
+class ClusterIdOp(_IdOp):
+    """The cluster running this task (BANG `clusterId`):  `%c = dlp.cluster_id`"""
+
+    name = "dlp.cluster_id"
+
+
+@irdl_op_definition
+class CoreIdOp(_IdOp):
+    """This core's number within its cluster (BANG `coreId`):  `%c = dlp.core_id`"""
+
+    name = "dlp.core_id"
+
+
+@irdl_op_definition
+class SyncClusterOp(IRDLOperation):
+    """Barrier among the cores of one cluster (after SRAM staging):  `dlp.sync_cluster`"""
+
+    name = "dlp.sync_cluster"
+    assembly_format = "attr-dict"
+
+
+@irdl_op_definition
+class SyncAllOp(IRDLOperation):
+    """Barrier among all tasks of the kernel:  `dlp.sync_all`"""
+
+    name = "dlp.sync_all"
+    assembly_format = "attr-dict"
+
+
+# ------------------------------------------------------------------------ copies
+
+
+def _check_buffer(op: Operation, what: str, buf: SSAValue, offset: SSAValue,
+                  spaces: Sequence[str], align_key: str | None) -> str:
+    """Check one `%buffer[%offset]` operand: memref, space in `spaces`, alignment of a
+    constant offset (on-chip side only). Returns the space."""
+    if not isinstance(buf.type, MemRefType):
+        raise VerifyException(f"{op.name} operand '{what}' must be a memref, got {buf.type}")
+    space = space_of(buf.type)
+    if space not in spaces:
+        want = " or ".join(spaces)
+        raise VerifyException(f"{op.name} operand '{what}' must be in {want}, got {space} ({buf.type})")
+    off = _constant_index(offset)
+    if off is not None and off < 0:
+        raise VerifyException(f"{op.name} operand '{what}' has negative offset {off}")
+    if off is not None and align_key is not None and space != "gdram":
+        align = _kernel_alignment(op, align_key)
+        nbytes = off * _element_bytes(buf.type)
+        if align is not None and nbytes % align:
+            raise VerifyException(
+                f"{op.name} operand '{what}' offset {off} ({nbytes} bytes) is not aligned "
+                f"to {align} bytes ({align_key})"
+            )
+    return space
+
+
+class _MemcpyBase(IRDLOperation):
+    direction = prop_def(DirectionAttr)
+    dst = operand_def(MemRefType)
+    dst_offset = operand_def(IndexType)
+    src = operand_def(MemRefType)
+    src_offset = operand_def(IndexType)
+    count = operand_def(IndexType)
+    assembly_format = (
+        "$direction $dst `[` $dst_offset `]` `,` $src `[` $src_offset `]` `,` $count "
+        "attr-dict `:` type($dst) `,` type($src)"
+    )
+
+    def __init__(self, dst: SSAValue, dst_offset: SSAValue, src: SSAValue, src_offset: SSAValue,
+                 count: SSAValue):
+        d = direction(space_of(src.type), space_of(dst.type))
+        super().__init__(operands=[dst, dst_offset, src, src_offset, count],
+                         properties={"direction": d})
+
+    def verify_(self) -> None:
+        spaces = [s.value for s in Space]
+        dst_space = _check_buffer(self, "dst", self.dst, self.dst_offset, spaces, "dma_align")
+        src_space = _check_buffer(self, "src", self.src, self.src_offset, spaces, "dma_align")
+        d = self.direction.data.value
+        want_src, want_dst = (s.lower() for s in d.split("2"))
+        if (want_src, want_dst) != (src_space, dst_space):
+            raise VerifyException(
+                f"{self.name} direction {d} does not match source in {src_space} and "
+                f"destination in {dst_space} (expected {src_space.upper()}2{dst_space.upper()})"
+            )
+        if self.dst.type.get_element_type() != self.src.type.get_element_type():
+            raise VerifyException(
+                f"{self.name} copies {self.src.type.get_element_type()} into "
+                f"{self.dst.type.get_element_type()}"
+            )
+
+
+@irdl_op_definition
+class MemcpyOp(_MemcpyBase):
+    """Copy `count` elements by DMA (BANG `__memcpy(dst, src, bytes, DIR)`).
+
+        dlp.memcpy GDRAM2NRAM %buf[%c0], %x[%off], %n : memref<256xf32, #dlp.space<nram>>, memref<64x64xf32>
+    """
+
+    name = "dlp.memcpy"
+
+
+@irdl_op_definition
+class MemcpyAsyncOp(_MemcpyBase):
+    """Start a DMA copy and continue (BANG `__memcpy_async`); `dlp.wait_dma` waits for it.
+
+        dlp.memcpy_async GDRAM2NRAM %buf[%c256], %x[%off], %n : memref<512xf32, #dlp.space<nram>>, memref<64x64xf32>
+    """
+
+    name = "dlp.memcpy_async"
+
+
+@irdl_op_definition
+class WaitDmaOp(IRDLOperation):
+    """Wait until this core's outstanding asynchronous copies are done (BANG `__sync_io`).
+
+        dlp.wait_dma
+    """
+
+    name = "dlp.wait_dma"
+    assembly_format = "attr-dict"
+
+
+# ------------------------------------------------------------- vector intrinsics
+
+
+class _VectorOp(IRDLOperation):
+    """Common verification: every `(buffer, offset)` operand in NRAM, one element type."""
+
+    BUFFERS: ClassVar[tuple] = ()  # (operand name, allowed spaces)
+    ALIGN: ClassVar[str] = "vector_align"
+
+    def buffer_operands(self) -> list[tuple[str, SSAValue, SSAValue]]:
+        return [(n, getattr(self, n), getattr(self, f"{n}_offset")) for n, _ in self.BUFFERS]
+
+    def verify_(self) -> None:
+        elt = None
+        for (what, spaces), (_, buf, off) in zip(self.BUFFERS, self.buffer_operands()):
+            _check_buffer(self, what, buf, off, spaces, self.ALIGN)
+            e = buf.type.get_element_type()
+            if not isinstance(e, AnyFloat):
+                raise VerifyException(f"{self.name} operand '{what}' must hold floats, got {e}")
+            if elt is not None and e != elt:
+                raise VerifyException(f"{self.name} mixes element types {elt} and {e}")
+            elt = e
+        scalar = getattr(self, "scalar", None)
+        if scalar is not None and scalar.type != elt:
+            raise VerifyException(f"{self.name} scalar has type {scalar.type}, expected {elt}")
+
+
+NRAM = ("nram",)
+
+
+class _BinaryOp(_VectorOp):
+    BUFFERS: ClassVar[tuple] = (("dst", NRAM), ("lhs", NRAM), ("rhs", NRAM))
+    dst = operand_def(MemRefType)
+    dst_offset = operand_def(IndexType)
+    lhs = operand_def(MemRefType)
+    lhs_offset = operand_def(IndexType)
+    rhs = operand_def(MemRefType)
+    rhs_offset = operand_def(IndexType)
+    count = operand_def(IndexType)
+    assembly_format = (
+        "$dst `[` $dst_offset `]` `,` $lhs `[` $lhs_offset `]` `,` $rhs `[` $rhs_offset `]` `,` "
+        "$count attr-dict `:` type($dst) `,` type($lhs) `,` type($rhs)"
+    )
+
+    def __init__(self, dst, dst_offset, lhs, lhs_offset, rhs, rhs_offset, count):
+        super().__init__(operands=[dst, dst_offset, lhs, lhs_offset, rhs, rhs_offset, count])
+
+
+@irdl_op_definition
+class AddOp(_BinaryOp):
+    """`dst[i] = lhs[i] + rhs[i]`, i < count (BANG `__bang_add`).
+
+        dlp.add %d[%c0], %a[%c0], %b[%c0], %n : memref<64xf32, #dlp.space<nram>>, memref<64xf32, #dlp.space<nram>>, memref<64xf32, #dlp.space<nram>>
+    """
+
+    name = "dlp.add"
+
+
+@irdl_op_definition
+class SubOp(_BinaryOp):
+    """`dst[i] = lhs[i] - rhs[i]` (BANG `__bang_sub`)."""
+
+    name = "dlp.sub"
+
+
+@irdl_op_definition
+class MulOp(_BinaryOp):
+    """`dst[i] = lhs[i] * rhs[i]` (BANG `__bang_mul`)."""
+
+    name = "dlp.mul"
+
+
+@irdl_op_definition
+class MaxOp(_BinaryOp):
+    """`dst[i] = max(lhs[i], rhs[i])` (BANG `__bang_maxequal`)."""
+
+    name = "dlp.max"
+
+
+@irdl_op_definition
+class MinOp(_BinaryOp):
+    """`dst[i] = min(lhs[i], rhs[i])` (BANG `__bang_minequal`)."""
+
+    name = "dlp.min"
+
+
+@irdl_op_definition
+class DivOp(_BinaryOp):
+    """`dst[i] = lhs[i] / rhs[i]` (BANG `__bang_div`)."""
+
+    name = "dlp.div"
+
+
+class _ScalarOp(_VectorOp):
+    BUFFERS: ClassVar[tuple] = (("dst", NRAM), ("src", NRAM))
+    dst = operand_def(MemRefType)
+    dst_offset = operand_def(IndexType)
+    src = operand_def(MemRefType)
+    src_offset = operand_def(IndexType)
+    scalar = operand_def(AnyFloat)
+    count = operand_def(IndexType)
+    assembly_format = (
+        "$dst `[` $dst_offset `]` `,` $src `[` $src_offset `]` `,` $scalar `,` $count "
+        "attr-dict `:` type($dst) `,` type($src) `,` type($scalar)"
+    )
+
+    def __init__(self, dst, dst_offset, src, src_offset, scalar, count):
+        super().__init__(operands=[dst, dst_offset, src, src_offset, scalar, count])
+
+
+@irdl_op_definition
+class AddScalarOp(_ScalarOp):
+    """`dst[i] = src[i] + scalar` (BANG `__bang_add_scalar`).
+
+        dlp.add_scalar %d[%c0], %a[%c0], %s, %n : memref<64xf32, #dlp.space<nram>>, memref<64xf32, #dlp.space<nram>>, f32
+    """
+
+    name = "dlp.add_scalar"
+
+
+@irdl_op_definition
+class MulScalarOp(_ScalarOp):
+    """`dst[i] = src[i] * scalar` (BANG `__bang_mul_scalar`)."""
+
+    name = "dlp.mul_scalar"
+
+
+@irdl_op_definition
+class MaxScalarOp(_ScalarOp):
+    """`dst[i] = max(src[i], scalar)` (BANG `__bang_maxeq_scalar`)."""
+
+    name = "dlp.max_scalar"
+
+
+class _CycleOp(_VectorOp):
+    BUFFERS: ClassVar[tuple] = (("dst", NRAM), ("src", NRAM), ("seg", NRAM))
+    dst = operand_def(MemRefType)
+    dst_offset = operand_def(IndexType)
+    src = operand_def(MemRefType)
+    src_offset = operand_def(IndexType)
+    seg = operand_def(MemRefType)
+    seg_offset = operand_def(IndexType)
+    count = operand_def(IndexType)
+    seg_count = operand_def(IndexType)
+    assembly_format = (
+        "$dst `[` $dst_offset `]` `,` $src `[` $src_offset `]` `,` $seg `[` $seg_offset `]` `,` "
+        "$count `,` $seg_count attr-dict `:` type($dst) `,` type($src) `,` type($seg)"
+    )
+
+    def __init__(self, dst, dst_offset, src, src_offset, seg, seg_offset, count, seg_count):
+        super().__init__(operands=[dst, dst_offset, src, src_offset, seg, seg_offset, count, seg_count])
+
+    def verify_(self) -> None:
+        super().verify_()
+        n, m = _constant_index(self.count), _constant_index(self.seg_count)
+        if n is not None and m is not None and (m <= 0 or n % m):
+            raise VerifyException(f"{self.name} count {n} is not a multiple of segment length {m}")
+
+
+@irdl_op_definition
+class CycleAddOp(_CycleOp):
+    """Broadcast add: `dst[i] = src[i] + seg[i % seg_count]` (BANG `__bang_cycle_add`).
+
+        dlp.cycle_add %d[%c0], %a[%c0], %b[%c0], %n, %m : memref<64xf32, #dlp.space<nram>>, memref<64xf32, #dlp.space<nram>>, memref<8xf32, #dlp.space<nram>>
+    """
+
+    name = "dlp.cycle_add"
+
+
+@irdl_op_definition
+class CycleSubOp(_CycleOp):
+    """`dst[i] = src[i] - seg[i % seg_count]` (BANG `__bang_cycle_sub`)."""
+
+    name = "dlp.cycle_sub"
+
+
+@irdl_op_definition
+class CycleMulOp(_CycleOp):
+    """`dst[i] = src[i] * seg[i % seg_count]` (BANG `__bang_cycle_mul`)."""
+
+    name = "dlp.cycle_mul"
+
+
+class _UnaryOp(_VectorOp):
+    BUFFERS: ClassVar[tuple] = (("dst", NRAM), ("src", NRAM))
+    dst = operand_def(MemRefType)
+    dst_offset = operand_def(IndexType)
+    src = operand_def(MemRefType)
+    src_offset = operand_def(IndexType)
+    count = operand_def(IndexType)
+    assembly_format = (
+        "$dst `[` $dst_offset `]` `,` $src `[` $src_offset `]` `,` $count "
+        "attr-dict `:` type($dst) `,` type($src)"
+    )
+
+    def __init__(self, dst, dst_offset, src, src_offset, count):
+        super().__init__(operands=[dst, dst_offset, src, src_offset, count])
+
+
+@irdl_op_definition
+class ReluOp(_UnaryOp):
+    """`dst[i] = max(src[i], 0)` (BANG `__bang_active_relu`).
+
+        dlp.relu %d[%c0], %a[%c0], %n : memref<64xf32, #dlp.space<nram>>, memref<64xf32, #dlp.space<nram>>
+    """
+
+    name = "dlp.relu"
+
+
+@irdl_op_definition
+class SigmoidOp(_UnaryOp):
+    """`dst[i] = 1 / (1 + exp(-src[i]))` (BANG `__bang_active_sigmoid`)."""
+
+    name = "dlp.sigmoid"
+
+
+@irdl_op_definition
+class TanhOp(_UnaryOp):
+    """`dst[i] = tanh(src[i])` (BANG `__bang_active_tanh`)."""
+
+    name = "dlp.tanh"
+
+
+@irdl_op_definition
+class ExpOp(_UnaryOp):
+    """`dst[i] = exp(src[i])` (BANG `__bang_active_exp`)."""
+
+    name = "dlp.exp"
+
+
+@irdl_op_definition
+class LogOp(_UnaryOp):
+    """`dst[i] = log(src[i])` (BANG `__bang_active_log`)."""
+
+    name = "dlp.log"
+
+
+@irdl_op_definition
+class SqrtOp(_UnaryOp):
+    """`dst[i] = sqrt(src[i])` (BANG `__bang_active_sqrt`)."""
+
+    name = "dlp.sqrt"
+
+
+class _RowsColsOp(_VectorOp):
+    BUFFERS: ClassVar[tuple] = (("dst", NRAM), ("src", NRAM))
+    dst = operand_def(MemRefType)
+    dst_offset = operand_def(IndexType)
+    src = operand_def(MemRefType)
+    src_offset = operand_def(IndexType)
+    rows = operand_def(IndexType)
+    cols = operand_def(IndexType)
+    assembly_format = (
+        "$dst `[` $dst_offset `]` `,` $src `[` $src_offset `]` `,` $rows `,` $cols "
+        "attr-dict `:` type($dst) `,` type($src)"
+    )
+
+    def __init__(self, dst, dst_offset, src, src_offset, rows, cols):
+        super().__init__(operands=[dst, dst_offset, src, src_offset, rows, cols])
+
+
+@irdl_op_definition
+class ReduceSumOp(_RowsColsOp):
+    """Row sums of a rows x cols matrix: `dst[r] = sum_c src[r*cols + c]` (BANG `__bang_reduce_sum`).
+
+        dlp.reduce_sum %d[%c0], %a[%c0], %rows, %cols : memref<8xf32, #dlp.space<nram>>, memref<64xf32, #dlp.space<nram>>
+    """
+
+    name = "dlp.reduce_sum"
+
+
+@irdl_op_definition
+class ReduceMaxOp(_RowsColsOp):
+    """Row maxima: `dst[r] = max_c src[r*cols + c]` (BANG `__bang_reduce_max`)."""
+
+    name = "dlp.reduce_max"
+
+
+@irdl_op_definition
+class TransposeOp(_RowsColsOp):
+    """`dst[c*rows + r] = src[r*cols + c]` (BANG `__bang_transpose`)."""
+
+    name = "dlp.transpose"
+
+
+# ------------------------------------------------------------- matrix intrinsics
+
+
+@irdl_op_definition
+class MatmulOp(_VectorOp):
+    """`dst (m x n) = lhs (m x k) @ rhs`, rhs in WRAM as k x n, or n x k with
+    `transpose_rhs` (BANG `__bang_matmul`/`__bang_mlp`).
+
+        dlp.matmul %d[%c0], %a[%c0], %w[%c0], %m, %k, %n {transpose_rhs} : memref<64xf32, #dlp.space<nram>>, memref<64xf32, #dlp.space<nram>>, memref<64xf32, #dlp.space<wram>>
+    """
+
+    name = "dlp.matmul"
+    BUFFERS: ClassVar[tuple] = (("dst", NRAM), ("lhs", NRAM), ("rhs", ("wram",)))
+    dst = operand_def(MemRefType)
+    dst_offset = operand_def(IndexType)
+    lhs = operand_def(MemRefType)
+    lhs_offset = operand_def(IndexType)
+    rhs = operand_def(MemRefType)
+    rhs_offset = operand_def(IndexType)
+    m = operand_def(IndexType)
+    k = operand_def(IndexType)
+    n = operand_def(IndexType)
+    transpose_rhs = opt_attr_def(UnitAttr)
+    assembly_format = (
+        "$dst `[` $dst_offset `]` `,` $lhs `[` $lhs_offset `]` `,` $rhs `[` $rhs_offset `]` `,` "
+        "$m `,` $k `,` $n attr-dict `:` type($dst) `,` type($lhs) `,` type($rhs)"
+    )
+
+    def __init__(self, dst, dst_offset, lhs, lhs_offset, rhs, rhs_offset, m, k, n,
+                 transpose_rhs: bool = False):
+        attrs = {"transpose_rhs": UnitAttr()} if transpose_rhs else {}
+        super().__init__(operands=[dst, dst_offset, lhs, lhs_offset, rhs, rhs_offset, m, k, n],
+                         attributes=attrs)
+
+
+CONV_PARAMS = ("channels_in", "height", "width", "channels_out", "kernel_h", "kernel_w",
+               "stride_h", "stride_w")
+
+
+@irdl_op_definition
+class Conv2dOp(_VectorOp):
+    """Direct convolution of one pre-padded CHW image in NRAM with OIHW weights in WRAM,
+    into a CHW result in NRAM (BANG `__bang_conv`). Shapes are static attributes.
+
+        dlp.conv2d %y[%c0], %x[%c0], %w[%c0] {channels_in = 3 : i64, height = 10 : i64, width = 10 : i64, channels_out = 4 : i64, kernel_h = 3 : i64, kernel_w = 3 : i64, stride_h = 1 : i64, stride_w = 1 : i64} : ...
+    """
+
+    name = "dlp.conv2d"
+    BUFFERS: ClassVar[tuple] = (("dst", NRAM), ("src", NRAM), ("weight", ("wram",)))
+    dst = operand_def(MemRefType)
+    dst_offset = operand_def(IndexType)
+    src = operand_def(MemRefType)
+    src_offset = operand_def(IndexType)
+    weight = operand_def(MemRefType)
+    weight_offset = operand_def(IndexType)
+    channels_in = attr_def(IntegerAttr)
+    height = attr_def(IntegerAttr)
+    width = attr_def(IntegerAttr)
+    channels_out = attr_def(IntegerAttr)
+    kernel_h = attr_def(IntegerAttr)
+    kernel_w = attr_def(IntegerAttr)
+    stride_h = attr_def(IntegerAttr)
+    stride_w = attr_def(IntegerAttr)
+    assembly_format = (
+        "$dst `[` $dst_offset `]` `,` $src `[` $src_offset `]` `,` $weight `[` $weight_offset `]` "
+        "attr-dict `:` type($dst) `,` type($src) `,` type($weight)"
+    )
+
+    def __init__(self, dst, dst_offset, src, src_offset, weight, weight_offset, **params: int):
+        super().__init__(operands=[dst, dst_offset, src, src_offset, weight, weight_offset],
+                         attributes={k: IntegerAttr(params[k], i64) for k in CONV_PARAMS})
+
+    def param(self, key: str) -> int:
+        return getattr(self, key).value.data
+
+    def out_hw(self) -> tuple[int, int]:
+        p = self.param
+        return ((p("height") - p("kernel_h")) // p("stride_h") + 1,
+                (p("width") - p("kernel_w")) // p("stride_w") + 1)
+
+    def verify_(self) -> None:
+        super().verify_()
+        for key in CONV_PARAMS:
+            if self.param(key) <= 0:
+                raise VerifyException(f"dlp.conv2d has {key} = {self.param(key)}, expected > 0")
+        if self.param("kernel_h") > self.param("height") or self.param("kernel_w") > self.param("width"):
+            raise VerifyException("dlp.conv2d kernel is larger than the (padded) input")
+        checks = (("dst", self.dst, self.param("channels_out") * self.out_hw()[0] * self.out_hw()[1]),
+                  ("src", self.src, self.param("channels_in") * self.param("height") * self.param("width")),
+                  ("weight", self.weight, self.param("channels_out") * self.param("channels_in")
+                   * self.param("kernel_h") * self.param("kernel_w")))
+        for what, buf, need in checks:
+            have = 1
+            for d in buf.type.get_shape():
+                have *= d
+            if have < need:
+                raise VerifyException(f"dlp.conv2d operand '{what}' holds {have} elements, needs {need}")
+
+
+VECTOR_OPS = (AddOp, SubOp, MulOp, MaxOp, MinOp, DivOp, AddScalarOp, MulScalarOp, MaxScalarOp,
+              CycleAddOp, CycleSubOp, CycleMulOp, ReluOp, SigmoidOp, TanhOp, ExpOp, LogOp, SqrtOp,
+              ReduceSumOp, ReduceMaxOp, TransposeOp)
+
+Dlp = Dialect(
+    "dlp",
+    [KernelOp, TaskIdOp, ClusterIdOp, CoreIdOp, SyncClusterOp, SyncAllOp,
+     MemcpyOp, MemcpyAsyncOp, WaitDmaOp, *VECTOR_OPS, MatmulOp, Conv2dOp],
+    [SpaceAttr, DirectionAttr],
+)

@@ -1,0 +1,98 @@
+// RUN: dlpc-opt %s --split-input-file --verify-diagnostics | filecheck %s
+
+func.func @direction_mismatch(%x: memref<64xf32>) {
+  %c0 = arith.constant 0 : index
+  %a = memref.alloc() : memref<64xf32, #dlp.space<nram>>
+  dlp.memcpy GDRAM2WRAM %a[%c0], %x[%c0], %c0 : memref<64xf32, #dlp.space<nram>>, memref<64xf32>
+  func.return
+}
+// CHECK: dlp.memcpy direction GDRAM2WRAM does not match source in gdram and destination in nram (expected GDRAM2NRAM)
+
+// -----
+
+func.func @matmul_weight_not_in_wram(%x: memref<64xf32>) {
+  %c0 = arith.constant 0 : index
+  %c4 = arith.constant 4 : index
+  %a = memref.alloc() : memref<64xf32, #dlp.space<nram>>
+  dlp.matmul %a[%c0], %a[%c0], %a[%c0], %c4, %c4, %c4 : memref<64xf32, #dlp.space<nram>>, memref<64xf32, #dlp.space<nram>>, memref<64xf32, #dlp.space<nram>>
+  func.return
+}
+// CHECK: dlp.matmul operand 'rhs' must be in wram, got nram (memref<64xf32, #dlp.space<nram>>)
+
+// -----
+
+func.func @vector_operand_in_gdram(%x: memref<64xf32>) {
+  %c0 = arith.constant 0 : index
+  %a = memref.alloc() : memref<64xf32, #dlp.space<nram>>
+  dlp.relu %a[%c0], %x[%c0], %c0 : memref<64xf32, #dlp.space<nram>>, memref<64xf32>
+  func.return
+}
+// CHECK: dlp.relu operand 'src' must be in nram, got gdram (memref<64xf32>)
+
+// -----
+
+func.func @misaligned_intrinsic(%x: memref<64xf32>) {
+  dlp.kernel "k" attributes {tasks = 1 : i64, vector_align = 64 : i64} {
+    %c0 = arith.constant 0 : index
+    %c3 = arith.constant 3 : index
+    %a = memref.alloc() : memref<64xf32, #dlp.space<nram>>
+    dlp.exp %a[%c0], %a[%c3], %c3 : memref<64xf32, #dlp.space<nram>>, memref<64xf32, #dlp.space<nram>>
+  }
+  func.return
+}
+// CHECK: dlp.exp operand 'src' offset 3 (12 bytes) is not aligned to 64 bytes (vector_align)
+
+// -----
+
+func.func @misaligned_dma(%x: memref<64xf32>) {
+  dlp.kernel "k" attributes {tasks = 1 : i64, dma_align = 64 : i64} {
+    %c0 = arith.constant 0 : index
+    %c8 = arith.constant 8 : index
+    %a = memref.alloc() : memref<64xf32, #dlp.space<nram>>
+    dlp.memcpy GDRAM2NRAM %a[%c8], %x[%c0], %c8 : memref<64xf32, #dlp.space<nram>>, memref<64xf32>
+  }
+  func.return
+}
+// CHECK: dlp.memcpy operand 'dst' offset 8 (32 bytes) is not aligned to 64 bytes (dma_align)
+
+// -----
+
+func.func @element_types(%x: memref<64xf64>) {
+  %c0 = arith.constant 0 : index
+  %a = memref.alloc() : memref<64xf32, #dlp.space<nram>>
+  dlp.memcpy GDRAM2NRAM %a[%c0], %x[%c0], %c0 : memref<64xf32, #dlp.space<nram>>, memref<64xf64>
+  func.return
+}
+// CHECK: dlp.memcpy copies f64 into f32
+
+// -----
+
+func.func @cycle_count(%x: memref<64xf32>) {
+  %c0 = arith.constant 0 : index
+  %c10 = arith.constant 10 : index
+  %c4 = arith.constant 4 : index
+  %a = memref.alloc() : memref<64xf32, #dlp.space<nram>>
+  dlp.cycle_add %a[%c0], %a[%c0], %a[%c0], %c10, %c4 : memref<64xf32, #dlp.space<nram>>, memref<64xf32, #dlp.space<nram>>, memref<64xf32, #dlp.space<nram>>
+  func.return
+}
+// CHECK: dlp.cycle_add count 10 is not a multiple of segment length 4
+
+// -----
+
+func.func @bad_tasks() {
+  dlp.kernel "k" attributes {tasks = 0 : i64} {
+  }
+  func.return
+}
+// CHECK: kernel 'k' launches 0 tasks, expected >= 1
+
+// -----
+
+func.func @conv_too_small(%x: memref<64xf32>) {
+  %c0 = arith.constant 0 : index
+  %a = memref.alloc() : memref<64xf32, #dlp.space<nram>>
+  %w = memref.alloc() : memref<64xf32, #dlp.space<wram>>
+  dlp.conv2d %a[%c0], %a[%c0], %w[%c0] {channels_in = 2 : i64, height = 8 : i64, width = 8 : i64, channels_out = 4 : i64, kernel_h = 3 : i64, kernel_w = 3 : i64, stride_h = 1 : i64, stride_w = 1 : i64} : memref<64xf32, #dlp.space<nram>>, memref<64xf32, #dlp.space<nram>>, memref<64xf32, #dlp.space<wram>>
+  func.return
+}
+// CHECK: dlp.conv2d operand 'dst' holds 64 elements, needs 144
