@@ -94,4 +94,27 @@ def _c_target():
 
 TARGETS = {"c": _c_target}
 
+def _dlp():
+    from dlpc.dialects.dlp import Dlp
+
+    return Dlp
+
+
+def _dlp_c_target():
+    from dlpc.backends.dlp_c import DlpCTarget
+
+    return DlpCTarget
+
+
+def _opencl_target():
+    from dlpc.backends.opencl import OpenCLTarget
+
+    return OpenCLTarget
+
+
+DIALECTS["dlp"] = _dlp
+PASSES["loop-to-dlp"] = _lower_pass("loop_to_dlp", "LoopToDlp")
+TARGETS["dlp-c"] = _dlp_c_target
+TARGETS["opencl"] = _opencl_target
+
 DLPC_UNIVERSE = Universe(all_dialects=DIALECTS, all_passes=PASSES, all_targets=TARGETS)
