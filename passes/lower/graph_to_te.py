@@ -33,6 +33,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import IndexType, IntegerType, ModuleOp, TensorType
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
+from xdsl.transforms.dead_code_elimination import region_dce
 from xdsl.utils.exceptions import DiagnosticException
 
 from dlpc.dialects import graph as g
@@ -61,10 +62,11 @@ def elt(v: SSAValue):
     return g.element_type_of(v)
 
 
-def bcast(idx: Idx, in_shape: Sequence[int], out_rank: int) -> Idx:
-    """numpy broadcasting: the index into an operand of `in_shape` (size-1 dims read 0)."""
-    off = out_rank - len(in_shape)
-    return [0 if d == 1 else idx[off + k] for k, d in enumerate(in_shape)]
+def bcast(idx: Idx, in_shape: Sequence[int], out_shape: Sequence[int]) -> Idx:
+    """numpy broadcasting: the index into an operand of `in_shape` (broadcast dims read 0)."""
+    off = len(out_shape) - len(in_shape)
+    return [0 if d == 1 and out_shape[off + k] != 1 else idx[off + k]
+            for k, d in enumerate(in_shape)]
 
 
 class Lowering:
@@ -164,10 +166,9 @@ BINARY: dict[str, Callable[[BodyBuilder, SSAValue, SSAValue], SSAValue]] = {
 
 def elementwise(L: Lowering, op: g.GraphOp, xs: list[SSAValue], fn) -> SSAValue:
     """out[i] = fn(b, x0[bcast(i)], x1[bcast(i)], ...)."""
-    rank = len(op.out_shape)
 
     def body(b: BodyBuilder, idx: Idx):
-        return fn(b, *[b.read(x, bcast(idx, shape(x), rank)) for x in xs])
+        return fn(b, *[b.read(x, bcast(idx, shape(x), op.out_shape)) for x in xs])
 
     return L.compute(op.out_type, body)
 
@@ -212,11 +213,11 @@ def lower_matmul(L: Lowering, op: g.GraphOp, xs):
         if len(sa) == 1:
             ia = [r[0]]
         else:
-            ia = bcast(batch, sa[:-2], len(batch)) + ([r[0], m] if ta else [m, r[0]])
+            ia = bcast(batch, sa[:-2], op.out_shape[: len(batch)]) + ([r[0], m] if ta else [m, r[0]])
         if len(sb) == 1:
             ib = [r[0]]
         else:
-            ib = bcast(batch, sb[:-2], len(batch)) + ([n, r[0]] if tb else [r[0], n])
+            ib = bcast(batch, sb[:-2], op.out_shape[: len(batch)]) + ([n, r[0]] if tb else [r[0], n])
         return b.mul(b.read(a, ia), b.read(bm, ib))
 
     return L.reduce(op.out_type, [k], "add", body)
@@ -408,9 +409,9 @@ def lower_layer_norm(L: Lowering, op: g.GraphOp, xs):
     def body(b: BodyBuilder, idx: Idx):
         centred = b.sub(b.read(x, idx), b.read(mean, idx[:axis]))
         y = b.div(centred, b.sqrt(b.add(b.read(var, idx[:axis]), eps)))
-        y = b.mul(y, b.read(xs[1], bcast(idx, shape(xs[1]), rank)))
+        y = b.mul(y, b.read(xs[1], bcast(idx, shape(xs[1]), shape(x))))
         if len(xs) == 3:
-            y = b.add(y, b.read(xs[2], bcast(idx, shape(xs[2]), rank)))
+            y = b.add(y, b.read(xs[2], bcast(idx, shape(xs[2]), shape(x))))
         return y
 
     return L.compute(op.out_type, body)
@@ -565,8 +566,10 @@ def lower_pad(L: Lowering, op: g.GraphOp, xs):
 
 @lowers("broadcast")
 def lower_broadcast(L: Lowering, op: g.GraphOp, xs):
-    rank = len(op.out_shape)
-    return L.compute(op.out_type, lambda b, idx: b.read(xs[0], bcast(idx, shape(xs[0]), rank)))
+    def body(b: BodyBuilder, idx: Idx):
+        return b.read(xs[0], bcast(idx, shape(xs[0]), op.out_shape))
+
+    return L.compute(op.out_type, body)
 
 
 @lowers("gather")
@@ -644,3 +647,7 @@ class GraphToTe(ModulePass):
             value.name_hint = inner.results[0].name_hint or value.name_hint
             inner.results[0].replace_all_uses_with(value)
             _erase(inner)
+        for te_op in op.walk():
+            if isinstance(te_op, ComputeOp | ReduceOp):
+                for region in te_op.regions:
+                    region_dce(region)  # constants left unused by inlining
