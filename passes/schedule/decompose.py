@@ -216,12 +216,12 @@ def decompose_reduction(root, kernel: str) -> list[ForOp]:
     result = [init_top, top]
     post_body = [op for op in _innermost(post_top, depth).block.ops if not _index_arith(op)]
     if _is_self_copy(post_body):
-        post_terase(op)
+        erase(post_top)
     else:
         result.append(post_top)
     init_body = [op for op in _innermost(init_top, depth).block.ops if not _index_arith(op)]
     if not init_body:
-        init_terase(op)
+        erase(init_top)
         result.pop(0)
     return result
 

@@ -1,0 +1,248 @@
+"""Schedule primitives `cache_read` and `cache_write`: stage the tile of a buffer that a
+loop's body touches in a local buffer (packing of matmul/conv operands, register or
+cache blocking of an accumulator).
+
+Input/Output: loop dialect.  Requires: 1) the buffer is accessed inside the loop
+2) every access to it inside the loop has affine indices in loop induction variables
+3) no access is guarded by `scf.if` (the footprint box would include out-of-bounds
+elements) 4) all accesses agree on the part of their indices that depends on loops
+around the tile (so the footprint is one box) 5) cache_read only: the loop does not
+store to the buffer.  Guarantees: a local `memref` shaped like the footprint box is
+allocated at the start of the loop's body (so it is private to an iteration, and to a
+thread under a `parallel` loop); cache_read copies the box in before the body,
+cache_write copies it in before and back out after; the body's accesses are redirected
+to the local buffer. Numerics unchanged.
+
+Before (`cache_read k/ic B -> Bl`):
+
+    loop.for %ic = 0 to 64 step 16 {name = "ic"} {
+      loop.for %ii = 0 to 16 step 1 {name = "ii"} {
+        loop.for %j = 0 to 32 step 1 {name = "j"} {
+          %b = memref.load %B[%ii, %j] : memref<16x32xf32>  ...
+
+After:
+
+    loop.for %ic = 0 to 64 step 16 {name = "ic"} {
+      %Bl = memref.alloca() : memref<16x32xf32>
+      loop.for %c0 = 0 to 16 step 1 {name = "Bl_0"} {
+        loop.for %c1 = 0 to 32 step 1 {name = "Bl_1", vectorize} {
+          %v = memref.load %B[%c0, %c1]   memref.store %v, %Bl[%c0, %c1] } }
+      loop.for %ii ... { loop.for %j ... { %b = memref.load %Bl[%ii, %j] ... } }
+    }
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import memref
+from xdsl.dialects.builtin import MemRefType, ModuleOp
+from xdsl.ir import Operation, SSAValue
+from xdsl.passes import ModulePass
+
+from dlpc.dialects.loop import ForOp
+from dlpc.passes.schedule.common import (
+    Affine,
+    ScheduleError,
+    affine,
+    emit_affine,
+    erase,
+    find_buffer,
+    get_loop,
+    guarded,
+    inner_loops,
+    iv_loop,
+    memref_type,
+    name_iv,
+)
+
+STACK_BYTES = 1 << 20  # local buffers up to 1 MiB live on the stack (alloca)
+
+
+class CacheNoAccessError(ScheduleError):
+    pass
+
+
+class CacheNotAffineError(ScheduleError):
+    pass
+
+
+class CacheGuardedAccessError(ScheduleError):
+    pass
+
+
+class CacheFootprintError(ScheduleError):
+    pass
+
+
+class CacheReadWrittenError(ScheduleError):
+    pass
+
+
+@dataclass
+class Footprint:
+    base: list[Affine]  # per dim: the box origin (outer terms + min)
+    extents: list[int]
+
+
+def _footprint(loop: ForOp, buf: SSAValue, accesses: list[Operation], what: str) -> Footprint:
+    inner = {id(lp) for lp in inner_loops(loop)}
+    rank = len(memref_type(buf).get_shape())
+    lo = [math.inf] * rank
+    hi = [-math.inf] * rank
+    outer_parts: list[dict | None] = [None] * rank
+    for op in accesses:
+        if guarded(op, loop):
+            raise CacheGuardedAccessError(
+                f"an access to buffer '{buf.name_hint}' in loop {what} is guarded by scf.if"
+            )
+        for d, idx in enumerate(op.indices):
+            form = affine(idx)
+            if form is None:
+                raise CacheNotAffineError(
+                    f"an index of buffer '{buf.name_hint}' in loop {what} is not affine "
+                    "in the loop variables"
+                )
+            outer = {v: c for v, c in form.terms.items() if id(iv_loop(v)) not in inner}
+            if outer_parts[d] is None:
+                outer_parts[d] = outer
+            elif outer_parts[d] != outer:
+                raise CacheFootprintError(
+                    f"accesses to buffer '{buf.name_hint}' in loop {what} do not share one "
+                    f"tile origin in dim {d}"
+                )
+            a, b = form.const, form.const
+            for v, c in form.terms.items():
+                if v in outer:
+                    continue
+                lp = iv_loop(v)
+                first, last = lp.lower, lp.lower + (lp.trip_count - 1) * lp.stride
+                a += min(c * first, c * last)
+                b += max(c * first, c * last)
+            lo[d], hi[d] = min(lo[d], a), max(hi[d], b)
+    base = [Affine(int(lo[d]), dict(outer_parts[d] or {})) for d in range(rank)]
+    return Footprint(base, [int(hi[d] - lo[d] + 1) for d in range(rank)])
+
+
+def _local_index(op: Operation, fp: Footprint) -> list[SSAValue]:
+    """idx - base, materialised right before the access."""
+    out = []
+    block = op.parent_block()
+    for d, idx in enumerate(op.indices):
+        form = affine(idx)
+        assert form is not None
+        rel = form.add(fp.base[d], -1)
+        out.append(emit_affine(rel, block, before=op))
+    return out
+
+
+def _copy_nest(loop: ForOp, buf, local, fp: Footprint, name: str, into_local: bool, at):
+    """A nest copying the box between `buf` and `local`, inserted before `at` (or at the
+    end of the loop's body)."""
+    kernel = loop.kernel()
+    loops = []
+    parent_block = loop.block
+    for d, extent in enumerate(fp.extents):
+        lp = ForOp(0, extent, 1, name=kernel.fresh_loop_name(f"{name}_{'in' if into_local else 'out'}{d}"))
+        name_iv(lp)
+        if loops:
+            loops[-1].block.add_op(lp)
+        elif at is not None:
+            parent_block.insert_op_before(lp, at)
+        else:
+            parent_block.add_op(lp)
+        loops.append(lp)
+    if loops and fp.extents[-1] > 1:
+        loops[-1].annotate("vectorize")
+    body = loops[-1].block if loops else None
+    if body is None:  # 0-d buffer: copy one element
+        raise CacheNotAffineError(f"buffer '{buf.name_hint}' has no dims to cache in loop {name}")
+    ivs = [lp.induction_var for lp in loops]
+    glob = [emit_affine(fp.base[d].add(Affine(0, {ivs[d]: 1})), body) for d in range(len(ivs))]
+    if into_local:
+        load = memref.LoadOp.get(buf, glob)
+        body.add_ops([load, memref.StoreOp.get(load.res, local, ivs)])
+    else:
+        load = memref.LoadOp.get(local, ivs)
+        body.add_ops([load, memref.StoreOp.get(load.res, buf, glob)])
+    return loops[0]
+
+
+def _stage(root, kernel: str, loop: str, buffer: str, name: str | None, write: bool):
+    target = get_loop(root, kernel, loop)
+    k = target.kernel()
+    buf = find_buffer(k, target, buffer)
+    what = f"{kernel}/{loop}"
+    loads = [op for op in target.walk() if isinstance(op, memref.LoadOp) and op.memref is buf]
+    stores = [op for op in target.walk() if isinstance(op, memref.StoreOp) and op.memref is buf]
+    if not loads and not stores:
+        raise CacheNoAccessError(f"buffer '{buf.name_hint}' is not accessed in loop {what}")
+    if not write and stores:
+        raise CacheReadWrittenError(
+            f"buffer '{buf.name_hint}' is written in loop {what}; use cache_write"
+        )
+    fp = _footprint(target, buf, loads + stores, what)
+    ty = memref_type(buf)
+    local_ty = MemRefType(ty.get_element_type(), fp.extents)
+    nbytes = math.prod(fp.extents) * 4
+    alloc_cls = memref.AllocaOp if nbytes <= STACK_BYTES else memref.AllocOp
+    alloc = alloc_cls.get(ty.get_element_type(), shape=fp.extents)
+    assert alloc.memref.type == local_ty
+    label = name or f"{buf.name_hint or 'buf'}_l"
+    alloc.memref.name_hint = label if label.isidentifier() else None
+    first = target.block.first_op
+    # redirect the body's accesses (before adding the copies, which access `buf` too)
+    for op in loads:
+        new = memref.LoadOp.get(alloc.memref, _local_index(op, fp))
+        op.parent_block().insert_op_before(new, op)
+        op.res.replace_all_uses_with(new.res)
+        erase(op)
+    for op in stores:
+        new = memref.StoreOp.get(op.value, alloc.memref, _local_index(op, fp))
+        op.parent_block().insert_op_before(new, op)
+        erase(op)
+    target.block.insert_op_before(alloc, first) if first is not None else target.block.add_op(alloc)
+    _copy_nest(target, buf, alloc.memref, fp, label, True, first)
+    if write:
+        _copy_nest(target, buf, alloc.memref, fp, label, False, None)
+    if alloc_cls is memref.AllocOp:
+        target.block.add_op(memref.DeallocOp.get(alloc.memref))
+    return alloc.memref
+
+
+def cache_read(root, kernel: str, loop: str, buffer: str, name: str | None = None) -> SSAValue:
+    return _stage(root, kernel, loop, buffer, name, write=False)
+
+
+def cache_write(root, kernel: str, loop: str, buffer: str, name: str | None = None) -> SSAValue:
+    return _stage(root, kernel, loop, buffer, name, write=True)
+
+
+@dataclass(frozen=True)
+class LoopCacheRead(ModulePass):
+    """`loop-cache-read{kernel=matmul_0 loop=ic buffer=B name=Bl}` (buffer: name or index)"""
+
+    name = "loop-cache-read"
+    kernel: str
+    loop: str
+    buffer: str
+    local: str | None = None
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        cache_read(op, self.kernel, self.loop, str(self.buffer), self.local)
+
+
+@dataclass(frozen=True)
+class LoopCacheWrite(ModulePass):
+    """`loop-cache-write{kernel=matmul_0 loop=ir buffer=C local=acc}`"""
+
+    name = "loop-cache-write"
+    kernel: str
+    loop: str
+    buffer: str
+    local: str | None = None
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        cache_write(op, self.kernel, self.loop, str(self.buffer), self.local)
