@@ -33,7 +33,9 @@ A chain absorbs elementwise users of its values that have the chain's result sha
 (their other operands may broadcast into it), earliest first, and is then cut to the
 longest prefix whose intermediates are not used outside it (so x * sigmoid(x) after a
 matmul fuses: both users of the matmul are inside). An anchor is only ever the first op of a chain, so each
-fused op has at most one reduction with the rest as its epilogue.
+fused op has at most one reduction with the rest as its epilogue. Ops on static values
+only (weights and constants, e.g. the rescaled weights of batch-norm folding) are left
+for `fold_params`/`graph-fold-constants` and never fused.
 """
 
 from __future__ import annotations
@@ -199,7 +201,9 @@ def _build_fused(block: Block, group: list[Operation], index: int) -> None:
 
 
 def fuse_vertical(block: Block, start: int = 0) -> int:
-    taken: set[Operation] = set()
+    memo: dict = {}
+    static = {op for op in block.ops if op.results and u.is_static(op.results[0], memo)}
+    taken: set[Operation] = set(static)  # weight-only work is folded, not fused
     chains = []
     for seeds in (ANCHORS, ELEMENTWISE):  # anchors first: they take their epilogues
         for op in block.ops:

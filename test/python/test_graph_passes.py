@@ -368,3 +368,52 @@ func.func @main(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> (tensor<4x8xf32>, t
 """
     module = check(src, "graph-fuse")
     assert [op.kernel_name for op in module.walk() if isinstance(op, g.FusedOp)] == ["relu_tanh_0"]
+
+
+# ---------------------------------------------------------------------- examples
+
+EXAMPLES = sorted(glob.glob(os.path.join(ROOT, "examples", "*.dlpc")))
+SINGLE_PASSES = ["graph-infer-shapes", "graph-fold-constants", "graph-simplify",
+                 "graph-substitute", "graph-fuse"]
+
+
+def _o_level(n: int) -> str:
+    from dlpc.passes.graph import O_LEVEL_PASSES
+
+    return ",".join(O_LEVEL_PASSES[n])
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=os.path.basename)
+def test_examples_every_pass_and_o2_preserve_results(path):
+    import dlpc
+    from dlpc.passes.graph.fold_constants import fold_params
+
+    model = dlpc.load(path)
+    for spec in [*SINGLE_PASSES, _o_level(2)]:
+        check(dlpc.load(path).module, spec, weights=model.weights, rtol=1e-3, atol=1e-4)
+    module = dlpc.load(path).module
+    rng = np.random.default_rng(4)
+    inputs = main_inputs(module, rng)
+    before = run_reference(module, inputs, model.weights)
+    run_passes(module, _o_level(2))
+    weights = fold_params(module, model.weights)
+    module.verify()
+    for b, a in zip(before, run_reference(module, inputs, weights)):
+        np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-4)
+
+
+def test_o2_fuses_resnet_blocks_and_transformer_qkv():
+    import dlpc
+
+    resnet = run_passes(dlpc.load(os.path.join(ROOT, "examples", "resnet.dlpc")).module,
+                        _o_level(2))
+    assert count(resnet, "graph.batch_norm") == 0
+    kernels = [op.kernel_name for op in resnet.walk() if isinstance(op, g.FusedOp)]
+    # conv + bn + relu: the batch norm is folded into the conv's weight and bias
+    assert sum(k.startswith("conv2d_relu_") for k in kernels) == 3
+    assert sum(k.startswith("conv2d_add_relu_") for k in kernels) == 2  # + residual add
+    transformer = run_passes(
+        dlpc.load(os.path.join(ROOT, "examples", "transformer.dlpc")).module, _o_level(2))
+    shared = [op for op in transformer.walk() if isinstance(op, g.LinearOp)
+              and g.shape_of(op.results[0])[-1] == 192]
+    assert len(shared) == 1  # q, k and v: one linear over [192, 64] weights
