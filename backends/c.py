@@ -519,7 +519,7 @@ class CEmitter:
             if isinstance(op, memref.GlobalOp):
                 out.append(self.global_(op))
         for k in (op for op in main.walk() if isinstance(op, KernelOp)):
-            self.kernel_names[k] = self.top.fresh(f"kernel_{c_identifier(k.sym, 'k')}")
+            self.kernel_names[k] = self.top.fresh(f"kernel_{k.sym}")
         body = self.main(main)
         return "\n".join([*out, *self.parts, body])
 

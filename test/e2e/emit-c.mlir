@@ -1,0 +1,119 @@
+// RUN: dlpc-opt %s -t c | filecheck %s
+
+// The C emitter on hand-written loop IR: one static function per kernel with
+// restrict-qualified buffers (const when only read), pragmas from annotations, the
+// accumulator as a scalar, globals, heap intermediates and the dlpc_main entry.
+
+// CHECK:       #include <math.h>
+// CHECK:       static const float g_constant_0[3] = {0.5f, (-1.0f), 2.5f};
+
+// CHECK:       /* kernel "scale_0" (from graph.mul) */
+// CHECK-NEXT:  static void kernel_scale_0(const float *restrict x, const float *restrict g_constant_0, float *restrict tmp)
+// CHECK-NEXT:  {
+// CHECK-NEXT:    #pragma omp parallel for
+// CHECK-NEXT:    for (int64_t i0 = 0; i0 < 4; i0++) {
+// CHECK-NEXT:      #pragma omp simd
+// CHECK-NEXT:      for (int64_t i1 = 0; i1 < 3; i1++) {
+// CHECK-NEXT:        const float v = x[i0 * 3 + i1];
+// CHECK-NEXT:        const float c = g_constant_0[i1];
+// CHECK-NEXT:        const float m = v * c;
+// CHECK-NEXT:        const bool pos = m > 0.0f;
+// CHECK-NEXT:        float s;
+// CHECK-NEXT:        if (pos) {
+// CHECK-NEXT:          const float e = expf(m);
+// CHECK-NEXT:          s = e;
+// CHECK-NEXT:        } else {
+// CHECK-NEXT:          const float t = tanhf(m);
+// CHECK-NEXT:          s = t;
+// CHECK-NEXT:        }
+// CHECK-NEXT:        tmp[i0 * 3 + i1] = s;
+
+// CHECK:       /* kernel "sum_1" */
+// CHECK-NEXT:  static void kernel_sum_1(const float *restrict tmp, double *restrict out0)
+// CHECK:           double acc;
+// CHECK-NEXT:      acc = 0.0;
+// CHECK-NEXT:      #pragma GCC ivdep
+// CHECK-NEXT:      #pragma GCC unroll 4
+// CHECK-NEXT:      for (int64_t r0 = 0; r0 < 3; r0++) {
+// CHECK-NEXT:        const float v = tmp[i0 * 3 + r0];
+// CHECK-NEXT:        const double w = (double)v;
+// CHECK-NEXT:        const double a = acc;
+// CHECK-NEXT:        const double n = a + w;
+// CHECK-NEXT:        acc = n;
+// CHECK-NEXT:      }
+
+// CHECK:       /* kernel "index_2" */
+// CHECK-NEXT:  static void kernel_index_2(int32_t *restrict out1)
+// CHECK:         for (int64_t i0 = 0; i0 < 8; i0 += 2) {
+// CHECK-NEXT:      const int32_t k = (int32_t)i0;
+// CHECK-NEXT:      const int32_t q = DLPC_FLOORDIV(k, 3);
+// CHECK-NEXT:      const int32_t u = (int32_t)((uint32_t)k % (uint32_t)3);
+// CHECK-NEXT:      const int32_t s = q + u;
+// CHECK-NEXT:      out1[i0] = s;
+
+// CHECK:       int dlpc_main(void **args)
+// CHECK-NEXT:  {
+// CHECK-NEXT:    float *x = (float *)args[0];
+// CHECK-NEXT:    double *out0 = (double *)args[1];
+// CHECK-NEXT:    int32_t *out1 = (int32_t *)args[2];
+// CHECK-NEXT:    float *tmp = (float *)dlpc_alloc(12 * sizeof(float));
+// CHECK-NEXT:    if (!tmp) return 1;
+// CHECK-NEXT:    kernel_scale_0(x, g_constant_0, tmp);
+// CHECK-NEXT:    kernel_sum_1(tmp, out0);
+// CHECK-NEXT:    free(tmp);
+// CHECK-NEXT:    kernel_index_2(out1);
+// CHECK-NEXT:    return 0;
+// CHECK-NEXT:  }
+
+"memref.global"() <{sym_name = "__constant_0", type = memref<3xf32>, initial_value = dense<[0.5, -1.0, 2.5]> : tensor<3xf32>, sym_visibility = "private", constant}> : () -> ()
+func.func @main(%x: memref<4x3xf32>, %out0: memref<4xf64>, %out1: memref<8xi32>) attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 2 : i64} {
+  %g = memref.get_global @__constant_0 : memref<3xf32>
+  %tmp = memref.alloc() : memref<4x3xf32>
+  loop.kernel "scale_0" attributes {origin = "graph.mul"} {
+    loop.for %i0 = 0 to 4 step 1 {name = "i0", parallel} {
+      loop.for %i1 = 0 to 3 step 1 {name = "i1", vectorize} {
+        %v = memref.load %x[%i0, %i1] : memref<4x3xf32>
+        %c = memref.load %g[%i1] : memref<3xf32>
+        %m = arith.mulf %v, %c : f32
+        %zero = arith.constant 0.000000e+00 : f32
+        %pos = arith.cmpf ogt, %m, %zero : f32
+        %s = scf.if %pos -> (f32) {
+          %e = math.exp %m : f32
+          scf.yield %e : f32
+        } else {
+          %t = math.tanh %m : f32
+          scf.yield %t : f32
+        }
+        memref.store %s, %tmp[%i0, %i1] : memref<4x3xf32>
+      }
+    }
+  }
+  loop.kernel "sum_1" {
+    loop.for %i0 = 0 to 4 step 1 {name = "i0", parallel} {
+      %acc = memref.alloca() : memref<f64>
+      %z = arith.constant 0.000000e+00 : f64
+      memref.store %z, %acc[] : memref<f64>
+      loop.for %r0 = 0 to 3 step 1 {name = "r0", reduction, vectorize, unroll = 4} {
+        %v = memref.load %tmp[%i0, %r0] : memref<4x3xf32>
+        %w = arith.extf %v : f32 to f64
+        %a = memref.load %acc[] : memref<f64>
+        %n = arith.addf %a, %w : f64
+        memref.store %n, %acc[] : memref<f64>
+      }
+      %f = memref.load %acc[] : memref<f64>
+      memref.store %f, %out0[%i0] : memref<4xf64>
+    }
+  }
+  memref.dealloc %tmp : memref<4x3xf32>
+  loop.kernel "index_2" {
+    loop.for %i0 = 0 to 8 step 2 {name = "i0"} {
+      %k = arith.index_cast %i0 : index to i32
+      %three = arith.constant 3 : i32
+      %q = arith.floordivsi %k, %three : i32
+      %u = arith.remui %k, %three : i32
+      %s = arith.addi %q, %u : i32
+      memref.store %s, %out1[%i0] : memref<8xi32>
+    }
+  }
+  func.return
+}

@@ -1,0 +1,97 @@
+// RUN: dlpc-opt %s --split-input-file -p te-to-loop | filecheck %s
+// RUN: dlpc-opt %s --split-input-file -p te-to-loop | dlpc-opt --split-input-file | filecheck %s
+
+// A relu feeding a matmul-like reduction with a fused bias epilogue; the relu is an
+// intermediate (alloc'd, dealloc'd after its last reader), one output is returned twice
+// and one is an input (both copied).
+
+// CHECK:       "memref.global"() <{sym_name = "__constant_0", type = memref<4xf32>, initial_value = dense<[1.000000e+00, 2.000000e+00, 3.000000e+00, 4.000000e+00]> : tensor<4xf32>, sym_visibility = "private", constant}>
+// CHECK-LABEL: func.func @main(
+// CHECK-SAME:    %[[X:.*]]: memref<4x8xf32> {dlpc.name = "input.x"}, %[[W:.*]]: memref<8xf32> {dlpc.name = "fc.w"},
+// CHECK-SAME:    %[[O0:.*]]: memref<4xf32>, %[[O1:.*]]: memref<4xf32>, %[[O2:.*]]: memref<4x8xf32>)
+// CHECK-SAME:    attributes {dlpc.num_inputs = 1 : i64, dlpc.params = ["fc.w"], dlpc.num_outputs = 3 : i64}
+// CHECK-NEXT:    %[[C:.*]] = memref.get_global @__constant_0 : memref<4xf32>
+// CHECK-NEXT:    %[[Y:.*]] = memref.alloc() : memref<4x8xf32>
+// CHECK-NEXT:    loop.kernel "relu_0" attributes {origin = "graph.relu"} {
+// CHECK-NEXT:      loop.for %[[I0:.*]] = 0 to 4 step 1 {name = "i0", parallel} {
+// CHECK-NEXT:        loop.for %[[I1:.*]] = 0 to 8 step 1 {name = "i1", vectorize} {
+// CHECK-NEXT:          %[[V:.*]] = memref.load %[[X]][%[[I0]], %[[I1]]] : memref<4x8xf32>
+// CHECK:               %[[R:.*]] = arith.maximumf %[[V]], %{{.*}} : f32
+// CHECK-NEXT:          memref.store %[[R]], %[[Y]][%[[I0]], %[[I1]]] : memref<4x8xf32>
+// CHECK:         loop.kernel "matmul_1" attributes {origin = "graph.matmul"} {
+// CHECK-NEXT:      loop.for %[[J:.*]] = 0 to 4 step 1 {name = "i0", parallel} {
+// CHECK-NEXT:        %[[ACC:.*]] = memref.alloca() : memref<f32>
+// CHECK-NEXT:        %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK-NEXT:        memref.store %[[ZERO]], %[[ACC]][] : memref<f32>
+// CHECK-NEXT:        loop.for %[[R0:.*]] = 0 to 8 step 1 {name = "r0", reduction} {
+// CHECK-NEXT:          %[[A:.*]] = memref.load %[[Y]][%[[J]], %[[R0]]] : memref<4x8xf32>
+// CHECK-NEXT:          %[[B:.*]] = memref.load %[[W]][%[[R0]]] : memref<8xf32>
+// CHECK-NEXT:          %[[P:.*]] = arith.mulf %[[A]], %[[B]] : f32
+// CHECK-NEXT:          %[[OLD:.*]] = memref.load %[[ACC]][] : memref<f32>
+// CHECK-NEXT:          %[[NEW:.*]] = arith.addf %[[OLD]], %[[P]] : f32
+// CHECK-NEXT:          memref.store %[[NEW]], %[[ACC]][] : memref<f32>
+// CHECK-NEXT:        }
+// CHECK-NEXT:        %[[SUM:.*]] = memref.load %[[ACC]][] : memref<f32>
+// CHECK-NEXT:        %[[CC:.*]] = memref.load %[[C]][%[[J]]] : memref<4xf32>
+// CHECK-NEXT:        %[[T:.*]] = arith.addf %[[SUM]], %[[CC]] : f32
+// CHECK-NEXT:        memref.store %[[T]], %[[O0]][%[[J]]] : memref<4xf32>
+// CHECK:         memref.dealloc %[[Y]] : memref<4x8xf32>
+// CHECK-NEXT:    loop.kernel "copy_out1" attributes {origin = "func.return"} {
+// CHECK-NEXT:      loop.for %{{.*}} = 0 to 4 step 1 {name = "i0", parallel, vectorize} {
+// CHECK-NEXT:        %[[L:.*]] = memref.load %[[O0]][%{{.*}}] : memref<4xf32>
+// CHECK-NEXT:        memref.store %[[L]], %[[O1]][%{{.*}}] : memref<4xf32>
+// CHECK:         loop.kernel "copy_out2" attributes {origin = "func.return"} {
+// CHECK:             memref.load %[[X]]
+// CHECK:             memref.store %{{.*}}, %[[O2]]
+// CHECK:         func.return
+// CHECK-NEXT:  }
+func.func @main(%x: tensor<4x8xf32> {dlpc.name = "input.x"}) -> (tensor<4xf32>, tensor<4xf32>, tensor<4x8xf32>) {
+  %w = graph.param "fc.w" : tensor<8xf32>
+  %c = graph.constant dense<[1.0, 2.0, 3.0, 4.0]> : tensor<4xf32>
+  %y = te.compute "relu_0" (%i0, %i1) : tensor<4x8xf32> {
+    %v = te.read %x[%i0, %i1] : tensor<4x8xf32>
+    %z = arith.constant 0.000000e+00 : f32
+    %r = arith.maximumf %v, %z : f32
+    te.yield %r : f32
+  }
+  %s = te.reduce "matmul_1" (%i0) reduce (%r0) over [8] combiner "add" init 0.000000e+00 : tensor<4xf32> {
+    %a = te.read %y[%i0, %r0] : tensor<4x8xf32>
+    %b = te.read %w[%r0] : tensor<8xf32>
+    %p = arith.mulf %a, %b : f32
+    te.yield %p : f32
+  } epilogue (%acc : f32, %j0 : index) {
+    %cc = te.read %c[%j0] : tensor<4xf32>
+    %t = arith.addf %acc, %cc : f32
+    te.yield %t : f32
+  }
+  func.return %s, %s, %x : tensor<4xf32>, tensor<4xf32>, tensor<4x8xf32>
+}
+
+// -----
+// A rank-0 max-reduction over two axes with an outer dim of extent 1 (not parallel:
+// the next spatial loop is), and a guarded read in scf.if.
+
+// CHECK-LABEL: func.func @main(%{{.*}}: memref<1x3x5xf32>, %{{.*}}: memref<1x3xf32>)
+// CHECK:         loop.kernel "reduce_max_0"
+// CHECK-NEXT:      loop.for %{{.*}} = 0 to 1 step 1 {name = "i0"} {
+// CHECK-NEXT:        loop.for %{{.*}} = 0 to 3 step 1 {name = "i1", parallel} {
+// CHECK:               arith.constant 0xff800000 : f32
+// CHECK:               loop.for %{{.*}} = 0 to 5 step 1 {name = "r0", reduction} {
+// CHECK:                 scf.if
+// CHECK:                   memref.load
+// CHECK:                 arith.maximumf
+func.func @main(%x: tensor<1x3x5xf32>) -> tensor<1x3xf32> {
+  %m = te.reduce "reduce_max_0" (%i0, %i1) reduce (%r0) over [5] combiner "max" init -inf : tensor<1x3xf32> {
+    %c2 = arith.constant 2 : index
+    %ok = arith.cmpi ult, %r0, %c2 : index
+    %v = scf.if %ok -> (f32) {
+      %e = te.read %x[%i0, %i1, %r0] : tensor<1x3x5xf32>
+      scf.yield %e : f32
+    } else {
+      %z = arith.constant 0.000000e+00 : f32
+      scf.yield %z : f32
+    }
+    te.yield %v : f32
+  }
+  func.return %m : tensor<1x3xf32>
+}
