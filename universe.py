@@ -85,6 +85,7 @@ def _lower_pass(module: str, cls: str):
 
 PASSES["graph-to-te"] = _lower_pass("graph_to_te", "GraphToTe")
 PASSES["te-inline"] = _lower_pass("te_inline", "TeInline")
+PASSES["te-to-loop"] = _lower_pass("te_to_loop", "TeToLoop")
 
 def _c_target():
     from dlpc.backends.c import CTarget
