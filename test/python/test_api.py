@@ -1,0 +1,177 @@
+"""dlpc.load / dlpc.compile / CompiledModel, and the pipeline glue (passes/pipeline.py)."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import dlpc
+from dlpc import api
+from dlpc.passes import pipeline
+from dlpc.tools.diagnostics import DlpcError
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+SMALL = """
+func.func @main(%x: tensor<2x8xf32>) -> tensor<2x4xf32> {
+  %w = graph.param "fc.weight" : tensor<4x8xf32>
+  %b = graph.param "fc.bias" : tensor<4xf32>
+  %y = graph.linear %x, %w, %b : (tensor<2x8xf32>, tensor<4x8xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+  %r = graph.relu %y : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  func.return %r : tensor<2x4xf32>
+}
+"""
+
+
+@pytest.fixture
+def small(tmp_path):
+    rng = np.random.default_rng(1)
+    path = tmp_path / "small.mlir"
+    path.write_text(SMALL)
+    weights = {"fc.weight": rng.standard_normal((4, 8)).astype(np.float32),
+               "fc.bias": rng.standard_normal(4).astype(np.float32)}
+    return path, weights
+
+
+def expected(x, w):
+    return np.maximum(x @ w["fc.weight"].T + w["fc.bias"], 0)
+
+
+def test_load_mlir_with_weights_beside_it(small):
+    path, weights = small
+    np.savez(path.with_suffix(".npz"), **weights)
+    model = dlpc.load(path)
+    assert model.name == "small" and model.path == str(path)
+    assert model.input_names == ["x"] and model.param_names == ["fc.weight", "fc.bias"]
+    fn = dlpc.compile(model, target="numpy", opt_level=0)
+    x = np.ones((2, 8), np.float32)
+    (y,) = fn(x)
+    np.testing.assert_allclose(y, expected(x, weights), rtol=1e-6)
+    assert "def main(*inputs, params):" in fn.source
+    assert fn.time(x, repeat=2) > 0
+
+
+def test_weights_argument_dict_or_npz(small, tmp_path):
+    path, weights = small
+    np.savez(tmp_path / "w.npz", **weights)
+    for given in (weights, str(tmp_path / "w.npz")):
+        model = api.load(path, weights=given)
+        x = api.random_inputs(model, seed=3)[0]
+        np.testing.assert_allclose(api.compile(model, "numpy", opt_level=1)(x)[0],
+                                   expected(x, weights), rtol=1e-6)
+
+
+def test_missing_weight_names_the_parameter(small):
+    path, weights = small
+    model = api.load(path, weights={"fc.weight": weights["fc.weight"]})
+    with pytest.raises(DlpcError, match="no value for weight 'fc.bias'"):
+        api.compile(model, target="numpy")
+
+
+def test_wrong_weight_shape_names_both_shapes(small):
+    path, weights = small
+    model = api.load(path, weights={**weights, "fc.bias": np.zeros(5, np.float32)})
+    with pytest.raises(DlpcError, match="weight 'fc.bias' has shape 5 but graph.param declares 4"):
+        api.compile(model, target="numpy")
+
+
+def test_wrong_input_names_the_input_and_both_shapes(small):
+    path, weights = small
+    fn = api.compile(api.load(path, weights=weights), target="numpy", opt_level=0)
+    with pytest.raises(DlpcError, match="input 'x' has shape 8x2 but the model expects 2x8"):
+        fn(np.zeros((8, 2), np.float32))
+    with pytest.raises(DlpcError, match="input 'x' has dtype float64 but the model expects float32"):
+        fn(np.zeros((2, 8)))
+    with pytest.raises(DlpcError, match="takes 1 inputs"):
+        fn()
+
+
+def test_load_errors(tmp_path):
+    with pytest.raises(DlpcError, match="no such file"):
+        api.load(tmp_path / "none.dlpc")
+    (tmp_path / "m.txt").write_text("")
+    with pytest.raises(DlpcError, match="unknown model format '.txt'"):
+        api.load(tmp_path / "m.txt")
+    np.save(tmp_path / "a.npy", np.zeros(3))
+    with pytest.raises(DlpcError, match="must be an .npz archive"):
+        api.load_weights(tmp_path / "a.npy")
+
+
+def test_unsupported_target_and_level(small):
+    path, weights = small
+    model = api.load(path, weights=weights)
+    with pytest.raises(DlpcError, match="unsupported target 'tpu'"):
+        api.compile(model, target="tpu")
+    with pytest.raises(DlpcError, match="unknown optimisation level -O9"):
+        api.compile(model, target="numpy", opt_level=9)
+
+
+def test_random_inputs_are_reproducible(small):
+    path, weights = small
+    model = api.load(path, weights=weights)
+    a, b = api.random_inputs(model, 5), api.random_inputs(model, 5)
+    assert a[0].dtype == np.float32 and np.array_equal(a[0], b[0])
+    assert not np.array_equal(a[0], api.random_inputs(model, 6)[0])
+
+
+def test_text_model_through_the_api():
+    model = dlpc.load(EXAMPLES / "mlp.dlpc")
+    x = api.random_inputs(model)[0]
+    (y,) = dlpc.compile(model, target="numpy")(x)
+    np.testing.assert_allclose(y, api.reference(model, [x])[0], rtol=1e-5,
+                               atol=1e-6)
+
+
+def test_c_target_matches_the_reference(small, tmp_path, monkeypatch):
+    monkeypatch.setenv("DLPC_CACHE_DIR", str(tmp_path / "cache"))
+    path, weights = small
+    model = api.load(path, weights=weights)
+    fn = api.compile(model, target="c", opt_level=0)
+    x = api.random_inputs(model)[0]
+    np.testing.assert_allclose(fn(x)[0], expected(x, weights), rtol=1e-5, atol=1e-6)
+    assert "dlpc_main" in fn.source
+
+
+# ------------------------------------------------------------------- pipeline
+
+
+def test_every_pass_in_the_level_table_is_registered():
+    from dlpc.universe import PASSES
+
+    for level, names in pipeline.GRAPH_PASSES_BY_LEVEL.items():
+        assert names[0] == "graph-infer-shapes", level
+        assert set(names) <= set(PASSES), level
+
+
+def test_lower_reports_each_stage(small):
+    path, _ = small
+    module = api.load(path).module
+    seen = []
+    pipeline.lower(module, "loop", pipeline.PipelineOptions(opt_level=0),
+                   lambda stage, m: seen.append((stage, pipeline.stats(m)[1])))
+    assert [s for s, _ in seen] == ["input", "graph", "te", "loop"]
+    assert dict(seen)["input"] == 2 and dict(seen)["loop"] >= 1
+    assert any(op.name == "loop.kernel" for op in module.walk())
+
+
+def test_lower_errors_are_one_line_diagnostics(small):
+    path, _ = small
+    module = api.load(path).module
+    with pytest.raises(DlpcError, match="unknown stage 'dlp'"):
+        pipeline.lower(module, "dlp")
+    with pytest.raises(DlpcError, match="unknown --emit kind 'asm'"):
+        pipeline.compile_to(module, "asm")
+
+
+def test_missing_pass_is_a_diagnostic_not_an_import_error(monkeypatch):
+    from dlpc import universe
+
+    def broken():
+        raise ImportError("No module named 'dlpc.passes.graph.nothing'")
+
+    monkeypatch.setitem(universe.PASSES, "graph-infer-shapes", broken)
+    with pytest.raises(DlpcError, match="pipeline pass 'graph-infer-shapes' is not available"):
+        pipeline.make_pass("graph-infer-shapes", pipeline.PipelineOptions())
+    monkeypatch.delitem(universe.PASSES, "graph-infer-shapes")
+    with pytest.raises(DlpcError, match="'graph-infer-shapes' is not registered"):
+        pipeline.make_pass("graph-infer-shapes", pipeline.PipelineOptions())

@@ -1,0 +1,174 @@
+"""dlpc, dlpc-run and dlpc-opt, called in-process through `main([...])`."""
+
+import numpy as np
+import pytest
+
+from dlpc.tools import dlpc as dlpc_tool
+from dlpc.tools import dlpc_opt, dlpc_run
+from dlpc.tools.diagnostics import write_atomically
+
+MODEL = """
+func.func @main(%x: tensor<2x8xf32>) -> tensor<2x4xf32> {
+  %w = graph.param "fc.weight" : tensor<4x8xf32>
+  %y = graph.linear %x, %w : (tensor<2x8xf32>, tensor<4x8xf32>) -> tensor<2x4xf32>
+  %r = graph.tanh %y : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  func.return %r : tensor<2x4xf32>
+}
+"""
+
+
+@pytest.fixture
+def model(tmp_path):
+    path = tmp_path / "m.mlir"
+    path.write_text(MODEL)
+    weights = tmp_path / "w.npz"
+    np.savez(weights, **{"fc.weight": np.full((4, 8), 0.1, np.float32)})
+    return str(path), str(weights)
+
+
+def one_error_line(capsys, expected: str) -> None:
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert expected in err, err
+
+
+# ----------------------------------------------------------------------- dlpc
+
+
+@pytest.mark.parametrize("kind, marker", [
+    ("graph", "graph.linear"), ("te", "te.reduce"), ("loop", "loop.kernel"),
+    ("numpy", "def main(*inputs, params):"), ("c", "int dlpc_main(void **args)"),
+])
+def test_dlpc_emits_every_stage(model, capsys, kind, marker):
+    assert dlpc_tool.main([model[0], f"--emit={kind}", "-O0"]) == 0
+    assert marker in capsys.readouterr().out
+
+
+def test_dlpc_output_file_and_stats(model, tmp_path, capsys):
+    out = tmp_path / "out.py"
+    assert dlpc_tool.main([model[0], "--emit=numpy", "-o", str(out), "-O1", "--stats"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "import numpy as np" in out.read_text()
+    header, kernels = captured.err.splitlines()[:2]
+    assert header.split() == ["input", "graph"]
+    assert kernels.split() == ["kernels", "2", "2"]
+
+
+def test_dlpc_failure_writes_no_output(model, tmp_path, capsys):
+    out = tmp_path / "never.mlir"
+    bad = tmp_path / "bad.mlir"
+    bad.write_text(MODEL.replace("tensor<2x4xf32>) -> tensor<2x4xf32>\n  func",
+                                 "tensor<2x4xf32>) -> tensor<9x4xf32>\n  func"))
+    assert dlpc_tool.main([str(bad), "--emit=graph", "-o", str(out)]) == 1
+    assert not out.exists() and list(tmp_path.glob(".never*")) == []
+    one_error_line(capsys, "error:")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--emit=spirv"], "invalid choice: 'spirv'"),
+    (["--emit=graph", "-O4"], "argument -O: invalid choice: 4"),
+    (["--emit=graph", "--weights", "/nonexistent.npz"], "no such weights file"),
+    (["--bogus"], "unrecognized arguments: --bogus"),
+])
+def test_dlpc_bad_options(model, capsys, argv, message):
+    assert dlpc_tool.main([model[0], *argv]) == 1
+    one_error_line(capsys, message)
+
+
+def test_write_atomically_replaces_whole_file(tmp_path):
+    path = tmp_path / "f.txt"
+    write_atomically(path, "first\n")
+    write_atomically(path, "second\n")
+    assert path.read_text() == "second\n" and [p.name for p in tmp_path.iterdir()] == ["f.txt"]
+
+
+# ------------------------------------------------------------------- dlpc-run
+
+
+def test_dlpc_run_summary_and_check(model, capsys):
+    path, weights = model
+    argv = [path, "--target", "numpy", "--weights", weights, "--check", "--repeat", "2"]
+    assert dlpc_run.main(argv) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "m: target numpy, -O2, 1 input(s) seed 0"
+    assert out[1].startswith("output 0: 2x4 float32  [") and "mean" in out[1]
+    assert "max abs diff 0, max rel diff 0" in out[2] and out[2].endswith(": ok")
+    assert out[3].startswith("time: ") and out[3].endswith("ms per run (median of 2)")
+
+
+def test_dlpc_run_inputs_from_files(model, tmp_path, capsys):
+    path, weights = model
+    x = tmp_path / "x.npy"
+    np.save(x, np.ones((2, 8), np.float32))
+    assert dlpc_run.main([path, "--target", "numpy", "--weights", weights,
+                          "--input", str(x), "--repeat", "1"]) == 0
+    out = capsys.readouterr().out
+    expected = np.tanh(np.float32(0.8))
+    assert "from files" in out and f"{expected:.6g}" in out
+
+
+def test_dlpc_run_check_fails_beyond_tolerance(model, monkeypatch, capsys):
+    from dlpc import api
+
+    real = api.reference
+    monkeypatch.setattr(api, "reference", lambda m, xs: [y + 1e-3 for y in real(m, xs)])
+    path, weights = model
+    argv = [path, "--target", "numpy", "--weights", weights, "--repeat", "1"]
+    assert dlpc_run.main(argv) == 0  # without --check a mismatch is only reported
+    assert "MISMATCH" in capsys.readouterr().out
+    assert dlpc_run.main([*argv, "--check"]) == 1
+    captured = capsys.readouterr()
+    assert "max abs diff 0.001" in captured.out
+    assert captured.err.count("\n") == 1 and "beyond tolerance" in captured.err
+    assert dlpc_run.main([*argv, "--check", "--atol", "2e-3"]) == 0
+
+
+def test_difference_and_within():
+    ref = np.array([1.0, 0.0, -2.0, np.nan], np.float32)
+    out = np.array([1.1, 0.0, -2.0, np.nan], np.float32)
+    abs_diff, rel_diff = dlpc_run.difference(out, ref)
+    assert abs_diff == pytest.approx(0.1, rel=1e-5) and rel_diff == pytest.approx(0.1, rel=1e-5)
+    assert dlpc_run.within(out, ref, rtol=0.11, atol=0)
+    assert not dlpc_run.within(out, ref, rtol=0.09, atol=0)
+    assert dlpc_run.difference(out[:2], ref) == (np.inf, np.inf)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--target", "tpu"], "unsupported target 'tpu'"),
+    (["--target", "numpy"], "no value for weight 'fc.weight'"),
+    (["--target", "numpy", "--seed", "x"], "argument --seed: invalid int value"),
+    (["--target", "numpy", "--input", "/nonexistent.npy"], "no such input file"),
+    (["--target", "numpy", "--repeat", "0"], "--repeat must be >= 1"),
+])
+def test_dlpc_run_bad_options(model, capsys, argv, message):
+    assert dlpc_run.main([model[0], *argv]) == 1
+    one_error_line(capsys, message)
+
+
+def test_dlpc_run_bad_input_shape(model, tmp_path, capsys):
+    path, weights = model
+    x = tmp_path / "x.npy"
+    np.save(x, np.ones((8, 2), np.float32))
+    assert dlpc_run.main([path, "--target", "numpy", "--weights", weights,
+                          "--input", str(x)]) == 1
+    one_error_line(capsys, "input 'x' has shape 8x2 but the model expects 2x8")
+
+
+def test_dlpc_run_unreadable_npy(model, tmp_path, capsys):
+    path, weights = model
+    x = tmp_path / "x.npy"
+    x.write_text("not numpy")
+    assert dlpc_run.main([path, "--target", "numpy", "--weights", weights,
+                          "--input", str(x)]) == 1
+    one_error_line(capsys, "cannot read input")
+
+
+# ------------------------------------------------------------------- dlpc-opt
+
+
+def test_dlpc_opt_invalid_ir_is_one_line(tmp_path, capsys):
+    bad = tmp_path / "bad.mlir"
+    bad.write_text(MODEL.replace("graph.tanh", "graph.tanhh"))
+    assert dlpc_opt.main([str(bad)]) == 1
+    one_error_line(capsys, "graph.tanhh")
