@@ -107,9 +107,10 @@ class Library:
 def build(c_source: str, *, name: str = "module") -> Library:
     """Compile `c_source` into a shared library (or reuse the cached one) and load it."""
     cmd = compiler()
+    version = _compiler_version(tuple(cmd))  # first: a missing compiler is a clear error
     opts = flags(cmd)
     key = hashlib.sha256(
-        "\0".join([c_source, *cmd, _compiler_version(tuple(cmd)), *opts, *LIBS]).encode()
+        "\0".join([c_source, *cmd, version, *opts, *LIBS]).encode()
     ).hexdigest()[:20]
     stem = re.sub(r"[^A-Za-z0-9_]", "_", name)[:40] or "module"
     root = cache_dir()

@@ -1,0 +1,162 @@
+"""The C backend on hand-written loop IR: emitted, compiled, run, compared with numpy;
+the build cache; compiler diagnostics; calling-convention checks."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dlpc.backends.c import c_comment, c_identifier, emit_c
+from dlpc.backends.runtime.cbuild import CFunction, build
+from dlpc.passes.pipeline import parse_module
+from dlpc.tools.diagnostics import DlpcError
+
+E2E = Path(__file__).parent.parent / "e2e"
+
+
+@pytest.fixture(autouse=True)
+def cache_dir(tmp_path_factory, monkeypatch):
+    # one cache per test session: later tests reuse earlier builds
+    path = tmp_path_factory.getbasetemp() / "dlpc-cache"
+    monkeypatch.setenv("DLPC_CACHE_DIR", str(path))
+    return path
+
+
+def mlir_body(path: Path) -> str:
+    return "\n".join(ln for ln in path.read_text().splitlines() if not ln.startswith("//"))
+
+
+def test_emit_c_example_runs():
+    module = parse_module(mlir_body(E2E / "emit-c.mlir"))
+    f = CFunction(module, name="emit_c_example")
+    x = np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32)
+    out0, out1 = f(x)
+    m = x * np.array([0.5, -1.0, 2.5], np.float32)
+    s = np.where(m > 0, np.exp(m), np.tanh(m)).astype(np.float32)
+    np.testing.assert_allclose(out0, s.astype(np.float64).sum(1), rtol=1e-6)
+    assert out0.dtype == np.float64
+    k = np.arange(0, 8, 2)
+    expect = np.zeros(8, np.int32)
+    expect[k] = k // 3 + k % 3
+    np.testing.assert_array_equal(out1[k], expect[k])
+
+
+def test_sanitised_names_compile_and_run():
+    module = parse_module(mlir_body(E2E / "emit-c-names.mlir"))
+    f = CFunction(module, name="names")
+    x, w = np.arange(4, dtype=np.float32), np.ones(4, np.float32)
+    (out,) = f(x, params={"fc1.weight": w})
+    np.testing.assert_array_equal(out, np.ones(4, np.float32))  # the last kernel stores 1.0
+
+
+ANNOTATED = """
+func.func @main(%a: memref<37x19xf32>, %b: memref<19x23xf32>, %c: memref<37x23xf32>)
+    attributes {dlpc.num_inputs = 1 : i64, dlpc.params = ["b"], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "matmul" {
+    loop.for %i = 0 to 37 step 1 {name = "i0", parallel} {
+      loop.for %j = 0 to 23 step 1 {name = "i1", vectorize, unroll = 4} {
+        %acc = memref.alloca() : memref<f32>
+        %z = arith.constant 0.0 : f32
+        memref.store %z, %acc[] : memref<f32>
+        loop.for %k = 0 to 19 step 1 {name = "r0", reduction, unroll = 2} {
+          %x = memref.load %a[%i, %k] : memref<37x19xf32>
+          %y = memref.load %b[%k, %j] : memref<19x23xf32>
+          %p = arith.mulf %x, %y : f32
+          %s = memref.load %acc[] : memref<f32>
+          %n = arith.addf %s, %p : f32
+          memref.store %n, %acc[] : memref<f32>
+        }
+        %r = memref.load %acc[] : memref<f32>
+        %e = math.erf %r : f32
+        %q = math.rsqrt %r : f32
+        %sel = arith.cmpf oge, %r, %z : f32
+        %v = arith.select %sel, %q, %e : f32
+        memref.store %v, %c[%i, %j] : memref<37x23xf32>
+      }
+    }
+  }
+  func.return
+}
+"""
+
+
+def test_annotations_compile_and_compute():
+    module = parse_module(ANNOTATED)
+    source = emit_c(module)
+    assert "#pragma omp parallel for" in source
+    assert "#pragma GCC unroll 4" in source and "#pragma GCC ivdep" in source
+    f = CFunction(module, name="annotated")
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((37, 19)).astype(np.float32)
+    b = rng.standard_normal((19, 23)).astype(np.float32)
+    (c,) = f(a, params=[b])
+    import math
+
+    r = a.astype(np.float64) @ b
+    erf = np.vectorize(math.erf)(r)
+    expect = np.where(r >= 0, 1 / np.sqrt(np.abs(r)), erf)
+    np.testing.assert_allclose(c, expect, rtol=1e-4, atol=1e-5)
+
+
+def test_cache_hit_on_second_build(cache_dir):
+    source = emit_c(parse_module(ANNOTATED)) + "\n/* cache test */\n"
+    first = build(source, name="cache_test")
+    second = build(source, name="cache_test")
+    assert not first.cached and second.cached
+    assert first.path == second.path and first.path.parent == cache_dir
+    assert not [p for p in cache_dir.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_compile_error_is_one_line_naming_the_kernel():
+    source = (
+        '/* kernel "relu_0" (from graph.relu) */\n'
+        "static void kernel_relu_0(float *restrict x)\n{\n  x[0] = undeclared_name;\n}\n"
+        "int dlpc_main(void **args)\n{\n  kernel_relu_0((float *)args[0]);\n  return 0;\n}\n"
+    )
+    with pytest.raises(DlpcError) as info:
+        build(source, name="broken")
+    msg = str(info.value)
+    assert "\n" not in msg
+    assert "in kernel 'relu_0'" in msg and "undeclared_name" in msg
+    assert ".c:4: error: C compiler failed" in msg
+
+
+def test_missing_compiler_is_a_diagnostic(monkeypatch):
+    monkeypatch.setenv("CC", "/nonexistent/dlpc-cc")
+    with pytest.raises(DlpcError, match="cannot run the C compiler '/nonexistent/dlpc-cc'"):
+        build("int dlpc_main(void **args) { return 0; }", name="nocc")
+
+
+def test_calling_convention_checks():
+    f = CFunction(parse_module(ANNOTATED), name="annotated")
+    a, b = np.zeros((37, 19), np.float32), np.zeros((19, 23), np.float32)
+    with pytest.raises(DlpcError, match="expected 1 inputs, got 2"):
+        f(a, a)
+    with pytest.raises(DlpcError, match="parameter 'b' has shape \\(23, 19\\), expected \\(19, 23\\)"):
+        f(a, params={"b": b.T})
+    with pytest.raises(DlpcError, match="missing value for parameter 'b'"):
+        f(a, params={})
+
+
+def test_unsupported_op_is_a_diagnostic():
+    module = parse_module("""
+func.func @main(%a: memref<4xi32>) {
+  loop.kernel "k" {
+    loop.for %i = 0 to 4 step 1 {name = "i0"} {
+      %v = memref.load %a[%i] : memref<4xi32>
+      %r = math.ctlz %v : i32
+      memref.store %r, %a[%i] : memref<4xi32>
+    }
+  }
+  func.return
+}""")
+    with pytest.raises(DlpcError, match="unsupported op 'math.ctlz' in kernel 'k'"):
+        emit_c(module)
+
+
+def test_identifiers_and_comments():
+    assert c_identifier("fc1.weight") == "fc1_weight"
+    assert c_identifier("3x") == "v3x"
+    assert c_identifier("for") == "for_"
+    assert c_identifier("exp") == "exp_"
+    assert c_comment("a */ b\nc") == "/* a * / b?c */"
