@@ -128,6 +128,13 @@ def _name_of(op: Operation) -> str:
     return name.data if isinstance(name, StringAttr) else "?"
 
 
+def _check_static(op: _TensorExprOp) -> None:
+    if not op.result_type.has_static_shape():
+        raise VerifyException(
+            f"{op.name} \"{op.compute_name}\" result {op.result_type} must have a static shape"
+        )
+
+
 def _check_index_args(op: Operation, block: Block, start: int = 0) -> None:
     for n, arg in enumerate(block.args[start:], start):
         if not isinstance(arg.type, IndexType):
@@ -230,6 +237,7 @@ class ComputeOp(_TensorExprOp):
         return op
 
     def verify_(self) -> None:
+        _check_static(self)
         block = self.body.block
         rank = len(self.shape)
         if len(block.args) != rank:
@@ -404,6 +412,7 @@ class ReduceOp(_TensorExprOp):
         return op
 
     def verify_(self) -> None:
+        _check_static(self)
         block = self.body.block
         rank, nred = len(self.shape), len(self.reduce_extents)
         what = f"te.reduce \"{self.compute_name}\""

@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import IndexType, IntegerType, ModuleOp, TensorType
+from xdsl.dialects.builtin import IndexType, IntegerType, ModuleOp, TensorType, UnregisteredOp
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.transforms.dead_code_elimination import region_dce
@@ -69,6 +69,10 @@ def bcast(idx: Idx, in_shape: Sequence[int], out_shape: Sequence[int]) -> Idx:
             for k, d in enumerate(in_shape)]
 
 
+def op_name(op: Operation) -> str:
+    return op.op_name.data if isinstance(op, UnregisteredOp) else op.name
+
+
 class Lowering:
     """Emits the te ops of one graph op before it; names them `<base><suffix>`."""
 
@@ -103,9 +107,9 @@ class Lowering:
     def lower(self, op: Operation) -> SSAValue:
         fn = LOWERINGS.get(op.name)
         if fn is None:
-            raise DiagnosticException(f"graph-to-te cannot lower {op.name}: no lowering")
+            raise DiagnosticException(f"graph-to-te cannot lower {op_name(op)}: no lowering")
         for v in (*op.operands, *op.results):
-            if not isinstance(v.type, TensorType) or -1 in v.type.get_shape():
+            if not isinstance(v.type, TensorType) or not v.type.has_static_shape():
                 raise DiagnosticException(
                     f"graph-to-te needs static shapes; {op.name} has type {v.type} "
                     f"(run graph-infer-shapes first)"
@@ -640,7 +644,9 @@ class GraphToTe(ModulePass):
                     L.counter += 1
                 kernels.add(name)
                 value.owner.properties["name"] = g.StringAttr(name)  # type: ignore[union-attr]
-            elif inner.name.startswith("graph.") and not isinstance(inner, g.ParamOp | g.ConstantOp):
+            elif op_name(inner).startswith("graph.") and not isinstance(
+                inner, g.ParamOp | g.ConstantOp
+            ):
                 value = L.lower(inner)
             else:
                 continue

@@ -146,3 +146,14 @@ func.func @f(%x: tensor<4xf32>) -> f32 {
   te.yield %z : f32
 }
 // CHECK: 'te.yield' expects parent op to be one of 'te.compute', 'te.reduce'
+
+// -----
+
+func.func @f(%x: tensor<?xf32>) -> tensor<?xf32> {
+  %y = te.compute "c" (%i0) : tensor<?xf32> {
+    %z = arith.constant 0.0 : f32
+    te.yield %z : f32
+  }
+  func.return %y : tensor<?xf32>
+}
+// CHECK: te.compute "c" result tensor<?xf32> must have a static shape
