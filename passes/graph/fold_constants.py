@@ -39,6 +39,7 @@ from xdsl.passes import ModulePass
 
 from dlpc.dialects import graph as g
 from dlpc.passes.graph import _util as u
+from dlpc.tools.diagnostics import DlpcError
 
 # values bigger than this are not evaluated at all (memory bound for the folder)
 EVAL_LIMIT = 1 << 24
@@ -138,6 +139,10 @@ class GraphFoldConstants(ModulePass):
     """Largest folded constant (elements) the pass may create."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        if self.max_elements < 0:
+            raise DlpcError(
+                f"error: graph-fold-constants max-elements must be >= 0, got {self.max_elements}"
+            )
         for fn in u.funcs(op):
             for block in fn.body.blocks:
                 fold_block(block, self.max_elements)
