@@ -87,8 +87,10 @@ class Footprint:
     extents: list[int]
 
 
-def _footprint(loop: ForOp, buf: SSAValue, accesses: list[Operation], what: str) -> Footprint:
-    inner = {id(lp) for lp in inner_loops(loop)}
+def _footprint(
+    loop: ForOp, buf: SSAValue, accesses: list[Operation], what: str, around: bool = False
+) -> Footprint:
+    inner = {id(lp) for lp in inner_loops(loop)} | ({id(loop)} if around else set())
     rank = len(memref_type(buf).get_shape())
     lo = [math.inf] * rank
     hi = [-math.inf] * rank
@@ -138,12 +140,13 @@ def _local_index(op: Operation, fp: Footprint) -> list[SSAValue]:
     return out
 
 
-def _copy_nest(loop: ForOp, buf, local, fp: Footprint, name: str, into_local: bool, at):
+def _copy_nest(loop: ForOp, buf, local, fp: Footprint, name: str, into_local: bool, at,
+               parent_block=None):
     """A nest copying the box between `buf` and `local`, inserted before `at` (or at the
-    end of the loop's body)."""
+    end of `parent_block`, by default the loop's body)."""
     kernel = loop.kernel()
     loops = []
-    parent_block = loop.block
+    parent_block = parent_block or loop.block
     for d, extent in enumerate(fp.extents):
         lp = ForOp(0, extent, 1, name=kernel.fresh_loop_name(f"{name}_{'in' if into_local else 'out'}{d}"))
         name_iv(lp)
@@ -170,7 +173,10 @@ def _copy_nest(loop: ForOp, buf, local, fp: Footprint, name: str, into_local: bo
     return loops[0]
 
 
-def _stage(root, kernel: str, loop: str, buffer: str, name: str | None, write: bool):
+def _stage(root, kernel: str, loop: str, buffer: str, name: str | None, write: bool,
+           around: bool = False):
+    """Stage `buffer` for the body of `loop` (or, with `around`, for the loop itself:
+    the local buffer and copies are placed next to it in its parent block)."""
     target = get_loop(root, kernel, loop)
     k = target.kernel()
     buf = find_buffer(k, target, buffer)
@@ -183,7 +189,7 @@ def _stage(root, kernel: str, loop: str, buffer: str, name: str | None, write: b
         raise CacheReadWrittenError(
             f"buffer '{buf.name_hint}' is written in loop {what}; use cache_write"
         )
-    fp = _footprint(target, buf, loads + stores, what)
+    fp = _footprint(target, buf, loads + stores, what, around)
     ty = memref_type(buf)
     local_ty = MemRefType(ty.get_element_type(), fp.extents)
     nbytes = math.prod(fp.extents) * 4
@@ -192,7 +198,6 @@ def _stage(root, kernel: str, loop: str, buffer: str, name: str | None, write: b
     assert alloc.memref.type == local_ty
     label = name or f"{buf.name_hint or 'buf'}_l"
     alloc.memref.name_hint = label if label.isidentifier() else None
-    first = target.block.first_op
     # redirect the body's accesses (before adding the copies, which access `buf` too)
     for op in loads:
         new = memref.LoadOp.get(alloc.memref, _local_index(op, fp))
@@ -203,12 +208,18 @@ def _stage(root, kernel: str, loop: str, buffer: str, name: str | None, write: b
         new = memref.StoreOp.get(op.value, alloc.memref, _local_index(op, fp))
         op.parent_block().insert_op_before(new, op)
         erase(op)
-    target.block.insert_op_before(alloc, first) if first is not None else target.block.add_op(alloc)
-    _copy_nest(target, buf, alloc.memref, fp, label, True, first)
+    if around:
+        block, first, after = target.parent_block(), target, target.next_op
+    else:
+        block, first, after = target.block, target.block.first_op, None
+    block.insert_op_before(alloc, first) if first is not None else block.add_op(alloc)
+    # the origin of the box is computed where the copies are, from the loops around them
+    _copy_nest(target, buf, alloc.memref, fp, label, True, first, block)
     if write:
-        _copy_nest(target, buf, alloc.memref, fp, label, False, None)
+        _copy_nest(target, buf, alloc.memref, fp, label, False, after, block)
     if alloc_cls is memref.AllocOp:
-        target.block.add_op(memref.DeallocOp.get(alloc.memref))
+        dealloc = memref.DeallocOp.get(alloc.memref)
+        block.insert_op_before(dealloc, after) if after is not None else block.add_op(dealloc)
     return alloc.memref
 
 

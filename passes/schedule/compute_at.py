@@ -1,0 +1,183 @@
+"""Schedule primitive `compute_at`: move a producer kernel into a loop of its consumer,
+computing there only the tile of its output that one iteration of the loop reads
+(TVM's `compute_at`; fusion of a producer into a tiled consumer).
+
+Input/Output: loop dialect.  Requires: 1) the producer kernel comes before the consumer
+in the same block 2) the producer stores to exactly one buffer, a `memref.alloc`
+intermediate (not an argument of `@main`) that no kernel other than the two touches
+3) the producer's outer loops, one per dim of that buffer, form a perfect chain starting
+at 0 with step 1 and index every store directly (`T[i0, i1, ...]`) 4) the consumer only
+loads the buffer inside the loop, with affine unguarded indices sharing one tile origin
+(as for `cache_read`).  Guarantees: the producer kernel is gone; at the start of the
+loop's body a nest over the footprint box recomputes the needed elements of the buffer
+(overlapping tiles are recomputed); cloned loops are renamed `<producer>_<loop>`, and
+lose `parallel`. Numerics unchanged.
+
+Before (`compute_at relu_0 -> add_1/i0`):
+
+    loop.kernel "relu_0" { loop.for %i0 = 0 to 4 ... { loop.for %i1 = 0 to 8 ... {
+        ... memref.store %r, %t[%i0, %i1] } } }
+    loop.kernel "add_1" { loop.for %i0 = 0 to 4 {name = "i0"} { loop.for %i1 = 0 to 8 ... {
+        %v = memref.load %t[%i0, %i1] ... } } }
+
+After:
+
+    loop.kernel "add_1" { loop.for %i0 = 0 to 4 {name = "i0"} {
+        loop.for %c0 = 0 to 1 {name = "relu_0_i0"} { loop.for %c1 = 0 to 8 {name = "relu_0_i1"} {
+            %p0 = arith.addi %i0, %c0   ... memref.store %r, %t[%p0, %c1] } }
+        loop.for %i1 = 0 to 8 ... { %v = memref.load %t[%i0, %i1] ... } } }
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import memref
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import SSAValue
+from xdsl.passes import ModulePass
+
+from dlpc.dialects.loop import ForOp, KernelOp, kernels
+from dlpc.passes.schedule.cache import _footprint
+from dlpc.passes.schedule.common import (
+    Affine,
+    ScheduleError,
+    child_loop,
+    emit_affine,
+    erase,
+    get_kernel,
+    get_loop,
+    memref_type,
+)
+
+
+class ComputeAtOrderError(ScheduleError):
+    pass
+
+
+class ComputeAtEscapeError(ScheduleError):
+    pass
+
+
+class ComputeAtProducerError(ScheduleError):
+    pass
+
+
+class ComputeAtNoUseError(ScheduleError):
+    pass
+
+
+def _output(producer: KernelOp) -> SSAValue:
+    """The one buffer the producer stores to (buffers it allocates itself excluded)."""
+    written: list[SSAValue] = []
+    for op in producer.walk():
+        if not isinstance(op, memref.StoreOp):
+            continue
+        owner = op.memref.owner
+        local = isinstance(owner, memref.AllocOp | memref.AllocaOp) and producer.is_ancestor(owner)
+        if not local and op.memref not in written:
+            written.append(op.memref)
+    if len(written) != 1:
+        raise ComputeAtProducerError(
+            f"producer kernel '{producer.sym}' must store to exactly one buffer, "
+            f"stores to {len(written)}"
+        )
+    return written[0]
+
+
+def compute_at(root, producer: str, kernel: str, loop: str) -> ForOp:
+    prod = get_kernel(root, producer)
+    target = get_loop(root, kernel, loop)
+    cons = target.kernel()
+    what = f"{kernel}/{loop}"
+    block = cons.parent_block()
+    if prod.parent_block() is not block or prod is cons or not _before(prod, cons):
+        raise ComputeAtOrderError(
+            f"producer kernel '{producer}' does not come before kernel '{kernel}' in one block"
+        )
+    buf = _output(prod)
+    if not isinstance(buf.owner, memref.AllocOp):
+        raise ComputeAtEscapeError(
+            f"buffer '{buf.name_hint}' written by kernel '{producer}' is not an intermediate "
+            f"(memref.alloc), so it cannot be computed inside loop {what}"
+        )
+    for other in kernels(block.parent_op()):
+        if other not in (prod, cons) and any(
+            getattr(op, "memref", None) is buf for op in other.walk()
+        ):
+            raise ComputeAtEscapeError(
+                f"buffer '{buf.name_hint}' of kernel '{producer}' is also used by kernel "
+                f"'{other.sym}'"
+            )
+    rank = len(memref_type(buf).get_shape())
+    chain = [lp for lp in prod.block.ops if isinstance(lp, ForOp)][:1]
+    while chain and len(chain) < rank and (nxt := child_loop(chain[-1])) is not None:
+        chain.append(nxt)
+    stores = [op for op in prod.walk() if isinstance(op, memref.StoreOp) and op.memref is buf]
+    ok = len(chain) == rank and len(list(prod.block.ops)) == 1 and all(
+        lp.lower == 0 and lp.stride == 1 for lp in chain
+    ) and all(list(s.indices) == [lp.induction_var for lp in chain] for s in stores)
+    if not ok:
+        raise ComputeAtProducerError(
+            f"the outer loops of producer kernel '{producer}' must be a perfect nest from 0 "
+            f"step 1 that indexes its stores to '{buf.name_hint}' directly"
+        )
+    if any(isinstance(op, memref.StoreOp) and op.memref is buf for op in cons.walk()):
+        raise ComputeAtEscapeError(f"kernel '{kernel}' writes buffer '{buf.name_hint}'")
+    loads = [op for op in target.walk() if isinstance(op, memref.LoadOp) and op.memref is buf]
+    outside = [op for op in cons.walk() if isinstance(op, memref.LoadOp) and op.memref is buf
+               and not target.is_ancestor(op)]
+    if not loads or outside:
+        raise ComputeAtNoUseError(
+            f"kernel '{kernel}' must read buffer '{buf.name_hint}' only inside loop {what}"
+        )
+    fp = _footprint(target, buf, loads, what)
+    # the recompute nest, at the start of the loop's body
+    first = target.block.first_op
+    loops: list[ForOp] = []
+    for d, extent in enumerate(fp.extents):
+        name = cons.fresh_loop_name(f"{producer}_{chain[d].loop_name or d}")
+        lp = ForOp(0, extent, 1, name=name)
+        if loops:
+            loops[-1].block.add_op(lp)
+        else:
+            target.block.insert_op_before(lp, first) if first else target.block.add_op(lp)
+        loops.append(lp)
+    body = loops[-1].block
+    mapper: dict[SSAValue, SSAValue] = {}
+    for d, lp in enumerate(loops):
+        mapper[chain[d].induction_var] = emit_affine(
+            fp.base[d].add(Affine(0, {lp.induction_var: 1})), body
+        )
+    for op in list(chain[-1].block.ops):
+        body.add_op(op.clone(value_mapper=mapper))
+    for op in body.walk():
+        if isinstance(op, ForOp) and op.parent_op() is not None and op is not loops[-1] \
+                and op not in loops:
+            op.annotate("name", cons.fresh_loop_name(f"{producer}_{op.loop_name}"))
+            op.annotate("parallel", False)
+    erase(prod)
+    return loops[0]
+
+
+def _before(a, b) -> bool:
+    op = a.next_op
+    while op is not None:
+        if op is b:
+            return True
+        op = op.next_op
+    return False
+
+
+@dataclass(frozen=True)
+class LoopComputeAt(ModulePass):
+    """`loop-compute-at{producer=relu_0 kernel=add_1 loop=i0}`"""
+
+    name = "loop-compute-at"
+    producer: str
+    kernel: str
+    loop: str
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        compute_at(op, self.producer, self.kernel, self.loop)
