@@ -177,7 +177,8 @@ def compile(model: Model, target: str = "numpy", opt_level: int = 2,  # noqa: A0
     weights = check_weights(model)
     opts = pipeline.PipelineOptions(opt_level=opt_level, tuning_log=tuning_log,
                                     extra=options)
-    lowered = pipeline.lower(model.module.clone(), pipeline.EMITTERS[target], opts)
+    lowered = pipeline.lower(model.module.clone(), pipeline.EMITTERS[target], opts,
+                             weights=weights)  # may add folded weights
     if target == "numpy":
         source = pipeline.emit(lowered, target)
         runner = _numpy_runner(source, weights)

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.parser import Parser
@@ -35,14 +36,19 @@ STAGES = ("graph", "te", "loop")
 EMITTERS = {"numpy": "graph", "c": "loop"}  # target -> the stage its emitter reads
 
 # Graph passes per -O level, in order. Every name must be registered in
-# dlpc.universe.PASSES: a missing one is an error, never skipped silently.
+# dlpc.universe.PASSES (a missing one is an error, never skipped silently), except
+# FOLD_PARAMS: `fold_params` over the bound weights, which folds the static subgraphs
+# that graph-substitute (rescaled conv weights) and graph-fuse (concatenated Q/K/V
+# weights) build; it runs whenever weights are given to `lower`.
+FOLD_PARAMS = "fold-params"
+_O1 = ("graph-infer-shapes", "graph-simplify", "graph-fold-constants", FOLD_PARAMS)
+_O2 = ("graph-infer-shapes", "graph-simplify", "graph-substitute", "graph-fold-constants",
+       FOLD_PARAMS, "graph-fuse", FOLD_PARAMS)
 GRAPH_PASSES_BY_LEVEL: dict[int, tuple[str, ...]] = {
     0: ("graph-infer-shapes",),
-    1: ("graph-infer-shapes", "graph-fold-constants", "graph-simplify"),
-    2: ("graph-infer-shapes", "graph-fold-constants", "graph-simplify",
-        "graph-substitute", "graph-fuse"),
-    3: ("graph-infer-shapes", "graph-fold-constants", "graph-simplify",
-        "graph-substitute", "graph-layout", "graph-fuse"),
+    1: _O1,
+    2: _O2,
+    3: (*_O2[:5], "graph-layout", *_O2[5:]),
 }
 
 
@@ -101,19 +107,34 @@ def run(name: str, module: ModuleOp, options: PipelineOptions) -> None:
     module.verify()
 
 
+def fold_weights(module: ModuleOp, weights: dict[str, np.ndarray]) -> None:
+    from dlpc.passes.graph.fold_constants import fold_params
+
+    weights.update(fold_params(module, weights))
+    module.verify()
+
+
 # ------------------------------------------------------------------- pipeline
 
 
 def lower(module: ModuleOp, stop_at: str = "loop", options: PipelineOptions | None = None,
-          on_stage: Callable[[str, ModuleOp], None] = lambda stage, module: None) -> ModuleOp:
-    """Lower graph IR in place down to `stop_at` ("graph", "te" or "loop");
-    `on_stage(stage, module)` sees the module as it enters and after each stage."""
+          on_stage: Callable[[str, ModuleOp], None] = lambda stage, module: None,
+          weights: dict[str, np.ndarray] | None = None) -> ModuleOp:
+    """Lower graph IR in place down to `stop_at` ("graph", "te" or "loop").
+
+    `on_stage(stage, module)` sees the module as it enters and after each stage.
+    `weights`, when given, are the bound params: static subgraphs over them are folded
+    and the new arrays (`folded.N`) are added to this dict.
+    """
     options = options or PipelineOptions()
     if stop_at not in STAGES:
         raise DlpcError(f"error: unknown stage '{stop_at}' (expected {', '.join(STAGES)})")
     on_stage("input", module)
     for name in GRAPH_PASSES_BY_LEVEL[options.opt_level]:
-        run(name, module, options)           # shapes first, then -O graph rewrites
+        if name != FOLD_PARAMS:
+            run(name, module, options)       # shapes first, then -O graph rewrites
+        elif weights is not None:
+            fold_weights(module, weights)    # evaluate what only depends on weights
     on_stage("graph", module)
     if stop_at == "graph":
         return module
@@ -145,12 +166,13 @@ def emit(module: ModuleOp, target: str) -> str:
 
 
 def compile_to(module: ModuleOp, emit_kind: str, options: PipelineOptions | None = None,
-               on_stage: Callable[[str, ModuleOp], None] = lambda stage, module: None) -> str:
+               on_stage: Callable[[str, ModuleOp], None] = lambda stage, module: None,
+               weights: dict[str, np.ndarray] | None = None) -> str:
     """Text for `dlpc --emit=`: IR of a stage, or source code of a target."""
     if emit_kind in STAGES:
-        return str(lower(module, emit_kind, options, on_stage)) + "\n"
+        return str(lower(module, emit_kind, options, on_stage, weights)) + "\n"
     if emit_kind in EMITTERS:
-        return emit(lower(module, EMITTERS[emit_kind], options, on_stage), emit_kind)
+        return emit(lower(module, EMITTERS[emit_kind], options, on_stage, weights), emit_kind)
     kinds = ", ".join((*STAGES, *EMITTERS))
     raise DlpcError(f"error: unknown --emit kind '{emit_kind}' (expected {kinds})")
 

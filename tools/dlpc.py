@@ -4,14 +4,21 @@
 
 `--emit=graph|te|loop` prints the IR after that stage (re-readable by `dlpc-opt`);
 `--emit=numpy|c` prints the generated source. The output file is written only when
-complete. `--stats` prints to stderr a table of op and kernel counts as the model enters
+complete. The output takes the model's weights at run time; `--fold-weights` folds
+static subgraphs over them at compile time (as `dlpc.compile` and `dlpc-run` do) and,
+with `-o out.py`, writes the weights the output then needs to `out.npz`. `--stats` prints to stderr a table of op and kernel counts as the model enters
 the pipeline and after each stage. Errors are one line on stderr with exit code 1.
 """
 
 from __future__ import annotations
 
+import os
 import sys
+import tempfile
 from collections import Counter
+from pathlib import Path
+
+import numpy as np
 
 from dlpc.tools.diagnostics import ToolArgumentParser, run_guarded, write_atomically
 
@@ -27,6 +34,9 @@ def parser() -> ToolArgumentParser:
                    metavar="{0,1,2,3}", help="graph optimisation level (default 2)")
     p.add_argument("--weights", help="weights (.npz) for the model's parameters")
     p.add_argument("--tuning-log", help="schedules from dlpc-tune to apply")
+    p.add_argument("--fold-weights", action="store_true",
+                   help="fold the bound weights into the model as dlpc.compile does; with -o "
+                        "the weights the output needs are written to <output>.npz")
     p.add_argument("--stats", action="store_true", help="print op/kernel counts per stage")
     return p
 
@@ -44,6 +54,17 @@ def stats_table(rows: list[tuple[str, Counter, int]]) -> str:
     return "\n".join(line.rstrip() for line in lines)
 
 
+def write_npz_atomically(path: Path, arrays: dict) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".npz", dir=path.parent)
+    os.close(fd)
+    try:
+        np.savez(tmp, **arrays)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
 def run(argv: list[str] | None) -> int:
     from dlpc import api
     from dlpc.passes import pipeline
@@ -57,9 +78,12 @@ def run(argv: list[str] | None) -> int:
         if args.stats:
             rows.append((stage, *pipeline.stats(module)))
 
-    text = pipeline.compile_to(model.module.clone(), args.emit, options, record)
+    weights = api.check_weights(model) if args.fold_weights else None
+    text = pipeline.compile_to(model.module.clone(), args.emit, options, record, weights)
     if args.stats:
         print(stats_table(rows), file=sys.stderr)
+    if args.output and weights is not None:
+        write_npz_atomically(Path(args.output).with_suffix(".npz"), weights)
     if args.output:
         write_atomically(args.output, text)
     else:
