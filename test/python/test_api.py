@@ -140,7 +140,15 @@ def test_every_pass_in_the_level_table_is_registered():
 
     for level, names in pipeline.GRAPH_PASSES_BY_LEVEL.items():
         assert names[0] == "graph-infer-shapes", level
-        assert set(names) <= set(PASSES), level
+        assert set(names) - {pipeline.FOLD_PARAMS} <= set(PASSES), level
+
+
+def test_compile_folds_static_weight_subgraphs():
+    model = dlpc.load(EXAMPLES / "resnet.dlpc")
+    x = api.random_inputs(model)[0]
+    fn = dlpc.compile(model, target="numpy", opt_level=2)
+    assert "params['folded.0']" in fn.source and "batch_norm(" not in fn.source
+    np.testing.assert_allclose(fn(x)[0], api.reference(model, [x])[0], rtol=1e-4, atol=1e-5)
 
 
 def test_lower_reports_each_stage(small):
