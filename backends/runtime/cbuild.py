@@ -206,7 +206,9 @@ class CFunction:
         arrays = []
         for k, value in enumerate([*inputs, *param_values]):
             shape, dtype = self.arg_specs[k]
-            a = np.ascontiguousarray(value, dtype=dtype)
+            a = np.asarray(value, dtype=dtype)
+            if not a.flags.c_contiguous:  # (np.ascontiguousarray would make 0-d 1-d)
+                a = a.copy(order="C")
             if a.shape != shape:
                 what = f"input {k}" if k < n_in else f"parameter '{self.param_names[k - n_in]}'"
                 raise DlpcError(f"error: {what} has shape {a.shape}, expected {shape}")
