@@ -168,15 +168,32 @@ def _c_runner(loop_module: ModuleOp, weights: dict, name: str) -> tuple[str, Cal
     return fn.source, lambda arrays: fn(*arrays, params=weights)
 
 
+def pass_options(options: dict) -> dict[str, dict]:
+    """`graph_fuse={"horizontal": False}` -> {"graph-fuse": {"horizontal": False}}."""
+    from dlpc.universe import PASSES
+
+    extra = {}
+    for key, value in options.items():
+        name = key.replace("_", "-")
+        if name not in PASSES or not isinstance(value, dict):
+            raise DlpcError(f"error: unknown compile option '{key}' (expected a pass name "
+                            f"with a dict of its options, e.g. graph_fuse={{...}})")
+        extra[name] = value
+    return extra
+
+
 def compile(model: Model, target: str = "numpy", opt_level: int = 2,  # noqa: A001
             tuning_log: str | None = None, **options) -> CompiledModel:
-    """Lower `model` through the pipeline and build it for `target`."""
+    """Lower `model` through the pipeline and build it for `target`.
+
+    `options` configure passes by name: `dlpc.compile(m, graph_fuse={"horizontal": False})`.
+    """
     if target not in TARGETS:
         raise DlpcError(f"error: unsupported target '{target}' (expected "
                         f"{', '.join(TARGETS)})")
     weights = check_weights(model)
     opts = pipeline.PipelineOptions(opt_level=opt_level, tuning_log=tuning_log,
-                                    extra=options)
+                                    extra=pass_options(options))
     lowered = pipeline.lower(model.module.clone(), pipeline.EMITTERS[target], opts,
                              weights=weights)  # may add folded weights
     if target == "numpy":

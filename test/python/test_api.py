@@ -183,3 +183,13 @@ def test_missing_pass_is_a_diagnostic_not_an_import_error(monkeypatch):
     monkeypatch.delitem(universe.PASSES, "graph-infer-shapes")
     with pytest.raises(DlpcError, match="'graph-infer-shapes' is not registered"):
         pipeline.make_pass("graph-infer-shapes", pipeline.PipelineOptions())
+
+
+def test_pass_options_by_name(small):
+    path, weights = small
+    model = api.load(path, weights=weights)
+    fn = api.compile(model, target="numpy", graph_fuse={"vertical": False})
+    assert "fused_" not in fn.source
+    assert "fused_" in api.compile(model, target="numpy").source
+    with pytest.raises(DlpcError, match="unknown compile option 'fuse'"):
+        api.compile(model, target="numpy", fuse=True)
