@@ -119,7 +119,7 @@ def _attr_name(op: type[GraphOp], key: str) -> str | None:
     return None
 
 
-def _operand_names(op: type[GraphOp]) -> list[str]:
+def operand_names(op: type[GraphOp]) -> list[str]:
     return [n.lstrip("*") for n in op.OPERANDS]
 
 
@@ -375,7 +375,7 @@ class GraphBuilder:
         if name in self.input_names:
             raise FrontendError(f"duplicate input '{name}'")
         arg = self.block.insert_arg(graph.tensor_type(shape, _dtype(dtype)), len(self.block.args))
-        arg.name_hint = _hint(name)
+        arg.name_hint = ssa_name_hint(name)
         if self.loc is not None:
             arg.location = self.loc
         self.input_names.append(name)
@@ -392,7 +392,7 @@ class GraphBuilder:
             raise FrontendError(f"duplicate parameter '{name}'")
         self.params[name] = ParamDecl(name, tuple(int(d) for d in shape), dtype, init)
         value = self._add(graph.ParamOp(name, graph.tensor_type(shape, _dtype(dtype))))
-        value.name_hint = _hint(name)
+        value.name_hint = ssa_name_hint(name)
         return value
 
     def constant(self, value: float, element_type: Attribute = f32) -> SSAValue:
@@ -412,7 +412,7 @@ class GraphBuilder:
         if name not in OPS:
             raise FrontendError(f"unknown operator '{name}'{suggest(name, op_names())}")
         op = OPS[name]
-        names = _operand_names(op)
+        names = operand_names(op)
         variadic = op.OPERANDS[0].startswith("*")
         if variadic and len(args) == 1 and isinstance(args[0], list | tuple):
             args = tuple(args[0])
@@ -530,7 +530,7 @@ def _dtype(name: str) -> Attribute:
     return DTYPES[name]
 
 
-def _hint(name: str) -> str | None:
+def ssa_name_hint(name: str) -> str | None:
     """An SSA name hint from a source name (printing needs [A-Za-z0-9_$.-])."""
     hint = "".join(c if c.isalnum() or c in "_$.-" else "_" for c in name)
     return hint if hint and not hint[0].isdigit() else None

@@ -123,7 +123,7 @@ class Importer:
         self.weights: dict[str, np.ndarray] = {}
         self.ops: list[Operation] = []
         self.env: dict[str, Value] = {}
-        self.materialised: dict[int, SSAValue] = {}
+        self.materialised: dict[int, tuple[Const, SSAValue]] = {}
         self.used_names: set[str] = set()
         self.node = None
         self.node_index = -1
@@ -150,12 +150,30 @@ class Importer:
         if not versions:
             raise DlpcError(f"{self.source}: error: model imports no default-domain opset")
         v = versions[0]
-        if not MIN_OPSET <= v <= newest:
+        if v > newest:
             raise DlpcError(
-                f"{self.source}: error: opset {v} is not supported (dlpc imports opsets "
-                f"{MIN_OPSET} to {newest})"
+                f"{self.source}: error: opset {v} is newer than the installed onnx knows "
+                f"(dlpc imports opsets {MIN_OPSET} to {newest})"
             )
         return v
+
+    def _check_legacy_opset(self, node) -> None:
+        """Below opset 13 a node is accepted only if its operator is unchanged since:
+        then its semantics are those of the same operator at opset 13."""
+        from onnx import defs
+
+        if self.opset >= MIN_OPSET:
+            return
+        try:
+            old = defs.get_schema(node.op_type, self.opset, node.domain).since_version
+            new = defs.get_schema(node.op_type, MIN_OPSET, node.domain).since_version
+        except Exception:  # noqa: BLE001 - unknown operator: reported by the dispatcher
+            return
+        if old != new:
+            raise self.error(
+                f"opset {self.opset} is not supported for this operator (dlpc imports "
+                f"opsets {MIN_OPSET} and up; '{node.op_type}' changed at opset {new})"
+            )
 
     def op_version(self) -> int:
         """The version of the current node's operator schema under the model's opset."""
@@ -194,8 +212,8 @@ class Importer:
         )
 
     def materialise(self, c: Const) -> SSAValue:
-        if id(c) in self.materialised:
-            return self.materialised[id(c)]
+        if id(c) in self.materialised:  # (the entry keeps c alive, so ids are not reused)
+            return self.materialised[id(c)][1]
         arr = c.array
         if arr.dtype.name not in graph.NUMPY_TO_ELT:
             raise self.error(f"element type {arr.dtype.name} is not supported by dlpc")
@@ -206,7 +224,7 @@ class Importer:
         else:
             op = graph.ConstantOp.from_numpy(arr)
         self._append(op)
-        self.materialised[id(c)] = op.results[0]
+        self.materialised[id(c)] = (c, op.results[0])
         return op.results[0]
 
     def _param_name(self, base: str) -> str:
@@ -303,6 +321,7 @@ class Importer:
             if node.domain not in ("", "ai.onnx"):
                 raise self.error(f"operator '{node.domain}.{node.op_type}' is not supported "
                                  f"(only the default ONNX domain is)")
+            self._check_legacy_opset(node)
             for name in node.input:
                 if name and name not in self.env:
                     raise self.error(f"input '{name}' is not defined before its use")
@@ -409,8 +428,12 @@ class Importer:
                 shape.append(d.dim_value)
             shape = tuple(shape)
         if any(d <= 0 for d in shape) or math.prod(shape) == 0:
-            raise DlpcError(f"{self.source}: error: graph input '{vi.name}' has an empty "
-                            f"shape {list(shape)}")
+            message = (f"{self.source}: error: graph input '{vi.name}' is empty (shape "
+                       f"{list(shape)}) and dlpc has no empty tensors")
+            if dt.kind in "iu":  # an empty list of axes, pads, ...: an import-time value
+                raise NeedsConstantInput(
+                    f"{message}; bind it with freeze_inputs={{'{vi.name}': ...}}", vi.name)
+            raise DlpcError(message)
         return graph.tensor_type(shape, graph.NUMPY_TO_ELT[dt.name])
 
 

@@ -192,6 +192,21 @@ def logical_not(imp: Importer):
     return [imp.emit(graph.CompareOp, x, Const(np.asarray(False)), predicate="eq")]
 
 
+@handles("And", "Or", "Xor")
+def logical(imp: Importer):
+    imp.attrs({})
+    a, b = imp.input(0), imp.input(1)
+    op = imp.node.op_type
+    if op == "Xor":  # a != b
+        return [imp.emit(graph.CompareOp, a, b, predicate="ne")]
+    # and: a ? b : false    or: a ? true : b  (broadcast to the common shape)
+    out = graph.broadcast_shapes(imp.shape(a), imp.shape(b))
+    b = imp.emit(graph.BroadcastOp, b, shape=out) if imp.shape(b) != out else b
+    fixed = Const(np.full(out, op == "Or"))
+    return [imp.emit(graph.WhereOp, a, b, fixed) if op == "And"
+            else imp.emit(graph.WhereOp, a, fixed, b)]
+
+
 @handles("Where")
 def where(imp: Importer):
     imp.attrs({})
@@ -383,9 +398,19 @@ def batch_norm(imp: Importer):
 def layer_norm(imp: Importer):
     a = imp.attrs({"axis": -1, "epsilon": 1e-5, "stash_type": 1})
     imp.require(a, "stash_type", (1,))
-    imp.no_extra_outputs(1)
-    ins = [imp.input(0), imp.input(1)] + ([imp.input(2)] if imp.input(2) is not None else [])
-    return [imp.emit(graph.LayerNormOp, *ins, axis=a["axis"], epsilon=a["epsilon"])]
+    x = imp.input(0)
+    ins = [x, imp.input(1)] + ([imp.input(2)] if imp.input(2) is not None else [])
+    y = imp.emit(graph.LayerNormOp, *ins, axis=a["axis"], epsilon=a["epsilon"])
+    outs = [y]
+    if any(imp.node.output[1:]):  # Mean and InvStdDev over the normalised dims, kept as 1s
+        rank = len(imp.shape(x))
+        axes = tuple(range(_norm_axis(imp, a["axis"], rank), rank))
+        mean = imp.emit(graph.ReduceMeanOp, x, axes=axes, keepdims=True)
+        d = imp.emit(graph.SubOp, x, mean)
+        var = imp.emit(graph.ReduceMeanOp, imp.emit(graph.MulOp, d, d), axes=axes, keepdims=True)
+        var = imp.emit(graph.AddOp, var, imp.scalar(a["epsilon"], x))
+        outs += [mean, imp.emit(graph.RsqrtOp, var)]
+    return outs
 
 
 @handles("Softmax", "LogSoftmax")
@@ -468,7 +493,9 @@ def flatten(imp: Importer):
     a = imp.attrs({"axis": 1})
     x = imp.input(0)
     s = imp.shape(x)
-    axis = _norm_axis(imp, a["axis"], len(s) + 1)
+    axis = a["axis"] + len(s) if a["axis"] < 0 else a["axis"]  # axis in [-r, r]
+    if not 0 <= axis <= len(s):
+        raise imp.error(f"attribute 'axis' = {a['axis']} is out of range for rank {len(s)}")
     return [imp.reshape(x, (math.prod(s[:axis]), math.prod(s[axis:])))]
 
 

@@ -74,10 +74,9 @@ class IRGen:
     def define(self, name: str, binding: _Binding) -> None:
         old = self.env.get(name)
         if old is not None and not (old.kind == "let" and binding.kind == "let"):
+            what = {"input": "an input", "param": "a parameter", "let": "a let binding"}[old.kind]
             raise self.error(
-                binding.loc,
-                f"duplicate name '{name}' (already defined as {'an' if old.kind == 'input' else 'a'} "
-                f"{old.kind} at line {old.loc[0]})",
+                binding.loc, f"duplicate name '{name}' (already defined as {what} at line {old.loc[0]})"
             )
         self.env[name] = binding
 
@@ -105,7 +104,7 @@ class IRGen:
             elif isinstance(stmt, ast.Let):
                 value = self.expr(stmt.value)
                 if isinstance(value, SSAValue) and value.name_hint is None:
-                    value.name_hint = bld._hint(stmt.name)
+                    value.name_hint = bld.ssa_name_hint(stmt.name)
                 self.define(stmt.name, _Binding(value, "let", stmt.loc))
             else:
                 self.ret(stmt)
@@ -217,8 +216,11 @@ class IRGen:
     def call(self, c: ast.Call) -> SSAValue:
         opname = bld.SUGAR.get(c.func, (c.func,))[0]
         op = bld.OPS.get(opname)
-        operand_names = bld._operand_names(op) if op else []
-        variadic = bool(op) and op.OPERANDS[0].startswith("*")
+        if op is None:
+            hint = bld.suggest(c.func, bld.op_names())
+            raise self.error(c.loc, f"unknown operator '{c.func}'{hint}")
+        operand_names = bld.operand_names(op)
+        variadic = op.OPERANDS[0].startswith("*")
         args: list[Any] = []
         for a in c.args:
             if variadic and isinstance(a, ast.ListExpr):
