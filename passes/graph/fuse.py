@@ -50,6 +50,7 @@ from xdsl.passes import ModulePass
 
 from dlpc.dialects import graph as g
 from dlpc.passes.graph import _util as u
+from dlpc.tools.diagnostics import DlpcError
 
 ANCHORS = (g.MatMulOp, g.LinearOp, g.Conv2DOp)
 ELEMENTWISE = (*g.UNARY_OPS, *g.BINARY_OPS, g.PReluOp, g.WhereOp, g.CompareOp, g.BatchNormOp)
@@ -141,10 +142,8 @@ def fuse_horizontal(block: Block) -> int:
 # --------------------------------------------------------------------- vertical
 
 
-MAX_CHAIN = 32
-
-
-def _chain(block: Block, seed: Operation, taken: set[Operation]) -> list[Operation]:
+def _chain(block: Block, seed: Operation, taken: set[Operation],
+           max_chain: int) -> list[Operation]:
     """The longest fusable chain starting at `seed` using no op of `taken`.
 
     Users of chain values are absorbed earliest first (so the chain stays in block
@@ -154,7 +153,7 @@ def _chain(block: Block, seed: Operation, taken: set[Operation]) -> list[Operati
     group = [seed]
     shape = g.shape_of(seed.results[0])
     rejected: set[Operation] = set()
-    while len(group) < MAX_CHAIN:
+    while len(group) < max_chain:
         members = set(group)
         candidates = {user for op in group for user in u.users(op.results[0])}
         candidates -= members | rejected
@@ -200,7 +199,7 @@ def _build_fused(block: Block, group: list[Operation], index: int) -> None:
         block.erase_op(op)
 
 
-def fuse_vertical(block: Block, start: int = 0) -> int:
+def fuse_vertical(block: Block, start: int = 0, max_chain: int = 32) -> int:
     memo: dict = {}
     static = {op for op in block.ops if op.results and u.is_static(op.results[0], memo)}
     taken: set[Operation] = set(static)  # weight-only work is folded, not fused
@@ -209,7 +208,7 @@ def fuse_vertical(block: Block, start: int = 0) -> int:
         for op in block.ops:
             if op in taken or not isinstance(op, seeds):
                 continue
-            chain = _chain(block, op, taken)
+            chain = _chain(block, op, taken, max_chain)
             if len(chain) >= 2:
                 taken.update(chain)
                 chains.append(chain)
@@ -220,18 +219,22 @@ def fuse_vertical(block: Block, start: int = 0) -> int:
 
 @dataclass(frozen=True)
 class GraphFuse(ModulePass):
-    """graph-fuse{horizontal=true vertical=true}: fuse ops into fewer kernels."""
+    """graph-fuse{horizontal=true vertical=true max-chain=32}: fewer, bigger kernels."""
 
     name = "graph-fuse"
 
     horizontal: bool = True
     vertical: bool = True
+    max_chain: int = 32
+    """Most ops in one fused kernel."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        if self.max_chain < 2:
+            raise DlpcError(f"error: graph-fuse max-chain must be >= 2, got {self.max_chain}")
         count = 0
         for fn in u.funcs(op):
             for block in fn.body.blocks:
                 if self.horizontal:
                     fuse_horizontal(block)
                 if self.vertical:
-                    count += fuse_vertical(block, count)
+                    count += fuse_vertical(block, count, self.max_chain)
