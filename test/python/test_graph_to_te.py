@@ -427,3 +427,32 @@ def test_te_inline_preserves_numerics():
     assert [op.compute_name for op in te_ops(m)] == ["linear_2", "exp_3"]
     np.testing.assert_allclose(run_te(m, [x, w])[0], expected[0], rtol=1e-6)
     assert math.isfinite(float(expected[0].sum()))
+
+
+# ---------------------------------------------------------------------- examples
+
+
+@pytest.mark.parametrize("example", ["mlp", "lenet", "resnet", "mobilenet", "transformer"])
+def test_examples_fused_and_lowered(example):
+    """The example models, fused by graph-fuse and lowered: same outputs as the graph,
+    and each graph.fused is one te op named after its kernel."""
+    import os
+
+    from dlpc.frontends.text import load_model
+    from dlpc.universe import PASSES
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    model = load_model(os.path.join(root, "examples", f"{example}.dlpc"))
+    module, weights = model.module, model.weights
+    func = next(op for op in module.walk() if isinstance(op, FuncOp))
+    inputs = [rand(*g.shape_of(a)) for a in func.args]
+    ctx = context()
+    for name in ("graph-infer-shapes", "graph-substitute", "graph-fuse"):
+        PASSES[name]()().apply(ctx, module)
+    kernels = [op.kernel_name for op in module.walk() if isinstance(op, g.FusedOp)]
+    assert kernels
+    m = lower_and_check(module, inputs, weights, tol=1e-4)
+    names = [op.compute_name for op in te_ops(m)]
+    for kernel in kernels:
+        assert names.count(kernel) == 1
+        assert not any(n.startswith(kernel + "_") for n in names)
