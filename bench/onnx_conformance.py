@@ -70,8 +70,15 @@ def collect() -> tuple[Case, ...]:
         if not c.data_sets:
             continue
         inputs, outputs = c.data_sets[0]
-        cases.append(Case(c.name, op, c.model, list(inputs), list(outputs)))
+        cases.append(Case(c.name, op, c.model, [_array(a) for a in inputs],
+                          [_array(a) for a in outputs]))
     return tuple(sorted(cases, key=lambda c: c.name))
+
+
+def _array(a):
+    from onnx import TensorProto, numpy_helper
+
+    return numpy_helper.to_array(a) if isinstance(a, TensorProto) else a
 
 
 def supported_ops() -> set[str]:
