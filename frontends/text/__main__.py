@@ -6,6 +6,7 @@ through the whole tool)."""
 from __future__ import annotations
 
 import argparse
+import io
 import sys
 
 from xdsl.printer import Printer
@@ -22,8 +23,13 @@ def _main(argv: list[str] | None) -> int:
     ap.add_argument("--debuginfo", action="store_true", help="print source locations")
     args = ap.parse_args(argv)
     model = load_model(args.file, args.weights)
-    Printer(stream=sys.stdout, print_debuginfo=args.debuginfo).print_op(model.module)
-    print()
+    out = io.StringIO()
+    Printer(stream=out, print_debuginfo=args.debuginfo).print_op(model.module)
+    try:
+        sys.stdout.write(out.getvalue() + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:  # e.g. piped into `head`
+        sys.stderr.close()
     return 0
 
 
