@@ -26,98 +26,30 @@ becomes
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import IndexType, IntegerType, ModuleOp, TensorType, UnregisteredOp
-from xdsl.ir import Block, Operation, SSAValue
+from xdsl.dialects.builtin import IndexType, ModuleOp, TensorType
+from xdsl.ir import Block, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.transforms.dead_code_elimination import region_dce
-from xdsl.utils.exceptions import DiagnosticException
 
 from dlpc.dialects import graph as g
-from dlpc.dialects.te import BodyBuilder, ComputeOp, ReduceOp, is_float
+from dlpc.dialects.te import BodyBuilder, ComputeOp, ReduceOp
+from dlpc.passes.lower._te_builder import (
+    Idx,
+    Lowering,
+    bcast,
+    elt,
+    guarded_read,
+    lowers,
+    op_name,
+    shape,
+    window_checks,
+    window_index,
+)
 from dlpc.passes.lower.te_inline import _erase, fold_into_epilogue, inline_compute
-
-Idx = list  # a list of index values (SSAValue or Python int)
-Lower = Callable[["Lowering", g.GraphOp, list[SSAValue]], SSAValue]
-LOWERINGS: dict[str, Lower] = {}
-
-
-def lowers(*names: str):
-    def register(fn: Lower) -> Lower:
-        for name in names:
-            LOWERINGS[f"graph.{name}"] = fn
-        return fn
-
-    return register
-
-
-def shape(v: SSAValue) -> tuple[int, ...]:
-    return g.shape_of(v)
-
-
-def elt(v: SSAValue):
-    return g.element_type_of(v)
-
-
-def bcast(idx: Idx, in_shape: Sequence[int], out_shape: Sequence[int]) -> Idx:
-    """numpy broadcasting: the index into an operand of `in_shape` (broadcast dims read 0)."""
-    off = len(out_shape) - len(in_shape)
-    return [0 if d == 1 and out_shape[off + k] != 1 else idx[off + k]
-            for k, d in enumerate(in_shape)]
-
-
-def op_name(op: Operation) -> str:
-    return op.op_name.data if isinstance(op, UnregisteredOp) else op.name
-
-
-class Lowering:
-    """Emits the te ops of one graph op before it; names them `<base><suffix>`."""
-
-    def __init__(self) -> None:
-        self.counter = 0
-        self.base = ""
-        self.anchor: Operation | None = None
-        self.created: list[Operation] = []
-
-    def emit(self, op: Operation) -> SSAValue:
-        parent = self.anchor.parent_block()  # type: ignore[union-attr]
-        assert parent is not None
-        parent.insert_op_before(op, self.anchor)  # type: ignore[arg-type]
-        self.created.append(op)
-        op.results[0].name_hint = op.properties["name"].data  # type: ignore[union-attr]
-        return op.results[0]
-
-    def compute(self, ty: TensorType, fn, suffix: str = "") -> SSAValue:
-        return self.emit(ComputeOp.build(self.base + suffix, ty, fn))
-
-    def reduce(self, ty: TensorType, extents, combiner: str, fn, suffix: str = "",
-               epilogue=None, acc_type=None) -> SSAValue:
-        init = None
-        e = acc_type or ty.get_element_type()
-        if isinstance(e, IntegerType) and combiner in ("max", "min"):
-            bound = 2 ** (e.width.data - 1)
-            init = float(-bound if combiner == "max" else bound - 1)
-        op = ReduceOp.build(self.base + suffix, ty, extents, combiner, fn, init=init,
-                            epilogue=epilogue, acc_type=acc_type)
-        return self.emit(op)
-
-    def lower(self, op: Operation) -> SSAValue:
-        fn = LOWERINGS.get(op.name)
-        if fn is None:
-            raise DiagnosticException(f"graph-to-te cannot lower {op_name(op)}: no lowering")
-        for v in (*op.operands, *op.results):
-            if not isinstance(v.type, TensorType) or not v.type.has_static_shape():
-                raise DiagnosticException(
-                    f"graph-to-te needs static shapes; {op.name} has type {v.type} "
-                    f"(run graph-infer-shapes first)"
-                )
-        self.base = f"{op.name.removeprefix('graph.')}_{self.counter}"
-        self.counter += 1
-        self.anchor = op
-        return fn(self, op, list(op.operands))  # type: ignore[arg-type]
 
 
 # ------------------------------------------------------------------- elementwise
@@ -254,38 +186,6 @@ def lower_linear(L: Lowering, op: g.GraphOp, xs):
 
 
 # ------------------------------------------------------------- windows (conv, pool)
-
-
-def guarded_read(b: BodyBuilder, x: SSAValue, idx: Idx, checks: list[tuple[int, int]],
-                 fill: float) -> SSAValue:
-    """x[idx] when every idx[d] of `checks` (d, size) is in [0, size), else fill;
-    emitted as scf.if so the read only runs in bounds."""
-    if not checks:
-        return b.read(x, idx)
-    conds = [b.in_bounds(idx[d], size) for d, size in checks]
-    cond = conds[0]
-    for c in conds[1:]:
-        cond = b.and_(cond, c)
-    return b.if_(cond, lambda t: t.read(x, idx), lambda e: fill, elt(x))
-
-
-def window_checks(op: g.WindowOp, in_hw, out_hw, kernel) -> list[tuple[int, int]]:
-    """Spatial dims (2, 3) whose window index may fall outside the input."""
-    (sh, sw), (pt, pl, pb, pr), (dh, dw) = op.strides(), op.pads(), op.dilations()
-    checks = []
-    for d, size, o, s, p, k, dil in ((2, in_hw[0], out_hw[0], sh, pt, kernel[0], dh),
-                                     (3, in_hw[1], out_hw[1], sw, pl, kernel[1], dw)):
-        if p > 0 or (o - 1) * s + (k - 1) * dil - p >= size:
-            checks.append((d, size))
-    return checks
-
-
-def window_index(b: BodyBuilder, op: g.WindowOp, oh, ow, kh, kw) -> tuple:
-    """Input (h, w) of output (oh, ow) and window offset (kh, kw)."""
-    (sh, sw), (pt, pl, _, _), (dh, dw) = op.strides(), op.pads(), op.dilations()
-    ih = b.sub(b.add(b.mul(oh, sh), b.mul(kh, dh)), pt)
-    iw = b.sub(b.add(b.mul(ow, sw), b.mul(kw, dw)), pl)
-    return ih, iw
 
 
 @lowers("conv2d")
@@ -632,18 +532,12 @@ class GraphToTe(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         L = Lowering()
-        kernels: set[str] = set()
         for inner in list(op.walk()):
             if inner.parent is None or isinstance(inner.parent_op(), g.FusedOp):
                 continue  # already erased, or lowered together with its graph.fused
             if isinstance(inner, g.FusedOp):
                 value = lower_fused(L, inner)
-                name = inner.kernel_name
-                if name in kernels:  # keep kernel names unique
-                    name = f"{name}_{L.counter}"
-                    L.counter += 1
-                kernels.add(name)
-                value.owner.properties["name"] = g.StringAttr(name)  # type: ignore[union-attr]
+                value.owner.properties["name"] = g.StringAttr(inner.kernel_name)  # type: ignore
             elif op_name(inner).startswith("graph.") and not isinstance(
                 inner, g.ParamOp | g.ConstantOp
             ):
@@ -653,7 +547,13 @@ class GraphToTe(ModulePass):
             value.name_hint = inner.results[0].name_hint or value.name_hint
             inner.results[0].replace_all_uses_with(value)
             _erase(inner)
+        names: set[str] = set()
         for te_op in op.walk():
             if isinstance(te_op, ComputeOp | ReduceOp):
                 for region in te_op.regions:
                     region_dce(region)  # constants left unused by inlining
+                name, n = te_op.compute_name, 1
+                while name in names:  # kernel names are unique (two fused ops may share one)
+                    name, n = f"{te_op.compute_name}_{n}", n + 1
+                names.add(name)
+                te_op.properties["name"] = g.StringAttr(name)

@@ -456,3 +456,24 @@ def test_examples_fused_and_lowered(example):
     for kernel in kernels:
         assert names.count(kernel) == 1
         assert not any(n.startswith(kernel + "_") for n in names)
+
+
+def test_fused_kernel_names_stay_unique():
+    src = """
+func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %y = graph.fused "exp_neg" %x : (tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%a: tensor<4xf32>):
+    %0 = graph.exp %a : (tensor<4xf32>) -> tensor<4xf32>
+    %1 = graph.neg %0 : (tensor<4xf32>) -> tensor<4xf32>
+    graph.yield %1 : tensor<4xf32>
+  }
+  %z = graph.fused "exp_neg" %y : (tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%a: tensor<4xf32>):
+    %0 = graph.exp %a : (tensor<4xf32>) -> tensor<4xf32>
+    %1 = graph.neg %0 : (tensor<4xf32>) -> tensor<4xf32>
+    graph.yield %1 : tensor<4xf32>
+  }
+  func.return %z : tensor<4xf32>
+}"""
+    m = lower_and_check(Parser(context(), src).parse_module(), [rand(4)])
+    assert [op.compute_name for op in te_ops(m)] == ["exp_neg", "exp_neg_1"]
