@@ -243,6 +243,18 @@ static void *dlpc_alloc(size_t bytes)
 """
 
 STACK_LIMIT = 64 * 1024  # bytes; larger kernel-local buffers go on the heap
+# A `parallel` loop whose nest runs fewer innermost iterations than this stays serial:
+# waking threads costs more than such a loop (tens of microseconds).
+PARALLEL_MIN_WORK = 1 << 16
+
+
+def loop_work(op: ForOp) -> int:
+    """Innermost-body iterations of the nest rooted at `op` (a static cost estimate)."""
+    inner = [o for o in op.block.ops if isinstance(o, ForOp)]
+    nested = [o for o in op.block.walk() if isinstance(o, ForOp) and o is not op]
+    if not inner and nested:  # loops under scf.if etc.: count them all
+        inner = nested
+    return op.trip_count * max(1, sum(loop_work(o) for o in inner))
 
 
 # ------------------------------------------------------------------ the emitter
@@ -445,7 +457,11 @@ class FunctionWriter:
         unroll = op.unroll_factor
         # GCC accepts no pragma between an OpenMP loop pragma and its `for`, so an
         # unrolled loop is vectorised with `GCC ivdep`, and a parallel loop is not unrolled
-        if op.parallel is not None:
+        parallel = op.parallel is not None
+        if parallel and loop_work(op) < PARALLEL_MIN_WORK:
+            self.line(c_comment(f"parallel: left serial, {loop_work(op)} iterations are too few"))
+            parallel = False
+        if parallel:
             self.pragma("omp parallel for simd" if op.vectorize is not None else "omp parallel for")
             if unroll > 1:
                 self.line(c_comment(f"unroll {unroll} dropped: not expressible on an OpenMP loop"))

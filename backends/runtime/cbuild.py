@@ -13,6 +13,7 @@
   of the C source, the compiler command, its version line and the flags. A build writes
   to a temporary name in the cache directory and renames it into place, so concurrent
   builds never see a half-written library.
+- `OMP_WAIT_POLICY` defaults to `PASSIVE` (idle OpenMP threads sleep rather than spin).
 - A compiler error becomes one `DlpcError` line naming the kernel whose function holds
   the first error and the C file kept in the cache directory.
 """
@@ -104,6 +105,14 @@ class Library:
             raise DlpcError(f"error: {self.path.name}: dlpc_main failed (status {status}: out of memory)")
 
 
+def _load(path: Path) -> ctypes.CDLL:
+    # Idle OpenMP threads sleep instead of spinning (unless the user chose otherwise):
+    # spinning threads on a shared or oversubscribed machine slow every kernel down
+    # by orders of magnitude. libgomp reads this once, when it is first loaded.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    return ctypes.CDLL(str(path))
+
+
 def build(c_source: str, *, name: str = "module") -> Library:
     """Compile `c_source` into a shared library (or reuse the cached one) and load it."""
     cmd = compiler()
@@ -116,7 +125,7 @@ def build(c_source: str, *, name: str = "module") -> Library:
     root = cache_dir()
     lib_path = root / f"{stem}-{key}.so"
     if lib_path.exists():
-        return Library(lib_path, True, ctypes.CDLL(str(lib_path)))
+        return Library(lib_path, True, _load(lib_path))
     c_path = root / f"{stem}-{key}.c"
     _atomic_write(c_path, c_source)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{stem}-", suffix=".so.tmp", dir=root)
@@ -134,7 +143,7 @@ def build(c_source: str, *, name: str = "module") -> Library:
     finally:
         if os.path.exists(tmp_name):
             os.unlink(tmp_name)
-    return Library(lib_path, False, ctypes.CDLL(str(lib_path)))
+    return Library(lib_path, False, _load(lib_path))
 
 
 def _atomic_write(path: Path, text: str) -> None:

@@ -10,7 +10,7 @@
 // CHECK:       /* kernel "scale_0" (from graph.mul) */
 // CHECK-NEXT:  static void kernel_scale_0(const float *restrict x, const float *restrict g_constant_0, float *restrict tmp)
 // CHECK-NEXT:  {
-// CHECK-NEXT:    #pragma omp parallel for
+// CHECK-NEXT:    /* parallel: left serial, 12 iterations are too few */
 // CHECK-NEXT:    for (int64_t i0 = 0; i0 < 4; i0++) {
 // CHECK-NEXT:      #pragma omp simd
 // CHECK-NEXT:      for (int64_t i1 = 0; i1 < 3; i1++) {
@@ -51,6 +51,22 @@
 // CHECK-NEXT:      const int32_t s = q + u;
 // CHECK-NEXT:      out1[i0] = s;
 
+// CHECK:       /* kernel "big_3" */
+// CHECK-NEXT:  static void kernel_big_3(float *restrict big)
+// CHECK-NEXT:  {
+// CHECK-NEXT:    #pragma omp parallel for
+// CHECK-NEXT:    for (int64_t i0 = 0; i0 < 512; i0++) {
+// CHECK-NEXT:      #pragma omp simd
+// CHECK-NEXT:      for (int64_t i1 = 0; i1 < 256; i1++) {
+// CHECK-NEXT:        const int64_t k = (int64_t)i1;
+// CHECK-NEXT:        const float f = (float)k;
+// CHECK-NEXT:        big[i0 * 256 + i1] = f;
+// CHECK:       /* kernel "big_4" */
+// CHECK-NEXT:  static void kernel_big_4(float *restrict big)
+// CHECK-NEXT:  {
+// CHECK-NEXT:    #pragma omp parallel for simd
+// CHECK-NEXT:    for (int64_t i0 = 0; i0 < 131072; i0++) {
+
 // CHECK:       int dlpc_main(void **args)
 // CHECK-NEXT:  {
 // CHECK-NEXT:    float *x = (float *)args[0];
@@ -62,6 +78,11 @@
 // CHECK-NEXT:    kernel_sum_1(tmp, out0);
 // CHECK-NEXT:    free(tmp);
 // CHECK-NEXT:    kernel_index_2(out1);
+// CHECK-NEXT:    float *big = (float *)dlpc_alloc(131072 * sizeof(float));
+// CHECK-NEXT:    if (!big) return 1;
+// CHECK-NEXT:    kernel_big_3(big);
+// CHECK-NEXT:    kernel_big_4(big);
+// CHECK-NEXT:    free(big);
 // CHECK-NEXT:    return 0;
 // CHECK-NEXT:  }
 
@@ -115,5 +136,26 @@ func.func @main(%x: memref<4x3xf32>, %out0: memref<4xf64>, %out1: memref<8xi32>)
       memref.store %s, %out1[%i0] : memref<8xi32>
     }
   }
+  %big = memref.alloc() : memref<512x256xf32>
+  loop.kernel "big_3" {
+    loop.for %i0 = 0 to 512 step 1 {name = "i0", parallel} {
+      loop.for %i1 = 0 to 256 step 1 {name = "i1", vectorize} {
+        %k = arith.index_cast %i1 : index to i64
+        %f = arith.sitofp %k : i64 to f32
+        memref.store %f, %big[%i0, %i1] : memref<512x256xf32>
+      }
+    }
+  }
+  loop.kernel "big_4" {
+    loop.for %i0 = 0 to 131072 step 1 {name = "i0", parallel, vectorize} {
+      %c = arith.constant 256 : index
+      %r = arith.divui %i0, %c : index
+      %q = arith.remui %i0, %c : index
+      %v = memref.load %big[%r, %q] : memref<512x256xf32>
+      %w = arith.mulf %v, %v : f32
+      memref.store %w, %big[%r, %q] : memref<512x256xf32>
+    }
+  }
+  memref.dealloc %big : memref<512x256xf32>
   func.return
 }
