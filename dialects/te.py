@@ -14,7 +14,7 @@ tensors, and every op is pure.
       %b = te.read %w[%i1, %r0] : tensor<256x784xf32>
       %p = arith.mulf %a, %b : f32
       te.yield %p : f32
-    } epilogue (%acc : f32, %j0 : index, %j1 : index) {
+    } epilogue (%acc: f32, %j0: index, %j1: index) {
       %c = te.read %bias[%j1] : tensor<256xf32>
       %s = arith.addf %acc, %c : f32
       te.yield %s : f32
@@ -49,6 +49,7 @@ from xdsl.dialects.builtin import (
     IntegerType,
     StringAttr,
     TensorType,
+    f32,
     f64,
     i1,
     i64,
@@ -574,7 +575,7 @@ class BodyBuilder:
         return op.results[0]
 
     # ---- constants and conversion ------------------------------------------------
-    def const(self, value: float | int | bool, ty: Attribute = f64) -> SSAValue:
+    def const(self, value: float | int | bool, ty: Attribute = f32) -> SSAValue:
         if isinstance(ty, IndexType | IntegerType):
             return self.emit(arith.ConstantOp(IntegerAttr(int(value), ty)))
         return self.emit(arith.ConstantOp(FloatAttr(float(value), ty)))  # type: ignore[arg-type]
