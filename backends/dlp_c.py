@@ -1,0 +1,317 @@
+"""DLP C backend: BANG-style C from the dlp level, runnable on the simulator.
+
+Input: a module after `loop-to-dlp` (`dlp.kernel`s inside `func.func @main`, with
+`scf`, `arith`, `math`, `memref` over GDRAM/SRAM/NRAM/WRAM buffers).
+Output: one C translation unit:
+
+    /* kernel "linear_relu_0" (from graph.linear) */
+    __mlu_entry__ void kernel_linear_relu_0(const float *x, const float *fc1_weight, float *linear_relu)
+    {
+      __nram__ float *x_nram = (float *)(__nram_base + 0);  /* 784 x f32 */
+      __wram__ float *fc1_weight_wram = (float *)(__wram_base + 0);  /* 12544 x f32 */
+      __dlp_reserve(DLP_NRAM, 3328);
+      ...
+      __memcpy(fc1_weight_wram, fc1_weight + base, count * sizeof(float), GDRAM2WRAM);
+      __bang_matmul(out_nram, x_nram, fc1_weight_wram, 1, 784, n, 1);
+      __bang_active_relu(out_nram, out_nram, n);
+      __memcpy(linear_relu + base, out_nram, n * sizeof(float), NRAM2GDRAM);
+    }
+
+    int dlpc_main(void **args) { ... __dlp_launch("linear_relu_0", "graph.linear", 16, 1, ...); }
+
+- memory-space qualifiers `__nram__`, `__wram__`, `__mlu_shared__`; scratchpad buffers
+  are placed by the emitter at fixed offsets of their space (a static memory plan) and
+  the plan's size is checked against the capacity (`__dlp_reserve`);
+- `__memcpy(dst, src, bytes, DIR)` / `__memcpy_async` + `__sync_io()`, `__bang_*`
+  intrinsics, `taskId`/`clusterId`/`coreId`, `__sync_cluster()`/`__sync_all()`;
+- the target's facts are `#define`d at the top (`DLP_NRAM_BYTES`, `DLP_TP_add`, ...)
+  so the simulator header (`runtime/dlp_sim.h`) enforces the same description;
+- scalar loops count their operations (`__dlp_scalar_ops(k)`) for the time model;
+- names come from the model, sanitised (`fc1.weight` -> `fc1_weight`); each kernel
+  carries a comment naming the graph op it came from.
+
+`emit_dlp_c(module, desc) -> str`; `DlpCTarget` registers it as `dlpc-opt -t dlp-c`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import IO
+
+from xdsl.context import Context
+from xdsl.dialects import arith, func, memref, scf
+from xdsl.dialects.builtin import MemRefType, ModuleOp, StringAttr
+from xdsl.ir import Operation, SSAValue
+from xdsl.utils.target import Target
+
+from dlpc.backends import c as cbe
+from dlpc.backends.c import Buffer, CEmitter, FunctionWriter, Names, c_comment, c_identifier, c_type
+from dlpc.dialects import dlp
+from dlpc.targets.dlp import DlpTarget, resolve
+from dlpc.tools.diagnostics import DlpcError
+
+INTRINSICS = {
+    dlp.AddOp: "__bang_add", dlp.SubOp: "__bang_sub", dlp.MulOp: "__bang_mul",
+    dlp.MaxOp: "__bang_maxequal", dlp.MinOp: "__bang_minequal", dlp.DivOp: "__bang_div",
+    dlp.AddScalarOp: "__bang_add_scalar", dlp.MulScalarOp: "__bang_mul_scalar",
+    dlp.MaxScalarOp: "__bang_maxeq_scalar", dlp.CycleAddOp: "__bang_cycle_add",
+    dlp.CycleSubOp: "__bang_cycle_sub", dlp.CycleMulOp: "__bang_cycle_mul",
+    dlp.ReluOp: "__bang_active_relu", dlp.SigmoidOp: "__bang_active_sigmoid",
+    dlp.TanhOp: "__bang_active_tanh", dlp.ExpOp: "__bang_active_exp",
+    dlp.LogOp: "__bang_active_log", dlp.SqrtOp: "__bang_active_sqrt",
+    dlp.ReduceSumOp: "__bang_reduce_sum", dlp.ReduceMaxOp: "__bang_reduce_max",
+    dlp.TransposeOp: "__bang_transpose", dlp.MatmulOp: "__bang_matmul", dlp.Conv2dOp: "__bang_conv",
+}  # fmt: skip
+SPACE_MACRO = {"nram": "DLP_NRAM", "wram": "DLP_WRAM", "sram": "DLP_SRAM"}
+QUALIFIER = {"nram": "__nram__", "wram": "__wram__", "sram": "__mlu_shared__"}
+SCALAR_COST = ("arith.", "math.", "memref.load", "memref.store")
+
+
+def target_macros(desc: DlpTarget) -> str:
+    lines = [
+        f"#define DLP_CLUSTERS {desc.clusters}",
+        f"#define DLP_CORES_PER_CLUSTER {desc.cores_per_cluster}",
+        f"#define DLP_NRAM_BYTES {desc.nram_bytes}",
+        f"#define DLP_WRAM_BYTES {desc.wram_bytes}",
+        f"#define DLP_SRAM_BYTES {desc.sram_bytes}",
+        f"#define DLP_DMA_ALIGN {desc.dma_align}",
+        f"#define DLP_VECTOR_ALIGN {desc.vector_align}",
+    ]
+    lines += [f"#define DLP_TP_{name} {float(tp)!r}" for name, tp in desc.intrinsics]
+    return "\n".join(lines)
+
+
+class DlpFunctionWriter(FunctionWriter):
+    """The C body of a dlp kernel (or of `dlpc_main`)."""
+
+    def op(self, op: Operation) -> None:  # noqa: C901 - one dispatch table
+        if isinstance(op, dlp.KernelOp):
+            return self.emitter.call_dlp_kernel(self, op)
+        if isinstance(op, scf.ForOp):
+            return self.for_(op)
+        if isinstance(op, scf.YieldOp):
+            return None
+        if isinstance(op, dlp.TaskIdOp | dlp.ClusterIdOp | dlp.CoreIdOp):
+            builtin = {dlp.TaskIdOp: "taskId", dlp.ClusterIdOp: "clusterId", dlp.CoreIdOp: "coreId"}
+            return self.bind(op.res, f"(int64_t){builtin[type(op)]}")
+        if isinstance(op, dlp.SyncClusterOp):
+            return self.line("__sync_cluster();")
+        if isinstance(op, dlp.SyncAllOp):
+            return self.line("__sync_all();")
+        if isinstance(op, dlp.WaitDmaOp):
+            return self.line("__sync_io();")
+        if isinstance(op, dlp.MemcpyOp | dlp.MemcpyAsyncOp):
+            fn = "__memcpy" if isinstance(op, dlp.MemcpyOp) else "__memcpy_async"
+            t = c_type(op.dst.type.get_element_type())
+            dst, src = self.at(op.dst, op.dst_offset), self.at(op.src, op.src_offset)
+            return self.line(f"{fn}({dst}, {src}, {self[op.count]} * sizeof({t}), {op.direction.data.value});")
+        if type(op) in INTRINSICS:
+            return self.intrinsic(op)
+        if isinstance(op, memref.AllocOp | memref.AllocaOp) and self.what != "@main":
+            return self.scratchpad(op)
+        if isinstance(op, memref.AllocOp) and self.what == "@main":
+            super().op(op)
+            buf = self.buffers[op.memref]
+            shape, elt = cbe.memref_info(op.memref.type)
+            return self.line(f"__dlp_gdram({buf.name}, {max(math.prod(shape), 1)} * sizeof({c_type(elt)}));")
+        if isinstance(op, memref.DeallocOp) and self.what == "@main":
+            self.line(f"__dlp_gdram_release({self.buffer(op.memref).name});")
+            return super().op(op)
+        if isinstance(op, memref.GetGlobalOp):
+            super().op(op)
+            buf = self.buffers[op.memref]
+            shape, elt = cbe.memref_info(op.memref.type)
+            return self.line(f"__dlp_gdram({buf.name}, {max(math.prod(shape), 1)} * sizeof({c_type(elt)}));")
+        return super().op(op)
+
+    def at(self, buf: SSAValue, offset: SSAValue) -> str:
+        name = self.buffer(buf).name
+        off = self[offset]
+        return name if off == "0" else f"{name} + {off}"
+
+    def intrinsic(self, op: Operation) -> None:
+        fn = INTRINSICS[type(op)]
+        args = [self.at(buf, off) for _, buf, off in op.buffer_operands()]
+        if isinstance(op, dlp.Conv2dOp):
+            args += [str(op.param(k)) for k in dlp.CONV_PARAMS]
+        else:
+            rest = [v for v in op.operands[2 * len(args):]]
+            args += [self[v] for v in rest]
+        if isinstance(op, dlp.MatmulOp):
+            args.append("1" if op.transpose_rhs is not None else "0")
+        self.line(f"{fn}({', '.join(args)});")
+
+    def scratchpad(self, op: memref.AllocOp | memref.AllocaOp) -> None:
+        ty = op.memref.type
+        shape, elt = cbe.memref_info(ty)
+        space = dlp.space_of(ty)
+        t = c_type(elt)
+        if not shape:  # a 0-d accumulator: a scalar register
+            name = self.names.fresh(op.memref.name_hint, "acc")
+            self.line(f"{t} {name};")
+            self.buffers[op.memref] = Buffer(name, (), scalar=True)
+            return
+        if space == "gdram":
+            raise DlpcError(f"error: dlp-c backend: GDRAM allocation inside {self.what}")
+        offset = self.emitter.placement[op.memref]
+        name = self.names.fresh(op.memref.name_hint, "buf")
+        n = max(math.prod(shape), 1)
+        self.line(f"{QUALIFIER[space]} {t} *{name} = ({t} *)(__{space}_base + {offset});  "
+                  f"{c_comment(f'{n} x {t}')}")
+        self.buffers[op.memref] = Buffer(name, shape)
+
+    def for_(self, op: scf.ForOp) -> None:
+        iv = self.names.fresh(op.body.block.args[0].name_hint, "i")
+        self.expr[op.body.block.args[0]] = iv
+        step = self[op.step]
+        inc = f"{iv}++" if step == "1" else f"{iv} += {step}"
+        self.line(f"for (int64_t {iv} = {self[op.lb]}; {iv} < {self[op.ub]}; {inc}) {{")
+        self.depth += 1
+        cost = sum(1 for o in op.body.block.ops
+                   if o.name.startswith(SCALAR_COST) and not isinstance(o, arith.ConstantOp))
+        if cost and self.what != "@main":
+            self.line(f"__dlp_scalar_ops({cost});")
+        self.block(op.body.block)
+        self.depth -= 1
+        self.line("}")
+
+
+class DlpCEmitter(CEmitter):
+    def __init__(self, module: ModuleOp, desc: DlpTarget):
+        super().__init__(module)
+        self.desc = desc
+        self.placement: dict[SSAValue, int] = {}
+        self.dlp_kernels: dict[dlp.KernelOp, str] = {}
+
+    def emit(self) -> str:
+        main = cbe.find_main(self.module)
+        for k in (op for op in main.walk() if isinstance(op, dlp.KernelOp)):
+            self.dlp_kernels[k] = self.top.fresh(f"kernel_{c_identifier(k.sym, 'k')}")
+        globals_ = [self.global_(op) for op in self.module.body.block.ops if isinstance(op, memref.GlobalOp)]
+        body = self.main(main)
+        head = [c_comment(f'generated by dlpc (DLP C backend, target "{self.desc.name}"); do not edit'),
+                target_macros(self.desc), '#include "dlp_sim.h"', cbe.PRELUDE]
+        return "\n".join([*head, *globals_, *self.parts, body])
+
+    def main(self, fn: func.FuncOp) -> str:
+        names = Names(self.top.used)
+        w = DlpFunctionWriter(self, names, "@main")
+        arg_names = cbe.argument_names(fn)
+        w.line("dlp_reset();")
+        for k, (arg, hint) in enumerate(zip(fn.body.block.args, arg_names)):
+            shape, elt = cbe.memref_info(arg.type)
+            t = c_type(elt)
+            name = names.fresh(hint, "arg")
+            w.line(f"{t} *{name} = ({t} *)args[{k}];")
+            w.line(f"__dlp_gdram({name}, {max(math.prod(shape), 1)} * sizeof({t}));")
+            w.buffers[arg] = Buffer(name, shape)
+        w.block(fn.body.block)
+        for name in w.frees.values():
+            w.line(f"free({name});")
+        w.line("return 0;")
+        header = c_comment(f"host entry point: {len(arg_names)} GDRAM arguments ({', '.join(arg_names)})")
+        return f"{header}\nint dlpc_main(void **args)\n{{\n" + "\n".join(w.lines) + "\n}\n"
+
+    def plan_scratchpads(self, k: dlp.KernelOp) -> dict[str, int]:
+        """Place every scratchpad buffer of `k` at a fixed, aligned offset of its space."""
+        align = max(self.desc.dma_align, self.desc.vector_align)
+        used = {"nram": 0, "wram": 0, "sram": 0}
+        for op in k.walk():
+            if isinstance(op, memref.AllocOp | memref.AllocaOp):
+                ty = op.memref.type
+                space = dlp.space_of(ty)
+                shape = ty.get_shape()
+                if not shape or space == "gdram":
+                    continue
+                self.placement[op.memref] = used[space]
+                nbytes = math.prod(shape) * (ty.get_element_type().bitwidth // 8)
+                used[space] += -(-nbytes // align) * align
+        return used
+
+    def call_dlp_kernel(self, caller: FunctionWriter, k: dlp.KernelOp) -> None:
+        free: list[SSAValue] = []
+        stored: set[SSAValue] = set()
+        for op in k.walk():
+            for v in op.operands:
+                if not cbe._defined_inside(v, k) and v not in free:
+                    free.append(v)
+            if isinstance(op, memref.StoreOp):
+                stored.add(op.memref)
+            if isinstance(op, dlp.MemcpyOp | dlp.MemcpyAsyncOp):
+                stored.add(op.dst)
+        fname = self.dlp_kernels[k]
+        w = DlpFunctionWriter(self, Names(self.top.used | {"taskId", "clusterId", "coreId"}), f"kernel '{k.sym}'")
+        params, fields, call_args = [], [], []
+        for v in free:
+            if isinstance(v.type, MemRefType):
+                outer = caller.buffer(v)
+                w.names.used.add(outer.name)
+                w.buffers[v] = Buffer(outer.name, outer.shape)
+                t = c_type(v.type.get_element_type())
+                const = "" if v in stored else "const "
+                params.append(f"{const}{t} *{outer.name}")
+                fields.append(f"{const}{t} *{outer.name};")
+                call_args.append(outer.name)
+            else:
+                pname = w.names.fresh(v.name_hint, "s")
+                w.expr[v] = pname
+                params.append(f"{c_type(v.type)} {pname}")
+                fields.append(f"{c_type(v.type)} {pname};")
+                call_args.append(caller[v])
+        used = self.plan_scratchpads(k)
+        for space, nbytes in used.items():
+            if nbytes:
+                w.line(f"__dlp_reserve({SPACE_MACRO[space]}, {nbytes});")
+        w.block(k.block)
+        origin = k.origin.data if k.origin is not None else None
+        note = f'kernel "{k.sym}"' + (f" (from {origin})" if origin else "")
+        plan = ", ".join(f"{s} {b} bytes" for s, b in used.items() if b)
+        header = c_comment(f"{note}: {k.num_tasks} tasks" + (f"; {plan}" if plan else "")
+                           + ("; double-buffered" if k.double_buffered is not None else ""))
+        field_names = [f.split("*")[-1].split()[-1].rstrip(";") for f in fields]
+        struct = (f"struct {fname}_args {{ {' '.join(fields) or 'int unused;'} }};\n"
+                  f"static void {fname}_task(void *p)\n{{\n"
+                  f"  struct {fname}_args *a = (struct {fname}_args *)p;\n"
+                  f"  {fname}({', '.join(f'a->{n}' for n in field_names)});\n}}\n")
+        self.parts.append(
+            f"{header}\n__mlu_entry__ void {fname}({', '.join(params) or 'void'})\n{{\n"
+            + "\n".join(w.lines) + "\n}\n" + struct
+        )
+        origin_lit = c_string(origin or "")
+        dbl = 1 if k.double_buffered is not None else 0
+        caller.line("{")
+        caller.line(f"  struct {fname}_args a = {{{', '.join(call_args) or '0'}}};")
+        caller.line(f"  int rc = __dlp_launch({c_string(k.sym)}, {origin_lit}, {k.num_tasks}, {dbl}, "
+                    f"{fname}_task, &a);")
+        caller.line("  if (rc) return rc;")
+        caller.line("}")
+
+
+def c_string(text: str) -> str:
+    """A C string literal holding printable ASCII only."""
+    safe = "".join(ch if " " <= ch <= "~" and ch not in '"\\?' else "_" for ch in text)
+    return f'"{safe}"'
+
+
+def module_target(module: ModuleOp) -> DlpTarget:
+    """The description `loop-to-dlp` recorded on @main (`dlpc.target_desc`), else the default."""
+    attr = next((f.attributes.get("dlpc.target_desc") for f in module.walk() if isinstance(f, func.FuncOp)), None)
+    return resolve(attr.data if isinstance(attr, StringAttr) and attr.data else None)
+
+
+def emit_dlp_c(module: ModuleOp, desc: DlpTarget | str | None = None) -> str:
+    """BANG-style C for a dlp-level module (see the module docstring); `desc` defaults to
+    the description the module was lowered for."""
+    return DlpCEmitter(module, resolve(desc) if desc is not None else module_target(module)).emit()
+
+
+@dataclass(frozen=True)
+class DlpCTarget(Target):
+    """`dlpc-opt -t dlp-c` (or `-t 'dlp-c{target-desc=tiny}'`): print DLP C."""
+
+    name = "dlp-c"
+    target_desc: str = ""
+
+    def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
+        output.write(emit_dlp_c(module, self.target_desc or None))

@@ -1,0 +1,834 @@
+"""Lower loop kernels to the DLP accelerator: scratchpad tiling, DMA, multi-core split.
+
+Input: loop, memref, arith, math, scf (a loop-level `@main`, see docs/architecture.md).
+Output: dlp, scf, memref, arith, math: every `loop.kernel` becomes a `dlp.kernel`
+running one task per core; `@main` keeps its GDRAM buffers.
+Requires: static shapes; kernels in the form te-to-loop produces (a nest of counted
+loops; buffers indexed by affine functions of the loop variables, anything else is
+handled as a whole-buffer load).
+Guarantees: every memory access inside a kernel touches NRAM (or WRAM for matrix
+weights); GDRAM is reached only by `dlp.memcpy`; the working set of every kernel fits
+the capacities of the target description, or the pass fails with
+`kernel 'K' needs N bytes of nram but the target has M` (naming kernel, space, bytes).
+
+The plan for one kernel, in order:
+
+1. pick the *work loop*: the outermost loop of the kernel's perfect-nest spine (outer
+   loops of extent 1 are fixed) whose iterations write disjoint parts of every buffer
+   the kernel stores to (so not a reduction);
+2. classify buffers: *tiled* (indexed `a*v + r` in one dimension with a constant prefix
+   before it, so a tile of the work loop is one contiguous GDRAM range), or *whole*
+   (read-only and independent of, or not affinely dependent on, the work loop);
+3. split the work loop's iterations across tasks (`dlp.task_id`), and each task's share
+   into tiles of T iterations, T the largest that fits NRAM; with `double-buffer` the
+   tile buffers are ping-pong pairs and tile k+1 is loaded (`dlp.memcpy_async`) while
+   tile k computes;
+4. whole buffers are staged once per cluster in SRAM (core 0 copies, `dlp.sync_cluster`,
+   every core copies SRAM2NRAM) when they fit, else copied GDRAM2NRAM per core;
+5. the tile's compute is the work loop's body over NRAM copies (scalar loops), unless
+   it matches an intrinsic: an elementwise nest becomes vector intrinsics
+   (`dlp.add`, `dlp.cycle_add`, `dlp.relu`, ...), a matmul/linear nest becomes
+   `dlp.matmul` with its right operand DMA'd to WRAM and its epilogue as vector ops.
+
+    loop.kernel "relu_0" { loop.for %i0 = 0 to 64 {parallel} { loop.for %i1 = 0 to 64 {
+        ... memref.load %x[%i0, %i1] ... arith.maximumf ... memref.store ... %out[%i0, %i1] } } }
+
+becomes (16 tasks, 4 rows per task, one tile):
+
+    dlp.kernel "relu_0" attributes {origin = "graph.relu", tasks = 16 : i64, ...} {
+      %t = dlp.task_id
+      %x_t = memref.alloc() : memref<256xf32, #dlp.space<nram>>
+      ...
+      scf.for %t0 = %lo to %hi step %c4 {
+        dlp.memcpy GDRAM2NRAM %x_t[%c0], %x[%base], %count : ...
+        dlp.relu %out_t[%c0], %x_t[%c0], %count : ...
+        dlp.memcpy NRAM2GDRAM %out[%base], %out_t[%c0], %count : ...
+      }
+    }
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from xdsl.context import Context
+from xdsl.dialects import arith, func, memref, scf
+from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, ModuleOp, StringAttr, UnitAttr, i64
+from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.utils.exceptions import DiagnosticException
+
+from dlpc.dialects import dlp
+from dlpc.dialects.loop import ForOp, KernelOp
+from dlpc.targets.dlp import DlpTarget, resolve
+
+INF = float("inf")
+
+# ------------------------------------------------------------------ index analysis
+
+
+@dataclass(frozen=True)
+class Affine:
+    """value = a * v + r with r in [lo, hi], v the work loop's induction variable."""
+
+    a: int
+    lo: float
+    hi: float
+
+
+def _const(value: SSAValue) -> int | None:
+    op = value.owner
+    if isinstance(op, arith.ConstantOp) and isinstance(op.value, IntegerAttr):
+        return op.value.value.data
+    return None
+
+
+class IndexAnalysis:
+    """Affine form of index values w.r.t. the work loop variable `v` (None: non-affine)."""
+
+    def __init__(self, v: SSAValue | None, ranges: dict[SSAValue, tuple[int, int]]):
+        self.v = v
+        self.ranges = ranges  # other induction variables: [lo, hi] inclusive
+        self.memo: dict[SSAValue, Affine | None] = {}
+
+    def __call__(self, value: SSAValue) -> Affine | None:
+        if value not in self.memo:
+            self.memo[value] = self._compute(value)
+        return self.memo[value]
+
+    def _compute(self, value: SSAValue) -> Affine | None:
+        if value is self.v:
+            return Affine(1, 0, 0)
+        if value in self.ranges:
+            lo, hi = self.ranges[value]
+            return Affine(0, lo, hi)
+        c = _const(value)
+        if c is not None:
+            return Affine(0, c, c)
+        op = value.owner
+        if isinstance(op, Block) or not isinstance(op, Operation):
+            return Affine(0, -INF, INF)  # a value from outside the nest: independent
+        args = [self(x) for x in op.operands]
+        name = op.name
+        if name in ("arith.index_cast", "arith.index_castui", "arith.extsi", "arith.extui"):
+            return args[0]
+        if any(x is None for x in args):
+            return None
+        if name == "arith.addi":
+            x, y = args
+            return Affine(x.a + y.a, x.lo + y.lo, x.hi + y.hi)
+        if name == "arith.subi":
+            x, y = args
+            return Affine(x.a - y.a, x.lo - y.hi, x.hi - y.lo)
+        if name == "arith.muli":
+            x, y = args
+            if y.a == 0 and y.lo == y.hi:
+                x, y = y, x
+            if x.a == 0 and x.lo == x.hi:  # constant * y
+                c = x.lo
+                bounds = sorted([c * y.lo, c * y.hi]) if c else [0, 0]
+                return Affine(int(c * y.a), *bounds)
+            if x.a == 0 and y.a == 0:
+                ps = [p * q for p in (x.lo, x.hi) for q in (y.lo, y.hi) if not math.isnan(p * q)]
+                return Affine(0, min(ps), max(ps))
+            return None
+        if all(x.a == 0 for x in args):  # independent of v: interval bounds
+            return self._interval(name, args)
+        return None
+
+    @staticmethod
+    def _interval(name: str, args: list[Affine]) -> Affine:
+        if name in ("arith.divsi", "arith.divui", "arith.floordivsi") and args[1].lo == args[1].hi > 0:
+            c = args[1].lo
+            return Affine(0, args[0].lo // c if args[0].lo > -INF else -INF,
+                          args[0].hi // c if args[0].hi < INF else INF)
+        if name in ("arith.remsi", "arith.remui") and args[1].lo == args[1].hi > 0 and args[0].lo >= 0:
+            return Affine(0, 0, args[1].lo - 1)
+        if name in ("arith.maxsi", "arith.minsi", "arith.select"):
+            vals = args[-2:] if name == "arith.select" else args
+            return Affine(0, min(x.lo for x in vals), max(x.hi for x in vals))
+        return Affine(0, -INF, INF)
+
+
+# ------------------------------------------------------------------------ planning
+
+
+@dataclass(eq=False)
+class BufferPlan:
+    """How one GDRAM memref is staged on chip for a kernel."""
+
+    value: SSAValue
+    shape: tuple[int, ...]
+    read: bool = False
+    written: bool = False
+    full_write: bool = True  # every element of a tile's box is stored by the tile
+    kind: str = "whole"  # "whole" | "tiled"
+    space: str = "nram"  # "nram" or "wram" (matmul weights)
+    dim: int = 0  # tiled: the dimension indexed by the work loop
+    a: int = 0  # tiled: index = a * j + r, j the work loop's iteration number
+    rlo: int = 0
+    rhi: int = 0
+    prefix: tuple[int, ...] = ()  # constant indices of the dims before `dim`
+    local: SSAValue | None = None  # the NRAM/WRAM copy
+    base: SSAValue | None = None  # flat GDRAM offset of the current tile
+    slot: SSAValue | None = None  # element offset of the current ping-pong slot
+    staged: SSAValue | None = None  # the SRAM copy of a whole buffer
+    count: SSAValue | None = None  # elements in the current tile's box
+
+    @property
+    def name(self) -> str:
+        return self.value.name_hint or "buf"
+
+    @property
+    def elt_bytes(self) -> int:
+        return self.value.type.get_element_type().bitwidth // 8
+
+    @property
+    def inner(self) -> int:
+        return math.prod(self.shape[self.dim + 1 :])
+
+    @property
+    def prefix_offset(self) -> int:
+        strides = [math.prod(self.shape[k + 1 :]) for k in range(len(self.shape))]
+        return sum(c * s for c, s in zip(self.prefix, strides))
+
+    def rows(self, tile: int) -> int:
+        """Rows of `dim` a tile of `tile` work iterations touches (at most)."""
+        return min(self.shape[self.dim], self.a * (tile - 1) + self.rhi - self.rlo + 1)
+
+    def elements(self, tile: int) -> int:
+        if self.kind == "whole":
+            return math.prod(self.shape)
+        return self.rows(tile) * self.inner
+
+
+@dataclass
+class KernelPlan:
+    kernel: KernelOp
+    desc: DlpTarget
+    work: ForOp | None  # None: the whole kernel runs as one tile on task 0
+    fixed: dict[SSAValue, int]  # induction variables of the extent-1 loops outside `work`
+    buffers: dict[SSAValue, BufferPlan]
+    tasks: int = 1
+    tile: int = 1
+    double: bool = False
+    sram: bool = False
+    selection: object | None = None  # an intrinsic pattern (dlp_select) or None
+    local_bytes: int = 0  # allocations inside the kernel (accumulators, caches)
+
+    @property
+    def trip(self) -> int:
+        return self.work.trip_count if self.work is not None else 1
+
+    @property
+    def chunk(self) -> int:
+        return -(-self.trip // self.tasks)
+
+    def space_bytes(self, tile: int, double: bool, sram: bool) -> dict[str, int]:
+        align = self.desc.dma_align
+        use = {"nram": self.local_bytes, "wram": 0, "sram": 0}
+        for b in self.buffers.values():
+            nbytes = _round_up(b.elements(tile) * b.elt_bytes, align)
+            copies = 2 if double and b.kind == "tiled" else 1
+            use[b.space] += nbytes * copies
+            if b.kind == "whole" and sram:
+                use["sram"] += nbytes
+        if self.selection is not None:
+            use["nram"] += self.selection.scratch_bytes(self, tile)
+        return use
+
+    def fits(self, tile: int, double: bool, sram: bool) -> bool:
+        use = self.space_bytes(tile, double, sram)
+        return all(use[s] <= self.desc.capacity(s) for s in use)
+
+
+def _hint(value: SSAValue, name: str) -> None:
+    """Name a freshly computed value (never rename a value that already has a name)."""
+    if value.name_hint is None and not isinstance(value.owner, arith.ConstantOp):
+        value.name_hint = name
+
+
+def _round_up(x: int, a: int) -> int:
+    return -(-x // a) * a
+
+
+class PlanError(Exception):
+    """This candidate work loop cannot be used (the next one is tried)."""
+
+
+def _spine(kernel: KernelOp) -> list[ForOp]:
+    """The perfect-nest spine: loops each the only loop of their parent block, whose
+    other ops are constants."""
+    loops: list[ForOp] = []
+    block = kernel.block
+    while True:
+        inner = [op for op in block.ops if isinstance(op, ForOp)]
+        others = [op for op in block.ops if not isinstance(op, ForOp | arith.ConstantOp)]
+        if len(inner) != 1 or others:
+            return loops
+        loops.append(inner[0])
+        block = inner[0].block
+
+
+def _accesses(root: Operation) -> list[Operation]:
+    return [op for op in root.walk() if isinstance(op, memref.LoadOp | memref.StoreOp)]
+
+
+def _defined_in(value: SSAValue, root: Operation) -> bool:
+    owner = value.owner
+    op = owner.parent_op() if isinstance(owner, Block) else owner
+    while op is not None:
+        if op is root:
+            return True
+        op = op.parent_op()
+    return False
+
+
+def _full_coverage(store: memref.StoreOp, work: ForOp, ranges_ops: dict[SSAValue, ForOp]) -> bool:
+    """Does this store, over the work loop's inner loops, write every element of its box?
+    (unconditional; after the work dim, each index is a distinct full-range loop var)"""
+    parent = store.parent_op()
+    while parent is not work:
+        if not isinstance(parent, ForOp):
+            return False  # under scf.if
+        parent = parent.parent_op()
+    shape = store.memref.type.get_shape()
+    idx = list(store.indices)
+    pos = next((k for k, x in enumerate(idx) if x is work.induction_var), None)
+    if pos is None:
+        return False
+    seen = set()
+    for k in range(pos + 1, len(idx)):
+        loop = ranges_ops.get(idx[k])
+        if loop is None or loop in seen or loop.lower != 0 or loop.stride != 1 or loop.upper != shape[k]:
+            return False
+        seen.add(loop)
+    return True
+
+
+def plan_buffers(kernel: KernelOp, work: ForOp | None, fixed: dict[SSAValue, int]) -> dict[SSAValue, BufferPlan]:
+    """Classify every outside memref the kernel touches (raises PlanError)."""
+    ranges: dict[SSAValue, tuple[int, int]] = {v: (c, c) for v, c in fixed.items()}
+    loop_of: dict[SSAValue, ForOp] = {}
+    for loop in kernel.loops():
+        if loop is not work and loop.induction_var not in fixed:
+            last = loop.lower + (loop.trip_count - 1) * loop.stride
+            ranges[loop.induction_var] = (loop.lower, max(loop.lower, last))
+            loop_of[loop.induction_var] = loop
+    v = work.induction_var if work is not None else None
+    analysis = IndexAnalysis(v, ranges)
+    plans: dict[SSAValue, BufferPlan] = {}
+    forms: dict[SSAValue, list[tuple[int, int, int, tuple[int, ...]] | None]] = {}
+    for op in _accesses(kernel):
+        m = op.memref
+        if _defined_in(m, kernel):
+            continue  # a kernel-local buffer (accumulator, cache stage)
+        if not isinstance(m.type, MemRefType) or any(d < 0 for d in m.type.get_shape()):
+            raise DiagnosticException(f"loop-to-dlp needs static shapes; kernel '{kernel.sym}' uses {m.type}")
+        plan = plans.setdefault(m, BufferPlan(m, tuple(m.type.get_shape())))
+        is_store = isinstance(op, memref.StoreOp)
+        plan.read |= not is_store
+        plan.written |= is_store
+        if is_store and work is not None and not _full_coverage(op, work, loop_of):
+            plan.full_write = False
+        forms.setdefault(m, []).append(_access_form(analysis, op, work) if work is not None else None)
+    for m, plan in plans.items():
+        fs = forms[m]
+        if work is None:
+            plan.full_write = False
+            continue
+        if all(f is not None and f[1] == 0 for f in fs):  # independent of the work loop
+            if plan.written:
+                raise PlanError(f"buffer {plan.name} is written by every iteration")
+            continue
+        dims = {(f[0], f[1], f[4]) for f in fs if f is not None}
+        if None in fs or len(dims) != 1:
+            if plan.written:
+                raise PlanError(f"buffer {plan.name} is written non-affinely")
+            continue  # read-only: load it whole
+        (dim, a, prefix), = dims
+        rlo = min(f[2] for f in fs)
+        rhi = max(f[3] for f in fs)
+        if a <= 0 or rlo == -INF or rhi == INF:
+            if plan.written:
+                raise PlanError(f"buffer {plan.name} has no bounded tile")
+            continue
+        if plan.written and rhi - rlo >= a:
+            raise PlanError(f"iterations overlap in written buffer {plan.name}")
+        plan.kind, plan.dim, plan.a, plan.rlo, plan.rhi, plan.prefix = "tiled", dim, a, int(rlo), int(rhi), prefix
+    return plans
+
+
+def _access_form(analysis: IndexAnalysis, op, work: ForOp):
+    """(dim, a, rlo, rhi, prefix) in terms of the work loop's iteration number j, or
+    None; a == 0 means independent of the work loop."""
+    forms = [analysis(i) for i in op.indices]
+    if any(f is None for f in forms):
+        return None
+    dep = [k for k, f in enumerate(forms) if f.a != 0]
+    if not dep:
+        return (0, 0, 0, 0, ())
+    if len(dep) != 1:
+        return None
+    d = dep[0]
+    if any(f.lo != f.hi for f in forms[:d]):
+        return None
+    f = forms[d]
+    # v = lb + step * j  =>  a*v + r = (a*step) * j + (r + a*lb)
+    a = f.a * work.stride
+    return (d, a, f.lo + f.a * work.lower, f.hi + f.a * work.lower, tuple(int(g.lo) for g in forms[:d]))
+
+
+def plan_kernel(kernel: KernelOp, desc: DlpTarget, double_buffer: bool, multicore: bool,
+                intrinsics: bool) -> KernelPlan:
+    spine = _spine(kernel)
+    candidates: list[tuple[ForOp | None, dict[SSAValue, int]]] = []
+    fixed: dict[SSAValue, int] = {}
+    for loop in spine:
+        if loop.trip_count > 1:
+            candidates.append((loop, dict(fixed)))
+        if loop.trip_count != 1:
+            break
+        fixed[loop.induction_var] = loop.lower
+    candidates.append((None, {}))
+    local = sum(_local_bytes(op) for op in kernel.walk() if isinstance(op, memref.AllocOp | memref.AllocaOp))
+    smallest: tuple[int, str, KernelPlan] | None = None
+    for work, fixed in candidates:
+        try:
+            buffers = plan_buffers(kernel, work, fixed)
+        except PlanError:
+            continue
+        plan = KernelPlan(kernel, desc, work, fixed, buffers, local_bytes=local)
+        plan.tasks = min(desc.cores, plan.trip) if (multicore and work is not None) else 1
+        if intrinsics:
+            from dlpc.passes.lower.dlp_select import select_compute
+
+            plan.selection = select_compute(plan)
+        if not plan.fits(1, False, False) and plan.selection is not None:
+            plan.selection = None  # intrinsic scratch may be what overflows
+        if _choose_tile(plan, double_buffer):
+            return plan
+        use = plan.space_bytes(1, False, False)
+        for space, need in use.items():
+            if need > desc.capacity(space) and (smallest is None or need < smallest[0]):
+                smallest = (need, space, plan)
+    assert smallest is not None
+    need, space, _ = smallest
+    raise DiagnosticException(
+        f"kernel '{kernel.sym}' needs {need} bytes of {space} but the target "
+        f"'{desc.name}' has {desc.capacity(space)}"
+    )
+
+
+def _choose_tile(plan: KernelPlan, double_buffer: bool) -> bool:
+    """Pick tile size, double buffering and SRAM staging; False if nothing fits."""
+    chunk = plan.chunk
+    has_whole = any(b.kind == "whole" and b.read for b in plan.buffers.values())
+    sram_options = [True, False] if (has_whole and plan.desc.cores_per_cluster > 1 and plan.tasks > 1) else [False]
+    for sram in sram_options:
+        if double_buffer and plan.work is not None and chunk >= 2:
+            t = _largest_tile(plan, min(chunk, -(-chunk // 2)), True, sram)
+            if t:
+                plan.tile, plan.double, plan.sram = t, True, sram
+                return True
+        t = _largest_tile(plan, chunk, False, sram)
+        if t:
+            plan.tile, plan.double, plan.sram = t, False, sram
+            return True
+    return False
+
+
+def _largest_tile(plan: KernelPlan, limit: int, double: bool, sram: bool) -> int:
+    if not plan.fits(1, double, sram):
+        return 0
+    lo, hi = 1, limit
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if plan.fits(mid, double, sram):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _local_bytes(op: memref.AllocOp | memref.AllocaOp) -> int:
+    ty = op.memref.type
+    return math.prod(ty.get_shape()) * (ty.get_element_type().bitwidth // 8)
+
+
+# ---------------------------------------------------------------------- code building
+
+
+class Builder:
+    """Appends ops to a block, folding index arithmetic on constants:
+    `b.c(4)` is a (cached) index constant, `b.add(x, y)`, `b.mul`, `b.min`, ..."""
+
+    def __init__(self, block: Block, parent: Builder | None = None):
+        self.block = block
+        self.parent = parent
+        self.consts: dict[int, SSAValue] = {}
+
+    def op(self, op: Operation) -> Operation:
+        self.block.add_op(op)
+        return op
+
+    def v(self, op: Operation) -> SSAValue:
+        return self.op(op).results[0]
+
+    def c(self, value: int) -> SSAValue:
+        b: Builder | None = self
+        while b is not None:
+            if value in b.consts:
+                return b.consts[value]
+            b = b.parent
+        const = self.v(arith.ConstantOp.from_int_and_width(int(value), IndexType()))
+        self.consts[value] = const
+        return const
+
+    def _fold(self, x, y, fn, cls):
+        cx, cy = _const(x), _const(y)
+        if cx is not None and cy is not None:
+            return self.c(fn(cx, cy))
+        return self.v(cls(x, y))
+
+    def add(self, x, y):
+        if _const(y) == 0:
+            return x
+        if _const(x) == 0:
+            return y
+        return self._fold(x, y, lambda p, q: p + q, arith.AddiOp)
+
+    def sub(self, x, y):
+        if _const(y) == 0:
+            return x
+        return self._fold(x, y, lambda p, q: p - q, arith.SubiOp)
+
+    def mul(self, x, y):
+        if _const(y) == 1:
+            return x
+        if _const(x) == 1:
+            return y
+        if _const(x) == 0 or _const(y) == 0:
+            return self.c(0)
+        return self._fold(x, y, lambda p, q: p * q, arith.MuliOp)
+
+    def min(self, x, y):
+        return self._fold(x, y, min, arith.MinSIOp)
+
+    def max(self, x, y):
+        return self._fold(x, y, max, arith.MaxSIOp)
+
+    def nested(self, block: Block) -> Builder:
+        return Builder(block, self)
+
+    def for_(self, lb, ub, step) -> tuple[scf.ForOp, Builder, SSAValue]:
+        body = Block(arg_types=[IndexType()])
+        loop = scf.ForOp(lb, ub, step, [], body)
+        self.op(loop)
+        return loop, self.nested(body), body.args[0]
+
+    def alloc(self, space: str, elements: int, element_type, hint: str) -> SSAValue:
+        ty = dlp.memref_in(space, [elements], element_type)
+        value = self.v(memref.AllocOp([], [], ty))
+        value.name_hint = hint
+        return value
+
+
+def _finish_for(builder: Builder) -> None:
+    builder.op(scf.YieldOp())
+
+
+class KernelLowering:
+    """Builds the dlp.kernel for one plan."""
+
+    def __init__(self, plan: KernelPlan):
+        self.plan = plan
+        self.desc = plan.desc
+        k = plan.kernel
+        attrs = {"tasks": IntegerAttr(plan.tasks, i64),
+                 "dma_align": IntegerAttr(self.desc.dma_align, i64),
+                 "vector_align": IntegerAttr(self.desc.vector_align, i64)}
+        if k.origin is not None:
+            attrs["origin"] = StringAttr(k.origin.data)
+        if plan.double:
+            attrs["double_buffered"] = UnitAttr()
+        self.op = dlp.KernelOp(k.sym, **attrs)
+        self.b = Builder(self.op.block)
+
+    def build(self) -> dlp.KernelOp:
+        plan, b = self.plan, self.b
+        tid = b.v(dlp.TaskIdOp())
+        _hint(tid, "task")
+        c0 = b.c(0)
+        tiled = [p for p in plan.buffers.values() if p.kind == "tiled"]
+        whole = [p for p in plan.buffers.values() if p.kind == "whole"]
+        copies = 2 if plan.double else 1
+        for p in plan.buffers.values():
+            n = _round_up(p.elements(plan.tile) * p.elt_bytes, self.desc.dma_align) // p.elt_bytes
+            p.local = b.alloc(p.space, n * (copies if p.kind == "tiled" else 1),
+                              p.value.type.get_element_type(), f"{p.name}_{p.space}")
+            p.slot = c0
+        self.load_whole(whole, c0)
+        if plan.work is None:
+            self.untiled(tid, whole, c0)
+            return self.op
+        trip = b.c(plan.trip)
+        lo = b.min(b.mul(tid, b.c(plan.chunk)), trip)
+        hi = b.min(b.add(lo, b.c(plan.chunk)), trip)
+        _hint(lo, "lo")
+        _hint(hi, "hi")
+        if plan.double:
+            self.double_buffered(tiled, lo, hi)
+        else:
+            loop, inner, t0 = b.for_(lo, hi, b.c(plan.tile))
+            _hint(t0, "t0")
+            n = inner.min(inner.c(plan.tile), inner.sub(hi, t0))
+            _hint(n, "n")
+            self.tile_bases(inner, tiled, t0, n)
+            self.copies(inner, tiled, "in", n, dlp.MemcpyOp)
+            self.compute(inner, t0, n)
+            self.copies(inner, tiled, "out", n, dlp.MemcpyOp)
+            _finish_for(inner)
+        for p in whole:
+            if p.written:
+                b.op(dlp.MemcpyOp(p.value, c0, p.local, c0, b.c(p.elements(1))))
+        return self.op
+
+    # ---- pieces ---------------------------------------------------------------
+    def load_whole(self, whole: list[BufferPlan], c0: SSAValue) -> None:
+        b, plan = self.b, self.plan
+        reads = [p for p in whole if p.read or not p.full_write]
+        if plan.sram and reads:
+            core = b.v(dlp.CoreIdOp())
+            is_first = b.v(arith.CmpiOp(core, c0, "eq"))
+            staged = []
+            for p in reads:
+                n = _round_up(p.elements(1) * p.elt_bytes, self.desc.dma_align) // p.elt_bytes
+                p.staged = b.alloc("sram", n, p.value.type.get_element_type(), f"{p.name}_sram")
+                staged.append(p)
+            first = Block()
+            b.op(scf.IfOp(is_first, [], Region(first)))
+            fb = b.nested(first)
+            for p in staged:
+                fb.op(dlp.MemcpyOp(p.staged, fb.c(0), p.value, fb.c(0), fb.c(p.elements(1))))
+            fb.op(scf.YieldOp())
+            b.op(dlp.SyncClusterOp())
+            for p in staged:
+                b.op(dlp.MemcpyOp(p.local, c0, p.staged, c0, b.c(p.elements(1))))
+        else:
+            for p in reads:
+                b.op(dlp.MemcpyOp(p.local, c0, p.value, c0, b.c(p.elements(1))))
+
+    def untiled(self, tid: SSAValue, whole: list[BufferPlan], c0: SSAValue) -> None:
+        """No work loop: task 0 runs the whole kernel on its NRAM copies."""
+        b = self.b
+        body = Block()
+        b.op(scf.IfOp(b.v(arith.CmpiOp(tid, c0, "eq")), [], Region(body)))
+        inner = b.nested(body)
+        vmap: dict[SSAValue, SSAValue] = {}
+        Cloner(self.plan, vmap).block(self.plan.kernel.block, inner)
+        for p in whole:
+            if p.written:
+                inner.op(dlp.MemcpyOp(p.value, inner.c(0), p.local, inner.c(0), inner.c(p.elements(1))))
+        inner.op(scf.YieldOp())
+
+    def tile_bases(self, b: Builder, tiled: list[BufferPlan], t0: SSAValue, n: SSAValue) -> None:
+        """Per tiled buffer: the flat GDRAM offset of this tile's box and its element count.
+        Rows are `a*t0 + rlo .. a*(t0+n-1) + rhi`, clamped to the dimension when a halo
+        (e.g. convolution padding) can reach outside it."""
+        for p in tiled:
+            top = p.shape[p.dim] - 1
+            first = b.add(b.mul(b.c(p.a), t0), b.c(p.rlo))
+            in_range = p.rlo >= 0 and p.a * (self.plan.trip - 1) + p.rhi <= top
+            if in_range:
+                rows = b.add(b.mul(b.c(p.a), n), b.c(p.rhi - p.rlo + 1 - p.a))
+            else:
+                last = b.add(b.mul(b.c(p.a), b.add(t0, b.sub(n, b.c(1)))), b.c(p.rhi))
+                first = b.min(b.max(first, b.c(0)), b.c(top))
+                last = b.min(b.max(last, b.c(0)), b.c(top))
+                rows = b.add(b.sub(last, first), b.c(1))
+            p.base = b.add(b.c(p.prefix_offset), b.mul(first, b.c(p.inner)))
+            _hint(p.base, f"{p.name}_base")
+            p.count = b.mul(rows, b.c(p.inner))
+
+    def copies(self, b: Builder, tiled: list[BufferPlan], way: str, n: SSAValue, op_cls) -> None:
+        for p in tiled:
+            if way == "in" and (p.read or not p.full_write):
+                b.op(op_cls(p.local, p.slot, p.value, p.base, p.count))
+            if way == "out" and p.written:
+                b.op(op_cls(p.value, p.base, p.local, p.slot, p.count))
+
+    def compute(self, b: Builder, t0: SSAValue, n: SSAValue) -> None:
+        plan = self.plan
+        if plan.selection is not None:
+            plan.selection.emit(self, b, t0, n)
+            return
+        loop, inner, ii = b.for_(b.c(0), n, b.c(1))
+        _hint(ii, "ii")
+        j = inner.add(t0, ii)
+        work = plan.work
+        v = inner.add(inner.c(work.lower), inner.mul(j, inner.c(work.stride))) if (work.lower or work.stride != 1) else j
+        vmap = {work.induction_var: v}
+        Cloner(plan, vmap).block(work.block, inner)
+        _finish_for(inner)
+
+    def double_buffered(self, tiled: list[BufferPlan], lo: SSAValue, hi: SSAValue) -> None:
+        """Ping-pong: wait, prefetch tile k+1 into the other slot, compute tile k, store it
+        asynchronously."""
+        b, plan = self.b, self.plan
+        T = plan.tile
+        span = b.sub(hi, lo)
+        ntiles = b.v(arith.CeilDivSIOp(b.max(span, b.c(0)), b.c(T)))
+        _hint(ntiles, "ntiles")
+        sizes = {p: p.local.type.get_shape()[0] // 2 for p in tiled}
+
+        def issue(bb: Builder, k: SSAValue) -> None:
+            t0 = bb.add(lo, bb.mul(k, bb.c(T)))
+            n = bb.min(bb.c(T), bb.sub(hi, t0))
+            slot = bb._fold(k, bb.c(2), lambda p, q: p % q, arith.RemSIOp)
+            self.tile_bases(bb, tiled, t0, n)
+            for p in tiled:
+                p.slot = bb.mul(slot, bb.c(sizes[p]))
+            self.copies(bb, tiled, "in", n, dlp.MemcpyAsyncOp)
+
+        # prologue: tile 0
+        pro = Block()
+        b.op(scf.IfOp(b.v(arith.CmpiOp(ntiles, b.c(0), "sgt")), [], Region(pro)))
+        pb = b.nested(pro)
+        issue(pb, pb.c(0))
+        pb.op(scf.YieldOp())
+        loop, inner, k = b.for_(b.c(0), ntiles, b.c(1))
+        _hint(k, "k")
+        inner.op(dlp.WaitDmaOp())
+        nxt = inner.add(k, inner.c(1))
+        pre = Block()
+        inner.op(scf.IfOp(inner.v(arith.CmpiOp(nxt, ntiles, "slt")), [], Region(pre)))
+        prb = inner.nested(pre)
+        issue(prb, nxt)
+        prb.op(scf.YieldOp())
+        t0 = inner.add(lo, inner.mul(k, inner.c(T)))
+        _hint(t0, "t0")
+        n = inner.min(inner.c(T), inner.sub(hi, t0))
+        _hint(n, "n")
+        slot = inner._fold(k, inner.c(2), lambda p, q: p % q, arith.RemSIOp)
+        self.tile_bases(inner, tiled, t0, n)
+        for p in tiled:
+            p.slot = inner.mul(slot, inner.c(sizes[p]))
+        self.compute(inner, t0, n)
+        self.copies(inner, tiled, "out", n, dlp.MemcpyAsyncOp)
+        _finish_for(inner)
+        b.op(dlp.WaitDmaOp())
+
+
+class Cloner:
+    """Clones loop-level ops into a dlp kernel: `loop.for` -> `scf.for`, GDRAM accesses
+    -> accesses of the on-chip copies at `flat index - tile base + slot`."""
+
+    def __init__(self, plan: KernelPlan, vmap: dict[SSAValue, SSAValue]):
+        self.plan = plan
+        self.vmap = vmap
+
+    def value(self, v: SSAValue, b: Builder) -> SSAValue:
+        if v in self.plan.fixed:
+            return b.c(self.plan.fixed[v])
+        return self.vmap.get(v, v)
+
+    def block(self, src: Block, b: Builder) -> None:
+        for op in src.ops:
+            self.op(op, b)
+
+    def op(self, op: Operation, b: Builder) -> None:
+        if isinstance(op, ForOp):
+            loop, inner, iv = b.for_(b.c(op.lower), b.c(op.upper), b.c(op.stride))
+            iv.name_hint = op.loop_name or op.induction_var.name_hint
+            self.vmap[op.induction_var] = iv
+            self.block(op.block, inner)
+            _finish_for(inner)
+            return
+        if isinstance(op, memref.LoadOp | memref.StoreOp) and op.memref in self.plan.buffers:
+            p = self.plan.buffers[op.memref]
+            idx = self.local_index(p, [self.value(i, b) for i in op.indices], b)
+            if isinstance(op, memref.LoadOp):
+                new = b.op(memref.LoadOp.get(p.local, [idx]))
+                self.vmap[op.res] = new.results[0]
+                new.results[0].name_hint = op.res.name_hint
+            else:
+                b.op(memref.StoreOp.get(self.value(op.value, b), p.local, [idx]))
+            return
+        if isinstance(op, memref.AllocOp | memref.AllocaOp):
+            ty = op.memref.type
+            new = b.op(type(op).get(ty.get_element_type(), shape=ty.get_shape(),
+                                    memory_space=dlp.space_attr("nram")))
+            new.results[0].name_hint = op.memref.name_hint
+            self.vmap[op.memref] = new.results[0]
+            return
+        if isinstance(op, memref.DeallocOp):
+            return
+        if isinstance(op, scf.IfOp):
+            then_b, else_b = Block(), Block()
+            new = scf.IfOp(self.value(op.cond, b), [r.type for r in op.results], Region(then_b),
+                           Region(else_b) if op.false_region.blocks else None)
+            b.op(new)
+            self.block(op.true_region.block, b.nested(then_b))
+            if op.false_region.blocks:
+                self.block(op.false_region.block, b.nested(else_b))
+            for old, r in zip(op.results, new.results):
+                self.vmap[old] = r
+                r.name_hint = old.name_hint
+            return
+        if op.regions:
+            raise DiagnosticException(
+                f"loop-to-dlp: unsupported op '{op.name}' with regions in kernel '{self.plan.kernel.sym}'")
+        new = op.clone(value_mapper={x: self.value(x, b) for x in op.operands})
+        b.op(new)
+        for old, r in zip(op.results, new.results):
+            self.vmap[old] = r
+            r.name_hint = old.name_hint
+
+    def local_index(self, p: BufferPlan, idx: list[SSAValue], b: Builder) -> SSAValue:
+        flat = None
+        for k, x in enumerate(idx):
+            stride = math.prod(p.shape[k + 1 :])
+            term = x if stride == 1 else b.mul(x, b.c(stride))
+            flat = term if flat is None else b.add(flat, term)
+        flat = flat if flat is not None else b.c(0)
+        if p.kind == "tiled":
+            flat = b.sub(flat, p.base)
+        if p.slot is not None and _const(p.slot) != 0:
+            flat = b.add(flat, p.slot)
+        return flat
+
+
+# ---------------------------------------------------------------------------- pass
+
+
+def lower_kernel(kernel: KernelOp, desc: DlpTarget, double_buffer: bool = True,
+                 multicore: bool = True, intrinsics: bool = True) -> dlp.KernelOp:
+    plan = plan_kernel(kernel, desc, double_buffer, multicore, intrinsics)
+    return KernelLowering(plan).build()
+
+
+@dataclass(frozen=True)
+class LoopToDlp(ModulePass):
+    """`loop-to-dlp{target-desc=tiny double-buffer=false multicore=false intrinsics=false}`"""
+
+    name = "loop-to-dlp"
+
+    target_desc: str = ""
+    double_buffer: bool = True
+    multicore: bool = True
+    intrinsics: bool = True
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        desc = resolve(self.target_desc or None)
+        for kernel in [k for k in op.walk() if isinstance(k, KernelOp)]:
+            new = lower_kernel(kernel, desc, self.double_buffer, self.multicore, self.intrinsics)
+            kernel.parent_block().insert_op_before(new, kernel)
+            kernel.detach()
+            kernel.erase()
+        for fn in op.walk():
+            if isinstance(fn, func.FuncOp):
+                fn.attributes["dlpc.target"] = StringAttr(desc.name)
+                if self.target_desc:
+                    fn.attributes["dlpc.target_desc"] = StringAttr(self.target_desc)
