@@ -648,8 +648,40 @@ def window_out(size: int, k: int, stride: int, pad: int, dilation: int = 1,
     return span // stride + 1
 
 
+LAYOUTS = ("nchw", "nhwc")
+
+
+def layout_of(op: Operation) -> str:
+    """Activation layout of conv2d/pools/global_avg_pool/batch_norm: "nchw" (the default)
+    or "nhwc" (written by graph-layout). The weight of conv2d stays OIHW in both.
+
+    `layout` is deliberately not in ATTRS, so consumers that only know NCHW see no new
+    keyword in `op.attrs()`; every consumer of these ops must check `layout_of(op)`
+    (`dlpc.passes.graph.layout.evaluate_nhwc` gives the reference value of an NHWC op).
+    """
+    attr = op.attributes.get("layout")
+    if attr is None:
+        return "nchw"
+    if not isinstance(attr, StringAttr) or attr.data not in LAYOUTS:
+        raise VerifyException(f'{op.name} layout must be "nchw" or "nhwc", got {attr}')
+    return attr.data
+
+
+def _to_nchw(op: Operation, shape: Shape) -> Shape:
+    """An NHWC shape of a layout op as its NCHW equivalent (identity for NCHW)."""
+    if layout_of(op) == "nhwc" and len(shape) >= 3:
+        return (shape[0], shape[-1], *shape[1:-1])
+    return shape
+
+
+def _from_nchw(op: Operation, shape: Shape) -> Shape:
+    if layout_of(op) == "nhwc" and len(shape) >= 3:
+        return (shape[0], *shape[2:], shape[1])
+    return shape
+
+
 class WindowOp(GraphOp):
-    """Shared attribute decoding for conv/pool (NCHW)."""
+    """Shared attribute decoding for conv/pool (NCHW, or NHWC with layout = "nhwc")."""
 
     def strides(self):
         return _pair(self.attr("strides"), "strides")
@@ -696,7 +728,7 @@ class Conv2DOp(WindowOp):
     }
 
     def infer_shape(self, shapes):
-        x, w = shapes[0], shapes[1]
+        x, w = _to_nchw(self, shapes[0]), shapes[1]
         if len(x) != 4 or len(w) != 4:
             raise VerifyException(
                 f"graph.conv2d expects NCHW input and OIHW weight, got {fmt_shape(x)} "
@@ -720,7 +752,7 @@ class Conv2DOp(WindowOp):
                 f"graph.conv2d bias {fmt_shape(shapes[2])} does not match {o} output channels"
             )
         oh, ow = self._spatial(h, wd, kh, kw)
-        return (n, o, oh, ow)
+        return _from_nchw(self, (n, o, oh, ow))
 
 
 class PoolOp(WindowOp):
@@ -733,12 +765,12 @@ class PoolOp(WindowOp):
     }
 
     def infer_shape(self, shapes):
-        x = shapes[0]
+        x = _to_nchw(self, shapes[0])
         if len(x) != 4:
             raise VerifyException(f"{self.name} expects NCHW input, got {fmt_shape(x)}")
         kh, kw = _pair(self.attr("kernel"), "kernel")
         oh, ow = self._spatial(x[2], x[3], kh, kw, self.attr("ceil_mode"))
-        return (x[0], x[1], oh, ow)
+        return _from_nchw(self, (x[0], x[1], oh, ow))
 
 
 @graph_op
@@ -772,12 +804,12 @@ class GlobalAvgPoolOp(GraphOp):
     name = "graph.global_avg_pool"
 
     def infer_shape(self, shapes):
-        x = shapes[0]
+        x = _to_nchw(self, shapes[0])
         if len(x) < 3:
             raise VerifyException(
                 f"graph.global_avg_pool expects N, C and spatial dims, got {fmt_shape(x)}"
             )
-        return (x[0], x[1]) + (1,) * (len(x) - 2)
+        return _from_nchw(self, (x[0], x[1]) + (1,) * (len(x) - 2))
 
 
 # ------------------------------------------------------------------ normalisation
@@ -785,7 +817,7 @@ class GlobalAvgPoolOp(GraphOp):
 
 @graph_op
 class BatchNormOp(GraphOp):
-    """Inference batch norm over channel axis 1:
+    """Inference batch norm over channel axis 1 (the last axis with layout = "nhwc"):
     y = (x - mean) / sqrt(var + epsilon) * scale + bias.
 
     %y = graph.batch_norm %x, %scale, %bias, %mean, %var {epsilon = 1.0e-05 : f64} : (...) -> tensor<1x16x8x8xf32>
@@ -799,11 +831,12 @@ class BatchNormOp(GraphOp):
         x = shapes[0]
         if len(x) < 2:
             raise VerifyException(f"graph.batch_norm expects rank >= 2, got {fmt_shape(x)}")
+        channels = _to_nchw(self, x)[1]
         for name, s in zip(self.OPERANDS[1:], shapes[1:]):
-            if s != (x[1],):
+            if s != (channels,):
                 raise VerifyException(
                     f"graph.batch_norm {name} has shape {fmt_shape(s)} but input has "
-                    f"{x[1]} channels"
+                    f"{channels} channels"
                 )
         return x
 
