@@ -72,6 +72,17 @@ class FrontendError(ValueError):
         self.arg = arg
 
 
+def show(value: Any) -> str:
+    """A value as the text language writes it (true, "tanh", [1, 2])."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return f'"{value}"'
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(show(v) for v in value) + "]"
+    return str(value)
+
+
 def suggest(name: str, candidates: Sequence[str]) -> str:
     """`; did you mean 'x'?` or ''."""
     close = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
@@ -141,8 +152,12 @@ def coerce_attr(op: type[GraphOp], key: str, attr: str, value: Any) -> Any:
     name = op.name.removeprefix("graph.")
 
     def bad(expected: str) -> FrontendError:
-        return FrontendError(f"{name} argument '{key}' expects {expected}, got {value!r}", key)
+        return FrontendError(f"{name} argument '{key}' expects {expected}, got {show(value)}", key)
 
+    if kind in ("int", "ints"):
+        for v in value if isinstance(value, list | tuple) else [value]:
+            if _is_int(v) and not -(2**63) <= v < 2**63:
+                raise FrontendError(f"{name} argument '{key}': {v} does not fit in 64 bits", key)
     if kind == "int":
         if not _is_int(value):
             raise bad("an int")
@@ -193,6 +208,9 @@ INITIALIZERS: dict[str, dict[str, Any]] = {
 }
 
 
+MAX_INIT_ELEMENTS = 1 << 28  # 1 GiB of f32: a typo in a shape, not a model
+
+
 @dataclass(frozen=True)
 class Initializer:
     """A seeded recipe for a parameter's value, e.g. `normal(seed=1, std=0.1)`.
@@ -208,6 +226,11 @@ class Initializer:
         a = dict(self.args)
         np_dtype = graph.numpy_dtype(DTYPES[dtype])
         shape = tuple(shape)
+        if math.prod(shape) > MAX_INIT_ELEMENTS:
+            raise FrontendError(
+                f"parameter '{name}' has {math.prod(shape)} elements, more than an initialiser "
+                f"may create ({MAX_INIT_ELEMENTS}); give its value in a weights file"
+            )
         seed = a.get("seed")
         rng = np.random.default_rng(zlib.crc32(name.encode()) if seed is None else seed)
         if self.kind == "zeros":
@@ -254,9 +277,9 @@ def make_initializer(kind: str, *args: Any, **kwargs: Any) -> Initializer:
         v = values[key]
         blame = key if key in kwargs else list(spec).index(key)
         if key == "seed" and v is not None and not (_is_int(v) and int(v) >= 0):
-            raise FrontendError(f"{kind}() seed must be a non-negative int, got {v!r}", blame)
+            raise FrontendError(f"{kind}() seed must be a non-negative int, got {show(v)}", blame)
         if key != "seed" and (not isinstance(v, int | float) or isinstance(v, bool)):
-            raise FrontendError(f"{kind}() argument '{key}' expects a number, got {v!r}", blame)
+            raise FrontendError(f"{kind}() argument '{key}' expects a number, got {show(v)}", blame)
     return Initializer(kind, tuple(values.items()))
 
 
@@ -476,9 +499,14 @@ class GraphBuilder:
             if isinstance(v, SSAValue):
                 values.append(v)
             elif isinstance(v, int | float | np.number) and not isinstance(v, bool):
+                if not graph.is_float_type(elt) and v != int(v):
+                    raise FrontendError(
+                        f"{name} operand {i + 1}: {v} is not an integer but the tensor "
+                        f"operands are {elt}", i
+                    )
                 values.append(self.constant(v, elt))
             else:
-                raise FrontendError(f"{name} operand {i + 1} must be a tensor, got {v!r}", i)
+                raise FrontendError(f"{name} operand {i + 1} must be a tensor, got {show(v)}", i)
         return values
 
     def __getattr__(self, name: str):

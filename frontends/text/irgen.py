@@ -196,7 +196,7 @@ class IRGen:
             v = self.constant(e.operand, where)
             if isinstance(v, int | float) and not isinstance(v, bool):
                 return -v
-            raise self.error(e.loc, f"cannot negate {v!r}")
+            raise self.error(e.loc, f"cannot negate {bld.show(v)}")
         if isinstance(e, ast.BinOp):
             lhs, rhs = self.constant(e.lhs, where), self.constant(e.rhs, where)
             if all(isinstance(v, int | float) and not isinstance(v, bool) for v in (lhs, rhs)):

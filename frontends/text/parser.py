@@ -135,7 +135,7 @@ _TERMINALS = {
     "LPAR": "'('", "RPAR": "')'", "LSQB": "'['", "RSQB": "']'", "LBRACE": "'{'",
     "RBRACE": "'}'", "COMMA": "','", "COLON": "':'", "EQUAL": "'='", "PLUS": "'+'",
     "MINUS": "'-'", "STAR": "'*'", "SLASH": "'/'", "AT": "'@'", "MODEL": "'model'",
-    "PARAM": "'param'", "LET": "'let'", "RETURN": "'return'", "$END": "end of file",
+    "PARAM": "'param'", "LET": "'let'", "RETURN": "'return'", "$END": "end of file", "<END-OF-FILE>": "end of file",
 }
 _EXPR_START = {"NAME", "INT", "FLOAT", "STRING", "LSQB", "LPAR", "MINUS"}
 

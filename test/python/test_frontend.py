@@ -198,6 +198,11 @@ ERRORS = [
     ("model m(x: f32[2]) {\n  param p: f32[2] = normal(seed=-1)\n  return x\n}", 2, 28, "normal() seed must be a non-negative int"),
     ("model m(x: f32[2]) {\n  return x\n  return x\n}", 3, 3, "statement after return"),
     ("model m(x: f32[2]) {\n  return 1 @ 2\n}", 2, 12, "'@' needs tensor operands"),
+    ("model m(x: f32[2]) {\n  return softmax(x, axis=99999999999999999999)\n}", 2, 21, "does not fit in 64 bits"),
+    ("model m(x: i64[2]) {\n  return x * 1.5\n}", 2, 12, "mul operand 2: 1.5 is not an integer"),
+    ("model m(x: f32[2]) {\n  return clip(x, max=true)\n}", 2, 18, "clip argument 'max' expects a number, got true"),
+    ("model m(x: f32[2]) {\n  param w: f32[99999, 99999] = zeros()\n  return x\n}", 2, 9, "more than an initialiser may create"),
+    ("model m(x: f32[2]) {\n  return x\n}\nmodel n(x: f32[2]) {\n  return x\n}", 4, 1, "unexpected 'model', expected end of file"),
 ]
 
 
