@@ -10,7 +10,7 @@ Stages (see docs/pipeline.md):
   (`GRAPH_PASSES_BY_LEVEL`);
 - te:    `graph-to-te` (DL ops -> compute definitions);
 - loop:  `te-to-loop` (compute definitions -> loop nests over buffers), then the
-  schedules of a tuning log when one is given.
+  tuning log when one is given: a schedule script (`loop-schedule{script=...}`).
 
 Emitters: `numpy` works on graph IR, `c` on loop IR. Passes are looked up by name in
 `dlpc.universe.PASSES` and imported only when they run, so this module imports even
@@ -89,7 +89,7 @@ def parse_module(text: str, path: str = "<input>") -> ModuleOp:
     return module
 
 
-def make_pass(name: str, options: PipelineOptions) -> ModulePass:
+def make_pass(name: str, options: PipelineOptions, **fixed) -> ModulePass:
     from dlpc.universe import PASSES
 
     if name not in PASSES:
@@ -98,12 +98,13 @@ def make_pass(name: str, options: PipelineOptions) -> ModulePass:
         cls = PASSES[name]()
     except ImportError as e:
         raise DlpcError(f"error: pipeline pass '{name}' is not available ({e})") from None
-    return cls(**options.extra.get(name, {}))
+    return cls(**{**options.extra.get(name, {}), **fixed})
 
 
-def run(name: str, module: ModuleOp, options: PipelineOptions) -> None:
-    """Apply one pass by name and verify the result."""
-    make_pass(name, options).apply(context(), module)
+def run(name: str, module: ModuleOp, options: PipelineOptions, **fixed) -> None:
+    """Apply one pass by name (its options from `options.extra`, then `fixed`) and
+    verify the result."""
+    make_pass(name, options, **fixed).apply(context(), module)
     module.verify()
 
 
@@ -143,8 +144,8 @@ def lower(module: ModuleOp, stop_at: str = "loop", options: PipelineOptions | No
     if stop_at == "te":
         return module
     run("te-to-loop", module, options)       # computes -> loop nests over buffers
-    if options.tuning_log:
-        run("loop-apply-tuning-log", module, options)  # tuned schedules per kernel
+    if options.tuning_log:                   # tuned schedules, as a schedule script
+        run("loop-schedule", module, options, script=options.tuning_log)
     on_stage("loop", module)
     return module
 

@@ -193,3 +193,14 @@ def test_pass_options_by_name(small):
     assert "fused_" in api.compile(model, target="numpy").source
     with pytest.raises(DlpcError, match="unknown compile option 'fuse'"):
         api.compile(model, target="numpy", fuse=True)
+
+
+def test_tuning_log_is_applied_as_a_schedule_script(small, tmp_path):
+    path, weights = small
+    log = tmp_path / "small.sched"
+    log.write_text("split linear_0/i1 by 2 -> i1o, i1i\nunroll linear_0/i1i\n")
+    model = api.load(path, weights=weights)
+    module = model.module.clone()
+    pipeline.lower(module, "loop", pipeline.PipelineOptions(opt_level=0, tuning_log=str(log)))
+    names = [op.attributes["name"].data for op in module.walk() if op.name == "loop.for"]
+    assert "i1o" in names and "i1i" in names

@@ -172,3 +172,27 @@ def test_dlpc_opt_invalid_ir_is_one_line(tmp_path, capsys):
     bad.write_text(MODEL.replace("graph.tanh", "graph.tanhh"))
     assert dlpc_opt.main([str(bad)]) == 1
     one_error_line(capsys, "graph.tanhh")
+
+
+# ---------------------------------------------------------------------- bench
+
+
+def test_bench_models_prints_one_checked_table(capsys):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "bench" / "models.py"
+    spec = importlib.util.spec_from_file_location("bench_models", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    for export in ("graph", "torch"):
+        argv = ["--models", "mlp", "--repeat", "1", "--warmup", "0", "--onnx-from", export]
+        assert bench.main(argv) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert lines[1].split() == ["model", "numpy", "ref", "dlpc", "C", "-O2", "torch",
+                                    "onnxruntime"]
+        cells = lines[2].split()
+        assert cells[0] == "mlp" and len(cells) == 5
+        # every backend either ran and matched the reference, or is not installed
+        assert all(c == "n/a" or float(c) > 0 for c in cells[1:]), cells
+        assert cells[1] != "n/a" and cells[2] != "n/a"
