@@ -386,9 +386,12 @@ class GraphBuilder:
     params: dict[str, ParamDecl] = field(default_factory=dict)
     outputs: list[SSAValue] | None = None
     _constants: dict[tuple, SSAValue] = field(default_factory=dict)
+    _module: ModuleOp | None = None
 
     # ---- values ----------------------------------------------------------------
     def _add(self, op: Operation) -> SSAValue | None:
+        if self._module is not None:
+            raise FrontendError("the module is finished; no ops can be added")
         if self.loc is not None:
             op.location = self.loc
         self.block.add_op(op)
@@ -527,7 +530,9 @@ class GraphBuilder:
         self._add(func.ReturnOp(*values))
 
     def module(self) -> ModuleOp:
-        """The finished module (verified); call once, after `output`."""
+        """The finished module (verified), after `output`; later calls return it again."""
+        if self._module is not None:
+            return self._module
         if self.outputs is None:
             raise FrontendError(f"model '{self.name}' has no outputs")
         ftype = ([a.type for a in self.block.args], [v.type for v in self.outputs])
@@ -539,12 +544,15 @@ class GraphBuilder:
             main.location = self.loc
         module = ModuleOp([main])
         module.verify()
+        self._module = module
         return module
 
     def weights(self, given: Mapping[str, Any] | str | None = None,
                 where: str = "the weights") -> dict[str, np.ndarray]:
         """Every parameter's value: `given` first, then its initialiser."""
         source = None if given is None else load_weights(given)
+        if isinstance(given, str):
+            where = given
         return {n: resolve_weight(d, source, where) for n, d in self.params.items()}
 
     def model(self, weights: Mapping[str, Any] | str | None = None, path: str | None = None):
