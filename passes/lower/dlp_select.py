@@ -1,2 +1,405 @@
-def select_compute(plan):
+"""Intrinsic selection for `loop-to-dlp`: map a tile's compute onto DLP intrinsics.
+
+Two patterns, both matched on the loop nest below the work loop (see loop_to_dlp.py):
+
+- elementwise: a perfect nest of full-range loops whose innermost body loads, computes
+  with `arith`/`math`, and stores `out[.., v, i1, .., im]`. Each load is either the same
+  element of another tiled buffer (a vector operand), a whole buffer indexed by the
+  trailing loop variables (a broadcast operand: `dlp.cycle_*`), or one element (a
+  scalar). Every op becomes one vector intrinsic over the tile's `n * inner` elements:
+
+      out[i, j] = max(x[i, j] + b[j], 0)   ->   dlp.cycle_add %t, %x, %b ; dlp.relu %out, %t
+
+- matmul: `acc = 0; for r: acc += A[.., m, r] * B[..]; out[.., m, n] = epilogue(acc)`
+  with the work loop over rows m (B whole, in WRAM) or, when m is fixed, over columns n
+  of a transposed B (`linear`: B tiles in WRAM). The product is one `dlp.matmul`; the
+  epilogue (bias, activation) is then selected as an elementwise nest over it.
+
+Anything else keeps the scalar loops. A selection reports the NRAM scratch it needs
+(`scratch_bytes`) so tiling accounts for it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from xdsl.dialects import arith, memref
+from xdsl.dialects.builtin import FloatAttr, IndexType
+from xdsl.ir import Operation, SSAValue
+
+from dlpc.dialects import dlp
+from dlpc.dialects.loop import ForOp
+
+BINARY = {"arith.addf": "add", "arith.subf": "sub", "arith.mulf": "mul", "arith.divf": "div",
+          "arith.maximumf": "max", "arith.maxnumf": "max", "arith.minimumf": "min", "arith.minnumf": "min"}
+UNARY = {"math.exp": dlp.ExpOp, "math.tanh": dlp.TanhOp, "math.log": dlp.LogOp, "math.sqrt": dlp.SqrtOp}
+VECTOR = {"add": dlp.AddOp, "sub": dlp.SubOp, "mul": dlp.MulOp, "div": dlp.DivOp, "max": dlp.MaxOp, "min": dlp.MinOp}
+CYCLE = {"add": dlp.CycleAddOp, "sub": dlp.CycleSubOp, "mul": dlp.CycleMulOp}
+
+
+class NoMatch(Exception):
+    pass
+
+
+def _const(value: SSAValue):
+    op = value.owner
+    if isinstance(op, arith.ConstantOp):
+        v = op.value
+        return v.value.data if not isinstance(v, FloatAttr) else float(v.value.data)
     return None
+
+
+def _cidx(plan, value: SSAValue):
+    """An index's constant value: an arith.constant or an extent-1 loop's variable."""
+    if value in plan.fixed:
+        return plan.fixed[value]
+    return _const(value)
+
+
+def _nest(work: ForOp) -> list[ForOp]:
+    """The work loop and the perfect nest of loops below it."""
+    loops = [work]
+    while True:
+        inner = [op for op in loops[-1].block.ops if isinstance(op, ForOp)]
+        others = [op for op in loops[-1].block.ops if not isinstance(op, ForOp | arith.ConstantOp)]
+        if len(inner) != 1 or others:
+            return loops
+        loops.append(inner[0])
+
+
+@dataclass
+class Operand:
+    kind: str  # "vec" | "cycle" | "scalar"
+    buffer: object = None  # BufferPlan (vec, cycle, scalar loads) or None
+    seg: int = 0  # cycle: segment length
+    value: SSAValue | None = None  # scalar: the original SSA value
+    local: SSAValue | None = None  # vec: a temp buffer (None: the buffer's own tile)
+    index: int = 0  # scalar load: flat element index
+
+
+@dataclass
+class Elementwise:
+    """An elementwise body over the iteration space `loops` (work loop first)."""
+
+    loops: list[ForOp]
+    body: list[Operation]  # the innermost ops, in order, ending with the store
+    out: object  # BufferPlan
+    preset: dict[SSAValue, Operand] = field(default_factory=dict)  # e.g. the matmul result
+
+    @property
+    def inner(self) -> int:
+        return math.prod(lp.trip_count for lp in self.loops[1:])
+
+    def temps(self) -> int:
+        n = sum(1 for op in self.body if op.name in BINARY or op.name in UNARY or op.name == "arith.negf")
+        return n + 2  # intermediates, plus room for sign flips
+
+
+def _ivs(loops: list[ForOp]) -> list[SSAValue]:
+    return [lp.induction_var for lp in loops]
+
+
+def _tile_matches(p, indices, loops, shape) -> bool:
+    """indices == [prefix consts.., v, iv1, .., ivm] over full trailing dims."""
+    ivs = _ivs(loops)
+    d = p.dim
+    return (p.kind == "tiled" and p.a == 1 and p.rlo == 0 and p.rhi == 0
+            and list(indices[d:]) == ivs and tuple(shape[d + 1:]) == tuple(lp.trip_count for lp in loops[1:]))
+
+
+def _classify_load(plan, load: memref.LoadOp, loops: list[ForOp]) -> Operand:
+    p = plan.buffers.get(load.memref)
+    if p is None:
+        raise NoMatch
+    shape = p.shape
+    idx = list(load.indices)
+    if _tile_matches(p, idx, loops, shape):
+        return Operand("vec", p)
+    if p.kind != "whole":
+        raise NoMatch
+    ivs = _ivs(loops)
+    # whole buffer indexed by the trailing loop variables (leading indices 0): broadcast
+    for k in range(1, len(loops) + 1):
+        tail = ivs[k:]
+        lead = idx[: len(idx) - len(tail)]
+        if idx[len(idx) - len(tail):] == tail and all(_cidx(plan, x) == 0 for x in lead) \
+                and tuple(shape[len(shape) - len(tail):]) == tuple(lp.trip_count for lp in loops[k:]):
+            if not tail:
+                return Operand("scalar", p, index=0)
+            if math.prod(shape) != math.prod(lp.trip_count for lp in loops[k:]):
+                raise NoMatch
+            return Operand("cycle", p, seg=math.prod(lp.trip_count for lp in loops[k:]))
+    consts = [_cidx(plan, x) for x in idx]
+    if all(c is not None for c in consts):
+        flat = sum(c * math.prod(shape[j + 1:]) for j, c in enumerate(consts))
+        return Operand("scalar", p, index=flat)
+    raise NoMatch
+
+
+def _match_elementwise(plan, loops: list[ForOp], body: list[Operation], preset=None) -> Elementwise:
+    if any(lp.lower != 0 or lp.stride != 1 for lp in loops):
+        raise NoMatch
+    ops = [op for op in body if not isinstance(op, arith.ConstantOp)]
+    if not ops or not isinstance(ops[-1], memref.StoreOp):
+        raise NoMatch
+    store = ops[-1]
+    out = plan.buffers.get(store.memref)
+    if out is None or not _tile_matches(out, list(store.indices), loops, out.shape):
+        raise NoMatch
+    kinds: dict[SSAValue, str] = {v: o.kind for v, o in (preset or {}).items()}
+    for op in ops[:-1]:
+        if isinstance(op, memref.LoadOp):
+            kinds[op.res] = _classify_load(plan, op, loops).kind
+        elif op.name in BINARY:
+            a, b = (kinds.get(x, "scalar" if _const(x) is not None else None) for x in op.operands)
+            if a is None or b is None:
+                raise NoMatch
+            pair = {a, b}
+            name = BINARY[op.name]
+            if pair == {"scalar"}:
+                kinds[op.results[0]] = "scalar"
+                continue
+            if "cycle" in pair and (pair != {"vec", "cycle"} or name not in CYCLE):
+                raise NoMatch
+            if a == "scalar" and name in ("div",):
+                raise NoMatch
+            kinds[op.results[0]] = "vec"
+        elif op.name in UNARY or op.name == "arith.negf":
+            if kinds.get(op.operands[0]) != "vec":
+                raise NoMatch
+            kinds[op.results[0]] = "vec"
+        else:
+            raise NoMatch
+    if kinds.get(store.value) != "vec":
+        raise NoMatch
+    return Elementwise(loops, body, out, dict(preset or {}))
+
+
+# ----------------------------------------------------------------------- selections
+
+
+@dataclass
+class ElementwiseSelection:
+    ew: Elementwise
+
+    def scratch_bytes(self, plan, tile: int) -> int:
+        from dlpc.passes.lower.loop_to_dlp import _round_up
+
+        per = _round_up(tile * self.ew.inner * 4, plan.desc.dma_align)
+        return per * self.ew.temps()
+
+    def emit(self, lowering, b, t0: SSAValue, n: SSAValue) -> None:
+        count = b.mul(n, b.c(self.ew.inner))
+        _emit_elementwise(lowering, b, self.ew, count, {})
+
+
+@dataclass
+class MatmulSelection:
+    ew: Elementwise  # the epilogue, over the output tile
+    lhs: object  # BufferPlan
+    rhs: object  # BufferPlan (in WRAM)
+    acc: SSAValue  # the reduction's accumulator value `sum`
+    k: int
+    cols: int  # n per output row (case rows) or 1 (case columns)
+    rows_tiled: bool  # True: work loop over rows m; False: over columns n
+    transpose_rhs: bool
+
+    def scratch_bytes(self, plan, tile: int) -> int:
+        from dlpc.passes.lower.loop_to_dlp import _round_up
+
+        per = _round_up(tile * self.ew.inner * 4, plan.desc.dma_align)
+        return per * (self.ew.temps() + 1)
+
+    def emit(self, lowering, b, t0: SSAValue, n: SSAValue) -> None:
+        plan = lowering.plan
+        count = b.mul(n, b.c(self.ew.inner))
+        tile_elems = _scratch_elems(plan, plan.tile * self.ew.inner)
+        acc = b.alloc("nram", tile_elems, self.lhs.value.type.get_element_type(), "acc_nram")
+        if self.rows_tiled:
+            m, cols = n, b.c(self.cols)
+        else:
+            m, cols = b.c(1), n
+        b.op(dlp.MatmulOp(acc, b.c(0), self.lhs.local, self.lhs.slot, self.rhs.local, self.rhs.slot,
+                          m, b.c(self.k), cols, transpose_rhs=self.transpose_rhs))
+        _emit_elementwise(lowering, b, self.ew, count, {self.acc: (acc, b.c(0))})
+
+
+def _scratch_elems(plan, elems: int) -> int:
+    from dlpc.passes.lower.loop_to_dlp import _round_up
+
+    return _round_up(elems * 4, plan.desc.dma_align) // 4
+
+
+def _emit_elementwise(lowering, b, ew: Elementwise, count: SSAValue, preset) -> None:
+    """One intrinsic per op over `count` elements; temps are fresh NRAM buffers."""
+    plan = lowering.plan
+    elt = ew.out.value.type.get_element_type()
+    tile_elems = _scratch_elems(plan, plan.tile * ew.inner)
+    vec: dict[SSAValue, tuple[SSAValue, SSAValue]] = dict(preset)  # value -> (buffer, offset)
+    cyc: dict[SSAValue, tuple[SSAValue, int]] = {}
+    scal: dict[SSAValue, SSAValue] = {}
+    ops = [op for op in ew.body if not isinstance(op, arith.ConstantOp)]
+    store = ops[-1]
+
+    def scalar(x: SSAValue) -> SSAValue:
+        if x in scal:
+            return scal[x]
+        c = _const(x)
+        assert c is not None, "scalar operand without a value"
+        scal[x] = b.v(arith.ConstantOp(FloatAttr(c, x.type)))
+        return scal[x]
+
+    def fresh(hint: str = "tmp") -> tuple[SSAValue, SSAValue]:
+        return b.alloc("nram", tile_elems, elt, f"{hint}_nram"), b.c(0)
+
+    def dest(op: Operation) -> tuple[SSAValue, SSAValue]:
+        if op.results[0] is store.value:
+            return ew.out.local, ew.out.slot
+        return fresh()
+
+    def neg(src: tuple[SSAValue, SSAValue], into: tuple[SSAValue, SSAValue]) -> None:
+        minus = b.v(arith.ConstantOp(FloatAttr(-1.0, elt)))
+        b.op(dlp.MulScalarOp(*into, *src, minus, count))
+
+    for op in ops[:-1]:
+        if isinstance(op, memref.LoadOp):
+            o = _classify_load(plan, op, ew.loops)
+            p = o.buffer
+            if o.kind == "vec":
+                vec[op.res] = (p.local, p.slot)
+            elif o.kind == "cycle":
+                cyc[op.res] = (p.local, o.seg)
+            else:
+                scal[op.res] = b.v(memref.LoadOp.get(p.local, [b.c(o.index)]))
+            continue
+        if op.name in UNARY or op.name == "arith.negf":
+            d = dest(op)
+            if op.name == "arith.negf":
+                neg(vec[op.operands[0]], d)
+            else:
+                b.op(UNARY[op.name](*d, *vec[op.operands[0]], count))
+            vec[op.results[0]] = d
+            continue
+        name = BINARY[op.name]
+        x, y = op.operands
+        if x not in vec and x not in cyc and y not in vec and y not in cyc:  # scalar op
+            new = op.clone(value_mapper={x: scalar(x), y: scalar(y)})
+            b.op(new)
+            scal[op.results[0]] = new.results[0]
+            continue
+        d = dest(op)
+        if x in vec and y in vec:
+            b.op(VECTOR[name](*d, *vec[x], *vec[y], count))
+        elif x in vec and y in cyc or y in vec and x in cyc:
+            v_, (seg, m) = (vec[x], cyc[y]) if x in vec else (vec[y], cyc[x])
+            b.op(CYCLE[name](*d, *v_, seg, b.c(0), count, b.c(m)))
+            if x in cyc and name == "sub":  # seg - v = -(v - seg)
+                neg(d, d)
+        else:  # vector with scalar
+            v_, s, swapped = (vec[x], scalar(y), False) if x in vec else (vec[y], scalar(x), True)
+            if name == "add":
+                b.op(dlp.AddScalarOp(*d, *v_, s, count))
+            elif name == "mul":
+                b.op(dlp.MulScalarOp(*d, *v_, s, count))
+            elif name == "sub" and not swapped:  # v - s
+                b.op(dlp.AddScalarOp(*d, *v_, b.v(arith.NegfOp(s)), count))
+            elif name == "sub":  # s - v
+                neg(v_, d)
+                b.op(dlp.AddScalarOp(*d, *d, s, count))
+            elif name == "div":  # v / s
+                one = b.v(arith.ConstantOp(FloatAttr(1.0, elt)))
+                b.op(dlp.MulScalarOp(*d, *v_, b.v(arith.DivfOp(one, s)), count))
+            elif name == "max" and _const(x if swapped else y) == 0.0:
+                b.op(dlp.ReluOp(*d, *v_, count))
+            elif name == "max":
+                b.op(dlp.MaxScalarOp(*d, *v_, s, count))
+            else:  # min(v, s) = -max(-v, -s)
+                neg(v_, d)
+                b.op(dlp.MaxScalarOp(*d, *d, b.v(arith.NegfOp(s)), count))
+                neg(d, d)
+        vec[op.results[0]] = d
+    final = vec[store.value]
+    if final != (ew.out.local, ew.out.slot):  # the stored value is a plain load: copy it
+        b.op(dlp.MemcpyOp(ew.out.local, ew.out.slot, final[0], final[1], count))
+
+
+def _match_matmul(plan) -> MatmulSelection:
+    nest = _nest(plan.work)
+    spatial = nest
+    s = spatial[-1]
+    ops = [op for op in s.block.ops if not isinstance(op, arith.ConstantOp)]
+    loops_in = [op for op in ops if isinstance(op, ForOp)]
+    if len(loops_in) != 1 or len(spatial) > 2:
+        raise NoMatch
+    red = loops_in[0]
+    pos = ops.index(red)
+    pre, post = ops[:pos], ops[pos + 1:]
+    if len(pre) != 2 or not isinstance(pre[0], memref.AllocaOp) or not isinstance(pre[1], memref.StoreOp):
+        raise NoMatch
+    acc_buf = pre[0].memref
+    if _const(pre[1].value) != 0.0 or pre[1].memref is not acc_buf:
+        raise NoMatch
+    body = [op for op in red.block.ops if not isinstance(op, arith.ConstantOp)]
+    if len(body) != 6 or red.lower != 0 or red.stride != 1:
+        raise NoMatch
+    l1, l2, mul, la, add, st = body
+    if not (isinstance(l1, memref.LoadOp) and isinstance(l2, memref.LoadOp) and mul.name == "arith.mulf"
+            and isinstance(la, memref.LoadOp) and la.memref is acc_buf and add.name == "arith.addf"
+            and isinstance(st, memref.StoreOp) and st.memref is acc_buf and st.value is add.results[0]
+            and set(mul.operands) == {l1.res, l2.res} and set(add.operands) == {la.res, mul.results[0]}):
+        raise NoMatch
+    if not post or not isinstance(post[0], memref.LoadOp) or post[0].memref is not acc_buf:
+        raise NoMatch
+    r = red.induction_var
+    k = red.trip_count
+    pa, pb = plan.buffers.get(l1.memref), plan.buffers.get(l2.memref)
+    if pa is None or pb is None:
+        raise NoMatch
+    v = plan.work.induction_var
+    rows_tiled = len(spatial) == 2
+    cand = [(pa, l1, pb, l2), (pb, l2, pa, l1)]
+    for lhs, la_, rhs, lb_ in cand:
+        ia, ib = list(la_.indices), list(lb_.indices)
+        if rows_tiled:  # A[.., m, r] tiled rows, B whole (k x n or n x k)
+            nvar = spatial[1].induction_var
+            ncols = spatial[1].trip_count
+            if not (lhs.kind == "tiled" and lhs.a == 1 and lhs.rlo == lhs.rhi == 0 and ia[lhs.dim:] == [v, r]
+                    and lhs.shape[-1] == k and rhs.kind == "whole"
+                    and all(_cidx(plan, x) == 0 for x in ib[:-2]) and math.prod(rhs.shape) == k * ncols):
+                continue
+            if ib[-2:] == [r, nvar]:
+                transpose = False
+            elif ib[-2:] == [nvar, r]:
+                transpose = True
+            else:
+                continue
+            cols = ncols
+        else:  # A whole (one row), B[.., n, r] tiled columns
+            if not (lhs.kind == "whole" and all(_cidx(plan, x) is not None for x in ia[:-1]) and ia[-1] is r
+                    and rhs.kind == "tiled" and rhs.a == 1 and rhs.rlo == rhs.rhi == 0
+                    and ib[rhs.dim:] == [v, r] and rhs.shape[-1] == k):
+                continue
+            if any(_cidx(plan, x) != 0 for x in ia[:-1]) or math.prod(lhs.shape) != k:
+                continue
+            transpose, cols = True, 1
+        ew = _match_elementwise(plan, spatial, post[1:], {post[0].res: Operand("vec")})
+        rhs.space = "wram"
+        return MatmulSelection(ew, lhs, rhs, post[0].res, k, cols, rows_tiled, transpose)
+    raise NoMatch
+
+
+def select_compute(plan):
+    """An intrinsic selection for the plan's tile compute, or None (scalar loops)."""
+    if plan.work is None:
+        return None
+    try:
+        return _match_matmul(plan)
+    except NoMatch:
+        pass
+    nest = _nest(plan.work)
+    try:
+        ew = _match_elementwise(plan, nest, list(nest[-1].block.ops))
+    except NoMatch:
+        return None
+    return ElementwiseSelection(ew)
