@@ -14,8 +14,8 @@ from collections.abc import Iterator
 
 import numpy as np
 from xdsl.dialects import func
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, ModuleOp, TensorType
-from xdsl.ir import Block, Operation, OpResult, SSAValue
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, ModuleOp, TensorType, f32
+from xdsl.ir import Attribute, Block, Operation, OpResult, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter
 from xdsl.rewriter import InsertPoint
 
@@ -107,6 +107,19 @@ def evaluate(op: Operation, arrays: list[np.ndarray]) -> np.ndarray:
     return np.asarray(evaluate_op(op, arrays))
 
 
+def rebuild(op: Operation, operands: list[SSAValue], **override: Attribute) -> Operation:
+    """A copy of graph op `op` (all attributes, `override` applied) on `operands`, with
+    the result type inferred. Unlike `make`, keeps attributes outside ATTRS (layout)."""
+    attrs = {**op.attributes, **override}
+    cls = type(op)
+    probe = cls.create(operands=operands, result_types=[f32], attributes=attrs)
+    try:
+        ty = probe.infer_type()
+    finally:
+        probe.drop_all_references()
+    return cls.create(operands=operands, result_types=[ty], attributes=attrs)
+
+
 def build(rewriter: PatternRewriter, op: Operation, *new_ops: Operation) -> SSAValue:
     """Insert `new_ops` before `op`, replace `op`'s result by the last one's."""
     rewriter.replace(op, list(new_ops), [new_ops[-1].results[0]])
@@ -158,6 +171,7 @@ __all__ = [
     "is_static",
     "numel",
     "producer",
+    "rebuild",
     "replace_with_value",
     "result_dtype",
     "same_type",

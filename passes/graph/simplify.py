@@ -13,6 +13,7 @@ fire); values are preserved under the assumptions stated per rule:
                                                             off with assume-finite=false
     neg(neg(x)) -> x                                        exact
     transpose(transpose(x, p), q) -> transpose(x, p∘q)      exact; identity -> x
+    transpose(x, p) moving only size-1 dims -> reshape(x)   exact
     reshape(reshape(x, s1), s2) -> reshape(x, s2)           exact
     exp(log(x)) -> x                                        exact for x >= 0 (exp(log 0) = 0,
                                                             nan stays nan): fires only when
@@ -117,6 +118,10 @@ class SimplifyTranspose(RewritePattern):
         # transpose(x, identity) -> x
         if q == tuple(range(len(q))):
             return u.replace_with_value(rewriter, op, op.operands[0])
+        # a transpose that only moves size-1 dims is a reshape
+        shape = g.shape_of(op.operands[0])
+        if [p for p in q if shape[p] != 1] == [i for i, d in enumerate(shape) if d != 1]:
+            return u.build(rewriter, op, g.ReshapeOp.make(op.operands[0], shape=op.out_shape))
         # transpose(transpose(x, p), q) -> transpose(x, r) with r[j] = p[q[j]]
         inner = u.producer(op.operands[0])
         if isinstance(inner, g.TransposeOp):

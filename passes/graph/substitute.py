@@ -82,7 +82,7 @@ class AddConstants(RewritePattern):
 class ConvInputScale(RewritePattern):
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter, /):
         # conv2d(c1 * x, w) -> conv2d(x, w * reshape(c1, [1, C, 1, 1]))
-        if not isinstance(op, g.Conv2DOp) or op.attr("groups") != 1:
+        if not isinstance(op, g.Conv2DOp) or op.attr("groups") != 1 or g.layout_of(op) != "nchw":
             return
         mul = _owned(op.operands[0], g.MulOp)
         if mul is None:
@@ -96,14 +96,9 @@ class ConvInputScale(RewritePattern):
                 continue
             s4 = g.ReshapeOp.make(scale, shape=(1, full[1], 1, 1))
             w = g.MulOp.make(op.operands[1], s4)
-            conv = g.Conv2DOp.make(x, w, *op.operands[2:], **_conv_attrs(op))
+            conv = u.rebuild(op, [x, w.results[0], *op.operands[2:]])
             if _finish(rewriter, op, [s4, w, conv]):
                 return
-
-
-def _conv_attrs(op: Operation) -> dict:
-    assert isinstance(op, g.GraphOp)
-    return {k: op.attr(k) for k in op.ATTRS if k in op.attributes}
 
 
 class ConcatConstants(RewritePattern):
@@ -252,6 +247,8 @@ class FoldBatchNorm(RewritePattern):
         anchor = _owned(op.operands[0], g.Conv2DOp | g.LinearOp)
         if anchor is None or not all(u.is_static(v) for v in anchor.operands[1:]):
             return
+        if isinstance(anchor, g.Conv2DOp) and g.layout_of(anchor) != g.layout_of(op):
+            return  # the weight is OIHW in both layouts: only the channel axes must agree
         if isinstance(anchor, g.LinearOp) and len(anchor.out_shape) != 2:
             return  # batch norm normalises axis 1, the linear's features only at rank 2
         gamma, beta, mean, var = op.operands[1:]
@@ -274,8 +271,7 @@ class FoldBatchNorm(RewritePattern):
             ops.append(scaled)
             new_b = g.SubOp.make(beta, scaled)
         ops.append(new_b)
-        attrs = _conv_attrs(anchor)
-        ops.append(type(anchor).make(anchor.operands[0], new_w, new_b, **attrs))
+        ops.append(u.rebuild(anchor, [anchor.operands[0], new_w.results[0], new_b.results[0]]))
         _finish(rewriter, op, ops)
 
 

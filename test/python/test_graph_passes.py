@@ -417,3 +417,51 @@ def test_o2_fuses_resnet_blocks_and_transformer_qkv():
     shared = [op for op in transformer.walk() if isinstance(op, g.LinearOp)
               and g.shape_of(op.results[0])[-1] == 192]
     assert len(shared) == 1  # q, k and v: one linear over [192, 64] weights
+
+
+# ------------------------------------------------------------------------ layout
+
+
+@pytest.fixture
+def nhwc_reference(monkeypatch):
+    """The numpy reference, extended to `layout = "nhwc"` ops by evaluate_nhwc."""
+    from dlpc.backends import numpy as ref
+    from dlpc.passes.graph.layout import LAYOUT_OPS, evaluate_nhwc
+
+    for cls in LAYOUT_OPS:
+        original = ref.REFERENCE[cls.name]
+
+        def dispatch(op, *arrays, _original=original):
+            if g.layout_of(op) == "nhwc":
+                return evaluate_nhwc(op, list(arrays))
+            return _original(op, *arrays)
+
+        monkeypatch.setitem(ref.REFERENCE, cls.name, dispatch)
+
+
+LAYOUT_EXAMPLES = [p for p in EXAMPLES if os.path.basename(p) in
+                   ("resnet.dlpc", "lenet.dlpc", "mobilenet.dlpc")]
+
+
+@pytest.mark.parametrize("path", LAYOUT_EXAMPLES, ids=os.path.basename)
+def test_layout_nhwc_examples(path, nhwc_reference):
+    import dlpc
+
+    model = dlpc.load(path)
+    module = check(model.module, "graph-layout{to=nhwc},graph-simplify",
+                   weights=model.weights, rtol=1e-4, atol=1e-5)
+    layout_ops = [op for op in module.walk() if isinstance(op, g.Conv2DOp | g.BatchNormOp)]
+    assert layout_ops and all(g.layout_of(op) == "nhwc" for op in layout_ops)
+    assert count(module, "graph.transpose") <= 2  # the model's borders only
+
+
+def test_layout_round_trip_and_o2(nhwc_reference):
+    import dlpc
+
+    model = dlpc.load(os.path.join(ROOT, "examples", "resnet.dlpc"))
+    module = check(model.module, "graph-layout{to=nhwc},graph-layout{to=nchw},graph-simplify",
+                   weights=model.weights, rtol=1e-4, atol=1e-5)
+    assert count(module, "graph.transpose") == 0
+    module = check(dlpc.load(model.path).module, f"graph-layout{{to=nhwc}},{_o_level(2)}",
+                   weights=model.weights, rtol=1e-3, atol=1e-4)
+    assert count(module, "graph.batch_norm") == 0  # folding works in NHWC too

@@ -1,0 +1,158 @@
+"""Rewrite convolution/pooling/batch-norm regions from NCHW to NHWC (or back).
+
+Input: graph, func.  Output: graph, func; conv2d/pools/global_avg_pool/rank-4 batch_norm
+carry `layout = "nhwc"` (`graph.layout_of`).
+Requires: nothing.
+Guarantees: the function signature and results are unchanged (the model interface stays
+as written); transposes appear only at region borders. Each layout op is first wrapped
+as transpose -> op(nhwc) -> transpose back; transposes are then sunk through elementwise
+ops (relu, residual adds, ...) and cancelled where two meet:
+
+    %c = graph.conv2d %x, %w            %t = graph.transpose %x {perm = [0, 2, 3, 1]}
+    %r = graph.relu %c              ->   %c = graph.conv2d %t, %w {layout = "nhwc"}
+    %d = graph.conv2d %r, %w2            %r = graph.relu %c
+                                         %d = graph.conv2d %r, %w2 {layout = "nhwc"}
+                                         %y = graph.transpose %d {perm = [0, 3, 1, 2]}
+
+Sinking is `op(transpose(a, p), c) -> transpose(op(a, c'), p)` for elementwise ops whose
+other operands are one-element or static (c' = transpose(c, p^-1), folded later): exact.
+
+The weight of conv2d stays OIHW. The numpy reference and graph-to-te must honour the
+attribute; `evaluate_nhwc` below is the reference value of an NHWC op.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.ir import Block, Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+)
+
+from dlpc.dialects import graph as g
+from dlpc.passes.graph import _util as u
+from dlpc.passes.graph.fuse import ELEMENTWISE
+from dlpc.passes.graph.simplify import SimplifyTranspose
+from dlpc.tools.diagnostics import DlpcError
+
+LAYOUT_OPS = (g.Conv2DOp, g.MaxPool2DOp, g.AvgPool2DOp, g.GlobalAvgPoolOp, g.BatchNormOp)
+TO_NHWC = (0, 2, 3, 1)
+TO_NCHW = (0, 3, 1, 2)
+SINKABLE = tuple(c for c in ELEMENTWISE if c is not g.BatchNormOp)
+
+
+def with_layout(op: Operation, layout: str, operands: list[SSAValue]) -> Operation:
+    """A copy of the layout op `op` with `layout` on `operands` (result type inferred)."""
+    new = u.rebuild(op, operands, layout=StringAttr(layout))
+    if layout == "nchw":  # the default is written by leaving the attribute out
+        del new.attributes["layout"]
+    return new
+
+
+def evaluate_nhwc(op: Operation, arrays: list[np.ndarray]) -> np.ndarray:
+    """Reference value of an NHWC layout op: transpose to NCHW, evaluate, transpose back."""
+    assert g.layout_of(op) == "nhwc"
+    x = arrays[0]
+    to_nchw = (0, x.ndim - 1, *range(1, x.ndim - 1))
+    x_nchw = np.transpose(x, to_nchw)
+    block = Block(arg_types=[g.tensor_type(x_nchw.shape, g.element_type_of(op.operands[0])),
+                             *(v.type for v in op.operands[1:])])
+    nchw = with_layout(op, "nchw", list(block.args))
+    try:
+        y = u.evaluate(nchw, [x_nchw, *arrays[1:]])
+    finally:
+        nchw.drop_all_references()
+    return np.transpose(y, (0, *range(2, y.ndim), 1))
+
+
+def _convertible(op: Operation, to: str) -> bool:
+    return (isinstance(op, LAYOUT_OPS) and g.layout_of(op) != to
+            and len(g.shape_of(op.operands[0])) == 4)
+
+
+def _convert(block: Block, op: Operation, to: str) -> None:
+    # op(x) -> transpose(op_to(transpose(x, into)), back)
+    into, back = (TO_NHWC, TO_NCHW) if to == "nhwc" else (TO_NCHW, TO_NHWC)
+    t_in = g.TransposeOp.make(op.operands[0], perm=into)
+    new = with_layout(op, to, [t_in.results[0], *op.operands[1:]])
+    t_out = g.TransposeOp.make(new, perm=back)
+    block.insert_ops_before([t_in, new, t_out], op)
+    op.results[0].replace_all_uses_with(t_out.results[0])
+    block.erase_op(op)
+
+
+def _inverse(perm: tuple[int, ...]) -> tuple[int, ...]:
+    inv = [0] * len(perm)
+    for i, p in enumerate(perm):
+        inv[p] = i
+    return tuple(inv)
+
+
+class SinkTranspose(RewritePattern):
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter, /):
+        # op(transpose(a, p), c) -> transpose(op(a, c'), p), c one-element or static
+        if not isinstance(op, SINKABLE) or u.is_static(op.results[0]):
+            return
+        out_shape = g.shape_of(op.results[0])
+        perm = None
+        for v in op.operands:
+            t = u.producer(v)
+            if isinstance(t, g.TransposeOp) and g.shape_of(v) == out_shape:
+                perm = t.permutation()
+                break
+        if perm is None:
+            return
+        new_ops: list[Operation] = []
+        operands: list[SSAValue] = []
+        for v in op.operands:
+            t = u.producer(v)
+            if isinstance(t, g.TransposeOp) and t.permutation() == perm and \
+                    g.shape_of(v) == out_shape:
+                operands.append(t.operands[0])
+            elif u.numel(g.shape_of(v)) == 1 and len(g.shape_of(v)) <= len(out_shape):
+                operands.append(v)
+            elif u.is_static(v) and len(g.shape_of(v)) <= len(out_shape):
+                shape = g.shape_of(v)
+                full = (1,) * (len(out_shape) - len(shape)) + shape
+                r = g.ReshapeOp.make(v, shape=full)
+                tr = g.TransposeOp.make(r, perm=_inverse(perm))
+                new_ops += [r, tr]
+                operands.append(tr.results[0])
+            else:
+                return
+        inner = u.rebuild(op, operands)
+        out = g.TransposeOp.make(inner, perm=perm)
+        if out.results[0].type != op.results[0].type:
+            return
+        u.build(rewriter, op, *new_ops, inner, out)
+
+
+@dataclass(frozen=True)
+class GraphLayout(ModulePass):
+    """graph-layout{to=nhwc}: NCHW conv/pool/batch-norm regions to NHWC (or to=nchw)."""
+
+    name = "graph-layout"
+
+    to: str = "nhwc"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        if self.to not in g.LAYOUTS:
+            raise DlpcError(f"error: graph-layout to must be nhwc or nchw, got '{self.to}'")
+        for fn in u.funcs(op):
+            for block in fn.body.blocks:
+                for inner in list(block.ops):
+                    if _convertible(inner, self.to):
+                        _convert(block, inner, self.to)
+        walker = PatternRewriteWalker(
+            GreedyRewritePatternApplier([SimplifyTranspose(), SinkTranspose()]),
+            apply_recursively=True,
+        )
+        walker.rewrite_module(op)
