@@ -81,6 +81,89 @@ class CacheReadWrittenError(ScheduleError):
     pass
 
 
+class CachePackError(ScheduleError):
+    pass
+
+
+def _pack(root, kernel: str, loop: str, buffer: str, name: str | None) -> SSAValue:
+    """cache_read in packed layout: the local buffer is indexed by the loops inside
+    `loop` that index the buffer, in nesting order (GotoBLAS panels: `Bp[jr][k][j]`),
+    flattened to 1-D; the accesses must share one affine form."""
+    target = get_loop(root, kernel, loop)
+    k = target.kernel()
+    buf = find_buffer(k, target, buffer)
+    what = f"{kernel}/{loop}"
+    loads = [op for op in target.walk() if isinstance(op, memref.LoadOp) and op.memref is buf]
+    if not loads:
+        raise CacheNoAccessError(f"buffer '{buf.name_hint}' is not accessed in loop {what}")
+    if any(isinstance(op, memref.StoreOp) and op.memref is buf for op in target.walk()):
+        raise CacheReadWrittenError(f"buffer '{buf.name_hint}' is written in loop {what}; use cache_write")
+    forms = []
+    for op in loads:
+        if guarded(op, target):
+            raise CacheGuardedAccessError(
+                f"an access to buffer '{buf.name_hint}' in loop {what} is guarded by scf.if")
+        f = [affine(i) for i in op.indices]
+        if any(x is None for x in f):
+            raise CacheNotAffineError(
+                f"an index of buffer '{buf.name_hint}' in loop {what} is not affine in the loop variables")
+        forms.append(f)
+    if any(f != forms[0] for f in forms):
+        raise CachePackError(
+            f"accesses to buffer '{buf.name_hint}' in loop {what} differ; pack needs one access pattern")
+    inner = inner_loops(target)
+    used = [lp for lp in inner if any(lp.induction_var in d.terms for d in forms[0])]
+    extents = [lp.trip_count for lp in used]
+    strides = [math.prod(extents[n + 1:]) for n in range(len(used))]
+    for lp, st in zip(used, strides):
+        if st % lp.stride:
+            raise CachePackError(
+                f"loop {kernel}/{lp.loop_name} has step {lp.stride}, which does not divide its "
+                f"packed stride {st} in buffer '{buf.name_hint}'")
+    lin = Affine(-sum(lp.lower * st // lp.stride for lp, st in zip(used, strides)),
+                 {lp.induction_var: st // lp.stride for lp, st in zip(used, strides)})
+    ty = memref_type(buf)
+    size = math.prod(extents)
+    alloc_cls = memref.AllocaOp if size * 4 <= STACK_BYTES else memref.AllocOp
+    alloc = alloc_cls.get(ty.get_element_type(), shape=[size])
+    label = name or f"{buf.name_hint or 'buf'}_p"
+    alloc.memref.name_hint = label if label.isidentifier() else None
+    for op in loads:
+        new = memref.LoadOp.get(alloc.memref, [emit_affine(lin, op.parent_block(), before=op)])
+        op.parent_block().insert_op_before(new, op)
+        op.res.replace_all_uses_with(new.res)
+        erase(op)
+    first = target.block.first_op
+    target.block.insert_op_before(alloc, first) if first is not None else target.block.add_op(alloc)
+    # the packing nest: the used loops again (same bounds), global <- local
+    copies: list[ForOp] = []
+    for lp in used:
+        c = ForOp(lp.lower, lp.upper, lp.stride, name=k.fresh_loop_name(f"{label}_{lp.loop_name}"))
+        (copies[-1].block.add_op(c) if copies else target.block.insert_op_before(c, first))
+        name_iv(c)
+        copies.append(c)
+    if copies[-1].trip_count > 1:
+        copies[-1].annotate("vectorize")
+    body = copies[-1].block
+    remap = {lp.induction_var: c.induction_var for lp, c in zip(used, copies)}
+    glob = [emit_affine(Affine(d.const, {remap.get(v, v): c for v, c in d.terms.items()}), body)
+            for d in forms[0]]
+    lin_c = Affine(lin.const, {remap[v]: c for v, c in lin.terms.items()})
+    load = memref.LoadOp.get(buf, glob)
+    body.add_op(load)
+    body.add_op(memref.StoreOp.get(load.res, alloc.memref, [_lin_after(lin_c, body)]))
+    if alloc_cls is memref.AllocOp:
+        target.block.add_op(memref.DeallocOp.get(alloc.memref))
+    return alloc.memref
+
+
+def _lin_after(expr: Affine, body) -> SSAValue:
+    """Materialise `expr` at the end of `body` (after the load already there)."""
+    last = body.last_op
+    value = emit_affine(expr, body, before=last)
+    return value
+
+
 @dataclass
 class Footprint:
     base: list[Affine]  # per dim: the box origin (outer terms + min)
@@ -223,7 +306,11 @@ def _stage(root, kernel: str, loop: str, buffer: str, name: str | None, write: b
     return alloc.memref
 
 
-def cache_read(root, kernel: str, loop: str, buffer: str, name: str | None = None) -> SSAValue:
+def cache_read(
+    root, kernel: str, loop: str, buffer: str, name: str | None = None, pack: bool = False
+) -> SSAValue:
+    if pack:
+        return _pack(root, kernel, loop, buffer, name)
     return _stage(root, kernel, loop, buffer, name, write=False)
 
 
@@ -233,16 +320,18 @@ def cache_write(root, kernel: str, loop: str, buffer: str, name: str | None = No
 
 @dataclass(frozen=True)
 class LoopCacheRead(ModulePass):
-    """`loop-cache-read{kernel=matmul_0 loop=ic buffer=B name=Bl}` (buffer: name or index)"""
+    """`loop-cache-read{kernel=matmul_0 loop=ic buffer=B local=Bl pack=true}` (buffer: name
+    or index; `pack`: GotoBLAS-style panel layout by loops instead of the footprint box)"""
 
     name = "loop-cache-read"
     kernel: str
     loop: str
     buffer: str
     local: str | None = None
+    pack: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        cache_read(op, self.kernel, self.loop, str(self.buffer), self.local)
+        cache_read(op, self.kernel, self.loop, str(self.buffer), self.local, self.pack)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ One primitive per line (or separated by `;`), `#` starts a comment:
     unroll matmul_0/i0i [by 4]                  # default: full unroll
     vectorize matmul_0/i1i
     parallel matmul_0/f
-    cache_read matmul_0/r0 fc1.weight [-> wl]   # buffer by name hint or index
+    cache_read matmul_0/r0 fc1.weight [-> wl] [pack]  # buffer by name or index
     cache_write matmul_0/i1o out0 [-> acc]
     compute_at relu_0 -> matmul_0/i0            # producer kernel into a consumer loop
     tensorize matmul_0/i0i gemm                 # replace a nest by a micro-kernel
@@ -49,7 +49,9 @@ SYNTAX = {
     "vectorize": (rf"({PATH})", "vectorize K/L"),
     "parallel": (rf"({PATH})", "parallel K/L"),
     "decompose": (rf"({NAME})", "decompose K"),
-    "cache_read": (rf"({PATH}) ({NAME})(?: -> ({NAME}))?", "cache_read K/L BUFFER [-> LOCAL]"),
+    "cache_read": (
+        rf"({PATH}) ({NAME})(?: -> ({NAME}))?( pack)?", "cache_read K/L BUFFER [-> LOCAL] [pack]"
+    ),
     "cache_write": (rf"({PATH}) ({NAME})(?: -> ({NAME}))?", "cache_write K/L BUFFER [-> LOCAL]"),
     "compute_at": (rf"({NAME}) -> ({PATH})", "compute_at PRODUCER -> K/L"),
     "tensorize": (rf"({PATH}) ({NAME})", "tensorize K/L INTRINSIC"),
@@ -92,7 +94,9 @@ def _render(prim: str, a: tuple) -> str:
         return f"fuse {a[0]}, {a[1]}" + opt(" -> {}", a[2])
     if prim == "unroll":
         return f"unroll {a[0]}" + opt(" by {}", a[1])
-    if prim in ("cache_read", "cache_write"):
+    if prim == "cache_read":
+        return f"{prim} {a[0]} {a[1]}" + opt(" -> {}", a[2]) + (" pack" if a[3] else "")
+    if prim == "cache_write":
         return f"{prim} {a[0]} {a[1]}" + opt(" -> {}", a[2])
     if prim == "compute_at":
         return f"compute_at {a[0]} -> {a[1]}"
@@ -155,10 +159,12 @@ def apply_step(module, step: Step) -> None:
         parallel.parallel(module, *split_path(a[0]))
     elif step.prim == "decompose":
         decompose.decompose_reduction(module, a[0])
-    elif step.prim in ("cache_read", "cache_write"):
+    elif step.prim == "cache_read":
         k, lp = split_path(a[0])
-        fn = cache.cache_read if step.prim == "cache_read" else cache.cache_write
-        fn(module, k, lp, a[1], a[2])
+        cache.cache_read(module, k, lp, a[1], a[2], bool(a[3]))
+    elif step.prim == "cache_write":
+        k, lp = split_path(a[0])
+        cache.cache_write(module, k, lp, a[1], a[2])
     elif step.prim == "compute_at":
         k, lp = split_path(a[1])
         compute_at.compute_at(module, a[0], k, lp)
