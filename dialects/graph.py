@@ -510,6 +510,11 @@ class WhereOp(GraphOp):
     OPERANDS = ("cond", "lhs", "rhs")
 
     def infer_shape(self, shapes):
+        cond, lhs, rhs = (element_type_of(v) for v in self.operands)
+        if cond != i1:
+            raise VerifyException(f"graph.where condition must be i1, got {cond}")
+        if lhs != rhs:
+            raise VerifyException(f"graph.where branches have element types {lhs} and {rhs}")
         return broadcast_shapes(*shapes)
 
     def infer_element_type(self):

@@ -193,3 +193,11 @@ func.func @f(%a: tensor<4xf32>) {
   func.return
 }
 // CHECK: graph.fused "k" yields tensor<2x2xf32> but the result type is tensor<4xf32>
+
+// -----
+
+func.func @f(%a: tensor<4xf32>) {
+  %0 = graph.where %a, %a, %a : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  func.return
+}
+// CHECK: graph.where condition must be i1, got f32
