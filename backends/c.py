@@ -34,7 +34,8 @@ Output: one C translation unit:
   (`#pragma GCC ivdep` on a reduction loop), `unroll = N` -> `#pragma GCC unroll N`;
 - memrefs are row-major and contiguous; a 0-d `memref.alloca` inside a kernel is a scalar
   local (the reduction accumulator), other allocations inside kernels are stack arrays
-  (heap above 64 KiB); allocations in `@main` are heap buffers;
+  (heap above 64 KiB, aborting with a message if that fails); allocations in `@main` are
+  heap buffers (`dlpc_main` returns 1 if one fails);
 - every name coming from the model is sanitised to a C identifier, and comments are
   escaped, so no model text reaches the C source unfiltered.
 
@@ -83,7 +84,9 @@ C_KEYWORDS = set(
 # libc/libm and helper names the generated code calls: never used as a local name
 C_RESERVED = C_KEYWORDS | set(
     "args main dlpc_main malloc free aligned_alloc memcpy memset size_t int8_t int16_t "
-    "int32_t int64_t uint8_t uint16_t uint32_t uint64_t NAN INFINITY isnan".split()
+    "int32_t int64_t uint8_t uint16_t uint32_t uint64_t NAN INFINITY isnan stderr stdout stdin "
+    "fprintf abort errno dlpc_alloc dlpc_oom DLPC_MAXIMUMF DLPC_MINIMUMF DLPC_MAX DLPC_MIN "
+    "DLPC_FLOORDIV DLPC_CEILDIV".split()
 )
 
 
@@ -226,6 +229,7 @@ PRELUDE = """\
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -239,6 +243,12 @@ PRELUDE = """\
 static void *dlpc_alloc(size_t bytes)
 {
   return aligned_alloc(64, (bytes + 63) / 64 * 64);
+}
+
+static void dlpc_oom(const char *where)
+{
+  fprintf(stderr, "dlpc: out of memory in %s\\n", where);
+  abort();
 }
 """
 
@@ -446,7 +456,9 @@ class FunctionWriter:
             self.line(f"{t} {name}[{max(math.prod(shape), 1)}];")
         else:
             self.line(f"{t} *{name} = ({t} *)dlpc_alloc({max(math.prod(shape), 1)} * sizeof({t}));")
-            self.line(f"if (!{name}) return{' 1' if not in_kernel else ''};")
+            # in @main a failed allocation returns 1; inside a kernel (maybe inside an
+            # OpenMP loop, where `return` is not allowed) it aborts with a message
+            self.line(f"if (!{name}) return 1;" if not in_kernel else f"if (!{name}) dlpc_oom({self.emitter.c_string(self.what)});")
             self.frees[op.memref] = name
         self.buffers[op.memref] = Buffer(name, shape)
 
@@ -538,6 +550,12 @@ class CEmitter:
             self.kernel_names[k] = self.top.fresh(f"kernel_{k.sym}")
         body = self.main(main)
         return "\n".join([*out, *self.parts, body])
+
+    @staticmethod
+    def c_string(text: str) -> str:
+        """A C string literal holding `text` reduced to safe printable ASCII."""
+        safe = "".join(ch if " " <= ch <= "~" and ch not in '"\\?' else "_" for ch in text)
+        return f'"{safe}"'
 
     def global_(self, op: memref.GlobalOp) -> str:
         shape, elt = memref_info(op.type)

@@ -222,7 +222,8 @@ def bufferize(module: ModuleOp, fn: func.FuncOp) -> func.FuncOp:
                 "run graph-to-te first"
             )
         for r in op.results:
-            memref_of(r.type, f"the result of {_describe(op)}")
+            what = _describe(op) if isinstance(op, g.ParamOp) else f"the result of {_describe(op)}"
+            memref_of(r.type, what)
 
     params: dict[str, g.ParamOp] = {}
     for op in old.ops:
@@ -301,6 +302,8 @@ def bufferize(module: ModuleOp, fn: func.FuncOp) -> func.FuncOp:
 def _describe(op: Operation) -> str:
     if isinstance(op, te.ComputeOp | te.ReduceOp):
         return f'{op.name} "{op.compute_name}"'
+    if isinstance(op, g.ParamOp):
+        return f'graph.param "{op.pname}"'
     return op.name
 
 

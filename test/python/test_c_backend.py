@@ -98,6 +98,45 @@ def test_annotations_compile_and_compute():
     np.testing.assert_allclose(c, expect, rtol=1e-4, atol=1e-5)
 
 
+LOCAL_BUFFERS = """
+func.func @main(%x: memref<700x100xf32>, %y: memref<700x100xf32>)
+    attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "stage" {
+    loop.for %i = 0 to 700 step 1 {name = "i0", parallel} {
+      %big = memref.alloc() : memref<20000xf32>
+      %small = memref.alloc() : memref<100xf32>
+      loop.for %j = 0 to 100 step 1 {name = "i1"} {
+        %v = memref.load %x[%i, %j] : memref<700x100xf32>
+        memref.store %v, %big[%j] : memref<20000xf32>
+        %w = arith.mulf %v, %v : f32
+        memref.store %w, %small[%j] : memref<100xf32>
+      }
+      loop.for %j = 0 to 100 step 1 {name = "i2", vectorize} {
+        %a = memref.load %big[%j] : memref<20000xf32>
+        %b = memref.load %small[%j] : memref<100xf32>
+        %c = arith.addf %a, %b : f32
+        memref.store %c, %y[%i, %j] : memref<700x100xf32>
+      }
+      memref.dealloc %big : memref<20000xf32>
+      memref.dealloc %small : memref<100xf32>
+    }
+  }
+  func.return
+}
+"""
+
+
+def test_kernel_local_buffers_stack_and_heap():
+    module = parse_module(LOCAL_BUFFERS)
+    source = emit_c(module)
+    assert "float small[100];" in source
+    assert "float *big = (float *)dlpc_alloc(20000 * sizeof(float));" in source
+    assert "free(big);" in source and "#pragma omp parallel for" in source
+    x = np.random.default_rng(3).standard_normal((700, 100)).astype(np.float32)
+    (y,) = CFunction(module, name="local_buffers")(x)
+    np.testing.assert_allclose(y, x + x * x, rtol=1e-6)
+
+
 def test_cache_hit_on_second_build(cache_dir):
     source = emit_c(parse_module(ANNOTATED)) + "\n/* cache test */\n"
     first = build(source, name="cache_test")
