@@ -40,7 +40,7 @@ from xdsl.pattern_rewriter import (
 from dlpc.dialects import graph as g
 from dlpc.passes.graph import _util as u
 from dlpc.passes.graph.fuse import ELEMENTWISE
-from dlpc.passes.graph.simplify import SimplifyTranspose
+from dlpc.passes.graph.simplify import SimplifyReshape, SimplifyTranspose
 from dlpc.tools.diagnostics import DlpcError
 
 LAYOUT_OPS = (g.Conv2DOp, g.MaxPool2DOp, g.AvgPool2DOp, g.GlobalAvgPoolOp, g.BatchNormOp)
@@ -152,7 +152,7 @@ class GraphLayout(ModulePass):
                     if _convertible(inner, self.to):
                         _convert(block, inner, self.to)
         walker = PatternRewriteWalker(
-            GreedyRewritePatternApplier([SimplifyTranspose(), SinkTranspose()]),
+            GreedyRewritePatternApplier([SimplifyTranspose(), SimplifyReshape(), SinkTranspose()]),
             apply_recursively=True,
         )
         walker.rewrite_module(op)
