@@ -34,8 +34,9 @@ Output: one C translation unit:
   (`#pragma GCC ivdep` on a reduction loop), `unroll = N` -> `#pragma GCC unroll N`;
 - memrefs are row-major and contiguous; a 0-d `memref.alloca` inside a kernel is a scalar
   local (the reduction accumulator), other allocations inside kernels are stack arrays
-  (heap above 64 KiB, aborting with a message if that fails); allocations in `@main` are
-  heap buffers (`dlpc_main` returns 1 if one fails);
+  (heap above 64 KiB, aborting with a message if that fails; a heap `alloca` is freed
+  where its block ends); allocations in `@main` are heap buffers (`dlpc_main` returns 1
+  if one fails);
 - every name coming from the model is sanitised to a C identifier, and comments are
   escaped, so no model text reaches the C source unfiltered.
 
@@ -298,7 +299,8 @@ class FunctionWriter:
         self.lines: list[str] = []
         self.expr: dict[SSAValue, str] = {}
         self.buffers: dict[SSAValue, Buffer] = {}
-        self.frees: dict[SSAValue, str] = {}
+        self.frees: dict[SSAValue, str] = {}  # heap memref.alloc buffers not yet freed
+        self.scopes: list[list[str]] = []  # per open block: its heap memref.alloca buffers
         self.depth = 1
 
     # ---- helpers -------------------------------------------------------------
@@ -332,8 +334,15 @@ class FunctionWriter:
 
     # ---- blocks --------------------------------------------------------------
     def block(self, block: Block) -> None:
+        self.scopes.append([])
         for op in block.ops:
             self.op(op)
+        self.close_scope()
+
+    def close_scope(self) -> None:
+        """Free the heap-allocated `memref.alloca`s of the block that ends here."""
+        for name in self.scopes.pop():
+            self.line(f"free({name});")
 
     def op(self, op: Operation) -> None:  # noqa: C901 - one dispatch table
         name = op.name
@@ -452,14 +461,17 @@ class FunctionWriter:
             self.line(f"{t} {name};")
             self.buffers[op.memref] = Buffer(name, shape, scalar=True)
             return
-        if in_kernel and (isinstance(op, memref.AllocaOp) or nbytes <= STACK_LIMIT):
+        if in_kernel and nbytes <= STACK_LIMIT:
             self.line(f"{t} {name}[{max(math.prod(shape), 1)}];")
         else:
             self.line(f"{t} *{name} = ({t} *)dlpc_alloc({max(math.prod(shape), 1)} * sizeof({t}));")
             # in @main a failed allocation returns 1; inside a kernel (maybe inside an
             # OpenMP loop, where `return` is not allowed) it aborts with a message
             self.line(f"if (!{name}) return 1;" if not in_kernel else f"if (!{name}) dlpc_oom({self.emitter.c_string(self.what)});")
-            self.frees[op.memref] = name
+            if isinstance(op, memref.AllocaOp):
+                self.scopes[-1].append(name)  # freed where its block ends
+            else:
+                self.frees[op.memref] = name  # freed by memref.dealloc or at function end
         self.buffers[op.memref] = Buffer(name, shape)
 
     def loop(self, op: ForOp) -> None:
@@ -506,12 +518,14 @@ class FunctionWriter:
 
     def branch(self, block: Block, results: list[str]) -> None:
         self.depth += 1
+        self.scopes.append([])
         for inner in block.ops:
             if isinstance(inner, scf.YieldOp):
                 for name, v in zip(results, inner.operands):
                     self.line(f"{name} = {self[v]};")
             else:
                 self.op(inner)
+        self.close_scope()
         self.depth -= 1
 
 

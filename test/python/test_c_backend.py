@@ -103,7 +103,7 @@ func.func @main(%x: memref<700x100xf32>, %y: memref<700x100xf32>)
     attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
   loop.kernel "stage" {
     loop.for %i = 0 to 700 step 1 {name = "i0", parallel} {
-      %big = memref.alloc() : memref<20000xf32>
+      %big = memref.alloca() : memref<20000xf32>
       %small = memref.alloc() : memref<100xf32>
       loop.for %j = 0 to 100 step 1 {name = "i1"} {
         %v = memref.load %x[%i, %j] : memref<700x100xf32>
@@ -117,7 +117,6 @@ func.func @main(%x: memref<700x100xf32>, %y: memref<700x100xf32>)
         %c = arith.addf %a, %b : f32
         memref.store %c, %y[%i, %j] : memref<700x100xf32>
       }
-      memref.dealloc %big : memref<20000xf32>
       memref.dealloc %small : memref<100xf32>
     }
   }
