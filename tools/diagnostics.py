@@ -19,7 +19,19 @@ class DlpcError(Exception):
     (e.g. `model.dlpc:3:9: error: unknown operator 'rleu'`)."""
 
 
+def first_line(text: str) -> str:
+    """The first non-empty line: a diagnostic is one line even when an exception's text
+    carries context (an IR dump, a note) below it."""
+    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+    return lines[0] if lines else ""
+
+
 def format_exception(e: BaseException) -> str:
+    """The one-line diagnostic for an exception (without the tool prefix)."""
+    return first_line(_format(e))
+
+
+def _format(e: BaseException) -> str:
     from xdsl.utils.exceptions import DiagnosticException, ParseError, VerifyException
 
     if isinstance(e, DlpcError):
@@ -29,15 +41,14 @@ def format_exception(e: BaseException) -> str:
         msg = " ".join(e.msg.split())
         return f"{loc}: error: {msg}"
     if isinstance(e, VerifyException | DiagnosticException):
-        text = str(e).strip()
-        return f"error: {text}"
+        return f"error: {first_line(str(e))}"
     if isinstance(e, FileNotFoundError):
         return f"error: no such file: {e.filename}"
     if isinstance(e, OSError) and e.filename:
         return f"error: {e.filename}: {e.strerror}"
     if isinstance(e, ValueError | KeyError | NotImplementedError):
-        return f"error: {e}"
-    return f"internal error: {type(e).__name__}: {e}"
+        return f"error: {first_line(str(e))}"
+    return f"internal error: {type(e).__name__}: {first_line(str(e))}"
 
 
 def run_guarded(fn: Callable[[], object], tool: str) -> int:
@@ -51,7 +62,7 @@ def run_guarded(fn: Callable[[], object], tool: str) -> int:
     except BaseException as e:  # noqa: BLE001 - the tool boundary
         if os.environ.get("DLPC_DEBUG"):
             raise
-        msg = format_exception(e)
+        msg = format_exception(e) or f"internal error: {type(e).__name__}"
         located = msg.split(": error:")[0] != msg and not msg.startswith("error:")
         print(msg if located else f"{tool}: {msg}", file=sys.stderr)
         return 1

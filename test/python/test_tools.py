@@ -196,3 +196,18 @@ def test_bench_models_prints_one_checked_table(capsys):
         # every backend either ran and matched the reference, or is not installed
         assert all(c == "n/a" or float(c) > 0 for c in cells[1:]), cells
         assert cells[1] != "n/a" and cells[2] != "n/a"
+
+
+def test_diagnostics_are_one_line(capsys):
+    from xdsl.utils.exceptions import VerifyException
+
+    from dlpc.tools.diagnostics import format_exception, run_guarded
+
+    e = VerifyException("graph.add operands differ\n\nbuiltin.module {\n  ...\n}")
+    assert format_exception(e) == "error: graph.add operands differ"
+
+    def boom():
+        raise RuntimeError("\nsomething broke\nat depth")
+
+    assert run_guarded(boom, "dlpc") == 1
+    one_error_line(capsys, "dlpc: internal error: RuntimeError: something broke")
