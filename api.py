@@ -94,7 +94,7 @@ def load(path: str | os.PathLike, weights=None) -> Model:
             from dlpc.frontends.onnx import load_model as load_onnx
         except ImportError as e:
             raise DlpcError(f"error: the ONNX frontend is not available ({e})") from None
-        model = _as_model(load_onnx(str(path)), path, weights)
+        model = _as_model(load_onnx(str(path), weights=weights), path, weights)
     elif suffix == ".mlir":
         module = pipeline.parse_module(path.read_text(), str(path))
         beside = path.with_suffix(".npz")

@@ -204,3 +204,22 @@ def test_tuning_log_is_applied_as_a_schedule_script(small, tmp_path):
     pipeline.lower(module, "loop", pipeline.PipelineOptions(opt_level=0, tuning_log=str(log)))
     names = [op.attributes["name"].data for op in module.walk() if op.name == "loop.for"]
     assert "i1o" in names and "i1i" in names
+
+
+def test_load_onnx(tmp_path):
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = np.arange(12, dtype=np.float32).reshape(3, 4) / 10
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"]), helper.make_node("Relu", ["y"], ["z"])],
+        "tiny", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, 4])],
+        [numpy_helper.from_array(w, "w")])
+    path = tmp_path / "tiny.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    model = dlpc.load(path)
+    assert model.name == "tiny"
+    x = np.array([[1, -2, 3], [0.5, 0, -1]], np.float32)
+    (z,) = dlpc.compile(model, target="numpy")(x)
+    np.testing.assert_allclose(z, np.maximum(x @ w, 0), rtol=1e-6)
