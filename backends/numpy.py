@@ -593,15 +593,19 @@ class _Emitter:
                 lines.append(f"{indent}return ({outs},)" if isinstance(op, ReturnOp)
                              else f"{indent}return {outs}")
                 continue
-            target = self.namer.fresh(op.results[0].name_hint)
+            hint = op.results[0].name_hint
+            if isinstance(op, graph.ConstantOp):  # a module-level constant, used by name
+                const = self.namer.fresh(f"CONST_{hint or 'v'}")
+                self.constants.append(f"{const} = {_array_literal(op.to_numpy())}")
+                names[op.results[0]] = const
+                continue
+            if isinstance(op, graph.ParamOp):
+                hint = hint or op.pname
+            target = self.namer.fresh(hint)
             names[op.results[0]] = target
             args = [names[v] for v in op.operands]
             if isinstance(op, graph.ParamOp):
                 lines.append(f"{indent}{target} = params[{op.pname!r}]")
-            elif isinstance(op, graph.ConstantOp):
-                const = self.namer.fresh(f"CONST_{target}")
-                self.constants.append(f"{const} = {_array_literal(op.to_numpy())}")
-                lines.append(f"{indent}{target} = {const}")
             elif op.name == "graph.fused":
                 fn = self.emit_fused(op)
                 lines.append(f"{indent}{target} = {fn}({', '.join(args)})")
