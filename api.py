@@ -182,7 +182,7 @@ def pass_options(options: dict) -> dict[str, dict]:
     return extra
 
 
-def compile(model: Model, target: str = "numpy", opt_level: int = 2,  # noqa: A001
+def compile(model: Model, target: str = "c", opt_level: int = 2,  # noqa: A001
             tuning_log: str | None = None, **options) -> CompiledModel:
     """Lower `model` through the pipeline and build it for `target`.
 
