@@ -465,3 +465,20 @@ def test_layout_round_trip_and_o2(nhwc_reference):
     module = check(dlpc.load(model.path).module, f"graph-layout{{to=nhwc}},{_o_level(2)}",
                    weights=model.weights, rtol=1e-3, atol=1e-4)
     assert count(module, "graph.batch_norm") == 0  # folding works in NHWC too
+
+
+def test_cse_and_dce_work_on_graph_ops():
+    src = """
+func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %c1 = graph.constant dense<2.0> : tensor<4xf32>
+  %c2 = graph.constant dense<2.0> : tensor<4xf32>
+  %a = graph.mul %x, %c1 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %b = graph.mul %x, %c2 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %dead = graph.exp %x : (tensor<4xf32>) -> tensor<4xf32>
+  %y = graph.add %a, %b : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  func.return %y : tensor<4xf32>
+}
+"""
+    module = check(src, "cse,dce")
+    assert count(module, "graph.mul") == 1 and count(module, "graph.constant") == 1
+    assert count(module, "graph.exp") == 0
