@@ -1,0 +1,145 @@
+"""Run a loop-level module as OpenCL kernels through pyopencl.
+
+    f = OpenCLFunction(loop_module)             # emit_opencl + build the program once
+    (y,) = f(x, params={"fc1.weight": w})       # walks @main: buffers, kernels, copies
+
+The host glue interprets `@main`: its arguments and `memref.alloc`s become device
+buffers, `memref.global`s are uploaded once, each `loop.kernel` is enqueued with the
+NDRange from `plan_launch`, `memref.copy` is a device copy; outputs are read back.
+The platform is the first OpenCL platform pyopencl finds (`$DLPC_OPENCL_PLATFORM`
+picks one by a substring of its name); on a CPU-only machine that is PoCL from the
+`pocl-binary-distribution` wheel (`pip install 'dlpc[opencl]'`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+
+from dlpc.tools.diagnostics import DlpcError
+
+
+def _cl():
+    try:
+        import pyopencl as cl
+    except ImportError as e:  # pragma: no cover - depends on the installation
+        raise DlpcError(f"error: target 'opencl' needs pyopencl (pip install 'dlpc[opencl]'): {e}") from None
+    return cl
+
+
+_CONTEXT = None
+
+
+def context():
+    """One OpenCL context and queue per process."""
+    global _CONTEXT
+    if _CONTEXT is None:
+        cl = _cl()
+        try:
+            platforms = cl.get_platforms()
+        except cl.Error as e:
+            raise DlpcError(f"error: no OpenCL platform available: {e}") from None
+        want = os.environ.get("DLPC_OPENCL_PLATFORM", "")
+        chosen = [p for p in platforms if want.lower() in p.name.lower()] or platforms
+        if not chosen:
+            raise DlpcError("error: no OpenCL platform available (install pocl-binary-distribution)")
+        ctx = cl.Context(chosen[0].get_devices()[:1])
+        _CONTEXT = (ctx, cl.CommandQueue(ctx))
+    return _CONTEXT
+
+
+class OpenCLFunction:
+    """A loop-level module compiled to OpenCL and callable on numpy arrays."""
+
+    def __init__(self, module, *, name: str = "module"):
+        from xdsl.dialects import arith, func, memref
+
+        from dlpc.backends.c import calling_convention, find_main, memref_info
+        from dlpc.backends.opencl import OpenCLEmitter
+        from dlpc.dialects.graph import numpy_dtype
+        from dlpc.dialects.loop import KernelOp
+
+        cl = _cl()
+        self.ctx, self.queue = context()
+        self.fn = find_main(module)
+        self.num_inputs, self.param_names, self.num_outputs = calling_convention(self.fn)
+        self.arg_specs = []
+        for arg in self.fn.body.block.args:
+            shape, elt = memref_info(arg.type)
+            self.arg_specs.append((shape, np.dtype(numpy_dtype(elt))))
+        emitter = OpenCLEmitter(module)
+        self.source = emitter.emit()
+        try:
+            self.program = cl.Program(self.ctx, self.source).build(options=["-cl-fp32-correctly-rounded-divide-sqrt"])
+        except cl.Error as e:
+            raise DlpcError(f"error: opencl: the program for '{name}' does not build: {str(e).splitlines()[0]}") from None
+        self.globals = {}
+        for op in module.body.block.ops:
+            if isinstance(op, memref.GlobalOp):
+                shape, elt = memref_info(op.type)
+                values = np.array(list(op.initial_value.get_values()), dtype=numpy_dtype(elt))
+                if values.size == 1 and math.prod(shape) > 1:
+                    values = np.full(shape, values[0])
+                self.globals[op.sym_name.data] = values.reshape(shape)
+        # the host program: @main's ops in order
+        self.steps = []
+        for op in self.fn.body.block.ops:
+            if isinstance(op, KernelOp):
+                launch = emitter.launches[op]
+                self.steps.append(("kernel", op, launch, getattr(self.program, launch.name)))
+            elif isinstance(op, memref.AllocOp | memref.AllocaOp):
+                shape, elt = memref_info(op.memref.type)
+                self.steps.append(("alloc", op.memref, max(math.prod(shape), 1) * np.dtype(numpy_dtype(elt)).itemsize))
+            elif isinstance(op, memref.GetGlobalOp):
+                self.steps.append(("global", op.memref, op.name_.root_reference.data))
+            elif isinstance(op, memref.CopyOp):
+                self.steps.append(("copy", op.source, op.destination))
+            elif isinstance(op, memref.DeallocOp | arith.ConstantOp | func.ReturnOp):
+                continue
+            else:
+                raise DlpcError(f"error: opencl backend: unsupported op '{op.name}' in @main")
+
+    def __call__(self, *inputs, params=None) -> list[np.ndarray]:
+        cl = _cl()
+        n_in, n_par = self.num_inputs, len(self.param_names)
+        if len(inputs) != n_in:
+            raise DlpcError(f"error: expected {n_in} inputs, got {len(inputs)}")
+        if isinstance(params, dict):
+            missing = [p for p in self.param_names if p not in params]
+            if missing:
+                raise DlpcError(f"error: missing value for parameter '{missing[0]}'")
+            param_values = [params[p] for p in self.param_names]
+        else:
+            param_values = list(params or [])
+            if len(param_values) != n_par:
+                raise DlpcError(f"error: expected {n_par} parameters, got {len(param_values)}")
+        mf = cl.mem_flags
+        buffers = {}
+        args = self.fn.body.block.args
+        for k, value in enumerate([*inputs, *param_values]):
+            shape, dtype = self.arg_specs[k]
+            a = np.ascontiguousarray(value, dtype=dtype)
+            if a.shape != shape:
+                what = f"input {k}" if k < n_in else f"parameter '{self.param_names[k - n_in]}'"
+                raise DlpcError(f"error: {what} has shape {a.shape}, expected {shape}")
+            buffers[args[k]] = cl.Buffer(self.ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=a)
+        outputs = [np.empty(shape, dtype) for shape, dtype in self.arg_specs[n_in + n_par:]]
+        for k, out in enumerate(outputs):
+            buffers[args[n_in + n_par + k]] = cl.Buffer(self.ctx, mf.READ_WRITE, size=max(out.nbytes, 1))
+        for step in self.steps:
+            kind = step[0]
+            if kind == "alloc":
+                buffers[step[1]] = cl.Buffer(self.ctx, mf.READ_WRITE, size=step[2])
+            elif kind == "global":
+                buffers[step[1]] = cl.Buffer(self.ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=self.globals[step[2]])
+            elif kind == "copy":
+                cl.enqueue_copy(self.queue, buffers[step[2]], buffers[step[1]])
+            else:
+                _, op, launch, kernel = step
+                kernel(self.queue, launch.global_size, launch.local_size, *[buffers[v] for v in launch.args])
+        for k, out in enumerate(outputs):
+            cl.enqueue_copy(self.queue, out, buffers[args[n_in + n_par + k]])
+        self.queue.finish()
+        return outputs
