@@ -70,6 +70,7 @@ SCHEDULE_PASSES = {
     "loop-tensorize": _schedule_pass("tensorize", "LoopTensorize"),
     "loop-schedule": _schedule_pass("script", "LoopSchedule"),
     "loop-default-schedule": _schedule_pass("default", "LoopDefaultSchedule"),
+    "loop-apply-tuning-log": _schedule_pass("default", "LoopApplyTuningLog"),
 }
 PASSES.update(SCHEDULE_PASSES)
 

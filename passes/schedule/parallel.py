@@ -8,6 +8,8 @@ Guarantees: the loop carries `parallel` (C: `#pragma omp parallel for`).
 Before (`parallel k/i0`):   loop.for %i0 = 0 to 64 step 1 {name = "i0"} { ... }
 After:                      loop.for %i0 = 0 to 64 step 1 {name = "i0", parallel} { ... }
 
+`serial k[/loop]` (script only) drops `parallel` again, from one loop or the whole kernel.
+
 Buffers allocated inside the loop body are private to an iteration, so `cache_read` /
 `cache_write` buffers placed under a parallel loop are per-thread.
 """
@@ -24,6 +26,7 @@ from dlpc.dialects.loop import ForOp
 from dlpc.passes.schedule.common import (
     ScheduleError,
     ancestors,
+    get_kernel,
     get_loop,
     inner_loops,
     is_reduction,
@@ -53,6 +56,16 @@ def parallel(root, kernel: str, loop: str) -> ForOp:
             )
     target.annotate("parallel")
     return target
+
+
+def serial(root, kernel: str, loop: str | None = None) -> None:
+    """Drop `parallel` from one loop, or from every loop of the kernel (a schedule that
+    places its own parallel loop starts with `serial K`)."""
+    if loop is not None:
+        get_loop(root, kernel, loop).annotate("parallel", False)
+        return
+    for lp in get_kernel(root, kernel).loops():
+        lp.annotate("parallel", False)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ One primitive per line (or separated by `;`), `#` starts a comment:
     unroll matmul_0/i0i [by 4]                  # default: full unroll
     vectorize matmul_0/i1i
     parallel matmul_0/f
+    serial matmul_0[/f]                         # drop parallel (whole kernel or one loop)
     cache_read matmul_0/r0 fc1.weight [-> wl] [pack]  # buffer by name or index
     cache_write matmul_0/i1o out0 [-> acc]
     compute_at relu_0 -> matmul_0/i0            # producer kernel into a consumer loop
@@ -48,6 +49,7 @@ SYNTAX = {
     "unroll": (rf"({PATH})(?: by (\d+))?", "unroll K/L [by N]"),
     "vectorize": (rf"({PATH})", "vectorize K/L"),
     "parallel": (rf"({PATH})", "parallel K/L"),
+    "serial": (rf"({NAME})(?:/({NAME}))?", "serial K[/L]"),
     "decompose": (rf"({NAME})", "decompose K"),
     "cache_read": (
         rf"({PATH}) ({NAME})(?: -> ({NAME}))?( pack)?", "cache_read K/L BUFFER [-> LOCAL] [pack]"
@@ -98,6 +100,8 @@ def _render(prim: str, a: tuple) -> str:
         return f"{prim} {a[0]} {a[1]}" + opt(" -> {}", a[2]) + (" pack" if a[3] else "")
     if prim == "cache_write":
         return f"{prim} {a[0]} {a[1]}" + opt(" -> {}", a[2])
+    if prim == "serial":
+        return f"serial {a[0]}" + opt("/{}", a[1])
     if prim == "compute_at":
         return f"compute_at {a[0]} -> {a[1]}"
     return f"{prim} {' '.join(a)}"
@@ -157,6 +161,8 @@ def apply_step(module, step: Step) -> None:
         vectorize.vectorize(module, *split_path(a[0]))
     elif step.prim == "parallel":
         parallel.parallel(module, *split_path(a[0]))
+    elif step.prim == "serial":
+        parallel.serial(module, a[0], a[1])
     elif step.prim == "decompose":
         decompose.decompose_reduction(module, a[0])
     elif step.prim == "cache_read":

@@ -1,0 +1,315 @@
+"""Default (untuned) schedules: a reasonable heuristic schedule for every kernel, so
+that compiled code is fast without tuning; and the entry point that prefers a tuned
+schedule from a tuning log.
+
+Input/Output: loop dialect.  Requires: nothing (a kernel whose schedule does not apply
+is left as te-to-loop made it).  Guarantees: numerics unchanged; each kernel gets one of
+
+- gemm (matmul, linear, batch matmul, 1x1 conv as a matmul-shaped nest):
+  GotoBLAS blocking `jc, kc, ic, jr, ir` with packed A/B panels (`cache_read ... pack`)
+  and the `gemm` micro-kernel (`tensorize`): an `mr x nr` accumulator tile in registers;
+- reduction (direct and depthwise conv, pooling, other reductions): the reduction loops
+  are moved inside the last spatial loop's siblings so the innermost loop is the last
+  spatial one, which is vectorized (`decompose`, `reorder`, `vectorize`); conv output
+  channels are blocked by 4 and unrolled so each input vector feeds 4 FMAs;
+- elementwise: te-to-loop's outer `parallel` / inner `vectorize` stay;
+
+and tiny kernels (less than `SERIAL_WORK` iterations) lose `parallel` (an OpenMP
+fork/join costs more than their work).
+
+    dlpc-opt model.loop.mlir -p loop-default-schedule
+
+`default_script(module, kernel)` returns the schedule as script text (what the tuner
+starts from); `apply_tuned_or_default(module, tuning_log)` is what the pipeline calls.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import arith, memref
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+
+from dlpc.dialects.loop import ForOp, KernelOp, kernels
+from dlpc.passes.schedule.common import (
+    ScheduleError,
+    buffers_accessed,
+    child_loop,
+    depends_on,
+    get_kernel,
+    is_reduction,
+)
+from dlpc.passes.schedule.script import apply_script
+
+SERIAL_WORK = 1 << 14
+TOKEN = re.compile(r"[A-Za-z0-9_.$]+")
+
+
+# --------------------------------------------------------------- nest analysis
+
+
+@dataclass
+class Nest:
+    """A single-nest reduction kernel: spatial loops, then reduction loops (names)."""
+
+    spatial: list[str]
+    reduce: list[str]
+    trips: dict[str, int]
+
+
+def analyse(kernel: KernelOp) -> Nest | None:
+    """The loop structure of a te-to-loop kernel (read-only), or None if it has none."""
+    tops = [op for op in kernel.block.ops if isinstance(op, ForOp)]
+    if len(tops) != 1:
+        return None
+    spatial, reduce = [], []
+    loop: ForOp | None = tops[0]
+    while loop is not None and not is_reduction(loop):
+        spatial.append(loop)
+        inner = [op for op in loop.block.ops if isinstance(op, ForOp)]
+        loop = inner[0] if len(inner) == 1 else None
+    while loop is not None and is_reduction(loop):
+        reduce.append(loop)
+        inner = [op for op in loop.block.ops if isinstance(op, ForOp)]
+        loop = inner[0] if len(inner) == 1 else None
+    if not spatial:
+        return None
+    names = [lp.loop_name for lp in spatial + reduce]
+    if any(n is None for n in names):
+        return None
+    return Nest(
+        [lp.loop_name for lp in spatial],
+        [lp.loop_name for lp in reduce],
+        {lp.loop_name: lp.trip_count for lp in spatial + reduce},
+    )
+
+
+def _work(kernel: KernelOp) -> int:
+    total = 0
+    for top in (op for op in kernel.block.ops if isinstance(op, ForOp)):
+        total += _nest_work(top)
+    return total
+
+
+def _nest_work(loop: ForOp) -> int:
+    inner = [op for op in loop.block.ops if isinstance(op, ForOp)]
+    return loop.trip_count * max(1, sum(_nest_work(lp) for lp in inner))
+
+
+def _largest_divisor(n: int, limit: int, multiple_of: int = 1) -> int:
+    best = multiple_of if n % multiple_of == 0 else 1
+    for d in range(1, min(n, limit) + 1):
+        if n % d == 0 and d % multiple_of == 0:
+            best = d
+    return best
+
+
+def _first_divisor(n: int, choices) -> int:
+    return next((c for c in choices if n % c == 0), 1)
+
+
+def buffer_token(kernel: KernelOp, value) -> str:
+    """A name for a buffer usable in a script; gives the buffer a name hint if needed."""
+    bufs = buffers_accessed(kernel)
+    hint = value.name_hint
+    if not hint or not TOKEN.fullmatch(hint) or sum(b.name_hint == hint for b in bufs) > 1:
+        hint = f"buf{bufs.index(value)}_{kernel.sym}"
+        value.name_hint = hint
+    return hint
+
+
+# ------------------------------------------------------------------ templates
+
+
+@dataclass(frozen=True)
+class GemmParams:
+    mc: int
+    nc: int
+    kc: int
+    mr: int
+    nr: int
+    pack_a: bool = True
+    pack_b: bool = True
+
+
+def gemm_operands(kernel: KernelOp, nest: Nest):
+    """(A, B) buffers of a gemm-shaped nest `C[.., i, j] += A[.., i, k] * B[.., k, j]`
+    (any layouts), or None."""
+    if len(nest.reduce) != 1 or len(nest.spatial) < 2:
+        return None
+    loops = {lp.loop_name: lp for lp in kernel.loops()}
+    j = loops[nest.spatial[-1]]
+    i = loops[nest.spatial[-2]]
+    muls = [op for op in loops[nest.reduce[0]].walk() if isinstance(op, arith.MulfOp)]
+    if len(muls) != 1 or any(op.name == "scf.if" for op in loops[nest.reduce[0]].walk()):
+        return None
+    loads = [o.owner for o in muls[0].operands]
+    if not all(isinstance(ld, memref.LoadOp) for ld in loads) or loads[0].memref is loads[1].memref:
+        return None
+    uses_j = [any(depends_on(x, j.induction_var) for x in ld.indices) for ld in loads]
+    uses_i = [any(depends_on(x, i.induction_var) for x in ld.indices) for ld in loads]
+    if uses_j == [False, True] and uses_i == [True, False]:
+        return loads[0].memref, loads[1].memref
+    if uses_j == [True, False] and uses_i == [False, True]:
+        return loads[1].memref, loads[0].memref
+    return None
+
+
+def gemm_default_params(m: int, n: int, k: int) -> GemmParams:
+    nr = _first_divisor(n, (32, 16, 8, 4, 2))
+    mr = _first_divisor(m, (8, 6, 4, 2))
+    return GemmParams(
+        mc=_largest_divisor(m, 64, mr),
+        nc=_largest_divisor(n, 256, nr),
+        kc=_largest_divisor(k, 256),
+        mr=mr,
+        nr=nr,
+    )
+
+
+def gemm_script(kernel: KernelOp, nest: Nest, p: GemmParams, threads: int = 2) -> str:
+    a, b = gemm_operands(kernel, nest) or (None, None)
+    if a is None:
+        raise ScheduleError(f"kernel '{kernel.sym}' is not gemm-shaped")
+    K = kernel.sym
+    i, j, k = nest.spatial[-2], nest.spatial[-1], nest.reduce[0]
+    outer = nest.spatial[:-2]
+    lines = [
+        f"decompose {K}",
+        f"split {K}/{j} by {p.nc} -> {j}c, {j}1",
+        f"split {K}/{k} by {p.kc} -> {k}c, {k}1",
+        f"split {K}/{i} by {p.mc} -> {i}c, {i}1",
+        f"split {K}/{j}1 by {p.nr} -> {j}r, {j}j",
+        f"split {K}/{i}1 by {p.mr} -> {i}r, {i}i",
+        f"reorder {K}: {', '.join(outer + [f'{j}c', f'{k}c', f'{i}c', f'{j}r', f'{i}r', f'{i}i', f'{j}j', f'{k}1'])}",
+        f"tensorize {K}/{i}i gemm",
+    ]
+    if p.pack_b:
+        lines.append(f"cache_read {K}/{k}c {buffer_token(kernel, b)} -> {K}_Bp pack")
+    if p.pack_a:
+        lines.append(f"cache_read {K}/{i}c {buffer_token(kernel, a)} -> {K}_Ap pack")
+    trips = {f"{j}c": nest.trips[j] // p.nc, f"{i}c": nest.trips[i] // p.mc,
+             f"{j}r": p.nc // p.nr}
+    candidates = [(x, nest.trips[x]) for x in outer] + list(trips.items())
+    par = next((x for x, t in candidates if t >= 2 * threads), None)
+    par = par or max(candidates, key=lambda xt: xt[1])[0]
+    lines += [f"serial {K}", f"parallel {K}/{par}"]
+    return "\n".join(lines)
+
+
+def reduction_script(kernel: KernelOp, nest: Nest) -> str:
+    K = kernel.sym
+    s, r = nest.spatial, nest.reduce
+    last = s[-1]
+    if nest.trips[last] < 4:
+        raise ScheduleError(f"kernel '{K}': innermost spatial loop too short to vectorize")
+    lines = [f"decompose {K}"]
+    order = s[:-1] + r + [last]
+    if len(s) == 4 and nest.trips[s[1]] % 4 == 0 and nest.trips[s[1]] > 4:
+        lines.append(f"split {K}/{s[1]} by 4 -> {s[1]}o, {s[1]}i")
+        order = [s[0], f"{s[1]}o"] + s[2:-1] + r + [f"{s[1]}i", last]
+        lines.append(f"reorder {K}: {', '.join(order)}")
+        lines.append(f"unroll {K}/{s[1]}i")
+    else:
+        lines.append(f"reorder {K}: {', '.join(order)}")
+    lines.append(f"vectorize {K}/{last}")
+    return "\n".join(lines)
+
+
+def default_script(module: ModuleOp, name: str) -> str:
+    """The heuristic schedule of one kernel as script text ('' when none applies)."""
+    kernel = get_kernel(module, name)
+    nest = analyse(kernel)
+    if nest is None or not nest.reduce:
+        return ""
+    if gemm_operands(kernel, nest) is not None:
+        m, n, k = (nest.trips[x] for x in (nest.spatial[-2], nest.spatial[-1], nest.reduce[0]))
+        return gemm_script(kernel, nest, gemm_default_params(m, n, k))
+    try:
+        return reduction_script(kernel, nest)
+    except ScheduleError:
+        return ""
+
+
+def _finish(kernel: KernelOp) -> None:
+    """Vectorize the innermost loop of init/epilogue nests; serialise tiny kernels."""
+    for loop in list(kernel.loops()):
+        name = loop.loop_name or ""
+        if name.endswith(("_init", "_post")) and not any(
+            isinstance(op, ForOp) for op in loop.block.ops
+        ) and loop.trip_count > 1 and not is_reduction(loop):
+            loop.annotate("vectorize")
+    if _work(kernel) < SERIAL_WORK:
+        for loop in kernel.loops():
+            loop.annotate("parallel", False)
+
+
+def try_script(module: ModuleOp, script: str) -> bool:
+    """Apply `script` if it applies cleanly (checked on a clone first)."""
+    if not script:
+        return False
+    trial = module.clone()
+    try:
+        apply_script(trial, script)
+        trial.verify()
+    except (ScheduleError, ValueError):
+        return False
+    apply_script(module, script)
+    return True
+
+
+def apply_default(module: ModuleOp) -> None:
+    for kernel in list(kernels(module)):
+        try_script(module, default_script(module, kernel.sym))
+    for kernel in kernels(module):
+        _finish(kernel)
+
+
+def apply_tuned_or_default(module: ModuleOp, tuning_log: str | None = None,
+                           target: str = "c") -> dict[str, str]:
+    """Schedule every kernel: the best schedule of a matching record in `tuning_log`
+    (same kernel signature and target), else the default. Returns kernel -> "tuned" /
+    "default" / "none"."""
+    from dlpc.passes.schedule.tuner.log import TuningLog, kernel_signature, rename_script
+
+    log = TuningLog(tuning_log) if tuning_log else None
+    how: dict[str, str] = {}
+    for kernel in list(kernels(module)):
+        name = kernel.sym
+        best = log.best(kernel_signature(kernel), target) if log else None
+        if best is not None and try_script(module, rename_script(best.script, best.kernel, name)):
+            how[name] = "tuned"
+        elif try_script(module, default_script(module, name)):
+            how[name] = "default"
+        else:
+            how[name] = "none"
+    for kernel in kernels(module):
+        _finish(kernel)
+    return how
+
+
+@dataclass(frozen=True)
+class LoopDefaultSchedule(ModulePass):
+    """`loop-default-schedule`"""
+
+    name = "loop-default-schedule"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        apply_default(op)
+
+
+@dataclass(frozen=True)
+class LoopApplyTuningLog(ModulePass):
+    """`loop-apply-tuning-log{log=tune.jsonl target=c}`: tuned schedules where the log
+    has one for a kernel's signature, default schedules elsewhere."""
+
+    name = "loop-apply-tuning-log"
+    log: str | None = None
+    target: str = "c"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        apply_tuned_or_default(op, self.log, self.target)

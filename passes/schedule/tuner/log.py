@@ -1,0 +1,123 @@
+"""The tuning log: one JSON object per line, appended as measurements arrive.
+
+    {"sig": "3f2a...", "kernel": "matmul_0", "target": "c", "script": "decompose ...",
+     "params": {...}, "time": 0.0123, "ok": true, "error": null, "dlpc": "0.1.0",
+     "template": "gemm", "flops": 2147483648}
+
+`sig` is the kernel signature: a hash of the kernel's structure (ops, attributes, loop
+bounds and names, and the types of the buffers it touches) that ignores SSA names and
+the kernel's own name, so identical layers of a model share records. Failed candidates
+are logged with `ok: false` and the error, so a resumed run does not retry them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from xdsl.dialects.builtin import StringAttr
+from xdsl.ir import Operation, SSAValue
+
+from dlpc.dialects.loop import KernelOp
+
+
+def dlpc_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("dlpc")
+    except Exception:  # noqa: BLE001 - metadata is optional
+        return "unknown"
+
+
+def kernel_signature(kernel: KernelOp) -> str:
+    """A structural hash of a kernel (see the module docstring)."""
+    ids: dict[int, str] = {}
+    parts: list[str] = []
+
+    def ref(v: SSAValue) -> str:
+        if id(v) not in ids:
+            owner = v.owner
+            inside = isinstance(owner, Operation) and kernel.is_ancestor(owner) or (
+                not isinstance(owner, Operation) and kernel.is_ancestor(owner.parent_op())
+            )
+            ids[id(v)] = f"v{len(ids)}" if inside else f"ext{len(ids)}:{v.type}"
+        return ids[id(v)]
+
+    for op in kernel.walk():
+        if op is kernel:
+            continue
+        for region in op.regions:
+            for block in region.blocks:
+                for arg in block.args:
+                    ref(arg)
+        attrs = sorted(
+            f"{k}={v}" for k, v in {**op.properties, **op.attributes}.items()
+        )
+        operands = ",".join(ref(o) for o in op.operands)
+        results = ",".join(ref(r) for r in op.results)
+        parts.append(f"{op.name}({operands})->{results}[{';'.join(attrs)}]")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def rename_script(script: str, old: str, new: str) -> str:
+    """Re-target a one-kernel script from kernel `old` to kernel `new`."""
+    if old == new:
+        return script
+    pattern = re.compile(rf"(?<![A-Za-z0-9_.$]){re.escape(old)}(?=[/:\s_]|$)", re.M)
+    return pattern.sub(new, script)
+
+
+@dataclass
+class Record:
+    sig: str
+    kernel: str
+    target: str
+    script: str
+    time: float | None
+    ok: bool
+    error: str | None = None
+    params: dict = field(default_factory=dict)
+    template: str = ""
+    flops: int = 0
+    dlpc: str = ""
+
+    def to_json(self) -> str:
+        return json.dumps(self.__dict__, sort_keys=True)
+
+
+class TuningLog:
+    """Read (and append to) a JSON-lines tuning log; malformed lines are skipped."""
+
+    def __init__(self, path: str | os.PathLike | None):
+        self.path = Path(path) if path else None
+        self.records: list[Record] = []
+        if self.path is not None and self.path.exists():
+            for line in self.path.read_text().splitlines():
+                try:
+                    data = json.loads(line)
+                    self.records.append(Record(**{k: data[k] for k in data if k in Record.__dataclass_fields__}))
+                except (json.JSONDecodeError, TypeError, KeyError):
+                    continue
+
+    def append(self, record: Record) -> None:
+        record.dlpc = record.dlpc or dlpc_version()
+        self.records.append(record)
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.path, "a") as f:
+                f.write(record.to_json() + "\n")
+
+    def for_kernel(self, sig: str, target: str) -> list[Record]:
+        return [r for r in self.records if r.sig == sig and r.target == target]
+
+    def best(self, sig: str, target: str = "c") -> Record | None:
+        ok = [r for r in self.for_kernel(sig, target) if r.ok and r.time is not None]
+        return min(ok, key=lambda r: r.time) if ok else None
+
+    def seen(self, sig: str, target: str) -> set[str]:
+        return {r.script for r in self.for_kernel(sig, target)}
