@@ -1,7 +1,8 @@
 """Bufferise tensor expressions into loop nests (te -> loop).
 
 Input: func.func with tensor arguments and results holding graph.param, graph.constant,
-te.compute, te.reduce (bodies in arith, math, scf.if, te.read) and func.return.
+te.compute, te.reduce (bodies in arith, math, scf.if, te.read), scalar arith.constant
+(copied into the kernels that use them) and func.return.
 Output: loop, memref, arith, math, scf: `@main` takes memrefs in the calling convention
 (inputs, then one per distinct graph.param in order of first appearance, then one per
 returned value) and returns nothing; attributes `dlpc.num_inputs`, `dlpc.params`,
@@ -105,6 +106,18 @@ class KernelBuilder:
 
     def __init__(self, buffers: dict[SSAValue, SSAValue]):
         self.buffers = buffers
+        self.outer: dict[SSAValue, SSAValue] = {}  # function-level constants -> kernel copies
+
+    def hoist_constants(self, op: TeOp, kernel: KernelOp) -> None:
+        """Copy the function-level arith.constant ops `op`'s regions use into `kernel`."""
+        self.outer = {}
+        for inner in op.walk():
+            for v in inner.operands:
+                c = v.owner
+                if isinstance(c, arith.ConstantOp) and not _defined_inside(v, op) and v not in self.outer:
+                    copy = c.clone()
+                    kernel.block.add_op(copy)
+                    self.outer[v] = copy.result
 
     def nest(self, kernel: KernelOp, extents, names, innermost_vectorize: bool,
              reduction: bool = False, parent: Block | None = None) -> tuple[Block, list[SSAValue]]:
@@ -126,7 +139,7 @@ class KernelBuilder:
     def inline_body(self, body: Block, target: Block, args: list[SSAValue]) -> SSAValue:
         """Clone `body` (minus its te.yield) into `target` with block args -> `args`,
         te.read -> memref.load; returns the yielded value."""
-        mapping: dict[SSAValue, SSAValue] = dict(zip(body.args, args))
+        mapping: dict[SSAValue, SSAValue] = {**self.outer, **dict(zip(body.args, args))}
         for op in body.ops:
             if isinstance(op, te.YieldOp):
                 return mapping.get(op.value, op.value)
@@ -153,6 +166,7 @@ class KernelBuilder:
 
     def compute(self, op: te.ComputeOp, out: SSAValue) -> KernelOp:
         kernel = KernelOp(op.compute_name, origin=origin_of(op))
+        self.hoist_constants(op, kernel)
         rank = len(op.shape)
         block, ivs = self.nest(kernel, op.shape, [f"i{n}" for n in range(rank)], True)
         value = self.inline_body(op.body.block, block, ivs)
@@ -161,6 +175,7 @@ class KernelBuilder:
 
     def reduce(self, op: te.ReduceOp, out: SSAValue) -> KernelOp:
         kernel = KernelOp(op.compute_name, origin=origin_of(op))
+        self.hoist_constants(op, kernel)
         rank = len(op.shape)
         block, ivs = self.nest(kernel, op.shape, [f"i{n}" for n in range(rank)], False)
         acc_t = op.acc_type
@@ -216,12 +231,12 @@ def bufferize(module: ModuleOp, fn: func.FuncOp) -> func.FuncOp:
     if not isinstance(ret, func.ReturnOp):
         raise DiagnosticException(f"te-to-loop: @{fn.sym_name.data} must end with func.return")
     for op in old.ops:
-        if not isinstance(op, te.ComputeOp | te.ReduceOp | g.ParamOp | g.ConstantOp | func.ReturnOp):
+        if not isinstance(op, TeOp | g.ParamOp | g.ConstantOp | arith.ConstantOp | func.ReturnOp):
             raise DiagnosticException(
                 f"te-to-loop: unexpected op {op.name} in @{fn.sym_name.data}; "
                 "run graph-to-te first"
             )
-        for r in op.results:
+        for r in [] if isinstance(op, arith.ConstantOp) else op.results:
             what = _describe(op) if isinstance(op, g.ParamOp) else f"the result of {_describe(op)}"
             memref_of(r.type, what)
 
@@ -271,6 +286,7 @@ def bufferize(module: ModuleOp, fn: func.FuncOp) -> func.FuncOp:
                 allocated.append(op.result)
             buffers[op.result] = out
             kernel = builder.compute(op, out) if isinstance(op, te.ComputeOp) else builder.reduce(op, out)
+            _check_closed(kernel, op, old)
             block.add_op(kernel)
         # free intermediates whose last reader was this op
         for v in [v for v in allocated if last_use.get(v) is op]:
@@ -305,6 +321,24 @@ def _describe(op: Operation) -> str:
     if isinstance(op, g.ParamOp):
         return f'graph.param "{op.pname}"'
     return op.name
+
+
+def _defined_inside(value: SSAValue, root: Operation) -> bool:
+    owner = value.owner
+    op = owner.parent_op() if isinstance(owner, Block) else owner
+    while op is not None and op is not root:
+        op = op.parent_op()
+    return op is root
+
+
+def _check_closed(kernel: KernelOp, op: TeOp, old: Block) -> None:
+    """Internal invariant: the kernel refers to nothing of the te-level function."""
+    for inner in kernel.walk():
+        for v in inner.operands:
+            owner = v.owner
+            assert owner is not old and not (
+                isinstance(owner, Operation) and owner.parent_block() is old
+            ), f"te-to-loop: {_describe(op)} still uses {v} of the te-level function"
 
 
 def _last_uses(block: Block) -> dict[SSAValue, Operation]:

@@ -95,3 +95,22 @@ func.func @main(%x: tensor<1x3x5xf32>) -> tensor<1x3xf32> {
   }
   func.return %m : tensor<1x3xf32>
 }
+
+// -----
+// A function-level scalar constant used in a body is copied into the kernel.
+
+// CHECK-LABEL: func.func @main(%{{.*}}: memref<4xf32>, %{{.*}}: memref<4xf32>)
+// CHECK-NEXT:    loop.kernel "scale_0" {
+// CHECK-NEXT:      %[[S:.*]] = arith.constant 2.000000e+00 : f32
+// CHECK-NEXT:      loop.for %[[I:.*]] = 0 to 4 step 1 {name = "i0", parallel, vectorize} {
+// CHECK-NEXT:        %[[V:.*]] = memref.load %{{.*}}[%[[I]]] : memref<4xf32>
+// CHECK-NEXT:        %{{.*}} = arith.mulf %[[V]], %[[S]] : f32
+func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %s = arith.constant 2.000000e+00 : f32
+  %y = te.compute "scale_0" (%i0) : tensor<4xf32> {
+    %v = te.read %x[%i0] : tensor<4xf32>
+    %m = arith.mulf %v, %s : f32
+    te.yield %m : f32
+  }
+  func.return %y : tensor<4xf32>
+}
