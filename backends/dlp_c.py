@@ -301,8 +301,9 @@ def module_target(module: ModuleOp) -> DlpTarget:
 
 
 def emit_dlp_c(module: ModuleOp, desc: DlpTarget | str | None = None) -> str:
-    """BANG-style C for a dlp-level module (see the module docstring); `desc` defaults to
-    the description the module was lowered for."""
+    """BANG-style C for a dlp-level module, or a loop-level one (lowered with
+    `loop-to-dlp` first); `desc` defaults to the description the module was lowered for."""
+    module = lower_to_dlp(module, desc)
     return DlpCEmitter(module, resolve(desc) if desc is not None else module_target(module)).emit()
 
 
@@ -315,3 +316,17 @@ class DlpCTarget(Target):
 
     def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
         output.write(emit_dlp_c(module, self.target_desc or None))
+
+
+def lower_to_dlp(module: ModuleOp, desc: DlpTarget | str | None = None, **options) -> ModuleOp:
+    """A dlp-level copy of `module`: loop-level modules go through `loop-to-dlp`
+    (`options`: double_buffer, multicore, intrinsics); dlp-level ones are returned as is."""
+    from dlpc.dialects.loop import KernelOp
+    from dlpc.passes.lower.loop_to_dlp import lower_module
+
+    if not any(isinstance(op, KernelOp) for op in module.walk()):
+        return module
+    lowered = module.clone()
+    lower_module(lowered, resolve(desc), target_desc=desc if isinstance(desc, str) else "", **options)
+    lowered.verify()
+    return lowered

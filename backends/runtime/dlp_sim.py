@@ -204,3 +204,13 @@ class DlpFunction:
             reports.append(model_kernel(lib.dlp_record_name(i).decode(), lib.dlp_record_origin(i).decode(),
                                         tasks, bool(lib.dlp_record_double(i)), counters, self.desc))
         return reports
+
+
+def compile_dlp(loop_module, desc: DlpTarget | str | None = None, *, name: str = "module",
+                **options) -> DlpFunction:
+    """Lower a loop-level module with `loop-to-dlp` (options: double_buffer, multicore,
+    intrinsics), emit DLP C, build it against the simulator; call the result on
+    `(*inputs, params=...)`; after a call, `.report` holds the per-kernel reports."""
+    from dlpc.backends.dlp_c import lower_to_dlp
+
+    return DlpFunction(lower_to_dlp(loop_module, desc, **options), desc, name=name)

@@ -143,3 +143,9 @@ class OpenCLFunction:
             cl.enqueue_copy(self.queue, out, buffers[args[n_in + n_par + k]])
         self.queue.finish()
         return outputs
+
+
+def compile_opencl(loop_module, *, name: str = "module") -> OpenCLFunction:
+    """Emit OpenCL C for a loop-level module and build it; call the result on
+    `(*inputs, params=...)`."""
+    return OpenCLFunction(loop_module, name=name)

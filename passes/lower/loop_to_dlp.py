@@ -809,6 +809,21 @@ def lower_kernel(kernel: KernelOp, desc: DlpTarget, double_buffer: bool = True,
     return KernelLowering(plan).build()
 
 
+def lower_module(module: ModuleOp, desc: DlpTarget, target_desc: str = "", double_buffer: bool = True,
+                 multicore: bool = True, intrinsics: bool = True) -> None:
+    """Lower every loop.kernel of `module` in place; record the description on @main."""
+    for kernel in [k for k in module.walk() if isinstance(k, KernelOp)]:
+        new = lower_kernel(kernel, desc, double_buffer, multicore, intrinsics)
+        kernel.parent_block().insert_op_before(new, kernel)
+        kernel.detach()
+        kernel.erase()
+    for fn in module.walk():
+        if isinstance(fn, func.FuncOp):
+            fn.attributes["dlpc.target"] = StringAttr(desc.name)
+            if target_desc:
+                fn.attributes["dlpc.target_desc"] = StringAttr(target_desc)
+
+
 @dataclass(frozen=True)
 class LoopToDlp(ModulePass):
     """`loop-to-dlp{target-desc=tiny double-buffer=false multicore=false intrinsics=false}`"""
@@ -821,14 +836,5 @@ class LoopToDlp(ModulePass):
     intrinsics: bool = True
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        desc = resolve(self.target_desc or None)
-        for kernel in [k for k in op.walk() if isinstance(k, KernelOp)]:
-            new = lower_kernel(kernel, desc, self.double_buffer, self.multicore, self.intrinsics)
-            kernel.parent_block().insert_op_before(new, kernel)
-            kernel.detach()
-            kernel.erase()
-        for fn in op.walk():
-            if isinstance(fn, func.FuncOp):
-                fn.attributes["dlpc.target"] = StringAttr(desc.name)
-                if self.target_desc:
-                    fn.attributes["dlpc.target_desc"] = StringAttr(self.target_desc)
+        lower_module(op, resolve(self.target_desc or None), self.target_desc, self.double_buffer,
+                     self.multicore, self.intrinsics)
