@@ -26,7 +26,8 @@ gives
   only values that reach a runtime op are materialised in the IR.
 - Inputs that fix a shape (`Reshape`'s shape, `Slice`'s starts, ...) must be known at
   import time. When such an input is a graph input, pass its value with
-  `freeze_inputs={"name": array}`: the model is then specialised on it.
+  `freeze_inputs={"name": array}`: the model is then specialised on it. An empty graph
+  input (a dim of 0) has no values, so it becomes an import-time constant by itself.
 
 The operator handlers live in `dlpc.frontends.onnx_ops`.
 """
@@ -199,11 +200,13 @@ class Importer:
         v = self.input(i)
         if v is None or isinstance(v, Const):
             return None if v is None else v.array
-        if isinstance(v, BlockArgument):
-            name = self.node.input[i]
+        source = _graph_input_source(v)
+        if source is not None:
+            name = self.arg_names[source.index]
+            how = "comes from" if source is v else "is computed from"
             raise NeedsConstantInput(
                 f"{self.where()}: error: input '{what}' must be known at import time but "
-                f"comes from graph input '{name}' (pass freeze_inputs={{'{name}': ...}})",
+                f"{how} graph input '{name}' (pass freeze_inputs={{'{name}': ...}})",
                 name,
             )
         raise self.error(
@@ -313,9 +316,15 @@ class Importer:
             if vi.name in self.freeze:
                 self.env[vi.name] = Const(self.freeze[vi.name], vi.name)
                 continue
-            arg = self.block.insert_arg(self._input_type(vi), len(self.block.args))
+            ty = self._input_type(vi)
+            if math.prod(ty.get_shape()) == 0:  # an empty tensor has no values: a constant
+                dt = graph.numpy_dtype(ty.get_element_type())
+                self.env[vi.name] = Const(np.zeros(ty.get_shape(), dtype=dt), vi.name)
+                continue
+            arg = self.block.insert_arg(ty, len(self.block.args))
             self.env[vi.name] = arg
             arg_names.append(vi.name)
+        self.arg_names = arg_names
         for idx, node in enumerate(g.node):
             self.node, self.node_index = node, idx
             if node.domain not in ("", "ai.onnx"):
@@ -332,6 +341,10 @@ class Importer:
             else:
                 raise self.error(f"unsupported operator '{node.op_type}'")
             for name, val in zip(node.output, outputs):
+                if name and isinstance(val, SSAValue) and 0 in graph.shape_of(val):
+                    # an empty tensor has no values: keep it as an import-time constant
+                    dt = graph.numpy_dtype(graph.element_type_of(val))
+                    val = Const(np.zeros(graph.shape_of(val), dtype=dt), name)
                 if name:
                     self.env[name] = val
         self.node = None
@@ -374,7 +387,8 @@ class Importer:
         feeds = {n: self.env[n].array for n in node.input if n}
         try:
             ref = ReferenceEvaluator(node, opsets={"": self.opset})
-            outs = ref.run(None, feeds)
+            with np.errstate(all="ignore"):  # log(0) = -inf is a value, not an error
+                outs = ref.run(None, feeds)
         except Exception as e:  # noqa: BLE001 - any failure of the evaluator is a user error
             raise self.error(f"cannot evaluate at import time: {e}") from None
         named = [n for n in node.output if n]
@@ -427,14 +441,28 @@ class Importer:
                     )
                 shape.append(d.dim_value)
             shape = tuple(shape)
-        if any(d <= 0 for d in shape) or math.prod(shape) == 0:
-            message = (f"{self.source}: error: graph input '{vi.name}' is empty (shape "
-                       f"{list(shape)}) and dlpc has no empty tensors")
-            if dt.kind in "iu":  # an empty list of axes, pads, ...: an import-time value
-                raise NeedsConstantInput(
-                    f"{message}; bind it with freeze_inputs={{'{vi.name}': ...}}", vi.name)
-            raise DlpcError(message)
+        if any(d < 0 for d in shape):
+            raise DlpcError(f"{self.source}: error: graph input '{vi.name}' has a negative "
+                            f"dim in {list(shape)}")
         return graph.tensor_type(shape, graph.NUMPY_TO_ELT[dt.name])
+
+
+def _graph_input_source(v: SSAValue) -> BlockArgument | None:
+    """The integer graph input an integer value is computed from (the first one found),
+    or None: freezing it may make the value an import-time constant. A graph input
+    itself is its own source, whatever its type."""
+    if isinstance(v, BlockArgument):
+        return v
+    seen, todo = set(), [v]
+    while todo:
+        x = todo.pop()
+        if id(x) in seen or graph.is_float_type(graph.element_type_of(x)):
+            continue
+        seen.add(id(x))
+        if isinstance(x, BlockArgument):
+            return x
+        todo.extend(x.owner.operands)
+    return None
 
 
 def _elt(arr: np.ndarray):

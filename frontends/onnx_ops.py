@@ -573,7 +573,7 @@ def split(imp: Importer):
         n = a["num_outputs"] or n
         chunk = -(-s[axis] // n)
         sizes = [min(chunk, s[axis] - i * chunk) for i in range(n)]
-    if sum(sizes) != s[axis] or any(v <= 0 for v in sizes):
+    if sum(sizes) != s[axis] or any(v < 0 for v in sizes):
         raise imp.error(f"split sizes {list(sizes)} do not partition axis {axis} of size "
                         f"{s[axis]}")
     outs, start = [], 0
@@ -593,10 +593,7 @@ def slice_(imp: Importer):
     steps = imp.const(4, "steps")
     axes = list(range(len(starts))) if axes is None else axes.reshape(-1).tolist()
     steps = [1] * len(starts) if steps is None else steps.reshape(-1).tolist()
-    y = imp.emit(graph.SliceOp, x, starts=starts, ends=ends, axes=axes, steps=steps)
-    if 0 in graph.shape_of(y):
-        raise imp.error(f"slice of {list(imp.shape(x))} is empty, which dlpc does not support")
-    return [y]
+    return [imp.emit(graph.SliceOp, x, starts=starts, ends=ends, axes=axes, steps=steps)]
 
 
 @handles("Gather")
@@ -668,6 +665,16 @@ def shape(imp: Importer):
 def size(imp: Importer):
     imp.attrs({})
     return [Const(np.asarray(math.prod(imp.shape(imp.input(0))), dtype=np.int64))]
+
+
+@handles("ConstantOfShape", "Range")
+def import_time_only(imp: Importer):
+    """Their output shape depends on their input values: they only fold, so reaching this
+    handler means an input is computed at run time (or is a graph input to freeze)."""
+    names = {"ConstantOfShape": ["input"], "Range": ["start", "limit", "delta"]}
+    for i, what in enumerate(names[imp.node.op_type]):
+        imp.const(i, what)
+    raise imp.error("all inputs must be known at import time")
 
 
 def supported_operators() -> list[str]:

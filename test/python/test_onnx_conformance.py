@@ -1,0 +1,168 @@
+"""ONNX operator conformance: onnx's own backend node tests, run through dlpc.
+
+Every node test case (from the installed `onnx` package) of every operator the importer
+supports runs on the numpy reference and on the C backend and is compared with onnx's
+expected outputs (rtol 1e-3, atol 1e-7). The harness is `bench/onnx_conformance.py`
+(which also writes docs/onnx-conformance.md); C cases of one operator are merged into
+one model, so one C build serves them all.
+
+Outcomes:
+- a case passes, or it matches one of `EXPECTED_FAILURES` below, which says why: then it
+  is reported as xfail with dlpc's own diagnostic (and a case that starts to pass, or that
+  fails for another reason than its rule says, fails the test);
+- for each unsupported operator, one test checks that importing its first case is an
+  error naming the operator (nothing is silently dropped); its cases are listed at the
+  end of the session with the per-operator table.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("onnx", reason="onnx is not installed (pip install 'dlpc[onnx]')")
+
+_HARNESS = Path(__file__).resolve().parents[2] / "bench" / "onnx_conformance.py"
+_spec = importlib.util.spec_from_file_location("dlpc_onnx_conformance", _HARNESS)
+H = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = H
+_spec.loader.exec_module(H)
+
+from dlpc.frontends.onnx import load_model  # noqa: E402
+from dlpc.tools.diagnostics import DlpcError  # noqa: E402
+
+# (case-name regex, backends, regex the failure detail must match, why)
+ALL, C = ("numpy", "c"), ("c",)
+EXPECTED_FAILURES = [
+    (r"(int16|uint8|uint16|uint32|uint64|bfloat16|float8|float4|int4|int2|uint4|uint2)"
+     r"|INT16|UINT|BFLOAT16|FLOAT8|FLOAT4E2M1|INT4|INT2|_string", ALL,
+     r"element type|attribute 'to' = \w+ is not supported",
+     "the graph dialect has f16/f32/f64, i1/i8/i32/i64 only"),
+    (r"^test_(average|max)pool_3d|^test_maxpool_3d", ALL,
+     r"only 1-D and 2-D pools are supported", "3-D pooling: no graph op"),
+    (r"^test_(average|max)pool_2d_dilations$", ALL, r"attribute 'dilations'",
+     "graph pools have no dilations"),
+    (r"^test_maxpool_with_argmax", ALL, r"output 1 \('z'\) is not supported",
+     "MaxPool's Indices output"),
+    (r"^test_(edge|reflect|wrap)_pad$", ALL, r"attribute 'mode' = '\w+' is not supported",
+     "graph.pad is constant padding only"),
+    (r"training_mode$", ALL, r"attribute 'training_mode' = 1", "training batch norm"),
+    (r"^test_training_dropout", ALL, r"training_mode = true", "training dropout"),
+    (r"^test_dropout_(default|random)_old$", ALL, r"opset 11 is not supported",
+     "Dropout changed at opset 12/13"),
+    (r"^test_identity_(opt|sequence)$", ALL, r"is not a tensor", "optional/sequence types"),
+    (r"^test_div_(int32_trunc|int8)$", ALL, r"integer Div", "integer division"),
+    (r"^test_center_crop_pad_.*_expanded$", ALL, r"integer Div", "integer division"),
+    (r"^test_(clip_.*_expanded|dropout_default(_mask)?_ratio|gemm_default_scalar_bias"
+     r"|pow_bcast_scalar)$", C, r"has shape \(1,\), expected \(\)",
+     "C runtime (backends/runtime/cbuild.py) passes rank-0 inputs as shape (1,)"),
+    (r"^test_pow_types_int", C, r"unsupported op 'math.ipowi'",
+     "C backend has no integer pow (math.ipowi)"),
+    (r"^test_reduce_(max|min)_bool_inputs$", C, r"max abs error",
+     "C backend reduces i1 max/min wrongly"),
+]
+
+CASES = [c for c in H.collect() if H.runnable(c)]
+UNSUPPORTED: dict[str, list[H.Case]] = defaultdict(list)  # missing operator -> its cases
+for _case in H.collect():
+    for _op in H.missing_ops(_case):
+        UNSUPPORTED[_op].append(_case)
+RESULTS: dict[str, dict[str, H.Result]] = defaultdict(dict)
+
+
+def expected_failure(name: str, backend: str):
+    for pattern, backends, detail, why in EXPECTED_FAILURES:
+        if backend in backends and re.search(pattern, name):
+            return detail, why
+    return None
+
+
+def _c_results(case: H.Case, cache={}) -> H.Result:  # noqa: B006 - a per-session cache
+    if case.op not in cache:
+        cache[case.op] = H.run_batch([c for c in CASES if c.op == case.op], "c")
+    return cache[case.op][case.name]
+
+
+def _judge(case: H.Case, backend: str, result: H.Result) -> None:
+    RESULTS[backend][case.name] = result
+    rule = expected_failure(case.name, backend)
+    if rule is None:
+        assert result.status == "pass", f"{case.name} on {backend}: {result.detail}"
+        return
+    detail, why = rule
+    assert result.status != "pass", f"{case.name} now passes on {backend}: drop its rule"
+    assert re.search(detail, result.detail), (
+        f"{case.name} on {backend} fails for another reason than '{why}': {result.detail}")
+    pytest.xfail(f"{why}: {result.detail}")
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_numpy(case):
+    _judge(case, "numpy", H.run_case(case, "numpy"))
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_c(case):
+    _judge(case, "c", _c_results(case))
+
+
+@pytest.mark.parametrize("op", sorted(UNSUPPORTED))
+def test_unsupported_operator_is_an_error(op):
+    """No case with an unsupported operator imports silently: each is a one-line error,
+    or (when the operator's inputs are all known) it folds away at import time."""
+    for case in UNSUPPORTED[op]:
+        try:
+            model = load_model(case.model)
+        except DlpcError as e:
+            message = str(e)
+            assert "error:" in message and "\n" not in message, message
+            if "unsupported operator" in message:
+                assert re.search(r"unsupported operator '(\w+)'", message)[1] in \
+                    H.missing_ops(case), message
+            continue
+        # imported: the importer dispatches every node it does not fold, so the unsupported
+        # nodes were folded; the result must still be a verified module
+        model.module.verify()
+
+
+def test_rules_are_used():
+    """Every expected-failure rule matches some case (stale rules are removed)."""
+    names = [c.name for c in CASES]
+    for pattern, _, _, why in EXPECTED_FAILURES:
+        assert any(re.search(pattern, n) for n in names), f"rule '{why}' matches no case"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _summary(request):
+    """After the module: passes per operator and backend, and the unsupported operators."""
+    yield
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None or not RESULTS:
+        return
+    per_op: dict[str, list[H.Case]] = defaultdict(list)
+    for c in CASES:
+        per_op[c.op].append(c)
+    backends = sorted(RESULTS)
+    reporter.write_sep("=", "ONNX conformance: passed/run per operator")
+    cells = []
+    for op, cs in sorted(per_op.items()):
+        counts = []
+        for b in backends:
+            ran = [c for c in cs if c.name in RESULTS[b]]
+            ok = sum(RESULTS[b][c.name].status == "pass" for c in ran)
+            counts.append(f"{b} {ok}/{len(ran)}")
+        cells.append(f"{op}: {', '.join(counts)}")
+    for i in range(0, len(cells), 3):
+        reporter.write_line("   ".join(f"{c:<40}" for c in cells[i:i + 3]).rstrip())
+    for b in backends:
+        ok = sum(r.status == "pass" for r in RESULTS[b].values())
+        reporter.write_line(f"{b}: {ok}/{len(RESULTS[b])} cases pass")
+    reporter.write_line(
+        f"unsupported: {len(UNSUPPORTED)} operators, "
+        f"{sum(len(v) for v in UNSUPPORTED.values())} cases not run: "
+        + ", ".join(sorted(UNSUPPORTED)))
