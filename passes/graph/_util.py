@@ -51,22 +51,30 @@ def splat_value(value: SSAValue) -> float | None:
     return float(first) if np.all(arr == first) else None
 
 
-def is_static(value: SSAValue, _memo: dict | None = None) -> bool:
-    """Does `value` depend only on graph.constant / graph.param (no model input)?"""
-    memo = {} if _memo is None else _memo
-    if value in memo:
-        return memo[value]
-    op = producer(value)
-    if op is None or op.regions:
-        result = False
-    elif isinstance(op, g.ConstantOp | g.ParamOp):
-        result = True
-    elif isinstance(op, g.GraphOp):
-        result = all(is_static(v, memo) for v in op.operands)
-    else:
-        result = False
-    memo[value] = result
-    return result
+def is_static(value: SSAValue, memo: dict[SSAValue, bool] | None = None) -> bool:
+    """Does `value` depend only on graph.constant / graph.param (no model input)?
+
+    Iterative (models can be deeper than Python's recursion limit); stops at the first
+    non-static leaf. `memo` may be shared by queries on an unchanged block.
+    """
+    memo = {} if memo is None else memo
+    seen: set[SSAValue] = set()
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if v in seen or memo.get(v) is True:
+            continue
+        seen.add(v)
+        op = producer(v)
+        if memo.get(v) is False or op is None or op.regions or not isinstance(
+            op, g.GraphOp | g.ConstantOp | g.ParamOp
+        ):
+            memo[value] = False
+            return False
+        stack.extend(op.operands)
+    for v in seen:
+        memo[v] = True
+    return True
 
 
 def constant_like(array: np.ndarray, like: SSAValue | TensorType) -> g.ConstantOp:
