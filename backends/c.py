@@ -31,7 +31,8 @@ Output: one C translation unit:
 - `int dlpc_main(void **args)`: `args` are the data pointers of the memref arguments of
   `@main` in order (inputs, params, outputs); returns 0, or 1 if an allocation failed;
 - annotations: `parallel` -> `#pragma omp parallel for`, `vectorize` -> `#pragma omp simd`
-  (`#pragma GCC ivdep` on a reduction loop), `unroll = N` -> `#pragma GCC unroll N`;
+  (on a reduction loop `#pragma omp simd reduction(+:acc)` when its accumulator update
+  is recognised, `#pragma GCC ivdep` otherwise), `unroll = N` -> `#pragma GCC unroll N`;
 - memrefs are row-major and contiguous; a 0-d `memref.alloca` inside a kernel is a scalar
   local (the reduction accumulator), other allocations inside kernels are stack arrays
   (heap above 64 KiB, aborting with a message if that fails; a heap `alloca` is freed
@@ -252,6 +253,11 @@ static void dlpc_oom(const char *where)
   abort();
 }
 """
+
+# combiners a vectorised reduction loop may use, as OpenMP reduction identifiers
+SIMD_COMBINE = {"arith.addf": "+", "arith.addi": "+", "arith.mulf": "*", "arith.muli": "*",
+                "arith.maximumf": "max", "arith.maxsi": "max", "arith.minimumf": "min",
+                "arith.minsi": "min"}
 
 STACK_LIMIT = 64 * 1024  # bytes; larger kernel-local buffers go on the heap
 # A `parallel` loop whose nest runs fewer innermost iterations than this stays serial:
@@ -491,7 +497,11 @@ class FunctionWriter:
                 self.line(c_comment(f"unroll {unroll} dropped: not expressible on an OpenMP loop"))
                 unroll = 1
         elif op.vectorize is not None:
-            self.pragma("GCC ivdep" if reduction or unroll > 1 else "omp simd")
+            clauses = self.simd_reductions(op) if reduction and unroll <= 1 else None
+            if clauses:
+                self.pragma("omp simd " + " ".join(clauses))
+            else:
+                self.pragma("GCC ivdep" if reduction or unroll > 1 else "omp simd")
         if unroll > 1:
             self.pragma(f"GCC unroll {unroll}")
         step = f"{iv}++" if op.stride == 1 else f"{iv} += {op.stride}"
@@ -500,6 +510,34 @@ class FunctionWriter:
         self.block(op.block)
         self.depth -= 1
         self.line("}")
+
+    def simd_reductions(self, op: ForOp) -> list[str] | None:
+        """`reduction(+:acc)` clauses when every scalar accumulator the loop touches is
+        updated as `acc = acc <op> x` directly in its body (load, combine, store);
+        None when some access does not fit, so the loop is not vectorised as a reduction."""
+        accesses: dict[SSAValue, list[Operation]] = {}
+        for inner in op.block.walk():
+            if isinstance(inner, memref.LoadOp | memref.StoreOp):
+                buf = self.buffers.get(inner.memref)
+                if buf is not None and buf.scalar:
+                    accesses.setdefault(inner.memref, []).append(inner)
+        clauses = []
+        for acc, ops in accesses.items():
+            if len(ops) != 2 or not isinstance(ops[0], memref.LoadOp):
+                return None
+            load, store = ops
+            if not isinstance(store, memref.StoreOp) or load.parent is not op.block \
+                    or store.parent is not op.block:
+                return None
+            combine = store.value.owner
+            kind = SIMD_COMBINE.get(getattr(combine, "name", ""))
+            uses = list(load.res.uses)
+            if kind is None or len(uses) != 1 or uses[0].operation is not combine:
+                return None
+            if len(list(store.value.uses)) != 1:  # a partial result escapes the loop body
+                return None
+            clauses.append(f"reduction({kind}:{self.buffers[acc].name})")
+        return clauses or None
 
     def if_(self, op: scf.IfOp) -> None:
         results = []

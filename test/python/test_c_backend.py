@@ -198,3 +198,12 @@ def test_identifiers_and_comments():
     assert c_identifier("for") == "for_"
     assert c_identifier("exp") == "exp_"
     assert c_comment("a */ b\nc") == "/* a * / b?c */"
+
+
+def test_simd_reduction_clauses_compute_the_reduction():
+    module = parse_module(mlir_body(E2E / "emit-c-simd.mlir"))
+    rng = np.random.default_rng(5)
+    x, y = rng.standard_normal(1000).astype(np.float32), rng.standard_normal(1000).astype(np.float32)
+    d, p = CFunction(module, name="simd")(x, y)
+    np.testing.assert_allclose(d, [np.dot(x.astype(np.float64), y), x.max()], rtol=1e-4)
+    np.testing.assert_allclose(p, np.cumsum(x), rtol=1e-4, atol=1e-4)
