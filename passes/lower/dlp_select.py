@@ -297,26 +297,26 @@ def _emit_elementwise(lowering, b, ew: Elementwise, count: SSAValue, preset) -> 
             if x in cyc and name == "sub":  # seg - v = -(v - seg)
                 neg(d, d)
         else:  # vector with scalar
-            v_, s, swapped = (vec[x], scalar(y), False) if x in vec else (vec[y], scalar(x), True)
-            if name == "add":
-                b.op(dlp.AddScalarOp(*d, *v_, s, count))
+            v_, sv, swapped = (vec[x], y, False) if x in vec else (vec[y], x, True)
+            if name == "max" and _const(sv) == 0.0:
+                b.op(dlp.ReluOp(*d, *v_, count))
+            elif name == "add":
+                b.op(dlp.AddScalarOp(*d, *v_, scalar(sv), count))
             elif name == "mul":
-                b.op(dlp.MulScalarOp(*d, *v_, s, count))
+                b.op(dlp.MulScalarOp(*d, *v_, scalar(sv), count))
             elif name == "sub" and not swapped:  # v - s
-                b.op(dlp.AddScalarOp(*d, *v_, b.v(arith.NegfOp(s)), count))
+                b.op(dlp.AddScalarOp(*d, *v_, b.v(arith.NegfOp(scalar(sv))), count))
             elif name == "sub":  # s - v
                 neg(v_, d)
-                b.op(dlp.AddScalarOp(*d, *d, s, count))
+                b.op(dlp.AddScalarOp(*d, *d, scalar(sv), count))
             elif name == "div":  # v / s
                 one = b.v(arith.ConstantOp(FloatAttr(1.0, elt)))
-                b.op(dlp.MulScalarOp(*d, *v_, b.v(arith.DivfOp(one, s)), count))
-            elif name == "max" and _const(x if swapped else y) == 0.0:
-                b.op(dlp.ReluOp(*d, *v_, count))
+                b.op(dlp.MulScalarOp(*d, *v_, b.v(arith.DivfOp(one, scalar(sv))), count))
             elif name == "max":
-                b.op(dlp.MaxScalarOp(*d, *v_, s, count))
+                b.op(dlp.MaxScalarOp(*d, *v_, scalar(sv), count))
             else:  # min(v, s) = -max(-v, -s)
                 neg(v_, d)
-                b.op(dlp.MaxScalarOp(*d, *d, b.v(arith.NegfOp(s)), count))
+                b.op(dlp.MaxScalarOp(*d, *d, b.v(arith.NegfOp(scalar(sv))), count))
                 neg(d, d)
         vec[op.results[0]] = d
     final = vec[store.value]

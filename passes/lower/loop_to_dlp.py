@@ -812,11 +812,14 @@ def lower_kernel(kernel: KernelOp, desc: DlpTarget, double_buffer: bool = True,
 def lower_module(module: ModuleOp, desc: DlpTarget, target_desc: str = "", double_buffer: bool = True,
                  multicore: bool = True, intrinsics: bool = True) -> None:
     """Lower every loop.kernel of `module` in place; record the description on @main."""
+    from xdsl.transforms.common_subexpression_elimination import cse
+
     for kernel in [k for k in module.walk() if isinstance(k, KernelOp)]:
         new = lower_kernel(kernel, desc, double_buffer, multicore, intrinsics)
         kernel.parent_block().insert_op_before(new, kernel)
         kernel.detach()
         kernel.erase()
+        cse(new)  # the per-buffer tile arithmetic repeats itself
     for fn in module.walk():
         if isinstance(fn, func.FuncOp):
             fn.attributes["dlpc.target"] = StringAttr(desc.name)
