@@ -203,7 +203,8 @@ class KernelWriter(FunctionWriter):
             return
         lid = self.launch.local_size[-1] if self.launch.local_size else 1
         if op in self.launch.cooperative:  # split the copy's outer loop over the group
-            start = f"{op.lower} + {op.stride} * (long)get_local_id({len(self.launch.local_size) - 1})"
+            lid_expr = f"(long)get_local_id({len(self.launch.local_size) - 1})"
+            start = lid_expr if (op.lower, op.stride) == (0, 1) else f"{op.lower} + {op.stride} * {lid_expr}"
             self.line(f"for (long {iv} = {start}; {iv} < {op.upper}; {iv} += {op.stride * lid}) {{")
         else:
             step = f"{iv}++" if op.stride == 1 else f"{iv} += {op.stride}"
