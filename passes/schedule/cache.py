@@ -331,7 +331,7 @@ class LoopCacheRead(ModulePass):
     pack: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        cache_read(op, self.kernel, self.loop, str(self.buffer), self.local, self.pack)
+        cache_read(op, self.kernel, self.loop, self.buffer, self.local, self.pack)
 
 
 @dataclass(frozen=True)
@@ -345,4 +345,4 @@ class LoopCacheWrite(ModulePass):
     local: str | None = None
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        cache_write(op, self.kernel, self.loop, str(self.buffer), self.local)
+        cache_write(op, self.kernel, self.loop, self.buffer, self.local)

@@ -297,9 +297,11 @@ def buffer_label(value: SSAValue) -> str:
     return value.name_hint or "?"
 
 
-def find_buffer(kernel: KernelOp, where: Operation, spec: str) -> SSAValue:
+def find_buffer(kernel: KernelOp, where: Operation, spec) -> SSAValue:
     """A buffer by name hint (`A`, `x`) or by position among the buffers accessed in the
-    kernel (`0`, `1`, ...)."""
+    kernel (`0`, `1`, ...); an SSA value is returned as is."""
+    if isinstance(spec, SSAValue):
+        return spec
     bufs = buffers_accessed(kernel)
     if spec.isdigit() and int(spec) < len(bufs):
         return bufs[int(spec)]

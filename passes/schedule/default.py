@@ -26,7 +26,6 @@ starts from); `apply_tuned_or_default(module, tuning_log)` is what the pipeline 
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -46,7 +45,6 @@ from dlpc.passes.schedule.common import (
 from dlpc.passes.schedule.script import apply_script
 
 SERIAL_WORK = 1 << 14
-TOKEN = re.compile(r"[A-Za-z0-9_.$]+")
 
 
 # --------------------------------------------------------------- nest analysis
@@ -113,13 +111,9 @@ def _first_divisor(n: int, choices) -> int:
 
 
 def buffer_token(kernel: KernelOp, value) -> str:
-    """A name for a buffer usable in a script; gives the buffer a name hint if needed."""
-    bufs = buffers_accessed(kernel)
-    hint = value.name_hint
-    if not hint or not TOKEN.fullmatch(hint) or sum(b.name_hint == hint for b in bufs) > 1:
-        hint = f"buf{bufs.index(value)}_{kernel.sym}"
-        value.name_hint = hint
-    return hint
+    """`@n`: the buffer's position in the kernel's access order (stable while the script
+    runs, and the same in a kernel extracted for tuning and in the whole model)."""
+    return f"@{buffers_accessed(kernel).index(value)}"
 
 
 # ------------------------------------------------------------------ templates
@@ -171,7 +165,10 @@ def gemm_default_params(m: int, n: int, k: int) -> GemmParams:
     )
 
 
-def gemm_script(kernel: KernelOp, nest: Nest, p: GemmParams, threads: int = 2) -> str:
+def gemm_script(kernel: KernelOp, nest: Nest, p: GemmParams, threads: int = 2,
+                parallel: str = "auto") -> str:
+    """The gemm template; `parallel`: "auto" (first blocked loop with >= 2 x threads
+    iterations), "outer" (the outermost blocked loop) or "none"."""
     a, b = gemm_operands(kernel, nest) or (None, None)
     if a is None:
         raise ScheduleError(f"kernel '{kernel.sym}' is not gemm-shaped")
@@ -197,7 +194,11 @@ def gemm_script(kernel: KernelOp, nest: Nest, p: GemmParams, threads: int = 2) -
     candidates = [(x, nest.trips[x]) for x in outer] + list(trips.items())
     par = next((x for x, t in candidates if t >= 2 * threads), None)
     par = par or max(candidates, key=lambda xt: xt[1])[0]
-    lines += [f"serial {K}", f"parallel {K}/{par}"]
+    if parallel == "outer":
+        par = candidates[0][0]
+    lines.append(f"serial {K}")
+    if parallel != "none":
+        lines.append(f"parallel {K}/{par}")
     return "\n".join(lines)
 
 

@@ -37,6 +37,8 @@ from xdsl.passes import ModulePass
 from dlpc.passes.schedule.common import ScheduleError, split_path
 
 NAME = r"[A-Za-z0-9_.$]+"
+BUF = r"@?[A-Za-z0-9_.$]+"  # a buffer: name hint, or @n = n-th buffer the kernel accessed
+#                             when the script started (stable under the script's own steps)
 PATH = rf"{NAME}/{NAME}"
 LIST = rf"{NAME}(?:\s*,\s*{NAME})*"
 INTS = r"\d+(?:\s*,\s*\d+)*"
@@ -52,9 +54,9 @@ SYNTAX = {
     "serial": (rf"({NAME})(?:/({NAME}))?", "serial K[/L]"),
     "decompose": (rf"({NAME})", "decompose K"),
     "cache_read": (
-        rf"({PATH}) ({NAME})(?: -> ({NAME}))?( pack)?", "cache_read K/L BUFFER [-> LOCAL] [pack]"
+        rf"({PATH}) ({BUF})(?: -> ({NAME}))?( pack)?", "cache_read K/L BUFFER [-> LOCAL] [pack]"
     ),
-    "cache_write": (rf"({PATH}) ({NAME})(?: -> ({NAME}))?", "cache_write K/L BUFFER [-> LOCAL]"),
+    "cache_write": (rf"({PATH}) ({BUF})(?: -> ({NAME}))?", "cache_write K/L BUFFER [-> LOCAL]"),
     "compute_at": (rf"({NAME}) -> ({PATH})", "compute_at PRODUCER -> K/L"),
     "tensorize": (rf"({PATH}) ({NAME})", "tensorize K/L INTRINSIC"),
 }
@@ -128,7 +130,7 @@ def parse_script(text: str) -> list[Step]:
     return steps
 
 
-def apply_step(module, step: Step) -> None:
+def apply_step(module, step: Step, tables: dict | None = None) -> None:
     from dlpc.passes.schedule import (
         cache,
         compute_at,
@@ -144,6 +146,8 @@ def apply_step(module, step: Step) -> None:
     )
 
     a = step.args
+    if step.prim in ("cache_read", "cache_write") and a[1].startswith("@"):
+        a = (a[0], _resolve(module, a[0], a[1], tables), *a[2:])
     if step.prim == "split":
         k, lp = split_path(a[0])
         split.split(module, k, lp, int(a[1]), a[2], a[3])
@@ -179,11 +183,34 @@ def apply_step(module, step: Step) -> None:
         tensorize.tensorize(module, k, lp, a[1])
 
 
+def _resolve(module, loop_path: str, token: str, tables: dict | None):
+    """`@n` -> the n-th buffer of the kernel's access order at the start of the script."""
+    from dlpc.passes.schedule.common import BufferNotFoundError, buffers_accessed, get_kernel
+
+    kernel, _ = split_path(loop_path)
+    if tables is None or kernel not in tables:
+        table = buffers_accessed(get_kernel(module, kernel))
+    else:
+        table = tables[kernel]
+    n = int(token[1:]) if token[1:].isdigit() else -1
+    if not 0 <= n < len(table):
+        raise BufferNotFoundError(
+            f"kernel '{kernel}' accessed {len(table)} buffers when the script started, "
+            f"no buffer {token}"
+        )
+    return table[n]
+
+
 def apply_script(module, text: str) -> None:
     """Apply every step; an error is re-raised with the script line in front."""
-    for step in parse_script(text):
+    from dlpc.dialects.loop import kernels
+    from dlpc.passes.schedule.common import buffers_accessed
+
+    steps = parse_script(text)
+    tables = {k.sym: buffers_accessed(k) for k in kernels(module)} if steps else {}
+    for step in steps:
         try:
-            apply_step(module, step)
+            apply_step(module, step, tables)
         except ScheduleError as e:
             raise type(e)(f"schedule line {step.line} ({step.text}): {e}") from None
 

@@ -1,0 +1,187 @@
+"""Search: for each tunable kernel of a model, propose candidates (random, grid or
+evolutionary), rank them with the cost model, measure the best-ranked ones in isolation,
+log every measurement, and keep the best schedule.
+
+    tuner = Tuner(module, log="tune.jsonl", strategy="evolutionary")
+    for event in tuner.run(trials=64, time_budget=600):
+        print(event)            # Progress(kernel, trial, total, time, best, ok, error)
+
+A resumed run skips scripts the log already holds for a kernel (success or failure)
+and starts from the logged best. Kernels with the same signature are tuned once.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from xdsl.dialects.builtin import ModuleOp
+
+from dlpc.dialects.loop import kernels
+from dlpc.passes.schedule.tuner.log import Record, TuningLog, kernel_signature
+from dlpc.passes.schedule.tuner.measure import extract_kernel, flops, measure
+from dlpc.passes.schedule.tuner.model import RidgeCostModel
+from dlpc.passes.schedule.tuner.space import Space, consistent, space_for
+
+STRATEGIES = ("evolutionary", "random", "grid")
+
+
+@dataclass
+class Task:
+    kernel: str
+    sig: str
+    ir: str
+    space: Space
+    flops: int
+
+
+@dataclass
+class Progress:
+    kernel: str
+    trial: int
+    total: int
+    time: float | None
+    best: float | None
+    ok: bool
+    error: str | None
+    script: str
+
+
+def tasks_of(module: ModuleOp) -> list[Task]:
+    """One task per distinct tunable kernel signature, biggest work first."""
+    seen: set[str] = set()
+    out = []
+    for k in kernels(module):
+        sig = kernel_signature(k)
+        if sig in seen:
+            continue
+        seen.add(sig)
+        small = extract_kernel(module, k.sym)
+        space = space_for(small, k.sym)
+        if space is not None:
+            out.append(Task(k.sym, sig, str(small), space, flops(k)))
+    return sorted(out, key=lambda t: -t.flops)
+
+
+class Tuner:
+    def __init__(self, module: ModuleOp, log: str | None = None, target: str = "c",
+                 strategy: str = "evolutionary", seed: int = 0, threads: int = 1,
+                 timeout: float = 60.0, repeat: int = 5, pool: int = 64, batch: int = 4,
+                 tasks: list[Task] | None = None):
+        if strategy not in STRATEGIES:
+            raise ValueError(f"unknown search strategy '{strategy}' (expected {', '.join(STRATEGIES)})")
+        self.module = module
+        self.log = TuningLog(log)
+        self.target = target
+        self.strategy = strategy
+        self.rng = random.Random(seed)
+        self.threads = threads
+        self.timeout = timeout
+        self.repeat = repeat
+        self.pool = pool
+        self.batch = batch
+        self.tasks = tasks if tasks is not None else tasks_of(module)
+        self.history: list[tuple[int, float]] = []  # (trial, best total time so far)
+
+    # ---------------------------------------------------------------- proposals
+    def _proposals(self, task: Task, measured: list[tuple[dict, float]], grid_iter) -> list[dict]:
+        space = task.space
+        if self.strategy == "grid":
+            out = []
+            for p in grid_iter:
+                if consistent(space, p):
+                    out.append(p)
+                if len(out) >= self.pool:
+                    break
+            return out
+        out = []
+        good = sorted(measured, key=lambda pt: pt[1])[:4]
+        for _ in range(self.pool * 4):
+            if len(out) >= self.pool:
+                break
+            if self.strategy == "evolutionary" and good and self.rng.random() < 0.7:
+                a = self.rng.choice(good)[0]
+                if len(good) > 1 and self.rng.random() < 0.3:
+                    a = space.crossover(a, self.rng.choice(good)[0], self.rng)
+                p = space.mutate(a, self.rng)
+            else:
+                p = space.random(self.rng)
+            if consistent(space, p):
+                out.append(p)
+        return out
+
+    # --------------------------------------------------------------------- run
+    def run(self, trials: int = 32, time_budget: float | None = None) -> Iterator[Progress]:
+        """Tune every task; `trials` measurements in all (split over the tasks by their
+        work), stopping early when `time_budget` seconds have passed."""
+        start = time.monotonic()
+        total_work = sum(max(t.flops, 1) for t in self.tasks) or 1
+        share = {t.sig: max(1, round(trials * max(t.flops, 1) / total_work)) for t in self.tasks}
+        done = 0
+        best_time: dict[str, float] = {}
+        for task in self.tasks:
+            b = self.log.best(task.sig, self.target)
+            if b is not None:
+                best_time[task.sig] = b.time
+        for task in self.tasks:
+            model = RidgeCostModel()
+            space = task.space
+            seen = self.log.seen(task.sig, self.target)
+            measured: list[tuple[dict, float]] = []
+            for r in self.log.for_kernel(task.sig, self.target):
+                if r.ok and r.params:
+                    measured.append((r.params, r.time))
+                    model.xs.append(space.features(r.params))
+                    import math
+                    model.ys.append(math.log(r.time))
+            model.fit()
+            queue = [space.default()]
+            grid_iter = iter(space.grid())
+            budget = share[task.sig]
+            n = 0
+            stale = 0
+            while n < budget and stale < 3:
+                if time_budget is not None and time.monotonic() - start > time_budget:
+                    return
+                if not queue:
+                    props = self._proposals(task, measured, grid_iter)
+                    if model.trained and self.strategy != "grid":
+                        props.sort(key=lambda p: model.predict(space.features(p)))
+                        explore = [self.rng.choice(props)] if props else []
+                        queue = props[: self.batch - 1] + explore
+                    else:
+                        queue = props[: self.batch]
+                    if not queue:
+                        break
+                point = queue.pop(0)
+                try:
+                    script = space.script(_parse(task.ir), point)
+                except Exception:  # noqa: BLE001 - an unrenderable point is skipped
+                    continue
+                if script in seen:
+                    stale += 1 if not queue else 0
+                    continue
+                stale = 0
+                seen.add(script)
+                res = measure(task.ir, script, timeout=self.timeout, repeat=self.repeat,
+                              threads=self.threads)
+                self.log.append(Record(task.sig, task.kernel, self.target, script, res.time,
+                                       res.ok, res.error, point, space.template, task.flops))
+                if res.ok:
+                    measured.append((point, res.time))
+                    model.update(space.features(point), res.time)
+                    if res.time < best_time.get(task.sig, float("inf")):
+                        best_time[task.sig] = res.time
+                n += 1
+                done += 1
+                self.history.append((done, sum(best_time.values())))
+                yield Progress(task.kernel, done, trials, res.time, best_time.get(task.sig),
+                               res.ok, res.error, script)
+
+
+def _parse(text: str) -> ModuleOp:
+    from dlpc.passes.pipeline import parse_module
+
+    return parse_module(text)
