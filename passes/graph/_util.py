@@ -17,7 +17,6 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, ModuleOp, TensorType, f32
 from xdsl.ir import Attribute, Block, Operation, OpResult, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter
-from xdsl.rewriter import InsertPoint
 
 from dlpc.dialects import graph as g
 
@@ -166,25 +165,3 @@ def erase_dead(block: Block) -> None:
 def same_type(a: SSAValue, b: SSAValue) -> bool:
     return a.type == b.type
 
-
-__all__ = [
-    "InsertPoint",
-    "build",
-    "const_array",
-    "constant_like",
-    "erase_dead",
-    "evaluate",
-    "funcs",
-    "insert_before",
-    "is_static",
-    "numel",
-    "producer",
-    "rebuild",
-    "replace_with_value",
-    "result_dtype",
-    "same_type",
-    "scalar_const",
-    "single_user",
-    "splat_value",
-    "users",
-]

@@ -6,7 +6,7 @@ Guarantees: every value that depends only on `graph.constant` ops and is used by
 non-constant op (or returned) is one `graph.constant`, unless it has more than
 `max-elements` elements (then the subgraph computing it stays, so the IR never holds a
 big dense literal that it did not hold before). Intermediate values of a folded subgraph
-are never materialised; dead constants are erased.
+are never materialised; graph ops left without uses are erased.
 
     %a = graph.constant dense<16.0> : tensor<f32>
     %b = graph.constant dense<224.0> : tensor<f32>
