@@ -11,7 +11,8 @@ Requires: static shapes; no graph op other than graph.param/graph.constant.
 Guarantees: no te op remains; each te op becomes ONE `loop.kernel` named after it, with
 loops named `i0..` (spatial, outermost first) and `r0..` (reduction, marked
 `reduction`); the outermost spatial loop of extent > 1 is `parallel`; the innermost loop
-of a te.compute is `vectorize` (extent > 1); a te.reduce accumulates in a 0-d
+of a te.compute is `vectorize` (extent > 1), and with the option
+`vectorize_reductions` also the innermost reduction loop; a te.reduce accumulates in a 0-d
 `memref.alloca` inside its spatial loops and applies its epilogue before the store;
 graph.constant becomes a private constant `memref.global`; intermediates are
 `memref.alloc`'d before their kernel and `memref.dealloc`'d after their last use; a
@@ -104,8 +105,9 @@ GRAPH_OP_NAMES = {op.name for op in g.Graph.operations}
 class KernelBuilder:
     """Builds the loop.kernel of one te op, given the buffer of every tensor it reads."""
 
-    def __init__(self, buffers: dict[SSAValue, SSAValue]):
+    def __init__(self, buffers: dict[SSAValue, SSAValue], vectorize_reductions: bool = False):
         self.buffers = buffers
+        self.vectorize_reductions = vectorize_reductions
         self.outer: dict[SSAValue, SSAValue] = {}  # function-level constants -> kernel copies
 
     def hoist_constants(self, op: TeOp, kernel: KernelOp) -> None:
@@ -185,7 +187,7 @@ class KernelBuilder:
         block.add_ops([acc, init, memref.StoreOp.get(init, acc, [])])
         nred = len(op.reduce_extents)
         inner, rivs = self.nest(kernel, op.reduce_extents, [f"r{n}" for n in range(nred)],
-                                False, reduction=True, parent=block)
+                                self.vectorize_reductions, reduction=True, parent=block)
         value = self.inline_body(op.body.block, inner, ivs + rivs)
         old = memref.LoadOp.get(acc, [])
         combine = combiner(op.combiner_name, acc_t)(old, value)
@@ -224,7 +226,7 @@ def combiner(name: str, ty: Attribute):
 # --------------------------------------------------------------------- functions
 
 
-def bufferize(module: ModuleOp, fn: func.FuncOp) -> func.FuncOp:
+def bufferize(module: ModuleOp, fn: func.FuncOp, vectorize_reductions: bool = False) -> func.FuncOp:
     """The loop-level replacement of `fn` (globals for constants go into `module`)."""
     old = fn.body.block
     ret = old.last_op
@@ -265,7 +267,7 @@ def bufferize(module: ModuleOp, fn: func.FuncOp) -> func.FuncOp:
         if isinstance(v.owner, te.ComputeOp | te.ReduceOp) and v not in direct:
             direct[v] = outs[k]
     last_use = _last_uses(old)
-    builder = KernelBuilder(buffers)
+    builder = KernelBuilder(buffers, vectorize_reductions)
     allocated: list[SSAValue] = []
     for op in old.ops:
         if isinstance(op, g.ParamOp):
@@ -369,12 +371,16 @@ class TeToLoop(ModulePass):
 
     name = "te-to-loop"
 
+    vectorize_reductions: bool = False
+    """Also mark the innermost reduction loop `vectorize` (the C backend then emits an
+    OpenMP simd reduction: float sums are reassociated, within rtol 1e-4)."""
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for fn in [f for f in op.body.block.ops if isinstance(f, func.FuncOp)]:
             if not any(isinstance(o, TeOp | g.ParamOp | g.ConstantOp) for o in fn.body.block.ops) \
                     and not any(isinstance(a.type, TensorType) for a in fn.body.block.args):
                 continue  # already at the loop level
-            new_fn = bufferize(op, fn)
+            new_fn = bufferize(op, fn, self.vectorize_reductions)
             op.body.block.insert_op_before(new_fn, fn)
             fn.detach()
             fn.erase(safe_erase=False)

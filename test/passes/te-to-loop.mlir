@@ -114,3 +114,20 @@ func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
   }
   func.return %y : tensor<4xf32>
 }
+
+// -----
+// With vectorize_reductions the innermost reduction loop is vectorised too.
+
+// RUN: dlpc-opt %s --split-input-file -p 'te-to-loop{vectorize_reductions=true}' | filecheck %s --check-prefix=VEC
+// VEC-LABEL: loop.kernel "sum_0"
+// VEC:         loop.for %{{.*}} = 0 to 3 step 1 {name = "r0", reduction} {
+// VEC-NEXT:      loop.for %{{.*}} = 0 to 5 step 1 {name = "r1", vectorize, reduction} {
+// CHECK-LABEL: loop.kernel "sum_0"
+// CHECK:         loop.for %{{.*}} = 0 to 5 step 1 {name = "r1", reduction} {
+func.func @main(%x: tensor<2x3x5xf32>) -> tensor<2xf32> {
+  %s = te.reduce "sum_0" (%i0) reduce (%r0, %r1) over [3, 5] combiner "add" init 0.000000e+00 : tensor<2xf32> {
+    %v = te.read %x[%i0, %r0, %r1] : tensor<2x3x5xf32>
+    te.yield %v : f32
+  }
+  func.return %s : tensor<2xf32>
+}

@@ -74,27 +74,29 @@ def batch_module(cases: list[Case]) -> ModuleOp:
     return module
 
 
-def lower_to_loop(module: ModuleOp) -> ModuleOp:
+def lower_to_loop(module: ModuleOp, **options) -> ModuleOp:
     GraphToTe().apply(Context(), module)
     module.verify()
-    TeToLoop().apply(Context(), module)
+    TeToLoop(**options).apply(Context(), module)
     module.verify()
     return module
 
 
-def check(name: str, module: ModuleOp, cases: list[Case]) -> None:
+def check(name: str, module: ModuleOp, cases: list[Case], **options) -> CFunction:
     inputs = [a for c in cases for a in c.arrays]
     weights = {k: v for c in cases for k, v in c.weights.items()}
     expected = run_reference(module, inputs, weights)
-    lower_to_loop(module)
+    lower_to_loop(module, **options)
     assert any(isinstance(op, KernelOp) for op in module.walk())
-    got = CFunction(module, name=f"ops_{name}")(*inputs, params=weights)
+    fn = CFunction(module, name=f"ops_{name}")
+    got = fn(*inputs, params=weights)
     for c, e, o in zip(cases, expected, got, strict=True):
         assert o.shape == e.shape and o.dtype == e.dtype, c.id
         if e.dtype == bool or np.issubdtype(e.dtype, np.integer):
             np.testing.assert_array_equal(o, e, err_msg=c.id)
         else:
             np.testing.assert_allclose(o, e, rtol=max(c.tol, 1e-4), atol=c.tol, err_msg=c.id)
+    return fn
 
 
 # ------------------------------------------------------------------------ cases
@@ -295,6 +297,16 @@ FAMILIES = {
 def test_family(family):
     cases = FAMILIES[family]()
     check(family, batch_module(cases), cases)
+
+
+@pytest.mark.parametrize("family", ["linalg", "conv", "norm", "reduce"])
+def test_family_with_vectorized_reductions(family):
+    """te-to-loop{vectorize_reductions}: the C simd reduction clauses reassociate sums."""
+    cases = FAMILIES[family]()
+    for c in cases:
+        c.tol = max(c.tol, 1e-4)
+    fn = check(f"{family}_vecred", batch_module(cases), cases, vectorize_reductions=True)
+    assert "#pragma omp simd reduction(+:acc)" in fn.source
 
 
 FUSED = """
