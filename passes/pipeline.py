@@ -19,6 +19,7 @@ while a stage is missing; running a missing stage is a one-line DlpcError.
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -67,18 +68,23 @@ class PipelineOptions:
 # ----------------------------------------------------------------- IR plumbing
 
 
-def context() -> Context:
-    """A context with xDSL's dialects and dlpc's (graph, te, loop, ...)."""
+@functools.cache
+def _dialect_factories() -> tuple[tuple[str, Callable], ...]:
     from xdsl.universe import Universe
 
     from dlpc.universe import DIALECTS
 
-    ctx = Context()
-    for name, factory in Universe.get_multiverse().all_dialects.items():
-        ctx.register_dialect(name, factory)
+    factories = dict(Universe.get_multiverse().all_dialects)
     for name, factory in DIALECTS.items():
-        if name not in ctx.registered_dialect_names:
-            ctx.register_dialect(name, factory)
+        factories.setdefault(name, factory)
+    return tuple(factories.items())
+
+
+def context() -> Context:
+    """A context with xDSL's dialects and dlpc's (graph, te, loop, ...)."""
+    ctx = Context()
+    for name, factory in _dialect_factories():
+        ctx.register_dialect(name, factory)
     return ctx
 
 
@@ -98,7 +104,11 @@ def make_pass(name: str, options: PipelineOptions, **fixed) -> ModulePass:
         cls = PASSES[name]()
     except ImportError as e:
         raise DlpcError(f"error: pipeline pass '{name}' is not available ({e})") from None
-    return cls(**{**options.extra.get(name, {}), **fixed})
+    kwargs = {**options.extra.get(name, {}), **fixed}
+    try:
+        return cls(**kwargs)
+    except TypeError as e:
+        raise DlpcError(f"error: bad options {kwargs} for pass '{name}': {e}") from None
 
 
 def run(name: str, module: ModuleOp, options: PipelineOptions, **fixed) -> None:

@@ -27,8 +27,10 @@ def first_line(text: str) -> str:
 
 
 def format_exception(e: BaseException) -> str:
-    """The one-line diagnostic for an exception (without the tool prefix)."""
-    return first_line(_format(e))
+    """The diagnostic for an exception (without the tool prefix): a DlpcError's text as
+    its author formatted it (a located error may add the source line and a caret below
+    its one error line); for anything else one line."""
+    return str(e) if isinstance(e, DlpcError) else first_line(_format(e))
 
 
 def _format(e: BaseException) -> str:

@@ -223,3 +223,9 @@ def test_load_onnx(tmp_path):
     x = np.array([[1, -2, 3], [0.5, 0, -1]], np.float32)
     (z,) = dlpc.compile(model, target="numpy")(x)
     np.testing.assert_allclose(z, np.maximum(x @ w, 0), rtol=1e-6)
+
+
+def test_bad_pass_options_are_a_diagnostic(small):
+    path, weights = small
+    with pytest.raises(DlpcError, match="bad options .* for pass 'graph-fuse'"):
+        api.compile(api.load(path, weights=weights), target="numpy", graph_fuse={"bogus": 1})
