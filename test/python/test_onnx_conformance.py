@@ -58,9 +58,8 @@ EXPECTED_FAILURES = [
     (r"^test_identity_(opt|sequence)$", ALL, r"is not a tensor", "optional/sequence types"),
     (r"^test_div_(int32_trunc|int8)$", ALL, r"integer Div", "integer division"),
     (r"^test_center_crop_pad_.*_expanded$", ALL, r"integer Div", "integer division"),
-    (r"^test_(clip_.*_expanded|dropout_default(_mask)?_ratio|gemm_default_scalar_bias"
-     r"|pow_bcast_scalar)$", C, r"has shape \(1,\), expected \(\)",
-     "C runtime (backends/runtime/cbuild.py) passes rank-0 inputs as shape (1,)"),
+    (r"^test_causal_conv_with_state_silu_fp16_expanded$", C, r"max abs error",
+     "f16 rounding of the C backend's intermediates differs (numpy passes)"),
     (r"^test_pow_types_int", C, r"unsupported op 'math.ipowi'",
      "C backend has no integer pow (math.ipowi)"),
     (r"^test_reduce_(max|min)_bool_inputs$", C, r"max abs error",
