@@ -207,3 +207,27 @@ def test_simd_reduction_clauses_compute_the_reduction():
     d, p = CFunction(module, name="simd")(x, y)
     np.testing.assert_allclose(d, [np.dot(x.astype(np.float64), y), x.max()], rtol=1e-4)
     np.testing.assert_allclose(p, np.cumsum(x), rtol=1e-4, atol=1e-4)
+
+
+def test_float16_and_bool_buffers():
+    module = parse_module("""
+func.func @main(%x: memref<8xf16>, %y: memref<8xf16>, %z: memref<8xi1>)
+    attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 2 : i64} {
+  loop.kernel "k" {
+    loop.for %i = 0 to 8 step 1 {name = "i0", vectorize} {
+      %v = memref.load %x[%i] : memref<8xf16>
+      %e = math.exp %v : f16
+      %h = arith.constant 0.5 : f16
+      %r = arith.mulf %e, %h : f16
+      memref.store %r, %y[%i] : memref<8xf16>
+      %p = arith.cmpf olt, %v, %h : f16
+      memref.store %p, %z[%i] : memref<8xi1>
+    }
+  }
+  func.return
+}""")
+    x = np.linspace(-1, 1, 8).astype(np.float16)
+    y, z = CFunction(module, name="f16")(x)
+    assert y.dtype == np.float16 and z.dtype == np.bool_
+    np.testing.assert_allclose(y, np.exp(x.astype(np.float32)) * 0.5, rtol=2e-3)
+    np.testing.assert_array_equal(z, x < 0.5)
