@@ -142,7 +142,7 @@ class Tuner:
             budget = share[task.sig]
             n = 0
             stale = 0
-            while n < budget and stale < 3:
+            while n < budget and stale < 3 and done < trials:
                 if time_budget is not None and time.monotonic() - start > time_budget:
                     return
                 if not queue:
