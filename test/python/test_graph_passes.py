@@ -482,3 +482,86 @@ func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
     module = check(src, "cse,dce")
     assert count(module, "graph.mul") == 1 and count(module, "graph.constant") == 1
     assert count(module, "graph.exp") == 0
+
+
+# ----------------------------------------------------------- random graphs (O2)
+
+T = "tensor<4x8xf32>"
+
+
+def random_graph(seed: int) -> str:
+    """A random DAG of elementwise ops, matmuls, linears, transposes, reshapes and
+    constants (0, 1 and others) over 4x8 values, in the shapes the rules look for."""
+    rng = np.random.default_rng(seed)
+    lines = [f'%w = graph.param "w" : tensor<8x8xf32>',
+             f'%b = graph.param "b" : tensor<8xf32>',
+             f'%w2 = graph.param "w2" : tensor<8x8xf32>',
+             "%zero = graph.constant dense<0.0> : tensor<f32>",
+             "%one = graph.constant dense<1.0> : tensor<f32>",
+             "%c = graph.constant dense<[1.0, 2.0, 0.5, 4.0, 1.0, 2.0, 0.5, 4.0]> : tensor<8xf32>"]
+    pool = ["%x", "%y"]
+    statics = ["%zero", "%one", "%c", "%b"]
+
+    def pick():
+        return pool[rng.integers(len(pool))]
+
+    for i in range(14):
+        v, kind = f"%v{i}", rng.integers(9)
+        a, b = pick(), pick()
+        if kind == 0:
+            op = ["add", "sub", "mul"][rng.integers(3)]
+            lines.append(f"{v} = graph.{op} {a}, {b} : ({T}, {T}) -> {T}")
+        elif kind == 1:
+            s = statics[rng.integers(len(statics))]
+            st = "tensor<8xf32>" if s in ("%c", "%b") else "tensor<f32>"
+            op = ["add", "mul", "div", "sub"][rng.integers(4)]
+            if op == "div" and s == "%zero":
+                op = "mul"
+            lhs, rhs, lt, rt = (a, s, T, st) if rng.random() < 0.5 or op in ("div", "sub") \
+                else (s, a, st, T)
+            lines.append(f"{v} = graph.{op} {lhs}, {rhs} : ({lt}, {rt}) -> {T}")
+        elif kind == 2:
+            op = ["neg", "relu", "tanh", "sigmoid"][rng.integers(4)]
+            lines.append(f"{v} = graph.{op} {a} : ({T}) -> {T}")
+        elif kind == 3:
+            lines.append(f"{v} = graph.matmul {a}, %w : ({T}, tensor<8x8xf32>) -> {T}")
+        elif kind == 4:
+            lines.append(f"{v} = graph.linear {a}, %w2, %b : ({T}, tensor<8x8xf32>, "
+                         f"tensor<8xf32>) -> {T}")
+        elif kind == 5:
+            lines.append(f"{v}t = graph.transpose {a} : ({T}) -> tensor<8x4xf32>")
+            lines.append(f"{v} = graph.transpose {v}t : (tensor<8x4xf32>) -> {T}")
+        elif kind == 6:
+            lines.append(f"{v}r = graph.reshape {a} {{shape = array<i64: 32>}} : ({T}) -> "
+                         "tensor<32xf32>")
+            lines.append(f"{v} = graph.reshape {v}r {{shape = array<i64: 4, 8>}} : "
+                         f"(tensor<32xf32>) -> {T}")
+        elif kind == 7:
+            lines.append(f"{v}t = graph.transpose {a} : ({T}) -> tensor<8x4xf32>")
+            lines.append(f"{v} = graph.matmul {v}t, %w {{transpose_a = true}} : "
+                         f"(tensor<8x4xf32>, tensor<8x8xf32>) -> {T}")
+        else:
+            lines.append(f"{v}r = graph.relu {a} : ({T}) -> {T}")
+            lines.append(f"{v}l = graph.log {v}r : ({T}) -> {T}")
+            lines.append(f"{v} = graph.exp {v}l : ({T}) -> {T}")
+        pool.append(v)
+    outs = [pool[-1], pool[-2], pool[2 + rng.integers(len(pool) - 2)]]
+    body = "\n  ".join(lines)
+    return (f"func.func @main(%x: {T}, %y: {T}) -> ({T}, {T}, {T}) {{\n  {body}\n"
+            f"  func.return {', '.join(outs)} : {T}, {T}, {T}\n}}\n")
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_graphs_o2_preserves_results(seed):
+    from dlpc.passes.graph.fold_constants import fold_params
+
+    module = parse(random_graph(seed))
+    rng = np.random.default_rng(seed)
+    weights = random_weights(module, rng)
+    inputs = main_inputs(module, rng)
+    before = run_reference(module, inputs, weights)
+    run_passes(module, _o_level(2))
+    weights = fold_params(module, weights)
+    module.verify()
+    for b, a in zip(before, run_reference(module, inputs, weights)):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
