@@ -142,7 +142,7 @@ def fuse_horizontal(block: Block) -> int:
 # --------------------------------------------------------------------- vertical
 
 
-def _chain(block: Block, seed: Operation, taken: set[Operation],
+def _chain(position: dict[Operation, int], seed: Operation, taken: set[Operation],
            max_chain: int) -> list[Operation]:
     """The longest fusable chain starting at `seed` using no op of `taken`.
 
@@ -159,7 +159,7 @@ def _chain(block: Block, seed: Operation, taken: set[Operation],
         candidates -= members | rejected
         if not candidates:
             break
-        user = min(candidates, key=block.get_operation_index)
+        user = min(candidates, key=position.__getitem__)
         if (not isinstance(user, ELEMENTWISE) or user in taken
                 or g.shape_of(user.results[0]) != shape):
             rejected.add(user)
@@ -203,12 +203,13 @@ def fuse_vertical(block: Block, start: int = 0, max_chain: int = 32) -> int:
     memo: dict = {}
     static = {op for op in block.ops if op.results and u.is_static(op.results[0], memo)}
     taken: set[Operation] = set(static)  # weight-only work is folded, not fused
+    position = {op: i for i, op in enumerate(block.ops)}
     chains = []
     for seeds in (ANCHORS, ELEMENTWISE):  # anchors first: they take their epilogues
         for op in block.ops:
             if op in taken or not isinstance(op, seeds):
                 continue
-            chain = _chain(block, op, taken, max_chain)
+            chain = _chain(position, op, taken, max_chain)
             if len(chain) >= 2:
                 taken.update(chain)
                 chains.append(chain)
