@@ -280,10 +280,11 @@ class DlpCEmitter(CEmitter):
         )
         origin_lit = c_string(origin or "")
         dbl = 1 if k.double_buffered is not None else 0
+        var = caller.names.fresh(f"{fname}_args")
         caller.line("{")
-        caller.line(f"  struct {fname}_args a = {{{', '.join(call_args) or '0'}}};")
+        caller.line(f"  struct {fname}_args {var} = {{{', '.join(call_args) or '0'}}};")
         caller.line(f"  int rc = __dlp_launch({c_string(k.sym)}, {origin_lit}, {k.num_tasks}, {dbl}, "
-                    f"{fname}_task, &a);")
+                    f"{fname}_task, &{var});")
         caller.line("  if (rc) return rc;")
         caller.line("}")
 

@@ -23,7 +23,7 @@
 // CHECK: __memcpy(out0 + {{.*}}, out0_nram, {{.*}} * sizeof(float), NRAM2GDRAM);
 // CHECK: int dlpc_main(void **args)
 // CHECK: __dlp_gdram(fc1_weight, 128 * sizeof(float));
-// CHECK: __dlp_launch("fc1_relu_0", "graph.linear", 8, 0, kernel_fc1_relu_0_task, &a);
+// CHECK: __dlp_launch("fc1_relu_0", "graph.linear", 8, 0, kernel_fc1_relu_0_task, &kernel_fc1_relu_0_args);
 
 func.func @main(%x: memref<1x16xf32> {dlpc.name = "x"}, %fc1.weight: memref<8x16xf32> {dlpc.name = "fc1.weight"}, %out0: memref<1x8xf32>) attributes {dlpc.num_inputs = 1 : i64, dlpc.params = ["fc1.weight"], dlpc.num_outputs = 1 : i64} {
   loop.kernel "fc1_relu_0" attributes {origin = "graph.linear"} {
