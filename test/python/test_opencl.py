@@ -1,0 +1,65 @@
+"""The OpenCL backend on PoCL (or any OpenCL platform): every example against the numpy
+reference, the NDRange mapping, and __local cache stages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import dlpc
+from dlpc.passes import pipeline
+
+pytest.importorskip("pyopencl", reason="the opencl extra is not installed")
+
+from dlpc.backends.opencl import emit_opencl, plan_launch  # noqa: E402
+from dlpc.backends.runtime.opencl_rt import compile_opencl  # noqa: E402
+from dlpc.dialects.loop import KernelOp  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ["mlp", "lenet", "resnet", "transformer", "mobilenet"]
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_example_matches_reference(name):
+    model = dlpc.load(ROOT / "examples" / f"{name}.dlpc")
+    module = pipeline.lower(model.module.clone(), "loop", pipeline.PipelineOptions())
+    inputs, weights = dlpc.api.random_inputs(model), dlpc.api.check_weights(model)
+    f = compile_opencl(module, name=name)
+    (out,) = f(*inputs, params=weights)
+    (ref,) = dlpc.api.reference(model, inputs)
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5 * max(1.0, float(np.abs(ref).max())))
+    kernels = [k for k in module.walk() if isinstance(k, KernelOp)]
+    assert f.source.count("__kernel void") == len(kernels)
+
+
+def test_local_cache_stage_runs():
+    module = pipeline.parse_module((ROOT / "test" / "e2e" / "emit-opencl-local.mlir").read_text())
+    (kernel,) = [k for k in module.walk() if isinstance(k, KernelOp)]
+    launch = plan_launch(kernel, "mm_0")
+    assert launch.global_size == (64,) and launch.local_size == (16,) and len(launch.shared) == 1
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((4, 8), dtype=np.float32), rng.standard_normal((8, 16), dtype=np.float32)
+    (out,) = compile_opencl(module, name="mm")(a, b)
+    np.testing.assert_allclose(out, a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_ndrange_and_single_work_item():
+    module = pipeline.parse_module((ROOT / "test" / "e2e" / "emit-opencl.mlir").read_text())
+    k0, k1 = [k for k in module.walk() if isinstance(k, KernelOp)]
+    assert plan_launch(k0, "k0").global_size == (4, 8)
+    assert plan_launch(k1, "k1").global_size == (1,)
+    assert "get_global_id(1)" in emit_opencl(module)
+    rng = np.random.default_rng(1)
+    x, bias = rng.standard_normal((1, 4, 8, 2), dtype=np.float32), rng.standard_normal(2, dtype=np.float32)
+    out, total = compile_opencl(module, name="ndrange")(x, params={"fc.bias": bias})
+    np.testing.assert_allclose(out, np.maximum(x + bias, 0), rtol=1e-6)
+    np.testing.assert_allclose(total, [bias.sum()], rtol=1e-6)
+
+
+def test_wrong_shape_is_a_one_line_error():
+    module = pipeline.parse_module((ROOT / "test" / "e2e" / "emit-opencl-local.mlir").read_text())
+    f = compile_opencl(module, name="mm")
+    with pytest.raises(dlpc.tools.diagnostics.DlpcError, match=r"input 0 has shape \(3, 8\), expected \(4, 8\)"):
+        f(np.zeros((3, 8), np.float32), np.zeros((8, 16), np.float32))
