@@ -47,9 +47,9 @@ from xdsl.dialects.builtin import (
     DictionaryAttr,
     ModuleOp,
     NameLoc,
+    NoneAttr,
     StringAttr,
     TensorType,
-    UnknownLoc,
 )
 from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.utils.exceptions import VerifyException
@@ -126,6 +126,7 @@ class Importer:
         self.env: dict[str, Value] = {}
         self.materialised: dict[int, tuple[Const, SSAValue]] = {}
         self.used_names: set[str] = set()
+        self.initializers: set[str] = set()
         self.node = None
         self.node_index = -1
         self.opset = self._opset()
@@ -221,7 +222,8 @@ class Importer:
         if arr.dtype.name not in graph.NUMPY_TO_ELT:
             raise self.error(f"element type {arr.dtype.name} is not supported by dlpc")
         if arr.dtype.kind == "f" and arr.size > SMALL_CONSTANT:
-            name = self._param_name(c.name or "const")
+            # an initializer keeps its name; a folded value gets its ONNX value name
+            name = c.name if c.name in self.initializers else self._param_name(c.name or "const")
             self.weights[name] = arr
             op: Operation = graph.ParamOp(name, graph.tensor_type(arr.shape, _elt(arr)))
         else:
@@ -249,7 +251,7 @@ class Importer:
     def _append(self, op: Operation) -> None:
         if self.node is not None:
             label = self.node.name or (self.node.output[0] if self.node.output else "")
-            op.location = NameLoc(StringAttr(label), UnknownLoc())
+            op.location = NameLoc(StringAttr(label), NoneAttr())
         self.ops.append(op)
 
     def emit(self, op_cls, *operands: Value, **attrs: Any) -> SSAValue:
@@ -267,8 +269,8 @@ class Importer:
 
     def reshape(self, v: Value, shape: Sequence[int]) -> Value:
         shape = tuple(int(d) for d in shape)
-        if isinstance(v, Const):
-            return Const(v.array.reshape(shape), v.name)
+        if isinstance(v, Const):  # (a new value: it must not take the initializer's name)
+            return Const(v.array.reshape(shape), v.name and f"{v.name}_reshaped")
         if graph.shape_of(v) == shape:
             return v
         return self.emit(graph.ReshapeOp, v, shape=shape)
@@ -305,6 +307,7 @@ class Importer:
         g = self.model.graph
         for init in g.initializer:
             self.env[init.name] = Const(self._tensor(init), init.name)
+            self.initializers.add(init.name)
             self.used_names.add(init.name)
         for init in g.sparse_initializer:
             raise DlpcError(f"{self.source}: error: sparse initializer "
