@@ -70,7 +70,7 @@ from xdsl.dialects.builtin import (
     NoneAttr,
     StringAttr,
 )
-from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
+from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.utils.target import Target
 
 from dlpc.dialects.loop import ForOp, KernelOp
@@ -214,7 +214,12 @@ MATH_UNARY = {
 }  # fmt: skip
 MATH_BINARY = {"math.powf": "pow", "math.atan2": "atan2", "math.copysign": "copysign",
                "arith.maxnumf": "fmax", "arith.minnumf": "fmin", "arith.remf": "fmod"}
-MATH_NAMES = {n + s for n in [*MATH_UNARY.values(), *MATH_BINARY.values(), "fma"] for s in ("", "f")}
+MATH_OTHER = ("math.rsqrt", "math.fma", "math.fpowi", "math.absi")
+CASTS = ("arith.sitofp", "arith.fptosi", "arith.fptoui", "arith.extf", "arith.truncf",
+         "arith.index_cast", "arith.index_castui", "arith.extsi", "arith.trunci")
+MATH_NAMES = {
+    n + s for n in [*MATH_UNARY.values(), *MATH_BINARY.values(), "fma"] for s in ("", "f")
+}
 
 CMPF = {
     "false": "false", "oeq": "{a} == {b}", "ogt": "{a} > {b}", "oge": "{a} >= {b}",
@@ -318,7 +323,9 @@ class FunctionWriter:
 
     def __getitem__(self, value: SSAValue) -> str:
         if value not in self.expr:
-            raise DlpcError(f"error: c backend: value {value} used before definition in {self.what}")
+            raise DlpcError(
+                f"error: c backend: value {value} used before definition in {self.what}"
+            )
         return self.expr[value]
 
     def bind(self, value: SSAValue, expr: str, *, var: bool = True) -> None:
@@ -332,7 +339,9 @@ class FunctionWriter:
 
     def buffer(self, value: SSAValue) -> Buffer:
         if value not in self.buffers:
-            raise DlpcError(f"error: c backend: memref {value} used before definition in {self.what}")
+            raise DlpcError(
+                f"error: c backend: memref {value} used before definition in {self.what}"
+            )
         return self.buffers[value]
 
     def unsupported(self, op: Operation):
@@ -351,7 +360,6 @@ class FunctionWriter:
             self.line(f"free({name});")
 
     def op(self, op: Operation) -> None:  # noqa: C901 - one dispatch table
-        name = op.name
         if isinstance(op, ForOp):
             return self.loop(op)
         if isinstance(op, KernelOp):
@@ -391,45 +399,44 @@ class FunctionWriter:
             return self.if_(op)
         if isinstance(op, func.ReturnOp):
             return None
+        if not op.results or not op.operands:
+            raise self.unsupported(op)
+        return self.scalar(op, op.results[0], [self[v] for v in op.operands])
+
+    def scalar(self, op: Operation, res: SSAValue, args: list[str]) -> None:
+        """Bind the result of an arith/math op to a C expression over `args`."""
+        name, t = op.name, c_type(res.type)
         if name in BINARY:
-            return self.bind(op.results[0], f"{self[op.operands[0]]} {BINARY[name]} {self[op.operands[1]]}")
-        if name in UNSIGNED_BINARY:
-            t = c_type(op.results[0].type)
-            u = _unsigned(op.results[0].type)
-            a, b = self[op.operands[0]], self[op.operands[1]]
-            return self.bind(op.results[0], f"({t})(({u}){a} {UNSIGNED_BINARY[name]} ({u}){b})")
+            return self.bind(res, f"{args[0]} {BINARY[name]} {args[1]}")
         if name in MACRO_BINARY:
-            return self.bind(op.results[0], f"{MACRO_BINARY[name]}({self[op.operands[0]]}, {self[op.operands[1]]})")
-        if name in ("arith.maxui", "arith.minui"):
-            u = _unsigned(op.results[0].type)
+            return self.bind(res, f"{MACRO_BINARY[name]}({args[0]}, {args[1]})")
+        if name in UNSIGNED_BINARY or name in ("arith.maxui", "arith.minui"):
+            u = _unsigned(res.type)
+            a, b = f"({u}){args[0]}", f"({u}){args[1]}"
+            if name in UNSIGNED_BINARY:
+                return self.bind(res, f"({t})({a} {UNSIGNED_BINARY[name]} {b})")
             m = "DLPC_MAX" if name == "arith.maxui" else "DLPC_MIN"
-            a, b = self[op.operands[0]], self[op.operands[1]]
-            return self.bind(op.results[0], f"({c_type(op.results[0].type)}){m}(({u}){a}, ({u}){b})")
+            return self.bind(res, f"({t}){m}({a}, {b})")
         if name == "arith.negf":
-            return self.bind(op.results[0], f"-{self[op.operands[0]]}")
-        if name in MATH_UNARY or name in MATH_BINARY or name in ("math.rsqrt", "math.fma", "math.fpowi", "math.absi"):
+            return self.bind(res, f"-{args[0]}")
+        if name in MATH_UNARY or name in MATH_BINARY or name in MATH_OTHER:
             return self.math(op)
         if isinstance(op, arith.CmpfOp):
             pred = arith.CMPF_COMPARISON_OPERATIONS[op.predicate.value.data]
-            expr = CMPF[pred].format(a=self[op.lhs], b=self[op.rhs])
-            return self.bind(op.result, expr)
+            return self.bind(res, CMPF[pred].format(a=args[0], b=args[1]))
         if isinstance(op, arith.CmpiOp):
             pred = arith.CMPI_COMPARISON_OPERATIONS[op.predicate.value.data]
-            a, b = self[op.lhs], self[op.rhs]
+            a, b = args
             if pred.startswith("u"):
                 u = _unsigned(op.lhs.type)
                 a, b = f"({u}){a}", f"({u}){b}"
-            return self.bind(op.result, f"{a} {CMPI[pred]} {b}")
+            return self.bind(res, f"{a} {CMPI[pred]} {b}")
         if isinstance(op, arith.SelectOp):
-            c, a, b = (self[v] for v in op.operands)
-            return self.bind(op.result, f"{c} ? {a} : {b}")
+            return self.bind(res, f"{args[0]} ? {args[1]} : {args[2]}")
         if name in ("arith.uitofp", "arith.extui"):
-            src = self[op.operands[0]]
-            u = _unsigned(op.operands[0].type)
-            return self.bind(op.results[0], f"({c_type(op.results[0].type)})({u}){src}")
-        if name in ("arith.sitofp", "arith.fptosi", "arith.fptoui", "arith.extf", "arith.truncf",
-                    "arith.index_cast", "arith.index_castui", "arith.extsi", "arith.trunci"):
-            return self.bind(op.results[0], f"({c_type(op.results[0].type)}){self[op.operands[0]]}")
+            return self.bind(res, f"({t})({_unsigned(op.operands[0].type)}){args[0]}")
+        if name in CASTS:
+            return self.bind(res, f"({t}){args[0]}")
         raise self.unsupported(op)
 
     def math(self, op: Operation) -> None:
@@ -473,7 +480,10 @@ class FunctionWriter:
             self.line(f"{t} *{name} = ({t} *)dlpc_alloc({max(math.prod(shape), 1)} * sizeof({t}));")
             # in @main a failed allocation returns 1; inside a kernel (maybe inside an
             # OpenMP loop, where `return` is not allowed) it aborts with a message
-            self.line(f"if (!{name}) return 1;" if not in_kernel else f"if (!{name}) dlpc_oom({self.emitter.c_string(self.what)});")
+            if in_kernel:
+                self.line(f"if (!{name}) dlpc_oom({self.emitter.c_string(self.what)});")
+            else:
+                self.line(f"if (!{name}) return 1;")
             if isinstance(op, memref.AllocaOp):
                 self.scopes[-1].append(name)  # freed where its block ends
             else:
@@ -723,7 +733,10 @@ def calling_convention(fn: func.FuncOp) -> tuple[int, list[str], int]:
     n_out_attr = attrs.get("dlpc.num_outputs")
     n_out = n_out_attr.value.data if isinstance(n_out_attr, IntegerAttr) else 0
     n_in_attr = attrs.get("dlpc.num_inputs")
-    n_in = n_in_attr.value.data if isinstance(n_in_attr, IntegerAttr) else n_args - len(params) - n_out
+    if isinstance(n_in_attr, IntegerAttr):
+        n_in = n_in_attr.value.data
+    else:
+        n_in = n_args - len(params) - n_out
     if n_in + len(params) + n_out != n_args:
         raise DlpcError(
             f"error: @main has {n_args} arguments but its attributes say {n_in} inputs, "

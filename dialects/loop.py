@@ -270,7 +270,8 @@ class ForOp(IRDLOperation):
         return self.body.block
 
     def annotate(self, key: str, value: bool | int | str = True) -> None:
-        """Set (or with `False` clear) an annotation: `annotate("parallel")`, `annotate("unroll", 4)`."""
+        """Set (or with `False` clear) an annotation:
+        `annotate("parallel")`, `annotate("unroll", 4)`, `annotate("vectorize", False)`."""
         if value is False:
             self.attributes.pop(key, None)
         elif value is True:

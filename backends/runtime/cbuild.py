@@ -105,7 +105,9 @@ class Library:
         argv = (ctypes.c_void_p * max(len(arrays), 1))(*[a.ctypes.data for a in arrays])
         status = self.entry(argv)
         if status != 0:
-            raise DlpcError(f"error: {self.path.name}: dlpc_main failed (status {status}: out of memory)")
+            raise DlpcError(
+                f"error: {self.path.name}: dlpc_main failed (status {status}: out of memory)"
+            )
 
 
 def _load(path: Path) -> ctypes.CDLL:

@@ -116,7 +116,8 @@ class KernelBuilder:
         for inner in op.walk():
             for v in inner.operands:
                 c = v.owner
-                if isinstance(c, arith.ConstantOp) and not _defined_inside(v, op) and v not in self.outer:
+                outside = not _defined_inside(v, op)
+                if isinstance(c, arith.ConstantOp) and outside and v not in self.outer:
                     copy = c.clone()
                     kernel.block.add_op(copy)
                     self.outer[v] = copy.result
@@ -247,7 +248,8 @@ def bufferize(module: ModuleOp, fn: func.FuncOp, vectorize_reductions: bool = Fa
         if isinstance(op, g.ParamOp) and op.pname not in params:
             params[op.pname] = op
     returned = list(ret.operands)
-    in_types = [memref_of(a.type, f"argument #{k} of @{fn.sym_name.data}") for k, a in enumerate(old.args)]
+    fname = fn.sym_name.data
+    in_types = [memref_of(a.type, f"argument #{k} of @{fname}") for k, a in enumerate(old.args)]
     par_types = [memref_of(p.output.type, f'graph.param "{n}"') for n, p in params.items()]
     out_types = [memref_of(v.type, f"returned value #{k}") for k, v in enumerate(returned)]
     block = Block(arg_types=[*in_types, *par_types, *out_types])
@@ -287,7 +289,10 @@ def bufferize(module: ModuleOp, fn: func.FuncOp, vectorize_reductions: bool = Fa
                 out = alloc.memref
                 allocated.append(op.result)
             buffers[op.result] = out
-            kernel = builder.compute(op, out) if isinstance(op, te.ComputeOp) else builder.reduce(op, out)
+            if isinstance(op, te.ComputeOp):
+                kernel = builder.compute(op, out)
+            else:
+                kernel = builder.reduce(op, out)
             _check_closed(kernel, op, old)
             block.add_op(kernel)
         # free intermediates whose last reader was this op
