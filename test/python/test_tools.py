@@ -178,13 +178,7 @@ def test_dlpc_opt_invalid_ir_is_one_line(tmp_path, capsys):
 
 
 def test_bench_models_prints_one_checked_table(capsys):
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[2] / "bench" / "models.py"
-    spec = importlib.util.spec_from_file_location("bench_models", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = _bench_module()
     for export in ("graph", "torch"):
         argv = ["--models", "mlp", "--repeat", "1", "--warmup", "0", "--onnx-from", export]
         assert bench.main(argv) == 0
@@ -211,3 +205,80 @@ def test_diagnostics_are_one_line(capsys):
 
     assert run_guarded(boom, "dlpc") == 1
     one_error_line(capsys, "dlpc: internal error: RuntimeError: something broke")
+
+
+def _bench_module():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "bench" / "models.py"
+    spec = importlib.util.spec_from_file_location("bench_models", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    return bench
+
+
+def _op_cases():
+    from dlpc.dialects import graph as g
+
+    rng = np.random.default_rng(0)
+
+    def r(*shape):
+        return rng.standard_normal(shape).astype(np.float32)
+
+    return [
+        ("conv2d", g.Conv2DOp, [r(1, 4, 7, 6), r(6, 2, 3, 2), r(6)],
+         dict(strides=(2, 1), pads=(1, 0, 2, 1), dilations=(2, 1), groups=2)),
+        ("max_pool_ceil", g.MaxPool2DOp, [r(1, 2, 7, 8)],
+         dict(kernel=(3, 3), strides=(2, 3), pads=(1, 0, 1, 1), ceil_mode=True)),
+        ("avg_pool_ceil", g.AvgPool2DOp, [r(1, 2, 7, 8)],
+         dict(kernel=(3, 2), strides=(2, 2), ceil_mode=True)),
+        ("avg_pool_pad", g.AvgPool2DOp, [r(1, 2, 7, 8)],
+         dict(kernel=(3, 3), strides=(2, 2), pads=(1, 1, 1, 1), count_include_pad=True)),
+        ("slice_negative_step", g.SliceOp, [r(6, 5)],
+         dict(starts=(4, 0), ends=(0, 6), axes=(1, 0), steps=(-2, 3))),
+        ("pad_crop", g.PadOp, [r(3, 4)], dict(pads=(1, -1, 0, 2), value=0.5)),
+        ("layer_norm", g.LayerNormOp, [r(2, 3, 4), r(3, 4), r(4)], dict(axis=1)),
+        ("reduce_prod", g.ReduceProdOp, [r(2, 3, 4)], dict(axes=(0, 2))),
+        ("matmul_t", g.MatMulOp, [r(2, 8, 4), r(5, 8)], dict(transpose_a=True, transpose_b=True)),
+        ("clip_one_sided", g.ClipOp, [r(3, 4)], dict(min=-0.5)),
+        ("gelu_tanh", g.GeluOp, [r(3, 4)], dict(approximate="tanh")),
+        ("log_softmax", g.LogSoftmaxOp, [r(3, 4)], dict(axis=0)),
+        ("prelu", g.PReluOp, [r(1, 3, 2, 2), r(3, 1, 1)], {}),
+        ("broadcast", g.BroadcastOp, [r(3, 1)], dict(shape=(2, 3, 4))),
+        ("concat", g.ConcatOp, [r(2, 3), r(2, 1)], dict(axis=-1)),
+        ("batch_norm", g.BatchNormOp,
+         [r(1, 3, 2, 2), r(3), r(3), r(3), np.abs(r(3)) + 0.5], dict(epsilon=1e-3)),
+    ]
+
+
+@pytest.mark.parametrize("backend", ["torch", "onnx"])
+def test_bench_interpreters_agree_with_the_reference(backend, tmp_path):
+    """The torch interpreter and the direct ONNX export that bench/models.py times
+    compute what the numpy reference computes."""
+    pytest.importorskip("torch" if backend == "torch" else "onnxruntime")
+    from xdsl.dialects.builtin import FunctionType, ModuleOp, TensorType
+    from xdsl.dialects.func import FuncOp, ReturnOp
+    from xdsl.ir import Block, Region
+
+    from dlpc import api
+    from dlpc.backends import numpy as ref
+    from dlpc.dialects import graph as g
+
+    bench = _bench_module()
+    for name, cls, arrays, attrs in _op_cases():
+        # operands after the first are weights (graph.param), as in the example models
+        types = [TensorType(g.NUMPY_TO_ELT[a.dtype.name], list(a.shape)) for a in arrays]
+        block = Block(arg_types=types[:1])
+        params = [g.ParamOp(f"p{i}", t) for i, t in enumerate(types[1:])]
+        op = cls.make(block.args[0], *params, **attrs)
+        block.add_ops([*params, op, ReturnOp(op.results[0])])
+        ftype = FunctionType.from_lists(types[:1], [op.results[0].type])
+        module = ModuleOp([FuncOp("main", ftype, Region(block))])
+        model = api.Model(module, {f"p{i}": a for i, a in enumerate(arrays[1:])}, name)
+        (want,) = ref.run_reference(module, arrays[:1], model.weights)
+        if backend == "torch":
+            (got,) = bench.torch_runner(model)[1](arrays[:1])
+        else:
+            (got,) = bench.ort_runner(model, arrays[:1], tmp_path, "graph")(arrays[:1])
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=name)
