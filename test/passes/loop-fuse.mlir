@@ -1,0 +1,20 @@
+// RUN: dlpc-opt %s -p 'loop-fuse{kernel=relu outer=i0 inner=i1 fused=f}' | filecheck %s
+
+// CHECK:      loop.for %f = 0 to 512 step 1 {name = "f"} {
+// CHECK-NEXT:   %[[N:.*]] = arith.constant 64 : index
+// CHECK-NEXT:   %[[I0:.*]] = arith.divui %f, %[[N]] : index
+// CHECK-NEXT:   %[[I1:.*]] = arith.remui %f, %[[N]] : index
+// CHECK-NEXT:   memref.load %x[%[[I0]], %[[I1]]]
+func.func @main(%x: memref<8x64xf32>, %y: memref<8x64xf32>) {
+  loop.kernel "relu" {
+    loop.for %i0 = 0 to 8 step 1 {name = "i0"} {
+      loop.for %i1 = 0 to 64 step 1 {name = "i1"} {
+        %v = memref.load %x[%i0, %i1] : memref<8x64xf32>
+        %z = arith.constant 0.000000e+00 : f32
+        %r = arith.maximumf %v, %z : f32
+        memref.store %r, %y[%i0, %i1] : memref<8x64xf32>
+      }
+    }
+  }
+  func.return
+}

@@ -1,0 +1,18 @@
+// RUN: not dlpc-opt %s -p 'loop-unroll{kernel=relu loop=i0 factor=9}' 2>&1 | filecheck %s --check-prefix=BIG
+// RUN: not dlpc-opt %s -p 'loop-unroll{kernel=relu loop=i0 factor=0}' 2>&1 | filecheck %s --check-prefix=ZERO
+
+// BIG: dlpc-opt: error: expected unroll factor 9 of loop relu/i0 to be between 1 and its trip count 8
+// ZERO: dlpc-opt: error: expected unroll factor 0 of loop relu/i0 to be between 1 and its trip count 8
+func.func @main(%x: memref<8x64xf32>, %y: memref<8x64xf32>) {
+  loop.kernel "relu" {
+    loop.for %i0 = 0 to 8 step 1 {name = "i0"} {
+      loop.for %i1 = 0 to 64 step 1 {name = "i1"} {
+        %v = memref.load %x[%i0, %i1] : memref<8x64xf32>
+        %z = arith.constant 0.000000e+00 : f32
+        %r = arith.maximumf %v, %z : f32
+        memref.store %r, %y[%i0, %i1] : memref<8x64xf32>
+      }
+    }
+  }
+  func.return
+}
