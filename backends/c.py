@@ -247,12 +247,12 @@ PRELUDE = """\
 #define DLPC_FLOORDIV(a, b) ((a) / (b) - (((a) % (b) != 0) && (((a) < 0) != ((b) < 0))))
 #define DLPC_CEILDIV(a, b) ((a) / (b) + (((a) % (b) != 0) && (((a) < 0) == ((b) < 0))))
 
-static void *dlpc_alloc(size_t bytes)
+static inline void *dlpc_alloc(size_t bytes)
 {
   return aligned_alloc(64, (bytes + 63) / 64 * 64);
 }
 
-static void dlpc_oom(const char *where)
+static inline void dlpc_oom(const char *where)
 {
   fprintf(stderr, "dlpc: out of memory in %s\\n", where);
   abort();
@@ -639,17 +639,22 @@ class CEmitter:
         names = Names(self.top.used)
         w = FunctionWriter(self, names, "@main")
         arg_names = argument_names(fn)
+        n_in, params, _ = calling_convention(fn)
+        doc = [f"int dlpc_main(void **args): {len(arg_names)} arguments, 0 on success"]
         for k, (arg, hint) in enumerate(zip(fn.body.block.args, arg_names)):
             shape, elt = memref_info(arg.type)
             t = c_type(elt)
             name = names.fresh(hint, "arg")
             w.line(f"{t} *{name} = ({t} *)args[{k}];")
             w.buffers[arg] = Buffer(name, shape)
+            role = "input" if k < n_in else "param" if k < n_in + len(params) else "output"
+            dims = "x".join(str(d) for d in shape) or "scalar"
+            doc.append(f"  args[{k}] {role:6} {hint}: {t}[{dims}]")
         w.block(fn.body.block)
         for name in w.frees.values():
             w.line(f"free({name});")
         w.line("return 0;")
-        header = c_comment(f"entry point: {len(arg_names)} arguments ({', '.join(arg_names)})")
+        header = "\n".join(c_comment(line) for line in doc)
         return f"{header}\nint dlpc_main(void **args)\n{{\n" + "\n".join(w.lines) + "\n}\n"
 
     def call_kernel(self, caller: FunctionWriter, k: KernelOp) -> None:

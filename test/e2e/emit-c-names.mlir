@@ -9,7 +9,10 @@
 // CHECK-NEXT:  static void kernel_a_b(float *restrict out0)
 // CHECK:       /* kernel "a_b" */
 // CHECK-NEXT:  static void kernel_a_b_1(float *restrict out0)
-// CHECK:       /* entry point: 3 arguments (int, fc1.weight, out0) */
+// CHECK:       /* int dlpc_main(void **args): 3 arguments, 0 on success */
+// CHECK-NEXT:  /*   args[0] input  int: float[4] */
+// CHECK-NEXT:  /*   args[1] param  fc1.weight: float[4] */
+// CHECK-NEXT:  /*   args[2] output out0: float[4] */
 // CHECK:         float *int_ = (float *)args[0];
 // CHECK-NEXT:    float *fc1_weight = (float *)args[1];
 // CHECK-NOT:   pwn;

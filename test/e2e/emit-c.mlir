@@ -67,7 +67,11 @@
 // CHECK-NEXT:    #pragma omp parallel for simd
 // CHECK-NEXT:    for (int64_t i0 = 0; i0 < 131072; i0++) {
 
-// CHECK:       int dlpc_main(void **args)
+// CHECK:       /* int dlpc_main(void **args): 3 arguments, 0 on success */
+// CHECK-NEXT:  /*   args[0] input  x: float[4x3] */
+// CHECK-NEXT:  /*   args[1] output out0: double[4] */
+// CHECK-NEXT:  /*   args[2] output out1: int32_t[8] */
+// CHECK-NEXT:  int dlpc_main(void **args)
 // CHECK-NEXT:  {
 // CHECK-NEXT:    float *x = (float *)args[0];
 // CHECK-NEXT:    double *out0 = (double *)args[1];
