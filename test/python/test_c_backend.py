@@ -231,3 +231,16 @@ func.func @main(%x: memref<8xf16>, %y: memref<8xf16>, %z: memref<8xi1>)
     assert y.dtype == np.float16 and z.dtype == np.bool_
     np.testing.assert_allclose(y, np.exp(x.astype(np.float32)) * 0.5, rtol=2e-3)
     np.testing.assert_array_equal(z, x < 0.5)
+
+
+@pytest.mark.parametrize("example", ["emit-c.mlir", "emit-c-names.mlir", "emit-c-simd.mlir"])
+def test_emitted_c_is_warning_free(example, tmp_path):
+    import subprocess
+
+    from dlpc.backends.runtime.cbuild import compiler
+
+    path = tmp_path / "m.c"
+    path.write_text(emit_c(parse_module(mlir_body(E2E / example))))
+    res = subprocess.run([*compiler(), "-std=gnu11", "-fopenmp", "-Wall", "-Wextra", "-Werror",
+                          "-fsyntax-only", str(path)], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
