@@ -311,7 +311,9 @@ def bufferize(module: ModuleOp, fn: func.FuncOp, vectorize_reductions: bool = Fa
     arg_attrs = list(fn.arg_attrs.data) if isinstance(fn.arg_attrs, ArrayAttr) else []
     arg_attrs = arg_attrs[:n_in] + [DictionaryAttr({})] * (n_in - len(arg_attrs))
     arg_attrs += [DictionaryAttr({"dlpc.name": StringAttr(n)}) for n in params]
-    arg_attrs += [DictionaryAttr({})] * len(outs)
+    # result attributes (e.g. `dlpc.name` of an output) move to the output arguments
+    res_attrs = list(fn.res_attrs.data) if isinstance(fn.res_attrs, ArrayAttr) else []
+    arg_attrs += res_attrs[: len(outs)] + [DictionaryAttr({})] * (len(outs) - len(res_attrs))
     if any(a.data for a in arg_attrs):
         new_fn.arg_attrs = ArrayAttr(arg_attrs)
     for key, value in fn.attributes.items():

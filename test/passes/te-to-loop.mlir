@@ -131,3 +131,16 @@ func.func @main(%x: tensor<2x3x5xf32>) -> tensor<2xf32> {
   }
   func.return %s : tensor<2xf32>
 }
+
+// -----
+// Result attributes move to the output arguments.
+
+// CHECK-LABEL: func.func @main(%{{.*}}: memref<4xf32>, %{{.*}}: memref<4xf32> {dlpc.name = "logits"})
+func.func @main(%x: tensor<4xf32>) -> (tensor<4xf32> {dlpc.name = "logits"}) {
+  %y = te.compute "neg_0" (%i0) : tensor<4xf32> {
+    %v = te.read %x[%i0] : tensor<4xf32>
+    %n = arith.negf %v : f32
+    te.yield %n : f32
+  }
+  func.return %y : tensor<4xf32>
+}
