@@ -557,7 +557,9 @@ class FunctionWriter:
             results.append(name)
         self.line(f"if ({self[op.cond]}) {{")
         self.branch(op.true_region.block, results)
-        if op.false_region.blocks and (op.false_region.block.ops.first is not None):
+        if op.false_region.blocks and any(
+            not isinstance(o, scf.YieldOp) or o.operands for o in op.false_region.block.ops
+        ):
             self.line("} else {")
             self.branch(op.false_region.block, results)
         self.line("}")

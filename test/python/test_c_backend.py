@@ -244,3 +244,27 @@ def test_emitted_c_is_warning_free(example, tmp_path):
     res = subprocess.run([*compiler(), "-std=gnu11", "-fopenmp", "-Wall", "-Wextra", "-Werror",
                           "-fsyntax-only", str(path)], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
+
+
+def test_scf_if_without_results_or_else():
+    module = parse_module("""
+func.func @main(%x: memref<5xf32>, %y: memref<5xf32>)
+    attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "k" {
+    loop.for %i = 0 to 5 step 1 {name = "i0"} {
+      %v = memref.load %x[%i] : memref<5xf32>
+      memref.store %v, %y[%i] : memref<5xf32>
+      %z = arith.constant 0.0 : f32
+      %c = arith.cmpf olt, %v, %z : f32
+      scf.if %c {
+        memref.store %z, %y[%i] : memref<5xf32>
+      }
+    }
+  }
+  func.return
+}""")
+    source = emit_c(module)
+    assert "if (c) {\n      y[i0] = 0.0f;\n    }\n" in source and "else" not in source
+    x = np.array([-2, -0.5, 0, 0.5, 3], np.float32)
+    (y,) = CFunction(module, name="if_no_else")(x)
+    np.testing.assert_array_equal(y, np.maximum(x, 0))
