@@ -264,7 +264,7 @@ func.func @main(%x: memref<5xf32>, %y: memref<5xf32>)
   func.return
 }""")
     source = emit_c(module)
-    assert "if (c) {\n      y[i0] = 0.0f;\n    }\n" in source and "else" not in source
+    assert "if (c) {\n      out0[i0] = 0.0f;\n    }\n" in source and "else" not in source
     x = np.array([-2, -0.5, 0, 0.5, 3], np.float32)
     (y,) = CFunction(module, name="if_no_else")(x)
     np.testing.assert_array_equal(y, np.maximum(x, 0))
