@@ -1,0 +1,52 @@
+// RUN: not dlpc-opt %s -p 'loop-tensorize{kernel=mm loop=i0 intrinsic=conv}' 2>&1 | filecheck %s --check-prefix=INTRIN
+// RUN: not dlpc-opt %s -p 'loop-tensorize{kernel=mm loop=i1 intrinsic=gemm}' 2>&1 | filecheck %s --check-prefix=SHAPE
+// RUN: not dlpc-opt %s -p 'loop-tensorize{kernel=big loop=i0 intrinsic=gemm}' 2>&1 | filecheck %s --check-prefix=EXTENT
+// RUN: not dlpc-opt %s -p 'loop-tensorize{kernel=max loop=i0 intrinsic=gemm}' 2>&1 | filecheck %s --check-prefix=MISMATCH
+
+// INTRIN: dlpc-opt: error: unknown intrinsic 'conv' for loop mm/i0 (known: gemm)
+// SHAPE: dlpc-opt: error: loop mm/i1 must head a perfect nest of exactly three loops for 'gemm'
+// EXTENT: dlpc-opt: error: gemm tile 64x32 at loop big/i0 exceeds the register file (mr <= 16, nr <= 64, mr * nr <= 512)
+// MISMATCH: dlpc-opt: error: the nest at loop max/i0 does not store a sum C + A * B
+func.func @main(%A: memref<64x8xf32>, %B: memref<8x32xf32>, %C: memref<64x32xf32>) {
+  loop.kernel "mm" {
+    loop.for %i0 = 0 to 16 step 1 {name = "i0"} {
+      loop.for %i1 = 0 to 32 step 1 {name = "i1"} {
+        loop.for %r0 = 0 to 8 step 1 {name = "r0", reduction} {
+          %a = memref.load %A[%i0, %r0] : memref<64x8xf32>
+          %b = memref.load %B[%r0, %i1] : memref<8x32xf32>
+          %c = memref.load %C[%i0, %i1] : memref<64x32xf32>
+          %p = arith.mulf %a, %b : f32
+          %s = arith.addf %c, %p : f32
+          memref.store %s, %C[%i0, %i1] : memref<64x32xf32>
+        }
+      }
+    }
+  }
+  loop.kernel "big" {
+    loop.for %i0 = 0 to 64 step 1 {name = "i0"} {
+      loop.for %i1 = 0 to 32 step 1 {name = "i1"} {
+        loop.for %r0 = 0 to 8 step 1 {name = "r0", reduction} {
+          %a = memref.load %A[%i0, %r0] : memref<64x8xf32>
+          %b = memref.load %B[%r0, %i1] : memref<8x32xf32>
+          %c = memref.load %C[%i0, %i1] : memref<64x32xf32>
+          %p = arith.mulf %a, %b : f32
+          %s = arith.addf %c, %p : f32
+          memref.store %s, %C[%i0, %i1] : memref<64x32xf32>
+        }
+      }
+    }
+  }
+  loop.kernel "max" {
+    loop.for %i0 = 0 to 16 step 1 {name = "i0"} {
+      loop.for %i1 = 0 to 32 step 1 {name = "i1"} {
+        loop.for %r0 = 0 to 8 step 1 {name = "r0", reduction} {
+          %a = memref.load %A[%i0, %r0] : memref<64x8xf32>
+          %c = memref.load %C[%i0, %i1] : memref<64x32xf32>
+          %s = arith.maximumf %c, %a : f32
+          memref.store %s, %C[%i0, %i1] : memref<64x32xf32>
+        }
+      }
+    }
+  }
+  func.return
+}
