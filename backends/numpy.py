@@ -189,7 +189,21 @@ def _pad_hw(x, pads, value, out_hw=None, kernel=(1, 1), strides=(1, 1), dilation
     return np.pad(x, width, mode="constant", constant_values=value)
 
 
-def conv2d(x, w, b=None, *, strides, pads, dilations, groups):
+def _channels_first(x):
+    """NHWC -> NCHW: the last axis becomes axis 1."""
+    return np.transpose(x, (0, x.ndim - 1, *range(1, x.ndim - 1)))
+
+
+def _channels_last(y):
+    """NCHW -> NHWC (contiguous): axis 1 becomes the last axis."""
+    return np.ascontiguousarray(np.transpose(y, (0, *range(2, y.ndim), 1)))
+
+
+def conv2d(x, w, b=None, *, strides, pads, dilations, groups, layout="nchw"):
+    if layout == "nhwc":  # NHWC input and result, OIHW weight
+        y = conv2d(_channels_first(x), w, b, strides=strides, pads=pads,
+                   dilations=dilations, groups=groups)
+        return _channels_last(y)
     n, c = x.shape[:2]
     o, cg, kh, kw = w.shape
     dh, dw = dilations
@@ -207,7 +221,10 @@ def conv2d(x, w, b=None, *, strides, pads, dilations, groups):
     return y if b is None else y + b.reshape(1, o, 1, 1)
 
 
-def max_pool2d(x, *, kernel, strides, pads, ceil_mode, out_hw):
+def max_pool2d(x, *, kernel, strides, pads, ceil_mode, out_hw, layout="nchw"):
+    if layout == "nhwc":
+        return _channels_last(max_pool2d(_channels_first(x), kernel=kernel, strides=strides,
+                                         pads=pads, ceil_mode=ceil_mode, out_hw=out_hw))
     # padding is -inf so it never wins the max
     xp = _pad_hw(x, pads, -np.inf, out_hw, kernel, strides)
     y = np.full(x.shape[:2] + tuple(out_hw), -np.inf, dtype=x.dtype)
@@ -216,7 +233,12 @@ def max_pool2d(x, *, kernel, strides, pads, ceil_mode, out_hw):
     return y
 
 
-def avg_pool2d(x, *, kernel, strides, pads, ceil_mode, count_include_pad, out_hw):
+def avg_pool2d(x, *, kernel, strides, pads, ceil_mode, count_include_pad, out_hw,
+               layout="nchw"):
+    if layout == "nhwc":
+        y = avg_pool2d(_channels_first(x), kernel=kernel, strides=strides, pads=pads,
+                       ceil_mode=ceil_mode, count_include_pad=count_include_pad, out_hw=out_hw)
+        return _channels_last(y)
     xp = _pad_hw(x, pads, 0, out_hw, kernel, strides)
     # divisor: window cells inside the input (or inside input + explicit pads)
     ones = np.ones((1, 1) + x.shape[2:], dtype=x.dtype)
@@ -234,15 +256,17 @@ def avg_pool2d(x, *, kernel, strides, pads, ceil_mode, count_include_pad, out_hw
     return total / count
 
 
-def global_avg_pool(x):
-    return np.mean(x, axis=tuple(range(2, x.ndim)), keepdims=True)
+def global_avg_pool(x, layout="nchw"):
+    spatial = range(1, x.ndim - 1) if layout == "nhwc" else range(2, x.ndim)
+    return np.mean(x, axis=tuple(spatial), keepdims=True)
 
 
 # ---------------------------------------------------------------- normalisation
 
 
-def batch_norm(x, scale, bias, mean, var, *, epsilon):
-    shape = (1, -1) + (1,) * (x.ndim - 2)
+def batch_norm(x, scale, bias, mean, var, *, epsilon, layout="nchw"):
+    # statistics per channel: axis 1, or the last axis with layout "nhwc"
+    shape = (1,) * (x.ndim - 1) + (-1,) if layout == "nhwc" else (1, -1) + (1,) * (x.ndim - 2)
     inv = 1 / np.sqrt(var + np.asarray(epsilon, dtype=x.dtype))
     y = (x - mean.reshape(shape)) * (inv * scale).reshape(shape)
     return y + bias.reshape(shape)
@@ -350,7 +374,16 @@ KERNELS: dict[str, Callable] = {
 
 
 def kernel_args(op: Operation) -> dict:
-    """Keyword arguments of `KERNELS[op.name]` for `op`, in canonical form."""
+    """Keyword arguments of `KERNELS[op.name]` for `op`, in canonical form; an op with
+    `layout = "nhwc"` (`graph.layout_of`) gets `layout="nhwc"` (NCHW, the default, none)."""
+    args = _layout_free_args(op)
+    layout_ops = graph.WindowOp | graph.GlobalAvgPoolOp | graph.BatchNormOp
+    if isinstance(op, layout_ops) and graph.layout_of(op) == "nhwc":
+        args["layout"] = "nhwc"
+    return args
+
+
+def _layout_free_args(op: Operation) -> dict:
     assert isinstance(op, graph.GraphOp)
     if isinstance(op, graph.WindowOp):
         args = {"strides": op.strides(), "pads": op.pads()}
@@ -360,7 +393,7 @@ def kernel_args(op: Operation) -> dict:
         args["ceil_mode"] = op.attr("ceil_mode")
         if isinstance(op, graph.AvgPool2DOp):
             args["count_include_pad"] = op.attr("count_include_pad")
-        return {**args, "out_hw": op.out_shape[2:]}
+        return {**args, "out_hw": graph._to_nchw(op, op.out_shape)[2:]}
     if isinstance(op, graph.ReduceOp):
         return {"axes": op.reduced_axes(), "keepdims": op.attr("keepdims")}
     if isinstance(op, graph.ReshapeOp):
@@ -550,7 +583,8 @@ class Namer:
 
 def _helpers_for(op_names: set[str]) -> list[Callable]:
     """The kernels the module uses, plus the helpers they call, in source order."""
-    by_name = {fn.__name__: fn for fn in (*KERNELS.values(), _windows, _pad_hw)}
+    helpers = (_windows, _pad_hw, _channels_first, _channels_last)
+    by_name = {fn.__name__: fn for fn in (*KERNELS.values(), *helpers)}
     todo = [KERNELS[n] for n in op_names if n in KERNELS]
     seen: set[str] = set()
     while todo:
