@@ -34,10 +34,24 @@ def format_exception(e: BaseException) -> str:
 
 
 def _format(e: BaseException) -> str:
-    from xdsl.utils.exceptions import DiagnosticException, ParseError, VerifyException
+    from xdsl.utils.exceptions import (
+        ArgSpecParseError,
+        DiagnosticException,
+        ParseError,
+        VerifyException,
+    )
 
     if isinstance(e, DlpcError):
         return str(e)
+    if isinstance(e, ArgSpecParseError):
+        # "Error parsing pass pipeline specification:", "pass-pipeline:1:12", the spec,
+        # a caret, the message
+        lines = [line for line in str(e).splitlines() if line.strip()]
+        if len(lines) >= 5:
+            column = lines[1].rsplit(":", 1)[-1]
+            return (f"error: bad pass pipeline '{lines[2].strip()}' at column {column}: "
+                    f"{lines[-1].strip()}")
+        return f"error: bad pass pipeline: {' '.join(str(e).split())}"
     if isinstance(e, ParseError):
         loc = e.span.get_location()
         msg = " ".join(e.msg.split())

@@ -10,12 +10,18 @@ import sys
 
 from xdsl.xdsl_opt_main import xDSLOptMain
 
-from dlpc.tools.diagnostics import run_guarded
+from dlpc.tools.diagnostics import ToolArgumentParser, run_guarded
 
 
 class DlpcOptMain(xDSLOptMain):
     def __init__(self, args=None):
         super().__init__(description="dlpc modular optimizer driver", args=args)
+
+    def register_all_arguments(self, arg_parser):
+        super().register_all_arguments(arg_parser)
+        # usage errors are one diagnostic line and exit code 1, as in dlpc and dlpc-run
+        arg_parser.prog = "dlpc-opt"
+        arg_parser.error = ToolArgumentParser.error.__get__(arg_parser)
 
     def register_all_dialects(self):
         super().register_all_dialects()  # upstream + dlpc, through the xdsl.universe entry point
