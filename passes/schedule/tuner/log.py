@@ -23,6 +23,7 @@ from xdsl.dialects.builtin import StringAttr
 from xdsl.ir import Operation, SSAValue
 
 from dlpc.dialects.loop import KernelOp
+from dlpc.tools.diagnostics import DlpcError
 
 
 def dlpc_version() -> str:
@@ -97,12 +98,21 @@ class TuningLog:
         self.path = Path(path) if path else None
         self.records: list[Record] = []
         if self.path is not None and self.path.exists():
-            for line in self.path.read_text().splitlines():
+            text = self.path.read_text()
+            lines = text.splitlines()
+            for n, line in enumerate(lines, 1):
+                if not line.strip():
+                    continue
                 try:
                     data = json.loads(line)
-                    self.records.append(Record(**{k: data[k] for k in data if k in Record.__dataclass_fields__}))
+                    fields = Record.__dataclass_fields__
+                    self.records.append(Record(**{k: data[k] for k in data if k in fields}))
                 except (json.JSONDecodeError, TypeError, KeyError):
-                    continue
+                    if n == len(lines) and not text.endswith("\n"):
+                        break  # a record cut short by an interrupted run
+                    raise DlpcError(
+                        f"error: tuning log {self.path} line {n}: not a tuning record"
+                    ) from None
 
     def append(self, record: Record) -> None:
         record.dlpc = record.dlpc or dlpc_version()

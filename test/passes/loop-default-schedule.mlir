@@ -1,0 +1,73 @@
+// RUN: dlpc-opt %s -p loop-default-schedule | filecheck %s
+
+// The gemm template: packed panels of B and A, the register-tile micro-kernel, init
+// nest vectorized; the kernel is too small for OpenMP, so nothing stays parallel.
+// CHECK-LABEL: loop.kernel "mm"
+// CHECK:       {name = "i1_init", vectorize}
+// CHECK:       %mm_Bp = memref.alloca() : memref<256xf32>
+// CHECK:       %mm_Ap = memref.alloca() : memref<128xf32>
+// CHECK:       %C_acc = memref.alloca() : memref<8x32xf32>
+// CHECK:       loop.for %r01 = 0 to 8 step 1 {name = "r01", reduction} {
+// CHECK-NEXT:    loop.for %i0i = 0 to 8 step 1 {name = "i0i", unroll = 8} {
+// CHECK-NEXT:      loop.for %i1j = 0 to 32 step 1 {name = "i1j", unroll = 32} {
+// CHECK-NOT:   parallel
+
+// A direct convolution: reductions inside the output row, the row vectorized,
+// output channels blocked by 4 and unrolled.
+// CHECK-LABEL: loop.kernel "conv"
+// CHECK:       {name = "i1o"}
+// CHECK:       {name = "r0", reduction}
+// CHECK:       {name = "r1", reduction}
+// CHECK:       {name = "i1i", unroll = 4}
+// CHECK-NEXT:  {name = "i3", vectorize}
+func.func @main(%A: memref<16x8xf32>, %B: memref<8x32xf32>, %C: memref<16x32xf32>) {
+  loop.kernel "mm" {
+    loop.for %i0 = 0 to 16 step 1 {name = "i0", parallel} {
+      loop.for %i1 = 0 to 32 step 1 {name = "i1"} {
+        %acc = memref.alloca() : memref<f32>
+        %z = arith.constant 0.000000e+00 : f32
+        memref.store %z, %acc[] : memref<f32>
+        loop.for %r0 = 0 to 8 step 1 {name = "r0", reduction} {
+          %a = memref.load %A[%i0, %r0] : memref<16x8xf32>
+          %b = memref.load %B[%r0, %i1] : memref<8x32xf32>
+          %p = arith.mulf %a, %b : f32
+          %c = memref.load %acc[] : memref<f32>
+          %s = arith.addf %c, %p : f32
+          memref.store %s, %acc[] : memref<f32>
+        }
+        %v = memref.load %acc[] : memref<f32>
+        memref.store %v, %C[%i0, %i1] : memref<16x32xf32>
+      }
+    }
+  }
+  func.return
+}
+func.func @conv(%x: memref<1x4x10xf32>, %w: memref<8x4x3xf32>, %y: memref<1x8x8x8xf32>) {
+  loop.kernel "conv" {
+    loop.for %i0 = 0 to 1 step 1 {name = "i0"} {
+      loop.for %i1 = 0 to 8 step 1 {name = "i1"} {
+        loop.for %i2 = 0 to 8 step 1 {name = "i2"} {
+          loop.for %i3 = 0 to 8 step 1 {name = "i3"} {
+            %acc = memref.alloca() : memref<f32>
+            %z = arith.constant 0.000000e+00 : f32
+            memref.store %z, %acc[] : memref<f32>
+            loop.for %r0 = 0 to 4 step 1 {name = "r0", reduction} {
+              loop.for %r1 = 0 to 3 step 1 {name = "r1", reduction} {
+                %h = arith.addi %i3, %r1 : index
+                %a = memref.load %x[%i0, %r0, %h] : memref<1x4x10xf32>
+                %b = memref.load %w[%i1, %r0, %r1] : memref<8x4x3xf32>
+                %p = arith.mulf %a, %b : f32
+                %c = memref.load %acc[] : memref<f32>
+                %s = arith.addf %c, %p : f32
+                memref.store %s, %acc[] : memref<f32>
+              }
+            }
+            %v = memref.load %acc[] : memref<f32>
+            memref.store %v, %y[%i0, %i1, %i2, %i3] : memref<1x8x8x8xf32>
+          }
+        }
+      }
+    }
+  }
+  func.return
+}
