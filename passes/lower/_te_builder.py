@@ -114,12 +114,20 @@ def guarded_read(b: BodyBuilder, x: SSAValue, idx: Idx, checks: list[tuple[int, 
     return b.if_(cond, lambda t: t.read(x, idx), lambda e: fill, elt(x))
 
 
+def spatial_dims(op) -> tuple[int, int, int]:
+    """(channel, h, w) dims of a layout op's activations: (1, 2, 3) for NCHW, (3, 1, 2)
+    for `layout = "nhwc"` (`g.layout_of`)."""
+    return (3, 1, 2) if g.layout_of(op) == "nhwc" else (1, 2, 3)
+
+
 def window_checks(op: g.WindowOp, in_hw, out_hw, kernel) -> list[tuple[int, int]]:
-    """Spatial dims (2, 3) whose window index may fall outside the input."""
+    """Spatial dims (2, 3 in NCHW; 1, 2 in NHWC) whose window index may fall outside
+    the input."""
     (sh, sw), (pt, pl, pb, pr), (dh, dw) = op.strides(), op.pads(), op.dilations()
+    _, dim_h, dim_w = spatial_dims(op)
     checks = []
-    for d, size, o, s, p, k, dil in ((2, in_hw[0], out_hw[0], sh, pt, kernel[0], dh),
-                                     (3, in_hw[1], out_hw[1], sw, pl, kernel[1], dw)):
+    for d, size, o, s, p, k, dil in ((dim_h, in_hw[0], out_hw[0], sh, pt, kernel[0], dh),
+                                     (dim_w, in_hw[1], out_hw[1], sw, pl, kernel[1], dw)):
         if p > 0 or (o - 1) * s + (k - 1) * dil - p >= size:
             checks.append((d, size))
     return checks

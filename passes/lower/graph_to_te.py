@@ -46,6 +46,7 @@ from dlpc.passes.lower._te_builder import (
     lowers,
     op_name,
     shape,
+    spatial_dims,
     window_checks,
     window_index,
 )
@@ -188,38 +189,56 @@ def lower_linear(L: Lowering, op: g.GraphOp, xs):
 # ------------------------------------------------------------- windows (conv, pool)
 
 
+def _nchw(op: g.GraphOp, values) -> list:
+    """(n, c, h, w) of a layout op's activation index or shape, whatever its layout."""
+    values = list(values)
+    return [values[0], values[-1], *values[1:-1]] if g.layout_of(op) == "nhwc" else values
+
+
+def _in_layout(op: g.GraphOp, n, c, *spatial) -> list:
+    """The activation index [n, c, h, w] in the op's layout ([n, h, w, c] for NHWC)."""
+    return [n, *spatial, c] if g.layout_of(op) == "nhwc" else [n, c, *spatial]
+
+
 @lowers("conv2d")
 def lower_conv2d(L: Lowering, op: g.Conv2DOp, xs):
+    # NCHW: out[n, oc, oh, ow] = sum over (c, i, j); NHWC: out[n, oh, ow, oc] = sum over
+    # (i, j, c), channel innermost in both the output and the reduction (weight OIHW)
     x, w = xs[0], xs[1]
     bias = xs[2] if len(xs) == 3 else None
-    _, _, h, wd = shape(x)
+    nhwc = g.layout_of(op) == "nhwc"
+    _, _, h, wd = _nchw(op, shape(x))
     o, cg, kh, kw = shape(w)
     og = o // op.attr("groups")
-    checks = window_checks(op, (h, wd), op.out_shape[2:], (kh, kw))
+    checks = window_checks(op, (h, wd), _nchw(op, op.out_shape)[2:], (kh, kw))
 
     def body(b: BodyBuilder, idx: Idx, r: Idx):
-        n, oc, oh, ow = idx
-        c, i, j = r
+        n, oc, oh, ow = _nchw(op, idx)
+        i, j, c = r if nhwc else (r[1], r[2], r[0])
         ih, iw = window_index(b, op, oh, ow, i, j)
         ic = c if og == o else b.add(b.mul(b.div(oc, og), cg), c)
-        v = guarded_read(b, x, [n, ic, ih, iw], checks, 0.0)
+        v = guarded_read(b, x, _in_layout(op, n, ic, ih, iw), checks, 0.0)
         return b.mul(v, b.read(w, [oc, c, i, j]))
 
-    return L.reduce(op.out_type, [cg, kh, kw], "add", body,
-                    epilogue=_bias_epilogue(bias, 1))
+    extents = [kh, kw, cg] if nhwc else [cg, kh, kw]
+    return L.reduce(op.out_type, extents, "add", body,
+                    epilogue=_bias_epilogue(bias, spatial_dims(op)[0]))
 
 
 @lowers("max_pool2d", "avg_pool2d")
 def lower_pool(L: Lowering, op: g.PoolOp, xs):
     x = xs[0]
-    h, wd = shape(x)[2:]
+    h, wd = _nchw(op, shape(x))[2:]
     kh, kw = g._pair(op.attr("kernel"), "kernel")
-    checks = window_checks(op, (h, wd), op.out_shape[2:], (kh, kw))
+    oh, ow = _nchw(op, op.out_shape)[2:]
+    checks = window_checks(op, (h, wd), (oh, ow), (kh, kw))
     is_max = op.name == "graph.max_pool2d"
 
     def body(b: BodyBuilder, idx: Idx, r: Idx):
-        ih, iw = window_index(b, op, idx[2], idx[3], r[0], r[1])
-        return guarded_read(b, x, [idx[0], idx[1], ih, iw], checks, -math.inf if is_max else 0.0)
+        n, c, i, j = _nchw(op, idx)
+        ih, iw = window_index(b, op, i, j, r[0], r[1])
+        where = _in_layout(op, n, c, ih, iw)
+        return guarded_read(b, x, where, checks, -math.inf if is_max else 0.0)
 
     if is_max:
         return L.reduce(op.out_type, [kh, kw], "max", body)
@@ -236,14 +255,14 @@ def lower_pool(L: Lowering, op: g.PoolOp, xs):
     def static(o_size, s, p, k, lo_, hi_):  # every window has k cells inside [lo, hi)
         return all(lo_ <= o * s - p and o * s - p + k <= hi_ for o in range(o_size))
 
-    oh, ow = op.out_shape[2:]
     if static(oh, sh, pt, kh, lo[0], hi[0]) and static(ow, sw, pl, kw, lo[1], hi[1]):
         return L.reduce(op.out_type, [kh, kw], "add", body,
                         epilogue=lambda b, acc, idx: b.div(acc, float(kh * kw)))
 
     def epilogue(b: BodyBuilder, acc: SSAValue, idx: Idx):
-        ch = count(b, idx[2], sh, pt, kh, lo[0], hi[0])
-        cw = count(b, idx[3], sw, pl, kw, lo[1], hi[1])
+        _, _, i, j = _nchw(op, idx)
+        ch = count(b, i, sh, pt, kh, lo[0], hi[0])
+        cw = count(b, j, sw, pl, kw, lo[1], hi[1])
         return b.div(acc, b.cast(b.mul(ch, cw), elt(x)))
 
     return L.reduce(op.out_type, [kh, kw], "add", body, epilogue=epilogue)
@@ -252,10 +271,11 @@ def lower_pool(L: Lowering, op: g.PoolOp, xs):
 @lowers("global_avg_pool")
 def lower_global_avg_pool(L: Lowering, op: g.GraphOp, xs):
     x = xs[0]
-    spatial = shape(x)[2:]
+    spatial = _nchw(op, shape(x))[2:]
 
     def body(b: BodyBuilder, idx: Idx, r: Idx):
-        return b.read(x, [idx[0], idx[1], *r])
+        n, c = _nchw(op, idx)[:2]
+        return b.read(x, _in_layout(op, n, c, *r))
 
     return L.reduce(op.out_type, spatial, "add", body,
                     epilogue=lambda b, acc, idx: b.div(acc, float(math.prod(spatial))))
@@ -267,13 +287,14 @@ def lower_global_avg_pool(L: Lowering, op: g.GraphOp, xs):
 @lowers("batch_norm")
 def lower_batch_norm(L: Lowering, op: g.GraphOp, xs):
     eps = op.attr("epsilon")
+    channel = len(op.out_shape) - 1 if g.layout_of(op) == "nhwc" else 1
 
     def fn(b: BodyBuilder, x, scale, bias, mean, var):
         inv = b.div(1.0, b.sqrt(b.add(var, eps)))
         return b.add(b.mul(b.sub(x, mean), b.mul(inv, scale)), bias)
 
     def body(b: BodyBuilder, idx: Idx):
-        vals = [b.read(xs[0], idx)] + [b.read(p, [idx[1]]) for p in xs[1:]]
+        vals = [b.read(xs[0], idx)] + [b.read(p, [idx[channel]]) for p in xs[1:]]
         return fn(b, *vals)
 
     return L.compute(op.out_type, body)
