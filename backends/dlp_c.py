@@ -134,7 +134,7 @@ class DlpFunctionWriter(FunctionWriter):
         fn = INTRINSICS[type(op)]
         args = [self.at(buf, off) for _, buf, off in op.buffer_operands()]
         if isinstance(op, dlp.Conv2dOp):
-            args += [str(op.param(k)) for k in dlp.CONV_PARAMS]
+            args += [self[op.channels_out]] + [str(op.param(k)) for k in dlp.CONV_PARAMS]
         else:
             rest = [v for v in op.operands[2 * len(args):]]
             args += [self[v] for v in rest]

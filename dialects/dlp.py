@@ -698,16 +698,17 @@ class MatmulOp(_VectorOp):
                          attributes=attrs)
 
 
-CONV_PARAMS = ("channels_in", "height", "width", "channels_out", "kernel_h", "kernel_w",
-               "stride_h", "stride_w")
+CONV_PARAMS = ("channels_in", "height", "width", "kernel_h", "kernel_w", "stride_h", "stride_w",
+               "pad_top", "pad_left", "pad_bottom", "pad_right")
 
 
 @irdl_op_definition
 class Conv2dOp(_VectorOp):
-    """Direct convolution of one pre-padded CHW image in NRAM with OIHW weights in WRAM,
-    into a CHW result in NRAM (BANG `__bang_conv`). Shapes are static attributes.
+    """Direct convolution of one CHW image in NRAM with OIHW weights in WRAM into a CHW
+    result in NRAM (BANG `__bang_conv`); padding is implicit (zeros outside the image).
+    Shapes are static attributes, the number of output channels is an operand.
 
-        dlp.conv2d %y[%c0], %x[%c0], %w[%c0] {channels_in = 3 : i64, height = 10 : i64, width = 10 : i64, channels_out = 4 : i64, kernel_h = 3 : i64, kernel_w = 3 : i64, stride_h = 1 : i64, stride_w = 1 : i64} : ...
+        dlp.conv2d %y[%c0], %x[%c0], %w[%c0], %co {channels_in = 3 : i64, height = 8 : i64, width = 8 : i64, kernel_h = 3 : i64, kernel_w = 3 : i64, stride_h = 1 : i64, stride_w = 1 : i64, pad_top = 1 : i64, pad_left = 1 : i64, pad_bottom = 1 : i64, pad_right = 1 : i64} : ...
     """
 
     name = "dlp.conv2d"
@@ -718,21 +719,25 @@ class Conv2dOp(_VectorOp):
     src_offset = operand_def(IndexType)
     weight = operand_def(MemRefType)
     weight_offset = operand_def(IndexType)
+    channels_out = operand_def(IndexType)
     channels_in = attr_def(IntegerAttr)
     height = attr_def(IntegerAttr)
     width = attr_def(IntegerAttr)
-    channels_out = attr_def(IntegerAttr)
     kernel_h = attr_def(IntegerAttr)
     kernel_w = attr_def(IntegerAttr)
     stride_h = attr_def(IntegerAttr)
     stride_w = attr_def(IntegerAttr)
+    pad_top = attr_def(IntegerAttr)
+    pad_left = attr_def(IntegerAttr)
+    pad_bottom = attr_def(IntegerAttr)
+    pad_right = attr_def(IntegerAttr)
     assembly_format = (
-        "$dst `[` $dst_offset `]` `,` $src `[` $src_offset `]` `,` $weight `[` $weight_offset `]` "
-        "attr-dict `:` type($dst) `,` type($src) `,` type($weight)"
+        "$dst `[` $dst_offset `]` `,` $src `[` $src_offset `]` `,` $weight `[` $weight_offset `]` `,` "
+        "$channels_out attr-dict `:` type($dst) `,` type($src) `,` type($weight)"
     )
 
-    def __init__(self, dst, dst_offset, src, src_offset, weight, weight_offset, **params: int):
-        super().__init__(operands=[dst, dst_offset, src, src_offset, weight, weight_offset],
+    def __init__(self, dst, dst_offset, src, src_offset, weight, weight_offset, channels_out, **params: int):
+        super().__init__(operands=[dst, dst_offset, src, src_offset, weight, weight_offset, channels_out],
                          attributes={k: IntegerAttr(params[k], i64) for k in CONV_PARAMS})
 
     def param(self, key: str) -> int:
@@ -740,20 +745,24 @@ class Conv2dOp(_VectorOp):
 
     def out_hw(self) -> tuple[int, int]:
         p = self.param
-        return ((p("height") - p("kernel_h")) // p("stride_h") + 1,
-                (p("width") - p("kernel_w")) // p("stride_w") + 1)
+        return ((p("height") + p("pad_top") + p("pad_bottom") - p("kernel_h")) // p("stride_h") + 1,
+                (p("width") + p("pad_left") + p("pad_right") - p("kernel_w")) // p("stride_w") + 1)
 
     def verify_(self) -> None:
         super().verify_()
         for key in CONV_PARAMS:
-            if self.param(key) <= 0:
-                raise VerifyException(f"dlp.conv2d has {key} = {self.param(key)}, expected > 0")
-        if self.param("kernel_h") > self.param("height") or self.param("kernel_w") > self.param("width"):
-            raise VerifyException("dlp.conv2d kernel is larger than the (padded) input")
-        checks = (("dst", self.dst, self.param("channels_out") * self.out_hw()[0] * self.out_hw()[1]),
-                  ("src", self.src, self.param("channels_in") * self.param("height") * self.param("width")),
-                  ("weight", self.weight, self.param("channels_out") * self.param("channels_in")
-                   * self.param("kernel_h") * self.param("kernel_w")))
+            low = 0 if key.startswith("pad") else 1
+            if self.param(key) < low:
+                raise VerifyException(f"dlp.conv2d has {key} = {self.param(key)}, expected >= {low}")
+        oh, ow = self.out_hw()
+        if oh < 1 or ow < 1:
+            raise VerifyException("dlp.conv2d kernel is larger than the padded input")
+        co = _constant_index(self.channels_out)
+        checks = [("src", self.src, self.param("channels_in") * self.param("height") * self.param("width"))]
+        if co is not None:
+            checks += [("dst", self.dst, co * oh * ow),
+                       ("weight", self.weight, co * self.param("channels_in") * self.param("kernel_h")
+                        * self.param("kernel_w"))]
         for what, buf, need in checks:
             have = 1
             for d in buf.type.get_shape():

@@ -331,12 +331,13 @@ static void __bang_matmul(float *dst, const float *lhs, const float *rhs, int64_
   dlp_here->intrinsic_ops += 2.0 * (double)(m * k * n);
 }
 
-/* direct convolution: src CHW (pre-padded), weight OIHW in WRAM, dst CHW */
-static void __bang_conv(float *dst, const float *src, const float *w, int64_t ci, int64_t h, int64_t wd,
-                        int64_t co, int64_t kh, int64_t kw, int64_t sh, int64_t sw)
+/* direct convolution: src CHW, weight OIHW in WRAM, dst CHW; zero padding is implicit */
+static void __bang_conv(float *dst, const float *src, const float *w, int64_t co, int64_t ci, int64_t h,
+                        int64_t wd, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t pt, int64_t pl,
+                        int64_t pb, int64_t pr)
 {
   const char *op = "__bang_conv";
-  int64_t oh = (h - kh) / sh + 1, ow = (wd - kw) / sw + 1;
+  int64_t oh = (h + pt + pb - kh) / sh + 1, ow = (wd + pl + pr - kw) / sw + 1;
   if (!DLP_VEC(dst, co * oh * ow, "dst", op) || !DLP_VEC(src, ci * h * wd, "src", op)) return;
   if (!dlp_in_space(w, (size_t)(co * ci * kh * kw) * sizeof(float), DLP_WRAM, "weight", op) || !dlp_aligned(w, DLP_VECTOR_ALIGN, "weight", op))
     return;
@@ -345,9 +346,15 @@ static void __bang_conv(float *dst, const float *src, const float *w, int64_t ci
       for (int64_t x = 0; x < ow; x++) {
         float s = 0.0f;
         for (int64_t c = 0; c < ci; c++)
-          for (int64_t dy = 0; dy < kh; dy++)
-            for (int64_t dx = 0; dx < kw; dx++)
-              s += src[(c * h + y * sh + dy) * wd + x * sw + dx] * w[((o * ci + c) * kh + dy) * kw + dx];
+          for (int64_t dy = 0; dy < kh; dy++) {
+            int64_t iy = y * sh + dy - pt;
+            if (iy < 0 || iy >= h) continue;
+            for (int64_t dx = 0; dx < kw; dx++) {
+              int64_t ix = x * sw + dx - pl;
+              if (ix < 0 || ix >= wd) continue;
+              s += src[(c * h + iy) * wd + ix] * w[((o * ci + c) * kh + dy) * kw + dx];
+            }
+          }
         dst[(o * oh + y) * ow + x] = s;
       }
   DLP_CYCLES(conv, co * oh * ow * ci * kh * kw);

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from xdsl.dialects import arith, memref
+from xdsl.dialects import arith, memref, scf
 from xdsl.dialects.builtin import FloatAttr, IndexType
 from xdsl.ir import Operation, SSAValue
 
@@ -116,6 +116,11 @@ def _classify_load(plan, load: memref.LoadOp, loops: list[ForOp]) -> Operand:
     idx = list(load.indices)
     if _tile_matches(p, idx, loops, shape):
         return Operand("vec", p)
+    if (p.kind == "tiled" and p.a == 1 and p.rlo == p.rhi == 0 and p.dim == len(shape) - 1
+            and idx[p.dim:] == [loops[0].induction_var] and len(loops) > 1):
+        inner = math.prod(lp.trip_count for lp in loops[1:])
+        if (inner * 4) % plan.desc.vector_align == 0:
+            return Operand("row", p)  # one value per work-loop row, broadcast over the row
     if p.kind != "whole":
         raise NoMatch
     ivs = _ivs(loops)
@@ -161,6 +166,8 @@ def _match_elementwise(plan, loops: list[ForOp], body: list[Operation], preset=N
                 kinds[op.results[0]] = "scalar"
                 continue
             if "cycle" in pair and (pair != {"vec", "cycle"} or name not in CYCLE):
+                raise NoMatch
+            if "row" in pair and (pair != {"vec", "row"} or name not in ("add", "sub", "mul") or b != "row"):
                 raise NoMatch
             if a == "scalar" and name in ("div",):
                 raise NoMatch
@@ -238,6 +245,7 @@ def _emit_elementwise(lowering, b, ew: Elementwise, count: SSAValue, preset) -> 
     tile_elems = _scratch_elems(plan, plan.tile * ew.inner)
     vec: dict[SSAValue, tuple[SSAValue, SSAValue]] = dict(preset)  # value -> (buffer, offset)
     cyc: dict[SSAValue, tuple[SSAValue, int]] = {}
+    rows: dict[SSAValue, object] = {}
     scal: dict[SSAValue, SSAValue] = {}
     ops = [op for op in ew.body if not isinstance(op, arith.ConstantOp)]
     store = ops[-1]
@@ -270,6 +278,8 @@ def _emit_elementwise(lowering, b, ew: Elementwise, count: SSAValue, preset) -> 
                 vec[op.res] = (p.local, p.slot)
             elif o.kind == "cycle":
                 cyc[op.res] = (p.local, o.seg)
+            elif o.kind == "row":
+                rows[op.res] = p
             else:
                 scal[op.res] = b.v(memref.LoadOp.get(p.local, [b.c(o.index)]))
             continue
@@ -289,6 +299,10 @@ def _emit_elementwise(lowering, b, ew: Elementwise, count: SSAValue, preset) -> 
             scal[op.results[0]] = new.results[0]
             continue
         d = dest(op)
+        if y in rows:  # per-row scalar: one intrinsic per row of the tile
+            _emit_rows(b, name, d, vec[x], rows[y], ew.inner, count)
+            vec[op.results[0]] = d
+            continue
         if x in vec and y in vec:
             b.op(VECTOR[name](*d, *vec[x], *vec[y], count))
         elif x in vec and y in cyc or y in vec and x in cyc:
@@ -322,6 +336,164 @@ def _emit_elementwise(lowering, b, ew: Elementwise, count: SSAValue, preset) -> 
     final = vec[store.value]
     if final != (ew.out.local, ew.out.slot):  # the stored value is a plain load: copy it
         b.op(dlp.MemcpyOp(ew.out.local, ew.out.slot, final[0], final[1], count))
+
+
+def _emit_rows(b, name: str, d, v_, p, inner: int, count: SSAValue) -> None:
+    """d[r*inner + i] = v[r*inner + i] (+|-|*) p[r] for every row r of the tile."""
+    rows_n = b.v(arith.DivSIOp(count, b.c(inner)))
+    loop, body, r = b.for_(b.c(0), rows_n, b.c(1))
+    s = body.v(memref.LoadOp.get(p.local, [body.add(p.slot, r)]))
+    off = body.mul(r, body.c(inner))
+    dst, src = (d[0], body.add(d[1], off)), (v_[0], body.add(v_[1], off))
+    n = body.c(inner)
+    if name == "add":
+        body.op(dlp.AddScalarOp(*dst, *src, s, n))
+    elif name == "mul":
+        body.op(dlp.MulScalarOp(*dst, *src, s, n))
+    else:
+        body.op(dlp.AddScalarOp(*dst, *src, body.v(arith.NegfOp(s)), n))
+    body.op(scf.YieldOp())
+
+
+def _linear(plan, value: SSAValue) -> dict | None:
+    """value as {induction variable or 1: coefficient}, or None if not linear."""
+    c = _cidx(plan, value)
+    if c is not None:
+        return {1: c}
+    op = value.owner
+    if not isinstance(op, Operation):
+        return {value: 1}
+    if op.name in ("arith.index_cast", "arith.index_castui"):
+        return _linear(plan, op.operands[0])
+    if op.name in ("arith.addi", "arith.subi", "arith.muli"):
+        x, y = (_linear(plan, v) for v in op.operands)
+        if x is None or y is None:
+            return None
+        if op.name == "arith.muli":
+            if set(x) == {1}:
+                x, y = y, x
+            if set(y) != {1}:
+                return None
+            return {k: v * y[1] for k, v in x.items()}
+        sign = 1 if op.name == "arith.addi" else -1
+        out = dict(x)
+        for k, v in y.items():
+            out[k] = out.get(k, 0) + sign * v
+        return {k: v for k, v in out.items() if v or k == 1}
+    return None
+
+
+def _match_conv(plan) -> ConvSelection:
+    spatial = _nest(plan.work)
+    if len(spatial) != 3 or any(lp.lower != 0 or lp.stride != 1 for lp in spatial):
+        raise NoMatch
+    co_l, oh_l, ow_l = spatial
+    ops = [op for op in ow_l.block.ops if not isinstance(op, arith.ConstantOp)]
+    loops_in = [op for op in ops if isinstance(op, ForOp)]
+    if len(loops_in) != 1:
+        raise NoMatch
+    red = [loops_in[0]]
+    while True:
+        inner = [op for op in red[-1].block.ops if isinstance(op, ForOp)]
+        if not inner:
+            break
+        if len(inner) != 1 or len(red) == 3:
+            raise NoMatch
+        red.append(inner[0])
+    if len(red) != 3 or any(lp.lower != 0 or lp.stride != 1 for lp in red):
+        raise NoMatch
+    ci_l, kh_l, kw_l = red
+    pos = ops.index(red[0])
+    pre, post = ops[:pos], ops[pos + 1:]
+    if len(pre) != 2 or not isinstance(pre[0], memref.AllocaOp) or not isinstance(pre[1], memref.StoreOp):
+        raise NoMatch
+    acc = pre[0].memref
+    if _const(pre[1].value) != 0.0 or not post or not isinstance(post[0], memref.LoadOp) or post[0].memref is not acc:
+        raise NoMatch
+    body = [op for op in kw_l.block.ops if not isinstance(op, arith.ConstantOp)]
+    la, add, st = body[-3:]
+    if not (isinstance(la, memref.LoadOp) and la.memref is acc and add.name == "arith.addf"
+            and isinstance(st, memref.StoreOp) and st.memref is acc and st.value is add.results[0]):
+        raise NoMatch
+    mul = next((o.owner for o in add.operands if o is not la.res), None)
+    if not isinstance(mul, Operation) or mul.name != "arith.mulf":
+        raise NoMatch
+    loads = [o.owner for o in mul.operands]
+    w_load = next((o for o in loads if isinstance(o, memref.LoadOp) and o.memref in plan.buffers
+                   and plan.buffers[o.memref].kind == "tiled"), None)
+    x_val = next((o for o in loads if o is not w_load), None)
+    if w_load is None or x_val is None:
+        raise NoMatch
+    if isinstance(x_val, scf.IfOp):  # zero padding: if (in bounds) load else 0
+        then_ops = [o for o in x_val.true_region.block.ops if not isinstance(o, arith.ConstantOp)]
+        else_ops = list(x_val.false_region.block.ops) if x_val.false_region.blocks else []
+        if len(then_ops) != 2 or not isinstance(then_ops[0], memref.LoadOp) or not else_ops \
+                or _const(else_ops[-1].operands[0]) != 0.0:
+            raise NoMatch
+        x_load = then_ops[0]
+    elif isinstance(x_val, memref.LoadOp):
+        x_load = x_val
+    else:
+        raise NoMatch
+    for o in body:
+        if o not in (la, add, st, mul, w_load, x_val) and not (
+                o.name.startswith("arith.") and o.name not in BINARY and o.name != "arith.negf"):
+            raise NoMatch
+    pw, px = plan.buffers[w_load.memref], plan.buffers.get(x_load.memref)
+    iv = [lp.induction_var for lp in (co_l, ci_l, kh_l, kw_l)]
+    if px is None or px.kind != "whole" or list(w_load.indices) != iv or pw.dim != 0 or pw.a != 1 \
+            or (pw.rlo, pw.rhi) != (0, 0) or len(px.shape) != 4 or px.shape[0] != 1:
+        raise NoMatch
+    _, cin, h, w = px.shape
+    if pw.shape[1:] != (cin, kh_l.trip_count, kw_l.trip_count) or ci_l.trip_count != cin:
+        raise NoMatch
+    xi = [_linear(plan, v) for v in x_load.indices]
+    if None in xi or xi[0] != {1: 0} or xi[1] != {ci_l.induction_var: 1, 1: 0} and xi[1] != {ci_l.induction_var: 1}:
+        raise NoMatch
+    hy, wx = xi[2], xi[3]
+    sh, sw = hy.get(oh_l.induction_var, 0), wx.get(ow_l.induction_var, 0)
+    if set(hy) - {oh_l.induction_var, kh_l.induction_var, 1} or set(wx) - {ow_l.induction_var, kw_l.induction_var, 1} \
+            or hy.get(kh_l.induction_var) != 1 or wx.get(kw_l.induction_var) != 1 or sh < 1 or sw < 1:
+        raise NoMatch
+    pt, pl = -hy.get(1, 0), -wx.get(1, 0)
+    kh, kw = kh_l.trip_count, kw_l.trip_count
+    pb = max(0, (oh_l.trip_count - 1) * sh + kh - h - pt)  # rows past the image read as 0
+    pr = max(0, (ow_l.trip_count - 1) * sw + kw - w - pl)
+    if min(pt, pl) < 0 or pt >= kh or pl >= kw:
+        raise NoMatch
+    if ((h + pt + pb - kh) // sh + 1, (w + pl + pr - kw) // sw + 1) != (oh_l.trip_count, ow_l.trip_count):
+        raise NoMatch
+    if isinstance(x_val, memref.LoadOp) and max(pt, pl, pb, pr) > 0:
+        raise NoMatch  # an unguarded load with padding would read out of bounds
+    ew = _match_elementwise(plan, spatial, post[1:], {post[0].res: Operand("vec")})
+    pw.space = "wram"
+    params = dict(channels_in=cin, height=h, width=w, kernel_h=kh, kernel_w=kw, stride_h=sh,
+                  stride_w=sw, pad_top=pt, pad_left=pl, pad_bottom=pb, pad_right=pr)
+    return ConvSelection(ew, px, pw, post[0].res, params)
+
+
+@dataclass
+class ConvSelection:
+    ew: Elementwise  # the epilogue over the output channels of a tile
+    src: object  # BufferPlan: the whole input image, NRAM
+    weight: object  # BufferPlan: weight tiles, WRAM
+    acc: SSAValue
+    params: dict
+
+    def scratch_bytes(self, plan, tile: int) -> int:
+        from dlpc.passes.lower.loop_to_dlp import _round_up
+
+        per = _round_up(tile * self.ew.inner * 4, plan.desc.dma_align)
+        return per * (self.ew.temps() + 1)
+
+    def emit(self, lowering, b, t0: SSAValue, n: SSAValue) -> None:
+        plan = lowering.plan
+        count = b.mul(n, b.c(self.ew.inner))
+        acc = b.alloc("nram", _scratch_elems(plan, plan.tile * self.ew.inner),
+                      self.src.value.type.get_element_type(), "acc_nram")
+        b.op(dlp.Conv2dOp(acc, b.c(0), self.src.local, b.c(0), self.weight.local, self.weight.slot, n,
+                          **self.params))
+        _emit_elementwise(lowering, b, self.ew, count, {self.acc: (acc, b.c(0))})
 
 
 def _match_matmul(plan) -> MatmulSelection:
@@ -393,10 +565,11 @@ def select_compute(plan):
     """An intrinsic selection for the plan's tile compute, or None (scalar loops)."""
     if plan.work is None:
         return None
-    try:
-        return _match_matmul(plan)
-    except NoMatch:
-        pass
+    for matcher in (_match_matmul, _match_conv):
+        try:
+            return matcher(plan)
+        except NoMatch:
+            pass
     nest = _nest(plan.work)
     try:
         ew = _match_elementwise(plan, nest, list(nest[-1].block.ops))

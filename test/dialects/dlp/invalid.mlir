@@ -92,7 +92,8 @@ func.func @conv_too_small(%x: memref<64xf32>) {
   %c0 = arith.constant 0 : index
   %a = memref.alloc() : memref<64xf32, #dlp.space<nram>>
   %w = memref.alloc() : memref<64xf32, #dlp.space<wram>>
-  dlp.conv2d %a[%c0], %a[%c0], %w[%c0] {channels_in = 2 : i64, height = 8 : i64, width = 8 : i64, channels_out = 4 : i64, kernel_h = 3 : i64, kernel_w = 3 : i64, stride_h = 1 : i64, stride_w = 1 : i64} : memref<64xf32, #dlp.space<nram>>, memref<64xf32, #dlp.space<nram>>, memref<64xf32, #dlp.space<wram>>
+  %c4 = arith.constant 4 : index
+  dlp.conv2d %a[%c0], %a[%c0], %w[%c0], %c4 {channels_in = 1 : i64, height = 8 : i64, width = 8 : i64, kernel_h = 3 : i64, kernel_w = 3 : i64, stride_h = 1 : i64, stride_w = 1 : i64, pad_top = 0 : i64, pad_left = 0 : i64, pad_bottom = 0 : i64, pad_right = 0 : i64} : memref<64xf32, #dlp.space<nram>>, memref<64xf32, #dlp.space<nram>>, memref<64xf32, #dlp.space<wram>>
   func.return
 }
 // CHECK: dlp.conv2d operand 'dst' holds 64 elements, needs 144

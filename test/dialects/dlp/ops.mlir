@@ -63,8 +63,8 @@ func.func @ops(%x: memref<64x64xf32>, %out: memref<64x64xf32>) {
     dlp.transpose %b[%c0], %a[%c0], %c16, %c16 : memref<64xf32, #dlp.space<nram>>, memref<128xf32, #dlp.space<nram>>
     // CHECK-NEXT: dlp.matmul {{.*}} {transpose_rhs} : memref<64xf32, #dlp.space<nram>>, memref<128xf32, #dlp.space<nram>>, memref<4096xf32, #dlp.space<wram>>
     dlp.matmul %b[%c0], %a[%c0], %w[%c0], %c16, %c16, %c16 {transpose_rhs} : memref<64xf32, #dlp.space<nram>>, memref<128xf32, #dlp.space<nram>>, memref<4096xf32, #dlp.space<wram>>
-    // CHECK-NEXT: dlp.conv2d {{.*}}channels_in = 2 : i64
-    dlp.conv2d %b[%c0], %a[%c0], %w[%c0] {channels_in = 2 : i64, height = 4 : i64, width = 4 : i64, channels_out = 4 : i64, kernel_h = 3 : i64, kernel_w = 3 : i64, stride_h = 1 : i64, stride_w = 1 : i64} : memref<64xf32, #dlp.space<nram>>, memref<128xf32, #dlp.space<nram>>, memref<4096xf32, #dlp.space<wram>>
+    // CHECK-NEXT: dlp.conv2d %{{.*}}[%{{.*}}], %{{.*}}[%{{.*}}], %{{.*}}[%{{.*}}], %{{.*}} {channels_in = 2 : i64, {{.*}}pad_top = 0 : i64
+    dlp.conv2d %b[%c0], %a[%c0], %w[%c0], %c16 {channels_in = 2 : i64, height = 4 : i64, width = 4 : i64, kernel_h = 3 : i64, kernel_w = 3 : i64, stride_h = 1 : i64, stride_w = 1 : i64, pad_top = 0 : i64, pad_left = 0 : i64, pad_bottom = 0 : i64, pad_right = 0 : i64} : memref<64xf32, #dlp.space<nram>>, memref<128xf32, #dlp.space<nram>>, memref<4096xf32, #dlp.space<wram>>
     // CHECK-NEXT: dlp.memcpy NRAM2GDRAM
     dlp.memcpy NRAM2GDRAM %out[%c0], %b[%c0], %c64 : memref<64x64xf32>, memref<64xf32, #dlp.space<nram>>
     // CHECK-NEXT: dlp.sync_all
