@@ -417,3 +417,35 @@ def test_errors_name_the_culprit():
         ref.run_reference(module, [x.astype(np.float64)], {"fc.w": x})
     with pytest.raises(DlpcError, match="takes 1 inputs"):
         ref.run_reference(module, [], {"fc.w": x})
+
+
+@pytest.mark.parametrize("cls, attrs, extra", [
+    (g.Conv2DOp, dict(strides=(2, 1), pads=(1, 0, 2, 1), groups=2), [(6, 2, 3, 3), (6,)]),
+    (g.MaxPool2DOp, dict(kernel=(3, 3), strides=(2, 2), ceil_mode=True), []),
+    (g.AvgPool2DOp, dict(kernel=(2, 3), pads=(1, 1, 0, 1), count_include_pad=True), []),
+    (g.GlobalAvgPoolOp, {}, []),
+    (g.BatchNormOp, dict(epsilon=1e-3), [(4,)] * 4),
+], ids=lambda v: getattr(v, "name", ""))
+def test_nhwc_layout_is_the_nchw_op_on_transposed_activations(cls, attrs, extra):
+    from dlpc.passes.graph.layout import with_layout
+
+    x = rand(2, 4, 7, 6)
+    operands = [x] + [np.abs(rand(*s)) + 0.5 for s in extra]
+    (expect,) = [run_op(cls, operands, **attrs)]
+    x_nhwc = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+
+    def build(a, *rest):
+        nchw_args = Block(arg_types=[tensor(v) for v in operands]).args
+        probe = cls.make(*nchw_args, **attrs)
+        op = with_layout(probe, "nhwc", [a, *rest])
+        probe.drop_all_references()
+        return op
+
+    module = module_of(build, [x_nhwc, *operands[1:]])
+    (out,) = ref.run_reference(module, [x_nhwc, *operands[1:]], {})
+    close(out, expect.transpose(0, 2, 3, 1), rtol=1e-6, atol=1e-7)  # summation order differs
+    namespace = {}
+    source = ref.emit_numpy(module)
+    assert "layout='nhwc'" in source
+    exec(source, namespace)
+    np.testing.assert_array_equal(namespace["main"](x_nhwc, *operands[1:], params={})[0], out)
