@@ -284,11 +284,15 @@ def emit_affine(expr: Affine, block: Block, before: Operation | None = None) -> 
 # -------------------------------------------------------------------- buffers
 
 
-def buffers_accessed(kernel: Operation) -> list[SSAValue]:
-    """Distinct memrefs loaded or stored under `kernel`, in order of first access."""
+def buffers_accessed(kernel: Operation, external: bool = False) -> list[SSAValue]:
+    """Distinct memrefs loaded or stored under `kernel`, in order of first access (with
+    `external`, only those allocated outside the kernel)."""
     out: list[SSAValue] = []
     for op in kernel.walk():
         if isinstance(op, memref.LoadOp | memref.StoreOp) and op.memref not in out:
+            owner = op.memref.owner
+            if external and isinstance(owner, Operation) and kernel.is_ancestor(owner):
+                continue
             out.append(op.memref)
     return out
 

@@ -113,7 +113,7 @@ def _first_divisor(n: int, choices) -> int:
 def buffer_token(kernel: KernelOp, value) -> str:
     """`@n`: the buffer's position in the kernel's access order (stable while the script
     runs, and the same in a kernel extracted for tuning and in the whole model)."""
-    return f"@{buffers_accessed(kernel).index(value)}"
+    return f"@{buffers_accessed(kernel, external=True).index(value)}"
 
 
 # ------------------------------------------------------------------ templates

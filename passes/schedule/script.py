@@ -37,8 +37,8 @@ from xdsl.passes import ModulePass
 from dlpc.passes.schedule.common import ScheduleError, split_path
 
 NAME = r"[A-Za-z0-9_.$]+"
-BUF = r"@?[A-Za-z0-9_.$]+"  # a buffer: name hint, or @n = n-th buffer the kernel accessed
-#                             when the script started (stable under the script's own steps)
+BUF = r"@?[A-Za-z0-9_.$]+"  # a buffer: name hint, or @n = the n-th buffer from outside
+#                             the kernel that it accessed when the script started
 PATH = rf"{NAME}/{NAME}"
 LIST = rf"{NAME}(?:\s*,\s*{NAME})*"
 INTS = r"\d+(?:\s*,\s*\d+)*"
@@ -189,7 +189,7 @@ def _resolve(module, loop_path: str, token: str, tables: dict | None):
 
     kernel, _ = split_path(loop_path)
     if tables is None or kernel not in tables:
-        table = buffers_accessed(get_kernel(module, kernel))
+        table = buffers_accessed(get_kernel(module, kernel), external=True)
     else:
         table = tables[kernel]
     n = int(token[1:]) if token[1:].isdigit() else -1
@@ -207,7 +207,7 @@ def apply_script(module, text: str) -> None:
     from dlpc.passes.schedule.common import buffers_accessed
 
     steps = parse_script(text)
-    tables = {k.sym: buffers_accessed(k) for k in kernels(module)} if steps else {}
+    tables = {k.sym: buffers_accessed(k, external=True) for k in kernels(module)} if steps else {}
     for step in steps:
         try:
             apply_step(module, step, tables)

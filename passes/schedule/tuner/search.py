@@ -69,7 +69,7 @@ class Tuner:
     def __init__(self, module: ModuleOp, log: str | None = None, target: str = "c",
                  strategy: str = "evolutionary", seed: int = 0, threads: int = 1,
                  timeout: float = 60.0, repeat: int = 5, pool: int = 64, batch: int = 4,
-                 tasks: list[Task] | None = None):
+                 tasks: list[Task] | None = None, measure_fn=measure):
         if strategy not in STRATEGIES:
             raise ValueError(f"unknown search strategy '{strategy}' (expected {', '.join(STRATEGIES)})")
         self.module = module
@@ -83,7 +83,8 @@ class Tuner:
         self.pool = pool
         self.batch = batch
         self.tasks = tasks if tasks is not None else tasks_of(module)
-        self.history: list[tuple[int, float]] = []  # (trial, best total time so far)
+        self.measure_fn = measure_fn  # injectable (tests make a candidate crash)
+        self.history: list[tuple[int, str, float]] = []  # (trial, kernel, its best time)
 
     # ---------------------------------------------------------------- proposals
     def _proposals(self, task: Task, measured: list[tuple[dict, float]], grid_iter) -> list[dict]:
@@ -165,7 +166,7 @@ class Tuner:
                     continue
                 stale = 0
                 seen.add(script)
-                res = measure(task.ir, script, timeout=self.timeout, repeat=self.repeat,
+                res = self.measure_fn(task.ir, script, timeout=self.timeout, repeat=self.repeat,
                               threads=self.threads)
                 self.log.append(Record(task.sig, task.kernel, self.target, script, res.time,
                                        res.ok, res.error, point, space.template, task.flops))
@@ -176,7 +177,8 @@ class Tuner:
                         best_time[task.sig] = res.time
                 n += 1
                 done += 1
-                self.history.append((done, sum(best_time.values())))
+                if task.sig in best_time:
+                    self.history.append((done, task.kernel, best_time[task.sig]))
                 yield Progress(task.kernel, done, trials, res.time, best_time.get(task.sig),
                                res.ok, res.error, script)
 
