@@ -92,7 +92,7 @@ def test_lowering_options_keep_numerics(options):
     close(out, dlpc.api.reference(model, inputs)[0])
 
 
-@pytest.mark.parametrize("test", ["loop-to-dlp.mlir", "loop-to-dlp-double-buffer.mlir"])
+@pytest.mark.parametrize("test", ["loop-to-dlp.mlir", "loop-to-dlp-double-buffer.mlir", "loop-to-dlp-conv.mlir"])
 def test_lit_inputs_on_tiny_target(test):
     """The lit inputs, lowered for `tiny` (tiles, ping-pong), against numpy loops."""
     module = parse(TESTS / "passes" / test)
@@ -118,6 +118,14 @@ def _numpy_of(name, args):
         return args[0].T
     if name == "scale":
         return args[0] * 3
+    if name == "conv":
+        x, w, b = args
+        xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+        out = np.zeros((1, 4, 8, 8), np.float32)
+        for kh in range(3):
+            for kw in range(3):
+                out += np.einsum("nchw,oc->nohw", xp[:, :, kh:kh + 8, kw:kw + 8], w[:, :, kh, kw])
+        return np.maximum(out + b[None, :, None, None], 0)
     raise AssertionError(name)
 
 
