@@ -12,12 +12,14 @@ check becomes a `DlpcError` naming the kernel, task and op.
 
 Time model, per kernel (cycles at the description's clock):
 - compute(task) = intrinsic cycles + scalar ops / scalar_ops_per_cycle
-- transfer(task) = DMA count * dma_latency + GDRAM bytes / (GDRAM bandwidth / tasks)
-                   + on-chip bytes (SRAM, NRAM<->WRAM) / (SRAM bandwidth / cores per cluster)
+- transfer(task) = DMA count * dma_latency + GDRAM bytes / GDRAM bandwidth
+                   + on-chip bytes (SRAM, NRAM<->WRAM) / SRAM bandwidth
 - task time = compute + transfer - overlap, overlap = min(compute, transfer) when the
   kernel is double-buffered (loads of tile k+1 run under compute of tile k), else 0
-- kernel time = the slowest task; utilisation = work (2 flops per MAC, 1 per vector or
-  scalar op) / (time * peak), peak = every core's matrix unit busy.
+- kernel time = max(slowest task, all tasks' GDRAM bytes / GDRAM bandwidth): the
+  critical path of one core, or the shared GDRAM port, whichever binds;
+  utilisation = work (2 flops per MAC, 1 per vector or scalar op) / (time * peak),
+  peak = every core's matrix unit busy.
 """
 
 from __future__ import annotations
@@ -69,9 +71,9 @@ class KernelReport:
 def model_kernel(name: str, origin: str, tasks: int, double: bool, counters: list[list[float]],
                  desc: DlpTarget) -> KernelReport:
     rep = KernelReport(name, origin, tasks, double)
-    gdram_per_cycle = desc.gdram_bandwidth_gbs / desc.clock_ghz / max(tasks, 1)
-    sram_per_cycle = desc.sram_bandwidth_gbs / desc.clock_ghz / desc.cores_per_cluster
-    worst = 0.0
+    gdram_per_cycle = desc.gdram_bandwidth_gbs / desc.clock_ghz
+    sram_per_cycle = desc.sram_bandwidth_gbs / desc.clock_ghz
+    worst = total_gdram = 0.0
     for c in counters:
         gdram_bytes = onchip_bytes = 0.0
         for d in range(16):
@@ -85,6 +87,7 @@ def model_kernel(name: str, origin: str, tasks: int, double: bool, counters: lis
                 gdram_bytes += n
             else:
                 onchip_bytes += n
+        total_gdram += gdram_bytes
         dma, icycles, iops, sops = c[16], c[17], c[18], c[19]
         rep.dma_count += int(dma)
         rep.intrinsic_cycles += icycles
@@ -95,8 +98,8 @@ def model_kernel(name: str, origin: str, tasks: int, double: bool, counters: lis
         t = compute + transfer - overlap
         if t >= worst:
             worst, rep.compute_cycles, rep.transfer_cycles = t, compute, transfer
-    rep.cycles = worst
-    rep.seconds = worst / (desc.clock_ghz * 1e9)
+    rep.cycles = max(worst, total_gdram / gdram_per_cycle)
+    rep.seconds = rep.cycles / (desc.clock_ghz * 1e9)
     rep.utilisation = rep.ops / (rep.seconds * desc.peak_ops_per_second()) if rep.seconds else 0.0
     return rep
 
