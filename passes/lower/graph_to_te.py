@@ -10,6 +10,10 @@ scf.if so that only in-bounds reads execute; gather indices are wrapped and clam
 each graph.fused becomes ONE te op when its body is elementwise ops around at most one
 reduction anchor (matmul, linear, conv2d, pooling, reductions): producers are inlined
 into the anchor's body, consumers become its epilogue.
+Layout: conv2d, pools, global_avg_pool and batch_norm with `layout = "nhwc"`
+(`graph.layout_of`) are lowered natively: activations are indexed [n, h, w, c], the
+channel is the innermost output dim (contiguous, vectorisable) and conv reduces over
+(kh, kw, c); the conv weight stays OIHW. No transpose is introduced.
 
     %y = graph.relu %x : (tensor<4x8xf32>) -> tensor<4x8xf32>
 
@@ -216,7 +220,12 @@ def lower_conv2d(L: Lowering, op: g.Conv2DOp, xs):
         n, oc, oh, ow = _nchw(op, idx)
         i, j, c = r if nhwc else (r[1], r[2], r[0])
         ih, iw = window_index(b, op, oh, ow, i, j)
-        ic = c if og == o else b.add(b.mul(b.div(oc, og), cg), c)
+        if og == o:  # groups = 1
+            ic = c
+        elif og == 1 and cg == 1:  # depthwise: input channel = output channel (c is 0)
+            ic = oc
+        else:
+            ic = b.add(b.mul(b.div(oc, og), cg), c)
         v = guarded_read(b, x, _in_layout(op, n, ic, ih, iw), checks, 0.0)
         return b.mul(v, b.read(w, [oc, c, i, j]))
 
