@@ -268,3 +268,21 @@ func.func @main(%x: memref<5xf32>, %y: memref<5xf32>)
     x = np.array([-2, -0.5, 0, 0.5, 3], np.float32)
     (y,) = CFunction(module, name="if_no_else")(x)
     np.testing.assert_array_equal(y, np.maximum(x, 0))
+
+
+def test_optional_flags_are_dropped_when_the_compiler_rejects_them(tmp_path, monkeypatch):
+    from dlpc.backends.runtime.cbuild import compiler, flags
+
+    wrapper = tmp_path / "picky-cc"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        'for a in "$@"; do case "$a" in -fopenmp|-march=native) exit 1;; esac; done\n'
+        'exec cc "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("CC", str(wrapper))
+    assert "-fopenmp" not in flags(compiler()) and "-march=native" not in flags(compiler())
+    module = parse_module(LOCAL_BUFFERS)
+    x = np.ones((700, 100), np.float32)
+    (y,) = CFunction(module, name="picky")(x)
+    np.testing.assert_array_equal(y, np.full((700, 100), 2, np.float32))
