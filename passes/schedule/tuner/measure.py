@@ -119,8 +119,7 @@ def _child(job: dict) -> dict:
     rng = np.random.default_rng(0)
     specs = [memref_info(a.type) for a in find_main(base).body.block.args]
     arrays = [rng.standard_normal(s).astype(numpy_dtype(e)) for s, e in specs]
-    ref = [a.copy() for a in arrays]
-    build(emit_c(base), name="tune_ref").call(ref)
+    ref = _reference(base, arrays)
     lib = build(emit_c(sched), name="tune")
     out = [a.copy() for a in arrays]
     lib.call(out)
@@ -138,6 +137,29 @@ def _child(job: dict) -> dict:
         if time.perf_counter() > deadline:
             break
     return {"ok": True, "time": best}
+
+
+def _reference(base: ModuleOp, arrays) -> list:
+    """The unscheduled kernel's result on `arrays`, cached on disk by IR hash (a naive
+    big kernel takes seconds; every candidate of a tuning run compares against it)."""
+    import hashlib
+
+    import numpy as np
+
+    from dlpc.backends.c import emit_c
+    from dlpc.backends.runtime.cbuild import build, cache_dir
+
+    source = emit_c(base)
+    path = cache_dir() / f"tune-ref-{hashlib.sha256(source.encode()).hexdigest()[:20]}.npz"
+    if path.exists():
+        with np.load(path) as data:
+            return [data[f"a{n}"] for n in range(len(arrays))]
+    ref = [a.copy() for a in arrays]
+    build(source, name="tune_ref").call(ref)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp.npz")
+    np.savez(tmp, **{f"a{n}": a for n, a in enumerate(ref)})
+    os.replace(tmp, path)
+    return ref
 
 
 def measure(kernel_ir: str, script: str, *, timeout: float = 60.0, repeat: int = 5,
