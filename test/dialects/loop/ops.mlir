@@ -1,5 +1,5 @@
-// RUN: dlpc-opt %s | filecheck %s
-// RUN: dlpc-opt %s | dlpc-opt | filecheck %s
+// RUN: dlpc-opt %s --allow-unregistered-dialect | filecheck %s
+// RUN: dlpc-opt %s --allow-unregistered-dialect | dlpc-opt --allow-unregistered-dialect | filecheck %s
 
 // CHECK-LABEL: func.func @main
 // CHECK:       loop.kernel "relu_0" attributes {origin = "graph.relu"} {
@@ -15,6 +15,9 @@
 // CHECK:       loop.kernel "unnamed" {
 // CHECK-NEXT:    loop.for %{{.*}} = 3 to 3 step 5 {
 // CHECK-NEXT:    }
+// CHECK-NEXT:    loop.for %{{.*}} = 0 to 2 step 1 {
+// CHECK-NEXT:      loop.for %{{.*}} = 0 to 2 step 1 {name = "j"} {
+// CHECK-NEXT:        "test.op"() : () -> ()
 func.func @main(%x: memref<4x8xf32>, %out: memref<4x8xf32>, %s: memref<4xf32>) attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 2 : i64} {
   loop.kernel "relu_0" attributes {origin = "graph.relu"} {
     loop.for %i0 = 0 to 4 step 1 {name = "i0", parallel} {
@@ -45,6 +48,11 @@ func.func @main(%x: memref<4x8xf32>, %out: memref<4x8xf32>, %s: memref<4xf32>) a
   }
   loop.kernel "unnamed" {
     loop.for %i = 3 to 3 step 5 {
+    }
+    loop.for %i = 0 to 2 step 1 {} {
+      loop.for %j = 0 to 2 step 1 {"name" = "j"} {
+        "test.op"() : () -> ()
+      }
     }
   }
   func.return
