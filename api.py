@@ -193,7 +193,7 @@ def compile(model: Model, target: str = "c", opt_level: int = 2,  # noqa: A001
                         f"{', '.join(TARGETS)})")
     weights = check_weights(model)
     opts = pipeline.PipelineOptions(opt_level=opt_level, tuning_log=tuning_log,
-                                    extra=pass_options(options))
+                                    schedule=True, extra=pass_options(options))
     lowered = pipeline.lower(model.module.clone(), pipeline.EMITTERS[target], opts,
                              weights=weights)  # may add folded weights
     if target == "numpy":

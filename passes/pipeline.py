@@ -9,8 +9,9 @@ Stages (see docs/pipeline.md):
 - graph: `graph-infer-shapes`, then the graph optimisations of the -O level
   (`GRAPH_PASSES_BY_LEVEL`);
 - te:    `graph-to-te` (DL ops -> compute definitions);
-- loop:  `te-to-loop` (compute definitions -> loop nests over buffers), then the
-  tuning log when one is given: a schedule script (`loop-schedule{script=...}`).
+- loop:  `te-to-loop` (compute definitions -> loop nests over buffers), then schedules:
+  the tuning log's (`loop-apply-tuning-log`, defaults for kernels it lacks) when one is
+  given, else with `schedule=True` at -O1 and above `loop-default-schedule`.
 
 Emitters: `numpy` works on graph IR, `c` on loop IR. Passes are looked up by name in
 `dlpc.universe.PASSES` and imported only when they run, so this module imports even
@@ -57,6 +58,9 @@ GRAPH_PASSES_BY_LEVEL: dict[int, tuple[str, ...]] = {
 class PipelineOptions:
     opt_level: int = 2
     tuning_log: str | None = None
+    # schedule the loop nests (dlpc, dlpc-run and dlpc.compile do); off, `lower` gives
+    # te-to-loop's nests as they are, which is what dlpc-tune searches from
+    schedule: bool = False
     extra: dict[str, Any] = field(default_factory=dict)  # per-pass options, by pass name
 
     def __post_init__(self):
@@ -154,8 +158,10 @@ def lower(module: ModuleOp, stop_at: str = "loop", options: PipelineOptions | No
     if stop_at == "te":
         return module
     run("te-to-loop", module, options)       # computes -> loop nests over buffers
-    if options.tuning_log:                   # tuned schedules, as a schedule script
-        run("loop-schedule", module, options, script=options.tuning_log)
+    if options.tuning_log:                   # tuned schedules where logged, defaults elsewhere
+        run("loop-apply-tuning-log", module, options, log=options.tuning_log)
+    elif options.schedule and options.opt_level >= 1:
+        run("loop-default-schedule", module, options)  # a heuristic schedule per kernel
     on_stage("loop", module)
     return module
 

@@ -71,7 +71,8 @@ def run(argv: list[str] | None) -> int:
 
     args = parser().parse_args(argv)
     model = api.load(args.model, weights=args.weights)
-    options = pipeline.PipelineOptions(opt_level=args.opt_level, tuning_log=args.tuning_log)
+    options = pipeline.PipelineOptions(opt_level=args.opt_level, tuning_log=args.tuning_log,
+                                       schedule=True)
     rows: list[tuple[str, Counter, int]] = []
 
     def record(stage, module):

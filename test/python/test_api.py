@@ -195,15 +195,34 @@ def test_pass_options_by_name(small):
         api.compile(model, target="numpy", fuse=True)
 
 
-def test_tuning_log_is_applied_as_a_schedule_script(small, tmp_path):
+def test_tuning_log_schedules_the_logged_kernels(small, tmp_path):
+    from dlpc.dialects.loop import kernels
+    from dlpc.passes.schedule.tuner.log import Record, TuningLog, kernel_signature
+
     path, weights = small
-    log = tmp_path / "small.sched"
-    log.write_text("split linear_0/i1 by 2 -> i1o, i1i\nunroll linear_0/i1i\n")
     model = api.load(path, weights=weights)
+    raw = model.module.clone()
+    pipeline.lower(raw, "loop", pipeline.PipelineOptions(opt_level=0))
+    (linear,) = [k for k in kernels(raw) if k.sym == "linear_0"]
+    log = tmp_path / "tune.jsonl"
+    script = "split linear_0/i1 by 2 -> i1o, i1i\nunroll linear_0/i1i\n"
+    TuningLog(log).append(Record(kernel_signature(linear), "linear_0", "c", script, 1e-6, True))
+
     module = model.module.clone()
     pipeline.lower(module, "loop", pipeline.PipelineOptions(opt_level=0, tuning_log=str(log)))
     names = [op.attributes["name"].data for op in module.walk() if op.name == "loop.for"]
     assert "i1o" in names and "i1i" in names
+    fn = api.compile(model, target="c", opt_level=0, tuning_log=str(log))
+    x = api.random_inputs(model)[0]
+    np.testing.assert_allclose(fn(x)[0], expected(x, weights), rtol=1e-5, atol=1e-6)
+
+
+def test_schedules_only_when_asked(small):
+    path, _ = small
+    plain, scheduled = api.load(path).module, api.load(path).module
+    pipeline.lower(plain, "loop", pipeline.PipelineOptions(opt_level=2))
+    pipeline.lower(scheduled, "loop", pipeline.PipelineOptions(opt_level=2, schedule=True))
+    assert str(plain) != str(scheduled)
 
 
 def test_load_onnx(tmp_path):
