@@ -1,0 +1,252 @@
+"""GFLOP/s of fp32 matmul and of the ResNet example's conv layers: dlpc untuned (default
+schedule), dlpc tuned (best schedule of a tuning log), numpy/OpenBLAS, on 1 and 2
+threads, next to the machine's measured peak. One run, side by side.
+
+    python bench/matmul.py [--sizes 256,512,1024] [--log bench/tune.jsonl]
+                           [--tune-trials 24] [--threads 1,2] [--repeat 7]
+
+`--tune-trials N` first tunes each kernel (N measurements, single-threaded, appended to
+the log); without it the log is only read (a kernel without a record shows the default
+schedule's figure in the "tuned" column, marked `*`). Each thread count runs in a child
+process with OMP_NUM_THREADS / OPENBLAS_NUM_THREADS set. The peak is a C loop of
+independent 512-bit FMA chains (GCC vector extensions), i.e. what the core can do, not a
+vendor figure. Conv layers for numpy are im2col + one OpenBLAS GEMM. Best of `--repeat`
+calls after a warm-up; nothing here gates CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+PEAK_C = r"""
+typedef float v16 __attribute__((vector_size(64)));
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+int dlpc_main(void **args)
+{
+  float *out = (float *)args[0];
+  long iters = (long)((float *)args[1])[0];
+  float total = 0.0f;
+  #pragma omp parallel reduction(+:total)
+  {
+    v16 acc[16];
+    v16 x = {0}, y = {0};
+    for (int j = 0; j < 16; j++) { x[j] = 0.999f; y[j] = 1e-7f * j; }
+    for (int c = 0; c < 16; c++) acc[c] = y;
+    for (long i = 0; i < iters; i++) {
+      #pragma GCC unroll 16
+      for (int c = 0; c < 16; c++) acc[c] = acc[c] * x + y;
+    }
+    v16 s = {0};
+    for (int c = 0; c < 16; c++) s += acc[c];
+    for (int j = 0; j < 16; j++) total += s[j];
+  }
+  out[0] = total;
+  return 0;
+}
+"""
+
+
+def best_time(fn, repeat: int) -> float:
+    fn()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def peak_gflops(threads: int) -> float:
+    from dlpc.backends.runtime.cbuild import build
+
+    lib = build(PEAK_C, name="bench_peak")
+    iters = 20_000_000
+    out = np.zeros(1, np.float32)
+    arg = np.array([iters], np.float32)
+    t = best_time(lambda: lib.call([out, arg]), 3)
+    return iters * 16 * 16 * 2 * threads / t / 1e9
+
+
+def matmul_module(n: int):
+    from dlpc.passes.pipeline import parse_module
+
+    text = f"""
+func.func @main(%a: memref<{n}x{n}xf32>, %b: memref<{n}x{n}xf32>, %c: memref<{n}x{n}xf32>)
+    attributes {{dlpc.num_inputs = 2 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64}} {{
+  loop.kernel "matmul_{n}" {{
+    loop.for %i0 = 0 to {n} step 1 {{name = "i0", parallel}} {{
+      loop.for %i1 = 0 to {n} step 1 {{name = "i1"}} {{
+        %acc = memref.alloca() : memref<f32>
+        %z = arith.constant 0.000000e+00 : f32
+        memref.store %z, %acc[] : memref<f32>
+        loop.for %r0 = 0 to {n} step 1 {{name = "r0", reduction}} {{
+          %x = memref.load %a[%i0, %r0] : memref<{n}x{n}xf32>
+          %y = memref.load %b[%r0, %i1] : memref<{n}x{n}xf32>
+          %p = arith.mulf %x, %y : f32
+          %s0 = memref.load %acc[] : memref<f32>
+          %s = arith.addf %s0, %p : f32
+          memref.store %s, %acc[] : memref<f32>
+        }}
+        %v = memref.load %acc[] : memref<f32>
+        memref.store %v, %c[%i0, %i1] : memref<{n}x{n}xf32>
+      }}
+    }}
+  }}
+  func.return
+}}
+"""
+    return parse_module(text)
+
+
+def resnet_convs():
+    """(name, single-kernel module, flops, numpy im2col function) per conv layer."""
+    import dlpc
+    from dlpc.dialects.loop import kernels
+    from dlpc.passes.pipeline import PipelineOptions, lower
+    from dlpc.passes.schedule.default import analyse
+    from dlpc.passes.schedule.tuner.measure import extract_kernel
+
+    m = dlpc.load(ROOT / "examples" / "resnet.dlpc").module.clone()
+    lower(m, "loop", PipelineOptions(opt_level=2))
+    out = []
+    for k in kernels(m):
+        if not k.sym.startswith("conv2d"):
+            continue
+        nest = analyse(k)
+        t = nest.trips
+        n, co, ho, wo = (t[x] for x in nest.spatial)
+        ci, kh, kw = (t[x] for x in nest.reduce)
+        out.append((k.sym, extract_kernel(m, k.sym), 2 * n * co * ho * wo * ci * kh * kw,
+                    (n, co, ho, wo, ci, kh, kw)))
+    return out
+
+
+def numpy_conv(dims):
+    """im2col (strided view, stride 1, same padding) + one OpenBLAS GEMM."""
+    n, co, ho, wo, ci, kh, kw = dims
+    x = np.random.rand(n, ci, ho + kh - 1, wo + kw - 1).astype(np.float32)
+    w = np.random.rand(co, ci * kh * kw).astype(np.float32)
+
+    def run():
+        cols = np.lib.stride_tricks.sliding_window_view(x, (kh, kw), axis=(2, 3))
+        cols = cols.transpose(0, 1, 4, 5, 2, 3).reshape(n, ci * kh * kw, ho * wo)
+        return w @ cols[0]
+
+    return run
+
+
+def dlpc_time(module, schedule: str | None, log: str | None, repeat: int) -> tuple[float, str]:
+    """Best time of the module's C code: schedule "default" or "tuned" (from `log`)."""
+    from dlpc.backends.c import find_main, memref_info
+    from dlpc.backends.runtime.cbuild import CFunction
+    from dlpc.passes.schedule.default import apply_default, apply_tuned_or_default
+
+    m = module.clone()
+    how = "default"
+    if schedule == "tuned":
+        how = "tuned" if "tuned" in apply_tuned_or_default(m, log).values() else "default*"
+    else:
+        apply_default(m)
+    f = CFunction(m, name="bench")
+    rng = np.random.default_rng(0)
+    arrays = [rng.random(memref_info(a.type)[0], dtype=np.float32)
+              for a in find_main(m).body.block.args]
+    return best_time(lambda: f.library.call(arrays), repeat), how
+
+
+def child(args) -> dict:
+    """Measure everything at one thread count (this process has the env set)."""
+    sizes = [int(s) for s in args.sizes.split(",")]
+    rows = []
+    for n in sizes:
+        mod = matmul_module(n)
+        flop = 2 * n**3
+        a = np.random.rand(n, n).astype(np.float32)
+        b = np.random.rand(n, n).astype(np.float32)
+        t_np = best_time(lambda: a @ b, args.repeat)
+        t_def, _ = dlpc_time(mod, "default", None, args.repeat)
+        t_tun, how = dlpc_time(mod, "tuned", args.log, args.repeat)
+        rows.append((f"matmul {n}", flop / t_def / 1e9, flop / t_tun / 1e9, how,
+                     flop / t_np / 1e9))
+    if not args.no_conv:
+        for name, mod, flop, dims in resnet_convs():
+            t_np = best_time(numpy_conv(dims), args.repeat)
+            t_def, _ = dlpc_time(mod, "default", None, args.repeat)
+            t_tun, how = dlpc_time(mod, "tuned", args.log, args.repeat)
+            rows.append((f"resnet {name}", flop / t_def / 1e9, flop / t_tun / 1e9, how,
+                         flop / t_np / 1e9))
+    return {"rows": rows, "peak": peak_gflops(int(os.environ["OMP_NUM_THREADS"]))}
+
+
+def tune(args) -> None:
+    from dlpc.passes.schedule.tuner.search import Task, Tuner, tasks_of
+
+    modules = [matmul_module(int(s)) for s in args.sizes.split(",")]
+    if not args.no_conv:
+        modules += [mod for _, mod, _, _ in resnet_convs()]
+    for mod in modules:
+        tasks: list[Task] = tasks_of(mod)
+        tuner = Tuner(mod, log=args.log, tasks=tasks, threads=1, repeat=3)
+        for ev in tuner.run(trials=args.tune_trials):
+            state = f"{ev.time * 1e3:9.3f} ms" if ev.ok else f"failed: {ev.error[:60]}"
+            print(f"  tune {ev.kernel:24s} {ev.trial:3d}/{args.tune_trials} {state}",
+                  file=sys.stderr, flush=True)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sizes", default="256,512,1024")
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--log", default=str(ROOT / "bench" / "tune.jsonl"))
+    ap.add_argument("--tune-trials", type=int, default=0)
+    ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--no-conv", action="store_true")
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        print(json.dumps(child(args)))
+        return 0
+    if args.tune_trials:
+        tune(args)
+    results = {}
+    for t in (int(x) for x in args.threads.split(",")):
+        env = {**os.environ, "OMP_NUM_THREADS": str(t), "OPENBLAS_NUM_THREADS": str(t)}
+        cmd = [sys.executable, __file__, "--child", "--sizes", args.sizes, "--log", args.log,
+               "--repeat", str(args.repeat)] + (["--no-conv"] if args.no_conv else [])
+        out = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        if out.returncode != 0:
+            print(out.stderr, file=sys.stderr)
+            return 1
+        results[t] = json.loads(out.stdout.strip().splitlines()[-1])
+    threads = list(results)
+    head = f"{'GFLOP/s':24s}" + "".join(
+        f"{'untuned':>9s}{'tuned':>9s}{'OpenBLAS':>10s}{'tuned/BLAS':>11s} |" for _ in threads)
+    print(" " * 24 + "".join(f"{f'{t} thread' + ('s' if t > 1 else ''):^40s}|" for t in threads))
+    print(head)
+    names = [r[0] for r in results[threads[0]]["rows"]]
+    for i, name in enumerate(names):
+        line = f"{name:24s}"
+        for t in threads:
+            _, d, tu, how, bl = results[t]["rows"][i]
+            mark = "*" if how != "tuned" else " "
+            line += f"{d:9.1f}{tu:8.1f}{mark}{bl:10.1f}{tu / bl:10.0%}  |"
+        print(line)
+    print(f"{'peak (FMA loop)':24s}" + "".join(
+        f"{results[t]['peak']:36.1f}    |" for t in threads))
+    print("* no tuning record for this kernel: the default schedule")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
