@@ -286,3 +286,39 @@ def test_optional_flags_are_dropped_when_the_compiler_rejects_them(tmp_path, mon
     x = np.ones((700, 100), np.float32)
     (y,) = CFunction(module, name="picky")(x)
     np.testing.assert_array_equal(y, np.full((700, 100), 2, np.float32))
+
+
+def test_loop_ir_built_from_python_helpers():
+    """Build a kernel with the loop dialect's helpers, annotate it by path, run it."""
+    from xdsl.dialects import arith, func, memref
+    from xdsl.dialects.builtin import FunctionType, IntegerAttr, MemRefType, ModuleOp, f32, i64
+    from xdsl.ir import Block, Region
+
+    from dlpc.dialects.loop import KernelOp, find_kernel, find_loop, loop_nest
+
+    ty = MemRefType(f32, [6, 10])
+    block = Block(arg_types=[ty, ty])
+    x, y = block.args
+    kernel = KernelOp("double", origin="graph.add")
+    block.add_op(kernel)
+
+    nest = loop_nest(kernel, [6, 10], ["i0", "i1"], annotations={"i0": {"parallel": True}})
+    load = memref.LoadOp.get(x, [lp.induction_var for lp in nest])
+    add = arith.AddfOp(load, load)
+    nest[-1].block.add_ops([load, add, memref.StoreOp.get(add, y, [lp.induction_var for lp in nest])])
+    block.add_op(func.ReturnOp())
+    fn = func.FuncOp("main", FunctionType.from_lists([ty, ty], []), Region(block))
+    fn.attributes["dlpc.num_outputs"] = IntegerAttr(1, i64)
+    module = ModuleOp([fn])
+    module.verify()
+
+    assert find_kernel(module, "double") is kernel
+    find_loop(module, "double/i1").annotate("vectorize")
+    assert kernel.fresh_loop_name("i0") == "i0.1" and kernel.fresh_loop_name("j") == "j"
+    with pytest.raises(KeyError, match="kernel 'double' has no loop named 'r0'"):
+        find_loop(module, "double/r0")
+    source = emit_c(module)
+    assert '/* kernel "double" (from graph.add) */' in source and "#pragma omp simd" in source
+    x_in = np.arange(60, dtype=np.float32).reshape(6, 10)
+    (out,) = CFunction(module, name="helpers")(x_in)
+    np.testing.assert_array_equal(out, 2 * x_in)
