@@ -51,7 +51,7 @@ from xdsl.dialects.builtin import (
     UnitAttr,
     i64,
 )
-from xdsl.ir import Block, Dialect, Operation, Region
+from xdsl.ir import Block, Dialect, Operation, Region, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
     irdl_op_definition,
@@ -404,26 +404,30 @@ def find_loop(root: Operation, path: str) -> ForOp:
 
 
 def loop_nest(
-    kernel: KernelOp | ForOp,
+    parent: KernelOp | ForOp,
     extents: Sequence[int],
     names: Sequence[str],
-    body: Callable[[list], None] | None = None,
+    body: Callable[[Block, list[SSAValue]], None] | None = None,
     annotations: dict[str, dict] | None = None,
 ) -> list[ForOp]:
-    """Build a perfect nest of `loop.for 0 to extent` inside `kernel` (appended to its
-    block), named `names`; `annotations[name]` gives extra ForOp keywords
-    (`parallel=True`, ...). Calls `body(induction_vars)` with the builder positioned
-    in the innermost block (ops are appended to `nest[-1].block`). Returns the loops,
-    outermost first."""
-    block = kernel.block
+    """Append a perfect nest of `loop.for 0 to extent` named `names` to `parent`'s block;
+    `annotations[name]` gives extra ForOp keywords (`{"i0": {"parallel": True}}`).
+    `body(innermost_block, induction_vars)` fills the innermost block. Returns the loops,
+    outermost first.
+
+        loop_nest(kernel, [4, 8], ["i0", "i1"],
+                  lambda blk, ivs: blk.add_ops(...), {"i0": {"parallel": True}})
+    """
+    block = parent.block
     loops: list[ForOp] = []
     for extent, name in zip(extents, names, strict=True):
         loop = ForOp(0, extent, 1, name=name, **(annotations or {}).get(name, {}))
+        loop.induction_var.name_hint = name
         block.add_op(loop)
         loops.append(loop)
         block = loop.block
     if body is not None:
-        body([lp.induction_var for lp in loops])
+        body(block, [lp.induction_var for lp in loops])
     return loops
 
 

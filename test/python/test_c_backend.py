@@ -302,10 +302,13 @@ def test_loop_ir_built_from_python_helpers():
     kernel = KernelOp("double", origin="graph.add")
     block.add_op(kernel)
 
-    nest = loop_nest(kernel, [6, 10], ["i0", "i1"], annotations={"i0": {"parallel": True}})
-    load = memref.LoadOp.get(x, [lp.induction_var for lp in nest])
-    add = arith.AddfOp(load, load)
-    nest[-1].block.add_ops([load, add, memref.StoreOp.get(add, y, [lp.induction_var for lp in nest])])
+    def body(inner: Block, ivs) -> None:
+        load = memref.LoadOp.get(x, ivs)
+        add = arith.AddfOp(load, load)
+        inner.add_ops([load, add, memref.StoreOp.get(add, y, ivs)])
+
+    nest = loop_nest(kernel, [6, 10], ["i0", "i1"], body, {"i0": {"parallel": True}})
+    assert [lp.loop_name for lp in nest] == ["i0", "i1"] and nest[0].parallel is not None
     block.add_op(func.ReturnOp())
     fn = func.FuncOp("main", FunctionType.from_lists([ty, ty], []), Region(block))
     fn.attributes["dlpc.num_outputs"] = IntegerAttr(1, i64)
