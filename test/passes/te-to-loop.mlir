@@ -144,3 +144,22 @@ func.func @main(%x: tensor<4xf32>) -> (tensor<4xf32> {dlpc.name = "logits"}) {
   }
   func.return %y : tensor<4xf32>
 }
+
+// -----
+// Two graph.param ops with one name are one parameter argument.
+
+// CHECK-LABEL: func.func @main(%{{.*}}: memref<4xf32>, %[[W:.*]]: memref<4xf32> {dlpc.name = "w"}, %{{.*}}: memref<4xf32>)
+// CHECK-SAME:    dlpc.params = ["w"]
+// CHECK:         memref.load %[[W]]
+// CHECK:         memref.load %[[W]]
+func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %w1 = graph.param "w" : tensor<4xf32>
+  %w2 = graph.param "w" : tensor<4xf32>
+  %y = te.compute "add_0" (%i0) : tensor<4xf32> {
+    %a = te.read %w1[%i0] : tensor<4xf32>
+    %b = te.read %w2[%i0] : tensor<4xf32>
+    %s = arith.addf %a, %b : f32
+    te.yield %s : f32
+  }
+  func.return %y : tensor<4xf32>
+}
