@@ -148,7 +148,7 @@ func.func @main(%x: tensor<4xf32>) -> (tensor<4xf32> {dlpc.name = "logits"}) {
 // -----
 // Two graph.param ops with one name are one parameter argument.
 
-// CHECK-LABEL: func.func @main(%{{.*}}: memref<4xf32>, %[[W:.*]]: memref<4xf32> {dlpc.name = "w"}, %{{.*}}: memref<4xf32>)
+// CHECK-LABEL: func.func @main(%x: memref<4xf32>, %[[W:[a-z0-9_]+]]: memref<4xf32> {dlpc.name = "w"}, %out0: memref<4xf32>)
 // CHECK-SAME:    dlpc.params = ["w"]
 // CHECK:         memref.load %[[W]]
 // CHECK:         memref.load %[[W]]
