@@ -75,38 +75,35 @@ def _as_model(result, path: Path, weights) -> Model:
 
 
 def load(path: str | os.PathLike, weights=None) -> Model:
-    """Load a model: `.dlpc` (text), `.onnx`, or `.mlir` (graph IR; weights from the
-    given .npz or dict, else from `<model>.npz` beside the file)."""
+    """Load a model: `.dlpc` (text), `.onnx`, or `.mlir` (graph IR). `weights` (an .npz
+    path or a dict) override the model's own; an .mlir model's weights are otherwise
+    read from `<model>.npz` beside it."""
     path = Path(path)
     if not path.is_file():
         raise DlpcError(f"error: no such file: {path}")
-    if isinstance(weights, str | os.PathLike):
-        weights = load_weights(weights)
     suffix = path.suffix.lower()
-    if suffix == ".dlpc":
+    if suffix == ".dlpc":  # the frontend reads an .npz itself, to name it in its errors
         try:
             from dlpc.frontends.text import load_model
         except ImportError as e:
             raise DlpcError(f"error: the text frontend is not available ({e})") from None
-        model = _as_model(load_model(str(path), weights=weights), path, weights)
-    elif suffix == ".onnx":
+        return _as_model(load_model(str(path), weights=weights), path, weights)
+    if isinstance(weights, str | os.PathLike):
+        weights = load_weights(weights)
+    if suffix == ".onnx":
         try:
             from dlpc.frontends.onnx import load_model as load_onnx
         except ImportError as e:
             raise DlpcError(f"error: the ONNX frontend is not available ({e})") from None
-        model = _as_model(load_onnx(str(path), weights=weights), path, weights)
-    elif suffix == ".mlir":
+        return _as_model(load_onnx(str(path), weights=weights), path, weights)
+    if suffix == ".mlir":
         module = pipeline.parse_module(path.read_text(), str(path))
         beside = path.with_suffix(".npz")
         if weights is None and beside.is_file():
             weights = load_weights(beside)
-        model = Model(module, {}, path.stem, str(path))
-    else:
-        raise DlpcError(f"error: unknown model format '{suffix or path.name}' "
-                        f"(expected .dlpc, .onnx or .mlir)")
-    if weights is not None:
-        model.weights = {**model.weights, **weights}
-    return model
+        return Model(module, dict(weights or {}), path.stem, str(path))
+    raise DlpcError(f"error: unknown model format '{suffix or path.name}' "
+                    f"(expected .dlpc, .onnx or .mlir)")
 
 
 # -------------------------------------------------------------------- compile
