@@ -148,10 +148,10 @@ func.func @main(%x: tensor<4xf32>) -> (tensor<4xf32> {dlpc.name = "logits"}) {
 // -----
 // Two graph.param ops with one name are one parameter argument.
 
-// CHECK-LABEL: func.func @main(%x: memref<4xf32>, %[[PW:[a-z0-9_]+]]: memref<4xf32> {dlpc.name = "w"}, %out0: memref<4xf32>)
+// CHECK-LABEL: func.func @main(%x: memref<4xf32>, %w: memref<4xf32> {dlpc.name = "w"}, %out0: memref<4xf32>)
 // CHECK-SAME:    dlpc.params = ["w"]
-// CHECK:         memref.load %[[PW]]
-// CHECK:         memref.load %[[PW]]
+// CHECK:         memref.load %w[
+// CHECK:         memref.load %w[
 func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
   %w1 = graph.param "w" : tensor<4xf32>
   %w2 = graph.param "w" : tensor<4xf32>
