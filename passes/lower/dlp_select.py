@@ -95,6 +95,60 @@ class Elementwise:
         n = sum(1 for op in self.body if op.name in BINARY or op.name in UNARY or op.name == "arith.negf")
         return n + 2  # intermediates, plus room for sign flips
 
+    def emit_after(self, lowering, b, count, acc, t0, n, sum_value) -> None:
+        """The epilogue as vector intrinsics over the accumulator tile `acc`."""
+        _emit_elementwise(lowering, b, self, count, {sum_value: (acc, b.c(0))})
+
+
+@dataclass
+class ScalarEpilogue:
+    """An epilogue no intrinsic covers: scalar loops over the accumulator tile."""
+
+    loops: list[ForOp]  # the spatial loops, work loop first
+    consts: list[Operation]
+    ops: list[Operation]
+
+    @property
+    def inner(self) -> int:
+        return math.prod(lp.trip_count for lp in self.loops[1:])
+
+    def temps(self) -> int:
+        return 0
+
+    def emit_after(self, lowering, b, count, acc, t0, n, sum_value) -> None:
+        from dlpc.passes.lower.loop_to_dlp import Cloner
+
+        work = lowering.plan.work
+        _, body, ii = b.for_(b.c(0), n, b.c(1))
+        j = body.add(t0, ii)
+        vmap = {work.induction_var: body.add(body.c(work.lower), body.mul(j, body.c(work.stride)))}
+        idx = body.mul(ii, body.c(self.inner))
+        builders = [body]
+        for k, lp in enumerate(self.loops[1:], start=1):
+            _, inner, iv = builders[-1].for_(builders[-1].c(0), builders[-1].c(lp.upper), builders[-1].c(1))
+            vmap[lp.induction_var] = iv
+            stride = math.prod(q.trip_count for q in self.loops[k + 1:])
+            idx = inner.add(idx, inner.mul(iv, inner.c(stride)))
+            builders.append(inner)
+        cur = builders[-1]
+        vmap[sum_value] = cur.v(memref.LoadOp.get(acc, [idx]))
+        cloner = Cloner(lowering.plan, vmap)
+        for op in [*self.consts, *self.ops]:
+            cloner.op(op, cur)
+        for bb in reversed(builders):
+            bb.op(scf.YieldOp())
+
+
+def _epilogue(plan, spatial: list[ForOp], block_ops: list[Operation], post: list[Operation], sum_value):
+    """Vector epilogue when it matches, else scalar loops (spatial loops from 0, step 1)."""
+    try:
+        return _match_elementwise(plan, spatial, post, {sum_value: Operand("vec")})
+    except NoMatch:
+        if any(lp.lower != 0 or lp.stride != 1 for lp in spatial[1:]):
+            raise
+        consts = [op for op in block_ops if isinstance(op, arith.ConstantOp)]
+        return ScalarEpilogue(spatial, consts, post)
+
 
 def _ivs(loops: list[ForOp]) -> list[SSAValue]:
     return [lp.induction_var for lp in loops]
@@ -229,7 +283,7 @@ class MatmulSelection:
             m, cols = b.c(1), n
         b.op(dlp.MatmulOp(acc, b.c(0), self.lhs.local, self.lhs.slot, self.rhs.local, self.rhs.slot,
                           m, b.c(self.k), cols, transpose_rhs=self.transpose_rhs))
-        _emit_elementwise(lowering, b, self.ew, count, {self.acc: (acc, b.c(0))})
+        self.ew.emit_after(lowering, b, count, acc, t0, n, self.acc)
 
 
 def _scratch_elems(plan, elems: int) -> int:
@@ -465,7 +519,7 @@ def _match_conv(plan) -> ConvSelection:
         raise NoMatch
     if isinstance(x_val, memref.LoadOp) and max(pt, pl, pb, pr) > 0:
         raise NoMatch  # an unguarded load with padding would read out of bounds
-    ew = _match_elementwise(plan, spatial, post[1:], {post[0].res: Operand("vec")})
+    ew = _epilogue(plan, spatial, list(ow_l.block.ops), post[1:], post[0].res)
     pw.space = "wram"
     params = dict(channels_in=cin, height=h, width=w, kernel_h=kh, kernel_w=kw, stride_h=sh,
                   stride_w=sw, pad_top=pt, pad_left=pl, pad_bottom=pb, pad_right=pr)
@@ -493,7 +547,7 @@ class ConvSelection:
                       self.src.value.type.get_element_type(), "acc_nram")
         b.op(dlp.Conv2dOp(acc, b.c(0), self.src.local, b.c(0), self.weight.local, self.weight.slot, n,
                           **self.params))
-        _emit_elementwise(lowering, b, self.ew, count, {self.acc: (acc, b.c(0))})
+        self.ew.emit_after(lowering, b, count, acc, t0, n, self.acc)
 
 
 def _match_matmul(plan) -> MatmulSelection:
@@ -555,7 +609,7 @@ def _match_matmul(plan) -> MatmulSelection:
             if any(_cidx(plan, x) != 0 for x in ia[:-1]) or math.prod(lhs.shape) != k:
                 continue
             transpose, cols = True, 1
-        ew = _match_elementwise(plan, spatial, post[1:], {post[0].res: Operand("vec")})
+        ew = _epilogue(plan, spatial, list(s.block.ops), post[1:], post[0].res)
         rhs.space = "wram"
         return MatmulSelection(ew, lhs, rhs, post[0].res, k, cols, rows_tiled, transpose)
     raise NoMatch
