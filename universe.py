@@ -68,6 +68,7 @@ SCHEDULE_PASSES = {
     "loop-cache-write": _schedule_pass("cache", "LoopCacheWrite"),
     "loop-compute-at": _schedule_pass("compute_at", "LoopComputeAt"),
     "loop-tensorize": _schedule_pass("tensorize", "LoopTensorize"),
+    "loop-rfactor": _schedule_pass("rfactor", "LoopRfactor"),
     "loop-schedule": _schedule_pass("script", "LoopSchedule"),
     "loop-default-schedule": _schedule_pass("default", "LoopDefaultSchedule"),
     "loop-apply-tuning-log": _schedule_pass("default", "LoopApplyTuningLog"),

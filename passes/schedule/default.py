@@ -8,6 +8,8 @@ is left as te-to-loop made it).  Guarantees: numerics unchanged; each kernel get
 - gemm (matmul, linear, batch matmul, 1x1 conv as a matmul-shaped nest):
   GotoBLAS blocking `jc, kc, ic, jr, ir` with packed A/B panels (`cache_read ... pack`)
   and the `gemm` micro-kernel (`tensorize`): an `mr x nr` accumulator tile in registers;
+  with fewer than 4 rows (batch-1 linear layers) and B contiguous along k, the dot
+  products are vectorized instead (`rfactor` by 16);
 - reduction (direct and depthwise conv, pooling, other reductions): the reduction loops
   are moved inside the last spatial loop's siblings so the innermost loop is the last
   spatial one, which is vectorized (`decompose`, `reorder`, `vectorize`); conv output
@@ -153,6 +155,22 @@ def gemm_operands(kernel: KernelOp, nest: Nest):
     return None
 
 
+def b_contiguous_in_k(kernel: KernelOp, nest: Nest, b) -> bool:
+    """Does B's innermost index run along the reduction loop (linear's `W[n, k]`)?"""
+    k = next(lp for lp in kernel.loops() if lp.loop_name == nest.reduce[0])
+    for op in kernel.walk():
+        if isinstance(op, memref.LoadOp) and op.memref is b:
+            return depends_on(op.indices[-1], k.induction_var)
+    return False
+
+
+def gemv_script(kernel: KernelOp, nest: Nest, factor: int = 16) -> str:
+    """Few rows and B contiguous along k: vectorize the dot products (rfactor)."""
+    K, k = kernel.sym, nest.reduce[0]
+    f = _first_divisor(nest.trips[k], (factor, 16, 8, 4, 2))
+    return "\n".join([f"decompose {K}", f"rfactor {K}/{k} by {f}"])
+
+
 def gemm_default_params(m: int, n: int, k: int) -> GemmParams:
     nr = _first_divisor(n, (32, 16, 8, 4, 2))
     mr = _first_divisor(m, (8, 6, 4, 2))
@@ -227,9 +245,15 @@ def default_script(module: ModuleOp, name: str) -> str:
     nest = analyse(kernel)
     if nest is None or not nest.reduce:
         return ""
-    if gemm_operands(kernel, nest) is not None:
+    operands = gemm_operands(kernel, nest)
+    if operands is not None:
         m, n, k = (nest.trips[x] for x in (nest.spatial[-2], nest.spatial[-1], nest.reduce[0]))
-        return gemm_script(kernel, nest, gemm_default_params(m, n, k))
+        if m < 4 and b_contiguous_in_k(kernel, nest, operands[1]):
+            return gemv_script(kernel, nest)
+        p = gemm_default_params(m, n, k)
+        if m < 4:  # B rows are contiguous along j already: no packing pays off
+            p = GemmParams(p.mc, p.nc, p.kc, p.mr, p.nr, pack_a=False, pack_b=False)
+        return gemm_script(kernel, nest, p)
     try:
         return reduction_script(kernel, nest)
     except ScheduleError:

@@ -19,6 +19,7 @@ One primitive per line (or separated by `;`), `#` starts a comment:
     cache_write matmul_0/i1o out0 [-> acc]
     compute_at relu_0 -> matmul_0/i0            # producer kernel into a consumer loop
     tensorize matmul_0/i0i gemm                 # replace a nest by a micro-kernel
+    rfactor linear_0/r0 by 16                   # 16 partial sums, then combined
 
 `loop-schedule{script=path.sched}` or inline
 `loop-schedule{script="split k/i by 4; vectorize k/ii"}`.
@@ -59,6 +60,7 @@ SYNTAX = {
     "cache_write": (rf"({PATH}) ({BUF})(?: -> ({NAME}))?", "cache_write K/L BUFFER [-> LOCAL]"),
     "compute_at": (rf"({NAME}) -> ({PATH})", "compute_at PRODUCER -> K/L"),
     "tensorize": (rf"({PATH}) ({NAME})", "tensorize K/L INTRINSIC"),
+    "rfactor": (rf"({PATH}) by (\d+)", "rfactor K/L by N"),
 }
 
 
@@ -102,6 +104,8 @@ def _render(prim: str, a: tuple) -> str:
         return f"{prim} {a[0]} {a[1]}" + opt(" -> {}", a[2]) + (" pack" if a[3] else "")
     if prim == "cache_write":
         return f"{prim} {a[0]} {a[1]}" + opt(" -> {}", a[2])
+    if prim == "rfactor":
+        return f"rfactor {a[0]} by {a[1]}"
     if prim == "serial":
         return f"serial {a[0]}" + opt("/{}", a[1])
     if prim == "compute_at":
@@ -138,6 +142,7 @@ def apply_step(module, step: Step, tables: dict | None = None) -> None:
         fuse,
         parallel,
         reorder,
+        rfactor,
         split,
         tensorize,
         tile,
@@ -178,6 +183,9 @@ def apply_step(module, step: Step, tables: dict | None = None) -> None:
     elif step.prim == "compute_at":
         k, lp = split_path(a[1])
         compute_at.compute_at(module, a[0], k, lp)
+    elif step.prim == "rfactor":
+        k, lp = split_path(a[0])
+        rfactor.rfactor(module, k, lp, int(a[1]))
     elif step.prim == "tensorize":
         k, lp = split_path(a[0])
         tensorize.tensorize(module, k, lp, a[1])
