@@ -265,6 +265,7 @@ class MatmulSelection:
     cols: int  # n per output row (case rows) or 1 (case columns)
     rows_tiled: bool  # True: work loop over rows m; False: over columns n
     transpose_rhs: bool
+    batch: tuple[int, int] | None = None  # batched (work loop over the batch): (m, n)
 
     def scratch_bytes(self, plan, tile: int) -> int:
         from dlpc.passes.lower.loop_to_dlp import _round_up
@@ -277,6 +278,16 @@ class MatmulSelection:
         count = b.mul(n, b.c(self.ew.inner))
         tile_elems = _scratch_elems(plan, plan.tile * self.ew.inner)
         acc = b.alloc("nram", tile_elems, self.lhs.value.type.get_element_type(), "acc_nram")
+        if self.batch is not None:  # one matmul per batch entry of the tile
+            m, cols = self.batch
+            _, body, ii = b.for_(b.c(0), n, b.c(1))
+            at = lambda buf, slot, size: (buf, body.add(slot, body.mul(ii, body.c(size))))  # noqa: E731
+            body.op(dlp.MatmulOp(*at(acc, b.c(0), m * cols), *at(self.lhs.local, self.lhs.slot, m * self.k),
+                                 *at(self.rhs.local, self.rhs.slot, self.k * cols),
+                                 body.c(m), body.c(self.k), body.c(cols), transpose_rhs=self.transpose_rhs))
+            body.op(scf.YieldOp())
+            self.ew.emit_after(lowering, b, count, acc, t0, n, self.acc)
+            return
         if self.rows_tiled:
             m, cols = n, b.c(self.cols)
         else:
@@ -556,7 +567,7 @@ def _match_matmul(plan) -> MatmulSelection:
     s = spatial[-1]
     ops = [op for op in s.block.ops if not isinstance(op, arith.ConstantOp)]
     loops_in = [op for op in ops if isinstance(op, ForOp)]
-    if len(loops_in) != 1 or len(spatial) > 2:
+    if len(loops_in) != 1 or len(spatial) > 3:
         raise NoMatch
     red = loops_in[0]
     pos = ops.index(red)
@@ -587,6 +598,23 @@ def _match_matmul(plan) -> MatmulSelection:
     cand = [(pa, l1, pb, l2), (pb, l2, pa, l1)]
     for lhs, la_, rhs, lb_ in cand:
         ia, ib = list(la_.indices), list(lb_.indices)
+        if len(spatial) == 3:  # batched: A[.., b, m, r] and B[.., b, r, n] (or [.., b, n, r]) tiled
+            mvar, nvar = spatial[1].induction_var, spatial[2].induction_var
+            mm, nn = spatial[1].trip_count, spatial[2].trip_count
+            tiled = all(p.kind == "tiled" and p.a == 1 and p.rlo == p.rhi == 0 for p in (lhs, rhs))
+            if not tiled or ia[lhs.dim:] != [v, mvar, r] or lhs.shape[lhs.dim + 1:] != (mm, k):
+                continue
+            if ib[rhs.dim:] == [v, r, nvar] and rhs.shape[rhs.dim + 1:] == (k, nn):
+                transpose = False
+            elif ib[rhs.dim:] == [v, nvar, r] and rhs.shape[rhs.dim + 1:] == (nn, k):
+                transpose = True
+            else:
+                continue
+            if any((x * 4) % plan.desc.vector_align for x in (mm * k, k * nn, mm * nn)):
+                continue  # each batch entry's operands must start aligned
+            ew = _epilogue(plan, spatial, list(s.block.ops), post[1:], post[0].res)
+            rhs.space = "wram"
+            return MatmulSelection(ew, lhs, rhs, post[0].res, k, nn, False, transpose, (mm, nn))
         if rows_tiled:  # A[.., m, r] tiled rows, B whole (k x n or n x k)
             nvar = spatial[1].induction_var
             ncols = spatial[1].trip_count
