@@ -506,14 +506,21 @@ def _match_conv(plan) -> ConvSelection:
             raise NoMatch
     pw, px = plan.buffers[w_load.memref], plan.buffers.get(x_load.memref)
     iv = [lp.induction_var for lp in (co_l, ci_l, kh_l, kw_l)]
-    if px is None or px.kind != "whole" or list(w_load.indices) != iv or pw.dim != 0 or pw.a != 1 \
+    if px is None or list(w_load.indices) != iv or pw.dim != 0 or pw.a != 1 \
             or (pw.rlo, pw.rhi) != (0, 0) or len(px.shape) != 4 or px.shape[0] != 1:
         raise NoMatch
     _, cin, h, w = px.shape
-    if pw.shape[1:] != (cin, kh_l.trip_count, kw_l.trip_count) or ci_l.trip_count != cin:
-        raise NoMatch
     xi = [_linear(plan, v) for v in x_load.indices]
-    if None in xi or xi[0] != {1: 0} or xi[1] != {ci_l.induction_var: 1, 1: 0} and xi[1] != {ci_l.induction_var: 1}:
+    if None in xi or xi[0] != {1: 0}:
+        raise NoMatch
+    ci, co = ci_l.induction_var, co_l.induction_var
+    depthwise = xi[1] in ({co: 1, ci: 1}, {co: 1, ci: 1, 1: 0}, {co: 1}, {co: 1, 1: 0}) and ci_l.trip_count == 1
+    if depthwise:  # channel c of the output reads channel c of the input
+        if not (px.kind == "tiled" and px.dim == 1 and px.a == 1 and px.rlo == px.rhi == 0
+                and pw.shape[1:] == (1, kh_l.trip_count, kw_l.trip_count)):
+            raise NoMatch
+    elif px.kind != "whole" or xi[1] not in ({ci: 1}, {ci: 1, 1: 0}) \
+            or pw.shape[1:] != (cin, kh_l.trip_count, kw_l.trip_count) or ci_l.trip_count != cin:
         raise NoMatch
     hy, wx = xi[2], xi[3]
     sh, sw = hy.get(oh_l.induction_var, 0), wx.get(ow_l.induction_var, 0)
@@ -531,9 +538,15 @@ def _match_conv(plan) -> ConvSelection:
     if isinstance(x_val, memref.LoadOp) and max(pt, pl, pb, pr) > 0:
         raise NoMatch  # an unguarded load with padding would read out of bounds
     ew = _epilogue(plan, spatial, list(ow_l.block.ops), post[1:], post[0].res)
+    params = dict(channels_in=1 if depthwise else cin, height=h, width=w, kernel_h=kh, kernel_w=kw,
+                  stride_h=sh, stride_w=sw, pad_top=pt, pad_left=pl, pad_bottom=pb, pad_right=pr)
+    if depthwise:
+        align = plan.desc.vector_align
+        if (h * w * 4) % align or (ew.inner * 4) % align:
+            raise NoMatch  # per-channel operands must start aligned
+        pw.direct = True
+        return DepthwiseSelection(ew, px, pw, post[0].res, params)
     pw.space = "wram"
-    params = dict(channels_in=cin, height=h, width=w, kernel_h=kh, kernel_w=kw, stride_h=sh,
-                  stride_w=sw, pad_top=pt, pad_left=pl, pad_bottom=pb, pad_right=pr)
     return ConvSelection(ew, px, pw, post[0].res, params)
 
 
@@ -558,6 +571,36 @@ class ConvSelection:
                       self.src.value.type.get_element_type(), "acc_nram")
         b.op(dlp.Conv2dOp(acc, b.c(0), self.src.local, b.c(0), self.weight.local, self.weight.slot, n,
                           **self.params))
+        self.ew.emit_after(lowering, b, count, acc, t0, n, self.acc)
+
+
+@dataclass
+class DepthwiseSelection(ConvSelection):
+    """One `dlp.conv2d` (1 in, 1 out channel) per channel of the tile; each channel's
+    filter is DMA'd from GDRAM into its own aligned WRAM slot."""
+
+    def slot_elems(self, plan) -> int:
+        return _scratch_elems(plan, self.params["kernel_h"] * self.params["kernel_w"])
+
+    def wram_bytes(self, plan, tile: int) -> int:
+        return tile * self.slot_elems(plan) * 4
+
+    def emit(self, lowering, b, t0: SSAValue, n: SSAValue) -> None:
+        plan = lowering.plan
+        elt = self.src.value.type.get_element_type()
+        count = b.mul(n, b.c(self.ew.inner))
+        acc = b.alloc("nram", _scratch_elems(plan, plan.tile * self.ew.inner), elt, "acc_nram")
+        slot = self.slot_elems(plan)
+        taps = self.params["kernel_h"] * self.params["kernel_w"]
+        filters = b.alloc("wram", plan.tile * slot, elt, f"{self.weight.name}_wram")
+        hw = self.params["height"] * self.params["width"]
+        _, body, c = b.for_(b.c(0), n, b.c(1))
+        body.op(dlp.MemcpyOp(filters, body.mul(c, body.c(slot)), self.weight.value,
+                             body.mul(body.add(t0, c), body.c(taps)), body.c(taps)))
+        body.op(dlp.Conv2dOp(acc, body.mul(c, body.c(self.ew.inner)), self.src.local,
+                             body.add(self.src.slot, body.mul(c, body.c(hw))), filters,
+                             body.mul(c, body.c(slot)), body.c(1), **self.params))
+        body.op(scf.YieldOp())
         self.ew.emit_after(lowering, b, count, acc, t0, n, self.acc)
 
 

@@ -175,6 +175,7 @@ class BufferPlan:
     slot: SSAValue | None = None  # element offset of the current ping-pong slot
     staged: SSAValue | None = None  # the SRAM copy of a whole buffer
     count: SSAValue | None = None  # elements in the current tile's box
+    direct: bool = False  # moved by the intrinsic selection itself (no generic DMA)
 
     @property
     def name(self) -> str:
@@ -229,6 +230,8 @@ class KernelPlan:
         align = self.desc.dma_align
         use = {"nram": self.local_bytes, "wram": 0, "sram": 0}
         for b in self.buffers.values():
+            if b.direct:
+                continue
             nbytes = _round_up(b.elements(tile) * b.elt_bytes, align)
             copies = 2 if double and b.kind == "tiled" else 1
             use[b.space] += nbytes * copies
@@ -236,6 +239,7 @@ class KernelPlan:
                 use["sram"] += nbytes
         if self.selection is not None:
             use["nram"] += self.selection.scratch_bytes(self, tile)
+            use["wram"] += getattr(self.selection, "wram_bytes", lambda plan, tile: 0)(self, tile)
         return use
 
     def fits(self, tile: int, double: bool, sram: bool) -> bool:
@@ -561,10 +565,10 @@ class KernelLowering:
         tid = b.v(dlp.TaskIdOp())
         _hint(tid, "task")
         c0 = b.c(0)
-        tiled = [p for p in plan.buffers.values() if p.kind == "tiled"]
-        whole = [p for p in plan.buffers.values() if p.kind == "whole"]
+        tiled = [p for p in plan.buffers.values() if p.kind == "tiled" and not p.direct]
+        whole = [p for p in plan.buffers.values() if p.kind == "whole" and not p.direct]
         copies = 2 if plan.double else 1
-        for p in plan.buffers.values():
+        for p in (p for p in plan.buffers.values() if not p.direct):
             n = _round_up(p.elements(plan.tile) * p.elt_bytes, self.desc.dma_align) // p.elt_bytes
             p.local = b.alloc(p.space, n * (copies if p.kind == "tiled" else 1),
                               p.value.type.get_element_type(), f"{p.name}_{p.space}")

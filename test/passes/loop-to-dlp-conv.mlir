@@ -69,3 +69,65 @@ func.func @conv(%x: memref<1x2x8x8xf32>, %w: memref<4x2x3x3xf32>, %b: memref<4xf
   }
   func.return
 }
+
+// Depthwise (one input channel per output channel): the image is tiled along channels
+// with the output; each channel's 3x3 filter is copied into its own aligned WRAM slot and
+// convolved with one dlp.conv2d.
+
+// CHECK-LABEL: func.func @depthwise
+// CHECK: dlp.kernel "dw_0"
+// CHECK: scf.for %[[C:.*]] = %{{.*}} to %{{.*}} step
+// CHECK: dlp.memcpy GDRAM2WRAM %[[F:.*]][%{{.*}}], %{{.*}}[%{{.*}}], %{{.*}} : memref<{{[0-9]+}}xf32, #dlp.space<wram>>, memref<4x1x3x3xf32>
+// CHECK: dlp.conv2d %{{.*}}[%{{.*}}], %{{.*}}[%{{.*}}], %[[F]][%{{.*}}], %{{.*}} {channels_in = 1 : i64, height = 4 : i64, width = 4 : i64
+
+func.func @depthwise(%x: memref<1x4x4x4xf32>, %w: memref<4x1x3x3xf32>, %out: memref<1x4x4x4xf32>) attributes {dlpc.num_inputs = 1 : i64, dlpc.params = ["w"], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "dw_0" attributes {origin = "graph.conv2d"} {
+    loop.for %n = 0 to 1 step 1 {name = "i0"} {
+      loop.for %c = 0 to 4 step 1 {name = "i1", parallel} {
+        loop.for %oh = 0 to 4 step 1 {name = "i2"} {
+          loop.for %ow = 0 to 4 step 1 {name = "i3"} {
+            %acc = memref.alloca() : memref<f32>
+            %zero = arith.constant 0.000000e+00 : f32
+            memref.store %zero, %acc[] : memref<f32>
+            loop.for %ci = 0 to 1 step 1 {name = "r0", reduction} {
+              loop.for %kh = 0 to 3 step 1 {name = "r1", reduction} {
+                loop.for %kw = 0 to 3 step 1 {name = "r2", reduction} {
+                  %c1 = arith.constant 1 : index
+                  %h0 = arith.addi %oh, %kh : index
+                  %h = arith.subi %h0, %c1 : index
+                  %w0 = arith.addi %ow, %kw : index
+                  %ww = arith.subi %w0, %c1 : index
+                  %ch = arith.addi %c, %ci : index
+                  %c0 = arith.constant 0 : index
+                  %c4 = arith.constant 4 : index
+                  %g1 = arith.cmpi sge, %h, %c0 : index
+                  %g2 = arith.cmpi slt, %h, %c4 : index
+                  %g3 = arith.cmpi sge, %ww, %c0 : index
+                  %g4 = arith.cmpi slt, %ww, %c4 : index
+                  %g12 = arith.andi %g1, %g2 : i1
+                  %g34 = arith.andi %g3, %g4 : i1
+                  %g = arith.andi %g12, %g34 : i1
+                  %v = scf.if %g -> (f32) {
+                    %l = memref.load %x[%n, %ch, %h, %ww] : memref<1x4x4x4xf32>
+                    scf.yield %l : f32
+                  } else {
+                    %z = arith.constant 0.000000e+00 : f32
+                    scf.yield %z : f32
+                  }
+                  %k = memref.load %w[%c, %ci, %kh, %kw] : memref<4x1x3x3xf32>
+                  %p = arith.mulf %v, %k : f32
+                  %o = memref.load %acc[] : memref<f32>
+                  %q = arith.addf %o, %p : f32
+                  memref.store %q, %acc[] : memref<f32>
+                }
+              }
+            }
+            %s = memref.load %acc[] : memref<f32>
+            memref.store %s, %out[%n, %c, %oh, %ow] : memref<1x4x4x4xf32>
+          }
+        }
+      }
+    }
+  }
+  func.return
+}

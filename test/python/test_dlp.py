@@ -126,6 +126,11 @@ def _numpy_of(name, args):
             for kw in range(3):
                 out += np.einsum("nchw,oc->nohw", xp[:, :, kh:kh + 8, kw:kw + 8], w[:, :, kh, kw])
         return np.maximum(out + b[None, :, None, None], 0)
+    if name == "depthwise":
+        x, w = args
+        xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+        return sum(xp[:, :, kh:kh + 4, kw:kw + 4] * w[None, :, 0, kh, kw, None, None]
+                   for kh in range(3) for kw in range(3))
     raise AssertionError(name)
 
 
