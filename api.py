@@ -25,7 +25,8 @@ from dlpc.backends import numpy as ref
 from dlpc.passes import pipeline
 from dlpc.tools.diagnostics import DlpcError
 
-TARGETS = ("numpy", "c")
+TARGETS = ("numpy", "c", "opencl", "dlp")
+STAGE_OF = {"numpy": "graph", "c": "loop", "opencl": "loop", "dlp": "dlp"}  # what it runs
 
 
 @dataclass
@@ -155,14 +156,20 @@ def _numpy_runner(source: str, weights: dict) -> Callable:
     return lambda arrays: list(main(*arrays, params=weights))
 
 
-def _c_runner(loop_module: ModuleOp, weights: dict, name: str) -> tuple[str, Callable]:
-    """(C source, runner) for a loop-level module: emit_c, build (cached), call via ctypes."""
+def _runtime(target: str, lowered: ModuleOp, name: str):
+    """The compiled artifact for a lowered module: source text, callable on
+    `(*inputs, params=...)`. C: cbuild (cached shared library); OpenCL: pyopencl;
+    dlp: DLP C on the simulator."""
     try:
-        from dlpc.backends.runtime.cbuild import CFunction
+        if target == "c":
+            from dlpc.backends.runtime.cbuild import CFunction as Function
+        elif target == "opencl":
+            from dlpc.backends.runtime.opencl_rt import OpenCLFunction as Function
+        else:
+            from dlpc.backends.runtime.dlp_sim import DlpFunction as Function
     except ImportError as e:
-        raise DlpcError(f"error: target 'c' is not available ({e})") from None
-    fn = CFunction(loop_module, name=name)
-    return fn.source, lambda arrays: fn(*arrays, params=weights)
+        raise DlpcError(f"error: target '{target}' is not available ({e})") from None
+    return Function(lowered, name=name)
 
 
 def pass_options(options: dict) -> dict[str, dict]:
@@ -188,16 +195,21 @@ def compile(model: Model, target: str = "c", opt_level: int = 2,  # noqa: A001
     if target not in TARGETS:
         raise DlpcError(f"error: unsupported target '{target}' (expected "
                         f"{', '.join(TARGETS)})")
+    if tuning_log and target != "c":
+        raise DlpcError(f"error: a tuning log applies to target 'c', not '{target}'")
     weights = check_weights(model)
     opts = pipeline.PipelineOptions(opt_level=opt_level, tuning_log=tuning_log,
-                                    schedule=True, extra=pass_options(options))
-    lowered = pipeline.lower(model.module.clone(), pipeline.EMITTERS[target], opts,
+                                    schedule=pipeline.schedules_for(target),
+                                    extra=pass_options(options))
+    lowered = pipeline.lower(model.module.clone(), STAGE_OF[target], opts,
                              weights=weights)  # may add folded weights
     if target == "numpy":
         source = pipeline.emit(lowered, target)
         runner = _numpy_runner(source, weights)
     else:
-        source, runner = _c_runner(lowered, weights, model.name)
+        function = _runtime(target, lowered, model.name)
+        source = function.source
+        runner = lambda arrays: function(*arrays, params=weights)  # noqa: E731
     return CompiledModel(model, target, source, lowered, runner)
 
 

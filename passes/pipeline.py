@@ -1,4 +1,4 @@
-"""The whole pipeline, graph -> te -> loop -> source, as one readable function.
+"""The whole pipeline, graph -> te -> loop (-> dlp) -> source, as one readable function.
 
     module = parse_module(text)
     lower(module, stop_at="loop", options=PipelineOptions(opt_level=2))
@@ -11,16 +11,19 @@ Stages (see docs/pipeline.md):
 - te:    `graph-to-te` (DL ops -> compute definitions);
 - loop:  `te-to-loop` (compute definitions -> loop nests over buffers), then schedules:
   the tuning log's (`loop-apply-tuning-log`, defaults for kernels it lacks) when one is
-  given, else with `schedule=True` at -O1 and above `loop-default-schedule`.
+  given, else with `schedule=True` at -O1 and above `loop-default-schedule`;
+- dlp:   `loop-to-dlp` (scratchpad tiling, DMA, intrinsics, multi-core split).
 
-Emitters: `numpy` works on graph IR, `c` on loop IR. Passes are looked up by name in
-`dlpc.universe.PASSES` and imported only when they run, so this module imports even
-while a stage is missing; running a missing stage is a one-line DlpcError.
+Emitters: `numpy` reads graph IR, `c` and `opencl` loop IR, `dlp-c` dlp IR. Passes are
+looked up by name in `dlpc.universe.PASSES` and imported only when they run, so this
+module imports even while a stage is missing; running a missing stage is a one-line
+DlpcError.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -34,8 +37,9 @@ from xdsl.passes import ModulePass
 
 from dlpc.tools.diagnostics import DlpcError
 
-STAGES = ("graph", "te", "loop")
-EMITTERS = {"numpy": "graph", "c": "loop"}  # target -> the stage its emitter reads
+STAGES = ("graph", "te", "loop", "dlp")
+# emitter -> the stage it reads
+EMITTERS = {"numpy": "graph", "c": "loop", "opencl": "loop", "dlp-c": "dlp"}
 
 # Graph passes per -O level, in order. Every name must be registered in
 # dlpc.universe.PASSES (a missing one is an error, never skipped silently), except
@@ -163,23 +167,34 @@ def lower(module: ModuleOp, stop_at: str = "loop", options: PipelineOptions | No
     elif options.schedule and options.opt_level >= 1:
         run("loop-default-schedule", module, options)  # a heuristic schedule per kernel
     on_stage("loop", module)
+    if stop_at == "loop":
+        return module
+    run("loop-to-dlp", module, options)      # scratchpad tiles, DMA, intrinsics, cores
+    on_stage("dlp", module)
     return module
 
 
 def emit(module: ModuleOp, target: str) -> str:
     """Source code for `target` from a module already lowered to `EMITTERS[target]`."""
-    if target == "numpy":
-        from dlpc.backends.numpy import emit_numpy
+    emitters = {"numpy": ("dlpc.backends.numpy", "emit_numpy"),
+                "c": ("dlpc.backends.c", "emit_c"),
+                "opencl": ("dlpc.backends.opencl", "emit_opencl"),
+                "dlp-c": ("dlpc.backends.dlp_c", "emit_dlp_c")}
+    if target not in emitters:
+        raise DlpcError(f"error: unsupported target '{target}' (expected "
+                        f"{', '.join(emitters)})")
+    module_name, fn_name = emitters[target]
+    try:
+        fn = getattr(importlib.import_module(module_name), fn_name)
+    except ImportError as e:
+        raise DlpcError(f"error: target '{target}' is not available ({e})") from None
+    return fn(module)
 
-        return emit_numpy(module)
-    if target == "c":
-        try:
-            from dlpc.backends.c import emit_c
-        except ImportError as e:
-            raise DlpcError(f"error: target 'c' is not available ({e})") from None
-        return emit_c(module)
-    raise DlpcError(f"error: unsupported target '{target}' (expected "
-                    f"{', '.join(EMITTERS)})")
+
+def schedules_for(target: str) -> bool:
+    """Whether `target` takes the CPU loop schedules: C does; OpenCL maps te-to-loop's
+    parallel loops to its NDRange and loop-to-dlp tiles the plain nests itself."""
+    return target in ("c", "loop")
 
 
 def compile_to(module: ModuleOp, emit_kind: str, options: PipelineOptions | None = None,
@@ -196,14 +211,14 @@ def compile_to(module: ModuleOp, emit_kind: str, options: PipelineOptions | None
 
 # ---------------------------------------------------------------------- stats
 
-KERNEL_OPS = {"te.compute", "te.reduce", "loop.kernel"}
+KERNEL_OPS = {"te.compute", "te.reduce", "loop.kernel", "dlp.kernel"}
 NOT_KERNELS = {"graph.param", "graph.constant", "graph.yield"}
 
 
 def stats(module: ModuleOp) -> tuple[Counter, int]:
     """(op counts by name, kernel count) of the top level of each function: a graph
     op (other than param/constant) or a fused op is one kernel; so is a te compute or
-    reduce, and a loop.kernel."""
+    reduce, a loop.kernel and a dlp.kernel."""
     ops: Counter = Counter()
     kernels = 0
     for func in module.ops:

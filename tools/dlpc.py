@@ -1,9 +1,11 @@
 """dlpc: compile a model to any stage of the pipeline.
 
-    dlpc model.dlpc --emit=graph|te|loop|numpy|c [-o out] [-O0..-O3] [--weights w.npz] [--stats]
+    dlpc model.dlpc --emit=graph|te|loop|dlp|numpy|c|opencl|dlp-c [-o out] [-O0..-O3]
+         [--weights w.npz] [--tuning-log tune.jsonl] [--fold-weights] [--stats]
 
-`--emit=graph|te|loop` prints the IR after that stage (re-readable by `dlpc-opt`);
-`--emit=numpy|c` prints the generated source. The output file is written only when
+`--emit=graph|te|loop|dlp` prints the IR after that stage (re-readable by `dlpc-opt`;
+`loop` with the C target's schedules); `--emit=numpy|c|opencl|dlp-c` prints the
+generated source. The output file is written only when
 complete. The output takes the model's weights at run time; `--fold-weights` folds
 static subgraphs over them at compile time (as `dlpc.compile` and `dlpc-run` do) and,
 with `-o out.py`, writes the weights the output then needs to `out.npz`. `--stats` prints to stderr a table of op and kernel counts as the model enters
@@ -22,7 +24,7 @@ import numpy as np
 
 from dlpc.tools.diagnostics import ToolArgumentParser, run_guarded, write_atomically
 
-EMIT_KINDS = ("graph", "te", "loop", "numpy", "c")
+EMIT_KINDS = ("graph", "te", "loop", "dlp", "numpy", "c", "opencl", "dlp-c")
 
 
 def parser() -> ToolArgumentParser:
@@ -72,7 +74,7 @@ def run(argv: list[str] | None) -> int:
     args = parser().parse_args(argv)
     model = api.load(args.model, weights=args.weights)
     options = pipeline.PipelineOptions(opt_level=args.opt_level, tuning_log=args.tuning_log,
-                                       schedule=True)
+                                       schedule=pipeline.schedules_for(args.emit))
     rows: list[tuple[str, Counter, int]] = []
 
     def record(stage, module):

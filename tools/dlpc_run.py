@@ -1,6 +1,6 @@
 """dlpc-run: compile a model, run it on a target, compare with the numpy reference, time it.
 
-    dlpc-run model.dlpc --target numpy|c [--weights w.npz] [--input x.npy ...] [--seed N]
+    dlpc-run model.dlpc --target numpy|c|opencl|dlp [--weights w.npz] [--input x.npy ...] [--seed N]
              [--check] [--rtol 1e-4] [--atol 1e-5] [--repeat N] [-O0..-O3]
 
 Inputs come from `--input` files (one .npy per model input, in order) or are drawn
@@ -23,7 +23,8 @@ from dlpc.tools.diagnostics import DlpcError, ToolArgumentParser, run_guarded
 def parser() -> ToolArgumentParser:
     p = ToolArgumentParser(prog="dlpc-run", description="compile, run, check and time a model")
     p.add_argument("model", help="model file: .dlpc, .onnx or .mlir (graph IR)")
-    p.add_argument("--target", default="c", help="numpy or c (default c)")
+    p.add_argument("--target", default="c",
+                   help="numpy, c, opencl or dlp (the DLP simulator); default c")
     p.add_argument("--weights", help="weights (.npz) for the model's parameters")
     p.add_argument("--input", action="append", default=[], metavar="X.npy",
                    help="an input array, once per model input, in order")

@@ -19,7 +19,7 @@
 // FILE-NOT: {{.}}
 // WEIGHTS: dlpc: error: no such weights file: {{.*}}.missing.npz
 // WEIGHTS-NOT: {{.}}
-// TARGET: dlpc-run: error: unsupported target 'tpu' (expected numpy, c)
+// TARGET: dlpc-run: error: unsupported target 'tpu' (expected numpy, c, opencl, dlp)
 // TARGET-NOT: {{.}}
 // PARAM: dlpc-run: error: no value for weight 'w' (graph.param in tool-bad-options); pass weights= or --weights
 // PARAM-NOT: {{.}}

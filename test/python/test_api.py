@@ -160,13 +160,18 @@ def test_lower_reports_each_stage(small):
     assert [s for s, _ in seen] == ["input", "graph", "te", "loop"]
     assert dict(seen)["input"] == 2 and dict(seen)["loop"] >= 1
     assert any(op.name == "loop.kernel" for op in module.walk())
+    dlp = api.load(path).module
+    pipeline.lower(dlp, "dlp", pipeline.PipelineOptions(opt_level=0),
+                   lambda stage, m: seen.append((stage, pipeline.stats(m)[1])))
+    assert seen[-1][0] == "dlp" and seen[-1][1] >= 1
+    assert any(op.name == "dlp.kernel" for op in dlp.walk())
 
 
 def test_lower_errors_are_one_line_diagnostics(small):
     path, _ = small
     module = api.load(path).module
-    with pytest.raises(DlpcError, match="unknown stage 'dlp'"):
-        pipeline.lower(module, "dlp")
+    with pytest.raises(DlpcError, match="unknown stage 'asm'"):
+        pipeline.lower(module, "asm")
     with pytest.raises(DlpcError, match="unknown --emit kind 'asm'"):
         pipeline.compile_to(module, "asm")
 
@@ -248,3 +253,17 @@ def test_bad_pass_options_are_a_diagnostic(small):
     path, weights = small
     with pytest.raises(DlpcError, match="bad options .* for pass 'graph-fuse'"):
         api.compile(api.load(path, weights=weights), target="numpy", graph_fuse={"bogus": 1})
+
+
+@pytest.mark.parametrize("target", ["opencl", "dlp"])
+def test_other_targets_match_the_reference(small, target, tmp_path, monkeypatch):
+    if target == "opencl":
+        pytest.importorskip("pyopencl")
+    monkeypatch.setenv("DLPC_CACHE_DIR", str(tmp_path / "cache"))
+    path, weights = small
+    model = api.load(path, weights=weights)
+    fn = api.compile(model, target=target)
+    x = api.random_inputs(model)[0]
+    np.testing.assert_allclose(fn(x)[0], expected(x, weights), rtol=1e-5, atol=1e-6)
+    with pytest.raises(DlpcError, match="a tuning log applies to target 'c'"):
+        api.compile(model, target=target, tuning_log="tune.jsonl")

@@ -37,7 +37,9 @@ def one_error_line(capsys, expected: str) -> None:
 
 @pytest.mark.parametrize("kind, marker", [
     ("graph", "graph.linear"), ("te", "te.reduce"), ("loop", "loop.kernel"),
-    ("numpy", "def main(*inputs, params):"), ("c", "int dlpc_main(void **args)"),
+    ("dlp", "dlp.kernel"), ("numpy", "def main(*inputs, params):"),
+    ("c", "int dlpc_main(void **args)"), ("opencl", "__kernel void"),
+    ("dlp-c", "DLP_CLUSTERS"),
 ])
 def test_dlpc_emits_every_stage(model, capsys, kind, marker):
     assert dlpc_tool.main([model[0], f"--emit={kind}", "-O0"]) == 0
