@@ -131,6 +131,7 @@ class CompiledModel:
     source: str
     lowered: ModuleOp
     runner: Callable[[list[np.ndarray]], list[np.ndarray]]
+    artifact: object = None  # the runtime object (CFunction, OpenCLFunction, DlpFunction)
 
     def __call__(self, *inputs: np.ndarray) -> list[np.ndarray]:
         arrays = ref.check_inputs(ref.main_func(self.model.module), inputs)
@@ -205,12 +206,10 @@ def compile(model: Model, target: str = "c", opt_level: int = 2,  # noqa: A001
                              weights=weights)  # may add folded weights
     if target == "numpy":
         source = pipeline.emit(lowered, target)
-        runner = _numpy_runner(source, weights)
-    else:
-        function = _runtime(target, lowered, model.name)
-        source = function.source
-        runner = lambda arrays: function(*arrays, params=weights)  # noqa: E731
-    return CompiledModel(model, target, source, lowered, runner)
+        return CompiledModel(model, target, source, lowered, _numpy_runner(source, weights))
+    function = _runtime(target, lowered, model.name)
+    return CompiledModel(model, target, function.source, lowered,
+                         lambda arrays: function(*arrays, params=weights), function)
 
 
 def reference(model: Model, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:

@@ -6,7 +6,9 @@
 Inputs come from `--input` files (one .npy per model input, in order) or are drawn
 from `--seed`. For each output it prints shape, dtype, the first values, mean and std,
 and the max abs / max rel difference from the numpy reference (the unoptimised graph
-run by `dlpc.backends.numpy`); then the median time per run. With `--check` the exit
+run by `dlpc.backends.numpy`); then the median time per run (host wall time; for
+`--target dlp` also the simulator's per-kernel report: bytes per memory level, DMAs,
+intrinsic cycles, simulated time). With `--check` the exit
 code is 1 unless every element satisfies |out - ref| <= atol + rtol * |ref|.
 """
 
@@ -112,6 +114,10 @@ def run(argv: list[str] | None) -> int:
               f"(rtol {args.rtol:g}, atol {args.atol:g}): {verdict}")
     seconds = compiled.time(*inputs, repeat=args.repeat)
     print(f"time: {seconds * 1e3:.4g} ms per run (median of {args.repeat})")
+    if args.target == "dlp":  # what the simulator counted on the last run
+        from dlpc.backends.runtime.dlp_sim import format_report
+
+        print(format_report(compiled.artifact.report))
     if args.check and not ok:
         print("dlpc-run: error: output differs from the numpy reference beyond tolerance",
               file=sys.stderr)

@@ -284,3 +284,11 @@ def test_bench_interpreters_agree_with_the_reference(backend, tmp_path):
         else:
             (got,) = bench.ort_runner(model, arrays[:1], tmp_path, "graph")(arrays[:1])
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+def test_dlpc_run_on_the_simulator_prints_its_report(model, capsys):
+    path, weights = model
+    assert dlpc_run.main([path, "--target", "dlp", "--weights", weights, "--check",
+                          "--repeat", "1"]) == 0
+    out = capsys.readouterr().out
+    assert ": ok" in out and "GDRAM B" in out and "us simulated" in out
