@@ -292,3 +292,22 @@ def test_dlpc_run_on_the_simulator_prints_its_report(model, capsys):
                           "--repeat", "1"]) == 0
     out = capsys.readouterr().out
     assert ": ok" in out and "GDRAM B" in out and "us simulated" in out
+
+
+def test_dlpc_fold_weights_writes_what_the_output_needs(tmp_path, capsys):
+    from pathlib import Path
+
+    from dlpc import api
+
+    resnet = Path(__file__).resolve().parents[2] / "examples" / "resnet.dlpc"
+    out = tmp_path / "resnet.py"
+    assert dlpc_tool.main([str(resnet), "--emit=numpy", "--fold-weights", "-o", str(out)]) == 0
+    namespace = {}
+    exec(out.read_text(), namespace)
+    assert any(p.startswith("folded.") for p in namespace["PARAMS"])
+    with np.load(tmp_path / "resnet.npz") as data:
+        params = {k: data[k] for k in data.files}
+    model = api.load(resnet)
+    x = api.random_inputs(model)[0]
+    np.testing.assert_allclose(namespace["main"](x, params=params)[0],
+                               api.reference(model, [x])[0], rtol=1e-4, atol=1e-5)
