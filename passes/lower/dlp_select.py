@@ -25,7 +25,7 @@ import math
 from dataclasses import dataclass, field
 
 from xdsl.dialects import arith, memref, scf
-from xdsl.dialects.builtin import FloatAttr, IndexType
+from xdsl.dialects.builtin import FloatAttr
 from xdsl.ir import Operation, SSAValue
 
 from dlpc.dialects import dlp
