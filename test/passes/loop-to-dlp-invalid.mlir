@@ -1,4 +1,9 @@
 // RUN: not dlpc-opt %s -p 'loop-to-dlp{target-desc=tiny}' 2>&1 | filecheck %s
+// RUN: not dlpc-opt %s -p 'loop-to-dlp{target-desc="%S/Inputs/bad-target.toml"}' 2>&1 | filecheck %s --check-prefix=DESC
+// RUN: not dlpc-opt %s -p 'loop-to-dlp{target-desc="%S/Inputs/missing.toml"}' 2>&1 | filecheck %s --check-prefix=MISSING
+
+// DESC: bad-target.toml: error: unknown target field 'clusterz'
+// MISSING: dlpc-opt: error: no such target description: {{.*}}missing.toml
 
 // A transpose needs its whole 32x64 source (8 KiB) in NRAM at once: more than the
 // 4 KiB NRAM of `tiny`, whatever the tile size.
