@@ -4,8 +4,10 @@ without double buffering and multi-core split.
 
     python bench/dlp.py [--target-desc FILE|tiny|dlp] [--examples mlp,resnet]
 
-Times come from the simulator's model (see backends/runtime/dlp_sim.py), not from the
-host clock; the numerics of every run are checked against the numpy reference.
+Each example goes through the whole pipeline (`dlpc.compile(model, target="dlp")`: -O2
+graph rewrites with weights folded, te, loop, loop-to-dlp). Times come from the
+simulator's model (see backends/runtime/dlp_sim.py), not from the host clock; the
+numerics of every run are checked against the numpy reference.
 """
 
 from __future__ import annotations
@@ -17,8 +19,6 @@ from pathlib import Path
 import numpy as np
 
 import dlpc
-from dlpc.backends.runtime.dlp_sim import compile_dlp
-from dlpc.passes import pipeline
 from dlpc.targets.dlp import resolve
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,15 +26,18 @@ EXAMPLES = ["mlp", "lenet", "resnet", "transformer", "mobilenet"]
 
 
 def run(name: str, desc, **options):
+    """Compile an example through the whole pipeline (`dlpc.compile(target="dlp")`), run
+    it on the simulator, check it, and return the per-kernel reports."""
     model = dlpc.load(ROOT / "examples" / f"{name}.dlpc")
-    module = pipeline.lower(model.module.clone(), "loop", pipeline.PipelineOptions())
-    inputs, weights = dlpc.api.random_inputs(model), dlpc.api.check_weights(model)
-    f = compile_dlp(module, desc, name=name, **options)
-    outs = f(*inputs, params=weights)
+    inputs = dlpc.api.random_inputs(model)
+    if desc:
+        options["target_desc"] = desc
+    compiled = dlpc.compile(model, target="dlp", loop_to_dlp=options)
+    outs = compiled(*inputs)
     for out, ref in zip(outs, dlpc.api.reference(model, inputs)):
         if not np.allclose(out, ref, rtol=1e-4, atol=1e-5 * max(1.0, float(np.abs(ref).max()))):
             raise SystemExit(f"{name}: DLP output differs from the numpy reference")
-    return f.report
+    return compiled.artifact.report
 
 
 def summary(reports, peak: float) -> tuple[float, dict[str, float], float]:
