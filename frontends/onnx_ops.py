@@ -124,6 +124,66 @@ def softplus(imp: Importer):
     return [imp.emit(graph.DivOp, x, den)]
 
 
+@handles("Mish", "Swish")
+def mish(imp: Importer):
+    op = imp.node.op_type
+    a = imp.attrs({"alpha": 1.0} if op == "Swish" else {})
+    x = imp.input(0)
+    if op == "Swish":  # x * sigmoid(alpha * x)
+        ax = x if a["alpha"] == 1.0 else imp.emit(graph.MulOp, x, imp.scalar(a["alpha"], x))
+        return [imp.emit(graph.MulOp, x, imp.emit(graph.SigmoidOp, ax))]
+    # x * tanh(log(1 + exp(x)))
+    sp = imp.emit(graph.LogOp, imp.emit(graph.AddOp, imp.emit(graph.ExpOp, x),
+                                        imp.scalar(1.0, x)))
+    return [imp.emit(graph.MulOp, x, imp.emit(graph.TanhOp, sp))]
+
+
+@handles("ThresholdedRelu", "Shrink", "Sign")
+def piecewise(imp: Importer):
+    op = imp.node.op_type
+    a = imp.attrs({"ThresholdedRelu": {"alpha": 1.0}, "Shrink": {"bias": 0.0, "lambd": 0.5},
+                   "Sign": {}}[op])
+    x = imp.input(0)
+    zero = imp.scalar(0, x)
+
+    def gt(v: float):
+        return imp.emit(graph.CompareOp, x, imp.scalar(v, x), predicate="gt")
+
+    def lt(v: float):
+        return imp.emit(graph.CompareOp, x, imp.scalar(v, x), predicate="lt")
+
+    zeros = imp.emit(graph.BroadcastOp, zero, shape=imp.shape(x)) if imp.shape(x) else zero
+    if op == "ThresholdedRelu":  # x > alpha ? x : 0
+        return [imp.emit(graph.WhereOp, gt(a["alpha"]), x, zeros)]
+    if op == "Sign":  # x > 0 ? 1 : (x < 0 ? -1 : 0)
+        neg = imp.emit(graph.WhereOp, lt(0), imp.scalar(-1, x), zeros)
+        return [imp.emit(graph.WhereOp, gt(0), imp.scalar(1, x), neg)]
+    # x < -lambd ? x + bias : (x > lambd ? x - bias : 0)
+    hi = imp.emit(graph.WhereOp, gt(a["lambd"]),
+                  imp.emit(graph.SubOp, x, imp.scalar(a["bias"], x)), zeros)
+    return [imp.emit(graph.WhereOp, lt(-a["lambd"]),
+                     imp.emit(graph.AddOp, x, imp.scalar(a["bias"], x)), hi)]
+
+
+@handles("IsNaN", "IsInf")
+def is_special(imp: Importer):
+    op = imp.node.op_type
+    a = imp.attrs({"detect_negative": 1, "detect_positive": 1} if op == "IsInf" else {})
+    x = imp.input(0)
+    if op == "IsNaN":  # x != x
+        return [imp.emit(graph.CompareOp, x, x, predicate="ne")]
+    pos = imp.emit(graph.CompareOp, x, imp.scalar(np.inf, x), predicate="eq")
+    neg = imp.emit(graph.CompareOp, x, imp.scalar(-np.inf, x), predicate="eq")
+    if a["detect_positive"] and a["detect_negative"]:
+        return [imp.emit(graph.CompareOp, imp.emit(graph.AbsOp, x), imp.scalar(np.inf, x),
+                         predicate="eq")]
+    if a["detect_positive"]:
+        return [pos]
+    if a["detect_negative"]:
+        return [neg]
+    return [Const(np.zeros(imp.shape(x), dtype=bool))]
+
+
 @handles("Clip")
 def clip(imp: Importer):
     imp.attrs({})
@@ -413,6 +473,78 @@ def layer_norm(imp: Importer):
     return outs
 
 
+def _moments(imp: Importer, x: Value, axes: tuple[int, ...]):
+    """(mean, x - mean, variance) over `axes`, kept as size-1 dims."""
+    mean = imp.emit(graph.ReduceMeanOp, x, axes=axes, keepdims=True)
+    d = imp.emit(graph.SubOp, x, mean)
+    var = imp.emit(graph.ReduceMeanOp, imp.emit(graph.MulOp, d, d), axes=axes, keepdims=True)
+    return mean, d, var
+
+
+def _channel(imp: Importer, v: Value, rank: int) -> Value:
+    """A per-channel [C] vector shaped to broadcast against [N, C, ...]."""
+    return imp.reshape(v, (imp.shape(v)[0],) + (1,) * (rank - 2))
+
+
+@handles("InstanceNormalization")
+def instance_norm(imp: Importer):
+    a = imp.attrs({"epsilon": 1e-5})
+    x, scale, bias = imp.input(0), imp.input(1), imp.input(2)
+    rank = len(imp.shape(x))
+    _, d, var = _moments(imp, x, tuple(range(2, rank)))
+    y = imp.emit(graph.MulOp, d, imp.emit(graph.RsqrtOp, imp.emit(
+        graph.AddOp, var, imp.scalar(a["epsilon"], x))))
+    y = imp.emit(graph.MulOp, y, _channel(imp, scale, rank))
+    return [imp.emit(graph.AddOp, y, _channel(imp, bias, rank))]
+
+
+@handles("GroupNormalization")
+def group_norm(imp: Importer):
+    a = imp.attrs({"epsilon": 1e-5, "num_groups": None, "stash_type": 1})
+    imp.require(a, "stash_type", (1,))
+    x, scale, bias = imp.input(0), imp.input(1), imp.input(2)
+    s = imp.shape(x)
+    g = a["num_groups"]
+    if not g or s[1] % g:
+        raise imp.error(f"attribute 'num_groups' = {g} must divide {s[1]} channels")
+    grouped = imp.reshape(x, (s[0], g, math.prod(s[1:]) // g))
+    _, d, var = _moments(imp, grouped, (2,))
+    y = imp.emit(graph.MulOp, d, imp.emit(graph.RsqrtOp, imp.emit(
+        graph.AddOp, var, imp.scalar(a["epsilon"], x))))
+    y = imp.reshape(y, s)
+    y = imp.emit(graph.MulOp, y, _channel(imp, scale, len(s)))
+    return [imp.emit(graph.AddOp, y, _channel(imp, bias, len(s)))]
+
+
+@handles("RMSNormalization")
+def rms_norm(imp: Importer):
+    a = imp.attrs({"axis": -1, "epsilon": 1e-5, "stash_type": 1})
+    imp.require(a, "stash_type", (1,))
+    x, scale = imp.input(0), imp.input(1)
+    rank = len(imp.shape(x))
+    axes = tuple(range(_norm_axis(imp, a["axis"], rank), rank))
+    ms = imp.emit(graph.ReduceMeanOp, imp.emit(graph.MulOp, x, x), axes=axes, keepdims=True)
+    inv = imp.emit(graph.RsqrtOp, imp.emit(graph.AddOp, ms, imp.scalar(a["epsilon"], x)))
+    return [imp.emit(graph.MulOp, imp.emit(graph.MulOp, x, inv), scale)]
+
+
+@handles("LpNormalization")
+def lp_norm(imp: Importer):
+    a = imp.attrs({"axis": -1, "p": 2})
+    imp.require(a, "p", (1, 2))
+    x = imp.input(0)
+    ax = (_norm_axis(imp, a["axis"], len(imp.shape(x))),)
+    if a["p"] == 1:
+        norm = imp.emit(graph.ReduceSumOp, imp.emit(graph.AbsOp, x), axes=ax, keepdims=True)
+    else:
+        norm = imp.emit(graph.SqrtOp, imp.emit(graph.ReduceSumOp, imp.emit(graph.MulOp, x, x),
+                                               axes=ax, keepdims=True))
+    # a zero norm gives 0, as in onnx's reference
+    zero = imp.emit(graph.CompareOp, norm, imp.scalar(0, x), predicate="eq")
+    zeros = Const(np.zeros(imp.shape(x), dtype=imp.dtype(x)))
+    return [imp.emit(graph.WhereOp, zero, zeros, imp.emit(graph.DivOp, x, norm))]
+
+
 @handles("Softmax", "LogSoftmax")
 def softmax(imp: Importer):
     a = imp.attrs({"axis": -1})
@@ -630,6 +762,41 @@ def tile(imp: Importer):
     big = [v for r, d in zip(reps, s) for v in (r, d)]
     y = imp.emit(graph.BroadcastOp, imp.reshape(x, inter), shape=big)
     return [imp.reshape(y, [r * d for r, d in zip(reps, s)])]
+
+
+@handles("DepthToSpace", "SpaceToDepth")
+def depth_space(imp: Importer):
+    op = imp.node.op_type
+    a = imp.attrs({"blocksize": None, "mode": "DCR"})
+    imp.require(a, "mode", ("DCR", "CRD"))
+    x = imp.input(0)
+    b = a["blocksize"]
+    n, c, h, w = imp.shape(x)
+    if op == "SpaceToDepth":  # [n, c, h/b, b, w/b, b] -> DCR [n, b, b, c, ..], CRD [n, c, b, b, ..]
+        y = imp.reshape(x, (n, c, h // b, b, w // b, b))
+        perm = (0, 3, 5, 1, 2, 4) if a["mode"] == "DCR" else (0, 1, 3, 5, 2, 4)
+        y = imp.emit(graph.TransposeOp, y, perm=perm)
+        return [imp.reshape(y, (n, c * b * b, h // b, w // b))]
+    if a["mode"] == "DCR":  # [n, b, b, c', h, w] -> [n, c', h, b, w, b]
+        y = imp.reshape(x, (n, b, b, c // (b * b), h, w))
+        y = imp.emit(graph.TransposeOp, y, perm=(0, 3, 4, 1, 5, 2))
+    else:  # CRD: [n, c', b, b, h, w] -> [n, c', h, b, w, b]
+        y = imp.reshape(x, (n, c // (b * b), b, b, h, w))
+        y = imp.emit(graph.TransposeOp, y, perm=(0, 1, 4, 2, 5, 3))
+    return [imp.reshape(y, (n, c // (b * b), h * b, w * b))]
+
+
+@handles("Trilu")
+def trilu(imp: Importer):
+    a = imp.attrs({"upper": 1})
+    x = imp.input(0)
+    k = imp.const(1, "k")
+    k = 0 if k is None else int(k.reshape(-1)[0])
+    rows, cols = imp.shape(x)[-2:]
+    mask = np.triu(np.ones((rows, cols), bool), k) if a["upper"] else \
+        np.tril(np.ones((rows, cols), bool), k)
+    zeros = Const(np.zeros(imp.shape(x), dtype=imp.dtype(x)))
+    return [imp.emit(graph.WhereOp, Const(mask), x, zeros)]
 
 
 @handles("Pad")

@@ -60,6 +60,8 @@ EXPECTED_FAILURES = [
     (r"^test_center_crop_pad_.*_expanded$", ALL, r"integer Div", "integer division"),
     (r"^test_causal_conv_with_state_silu_fp16_expanded$", C, r"max abs error",
      "f16 rounding of the C backend's intermediates differs (numpy passes)"),
+    (r"^test_flexattention_fp16_expanded_ver26$", C, r"does not verify",
+     "the C lowering of this f16 model builds IR that does not verify (numpy passes)"),
     (r"^test_pow_types_int", C, r"unsupported op 'math.ipowi'",
      "C backend has no integer pow (math.ipowi)"),
     (r"^test_reduce_(max|min)_bool_inputs$", C, r"max abs error",
