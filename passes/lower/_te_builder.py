@@ -59,6 +59,9 @@ class Lowering:
         self.base = ""
         self.anchor: Operation | None = None
         self.created: list[Operation] = []
+        # te ops that graph.fused lowering keeps as their own kernels instead of inlining
+        # them (weight re-layouts: static work that must not be redone per output element)
+        self.hoisted: set[Operation] = set()
 
     def emit(self, op: Operation) -> SSAValue:
         parent = self.anchor.parent_block()  # type: ignore[union-attr]

@@ -9,11 +9,15 @@ named after the graph op it came from and that op's position (`relu_0`, `matmul_
 scf.if so that only in-bounds reads execute; gather indices are wrapped and clamped);
 each graph.fused becomes ONE te op when its body is elementwise ops around at most one
 reduction anchor (matmul, linear, conv2d, pooling, reductions): producers are inlined
-into the anchor's body, consumers become its epilogue.
+into the anchor's body, consumers become its epilogue (plus, for an NHWC conv, the
+weight re-layout below, kept as its own te.compute before it).
 Layout: conv2d, pools, global_avg_pool and batch_norm with `layout = "nhwc"`
 (`graph.layout_of`) are lowered natively: activations are indexed [n, h, w, c], the
 channel is the innermost output dim (contiguous, vectorisable) and conv reduces over
-(kh, kw, c); the conv weight stays OIHW. No transpose is introduced.
+(kh, kw, c). The graph-level conv weight stays OIHW; an NHWC conv reads it through a
+te.compute `<conv>_weight_hwio` of shape (kh, kw, c/groups, o), so that the vectorised
+output-channel loop reads the weight contiguously too (unless c/groups*kh*kw = 1, where
+OIHW already is). No activation transpose is introduced.
 
     %y = graph.relu %x : (tensor<4x8xf32>) -> tensor<4x8xf32>
 
@@ -215,6 +219,15 @@ def lower_conv2d(L: Lowering, op: g.Conv2DOp, xs):
     o, cg, kh, kw = shape(w)
     og = o // op.attr("groups")
     checks = window_checks(op, (h, wd), _nchw(op, op.out_shape)[2:], (kh, kw))
+    wt, weight_at = w, lambda oc, c, i, j: [oc, c, i, j]
+    if nhwc and cg * kh * kw > 1:
+        # the OIHW weight laid out as (kh, kw, c, o), so that the innermost (channel)
+        # output dim reads it contiguously; a separate kernel even inside graph.fused
+        ty = g.tensor_type((kh, kw, cg, o), elt(w))
+        wt = L.compute(ty, lambda b, idx: b.read(w, [idx[3], idx[2], idx[0], idx[1]]),
+                       suffix="_weight_hwio")
+        L.hoisted.add(wt.owner)
+        weight_at = lambda oc, c, i, j: [i, j, c, oc]  # noqa: E731
 
     def body(b: BodyBuilder, idx: Idx, r: Idx):
         n, oc, oh, ow = _nchw(op, idx)
@@ -227,7 +240,7 @@ def lower_conv2d(L: Lowering, op: g.Conv2DOp, xs):
         else:
             ic = b.add(b.mul(b.div(oc, og), cg), c)
         v = guarded_read(b, x, _in_layout(op, n, ic, ih, iw), checks, 0.0)
-        return b.mul(v, b.read(w, [oc, c, i, j]))
+        return b.mul(v, b.read(wt, weight_at(oc, c, i, j)))
 
     extents = [kh, kw, cg] if nhwc else [cg, kh, kw]
     return L.reduce(op.out_type, extents, "add", body,
@@ -544,7 +557,8 @@ def lower_fused(L: Lowering, op: g.FusedOp) -> SSAValue:
     result = mapper[op.yield_op.values[0]]
     ops = [o for o in L.created[start:] if o.parent is not None]
     for producer in ops:
-        if isinstance(producer, ComputeOp) and producer.result is not result:
+        if isinstance(producer, ComputeOp) and producer.result is not result \
+                and producer not in L.hoisted:
             inline_compute(producer)
     final = result.owner
     reduces = [o for o in ops if isinstance(o, ReduceOp) and o.parent is not None]
