@@ -37,7 +37,7 @@ import math
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects import memref
+from xdsl.dialects import arith, memref, scf
 from xdsl.dialects.builtin import MemRefType, ModuleOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
@@ -87,8 +87,10 @@ class CachePackError(ScheduleError):
 
 def _pack(root, kernel: str, loop: str, buffer: str, name: str | None) -> SSAValue:
     """cache_read in packed layout: the local buffer is indexed by the loops inside
-    `loop` that index the buffer, in nesting order (GotoBLAS panels: `Bp[jr][k][j]`),
-    flattened to 1-D; the accesses must share one affine form."""
+    `loop` that index the buffer, in nesting order (GotoBLAS panels: `Bp[jr][k][j]`;
+    for a convolution's input, im2col rows `xp[ci][kh][kw][ow]`), flattened to 1-D; the
+    accesses must share one affine form. A padding guard (`scf.if` yielding the load or
+    a constant) is recomputed by the packing nest, so the packed reads are unguarded."""
     target = get_loop(root, kernel, loop)
     k = target.kernel()
     buf = find_buffer(k, target, buffer)
@@ -99,10 +101,14 @@ def _pack(root, kernel: str, loop: str, buffer: str, name: str | None) -> SSAVal
     if any(isinstance(op, memref.StoreOp) and op.memref is buf for op in target.walk()):
         raise CacheReadWrittenError(f"buffer '{buf.name_hint}' is written in loop {what}; use cache_write")
     forms = []
+    units = []  # what is replaced: the load, or the scf.if guarding it (padding)
     for op in loads:
-        if guarded(op, target):
+        unit = _guard_of(op, target) if guarded(op, target) else op
+        if unit is None:
             raise CacheGuardedAccessError(
-                f"an access to buffer '{buf.name_hint}' in loop {what} is guarded by scf.if")
+                f"an access to buffer '{buf.name_hint}' in loop {what} is guarded by scf.if "
+                "in a form pack does not handle (then: the load, else: a constant)")
+        units.append(unit)
         f = [affine(i) for i in op.indices]
         if any(x is None for x in f):
             raise CacheNotAffineError(
@@ -128,14 +134,11 @@ def _pack(root, kernel: str, loop: str, buffer: str, name: str | None) -> SSAVal
     alloc = alloc_cls.get(ty.get_element_type(), shape=[size])
     label = name or f"{buf.name_hint or 'buf'}_p"
     alloc.memref.name_hint = label if label.isidentifier() else None
-    for op in loads:
-        new = memref.LoadOp.get(alloc.memref, [emit_affine(lin, op.parent_block(), before=op)])
-        op.parent_block().insert_op_before(new, op)
-        op.res.replace_all_uses_with(new.res)
-        erase(op)
+    # the packing nest clones the first access (with its guard) over the used loops
+    slice_ops = _slice(units[0], target, used, what, buf)
+    template = units[0]
     first = target.block.first_op
     target.block.insert_op_before(alloc, first) if first is not None else target.block.add_op(alloc)
-    # the packing nest: the used loops again (same bounds), global <- local
     copies: list[ForOp] = []
     for lp in used:
         c = ForOp(lp.lower, lp.upper, lp.stride, name=k.fresh_loop_name(f"{label}_{lp.loop_name}"))
@@ -145,16 +148,59 @@ def _pack(root, kernel: str, loop: str, buffer: str, name: str | None) -> SSAVal
     if copies[-1].trip_count > 1:
         copies[-1].annotate("vectorize")
     body = copies[-1].block
-    remap = {lp.induction_var: c.induction_var for lp, c in zip(used, copies)}
-    glob = [emit_affine(Affine(d.const, {remap.get(v, v): c for v, c in d.terms.items()}), body)
-            for d in forms[0]]
-    lin_c = Affine(lin.const, {remap[v]: c for v, c in lin.terms.items()})
-    load = memref.LoadOp.get(buf, glob)
-    body.add_op(load)
-    body.add_op(memref.StoreOp.get(load.res, alloc.memref, [_lin_after(lin_c, body)]))
+    mapper = {lp.induction_var: c.induction_var for lp, c in zip(used, copies)}
+    for op in slice_ops + [template]:
+        body.add_op(op.clone(value_mapper=mapper))
+    value = mapper[template.results[0]]
+    lin_c = Affine(lin.const, {mapper[v]: c for v, c in lin.terms.items()})
+    lin_value = emit_affine(lin_c, body)
+    body.add_op(memref.StoreOp.get(value, alloc.memref, [lin_value]))
+    for op in units:
+        new = memref.LoadOp.get(alloc.memref, [emit_affine(lin, op.parent_block(), before=op)])
+        op.parent_block().insert_op_before(new, op)
+        op.results[0].replace_all_uses_with(new.res)
+        erase(op)
     if alloc_cls is memref.AllocOp:
         target.block.add_op(memref.DeallocOp.get(alloc.memref))
     return alloc.memref
+
+
+def _guard_of(load: Operation, loop: ForOp):
+    """The scf.if that guards `load` as `if c { yield load } else { yield constant }`."""
+    g = load.parent_op()
+    if not isinstance(g, scf.IfOp) or g.parent_op() is None or not loop.is_ancestor(g):
+        return None
+    then = list(g.true_region.block.ops)
+    other = list(g.false_region.block.ops) if g.false_region.blocks else []
+    ok = (len(then) == 2 and then[0] is load and then[1].operands[0] is load.res
+          and len(other) == 2 and isinstance(other[0], arith.ConstantOp)
+          and other[1].operands[0] is other[0].result and len(g.results) == 1)
+    return g if ok else None
+
+
+def _slice(unit: Operation, loop: ForOp, used: list[ForOp], what: str, buf) -> list[Operation]:
+    """The pure ops inside `loop` that `unit` depends on, in program order; they may
+    only depend on the used loops and on values from outside `loop`."""
+    ivs = {id(lp.induction_var) for lp in used}
+    needed: set[int] = set()
+    work = [o for op in unit.walk() for o in op.operands]
+    while work:
+        v = work.pop()
+        owner = v.owner
+        if isinstance(owner, Operation):
+            if loop.is_ancestor(owner) and not unit.is_ancestor(owner) and id(owner) not in needed:
+                if owner.regions or isinstance(owner, memref.LoadOp | memref.StoreOp):
+                    raise CachePackError(
+                        f"the access to buffer '{buf.name_hint}' in loop {what} depends on "
+                        f"'{owner.name}', which pack cannot recompute")
+                needed.add(id(owner))
+                work.extend(owner.operands)
+        elif owner.parent_op() is not loop and loop.is_ancestor(owner.parent_op()) \
+                and id(v) not in ivs:
+            raise CachePackError(
+                f"the access to buffer '{buf.name_hint}' in loop {what} depends on a loop "
+                "that does not index the buffer")
+    return [op for op in loop.walk() if id(op) in needed]
 
 
 def _lin_after(expr: Affine, body) -> SSAValue:

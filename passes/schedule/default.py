@@ -10,7 +10,11 @@ is left as te-to-loop made it).  Guarantees: numerics unchanged; each kernel get
   and the `gemm` micro-kernel (`tensorize`): an `mr x nr` accumulator tile in registers;
   with fewer than 4 rows (batch-1 linear layers) and B contiguous along k, the dot
   products are vectorized instead (`rfactor` by 16);
-- reduction (direct and depthwise conv, pooling, other reductions): the reduction loops
+- strided conv (and pooling): im2col-style rows: the input a row of outputs needs is
+  packed once per output row (`cache_read ... pack`, padding resolved in the packing),
+  so the vectorized row reads it with unit stride; output channels blocked by 4 and
+  unrolled, the rows parallel;
+- reduction (stride-1 and depthwise conv, other reductions): the reduction loops
   are moved inside the last spatial loop's siblings so the innermost loop is the last
   spatial one, which is vectorized (`decompose`, `reorder`, `vectorize`); conv output
   channels are blocked by 4 and unrolled so each input vector feeds 4 FMAs;
@@ -38,6 +42,7 @@ from xdsl.passes import ModulePass
 from dlpc.dialects.loop import ForOp, KernelOp, kernels
 from dlpc.passes.schedule.common import (
     ScheduleError,
+    affine,
     buffers_accessed,
     child_loop,
     depends_on,
@@ -239,6 +244,94 @@ def reduction_script(kernel: KernelOp, nest: Nest) -> str:
     return "\n".join(lines)
 
 
+def conv_input(kernel: KernelOp, nest: Nest):
+    """The buffer read along the last spatial loop and the reduction loops (a conv's or
+    pooling's input), or None."""
+    loops = {lp.loop_name: lp for lp in kernel.loops()}
+    last, red = loops[nest.spatial[-1]].induction_var, loops[nest.reduce[-1]].induction_var
+    for op in loops[nest.reduce[-1]].walk():
+        if isinstance(op, memref.LoadOp) and any(depends_on(i, last) for i in op.indices) \
+                and any(depends_on(i, red) for i in op.indices):
+            return op.memref
+    return None
+
+
+def conv_output(kernel: KernelOp):
+    stores = [op for op in kernel.walk() if isinstance(op, memref.StoreOp)
+              and op.memref in buffers_accessed(kernel, external=True)]
+    return stores[0].memref if stores else None
+
+
+def conv_script(kernel: KernelOp, nest: Nest, cb: int = 4, threads: int = 2,
+                register_tile: bool = False) -> str:
+    """Convolution / pooling as im2col-style rows: the input rows one output row needs
+    are packed (padding resolved) into `xp[ci][kh][kw][ow]`, shared by all output
+    channels; output channels blocked by `cb` (unrolled), the output row vectorized."""
+    x = conv_input(kernel, nest)
+    if x is None or len(nest.spatial) != 4:
+        raise ScheduleError(f"kernel '{kernel.sym}' is not convolution-shaped")
+    K = kernel.sym
+    n, c, h, w = nest.spatial
+    lines = [f"decompose {K}"]
+    inner_c: list[str] = []
+    outer_c = c
+    if cb > 1 and nest.trips[c] % cb == 0 and nest.trips[c] > cb:
+        lines.append(f"split {K}/{c} by {cb} -> {c}o, {c}i")
+        outer_c, inner_c = f"{c}o", [f"{c}i"]
+    outer_w, inner_w = [], w
+    if nest.trips[w] > 64:
+        wt = _largest_divisor(nest.trips[w], 64)
+        if wt >= 8:
+            lines.append(f"split {K}/{w} by {wt} -> {w}o, {w}i")
+            outer_w, inner_w = [f"{w}o"], f"{w}i"
+    tile = [n, h, outer_c] + outer_w
+    lines.append(f"reorder {K}: {', '.join(tile + nest.reduce + inner_c + [inner_w])}")
+    lines.append(f"cache_read {K}/{h} {buffer_token(kernel, x)} -> {K}_xp pack")
+    out = conv_output(kernel)
+    width = nest.trips[inner_w] if not outer_w else _largest_divisor(nest.trips[w], 64)
+    if out is not None and register_tile and cb * width <= 256:
+        # the output tile (cb x width) accumulates in registers across the reductions
+        lines.append(f"cache_write {K}/{tile[-1]} {buffer_token(kernel, out)} -> {K}_acc")
+        lines += [f"unroll {K}/{ci}" for ci in inner_c]
+        lines.append(f"unroll {K}/{inner_w}")
+    else:
+        lines += [f"unroll {K}/{ci}" for ci in inner_c]
+        lines.append(f"vectorize {K}/{inner_w}")
+    lines.append(f"serial {K}")
+    if nest.trips[h] >= threads:
+        lines.append(f"parallel {K}/{h}")
+    return "\n".join(lines)
+
+
+def _strided(kernel: KernelOp, nest: Nest) -> bool:
+    """Does the input advance by more than one element per output column (stride > 1)?
+    Then vectorizing the output row reads the input with a stride; packing fixes it."""
+    x = conv_input(kernel, nest)
+    w = next(lp for lp in kernel.loops() if lp.loop_name == nest.spatial[-1])
+    for op in kernel.walk():
+        if isinstance(op, memref.LoadOp) and op.memref is x:
+            form = affine(op.indices[-1])
+            return form is not None and form.terms.get(w.induction_var, 1) > 1
+    return False
+
+
+def default_scripts(module: ModuleOp, name: str) -> list[str]:
+    """Heuristic schedules of one kernel, best first (the first that applies is used)."""
+    kernel = get_kernel(module, name)
+    nest = analyse(kernel)
+    if nest is None or not nest.reduce:
+        return []
+    out = []
+    for make in (lambda: default_script(module, name), lambda: conv_script(kernel, nest)):
+        try:
+            out.append(make())
+        except ScheduleError:
+            pass
+    if len(nest.spatial) == 4 and len(out) == 2 and _strided(kernel, nest):
+        out.reverse()  # a strided conv: im2col rows first, the plain reorder as fallback
+    return [s for s in out if s]
+
+
 def default_script(module: ModuleOp, name: str) -> str:
     """The heuristic schedule of one kernel as script text ('' when none applies)."""
     kernel = get_kernel(module, name)
@@ -289,7 +382,9 @@ def try_script(module: ModuleOp, script: str) -> bool:
 
 def apply_default(module: ModuleOp) -> None:
     for kernel in list(kernels(module)):
-        try_script(module, default_script(module, kernel.sym))
+        for script in default_scripts(module, kernel.sym):
+            if try_script(module, script):
+                break
     for kernel in kernels(module):
         _finish(kernel)
 
@@ -308,7 +403,7 @@ def apply_tuned_or_default(module: ModuleOp, tuning_log: str | None = None,
         best = log.best(kernel_signature(kernel), target) if log else None
         if best is not None and try_script(module, rename_script(best.script, best.kernel, name)):
             how[name] = "tuned"
-        elif try_script(module, default_script(module, name)):
+        elif any(try_script(module, s) for s in default_scripts(module, name)):
             how[name] = "default"
         else:
             how[name] = "none"

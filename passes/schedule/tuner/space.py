@@ -5,7 +5,8 @@ to a schedule script.
   packing of A and of B on/off, and which blocked loop is parallel;
 - `reduction` (conv, depthwise conv, pooling, other reductions): output-channel block
   `cb` (unrolled), tile of the last spatial loop `wt` (outer part outside the reduction
-  loops), full unroll of the innermost reduction loop on/off, parallel loop.
+  loops), full unroll of the innermost reduction loop on/off, parallel loop, and
+  `im2col` (convs: pack the input rows, see `conv_script`) on/off.
 
 Every knob value is legal by construction (factors divide the extents), so candidates
 fail only when a combination breaks a primitive's requirement, which the measurement
@@ -28,6 +29,8 @@ from dlpc.passes.schedule.default import (
     analyse,
     gemm_default_params,
     gemm_operands,
+    conv_input,
+    conv_script,
     gemm_script,
 )
 
@@ -91,6 +94,8 @@ class Space:
             p = GemmParams(point["mc"], point["nc"], point["kc"], point["mr"], point["nr"],
                            point["pack_a"], point["pack_b"])
             return gemm_script(kernel, self.nest, p, parallel=point["par"])
+        if point.get("im2col"):
+            return conv_script(kernel, self.nest, cb=point.get("cb", 1))
         return reduction_template(self.kernel, self.nest, point)
 
     def default(self) -> dict:
@@ -101,6 +106,7 @@ class Space:
             return {"mc": p.mc, "nc": p.nc, "kc": p.kc, "mr": p.mr, "nr": p.nr,
                     "pack_a": True, "pack_b": True, "par": "auto"}
         return {k: v[0] if k != "cb" else (4 if 4 in v else v[0]) for k, v in self.knobs.items()}
+        # (the default point is the plain reorder; im2col is one mutation away)
 
 
 def reduction_template(K: str, nest: Nest, point: dict) -> str:
@@ -167,6 +173,8 @@ def space_for(module: ModuleOp, name: str) -> Space | None:
         "wt": [0] + [d for d in divisors(nest.trips[s[-1]], lo=8) if d < nest.trips[s[-1]]],
         "unroll_r": [False, True] if nest.reduce and nest.trips[nest.reduce[-1]] <= 16 else [False],
         "par": ["auto"] + [x for x in s[:2] if nest.trips[x] > 1],
+        "im2col": [False, True] if len(s) == 4 and conv_input(kernel, nest) is not None
+        else [False],
     }
     return Space("reduction", name, knobs, nest)
 
