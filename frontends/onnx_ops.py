@@ -786,6 +786,69 @@ def depth_space(imp: Importer):
     return [imp.reshape(y, (n, c // (b * b), h * b, w * b))]
 
 
+def _nearest_source(a: dict, size: int, out: int, scale: float) -> np.ndarray:
+    """The input index each output index of a nearest Resize reads, per ONNX."""
+    x = np.arange(out, dtype=np.float64)
+    mode = a["coordinate_transformation_mode"]
+    if mode == "asymmetric":
+        v = x / scale
+    elif mode == "align_corners":
+        v = x * (size - 1) / (out - 1) if out > 1 else 0 * x
+    elif mode == "tf_half_pixel_for_nn":
+        v = (x + 0.5) / scale
+    else:  # half_pixel, pytorch_half_pixel
+        v = (x + 0.5) / scale - 0.5 if out > 1 or mode == "half_pixel" else 0 * x
+    rounding = {"round_prefer_floor": lambda t: np.ceil(t - 0.5),
+                "round_prefer_ceil": lambda t: np.floor(t + 0.5),
+                "floor": np.floor, "ceil": np.ceil}[a["nearest_mode"]]
+    return np.clip(rounding(v), 0, size - 1).astype(np.int64)
+
+
+@handles("Resize")
+def resize(imp: Importer):
+    """Nearest upsampling by whole factors (nn.Upsample(scale_factor=k) as exported):
+    out[..., i, j] = x[..., i // k, j // l], a reshape, a broadcast and a reshape."""
+    a = imp.attrs({"mode": "nearest", "coordinate_transformation_mode": "half_pixel",
+                   "nearest_mode": "round_prefer_floor", "cubic_coeff_a": -0.75,
+                   "exclude_outside": 0, "extrapolation_value": 0.0, "antialias": 0,
+                   "keep_aspect_ratio_policy": "stretch", "axes": None})
+    imp.require(a, "mode", ("nearest",))
+    imp.require(a, "coordinate_transformation_mode",
+                ("half_pixel", "pytorch_half_pixel", "asymmetric", "align_corners",
+                 "tf_half_pixel_for_nn"))
+    imp.require(a, "nearest_mode", ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil"))
+    imp.require(a, "keep_aspect_ratio_policy", ("stretch",))
+    x = imp.input(0)
+    shape = imp.shape(x)
+    axes = [_norm_axis(imp, int(v), len(shape), "axes") for v in (a["axes"] or range(len(shape)))]
+    scales, sizes = imp.const(2, "scales"), imp.const(3, "sizes")
+    full_scale = [1.0] * len(shape)
+    out = list(shape)
+    for k, ax in enumerate(axes):
+        if sizes is not None and sizes.size:
+            out[ax] = int(sizes.reshape(-1)[k])
+            full_scale[ax] = out[ax] / shape[ax]
+        elif scales is not None and scales.size:
+            full_scale[ax] = float(scales.reshape(-1)[k])
+            out[ax] = int(np.floor(shape[ax] * full_scale[ax]))
+        else:
+            raise imp.error("one of the inputs 'scales' and 'sizes' is required")
+    factors = []
+    for ax, (size, o) in enumerate(zip(shape, out)):
+        src = _nearest_source(a, size, o, full_scale[ax])
+        k = o // size if o % size == 0 else 0
+        if k < 1 or not np.array_equal(src, np.arange(o) // k):
+            raise imp.error(f"Resize from {list(shape)} to {out} is not a nearest upsampling "
+                            f"by whole factors, the only Resize dlpc supports")
+        factors.append(k)
+    if all(f == 1 for f in factors):
+        return [x]
+    inter = [v for d in shape for v in (d, 1)]
+    big = [v for d, f in zip(shape, factors) for v in (d, f)]
+    y = imp.emit(graph.BroadcastOp, imp.reshape(x, inter), shape=big)
+    return [imp.reshape(y, out)]
+
+
 @handles("Trilu")
 def trilu(imp: Importer):
     a = imp.attrs({"upper": 1})

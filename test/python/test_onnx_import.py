@@ -234,3 +234,18 @@ def test_bad_file(tmp_path):
     with pytest.raises(DlpcError) as info:
         dlpc.load(path)
     assert "junk.onnx" in str(info.value) and "error:" in str(info.value)
+
+
+def test_resize_nearest_upsampling():
+    """nn.Upsample(scale_factor=2) as exported: asymmetric coordinates, floor."""
+    scales = np.array([1, 1, 2, 3], dtype=np.float32)
+    node = helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="nearest",
+                            coordinate_transformation_mode="asymmetric", nearest_mode="floor")
+    proto = make([node], [vi("x", [1, 2, 3, 4])], [vi("y", [1, 2, 6, 12])],
+                 [("scales", scales)])
+    x = np.random.default_rng(5).standard_normal((1, 2, 3, 4)).astype(np.float32)
+    m = check_numerics(proto, x)
+    assert "graph.broadcast" in str(m.module)
+    bilinear = make([helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="linear")],
+                    [vi("x", [1, 2, 3, 4])], [vi("y", [1, 2, 6, 12])], [("scales", scales)])
+    assert "attribute 'mode' = 'linear' is not supported" in import_error(bilinear)
