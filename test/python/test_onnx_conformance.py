@@ -49,8 +49,9 @@ EXPECTED_FAILURES = [
      "graph pools have no dilations"),
     (r"^test_maxpool_with_argmax", ALL, r"output 1 \('z'\) is not supported",
      "MaxPool's Indices output"),
-    (r"^test_resize_(?!upsample_scales_nearest)", ALL, r"attribute 'mode' = '(linear|cubic)'|not a nearest upsampling"
-     r"|keep_aspect_ratio_policy", "Resize: nearest upsampling by whole factors only"),
+    (r"^test_resize_(?!upsample_scales_nearest)", ALL,
+     r"attribute 'mode' = '(linear|cubic)'|not a nearest upsampling|keep_aspect_ratio_policy",
+     "Resize: nearest upsampling by whole factors only"),
     (r"^test_(edge|reflect|wrap)_pad$", ALL, r"attribute 'mode' = '\w+' is not supported",
      "graph.pad is constant padding only"),
     (r"training_mode$", ALL, r"attribute 'training_mode' = 1", "training batch norm"),
