@@ -8,7 +8,7 @@ variable) are permuted into the given order over the same positions; loops of th
 that are not named keep their position. Bounds are static, so any order is well defined;
 each output element still sees its reduction iterations in increasing order.
 
-Before (`reorder k: i1, r0, i0`... here `reorder k: r0, i1`):
+Before (`reorder k: r0, i1`):
 
     loop.for %i1 = 0 to 64 step 1 {name = "i1"} {
       loop.for %r0 = 0 to 32 step 1 {name = "r0", reduction} {
