@@ -86,12 +86,9 @@ def _hoist_index_ops(loop: ForOp) -> None:
     block = loop.block
     hoisted: list[Operation] = []
     for op in list(block.ops):
-        if _index_arith(op) and all(
-            o.owner not in block.ops or o.owner in hoisted
-            if hasattr(o, "owner") and isinstance(o.owner, Operation)
-            else True
-            for o in op.operands
-        ):
+        local = [o.owner for o in op.operands
+                 if isinstance(o.owner, Operation) and o.owner.parent_block() is block]
+        if _index_arith(op) and all(owner in hoisted for owner in local):
             hoisted.append(op)
     first = block.first_op
     for op in hoisted:

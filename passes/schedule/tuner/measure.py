@@ -41,23 +41,19 @@ def extract_kernel(module: ModuleOp, name: str) -> ModuleOp:
     """A module whose `@main(buffers...)` runs only kernel `name` (all arguments inputs,
     so the caller owns every buffer)."""
     kernel = get_kernel(module, name)
-    external = []
-    globals_used = []
+    external: list = []
+    globals_used: list = []
     for op in kernel.walk():
         for v in op.operands:
             owner = v.owner
-            inside = isinstance(owner, Operation) and kernel.is_ancestor(owner)
-            if not inside and not isinstance(owner, Block) and not (
-                isinstance(owner, Block) and kernel.is_ancestor(owner.parent_op())
-            ):
-                if isinstance(owner, memref.GetGlobalOp):
-                    if owner not in globals_used:
-                        globals_used.append(owner)
-                elif v not in external:
-                    external.append(v)
-            elif isinstance(owner, Block) and not kernel.is_ancestor(owner.parent_op()):
-                if v not in external:
-                    external.append(v)
+            where = owner if isinstance(owner, Operation) else owner.parent_op()
+            if where is not None and kernel.is_ancestor(where):
+                continue  # defined inside the kernel
+            if isinstance(owner, memref.GetGlobalOp):
+                if owner not in globals_used:
+                    globals_used.append(owner)
+            elif v not in external:
+                external.append(v)
     block = Block(arg_types=[v.type for v in external])
     mapper = {old: new for old, new in zip(external, block.args)}
     for old, new in zip(external, block.args):
