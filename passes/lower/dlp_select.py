@@ -170,11 +170,14 @@ def _classify_load(plan, load: memref.LoadOp, loops: list[ForOp]) -> Operand:
     idx = list(load.indices)
     if _tile_matches(p, idx, loops, shape):
         return Operand("vec", p)
-    if (p.kind == "tiled" and p.a == 1 and p.rlo == p.rhi == 0 and p.dim == len(shape) - 1
-            and idx[p.dim:] == [loops[0].induction_var] and len(loops) > 1):
-        inner = math.prod(lp.trip_count for lp in loops[1:])
-        if (inner * 4) % plan.desc.vector_align == 0:
-            return Operand("row", p)  # one value per work-loop row, broadcast over the row
+    if p.kind == "tiled" and p.a == 1 and p.rlo == p.rhi == 0:
+        ivs = _ivs(loops)
+        extents = [lp.trip_count for lp in loops]
+        for j in range(1, len(loops)):  # indexed by loops[:j], broadcast over loops[j:]
+            if idx[p.dim:] == ivs[:j] and tuple(shape[p.dim + 1:]) == tuple(extents[1:j]):
+                seg = math.prod(extents[j:])
+                if (seg * 4) % plan.desc.vector_align == 0:
+                    return Operand("row", p, seg=seg)
     if p.kind != "whole":
         raise NoMatch
     ivs = _ivs(loops)
@@ -196,18 +199,9 @@ def _classify_load(plan, load: memref.LoadOp, loops: list[ForOp]) -> Operand:
     raise NoMatch
 
 
-def _match_elementwise(plan, loops: list[ForOp], body: list[Operation], preset=None) -> Elementwise:
-    if any(lp.lower != 0 or lp.stride != 1 for lp in loops):
-        raise NoMatch
-    ops = [op for op in body if not isinstance(op, arith.ConstantOp)]
-    if not ops or not isinstance(ops[-1], memref.StoreOp):
-        raise NoMatch
-    store = ops[-1]
-    out = plan.buffers.get(store.memref)
-    if out is None or not _tile_matches(out, list(store.indices), loops, out.shape):
-        raise NoMatch
-    kinds: dict[SSAValue, str] = {v: o.kind for v, o in (preset or {}).items()}
-    for op in ops[:-1]:
+def _check_expr(plan, loops: list[ForOp], ops: list[Operation], kinds: dict[SSAValue, str]) -> None:
+    """Kinds ("vec", "cycle", "row", "scalar") of every value `ops` compute, or NoMatch."""
+    for op in ops:
         if isinstance(op, memref.LoadOp):
             kinds[op.res] = _classify_load(plan, op, loops).kind
         elif op.name in BINARY:
@@ -221,7 +215,7 @@ def _match_elementwise(plan, loops: list[ForOp], body: list[Operation], preset=N
                 continue
             if "cycle" in pair and (pair != {"vec", "cycle"} or name not in CYCLE):
                 raise NoMatch
-            if "row" in pair and (pair != {"vec", "row"} or name not in ("add", "sub", "mul") or b != "row"):
+            if "row" in pair and (pair != {"vec", "row"} or name not in ("add", "sub", "mul", "div") or b != "row"):
                 raise NoMatch
             if a == "scalar" and name in ("div",):
                 raise NoMatch
@@ -232,6 +226,20 @@ def _match_elementwise(plan, loops: list[ForOp], body: list[Operation], preset=N
             kinds[op.results[0]] = "vec"
         else:
             raise NoMatch
+
+
+def _match_elementwise(plan, loops: list[ForOp], body: list[Operation], preset=None) -> Elementwise:
+    if any(lp.lower != 0 or lp.stride != 1 for lp in loops):
+        raise NoMatch
+    ops = [op for op in body if not isinstance(op, arith.ConstantOp)]
+    if not ops or not isinstance(ops[-1], memref.StoreOp):
+        raise NoMatch
+    store = ops[-1]
+    out = plan.buffers.get(store.memref)
+    if out is None or not _tile_matches(out, list(store.indices), loops, out.shape):
+        raise NoMatch
+    kinds: dict[SSAValue, str] = {v: o.kind for v, o in (preset or {}).items()}
+    _check_expr(plan, loops, ops[:-1], kinds)
     if kinds.get(store.value) != "vec":
         raise NoMatch
     return Elementwise(loops, body, out, dict(preset or {}))
@@ -303,8 +311,9 @@ def _scratch_elems(plan, elems: int) -> int:
     return _round_up(elems * 4, plan.desc.dma_align) // 4
 
 
-def _emit_elementwise(lowering, b, ew: Elementwise, count: SSAValue, preset) -> None:
-    """One intrinsic per op over `count` elements; temps are fresh NRAM buffers."""
+def _emit_elementwise(lowering, b, ew: Elementwise, count: SSAValue, preset, result=None, final=None) -> None:
+    """One intrinsic per op over `count` elements; temps are fresh NRAM buffers. The value
+    stored by the body (or `result`) lands in the output tile (or `final`)."""
     plan = lowering.plan
     elt = ew.out.value.type.get_element_type()
     tile_elems = _scratch_elems(plan, plan.tile * ew.inner)
@@ -313,7 +322,8 @@ def _emit_elementwise(lowering, b, ew: Elementwise, count: SSAValue, preset) -> 
     rows: dict[SSAValue, object] = {}
     scal: dict[SSAValue, SSAValue] = {}
     ops = [op for op in ew.body if not isinstance(op, arith.ConstantOp)]
-    store = ops[-1]
+    if result is None:
+        result, final, ops = ops[-1].value, (ew.out.local, ew.out.slot), ops[:-1]
 
     def scalar(x: SSAValue) -> SSAValue:
         if x in scal:
@@ -327,15 +337,13 @@ def _emit_elementwise(lowering, b, ew: Elementwise, count: SSAValue, preset) -> 
         return b.alloc("nram", tile_elems, elt, f"{hint}_nram"), b.c(0)
 
     def dest(op: Operation) -> tuple[SSAValue, SSAValue]:
-        if op.results[0] is store.value:
-            return ew.out.local, ew.out.slot
-        return fresh()
+        return final if op.results[0] is result else fresh()
 
     def neg(src: tuple[SSAValue, SSAValue], into: tuple[SSAValue, SSAValue]) -> None:
         minus = b.v(arith.ConstantOp(FloatAttr(-1.0, elt)))
         b.op(dlp.MulScalarOp(*into, *src, minus, count))
 
-    for op in ops[:-1]:
+    for op in ops:
         if isinstance(op, memref.LoadOp):
             o = _classify_load(plan, op, ew.loops)
             p = o.buffer
@@ -344,7 +352,7 @@ def _emit_elementwise(lowering, b, ew: Elementwise, count: SSAValue, preset) -> 
             elif o.kind == "cycle":
                 cyc[op.res] = (p.local, o.seg)
             elif o.kind == "row":
-                rows[op.res] = p
+                rows[op.res] = (p, o.seg)
             else:
                 scal[op.res] = b.v(memref.LoadOp.get(p.local, [b.c(o.index)]))
             continue
@@ -365,7 +373,7 @@ def _emit_elementwise(lowering, b, ew: Elementwise, count: SSAValue, preset) -> 
             continue
         d = dest(op)
         if y in rows:  # per-row scalar: one intrinsic per row of the tile
-            _emit_rows(b, name, d, vec[x], rows[y], ew.inner, count)
+            _emit_rows(b, name, d, vec[x], *rows[y], count)
             vec[op.results[0]] = d
             continue
         if x in vec and y in vec:
@@ -398,9 +406,9 @@ def _emit_elementwise(lowering, b, ew: Elementwise, count: SSAValue, preset) -> 
                 b.op(dlp.MaxScalarOp(*d, *d, b.v(arith.NegfOp(scalar(sv))), count))
                 neg(d, d)
         vec[op.results[0]] = d
-    final = vec[store.value]
-    if final != (ew.out.local, ew.out.slot):  # the stored value is a plain load: copy it
-        b.op(dlp.MemcpyOp(ew.out.local, ew.out.slot, final[0], final[1], count))
+    got = vec[result]
+    if got != final:  # the stored value is a plain load: copy it
+        b.op(dlp.MemcpyOp(final[0], final[1], got[0], got[1], count))
 
 
 def _emit_rows(b, name: str, d, v_, p, inner: int, count: SSAValue) -> None:
@@ -415,6 +423,9 @@ def _emit_rows(b, name: str, d, v_, p, inner: int, count: SSAValue) -> None:
         body.op(dlp.AddScalarOp(*dst, *src, s, n))
     elif name == "mul":
         body.op(dlp.MulScalarOp(*dst, *src, s, n))
+    elif name == "div":
+        one = body.v(arith.ConstantOp(FloatAttr(1.0, s.type)))
+        body.op(dlp.MulScalarOp(*dst, *src, body.v(arith.DivfOp(one, s)), n))
     else:
         body.op(dlp.AddScalarOp(*dst, *src, body.v(arith.NegfOp(s)), n))
     body.op(scf.YieldOp())
@@ -686,11 +697,98 @@ def _match_matmul(plan) -> MatmulSelection:
     raise NoMatch
 
 
+COMBINERS = {"arith.addf": (dlp.ReduceSumOp, 0.0), "arith.maximumf": (dlp.ReduceMaxOp, float("-inf")),
+             "arith.maxnumf": (dlp.ReduceMaxOp, float("-inf"))}
+
+
+@dataclass
+class ReduceSelection:
+    """acc[row] = combine over the row's trailing reduction elements of an elementwise
+    prologue (or a plain load), then the epilogue: `dlp.reduce_sum`/`dlp.reduce_max`."""
+
+    prologue: Elementwise  # over spatial + reduction loops; body computes `value`
+    value: SSAValue  # the element combined into the accumulator
+    op: type  # dlp.ReduceSumOp or dlp.ReduceMaxOp
+    cols: int  # elements per row (the reduction extent)
+    ew: object  # epilogue (Elementwise or ScalarEpilogue) over the spatial loops
+    acc: SSAValue  # the accumulator value read after the reduction
+
+    def scratch_bytes(self, plan, tile: int) -> int:
+        from dlpc.passes.lower.loop_to_dlp import _round_up
+
+        rows = _round_up(tile * self.ew.inner * 4, plan.desc.dma_align)
+        full = _round_up(tile * self.ew.inner * self.cols * 4, plan.desc.dma_align)
+        return rows * (self.ew.temps() + 1) + full * self.prologue.temps()
+
+    def emit(self, lowering, b, t0: SSAValue, n: SSAValue) -> None:
+        plan = lowering.plan
+        elt = self.prologue.out.value.type.get_element_type()
+        rows = b.mul(n, b.c(self.ew.inner))
+        src = b.alloc("nram", _scratch_elems(plan, plan.tile * self.prologue.inner), elt, "row_nram")
+        _emit_elementwise(lowering, b, self.prologue, b.mul(rows, b.c(self.cols)), {},
+                          result=self.value, final=(src, b.c(0)))
+        acc = b.alloc("nram", _scratch_elems(plan, plan.tile * self.ew.inner), elt, "acc_nram")
+        b.op(self.op(acc, b.c(0), src, b.c(0), rows, b.c(self.cols)))
+        self.ew.emit_after(lowering, b, rows, acc, t0, n, self.acc)
+
+
+def _match_reduce(plan) -> ReduceSelection:
+    spatial = _nest(plan.work)
+    s = spatial[-1]
+    ops = [op for op in s.block.ops if not isinstance(op, arith.ConstantOp)]
+    loops_in = [op for op in ops if isinstance(op, ForOp)]
+    if len(loops_in) != 1 or any(lp.lower != 0 or lp.stride != 1 for lp in spatial):
+        raise NoMatch
+    red = [loops_in[0]]
+    while True:
+        inner = [op for op in red[-1].block.ops if isinstance(op, ForOp)]
+        if not inner:
+            break
+        others = [op for op in red[-1].block.ops if not isinstance(op, ForOp | arith.ConstantOp)]
+        if len(inner) != 1 or others:
+            raise NoMatch
+        red.append(inner[0])
+    if any(lp.lower != 0 or lp.stride != 1 for lp in red):
+        raise NoMatch
+    pos = ops.index(red[0])
+    pre, post = ops[:pos], ops[pos + 1:]
+    if len(pre) != 2 or not isinstance(pre[0], memref.AllocaOp) or not isinstance(pre[1], memref.StoreOp):
+        raise NoMatch
+    acc = pre[0].memref
+    body = [op for op in red[-1].block.ops if not isinstance(op, arith.ConstantOp)]
+    if len(body) < 4 or not post or not isinstance(post[0], memref.LoadOp) or post[0].memref is not acc:
+        raise NoMatch
+    la, comb, st = body[-3:]
+    if not (isinstance(la, memref.LoadOp) and la.memref is acc and comb.name in COMBINERS
+            and isinstance(st, memref.StoreOp) and st.memref is acc and st.value is comb.results[0]
+            and la.res in comb.operands):
+        raise NoMatch
+    op_cls, init = COMBINERS[comb.name]
+    if _const(pre[1].value) != init:
+        raise NoMatch
+    value = next(x for x in comb.operands if x is not la.res) if comb.operands[0] is not comb.operands[1] else None
+    if value is None:
+        raise NoMatch
+    loops = [*spatial, *red]
+    prologue_ops = body[:-3]
+    kinds: dict[SSAValue, str] = {}
+    _check_expr(plan, loops, prologue_ops, kinds)
+    if kinds.get(value) != "vec":
+        raise NoMatch
+    consts = [op for op in red[-1].block.ops if isinstance(op, arith.ConstantOp)]
+    out = plan.buffers.get(post[-1].memref) if isinstance(post[-1], memref.StoreOp) else None
+    if out is None:
+        raise NoMatch
+    prologue = Elementwise(loops, [*consts, *prologue_ops], out)
+    ew = _epilogue(plan, spatial, list(s.block.ops), post[1:], post[0].res)
+    return ReduceSelection(prologue, value, op_cls, math.prod(lp.trip_count for lp in red), ew, post[0].res)
+
+
 def select_compute(plan):
     """An intrinsic selection for the plan's tile compute, or None (scalar loops)."""
     if plan.work is None:
         return None
-    for matcher in (_match_matmul, _match_conv):
+    for matcher in (_match_matmul, _match_conv, _match_reduce):
         try:
             return matcher(plan)
         except NoMatch:

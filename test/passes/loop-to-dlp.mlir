@@ -97,3 +97,37 @@ func.func @transpose(%x: memref<8x16xf32>, %out: memref<16x8xf32>) attributes {d
   }
   func.return
 }
+
+// A row reduction with an elementwise prologue (softmax's denominator): the prologue
+// becomes vector intrinsics over the whole tile (the per-row max is a row broadcast),
+// the reduction one dlp.reduce_sum over its rows.
+
+// CHECK-LABEL: func.func @exp_sum
+// CHECK: dlp.kernel "exp_sum_0"
+// CHECK: scf.for
+// CHECK: dlp.add_scalar
+// CHECK: dlp.exp %[[ROWS:[a-z_0-9]+]][%{{.*}}], %{{.*}}
+// CHECK: dlp.reduce_sum %[[ACC:[a-z_0-9]+]][%{{.*}}], %[[ROWS]][%{{.*}}], %{{.*}}, %{{.*}} :
+// CHECK: dlp.memcpy NRAM2NRAM %[[OUT:[a-z_0-9]+]][%{{.*}}], %[[ACC]]
+// CHECK: dlp.memcpy NRAM2GDRAM %{{.*}}, %[[OUT]]
+func.func @exp_sum(%x: memref<32x16xf32>, %m: memref<32xf32>, %out: memref<32xf32>) attributes {dlpc.num_inputs = 2 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "exp_sum_0" attributes {origin = "graph.softmax"} {
+    loop.for %i0 = 0 to 32 step 1 {name = "i0", parallel} {
+      %acc = memref.alloca() : memref<f32>
+      %zero = arith.constant 0.000000e+00 : f32
+      memref.store %zero, %acc[] : memref<f32>
+      loop.for %r0 = 0 to 16 step 1 {name = "r0", reduction} {
+        %v = memref.load %x[%i0, %r0] : memref<32x16xf32>
+        %mx = memref.load %m[%i0] : memref<32xf32>
+        %d = arith.subf %v, %mx : f32
+        %e = math.exp %d : f32
+        %o = memref.load %acc[] : memref<f32>
+        %q = arith.addf %o, %e : f32
+        memref.store %q, %acc[] : memref<f32>
+      }
+      %s = memref.load %acc[] : memref<f32>
+      memref.store %s, %out[%i0] : memref<32xf32>
+    }
+  }
+  func.return
+}

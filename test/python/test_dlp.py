@@ -105,7 +105,7 @@ def test_lit_inputs_on_tiny_target(test):
             other.detach()
         f = compile_dlp(single, "tiny", name=fn.sym_name.data)
         args = [rng.standard_normal(tuple(a.type.get_shape())).astype(np.float32) for a in fn.args[:-1]]
-        (out,) = f(args[0], params=args[1:])
+        (out,) = f(*args[:f.num_inputs], params=args[f.num_inputs:])
         close(out, _numpy_of(fn.sym_name.data, args))
 
 
@@ -118,6 +118,8 @@ def _numpy_of(name, args):
         return args[0].T
     if name == "scale":
         return args[0] * 3
+    if name == "exp_sum":
+        return np.exp(args[0] - args[1][:, None]).sum(axis=1)
     if name == "conv":
         x, w, b = args
         xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
