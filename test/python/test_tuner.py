@@ -80,3 +80,25 @@ def test_signature_ignores_kernel_name_and_rename_retargets():
     assert kernel_signature(next(kernels(a))) == kernel_signature(next(kernels(b)))
     assert rename_script("split mm/i1 by 4\nreorder mm: a, b", "mm", "k") == \
         "split k/i1 by 4\nreorder k: a, b"
+
+
+def test_dlpc_tune_tool_logs_and_plots(tmp_path, capsys):
+    from dlpc.tools import dlpc_tune
+
+    model = tmp_path / "mm.dlpc"
+    model.write_text("model mm(a: f32[16, 32], b: f32[32, 64]) {\n  return matmul(a, b)\n}\n")
+    log, png = tmp_path / "tune.jsonl", tmp_path / "best.png"
+    code = dlpc_tune.main([str(model), "--trials", "2", "--log", str(log), "--plot", str(png),
+                           "--quiet"])
+    assert code == 0
+    assert len(log.read_text().splitlines()) == 2
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    assert "matmul_0" in capsys.readouterr().out
+
+
+def test_dlpc_tune_reports_a_missing_model(tmp_path, capsys):
+    from dlpc.tools import dlpc_tune
+
+    assert dlpc_tune.main([str(tmp_path / "nope.dlpc"), "--trials", "1"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("dlpc-tune: ") and "Traceback" not in err
