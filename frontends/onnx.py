@@ -502,20 +502,6 @@ def load_model(path_or_model, weights: dict | None = None, *, freeze_inputs: dic
         model, path = path_or_model, None
         source, name = "<onnx>", (model.graph.name or "model")
     module, params = import_onnx(model, source, weights, freeze_inputs, input_shapes)
-    return _model_class()(module, params, name, path)
+    from dlpc.api import Model
 
-
-def _model_class():
-    try:
-        from dlpc.api import Model
-    except ImportError:  # api.py not there yet: a compatible record
-        return _Model
-    return Model
-
-
-@dataclass
-class _Model:
-    module: ModuleOp
-    weights: dict
-    name: str
-    path: str | None
+    return Model(module, params, name, path)
