@@ -212,8 +212,6 @@ def binary(imp: Importer):
         b = cast_to(imp, b, imp.dtype(a))
     if imp.dtype(a) != imp.dtype(b):
         raise imp.error(f"operands have element types {imp.dtype(a)} and {imp.dtype(b)}")
-    if imp.node.op_type == "Div" and imp.dtype(a).kind in "iu":
-        raise imp.error("integer Div on run-time values is not supported")
     return [imp.emit(BINARY[imp.node.op_type], a, b)]
 
 

@@ -59,8 +59,6 @@ EXPECTED_FAILURES = [
     (r"^test_dropout_(default|random)_old$", ALL, r"opset 11 is not supported",
      "Dropout changed at opset 12/13"),
     (r"^test_identity_(opt|sequence)$", ALL, r"is not a tensor", "optional/sequence types"),
-    (r"^test_div_(int32_trunc|int8)$", ALL, r"integer Div", "integer division"),
-    (r"^test_center_crop_pad_.*_expanded$", ALL, r"integer Div", "integer division"),
     (r"^test_causal_conv_with_state_silu_fp16_expanded$", C, r"max abs error",
      "f16 rounding of the C backend's intermediates differs (numpy passes)"),
     (r"^test_flexattention_fp16_expanded_ver26$", C, r"does not verify",
