@@ -1,6 +1,6 @@
 """Latency of the example models on every backend; one run prints one table.
 
-    python bench/models.py [--repeat 20] [--warmup 3] [--models mlp,lenet] [-O 2]
+    python bench/models.py [--repeat 20] [--warmup 3] [--models mlp,lenet] [-O 2] [--threads N]
 
 Columns: dlpc's numpy reference (the emitted module), dlpc's C backend, PyTorch (the
 graph IR run op by op with torch.nn.functional) and onnxruntime. The onnxruntime model
@@ -9,12 +9,18 @@ is the torch model exported with torch.onnx when torch is installed, else (or wi
 whose outputs differ from the numpy reference (rtol 1e-3, atol 1e-4) prints "wrong".
 Each figure is the median wall time of `--repeat` calls after `--warmup` calls, in ms.
 Inputs are drawn from seed 0; weights are the models' own. Nothing here gates CI.
+
+On a shared or busy machine, thread pools waiting at barriers dominate the medians (tens
+of ms for sub-ms models); single-threaded figures are the stable ones:
+
+    OPENBLAS_NUM_THREADS=1 python bench/models.py --threads 1
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
 import statistics
 import sys
 import tempfile
@@ -437,27 +443,27 @@ def measure(make: Callable, inputs, expected, repeat: int, warmup: int) -> str:
     return f"{median_ms(lambda: run(inputs), repeat, warmup):.3f}"
 
 
-def bench_model(path: Path, opt_level: int, repeat: int, warmup: int, tmp: Path,
-                export: str) -> list[str]:
-    model = api.load(path)
-    inputs = api.random_inputs(model, seed=0)
-    expected = api.reference(model, inputs)
+def bench_models(paths: list[Path], opt_level: int, repeat: int, warmup: int, tmp: Path,
+                 export: str) -> list[list[str]]:
+    """One row per model. Backend by backend over all models, dlpc's first: importing
+    torch loads its own OpenMP runtime, which then competes with the C backend's."""
+    models = [api.load(path) for path in paths]
+    inputs = [api.random_inputs(model, seed=0) for model in models]
+    expected = [api.reference(model, xs) for model, xs in zip(models, inputs)]
 
     def dlpc_target(target):
-        compiled = api.compile(model, target=target, opt_level=opt_level)
-        return lambda xs: compiled.runner(xs)
+        def make(model, xs):
+            return api.compile(model, target=target, opt_level=opt_level).runner
+        return make
 
-    def torch_backend():
-        return torch_runner(model)[1]
-
-    def ort_backend():
-        return ort_runner(model, inputs, tmp, export)
-
-    row = [model.name]
-    for make in (lambda: dlpc_target("numpy"), lambda: dlpc_target("c"), torch_backend,
-                 ort_backend):
-        row.append(measure(make, inputs, expected, repeat, warmup))
-    return row
+    backends = [dlpc_target("numpy"), dlpc_target("c"),
+                lambda model, xs: torch_runner(model)[1],
+                lambda model, xs: ort_runner(model, xs, tmp, export)]
+    rows = [[model.name] for model in models]
+    for make in backends:
+        for row, model, xs, want in zip(rows, models, inputs, expected):
+            row.append(measure(lambda: make(model, xs), xs, want, repeat, warmup))
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -466,20 +472,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--models", help="comma-separated example names (default: all)")
     p.add_argument("-O", dest="opt_level", type=int, choices=range(4), default=2)
+    p.add_argument("--threads", type=int,
+                   help="OMP_NUM_THREADS for the C backend (set before it loads)")
     p.add_argument("--onnx-from", choices=("torch", "graph"),
                    help="how to make the ONNX model (default: torch if installed, else graph)")
     args = p.parse_args(argv)
+    if args.threads:
+        os.environ["OMP_NUM_THREADS"] = str(args.threads)
     export = args.onnx_from or ("torch" if have("torch") else "graph")
     paths = sorted(EXAMPLES.glob("*.dlpc"))
     if args.models:
         wanted = set(args.models.split(","))
         paths = [q for q in paths if q.stem in wanted]
     header = ["model", "numpy ref", f"dlpc C -O{args.opt_level}", "torch", "onnxruntime"]
-    rows = [header]
     with tempfile.TemporaryDirectory() as tmp:
-        for path in paths:
-            rows.append(bench_model(path, args.opt_level, args.repeat, args.warmup, Path(tmp),
-                                    export))
+        rows = [header, *bench_models(paths, args.opt_level, args.repeat, args.warmup,
+                                      Path(tmp), export)]
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     print(f"latency in ms, median of {args.repeat} runs after {args.warmup} warm-up runs; "
           f"onnxruntime runs the ONNX export of the {export} model")
