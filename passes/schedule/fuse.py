@@ -1,10 +1,10 @@
 """Schedule primitive `fuse`: two perfectly nested loops become one loop.
 
-Input/Output: loop dialect.  Requires: 1) `inner` is the only op in `outer`'s body
-(adjacent, perfect) 2) neither is `parallel`/`vectorize`d differently from the other
-(annotations are dropped except `parallel` of the outer loop).  Guarantees: one loop over
-`trips(outer) * trips(inner)` iterations in the same order; the old induction variables
-are recovered with `divui`/`remui`.
+Input/Output: loop dialect.  Requires: `inner` is the only op in `outer`'s body
+(adjacent, perfect; index arithmetic between them is sunk into the body).  Guarantees:
+one loop over `trips(outer) * trips(inner)` iterations in the same order; the old
+induction variables are recovered with `divui`/`remui`; annotations are dropped except
+`parallel` of the outer loop and `reduction` of either.
 
 Before (`fuse k/i0, i1 -> f`):
 
