@@ -13,6 +13,14 @@ thread under a `parallel` loop); cache_read copies the box in before the body,
 cache_write copies it in before and back out after; the body's accesses are redirected
 to the local buffer. Numerics unchanged.
 
+With `pack` (cache_read only) the local buffer is not the footprint box but a 1-D
+buffer indexed by the loops inside the loop that index the buffer, in nesting order
+(GotoBLAS panels `Bp[jr][k][j]`; for a convolution's input, im2col rows
+`xp[ci][kh][kw][ow]`). It requires, instead of 2)-4): all accesses have one affine form
+(`CachePackError`), each such loop's step divides its packed stride, and a guarded
+access is `scf.if c { yield load } else { yield constant }` (padding; the packing nest
+recomputes the guard, so the packed reads are unguarded) depending only on those loops.
+
 Before (`cache_read k/ic B -> Bl`):
 
     loop.for %ic = 0 to 64 step 16 {name = "ic"} {
