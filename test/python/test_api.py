@@ -267,3 +267,12 @@ def test_other_targets_match_the_reference(small, target, tmp_path, monkeypatch)
     np.testing.assert_allclose(fn(x)[0], expected(x, weights), rtol=1e-5, atol=1e-6)
     with pytest.raises(DlpcError, match="a tuning log applies to target 'c'"):
         api.compile(model, target=target, tuning_log="tune.jsonl")
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in EXAMPLES.glob("*.dlpc")))
+def test_examples_on_c_match_the_reference(name):
+    model = dlpc.load(EXAMPLES / f"{name}.dlpc")
+    inputs = api.random_inputs(model, seed=1)
+    outputs = dlpc.compile(model, target="c")(*inputs)
+    for y, want in zip(outputs, api.reference(model, inputs)):
+        np.testing.assert_allclose(y, want, rtol=1e-3, atol=1e-4)
