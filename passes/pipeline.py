@@ -54,6 +54,8 @@ GRAPH_PASSES_BY_LEVEL: dict[int, tuple[str, ...]] = {
     0: ("graph-infer-shapes",),
     1: _O1,
     2: _O2,
+    # NHWC before fusion; exact, but not in -O2: slower than NCHW on resnet/mobilenet
+    # with the default schedules (figures: docs/graph-passes.md, bench/layout.py)
     3: (*_O2[:5], "graph-layout", *_O2[5:]),
 }
 
