@@ -290,7 +290,7 @@ class MatmulSelection:
             m, cols = self.batch
             _, body, ii = b.for_(b.c(0), n, b.c(1))
             at = lambda buf, slot, size: (buf, body.add(slot, body.mul(ii, body.c(size))))  # noqa: E731
-            body.op(dlp.MatmulOp(*at(acc, b.c(0), m * cols), *at(self.lhs.local, self.lhs.slot, m * self.k),
+            body.op(dlp.MatmulOp(*at(acc, body.c(0), m * cols), *at(self.lhs.local, self.lhs.slot, m * self.k),
                                  *at(self.rhs.local, self.rhs.slot, self.k * cols),
                                  body.c(m), body.c(self.k), body.c(cols), transpose_rhs=self.transpose_rhs))
             body.op(scf.YieldOp())
