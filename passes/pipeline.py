@@ -47,16 +47,15 @@ EMITTERS = {"numpy": "graph", "c": "loop", "opencl": "loop", "dlp-c": "dlp"}
 # that graph-substitute (rescaled conv weights) and graph-fuse (concatenated Q/K/V
 # weights) build; it runs whenever weights are given to `lower`.
 FOLD_PARAMS = "fold-params"
-_O1 = ("graph-infer-shapes", "graph-simplify", "graph-fold-constants", FOLD_PARAMS)
-_O2 = ("graph-infer-shapes", "graph-simplify", "graph-substitute", "graph-fold-constants",
-       FOLD_PARAMS, "graph-fuse", FOLD_PARAMS)
 GRAPH_PASSES_BY_LEVEL: dict[int, tuple[str, ...]] = {
     0: ("graph-infer-shapes",),
-    1: _O1,
-    2: _O2,
+    1: ("graph-infer-shapes", "graph-simplify", "graph-fold-constants", FOLD_PARAMS),
+    2: ("graph-infer-shapes", "graph-simplify", "graph-substitute", "graph-fold-constants",
+        FOLD_PARAMS, "graph-fuse", FOLD_PARAMS),
     # NHWC before fusion; exact, but not in -O2: slower than NCHW on resnet/mobilenet
     # with the default schedules (figures: docs/graph-passes.md, bench/layout.py)
-    3: (*_O2[:5], "graph-layout", *_O2[5:]),
+    3: ("graph-infer-shapes", "graph-simplify", "graph-substitute", "graph-fold-constants",
+        FOLD_PARAMS, "graph-layout", "graph-fuse", FOLD_PARAMS),
 }
 
 
