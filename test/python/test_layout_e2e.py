@@ -3,7 +3,8 @@ global_avg_pool, batch_norm) on random shapes, strides, pads, dilations and grou
 (depthwise included), through the numpy reference, emit_numpy, graph-to-te (te
 evaluator) and C, each compared with the NCHW reference on transposed data; fused NHWC
 kernels (epilogues over NHWC results); and the resnet/mobilenet/lenet examples after
-graph-layout{to=nhwc} (alone and in -O3) on numpy and C against the NCHW reference.
+graph-layout{to=nhwc} (alone and in -O3) on numpy and C, and at -O3 on the DLP
+simulator and OpenCL, against the NCHW reference.
 rtol/atol 1e-4 (float32 sums are reordered)."""
 
 from __future__ import annotations
@@ -314,3 +315,17 @@ def test_example_o3(name):
         if target == "numpy":  # the lowered module is graph IR: every conv is NHWC
             convs = [op for op in compiled.lowered.walk() if isinstance(op, g.Conv2DOp)]
             assert convs and all(g.layout_of(op) == "nhwc" for op in convs)
+
+
+@pytest.mark.parametrize("target", ["dlp", "opencl"])
+def test_examples_o3_other_targets(target):
+    """The loop-level backends need nothing NHWC-specific: -O3 on the DLP simulator and
+    OpenCL agrees with the NCHW reference too."""
+    if target == "opencl":
+        pytest.importorskip("pyopencl", reason="the opencl extra is not installed")
+    for name in EXAMPLES:
+        model = load(name)
+        inputs = api.random_inputs(model)
+        expected = api.reference(model, inputs)
+        close(api.compile(model, target=target, opt_level=3)(*inputs)[0], expected[0],
+              f"{name} on {target}")
