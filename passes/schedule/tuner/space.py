@@ -2,7 +2,9 @@
 to a schedule script.
 
 - `gemm` (matmul-shaped nests): cache tiles `mc, nc, kc`, register tile `mr x nr`,
-  packing of A and of B on/off, and which blocked loop is parallel;
+  packing of A and of B on/off, and which blocked loop is parallel; for fewer than 4
+  rows with B contiguous along k (batch-1 linear) also `gemv` (rfactor the dot products
+  instead) and its factor `rf`;
 - `reduction` (conv, depthwise conv, pooling, other reductions): output-channel block
   `cb` (unrolled), tile of the last spatial loop `wt` (outer part outside the reduction
   loops), full unroll of the innermost reduction loop on/off, parallel loop, and
@@ -29,9 +31,12 @@ from dlpc.passes.schedule.default import (
     analyse,
     gemm_default_params,
     gemm_operands,
+    _strided,
+    b_contiguous_in_k,
     conv_input,
     conv_script,
     gemm_script,
+    gemv_script,
 )
 
 
@@ -48,6 +53,7 @@ class Space:
     kernel: str
     knobs: dict[str, list]
     nest: Nest
+    strided: bool = False  # a strided conv: the default schedule packs its input rows
 
     def size(self) -> int:
         return math.prod(len(v) for v in self.knobs.values())
@@ -90,6 +96,8 @@ class Space:
 
     def script(self, module: ModuleOp, point: dict) -> str:
         kernel = get_kernel(module, self.kernel)
+        if self.template == "gemm" and point.get("gemv"):
+            return gemv_script(kernel, self.nest, point.get("rf", 16))
         if self.template == "gemm":
             p = GemmParams(point["mc"], point["nc"], point["kc"], point["mr"], point["nr"],
                            point["pack_a"], point["pack_b"])
@@ -103,10 +111,14 @@ class Space:
         if self.template == "gemm":
             m, nn, k = (n.trips[x] for x in (n.spatial[-2], n.spatial[-1], n.reduce[0]))
             p = gemm_default_params(m, nn, k)
-            return {"mc": p.mc, "nc": p.nc, "kc": p.kc, "mr": p.mr, "nr": p.nr,
-                    "pack_a": True, "pack_b": True, "par": "auto"}
-        return {k: v[0] if k != "cb" else (4 if 4 in v else v[0]) for k, v in self.knobs.items()}
-        # (the default point is the plain reorder; im2col is one mutation away)
+            point = {"mc": p.mc, "nc": p.nc, "kc": p.kc, "mr": p.mr, "nr": p.nr,
+                     "pack_a": m >= 4, "pack_b": m >= 4, "par": "auto"}
+            if "gemv" in self.knobs:
+                point.update(gemv=True, rf=16 if 16 in self.knobs["rf"] else self.knobs["rf"][0])
+            return point
+        point = {k: v[0] if k != "cb" else (4 if 4 in v else v[0]) for k, v in self.knobs.items()}
+        point["im2col"] = self.strided  # as the default schedule does
+        return point
 
 
 def reduction_template(K: str, nest: Nest, point: dict) -> str:
@@ -162,6 +174,9 @@ def space_for(module: ModuleOp, name: str) -> Space | None:
             "pack_b": [True, False],
             "par": ["auto", "outer", "none"],
         }
+        if m < 4 and b_contiguous_in_k(kernel, nest, gemm_operands(kernel, nest)[1]):
+            knobs["gemv"] = [True, False]  # batch-1 linear: rfactor dot products
+            knobs["rf"] = [f for f in (4, 8, 16, 32, 64) if k % f == 0] or [1]
         space = Space("gemm", name, knobs, nest)
         # keep tiles consistent: mc a multiple of mr, nc of nr (filtered at sampling)
         return space
@@ -176,7 +191,8 @@ def space_for(module: ModuleOp, name: str) -> Space | None:
         "im2col": [False, True] if len(s) == 4 and conv_input(kernel, nest) is not None
         else [False],
     }
-    return Space("reduction", name, knobs, nest)
+    return Space("reduction", name, knobs, nest, strided=len(s) == 4 and _strided(kernel, nest)
+                 and conv_input(kernel, nest) is not None)
 
 
 def consistent(space: Space, point: dict) -> bool:
