@@ -606,6 +606,7 @@ class KernelLowering:
         if plan.sram and reads:
             core = b.v(dlp.CoreIdOp())
             is_first = b.v(arith.CmpiOp(core, c0, "eq"))
+            core.name_hint, is_first.name_hint = "core", "is_core0"
             staged = []
             for p in reads:
                 n = _round_up(p.elements(1) * p.elt_bytes, self.desc.dma_align) // p.elt_bytes
