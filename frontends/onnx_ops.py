@@ -863,7 +863,7 @@ def trilu(imp: Importer):
 @handles("Pad")
 def pad(imp: Importer):
     a = imp.attrs({"mode": "constant"})
-    imp.require(a, "mode", ("constant",))
+    imp.require(a, "mode", ("constant", "reflect", "edge", "wrap"))
     x = imp.input(0)
     rank = len(imp.shape(x))
     pads = [int(p) for p in imp.const(1, "pads").reshape(-1)]
@@ -875,8 +875,54 @@ def pad(imp: Importer):
         for k, ax in enumerate(axes):
             full[ax], full[ax + rank] = pads[k], pads[k + len(axes)]
         pads = full
+    if a["mode"] != "constant":
+        return [_pad_from_input(imp, x, pads, a["mode"])]
     v = 0.0 if value is None or value.size == 0 else float(value.reshape(-1)[0])
     return [imp.emit(graph.PadOp, x, pads=pads, value=v)]
+
+
+def _pad_from_input(imp: Importer, x: Value, pads: list[int], mode: str) -> Value:
+    """reflect/edge/wrap padding, one axis at a time, as slices of x concatenated:
+    reflect [1 2 3] by 2 -> [3 2 | 1 2 3 | 2 1], edge -> [1 1 | ... | 3 3],
+    wrap -> [2 3 | ... | 1 2]."""
+    rank = len(imp.shape(x))
+    for ax in range(rank):
+        begin, end = pads[ax], pads[ax + rank]
+        if begin < 0 or end < 0:
+            raise imp.error(f"negative pads {pads} with mode '{mode}' are not supported")
+        n = imp.shape(x)[ax]
+        if mode == "reflect" and max(begin, end) >= n:
+            raise imp.error(f"reflect pads {pads} must be smaller than dim {ax} ({n})")
+        pieces = []
+        if begin:
+            pieces.append(_pad_piece(imp, x, ax, n, begin, mode, front=True))
+        pieces.append(x)
+        if end:
+            pieces.append(_pad_piece(imp, x, ax, n, end, mode, front=False))
+        if len(pieces) > 1:
+            x = imp.emit(graph.ConcatOp, *pieces, axis=ax)
+    return x
+
+
+def _pad_piece(imp: Importer, x: Value, ax: int, n: int, k: int, mode: str, front: bool):
+    def cut(start: int, stop: int, step: int = 1) -> Value:
+        if stop < 0:  # (a negative end would count from the back: "before index 0" is -n-1)
+            stop = -n - 1
+        return imp.emit(graph.SliceOp, x, starts=(start,), ends=(stop,), axes=(ax,),
+                        steps=(step,))
+
+    if mode == "reflect":  # x[k], ..., x[1]  or  x[n-2], ..., x[n-1-k]
+        return cut(k, 0, -1) if front else cut(n - 2, n - 2 - k, -1)
+    if mode == "wrap":  # x[n-k:]  or  x[:k]  (k may exceed n: whole copies then a part)
+        reps, rest = divmod(k, n)
+        parts = [x] * reps
+        if rest:
+            parts.insert(0 if front else len(parts), cut(n - rest, n) if front else cut(0, rest))
+        return parts[0] if len(parts) == 1 else imp.emit(graph.ConcatOp, *parts, axis=ax)
+    edge = cut(0, 1) if front else cut(n - 1, n)  # edge: the end element, k times
+    shape = list(imp.shape(edge))
+    shape[ax] = k
+    return imp.emit(graph.BroadcastOp, edge, shape=shape)
 
 
 # ------------------------------------------------------------- shape arithmetic

@@ -52,8 +52,6 @@ EXPECTED_FAILURES = [
     (r"^test_resize_(?!upsample_scales_nearest)", ALL,
      r"attribute 'mode' = '(linear|cubic)'|not a nearest upsampling|keep_aspect_ratio_policy",
      "Resize: nearest upsampling by whole factors only"),
-    (r"^test_(edge|reflect|wrap)_pad$", ALL, r"attribute 'mode' = '\w+' is not supported",
-     "graph.pad is constant padding only"),
     (r"training_mode$", ALL, r"attribute 'training_mode' = 1", "training batch norm"),
     (r"^test_training_dropout", ALL, r"training_mode = true", "training dropout"),
     (r"^test_dropout_(default|random)_old$", ALL, r"opset 11 is not supported",

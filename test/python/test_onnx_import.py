@@ -174,11 +174,10 @@ def test_unsupported_attribute_is_named():
 
 
 def test_unsupported_attribute_value_is_named():
-    proto = make([helper.make_node("Pad", ["x", "p"], ["y"], mode="reflect")],
-                 [vi("x", [4])], [vi("y", [6])],
-                 [("p", np.array([1, 1], dtype=np.int64))])
+    proto = make([helper.make_node("Gelu", ["x"], ["y"], approximate="cubic")],
+                 [vi("x", [4])], [vi("y", [4])], opset=20)
     msg = import_error(proto)
-    assert "(Pad -> 'y')" in msg and "attribute 'mode' = 'reflect' is not supported" in msg
+    assert "(Gelu -> 'y')" in msg and "attribute 'approximate' = 'cubic' is not supported" in msg
 
 
 def test_unsupported_extra_output():
@@ -249,3 +248,14 @@ def test_resize_nearest_upsampling():
     bilinear = make([helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="linear")],
                     [vi("x", [1, 2, 3, 4])], [vi("y", [1, 2, 6, 12])], [("scales", scales)])
     assert "attribute 'mode' = 'linear' is not supported" in import_error(bilinear)
+
+
+@pytest.mark.parametrize("mode", ["reflect", "edge", "wrap"])
+def test_pad_modes(mode):
+    """Pads up to the dim size minus one (reflect), and past it (edge, wrap)."""
+    k = 2 if mode == "reflect" else 5
+    pads = np.array([0, k, 1, 0, 1, k], dtype=np.int64)
+    proto = make([helper.make_node("Pad", ["x", "pads"], ["y"], mode=mode)],
+                 [vi("x", [2, 3, 3])], [vi("y", [2, 3 + k + 1, 3 + 1 + k])], [("pads", pads)])
+    x = np.arange(18, dtype=np.float32).reshape(2, 3, 3)
+    check_numerics(proto, x)
