@@ -12,6 +12,7 @@ and starts from the logged best. Kernels with the same signature are tuned once.
 
 from __future__ import annotations
 
+import math
 import random
 import time
 from collections.abc import Iterator
@@ -135,7 +136,6 @@ class Tuner:
                 if r.ok and r.params:
                     measured.append((r.params, r.time))
                     model.xs.append(space.features(r.params))
-                    import math
                     model.ys.append(math.log(r.time))
             model.fit()
             queue = [space.default()]

@@ -84,8 +84,9 @@ class Space:
                 out.append(float(v))
             elif isinstance(v, int):
                 out.append(math.log2(max(v, 1)))
-            else:
-                out.append(float(hash(v) % 7) / 7)
+            else:  # a choice: its position among the knob's values
+                values = self.knobs.get(k, [v])
+                out.append(values.index(v) / max(len(values) - 1, 1) if v in values else 0.0)
         if self.template == "gemm":
             a_bytes = point["mc"] * point["kc"] * 4
             b_bytes = point["kc"] * point["nc"] * 4
