@@ -8,7 +8,7 @@ template (matmul-shaped nests, convolutions, pooling, reductions) is tuned (iden
 kernels once), each measurement is appended to the log as it arrives, and running again
 with the same log resumes: logged schedules are not measured twice. A progress bar goes
 to stderr; a summary table (default vs best time per kernel) to stdout; `--plot` writes a
-PNG of the best total kernel time against the trial count (needs matplotlib: the `tune`
+PNG of each kernel's best time against the trial count (needs matplotlib: the `tune`
 extra).
 """
 
@@ -26,7 +26,8 @@ def _bar(done: int, total: int, width: int = 30) -> str:
     return "[" + "#" * filled + "." * (width - filled) + "]"
 
 
-def plot(history: list[tuple[int, float]], path: str, title: str) -> None:
+def plot(history: list[tuple[int, str, float]], path: str, title: str) -> None:
+    """One step line per kernel: its best time found against the trial number."""
     try:
         import matplotlib
 
@@ -35,9 +36,16 @@ def plot(history: list[tuple[int, float]], path: str, title: str) -> None:
     except ImportError:
         raise DlpcError("error: --plot needs matplotlib (pip install 'dlpc[tune]')") from None
     fig, ax = plt.subplots(figsize=(6, 4))
-    ax.plot([t for t, _ in history], [b * 1e3 for _, b in history], drawstyle="steps-post")
+    kernels = list(dict.fromkeys(k for _, k, _ in history))
+    for name in kernels:
+        pts = [(t, b) for t, k, b in history if k == name]
+        ax.plot([t for t, _ in pts], [b * 1e3 for _, b in pts], drawstyle="steps-post",
+                marker=".", label=name)
+    ax.set_yscale("log")
     ax.set_xlabel("trial")
-    ax.set_ylabel("best total kernel time (ms)")
+    ax.set_ylabel("best time found (ms)")
+    if len(kernels) <= 12:
+        ax.legend(fontsize=7)
     ax.set_title(title)
     ax.grid(True, alpha=0.3)
     fig.tight_layout()
