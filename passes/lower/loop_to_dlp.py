@@ -26,9 +26,13 @@ The plan for one kernel, in order:
 4. whole buffers are staged once per cluster in SRAM (core 0 copies, `dlp.sync_cluster`,
    every core copies SRAM2NRAM) when they fit, else copied GDRAM2NRAM per core;
 5. the tile's compute is the work loop's body over NRAM copies (scalar loops), unless
-   it matches an intrinsic: an elementwise nest becomes vector intrinsics
-   (`dlp.add`, `dlp.cycle_add`, `dlp.relu`, ...), a matmul/linear nest becomes
-   `dlp.matmul` with its right operand DMA'd to WRAM and its epilogue as vector ops.
+   it matches an intrinsic (dlp_select.py): an elementwise nest becomes vector
+   intrinsics (`dlp.add`, `dlp.cycle_add`, `dlp.relu`, ...), a matmul/linear nest
+   `dlp.matmul` with its right operand DMA'd to WRAM, a convolution `dlp.conv2d` with its
+   weights in WRAM, a row reduction `dlp.reduce_sum`/`dlp.reduce_max`; their epilogues
+   become vector ops (or scalar loops over the accumulator tile).
+
+A kernel with no usable work loop runs whole on task 0 (every buffer copied to NRAM).
 
     loop.kernel "relu_0" { loop.for %i0 = 0 to 64 {parallel} { loop.for %i1 = 0 to 64 {
         ... memref.load %x[%i0, %i1] ... arith.maximumf ... memref.store ... %out[%i0, %i1] } } }
