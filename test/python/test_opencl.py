@@ -63,3 +63,26 @@ def test_wrong_shape_is_a_one_line_error():
     f = compile_opencl(module, name="mm")
     with pytest.raises(dlpc.tools.diagnostics.DlpcError, match=r"input 0 has shape \(3, 8\), expected \(4, 8\)"):
         f(np.zeros((3, 8), np.float32), np.zeros((8, 16), np.float32))
+
+
+F64 = """
+func.func @main(%x: memref<8xf64>, %out0: memref<8xf64>) attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "exp_0" {
+    loop.for %i = 0 to 8 step 1 {name = "i0", parallel} {
+      %v = memref.load %x[%i] : memref<8xf64>
+      %e = math.exp %v : f64
+      memref.store %e, %out0[%i] : memref<8xf64>
+    }
+  }
+  func.return
+}
+"""
+
+
+def test_double_precision_kernel():
+    module = pipeline.parse_module(F64)
+    f = compile_opencl(module, name="f64")
+    assert "cl_khr_fp64" in f.source
+    x = np.linspace(-1, 1, 8)
+    (y,) = f(x)
+    np.testing.assert_allclose(y, np.exp(x), rtol=1e-12)
