@@ -25,7 +25,7 @@ import math
 from dataclasses import dataclass, field
 
 from xdsl.dialects import arith, memref, scf
-from xdsl.dialects.builtin import FloatAttr
+from xdsl.dialects.builtin import Float32Type, FloatAttr
 from xdsl.ir import Operation, SSAValue
 
 from dlpc.dialects import dlp
@@ -788,6 +788,8 @@ def select_compute(plan):
     """An intrinsic selection for the plan's tile compute, or None (scalar loops)."""
     if plan.work is None:
         return None
+    if any(not isinstance(p.value.type.get_element_type(), Float32Type) for p in plan.buffers.values()):
+        return None  # the intrinsics are f32
     for matcher in (_match_matmul, _match_conv, _match_reduce):
         try:
             return matcher(plan)

@@ -238,3 +238,14 @@ def test_good_kernel_passes_checks():
     (out,) = compile_dlp(module, "tiny", name="checks")(np.full(64, -2.0, np.float32))
     assert out[0] == 0.0 and np.all(out[1:] == -2.0)
     assert lower_to_dlp(module) is module  # already at the dlp level
+
+
+def test_double_precision_runs_as_scalar_loops():
+    """The intrinsics are f32: an f64 kernel keeps scalar loops (still DMA-tiled)."""
+    module = pipeline.parse_module((TESTS / "passes" / "loop-to-dlp-double-buffer.mlir").read_text()
+                                   .replace("f32", "f64").replace("3.000000e+00", "3.0"))
+    f = compile_dlp(module, "tiny", name="f64")
+    assert "__bang_" not in f.source and "sizeof(double)" in f.source
+    x = np.random.default_rng(3).standard_normal((256, 16))
+    (y,) = f(x)
+    np.testing.assert_allclose(y, 3 * x, rtol=1e-15)
