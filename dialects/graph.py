@@ -88,6 +88,13 @@ def fmt_shape(shape: Sequence[int]) -> str:
     return "x".join(str(d) for d in shape) if shape else "scalar"
 
 
+def ssa_name_hint(name: str) -> str | None:
+    """An SSA name hint from model text (xDSL prints names of [A-Za-z0-9_$.-] only):
+    `/Constant_8_output_0` -> `_Constant_8_output_0`, `7up` -> None."""
+    hint = "".join(c if c.isalnum() or c in "_$.-" else "_" for c in name)
+    return hint if hint and not hint[0].isdigit() else None
+
+
 def broadcast_shapes(*shapes: Shape) -> Shape:
     """numpy broadcasting; raises VerifyException naming the shapes."""
     rank = max(len(s) for s in shapes)

@@ -48,7 +48,7 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
 from dlpc.dialects import graph
-from dlpc.dialects.graph import REQUIRED, GraphOp
+from dlpc.dialects.graph import REQUIRED, GraphOp, ssa_name_hint
 
 DTYPES: dict[str, Attribute] = {
     "f16": Float16Type(),
@@ -564,12 +564,6 @@ def _dtype(name: str) -> Attribute:
     if name not in DTYPES:
         raise FrontendError(f"unknown element type '{name}'{suggest(name, list(DTYPES))}")
     return DTYPES[name]
-
-
-def ssa_name_hint(name: str) -> str | None:
-    """An SSA name hint from a source name (printing needs [A-Za-z0-9_$.-])."""
-    hint = "".join(c if c.isalnum() or c in "_$.-" else "_" for c in name)
-    return hint if hint and not hint[0].isdigit() else None
 
 
 def tensor_of(shape: Sequence[int], dtype: str = "f32") -> TensorType:

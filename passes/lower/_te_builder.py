@@ -68,7 +68,7 @@ class Lowering:
         assert parent is not None
         parent.insert_op_before(op, self.anchor)  # type: ignore[arg-type]
         self.created.append(op)
-        op.results[0].name_hint = op.properties["name"].data  # type: ignore[union-attr]
+        op.results[0].name_hint = g.ssa_name_hint(op.properties["name"].data)  # type: ignore[union-attr]
         return op.results[0]
 
     def compute(self, ty: TensorType, fn, suffix: str = "") -> SSAValue:

@@ -257,7 +257,7 @@ def bufferize(module: ModuleOp, fn: func.FuncOp, vectorize_reductions: bool = Fa
     for new, arg in zip(block.args, old.args):
         new.name_hint = arg.name_hint
     for new, name in zip(block.args[n_in:], params):
-        new.name_hint = name
+        new.name_hint = g.ssa_name_hint(name)
     outs = block.args[n_in + n_par :]
     for k, new in enumerate(outs):
         new.name_hint = f"out{k}"
@@ -284,7 +284,7 @@ def bufferize(module: ModuleOp, fn: func.FuncOp, vectorize_reductions: bool = Fa
             out = direct.get(op.result)
             if out is None:
                 alloc = memref.AllocOp([], [], memref_of(op.result.type, _describe(op)))
-                alloc.memref.name_hint = op.compute_name
+                alloc.memref.name_hint = g.ssa_name_hint(op.compute_name)
                 block.add_op(alloc)
                 out = alloc.memref
                 allocated.append(op.result)

@@ -276,3 +276,24 @@ def test_examples_on_c_match_the_reference(name):
     outputs = dlpc.compile(model, target="c")(*inputs)
     for y, want in zip(outputs, api.reference(model, inputs)):
         np.testing.assert_allclose(y, want, rtol=1e-3, atol=1e-4)
+
+
+def test_exporter_style_param_names_compile_to_c():
+    """ONNX exporters name weights like `/Constant_8_output_0`; they must survive
+    every level (SSA name hints, C identifiers) and bind by their exact name."""
+    import numpy as np
+
+    import dlpc
+    from dlpc.frontends.builder import GraphBuilder
+
+    b = GraphBuilder("names")
+    x = b.input("x", (2, 3))
+    names = ["/Constant_8_output_0", "7up", "onnx::MatMul_12", "fc1.weight"]
+    acc = x
+    for name in names:
+        acc = b.add(acc, b.param(name, (3,)))
+    b.output(acc)
+    weights = {n: np.full(3, k + 1, np.float32) for k, n in enumerate(names)}
+    fn = dlpc.compile(b.model(weights=weights), target="c")
+    xv = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_allclose(fn(xv)[0], xv + 10)
