@@ -402,6 +402,76 @@ def conv(imp: Importer):
     return [_from_2d(imp, y, one_d)]
 
 
+def _conv_transpose_pads(imp: Importer, a: dict, spatial, kernel) -> list[int]:
+    """Pads from output_shape / SAME auto_pad, as the ONNX ConvTranspose spec gives them."""
+    r = len(spatial)
+    strides = a["strides"] or (1,) * r
+    dil = a["dilations"] or (1,) * r
+    outpad = a["output_padding"] or (0,) * r
+    out = a["output_shape"] or [d * s for d, s in zip(spatial, strides)]
+    out = list(out)[-r:]
+    begin, end = [], []
+    for i in range(r):
+        total = strides[i] * (spatial[i] - 1) + outpad[i] + (kernel[i] - 1) * dil[i] + 1 - out[i]
+        # (a negative total pads the output: negative pads give extra rows/columns)
+        small, big = total // 2, total - total // 2
+        first_small = a["auto_pad"] == "SAME_UPPER"
+        begin.append(small if first_small else big)
+        end.append(big if first_small else small)
+    return begin + end
+
+
+@handles("ConvTranspose")
+def conv_transpose(imp: Importer):
+    """The transposed convolution as a direct one (1-D and 2-D):
+    zero-stuff x by the strides, pad it by dilation * (k - 1) - pads (+ output_padding at
+    the end; negative amounts crop), and convolve with the flipped weight whose in/out
+    channel roles are swapped per group. The weight must be an import-time value."""
+    a = imp.attrs({"auto_pad": "NOTSET", "dilations": None, "group": 1, "kernel_shape": None,
+                   "output_padding": None, "output_shape": None, "pads": None,
+                   "strides": None})
+    imp.require(a, "auto_pad", ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"))
+    x, b = imp.input(0), imp.input(2)
+    w = imp.const(1, "W")
+    if a["kernel_shape"] and tuple(a["kernel_shape"]) != w.shape[2:]:
+        raise imp.error(f"attribute 'kernel_shape' = {list(a['kernel_shape'])} differs from "
+                        f"the weight's {list(w.shape[2:])}")
+    if a["output_shape"] is not None or a["auto_pad"] in ("SAME_UPPER", "SAME_LOWER"):
+        a["pads"] = _conv_transpose_pads(imp, a, imp.shape(x)[2:], w.shape[2:])
+    one_d = w.ndim == 3
+    if w.ndim not in (3, 4):
+        raise imp.error(f"only 1-D and 2-D convolutions are supported (weight has rank "
+                        f"{w.ndim})")
+    if one_d:
+        x, w = imp.reshape(x, (*imp.shape(x)[:2], 1, imp.shape(x)[2])), w[:, :, None, :]
+    r = 1 if one_d else 2
+    strides = (1,) * (2 - r) + tuple(a["strides"] or (1,) * r)
+    dil = (1,) * (2 - r) + tuple(a["dilations"] or (1,) * r)
+    pads = list(a["pads"] or (0,) * (2 * r))
+    pads = ([0] + pads[:1] + [0] + pads[1:]) if one_d else pads  # [top, left, bottom, right]
+    outpad = (0,) * (2 - r) + tuple(a["output_padding"] or (0,) * r)
+    g = a["group"]
+    cin, cout_g, kh, kw = w.shape
+    # W'[g*cout_g + o, c, i, j] = W[g*cin_g + c, o, kh-1-i, kw-1-j]
+    wg = w.reshape(g, cin // g, cout_g, kh, kw)[:, :, :, ::-1, ::-1]
+    wt = np.ascontiguousarray(wg.transpose(0, 2, 1, 3, 4).reshape(g * cout_g, cin // g, kh, kw))
+    n, c, h, wd = imp.shape(x)
+    sh, sw = strides
+    if sh > 1 or sw > 1:  # zero-stuff: [n, c, h, 1, w, 1] padded to [n, c, h, sh, w, sw]
+        y = imp.reshape(x, (n, c, h, 1, wd, 1))
+        y = imp.emit(graph.PadOp, y, pads=(0, 0, 0, 0, 0, 0, 0, 0, 0, sh - 1, 0, sw - 1))
+        y = imp.reshape(y, (n, c, h * sh, wd * sw))
+        x = imp.emit(graph.SliceOp, y, starts=(0, 0), ends=((h - 1) * sh + 1, (wd - 1) * sw + 1),
+                     axes=(2, 3))
+    lo = [dil[0] * (kh - 1) - pads[0], dil[1] * (kw - 1) - pads[1]]
+    hi = [dil[0] * (kh - 1) - pads[2] + outpad[0], dil[1] * (kw - 1) - pads[3] + outpad[1]]
+    if any(lo + hi):
+        x = imp.emit(graph.PadOp, x, pads=(0, 0, lo[0], lo[1], 0, 0, hi[0], hi[1]))
+    y = imp.emit(graph.Conv2DOp, x, Const(wt), *([b] if b is not None else []), groups=g,
+                 dilations=dil)
+    return [_from_2d(imp, y, one_d)]
+
+
 @handles("MaxPool", "AveragePool")
 def pool(imp: Importer):
     is_max = imp.node.op_type == "MaxPool"

@@ -259,3 +259,17 @@ def test_pad_modes(mode):
                  [vi("x", [2, 3, 3])], [vi("y", [2, 3 + k + 1, 3 + 1 + k])], [("pads", pads)])
     x = np.arange(18, dtype=np.float32).reshape(2, 3, 3)
     check_numerics(proto, x)
+
+
+@pytest.mark.parametrize("group", [1, 2])
+def test_conv_transpose(group):
+    """Stride 2, asymmetric pads, output_padding and groups, against onnxruntime."""
+    rng = np.random.default_rng(6)
+    w = rng.standard_normal((4, 6 // group, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(6).astype(np.float32)
+    node = helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], strides=[2, 2],
+                            pads=[1, 0, 0, 1], output_padding=[1, 0], group=group)
+    proto = make([node], [vi("x", [1, 4, 5, 5])], [vi("y", [1, 6, 11, 10])],
+                 [("w", w), ("b", b)])
+    m = check_numerics(proto, rng.standard_normal((1, 4, 5, 5)).astype(np.float32))
+    assert "graph.conv2d" in str(m.module)
