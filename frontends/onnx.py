@@ -28,6 +28,8 @@ gives
   import time. When such an input is a graph input, pass its value with
   `freeze_inputs={"name": array}`: the model is then specialised on it. An empty graph
   input (a dim of 0) has no values, so it becomes an import-time constant by itself.
+- A model below opset 13 is accepted node by node: a node whose operator has not changed
+  between the model's opset and 13 means what it means at 13; any other is an error.
 
 The operator handlers live in `dlpc.frontends.onnx_ops`.
 """
