@@ -137,32 +137,40 @@ def test_rules_are_used():
         assert any(re.search(pattern, n) for n in names), f"rule '{why}' matches no case"
 
 
+class _Summary:
+    """A plugin registered by the module: per-operator table in pytest's terminal summary."""
+
+    def pytest_terminal_summary(self, terminalreporter):
+        if not RESULTS:
+            return
+        per_op: dict[str, list[H.Case]] = defaultdict(list)
+        for c in CASES:
+            per_op[c.op].append(c)
+        backends = sorted(RESULTS)
+        write = terminalreporter.write_line
+        terminalreporter.write_sep("=", "ONNX conformance: passed/run per operator")
+        cells = []
+        for op, cs in sorted(per_op.items()):
+            counts = []
+            for b in backends:
+                ran = [c for c in cs if c.name in RESULTS[b]]
+                if ran:
+                    ok = sum(RESULTS[b][c.name].status == "pass" for c in ran)
+                    counts.append(f"{b} {ok}/{len(ran)}")
+            if counts:
+                cells.append(f"{op}: {', '.join(counts)}")
+        for i in range(0, len(cells), 3):
+            write("   ".join(f"{c:<40}" for c in cells[i:i + 3]).rstrip())
+        for b in backends:
+            ok = sum(r.status == "pass" for r in RESULTS[b].values())
+            write(f"{b}: {ok}/{len(RESULTS[b])} cases pass")
+        write(f"unsupported: {len(UNSUPPORTED)} operators, "
+              f"{sum(not H.runnable(c) for c in H.collect())} cases not run: "
+              + ", ".join(sorted(UNSUPPORTED)))
+
+
 @pytest.fixture(scope="module", autouse=True)
 def _summary(request):
-    """After the module: passes per operator and backend, and the unsupported operators."""
-    yield
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is None or not RESULTS:
-        return
-    per_op: dict[str, list[H.Case]] = defaultdict(list)
-    for c in CASES:
-        per_op[c.op].append(c)
-    backends = sorted(RESULTS)
-    reporter.write_sep("=", "ONNX conformance: passed/run per operator")
-    cells = []
-    for op, cs in sorted(per_op.items()):
-        counts = []
-        for b in backends:
-            ran = [c for c in cs if c.name in RESULTS[b]]
-            ok = sum(RESULTS[b][c.name].status == "pass" for c in ran)
-            counts.append(f"{b} {ok}/{len(ran)}")
-        cells.append(f"{op}: {', '.join(counts)}")
-    for i in range(0, len(cells), 3):
-        reporter.write_line("   ".join(f"{c:<40}" for c in cells[i:i + 3]).rstrip())
-    for b in backends:
-        ok = sum(r.status == "pass" for r in RESULTS[b].values())
-        reporter.write_line(f"{b}: {ok}/{len(RESULTS[b])} cases pass")
-    reporter.write_line(
-        f"unsupported: {len(UNSUPPORTED)} operators, "
-        f"{sum(len(v) for v in UNSUPPORTED.values())} cases not run: "
-        + ", ".join(sorted(UNSUPPORTED)))
+    name = "dlpc-onnx-conformance-summary"
+    if not request.config.pluginmanager.has_plugin(name):
+        request.config.pluginmanager.register(_Summary(), name)
