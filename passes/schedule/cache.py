@@ -211,13 +211,6 @@ def _slice(unit: Operation, loop: ForOp, used: list[ForOp], what: str, buf) -> l
     return [op for op in loop.walk() if id(op) in needed]
 
 
-def _lin_after(expr: Affine, body) -> SSAValue:
-    """Materialise `expr` at the end of `body` (after the load already there)."""
-    last = body.last_op
-    value = emit_affine(expr, body, before=last)
-    return value
-
-
 @dataclass
 class Footprint:
     base: list[Affine]  # per dim: the box origin (outer terms + min)

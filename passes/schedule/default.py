@@ -31,7 +31,6 @@ starts from); `apply_tuned_or_default(module, tuning_log)` is what the pipeline 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -44,7 +43,6 @@ from dlpc.passes.schedule.common import (
     ScheduleError,
     affine,
     buffers_accessed,
-    child_loop,
     depends_on,
     get_kernel,
     is_reduction,

@@ -19,7 +19,6 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from xdsl.dialects.builtin import StringAttr
 from xdsl.ir import Operation, SSAValue
 
 from dlpc.dialects.loop import KernelOp

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 
 from xdsl.dialects import func, memref
-from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, ModuleOp, StringAttr, i64
+from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, ModuleOp, i64
 from xdsl.ir import Block, Operation, Region
 
 from dlpc.dialects.loop import KernelOp

@@ -109,7 +109,7 @@ class Tuner:
                     a = space.crossover(a, self.rng.choice(good)[0], self.rng)
                 p = space.mutate(a, self.rng)
             else:
-                p = space.random(self.rng)
+                p = space.sample(self.rng)
             if consistent(space, p):
                 out.append(p)
         return out

@@ -58,7 +58,7 @@ class Space:
     def size(self) -> int:
         return math.prod(len(v) for v in self.knobs.values())
 
-    def random(self, rng: random.Random) -> dict:
+    def sample(self, rng: random.Random) -> dict:
         return {k: rng.choice(v) for k, v in self.knobs.items()}
 
     def grid(self) -> list[dict]:
