@@ -1,0 +1,30 @@
+// RUN: dlpc-opt %s -p 'loop-apply-tuning-log{log="%S/Inputs/mm-tuning.jsonl"}' | filecheck %s
+
+// The log holds two records for this kernel's signature (tuned as "matmul_7"): the
+// faster one is applied, re-targeted to "mm"; the failed record is ignored.
+// CHECK-LABEL: loop.kernel "mm"
+// CHECK:       {name = "i1o"}
+// CHECK:       {name = "i1i", vectorize}
+// CHECK-NOT:   i1x
+func.func @main(%A: memref<16x8xf32>, %B: memref<8x32xf32>, %C: memref<16x32xf32>) {
+  loop.kernel "mm" {
+    loop.for %i0 = 0 to 16 step 1 {name = "i0"} {
+      loop.for %i1 = 0 to 32 step 1 {name = "i1"} {
+        %acc = memref.alloca() : memref<f32>
+        %z = arith.constant 0.000000e+00 : f32
+        memref.store %z, %acc[] : memref<f32>
+        loop.for %r0 = 0 to 8 step 1 {name = "r0", reduction} {
+          %a = memref.load %A[%i0, %r0] : memref<16x8xf32>
+          %b = memref.load %B[%r0, %i1] : memref<8x32xf32>
+          %p = arith.mulf %a, %b : f32
+          %c = memref.load %acc[] : memref<f32>
+          %s = arith.addf %c, %p : f32
+          memref.store %s, %acc[] : memref<f32>
+        }
+        %v = memref.load %acc[] : memref<f32>
+        memref.store %v, %C[%i0, %i1] : memref<16x32xf32>
+      }
+    }
+  }
+  func.return
+}
