@@ -217,8 +217,22 @@ def reference(model: Model, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     return ref.run_reference(model.module, inputs, check_weights(model))
 
 
+def _index_bound(value, default: int = 10) -> int:
+    """Exclusive upper bound for random integers fed to `value`: an input used as
+    graph.gather indices must index the gathered dim."""
+    bound = default
+    for use in value.uses:
+        op = use.operation
+        if isinstance(op, ref.graph.GatherOp) and use.index == 1:
+            data = ref.graph.shape_of(op.operands[0])
+            axis = ref.graph.normalize_axis(op.attr("axis"), len(data))
+            bound = min(bound, data[axis])
+    return max(bound, 1)
+
+
 def random_inputs(model: Model, seed: int = 0) -> list[np.ndarray]:
-    """Reproducible random inputs: floats ~ N(0, 1), ints in [0, 10), bools 50/50."""
+    """Reproducible random inputs: floats ~ N(0, 1), bools 50/50, ints in [0, 10) or,
+    for gather indices, within the gathered dim."""
     rng = np.random.default_rng(seed)
     arrays = []
     for arg in ref.main_func(model.module).args:
@@ -228,5 +242,5 @@ def random_inputs(model: Model, seed: int = 0) -> list[np.ndarray]:
         elif dtype == np.bool_:
             arrays.append(rng.random(shape) < 0.5)
         else:
-            arrays.append(rng.integers(0, 10, shape).astype(dtype))
+            arrays.append(rng.integers(0, _index_bound(arg), shape).astype(dtype))
     return arrays

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dlpc.tools.dlpc_run import target_desc_options
 from dlpc.tools.diagnostics import ToolArgumentParser, run_guarded, write_atomically
 
 EMIT_KINDS = ("graph", "te", "loop", "dlp", "numpy", "c", "opencl", "dlp-c")
@@ -40,6 +41,9 @@ def parser() -> ToolArgumentParser:
                    help="fold the bound weights into the model as dlpc.compile does; with -o "
                         "the weights the output needs are written to <output>.npz")
     p.add_argument("--stats", action="store_true", help="print op/kernel counts per stage")
+    p.add_argument("--target-desc", metavar="DESC",
+                   help="DLP target description for --emit=dlp|dlp-c: a .toml/.json file or "
+                        "a built-in name (dlp, tiny)")
     return p
 
 
@@ -72,9 +76,10 @@ def run(argv: list[str] | None) -> int:
     from dlpc.passes import pipeline
 
     args = parser().parse_args(argv)
+    extra = api.pass_options(target_desc_options(args.target_desc, args.emit))
     model = api.load(args.model, weights=args.weights)
     options = pipeline.PipelineOptions(opt_level=args.opt_level, tuning_log=args.tuning_log,
-                                       schedule=pipeline.schedules_for(args.emit))
+                                       schedule=pipeline.schedules_for(args.emit), extra=extra)
     rows: list[tuple[str, Counter, int]] = []
 
     def record(stage, module):

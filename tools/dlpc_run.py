@@ -38,7 +38,23 @@ def parser() -> ToolArgumentParser:
     p.add_argument("-O", dest="opt_level", type=int, choices=range(4), default=2,
                    metavar="{0,1,2,3}", help="graph optimisation level (default 2)")
     p.add_argument("--tuning-log", help="schedules from dlpc-tune to apply")
+    p.add_argument("--target-desc", metavar="DESC",
+                   help="DLP target description for --target dlp: a .toml/.json file or a "
+                        "built-in name (dlp, tiny)")
     return p
+
+
+def target_desc_options(desc: str | None, target: str) -> dict:
+    """`--target-desc` as compile options of loop-to-dlp; the file is read (and any
+    error reported) before the model is compiled."""
+    if desc is None:
+        return {}
+    if target not in ("dlp", "dlp-c"):
+        raise DlpcError(f"error: --target-desc applies to the dlp target, not '{target}'")
+    from dlpc.targets.dlp import resolve
+
+    resolve(desc)
+    return {"loop_to_dlp": {"target_desc": desc}}
 
 
 def load_inputs(paths: list[str]) -> list[np.ndarray]:
@@ -95,10 +111,11 @@ def run(argv: list[str] | None) -> int:
                         f"{', '.join(api.TARGETS)})")
     if args.repeat < 1:
         raise DlpcError(f"dlpc-run: error: --repeat must be >= 1, got {args.repeat}")
+    dlp_options = target_desc_options(args.target_desc, args.target)
     model = api.load(args.model, weights=args.weights)
     inputs = load_inputs(args.input) if args.input else api.random_inputs(model, args.seed)
     compiled = api.compile(model, target=args.target, opt_level=args.opt_level,
-                           tuning_log=args.tuning_log)
+                           tuning_log=args.tuning_log, **dlp_options)
     outputs = compiled(*inputs)
     expected = api.reference(model, inputs)
     ok = True

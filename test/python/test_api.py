@@ -297,3 +297,27 @@ def test_exporter_style_param_names_compile_to_c():
     fn = dlpc.compile(b.model(weights=weights), target="c")
     xv = np.arange(6, dtype=np.float32).reshape(2, 3)
     np.testing.assert_allclose(fn(xv)[0], xv + 10)
+
+
+def test_random_gather_indices_stay_in_range():
+    """Random integer inputs used as gather indices index the gathered dim."""
+    import numpy as np
+
+    from dlpc import api
+    from dlpc.frontends.builder import GraphBuilder
+
+    b = GraphBuilder("g")
+    table = b.param("table", (3, 4))
+    idx = b.input("idx", (64,), dtype="i64")
+    b.output(b.gather(table, idx, axis=0))
+    model = b.model(weights={"table": np.arange(12, dtype=np.float32).reshape(3, 4)})
+    (indices,) = api.random_inputs(model, seed=1)
+    assert indices.min() >= 0 and indices.max() < 3 and len(set(indices.tolist())) == 3
+    (y,) = dlpc_compile(model)(indices)
+    np.testing.assert_array_equal(y, np.arange(12, dtype=np.float32).reshape(3, 4)[indices])
+
+
+def dlpc_compile(model):
+    import dlpc
+
+    return dlpc.compile(model, target="c")
