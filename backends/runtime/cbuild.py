@@ -33,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dlpc.backends.runtime.callconv import ModuleFunction
 from dlpc.tools.diagnostics import DlpcError
 
 # GCC's default -ffp-contract=fast (GNU mode) is kept on purpose: `a * b + c` may become
@@ -98,12 +99,16 @@ class Library:
         self.entry.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
         self.entry.restype = ctypes.c_int
 
-    def call(self, arrays: list[np.ndarray]) -> None:
-        """Call `dlpc_main` with the data pointers of C-contiguous arrays."""
+    def run(self, arrays: list[np.ndarray]) -> int:
+        """Call `dlpc_main` with the data pointers of C-contiguous arrays; its status."""
         for a in arrays:
             assert a.flags.c_contiguous, "dlpc_main needs C-contiguous arrays"
         argv = (ctypes.c_void_p * max(len(arrays), 1))(*[a.ctypes.data for a in arrays])
-        status = self.entry(argv)
+        return self.entry(argv)
+
+    def call(self, arrays: list[np.ndarray]) -> None:
+        """`run`, with a nonzero status (an allocation failed) as a `DlpcError`."""
+        status = self.run(arrays)
         if status != 0:
             raise DlpcError(
                 f"error: {self.path.name}: dlpc_main failed (status {status}: out of memory)"
@@ -184,7 +189,7 @@ def compile_error(stderr: str, source: str, c_path: Path) -> str:
 # ------------------------------------------------------------------- modules
 
 
-class CFunction:
+class CFunction(ModuleFunction):
     """A loop-level module compiled to C and callable on numpy arrays.
 
         f = CFunction(module)
@@ -192,41 +197,14 @@ class CFunction:
     """
 
     def __init__(self, module, *, name: str = "module"):
-        from dlpc.backends.c import calling_convention, emit_c, find_main, memref_info
-        from dlpc.dialects.graph import numpy_dtype
+        from dlpc.backends.c import emit_c, find_main
 
-        fn = find_main(module)
-        self.num_inputs, self.param_names, self.num_outputs = calling_convention(fn)
-        self.arg_specs = []
-        for arg in fn.body.block.args:
-            shape, elt = memref_info(arg.type)
-            self.arg_specs.append((shape, np.dtype(numpy_dtype(elt))))
+        self.bind_signature(find_main(module))
         self.source = emit_c(module)
         self.library = build(self.source, name=name)
 
     def __call__(self, *inputs, params=None) -> list[np.ndarray]:
-        n_in, n_par = self.num_inputs, len(self.param_names)
-        if len(inputs) != n_in:
-            raise DlpcError(f"error: expected {n_in} inputs, got {len(inputs)}")
-        if isinstance(params, dict):
-            missing = [p for p in self.param_names if p not in params]
-            if missing:
-                raise DlpcError(f"error: missing value for parameter '{missing[0]}'")
-            param_values = [params[p] for p in self.param_names]
-        else:
-            param_values = list(params or [])
-            if len(param_values) != n_par:
-                raise DlpcError(f"error: expected {n_par} parameters, got {len(param_values)}")
-        arrays = []
-        for k, value in enumerate([*inputs, *param_values]):
-            shape, dtype = self.arg_specs[k]
-            a = np.asarray(value, dtype=dtype)
-            if not a.flags.c_contiguous:  # (np.ascontiguousarray would make 0-d 1-d)
-                a = a.copy(order="C")
-            if a.shape != shape:
-                what = f"input {k}" if k < n_in else f"parameter '{self.param_names[k - n_in]}'"
-                raise DlpcError(f"error: {what} has shape {a.shape}, expected {shape}")
-            arrays.append(a)
-        outputs = [np.empty(shape, dtype) for shape, dtype in self.arg_specs[n_in + n_par :]]
+        arrays = self.arguments(inputs, params)
+        outputs = self.empty_outputs()
         self.library.call(arrays + outputs)
         return outputs

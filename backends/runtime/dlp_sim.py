@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dlpc.backends.runtime.callconv import ModuleFunction
 from dlpc.backends.runtime.cbuild import build
 from dlpc.targets.dlp import DlpTarget, resolve
 from dlpc.tools.diagnostics import DlpcError
@@ -127,21 +128,15 @@ def total_seconds(reports: list[KernelReport]) -> float:
     return sum(r.seconds for r in reports)
 
 
-class DlpFunction:
+class DlpFunction(ModuleFunction):
     """A dlp-level module compiled to DLP C, run on the simulator, callable on numpy arrays."""
 
     def __init__(self, module, desc: DlpTarget | str | None = None, *, name: str = "module"):
-        from dlpc.backends.c import calling_convention, find_main, memref_info
+        from dlpc.backends.c import find_main
         from dlpc.backends.dlp_c import emit_dlp_c
-        from dlpc.dialects.graph import numpy_dtype
 
         self.desc = resolve(desc) if desc is not None else None
-        fn = find_main(module)
-        self.num_inputs, self.param_names, self.num_outputs = calling_convention(fn)
-        self.arg_specs = []
-        for arg in fn.body.block.args:
-            shape, elt = memref_info(arg.type)
-            self.arg_specs.append((shape, np.dtype(numpy_dtype(elt))))
+        self.bind_signature(find_main(module))
         self.source = emit_dlp_c(module, self.desc)
         if self.desc is None:
             from dlpc.backends.dlp_c import module_target
@@ -164,30 +159,8 @@ class DlpFunction:
         self.report: list[KernelReport] = []
 
     def __call__(self, *inputs, params=None) -> list[np.ndarray]:
-        n_in, n_par = self.num_inputs, len(self.param_names)
-        if len(inputs) != n_in:
-            raise DlpcError(f"error: expected {n_in} inputs, got {len(inputs)}")
-        if isinstance(params, dict):
-            missing = [p for p in self.param_names if p not in params]
-            if missing:
-                raise DlpcError(f"error: missing value for parameter '{missing[0]}'")
-            param_values = [params[p] for p in self.param_names]
-        else:
-            param_values = list(params or [])
-            if len(param_values) != n_par:
-                raise DlpcError(f"error: expected {n_par} parameters, got {len(param_values)}")
-        arrays = []
-        for k, value in enumerate([*inputs, *param_values]):
-            shape, dtype = self.arg_specs[k]
-            a = np.ascontiguousarray(value, dtype=dtype)
-            if a.shape != shape:
-                what = f"input {k}" if k < n_in else f"parameter '{self.param_names[k - n_in]}'"
-                raise DlpcError(f"error: {what} has shape {a.shape}, expected {shape}")
-            arrays.append(a)
-        outputs = [np.empty(shape, dtype) for shape, dtype in self.arg_specs[n_in + n_par :]]
-        everything = arrays + outputs
-        argv = (ctypes.c_void_p * max(len(everything), 1))(*[a.ctypes.data for a in everything])
-        status = self.library.entry(argv)
+        arrays, outputs = self.arguments(inputs, params), self.empty_outputs()
+        status = self.library.run(arrays + outputs)
         lib = self.library.handle
         if status != 0:
             message = lib.dlp_error().decode(errors="replace")

@@ -18,6 +18,7 @@ import os
 
 import numpy as np
 
+from dlpc.backends.runtime.callconv import ModuleFunction
 from dlpc.tools.diagnostics import DlpcError
 
 
@@ -50,13 +51,13 @@ def context():
     return _CONTEXT
 
 
-class OpenCLFunction:
+class OpenCLFunction(ModuleFunction):
     """A loop-level module compiled to OpenCL and callable on numpy arrays."""
 
     def __init__(self, module, *, name: str = "module"):
         from xdsl.dialects import arith, func, memref
 
-        from dlpc.backends.c import calling_convention, find_main, memref_info
+        from dlpc.backends.c import find_main, memref_info
         from dlpc.backends.opencl import OpenCLEmitter
         from dlpc.dialects.graph import numpy_dtype
         from dlpc.dialects.loop import KernelOp
@@ -64,11 +65,7 @@ class OpenCLFunction:
         cl = _cl()
         self.ctx, self.queue = context()
         self.fn = find_main(module)
-        self.num_inputs, self.param_names, self.num_outputs = calling_convention(self.fn)
-        self.arg_specs = []
-        for arg in self.fn.body.block.args:
-            shape, elt = memref_info(arg.type)
-            self.arg_specs.append((shape, np.dtype(numpy_dtype(elt))))
+        self.bind_signature(self.fn)
         emitter = OpenCLEmitter(module)
         self.source = emitter.emit()
         try:
@@ -103,31 +100,14 @@ class OpenCLFunction:
 
     def __call__(self, *inputs, params=None) -> list[np.ndarray]:
         cl = _cl()
-        n_in, n_par = self.num_inputs, len(self.param_names)
-        if len(inputs) != n_in:
-            raise DlpcError(f"error: expected {n_in} inputs, got {len(inputs)}")
-        if isinstance(params, dict):
-            missing = [p for p in self.param_names if p not in params]
-            if missing:
-                raise DlpcError(f"error: missing value for parameter '{missing[0]}'")
-            param_values = [params[p] for p in self.param_names]
-        else:
-            param_values = list(params or [])
-            if len(param_values) != n_par:
-                raise DlpcError(f"error: expected {n_par} parameters, got {len(param_values)}")
+        n_args = self.num_inputs + len(self.param_names)
         mf = cl.mem_flags
-        buffers = {}
         args = self.fn.body.block.args
-        for k, value in enumerate([*inputs, *param_values]):
-            shape, dtype = self.arg_specs[k]
-            a = np.ascontiguousarray(value, dtype=dtype)
-            if a.shape != shape:
-                what = f"input {k}" if k < n_in else f"parameter '{self.param_names[k - n_in]}'"
-                raise DlpcError(f"error: {what} has shape {a.shape}, expected {shape}")
-            buffers[args[k]] = cl.Buffer(self.ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=a)
-        outputs = [np.empty(shape, dtype) for shape, dtype in self.arg_specs[n_in + n_par:]]
+        buffers = {args[k]: cl.Buffer(self.ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=a)
+                   for k, a in enumerate(self.arguments(inputs, params))}
+        outputs = self.empty_outputs()
         for k, out in enumerate(outputs):
-            buffers[args[n_in + n_par + k]] = cl.Buffer(self.ctx, mf.READ_WRITE, size=max(out.nbytes, 1))
+            buffers[args[n_args + k]] = cl.Buffer(self.ctx, mf.READ_WRITE, size=max(out.nbytes, 1))
         for step in self.steps:
             kind = step[0]
             if kind == "alloc":
@@ -140,7 +120,7 @@ class OpenCLFunction:
                 _, op, launch, kernel = step
                 kernel(self.queue, launch.global_size, launch.local_size, *[buffers[v] for v in launch.args])
         for k, out in enumerate(outputs):
-            cl.enqueue_copy(self.queue, out, buffers[args[n_in + n_par + k]])
+            cl.enqueue_copy(self.queue, out, buffers[args[n_args + k]])
         self.queue.finish()
         return outputs
 

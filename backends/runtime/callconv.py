@@ -1,0 +1,76 @@
+"""The numpy side of @main's calling convention, shared by every runtime.
+
+`CFunction` (cbuild.py), `DlpFunction` (dlp_sim.py) and `OpenCLFunction` (opencl_rt.py)
+all derive from `ModuleFunction`, which reads @main's signature and turns the call's
+numpy arguments into checked, C-contiguous arrays:
+
+    class MyFunction(ModuleFunction):
+        def __init__(self, module):
+            self.bind_signature(find_main(module))   # num_inputs, param_names, arg_specs
+        def __call__(self, *inputs, params=None):
+            arrays = self.arguments(inputs, params)   # inputs then params, checked
+            outputs = self.empty_outputs()            # freshly allocated results
+            ...
+
+Errors are one `DlpcError` line each: `expected 1 inputs, got 2`, `missing value for
+parameter 'fc1.weight'`, `expected 2 parameters, got 1`, `input 0 has shape (3,),
+expected (4,)`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dlpc.tools.diagnostics import DlpcError
+
+
+class ModuleFunction:
+    """A compiled module callable as `f(*inputs, params=dict_or_list) -> [outputs]`."""
+
+    num_inputs: int
+    param_names: list[str]
+    num_outputs: int
+    arg_specs: list[tuple[tuple[int, ...], np.dtype]]  # (shape, dtype) per @main argument
+
+    def bind_signature(self, fn) -> None:
+        """Read the calling convention and argument types of the loop-level `@main` `fn`."""
+        from dlpc.backends.c import calling_convention, memref_info
+        from dlpc.dialects.graph import numpy_dtype
+
+        self.num_inputs, self.param_names, self.num_outputs = calling_convention(fn)
+        self.arg_specs = []
+        for arg in fn.body.block.args:
+            shape, elt = memref_info(arg.type)
+            self.arg_specs.append((shape, np.dtype(numpy_dtype(elt))))
+
+    def arguments(self, inputs, params) -> list[np.ndarray]:
+        """The inputs then the parameters (a dict by name, or a list in order) as
+        C-contiguous arrays of @main's dtypes, their counts and shapes checked."""
+        n_in, n_par = self.num_inputs, len(self.param_names)
+        if len(inputs) != n_in:
+            raise DlpcError(f"error: expected {n_in} inputs, got {len(inputs)}")
+        if isinstance(params, dict):
+            missing = [p for p in self.param_names if p not in params]
+            if missing:
+                raise DlpcError(f"error: missing value for parameter '{missing[0]}'")
+            param_values = [params[p] for p in self.param_names]
+        else:
+            param_values = list(params or [])
+            if len(param_values) != n_par:
+                raise DlpcError(f"error: expected {n_par} parameters, got {len(param_values)}")
+        arrays = []
+        for k, value in enumerate([*inputs, *param_values]):
+            shape, dtype = self.arg_specs[k]
+            a = np.asarray(value, dtype=dtype)
+            if not a.flags.c_contiguous:  # (np.ascontiguousarray would make 0-d 1-d)
+                a = a.copy(order="C")
+            if a.shape != shape:
+                what = f"input {k}" if k < n_in else f"parameter '{self.param_names[k - n_in]}'"
+                raise DlpcError(f"error: {what} has shape {a.shape}, expected {shape}")
+            arrays.append(a)
+        return arrays
+
+    def empty_outputs(self) -> list[np.ndarray]:
+        """Freshly allocated (uninitialised) arrays for @main's outputs."""
+        first = self.num_inputs + len(self.param_names)
+        return [np.empty(shape, dtype) for shape, dtype in self.arg_specs[first:]]
