@@ -73,7 +73,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.utils.target import Target
 
-from dlpc.dialects.loop import ForOp, KernelOp
+from dlpc.dialects.loop import ForOp, KernelOp, defined_inside
 from dlpc.tools.diagnostics import DlpcError
 
 # ------------------------------------------------------------------ identifiers
@@ -584,16 +584,6 @@ def _size_of(elt: Attribute) -> int:
             "int16_t": 2, "int8_t": 1, "bool": 1}[c_type(elt)]
 
 
-def _defined_inside(value: SSAValue, root: Operation) -> bool:
-    owner = value.owner
-    op = owner.parent_op() if isinstance(owner, Block) else owner
-    while op is not None:
-        if op is root:
-            return True
-        op = op.parent_op()
-    return False
-
-
 class CEmitter:
     """Emits a whole module: globals, one function per kernel, `dlpc_main`."""
 
@@ -665,7 +655,7 @@ class CEmitter:
         stored: set[SSAValue] = set()
         for op in k.walk():
             for v in op.operands:
-                if not _defined_inside(v, k) and v not in free:
+                if not defined_inside(v, k) and v not in free:
                     free.append(v)
             if isinstance(op, memref.StoreOp | memref.CopyOp):
                 stored.add(op.operands[1])

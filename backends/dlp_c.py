@@ -48,6 +48,7 @@ from xdsl.utils.target import Target
 from dlpc.backends import c as cbe
 from dlpc.backends.c import Buffer, CEmitter, FunctionWriter, Names, c_comment, c_identifier, c_type
 from dlpc.dialects import dlp
+from dlpc.dialects.loop import defined_inside
 from dlpc.targets.dlp import DlpTarget, resolve
 from dlpc.tools.diagnostics import DlpcError
 
@@ -234,7 +235,7 @@ class DlpCEmitter(CEmitter):
         stored: set[SSAValue] = set()
         for op in k.walk():
             for v in op.operands:
-                if not cbe._defined_inside(v, k) and v not in free:
+                if not defined_inside(v, k) and v not in free:
                     free.append(v)
             if isinstance(op, memref.StoreOp):
                 stored.add(op.memref)

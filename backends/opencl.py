@@ -42,7 +42,7 @@ from xdsl.utils.target import Target
 
 from dlpc.backends import c as cbe
 from dlpc.backends.c import Buffer, FunctionWriter, Names, c_comment, c_identifier, c_type
-from dlpc.dialects.loop import ForOp, KernelOp
+from dlpc.dialects.loop import ForOp, KernelOp, defined_inside, spine
 from dlpc.tools.diagnostics import DlpcError
 
 PRELUDE = """\
@@ -92,17 +92,6 @@ class Launch:
     args: list[SSAValue] = field(default_factory=list)  # buffers from @main, in order
 
 
-def _spine(kernel: KernelOp) -> list[ForOp]:
-    loops, block = [], kernel.block
-    while True:
-        inner = [op for op in block.ops if isinstance(op, ForOp)]
-        others = [op for op in block.ops if not isinstance(op, ForOp | arith.ConstantOp)]
-        if len(inner) != 1 or others:
-            return loops
-        loops.append(inner[0])
-        block = inner[0].block
-
-
 def _local_stage_plan(g: ForOp):
     """(stages, copy nests, inner parallel loop) if G's body has the cache-stage shape."""
     stages, copies, inner = [], [], None
@@ -127,9 +116,9 @@ def _local_stage_plan(g: ForOp):
 
 
 def plan_launch(kernel: KernelOp, fname: str, max_group: int = 256) -> Launch:
-    spine = _spine(kernel)
+    nest = spine(kernel)
     dims: list[ForOp] = []
-    for loop in spine:
+    for loop in nest:
         if loop.trip_count == 1 and loop.parallel is None:
             continue
         if loop.parallel is None or len(dims) == 3:
@@ -239,7 +228,7 @@ class OpenCLEmitter:
         stored: set[SSAValue] = set()
         for op in k.walk():
             for v in op.operands:
-                if not cbe._defined_inside(v, k) and v not in free:
+                if not defined_inside(v, k) and v not in free:
                     free.append(v)
             if isinstance(op, memref.StoreOp | memref.CopyOp):
                 stored.add(op.operands[1])

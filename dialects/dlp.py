@@ -75,10 +75,12 @@ from xdsl.irdl import (
     result_def,
     traits_def,
 )
-from xdsl.parser import AttrParser, Parser
+from xdsl.parser import AttrParser
 from xdsl.printer import Printer
 from xdsl.traits import NoTerminator, RecursiveMemoryEffect
 from xdsl.utils.exceptions import VerifyException
+
+from dlpc.dialects.loop import NamedKernelSyntax
 
 # ------------------------------------------------------------------- attributes
 
@@ -147,7 +149,7 @@ def _element_bytes(ty: MemRefType) -> int:
     return ty.get_element_type().bitwidth // 8
 
 
-def _constant_index(value: SSAValue) -> int | None:
+def constant_index(value: SSAValue) -> int | None:
     op = value.owner
     if isinstance(op, arith.ConstantOp) and isinstance(op.value, IntegerAttr):
         return op.value.value.data
@@ -168,7 +170,7 @@ def _kernel_alignment(op: Operation, key: str) -> int | None:
 
 
 @irdl_op_definition
-class KernelOp(IRDLOperation):
+class KernelOp(NamedKernelSyntax, IRDLOperation):
     """One kernel, run once per task (one task per core of the machine).
 
         dlp.kernel "matmul_0" attributes {origin = "graph.matmul", tasks = 16 : i64,
@@ -196,14 +198,6 @@ class KernelOp(IRDLOperation):
         super().__init__(properties={"name": StringAttr(name)}, regions=[body], attributes=attrs)
 
     @property
-    def sym(self) -> str:
-        return self.kernel_name.data
-
-    @property
-    def block(self) -> Block:
-        return self.body.block
-
-    @property
     def num_tasks(self) -> int:
         return self.tasks.value.data if self.tasks is not None else 1
 
@@ -215,25 +209,6 @@ class KernelOp(IRDLOperation):
             if a is not None:
                 if not isinstance(a, IntegerAttr) or a.value.data <= 0 or a.value.data & (a.value.data - 1):
                     raise VerifyException(f"kernel '{self.sym}' has {key} {a}, expected a power of two")
-
-    def print(self, printer: Printer) -> None:
-        printer.print_string(" ")
-        printer.print_string_literal(self.sym)
-        printer.print_op_attributes(self.attributes, print_keyword=True)
-        printer.print_string(" ")
-        printer.print_region(self.body, print_entry_block_args=False, print_empty_block=False)
-
-    @classmethod
-    def parse(cls, parser: Parser) -> KernelOp:
-        name = parser.parse_str_literal(" for the kernel name")
-        attrs = parser.parse_optional_attr_dict_with_keyword()
-        body = parser.parse_region()
-        if not body.blocks:
-            body.add_block(Block())
-        op = cls(name, body)
-        if attrs is not None:
-            op.attributes |= attrs.data
-        return op
 
 
 # --------------------------------------------------------------- ids and barriers
@@ -297,7 +272,7 @@ def _check_buffer(op: Operation, what: str, buf: SSAValue, offset: SSAValue,
     if space not in spaces:
         want = " or ".join(spaces)
         raise VerifyException(f"{op.name} operand '{what}' must be in {want}, got {space} ({buf.type})")
-    off = _constant_index(offset)
+    off = constant_index(offset)
     if off is not None and off < 0:
         raise VerifyException(f"{op.name} operand '{what}' has negative offset {off}")
     if off is not None and align_key is not None and space != "gdram":
@@ -532,7 +507,7 @@ class _CycleOp(_VectorOp):
 
     def verify_(self) -> None:
         super().verify_()
-        n, m = _constant_index(self.count), _constant_index(self.seg_count)
+        n, m = constant_index(self.count), constant_index(self.seg_count)
         if n is not None and m is not None and (m <= 0 or n % m):
             raise VerifyException(f"{self.name} count {n} is not a multiple of segment length {m}")
 
@@ -757,7 +732,7 @@ class Conv2dOp(_VectorOp):
         oh, ow = self.out_hw()
         if oh < 1 or ow < 1:
             raise VerifyException("dlp.conv2d kernel is larger than the padded input")
-        co = _constant_index(self.channels_out)
+        co = constant_index(self.channels_out)
         checks = [("src", self.src, self.param("channels_in") * self.param("height") * self.param("width"))]
         if co is not None:
             checks += [("dst", self.dst, co * oh * ow),

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 
+from xdsl.dialects import arith
 from xdsl.dialects.builtin import (
     IndexType,
     IntegerAttr,
@@ -72,8 +73,42 @@ KNOWN_ANNOTATIONS = ("name", "parallel", "vectorize", "unroll", "reduction")
 # ------------------------------------------------------------------------ kernel
 
 
+class NamedKernelSyntax:
+    """The syntax `<op> "name" [attributes {...}] { ... }` of a kernel op with a `name`
+    property (`sym`), one single-block region `body` and no terminator; shared by
+    `loop.kernel` and `dlp.kernel`. The op's constructor takes `(name, body)`."""
+
+    @property
+    def sym(self) -> str:
+        """The kernel's name (`loop.kernel "sym"`)."""
+        return self.kernel_name.data
+
+    @property
+    def block(self) -> Block:
+        return self.body.block
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_string_literal(self.sym)
+        printer.print_op_attributes(self.attributes, print_keyword=True)
+        printer.print_string(" ")
+        printer.print_region(self.body, print_entry_block_args=False, print_empty_block=False)
+
+    @classmethod
+    def parse(cls, parser: Parser):
+        name = parser.parse_str_literal(" for the kernel name")
+        attrs = parser.parse_optional_attr_dict_with_keyword()
+        body = parser.parse_region()
+        if not body.blocks:
+            body.add_block(Block())
+        op = cls(name, body)
+        if attrs is not None:
+            op.attributes |= attrs.data
+        return op
+
+
 @irdl_op_definition
-class KernelOp(IRDLOperation):
+class KernelOp(NamedKernelSyntax, IRDLOperation):
     """One kernel: a loop nest computing one tensor expression.
 
         loop.kernel "relu_0" attributes {origin = "graph.relu"} {
@@ -103,15 +138,6 @@ class KernelOp(IRDLOperation):
             body = Region(Block(body))
         attrs = {"origin": StringAttr(origin)} if origin is not None else {}
         super().__init__(properties={"name": StringAttr(name)}, regions=[body], attributes=attrs)
-
-    @property
-    def sym(self) -> str:
-        """The kernel's name (`loop.kernel "sym"`)."""
-        return self.kernel_name.data
-
-    @property
-    def block(self) -> Block:
-        return self.body.block
 
     def loops(self) -> Iterator[ForOp]:
         """All loops of the kernel, outermost first (pre-order)."""
@@ -151,24 +177,6 @@ class KernelOp(IRDLOperation):
                 if other is not self and isinstance(other, KernelOp) and other.sym == self.sym:
                     raise VerifyException(f"kernel name '{self.sym}' is used twice")
 
-    def print(self, printer: Printer) -> None:
-        printer.print_string(" ")
-        printer.print_string_literal(self.sym)
-        printer.print_op_attributes(self.attributes, print_keyword=True)
-        printer.print_string(" ")
-        printer.print_region(self.body, print_entry_block_args=False, print_empty_block=False)
-
-    @classmethod
-    def parse(cls, parser: Parser) -> KernelOp:
-        name = parser.parse_str_literal(" for the kernel name")
-        attrs = parser.parse_optional_attr_dict_with_keyword()
-        body = parser.parse_region()
-        if not body.blocks:
-            body.add_block(Block())
-        op = cls(name, body)
-        if attrs is not None:
-            op.attributes |= attrs.data
-        return op
 
 
 # --------------------------------------------------------------------------- for
@@ -401,6 +409,31 @@ def find_loop(root: Operation, path: str) -> ForOp:
     if not sep:
         raise KeyError(f"expected a 'kernel/loop' path, got '{path}'")
     return find_kernel(root, kernel_name).loop(loop_name)
+
+
+def spine(parent: KernelOp | ForOp) -> list[ForOp]:
+    """The perfect-nest spine below `parent`, outermost first: each loop is the only
+    loop of its parent block, whose other ops are constants."""
+    loops: list[ForOp] = []
+    block = parent.block
+    while True:
+        inner = [op for op in block.ops if isinstance(op, ForOp)]
+        others = [op for op in block.ops if not isinstance(op, ForOp | arith.ConstantOp)]
+        if len(inner) != 1 or others:
+            return loops
+        loops.append(inner[0])
+        block = inner[0].block
+
+
+def defined_inside(value: SSAValue, root: Operation) -> bool:
+    """Is `value` a result or block argument of an op nested in `root` (or of `root`)?"""
+    owner = value.owner
+    op = owner.parent_op() if isinstance(owner, Block) else owner
+    while op is not None:
+        if op is root:
+            return True
+        op = op.parent_op()
+    return False
 
 
 def loop_nest(

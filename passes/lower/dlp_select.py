@@ -29,7 +29,7 @@ from xdsl.dialects.builtin import Float32Type, FloatAttr
 from xdsl.ir import Operation, SSAValue
 
 from dlpc.dialects import dlp
-from dlpc.dialects.loop import ForOp
+from dlpc.dialects.loop import ForOp, spine
 
 BINARY = {"arith.addf": "add", "arith.subf": "sub", "arith.mulf": "mul", "arith.divf": "div",
           "arith.maximumf": "max", "arith.maxnumf": "max", "arith.minimumf": "min", "arith.minnumf": "min"}
@@ -59,13 +59,7 @@ def _cidx(plan, value: SSAValue):
 
 def _nest(work: ForOp) -> list[ForOp]:
     """The work loop and the perfect nest of loops below it."""
-    loops = [work]
-    while True:
-        inner = [op for op in loops[-1].block.ops if isinstance(op, ForOp)]
-        others = [op for op in loops[-1].block.ops if not isinstance(op, ForOp | arith.ConstantOp)]
-        if len(inner) != 1 or others:
-            return loops
-        loops.append(inner[0])
+    return [work, *spine(work)]
 
 
 @dataclass

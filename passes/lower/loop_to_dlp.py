@@ -64,7 +64,8 @@ from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import DiagnosticException
 
 from dlpc.dialects import dlp
-from dlpc.dialects.loop import ForOp, KernelOp
+from dlpc.dialects.dlp import constant_index as _const
+from dlpc.dialects.loop import ForOp, KernelOp, defined_inside, spine
 from dlpc.targets.dlp import DlpTarget, resolve
 
 INF = float("inf")
@@ -79,13 +80,6 @@ class Affine:
     a: int
     lo: float
     hi: float
-
-
-def _const(value: SSAValue) -> int | None:
-    op = value.owner
-    if isinstance(op, arith.ConstantOp) and isinstance(op.value, IntegerAttr):
-        return op.value.value.data
-    return None
 
 
 class IndexAnalysis:
@@ -265,32 +259,8 @@ class PlanError(Exception):
     """This candidate work loop cannot be used (the next one is tried)."""
 
 
-def _spine(kernel: KernelOp) -> list[ForOp]:
-    """The perfect-nest spine: loops each the only loop of their parent block, whose
-    other ops are constants."""
-    loops: list[ForOp] = []
-    block = kernel.block
-    while True:
-        inner = [op for op in block.ops if isinstance(op, ForOp)]
-        others = [op for op in block.ops if not isinstance(op, ForOp | arith.ConstantOp)]
-        if len(inner) != 1 or others:
-            return loops
-        loops.append(inner[0])
-        block = inner[0].block
-
-
 def _accesses(root: Operation) -> list[Operation]:
     return [op for op in root.walk() if isinstance(op, memref.LoadOp | memref.StoreOp)]
-
-
-def _defined_in(value: SSAValue, root: Operation) -> bool:
-    owner = value.owner
-    op = owner.parent_op() if isinstance(owner, Block) else owner
-    while op is not None:
-        if op is root:
-            return True
-        op = op.parent_op()
-    return False
 
 
 def _full_coverage(store: memref.StoreOp, work: ForOp, ranges_ops: dict[SSAValue, ForOp]) -> bool:
@@ -330,7 +300,7 @@ def plan_buffers(kernel: KernelOp, work: ForOp | None, fixed: dict[SSAValue, int
     forms: dict[SSAValue, list[tuple[int, int, int, tuple[int, ...]] | None]] = {}
     for op in _accesses(kernel):
         m = op.memref
-        if _defined_in(m, kernel):
+        if defined_inside(m, kernel):
             continue  # a kernel-local buffer (accumulator, cache stage)
         if not isinstance(m.type, MemRefType) or any(d < 0 for d in m.type.get_shape()):
             raise DiagnosticException(f"loop-to-dlp needs static shapes; kernel '{kernel.sym}' uses {m.type}")
@@ -390,10 +360,10 @@ def _access_form(analysis: IndexAnalysis, op, work: ForOp):
 
 def plan_kernel(kernel: KernelOp, desc: DlpTarget, double_buffer: bool, multicore: bool,
                 intrinsics: bool) -> KernelPlan:
-    spine = _spine(kernel)
+    nest = spine(kernel)
     candidates: list[tuple[ForOp | None, dict[SSAValue, int]]] = []
     fixed: dict[SSAValue, int] = {}
-    for loop in spine:
+    for loop in nest:
         if loop.trip_count > 1:
             candidates.append((loop, dict(fixed)))
         if loop.trip_count != 1:
