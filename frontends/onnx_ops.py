@@ -215,6 +215,31 @@ def binary(imp: Importer):
     return [imp.emit(BINARY[imp.node.op_type], a, b)]
 
 
+@handles("Mod")
+def mod(imp: Importer):
+    """r = a - trunc(a / b) * b (fmod = 1, C's fmod); for fmod = 0 (Python's %) r then takes
+    the divisor's sign: r + b when r != 0 and sign(r) != sign(b). Float trunc goes through
+    i64, so float Mod needs |a / b| < 2**63."""
+    a_ = imp.attrs({"fmod": 0})
+    a, b = imp.input(0), imp.input(1)
+    dt = imp.dtype(a)
+    if dt != imp.dtype(b):
+        raise imp.error(f"operands have element types {dt} and {imp.dtype(b)}")
+    q = imp.emit(graph.DivOp, a, b)
+    if dt.kind == "f":  # trunc(q) = float(int(q))
+        q = cast_to(imp, cast_to(imp, q, np.dtype(np.int64)), dt)
+    r = imp.emit(graph.SubOp, a, imp.emit(graph.MulOp, q, b))
+    if a_["fmod"]:
+        return [r]
+    zero = imp.scalar(0, a)
+    r_neg = imp.emit(graph.CompareOp, r, zero, predicate="lt")
+    b_neg = imp.emit(graph.CompareOp, b, zero, predicate="lt")
+    fix = imp.emit(graph.CompareOp, r_neg, b_neg, predicate="ne")
+    fix = imp.emit(graph.WhereOp, imp.emit(graph.CompareOp, r, zero, predicate="ne"), fix,
+                   Const(np.asarray(False)))
+    return [imp.emit(graph.WhereOp, fix, imp.emit(graph.AddOp, r, b), r)]
+
+
 VARIADIC = {"Max": graph.MaxOp, "Min": graph.MinOp, "Sum": graph.AddOp, "Mean": graph.AddOp}
 
 
