@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import IO
 
@@ -101,6 +101,12 @@ def c_identifier(text: str, fallback: str = "v") -> str:
     if ident in C_RESERVED or ident in MATH_NAMES:
         ident += "_"
     return ident
+
+
+def c_string(text: str) -> str:
+    """A C string literal holding `text` reduced to safe printable ASCII."""
+    safe = "".join(ch if " " <= ch <= "~" and ch not in '"\\?' else "_" for ch in text)
+    return f'"{safe}"'
 
 
 def c_comment(text: str) -> str:
@@ -347,6 +353,41 @@ class FunctionWriter:
     def unsupported(self, op: Operation):
         return DlpcError(f"error: c backend: unsupported op '{op.name}' in {self.what}")
 
+    def parameter(self, caller: FunctionWriter, v: SSAValue, written: bool) -> tuple[str, str, str]:
+        """Make `v`, defined in `caller`, a parameter of this function: a memref keeps the
+        caller's buffer name, a scalar gets a fresh one. Returns (type prefix, name,
+        argument in the call): the prefix is `T *` for a buffer (`const T *` when the
+        function never writes it), `T ` for a scalar, so `prefix + name` declares it."""
+        if isinstance(v.type, MemRefType):
+            outer = caller.buffer(v)
+            self.names.used.add(outer.name)
+            self.buffers[v] = Buffer(outer.name, outer.shape)
+            const = "" if written else "const "
+            return f"{const}{c_type(v.type.get_element_type())} *", outer.name, outer.name
+        name = self.names.fresh(v.name_hint, "s")
+        self.expr[v] = name
+        return f"{c_type(v.type)} ", name, caller[v]
+
+    def main_arguments(self, fn: func.FuncOp) -> Iterator[tuple[int, str, str, tuple[int, ...], str]]:
+        """Declare `T *name = (T *)args[k];` for each argument of `@main`, yielding
+        (k, source name, C name, shape, T) after each declaration."""
+        for k, (arg, hint) in enumerate(zip(fn.body.block.args, argument_names(fn))):
+            shape, elt = memref_info(arg.type)
+            t = c_type(elt)
+            name = self.names.fresh(hint, "arg")
+            self.line(f"{t} *{name} = ({t} *)args[{k}];")
+            self.buffers[arg] = Buffer(name, shape)
+            yield k, hint, name, shape, t
+
+    def free_heap(self) -> None:
+        """Free the heap `memref.alloc` buffers no `memref.dealloc` has freed."""
+        for name in self.frees.values():
+            self.line(f"free({name});")
+
+    def function(self, header: str, signature: str) -> str:
+        """The function's text: `header` (a comment), `signature`, the body lines."""
+        return f"{header}\n{signature}\n{{\n" + "\n".join(self.lines) + "\n}\n"
+
     # ---- blocks --------------------------------------------------------------
     def block(self, block: Block) -> None:
         self.scopes.append([])
@@ -481,7 +522,7 @@ class FunctionWriter:
             # in @main a failed allocation returns 1; inside a kernel (maybe inside an
             # OpenMP loop, where `return` is not allowed) it aborts with a message
             if in_kernel:
-                self.line(f"if (!{name}) dlpc_oom({self.emitter.c_string(self.what)});")
+                self.line(f"if (!{name}) dlpc_oom({c_string(self.what)});")
             else:
                 self.line(f"if (!{name}) return 1;")
             if isinstance(op, memref.AllocaOp):
@@ -605,12 +646,6 @@ class CEmitter:
         body = self.main(main)
         return "\n".join([*out, *self.parts, body])
 
-    @staticmethod
-    def c_string(text: str) -> str:
-        """A C string literal holding `text` reduced to safe printable ASCII."""
-        safe = "".join(ch if " " <= ch <= "~" and ch not in '"\\?' else "_" for ch in text)
-        return f'"{safe}"'
-
     def global_(self, op: memref.GlobalOp) -> str:
         shape, elt = memref_info(op.type)
         name = self.top.fresh(f"g_{op.sym_name.data}")
@@ -628,65 +663,61 @@ class CEmitter:
         return f"static {const}{c_type(elt)} {name}[{n}] = {{{body}}};\n"
 
     def main(self, fn: func.FuncOp) -> str:
-        names = Names(self.top.used)
-        w = FunctionWriter(self, names, "@main")
-        arg_names = argument_names(fn)
+        w = FunctionWriter(self, Names(self.top.used), "@main")
         n_in, params, _ = calling_convention(fn)
-        doc = [f"int dlpc_main(void **args): {len(arg_names)} arguments, 0 on success"]
-        for k, (arg, hint) in enumerate(zip(fn.body.block.args, arg_names)):
-            shape, elt = memref_info(arg.type)
-            t = c_type(elt)
-            name = names.fresh(hint, "arg")
-            w.line(f"{t} *{name} = ({t} *)args[{k}];")
-            w.buffers[arg] = Buffer(name, shape)
+        doc = [f"int dlpc_main(void **args): {len(fn.body.block.args)} arguments, 0 on success"]
+        for k, hint, _, shape, t in w.main_arguments(fn):
             role = "input" if k < n_in else "param" if k < n_in + len(params) else "output"
             dims = "x".join(str(d) for d in shape) or "scalar"
             doc.append(f"  args[{k}] {role:6} {hint}: {t}[{dims}]")
         w.block(fn.body.block)
-        for name in w.frees.values():
-            w.line(f"free({name});")
+        w.free_heap()
         w.line("return 0;")
-        header = "\n".join(c_comment(line) for line in doc)
-        return f"{header}\nint dlpc_main(void **args)\n{{\n" + "\n".join(w.lines) + "\n}\n"
+        return w.function("\n".join(c_comment(line) for line in doc), "int dlpc_main(void **args)")
 
     def call_kernel(self, caller: FunctionWriter, k: KernelOp) -> None:
         """Emit `k` as a function (its free values become parameters) and call it."""
-        free: list[SSAValue] = []
-        stored: set[SSAValue] = set()
-        for op in k.walk():
-            for v in op.operands:
-                if not defined_inside(v, k) and v not in free:
-                    free.append(v)
-            if isinstance(op, memref.StoreOp | memref.CopyOp):
-                stored.add(op.operands[1])
+        free, stored = kernel_uses(k)
         fname = self.kernel_names[k]
         w = FunctionWriter(self, Names(self.top.used), f"kernel '{k.sym}'")
         params, call_args = [], []
         for v in free:
-            if isinstance(v.type, MemRefType):
-                outer = caller.buffer(v)
-                w.names.used.add(outer.name)
-                w.buffers[v] = Buffer(outer.name, outer.shape)
-                t = c_type(v.type.get_element_type())
-                const = "" if v in stored else "const "
-                params.append(f"{const}{t} *restrict {outer.name}")
-                call_args.append(outer.name)
-            else:
-                pname = w.names.fresh(v.name_hint, "s")
-                w.expr[v] = pname
-                params.append(f"{c_type(v.type)} {pname}")
-                call_args.append(caller[v])
+            prefix, name, arg = w.parameter(caller, v, v in stored)
+            params.append(f"{prefix}restrict {name}" if prefix.endswith("*") else prefix + name)
+            call_args.append(arg)
         w.block(k.block)
-        for name in w.frees.values():
-            w.line(f"free({name});")
-        origin = k.origin.data if k.origin is not None else None
-        note = f'kernel "{k.sym}"' + (f" (from {origin})" if origin else "")
-        self.parts.append(
-            f"{c_comment(note)}\nstatic void {fname}({', '.join(params) or 'void'})\n{{\n"
-            + "\n".join(w.lines)
-            + "\n}\n"
-        )
+        w.free_heap()
+        signature = f"static void {fname}({', '.join(params) or 'void'})"
+        self.parts.append(w.function(c_comment(kernel_note(k)), signature))
         caller.line(f"{fname}({', '.join(call_args)});")
+
+
+def _c_writes(op: Operation) -> SSAValue | None:
+    """The memref a loop-level op stores into, if any."""
+    return op.operands[1] if isinstance(op, memref.StoreOp | memref.CopyOp) else None
+
+
+def kernel_uses(
+    k: Operation, writes: Callable[[Operation], SSAValue | None] = _c_writes
+) -> tuple[list[SSAValue], set[SSAValue]]:
+    """The values kernel `k` uses from outside it, in order of first use, and those of
+    them `writes(op)` names as stored into by an op of `k`."""
+    free: list[SSAValue] = []
+    stored: set[SSAValue] = set()
+    for op in k.walk():
+        for v in op.operands:
+            if not defined_inside(v, k) and v not in free:
+                free.append(v)
+        written = writes(op)
+        if written is not None:
+            stored.add(written)
+    return free, stored
+
+
+def kernel_note(k: Operation) -> str:
+    """`kernel "relu_0" (from graph.relu)`: a kernel's name and the graph op it came from."""
+    origin = k.origin.data if k.origin is not None else None
+    return f'kernel "{k.sym}"' + (f" (from {origin})" if origin else "")
 
 
 def find_main(module: ModuleOp) -> func.FuncOp:

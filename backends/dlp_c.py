@@ -41,14 +41,13 @@ from typing import IO
 
 from xdsl.context import Context
 from xdsl.dialects import arith, func, memref, scf
-from xdsl.dialects.builtin import MemRefType, ModuleOp, StringAttr
+from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import Operation, SSAValue
 from xdsl.utils.target import Target
 
 from dlpc.backends import c as cbe
-from dlpc.backends.c import Buffer, CEmitter, FunctionWriter, Names, c_comment, c_identifier, c_type
+from dlpc.backends.c import Buffer, CEmitter, FunctionWriter, Names, c_comment, c_identifier, c_string, c_type
 from dlpc.dialects import dlp
-from dlpc.dialects.loop import defined_inside
 from dlpc.targets.dlp import DlpTarget, resolve
 from dlpc.tools.diagnostics import DlpcError
 
@@ -111,20 +110,18 @@ class DlpFunctionWriter(FunctionWriter):
             return self.intrinsic(op)
         if isinstance(op, memref.AllocOp | memref.AllocaOp) and self.what != "@main":
             return self.scratchpad(op)
-        if isinstance(op, memref.AllocOp) and self.what == "@main":
-            super().op(op)
-            buf = self.buffers[op.memref]
-            shape, elt = cbe.memref_info(op.memref.type)
-            return self.line(f"__dlp_gdram({buf.name}, {max(math.prod(shape), 1)} * sizeof({c_type(elt)}));")
         if isinstance(op, memref.DeallocOp) and self.what == "@main":
             self.line(f"__dlp_gdram_release({self.buffer(op.memref).name});")
             return super().op(op)
-        if isinstance(op, memref.GetGlobalOp):
+        if isinstance(op, memref.GetGlobalOp) or isinstance(op, memref.AllocOp) and self.what == "@main":
             super().op(op)
-            buf = self.buffers[op.memref]
             shape, elt = cbe.memref_info(op.memref.type)
-            return self.line(f"__dlp_gdram({buf.name}, {max(math.prod(shape), 1)} * sizeof({c_type(elt)}));")
+            return self.gdram(self.buffers[op.memref].name, shape, c_type(elt))
         return super().op(op)
+
+    def gdram(self, name: str, shape: tuple[int, ...], t: str) -> None:
+        """Register the host buffer `name` with the simulator as GDRAM."""
+        self.line(f"__dlp_gdram({name}, {max(math.prod(shape), 1)} * sizeof({t}));")
 
     def at(self, buf: SSAValue, offset: SSAValue) -> str:
         name = self.buffer(buf).name
@@ -196,23 +193,16 @@ class DlpCEmitter(CEmitter):
         return "\n".join([*head, *globals_, *self.parts, body])
 
     def main(self, fn: func.FuncOp) -> str:
-        names = Names(self.top.used)
-        w = DlpFunctionWriter(self, names, "@main")
+        w = DlpFunctionWriter(self, Names(self.top.used), "@main")
         arg_names = cbe.argument_names(fn)
         w.line("dlp_reset();")
-        for k, (arg, hint) in enumerate(zip(fn.body.block.args, arg_names)):
-            shape, elt = cbe.memref_info(arg.type)
-            t = c_type(elt)
-            name = names.fresh(hint, "arg")
-            w.line(f"{t} *{name} = ({t} *)args[{k}];")
-            w.line(f"__dlp_gdram({name}, {max(math.prod(shape), 1)} * sizeof({t}));")
-            w.buffers[arg] = Buffer(name, shape)
+        for _, _, name, shape, t in w.main_arguments(fn):
+            w.gdram(name, shape, t)
         w.block(fn.body.block)
-        for name in w.frees.values():
-            w.line(f"free({name});")
+        w.free_heap()
         w.line("return 0;")
         header = c_comment(f"host entry point: {len(arg_names)} GDRAM arguments ({', '.join(arg_names)})")
-        return f"{header}\nint dlpc_main(void **args)\n{{\n" + "\n".join(w.lines) + "\n}\n"
+        return w.function(header, "int dlpc_main(void **args)")
 
     def plan_scratchpads(self, k: dlp.KernelOp) -> dict[str, int]:
         """Place every scratchpad buffer of `k` at a fixed, aligned offset of its space."""
@@ -231,54 +221,31 @@ class DlpCEmitter(CEmitter):
         return used
 
     def call_dlp_kernel(self, caller: FunctionWriter, k: dlp.KernelOp) -> None:
-        free: list[SSAValue] = []
-        stored: set[SSAValue] = set()
-        for op in k.walk():
-            for v in op.operands:
-                if not defined_inside(v, k) and v not in free:
-                    free.append(v)
-            if isinstance(op, memref.StoreOp):
-                stored.add(op.memref)
-            if isinstance(op, dlp.MemcpyOp | dlp.MemcpyAsyncOp):
-                stored.add(op.dst)
+        free, stored = cbe.kernel_uses(k, _dlp_writes)
         fname = self.dlp_kernels[k]
         w = DlpFunctionWriter(self, Names(self.top.used | {"taskId", "clusterId", "coreId"}), f"kernel '{k.sym}'")
-        params, fields, call_args = [], [], []
+        params, field_names, call_args = [], [], []
         for v in free:
-            if isinstance(v.type, MemRefType):
-                outer = caller.buffer(v)
-                w.names.used.add(outer.name)
-                w.buffers[v] = Buffer(outer.name, outer.shape)
-                t = c_type(v.type.get_element_type())
-                const = "" if v in stored else "const "
-                params.append(f"{const}{t} *{outer.name}")
-                fields.append(f"{const}{t} *{outer.name};")
-                call_args.append(outer.name)
-            else:
-                pname = w.names.fresh(v.name_hint, "s")
-                w.expr[v] = pname
-                params.append(f"{c_type(v.type)} {pname}")
-                fields.append(f"{c_type(v.type)} {pname};")
-                call_args.append(caller[v])
+            prefix, name, arg = w.parameter(caller, v, v in stored)
+            params.append(prefix + name)
+            field_names.append(name)
+            call_args.append(arg)
+        fields = [f"{p};" for p in params]
         used = self.plan_scratchpads(k)
         for space, nbytes in used.items():
             if nbytes:
                 w.line(f"__dlp_reserve({SPACE_MACRO[space]}, {nbytes});")
         w.block(k.block)
         origin = k.origin.data if k.origin is not None else None
-        note = f'kernel "{k.sym}"' + (f" (from {origin})" if origin else "")
+        note = cbe.kernel_note(k)
         plan = ", ".join(f"{s} {b} bytes" for s, b in used.items() if b)
         header = c_comment(f"{note}: {k.num_tasks} tasks" + (f"; {plan}" if plan else "")
                            + ("; double-buffered" if k.double_buffered is not None else ""))
-        field_names = [f.split("*")[-1].split()[-1].rstrip(";") for f in fields]
         struct = (f"struct {fname}_args {{ {' '.join(fields) or 'int unused;'} }};\n"
                   f"static void {fname}_task(void *p)\n{{\n"
                   f"  struct {fname}_args *a = (struct {fname}_args *)p;\n"
                   f"  {fname}({', '.join(f'a->{n}' for n in field_names)});\n}}\n")
-        self.parts.append(
-            f"{header}\n__mlu_entry__ void {fname}({', '.join(params) or 'void'})\n{{\n"
-            + "\n".join(w.lines) + "\n}\n" + struct
-        )
+        self.parts.append(w.function(header, f"__mlu_entry__ void {fname}({', '.join(params) or 'void'})") + struct)
         origin_lit = c_string(origin or "")
         dbl = 1 if k.double_buffered is not None else 0
         var = caller.names.fresh(f"{fname}_args")
@@ -290,10 +257,11 @@ class DlpCEmitter(CEmitter):
         caller.line("}")
 
 
-def c_string(text: str) -> str:
-    """A C string literal holding printable ASCII only."""
-    safe = "".join(ch if " " <= ch <= "~" and ch not in '"\\?' else "_" for ch in text)
-    return f'"{safe}"'
+def _dlp_writes(op: Operation) -> SSAValue | None:
+    """The buffer a dlp-level op stores into (a `memref.store` or a copy's destination)."""
+    if isinstance(op, memref.StoreOp):
+        return op.memref
+    return op.dst if isinstance(op, dlp.MemcpyOp | dlp.MemcpyAsyncOp) else None
 
 
 def module_target(module: ModuleOp) -> DlpTarget:

@@ -42,7 +42,7 @@ from xdsl.utils.target import Target
 
 from dlpc.backends import c as cbe
 from dlpc.backends.c import Buffer, FunctionWriter, Names, c_comment, c_identifier, c_type
-from dlpc.dialects.loop import ForOp, KernelOp, defined_inside, spine
+from dlpc.dialects.loop import ForOp, KernelOp, spine
 from dlpc.tools.diagnostics import DlpcError
 
 PRELUDE = """\
@@ -224,14 +224,7 @@ class OpenCLEmitter:
         fname = self.top.fresh(c_identifier(k.sym, "k"))
         launch = plan_launch(k, fname)
         self.launches[k] = launch
-        free: list[SSAValue] = []
-        stored: set[SSAValue] = set()
-        for op in k.walk():
-            for v in op.operands:
-                if not defined_inside(v, k) and v not in free:
-                    free.append(v)
-            if isinstance(op, memref.StoreOp | memref.CopyOp):
-                stored.add(op.operands[1])
+        free, stored = cbe.kernel_uses(k)
         w = KernelWriter(self, Names(self.top.used), f"kernel '{k.sym}'", launch)
         params = []
         for k_arg, v in enumerate(free):
@@ -249,12 +242,9 @@ class OpenCLEmitter:
             w.line(f"__local {c_type(elt)} {name}[{max(math.prod(shape), 1)}];")
             w.buffers[stage] = Buffer(name, shape)
         w.block(k.block)
-        origin = k.origin.data if k.origin is not None else None
         local = "(" + ", ".join(map(str, launch.local_size)) + ")" if launch.local_size else "(-)"
-        note = (f'kernel "{k.sym}"' + (f" (from {origin})" if origin else "")
-                + f": global ({', '.join(map(str, launch.global_size))}), local {local}")
-        self.parts.append(f"{c_comment(note)}\n__kernel void {fname}({', '.join(params) or 'void'})\n{{\n"
-                          + "\n".join(w.lines) + "\n}\n")
+        note = cbe.kernel_note(k) + f": global ({', '.join(map(str, launch.global_size))}), local {local}"
+        self.parts.append(w.function(c_comment(note), f"__kernel void {fname}({', '.join(params) or 'void'})"))
 
 
 def emit_opencl(module: ModuleOp) -> str:
