@@ -273,3 +273,17 @@ def test_conv_transpose(group):
                  [("w", w), ("b", b)])
     m = check_numerics(proto, rng.standard_normal((1, 4, 5, 5)).astype(np.float32))
     assert "graph.conv2d" in str(m.module)
+
+
+@pytest.mark.parametrize("fmod,ty", [(0, TensorProto.INT64), (1, TensorProto.INT32),
+                                     (1, F)])  # (float fmod=0: onnxruntime refuses it)
+def test_mod_signs(fmod, ty):
+    """Mixed signs: fmod=0 takes the divisor's sign (Python's %), fmod=1 the dividend's."""
+    dt = {TensorProto.INT64: np.int64, TensorProto.INT32: np.int32, F: np.float32}[ty]
+    a = np.array([7, -7, 7, -7, 5, 0], dtype=dt)
+    b = np.array([3, 3, -3, -3, 5, 2], dtype=dt)
+    if ty == F:
+        a, b = a * 1.5, b * 0.5
+    proto = make([helper.make_node("Mod", ["a", "b"], ["y"], fmod=fmod)],
+                 [vi("a", [6], ty), vi("b", [6], ty)], [vi("y", [6], ty)])
+    check_numerics(proto, a, b)
