@@ -247,10 +247,7 @@ class ElementwiseSelection:
     ew: Elementwise
 
     def scratch_bytes(self, plan, tile: int) -> int:
-        from dlpc.passes.lower.loop_to_dlp import _round_up
-
-        per = _round_up(tile * self.ew.inner * 4, plan.desc.dma_align)
-        return per * self.ew.temps()
+        return _tile_bytes(plan, tile * self.ew.inner) * self.ew.temps()
 
     def emit(self, lowering, b, t0: SSAValue, n: SSAValue) -> None:
         count = b.mul(n, b.c(self.ew.inner))
@@ -269,11 +266,8 @@ class MatmulSelection:
     transpose_rhs: bool
     batch: tuple[int, int] | None = None  # batched (work loop over the batch): (m, n)
 
-    def scratch_bytes(self, plan, tile: int) -> int:
-        from dlpc.passes.lower.loop_to_dlp import _round_up
-
-        per = _round_up(tile * self.ew.inner * 4, plan.desc.dma_align)
-        return per * (self.ew.temps() + 1)
+    def scratch_bytes(self, plan, tile: int) -> int:  # the accumulator tile, the epilogue's temporaries
+        return _tile_bytes(plan, tile * self.ew.inner) * (self.ew.temps() + 1)
 
     def emit(self, lowering, b, t0: SSAValue, n: SSAValue) -> None:
         plan = lowering.plan
@@ -299,10 +293,15 @@ class MatmulSelection:
         self.ew.emit_after(lowering, b, count, acc, t0, n, self.acc)
 
 
-def _scratch_elems(plan, elems: int) -> int:
+def _tile_bytes(plan, elems: int) -> int:
+    """Bytes of an f32 NRAM scratch buffer of `elems` elements, rounded up to DMA alignment."""
     from dlpc.passes.lower.loop_to_dlp import _round_up
 
-    return _round_up(elems * 4, plan.desc.dma_align) // 4
+    return _round_up(elems * 4, plan.desc.dma_align)
+
+
+def _scratch_elems(plan, elems: int) -> int:
+    return _tile_bytes(plan, elems) // 4
 
 
 def _emit_elementwise(lowering, b, ew: Elementwise, count: SSAValue, preset, result=None, final=None) -> None:
@@ -563,11 +562,8 @@ class ConvSelection:
     acc: SSAValue
     params: dict
 
-    def scratch_bytes(self, plan, tile: int) -> int:
-        from dlpc.passes.lower.loop_to_dlp import _round_up
-
-        per = _round_up(tile * self.ew.inner * 4, plan.desc.dma_align)
-        return per * (self.ew.temps() + 1)
+    def scratch_bytes(self, plan, tile: int) -> int:  # the accumulator tile, the epilogue's temporaries
+        return _tile_bytes(plan, tile * self.ew.inner) * (self.ew.temps() + 1)
 
     def emit(self, lowering, b, t0: SSAValue, n: SSAValue) -> None:
         plan = lowering.plan
@@ -708,10 +704,8 @@ class ReduceSelection:
     acc: SSAValue  # the accumulator value read after the reduction
 
     def scratch_bytes(self, plan, tile: int) -> int:
-        from dlpc.passes.lower.loop_to_dlp import _round_up
-
-        rows = _round_up(tile * self.ew.inner * 4, plan.desc.dma_align)
-        full = _round_up(tile * self.ew.inner * self.cols * 4, plan.desc.dma_align)
+        rows = _tile_bytes(plan, tile * self.ew.inner)
+        full = _tile_bytes(plan, tile * self.ew.inner * self.cols)
         return rows * (self.ew.temps() + 1) + full * self.prologue.temps()
 
     def emit(self, lowering, b, t0: SSAValue, n: SSAValue) -> None:
