@@ -1,37 +1,30 @@
 """dlpc's xDSL universe: its dialects, passes and targets, found by `xdsl-opt` and
 `dlpc-opt` through the `xdsl.universe` entry point."""
 
+import importlib
+
 from xdsl.universe import Universe
 
 
-def _graph():
-    from dlpc.dialects.graph import Graph
+def _lazy(module: str, name: str):
+    """A factory returning `name` from `dlpc.<module>`, imported only when called."""
 
-    return Graph
+    def factory():
+        return getattr(importlib.import_module(f"dlpc.{module}"), name)
 
-
-def _te():
-    from dlpc.dialects.te import Te
-
-    return Te
+    return factory
 
 
-def _loop():
-    from dlpc.dialects.loop import Loop
-
-    return Loop
-
-
-DIALECTS = {"graph": _graph, "te": _te, "loop": _loop}
+DIALECTS = {
+    "graph": _lazy("dialects.graph", "Graph"),
+    "te": _lazy("dialects.te", "Te"),
+    "loop": _lazy("dialects.loop", "Loop"),
+    "dlp": _lazy("dialects.dlp", "Dlp"),
+}
 
 
 def _graph_pass(module: str, cls: str):
-    def factory():
-        import importlib
-
-        return getattr(importlib.import_module(f"dlpc.passes.graph.{module}"), cls)
-
-    return factory
+    return _lazy(f"passes.graph.{module}", cls)
 
 
 GRAPH_PASSES = {
@@ -47,12 +40,7 @@ PASSES = {**GRAPH_PASSES}
 
 
 def _schedule_pass(module: str, cls: str):
-    def factory():
-        import importlib
-
-        return getattr(importlib.import_module(f"dlpc.passes.schedule.{module}"), cls)
-
-    return factory
+    return _lazy(f"passes.schedule.{module}", cls)
 
 
 SCHEDULE_PASSES = {
@@ -77,47 +65,18 @@ PASSES.update(SCHEDULE_PASSES)
 
 
 def _lower_pass(module: str, cls: str):
-    def factory():
-        import importlib
-
-        return getattr(importlib.import_module(f"dlpc.passes.lower.{module}"), cls)
-
-    return factory
+    return _lazy(f"passes.lower.{module}", cls)
 
 
 PASSES["graph-to-te"] = _lower_pass("graph_to_te", "GraphToTe")
 PASSES["te-inline"] = _lower_pass("te_inline", "TeInline")
 PASSES["te-to-loop"] = _lower_pass("te_to_loop", "TeToLoop")
-
-def _c_target():
-    from dlpc.backends.c import CTarget
-
-    return CTarget
-
-
-TARGETS = {"c": _c_target}
-
-def _dlp():
-    from dlpc.dialects.dlp import Dlp
-
-    return Dlp
-
-
-def _dlp_c_target():
-    from dlpc.backends.dlp_c import DlpCTarget
-
-    return DlpCTarget
-
-
-def _opencl_target():
-    from dlpc.backends.opencl import OpenCLTarget
-
-    return OpenCLTarget
-
-
-DIALECTS["dlp"] = _dlp
 PASSES["loop-to-dlp"] = _lower_pass("loop_to_dlp", "LoopToDlp")
-TARGETS["dlp-c"] = _dlp_c_target
-TARGETS["opencl"] = _opencl_target
+
+TARGETS = {
+    "c": _lazy("backends.c", "CTarget"),
+    "dlp-c": _lazy("backends.dlp_c", "DlpCTarget"),
+    "opencl": _lazy("backends.opencl", "OpenCLTarget"),
+}
 
 DLPC_UNIVERSE = Universe(all_dialects=DIALECTS, all_passes=PASSES, all_targets=TARGETS)
