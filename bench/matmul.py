@@ -214,8 +214,10 @@ def tune(args) -> None:
         modules += [mod for _, mod, _, _ in resnet_convs()]
     for mod in modules:
         tasks: list[Task] = tasks_of(mod)
-        tuner = Tuner(mod, log=args.log, tasks=tasks, threads=1, repeat=3)
+        tuner = Tuner(mod, log=args.log, tasks=tasks, threads=1, repeat=3, verify=2)
         for ev in tuner.run(trials=args.tune_trials):
+            if ev.trial < 0:
+                continue
             state = f"{ev.time * 1e3:9.3f} ms" if ev.ok else f"failed: {ev.error[:60]}"
             print(f"  tune {ev.kernel:24s} {ev.trial:3d}/{args.tune_trials} {state}",
                   file=sys.stderr, flush=True)

@@ -41,8 +41,10 @@ def tune_model(path: Path, log: str, trials: int) -> None:
     module = model.module.clone()
     weights = dict(api.check_weights(model))
     lower(module, "loop", PipelineOptions(opt_level=2), weights=weights)
-    tuner = Tuner(module, log=log, threads=1, repeat=3)
+    tuner = Tuner(module, log=log, threads=1, repeat=3, verify=2)
     for ev in tuner.run(trials=trials):
+        if ev.trial < 0:
+            continue
         state = f"{ev.time * 1e3:8.3f} ms" if ev.ok else f"failed: {(ev.error or '')[:50]}"
         print(f"  tune {path.stem:12s} {ev.kernel:28s} {ev.trial:3d}/{trials} {state}",
               file=sys.stderr, flush=True)

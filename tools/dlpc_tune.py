@@ -67,6 +67,8 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds per candidate")
     ap.add_argument("-O", dest="opt_level", type=int, default=2, choices=(0, 1, 2, 3))
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--verify", type=int, default=2, metavar="N",
+                    help="re-measure the default and 3 best schedules N times (default 2)")
     ap.add_argument("--quiet", action="store_true", help="no progress bar")
     args = ap.parse_args(argv)
 
@@ -79,7 +81,7 @@ def main(argv=None) -> int:
         module = model.module.clone()
         lower(module, "loop", PipelineOptions(opt_level=args.opt_level))
         tuner = Tuner(module, log=args.log, strategy=args.strategy, seed=args.seed,
-                      threads=args.threads, timeout=args.timeout)
+                      threads=args.threads, timeout=args.timeout, verify=args.verify)
         if not tuner.tasks:
             print("dlpc-tune: no tunable kernels in the model", file=sys.stderr)
             return 0
@@ -88,6 +90,8 @@ def main(argv=None) -> int:
         best: dict[str, float] = {}
         failed = 0
         for ev in tuner.run(trials=args.trials, time_budget=args.time_budget):
+            if ev.trial < 0:  # a re-measurement of a top candidate
+                continue
             if ev.ok:
                 first.setdefault(ev.kernel, ev.time)
                 best[ev.kernel] = min(best.get(ev.kernel, ev.time), ev.time)

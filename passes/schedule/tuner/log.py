@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import re
+import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -125,8 +126,20 @@ class TuningLog:
         return [r for r in self.records if r.sig == sig and r.target == target]
 
     def best(self, sig: str, target: str = "c") -> Record | None:
-        ok = [r for r in self.for_kernel(sig, target) if r.ok and r.time is not None]
-        return min(ok, key=lambda r: r.time) if ok else None
+        """The record of the fastest schedule: scripts measured several times (the tuner
+        re-measures its top candidates) are ranked by their median time, so one lucky
+        measurement on a loaded machine does not win."""
+        times: dict[str, list[float]] = {}
+        last: dict[str, Record] = {}
+        for r in self.for_kernel(sig, target):
+            if r.ok and r.time is not None:
+                times.setdefault(r.script, []).append(r.time)
+                last[r.script] = r
+        if not times:
+            return None
+        script = min(times, key=lambda s: statistics.median(times[s]))
+        rec = last[script]
+        return Record(**{**rec.__dict__, "time": statistics.median(times[script])})
 
     def seen(self, sig: str, target: str) -> set[str]:
         return {r.script for r in self.for_kernel(sig, target)}

@@ -7,7 +7,9 @@ log every measurement, and keep the best schedule.
         print(event)            # Progress(kernel, trial, total, time, best, ok, error)
 
 A resumed run skips scripts the log already holds for a kernel (success or failure)
-and starts from the logged best. Kernels with the same signature are tuned once.
+and starts from the logged best. Kernels with the same signature are tuned once. With
+`verify=n`, the default and the three best schedules of each kernel are measured n
+more times at the end (events with `trial == -1`); the log ranks scripts by median.
 """
 
 from __future__ import annotations
@@ -70,7 +72,7 @@ class Tuner:
     def __init__(self, module: ModuleOp, log: str | None = None, target: str = "c",
                  strategy: str = "evolutionary", seed: int = 0, threads: int = 1,
                  timeout: float = 60.0, repeat: int = 5, pool: int = 64, batch: int = 4,
-                 tasks: list[Task] | None = None, measure_fn=measure):
+                 tasks: list[Task] | None = None, measure_fn=measure, verify: int = 0):
         if strategy not in STRATEGIES:
             raise ValueError(f"unknown search strategy '{strategy}' (expected {', '.join(STRATEGIES)})")
         self.module = module
@@ -85,6 +87,7 @@ class Tuner:
         self.batch = batch
         self.tasks = tasks if tasks is not None else tasks_of(module)
         self.measure_fn = measure_fn  # injectable (tests make a candidate crash)
+        self.verify = verify  # re-measurements of the top candidates after each task
         self.history: list[tuple[int, str, float]] = []  # (trial, kernel, its best time)
 
     # ---------------------------------------------------------------- proposals
@@ -181,6 +184,29 @@ class Tuner:
                     self.history.append((done, task.kernel, best_time[task.sig]))
                 yield Progress(task.kernel, done, trials, res.time, best_time.get(task.sig),
                                res.ok, res.error, script)
+            yield from self._verify(task)
+
+    def _verify(self, task: Task) -> Iterator[Progress]:
+        """Re-measure the default and the three best schedules `verify` times each, so
+        the log ranks them by a median rather than by one (possibly lucky) time."""
+        if not self.verify:
+            return
+        ok = [r for r in self.log.for_kernel(task.sig, self.target) if r.ok]
+        if not ok:
+            return
+        ranked = sorted({r.script: r for r in ok}.values(), key=lambda r: r.time)[:3]
+        default = next((r for r in ok if r.params == task.space.default()), None)
+        picks = ranked + ([default] if default is not None and default not in ranked else [])
+        for _ in range(self.verify):
+            for rec in picks:
+                res = self.measure_fn(task.ir, rec.script, timeout=self.timeout,
+                                      repeat=self.repeat, threads=self.threads)
+                self.log.append(Record(task.sig, task.kernel, self.target, rec.script,
+                                       res.time, res.ok, res.error, rec.params,
+                                       task.space.template, task.flops))
+                best = self.log.best(task.sig, self.target)
+                yield Progress(task.kernel, -1, 0, res.time, best.time if best else None,
+                               res.ok, res.error, rec.script)
 
 
 def _parse(text: str) -> ModuleOp:
