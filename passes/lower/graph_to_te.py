@@ -38,7 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import IndexType, ModuleOp, TensorType
+from xdsl.dialects.builtin import IndexType, ModuleOp, StringAttr, TensorType
 from xdsl.ir import Block, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.transforms.dead_code_elimination import region_dce
@@ -568,6 +568,14 @@ def lower_fused(L: Lowering, op: g.FusedOp) -> SSAValue:
     return final.results[0]  # type: ignore[union-attr]
 
 
+def describe_origin(op: Operation) -> str:
+    """`graph.relu`, or for a fused op its body: `graph.fused(graph.conv2d, graph.relu)`."""
+    if not isinstance(op, g.FusedOp):
+        return op_name(op)
+    body = ", ".join(op_name(o) for o in op.body.block.ops if not isinstance(o, g.YieldOp))
+    return f"graph.fused({body})"
+
+
 @dataclass(frozen=True)
 class GraphToTe(ModulePass):
     """Lower every graph op (but graph.param/graph.constant) to te computes."""
@@ -579,6 +587,7 @@ class GraphToTe(ModulePass):
         for inner in list(op.walk()):
             if inner.parent is None or isinstance(inner.parent_op(), g.FusedOp):
                 continue  # already erased, or lowered together with its graph.fused
+            start = len(L.created)
             if isinstance(inner, g.FusedOp):
                 value = lower_fused(L, inner)
                 value.owner.properties["name"] = g.StringAttr(inner.kernel_name)  # type: ignore
@@ -589,6 +598,11 @@ class GraphToTe(ModulePass):
             else:
                 continue
             value.name_hint = inner.results[0].name_hint or value.name_hint
+            origin = StringAttr(describe_origin(inner))
+            made = [*L.created[start:], value.owner]  # fusion may build the last one anew
+            for te_op in made:  # kernels name the graph op they came from
+                if te_op.parent is not None and "origin" not in te_op.attributes:
+                    te_op.attributes["origin"] = origin
             inner.results[0].replace_all_uses_with(value)
             _erase(inner)
         names: set[str] = set()

@@ -12,7 +12,8 @@
 // CHECK-NEXT:    te.read %b[%[[J1]]] : tensor<8xf32>
 // CHECK:       te.compute "mul_2"
 // CHECK:         te.read %[[W]][%{{.*}}] : tensor<8xf32>
-// CHECK-NOT:   graph.
+// CHECK:       } attributes {origin = "graph.mul"}
+// CHECK-NOT:   = graph.
 func.func @elementwise(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32> {
   %w = graph.param "scale" : tensor<8xf32>
   %r = graph.relu %x : (tensor<4x8xf32>) -> tensor<4x8xf32>
