@@ -1,0 +1,71 @@
+"""The shared calling convention (backends/runtime/callconv.py) on all three runtimes:
+argument checks, dtype conversion, 0-d arguments, output allocation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dlpc.backends.runtime.cbuild import CFunction
+from dlpc.backends.runtime.dlp_sim import compile_dlp
+from dlpc.passes import pipeline
+from dlpc.tools.diagnostics import DlpcError
+
+SCALE = """
+func.func @main(%x: memref<16xf32>, %s: memref<f32>, %out: memref<16xf32>)
+    attributes {dlpc.num_inputs = 1 : i64, dlpc.params = ["scale"], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "scale_0" {
+    loop.for %i = 0 to 16 step 1 {name = "i0", parallel} {
+      %v = memref.load %x[%i] : memref<16xf32>
+      %k = memref.load %s[] : memref<f32>
+      %r = arith.mulf %v, %k : f32
+      memref.store %r, %out[%i] : memref<16xf32>
+    }
+  }
+  func.return
+}
+"""
+
+
+def _opencl(module):
+    pytest.importorskip("pyopencl")
+    from dlpc.backends.runtime.opencl_rt import compile_opencl
+
+    return compile_opencl(module, name="callconv")
+
+
+RUNTIMES = {
+    "c": lambda m: CFunction(m, name="callconv"),
+    "dlp": lambda m: compile_dlp(m, "tiny", name="callconv"),
+    "opencl": _opencl,
+}
+
+
+@pytest.fixture(scope="module", params=list(RUNTIMES))
+def scale(request):
+    return RUNTIMES[request.param](pipeline.parse_module(SCALE))
+
+
+def test_signature_is_read_from_main(scale):
+    assert (scale.num_inputs, scale.param_names, scale.num_outputs) == (1, ["scale"], 1)
+    assert scale.arg_specs[1] == ((), np.dtype(np.float32))
+
+
+def test_zero_d_param_and_dtype_conversion(scale):
+    x = np.arange(16, dtype=np.float64)[::-1]  # float64 and not contiguous: converted
+    for params in ({"scale": 3.0}, [np.float32(3.0)]):
+        (y,) = scale(x, params=params)
+        assert y.dtype == np.float32 and y.shape == (16,)
+        np.testing.assert_allclose(y, 3.0 * x)
+
+
+@pytest.mark.parametrize("args, params, message", [
+    ((), {"scale": 1.0}, r"^error: expected 1 inputs, got 0$"),
+    ((np.ones(16),), {}, r"^error: missing value for parameter 'scale'$"),
+    ((np.ones(16),), [], r"^error: expected 1 parameters, got 0$"),
+    ((np.ones(15),), [1.0], r"^error: input 0 has shape \(15,\), expected \(16,\)$"),
+    ((np.ones(16),), [np.ones(2)], r"^error: parameter 'scale' has shape \(2,\), expected \(\)$"),
+])
+def test_argument_errors(scale, args, params, message):
+    with pytest.raises(DlpcError, match=message):
+        scale(*args, params=params)
