@@ -62,6 +62,20 @@ def _nest(work: ForOp) -> list[ForOp]:
     return [work, *spine(work)]
 
 
+def _loop_chain(first: ForOp, perfect: bool) -> list[ForOp]:
+    """`first` and the loops below it, one per level, outermost first; NoMatch where a
+    level holds several loops or, with `perfect`, other ops than constants besides its loop."""
+    chain = [first]
+    while True:
+        inner = [op for op in chain[-1].block.ops if isinstance(op, ForOp)]
+        if not inner:
+            return chain
+        others = [op for op in chain[-1].block.ops if not isinstance(op, ForOp | arith.ConstantOp)]
+        if len(inner) != 1 or perfect and others:
+            raise NoMatch
+        chain.append(inner[0])
+
+
 @dataclass
 class Operand:
     kind: str  # "vec" | "cycle" | "scalar"
@@ -461,14 +475,7 @@ def _match_conv(plan) -> ConvSelection:
     loops_in = [op for op in ops if isinstance(op, ForOp)]
     if len(loops_in) != 1:
         raise NoMatch
-    red = [loops_in[0]]
-    while True:
-        inner = [op for op in red[-1].block.ops if isinstance(op, ForOp)]
-        if not inner:
-            break
-        if len(inner) != 1 or len(red) == 3:
-            raise NoMatch
-        red.append(inner[0])
+    red = _loop_chain(loops_in[0], perfect=False)
     if len(red) != 3 or any(lp.lower != 0 or lp.stride != 1 for lp in red):
         raise NoMatch
     ci_l, kh_l, kw_l = red
@@ -727,15 +734,7 @@ def _match_reduce(plan) -> ReduceSelection:
     loops_in = [op for op in ops if isinstance(op, ForOp)]
     if len(loops_in) != 1 or any(lp.lower != 0 or lp.stride != 1 for lp in spatial):
         raise NoMatch
-    red = [loops_in[0]]
-    while True:
-        inner = [op for op in red[-1].block.ops if isinstance(op, ForOp)]
-        if not inner:
-            break
-        others = [op for op in red[-1].block.ops if not isinstance(op, ForOp | arith.ConstantOp)]
-        if len(inner) != 1 or others:
-            raise NoMatch
-        red.append(inner[0])
+    red = _loop_chain(loops_in[0], perfect=True)
     if any(lp.lower != 0 or lp.stride != 1 for lp in red):
         raise NoMatch
     pos = ops.index(red[0])
