@@ -169,14 +169,7 @@ def test_numpy_matches_onnxruntime(exported):
 def test_c_matches_onnxruntime(exported):
     name, path, x, expected = exported
     model = dlpc.load(path)  # the .onnx route of the public API
-    try:
-        compiled = dlpc.compile(model, target="c")
-    except ValueError as e:
-        if "name format" not in str(e):
-            raise
-        pytest.xfail(f"te-to-loop uses ONNX value names such as 'onnx::Conv_33' as SSA name "
-                     f"hints, which xDSL rejects: {e.args[0]}")
-    _check(compiled(x), expected)
+    _check(dlpc.compile(model, target="c")(x), expected)
 
 
 def test_exported_operators(exported):
