@@ -62,7 +62,7 @@ from xdsl.utils.exceptions import DiagnosticException
 
 from dlpc.dialects import graph as g
 from dlpc.dialects import te
-from dlpc.dialects.loop import ForOp, KernelOp
+from dlpc.dialects.loop import ForOp, KernelOp, defined_inside
 
 TeOp = te.ComputeOp | te.ReduceOp
 
@@ -116,7 +116,7 @@ class KernelBuilder:
         for inner in op.walk():
             for v in inner.operands:
                 c = v.owner
-                outside = not _defined_inside(v, op)
+                outside = not defined_inside(v, op)
                 if isinstance(c, arith.ConstantOp) and outside and v not in self.outer:
                     copy = c.clone()
                     kernel.block.add_op(copy)
@@ -330,14 +330,6 @@ def _describe(op: Operation) -> str:
     if isinstance(op, g.ParamOp):
         return f'graph.param "{op.pname}"'
     return op.name
-
-
-def _defined_inside(value: SSAValue, root: Operation) -> bool:
-    owner = value.owner
-    op = owner.parent_op() if isinstance(owner, Block) else owner
-    while op is not None and op is not root:
-        op = op.parent_op()
-    return op is root
 
 
 def _check_closed(kernel: KernelOp, op: TeOp, old: Block) -> None:
