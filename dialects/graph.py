@@ -22,7 +22,6 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from xdsl.dialects.builtin import (
-    AnyFloat,
     ArrayAttr,
     BoolAttr,
     DenseArrayBase,

@@ -79,7 +79,6 @@ class SimplifyArith(RewritePattern):
         if not isinstance(op, g.AddOp | g.SubOp | g.MulOp | g.DivOp) or len(op.operands) != 2:
             return
         a, b = op.operands
-        out = op.results[0]
         # x + 0 -> x, 0 + x -> x, x - 0 -> x, x * 1 -> x, 1 * x -> x, x / 1 -> x
         # (when the unit broadcasts x to a bigger shape: -> broadcast(x))
         unit = 0.0 if isinstance(op, g.AddOp | g.SubOp) else 1.0

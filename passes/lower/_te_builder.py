@@ -126,7 +126,7 @@ def spatial_dims(op) -> tuple[int, int, int]:
 def window_checks(op: g.WindowOp, in_hw, out_hw, kernel) -> list[tuple[int, int]]:
     """Spatial dims (2, 3 in NCHW; 1, 2 in NHWC) whose window index may fall outside
     the input."""
-    (sh, sw), (pt, pl, pb, pr), (dh, dw) = op.strides(), op.pads(), op.dilations()
+    (sh, sw), (pt, pl, _, _), (dh, dw) = op.strides(), op.pads(), op.dilations()
     _, dim_h, dim_w = spatial_dims(op)
     checks = []
     for d, size, o, s, p, k, dil in ((dim_h, in_hw[0], out_hw[0], sh, pt, kernel[0], dh),

@@ -493,9 +493,9 @@ def random_graph(seed: int) -> str:
     """A random DAG of elementwise ops, matmuls, linears, transposes, reshapes and
     constants (0, 1 and others) over 4x8 values, in the shapes the rules look for."""
     rng = np.random.default_rng(seed)
-    lines = [f'%w = graph.param "w" : tensor<8x8xf32>',
-             f'%b = graph.param "b" : tensor<8xf32>',
-             f'%w2 = graph.param "w2" : tensor<8x8xf32>',
+    lines = ['%w = graph.param "w" : tensor<8x8xf32>',
+             '%b = graph.param "b" : tensor<8xf32>',
+             '%w2 = graph.param "w2" : tensor<8x8xf32>',
              "%zero = graph.constant dense<0.0> : tensor<f32>",
              "%one = graph.constant dense<1.0> : tensor<f32>",
              "%c = graph.constant dense<[1.0, 2.0, 0.5, 4.0, 1.0, 2.0, 0.5, 4.0]> : tensor<8xf32>"]

@@ -11,7 +11,7 @@ import pytest
 from xdsl.context import Context
 from xdsl.dialects import arith, scf
 from xdsl.dialects import math as xmath
-from xdsl.dialects.builtin import Builtin, FunctionType, ModuleOp, TensorType, f32, i1, i64
+from xdsl.dialects.builtin import Builtin, FunctionType, ModuleOp, f32, i1, i64
 from xdsl.dialects.func import Func, FuncOp, ReturnOp
 from xdsl.ir import Block, Region
 from xdsl.parser import Parser
