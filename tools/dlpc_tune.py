@@ -109,9 +109,9 @@ def main(argv=None) -> int:
             rec = tuner.log.best(task.sig, "c")
             b = rec.time if rec else None
             f = first.get(task.kernel)
-            speed = f"{f / b:.2f}x" if f and b else "n/a"
-            print(f"{task.kernel:32s} {f * 1e3 if f else float('nan'):12.4f} "
-                  f"{b * 1e3 if b else float('nan'):12.4f} {speed:>8s}")
+            speed = f"{f / b:.2f}x" if f and b else "-"
+            shown = [f"{x * 1e3:12.4f}" if x else f"{'not tuned':>12s}" for x in (f, b)]
+            print(f"{task.kernel:32s} {shown[0]} {shown[1]} {speed:>8s}")
         print(f"log: {args.log} ({len(tuner.log.records)} records, {failed} failed this run)")
         if args.plot:
             plot(tuner.history, args.plot, f"dlpc-tune {args.model}")
