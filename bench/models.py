@@ -1,8 +1,9 @@
 """Latency of the example models on every backend; one run prints one table.
 
-    python bench/models.py [--repeat 20] [--warmup 3] [--models mlp,lenet] [-O 2] [--threads N]
+    python bench/models.py [--repeat 20] [--warmup 3] [--models mlp,lenet] [-O 0,2] [--threads N]
 
-Columns: dlpc's numpy reference (the emitted module), dlpc's C backend, PyTorch (the
+Columns: dlpc's numpy reference (the emitted module), dlpc's C backend at each -O level
+given (and its loop.kernel count there, the last columns), PyTorch (the
 graph IR run op by op with torch.nn.functional) and onnxruntime. The onnxruntime model
 is the torch model exported with torch.onnx when torch is installed, else (or with
 `--onnx-from graph`) the graph IR exported op by op with onnx.helper. A backend that is not installed prints "n/a"; one
@@ -31,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from dlpc import api
+from dlpc.passes import pipeline
 from dlpc.backends import numpy as ref
 from dlpc.dialects import graph as g
 
@@ -443,7 +445,7 @@ def measure(make: Callable, inputs, expected, repeat: int, warmup: int) -> str:
     return f"{median_ms(lambda: run(inputs), repeat, warmup):.3f}"
 
 
-def bench_models(paths: list[Path], opt_level: int, repeat: int, warmup: int, tmp: Path,
+def bench_models(paths: list[Path], levels: list[int], repeat: int, warmup: int, tmp: Path,
                  export: str) -> list[list[str]]:
     """One row per model. Backend by backend over all models, dlpc's first: importing
     torch loads its own OpenMP runtime, which then competes with the C backend's."""
@@ -451,18 +453,25 @@ def bench_models(paths: list[Path], opt_level: int, repeat: int, warmup: int, tm
     inputs = [api.random_inputs(model, seed=0) for model in models]
     expected = [api.reference(model, xs) for model, xs in zip(models, inputs)]
 
-    def dlpc_target(target):
+    kernels: dict[tuple[str, int], int] = {}
+
+    def dlpc_target(target, opt_level):
         def make(model, xs):
-            return api.compile(model, target=target, opt_level=opt_level).runner
+            compiled = api.compile(model, target=target, opt_level=opt_level)
+            kernels[model.name, opt_level] = pipeline.stats(compiled.lowered)[1]
+            return compiled.runner
         return make
 
-    backends = [dlpc_target("numpy"), dlpc_target("c"),
+    backends = [dlpc_target("numpy", max(levels)),
+                *(dlpc_target("c", level) for level in levels),
                 lambda model, xs: torch_runner(model)[1],
                 lambda model, xs: ort_runner(model, xs, tmp, export)]
     rows = [[model.name] for model in models]
     for make in backends:
         for row, model, xs, want in zip(rows, models, inputs, expected):
             row.append(measure(lambda: make(model, xs), xs, want, repeat, warmup))
+    for row, model in zip(rows, models):  # C kernels (loop.kernel count) per level
+        row.extend(str(kernels.get((model.name, level), "?")) for level in levels)
     return rows
 
 
@@ -471,7 +480,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--models", help="comma-separated example names (default: all)")
-    p.add_argument("-O", dest="opt_level", type=int, choices=range(4), default=2)
+    p.add_argument("-O", dest="levels", default="2",
+                   help="optimisation levels for the C backend, comma-separated (e.g. 0,2)")
     p.add_argument("--threads", type=int,
                    help="OMP_NUM_THREADS for the C backend (set before it loads)")
     p.add_argument("--onnx-from", choices=("torch", "graph"),
@@ -484,9 +494,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.models:
         wanted = set(args.models.split(","))
         paths = [q for q in paths if q.stem in wanted]
-    header = ["model", "numpy ref", f"dlpc C -O{args.opt_level}", "torch", "onnxruntime"]
+    try:
+        levels = [int(level) for level in args.levels.split(",")]
+        assert all(0 <= level <= 3 for level in levels)
+    except (ValueError, AssertionError):
+        p.error(f"-O expects levels 0-3 separated by commas, got '{args.levels}'")
+    header = ["model", "numpy ref", *(f"dlpc C -O{level}" for level in levels), "torch",
+              "onnxruntime", *(f"kernels -O{level}" for level in levels)]
     with tempfile.TemporaryDirectory() as tmp:
-        rows = [header, *bench_models(paths, args.opt_level, args.repeat, args.warmup,
+        rows = [header, *bench_models(paths, levels, args.repeat, args.warmup,
                                       Path(tmp), export)]
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     print(f"latency in ms, median of {args.repeat} runs after {args.warmup} warm-up runs; "

@@ -182,16 +182,20 @@ def test_dlpc_opt_invalid_ir_is_one_line(tmp_path, capsys):
 def test_bench_models_prints_one_checked_table(capsys):
     bench = _bench_module()
     for export in ("graph", "torch"):
-        argv = ["--models", "mlp", "--repeat", "1", "--warmup", "0", "--onnx-from", export]
+        argv = ["--models", "mlp", "--repeat", "1", "--warmup", "0", "--onnx-from", export,
+                "-O", "0,2"]
         assert bench.main(argv) == 0
         lines = capsys.readouterr().out.splitlines()
-        assert lines[1].split() == ["model", "numpy", "ref", "dlpc", "C", "-O2", "torch",
-                                    "onnxruntime"]
+        assert lines[1].split() == ["model", "numpy", "ref", "dlpc", "C", "-O0", "dlpc", "C",
+                                    "-O2", "torch", "onnxruntime", "kernels", "-O0",
+                                    "kernels", "-O2"]
         cells = lines[2].split()
-        assert cells[0] == "mlp" and len(cells) == 5
+        assert cells[0] == "mlp" and len(cells) == 8
         # every backend either ran and matched the reference, or is not installed
-        assert all(c == "n/a" or float(c) > 0 for c in cells[1:]), cells
-        assert cells[1] != "n/a" and cells[2] != "n/a"
+        assert all(c == "n/a" or float(c) > 0 for c in cells[1:6]), cells
+        assert "n/a" not in cells[1:4]
+        # -O2 fuses the MLP's bias+relu epilogues into the linear kernels
+        assert int(cells[7]) < int(cells[6]), cells
 
 
 def test_diagnostics_are_one_line(capsys):
