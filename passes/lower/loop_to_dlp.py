@@ -26,7 +26,7 @@ The plan for one kernel, in order:
 4. whole buffers are staged once per cluster in SRAM (core 0 copies, `dlp.sync_cluster`,
    every core copies SRAM2NRAM) when they fit, else copied GDRAM2NRAM per core;
 5. the tile's compute is the work loop's body over NRAM copies (scalar loops), unless
-   it matches an intrinsic (dlp_select.py): an elementwise nest becomes vector
+   it matches an intrinsic (_dlp_select.py): an elementwise nest becomes vector
    intrinsics (`dlp.add`, `dlp.cycle_add`, `dlp.relu`, ...), a matmul/linear nest
    `dlp.matmul` with its right operand DMA'd to WRAM, a convolution `dlp.conv2d` with its
    weights in WRAM, a row reduction `dlp.reduce_sum`/`dlp.reduce_max`; their epilogues
@@ -213,7 +213,7 @@ class KernelPlan:
     tile: int = 1
     double: bool = False
     sram: bool = False
-    selection: object | None = None  # an intrinsic pattern (dlp_select) or None
+    selection: object | None = None  # an intrinsic pattern (_dlp_select) or None
     local_bytes: int = 0  # allocations inside the kernel (accumulators, caches)
 
     @property
@@ -380,7 +380,7 @@ def plan_kernel(kernel: KernelOp, desc: DlpTarget, double_buffer: bool, multicor
         plan = KernelPlan(kernel, desc, work, fixed, buffers, local_bytes=local)
         plan.tasks = min(desc.cores, plan.trip) if (multicore and work is not None) else 1
         if intrinsics:
-            from dlpc.passes.lower.dlp_select import select_compute
+            from dlpc.passes.lower._dlp_select import select_compute
 
             plan.selection = select_compute(plan)
         if not plan.fits(1, False, False) and plan.selection is not None:

@@ -51,7 +51,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from dlpc.dialects.loop import ForOp
-from dlpc.passes.schedule.common import (
+from dlpc.passes.schedule._common import (
     Affine,
     ScheduleError,
     affine,

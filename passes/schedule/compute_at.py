@@ -40,7 +40,7 @@ from xdsl.passes import ModulePass
 
 from dlpc.dialects.loop import ForOp, KernelOp, kernels
 from dlpc.passes.schedule.cache import _footprint
-from dlpc.passes.schedule.common import (
+from dlpc.passes.schedule._common import (
     Affine,
     ScheduleError,
     child_loop,

@@ -48,7 +48,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from dlpc.dialects.loop import ForOp, KernelOp
-from dlpc.passes.schedule.common import (
+from dlpc.passes.schedule._common import (
     ScheduleError,
     _index_arith,
     child_loop,

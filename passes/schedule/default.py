@@ -39,7 +39,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from dlpc.dialects.loop import ForOp, KernelOp, kernels
-from dlpc.passes.schedule.common import (
+from dlpc.passes.schedule._common import (
     ScheduleError,
     affine,
     buffers_accessed,

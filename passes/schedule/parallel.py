@@ -23,7 +23,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from dlpc.dialects.loop import ForOp
-from dlpc.passes.schedule.common import (
+from dlpc.passes.schedule._common import (
     ScheduleError,
     ancestors,
     get_kernel,

@@ -35,7 +35,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from dlpc.dialects.loop import ForOp
-from dlpc.passes.schedule.common import ScheduleError, ancestors, child_loop, get_loop, index
+from dlpc.passes.schedule._common import ScheduleError, ancestors, child_loop, get_loop, index
 
 
 class ReorderDuplicateError(ScheduleError):

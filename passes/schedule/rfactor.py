@@ -43,7 +43,7 @@ from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 
 from dlpc.dialects.loop import ForOp
-from dlpc.passes.schedule.common import (
+from dlpc.passes.schedule._common import (
     ScheduleError,
     erase,
     get_loop,

@@ -35,7 +35,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from dlpc.passes.schedule.common import ScheduleError, split_path
+from dlpc.passes.schedule._common import ScheduleError, split_path
 
 NAME = r"[A-Za-z0-9_.$]+"
 BUF = r"@?[A-Za-z0-9_.$]+"  # a buffer: name hint, or @n = the n-th buffer from outside
@@ -193,7 +193,7 @@ def apply_step(module, step: Step, tables: dict | None = None) -> None:
 
 def _resolve(module, loop_path: str, token: str, tables: dict | None):
     """`@n` -> the n-th buffer of the kernel's access order at the start of the script."""
-    from dlpc.passes.schedule.common import BufferNotFoundError, buffers_accessed, get_kernel
+    from dlpc.passes.schedule._common import BufferNotFoundError, buffers_accessed, get_kernel
 
     kernel, _ = split_path(loop_path)
     if tables is None or kernel not in tables:
@@ -212,7 +212,7 @@ def _resolve(module, loop_path: str, token: str, tables: dict | None):
 def apply_script(module, text: str) -> None:
     """Apply every step; an error is re-raised with the script line in front."""
     from dlpc.dialects.loop import kernels
-    from dlpc.passes.schedule.common import buffers_accessed
+    from dlpc.passes.schedule._common import buffers_accessed
 
     steps = parse_script(text)
     tables = {k.sym: buffers_accessed(k, external=True) for k in kernels(module)} if steps else {}

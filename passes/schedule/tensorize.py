@@ -50,7 +50,7 @@ from xdsl.passes import ModulePass
 
 from dlpc.dialects.loop import ForOp
 from dlpc.passes.schedule.cache import _stage
-from dlpc.passes.schedule.common import ScheduleError, child_loop, depends_on, get_loop
+from dlpc.passes.schedule._common import ScheduleError, child_loop, depends_on, get_loop
 from dlpc.passes.schedule.reorder import reorder
 
 MAX_MR, MAX_NR, MAX_TILE = 16, 64, 512
@@ -145,7 +145,7 @@ def tensorize(root, kernel: str, loop: str, intrinsic: str) -> ForOp:
 
 
 def _index_of(buf, loop: ForOp) -> int:
-    from dlpc.passes.schedule.common import buffers_accessed
+    from dlpc.passes.schedule._common import buffers_accessed
 
     return buffers_accessed(loop.kernel()).index(buf)
 

@@ -35,7 +35,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from dlpc.dialects.loop import ForOp
-from dlpc.passes.schedule.common import ScheduleError
+from dlpc.passes.schedule._common import ScheduleError
 from dlpc.passes.schedule.reorder import reorder
 from dlpc.passes.schedule.split import split
 

@@ -20,7 +20,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from dlpc.dialects.loop import ForOp
-from dlpc.passes.schedule.common import ScheduleError, get_loop
+from dlpc.passes.schedule._common import ScheduleError, get_loop
 
 
 class UnrollFactorError(ScheduleError):

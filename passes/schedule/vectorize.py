@@ -18,7 +18,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from dlpc.dialects.loop import ForOp
-from dlpc.passes.schedule.common import ScheduleError, get_loop, inner_loops, is_reduction
+from dlpc.passes.schedule._common import ScheduleError, get_loop, inner_loops, is_reduction
 
 
 class VectorizeNotInnermostError(ScheduleError):

@@ -23,7 +23,7 @@ from dlpc.passes.schedule import (
     unroll,
     vectorize,
 )
-from dlpc.passes.schedule.common import ScheduleError
+from dlpc.passes.schedule._common import ScheduleError
 from dlpc.passes.schedule.default import apply_default
 from dlpc.passes.schedule.script import apply_script
 

@@ -27,7 +27,7 @@ from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, ModuleOp, i64
 from xdsl.ir import Block, Operation, Region
 
 from dlpc.dialects.loop import KernelOp
-from dlpc.passes.schedule.common import get_kernel
+from dlpc.passes.schedule._common import get_kernel
 
 
 @dataclass

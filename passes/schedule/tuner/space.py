@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from xdsl.dialects.builtin import ModuleOp
 
-from dlpc.passes.schedule.common import get_kernel
+from dlpc.passes.schedule._common import get_kernel
 from dlpc.passes.schedule.default import (
     GemmParams,
     Nest,
