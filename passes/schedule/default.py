@@ -31,6 +31,7 @@ starts from); `apply_tuned_or_default(module, tuning_log)` is what the pipeline 
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -48,6 +49,7 @@ from dlpc.passes.schedule._common import (
     is_reduction,
 )
 from dlpc.passes.schedule.script import apply_script
+from dlpc.tools.diagnostics import DlpcError
 
 SERIAL_WORK = 1 << 14
 
@@ -430,4 +432,6 @@ class LoopApplyTuningLog(ModulePass):
     target: str = "c"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        if self.log and not os.path.isfile(self.log):
+            raise DlpcError(f"error: no such tuning log: {self.log}")
         apply_tuned_or_default(op, self.log, self.target)
