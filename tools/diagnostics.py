@@ -95,6 +95,8 @@ class ToolArgumentParser(argparse.ArgumentParser):
 def write_atomically(path: str | os.PathLike, text: str) -> None:
     """Write `text` to `path` only once it is complete: a temp file beside it, renamed."""
     path = Path(path)
+    if not path.parent.is_dir():
+        raise DlpcError(f"error: cannot write {path}: no such directory {path.parent}")
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or ".")
     try:
         with os.fdopen(fd, "w") as f:

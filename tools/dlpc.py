@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from dlpc.tools.dlpc_run import target_desc_options
-from dlpc.tools.diagnostics import ToolArgumentParser, run_guarded, write_atomically
+from dlpc.tools.diagnostics import DlpcError, ToolArgumentParser, run_guarded, write_atomically
 
 EMIT_KINDS = ("graph", "te", "loop", "dlp", "numpy", "c", "opencl", "dlp-c")
 
@@ -76,6 +76,9 @@ def run(argv: list[str] | None) -> int:
     from dlpc.passes import pipeline
 
     args = parser().parse_args(argv)
+    if args.output and not Path(args.output).parent.is_dir():  # before any work is done
+        raise DlpcError(f"error: cannot write {args.output}: no such directory "
+                        f"{Path(args.output).parent}")
     extra = api.pass_options(target_desc_options(args.target_desc, args.emit))
     model = api.load(args.model, weights=args.weights)
     options = pipeline.PipelineOptions(opt_level=args.opt_level, tuning_log=args.tuning_log,

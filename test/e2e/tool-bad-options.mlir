@@ -10,6 +10,7 @@
 // RUN: not dlpc-run %s --target numpy -O0 --weights %t.w.npz --input %t.x.npy --input %t.x.npy 2>&1 | filecheck %s --check-prefix=COUNT
 // RUN: not dlpc-run %s --target numpy --repeat 0 2>&1 | filecheck %s --check-prefix=REPEAT
 // RUN: not dlpc-run %s --target numpy --rtol tight 2>&1 | filecheck %s --check-prefix=RTOL
+// RUN: not dlpc %s --emit=c --fold-weights -o %t.nodir/out.c 2>&1 | filecheck %s --check-prefix=OUTDIR
 
 // EMIT: dlpc: error: argument --emit: invalid choice: 'spirv' (choose from {{.*}}graph{{.*}})
 // EMIT-NOT: {{.}}
@@ -21,6 +22,8 @@
 // WEIGHTS-NOT: {{.}}
 // TARGET: dlpc-run: error: unsupported target 'tpu' (expected numpy, c, opencl, dlp)
 // TARGET-NOT: {{.}}
+// OUTDIR: dlpc: error: cannot write {{.*}}.nodir/out.c: no such directory {{.*}}.nodir
+// OUTDIR-NOT: {{.}}
 // PARAM: dlpc-run: error: no value for weight 'w' (graph.param in tool-bad-options); pass weights= or --weights
 // PARAM-NOT: {{.}}
 // SHAPE: dlpc-run: error: input 'x' has shape 3x2 but the model expects 2x8
@@ -37,3 +40,4 @@ func.func @main(%x: tensor<2x8xf32>) -> tensor<2x4xf32> {
   %y = graph.linear %x, %w : (tensor<2x8xf32>, tensor<4x8xf32>) -> tensor<2x4xf32>
   func.return %y : tensor<2x4xf32>
 }
+/root/.pyenv/libexec/pyenv-hooks: line 24: enable: cannot open shared object /root/.pyenv/libexec/pyenv-realpath.dylib: /root/.pyenv/libexec/pyenv-realpath.dylib: cannot open shared object file: No such file or directory
