@@ -40,4 +40,3 @@ func.func @main(%x: tensor<2x8xf32>) -> tensor<2x4xf32> {
   %y = graph.linear %x, %w : (tensor<2x8xf32>, tensor<4x8xf32>) -> tensor<2x4xf32>
   func.return %y : tensor<2x4xf32>
 }
-/root/.pyenv/libexec/pyenv-hooks: line 24: enable: cannot open shared object /root/.pyenv/libexec/pyenv-realpath.dylib: /root/.pyenv/libexec/pyenv-realpath.dylib: cannot open shared object file: No such file or directory
