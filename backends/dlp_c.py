@@ -62,6 +62,7 @@ INTRINSICS = {
     dlp.LogOp: "__bang_active_log", dlp.SqrtOp: "__bang_active_sqrt",
     dlp.ReduceSumOp: "__bang_reduce_sum", dlp.ReduceMaxOp: "__bang_reduce_max",
     dlp.TransposeOp: "__bang_transpose", dlp.MatmulOp: "__bang_matmul", dlp.Conv2dOp: "__bang_conv",
+    dlp.PoolOp: "__bang_maxpool",  # or __bang_sumpool, by mode
 }  # fmt: skip
 SPACE_MACRO = {"nram": "DLP_NRAM", "wram": "DLP_WRAM", "sram": "DLP_SRAM"}
 QUALIFIER = {"nram": "__nram__", "wram": "__wram__", "sram": "__mlu_shared__"}
@@ -133,6 +134,9 @@ class DlpFunctionWriter(FunctionWriter):
         args = [self.at(buf, off) for _, buf, off in op.buffer_operands()]
         if isinstance(op, dlp.Conv2dOp):
             args += [self[op.channels_out]] + [str(op.param(k)) for k in dlp.CONV_PARAMS]
+        elif isinstance(op, dlp.PoolOp):
+            fn = "__bang_maxpool" if op.mode.data == "max" else "__bang_sumpool"
+            args += [self[op.channels]] + [str(op.param(k)) for k in dlp.POOL_PARAMS]
         else:
             rest = [v for v in op.operands[2 * len(args):]]
             args += [self[v] for v in rest]

@@ -746,6 +746,80 @@ class Conv2dOp(_VectorOp):
                 raise VerifyException(f"dlp.conv2d operand '{what}' holds {have} elements, needs {need}")
 
 
+POOL_PARAMS = ("height", "width", "kernel_h", "kernel_w", "stride_h", "stride_w", "pad_top", "pad_left",
+               "out_h", "out_w")
+
+
+@irdl_op_definition
+class PoolOp(_VectorOp):
+    """Window pooling of `channels` CHW planes in NRAM into CHW results in NRAM (BANG
+    `__bang_maxpool`/`__bang_sumpool`): `dst[c, y, x]` is the max (`mode = "max"`) or the sum
+    (`mode = "sum"`) of `src[c, y*stride_h - pad_top + i, x*stride_w - pad_left + j]` over the
+    `kernel_h x kernel_w` window; cells outside the image are skipped (padding is implicit, and
+    `out_h`/`out_w` may reach past the padded image, as in ceil mode). Average pooling is a sum
+    followed by its division (a vector op, or scalar loops when the count varies).
+
+        dlp.pool "max" %y[%c0], %x[%c0], %n {height = 8 : i64, width = 8 : i64, kernel_h = 2 : i64, kernel_w = 2 : i64, stride_h = 2 : i64, stride_w = 2 : i64, pad_top = 0 : i64, pad_left = 0 : i64, out_h = 4 : i64, out_w = 4 : i64} : ...
+    """
+
+    name = "dlp.pool"
+    BUFFERS: ClassVar[tuple] = (("dst", NRAM), ("src", NRAM))
+    mode = prop_def(StringAttr)
+    dst = operand_def(MemRefType)
+    dst_offset = operand_def(IndexType)
+    src = operand_def(MemRefType)
+    src_offset = operand_def(IndexType)
+    channels = operand_def(IndexType)
+    height = attr_def(IntegerAttr)
+    width = attr_def(IntegerAttr)
+    kernel_h = attr_def(IntegerAttr)
+    kernel_w = attr_def(IntegerAttr)
+    stride_h = attr_def(IntegerAttr)
+    stride_w = attr_def(IntegerAttr)
+    pad_top = attr_def(IntegerAttr)
+    pad_left = attr_def(IntegerAttr)
+    out_h = attr_def(IntegerAttr)
+    out_w = attr_def(IntegerAttr)
+    assembly_format = (
+        "$mode $dst `[` $dst_offset `]` `,` $src `[` $src_offset `]` `,` $channels attr-dict "
+        "`:` type($dst) `,` type($src)"
+    )
+
+    def __init__(self, mode: str, dst, dst_offset, src, src_offset, channels, **params: int):
+        super().__init__(operands=[dst, dst_offset, src, src_offset, channels],
+                         properties={"mode": StringAttr(mode)},
+                         attributes={k: IntegerAttr(params[k], i64) for k in POOL_PARAMS})
+
+    def param(self, key: str) -> int:
+        return getattr(self, key).value.data
+
+    def verify_(self) -> None:
+        super().verify_()
+        if self.mode.data not in ("max", "sum"):
+            raise VerifyException(f'dlp.pool has mode "{self.mode.data}", expected "max" or "sum"')
+        for key in POOL_PARAMS:
+            low = 0 if key.startswith("pad") else 1
+            if self.param(key) < low:
+                raise VerifyException(f"dlp.pool has {key} = {self.param(key)}, expected >= {low}")
+        p = self.param
+        if p("pad_top") >= p("kernel_h") or p("pad_left") >= p("kernel_w"):
+            raise VerifyException("dlp.pool padding must be smaller than the window")
+        for axis, o, s, k, pad, n in (("rows", "out_h", "stride_h", "kernel_h", "pad_top", "height"),
+                                      ("columns", "out_w", "stride_w", "kernel_w", "pad_left", "width")):
+            if (p(o) - 1) * p(s) - p(pad) >= p(n):
+                raise VerifyException(f"dlp.pool last window of {axis} starts past the image ({o} = {p(o)})")
+        c = constant_index(self.channels)
+        if c is None:
+            return
+        for what, buf, need in (("src", self.src, c * p("height") * p("width")),
+                                ("dst", self.dst, c * p("out_h") * p("out_w"))):
+            have = 1
+            for d in buf.type.get_shape():
+                have *= d
+            if have < need:
+                raise VerifyException(f"dlp.pool operand '{what}' holds {have} elements, needs {need}")
+
+
 VECTOR_OPS = (AddOp, SubOp, MulOp, MaxOp, MinOp, DivOp, AddScalarOp, MulScalarOp, MaxScalarOp,
               CycleAddOp, CycleSubOp, CycleMulOp, ReluOp, SigmoidOp, TanhOp, ExpOp, LogOp, SqrtOp,
               ReduceSumOp, ReduceMaxOp, TransposeOp)
@@ -753,6 +827,6 @@ VECTOR_OPS = (AddOp, SubOp, MulOp, MaxOp, MinOp, DivOp, AddScalarOp, MulScalarOp
 Dlp = Dialect(
     "dlp",
     [KernelOp, TaskIdOp, ClusterIdOp, CoreIdOp, SyncClusterOp, SyncAllOp,
-     MemcpyOp, MemcpyAsyncOp, WaitDmaOp, *VECTOR_OPS, MatmulOp, Conv2dOp],
+     MemcpyOp, MemcpyAsyncOp, WaitDmaOp, *VECTOR_OPS, MatmulOp, Conv2dOp, PoolOp],
     [SpaceAttr, DirectionAttr],
 )

@@ -39,6 +39,7 @@ DEFAULT_INTRINSICS: tuple[tuple[str, float], ...] = (
     ("cycle_add", 64), ("cycle_mul", 64), ("cycle_sub", 64),
     ("relu", 64), ("sigmoid", 16), ("tanh", 16), ("exp", 16), ("log", 16), ("sqrt", 16),
     ("reduce_sum", 32), ("reduce_max", 32), ("transpose", 32),
+    ("pool", 64),  # window cells per cycle (max or sum pooling)
     # matrix unit, multiply-accumulates per cycle per core
     ("matmul", 256), ("conv", 256),
 )

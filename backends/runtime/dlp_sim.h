@@ -361,6 +361,39 @@ static void __bang_conv(float *dst, const float *src, const float *w, int64_t co
   dlp_here->intrinsic_ops += 2.0 * (double)(co * oh * ow * ci * kh * kw);
 }
 
+/* window pooling of c CHW planes: max or sum over each window, cells outside the image
+ * skipped; the work counted is every window cell inside the image */
+static void dlp_pool(float *dst, const float *src, int64_t c, int64_t h, int64_t wd, int64_t kh, int64_t kw,
+                     int64_t sh, int64_t sw, int64_t pt, int64_t pl, int64_t oh, int64_t ow, int is_max,
+                     const char *op)
+{
+  if (!DLP_VEC(dst, c * oh * ow, "dst", op) || !DLP_VEC(src, c * h * wd, "src", op)) return;
+  int64_t cells = 0;
+  for (int64_t k = 0; k < c; k++)
+    for (int64_t y = 0; y < oh; y++)
+      for (int64_t x = 0; x < ow; x++) {
+        float s = is_max ? -INFINITY : 0.0f;
+        for (int64_t dy = 0; dy < kh; dy++) {
+          int64_t iy = y * sh + dy - pt;
+          if (iy < 0 || iy >= h) continue;
+          for (int64_t dx = 0; dx < kw; dx++) {
+            int64_t ix = x * sw + dx - pl;
+            if (ix < 0 || ix >= wd) continue;
+            float v = src[(k * h + iy) * wd + ix];
+            s = is_max ? ((v > s || v != v) ? v : s) : s + v;
+            cells++;
+          }
+        }
+        dst[(k * oh + y) * ow + x] = s;
+      }
+  DLP_CYCLES(pool, cells);
+  dlp_here->intrinsic_ops += (double)cells;
+}
+#define __bang_maxpool(dst, src, c, h, wd, kh, kw, sh, sw, pt, pl, oh, ow) \
+  dlp_pool((dst), (src), (c), (h), (wd), (kh), (kw), (sh), (sw), (pt), (pl), (oh), (ow), 1, "__bang_maxpool")
+#define __bang_sumpool(dst, src, c, h, wd, kh, kw, sh, sw, pt, pl, oh, ow) \
+  dlp_pool((dst), (src), (c), (h), (wd), (kh), (kw), (sh), (sw), (pt), (pl), (oh), (ow), 0, "__bang_sumpool")
+
 /* scalar work in loops the lowering could not map to an intrinsic */
 #define __dlp_scalar_ops(k) (dlp_here->scalar_ops += (k))
 

@@ -12,7 +12,8 @@ check becomes a `DlpcError` naming the kernel, task and op.
 
 Time model, per kernel (cycles at the description's clock):
 - compute(task) = intrinsic cycles + scalar ops / scalar_ops_per_cycle
-- transfer(task) = DMA count * dma_latency + GDRAM bytes / GDRAM bandwidth
+- transfer(task) = DMA count * dma_latency + GDRAM bytes / GDRAM bandwidth (a GDRAM2GDRAM
+                   copy moves its bytes twice: read and write)
                    + on-chip bytes (SRAM, NRAM<->WRAM) / SRAM bandwidth
 - task time = compute + transfer - overlap, overlap = min(compute, transfer) when the
   kernel is double-buffered (loads of tile k+1 run under compute of tile k), else 0
@@ -64,7 +65,7 @@ class KernelReport:
         for key, n in self.bytes.items():
             src, dst = key.split("->")
             out[src] += n
-            if dst != src:
+            if dst != src or src == "gdram":  # a GDRAM2GDRAM copy reads and writes GDRAM
                 out[dst] += n
         return out
 
@@ -85,7 +86,7 @@ def model_kernel(name: str, origin: str, tasks: int, double: bool, counters: lis
             key = f"{src}->{dst}"
             rep.bytes[key] = rep.bytes.get(key, 0.0) + n
             if "gdram" in (src, dst):
-                gdram_bytes += n
+                gdram_bytes += 2 * n if src == dst else n  # GDRAM2GDRAM: read and write
             else:
                 onchip_bytes += n
         total_gdram += gdram_bytes

@@ -771,13 +771,114 @@ def _match_reduce(plan) -> ReduceSelection:
     return ReduceSelection(prologue, value, op_cls, math.prod(lp.trip_count for lp in red), ew, post[0].res)
 
 
+@dataclass
+class PoolSelection:
+    """Max or sum pooling of the tile's channels: one `dlp.pool` into an NRAM accumulator
+    tile, then the epilogue (average pooling's division) over it."""
+
+    mode: str  # "max" | "sum"
+    ew: object  # Elementwise or ScalarEpilogue over the output channels of a tile
+    src: object  # BufferPlan: the input tile (whole channels), NRAM
+    acc: SSAValue
+    params: dict
+
+    def scratch_bytes(self, plan, tile: int) -> int:  # the accumulator tile, the epilogue's temporaries
+        return _tile_bytes(plan, tile * self.ew.inner) * (self.ew.temps() + 1)
+
+    def emit(self, lowering, b, t0: SSAValue, n: SSAValue) -> None:
+        plan = lowering.plan
+        acc = b.alloc("nram", _scratch_elems(plan, plan.tile * self.ew.inner),
+                      self.src.value.type.get_element_type(), "acc_nram")
+        b.op(dlp.PoolOp(self.mode, acc, b.c(0), self.src.local, self.src.slot, n, **self.params))
+        self.ew.emit_after(lowering, b, b.mul(n, b.c(self.ew.inner)), acc, t0, n, self.acc)
+
+
+def _window_value(x_val, fill: float):
+    """The load of a window cell: a plain load, or `if (inside) load else fill` (padding)."""
+    if isinstance(x_val, memref.LoadOp):
+        return x_val, False
+    if isinstance(x_val, scf.IfOp):
+        then_ops = [o for o in x_val.true_region.block.ops if not isinstance(o, arith.ConstantOp)]
+        else_ops = list(x_val.false_region.block.ops) if x_val.false_region.blocks else []
+        if len(then_ops) == 2 and isinstance(then_ops[0], memref.LoadOp) and else_ops \
+                and _const(else_ops[-1].operands[0]) == fill:
+            return then_ops[0], True
+    raise NoMatch
+
+
+def _match_pool(plan) -> PoolSelection:
+    """`acc = init; for kh, kw: acc = max/add(acc, x[c, oh*sh - pt + kh, ow*sw - pl + kw]);
+    out[c, oh, ow] = epilogue(acc)` over NCHW planes, the work loop over channels."""
+    spatial = _nest(plan.work)
+    if len(spatial) != 3 or any(lp.lower != 0 or lp.stride != 1 for lp in spatial):
+        raise NoMatch
+    c_l, oh_l, ow_l = spatial
+    ops = [op for op in ow_l.block.ops if not isinstance(op, arith.ConstantOp)]
+    loops_in = [op for op in ops if isinstance(op, ForOp)]
+    if len(loops_in) != 1:
+        raise NoMatch
+    red = _loop_chain(loops_in[0], perfect=False)
+    if len(red) != 2 or any(lp.lower != 0 or lp.stride != 1 for lp in red):
+        raise NoMatch
+    kh_l, kw_l = red
+    pos = ops.index(red[0])
+    pre, post = ops[:pos], ops[pos + 1:]
+    if len(pre) != 2 or not isinstance(pre[0], memref.AllocaOp) or not isinstance(pre[1], memref.StoreOp):
+        raise NoMatch
+    acc = pre[0].memref
+    if not post or not isinstance(post[0], memref.LoadOp) or post[0].memref is not acc:
+        raise NoMatch
+    body = [op for op in kw_l.block.ops if not isinstance(op, arith.ConstantOp)]
+    if len(body) < 4:
+        raise NoMatch
+    la, comb, st = body[-3:]
+    if not (isinstance(la, memref.LoadOp) and la.memref is acc and isinstance(st, memref.StoreOp)
+            and st.memref is acc and st.value is comb.results[0] and la.res in comb.operands):
+        raise NoMatch
+    mode = {"arith.maximumf": "max", "arith.maxnumf": "max", "arith.addf": "sum"}.get(comb.name)
+    init = {"max": float("-inf"), "sum": 0.0}.get(mode)
+    if mode is None or _const(pre[1].value) != init:
+        raise NoMatch
+    x_val = next((o.owner for o in comb.operands if o is not la.res), None)
+    if not isinstance(x_val, Operation):
+        raise NoMatch
+    x_load, guarded = _window_value(x_val, init)
+    for o in body:
+        if o not in (la, comb, st, x_val) and not (o.name.startswith("arith.") and o.name not in BINARY
+                                                   and o.name != "arith.negf"):
+            raise NoMatch
+    px = plan.buffers.get(x_load.memref)
+    if px is None or len(px.shape) != 4 or px.shape[0] != 1 or not (
+            px.kind == "tiled" and px.dim == 1 and px.a == 1 and px.rlo == px.rhi == 0):
+        raise NoMatch
+    _, _, h, w = px.shape
+    xi = [_linear(plan, v) for v in x_load.indices]
+    if None in xi or xi[0] != {1: 0} or xi[1] not in ({c_l.induction_var: 1}, {c_l.induction_var: 1, 1: 0}):
+        raise NoMatch
+    hy, wx = xi[2], xi[3]
+    sh, sw = hy.get(oh_l.induction_var, 0), wx.get(ow_l.induction_var, 0)
+    if set(hy) - {oh_l.induction_var, kh_l.induction_var, 1} or set(wx) - {ow_l.induction_var, kw_l.induction_var, 1} \
+            or hy.get(kh_l.induction_var) != 1 or wx.get(kw_l.induction_var) != 1 or sh < 1 or sw < 1:
+        raise NoMatch
+    pt, pl = -hy.get(1, 0), -wx.get(1, 0)
+    kh, kw, oh, ow = kh_l.trip_count, kw_l.trip_count, oh_l.trip_count, ow_l.trip_count
+    if min(pt, pl) < 0 or pt >= kh or pl >= kw or (oh - 1) * sh - pt >= h or (ow - 1) * sw - pl >= w:
+        raise NoMatch
+    if not guarded and (pt or pl or (oh - 1) * sh + kh - pt > h or (ow - 1) * sw + kw - pl > w):
+        raise NoMatch  # an unguarded load past the image would read out of bounds
+    ew = _epilogue(plan, spatial, list(ow_l.block.ops), post[1:], post[0].res)
+    params = dict(height=h, width=w, kernel_h=kh, kernel_w=kw, stride_h=sh, stride_w=sw,
+                  pad_top=pt, pad_left=pl, out_h=oh, out_w=ow)
+    return PoolSelection(mode, ew, px, post[0].res, params)
+
+
 def select_compute(plan):
     """An intrinsic selection for the plan's tile compute, or None (scalar loops)."""
     if plan.work is None:
         return None
     if any(not isinstance(p.value.type.get_element_type(), Float32Type) for p in plan.buffers.values()):
         return None  # the intrinsics are f32
-    for matcher in (_match_matmul, _match_conv, _match_reduce):
+    for matcher in (_match_matmul, _match_conv, _match_pool, _match_reduce):
         try:
             return matcher(plan)
         except NoMatch:

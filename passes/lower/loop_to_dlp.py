@@ -784,6 +784,11 @@ class Cloner:
 
 def lower_kernel(kernel: KernelOp, desc: DlpTarget, double_buffer: bool = True,
                  multicore: bool = True, intrinsics: bool = True) -> dlp.KernelOp:
+    from dlpc.passes.lower._dlp_copy import lower_copy
+
+    direct = lower_copy(kernel, desc, multicore)
+    if direct is not None:
+        return direct
     plan = plan_kernel(kernel, desc, double_buffer, multicore, intrinsics)
     return KernelLowering(plan).build()
 

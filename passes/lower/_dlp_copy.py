@@ -1,0 +1,255 @@
+"""Direct GDRAM2GDRAM copies for `loop-to-dlp`: pure data-movement kernels without NRAM.
+
+A kernel whose only store writes a value loaded from another GDRAM buffer (possibly chosen
+by `scf.if`, as concatenation does) moves data and computes nothing. Its index arithmetic
+is evaluated at compile time over the whole (static) iteration space, with numpy, giving
+for each element written its destination offset and its source (buffer, offset). Maximal
+runs contiguous in both are *pieces*; a reshape is one piece, a concatenation one per
+input, a slice one per kept row. When the pieces are few (at most `MAX_PIECES_PER_TASK`
+per task) the kernel becomes one `dlp.memcpy GDRAM2GDRAM` per piece, the elements split
+evenly over the tasks; otherwise (a transpose: pieces of one element) it returns None and
+the kernel is staged through NRAM as before.
+
+    loop.kernel "reshape_6" { loop.for %i1 = 0 to 400 { ... %9 = memref.load %x[%c0, %1, %5, %7]
+                              memref.store %9, %reshape[%i0, %i1] } }
+
+becomes (16 tasks of 25 elements each)
+
+    dlp.kernel "reshape_6" attributes {tasks = 16 : i64, ...} {
+      %task = dlp.task_id
+      %0 = arith.cmpi eq, %task, %c0 : index
+      scf.if %0 { dlp.memcpy GDRAM2GDRAM %reshape[%c0], %x[%c0], %c25 : ... }
+      ...
+    }
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from xdsl.dialects import arith, memref, scf
+from xdsl.dialects.builtin import IndexType, IntegerAttr, StringAttr, i64
+from xdsl.ir import Block, Operation, Region, SSAValue
+
+from dlpc.dialects import dlp
+from dlpc.dialects.loop import ForOp, KernelOp
+
+MAX_ELEMENTS = 1 << 22  # iteration spaces evaluated at compile time
+MAX_PIECES_PER_TASK = 8
+MIN_ELEMENTS_PER_TASK = 64  # below this a task is not worth its DMA latency
+
+
+class _NoCopy(Exception):
+    pass
+
+
+def _strides(shape) -> list[int]:
+    return [math.prod(shape[k + 1:]) for k in range(len(shape))]
+
+
+def _tdiv(a, b):
+    q = np.abs(a) // np.abs(b)
+    return np.where((a < 0) != (b < 0), -q, q)
+
+
+_INT = {
+    "arith.addi": lambda a, b: a + b, "arith.subi": lambda a, b: a - b, "arith.muli": lambda a, b: a * b,
+    "arith.divsi": _tdiv, "arith.remsi": lambda a, b: a - b * _tdiv(a, b),
+    "arith.floordivsi": lambda a, b: a // b, "arith.ceildivsi": lambda a, b: -((-a) // b),
+    "arith.divui": lambda a, b: a // b, "arith.remui": lambda a, b: a % b,
+    "arith.minsi": np.minimum, "arith.maxsi": np.maximum, "arith.minui": np.minimum, "arith.maxui": np.maximum,
+    "arith.andi": lambda a, b: a & b, "arith.ori": lambda a, b: a | b,
+}
+_CMP = {"eq": np.equal, "ne": np.not_equal, "slt": np.less, "sle": np.less_equal, "sgt": np.greater,
+        "sge": np.greater_equal, "ult": np.less, "ule": np.less_equal, "ugt": np.greater, "uge": np.greater_equal}
+
+
+class _Eval:
+    """Values over the iteration space: index arrays, or loaded elements as (buffer, offset)."""
+
+    def __init__(self, sources: list[SSAValue]):
+        self.env: dict[SSAValue, object] = {}
+        self.sources = sources
+
+    def block(self, block: Block) -> list:
+        """Evaluate `block`; return the values its terminator yields."""
+        for op in block.ops:
+            if isinstance(op, scf.YieldOp):
+                return [self.env[v] for v in op.operands]
+            if not isinstance(op, memref.StoreOp):  # the one store, read by copy_pieces
+                self.op(op)
+        return []
+
+    def op(self, op: Operation) -> None:
+        env = self.env
+        if isinstance(op, arith.ConstantOp):
+            if not isinstance(op.value, IntegerAttr):
+                raise _NoCopy
+            env[op.result] = np.int64(op.value.value.data)
+        elif op.name in _INT:
+            a, b = (env[v] for v in op.operands)
+            env[op.results[0]] = _INT[op.name](a, b)
+        elif isinstance(op, arith.CmpiOp):
+            a, b = (env[v] for v in op.operands)
+            env[op.result] = _CMP[arith.CMPI_COMPARISON_OPERATIONS[op.predicate.value.data]](a, b)
+        elif op.name in ("arith.index_cast", "arith.index_castui"):
+            env[op.results[0]] = env[op.operands[0]]
+        elif isinstance(op, arith.SelectOp):
+            c, a, b = (env[v] for v in op.operands)
+            env[op.result] = self.where(c, a, b)
+        elif isinstance(op, memref.LoadOp):
+            if op.memref not in self.sources:
+                raise _NoCopy
+            shape = op.memref.type.get_shape()
+            off = sum((env[v] * s for v, s in zip(op.indices, _strides(shape))), np.int64(0))
+            env[op.res] = ("load", np.int64(self.sources.index(op.memref)), off)
+        elif isinstance(op, scf.IfOp):
+            c = env[op.cond]
+            yes = self.block(op.true_region.block)
+            no = self.block(op.false_region.block) if op.false_region.blocks else []
+            for r, a, b in zip(op.results, yes, no):
+                env[r] = self.where(c, a, b)
+        else:
+            raise _NoCopy
+
+    @staticmethod
+    def where(c, a, b):
+        if isinstance(a, tuple) != isinstance(b, tuple):
+            raise _NoCopy
+        if isinstance(a, tuple):
+            return ("load", np.where(c, a[1], b[1]), np.where(c, a[2], b[2]))
+        return np.where(c, a, b)
+
+
+def _nest(kernel: KernelOp) -> tuple[list[ForOp], Block]:
+    loops: list[ForOp] = []
+    block = kernel.block
+    while True:
+        fors = [op for op in block.ops if isinstance(op, ForOp)]
+        if not fors:
+            return loops, block
+        if len(fors) != 1 or any(not isinstance(op, ForOp | arith.ConstantOp) for op in block.ops):
+            raise _NoCopy
+        loops.append(fors[0])
+        block = fors[0].block
+
+
+def copy_pieces(kernel: KernelOp):
+    """(destination, sources, pieces) with pieces [(dst offset, source index, src offset,
+    count)] in destination order, or None when the kernel is not a pure copy."""
+    try:
+        loops, body = _nest(kernel)
+        stores = [op for op in kernel.walk() if isinstance(op, memref.StoreOp)]
+        if not loops or len(stores) != 1 or stores[0].parent_block() is not body:
+            return None
+        store = stores[0]
+        dst = store.memref
+        sources = []
+        for op in kernel.walk():
+            if isinstance(op, memref.LoadOp) and op.memref not in sources:
+                sources.append(op.memref)
+            if isinstance(op, memref.AllocOp | memref.AllocaOp):
+                return None
+        if dst in sources or any(defined_in(kernel, v) for v in [dst, *sources]):
+            return None
+        if any(v.type.get_element_type() != dst.type.get_element_type() for v in sources):
+            return None
+        trips = [lp.trip_count for lp in loops]
+        n = math.prod(trips)
+        if n == 0 or n > MAX_ELEMENTS:
+            return None
+        ev = _Eval(sources)
+        grids = np.indices(trips, dtype=np.int64).reshape(len(trips), -1)
+        for lp, g in zip(loops, grids):
+            ev.env[lp.induction_var] = lp.lower + g * lp.stride
+        ev.block(body)
+        value = ev.env[store.value]
+        if not isinstance(value, tuple):
+            return None
+        strides = _strides(dst.type.get_shape())
+        d = np.broadcast_to(sum((ev.env[v] * s for v, s in zip(store.indices, strides)), np.int64(0)), (n,))
+        b = np.broadcast_to(value[1], (n,))
+        s = np.broadcast_to(value[2], (n,))
+    except (_NoCopy, KeyError):
+        return None
+    order = np.argsort(d, kind="stable")
+    d, b, s = d[order], b[order], s[order]
+    if np.any(np.diff(d) == 0) or d[0] < 0 or d[-1] >= math.prod(dst.type.get_shape()):
+        return None
+    sizes = [math.prod(v.type.get_shape()) for v in sources]
+    if np.any(s < 0) or np.any(s >= np.array(sizes, dtype=np.int64)[b]):
+        return None
+    brk = np.flatnonzero((np.diff(d) != 1) | (np.diff(b) != 0) | (np.diff(s) != 1)) + 1
+    starts = np.concatenate(([0], brk))
+    ends = np.concatenate((brk, [n]))
+    pieces = [(int(d[i]), int(b[i]), int(s[i]), int(j - i)) for i, j in zip(starts, ends)]
+    return dst, sources, pieces
+
+
+def defined_in(kernel: KernelOp, v: SSAValue) -> bool:
+    owner = v.owner
+    op = owner.parent_op() if isinstance(owner, Block) else owner
+    while op is not None:
+        if op is kernel:
+            return True
+        op = op.parent_op()
+    return False
+
+
+def _split(pieces, tasks: int) -> list[list[tuple]]:
+    """Cut the pieces into `tasks` runs of (nearly) equal element counts."""
+    total = sum(p[3] for p in pieces)
+    share = -(-total // tasks)
+    out: list[list[tuple]] = [[] for _ in range(tasks)]
+    pos = 0
+    for d, b, s, n in pieces:
+        k = 0
+        while k < n:
+            t = pos // share
+            take = min(n - k, (t + 1) * share - pos)
+            out[t].append((d + k, b, s + k, take))
+            k += take
+            pos += take
+    return [o for o in out if o]
+
+
+def lower_copy(kernel: KernelOp, desc, multicore: bool) -> dlp.KernelOp | None:
+    """The kernel as direct GDRAM2GDRAM copies, or None (see the module docstring)."""
+    found = copy_pieces(kernel)
+    if found is None:
+        return None
+    dst, sources, pieces = found
+    total = sum(p[3] for p in pieces)
+    tasks = max(1, min(desc.cores if multicore else 1, total // MIN_ELEMENTS_PER_TASK))
+    parts = _split(pieces, tasks)
+    if max(len(p) for p in parts) > MAX_PIECES_PER_TASK:
+        return None
+    attrs = {"tasks": IntegerAttr(len(parts), i64), "dma_align": IntegerAttr(desc.dma_align, i64),
+             "vector_align": IntegerAttr(desc.vector_align, i64)}
+    if kernel.origin is not None:
+        attrs["origin"] = StringAttr(kernel.origin.data)
+    new = dlp.KernelOp(kernel.sym, **attrs)
+    block = new.block
+    consts: dict[int, SSAValue] = {}
+
+    def c(v: int) -> SSAValue:
+        if v not in consts:
+            op = arith.ConstantOp(IntegerAttr(v, IndexType()))
+            block.add_op(op)
+            consts[v] = op.result
+        return consts[v]
+
+    tid = dlp.TaskIdOp()
+    block.add_op(tid)
+    tid.results[0].name_hint = "task"
+    for t, part in enumerate(parts):
+        body = Block()
+        for d, b, s, n in part:
+            body.add_op(dlp.MemcpyOp(dst, c(d), sources[b], c(s), c(n)))
+        body.add_op(scf.YieldOp())
+        cond = arith.CmpiOp(tid.results[0], c(t), "eq")
+        block.add_op(cond)
+        block.add_op(scf.IfOp(cond.result, [], Region(body)))
+    return new
+
