@@ -109,6 +109,60 @@ def test_lit_inputs_on_tiny_target(test):
         close(out, _numpy_of(fn.sym_name.data, args))
 
 
+# ------------------------------------------------------------------ pooling and copies
+
+POOLS = {
+    "max_pad_stride_ceil": "max_pool2d(x, kernel=3, strides=2, pads=[1, 1, 1, 1], ceil_mode=true)",
+    "max_plain": "max_pool2d(x, kernel=2, strides=2)",
+    "avg_exclude_pad_ceil": "avg_pool2d(x, kernel=3, strides=2, pads=[1, 1, 1, 1], ceil_mode=true, count_include_pad=false)",
+    "avg_include_pad": "avg_pool2d(x, kernel=3, strides=2, pads=[1, 0, 1, 0], count_include_pad=true)",
+    "avg_include_pad_ceil": "avg_pool2d(x, kernel=2, strides=2, pads=[1, 1, 0, 0], ceil_mode=true, count_include_pad=true)",
+    "avg_plain": "avg_pool2d(x, kernel=2, strides=2)",
+}
+COPIES = {  # expression, whether it is contiguous enough for direct GDRAM2GDRAM copies
+    "reshape": ("reshape(x, shape=[1, 6, 81])", True),
+    "concat": ("concat(x, x, axis=1)", True),
+    "slice_rows": ("slice(x, starts=[1, 2], ends=[3, 7], axes=[1, 2])", True),
+    "slice_strided": ("slice(x, starts=[0], ends=[9], axes=[3], steps=[2])", False),
+    "transpose": ("transpose(x, perm=[0, 1, 3, 2])", False),
+}
+
+
+def _run_small(tmp_path, expr: str, desc=None):
+    path = tmp_path / "m.dlpc"
+    path.write_text(f"model m(x: f32[1, 6, 9, 9]) {{\n  return {expr}\n}}\n")
+    model = dlpc.load(path)
+    module = pipeline.lower(model.module.clone(), "loop", pipeline.PipelineOptions(schedule=False))
+    inputs = dlpc.api.random_inputs(model)
+    f = compile_dlp(module, desc, name="m")
+    (out,) = f(*inputs, params={})
+    close(out, dlpc.api.reference(model, inputs)[0])
+    (rep,) = f.report
+    return rep, emit_dlp_c(module.clone(), resolve(desc))
+
+
+@pytest.mark.parametrize("desc", [None, "tiny"])
+@pytest.mark.parametrize("pool", POOLS)
+def test_pooling_selects_dlp_pool(tmp_path, pool, desc):
+    """Pooling (padding, stride, ceil_mode, count_include_pad) runs as `dlp.pool` (the
+    window work counted as intrinsic cycles) and matches the reference."""
+    rep, c = _run_small(tmp_path, POOLS[pool], desc)
+    assert rep.intrinsic_cycles > 0
+    assert ("__bang_maxpool(" if pool.startswith("max") else "__bang_sumpool(") in c
+
+
+@pytest.mark.parametrize("copy", COPIES)
+def test_copies_go_gdram_to_gdram_when_contiguous(tmp_path, copy):
+    expr, direct = COPIES[copy]
+    rep, c = _run_small(tmp_path, expr)
+    if direct:
+        assert set(rep.bytes) == {"gdram->gdram"} and rep.level_bytes()["nram"] == 0
+        assert rep.level_bytes()["gdram"] == 2 * rep.bytes["gdram->gdram"]  # read and written
+        assert "GDRAM2GDRAM);" in c
+    else:
+        assert "gdram->gdram" not in rep.bytes and rep.level_bytes()["nram"] > 0
+
+
 def _numpy_of(name, args):
     if name == "bias_relu":
         return np.maximum(args[0] + args[1], 0)
