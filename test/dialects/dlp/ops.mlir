@@ -13,6 +13,7 @@ func.func @ops(%x: memref<64x64xf32>, %out: memref<64x64xf32>) {
     %co = dlp.core_id
     %c0 = arith.constant 0 : index
     %c16 = arith.constant 16 : index
+    %c2 = arith.constant 2 : index
     %c64 = arith.constant 64 : index
     %s = arith.constant 2.0 : f32
     %a = memref.alloc() : memref<128xf32, #dlp.space<nram>>
@@ -65,8 +66,14 @@ func.func @ops(%x: memref<64x64xf32>, %out: memref<64x64xf32>) {
     dlp.matmul %b[%c0], %a[%c0], %w[%c0], %c16, %c16, %c16 {transpose_rhs} : memref<64xf32, #dlp.space<nram>>, memref<128xf32, #dlp.space<nram>>, memref<4096xf32, #dlp.space<wram>>
     // CHECK-NEXT: dlp.conv2d %{{.*}}[%{{.*}}], %{{.*}}[%{{.*}}], %{{.*}}[%{{.*}}], %{{.*}} {channels_in = 2 : i64, {{.*}}pad_top = 0 : i64
     dlp.conv2d %b[%c0], %a[%c0], %w[%c0], %c16 {channels_in = 2 : i64, height = 4 : i64, width = 4 : i64, kernel_h = 3 : i64, kernel_w = 3 : i64, stride_h = 1 : i64, stride_w = 1 : i64, pad_top = 0 : i64, pad_left = 0 : i64, pad_bottom = 0 : i64, pad_right = 0 : i64} : memref<64xf32, #dlp.space<nram>>, memref<128xf32, #dlp.space<nram>>, memref<4096xf32, #dlp.space<wram>>
+    // CHECK-NEXT: dlp.pool "max" %{{.*}}[%{{.*}}], %{{.*}}[%{{.*}}], %{{.*}} {height = 4 : i64, width = 4 : i64, kernel_h = 3 : i64, kernel_w = 3 : i64, stride_h = 2 : i64, stride_w = 2 : i64, pad_top = 1 : i64, pad_left = 1 : i64, out_h = 2 : i64, out_w = 2 : i64} : memref<64xf32, #dlp.space<nram>>, memref<128xf32, #dlp.space<nram>>
+    dlp.pool "max" %b[%c0], %a[%c0], %c2 {height = 4 : i64, width = 4 : i64, kernel_h = 3 : i64, kernel_w = 3 : i64, stride_h = 2 : i64, stride_w = 2 : i64, pad_top = 1 : i64, pad_left = 1 : i64, out_h = 2 : i64, out_w = 2 : i64} : memref<64xf32, #dlp.space<nram>>, memref<128xf32, #dlp.space<nram>>
+    // CHECK-NEXT: dlp.pool "sum"
+    dlp.pool "sum" %b[%c0], %a[%c0], %c2 {height = 4 : i64, width = 4 : i64, kernel_h = 2 : i64, kernel_w = 2 : i64, stride_h = 2 : i64, stride_w = 2 : i64, pad_top = 0 : i64, pad_left = 0 : i64, out_h = 2 : i64, out_w = 2 : i64} : memref<64xf32, #dlp.space<nram>>, memref<128xf32, #dlp.space<nram>>
     // CHECK-NEXT: dlp.memcpy NRAM2GDRAM
     dlp.memcpy NRAM2GDRAM %out[%c0], %b[%c0], %c64 : memref<64x64xf32>, memref<64xf32, #dlp.space<nram>>
+    // CHECK-NEXT: dlp.memcpy GDRAM2GDRAM %{{.*}}[%{{.*}}], %{{.*}}[%{{.*}}], %{{.*}} : memref<64x64xf32>, memref<64x64xf32>
+    dlp.memcpy GDRAM2GDRAM %out[%c0], %out[%c64], %c64 : memref<64x64xf32>, memref<64x64xf32>
     // CHECK-NEXT: dlp.sync_all
     dlp.sync_all
   }
