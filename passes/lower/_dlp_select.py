@@ -15,6 +15,12 @@ Two patterns, both matched on the loop nest below the work loop (see loop_to_dlp
   of a transposed B (`linear`: B tiles in WRAM). The product is one `dlp.matmul`; the
   epilogue (bias, activation) is then selected as an elementwise nest over it.
 
+- convolution (`dlp.conv2d`, depthwise as one per channel) and pooling: `acc = -inf|0;
+  for kh, kw: acc = max|add(acc, x[c, oh*sh - pt + kh, ow*sw - pl + kw])` (guarded by
+  `scf.if` where padding or ceil mode reach outside the image) over channel tiles is one
+  `dlp.pool "max"|"sum"`; average pooling's division (a constant: `dlp.mul_scalar`, or
+  the per-window count: scalar loops over the output tile) is its epilogue.
+
 Anything else keeps the scalar loops. A selection reports the NRAM scratch it needs
 (`scratch_bytes`) so tiling accounts for it.
 """

@@ -29,8 +29,13 @@ The plan for one kernel, in order:
    it matches an intrinsic (_dlp_select.py): an elementwise nest becomes vector
    intrinsics (`dlp.add`, `dlp.cycle_add`, `dlp.relu`, ...), a matmul/linear nest
    `dlp.matmul` with its right operand DMA'd to WRAM, a convolution `dlp.conv2d` with its
-   weights in WRAM, a row reduction `dlp.reduce_sum`/`dlp.reduce_max`; their epilogues
+   weights in WRAM, max/average pooling `dlp.pool` (max or sum; the average's division
+   is the epilogue), a row reduction `dlp.reduce_sum`/`dlp.reduce_max`; their epilogues
    become vector ops (or scalar loops over the accumulator tile).
+
+Before any of this, a pure data-movement kernel (reshape, concat, contiguous slices, head
+splits) whose pieces contiguous in source and destination are few becomes direct
+`dlp.memcpy GDRAM2GDRAM` copies split over the tasks, without NRAM (_dlp_copy.py).
 
 A kernel with no usable work loop runs whole on task 0 (every buffer copied to NRAM).
 
