@@ -220,7 +220,7 @@ class DlpCEmitter(CEmitter):
                 if not shape or space == "gdram":
                     continue
                 self.placement[op.memref] = used[space]
-                nbytes = math.prod(shape) * (ty.get_element_type().bitwidth // 8)
+                nbytes = math.prod(shape) * dlp.element_bytes(ty)
                 used[space] += -(-nbytes // align) * align
         return used
 

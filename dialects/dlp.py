@@ -145,8 +145,9 @@ def direction(src_space: str, dst_space: str) -> DirectionAttr:
     return DirectionAttr(Direction(f"{src_space.upper()}2{dst_space.upper()}"))
 
 
-def _element_bytes(ty: MemRefType) -> int:
-    return ty.get_element_type().bitwidth // 8
+def element_bytes(ty: MemRefType) -> int:
+    """Bytes per element of a buffer (an i1 is a one-byte C bool)."""
+    return max(1, ty.get_element_type().bitwidth // 8)
 
 
 def constant_index(value: SSAValue) -> int | None:
@@ -277,7 +278,7 @@ def _check_buffer(op: Operation, what: str, buf: SSAValue, offset: SSAValue,
         raise VerifyException(f"{op.name} operand '{what}' has negative offset {off}")
     if off is not None and align_key is not None and space != "gdram":
         align = _kernel_alignment(op, align_key)
-        nbytes = off * _element_bytes(buf.type)
+        nbytes = off * element_bytes(buf.type)
         if align is not None and nbytes % align:
             raise VerifyException(
                 f"{op.name} operand '{what}' offset {off} ({nbytes} bytes) is not aligned "

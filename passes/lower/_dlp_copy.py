@@ -83,6 +83,9 @@ class _Eval:
 
     def op(self, op: Operation) -> None:
         env = self.env
+        data = op.operands[:1] if isinstance(op, scf.IfOp | arith.SelectOp) else op.operands
+        if any(isinstance(env.get(v), tuple) for v in data):
+            raise _NoCopy  # a loaded value used as an index (a gather): data-dependent
         if isinstance(op, arith.ConstantOp):
             if not isinstance(op.value, IntegerAttr):
                 raise _NoCopy

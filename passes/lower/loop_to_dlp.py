@@ -186,7 +186,7 @@ class BufferPlan:
 
     @property
     def elt_bytes(self) -> int:
-        return self.value.type.get_element_type().bitwidth // 8
+        return dlp.element_bytes(self.value.type)
 
     @property
     def inner(self) -> int:
@@ -437,7 +437,7 @@ def _largest_tile(plan: KernelPlan, limit: int, double: bool, sram: bool) -> int
 
 def _local_bytes(op: memref.AllocOp | memref.AllocaOp) -> int:
     ty = op.memref.type
-    return math.prod(ty.get_shape()) * (ty.get_element_type().bitwidth // 8)
+    return math.prod(ty.get_shape()) * dlp.element_bytes(ty)
 
 
 # ---------------------------------------------------------------------- code building

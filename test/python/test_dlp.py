@@ -128,9 +128,9 @@ COPIES = {  # expression, whether it is contiguous enough for direct GDRAM2GDRAM
 }
 
 
-def _run_small(tmp_path, expr: str, desc=None):
+def _run_small(tmp_path, expr: str, desc=None, args: str = "x: f32[1, 6, 9, 9]"):
     path = tmp_path / "m.dlpc"
-    path.write_text(f"model m(x: f32[1, 6, 9, 9]) {{\n  return {expr}\n}}\n")
+    path.write_text(f"model m({args}) {{\n  return {expr}\n}}\n")
     model = dlpc.load(path)
     module = pipeline.lower(model.module.clone(), "loop", pipeline.PipelineOptions(schedule=False))
     inputs = dlpc.api.random_inputs(model)
@@ -162,6 +162,15 @@ def test_copies_go_gdram_to_gdram_when_contiguous(tmp_path, copy):
     else:
         assert "gdram->gdram" not in rep.bytes and rep.level_bytes()["nram"] > 0
 
+
+
+def test_gather_and_bool_buffers_stay_staged(tmp_path):
+    """A gather's source offsets depend on data and a select reads i1 (one-byte) buffers:
+    neither is a direct copy, both run staged and match the reference."""
+    rep, _ = _run_small(tmp_path, "gather(x, i, axis=0)", args="x: f32[10, 8], i: i64[3]")
+    assert "gdram->gdram" not in rep.bytes
+    rep, _ = _run_small(tmp_path, "where(c, x, y)", args="c: i1[4, 8], x: f32[4, 8], y: f32[4, 8]")
+    assert rep.bytes["gdram->nram"] == 4 * 8 * (1 + 4 + 4)
 
 def _numpy_of(name, args):
     if name == "bias_relu":
