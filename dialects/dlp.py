@@ -27,7 +27,8 @@ Ops, in the order of this file: `dlp.kernel`; `dlp.task_id`, `dlp.cluster_id`,
 `dlp.core_id`; `dlp.sync_cluster`, `dlp.sync_all`; `dlp.memcpy`, `dlp.memcpy_async`,
 `dlp.wait_dma`; vector intrinsics (`add sub mul max min div`, `add_scalar mul_scalar
 max_scalar`, `cycle_add cycle_sub cycle_mul`, `relu sigmoid tanh exp log sqrt`,
-`reduce_sum reduce_max`, `transpose`); matrix intrinsics (`matmul`, `conv2d`).
+`reduce_sum reduce_max`, `transpose`); matrix intrinsics (`matmul`, `conv2d`); window
+pooling (`pool`, max or sum).
 
 Verifiers check the memory space of every operand (vector operands in NRAM, a matmul
 or conv weight in WRAM), a copy's direction against the spaces of its source and
