@@ -253,6 +253,19 @@ PRELUDE = """\
 #define DLPC_FLOORDIV(a, b) ((a) / (b) - (((a) % (b) != 0) && (((a) < 0) != ((b) < 0))))
 #define DLPC_CEILDIV(a, b) ((a) / (b) + (((a) % (b) != 0) && (((a) < 0) == ((b) < 0))))
 
+/* math.ipowi: a ** b by squaring, wrapping like the result type's multiplication; for
+   b < 0 the integer part of 1 / a ** |b| (1 and -1 are their own reciprocals, others 0) */
+static inline int64_t dlpc_ipowi(int64_t a, int64_t b)
+{
+  if (b < 0)
+    return a == 1 ? 1 : a == -1 ? ((b & 1) ? -1 : 1) : 0;
+  uint64_t r = 1, x = (uint64_t)a;
+  for (; b; b >>= 1, x *= x)
+    if (b & 1)
+      r *= x;
+  return (int64_t)r;
+}
+
 static inline void *dlpc_alloc(size_t bytes)
 {
   return aligned_alloc(64, (bytes + 63) / 64 * 64);
@@ -458,6 +471,8 @@ class FunctionWriter:
                 return self.bind(res, f"({t})({a} {UNSIGNED_BINARY[name]} {b})")
             m = "DLPC_MAX" if name == "arith.maxui" else "DLPC_MIN"
             return self.bind(res, f"({t}){m}({a}, {b})")
+        if name == "math.ipowi":
+            return self.bind(res, f"({t})dlpc_ipowi((int64_t){args[0]}, (int64_t){args[1]})")
         if name == "arith.negf":
             return self.bind(res, f"-{args[0]}")
         if name in MATH_UNARY or name in MATH_BINARY or name in MATH_OTHER:

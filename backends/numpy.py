@@ -281,14 +281,22 @@ def layer_norm(x, scale, bias=None, *, axis, epsilon):
     return y if bias is None else y + bias
 
 
+def _sum_f32(e, axis):
+    """Sum over `axis` (kept); f16 terms are summed in f32 and rounded once, as numpy does
+    along a contiguous axis (whatever the axis, so the definition is layout-free)."""
+    if e.dtype == np.float16:
+        return np.sum(e.astype(np.float32), axis=axis, keepdims=True).astype(np.float16)
+    return np.sum(e, axis=axis, keepdims=True)
+
+
 def softmax(x, axis):
     e = np.exp(x - np.max(x, axis=axis, keepdims=True))
-    return e / np.sum(e, axis=axis, keepdims=True)
+    return e / _sum_f32(e, axis)
 
 
 def log_softmax(x, axis):
     shifted = x - np.max(x, axis=axis, keepdims=True)
-    return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
+    return shifted - np.log(_sum_f32(np.exp(shifted), axis))
 
 
 # ------------------------------------------------------------------- reductions
@@ -583,7 +591,7 @@ class Namer:
 
 def _helpers_for(op_names: set[str]) -> list[Callable]:
     """The kernels the module uses, plus the helpers they call, in source order."""
-    helpers = (_windows, _pad_hw, _channels_first, _channels_last)
+    helpers = (_windows, _pad_hw, _channels_first, _channels_last, _sum_f32)
     by_name = {fn.__name__: fn for fn in (*KERNELS.values(), *helpers)}
     todo = [KERNELS[n] for n in op_names if n in KERNELS]
     seen: set[str] = set()

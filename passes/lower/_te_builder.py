@@ -79,8 +79,10 @@ class Lowering:
         init = None
         e = acc_type or ty.get_element_type()
         if isinstance(e, IntegerType) and combiner in ("max", "min"):
-            bound = 2 ** (e.width.data - 1)
-            init = float(-bound if combiner == "max" else bound - 1)
+            # i1 is a bool (false < true, as numpy's), other integers are signed
+            lo, hi = (0, 1) if e.width.data == 1 else (-2 ** (e.width.data - 1),
+                                                       2 ** (e.width.data - 1) - 1)
+            init = float(lo if combiner == "max" else hi)
         op = ReduceOp.build(self.base + suffix, ty, extents, combiner, fn, init=init,
                             epilogue=epilogue, acc_type=acc_type)
         return self.emit(op)

@@ -11,6 +11,9 @@ each graph.fused becomes ONE te op when its body is elementwise ops around at mo
 reduction anchor (matmul, linear, conv2d, pooling, reductions): producers are inlined
 into the anchor's body, consumers become its epilogue (plus, for an NHWC conv, the
 weight re-layout below, kept as its own te.compute before it).
+f16 numerics follow the numpy reference: matmul, linear, conv2d and softmax's sum
+accumulate f16 values in f32 (acc_type f32) and round to f16 once, before any epilogue;
+elementwise f16 ops round every result; i1 max/min are any/all (false < true).
 Layout: conv2d, pools, global_avg_pool and batch_norm with `layout = "nhwc"`
 (`graph.layout_of`) are lowered natively: activations are indexed [n, h, w, c], the
 channel is the innermost output dim (contiguous, vectorisable) and conv reduces over
@@ -38,7 +41,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import IndexType, ModuleOp, StringAttr, TensorType
+from xdsl.dialects.builtin import (
+    Float16Type,
+    IndexType,
+    ModuleOp,
+    StringAttr,
+    TensorType,
+    f16,
+    f32,
+)
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.transforms.dead_code_elimination import region_dce
@@ -142,6 +153,30 @@ def lower_compare(L: Lowering, op: g.GraphOp, xs):
 # ----------------------------------------------------------------- linear algebra
 
 
+def _prod(b: BodyBuilder, x: SSAValue, y: SSAValue) -> SSAValue:
+    """x * y, in f32 for f16 operands (see `_dot`)."""
+    return b.mul(_widen(b, x), _widen(b, y))
+
+
+def _widen(b: BodyBuilder, x: SSAValue) -> SSAValue:
+    """x in f32 when it is an f16 value, else x."""
+    return b.cast(x, f32) if isinstance(x.type, Float16Type) else x
+
+
+def _dot(L: Lowering, ty: TensorType, extents, body, epilogue=None) -> SSAValue:
+    """A sum of products (matmul, linear, conv). An f16 one accumulates in f32 and rounds
+    once, before the epilogue, as numpy's f16 matmul does (the reference's definition);
+    its body must build the products with `_prod`."""
+    if not isinstance(ty.get_element_type(), Float16Type):
+        return L.reduce(ty, extents, "add", body, epilogue=epilogue)
+
+    def rounded(b: BodyBuilder, acc: SSAValue, idx: Idx):
+        v = b.cast(acc, f16)
+        return v if epilogue is None else epilogue(b, v, idx)
+
+    return L.reduce(ty, extents, "add", body, epilogue=rounded, acc_type=f32)
+
+
 @lowers("matmul")
 def lower_matmul(L: Lowering, op: g.GraphOp, xs):
     a, bm = xs
@@ -163,9 +198,9 @@ def lower_matmul(L: Lowering, op: g.GraphOp, xs):
             ib = [r[0]]
         else:
             ib = bcast(batch, sb[:-2], op.out_shape[: len(batch)]) + ([n, r[0]] if tb else [r[0], n])
-        return b.mul(b.read(a, ia), b.read(bm, ib))
+        return _prod(b, b.read(a, ia), b.read(bm, ib))
 
-    return L.reduce(op.out_type, [k], "add", body)
+    return _dot(L, op.out_type, [k], body)
 
 
 def _bias_epilogue(bias: SSAValue | None, channel_dim: int):
@@ -188,10 +223,9 @@ def lower_linear(L: Lowering, op: g.GraphOp, xs):
     rank = len(op.out_shape)
 
     def body(b: BodyBuilder, idx: Idx, r: Idx):
-        return b.mul(b.read(x, [*idx[:-1], r[0]]), b.read(w, [idx[-1], r[0]]))
+        return _prod(b, b.read(x, [*idx[:-1], r[0]]), b.read(w, [idx[-1], r[0]]))
 
-    return L.reduce(op.out_type, [shape(w)[1]], "add", body,
-                    epilogue=_bias_epilogue(bias, rank - 1))
+    return _dot(L, op.out_type, [shape(w)[1]], body, _bias_epilogue(bias, rank - 1))
 
 
 # ------------------------------------------------------------- windows (conv, pool)
@@ -240,11 +274,10 @@ def lower_conv2d(L: Lowering, op: g.Conv2DOp, xs):
         else:
             ic = b.add(b.mul(b.div(oc, og), cg), c)
         v = guarded_read(b, x, _in_layout(op, n, ic, ih, iw), checks, 0.0)
-        return b.mul(v, b.read(wt, weight_at(oc, c, i, j)))
+        return _prod(b, v, b.read(wt, weight_at(oc, c, i, j)))
 
     extents = [kh, kw, cg] if nhwc else [cg, kh, kw]
-    return L.reduce(op.out_type, extents, "add", body,
-                    epilogue=_bias_epilogue(bias, spatial_dims(op)[0]))
+    return _dot(L, op.out_type, extents, body, _bias_epilogue(bias, spatial_dims(op)[0]))
 
 
 @lowers("max_pool2d", "avg_pool2d")
@@ -384,8 +417,12 @@ def lower_softmax(L: Lowering, op: g.GraphOp, xs):
     def shifted(b: BodyBuilder, idx: Idx) -> SSAValue:
         return b.sub(b.read(x, idx), b.read(mx, _drop(idx, axis)))
 
+    # the f16 exps are summed in f32 and rounded once (the reference's `_sum_f32`)
+    wide = isinstance(elt(x), Float16Type)
     total = L.reduce(stats, [s[axis]], "add",
-                     lambda b, idx, r: b.exp(shifted(b, _put(idx, axis, r[0]))), suffix="_sum")
+                     lambda b, idx, r: _widen(b, b.exp(shifted(b, _put(idx, axis, r[0])))),
+                     suffix="_sum", acc_type=f32 if wide else None,
+                     epilogue=(lambda b, acc, idx: b.cast(acc, f16)) if wide else None)
     if op.name == "graph.softmax":
         body = lambda b, idx: b.div(b.exp(shifted(b, idx)), b.read(total, _drop(idx, axis)))  # noqa: E731
     else:

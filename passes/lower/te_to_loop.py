@@ -70,6 +70,8 @@ FLOAT_COMBINE = {"add": arith.AddfOp, "mul": arith.MulfOp, "max": arith.Maximumf
                  "min": arith.MinimumfOp}
 INT_COMBINE = {"add": arith.AddiOp, "mul": arith.MuliOp, "max": arith.MaxSIOp,
                "min": arith.MinSIOp}
+# i1 max/min compare unsigned (true > false); signed i1 would order true (-1) below false
+BOOL_COMBINE = {"max": arith.MaxUIOp, "min": arith.MinUIOp}
 
 
 def memref_of(ty: Attribute, what: str) -> MemRefType:
@@ -214,12 +216,16 @@ def init_attr(value: float, ty: Attribute) -> Attribute:
     if isinstance(ty, IntegerType | IndexType):
         width = ty.width.data if isinstance(ty, IntegerType) else 64
         lo, hi = -(2 ** (width - 1)), 2 ** (width - 1) - 1
+        if width == 1:  # i1 is a bool: false < true (numpy's order), not signed -1 < 0
+            lo, hi = 0, 1
         ivalue = hi if value == math.inf else lo if value == -math.inf else int(value)
         return IntegerAttr(ivalue, ty)
     return FloatAttr(value, ty)  # type: ignore[arg-type]
 
 
 def combiner(name: str, ty: Attribute):
+    if isinstance(ty, IntegerType) and ty.width.data == 1 and name in BOOL_COMBINE:
+        return BOOL_COMBINE[name]
     table = INT_COMBINE if isinstance(ty, IntegerType | IndexType) else FLOAT_COMBINE
     return table[name]
 

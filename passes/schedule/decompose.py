@@ -6,7 +6,8 @@ Input/Output: loop dialect.  Requires: 1) the kernel's spatial loops form a perf
 whose innermost body holds exactly one loop nest (the reduction) besides scalar ops
 2) the element is accumulated either directly in the output buffer or in a 0-d
 `memref.alloca` accumulator that is finally stored to an output element whose indices
-depend only on the spatial loops.  Guarantees: three nests over the same spatial loops;
+depend only on the spatial loops, with the output's element type (an f32 sum stored
+as f16 is not decomposed: accumulating in the output would round it).  Guarantees: three nests over the same spatial loops;
 the accumulator becomes the output element; the original (update) nest keeps the loop
 names, the others get `_init` / `_post` suffixes; the epilogue nest is omitted when it
 would only copy the element onto itself. Numerics unchanged.
@@ -174,6 +175,13 @@ def decompose_reduction(root, kernel: str) -> list[ForOp]:
         raise DecomposeAccumulatorError(
             f"the output element of loop {kernel}/{inner.loop_name} is not indexed by the "
             "spatial loops"
+        )
+    if accs and accs[0].memref.type.element_type != final[0].memref.type.element_type:
+        # accumulating in the output would round every partial sum to the output type
+        raise DecomposeAccumulatorError(
+            f"the accumulator of loop {kernel}/{inner.loop_name} has type "
+            f"{accs[0].memref.type.element_type}, its output element "
+            f"{final[0].memref.type.element_type}: it cannot accumulate in the output"
         )
     top = chain[0]
     depth = len(chain)

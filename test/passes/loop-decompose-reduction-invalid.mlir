@@ -1,9 +1,12 @@
 // RUN: not dlpc-opt %s -p 'loop-decompose-reduction{kernel=two}' 2>&1 | filecheck %s --check-prefix=SHAPE
 // RUN: not dlpc-opt %s -p 'loop-decompose-reduction{kernel=relu}' 2>&1 | filecheck %s --check-prefix=NORED
+// RUN: not dlpc-opt %s -p 'loop-decompose-reduction{kernel=narrow}' 2>&1 | filecheck %s --check-prefix=NARROW
 
 // SHAPE: dlpc-opt: error: kernel 'two' must hold exactly one loop nest to decompose its reduction
 // NORED: dlpc-opt: error: loop relu/i0 must hold exactly one reduction loop nest, found 0 loops
-func.func @main(%x: memref<8xf32>, %y: memref<8xf32>) {
+// an f32 sum stored as f16 cannot accumulate in its f16 output element
+// NARROW: dlpc-opt: error: the accumulator of loop narrow/i0 has type f32, its output element f16: it cannot accumulate in the output
+func.func @main(%x: memref<8xf32>, %y: memref<8xf32>, %m: memref<4x8xf32>, %h: memref<4xf16>) {
   loop.kernel "two" {
     loop.for %i0 = 0 to 8 step 1 {name = "i0"} {
     }
@@ -14,6 +17,22 @@ func.func @main(%x: memref<8xf32>, %y: memref<8xf32>) {
     loop.for %i0 = 0 to 8 step 1 {name = "i0"} {
       %v = memref.load %x[%i0] : memref<8xf32>
       memref.store %v, %y[%i0] : memref<8xf32>
+    }
+  }
+  loop.kernel "narrow" {
+    loop.for %i0 = 0 to 4 step 1 {name = "i0"} {
+      %acc = memref.alloca() : memref<f32>
+      %zero = arith.constant 0.0 : f32
+      memref.store %zero, %acc[] : memref<f32>
+      loop.for %r0 = 0 to 8 step 1 {name = "r0", reduction} {
+        %v = memref.load %m[%i0, %r0] : memref<4x8xf32>
+        %a = memref.load %acc[] : memref<f32>
+        %s = arith.addf %a, %v : f32
+        memref.store %s, %acc[] : memref<f32>
+      }
+      %sum = memref.load %acc[] : memref<f32>
+      %t = arith.truncf %sum : f32 to f16
+      memref.store %t, %h[%i0] : memref<4xf16>
     }
   }
   func.return

@@ -233,6 +233,29 @@ func.func @main(%x: memref<8xf16>, %y: memref<8xf16>, %z: memref<8xi1>)
     np.testing.assert_array_equal(z, x < 0.5)
 
 
+def test_integer_pow():
+    """math.ipowi: by squaring, wrapping like i32 multiplication; a negative exponent
+    gives the integer part of 1 / a ** |b| (0 but for a = 1 and a = -1)."""
+    module = parse_module("""
+func.func @main(%a: memref<9xi32>, %b: memref<9xi32>, %y: memref<9xi32>)
+    attributes {dlpc.num_inputs = 2 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "k" {
+    loop.for %i = 0 to 9 step 1 {name = "i0"} {
+      %x = memref.load %a[%i] : memref<9xi32>
+      %e = memref.load %b[%i] : memref<9xi32>
+      %p = math.ipowi %x, %e : i32
+      memref.store %p, %y[%i] : memref<9xi32>
+    }
+  }
+  func.return
+}""")
+    a = np.array([2, -3, 5, 0, 7, 1, -1, -1, 3], np.int32)
+    b = np.array([10, 3, 0, 0, 20, -4, -3, -2, -1], np.int32)
+    (y,) = CFunction(module, name="ipowi")(a, b)
+    want = [1024, -27, 1, 1, int(np.int64(7) ** 20 % 2**32), 1, -1, 1, 0]
+    np.testing.assert_array_equal(y, np.array(want, np.int64).astype(np.int32))
+
+
 @pytest.mark.parametrize("example", ["emit-c.mlir", "emit-c-names.mlir", "emit-c-simd.mlir"])
 def test_emitted_c_is_warning_free(example, tmp_path):
     import subprocess

@@ -283,6 +283,20 @@ def test_softmax_and_log_softmax():
           atol=1e-5)
 
 
+@pytest.mark.parametrize("axis", [0, 1])
+def test_f16_softmax_sums_in_f32_along_any_axis(axis):
+    """The f16 exps are rounded to f16, summed in f32 and the sum rounded once: numpy's own
+    f16 sum does so along a contiguous axis only (elsewhere it rounds every partial sum)."""
+    x = np.random.default_rng(3).standard_normal((600, 600)).astype(np.float16)
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    total = e.astype(np.float32).sum(axis=axis, keepdims=True).astype(np.float16)
+    got = run_op(g.SoftmaxOp, [x], axis=axis)
+    assert got.dtype == np.float16
+    np.testing.assert_array_equal(got, e / total)
+    np.testing.assert_array_equal(run_op(g.LogSoftmaxOp, [x], axis=axis),
+                                  (x - x.max(axis=axis, keepdims=True)) - np.log(total))
+
+
 # ------------------------------------------------------------------ reductions
 
 

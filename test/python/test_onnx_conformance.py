@@ -60,16 +60,8 @@ EXPECTED_FAILURES = [
     (r"^test_dropout_(default|random)_old$", ALL, r"opset 11 is not supported",
      "Dropout changed at opset 12/13"),
     (r"^test_identity_(opt|sequence)$", ALL, r"is not a tensor", "optional/sequence types"),
-    (r"^test_causal_conv_with_state_silu_fp16_expanded$", C, r"max abs error",
-     "f16 rounding of the C backend's intermediates differs (numpy passes)"),
-    (r"^test_flexattention_fp16_expanded_ver26$", C, r"does not verify",
-     "the C lowering of this f16 model builds IR that does not verify (numpy passes)"),
     (r"^test_mod_float_edge_cases_fmod_0_float(16|32|64)$", ALL, r"max abs error nan",
      "Mod truncates through i64, so inf/nan dividends give garbage"),
-    (r"^test_pow_types_int", C, r"unsupported op 'math.ipowi'",
-     "C backend has no integer pow (math.ipowi)"),
-    (r"^test_reduce_(max|min)_bool_inputs$", C, r"max abs error",
-     "C backend reduces i1 max/min wrongly"),
 ]
 
 CASES = [c for c in H.collect() if H.runnable(c)]

@@ -140,6 +140,11 @@ def binary_cases() -> list[Case]:
     for cls in (g.AddOp, g.SubOp, g.MulOp, g.DivOp, g.MaxOp, g.MinOp):
         a, b = ints(3, 4), ints(4, lo=1, hi=4) * np.array([1, -1, 1, -1])
         cases.append(Case(f"{cls.name}_int", [a, b], lambda x, y, c=cls: c.make(x, y)))
+    # integer pow is math.ipowi (by squaring in C); exponents >= 0 (numpy rejects others)
+    base, expo = ints(3, 4, lo=-4, hi=5), ints(4, lo=0, hi=9)
+    cases.append(Case("pow_int", [base, expo], lambda x, y: g.PowOp.make(x, y)))
+    cases.append(Case("pow_int32", [base.astype(np.int32), expo.astype(np.int32)],
+                      lambda x, y: g.PowOp.make(x, y)))
     for pred in g.CompareOp.PREDICATES:
         a, b = rand(3, 4), rand(4)
         a[0, :] = b
@@ -238,6 +243,11 @@ def reduce_cases() -> list[Case]:
                                   lambda a, c=cls, ax=axes, k=keep: c.make(a, axes=ax, keepdims=k),
                                   tol=1e-4))
     cases.append(Case("reduce_max_int", [ints(3, 4)], lambda a: g.ReduceMaxOp.make(a, axes=(1,))))
+    # i1 orders false < true (signed i1 would put true = -1 first): max is any, min is all
+    flags = np.array([[True, True], [True, False], [False, True], [False, False]])
+    for cls in (g.ReduceMaxOp, g.ReduceMinOp):
+        cases.append(Case(f"{cls.name}_bool", [flags],
+                          lambda a, c=cls: c.make(a, axes=(1,), keepdims=True)))
     return cases
 
 
@@ -307,6 +317,32 @@ def test_family_with_vectorized_reductions(family):
         c.tol = max(c.tol, 1e-4)
     fn = check(f"{family}_vecred", batch_module(cases), cases, vectorize_reductions=True)
     assert "#pragma omp simd reduction(+:acc)" in fn.source
+
+
+def test_f16_sums_accumulate_in_f32():
+    """f16 matmul / linear / conv / softmax sum in f32 and round once, as numpy's f16
+    matmul (the reference) does; f16 partial sums would drift by many f16 ulps at k=512."""
+    rng = np.random.default_rng(7)
+    h = lambda *s: rng.standard_normal(s).astype(np.float16)  # noqa: E731
+    cases = [
+        Case("matmul_f16", [h(4, 512), h(512, 8)], lambda x, y: g.MatMulOp.make(x, y)),
+        Case("linear_f16", [h(3, 512), h(5, 512), h(5)], lambda *v: g.LinearOp.make(*v)),
+        Case("conv_f16", [h(1, 64, 4, 4), h(3, 64, 3, 3)],
+             lambda x, w: g.Conv2DOp.make(x, w, pads=(1, 1, 1, 1))),
+        # softmax's f16 exps are summed in f32 too (the reference's, along any axis)
+        Case("softmax_f16", [h(3, 700)], lambda x: g.SoftmaxOp.make(x, axis=-1)),
+        Case("log_softmax_f16_axis0", [h(700, 3)], lambda x: g.LogSoftmaxOp.make(x, axis=0)),
+    ]
+    module = batch_module(cases)
+    inputs = [a for c in cases for a in c.arrays]
+    expected = run_reference(module, inputs, {})
+    lower_to_loop(module)
+    got = CFunction(module, name="ops_f16_dot")(*inputs)
+    for c, e, o in zip(cases, expected, got, strict=True):
+        assert o.dtype == np.float16, c.id
+        # f32 sums in another order round to f16 within an ulp of the reference's
+        ulp = np.spacing(np.abs(e).astype(np.float16)).astype(np.float32)
+        assert np.all(np.abs(o.astype(np.float32) - e.astype(np.float32)) <= ulp), c.id
 
 
 FUSED = """

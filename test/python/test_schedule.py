@@ -177,6 +177,27 @@ def test_default_schedule_preserves_numerics():
     check(MATMUL, apply_default)
 
 
+def test_default_schedule_keeps_an_f32_sum_stored_as_f16():
+    """matmul -> cast to f16 fuses into one kernel whose f32 accumulator is stored as f16:
+    decompose must not accumulate in the f16 output (the GEMM schedule is skipped)."""
+    import dlpc
+    from dlpc.api import Model
+    from dlpc.backends.numpy import run_reference
+
+    module = parse_module("""
+func.func @main(%a: tensor<2x8x6xf32>, %b: tensor<2x6x16xf32>) -> tensor<2x8x16xf16> {
+  %m = graph.matmul %a, %b : (tensor<2x8x6xf32>, tensor<2x6x16xf32>) -> tensor<2x8x16xf32>
+  %c = graph.cast %m {to = f16} : (tensor<2x8x16xf32>) -> tensor<2x8x16xf16>
+  func.return %c : tensor<2x8x16xf16>
+}""")
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((2, 8, 6), np.float32), rng.standard_normal((2, 6, 16), np.float32)
+    (want,) = run_reference(module, [a, b], {})
+    (got,) = dlpc.compile(Model(module, {}, "mm_f16", None), target="c")(a, b)
+    assert got.dtype == np.float16
+    np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=1e-3)
+
+
 def test_failed_primitive_names_the_loop():
     m = parse_module(MATMUL)
     with pytest.raises(split.SplitFactorError, match="loop mm/i1"):
