@@ -61,6 +61,17 @@ typedef uchar uint8_t;
 #define DLPC_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define DLPC_FLOORDIV(a, b) ((a) / (b) - (((a) % (b) != 0) && (((a) < 0) != ((b) < 0))))
 #define DLPC_CEILDIV(a, b) ((a) / (b) + (((a) % (b) != 0) && (((a) < 0) == ((b) < 0))))
+/* math.ipowi, as the C backend's */
+int64_t dlpc_ipowi(int64_t a, int64_t b)
+{
+  if (b < 0)
+    return a == 1 ? 1 : a == -1 ? ((b & 1) ? -1 : 1) : 0;
+  uint64_t r = 1, x = (uint64_t)a;
+  for (; b; b >>= 1, x *= x)
+    if (b & 1)
+      r *= x;
+  return (int64_t)r;
+}
 """
 # the C backend spells float math with the libm `f` suffix; OpenCL C overloads one name
 _RENAMED = {"nearbyint": "rint"}

@@ -86,3 +86,25 @@ def test_double_precision_kernel():
     x = np.linspace(-1, 1, 8)
     (y,) = f(x)
     np.testing.assert_allclose(y, np.exp(x), rtol=1e-12)
+
+
+def test_integer_pow():
+    """math.ipowi through the prelude's dlpc_ipowi (the C backend's semantics)."""
+    module = pipeline.parse_module("""
+func.func @main(%a: memref<9xi32>, %b: memref<9xi32>, %y: memref<9xi32>)
+    attributes {dlpc.num_inputs = 2 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "k" {
+    loop.for %i = 0 to 9 step 1 {name = "i0", parallel} {
+      %x = memref.load %a[%i] : memref<9xi32>
+      %e = memref.load %b[%i] : memref<9xi32>
+      %p = math.ipowi %x, %e : i32
+      memref.store %p, %y[%i] : memref<9xi32>
+    }
+  }
+  func.return
+}""")
+    a = np.array([2, -3, 5, 0, 7, 1, -1, -1, 3], np.int32)
+    b = np.array([10, 3, 0, 0, 20, -4, -3, -2, -1], np.int32)
+    (y,) = compile_opencl(module, name="ipowi")(a, b)
+    want = [1024, -27, 1, 1, 7**20 % 2**32, 1, -1, 1, 0]
+    np.testing.assert_array_equal(y, np.array(want, np.int64).astype(np.int32))
