@@ -38,6 +38,7 @@ from xdsl.context import Context
 from xdsl.dialects import arith, memref
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
+from xdsl.utils.exceptions import VerifyException
 
 from dlpc.dialects.loop import ForOp, KernelOp, kernels
 from dlpc.passes.schedule._common import (
@@ -374,8 +375,8 @@ def try_script(module: ModuleOp, script: str) -> bool:
     try:
         apply_script(trial, script)
         trial.verify()
-    except (ScheduleError, ValueError):
-        return False
+    except (ScheduleError, ValueError, VerifyException):
+        return False  # this candidate does not apply: the caller tries the next one
     apply_script(module, script)
     return True
 
