@@ -472,25 +472,34 @@ def _linear(plan, value: SSAValue) -> dict | None:
     return None
 
 
-def _match_conv(plan) -> ConvSelection:
+def _window_nest(plan, n_reduce: int):
+    """The shape conv and pooling kernels share: three unit-stride spatial loops from 0
+    around `acc = alloca; store init; <n_reduce reduction loops>; load acc; ...`.
+    Returns (spatial loops, reduction loops, ops before, ops after, acc)."""
     spatial = _nest(plan.work)
     if len(spatial) != 3 or any(lp.lower != 0 or lp.stride != 1 for lp in spatial):
         raise NoMatch
-    co_l, oh_l, ow_l = spatial
-    ops = [op for op in ow_l.block.ops if not isinstance(op, arith.ConstantOp)]
+    ops = [op for op in spatial[-1].block.ops if not isinstance(op, arith.ConstantOp)]
     loops_in = [op for op in ops if isinstance(op, ForOp)]
     if len(loops_in) != 1:
         raise NoMatch
     red = _loop_chain(loops_in[0], perfect=False)
-    if len(red) != 3 or any(lp.lower != 0 or lp.stride != 1 for lp in red):
+    if len(red) != n_reduce or any(lp.lower != 0 or lp.stride != 1 for lp in red):
         raise NoMatch
-    ci_l, kh_l, kw_l = red
     pos = ops.index(red[0])
     pre, post = ops[:pos], ops[pos + 1:]
     if len(pre) != 2 or not isinstance(pre[0], memref.AllocaOp) or not isinstance(pre[1], memref.StoreOp):
         raise NoMatch
     acc = pre[0].memref
-    if _const(pre[1].value) != 0.0 or not post or not isinstance(post[0], memref.LoadOp) or post[0].memref is not acc:
+    if not post or not isinstance(post[0], memref.LoadOp) or post[0].memref is not acc:
+        raise NoMatch
+    return spatial, red, pre, post, acc
+
+
+def _match_conv(plan) -> ConvSelection:
+    spatial, (ci_l, kh_l, kw_l), pre, post, acc = _window_nest(plan, 3)
+    co_l, oh_l, ow_l = spatial
+    if _const(pre[1].value) != 0.0:
         raise NoMatch
     body = [op for op in kw_l.block.ops if not isinstance(op, arith.ConstantOp)]
     la, add, st = body[-3:]
@@ -815,25 +824,8 @@ def _window_value(x_val, fill: float):
 def _match_pool(plan) -> PoolSelection:
     """`acc = init; for kh, kw: acc = max/add(acc, x[c, oh*sh - pt + kh, ow*sw - pl + kw]);
     out[c, oh, ow] = epilogue(acc)` over NCHW planes, the work loop over channels."""
-    spatial = _nest(plan.work)
-    if len(spatial) != 3 or any(lp.lower != 0 or lp.stride != 1 for lp in spatial):
-        raise NoMatch
+    spatial, (kh_l, kw_l), pre, post, acc = _window_nest(plan, 2)
     c_l, oh_l, ow_l = spatial
-    ops = [op for op in ow_l.block.ops if not isinstance(op, arith.ConstantOp)]
-    loops_in = [op for op in ops if isinstance(op, ForOp)]
-    if len(loops_in) != 1:
-        raise NoMatch
-    red = _loop_chain(loops_in[0], perfect=False)
-    if len(red) != 2 or any(lp.lower != 0 or lp.stride != 1 for lp in red):
-        raise NoMatch
-    kh_l, kw_l = red
-    pos = ops.index(red[0])
-    pre, post = ops[:pos], ops[pos + 1:]
-    if len(pre) != 2 or not isinstance(pre[0], memref.AllocaOp) or not isinstance(pre[1], memref.StoreOp):
-        raise NoMatch
-    acc = pre[0].memref
-    if not post or not isinstance(post[0], memref.LoadOp) or post[0].memref is not acc:
-        raise NoMatch
     body = [op for op in kw_l.block.ops if not isinstance(op, arith.ConstantOp)]
     if len(body) < 4:
         raise NoMatch
