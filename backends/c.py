@@ -238,14 +238,7 @@ CMPF = {
 CMPI = {"eq": "==", "ne": "!=", "slt": "<", "sle": "<=", "sgt": ">", "sge": ">=",
         "ult": "<", "ule": "<=", "ugt": ">", "uge": ">="}
 
-PRELUDE = """\
-#include <math.h>
-#include <stdbool.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
+SCALAR_HELPERS = """\
 #define DLPC_MAXIMUMF(a, b) (((a) > (b) || (a) != (a)) ? (a) : (b))
 #define DLPC_MINIMUMF(a, b) (((a) < (b) || (a) != (a)) ? (a) : (b))
 #define DLPC_MAX(a, b) ((a) > (b) ? (a) : (b))
@@ -265,7 +258,17 @@ static inline int64_t dlpc_ipowi(int64_t a, int64_t b)
       r *= x;
   return (int64_t)r;
 }
+"""  # shared with the OpenCL prelude
 
+PRELUDE = """\
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+""" + SCALAR_HELPERS + """
 static inline void *dlpc_alloc(size_t bytes)
 {
   return aligned_alloc(64, (bytes + 63) / 64 * 64);

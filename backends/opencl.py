@@ -55,24 +55,7 @@ typedef ushort uint16_t;
 typedef char int8_t;
 typedef uchar uint8_t;
 #define INT64_C(x) x##L
-#define DLPC_MAXIMUMF(a, b) (((a) > (b) || (a) != (a)) ? (a) : (b))
-#define DLPC_MINIMUMF(a, b) (((a) < (b) || (a) != (a)) ? (a) : (b))
-#define DLPC_MAX(a, b) ((a) > (b) ? (a) : (b))
-#define DLPC_MIN(a, b) ((a) < (b) ? (a) : (b))
-#define DLPC_FLOORDIV(a, b) ((a) / (b) - (((a) % (b) != 0) && (((a) < 0) != ((b) < 0))))
-#define DLPC_CEILDIV(a, b) ((a) / (b) + (((a) % (b) != 0) && (((a) < 0) == ((b) < 0))))
-/* math.ipowi, as the C backend's */
-int64_t dlpc_ipowi(int64_t a, int64_t b)
-{
-  if (b < 0)
-    return a == 1 ? 1 : a == -1 ? ((b & 1) ? -1 : 1) : 0;
-  uint64_t r = 1, x = (uint64_t)a;
-  for (; b; b >>= 1, x *= x)
-    if (b & 1)
-      r *= x;
-  return (int64_t)r;
-}
-"""
+""" + cbe.SCALAR_HELPERS
 # the C backend spells float math with the libm `f` suffix; OpenCL C overloads one name
 _RENAMED = {"nearbyint": "rint"}
 MATH_MACROS = "\n".join(
