@@ -15,36 +15,19 @@ import os
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
-from dlpc.backends import numpy as ref
+from dlpc.diagnostics import DlpcError
+from dlpc.model import Model
 from dlpc.passes import pipeline
-from dlpc.tools.diagnostics import DlpcError
+from dlpc.reference import graph as ref
 
 TARGETS = ("numpy", "c", "opencl", "dlp")
 STAGE_OF = {"numpy": "graph", "c": "loop", "opencl": "loop", "dlp": "dlp"}  # what it runs
-
-
-@dataclass
-class Model:
-    """Graph IR (`func.func @main`) plus the values of its `graph.param` weights."""
-
-    module: ModuleOp
-    weights: dict[str, np.ndarray] = field(default_factory=dict)
-    name: str = "model"
-    path: str | None = None
-
-    @property
-    def input_names(self) -> list[str]:
-        return ref.input_names(ref.main_func(self.module))
-
-    @property
-    def param_names(self) -> list[str]:
-        return ref.param_names(self.module)
 
 
 # ----------------------------------------------------------------------- load
@@ -175,7 +158,7 @@ def _runtime(target: str, lowered: ModuleOp, name: str):
 
 def pass_options(options: dict) -> dict[str, dict]:
     """`graph_fuse={"horizontal": False}` -> {"graph-fuse": {"horizontal": False}}."""
-    from dlpc.universe import PASSES
+    from dlpc.passes.registry import PASSES
 
     extra = {}
     for key, value in options.items():

@@ -1,5 +1,6 @@
 # lit configuration: run from the repository root with `lit test -v`.
 import os
+
 import lit.formats
 
 config.name = "dlpc"

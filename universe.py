@@ -1,82 +1,14 @@
 """dlpc's xDSL universe: its dialects, passes and targets, found by `xdsl-opt` and
-`dlpc-opt` through the `xdsl.universe` entry point."""
-
-import importlib
+`dlpc-opt` through the `xdsl.universe` entry point. Each table lives with what it
+lists (`dlpc.dialects`, `dlpc.passes.registry`, `dlpc.backends`); this module only
+publishes them."""
 
 from xdsl.universe import Universe
 
+from dlpc.backends import TARGETS
+from dlpc.dialects import DIALECTS
+from dlpc.passes.registry import PASSES
 
-def _lazy(module: str, name: str):
-    """A factory returning `name` from `dlpc.<module>`, imported only when called."""
-
-    def factory():
-        return getattr(importlib.import_module(f"dlpc.{module}"), name)
-
-    return factory
-
-
-DIALECTS = {
-    "graph": _lazy("dialects.graph", "Graph"),
-    "te": _lazy("dialects.te", "Te"),
-    "loop": _lazy("dialects.loop", "Loop"),
-    "dlp": _lazy("dialects.dlp", "Dlp"),
-}
-
-
-def _graph_pass(module: str, cls: str):
-    return _lazy(f"passes.graph.{module}", cls)
-
-
-GRAPH_PASSES = {
-    "graph-infer-shapes": _graph_pass("infer_shapes", "GraphInferShapes"),
-    "graph-fold-constants": _graph_pass("fold_constants", "GraphFoldConstants"),
-    "graph-simplify": _graph_pass("simplify", "GraphSimplify"),
-    "graph-substitute": _graph_pass("substitute", "GraphSubstitute"),
-    "graph-layout": _graph_pass("layout", "GraphLayout"),
-    "graph-fuse": _graph_pass("fuse", "GraphFuse"),
-}
-
-PASSES = {**GRAPH_PASSES}
-
-
-def _schedule_pass(module: str, cls: str):
-    return _lazy(f"passes.schedule.{module}", cls)
-
-
-SCHEDULE_PASSES = {
-    "loop-split": _schedule_pass("split", "LoopSplit"),
-    "loop-reorder": _schedule_pass("reorder", "LoopReorder"),
-    "loop-tile": _schedule_pass("tile", "LoopTile"),
-    "loop-fuse": _schedule_pass("fuse", "LoopFuse"),
-    "loop-unroll": _schedule_pass("unroll", "LoopUnroll"),
-    "loop-vectorize": _schedule_pass("vectorize", "LoopVectorize"),
-    "loop-parallel": _schedule_pass("parallel", "LoopParallel"),
-    "loop-decompose-reduction": _schedule_pass("decompose", "LoopDecomposeReduction"),
-    "loop-cache-read": _schedule_pass("cache", "LoopCacheRead"),
-    "loop-cache-write": _schedule_pass("cache", "LoopCacheWrite"),
-    "loop-compute-at": _schedule_pass("compute_at", "LoopComputeAt"),
-    "loop-tensorize": _schedule_pass("tensorize", "LoopTensorize"),
-    "loop-rfactor": _schedule_pass("rfactor", "LoopRfactor"),
-    "loop-schedule": _schedule_pass("script", "LoopSchedule"),
-    "loop-default-schedule": _schedule_pass("default", "LoopDefaultSchedule"),
-    "loop-apply-tuning-log": _schedule_pass("default", "LoopApplyTuningLog"),
-}
-PASSES.update(SCHEDULE_PASSES)
-
-
-def _lower_pass(module: str, cls: str):
-    return _lazy(f"passes.lower.{module}", cls)
-
-
-PASSES["graph-to-te"] = _lower_pass("graph_to_te", "GraphToTe")
-PASSES["te-inline"] = _lower_pass("te_inline", "TeInline")
-PASSES["te-to-loop"] = _lower_pass("te_to_loop", "TeToLoop")
-PASSES["loop-to-dlp"] = _lower_pass("loop_to_dlp", "LoopToDlp")
-
-TARGETS = {
-    "c": _lazy("backends.c", "CTarget"),
-    "dlp-c": _lazy("backends.dlp_c", "DlpCTarget"),
-    "opencl": _lazy("backends.opencl", "OpenCLTarget"),
-}
+__all__ = ["DIALECTS", "DLPC_UNIVERSE", "PASSES", "TARGETS"]
 
 DLPC_UNIVERSE = Universe(all_dialects=DIALECTS, all_passes=PASSES, all_targets=TARGETS)

@@ -73,8 +73,8 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.utils.target import Target
 
+from dlpc.diagnostics import DlpcError
 from dlpc.dialects.loop import ForOp, KernelOp, defined_inside
-from dlpc.tools.diagnostics import DlpcError
 
 # ------------------------------------------------------------------ identifiers
 

@@ -46,10 +46,19 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.utils.target import Target
 
 from dlpc.backends import c as cbe
-from dlpc.backends.c import Buffer, CEmitter, FunctionWriter, Names, c_comment, c_identifier, c_string, c_type
+from dlpc.backends.c import (
+    Buffer,
+    CEmitter,
+    FunctionWriter,
+    Names,
+    c_comment,
+    c_identifier,
+    c_string,
+    c_type,
+)
+from dlpc.diagnostics import DlpcError
 from dlpc.dialects import dlp
 from dlpc.targets.dlp import DlpTarget, resolve
-from dlpc.tools.diagnostics import DlpcError
 
 INTRINSICS = {
     dlp.AddOp: "__bang_add", dlp.SubOp: "__bang_sub", dlp.MulOp: "__bang_mul",

@@ -42,8 +42,8 @@ from xdsl.utils.target import Target
 
 from dlpc.backends import c as cbe
 from dlpc.backends.c import Buffer, FunctionWriter, Names, c_comment, c_identifier, c_type
+from dlpc.diagnostics import DlpcError
 from dlpc.dialects.loop import ForOp, KernelOp, spine
-from dlpc.tools.diagnostics import DlpcError
 
 PRELUDE = """\
 typedef long int64_t;

@@ -131,7 +131,7 @@ def resnet_convs():
     from dlpc.dialects.loop import kernels
     from dlpc.passes.pipeline import PipelineOptions, lower
     from dlpc.passes.schedule.default import analyse
-    from dlpc.passes.schedule.tuner.measure import extract_kernel
+    from dlpc.tune.measure import extract_kernel
 
     m = dlpc.load(ROOT / "examples" / "resnet.dlpc").module.clone()
     lower(m, "loop", PipelineOptions(opt_level=2))
@@ -207,7 +207,7 @@ def child(args) -> dict:
 
 
 def tune(args) -> None:
-    from dlpc.passes.schedule.tuner.search import Task, Tuner, tasks_of
+    from dlpc.tune.search import Task, Tuner, tasks_of
 
     modules = [matmul_module(int(s)) for s in args.sizes.split(",")]
     if not args.no_conv:

@@ -32,9 +32,9 @@ from pathlib import Path
 import numpy as np
 
 from dlpc import api
-from dlpc.passes import pipeline
-from dlpc.backends import numpy as ref
 from dlpc.dialects import graph as g
+from dlpc.passes import pipeline
+from dlpc.reference import graph as ref
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -469,7 +469,7 @@ def bench_models(paths: list[Path], levels: list[int], repeat: int, warmup: int,
     rows = [[model.name] for model in models]
     for make in backends:
         for row, model, xs, want in zip(rows, models, inputs, expected):
-            row.append(measure(lambda: make(model, xs), xs, want, repeat, warmup))
+            row.append(measure(lambda make=make, model=model, xs=xs: make(model, xs), xs, want, repeat, warmup))
     for row, model in zip(rows, models):  # C kernels (loop.kernel count) per level
         row.extend(str(kernels.get((model.name, level), "?")) for level in levels)
     return rows

@@ -109,8 +109,7 @@ def by_operator() -> dict[str, list[Case]]:
 def import_case(case: Case):
     """(model, run-time inputs, frozen input names); retries with freeze_inputs as needed."""
     from dlpc.frontends.onnx import NeedsConstantInput, load_model
-
-    from dlpc.backends.numpy import input_names, main_func
+    from dlpc.reference.graph import input_names, main_func
 
     graph_inputs = [vi.name for vi in case.model.graph.input
                     if vi.name not in {i.name for i in case.model.graph.initializer}]
@@ -150,7 +149,7 @@ def compare(case: Case, got: list) -> str:
 
 
 def run_numpy(model, inputs):
-    from dlpc.backends.numpy import run_reference
+    from dlpc.reference.graph import run_reference
 
     return run_reference(model.module, inputs, model.weights)
 
@@ -207,7 +206,7 @@ def merge(models: list) -> tuple[object, list[tuple[int, int]], list[tuple[int, 
 def run_batch(cases: list[Case], backend: str = "c") -> dict[str, Result]:
     """Run `cases` as one merged model (one C build); cases whose merged run fails are
     run alone, so one bad case does not hide the others."""
-    from dlpc.tools.diagnostics import DlpcError
+    from dlpc.diagnostics import DlpcError
 
     results: dict[str, Result] = {}
     ready = []
@@ -246,7 +245,7 @@ def _run_merged(ready: list, backend: str, results: dict[str, Result]) -> None:
 
 
 def run_case(case: Case, backend: str) -> Result:
-    from dlpc.tools.diagnostics import DlpcError, format_exception
+    from dlpc.diagnostics import DlpcError, format_exception
 
     try:
         model, inputs, frozen = import_case(case)
@@ -264,7 +263,7 @@ def run_case(case: Case, backend: str) -> Result:
 def run_all(backends: list[str]) -> dict[str, dict[str, Result]]:
     """{backend: {case name: Result}} for the cases of supported operators."""
     out: dict[str, dict[str, Result]] = {b: {} for b in backends}
-    for op, cases in by_operator().items():
+    for _op, cases in by_operator().items():
         cases = [c for c in cases if runnable(c)]
         for b in backends:
             if b == "numpy":

@@ -35,7 +35,7 @@ def _models_bench():
 def tune_model(path: Path, log: str, trials: int) -> None:
     from dlpc import api
     from dlpc.passes.pipeline import PipelineOptions, lower
-    from dlpc.passes.schedule.tuner.search import Tuner
+    from dlpc.tune.search import Tuner
 
     model = api.load(path)
     module = model.module.clone()

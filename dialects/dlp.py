@@ -806,7 +806,7 @@ class PoolOp(_VectorOp):
         p = self.param
         if p("pad_top") >= p("kernel_h") or p("pad_left") >= p("kernel_w"):
             raise VerifyException("dlp.pool padding must be smaller than the window")
-        for axis, o, s, k, pad, n in (("rows", "out_h", "stride_h", "kernel_h", "pad_top", "height"),
+        for axis, o, s, _k, pad, n in (("rows", "out_h", "stride_h", "kernel_h", "pad_top", "height"),
                                       ("columns", "out_w", "stride_w", "kernel_w", "pad_left", "width")):
             if (p(o) - 1) * p(s) - p(pad) >= p(n):
                 raise VerifyException(f"dlp.pool last window of {axis} starts past the image ({o} = {p(o)})")

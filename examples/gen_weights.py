@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
+from dlpc.diagnostics import run_guarded
 from dlpc.frontends.text import load_model
-from dlpc.tools.diagnostics import run_guarded
 
 HERE = Path(__file__).resolve().parent
 

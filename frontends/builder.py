@@ -5,7 +5,7 @@
     w = b.param("w", (256, 784), init=normal(seed=1, std=0.05))
     y = b.relu(b.linear(x, w))
     b.output(y)
-    model = b.model()          # dlpc.api.Model: module + weights
+    model = b.model()          # dlpc.model.Model: module + weights
 
 `b.<op>(...)` calls any graph op by its natural name (`relu`, `conv2d`, `max_pool2d`,
 `layer_norm`, ...) with operands positionally (or by operand name, e.g. `bias=b`) and
@@ -49,6 +49,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from dlpc.dialects import graph
 from dlpc.dialects.graph import REQUIRED, GraphOp, ssa_name_hint
+from dlpc.model import Model
 
 DTYPES: dict[str, Attribute] = {
     "f16": Float16Type(),
@@ -311,25 +312,6 @@ def kaiming(seed: int | None = None, gain: float = math.sqrt(2.0)) -> Initialize
 
 
 @dataclass
-class _Model:
-    """Stand-in with the fields of `dlpc.api.Model`, used while api.py is absent."""
-
-    module: ModuleOp
-    weights: dict[str, np.ndarray]
-    name: str
-    path: str | None = None
-
-
-def model_class():
-    """`dlpc.api.Model` (imported lazily: api imports the frontends)."""
-    try:
-        from dlpc.api import Model
-    except ImportError:
-        return _Model
-    return Model
-
-
-@dataclass
 class ParamDecl:
     name: str
     shape: tuple[int, ...]
@@ -557,7 +539,7 @@ class GraphBuilder:
 
     def model(self, weights: Mapping[str, Any] | str | None = None, path: str | None = None):
         module = self.module()
-        return model_class()(module, self.weights(weights), self.name, path)
+        return Model(module, self.weights(weights), self.name, path)
 
 
 def _dtype(name: str) -> Attribute:

@@ -1,7 +1,7 @@
 """ONNX import: an `.onnx` model (opsets 13 to the newest the installed `onnx` knows)
 to graph IR.
 
-    model = load_model("mlp.onnx")            # -> dlpc.api.Model
+    model = load_model("mlp.onnx")            # -> dlpc.model.Model
     print(model.module)
 
 gives
@@ -39,7 +39,6 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -56,8 +55,11 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
+from dlpc.diagnostics import DlpcError
 from dlpc.dialects import graph
-from dlpc.tools.diagnostics import DlpcError
+from dlpc.frontends.onnx_ops import HANDLERS
+from dlpc.frontends.onnx_values import Const, Value, onnx_dtype_to_numpy, onnx_type_name
+from dlpc.model import Model
 
 MIN_OPSET = 13
 # ops whose value is not a function of their inputs: never folded at import time
@@ -75,17 +77,6 @@ class NeedsConstantInput(DlpcError):
         self.input_name = input_name
 
 
-@dataclass(eq=False)
-class Const:
-    """A value known at import time; `name` is its initializer/ONNX value name."""
-
-    array: np.ndarray
-    name: str | None = None
-
-
-Value = Const | SSAValue
-
-
 def _require_onnx():
     try:
         import onnx
@@ -94,23 +85,6 @@ def _require_onnx():
             "error: importing .onnx models needs the 'onnx' package (pip install 'dlpc[onnx]')"
         ) from e
     return onnx
-
-
-def onnx_dtype_to_numpy(onnx_type: int) -> np.dtype | None:
-    """numpy dtype for an ONNX TensorProto element type, None when dlpc has no such type."""
-    from onnx import helper
-
-    try:
-        dt = np.dtype(helper.tensor_dtype_to_np_dtype(onnx_type))
-    except (KeyError, TypeError, ValueError):
-        return None
-    return dt if dt.name in graph.NUMPY_TO_ELT else None
-
-
-def onnx_type_name(onnx_type: int) -> str:
-    from onnx import TensorProto
-
-    return TensorProto.DataType.Name(onnx_type).lower()
 
 
 class Importer:
@@ -304,8 +278,6 @@ class Importer:
 
     # ---- driver ------------------------------------------------------------------
     def run(self) -> ModuleOp:
-        from dlpc.frontends.onnx_ops import HANDLERS
-
         g = self.model.graph
         for init in g.initializer:
             self.env[init.name] = Const(self._tensor(init), init.name)
@@ -484,7 +456,7 @@ def import_onnx(model, source: str = "<onnx>", weights: dict | None = None,
 
 def load_model(path_or_model, weights: dict | None = None, *, freeze_inputs: dict | None = None,
                input_shapes: dict | None = None):
-    """Load an ONNX model (a path or a `onnx.ModelProto`) into a `dlpc.api.Model`.
+    """Load an ONNX model (a path or a `onnx.ModelProto`) into a `dlpc.model.Model`.
 
     `weights` overrides initializer values by name; `freeze_inputs` binds graph inputs to
     fixed values (they stop being arguments); `input_shapes` gives static shapes for inputs
@@ -504,6 +476,4 @@ def load_model(path_or_model, weights: dict | None = None, *, freeze_inputs: dic
         model, path = path_or_model, None
         source, name = "<onnx>", (model.graph.name or "model")
     module, params = import_onnx(model, source, weights, freeze_inputs, input_shapes)
-    from dlpc.api import Model
-
     return Model(module, params, name, path)

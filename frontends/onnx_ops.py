@@ -13,11 +13,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from dlpc.dialects import graph
-from dlpc.frontends.onnx import Const, Importer, Value, onnx_dtype_to_numpy, onnx_type_name
+from dlpc.frontends.onnx_values import Const, Value, onnx_dtype_to_numpy, onnx_type_name
+
+if TYPE_CHECKING:
+    from dlpc.frontends.onnx import Importer
 
 HANDLERS: dict[str, Callable[[Importer], list]] = {}
 

@@ -15,7 +15,7 @@ Stages (see docs/pipeline.md):
 - dlp:   `loop-to-dlp` (scratchpad tiling, DMA, intrinsics, multi-core split).
 
 Emitters: `numpy` reads graph IR, `c` and `opencl` loop IR, `dlp-c` dlp IR. Passes are
-looked up by name in `dlpc.universe.PASSES` and imported only when they run, so this
+looked up by name in `dlpc.passes.registry.PASSES` and imported only when they run, so this
 module imports even while a stage is missing; running a missing stage is a one-line
 DlpcError.
 """
@@ -35,14 +35,14 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.parser import Parser
 from xdsl.passes import ModulePass
 
-from dlpc.tools.diagnostics import DlpcError
+from dlpc.diagnostics import DlpcError
 
 STAGES = ("graph", "te", "loop", "dlp")
 # emitter -> the stage it reads
 EMITTERS = {"numpy": "graph", "c": "loop", "opencl": "loop", "dlp-c": "dlp"}
 
 # Graph passes per -O level, in order. Every name must be registered in
-# dlpc.universe.PASSES (a missing one is an error, never skipped silently), except
+# dlpc.passes.registry.PASSES (a missing one is an error, never skipped silently), except
 # FOLD_PARAMS: `fold_params` over the bound weights, which folds the static subgraphs
 # that graph-substitute (rescaled conv weights) and graph-fuse (concatenated Q/K/V
 # weights) build; it runs whenever weights are given to `lower`.
@@ -81,7 +81,7 @@ class PipelineOptions:
 def _dialect_factories() -> tuple[tuple[str, Callable], ...]:
     from xdsl.universe import Universe
 
-    from dlpc.universe import DIALECTS
+    from dlpc.dialects import DIALECTS
 
     factories = dict(Universe.get_multiverse().all_dialects)
     for name, factory in DIALECTS.items():
@@ -105,10 +105,10 @@ def parse_module(text: str, path: str = "<input>") -> ModuleOp:
 
 
 def make_pass(name: str, options: PipelineOptions, **fixed) -> ModulePass:
-    from dlpc.universe import PASSES
+    from dlpc.passes.registry import PASSES
 
     if name not in PASSES:
-        raise DlpcError(f"error: pipeline pass '{name}' is not registered in dlpc.universe")
+        raise DlpcError(f"error: pipeline pass '{name}' is not registered in dlpc.passes.registry")
     try:
         cls = PASSES[name]()
     except ImportError as e:

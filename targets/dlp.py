@@ -27,7 +27,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from dlpc.tools.diagnostics import DlpcError
+from dlpc.diagnostics import DlpcError
 
 #: memory spaces, outermost first; the dialect's `#dlp.space<...>` uses these names
 SPACES = ("gdram", "sram", "nram", "wram")
@@ -166,6 +166,6 @@ def resolve(desc: DlpTarget | str | None) -> DlpTarget:
     if isinstance(desc, DlpTarget):
         return desc
     builtin = os.path.join(BUILTIN_DESCRIPTIONS, f"{desc}.toml")
-    if not os.path.sep in desc and os.path.exists(builtin):
+    if os.path.sep not in desc and os.path.exists(builtin):
         return DlpTarget.load(builtin)
     return DlpTarget.load(desc)

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
+from dlpc.diagnostics import DlpcError, ToolArgumentParser, run_guarded, write_atomically
 from dlpc.tools.dlpc_run import target_desc_options
-from dlpc.tools.diagnostics import DlpcError, ToolArgumentParser, run_guarded, write_atomically
 
 EMIT_KINDS = ("graph", "te", "loop", "dlp", "numpy", "c", "opencl", "dlp-c")
 

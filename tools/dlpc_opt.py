@@ -10,7 +10,7 @@ import sys
 
 from xdsl.xdsl_opt_main import xDSLOptMain
 
-from dlpc.tools.diagnostics import ToolArgumentParser, run_guarded
+from dlpc.diagnostics import ToolArgumentParser, run_guarded
 
 
 class DlpcOptMain(xDSLOptMain):

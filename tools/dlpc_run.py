@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dlpc.tools.diagnostics import DlpcError, ToolArgumentParser, run_guarded
+from dlpc.diagnostics import DlpcError, ToolArgumentParser, run_guarded
 
 
 def parser() -> ToolArgumentParser:

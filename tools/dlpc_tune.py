@@ -18,7 +18,7 @@ import argparse
 import sys
 import time
 
-from dlpc.tools.diagnostics import DlpcError, run_guarded
+from dlpc.diagnostics import DlpcError, run_guarded
 
 
 def _bar(done: int, total: int, width: int = 30) -> str:
@@ -75,7 +75,7 @@ def main(argv=None) -> int:
     def body() -> int:
         import dlpc
         from dlpc.passes.pipeline import PipelineOptions, lower
-        from dlpc.passes.schedule.tuner.search import Tuner
+        from dlpc.tune.search import Tuner
 
         model = dlpc.load(args.model)
         module = model.module.clone()

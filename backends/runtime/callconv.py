@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dlpc.tools.diagnostics import DlpcError
+from dlpc.diagnostics import DlpcError
 
 
 class ModuleFunction:

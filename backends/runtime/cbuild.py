@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from dlpc.backends.runtime.callconv import ModuleFunction
-from dlpc.tools.diagnostics import DlpcError
+from dlpc.diagnostics import DlpcError
 
 # GCC's default -ffp-contract=fast (GNU mode) is kept on purpose: `a * b + c` may become
 # one fused multiply-add, which the gemm micro-kernel (tensorize) relies on. Results may

@@ -33,8 +33,8 @@ import numpy as np
 
 from dlpc.backends.runtime.callconv import ModuleFunction
 from dlpc.backends.runtime.cbuild import build
+from dlpc.diagnostics import DlpcError
 from dlpc.targets.dlp import DlpTarget, resolve
-from dlpc.tools.diagnostics import DlpcError
 
 HEADER = Path(__file__).with_name("dlp_sim.h")
 SPACES = ("gdram", "sram", "nram", "wram")

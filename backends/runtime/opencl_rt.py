@@ -19,7 +19,7 @@ import os
 import numpy as np
 
 from dlpc.backends.runtime.callconv import ModuleFunction
-from dlpc.tools.diagnostics import DlpcError
+from dlpc.diagnostics import DlpcError
 
 
 def _cl():

@@ -1,7 +1,7 @@
 """The dlpc text model language (`.dlpc`): source -> AST (`parser`) -> graph IR (`irgen`).
 
     from dlpc.frontends.text import load_model
-    model = load_model("examples/lenet.dlpc")   # dlpc.api.Model(module, weights, name, path)
+    model = load_model("examples/lenet.dlpc")   # dlpc.model.Model(module, weights, name, path)
 
 Weights, per parameter: an explicit `weights` (an .npz path or a dict) first, else
 `<model>.npz` beside the source file, else the parameter's initialiser in the source
@@ -15,10 +15,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from dlpc.frontends.builder import model_class
+from dlpc.diagnostics import DlpcError
 from dlpc.frontends.text.irgen import generate
 from dlpc.frontends.text.parser import parse
-from dlpc.tools.diagnostics import DlpcError
+from dlpc.model import Model
 
 __all__ = ["load_model", "parse_model", "parse"]
 
@@ -31,7 +31,7 @@ def parse_model(text: str, filename: str = "<string>", weights: Weights = None):
     where = "the weights" if not isinstance(weights, str | Path) else str(weights)
     bound = gen.weights(weights, where)
     path = None if filename.startswith("<") else filename
-    return model_class()(gen.module, bound, gen.model.name, path)
+    return Model(gen.module, bound, gen.model.name, path)
 
 
 def load_model(path: str | Path, weights: Weights = None):

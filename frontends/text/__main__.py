@@ -11,7 +11,7 @@ import sys
 
 from xdsl.printer import Printer
 
-from dlpc.tools.diagnostics import run_guarded
+from dlpc.diagnostics import run_guarded
 
 
 def _main(argv: list[str] | None) -> int:

@@ -29,11 +29,11 @@ from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr
 from xdsl.ir import SSAValue
 from xdsl.utils.exceptions import VerifyException
 
+from dlpc.diagnostics import DlpcError
 from dlpc.frontends import builder as bld
 from dlpc.frontends.builder import FrontendError, GraphBuilder
 from dlpc.frontends.text import ast
 from dlpc.frontends.text.parser import error_at
-from dlpc.tools.diagnostics import DlpcError
 
 # names with a meaning in attribute (constant) position
 _CONSTANT_NAMES: dict[str, Any] = {"true": True, "false": False, "inf": math.inf}

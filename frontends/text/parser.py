@@ -17,8 +17,8 @@ from pathlib import Path
 from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
+from dlpc.diagnostics import DlpcError
 from dlpc.frontends.text import ast
-from dlpc.tools.diagnostics import DlpcError
 
 GRAMMAR = Path(__file__).with_name("grammar.lark")
 

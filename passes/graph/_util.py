@@ -109,7 +109,7 @@ def result_dtype(value: SSAValue) -> np.dtype:
 
 def evaluate(op: Operation, arrays: list[np.ndarray]) -> np.ndarray:
     """The numpy reference value of `op` applied to `arrays`."""
-    from dlpc.backends.numpy import evaluate_op
+    from dlpc.reference.graph import evaluate_op
 
     return np.asarray(evaluate_op(op, arrays))
 

@@ -37,9 +37,9 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
+from dlpc.diagnostics import DlpcError
 from dlpc.dialects import graph as g
 from dlpc.passes.graph import _util as u
-from dlpc.tools.diagnostics import DlpcError
 
 # values bigger than this are not evaluated at all (memory bound for the folder)
 EVAL_LIMIT = 1 << 24

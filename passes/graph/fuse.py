@@ -48,9 +48,9 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 
+from dlpc.diagnostics import DlpcError
 from dlpc.dialects import graph as g
 from dlpc.passes.graph import _util as u
-from dlpc.tools.diagnostics import DlpcError
 
 ANCHORS = (g.MatMulOp, g.LinearOp, g.Conv2DOp)
 ELEMENTWISE = (*g.UNARY_OPS, *g.BINARY_OPS, g.PReluOp, g.WhereOp, g.CompareOp, g.BatchNormOp)
@@ -113,7 +113,7 @@ def _fuse_horizontal(block: Block, group: list[Operation]) -> None:
     new_ops.append(big)
     offset = 0
     slices = []
-    for op, width in zip(group, widths):
+    for _op, width in zip(group, widths):
         s = g.SliceOp.make(big, starts=[offset], ends=[offset + width], axes=[-1])
         offset += width
         slices.append(s)

@@ -37,11 +37,11 @@ from xdsl.pattern_rewriter import (
     RewritePattern,
 )
 
+from dlpc.diagnostics import DlpcError
 from dlpc.dialects import graph as g
 from dlpc.passes.graph import _util as u
 from dlpc.passes.graph.fuse import ELEMENTWISE
 from dlpc.passes.graph.simplify import SimplifyReshape, SimplifyTranspose
-from dlpc.tools.diagnostics import DlpcError
 
 LAYOUT_OPS = (g.Conv2DOp, g.MaxPool2DOp, g.AvgPool2DOp, g.GlobalAvgPoolOp, g.BatchNormOp)
 TO_NHWC = (0, 2, 3, 1)

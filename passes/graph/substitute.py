@@ -39,10 +39,10 @@ from xdsl.pattern_rewriter import (
     RewritePattern,
 )
 
+from dlpc.diagnostics import DlpcError
 from dlpc.dialects import graph as g
 from dlpc.passes.graph import _util as u
 from dlpc.passes.graph.simplify import SimplifyReshape
-from dlpc.tools.diagnostics import DlpcError
 
 
 def _owned(value: SSAValue, cls) -> Operation | None:

@@ -36,6 +36,7 @@ from xdsl.ir import Operation, SSAValue
 
 from dlpc.dialects import dlp
 from dlpc.dialects.loop import ForOp, spine
+from dlpc.passes.lower._dlp_build import Cloner, _round_up
 
 BINARY = {"arith.addf": "add", "arith.subf": "sub", "arith.mulf": "mul", "arith.divf": "div",
           "arith.maximumf": "max", "arith.maxnumf": "max", "arith.minimumf": "min", "arith.minnumf": "min"}
@@ -130,8 +131,6 @@ class ScalarEpilogue:
         return 0
 
     def emit_after(self, lowering, b, count, acc, t0, n, sum_value) -> None:
-        from dlpc.passes.lower.loop_to_dlp import Cloner
-
         work = lowering.plan.work
         _, body, ii = b.for_(b.c(0), n, b.c(1))
         j = body.add(t0, ii)
@@ -315,8 +314,6 @@ class MatmulSelection:
 
 def _tile_bytes(plan, elems: int) -> int:
     """Bytes of an f32 NRAM scratch buffer of `elems` elements, rounded up to DMA alignment."""
-    from dlpc.passes.lower.loop_to_dlp import _round_up
-
     return _round_up(elems * 4, plan.desc.dma_align)
 
 

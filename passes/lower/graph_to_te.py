@@ -71,7 +71,6 @@ from dlpc.passes.lower._te_builder import (
 )
 from dlpc.passes.lower.te_inline import _erase, fold_into_epilogue, inline_compute
 
-
 # ------------------------------------------------------------------- elementwise
 
 

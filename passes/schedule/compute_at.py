@@ -39,7 +39,6 @@ from xdsl.ir import SSAValue
 from xdsl.passes import ModulePass
 
 from dlpc.dialects.loop import ForOp, KernelOp, kernels
-from dlpc.passes.schedule.cache import _footprint
 from dlpc.passes.schedule._common import (
     Affine,
     ScheduleError,
@@ -50,6 +49,7 @@ from dlpc.passes.schedule._common import (
     get_loop,
     memref_type,
 )
+from dlpc.passes.schedule.cache import _footprint
 
 
 class ComputeAtOrderError(ScheduleError):

@@ -40,6 +40,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import VerifyException
 
+from dlpc.diagnostics import DlpcError
 from dlpc.dialects.loop import ForOp, KernelOp, kernels
 from dlpc.passes.schedule._common import (
     ScheduleError,
@@ -50,7 +51,6 @@ from dlpc.passes.schedule._common import (
     is_reduction,
 )
 from dlpc.passes.schedule.script import apply_script
-from dlpc.tools.diagnostics import DlpcError
 
 SERIAL_WORK = 1 << 14
 
@@ -395,7 +395,7 @@ def apply_tuned_or_default(module: ModuleOp, tuning_log: str | None = None,
     """Schedule every kernel: the best schedule of a matching record in `tuning_log`
     (same kernel signature and target), else the default. Returns kernel -> "tuned" /
     "default" / "none"."""
-    from dlpc.passes.schedule.tuner.log import TuningLog, kernel_signature, rename_script
+    from dlpc.passes.schedule.tuning_log import TuningLog, kernel_signature, rename_script
 
     log = TuningLog(tuning_log) if tuning_log else None
     how: dict[str, str] = {}

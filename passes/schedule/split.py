@@ -33,7 +33,13 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from dlpc.dialects.loop import ForOp
-from dlpc.passes.schedule._common import ScheduleError, copy_annotations, fresh_name, get_loop, name_iv
+from dlpc.passes.schedule._common import (
+    ScheduleError,
+    copy_annotations,
+    fresh_name,
+    get_loop,
+    name_iv,
+)
 
 
 class SplitFactorError(ScheduleError):

@@ -49,8 +49,8 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from dlpc.dialects.loop import ForOp
-from dlpc.passes.schedule.cache import _stage
 from dlpc.passes.schedule._common import ScheduleError, child_loop, depends_on, get_loop
+from dlpc.passes.schedule.cache import _stage
 from dlpc.passes.schedule.reorder import reorder
 
 MAX_MR, MAX_NR, MAX_TILE = 16, 64, 512

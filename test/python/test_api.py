@@ -7,8 +7,8 @@ import pytest
 
 import dlpc
 from dlpc import api
+from dlpc.diagnostics import DlpcError
 from dlpc.passes import pipeline
-from dlpc.tools.diagnostics import DlpcError
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -202,7 +202,7 @@ def test_pass_options_by_name(small):
 
 def test_tuning_log_schedules_the_logged_kernels(small, tmp_path):
     from dlpc.dialects.loop import kernels
-    from dlpc.passes.schedule.tuner.log import Record, TuningLog, kernel_signature
+    from dlpc.passes.schedule.tuning_log import Record, TuningLog, kernel_signature
 
     path, weights = small
     model = api.load(path, weights=weights)

@@ -8,8 +8,8 @@ import pytest
 
 from dlpc.backends.c import c_comment, c_identifier, emit_c
 from dlpc.backends.runtime.cbuild import CFunction, build
+from dlpc.diagnostics import DlpcError
 from dlpc.passes.pipeline import parse_module
-from dlpc.tools.diagnostics import DlpcError
 
 E2E = Path(__file__).parent.parent / "e2e"
 

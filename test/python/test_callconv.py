@@ -8,8 +8,8 @@ import pytest
 
 from dlpc.backends.runtime.cbuild import CFunction
 from dlpc.backends.runtime.dlp_sim import compile_dlp
+from dlpc.diagnostics import DlpcError
 from dlpc.passes import pipeline
-from dlpc.tools.diagnostics import DlpcError
 
 SCALE = """
 func.func @main(%x: memref<16xf32>, %s: memref<f32>, %out: memref<16xf32>)

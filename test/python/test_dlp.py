@@ -12,9 +12,9 @@ import pytest
 import dlpc
 from dlpc.backends.dlp_c import emit_dlp_c, lower_to_dlp
 from dlpc.backends.runtime.dlp_sim import compile_dlp, format_report
+from dlpc.diagnostics import DlpcError
 from dlpc.passes import pipeline
 from dlpc.targets.dlp import DlpTarget, resolve
-from dlpc.tools.diagnostics import DlpcError
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ["mlp", "lenet", "resnet", "transformer", "mobilenet"]

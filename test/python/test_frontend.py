@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 from xdsl.dialects import func
 
-from dlpc.backends.numpy import run_reference
+from dlpc.diagnostics import DlpcError
 from dlpc.dialects import graph
 from dlpc.frontends import builder as bld
 from dlpc.frontends.builder import FrontendError, GraphBuilder, kaiming, normal, zeros
 from dlpc.frontends.text import load_model, parse_model
-from dlpc.tools.diagnostics import DlpcError
+from dlpc.reference.graph import run_reference
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

@@ -16,8 +16,8 @@ from xdsl.parser import Parser
 from xdsl.passes import PassPipeline
 from xdsl.transforms import get_all_passes
 
-from dlpc.backends.numpy import run_reference
 from dlpc.dialects import graph as g
+from dlpc.reference.graph import run_reference
 from dlpc.universe import PASSES
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -425,8 +425,8 @@ def test_o2_fuses_resnet_blocks_and_transformer_qkv():
 @pytest.fixture
 def nhwc_reference(monkeypatch):
     """The numpy reference, extended to `layout = "nhwc"` ops by evaluate_nhwc."""
-    from dlpc.backends import numpy as ref
     from dlpc.passes.graph.layout import LAYOUT_OPS, evaluate_nhwc
+    from dlpc.reference import graph as ref
 
     for cls in LAYOUT_OPS:
         original = ref.REFERENCE[cls.name]

@@ -16,12 +16,12 @@ from xdsl.dialects.func import Func, FuncOp, ReturnOp
 from xdsl.ir import Block, Region
 from xdsl.parser import Parser
 
-from dlpc.backends.numpy import run_reference
-from dlpc.backends.te_eval import run_te
 from dlpc.dialects import graph as g
 from dlpc.dialects.te import ComputeOp, ReduceOp, Te
 from dlpc.passes.lower.graph_to_te import GraphToTe
 from dlpc.passes.lower.te_inline import TeInline
+from dlpc.reference.graph import run_reference
+from dlpc.reference.te import run_te
 
 RNG = np.random.default_rng(0)
 

@@ -21,14 +21,15 @@ from xdsl.ir import Block, Operation, Region, SSAValue
 
 import dlpc
 from dlpc import api
-from dlpc.backends.numpy import emit_numpy, run_reference
+from dlpc.backends.numpy import emit_numpy
 from dlpc.backends.runtime.cbuild import CFunction
-from dlpc.backends.te_eval import run_te
 from dlpc.dialects import graph as g
 from dlpc.dialects.te import ComputeOp, ReduceOp
 from dlpc.passes import pipeline
 from dlpc.passes.lower.graph_to_te import GraphToTe
 from dlpc.passes.lower.te_to_loop import TeToLoop
+from dlpc.reference.graph import run_reference
+from dlpc.reference.te import run_te
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLES = ("resnet", "mobilenet", "lenet")

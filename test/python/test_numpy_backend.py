@@ -9,9 +9,10 @@ from xdsl.dialects.builtin import FunctionType, ModuleOp, StringAttr, TensorType
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Block, Region
 
-from dlpc.backends import numpy as ref
+from dlpc.backends.numpy import emit_numpy
+from dlpc.diagnostics import DlpcError
 from dlpc.dialects import graph as g
-from dlpc.tools.diagnostics import DlpcError
+from dlpc.reference import graph as ref
 
 RNG = np.random.default_rng(0)
 
@@ -42,7 +43,7 @@ def run_op(cls, arrays, **attrs):
     module = module_of(lambda *args: cls.make(*args, **attrs), arrays)
     (out,) = ref.run_reference(module, arrays, {})
     namespace = {}
-    exec(ref.emit_numpy(module), namespace)
+    exec(emit_numpy(module), namespace)
     (emitted,) = namespace["main"](*arrays, params={})
     assert emitted.dtype == out.dtype and emitted.shape == out.shape
     np.testing.assert_array_equal(emitted, out)
@@ -380,7 +381,7 @@ def test_constant_param_and_emitted_names_are_sanitised():
     func.arg_attrs = None
     (out,) = ref.run_reference(module, [x], weights)
     close(out, np.maximum((x + weights["layer-1.w"]) * weights["def"], [1.5, -np.inf, 2.0]))
-    source = ref.emit_numpy(module)
+    source = emit_numpy(module)
     assert "'layer-1.w'" in source and "in_put" in source and "-np.inf" in source
     namespace = {}
     exec(source, namespace)
@@ -405,7 +406,7 @@ def test_fused_region_is_evaluated():
     (out,) = ref.run_reference(module, [x, w, b], {})
     expect = np.maximum(naive_conv(x, w, None, (1, 1), (0,) * 4, (1, 1), 1) + b, 0)
     close(out, expect, rtol=1e-4, atol=1e-5)
-    source = ref.emit_numpy(module)
+    source = emit_numpy(module)
     assert "def fused_conv_bias_relu(" in source
     namespace = {}
     exec(source, namespace)
@@ -459,7 +460,7 @@ def test_nhwc_layout_is_the_nchw_op_on_transposed_activations(cls, attrs, extra)
     (out,) = ref.run_reference(module, [x_nhwc, *operands[1:]], {})
     close(out, expect.transpose(0, 2, 3, 1), rtol=1e-6, atol=1e-7)  # summation order differs
     namespace = {}
-    source = ref.emit_numpy(module)
+    source = emit_numpy(module)
     assert "layout='nhwc'" in source
     exec(source, namespace)
     np.testing.assert_array_equal(namespace["main"](x_nhwc, *operands[1:], params={})[0], out)

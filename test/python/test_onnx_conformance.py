@@ -36,8 +36,8 @@ H = importlib.util.module_from_spec(_spec)
 sys.modules[_spec.name] = H
 _spec.loader.exec_module(H)
 
+from dlpc.diagnostics import DlpcError  # noqa: E402
 from dlpc.frontends.onnx import load_model  # noqa: E402
-from dlpc.tools.diagnostics import DlpcError  # noqa: E402
 
 # (case-name regex, backends, regex the failure detail must match, why)
 ALL = ("numpy", "c")  # a failure on the C backend only would list ("c",)

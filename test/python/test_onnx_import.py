@@ -16,9 +16,9 @@ from onnx.reference import ReferenceEvaluator  # noqa: E402
 from xdsl.printer import Printer  # noqa: E402
 
 import dlpc  # noqa: E402
-from dlpc.backends.numpy import run_reference  # noqa: E402
+from dlpc.diagnostics import DlpcError  # noqa: E402
 from dlpc.frontends.onnx import NeedsConstantInput, load_model  # noqa: E402
-from dlpc.tools.diagnostics import DlpcError  # noqa: E402
+from dlpc.reference.graph import run_reference  # noqa: E402
 
 F = TensorProto.FLOAT
 

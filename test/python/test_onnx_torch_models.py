@@ -18,8 +18,8 @@ pytest.importorskip("onnx", reason="onnx is not installed (dlpc[onnx])")
 from torch import nn  # noqa: E402
 
 import dlpc  # noqa: E402
-from dlpc.backends.numpy import run_reference  # noqa: E402
 from dlpc.frontends.onnx import load_model  # noqa: E402
+from dlpc.reference.graph import run_reference  # noqa: E402
 
 TOL = 1e-4
 

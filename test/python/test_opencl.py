@@ -61,7 +61,7 @@ def test_ndrange_and_single_work_item():
 def test_wrong_shape_is_a_one_line_error():
     module = pipeline.parse_module((ROOT / "test" / "e2e" / "emit-opencl-local.mlir").read_text())
     f = compile_opencl(module, name="mm")
-    with pytest.raises(dlpc.tools.diagnostics.DlpcError, match=r"input 0 has shape \(3, 8\), expected \(4, 8\)"):
+    with pytest.raises(dlpc.diagnostics.DlpcError, match=r"input 0 has shape \(3, 8\), expected \(4, 8\)"):
         f(np.zeros((3, 8), np.float32), np.zeros((8, 16), np.float32))
 
 

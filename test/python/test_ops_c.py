@@ -16,13 +16,13 @@ from xdsl.dialects.builtin import FunctionType, ModuleOp, f32, i1, i64
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Block, Operation, Region
 
-from dlpc.backends.numpy import run_reference
 from dlpc.backends.runtime.cbuild import CFunction
 from dlpc.dialects import graph as g
 from dlpc.dialects.loop import KernelOp
 from dlpc.passes.lower.graph_to_te import GraphToTe
 from dlpc.passes.lower.te_to_loop import TeToLoop
 from dlpc.passes.pipeline import parse_module
+from dlpc.reference.graph import run_reference
 
 RNG = np.random.default_rng(42)
 COVERED: set[str] = set()

@@ -182,7 +182,7 @@ def test_default_schedule_keeps_an_f32_sum_stored_as_f16():
     decompose must not accumulate in the f16 output (the GEMM schedule is skipped)."""
     import dlpc
     from dlpc.api import Model
-    from dlpc.backends.numpy import run_reference
+    from dlpc.reference.graph import run_reference
 
     module = parse_module("""
 func.func @main(%a: tensor<2x8x6xf32>, %b: tensor<2x6x16xf32>) -> tensor<2x8x16xf16> {

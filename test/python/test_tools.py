@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
+from dlpc.diagnostics import write_atomically
 from dlpc.tools import dlpc as dlpc_tool
 from dlpc.tools import dlpc_opt, dlpc_run
-from dlpc.tools.diagnostics import write_atomically
 
 MODEL = """
 func.func @main(%x: tensor<2x8xf32>) -> tensor<2x4xf32> {
@@ -201,7 +201,7 @@ def test_bench_models_prints_one_checked_table(capsys):
 def test_diagnostics_are_one_line(capsys):
     from xdsl.utils.exceptions import VerifyException
 
-    from dlpc.tools.diagnostics import format_exception, run_guarded
+    from dlpc.diagnostics import format_exception, run_guarded
 
     e = VerifyException("graph.add operands differ\n\nbuiltin.module {\n  ...\n}")
     assert format_exception(e) == "error: graph.add operands differ"
@@ -268,8 +268,8 @@ def test_bench_interpreters_agree_with_the_reference(backend, tmp_path):
     from xdsl.ir import Block, Region
 
     from dlpc import api
-    from dlpc.backends import numpy as ref
     from dlpc.dialects import graph as g
+    from dlpc.reference import graph as ref
 
     bench = _bench_module()
     for name, cls, arrays, attrs in _op_cases():

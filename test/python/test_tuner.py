@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import json
 
+from test_schedule import MATMUL
 
 from dlpc.dialects.loop import kernels
 from dlpc.passes.pipeline import parse_module
-from dlpc.passes.schedule.tuner.log import TuningLog, kernel_signature, rename_script
-from dlpc.passes.schedule.tuner.model import RidgeCostModel
-from test_schedule import MATMUL
+from dlpc.passes.schedule.tuning_log import TuningLog, kernel_signature, rename_script
+from dlpc.tune.model import RidgeCostModel
 
 
 def test_cost_model_learns_a_trend():
@@ -55,7 +55,7 @@ def test_dlpc_tune_reports_a_missing_model(tmp_path, capsys):
 
 
 def test_best_ranks_scripts_by_median(tmp_path):
-    from dlpc.passes.schedule.tuner.log import Record
+    from dlpc.passes.schedule.tuning_log import Record
 
     log = TuningLog(str(tmp_path / "t.jsonl"))
     for script, t in [("a", 1.0), ("b", 0.5), ("b", 3.0), ("b", 2.0), ("a", 1.2)]:

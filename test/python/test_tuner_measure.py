@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 
-from dlpc.passes.pipeline import parse_module
-from dlpc.passes.schedule.tuner import measure as measure_mod
-from dlpc.passes.schedule.tuner.search import Tuner
 from test_schedule import MATMUL
+
+from dlpc.passes.pipeline import parse_module
+from dlpc.tune import measure as measure_mod
+from dlpc.tune.search import Tuner
 
 
 def test_crashing_candidate_is_recorded_and_tuning_continues(tmp_path):

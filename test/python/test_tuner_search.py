@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 
 import numpy as np
+from test_schedule import MATMUL, run_c
 
 from dlpc.dialects.loop import kernels
 from dlpc.passes.pipeline import parse_module
 from dlpc.passes.schedule.default import apply_tuned_or_default
-from dlpc.passes.schedule.tuner.log import TuningLog, kernel_signature
-from dlpc.passes.schedule.tuner.search import Tuner
-from test_schedule import MATMUL, run_c
+from dlpc.passes.schedule.tuning_log import TuningLog, kernel_signature
+from dlpc.tune.search import Tuner
 
 
 def test_tuner_finds_logs_and_reuses(tmp_path):

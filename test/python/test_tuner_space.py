@@ -8,13 +8,13 @@ import random
 
 import numpy as np
 import pytest
+from test_schedule import MATMUL, run_c
 
 from dlpc.api import load
 from dlpc.dialects.loop import kernels
 from dlpc.passes.pipeline import PipelineOptions, lower, parse_module
 from dlpc.passes.schedule.script import apply_script
-from dlpc.passes.schedule.tuner.space import consistent, divisors, space_for
-from test_schedule import MATMUL, run_c
+from dlpc.tune.space import consistent, divisors, space_for
 
 
 def test_divisors():
@@ -72,7 +72,7 @@ def test_conv_kernels_get_the_reduction_template():
     spaces = {k.sym: space_for(module, k.sym) for k in kernels(module)}
     convs = {name: s for name, s in spaces.items() if name.startswith("conv2d")}
     assert convs and all(s is not None and s.template == "reduction" for s in convs.values())
-    for name, space in convs.items():
+    for space in convs.values():
         default = space.default()
         assert all(default[key] in values for key, values in space.knobs.items())
         assert space.script(module, default).strip()

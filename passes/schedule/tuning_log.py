@@ -22,8 +22,8 @@ from pathlib import Path
 
 from xdsl.ir import Operation, SSAValue
 
+from dlpc.diagnostics import DlpcError
 from dlpc.dialects.loop import KernelOp
-from dlpc.tools.diagnostics import DlpcError
 
 
 def dlpc_version() -> str:

@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from xdsl.dialects.builtin import ModuleOp
 
 from dlpc.dialects.loop import kernels
-from dlpc.passes.schedule.tuner.log import Record, TuningLog, kernel_signature
-from dlpc.passes.schedule.tuner.measure import extract_kernel, flops, measure
-from dlpc.passes.schedule.tuner.model import RidgeCostModel
-from dlpc.passes.schedule.tuner.space import Space, consistent, space_for
+from dlpc.passes.schedule.tuning_log import Record, TuningLog, kernel_signature
+from dlpc.tune.measure import extract_kernel, flops, measure
+from dlpc.tune.model import RidgeCostModel
+from dlpc.tune.space import Space, consistent, space_for
 
 STRATEGIES = ("evolutionary", "random", "grid")
 

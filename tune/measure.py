@@ -4,7 +4,7 @@
 (`@main` takes every buffer the kernel touches; globals it reads come along), so a
 candidate compiles in well under a second. `measure(kernel_ir, script, ...)` runs
 
-    python -m dlpc.passes.schedule.tuner.measure  < job.json  > result.json
+    python -m dlpc.tune.measure  < job.json  > result.json
 
 with a timeout: the child applies the script, compiles with the C backend, checks the
 result against the unscheduled kernel on the same random inputs (so a wrong schedule is
@@ -165,7 +165,7 @@ def measure(kernel_ir: str, script: str, *, timeout: float = 60.0, repeat: int =
     env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "dlpc.passes.schedule.tuner.measure"],
+            [sys.executable, "-m", "dlpc.tune.measure"],
             input=json.dumps(job), capture_output=True, text=True, timeout=timeout, env=env,
         )
     except subprocess.TimeoutExpired:

@@ -23,9 +23,9 @@ from xdsl.dialects.builtin import IndexType, ModuleOp
 from xdsl.dialects.func import ReturnOp
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
+from dlpc.diagnostics import DlpcError
 from dlpc.dialects import graph
 from dlpc.dialects.te import ComputeOp, ReadOp, ReduceOp, YieldOp
-from dlpc.tools.diagnostics import DlpcError
 
 
 def dtype_of(ty: Attribute) -> np.dtype:
@@ -179,7 +179,7 @@ def eval_reduce(op: ReduceOp, env: dict[SSAValue, np.ndarray]) -> np.ndarray:
 def run_te(module: ModuleOp, inputs: Sequence[np.ndarray],
            weights: dict[str, np.ndarray] | None = None) -> list[np.ndarray]:
     """Interpret te-level @main on numpy inputs; returns the outputs."""
-    from dlpc.backends.numpy import check_inputs, evaluate_op, main_func
+    from dlpc.reference.graph import check_inputs, evaluate_op, main_func
 
     weights = weights or {}
     func = main_func(module)

@@ -28,13 +28,13 @@ from dlpc.passes.schedule._common import get_kernel
 from dlpc.passes.schedule.default import (
     GemmParams,
     Nest,
-    analyse,
-    gemm_default_params,
-    gemm_operands,
     _strided,
+    analyse,
     b_contiguous_in_k,
     conv_input,
     conv_script,
+    gemm_default_params,
+    gemm_operands,
     gemm_script,
     gemv_script,
 )

@@ -1,0 +1,182 @@
+"""Building dlp kernels, shared by `loop_to_dlp` (the plan and the kernel skeleton) and
+`_dlp_select` (intrinsic bodies): an index-folding op `Builder`, the `Cloner` that
+copies loop-level ops into a kernel, and small helpers."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from xdsl.dialects import arith, memref, scf
+from xdsl.dialects.builtin import IndexType
+from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.utils.exceptions import DiagnosticException
+
+from dlpc.dialects import dlp
+from dlpc.dialects.dlp import constant_index as _const
+from dlpc.dialects.loop import ForOp
+
+if TYPE_CHECKING:
+    from dlpc.passes.lower.loop_to_dlp import BufferPlan, KernelPlan
+
+
+def _round_up(x: int, a: int) -> int:
+    return -(-x // a) * a
+
+
+class Builder:
+    """Appends ops to a block, folding index arithmetic on constants:
+    `b.c(4)` is a (cached) index constant, `b.add(x, y)`, `b.mul`, `b.min`, ..."""
+
+    def __init__(self, block: Block, parent: Builder | None = None):
+        self.block = block
+        self.parent = parent
+        self.consts: dict[int, SSAValue] = {}
+
+    def op(self, op: Operation) -> Operation:
+        self.block.add_op(op)
+        return op
+
+    def v(self, op: Operation) -> SSAValue:
+        return self.op(op).results[0]
+
+    def c(self, value: int) -> SSAValue:
+        b: Builder | None = self
+        while b is not None:
+            if value in b.consts:
+                return b.consts[value]
+            b = b.parent
+        const = self.v(arith.ConstantOp.from_int_and_width(int(value), IndexType()))
+        self.consts[value] = const
+        return const
+
+    def _fold(self, x, y, fn, cls):
+        cx, cy = _const(x), _const(y)
+        if cx is not None and cy is not None:
+            return self.c(fn(cx, cy))
+        return self.v(cls(x, y))
+
+    def add(self, x, y):
+        if _const(y) == 0:
+            return x
+        if _const(x) == 0:
+            return y
+        return self._fold(x, y, lambda p, q: p + q, arith.AddiOp)
+
+    def sub(self, x, y):
+        if _const(y) == 0:
+            return x
+        return self._fold(x, y, lambda p, q: p - q, arith.SubiOp)
+
+    def mul(self, x, y):
+        if _const(y) == 1:
+            return x
+        if _const(x) == 1:
+            return y
+        if _const(x) == 0 or _const(y) == 0:
+            return self.c(0)
+        return self._fold(x, y, lambda p, q: p * q, arith.MuliOp)
+
+    def min(self, x, y):
+        return self._fold(x, y, min, arith.MinSIOp)
+
+    def max(self, x, y):
+        return self._fold(x, y, max, arith.MaxSIOp)
+
+    def nested(self, block: Block) -> Builder:
+        return Builder(block, self)
+
+    def for_(self, lb, ub, step) -> tuple[scf.ForOp, Builder, SSAValue]:
+        body = Block(arg_types=[IndexType()])
+        loop = scf.ForOp(lb, ub, step, [], body)
+        self.op(loop)
+        return loop, self.nested(body), body.args[0]
+
+    def alloc(self, space: str, elements: int, element_type, hint: str) -> SSAValue:
+        ty = dlp.memref_in(space, [elements], element_type)
+        value = self.v(memref.AllocOp([], [], ty))
+        value.name_hint = hint
+        return value
+
+
+def _finish_for(builder: Builder) -> None:
+    builder.op(scf.YieldOp())
+
+
+class Cloner:
+    """Clones loop-level ops into a dlp kernel: `loop.for` -> `scf.for`, GDRAM accesses
+    -> accesses of the on-chip copies at `flat index - tile base + slot`."""
+
+    def __init__(self, plan: KernelPlan, vmap: dict[SSAValue, SSAValue]):
+        self.plan = plan
+        self.vmap = vmap
+
+    def value(self, v: SSAValue, b: Builder) -> SSAValue:
+        if v in self.plan.fixed:
+            return b.c(self.plan.fixed[v])
+        return self.vmap.get(v, v)
+
+    def block(self, src: Block, b: Builder) -> None:
+        for op in src.ops:
+            self.op(op, b)
+
+    def op(self, op: Operation, b: Builder) -> None:
+        if isinstance(op, ForOp):
+            loop, inner, iv = b.for_(b.c(op.lower), b.c(op.upper), b.c(op.stride))
+            iv.name_hint = op.loop_name or op.induction_var.name_hint
+            self.vmap[op.induction_var] = iv
+            self.block(op.block, inner)
+            _finish_for(inner)
+            return
+        if isinstance(op, memref.LoadOp | memref.StoreOp) and op.memref in self.plan.buffers:
+            p = self.plan.buffers[op.memref]
+            idx = self.local_index(p, [self.value(i, b) for i in op.indices], b)
+            if isinstance(op, memref.LoadOp):
+                new = b.op(memref.LoadOp.get(p.local, [idx]))
+                self.vmap[op.res] = new.results[0]
+                new.results[0].name_hint = op.res.name_hint
+            else:
+                b.op(memref.StoreOp.get(self.value(op.value, b), p.local, [idx]))
+            return
+        if isinstance(op, memref.AllocOp | memref.AllocaOp):
+            ty = op.memref.type
+            new = b.op(type(op).get(ty.get_element_type(), shape=ty.get_shape(),
+                                    memory_space=dlp.space_attr("nram")))
+            new.results[0].name_hint = op.memref.name_hint
+            self.vmap[op.memref] = new.results[0]
+            return
+        if isinstance(op, memref.DeallocOp):
+            return
+        if isinstance(op, scf.IfOp):
+            then_b, else_b = Block(), Block()
+            new = scf.IfOp(self.value(op.cond, b), [r.type for r in op.results], Region(then_b),
+                           Region(else_b) if op.false_region.blocks else None)
+            b.op(new)
+            self.block(op.true_region.block, b.nested(then_b))
+            if op.false_region.blocks:
+                self.block(op.false_region.block, b.nested(else_b))
+            for old, r in zip(op.results, new.results):
+                self.vmap[old] = r
+                r.name_hint = old.name_hint
+            return
+        if op.regions:
+            raise DiagnosticException(
+                f"loop-to-dlp: unsupported op '{op.name}' with regions in kernel '{self.plan.kernel.sym}'")
+        new = op.clone(value_mapper={x: self.value(x, b) for x in op.operands})
+        b.op(new)
+        for old, r in zip(op.results, new.results):
+            self.vmap[old] = r
+            r.name_hint = old.name_hint
+
+    def local_index(self, p: BufferPlan, idx: list[SSAValue], b: Builder) -> SSAValue:
+        flat = None
+        for k, x in enumerate(idx):
+            stride = math.prod(p.shape[k + 1 :])
+            term = x if stride == 1 else b.mul(x, b.c(stride))
+            flat = term if flat is None else b.add(flat, term)
+        flat = flat if flat is not None else b.c(0)
+        if p.kind == "tiled":
+            flat = b.sub(flat, p.base)
+        if p.slot is not None and _const(p.slot) != 0:
+            flat = b.add(flat, p.slot)
+        return flat

@@ -1,0 +1,56 @@
+"""Every pass dlpc registers, by its pipeline name (`graph-fuse`, `loop-tile`, ...), as a
+lazy factory: a pass module is imported only when a pipeline uses it. `dlpc.universe`
+publishes this table to xDSL; the pipeline and `dlpc.compile` look passes up here."""
+
+from dlpc.dialects import lazy_factory
+
+
+def _graph_pass(module: str, cls: str):
+    return lazy_factory(f"passes.graph.{module}", cls)
+
+
+GRAPH_PASSES = {
+    "graph-infer-shapes": _graph_pass("infer_shapes", "GraphInferShapes"),
+    "graph-fold-constants": _graph_pass("fold_constants", "GraphFoldConstants"),
+    "graph-simplify": _graph_pass("simplify", "GraphSimplify"),
+    "graph-substitute": _graph_pass("substitute", "GraphSubstitute"),
+    "graph-layout": _graph_pass("layout", "GraphLayout"),
+    "graph-fuse": _graph_pass("fuse", "GraphFuse"),
+}
+
+PASSES = {**GRAPH_PASSES}
+
+
+def _schedule_pass(module: str, cls: str):
+    return lazy_factory(f"passes.schedule.{module}", cls)
+
+
+SCHEDULE_PASSES = {
+    "loop-split": _schedule_pass("split", "LoopSplit"),
+    "loop-reorder": _schedule_pass("reorder", "LoopReorder"),
+    "loop-tile": _schedule_pass("tile", "LoopTile"),
+    "loop-fuse": _schedule_pass("fuse", "LoopFuse"),
+    "loop-unroll": _schedule_pass("unroll", "LoopUnroll"),
+    "loop-vectorize": _schedule_pass("vectorize", "LoopVectorize"),
+    "loop-parallel": _schedule_pass("parallel", "LoopParallel"),
+    "loop-decompose-reduction": _schedule_pass("decompose", "LoopDecomposeReduction"),
+    "loop-cache-read": _schedule_pass("cache", "LoopCacheRead"),
+    "loop-cache-write": _schedule_pass("cache", "LoopCacheWrite"),
+    "loop-compute-at": _schedule_pass("compute_at", "LoopComputeAt"),
+    "loop-tensorize": _schedule_pass("tensorize", "LoopTensorize"),
+    "loop-rfactor": _schedule_pass("rfactor", "LoopRfactor"),
+    "loop-schedule": _schedule_pass("script", "LoopSchedule"),
+    "loop-default-schedule": _schedule_pass("default", "LoopDefaultSchedule"),
+    "loop-apply-tuning-log": _schedule_pass("default", "LoopApplyTuningLog"),
+}
+PASSES.update(SCHEDULE_PASSES)
+
+
+def _lower_pass(module: str, cls: str):
+    return lazy_factory(f"passes.lower.{module}", cls)
+
+
+PASSES["graph-to-te"] = _lower_pass("graph_to_te", "GraphToTe")
+PASSES["te-inline"] = _lower_pass("te_inline", "TeInline")
+PASSES["te-to-loop"] = _lower_pass("te_to_loop", "TeToLoop")
+PASSES["loop-to-dlp"] = _lower_pass("loop_to_dlp", "LoopToDlp")

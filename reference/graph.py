@@ -1,0 +1,551 @@
+"""The numpy reference: the definition of every graph op's semantics.
+
+Every other backend and every lowering is checked against this module.
+
+- `KERNELS`: op name -> a plain numpy function `kernel(*arrays, **attrs)`. Kernels are
+  self-contained (they use only `np`, `math` and each other), so `emit_numpy` copies
+  their source into the generated module: the emitted code and the reference are the
+  same code.
+- `kernel_args(op)`: the keyword arguments of an op's kernel, in canonical form
+  (pads as [top, left, bottom, right], reshape target resolved, slice bounds resolved).
+- `REFERENCE`: op name -> `fn(op, *arrays) -> np.ndarray` for every graph op,
+  including `graph.param` (its one array is the bound weight, checked against the
+  declared type) and `graph.fused` (its region is evaluated).
+- `evaluate_op(op, arrays)`, `run_reference(module, inputs, weights)`,
+  (`dlpc.backends.numpy.emit_numpy` turns a module into Python source from these kernels).
+
+Arithmetic is float32 like the compiled backends; float64 is used inside a kernel
+only where accuracy needs it (erf).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.dialects.func import FuncOp, ReturnOp
+from xdsl.ir import Operation, SSAValue
+
+from dlpc.diagnostics import DlpcError
+from dlpc.dialects import graph
+
+# ------------------------------------------------------------------ elementwise
+
+
+def neg(x):
+    return np.negative(x)
+
+
+def absolute(x):
+    return np.abs(x)
+
+
+def exp(x):
+    return np.exp(x)
+
+
+def log(x):
+    return np.log(x)
+
+
+def sqrt(x):
+    return np.sqrt(x)
+
+
+def rsqrt(x):
+    return (1 / np.sqrt(x)).astype(x.dtype)
+
+
+def tanh(x):
+    return np.tanh(x)
+
+
+def sigmoid(x):
+    # 1 / (1 + e^-x), written so that neither branch overflows
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype)
+
+
+def erf(x):
+    # math.erf in float64, element by element: exact to float32 rounding
+    y = np.frompyfunc(math.erf, 1, 1)(x.astype(np.float64))
+    return np.asarray(y, dtype=np.float64).astype(x.dtype)
+
+
+def relu(x):
+    return np.maximum(x, 0).astype(x.dtype)
+
+
+def gelu(x, approximate):
+    if approximate == "tanh":
+        inner = math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)
+        return (0.5 * x * (1 + np.tanh(inner))).astype(x.dtype)
+    return (0.5 * x * (1 + erf(x / math.sqrt(2)))).astype(x.dtype)
+
+
+def leaky_relu(x, alpha):
+    return np.where(x > 0, x, alpha * x).astype(x.dtype)
+
+
+def clip(x, min, max):  # noqa: A002 - the op's attribute names
+    return np.minimum(np.maximum(x, min), max).astype(x.dtype)
+
+
+def cast(x, to):
+    return x.astype(to)
+
+
+def add(a, b):
+    return np.add(a, b)
+
+
+def sub(a, b):
+    return np.subtract(a, b)
+
+
+def mul(a, b):
+    return np.multiply(a, b)
+
+
+def div(a, b):
+    if np.issubdtype(a.dtype, np.integer):
+        # integer division truncates toward zero, as in C
+        q = np.abs(a) // np.abs(b)
+        return (np.sign(a) * np.sign(b) * q).astype(a.dtype)
+    return np.divide(a, b)
+
+
+def maximum(a, b):
+    return np.maximum(a, b)
+
+
+def minimum(a, b):
+    return np.minimum(a, b)
+
+
+def power(a, b):
+    return np.power(a, b)
+
+
+def prelu(x, slope):
+    return np.where(x > 0, x, slope * x).astype(x.dtype)
+
+
+def where(cond, a, b):
+    return np.where(cond, a, b)
+
+
+def compare(a, b, predicate):
+    fns = {"eq": np.equal, "ne": np.not_equal, "lt": np.less,
+           "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal}
+    return fns[predicate](a, b)
+
+
+# --------------------------------------------------------------- linear algebra
+
+
+def matmul(a, b, transpose_a, transpose_b):
+    if transpose_a and a.ndim >= 2:
+        a = np.swapaxes(a, -1, -2)
+    if transpose_b and b.ndim >= 2:
+        b = np.swapaxes(b, -1, -2)
+    return np.matmul(a, b)
+
+
+def linear(x, w, b=None):
+    y = np.matmul(x, w.T)
+    return y if b is None else y + b.reshape(-1)
+
+
+def _windows(x, kh, kw, strides, dilations, out_hw):
+    """Yield (i, j, view): view[n, c, oh, ow] = x[n, c, oh*sh + i*dh, ow*sw + j*dw]."""
+    (sh, sw), (dh, dw), (oh, ow) = strides, dilations, out_hw
+    for i in range(kh):
+        for j in range(kw):
+            top, left = i * dh, j * dw
+            yield i, j, x[:, :, top:top + sh * (oh - 1) + 1:sh, left:left + sw * (ow - 1) + 1:sw]
+
+
+def _pad_hw(x, pads, value, out_hw=None, kernel=(1, 1), strides=(1, 1), dilations=(1, 1)):
+    """Pad H and W by pads [top, left, bottom, right] plus, for ceil_mode, whatever
+    the last window needs beyond the bottom/right edge."""
+    top, left, bottom, right = pads
+    if out_hw is not None:
+        for axis, (o, k, s, d) in enumerate(zip(out_hw, kernel, strides, dilations)):
+            need = (o - 1) * s + d * (k - 1) + 1
+            have = x.shape[2 + axis] + pads[axis] + pads[axis + 2]
+            if axis == 0:
+                bottom += max(0, need - have)
+            else:
+                right += max(0, need - have)
+    width = ((0, 0), (0, 0), (top, bottom), (left, right))
+    return np.pad(x, width, mode="constant", constant_values=value)
+
+
+def _channels_first(x):
+    """NHWC -> NCHW: the last axis becomes axis 1."""
+    return np.transpose(x, (0, x.ndim - 1, *range(1, x.ndim - 1)))
+
+
+def _channels_last(y):
+    """NCHW -> NHWC (contiguous): axis 1 becomes the last axis."""
+    return np.ascontiguousarray(np.transpose(y, (0, *range(2, y.ndim), 1)))
+
+
+def conv2d(x, w, b=None, *, strides, pads, dilations, groups, layout="nchw"):
+    if layout == "nhwc":  # NHWC input and result, OIHW weight
+        y = conv2d(_channels_first(x), w, b, strides=strides, pads=pads,
+                   dilations=dilations, groups=groups)
+        return _channels_last(y)
+    n, c = x.shape[:2]
+    o, cg, kh, kw = w.shape
+    dh, dw = dilations
+    hp, wp = x.shape[2] + pads[0] + pads[2], x.shape[3] + pads[1] + pads[3]
+    oh = (hp - dh * (kh - 1) - 1) // strides[0] + 1
+    ow = (wp - dw * (kw - 1) - 1) // strides[1] + 1
+    xp = _pad_hw(x, pads, 0)
+    # im2col: cols[n, c, i, j, oh, ow], then one batched matmul per group
+    cols = np.empty((n, c, kh, kw, oh, ow), dtype=x.dtype)
+    for i, j, view in _windows(xp, kh, kw, strides, dilations, (oh, ow)):
+        cols[:, :, i, j] = view
+    cols = cols.reshape(n, groups, cg * kh * kw, oh * ow)
+    wg = w.reshape(groups, o // groups, cg * kh * kw)
+    y = np.matmul(wg[None], cols).reshape(n, o, oh, ow)
+    return y if b is None else y + b.reshape(1, o, 1, 1)
+
+
+def max_pool2d(x, *, kernel, strides, pads, ceil_mode, out_hw, layout="nchw"):
+    if layout == "nhwc":
+        return _channels_last(max_pool2d(_channels_first(x), kernel=kernel, strides=strides,
+                                         pads=pads, ceil_mode=ceil_mode, out_hw=out_hw))
+    # padding is -inf so it never wins the max
+    xp = _pad_hw(x, pads, -np.inf, out_hw, kernel, strides)
+    y = np.full(x.shape[:2] + tuple(out_hw), -np.inf, dtype=x.dtype)
+    for _, _, view in _windows(xp, kernel[0], kernel[1], strides, (1, 1), out_hw):
+        np.maximum(y, view, out=y)
+    return y
+
+
+def avg_pool2d(x, *, kernel, strides, pads, ceil_mode, count_include_pad, out_hw,
+               layout="nchw"):
+    if layout == "nhwc":
+        y = avg_pool2d(_channels_first(x), kernel=kernel, strides=strides, pads=pads,
+                       ceil_mode=ceil_mode, count_include_pad=count_include_pad, out_hw=out_hw)
+        return _channels_last(y)
+    xp = _pad_hw(x, pads, 0, out_hw, kernel, strides)
+    # divisor: window cells inside the input (or inside input + explicit pads)
+    ones = np.ones((1, 1) + x.shape[2:], dtype=x.dtype)
+    if count_include_pad:
+        mask = _pad_hw(_pad_hw(ones, pads, 1), (0, 0, 0, 0), 0, out_hw, kernel, strides)
+    else:
+        mask = _pad_hw(ones, pads, 0, out_hw, kernel, strides)
+    total = np.zeros(x.shape[:2] + tuple(out_hw), dtype=x.dtype)
+    count = np.zeros((1, 1) + tuple(out_hw), dtype=x.dtype)
+    windows = zip(_windows(xp, kernel[0], kernel[1], strides, (1, 1), out_hw),
+                  _windows(mask, kernel[0], kernel[1], strides, (1, 1), out_hw))
+    for (_, _, view), (_, _, m) in windows:
+        total += view
+        count += m
+    return total / count
+
+
+def global_avg_pool(x, layout="nchw"):
+    spatial = range(1, x.ndim - 1) if layout == "nhwc" else range(2, x.ndim)
+    return np.mean(x, axis=tuple(spatial), keepdims=True)
+
+
+# ---------------------------------------------------------------- normalisation
+
+
+def batch_norm(x, scale, bias, mean, var, *, epsilon, layout="nchw"):
+    # statistics per channel: axis 1, or the last axis with layout "nhwc"
+    shape = (1,) * (x.ndim - 1) + (-1,) if layout == "nhwc" else (1, -1) + (1,) * (x.ndim - 2)
+    inv = 1 / np.sqrt(var + np.asarray(epsilon, dtype=x.dtype))
+    y = (x - mean.reshape(shape)) * (inv * scale).reshape(shape)
+    return y + bias.reshape(shape)
+
+
+def layer_norm(x, scale, bias=None, *, axis, epsilon):
+    axes = tuple(range(axis % x.ndim, x.ndim))
+    mean = np.mean(x, axis=axes, keepdims=True)
+    centred = x - mean
+    var = np.mean(centred * centred, axis=axes, keepdims=True)
+    y = centred / np.sqrt(var + np.asarray(epsilon, dtype=x.dtype)) * scale
+    return y if bias is None else y + bias
+
+
+def _sum_f32(e, axis):
+    """Sum over `axis` (kept); f16 terms are summed in f32 and rounded once, as numpy does
+    along a contiguous axis (whatever the axis, so the definition is layout-free)."""
+    if e.dtype == np.float16:
+        return np.sum(e.astype(np.float32), axis=axis, keepdims=True).astype(np.float16)
+    return np.sum(e, axis=axis, keepdims=True)
+
+
+def softmax(x, axis):
+    e = np.exp(x - np.max(x, axis=axis, keepdims=True))
+    return e / _sum_f32(e, axis)
+
+
+def log_softmax(x, axis):
+    shifted = x - np.max(x, axis=axis, keepdims=True)
+    return shifted - np.log(_sum_f32(np.exp(shifted), axis))
+
+
+# ------------------------------------------------------------------- reductions
+
+
+def reduce_sum(x, axes, keepdims):
+    return np.sum(x, axis=axes, keepdims=keepdims)
+
+
+def reduce_mean(x, axes, keepdims):
+    return np.mean(x, axis=axes, keepdims=keepdims)
+
+
+def reduce_max(x, axes, keepdims):
+    return np.max(x, axis=axes, keepdims=keepdims)
+
+
+def reduce_min(x, axes, keepdims):
+    return np.min(x, axis=axes, keepdims=keepdims)
+
+
+def reduce_prod(x, axes, keepdims):
+    return np.prod(x, axis=axes, keepdims=keepdims)
+
+
+# ---------------------------------------------------------------- data movement
+
+
+def reshape(x, shape):
+    return np.reshape(x, shape)
+
+
+def transpose(x, perm):
+    return np.transpose(x, perm)
+
+
+def concat(*xs, axis):
+    return np.concatenate(xs, axis=axis)
+
+
+def strided_slice(x, index):
+    # index: one (start, stop, step) per dim; stop None runs to the end
+    return x[tuple(slice(*t) for t in index)]
+
+
+def pad(x, pads, value):
+    rank = x.ndim
+    begin, end = pads[:rank], pads[rank:]
+    # negative pads crop, positive pads add `value`
+    x = x[tuple(slice(max(-b, 0), x.shape[i] - max(-e, 0)) for i, (b, e) in
+                enumerate(zip(begin, end)))]
+    width = [(max(b, 0), max(e, 0)) for b, e in zip(begin, end)]
+    return np.pad(x, width, mode="constant", constant_values=value)
+
+
+def broadcast(x, shape):
+    return np.broadcast_to(x, shape).copy()
+
+
+def gather(data, indices, axis):
+    return np.take(data, indices, axis=axis)
+
+
+KERNELS: dict[str, Callable] = {
+    "graph.neg": neg, "graph.abs": absolute, "graph.exp": exp, "graph.log": log,
+    "graph.sqrt": sqrt, "graph.rsqrt": rsqrt, "graph.tanh": tanh,
+    "graph.sigmoid": sigmoid, "graph.erf": erf, "graph.relu": relu, "graph.gelu": gelu,
+    "graph.leaky_relu": leaky_relu, "graph.clip": clip, "graph.cast": cast,
+    "graph.add": add, "graph.sub": sub, "graph.mul": mul, "graph.div": div,
+    "graph.max": maximum, "graph.min": minimum, "graph.pow": power,
+    "graph.prelu": prelu, "graph.where": where, "graph.compare": compare,
+    "graph.matmul": matmul, "graph.linear": linear, "graph.conv2d": conv2d,
+    "graph.max_pool2d": max_pool2d, "graph.avg_pool2d": avg_pool2d,
+    "graph.global_avg_pool": global_avg_pool, "graph.batch_norm": batch_norm,
+    "graph.layer_norm": layer_norm, "graph.softmax": softmax,
+    "graph.log_softmax": log_softmax, "graph.reduce_sum": reduce_sum,
+    "graph.reduce_mean": reduce_mean, "graph.reduce_max": reduce_max,
+    "graph.reduce_min": reduce_min, "graph.reduce_prod": reduce_prod,
+    "graph.reshape": reshape, "graph.transpose": transpose, "graph.concat": concat,
+    "graph.slice": strided_slice, "graph.pad": pad, "graph.broadcast": broadcast,
+    "graph.gather": gather,
+}
+
+
+def kernel_args(op: Operation) -> dict:
+    """Keyword arguments of `KERNELS[op.name]` for `op`, in canonical form; an op with
+    `layout = "nhwc"` (`graph.layout_of`) gets `layout="nhwc"` (NCHW, the default, none)."""
+    args = _layout_free_args(op)
+    layout_ops = graph.WindowOp | graph.GlobalAvgPoolOp | graph.BatchNormOp
+    if isinstance(op, layout_ops) and graph.layout_of(op) == "nhwc":
+        args["layout"] = "nhwc"
+    return args
+
+
+def _layout_free_args(op: Operation) -> dict:
+    assert isinstance(op, graph.GraphOp)
+    if isinstance(op, graph.WindowOp):
+        args = {"strides": op.strides(), "pads": op.pads()}
+        if isinstance(op, graph.Conv2DOp):
+            return {**args, "dilations": op.dilations(), "groups": op.attr("groups")}
+        args["kernel"] = graph._pair(op.attr("kernel"), "kernel")
+        args["ceil_mode"] = op.attr("ceil_mode")
+        if isinstance(op, graph.AvgPool2DOp):
+            args["count_include_pad"] = op.attr("count_include_pad")
+        return {**args, "out_hw": graph._to_nchw(op, op.out_shape)[2:]}
+    if isinstance(op, graph.ReduceOp):
+        return {"axes": op.reduced_axes(), "keepdims": op.attr("keepdims")}
+    if isinstance(op, graph.ReshapeOp):
+        return {"shape": op.out_shape}
+    if isinstance(op, graph.TransposeOp):
+        return {"perm": op.permutation()}
+    if isinstance(op, graph.SliceOp):
+        # slice.indices gives stop -1 for a full negative-step slice; None says "to the end"
+        return {"index": tuple((a, b if b >= 0 else None, s) for a, b, s in op.normalized())}
+    if isinstance(op, graph.CastOp):
+        return {"to": graph.numpy_dtype(op.attr("to"))}
+    if isinstance(op, graph.SoftmaxOp | graph.LogSoftmaxOp | graph.ConcatOp | graph.GatherOp):
+        return {"axis": graph.normalize_axis(op.attr("axis"), len(op.in_shapes[0]))}
+    return op.attrs()
+
+
+# -------------------------------------------------------------------- REFERENCE
+
+
+def result_dtype(value: SSAValue) -> np.dtype:
+    ty = value.type
+    assert isinstance(ty, TensorType)
+    return np.dtype(graph.numpy_dtype(ty.get_element_type()))
+
+
+def _run_kernel(op: Operation, *arrays: np.ndarray) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        return KERNELS[op.name](*arrays, **kernel_args(op))
+
+
+def _constant(op: Operation) -> np.ndarray:
+    assert isinstance(op, graph.ConstantOp)
+    return op.to_numpy()
+
+
+def _param(op: Operation, value: np.ndarray) -> np.ndarray:
+    """A bound weight, checked against the declared type."""
+    assert isinstance(op, graph.ParamOp)
+    shape, dtype = graph.shape_of(op.output), result_dtype(op.output)
+    value = np.asarray(value)
+    if value.shape != shape:
+        raise DlpcError(
+            f"error: weight '{op.pname}' has shape {graph.fmt_shape(value.shape)} but "
+            f"graph.param declares {graph.fmt_shape(shape)}"
+        )
+    if value.dtype != dtype and not np.can_cast(value.dtype, dtype, "same_kind"):
+        raise DlpcError(f"error: weight '{op.pname}' has dtype {value.dtype} but "
+                        f"graph.param declares {dtype}")
+    return value.astype(dtype, copy=False)
+
+
+def _fused(op: Operation, *arrays: np.ndarray) -> np.ndarray:
+    """Evaluate the region of graph.fused on its operands."""
+    block = op.regions[0].blocks[0]
+    env = dict(zip(block.args, arrays))
+    for inner in block.ops:
+        if inner.name == "graph.yield":
+            outs = [env[v] for v in inner.operands]
+            return outs[0] if len(outs) == 1 else tuple(outs)
+        env[inner.results[0]] = evaluate_op(inner, [env[v] for v in inner.operands])
+    raise DlpcError(f"error: graph.fused '{_fused_name(op)}' has no graph.yield")
+
+
+def _fused_name(op: Operation) -> str:
+    return getattr(op.attributes.get("kernel"), "data", "fused")
+
+
+REFERENCE: dict[str, Callable[..., np.ndarray]] = {
+    name: _run_kernel for name in KERNELS
+}
+REFERENCE["graph.constant"] = _constant
+REFERENCE["graph.param"] = _param
+REFERENCE["graph.fused"] = _fused
+
+
+def evaluate_op(op: Operation, arrays: Sequence[np.ndarray]) -> np.ndarray:
+    """The value of `op` on `arrays` (one per operand), with the result's dtype."""
+    fn = REFERENCE.get(op.name)
+    if fn is None:
+        raise DlpcError(f"error: the numpy reference has no definition of '{op.name}'")
+    out = fn(op, *arrays)
+    if isinstance(out, tuple):
+        return tuple(np.asarray(o, result_dtype(r)) for o, r in zip(out, op.results))
+    return np.asarray(out, dtype=result_dtype(op.results[0]))
+
+
+# ------------------------------------------------------------------ interpreter
+
+
+def main_func(module: ModuleOp) -> FuncOp:
+    for op in module.ops:
+        if isinstance(op, FuncOp) and op.sym_name.data == "main":
+            return op
+    raise DlpcError("error: the module has no func.func @main")
+
+
+def input_names(func: FuncOp) -> list[str]:
+    """Source names of @main's arguments (`dlpc.name`), else arg0, arg1, ..."""
+    names = []
+    attrs = func.arg_attrs.data if func.arg_attrs is not None else ()
+    for i, arg in enumerate(func.args):
+        attr = attrs[i].data.get("dlpc.name") if i < len(attrs) else None
+        names.append(getattr(attr, "data", None) or arg.name_hint or f"arg{i}")
+    return names
+
+
+def param_names(module: ModuleOp) -> list[str]:
+    """Names of the graph.param ops in @main, in order of first use, without repeats."""
+    names: list[str] = []
+    for op in main_func(module).walk():
+        if isinstance(op, graph.ParamOp) and op.pname not in names:
+            names.append(op.pname)
+    return names
+
+
+def check_inputs(func: FuncOp, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """The inputs as arrays; a wrong count, shape or dtype is a DlpcError naming the input."""
+    names = input_names(func)
+    if len(inputs) != len(func.args):
+        raise DlpcError(f"error: the model takes {len(func.args)} inputs "
+                        f"({', '.join(names)}) but {len(inputs)} were given")
+    arrays = []
+    for name, arg, x in zip(names, func.args, inputs):
+        x = np.asarray(x)
+        shape, dtype = graph.shape_of(arg), result_dtype(arg)
+        if x.shape != shape:
+            raise DlpcError(f"error: input '{name}' has shape {graph.fmt_shape(x.shape)} "
+                            f"but the model expects {graph.fmt_shape(shape)}")
+        if x.dtype != dtype:
+            raise DlpcError(f"error: input '{name}' has dtype {x.dtype} but the model "
+                            f"expects {dtype}")
+        arrays.append(x)
+    return arrays
+
+
+def run_reference(module: ModuleOp, inputs: Sequence[np.ndarray],
+                  weights: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """Interpret @main op by op with the reference kernels."""
+    func = main_func(module)
+    env: dict[SSAValue, np.ndarray] = dict(zip(func.args, check_inputs(func, inputs)))
+    for op in func.body.block.ops:
+        if isinstance(op, ReturnOp):
+            return [env[v] for v in op.operands]
+        if isinstance(op, graph.ParamOp):
+            if op.pname not in weights:
+                raise DlpcError(f"error: no value for weight '{op.pname}' (graph.param)")
+            env[op.output] = evaluate_op(op, [weights[op.pname]])
+            continue
+        out = evaluate_op(op, [env[v] for v in op.operands])
+        for r, value in zip(op.results, out if isinstance(out, tuple) else (out,)):
+            env[r] = value
+    raise DlpcError("error: @main has no func.return")
