@@ -1,9 +1,9 @@
 """dlpc: a multi-level deep-learning compiler on xDSL.
 
-    import dlpc
-    model = dlpc.load("examples/mlp.dlpc")
-    fn = dlpc.compile(model, target="c")
-    (y,) = fn(x)
+import dlpc
+model = dlpc.load("examples/mlp.dlpc")
+fn = dlpc.compile(model, target="c")
+(y,) = fn(x)
 """
 
 __version__ = "0.1.0"

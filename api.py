@@ -1,11 +1,11 @@
 """dlpc's Python API: load a model, compile it for a target, call it on numpy arrays.
 
-    import dlpc
-    model = dlpc.load("examples/mlp.dlpc")          # .dlpc text, .onnx or .mlir graph IR
-    fn = dlpc.compile(model, target="numpy")        # or "c"
-    (y,) = fn(x)                                     # a list of outputs
-    print(fn.source)                                 # the generated code
-    print(fn.time(x, repeat=10))                     # median seconds per call
+import dlpc
+model = dlpc.load("examples/mlp.dlpc")          # .dlpc text, .onnx or .mlir graph IR
+fn = dlpc.compile(model, target="numpy")        # or "c"
+(y,) = fn(x)                                     # a list of outputs
+print(fn.source)                                 # the generated code
+print(fn.time(x, repeat=10))                     # median seconds per call
 """
 
 from __future__ import annotations
@@ -86,8 +86,9 @@ def load(path: str | os.PathLike, weights=None) -> Model:
         if weights is None and beside.is_file():
             weights = load_weights(beside)
         return Model(module, dict(weights or {}), path.stem, str(path))
-    raise DlpcError(f"error: unknown model format '{suffix or path.name}' "
-                    f"(expected .dlpc, .onnx or .mlir)")
+    raise DlpcError(
+        f"error: unknown model format '{suffix or path.name}' (expected .dlpc, .onnx or .mlir)"
+    )
 
 
 # -------------------------------------------------------------------- compile
@@ -99,8 +100,10 @@ def check_weights(model: Model) -> dict[str, np.ndarray]:
     for op in ref.main_func(model.module).walk():
         if isinstance(op, ref.graph.ParamOp) and op.pname not in bound:
             if op.pname not in model.weights:
-                raise DlpcError(f"error: no value for weight '{op.pname}' (graph.param in "
-                                f"{model.name}); pass weights= or --weights")
+                raise DlpcError(
+                    f"error: no value for weight '{op.pname}' (graph.param in "
+                    f"{model.name}); pass weights= or --weights"
+                )
             bound[op.pname] = ref.evaluate_op(op, [model.weights[op.pname]])
     return bound
 
@@ -164,35 +167,51 @@ def pass_options(options: dict) -> dict[str, dict]:
     for key, value in options.items():
         name = key.replace("_", "-")
         if name not in PASSES or not isinstance(value, dict):
-            raise DlpcError(f"error: unknown compile option '{key}' (expected a pass name "
-                            f"with a dict of its options, e.g. graph_fuse={{...}})")
+            raise DlpcError(
+                f"error: unknown compile option '{key}' (expected a pass name "
+                f"with a dict of its options, e.g. graph_fuse={{...}})"
+            )
         extra[name] = value
     return extra
 
 
-def compile(model: Model, target: str = "c", opt_level: int = 2,  # noqa: A001
-            tuning_log: str | None = None, **options) -> CompiledModel:
+def compile(
+    model: Model,
+    target: str = "c",
+    opt_level: int = 2,  # noqa: A001
+    tuning_log: str | None = None,
+    **options,
+) -> CompiledModel:
     """Lower `model` through the pipeline and build it for `target`.
 
     `options` configure passes by name: `dlpc.compile(m, graph_fuse={"horizontal": False})`.
     """
     if target not in TARGETS:
-        raise DlpcError(f"error: unsupported target '{target}' (expected "
-                        f"{', '.join(TARGETS)})")
+        raise DlpcError(f"error: unsupported target '{target}' (expected {', '.join(TARGETS)})")
     if tuning_log and target != "c":
         raise DlpcError(f"error: a tuning log applies to target 'c', not '{target}'")
     weights = check_weights(model)
-    opts = pipeline.PipelineOptions(opt_level=opt_level, tuning_log=tuning_log,
-                                    schedule=pipeline.schedules_for(target),
-                                    extra=pass_options(options))
-    lowered = pipeline.lower(model.module.clone(), STAGE_OF[target], opts,
-                             weights=weights)  # may add folded weights
+    opts = pipeline.PipelineOptions(
+        opt_level=opt_level,
+        tuning_log=tuning_log,
+        schedule=pipeline.schedules_for(target),
+        extra=pass_options(options),
+    )
+    lowered = pipeline.lower(
+        model.module.clone(), STAGE_OF[target], opts, weights=weights
+    )  # may add folded weights
     if target == "numpy":
         source = pipeline.emit(lowered, target)
         return CompiledModel(model, target, source, lowered, _numpy_runner(source, weights))
     function = _runtime(target, lowered, model.name)
-    return CompiledModel(model, target, function.source, lowered,
-                         lambda arrays: function(*arrays, params=weights), function)
+    return CompiledModel(
+        model,
+        target,
+        function.source,
+        lowered,
+        lambda arrays: function(*arrays, params=weights),
+        function,
+    )
 
 
 def reference(model: Model, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:

@@ -49,8 +49,10 @@ def _format(e: BaseException) -> str:
         lines = [line for line in str(e).splitlines() if line.strip()]
         if len(lines) >= 5:
             column = lines[1].rsplit(":", 1)[-1]
-            return (f"error: bad pass pipeline '{lines[2].strip()}' at column {column}: "
-                    f"{lines[-1].strip()}")
+            return (
+                f"error: bad pass pipeline '{lines[2].strip()}' at column {column}: "
+                f"{lines[-1].strip()}"
+            )
         return f"error: bad pass pipeline: {' '.join(str(e).split())}"
     if isinstance(e, ParseError):
         loc = e.span.get_location()

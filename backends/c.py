@@ -218,11 +218,26 @@ MATH_UNARY = {
     "math.ceil": "ceil", "math.round": "round", "math.roundeven": "nearbyint",
     "math.trunc": "trunc",
 }  # fmt: skip
-MATH_BINARY = {"math.powf": "pow", "math.atan2": "atan2", "math.copysign": "copysign",
-               "arith.maxnumf": "fmax", "arith.minnumf": "fmin", "arith.remf": "fmod"}
+MATH_BINARY = {
+    "math.powf": "pow",
+    "math.atan2": "atan2",
+    "math.copysign": "copysign",
+    "arith.maxnumf": "fmax",
+    "arith.minnumf": "fmin",
+    "arith.remf": "fmod",
+}
 MATH_OTHER = ("math.rsqrt", "math.fma", "math.fpowi", "math.absi")
-CASTS = ("arith.sitofp", "arith.fptosi", "arith.fptoui", "arith.extf", "arith.truncf",
-         "arith.index_cast", "arith.index_castui", "arith.extsi", "arith.trunci")
+CASTS = (
+    "arith.sitofp",
+    "arith.fptosi",
+    "arith.fptoui",
+    "arith.extf",
+    "arith.truncf",
+    "arith.index_cast",
+    "arith.index_castui",
+    "arith.extsi",
+    "arith.trunci",
+)
 MATH_NAMES = {
     n + s for n in [*MATH_UNARY.values(), *MATH_BINARY.values(), "fma"] for s in ("", "f")
 }
@@ -235,8 +250,18 @@ CMPF = {
     "ule": "!({a} > {b})", "une": "{a} != {b}", "uno": "({a} != {a} || {b} != {b})",
     "true": "true",
 }  # fmt: skip
-CMPI = {"eq": "==", "ne": "!=", "slt": "<", "sle": "<=", "sgt": ">", "sge": ">=",
-        "ult": "<", "ule": "<=", "ugt": ">", "uge": ">="}
+CMPI = {
+    "eq": "==",
+    "ne": "!=",
+    "slt": "<",
+    "sle": "<=",
+    "sgt": ">",
+    "sge": ">=",
+    "ult": "<",
+    "ule": "<=",
+    "ugt": ">",
+    "uge": ">=",
+}
 
 SCALAR_HELPERS = """\
 #define DLPC_MAXIMUMF(a, b) (((a) > (b) || (a) != (a)) ? (a) : (b))
@@ -260,7 +285,8 @@ static inline int64_t dlpc_ipowi(int64_t a, int64_t b)
 }
 """  # shared with the OpenCL prelude
 
-PRELUDE = """\
+PRELUDE = (
+    """\
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -268,7 +294,9 @@ PRELUDE = """\
 #include <stdlib.h>
 #include <string.h>
 
-""" + SCALAR_HELPERS + """
+"""
+    + SCALAR_HELPERS
+    + """
 static inline void *dlpc_alloc(size_t bytes)
 {
   return aligned_alloc(64, (bytes + 63) / 64 * 64);
@@ -280,11 +308,19 @@ static inline void dlpc_oom(const char *where)
   abort();
 }
 """
+)
 
 # combiners a vectorised reduction loop may use, as OpenMP reduction identifiers
-SIMD_COMBINE = {"arith.addf": "+", "arith.addi": "+", "arith.mulf": "*", "arith.muli": "*",
-                "arith.maximumf": "max", "arith.maxsi": "max", "arith.minimumf": "min",
-                "arith.minsi": "min"}
+SIMD_COMBINE = {
+    "arith.addf": "+",
+    "arith.addi": "+",
+    "arith.mulf": "*",
+    "arith.muli": "*",
+    "arith.maximumf": "max",
+    "arith.maxsi": "max",
+    "arith.minimumf": "min",
+    "arith.minsi": "min",
+}
 
 STACK_LIMIT = 64 * 1024  # bytes; larger kernel-local buffers go on the heap
 # A `parallel` loop whose nest runs fewer innermost iterations than this stays serial:
@@ -384,7 +420,9 @@ class FunctionWriter:
         self.expr[v] = name
         return f"{c_type(v.type)} ", name, caller[v]
 
-    def main_arguments(self, fn: func.FuncOp) -> Iterator[tuple[int, str, str, tuple[int, ...], str]]:
+    def main_arguments(
+        self, fn: func.FuncOp
+    ) -> Iterator[tuple[int, str, str, tuple[int, ...], str]]:
         """Declare `T *name = (T *)args[k];` for each argument of `@main`, yielding
         (k, source name, C name, shape, T) after each declaration."""
         for k, (arg, hint) in enumerate(zip(fn.body.block.args, argument_names(fn))):
@@ -595,8 +633,11 @@ class FunctionWriter:
             if len(ops) != 2 or not isinstance(ops[0], memref.LoadOp):
                 return None
             load, store = ops
-            if not isinstance(store, memref.StoreOp) or load.parent is not op.block \
-                    or store.parent is not op.block:
+            if (
+                not isinstance(store, memref.StoreOp)
+                or load.parent is not op.block
+                or store.parent is not op.block
+            ):
                 return None
             combine = store.value.owner
             kind = SIMD_COMBINE.get(getattr(combine, "name", ""))
@@ -639,8 +680,16 @@ class FunctionWriter:
 
 
 def _size_of(elt: Attribute) -> int:
-    return {"float": 4, "double": 8, "_Float16": 2, "int64_t": 8, "int32_t": 4,
-            "int16_t": 2, "int8_t": 1, "bool": 1}[c_type(elt)]
+    return {
+        "float": 4,
+        "double": 8,
+        "_Float16": 2,
+        "int64_t": 8,
+        "int32_t": 4,
+        "int16_t": 2,
+        "int8_t": 1,
+        "bool": 1,
+    }[c_type(elt)]
 
 
 class CEmitter:

@@ -98,8 +98,15 @@ class _Emitter:
         self.func = main_func(module)
         ops = {op.name for op in self.func.walk()}
         self.helpers = _helpers_for(ops)
-        reserved = {fn.__name__ for fn in self.helpers} | {"np", "math", "main", "inputs",
-                                                           "params", "PARAMS", "INPUTS"}
+        reserved = {fn.__name__ for fn in self.helpers} | {
+            "np",
+            "math",
+            "main",
+            "inputs",
+            "params",
+            "PARAMS",
+            "INPUTS",
+        }
         self.namer = Namer(reserved)
         self.fused: list[str] = []
         self.constants: list[str] = []
@@ -109,8 +116,11 @@ class _Emitter:
         for op in block_ops:
             if isinstance(op, ReturnOp) or op.name == "graph.yield":
                 outs = ", ".join(names[v] for v in op.operands)
-                lines.append(f"{indent}return ({outs},)" if isinstance(op, ReturnOp)
-                             else f"{indent}return {outs}")
+                lines.append(
+                    f"{indent}return ({outs},)"
+                    if isinstance(op, ReturnOp)
+                    else f"{indent}return {outs}"
+                )
                 continue
             hint = op.results[0].name_hint
             if isinstance(op, graph.ConstantOp):  # a module-level constant, used by name

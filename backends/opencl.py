@@ -45,7 +45,8 @@ from dlpc.backends.c import Buffer, FunctionWriter, Names, c_comment, c_identifi
 from dlpc.diagnostics import DlpcError
 from dlpc.dialects.loop import ForOp, KernelOp, spine
 
-PRELUDE = """\
+PRELUDE = (
+    """\
 typedef long int64_t;
 typedef ulong uint64_t;
 typedef int int32_t;
@@ -55,13 +56,18 @@ typedef ushort uint16_t;
 typedef char int8_t;
 typedef uchar uint8_t;
 #define INT64_C(x) x##L
-""" + cbe.SCALAR_HELPERS
+"""
+    + cbe.SCALAR_HELPERS
+)
 # the C backend spells float math with the libm `f` suffix; OpenCL C overloads one name
 _RENAMED = {"nearbyint": "rint"}
-MATH_MACROS = "\n".join(
-    f"#define {name}f {_RENAMED.get(name, name)}"
-    for name in sorted({*cbe.MATH_UNARY.values(), *cbe.MATH_BINARY.values(), "fma"})
-) + "\n#define nearbyint rint\n"
+MATH_MACROS = (
+    "\n".join(
+        f"#define {name}f {_RENAMED.get(name, name)}"
+        for name in sorted({*cbe.MATH_UNARY.values(), *cbe.MATH_BINARY.values(), "fma"})
+    )
+    + "\n#define nearbyint rint\n"
+)
 
 
 OPENCL_RESERVED = set(
@@ -180,14 +186,22 @@ class KernelWriter(FunctionWriter):
         self.expr[op.induction_var] = iv
         if op in self.launch.mapped:
             gid = self.launch.mapped[op]
-            expr = gid if (op.lower, op.stride) == (0, 1) else f"{op.lower} + {op.stride} * (long){gid}"
+            expr = (
+                gid
+                if (op.lower, op.stride) == (0, 1)
+                else f"{op.lower} + {op.stride} * (long){gid}"
+            )
             self.line(f"const long {iv} = (long){expr};")
             self.block(op.block)
             return
         lid = self.launch.local_size[-1] if self.launch.local_size else 1
         if op in self.launch.cooperative:  # split the copy's outer loop over the group
             lid_expr = f"(long)get_local_id({len(self.launch.local_size) - 1})"
-            start = lid_expr if (op.lower, op.stride) == (0, 1) else f"{op.lower} + {op.stride} * {lid_expr}"
+            start = (
+                lid_expr
+                if (op.lower, op.stride) == (0, 1)
+                else f"{op.lower} + {op.stride} * {lid_expr}"
+            )
             self.line(f"for (long {iv} = {start}; {iv} < {op.upper}; {iv} += {op.stride * lid}) {{")
         else:
             step = f"{iv}++" if op.stride == 1 else f"{iv} += {op.stride}"
@@ -223,7 +237,9 @@ class OpenCLEmitter:
         params = []
         for k_arg, v in enumerate(free):
             if not isinstance(v.type, MemRefType):
-                raise DlpcError(f"error: opencl backend: kernel '{k.sym}' uses scalar {v} from outside")
+                raise DlpcError(
+                    f"error: opencl backend: kernel '{k.sym}' uses scalar {v} from outside"
+                )
             shape, elt = cbe.memref_info(v.type)
             name = w.names.fresh(v.name_hint, f"arg{k_arg}")
             w.buffers[v] = Buffer(name, shape)
@@ -237,8 +253,13 @@ class OpenCLEmitter:
             w.buffers[stage] = Buffer(name, shape)
         w.block(k.block)
         local = "(" + ", ".join(map(str, launch.local_size)) + ")" if launch.local_size else "(-)"
-        note = cbe.kernel_note(k) + f": global ({', '.join(map(str, launch.global_size))}), local {local}"
-        self.parts.append(w.function(c_comment(note), f"__kernel void {fname}({', '.join(params) or 'void'})"))
+        note = (
+            cbe.kernel_note(k)
+            + f": global ({', '.join(map(str, launch.global_size))}), local {local}"
+        )
+        self.parts.append(
+            w.function(c_comment(note), f"__kernel void {fname}({', '.join(params) or 'void'})")
+        )
 
 
 def emit_opencl(module: ModuleOp) -> str:

@@ -57,16 +57,22 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     desc = resolve(args.target_desc)
     peak = desc.peak_ops_per_second()
-    print(f"target {desc.name}: {desc.clusters} clusters x {desc.cores_per_cluster} cores, "
-          f"peak {peak / 1e12:.2f} Tflop/s, GDRAM {desc.gdram_bandwidth_gbs} GB/s\n")
-    print(f"{'example':<12} {'kernels':>7} {'time us':>9} {'GDRAM KiB':>10} {'SRAM KiB':>9} "
-          f"{'NRAM KiB':>9} {'WRAM KiB':>9} {'util %':>7}")
+    print(
+        f"target {desc.name}: {desc.clusters} clusters x {desc.cores_per_cluster} cores, "
+        f"peak {peak / 1e12:.2f} Tflop/s, GDRAM {desc.gdram_bandwidth_gbs} GB/s\n"
+    )
+    print(
+        f"{'example':<12} {'kernels':>7} {'time us':>9} {'GDRAM KiB':>10} {'SRAM KiB':>9} "
+        f"{'NRAM KiB':>9} {'WRAM KiB':>9} {'util %':>7}"
+    )
     names = [n for n in args.examples.split(",") if n]
     for name in names:
         reps = run(name, args.target_desc)
         seconds, lv, util = summary(reps, peak)
-        print(f"{name:<12} {len(reps):>7} {seconds * 1e6:>9.1f} {lv['gdram'] / 1024:>10.1f} "
-              f"{lv['sram'] / 1024:>9.1f} {lv['nram'] / 1024:>9.1f} {lv['wram'] / 1024:>9.1f} {100 * util:>7.2f}")
+        print(
+            f"{name:<12} {len(reps):>7} {seconds * 1e6:>9.1f} {lv['gdram'] / 1024:>10.1f} "
+            f"{lv['sram'] / 1024:>9.1f} {lv['nram'] / 1024:>9.1f} {lv['wram'] / 1024:>9.1f} {100 * util:>7.2f}"
+        )
     if "resnet" in names:
         print("\nResNet convolutions: utilisation % (time us) by lowering option")
         variants = {
@@ -75,7 +81,9 @@ def main(argv=None) -> int:
             "multi-core, single buffer": dict(multicore=True, double_buffer=False),
             "multi-core, double buffer": dict(multicore=True, double_buffer=True),
         }
-        results = {label: run("resnet", args.target_desc, **opts) for label, opts in variants.items()}
+        results = {
+            label: run("resnet", args.target_desc, **opts) for label, opts in variants.items()
+        }
         convs = [r.name for r in results["multi-core, double buffer"] if "conv" in r.name]
         print(f"{'kernel':<22}" + "".join(f" {label:>28}" for label in variants))
         for conv in convs:

@@ -30,16 +30,22 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=50)
     p.add_argument("--rounds", type=int, default=5)
     args = p.parse_args()
-    print(f"{'model':<10} {'-O2 ms':>8} {'-O3 ms':>8} {'O2/O3':>6}   (median of {args.rounds} "
-          f"rounds x {args.repeat} runs)")
+    print(
+        f"{'model':<10} {'-O2 ms':>8} {'-O3 ms':>8} {'O2/O3':>6}   (median of {args.rounds} "
+        f"rounds x {args.repeat} runs)"
+    )
     for name in args.models.split(","):
         model = api.load(EXAMPLES / f"{name}.dlpc")
         inputs = api.random_inputs(model)
         expected = api.reference(model, inputs)
         compiled = {level: api.compile(model, target="c", opt_level=level) for level in (2, 3)}
-        ok = {level: all(np.allclose(o, e, rtol=1e-4, atol=1e-4)
-                         for o, e in zip(c(*inputs), expected, strict=True))
-              for level, c in compiled.items()}
+        ok = {
+            level: all(
+                np.allclose(o, e, rtol=1e-4, atol=1e-4)
+                for o, e in zip(c(*inputs), expected, strict=True)
+            )
+            for level, c in compiled.items()
+        }
         times: dict[int, list[float]] = {2: [], 3: []}
         for _ in range(args.rounds):
             for level, c in compiled.items():

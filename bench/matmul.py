@@ -143,8 +143,14 @@ def resnet_convs():
         t = nest.trips
         n, co, ho, wo = (t[x] for x in nest.spatial)
         ci, kh, kw = (t[x] for x in nest.reduce)
-        out.append((k.sym, extract_kernel(m, k.sym), 2 * n * co * ho * wo * ci * kh * kw,
-                    (n, co, ho, wo, ci, kh, kw)))
+        out.append(
+            (
+                k.sym,
+                extract_kernel(m, k.sym),
+                2 * n * co * ho * wo * ci * kh * kw,
+                (n, co, ho, wo, ci, kh, kw),
+            )
+        )
     return out
 
 
@@ -176,8 +182,9 @@ def dlpc_runner(module, schedule: str, log: str | None):
         apply_default(m)
     f = CFunction(m, name="bench")
     rng = np.random.default_rng(0)
-    arrays = [rng.random(memref_info(a.type)[0], dtype=np.float32)
-              for a in find_main(m).body.block.args]
+    arrays = [
+        rng.random(memref_info(a.type)[0], dtype=np.float32) for a in find_main(m).body.block.args
+    ]
     return (lambda: f.library.call(arrays)), how
 
 
@@ -219,8 +226,11 @@ def tune(args) -> None:
             if ev.trial < 0:
                 continue
             state = f"{ev.time * 1e3:9.3f} ms" if ev.ok else f"failed: {ev.error[:60]}"
-            print(f"  tune {ev.kernel:24s} {ev.trial:3d}/{args.tune_trials} {state}",
-                  file=sys.stderr, flush=True)
+            print(
+                f"  tune {ev.kernel:24s} {ev.trial:3d}/{args.tune_trials} {state}",
+                file=sys.stderr,
+                flush=True,
+            )
 
 
 def main(argv=None) -> int:
@@ -248,8 +258,19 @@ def main(argv=None) -> int:
         best: dict = {}
         for _ in range(2):
             for what in ("blas", "dlpc"):
-                cmd = [sys.executable, __file__, "--child", "--what", what, "--sizes", args.sizes,
-                       "--log", args.log, "--repeat", str(args.repeat)]
+                cmd = [
+                    sys.executable,
+                    __file__,
+                    "--child",
+                    "--what",
+                    what,
+                    "--sizes",
+                    args.sizes,
+                    "--log",
+                    args.log,
+                    "--repeat",
+                    str(args.repeat),
+                ]
                 cmd += ["--no-conv"] if args.no_conv else []
                 out = subprocess.run(cmd, env=env, capture_output=True, text=True)
                 if out.returncode != 0:
@@ -259,15 +280,23 @@ def main(argv=None) -> int:
                 for row in res["rows"]:
                     key = (what, row[0])
                     old = best.get(key)
-                    best[key] = row if old is None else tuple(
-                        max(a, b) if isinstance(a, float) else a for a, b in zip(old, row))
+                    best[key] = (
+                        row
+                        if old is None
+                        else tuple(
+                            max(a, b) if isinstance(a, float) else a for a, b in zip(old, row)
+                        )
+                    )
                 best[("peak",)] = max(best.get(("peak",), 0.0), res["peak"])
         labels = [k[1] for k in best if k[0] == "dlpc"]
-        results[t] = {"rows": [(*best[("dlpc", lb)], best[("blas", lb)][1]) for lb in labels],
-                      "peak": best[("peak",)]}
+        results[t] = {
+            "rows": [(*best[("dlpc", lb)], best[("blas", lb)][1]) for lb in labels],
+            "peak": best[("peak",)],
+        }
     threads = list(results)
     head = f"{'GFLOP/s':24s}" + "".join(
-        f"{'untuned':>9s}{'tuned':>9s}{'OpenBLAS':>10s}{'tuned/BLAS':>11s} |" for _ in threads)
+        f"{'untuned':>9s}{'tuned':>9s}{'OpenBLAS':>10s}{'tuned/BLAS':>11s} |" for _ in threads
+    )
     print(" " * 24 + "".join(f"{f'{t} thread' + ('s' if t > 1 else ''):^40s}|" for t in threads))
     print(head)
     names = [r[0] for r in results[threads[0]]["rows"]]
@@ -278,8 +307,7 @@ def main(argv=None) -> int:
             mark = "*" if how != "tuned" else " "
             line += f"{d:9.1f}{tu:8.1f}{mark}{bl:10.1f}{tu / bl:10.0%}  |"
         print(line)
-    print(f"{'peak (FMA loop)':24s}" + "".join(
-        f"{results[t]['peak']:36.1f}    |" for t in threads))
+    print(f"{'peak (FMA loop)':24s}" + "".join(f"{results[t]['peak']:36.1f}    |" for t in threads))
     print("* no tuning record for this kernel: the default schedule")
     return 0
 

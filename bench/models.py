@@ -93,7 +93,7 @@ def torch_model(module, weights):
     def gather(data, idx, axis):
         flat = torch.remainder(idx.reshape(-1), data.shape[axis])
         out = torch.index_select(data, axis, flat)
-        return out.reshape(*data.shape[:axis], *idx.shape, *data.shape[axis + 1:])
+        return out.reshape(*data.shape[:axis], *idx.shape, *data.shape[axis + 1 :])
 
     def reduce(fn):
         return lambda x, axes, keepdims: fn(x, dim=axes, keepdim=keepdims) if axes else x
@@ -120,22 +120,45 @@ def torch_model(module, weights):
         flat = [p for i in reversed(range(rank)) for p in (pads[i], pads[i + rank])]
         return F.pad(x, flat, value=value)
 
-    dtype_of = {"float32": torch.float32, "float64": torch.float64, "int64": torch.int64,
-                "int32": torch.int32, "int8": torch.int8, "bool": torch.bool}
-    compares = {"eq": torch.eq, "ne": torch.ne, "lt": torch.lt, "le": torch.le,
-                "gt": torch.gt, "ge": torch.ge}
+    dtype_of = {
+        "float32": torch.float32,
+        "float64": torch.float64,
+        "int64": torch.int64,
+        "int32": torch.int32,
+        "int8": torch.int8,
+        "bool": torch.bool,
+    }
+    compares = {
+        "eq": torch.eq,
+        "ne": torch.ne,
+        "lt": torch.lt,
+        "le": torch.le,
+        "gt": torch.gt,
+        "ge": torch.ge,
+    }
     fns: dict[str, Callable] = {
-        "graph.neg": torch.neg, "graph.abs": torch.abs, "graph.exp": torch.exp,
-        "graph.log": torch.log, "graph.sqrt": torch.sqrt, "graph.rsqrt": torch.rsqrt,
-        "graph.tanh": torch.tanh, "graph.sigmoid": torch.sigmoid, "graph.erf": torch.erf,
+        "graph.neg": torch.neg,
+        "graph.abs": torch.abs,
+        "graph.exp": torch.exp,
+        "graph.log": torch.log,
+        "graph.sqrt": torch.sqrt,
+        "graph.rsqrt": torch.rsqrt,
+        "graph.tanh": torch.tanh,
+        "graph.sigmoid": torch.sigmoid,
+        "graph.erf": torch.erf,
         "graph.relu": F.relu,
         "graph.gelu": lambda x, approximate: F.gelu(x, approximate=approximate),
         "graph.leaky_relu": lambda x, alpha: F.leaky_relu(x, alpha),
         "graph.clip": lambda x, min, max: torch.clamp(  # noqa: A006
-            x, None if math.isinf(min) else min, None if math.isinf(max) else max),
+            x, None if math.isinf(min) else min, None if math.isinf(max) else max
+        ),
         "graph.cast": lambda x, to: x.to(dtype_of[to]),
-        "graph.add": torch.add, "graph.sub": torch.sub, "graph.mul": torch.mul,
-        "graph.div": div, "graph.max": torch.maximum, "graph.min": torch.minimum,
+        "graph.add": torch.add,
+        "graph.sub": torch.sub,
+        "graph.mul": torch.mul,
+        "graph.div": div,
+        "graph.max": torch.maximum,
+        "graph.min": torch.minimum,
         "graph.pow": torch.pow,
         "graph.prelu": lambda x, s: torch.where(x > 0, x, s * x),
         "graph.where": torch.where,
@@ -144,21 +167,26 @@ def torch_model(module, weights):
         "graph.linear": lambda x, w, b=None: F.linear(x, w, None if b is None else b.reshape(-1)),
         "graph.conv2d": conv2d,
         "graph.max_pool2d": lambda x, **a: F.max_pool2d(
-            windows_padded(x, a, -math.inf), a["kernel"], a["strides"]),
+            windows_padded(x, a, -math.inf), a["kernel"], a["strides"]
+        ),
         "graph.avg_pool2d": lambda x, **a: avg_pool(x, a),
         "graph.global_avg_pool": lambda x: x.mean(dim=tuple(range(2, x.dim())), keepdim=True),
         "graph.batch_norm": lambda x, s, b, m, v, epsilon: F.batch_norm(
-            x, m, v, s, b, training=False, eps=epsilon),
+            x, m, v, s, b, training=False, eps=epsilon
+        ),
         "graph.layer_norm": layer_norm,
         "graph.softmax": lambda x, axis: F.softmax(x, dim=axis),
         "graph.log_softmax": lambda x, axis: F.log_softmax(x, dim=axis),
-        "graph.reduce_sum": reduce(torch.sum), "graph.reduce_mean": reduce(torch.mean),
-        "graph.reduce_max": reduce(torch.amax), "graph.reduce_min": reduce(torch.amin),
+        "graph.reduce_sum": reduce(torch.sum),
+        "graph.reduce_mean": reduce(torch.mean),
+        "graph.reduce_max": reduce(torch.amax),
+        "graph.reduce_min": reduce(torch.amin),
         "graph.reduce_prod": prod,
         "graph.reshape": lambda x, shape: x.reshape(shape),
         "graph.transpose": lambda x, perm: x.permute(perm),
         "graph.concat": lambda *xs, axis: torch.cat(xs, dim=axis),
-        "graph.slice": strided_slice, "graph.pad": pad,
+        "graph.slice": strided_slice,
+        "graph.pad": pad,
         "graph.broadcast": lambda x, shape: x.expand(shape).contiguous(),
         "graph.gather": gather,
     }
@@ -216,8 +244,13 @@ def onnx_from_torch(model: api.Model, inputs, path: Path):
     net, _ = torch_runner(model)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # tracer and exporter deprecation chatter
-        torch.onnx.export(net, tuple(torch.from_numpy(x) for x in inputs), str(path),
-                          opset_version=18, dynamo=False)
+        torch.onnx.export(
+            net,
+            tuple(torch.from_numpy(x) for x in inputs),
+            str(path),
+            opset_version=18,
+            dynamo=False,
+        )
 
 
 def pool_divisor(a: dict) -> np.ndarray:
@@ -261,24 +294,59 @@ def onnx_from_graph(model: api.Model, path: Path) -> None:
         shape = a["in_shape"]
         bottom += max(0, (oh - 1) * sh + kh - (shape[2] + top + bottom))
         right += max(0, (ow - 1) * sw + kw - (shape[3] + left + right))
-        return node("Pad", [x, const(np.array([0, 0, top, left, 0, 0, bottom, right])),
-                            const(np.array(value, np.float32))])
+        return node(
+            "Pad",
+            [
+                x,
+                const(np.array([0, 0, top, left, 0, 0, bottom, right])),
+                const(np.array(value, np.float32)),
+            ],
+        )
 
-    onnx_dtype = {"float32": TensorProto.FLOAT, "float64": TensorProto.DOUBLE,
-                  "int64": TensorProto.INT64, "int32": TensorProto.INT32,
-                  "int8": TensorProto.INT8, "bool": TensorProto.BOOL}
-    unary = {"graph.neg": "Neg", "graph.abs": "Abs", "graph.exp": "Exp", "graph.log": "Log",
-             "graph.sqrt": "Sqrt", "graph.tanh": "Tanh", "graph.sigmoid": "Sigmoid",
-             "graph.erf": "Erf", "graph.relu": "Relu", "graph.global_avg_pool":
-             "GlobalAveragePool"}
-    binary = {"graph.add": "Add", "graph.sub": "Sub", "graph.mul": "Mul", "graph.div": "Div",
-              "graph.max": "Max", "graph.min": "Min", "graph.pow": "Pow",
-              "graph.where": "Where"}
-    compares = {"eq": "Equal", "lt": "Less", "le": "LessOrEqual", "gt": "Greater",
-                "ge": "GreaterOrEqual"}
-    reduces = {"graph.reduce_sum": "ReduceSum", "graph.reduce_mean": "ReduceMean",
-               "graph.reduce_max": "ReduceMax", "graph.reduce_min": "ReduceMin",
-               "graph.reduce_prod": "ReduceProd"}
+    onnx_dtype = {
+        "float32": TensorProto.FLOAT,
+        "float64": TensorProto.DOUBLE,
+        "int64": TensorProto.INT64,
+        "int32": TensorProto.INT32,
+        "int8": TensorProto.INT8,
+        "bool": TensorProto.BOOL,
+    }
+    unary = {
+        "graph.neg": "Neg",
+        "graph.abs": "Abs",
+        "graph.exp": "Exp",
+        "graph.log": "Log",
+        "graph.sqrt": "Sqrt",
+        "graph.tanh": "Tanh",
+        "graph.sigmoid": "Sigmoid",
+        "graph.erf": "Erf",
+        "graph.relu": "Relu",
+        "graph.global_avg_pool": "GlobalAveragePool",
+    }
+    binary = {
+        "graph.add": "Add",
+        "graph.sub": "Sub",
+        "graph.mul": "Mul",
+        "graph.div": "Div",
+        "graph.max": "Max",
+        "graph.min": "Min",
+        "graph.pow": "Pow",
+        "graph.where": "Where",
+    }
+    compares = {
+        "eq": "Equal",
+        "lt": "Less",
+        "le": "LessOrEqual",
+        "gt": "Greater",
+        "ge": "GreaterOrEqual",
+    }
+    reduces = {
+        "graph.reduce_sum": "ReduceSum",
+        "graph.reduce_mean": "ReduceMean",
+        "graph.reduce_max": "ReduceMax",
+        "graph.reduce_min": "ReduceMin",
+        "graph.reduce_prod": "ReduceProd",
+    }
 
     def lower(op, x: list[str]) -> str:
         a = ref.kernel_args(op) if isinstance(op, g.GraphOp) else {}
@@ -309,33 +377,56 @@ def onnx_from_graph(model: api.Model, path: Path) -> None:
             lhs, rhs = x
             ranks = [len(s) for s in op.in_shapes]
             if a["transpose_a"] and ranks[0] >= 2:
-                lhs = node("Transpose", [lhs], perm=[*range(ranks[0] - 2), ranks[0] - 1, ranks[0] - 2])
+                lhs = node(
+                    "Transpose", [lhs], perm=[*range(ranks[0] - 2), ranks[0] - 1, ranks[0] - 2]
+                )
             if a["transpose_b"] and ranks[1] >= 2:
-                rhs = node("Transpose", [rhs], perm=[*range(ranks[1] - 2), ranks[1] - 1, ranks[1] - 2])
+                rhs = node(
+                    "Transpose", [rhs], perm=[*range(ranks[1] - 2), ranks[1] - 1, ranks[1] - 2]
+                )
             return node("MatMul", [lhs, rhs])
         if kind == "graph.linear":
             y = node("MatMul", [x[0], node("Transpose", [x[1]], perm=[1, 0])])
-            return y if len(x) == 2 else node("Add", [y, node("Reshape", [x[2], const(np.array([-1]))])])
+            return (
+                y
+                if len(x) == 2
+                else node("Add", [y, node("Reshape", [x[2], const(np.array([-1]))])])
+            )
         if kind == "graph.conv2d":
-            return node("Conv", x, strides=list(a["strides"]), pads=list(a["pads"]),
-                        dilations=list(a["dilations"]), group=a["groups"])
+            return node(
+                "Conv",
+                x,
+                strides=list(a["strides"]),
+                pads=list(a["pads"]),
+                dilations=list(a["dilations"]),
+                group=a["groups"],
+            )
         if kind == "graph.max_pool2d":
             a["in_shape"] = op.in_shapes[0]
-            return node("MaxPool", [pool_input(x[0], a, -np.inf)], kernel_shape=list(a["kernel"]),
-                        strides=list(a["strides"]))
+            return node(
+                "MaxPool",
+                [pool_input(x[0], a, -np.inf)],
+                kernel_shape=list(a["kernel"]),
+                strides=list(a["strides"]),
+            )
         if kind == "graph.avg_pool2d":
             a["in_shape"] = op.in_shapes[0]
             # AveragePool over the explicitly padded input divides by kh * kw; the
             # reference's divisor (cells in the input, or in input + pads) is static
-            total = node("AveragePool", [pool_input(x[0], a, 0.0)],
-                         kernel_shape=list(a["kernel"]), strides=list(a["strides"]))
+            total = node(
+                "AveragePool",
+                [pool_input(x[0], a, 0.0)],
+                kernel_shape=list(a["kernel"]),
+                strides=list(a["strides"]),
+            )
             area = np.float32(a["kernel"][0] * a["kernel"][1])
             return node("Div", [node("Mul", [total, const(area)]), const(pool_divisor(a))])
         if kind == "graph.batch_norm":
             return node("BatchNormalization", x, epsilon=a["epsilon"])
         if kind == "graph.layer_norm":
-            axes = const(np.array(list(range(a["axis"] % len(op.in_shapes[0]),
-                                            len(op.in_shapes[0])))))
+            axes = const(
+                np.array(list(range(a["axis"] % len(op.in_shapes[0]), len(op.in_shapes[0]))))
+            )
             d = node("Sub", [x[0], node("ReduceMean", [x[0], axes])])
             var = node("ReduceMean", [node("Mul", [d, d]), axes])
             eps = const(np.array(a["epsilon"], np.float32))
@@ -344,8 +435,11 @@ def onnx_from_graph(model: api.Model, path: Path) -> None:
         if kind in ("graph.softmax", "graph.log_softmax"):
             return node("Softmax" if kind == "graph.softmax" else "LogSoftmax", x, axis=a["axis"])
         if kind in reduces:
-            return node(reduces[kind], [x[0], const(np.array(a["axes"], np.int64))],
-                        keepdims=int(a["keepdims"]))
+            return node(
+                reduces[kind],
+                [x[0], const(np.array(a["axes"], np.int64))],
+                keepdims=int(a["keepdims"]),
+            )
         if kind == "graph.reshape":
             return node("Reshape", [x[0], const(np.array(a["shape"], np.int64))])
         if kind == "graph.transpose":
@@ -357,11 +451,25 @@ def onnx_from_graph(model: api.Model, path: Path) -> None:
             starts = [s for s, _, _ in index]
             ends = [np.iinfo(np.int64).min if e is None else e for _, e, _ in index]
             steps = [st for _, _, st in index]
-            return node("Slice", [x[0], const(np.array(starts)), const(np.array(ends)),
-                                  const(np.arange(len(index))), const(np.array(steps))])
+            return node(
+                "Slice",
+                [
+                    x[0],
+                    const(np.array(starts)),
+                    const(np.array(ends)),
+                    const(np.arange(len(index))),
+                    const(np.array(steps)),
+                ],
+            )
         if kind == "graph.pad":
-            return node("Pad", [x[0], const(np.array(a["pads"], np.int64)),
-                                const(np.array(a["value"], np.float32))])
+            return node(
+                "Pad",
+                [
+                    x[0],
+                    const(np.array(a["pads"], np.int64)),
+                    const(np.array(a["value"], np.float32)),
+                ],
+            )
         if kind == "graph.broadcast":
             return node("Expand", [x[0], const(np.array(a["shape"], np.int64))])
         if kind == "graph.gather":
@@ -399,8 +507,9 @@ def onnx_from_graph(model: api.Model, path: Path) -> None:
         dtype = onnx_dtype[ref.result_dtype(value).name]
         outputs.append(helper.make_tensor_value_info(final, dtype, g.shape_of(value)))
     graph_proto = helper.make_graph(nodes, model.name, value_info, outputs, inits)
-    proto = helper.make_model(graph_proto, opset_imports=[helper.make_opsetid("", 20)],
-                              ir_version=10)
+    proto = helper.make_model(
+        graph_proto, opset_imports=[helper.make_opsetid("", 20)], ir_version=10
+    )
     onnx.checker.check_model(proto)
     onnx.save(proto, str(path))
 
@@ -445,8 +554,9 @@ def measure(make: Callable, inputs, expected, repeat: int, warmup: int) -> str:
     return f"{median_ms(lambda: run(inputs), repeat, warmup):.3f}"
 
 
-def bench_models(paths: list[Path], levels: list[int], repeat: int, warmup: int, tmp: Path,
-                 export: str) -> list[list[str]]:
+def bench_models(
+    paths: list[Path], levels: list[int], repeat: int, warmup: int, tmp: Path, export: str
+) -> list[list[str]]:
     """One row per model. Backend by backend over all models, dlpc's first: importing
     torch loads its own OpenMP runtime, which then competes with the C backend's."""
     models = [api.load(path) for path in paths]
@@ -460,16 +570,23 @@ def bench_models(paths: list[Path], levels: list[int], repeat: int, warmup: int,
             compiled = api.compile(model, target=target, opt_level=opt_level)
             kernels[model.name, opt_level] = pipeline.stats(compiled.lowered)[1]
             return compiled.runner
+
         return make
 
-    backends = [dlpc_target("numpy", max(levels)),
-                *(dlpc_target("c", level) for level in levels),
-                lambda model, xs: torch_runner(model)[1],
-                lambda model, xs: ort_runner(model, xs, tmp, export)]
+    backends = [
+        dlpc_target("numpy", max(levels)),
+        *(dlpc_target("c", level) for level in levels),
+        lambda model, xs: torch_runner(model)[1],
+        lambda model, xs: ort_runner(model, xs, tmp, export),
+    ]
     rows = [[model.name] for model in models]
     for make in backends:
         for row, model, xs, want in zip(rows, models, inputs, expected):
-            row.append(measure(lambda make=make, model=model, xs=xs: make(model, xs), xs, want, repeat, warmup))
+            row.append(
+                measure(
+                    lambda make=make, model=model, xs=xs: make(model, xs), xs, want, repeat, warmup
+                )
+            )
     for row, model in zip(rows, models):  # C kernels (loop.kernel count) per level
         row.extend(str(kernels.get((model.name, level), "?")) for level in levels)
     return rows
@@ -480,12 +597,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--models", help="comma-separated example names (default: all)")
-    p.add_argument("-O", dest="levels", default="2",
-                   help="optimisation levels for the C backend, comma-separated (e.g. 0,2)")
-    p.add_argument("--threads", type=int,
-                   help="OMP_NUM_THREADS for the C backend (set before it loads)")
-    p.add_argument("--onnx-from", choices=("torch", "graph"),
-                   help="how to make the ONNX model (default: torch if installed, else graph)")
+    p.add_argument(
+        "-O",
+        dest="levels",
+        default="2",
+        help="optimisation levels for the C backend, comma-separated (e.g. 0,2)",
+    )
+    p.add_argument(
+        "--threads", type=int, help="OMP_NUM_THREADS for the C backend (set before it loads)"
+    )
+    p.add_argument(
+        "--onnx-from",
+        choices=("torch", "graph"),
+        help="how to make the ONNX model (default: torch if installed, else graph)",
+    )
     args = p.parse_args(argv)
     if args.threads:
         os.environ["OMP_NUM_THREADS"] = str(args.threads)
@@ -499,17 +624,23 @@ def main(argv: list[str] | None = None) -> int:
         assert all(0 <= level <= 3 for level in levels)
     except (ValueError, AssertionError):
         p.error(f"-O expects levels 0-3 separated by commas, got '{args.levels}'")
-    header = ["model", "numpy ref", *(f"dlpc C -O{level}" for level in levels), "torch",
-              "onnxruntime", *(f"kernels -O{level}" for level in levels)]
+    header = [
+        "model",
+        "numpy ref",
+        *(f"dlpc C -O{level}" for level in levels),
+        "torch",
+        "onnxruntime",
+        *(f"kernels -O{level}" for level in levels),
+    ]
     with tempfile.TemporaryDirectory() as tmp:
-        rows = [header, *bench_models(paths, levels, args.repeat, args.warmup,
-                                      Path(tmp), export)]
+        rows = [header, *bench_models(paths, levels, args.repeat, args.warmup, Path(tmp), export)]
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    print(f"latency in ms, median of {args.repeat} runs after {args.warmup} warm-up runs; "
-          f"onnxruntime runs the ONNX export of the {export} model")
+    print(
+        f"latency in ms, median of {args.repeat} runs after {args.warmup} warm-up runs; "
+        f"onnxruntime runs the ONNX export of the {export} model"
+    )
     for r in rows:
-        print(r[0].ljust(widths[0]) + "".join(f"  {c.rjust(w)}" for c, w in
-                                              zip(r[1:], widths[1:])))
+        print(r[0].ljust(widths[0]) + "".join(f"  {c.rjust(w)}" for c, w in zip(r[1:], widths[1:])))
     return 0
 
 

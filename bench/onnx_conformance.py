@@ -72,8 +72,9 @@ def collect() -> tuple[Case, ...]:
         if not c.data_sets:
             continue
         inputs, outputs = c.data_sets[0]
-        cases.append(Case(c.name, op, c.model, [_array(a) for a in inputs],
-                          [_array(a) for a in outputs]))
+        cases.append(
+            Case(c.name, op, c.model, [_array(a) for a in inputs], [_array(a) for a in outputs])
+        )
     return tuple(sorted(cases, key=lambda c: c.name))
 
 
@@ -111,8 +112,11 @@ def import_case(case: Case):
     from dlpc.frontends.onnx import NeedsConstantInput, load_model
     from dlpc.reference.graph import input_names, main_func
 
-    graph_inputs = [vi.name for vi in case.model.graph.input
-                    if vi.name not in {i.name for i in case.model.graph.initializer}]
+    graph_inputs = [
+        vi.name
+        for vi in case.model.graph.input
+        if vi.name not in {i.name for i in case.model.graph.initializer}
+    ]
     feeds = dict(zip(graph_inputs, case.inputs))
     frozen: dict[str, np.ndarray] = {}
     while True:
@@ -218,7 +222,7 @@ def run_batch(cases: list[Case], backend: str = "c") -> dict[str, Result]:
     # merged builds pay off up to a dozen cases; beyond, the pipeline's cost on the big
     # module grows faster than the C compiler's start-up cost shrinks
     for i in range(0, len(ready), BATCH):
-        _run_merged(ready[i:i + BATCH], backend, results)
+        _run_merged(ready[i : i + BATCH], backend, results)
     return results
 
 
@@ -276,8 +280,10 @@ def run_all(backends: list[str]) -> dict[str, dict[str, Result]]:
 def table(results: dict[str, dict[str, Result]]) -> str:
     """Markdown: per operator, passed/run per backend; failures; unsupported operators."""
     backends = list(results)
-    lines = ["| operator | cases | run | " + " | ".join(f"{b} pass" for b in backends) + " |",
-             "|---|---:|---:|" + "---:|" * len(backends)]
+    lines = [
+        "| operator | cases | run | " + " | ".join(f"{b} pass" for b in backends) + " |",
+        "|---|---:|---:|" + "---:|" * len(backends),
+    ]
     totals = Counter()
     for op, cases in by_operator().items():
         run = [c for c in cases if runnable(c)]
@@ -291,8 +297,11 @@ def table(results: dict[str, dict[str, Result]]) -> str:
         totals["cases"] += len(cases)
         totals["run"] += len(run)
         lines.append(f"| {op} | {len(cases)} | {len(run)} | " + " | ".join(cells) + " |")
-    lines.append(f"| **all** | {totals['cases']} | {totals['run']} | "
-                 + " | ".join(f"**{totals[b]}/{totals['run']}**" for b in backends) + " |")
+    lines.append(
+        f"| **all** | {totals['cases']} | {totals['run']} | "
+        + " | ".join(f"**{totals[b]}/{totals['run']}**" for b in backends)
+        + " |"
+    )
     lines += ["", "## Failures, grouped by reason", ""]
     for b in backends:
         bad = {n: r for n, r in results[b].items() if r.status != "pass"}
@@ -307,11 +316,15 @@ def table(results: dict[str, dict[str, Result]]) -> str:
     for c in collect():
         for op in missing_ops(c):
             missing[op] += 1
-    lines += ["## Unsupported operators", "",
-              f"Cases with a node of these operators are not run ({len(missing)} operators, "
-              f"{sum(not runnable(c) for c in collect())} cases; in parentheses the cases "
-              f"that contain the operator): "
-              + ", ".join(f"{op} ({n})" for op, n in sorted(missing.items())), ""]
+    lines += [
+        "## Unsupported operators",
+        "",
+        f"Cases with a node of these operators are not run ({len(missing)} operators, "
+        f"{sum(not runnable(c) for c in collect())} cases; in parentheses the cases "
+        f"that contain the operator): "
+        + ", ".join(f"{op} ({n})" for op, n in sorted(missing.items())),
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -342,8 +355,9 @@ def main(argv=None) -> int:
     import onnx
 
     results = run_all(args.backends.split(","))
-    text = HEADER.format(version=onnx.__version__, opset=onnx.defs.onnx_opset_version(),
-                         rtol=RTOL, atol=ATOL) + table(results)
+    text = HEADER.format(
+        version=onnx.__version__, opset=onnx.defs.onnx_opset_version(), rtol=RTOL, atol=ATOL
+    ) + table(results)
     print(text)
     if args.write:
         with open(args.write, "w") as f:

@@ -46,8 +46,11 @@ def tune_model(path: Path, log: str, trials: int) -> None:
         if ev.trial < 0:
             continue
         state = f"{ev.time * 1e3:8.3f} ms" if ev.ok else f"failed: {(ev.error or '')[:50]}"
-        print(f"  tune {path.stem:12s} {ev.kernel:28s} {ev.trial:3d}/{trials} {state}",
-              file=sys.stderr, flush=True)
+        print(
+            f"  tune {path.stem:12s} {ev.kernel:28s} {ev.trial:3d}/{trials} {state}",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def main(argv=None) -> int:
@@ -86,14 +89,22 @@ def main(argv=None) -> int:
                 def make():
                     compiled = api.compile(model, target=target, opt_level=2, tuning_log=log)
                     return lambda xs: compiled.runner(xs)
+
                 return make
 
             def ort():
-                run = mb.ort_runner(model, inputs, Path(tmp), "torch" if mb.have("torch") else "graph")
+                run = mb.ort_runner(
+                    model, inputs, Path(tmp), "torch" if mb.have("torch") else "graph"
+                )
                 return run
 
-            makers = [dlpc("numpy"), dlpc("c"), dlpc("c", args.log if Path(args.log).exists() else None),
-                      ort, lambda: mb.torch_runner(model)[1]]
+            makers = [
+                dlpc("numpy"),
+                dlpc("c"),
+                dlpc("c", args.log if Path(args.log).exists() else None),
+                ort,
+                lambda: mb.torch_runner(model)[1],
+            ]
             row = []
             for make in makers:
                 try:

@@ -110,7 +110,9 @@ class SpaceAttr(EnumAttribute[Space]):
 
 
 _SPACE_NAMES = [s.value.upper() for s in Space]
-Direction = StrEnum("Direction", {f"{a}2{b}": f"{a}2{b}" for a in _SPACE_NAMES for b in _SPACE_NAMES})
+Direction = StrEnum(
+    "Direction", {f"{a}2{b}": f"{a}2{b}" for a in _SPACE_NAMES for b in _SPACE_NAMES}
+)
 
 
 @irdl_attr_definition
@@ -205,12 +207,20 @@ class KernelOp(NamedKernelSyntax, IRDLOperation):
 
     def verify_(self) -> None:
         if self.tasks is not None and self.num_tasks < 1:
-            raise VerifyException(f"kernel '{self.sym}' launches {self.num_tasks} tasks, expected >= 1")
+            raise VerifyException(
+                f"kernel '{self.sym}' launches {self.num_tasks} tasks, expected >= 1"
+            )
         for key in ("dma_align", "vector_align"):
             a = self.attributes.get(key)
             if a is not None:
-                if not isinstance(a, IntegerAttr) or a.value.data <= 0 or a.value.data & (a.value.data - 1):
-                    raise VerifyException(f"kernel '{self.sym}' has {key} {a}, expected a power of two")
+                if (
+                    not isinstance(a, IntegerAttr)
+                    or a.value.data <= 0
+                    or a.value.data & (a.value.data - 1)
+                ):
+                    raise VerifyException(
+                        f"kernel '{self.sym}' has {key} {a}, expected a power of two"
+                    )
 
 
 # --------------------------------------------------------------- ids and barriers
@@ -264,8 +274,14 @@ class SyncAllOp(IRDLOperation):
 # ------------------------------------------------------------------------ copies
 
 
-def _check_buffer(op: Operation, what: str, buf: SSAValue, offset: SSAValue,
-                  spaces: Sequence[str], align_key: str | None) -> str:
+def _check_buffer(
+    op: Operation,
+    what: str,
+    buf: SSAValue,
+    offset: SSAValue,
+    spaces: Sequence[str],
+    align_key: str | None,
+) -> str:
     """Check one `%buffer[%offset]` operand: memref, space in `spaces`, alignment of a
     constant offset (on-chip side only). Returns the space."""
     if not isinstance(buf.type, MemRefType):
@@ -273,7 +289,9 @@ def _check_buffer(op: Operation, what: str, buf: SSAValue, offset: SSAValue,
     space = space_of(buf.type)
     if space not in spaces:
         want = " or ".join(spaces)
-        raise VerifyException(f"{op.name} operand '{what}' must be in {want}, got {space} ({buf.type})")
+        raise VerifyException(
+            f"{op.name} operand '{what}' must be in {want}, got {space} ({buf.type})"
+        )
     off = constant_index(offset)
     if off is not None and off < 0:
         raise VerifyException(f"{op.name} operand '{what}' has negative offset {off}")
@@ -300,11 +318,18 @@ class _MemcpyBase(IRDLOperation):
         "attr-dict `:` type($dst) `,` type($src)"
     )
 
-    def __init__(self, dst: SSAValue, dst_offset: SSAValue, src: SSAValue, src_offset: SSAValue,
-                 count: SSAValue):
+    def __init__(
+        self,
+        dst: SSAValue,
+        dst_offset: SSAValue,
+        src: SSAValue,
+        src_offset: SSAValue,
+        count: SSAValue,
+    ):
         d = direction(space_of(src.type), space_of(dst.type))
-        super().__init__(operands=[dst, dst_offset, src, src_offset, count],
-                         properties={"direction": d})
+        super().__init__(
+            operands=[dst, dst_offset, src, src_offset, count], properties={"direction": d}
+        )
 
     def verify_(self) -> None:
         spaces = [s.value for s in Space]
@@ -328,7 +353,7 @@ class _MemcpyBase(IRDLOperation):
 class MemcpyOp(_MemcpyBase):
     """Copy `count` elements by DMA (BANG `__memcpy(dst, src, bytes, DIR)`).
 
-        dlp.memcpy GDRAM2NRAM %buf[%c0], %x[%off], %n : memref<256xf32, #dlp.space<nram>>, memref<64x64xf32>
+    dlp.memcpy GDRAM2NRAM %buf[%c0], %x[%off], %n : memref<256xf32, #dlp.space<nram>>, memref<64x64xf32>
     """
 
     name = "dlp.memcpy"
@@ -338,7 +363,7 @@ class MemcpyOp(_MemcpyBase):
 class MemcpyAsyncOp(_MemcpyBase):
     """Start a DMA copy and continue (BANG `__memcpy_async`); `dlp.wait_dma` waits for it.
 
-        dlp.memcpy_async GDRAM2NRAM %buf[%c256], %x[%off], %n : memref<512xf32, #dlp.space<nram>>, memref<64x64xf32>
+    dlp.memcpy_async GDRAM2NRAM %buf[%c256], %x[%off], %n : memref<512xf32, #dlp.space<nram>>, memref<64x64xf32>
     """
 
     name = "dlp.memcpy_async"
@@ -348,7 +373,7 @@ class MemcpyAsyncOp(_MemcpyBase):
 class WaitDmaOp(IRDLOperation):
     """Wait until this core's outstanding asynchronous copies are done (BANG `__sync_io`).
 
-        dlp.wait_dma
+    dlp.wait_dma
     """
 
     name = "dlp.wait_dma"
@@ -407,7 +432,7 @@ class _BinaryOp(_VectorOp):
 class AddOp(_BinaryOp):
     """`dst[i] = lhs[i] + rhs[i]`, i < count (BANG `__bang_add`).
 
-        dlp.add %d[%c0], %a[%c0], %b[%c0], %n : memref<64xf32, #dlp.space<nram>>, memref<64xf32, #dlp.space<nram>>, memref<64xf32, #dlp.space<nram>>
+    dlp.add %d[%c0], %a[%c0], %b[%c0], %n : memref<64xf32, #dlp.space<nram>>, memref<64xf32, #dlp.space<nram>>, memref<64xf32, #dlp.space<nram>>
     """
 
     name = "dlp.add"
@@ -469,7 +494,7 @@ class _ScalarOp(_VectorOp):
 class AddScalarOp(_ScalarOp):
     """`dst[i] = src[i] + scalar` (BANG `__bang_add_scalar`).
 
-        dlp.add_scalar %d[%c0], %a[%c0], %s, %n : memref<64xf32, #dlp.space<nram>>, memref<64xf32, #dlp.space<nram>>, f32
+    dlp.add_scalar %d[%c0], %a[%c0], %s, %n : memref<64xf32, #dlp.space<nram>>, memref<64xf32, #dlp.space<nram>>, f32
     """
 
     name = "dlp.add_scalar"
@@ -505,7 +530,9 @@ class _CycleOp(_VectorOp):
     )
 
     def __init__(self, dst, dst_offset, src, src_offset, seg, seg_offset, count, seg_count):
-        super().__init__(operands=[dst, dst_offset, src, src_offset, seg, seg_offset, count, seg_count])
+        super().__init__(
+            operands=[dst, dst_offset, src, src_offset, seg, seg_offset, count, seg_count]
+        )
 
     def verify_(self) -> None:
         super().verify_()
@@ -518,7 +545,7 @@ class _CycleOp(_VectorOp):
 class CycleAddOp(_CycleOp):
     """Broadcast add: `dst[i] = src[i] + seg[i % seg_count]` (BANG `__bang_cycle_add`).
 
-        dlp.cycle_add %d[%c0], %a[%c0], %b[%c0], %n, %m : memref<64xf32, #dlp.space<nram>>, memref<64xf32, #dlp.space<nram>>, memref<8xf32, #dlp.space<nram>>
+    dlp.cycle_add %d[%c0], %a[%c0], %b[%c0], %n, %m : memref<64xf32, #dlp.space<nram>>, memref<64xf32, #dlp.space<nram>>, memref<8xf32, #dlp.space<nram>>
     """
 
     name = "dlp.cycle_add"
@@ -558,7 +585,7 @@ class _UnaryOp(_VectorOp):
 class ReluOp(_UnaryOp):
     """`dst[i] = max(src[i], 0)` (BANG `__bang_active_relu`).
 
-        dlp.relu %d[%c0], %a[%c0], %n : memref<64xf32, #dlp.space<nram>>, memref<64xf32, #dlp.space<nram>>
+    dlp.relu %d[%c0], %a[%c0], %n : memref<64xf32, #dlp.space<nram>>, memref<64xf32, #dlp.space<nram>>
     """
 
     name = "dlp.relu"
@@ -620,7 +647,7 @@ class _RowsColsOp(_VectorOp):
 class ReduceSumOp(_RowsColsOp):
     """Row sums of a rows x cols matrix: `dst[r] = sum_c src[r*cols + c]` (BANG `__bang_reduce_sum`).
 
-        dlp.reduce_sum %d[%c0], %a[%c0], %rows, %cols : memref<8xf32, #dlp.space<nram>>, memref<64xf32, #dlp.space<nram>>
+    dlp.reduce_sum %d[%c0], %a[%c0], %rows, %cols : memref<8xf32, #dlp.space<nram>>, memref<64xf32, #dlp.space<nram>>
     """
 
     name = "dlp.reduce_sum"
@@ -668,15 +695,38 @@ class MatmulOp(_VectorOp):
         "$m `,` $k `,` $n attr-dict `:` type($dst) `,` type($lhs) `,` type($rhs)"
     )
 
-    def __init__(self, dst, dst_offset, lhs, lhs_offset, rhs, rhs_offset, m, k, n,
-                 transpose_rhs: bool = False):
+    def __init__(
+        self,
+        dst,
+        dst_offset,
+        lhs,
+        lhs_offset,
+        rhs,
+        rhs_offset,
+        m,
+        k,
+        n,
+        transpose_rhs: bool = False,
+    ):
         attrs = {"transpose_rhs": UnitAttr()} if transpose_rhs else {}
-        super().__init__(operands=[dst, dst_offset, lhs, lhs_offset, rhs, rhs_offset, m, k, n],
-                         attributes=attrs)
+        super().__init__(
+            operands=[dst, dst_offset, lhs, lhs_offset, rhs, rhs_offset, m, k, n], attributes=attrs
+        )
 
 
-CONV_PARAMS = ("channels_in", "height", "width", "kernel_h", "kernel_w", "stride_h", "stride_w",
-               "pad_top", "pad_left", "pad_bottom", "pad_right")
+CONV_PARAMS = (
+    "channels_in",
+    "height",
+    "width",
+    "kernel_h",
+    "kernel_w",
+    "stride_h",
+    "stride_w",
+    "pad_top",
+    "pad_left",
+    "pad_bottom",
+    "pad_right",
+)
 
 
 @irdl_op_definition
@@ -713,43 +763,77 @@ class Conv2dOp(_VectorOp):
         "$channels_out attr-dict `:` type($dst) `,` type($src) `,` type($weight)"
     )
 
-    def __init__(self, dst, dst_offset, src, src_offset, weight, weight_offset, channels_out, **params: int):
-        super().__init__(operands=[dst, dst_offset, src, src_offset, weight, weight_offset, channels_out],
-                         attributes={k: IntegerAttr(params[k], i64) for k in CONV_PARAMS})
+    def __init__(
+        self, dst, dst_offset, src, src_offset, weight, weight_offset, channels_out, **params: int
+    ):
+        super().__init__(
+            operands=[dst, dst_offset, src, src_offset, weight, weight_offset, channels_out],
+            attributes={k: IntegerAttr(params[k], i64) for k in CONV_PARAMS},
+        )
 
     def param(self, key: str) -> int:
         return getattr(self, key).value.data
 
     def out_hw(self) -> tuple[int, int]:
         p = self.param
-        return ((p("height") + p("pad_top") + p("pad_bottom") - p("kernel_h")) // p("stride_h") + 1,
-                (p("width") + p("pad_left") + p("pad_right") - p("kernel_w")) // p("stride_w") + 1)
+        return (
+            (p("height") + p("pad_top") + p("pad_bottom") - p("kernel_h")) // p("stride_h") + 1,
+            (p("width") + p("pad_left") + p("pad_right") - p("kernel_w")) // p("stride_w") + 1,
+        )
 
     def verify_(self) -> None:
         super().verify_()
         for key in CONV_PARAMS:
             low = 0 if key.startswith("pad") else 1
             if self.param(key) < low:
-                raise VerifyException(f"dlp.conv2d has {key} = {self.param(key)}, expected >= {low}")
+                raise VerifyException(
+                    f"dlp.conv2d has {key} = {self.param(key)}, expected >= {low}"
+                )
         oh, ow = self.out_hw()
         if oh < 1 or ow < 1:
             raise VerifyException("dlp.conv2d kernel is larger than the padded input")
         co = constant_index(self.channels_out)
-        checks = [("src", self.src, self.param("channels_in") * self.param("height") * self.param("width"))]
+        checks = [
+            (
+                "src",
+                self.src,
+                self.param("channels_in") * self.param("height") * self.param("width"),
+            )
+        ]
         if co is not None:
-            checks += [("dst", self.dst, co * oh * ow),
-                       ("weight", self.weight, co * self.param("channels_in") * self.param("kernel_h")
-                        * self.param("kernel_w"))]
+            checks += [
+                ("dst", self.dst, co * oh * ow),
+                (
+                    "weight",
+                    self.weight,
+                    co
+                    * self.param("channels_in")
+                    * self.param("kernel_h")
+                    * self.param("kernel_w"),
+                ),
+            ]
         for what, buf, need in checks:
             have = 1
             for d in buf.type.get_shape():
                 have *= d
             if have < need:
-                raise VerifyException(f"dlp.conv2d operand '{what}' holds {have} elements, needs {need}")
+                raise VerifyException(
+                    f"dlp.conv2d operand '{what}' holds {have} elements, needs {need}"
+                )
 
 
-POOL_PARAMS = ("height", "width", "kernel_h", "kernel_w", "stride_h", "stride_w", "pad_top", "pad_left",
-               "out_h", "out_w")
+POOL_PARAMS = (
+    "height",
+    "width",
+    "kernel_h",
+    "kernel_w",
+    "stride_h",
+    "stride_w",
+    "pad_top",
+    "pad_left",
+    "out_h",
+    "out_w",
+)
 
 
 @irdl_op_definition
@@ -788,9 +872,11 @@ class PoolOp(_VectorOp):
     )
 
     def __init__(self, mode: str, dst, dst_offset, src, src_offset, channels, **params: int):
-        super().__init__(operands=[dst, dst_offset, src, src_offset, channels],
-                         properties={"mode": StringAttr(mode)},
-                         attributes={k: IntegerAttr(params[k], i64) for k in POOL_PARAMS})
+        super().__init__(
+            operands=[dst, dst_offset, src, src_offset, channels],
+            properties={"mode": StringAttr(mode)},
+            attributes={k: IntegerAttr(params[k], i64) for k in POOL_PARAMS},
+        )
 
     def param(self, key: str) -> int:
         return getattr(self, key).value.data
@@ -806,29 +892,70 @@ class PoolOp(_VectorOp):
         p = self.param
         if p("pad_top") >= p("kernel_h") or p("pad_left") >= p("kernel_w"):
             raise VerifyException("dlp.pool padding must be smaller than the window")
-        for axis, o, s, _k, pad, n in (("rows", "out_h", "stride_h", "kernel_h", "pad_top", "height"),
-                                      ("columns", "out_w", "stride_w", "kernel_w", "pad_left", "width")):
+        for axis, o, s, _k, pad, n in (
+            ("rows", "out_h", "stride_h", "kernel_h", "pad_top", "height"),
+            ("columns", "out_w", "stride_w", "kernel_w", "pad_left", "width"),
+        ):
             if (p(o) - 1) * p(s) - p(pad) >= p(n):
-                raise VerifyException(f"dlp.pool last window of {axis} starts past the image ({o} = {p(o)})")
+                raise VerifyException(
+                    f"dlp.pool last window of {axis} starts past the image ({o} = {p(o)})"
+                )
         c = constant_index(self.channels)
         if c is None:
             return
-        for what, buf, need in (("src", self.src, c * p("height") * p("width")),
-                                ("dst", self.dst, c * p("out_h") * p("out_w"))):
+        for what, buf, need in (
+            ("src", self.src, c * p("height") * p("width")),
+            ("dst", self.dst, c * p("out_h") * p("out_w")),
+        ):
             have = 1
             for d in buf.type.get_shape():
                 have *= d
             if have < need:
-                raise VerifyException(f"dlp.pool operand '{what}' holds {have} elements, needs {need}")
+                raise VerifyException(
+                    f"dlp.pool operand '{what}' holds {have} elements, needs {need}"
+                )
 
 
-VECTOR_OPS = (AddOp, SubOp, MulOp, MaxOp, MinOp, DivOp, AddScalarOp, MulScalarOp, MaxScalarOp,
-              CycleAddOp, CycleSubOp, CycleMulOp, ReluOp, SigmoidOp, TanhOp, ExpOp, LogOp, SqrtOp,
-              ReduceSumOp, ReduceMaxOp, TransposeOp)
+VECTOR_OPS = (
+    AddOp,
+    SubOp,
+    MulOp,
+    MaxOp,
+    MinOp,
+    DivOp,
+    AddScalarOp,
+    MulScalarOp,
+    MaxScalarOp,
+    CycleAddOp,
+    CycleSubOp,
+    CycleMulOp,
+    ReluOp,
+    SigmoidOp,
+    TanhOp,
+    ExpOp,
+    LogOp,
+    SqrtOp,
+    ReduceSumOp,
+    ReduceMaxOp,
+    TransposeOp,
+)
 
 Dlp = Dialect(
     "dlp",
-    [KernelOp, TaskIdOp, ClusterIdOp, CoreIdOp, SyncClusterOp, SyncAllOp,
-     MemcpyOp, MemcpyAsyncOp, WaitDmaOp, *VECTOR_OPS, MatmulOp, Conv2dOp, PoolOp],
+    [
+        KernelOp,
+        TaskIdOp,
+        ClusterIdOp,
+        CoreIdOp,
+        SyncClusterOp,
+        SyncAllOp,
+        MemcpyOp,
+        MemcpyAsyncOp,
+        WaitDmaOp,
+        *VECTOR_OPS,
+        MatmulOp,
+        Conv2dOp,
+        PoolOp,
+    ],
     [SpaceAttr, DirectionAttr],
 )

@@ -427,7 +427,7 @@ ReluOp = _unary("ReluOp", "relu", "Elementwise max(x, 0).")
 GeluOp = _unary(
     "GeluOp",
     "gelu",
-    "Elementwise GELU; approximate = \"none\" (erf) or \"tanh\".",
+    'Elementwise GELU; approximate = "none" (erf) or "tanh".',
     {"approximate": ("str", "none")},
 )
 LeakyReluOp = _unary(
@@ -647,8 +647,9 @@ def _pads(values: Sequence[int]) -> tuple[int, int, int, int]:
     raise VerifyException(f"pads must have 1, 2 or 4 values, got {len(values)}")
 
 
-def window_out(size: int, k: int, stride: int, pad: int, dilation: int = 1,
-               ceil_mode: bool = False) -> int:
+def window_out(
+    size: int, k: int, stride: int, pad: int, dilation: int = 1, ceil_mode: bool = False
+) -> int:
     eff = dilation * (k - 1) + 1
     span = size + pad - eff
     if ceil_mode:
@@ -713,8 +714,7 @@ class WindowOp(GraphOp):
         ow = window_out(w, kw, sw, pl + pr, dw, ceil_mode)
         if oh < 1 or ow < 1:
             raise VerifyException(
-                f"{self.name} window {kh}x{kw} does not fit input {h}x{w} with the "
-                f"given padding"
+                f"{self.name} window {kh}x{kw} does not fit input {h}x{w} with the given padding"
             )
         return oh, ow
 
@@ -750,8 +750,7 @@ class Conv2DOp(WindowOp):
         o, cg, kh, kw = w
         if g < 1 or c % g or o % g:
             raise VerifyException(
-                f"graph.conv2d groups={g} must divide input channels {c} and output "
-                f"channels {o}"
+                f"graph.conv2d groups={g} must divide input channels {c} and output channels {o}"
             )
         if c != cg * g:
             raise VerifyException(
@@ -1165,12 +1164,11 @@ class FusedOp(IRDLOperation):
     output = result_def(TensorType)
     body = region_def("single_block")
     traits = traits_def(Pure(), IsolatedFromAbove())
-    assembly_format = (
-        "$kernel $inputs attr-dict `:` functional-type($inputs, $output) $body"
-    )
+    assembly_format = "$kernel $inputs attr-dict `:` functional-type($inputs, $output) $body"
 
-    def __init__(self, kernel: str, inputs: Sequence[SSAValue], result_type: Attribute,
-                 body: Region):
+    def __init__(
+        self, kernel: str, inputs: Sequence[SSAValue], result_type: Attribute, body: Region
+    ):
         super().__init__(
             operands=[inputs],
             result_types=[result_type],
@@ -1194,17 +1192,17 @@ class FusedOp(IRDLOperation):
         in_types = [v.type for v in self.inputs]
         if arg_types != in_types:
             raise VerifyException(
-                f"graph.fused \"{self.kernel_name}\" body arguments {arg_types} do not "
+                f'graph.fused "{self.kernel_name}" body arguments {arg_types} do not '
                 f"match operand types {in_types}"
             )
         term = block.last_op
         if not isinstance(term, YieldOp) or len(term.values) != 1:
             raise VerifyException(
-                f"graph.fused \"{self.kernel_name}\" body must end in graph.yield of one value"
+                f'graph.fused "{self.kernel_name}" body must end in graph.yield of one value'
             )
         if term.values[0].type != self.output.type:
             raise VerifyException(
-                f"graph.fused \"{self.kernel_name}\" yields {term.values[0].type} but "
+                f'graph.fused "{self.kernel_name}" yields {term.values[0].type} but '
                 f"the result type is {self.output.type}"
             )
 
@@ -1264,8 +1262,22 @@ GRAPH_OPS: list[type[IRDLOperation]] = [
     YieldOp,
 ]
 
-UNARY_OPS = [NegOp, AbsOp, ExpOp, LogOp, SqrtOp, RsqrtOp, TanhOp, SigmoidOp, ErfOp,
-             ReluOp, GeluOp, LeakyReluOp, ClipOp, CastOp]
+UNARY_OPS = [
+    NegOp,
+    AbsOp,
+    ExpOp,
+    LogOp,
+    SqrtOp,
+    RsqrtOp,
+    TanhOp,
+    SigmoidOp,
+    ErfOp,
+    ReluOp,
+    GeluOp,
+    LeakyReluOp,
+    ClipOp,
+    CastOp,
+]
 BINARY_OPS = [AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp, PowOp]
 
 Graph = Dialect("graph", GRAPH_OPS, [])

@@ -178,7 +178,6 @@ class KernelOp(NamedKernelSyntax, IRDLOperation):
                     raise VerifyException(f"kernel name '{self.sym}' is used twice")
 
 
-
 # --------------------------------------------------------------------------- for
 
 
@@ -311,8 +310,7 @@ class ForOp(IRDLOperation):
         for key in self.attributes:
             if key not in KNOWN_ANNOTATIONS and "." not in key:
                 raise VerifyException(
-                    f"{what} has unknown annotation '{key}' "
-                    f"(known: {', '.join(KNOWN_ANNOTATIONS)})"
+                    f"{what} has unknown annotation '{key}' (known: {', '.join(KNOWN_ANNOTATIONS)})"
                 )
         block = self.body.block
         if len(block.args) != 1 or not isinstance(block.args[0].type, IndexType):

@@ -120,7 +120,7 @@ def _yield_of(region: Region, op: Operation, what: str) -> YieldOp:
     block = region.block
     last = block.last_op
     if not isinstance(last, YieldOp):
-        raise VerifyException(f"{op.name} \"{_name_of(op)}\" {what} must end with te.yield")
+        raise VerifyException(f'{op.name} "{_name_of(op)}" {what} must end with te.yield')
     return last
 
 
@@ -132,7 +132,7 @@ def _name_of(op: Operation) -> str:
 def _check_static(op: _TensorExprOp) -> None:
     if not op.result_type.has_static_shape():
         raise VerifyException(
-            f"{op.name} \"{op.compute_name}\" result {op.result_type} must have a static shape"
+            f'{op.name} "{op.compute_name}" result {op.result_type} must have a static shape'
         )
 
 
@@ -140,7 +140,7 @@ def _check_index_args(op: Operation, block: Block, start: int = 0) -> None:
     for n, arg in enumerate(block.args[start:], start):
         if not isinstance(arg.type, IndexType):
             raise VerifyException(
-                f"{op.name} \"{_name_of(op)}\" block argument #{n} must be index, got {arg.type}"
+                f'{op.name} "{_name_of(op)}" block argument #{n} must be index, got {arg.type}'
             )
 
 
@@ -182,11 +182,11 @@ class _TensorExprOp(IRDLOperation):
 class ComputeOp(_TensorExprOp):
     """One tensor defined element by element: out[i] = body(i).
 
-        %y = te.compute "exp_0" (%i0) : tensor<8xf32> {
-          %v = te.read %x[%i0] : tensor<8xf32>
-          %e = math.exp %v : f32
-          te.yield %e : f32
-        }
+    %y = te.compute "exp_0" (%i0) : tensor<8xf32> {
+      %v = te.read %x[%i0] : tensor<8xf32>
+      %e = math.exp %v : f32
+      te.yield %e : f32
+    }
     """
 
     name = "te.compute"
@@ -231,9 +231,7 @@ class ComputeOp(_TensorExprOp):
         parser.parse_punctuation(":")
         ty = parser.parse_type()
         body = parser.parse_region(args)
-        op = cls.create(
-            properties={"name": StringAttr(name)}, result_types=[ty], regions=[body]
-        )
+        op = cls.create(properties={"name": StringAttr(name)}, result_types=[ty], regions=[body])
         _parse_extra_attrs(parser, op)
         return op
 
@@ -243,7 +241,7 @@ class ComputeOp(_TensorExprOp):
         rank = len(self.shape)
         if len(block.args) != rank:
             raise VerifyException(
-                f"te.compute \"{self.compute_name}\" has {len(block.args)} index arguments "
+                f'te.compute "{self.compute_name}" has {len(block.args)} index arguments '
                 f"but its result has rank {rank}"
             )
         _check_index_args(self, block)
@@ -254,10 +252,10 @@ class ComputeOp(_TensorExprOp):
 class ReduceOp(_TensorExprOp):
     """A reduction: out[i] = epilogue(combiner over r of body(i, r), i).
 
-        %s = te.reduce "sum_0" (%i0) reduce (%r0) over [16] combiner "add" init 0.000000e+00 : tensor<4xf32> {
-          %v = te.read %x[%i0, %r0] : tensor<4x16xf32>
-          te.yield %v : f32
-        }
+    %s = te.reduce "sum_0" (%i0) reduce (%r0) over [16] combiner "add" init 0.000000e+00 : tensor<4xf32> {
+      %v = te.read %x[%i0, %r0] : tensor<4x16xf32>
+      te.yield %v : f32
+    }
     """
 
     name = "te.reduce"
@@ -395,9 +393,7 @@ class ReduceOp(_TensorExprOp):
         body = parser.parse_region(out_args + red_args)
         epi = Region()
         if parser.parse_optional_keyword("epilogue") is not None:
-            eargs = parser.parse_comma_separated_list(
-                parser.Delimiter.PAREN, parser.parse_argument
-            )
+            eargs = parser.parse_comma_separated_list(parser.Delimiter.PAREN, parser.parse_argument)
             epi = parser.parse_region(eargs)
         op = cls.create(
             properties={
@@ -416,7 +412,7 @@ class ReduceOp(_TensorExprOp):
         _check_static(self)
         block = self.body.block
         rank, nred = len(self.shape), len(self.reduce_extents)
-        what = f"te.reduce \"{self.compute_name}\""
+        what = f'te.reduce "{self.compute_name}"'
         if len(block.args) != rank + nred:
             raise VerifyException(
                 f"{what} has {len(block.args)} block arguments but expects {rank} output "
@@ -424,7 +420,9 @@ class ReduceOp(_TensorExprOp):
             )
         _check_index_args(self, block)
         if any(e < 1 for e in self.reduce_extents):
-            raise VerifyException(f"{what} reduction extents {list(self.reduce_extents)} must be >= 1")
+            raise VerifyException(
+                f"{what} reduction extents {list(self.reduce_extents)} must be >= 1"
+            )
         if self.combiner_name not in COMBINERS:
             raise VerifyException(
                 f"{what} combiner '{self.combiner_name}' is not one of {', '.join(COMBINERS)}"
@@ -446,14 +444,15 @@ class ReduceOp(_TensorExprOp):
                 f"yields {self.acc_type}"
             )
         _check_index_args(self, self.epilogue.block, 1)
-        _check_yield(self, _yield_of(self.epilogue, self, "epilogue"), self.element_type,
-                     "epilogue")
+        _check_yield(
+            self, _yield_of(self.epilogue, self, "epilogue"), self.element_type, "epilogue"
+        )
 
 
 def _check_yield(op: _TensorExprOp, y: YieldOp, elt: Attribute, what: str) -> None:
     if y.value.type != elt:
         raise VerifyException(
-            f"{op.name} \"{op.compute_name}\" {what} yields {y.value.type} but the result "
+            f'{op.name} "{op.compute_name}" {what} yields {y.value.type} but the result '
             f"element type is {elt}"
         )
 
@@ -462,7 +461,7 @@ def _check_yield(op: _TensorExprOp, y: YieldOp, elt: Attribute, what: str) -> No
 class ReadOp(IRDLOperation):
     """One element of a tensor.
 
-        %v = te.read %x[%i0, %i1] : tensor<4x8xf32>
+    %v = te.read %x[%i0, %i1] : tensor<4x8xf32>
     """
 
     name = "te.read"
@@ -526,7 +525,7 @@ class ReadOp(IRDLOperation):
 class YieldOp(IRDLOperation):
     """The element a te.compute/te.reduce body (or epilogue) produces.
 
-        te.yield %v : f32
+    te.yield %v : f32
     """
 
     name = "te.yield"

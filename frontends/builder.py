@@ -93,9 +93,7 @@ def suggest(name: str, candidates: Sequence[str]) -> str:
 # ------------------------------------------------------------------ operator table
 
 OPS: dict[str, type[GraphOp]] = {
-    op.name.removeprefix("graph."): op
-    for op in graph.GRAPH_OPS
-    if issubclass(op, GraphOp)
+    op.name.removeprefix("graph."): op for op in graph.GRAPH_OPS if issubclass(op, GraphOp)
 }
 # sugar: name -> (op, fixed attributes)
 SUGAR: dict[str, tuple[str, dict[str, Any]]] = {
@@ -348,12 +346,13 @@ def resolve_weight(
     if isinstance(decl.init, Initializer):
         return decl.init.materialize(decl.shape, decl.dtype, decl.name)
     if isinstance(decl.init, np.ndarray):
-        return resolve_weight(ParamDecl(decl.name, decl.shape, decl.dtype, None),
-                              {decl.name: decl.init}, "the builder")
-    if given is None:
-        raise FrontendError(
-            f"parameter '{decl.name}' has no initializer and no weights were given"
+        return resolve_weight(
+            ParamDecl(decl.name, decl.shape, decl.dtype, None),
+            {decl.name: decl.init},
+            "the builder",
         )
+    if given is None:
+        raise FrontendError(f"parameter '{decl.name}' has no initializer and no weights were given")
     raise FrontendError(f"parameter '{decl.name}' is missing from {where} and has no initializer")
 
 
@@ -487,7 +486,8 @@ class GraphBuilder:
                 if not graph.is_float_type(elt) and v != int(v):
                     raise FrontendError(
                         f"{name} operand {i + 1}: {v} is not an integer but the tensor "
-                        f"operands are {elt}", i
+                        f"operands are {elt}",
+                        i,
                     )
                 values.append(self.constant(v, elt))
             else:
@@ -529,8 +529,9 @@ class GraphBuilder:
         self._module = module
         return module
 
-    def weights(self, given: Mapping[str, Any] | str | None = None,
-                where: str = "the weights") -> dict[str, np.ndarray]:
+    def weights(
+        self, given: Mapping[str, Any] | str | None = None, where: str = "the weights"
+    ) -> dict[str, np.ndarray]:
         """Every parameter's value: `given` first, then its initialiser."""
         source = None if given is None else load_weights(given)
         if isinstance(given, str):

@@ -63,8 +63,14 @@ from dlpc.model import Model
 
 MIN_OPSET = 13
 # ops whose value is not a function of their inputs: never folded at import time
-NONDETERMINISTIC = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike",
-                    "Multinomial", "Bernoulli"}
+NONDETERMINISTIC = {
+    "RandomNormal",
+    "RandomNormalLike",
+    "RandomUniform",
+    "RandomUniformLike",
+    "Multinomial",
+    "Bernoulli",
+}
 # float initializers/folded values up to this many elements become graph.constant
 SMALL_CONSTANT = 1
 
@@ -90,8 +96,14 @@ def _require_onnx():
 class Importer:
     """Builds `@main` from one ONNX GraphProto, node by node."""
 
-    def __init__(self, model, source: str, weights: dict | None, freeze: dict | None,
-                 input_shapes: dict | None):
+    def __init__(
+        self,
+        model,
+        source: str,
+        weights: dict | None,
+        freeze: dict | None,
+        input_shapes: dict | None,
+    ):
         self.model = model
         self.source = source
         self.user_weights = dict(weights or {})
@@ -284,8 +296,9 @@ class Importer:
             self.initializers.add(init.name)
             self.used_names.add(init.name)
         for init in g.sparse_initializer:
-            raise DlpcError(f"{self.source}: error: sparse initializer "
-                            f"'{init.values.name}' is not supported")
+            raise DlpcError(
+                f"{self.source}: error: sparse initializer '{init.values.name}' is not supported"
+            )
         arg_names = []
         for vi in g.input:
             if vi.name in self.env:
@@ -305,8 +318,10 @@ class Importer:
         for idx, node in enumerate(g.node):
             self.node, self.node_index = node, idx
             if node.domain not in ("", "ai.onnx"):
-                raise self.error(f"operator '{node.domain}.{node.op_type}' is not supported "
-                                 f"(only the default ONNX domain is)")
+                raise self.error(
+                    f"operator '{node.domain}.{node.op_type}' is not supported "
+                    f"(only the default ONNX domain is)"
+                )
             self._check_legacy_opset(node)
             for name in node.input:
                 if name and name not in self.env:
@@ -328,8 +343,7 @@ class Importer:
         results = []
         for vi in g.output:
             if vi.name not in self.env:
-                raise DlpcError(f"{self.source}: error: graph output '{vi.name}' is never "
-                                f"computed")
+                raise DlpcError(f"{self.source}: error: graph output '{vi.name}' is never computed")
             results.append(self.value(self.env[vi.name]))
         return self._module(arg_names, results)
 
@@ -339,9 +353,7 @@ class Importer:
         ftype = func.FunctionType.from_lists(
             [a.type for a in self.block.args], [r.type for r in results]
         )
-        arg_attrs = ArrayAttr(
-            [DictionaryAttr({"dlpc.name": StringAttr(n)}) for n in arg_names]
-        )
+        arg_attrs = ArrayAttr([DictionaryAttr({"dlpc.name": StringAttr(n)}) for n in arg_names])
         main = func.FuncOp("main", ftype, Region(self.block), arg_attrs=arg_attrs)
         module = ModuleOp([main])
         try:
@@ -387,8 +399,9 @@ class Importer:
             try:
                 arr = numpy_helper.to_array(init)
             except Exception as e:  # noqa: BLE001
-                raise DlpcError(f"{self.source}: error: cannot read initializer "
-                                f"'{init.name}': {e}") from None
+                raise DlpcError(
+                    f"{self.source}: error: cannot read initializer '{init.name}': {e}"
+                ) from None
         return np.ascontiguousarray(arr)
 
     def _input_type(self, vi) -> TensorType:
@@ -405,8 +418,10 @@ class Importer:
             shape = tuple(int(d) for d in self.input_shapes[vi.name])
         else:
             if not t.tensor_type.HasField("shape"):
-                raise DlpcError(f"{self.source}: error: graph input '{vi.name}' has no "
-                                f"shape; pass input_shapes={{'{vi.name}': ...}}")
+                raise DlpcError(
+                    f"{self.source}: error: graph input '{vi.name}' has no "
+                    f"shape; pass input_shapes={{'{vi.name}': ...}}"
+                )
             shape = []
             for d in t.tensor_type.shape.dim:
                 if not d.HasField("dim_value"):
@@ -419,8 +434,9 @@ class Importer:
                 shape.append(d.dim_value)
             shape = tuple(shape)
         if any(d < 0 for d in shape):
-            raise DlpcError(f"{self.source}: error: graph input '{vi.name}' has a negative "
-                            f"dim in {list(shape)}")
+            raise DlpcError(
+                f"{self.source}: error: graph input '{vi.name}' has a negative dim in {list(shape)}"
+            )
         return graph.tensor_type(shape, graph.NUMPY_TO_ELT[dt.name])
 
 
@@ -446,16 +462,26 @@ def _elt(arr: np.ndarray):
     return graph.NUMPY_TO_ELT[arr.dtype.name]
 
 
-def import_onnx(model, source: str = "<onnx>", weights: dict | None = None,
-                freeze_inputs: dict | None = None, input_shapes: dict | None = None):
+def import_onnx(
+    model,
+    source: str = "<onnx>",
+    weights: dict | None = None,
+    freeze_inputs: dict | None = None,
+    input_shapes: dict | None = None,
+):
     """ModelProto -> (graph-level ModuleOp, weights dict)."""
     imp = Importer(model, source, weights, freeze_inputs, input_shapes)
     module = imp.run()
     return module, imp.weights
 
 
-def load_model(path_or_model, weights: dict | None = None, *, freeze_inputs: dict | None = None,
-               input_shapes: dict | None = None):
+def load_model(
+    path_or_model,
+    weights: dict | None = None,
+    *,
+    freeze_inputs: dict | None = None,
+    input_shapes: dict | None = None,
+):
     """Load an ONNX model (a path or a `onnx.ModelProto`) into a `dlpc.model.Model`.
 
     `weights` overrides initializer values by name; `freeze_inputs` binds graph inputs to

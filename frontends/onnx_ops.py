@@ -44,9 +44,15 @@ def _norm_axis(imp: Importer, axis: int, rank: int, what: str = "axis") -> int:
 # ------------------------------------------------------------------- elementwise
 
 UNARY = {
-    "Relu": graph.ReluOp, "Sigmoid": graph.SigmoidOp, "Tanh": graph.TanhOp,
-    "Exp": graph.ExpOp, "Log": graph.LogOp, "Sqrt": graph.SqrtOp, "Erf": graph.ErfOp,
-    "Neg": graph.NegOp, "Abs": graph.AbsOp,
+    "Relu": graph.ReluOp,
+    "Sigmoid": graph.SigmoidOp,
+    "Tanh": graph.TanhOp,
+    "Exp": graph.ExpOp,
+    "Log": graph.LogOp,
+    "Sqrt": graph.SqrtOp,
+    "Erf": graph.ErfOp,
+    "Neg": graph.NegOp,
+    "Abs": graph.AbsOp,
 }
 
 
@@ -84,9 +90,12 @@ def prelu(imp: Importer):
 @handles("Elu", "Selu", "Celu")
 def elu(imp: Importer):
     op = imp.node.op_type
-    a = imp.attrs({"alpha": {"Elu": 1.0, "Selu": 1.67326319217681884765625,
-                             "Celu": 1.0}[op],
-                   **({"gamma": 1.05070102214813232421875} if op == "Selu" else {})})
+    a = imp.attrs(
+        {
+            "alpha": {"Elu": 1.0, "Selu": 1.67326319217681884765625, "Celu": 1.0}[op],
+            **({"gamma": 1.05070102214813232421875} if op == "Selu" else {}),
+        }
+    )
     x = imp.input(0)
     alpha = a["alpha"]
     # x > 0 ? x : alpha * (exp(x / alpha) - 1)    (Celu divides by alpha, Elu/Selu do not)
@@ -109,8 +118,9 @@ def hard_sigmoid(imp: Importer):
         a = {"alpha": 1.0 / 6.0, "beta": 0.5}
     x = imp.input(0)
     # max(0, min(1, alpha * x + beta)), times x for HardSwish
-    y = imp.emit(graph.AddOp, imp.emit(graph.MulOp, x, imp.scalar(a["alpha"], x)),
-                 imp.scalar(a["beta"], x))
+    y = imp.emit(
+        graph.AddOp, imp.emit(graph.MulOp, x, imp.scalar(a["alpha"], x)), imp.scalar(a["beta"], x)
+    )
     y = imp.emit(graph.ClipOp, y, min=0.0, max=1.0)
     if imp.node.op_type == "HardSwish":
         y = imp.emit(graph.MulOp, x, y)
@@ -122,8 +132,11 @@ def softplus(imp: Importer):
     imp.attrs({})
     x = imp.input(0)
     if imp.node.op_type == "Softplus":  # log(exp(x) + 1)
-        return [imp.emit(graph.LogOp, imp.emit(graph.AddOp, imp.emit(graph.ExpOp, x),
-                                               imp.scalar(1.0, x)))]
+        return [
+            imp.emit(
+                graph.LogOp, imp.emit(graph.AddOp, imp.emit(graph.ExpOp, x), imp.scalar(1.0, x))
+            )
+        ]
     den = imp.emit(graph.AddOp, imp.emit(graph.AbsOp, x), imp.scalar(1.0, x))  # x / (1 + |x|)
     return [imp.emit(graph.DivOp, x, den)]
 
@@ -137,16 +150,16 @@ def mish(imp: Importer):
         ax = x if a["alpha"] == 1.0 else imp.emit(graph.MulOp, x, imp.scalar(a["alpha"], x))
         return [imp.emit(graph.MulOp, x, imp.emit(graph.SigmoidOp, ax))]
     # x * tanh(log(1 + exp(x)))
-    sp = imp.emit(graph.LogOp, imp.emit(graph.AddOp, imp.emit(graph.ExpOp, x),
-                                        imp.scalar(1.0, x)))
+    sp = imp.emit(graph.LogOp, imp.emit(graph.AddOp, imp.emit(graph.ExpOp, x), imp.scalar(1.0, x)))
     return [imp.emit(graph.MulOp, x, imp.emit(graph.TanhOp, sp))]
 
 
 @handles("ThresholdedRelu", "Shrink", "Sign")
 def piecewise(imp: Importer):
     op = imp.node.op_type
-    a = imp.attrs({"ThresholdedRelu": {"alpha": 1.0}, "Shrink": {"bias": 0.0, "lambd": 0.5},
-                   "Sign": {}}[op])
+    a = imp.attrs(
+        {"ThresholdedRelu": {"alpha": 1.0}, "Shrink": {"bias": 0.0, "lambd": 0.5}, "Sign": {}}[op]
+    )
     x = imp.input(0)
     zero = imp.scalar(0, x)
 
@@ -163,10 +176,14 @@ def piecewise(imp: Importer):
         neg = imp.emit(graph.WhereOp, lt(0), imp.scalar(-1, x), zeros)
         return [imp.emit(graph.WhereOp, gt(0), imp.scalar(1, x), neg)]
     # x < -lambd ? x + bias : (x > lambd ? x - bias : 0)
-    hi = imp.emit(graph.WhereOp, gt(a["lambd"]),
-                  imp.emit(graph.SubOp, x, imp.scalar(a["bias"], x)), zeros)
-    return [imp.emit(graph.WhereOp, lt(-a["lambd"]),
-                     imp.emit(graph.AddOp, x, imp.scalar(a["bias"], x)), hi)]
+    hi = imp.emit(
+        graph.WhereOp, gt(a["lambd"]), imp.emit(graph.SubOp, x, imp.scalar(a["bias"], x)), zeros
+    )
+    return [
+        imp.emit(
+            graph.WhereOp, lt(-a["lambd"]), imp.emit(graph.AddOp, x, imp.scalar(a["bias"], x)), hi
+        )
+    ]
 
 
 @handles("IsNaN", "IsInf")
@@ -179,8 +196,11 @@ def is_special(imp: Importer):
     pos = imp.emit(graph.CompareOp, x, imp.scalar(np.inf, x), predicate="eq")
     neg = imp.emit(graph.CompareOp, x, imp.scalar(-np.inf, x), predicate="eq")
     if a["detect_positive"] and a["detect_negative"]:
-        return [imp.emit(graph.CompareOp, imp.emit(graph.AbsOp, x), imp.scalar(np.inf, x),
-                         predicate="eq")]
+        return [
+            imp.emit(
+                graph.CompareOp, imp.emit(graph.AbsOp, x), imp.scalar(np.inf, x), predicate="eq"
+            )
+        ]
     if a["detect_positive"]:
         return [pos]
     if a["detect_negative"]:
@@ -192,9 +212,14 @@ def is_special(imp: Importer):
 def clip(imp: Importer):
     imp.attrs({})
     lo, hi = imp.const(1, "min"), imp.const(2, "max")
-    return [imp.emit(graph.ClipOp, imp.value(0),
-                     min=None if lo is None else float(lo),
-                     max=None if hi is None else float(hi))]
+    return [
+        imp.emit(
+            graph.ClipOp,
+            imp.value(0),
+            min=None if lo is None else float(lo),
+            max=None if hi is None else float(hi),
+        )
+    ]
 
 
 @handles("Gelu")
@@ -204,8 +229,13 @@ def gelu(imp: Importer):
     return [imp.emit(graph.GeluOp, imp.value(0), approximate=a["approximate"])]
 
 
-BINARY = {"Add": graph.AddOp, "Sub": graph.SubOp, "Mul": graph.MulOp, "Div": graph.DivOp,
-          "Pow": graph.PowOp}
+BINARY = {
+    "Add": graph.AddOp,
+    "Sub": graph.SubOp,
+    "Mul": graph.MulOp,
+    "Div": graph.DivOp,
+    "Pow": graph.PowOp,
+}
 
 
 @handles(*BINARY)
@@ -239,8 +269,12 @@ def mod(imp: Importer):
     r_neg = imp.emit(graph.CompareOp, r, zero, predicate="lt")
     b_neg = imp.emit(graph.CompareOp, b, zero, predicate="lt")
     fix = imp.emit(graph.CompareOp, r_neg, b_neg, predicate="ne")
-    fix = imp.emit(graph.WhereOp, imp.emit(graph.CompareOp, r, zero, predicate="ne"), fix,
-                   Const(np.asarray(False)))
+    fix = imp.emit(
+        graph.WhereOp,
+        imp.emit(graph.CompareOp, r, zero, predicate="ne"),
+        fix,
+        Const(np.asarray(False)),
+    )
     return [imp.emit(graph.WhereOp, fix, imp.emit(graph.AddOp, r, b), r)]
 
 
@@ -261,15 +295,21 @@ def variadic(imp: Importer):
     return [y]
 
 
-COMPARE = {"Equal": "eq", "Less": "lt", "LessOrEqual": "le", "Greater": "gt",
-           "GreaterOrEqual": "ge"}
+COMPARE = {
+    "Equal": "eq",
+    "Less": "lt",
+    "LessOrEqual": "le",
+    "Greater": "gt",
+    "GreaterOrEqual": "ge",
+}
 
 
 @handles(*COMPARE)
 def compare(imp: Importer):
     imp.attrs({})
-    return [imp.emit(graph.CompareOp, imp.input(0), imp.input(1),
-                     predicate=COMPARE[imp.node.op_type])]
+    return [
+        imp.emit(graph.CompareOp, imp.input(0), imp.input(1), predicate=COMPARE[imp.node.op_type])
+    ]
 
 
 @handles("Not")
@@ -290,8 +330,11 @@ def logical(imp: Importer):
     out = graph.broadcast_shapes(imp.shape(a), imp.shape(b))
     b = imp.emit(graph.BroadcastOp, b, shape=out) if imp.shape(b) != out else b
     fixed = Const(np.full(out, op == "Or"))
-    return [imp.emit(graph.WhereOp, a, b, fixed) if op == "And"
-            else imp.emit(graph.WhereOp, a, fixed, b)]
+    return [
+        imp.emit(graph.WhereOp, a, b, fixed)
+        if op == "And"
+        else imp.emit(graph.WhereOp, a, fixed, b)
+    ]
 
 
 @handles("Where")
@@ -348,12 +391,15 @@ def gemm(imp: Importer):
     a = imp.attrs({"alpha": 1.0, "beta": 1.0, "transA": 0, "transB": 0})
     x, w, c = imp.input(0), imp.input(1), imp.input(2)
     n = imp.shape(w)[0 if a["transB"] else 1]
-    if (not a["transA"] and a["transB"] and a["alpha"] == 1.0
-            and (c is None or (a["beta"] == 1.0 and imp.shape(c) in ((n,), (1, n))))):
+    if (
+        not a["transA"]
+        and a["transB"]
+        and a["alpha"] == 1.0
+        and (c is None or (a["beta"] == 1.0 and imp.shape(c) in ((n,), (1, n))))
+    ):
         # y = x @ w^T + c: PyTorch's nn.Linear as exported
         return [imp.emit(graph.LinearOp, x, w, *([c] if c is not None else []))]
-    y = imp.emit(graph.MatMulOp, x, w, transpose_a=bool(a["transA"]),
-                 transpose_b=bool(a["transB"]))
+    y = imp.emit(graph.MatMulOp, x, w, transpose_a=bool(a["transA"]), transpose_b=bool(a["transB"]))
     if a["alpha"] != 1.0:
         y = imp.emit(graph.MulOp, y, imp.scalar(a["alpha"], y))
     if c is not None:
@@ -414,20 +460,38 @@ def _from_2d(imp: Importer, y: Value, one_d: bool) -> Value:
 
 @handles("Conv")
 def conv(imp: Importer):
-    a = imp.attrs({"auto_pad": "NOTSET", "dilations": None, "group": 1,
-                   "kernel_shape": None, "pads": None, "strides": None})
+    a = imp.attrs(
+        {
+            "auto_pad": "NOTSET",
+            "dilations": None,
+            "group": 1,
+            "kernel_shape": None,
+            "pads": None,
+            "strides": None,
+        }
+    )
     x, w, b = imp.input(0), imp.input(1), imp.input(2)
     kernel = imp.shape(w)[2:]
     if a["kernel_shape"] and tuple(a["kernel_shape"]) != kernel:
-        raise imp.error(f"attribute 'kernel_shape' = {list(a['kernel_shape'])} differs from "
-                        f"the weight's {list(kernel)}")
+        raise imp.error(
+            f"attribute 'kernel_shape' = {list(a['kernel_shape'])} differs from "
+            f"the weight's {list(kernel)}"
+        )
     x2, one_d = _to_2d(imp, x, "convolutions")
     strides, dil, pads = _window(imp, a, imp.shape(x)[2:], kernel)
     if one_d:
         w = imp.reshape(w, (*imp.shape(w)[:2], 1, kernel[0]))
         strides, dil = (1, strides[0]), (1, dil[0])
-    y = imp.emit(graph.Conv2DOp, x2, w, *([b] if b is not None else []),
-                 strides=strides, dilations=dil, pads=_pads_2d(pads, one_d), groups=a["group"])
+    y = imp.emit(
+        graph.Conv2DOp,
+        x2,
+        w,
+        *([b] if b is not None else []),
+        strides=strides,
+        dilations=dil,
+        pads=_pads_2d(pads, one_d),
+        groups=a["group"],
+    )
     return [_from_2d(imp, y, one_d)]
 
 
@@ -456,21 +520,31 @@ def conv_transpose(imp: Importer):
     zero-stuff x by the strides, pad it by dilation * (k - 1) - pads (+ output_padding at
     the end; negative amounts crop), and convolve with the flipped weight whose in/out
     channel roles are swapped per group. The weight must be an import-time value."""
-    a = imp.attrs({"auto_pad": "NOTSET", "dilations": None, "group": 1, "kernel_shape": None,
-                   "output_padding": None, "output_shape": None, "pads": None,
-                   "strides": None})
+    a = imp.attrs(
+        {
+            "auto_pad": "NOTSET",
+            "dilations": None,
+            "group": 1,
+            "kernel_shape": None,
+            "output_padding": None,
+            "output_shape": None,
+            "pads": None,
+            "strides": None,
+        }
+    )
     imp.require(a, "auto_pad", ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"))
     x, b = imp.input(0), imp.input(2)
     w = imp.const(1, "W")
     if a["kernel_shape"] and tuple(a["kernel_shape"]) != w.shape[2:]:
-        raise imp.error(f"attribute 'kernel_shape' = {list(a['kernel_shape'])} differs from "
-                        f"the weight's {list(w.shape[2:])}")
+        raise imp.error(
+            f"attribute 'kernel_shape' = {list(a['kernel_shape'])} differs from "
+            f"the weight's {list(w.shape[2:])}"
+        )
     if a["output_shape"] is not None or a["auto_pad"] in ("SAME_UPPER", "SAME_LOWER"):
         a["pads"] = _conv_transpose_pads(imp, a, imp.shape(x)[2:], w.shape[2:])
     one_d = w.ndim == 3
     if w.ndim not in (3, 4):
-        raise imp.error(f"only 1-D and 2-D convolutions are supported (weight has rank "
-                        f"{w.ndim})")
+        raise imp.error(f"only 1-D and 2-D convolutions are supported (weight has rank {w.ndim})")
     if one_d:
         x, w = imp.reshape(x, (*imp.shape(x)[:2], 1, imp.shape(x)[2])), w[:, :, None, :]
     r = 1 if one_d else 2
@@ -490,22 +564,30 @@ def conv_transpose(imp: Importer):
         y = imp.reshape(x, (n, c, h, 1, wd, 1))
         y = imp.emit(graph.PadOp, y, pads=(0, 0, 0, 0, 0, 0, 0, 0, 0, sh - 1, 0, sw - 1))
         y = imp.reshape(y, (n, c, h * sh, wd * sw))
-        x = imp.emit(graph.SliceOp, y, starts=(0, 0), ends=((h - 1) * sh + 1, (wd - 1) * sw + 1),
-                     axes=(2, 3))
+        x = imp.emit(
+            graph.SliceOp, y, starts=(0, 0), ends=((h - 1) * sh + 1, (wd - 1) * sw + 1), axes=(2, 3)
+        )
     lo = [dil[0] * (kh - 1) - pads[0], dil[1] * (kw - 1) - pads[1]]
     hi = [dil[0] * (kh - 1) - pads[2] + outpad[0], dil[1] * (kw - 1) - pads[3] + outpad[1]]
     if any(lo + hi):
         x = imp.emit(graph.PadOp, x, pads=(0, 0, lo[0], lo[1], 0, 0, hi[0], hi[1]))
-    y = imp.emit(graph.Conv2DOp, x, Const(wt), *([b] if b is not None else []), groups=g,
-                 dilations=dil)
+    y = imp.emit(
+        graph.Conv2DOp, x, Const(wt), *([b] if b is not None else []), groups=g, dilations=dil
+    )
     return [_from_2d(imp, y, one_d)]
 
 
 @handles("MaxPool", "AveragePool")
 def pool(imp: Importer):
     is_max = imp.node.op_type == "MaxPool"
-    spec = {"auto_pad": "NOTSET", "ceil_mode": 0, "dilations": None, "kernel_shape": None,
-            "pads": None, "strides": None}
+    spec = {
+        "auto_pad": "NOTSET",
+        "ceil_mode": 0,
+        "dilations": None,
+        "kernel_shape": None,
+        "pads": None,
+        "strides": None,
+    }
     spec.update({"storage_order": 0} if is_max else {"count_include_pad": 0})
     a = imp.attrs(spec)
     imp.no_extra_outputs(1)
@@ -519,13 +601,13 @@ def pool(imp: Importer):
         raise imp.error(f"attribute 'dilations' = {list(dil)} is not supported")
     if one_d:
         kernel, strides = (1, kernel[0]), (1, strides[0])
-    attrs = dict(kernel=kernel, strides=strides, pads=_pads_2d(pads, one_d),
-                 ceil_mode=bool(a["ceil_mode"]))
+    attrs = dict(
+        kernel=kernel, strides=strides, pads=_pads_2d(pads, one_d), ceil_mode=bool(a["ceil_mode"])
+    )
     if is_max:
         y = imp.emit(graph.MaxPool2DOp, x2, **attrs)
     else:
-        y = imp.emit(graph.AvgPool2DOp, x2, count_include_pad=bool(a["count_include_pad"]),
-                     **attrs)
+        y = imp.emit(graph.AvgPool2DOp, x2, count_include_pad=bool(a["count_include_pad"]), **attrs)
     return [_from_2d(imp, y, one_d)]
 
 
@@ -589,8 +671,11 @@ def instance_norm(imp: Importer):
     x, scale, bias = imp.input(0), imp.input(1), imp.input(2)
     rank = len(imp.shape(x))
     _, d, var = _moments(imp, x, tuple(range(2, rank)))
-    y = imp.emit(graph.MulOp, d, imp.emit(graph.RsqrtOp, imp.emit(
-        graph.AddOp, var, imp.scalar(a["epsilon"], x))))
+    y = imp.emit(
+        graph.MulOp,
+        d,
+        imp.emit(graph.RsqrtOp, imp.emit(graph.AddOp, var, imp.scalar(a["epsilon"], x))),
+    )
     y = imp.emit(graph.MulOp, y, _channel(imp, scale, rank))
     return [imp.emit(graph.AddOp, y, _channel(imp, bias, rank))]
 
@@ -606,8 +691,11 @@ def group_norm(imp: Importer):
         raise imp.error(f"attribute 'num_groups' = {g} must divide {s[1]} channels")
     grouped = imp.reshape(x, (s[0], g, math.prod(s[1:]) // g))
     _, d, var = _moments(imp, grouped, (2,))
-    y = imp.emit(graph.MulOp, d, imp.emit(graph.RsqrtOp, imp.emit(
-        graph.AddOp, var, imp.scalar(a["epsilon"], x))))
+    y = imp.emit(
+        graph.MulOp,
+        d,
+        imp.emit(graph.RsqrtOp, imp.emit(graph.AddOp, var, imp.scalar(a["epsilon"], x))),
+    )
     y = imp.reshape(y, s)
     y = imp.emit(graph.MulOp, y, _channel(imp, scale, len(s)))
     return [imp.emit(graph.AddOp, y, _channel(imp, bias, len(s)))]
@@ -634,8 +722,10 @@ def lp_norm(imp: Importer):
     if a["p"] == 1:
         norm = imp.emit(graph.ReduceSumOp, imp.emit(graph.AbsOp, x), axes=ax, keepdims=True)
     else:
-        norm = imp.emit(graph.SqrtOp, imp.emit(graph.ReduceSumOp, imp.emit(graph.MulOp, x, x),
-                                               axes=ax, keepdims=True))
+        norm = imp.emit(
+            graph.SqrtOp,
+            imp.emit(graph.ReduceSumOp, imp.emit(graph.MulOp, x, x), axes=ax, keepdims=True),
+        )
     # a zero norm gives 0, as in onnx's reference
     zero = imp.emit(graph.CompareOp, norm, imp.scalar(0, x), predicate="eq")
     zeros = Const(np.zeros(imp.shape(x), dtype=imp.dtype(x)))
@@ -651,11 +741,18 @@ def softmax(imp: Importer):
 
 # ---------------------------------------------------------------------- reductions
 
-REDUCE = {"ReduceSum": graph.ReduceSumOp, "ReduceMean": graph.ReduceMeanOp,
-          "ReduceMax": graph.ReduceMaxOp, "ReduceMin": graph.ReduceMinOp,
-          "ReduceProd": graph.ReduceProdOp, "ReduceSumSquare": graph.ReduceSumOp,
-          "ReduceL1": graph.ReduceSumOp, "ReduceL2": graph.ReduceSumOp,
-          "ReduceLogSum": graph.ReduceSumOp, "ReduceLogSumExp": graph.ReduceSumOp}
+REDUCE = {
+    "ReduceSum": graph.ReduceSumOp,
+    "ReduceMean": graph.ReduceMeanOp,
+    "ReduceMax": graph.ReduceMaxOp,
+    "ReduceMin": graph.ReduceMinOp,
+    "ReduceProd": graph.ReduceProdOp,
+    "ReduceSumSquare": graph.ReduceSumOp,
+    "ReduceL1": graph.ReduceSumOp,
+    "ReduceL2": graph.ReduceSumOp,
+    "ReduceLogSum": graph.ReduceSumOp,
+    "ReduceLogSumExp": graph.ReduceSumOp,
+}
 
 
 @handles(*REDUCE)
@@ -692,8 +789,10 @@ def reduce(imp: Importer):
 def _resolve_shape(imp: Importer, in_shape, target, allowzero: bool) -> tuple[int, ...]:
     target = [int(d) for d in target]
     if allowzero and 0 in target:
-        raise imp.error("attribute 'allowzero' = 1 with a 0 dim gives an empty tensor, "
-                        "which dlpc does not support")
+        raise imp.error(
+            "attribute 'allowzero' = 1 with a 0 dim gives an empty tensor, "
+            "which dlpc does not support"
+        )
     for i, d in enumerate(target):
         if d == 0:
             target[i] = in_shape[i]
@@ -712,8 +811,9 @@ def _resolve_shape(imp: Importer, in_shape, target, allowzero: bool) -> tuple[in
 def reshape(imp: Importer):
     a = imp.attrs({"allowzero": 0})
     x = imp.input(0)
-    shape = _resolve_shape(imp, imp.shape(x), imp.const(1, "shape").reshape(-1),
-                           bool(a["allowzero"]))
+    shape = _resolve_shape(
+        imp, imp.shape(x), imp.const(1, "shape").reshape(-1), bool(a["allowzero"])
+    )
     return [imp.reshape(x, shape)]
 
 
@@ -803,8 +903,7 @@ def split(imp: Importer):
         chunk = -(-s[axis] // n)
         sizes = [min(chunk, s[axis] - i * chunk) for i in range(n)]
     if sum(sizes) != s[axis] or any(v < 0 for v in sizes):
-        raise imp.error(f"split sizes {list(sizes)} do not partition axis {axis} of size "
-                        f"{s[axis]}")
+        raise imp.error(f"split sizes {list(sizes)} do not partition axis {axis} of size {s[axis]}")
     outs, start = [], 0
     for size in sizes:
         outs.append(_slice(imp, x, axis, start, start + size))
@@ -895,9 +994,12 @@ def _nearest_source(a: dict, size: int, out: int, scale: float) -> np.ndarray:
         v = (x + 0.5) / scale
     else:  # half_pixel, pytorch_half_pixel
         v = (x + 0.5) / scale - 0.5 if out > 1 or mode == "half_pixel" else 0 * x
-    rounding = {"round_prefer_floor": lambda t: np.ceil(t - 0.5),
-                "round_prefer_ceil": lambda t: np.floor(t + 0.5),
-                "floor": np.floor, "ceil": np.ceil}[a["nearest_mode"]]
+    rounding = {
+        "round_prefer_floor": lambda t: np.ceil(t - 0.5),
+        "round_prefer_ceil": lambda t: np.floor(t + 0.5),
+        "floor": np.floor,
+        "ceil": np.ceil,
+    }[a["nearest_mode"]]
     return np.clip(rounding(v), 0, size - 1).astype(np.int64)
 
 
@@ -905,14 +1007,25 @@ def _nearest_source(a: dict, size: int, out: int, scale: float) -> np.ndarray:
 def resize(imp: Importer):
     """Nearest upsampling by whole factors (nn.Upsample(scale_factor=k) as exported):
     out[..., i, j] = x[..., i // k, j // l], a reshape, a broadcast and a reshape."""
-    a = imp.attrs({"mode": "nearest", "coordinate_transformation_mode": "half_pixel",
-                   "nearest_mode": "round_prefer_floor", "cubic_coeff_a": -0.75,
-                   "exclude_outside": 0, "extrapolation_value": 0.0, "antialias": 0,
-                   "keep_aspect_ratio_policy": "stretch", "axes": None})
+    a = imp.attrs(
+        {
+            "mode": "nearest",
+            "coordinate_transformation_mode": "half_pixel",
+            "nearest_mode": "round_prefer_floor",
+            "cubic_coeff_a": -0.75,
+            "exclude_outside": 0,
+            "extrapolation_value": 0.0,
+            "antialias": 0,
+            "keep_aspect_ratio_policy": "stretch",
+            "axes": None,
+        }
+    )
     imp.require(a, "mode", ("nearest",))
-    imp.require(a, "coordinate_transformation_mode",
-                ("half_pixel", "pytorch_half_pixel", "asymmetric", "align_corners",
-                 "tf_half_pixel_for_nn"))
+    imp.require(
+        a,
+        "coordinate_transformation_mode",
+        ("half_pixel", "pytorch_half_pixel", "asymmetric", "align_corners", "tf_half_pixel_for_nn"),
+    )
     imp.require(a, "nearest_mode", ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil"))
     imp.require(a, "keep_aspect_ratio_policy", ("stretch",))
     x = imp.input(0)
@@ -935,8 +1048,10 @@ def resize(imp: Importer):
         src = _nearest_source(a, size, o, full_scale[ax])
         k = o // size if o % size == 0 else 0
         if k < 1 or not np.array_equal(src, np.arange(o) // k):
-            raise imp.error(f"Resize from {list(shape)} to {out} is not a nearest upsampling "
-                            f"by whole factors, the only Resize dlpc supports")
+            raise imp.error(
+                f"Resize from {list(shape)} to {out} is not a nearest upsampling "
+                f"by whole factors, the only Resize dlpc supports"
+            )
         factors.append(k)
     if all(f == 1 for f in factors):
         return [x]
@@ -953,8 +1068,11 @@ def trilu(imp: Importer):
     k = imp.const(1, "k")
     k = 0 if k is None else int(k.reshape(-1)[0])
     rows, cols = imp.shape(x)[-2:]
-    mask = np.triu(np.ones((rows, cols), bool), k) if a["upper"] else \
-        np.tril(np.ones((rows, cols), bool), k)
+    mask = (
+        np.triu(np.ones((rows, cols), bool), k)
+        if a["upper"]
+        else np.tril(np.ones((rows, cols), bool), k)
+    )
     zeros = Const(np.zeros(imp.shape(x), dtype=imp.dtype(x)))
     return [imp.emit(graph.WhereOp, Const(mask), x, zeros)]
 
@@ -1007,8 +1125,7 @@ def _pad_piece(imp: Importer, x: Value, ax: int, n: int, k: int, mode: str, fron
     def cut(start: int, stop: int, step: int = 1) -> Value:
         if stop < 0:  # (a negative end would count from the back: "before index 0" is -n-1)
             stop = -n - 1
-        return imp.emit(graph.SliceOp, x, starts=(start,), ends=(stop,), axes=(ax,),
-                        steps=(step,))
+        return imp.emit(graph.SliceOp, x, starts=(start,), ends=(stop,), axes=(ax,), steps=(step,))
 
     if mode == "reflect":  # x[k], ..., x[1]  or  x[n-2], ..., x[n-1-k]
         return cut(k, 0, -1) if front else cut(n - 2, n - 2 - k, -1)
@@ -1031,7 +1148,7 @@ def _pad_piece(imp: Importer, x: Value, ax: int, n: int, k: int, mode: str, fron
 def shape(imp: Importer):
     a = imp.attrs({"start": 0, "end": None})
     s = imp.shape(imp.input(0))
-    return [Const(np.asarray(s[a["start"]:a["end"]], dtype=np.int64))]
+    return [Const(np.asarray(s[a["start"] : a["end"]], dtype=np.int64))]
 
 
 @handles("Size")

@@ -50,12 +50,27 @@ FOLD_PARAMS = "fold-params"
 GRAPH_PASSES_BY_LEVEL: dict[int, tuple[str, ...]] = {
     0: ("graph-infer-shapes",),
     1: ("graph-infer-shapes", "graph-simplify", "graph-fold-constants", FOLD_PARAMS),
-    2: ("graph-infer-shapes", "graph-simplify", "graph-substitute", "graph-fold-constants",
-        FOLD_PARAMS, "graph-fuse", FOLD_PARAMS),
+    2: (
+        "graph-infer-shapes",
+        "graph-simplify",
+        "graph-substitute",
+        "graph-fold-constants",
+        FOLD_PARAMS,
+        "graph-fuse",
+        FOLD_PARAMS,
+    ),
     # NHWC before fusion; exact, but not in -O2: slower than NCHW on resnet/mobilenet
     # with the default schedules (figures: docs/graph-passes.md, bench/layout.py)
-    3: ("graph-infer-shapes", "graph-simplify", "graph-substitute", "graph-fold-constants",
-        FOLD_PARAMS, "graph-layout", "graph-fuse", FOLD_PARAMS),
+    3: (
+        "graph-infer-shapes",
+        "graph-simplify",
+        "graph-substitute",
+        "graph-fold-constants",
+        FOLD_PARAMS,
+        "graph-layout",
+        "graph-fuse",
+        FOLD_PARAMS,
+    ),
 }
 
 
@@ -70,8 +85,9 @@ class PipelineOptions:
 
     def __post_init__(self):
         if self.opt_level not in GRAPH_PASSES_BY_LEVEL:
-            raise DlpcError(f"error: unknown optimisation level -O{self.opt_level} "
-                            f"(expected -O0 to -O3)")
+            raise DlpcError(
+                f"error: unknown optimisation level -O{self.opt_level} (expected -O0 to -O3)"
+            )
 
 
 # ----------------------------------------------------------------- IR plumbing
@@ -137,9 +153,13 @@ def fold_weights(module: ModuleOp, weights: dict[str, np.ndarray]) -> None:
 # ------------------------------------------------------------------- pipeline
 
 
-def lower(module: ModuleOp, stop_at: str = "loop", options: PipelineOptions | None = None,
-          on_stage: Callable[[str, ModuleOp], None] = lambda stage, module: None,
-          weights: dict[str, np.ndarray] | None = None) -> ModuleOp:
+def lower(
+    module: ModuleOp,
+    stop_at: str = "loop",
+    options: PipelineOptions | None = None,
+    on_stage: Callable[[str, ModuleOp], None] = lambda stage, module: None,
+    weights: dict[str, np.ndarray] | None = None,
+) -> ModuleOp:
     """Lower graph IR in place down to `stop_at` ("graph", "te" or "loop").
 
     `on_stage(stage, module)` sees the module as it enters and after each stage.
@@ -152,38 +172,39 @@ def lower(module: ModuleOp, stop_at: str = "loop", options: PipelineOptions | No
     on_stage("input", module)
     for name in GRAPH_PASSES_BY_LEVEL[options.opt_level]:
         if name != FOLD_PARAMS:
-            run(name, module, options)       # shapes first, then -O graph rewrites
+            run(name, module, options)  # shapes first, then -O graph rewrites
         elif weights is not None:
-            fold_weights(module, weights)    # evaluate what only depends on weights
+            fold_weights(module, weights)  # evaluate what only depends on weights
     on_stage("graph", module)
     if stop_at == "graph":
         return module
-    run("graph-to-te", module, options)      # DL ops -> compute definitions
+    run("graph-to-te", module, options)  # DL ops -> compute definitions
     on_stage("te", module)
     if stop_at == "te":
         return module
-    run("te-to-loop", module, options)       # computes -> loop nests over buffers
-    if options.tuning_log:                   # tuned schedules where logged, defaults elsewhere
+    run("te-to-loop", module, options)  # computes -> loop nests over buffers
+    if options.tuning_log:  # tuned schedules where logged, defaults elsewhere
         run("loop-apply-tuning-log", module, options, log=options.tuning_log)
     elif options.schedule and options.opt_level >= 1:
         run("loop-default-schedule", module, options)  # a heuristic schedule per kernel
     on_stage("loop", module)
     if stop_at == "loop":
         return module
-    run("loop-to-dlp", module, options)      # scratchpad tiles, DMA, intrinsics, cores
+    run("loop-to-dlp", module, options)  # scratchpad tiles, DMA, intrinsics, cores
     on_stage("dlp", module)
     return module
 
 
 def emit(module: ModuleOp, target: str) -> str:
     """Source code for `target` from a module already lowered to `EMITTERS[target]`."""
-    emitters = {"numpy": ("dlpc.backends.numpy", "emit_numpy"),
-                "c": ("dlpc.backends.c", "emit_c"),
-                "opencl": ("dlpc.backends.opencl", "emit_opencl"),
-                "dlp-c": ("dlpc.backends.dlp_c", "emit_dlp_c")}
+    emitters = {
+        "numpy": ("dlpc.backends.numpy", "emit_numpy"),
+        "c": ("dlpc.backends.c", "emit_c"),
+        "opencl": ("dlpc.backends.opencl", "emit_opencl"),
+        "dlp-c": ("dlpc.backends.dlp_c", "emit_dlp_c"),
+    }
     if target not in emitters:
-        raise DlpcError(f"error: unsupported target '{target}' (expected "
-                        f"{', '.join(emitters)})")
+        raise DlpcError(f"error: unsupported target '{target}' (expected {', '.join(emitters)})")
     module_name, fn_name = emitters[target]
     try:
         fn = getattr(importlib.import_module(module_name), fn_name)
@@ -198,9 +219,13 @@ def schedules_for(target: str) -> bool:
     return target in ("c", "loop")
 
 
-def compile_to(module: ModuleOp, emit_kind: str, options: PipelineOptions | None = None,
-               on_stage: Callable[[str, ModuleOp], None] = lambda stage, module: None,
-               weights: dict[str, np.ndarray] | None = None) -> str:
+def compile_to(
+    module: ModuleOp,
+    emit_kind: str,
+    options: PipelineOptions | None = None,
+    on_stage: Callable[[str, ModuleOp], None] = lambda stage, module: None,
+    weights: dict[str, np.ndarray] | None = None,
+) -> str:
     """Text for `dlpc --emit=`: IR of a stage, or source code of a target."""
     if emit_kind in STAGES:
         return str(lower(module, emit_kind, options, on_stage, weights)) + "\n"

@@ -138,8 +138,14 @@ def where(cond, a, b):
 
 
 def compare(a, b, predicate):
-    fns = {"eq": np.equal, "ne": np.not_equal, "lt": np.less,
-           "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal}
+    fns = {
+        "eq": np.equal,
+        "ne": np.not_equal,
+        "lt": np.less,
+        "le": np.less_equal,
+        "gt": np.greater,
+        "ge": np.greater_equal,
+    }
     return fns[predicate](a, b)
 
 
@@ -165,7 +171,11 @@ def _windows(x, kh, kw, strides, dilations, out_hw):
     for i in range(kh):
         for j in range(kw):
             top, left = i * dh, j * dw
-            yield i, j, x[:, :, top:top + sh * (oh - 1) + 1:sh, left:left + sw * (ow - 1) + 1:sw]
+            yield (
+                i,
+                j,
+                x[:, :, top : top + sh * (oh - 1) + 1 : sh, left : left + sw * (ow - 1) + 1 : sw],
+            )
 
 
 def _pad_hw(x, pads, value, out_hw=None, kernel=(1, 1), strides=(1, 1), dilations=(1, 1)):
@@ -196,8 +206,9 @@ def _channels_last(y):
 
 def conv2d(x, w, b=None, *, strides, pads, dilations, groups, layout="nchw"):
     if layout == "nhwc":  # NHWC input and result, OIHW weight
-        y = conv2d(_channels_first(x), w, b, strides=strides, pads=pads,
-                   dilations=dilations, groups=groups)
+        y = conv2d(
+            _channels_first(x), w, b, strides=strides, pads=pads, dilations=dilations, groups=groups
+        )
         return _channels_last(y)
     n, c = x.shape[:2]
     o, cg, kh, kw = w.shape
@@ -218,8 +229,16 @@ def conv2d(x, w, b=None, *, strides, pads, dilations, groups, layout="nchw"):
 
 def max_pool2d(x, *, kernel, strides, pads, ceil_mode, out_hw, layout="nchw"):
     if layout == "nhwc":
-        return _channels_last(max_pool2d(_channels_first(x), kernel=kernel, strides=strides,
-                                         pads=pads, ceil_mode=ceil_mode, out_hw=out_hw))
+        return _channels_last(
+            max_pool2d(
+                _channels_first(x),
+                kernel=kernel,
+                strides=strides,
+                pads=pads,
+                ceil_mode=ceil_mode,
+                out_hw=out_hw,
+            )
+        )
     # padding is -inf so it never wins the max
     xp = _pad_hw(x, pads, -np.inf, out_hw, kernel, strides)
     y = np.full(x.shape[:2] + tuple(out_hw), -np.inf, dtype=x.dtype)
@@ -228,11 +247,17 @@ def max_pool2d(x, *, kernel, strides, pads, ceil_mode, out_hw, layout="nchw"):
     return y
 
 
-def avg_pool2d(x, *, kernel, strides, pads, ceil_mode, count_include_pad, out_hw,
-               layout="nchw"):
+def avg_pool2d(x, *, kernel, strides, pads, ceil_mode, count_include_pad, out_hw, layout="nchw"):
     if layout == "nhwc":
-        y = avg_pool2d(_channels_first(x), kernel=kernel, strides=strides, pads=pads,
-                       ceil_mode=ceil_mode, count_include_pad=count_include_pad, out_hw=out_hw)
+        y = avg_pool2d(
+            _channels_first(x),
+            kernel=kernel,
+            strides=strides,
+            pads=pads,
+            ceil_mode=ceil_mode,
+            count_include_pad=count_include_pad,
+            out_hw=out_hw,
+        )
         return _channels_last(y)
     xp = _pad_hw(x, pads, 0, out_hw, kernel, strides)
     # divisor: window cells inside the input (or inside input + explicit pads)
@@ -243,8 +268,10 @@ def avg_pool2d(x, *, kernel, strides, pads, ceil_mode, count_include_pad, out_hw
         mask = _pad_hw(ones, pads, 0, out_hw, kernel, strides)
     total = np.zeros(x.shape[:2] + tuple(out_hw), dtype=x.dtype)
     count = np.zeros((1, 1) + tuple(out_hw), dtype=x.dtype)
-    windows = zip(_windows(xp, kernel[0], kernel[1], strides, (1, 1), out_hw),
-                  _windows(mask, kernel[0], kernel[1], strides, (1, 1), out_hw))
+    windows = zip(
+        _windows(xp, kernel[0], kernel[1], strides, (1, 1), out_hw),
+        _windows(mask, kernel[0], kernel[1], strides, (1, 1), out_hw),
+    )
     for (_, _, view), (_, _, m) in windows:
         total += view
         count += m
@@ -341,8 +368,11 @@ def pad(x, pads, value):
     rank = x.ndim
     begin, end = pads[:rank], pads[rank:]
     # negative pads crop, positive pads add `value`
-    x = x[tuple(slice(max(-b, 0), x.shape[i] - max(-e, 0)) for i, (b, e) in
-                enumerate(zip(begin, end)))]
+    x = x[
+        tuple(
+            slice(max(-b, 0), x.shape[i] - max(-e, 0)) for i, (b, e) in enumerate(zip(begin, end))
+        )
+    ]
     width = [(max(b, 0), max(e, 0)) for b, e in zip(begin, end)]
     return np.pad(x, width, mode="constant", constant_values=value)
 
@@ -356,22 +386,51 @@ def gather(data, indices, axis):
 
 
 KERNELS: dict[str, Callable] = {
-    "graph.neg": neg, "graph.abs": absolute, "graph.exp": exp, "graph.log": log,
-    "graph.sqrt": sqrt, "graph.rsqrt": rsqrt, "graph.tanh": tanh,
-    "graph.sigmoid": sigmoid, "graph.erf": erf, "graph.relu": relu, "graph.gelu": gelu,
-    "graph.leaky_relu": leaky_relu, "graph.clip": clip, "graph.cast": cast,
-    "graph.add": add, "graph.sub": sub, "graph.mul": mul, "graph.div": div,
-    "graph.max": maximum, "graph.min": minimum, "graph.pow": power,
-    "graph.prelu": prelu, "graph.where": where, "graph.compare": compare,
-    "graph.matmul": matmul, "graph.linear": linear, "graph.conv2d": conv2d,
-    "graph.max_pool2d": max_pool2d, "graph.avg_pool2d": avg_pool2d,
-    "graph.global_avg_pool": global_avg_pool, "graph.batch_norm": batch_norm,
-    "graph.layer_norm": layer_norm, "graph.softmax": softmax,
-    "graph.log_softmax": log_softmax, "graph.reduce_sum": reduce_sum,
-    "graph.reduce_mean": reduce_mean, "graph.reduce_max": reduce_max,
-    "graph.reduce_min": reduce_min, "graph.reduce_prod": reduce_prod,
-    "graph.reshape": reshape, "graph.transpose": transpose, "graph.concat": concat,
-    "graph.slice": strided_slice, "graph.pad": pad, "graph.broadcast": broadcast,
+    "graph.neg": neg,
+    "graph.abs": absolute,
+    "graph.exp": exp,
+    "graph.log": log,
+    "graph.sqrt": sqrt,
+    "graph.rsqrt": rsqrt,
+    "graph.tanh": tanh,
+    "graph.sigmoid": sigmoid,
+    "graph.erf": erf,
+    "graph.relu": relu,
+    "graph.gelu": gelu,
+    "graph.leaky_relu": leaky_relu,
+    "graph.clip": clip,
+    "graph.cast": cast,
+    "graph.add": add,
+    "graph.sub": sub,
+    "graph.mul": mul,
+    "graph.div": div,
+    "graph.max": maximum,
+    "graph.min": minimum,
+    "graph.pow": power,
+    "graph.prelu": prelu,
+    "graph.where": where,
+    "graph.compare": compare,
+    "graph.matmul": matmul,
+    "graph.linear": linear,
+    "graph.conv2d": conv2d,
+    "graph.max_pool2d": max_pool2d,
+    "graph.avg_pool2d": avg_pool2d,
+    "graph.global_avg_pool": global_avg_pool,
+    "graph.batch_norm": batch_norm,
+    "graph.layer_norm": layer_norm,
+    "graph.softmax": softmax,
+    "graph.log_softmax": log_softmax,
+    "graph.reduce_sum": reduce_sum,
+    "graph.reduce_mean": reduce_mean,
+    "graph.reduce_max": reduce_max,
+    "graph.reduce_min": reduce_min,
+    "graph.reduce_prod": reduce_prod,
+    "graph.reshape": reshape,
+    "graph.transpose": transpose,
+    "graph.concat": concat,
+    "graph.slice": strided_slice,
+    "graph.pad": pad,
+    "graph.broadcast": broadcast,
     "graph.gather": gather,
 }
 
@@ -443,8 +502,9 @@ def _param(op: Operation, value: np.ndarray) -> np.ndarray:
             f"graph.param declares {graph.fmt_shape(shape)}"
         )
     if value.dtype != dtype and not np.can_cast(value.dtype, dtype, "same_kind"):
-        raise DlpcError(f"error: weight '{op.pname}' has dtype {value.dtype} but "
-                        f"graph.param declares {dtype}")
+        raise DlpcError(
+            f"error: weight '{op.pname}' has dtype {value.dtype} but graph.param declares {dtype}"
+        )
     return value.astype(dtype, copy=False)
 
 
@@ -464,9 +524,7 @@ def _fused_name(op: Operation) -> str:
     return getattr(op.attributes.get("kernel"), "data", "fused")
 
 
-REFERENCE: dict[str, Callable[..., np.ndarray]] = {
-    name: _run_kernel for name in KERNELS
-}
+REFERENCE: dict[str, Callable[..., np.ndarray]] = {name: _run_kernel for name in KERNELS}
 REFERENCE["graph.constant"] = _constant
 REFERENCE["graph.param"] = _param
 REFERENCE["graph.fused"] = _fused
@@ -516,24 +574,30 @@ def check_inputs(func: FuncOp, inputs: Sequence[np.ndarray]) -> list[np.ndarray]
     """The inputs as arrays; a wrong count, shape or dtype is a DlpcError naming the input."""
     names = input_names(func)
     if len(inputs) != len(func.args):
-        raise DlpcError(f"error: the model takes {len(func.args)} inputs "
-                        f"({', '.join(names)}) but {len(inputs)} were given")
+        raise DlpcError(
+            f"error: the model takes {len(func.args)} inputs "
+            f"({', '.join(names)}) but {len(inputs)} were given"
+        )
     arrays = []
     for name, arg, x in zip(names, func.args, inputs):
         x = np.asarray(x)
         shape, dtype = graph.shape_of(arg), result_dtype(arg)
         if x.shape != shape:
-            raise DlpcError(f"error: input '{name}' has shape {graph.fmt_shape(x.shape)} "
-                            f"but the model expects {graph.fmt_shape(shape)}")
+            raise DlpcError(
+                f"error: input '{name}' has shape {graph.fmt_shape(x.shape)} "
+                f"but the model expects {graph.fmt_shape(shape)}"
+            )
         if x.dtype != dtype:
-            raise DlpcError(f"error: input '{name}' has dtype {x.dtype} but the model "
-                            f"expects {dtype}")
+            raise DlpcError(
+                f"error: input '{name}' has dtype {x.dtype} but the model expects {dtype}"
+            )
         arrays.append(x)
     return arrays
 
 
-def run_reference(module: ModuleOp, inputs: Sequence[np.ndarray],
-                  weights: dict[str, np.ndarray]) -> list[np.ndarray]:
+def run_reference(
+    module: ModuleOp, inputs: Sequence[np.ndarray], weights: dict[str, np.ndarray]
+) -> list[np.ndarray]:
     """Interpret @main op by op with the reference kernels."""
     func = main_func(module)
     env: dict[SSAValue, np.ndarray] = dict(zip(func.args, check_inputs(func, inputs)))

@@ -49,30 +49,65 @@ def _trunc_rem(a, b):
 
 
 _BINARY = {
-    arith.AddfOp: np.add, arith.SubfOp: np.subtract, arith.MulfOp: np.multiply,
-    arith.DivfOp: np.divide, arith.MaximumfOp: np.maximum, arith.MinimumfOp: np.minimum,
-    arith.MaxnumfOp: np.fmax, arith.MinnumfOp: np.fmin,
-    arith.AddiOp: np.add, arith.SubiOp: np.subtract, arith.MuliOp: np.multiply,
-    arith.DivSIOp: _trunc_div, arith.DivUIOp: np.floor_divide, arith.RemSIOp: _trunc_rem,
-    arith.RemUIOp: np.remainder, arith.FloorDivSIOp: np.floor_divide,
-    arith.MaxSIOp: np.maximum, arith.MinSIOp: np.minimum,
-    arith.AndIOp: np.bitwise_and, arith.OrIOp: np.bitwise_or, arith.XOrIOp: np.bitwise_xor,
-    xmath.PowFOp: np.power, xmath.IPowIOp: np.power,
+    arith.AddfOp: np.add,
+    arith.SubfOp: np.subtract,
+    arith.MulfOp: np.multiply,
+    arith.DivfOp: np.divide,
+    arith.MaximumfOp: np.maximum,
+    arith.MinimumfOp: np.minimum,
+    arith.MaxnumfOp: np.fmax,
+    arith.MinnumfOp: np.fmin,
+    arith.AddiOp: np.add,
+    arith.SubiOp: np.subtract,
+    arith.MuliOp: np.multiply,
+    arith.DivSIOp: _trunc_div,
+    arith.DivUIOp: np.floor_divide,
+    arith.RemSIOp: _trunc_rem,
+    arith.RemUIOp: np.remainder,
+    arith.FloorDivSIOp: np.floor_divide,
+    arith.MaxSIOp: np.maximum,
+    arith.MinSIOp: np.minimum,
+    arith.AndIOp: np.bitwise_and,
+    arith.OrIOp: np.bitwise_or,
+    arith.XOrIOp: np.bitwise_xor,
+    xmath.PowFOp: np.power,
+    xmath.IPowIOp: np.power,
 }
 _UNARY = {
-    arith.NegfOp: np.negative, xmath.ExpOp: np.exp, xmath.LogOp: np.log,
-    xmath.SqrtOp: np.sqrt, xmath.RsqrtOp: lambda x: 1 / np.sqrt(x), xmath.TanhOp: np.tanh,
-    xmath.ErfOp: _erf, xmath.AbsFOp: np.abs, xmath.AbsIOp: np.abs,
+    arith.NegfOp: np.negative,
+    xmath.ExpOp: np.exp,
+    xmath.LogOp: np.log,
+    xmath.SqrtOp: np.sqrt,
+    xmath.RsqrtOp: lambda x: 1 / np.sqrt(x),
+    xmath.TanhOp: np.tanh,
+    xmath.ErfOp: _erf,
+    xmath.AbsFOp: np.abs,
+    xmath.AbsIOp: np.abs,
 }
 _CMP = {
-    "eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
-    "gt": np.greater, "ge": np.greater_equal,
+    "eq": np.equal,
+    "ne": np.not_equal,
+    "lt": np.less,
+    "le": np.less_equal,
+    "gt": np.greater,
+    "ge": np.greater_equal,
 }
 # arith.cmpf / cmpi predicate numbers -> comparison (ordered and unordered alike)
-_CMPF = {1: "eq", 2: "gt", 3: "ge", 4: "lt", 5: "le", 6: "ne", 8: "eq", 9: "gt", 10: "ge",
-         11: "lt", 12: "le", 13: "ne"}
-_CMPI = {0: "eq", 1: "ne", 2: "lt", 3: "le", 4: "gt", 5: "ge", 6: "lt", 7: "le", 8: "gt",
-         9: "ge"}
+_CMPF = {
+    1: "eq",
+    2: "gt",
+    3: "ge",
+    4: "lt",
+    5: "le",
+    6: "ne",
+    8: "eq",
+    9: "gt",
+    10: "ge",
+    11: "lt",
+    12: "le",
+    13: "ne",
+}
+_CMPI = {0: "eq", 1: "ne", 2: "lt", 3: "le", 4: "gt", 5: "ge", 6: "lt", 7: "le", 8: "gt", 9: "ge"}
 
 
 class _Body:
@@ -103,8 +138,10 @@ class _Body:
             idx = tuple(np.asarray(i, dtype=np.int64) for i in args[1:])
             for i, n in zip(idx, tensor.shape):
                 if i.size and (i.min() < 0 or i.max() >= n):
-                    raise IndexError(f"te.read of {op.tensor.type} out of bounds: index "
-                                     f"{int(i.min())}..{int(i.max())} for a dim of {n}")
+                    raise IndexError(
+                        f"te.read of {op.tensor.type} out of bounds: index "
+                        f"{int(i.min())}..{int(i.max())} for a dim of {n}"
+                    )
             return tensor[idx]
         if type(op) in _BINARY:
             return np.asarray(_BINARY[type(op)](args[0], args[1])).astype(dtype_of(ty))
@@ -117,9 +154,18 @@ class _Body:
             return np.where(args[0], args[1], args[2]).astype(dtype_of(ty))
         if isinstance(op, arith.ExtUIOp | arith.UIToFPOp) and args[0].dtype == bool:  # type: ignore
             return np.asarray(args[0]).astype(dtype_of(ty))
-        if isinstance(op, arith.IndexCastOp | arith.ExtSIOp | arith.ExtUIOp | arith.TruncIOp
-                      | arith.SIToFPOp | arith.UIToFPOp | arith.FPToSIOp | arith.ExtFOp
-                      | arith.TruncFOp):
+        if isinstance(
+            op,
+            arith.IndexCastOp
+            | arith.ExtSIOp
+            | arith.ExtUIOp
+            | arith.TruncIOp
+            | arith.SIToFPOp
+            | arith.UIToFPOp
+            | arith.FPToSIOp
+            | arith.ExtFOp
+            | arith.TruncFOp,
+        ):
             return np.asarray(args[0]).astype(dtype_of(ty))
         if isinstance(op, scf.IfOp):
             return self.if_(op, args[0], local)
@@ -171,13 +217,13 @@ def eval_reduce(op: ReduceOp, env: dict[SSAValue, np.ndarray]) -> np.ndarray:
     if op.has_epilogue:
         block = op.epilogue.block
         elocal = dict(zip(block.args, [acc, *_space(shape)]))
-        acc = _full(_Body(env).run(block, elocal), math.prod(shape),
-                    dtype_of(op.element_type))
+        acc = _full(_Body(env).run(block, elocal), math.prod(shape), dtype_of(op.element_type))
     return acc.reshape(shape)
 
 
-def run_te(module: ModuleOp, inputs: Sequence[np.ndarray],
-           weights: dict[str, np.ndarray] | None = None) -> list[np.ndarray]:
+def run_te(
+    module: ModuleOp, inputs: Sequence[np.ndarray], weights: dict[str, np.ndarray] | None = None
+) -> list[np.ndarray]:
     """Interpret te-level @main on numpy inputs; returns the outputs."""
     from dlpc.reference.graph import check_inputs, evaluate_op, main_func
 
@@ -198,4 +244,3 @@ def run_te(module: ModuleOp, inputs: Sequence[np.ndarray],
         else:
             env[op.results[0]] = evaluate_op(op, [env[v] for v in op.operands])
     raise DlpcError("error: @main has no func.return")
-

@@ -34,14 +34,31 @@ SPACES = ("gdram", "sram", "nram", "wram")
 
 DEFAULT_INTRINSICS: tuple[tuple[str, float], ...] = (
     # elementwise vector unit, f32 elements per cycle per core
-    ("add", 64), ("sub", 64), ("mul", 64), ("max", 64), ("min", 64), ("div", 16),
-    ("add_scalar", 64), ("mul_scalar", 64), ("max_scalar", 64),
-    ("cycle_add", 64), ("cycle_mul", 64), ("cycle_sub", 64),
-    ("relu", 64), ("sigmoid", 16), ("tanh", 16), ("exp", 16), ("log", 16), ("sqrt", 16),
-    ("reduce_sum", 32), ("reduce_max", 32), ("transpose", 32),
+    ("add", 64),
+    ("sub", 64),
+    ("mul", 64),
+    ("max", 64),
+    ("min", 64),
+    ("div", 16),
+    ("add_scalar", 64),
+    ("mul_scalar", 64),
+    ("max_scalar", 64),
+    ("cycle_add", 64),
+    ("cycle_mul", 64),
+    ("cycle_sub", 64),
+    ("relu", 64),
+    ("sigmoid", 16),
+    ("tanh", 16),
+    ("exp", 16),
+    ("log", 16),
+    ("sqrt", 16),
+    ("reduce_sum", 32),
+    ("reduce_max", 32),
+    ("transpose", 32),
     ("pool", 64),  # window cells per cycle (max or sum pooling)
     # matrix unit, multiply-accumulates per cycle per core
-    ("matmul", 256), ("conv", 256),
+    ("matmul", 256),
+    ("conv", 256),
 )
 
 
@@ -110,7 +127,9 @@ class DlpTarget:
                 raise DlpcError(f"{origin}: error: unknown target field '{key}'")
             if key == "intrinsics":
                 if not isinstance(value, dict):
-                    raise DlpcError(f"{origin}: error: 'intrinsics' must be a table name -> throughput")
+                    raise DlpcError(
+                        f"{origin}: error: 'intrinsics' must be a table name -> throughput"
+                    )
                 merged = dict(DEFAULT_INTRINSICS)
                 merged.update({str(k): float(v) for k, v in value.items()})
                 kwargs[key] = tuple(merged.items())
@@ -119,9 +138,13 @@ class DlpTarget:
             if isinstance(default, bool) or not isinstance(value, (int, float, str)):
                 raise DlpcError(f"{origin}: error: bad value for '{key}': {value!r}")
             if isinstance(default, int) and not (isinstance(value, int) and value > 0):
-                raise DlpcError(f"{origin}: error: '{key}' must be a positive integer, got {value!r}")
+                raise DlpcError(
+                    f"{origin}: error: '{key}' must be a positive integer, got {value!r}"
+                )
             if isinstance(default, float) and not (isinstance(value, (int, float)) and value > 0):
-                raise DlpcError(f"{origin}: error: '{key}' must be a positive number, got {value!r}")
+                raise DlpcError(
+                    f"{origin}: error: '{key}' must be a positive number, got {value!r}"
+                )
             kwargs[key] = float(value) if isinstance(default, float) else value
         target = DlpTarget(**kwargs)
         target.validate(origin)

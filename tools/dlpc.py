@@ -33,17 +33,30 @@ def parser() -> ToolArgumentParser:
     p.add_argument("model", help="model file: .dlpc, .onnx or .mlir (graph IR)")
     p.add_argument("--emit", choices=EMIT_KINDS, default="c", help="what to produce")
     p.add_argument("-o", dest="output", help="output file (default: stdout)")
-    p.add_argument("-O", dest="opt_level", type=int, choices=range(4), default=2,
-                   metavar="{0,1,2,3}", help="graph optimisation level (default 2)")
+    p.add_argument(
+        "-O",
+        dest="opt_level",
+        type=int,
+        choices=range(4),
+        default=2,
+        metavar="{0,1,2,3}",
+        help="graph optimisation level (default 2)",
+    )
     p.add_argument("--weights", help="weights (.npz) for the model's parameters")
     p.add_argument("--tuning-log", help="schedules from dlpc-tune to apply")
-    p.add_argument("--fold-weights", action="store_true",
-                   help="fold the bound weights into the model as dlpc.compile does; with -o "
-                        "the weights the output needs are written to <output>.npz")
+    p.add_argument(
+        "--fold-weights",
+        action="store_true",
+        help="fold the bound weights into the model as dlpc.compile does; with -o "
+        "the weights the output needs are written to <output>.npz",
+    )
     p.add_argument("--stats", action="store_true", help="print op/kernel counts per stage")
-    p.add_argument("--target-desc", metavar="DESC",
-                   help="DLP target description for --emit=dlp|dlp-c: a .toml/.json file or "
-                        "a built-in name (dlp, tiny)")
+    p.add_argument(
+        "--target-desc",
+        metavar="DESC",
+        help="DLP target description for --emit=dlp|dlp-c: a .toml/.json file or "
+        "a built-in name (dlp, tiny)",
+    )
     return p
 
 
@@ -51,12 +64,17 @@ def stats_table(rows: list[tuple[str, Counter, int]]) -> str:
     """One column per stage: kernels, total ops, then each op's count."""
     stages = [stage for stage, _, _ in rows]
     names = sorted(set().union(*(ops for _, ops, _ in rows)))
-    table = [["", *stages], ["kernels", *(str(k) for _, _, k in rows)],
-             ["ops", *(str(sum(ops.values())) for _, ops, _ in rows)]]
+    table = [
+        ["", *stages],
+        ["kernels", *(str(k) for _, _, k in rows)],
+        ["ops", *(str(sum(ops.values())) for _, ops, _ in rows)],
+    ]
     table += [[name, *(str(ops.get(name, 0) or "") for _, ops, _ in rows)] for name in names]
     widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
-    lines = [r[0].ljust(widths[0]) + "".join(
-        f"  {c.rjust(w)}" for c, w in zip(r[1:], widths[1:])) for r in table]
+    lines = [
+        r[0].ljust(widths[0]) + "".join(f"  {c.rjust(w)}" for c, w in zip(r[1:], widths[1:]))
+        for r in table
+    ]
     return "\n".join(line.rstrip() for line in lines)
 
 
@@ -77,12 +95,17 @@ def run(argv: list[str] | None) -> int:
 
     args = parser().parse_args(argv)
     if args.output and not Path(args.output).parent.is_dir():  # before any work is done
-        raise DlpcError(f"error: cannot write {args.output}: no such directory "
-                        f"{Path(args.output).parent}")
+        raise DlpcError(
+            f"error: cannot write {args.output}: no such directory {Path(args.output).parent}"
+        )
     extra = api.pass_options(target_desc_options(args.target_desc, args.emit))
     model = api.load(args.model, weights=args.weights)
-    options = pipeline.PipelineOptions(opt_level=args.opt_level, tuning_log=args.tuning_log,
-                                       schedule=pipeline.schedules_for(args.emit), extra=extra)
+    options = pipeline.PipelineOptions(
+        opt_level=args.opt_level,
+        tuning_log=args.tuning_log,
+        schedule=pipeline.schedules_for(args.emit),
+        extra=extra,
+    )
     rows: list[tuple[str, Counter, int]] = []
 
     def record(stage, module):

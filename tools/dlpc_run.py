@@ -25,22 +25,38 @@ from dlpc.diagnostics import DlpcError, ToolArgumentParser, run_guarded
 def parser() -> ToolArgumentParser:
     p = ToolArgumentParser(prog="dlpc-run", description="compile, run, check and time a model")
     p.add_argument("model", help="model file: .dlpc, .onnx or .mlir (graph IR)")
-    p.add_argument("--target", default="c",
-                   help="numpy, c, opencl or dlp (the DLP simulator); default c")
+    p.add_argument(
+        "--target", default="c", help="numpy, c, opencl or dlp (the DLP simulator); default c"
+    )
     p.add_argument("--weights", help="weights (.npz) for the model's parameters")
-    p.add_argument("--input", action="append", default=[], metavar="X.npy",
-                   help="an input array, once per model input, in order")
+    p.add_argument(
+        "--input",
+        action="append",
+        default=[],
+        metavar="X.npy",
+        help="an input array, once per model input, in order",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed for random inputs")
     p.add_argument("--check", action="store_true", help="exit 1 if outside tolerance")
     p.add_argument("--rtol", type=float, default=1e-4)
     p.add_argument("--atol", type=float, default=1e-5)
     p.add_argument("--repeat", type=int, default=10, help="timed runs (median reported)")
-    p.add_argument("-O", dest="opt_level", type=int, choices=range(4), default=2,
-                   metavar="{0,1,2,3}", help="graph optimisation level (default 2)")
+    p.add_argument(
+        "-O",
+        dest="opt_level",
+        type=int,
+        choices=range(4),
+        default=2,
+        metavar="{0,1,2,3}",
+        help="graph optimisation level (default 2)",
+    )
     p.add_argument("--tuning-log", help="schedules from dlpc-tune to apply")
-    p.add_argument("--target-desc", metavar="DESC",
-                   help="DLP target description for --target dlp: a .toml/.json file or a "
-                        "built-in name (dlp, tiny)")
+    p.add_argument(
+        "--target-desc",
+        metavar="DESC",
+        help="DLP target description for --target dlp: a .toml/.json file or a "
+        "built-in name (dlp, tiny)",
+    )
     return p
 
 
@@ -86,14 +102,20 @@ def difference(out: np.ndarray, ref: np.ndarray) -> tuple[float, float]:
 def within(out: np.ndarray, ref: np.ndarray, rtol: float, atol: float) -> bool:
     if out.shape != ref.shape:
         return False
-    return bool(np.all(np.isclose(out.astype(np.float64), ref.astype(np.float64),
-                                  rtol=rtol, atol=atol, equal_nan=True)))
+    return bool(
+        np.all(
+            np.isclose(
+                out.astype(np.float64), ref.astype(np.float64), rtol=rtol, atol=atol, equal_nan=True
+            )
+        )
+    )
 
 
 def summary(y: np.ndarray, count: int = 5) -> str:
     flat = y.reshape(-1)
-    first = ", ".join(f"{v:.6g}" if np.issubdtype(y.dtype, np.floating) else str(v)
-                      for v in flat[:count].tolist())
+    first = ", ".join(
+        f"{v:.6g}" if np.issubdtype(y.dtype, np.floating) else str(v) for v in flat[:count].tolist()
+    )
     more = ", ..." if flat.size > count else ""
     stats = ""
     if flat.size and np.issubdtype(y.dtype, np.number):
@@ -107,28 +129,39 @@ def run(argv: list[str] | None) -> int:
 
     args = parser().parse_args(argv)
     if args.target not in api.TARGETS:
-        raise DlpcError(f"dlpc-run: error: unsupported target '{args.target}' (expected "
-                        f"{', '.join(api.TARGETS)})")
+        raise DlpcError(
+            f"dlpc-run: error: unsupported target '{args.target}' (expected "
+            f"{', '.join(api.TARGETS)})"
+        )
     if args.repeat < 1:
         raise DlpcError(f"dlpc-run: error: --repeat must be >= 1, got {args.repeat}")
     dlp_options = target_desc_options(args.target_desc, args.target)
     model = api.load(args.model, weights=args.weights)
     inputs = load_inputs(args.input) if args.input else api.random_inputs(model, args.seed)
-    compiled = api.compile(model, target=args.target, opt_level=args.opt_level,
-                           tuning_log=args.tuning_log, **dlp_options)
+    compiled = api.compile(
+        model,
+        target=args.target,
+        opt_level=args.opt_level,
+        tuning_log=args.tuning_log,
+        **dlp_options,
+    )
     outputs = compiled(*inputs)
     expected = api.reference(model, inputs)
     ok = True
-    print(f"{model.name}: target {args.target}, -O{args.opt_level}, "
-          f"{len(inputs)} input(s) {'from files' if args.input else f'seed {args.seed}'}")
+    print(
+        f"{model.name}: target {args.target}, -O{args.opt_level}, "
+        f"{len(inputs)} input(s) {'from files' if args.input else f'seed {args.seed}'}"
+    )
     for i, (y, r) in enumerate(zip(outputs, expected)):
         abs_diff, rel_diff = difference(y, r)
         good = within(y, r, args.rtol, args.atol)
         ok &= good
         print(f"output {i}: {summary(y)}")
         verdict = "ok" if good else "MISMATCH"
-        print(f"  vs reference: max abs diff {abs_diff:.3g}, max rel diff {rel_diff:.3g} "
-              f"(rtol {args.rtol:g}, atol {args.atol:g}): {verdict}")
+        print(
+            f"  vs reference: max abs diff {abs_diff:.3g}, max rel diff {rel_diff:.3g} "
+            f"(rtol {args.rtol:g}, atol {args.atol:g}): {verdict}"
+        )
     seconds = compiled.time(*inputs, repeat=args.repeat)
     print(f"time: {seconds * 1e3:.4g} ms per run (median of {args.repeat})")
     if args.target == "dlp":  # what the simulator counted on the last run
@@ -136,8 +169,10 @@ def run(argv: list[str] | None) -> int:
 
         print(format_report(compiled.artifact.report))
     if args.check and not ok:
-        print("dlpc-run: error: output differs from the numpy reference beyond tolerance",
-              file=sys.stderr)
+        print(
+            "dlpc-run: error: output differs from the numpy reference beyond tolerance",
+            file=sys.stderr,
+        )
         return 1
     return 0
 

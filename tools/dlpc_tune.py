@@ -39,8 +39,13 @@ def plot(history: list[tuple[int, str, float]], path: str, title: str) -> None:
     kernels = list(dict.fromkeys(k for _, k, _ in history))
     for name in kernels:
         pts = [(t, b) for t, k, b in history if k == name]
-        ax.plot([t for t, _ in pts], [b * 1e3 for _, b in pts], drawstyle="steps-post",
-                marker=".", label=name)
+        ax.plot(
+            [t for t, _ in pts],
+            [b * 1e3 for _, b in pts],
+            drawstyle="steps-post",
+            marker=".",
+            label=name,
+        )
     ax.set_yscale("log")
     ax.set_xlabel("trial")
     ax.set_ylabel("best time found (ms)")
@@ -57,18 +62,25 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="dlpc-tune", description=__doc__.split("\n")[0])
     ap.add_argument("model", help="model file (.dlpc, .onnx)")
     ap.add_argument("--trials", type=int, default=32, help="measurements in all (default 32)")
-    ap.add_argument("--time-budget", type=float, default=None, metavar="S",
-                    help="stop after S seconds")
+    ap.add_argument(
+        "--time-budget", type=float, default=None, metavar="S", help="stop after S seconds"
+    )
     ap.add_argument("--log", default="tune.jsonl", help="tuning log (JSON lines), appended")
     ap.add_argument("--plot", default=None, metavar="PNG", help="plot best time vs trials")
-    ap.add_argument("--strategy", default="evolutionary",
-                    choices=("evolutionary", "random", "grid"))
+    ap.add_argument(
+        "--strategy", default="evolutionary", choices=("evolutionary", "random", "grid")
+    )
     ap.add_argument("--threads", type=int, default=1, help="OpenMP threads while measuring")
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds per candidate")
     ap.add_argument("-O", dest="opt_level", type=int, default=2, choices=(0, 1, 2, 3))
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--verify", type=int, default=2, metavar="N",
-                    help="re-measure the default and 3 best schedules N times (default 2)")
+    ap.add_argument(
+        "--verify",
+        type=int,
+        default=2,
+        metavar="N",
+        help="re-measure the default and 3 best schedules N times (default 2)",
+    )
     ap.add_argument("--quiet", action="store_true", help="no progress bar")
     args = ap.parse_args(argv)
 
@@ -80,8 +92,15 @@ def main(argv=None) -> int:
         model = dlpc.load(args.model)
         module = model.module.clone()
         lower(module, "loop", PipelineOptions(opt_level=args.opt_level))
-        tuner = Tuner(module, log=args.log, strategy=args.strategy, seed=args.seed,
-                      threads=args.threads, timeout=args.timeout, verify=args.verify)
+        tuner = Tuner(
+            module,
+            log=args.log,
+            strategy=args.strategy,
+            seed=args.seed,
+            threads=args.threads,
+            timeout=args.timeout,
+            verify=args.verify,
+        )
         if not tuner.tasks:
             print("dlpc-tune: no tunable kernels in the model", file=sys.stderr)
             return 0
@@ -99,9 +118,14 @@ def main(argv=None) -> int:
                 failed += 1
             if not args.quiet:
                 shown = f"{ev.best * 1e3:.3f} ms" if ev.best else "n/a"
-                print(f"\r{_bar(ev.trial, args.trials)} {ev.trial}/{args.trials} "
-                      f"{ev.kernel[:24]:24s} best {shown:>12s} failed {failed} "
-                      f"{time.monotonic() - start:6.0f} s", end="", file=sys.stderr, flush=True)
+                print(
+                    f"\r{_bar(ev.trial, args.trials)} {ev.trial}/{args.trials} "
+                    f"{ev.kernel[:24]:24s} best {shown:>12s} failed {failed} "
+                    f"{time.monotonic() - start:6.0f} s",
+                    end="",
+                    file=sys.stderr,
+                    flush=True,
+                )
         if not args.quiet:
             print(file=sys.stderr)
         print(f"{'kernel':32s} {'first (ms)':>12s} {'best (ms)':>12s} {'speedup':>8s}")

@@ -83,7 +83,9 @@ def flops(kernel: KernelOp) -> int:
 
     def count(loop) -> int:
         inner = [op for op in loop.block.ops if isinstance(op, ForOp)]
-        own = sum(1 for op in loop.block.ops if op.name.endswith("f") and op.name.startswith("arith."))
+        own = sum(
+            1 for op in loop.block.ops if op.name.endswith("f") and op.name.startswith("arith.")
+        )
         return loop.trip_count * (own + sum(count(lp) for lp in inner))
 
     return sum(count(op) for op in kernel.block.ops if isinstance(op, ForOp))
@@ -158,15 +160,33 @@ def _reference(base: ModuleOp, arrays) -> list:
     return ref
 
 
-def measure(kernel_ir: str, script: str, *, timeout: float = 60.0, repeat: int = 5,
-            warmup: int = 2, threads: int = 1, crash: bool = False) -> Result:
-    job = {"ir": kernel_ir, "script": script, "repeat": repeat, "warmup": warmup,
-           "threads": threads, "crash": crash}
+def measure(
+    kernel_ir: str,
+    script: str,
+    *,
+    timeout: float = 60.0,
+    repeat: int = 5,
+    warmup: int = 2,
+    threads: int = 1,
+    crash: bool = False,
+) -> Result:
+    job = {
+        "ir": kernel_ir,
+        "script": script,
+        "repeat": repeat,
+        "warmup": warmup,
+        "threads": threads,
+        "crash": crash,
+    }
     env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
     try:
         proc = subprocess.run(
             [sys.executable, "-m", "dlpc.tune.measure"],
-            input=json.dumps(job), capture_output=True, text=True, timeout=timeout, env=env,
+            input=json.dumps(job),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
         )
     except subprocess.TimeoutExpired:
         return Result(False, error=f"timed out after {timeout:g} s")

@@ -69,12 +69,26 @@ def tasks_of(module: ModuleOp) -> list[Task]:
 
 
 class Tuner:
-    def __init__(self, module: ModuleOp, log: str | None = None, target: str = "c",
-                 strategy: str = "evolutionary", seed: int = 0, threads: int = 1,
-                 timeout: float = 60.0, repeat: int = 5, pool: int = 64, batch: int = 4,
-                 tasks: list[Task] | None = None, measure_fn=measure, verify: int = 0):
+    def __init__(
+        self,
+        module: ModuleOp,
+        log: str | None = None,
+        target: str = "c",
+        strategy: str = "evolutionary",
+        seed: int = 0,
+        threads: int = 1,
+        timeout: float = 60.0,
+        repeat: int = 5,
+        pool: int = 64,
+        batch: int = 4,
+        tasks: list[Task] | None = None,
+        measure_fn=measure,
+        verify: int = 0,
+    ):
         if strategy not in STRATEGIES:
-            raise ValueError(f"unknown search strategy '{strategy}' (expected {', '.join(STRATEGIES)})")
+            raise ValueError(
+                f"unknown search strategy '{strategy}' (expected {', '.join(STRATEGIES)})"
+            )
         self.module = module
         self.log = TuningLog(log)
         self.target = target
@@ -169,10 +183,23 @@ class Tuner:
                     continue
                 stale = 0
                 seen.add(script)
-                res = self.measure_fn(task.ir, script, timeout=self.timeout, repeat=self.repeat,
-                              threads=self.threads)
-                self.log.append(Record(task.sig, task.kernel, self.target, script, res.time,
-                                       res.ok, res.error, point, space.template, task.flops))
+                res = self.measure_fn(
+                    task.ir, script, timeout=self.timeout, repeat=self.repeat, threads=self.threads
+                )
+                self.log.append(
+                    Record(
+                        task.sig,
+                        task.kernel,
+                        self.target,
+                        script,
+                        res.time,
+                        res.ok,
+                        res.error,
+                        point,
+                        space.template,
+                        task.flops,
+                    )
+                )
                 if res.ok:
                     measured.append((point, res.time))
                     model.update(space.features(point), res.time)
@@ -182,8 +209,16 @@ class Tuner:
                 done += 1
                 if task.sig in best_time:
                     self.history.append((done, task.kernel, best_time[task.sig]))
-                yield Progress(task.kernel, done, trials, res.time, best_time.get(task.sig),
-                               res.ok, res.error, script)
+                yield Progress(
+                    task.kernel,
+                    done,
+                    trials,
+                    res.time,
+                    best_time.get(task.sig),
+                    res.ok,
+                    res.error,
+                    script,
+                )
             yield from self._verify(task)
 
     def _verify(self, task: Task) -> Iterator[Progress]:
@@ -199,14 +234,38 @@ class Tuner:
         picks = ranked + ([default] if default is not None and default not in ranked else [])
         for _ in range(self.verify):
             for rec in picks:
-                res = self.measure_fn(task.ir, rec.script, timeout=self.timeout,
-                                      repeat=self.repeat, threads=self.threads)
-                self.log.append(Record(task.sig, task.kernel, self.target, rec.script,
-                                       res.time, res.ok, res.error, rec.params,
-                                       task.space.template, task.flops))
+                res = self.measure_fn(
+                    task.ir,
+                    rec.script,
+                    timeout=self.timeout,
+                    repeat=self.repeat,
+                    threads=self.threads,
+                )
+                self.log.append(
+                    Record(
+                        task.sig,
+                        task.kernel,
+                        self.target,
+                        rec.script,
+                        res.time,
+                        res.ok,
+                        res.error,
+                        rec.params,
+                        task.space.template,
+                        task.flops,
+                    )
+                )
                 best = self.log.best(task.sig, self.target)
-                yield Progress(task.kernel, -1, 0, res.time, best.time if best else None,
-                               res.ok, res.error, rec.script)
+                yield Progress(
+                    task.kernel,
+                    -1,
+                    0,
+                    res.time,
+                    best.time if best else None,
+                    res.ok,
+                    res.error,
+                    rec.script,
+                )
 
 
 def _parse(text: str) -> ModuleOp:

@@ -90,9 +90,13 @@ class Space:
         if self.template == "gemm":
             a_bytes = point["mc"] * point["kc"] * 4
             b_bytes = point["kc"] * point["nc"] * 4
-            out += [math.log2(a_bytes) - 15, math.log2(b_bytes) - 20,
-                    float(a_bytes > 48 * 1024), float(b_bytes > 1 << 20),
-                    point["mr"] * point["nr"] / 256.0]
+            out += [
+                math.log2(a_bytes) - 15,
+                math.log2(b_bytes) - 20,
+                float(a_bytes > 48 * 1024),
+                float(b_bytes > 1 << 20),
+                point["mr"] * point["nr"] / 256.0,
+            ]
         return out
 
     def script(self, module: ModuleOp, point: dict) -> str:
@@ -100,8 +104,15 @@ class Space:
         if self.template == "gemm" and point.get("gemv"):
             return gemv_script(kernel, self.nest, point.get("rf", 16))
         if self.template == "gemm":
-            p = GemmParams(point["mc"], point["nc"], point["kc"], point["mr"], point["nr"],
-                           point["pack_a"], point["pack_b"])
+            p = GemmParams(
+                point["mc"],
+                point["nc"],
+                point["kc"],
+                point["mr"],
+                point["nr"],
+                point["pack_a"],
+                point["pack_b"],
+            )
             return gemm_script(kernel, self.nest, p, parallel=point["par"])
         if point.get("im2col"):
             return conv_script(kernel, self.nest, cb=point.get("cb", 1))
@@ -112,8 +123,16 @@ class Space:
         if self.template == "gemm":
             m, nn, k = (n.trips[x] for x in (n.spatial[-2], n.spatial[-1], n.reduce[0]))
             p = gemm_default_params(m, nn, k)
-            point = {"mc": p.mc, "nc": p.nc, "kc": p.kc, "mr": p.mr, "nr": p.nr,
-                     "pack_a": m >= 4, "pack_b": m >= 4, "par": "auto"}
+            point = {
+                "mc": p.mc,
+                "nc": p.nc,
+                "kc": p.kc,
+                "mr": p.mr,
+                "nr": p.nr,
+                "pack_a": m >= 4,
+                "pack_b": m >= 4,
+                "par": "auto",
+            }
             if "gemv" in self.knobs:
                 point.update(gemv=True, rf=16 if 16 in self.knobs["rf"] else self.knobs["rf"][0])
             return point
@@ -189,11 +208,17 @@ def space_for(module: ModuleOp, name: str) -> Space | None:
         "wt": [0] + [d for d in divisors(nest.trips[s[-1]], lo=8) if d < nest.trips[s[-1]]],
         "unroll_r": [False, True] if nest.reduce and nest.trips[nest.reduce[-1]] <= 16 else [False],
         "par": ["auto"] + [x for x in s[:2] if nest.trips[x] > 1],
-        "im2col": [False, True] if len(s) == 4 and conv_input(kernel, nest) is not None
+        "im2col": [False, True]
+        if len(s) == 4 and conv_input(kernel, nest) is not None
         else [False],
     }
-    return Space("reduction", name, knobs, nest, strided=len(s) == 4 and _strided(kernel, nest)
-                 and conv_input(kernel, nest) is not None)
+    return Space(
+        "reduction",
+        name,
+        knobs,
+        nest,
+        strided=len(s) == 4 and _strided(kernel, nest) and conv_input(kernel, nest) is not None,
+    )
 
 
 def consistent(space: Space, point: dict) -> bool:

@@ -128,9 +128,9 @@ def build(c_source: str, *, name: str = "module") -> Library:
     cmd = compiler()
     version = _compiler_version(tuple(cmd))  # first: a missing compiler is a clear error
     opts = flags(cmd)
-    key = hashlib.sha256(
-        "\0".join([c_source, *cmd, version, *opts, *LIBS]).encode()
-    ).hexdigest()[:20]
+    key = hashlib.sha256("\0".join([c_source, *cmd, version, *opts, *LIBS]).encode()).hexdigest()[
+        :20
+    ]
     stem = re.sub(r"[^A-Za-z0-9_]", "_", name)[:40] or "module"
     root = cache_dir()
     lib_path = root / f"{stem}-{key}.so"
@@ -192,8 +192,8 @@ def compile_error(stderr: str, source: str, c_path: Path) -> str:
 class CFunction(ModuleFunction):
     """A loop-level module compiled to C and callable on numpy arrays.
 
-        f = CFunction(module)
-        outputs = f(*inputs, params={"fc1.weight": w, ...})   # or params=[w, ...]
+    f = CFunction(module)
+    outputs = f(*inputs, params={"fc1.weight": w, ...})   # or params=[w, ...]
     """
 
     def __init__(self, module, *, name: str = "module"):

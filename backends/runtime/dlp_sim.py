@@ -70,8 +70,9 @@ class KernelReport:
         return out
 
 
-def model_kernel(name: str, origin: str, tasks: int, double: bool, counters: list[list[float]],
-                 desc: DlpTarget) -> KernelReport:
+def model_kernel(
+    name: str, origin: str, tasks: int, double: bool, counters: list[list[float]], desc: DlpTarget
+) -> KernelReport:
     rep = KernelReport(name, origin, tasks, double)
     gdram_per_cycle = desc.gdram_bandwidth_gbs / desc.clock_ghz
     sram_per_cycle = desc.sram_bandwidth_gbs / desc.clock_ghz
@@ -95,7 +96,11 @@ def model_kernel(name: str, origin: str, tasks: int, double: bool, counters: lis
         rep.intrinsic_cycles += icycles
         rep.ops += iops + sops
         compute = icycles + sops / desc.scalar_ops_per_cycle
-        transfer = dma * desc.dma_latency_cycles + gdram_bytes / gdram_per_cycle + onchip_bytes / sram_per_cycle
+        transfer = (
+            dma * desc.dma_latency_cycles
+            + gdram_bytes / gdram_per_cycle
+            + onchip_bytes / sram_per_cycle
+        )
         overlap = min(compute, transfer) if double else 0.0
         t = compute + transfer - overlap
         if t >= worst:
@@ -108,8 +113,10 @@ def model_kernel(name: str, origin: str, tasks: int, double: bool, counters: lis
 
 def format_report(reports: list[KernelReport]) -> str:
     """A table: one line per kernel, then the total."""
-    head = (f"{'kernel':<28} {'tasks':>5} {'db':>2} {'GDRAM B':>10} {'SRAM B':>9} {'NRAM B':>10} "
-            f"{'WRAM B':>9} {'DMAs':>6} {'icycles':>9} {'time us':>9} {'util %':>7}")
+    head = (
+        f"{'kernel':<28} {'tasks':>5} {'db':>2} {'GDRAM B':>10} {'SRAM B':>9} {'NRAM B':>10} "
+        f"{'WRAM B':>9} {'DMAs':>6} {'icycles':>9} {'time us':>9} {'util %':>7}"
+    )
     lines = [head, "-" * len(head)]
     total_t = total_ops = 0.0
     for r in reports:
@@ -121,7 +128,9 @@ def format_report(reports: list[KernelReport]) -> str:
         )
         total_t += r.seconds
         total_ops += r.ops
-    lines.append(f"total: {len(reports)} kernels, {total_t * 1e6:.2f} us simulated, {total_ops:.0f} flops")
+    lines.append(
+        f"total: {len(reports)} kernels, {total_t * 1e6:.2f} us simulated, {total_ops:.0f} flops"
+    )
     return "\n".join(lines)
 
 
@@ -178,13 +187,22 @@ class DlpFunction(ModuleFunction):
             for t in range(tasks):
                 ptr = lib.dlp_record_counters(i, t)
                 counters.append([ptr[k] for k in range(NUM_COUNTERS)])
-            reports.append(model_kernel(lib.dlp_record_name(i).decode(), lib.dlp_record_origin(i).decode(),
-                                        tasks, bool(lib.dlp_record_double(i)), counters, self.desc))
+            reports.append(
+                model_kernel(
+                    lib.dlp_record_name(i).decode(),
+                    lib.dlp_record_origin(i).decode(),
+                    tasks,
+                    bool(lib.dlp_record_double(i)),
+                    counters,
+                    self.desc,
+                )
+            )
         return reports
 
 
-def compile_dlp(loop_module, desc: DlpTarget | str | None = None, *, name: str = "module",
-                **options) -> DlpFunction:
+def compile_dlp(
+    loop_module, desc: DlpTarget | str | None = None, *, name: str = "module", **options
+) -> DlpFunction:
     """Lower a loop-level module with `loop-to-dlp` (options: double_buffer, multicore,
     intrinsics), emit DLP C, build it against the simulator; call the result on
     `(*inputs, params=...)`; after a call, `.report` holds the per-kernel reports."""

@@ -26,7 +26,9 @@ def _cl():
     try:
         import pyopencl as cl
     except ImportError as e:  # pragma: no cover - depends on the installation
-        raise DlpcError(f"error: target 'opencl' needs pyopencl (pip install 'dlpc[opencl]'): {e}") from None
+        raise DlpcError(
+            f"error: target 'opencl' needs pyopencl (pip install 'dlpc[opencl]'): {e}"
+        ) from None
     return cl
 
 
@@ -45,7 +47,9 @@ def context():
         want = os.environ.get("DLPC_OPENCL_PLATFORM", "")
         chosen = [p for p in platforms if want.lower() in p.name.lower()] or platforms
         if not chosen:
-            raise DlpcError("error: no OpenCL platform available (install pocl-binary-distribution)")
+            raise DlpcError(
+                "error: no OpenCL platform available (install pocl-binary-distribution)"
+            )
         ctx = cl.Context(chosen[0].get_devices()[:1])
         _CONTEXT = (ctx, cl.CommandQueue(ctx))
     return _CONTEXT
@@ -69,9 +73,13 @@ class OpenCLFunction(ModuleFunction):
         emitter = OpenCLEmitter(module)
         self.source = emitter.emit()
         try:
-            self.program = cl.Program(self.ctx, self.source).build(options=["-cl-fp32-correctly-rounded-divide-sqrt"])
+            self.program = cl.Program(self.ctx, self.source).build(
+                options=["-cl-fp32-correctly-rounded-divide-sqrt"]
+            )
         except cl.Error as e:
-            raise DlpcError(f"error: opencl: the program for '{name}' does not build: {str(e).splitlines()[0]}") from None
+            raise DlpcError(
+                f"error: opencl: the program for '{name}' does not build: {str(e).splitlines()[0]}"
+            ) from None
         self.globals = {}
         for op in module.body.block.ops:
             if isinstance(op, memref.GlobalOp):
@@ -88,7 +96,13 @@ class OpenCLFunction(ModuleFunction):
                 self.steps.append(("kernel", op, launch, getattr(self.program, launch.name)))
             elif isinstance(op, memref.AllocOp | memref.AllocaOp):
                 shape, elt = memref_info(op.memref.type)
-                self.steps.append(("alloc", op.memref, max(math.prod(shape), 1) * np.dtype(numpy_dtype(elt)).itemsize))
+                self.steps.append(
+                    (
+                        "alloc",
+                        op.memref,
+                        max(math.prod(shape), 1) * np.dtype(numpy_dtype(elt)).itemsize,
+                    )
+                )
             elif isinstance(op, memref.GetGlobalOp):
                 self.steps.append(("global", op.memref, op.name_.root_reference.data))
             elif isinstance(op, memref.CopyOp):
@@ -103,8 +117,10 @@ class OpenCLFunction(ModuleFunction):
         n_args = self.num_inputs + len(self.param_names)
         mf = cl.mem_flags
         args = self.fn.body.block.args
-        buffers = {args[k]: cl.Buffer(self.ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=a)
-                   for k, a in enumerate(self.arguments(inputs, params))}
+        buffers = {
+            args[k]: cl.Buffer(self.ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=a)
+            for k, a in enumerate(self.arguments(inputs, params))
+        }
         outputs = self.empty_outputs()
         for k, out in enumerate(outputs):
             buffers[args[n_args + k]] = cl.Buffer(self.ctx, mf.READ_WRITE, size=max(out.nbytes, 1))
@@ -113,12 +129,19 @@ class OpenCLFunction(ModuleFunction):
             if kind == "alloc":
                 buffers[step[1]] = cl.Buffer(self.ctx, mf.READ_WRITE, size=step[2])
             elif kind == "global":
-                buffers[step[1]] = cl.Buffer(self.ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=self.globals[step[2]])
+                buffers[step[1]] = cl.Buffer(
+                    self.ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=self.globals[step[2]]
+                )
             elif kind == "copy":
                 cl.enqueue_copy(self.queue, buffers[step[2]], buffers[step[1]])
             else:
                 _, op, launch, kernel = step
-                kernel(self.queue, launch.global_size, launch.local_size, *[buffers[v] for v in launch.args])
+                kernel(
+                    self.queue,
+                    launch.global_size,
+                    launch.local_size,
+                    *[buffers[v] for v in launch.args],
+                )
         for k, out in enumerate(outputs):
             cl.enqueue_copy(self.queue, out, buffers[args[n_args + k]])
         self.queue.finish()

@@ -68,7 +68,9 @@ class IRGen:
 
     def at(self, loc: ast.Loc) -> None:
         """Set the location stamped on the ops built next."""
-        self.b.loc = FileLineColLoc(StringAttr(self.model.filename), IntAttr(loc[0]), IntAttr(loc[1]))
+        self.b.loc = FileLineColLoc(
+            StringAttr(self.model.filename), IntAttr(loc[0]), IntAttr(loc[1])
+        )
 
     # ---- declarations --------------------------------------------------------------
     def define(self, name: str, binding: _Binding) -> None:
@@ -76,7 +78,8 @@ class IRGen:
         if old is not None and not (old.kind == "let" and binding.kind == "let"):
             what = {"input": "an input", "param": "a parameter", "let": "a let binding"}[old.kind]
             raise self.error(
-                binding.loc, f"duplicate name '{name}' (already defined as {what} at line {old.loc[0]})"
+                binding.loc,
+                f"duplicate name '{name}' (already defined as {what} at line {old.loc[0]})",
             )
         self.env[name] = binding
 
@@ -258,8 +261,10 @@ class Generated:
     ) -> dict[str, np.ndarray]:
         """Bind every parameter: `given` first, then the initialiser in the source."""
         try:
-            source = None if given is None else bld.load_weights(
-                str(given) if isinstance(given, Path) else given
+            source = (
+                None
+                if given is None
+                else bld.load_weights(str(given) if isinstance(given, Path) else given)
             )
         except FrontendError as e:
             raise DlpcError(f"{self.model.filename}: error: {e.message}") from None

@@ -38,7 +38,9 @@ def error_at(filename: str, source: str, loc: ast.Loc, message: str) -> DlpcErro
 
 @functools.cache
 def _lark() -> Lark:
-    return Lark(GRAMMAR.read_text(), parser="lalr", propagate_positions=True, maybe_placeholders=True)
+    return Lark(
+        GRAMMAR.read_text(), parser="lalr", propagate_positions=True, maybe_placeholders=True
+    )
 
 
 def _loc(x) -> ast.Loc:
@@ -131,11 +133,30 @@ class _ToAst(Transformer):
 
 # Friendly spellings of terminals for "expected ..." messages.
 _TERMINALS = {
-    "NAME": "a name", "INT": "an integer", "FLOAT": "a number", "STRING": "a string",
-    "LPAR": "'('", "RPAR": "')'", "LSQB": "'['", "RSQB": "']'", "LBRACE": "'{'",
-    "RBRACE": "'}'", "COMMA": "','", "COLON": "':'", "EQUAL": "'='", "PLUS": "'+'",
-    "MINUS": "'-'", "STAR": "'*'", "SLASH": "'/'", "AT": "'@'", "MODEL": "'model'",
-    "PARAM": "'param'", "LET": "'let'", "RETURN": "'return'", "$END": "end of file", "<END-OF-FILE>": "end of file",
+    "NAME": "a name",
+    "INT": "an integer",
+    "FLOAT": "a number",
+    "STRING": "a string",
+    "LPAR": "'('",
+    "RPAR": "')'",
+    "LSQB": "'['",
+    "RSQB": "']'",
+    "LBRACE": "'{'",
+    "RBRACE": "'}'",
+    "COMMA": "','",
+    "COLON": "':'",
+    "EQUAL": "'='",
+    "PLUS": "'+'",
+    "MINUS": "'-'",
+    "STAR": "'*'",
+    "SLASH": "'/'",
+    "AT": "'@'",
+    "MODEL": "'model'",
+    "PARAM": "'param'",
+    "LET": "'let'",
+    "RETURN": "'return'",
+    "$END": "end of file",
+    "<END-OF-FILE>": "end of file",
 }
 _EXPR_START = {"NAME", "INT", "FLOAT", "STRING", "LSQB", "LPAR", "MINUS"}
 
@@ -158,12 +179,12 @@ def _syntax_error(e: UnexpectedInput, filename: str, source: str) -> DlpcError:
     if isinstance(e, UnexpectedCharacters):
         char = source[e.pos_in_stream] if e.pos_in_stream < len(source) else ""
         return error_at(filename, source, (e.line, e.column), f"unexpected character '{char}'")
-    if isinstance(e, UnexpectedEOF) or (
-        isinstance(e, UnexpectedToken) and e.token.type == "$END"
-    ):
+    if isinstance(e, UnexpectedEOF) or (isinstance(e, UnexpectedToken) and e.token.type == "$END"):
         lines = source.splitlines() or [""]
         loc = (len(lines), len(lines[-1]) + 1)
-        return error_at(filename, source, loc, "unexpected end of file" + _describe_expected(e.expected))
+        return error_at(
+            filename, source, loc, "unexpected end of file" + _describe_expected(e.expected)
+        )
     assert isinstance(e, UnexpectedToken)
     tok = e.token
     expected = _describe_expected(e.expected)

@@ -65,8 +65,11 @@ def is_static(value: SSAValue, memo: dict[SSAValue, bool] | None = None) -> bool
             continue
         seen.add(v)
         op = producer(v)
-        if memo.get(v) is False or op is None or op.regions or not isinstance(
-            op, g.GraphOp | g.ConstantOp | g.ParamOp
+        if (
+            memo.get(v) is False
+            or op is None
+            or op.regions
+            or not isinstance(op, g.GraphOp | g.ConstantOp | g.ParamOp)
         ):
             memo[value] = False
             return False
@@ -164,4 +167,3 @@ def erase_dead(block: Block) -> None:
 
 def same_type(a: SSAValue, b: SSAValue) -> bool:
     return a.type == b.type
-

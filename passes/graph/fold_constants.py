@@ -94,8 +94,9 @@ def fold_block(block: Block, max_elements: int) -> None:
     u.erase_dead(block)
 
 
-def fold_params(module: ModuleOp, weights: dict[str, np.ndarray],
-                max_elements: int = 1 << 10) -> dict[str, np.ndarray]:
+def fold_params(
+    module: ModuleOp, weights: dict[str, np.ndarray], max_elements: int = 1 << 10
+) -> dict[str, np.ndarray]:
     """Fold subgraphs over params and constants, given the weights.
 
     Small results (at most `max_elements`) become `graph.constant`s, bigger ones new

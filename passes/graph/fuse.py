@@ -73,8 +73,9 @@ def _horizontal_key(op: Operation):
     if isinstance(op, g.LinearOp):
         w = op.operands[1]
         has_bias = len(op.operands) == 3
-        if _leaf(w) is None or (has_bias and (
-                _leaf(op.operands[2]) is None or len(g.shape_of(op.operands[2])) != 1)):
+        if _leaf(w) is None or (
+            has_bias and (_leaf(op.operands[2]) is None or len(g.shape_of(op.operands[2])) != 1)
+        ):
             return None
         return ("linear", op.operands[0], g.shape_of(w)[1], has_bias, w.type.element_type)
     if isinstance(op, g.MatMulOp):
@@ -83,8 +84,7 @@ def _horizontal_key(op: Operation):
             return None
         tb = op.attr("transpose_b")
         k = g.shape_of(w)[1 if tb else 0]
-        return ("matmul", op.operands[0], k, op.attr("transpose_a"), tb,
-                w.type.element_type)
+        return ("matmul", op.operands[0], k, op.attr("transpose_a"), tb, w.type.element_type)
     return None
 
 
@@ -93,7 +93,9 @@ def _fuse_horizontal(block: Block, group: list[Operation]) -> None:
     for op in group:  # leaves have no operands: hoisting them is always legal
         for v in op.operands[1:]:
             leaf = _leaf(v)
-            if leaf is not None and block.get_operation_index(leaf) > block.get_operation_index(first):
+            if leaf is not None and block.get_operation_index(leaf) > block.get_operation_index(
+                first
+            ):
                 leaf.detach()
                 block.insert_op_before(leaf, first)
     linear = isinstance(first, g.LinearOp)
@@ -107,8 +109,11 @@ def _fuse_horizontal(block: Block, group: list[Operation]) -> None:
     if linear and len(first.operands) == 3:
         new_ops.append(g.ConcatOp.make(*(op.operands[2] for op in group), axis=0))
         operands.append(new_ops[-1].results[0])
-    attrs = {} if linear else {"transpose_a": first.attr("transpose_a"),
-                               "transpose_b": first.attr("transpose_b")}
+    attrs = (
+        {}
+        if linear
+        else {"transpose_a": first.attr("transpose_a"), "transpose_b": first.attr("transpose_b")}
+    )
     big = type(first).make(*operands, **attrs)
     new_ops.append(big)
     offset = 0
@@ -142,8 +147,9 @@ def fuse_horizontal(block: Block) -> int:
 # --------------------------------------------------------------------- vertical
 
 
-def _chain(position: dict[Operation, int], seed: Operation, taken: set[Operation],
-           max_chain: int) -> list[Operation]:
+def _chain(
+    position: dict[Operation, int], seed: Operation, taken: set[Operation], max_chain: int
+) -> list[Operation]:
     """The longest fusable chain starting at `seed` using no op of `taken`.
 
     Users of chain values are absorbed earliest first (so the chain stays in block
@@ -160,8 +166,11 @@ def _chain(position: dict[Operation, int], seed: Operation, taken: set[Operation
         if not candidates:
             break
         user = min(candidates, key=position.__getitem__)
-        if (not isinstance(user, ELEMENTWISE) or user in taken
-                or g.shape_of(user.results[0]) != shape):
+        if (
+            not isinstance(user, ELEMENTWISE)
+            or user in taken
+            or g.shape_of(user.results[0]) != shape
+        ):
             rejected.add(user)
             continue
         group.append(user)

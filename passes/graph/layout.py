@@ -63,8 +63,12 @@ def evaluate_nhwc(op: Operation, arrays: list[np.ndarray]) -> np.ndarray:
     x = arrays[0]
     to_nchw = (0, x.ndim - 1, *range(1, x.ndim - 1))
     x_nchw = np.transpose(x, to_nchw)
-    block = Block(arg_types=[g.tensor_type(x_nchw.shape, g.element_type_of(op.operands[0])),
-                             *(v.type for v in op.operands[1:])])
+    block = Block(
+        arg_types=[
+            g.tensor_type(x_nchw.shape, g.element_type_of(op.operands[0])),
+            *(v.type for v in op.operands[1:]),
+        ]
+    )
     nchw = with_layout(op, "nchw", list(block.args))
     try:
         y = u.evaluate(nchw, [x_nchw, *arrays[1:]])
@@ -74,8 +78,11 @@ def evaluate_nhwc(op: Operation, arrays: list[np.ndarray]) -> np.ndarray:
 
 
 def _convertible(op: Operation, to: str) -> bool:
-    return (isinstance(op, LAYOUT_OPS) and g.layout_of(op) != to
-            and len(g.shape_of(op.operands[0])) == 4)
+    return (
+        isinstance(op, LAYOUT_OPS)
+        and g.layout_of(op) != to
+        and len(g.shape_of(op.operands[0])) == 4
+    )
 
 
 def _convert(block: Block, op: Operation, to: str) -> None:
@@ -114,8 +121,11 @@ class SinkTranspose(RewritePattern):
         operands: list[SSAValue] = []
         for v in op.operands:
             t = u.producer(v)
-            if isinstance(t, g.TransposeOp) and t.permutation() == perm and \
-                    g.shape_of(v) == out_shape:
+            if (
+                isinstance(t, g.TransposeOp)
+                and t.permutation() == perm
+                and g.shape_of(v) == out_shape
+            ):
                 operands.append(t.operands[0])
             elif u.numel(g.shape_of(v)) == 1 and len(g.shape_of(v)) <= len(out_shape):
                 operands.append(v)

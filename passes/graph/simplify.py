@@ -95,9 +95,13 @@ class SimplifyArith(RewritePattern):
             return u.build(rewriter, op, _zeros_like(op))
         # x / c -> x * (1 / c) for a float constant c without zeros
         c = u.const_array(b)
-        if isinstance(op, g.DivOp) and c is not None and g.is_float_type(
-            g.element_type_of(b)
-        ) and np.all(c != 0) and np.all(np.isfinite(c)):
+        if (
+            isinstance(op, g.DivOp)
+            and c is not None
+            and g.is_float_type(g.element_type_of(b))
+            and np.all(c != 0)
+            and np.all(np.isfinite(c))
+        ):
             recip = u.constant_like(1.0 / c.astype(np.float64), b)
             return u.build(rewriter, op, recip, g.MulOp.make(a, recip))
 

@@ -140,8 +140,11 @@ class Cloner:
             return
         if isinstance(op, memref.AllocOp | memref.AllocaOp):
             ty = op.memref.type
-            new = b.op(type(op).get(ty.get_element_type(), shape=ty.get_shape(),
-                                    memory_space=dlp.space_attr("nram")))
+            new = b.op(
+                type(op).get(
+                    ty.get_element_type(), shape=ty.get_shape(), memory_space=dlp.space_attr("nram")
+                )
+            )
             new.results[0].name_hint = op.memref.name_hint
             self.vmap[op.memref] = new.results[0]
             return
@@ -149,8 +152,12 @@ class Cloner:
             return
         if isinstance(op, scf.IfOp):
             then_b, else_b = Block(), Block()
-            new = scf.IfOp(self.value(op.cond, b), [r.type for r in op.results], Region(then_b),
-                           Region(else_b) if op.false_region.blocks else None)
+            new = scf.IfOp(
+                self.value(op.cond, b),
+                [r.type for r in op.results],
+                Region(then_b),
+                Region(else_b) if op.false_region.blocks else None,
+            )
             b.op(new)
             self.block(op.true_region.block, b.nested(then_b))
             if op.false_region.blocks:
@@ -161,7 +168,8 @@ class Cloner:
             return
         if op.regions:
             raise DiagnosticException(
-                f"loop-to-dlp: unsupported op '{op.name}' with regions in kernel '{self.plan.kernel.sym}'")
+                f"loop-to-dlp: unsupported op '{op.name}' with regions in kernel '{self.plan.kernel.sym}'"
+            )
         new = op.clone(value_mapper={x: self.value(x, b) for x in op.operands})
         b.op(new)
         for old, r in zip(op.results, new.results):

@@ -45,7 +45,7 @@ class _NoCopy(Exception):
 
 
 def _strides(shape) -> list[int]:
-    return [math.prod(shape[k + 1:]) for k in range(len(shape))]
+    return [math.prod(shape[k + 1 :]) for k in range(len(shape))]
 
 
 def _tdiv(a, b):
@@ -54,15 +54,34 @@ def _tdiv(a, b):
 
 
 _INT = {
-    "arith.addi": lambda a, b: a + b, "arith.subi": lambda a, b: a - b, "arith.muli": lambda a, b: a * b,
-    "arith.divsi": _tdiv, "arith.remsi": lambda a, b: a - b * _tdiv(a, b),
-    "arith.floordivsi": lambda a, b: a // b, "arith.ceildivsi": lambda a, b: -((-a) // b),
-    "arith.divui": lambda a, b: a // b, "arith.remui": lambda a, b: a % b,
-    "arith.minsi": np.minimum, "arith.maxsi": np.maximum, "arith.minui": np.minimum, "arith.maxui": np.maximum,
-    "arith.andi": lambda a, b: a & b, "arith.ori": lambda a, b: a | b,
+    "arith.addi": lambda a, b: a + b,
+    "arith.subi": lambda a, b: a - b,
+    "arith.muli": lambda a, b: a * b,
+    "arith.divsi": _tdiv,
+    "arith.remsi": lambda a, b: a - b * _tdiv(a, b),
+    "arith.floordivsi": lambda a, b: a // b,
+    "arith.ceildivsi": lambda a, b: -((-a) // b),
+    "arith.divui": lambda a, b: a // b,
+    "arith.remui": lambda a, b: a % b,
+    "arith.minsi": np.minimum,
+    "arith.maxsi": np.maximum,
+    "arith.minui": np.minimum,
+    "arith.maxui": np.maximum,
+    "arith.andi": lambda a, b: a & b,
+    "arith.ori": lambda a, b: a | b,
 }
-_CMP = {"eq": np.equal, "ne": np.not_equal, "slt": np.less, "sle": np.less_equal, "sgt": np.greater,
-        "sge": np.greater_equal, "ult": np.less, "ule": np.less_equal, "ugt": np.greater, "uge": np.greater_equal}
+_CMP = {
+    "eq": np.equal,
+    "ne": np.not_equal,
+    "slt": np.less,
+    "sle": np.less_equal,
+    "sgt": np.greater,
+    "sge": np.greater_equal,
+    "ult": np.less,
+    "ule": np.less_equal,
+    "ugt": np.greater,
+    "uge": np.greater_equal,
+}
 
 
 class _Eval:
@@ -171,7 +190,9 @@ def copy_pieces(kernel: KernelOp):
         if not isinstance(value, tuple):
             return None
         strides = _strides(dst.type.get_shape())
-        d = np.broadcast_to(sum((ev.env[v] * s for v, s in zip(store.indices, strides)), np.int64(0)), (n,))
+        d = np.broadcast_to(
+            sum((ev.env[v] * s for v, s in zip(store.indices, strides)), np.int64(0)), (n,)
+        )
         b = np.broadcast_to(value[1], (n,))
         s = np.broadcast_to(value[2], (n,))
     except (_NoCopy, KeyError):
@@ -228,8 +249,11 @@ def lower_copy(kernel: KernelOp, desc, multicore: bool) -> dlp.KernelOp | None:
     parts = _split(pieces, tasks)
     if max(len(p) for p in parts) > MAX_PIECES_PER_TASK:
         return None
-    attrs = {"tasks": IntegerAttr(len(parts), i64), "dma_align": IntegerAttr(desc.dma_align, i64),
-             "vector_align": IntegerAttr(desc.vector_align, i64)}
+    attrs = {
+        "tasks": IntegerAttr(len(parts), i64),
+        "dma_align": IntegerAttr(desc.dma_align, i64),
+        "vector_align": IntegerAttr(desc.vector_align, i64),
+    }
     if kernel.origin is not None:
         attrs["origin"] = StringAttr(kernel.origin.data)
     new = dlp.KernelOp(kernel.sym, **attrs)
@@ -255,4 +279,3 @@ def lower_copy(kernel: KernelOp, desc, multicore: bool) -> dlp.KernelOp | None:
         block.add_op(cond)
         block.add_op(scf.IfOp(cond.result, [], Region(body)))
     return new
-

@@ -38,10 +38,30 @@ from dlpc.dialects import dlp
 from dlpc.dialects.loop import ForOp, spine
 from dlpc.passes.lower._dlp_build import Cloner, _round_up
 
-BINARY = {"arith.addf": "add", "arith.subf": "sub", "arith.mulf": "mul", "arith.divf": "div",
-          "arith.maximumf": "max", "arith.maxnumf": "max", "arith.minimumf": "min", "arith.minnumf": "min"}
-UNARY = {"math.exp": dlp.ExpOp, "math.tanh": dlp.TanhOp, "math.log": dlp.LogOp, "math.sqrt": dlp.SqrtOp}
-VECTOR = {"add": dlp.AddOp, "sub": dlp.SubOp, "mul": dlp.MulOp, "div": dlp.DivOp, "max": dlp.MaxOp, "min": dlp.MinOp}
+BINARY = {
+    "arith.addf": "add",
+    "arith.subf": "sub",
+    "arith.mulf": "mul",
+    "arith.divf": "div",
+    "arith.maximumf": "max",
+    "arith.maxnumf": "max",
+    "arith.minimumf": "min",
+    "arith.minnumf": "min",
+}
+UNARY = {
+    "math.exp": dlp.ExpOp,
+    "math.tanh": dlp.TanhOp,
+    "math.log": dlp.LogOp,
+    "math.sqrt": dlp.SqrtOp,
+}
+VECTOR = {
+    "add": dlp.AddOp,
+    "sub": dlp.SubOp,
+    "mul": dlp.MulOp,
+    "div": dlp.DivOp,
+    "max": dlp.MaxOp,
+    "min": dlp.MinOp,
+}
 CYCLE = {"add": dlp.CycleAddOp, "sub": dlp.CycleSubOp, "mul": dlp.CycleMulOp}
 
 
@@ -107,7 +127,11 @@ class Elementwise:
         return math.prod(lp.trip_count for lp in self.loops[1:])
 
     def temps(self) -> int:
-        n = sum(1 for op in self.body if op.name in BINARY or op.name in UNARY or op.name == "arith.negf")
+        n = sum(
+            1
+            for op in self.body
+            if op.name in BINARY or op.name in UNARY or op.name == "arith.negf"
+        )
         return n + 2  # intermediates, plus room for sign flips
 
     def emit_after(self, lowering, b, count, acc, t0, n, sum_value) -> None:
@@ -138,9 +162,11 @@ class ScalarEpilogue:
         idx = body.mul(ii, body.c(self.inner))
         builders = [body]
         for k, lp in enumerate(self.loops[1:], start=1):
-            _, inner, iv = builders[-1].for_(builders[-1].c(0), builders[-1].c(lp.upper), builders[-1].c(1))
+            _, inner, iv = builders[-1].for_(
+                builders[-1].c(0), builders[-1].c(lp.upper), builders[-1].c(1)
+            )
             vmap[lp.induction_var] = iv
-            stride = math.prod(q.trip_count for q in self.loops[k + 1:])
+            stride = math.prod(q.trip_count for q in self.loops[k + 1 :])
             idx = inner.add(idx, inner.mul(iv, inner.c(stride)))
             builders.append(inner)
         cur = builders[-1]
@@ -152,7 +178,9 @@ class ScalarEpilogue:
             bb.op(scf.YieldOp())
 
 
-def _epilogue(plan, spatial: list[ForOp], block_ops: list[Operation], post: list[Operation], sum_value):
+def _epilogue(
+    plan, spatial: list[ForOp], block_ops: list[Operation], post: list[Operation], sum_value
+):
     """Vector epilogue when it matches, else scalar loops (spatial loops from 0, step 1)."""
     try:
         return _match_elementwise(plan, spatial, post, {sum_value: Operand("vec")})
@@ -171,8 +199,14 @@ def _tile_matches(p, indices, loops, shape) -> bool:
     """indices == [prefix consts.., v, iv1, .., ivm] over full trailing dims."""
     ivs = _ivs(loops)
     d = p.dim
-    return (p.kind == "tiled" and p.a == 1 and p.rlo == 0 and p.rhi == 0
-            and list(indices[d:]) == ivs and tuple(shape[d + 1:]) == tuple(lp.trip_count for lp in loops[1:]))
+    return (
+        p.kind == "tiled"
+        and p.a == 1
+        and p.rlo == 0
+        and p.rhi == 0
+        and list(indices[d:]) == ivs
+        and tuple(shape[d + 1 :]) == tuple(lp.trip_count for lp in loops[1:])
+    )
 
 
 def _classify_load(plan, load: memref.LoadOp, loops: list[ForOp]) -> Operand:
@@ -187,7 +221,7 @@ def _classify_load(plan, load: memref.LoadOp, loops: list[ForOp]) -> Operand:
         ivs = _ivs(loops)
         extents = [lp.trip_count for lp in loops]
         for j in range(1, len(loops)):  # indexed by loops[:j], broadcast over loops[j:]
-            if idx[p.dim:] == ivs[:j] and tuple(shape[p.dim + 1:]) == tuple(extents[1:j]):
+            if idx[p.dim :] == ivs[:j] and tuple(shape[p.dim + 1 :]) == tuple(extents[1:j]):
                 seg = math.prod(extents[j:])
                 if (seg * 4) % plan.desc.vector_align == 0:
                     return Operand("row", p, seg=seg)
@@ -198,8 +232,11 @@ def _classify_load(plan, load: memref.LoadOp, loops: list[ForOp]) -> Operand:
     for k in range(1, len(loops) + 1):
         tail = ivs[k:]
         lead = idx[: len(idx) - len(tail)]
-        if idx[len(idx) - len(tail):] == tail and all(_cidx(plan, x) == 0 for x in lead) \
-                and tuple(shape[len(shape) - len(tail):]) == tuple(lp.trip_count for lp in loops[k:]):
+        if (
+            idx[len(idx) - len(tail) :] == tail
+            and all(_cidx(plan, x) == 0 for x in lead)
+            and tuple(shape[len(shape) - len(tail) :]) == tuple(lp.trip_count for lp in loops[k:])
+        ):
             if not tail:
                 return Operand("scalar", p, index=0)
             if math.prod(shape) != math.prod(lp.trip_count for lp in loops[k:]):
@@ -207,7 +244,7 @@ def _classify_load(plan, load: memref.LoadOp, loops: list[ForOp]) -> Operand:
             return Operand("cycle", p, seg=math.prod(lp.trip_count for lp in loops[k:]))
     consts = [_cidx(plan, x) for x in idx]
     if all(c is not None for c in consts):
-        flat = sum(c * math.prod(shape[j + 1:]) for j, c in enumerate(consts))
+        flat = sum(c * math.prod(shape[j + 1 :]) for j, c in enumerate(consts))
         return Operand("scalar", p, index=flat)
     raise NoMatch
 
@@ -228,7 +265,9 @@ def _check_expr(plan, loops: list[ForOp], ops: list[Operation], kinds: dict[SSAV
                 continue
             if "cycle" in pair and (pair != {"vec", "cycle"} or name not in CYCLE):
                 raise NoMatch
-            if "row" in pair and (pair != {"vec", "row"} or name not in ("add", "sub", "mul", "div") or b != "row"):
+            if "row" in pair and (
+                pair != {"vec", "row"} or name not in ("add", "sub", "mul", "div") or b != "row"
+            ):
                 raise NoMatch
             if a == "scalar" and name in ("div",):
                 raise NoMatch
@@ -285,7 +324,9 @@ class MatmulSelection:
     transpose_rhs: bool
     batch: tuple[int, int] | None = None  # batched (work loop over the batch): (m, n)
 
-    def scratch_bytes(self, plan, tile: int) -> int:  # the accumulator tile, the epilogue's temporaries
+    def scratch_bytes(
+        self, plan, tile: int
+    ) -> int:  # the accumulator tile, the epilogue's temporaries
         return _tile_bytes(plan, tile * self.ew.inner) * (self.ew.temps() + 1)
 
     def emit(self, lowering, b, t0: SSAValue, n: SSAValue) -> None:
@@ -297,9 +338,17 @@ class MatmulSelection:
             m, cols = self.batch
             _, body, ii = b.for_(b.c(0), n, b.c(1))
             at = lambda buf, slot, size: (buf, body.add(slot, body.mul(ii, body.c(size))))  # noqa: E731
-            body.op(dlp.MatmulOp(*at(acc, body.c(0), m * cols), *at(self.lhs.local, self.lhs.slot, m * self.k),
-                                 *at(self.rhs.local, self.rhs.slot, self.k * cols),
-                                 body.c(m), body.c(self.k), body.c(cols), transpose_rhs=self.transpose_rhs))
+            body.op(
+                dlp.MatmulOp(
+                    *at(acc, body.c(0), m * cols),
+                    *at(self.lhs.local, self.lhs.slot, m * self.k),
+                    *at(self.rhs.local, self.rhs.slot, self.k * cols),
+                    body.c(m),
+                    body.c(self.k),
+                    body.c(cols),
+                    transpose_rhs=self.transpose_rhs,
+                )
+            )
             body.op(scf.YieldOp())
             self.ew.emit_after(lowering, b, count, acc, t0, n, self.acc)
             return
@@ -307,8 +356,20 @@ class MatmulSelection:
             m, cols = n, b.c(self.cols)
         else:
             m, cols = b.c(1), n
-        b.op(dlp.MatmulOp(acc, b.c(0), self.lhs.local, self.lhs.slot, self.rhs.local, self.rhs.slot,
-                          m, b.c(self.k), cols, transpose_rhs=self.transpose_rhs))
+        b.op(
+            dlp.MatmulOp(
+                acc,
+                b.c(0),
+                self.lhs.local,
+                self.lhs.slot,
+                self.rhs.local,
+                self.rhs.slot,
+                m,
+                b.c(self.k),
+                cols,
+                transpose_rhs=self.transpose_rhs,
+            )
+        )
         self.ew.emit_after(lowering, b, count, acc, t0, n, self.acc)
 
 
@@ -321,7 +382,9 @@ def _scratch_elems(plan, elems: int) -> int:
     return _tile_bytes(plan, elems) // 4
 
 
-def _emit_elementwise(lowering, b, ew: Elementwise, count: SSAValue, preset, result=None, final=None) -> None:
+def _emit_elementwise(
+    lowering, b, ew: Elementwise, count: SSAValue, preset, result=None, final=None
+) -> None:
     """One intrinsic per op over `count` elements; temps are fresh NRAM buffers. The value
     stored by the body (or `result`) lands in the output tile (or `final`)."""
     plan = lowering.plan
@@ -484,8 +547,12 @@ def _window_nest(plan, n_reduce: int):
     if len(red) != n_reduce or any(lp.lower != 0 or lp.stride != 1 for lp in red):
         raise NoMatch
     pos = ops.index(red[0])
-    pre, post = ops[:pos], ops[pos + 1:]
-    if len(pre) != 2 or not isinstance(pre[0], memref.AllocaOp) or not isinstance(pre[1], memref.StoreOp):
+    pre, post = ops[:pos], ops[pos + 1 :]
+    if (
+        len(pre) != 2
+        or not isinstance(pre[0], memref.AllocaOp)
+        or not isinstance(pre[1], memref.StoreOp)
+    ):
         raise NoMatch
     acc = pre[0].memref
     if not post or not isinstance(post[0], memref.LoadOp) or post[0].memref is not acc:
@@ -500,23 +567,41 @@ def _match_conv(plan) -> ConvSelection:
         raise NoMatch
     body = [op for op in kw_l.block.ops if not isinstance(op, arith.ConstantOp)]
     la, add, st = body[-3:]
-    if not (isinstance(la, memref.LoadOp) and la.memref is acc and add.name == "arith.addf"
-            and isinstance(st, memref.StoreOp) and st.memref is acc and st.value is add.results[0]):
+    if not (
+        isinstance(la, memref.LoadOp)
+        and la.memref is acc
+        and add.name == "arith.addf"
+        and isinstance(st, memref.StoreOp)
+        and st.memref is acc
+        and st.value is add.results[0]
+    ):
         raise NoMatch
     mul = next((o.owner for o in add.operands if o is not la.res), None)
     if not isinstance(mul, Operation) or mul.name != "arith.mulf":
         raise NoMatch
     loads = [o.owner for o in mul.operands]
-    w_load = next((o for o in loads if isinstance(o, memref.LoadOp) and o.memref in plan.buffers
-                   and plan.buffers[o.memref].kind == "tiled"), None)
+    w_load = next(
+        (
+            o
+            for o in loads
+            if isinstance(o, memref.LoadOp)
+            and o.memref in plan.buffers
+            and plan.buffers[o.memref].kind == "tiled"
+        ),
+        None,
+    )
     x_val = next((o for o in loads if o is not w_load), None)
     if w_load is None or x_val is None:
         raise NoMatch
     if isinstance(x_val, scf.IfOp):  # zero padding: if (in bounds) load else 0
         then_ops = [o for o in x_val.true_region.block.ops if not isinstance(o, arith.ConstantOp)]
         else_ops = list(x_val.false_region.block.ops) if x_val.false_region.blocks else []
-        if len(then_ops) != 2 or not isinstance(then_ops[0], memref.LoadOp) or not else_ops \
-                or _const(else_ops[-1].operands[0]) != 0.0:
+        if (
+            len(then_ops) != 2
+            or not isinstance(then_ops[0], memref.LoadOp)
+            or not else_ops
+            or _const(else_ops[-1].operands[0]) != 0.0
+        ):
             raise NoMatch
         x_load = then_ops[0]
     elif isinstance(x_val, memref.LoadOp):
@@ -525,30 +610,56 @@ def _match_conv(plan) -> ConvSelection:
         raise NoMatch
     for o in body:
         if o not in (la, add, st, mul, w_load, x_val) and not (
-                o.name.startswith("arith.") and o.name not in BINARY and o.name != "arith.negf"):
+            o.name.startswith("arith.") and o.name not in BINARY and o.name != "arith.negf"
+        ):
             raise NoMatch
     pw, px = plan.buffers[w_load.memref], plan.buffers.get(x_load.memref)
     iv = [lp.induction_var for lp in (co_l, ci_l, kh_l, kw_l)]
-    if px is None or list(w_load.indices) != iv or pw.dim != 0 or pw.a != 1 \
-            or (pw.rlo, pw.rhi) != (0, 0) or len(px.shape) != 4 or px.shape[0] != 1:
+    if (
+        px is None
+        or list(w_load.indices) != iv
+        or pw.dim != 0
+        or pw.a != 1
+        or (pw.rlo, pw.rhi) != (0, 0)
+        or len(px.shape) != 4
+        or px.shape[0] != 1
+    ):
         raise NoMatch
     _, cin, h, w = px.shape
     xi = [_linear(plan, v) for v in x_load.indices]
     if None in xi or xi[0] != {1: 0}:
         raise NoMatch
     ci, co = ci_l.induction_var, co_l.induction_var
-    depthwise = xi[1] in ({co: 1, ci: 1}, {co: 1, ci: 1, 1: 0}, {co: 1}, {co: 1, 1: 0}) and ci_l.trip_count == 1
+    depthwise = (
+        xi[1] in ({co: 1, ci: 1}, {co: 1, ci: 1, 1: 0}, {co: 1}, {co: 1, 1: 0})
+        and ci_l.trip_count == 1
+    )
     if depthwise:  # channel c of the output reads channel c of the input
-        if not (px.kind == "tiled" and px.dim == 1 and px.a == 1 and px.rlo == px.rhi == 0
-                and pw.shape[1:] == (1, kh_l.trip_count, kw_l.trip_count)):
+        if not (
+            px.kind == "tiled"
+            and px.dim == 1
+            and px.a == 1
+            and px.rlo == px.rhi == 0
+            and pw.shape[1:] == (1, kh_l.trip_count, kw_l.trip_count)
+        ):
             raise NoMatch
-    elif px.kind != "whole" or xi[1] not in ({ci: 1}, {ci: 1, 1: 0}) \
-            or pw.shape[1:] != (cin, kh_l.trip_count, kw_l.trip_count) or ci_l.trip_count != cin:
+    elif (
+        px.kind != "whole"
+        or xi[1] not in ({ci: 1}, {ci: 1, 1: 0})
+        or pw.shape[1:] != (cin, kh_l.trip_count, kw_l.trip_count)
+        or ci_l.trip_count != cin
+    ):
         raise NoMatch
     hy, wx = xi[2], xi[3]
     sh, sw = hy.get(oh_l.induction_var, 0), wx.get(ow_l.induction_var, 0)
-    if set(hy) - {oh_l.induction_var, kh_l.induction_var, 1} or set(wx) - {ow_l.induction_var, kw_l.induction_var, 1} \
-            or hy.get(kh_l.induction_var) != 1 or wx.get(kw_l.induction_var) != 1 or sh < 1 or sw < 1:
+    if (
+        set(hy) - {oh_l.induction_var, kh_l.induction_var, 1}
+        or set(wx) - {ow_l.induction_var, kw_l.induction_var, 1}
+        or hy.get(kh_l.induction_var) != 1
+        or wx.get(kw_l.induction_var) != 1
+        or sh < 1
+        or sw < 1
+    ):
         raise NoMatch
     pt, pl = -hy.get(1, 0), -wx.get(1, 0)
     kh, kw = kh_l.trip_count, kw_l.trip_count
@@ -556,13 +667,27 @@ def _match_conv(plan) -> ConvSelection:
     pr = max(0, (ow_l.trip_count - 1) * sw + kw - w - pl)
     if min(pt, pl) < 0 or pt >= kh or pl >= kw:
         raise NoMatch
-    if ((h + pt + pb - kh) // sh + 1, (w + pl + pr - kw) // sw + 1) != (oh_l.trip_count, ow_l.trip_count):
+    if ((h + pt + pb - kh) // sh + 1, (w + pl + pr - kw) // sw + 1) != (
+        oh_l.trip_count,
+        ow_l.trip_count,
+    ):
         raise NoMatch
     if isinstance(x_val, memref.LoadOp) and max(pt, pl, pb, pr) > 0:
         raise NoMatch  # an unguarded load with padding would read out of bounds
     ew = _epilogue(plan, spatial, list(ow_l.block.ops), post[1:], post[0].res)
-    params = dict(channels_in=1 if depthwise else cin, height=h, width=w, kernel_h=kh, kernel_w=kw,
-                  stride_h=sh, stride_w=sw, pad_top=pt, pad_left=pl, pad_bottom=pb, pad_right=pr)
+    params = dict(
+        channels_in=1 if depthwise else cin,
+        height=h,
+        width=w,
+        kernel_h=kh,
+        kernel_w=kw,
+        stride_h=sh,
+        stride_w=sw,
+        pad_top=pt,
+        pad_left=pl,
+        pad_bottom=pb,
+        pad_right=pr,
+    )
     if depthwise:
         align = plan.desc.vector_align
         if (h * w * 4) % align or (ew.inner * 4) % align:
@@ -581,16 +706,32 @@ class ConvSelection:
     acc: SSAValue
     params: dict
 
-    def scratch_bytes(self, plan, tile: int) -> int:  # the accumulator tile, the epilogue's temporaries
+    def scratch_bytes(
+        self, plan, tile: int
+    ) -> int:  # the accumulator tile, the epilogue's temporaries
         return _tile_bytes(plan, tile * self.ew.inner) * (self.ew.temps() + 1)
 
     def emit(self, lowering, b, t0: SSAValue, n: SSAValue) -> None:
         plan = lowering.plan
         count = b.mul(n, b.c(self.ew.inner))
-        acc = b.alloc("nram", _scratch_elems(plan, plan.tile * self.ew.inner),
-                      self.src.value.type.get_element_type(), "acc_nram")
-        b.op(dlp.Conv2dOp(acc, b.c(0), self.src.local, b.c(0), self.weight.local, self.weight.slot, n,
-                          **self.params))
+        acc = b.alloc(
+            "nram",
+            _scratch_elems(plan, plan.tile * self.ew.inner),
+            self.src.value.type.get_element_type(),
+            "acc_nram",
+        )
+        b.op(
+            dlp.Conv2dOp(
+                acc,
+                b.c(0),
+                self.src.local,
+                b.c(0),
+                self.weight.local,
+                self.weight.slot,
+                n,
+                **self.params,
+            )
+        )
         self.ew.emit_after(lowering, b, count, acc, t0, n, self.acc)
 
 
@@ -615,11 +756,27 @@ class DepthwiseSelection(ConvSelection):
         filters = b.alloc("wram", plan.tile * slot, elt, f"{self.weight.name}_wram")
         hw = self.params["height"] * self.params["width"]
         _, body, c = b.for_(b.c(0), n, b.c(1))
-        body.op(dlp.MemcpyOp(filters, body.mul(c, body.c(slot)), self.weight.value,
-                             body.mul(body.add(t0, c), body.c(taps)), body.c(taps)))
-        body.op(dlp.Conv2dOp(acc, body.mul(c, body.c(self.ew.inner)), self.src.local,
-                             body.add(self.src.slot, body.mul(c, body.c(hw))), filters,
-                             body.mul(c, body.c(slot)), body.c(1), **self.params))
+        body.op(
+            dlp.MemcpyOp(
+                filters,
+                body.mul(c, body.c(slot)),
+                self.weight.value,
+                body.mul(body.add(t0, c), body.c(taps)),
+                body.c(taps),
+            )
+        )
+        body.op(
+            dlp.Conv2dOp(
+                acc,
+                body.mul(c, body.c(self.ew.inner)),
+                self.src.local,
+                body.add(self.src.slot, body.mul(c, body.c(hw))),
+                filters,
+                body.mul(c, body.c(slot)),
+                body.c(1),
+                **self.params,
+            )
+        )
         body.op(scf.YieldOp())
         self.ew.emit_after(lowering, b, count, acc, t0, n, self.acc)
 
@@ -634,8 +791,12 @@ def _match_matmul(plan) -> MatmulSelection:
         raise NoMatch
     red = loops_in[0]
     pos = ops.index(red)
-    pre, post = ops[:pos], ops[pos + 1:]
-    if len(pre) != 2 or not isinstance(pre[0], memref.AllocaOp) or not isinstance(pre[1], memref.StoreOp):
+    pre, post = ops[:pos], ops[pos + 1 :]
+    if (
+        len(pre) != 2
+        or not isinstance(pre[0], memref.AllocaOp)
+        or not isinstance(pre[1], memref.StoreOp)
+    ):
         raise NoMatch
     acc_buf = pre[0].memref
     if _const(pre[1].value) != 0.0 or pre[1].memref is not acc_buf:
@@ -644,10 +805,19 @@ def _match_matmul(plan) -> MatmulSelection:
     if len(body) != 6 or red.lower != 0 or red.stride != 1:
         raise NoMatch
     l1, l2, mul, la, add, st = body
-    if not (isinstance(l1, memref.LoadOp) and isinstance(l2, memref.LoadOp) and mul.name == "arith.mulf"
-            and isinstance(la, memref.LoadOp) and la.memref is acc_buf and add.name == "arith.addf"
-            and isinstance(st, memref.StoreOp) and st.memref is acc_buf and st.value is add.results[0]
-            and set(mul.operands) == {l1.res, l2.res} and set(add.operands) == {la.res, mul.results[0]}):
+    if not (
+        isinstance(l1, memref.LoadOp)
+        and isinstance(l2, memref.LoadOp)
+        and mul.name == "arith.mulf"
+        and isinstance(la, memref.LoadOp)
+        and la.memref is acc_buf
+        and add.name == "arith.addf"
+        and isinstance(st, memref.StoreOp)
+        and st.memref is acc_buf
+        and st.value is add.results[0]
+        and set(mul.operands) == {l1.res, l2.res}
+        and set(add.operands) == {la.res, mul.results[0]}
+    ):
         raise NoMatch
     if not post or not isinstance(post[0], memref.LoadOp) or post[0].memref is not acc_buf:
         raise NoMatch
@@ -665,11 +835,11 @@ def _match_matmul(plan) -> MatmulSelection:
             mvar, nvar = spatial[1].induction_var, spatial[2].induction_var
             mm, nn = spatial[1].trip_count, spatial[2].trip_count
             tiled = all(p.kind == "tiled" and p.a == 1 and p.rlo == p.rhi == 0 for p in (lhs, rhs))
-            if not tiled or ia[lhs.dim:] != [v, mvar, r] or lhs.shape[lhs.dim + 1:] != (mm, k):
+            if not tiled or ia[lhs.dim :] != [v, mvar, r] or lhs.shape[lhs.dim + 1 :] != (mm, k):
                 continue
-            if ib[rhs.dim:] == [v, r, nvar] and rhs.shape[rhs.dim + 1:] == (k, nn):
+            if ib[rhs.dim :] == [v, r, nvar] and rhs.shape[rhs.dim + 1 :] == (k, nn):
                 transpose = False
-            elif ib[rhs.dim:] == [v, nvar, r] and rhs.shape[rhs.dim + 1:] == (nn, k):
+            elif ib[rhs.dim :] == [v, nvar, r] and rhs.shape[rhs.dim + 1 :] == (nn, k):
                 transpose = True
             else:
                 continue
@@ -681,9 +851,16 @@ def _match_matmul(plan) -> MatmulSelection:
         if rows_tiled:  # A[.., m, r] tiled rows, B whole (k x n or n x k)
             nvar = spatial[1].induction_var
             ncols = spatial[1].trip_count
-            if not (lhs.kind == "tiled" and lhs.a == 1 and lhs.rlo == lhs.rhi == 0 and ia[lhs.dim:] == [v, r]
-                    and lhs.shape[-1] == k and rhs.kind == "whole"
-                    and all(_cidx(plan, x) == 0 for x in ib[:-2]) and math.prod(rhs.shape) == k * ncols):
+            if not (
+                lhs.kind == "tiled"
+                and lhs.a == 1
+                and lhs.rlo == lhs.rhi == 0
+                and ia[lhs.dim :] == [v, r]
+                and lhs.shape[-1] == k
+                and rhs.kind == "whole"
+                and all(_cidx(plan, x) == 0 for x in ib[:-2])
+                and math.prod(rhs.shape) == k * ncols
+            ):
                 continue
             if ib[-2:] == [r, nvar]:
                 transpose = False
@@ -693,9 +870,16 @@ def _match_matmul(plan) -> MatmulSelection:
                 continue
             cols = ncols
         else:  # A whole (one row), B[.., n, r] tiled columns
-            if not (lhs.kind == "whole" and all(_cidx(plan, x) is not None for x in ia[:-1]) and ia[-1] is r
-                    and rhs.kind == "tiled" and rhs.a == 1 and rhs.rlo == rhs.rhi == 0
-                    and ib[rhs.dim:] == [v, r] and rhs.shape[-1] == k):
+            if not (
+                lhs.kind == "whole"
+                and all(_cidx(plan, x) is not None for x in ia[:-1])
+                and ia[-1] is r
+                and rhs.kind == "tiled"
+                and rhs.a == 1
+                and rhs.rlo == rhs.rhi == 0
+                and ib[rhs.dim :] == [v, r]
+                and rhs.shape[-1] == k
+            ):
                 continue
             if any(_cidx(plan, x) != 0 for x in ia[:-1]) or math.prod(lhs.shape) != k:
                 continue
@@ -706,8 +890,11 @@ def _match_matmul(plan) -> MatmulSelection:
     raise NoMatch
 
 
-COMBINERS = {"arith.addf": (dlp.ReduceSumOp, 0.0), "arith.maximumf": (dlp.ReduceMaxOp, float("-inf")),
-             "arith.maxnumf": (dlp.ReduceMaxOp, float("-inf"))}
+COMBINERS = {
+    "arith.addf": (dlp.ReduceSumOp, 0.0),
+    "arith.maximumf": (dlp.ReduceMaxOp, float("-inf")),
+    "arith.maxnumf": (dlp.ReduceMaxOp, float("-inf")),
+}
 
 
 @dataclass
@@ -731,9 +918,18 @@ class ReduceSelection:
         plan = lowering.plan
         elt = self.prologue.out.value.type.get_element_type()
         rows = b.mul(n, b.c(self.ew.inner))
-        src = b.alloc("nram", _scratch_elems(plan, plan.tile * self.prologue.inner), elt, "row_nram")
-        _emit_elementwise(lowering, b, self.prologue, b.mul(rows, b.c(self.cols)), {},
-                          result=self.value, final=(src, b.c(0)))
+        src = b.alloc(
+            "nram", _scratch_elems(plan, plan.tile * self.prologue.inner), elt, "row_nram"
+        )
+        _emit_elementwise(
+            lowering,
+            b,
+            self.prologue,
+            b.mul(rows, b.c(self.cols)),
+            {},
+            result=self.value,
+            final=(src, b.c(0)),
+        )
         acc = b.alloc("nram", _scratch_elems(plan, plan.tile * self.ew.inner), elt, "acc_nram")
         b.op(self.op(acc, b.c(0), src, b.c(0), rows, b.c(self.cols)))
         self.ew.emit_after(lowering, b, rows, acc, t0, n, self.acc)
@@ -750,22 +946,41 @@ def _match_reduce(plan) -> ReduceSelection:
     if any(lp.lower != 0 or lp.stride != 1 for lp in red):
         raise NoMatch
     pos = ops.index(red[0])
-    pre, post = ops[:pos], ops[pos + 1:]
-    if len(pre) != 2 or not isinstance(pre[0], memref.AllocaOp) or not isinstance(pre[1], memref.StoreOp):
+    pre, post = ops[:pos], ops[pos + 1 :]
+    if (
+        len(pre) != 2
+        or not isinstance(pre[0], memref.AllocaOp)
+        or not isinstance(pre[1], memref.StoreOp)
+    ):
         raise NoMatch
     acc = pre[0].memref
     body = [op for op in red[-1].block.ops if not isinstance(op, arith.ConstantOp)]
-    if len(body) < 4 or not post or not isinstance(post[0], memref.LoadOp) or post[0].memref is not acc:
+    if (
+        len(body) < 4
+        or not post
+        or not isinstance(post[0], memref.LoadOp)
+        or post[0].memref is not acc
+    ):
         raise NoMatch
     la, comb, st = body[-3:]
-    if not (isinstance(la, memref.LoadOp) and la.memref is acc and comb.name in COMBINERS
-            and isinstance(st, memref.StoreOp) and st.memref is acc and st.value is comb.results[0]
-            and la.res in comb.operands):
+    if not (
+        isinstance(la, memref.LoadOp)
+        and la.memref is acc
+        and comb.name in COMBINERS
+        and isinstance(st, memref.StoreOp)
+        and st.memref is acc
+        and st.value is comb.results[0]
+        and la.res in comb.operands
+    ):
         raise NoMatch
     op_cls, init = COMBINERS[comb.name]
     if _const(pre[1].value) != init:
         raise NoMatch
-    value = next(x for x in comb.operands if x is not la.res) if comb.operands[0] is not comb.operands[1] else None
+    value = (
+        next(x for x in comb.operands if x is not la.res)
+        if comb.operands[0] is not comb.operands[1]
+        else None
+    )
     if value is None:
         raise NoMatch
     loops = [*spatial, *red]
@@ -780,7 +995,9 @@ def _match_reduce(plan) -> ReduceSelection:
         raise NoMatch
     prologue = Elementwise(loops, [*consts, *prologue_ops], out)
     ew = _epilogue(plan, spatial, list(s.block.ops), post[1:], post[0].res)
-    return ReduceSelection(prologue, value, op_cls, math.prod(lp.trip_count for lp in red), ew, post[0].res)
+    return ReduceSelection(
+        prologue, value, op_cls, math.prod(lp.trip_count for lp in red), ew, post[0].res
+    )
 
 
 @dataclass
@@ -794,13 +1011,19 @@ class PoolSelection:
     acc: SSAValue
     params: dict
 
-    def scratch_bytes(self, plan, tile: int) -> int:  # the accumulator tile, the epilogue's temporaries
+    def scratch_bytes(
+        self, plan, tile: int
+    ) -> int:  # the accumulator tile, the epilogue's temporaries
         return _tile_bytes(plan, tile * self.ew.inner) * (self.ew.temps() + 1)
 
     def emit(self, lowering, b, t0: SSAValue, n: SSAValue) -> None:
         plan = lowering.plan
-        acc = b.alloc("nram", _scratch_elems(plan, plan.tile * self.ew.inner),
-                      self.src.value.type.get_element_type(), "acc_nram")
+        acc = b.alloc(
+            "nram",
+            _scratch_elems(plan, plan.tile * self.ew.inner),
+            self.src.value.type.get_element_type(),
+            "acc_nram",
+        )
         b.op(dlp.PoolOp(self.mode, acc, b.c(0), self.src.local, self.src.slot, n, **self.params))
         self.ew.emit_after(lowering, b, b.mul(n, b.c(self.ew.inner)), acc, t0, n, self.acc)
 
@@ -812,8 +1035,12 @@ def _window_value(x_val, fill: float):
     if isinstance(x_val, scf.IfOp):
         then_ops = [o for o in x_val.true_region.block.ops if not isinstance(o, arith.ConstantOp)]
         else_ops = list(x_val.false_region.block.ops) if x_val.false_region.blocks else []
-        if len(then_ops) == 2 and isinstance(then_ops[0], memref.LoadOp) and else_ops \
-                and _const(else_ops[-1].operands[0]) == fill:
+        if (
+            len(then_ops) == 2
+            and isinstance(then_ops[0], memref.LoadOp)
+            and else_ops
+            and _const(else_ops[-1].operands[0]) == fill
+        ):
             return then_ops[0], True
     raise NoMatch
 
@@ -827,8 +1054,14 @@ def _match_pool(plan) -> PoolSelection:
     if len(body) < 4:
         raise NoMatch
     la, comb, st = body[-3:]
-    if not (isinstance(la, memref.LoadOp) and la.memref is acc and isinstance(st, memref.StoreOp)
-            and st.memref is acc and st.value is comb.results[0] and la.res in comb.operands):
+    if not (
+        isinstance(la, memref.LoadOp)
+        and la.memref is acc
+        and isinstance(st, memref.StoreOp)
+        and st.memref is acc
+        and st.value is comb.results[0]
+        and la.res in comb.operands
+    ):
         raise NoMatch
     mode = {"arith.maximumf": "max", "arith.maxnumf": "max", "arith.addf": "sum"}.get(comb.name)
     init = {"max": float("-inf"), "sum": 0.0}.get(mode)
@@ -839,31 +1072,62 @@ def _match_pool(plan) -> PoolSelection:
         raise NoMatch
     x_load, guarded = _window_value(x_val, init)
     for o in body:
-        if o not in (la, comb, st, x_val) and not (o.name.startswith("arith.") and o.name not in BINARY
-                                                   and o.name != "arith.negf"):
+        if o not in (la, comb, st, x_val) and not (
+            o.name.startswith("arith.") and o.name not in BINARY and o.name != "arith.negf"
+        ):
             raise NoMatch
     px = plan.buffers.get(x_load.memref)
-    if px is None or len(px.shape) != 4 or px.shape[0] != 1 or not (
-            px.kind == "tiled" and px.dim == 1 and px.a == 1 and px.rlo == px.rhi == 0):
+    if (
+        px is None
+        or len(px.shape) != 4
+        or px.shape[0] != 1
+        or not (px.kind == "tiled" and px.dim == 1 and px.a == 1 and px.rlo == px.rhi == 0)
+    ):
         raise NoMatch
     _, _, h, w = px.shape
     xi = [_linear(plan, v) for v in x_load.indices]
-    if None in xi or xi[0] != {1: 0} or xi[1] not in ({c_l.induction_var: 1}, {c_l.induction_var: 1, 1: 0}):
+    if (
+        None in xi
+        or xi[0] != {1: 0}
+        or xi[1] not in ({c_l.induction_var: 1}, {c_l.induction_var: 1, 1: 0})
+    ):
         raise NoMatch
     hy, wx = xi[2], xi[3]
     sh, sw = hy.get(oh_l.induction_var, 0), wx.get(ow_l.induction_var, 0)
-    if set(hy) - {oh_l.induction_var, kh_l.induction_var, 1} or set(wx) - {ow_l.induction_var, kw_l.induction_var, 1} \
-            or hy.get(kh_l.induction_var) != 1 or wx.get(kw_l.induction_var) != 1 or sh < 1 or sw < 1:
+    if (
+        set(hy) - {oh_l.induction_var, kh_l.induction_var, 1}
+        or set(wx) - {ow_l.induction_var, kw_l.induction_var, 1}
+        or hy.get(kh_l.induction_var) != 1
+        or wx.get(kw_l.induction_var) != 1
+        or sh < 1
+        or sw < 1
+    ):
         raise NoMatch
     pt, pl = -hy.get(1, 0), -wx.get(1, 0)
     kh, kw, oh, ow = kh_l.trip_count, kw_l.trip_count, oh_l.trip_count, ow_l.trip_count
-    if min(pt, pl) < 0 or pt >= kh or pl >= kw or (oh - 1) * sh - pt >= h or (ow - 1) * sw - pl >= w:
+    if (
+        min(pt, pl) < 0
+        or pt >= kh
+        or pl >= kw
+        or (oh - 1) * sh - pt >= h
+        or (ow - 1) * sw - pl >= w
+    ):
         raise NoMatch
     if not guarded and (pt or pl or (oh - 1) * sh + kh - pt > h or (ow - 1) * sw + kw - pl > w):
         raise NoMatch  # an unguarded load past the image would read out of bounds
     ew = _epilogue(plan, spatial, list(ow_l.block.ops), post[1:], post[0].res)
-    params = dict(height=h, width=w, kernel_h=kh, kernel_w=kw, stride_h=sh, stride_w=sw,
-                  pad_top=pt, pad_left=pl, out_h=oh, out_w=ow)
+    params = dict(
+        height=h,
+        width=w,
+        kernel_h=kh,
+        kernel_w=kw,
+        stride_h=sh,
+        stride_w=sw,
+        pad_top=pt,
+        pad_left=pl,
+        out_h=oh,
+        out_w=ow,
+    )
     return PoolSelection(mode, ew, px, post[0].res, params)
 
 
@@ -871,7 +1135,9 @@ def select_compute(plan):
     """An intrinsic selection for the plan's tile compute, or None (scalar loops)."""
     if plan.work is None:
         return None
-    if any(not isinstance(p.value.type.get_element_type(), Float32Type) for p in plan.buffers.values()):
+    if any(
+        not isinstance(p.value.type.get_element_type(), Float32Type) for p in plan.buffers.values()
+    ):
         return None  # the intrinsics are f32
     for matcher in (_match_matmul, _match_conv, _match_pool, _match_reduce):
         try:

@@ -43,8 +43,9 @@ def elt(v: SSAValue):
 def bcast(idx: Idx, in_shape: Sequence[int], out_shape: Sequence[int]) -> Idx:
     """numpy broadcasting: the index into an operand of `in_shape` (broadcast dims read 0)."""
     off = len(out_shape) - len(in_shape)
-    return [0 if d == 1 and out_shape[off + k] != 1 else idx[off + k]
-            for k, d in enumerate(in_shape)]
+    return [
+        0 if d == 1 and out_shape[off + k] != 1 else idx[off + k] for k, d in enumerate(in_shape)
+    ]
 
 
 def op_name(op: Operation) -> str:
@@ -74,17 +75,36 @@ class Lowering:
     def compute(self, ty: TensorType, fn, suffix: str = "") -> SSAValue:
         return self.emit(ComputeOp.build(self.base + suffix, ty, fn))
 
-    def reduce(self, ty: TensorType, extents, combiner: str, fn, suffix: str = "",
-               epilogue=None, acc_type=None) -> SSAValue:
+    def reduce(
+        self,
+        ty: TensorType,
+        extents,
+        combiner: str,
+        fn,
+        suffix: str = "",
+        epilogue=None,
+        acc_type=None,
+    ) -> SSAValue:
         init = None
         e = acc_type or ty.get_element_type()
         if isinstance(e, IntegerType) and combiner in ("max", "min"):
             # i1 is a bool (false < true, as numpy's), other integers are signed
-            lo, hi = (0, 1) if e.width.data == 1 else (-2 ** (e.width.data - 1),
-                                                       2 ** (e.width.data - 1) - 1)
+            lo, hi = (
+                (0, 1)
+                if e.width.data == 1
+                else (-(2 ** (e.width.data - 1)), 2 ** (e.width.data - 1) - 1)
+            )
             init = float(lo if combiner == "max" else hi)
-        op = ReduceOp.build(self.base + suffix, ty, extents, combiner, fn, init=init,
-                            epilogue=epilogue, acc_type=acc_type)
+        op = ReduceOp.build(
+            self.base + suffix,
+            ty,
+            extents,
+            combiner,
+            fn,
+            init=init,
+            epilogue=epilogue,
+            acc_type=acc_type,
+        )
         return self.emit(op)
 
     def lower(self, op: Operation) -> SSAValue:
@@ -106,8 +126,9 @@ class Lowering:
 # ------------------------------------------------------------- windows and guards
 
 
-def guarded_read(b: BodyBuilder, x: SSAValue, idx: Idx, checks: list[tuple[int, int]],
-                 fill: float) -> SSAValue:
+def guarded_read(
+    b: BodyBuilder, x: SSAValue, idx: Idx, checks: list[tuple[int, int]], fill: float
+) -> SSAValue:
     """x[idx] when every idx[d] of `checks` (d, size) is in [0, size), else fill;
     emitted as scf.if so the read only runs in bounds."""
     if not checks:
@@ -131,8 +152,10 @@ def window_checks(op: g.WindowOp, in_hw, out_hw, kernel) -> list[tuple[int, int]
     (sh, sw), (pt, pl, _, _), (dh, dw) = op.strides(), op.pads(), op.dilations()
     _, dim_h, dim_w = spatial_dims(op)
     checks = []
-    for d, size, o, s, p, k, dil in ((dim_h, in_hw[0], out_hw[0], sh, pt, kernel[0], dh),
-                                     (dim_w, in_hw[1], out_hw[1], sw, pl, kernel[1], dw)):
+    for d, size, o, s, p, k, dil in (
+        (dim_h, in_hw[0], out_hw[0], sh, pt, kernel[0], dh),
+        (dim_w, in_hw[1], out_hw[1], sw, pl, kernel[1], dw),
+    ):
         if p > 0 or (o - 1) * s + (k - 1) * dil - p >= size:
             checks.append((d, size))
     return checks

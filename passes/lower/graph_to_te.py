@@ -182,6 +182,7 @@ def lower_matmul(L: Lowering, op: g.GraphOp, xs):
     sa, sb = shape(a), shape(bm)
     ta, tb = op.attr("transpose_a"), op.attr("transpose_b")
     k = sa[0] if len(sa) == 1 else (sa[-2] if ta else sa[-1])
+
     def body(b: BodyBuilder, idx: Idx, r: Idx):
         full = list(idx)
         if len(sb) == 1:
@@ -192,11 +193,15 @@ def lower_matmul(L: Lowering, op: g.GraphOp, xs):
         if len(sa) == 1:
             ia = [r[0]]
         else:
-            ia = bcast(batch, sa[:-2], op.out_shape[: len(batch)]) + ([r[0], m] if ta else [m, r[0]])
+            ia = bcast(batch, sa[:-2], op.out_shape[: len(batch)]) + (
+                [r[0], m] if ta else [m, r[0]]
+            )
         if len(sb) == 1:
             ib = [r[0]]
         else:
-            ib = bcast(batch, sb[:-2], op.out_shape[: len(batch)]) + ([n, r[0]] if tb else [r[0], n])
+            ib = bcast(batch, sb[:-2], op.out_shape[: len(batch)]) + (
+                [n, r[0]] if tb else [r[0], n]
+            )
         return _prod(b, b.read(a, ia), b.read(bm, ib))
 
     return _dot(L, op.out_type, [k], body)
@@ -257,8 +262,9 @@ def lower_conv2d(L: Lowering, op: g.Conv2DOp, xs):
         # the OIHW weight laid out as (kh, kw, c, o), so that the innermost (channel)
         # output dim reads it contiguously; a separate kernel even inside graph.fused
         ty = g.tensor_type((kh, kw, cg, o), elt(w))
-        wt = L.compute(ty, lambda b, idx: b.read(w, [idx[3], idx[2], idx[0], idx[1]]),
-                       suffix="_weight_hwio")
+        wt = L.compute(
+            ty, lambda b, idx: b.read(w, [idx[3], idx[2], idx[0], idx[1]]), suffix="_weight_hwio"
+        )
         L.hoisted.add(wt.owner)
         weight_at = lambda oc, c, i, j: [i, j, c, oc]  # noqa: E731
 
@@ -310,8 +316,13 @@ def lower_pool(L: Lowering, op: g.PoolOp, xs):
         return all(lo_ <= o * s - p and o * s - p + k <= hi_ for o in range(o_size))
 
     if static(oh, sh, pt, kh, lo[0], hi[0]) and static(ow, sw, pl, kw, lo[1], hi[1]):
-        return L.reduce(op.out_type, [kh, kw], "add", body,
-                        epilogue=lambda b, acc, idx: b.div(acc, float(kh * kw)))
+        return L.reduce(
+            op.out_type,
+            [kh, kw],
+            "add",
+            body,
+            epilogue=lambda b, acc, idx: b.div(acc, float(kh * kw)),
+        )
 
     def epilogue(b: BodyBuilder, acc: SSAValue, idx: Idx):
         _, _, i, j = _nchw(op, idx)
@@ -331,8 +342,13 @@ def lower_global_avg_pool(L: Lowering, op: g.GraphOp, xs):
         n, c = _nchw(op, idx)[:2]
         return b.read(x, _in_layout(op, n, c, *r))
 
-    return L.reduce(op.out_type, spatial, "add", body,
-                    epilogue=lambda b, acc, idx: b.div(acc, float(math.prod(spatial))))
+    return L.reduce(
+        op.out_type,
+        spatial,
+        "add",
+        body,
+        epilogue=lambda b, acc, idx: b.div(acc, float(math.prod(spatial))),
+    )
 
 
 # ------------------------------------------------------------------ normalisation
@@ -367,8 +383,14 @@ def _mean_over_tail(L: Lowering, x: SSAValue, axis: int, suffix: str, fn=None) -
         v = b.read(x, [*idx, *r])
         return fn(b, v, idx) if fn else v
 
-    return L.reduce(_stats_type(x, axis), tail, "add", body, suffix=suffix,
-                    epilogue=lambda b, acc, idx: b.div(acc, count))
+    return L.reduce(
+        _stats_type(x, axis),
+        tail,
+        "add",
+        body,
+        suffix=suffix,
+        epilogue=lambda b, acc, idx: b.div(acc, count),
+    )
 
 
 @lowers("layer_norm")
@@ -410,18 +432,24 @@ def lower_softmax(L: Lowering, op: g.GraphOp, xs):
     s = shape(x)
     axis = g.normalize_axis(op.attr("axis"), len(s))
     stats = g.tensor_type(_drop(list(s), axis), elt(x))
-    mx = L.reduce(stats, [s[axis]], "max", lambda b, idx, r: b.read(x, _put(idx, axis, r[0])),
-                  suffix="_max")
+    mx = L.reduce(
+        stats, [s[axis]], "max", lambda b, idx, r: b.read(x, _put(idx, axis, r[0])), suffix="_max"
+    )
 
     def shifted(b: BodyBuilder, idx: Idx) -> SSAValue:
         return b.sub(b.read(x, idx), b.read(mx, _drop(idx, axis)))
 
     # the f16 exps are summed in f32 and rounded once (the reference's `_sum_f32`)
     wide = isinstance(elt(x), Float16Type)
-    total = L.reduce(stats, [s[axis]], "add",
-                     lambda b, idx, r: _widen(b, b.exp(shifted(b, _put(idx, axis, r[0])))),
-                     suffix="_sum", acc_type=f32 if wide else None,
-                     epilogue=(lambda b, acc, idx: b.cast(acc, f16)) if wide else None)
+    total = L.reduce(
+        stats,
+        [s[axis]],
+        "add",
+        lambda b, idx, r: _widen(b, b.exp(shifted(b, _put(idx, axis, r[0])))),
+        suffix="_sum",
+        acc_type=f32 if wide else None,
+        epilogue=(lambda b, acc, idx: b.cast(acc, f16)) if wide else None,
+    )
     if op.name == "graph.softmax":
         body = lambda b, idx: b.div(b.exp(shifted(b, idx)), b.read(total, _drop(idx, axis)))  # noqa: E731
     else:
@@ -431,8 +459,13 @@ def lower_softmax(L: Lowering, op: g.GraphOp, xs):
 
 # --------------------------------------------------------------------- reductions
 
-COMBINER = {"reduce_sum": "add", "reduce_mean": "add", "reduce_max": "max",
-            "reduce_min": "min", "reduce_prod": "mul"}
+COMBINER = {
+    "reduce_sum": "add",
+    "reduce_mean": "add",
+    "reduce_max": "max",
+    "reduce_min": "min",
+    "reduce_prod": "mul",
+}
 
 
 @lowers(*COMBINER)
@@ -460,8 +493,7 @@ def lower_reduce(L: Lowering, op: g.ReduceOp, xs):
     if mnemonic == "reduce_mean":
         count = math.prod(s[a] for a in axes)
         epilogue = lambda b, acc, idx: b.div(acc, count)  # noqa: E731
-    return L.reduce(op.out_type, [s[a] for a in axes], COMBINER[mnemonic], body,
-                    epilogue=epilogue)
+    return L.reduce(op.out_type, [s[a] for a in axes], COMBINER[mnemonic], body, epilogue=epilogue)
 
 
 # ------------------------------------------------------------------ data movement
@@ -514,10 +546,12 @@ def lower_concat(L: Lowering, op: g.GraphOp, xs):
     def pick(b: BodyBuilder, idx: Idx, k: int) -> SSAValue:
         if k == len(xs) - 1:
             return b.read(xs[k], [*idx[:axis], b.sub(idx[axis], offsets[k]), *idx[axis + 1 :]])
-        return b.if_(b.cmp("lt", idx[axis], offsets[k + 1]),
-                     lambda t: t.read(xs[k], [*idx[:axis], t.sub(idx[axis], offsets[k]),
-                                              *idx[axis + 1 :]]),
-                     lambda e: pick(e, idx, k + 1), elt(xs[0]))
+        return b.if_(
+            b.cmp("lt", idx[axis], offsets[k + 1]),
+            lambda t: t.read(xs[k], [*idx[:axis], t.sub(idx[axis], offsets[k]), *idx[axis + 1 :]]),
+            lambda e: pick(e, idx, k + 1),
+            elt(xs[0]),
+        )
 
     return L.compute(op.out_type, lambda b, idx: pick(b, idx, 0))
 
@@ -593,8 +627,11 @@ def lower_fused(L: Lowering, op: g.FusedOp) -> SSAValue:
     result = mapper[op.yield_op.values[0]]
     ops = [o for o in L.created[start:] if o.parent is not None]
     for producer in ops:
-        if isinstance(producer, ComputeOp) and producer.result is not result \
-                and producer not in L.hoisted:
+        if (
+            isinstance(producer, ComputeOp)
+            and producer.result is not result
+            and producer not in L.hoisted
+        ):
             inline_compute(producer)
     final = result.owner
     reduces = [o for o in ops if isinstance(o, ReduceOp) and o.parent is not None]

@@ -143,11 +143,21 @@ class IndexAnalysis:
 
     @staticmethod
     def _interval(name: str, args: list[Affine]) -> Affine:
-        if name in ("arith.divsi", "arith.divui", "arith.floordivsi") and args[1].lo == args[1].hi > 0:
+        if (
+            name in ("arith.divsi", "arith.divui", "arith.floordivsi")
+            and args[1].lo == args[1].hi > 0
+        ):
             c = args[1].lo
-            return Affine(0, args[0].lo // c if args[0].lo > -INF else -INF,
-                          args[0].hi // c if args[0].hi < INF else INF)
-        if name in ("arith.remsi", "arith.remui") and args[1].lo == args[1].hi > 0 and args[0].lo >= 0:
+            return Affine(
+                0,
+                args[0].lo // c if args[0].lo > -INF else -INF,
+                args[0].hi // c if args[0].hi < INF else INF,
+            )
+        if (
+            name in ("arith.remsi", "arith.remui")
+            and args[1].lo == args[1].hi > 0
+            and args[0].lo >= 0
+        ):
             return Affine(0, 0, args[1].lo - 1)
         if name in ("arith.maxsi", "arith.minsi", "arith.select"):
             vals = args[-2:] if name == "arith.select" else args
@@ -281,13 +291,21 @@ def _full_coverage(store: memref.StoreOp, work: ForOp, ranges_ops: dict[SSAValue
     seen = set()
     for k in range(pos + 1, len(idx)):
         loop = ranges_ops.get(idx[k])
-        if loop is None or loop in seen or loop.lower != 0 or loop.stride != 1 or loop.upper != shape[k]:
+        if (
+            loop is None
+            or loop in seen
+            or loop.lower != 0
+            or loop.stride != 1
+            or loop.upper != shape[k]
+        ):
             return False
         seen.add(loop)
     return True
 
 
-def plan_buffers(kernel: KernelOp, work: ForOp | None, fixed: dict[SSAValue, int]) -> dict[SSAValue, BufferPlan]:
+def plan_buffers(
+    kernel: KernelOp, work: ForOp | None, fixed: dict[SSAValue, int]
+) -> dict[SSAValue, BufferPlan]:
     """Classify every outside memref the kernel touches (raises PlanError)."""
     ranges: dict[SSAValue, tuple[int, int]] = {v: (c, c) for v, c in fixed.items()}
     loop_of: dict[SSAValue, ForOp] = {}
@@ -305,14 +323,18 @@ def plan_buffers(kernel: KernelOp, work: ForOp | None, fixed: dict[SSAValue, int
         if defined_inside(m, kernel):
             continue  # a kernel-local buffer (accumulator, cache stage)
         if not isinstance(m.type, MemRefType) or any(d < 0 for d in m.type.get_shape()):
-            raise DiagnosticException(f"loop-to-dlp needs static shapes; kernel '{kernel.sym}' uses {m.type}")
+            raise DiagnosticException(
+                f"loop-to-dlp needs static shapes; kernel '{kernel.sym}' uses {m.type}"
+            )
         plan = plans.setdefault(m, BufferPlan(m, tuple(m.type.get_shape())))
         is_store = isinstance(op, memref.StoreOp)
         plan.read |= not is_store
         plan.written |= is_store
         if is_store and work is not None and not _full_coverage(op, work, loop_of):
             plan.full_write = False
-        forms.setdefault(m, []).append(_access_form(analysis, op, work) if work is not None else None)
+        forms.setdefault(m, []).append(
+            _access_form(analysis, op, work) if work is not None else None
+        )
     for m, plan in plans.items():
         fs = forms[m]
         if work is None:
@@ -327,7 +349,7 @@ def plan_buffers(kernel: KernelOp, work: ForOp | None, fixed: dict[SSAValue, int
             if plan.written:
                 raise PlanError(f"buffer {plan.name} is written non-affinely")
             continue  # read-only: load it whole
-        (dim, a, prefix), = dims
+        ((dim, a, prefix),) = dims
         rlo = min(f[2] for f in fs)
         rhi = max(f[3] for f in fs)
         if a <= 0 or rlo == -INF or rhi == INF:
@@ -336,7 +358,14 @@ def plan_buffers(kernel: KernelOp, work: ForOp | None, fixed: dict[SSAValue, int
             continue
         if plan.written and rhi - rlo >= a:
             raise PlanError(f"iterations overlap in written buffer {plan.name}")
-        plan.kind, plan.dim, plan.a, plan.rlo, plan.rhi, plan.prefix = "tiled", dim, a, int(rlo), int(rhi), prefix
+        plan.kind, plan.dim, plan.a, plan.rlo, plan.rhi, plan.prefix = (
+            "tiled",
+            dim,
+            a,
+            int(rlo),
+            int(rhi),
+            prefix,
+        )
     return plans
 
 
@@ -357,11 +386,18 @@ def _access_form(analysis: IndexAnalysis, op, work: ForOp):
     f = forms[d]
     # v = lb + step * j  =>  a*v + r = (a*step) * j + (r + a*lb)
     a = f.a * work.stride
-    return (d, a, f.lo + f.a * work.lower, f.hi + f.a * work.lower, tuple(int(g.lo) for g in forms[:d]))
+    return (
+        d,
+        a,
+        f.lo + f.a * work.lower,
+        f.hi + f.a * work.lower,
+        tuple(int(g.lo) for g in forms[:d]),
+    )
 
 
-def plan_kernel(kernel: KernelOp, desc: DlpTarget, double_buffer: bool, multicore: bool,
-                intrinsics: bool) -> KernelPlan:
+def plan_kernel(
+    kernel: KernelOp, desc: DlpTarget, double_buffer: bool, multicore: bool, intrinsics: bool
+) -> KernelPlan:
     nest = spine(kernel)
     candidates: list[tuple[ForOp | None, dict[SSAValue, int]]] = []
     fixed: dict[SSAValue, int] = {}
@@ -372,7 +408,9 @@ def plan_kernel(kernel: KernelOp, desc: DlpTarget, double_buffer: bool, multicor
             break
         fixed[loop.induction_var] = loop.lower
     candidates.append((None, {}))
-    local = sum(_local_bytes(op) for op in kernel.walk() if isinstance(op, memref.AllocOp | memref.AllocaOp))
+    local = sum(
+        _local_bytes(op) for op in kernel.walk() if isinstance(op, memref.AllocOp | memref.AllocaOp)
+    )
     smallest: tuple[int, str, KernelPlan] | None = None
     for work, fixed in candidates:
         try:
@@ -405,7 +443,11 @@ def _choose_tile(plan: KernelPlan, double_buffer: bool) -> bool:
     """Pick tile size, double buffering and SRAM staging; False if nothing fits."""
     chunk = plan.chunk
     has_whole = any(b.kind == "whole" and b.read for b in plan.buffers.values())
-    sram_options = [True, False] if (has_whole and plan.desc.cores_per_cluster > 1 and plan.tasks > 1) else [False]
+    sram_options = (
+        [True, False]
+        if (has_whole and plan.desc.cores_per_cluster > 1 and plan.tasks > 1)
+        else [False]
+    )
     for sram in sram_options:
         if double_buffer and plan.work is not None and chunk >= 2:
             t = _largest_tile(plan, min(chunk, -(-chunk // 2)), True, sram)
@@ -447,9 +489,11 @@ class KernelLowering:
         self.plan = plan
         self.desc = plan.desc
         k = plan.kernel
-        attrs = {"tasks": IntegerAttr(plan.tasks, i64),
-                 "dma_align": IntegerAttr(self.desc.dma_align, i64),
-                 "vector_align": IntegerAttr(self.desc.vector_align, i64)}
+        attrs = {
+            "tasks": IntegerAttr(plan.tasks, i64),
+            "dma_align": IntegerAttr(self.desc.dma_align, i64),
+            "vector_align": IntegerAttr(self.desc.vector_align, i64),
+        }
         if k.origin is not None:
             attrs["origin"] = StringAttr(k.origin.data)
         if plan.double:
@@ -467,8 +511,12 @@ class KernelLowering:
         copies = 2 if plan.double else 1
         for p in (p for p in plan.buffers.values() if not p.direct):
             n = _round_up(p.elements(plan.tile) * p.elt_bytes, self.desc.dma_align) // p.elt_bytes
-            p.local = b.alloc(p.space, n * (copies if p.kind == "tiled" else 1),
-                              p.value.type.get_element_type(), f"{p.name}_{p.space}")
+            p.local = b.alloc(
+                p.space,
+                n * (copies if p.kind == "tiled" else 1),
+                p.value.type.get_element_type(),
+                f"{p.name}_{p.space}",
+            )
             p.slot = c0
         self.load_whole(whole, c0)
         if plan.work is None:
@@ -532,7 +580,9 @@ class KernelLowering:
         Cloner(self.plan, vmap).block(self.plan.kernel.block, inner)
         for p in whole:
             if p.written:
-                inner.op(dlp.MemcpyOp(p.value, inner.c(0), p.local, inner.c(0), inner.c(p.elements(1))))
+                inner.op(
+                    dlp.MemcpyOp(p.value, inner.c(0), p.local, inner.c(0), inner.c(p.elements(1)))
+                )
         inner.op(scf.YieldOp())
 
     def tile_bases(self, b: Builder, tiled: list[BufferPlan], t0: SSAValue, n: SSAValue) -> None:
@@ -570,7 +620,11 @@ class KernelLowering:
         _hint(ii, "ii")
         j = inner.add(t0, ii)
         work = plan.work
-        v = inner.add(inner.c(work.lower), inner.mul(j, inner.c(work.stride))) if (work.lower or work.stride != 1) else j
+        v = (
+            inner.add(inner.c(work.lower), inner.mul(j, inner.c(work.stride)))
+            if (work.lower or work.stride != 1)
+            else j
+        )
         vmap = {work.induction_var: v}
         Cloner(plan, vmap).block(work.block, inner)
         _finish_for(inner)
@@ -626,8 +680,13 @@ class KernelLowering:
 # ---------------------------------------------------------------------------- pass
 
 
-def lower_kernel(kernel: KernelOp, desc: DlpTarget, double_buffer: bool = True,
-                 multicore: bool = True, intrinsics: bool = True) -> dlp.KernelOp:
+def lower_kernel(
+    kernel: KernelOp,
+    desc: DlpTarget,
+    double_buffer: bool = True,
+    multicore: bool = True,
+    intrinsics: bool = True,
+) -> dlp.KernelOp:
     from dlpc.passes.lower._dlp_copy import lower_copy
 
     direct = lower_copy(kernel, desc, multicore)
@@ -637,8 +696,14 @@ def lower_kernel(kernel: KernelOp, desc: DlpTarget, double_buffer: bool = True,
     return KernelLowering(plan).build()
 
 
-def lower_module(module: ModuleOp, desc: DlpTarget, target_desc: str = "", double_buffer: bool = True,
-                 multicore: bool = True, intrinsics: bool = True) -> None:
+def lower_module(
+    module: ModuleOp,
+    desc: DlpTarget,
+    target_desc: str = "",
+    double_buffer: bool = True,
+    multicore: bool = True,
+    intrinsics: bool = True,
+) -> None:
     """Lower every loop.kernel of `module` in place; record the description on @main."""
     from xdsl.transforms.common_subexpression_elimination import cse
 
@@ -667,5 +732,11 @@ class LoopToDlp(ModulePass):
     intrinsics: bool = True
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        lower_module(op, resolve(self.target_desc or None), self.target_desc, self.double_buffer,
-                     self.multicore, self.intrinsics)
+        lower_module(
+            op,
+            resolve(self.target_desc or None),
+            self.target_desc,
+            self.double_buffer,
+            self.multicore,
+            self.intrinsics,
+        )

@@ -161,10 +161,10 @@ class TeInline(ModulePass):
         for name in self.names:
             target = computes.get(name)
             if target is None:
-                raise DiagnosticException(f"te-inline: no te.compute named \"{name}\"")
+                raise DiagnosticException(f'te-inline: no te.compute named "{name}"')
             if isinstance(target, ReduceOp):
                 raise DiagnosticException(
-                    f"te-inline cannot inline te.reduce \"{name}\": only te.compute "
+                    f'te-inline cannot inline te.reduce "{name}": only te.compute '
                     f"(elementwise/injective) can be inlined"
                 )
         chosen = [c for c in computes.values() if isinstance(c, ComputeOp)]
@@ -175,6 +175,6 @@ class TeInline(ModulePass):
         for compute in chosen:
             if not inline_compute(compute) and self.names:
                 raise DiagnosticException(
-                    f"te-inline cannot inline te.compute \"{compute.compute_name}\": its "
+                    f'te-inline cannot inline te.compute "{compute.compute_name}": its '
                     f"result is used by an op other than te.read"
                 )

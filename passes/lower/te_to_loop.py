@@ -66,10 +66,13 @@ from dlpc.dialects.loop import ForOp, KernelOp, defined_inside
 
 TeOp = te.ComputeOp | te.ReduceOp
 
-FLOAT_COMBINE = {"add": arith.AddfOp, "mul": arith.MulfOp, "max": arith.MaximumfOp,
-                 "min": arith.MinimumfOp}
-INT_COMBINE = {"add": arith.AddiOp, "mul": arith.MuliOp, "max": arith.MaxSIOp,
-               "min": arith.MinSIOp}
+FLOAT_COMBINE = {
+    "add": arith.AddfOp,
+    "mul": arith.MulfOp,
+    "max": arith.MaximumfOp,
+    "min": arith.MinimumfOp,
+}
+INT_COMBINE = {"add": arith.AddiOp, "mul": arith.MuliOp, "max": arith.MaxSIOp, "min": arith.MinSIOp}
 # i1 max/min compare unsigned (true > false); signed i1 would order true (-1) below false
 BOOL_COMBINE = {"max": arith.MaxUIOp, "min": arith.MinUIOp}
 
@@ -124,8 +127,15 @@ class KernelBuilder:
                     kernel.block.add_op(copy)
                     self.outer[v] = copy.result
 
-    def nest(self, kernel: KernelOp, extents, names, innermost_vectorize: bool,
-             reduction: bool = False, parent: Block | None = None) -> tuple[Block, list[SSAValue]]:
+    def nest(
+        self,
+        kernel: KernelOp,
+        extents,
+        names,
+        innermost_vectorize: bool,
+        reduction: bool = False,
+        parent: Block | None = None,
+    ) -> tuple[Block, list[SSAValue]]:
         """Loops over `extents` inside `parent` (default the kernel's block)."""
         block = parent if parent is not None else kernel.block
         ivs: list[SSAValue] = []
@@ -189,8 +199,14 @@ class KernelBuilder:
         init = arith.ConstantOp(init_attr(op.init_value, acc_t))
         block.add_ops([acc, init, memref.StoreOp.get(init, acc, [])])
         nred = len(op.reduce_extents)
-        inner, rivs = self.nest(kernel, op.reduce_extents, [f"r{n}" for n in range(nred)],
-                                self.vectorize_reductions, reduction=True, parent=block)
+        inner, rivs = self.nest(
+            kernel,
+            op.reduce_extents,
+            [f"r{n}" for n in range(nred)],
+            self.vectorize_reductions,
+            reduction=True,
+            parent=block,
+        )
         value = self.inline_body(op.body.block, inner, ivs + rivs)
         old = memref.LoadOp.get(acc, [])
         combine = combiner(op.combiner_name, acc_t)(old, value)
@@ -242,8 +258,7 @@ def bufferize(module: ModuleOp, fn: func.FuncOp, vectorize_reductions: bool = Fa
     for op in old.ops:
         if not isinstance(op, TeOp | g.ParamOp | g.ConstantOp | arith.ConstantOp | func.ReturnOp):
             raise DiagnosticException(
-                f"te-to-loop: unexpected op {op.name} in @{fn.sym_name.data}; "
-                "run graph-to-te first"
+                f"te-to-loop: unexpected op {op.name} in @{fn.sym_name.data}; run graph-to-te first"
             )
         for r in [] if isinstance(op, arith.ConstantOp) else op.results:
             what = _describe(op) if isinstance(op, g.ParamOp) else f"the result of {_describe(op)}"
@@ -382,8 +397,9 @@ class TeToLoop(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for fn in [f for f in op.body.block.ops if isinstance(f, func.FuncOp)]:
-            if not any(isinstance(o, TeOp | g.ParamOp | g.ConstantOp) for o in fn.body.block.ops) \
-                    and not any(isinstance(a.type, TensorType) for a in fn.body.block.args):
+            if not any(
+                isinstance(o, TeOp | g.ParamOp | g.ConstantOp) for o in fn.body.block.ops
+            ) and not any(isinstance(a.type, TensorType) for a in fn.body.block.args):
                 continue  # already at the loop level
             new_fn = bufferize(op, fn, self.vectorize_reductions)
             op.body.block.insert_op_before(new_fn, fn)

@@ -84,9 +84,7 @@ def fresh_name(kernel: KernelOp, wanted: str | None, base: str) -> str:
 
 
 def _index_arith(op: Operation) -> bool:
-    return op.dialect_name() == "arith" and all(
-        isinstance(r.type, IndexType) for r in op.results
-    )
+    return op.dialect_name() == "arith" and all(isinstance(r.type, IndexType) for r in op.results)
 
 
 def child_loop(loop: ForOp) -> ForOp | None:

@@ -107,7 +107,9 @@ def _pack(root, kernel: str, loop: str, buffer: str, name: str | None) -> SSAVal
     if not loads:
         raise CacheNoAccessError(f"buffer '{buf.name_hint}' is not accessed in loop {what}")
     if any(isinstance(op, memref.StoreOp) and op.memref is buf for op in target.walk()):
-        raise CacheReadWrittenError(f"buffer '{buf.name_hint}' is written in loop {what}; use cache_write")
+        raise CacheReadWrittenError(
+            f"buffer '{buf.name_hint}' is written in loop {what}; use cache_write"
+        )
     forms = []
     units = []  # what is replaced: the load, or the scf.if guarding it (padding)
     for op in loads:
@@ -115,27 +117,33 @@ def _pack(root, kernel: str, loop: str, buffer: str, name: str | None) -> SSAVal
         if unit is None:
             raise CacheGuardedAccessError(
                 f"an access to buffer '{buf.name_hint}' in loop {what} is guarded by scf.if "
-                "in a form pack does not handle (then: the load, else: a constant)")
+                "in a form pack does not handle (then: the load, else: a constant)"
+            )
         units.append(unit)
         f = [affine(i) for i in op.indices]
         if any(x is None for x in f):
             raise CacheNotAffineError(
-                f"an index of buffer '{buf.name_hint}' in loop {what} is not affine in the loop variables")
+                f"an index of buffer '{buf.name_hint}' in loop {what} is not affine in the loop variables"
+            )
         forms.append(f)
     if any(f != forms[0] for f in forms):
         raise CachePackError(
-            f"accesses to buffer '{buf.name_hint}' in loop {what} differ; pack needs one access pattern")
+            f"accesses to buffer '{buf.name_hint}' in loop {what} differ; pack needs one access pattern"
+        )
     inner = inner_loops(target)
     used = [lp for lp in inner if any(lp.induction_var in d.terms for d in forms[0])]
     extents = [lp.trip_count for lp in used]
-    strides = [math.prod(extents[n + 1:]) for n in range(len(used))]
+    strides = [math.prod(extents[n + 1 :]) for n in range(len(used))]
     for lp, st in zip(used, strides):
         if st % lp.stride:
             raise CachePackError(
                 f"loop {kernel}/{lp.loop_name} has step {lp.stride}, which does not divide its "
-                f"packed stride {st} in buffer '{buf.name_hint}'")
-    lin = Affine(-sum(lp.lower * st // lp.stride for lp, st in zip(used, strides)),
-                 {lp.induction_var: st // lp.stride for lp, st in zip(used, strides)})
+                f"packed stride {st} in buffer '{buf.name_hint}'"
+            )
+    lin = Affine(
+        -sum(lp.lower * st // lp.stride for lp, st in zip(used, strides)),
+        {lp.induction_var: st // lp.stride for lp, st in zip(used, strides)},
+    )
     ty = memref_type(buf)
     size = math.prod(extents)
     alloc_cls = memref.AllocaOp if size * 4 <= STACK_BYTES else memref.AllocOp
@@ -180,9 +188,15 @@ def _guard_of(load: Operation, loop: ForOp):
         return None
     then = list(g.true_region.block.ops)
     other = list(g.false_region.block.ops) if g.false_region.blocks else []
-    ok = (len(then) == 2 and then[0] is load and then[1].operands[0] is load.res
-          and len(other) == 2 and isinstance(other[0], arith.ConstantOp)
-          and other[1].operands[0] is other[0].result and len(g.results) == 1)
+    ok = (
+        len(then) == 2
+        and then[0] is load
+        and then[1].operands[0] is load.res
+        and len(other) == 2
+        and isinstance(other[0], arith.ConstantOp)
+        and other[1].operands[0] is other[0].result
+        and len(g.results) == 1
+    )
     return g if ok else None
 
 
@@ -200,14 +214,19 @@ def _slice(unit: Operation, loop: ForOp, used: list[ForOp], what: str, buf) -> l
                 if owner.regions or isinstance(owner, memref.LoadOp | memref.StoreOp):
                     raise CachePackError(
                         f"the access to buffer '{buf.name_hint}' in loop {what} depends on "
-                        f"'{owner.name}', which pack cannot recompute")
+                        f"'{owner.name}', which pack cannot recompute"
+                    )
                 needed.add(id(owner))
                 work.extend(owner.operands)
-        elif owner.parent_op() is not loop and loop.is_ancestor(owner.parent_op()) \
-                and id(v) not in ivs:
+        elif (
+            owner.parent_op() is not loop
+            and loop.is_ancestor(owner.parent_op())
+            and id(v) not in ivs
+        ):
             raise CachePackError(
                 f"the access to buffer '{buf.name_hint}' in loop {what} depends on a loop "
-                "that does not index the buffer")
+                "that does not index the buffer"
+            )
     return [op for op in loop.walk() if id(op) in needed]
 
 
@@ -270,15 +289,18 @@ def _local_index(op: Operation, fp: Footprint) -> list[SSAValue]:
     return out
 
 
-def _copy_nest(loop: ForOp, buf, local, fp: Footprint, name: str, into_local: bool, at,
-               parent_block=None):
+def _copy_nest(
+    loop: ForOp, buf, local, fp: Footprint, name: str, into_local: bool, at, parent_block=None
+):
     """A nest copying the box between `buf` and `local`, inserted before `at` (or at the
     end of `parent_block`, by default the loop's body)."""
     kernel = loop.kernel()
     loops = []
     parent_block = parent_block or loop.block
     for d, extent in enumerate(fp.extents):
-        lp = ForOp(0, extent, 1, name=kernel.fresh_loop_name(f"{name}_{'in' if into_local else 'out'}{d}"))
+        lp = ForOp(
+            0, extent, 1, name=kernel.fresh_loop_name(f"{name}_{'in' if into_local else 'out'}{d}")
+        )
         name_iv(lp)
         if loops:
             loops[-1].block.add_op(lp)
@@ -303,8 +325,9 @@ def _copy_nest(loop: ForOp, buf, local, fp: Footprint, name: str, into_local: bo
     return loops[0]
 
 
-def _stage(root, kernel: str, loop: str, buffer: str, name: str | None, write: bool,
-           around: bool = False):
+def _stage(
+    root, kernel: str, loop: str, buffer: str, name: str | None, write: bool, around: bool = False
+):
     """Stage `buffer` for the body of `loop` (or, with `around`, for the loop itself:
     the local buffer and copies are placed next to it in its parent block)."""
     target = get_loop(root, kernel, loop)

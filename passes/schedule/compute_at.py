@@ -115,9 +115,12 @@ def compute_at(root, producer: str, kernel: str, loop: str) -> ForOp:
     while chain and len(chain) < rank and (nxt := child_loop(chain[-1])) is not None:
         chain.append(nxt)
     stores = [op for op in prod.walk() if isinstance(op, memref.StoreOp) and op.memref is buf]
-    ok = len(chain) == rank and len(list(prod.block.ops)) == 1 and all(
-        lp.lower == 0 and lp.stride == 1 for lp in chain
-    ) and all(list(s.indices) == [lp.induction_var for lp in chain] for s in stores)
+    ok = (
+        len(chain) == rank
+        and len(list(prod.block.ops)) == 1
+        and all(lp.lower == 0 and lp.stride == 1 for lp in chain)
+        and all(list(s.indices) == [lp.induction_var for lp in chain] for s in stores)
+    )
     if not ok:
         raise ComputeAtProducerError(
             f"the outer loops of producer kernel '{producer}' must be a perfect nest from 0 "
@@ -126,8 +129,11 @@ def compute_at(root, producer: str, kernel: str, loop: str) -> ForOp:
     if any(isinstance(op, memref.StoreOp) and op.memref is buf for op in cons.walk()):
         raise ComputeAtEscapeError(f"kernel '{kernel}' writes buffer '{buf.name_hint}'")
     loads = [op for op in target.walk() if isinstance(op, memref.LoadOp) and op.memref is buf]
-    outside = [op for op in cons.walk() if isinstance(op, memref.LoadOp) and op.memref is buf
-               and not target.is_ancestor(op)]
+    outside = [
+        op
+        for op in cons.walk()
+        if isinstance(op, memref.LoadOp) and op.memref is buf and not target.is_ancestor(op)
+    ]
     if not loads or outside:
         raise ComputeAtNoUseError(
             f"kernel '{kernel}' must read buffer '{buf.name_hint}' only inside loop {what}"
@@ -153,8 +159,12 @@ def compute_at(root, producer: str, kernel: str, loop: str) -> ForOp:
     for op in list(chain[-1].block.ops):
         body.add_op(op.clone(value_mapper=mapper))
     for op in body.walk():
-        if isinstance(op, ForOp) and op.parent_op() is not None and op is not loops[-1] \
-                and op not in loops:
+        if (
+            isinstance(op, ForOp)
+            and op.parent_op() is not None
+            and op is not loops[-1]
+            and op not in loops
+        ):
             op.annotate("name", cons.fresh_loop_name(f"{producer}_{op.loop_name}"))
             op.annotate("parallel", False)
     erase(prod)

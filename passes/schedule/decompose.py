@@ -87,8 +87,11 @@ def _hoist_index_ops(loop: ForOp) -> None:
     block = loop.block
     hoisted: list[Operation] = []
     for op in list(block.ops):
-        local = [o.owner for o in op.operands
-                 if isinstance(o.owner, Operation) and o.owner.parent_block() is block]
+        local = [
+            o.owner
+            for o in op.operands
+            if isinstance(o.owner, Operation) and o.owner.parent_block() is block
+        ]
         if _index_arith(op) and all(owner in hoisted for owner in local):
             hoisted.append(op)
     first = block.first_op
@@ -158,10 +161,7 @@ def decompose_reduction(root, kernel: str) -> list[ForOp]:
     red = nests[0]
     pos = ops.index(red)
     pre, post = ops[:pos], ops[pos + 1 :]
-    accs = [
-        op for op in pre
-        if isinstance(op, memref.AllocaOp) and not op.memref.type.get_shape()
-    ]
+    accs = [op for op in pre if isinstance(op, memref.AllocaOp) and not op.memref.type.get_shape()]
     if len(accs) > 1:
         raise DecomposeAccumulatorError(f"loop {kernel}/{inner.loop_name} has several accumulators")
     final = [op for op in post if isinstance(op, memref.StoreOp)]
@@ -170,8 +170,9 @@ def decompose_reduction(root, kernel: str) -> list[ForOp]:
             f"the accumulator of loop {kernel}/{inner.loop_name} must be stored to exactly one "
             f"output element, found {len(final)} stores"
         )
-    if accs and not all(_index_arith(i.owner) if isinstance(i.owner, Operation) else True
-                        for i in final[0].indices):
+    if accs and not all(
+        _index_arith(i.owner) if isinstance(i.owner, Operation) else True for i in final[0].indices
+    ):
         raise DecomposeAccumulatorError(
             f"the output element of loop {kernel}/{inner.loop_name} is not indexed by the "
             "spatial loops"

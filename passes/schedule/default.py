@@ -189,8 +189,9 @@ def gemm_default_params(m: int, n: int, k: int) -> GemmParams:
     )
 
 
-def gemm_script(kernel: KernelOp, nest: Nest, p: GemmParams, threads: int = 2,
-                parallel: str = "auto") -> str:
+def gemm_script(
+    kernel: KernelOp, nest: Nest, p: GemmParams, threads: int = 2, parallel: str = "auto"
+) -> str:
     """The gemm template; `parallel`: "auto" (first blocked loop with >= 2 x threads
     iterations), "outer" (the outermost blocked loop) or "none"."""
     a, b = gemm_operands(kernel, nest) or (None, None)
@@ -213,8 +214,7 @@ def gemm_script(kernel: KernelOp, nest: Nest, p: GemmParams, threads: int = 2,
         lines.append(f"cache_read {K}/{k}c {buffer_token(kernel, b)} -> {K}_Bp pack")
     if p.pack_a:
         lines.append(f"cache_read {K}/{i}c {buffer_token(kernel, a)} -> {K}_Ap pack")
-    trips = {f"{j}c": nest.trips[j] // p.nc, f"{i}c": nest.trips[i] // p.mc,
-             f"{j}r": p.nc // p.nr}
+    trips = {f"{j}c": nest.trips[j] // p.nc, f"{i}c": nest.trips[i] // p.mc, f"{j}r": p.nc // p.nr}
     candidates = [(x, nest.trips[x]) for x in outer] + list(trips.items())
     par = next((x for x, t in candidates if t >= 2 * threads), None)
     par = par or max(candidates, key=lambda xt: xt[1])[0]
@@ -251,20 +251,27 @@ def conv_input(kernel: KernelOp, nest: Nest):
     loops = {lp.loop_name: lp for lp in kernel.loops()}
     last, red = loops[nest.spatial[-1]].induction_var, loops[nest.reduce[-1]].induction_var
     for op in loops[nest.reduce[-1]].walk():
-        if isinstance(op, memref.LoadOp) and any(depends_on(i, last) for i in op.indices) \
-                and any(depends_on(i, red) for i in op.indices):
+        if (
+            isinstance(op, memref.LoadOp)
+            and any(depends_on(i, last) for i in op.indices)
+            and any(depends_on(i, red) for i in op.indices)
+        ):
             return op.memref
     return None
 
 
 def conv_output(kernel: KernelOp):
-    stores = [op for op in kernel.walk() if isinstance(op, memref.StoreOp)
-              and op.memref in buffers_accessed(kernel, external=True)]
+    stores = [
+        op
+        for op in kernel.walk()
+        if isinstance(op, memref.StoreOp) and op.memref in buffers_accessed(kernel, external=True)
+    ]
     return stores[0].memref if stores else None
 
 
-def conv_script(kernel: KernelOp, nest: Nest, cb: int = 4, threads: int = 2,
-                register_tile: bool = False) -> str:
+def conv_script(
+    kernel: KernelOp, nest: Nest, cb: int = 4, threads: int = 2, register_tile: bool = False
+) -> str:
     """Convolution / pooling as im2col-style rows: the input rows one output row needs
     are packed (padding resolved) into `xp[ci][kh][kw][ow]`, shared by all output
     channels; output channels blocked by `cb` (unrolled), the output row vectorized."""
@@ -358,9 +365,12 @@ def _finish(kernel: KernelOp) -> None:
     """Vectorize the innermost loop of init/epilogue nests; serialise tiny kernels."""
     for loop in list(kernel.loops()):
         name = loop.loop_name or ""
-        if name.endswith(("_init", "_post")) and not any(
-            isinstance(op, ForOp) for op in loop.block.ops
-        ) and loop.trip_count > 1 and not is_reduction(loop):
+        if (
+            name.endswith(("_init", "_post"))
+            and not any(isinstance(op, ForOp) for op in loop.block.ops)
+            and loop.trip_count > 1
+            and not is_reduction(loop)
+        ):
             loop.annotate("vectorize")
     if _work(kernel) < SERIAL_WORK:
         for loop in kernel.loops():
@@ -390,8 +400,9 @@ def apply_default(module: ModuleOp) -> None:
         _finish(kernel)
 
 
-def apply_tuned_or_default(module: ModuleOp, tuning_log: str | None = None,
-                           target: str = "c") -> dict[str, str]:
+def apply_tuned_or_default(
+    module: ModuleOp, tuning_log: str | None = None, target: str = "c"
+) -> dict[str, str]:
     """Schedule every kernel: the best schedule of a matching record in `tuning_log`
     (same kernel signature and target), else the default. Returns kernel -> "tuned" /
     "default" / "none"."""

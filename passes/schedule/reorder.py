@@ -78,9 +78,7 @@ def reorder(root, kernel: str, order: Sequence[str]) -> list[ForOp]:
         chain.append(nxt)
         cur = nxt
     positions = [lp for lp in chain if lp in loops]
-    headers = [
-        (dict(lp.properties), dict(lp.attributes), lp.induction_var) for lp in loops
-    ]
+    headers = [(dict(lp.properties), dict(lp.attributes), lp.induction_var) for lp in loops]
     fresh = [pos.block.insert_arg(index, 0) for pos in positions]
     for pos, new_iv, (props, attrs, old_iv) in zip(positions, fresh, headers):
         pos.properties.clear()

@@ -80,14 +80,21 @@ def _match(loop: ForOp, what: str):
     comb = store.value.owner
     if type(comb) not in IDENTITY:
         raise RfactorPatternError(f"loop {what} does not accumulate with add, mul, max or min")
-    loads = [o.owner for o in comb.operands if isinstance(o.owner, memref.LoadOp)
-             and o.owner.memref is store.memref and list(o.owner.indices) == list(store.indices)]
+    loads = [
+        o.owner
+        for o in comb.operands
+        if isinstance(o.owner, memref.LoadOp)
+        and o.owner.memref is store.memref
+        and list(o.owner.indices) == list(store.indices)
+    ]
     if not loads or len(list(loads[0].res.uses)) != 1:
         raise RfactorPatternError(f"loop {what} does not accumulate into the element it stores")
     for idx in store.indices:
         owner = idx.owner
-        if isinstance(owner, Operation) and loop.is_ancestor(owner) or (
-            not isinstance(owner, Operation) and owner is loop.block
+        if (
+            isinstance(owner, Operation)
+            and loop.is_ancestor(owner)
+            or (not isinstance(owner, Operation) and owner is loop.block)
         ):
             raise RfactorPatternError(
                 f"the accumulated element of loop {what} is indexed inside the loop"

@@ -55,7 +55,8 @@ SYNTAX = {
     "serial": (rf"({NAME})(?:/({NAME}))?", "serial K[/L]"),
     "decompose": (rf"({NAME})", "decompose K"),
     "cache_read": (
-        rf"({PATH}) ({BUF})(?: -> ({NAME}))?( pack)?", "cache_read K/L BUFFER [-> LOCAL] [pack]"
+        rf"({PATH}) ({BUF})(?: -> ({NAME}))?( pack)?",
+        "cache_read K/L BUFFER [-> LOCAL] [pack]",
     ),
     "cache_write": (rf"({PATH}) ({BUF})(?: -> ({NAME}))?", "cache_write K/L BUFFER [-> LOCAL]"),
     "compute_at": (rf"({NAME}) -> ({PATH})", "compute_at PRODUCER -> K/L"),
@@ -123,11 +124,10 @@ def parse_script(text: str) -> list[Step]:
             prim, _, rest = stmt.partition(" ")
             if prim not in SYNTAX:
                 raise ScriptSyntaxError(
-                    f"schedule line {n}: unknown primitive '{prim}' "
-                    f"(known: {', '.join(SYNTAX)})"
+                    f"schedule line {n}: unknown primitive '{prim}' (known: {', '.join(SYNTAX)})"
                 )
             pattern, usage = SYNTAX[prim]
-            m = re.fullmatch(pattern, rest.replace(", ", ","). replace(",", ", "))
+            m = re.fullmatch(pattern, rest.replace(", ", ",").replace(",", ", "))
             if m is None:
                 raise ScriptSyntaxError(f"schedule line {n}: expected '{usage}', got '{stmt}'")
             steps.append(Step(prim, m.groups(), n))

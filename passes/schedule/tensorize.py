@@ -76,7 +76,9 @@ def _match_gemm(loops: list[ForOp], what: str):
     """The roles (k, i, j) of the three loops and the C buffer, or a mismatch error."""
     stores = [op for op in loops[-1].walk() if isinstance(op, memref.StoreOp)]
     if len(stores) != 1:
-        raise TensorizeMismatchError(f"the nest at loop {what} must store exactly once, found {len(stores)}")
+        raise TensorizeMismatchError(
+            f"the nest at loop {what} must store exactly once, found {len(stores)}"
+        )
     store = stores[0]
     add = store.value.owner
     if not isinstance(add, arith.AddfOp):
@@ -84,9 +86,12 @@ def _match_gemm(loops: list[ForOp], what: str):
     operands = [o.owner for o in add.operands]
     loads = [o for o in operands if isinstance(o, memref.LoadOp)]
     muls = [o for o in operands if isinstance(o, arith.MulfOp)]
-    if len(loads) != 1 or len(muls) != 1 or loads[0].memref is not store.memref or list(
-        loads[0].indices
-    ) != list(store.indices):
+    if (
+        len(loads) != 1
+        or len(muls) != 1
+        or loads[0].memref is not store.memref
+        or list(loads[0].indices) != list(store.indices)
+    ):
         raise TensorizeMismatchError(
             f"the nest at loop {what} does not accumulate into the element it stores"
         )
@@ -135,8 +140,15 @@ def tensorize(root, kernel: str, loop: str, intrinsic: str) -> ForOp:
     new = reorder(root, kernel, names)  # k, i, j over the three positions
     k_loop, i_loop, j_loop = new
     label = f"{c_buf.name_hint}_acc" if c_buf.name_hint else "acc"
-    _stage(root, kernel, k_loop.loop_name, str(c_buf.name_hint or _index_of(c_buf, k_loop)),
-           label, write=True, around=True)
+    _stage(
+        root,
+        kernel,
+        k_loop.loop_name,
+        str(c_buf.name_hint or _index_of(c_buf, k_loop)),
+        label,
+        write=True,
+        around=True,
+    )
     i_loop.annotate("unroll", mr)
     j_loop.annotate("unroll", nr)
     for lp in (i_loop, j_loop):

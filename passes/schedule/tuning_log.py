@@ -43,8 +43,10 @@ def kernel_signature(kernel: KernelOp) -> str:
     def ref(v: SSAValue) -> str:
         if id(v) not in ids:
             owner = v.owner
-            inside = isinstance(owner, Operation) and kernel.is_ancestor(owner) or (
-                not isinstance(owner, Operation) and kernel.is_ancestor(owner.parent_op())
+            inside = (
+                isinstance(owner, Operation)
+                and kernel.is_ancestor(owner)
+                or (not isinstance(owner, Operation) and kernel.is_ancestor(owner.parent_op()))
             )
             ids[id(v)] = f"v{len(ids)}" if inside else f"ext{len(ids)}:{v.type}"
         return ids[id(v)]
@@ -56,9 +58,7 @@ def kernel_signature(kernel: KernelOp) -> str:
             for block in region.blocks:
                 for arg in block.args:
                     ref(arg)
-        attrs = sorted(
-            f"{k}={v}" for k, v in {**op.properties, **op.attributes}.items()
-        )
+        attrs = sorted(f"{k}={v}" for k, v in {**op.properties, **op.attributes}.items())
         operands = ",".join(ref(o) for o in op.operands)
         results = ",".join(ref(r) for r in op.results)
         parts.append(f"{op.name}({operands})->{results}[{';'.join(attrs)}]")

@@ -28,8 +28,10 @@ def small(tmp_path):
     rng = np.random.default_rng(1)
     path = tmp_path / "small.mlir"
     path.write_text(SMALL)
-    weights = {"fc.weight": rng.standard_normal((4, 8)).astype(np.float32),
-               "fc.bias": rng.standard_normal(4).astype(np.float32)}
+    weights = {
+        "fc.weight": rng.standard_normal((4, 8)).astype(np.float32),
+        "fc.bias": rng.standard_normal(4).astype(np.float32),
+    }
     return path, weights
 
 
@@ -57,8 +59,9 @@ def test_weights_argument_dict_or_npz(small, tmp_path):
     for given in (weights, str(tmp_path / "w.npz")):
         model = api.load(path, weights=given)
         x = api.random_inputs(model, seed=3)[0]
-        np.testing.assert_allclose(api.compile(model, "numpy", opt_level=1)(x)[0],
-                                   expected(x, weights), rtol=1e-6)
+        np.testing.assert_allclose(
+            api.compile(model, "numpy", opt_level=1)(x)[0], expected(x, weights), rtol=1e-6
+        )
 
 
 def test_missing_weight_names_the_parameter(small):
@@ -80,7 +83,9 @@ def test_wrong_input_names_the_input_and_both_shapes(small):
     fn = api.compile(api.load(path, weights=weights), target="numpy", opt_level=0)
     with pytest.raises(DlpcError, match="input 'x' has shape 8x2 but the model expects 2x8"):
         fn(np.zeros((8, 2), np.float32))
-    with pytest.raises(DlpcError, match="input 'x' has dtype float64 but the model expects float32"):
+    with pytest.raises(
+        DlpcError, match="input 'x' has dtype float64 but the model expects float32"
+    ):
         fn(np.zeros((2, 8)))
     with pytest.raises(DlpcError, match="takes 1 inputs"):
         fn()
@@ -118,8 +123,7 @@ def test_text_model_through_the_api():
     model = dlpc.load(EXAMPLES / "mlp.dlpc")
     x = api.random_inputs(model)[0]
     (y,) = dlpc.compile(model, target="numpy")(x)
-    np.testing.assert_allclose(y, api.reference(model, [x])[0], rtol=1e-5,
-                               atol=1e-6)
+    np.testing.assert_allclose(y, api.reference(model, [x])[0], rtol=1e-5, atol=1e-6)
 
 
 def test_c_target_matches_the_reference(small, tmp_path, monkeypatch):
@@ -155,14 +159,22 @@ def test_lower_reports_each_stage(small):
     path, _ = small
     module = api.load(path).module
     seen = []
-    pipeline.lower(module, "loop", pipeline.PipelineOptions(opt_level=0),
-                   lambda stage, m: seen.append((stage, pipeline.stats(m)[1])))
+    pipeline.lower(
+        module,
+        "loop",
+        pipeline.PipelineOptions(opt_level=0),
+        lambda stage, m: seen.append((stage, pipeline.stats(m)[1])),
+    )
     assert [s for s, _ in seen] == ["input", "graph", "te", "loop"]
     assert dict(seen)["input"] == 2 and dict(seen)["loop"] >= 1
     assert any(op.name == "loop.kernel" for op in module.walk())
     dlp = api.load(path).module
-    pipeline.lower(dlp, "dlp", pipeline.PipelineOptions(opt_level=0),
-                   lambda stage, m: seen.append((stage, pipeline.stats(m)[1])))
+    pipeline.lower(
+        dlp,
+        "dlp",
+        pipeline.PipelineOptions(opt_level=0),
+        lambda stage, m: seen.append((stage, pipeline.stats(m)[1])),
+    )
     assert seen[-1][0] == "dlp" and seen[-1][1] >= 1
     assert any(op.name == "dlp.kernel" for op in dlp.walk())
 
@@ -237,9 +249,11 @@ def test_load_onnx(tmp_path):
     w = np.arange(12, dtype=np.float32).reshape(3, 4) / 10
     graph = helper.make_graph(
         [helper.make_node("MatMul", ["x", "w"], ["y"]), helper.make_node("Relu", ["y"], ["z"])],
-        "tiny", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        "tiny",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
         [helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, 4])],
-        [numpy_helper.from_array(w, "w")])
+        [numpy_helper.from_array(w, "w")],
+    )
     path = tmp_path / "tiny.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
     model = dlpc.load(path)

@@ -170,7 +170,9 @@ def test_calling_convention_checks():
     a, b = np.zeros((37, 19), np.float32), np.zeros((19, 23), np.float32)
     with pytest.raises(DlpcError, match="expected 1 inputs, got 2"):
         f(a, a)
-    with pytest.raises(DlpcError, match="parameter 'b' has shape \\(23, 19\\), expected \\(19, 23\\)"):
+    with pytest.raises(
+        DlpcError, match="parameter 'b' has shape \\(23, 19\\), expected \\(19, 23\\)"
+    ):
         f(a, params={"b": b.T})
     with pytest.raises(DlpcError, match="missing value for parameter 'b'"):
         f(a, params={})
@@ -203,7 +205,10 @@ def test_identifiers_and_comments():
 def test_simd_reduction_clauses_compute_the_reduction():
     module = parse_module(mlir_body(E2E / "emit-c-simd.mlir"))
     rng = np.random.default_rng(5)
-    x, y = rng.standard_normal(1000).astype(np.float32), rng.standard_normal(1000).astype(np.float32)
+    x, y = (
+        rng.standard_normal(1000).astype(np.float32),
+        rng.standard_normal(1000).astype(np.float32),
+    )
     d, p = CFunction(module, name="simd")(x, y)
     np.testing.assert_allclose(d, [np.dot(x.astype(np.float64), y), x.max()], rtol=1e-4)
     np.testing.assert_allclose(p, np.cumsum(x), rtol=1e-4, atol=1e-4)
@@ -264,8 +269,20 @@ def test_emitted_c_is_warning_free(example, tmp_path):
 
     path = tmp_path / "m.c"
     path.write_text(emit_c(parse_module(mlir_body(E2E / example))))
-    res = subprocess.run([*compiler(), "-std=gnu11", "-fopenmp", "-Wall", "-Wextra", "-Werror",
-                          "-fsyntax-only", str(path)], capture_output=True, text=True)
+    res = subprocess.run(
+        [
+            *compiler(),
+            "-std=gnu11",
+            "-fopenmp",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-fsyntax-only",
+            str(path),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert res.returncode == 0, res.stderr
 
 

@@ -59,13 +59,20 @@ def test_zero_d_param_and_dtype_conversion(scale):
         np.testing.assert_allclose(y, 3.0 * x)
 
 
-@pytest.mark.parametrize("args, params, message", [
-    ((), {"scale": 1.0}, r"^error: expected 1 inputs, got 0$"),
-    ((np.ones(16),), {}, r"^error: missing value for parameter 'scale'$"),
-    ((np.ones(16),), [], r"^error: expected 1 parameters, got 0$"),
-    ((np.ones(15),), [1.0], r"^error: input 0 has shape \(15,\), expected \(16,\)$"),
-    ((np.ones(16),), [np.ones(2)], r"^error: parameter 'scale' has shape \(2,\), expected \(\)$"),
-])
+@pytest.mark.parametrize(
+    "args, params, message",
+    [
+        ((), {"scale": 1.0}, r"^error: expected 1 inputs, got 0$"),
+        ((np.ones(16),), {}, r"^error: missing value for parameter 'scale'$"),
+        ((np.ones(16),), [], r"^error: expected 1 parameters, got 0$"),
+        ((np.ones(15),), [1.0], r"^error: input 0 has shape \(15,\), expected \(16,\)$"),
+        (
+            (np.ones(16),),
+            [np.ones(2)],
+            r"^error: parameter 'scale' has shape \(2,\), expected \(\)$",
+        ),
+    ],
+)
 def test_argument_errors(scale, args, params, message):
     with pytest.raises(DlpcError, match=message):
         scale(*args, params=params)

@@ -53,12 +53,15 @@ def test_description_from_toml_and_json(tmp_path):
     assert d.clusters == 2 and d.throughput("add") == 8 and d.throughput("mul") == 64
 
 
-@pytest.mark.parametrize("text, message", [
-    ('clusterz = 2', "unknown target field 'clusterz'"),
-    ('nram_bytes = -4', "'nram_bytes' must be a positive integer"),
-    ('dma_align = 48', "'dma_align' must be a power of two"),
-    ('name = [', "cannot read target description"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("clusterz = 2", "unknown target field 'clusterz'"),
+        ("nram_bytes = -4", "'nram_bytes' must be a positive integer"),
+        ("dma_align = 48", "'dma_align' must be a power of two"),
+        ("name = [", "cannot read target description"),
+    ],
+)
 def test_bad_description(tmp_path, text, message):
     p = tmp_path / "bad.toml"
     p.write_text(text + "\n")
@@ -81,10 +84,15 @@ def test_example_matches_reference_on_simulator(name):
     assert all(r.seconds > 0 for r in f.report)
 
 
-@pytest.mark.parametrize("options", [
-    dict(double_buffer=False), dict(multicore=False), dict(intrinsics=False),
-    dict(double_buffer=False, multicore=False, intrinsics=False),
-])
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(double_buffer=False),
+        dict(multicore=False),
+        dict(intrinsics=False),
+        dict(double_buffer=False, multicore=False, intrinsics=False),
+    ],
+)
 def test_lowering_options_keep_numerics(options):
     model, module = loop_module("mlp")
     inputs, weights = dlpc.api.random_inputs(model), dlpc.api.check_weights(model)
@@ -92,7 +100,9 @@ def test_lowering_options_keep_numerics(options):
     close(out, dlpc.api.reference(model, inputs)[0])
 
 
-@pytest.mark.parametrize("test", ["loop-to-dlp.mlir", "loop-to-dlp-double-buffer.mlir", "loop-to-dlp-conv.mlir"])
+@pytest.mark.parametrize(
+    "test", ["loop-to-dlp.mlir", "loop-to-dlp-double-buffer.mlir", "loop-to-dlp-conv.mlir"]
+)
 def test_lit_inputs_on_tiny_target(test):
     """The lit inputs, lowered for `tiny` (tiles, ping-pong), against numpy loops."""
     module = parse(TESTS / "passes" / test)
@@ -104,8 +114,10 @@ def test_lit_inputs_on_tiny_target(test):
         for other in [op for op in single.body.block.ops if op.sym_name.data != fn.sym_name.data]:
             other.detach()
         f = compile_dlp(single, "tiny", name=fn.sym_name.data)
-        args = [rng.standard_normal(tuple(a.type.get_shape())).astype(np.float32) for a in fn.args[:-1]]
-        (out,) = f(*args[:f.num_inputs], params=args[f.num_inputs:])
+        args = [
+            rng.standard_normal(tuple(a.type.get_shape())).astype(np.float32) for a in fn.args[:-1]
+        ]
+        (out,) = f(*args[: f.num_inputs], params=args[f.num_inputs :])
         close(out, _numpy_of(fn.sym_name.data, args))
 
 
@@ -163,7 +175,6 @@ def test_copies_go_gdram_to_gdram_when_contiguous(tmp_path, copy):
         assert "gdram->gdram" not in rep.bytes and rep.level_bytes()["nram"] > 0
 
 
-
 def test_gather_and_bool_buffers_stay_staged(tmp_path):
     """A gather's source offsets depend on data and a select reads i1 (one-byte) buffers:
     neither is a direct copy, both run staged and match the reference."""
@@ -171,6 +182,7 @@ def test_gather_and_bool_buffers_stay_staged(tmp_path):
     assert "gdram->gdram" not in rep.bytes
     rep, _ = _run_small(tmp_path, "where(c, x, y)", args="c: i1[4, 8], x: f32[4, 8], y: f32[4, 8]")
     assert rep.bytes["gdram->nram"] == 4 * 8 * (1 + 4 + 4)
+
 
 def _numpy_of(name, args):
     if name == "bias_relu":
@@ -189,13 +201,18 @@ def _numpy_of(name, args):
         out = np.zeros((1, 4, 8, 8), np.float32)
         for kh in range(3):
             for kw in range(3):
-                out += np.einsum("nchw,oc->nohw", xp[:, :, kh:kh + 8, kw:kw + 8], w[:, :, kh, kw])
+                out += np.einsum(
+                    "nchw,oc->nohw", xp[:, :, kh : kh + 8, kw : kw + 8], w[:, :, kh, kw]
+                )
         return np.maximum(out + b[None, :, None, None], 0)
     if name == "depthwise":
         x, w = args
         xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
-        return sum(xp[:, :, kh:kh + 4, kw:kw + 4] * w[None, :, 0, kh, kw, None, None]
-                   for kh in range(3) for kw in range(3))
+        return sum(
+            xp[:, :, kh : kh + 4, kw : kw + 4] * w[None, :, 0, kh, kw, None, None]
+            for kh in range(3)
+            for kw in range(3)
+        )
     raise AssertionError(name)
 
 
@@ -234,7 +251,10 @@ def test_matmul_over_rows(desc):
     text = emit_dlp_c(module, desc)
     assert "__bang_matmul(" in text and "WRAM);" in text and "__bang_add_scalar(" in text
     rng = np.random.default_rng(2)
-    a, b = rng.standard_normal((64, 24), dtype=np.float32), rng.standard_normal((24, 16), dtype=np.float32)
+    a, b = (
+        rng.standard_normal((64, 24), dtype=np.float32),
+        rng.standard_normal((24, 16), dtype=np.float32),
+    )
     (out,) = compile_dlp(module, desc, name="mm")(a, b)
     close(out, a @ b - 0.5)
 
@@ -284,11 +304,14 @@ func.func @main(%x: memref<64xf32>, %out: memref<64xf32>) attributes {{dlpc.num_
 """
 
 
-@pytest.mark.parametrize("count, offset, size, message", [
-    (64, 0, 2048, "needs 8192 bytes of nram but the target has 4096"),
-    (65, 0, 128, r"__memcpy: source \(260 bytes\) is not inside a gdram buffer"),
-    (64, 1, 128, "__bang_active_relu: dst is not aligned to 64 bytes"),
-])
+@pytest.mark.parametrize(
+    "count, offset, size, message",
+    [
+        (64, 0, 2048, "needs 8192 bytes of nram but the target has 4096"),
+        (65, 0, 128, r"__memcpy: source \(260 bytes\) is not inside a gdram buffer"),
+        (64, 1, 128, "__bang_active_relu: dst is not aligned to 64 bytes"),
+    ],
+)
 def test_simulator_checks(count, offset, size, message):
     module = pipeline.parse_module(KERNEL.format(count=count, offset=offset, size=size))
     f = compile_dlp(module, "tiny", name="checks")
@@ -305,8 +328,12 @@ def test_good_kernel_passes_checks():
 
 def test_double_precision_runs_as_scalar_loops():
     """The intrinsics are f32: an f64 kernel keeps scalar loops (still DMA-tiled)."""
-    module = pipeline.parse_module((TESTS / "passes" / "loop-to-dlp-double-buffer.mlir").read_text()
-                                   .replace("f32", "f64").replace("3.000000e+00", "3.0"))
+    module = pipeline.parse_module(
+        (TESTS / "passes" / "loop-to-dlp-double-buffer.mlir")
+        .read_text()
+        .replace("f32", "f64")
+        .replace("3.000000e+00", "3.0")
+    )
     f = compile_dlp(module, "tiny", name="f64")
     assert "__bang_" not in f.source and "sizeof(double)" in f.source
     x = np.random.default_rng(3).standard_normal((256, 16))

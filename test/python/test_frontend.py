@@ -34,8 +34,10 @@ def main_of(module) -> func.FuncOp:
 
 def random_inputs(module, seed=0) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
-    return [rng.standard_normal(a.type.get_shape()).astype(np.float32)
-            for a in main_of(module).body.block.args]
+    return [
+        rng.standard_normal(a.type.get_shape()).astype(np.float32)
+        for a in main_of(module).body.block.args
+    ]
 
 
 # ------------------------------------------------------------------------ examples
@@ -50,8 +52,11 @@ def test_example_parses_verifies_and_has_expected_shapes(name):
     assert [tuple(t.get_shape()) for t in main.function_type.inputs] == ins
     assert [tuple(t.get_shape()) for t in main.function_type.outputs] == outs
     assert model.name == name
-    params = {op.pname: tuple(op.output.type.get_shape())
-              for op in main.walk() if isinstance(op, graph.ParamOp)}
+    params = {
+        op.pname: tuple(op.output.type.get_shape())
+        for op in main.walk()
+        if isinstance(op, graph.ParamOp)
+    }
     assert {k: v.shape for k, v in model.weights.items()} == params
     assert all(v.dtype == np.float32 for v in model.weights.values())
 
@@ -183,25 +188,95 @@ ERRORS = [
     ("model m(x: f32[2]) {\n  let y = relu(x\n  return y\n}", 3, 3, "unexpected 'return'"),
     ("model m(x: f32[2]) {\n  return x $ 1\n}", 2, 12, "unexpected character '$'"),
     ("model m(x: f32[2]) {\n  return x", 2, 11, "unexpected end of file"),
-    ("model m(x: f32[2]) {\n  return rleu(x)\n}", 2, 10, "unknown operator 'rleu'; did you mean 'relu'?"),
-    ("model m(x: f32[2]) {\n  return softmax(x, axs=0)\n}", 2, 21, "softmax has no argument 'axs'; did you mean 'axis'?"),
-    ("model m(x: f32[2]) {\n  return softmax(x, axis=0.5)\n}", 2, 21, "softmax argument 'axis' expects an int, got 0.5"),
-    ("model m(x: f32[2]) {\n  return gelu(x, approximate=1)\n}", 2, 18, "gelu argument 'approximate' expects a string"),
+    (
+        "model m(x: f32[2]) {\n  return rleu(x)\n}",
+        2,
+        10,
+        "unknown operator 'rleu'; did you mean 'relu'?",
+    ),
+    (
+        "model m(x: f32[2]) {\n  return softmax(x, axs=0)\n}",
+        2,
+        21,
+        "softmax has no argument 'axs'; did you mean 'axis'?",
+    ),
+    (
+        "model m(x: f32[2]) {\n  return softmax(x, axis=0.5)\n}",
+        2,
+        21,
+        "softmax argument 'axis' expects an int, got 0.5",
+    ),
+    (
+        "model m(x: f32[2]) {\n  return gelu(x, approximate=1)\n}",
+        2,
+        18,
+        "gelu argument 'approximate' expects a string",
+    ),
     ("model m(x: f32[2]) {\n  return add(x)\n}", 2, 10, "add(lhs, rhs) is missing operand 'rhs'"),
-    ("model m(x: f32[2]) {\n  return relu(x, x)\n}", 2, 18, "relu(input) takes at most 1 operands, got 2"),
-    ("model m(x: f32[2], y: f32[3]) {\n  return x\n    - y\n}", 3, 5, "shapes 2, 3 cannot be broadcast together"),
-    ("model m(x: f32[2]) {\n  return reshape(x, shape=[3])\n}", 2, 10, "graph.reshape cannot reshape 2"),
+    (
+        "model m(x: f32[2]) {\n  return relu(x, x)\n}",
+        2,
+        18,
+        "relu(input) takes at most 1 operands, got 2",
+    ),
+    (
+        "model m(x: f32[2], y: f32[3]) {\n  return x\n    - y\n}",
+        3,
+        5,
+        "shapes 2, 3 cannot be broadcast together",
+    ),
+    (
+        "model m(x: f32[2]) {\n  return reshape(x, shape=[3])\n}",
+        2,
+        10,
+        "graph.reshape cannot reshape 2",
+    ),
     ("model m(x: f32[2]) {\n  return x + z\n}", 2, 14, "undefined name 'z'"),
-    ("model m(x: f32[2]) {\n  param p: f32[2] = ones()\n  param p: f32[2] = ones()\n  return x\n}", 3, 9, "duplicate name 'p'"),
-    ("model m(x: f32[2]) {\n  param p: f32[2] = ones(seed=1)\n  return x\n}", 2, 26, "ones() has no argument 'seed'"),
-    ("model m(x: f32[2]) {\n  param p: f32[2] = normal(seed=-1)\n  return x\n}", 2, 28, "normal() seed must be a non-negative int"),
+    (
+        "model m(x: f32[2]) {\n  param p: f32[2] = ones()\n  param p: f32[2] = ones()\n  return x\n}",
+        3,
+        9,
+        "duplicate name 'p'",
+    ),
+    (
+        "model m(x: f32[2]) {\n  param p: f32[2] = ones(seed=1)\n  return x\n}",
+        2,
+        26,
+        "ones() has no argument 'seed'",
+    ),
+    (
+        "model m(x: f32[2]) {\n  param p: f32[2] = normal(seed=-1)\n  return x\n}",
+        2,
+        28,
+        "normal() seed must be a non-negative int",
+    ),
     ("model m(x: f32[2]) {\n  return x\n  return x\n}", 3, 3, "statement after return"),
     ("model m(x: f32[2]) {\n  return 1 @ 2\n}", 2, 12, "'@' needs tensor operands"),
-    ("model m(x: f32[2]) {\n  return softmax(x, axis=99999999999999999999)\n}", 2, 21, "does not fit in 64 bits"),
+    (
+        "model m(x: f32[2]) {\n  return softmax(x, axis=99999999999999999999)\n}",
+        2,
+        21,
+        "does not fit in 64 bits",
+    ),
     ("model m(x: i64[2]) {\n  return x * 1.5\n}", 2, 12, "mul operand 2: 1.5 is not an integer"),
-    ("model m(x: f32[2]) {\n  return clip(x, max=true)\n}", 2, 18, "clip argument 'max' expects a number, got true"),
-    ("model m(x: f32[2]) {\n  param w: f32[99999, 99999] = zeros()\n  return x\n}", 2, 9, "more than an initialiser may create"),
-    ("model m(x: f32[2]) {\n  return x\n}\nmodel n(x: f32[2]) {\n  return x\n}", 4, 1, "unexpected 'model', expected end of file"),
+    (
+        "model m(x: f32[2]) {\n  return clip(x, max=true)\n}",
+        2,
+        18,
+        "clip argument 'max' expects a number, got true",
+    ),
+    (
+        "model m(x: f32[2]) {\n  param w: f32[99999, 99999] = zeros()\n  return x\n}",
+        2,
+        9,
+        "more than an initialiser may create",
+    ),
+    (
+        "model m(x: f32[2]) {\n  return x\n}\nmodel n(x: f32[2]) {\n  return x\n}",
+        4,
+        1,
+        "unexpected 'model', expected end of file",
+    ),
 ]
 
 

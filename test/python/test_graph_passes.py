@@ -72,8 +72,9 @@ def count(module: ModuleOp, name: str) -> int:
     return sum(1 for op in module.walk() if op.name == name)
 
 
-def check(src: str | ModuleOp, spec: str, weights=None, positive=False, rtol=1e-4,
-          atol=1e-5) -> ModuleOp:
+def check(
+    src: str | ModuleOp, spec: str, weights=None, positive=False, rtol=1e-4, atol=1e-5
+) -> ModuleOp:
     """Run `spec` on the module; assert reference outputs agree; return the result."""
     module = parse(src) if isinstance(src, str) else src
     rng = np.random.default_rng(0)
@@ -196,8 +197,15 @@ func.func @main(%x: tensor<2x3xf32>, %v: tensor<3xf32>) -> (tensor<2x3xf32>, ten
 
 def test_simplify():
     module = check(SIMPLIFY, "graph-simplify")
-    for name in ("graph.neg", "graph.div", "graph.exp", "graph.log", "graph.slice",
-                 "graph.pad", "graph.sub"):
+    for name in (
+        "graph.neg",
+        "graph.div",
+        "graph.exp",
+        "graph.log",
+        "graph.slice",
+        "graph.pad",
+        "graph.sub",
+    ):
         assert count(module, name) == 0, name
     assert count(module, "graph.transpose") == 1 and count(module, "graph.reshape") == 1
     assert count(module, "graph.add") == 0  # v + 0 broadcast -> graph.broadcast
@@ -273,10 +281,20 @@ def test_substitute_all_rules():
     assert count(module, "graph.concat") == 2
 
 
-@pytest.mark.parametrize("rule", [
-    "add-constants", "conv-input-scale", "concat-constants", "matmul-transpose",
-    "cast-cast", "reshape-reshape", "factor-common", "regroup-scalars", "fold-batch-norm",
-])
+@pytest.mark.parametrize(
+    "rule",
+    [
+        "add-constants",
+        "conv-input-scale",
+        "concat-constants",
+        "matmul-transpose",
+        "cast-cast",
+        "reshape-reshape",
+        "factor-common",
+        "regroup-scalars",
+        "fold-batch-norm",
+    ],
+)
 def test_substitute_each_rule(rule):
     before = parse(SUBSTITUTE)
     module = check(SUBSTITUTE, f"graph-substitute{{rules={rule}}}", rtol=1e-4, atol=1e-4)
@@ -373,8 +391,13 @@ func.func @main(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> (tensor<4x8xf32>, t
 # ---------------------------------------------------------------------- examples
 
 EXAMPLES = sorted(glob.glob(os.path.join(ROOT, "examples", "*.dlpc")))
-SINGLE_PASSES = ["graph-infer-shapes", "graph-fold-constants", "graph-simplify",
-                 "graph-substitute", "graph-fuse"]
+SINGLE_PASSES = [
+    "graph-infer-shapes",
+    "graph-fold-constants",
+    "graph-simplify",
+    "graph-substitute",
+    "graph-fuse",
+]
 
 
 def _o_level(n: int) -> str:
@@ -405,17 +428,22 @@ def test_examples_every_pass_and_o2_preserve_results(path):
 def test_o2_fuses_resnet_blocks_and_transformer_qkv():
     import dlpc
 
-    resnet = run_passes(dlpc.load(os.path.join(ROOT, "examples", "resnet.dlpc")).module,
-                        _o_level(2))
+    resnet = run_passes(
+        dlpc.load(os.path.join(ROOT, "examples", "resnet.dlpc")).module, _o_level(2)
+    )
     assert count(resnet, "graph.batch_norm") == 0
     kernels = [op.kernel_name for op in resnet.walk() if isinstance(op, g.FusedOp)]
     # conv + bn + relu: the batch norm is folded into the conv's weight and bias
     assert sum(k.startswith("conv2d_relu_") for k in kernels) == 3
     assert sum(k.startswith("conv2d_add_relu_") for k in kernels) == 2  # + residual add
     transformer = run_passes(
-        dlpc.load(os.path.join(ROOT, "examples", "transformer.dlpc")).module, _o_level(2))
-    shared = [op for op in transformer.walk() if isinstance(op, g.LinearOp)
-              and g.shape_of(op.results[0])[-1] == 192]
+        dlpc.load(os.path.join(ROOT, "examples", "transformer.dlpc")).module, _o_level(2)
+    )
+    shared = [
+        op
+        for op in transformer.walk()
+        if isinstance(op, g.LinearOp) and g.shape_of(op.results[0])[-1] == 192
+    ]
     assert len(shared) == 1  # q, k and v: one linear over [192, 64] weights
 
 
@@ -439,8 +467,9 @@ def nhwc_reference(monkeypatch):
         monkeypatch.setitem(ref.REFERENCE, cls.name, dispatch)
 
 
-LAYOUT_EXAMPLES = [p for p in EXAMPLES if os.path.basename(p) in
-                   ("resnet.dlpc", "lenet.dlpc", "mobilenet.dlpc")]
+LAYOUT_EXAMPLES = [
+    p for p in EXAMPLES if os.path.basename(p) in ("resnet.dlpc", "lenet.dlpc", "mobilenet.dlpc")
+]
 
 
 @pytest.mark.parametrize("path", LAYOUT_EXAMPLES, ids=os.path.basename)
@@ -448,8 +477,13 @@ def test_layout_nhwc_examples(path, nhwc_reference):
     import dlpc
 
     model = dlpc.load(path)
-    module = check(model.module, "graph-layout{to=nhwc},graph-simplify",
-                   weights=model.weights, rtol=1e-4, atol=1e-5)
+    module = check(
+        model.module,
+        "graph-layout{to=nhwc},graph-simplify",
+        weights=model.weights,
+        rtol=1e-4,
+        atol=1e-5,
+    )
     layout_ops = [op for op in module.walk() if isinstance(op, g.Conv2DOp | g.BatchNormOp)]
     assert layout_ops and all(g.layout_of(op) == "nhwc" for op in layout_ops)
     assert count(module, "graph.transpose") <= 2  # the model's borders only
@@ -459,11 +493,21 @@ def test_layout_round_trip_and_o2(nhwc_reference):
     import dlpc
 
     model = dlpc.load(os.path.join(ROOT, "examples", "resnet.dlpc"))
-    module = check(model.module, "graph-layout{to=nhwc},graph-layout{to=nchw},graph-simplify",
-                   weights=model.weights, rtol=1e-4, atol=1e-5)
+    module = check(
+        model.module,
+        "graph-layout{to=nhwc},graph-layout{to=nchw},graph-simplify",
+        weights=model.weights,
+        rtol=1e-4,
+        atol=1e-5,
+    )
     assert count(module, "graph.transpose") == 0
-    module = check(dlpc.load(model.path).module, f"graph-layout{{to=nhwc}},{_o_level(2)}",
-                   weights=model.weights, rtol=1e-3, atol=1e-4)
+    module = check(
+        dlpc.load(model.path).module,
+        f"graph-layout{{to=nhwc}},{_o_level(2)}",
+        weights=model.weights,
+        rtol=1e-3,
+        atol=1e-4,
+    )
     assert count(module, "graph.batch_norm") == 0  # folding works in NHWC too
 
 
@@ -493,12 +537,14 @@ def random_graph(seed: int) -> str:
     """A random DAG of elementwise ops, matmuls, linears, transposes, reshapes and
     constants (0, 1 and others) over 4x8 values, in the shapes the rules look for."""
     rng = np.random.default_rng(seed)
-    lines = ['%w = graph.param "w" : tensor<8x8xf32>',
-             '%b = graph.param "b" : tensor<8xf32>',
-             '%w2 = graph.param "w2" : tensor<8x8xf32>',
-             "%zero = graph.constant dense<0.0> : tensor<f32>",
-             "%one = graph.constant dense<1.0> : tensor<f32>",
-             "%c = graph.constant dense<[1.0, 2.0, 0.5, 4.0, 1.0, 2.0, 0.5, 4.0]> : tensor<8xf32>"]
+    lines = [
+        '%w = graph.param "w" : tensor<8x8xf32>',
+        '%b = graph.param "b" : tensor<8xf32>',
+        '%w2 = graph.param "w2" : tensor<8x8xf32>',
+        "%zero = graph.constant dense<0.0> : tensor<f32>",
+        "%one = graph.constant dense<1.0> : tensor<f32>",
+        "%c = graph.constant dense<[1.0, 2.0, 0.5, 4.0, 1.0, 2.0, 0.5, 4.0]> : tensor<8xf32>",
+    ]
     pool = ["%x", "%y"]
     statics = ["%zero", "%one", "%c", "%b"]
 
@@ -517,8 +563,9 @@ def random_graph(seed: int) -> str:
             op = ["add", "mul", "div", "sub"][rng.integers(4)]
             if op == "div" and s == "%zero":
                 op = "mul"
-            lhs, rhs, lt, rt = (a, s, T, st) if rng.random() < 0.5 or op in ("div", "sub") \
-                else (s, a, st, T)
+            lhs, rhs, lt, rt = (
+                (a, s, T, st) if rng.random() < 0.5 or op in ("div", "sub") else (s, a, st, T)
+            )
             lines.append(f"{v} = graph.{op} {lhs}, {rhs} : ({lt}, {rt}) -> {T}")
         elif kind == 2:
             op = ["neg", "relu", "tanh", "sigmoid"][rng.integers(4)]
@@ -526,20 +573,25 @@ def random_graph(seed: int) -> str:
         elif kind == 3:
             lines.append(f"{v} = graph.matmul {a}, %w : ({T}, tensor<8x8xf32>) -> {T}")
         elif kind == 4:
-            lines.append(f"{v} = graph.linear {a}, %w2, %b : ({T}, tensor<8x8xf32>, "
-                         f"tensor<8xf32>) -> {T}")
+            lines.append(
+                f"{v} = graph.linear {a}, %w2, %b : ({T}, tensor<8x8xf32>, tensor<8xf32>) -> {T}"
+            )
         elif kind == 5:
             lines.append(f"{v}t = graph.transpose {a} : ({T}) -> tensor<8x4xf32>")
             lines.append(f"{v} = graph.transpose {v}t : (tensor<8x4xf32>) -> {T}")
         elif kind == 6:
-            lines.append(f"{v}r = graph.reshape {a} {{shape = array<i64: 32>}} : ({T}) -> "
-                         "tensor<32xf32>")
-            lines.append(f"{v} = graph.reshape {v}r {{shape = array<i64: 4, 8>}} : "
-                         f"(tensor<32xf32>) -> {T}")
+            lines.append(
+                f"{v}r = graph.reshape {a} {{shape = array<i64: 32>}} : ({T}) -> tensor<32xf32>"
+            )
+            lines.append(
+                f"{v} = graph.reshape {v}r {{shape = array<i64: 4, 8>}} : (tensor<32xf32>) -> {T}"
+            )
         elif kind == 7:
             lines.append(f"{v}t = graph.transpose {a} : ({T}) -> tensor<8x4xf32>")
-            lines.append(f"{v} = graph.matmul {v}t, %w {{transpose_a = true}} : "
-                         f"(tensor<8x4xf32>, tensor<8x8xf32>) -> {T}")
+            lines.append(
+                f"{v} = graph.matmul {v}t, %w {{transpose_a = true}} : "
+                f"(tensor<8x4xf32>, tensor<8x8xf32>) -> {T}"
+            )
         else:
             lines.append(f"{v}r = graph.relu {a} : ({T}) -> {T}")
             lines.append(f"{v}l = graph.log {v}r : ({T}) -> {T}")
@@ -547,8 +599,10 @@ def random_graph(seed: int) -> str:
         pool.append(v)
     outs = [pool[-1], pool[-2], pool[2 + rng.integers(len(pool) - 2)]]
     body = "\n  ".join(lines)
-    return (f"func.func @main(%x: {T}, %y: {T}) -> ({T}, {T}, {T}) {{\n  {body}\n"
-            f"  func.return {', '.join(outs)} : {T}, {T}, {T}\n}}\n")
+    return (
+        f"func.func @main(%x: {T}, %y: {T}) -> ({T}, {T}, {T}) {{\n  {body}\n"
+        f"  func.return {', '.join(outs)} : {T}, {T}, {T}\n}}\n"
+    )
 
 
 @pytest.mark.parametrize("seed", range(12))

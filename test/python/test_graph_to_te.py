@@ -62,8 +62,11 @@ def lower_and_check(module: ModuleOp, inputs, weights=None, tol=1e-5) -> ModuleO
     expected = run_reference(module, inputs, weights)
     GraphToTe().apply(context(), module)
     module.verify()
-    left = [op.name for op in module.walk() if op.name.startswith("graph.")
-            and op.name not in ("graph.param", "graph.constant")]
+    left = [
+        op.name
+        for op in module.walk()
+        if op.name.startswith("graph.") and op.name not in ("graph.param", "graph.constant")
+    ]
     assert left == []
     # the printed IR parses back to the same text
     text = str(module)
@@ -85,15 +88,23 @@ def te_ops(module: ModuleOp) -> list:
 # ------------------------------------------------------------------- elementwise
 
 UNARY = [
-    ("neg", g.NegOp, {}, False), ("abs", g.AbsOp, {}, False), ("exp", g.ExpOp, {}, False),
-    ("log", g.LogOp, {}, True), ("sqrt", g.SqrtOp, {}, True), ("rsqrt", g.RsqrtOp, {}, True),
-    ("tanh", g.TanhOp, {}, False), ("sigmoid", g.SigmoidOp, {}, False),
-    ("erf", g.ErfOp, {}, False), ("relu", g.ReluOp, {}, False),
-    ("gelu", g.GeluOp, {}, False), ("gelu_tanh", g.GeluOp, {"approximate": "tanh"}, False),
+    ("neg", g.NegOp, {}, False),
+    ("abs", g.AbsOp, {}, False),
+    ("exp", g.ExpOp, {}, False),
+    ("log", g.LogOp, {}, True),
+    ("sqrt", g.SqrtOp, {}, True),
+    ("rsqrt", g.RsqrtOp, {}, True),
+    ("tanh", g.TanhOp, {}, False),
+    ("sigmoid", g.SigmoidOp, {}, False),
+    ("erf", g.ErfOp, {}, False),
+    ("relu", g.ReluOp, {}, False),
+    ("gelu", g.GeluOp, {}, False),
+    ("gelu_tanh", g.GeluOp, {"approximate": "tanh"}, False),
     ("leaky_relu", g.LeakyReluOp, {"alpha": 0.2}, False),
     ("clip", g.ClipOp, {"min": -0.5, "max": 0.7}, False),
     ("clip_min", g.ClipOp, {"min": 0.1}, False),
-    ("cast_i64", g.CastOp, {"to": i64}, False), ("cast_i1", g.CastOp, {"to": i1}, False),
+    ("cast_i64", g.CastOp, {"to": i64}, False),
+    ("cast_i1", g.CastOp, {"to": i1}, False),
 ]
 
 
@@ -109,10 +120,22 @@ def test_cast_int_to_float():
     lower_and_check(module_of([x], lambda a: g.CastOp.make(a, to=f32)), [x])
 
 
-BINARY = [("add", g.AddOp), ("sub", g.SubOp), ("mul", g.MulOp), ("div", g.DivOp),
-          ("max", g.MaxOp), ("min", g.MinOp), ("pow", g.PowOp)]
-BROADCAST = [((3, 4), (3, 4)), ((3, 4), (4,)), ((2, 1, 4), (3, 1)), ((5,), ()),
-             ((1, 3, 1), (2, 1, 5))]
+BINARY = [
+    ("add", g.AddOp),
+    ("sub", g.SubOp),
+    ("mul", g.MulOp),
+    ("div", g.DivOp),
+    ("max", g.MaxOp),
+    ("min", g.MinOp),
+    ("pow", g.PowOp),
+]
+BROADCAST = [
+    ((3, 4), (3, 4)),
+    ((3, 4), (4,)),
+    ((2, 1, 4), (3, 1)),
+    ((5,), ()),
+    ((1, 3, 1), (2, 1, 5)),
+]
 
 
 @pytest.mark.parametrize("shapes", BROADCAST, ids=str)
@@ -148,24 +171,32 @@ def test_where():
 # ---------------------------------------------------------------- linear algebra
 
 MATMUL = [
-    ((3, 5), (5, 4), {}), ((2, 3, 5), (5, 4), {}), ((2, 1, 3, 5), (3, 5, 4), {}),
-    ((5, 3), (5, 4), {"transpose_a": True}), ((3, 5), (4, 5), {"transpose_b": True}),
+    ((3, 5), (5, 4), {}),
+    ((2, 3, 5), (5, 4), {}),
+    ((2, 1, 3, 5), (3, 5, 4), {}),
+    ((5, 3), (5, 4), {"transpose_a": True}),
+    ((3, 5), (4, 5), {"transpose_b": True}),
     ((2, 5, 3), (2, 4, 5), {"transpose_a": True, "transpose_b": True}),
-    ((5,), (5, 4), {}), ((3, 5), (5,), {}), ((5,), (5,), {}), ((2, 3, 5), (5,), {}),
+    ((5,), (5, 4), {}),
+    ((3, 5), (5,), {}),
+    ((5,), (5,), {}),
+    ((2, 3, 5), (5,), {}),
 ]
 
 
 @pytest.mark.parametrize("sa,sb,attrs", MATMUL, ids=str)
 def test_matmul(sa, sb, attrs):
     a, b = rand(*sa), rand(*sb)
-    m = lower_and_check(module_of([a, b], lambda x, y: g.MatMulOp.make(x, y, **attrs)), [a, b],
-                        tol=1e-4)
+    m = lower_and_check(
+        module_of([a, b], lambda x, y: g.MatMulOp.make(x, y, **attrs)), [a, b], tol=1e-4
+    )
     (op,) = te_ops(m)
     assert isinstance(op, ReduceOp) and op.reduce_extents == (5,)
 
 
-@pytest.mark.parametrize("sx,bias", [((3, 6), (4,)), ((2, 3, 6), (4,)), ((3, 6), None),
-                                     ((3, 6), (1, 4))], ids=str)
+@pytest.mark.parametrize(
+    "sx,bias", [((3, 6), (4,)), ((2, 3, 6), (4,)), ((3, 6), None), ((3, 6), (1, 4))], ids=str
+)
 def test_linear(sx, bias):
     x, w = rand(*sx), rand(4, 6)
     arrays = [x, w] + ([rand(*bias)] if bias else [])
@@ -189,8 +220,9 @@ CONV = [
 @pytest.mark.parametrize("sx,sw,attrs", CONV, ids=str)
 def test_conv2d(sx, sw, attrs, bias):
     arrays = [rand(*sx), rand(*sw)] + ([rand(sw[0])] if bias else [])
-    m = lower_and_check(module_of(arrays, lambda *v: g.Conv2DOp.make(*v, **attrs)), arrays,
-                        tol=1e-4)
+    m = lower_and_check(
+        module_of(arrays, lambda *v: g.Conv2DOp.make(*v, **attrs)), arrays, tol=1e-4
+    )
     (op,) = te_ops(m)
     assert op.reduce_extents == sw[1:]
     guarded = any(isinstance(o, scf.IfOp) for o in op.walk())
@@ -234,14 +266,21 @@ def test_batch_norm():
     lower_and_check(module_of(arrays, lambda *v: g.BatchNormOp.make(*v, epsilon=1e-3)), arrays)
 
 
-@pytest.mark.parametrize("sx,axis,ss,bias", [((4, 6), -1, (6,), True), ((2, 3, 5), 1, (3, 5), True),
-                                             ((2, 3, 5), 1, (5,), False)], ids=str)
+@pytest.mark.parametrize(
+    "sx,axis,ss,bias",
+    [((4, 6), -1, (6,), True), ((2, 3, 5), 1, (3, 5), True), ((2, 3, 5), 1, (5,), False)],
+    ids=str,
+)
 def test_layer_norm(sx, axis, ss, bias):
     arrays = [rand(*sx), rand(*ss)] + ([rand(*ss)] if bias else [])
-    m = lower_and_check(module_of(arrays, lambda *v: g.LayerNormOp.make(*v, axis=axis)), arrays,
-                        tol=1e-4)
-    assert [op.compute_name for op in te_ops(m)] == ["layer_norm_0_mean", "layer_norm_0_var",
-                                                     "layer_norm_0"]
+    m = lower_and_check(
+        module_of(arrays, lambda *v: g.LayerNormOp.make(*v, axis=axis)), arrays, tol=1e-4
+    )
+    assert [op.compute_name for op in te_ops(m)] == [
+        "layer_norm_0_mean",
+        "layer_norm_0_var",
+        "layer_norm_0",
+    ]
 
 
 @pytest.mark.parametrize("cls", [g.SoftmaxOp, g.LogSoftmaxOp], ids=["softmax", "log_softmax"])
@@ -275,8 +314,17 @@ def test_reduce_max_integer():
 # ------------------------------------------------------------------ data movement
 
 
-@pytest.mark.parametrize("sx,target", [((2, 3, 4), (4, 6)), ((2, 3, 4), (24,)), ((6,), (1, 2, 1, 3)),
-                                       ((1, 4, 1, 3), (3, -1)), ((3, 5), (5, 3))], ids=str)
+@pytest.mark.parametrize(
+    "sx,target",
+    [
+        ((2, 3, 4), (4, 6)),
+        ((2, 3, 4), (24,)),
+        ((6,), (1, 2, 1, 3)),
+        ((1, 4, 1, 3), (3, -1)),
+        ((3, 5), (5, 3)),
+    ],
+    ids=str,
+)
 def test_reshape(sx, target):
     x = rand(*sx)
     lower_and_check(module_of([x], lambda a: g.ReshapeOp.make(a, shape=target)), [x])
@@ -290,18 +338,25 @@ def test_transpose(perm):
 
 @pytest.mark.parametrize("axis", [0, 1, -1])
 def test_concat(axis):
-    shapes = {0: [(1, 3, 2), (2, 3, 2), (3, 3, 2)], 1: [(2, 1, 2), (2, 4, 2), (2, 2, 2)],
-              -1: [(2, 3, 1), (2, 3, 3), (2, 3, 2)]}[axis]
+    shapes = {
+        0: [(1, 3, 2), (2, 3, 2), (3, 3, 2)],
+        1: [(2, 1, 2), (2, 4, 2), (2, 2, 2)],
+        -1: [(2, 3, 1), (2, 3, 3), (2, 3, 2)],
+    }[axis]
     arrays = [rand(*s) for s in shapes]
     lower_and_check(module_of(arrays, lambda *v: g.ConcatOp.make(*v, axis=axis)), arrays)
 
 
-@pytest.mark.parametrize("attrs", [
-    {"starts": (1,), "ends": (4,), "axes": (1,)},
-    {"starts": (0, 1), "ends": (3, 100), "steps": (2, 2)},
-    {"starts": (-1,), "ends": (-100,), "axes": (1,), "steps": (-2,)},
-    {"starts": (-2,), "ends": (6,)},
-], ids=str)
+@pytest.mark.parametrize(
+    "attrs",
+    [
+        {"starts": (1,), "ends": (4,), "axes": (1,)},
+        {"starts": (0, 1), "ends": (3, 100), "steps": (2, 2)},
+        {"starts": (-1,), "ends": (-100,), "axes": (1,), "steps": (-2,)},
+        {"starts": (-2,), "ends": (6,)},
+    ],
+    ids=str,
+)
 def test_slice(attrs):
     x = rand(4, 7)
     lower_and_check(module_of([x], lambda a: g.SliceOp.make(a, **attrs)), [x])
@@ -353,7 +408,8 @@ def test_guarded_reads_never_out_of_bounds():
 # -------------------------------------------------------------------------- fusion
 
 FUSED = {
-    "conv_bias_relu": ("""
+    "conv_bias_relu": (
+        """
 func.func @main(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xf32>, %b: tensor<4x1x1xf32>) -> tensor<1x4x8x8xf32> {
   %y = graph.fused "conv_bias_relu" %x, %w, %b : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>, tensor<4x1x1xf32>) -> tensor<1x4x8x8xf32> {
   ^bb0(%a: tensor<1x3x8x8xf32>, %k: tensor<4x3x3x3xf32>, %c: tensor<4x1x1xf32>):
@@ -363,8 +419,12 @@ func.func @main(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xf32>, %b: tensor<4x1
     graph.yield %2 : tensor<1x4x8x8xf32>
   }
   func.return %y : tensor<1x4x8x8xf32>
-}""", [(1, 3, 8, 8), (4, 3, 3, 3), (4, 1, 1)], ReduceOp),
-    "linear_gelu": ("""
+}""",
+        [(1, 3, 8, 8), (4, 3, 3, 3), (4, 1, 1)],
+        ReduceOp,
+    ),
+    "linear_gelu": (
+        """
 func.func @main(%x: tensor<3x6xf32>, %w: tensor<5x6xf32>, %b: tensor<5xf32>) -> tensor<3x5xf32> {
   %y = graph.fused "linear_gelu" %x, %w, %b : (tensor<3x6xf32>, tensor<5x6xf32>, tensor<5xf32>) -> tensor<3x5xf32> {
   ^bb0(%a: tensor<3x6xf32>, %k: tensor<5x6xf32>, %c: tensor<5xf32>):
@@ -373,8 +433,12 @@ func.func @main(%x: tensor<3x6xf32>, %w: tensor<5x6xf32>, %b: tensor<5xf32>) -> 
     graph.yield %1 : tensor<3x5xf32>
   }
   func.return %y : tensor<3x5xf32>
-}""", [(3, 6), (5, 6), (5,)], ReduceOp),
-    "relu_matmul_sigmoid": ("""
+}""",
+        [(3, 6), (5, 6), (5,)],
+        ReduceOp,
+    ),
+    "relu_matmul_sigmoid": (
+        """
 func.func @main(%x: tensor<3x6xf32>, %w: tensor<6x5xf32>) -> tensor<3x5xf32> {
   %y = graph.fused "relu_matmul_sigmoid" %x, %w : (tensor<3x6xf32>, tensor<6x5xf32>) -> tensor<3x5xf32> {
   ^bb0(%a: tensor<3x6xf32>, %k: tensor<6x5xf32>):
@@ -384,8 +448,12 @@ func.func @main(%x: tensor<3x6xf32>, %w: tensor<6x5xf32>) -> tensor<3x5xf32> {
     graph.yield %2 : tensor<3x5xf32>
   }
   func.return %y : tensor<3x5xf32>
-}""", [(3, 6), (6, 5)], ReduceOp),
-    "exp_mul_tanh": ("""
+}""",
+        [(3, 6), (6, 5)],
+        ReduceOp,
+    ),
+    "exp_mul_tanh": (
+        """
 func.func @main(%x: tensor<4x5xf32>, %s: tensor<5xf32>) -> tensor<4x5xf32> {
   %y = graph.fused "exp_mul_tanh" %x, %s : (tensor<4x5xf32>, tensor<5xf32>) -> tensor<4x5xf32> {
   ^bb0(%a: tensor<4x5xf32>, %c: tensor<5xf32>):
@@ -395,7 +463,10 @@ func.func @main(%x: tensor<4x5xf32>, %s: tensor<5xf32>) -> tensor<4x5xf32> {
     graph.yield %2 : tensor<4x5xf32>
   }
   func.return %y : tensor<4x5xf32>
-}""", [(4, 5), (5,)], ComputeOp),
+}""",
+        [(4, 5), (5,)],
+        ComputeOp,
+    ),
 }
 
 

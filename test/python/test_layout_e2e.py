@@ -84,7 +84,7 @@ def module_of(cases: list[Case], layout: str) -> tuple[ModuleOp, list[np.ndarray
     block = Block(arg_types=types)
     args, results = list(block.args), []
     for c in cases:
-        mine, args = args[: 1 + len(c.rest)], args[1 + len(c.rest):]
+        mine, args = args[: 1 + len(c.rest)], args[1 + len(c.rest) :]
         op = make(c.cls, mine, c.attrs, layout)
         block.add_op(op)
         results.append(op.results[0])
@@ -118,10 +118,10 @@ def conv_cases(rng) -> list[Case]:
         x = rand(rng, nb, c, h, w)
         wt = rand(rng, o, c // gr, kh, kw)
         rest = [wt, rand(rng, o)] if n % 3 else [wt]
-        attrs = {"strides": (sh, sw), "pads": tuple(pads), "dilations": (dh, dw),
-                 "groups": gr}
-        cases.append(Case(f"conv{n}_g{gr}_{x.shape}_{wt.shape}_{attrs}", g.Conv2DOp, x, rest,
-                          attrs))
+        attrs = {"strides": (sh, sw), "pads": tuple(pads), "dilations": (dh, dw), "groups": gr}
+        cases.append(
+            Case(f"conv{n}_g{gr}_{x.shape}_{wt.shape}_{attrs}", g.Conv2DOp, x, rest, attrs)
+        )
     return cases
 
 
@@ -131,14 +131,26 @@ def pool_cases(rng) -> list[Case]:
         cls = g.MaxPool2DOp if n % 2 == 0 else g.AvgPool2DOp
         kh, kw = (int(k) for k in rng.integers(1, 4, 2))
         sh, sw = (int(s) for s in rng.integers(1, 3, 2))
-        pads = (int(rng.integers(0, kh // 2 + 1)), int(rng.integers(0, kw // 2 + 1)),
-                int(rng.integers(0, kh // 2 + 1)), int(rng.integers(0, kw // 2 + 1)))
-        attrs = {"kernel": (kh, kw), "strides": (sh, sw), "pads": pads,
-                 "ceil_mode": n % 4 in (1, 2)}
+        pads = (
+            int(rng.integers(0, kh // 2 + 1)),
+            int(rng.integers(0, kw // 2 + 1)),
+            int(rng.integers(0, kh // 2 + 1)),
+            int(rng.integers(0, kw // 2 + 1)),
+        )
+        attrs = {
+            "kernel": (kh, kw),
+            "strides": (sh, sw),
+            "pads": pads,
+            "ceil_mode": n % 4 in (1, 2),
+        }
         if cls is g.AvgPool2DOp:
             attrs["count_include_pad"] = n % 3 == 0
-        x = rand(rng, int(rng.integers(1, 3)), int(rng.integers(1, 5)),
-                 *(int(v) for v in rng.integers(4, 9, 2)))
+        x = rand(
+            rng,
+            int(rng.integers(1, 3)),
+            int(rng.integers(1, 5)),
+            *(int(v) for v in rng.integers(4, 9, 2)),
+        )
         cases.append(Case(f"{cls.name}{n}_{x.shape}_{attrs}", cls, x, [], attrs))
     return cases
 
@@ -150,8 +162,9 @@ def stat_cases(rng) -> list[Case]:
         cases.append(Case(f"global_avg_pool{shape}", g.GlobalAvgPoolOp, x))
         c = shape[1]
         stats = [rand(rng, c), rand(rng, c), rand(rng, c), rand(rng, c, positive=True)]
-        cases.append(Case(f"batch_norm{shape}", g.BatchNormOp, x, stats,
-                          {"epsilon": 1e-3 * (n + 1)}))
+        cases.append(
+            Case(f"batch_norm{shape}", g.BatchNormOp, x, stats, {"epsilon": 1e-3 * (n + 1)})
+        )
     return cases
 
 
@@ -208,8 +221,9 @@ def test_graph_to_te_nhwc(cases_and_expected):
     GraphToTe().apply(Context(), module)
     module.verify()
     assert not [op for op in module.walk() if op.name.startswith("graph.")]
-    assert not [op for op in module.walk() if op.name == "te.compute"
-                and "transpose" in op.compute_name]
+    assert not [
+        op for op in module.walk() if op.name == "te.compute" and "transpose" in op.compute_name
+    ]
     for c, e, o in zip(cases, expected, run_te(module, arrays, {}), strict=True):
         close(o, e, f"te {c.id}")
 
@@ -257,15 +271,17 @@ def test_fused_nhwc_kernels():
     module = pipeline.parse_module(FUSED)
     rng = np.random.default_rng(3)
     arrays = [rand(rng, 2, 6, 9, 9)]
-    weights = {op.pname: rand(rng, *g.shape_of(op.output), positive=op.pname == "bn.var")
-               for op in module.walk() if isinstance(op, g.ParamOp)}
+    weights = {
+        op.pname: rand(rng, *g.shape_of(op.output), positive=op.pname == "bn.var")
+        for op in module.walk()
+        if isinstance(op, g.ParamOp)
+    }
     expected = run_reference(module, arrays, weights)
     options = pipeline.PipelineOptions()
     for name in ("graph-layout", "graph-simplify", "graph-fuse"):
         pipeline.run(name, module, options)
     fused = [op for op in module.walk() if isinstance(op, g.FusedOp)]
-    anchors = [inner for f in fused for inner in f.body.block.ops
-               if isinstance(inner, g.Conv2DOp)]
+    anchors = [inner for f in fused for inner in f.body.block.ops if isinstance(inner, g.Conv2DOp)]
     assert len(anchors) == 2 and all(g.layout_of(a) == "nhwc" for a in anchors)
     assert sum(1 for op in module.walk() if isinstance(op, g.TransposeOp)) <= 2
     close(run_reference(module, arrays, weights)[0], expected[0], "numpy after graph-fuse")
@@ -328,5 +344,8 @@ def test_examples_o3_other_targets(target):
         model = load(name)
         inputs = api.random_inputs(model)
         expected = api.reference(model, inputs)
-        close(api.compile(model, target=target, opt_level=3)(*inputs)[0], expected[0],
-              f"{name} on {target}")
+        close(
+            api.compile(model, target=target, opt_level=3)(*inputs)[0],
+            expected[0],
+            f"{name} on {target}",
+        )

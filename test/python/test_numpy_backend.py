@@ -69,8 +69,11 @@ UNARY = [
     (g.ErfOp, {}, np.vectorize(math.erf)),
     (g.ReluOp, {}, lambda x: np.where(x > 0, x, 0)),
     (g.GeluOp, {}, np.vectorize(lambda v: 0.5 * v * (1 + math.erf(v / math.sqrt(2))))),
-    (g.GeluOp, {"approximate": "tanh"},
-     lambda x: 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3)))),
+    (
+        g.GeluOp,
+        {"approximate": "tanh"},
+        lambda x: 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3))),
+    ),
     (g.LeakyReluOp, {"alpha": 0.2}, lambda x: np.where(x > 0, x, 0.2 * x)),
     (g.ClipOp, {"min": -0.5, "max": 0.25}, lambda x: np.clip(x, -0.5, 0.25)),
     (g.ClipOp, {"max": 0.0}, lambda x: np.minimum(x, 0)),
@@ -105,8 +108,12 @@ def test_cast_truncates_and_converts():
 
 
 BINARY = [
-    (g.AddOp, np.add), (g.SubOp, np.subtract), (g.MulOp, np.multiply),
-    (g.DivOp, np.divide), (g.MaxOp, np.maximum), (g.MinOp, np.minimum),
+    (g.AddOp, np.add),
+    (g.SubOp, np.subtract),
+    (g.MulOp, np.multiply),
+    (g.DivOp, np.divide),
+    (g.MaxOp, np.maximum),
+    (g.MinOp, np.minimum),
 ]
 
 
@@ -137,8 +144,14 @@ def test_prelu_where_compare():
     close(run_op(g.WhereOp, [c, a, b]), np.where(c, a, b))
     a, b = rand(4), rand(4)
     b[1] = a[1]
-    for pred, fn in [("eq", np.equal), ("ne", np.not_equal), ("lt", np.less),
-                     ("le", np.less_equal), ("gt", np.greater), ("ge", np.greater_equal)]:
+    for pred, fn in [
+        ("eq", np.equal),
+        ("ne", np.not_equal),
+        ("lt", np.less),
+        ("le", np.less_equal),
+        ("gt", np.greater),
+        ("ge", np.greater_equal),
+    ]:
         out = run_op(g.CompareOp, [a, b], predicate=pred)
         assert out.dtype == np.bool_ and out.tolist() == fn(a, b).tolist()
 
@@ -146,14 +159,17 @@ def test_prelu_where_compare():
 # -------------------------------------------------------------- linear algebra
 
 
-@pytest.mark.parametrize("sa, sb, ta, tb", [
-    ((4, 8), (8, 5), False, False),
-    ((2, 4, 8), (8, 5), False, False),
-    ((8, 4), (5, 8), True, True),
-    ((3, 1, 4, 8), (2, 8, 5), False, False),
-    ((8,), (8, 5), False, False),
-    ((4, 8), (8,), False, False),
-])
+@pytest.mark.parametrize(
+    "sa, sb, ta, tb",
+    [
+        ((4, 8), (8, 5), False, False),
+        ((2, 4, 8), (8, 5), False, False),
+        ((8, 4), (5, 8), True, True),
+        ((3, 1, 4, 8), (2, 8, 5), False, False),
+        ((8,), (8, 5), False, False),
+        ((4, 8), (8,), False, False),
+    ],
+)
 def test_matmul(sa, sb, ta, tb):
     a, b = rand(*sa), rand(*sb)
     expect = np.matmul(a.swapaxes(-1, -2) if ta else a, b.swapaxes(-1, -2) if tb else b)
@@ -170,7 +186,7 @@ def naive_conv(x, w, b, strides, pads, dilations, groups):
     n, c, h, wd = x.shape
     o, cg, kh, kw = w.shape
     xp = np.zeros((n, c, h + pads[0] + pads[2], wd + pads[1] + pads[3]))
-    xp[:, :, pads[0]:pads[0] + h, pads[1]:pads[1] + wd] = x
+    xp[:, :, pads[0] : pads[0] + h, pads[1] : pads[1] + wd] = x
     oh = (xp.shape[2] - dilations[0] * (kh - 1) - 1) // strides[0] + 1
     ow = (xp.shape[3] - dilations[1] * (kw - 1) - 1) // strides[1] + 1
     y = np.zeros((n, o, oh, ow))
@@ -179,26 +195,35 @@ def naive_conv(x, w, b, strides, pads, dilations, groups):
         grp = oi // og
         acc = 0.0 if b is None else float(b[oi])
         for ci, ki, kj in np.ndindex(cg, kh, kw):
-            acc += w[oi, ci, ki, kj] * xp[ni, grp * cg + ci, yi * strides[0] + ki * dilations[0],
-                                          xi * strides[1] + kj * dilations[1]]
+            acc += (
+                w[oi, ci, ki, kj]
+                * xp[
+                    ni,
+                    grp * cg + ci,
+                    yi * strides[0] + ki * dilations[0],
+                    xi * strides[1] + kj * dilations[1],
+                ]
+            )
         y[ni, oi, yi, xi] = acc
     return y
 
 
-@pytest.mark.parametrize("strides, pads, dilations, groups, bias", [
-    ((1, 1), (0, 0, 0, 0), (1, 1), 1, True),
-    ((2, 1), (1, 0, 2, 1), (1, 1), 1, False),
-    ((1, 1), (1, 1, 1, 1), (2, 2), 1, True),
-    ((1, 2), (1, 1, 1, 1), (1, 1), 2, True),
-    ((1, 1), (1, 1, 1, 1), (1, 1), 4, False),
-])
+@pytest.mark.parametrize(
+    "strides, pads, dilations, groups, bias",
+    [
+        ((1, 1), (0, 0, 0, 0), (1, 1), 1, True),
+        ((2, 1), (1, 0, 2, 1), (1, 1), 1, False),
+        ((1, 1), (1, 1, 1, 1), (2, 2), 1, True),
+        ((1, 2), (1, 1, 1, 1), (1, 1), 2, True),
+        ((1, 1), (1, 1, 1, 1), (1, 1), 4, False),
+    ],
+)
 def test_conv2d(strides, pads, dilations, groups, bias):
     x = rand(2, 4, 7, 6)
     w = rand(8, 4 // groups, 3, 2)
     b = rand(8) if bias else None
     arrays = [x, w] + ([b] if bias else [])
-    out = run_op(g.Conv2DOp, arrays, strides=strides, pads=pads, dilations=dilations,
-                 groups=groups)
+    out = run_op(g.Conv2DOp, arrays, strides=strides, pads=pads, dilations=dilations, groups=groups)
     close(out, naive_conv(x, w, b, strides, pads, dilations, groups), rtol=1e-4, atol=1e-5)
 
 
@@ -219,12 +244,15 @@ def naive_pool(x, kind, kernel, strides, pads, out_hw, count_include_pad=False):
     return y
 
 
-@pytest.mark.parametrize("kernel, strides, pads, ceil_mode", [
-    ((2, 2), (2, 2), (0, 0, 0, 0), False),
-    ((3, 3), (2, 2), (1, 1, 1, 1), False),
-    ((3, 2), (2, 2), (0, 0, 0, 0), True),
-    ((3, 3), (2, 3), (1, 0, 1, 1), True),
-])
+@pytest.mark.parametrize(
+    "kernel, strides, pads, ceil_mode",
+    [
+        ((2, 2), (2, 2), (0, 0, 0, 0), False),
+        ((3, 3), (2, 2), (1, 1, 1, 1), False),
+        ((3, 2), (2, 2), (0, 0, 0, 0), True),
+        ((3, 3), (2, 3), (1, 0, 1, 1), True),
+    ],
+)
 @pytest.mark.parametrize("kind", ["max", "avg", "avg_include_pad"])
 def test_pool(kind, kernel, strides, pads, ceil_mode):
     x = rand(1, 2, 7, 8)
@@ -233,8 +261,9 @@ def test_pool(kind, kernel, strides, pads, ceil_mode):
     if kind != "max":
         attrs["count_include_pad"] = kind == "avg_include_pad"
     out = run_op(cls, [x], **attrs)
-    expect = naive_pool(x, kind[:3], kernel, strides, pads, out.shape[2:],
-                        kind == "avg_include_pad")
+    expect = naive_pool(
+        x, kind[:3], kernel, strides, pads, out.shape[2:], kind == "avg_include_pad"
+    )
     close(out, expect)
 
 
@@ -280,8 +309,7 @@ def test_softmax_and_log_softmax():
     e = np.exp(x.astype(np.float64) - x.max(axis=0))
     close(run_op(g.SoftmaxOp, [x], axis=0), e / e.sum(axis=0))
     e = np.exp(x.astype(np.float64) - x.max(axis=-1, keepdims=True))
-    close(run_op(g.LogSoftmaxOp, [x]), np.log(e / e.sum(axis=-1, keepdims=True)),
-          atol=1e-5)
+    close(run_op(g.LogSoftmaxOp, [x]), np.log(e / e.sum(axis=-1, keepdims=True)), atol=1e-5)
 
 
 @pytest.mark.parametrize("axis", [0, 1])
@@ -294,17 +322,25 @@ def test_f16_softmax_sums_in_f32_along_any_axis(axis):
     got = run_op(g.SoftmaxOp, [x], axis=axis)
     assert got.dtype == np.float16
     np.testing.assert_array_equal(got, e / total)
-    np.testing.assert_array_equal(run_op(g.LogSoftmaxOp, [x], axis=axis),
-                                  (x - x.max(axis=axis, keepdims=True)) - np.log(total))
+    np.testing.assert_array_equal(
+        run_op(g.LogSoftmaxOp, [x], axis=axis),
+        (x - x.max(axis=axis, keepdims=True)) - np.log(total),
+    )
 
 
 # ------------------------------------------------------------------ reductions
 
 
-@pytest.mark.parametrize("cls, fn", [
-    (g.ReduceSumOp, np.sum), (g.ReduceMeanOp, np.mean), (g.ReduceMaxOp, np.max),
-    (g.ReduceMinOp, np.min), (g.ReduceProdOp, np.prod),
-])
+@pytest.mark.parametrize(
+    "cls, fn",
+    [
+        (g.ReduceSumOp, np.sum),
+        (g.ReduceMeanOp, np.mean),
+        (g.ReduceMaxOp, np.max),
+        (g.ReduceMinOp, np.min),
+        (g.ReduceProdOp, np.prod),
+    ],
+)
 def test_reductions(cls, fn):
     x = rand(2, 3, 4)
     close(run_op(cls, [x], axes=(0, -1)), fn(x, axis=(0, 2)))
@@ -318,22 +354,26 @@ def test_reductions(cls, fn):
 def test_reshape_transpose_concat_broadcast():
     x = rand(2, 3, 4)
     np.testing.assert_array_equal(run_op(g.ReshapeOp, [x], shape=(0, -1)), x.reshape(2, 12))
-    np.testing.assert_array_equal(run_op(g.TransposeOp, [x], perm=(2, 0, 1)),
-                                  x.transpose(2, 0, 1))
+    np.testing.assert_array_equal(run_op(g.TransposeOp, [x], perm=(2, 0, 1)), x.transpose(2, 0, 1))
     np.testing.assert_array_equal(run_op(g.TransposeOp, [x]), x.T)
     y = rand(2, 5, 4)
-    np.testing.assert_array_equal(run_op(g.ConcatOp, [x, y, x], axis=-2),
-                                  np.concatenate([x, y, x], axis=1))
-    np.testing.assert_array_equal(run_op(g.BroadcastOp, [rand(3, 1)], shape=(2, 3, 4)).shape,
-                                  (2, 3, 4))
+    np.testing.assert_array_equal(
+        run_op(g.ConcatOp, [x, y, x], axis=-2), np.concatenate([x, y, x], axis=1)
+    )
+    np.testing.assert_array_equal(
+        run_op(g.BroadcastOp, [rand(3, 1)], shape=(2, 3, 4)).shape, (2, 3, 4)
+    )
 
 
-@pytest.mark.parametrize("attrs, index", [
-    (dict(starts=(1,), ends=(3,), axes=(1,)), np.s_[:, 1:3]),
-    (dict(starts=(0, -3), ends=(2, 100)), np.s_[0:2, -3:]),
-    (dict(starts=(-1,), ends=(-100,), axes=(1,), steps=(-1,)), np.s_[:, ::-1]),
-    (dict(starts=(4, 0), ends=(0, 6), axes=(1, 0), steps=(-2, 3)), np.s_[0:6:3, 4:0:-2]),
-])
+@pytest.mark.parametrize(
+    "attrs, index",
+    [
+        (dict(starts=(1,), ends=(3,), axes=(1,)), np.s_[:, 1:3]),
+        (dict(starts=(0, -3), ends=(2, 100)), np.s_[0:2, -3:]),
+        (dict(starts=(-1,), ends=(-100,), axes=(1,), steps=(-1,)), np.s_[:, ::-1]),
+        (dict(starts=(4, 0), ends=(0, 6), axes=(1, 0), steps=(-2, 3)), np.s_[0:6:3, 4:0:-2]),
+    ],
+)
 def test_slice(attrs, index):
     x = rand(6, 5)
     np.testing.assert_array_equal(run_op(g.SliceOp, [x], **attrs), x[index])
@@ -351,8 +391,7 @@ def test_gather_with_negative_indices():
     data = rand(5, 3)
     idx = np.array([[0, -1], [2, 4]], dtype=np.int64)
     np.testing.assert_array_equal(run_op(g.GatherOp, [data, idx], axis=0), data[idx])
-    np.testing.assert_array_equal(run_op(g.GatherOp, [data, idx[0]], axis=1),
-                                  data[:, [0, 2]])
+    np.testing.assert_array_equal(run_op(g.GatherOp, [data, idx[0]], axis=1), data[:, [0, 2]])
 
 
 # ------------------------------------------------- constants, params, fused, errors
@@ -400,8 +439,9 @@ def test_fused_region_is_evaluated():
     body.add_ops([conv, add, relu, g.YieldOp.create(operands=[relu.results[0]])])
     fused = g.FusedOp("conv bias+relu", list(outer.args), relu.results[0].type, Region(body))
     outer.add_ops([fused, ReturnOp(fused.results[0])])
-    module = ModuleOp([FuncOp("main", FunctionType.from_lists(types, [fused.output.type]),
-                              Region(outer))])
+    module = ModuleOp(
+        [FuncOp("main", FunctionType.from_lists(types, [fused.output.type]), Region(outer))]
+    )
     module.verify()
     (out,) = ref.run_reference(module, [x, w, b], {})
     expect = np.maximum(naive_conv(x, w, None, (1, 1), (0,) * 4, (1, 1), 1) + b, 0)
@@ -424,7 +464,9 @@ def test_errors_name_the_culprit():
     module = module_of(build, [x])
     with pytest.raises(DlpcError, match="no value for weight 'fc.w'"):
         ref.run_reference(module, [x], {})
-    with pytest.raises(DlpcError, match=r"weight 'fc\.w' has shape 3x2 but graph.param declares 2x3"):
+    with pytest.raises(
+        DlpcError, match=r"weight 'fc\.w' has shape 3x2 but graph.param declares 2x3"
+    ):
         ref.run_reference(module, [x], {"fc.w": rand(3, 2)})
     with pytest.raises(DlpcError, match="input 'arg0' has shape 3x2 but the model expects 2x3"):
         ref.run_reference(module, [rand(3, 2)], {"fc.w": x})
@@ -434,13 +476,17 @@ def test_errors_name_the_culprit():
         ref.run_reference(module, [], {"fc.w": x})
 
 
-@pytest.mark.parametrize("cls, attrs, extra", [
-    (g.Conv2DOp, dict(strides=(2, 1), pads=(1, 0, 2, 1), groups=2), [(6, 2, 3, 3), (6,)]),
-    (g.MaxPool2DOp, dict(kernel=(3, 3), strides=(2, 2), ceil_mode=True), []),
-    (g.AvgPool2DOp, dict(kernel=(2, 3), pads=(1, 1, 0, 1), count_include_pad=True), []),
-    (g.GlobalAvgPoolOp, {}, []),
-    (g.BatchNormOp, dict(epsilon=1e-3), [(4,)] * 4),
-], ids=lambda v: getattr(v, "name", ""))
+@pytest.mark.parametrize(
+    "cls, attrs, extra",
+    [
+        (g.Conv2DOp, dict(strides=(2, 1), pads=(1, 0, 2, 1), groups=2), [(6, 2, 3, 3), (6,)]),
+        (g.MaxPool2DOp, dict(kernel=(3, 3), strides=(2, 2), ceil_mode=True), []),
+        (g.AvgPool2DOp, dict(kernel=(2, 3), pads=(1, 1, 0, 1), count_include_pad=True), []),
+        (g.GlobalAvgPoolOp, {}, []),
+        (g.BatchNormOp, dict(epsilon=1e-3), [(4,)] * 4),
+    ],
+    ids=lambda v: getattr(v, "name", ""),
+)
 def test_nhwc_layout_is_the_nchw_op_on_transposed_activations(cls, attrs, extra):
     from dlpc.passes.graph.layout import with_layout
 

@@ -42,26 +42,52 @@ from dlpc.frontends.onnx import load_model  # noqa: E402
 # (case-name regex, backends, regex the failure detail must match, why)
 ALL = ("numpy", "c")  # a failure on the C backend only would list ("c",)
 EXPECTED_FAILURES = [
-    (r"(int16|uint8|uint16|uint32|uint64|bfloat16|float8|float4|int4|int2|uint4|uint2)"
-     r"|INT16|UINT|BFLOAT16|_bf16|FLOAT8|FLOAT4E2M1|INT4|INT2|_string", ALL,
-     r"element type|attribute 'to' = \w+ is not supported",
-     "the graph dialect has f16/f32/f64, i1/i8/i32/i64 only"),
-    (r"^test_(average|max)pool_3d|^test_convtranspose_3d$", ALL,
-     r"only 1-D and 2-D (pools|convolutions) are supported", "3-D pooling/convolution"),
-    (r"^test_(average|max)pool_2d_dilations$", ALL, r"attribute 'dilations'",
-     "graph pools have no dilations"),
-    (r"^test_maxpool_with_argmax", ALL, r"output 1 \('z'\) is not supported",
-     "MaxPool's Indices output"),
-    (r"^test_resize_(?!upsample_scales_nearest)", ALL,
-     r"attribute 'mode' = '(linear|cubic)'|not a nearest upsampling|keep_aspect_ratio_policy",
-     "Resize: nearest upsampling by whole factors only"),
+    (
+        r"(int16|uint8|uint16|uint32|uint64|bfloat16|float8|float4|int4|int2|uint4|uint2)"
+        r"|INT16|UINT|BFLOAT16|_bf16|FLOAT8|FLOAT4E2M1|INT4|INT2|_string",
+        ALL,
+        r"element type|attribute 'to' = \w+ is not supported",
+        "the graph dialect has f16/f32/f64, i1/i8/i32/i64 only",
+    ),
+    (
+        r"^test_(average|max)pool_3d|^test_convtranspose_3d$",
+        ALL,
+        r"only 1-D and 2-D (pools|convolutions) are supported",
+        "3-D pooling/convolution",
+    ),
+    (
+        r"^test_(average|max)pool_2d_dilations$",
+        ALL,
+        r"attribute 'dilations'",
+        "graph pools have no dilations",
+    ),
+    (
+        r"^test_maxpool_with_argmax",
+        ALL,
+        r"output 1 \('z'\) is not supported",
+        "MaxPool's Indices output",
+    ),
+    (
+        r"^test_resize_(?!upsample_scales_nearest)",
+        ALL,
+        r"attribute 'mode' = '(linear|cubic)'|not a nearest upsampling|keep_aspect_ratio_policy",
+        "Resize: nearest upsampling by whole factors only",
+    ),
     (r"training_mode$", ALL, r"attribute 'training_mode' = 1", "training batch norm"),
     (r"^test_training_dropout", ALL, r"training_mode = true", "training dropout"),
-    (r"^test_dropout_(default|random)_old$", ALL, r"opset 11 is not supported",
-     "Dropout changed at opset 12/13"),
+    (
+        r"^test_dropout_(default|random)_old$",
+        ALL,
+        r"opset 11 is not supported",
+        "Dropout changed at opset 12/13",
+    ),
     (r"^test_identity_(opt|sequence)$", ALL, r"is not a tensor", "optional/sequence types"),
-    (r"^test_mod_float_edge_cases_fmod_0_float(16|32|64)$", ALL, r"max abs error nan",
-     "Mod truncates through i64, so inf/nan dividends give garbage"),
+    (
+        r"^test_mod_float_edge_cases_fmod_0_float(16|32|64)$",
+        ALL,
+        r"max abs error nan",
+        "Mod truncates through i64, so inf/nan dividends give garbage",
+    ),
 ]
 
 CASES = [c for c in H.collect() if H.runnable(c)]
@@ -98,7 +124,8 @@ def _judge(case: H.Case, backend: str, result: H.Result) -> None:
     detail, why = rule
     assert result.status != "pass", f"{case.name} now passes on {backend}: drop its rule"
     assert re.search(detail, result.detail), (
-        f"{case.name} on {backend} fails for another reason than '{why}': {result.detail}")
+        f"{case.name} on {backend} fails for another reason than '{why}': {result.detail}"
+    )
     pytest.xfail(f"{why}: {result.detail}")
 
 
@@ -123,8 +150,9 @@ def test_unsupported_operator_is_an_error(op):
             message = str(e)
             assert "error:" in message and "\n" not in message, message
             if "unsupported operator" in message:
-                assert re.search(r"unsupported operator '(\w+)'", message)[1] in \
-                    H.missing_ops(case), message
+                assert re.search(r"unsupported operator '(\w+)'", message)[1] in H.missing_ops(
+                    case
+                ), message
             continue
         # imported: the importer dispatches every node it does not fold, so the unsupported
         # nodes were folded; the result must still be a verified module
@@ -161,17 +189,21 @@ class _Summary:
             if counts:
                 cells.append(f"{op}: {', '.join(counts)}")
         for i in range(0, len(cells), 3):
-            write("   ".join(f"{c:<40}" for c in cells[i:i + 3]).rstrip())
+            write("   ".join(f"{c:<40}" for c in cells[i : i + 3]).rstrip())
         for b in backends:
             ok = sum(r.status == "pass" for r in RESULTS[b].values())
             write(f"{b}: {ok}/{len(RESULTS[b])} cases pass")
         if "c" in RESULTS:
-            write(f"c: {len(CASES) - len(C_CASES)} cases of operators imported only through "
-                  f"their function expansion run on numpy only here; "
-                  f"bench/onnx_conformance.py runs them on c")
-        write(f"unsupported: {len(UNSUPPORTED)} operators, "
-              f"{sum(not H.runnable(c) for c in H.collect())} cases not run: "
-              + ", ".join(sorted(UNSUPPORTED)))
+            write(
+                f"c: {len(CASES) - len(C_CASES)} cases of operators imported only through "
+                f"their function expansion run on numpy only here; "
+                f"bench/onnx_conformance.py runs them on c"
+            )
+        write(
+            f"unsupported: {len(UNSUPPORTED)} operators, "
+            f"{sum(not H.runnable(c) for c in H.collect())} cases not run: "
+            + ", ".join(sorted(UNSUPPORTED))
+        )
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -24,8 +24,9 @@ F = TensorProto.FLOAT
 
 
 def make(nodes, inputs, outputs, inits=(), opset=17):
-    g = helper.make_graph(nodes, "g", inputs, outputs,
-                          [numpy_helper.from_array(a, n) for n, a in inits])
+    g = helper.make_graph(
+        nodes, "g", inputs, outputs, [numpy_helper.from_array(a, n) for n, a in inits]
+    )
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
 
 
@@ -40,8 +41,7 @@ def expected(model_proto, feeds):
         import onnxruntime as ort
     except ImportError:
         return ReferenceEvaluator(model_proto).run(None, feeds)
-    sess = ort.InferenceSession(model_proto.SerializeToString(),
-                                providers=["CPUExecutionProvider"])
+    sess = ort.InferenceSession(model_proto.SerializeToString(), providers=["CPUExecutionProvider"])
     return sess.run(None, feeds)
 
 
@@ -60,11 +60,11 @@ def mlp_proto():
     rng = np.random.default_rng(0)
     w = rng.standard_normal((16, 8)).astype(np.float32)
     b = rng.standard_normal(16).astype(np.float32)
-    nodes = [helper.make_node("Gemm", ["x", "fc.weight", "fc.bias"], ["h"], name="fc",
-                              transB=1),
-             helper.make_node("Relu", ["h"], ["y"], name="act")]
-    return make(nodes, [vi("x", [2, 8])], [vi("y", [2, 16])],
-                [("fc.weight", w), ("fc.bias", b)])
+    nodes = [
+        helper.make_node("Gemm", ["x", "fc.weight", "fc.bias"], ["h"], name="fc", transB=1),
+        helper.make_node("Relu", ["h"], ["y"], name="act"),
+    ]
+    return make(nodes, [vi("x", [2, 8])], [vi("y", [2, 16])], [("fc.weight", w), ("fc.bias", b)])
 
 
 def test_initializers_inputs_and_names():
@@ -104,14 +104,17 @@ def shape_arith_proto():
     """x.reshape(x.shape[0], -1) as exporters write it: Shape, Gather, Unsqueeze, Concat."""
     nodes = [
         helper.make_node("Shape", ["x"], ["s"]),
-        helper.make_node("Constant", [], ["zero"], value=numpy_helper.from_array(
-            np.array(0, dtype=np.int64))),
+        helper.make_node(
+            "Constant", [], ["zero"], value=numpy_helper.from_array(np.array(0, dtype=np.int64))
+        ),
         helper.make_node("Gather", ["s", "zero"], ["n"], axis=0),
-        helper.make_node("Constant", [], ["ax"], value=numpy_helper.from_array(
-            np.array([0], dtype=np.int64))),
+        helper.make_node(
+            "Constant", [], ["ax"], value=numpy_helper.from_array(np.array([0], dtype=np.int64))
+        ),
         helper.make_node("Unsqueeze", ["n", "ax"], ["n1"]),
-        helper.make_node("Constant", [], ["m1"], value=numpy_helper.from_array(
-            np.array([-1], dtype=np.int64))),
+        helper.make_node(
+            "Constant", [], ["m1"], value=numpy_helper.from_array(np.array([-1], dtype=np.int64))
+        ),
         helper.make_node("Concat", ["n1", "m1"], ["shape"], axis=0),
         helper.make_node("Reshape", ["x", "shape"], ["y"]),
     ]
@@ -161,50 +164,64 @@ def import_error(proto, **kwargs) -> str:
 
 
 def test_unsupported_operator_names_node_and_op():
-    proto = make([helper.make_node("Hardmax", ["x"], ["y"], name="hm")],
-                 [vi("x", [2, 3])], [vi("y", [2, 3])])
-    assert import_error(proto) == "<onnx>: node 'hm' (Hardmax): error: unsupported operator " \
-                                  "'Hardmax'"
+    proto = make(
+        [helper.make_node("Hardmax", ["x"], ["y"], name="hm")], [vi("x", [2, 3])], [vi("y", [2, 3])]
+    )
+    assert (
+        import_error(proto) == "<onnx>: node 'hm' (Hardmax): error: unsupported operator 'Hardmax'"
+    )
 
 
 def test_unsupported_attribute_is_named():
-    proto = make([helper.make_node("Relu", ["x"], ["y"], name="r", bogus=1)],
-                 [vi("x", [2])], [vi("y", [2])])
+    proto = make(
+        [helper.make_node("Relu", ["x"], ["y"], name="r", bogus=1)], [vi("x", [2])], [vi("y", [2])]
+    )
     assert "node 'r' (Relu): error: unsupported attribute 'bogus'" in import_error(proto)
 
 
 def test_unsupported_attribute_value_is_named():
-    proto = make([helper.make_node("Gelu", ["x"], ["y"], approximate="cubic")],
-                 [vi("x", [4])], [vi("y", [4])], opset=20)
+    proto = make(
+        [helper.make_node("Gelu", ["x"], ["y"], approximate="cubic")],
+        [vi("x", [4])],
+        [vi("y", [4])],
+        opset=20,
+    )
     msg = import_error(proto)
     assert "(Gelu -> 'y')" in msg and "attribute 'approximate' = 'cubic' is not supported" in msg
 
 
 def test_unsupported_extra_output():
-    proto = make([helper.make_node("MaxPool", ["x"], ["y", "idx"], kernel_shape=[2, 2])],
-                 [vi("x", [1, 1, 4, 4])],
-                 [vi("y", [1, 1, 3, 3]), vi("idx", [1, 1, 3, 3], TensorProto.INT64)])
+    proto = make(
+        [helper.make_node("MaxPool", ["x"], ["y", "idx"], kernel_shape=[2, 2])],
+        [vi("x", [1, 1, 4, 4])],
+        [vi("y", [1, 1, 3, 3]), vi("idx", [1, 1, 3, 3], TensorProto.INT64)],
+    )
     assert "output 1 ('idx') is not supported" in import_error(proto)
 
 
 def test_symbolic_dim_and_input_shapes():
-    proto = make([helper.make_node("Relu", ["x"], ["y"])], [vi("x", ["batch", 3])],
-                 [vi("y", ["batch", 3])])
+    proto = make(
+        [helper.make_node("Relu", ["x"], ["y"])], [vi("x", ["batch", 3])], [vi("y", ["batch", 3])]
+    )
     assert "graph input 'x' has symbolic dim 'batch'" in import_error(proto)
     m = load_model(proto, input_shapes={"x": (5, 3)})
     assert "tensor<5x3xf32>" in str(m.module)
 
 
 def test_shape_input_must_be_known_then_freeze():
-    proto = make([helper.make_node("Reshape", ["x", "s"], ["y"])],
-                 [vi("x", [2, 6]), vi("s", [2], TensorProto.INT64)], [vi("y", [3, 4])])
+    proto = make(
+        [helper.make_node("Reshape", ["x", "s"], ["y"])],
+        [vi("x", [2, 6]), vi("s", [2], TensorProto.INT64)],
+        [vi("y", [3, 4])],
+    )
     with pytest.raises(NeedsConstantInput) as info:
         load_model(proto)
     assert info.value.input_name == "s"
-    assert "input 'shape' must be known at import time but comes from graph input 's'" in \
-        str(info.value)
+    assert "input 'shape' must be known at import time but comes from graph input 's'" in str(
+        info.value
+    )
     m = load_model(proto, freeze_inputs={"s": np.array([3, 4])})
-    assert "tensor<3x4xf32>" in str(m.module) and "dlpc.name = \"s\"" not in str(m.module)
+    assert "tensor<3x4xf32>" in str(m.module) and 'dlpc.name = "s"' not in str(m.module)
 
 
 def test_opset_rules():
@@ -212,11 +229,16 @@ def test_opset_rules():
     too_new = make(relu, [vi("x", [2])], [vi("y", [2])], opset=onnx.defs.onnx_opset_version() + 1)
     assert "is newer than the installed onnx knows" in import_error(too_new)
     # below 13: accepted only for operators unchanged since (Softmax changed at 13)
-    old = make([helper.make_node("Softmax", ["x"], ["y"])], [vi("x", [2])], [vi("y", [2])],
-               opset=11)
+    old = make(
+        [helper.make_node("Softmax", ["x"], ["y"])], [vi("x", [2])], [vi("y", [2])], opset=11
+    )
     assert "'Softmax' changed at opset 13" in import_error(old)
-    ok = make([helper.make_node("Not", ["x"], ["y"])], [vi("x", [2], TensorProto.BOOL)],
-              [vi("y", [2], TensorProto.BOOL)], opset=11)
+    ok = make(
+        [helper.make_node("Not", ["x"], ["y"])],
+        [vi("x", [2], TensorProto.BOOL)],
+        [vi("y", [2], TensorProto.BOOL)],
+        opset=11,
+    )
     check_numerics(ok, np.array([True, False]))
 
 
@@ -238,15 +260,24 @@ def test_bad_file(tmp_path):
 def test_resize_nearest_upsampling():
     """nn.Upsample(scale_factor=2) as exported: asymmetric coordinates, floor."""
     scales = np.array([1, 1, 2, 3], dtype=np.float32)
-    node = helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="nearest",
-                            coordinate_transformation_mode="asymmetric", nearest_mode="floor")
-    proto = make([node], [vi("x", [1, 2, 3, 4])], [vi("y", [1, 2, 6, 12])],
-                 [("scales", scales)])
+    node = helper.make_node(
+        "Resize",
+        ["x", "", "scales"],
+        ["y"],
+        mode="nearest",
+        coordinate_transformation_mode="asymmetric",
+        nearest_mode="floor",
+    )
+    proto = make([node], [vi("x", [1, 2, 3, 4])], [vi("y", [1, 2, 6, 12])], [("scales", scales)])
     x = np.random.default_rng(5).standard_normal((1, 2, 3, 4)).astype(np.float32)
     m = check_numerics(proto, x)
     assert "graph.broadcast" in str(m.module)
-    bilinear = make([helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="linear")],
-                    [vi("x", [1, 2, 3, 4])], [vi("y", [1, 2, 6, 12])], [("scales", scales)])
+    bilinear = make(
+        [helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="linear")],
+        [vi("x", [1, 2, 3, 4])],
+        [vi("y", [1, 2, 6, 12])],
+        [("scales", scales)],
+    )
     assert "attribute 'mode' = 'linear' is not supported" in import_error(bilinear)
 
 
@@ -255,8 +286,12 @@ def test_pad_modes(mode):
     """Pads up to the dim size minus one (reflect), and past it (edge, wrap)."""
     k = 2 if mode == "reflect" else 5
     pads = np.array([0, k, 1, 0, 1, k], dtype=np.int64)
-    proto = make([helper.make_node("Pad", ["x", "pads"], ["y"], mode=mode)],
-                 [vi("x", [2, 3, 3])], [vi("y", [2, 3 + k + 1, 3 + 1 + k])], [("pads", pads)])
+    proto = make(
+        [helper.make_node("Pad", ["x", "pads"], ["y"], mode=mode)],
+        [vi("x", [2, 3, 3])],
+        [vi("y", [2, 3 + k + 1, 3 + 1 + k])],
+        [("pads", pads)],
+    )
     x = np.arange(18, dtype=np.float32).reshape(2, 3, 3)
     check_numerics(proto, x)
 
@@ -267,16 +302,23 @@ def test_conv_transpose(group):
     rng = np.random.default_rng(6)
     w = rng.standard_normal((4, 6 // group, 3, 3)).astype(np.float32)
     b = rng.standard_normal(6).astype(np.float32)
-    node = helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], strides=[2, 2],
-                            pads=[1, 0, 0, 1], output_padding=[1, 0], group=group)
-    proto = make([node], [vi("x", [1, 4, 5, 5])], [vi("y", [1, 6, 11, 10])],
-                 [("w", w), ("b", b)])
+    node = helper.make_node(
+        "ConvTranspose",
+        ["x", "w", "b"],
+        ["y"],
+        strides=[2, 2],
+        pads=[1, 0, 0, 1],
+        output_padding=[1, 0],
+        group=group,
+    )
+    proto = make([node], [vi("x", [1, 4, 5, 5])], [vi("y", [1, 6, 11, 10])], [("w", w), ("b", b)])
     m = check_numerics(proto, rng.standard_normal((1, 4, 5, 5)).astype(np.float32))
     assert "graph.conv2d" in str(m.module)
 
 
-@pytest.mark.parametrize("fmod,ty", [(0, TensorProto.INT64), (1, TensorProto.INT32),
-                                     (1, F)])  # (float fmod=0: onnxruntime refuses it)
+@pytest.mark.parametrize(
+    "fmod,ty", [(0, TensorProto.INT64), (1, TensorProto.INT32), (1, F)]
+)  # (float fmod=0: onnxruntime refuses it)
 def test_mod_signs(fmod, ty):
     """Mixed signs: fmod=0 takes the divisor's sign (Python's %), fmod=1 the dividend's."""
     dt = {TensorProto.INT64: np.int64, TensorProto.INT32: np.int32, F: np.float32}[ty]
@@ -284,6 +326,9 @@ def test_mod_signs(fmod, ty):
     b = np.array([3, 3, -3, -3, 5, 2], dtype=dt)
     if ty == F:
         a, b = a * 1.5, b * 0.5
-    proto = make([helper.make_node("Mod", ["a", "b"], ["y"], fmod=fmod)],
-                 [vi("a", [6], ty), vi("b", [6], ty)], [vi("y", [6], ty)])
+    proto = make(
+        [helper.make_node("Mod", ["a", "b"], ["y"], fmod=fmod)],
+        [vi("a", [6], ty), vi("b", [6], ty)],
+        [vi("y", [6], ty)],
+    )
     check_numerics(proto, a, b)

@@ -58,8 +58,9 @@ class BasicBlock(nn.Module):
         self.bn2 = nn.BatchNorm2d(cout)
         self.down = None
         if stride != 1 or cin != cout:
-            self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False),
-                                      nn.BatchNorm2d(cout))
+            self.down = nn.Sequential(
+                nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout)
+            )
 
     def forward(self, x):
         y = torch.relu(self.bn1(self.conv1(x)))
@@ -70,8 +71,12 @@ class BasicBlock(nn.Module):
 class SmallResNet(nn.Module):
     def __init__(self):
         super().__init__()
-        self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, 1, 1, bias=False), nn.BatchNorm2d(8),
-                                  nn.ReLU(), nn.MaxPool2d(3, 2, 1))
+        self.stem = nn.Sequential(
+            nn.Conv2d(3, 8, 3, 1, 1, bias=False),
+            nn.BatchNorm2d(8),
+            nn.ReLU(),
+            nn.MaxPool2d(3, 2, 1),
+        )
         self.layer1 = BasicBlock(8, 8, 1)
         self.layer2 = BasicBlock(8, 16, 2)
         self.fc = nn.Linear(16, 10)
@@ -84,8 +89,9 @@ class SmallResNet(nn.Module):
 class Encoder(nn.Module):
     def __init__(self):
         super().__init__()
-        self.layer = nn.TransformerEncoderLayer(d_model=32, nhead=4, dim_feedforward=64,
-                                                dropout=0.1, batch_first=True)
+        self.layer = nn.TransformerEncoderLayer(
+            d_model=32, nhead=4, dim_feedforward=64, dropout=0.1, batch_first=True
+        )
 
     def forward(self, x):
         return self.layer(x)
@@ -98,8 +104,9 @@ class MobileBlock(nn.Module):
         super().__init__()
         h = c * expand
         self.expand = nn.Sequential(nn.Conv2d(c, h, 1, bias=False), nn.BatchNorm2d(h), nn.ReLU6())
-        self.dw = nn.Sequential(nn.Conv2d(h, h, 3, 1, 1, groups=h, bias=False),
-                                nn.BatchNorm2d(h), nn.ReLU6())
+        self.dw = nn.Sequential(
+            nn.Conv2d(h, h, 3, 1, 1, groups=h, bias=False), nn.BatchNorm2d(h), nn.ReLU6()
+        )
         self.project = nn.Sequential(nn.Conv2d(h, c, 1, bias=False), nn.BatchNorm2d(c))
 
     def forward(self, x):
@@ -145,8 +152,16 @@ def exported(request, tmp_path_factory):
         # as it does for the mobilenet block)
         mode = torch.onnx.TrainingMode
         mode = mode.PRESERVE if name == "resnet" else mode.EVAL
-        torch.onnx.export(model, (x,), str(path), dynamo=False, opset_version=17,
-                          input_names=["input"], output_names=["output"], training=mode)
+        torch.onnx.export(
+            model,
+            (x,),
+            str(path),
+            dynamo=False,
+            opset_version=17,
+            input_names=["input"],
+            output_names=["output"],
+            training=mode,
+        )
     xs = x.numpy()
     sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     expected = sess.run(None, {"input": xs})
@@ -178,11 +193,13 @@ def test_exported_operators(exported):
 
     name, path, x, expected = exported
     ops = {n.op_type for n in onnx.load(path).graph.node}
-    want = {"mlp": {"Gemm", "Relu", "LogSoftmax"},
-            "lenet5": {"Conv", "Tanh", "AveragePool", "MaxPool", "Flatten", "Gemm"},
-            "resnet": {"Conv", "BatchNormalization", "MaxPool", "GlobalAveragePool", "Add"},
-            "transformer_encoder": {"MatMul", "Softmax", "LayerNormalization", "Transpose"},
-            "mobilenet_block": {"Conv", "Clip", "Add"}}[name]
+    want = {
+        "mlp": {"Gemm", "Relu", "LogSoftmax"},
+        "lenet5": {"Conv", "Tanh", "AveragePool", "MaxPool", "Flatten", "Gemm"},
+        "resnet": {"Conv", "BatchNormalization", "MaxPool", "GlobalAveragePool", "Add"},
+        "transformer_encoder": {"MatMul", "Softmax", "LayerNormalization", "Transpose"},
+        "mobilenet_block": {"Conv", "Clip", "Add"},
+    }[name]
     assert want <= ops, f"{name} export lacks {want - ops}"
 
 

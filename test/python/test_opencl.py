@@ -40,7 +40,10 @@ def test_local_cache_stage_runs():
     launch = plan_launch(kernel, "mm_0")
     assert launch.global_size == (64,) and launch.local_size == (16,) and len(launch.shared) == 1
     rng = np.random.default_rng(0)
-    a, b = rng.standard_normal((4, 8), dtype=np.float32), rng.standard_normal((8, 16), dtype=np.float32)
+    a, b = (
+        rng.standard_normal((4, 8), dtype=np.float32),
+        rng.standard_normal((8, 16), dtype=np.float32),
+    )
     (out,) = compile_opencl(module, name="mm")(a, b)
     np.testing.assert_allclose(out, a @ b, rtol=1e-5, atol=1e-5)
 
@@ -52,7 +55,10 @@ def test_ndrange_and_single_work_item():
     assert plan_launch(k1, "k1").global_size == (1,)
     assert "get_global_id(1)" in emit_opencl(module)
     rng = np.random.default_rng(1)
-    x, bias = rng.standard_normal((1, 4, 8, 2), dtype=np.float32), rng.standard_normal(2, dtype=np.float32)
+    x, bias = (
+        rng.standard_normal((1, 4, 8, 2), dtype=np.float32),
+        rng.standard_normal(2, dtype=np.float32),
+    )
     out, total = compile_opencl(module, name="ndrange")(x, params={"fc.bias": bias})
     np.testing.assert_allclose(out, np.maximum(x + bias, 0), rtol=1e-6)
     np.testing.assert_allclose(total, [bias.sum()], rtol=1e-6)
@@ -61,7 +67,9 @@ def test_ndrange_and_single_work_item():
 def test_wrong_shape_is_a_one_line_error():
     module = pipeline.parse_module((ROOT / "test" / "e2e" / "emit-opencl-local.mlir").read_text())
     f = compile_opencl(module, name="mm")
-    with pytest.raises(dlpc.diagnostics.DlpcError, match=r"input 0 has shape \(3, 8\), expected \(4, 8\)"):
+    with pytest.raises(
+        dlpc.diagnostics.DlpcError, match=r"input 0 has shape \(3, 8\), expected \(4, 8\)"
+    ):
         f(np.zeros((3, 8), np.float32), np.zeros((8, 16), np.float32))
 
 

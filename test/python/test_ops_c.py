@@ -125,10 +125,22 @@ def unary_cases() -> list[Case]:
     return cases
 
 
-BINARY = [("add", g.AddOp), ("sub", g.SubOp), ("mul", g.MulOp), ("div", g.DivOp),
-          ("max", g.MaxOp), ("min", g.MinOp), ("pow", g.PowOp)]
-BROADCAST = [((3, 4), (3, 4)), ((3, 4), (4,)), ((2, 1, 4), (3, 1)), ((5,), ()),
-             ((1, 3, 1), (2, 1, 5))]
+BINARY = [
+    ("add", g.AddOp),
+    ("sub", g.SubOp),
+    ("mul", g.MulOp),
+    ("div", g.DivOp),
+    ("max", g.MaxOp),
+    ("min", g.MinOp),
+    ("pow", g.PowOp),
+]
+BROADCAST = [
+    ((3, 4), (3, 4)),
+    ((3, 4), (4,)),
+    ((2, 1, 4), (3, 1)),
+    ((5,), ()),
+    ((1, 3, 1), (2, 1, 5)),
+]
 
 
 def binary_cases() -> list[Case]:
@@ -143,13 +155,21 @@ def binary_cases() -> list[Case]:
     # integer pow is math.ipowi (by squaring in C); exponents >= 0 (numpy rejects others)
     base, expo = ints(3, 4, lo=-4, hi=5), ints(4, lo=0, hi=9)
     cases.append(Case("pow_int", [base, expo], lambda x, y: g.PowOp.make(x, y)))
-    cases.append(Case("pow_int32", [base.astype(np.int32), expo.astype(np.int32)],
-                      lambda x, y: g.PowOp.make(x, y)))
+    cases.append(
+        Case(
+            "pow_int32",
+            [base.astype(np.int32), expo.astype(np.int32)],
+            lambda x, y: g.PowOp.make(x, y),
+        )
+    )
     for pred in g.CompareOp.PREDICATES:
         a, b = rand(3, 4), rand(4)
         a[0, :] = b
-        cases.append(Case(f"compare_{pred}", [a, b],
-                          lambda x, y, p=pred: g.CompareOp.make(x, y, predicate=p)))
+        cases.append(
+            Case(
+                f"compare_{pred}", [a, b], lambda x, y, p=pred: g.CompareOp.make(x, y, predicate=p)
+            )
+        )
     c, a, b = rand(3, 1) > 0, rand(3, 4), rand(4)
     cases.append(Case("where", [c, a, b], lambda *v: g.WhereOp.make(*v)))
     x, s = rand(1, 4, 3, 3), rand(4, 1, 1)
@@ -158,10 +178,16 @@ def binary_cases() -> list[Case]:
 
 
 MATMUL = [
-    ((3, 5), (5, 4), {}), ((2, 3, 5), (5, 4), {}), ((2, 1, 3, 5), (3, 5, 4), {}),
-    ((5, 3), (5, 4), {"transpose_a": True}), ((3, 5), (4, 5), {"transpose_b": True}),
+    ((3, 5), (5, 4), {}),
+    ((2, 3, 5), (5, 4), {}),
+    ((2, 1, 3, 5), (3, 5, 4), {}),
+    ((5, 3), (5, 4), {"transpose_a": True}),
+    ((3, 5), (4, 5), {"transpose_b": True}),
     ((2, 5, 3), (2, 4, 5), {"transpose_a": True, "transpose_b": True}),
-    ((5,), (5, 4), {}), ((3, 5), (5,), {}), ((5,), (5,), {}), ((17, 33), (33, 9), {}),
+    ((5,), (5, 4), {}),
+    ((3, 5), (5,), {}),
+    ((5,), (5,), {}),
+    ((17, 33), (33, 9), {}),
 ]
 
 
@@ -169,8 +195,14 @@ def linalg_cases() -> list[Case]:
     cases = []
     for sa, sb, attrs in MATMUL:
         a, b = rand(*sa), rand(*sb)
-        cases.append(Case(f"matmul{sa}{sb}{attrs}", [a, b],
-                          lambda x, y, k=attrs: g.MatMulOp.make(x, y, **k), tol=1e-4))
+        cases.append(
+            Case(
+                f"matmul{sa}{sb}{attrs}",
+                [a, b],
+                lambda x, y, k=attrs: g.MatMulOp.make(x, y, **k),
+                tol=1e-4,
+            )
+        )
     for sx, bias in [((3, 6), (4,)), ((2, 3, 6), (4,)), ((3, 6), None), ((3, 6), (1, 4))]:
         arrays = [rand(*sx), rand(4, 6)] + ([rand(*bias)] if bias else [])
         cases.append(Case(f"linear{sx}{bias}", arrays, lambda *v: g.LinearOp.make(*v), tol=1e-4))
@@ -178,7 +210,10 @@ def linalg_cases() -> list[Case]:
     x, w, b = rand(2, 7), rand(5, 7), rand(5)
 
     def linear_params(a):
-        pw, pb = g.ParamOp("fc.weight", g.tensor_type((5, 7))), g.ParamOp("fc.bias", g.tensor_type((5,)))
+        pw, pb = (
+            g.ParamOp("fc.weight", g.tensor_type((5, 7))),
+            g.ParamOp("fc.bias", g.tensor_type((5,))),
+        )
         return [pw, pb, g.LinearOp.make(a, pw, pb)]
 
     cases.append(Case("linear_params", [x], linear_params, 1e-4, {"fc.weight": w, "fc.bias": b}))
@@ -205,14 +240,26 @@ def conv_cases() -> list[Case]:
     for sx, sw, attrs in CONV:
         for bias in (False, True):
             arrays = [rand(*sx), rand(*sw)] + ([rand(sw[0])] if bias else [])
-            cases.append(Case(f"conv2d{sx}{sw}{attrs}{bias}", arrays,
-                              lambda *v, k=attrs: g.Conv2DOp.make(*v, **k), tol=1e-4))
+            cases.append(
+                Case(
+                    f"conv2d{sx}{sw}{attrs}{bias}",
+                    arrays,
+                    lambda *v, k=attrs: g.Conv2DOp.make(*v, **k),
+                    tol=1e-4,
+                )
+            )
     for sx, attrs in POOL:
-        cases.append(Case(f"max_pool{sx}{attrs}", [rand(*sx)],
-                          lambda a, k=attrs: g.MaxPool2DOp.make(a, **k)))
+        cases.append(
+            Case(f"max_pool{sx}{attrs}", [rand(*sx)], lambda a, k=attrs: g.MaxPool2DOp.make(a, **k))
+        )
         for include in (False, True):
-            cases.append(Case(f"avg_pool{sx}{attrs}{include}", [rand(*sx)],
-                              lambda a, k=attrs, i=include: g.AvgPool2DOp.make(a, count_include_pad=i, **k)))
+            cases.append(
+                Case(
+                    f"avg_pool{sx}{attrs}{include}",
+                    [rand(*sx)],
+                    lambda a, k=attrs, i=include: g.AvgPool2DOp.make(a, count_include_pad=i, **k),
+                )
+            )
     cases.append(Case("global_avg_pool", [rand(2, 3, 5, 4)], lambda a: g.GlobalAvgPoolOp.make(a)))
     return cases
 
@@ -221,15 +268,26 @@ def norm_cases() -> list[Case]:
     cases = []
     arrays = [rand(2, 3, 4, 5), rand(3), rand(3), rand(3), rand(3, positive=True)]
     cases.append(Case("batch_norm", arrays, lambda *v: g.BatchNormOp.make(*v, epsilon=1e-3)))
-    for sx, axis, ss, bias in [((4, 6), -1, (6,), True), ((2, 3, 5), 1, (3, 5), True),
-                               ((2, 3, 5), 1, (5,), False)]:
+    for sx, axis, ss, bias in [
+        ((4, 6), -1, (6,), True),
+        ((2, 3, 5), 1, (3, 5), True),
+        ((2, 3, 5), 1, (5,), False),
+    ]:
         arrays = [rand(*sx), rand(*ss)] + ([rand(*ss)] if bias else [])
-        cases.append(Case(f"layer_norm{sx}{axis}{bias}", arrays,
-                          lambda *v, a=axis: g.LayerNormOp.make(*v, axis=a), tol=1e-4))
+        cases.append(
+            Case(
+                f"layer_norm{sx}{axis}{bias}",
+                arrays,
+                lambda *v, a=axis: g.LayerNormOp.make(*v, axis=a),
+                tol=1e-4,
+            )
+        )
     for cls in (g.SoftmaxOp, g.LogSoftmaxOp):
         for sx, axis in [((4, 7), -1), ((3, 4, 5), 0), ((3, 4, 5), 1)]:
             x = rand(*sx) * np.float32(4)
-            cases.append(Case(f"{cls.name}{sx}{axis}", [x], lambda a, c=cls, k=axis: c.make(a, axis=k)))
+            cases.append(
+                Case(f"{cls.name}{sx}{axis}", [x], lambda a, c=cls, k=axis: c.make(a, axis=k))
+            )
     return cases
 
 
@@ -239,48 +297,86 @@ def reduce_cases() -> list[Case]:
         for axes in [(1,), (), (0, 2), (-1,)]:
             for keep in (False, True):
                 x = rand(3, 4, 5) + np.float32(cls is g.ReduceProdOp)
-                cases.append(Case(f"{cls.name}{axes}{keep}", [x],
-                                  lambda a, c=cls, ax=axes, k=keep: c.make(a, axes=ax, keepdims=k),
-                                  tol=1e-4))
+                cases.append(
+                    Case(
+                        f"{cls.name}{axes}{keep}",
+                        [x],
+                        lambda a, c=cls, ax=axes, k=keep: c.make(a, axes=ax, keepdims=k),
+                        tol=1e-4,
+                    )
+                )
     cases.append(Case("reduce_max_int", [ints(3, 4)], lambda a: g.ReduceMaxOp.make(a, axes=(1,))))
     # i1 orders false < true (signed i1 would put true = -1 first): max is any, min is all
     flags = np.array([[True, True], [True, False], [False, True], [False, False]])
     for cls in (g.ReduceMaxOp, g.ReduceMinOp):
-        cases.append(Case(f"{cls.name}_bool", [flags],
-                          lambda a, c=cls: c.make(a, axes=(1,), keepdims=True)))
+        cases.append(
+            Case(f"{cls.name}_bool", [flags], lambda a, c=cls: c.make(a, axes=(1,), keepdims=True))
+        )
     return cases
 
 
 def movement_cases() -> list[Case]:
     cases = []
-    for sx, target in [((2, 3, 4), (4, 6)), ((2, 3, 4), (24,)), ((6,), (1, 2, 1, 3)),
-                       ((1, 4, 1, 3), (3, -1)), ((3, 5), (5, 3))]:
-        cases.append(Case(f"reshape{sx}{target}", [rand(*sx)],
-                          lambda a, t=target: g.ReshapeOp.make(a, shape=t)))
+    for sx, target in [
+        ((2, 3, 4), (4, 6)),
+        ((2, 3, 4), (24,)),
+        ((6,), (1, 2, 1, 3)),
+        ((1, 4, 1, 3), (3, -1)),
+        ((3, 5), (5, 3)),
+    ]:
+        cases.append(
+            Case(
+                f"reshape{sx}{target}",
+                [rand(*sx)],
+                lambda a, t=target: g.ReshapeOp.make(a, shape=t),
+            )
+        )
     for perm in [(), (1, 0, 2), (2, 0, 1)]:
-        cases.append(Case(f"transpose{perm}", [rand(2, 3, 4)],
-                          lambda a, p=perm: g.TransposeOp.make(a, perm=p)))
-    for axis, shapes in [(0, [(1, 3, 2), (2, 3, 2), (3, 3, 2)]), (1, [(2, 1, 2), (2, 4, 2), (2, 2, 2)]),
-                         (-1, [(2, 3, 1), (2, 3, 3), (2, 3, 2)])]:
-        cases.append(Case(f"concat{axis}", [rand(*s) for s in shapes],
-                          lambda *v, a=axis: g.ConcatOp.make(*v, axis=a)))
-    for attrs in [{"starts": (1,), "ends": (4,), "axes": (1,)},
-                  {"starts": (0, 1), "ends": (3, 100), "steps": (2, 2)},
-                  {"starts": (-1,), "ends": (-100,), "axes": (1,), "steps": (-2,)},
-                  {"starts": (-2,), "ends": (6,)}]:
+        cases.append(
+            Case(
+                f"transpose{perm}", [rand(2, 3, 4)], lambda a, p=perm: g.TransposeOp.make(a, perm=p)
+            )
+        )
+    for axis, shapes in [
+        (0, [(1, 3, 2), (2, 3, 2), (3, 3, 2)]),
+        (1, [(2, 1, 2), (2, 4, 2), (2, 2, 2)]),
+        (-1, [(2, 3, 1), (2, 3, 3), (2, 3, 2)]),
+    ]:
+        cases.append(
+            Case(
+                f"concat{axis}",
+                [rand(*s) for s in shapes],
+                lambda *v, a=axis: g.ConcatOp.make(*v, axis=a),
+            )
+        )
+    for attrs in [
+        {"starts": (1,), "ends": (4,), "axes": (1,)},
+        {"starts": (0, 1), "ends": (3, 100), "steps": (2, 2)},
+        {"starts": (-1,), "ends": (-100,), "axes": (1,), "steps": (-2,)},
+        {"starts": (-2,), "ends": (6,)},
+    ]:
         cases.append(Case(f"slice{attrs}", [rand(4, 7)], lambda a, k=attrs: g.SliceOp.make(a, **k)))
     for pads in [(0, 1, 2, 3), (1, 0, 0, 2), (-1, 1, 2, -2)]:
-        cases.append(Case(f"pad{pads}", [rand(4, 5)],
-                          lambda a, p=pads: g.PadOp.make(a, pads=p, value=1.5)))
+        cases.append(
+            Case(f"pad{pads}", [rand(4, 5)], lambda a, p=pads: g.PadOp.make(a, pads=p, value=1.5))
+        )
     for sx, target in [((4,), (3, 4)), ((3, 1), (2, 3, 5)), ((), (2, 2))]:
-        cases.append(Case(f"broadcast{sx}{target}", [rand(*sx)],
-                          lambda a, t=target: g.BroadcastOp.make(a, shape=t)))
+        cases.append(
+            Case(
+                f"broadcast{sx}{target}",
+                [rand(*sx)],
+                lambda a, t=target: g.BroadcastOp.make(a, shape=t),
+            )
+        )
     for axis, si in [(0, (3,)), (1, (2, 2)), (-1, (4,))]:
         data = rand(5, 6, 4)
         n = data.shape[axis]
         idx = RNG.integers(-n, n, si).astype(np.int64)
-        cases.append(Case(f"gather{axis}{si}", [data, idx],
-                          lambda d, i, a=axis: g.GatherOp.make(d, i, axis=a)))
+        cases.append(
+            Case(
+                f"gather{axis}{si}", [data, idx], lambda d, i, a=axis: g.GatherOp.make(d, i, axis=a)
+            )
+        )
     return cases
 
 
@@ -327,8 +423,11 @@ def test_f16_sums_accumulate_in_f32():
     cases = [
         Case("matmul_f16", [h(4, 512), h(512, 8)], lambda x, y: g.MatMulOp.make(x, y)),
         Case("linear_f16", [h(3, 512), h(5, 512), h(5)], lambda *v: g.LinearOp.make(*v)),
-        Case("conv_f16", [h(1, 64, 4, 4), h(3, 64, 3, 3)],
-             lambda x, w: g.Conv2DOp.make(x, w, pads=(1, 1, 1, 1))),
+        Case(
+            "conv_f16",
+            [h(1, 64, 4, 4), h(3, 64, 3, 3)],
+            lambda x, w: g.Conv2DOp.make(x, w, pads=(1, 1, 1, 1)),
+        ),
         # softmax's f16 exps are summed in f32 too (the reference's, along any axis)
         Case("softmax_f16", [h(3, 700)], lambda x: g.SoftmaxOp.make(x, axis=-1)),
         Case("log_softmax_f16_axis0", [h(700, 3)], lambda x: g.LogSoftmaxOp.make(x, axis=0)),
@@ -375,7 +474,10 @@ def test_fused_ops_become_one_kernel_each():
     weights = {"conv.w": rand(4, 3, 3, 3), "conv.b": rand(4, 1, 1)}
     expected = run_reference(module, inputs, weights)
     lower_to_loop(module)
-    assert [k.sym for k in module.walk() if isinstance(k, KernelOp)] == ["conv_bias_relu", "exp_mul_tanh"]
+    assert [k.sym for k in module.walk() if isinstance(k, KernelOp)] == [
+        "conv_bias_relu",
+        "exp_mul_tanh",
+    ]
     got = CFunction(module, name="ops_fused")(*inputs, params=weights)
     for e, o in zip(expected, got, strict=True):
         np.testing.assert_allclose(o, e, rtol=1e-4, atol=1e-4)

@@ -101,7 +101,9 @@ def numpy_matmul(seed: int = 0) -> np.ndarray:
 
 def run_inputs(seed: int):
     rng = np.random.default_rng(seed)
-    return [rng.standard_normal(s).astype(np.float32) for s in ((24, 16), (16, 64), (64,), (24, 64))]
+    return [
+        rng.standard_normal(s).astype(np.float32) for s in ((24, 16), (16, 64), (64,), (24, 64))
+    ]
 
 
 def check(text: str, transform) -> None:
@@ -122,27 +124,39 @@ def test_reference_matches_numpy():
 
 PRIMITIVES = {
     "split": lambda m: split.split(m, "mm", "i1", 16),
-    "reorder": lambda m: (decompose.decompose_reduction(m, "mm"),
-                          reorder.reorder(m, "mm", ["r0", "i1"])),
-    "tile": lambda m: (decompose.decompose_reduction(m, "mm"),
-                       tile.tile(m, "mm", ["i0", "i1"], [8, 16])),
+    "reorder": lambda m: (
+        decompose.decompose_reduction(m, "mm"),
+        reorder.reorder(m, "mm", ["r0", "i1"]),
+    ),
+    "tile": lambda m: (
+        decompose.decompose_reduction(m, "mm"),
+        tile.tile(m, "mm", ["i0", "i1"], [8, 16]),
+    ),
     "fuse": lambda m: fuse.fuse(m, "mm", "i0", "i1"),
     "unroll": lambda m: unroll.unroll(m, "mm", "r0", 4),
-    "vectorize": lambda m: (decompose.decompose_reduction(m, "mm"),
-                            reorder.reorder(m, "mm", ["r0", "i1"]),
-                            vectorize.vectorize(m, "mm", "i1")),
+    "vectorize": lambda m: (
+        decompose.decompose_reduction(m, "mm"),
+        reorder.reorder(m, "mm", ["r0", "i1"]),
+        vectorize.vectorize(m, "mm", "i1"),
+    ),
     "parallel": lambda m: (parallel.serial(m, "mm"), parallel.parallel(m, "mm", "i1")),
     "decompose": lambda m: decompose.decompose_reduction(m, "mm"),
     "cache_read": lambda m: cache.cache_read(m, "mm", "i0", "B"),
     "cache_read_pack": lambda m: cache.cache_read(m, "mm", "i0", "B", pack=True),
-    "cache_write": lambda m: (decompose.decompose_reduction(m, "mm"),
-                              cache.cache_write(m, "mm", "i0", "C")),
-    "rfactor": lambda m: (decompose.decompose_reduction(m, "mm"),
-                          rfactor.rfactor(m, "mm", "r0", 8)),
-    "tensorize": lambda m: (decompose.decompose_reduction(m, "mm"),
-                            tile.tile(m, "mm", ["i0", "i1"], [8, 32]),
-                            reorder.reorder(m, "mm", ["i0o", "i1o", "i0i", "i1i", "r0"]),
-                            tensorize.tensorize(m, "mm", "i0i", "gemm")),
+    "cache_write": lambda m: (
+        decompose.decompose_reduction(m, "mm"),
+        cache.cache_write(m, "mm", "i0", "C"),
+    ),
+    "rfactor": lambda m: (
+        decompose.decompose_reduction(m, "mm"),
+        rfactor.rfactor(m, "mm", "r0", 8),
+    ),
+    "tensorize": lambda m: (
+        decompose.decompose_reduction(m, "mm"),
+        tile.tile(m, "mm", ["i0", "i1"], [8, 32]),
+        reorder.reorder(m, "mm", ["i0o", "i1o", "i0i", "i1i", "r0"]),
+        tensorize.tensorize(m, "mm", "i0i", "gemm"),
+    ),
 }
 
 

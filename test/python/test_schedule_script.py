@@ -36,22 +36,31 @@ def test_every_primitive_round_trips():
 
 
 def test_comments_semicolons_and_spacing_normalise():
-    steps = parse_script("# a schedule\nsplit k/i by 4 ;vectorize   k/ii  # inner\n\n"
-                         "tile k/a,b by 2,2")
-    assert [s.text for s in steps] == ["split k/i by 4", "vectorize k/ii",
-                                       "tile k/a, b by 2, 2"]
+    steps = parse_script(
+        "# a schedule\nsplit k/i by 4 ;vectorize   k/ii  # inner\n\ntile k/a,b by 2,2"
+    )
+    assert [s.text for s in steps] == ["split k/i by 4", "vectorize k/ii", "tile k/a, b by 2, 2"]
     assert [s.line for s in steps] == [2, 2, 4]
 
 
-@pytest.mark.parametrize("text, message", [
-    ("split k/i by 4\nspilt k/i by 4",
-     "schedule line 2: unknown primitive 'spilt' (known: split, reorder"),
-    ("split k/i by four", "schedule line 1: expected 'split K/L by N [-> O, I]', got "
-                          "'split k/i by four'"),
-    ("vectorize k", "schedule line 1: expected 'vectorize K/L', got 'vectorize k'"),
-    ("\n\ncompute_at relu_0 matmul_0/i0",
-     "schedule line 3: expected 'compute_at PRODUCER -> K/L'"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (
+            "split k/i by 4\nspilt k/i by 4",
+            "schedule line 2: unknown primitive 'spilt' (known: split, reorder",
+        ),
+        (
+            "split k/i by four",
+            "schedule line 1: expected 'split K/L by N [-> O, I]', got 'split k/i by four'",
+        ),
+        ("vectorize k", "schedule line 1: expected 'vectorize K/L', got 'vectorize k'"),
+        (
+            "\n\ncompute_at relu_0 matmul_0/i0",
+            "schedule line 3: expected 'compute_at PRODUCER -> K/L'",
+        ),
+    ],
+)
 def test_syntax_errors_name_the_line(text, message):
     with pytest.raises(ScriptSyntaxError) as err:
         parse_script(text)

@@ -35,12 +35,19 @@ def one_error_line(capsys, expected: str) -> None:
 # ----------------------------------------------------------------------- dlpc
 
 
-@pytest.mark.parametrize("kind, marker", [
-    ("graph", "graph.linear"), ("te", "te.reduce"), ("loop", "loop.kernel"),
-    ("dlp", "dlp.kernel"), ("numpy", "def main(*inputs, params):"),
-    ("c", "int dlpc_main(void **args)"), ("opencl", "__kernel void"),
-    ("dlp-c", "DLP_CLUSTERS"),
-])
+@pytest.mark.parametrize(
+    "kind, marker",
+    [
+        ("graph", "graph.linear"),
+        ("te", "te.reduce"),
+        ("loop", "loop.kernel"),
+        ("dlp", "dlp.kernel"),
+        ("numpy", "def main(*inputs, params):"),
+        ("c", "int dlpc_main(void **args)"),
+        ("opencl", "__kernel void"),
+        ("dlp-c", "DLP_CLUSTERS"),
+    ],
+)
 def test_dlpc_emits_every_stage(model, capsys, kind, marker):
     assert dlpc_tool.main([model[0], f"--emit={kind}", "-O0"]) == 0
     assert marker in capsys.readouterr().out
@@ -60,19 +67,26 @@ def test_dlpc_output_file_and_stats(model, tmp_path, capsys):
 def test_dlpc_failure_writes_no_output(model, tmp_path, capsys):
     out = tmp_path / "never.mlir"
     bad = tmp_path / "bad.mlir"
-    bad.write_text(MODEL.replace("tensor<2x4xf32>) -> tensor<2x4xf32>\n  func",
-                                 "tensor<2x4xf32>) -> tensor<9x4xf32>\n  func"))
+    bad.write_text(
+        MODEL.replace(
+            "tensor<2x4xf32>) -> tensor<2x4xf32>\n  func",
+            "tensor<2x4xf32>) -> tensor<9x4xf32>\n  func",
+        )
+    )
     assert dlpc_tool.main([str(bad), "--emit=graph", "-o", str(out)]) == 1
     assert not out.exists() and list(tmp_path.glob(".never*")) == []
     one_error_line(capsys, "error:")
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--emit=spirv"], "invalid choice: 'spirv'"),
-    (["--emit=graph", "-O4"], "argument -O: invalid choice: 4"),
-    (["--emit=graph", "--weights", "/nonexistent.npz"], "no such weights file"),
-    (["--bogus"], "unrecognized arguments: --bogus"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--emit=spirv"], "invalid choice: 'spirv'"),
+        (["--emit=graph", "-O4"], "argument -O: invalid choice: 4"),
+        (["--emit=graph", "--weights", "/nonexistent.npz"], "no such weights file"),
+        (["--bogus"], "unrecognized arguments: --bogus"),
+    ],
+)
 def test_dlpc_bad_options(model, capsys, argv, message):
     assert dlpc_tool.main([model[0], *argv]) == 1
     one_error_line(capsys, message)
@@ -103,8 +117,12 @@ def test_dlpc_run_inputs_from_files(model, tmp_path, capsys):
     path, weights = model
     x = tmp_path / "x.npy"
     np.save(x, np.ones((2, 8), np.float32))
-    assert dlpc_run.main([path, "--target", "numpy", "--weights", weights,
-                          "--input", str(x), "--repeat", "1"]) == 0
+    assert (
+        dlpc_run.main(
+            [path, "--target", "numpy", "--weights", weights, "--input", str(x), "--repeat", "1"]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     expected = np.tanh(np.float32(0.8))
     assert "from files" in out and f"{expected:.6g}" in out
@@ -136,13 +154,16 @@ def test_difference_and_within():
     assert dlpc_run.difference(out[:2], ref) == (np.inf, np.inf)
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--target", "tpu"], "unsupported target 'tpu'"),
-    (["--target", "numpy"], "no value for weight 'fc.weight'"),
-    (["--target", "numpy", "--seed", "x"], "argument --seed: invalid int value"),
-    (["--target", "numpy", "--input", "/nonexistent.npy"], "no such input file"),
-    (["--target", "numpy", "--repeat", "0"], "--repeat must be >= 1"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--target", "tpu"], "unsupported target 'tpu'"),
+        (["--target", "numpy"], "no value for weight 'fc.weight'"),
+        (["--target", "numpy", "--seed", "x"], "argument --seed: invalid int value"),
+        (["--target", "numpy", "--input", "/nonexistent.npy"], "no such input file"),
+        (["--target", "numpy", "--repeat", "0"], "--repeat must be >= 1"),
+    ],
+)
 def test_dlpc_run_bad_options(model, capsys, argv, message):
     assert dlpc_run.main([model[0], *argv]) == 1
     one_error_line(capsys, message)
@@ -152,8 +173,7 @@ def test_dlpc_run_bad_input_shape(model, tmp_path, capsys):
     path, weights = model
     x = tmp_path / "x.npy"
     np.save(x, np.ones((8, 2), np.float32))
-    assert dlpc_run.main([path, "--target", "numpy", "--weights", weights,
-                          "--input", str(x)]) == 1
+    assert dlpc_run.main([path, "--target", "numpy", "--weights", weights, "--input", str(x)]) == 1
     one_error_line(capsys, "input 'x' has shape 8x2 but the model expects 2x8")
 
 
@@ -161,8 +181,7 @@ def test_dlpc_run_unreadable_npy(model, tmp_path, capsys):
     path, weights = model
     x = tmp_path / "x.npy"
     x.write_text("not numpy")
-    assert dlpc_run.main([path, "--target", "numpy", "--weights", weights,
-                          "--input", str(x)]) == 1
+    assert dlpc_run.main([path, "--target", "numpy", "--weights", weights, "--input", str(x)]) == 1
     one_error_line(capsys, "cannot read input")
 
 
@@ -182,13 +201,37 @@ def test_dlpc_opt_invalid_ir_is_one_line(tmp_path, capsys):
 def test_bench_models_prints_one_checked_table(capsys):
     bench = _bench_module()
     for export in ("graph", "torch"):
-        argv = ["--models", "mlp", "--repeat", "1", "--warmup", "0", "--onnx-from", export,
-                "-O", "0,2"]
+        argv = [
+            "--models",
+            "mlp",
+            "--repeat",
+            "1",
+            "--warmup",
+            "0",
+            "--onnx-from",
+            export,
+            "-O",
+            "0,2",
+        ]
         assert bench.main(argv) == 0
         lines = capsys.readouterr().out.splitlines()
-        assert lines[1].split() == ["model", "numpy", "ref", "dlpc", "C", "-O0", "dlpc", "C",
-                                    "-O2", "torch", "onnxruntime", "kernels", "-O0",
-                                    "kernels", "-O2"]
+        assert lines[1].split() == [
+            "model",
+            "numpy",
+            "ref",
+            "dlpc",
+            "C",
+            "-O0",
+            "dlpc",
+            "C",
+            "-O2",
+            "torch",
+            "onnxruntime",
+            "kernels",
+            "-O0",
+            "kernels",
+            "-O2",
+        ]
         cells = lines[2].split()
         assert cells[0] == "mlp" and len(cells) == 8
         # every backend either ran and matched the reference, or is not installed
@@ -233,16 +276,36 @@ def _op_cases():
         return rng.standard_normal(shape).astype(np.float32)
 
     return [
-        ("conv2d", g.Conv2DOp, [r(1, 4, 7, 6), r(6, 2, 3, 2), r(6)],
-         dict(strides=(2, 1), pads=(1, 0, 2, 1), dilations=(2, 1), groups=2)),
-        ("max_pool_ceil", g.MaxPool2DOp, [r(1, 2, 7, 8)],
-         dict(kernel=(3, 3), strides=(2, 3), pads=(1, 0, 1, 1), ceil_mode=True)),
-        ("avg_pool_ceil", g.AvgPool2DOp, [r(1, 2, 7, 8)],
-         dict(kernel=(3, 2), strides=(2, 2), ceil_mode=True)),
-        ("avg_pool_pad", g.AvgPool2DOp, [r(1, 2, 7, 8)],
-         dict(kernel=(3, 3), strides=(2, 2), pads=(1, 1, 1, 1), count_include_pad=True)),
-        ("slice_negative_step", g.SliceOp, [r(6, 5)],
-         dict(starts=(4, 0), ends=(0, 6), axes=(1, 0), steps=(-2, 3))),
+        (
+            "conv2d",
+            g.Conv2DOp,
+            [r(1, 4, 7, 6), r(6, 2, 3, 2), r(6)],
+            dict(strides=(2, 1), pads=(1, 0, 2, 1), dilations=(2, 1), groups=2),
+        ),
+        (
+            "max_pool_ceil",
+            g.MaxPool2DOp,
+            [r(1, 2, 7, 8)],
+            dict(kernel=(3, 3), strides=(2, 3), pads=(1, 0, 1, 1), ceil_mode=True),
+        ),
+        (
+            "avg_pool_ceil",
+            g.AvgPool2DOp,
+            [r(1, 2, 7, 8)],
+            dict(kernel=(3, 2), strides=(2, 2), ceil_mode=True),
+        ),
+        (
+            "avg_pool_pad",
+            g.AvgPool2DOp,
+            [r(1, 2, 7, 8)],
+            dict(kernel=(3, 3), strides=(2, 2), pads=(1, 1, 1, 1), count_include_pad=True),
+        ),
+        (
+            "slice_negative_step",
+            g.SliceOp,
+            [r(6, 5)],
+            dict(starts=(4, 0), ends=(0, 6), axes=(1, 0), steps=(-2, 3)),
+        ),
         ("pad_crop", g.PadOp, [r(3, 4)], dict(pads=(1, -1, 0, 2), value=0.5)),
         ("layer_norm", g.LayerNormOp, [r(2, 3, 4), r(3, 4), r(4)], dict(axis=1)),
         ("reduce_prod", g.ReduceProdOp, [r(2, 3, 4)], dict(axes=(0, 2))),
@@ -253,8 +316,12 @@ def _op_cases():
         ("prelu", g.PReluOp, [r(1, 3, 2, 2), r(3, 1, 1)], {}),
         ("broadcast", g.BroadcastOp, [r(3, 1)], dict(shape=(2, 3, 4))),
         ("concat", g.ConcatOp, [r(2, 3), r(2, 1)], dict(axis=-1)),
-        ("batch_norm", g.BatchNormOp,
-         [r(1, 3, 2, 2), r(3), r(3), r(3), np.abs(r(3)) + 0.5], dict(epsilon=1e-3)),
+        (
+            "batch_norm",
+            g.BatchNormOp,
+            [r(1, 3, 2, 2), r(3), r(3), r(3), np.abs(r(3)) + 0.5],
+            dict(epsilon=1e-3),
+        ),
     ]
 
 
@@ -292,8 +359,10 @@ def test_bench_interpreters_agree_with_the_reference(backend, tmp_path):
 
 def test_dlpc_run_on_the_simulator_prints_its_report(model, capsys):
     path, weights = model
-    assert dlpc_run.main([path, "--target", "dlp", "--weights", weights, "--check",
-                          "--repeat", "1"]) == 0
+    assert (
+        dlpc_run.main([path, "--target", "dlp", "--weights", weights, "--check", "--repeat", "1"])
+        == 0
+    )
     out = capsys.readouterr().out
     assert ": ok" in out and "GDRAM B" in out and "us simulated" in out
 
@@ -313,5 +382,6 @@ def test_dlpc_fold_weights_writes_what_the_output_needs(tmp_path, capsys):
         params = {k: data[k] for k in data.files}
     model = api.load(resnet)
     x = api.random_inputs(model)[0]
-    np.testing.assert_allclose(namespace["main"](x, params=params)[0],
-                               api.reference(model, [x])[0], rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(
+        namespace["main"](x, params=params)[0], api.reference(model, [x])[0], rtol=1e-4, atol=1e-5
+    )

@@ -26,8 +26,10 @@ def test_signature_ignores_kernel_name_and_rename_retargets():
     a = parse_module(MATMUL)
     b = parse_module(MATMUL.replace('"mm"', '"other_3"'))
     assert kernel_signature(next(kernels(a))) == kernel_signature(next(kernels(b)))
-    assert rename_script("split mm/i1 by 4\nreorder mm: a, b", "mm", "k") == \
-        "split k/i1 by 4\nreorder k: a, b"
+    assert (
+        rename_script("split mm/i1 by 4\nreorder mm: a, b", "mm", "k")
+        == "split k/i1 by 4\nreorder k: a, b"
+    )
 
 
 def test_dlpc_tune_tool_logs_and_plots(tmp_path, capsys):
@@ -36,8 +38,9 @@ def test_dlpc_tune_tool_logs_and_plots(tmp_path, capsys):
     model = tmp_path / "mm.dlpc"
     model.write_text("model mm(a: f32[16, 32], b: f32[32, 64]) {\n  return matmul(a, b)\n}\n")
     log, png = tmp_path / "tune.jsonl", tmp_path / "best.png"
-    code = dlpc_tune.main([str(model), "--trials", "2", "--log", str(log), "--plot", str(png),
-                           "--quiet"])
+    code = dlpc_tune.main(
+        [str(model), "--trials", "2", "--log", str(log), "--plot", str(png), "--quiet"]
+    )
     assert code == 0
     records = [json.loads(line) for line in log.read_text().splitlines()]
     assert len({r["script"] for r in records}) == 2  # two trials ...

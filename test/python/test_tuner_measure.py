@@ -20,8 +20,14 @@ def test_crashing_candidate_is_recorded_and_tuning_continues(tmp_path):
         calls.append(script)
         return measure_mod.measure(ir, script, crash=len(calls) == 1, **kw)
 
-    tuner = Tuner(parse_module(MATMUL), log=str(log), strategy="evolutionary", seed=0,
-                  repeat=2, measure_fn=flaky)
+    tuner = Tuner(
+        parse_module(MATMUL),
+        log=str(log),
+        strategy="evolutionary",
+        seed=0,
+        repeat=2,
+        measure_fn=flaky,
+    )
     events = list(tuner.run(trials=3))
     assert not events[0].ok and "crashed" in events[0].error
     assert any(e.ok for e in events[1:])

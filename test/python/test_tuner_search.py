@@ -32,7 +32,9 @@ def test_tuner_finds_logs_and_reuses(tmp_path):
     fresh = parse_module(MATMUL)
     how = apply_tuned_or_default(fresh, str(log))
     assert how == {"mm": "tuned"}
-    np.testing.assert_allclose(run_c(fresh)[-1], run_c(parse_module(MATMUL))[-1], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        run_c(fresh)[-1], run_c(parse_module(MATMUL))[-1], rtol=1e-5, atol=1e-5
+    )
 
     # resuming skips what is logged and appends new trials only
     again = Tuner(parse_module(MATMUL), log=str(log), strategy="random", seed=1, repeat=2)

@@ -56,8 +56,9 @@ def test_gemm_points_render_scripts_that_preserve_results():
         assert script.strip(), point
         apply_script(module, script)
         module.verify()
-        np.testing.assert_allclose(run_c(module)[-1], expected, rtol=1e-5, atol=1e-5,
-                                   err_msg=f"{point}\n{script}")
+        np.testing.assert_allclose(
+            run_c(module)[-1], expected, rtol=1e-5, atol=1e-5, err_msg=f"{point}\n{script}"
+        )
 
 
 def _lenet_loop():
@@ -87,5 +88,6 @@ def test_reduction_points_preserve_results(seed):
     point = space.sample(random.Random(seed))
     apply_script(module, space.script(module, point))
     module.verify()
-    np.testing.assert_allclose(run_c(module)[-1], reference, rtol=1e-4, atol=1e-5,
-                               err_msg=str(point))
+    np.testing.assert_allclose(
+        run_c(module)[-1], reference, rtol=1e-4, atol=1e-5, err_msg=str(point)
+    )
