@@ -7,8 +7,8 @@ needed: `gemm` is the register-blocked matmul micro-kernel
     acc[mr][nr] = C tile                       (cache_write around the nest)
     for k:                                     (reduction loop outermost)
       for i < mr {unroll = mr}:                (fully unrolled: one broadcast of A each)
-        for j < nr {unroll = nr}:              (fully unrolled: GCC packs it into
-          acc[i][j] += A[i, k] * B[k, j]        mr * nr/16 FMA vector registers)
+        for j < nr {vectorize}:                (`omp simd`: GCC keeps the tile in
+          acc[i][j] += A[i, k] * B[k, j]        mr * nr/16 vector registers, one FMA each)
     C tile = acc
 
 Requires: 1) the loop heads a perfect nest of exactly three loops 2) the innermost body
@@ -17,7 +17,7 @@ of the loops (k) is absent from C's indices, and the innermost dim of C is index
 another loop (j) 4) `mr = trips(i) <= 16`, `nr = trips(j) <= 64`, `mr * nr <= 512`
 (the tile must fit the register file, with AVX-512 32 x 16 floats).
 Guarantees: the loops are reordered to (k, i, j) over the same positions, the C tile is
-staged in a local `acc` placed around the nest, `i` and `j` are fully unrolled.
+staged in a local `acc` placed around the nest, `i` is fully unrolled and `j` vectorized.
 Numerics: each element still sums its k terms in increasing order.
 
 Before (`tensorize matmul_0/ii gemm`):
@@ -34,7 +34,7 @@ After:
     (copy C tile -> acc)
     loop.for %k = 0 to 256 step 1 {name = "k", reduction} {
       loop.for %ii = 0 to 8 step 1 {name = "ii", unroll = 8} {
-        loop.for %jj = 0 to 32 step 1 {name = "jj", unroll = 32} {
+        loop.for %jj = 0 to 32 step 1 {name = "jj", vectorize} {
           ... %c = memref.load %acc[%ii, %jj] ... memref.store %s, %acc[%ii, %jj] }}}
     (copy acc -> C tile)
 """
@@ -150,9 +150,12 @@ def tensorize(root, kernel: str, loop: str, intrinsic: str) -> ForOp:
         around=True,
     )
     i_loop.annotate("unroll", mr)
-    j_loop.annotate("unroll", nr)
-    for lp in (i_loop, j_loop):
-        lp.annotate("vectorize", False)
+    i_loop.annotate("vectorize", False)
+    # j is the SIMD dimension: `omp simd` on it makes GCC keep the mr x nr tile in
+    # vector registers with one FMA per vector; fully unrolling j instead made GCC
+    # vectorise across i with shuffles and no FMA (shared/perf-findings.md, cause 1)
+    j_loop.annotate("unroll", False)
+    j_loop.annotate("vectorize")
     return k_loop
 
 

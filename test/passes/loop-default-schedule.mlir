@@ -9,7 +9,7 @@
 // CHECK:       %C_acc = memref.alloca() : memref<8x32xf32>
 // CHECK:       loop.for %r01 = 0 to 8 step 1 {name = "r01", reduction} {
 // CHECK-NEXT:    loop.for %i0i = 0 to 8 step 1 {name = "i0i", unroll = 8} {
-// CHECK-NEXT:      loop.for %i1j = 0 to 32 step 1 {name = "i1j", unroll = 32} {
+// CHECK-NEXT:      loop.for %i1j = 0 to 32 step 1 {name = "i1j", vectorize} {
 // CHECK-NOT:   parallel
 
 // A direct convolution: reductions inside the output row, the row vectorized,

@@ -3,7 +3,7 @@
 // CHECK:      %C_acc = memref.alloca() : memref<16x32xf32>
 // CHECK:      loop.for %r0 = 0 to 8 step 1 {name = "r0", reduction} {
 // CHECK-NEXT:   loop.for %i0 = 0 to 16 step 1 {name = "i0", unroll = 16} {
-// CHECK-NEXT:     loop.for %i1 = 0 to 32 step 1 {name = "i1", unroll = 32} {
+// CHECK-NEXT:     loop.for %i1 = 0 to 32 step 1 {name = "i1", vectorize} {
 // CHECK:            memref.load %C_acc[%i0, %i1]
 // CHECK:            memref.store %{{.*}}, %C_acc[%i0, %i1]
 // CHECK:      name = "C_acc_out0"
