@@ -42,6 +42,9 @@ from dlpc.diagnostics import DlpcError
 BASE_FLAGS = ("-O3", "-fPIC", "-shared", "-std=gnu11")
 OPTIONAL_FLAGS = ("-march=native", "-fopenmp")
 LIBS = ("-lm",)
+# glibc's vector math library: SIMD variants of expf, tanhf, erff, powf, ... that the C
+# prelude declares (under DLPC_HAVE_LIBMVEC) so vectorised loops call them
+OPTIONAL_LIBS = ("-lmvec",)
 
 
 def cache_dir() -> Path:
@@ -64,26 +67,39 @@ def _compiler_version(cmd: tuple[str, ...]) -> str:
     return (out.stdout or out.stderr).splitlines()[0] if (out.stdout or out.stderr) else ""
 
 
-@functools.lru_cache(maxsize=8)
-def supported_flags(cmd: tuple[str, ...]) -> tuple[str, ...]:
-    """The optional flags this compiler accepts (probed once per process)."""
-    ok = []
+def _probe(cmd: tuple[str, ...], before: tuple[str, ...], after: tuple[str, ...]) -> bool:
+    """Whether the compiler builds a trivial shared library with these extra arguments."""
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp, "probe.c")
         src.write_text("int dlpc_probe(int x) { return x + 1; }\n")
-        for flag in OPTIONAL_FLAGS:
-            res = subprocess.run(
-                [*cmd, *BASE_FLAGS, flag, str(src), "-o", str(Path(tmp, "probe.so"))],
-                capture_output=True,
-                text=True,
-            )
-            if res.returncode == 0:
-                ok.append(flag)
-    return tuple(ok)
+        out = str(Path(tmp, "probe.so"))
+        res = subprocess.run(
+            [*cmd, *BASE_FLAGS, *before, str(src), "-o", out, *after],
+            capture_output=True,
+            text=True,
+        )
+        return res.returncode == 0
+
+
+@functools.lru_cache(maxsize=8)
+def supported_flags(cmd: tuple[str, ...]) -> tuple[str, ...]:
+    """The optional flags this compiler accepts (probed once per process)."""
+    return tuple(flag for flag in OPTIONAL_FLAGS if _probe(cmd, (flag,), ()))
+
+
+@functools.lru_cache(maxsize=8)
+def supported_libs(cmd: tuple[str, ...]) -> tuple[str, ...]:
+    """The optional libraries this toolchain links (probed once per process)."""
+    return tuple(lib for lib in OPTIONAL_LIBS if _probe(cmd, (), (lib,)))
 
 
 def flags(cmd: list[str]) -> list[str]:
-    return [*BASE_FLAGS, *supported_flags(tuple(cmd))]
+    vector_math = ["-DDLPC_HAVE_LIBMVEC"] if "-lmvec" in supported_libs(tuple(cmd)) else []
+    return [*BASE_FLAGS, *supported_flags(tuple(cmd)), *vector_math]
+
+
+def libs(cmd: list[str]) -> list[str]:
+    return [*LIBS, *supported_libs(tuple(cmd))]
 
 
 @dataclass
@@ -128,9 +144,9 @@ def build(c_source: str, *, name: str = "module") -> Library:
     cmd = compiler()
     version = _compiler_version(tuple(cmd))  # first: a missing compiler is a clear error
     opts = flags(cmd)
-    key = hashlib.sha256("\0".join([c_source, *cmd, version, *opts, *LIBS]).encode()).hexdigest()[
-        :20
-    ]
+    key = hashlib.sha256(
+        "\0".join([c_source, *cmd, version, *opts, *libs(cmd)]).encode()
+    ).hexdigest()[:20]
     stem = re.sub(r"[^A-Za-z0-9_]", "_", name)[:40] or "module"
     root = cache_dir()
     lib_path = root / f"{stem}-{key}.so"
@@ -142,7 +158,7 @@ def build(c_source: str, *, name: str = "module") -> Library:
     os.close(fd)
     try:
         res = subprocess.run(
-            [*cmd, *opts, str(c_path), "-o", tmp_name, *LIBS],
+            [*cmd, *opts, str(c_path), "-o", tmp_name, *libs(cmd)],
             capture_output=True,
             text=True,
             env={**os.environ, "LC_ALL": "C"},  # plain ASCII quotes in messages
