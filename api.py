@@ -15,11 +15,12 @@ import os
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.func import FuncOp
 
 from dlpc.diagnostics import DlpcError
 from dlpc.model import Model
@@ -118,14 +119,27 @@ class CompiledModel:
     lowered: ModuleOp
     runner: Callable[[list[np.ndarray]], list[np.ndarray]]
     artifact: object = None  # the runtime object (CFunction, OpenCLFunction, DlpFunction)
+    _main: FuncOp | None = field(default=None, init=False, repr=False)
+    _specs: list = field(default_factory=list, init=False, repr=False)
 
     def __call__(self, *inputs: np.ndarray) -> list[np.ndarray]:
-        arrays = ref.check_inputs(ref.main_func(self.model.module), inputs)
-        return [np.asarray(y) for y in self.runner(arrays)]
+        return [np.asarray(y) for y in self.runner(self.check_inputs(inputs))]
+
+    def check_inputs(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """The inputs as arrays, checked against @main's signature (read once)."""
+        if self._main is None:
+            self._main = ref.main_func(self.model.module)
+            self._specs = [(ref.graph.shape_of(a), ref.result_dtype(a)) for a in self._main.args]
+        arrays = [np.asarray(x) for x in inputs]
+        if len(arrays) == len(self._specs) and all(
+            a.shape == s and a.dtype == d for a, (s, d) in zip(arrays, self._specs)
+        ):
+            return arrays
+        return ref.check_inputs(self._main, inputs)  # the one-line error naming the input
 
     def time(self, *inputs: np.ndarray, repeat: int = 10, warmup: int = 1) -> float:
         """Median wall time of one call in seconds, after `warmup` calls."""
-        arrays = ref.check_inputs(ref.main_func(self.model.module), inputs)
+        arrays = self.check_inputs(inputs)
         for _ in range(warmup):
             self.runner(arrays)
         times = []
@@ -204,12 +218,13 @@ def compile(
         source = pipeline.emit(lowered, target)
         return CompiledModel(model, target, source, lowered, _numpy_runner(source, weights))
     function = _runtime(target, lowered, model.name)
+    function.bind_params(weights)  # resident: checked and converted once, not per call
     return CompiledModel(
         model,
         target,
         function.source,
         lowered,
-        lambda arrays: function(*arrays, params=weights),
+        lambda arrays: function(*arrays),
         function,
     )
 

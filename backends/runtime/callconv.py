@@ -43,12 +43,22 @@ class ModuleFunction:
             shape, elt = memref_info(arg.type)
             self.arg_specs.append((shape, np.dtype(numpy_dtype(elt))))
 
-    def arguments(self, inputs, params) -> list[np.ndarray]:
-        """The inputs then the parameters (a dict by name, or a list in order) as
-        C-contiguous arrays of @main's dtypes, their counts and shapes checked."""
+    bound_params: list[np.ndarray] | None = None
+
+    def bind_params(self, params) -> None:
+        """Check and convert the parameters once (a dict by name, or a list in order) and
+        keep them: later calls without `params=` use them as they are (resident weights)."""
+        self.bound_params = self.arguments([None] * self.num_inputs, params, skip_inputs=True)
+
+    def arguments(self, inputs, params, *, skip_inputs: bool = False) -> list[np.ndarray]:
+        """The inputs then the parameters (a dict by name, or a list in order; None: the
+        bound ones) as C-contiguous arrays of @main's dtypes, their counts and shapes
+        checked. With `skip_inputs`, only the parameters (for `bind_params`)."""
         n_in, n_par = self.num_inputs, len(self.param_names)
         if len(inputs) != n_in:
             raise DlpcError(f"error: expected {n_in} inputs, got {len(inputs)}")
+        if params is None and self.bound_params is not None and not skip_inputs:
+            return [*self._convert(inputs, 0), *self.bound_params]
         if isinstance(params, dict):
             missing = [p for p in self.param_names if p not in params]
             if missing:
@@ -58,8 +68,15 @@ class ModuleFunction:
             param_values = list(params or [])
             if len(param_values) != n_par:
                 raise DlpcError(f"error: expected {n_par} parameters, got {len(param_values)}")
+        if skip_inputs:
+            return self._convert(param_values, n_in)
+        return self._convert([*inputs, *param_values], 0)
+
+    def _convert(self, values, first: int) -> list[np.ndarray]:
+        """`values` (arguments `first`, `first + 1`, ... of @main) as checked arrays."""
+        n_in = self.num_inputs
         arrays = []
-        for k, value in enumerate([*inputs, *param_values]):
+        for k, value in enumerate(values, first):
             shape, dtype = self.arg_specs[k]
             a = np.asarray(value, dtype=dtype)
             if not a.flags.c_contiguous:  # (np.ascontiguousarray would make 0-d 1-d)

@@ -122,9 +122,16 @@ class Library:
         argv = (ctypes.c_void_p * max(len(arrays), 1))(*[a.ctypes.data for a in arrays])
         return self.entry(argv)
 
+    def call_argv(self, argv, keep_alive: object = None) -> None:
+        """Call `dlpc_main` on a prepared pointer vector (the arrays it points into must
+        stay alive: `keep_alive`); a nonzero status as in `call`."""
+        self._check(self.entry(argv))
+
     def call(self, arrays: list[np.ndarray]) -> None:
         """`run`, with a nonzero status (an allocation failed) as a `DlpcError`."""
-        status = self.run(arrays)
+        self._check(self.run(arrays))
+
+    def _check(self, status: int) -> None:
         if status != 0:
             raise DlpcError(
                 f"error: {self.path.name}: dlpc_main failed (status {status}: out of memory)"
@@ -219,8 +226,29 @@ class CFunction(ModuleFunction):
         self.source = emit_c(module)
         self.library = build(self.source, name=name)
 
+    def bind_params(self, params) -> None:
+        """Keep the parameters resident: converted once, their pointers written once
+        into the argument vector that every later call reuses."""
+        super().bind_params(params)
+        n = self.num_inputs + len(self.param_names) + self.num_outputs
+        self._argv = (ctypes.c_void_p * max(n, 1))()
+        for k, a in enumerate(self.bound_params or [], self.num_inputs):
+            self._argv[k] = a.ctypes.data
+
     def __call__(self, *inputs, params=None) -> list[np.ndarray]:
-        arrays = self.arguments(inputs, params)
         outputs = self.empty_outputs()
+        if params is None and self.bound_params is not None:
+            argv = self._argv  # only the inputs' and outputs' pointers change per call
+            inputs = self._convert(inputs, 0) if len(inputs) == self.num_inputs else inputs
+            if len(inputs) != self.num_inputs:
+                raise DlpcError(f"error: expected {self.num_inputs} inputs, got {len(inputs)}")
+            for k, a in enumerate(inputs):
+                argv[k] = a.ctypes.data
+            first = self.num_inputs + len(self.param_names)
+            for k, a in enumerate(outputs, first):
+                argv[k] = a.ctypes.data
+            self.library.call_argv(argv, (inputs, outputs))
+            return outputs
+        arrays = self.arguments(inputs, params)
         self.library.call(arrays + outputs)
         return outputs

@@ -76,3 +76,24 @@ def test_zero_d_param_and_dtype_conversion(scale):
 def test_argument_errors(scale, args, params, message):
     with pytest.raises(DlpcError, match=message):
         scale(*args, params=params)
+
+
+@pytest.mark.parametrize("runtime", ["c", "dlp"])
+def test_bound_params_are_resident(runtime):
+    """`bind_params` converts the weights once; later calls without `params=` reuse them,
+    give what an explicit `params=` call gives, and still check the inputs."""
+    fn = RUNTIMES[runtime](pipeline.parse_module(SCALE))
+    fn.bind_params({"scale": 2.5})
+    assert fn.bound_params is not None and fn.bound_params[0].dtype == np.float32
+    for seed in range(3):  # the prepared argument vector is reused call after call
+        x = np.random.default_rng(seed).standard_normal(16).astype(np.float32)
+        (y,) = fn(x)
+        (want,) = fn(x, params={"scale": 2.5})
+        np.testing.assert_array_equal(y, want)
+        np.testing.assert_allclose(y, 2.5 * x, rtol=1e-6)
+    (y,) = fn(np.arange(16, dtype=np.float64))  # converted like any call
+    np.testing.assert_allclose(y, 2.5 * np.arange(16))
+    with pytest.raises(DlpcError, match=r"^error: input 0 has shape \(15,\), expected \(16,\)$"):
+        fn(np.zeros(15, np.float32))
+    with pytest.raises(DlpcError, match=r"^error: expected 1 inputs, got 0$"):
+        fn()
