@@ -299,12 +299,11 @@ VECTOR_MATH = (
     + "".join(
         f"#pragma omp declare simd notinbranch\nfloat {f}f(float);\n" for f in VECTOR_MATH_UNARY
     )
-    + "".join(
-        f"#pragma omp declare simd notinbranch\nfloat {f}f(float, float);\n"
-        for f in ("pow", "atan2")
-    )
+    + "#pragma omp declare simd notinbranch\nfloat atan2f(float, float);\n"
     + "#endif\n\n"
 )
+# not powf: GCC 12 crashes (internal compiler error in `fre`) folding powf(x, 0.5) with a
+# SIMD declaration; pow by a small integer constant becomes products in graph-to-te
 
 PRELUDE = (
     """\

@@ -136,7 +136,34 @@ def lower_unary(L: Lowering, op: g.GraphOp, xs):
 
 @lowers(*BINARY)
 def lower_binary(L: Lowering, op: g.GraphOp, xs):
+    if op.name == "graph.pow" and (n := _small_integer_exponent(op.operands[1])) is not None:
+        return elementwise(L, op, xs[:1], lambda b, x: _power_by_products(b, x, n))
     return elementwise(L, op, xs, BINARY[op.name.removeprefix("graph.")])
+
+
+def _small_integer_exponent(value: SSAValue) -> int | None:
+    """n when `value` is a graph.constant whose every element is the integer n in 1..4
+    (and broadcasting the exponent adds no dimension the base lacks), else None."""
+    owner = value.owner
+    if not isinstance(owner, g.ConstantOp):
+        return None
+    array = owner.to_numpy()
+    if array.size == 0 or array.ndim > 0 and array.size != 1:
+        return None
+    n = float(array.reshape(-1)[0])
+    return int(n) if n in (1.0, 2.0, 3.0, 4.0) else None
+
+
+def _power_by_products(b: BodyBuilder, x: SSAValue, n: int) -> SSAValue:
+    # pow(x, n) -> x * x * ... for n in 1..4: what powf computes, within an ulp, with
+    # no call (a vectorised powf falls back to scalar code for negative bases)
+    if n == 4:
+        square = b.mul(x, x)
+        return b.mul(square, square)
+    result = x
+    for _ in range(n - 1):
+        result = b.mul(result, x)
+    return result
 
 
 @lowers("where")

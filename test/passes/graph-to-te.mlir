@@ -129,3 +129,21 @@ func.func @fused(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xf32>, %b: tensor<4x
   }
   func.return %y : tensor<1x4x6x6xf32>
 }
+
+// pow by a constant small integer is strength-reduced to products; any other exponent
+// stays a math.powf call.
+// CHECK-LABEL: func.func @pow_by_small_integer
+// CHECK:       te.compute "pow_{{[0-9]+}}"
+// CHECK-NEXT:    %[[V:.*]] = te.read %x[%{{.*}}] : tensor<16xf32>
+// CHECK-NEXT:    %[[S:.*]] = arith.mulf %[[V]], %[[V]] : f32
+// CHECK-NEXT:    %[[C:.*]] = arith.mulf %[[S]], %[[V]] : f32
+// CHECK-NEXT:    te.yield %[[C]] : f32
+// CHECK:       te.compute "pow_{{[0-9]+}}"
+// CHECK:         math.powf
+func.func @pow_by_small_integer(%x: tensor<16xf32>) -> (tensor<16xf32>, tensor<16xf32>) {
+  %three = graph.constant dense<3.000000e+00> : tensor<1xf32>
+  %half = graph.constant dense<5.000000e-01> : tensor<1xf32>
+  %c = graph.pow %x, %three : (tensor<16xf32>, tensor<1xf32>) -> tensor<16xf32>
+  %h = graph.pow %x, %half : (tensor<16xf32>, tensor<1xf32>) -> tensor<16xf32>
+  func.return %c, %h : tensor<16xf32>, tensor<16xf32>
+}
