@@ -170,6 +170,21 @@ def b_contiguous_in_k(kernel: KernelOp, nest: Nest, b) -> bool:
     return False
 
 
+def contiguous_reduction(kernel: KernelOp, nest: Nest) -> bool:
+    """One reduction loop, innermost, and every load that varies along it reads along
+    its innermost dimension (a row reduction: softmax, layer norm, reduce over the last
+    axis): rfactor vectorizes it; the reduction template would read down columns."""
+    if len(nest.reduce) != 1 or nest.trips[nest.reduce[0]] < 8:
+        return False
+    k = next(lp for lp in kernel.loops() if lp.loop_name == nest.reduce[0])
+    varying = [
+        op
+        for op in k.walk()
+        if isinstance(op, memref.LoadOp) and any(depends_on(i, k.induction_var) for i in op.indices)
+    ]
+    return bool(varying) and all(depends_on(op.indices[-1], k.induction_var) for op in varying)
+
+
 def gemv_script(kernel: KernelOp, nest: Nest, factor: int = 16) -> str:
     """Few rows and B contiguous along k: vectorize the dot products (rfactor)."""
     K, k = kernel.sym, nest.reduce[0]
@@ -329,6 +344,8 @@ def default_scripts(module: ModuleOp, name: str) -> list[str]:
     nest = analyse(kernel)
     if nest is None or not nest.reduce:
         return []
+    if gemm_operands(kernel, nest) is None and contiguous_reduction(kernel, nest):
+        return [gemv_script(kernel, nest)]
     out = []
     for make in (lambda: default_script(module, name), lambda: conv_script(kernel, nest)):
         try:

@@ -6,8 +6,8 @@ trip count 3) its body accumulates into one element: `T[idx] = T[idx] (op) e` wi
 one of `addf`, `mulf`, `maximumf`, `minimumf`, where `idx` is defined outside the loop
 and the loaded old value has no other use.  Guarantees: the reduction is computed as `F`
 interleaved partial reductions in a local buffer (initialised with the combiner's
-identity), the inner partial loop is fully unrolled (GCC keeps the partials in a vector
-register), and the partials are then combined into `T[idx]` in order. Numerics: the
+identity), the inner partial loop is vectorized (`omp simd`: the partials stay in a
+vector register, and math calls in the body use their SIMD variants), and the partials are then combined into `T[idx]` in order. Numerics: the
 terms are reassociated (as any vectorised float reduction is); results agree with the
 sequential order to rounding.
 
@@ -23,7 +23,7 @@ After:
     %part = memref.alloca() : memref<16xf32>
     loop.for %q = 0 to 16 step 1 {name = "r0_init", unroll = 16} { memref.store %zero, %part[%q] }
     loop.for %ro = 0 to 784 step 16 {name = "r0", reduction} {
-      loop.for %ri = 0 to 16 step 1 {name = "r0_rf", unroll = 16} {
+      loop.for %ri = 0 to 16 step 1 {name = "r0_rf", vectorize} {
         %r0 = arith.addi %ro, %ri   ... %c = memref.load %part[%ri]  %s = arith.addf %c, %p
         memref.store %s, %part[%ri] } }
     loop.for %q = 0 to 16 step 1 {name = "r0_fold", reduction} {
@@ -129,7 +129,7 @@ def rfactor(root, kernel: str, loop: str, factor: int) -> ForOp:
     out_buf, out_idx = store.memref, list(store.indices)
     outer, inner = split(root, kernel, loop, factor, None, k.fresh_loop_name(f"{loop}_rf"))
     outer.annotate("name", loop)  # the outer part keeps the loop's name
-    inner.annotate("unroll", factor)
+    inner.annotate("vectorize")  # `omp simd`: one vector of partials (vector math calls too)
     inner.annotate("reduction", False)
     new_load = memref.LoadOp.get(part.memref, [inner.induction_var])
     old.parent_block().insert_op_before(new_load, old)

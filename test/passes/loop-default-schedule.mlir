@@ -71,3 +71,31 @@ func.func @conv(%x: memref<1x4x10xf32>, %w: memref<8x4x3xf32>, %y: memref<1x8x8x
   }
   func.return
 }
+
+
+// A row reduction (softmax's max over the contiguous last axis): rfactor keeps the
+// rows outer and reads each row with unit stride through 16 vectorized partials.
+// CHECK-LABEL: loop.kernel "rowmax_0"
+// CHECK:         loop.for %{{.*}} = 0 to 8 step 1 {name = "i0"}
+// CHECK:           memref.alloca() : memref<16xf32>
+// CHECK:           loop.for %{{.*}} = 0 to 256 step 16 {name = "r0", reduction}
+// CHECK-NEXT:        loop.for %{{.*}} = 0 to 16 step 1 {name = "r0_rf", vectorize}
+// CHECK:               arith.maximumf
+func.func @rowmax(%x: memref<8x256xf32>, %out: memref<8xf32>) attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "rowmax_0" {
+    loop.for %i0 = 0 to 8 step 1 {name = "i0", parallel} {
+      %acc = memref.alloca() : memref<f32>
+      %init = arith.constant 0xff800000 : f32
+      memref.store %init, %acc[] : memref<f32>
+      loop.for %r0 = 0 to 256 step 1 {name = "r0", reduction} {
+        %v = memref.load %x[%i0, %r0] : memref<8x256xf32>
+        %m = memref.load %acc[] : memref<f32>
+        %n = arith.maximumf %m, %v : f32
+        memref.store %n, %acc[] : memref<f32>
+      }
+      %max = memref.load %acc[] : memref<f32>
+      memref.store %max, %out[%i0] : memref<8xf32>
+    }
+  }
+  func.return
+}

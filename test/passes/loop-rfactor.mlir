@@ -5,7 +5,7 @@
 // CHECK-NEXT:   %[[Z:.*]] = arith.constant 0.000000e+00 : f32
 // CHECK-NEXT:   memref.store %[[Z]], %r0_part[%[[Q]]]
 // CHECK:      loop.for %[[RO:.*]] = 0 to 64 step 8 {name = "r0", reduction} {
-// CHECK-NEXT:   loop.for %[[RI:.*]] = 0 to 8 step 1 {name = "r0_rf", unroll = 8} {
+// CHECK-NEXT:   loop.for %[[RI:.*]] = 0 to 8 step 1 {name = "r0_rf", vectorize} {
 // CHECK-NEXT:     %[[R:.*]] = arith.addi %[[RO]], %[[RI]] : index
 // CHECK:          memref.load %r0_part[%[[RI]]]
 // CHECK:          memref.store %{{.*}}, %r0_part[%[[RI]]]
