@@ -9,11 +9,12 @@ fn = dlpc.compile(model, target="c")
 __version__ = "0.1.0"
 
 
-def load(path, weights=None):
-    """Load a model (.dlpc text, .onnx, or .mlir graph IR) into a `dlpc.api.Model`."""
+def load(path, weights=None, batch=None):
+    """Load a model (.dlpc text, .onnx, or .mlir graph IR) into a `dlpc.api.Model`;
+    `batch` binds a named batch dim (`x: f32[B, 784]`, 1 when unbound)."""
     from dlpc.api import load as _load
 
-    return _load(path, weights=weights)
+    return _load(path, weights=weights, batch=batch)
 
 
 def compile(model, target="c", **options):  # noqa: A001 - mirrors iree/tvm naming

@@ -59,10 +59,11 @@ def _as_model(result, path: Path, weights) -> Model:
     return Model(module, dict(found or {}), path.stem, str(path))
 
 
-def load(path: str | os.PathLike, weights=None) -> Model:
+def load(path: str | os.PathLike, weights=None, batch=None) -> Model:
     """Load a model: `.dlpc` (text), `.onnx`, or `.mlir` (graph IR). `weights` (an .npz
     path or a dict) override the model's own; an .mlir model's weights are otherwise
-    read from `<model>.npz` beside it."""
+    read from `<model>.npz` beside it. `batch` binds a .dlpc model's named batch dim
+    (`x: f32[B, 784]`; an int, or a dict of named dims); unbound, it is 1."""
     path = Path(path)
     if not path.is_file():
         raise DlpcError(f"error: no such file: {path}")
@@ -72,7 +73,7 @@ def load(path: str | os.PathLike, weights=None) -> Model:
             from dlpc.frontends.text import load_model
         except ImportError as e:
             raise DlpcError(f"error: the text frontend is not available ({e})") from None
-        return _as_model(load_model(str(path), weights=weights), path, weights)
+        return _as_model(load_model(str(path), weights=weights, dims=batch), path, weights)
     if isinstance(weights, str | os.PathLike):
         weights = load_weights(weights)
     if suffix == ".onnx":

@@ -23,19 +23,30 @@ from dlpc.model import Model
 __all__ = ["load_model", "parse_model", "parse"]
 
 Weights = str | Path | Mapping[str, Any] | None
+Dims = Mapping[str, int] | int | None
 
 
-def parse_model(text: str, filename: str = "<string>", weights: Weights = None):
-    """Source text -> `Model`; weights from `weights` (if given) and the initialisers."""
-    gen = generate(parse(text, filename))
+def parse_model(text: str, filename: str = "<string>", weights: Weights = None, dims: Dims = None):
+    """Source text -> `Model`; weights from `weights` (if given) and the initialisers.
+    `dims` binds named dims (`x: f32[B, 784]`): a dict by name, or an int for every input's
+    named leading (batch) dim; unbound named dims are 1."""
+    tree = parse(text, filename)
+    if isinstance(dims, int):
+        dims = {
+            i.type.dims[0]: dims
+            for i in tree.inputs
+            if i.type.dims and isinstance(i.type.dims[0], str)
+        }
+    gen = generate(tree, dims)
     where = "the weights" if not isinstance(weights, str | Path) else str(weights)
     bound = gen.weights(weights, where)
     path = None if filename.startswith("<") else filename
     return Model(gen.module, bound, gen.model.name, path)
 
 
-def load_model(path: str | Path, weights: Weights = None):
-    """Read a .dlpc file -> `Model`; weights: `weights` > `<model>.npz` beside it > initialisers."""
+def load_model(path: str | Path, weights: Weights = None, dims: Dims = None):
+    """Read a .dlpc file -> `Model`; weights: `weights` > `<model>.npz` beside it > initialisers;
+    `dims` as for `parse_model`."""
     path = Path(path)
     try:
         text = path.read_text()
@@ -45,4 +56,4 @@ def load_model(path: str | Path, weights: Weights = None):
         raise DlpcError(f"error: cannot read {path}: {e}") from None
     if weights is None and path.with_suffix(".npz").exists():
         weights = path.with_suffix(".npz")
-    return parse_model(text, str(path), weights)
+    return parse_model(text, str(path), weights, dims)

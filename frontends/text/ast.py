@@ -19,11 +19,13 @@ Loc = tuple[int, int]
 
 @dataclass(frozen=True)
 class TensorTypeExpr:
-    """`f32[1, 3, 32, 32]`: an element type name and static dims."""
+    """`f32[1, 3, 32, 32]`: an element type name and dims; a dim may be a name (`B`),
+    bound when the model is loaded (`dims={"B": 32}`, default 1)."""
 
     dtype: str
-    dims: tuple[int, ...]
+    dims: tuple[int | str, ...]
     loc: Loc = (0, 0)
+    named: dict[str, Loc] = field(default_factory=dict, compare=False)  # name -> its loc
 
     def __str__(self) -> str:
         return f"{self.dtype}[{', '.join(str(d) for d in self.dims)}]"

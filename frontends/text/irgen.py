@@ -47,8 +47,9 @@ class _Binding:
 
 
 class IRGen:
-    def __init__(self, model: ast.Model):
+    def __init__(self, model: ast.Model, dims: Mapping[str, int] | None = None):
         self.model = model
+        self.dims = dict(dims or {})  # named dims (`x: f32[B, 784]`) -> size; unbound: 1
         self.b = GraphBuilder(model.name)
         self.env: dict[str, _Binding] = {}
         self.param_locs: dict[str, ast.Loc] = {}
@@ -87,6 +88,16 @@ class IRGen:
         if ty.dtype not in bld.DTYPES:
             hint = bld.suggest(ty.dtype, list(bld.DTYPES))
             raise self.error(ty.loc, f"unknown element type '{ty.dtype}'{hint}")
+        for name, loc in ty.named.items():
+            if name in bld.DTYPES or name in _CONSTANT_NAMES:
+                raise self.error(loc, f"'{name}' cannot name a dimension")
+            size = self.dims.setdefault(name, 1)  # an unbound named dim is 1
+            if not isinstance(size, int) or isinstance(size, bool) or size < 1:
+                raise self.error(loc, f"dimension '{name}' must be bound to a positive int")
+
+    def shape(self, ty: ast.TensorTypeExpr) -> tuple[int, ...]:
+        """The static shape of a type, its named dims bound."""
+        return tuple(self.dims[d] if isinstance(d, str) else d for d in ty.dims)
 
     def generate(self) -> ModuleOp:
         m = self.model
@@ -96,7 +107,7 @@ class IRGen:
             self.at(inp.loc)
             if inp.name in self.env:
                 self.define(inp.name, _Binding(0, "input", inp.loc))
-            value = self.b.input(inp.name, inp.type.dims, inp.type.dtype)
+            value = self.b.input(inp.name, self.shape(inp.type), inp.type.dtype)
             self.define(inp.name, _Binding(value, "input", inp.loc))
         returned = False
         for stmt in m.body:
@@ -132,7 +143,7 @@ class IRGen:
             except FrontendError as e:
                 raise self.blame(e, p.init) from None
         self.at(p.loc)
-        value = self.b.param(p.name, p.type.dims, p.type.dtype, init)
+        value = self.b.param(p.name, self.shape(p.type), p.type.dtype, init)
         self.param_locs[p.name] = p.loc
         self.define(p.name, _Binding(value, "param", p.loc))
 
@@ -210,6 +221,8 @@ class IRGen:
                 return _CONSTANT_NAMES[e.id]
             if e.id in bld.DTYPES:
                 return e.id
+            if e.id in self.dims and e.id not in self.env:  # a named dim: its bound size
+                return self.dims[e.id]
             binding = self.lookup(e)
             if isinstance(binding.value, int | float):
                 return binding.value
@@ -279,7 +292,8 @@ class Generated:
         return out
 
 
-def generate(model: ast.Model) -> Generated:
-    gen = IRGen(model)
+def generate(model: ast.Model, dims: Mapping[str, int] | None = None) -> Generated:
+    """Graph IR for `model`; `dims` binds its named dims (`{"B": 32}`; unbound ones are 1)."""
+    gen = IRGen(model, dims)
     module = gen.generate()
     return Generated(module, gen.b, gen.param_locs, model)

@@ -74,8 +74,10 @@ class _ToAst(Transformer):
 
     def ttype(self, children):
         dtype, *dims = children
-        dims = tuple(int(d) for d in dims if d is not None)
-        return ast.TensorTypeExpr(str(dtype), dims, _loc(dtype))
+        dims = tuple(d if d.type == "NAME" else int(d) for d in dims if d is not None)
+        named = {str(d): _loc(d) for d in dims if not isinstance(d, int)}
+        dims = tuple(d if isinstance(d, int) else str(d) for d in dims)
+        return ast.TensorTypeExpr(str(dtype), dims, _loc(dtype), named)
 
     def param(self, children):
         name, ty, init = children
