@@ -385,10 +385,15 @@ def _attr_dict_follows(parser: Parser) -> bool:
 
 
 def kernels(root: Operation) -> Iterator[KernelOp]:
-    """All kernels under `root`, in program order."""
-    for op in root.walk():
-        if isinstance(op, KernelOp):
-            yield op
+    """All kernels under `root`, in program order. Kernels do not nest, so the walk does
+    not descend into them (their bodies are most of a module's ops)."""
+    if isinstance(root, KernelOp):
+        yield root
+        return
+    for region in root.regions:
+        for block in region.blocks:
+            for op in block.ops:
+                yield from kernels(op)
 
 
 def find_kernel(root: Operation, name: str) -> KernelOp:

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from xdsl.context import Context
 from xdsl.dialects import arith, memref
 from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import VerifyException
 
@@ -50,7 +51,7 @@ from dlpc.passes.schedule._common import (
     get_kernel,
     is_reduction,
 )
-from dlpc.passes.schedule.script import apply_script
+from dlpc.passes.schedule.script import apply_script, parse_script
 
 SERIAL_WORK = 1 << 14
 
@@ -395,17 +396,42 @@ def _finish(kernel: KernelOp) -> None:
 
 
 def try_script(module: ModuleOp, script: str) -> bool:
-    """Apply `script` if it applies cleanly (checked on a clone first)."""
+    """Apply `script` if it applies cleanly (checked on a clone first: of the one kernel
+    the script schedules when it names one, else of the module)."""
     if not script:
         return False
-    trial = module.clone()
+    trial, scratch = _trial_copy(module, script)
     try:
         apply_script(trial, script)
-        trial.verify()
+        if scratch is None:
+            trial.verify()
+        else:  # the kernel alone: the scratch module does not hold the buffers it uses
+            for op in scratch.body.block.ops:
+                op.verify()
     except (ScheduleError, ValueError, VerifyException):
         return False  # this candidate does not apply: the caller tries the next one
+    finally:
+        if scratch is not None:
+            scratch.erase()  # drop the clone's uses of the module's buffers
     apply_script(module, script)
     return True
+
+
+def _trial_copy(module: ModuleOp, script: str) -> tuple[Operation, Operation | None]:
+    """A copy to try `script` on. A script whose steps all name one kernel (and do not
+    move code between kernels) only changes that kernel, so a clone of it alone, in a
+    scratch module, is enough; cloning and verifying the whole module for every
+    candidate of every kernel made the pass quadratic in the kernel count."""
+    steps = parse_script(script)
+    names = {step.args[0].split("/")[0].split(":")[0] for step in steps}
+    if len(names) != 1 or any(step.prim == "compute_at" for step in steps):
+        return module.clone(), None
+    try:
+        kernel = get_kernel(module, names.pop())
+    except ScheduleError:
+        return module.clone(), None
+    scratch = ModuleOp([kernel.clone()])
+    return scratch, scratch
 
 
 def apply_default(module: ModuleOp) -> None:
