@@ -59,15 +59,16 @@ def _as_model(result, path: Path, weights) -> Model:
     return Model(module, dict(found or {}), path.stem, str(path))
 
 
-def load(path: str | os.PathLike, weights=None, batch=None) -> Model:
+def load(path: str | os.PathLike, weights=None, batch=None, format=None) -> Model:
     """Load a model: `.dlpc` (text), `.onnx`, or `.mlir` (graph IR). `weights` (an .npz
     path or a dict) override the model's own; an .mlir model's weights are otherwise
     read from `<model>.npz` beside it. `batch` binds a .dlpc model's named batch dim
-    (`x: f32[B, 784]`; an int, or a dict of named dims); unbound, it is 1."""
+    (`x: f32[B, 784]`; an int, or a dict of named dims); unbound, it is 1. `format`
+    ("dlpc", "onnx" or "mlir") reads a file whose extension says otherwise."""
     path = Path(path)
     if not path.is_file():
         raise DlpcError(f"error: no such file: {path}")
-    suffix = path.suffix.lower()
+    suffix = f".{format}" if format else path.suffix.lower()
     if suffix == ".dlpc":  # the frontend reads an .npz itself, to name it in its errors
         try:
             from dlpc.frontends.text import load_model
