@@ -22,3 +22,17 @@ def compile(model, target="c", **options):  # noqa: A001 - mirrors iree/tvm nami
     from dlpc.api import compile as _compile
 
     return _compile(model, target=target, **options)
+
+
+def __getattr__(name):
+    """`dlpc.train(...)` (the training API, a callable module) and `dlpc.optim.Adam(...)`,
+    imported on first use."""
+    if name == "train":
+        import dlpc.train as train_module
+
+        return train_module
+    if name == "optim":
+        from dlpc.passes.train import optim
+
+        return optim
+    raise AttributeError(f"module 'dlpc' has no attribute '{name}'")

@@ -196,9 +196,13 @@ def compile(
     target: str = "c",
     opt_level: int = 2,  # noqa: A001
     tuning_log: str | None = None,
+    fold_weights: bool = True,
     **options,
 ) -> CompiledModel:
     """Lower `model` through the pipeline and build it for `target`.
+
+    `fold_weights=False` keeps every subgraph over the weights in the compiled code: for
+    weights that change between calls (a training step's, `dlpc.train`).
 
     `options` configure passes by name: `dlpc.compile(m, graph_fuse={"horizontal": False})`.
     """
@@ -214,7 +218,7 @@ def compile(
         extra=pass_options(options),
     )
     lowered = pipeline.lower(
-        model.module.clone(), STAGE_OF[target], opts, weights=weights
+        model.module.clone(), STAGE_OF[target], opts, weights=weights if fold_weights else None
     )  # may add folded weights
     if target == "numpy":
         source = pipeline.emit(lowered, target)

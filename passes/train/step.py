@@ -1,0 +1,287 @@
+"""Build the training step of a model as one graph function: forward, loss, backward
+(`graph-autodiff`), optimizer update.
+
+    step = train_step_module(model.module, "cross_entropy", Adam(lr=1e-3))
+    step.module      # @main(x, target) -> (loss, [correct], new params..., new opt state...)
+    step.state       # the names of the state outputs, in order: the params, then opt.*
+
+Input: graph IR whose `@main` returns the prediction first (further results are ignored),
+with static shapes (the batch dim bound). Output: graph IR that every stage of the
+pipeline lowers like any model. The params and the optimizer state are `graph.param`s of
+the step, read by it and returned updated (the caller keeps them resident and feeds the
+returned values to the next call); the `target` argument is appended to @main's inputs.
+
+Training mode: each `graph.batch_norm` normalises with the batch's statistics (mean and
+biased variance over every axis but the channel) and returns its running statistics updated
+with `momentum` (PyTorch's: r = (1 - m) r + m s, the variance unbiased); each
+`graph.dropout` gets the step counter, so it draws a fresh mask per step (see the op).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp, StringAttr
+from xdsl.ir import Operation, SSAValue
+
+from dlpc.diagnostics import DlpcError
+from dlpc.dialects import graph
+from dlpc.passes.train._build import Builder
+from dlpc.passes.train.losses import Loss, as_loss, build_correct, build_loss, target_type
+from dlpc.passes.train.optim import Optimizer, make_optimizer
+
+PREDICTION = "dlpc.train.prediction"  # marks the op whose result the loss reads
+BN_STAT = "dlpc.train.bn_stat"  # marks a batch statistic: "<running param name>"
+BN_MOMENTUM = 0.1
+
+
+@dataclass
+class TrainStep:
+    """A training step: the module and what its results and params are."""
+
+    module: ModuleOp
+    params: list[str]  # the trained parameters, in output order
+    state: list[str]  # every state output, in order: params, running stats, opt.*
+    metrics: list[str]  # the leading outputs: "loss", and "correct" for class ids
+    initial_state: dict[str, np.ndarray] = field(default_factory=dict)  # opt.* and friends
+    target_name: str = "target"
+
+    @property
+    def buffers(self) -> list[str]:
+        """State that is not a trained parameter (running statistics, optimizer state)."""
+        return [n for n in self.state if n not in self.params]
+
+
+def _main(module: ModuleOp) -> func.FuncOp:
+    for op in module.ops:
+        if isinstance(op, func.FuncOp) and op.sym_name.data == "main":
+            return op
+    raise DlpcError("error: the model has no func.func @main")
+
+
+def _return(f: func.FuncOp) -> func.ReturnOp:
+    last = f.body.block.last_op
+    assert isinstance(last, func.ReturnOp)
+    return last
+
+
+def _params(f: func.FuncOp) -> dict[str, SSAValue]:
+    out: dict[str, SSAValue] = {}
+    for op in f.body.block.ops:
+        if isinstance(op, graph.ParamOp) and op.pname not in out:
+            out[op.pname] = op.output
+    return out
+
+
+def _set_results(f: func.FuncOp, values: list[SSAValue]) -> None:
+    ret = _return(f)
+    ret.operands = values
+    f.res_attrs = None
+    f.update_function_type()
+
+
+def _erase_dead(f: func.FuncOp) -> None:
+    """Remove ops whose results are unused (repeat until none), e.g. inference-only params."""
+    changed = True
+    while changed:
+        changed = False
+        for op in reversed(list(f.body.block.ops)):
+            if op.results and all(not r.uses for r in op.results):
+                op.detach()
+                op.erase()
+                changed = True
+
+
+def _training_batch_norm(f: func.FuncOp) -> dict[str, tuple[int, ...]]:
+    """graph.batch_norm -> batch statistics (see the module docstring). The batch mean and
+    variance ops are marked `mean:<running mean>` / `var:<running var>`; returns the
+    running statistics' shapes by name."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    for op in list(f.body.block.ops):
+        if not isinstance(op, graph.BatchNormOp):
+            continue
+        x, scale, bias, mean, var = op.operands
+        names = []
+        for v in (mean, var):
+            if not isinstance(v.owner, graph.ParamOp):
+                raise DlpcError(
+                    "error: graph.batch_norm: training needs its running statistics to be "
+                    "graph.params"
+                )
+            names.append(v.owner.pname)
+            shapes[v.owner.pname] = graph.shape_of(v)
+        rank = len(graph.shape_of(x))
+        channel = rank - 1 if graph.layout_of(op) == "nhwc" else 1
+        axes = [a for a in range(rank) if a != channel]
+        shape = [1] * rank
+        shape[channel] = graph.shape_of(x)[channel]
+        b = Builder.before(op)
+        mu = b.mean(x, axes, keepdims=True)
+        centred = b.sub(x, mu)
+        sigma2 = b.mean(b.mul(centred, centred), axes, keepdims=True)
+        y = b.mul(centred, b.op(graph.RsqrtOp, b.add(sigma2, op.attr("epsilon"))))
+        y = b.add(b.mul(y, b.reshape(scale, shape)), b.reshape(bias, shape))
+        mu.owner.attributes[BN_STAT] = StringAttr(f"mean:{names[0]}")  # type: ignore[union-attr]
+        sigma2.owner.attributes[BN_STAT] = StringAttr(f"var:{names[1]}")  # type: ignore[union-attr]
+        op.results[0].replace_by(y)
+        op.detach()
+        op.erase()
+    return shapes
+
+
+def _running_updates(
+    f: func.FuncOp, b: Builder, shapes: dict[str, tuple[int, ...]]
+) -> dict[str, SSAValue]:
+    """New running statistics from the marked batch statistics (momentum 0.1; the
+    variance kept unbiased, as PyTorch does)."""
+    updates: dict[str, SSAValue] = {}
+    for op in list(f.body.block.ops):
+        attr = op.attributes.pop(BN_STAT, None)
+        if not isinstance(attr, StringAttr) or attr.data.split(":", 1)[1] in updates:
+            continue
+        kind, name = attr.data.split(":", 1)
+        stat = op.results[0]
+        count = int(np.prod(graph.shape_of(op.operands[0]))) // int(np.prod(graph.shape_of(stat)))
+        old = b.param(name, shapes[name])
+        stat = b.reshape(stat, shapes[name])
+        if kind == "var":
+            stat = b.mul(stat, count / max(count - 1, 1))
+        updates[name] = b.add(b.mul(old, 1.0 - BN_MOMENTUM), b.mul(stat, BN_MOMENTUM))
+    return updates
+
+
+def train_step_module(
+    module: ModuleOp,
+    loss: str | Loss = "cross_entropy",
+    optimizer: str | Optimizer = "sgd",
+    weights: dict[str, np.ndarray] | None = None,
+    frozen: tuple[str, ...] = (),
+) -> TrainStep:
+    """The training step of `module` (not modified) for `loss` and `optimizer`.
+
+    `weights` (name -> array) give the params' shapes and dtypes for the optimizer state;
+    without them the param ops' types do. `frozen` params are read but not trained.
+    """
+    loss = as_loss(loss)
+    optimizer = make_optimizer(optimizer)
+    if loss.reduction == "none":
+        raise DlpcError("error: a training loss needs reduction 'mean' or 'sum', not 'none'")
+    module = module.clone()
+    f = _main(module)
+    ret = _return(f)
+    if not ret.operands:
+        raise DlpcError("error: @main returns nothing to train on")
+    prediction = ret.operands[0]
+    if not isinstance(prediction.owner, Operation):
+        raise DlpcError("error: @main returns an input unchanged; there is nothing to train")
+    if not isinstance(prediction.type, graph.TensorType) or not graph.is_float_type(
+        graph.element_type_of(prediction)
+    ):
+        raise DlpcError(
+            f"error: @main's first result must be a float tensor, got {prediction.type}"
+        )
+
+    # forward: the loss of the prediction against a new `target` argument
+    block = f.body.block
+    target = block.insert_arg(target_type(loss, prediction.type), len(block.args))
+    names = [
+        (a.data.get("dlpc.name") if isinstance(a, DictionaryAttr) else None)
+        for a in (f.arg_attrs.data if f.arg_attrs is not None else ())
+    ]
+    names = [n.data if isinstance(n, StringAttr) else f"arg{i}" for i, n in enumerate(names)]
+    names += [f"arg{i}" for i in range(len(names), len(block.args) - 1)]
+    target_name = "target" if "target" not in names else "target_"
+    f.arg_attrs = ArrayAttr(
+        [DictionaryAttr({"dlpc.name": StringAttr(n)}) for n in [*names, target_name]]
+    )
+    running_shapes = _training_batch_norm(f)
+    prediction.owner.attributes[PREDICTION] = StringAttr("logits")  # type: ignore[union-attr]
+    b = Builder.before(ret)
+    _set_results(f, [build_loss(b, loss, prediction, target)])
+    _erase_dead(f)  # inference-only values (running statistics, other results)
+    # the running stats, optimizer state and the step counter as params, made before
+    # autodiff would see them: autodiff differentiates every param, so the non-trained
+    # ones are added afterwards
+    trained = [n for n in _params(f) if n not in frozen]
+
+    # backward
+    _autodiff(module)
+    f = _main(module)
+    block = f.body.block
+    ret = _return(f)
+    results = list(ret.operands)
+    all_params = list(_params(f))
+    grads = dict(zip(_grad_names(f, all_params), results[1:]))
+    b = Builder.before(ret)
+    loss_value = results[0]
+
+    # metrics
+    metrics, metric_values = ["loss"], [loss_value]
+    if loss.classifies:
+        pred = next(
+            (op.results[0] for op in block.ops if PREDICTION in op.attributes),
+            None,
+        )
+        if pred is None:
+            raise DlpcError("error: graph-autodiff dropped the prediction; cannot count hits")
+        metrics.append("correct")
+        metric_values.append(build_correct(b, loss, pred, block.args[-1]))
+    for op in block.ops:
+        op.attributes.pop(PREDICTION, None)
+
+    # optimizer
+    params = _params(f)
+    shapes = {
+        n: (
+            tuple(np.shape(weights[n])) if weights and n in weights else graph.shape_of(params[n]),
+            np.dtype(graph.numpy_dtype(graph.element_type_of(params[n]))),
+        )
+        for n in trained
+    }
+    initial = optimizer.initial_state(shapes)
+    running = _running_updates(f, b, running_shapes)
+    state_values = {
+        name: b.param(name, np.shape(v), graph.NUMPY_TO_ELT[v.dtype.name])
+        for name, v in initial.items()
+    }
+    new_params, new_state = optimizer.build(
+        b, {n: params[n] for n in trained}, {n: grads[f"grad.{n}"] for n in trained}, state_values
+    )
+    order = [*trained, *running, *new_state]
+    values = [*(new_params[n] for n in trained), *running.values(), *new_state.values()]
+    _set_results(f, [*metric_values, *values])
+    f.res_attrs = ArrayAttr(
+        [DictionaryAttr({"dlpc.name": StringAttr(n)}) for n in [*metrics, *order]]
+    )
+    _erase_dead(f)
+    module.verify()
+    return TrainStep(module, trained, order, metrics, initial, target_name)
+
+
+def _autodiff(module: ModuleOp) -> None:
+    """Run `graph-autodiff` (looked up in the registry: it lives beside this module)."""
+    from dlpc.passes.registry import PASSES
+
+    if "graph-autodiff" not in PASSES:
+        raise DlpcError("error: the graph-autodiff pass is not registered")
+    try:
+        cls = PASSES["graph-autodiff"]()
+    except ImportError as e:
+        raise DlpcError(f"error: the graph-autodiff pass is not available ({e})") from None
+    cls().apply(Context(), module)
+
+
+def _grad_names(f: func.FuncOp, params: list[str]) -> list[str]:
+    """The names of @main's gradient results: their `dlpc.name` result attributes when
+    graph-autodiff writes them, else `grad.<param>` in the params' order."""
+    attrs = f.res_attrs.data if f.res_attrs is not None else ()
+    names = []
+    for a in list(attrs)[1:]:
+        name = a.data.get("dlpc.name") if isinstance(a, DictionaryAttr) else None
+        if not isinstance(name, StringAttr):
+            return [f"grad.{p}" for p in params]
+        names.append(name.data)
+    return names or [f"grad.{p}" for p in params]

@@ -1,0 +1,420 @@
+"""dlpc's training API: compile a model's training step once, then run it on batches.
+
+    import dlpc
+    trainer = dlpc.train("examples/mlp.dlpc", loss="cross_entropy",
+                         optimizer=dlpc.optim.Adam(lr=1e-3), batch_size=32, target="c")
+    loss = trainer.step(x, y)                       # one update; the batch's mean loss
+    history = trainer.fit(x_train, y_train, epochs=5, validation=(x_val, y_val))
+    trainer.save("w.npz")                           # params + optimizer state
+    fn = dlpc.compile(dlpc.load("examples/mlp.dlpc", weights=trainer.weights))
+
+One compiled function per (model, loss, optimizer, batch size): the step module of
+`dlpc.passes.train.step` compiled by `dlpc.api.compile`, its params being the model's
+params and the optimizer state, its outputs the metrics and their new values. The state
+stays resident between steps: on the C target, two prepared argument vectors alternate
+(the outputs of one step are the params of the next, no array is converted or copied per
+step, only the batch's pointers are written); on the other targets the new arrays are
+passed back as they are. Every array of the state can be read (`trainer.state`) and
+saved/loaded (`.npz`) at any time; a run resumed from a saved state continues bit for bit
+as the uninterrupted run (same batches, same order: `fit` draws its shuffles from `seed`
+and the epoch number).
+
+`dlpc.train` is this module, callable: `dlpc.train(...)` is `dlpc.train.Trainer(...)`.
+"""
+
+from __future__ import annotations
+
+import builtins
+import ctypes
+import os
+import sys
+import time
+import types
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from dlpc import api
+from dlpc.diagnostics import DlpcError
+from dlpc.model import Model
+from dlpc.passes.train import optim
+from dlpc.passes.train.losses import Loss, as_loss
+from dlpc.passes.train.optim import Optimizer, make_optimizer
+from dlpc.passes.train.step import TrainStep, train_step_module
+from dlpc.reference import graph as ref
+
+__all__ = ["Trainer", "train", "train_step_model", "optim", "Loss"]
+
+
+def bind_batch(model: Model | str | os.PathLike, batch_size: int) -> Model:
+    """`model` with its batch dim bound to `batch_size`: a `.dlpc` file (or a Model loaded
+    from one) is read again with its named dim bound; any other model must already have
+    that batch size."""
+    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+        raise DlpcError(f"error: batch size must be a positive int, got {batch_size!r}")
+    if isinstance(model, str | os.PathLike):
+        return api.load(model, batch=batch_size)
+    if model.path and Path(model.path).suffix == ".dlpc" and Path(model.path).is_file():
+        bound = api.load(model.path, weights=model.weights or None, batch=batch_size)
+        bound.name = model.name
+        return bound
+    main = ref.main_func(model.module)
+    first = ref.graph.shape_of(main.args[0]) if main.args else ()
+    if not first or first[0] != batch_size:
+        raise DlpcError(
+            f"error: model '{model.name}' has batch size {first[0] if first else 'none'}, "
+            f"not {batch_size}; load it from a .dlpc file with a named batch dim "
+            f"(x: f32[B, ...])"
+        )
+    return model
+
+
+def train_step_model(
+    model: Model, loss: str | Loss, optimizer: str | Optimizer
+) -> tuple[Model, TrainStep]:
+    """The training step of `model` (batch dim already bound) as a Model: its weights
+    are the model's plus the initial optimizer state."""
+    step = train_step_module(model.module, loss, optimizer, model.weights)
+    weights = {**api.check_weights(model), **step.initial_state}
+    return Model(step.module, weights, f"{model.name}_train", model.path), step
+
+
+# ------------------------------------------------------------------------ running
+
+
+class _Resident:
+    """Runs a compiled step, keeping its params resident (see the module docstring)."""
+
+    def __init__(self, compiled: api.CompiledModel, step: TrainStep, values: dict):
+        self.compiled = compiled
+        self.fn = compiled.artifact
+        if self.fn is None:  # numpy: the generated module, called with a params dict
+            namespace: dict = {"__name__": "dlpc_generated"}
+            code = builtins.compile(compiled.source, "<dlpc --emit=numpy>", "exec")
+            exec(code, namespace)  # noqa: S102 - dlpc's own generated code
+            self.main = namespace["main"]
+            self.param_names = [n for n in ref.param_names(compiled.lowered)]
+        else:
+            self.param_names = list(self.fn.param_names)
+        missing = [n for n in self.param_names if n not in values]
+        if missing:
+            raise DlpcError(f"error: no value for parameter '{missing[0]}'")
+        self.n_metrics = len(step.metrics)
+        out_index = {name: self.n_metrics + k for k, name in enumerate(step.state)}
+        # the parameter slot each state output feeds next step (unused state: none)
+        self.feeds = [(k, out_index[n]) for k, n in enumerate(self.param_names) if n in out_index]
+        self.state_names = list(step.state)
+        if self.fn is not None:
+            self.params = self.fn.arguments(
+                [None] * self.fn.num_inputs, [values[n] for n in self.param_names], skip_inputs=True
+            )
+        else:
+            self.params = [np.asarray(values[n]) for n in self.param_names]
+        self.outputs: list[np.ndarray] | None = None  # the last step's outputs
+        self.extra = {n: np.asarray(values[n]) for n in step.state if n not in self.param_names}
+        self._c = self.fn is not None and hasattr(self.fn, "library")
+        if self._c:
+            self._prepare_c()
+
+    # -- C: two prepared pointer vectors whose params are the other's outputs
+    def _prepare_c(self) -> None:
+        fn = self.fn
+        n_in, n_par = fn.num_inputs, len(self.param_names)
+        n = n_in + n_par + fn.num_outputs
+        self._bufs = [fn.empty_outputs(), fn.empty_outputs()]
+        self._argv = []
+        for src, dst in ((None, 0), (0, 1), (1, 0)):
+            argv = (ctypes.c_void_p * max(n, 1))()
+            params = self.params if src is None else self._next_params(self._bufs[src])
+            for k, a in enumerate(params, n_in):
+                argv[k] = a.ctypes.data
+            for k, a in enumerate(self._bufs[dst], n_in + n_par):
+                argv[k] = a.ctypes.data
+            self._argv.append((argv, params, dst))
+        self._phase = 0  # 0: first call from the initial params; then 1, 2, 1, 2, ...
+
+    def _next_params(self, outputs: list[np.ndarray]) -> list[np.ndarray]:
+        params = list(self.params)
+        for k, o in self.feeds:
+            params[k] = outputs[o]
+        return params
+
+    def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        """One step on converted inputs; the metrics' arrays (valid until the next step)."""
+        if self._c:
+            argv, params, dst = self._argv[self._phase]
+            for k, a in enumerate(inputs):
+                argv[k] = a.ctypes.data
+            self.fn.library.call_argv(argv, inputs)
+            self._phase = 1 if self._phase != 1 else 2
+            self.outputs = self._bufs[dst]
+            self._current = self._argv[self._phase][1]
+            return self.outputs[: self.n_metrics]
+        if self.fn is None:
+            params = dict(zip(self.param_names, self.params))
+            outputs = [np.asarray(o) for o in self.main(*inputs, params=params)]
+        else:
+            outputs = self.fn(*inputs, params=self.params)
+        self.params = self._next_params(outputs)
+        self.outputs = outputs
+        return outputs[: self.n_metrics]
+
+    def convert(self, inputs) -> list[np.ndarray]:
+        return self.compiled.check_inputs(inputs)
+
+    def current(self) -> dict[str, np.ndarray]:
+        """The state arrays as they are now (views into the resident buffers)."""
+        params = self._current if self._c and self._phase else self.params
+        out = dict(self.extra)
+        out.update(zip(self.param_names, params))
+        if self.outputs is not None:  # state that is no param of the step (never read)
+            for k, name in enumerate(self.state_names):
+                if name not in out:
+                    out[name] = self.outputs[self.n_metrics + k]
+        return out
+
+    def assign(self, values: dict[str, np.ndarray]) -> None:
+        """Overwrite the resident state in place (the prepared pointers stay valid)."""
+        current = self.current()
+        for name, value in values.items():
+            if name in current:
+                target = current[name]
+                value = np.asarray(value)
+                if value.shape != target.shape:
+                    raise DlpcError(
+                        f"error: state '{name}' has shape {value.shape}, expected {target.shape}"
+                    )
+                np.copyto(target, value.astype(target.dtype, copy=False))
+
+
+class _Evaluator:
+    """The model's inference function at the training batch size, called with the
+    current params (compiled once, weights not folded in)."""
+
+    def __init__(self, model: Model, target: str, opt_level: int):
+        self.compiled = api.compile(model, target=target, opt_level=opt_level, fold_weights=False)
+        self.fn = self.compiled.artifact
+        if self.fn is None:
+            namespace: dict = {"__name__": "dlpc_generated"}
+            exec(builtins.compile(self.compiled.source, "<dlpc>", "exec"), namespace)  # noqa: S102
+            self.main = namespace["main"]
+        self.batch = ref.graph.shape_of(ref.main_func(model.module).args[0])[0]
+
+    def __call__(self, x: np.ndarray, params: dict[str, np.ndarray]) -> np.ndarray:
+        """The first output for every row of `x`, batch by batch (the last one padded)."""
+        outs = []
+        for start in range(0, len(x), self.batch):
+            chunk = x[start : start + self.batch]
+            n = len(chunk)
+            if n < self.batch:
+                pad = np.zeros((self.batch - n, *chunk.shape[1:]), chunk.dtype)
+                chunk = np.concatenate([chunk, pad])
+            if self.fn is None:
+                y = np.asarray(self.main(chunk, params=params)[0])
+            else:
+                y = self.fn(chunk, params=params)[0]
+            outs.append(np.array(y[:n]))
+        return np.concatenate(outs) if outs else np.zeros((0,))
+
+
+# ------------------------------------------------------------------------ trainer
+
+
+class Trainer:
+    """A compiled training step with resident state; see the module docstring."""
+
+    def __init__(
+        self,
+        model: Model | str | os.PathLike,
+        loss: str | Loss = "cross_entropy",
+        optimizer: str | Optimizer = "adam",
+        batch_size: int = 32,
+        target: str = "c",
+        opt_level: int = 2,
+        weights=None,
+    ):
+        if isinstance(model, str | os.PathLike) and weights is not None:
+            model = api.load(model, weights=weights, batch=batch_size)
+        self.model = bind_batch(model, batch_size)
+        self.loss = as_loss(loss)
+        self.optimizer = make_optimizer(optimizer)
+        self.batch_size = batch_size
+        self.target = target
+        self.opt_level = opt_level
+        self.step_model, self.spec = train_step_model(self.model, self.loss, self.optimizer)
+        self.compiled = api.compile(
+            self.step_model, target=target, opt_level=opt_level, fold_weights=False
+        )
+        self._resident = _Resident(self.compiled, self.spec, self.step_model.weights)
+        self._evaluator: _Evaluator | None = None
+        self.epoch = 0  # completed epochs of `fit` (saved with the state)
+
+    # ---- state -------------------------------------------------------------------
+    @property
+    def weights(self) -> dict[str, np.ndarray]:
+        """The model's parameters as they are now (copies): feed them to `dlpc.load` /
+        `dlpc.compile` for inference. Running statistics are included."""
+        state = self._resident.current()
+        names = [*self.model.weights, *[n for n in self.spec.state if not n.startswith("opt.")]]
+        return {n: np.array(state[n]) for n in dict.fromkeys(names) if n in state}
+
+    @property
+    def state(self) -> dict[str, np.ndarray]:
+        """Everything a resumed run needs (copies): params, running stats, optimizer
+        state (`opt.*`, including the step count `opt.step`) and `trainer.epoch`."""
+        out = {n: np.array(v) for n, v in self._resident.current().items()}
+        out.update(self.weights)
+        out["trainer.epoch"] = np.asarray(self.epoch, np.int64)
+        return out
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the state to an .npz (atomically: a complete file or none)."""
+        from dlpc.diagnostics import write_atomically
+
+        path = Path(path)
+        if path.suffix != ".npz":
+            raise DlpcError(f"error: save path {path} must end in .npz")
+        import io
+
+        buffer = io.BytesIO()
+        np.savez(buffer, **self.state)
+        write_atomically(path, buffer.getvalue())
+
+    def load(self, path_or_state) -> None:
+        """Restore a state saved by `save` (a path or a dict); names it does not know
+        and missing names are errors."""
+        state = (
+            dict(api.load_weights(path_or_state))
+            if isinstance(path_or_state, str | os.PathLike)
+            else dict(path_or_state)
+        )
+        epoch = state.pop("trainer.epoch", None)
+        known = self._resident.current()
+        unknown = [n for n in state if n not in known]
+        if unknown:
+            raise DlpcError(f"error: saved state has '{unknown[0]}', which this trainer does not")
+        missing = [n for n in known if n not in state]
+        if missing:
+            raise DlpcError(f"error: saved state lacks '{missing[0]}'")
+        self._resident.assign(state)
+        if epoch is not None:
+            self.epoch = int(epoch)
+
+    # ---- training ----------------------------------------------------------------
+    @property
+    def steps_done(self) -> int:
+        return int(self._resident.current()["opt.step"])
+
+    def step(self, x: np.ndarray, y: np.ndarray) -> float:
+        """One update on the batch (x, y); returns its loss."""
+        return float(self._step(x, y)[0])
+
+    def _step(self, x, y) -> list[np.ndarray]:
+        return self._resident.run(self._resident.convert([x, y]))
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        """The model's output for every row of `x` with the current weights."""
+        if self._evaluator is None:
+            self._evaluator = _Evaluator(self.model, self.target, self.opt_level)
+        return self._evaluator(np.asarray(x, dtype=self._input_dtype()), self.weights)
+
+    def evaluate(self, x: np.ndarray, y: np.ndarray) -> dict[str, float]:
+        """Accuracy (class-id losses) of the current weights on (x, y)."""
+        out = self.predict(x)
+        result = {}
+        if self.loss.classifies:
+            result["accuracy"] = float(np.mean(out.argmax(axis=1) == np.asarray(y)))
+        else:
+            result["mse"] = float(np.mean((out - np.asarray(y)) ** 2))
+        return result
+
+    def _input_dtype(self):
+        return ref.result_dtype(ref.main_func(self.model.module).args[0])
+
+    def fit(
+        self,
+        x: np.ndarray,
+        y: np.ndarray,
+        epochs: int = 1,
+        validation: tuple[np.ndarray, np.ndarray] | None = None,
+        shuffle: bool = True,
+        seed: int = 0,
+        callback: Callable[[str, dict], None] | None = None,
+    ) -> dict[str, list[float]]:
+        """Train for `epochs` more epochs (continuing from `trainer.epoch`) on (x, y) in
+        batches of `batch_size` (a last incomplete batch is left out: the step's batch size
+        is compiled in), shuffled per epoch from `seed` and the epoch number. Returns the
+        history per epoch: loss, accuracy (training, as the steps saw it), val_accuracy.
+        `callback(event, info)` sees "batch" (loss, correct, seen) and "epoch" events."""
+        x = np.asarray(x, dtype=self._input_dtype())
+        y = np.asarray(y)
+        if len(x) != len(y):
+            raise DlpcError(f"error: {len(x)} samples but {len(y)} targets")
+        n_batches = len(x) // self.batch_size
+        if n_batches == 0:
+            raise DlpcError(
+                f"error: {len(x)} samples are fewer than one batch of {self.batch_size}"
+            )
+        history: dict[str, list[float]] = {"loss": [], "accuracy": [], "val_accuracy": []}
+        for _ in range(epochs):
+            epoch = self.epoch
+            order = np.arange(len(x))
+            if shuffle:
+                order = np.random.default_rng([seed, epoch]).permutation(len(x))
+            total, correct, seen = 0.0, 0.0, 0
+            start = time.perf_counter()
+            for k in range(n_batches):
+                idx = order[k * self.batch_size : (k + 1) * self.batch_size]
+                metrics = self._step(x[idx], y[idx])
+                total += float(metrics[0]) * self.batch_size
+                if len(metrics) > 1:
+                    correct += float(metrics[1])
+                seen += self.batch_size
+                if callback:
+                    callback(
+                        "batch",
+                        {
+                            "epoch": epoch,
+                            "batch": k,
+                            "batches": n_batches,
+                            "loss": float(metrics[0]),
+                            "mean_loss": total / seen,
+                            "accuracy": correct / seen if len(metrics) > 1 else None,
+                            "samples_per_s": seen / max(time.perf_counter() - start, 1e-9),
+                        },
+                    )
+            self.epoch += 1
+            history["loss"].append(total / seen)
+            history["accuracy"].append(correct / seen if self.loss.classifies else float("nan"))
+            val = float("nan")
+            if validation is not None and self.loss.classifies:
+                val = self.evaluate(*validation)["accuracy"]
+            history["val_accuracy"].append(val)
+            if callback:
+                callback(
+                    "epoch",
+                    {
+                        "epoch": epoch,
+                        "loss": history["loss"][-1],
+                        "accuracy": history["accuracy"][-1],
+                        "val_accuracy": val,
+                        "seconds": time.perf_counter() - start,
+                    },
+                )
+        return history
+
+
+def train(model, loss="cross_entropy", optimizer="adam", batch_size=32, target="c", **options):
+    """`Trainer(model, loss, optimizer, batch_size, target, ...)`: see `Trainer`."""
+    return Trainer(model, loss, optimizer, batch_size, target, **options)
+
+
+class _CallableModule(types.ModuleType):
+    """`dlpc.train(...)` calls `train(...)`, though `dlpc.train` is this module."""
+
+    def __call__(self, *args, **kwargs):
+        return train(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule
