@@ -1,0 +1,300 @@
+"""Training: losses, optimizers and the compiled train step against PyTorch; resident
+state and save/resume; the named batch dim; `dlpc-train`.
+
+The step tests run `graph-autodiff` (passes/train/autodiff.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp, i64
+from xdsl.ir import Block, Region
+
+import dlpc
+from dlpc import api
+from dlpc.diagnostics import DlpcError
+from dlpc.dialects import graph
+from dlpc.model import Model
+from dlpc.passes.train import optim
+from dlpc.passes.train._build import Builder
+from dlpc.passes.train.losses import Loss, build_correct, build_loss
+
+torch.manual_seed(0)
+
+
+# ------------------------------------------------------------------------ losses
+
+
+def _loss_model(loss: Loss, pred_shape, target_shape, target_dtype) -> Model:
+    block = Block(
+        arg_types=[graph.tensor_type(pred_shape), graph.tensor_type(target_shape, target_dtype)]
+    )
+    b = Builder.at_end(block)
+    values = [build_loss(b, loss, block.args[0], block.args[1])]
+    if loss.classifies:
+        values.append(build_correct(b, loss, block.args[0], block.args[1]))
+    block.add_op(func.ReturnOp(*values))
+    f = func.FuncOp("main", ([a.type for a in block.args], [v.type for v in values]), Region(block))
+    return Model(ModuleOp([f]), {}, "loss")
+
+
+CE_CASES = [
+    Loss(),
+    Loss(reduction="sum"),
+    Loss(reduction="none"),
+    Loss(label_smoothing=0.1),
+    Loss(ignore_index=-100),
+    Loss(ignore_index=2, label_smoothing=0.2, reduction="mean"),
+]
+
+
+@pytest.mark.parametrize("target", ["numpy", "c"])
+@pytest.mark.parametrize("loss", CE_CASES, ids=str)
+def test_cross_entropy_matches_torch(loss, target):
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((6, 5)).astype(np.float32)
+    y = rng.integers(0, 5, 6)
+    if loss.ignore_index is not None:
+        y[1] = loss.ignore_index if loss.ignore_index < 0 else y[1]
+    fn = api.compile(_loss_model(loss, (6, 5), (6,), i64), target=target)
+    out = fn(x, y)
+    want = torch.nn.functional.cross_entropy(
+        torch.tensor(x),
+        torch.tensor(y),
+        reduction=loss.reduction,
+        ignore_index=-100 if loss.ignore_index is None else loss.ignore_index,
+        label_smoothing=loss.label_smoothing,
+    )
+    np.testing.assert_allclose(out[0], want.numpy(), rtol=1e-5, atol=1e-6)
+    valid = y != (loss.ignore_index if loss.ignore_index is not None else -12345)
+    assert out[1] == np.sum((x.argmax(1) == y) & valid)
+
+
+@pytest.mark.parametrize("kind", ["nll", "mse", "bce_with_logits"])
+def test_other_losses_match_torch(kind):
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((4, 3, 2)).astype(np.float32)
+    F = torch.nn.functional
+    if kind == "nll":
+        y = rng.integers(0, 3, (4, 2))
+        model = _loss_model(Loss(kind), x.shape, y.shape, i64)
+        want = F.nll_loss(torch.tensor(x), torch.tensor(y))
+    else:
+        y = rng.random(x.shape).astype(np.float32)
+        model = _loss_model(Loss(kind), x.shape, y.shape, graph.f32)
+        f = F.mse_loss if kind == "mse" else F.binary_cross_entropy_with_logits
+        want = f(torch.tensor(x), torch.tensor(y))
+    for target in ("numpy", "c"):
+        out = api.compile(model, target=target)(x, y)
+        np.testing.assert_allclose(out[0], want.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_loss_options_are_checked():
+    with pytest.raises(DlpcError, match="unknown loss 'hinge'"):
+        Loss("hinge")
+    with pytest.raises(DlpcError, match="label smoothing applies to cross_entropy"):
+        Loss("mse", label_smoothing=0.1)
+    with pytest.raises(DlpcError, match="unknown reduction"):
+        Loss(reduction="max")
+
+
+# ------------------------------------------------------------------------ schedules
+
+
+def test_schedules_match_torch():
+    p = torch.nn.Parameter(torch.zeros(1))
+    cases = [
+        (
+            optim.Schedule("step", step_size=3, gamma=0.5),
+            lambda o: torch.optim.lr_scheduler.StepLR(o, 3, 0.5),
+        ),
+        (
+            optim.Schedule("cosine", total_steps=10, min_lr=0.01),
+            lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, 10, eta_min=0.01),
+        ),
+    ]
+    for schedule, make in cases:
+        opt = torch.optim.SGD([p], lr=0.1)
+        sched = make(opt)
+        for t in range(11):  # (torch's cosine rises again past T_max; ours stays at min_lr)
+            assert schedule.lr_at(0.1, t) == pytest.approx(opt.param_groups[0]["lr"], rel=1e-9)
+            opt.step()
+            sched.step()
+    warm = optim.Schedule("warmup", warmup_steps=4)
+    assert [warm.lr_at(1.0, t) for t in range(6)] == [0.25, 0.5, 0.75, 1.0, 1.0, 1.0]
+
+
+# ------------------------------------------------------------------------ the train step
+
+
+def _torch_mlp(weights):
+    layers = torch.nn.Sequential(
+        torch.nn.Linear(784, 256),
+        torch.nn.ReLU(),
+        torch.nn.Linear(256, 256),
+        torch.nn.ReLU(),
+        torch.nn.Linear(256, 10),
+    )
+    for i, layer in ((0, "fc1"), (2, "fc2"), (4, "fc3")):
+        layers[i].weight.data = torch.tensor(weights[f"{layer}.weight"])
+        layers[i].bias.data = torch.tensor(weights[f"{layer}.bias"])
+    names = {
+        f"{i}.{k}": f"{layer}.{k}"
+        for i, layer in ((0, "fc1"), (2, "fc2"), (4, "fc3"))
+        for k in ("weight", "bias")
+    }
+    return layers, names
+
+
+def _torch_lenet(weights):
+    class LeNet(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv1 = torch.nn.Conv2d(1, 6, 5, padding=2)
+            self.conv2 = torch.nn.Conv2d(6, 16, 5)
+            self.fc1 = torch.nn.Linear(400, 120)
+            self.fc2 = torch.nn.Linear(120, 84)
+            self.fc3 = torch.nn.Linear(84, 10)
+
+        def forward(self, x):
+            F = torch.nn.functional
+            h = F.max_pool2d(F.relu(self.conv1(x)), 2)
+            h = F.max_pool2d(F.relu(self.conv2(h)), 2).reshape(x.shape[0], 400)
+            return self.fc3(F.relu(self.fc2(F.relu(self.fc1(h)))))
+
+    net = LeNet()
+    for name, p in net.named_parameters():
+        p.data = torch.tensor(weights[name])
+    return net, {n: n for n, _ in net.named_parameters()}
+
+
+OPTIMIZERS = {
+    "sgd": (
+        lambda: dlpc.optim.SGD(lr=0.05, momentum=0.9, weight_decay=1e-4),
+        lambda ps: torch.optim.SGD(ps, lr=0.05, momentum=0.9, weight_decay=1e-4),
+    ),
+    "adam": (
+        lambda: dlpc.optim.Adam(lr=1e-3),
+        lambda ps: torch.optim.Adam(ps, lr=1e-3),
+    ),
+}
+
+
+@pytest.mark.parametrize("opt", list(OPTIMIZERS))
+@pytest.mark.parametrize("example", ["mlp", "lenet"])
+def test_twenty_steps_track_torch(example, opt):
+    """Same init, same batches: the loss at every step and the final weights agree."""
+    batch, steps = 8, 20
+    trainer = dlpc.train(
+        f"examples/{example}.dlpc",
+        loss="cross_entropy",
+        optimizer=OPTIMIZERS[opt][0](),
+        batch_size=batch,
+        target="c",
+    )
+    init = trainer.weights
+    net, names = (_torch_mlp if example == "mlp" else _torch_lenet)(init)
+    torch_opt = OPTIMIZERS[opt][1](net.parameters())
+    rng = np.random.default_rng(3)
+    shape = (batch, 784) if example == "mlp" else (batch, 1, 28, 28)
+    ours, theirs = [], []
+    for _ in range(steps):
+        x = rng.standard_normal(shape).astype(np.float32)
+        y = rng.integers(0, 10, batch)
+        ours.append(trainer.step(x, y))
+        torch_opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(net(torch.tensor(x)), torch.tensor(y))
+        loss.backward()
+        torch_opt.step()
+        theirs.append(loss.item())
+    np.testing.assert_allclose(ours, theirs, rtol=2e-4, atol=2e-5)
+    final = trainer.weights
+    for tname, p in net.named_parameters():
+        np.testing.assert_allclose(final[names[tname]], p.detach().numpy(), rtol=1e-3, atol=2e-5)
+    assert trainer.state["opt.step"] == steps
+
+
+def _batches(n, batch=8, seed=4):
+    rng = np.random.default_rng(seed)
+    return [
+        (rng.standard_normal((batch, 784)).astype(np.float32), rng.integers(0, 10, batch))
+        for _ in range(n)
+    ]
+
+
+@pytest.mark.parametrize("target", ["c", "numpy"])
+def test_save_then_resume_is_bit_identical(tmp_path, target):
+    batches = _batches(6)
+    make = lambda: dlpc.train(
+        "examples/mlp.dlpc", optimizer=dlpc.optim.Adam(lr=1e-3), batch_size=8, target=target
+    )
+    straight = make()
+    straight_losses = [straight.step(x, y) for x, y in batches]
+    first = make()
+    losses = [first.step(x, y) for x, y in batches[:3]]
+    first.save(tmp_path / "w.npz")
+    resumed = make()
+    resumed.load(tmp_path / "w.npz")
+    losses += [resumed.step(x, y) for x, y in batches[3:]]
+    assert losses == straight_losses
+    a, b = straight.state, resumed.state
+    assert a.keys() == b.keys()
+    for name in a:
+        assert np.array_equal(a[name], b[name]), name
+
+
+def test_state_is_resident_and_readable():
+    trainer = dlpc.train("examples/mlp.dlpc", optimizer="sgd", batch_size=8, target="c")
+    before = trainer.weights
+    ((x, y),) = _batches(1)
+    trainer.step(x, y)
+    after = trainer.weights
+    assert not np.array_equal(before["fc1.weight"], after["fc1.weight"])
+    assert {"opt.step", "fc3.bias"} <= set(trainer.state)
+    # trained weights feed inference
+    fn = dlpc.compile(dlpc.load("examples/mlp.dlpc", weights=after), target="c")
+    (out,) = fn(x[:1])
+    np.testing.assert_allclose(out, trainer.predict(x)[:1], rtol=1e-4, atol=1e-5)
+
+
+def test_fit_lowers_the_loss_on_digits():
+    from dlpc.tools.dlpc_train import fit_to_input, load_data
+
+    x, y, xv, yv, *_ = load_data("digits")
+    x = fit_to_input(x, (784,), "digits", lambda m: None)
+    xv = fit_to_input(xv, (784,), "digits", lambda m: None)
+    trainer = dlpc.train("examples/mlp.dlpc", optimizer=dlpc.optim.Adam(lr=1e-3), batch_size=32)
+    history = trainer.fit(x, y, epochs=3, validation=(xv, yv))
+    assert history["loss"][0] > history["loss"][1] > history["loss"][2]
+    assert history["val_accuracy"][-1] > 0.85
+
+
+# ------------------------------------------------------------------------ batch dim
+
+
+def test_named_batch_dim_binds_and_defaults_to_one():
+    from dlpc.reference import graph as ref
+
+    shape = lambda m: ref.graph.shape_of(ref.main_func(m.module).args[0])
+    assert shape(dlpc.load("examples/lenet.dlpc")) == (1, 1, 28, 28)
+    lenet = dlpc.load("examples/lenet.dlpc", batch=4)
+    assert shape(lenet) == (4, 1, 28, 28)
+    x = np.random.default_rng(0).standard_normal((4, 1, 28, 28)).astype(np.float32)
+    (y,) = dlpc.compile(lenet, target="numpy")(x)
+    assert y.shape == (4, 10)
+
+
+def test_bad_batch_binding_is_an_error():
+    from dlpc.frontends.text import parse_model
+
+    with pytest.raises(DlpcError, match="must be bound to a positive int"):
+        parse_model("model m(x: f32[B, 4]) { return relu(x) }", dims={"B": 0})
+
+
+def test_dlpc_train_is_callable_module():
+    import dlpc.train as module
+
+    assert callable(dlpc.train) and dlpc.train is module
+    assert dlpc.optim.AdamW().weight_decay == 0.01
