@@ -43,8 +43,12 @@ def build_parser() -> ToolArgumentParser:
     )
     p.add_argument("model", help="the model (.dlpc with a named batch dim, .onnx or .mlir)")
     p.add_argument(
+        "--emit",
+        choices=("graph", "te", "loop", "dlp", "numpy", "c", "opencl", "dlp-c"),
+        help="print the training step at this stage (as `dlpc --emit=`) instead of training",
+    )
+    p.add_argument(
         "--data",
-        required=True,
         help="'digits' (scikit-learn's bundled 8x8 digits) or an .npz with x and y arrays "
         "(and optionally x_test, y_test)",
     )
@@ -238,10 +242,32 @@ def main(argv: list[str] | None = None) -> int:
             raise DlpcError("dlpc-train: error: --momentum applies to --optimizer sgd")
         if args.schedule in ("warmup", "warmup_cosine") and args.warmup < 1:
             raise DlpcError(f"dlpc-train: error: --schedule {args.schedule} needs --warmup N")
+        if args.emit:
+            return emit_step(args)
+        if not args.data:
+            raise DlpcError("dlpc-train: error: --data is required (digits or an .npz)")
         data = load_data(args.data)  # before compiling: a bad data set fails fast
         return train(args, data)
 
     return run_guarded(body, tool="dlpc-train")
+
+
+def emit_step(args) -> int:
+    """Print the whole training step (forward, loss, backward, update) at a stage."""
+    import dlpc.train as dlpc_train
+    from dlpc import api
+    from dlpc.passes import pipeline
+    from dlpc.passes.train.losses import Loss
+
+    model = api.load(args.model, weights=args.weights, batch=args.batch)
+    step_model, _ = dlpc_train.train_step_model(
+        model, Loss(args.loss, label_smoothing=args.label_smoothing), _optimizer(args, 1)
+    )
+    options = pipeline.PipelineOptions(
+        opt_level=args.opt_level, schedule=pipeline.schedules_for(args.emit)
+    )
+    print(pipeline.compile_to(step_model.module, args.emit, options), end="")
+    return 0
 
 
 def _optimizer(args, total_steps: int):
