@@ -55,7 +55,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
-from dlpc.diagnostics import DlpcError
+from dlpc.diagnostics import DlpcError, install_hint
 from dlpc.dialects import graph
 from dlpc.frontends.onnx_ops import HANDLERS
 from dlpc.frontends.onnx_values import Const, Value, onnx_dtype_to_numpy, onnx_type_name
@@ -88,7 +88,7 @@ def _require_onnx():
         import onnx
     except ImportError as e:  # pragma: no cover - depends on the environment
         raise DlpcError(
-            "error: importing .onnx models needs the 'onnx' package (pip install 'dlpc[onnx]')"
+            f"error: importing .onnx models needs the 'onnx' package ({install_hint('onnx')})"
         ) from e
     return onnx
 

@@ -1,37 +1,60 @@
 """dlpc: compile a model to any stage of the pipeline.
 
     dlpc model.dlpc --emit=graph|te|loop|dlp|numpy|c|opencl|dlp-c [-o out] [-O0..-O3]
-         [--weights w.npz] [--tuning-log tune.jsonl] [--fold-weights] [--stats]
+         [--weights w.npz] [--tuning-log tune.jsonl] [--no-fold-weights] [--stats]
+         [--format dlpc|onnx|mlir]
 
 `--emit=graph|te|loop|dlp` prints the IR after that stage (re-readable by `dlpc-opt`;
 `loop` with the C target's schedules); `--emit=numpy|c|opencl|dlp-c` prints the
-generated source. The output file is written only when
-complete. The output takes the model's weights at run time; `--fold-weights` folds
-static subgraphs over them at compile time (as `dlpc.compile` and `dlpc-run` do) and,
-with `-o out.py`, writes the weights the output then needs to `out.npz`. `--stats` prints to stderr a table of op and kernel counts as the model enters
-the pipeline and after each stage. Errors are one line on stderr with exit code 1.
+generated source. The model may be `-` (stdin) or a file of any name with `--format`.
+The output file is written only when complete, never over a file dlpc reads.
+
+Weights are folded by default whenever they are all known (as `dlpc.compile` and
+`dlpc-run` do): static subgraphs over them are computed at compile time, so the output
+has only the kernels that depend on the inputs. With `-o out.c`, when folding made new
+weights, the weights the output needs are written to `out.npz` (named on stderr);
+`--no-fold-weights` keeps the arithmetic on the weights in the output. `--stats` prints
+to stderr a table of op and kernel counts as the model enters the pipeline and after
+each stage. Errors are one line on stderr with exit code 1 (usage errors too).
 """
 
 from __future__ import annotations
 
-import os
+import argparse
 import sys
-import tempfile
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
 
-from dlpc.diagnostics import DlpcError, ToolArgumentParser, run_guarded, write_atomically
+from dlpc.diagnostics import ToolArgumentParser, run_guarded, write_atomically
+from dlpc.tools.common import (
+    add_format_option,
+    check_file,
+    check_model_path,
+    check_output_dir,
+    load_model,
+    model_inputs,
+    refuse_overwrite,
+)
 from dlpc.tools.dlpc_run import target_desc_options
 
 EMIT_KINDS = ("graph", "te", "loop", "dlp", "numpy", "c", "opencl", "dlp-c")
+EXAMPLE = "dlpc examples/mlp.dlpc --emit=c -o mlp.c"
 
 
 def parser() -> ToolArgumentParser:
-    p = ToolArgumentParser(prog="dlpc", description="compile a model to any stage")
-    p.add_argument("model", help="model file: .dlpc, .onnx or .mlir (graph IR)")
-    p.add_argument("--emit", choices=EMIT_KINDS, default="c", help="what to produce")
+    p = ToolArgumentParser(prog="dlpc", description="compile a model to any stage", example=EXAMPLE)
+    p.add_argument(
+        "model", help="model file: .dlpc, .onnx or .mlir (graph IR); - reads stdin (--format)"
+    )
+    p.add_argument(
+        "--emit",
+        choices=EMIT_KINDS,
+        default="c",
+        help="the IR of a stage (graph, te, loop, dlp) or generated source (numpy, c, "
+        "opencl, dlp-c); default c",
+    )
     p.add_argument("-o", dest="output", help="output file (default: stdout)")
     p.add_argument(
         "-O",
@@ -42,13 +65,17 @@ def parser() -> ToolArgumentParser:
         metavar="{0,1,2,3}",
         help="graph optimisation level (default 2)",
     )
-    p.add_argument("--weights", help="weights (.npz) for the model's parameters")
+    p.add_argument(
+        "--weights", help="weights (.npz) for the model's parameters (default: <model>.npz)"
+    )
     p.add_argument("--tuning-log", help="schedules from dlpc-tune to apply")
     p.add_argument(
         "--fold-weights",
-        action="store_true",
-        help="fold the bound weights into the model as dlpc.compile does; with -o "
-        "the weights the output needs are written to <output>.npz",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="fold static subgraphs over the weights at compile time (default: whenever "
+        "every weight is known); with -o the weights the output then needs are written "
+        "to <output>.npz. --no-fold-weights keeps that arithmetic in the output",
     )
     p.add_argument("--stats", action="store_true", help="print op/kernel counts per stage")
     p.add_argument(
@@ -57,6 +84,7 @@ def parser() -> ToolArgumentParser:
         help="DLP target description for --emit=dlp|dlp-c: a .toml/.json file or "
         "a built-in name (dlp, tiny)",
     )
+    add_format_option(p)
     return p
 
 
@@ -78,15 +106,13 @@ def stats_table(rows: list[tuple[str, Counter, int]]) -> str:
     return "\n".join(line.rstrip() for line in lines)
 
 
-def write_npz_atomically(path: Path, arrays: dict) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".npz", dir=path.parent)
-    os.close(fd)
-    try:
-        np.savez(tmp, **arrays)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+def weights_known(model) -> bool:
+    """Whether every graph.param of the model has a value (so it can be folded)."""
+    from dlpc.dialects import graph
+    from dlpc.reference.graph import main_func
+
+    names = {op.pname for op in main_func(model.module).walk() if isinstance(op, graph.ParamOp)}
+    return names <= set(model.weights)
 
 
 def run(argv: list[str] | None) -> int:
@@ -94,12 +120,21 @@ def run(argv: list[str] | None) -> int:
     from dlpc.passes import pipeline
 
     args = parser().parse_args(argv)
-    if args.output and not Path(args.output).parent.is_dir():  # before any work is done
-        raise DlpcError(
-            f"error: cannot write {args.output}: no such directory {Path(args.output).parent}"
-        )
+    # every option and file is checked before any work is done
+    check_model_path(args.model, args.format)
+    check_file(args.weights, "weights file")
+    check_file(args.tuning_log, "tuning log")
+    check_output_dir(args.output)
     extra = api.pass_options(target_desc_options(args.target_desc, args.emit))
-    model = api.load(args.model, weights=args.weights)
+    desc = args.target_desc if args.target_desc and Path(args.target_desc).is_file() else None
+    inputs = model_inputs(args.model, args.weights, args.tuning_log, desc)
+    npz = Path(args.output).with_suffix(".npz") if args.output else None
+    if args.output:
+        refuse_overwrite(args.output, inputs, f"-o {args.output}")
+        if args.fold_weights:
+            refuse_overwrite(npz, inputs, f"-o {args.output} (its folded weights {npz})")
+
+    model = load_model(args.model, args.format, args.weights)
     options = pipeline.PipelineOptions(
         opt_level=args.opt_level,
         tuning_log=args.tuning_log,
@@ -112,12 +147,28 @@ def run(argv: list[str] | None) -> int:
         if args.stats:
             rows.append((stage, *pipeline.stats(module)))
 
-    weights = api.check_weights(model) if args.fold_weights else None
+    fold = args.fold_weights
+    if fold is None:  # the default: fold whenever every weight is known
+        fold = weights_known(model)
+    weights = api.check_weights(model) if fold else None
+    given = set(weights or ())
     text = pipeline.compile_to(model.module.clone(), args.emit, options, record, weights)
     if args.stats:
         print(stats_table(rows), file=sys.stderr)
-    if args.output and weights is not None:
-        write_npz_atomically(Path(args.output).with_suffix(".npz"), weights)
+    folded = sorted(set(weights or ()) - given)  # weights made by folding
+    if args.output and weights is not None and (args.fold_weights or folded):
+        refuse_overwrite(npz, inputs, f"-o {args.output} (its folded weights {npz})")
+        write_atomically(npz, lambda f: np.savez(f, **weights))
+        print(
+            f"dlpc: wrote {npz}: the {len(weights)} weights {args.output} needs",
+            file=sys.stderr,
+        )
+    elif folded:
+        print(
+            f"dlpc: note: the output needs {len(folded)} folded weight(s) ({folded[0]}, ...): "
+            "write it with -o FILE to get them in FILE.npz, or pass --no-fold-weights",
+            file=sys.stderr,
+        )
     if args.output:
         write_atomically(args.output, text)
     else:

@@ -1,19 +1,31 @@
 """dlpc-opt: xDSL's opt driver with dlpc's dialects, passes and targets registered.
 
     dlpc-opt model.mlir -p graph-infer-shapes,graph-to-te,te-to-loop
+    dlpc --emit=graph m.dlpc | dlpc-opt - -p graph-to-te
 
 Everything `xdsl-opt` offers works (-p, -t, --split-input-file, --verify-diagnostics,
---print-between-passes, ...). Errors are one line on stderr with exit code 1.
+--print-between-passes, ...). As `mlir-opt`, it reads IR from stdin when the file is `-`
+or absent, and a file of any name as MLIR text (`-f` picks another registered frontend).
+Errors are one line on stderr with exit code 1.
 """
 
+import os
 import sys
 
 from xdsl.xdsl_opt_main import xDSLOptMain
 
-from dlpc.diagnostics import ToolArgumentParser, run_guarded
+from dlpc.diagnostics import ToolArgumentParser, dlpc_version, run_guarded
+
+UPSTREAM_HELP = {
+    "disable_verify": "do not verify the IR after parsing and after each pass",
+    "version": "print the version of dlpc-opt (dlpc and xDSL) and exit",
+}
 
 
 class DlpcOptMain(xDSLOptMain):
+    # what `--version` prints (xDSL fills in its version)
+    version_format = f"dlpc-opt (dlpc {dlpc_version()}, xdsl {{xdsl_version}})"
+
     def __init__(self, args=None):
         super().__init__(description="dlpc modular optimizer driver", args=args)
 
@@ -22,6 +34,25 @@ class DlpcOptMain(xDSLOptMain):
         # usage errors are one diagnostic line and exit code 1, as in dlpc and dlpc-run
         arg_parser.prog = "dlpc-opt"
         arg_parser.error = ToolArgumentParser.error.__get__(arg_parser)
+        for action in arg_parser._actions:  # xDSL leaves a few options undocumented
+            if action.dest == "input_file":
+                action.help = "IR file of any name (MLIR text); - or none reads stdin"
+            if not action.help:
+                action.help = UPSTREAM_HELP.get(action.dest, action.dest.replace("_", " "))
+
+    def get_input_stream(self):
+        """stdin for `-` (or no file); any other file is read whole, as MLIR text unless
+        its extension names another registered frontend (mlir-opt reads any name)."""
+        name = self.args.input_file
+        if name in (None, "-"):
+            return sys.stdin.buffer, "mlir"
+        extension = os.path.splitext(name)[1].lstrip(".")
+        f = open(name, "rb")  # noqa: SIM115 - closed by xDSL's run once parsed
+        return f, extension if extension in self.available_frontends else "mlir"
+
+    def get_input_name(self):
+        name = self.args.input_file
+        return "<stdin>" if name in (None, "-") else name
 
     def register_all_dialects(self):
         super().register_all_dialects()  # upstream + dlpc, through the xdsl.universe entry point

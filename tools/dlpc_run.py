@@ -1,15 +1,18 @@
 """dlpc-run: compile a model, run it on a target, compare with the numpy reference, time it.
 
-    dlpc-run model.dlpc --target numpy|c|opencl|dlp [--weights w.npz] [--input x.npy ...] [--seed N]
-             [--check] [--rtol 1e-4] [--atol 1e-5] [--repeat N] [-O0..-O3]
+    dlpc-run model.dlpc --target numpy|c|opencl|dlp [--weights w.npz] [--input x.npy ...]
+             [--seed N] [--check] [--rtol 1e-4] [--atol 1e-5] [--repeat N] [-O0..-O3]
+             [--format dlpc|onnx|mlir]
 
 Inputs come from `--input` files (one .npy per model input, in order) or are drawn
 from `--seed`. For each output it prints shape, dtype, the first values, mean and std,
 and the max abs / max rel difference from the numpy reference (the unoptimised graph
-run by `dlpc.backends.numpy`); then the median time per run (host wall time; for
-`--target dlp` also the simulator's per-kernel report: bytes per memory level, DMAs,
-intrinsic cycles, simulated time). With `--check` the exit
-code is 1 unless every element satisfies |out - ref| <= atol + rtol * |ref|.
+run by `dlpc.backends.numpy`) with the verdict: which bound holds (atol alone, rtol
+alone, or only their sum) and the worst element (its index, the value and the
+reference's); then the median time per run (host wall time; for `--target dlp` also the
+simulator's per-kernel report: bytes per memory level, DMAs, intrinsic cycles, simulated
+time). With `--check` the exit code is 1 unless every element satisfies
+|out - ref| <= atol + rtol * |ref|. The model may be `-` (stdin, with `--format`).
 """
 
 from __future__ import annotations
@@ -19,16 +22,25 @@ from pathlib import Path
 
 import numpy as np
 
-from dlpc.diagnostics import DlpcError, ToolArgumentParser, run_guarded
+from dlpc.diagnostics import DlpcError, ToolArgumentParser, require, run_guarded
+from dlpc.tools.common import add_format_option, check_file, check_model_path, load_model
+
+EXAMPLE = "dlpc-run examples/mlp.dlpc --target c --check"
 
 
 def parser() -> ToolArgumentParser:
-    p = ToolArgumentParser(prog="dlpc-run", description="compile, run, check and time a model")
-    p.add_argument("model", help="model file: .dlpc, .onnx or .mlir (graph IR)")
+    p = ToolArgumentParser(
+        prog="dlpc-run", description="compile, run, check and time a model", example=EXAMPLE
+    )
+    p.add_argument(
+        "model", help="model file: .dlpc, .onnx or .mlir (graph IR); - reads stdin (--format)"
+    )
     p.add_argument(
         "--target", default="c", help="numpy, c, opencl or dlp (the DLP simulator); default c"
     )
-    p.add_argument("--weights", help="weights (.npz) for the model's parameters")
+    p.add_argument(
+        "--weights", help="weights (.npz) for the model's parameters (default: <model>.npz)"
+    )
     p.add_argument(
         "--input",
         action="append",
@@ -36,11 +48,27 @@ def parser() -> ToolArgumentParser:
         metavar="X.npy",
         help="an input array, once per model input, in order",
     )
-    p.add_argument("--seed", type=int, default=0, help="seed for random inputs")
-    p.add_argument("--check", action="store_true", help="exit 1 if outside tolerance")
-    p.add_argument("--rtol", type=float, default=1e-4)
-    p.add_argument("--atol", type=float, default=1e-5)
-    p.add_argument("--repeat", type=int, default=10, help="timed runs (median reported)")
+    p.add_argument("--seed", type=int, default=0, help="seed for random inputs (default 0)")
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="exit 1 unless |out - ref| <= atol + rtol * |ref| for every element",
+    )
+    p.add_argument(
+        "--rtol",
+        type=float,
+        default=1e-4,
+        help="relative tolerance against the numpy reference (default 1e-4)",
+    )
+    p.add_argument(
+        "--atol",
+        type=float,
+        default=1e-5,
+        help="absolute tolerance against the numpy reference (default 1e-5)",
+    )
+    p.add_argument(
+        "--repeat", type=int, default=10, help="timed runs, the median is reported (default 10)"
+    )
     p.add_argument(
         "-O",
         dest="opt_level",
@@ -57,6 +85,7 @@ def parser() -> ToolArgumentParser:
         help="DLP target description for --target dlp: a .toml/.json file or a "
         "built-in name (dlp, tiny)",
     )
+    add_format_option(p)
     return p
 
 
@@ -111,6 +140,48 @@ def within(out: np.ndarray, ref: np.ndarray, rtol: float, atol: float) -> bool:
     )
 
 
+def verdict(out: np.ndarray, ref: np.ndarray, rtol: float, atol: float) -> tuple[bool, str, str]:
+    """(ok, verdict, worst): whether |out - ref| <= atol + rtol * |ref| everywhere; the
+    verdict says which bound holds by itself (atol alone, rtol alone, both, or only their
+    sum) or how many elements are beyond it; `worst` names the element with the largest
+    excess over its bound (index, value, reference value; the one closest to failing
+    when all pass), '' when out equals ref."""
+    if out.shape != ref.shape:
+        shape = lambda a: "x".join(map(str, a.shape)) or "scalar"
+        return False, f"MISMATCH (shape {shape(out)}, reference {shape(ref)})", ""
+    a, b = out.astype(np.float64), ref.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        same = (a == b) | (np.isnan(a) & np.isnan(b))  # equal infinities, NaN with NaN
+        diff = np.where(same, 0.0, np.abs(a - b))
+    diff = np.where(np.isnan(diff), np.inf, diff)
+    scale = np.abs(np.where(np.isfinite(b), b, 0.0))
+    with np.errstate(invalid="ignore"):
+        beyond = ~(diff <= atol + rtol * scale)
+        by_atol = bool(np.all(diff <= atol))
+        by_rtol = bool(np.all(diff <= rtol * scale))
+    if diff.size == 0 or not diff.any():
+        return True, "ok (identical)", ""
+    with np.errstate(invalid="ignore"):
+        excess = np.nan_to_num(diff - (atol + rtol * scale), nan=np.inf)
+    i = np.unravel_index(int(np.argmax(excess)), diff.shape)
+    fmt = lambda v: f"{v:.9g}" if np.issubdtype(np.asarray(v).dtype, np.floating) else str(v)
+    index = "[" + ", ".join(map(str, i)) + "]"
+    worst = (
+        f"worst against its bound: {index} = {fmt(out[i])} vs reference {fmt(ref[i])} "
+        f"(|diff| {diff[i]:.3g}, allowed {atol + rtol * scale[i]:.3g})"
+    )
+    n = int(beyond.sum())
+    if n:
+        return False, f"MISMATCH ({n} of {diff.size} elements beyond atol + rtol*|ref|)", worst
+    if by_atol and by_rtol:
+        return True, "ok (atol and rtol each hold alone)", worst
+    if by_atol:
+        return True, "ok (atol holds alone; rtol alone would not)", worst
+    if by_rtol:
+        return True, "ok (rtol holds alone; atol alone would not)", worst
+    return True, "ok (only atol + rtol*|ref| together hold)", worst
+
+
 def summary(y: np.ndarray, count: int = 5) -> str:
     flat = y.reshape(-1)
     first = ", ".join(
@@ -128,6 +199,7 @@ def run(argv: list[str] | None) -> int:
     from dlpc import api
 
     args = parser().parse_args(argv)
+    # every option, file and optional dependency is checked before any work is done
     if args.target not in api.TARGETS:
         raise DlpcError(
             f"dlpc-run: error: unsupported target '{args.target}' (expected "
@@ -135,9 +207,15 @@ def run(argv: list[str] | None) -> int:
         )
     if args.repeat < 1:
         raise DlpcError(f"dlpc-run: error: --repeat must be >= 1, got {args.repeat}")
+    if args.target == "opencl":
+        require("pyopencl", "opencl", "target 'opencl'")
+    check_model_path(args.model, args.format)
+    check_file(args.weights, "weights file")
+    check_file(args.tuning_log, "tuning log")
     dlp_options = target_desc_options(args.target_desc, args.target)
-    model = api.load(args.model, weights=args.weights)
-    inputs = load_inputs(args.input) if args.input else api.random_inputs(model, args.seed)
+    files = load_inputs(args.input)
+    model = load_model(args.model, args.format, args.weights)
+    inputs = files if args.input else api.random_inputs(model, args.seed)
     compiled = api.compile(
         model,
         target=args.target,
@@ -154,14 +232,15 @@ def run(argv: list[str] | None) -> int:
     )
     for i, (y, r) in enumerate(zip(outputs, expected)):
         abs_diff, rel_diff = difference(y, r)
-        good = within(y, r, args.rtol, args.atol)
+        good, said, worst = verdict(y, r, args.rtol, args.atol)
         ok &= good
         print(f"output {i}: {summary(y)}")
-        verdict = "ok" if good else "MISMATCH"
         print(
             f"  vs reference: max abs diff {abs_diff:.3g}, max rel diff {rel_diff:.3g} "
-            f"(rtol {args.rtol:g}, atol {args.atol:g}): {verdict}"
+            f"(rtol {args.rtol:g}, atol {args.atol:g}): {said}"
         )
+        if worst:
+            print(f"  {worst}")
     seconds = compiled.time(*inputs, repeat=args.repeat)
     print(f"time: {seconds * 1e3:.4g} ms per run (median of {args.repeat})")
     if args.target == "dlp":  # what the simulator counted on the last run

@@ -8,7 +8,7 @@ buffers, `memref.global`s are uploaded once, each `loop.kernel` is enqueued with
 NDRange from `plan_launch`, `memref.copy` is a device copy; outputs are read back.
 The platform is the first OpenCL platform pyopencl finds (`$DLPC_OPENCL_PLATFORM`
 picks one by a substring of its name); on a CPU-only machine that is PoCL from the
-`pocl-binary-distribution` wheel (`pip install 'dlpc[opencl]'`).
+`pocl-binary-distribution` wheel (`pip install -e '.[opencl]'` from the dlpc checkout).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import os
 import numpy as np
 
 from dlpc.backends.runtime.callconv import ModuleFunction
-from dlpc.diagnostics import DlpcError
+from dlpc.diagnostics import DlpcError, install_hint
 
 
 def _cl():
@@ -27,7 +27,7 @@ def _cl():
         import pyopencl as cl
     except ImportError as e:  # pragma: no cover - depends on the installation
         raise DlpcError(
-            f"error: target 'opencl' needs pyopencl (pip install 'dlpc[opencl]'): {e}"
+            f"error: target 'opencl' needs pyopencl ({install_hint('opencl')}): {e}"
         ) from None
     return cl
 

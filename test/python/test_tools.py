@@ -109,7 +109,7 @@ def test_dlpc_run_summary_and_check(model, capsys):
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "m: target numpy, -O2, 1 input(s) seed 0"
     assert out[1].startswith("output 0: 2x4 float32  [") and "mean" in out[1]
-    assert "max abs diff 0, max rel diff 0" in out[2] and out[2].endswith(": ok")
+    assert "max abs diff 0, max rel diff 0" in out[2] and out[2].endswith(": ok (identical)")
     assert out[3].startswith("time: ") and out[3].endswith("ms per run (median of 2)")
 
 

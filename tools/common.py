@@ -1,0 +1,115 @@
+"""What dlpc's command-line tools share: reading a model from a file of any name or from
+stdin (`-`), checking the files an option names before any work is done, and never
+writing over a file the tool reads.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from dlpc.diagnostics import DlpcError, require, same_file
+from dlpc.model import Model
+
+FORMATS = ("dlpc", "onnx", "mlir")
+
+
+def add_format_option(p) -> None:
+    p.add_argument(
+        "--format",
+        choices=FORMATS,
+        help="the model's format when its name cannot say it (stdin '-', another "
+        "extension); default: from the extension (.dlpc, .onnx, .mlir)",
+    )
+
+
+def model_format(path: str, fmt: str | None) -> str:
+    """The format of the model at `path` (`-` is stdin): `--format`, else the extension."""
+    if fmt:
+        return fmt
+    if path == "-":
+        raise DlpcError("error: a model read from stdin ('-') needs --format dlpc|onnx|mlir")
+    suffix = Path(path).suffix.lower().lstrip(".")
+    if suffix in FORMATS:
+        return suffix
+    raise DlpcError(
+        f"error: cannot tell the format of {path} from its extension; pass --format dlpc|onnx|mlir"
+    )
+
+
+def check_model_path(path: str, fmt: str | None) -> str:
+    """Check the model argument (file present, format known) before any work."""
+    if path != "-" and not Path(path).is_file():
+        raise DlpcError(f"error: no such file: {path}")
+    fmt = model_format(path, fmt)
+    if fmt == "onnx":
+        require("onnx", "onnx", "importing an ONNX model")
+    return fmt
+
+
+def load_model(path: str, fmt: str | None = None, weights: str | None = None) -> Model:
+    """`dlpc.load` for a tool's model argument: any file name with `--format`, and `-`
+    for stdin (read whole; errors then name `<stdin>`)."""
+    from dlpc import api
+
+    fmt = model_format(path, fmt)
+    if path != "-":
+        return api.load(path, weights=weights, format=fmt)
+    data = sys.stdin.buffer.read()
+    if fmt == "onnx":
+        onnx = require("onnx", "onnx", "importing an ONNX model")
+        from dlpc.frontends.onnx import load_model as load_onnx
+
+        try:
+            proto = onnx.load_model_from_string(data)
+        except Exception as e:  # noqa: BLE001 - protobuf decode errors
+            raise DlpcError(f"<stdin>: error: not a readable ONNX model: {e}") from None
+        model = load_onnx(proto, weights=api.load_weights(weights) if weights else None)
+        return Model(model.module, model.weights, "stdin", None)
+    try:
+        text = data.decode()
+    except UnicodeDecodeError as e:
+        raise DlpcError(f"<stdin>: error: not UTF-8 text: {e}") from None
+    if fmt == "dlpc":
+        from dlpc.frontends.text import parse_model
+
+        return parse_model(text, "<stdin>", weights=weights)
+    from dlpc.passes.pipeline import parse_module
+
+    module = parse_module(text, "<stdin>")
+    return Model(module, api.load_weights(weights) if weights else {}, "stdin", None)
+
+
+def check_file(path: str | None, what: str) -> None:
+    """An input file named by an option exists (checked before any work)."""
+    if path is not None and not Path(path).is_file():
+        raise DlpcError(f"error: no such {what}: {path}")
+
+
+def check_output_dir(path: str | os.PathLike | None) -> None:
+    if path is not None and not Path(path).parent.is_dir():
+        raise DlpcError(f"error: cannot write {path}: no such directory {Path(path).parent}")
+
+
+def model_inputs(model: str, weights: str | None, *others: str | None) -> list[tuple[str, str]]:
+    """(path, what) of every file a tool reads: the model, the weights it names or the
+    `<model>.npz` read beside it, and `others` (tuning log, target description, inputs)."""
+    out = []
+    if model != "-":
+        out.append((model, "the model"))
+        if weights is None:
+            out.append((str(Path(model).with_suffix(".npz")), "the weights beside the model"))
+    if weights is not None:
+        out.append((weights, "the --weights input"))
+    out += [(p, "an input") for p in others if p]
+    return [(p, what) for p, what in out if Path(p).exists()]
+
+
+def refuse_overwrite(output: str | os.PathLike, inputs: list[tuple[str, str]], role: str) -> None:
+    """One-line error when `output` (what `role` writes) is one of the files read."""
+    for path, what in inputs:
+        if Path(output).exists() and same_file(output, path):
+            raise DlpcError(
+                f"error: {role} would overwrite {path}, {what}; choose another output name"
+            )
