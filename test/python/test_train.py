@@ -298,3 +298,38 @@ def test_dlpc_train_is_callable_module():
 
     assert callable(dlpc.train) and dlpc.train is module
     assert dlpc.optim.AdamW().weight_decay == 0.01
+
+
+# ------------------------------------------------------------------------ dlpc-train
+
+
+def test_dlpc_train_errors_are_one_line(tmp_path, capsys):
+    from dlpc.tools.dlpc_train import main
+
+    assert main(["examples/mlp.dlpc", "--data", "digits", "--batch", "0"]) == 1
+    assert "--batch must be >= 1" in capsys.readouterr().err
+    assert main(["examples/mlp.dlpc", "--data", "nope.csv"]) == 1
+    assert "--data must be 'digits' or an .npz" in capsys.readouterr().err
+    np.savez(tmp_path / "d.npz", x=np.zeros((40, 5, 7, 3), np.float32), y=np.zeros(40, np.int64))
+    assert main(["examples/mlp.dlpc", "--data", str(tmp_path / "d.npz")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "5x7x3" in err and "784" in err
+
+
+def test_dlpc_train_digits_short_run(tmp_path, capsys):
+    from dlpc.tools.dlpc_train import main
+
+    args = [
+        "examples/mlp.dlpc",
+        "--data",
+        "digits",
+        "--epochs",
+        "2",
+        "--save",
+        str(tmp_path / "w.npz"),
+    ]
+    assert main(args) == 0
+    out = capsys.readouterr()
+    assert "resized to 28x28" in out.err and out.out.startswith("test accuracy: ")
+    assert main([*args[:3], "--epochs", "3", "--save", str(tmp_path / "w.npz"), "--resume"]) == 0
+    assert "resumed from" in capsys.readouterr().err
