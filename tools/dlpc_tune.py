@@ -6,35 +6,169 @@
 The model is lowered to the loop level (as `dlpc` would, at `-O`), every kernel with a
 template (matmul-shaped nests, convolutions, pooling, reductions) is tuned (identical
 kernels once), each measurement is appended to the log as it arrives, and running again
-with the same log resumes: logged schedules are not measured twice. A progress bar goes
-to stderr; a summary table (default vs best time per kernel) to stdout; `--plot` writes a
-PNG of each kernel's best time against the trial count (needs matplotlib: the `tune`
-extra).
+with the same log resumes: logged schedules are not measured twice, and the tool says how
+many logged measurements it replayed and the best time so far of each kernel. A progress
+bar (tqdm: rate, ETA) goes to stderr when it is a terminal; a summary table (default vs
+best time per kernel) to stdout; `--plot` writes a PNG of each kernel's best time against
+the trial count over the whole history in the log (needs matplotlib: the `tune` extra).
+Every option, the log and matplotlib are checked before any work is done.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
-import time
+from pathlib import Path
 
-from dlpc.diagnostics import DlpcError, run_guarded
+from dlpc.diagnostics import (
+    DlpcError,
+    ToolArgumentParser,
+    progress,
+    require,
+    run_guarded,
+    write_atomically,
+)
+from dlpc.tools.common import (
+    add_format_option,
+    check_model_path,
+    check_output_dir,
+    load_model,
+    model_inputs,
+    refuse_overwrite,
+)
+
+EXAMPLE = "dlpc-tune examples/mlp.dlpc --trials 16 --log tune.jsonl"
+TARGET = "c"
 
 
-def _bar(done: int, total: int, width: int = 30) -> str:
-    filled = int(width * min(done, total) / max(total, 1))
-    return "[" + "#" * filled + "." * (width - filled) + "]"
+def parser() -> ToolArgumentParser:
+    p = ToolArgumentParser(
+        prog="dlpc-tune", description=__doc__.split("\n")[0].split(": ", 1)[1], example=EXAMPLE
+    )
+    p.add_argument(
+        "model", help="model file: .dlpc, .onnx or .mlir (graph IR); - reads stdin (--format)"
+    )
+    p.add_argument("--trials", type=int, default=32, help="new measurements in all (default 32)")
+    p.add_argument(
+        "--time-budget",
+        type=float,
+        default=None,
+        metavar="S",
+        help="stop after S seconds (default: no limit)",
+    )
+    p.add_argument(
+        "--log",
+        default="tune.jsonl",
+        help="tuning log (JSON lines): replayed if it exists, appended to (default tune.jsonl)",
+    )
+    p.add_argument(
+        "--plot",
+        default=None,
+        metavar="PNG",
+        help="write a PNG of each kernel's best time against the trial count (needs matplotlib)",
+    )
+    p.add_argument(
+        "--strategy",
+        default="evolutionary",
+        choices=("evolutionary", "random", "grid"),
+        help="how candidates are proposed (default evolutionary, ranked by a cost model)",
+    )
+    p.add_argument(
+        "--threads", type=int, default=1, help="OpenMP threads while measuring (default 1)"
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=60.0,
+        help="seconds before a candidate's measurement is abandoned (default 60)",
+    )
+    p.add_argument(
+        "-O",
+        dest="opt_level",
+        type=int,
+        default=2,
+        choices=(0, 1, 2, 3),
+        help="graph optimisation level of the lowering (default 2)",
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of the search (default 0)")
+    p.add_argument(
+        "--verify",
+        type=int,
+        default=2,
+        metavar="N",
+        help="re-measure the default and 3 best schedules N times (default 2)",
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_format_option(p)
+    return p
+
+
+def check_options(args) -> None:
+    """Every option, file and optional dependency, before any work is done."""
+    positive = [("--trials", args.trials, 1), ("--threads", args.threads, 1)]
+    for flag, value, least in positive:
+        if value < least:
+            raise DlpcError(f"dlpc-tune: error: {flag} must be >= {least}, got {value}")
+    if args.verify < 0:
+        raise DlpcError(f"dlpc-tune: error: --verify must be >= 0, got {args.verify}")
+    for flag, value in (("--timeout", args.timeout), ("--time-budget", args.time_budget)):
+        if value is not None and not value > 0:
+            raise DlpcError(f"dlpc-tune: error: {flag} must be > 0 seconds, got {value}")
+    check_model_path(args.model, args.format)
+    if Path(args.log).exists() and not Path(args.log).is_file():
+        raise DlpcError(f"error: tuning log {args.log} is not a file")
+    check_output_dir(args.log)
+    if args.plot:
+        require("matplotlib", "tune", "--plot")
+        check_output_dir(args.plot)
+        inputs = model_inputs(args.model, None, args.log)
+        refuse_overwrite(args.plot, inputs, f"--plot {args.plot}")
+
+
+def history_of(log, tasks, target: str = TARGET) -> list[tuple[int, str, float]]:
+    """(trial, kernel, best time so far) over the whole log for the tasks' kernels: each
+    distinct schedule measured is a trial, in log order (the re-measurements of top
+    candidates are not trials), so a resumed run continues the curve of the earlier ones."""
+    kernel_of = {t.sig: t.kernel for t in tasks}
+    seen: set[tuple[str, str]] = set()
+    best: dict[str, float] = {}
+    out = []
+    for r in log.records:
+        if r.sig not in kernel_of or r.target != target or (r.sig, r.script) in seen:
+            continue
+        seen.add((r.sig, r.script))
+        if r.ok and r.time is not None:
+            best[r.sig] = min(best.get(r.sig, r.time), r.time)
+        if r.sig in best:
+            out.append((len(seen), kernel_of[r.sig], best[r.sig]))
+    return out
+
+
+def replay_note(log, tasks, path: str) -> str | None:
+    """What resuming from an existing log replays: measurements and best so far."""
+    if not Path(path).exists():
+        return None
+    sigs = {t.sig for t in tasks}
+    records = [r for r in log.records if r.sig in sigs and r.target == TARGET]
+    if not records:
+        return f"dlpc-tune: {path} has no measurements of this model's kernels yet"
+    schedules = len({(r.sig, r.script) for r in records})
+    lines = [
+        f"dlpc-tune: resuming from {path}: replayed {len(records)} logged measurements "
+        f"({schedules} schedules, not measured again)"
+    ]
+    for task in tasks:
+        rec = log.best(task.sig, TARGET)
+        shown = f"{rec.time * 1e3:.4f} ms" if rec else "none yet"
+        lines.append(f"  {task.kernel}: best so far {shown}")
+    return "\n".join(lines)
 
 
 def plot(history: list[tuple[int, str, float]], path: str, title: str) -> None:
     """One step line per kernel: its best time found against the trial number."""
-    try:
-        import matplotlib
+    matplotlib = require("matplotlib", "tune", "--plot")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise DlpcError("error: --plot needs matplotlib (pip install 'dlpc[tune]')") from None
     fig, ax = plt.subplots(figsize=(6, 4))
     kernels = list(dict.fromkeys(k for _, k, _ in history))
     for name in kernels:
@@ -47,102 +181,75 @@ def plot(history: list[tuple[int, str, float]], path: str, title: str) -> None:
             label=name,
         )
     ax.set_yscale("log")
-    ax.set_xlabel("trial")
+    ax.set_xlabel("trial (whole log)")
     ax.set_ylabel("best time found (ms)")
     if len(kernels) <= 12:
         ax.legend(fontsize=7)
     ax.set_title(title)
     ax.grid(True, alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    write_atomically(path, lambda f: fig.savefig(f, format="png", dpi=100))
     plt.close(fig)
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="dlpc-tune", description=__doc__.split("\n")[0])
-    ap.add_argument("model", help="model file (.dlpc, .onnx)")
-    ap.add_argument("--trials", type=int, default=32, help="measurements in all (default 32)")
-    ap.add_argument(
-        "--time-budget", type=float, default=None, metavar="S", help="stop after S seconds"
-    )
-    ap.add_argument("--log", default="tune.jsonl", help="tuning log (JSON lines), appended")
-    ap.add_argument("--plot", default=None, metavar="PNG", help="plot best time vs trials")
-    ap.add_argument(
-        "--strategy", default="evolutionary", choices=("evolutionary", "random", "grid")
-    )
-    ap.add_argument("--threads", type=int, default=1, help="OpenMP threads while measuring")
-    ap.add_argument("--timeout", type=float, default=60.0, help="seconds per candidate")
-    ap.add_argument("-O", dest="opt_level", type=int, default=2, choices=(0, 1, 2, 3))
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument(
-        "--verify",
-        type=int,
-        default=2,
-        metavar="N",
-        help="re-measure the default and 3 best schedules N times (default 2)",
-    )
-    ap.add_argument("--quiet", action="store_true", help="no progress bar")
-    args = ap.parse_args(argv)
+def run(argv: list[str] | None) -> int:
+    args = parser().parse_args(argv)
+    check_options(args)
+    from dlpc.passes.pipeline import PipelineOptions, lower
+    from dlpc.passes.schedule.tuning_log import TuningLog
+    from dlpc.tune.search import Tuner
 
-    def body() -> int:
-        import dlpc
-        from dlpc.passes.pipeline import PipelineOptions, lower
-        from dlpc.tune.search import Tuner
-
-        model = dlpc.load(args.model)
-        module = model.module.clone()
-        lower(module, "loop", PipelineOptions(opt_level=args.opt_level))
-        tuner = Tuner(
-            module,
-            log=args.log,
-            strategy=args.strategy,
-            seed=args.seed,
-            threads=args.threads,
-            timeout=args.timeout,
-            verify=args.verify,
-        )
-        if not tuner.tasks:
-            print("dlpc-tune: no tunable kernels in the model", file=sys.stderr)
-            return 0
-        start = time.monotonic()
-        first: dict[str, float] = {}
-        best: dict[str, float] = {}
-        failed = 0
+    TuningLog(args.log)  # a malformed log is an error now, not after the lowering
+    model = load_model(args.model, args.format)
+    module = model.module.clone()
+    lower(module, "loop", PipelineOptions(opt_level=args.opt_level))
+    tuner = Tuner(
+        module,
+        log=args.log,
+        target=TARGET,
+        strategy=args.strategy,
+        seed=args.seed,
+        threads=args.threads,
+        timeout=args.timeout,
+        verify=args.verify,
+    )
+    if not tuner.tasks:
+        print("dlpc-tune: no tunable kernels in the model", file=sys.stderr)
+        return 0
+    note = replay_note(tuner.log, tuner.tasks, args.log)
+    if note:
+        print(note, file=sys.stderr)
+    first: dict[str, float] = {}
+    failed = 0
+    bar = progress(total=args.trials, desc="tuning", unit="trial", disable=args.quiet or None)
+    with bar:
         for ev in tuner.run(trials=args.trials, time_budget=args.time_budget):
             if ev.trial < 0:  # a re-measurement of a top candidate
                 continue
             if ev.ok:
                 first.setdefault(ev.kernel, ev.time)
-                best[ev.kernel] = min(best.get(ev.kernel, ev.time), ev.time)
             else:
                 failed += 1
-            if not args.quiet:
-                shown = f"{ev.best * 1e3:.3f} ms" if ev.best else "n/a"
-                print(
-                    f"\r{_bar(ev.trial, args.trials)} {ev.trial}/{args.trials} "
-                    f"{ev.kernel[:24]:24s} best {shown:>12s} failed {failed} "
-                    f"{time.monotonic() - start:6.0f} s",
-                    end="",
-                    file=sys.stderr,
-                    flush=True,
-                )
-        if not args.quiet:
-            print(file=sys.stderr)
-        print(f"{'kernel':32s} {'first (ms)':>12s} {'best (ms)':>12s} {'speedup':>8s}")
-        for task in tuner.tasks:
-            rec = tuner.log.best(task.sig, "c")
-            b = rec.time if rec else None
-            f = first.get(task.kernel)
-            speed = f"{f / b:.2f}x" if f and b else "-"
-            shown = [f"{x * 1e3:12.4f}" if x else f"{'not tuned':>12s}" for x in (f, b)]
-            print(f"{task.kernel:32s} {shown[0]} {shown[1]} {speed:>8s}")
-        print(f"log: {args.log} ({len(tuner.log.records)} records, {failed} failed this run)")
-        if args.plot:
-            plot(tuner.history, args.plot, f"dlpc-tune {args.model}")
-            print(f"plot: {args.plot}")
-        return 0
+            bar.update(ev.trial - bar.n)
+            shown = f"{ev.best * 1e3:.3f} ms" if ev.best else "n/a"
+            bar.set_postfix_str(f"{ev.kernel[:24]} best {shown} failed {failed}")
+    print(f"{'kernel':32s} {'first (ms)':>12s} {'best (ms)':>12s} {'speedup':>8s}")
+    for task in tuner.tasks:
+        rec = tuner.log.best(task.sig, TARGET)
+        b = rec.time if rec else None
+        f = first.get(task.kernel)
+        speed = f"{f / b:.2f}x" if f and b else "-"
+        shown = [f"{x * 1e3:12.4f}" if x else f"{'not tuned':>12s}" for x in (f, b)]
+        print(f"{task.kernel:32s} {shown[0]} {shown[1]} {speed:>8s}")
+    print(f"log: {args.log} ({len(tuner.log.records)} records, {failed} failed this run)")
+    if args.plot:
+        plot(history_of(tuner.log, tuner.tasks), args.plot, f"dlpc-tune {args.model}")
+        print(f"plot: {args.plot}")
+    return 0
 
-    return run_guarded(body, tool="dlpc-tune")
+
+def main(argv: list[str] | None = None) -> int:
+    return run_guarded(lambda: run(argv), tool="dlpc-tune")
 
 
 if __name__ == "__main__":
