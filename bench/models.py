@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from dlpc import api
+from dlpc.diagnostics import progress
 from dlpc.dialects import graph as g
 from dlpc.passes import pipeline
 from dlpc.reference import graph as ref
@@ -580,13 +581,20 @@ def bench_models(
         lambda model, xs: ort_runner(model, xs, tmp, export),
     ]
     rows = [[model.name] for model in models]
-    for make in backends:
-        for row, model, xs, want in zip(rows, models, inputs, expected):
-            row.append(
-                measure(
-                    lambda make=make, model=model, xs=xs: make(model, xs), xs, want, repeat, warmup
+    bar = progress(total=len(backends) * len(models), desc="bench", unit="run")
+    with bar:
+        for make in backends:
+            for row, model, xs, want in zip(rows, models, inputs, expected):
+                row.append(
+                    measure(
+                        lambda make=make, model=model, xs=xs: make(model, xs),
+                        xs,
+                        want,
+                        repeat,
+                        warmup,
+                    )
                 )
-            )
+                bar.update()
     for row, model in zip(rows, models):  # C kernels (loop.kernel count) per level
         row.extend(str(kernels.get((model.name, level), "?")) for level in levels)
     return rows

@@ -265,15 +265,21 @@ def run_case(case: Case, backend: str) -> Result:
 
 
 def run_all(backends: list[str]) -> dict[str, dict[str, Result]]:
-    """{backend: {case name: Result}} for the cases of supported operators."""
+    """{backend: {case name: Result}} for the cases of supported operators; a progress
+    bar (cases run, rate, ETA) on stderr when it is a terminal."""
+    from dlpc.diagnostics import progress
+
     out: dict[str, dict[str, Result]] = {b: {} for b in backends}
-    for _op, cases in by_operator().items():
-        cases = [c for c in cases if runnable(c)]
-        for b in backends:
-            if b == "numpy":
-                out[b].update({c.name: run_case(c, b) for c in cases})
-            else:
-                out[b].update(run_batch(cases, b))
+    groups = [[c for c in cases if runnable(c)] for cases in by_operator().values()]
+    total = sum(len(cases) for cases in groups) * len(backends)
+    with progress(total=total, desc="onnx node tests", unit="case") as bar:
+        for cases in groups:
+            for b in backends:
+                if b == "numpy":
+                    out[b].update({c.name: run_case(c, b) for c in cases})
+                else:
+                    out[b].update(run_batch(cases, b))
+                bar.update(len(cases))
     return out
 
 

@@ -34,6 +34,7 @@ def _models_bench():
 
 def tune_model(path: Path, log: str, trials: int) -> None:
     from dlpc import api
+    from dlpc.diagnostics import progress
     from dlpc.passes.pipeline import PipelineOptions, lower
     from dlpc.tune.search import Tuner
 
@@ -42,15 +43,13 @@ def tune_model(path: Path, log: str, trials: int) -> None:
     weights = dict(api.check_weights(model))
     lower(module, "loop", PipelineOptions(opt_level=2), weights=weights)
     tuner = Tuner(module, log=log, threads=1, repeat=3, verify=2)
-    for ev in tuner.run(trials=trials):
-        if ev.trial < 0:
-            continue
-        state = f"{ev.time * 1e3:8.3f} ms" if ev.ok else f"failed: {(ev.error or '')[:50]}"
-        print(
-            f"  tune {path.stem:12s} {ev.kernel:28s} {ev.trial:3d}/{trials} {state}",
-            file=sys.stderr,
-            flush=True,
-        )
+    with progress(total=trials, desc=f"tune {path.stem}", unit="trial") as bar:
+        for ev in tuner.run(trials=trials):
+            if ev.trial < 0:
+                continue
+            bar.update(ev.trial - bar.n)
+            state = f"{ev.time * 1e3:.3f} ms" if ev.ok else f"failed: {(ev.error or '')[:40]}"
+            bar.set_postfix_str(f"{ev.kernel[:24]} {state}")
 
 
 def main(argv=None) -> int:
