@@ -4,6 +4,12 @@ that `dlpc.universe` and the pipeline's parsing context read."""
 import importlib
 from collections.abc import Callable
 
+from dlpc.dialects.xdsl_fixes import install_linear_string_literal
+
+# every reader of dlpc IR (dlpc, dlpc-opt, dlpc.load, xdsl-opt through dlpc.universe) imports
+# this registry first: the lexer's string-literal pattern is made linear here
+install_linear_string_literal()
+
 
 def lazy_factory(module: str, name: str) -> Callable[[], object]:
     """A factory returning `name` from `dlpc.<module>`, imported only when called (the
