@@ -110,6 +110,22 @@ def _silence_stdout() -> None:
         pass
 
 
+def write_stdout(text: str) -> None:
+    """Write a tool's (possibly large) output to stdout. Written to the file descriptor
+    until all is out: CPython's buffered stdout drops the rest of a big write silently
+    when the reader goes away mid-write (the write returns a partial count), so the tool
+    would exit 0; here the next write fails and the tool exits 141 like `cat`."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # stdout is not a file (captured)
+        sys.stdout.write(text)
+        return
+    sys.stdout.flush()
+    view = memoryview(text.encode(sys.stdout.encoding or "utf-8", sys.stdout.errors or "strict"))
+    while view:
+        view = view[os.write(fd, view) :]
+
+
 def dlpc_version() -> str:
     try:
         from importlib.metadata import version

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dlpc.diagnostics import ToolArgumentParser, run_guarded, write_atomically
+from dlpc.diagnostics import ToolArgumentParser, run_guarded, write_atomically, write_stdout
 from dlpc.tools.common import (
     add_format_option,
     check_file,
@@ -172,7 +172,7 @@ def run(argv: list[str] | None) -> int:
     if args.output:
         write_atomically(args.output, text)
     else:
-        sys.stdout.write(text)
+        write_stdout(text)
     return 0
 
 

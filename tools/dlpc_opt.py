@@ -14,7 +14,20 @@ import sys
 
 from xdsl.xdsl_opt_main import xDSLOptMain
 
-from dlpc.diagnostics import ToolArgumentParser, dlpc_version, run_guarded
+from dlpc.diagnostics import ToolArgumentParser, dlpc_version, run_guarded, write_stdout
+
+
+class _Stdout:
+    def write(self, text: str) -> int:
+        write_stdout(text)
+        return len(text)
+
+    def flush(self) -> None:
+        sys.stdout.flush()
+
+    def close(self) -> None:  # xDSL closes its output stream; stdout stays open
+        sys.stdout.flush()
+
 
 UPSTREAM_HELP = {
     "disable_verify": "do not verify the IR after parsing and after each pass",
@@ -49,6 +62,12 @@ class DlpcOptMain(xDSLOptMain):
         extension = os.path.splitext(name)[1].lstrip(".")
         f = open(name, "rb")  # noqa: SIM115 - closed by xDSL's run once parsed
         return f, extension if extension in self.available_frontends else "mlir"
+
+    def prepare_output(self):
+        """stdout through `write_stdout`, so a reader that goes away mid-output is seen."""
+        if self.args.output_file is None:
+            return _Stdout()
+        return super().prepare_output()
 
     def get_input_name(self):
         name = self.args.input_file

@@ -28,7 +28,9 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("onnx", reason="onnx is not installed (pip install 'dlpc[onnx]')")
+pytest.importorskip(
+    "onnx", reason="onnx is not installed (pip install -e '.[onnx]' from the dlpc checkout)"
+)
 
 _HARNESS = Path(__file__).resolve().parents[2] / "bench" / "onnx_conformance.py"
 _spec = importlib.util.spec_from_file_location("dlpc_onnx_conformance", _HARNESS)

@@ -9,7 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-onnx = pytest.importorskip("onnx", reason="onnx is not installed (pip install 'dlpc[onnx]')")
+onnx = pytest.importorskip(
+    "onnx", reason="onnx is not installed (pip install -e '.[onnx]' from the dlpc checkout)"
+)
 
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from onnx.reference import ReferenceEvaluator  # noqa: E402
