@@ -150,8 +150,14 @@ def _reference(base: ModuleOp, arrays) -> list:
     source = emit_c(base)
     path = cache_dir() / f"tune-ref-{hashlib.sha256(source.encode()).hexdigest()[:20]}.npz"
     if path.exists():
-        with np.load(path) as data:
-            return [data[f"a{n}"] for n in range(len(arrays))]
+        try:
+            with np.load(path) as data:
+                return [data[f"a{n}"] for n in range(len(arrays))]
+        except Exception as e:  # noqa: BLE001 - a damaged cache entry is recomputed
+            print(
+                f"dlpc: warning: cached reference {path} is damaged ({e}); recomputing it",
+                file=sys.stderr,
+            )
     ref = [a.copy() for a in arrays]
     build(source, name="tune_ref").call(ref)
     tmp = path.with_suffix(f".{os.getpid()}.tmp.npz")

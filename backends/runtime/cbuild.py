@@ -12,7 +12,9 @@
 - Libraries are cached under `$DLPC_CACHE_DIR` (default `~/.cache/dlpc`), keyed by a hash
   of the C source, the compiler command, its version line and the flags. A build writes
   to a temporary name in the cache directory and renames it into place, so concurrent
-  builds never see a half-written library.
+  builds never see a half-written library. The library's SHA-256 is written beside it
+  (`<name>.so.sha256`) and checked before every load: a damaged entry (truncated, garbage,
+  hash missing, or refused by the loader) is rebuilt, with one warning line on stderr.
 - `OMP_WAIT_POLICY` defaults to `PASSIVE` (idle OpenMP threads sleep rather than spin).
 - A compiler error becomes one `DlpcError` line naming the kernel whose function holds
   the first error and the C file kept in the cache directory.
@@ -27,6 +29,7 @@ import os
 import re
 import shlex
 import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -158,7 +161,13 @@ def build(c_source: str, *, name: str = "module") -> Library:
     root = cache_dir()
     lib_path = root / f"{stem}-{key}.so"
     if lib_path.exists():
-        return Library(lib_path, True, _load(lib_path))
+        damage = check_entry(lib_path)
+        if damage is None:
+            try:
+                return Library(lib_path, True, _load(lib_path))
+            except OSError as e:  # the hash matched, the loader still refused it
+                damage = f"it does not load: {e}"
+        _warn_damaged(lib_path, damage)
     c_path = root / f"{stem}-{key}.c"
     _atomic_write(c_path, c_source)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{stem}-", suffix=".so.tmp", dir=root)
@@ -172,11 +181,61 @@ def build(c_source: str, *, name: str = "module") -> Library:
         )
         if res.returncode != 0:
             raise DlpcError(compile_error(res.stderr, c_source, c_path))
+        # the hash first, then the library: a crash in between leaves a library-less hash
+        # (a miss) or, with an old library, a mismatch (a rebuild), never a wrong load
+        _atomic_write(hash_path(lib_path), _file_digest(Path(tmp_name)) + "\n")
         os.replace(tmp_name, lib_path)
     finally:
         if os.path.exists(tmp_name):
             os.unlink(tmp_name)
     return Library(lib_path, False, _load(lib_path))
+
+
+def hash_path(lib_path: Path) -> Path:
+    """Where a cached library's SHA-256 is kept: `<name>.so.sha256` beside it."""
+    return lib_path.with_name(lib_path.name + ".sha256")
+
+
+def _file_digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def check_entry(lib_path: Path) -> str | None:
+    """Why the cached library at `lib_path` must not be loaded (None: it is intact).
+
+    A truncated or overwritten library would be mapped by the loader and crash the process
+    (SIGBUS) on first use; its SHA-256, written beside it when it was built, is compared
+    before it is loaded."""
+    try:
+        expected = hash_path(lib_path).read_text(encoding="ascii").strip()
+    except FileNotFoundError:
+        return "its hash file is missing"
+    except (OSError, UnicodeDecodeError) as e:
+        return f"its hash file cannot be read: {e}"
+    try:
+        actual = _file_digest(lib_path)
+    except OSError as e:
+        return f"it cannot be read: {e}"
+    if actual != expected:
+        return "its content does not match its hash"
+    return None
+
+
+_warned: set[Path] = set()
+
+
+def _warn_damaged(lib_path: Path, why: str) -> None:
+    """One line on stderr per damaged entry (then it is rebuilt in place)."""
+    if lib_path not in _warned:
+        _warned.add(lib_path)
+        print(
+            f"dlpc: warning: cached library {lib_path} is damaged ({why}); rebuilding it",
+            file=sys.stderr,
+        )
 
 
 def _atomic_write(path: Path, text: str) -> None:
