@@ -402,7 +402,8 @@ class Importer:
                 raise DlpcError(
                     f"{self.source}: error: cannot read initializer '{init.name}': {e}"
                 ) from None
-        return np.ascontiguousarray(arr)
+        # (np.ascontiguousarray would give a 0-d initializer shape (1,): a wrong rank)
+        return arr if arr.flags.c_contiguous else arr.copy(order="C")
 
     def _input_type(self, vi) -> TensorType:
         t = vi.type

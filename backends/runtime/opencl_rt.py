@@ -55,6 +55,19 @@ def context():
     return _CONTEXT
 
 
+def _build_failure(e: Exception) -> str:
+    """What the OpenCL compiler said, in one line: pyopencl's message is the status code
+    repeated, then the build log; the log's first `error:` line (else its first line, else
+    the status) is the part a user can act on."""
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    if not lines:
+        return type(e).__name__
+    status = lines[0].split(" - ")[0]
+    log = [ln for ln in lines[1:] if not ln.startswith("Build on <")]
+    first = next((ln for ln in log if "error" in ln.lower()), log[0] if log else "")
+    return f"{status}: {first}" if first else status
+
+
 class OpenCLFunction(ModuleFunction):
     """A loop-level module compiled to OpenCL and callable on numpy arrays."""
 
@@ -78,7 +91,7 @@ class OpenCLFunction(ModuleFunction):
             )
         except cl.Error as e:
             raise DlpcError(
-                f"error: opencl: the program for '{name}' does not build: {str(e).splitlines()[0]}"
+                f"error: opencl: the program for '{name}' does not build: {_build_failure(e)}"
             ) from None
         self.globals = {}
         for op in module.body.block.ops:
@@ -118,7 +131,7 @@ class OpenCLFunction(ModuleFunction):
         mf = cl.mem_flags
         args = self.fn.body.block.args
         buffers = {
-            args[k]: cl.Buffer(self.ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=a)
+            args[k]: self._buffer(mf.READ_WRITE, a)
             for k, a in enumerate(self.arguments(inputs, params))
         }
         outputs = self.empty_outputs()
@@ -129,11 +142,10 @@ class OpenCLFunction(ModuleFunction):
             if kind == "alloc":
                 buffers[step[1]] = cl.Buffer(self.ctx, mf.READ_WRITE, size=step[2])
             elif kind == "global":
-                buffers[step[1]] = cl.Buffer(
-                    self.ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=self.globals[step[2]]
-                )
+                buffers[step[1]] = self._buffer(mf.READ_ONLY, self.globals[step[2]])
             elif kind == "copy":
-                cl.enqueue_copy(self.queue, buffers[step[2]], buffers[step[1]])
+                if _nbytes(step[1]):  # (a zero-byte copy is an OpenCL error)
+                    cl.enqueue_copy(self.queue, buffers[step[2]], buffers[step[1]])
             else:
                 _, op, launch, kernel = step
                 kernel(
@@ -143,9 +155,28 @@ class OpenCLFunction(ModuleFunction):
                     *[buffers[v] for v in launch.args],
                 )
         for k, out in enumerate(outputs):
-            cl.enqueue_copy(self.queue, out, buffers[args[n_args + k]])
+            if out.nbytes:
+                cl.enqueue_copy(self.queue, out, buffers[args[n_args + k]])
         self.queue.finish()
         return outputs
+
+    def _buffer(self, flags, host: np.ndarray):
+        """A device buffer holding a copy of `host`. OpenCL has no zero-byte buffers
+        (INVALID_BUFFER_SIZE): an empty array gets one unused byte, as outputs and
+        allocations do; no kernel reads it (every loop over it has extent 0)."""
+        cl = _cl()
+        if host.nbytes == 0:
+            return cl.Buffer(self.ctx, flags, size=1)
+        return cl.Buffer(self.ctx, flags | cl.mem_flags.COPY_HOST_PTR, hostbuf=host)
+
+
+def _nbytes(value) -> int:
+    """The size in bytes of a memref value."""
+    from dlpc.backends.c import memref_info
+    from dlpc.dialects.graph import numpy_dtype
+
+    shape, elt = memref_info(value.type)
+    return math.prod(shape) * np.dtype(numpy_dtype(elt)).itemsize
 
 
 def compile_opencl(loop_module, *, name: str = "module") -> OpenCLFunction:

@@ -76,3 +76,128 @@ def test_unterminated_string_is_one_error_line(tmp_path, entry):
             [sys.executable, "-c", code], capture_output=True, text=True, timeout=CLI_TIMEOUT
         )
     assert_one_line_error(proc, "hang.mlir:1:1: error: End of file reached before closing string")
+
+
+# ------------------------------------------------------ item 7: rank-0 values from ONNX
+
+
+def _backends():
+    """numpy, C, and OpenCL when pyopencl is installed (the DLP simulator too: it is C)."""
+    import importlib.util
+
+    targets = ["numpy", "c", "dlp"]
+    if importlib.util.find_spec("pyopencl") is not None:
+        targets.append("opencl")
+    return targets
+
+
+def _onnx_model(nodes, inputs, outputs, inits):
+    from onnx import helper, numpy_helper
+
+    g = helper.make_graph(
+        nodes, "g", inputs, outputs, [numpy_helper.from_array(a, n) for n, a in inits]
+    )
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def _scalar_cases():
+    import numpy as np
+    from onnx import TensorProto, helper
+
+    F = TensorProto.FLOAT
+    vi = helper.make_tensor_value_info
+    node = helper.make_node
+    x34 = np.arange(12, dtype=np.float32).reshape(3, 4)
+    return {
+        # Gather with a 0-d index drops the axis: (3, 4)[1] is (4,), it was (1, 4)
+        "gather-scalar-index": (
+            [node("Gather", ["x", "i"], ["y"], axis=0)],
+            [vi("x", F, [3, 4])],
+            [vi("y", F, [4])],
+            [("i", np.array(1, np.int64))],
+            [x34],
+        ),
+        "gather-scalar-index-axis1": (
+            [node("Gather", ["x", "i"], ["y"], axis=1)],
+            [vi("x", F, [3, 4])],
+            [vi("y", F, [3])],
+            [("i", np.array(-1, np.int64))],
+            [x34],
+        ),
+        # scalar + scalar is a scalar, it was (1,)
+        "add-scalar-input-initializer": (
+            [node("Add", ["x", "c"], ["y"])],
+            [vi("x", F, [])],
+            [vi("y", F, [])],
+            [("c", np.array(2.5, np.float32))],
+            [np.array(1.5, np.float32)],
+        ),
+        "add-two-scalar-initializers": (
+            [node("Add", ["a", "c"], ["s"]), node("Mul", ["x", "s"], ["y"])],
+            [vi("x", F, [])],
+            [vi("y", F, [])],
+            [("a", np.array(1.0, np.float32)), ("c", np.array(2.5, np.float32))],
+            [np.array(-2.0, np.float32)],
+        ),
+        "reduce-to-scalar": (
+            [node("ReduceSum", ["x"], ["s"], keepdims=0), node("Add", ["s", "c"], ["y"])],
+            [vi("x", F, [3, 4])],
+            [vi("y", F, [])],
+            [("c", np.array(0.5, np.float32))],
+            [x34],
+        ),
+    }
+
+
+@pytest.mark.parametrize("case", sorted(_scalar_cases()))
+def test_onnx_scalars_keep_rank_0(case):
+    """0-d initializers stay 0-d; every backend's result has onnxruntime's shape and values."""
+    ort = pytest.importorskip("onnxruntime")
+    import numpy as np
+
+    import dlpc
+    from dlpc.frontends.onnx import load_model
+
+    nodes, ins, outs, inits, inputs = _scalar_cases()[case]
+    proto = _onnx_model(nodes, ins, outs, inits)
+    sess = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = sess.run(None, {i.name: a for i, a in zip(proto.graph.input, inputs)})
+    model = load_model(proto)
+    for target in _backends():
+        got = dlpc.compile(model, target=target)(*inputs)
+        assert [g.shape for g in got] == [w.shape for w in want], target
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6, err_msg=target)
+
+
+# --------------------------------------------------- item 8: zero-size inputs and constants
+
+EMPTY_MODEL = """
+func.func @main(%x: tensor<0x4xf32>, %y: tensor<2x4xf32>)
+    -> (tensor<0x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>) {
+  %c = graph.constant dense<> : tensor<0x4xf32>
+  %a = graph.add %x, %c : (tensor<0x4xf32>, tensor<0x4xf32>) -> tensor<0x4xf32>
+  %r = graph.relu %a : (tensor<0x4xf32>) -> tensor<0x4xf32>
+  %z = graph.concat %r, %y {axis = 0 : i64} : (tensor<0x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  %t = graph.tanh %z : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  %u = graph.concat %c, %y {axis = 0 : i64} : (tensor<0x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  %v = graph.sigmoid %u : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  func.return %r, %t, %v : tensor<0x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>
+}
+"""
+
+
+@pytest.mark.parametrize("target", _backends())
+def test_zero_size_input_and_constant(tmp_path, target):
+    """A (0, 4) input and a (0, 4) constant (OpenCL raised INVALID_BUFFER_SIZE)."""
+    import numpy as np
+
+    import dlpc
+
+    path = tmp_path / "empty.mlir"
+    path.write_text(EMPTY_MODEL)
+    y = np.linspace(-1, 1, 8, dtype=np.float32).reshape(2, 4)
+    r, t, v = dlpc.compile(dlpc.load(str(path)), target=target)(np.zeros((0, 4), np.float32), y)
+    assert r.shape == (0, 4) and t.shape == (2, 4) and v.shape == (2, 4)
+    np.testing.assert_allclose(t, np.tanh(y), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(v, 1 / (1 + np.exp(-y)), rtol=1e-5, atol=1e-6)
