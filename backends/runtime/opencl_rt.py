@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import math
 import os
+import tempfile
+from pathlib import Path
 
 import numpy as np
 
@@ -35,11 +37,39 @@ def _cl():
 _CONTEXT = None
 
 
+def _writable(path: Path) -> bool:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path):
+            return True
+    except OSError:
+        return False
+
+
+def _pocl_cache() -> None:
+    """PoCL writes every kernel it builds to `$POCL_CACHE_DIR` (default
+    `$XDG_CACHE_HOME/pocl`, i.e. `~/.cache/pocl`) and fails every build, with no log, when
+    it cannot: where that default is not writable (a read-only or foreign home, as in some
+    CI sandboxes), point it at dlpc's own cache, else at a private temporary directory."""
+    if os.environ.get("POCL_CACHE_DIR"):
+        return
+    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    if _writable(Path(xdg) / "pocl"):
+        return
+    for candidate in (os.environ.get("DLPC_CACHE_DIR"), tempfile.gettempdir()):
+        if candidate:
+            path = Path(candidate) / f"pocl-{os.getuid()}"
+            if _writable(path):
+                os.environ["POCL_CACHE_DIR"] = str(path)
+                return
+
+
 def context():
     """One OpenCL context and queue per process."""
     global _CONTEXT
     if _CONTEXT is None:
         cl = _cl()
+        _pocl_cache()
         try:
             platforms = cl.get_platforms()
         except cl.Error as e:

@@ -116,3 +116,34 @@ func.func @main(%a: memref<9xi32>, %b: memref<9xi32>, %y: memref<9xi32>)
     (y,) = compile_opencl(module, name="ipowi")(a, b)
     want = [1024, -27, 1, 1, 7**20 % 2**32, 1, -1, 1, 0]
     np.testing.assert_array_equal(y, np.array(want, np.int64).astype(np.int32))
+
+
+def test_build_failure_names_the_compiler_error():
+    """A program PoCL refuses is one line that carries the build log's first error, not
+    the status code alone (CI once showed only BUILD_PROGRAM_FAILURE)."""
+    import pyopencl as cl
+
+    from dlpc.backends.runtime.opencl_rt import _build_failure, context
+
+    ctx, _ = context()
+    with pytest.raises(cl.Error) as info:
+        cl.Program(ctx, "__kernel void f(__global float *a) { a[0] = no_such_name; }").build()
+    message = _build_failure(info.value)
+    assert "\n" not in message
+    assert message.startswith("clBuildProgram failed: BUILD_PROGRAM_FAILURE: ")
+    assert "no_such_name" in message
+
+
+def test_pocl_cache_moves_off_an_unwritable_home(tmp_path, monkeypatch):
+    from dlpc.backends.runtime import opencl_rt
+
+    blocked = tmp_path / "home-file"
+    blocked.write_text("a file where the cache directory would go")
+    monkeypatch.delenv("POCL_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
+    monkeypatch.setenv("DLPC_CACHE_DIR", str(tmp_path / "dlpc-cache"))
+    opencl_rt._pocl_cache()
+    import os
+
+    assert os.environ["POCL_CACHE_DIR"].startswith(str(tmp_path / "dlpc-cache"))
+    monkeypatch.delenv("POCL_CACHE_DIR")
