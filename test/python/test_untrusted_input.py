@@ -49,7 +49,18 @@ def test_xdsl_string_pattern_is_the_one_dlpc_replaces():
 
 @pytest.mark.parametrize(
     "text",
-    ['""', '"abc"', '"a\\"b"', '"\\n\\t\\\\"', '"\\41\\ff"', '"x\\q"', '"a\nb"', '"abc', '"\\', "'"],
+    [
+        '""',
+        '"abc"',
+        '"a\\"b"',
+        '"\\n\\t\\\\"',
+        '"\\41\\ff"',
+        '"x\\q"',
+        '"a\nb"',
+        '"abc',
+        '"\\',
+        "'",
+    ],
 )
 def test_linear_string_pattern_accepts_what_xdsl_accepts(text):
     from dlpc.dialects.xdsl_fixes import LINEAR_STRING_LITERAL, XDSL_STRING_LITERAL
@@ -201,3 +212,73 @@ def test_zero_size_input_and_constant(tmp_path, target):
     assert r.shape == (0, 4) and t.shape == (2, 4) and v.shape == (2, 4)
     np.testing.assert_allclose(t, np.tanh(y), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(v, 1 / (1 + np.exp(-y)), rtol=1e-5, atol=1e-6)
+
+
+# ------------------------------------------- item 6: files written by `dlpc -o` (real files)
+
+FOLDABLE = """
+func.func @main(%x: tensor<64x64xf32>) -> tensor<64x64xf32> {
+  %w = graph.param "w" : tensor<64x64xf32>
+  %e = graph.exp %w : (tensor<64x64xf32>) -> tensor<64x64xf32>
+  %y = graph.mul %x, %e : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
+  func.return %y : tensor<64x64xf32>
+}
+"""
+
+
+@pytest.fixture
+def foldable(tmp_path):
+    """f.mlir with its weights beside it (f.npz) and a copy given by --weights (rw.npz);
+    folding exp(w) makes a new weight, so `-o X.c` also writes X.npz."""
+    import numpy as np
+
+    (tmp_path / "f.mlir").write_text(FOLDABLE)
+    w = np.random.default_rng(0).standard_normal((64, 64)).astype(np.float32)
+    np.savez(tmp_path / "f.npz", w=w)
+    np.savez(tmp_path / "rw.npz", w=w)
+    return tmp_path
+
+
+def _snapshot(directory):
+    return {p.name: (p.is_symlink(), p.read_bytes()) for p in sorted(directory.iterdir())}
+
+
+def test_side_file_never_overwrites_the_weights_beside_the_model(foldable):
+    """`dlpc f.mlir -o f.c` reads f.npz (the default weights) and would write f.npz."""
+    before = _snapshot(foldable)
+    proc = run_cli("f.mlir", "-o", "f.c", cwd=foldable)
+    assert_one_line_error(proc, "-o f.c (its folded weights f.npz) would overwrite f.npz")
+    assert "the weights beside the model" in proc.stderr
+    assert _snapshot(foldable) == before
+
+
+def test_side_file_through_a_symlink_to_the_weights_is_refused(foldable):
+    (foldable / "lnk.npz").symlink_to("rw.npz")
+    before = _snapshot(foldable)
+    proc = run_cli("f.mlir", "--weights", "rw.npz", "-o", "lnk.c", cwd=foldable)
+    assert_one_line_error(proc, "(its folded weights lnk.npz) would overwrite rw.npz")
+    assert _snapshot(foldable) == before
+
+
+def test_output_symlink_to_the_weights_is_refused(foldable):
+    (foldable / "link.c").symlink_to("rw.npz")
+    before = _snapshot(foldable)
+    proc = run_cli("f.mlir", "--weights", "rw.npz", "-o", "link.c", cwd=foldable)
+    assert_one_line_error(proc, "-o link.c would overwrite rw.npz, the --weights input")
+    assert _snapshot(foldable) == before
+
+
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o027, 0o640), (0o077, 0o600)])
+def test_output_and_side_file_honour_the_umask_and_are_named(foldable, umask, mode):
+    proc = run_cli("f.mlir", "--weights", "rw.npz", "-o", "out.c", cwd=foldable, umask=umask)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == "dlpc: wrote out.npz: the 2 weights out.c needs\n"
+    for name in ("out.c", "out.npz"):
+        assert (foldable / name).stat().st_mode & 0o777 == mode, name
+    assert sorted(p.name for p in foldable.iterdir()) == [
+        "f.mlir",
+        "f.npz",
+        "out.c",
+        "out.npz",
+        "rw.npz",
+    ]  # no temporary file is left
