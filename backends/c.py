@@ -5,24 +5,24 @@ Input: a module holding `func.func @main` at the loop level (`loop`, `memref`, `
 Output: one C translation unit:
 
     /* kernel "relu_0" (from graph.relu) */
-    static void kernel_relu_0(const float *restrict x, float *restrict out0)
+    static void kernel_relu_0(const float *restrict v_x, float *restrict v_out0)
     {
       #pragma omp parallel for
-      for (int64_t i0 = 0; i0 < 4; i0++) {
+      for (int64_t v_i0 = 0; v_i0 < 4; v_i0++) {
         #pragma omp simd
-        for (int64_t i1 = 0; i1 < 8; i1++) {
-          const float v = x[i0 * 8 + i1];
-          const float r = DLPC_MAXIMUMF(v, 0.0f);
-          out0[i0 * 8 + i1] = r;
+        for (int64_t v_i1 = 0; v_i1 < 8; v_i1++) {
+          const float v_v = v_x[v_i0 * 8 + v_i1];
+          const float v_r = DLPC_MAXIMUMF(v_v, 0.0f);
+          v_out0[v_i0 * 8 + v_i1] = v_r;
         }
       }
     }
 
     int dlpc_main(void **args)
     {
-      float *x = (float *)args[0];
-      float *out0 = (float *)args[1];
-      kernel_relu_0(x, out0);
+      float *v_x = (float *)args[0];
+      float *v_out0 = (float *)args[1];
+      kernel_relu_0(v_x, v_out0);
       return 0;
     }
 
@@ -38,8 +38,10 @@ Output: one C translation unit:
   (heap above 64 KiB, aborting with a message if that fails; a heap `alloca` is freed
   where its block ends); allocations in `@main` are heap buffers (`dlpc_main` returns 1
   if one fails);
-- every name coming from the model is sanitised to a C identifier, and comments are
-  escaped, so no model text reaches the C source unfiltered.
+- every name from the IR becomes an identifier through `backends/names.py` (`v_x`,
+  `kernel_relu_0`, `g_cst`: a prefix no macro, keyword or libc name has), and comments
+  and strings go through its escapers, so no model text reaches the C source unfiltered
+  (docs/security.md).
 
 `emit_c(module) -> str` is the entry point; `CTarget` registers it as `dlpc-opt -t c`.
 """
@@ -47,8 +49,7 @@ Output: one C translation unit:
 from __future__ import annotations
 
 import math
-import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import IO
 
@@ -73,64 +74,9 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.utils.target import Target
 
+from dlpc.backends.names import Scope, c_comment, c_string
 from dlpc.diagnostics import DlpcError
 from dlpc.dialects.loop import ForOp, KernelOp, defined_inside
-
-# ------------------------------------------------------------------ identifiers
-
-C_KEYWORDS = set(
-    "auto break case char const continue default do double else enum extern float for goto "
-    "if inline int long register restrict return short signed sizeof static struct switch "
-    "typedef union unsigned void volatile while bool true false asm typeof".split()
-)
-# libc/libm and helper names the generated code calls: never used as a local name
-C_RESERVED = C_KEYWORDS | set(
-    "args main dlpc_main malloc free aligned_alloc memcpy memset size_t int8_t int16_t "
-    "int32_t int64_t uint8_t uint16_t uint32_t uint64_t NAN INFINITY isnan stderr stdout stdin "
-    "fprintf abort errno dlpc_alloc dlpc_oom DLPC_MAXIMUMF DLPC_MINIMUMF DLPC_MAX DLPC_MIN "
-    "DLPC_FLOORDIV DLPC_CEILDIV".split()
-)
-
-
-def c_identifier(text: str, fallback: str = "v") -> str:
-    """A C identifier from arbitrary model text: `fc1.weight` -> `fc1_weight`."""
-    ident = re.sub(r"[^A-Za-z0-9_]", "_", text)
-    ident = re.sub(r"_+", "_", ident).strip("_") or fallback
-    if ident[0].isdigit():
-        ident = f"{fallback}{ident}"
-    if ident in C_RESERVED or ident in MATH_NAMES:
-        ident += "_"
-    return ident
-
-
-def c_string(text: str) -> str:
-    """A C string literal holding `text` reduced to safe printable ASCII."""
-    safe = "".join(ch if " " <= ch <= "~" and ch not in '"\\?' else "_" for ch in text)
-    return f'"{safe}"'
-
-
-def c_comment(text: str) -> str:
-    """`/* text */` with `text` reduced to printable ASCII and no comment delimiters."""
-    safe = "".join(ch if " " <= ch <= "~" else "?" for ch in text)
-    safe = safe.replace("*/", "* /").replace("/*", "/ *")
-    return f"/* {safe} */"
-
-
-class Names:
-    """Unique C identifiers within one scope."""
-
-    def __init__(self, taken: Iterable[str] = ()):
-        self.used: set[str] = set(taken)
-
-    def fresh(self, hint: str | None, fallback: str = "v") -> str:
-        base = c_identifier(hint or fallback, fallback)
-        name, k = base, 1
-        while name in self.used or name in C_RESERVED or name in MATH_NAMES:
-            name = f"{base}_{k}"
-            k += 1
-        self.used.add(name)
-        return name
-
 
 # ------------------------------------------------------------------------ types
 
@@ -238,9 +184,6 @@ CASTS = (
     "arith.extsi",
     "arith.trunci",
 )
-MATH_NAMES = {
-    n + s for n in [*MATH_UNARY.values(), *MATH_BINARY.values(), "fma"] for s in ("", "f")
-}
 
 CMPF = {
     "false": "false", "oeq": "{a} == {b}", "ogt": "{a} > {b}", "oge": "{a} >= {b}",
@@ -382,7 +325,7 @@ class Buffer:
 class FunctionWriter:
     """Emits the statements of one C function body."""
 
-    def __init__(self, emitter: CEmitter, names: Names, what: str):
+    def __init__(self, emitter: CEmitter, names: Scope, what: str):
         self.emitter = emitter
         self.names = names
         self.what = what  # for diagnostics: `kernel 'relu_0'` / `@main`
@@ -718,7 +661,7 @@ class CEmitter:
 
     def __init__(self, module: ModuleOp):
         self.module = module
-        self.top = Names()
+        self.top = Scope()
         self.globals: dict[str, str] = {}
         self.parts: list[str] = []
         self.kernel_names: dict[KernelOp, str] = {}
@@ -730,13 +673,13 @@ class CEmitter:
             if isinstance(op, memref.GlobalOp):
                 out.append(self.global_(op))
         for k in (op for op in main.walk() if isinstance(op, KernelOp)):
-            self.kernel_names[k] = self.top.fresh(f"kernel_{k.sym}")
+            self.kernel_names[k] = self.top.fresh(k.sym, kind="kernel")
         body = self.main(main)
         return "\n".join([*out, *self.parts, body])
 
     def global_(self, op: memref.GlobalOp) -> str:
         shape, elt = memref_info(op.type)
-        name = self.top.fresh(f"g_{op.sym_name.data}")
+        name = self.top.fresh(op.sym_name.data, kind="g")
         self.globals[op.sym_name.data] = name
         n = max(math.prod(shape), 1)
         const = "const " if op.constant is not None else ""
@@ -751,7 +694,7 @@ class CEmitter:
         return f"static {const}{c_type(elt)} {name}[{n}] = {{{body}}};\n"
 
     def main(self, fn: func.FuncOp) -> str:
-        w = FunctionWriter(self, Names(self.top.used), "@main")
+        w = FunctionWriter(self, Scope(self.top.used), "@main")
         n_in, params, _ = calling_convention(fn)
         doc = [f"int dlpc_main(void **args): {len(fn.body.block.args)} arguments, 0 on success"]
         for k, hint, _, shape, t in w.main_arguments(fn):
@@ -767,7 +710,7 @@ class CEmitter:
         """Emit `k` as a function (its free values become parameters) and call it."""
         free, stored = kernel_uses(k)
         fname = self.kernel_names[k]
-        w = FunctionWriter(self, Names(self.top.used), f"kernel '{k.sym}'")
+        w = FunctionWriter(self, Scope(self.top.used), f"kernel '{k.sym}'")
         params, call_args = [], []
         for v in free:
             prefix, name, arg = w.parameter(caller, v, v in stored)

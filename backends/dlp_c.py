@@ -5,16 +5,16 @@ Input: a module after `loop-to-dlp` (`dlp.kernel`s inside `func.func @main`, wit
 Output: one C translation unit:
 
     /* kernel "linear_relu_0" (from graph.linear) */
-    __mlu_entry__ void kernel_linear_relu_0(const float *x, const float *fc1_weight, float *linear_relu)
+    __mlu_entry__ void kernel_linear_relu_0(const float *v_x, const float *v_fc1_weight, float *v_linear_relu)
     {
-      __nram__ float *x_nram = (float *)(__nram_base + 0);  /* 784 x f32 */
-      __wram__ float *fc1_weight_wram = (float *)(__wram_base + 0);  /* 12544 x f32 */
+      __nram__ float *v_x_nram = (float *)(__nram_base + 0);  /* 784 x f32 */
+      __wram__ float *v_fc1_weight_wram = (float *)(__wram_base + 0);  /* 12544 x f32 */
       __dlp_reserve(DLP_NRAM, 3328);
       ...
-      __memcpy(fc1_weight_wram, fc1_weight + base, count * sizeof(float), GDRAM2WRAM);
-      __bang_matmul(out_nram, x_nram, fc1_weight_wram, 1, 784, n, 1);
-      __bang_active_relu(out_nram, out_nram, n);
-      __memcpy(linear_relu + base, out_nram, n * sizeof(float), NRAM2GDRAM);
+      __memcpy(v_fc1_weight_wram, v_fc1_weight + base, count * sizeof(float), GDRAM2WRAM);
+      __bang_matmul(v_out_nram, v_x_nram, v_fc1_weight_wram, 1, 784, n, 1);
+      __bang_active_relu(v_out_nram, v_out_nram, n);
+      __memcpy(v_linear_relu + base, v_out_nram, n * sizeof(float), NRAM2GDRAM);
     }
 
     int dlpc_main(void **args) { ... __dlp_launch("linear_relu_0", "graph.linear", 16, 1, ...); }
@@ -27,8 +27,9 @@ Output: one C translation unit:
 - the target's facts are `#define`d at the top (`DLP_NRAM_BYTES`, `DLP_TP_add`, ...)
   so the simulator header (`runtime/dlp_sim.h`) enforces the same description;
 - scalar loops count their operations (`__dlp_scalar_ops(k)`) for the time model;
-- names come from the model, sanitised (`fc1.weight` -> `fc1_weight`); each kernel
-  carries a comment naming the graph op it came from.
+- names come from the model through `backends/names.py` (`fc1.weight` ->
+  `v_fc1_weight`, kernel `relu_0` -> `kernel_relu_0`); each kernel carries a comment
+  naming the graph op it came from.
 
 `emit_dlp_c(module, desc) -> str`; `DlpCTarget` registers it as `dlpc-opt -t dlp-c`.
 """
@@ -46,19 +47,11 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.utils.target import Target
 
 from dlpc.backends import c as cbe
-from dlpc.backends.c import (
-    Buffer,
-    CEmitter,
-    FunctionWriter,
-    Names,
-    c_comment,
-    c_identifier,
-    c_string,
-    c_type,
-)
+from dlpc.backends.c import Buffer, CEmitter, FunctionWriter, c_type
+from dlpc.backends.names import Scope, c_comment, c_string
 from dlpc.diagnostics import DlpcError
 from dlpc.dialects import dlp
-from dlpc.targets.dlp import DlpTarget, resolve
+from dlpc.targets.dlp import KNOWN_INTRINSICS, DlpTarget, resolve
 
 INTRINSICS = {
     dlp.AddOp: "__bang_add", dlp.SubOp: "__bang_sub", dlp.MulOp: "__bang_mul",
@@ -88,7 +81,12 @@ def target_macros(desc: DlpTarget) -> str:
         f"#define DLP_DMA_ALIGN {desc.dma_align}",
         f"#define DLP_VECTOR_ALIGN {desc.vector_align}",
     ]
-    lines += [f"#define DLP_TP_{name} {float(tp)!r}" for name, tp in desc.intrinsics]
+    # macro names from dlpc's own list, numbers checked finite when the description was made
+    lines += [
+        f"#define DLP_TP_{name} {float(desc.throughput(name))!r}"
+        for name in KNOWN_INTRINSICS
+        if desc.has_intrinsic(name)
+    ]
     return "\n".join(lines)
 
 
@@ -209,7 +207,7 @@ class DlpCEmitter(CEmitter):
     def emit(self) -> str:
         main = cbe.find_main(self.module)
         for k in (op for op in main.walk() if isinstance(op, dlp.KernelOp)):
-            self.dlp_kernels[k] = self.top.fresh(f"kernel_{c_identifier(k.sym, 'k')}")
+            self.dlp_kernels[k] = self.top.fresh(k.sym, kind="kernel")
         globals_ = [
             self.global_(op) for op in self.module.body.block.ops if isinstance(op, memref.GlobalOp)
         ]
@@ -223,7 +221,7 @@ class DlpCEmitter(CEmitter):
         return "\n".join([*head, *globals_, *self.parts, body])
 
     def main(self, fn: func.FuncOp) -> str:
-        w = DlpFunctionWriter(self, Names(self.top.used), "@main")
+        w = DlpFunctionWriter(self, Scope(self.top.used), "@main")
         arg_names = cbe.argument_names(fn)
         w.line("dlp_reset();")
         for _, _, name, shape, t in w.main_arguments(fn):
@@ -255,9 +253,7 @@ class DlpCEmitter(CEmitter):
     def call_dlp_kernel(self, caller: FunctionWriter, k: dlp.KernelOp) -> None:
         free, stored = cbe.kernel_uses(k, _dlp_writes)
         fname = self.dlp_kernels[k]
-        w = DlpFunctionWriter(
-            self, Names(self.top.used | {"taskId", "clusterId", "coreId"}), f"kernel '{k.sym}'"
-        )
+        w = DlpFunctionWriter(self, Scope(self.top.used), f"kernel '{k.sym}'")
         params, field_names, call_args = [], [], []
         for v in free:
             prefix, name, arg = w.parameter(caller, v, v in stored)
@@ -278,10 +274,12 @@ class DlpCEmitter(CEmitter):
             + (f"; {plan}" if plan else "")
             + ("; double-buffered" if k.double_buffered is not None else "")
         )
+        # kernel_X, task_X and args_X: unique as kernel_X is (names.KINDS prefixes)
+        task, args = (f"{kind}_{fname.removeprefix('kernel_')}" for kind in ("task", "args"))
         struct = (
-            f"struct {fname}_args {{ {' '.join(fields) or 'int unused;'} }};\n"
-            f"static void {fname}_task(void *p)\n{{\n"
-            f"  struct {fname}_args *a = (struct {fname}_args *)p;\n"
+            f"struct {args} {{ {' '.join(fields) or 'int unused;'} }};\n"
+            f"static void {task}(void *p)\n{{\n"
+            f"  struct {args} *a = (struct {args} *)p;\n"
             f"  {fname}({', '.join(f'a->{n}' for n in field_names)});\n}}\n"
         )
         self.parts.append(
@@ -290,12 +288,12 @@ class DlpCEmitter(CEmitter):
         )
         origin_lit = c_string(origin or "")
         dbl = 1 if k.double_buffered is not None else 0
-        var = caller.names.fresh(f"{fname}_args")
+        var = caller.names.fresh(k.sym, kind="args")
         caller.line("{")
-        caller.line(f"  struct {fname}_args {var} = {{{', '.join(call_args) or '0'}}};")
+        caller.line(f"  struct {args} {var} = {{{', '.join(call_args) or '0'}}};")
         caller.line(
             f"  int rc = __dlp_launch({c_string(k.sym)}, {origin_lit}, {k.num_tasks}, {dbl}, "
-            f"{fname}_task, &{var});"
+            f"{task}, &{var});"
         )
         caller.line("  if (rc) return rc;")
         caller.line("}")

@@ -8,12 +8,8 @@ the generated module, so the emitted code and the reference are the same code.
 
 from __future__ import annotations
 
-import builtins
 import dis
 import inspect
-import keyword
-import math
-import re
 from collections.abc import Callable
 
 import numpy as np
@@ -21,6 +17,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import ReturnOp
 from xdsl.ir import Operation, SSAValue
 
+from dlpc.backends.names import Scope, py_comment, py_literal
 from dlpc.diagnostics import DlpcError
 from dlpc.dialects import graph
 from dlpc.reference import graph as ref
@@ -34,36 +31,6 @@ from dlpc.reference.graph import (
 )
 
 # ----------------------------------------------------------------- emit_numpy
-
-
-def python_literal(value) -> str:
-    """A Python expression for an attribute value (tuples, floats incl. inf/nan, str)."""
-    if isinstance(value, tuple | list):
-        items = ", ".join(python_literal(v) for v in value)
-        return f"({items},)" if len(value) == 1 else f"({items})"
-    if isinstance(value, float) and not math.isfinite(value):
-        return "np.nan" if math.isnan(value) else ("np.inf" if value > 0 else "-np.inf")
-    if isinstance(value, bool | int | float | str) or value is None:
-        return repr(value)
-    raise AssertionError(f"no Python literal for {value!r}")
-
-
-class Namer:
-    """Python identifiers for model-derived names: sanitised, unique, never a keyword,
-    builtin or helper name."""
-
-    def __init__(self, reserved: set[str]):
-        self.used = set(reserved) | set(keyword.kwlist) | set(dir(builtins))
-
-    def fresh(self, hint: str | None, prefix: str = "v") -> str:
-        base = re.sub(r"\W", "_", hint or "") or prefix
-        if base[0].isdigit():
-            base = prefix + base
-        name, n = base, 1
-        while name in self.used or keyword.iskeyword(name):
-            name, n = f"{base}_{n}", n + 1
-        self.used.add(name)
-        return name
 
 
 def _helpers_for(op_names: set[str]) -> list[Callable]:
@@ -87,9 +54,9 @@ def _array_literal(array: np.ndarray) -> str:
     dtype = f"np.{array.dtype.name}" if array.dtype != bool else "np.bool_"
     flat = array.reshape(-1)
     if flat.size and (flat == flat[0]).all():
-        return f"np.full({python_literal(array.shape)}, {python_literal(flat[0].item())}, dtype={dtype})"
-    items = ", ".join(python_literal(v) for v in flat.tolist())
-    return f"np.array([{items}], dtype={dtype}).reshape({python_literal(array.shape)})"
+        return f"np.full({py_literal(array.shape)}, {py_literal(flat[0].item())}, dtype={dtype})"
+    items = ", ".join(py_literal(v) for v in flat.tolist())
+    return f"np.array([{items}], dtype={dtype}).reshape({py_literal(array.shape)})"
 
 
 class _Emitter:
@@ -98,16 +65,9 @@ class _Emitter:
         self.func = main_func(module)
         ops = {op.name for op in self.func.walk()}
         self.helpers = _helpers_for(ops)
-        reserved = {fn.__name__ for fn in self.helpers} | {
-            "np",
-            "math",
-            "main",
-            "inputs",
-            "params",
-            "PARAMS",
-            "INPUTS",
-        }
-        self.namer = Namer(reserved)
+        # model names are `v_`/`const_`/`fused_` identifiers (names.py), which no helper,
+        # builtin, keyword or name of the module's own (np, main, params, ...) is
+        self.namer = Scope()
         self.fused: list[str] = []
         self.constants: list[str] = []
 
@@ -124,7 +84,7 @@ class _Emitter:
                 continue
             hint = op.results[0].name_hint
             if isinstance(op, graph.ConstantOp):  # a module-level constant, used by name
-                const = self.namer.fresh(f"CONST_{hint or 'v'}")
+                const = self.namer.fresh(hint, kind="const")
                 self.constants.append(f"{const} = {_array_literal(op.to_numpy())}")
                 names[op.results[0]] = const
                 continue
@@ -134,12 +94,12 @@ class _Emitter:
             names[op.results[0]] = target
             args = [names[v] for v in op.operands]
             if isinstance(op, graph.ParamOp):
-                lines.append(f"{indent}{target} = params[{op.pname!r}]")
+                lines.append(f"{indent}{target} = params[{py_literal(op.pname)}]")
             elif op.name == "graph.fused":
                 fn = self.emit_fused(op)
                 lines.append(f"{indent}{target} = {fn}({', '.join(args)})")
             elif op.name in KERNELS:
-                kw = [f"{k}={python_literal(v)}" for k, v in kernel_args(op).items()]
+                kw = [f"{k}={py_literal(v)}" for k, v in kernel_args(op).items()]
                 call = f"{KERNELS[op.name].__name__}({', '.join(args + kw)})"
                 lines.append(f"{indent}{target} = {call}")
             else:
@@ -147,12 +107,12 @@ class _Emitter:
         return lines
 
     def emit_fused(self, op: Operation) -> str:
-        fn = self.namer.fresh(f"fused_{_fused_name(op)}")
+        fn = self.namer.fresh(_fused_name(op), kind="fused")
         block = op.regions[0].blocks[0]
         names = {a: self.namer.fresh(a.name_hint, "a") for a in block.args}
         body = self.emit_block(block.ops, names, "    ")
         header = f"def {fn}({', '.join(names[a] for a in block.args)}):"
-        doc = f'    """graph.fused {_fused_name(op)!r}"""'
+        doc = "    " + py_comment(f"graph.fused {_fused_name(op)}")
         self.fused.append("\n".join([header, doc, *body]))
         return fn
 
@@ -171,8 +131,8 @@ class _Emitter:
             "",
             "import numpy as np",
             "",
-            f"INPUTS = {python_literal(tuple(arg_names))}",
-            f"PARAMS = {python_literal(tuple(param_names(self.module)))}",
+            f"INPUTS = {py_literal(tuple(arg_names))}",
+            f"PARAMS = {py_literal(tuple(param_names(self.module)))}",
         ]
         parts = ["\n".join(head)]
         parts += [inspect.getsource(fn).rstrip() for fn in self.helpers]

@@ -18,11 +18,14 @@ Mapping (`plan_launch`):
 - other kernel-local buffers are private arrays; 0-d ones are scalars.
 
     /* kernel "relu_0" (from graph.relu): global (4), local (-) */
-    __kernel void relu_0(__global const float *restrict x, __global float *restrict out0)
+    __kernel void kernel_relu_0(__global const float *restrict v_x, __global float *restrict v_out0)
     {
-      const long i0 = get_global_id(0);
-      for (long i1 = 0; i1 < 8; i1++) { ... }
+      const long v_i0 = get_global_id(0);
+      for (long v_i1 = 0; v_i1 < 8; v_i1++) { ... }
     }
+
+Every name from the IR becomes an identifier through `backends/names.py` (the `v_` and
+`kernel_` prefixes meet no OpenCL C keyword, builtin function or macro).
 
 `emit_opencl(module) -> str`; `plan_launch(kernel) -> Launch`; `OpenCLTarget` registers
 `dlpc-opt -t opencl`.
@@ -41,7 +44,8 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.utils.target import Target
 
 from dlpc.backends import c as cbe
-from dlpc.backends.c import Buffer, FunctionWriter, Names, c_comment, c_identifier, c_type
+from dlpc.backends.c import Buffer, FunctionWriter, c_type
+from dlpc.backends.names import Scope, c_comment
 from dlpc.diagnostics import DlpcError
 from dlpc.dialects.loop import ForOp, KernelOp, spine
 
@@ -67,14 +71,6 @@ MATH_MACROS = (
         for name in sorted({*cbe.MATH_UNARY.values(), *cbe.MATH_BINARY.values(), "fma"})
     )
     + "\n#define nearbyint rint\n"
-)
-
-
-OPENCL_RESERVED = set(
-    "get_global_id get_local_id get_group_id get_global_size get_local_size barrier constant "
-    "global local private kernel generic half uint ulong uchar ushort long size_t ptrdiff_t "
-    "read_only write_only read_write uniform pipe event_t sampler_t image1d_t image2d_t "
-    "image3d_t float2 float3 float4 float8 float16 int2 int4 rint mad clamp select".split()
 )
 
 
@@ -152,7 +148,7 @@ def plan_launch(kernel: KernelOp, fname: str, max_group: int = 256) -> Launch:
 class KernelWriter(FunctionWriter):
     """An OpenCL kernel body (C syntax, OpenCL address spaces and work-item ids)."""
 
-    def __init__(self, emitter, names: Names, what: str, launch: Launch):
+    def __init__(self, emitter, names: Scope, what: str, launch: Launch):
         super().__init__(emitter, names, what)
         self.launch = launch
 
@@ -215,7 +211,7 @@ class KernelWriter(FunctionWriter):
 class OpenCLEmitter:
     def __init__(self, module: ModuleOp):
         self.module = module
-        self.top = Names(OPENCL_RESERVED)
+        self.top = Scope()
         self.launches: dict[KernelOp, Launch] = {}
         self.parts: list[str] = []
 
@@ -229,11 +225,11 @@ class OpenCLEmitter:
         return "\n".join([*out, *self.parts])
 
     def kernel(self, k: KernelOp) -> None:
-        fname = self.top.fresh(c_identifier(k.sym, "k"))
+        fname = self.top.fresh(k.sym, kind="kernel")
         launch = plan_launch(k, fname)
         self.launches[k] = launch
         free, stored = cbe.kernel_uses(k)
-        w = KernelWriter(self, Names(self.top.used), f"kernel '{k.sym}'", launch)
+        w = KernelWriter(self, Scope(self.top.used), f"kernel '{k.sym}'", launch)
         params = []
         for k_arg, v in enumerate(free):
             if not isinstance(v.type, MemRefType):

@@ -21,6 +21,7 @@ per cycle per core):
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 import math
 import os
@@ -117,38 +118,32 @@ class DlpTarget:
         d["intrinsics"] = dict(self.intrinsics)
         return d
 
+    def __post_init__(self) -> None:
+        check_fields(dataclasses.asdict(self) | {"intrinsics": self.intrinsics})
+
     # ------------------------------------------------------------------ loading
     @staticmethod
     def from_dict(data: dict[str, Any], origin: str = "target description") -> DlpTarget:
+        """A description from a table (TOML/JSON): every key known, every value in
+        `RANGES`; `[intrinsics]` overrides throughputs of `KNOWN_INTRINSICS` by name."""
         known = {f.name: f for f in dataclasses.fields(DlpTarget)}
         kwargs: dict[str, Any] = {}
         for key, value in data.items():
             if key not in known:
-                raise DlpcError(f"{origin}: error: unknown target field '{key}'")
+                raise DlpcError(f"{origin}: error: unknown target field {_show(key)}")
             if key == "intrinsics":
                 if not isinstance(value, dict):
                     raise DlpcError(
                         f"{origin}: error: 'intrinsics' must be a table name -> throughput"
                     )
                 merged = dict(DEFAULT_INTRINSICS)
-                merged.update({str(k): float(v) for k, v in value.items()})
+                for name, tp in value.items():
+                    merged[name] = _check_intrinsic(name, tp, origin)
                 kwargs[key] = tuple(merged.items())
                 continue
-            default = known[key].default
-            if isinstance(default, bool) or not isinstance(value, (int, float, str)):
-                raise DlpcError(f"{origin}: error: bad value for '{key}': {value!r}")
-            if isinstance(default, int) and not (isinstance(value, int) and value > 0):
-                raise DlpcError(
-                    f"{origin}: error: '{key}' must be a positive integer, got {value!r}"
-                )
-            if isinstance(default, float) and not (isinstance(value, (int, float)) and value > 0):
-                raise DlpcError(
-                    f"{origin}: error: '{key}' must be a positive number, got {value!r}"
-                )
-            kwargs[key] = float(value) if isinstance(default, float) else value
-        target = DlpTarget(**kwargs)
-        target.validate(origin)
-        return target
+            kwargs[key] = _check_value(key, value, known[key].default, origin)
+        check_fields({name: f.default for name, f in known.items()} | kwargs, origin)
+        return DlpTarget(**kwargs)
 
     @staticmethod
     def load(path: str) -> DlpTarget:
@@ -169,13 +164,96 @@ class DlpTarget:
         return DlpTarget.from_dict(data, origin=path)
 
     def validate(self, origin: str = "target description") -> None:
-        for what in ("dma_align", "vector_align"):
-            v = getattr(self, what)
-            if v & (v - 1):
-                raise DlpcError(f"{origin}: error: '{what}' must be a power of two, got {v}")
-        for needed in ("matmul",):
-            if not self.has_intrinsic(needed):
-                raise DlpcError(f"{origin}: error: intrinsic set lacks '{needed}'")
+        check_fields(dataclasses.asdict(self) | {"intrinsics": self.intrinsics}, origin)
+
+
+#: names an `[intrinsics]` table may set (the simulator and loop-to-dlp know these)
+KNOWN_INTRINSICS = tuple(name for name, _ in DEFAULT_INTRINSICS)
+#: the range of every number in a description, inclusive: sizes the simulator can
+#: allocate, core counts it can start threads for, finite positive rates
+RANGES: dict[str, tuple[float, float]] = {
+    "clusters": (1, 64),
+    "cores_per_cluster": (1, 64),
+    "nram_bytes": (1, 2**30),
+    "wram_bytes": (1, 2**30),
+    "sram_bytes": (1, 2**30),
+    "clock_ghz": (1e-3, 1e3),
+    "gdram_bandwidth_gbs": (1e-3, 1e6),
+    "sram_bandwidth_gbs": (1e-3, 1e6),
+    "dma_latency_cycles": (1, 10**9),
+    "dma_align": (1, 4096),
+    "vector_width": (1, 65536),
+    "vector_align": (1, 4096),
+    "scalar_ops_per_cycle": (1e-3, 1e6),
+    "intrinsics": (1e-3, 1e9),  # each throughput, per cycle per core
+}
+MAX_CORES = 256
+MAX_NAME = 200
+
+
+def _show(item: Any) -> str:
+    """A key or value from a file on one line (its repr, at most 60 characters)."""
+    text = repr(item)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _number_in_range(key: str, value: Any, what: str, origin: str, integer: bool = False):
+    low, high = RANGES[key]
+    if integer:
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise DlpcError(
+                f"{origin}: error: {what} must be a positive integer at most {high}, "
+                f"got {_show(value)}"
+            )
+        return value
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    if not ok or isinstance(value, float) and not math.isfinite(value) or not low <= value <= high:
+        raise DlpcError(
+            f"{origin}: error: {what} must be a finite number in [{low:g}, {high:g}], "
+            f"got {_show(value)}"
+        )
+    return value
+
+
+def _check_intrinsic(name: Any, tp: Any, origin: str) -> float:
+    if name not in KNOWN_INTRINSICS:
+        close = difflib.get_close_matches(str(name), KNOWN_INTRINSICS, n=1)
+        hint = f"; did you mean '{close[0]}'?" if close else ""
+        raise DlpcError(f"{origin}: error: unknown intrinsic {_show(name)}{hint}")
+    return float(_number_in_range("intrinsics", tp, f"intrinsic '{name}'", origin))
+
+
+def _check_value(key: str, value: Any, default: Any, origin: str) -> Any:
+    if isinstance(default, str):
+        if not isinstance(value, str) or len(value) > MAX_NAME:
+            raise DlpcError(
+                f"{origin}: error: '{key}' must be a string of at most {MAX_NAME} characters"
+            )
+        return value
+    integer = isinstance(default, int)
+    value = _number_in_range(key, value, f"'{key}'", origin, integer)
+    return value if integer else float(value)
+
+
+def check_fields(fields: dict[str, Any], origin: str = "target description") -> None:
+    """Every field of a description in range (one-line DlpcError naming the field)."""
+    for key, value in fields.items():
+        if key == "intrinsics":
+            for name, tp in value:
+                _check_intrinsic(name, tp, origin)
+        elif key in RANGES or key == "name":
+            _check_value(key, value, DlpTarget.__dataclass_fields__[key].default, origin)
+    cores = fields["clusters"] * fields["cores_per_cluster"]
+    if cores > MAX_CORES:
+        raise DlpcError(
+            f"{origin}: error: {cores} cores (clusters x cores_per_cluster) > {MAX_CORES}"
+        )
+    for what in ("dma_align", "vector_align"):
+        v = fields[what]
+        if v & (v - 1):
+            raise DlpcError(f"{origin}: error: '{what}' must be a power of two, got {v}")
+    if "matmul" not in {n for n, _ in fields["intrinsics"]}:
+        raise DlpcError(f"{origin}: error: intrinsic set lacks 'matmul'")
 
 
 BUILTIN_DESCRIPTIONS = os.path.dirname(os.path.abspath(__file__))

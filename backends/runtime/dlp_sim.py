@@ -189,8 +189,8 @@ class DlpFunction(ModuleFunction):
                 counters.append([ptr[k] for k in range(NUM_COUNTERS)])
             reports.append(
                 model_kernel(
-                    lib.dlp_record_name(i).decode(),
-                    lib.dlp_record_origin(i).decode(),
+                    lib.dlp_record_name(i).decode(errors="replace"),
+                    lib.dlp_record_origin(i).decode(errors="replace"),
                     tasks,
                     bool(lib.dlp_record_double(i)),
                     counters,

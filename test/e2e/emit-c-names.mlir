@@ -1,20 +1,21 @@
 // RUN: dlpc-opt %s -t c | filecheck %s
 
-// Names from the model become C identifiers; comments are escaped so model text can
-// neither close a comment nor start a new line of code.
+// Names from the model become identifiers through backends/names.py (`v_`/`kernel_`
+// prefixes: never a keyword, libc name or predefined macro); comments are escaped so
+// model text can neither close a comment nor start a new line of code.
 
-// CHECK:       /* kernel "evil* / int pwn; / *?" (from graph.relu) */
-// CHECK-NEXT:  static void kernel_evil_int_pwn(const float *restrict fc1_weight, const float *restrict int_, float *restrict out0)
+// CHECK:       /* kernel "evil*\/ int pwn; /\*\n" (from graph.relu) */
+// CHECK-NEXT:  static void kernel_evil_int_pwn(const float *restrict v_fc1_weight, const float *restrict v_int, float *restrict v_out0)
 // CHECK:       /* kernel "a.b" */
-// CHECK-NEXT:  static void kernel_a_b(float *restrict out0)
+// CHECK-NEXT:  static void kernel_a_b(float *restrict v_out0)
 // CHECK:       /* kernel "a_b" */
-// CHECK-NEXT:  static void kernel_a_b_1(float *restrict out0)
+// CHECK-NEXT:  static void kernel_a_b_2(float *restrict v_out0)
 // CHECK:       /* int dlpc_main(void **args): 3 arguments, 0 on success */
 // CHECK-NEXT:  /*   args[0] input  int: float[4] */
 // CHECK-NEXT:  /*   args[1] param  fc1.weight: float[4] */
 // CHECK-NEXT:  /*   args[2] output out0: float[4] */
-// CHECK:         float *int_ = (float *)args[0];
-// CHECK-NEXT:    float *fc1_weight = (float *)args[1];
+// CHECK:         float *v_int = (float *)args[0];
+// CHECK-NEXT:    float *v_fc1_weight = (float *)args[1];
 // CHECK-NOT:   pwn;
 // CHECK-NOT:   */ int
 

@@ -5,15 +5,15 @@
 // loop falls back to `GCC ivdep`.
 
 // CHECK-LABEL: static void kernel_dot(
-// CHECK:         float acc;
-// CHECK-NEXT:    acc = 0.0f;
-// CHECK-NEXT:    float m;
-// CHECK-NEXT:    m = (-INFINITY);
-// CHECK-NEXT:    #pragma omp simd reduction(+:acc) reduction(max:m)
-// CHECK-NEXT:    for (int64_t r0 = 0; r0 < 1000; r0++) {
+// CHECK:         float v_acc;
+// CHECK-NEXT:    v_acc = 0.0f;
+// CHECK-NEXT:    float v_m;
+// CHECK-NEXT:    v_m = (-INFINITY);
+// CHECK-NEXT:    #pragma omp simd reduction(+:v_acc) reduction(max:v_m)
+// CHECK-NEXT:    for (int64_t v_r0 = 0; v_r0 < 1000; v_r0++) {
 // CHECK-LABEL: static void kernel_prefix(
 // CHECK:         #pragma GCC ivdep
-// CHECK-NEXT:    for (int64_t r0 = 0; r0 < 1000; r0++) {
+// CHECK-NEXT:    for (int64_t v_r0 = 0; v_r0 < 1000; v_r0++) {
 
 func.func @main(%x: memref<1000xf32>, %y: memref<1000xf32>, %d: memref<2xf32>, %p: memref<1000xf32>)
     attributes {dlpc.num_inputs = 2 : i64, dlpc.params = [], dlpc.num_outputs = 2 : i64} {

@@ -8,64 +8,64 @@
 // CHECK:       static const float g_constant_0[3] = {0.5f, (-1.0f), 2.5f};
 
 // CHECK:       /* kernel "scale_0" (from graph.mul) */
-// CHECK-NEXT:  static void kernel_scale_0(const float *restrict x, const float *restrict g_constant_0, float *restrict tmp)
+// CHECK-NEXT:  static void kernel_scale_0(const float *restrict v_x, const float *restrict g_constant_0, float *restrict v_tmp)
 // CHECK-NEXT:  {
 // CHECK-NEXT:    /* parallel: left serial, 12 iterations are too few */
-// CHECK-NEXT:    for (int64_t i0 = 0; i0 < 4; i0++) {
+// CHECK-NEXT:    for (int64_t v_i0 = 0; v_i0 < 4; v_i0++) {
 // CHECK-NEXT:      #pragma omp simd
-// CHECK-NEXT:      for (int64_t i1 = 0; i1 < 3; i1++) {
-// CHECK-NEXT:        const float v = x[i0 * 3 + i1];
-// CHECK-NEXT:        const float c = g_constant_0[i1];
-// CHECK-NEXT:        const float m = v * c;
-// CHECK-NEXT:        const bool pos = m > 0.0f;
-// CHECK-NEXT:        float s;
-// CHECK-NEXT:        if (pos) {
-// CHECK-NEXT:          const float e = expf(m);
-// CHECK-NEXT:          s = e;
+// CHECK-NEXT:      for (int64_t v_i1 = 0; v_i1 < 3; v_i1++) {
+// CHECK-NEXT:        const float v_v = v_x[v_i0 * 3 + v_i1];
+// CHECK-NEXT:        const float v_c = g_constant_0[v_i1];
+// CHECK-NEXT:        const float v_m = v_v * v_c;
+// CHECK-NEXT:        const bool v_pos = v_m > 0.0f;
+// CHECK-NEXT:        float v_s;
+// CHECK-NEXT:        if (v_pos) {
+// CHECK-NEXT:          const float v_e = expf(v_m);
+// CHECK-NEXT:          v_s = v_e;
 // CHECK-NEXT:        } else {
-// CHECK-NEXT:          const float t = tanhf(m);
-// CHECK-NEXT:          s = t;
+// CHECK-NEXT:          const float v_t = tanhf(v_m);
+// CHECK-NEXT:          v_s = v_t;
 // CHECK-NEXT:        }
-// CHECK-NEXT:        tmp[i0 * 3 + i1] = s;
+// CHECK-NEXT:        v_tmp[v_i0 * 3 + v_i1] = v_s;
 
 // CHECK:       /* kernel "sum_1" */
-// CHECK-NEXT:  static void kernel_sum_1(const float *restrict tmp, double *restrict out0)
-// CHECK:           double acc;
-// CHECK-NEXT:      acc = 0.0;
+// CHECK-NEXT:  static void kernel_sum_1(const float *restrict v_tmp, double *restrict v_out0)
+// CHECK:           double v_acc;
+// CHECK-NEXT:      v_acc = 0.0;
 // CHECK-NEXT:      #pragma GCC ivdep
 // CHECK-NEXT:      #pragma GCC unroll 4
-// CHECK-NEXT:      for (int64_t r0 = 0; r0 < 3; r0++) {
-// CHECK-NEXT:        const float v = tmp[i0 * 3 + r0];
-// CHECK-NEXT:        const double w = (double)v;
-// CHECK-NEXT:        const double a = acc;
-// CHECK-NEXT:        const double n = a + w;
-// CHECK-NEXT:        acc = n;
+// CHECK-NEXT:      for (int64_t v_r0 = 0; v_r0 < 3; v_r0++) {
+// CHECK-NEXT:        const float v_v = v_tmp[v_i0 * 3 + v_r0];
+// CHECK-NEXT:        const double v_w = (double)v_v;
+// CHECK-NEXT:        const double v_a = v_acc;
+// CHECK-NEXT:        const double v_n = v_a + v_w;
+// CHECK-NEXT:        v_acc = v_n;
 // CHECK-NEXT:      }
 
 // CHECK:       /* kernel "index_2" */
-// CHECK-NEXT:  static void kernel_index_2(int32_t *restrict out1)
-// CHECK:         for (int64_t i0 = 0; i0 < 8; i0 += 2) {
-// CHECK-NEXT:      const int32_t k = (int32_t)i0;
-// CHECK-NEXT:      const int32_t q = DLPC_FLOORDIV(k, 3);
-// CHECK-NEXT:      const int32_t u = (int32_t)((uint32_t)k % (uint32_t)3);
-// CHECK-NEXT:      const int32_t s = q + u;
-// CHECK-NEXT:      out1[i0] = s;
+// CHECK-NEXT:  static void kernel_index_2(int32_t *restrict v_out1)
+// CHECK:         for (int64_t v_i0 = 0; v_i0 < 8; v_i0 += 2) {
+// CHECK-NEXT:      const int32_t v_k = (int32_t)v_i0;
+// CHECK-NEXT:      const int32_t v_q = DLPC_FLOORDIV(v_k, 3);
+// CHECK-NEXT:      const int32_t v_u = (int32_t)((uint32_t)v_k % (uint32_t)3);
+// CHECK-NEXT:      const int32_t v_s = v_q + v_u;
+// CHECK-NEXT:      v_out1[v_i0] = v_s;
 
 // CHECK:       /* kernel "big_3" */
-// CHECK-NEXT:  static void kernel_big_3(float *restrict big)
+// CHECK-NEXT:  static void kernel_big_3(float *restrict v_big)
 // CHECK-NEXT:  {
 // CHECK-NEXT:    #pragma omp parallel for
-// CHECK-NEXT:    for (int64_t i0 = 0; i0 < 512; i0++) {
+// CHECK-NEXT:    for (int64_t v_i0 = 0; v_i0 < 512; v_i0++) {
 // CHECK-NEXT:      #pragma omp simd
-// CHECK-NEXT:      for (int64_t i1 = 0; i1 < 256; i1++) {
-// CHECK-NEXT:        const int64_t k = (int64_t)i1;
-// CHECK-NEXT:        const float f = (float)k;
-// CHECK-NEXT:        big[i0 * 256 + i1] = f;
+// CHECK-NEXT:      for (int64_t v_i1 = 0; v_i1 < 256; v_i1++) {
+// CHECK-NEXT:        const int64_t v_k = (int64_t)v_i1;
+// CHECK-NEXT:        const float v_f = (float)v_k;
+// CHECK-NEXT:        v_big[v_i0 * 256 + v_i1] = v_f;
 // CHECK:       /* kernel "big_4" */
-// CHECK-NEXT:  static void kernel_big_4(float *restrict big)
+// CHECK-NEXT:  static void kernel_big_4(float *restrict v_big)
 // CHECK-NEXT:  {
 // CHECK-NEXT:    #pragma omp parallel for simd
-// CHECK-NEXT:    for (int64_t i0 = 0; i0 < 131072; i0++) {
+// CHECK-NEXT:    for (int64_t v_i0 = 0; v_i0 < 131072; v_i0++) {
 
 // CHECK:       /* int dlpc_main(void **args): 3 arguments, 0 on success */
 // CHECK-NEXT:  /*   args[0] input  x: float[4x3] */
@@ -73,20 +73,20 @@
 // CHECK-NEXT:  /*   args[2] output out1: int32_t[8] */
 // CHECK-NEXT:  int dlpc_main(void **args)
 // CHECK-NEXT:  {
-// CHECK-NEXT:    float *x = (float *)args[0];
-// CHECK-NEXT:    double *out0 = (double *)args[1];
-// CHECK-NEXT:    int32_t *out1 = (int32_t *)args[2];
-// CHECK-NEXT:    float *tmp = (float *)dlpc_alloc(12 * sizeof(float));
-// CHECK-NEXT:    if (!tmp) return 1;
-// CHECK-NEXT:    kernel_scale_0(x, g_constant_0, tmp);
-// CHECK-NEXT:    kernel_sum_1(tmp, out0);
-// CHECK-NEXT:    free(tmp);
-// CHECK-NEXT:    kernel_index_2(out1);
-// CHECK-NEXT:    float *big = (float *)dlpc_alloc(131072 * sizeof(float));
-// CHECK-NEXT:    if (!big) return 1;
-// CHECK-NEXT:    kernel_big_3(big);
-// CHECK-NEXT:    kernel_big_4(big);
-// CHECK-NEXT:    free(big);
+// CHECK-NEXT:    float *v_x = (float *)args[0];
+// CHECK-NEXT:    double *v_out0 = (double *)args[1];
+// CHECK-NEXT:    int32_t *v_out1 = (int32_t *)args[2];
+// CHECK-NEXT:    float *v_tmp = (float *)dlpc_alloc(12 * sizeof(float));
+// CHECK-NEXT:    if (!v_tmp) return 1;
+// CHECK-NEXT:    kernel_scale_0(v_x, g_constant_0, v_tmp);
+// CHECK-NEXT:    kernel_sum_1(v_tmp, v_out0);
+// CHECK-NEXT:    free(v_tmp);
+// CHECK-NEXT:    kernel_index_2(v_out1);
+// CHECK-NEXT:    float *v_big = (float *)dlpc_alloc(131072 * sizeof(float));
+// CHECK-NEXT:    if (!v_big) return 1;
+// CHECK-NEXT:    kernel_big_3(v_big);
+// CHECK-NEXT:    kernel_big_4(v_big);
+// CHECK-NEXT:    free(v_big);
 // CHECK-NEXT:    return 0;
 // CHECK-NEXT:  }
 

@@ -9,21 +9,21 @@
 // CHECK: #define DLP_TP_matmul 256.0
 // CHECK: #include "dlp_sim.h"
 // CHECK: /* kernel "fc1_relu_0" (from graph.linear): 8 tasks; nram {{[0-9]+}} bytes, wram {{[0-9]+}} bytes, sram {{[0-9]+}} bytes */
-// CHECK-NEXT: __mlu_entry__ void kernel_fc1_relu_0(const float *x, const float *fc1_weight, float *out0)
+// CHECK-NEXT: __mlu_entry__ void kernel_fc1_relu_0(const float *v_x, const float *v_fc1_weight, float *v_out0)
 // CHECK: __dlp_reserve(DLP_NRAM,
 // CHECK: (int64_t)taskId;
-// CHECK: __nram__ float *x_nram = (float *)(__nram_base + 0);
-// CHECK: __wram__ float *fc1_weight_wram = (float *)(__wram_base + 0);
-// CHECK: __mlu_shared__ float *x_sram = (float *)(__sram_base + 0);
-// CHECK: __memcpy(x_sram, x, 16 * sizeof(float), GDRAM2SRAM);
+// CHECK: __nram__ float *v_x_nram = (float *)(__nram_base + 0);
+// CHECK: __wram__ float *v_fc1_weight_wram = (float *)(__wram_base + 0);
+// CHECK: __mlu_shared__ float *v_x_sram = (float *)(__sram_base + 0);
+// CHECK: __memcpy(v_x_sram, v_x, 16 * sizeof(float), GDRAM2SRAM);
 // CHECK: __sync_cluster();
-// CHECK: __memcpy(fc1_weight_wram, fc1_weight + {{.*}} * sizeof(float), GDRAM2WRAM);
-// CHECK: __bang_matmul({{.*}}, x_nram, fc1_weight_wram, 1, 16, n, 1);
-// CHECK: __bang_active_relu(out0_nram, {{.*}});
-// CHECK: __memcpy(out0 + {{.*}}, out0_nram, {{.*}} * sizeof(float), NRAM2GDRAM);
+// CHECK: __memcpy(v_fc1_weight_wram, v_fc1_weight + {{.*}} * sizeof(float), GDRAM2WRAM);
+// CHECK: __bang_matmul({{.*}}, v_x_nram, v_fc1_weight_wram, 1, 16, v_n, 1);
+// CHECK: __bang_active_relu(v_out0_nram, {{.*}});
+// CHECK: __memcpy(v_out0 + {{.*}}, v_out0_nram, {{.*}} * sizeof(float), NRAM2GDRAM);
 // CHECK: int dlpc_main(void **args)
-// CHECK: __dlp_gdram(fc1_weight, 128 * sizeof(float));
-// CHECK: __dlp_launch("fc1_relu_0", "graph.linear", 8, 0, kernel_fc1_relu_0_task, &kernel_fc1_relu_0_args);
+// CHECK: __dlp_gdram(v_fc1_weight, 128 * sizeof(float));
+// CHECK: __dlp_launch("fc1_relu_0", "graph.linear", 8, 0, task_fc1_relu_0, &args_fc1_relu_0);
 
 func.func @main(%x: memref<1x16xf32> {dlpc.name = "x"}, %fc1.weight: memref<8x16xf32> {dlpc.name = "fc1.weight"}, %out0: memref<1x8xf32>) attributes {dlpc.num_inputs = 1 : i64, dlpc.params = ["fc1.weight"], dlpc.num_outputs = 1 : i64} {
   loop.kernel "fc1_relu_0" attributes {origin = "graph.linear"} {

@@ -5,16 +5,16 @@
 // __local memory filled cooperatively, with barriers around it.
 
 // CHECK: /* kernel "mm_0" (from graph.matmul): global (64), local (16) */
-// CHECK-NEXT: __kernel void mm_0(__global const float *restrict a, __global const float *restrict b, __global float *restrict out0)
+// CHECK-NEXT: __kernel void kernel_mm_0(__global const float *restrict v_a, __global const float *restrict v_b, __global float *restrict v_out0)
 // CHECK-NEXT: {
-// CHECK-NEXT: __local float al[8];
-// CHECK-NEXT: const long i0 = (long)get_group_id(0);
+// CHECK-NEXT: __local float v_al[8];
+// CHECK-NEXT: const long v_i0 = (long)get_group_id(0);
 // CHECK: barrier(CLK_LOCAL_MEM_FENCE);
-// CHECK-NEXT: for (long al_0 = (long)get_local_id(0); al_0 < 8; al_0 += 16) {
-// CHECK: al[al_0] = {{.*}};
+// CHECK-NEXT: for (long v_al_0 = (long)get_local_id(0); v_al_0 < 8; v_al_0 += 16) {
+// CHECK: v_al[v_al_0] = {{.*}};
 // CHECK: barrier(CLK_LOCAL_MEM_FENCE);
-// CHECK-NEXT: const long i1 = (long)get_local_id(0);
-// CHECK: al[r0]
+// CHECK-NEXT: const long v_i1 = (long)get_local_id(0);
+// CHECK: v_al[v_r0]
 
 func.func @main(%a: memref<4x8xf32>, %b: memref<8x16xf32>, %out0: memref<4x16xf32>) attributes {dlpc.num_inputs = 2 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
   loop.kernel "mm_0" attributes {origin = "graph.matmul"} {

@@ -1,4 +1,5 @@
-// dlpc --emit=numpy prints a runnable Python module; model names are sanitised.
+// dlpc --emit=numpy prints a runnable Python module; model names become `v_` identifiers
+// (backends/names.py) and strings ASCII literals.
 // RUN: dlpc %s --emit=numpy -O0 | filecheck %s
 
 // CHECK:       import numpy as np
@@ -6,11 +7,11 @@
 // CHECK-NEXT:  PARAMS = ('layer-1.weight', 'def')
 // CHECK:       def linear(x, w, b=None):
 // CHECK:       def main(*inputs, params):
-// CHECK-NEXT:      (x,) = inputs
-// CHECK-NEXT:      [[W:[a-z_0-9]+]] = params['layer-1.weight']
-// CHECK-NEXT:      [[B:[a-z_0-9]+]] = params['def']
-// CHECK-NEXT:      [[Y:[a-z_0-9]+]] = linear(x, [[W]], [[B]])
-// CHECK-NEXT:      [[R:[a-z_0-9]+]] = leaky_relu([[Y]], alpha=0.25)
+// CHECK-NEXT:      (v_x,) = inputs
+// CHECK-NEXT:      [[W:v_[a-z_0-9]+]] = params['layer-1.weight']
+// CHECK-NEXT:      [[B:v_[a-z_0-9]+]] = params['def']
+// CHECK-NEXT:      [[Y:v_[a-z_0-9]+]] = linear(v_x, [[W]], [[B]])
+// CHECK-NEXT:      [[R:v_[a-z_0-9]+]] = leaky_relu([[Y]], alpha=0.25)
 // CHECK-NEXT:      return ([[R]],)
 
 func.func @main(%x: tensor<2x8xf32>) -> tensor<2x4xf32> {

@@ -6,7 +6,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dlpc.backends.c import c_comment, c_identifier, emit_c
+from dlpc.backends.c import emit_c
+from dlpc.backends.names import c_comment, identifier
 from dlpc.backends.runtime.cbuild import CFunction, build
 from dlpc.diagnostics import DlpcError
 from dlpc.passes.pipeline import parse_module
@@ -128,9 +129,9 @@ func.func @main(%x: memref<700x100xf32>, %y: memref<700x100xf32>)
 def test_kernel_local_buffers_stack_and_heap():
     module = parse_module(LOCAL_BUFFERS)
     source = emit_c(module)
-    assert "float small[100];" in source
-    assert "float *big = (float *)dlpc_alloc(20000 * sizeof(float));" in source
-    assert "free(big);" in source and "#pragma omp parallel for" in source
+    assert "float v_small[100];" in source
+    assert "float *v_big = (float *)dlpc_alloc(20000 * sizeof(float));" in source
+    assert "free(v_big);" in source and "#pragma omp parallel for" in source
     x = np.random.default_rng(3).standard_normal((700, 100)).astype(np.float32)
     (y,) = CFunction(module, name="local_buffers")(x)
     np.testing.assert_allclose(y, x + x * x, rtol=1e-5, atol=1e-6)  # FMA contraction allowed
@@ -195,11 +196,11 @@ func.func @main(%a: memref<4xi32>) {
 
 
 def test_identifiers_and_comments():
-    assert c_identifier("fc1.weight") == "fc1_weight"
-    assert c_identifier("3x") == "v3x"
-    assert c_identifier("for") == "for_"
-    assert c_identifier("exp") == "exp_"
-    assert c_comment("a */ b\nc") == "/* a * / b?c */"
+    assert identifier("fc1.weight") == "v_fc1_weight"
+    assert identifier("3x") == "v_3x"
+    assert identifier("for") == "v_for"
+    assert identifier("exp") == "v_exp"
+    assert c_comment("a */ b\nc") == "/* a *\\/ b\\nc */"
 
 
 def test_simd_reduction_clauses_compute_the_reduction():
@@ -304,7 +305,7 @@ func.func @main(%x: memref<5xf32>, %y: memref<5xf32>)
   func.return
 }""")
     source = emit_c(module)
-    assert "if (c) {\n      out0[i0] = 0.0f;\n    }\n" in source and "else" not in source
+    assert "if (v_c) {\n      v_out0[v_i0] = 0.0f;\n    }\n" in source and "else" not in source
     x = np.array([-2, -0.5, 0, 0.5, 3], np.float32)
     (y,) = CFunction(module, name="if_no_else")(x)
     np.testing.assert_array_equal(y, np.maximum(x, 0))

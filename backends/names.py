@@ -1,0 +1,136 @@
+"""Names and text from input files, made safe for generated source (docs/security.md).
+
+A model, IR or target file is data. Every name it holds that reaches generated code goes
+through `identifier` (through a `Scope`, which makes it unique), and every other text
+through the escaper of the target language; no code generator builds an identifier, a
+comment or a string literal from model text by itself.
+
+Identifiers are the same in every target language (Python, C, OpenCL C, DLP C):
+
+    identifier("fc1.weight")        -> "v_fc1_weight"
+    identifier("NULL")              -> "v_NULL"       (never a macro, keyword or builtin)
+    identifier("ﬁ"), identifier("fi") -> "v_uFB01", "v_fi"  (ASCII: no NFKC folding)
+    identifier("relu_0", "kernel")  -> "kernel_relu_0"
+
+- only ASCII letters, digits and `_`; every other character is spelled out: ASCII
+  punctuation, spaces and control characters become `_`, any other character `u` and its
+  code point in hex; runs of `_` collapse;
+- always `<kind>_` in front, where `kind` is one of `KINDS`: no C/OpenCL/Python keyword,
+  builtin or predefined macro begins with one of these prefixes, and the code generators
+  spell their own names (`args`, `dlpc_main`, `DLPC_MAX`, `np`, helper functions)
+  without them, so a model name can meet neither;
+- at most `MAX_LENGTH` characters of the spelled-out name are kept;
+- `Scope.fresh` makes names unique within a scope: when two names spell the same
+  (`a.b`/`a_b`, two names cut at `MAX_LENGTH`) the later gets `_2`, `_3`, ..., so distinct
+  values never share an identifier; values without a name are `v_0`, `v_1`, ...
+
+Escapers: `c_comment`, `c_string` (C, OpenCL C and DLP C), `py_comment`, `py_literal`
+(Python). Their output is printable ASCII on one line and cannot end the comment or the
+literal it is in.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterable
+
+#: prefixes of identifiers made from input text, by what they name
+KINDS = ("v", "const", "kernel", "task", "args", "g", "fused")
+#: characters of the spelled-out name kept after the prefix
+MAX_LENGTH = 48
+
+
+def _spell(text: str) -> str:
+    out = []
+    for ch in text:
+        if ch.isascii() and (ch.isalnum() or ch == "_"):
+            out.append(ch)
+        elif ch.isascii():
+            out.append("_")
+        else:
+            out.append(f"_u{ord(ch):04X}_")
+    spelled = "_".join(part for part in "".join(out).split("_") if part)
+    return spelled[:MAX_LENGTH].rstrip("_")
+
+
+def identifier(text: str, kind: str = "v") -> str:
+    """An identifier for `text` in every target language: `<kind>_` + ASCII spelling."""
+    if kind not in KINDS:
+        raise AssertionError(f"unknown identifier kind {kind!r}")
+    return f"{kind}_{_spell(text)}"
+
+
+class Scope:
+    """Unique identifiers within one scope (a generated file, function or kernel).
+
+    A nested scope starts from its parent's names (`Scope(parent.used)`), so a local never
+    shadows a global the function calls."""
+
+    def __init__(self, taken: Iterable[str] = ()):
+        self.used: set[str] = set(taken)
+
+    def fresh(self, hint: str | None, fallback: str = "", kind: str = "v") -> str:
+        """A new identifier from `hint` (or `fallback` when there is none)."""
+        base = identifier(hint if hint else fallback, kind)
+        if base.endswith("_"):  # nothing to spell: v_0, v_1, ...
+            names = (f"{base}{k}" for k in itertools.count())
+        else:  # v_x, v_x_2, v_x_3, ...
+            names = itertools.chain([base], (f"{base}_{k}" for k in itertools.count(2)))
+        name = next(n for n in names if n not in self.used)
+        self.used.add(name)
+        return name
+
+
+# -------------------------------------------------------------------- C and OpenCL C
+
+
+def _c_text(text: str, quote: str) -> str:
+    """`text` as printable ASCII: non-ASCII as its UTF-8 bytes in octal, so the string
+    is exact; `quote`, `\\` and `?` (trigraphs) escaped."""
+    out = []
+    for byte in text.encode("utf-8", "surrogatepass"):
+        ch = chr(byte)
+        if ch in (quote, "\\", "?"):
+            out.append("\\" + ch)
+        elif 0x20 <= byte < 0x7F:
+            out.append(ch)
+        else:
+            out.append(f"\\{byte:03o}")
+    return "".join(out)
+
+
+def c_string(text: str) -> str:
+    """A C (and OpenCL C) string literal holding exactly `text` (UTF-8)."""
+    return f'"{_c_text(text, chr(34))}"'
+
+
+def c_comment(text: str) -> str:
+    """`/* text */` on one line: non-printable and non-ASCII characters escaped
+    (`\\n`, `\\u00e9`), `*/`, `/*` and `??` broken so the comment cannot end early."""
+    safe = text.encode("unicode_escape").decode("ascii")
+    safe = safe.replace("*/", "*\\/").replace("/*", "/\\*").replace("??", "?\\?")
+    return f"/* {safe} */"
+
+
+# ---------------------------------------------------------------------------- Python
+
+
+def py_comment(text: str) -> str:
+    """`# text` on one line: newlines and other control or non-ASCII characters escaped."""
+    return "# " + text.encode("unicode_escape").decode("ascii")
+
+
+def py_literal(value) -> str:
+    """A Python expression (ASCII) for an attribute value: tuples, floats incl. inf/nan,
+    ints, bools, None and strings (any text, escaped by `ascii`)."""
+    if isinstance(value, tuple | list):
+        items = ", ".join(py_literal(v) for v in value)
+        return f"({items},)" if len(value) == 1 else f"({items})"
+    if isinstance(value, float) and not math.isfinite(value):
+        return "np.nan" if math.isnan(value) else ("np.inf" if value > 0 else "-np.inf")
+    if isinstance(value, bool | int | float) or value is None:
+        return repr(value)
+    if isinstance(value, str):
+        return ascii(value)
+    raise AssertionError(f"no Python literal for {value!r}")
