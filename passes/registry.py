@@ -20,6 +20,9 @@ GRAPH_PASSES = {
 
 PASSES = {**GRAPH_PASSES}
 
+# a deliberately wrong pass that `--check-each-pass` must catch (test/passes/test-swap-operands.mlir)
+PASSES["test-swap-operands"] = lazy_factory("passes.check", "TestSwapOperands")
+
 
 def _schedule_pass(module: str, cls: str):
     return lazy_factory(f"passes.schedule.{module}", cls)
@@ -54,3 +57,6 @@ PASSES["graph-to-te"] = _lower_pass("graph_to_te", "GraphToTe")
 PASSES["te-inline"] = _lower_pass("te_inline", "TeInline")
 PASSES["te-to-loop"] = _lower_pass("te_to_loop", "TeToLoop")
 PASSES["loop-to-dlp"] = _lower_pass("loop_to_dlp", "LoopToDlp")
+
+# training: reverse-mode autodiff (the losses and optimizers are builders, not passes)
+PASSES["graph-autodiff"] = lazy_factory("passes.train.autodiff", "GraphAutodiff")

@@ -33,7 +33,6 @@ from dlpc.passes.train._build import Builder
 from dlpc.passes.train.losses import Loss, as_loss, build_correct, build_loss, target_type
 from dlpc.passes.train.optim import Optimizer, make_optimizer
 
-PREDICTION = "dlpc.train.prediction"  # marks the op whose result the loss reads
 BN_STAT = "dlpc.train.bn_stat"  # marks a batch statistic: "<running param name>"
 BN_MOMENTUM = 0.1
 
@@ -126,7 +125,7 @@ def _training_batch_norm(f: func.FuncOp) -> dict[str, tuple[int, ...]]:
         y = b.add(b.mul(y, b.reshape(scale, shape)), b.reshape(bias, shape))
         mu.owner.attributes[BN_STAT] = StringAttr(f"mean:{names[0]}")  # type: ignore[union-attr]
         sigma2.owner.attributes[BN_STAT] = StringAttr(f"var:{names[1]}")  # type: ignore[union-attr]
-        op.results[0].replace_by(y)
+        op.results[0].replace_all_uses_with(y)
         op.detach()
         op.erase()
     return shapes
@@ -198,39 +197,29 @@ def train_step_module(
         [DictionaryAttr({"dlpc.name": StringAttr(n)}) for n in [*names, target_name]]
     )
     running_shapes = _training_batch_norm(f)
-    prediction.owner.attributes[PREDICTION] = StringAttr("logits")  # type: ignore[union-attr]
     b = Builder.before(ret)
-    _set_results(f, [build_loss(b, loss, prediction, target)])
+    # the metrics: the loss, and for class ids the hits (autodiff keeps them as aux results)
+    metrics, metric_values = ["loss"], [build_loss(b, loss, prediction, target)]
+    if loss.classifies:
+        metrics.append("correct")
+        metric_values.append(build_correct(b, loss, prediction, target))
+    _set_results(f, metric_values)
     _erase_dead(f)  # inference-only values (running statistics, other results)
     # the running stats, optimizer state and the step counter as params, made before
     # autodiff would see them: autodiff differentiates every param, so the non-trained
     # ones are added afterwards
     trained = [n for n in _params(f) if n not in frozen]
 
-    # backward
+    # backward: (loss, grad.<param>..., correct)
     _autodiff(module)
     f = _main(module)
-    block = f.body.block
     ret = _return(f)
     results = list(ret.operands)
+    n_aux = len(metric_values) - 1
     all_params = list(_params(f))
-    grads = dict(zip(_grad_names(f, all_params), results[1:]))
+    grads = dict(zip(_grad_names(f, all_params), results[1 : len(results) - n_aux]))
     b = Builder.before(ret)
-    loss_value = results[0]
-
-    # metrics
-    metrics, metric_values = ["loss"], [loss_value]
-    if loss.classifies:
-        pred = next(
-            (op.results[0] for op in block.ops if PREDICTION in op.attributes),
-            None,
-        )
-        if pred is None:
-            raise DlpcError("error: graph-autodiff dropped the prediction; cannot count hits")
-        metrics.append("correct")
-        metric_values.append(build_correct(b, loss, pred, block.args[-1]))
-    for op in block.ops:
-        op.attributes.pop(PREDICTION, None)
+    metric_values = [results[0], *results[len(results) - n_aux :]]
 
     # optimizer
     params = _params(f)
@@ -262,7 +251,10 @@ def train_step_module(
 
 
 def _autodiff(module: ModuleOp) -> None:
-    """Run `graph-autodiff` (looked up in the registry: it lives beside this module)."""
+    """Run `graph-autodiff` (looked up in the registry: it lives beside this module),
+    keeping the results after the loss (the metrics) as aux results."""
+    from xdsl.utils.exceptions import DiagnosticException
+
     from dlpc.passes.registry import PASSES
 
     if "graph-autodiff" not in PASSES:
@@ -271,7 +263,10 @@ def _autodiff(module: ModuleOp) -> None:
         cls = PASSES["graph-autodiff"]()
     except ImportError as e:
         raise DlpcError(f"error: the graph-autodiff pass is not available ({e})") from None
-    cls().apply(Context(), module)
+    try:
+        cls(aux=True).apply(Context(), module)
+    except DiagnosticException as e:
+        raise DlpcError(f"error: {e}") from None
 
 
 def _grad_names(f: func.FuncOp, params: list[str]) -> list[str]:

@@ -1,0 +1,754 @@
+"""The gradient rules of `graph-autodiff`: one vector-Jacobian product per graph op, written
+as graph ops (so the backward graph is optimised and lowered like any other graph).
+
+A rule is `rule(b, op, g, want) -> [adjoint or None per operand]`: `g` is the adjoint of
+`op`'s result (dL/dy, the result's shape), `want[i]` says whether operand i needs one, and
+each returned adjoint has operand i's shape (broadcasting is undone by summing). Rules read
+the forward values they need (operands or the result) and add their ops with `b`.
+
+    y = exp(x)          dx = g * y
+    y = a @ b           da = g @ b^T, db = a^T @ g   (summed over broadcast batch dims)
+    y = conv2d(x, w)    dx = conv2d(zero-insert(g, stride) padded, flip(w)^T, dilation)
+                        dw = conv2d(x^T, g^T, stride <-> dilation)^T
+
+Integer and boolean operands (gather's indices, where's condition, compare) take no
+adjoint. The rules table of docs/autodiff.md lists every rule.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+from xdsl.dialects.builtin import IntegerType
+from xdsl.ir import Operation, SSAValue
+from xdsl.utils.exceptions import DiagnosticException
+
+from dlpc.dialects import graph
+from dlpc.passes.train._build import Builder
+
+Grads = list[SSAValue | None]
+Rule = Callable[[Builder, Operation, SSAValue, Sequence[bool]], Grads]
+RULES: dict[str, Rule] = {}
+
+
+def rule(*mnemonics: str):
+    def register(fn: Rule) -> Rule:
+        for m in mnemonics:
+            RULES[f"graph.{m}"] = fn
+        return fn
+
+    return register
+
+
+# ------------------------------------------------------------------------- helpers
+
+
+def shape(v: SSAValue) -> tuple[int, ...]:
+    return graph.shape_of(v)
+
+
+def is_float(v: SSAValue) -> bool:
+    return isinstance(v.type, graph.TensorType) and graph.is_float_type(graph.element_type_of(v))
+
+
+def const(b: Builder, value, like: SSAValue) -> SSAValue:
+    return b.const(value, graph.element_type_of(like))
+
+
+def zeros(b: Builder, shp: Sequence[int], like: SSAValue) -> SSAValue:
+    """0 of `like`'s element type, broadcast to `shp` (one scalar constant, no big literal)."""
+    z = const(b, 0.0, like)
+    return b.op(graph.BroadcastOp, z, shape=list(shp)) if tuple(shp) else z
+
+
+def as_float(b: Builder, cond: SSAValue, like: SSAValue) -> SSAValue:
+    """An i1 tensor as 0/1 of `like`'s element type."""
+    return b.cast(cond, graph.element_type_of(like))
+
+
+def reshape(b: Builder, v: SSAValue, shp: Sequence[int]) -> SSAValue:
+    return v if shape(v) == tuple(shp) else b.reshape(v, shp)
+
+
+def transpose(b: Builder, v: SSAValue, perm: Sequence[int]) -> SSAValue:
+    if list(perm) == list(range(len(perm))):
+        return v
+    return b.op(graph.TransposeOp, v, perm=list(perm))
+
+
+def sum_keep(b: Builder, v: SSAValue, axes: Sequence[int]) -> SSAValue:
+    """Sum over `axes` keeping them as 1 (no op when `axes` is empty: an empty list
+    would mean every axis to graph.reduce_sum)."""
+    return b.sum(v, axes, keepdims=True) if axes else v
+
+
+def unbroadcast(b: Builder, g: SSAValue, shp: Sequence[int]) -> SSAValue:
+    """The adjoint of broadcasting a `shp` tensor to g's shape: sum g over the dims the
+    broadcast added or stretched, then reshape to `shp`."""
+    gs, shp = shape(g), tuple(shp)
+    if gs == shp:
+        return g
+    lead = len(gs) - len(shp)
+    axes = list(range(lead))
+    axes += [lead + i for i, d in enumerate(shp) if d == 1 and gs[lead + i] != 1]
+    return reshape(b, sum_keep(b, g, axes), shp)
+
+
+def pad(b: Builder, v: SSAValue, begin: Sequence[int], end: Sequence[int], value=0.0):
+    """graph.pad (a negative pad crops), or v itself when every pad is 0."""
+    if not any(begin) and not any(end):
+        return v
+    return b.op(graph.PadOp, v, pads=[*begin, *end], value=value)
+
+
+def slice_axes(b: Builder, v: SSAValue, axes, starts, ends, steps=None) -> SSAValue:
+    steps = steps or [1] * len(axes)
+    return b.op(
+        graph.SliceOp, v, starts=list(starts), ends=list(ends), axes=list(axes), steps=list(steps)
+    )
+
+
+def dilate(b: Builder, v: SSAValue, axis: int, step: int) -> SSAValue:
+    """Insert step - 1 zeros after every element along `axis` (n -> n * step):
+    reshape to [.., n, 1, ..], pad the new dim to `step`, reshape back."""
+    if step == 1:
+        return v
+    s = shape(v)
+    wide = reshape(b, v, (*s[: axis + 1], 1, *s[axis + 1 :]))
+    rank = len(s) + 1
+    end = [0] * rank
+    end[axis + 1] = step - 1
+    wide = pad(b, wide, [0] * rank, end)
+    return reshape(b, wide, (*s[:axis], s[axis] * step, *s[axis + 1 :]))
+
+
+def place(b: Builder, v: SSAValue, axis: int, begin: int, step: int, size: int) -> SSAValue:
+    """Zeros of length `size` along `axis` with v[k] at begin + k * step (positions outside
+    [0, size) dropped): the adjoint of a strided read."""
+    v = dilate(b, v, axis, step)
+    rank, n = len(shape(v)), shape(v)[axis]
+    lo, hi = [0] * rank, [0] * rank
+    lo[axis], hi[axis] = begin, size - begin - n
+    return pad(b, v, lo, hi)
+
+
+def flip(b: Builder, v: SSAValue, axes: Sequence[int]) -> SSAValue:
+    """Reverse `v` along `axes` (a slice with step -1; size-1 axes are left alone)."""
+    axes = [a for a in axes if shape(v)[a] > 1]
+    if not axes:
+        return v
+    ends = [-shape(v)[a] - 1 for a in axes]
+    return slice_axes(b, v, axes, [-1] * len(axes), ends, [-1] * len(axes))
+
+
+def add_all(b: Builder, values: Sequence[SSAValue]) -> SSAValue:
+    total = values[0]
+    for v in values[1:]:
+        total = b.add(total, v)
+    return total
+
+
+def nchw_only(op: Operation) -> None:
+    if graph.layout_of(op) != "nchw":
+        raise DiagnosticException(
+            f"graph-autodiff differentiates NCHW {op.name} only; run it before graph-layout"
+        )
+
+
+# ---------------------------------------------------------------------- elementwise
+
+
+def _binary_operands(op: Operation) -> tuple[SSAValue, SSAValue]:
+    return op.operands[0], op.operands[1]
+
+
+def _to_operands(b: Builder, op: Operation, want, *grads) -> Grads:
+    """Each operand's adjoint, summed down to the operand's (broadcast) shape."""
+    return [
+        unbroadcast(b, gr, shape(v)) if w and gr is not None else None
+        for v, w, gr in zip(op.operands, want, grads)
+    ]
+
+
+@rule("add")
+def _add(b, op, g, want):
+    return _to_operands(b, op, want, g, g)
+
+
+@rule("sub")
+def _sub(b, op, g, want):
+    return _to_operands(b, op, want, g, b.neg(g) if want[1] else None)
+
+
+@rule("mul")
+def _mul(b, op, g, want):
+    x, y = _binary_operands(op)
+    return _to_operands(
+        b, op, want, b.mul(g, y) if want[0] else None, b.mul(g, x) if want[1] else None
+    )
+
+
+@rule("div")
+def _div(b, op, g, want):
+    # y = a / b: da = g / b, db = -(g / b) * y
+    x, y = _binary_operands(op)
+    ga = b.div(g, y)
+    gb = b.neg(b.mul(ga, op.results[0])) if want[1] else None
+    return _to_operands(b, op, want, ga, gb)
+
+
+@rule("max", "min")
+def _max_min(b, op, g, want):
+    # the winner takes g, a tie splits it in halves (torch.maximum / torch.minimum)
+    x, y = _binary_operands(op)
+    wins = b.compare(x, y, "gt" if op.name == "graph.max" else "lt")
+    w = b.add(as_float(b, wins, g), b.mul(as_float(b, b.compare(x, y, "eq"), g), 0.5))
+    gx = b.mul(g, w) if want[0] else None
+    gy = b.mul(g, b.sub(1.0, w)) if want[1] else None
+    return _to_operands(b, op, want, gx, gy)
+
+
+@rule("pow")
+def _pow(b, op, g, want):
+    # y = a ** p: da = g * p * a ** (p - 1); dp = g * y * log(a) (0 where a == 0)
+    a, p = _binary_operands(op)
+    ga = gp = None
+    if want[0]:
+        ga = b.mul(g, b.mul(p, b.pow(a, b.sub(p, 1.0))))
+    if want[1]:
+        log_a = b.where(b.compare(a, 0.0, "eq"), 0.0, b.log(a))
+        gp = b.mul(g, b.mul(op.results[0], log_a))
+    return _to_operands(b, op, want, ga, gp)
+
+
+@rule("prelu")
+def _prelu(b, op, g, want):
+    x, slope = _binary_operands(op)
+    pos = b.compare(x, 0.0, "gt")
+    gx = b.where(pos, g, b.mul(g, slope)) if want[0] else None
+    gs = b.where(pos, 0.0, b.mul(g, x)) if want[1] else None
+    return _to_operands(b, op, want, gx, gs)
+
+
+@rule("where")
+def _where(b, op, g, want):
+    cond = op.operands[0]
+    ga = b.where(cond, g, 0.0) if want[1] else None
+    gb = b.where(cond, 0.0, g) if want[2] else None
+    return _to_operands(b, op, want, None, ga, gb)
+
+
+@rule("neg")
+def _neg(b, op, g, want):
+    return [b.neg(g)]
+
+
+@rule("abs")
+def _abs(b, op, g, want):
+    x = op.operands[0]
+    sign = b.sub(as_float(b, b.compare(x, 0.0, "gt"), g), as_float(b, b.compare(x, 0.0, "lt"), g))
+    return [b.mul(g, sign)]
+
+
+@rule("exp")
+def _exp(b, op, g, want):
+    return [b.mul(g, op.results[0])]
+
+
+@rule("log")
+def _log(b, op, g, want):
+    return [b.div(g, op.operands[0])]
+
+
+@rule("sqrt")
+def _sqrt(b, op, g, want):
+    return [b.div(b.mul(g, 0.5), op.results[0])]
+
+
+@rule("rsqrt")
+def _rsqrt(b, op, g, want):
+    # y = x ** -1/2: dy/dx = -y ** 3 / 2
+    y = op.results[0]
+    return [b.mul(g, b.mul(b.mul(y, b.mul(y, y)), -0.5))]
+
+
+@rule("tanh")
+def _tanh(b, op, g, want):
+    y = op.results[0]
+    return [b.mul(g, b.sub(1.0, b.mul(y, y)))]
+
+
+@rule("sigmoid")
+def _sigmoid(b, op, g, want):
+    y = op.results[0]
+    return [b.mul(g, b.mul(y, b.sub(1.0, y)))]
+
+
+def _gauss(b: Builder, x: SSAValue, scale: float) -> SSAValue:
+    """scale * exp(-x^2 / 2)."""
+    return b.mul(b.exp(b.mul(b.mul(x, x), -0.5)), scale)
+
+
+@rule("erf")
+def _erf(b, op, g, want):
+    # d erf(x) = 2 / sqrt(pi) exp(-x^2) = (2 / sqrt(pi)) exp(-(sqrt(2) x)^2 / 2)
+    x = op.operands[0]
+    return [b.mul(g, _gauss(b, b.mul(x, math.sqrt(2.0)), 2.0 / math.sqrt(math.pi)))]
+
+
+@rule("relu")
+def _relu(b, op, g, want):
+    # the result's sign (torch: result > 0): the forward keeps the result for the next layer
+    return [b.where(b.compare(op.results[0], 0.0, "gt"), g, 0.0)]
+
+
+@rule("gelu")
+def _gelu(b, op, g, want):
+    x = op.operands[0]
+    if op.attr("approximate") == "tanh":
+        # t = tanh(k (x + c x^3)): 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2)
+        k, c = math.sqrt(2.0 / math.pi), 0.044715
+        x2 = b.mul(x, x)
+        t = b.op(graph.TanhOp, b.mul(b.add(x, b.mul(b.mul(x2, x), c)), k))
+        inner = b.mul(b.add(b.mul(x2, 3 * c), 1.0), k)
+        right = b.mul(b.mul(b.mul(x, 0.5), b.sub(1.0, b.mul(t, t))), inner)
+        d = b.add(b.mul(b.add(t, 1.0), 0.5), right)
+    else:
+        # Phi(x) + x phi(x), Phi(x) = (1 + erf(x / sqrt 2)) / 2, phi(x) = exp(-x^2/2) / sqrt(2 pi)
+        cdf = b.mul(b.add(b.op(graph.ErfOp, b.mul(x, 1.0 / math.sqrt(2.0))), 1.0), 0.5)
+        d = b.add(cdf, b.mul(x, _gauss(b, x, 1.0 / math.sqrt(2.0 * math.pi))))
+    return [b.mul(g, d)]
+
+
+@rule("leaky_relu")
+def _leaky_relu(b, op, g, want):
+    x = op.operands[0]
+    return [b.where(b.compare(x, 0.0, "gt"), g, b.mul(g, op.attr("alpha")))]
+
+
+@rule("clip")
+def _clip(b, op, g, want):
+    # g where min <= x <= max (torch.clamp), else 0
+    x, lo, hi = op.operands[0], op.attr("min"), op.attr("max")
+    if hi != math.inf:
+        g = b.where(b.compare(x, hi, "gt"), 0.0, g)
+    if lo != -math.inf:
+        g = b.where(b.compare(x, lo, "lt"), 0.0, g)
+    return [g]
+
+
+@rule("cast")
+def _cast(b, op, g, want):
+    return [b.cast(g, graph.element_type_of(op.operands[0]))]
+
+
+# -------------------------------------------------------------------- linear algebra
+
+
+def _swap_last(rank: int) -> list[int]:
+    return [*range(rank - 2), rank - 1, rank - 2]
+
+
+@rule("matmul")
+def _matmul(b, op, g, want):
+    a, m = _binary_operands(op)
+    sa, sm = shape(a), shape(m)
+    a_vec, m_vec = len(sa) == 1, len(sm) == 1
+    ta, tm = op.attr("transpose_a") and not a_vec, op.attr("transpose_b") and not m_vec
+    # as matrices: a vector lhs is [1, K], a vector rhs [K, 1]; g gets the dims back
+    a2 = reshape(b, a, (1, *sa)) if a_vec else a
+    m2 = reshape(b, m, (*sm, 1)) if m_vec else m
+    full = shape(g)
+    if a_vec:
+        full = (
+            *full[: len(full) - (0 if m_vec else 1)],
+            1,
+            *full[len(full) - (0 if m_vec else 1) :],
+        )
+    if m_vec:
+        full = (*full, 1)
+    g2 = reshape(b, g, full)
+    ga = gm = None
+    if want[0]:
+        # a_eff = g @ m_eff^T; a = a_eff^T when transposed (= m_eff @ g^T)
+        if ta:
+            ga = b.op(graph.MatMulOp, m2, g2, transpose_a=tm, transpose_b=True)
+        else:
+            ga = b.op(graph.MatMulOp, g2, m2, transpose_b=not tm)
+        ga = reshape(b, unbroadcast(b, ga, shape(a2)), sa)
+    if want[1]:
+        # m_eff = a_eff^T @ g; m = m_eff^T when transposed (= g^T @ a_eff)
+        if tm:
+            gm = b.op(graph.MatMulOp, g2, a2, transpose_a=True, transpose_b=ta)
+        else:
+            gm = b.op(graph.MatMulOp, a2, g2, transpose_a=not ta)
+        gm = reshape(b, unbroadcast(b, gm, shape(m2)), sm)
+    return [ga, gm]
+
+
+@rule("linear")
+def _linear(b, op, g, want):
+    # y = x w^T + bias: dx = g w, dw = g^T x (over every leading dim), dbias = sum g
+    x, w = op.operands[0], op.operands[1]
+    out, inp = shape(w)
+    grads: Grads = [None] * len(op.operands)
+    if want[0]:
+        grads[0] = b.op(graph.MatMulOp, g, w)
+    if want[1]:
+        rows = math.prod(shape(x)[:-1])
+        g2, x2 = reshape(b, g, (rows, out)), reshape(b, x, (rows, inp))
+        grads[1] = b.op(graph.MatMulOp, g2, x2, transpose_a=True)
+    if len(op.operands) == 3 and want[2]:
+        bias = op.operands[2]
+        if shape(bias) == ():
+            grads[2] = b.sum(g)
+        else:
+            lead = list(range(len(shape(g)) - 1))
+            grads[2] = reshape(b, b.sum(g, lead) if lead else g, shape(bias))
+    return grads
+
+
+# ------------------------------------------------------------------- convolution
+
+
+@rule("conv2d")
+def _conv2d(b, op, g, want):
+    nchw_only(op)
+    x, w = op.operands[0], op.operands[1]
+    n, c, h, wd = shape(x)
+    o, cg, kh, kw = shape(w)
+    groups = op.attr("groups")
+    (sh, sw), pads, (dh, dw) = op.strides(), op.pads(), op.dilations()
+    oh, ow = shape(g)[2:]
+    grads: Grads = [None] * len(op.operands)
+    if want[0]:
+        # dx = full correlation of the zero-inserted g with the flipped, transposed weight:
+        # dx[h] = sum over (oh, i) with oh*s + i*d - pad = h of g[oh] w[i]
+        gd = dilate(b, dilate(b, g, 2, sh), 3, sw)
+        top, left = dh * (kh - 1) - pads[0], dw * (kw - 1) - pads[1]
+        bottom = h + dh * (kh - 1) - oh * sh - top
+        right = wd + dw * (kw - 1) - ow * sw - left
+        conv_pads = [top, left, bottom, right]
+        if min(conv_pads) < 0:
+            gd = pad(b, gd, [0, 0, top, left], [0, 0, bottom, right])
+            conv_pads = [0, 0, 0, 0]
+        wf = flip(b, w, [2, 3])
+        if groups == 1:
+            wt = transpose(b, wf, (1, 0, 2, 3))  # [C, O, kh, kw]
+        else:  # per group: [G, O/G, C/G, ..] -> [G, C/G, O/G, ..]
+            wt = reshape(b, wf, (groups, o // groups, cg, kh, kw))
+            wt = reshape(b, transpose(b, wt, (0, 2, 1, 3, 4)), (groups * cg, o // groups, kh, kw))
+        grads[0] = b.op(graph.Conv2DOp, gd, wt, pads=conv_pads, dilations=[dh, dw], groups=groups)
+    if want[1]:
+        # dw[o, c, i, j] = sum over (n, oh, ow) of g[n, o, oh, ow] xpad[n, c, oh*s + i*d, ..]:
+        # a convolution of x (channels <-> batch) with g as the kernel, stride <-> dilation
+        if groups == 1:
+            xt = transpose(b, x, (1, 0, 2, 3))  # [C, N, H, W]
+        else:  # [N, G, C/G, H, W] -> [C/G, G*N, H, W]: group k's channels are (k, n)
+            xt = reshape(b, x, (n, groups, cg, h, wd))
+            xt = reshape(b, transpose(b, xt, (2, 1, 0, 3, 4)), (cg, groups * n, h, wd))
+        gt = transpose(b, g, (1, 0, 2, 3))  # [O, N, OH, OW]
+        r = b.op(
+            graph.Conv2DOp,
+            xt,
+            gt,
+            strides=[dh, dw],
+            pads=list(pads),
+            dilations=[sh, sw],
+            groups=groups,
+        )  # [C/G, O, kh', kw'] with kh' >= kh (rows of the pad no window reached)
+        if shape(r)[2:] != (kh, kw):
+            r = slice_axes(b, r, [2, 3], [0, 0], [kh, kw])
+        grads[1] = transpose(b, r, (1, 0, 2, 3))
+    if len(op.operands) == 3 and want[2]:
+        grads[2] = b.sum(g, [0, 2, 3])
+    return grads
+
+
+def _pool_geometry(op: Operation):
+    x = op.operands[0]
+    n, c, h, wd = shape(x)
+    kh, kw = graph._pair(op.attr("kernel"), "kernel")
+    (sh, sw), pads = op.strides(), op.pads()
+    oh, ow = shape(op.results[0])[2:]
+    return (h, wd), (kh, kw), (sh, sw), pads, (oh, ow)
+
+
+def _window_sum(b: Builder, parts, hw, strides, pads) -> SSAValue:
+    """Sum of the window-offset adjoints (i, j, v) placed back at v[oh, ow] ->
+    x[oh*sh + i - top, ow*sw + j - left]."""
+    (h, wd), (sh, sw) = hw, strides
+    placed = [
+        place(b, place(b, v, 2, i - pads[0], sh, h), 3, j - pads[1], sw, wd) for i, j, v in parts
+    ]
+    return add_all(b, placed)
+
+
+@rule("max_pool2d")
+def _max_pool2d(b, op, g, want):
+    # g goes to the first maximum of each window in row-major order (as PyTorch's CPU
+    # kernel): taken = (x == y) for the offsets not already taken, offset by offset
+    nchw_only(op)
+    x, y = op.operands[0], op.results[0]
+    hw, (kh, kw), (sh, sw), pads, (oh, ow) = _pool_geometry(op)
+    # pad with -inf (never a maximum) over the pads and whatever the last window reads
+    bottom = (oh - 1) * sh + kh - hw[0] - pads[0]
+    right = (ow - 1) * sw + kw - hw[1] - pads[1]
+    xp = pad(b, x, [0, 0, pads[0], pads[1]], [0, 0, bottom, right], value=-math.inf)
+    free: SSAValue | None = None  # 1 where no earlier offset took the window
+    parts = []
+    for i in range(kh):
+        for j in range(kw):
+            ends = [i + (oh - 1) * sh + 1, j + (ow - 1) * sw + 1]
+            view = slice_axes(b, xp, [2, 3], [i, j], ends, [sh, sw])
+            hit = as_float(b, b.compare(view, y, "eq"), g)
+            if free is None:
+                taken, free = hit, b.sub(1.0, hit)
+            else:
+                taken = b.mul(hit, free)
+                if (i, j) != (kh - 1, kw - 1):
+                    free = b.sub(free, taken)
+            parts.append((i, j, b.mul(g, taken)))
+    return [_window_sum(b, parts, hw, (sh, sw), pads)]
+
+
+def pool_counts(op: Operation) -> np.ndarray:
+    """avg_pool2d's divisor per output position [OH, OW] (the reference's rule)."""
+    (h, wd), (kh, kw), (sh, sw), pads, (oh, ow) = _pool_geometry(op)
+    include = op.attr("count_include_pad")
+    lo_h, hi_h = (-pads[0], h + pads[2]) if include else (0, h)
+    lo_w, hi_w = (-pads[1], wd + pads[3]) if include else (0, wd)
+    rows = [
+        max(0, min(a * sh - pads[0] + kh, hi_h) - max(a * sh - pads[0], lo_h)) for a in range(oh)
+    ]
+    cols = [
+        max(0, min(a * sw - pads[1] + kw, hi_w) - max(a * sw - pads[1], lo_w)) for a in range(ow)
+    ]
+    return np.outer(rows, cols).astype(np.float64)
+
+
+@rule("avg_pool2d")
+def _avg_pool2d(b, op, g, want):
+    # every cell of a window gets g / count
+    nchw_only(op)
+    hw, (kh, kw), strides, pads, _ = _pool_geometry(op)
+    counts = pool_counts(op)
+    if np.all(counts == counts.flat[0]):
+        scaled = b.mul(g, 1.0 / counts.flat[0])
+    else:
+        scaled = b.mul(g, const(b, 1.0 / counts, g))
+    parts = [(i, j, scaled) for i in range(kh) for j in range(kw)]
+    return [_window_sum(b, parts, hw, strides, pads)]
+
+
+@rule("global_avg_pool")
+def _global_avg_pool(b, op, g, want):
+    nchw_only(op)
+    x = op.operands[0]
+    count = math.prod(shape(x)[2:])
+    return [b.op(graph.BroadcastOp, b.mul(g, 1.0 / count), shape=list(shape(x)))]
+
+
+# ----------------------------------------------------------------- normalisation
+
+
+@rule("batch_norm")
+def _batch_norm(b, op, g, want):
+    # y = (x - mean) * inv * scale + bias, inv = (var + eps) ** -1/2, per channel (axis 1)
+    nchw_only(op)
+    x, scale, bias, mean, var = op.operands
+    rank, channels = len(shape(x)), shape(x)[1]
+    col = (1, channels, *[1] * (rank - 2))
+    others = [a for a in range(rank) if a != 1]
+    inv = b.op(graph.RsqrtOp, b.add(var, op.attr("epsilon")))
+    grads: Grads = [None] * 5
+    if want[0]:
+        grads[0] = b.mul(g, reshape(b, b.mul(inv, scale), col))
+    sum_g = b.sum(g, others) if want[2] or want[3] else None
+    if want[1] or want[4]:
+        sum_gc = b.sum(b.mul(g, b.sub(x, reshape(b, mean, col))), others)
+        if want[1]:
+            grads[1] = b.mul(sum_gc, inv)
+        if want[4]:  # d inv / d var = -inv^3 / 2
+            cube = b.mul(inv, b.mul(inv, inv))
+            grads[4] = b.mul(b.mul(sum_gc, scale), b.mul(cube, -0.5))
+    if want[2]:
+        grads[2] = sum_g
+    if want[3]:
+        grads[3] = b.neg(b.mul(sum_g, b.mul(inv, scale)))
+    return grads
+
+
+@rule("layer_norm")
+def _layer_norm(b, op, g, want):
+    # xhat = (x - mu) * rstd over the axes from `axis`; y = xhat * scale (+ bias)
+    # dx = rstd (gx - mean(gx) - xhat mean(gx xhat)), gx = g * scale
+    x, scale = op.operands[0], op.operands[1]
+    rank = len(shape(x))
+    axes = list(range(graph.normalize_axis(op.attr("axis"), rank), rank))
+    centred = b.sub(x, b.mean(x, axes, keepdims=True))
+    var = b.mean(b.mul(centred, centred), axes, keepdims=True)
+    rstd = b.op(graph.RsqrtOp, b.add(var, op.attr("epsilon")))
+    xhat = b.mul(centred, rstd)
+    grads: Grads = [None] * len(op.operands)
+    if want[0]:
+        gx = b.mul(g, scale)
+        mean_gx = b.mean(gx, axes, keepdims=True)
+        mean_gxx = b.mean(b.mul(gx, xhat), axes, keepdims=True)
+        grads[0] = b.mul(rstd, b.sub(b.sub(gx, mean_gx), b.mul(xhat, mean_gxx)))
+    if want[1]:
+        grads[1] = unbroadcast(b, b.mul(g, xhat), shape(scale))
+    if len(op.operands) == 3 and want[2]:
+        grads[2] = unbroadcast(b, g, shape(op.operands[2]))
+    return grads
+
+
+@rule("softmax")
+def _softmax(b, op, g, want):
+    # dx = y (g - sum(g y))
+    y = op.results[0]
+    axis = graph.normalize_axis(op.attr("axis"), len(shape(y)))
+    return [b.mul(y, b.sub(g, b.sum(b.mul(g, y), [axis], keepdims=True)))]
+
+
+@rule("log_softmax")
+def _log_softmax(b, op, g, want):
+    # dx = g - exp(y) sum(g)
+    y = op.results[0]
+    axis = graph.normalize_axis(op.attr("axis"), len(shape(y)))
+    return [b.sub(g, b.mul(b.exp(y), b.sum(g, [axis], keepdims=True)))]
+
+
+# --------------------------------------------------------------------- reductions
+
+
+def _expand(b: Builder, op: Operation, v: SSAValue) -> SSAValue:
+    """A reduction's result (or its adjoint) with the reduced axes back as size 1."""
+    x = op.operands[0]
+    kept = tuple(1 if i in op.reduced_axes() else d for i, d in enumerate(shape(x)))
+    return reshape(b, v, kept)
+
+
+def _spread(b: Builder, op: Operation, v: SSAValue) -> SSAValue:
+    """`v` (reduced shape) broadcast over the input's shape."""
+    return b.op(graph.BroadcastOp, _expand(b, op, v), shape=list(shape(op.operands[0])))
+
+
+@rule("reduce_sum")
+def _reduce_sum(b, op, g, want):
+    return [_spread(b, op, g)]
+
+
+@rule("reduce_mean")
+def _reduce_mean(b, op, g, want):
+    count = math.prod(shape(op.operands[0])[a] for a in op.reduced_axes())
+    return [_spread(b, op, b.mul(g, 1.0 / count))]
+
+
+@rule("reduce_max", "reduce_min")
+def _reduce_extreme(b, op, g, want):
+    # the maxima (minima) share g evenly, as torch.amax / amin
+    x = op.operands[0]
+    hit = as_float(b, b.compare(x, _expand(b, op, op.results[0]), "eq"), g)
+    share = b.div(_expand(b, op, g), b.sum(hit, op.reduced_axes(), keepdims=True))
+    return [b.mul(hit, share)]
+
+
+@rule("reduce_prod")
+def _reduce_prod(b, op, g, want):
+    # dx_i = g * prod of the others: p / x_i with no zero; with one zero only that element
+    # gets the product of the rest; with two or more every adjoint is 0
+    x = op.operands[0]
+    axes = op.reduced_axes()
+    is_zero = b.compare(x, 0.0, "eq")
+    safe = b.where(is_zero, 1.0, x)
+    rest = b.op(graph.ReduceProdOp, safe, axes=list(axes), keepdims=True)
+    zeros_n = b.sum(as_float(b, is_zero, g), axes, keepdims=True)
+    at_zero = b.where(b.compare(zeros_n, 1.0, "eq"), rest, 0.0)
+    elsewhere = b.where(b.compare(zeros_n, 0.0, "eq"), b.div(rest, safe), 0.0)
+    return [b.mul(_expand(b, op, g), b.where(is_zero, at_zero, elsewhere))]
+
+
+# ------------------------------------------------------------------ data movement
+
+
+@rule("reshape")
+def _reshape(b, op, g, want):
+    return [reshape(b, g, shape(op.operands[0]))]
+
+
+@rule("transpose")
+def _transpose(b, op, g, want):
+    perm = op.permutation()
+    inverse = [perm.index(i) for i in range(len(perm))]
+    return [transpose(b, g, inverse)]
+
+
+@rule("broadcast")
+def _broadcast(b, op, g, want):
+    return [unbroadcast(b, g, shape(op.operands[0]))]
+
+
+@rule("concat")
+def _concat(b, op, g, want):
+    axis = graph.normalize_axis(op.attr("axis"), len(shape(g)))
+    grads: Grads = []
+    start = 0
+    for v, w in zip(op.operands, want):
+        size = shape(v)[axis]
+        grads.append(slice_axes(b, g, [axis], [start], [start + size]) if w else None)
+        start += size
+    return grads
+
+
+@rule("slice")
+def _slice(b, op, g, want):
+    # out[k] = x[start + k * step] per axis: put g back there, zeros elsewhere
+    x = op.operands[0]
+    for axis, ((start, _, step), size) in enumerate(zip(op.normalized(), shape(x))):
+        n = shape(g)[axis]
+        if (start, step, n) == (0, 1, size):
+            continue
+        if n == 0:
+            return [zeros(b, shape(x), g)]
+        if step < 0:  # the same elements, ascending
+            g = flip(b, g, [axis])
+            start, step = start + (n - 1) * step, -step
+        g = place(b, g, axis, start, step, size)
+    return [g]
+
+
+@rule("pad")
+def _pad(b, op, g, want):
+    # the inverse crop (a negative pad cropped x: those elements get 0)
+    rank = len(shape(g))
+    pads = op.attr("pads")
+    return [pad(b, g, [-p for p in pads[:rank]], [-p for p in pads[rank:]])]
+
+
+@rule("gather")
+def _gather(b, op, g, want):
+    # a scatter-add as a matmul with the one-hot of the indices:
+    # data [A, D, B], indices -> [M], g [A, M, B]: d data = onehot[M, D]^T @ g
+    data, indices = op.operands
+    ds = shape(data)
+    axis = graph.normalize_axis(op.attr("axis"), len(ds))
+    pre, d, post = math.prod(ds[:axis]), ds[axis], math.prod(ds[axis + 1 :])
+    m = math.prod(shape(indices))
+    idx = reshape(b, indices, (m, 1))
+    idx = b.where(b.compare(idx, 0, "lt"), b.add(idx, d), idx)  # negative counts from the end
+    iota = b.const(np.arange(d), graph.element_type_of(indices))
+    onehot = as_float(b, b.compare(idx, iota, "eq"), g)  # [M, D]
+    g3 = reshape(b, g, (pre, m, post))
+    grad = b.op(graph.MatMulOp, onehot, g3, transpose_a=True)  # [A, D, B]
+    return [reshape(b, grad, ds), None]
+
+
+# ------------------------------------------------------------------- no gradient
+
+
+def no_gradient(value: SSAValue) -> bool:
+    """Integer and boolean values carry no gradient."""
+    return not is_float(value) or isinstance(graph.element_type_of(value), IntegerType)
