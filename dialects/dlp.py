@@ -40,7 +40,6 @@ dynamic offsets, and capacities, are checked by the simulator at run time.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from enum import StrEnum
 from typing import ClassVar
 
 from xdsl.dialects import arith
@@ -72,7 +71,6 @@ from xdsl.irdl import (
     operand_def,
     opt_attr_def,
     prop_def,
-    region_def,
     result_def,
     traits_def,
 )
@@ -80,8 +78,10 @@ from xdsl.parser import AttrParser
 from xdsl.printer import Printer
 from xdsl.traits import NoTerminator, RecursiveMemoryEffect
 from xdsl.utils.exceptions import VerifyException
+from xdsl.utils.str_enum import StrEnum
 
 from dlpc.dialects.loop import NamedKernelSyntax
+from dlpc.dialects.typed import bitwidth, element_type, shape_of
 
 # ------------------------------------------------------------------- attributes
 
@@ -109,10 +109,26 @@ class SpaceAttr(EnumAttribute[Space]):
             printer.print_string(self.data.value)
 
 
-_SPACE_NAMES = [s.value.upper() for s in Space]
-Direction = StrEnum(
-    "Direction", {f"{a}2{b}": f"{a}2{b}" for a in _SPACE_NAMES for b in _SPACE_NAMES}
-)
+class Direction(StrEnum):
+    """A copy direction `SRC2DST`, one member for every (source, destination) pair of spaces
+    (written out rather than generated so that the type checker knows the class)."""
+
+    GDRAM2GDRAM = "GDRAM2GDRAM"
+    GDRAM2SRAM = "GDRAM2SRAM"
+    GDRAM2NRAM = "GDRAM2NRAM"
+    GDRAM2WRAM = "GDRAM2WRAM"
+    SRAM2GDRAM = "SRAM2GDRAM"
+    SRAM2SRAM = "SRAM2SRAM"
+    SRAM2NRAM = "SRAM2NRAM"
+    SRAM2WRAM = "SRAM2WRAM"
+    NRAM2GDRAM = "NRAM2GDRAM"
+    NRAM2SRAM = "NRAM2SRAM"
+    NRAM2NRAM = "NRAM2NRAM"
+    NRAM2WRAM = "NRAM2WRAM"
+    WRAM2GDRAM = "WRAM2GDRAM"
+    WRAM2SRAM = "WRAM2SRAM"
+    WRAM2NRAM = "WRAM2NRAM"
+    WRAM2WRAM = "WRAM2WRAM"
 
 
 @irdl_attr_definition
@@ -150,7 +166,7 @@ def direction(src_space: str, dst_space: str) -> DirectionAttr:
 
 def element_bytes(ty: MemRefType) -> int:
     """Bytes per element of a buffer (an i1 is a one-byte C bool)."""
-    return max(1, ty.get_element_type().bitwidth // 8)
+    return max(1, bitwidth(ty.get_element_type()) // 8)
 
 
 def constant_index(value: SSAValue) -> int | None:
@@ -187,11 +203,9 @@ class KernelOp(NamedKernelSyntax, IRDLOperation):
     """
 
     name = "dlp.kernel"
-    kernel_name = prop_def(StringAttr, prop_name="name")
     origin = opt_attr_def(StringAttr)
     tasks = opt_attr_def(IntegerAttr)
     double_buffered = opt_attr_def(UnitAttr)
-    body = region_def("single_block")
     traits = traits_def(NoTerminator(), RecursiveMemoryEffect())
 
     def __init__(self, name: str, body: Region | Block | None = None, **attrs: Attribute):
@@ -342,11 +356,9 @@ class _MemcpyBase(IRDLOperation):
                 f"{self.name} direction {d} does not match source in {src_space} and "
                 f"destination in {dst_space} (expected {src_space.upper()}2{dst_space.upper()})"
             )
-        if self.dst.type.get_element_type() != self.src.type.get_element_type():
-            raise VerifyException(
-                f"{self.name} copies {self.src.type.get_element_type()} into "
-                f"{self.dst.type.get_element_type()}"
-            )
+        src_elt, dst_elt = element_type(self.src), element_type(self.dst)
+        if dst_elt != src_elt:
+            raise VerifyException(f"{self.name} copies {src_elt} into {dst_elt}")
 
 
 @irdl_op_definition
@@ -396,7 +408,7 @@ class _VectorOp(IRDLOperation):
         elt = None
         for (what, spaces), (_, buf, off) in zip(self.BUFFERS, self.buffer_operands()):
             _check_buffer(self, what, buf, off, spaces, self.ALIGN)
-            e = buf.type.get_element_type()
+            e = element_type(buf)
             if not isinstance(e, AnyFloat):
                 raise VerifyException(f"{self.name} operand '{what}' must hold floats, got {e}")
             if elt is not None and e != elt:
@@ -814,7 +826,7 @@ class Conv2dOp(_VectorOp):
             ]
         for what, buf, need in checks:
             have = 1
-            for d in buf.type.get_shape():
+            for d in shape_of(buf):
                 have *= d
             if have < need:
                 raise VerifyException(
@@ -908,7 +920,7 @@ class PoolOp(_VectorOp):
             ("dst", self.dst, c * p("out_h") * p("out_w")),
         ):
             have = 1
-            for d in buf.type.get_shape():
+            for d in shape_of(buf):
                 have *= d
             if have < need:
                 raise VerifyException(

@@ -73,10 +73,13 @@ KNOWN_ANNOTATIONS = ("name", "parallel", "vectorize", "unroll", "reduction")
 # ------------------------------------------------------------------------ kernel
 
 
-class NamedKernelSyntax:
+class NamedKernelSyntax(IRDLOperation):
     """The syntax `<op> "name" [attributes {...}] { ... }` of a kernel op with a `name`
     property (`sym`), one single-block region `body` and no terminator; shared by
-    `loop.kernel` and `dlp.kernel`. The op's constructor takes `(name, body)`."""
+    `loop.kernel` and `dlp.kernel`."""
+
+    kernel_name = prop_def(StringAttr, prop_name="name")
+    body = region_def("single_block")
 
     @property
     def sym(self) -> str:
@@ -101,10 +104,11 @@ class NamedKernelSyntax:
         body = parser.parse_region()
         if not body.blocks:
             body.add_block(Block())
-        op = cls(name, body)
-        if attrs is not None:
-            op.attributes |= attrs.data
-        return op
+        return cls.create(
+            properties={"name": StringAttr(name)},
+            regions=[body],
+            attributes=attrs.data if attrs is not None else {},
+        )
 
 
 @irdl_op_definition
@@ -119,9 +123,7 @@ class KernelOp(NamedKernelSyntax, IRDLOperation):
     """
 
     name = "loop.kernel"
-    kernel_name = prop_def(StringAttr, prop_name="name")
     origin = opt_attr_def(StringAttr)
-    body = region_def("single_block")
     traits = traits_def(NoTerminator(), RecursiveMemoryEffect())
 
     def __init__(

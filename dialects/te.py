@@ -37,11 +37,12 @@ from __future__ import annotations
 
 import math as pymath
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from xdsl.dialects import arith, scf
 from xdsl.dialects import math as xmath
 from xdsl.dialects.builtin import (
+    AnyFloat,
     DenseArrayBase,
     FloatAttr,
     IndexType,
@@ -69,6 +70,8 @@ from xdsl.parser import Parser
 from xdsl.printer import Printer
 from xdsl.traits import HasParent, IsTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
+
+from dlpc.dialects.typed import dense_ints, float_type
 
 COMBINERS = ("add", "mul", "max", "min")
 index = IndexType()
@@ -150,9 +153,12 @@ def _check_index_args(op: Operation, block: Block, start: int = 0) -> None:
 class _TensorExprOp(IRDLOperation):
     """Shared parts of te.compute and te.reduce."""
 
+    if TYPE_CHECKING:  # both ops declare `sym = prop_def(StringAttr, prop_name="name")`
+        sym: StringAttr
+
     @property
     def compute_name(self) -> str:
-        return self.properties["name"].data  # type: ignore[union-attr]
+        return self.sym.data
 
     @property
     def result_type(self) -> TensorType:
@@ -326,7 +332,7 @@ class ReduceOp(_TensorExprOp):
 
     @property
     def reduce_extents(self) -> tuple[int, ...]:
-        return tuple(int(v) for v in self.extents.iter_values())
+        return dense_ints(self.extents)
 
     @property
     def combiner_name(self) -> str:
@@ -577,7 +583,7 @@ class BodyBuilder:
     def const(self, value: float | int | bool, ty: Attribute = f32) -> SSAValue:
         if isinstance(ty, IndexType | IntegerType):
             return self.emit(arith.ConstantOp(IntegerAttr(int(value), ty)))
-        return self.emit(arith.ConstantOp(FloatAttr(float(value), ty)))  # type: ignore[arg-type]
+        return self.emit(arith.ConstantOp(FloatAttr(float(value), float_type(ty))))
 
     def index(self, value: int) -> SSAValue:
         return self.const(value, index)
@@ -600,24 +606,26 @@ class BodyBuilder:
             return self.cast(self.cast(v, i64), to)
         if isinstance(src, IndexType) or isinstance(to, IndexType):
             return self.emit(arith.IndexCastOp(v, to))
-        if is_float(src) and is_float(to):
-            if src.bitwidth < to.bitwidth:  # type: ignore[attr-defined]
+        if isinstance(src, AnyFloat) and isinstance(to, AnyFloat):
+            if src.bitwidth < to.bitwidth:
                 return self.emit(arith.ExtFOp(v, to))
             return self.emit(arith.TruncFOp(v, to))
-        if is_float(src):
+        if isinstance(src, AnyFloat) and isinstance(to, IntegerType):
             if to == i1:
                 return self.cmp("ne", v, 0.0)
-            return self.emit(arith.FPToSIOp(v, to))  # type: ignore[arg-type]
-        if is_float(to):
+            return self.emit(arith.FPToSIOp(v, to))
+        if isinstance(src, IntegerType) and isinstance(to, AnyFloat):
             if src == i1:
-                return self.emit(arith.UIToFPOp(v, to))  # type: ignore[arg-type]
-            return self.emit(arith.SIToFPOp(v, to))  # type: ignore[arg-type]
-        if to == i1:
-            return self.cmp("ne", v, 0)
-        if src.width.data < to.width.data:  # type: ignore[attr-defined]
-            op = arith.ExtUIOp if src == i1 else arith.ExtSIOp
-            return self.emit(op(v, to))
-        return self.emit(arith.TruncIOp(v, to))
+                return self.emit(arith.UIToFPOp(v, to))
+            return self.emit(arith.SIToFPOp(v, to))
+        if isinstance(src, IntegerType) and isinstance(to, IntegerType):
+            if to == i1:
+                return self.cmp("ne", v, 0)
+            if src.width.data < to.width.data:
+                op = arith.ExtUIOp if src == i1 else arith.ExtSIOp
+                return self.emit(op(v, to))
+            return self.emit(arith.TruncIOp(v, to))
+        raise VerifyException(f"cannot convert {src} to {to}")
 
     # ---- tensor access -------------------------------------------------------------
     def read(self, t: SSAValue | Operation, idx: Sequence[Value]) -> SSAValue:
