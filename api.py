@@ -118,11 +118,19 @@ class CompiledModel:
     model: Model
     target: str
     source: str
-    lowered: ModuleOp
+    _lowered: ModuleOp | str  # the lowered module, or its text (a warm compile: parsed on use)
     runner: Callable[[list[np.ndarray]], list[np.ndarray]]
     artifact: object = None  # the runtime object (CFunction, OpenCLFunction, DlpFunction)
+    cached: bool = False  # True when a warm compile reused the whole artifact (no pipeline)
     _main: FuncOp | None = field(default=None, init=False, repr=False)
     _specs: list = field(default_factory=list, init=False, repr=False)
+
+    @property
+    def lowered(self) -> ModuleOp:
+        """The module as the pipeline left it (loop IR for C, graph IR for numpy)."""
+        if isinstance(self._lowered, str):
+            self._lowered = pipeline.parse_module(self._lowered, f"<cached {self.model.name}>")
+        return self._lowered
 
     def __call__(self, *inputs: np.ndarray) -> list[np.ndarray]:
         return [np.asarray(y) for y in self.runner(self.check_inputs(inputs))]
@@ -191,6 +199,35 @@ def pass_options(options: dict) -> dict[str, dict]:
     return extra
 
 
+def _artifact_key(model: Model, weights: dict, target: str, settings: dict) -> str | None:
+    """The warm-compile key (backends/runtime/artifact.py), None when the C runtime is
+    not available."""
+    try:
+        from dlpc.backends.runtime import artifact
+    except ImportError:
+        return None
+    return artifact.artifact_key(str(model.module), weights, target, settings)
+
+
+def _warm_compile(model: Model, key: str) -> CompiledModel | None:
+    """The cached compiled model for `key` without running the pipeline, or None."""
+    from dlpc.backends.runtime import artifact
+
+    entry = artifact.load_entry(key, model.name)
+    if entry is None:
+        return None
+    function = entry.function(model.name)
+    return CompiledModel(
+        model,
+        "c",
+        entry.source,
+        entry.loop_ir,
+        lambda arrays: function(*arrays),
+        function,
+        cached=True,
+    )
+
+
 def compile(
     model: Model,
     target: str = "c",
@@ -211,6 +248,18 @@ def compile(
     if tuning_log and target != "c":
         raise DlpcError(f"error: a tuning log applies to target 'c', not '{target}'")
     weights = check_weights(model)
+    settings = {
+        "opt_level": opt_level,
+        "tuning_log": tuning_log,
+        "fold_weights": fold_weights,
+        "options": options,
+    }
+    warm = target == "c"
+    key = _artifact_key(model, weights, target, settings) if warm else None
+    if key is not None:
+        hit = _warm_compile(model, key)
+        if hit is not None:
+            return hit
     opts = pipeline.PipelineOptions(
         opt_level=opt_level,
         tuning_log=tuning_log,
@@ -225,6 +274,10 @@ def compile(
         return CompiledModel(model, target, source, lowered, _numpy_runner(source, weights))
     function = _runtime(target, lowered, model.name)
     function.bind_params(weights)  # resident: checked and converted once, not per call
+    if key is not None:
+        from dlpc.backends.runtime import artifact
+
+        artifact.store_entry(key, model.name, function, str(lowered))
     return CompiledModel(
         model,
         target,

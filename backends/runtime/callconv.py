@@ -43,6 +43,22 @@ class ModuleFunction:
             shape, elt = memref_info(arg.type)
             self.arg_specs.append((shape, np.dtype(numpy_dtype(elt))))
 
+    def signature(self) -> dict:
+        """The calling convention as plain data (JSON-able), for `set_signature`."""
+        return {
+            "num_inputs": self.num_inputs,
+            "param_names": list(self.param_names),
+            "num_outputs": self.num_outputs,
+            "arg_specs": [[list(shape), dtype.str] for shape, dtype in self.arg_specs],
+        }
+
+    def set_signature(self, signature: dict) -> None:
+        """Bind the calling convention `signature()` returned (a cached compile)."""
+        self.num_inputs = int(signature["num_inputs"])
+        self.param_names = [str(p) for p in signature["param_names"]]
+        self.num_outputs = int(signature["num_outputs"])
+        self.arg_specs = [(tuple(s), np.dtype(d)) for s, d in signature["arg_specs"]]
+
     bound_params: list[np.ndarray] | None = None
 
     def bind_params(self, params) -> None:

@@ -191,6 +191,18 @@ def build(c_source: str, *, name: str = "module") -> Library:
     return Library(lib_path, False, _load(lib_path))
 
 
+def load_cached(lib_path: Path) -> Library | None:
+    """The library at `lib_path` if it is there, intact (its hash checked) and loads; None
+    otherwise (`build` then rebuilds it and says why). For the warm-compile cache
+    (artifact.py), which knows the library's name without computing its key."""
+    if not lib_path.exists() or check_entry(lib_path) is not None:
+        return None
+    try:
+        return Library(lib_path, True, _load(lib_path))
+    except OSError:
+        return None
+
+
 def hash_path(lib_path: Path) -> Path:
     """Where a cached library's SHA-256 is kept: `<name>.so.sha256` beside it."""
     return lib_path.with_name(lib_path.name + ".sha256")
@@ -284,6 +296,16 @@ class CFunction(ModuleFunction):
         self.bind_signature(find_main(module))
         self.source = emit_c(module)
         self.library = build(self.source, name=name)
+
+    @classmethod
+    def restore(cls, source: str, signature: dict, library: Library) -> CFunction:
+        """A CFunction from a warm-compile cache entry (artifact.py): the C source, @main's
+        signature as `signature()` gave it, and the loaded library; no IR needed."""
+        self = cls.__new__(cls)
+        self.set_signature(signature)
+        self.source = source
+        self.library = library
+        return self
 
     def bind_params(self, params) -> None:
         """Keep the parameters resident: converted once, their pointers written once
