@@ -14,11 +14,18 @@ from collections.abc import Iterator
 
 import numpy as np
 from xdsl.dialects import func
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, ModuleOp, TensorType, f32
+from xdsl.dialects.builtin import (
+    DenseIntOrFPElementsAttr,
+    IntegerType,
+    ModuleOp,
+    TensorType,
+    f32,
+)
 from xdsl.ir import Attribute, Block, Operation, OpResult, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter
 
 from dlpc.dialects import graph as g
+from dlpc.dialects.typed import float_type
 
 
 def numel(shape) -> int:
@@ -86,9 +93,16 @@ def constant_like(array: np.ndarray, like: SSAValue | TensorType) -> g.ConstantO
     dtype = g.numpy_dtype(ty.get_element_type())
     array = np.asarray(array, dtype=dtype)
     if is_splat(array):  # one value: a compact `dense<v>` whatever the size
-        elt_ty = g.tensor_type(array.shape, ty.get_element_type())
+        elt = ty.get_element_type()
+        g.check_size(array.shape, elt)
         first = array.reshape(-1)[0].item()
-        return g.ConstantOp(DenseIntOrFPElementsAttr.from_list(elt_ty, [first]))
+        if isinstance(elt, IntegerType):
+            splat = DenseIntOrFPElementsAttr.from_list(TensorType(elt, array.shape), [int(first)])
+        else:
+            splat = DenseIntOrFPElementsAttr.from_list(
+                TensorType(float_type(elt), array.shape), [float(first)]
+            )
+        return g.ConstantOp(splat)
     return g.ConstantOp.from_numpy(array)
 
 

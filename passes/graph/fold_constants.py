@@ -39,6 +39,7 @@ from xdsl.passes import ModulePass
 
 from dlpc.diagnostics import DlpcError
 from dlpc.dialects import graph as g
+from dlpc.dialects.typed import tensor_type
 from dlpc.passes.graph import _util as u
 
 # values bigger than this are not evaluated at all (memory bound for the folder)
@@ -122,7 +123,7 @@ def fold_params(
                     counter += 1
                 name = f"folded.{counter}"
                 out[name] = array
-                new = g.ParamOp(name, value.type)
+                new = g.ParamOp(name, tensor_type(value))
             assert isinstance(value.owner, Operation)
             u.insert_before(value.owner, new)
             value.replace_all_uses_with(new.results[0])

@@ -50,6 +50,7 @@ from xdsl.passes import ModulePass
 
 from dlpc.diagnostics import DlpcError
 from dlpc.dialects import graph as g
+from dlpc.dialects.typed import element_type
 from dlpc.passes.graph import _util as u
 
 ANCHORS = (g.MatMulOp, g.LinearOp, g.Conv2DOp)
@@ -68,7 +69,7 @@ def _leaf(value: SSAValue) -> Operation | None:
     return op if isinstance(op, g.ParamOp | g.ConstantOp) else None
 
 
-def _horizontal_key(op: Operation):
+def _horizontal_key(op: g.LinearOp | g.MatMulOp):
     """Ops with equal keys can share one op over concatenated weights; None: never."""
     if isinstance(op, g.LinearOp):
         w = op.operands[1]
@@ -77,18 +78,16 @@ def _horizontal_key(op: Operation):
             has_bias and (_leaf(op.operands[2]) is None or len(g.shape_of(op.operands[2])) != 1)
         ):
             return None
-        return ("linear", op.operands[0], g.shape_of(w)[1], has_bias, w.type.element_type)
-    if isinstance(op, g.MatMulOp):
-        w = op.operands[1]
-        if _leaf(w) is None or len(g.shape_of(w)) != 2 or len(g.shape_of(op.operands[0])) < 2:
-            return None
-        tb = op.attr("transpose_b")
-        k = g.shape_of(w)[1 if tb else 0]
-        return ("matmul", op.operands[0], k, op.attr("transpose_a"), tb, w.type.element_type)
-    return None
+        return ("linear", op.operands[0], g.shape_of(w)[1], has_bias, element_type(w))
+    w = op.operands[1]
+    if _leaf(w) is None or len(g.shape_of(w)) != 2 or len(g.shape_of(op.operands[0])) < 2:
+        return None
+    tb = op.attr("transpose_b")
+    k = g.shape_of(w)[1 if tb else 0]
+    return ("matmul", op.operands[0], k, op.attr("transpose_a"), tb, element_type(w))
 
 
-def _fuse_horizontal(block: Block, group: list[Operation]) -> None:
+def _fuse_horizontal(block: Block, group: list[g.LinearOp | g.MatMulOp]) -> None:
     first = group[0]
     for op in group:  # leaves have no operands: hoisting them is always legal
         for v in op.operands[1:]:
@@ -131,8 +130,10 @@ def _fuse_horizontal(block: Block, group: list[Operation]) -> None:
 
 
 def fuse_horizontal(block: Block) -> int:
-    groups: dict[object, list[Operation]] = defaultdict(list)
+    groups: dict[object, list[g.LinearOp | g.MatMulOp]] = defaultdict(list)
     for op in block.ops:
+        if not isinstance(op, g.LinearOp | g.MatMulOp):
+            continue
         key = _horizontal_key(op)
         if key is not None:
             groups[key].append(op)

@@ -27,6 +27,7 @@ unknown name is an error naming it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeGuard, TypeVar
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import IntegerType, ModuleOp
@@ -41,11 +42,14 @@ from xdsl.pattern_rewriter import (
 
 from dlpc.diagnostics import DlpcError
 from dlpc.dialects import graph as g
+from dlpc.dialects.typed import bitwidth
 from dlpc.passes.graph import _util as u
 from dlpc.passes.graph.simplify import SimplifyReshape
 
+_OpT = TypeVar("_OpT", bound=Operation)
 
-def _owned(value: SSAValue, cls) -> Operation | None:
+
+def _owned(value: SSAValue, cls: type[_OpT] | tuple[type[_OpT], ...]) -> _OpT | None:
     """The producer of `value` if it is a `cls` op used only by one op."""
     op = u.producer(value)
     if isinstance(op, cls) and u.single_user(value) is not None:
@@ -130,7 +134,7 @@ class ConcatConstants(RewritePattern):
             _finish(rewriter, op, [*new_ops, g.ConcatOp.make(*grouped, axis=axis)])
 
 
-def _swaps_last_two(op: Operation | None) -> bool:
+def _swaps_last_two(op: Operation | None) -> TypeGuard[g.TransposeOp]:
     if not isinstance(op, g.TransposeOp):
         return False
     perm = op.permutation()
@@ -157,25 +161,23 @@ class MatmulTranspose(RewritePattern):
 MANTISSA = {16: 11, 32: 24, 64: 53}
 
 
-def _width(ty: Attribute) -> int:
-    return ty.width.data if isinstance(ty, IntegerType) else ty.bitwidth  # type: ignore
-
-
 def lossless(src: Attribute, dst: Attribute) -> bool:
     """Does `dst` represent every value of `src` exactly?"""
-    if isinstance(src, IntegerType) and _width(src) == 1:
+    if isinstance(src, IntegerType) and bitwidth(src) == 1:
         return True
     if g.is_float_type(src):
-        return g.is_float_type(dst) and _width(dst) >= _width(src)
+        return g.is_float_type(dst) and bitwidth(dst) >= bitwidth(src)
     if isinstance(dst, IntegerType):
-        return _width(dst) >= _width(src)
-    return g.is_float_type(dst) and _width(src) <= MANTISSA[_width(dst)]
+        return bitwidth(dst) >= bitwidth(src)
+    return g.is_float_type(dst) and bitwidth(src) <= MANTISSA[bitwidth(dst)]
 
 
 class CastCast(RewritePattern):
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter, /):
         # cast(cast(x, t1), t2) -> cast(x, t2)   when t1 holds every value of x's type
-        inner = u.producer(op.operands[0]) if isinstance(op, g.CastOp) else None
+        if not isinstance(op, g.CastOp):
+            return
+        inner = u.producer(op.operands[0])
         if isinstance(inner, g.CastOp):
             x = inner.operands[0]
             if lossless(g.element_type_of(x), inner.attr("to")):
@@ -195,8 +197,9 @@ class FactorCommon(RewritePattern):
         # x*a + b*x + c*x -> x * (a + b + c)
         if not isinstance(op, g.AddOp):
             return
-        terms = [_owned(v, g.MulOp) for v in _add_terms(op.results[0])]
-        if len(terms) < 2 or any(t is None for t in terms):
+        owned = [_owned(v, g.MulOp) for v in _add_terms(op.results[0])]
+        terms = [t for t in owned if t is not None]
+        if len(terms) < 2 or len(terms) < len(owned):
             return
         for x in terms[0].operands:
             if not all(x in t.operands for t in terms):
@@ -244,7 +247,7 @@ class FoldBatchNorm(RewritePattern):
         #   -> conv2d(x, w * s, (b - mean) * s + beta),  s = gamma * rsqrt(var + eps)
         if not isinstance(op, g.BatchNormOp) or not all(u.is_static(v) for v in op.operands[1:]):
             return
-        anchor = _owned(op.operands[0], g.Conv2DOp | g.LinearOp)
+        anchor = _owned(op.operands[0], (g.Conv2DOp, g.LinearOp))
         if anchor is None or not all(u.is_static(v) for v in anchor.operands[1:]):
             return
         if isinstance(anchor, g.Conv2DOp) and g.layout_of(anchor) != g.layout_of(op):
