@@ -41,6 +41,11 @@ KINDS = ("v", "const", "kernel", "task", "args", "g", "fused")
 MAX_LENGTH = 48
 
 
+def text_of(value: str | bytes) -> str:
+    """Text from IR: a `.mlir` string with hex escapes that are not UTF-8 parses as bytes."""
+    return value.decode("utf-8", "backslashreplace") if isinstance(value, bytes) else value
+
+
 def _spell(text: str) -> str:
     out = []
     for ch in text:
@@ -54,11 +59,11 @@ def _spell(text: str) -> str:
     return spelled[:MAX_LENGTH].rstrip("_")
 
 
-def identifier(text: str, kind: str = "v") -> str:
+def identifier(text: str | bytes, kind: str = "v") -> str:
     """An identifier for `text` in every target language: `<kind>_` + ASCII spelling."""
     if kind not in KINDS:
         raise AssertionError(f"unknown identifier kind {kind!r}")
-    return f"{kind}_{_spell(text)}"
+    return f"{kind}_{_spell(text_of(text))}"
 
 
 class Scope:
@@ -70,7 +75,7 @@ class Scope:
     def __init__(self, taken: Iterable[str] = ()):
         self.used: set[str] = set(taken)
 
-    def fresh(self, hint: str | None, fallback: str = "", kind: str = "v") -> str:
+    def fresh(self, hint: str | bytes | None, fallback: str = "", kind: str = "v") -> str:
         """A new identifier from `hint` (or `fallback` when there is none)."""
         base = identifier(hint if hint else fallback, kind)
         if base.endswith("_"):  # nothing to spell: v_0, v_1, ...
@@ -89,7 +94,7 @@ def _c_text(text: str, quote: str) -> str:
     """`text` as printable ASCII: non-ASCII as its UTF-8 bytes in octal, so the string
     is exact; `quote`, `\\` and `?` (trigraphs) escaped."""
     out = []
-    for byte in text.encode("utf-8", "surrogatepass"):
+    for byte in text_of(text).encode("utf-8", "surrogatepass"):
         ch = chr(byte)
         if ch in (quote, "\\", "?"):
             out.append("\\" + ch)
@@ -100,15 +105,15 @@ def _c_text(text: str, quote: str) -> str:
     return "".join(out)
 
 
-def c_string(text: str) -> str:
+def c_string(text: str | bytes) -> str:
     """A C (and OpenCL C) string literal holding exactly `text` (UTF-8)."""
     return f'"{_c_text(text, chr(34))}"'
 
 
-def c_comment(text: str) -> str:
+def c_comment(text: str | bytes) -> str:
     """`/* text */` on one line: non-printable and non-ASCII characters escaped
     (`\\n`, `\\u00e9`), `*/`, `/*` and `??` broken so the comment cannot end early."""
-    safe = text.encode("unicode_escape").decode("ascii")
+    safe = text_of(text).encode("unicode_escape").decode("ascii")
     safe = safe.replace("*/", "*\\/").replace("/*", "/\\*").replace("??", "?\\?")
     return f"/* {safe} */"
 
@@ -116,9 +121,9 @@ def c_comment(text: str) -> str:
 # ---------------------------------------------------------------------------- Python
 
 
-def py_comment(text: str) -> str:
+def py_comment(text: str | bytes) -> str:
     """`# text` on one line: newlines and other control or non-ASCII characters escaped."""
-    return "# " + text.encode("unicode_escape").decode("ascii")
+    return "# " + text_of(text).encode("unicode_escape").decode("ascii")
 
 
 def py_literal(value) -> str:
@@ -131,6 +136,6 @@ def py_literal(value) -> str:
         return "np.nan" if math.isnan(value) else ("np.inf" if value > 0 else "-np.inf")
     if isinstance(value, bool | int | float) or value is None:
         return repr(value)
-    if isinstance(value, str):
-        return ascii(value)
+    if isinstance(value, str | bytes):
+        return ascii(text_of(value))
     raise AssertionError(f"no Python literal for {value!r}")

@@ -88,8 +88,8 @@ class _Emitter:
                 self.constants.append(f"{const} = {_array_literal(op.to_numpy())}")
                 names[op.results[0]] = const
                 continue
-            if isinstance(op, graph.ParamOp):
-                hint = hint or op.pname
+            if isinstance(op, graph.ParamOp):  # the weight's own name, not its lossy SSA hint
+                hint = op.pname
             target = self.namer.fresh(hint)
             names[op.results[0]] = target
             args = [names[v] for v in op.operands]
