@@ -89,8 +89,8 @@ def fmt_shape(shape: Sequence[int]) -> str:
 
 def ssa_name_hint(name: str) -> str | None:
     """An SSA name hint from model text (xDSL prints names of [A-Za-z0-9_$.-] only):
-    `/Constant_8_output_0` -> `_Constant_8_output_0`, `7up` -> None."""
-    hint = "".join(c if c.isalnum() or c in "_$.-" else "_" for c in name)
+    `/Constant_8_output_0` -> `_Constant_8_output_0`, `ﬁ` -> `_`, `7up` -> None."""
+    hint = "".join(c if c.isascii() and c.isalnum() or c in "_$.-" else "_" for c in name)
     return hint if hint and not hint[0].isdigit() else None
 
 
