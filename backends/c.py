@@ -248,6 +248,26 @@ VECTOR_MATH = (
 # not powf: GCC 12 crashes (internal compiler error in `fre`) folding powf(x, 0.5) with a
 # SIMD declaration; pow by a small integer constant becomes products in graph-to-te
 
+# per-kernel timers: `dlpc-run --profile` builds the same source with DLPC_PROFILE defined
+# (backends/runtime/profile.py); in the normal build the macros are empty
+PROFILE_HELPERS = """
+#ifdef DLPC_PROFILE
+#include <time.h>
+static double dlpc_prof_t0;
+static inline double dlpc_now(void)
+{
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+#define DLPC_PROF_BEGIN(k) (dlpc_prof_t0 = dlpc_now())
+#define DLPC_PROF_END(k) (dlpc_kernel_seconds[k] += dlpc_now() - dlpc_prof_t0)
+#else
+#define DLPC_PROF_BEGIN(k) ((void)0)
+#define DLPC_PROF_END(k) ((void)0)
+#endif
+"""
+
 PRELUDE = (
     """\
 #include <math.h>
@@ -260,15 +280,34 @@ PRELUDE = (
 """
     + VECTOR_MATH
     + SCALAR_HELPERS
+    + PROFILE_HELPERS
     + """
-static inline void *dlpc_alloc(size_t bytes)
+/* the allocation that failed: the runtime reads these after dlpc_main returns 1 and says
+   "out of memory: N bytes for kernel K" */
+size_t dlpc_oom_count, dlpc_oom_size;
+const char *dlpc_oom_kernel;
+
+/* `count` elements of `size` bytes, 64-byte aligned. The product is compared with what
+   size_t holds before it is formed; NULL (the failure recorded) when it does not fit or
+   malloc fails */
+static inline void *dlpc_alloc(size_t count, size_t size, const char *kernel)
 {
-  return aligned_alloc(64, (bytes + 63) / 64 * 64);
+  void *p = NULL;
+  if (size != 0 && count <= (SIZE_MAX - 63) / size)
+    p = aligned_alloc(64, (count * size + 63) / 64 * 64);
+  if (!p) {
+    dlpc_oom_count = count;
+    dlpc_oom_size = size;
+    dlpc_oom_kernel = kernel;
+  }
+  return p;
 }
 
-static inline void dlpc_oom(const char *where)
+/* inside a kernel (maybe on an OpenMP thread, where it cannot return): say what failed */
+static inline void dlpc_oom(void)
 {
-  fprintf(stderr, "dlpc: out of memory in %s\\n", where);
+  fprintf(stderr, "dlpc: out of memory: %zu elements of %zu bytes for %s\\n",
+          dlpc_oom_count, dlpc_oom_size, dlpc_oom_kernel);
   abort();
 }
 """
@@ -538,13 +577,13 @@ class FunctionWriter:
         if in_kernel and nbytes <= STACK_LIMIT:
             self.line(f"{t} {name}[{max(math.prod(shape), 1)}];")
         else:
-            self.line(f"{t} *{name} = ({t} *)dlpc_alloc({max(math.prod(shape), 1)} * sizeof({t}));")
-            # in @main a failed allocation returns 1; inside a kernel (maybe inside an
-            # OpenMP loop, where `return` is not allowed) it aborts with a message
-            if in_kernel:
-                self.line(f"if (!{name}) dlpc_oom({c_string(self.what)});")
-            else:
-                self.line(f"if (!{name}) return 1;")
+            # in @main a failed allocation returns 1 (the runtime names the size and the
+            # kernel the buffer is for); inside a kernel (maybe inside an OpenMP loop, where
+            # `return` is not allowed) it aborts with that message
+            what = self.what if in_kernel else kernel_for(op)
+            count = max(math.prod(shape), 1)
+            self.line(f"{t} *{name} = ({t} *)dlpc_alloc({count}, sizeof({t}), {c_string(what)});")
+            self.line(f"if (!{name}) {'dlpc_oom()' if in_kernel else 'return 1'};")
             if isinstance(op, memref.AllocaOp):
                 self.scopes[-1].append(name)  # freed where its block ends
             else:
@@ -665,6 +704,7 @@ class CEmitter:
         self.globals: dict[str, str] = {}
         self.parts: list[str] = []
         self.kernel_names: dict[KernelOp, str] = {}
+        self.called: list[KernelOp] = []  # kernels in the order dlpc_main calls them
 
     def emit(self) -> str:
         main = find_main(self.module)
@@ -675,7 +715,20 @@ class CEmitter:
         for k in (op for op in main.walk() if isinstance(op, KernelOp)):
             self.kernel_names[k] = self.top.fresh(k.sym, kind="kernel")
         body = self.main(main)
-        return "\n".join([*out, *self.parts, body])
+        return "\n".join([*out, *self.parts, self.profile_table(), body])
+
+    def profile_table(self) -> str:
+        """Under DLPC_PROFILE: the kernels' names in call order and their accumulated
+        seconds (read by backends/runtime/profile.py)."""
+        n = len(self.called)
+        names = ", ".join(c_string(k.sym) for k in self.called) or "0"
+        return (
+            "#ifdef DLPC_PROFILE\n"
+            f"int dlpc_num_kernels = {n};\n"
+            f"const char *dlpc_kernel_names[{max(n, 1)}] = {{{names}}};\n"
+            f"double dlpc_kernel_seconds[{max(n, 1)}];\n"
+            "#endif\n"
+        )
 
     def global_(self, op: memref.GlobalOp) -> str:
         shape, elt = memref_info(op.type)
@@ -720,7 +773,11 @@ class CEmitter:
         w.free_heap()
         signature = f"static void {fname}({', '.join(params) or 'void'})"
         self.parts.append(w.function(c_comment(kernel_note(k)), signature))
+        index = len(self.called)  # its timer under DLPC_PROFILE
+        self.called.append(k)
+        caller.line(f"DLPC_PROF_BEGIN({index});")
         caller.line(f"{fname}({', '.join(call_args)});")
+        caller.line(f"DLPC_PROF_END({index});")
 
 
 def _c_writes(op: Operation) -> SSAValue | None:
@@ -817,3 +874,14 @@ class CTarget(Target):
 
     def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
         output.write(emit_c(module))
+
+
+def kernel_for(alloc: Operation) -> str:
+    """`kernel 'K'`: the first kernel of @main that uses the buffer `alloc` makes."""
+    buffer = alloc.results[0]
+    op = alloc.next_op
+    while op is not None:
+        if isinstance(op, KernelOp) and any(op.is_ancestor(u.operation) for u in buffer.uses):
+            return f"kernel '{op.sym}'"
+        op = op.next_op
+    return "@main"

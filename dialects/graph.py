@@ -57,12 +57,23 @@ from xdsl.irdl import (
 from xdsl.traits import ConstantLike, HasParent, IsolatedFromAbove, IsTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
 
+from dlpc.dialects.sizes import MAX_TENSOR_BYTES, element_bytes, size_error  # noqa: F401
+
 # --------------------------------------------------------------------------- types
 
 Shape = tuple[int, ...]
 
 
+def check_size(shape: Sequence[int], element_type: Attribute) -> None:
+    """Raise VerifyException for a tensor over `MAX_TENSOR_BYTES`."""
+    message = size_error(shape, element_type)
+    if message:
+        raise VerifyException(message)
+
+
 def tensor_type(shape: Sequence[int], element_type: Attribute = f32) -> TensorType:
+    """A static tensor type; over `MAX_TENSOR_BYTES` it is a VerifyException."""
+    check_size(shape, element_type)
     return TensorType(element_type, list(shape))
 
 
@@ -219,6 +230,9 @@ class GraphOp(IRDLOperation):
         for v in self.operands:
             if not isinstance(v.type, TensorType):
                 raise VerifyException(f"{self.name} expects tensor operands, got {v.type}")
+            message = size_error(v.type.get_shape(), v.type.get_element_type())
+            if message:
+                raise VerifyException(f"{self.name}: operand {message}")
         try:
             expected = self.infer_type()
         except VerifyException as e:
@@ -342,6 +356,7 @@ class ConstantOp(IRDLOperation):
                 f"graph.constant value type {self.value.type} differs from result "
                 f"type {self.output.type}"
             )
+        _check_result_size(self)
 
 
 def _width(ty: TensorType) -> int:
@@ -393,6 +408,17 @@ class ParamOp(IRDLOperation):
     @property
     def pname(self) -> str:
         return self.param_name.data
+
+    def verify_(self) -> None:
+        _check_result_size(self)
+
+
+def _check_result_size(op: Operation) -> None:
+    ty = op.results[0].type
+    if isinstance(ty, TensorType):
+        message = size_error(ty.get_shape(), ty.get_element_type())
+        if message:
+            raise VerifyException(f"{op.name}: {message}")
 
 
 # ------------------------------------------------------------------- elementwise

@@ -13,11 +13,20 @@ strings: a sequence of plain characters is the same sequence whether taken in ru
 a time, and each iteration is chosen by its first character (`\\` starts an escape, anything
 else but `"`, newline, `\v`, `\f` is plain; the escape letters `"nt\\` are no hex digits), so
 there is one way to match any input and a failure backtracks in linear time.
+
+xDSL 0.74's parser also expands a splat literal (`dense<1.0> : tensor<1099511627776xf32>`,
+a 60-byte line) into a Python list of every element before packing it: a type over dlpc's
+size limit (dialects/sizes.py) is refused as soon as it is parsed, and a literal that still
+does not fit in memory is a parse error, not a MemoryError from inside the parser.
 """
 
+import functools
 import re
 
+from xdsl.parser.attribute_parser import AttrParser
 from xdsl.utils.mlir_lexer import MLIRLexer
+
+from dlpc.dialects.sizes import size_error
 
 # the pattern xDSL 0.74 ships (tests assert it is still this, so a change upstream is seen)
 XDSL_STRING_LITERAL = r'"(?:[^"\\\n\v\f]+|\\(?:["nt\\]|[0-9A-Fa-f]{2}))*"'
@@ -33,3 +42,35 @@ def install_linear_string_literal() -> None:
     current = MLIRLexer._unescaped_characters_regex
     if current.pattern == XDSL_STRING_LITERAL and current.flags == re.compile("").flags:
         MLIRLexer._unescaped_characters_regex = re.compile(LINEAR_STRING_LITERAL)
+
+
+def install_dense_literal_limit() -> None:
+    """Check a dense literal's type against dlpc's size limit before xDSL expands the
+    literal (idempotent)."""
+    parse_type = AttrParser._parse_dense_literal_type
+    if getattr(parse_type, "dlpc_checked", False):
+        return
+
+    @functools.wraps(parse_type)
+    def checked_type(self, *args, **kwargs):
+        start = self.pos
+        ty = parse_type(self, *args, **kwargs)
+        message = size_error(ty.get_shape(), ty.get_element_type())
+        if message:
+            self.raise_error(f"dense literal: {message}", start, self.pos)
+        return ty
+
+    checked_type.dlpc_checked = True
+    AttrParser._parse_dense_literal_type = checked_type
+
+    parse_dense = AttrParser.parse_dense_int_or_fp_elements_attr
+
+    @functools.wraps(parse_dense)
+    def guarded(self, *args, **kwargs):
+        start = self.pos
+        try:
+            return parse_dense(self, *args, **kwargs)
+        except MemoryError:
+            self.raise_error("dense literal: not enough memory to expand it", start, self.pos)
+
+    AttrParser.parse_dense_int_or_fp_elements_attr = guarded

@@ -356,6 +356,14 @@ def resolve_weight(
     raise FrontendError(f"parameter '{decl.name}' is missing from {where} and has no initializer")
 
 
+def _tensor_type(shape: Sequence[int], dtype: str) -> TensorType:
+    """An input's or parameter's type; a tensor over dlpc's size limit is a FrontendError."""
+    try:
+        return graph.tensor_type(shape, _dtype(dtype))
+    except VerifyException as e:
+        raise FrontendError(str(e)) from None
+
+
 @dataclass
 class GraphBuilder:
     """Builds `builtin.module { func.func @main }` in graph IR, op by op."""
@@ -381,7 +389,7 @@ class GraphBuilder:
     def input(self, name: str, shape: Sequence[int], dtype: str = "f32") -> SSAValue:
         if name in self.input_names:
             raise FrontendError(f"duplicate input '{name}'")
-        arg = self.block.insert_arg(graph.tensor_type(shape, _dtype(dtype)), len(self.block.args))
+        arg = self.block.insert_arg(_tensor_type(shape, dtype), len(self.block.args))
         arg.name_hint = ssa_name_hint(name)
         if self.loc is not None:
             arg.location = self.loc
@@ -397,8 +405,9 @@ class GraphBuilder:
     ) -> SSAValue:
         if name in self.params:
             raise FrontendError(f"duplicate parameter '{name}'")
+        ty = _tensor_type(shape, dtype)
         self.params[name] = ParamDecl(name, tuple(int(d) for d in shape), dtype, init)
-        value = self._add(graph.ParamOp(name, graph.tensor_type(shape, _dtype(dtype))))
+        value = self._add(graph.ParamOp(name, ty))
         value.name_hint = ssa_name_hint(name)
         return value
 

@@ -8,7 +8,8 @@
 
 - The compiler is `$CC` (split like a shell word list) or `cc`. Flags are
   `-O3 -march=native -fopenmp -fPIC -shared -std=gnu11` (plus `-lm`); `-march=native` and
-  `-fopenmp` are dropped when a probe compile shows the compiler rejects them.
+  `-fopenmp` are dropped when a probe compile shows the compiler rejects them;
+  `$DLPC_CFLAGS` is appended (e.g. sanitizer flags).
 - Libraries are cached under `$DLPC_CACHE_DIR` (default `~/.cache/dlpc`), keyed by a hash
   of the C source, the compiler command, its version line and the flags. A build writes
   to a temporary name in the cache directory and renames it into place, so concurrent
@@ -96,9 +97,17 @@ def supported_libs(cmd: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(lib for lib in OPTIONAL_LIBS if _probe(cmd, (), (lib,)))
 
 
+def extra_flags() -> list[str]:
+    """`$DLPC_CFLAGS` (split like a shell word list), appended to every compile and part of
+    the cache key: e.g. `-fsanitize=address,undefined -fno-sanitize-recover=undefined`
+    for a sanitizer build (test/python/test_untrusted_input.py runs one; loading it needs
+    the sanitizer runtime preloaded, `LD_PRELOAD=$(cc -print-file-name=libasan.so)`)."""
+    return shlex.split(os.environ.get("DLPC_CFLAGS", ""))
+
+
 def flags(cmd: list[str]) -> list[str]:
     vector_math = ["-DDLPC_HAVE_LIBMVEC"] if "-lmvec" in supported_libs(tuple(cmd)) else []
-    return [*BASE_FLAGS, *supported_flags(tuple(cmd)), *vector_math]
+    return [*BASE_FLAGS, *supported_flags(tuple(cmd)), *vector_math, *extra_flags()]
 
 
 def libs(cmd: list[str]) -> list[str]:
@@ -136,9 +145,21 @@ class Library:
 
     def _check(self, status: int) -> None:
         if status != 0:
-            raise DlpcError(
-                f"error: {self.path.name}: dlpc_main failed (status {status}: out of memory)"
-            )
+            raise DlpcError(f"error: {self.failure(status)}")
+
+    def failure(self, status: int) -> str:
+        """What a nonzero status of `dlpc_main` means: the allocation that failed, as the
+        generated code recorded it (`dlpc_alloc` in backends/c.py's prelude)."""
+        try:
+            count = ctypes.c_size_t.in_dll(self.handle, "dlpc_oom_count").value
+            size = ctypes.c_size_t.in_dll(self.handle, "dlpc_oom_size").value
+            kernel = ctypes.c_char_p.in_dll(self.handle, "dlpc_oom_kernel").value
+        except ValueError:  # a library without dlpc's prelude
+            kernel = None
+        if not kernel:
+            return f"{self.path.name}: dlpc_main failed (status {status}: out of memory)"
+        what = kernel.decode("utf-8", errors="replace")
+        return f"out of memory: {count * size} bytes for {what}"
 
 
 def _load(path: Path) -> ctypes.CDLL:

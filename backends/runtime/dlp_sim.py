@@ -174,7 +174,7 @@ class DlpFunction(ModuleFunction):
         lib = self.library.handle
         if status != 0:
             message = lib.dlp_error().decode(errors="replace")
-            raise DlpcError(f"error: dlp simulator: {message or 'out of host memory'}")
+            raise DlpcError(f"error: dlp simulator: {message or self.library.failure(status)}")
         self.report = self._collect()
         return outputs
 

@@ -35,6 +35,8 @@ def _cl():
 
 
 _CONTEXT = None
+# MEM_OBJECT_ALLOCATION_FAILURE, OUT_OF_RESOURCES, OUT_OF_HOST_MEMORY
+OUT_OF_MEMORY = (-4, -5, -6)
 
 
 def _writable(path: Path) -> bool:
@@ -104,7 +106,7 @@ class OpenCLFunction(ModuleFunction):
     def __init__(self, module, *, name: str = "module"):
         from xdsl.dialects import arith, func, memref
 
-        from dlpc.backends.c import find_main, memref_info
+        from dlpc.backends.c import find_main, kernel_for, memref_info
         from dlpc.backends.opencl import OpenCLEmitter
         from dlpc.dialects.graph import numpy_dtype
         from dlpc.dialects.loop import KernelOp
@@ -139,13 +141,8 @@ class OpenCLFunction(ModuleFunction):
                 self.steps.append(("kernel", op, launch, getattr(self.program, launch.name)))
             elif isinstance(op, memref.AllocOp | memref.AllocaOp):
                 shape, elt = memref_info(op.memref.type)
-                self.steps.append(
-                    (
-                        "alloc",
-                        op.memref,
-                        max(math.prod(shape), 1) * np.dtype(numpy_dtype(elt)).itemsize,
-                    )
-                )
+                nbytes = max(math.prod(shape), 1) * np.dtype(numpy_dtype(elt)).itemsize
+                self.steps.append(("alloc", op.memref, nbytes, kernel_for(op)))
             elif isinstance(op, memref.GetGlobalOp):
                 self.steps.append(("global", op.memref, op.name_.root_reference.data))
             elif isinstance(op, memref.CopyOp):
@@ -170,7 +167,7 @@ class OpenCLFunction(ModuleFunction):
         for step in self.steps:
             kind = step[0]
             if kind == "alloc":
-                buffers[step[1]] = cl.Buffer(self.ctx, mf.READ_WRITE, size=step[2])
+                buffers[step[1]] = self._device_alloc(step[2], step[3])
             elif kind == "global":
                 buffers[step[1]] = self._buffer(mf.READ_ONLY, self.globals[step[2]])
             elif kind == "copy":
@@ -178,17 +175,36 @@ class OpenCLFunction(ModuleFunction):
                     cl.enqueue_copy(self.queue, buffers[step[2]], buffers[step[1]])
             else:
                 _, op, launch, kernel = step
-                kernel(
-                    self.queue,
-                    launch.global_size,
-                    launch.local_size,
-                    *[buffers[v] for v in launch.args],
-                )
+                try:
+                    kernel(
+                        self.queue,
+                        launch.global_size,
+                        launch.local_size,
+                        *[buffers[v] for v in launch.args],
+                    )
+                except cl.Error as e:  # (a device may allocate buffers when first used)
+                    code = e.what.code()
+                    oom = " (out of memory)" if code in OUT_OF_MEMORY else ""
+                    raise DlpcError(
+                        f"error: opencl: kernel '{op.sym}' failed: {e.what.routine()} {code}{oom}"
+                    ) from None
         for k, out in enumerate(outputs):
             if out.nbytes:
                 cl.enqueue_copy(self.queue, out, buffers[args[n_args + k]])
         self.queue.finish()
         return outputs
+
+    def _device_alloc(self, nbytes: int, what: str):
+        """A device buffer for an intermediate; a failure is the runtime's one line."""
+        cl = _cl()
+        try:
+            buffer = cl.Buffer(self.ctx, cl.mem_flags.READ_WRITE, size=nbytes)
+        except cl.Error as e:
+            raise DlpcError(
+                f"error: out of memory: {nbytes} bytes for {what} (opencl: {e.what.routine()}"
+                f" {e.what.code()})"
+            ) from None
+        return buffer
 
     def _buffer(self, flags, host: np.ndarray):
         """A device buffer holding a copy of `host`. OpenCL has no zero-byte buffers

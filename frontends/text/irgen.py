@@ -30,6 +30,7 @@ from xdsl.ir import SSAValue
 from xdsl.utils.exceptions import VerifyException
 
 from dlpc.diagnostics import DlpcError
+from dlpc.dialects import graph
 from dlpc.frontends import builder as bld
 from dlpc.frontends.builder import FrontendError, GraphBuilder
 from dlpc.frontends.text import ast
@@ -94,6 +95,9 @@ class IRGen:
             size = self.dims.setdefault(name, 1)  # an unbound named dim is 1
             if not isinstance(size, int) or isinstance(size, bool) or size < 1:
                 raise self.error(loc, f"dimension '{name}' must be bound to a positive int")
+        too_big = graph.size_error(self.shape(ty), bld.DTYPES[ty.dtype])
+        if too_big:
+            raise self.error(ty.loc, too_big)
 
     def shape(self, ty: ast.TensorTypeExpr) -> tuple[int, ...]:
         """The static shape of a type, its named dims bound."""

@@ -5,7 +5,8 @@ Requires: nothing (the operand types of `@main` are the source of truth).
 Guarantees: every graph op's result type is what `infer_type` gives for its operands;
 `graph.fused` region arguments take their operands' types and its results take the
 yielded types; each `func.func`'s type matches its block arguments and `func.return`.
-An op whose operands are inconsistent is an error naming the op:
+A tensor over dlpc's size limit (2^40 bytes) in a signature is an error naming the
+argument or result. An op whose operands are inconsistent is an error naming the op:
 
     func.func @main(%x: tensor<2x8xf32>) -> tensor<2x4xf32> {
       %w = graph.param "w" : tensor<8x4xf32>
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import FunctionType, ModuleOp
+from xdsl.dialects.builtin import FunctionType, ModuleOp, TensorType
 from xdsl.ir import Block, Operation
 from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
@@ -78,7 +79,19 @@ def infer_module(module: ModuleOp) -> None:
         ret = block.last_op
         outputs = list(ret.operand_types) if isinstance(ret, func.ReturnOp) else []
         inputs = list(block.arg_types)
+        _check_sizes(op, inputs, outputs)
         op.function_type = FunctionType.from_lists(inputs, outputs)
+
+
+def _check_sizes(fn: func.FuncOp, inputs: list, outputs: list) -> None:
+    """A signature's tensors within dlpc's size limit (graph ops check their own: this
+    catches an argument no op reads, returned as it is)."""
+    for what, types in (("argument", inputs), ("result", outputs)):
+        for k, ty in enumerate(types):
+            if isinstance(ty, TensorType):
+                message = g.size_error(ty.get_shape(), ty.get_element_type())
+                if message:
+                    raise VerifyException(f"@{fn.sym_name.data} {what} {k}: {message}")
 
 
 @dataclass(frozen=True)

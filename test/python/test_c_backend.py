@@ -130,7 +130,8 @@ def test_kernel_local_buffers_stack_and_heap():
     module = parse_module(LOCAL_BUFFERS)
     source = emit_c(module)
     assert "float v_small[100];" in source
-    assert "float *v_big = (float *)dlpc_alloc(20000 * sizeof(float));" in source
+    assert "float *v_big = (float *)dlpc_alloc(20000, sizeof(float), \"kernel 'stage'\");" in source
+    assert "if (!v_big) dlpc_oom();" in source  # checked: a failure says what and where
     assert "free(v_big);" in source and "#pragma omp parallel for" in source
     x = np.random.default_rng(3).standard_normal((700, 100)).astype(np.float32)
     (y,) = CFunction(module, name="local_buffers")(x)

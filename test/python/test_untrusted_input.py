@@ -282,3 +282,132 @@ def test_output_and_side_file_honour_the_umask_and_are_named(foldable, umask, mo
         "out.npz",
         "rw.npz",
     ]  # no temporary file is left
+
+
+# ------------------------------------------- item 3: sizes, allocations, generated C under ASan
+
+ODD_MODELS = {
+    # odd extents everywhere: tails of vectorised and tiled loops, strided and padded conv
+    "conv": """model conv(x: f32[1, 3, 7, 9]) {
+  param w: f32[5, 3, 3, 3] = kaiming(seed=1)
+  param b: f32[5] = normal(seed=2)
+  let h = relu(conv2d(x, w, b, stride=2, padding=1))
+  return max_pool2d(h, kernel=2, stride=1)
+}""",
+    "mlp": """model mlp(x: f32[3, 17]) {
+  param w: f32[13, 17] = kaiming(seed=3)
+  param b: f32[13] = normal(seed=4)
+  return softmax(tanh(linear(x, w, b)))
+}""",
+    # a longer row: flat indices past 2^20 in a reduction and an elementwise chain
+    "long": """model long(x: f32[3, 1000003]) {
+  return reduce_sum(exp(x * 0.001), axis=1)
+}""",
+}
+
+# the issue's model, small enough for its allocation to be tried: at -O0 the broadcast is a
+# 2^37-element (512 GiB) buffer, which fails cleanly instead of wrapping
+OOM_MODEL = (
+    "model m(x: f32[1]) {\n  return reduce_max(exp(broadcast(x, shape=[137438953472])))\n}\n"
+)
+
+SANITIZED_CHILD = r"""
+import ctypes
+import pathlib
+import sys
+
+import numpy as np
+import dlpc
+from dlpc.backends.c import emit_c
+from dlpc.backends.runtime.cbuild import build
+from dlpc.diagnostics import DlpcError
+
+root = pathlib.Path(sys.argv[1])
+rng = np.random.default_rng(0)
+for path in sorted(root.glob("odd-*.dlpc")):
+    model = dlpc.load(str(path))
+    main = model.module.body.block.first_op
+    inputs = [rng.standard_normal([d for d in a.type.get_shape()]).astype(np.float32)
+              for a in main.body.block.args]
+    want = dlpc.compile(model, target="numpy")(*inputs)
+    for opt in (0, 2):
+        got = dlpc.compile(model, target="c", opt_level=opt)(*inputs)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5, err_msg=f"{path.name} -O{opt}")
+    print("ok", path.name)
+
+# a buffer far beyond memory: dlpc_main returns 1, the runtime names size and kernel
+model = dlpc.load(str(root / "oom.dlpc"))
+try:
+    dlpc.compile(model, target="c", opt_level=0)(np.ones(1, np.float32))
+except DlpcError as e:
+    print(e)
+
+# dlpc_alloc itself: a count whose byte size wraps size_t is refused, never allocated short
+from dlpc.passes import pipeline
+loop = pipeline.lower(model.module.clone(), "loop", pipeline.PipelineOptions(opt_level=0))
+lib = build(emit_c(loop) + '''
+int dlpc_test_alloc(size_t count, size_t size)
+{
+  void *p = dlpc_alloc(count, size, "kernel 'test'");
+  if (p) { free(p); return 0; }
+  return dlpc_oom_count == count && dlpc_oom_size == size ? 1 : 2;
+}
+''', name="alloc_test")
+f = lib.handle.dlpc_test_alloc
+f.argtypes, f.restype = [ctypes.c_size_t, ctypes.c_size_t], ctypes.c_int
+print("wrap", f(2**62, 4), f(2**64 - 1, 8), f(2**64 // 64, 64), "fits", f(1000, 4))
+"""
+
+
+def _sanitizer_env(tmp_path):
+    """A child environment building and loading ASan/UBSan libraries, or None when the
+    compiler has no sanitizer runtime."""
+    import os
+    import shutil
+
+    cc = os.environ.get("CC", "cc").split()[0]
+    if not shutil.which(cc):
+        return None
+    lib = subprocess.run([cc, "-print-file-name=libasan.so"], capture_output=True, text=True)
+    libasan = lib.stdout.strip()
+    if lib.returncode != 0 or not os.path.isabs(libasan):
+        return None
+    return {
+        **os.environ,
+        "DLPC_CFLAGS": "-fsanitize=address,undefined -fno-sanitize-recover=undefined "
+        "-fno-omit-frame-pointer",
+        "LD_PRELOAD": libasan,
+        # Python itself leaks by design; a huge allocation returns NULL (as malloc does)
+        # instead of ASan's report, and nothing over 4 GiB is even tried
+        "ASAN_OPTIONS": "detect_leaks=0:allocator_may_return_null=1:max_allocation_size_mb=4096",
+        "UBSAN_OPTIONS": "print_stacktrace=1",
+        "OMP_NUM_THREADS": "2",
+    }
+
+
+def test_generated_c_under_asan_and_ubsan(tmp_path):
+    """Odd shapes at -O0 and -O2 equal the reference with no sanitizer report; a buffer
+    beyond memory is the runtime's one-line "out of memory" (it wrapped and overflowed the
+    heap); dlpc_alloc refuses counts whose byte size wraps."""
+    env = _sanitizer_env(tmp_path)
+    if env is None:
+        pytest.skip("the C compiler has no AddressSanitizer runtime (libasan)")
+    for name, text in ODD_MODELS.items():
+        (tmp_path / f"odd-{name}.dlpc").write_text(text + "\n")
+    (tmp_path / "oom.dlpc").write_text(OOM_MODEL)
+    proc = subprocess.run(
+        [sys.executable, "-c", SANITIZED_CHILD, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert "ERROR: AddressSanitizer" not in proc.stderr, proc.stderr[-4000:]
+    assert "runtime error" not in proc.stderr, proc.stderr[-4000:]
+    assert proc.stdout.splitlines() == [
+        *(f"ok odd-{name}.dlpc" for name in sorted(ODD_MODELS)),
+        "error: out of memory: 549755813888 bytes for kernel 'broadcast_0'",
+        "wrap 1 1 1 fits 0",
+    ]

@@ -201,3 +201,28 @@ func.func @f(%a: tensor<4xf32>) {
   func.return
 }
 // CHECK: graph.where condition must be i1, got f32
+
+// -----
+
+// sizes: a tensor over 2^40 bytes (docs/security.md); the product is never formed in C
+func.func @f(%a: tensor<1xf32>) {
+  %0 = graph.broadcast %a {shape = array<i64: 4611686018427387904>} : (tensor<1xf32>) -> tensor<4611686018427387904xf32>
+  func.return
+}
+// CHECK: graph.broadcast: tensor<4611686018427387904xf32> has 18446744073709551616 bytes, over dlpc's limit of 2^40 bytes (1 TiB) for one tensor
+
+// -----
+
+func.func @f(%a: tensor<1048576x1048577xi8>) {
+  %0 = graph.reduce_max %a : (tensor<1048576x1048577xi8>) -> tensor<i8>
+  func.return
+}
+// CHECK: graph.reduce_max: operand tensor<1048576x1048577xi8> has 1099512676352 bytes, over dlpc's limit of 2^40 bytes (1 TiB) for one tensor
+
+// -----
+
+func.func @f() {
+  %0 = graph.param "w" : tensor<1099511627776xf16>
+  func.return
+}
+// CHECK: graph.param: tensor<1099511627776xf16> has 2199023255552 bytes, over dlpc's limit of 2^40 bytes (1 TiB) for one tensor
