@@ -438,6 +438,9 @@ class Importer:
             raise DlpcError(
                 f"{self.source}: error: graph input '{vi.name}' has a negative dim in {list(shape)}"
             )
+        too_big = graph.size_error(shape, graph.NUMPY_TO_ELT[dt.name])
+        if too_big:
+            raise DlpcError(f"{self.source}: error: graph input '{vi.name}': {too_big}")
         return graph.tensor_type(shape, graph.NUMPY_TO_ELT[dt.name])
 
 
