@@ -234,6 +234,7 @@ def compile(
     opt_level: int = 2,  # noqa: A001
     tuning_log: str | None = None,
     fold_weights: bool = True,
+    check_each_pass: bool = False,
     **options,
 ) -> CompiledModel:
     """Lower `model` through the pipeline and build it for `target`.
@@ -242,6 +243,11 @@ def compile(
     weights that change between calls (a training step's, `dlpc.train`).
 
     `options` configure passes by name: `dlpc.compile(m, graph_fuse={"horizontal": False})`.
+
+    `check_each_pass=True` runs the model on seeded random inputs (its own weights) before
+    and after every pass (numpy reference, te evaluator, C for loop IR, the simulator for
+    dlp IR) and raises a DlpcError naming the first pass that changes a result
+    (`dlpc.passes.check`).
     """
     if target not in TARGETS:
         raise DlpcError(f"error: unsupported target '{target}' (expected {', '.join(TARGETS)})")
@@ -265,6 +271,7 @@ def compile(
         tuning_log=tuning_log,
         schedule=pipeline.schedules_for(target),
         extra=pass_options(options),
+        checker=_checker(weights) if check_each_pass else None,
     )
     lowered = pipeline.lower(
         model.module.clone(), STAGE_OF[target], opts, weights=weights if fold_weights else None
@@ -286,6 +293,12 @@ def compile(
         lambda arrays: function(*arrays),
         function,
     )
+
+
+def _checker(weights: dict[str, np.ndarray]):
+    from dlpc.backends.runtime.evaluate import make_checker
+
+    return make_checker(weights)
 
 
 def reference(model: Model, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:

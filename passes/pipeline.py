@@ -82,12 +82,20 @@ class PipelineOptions:
     # te-to-loop's nests as they are, which is what dlpc-tune searches from
     schedule: bool = False
     extra: dict[str, Any] = field(default_factory=dict)  # per-pass options, by pass name
+    # --check-each-pass: a `dlpc.passes.check.Checker` that evaluates the module before
+    # and after every pass and stops at the first that changes a result; True gives one
+    # with the graph and te evaluators only (the backends add loop/dlp: api, tools)
+    checker: Any = None
 
     def __post_init__(self):
         if self.opt_level not in GRAPH_PASSES_BY_LEVEL:
             raise DlpcError(
                 f"error: unknown optimisation level -O{self.opt_level} (expected -O0 to -O3)"
             )
+        if self.checker is True:
+            from dlpc.passes.check import Checker
+
+            object.__setattr__(self, "checker", Checker())
 
 
 # ----------------------------------------------------------------- IR plumbing
@@ -139,15 +147,20 @@ def make_pass(name: str, options: PipelineOptions, **fixed) -> ModulePass:
 def run(name: str, module: ModuleOp, options: PipelineOptions, **fixed) -> None:
     """Apply one pass by name (its options from `options.extra`, then `fixed`) and
     verify the result."""
-    make_pass(name, options, **fixed).apply(context(), module)
+    p = make_pass(name, options, **fixed)
+    p.apply(context(), module)
     module.verify()
+    if options.checker:
+        options.checker.after(name, module, p)  # same results as before the pass?
 
 
-def fold_weights(module: ModuleOp, weights: dict[str, np.ndarray]) -> None:
+def fold_weights(module: ModuleOp, weights: dict[str, np.ndarray], checker=None) -> None:
     from dlpc.passes.graph.fold_constants import fold_params
 
     weights.update(fold_params(module, weights))
     module.verify()
+    if checker:
+        checker.after(FOLD_PARAMS, module)
 
 
 # ------------------------------------------------------------------- pipeline
@@ -170,11 +183,13 @@ def lower(
     if stop_at not in STAGES:
         raise DlpcError(f"error: unknown stage '{stop_at}' (expected {', '.join(STAGES)})")
     on_stage("input", module)
+    if options.checker:  # --check-each-pass: inputs, params and results as the model enters
+        options.checker.start(module, weights)
     for name in GRAPH_PASSES_BY_LEVEL[options.opt_level]:
         if name != FOLD_PARAMS:
             run(name, module, options)  # shapes first, then -O graph rewrites
         elif weights is not None:
-            fold_weights(module, weights)  # evaluate what only depends on weights
+            fold_weights(module, weights, options.checker)  # what only depends on weights
     on_stage("graph", module)
     if stop_at == "graph":
         return module

@@ -241,6 +241,8 @@ def run_te(
             if op.pname not in weights:
                 raise DlpcError(f"error: no value for weight '{op.pname}' (graph.param)")
             env[op.output] = evaluate_op(op, [weights[op.pname]])
+        elif isinstance(op, arith.ConstantOp):  # a scalar the bodies read
+            env[op.result] = _Body(env).op(op, {})
         else:
             env[op.results[0]] = evaluate_op(op, [env[v] for v in op.operands])
     raise DlpcError("error: @main has no func.return")

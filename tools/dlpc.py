@@ -21,6 +21,7 @@ each stage. Errors are one line on stderr with exit code 1 (usage errors too).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from collections import Counter
 from pathlib import Path
@@ -78,6 +79,12 @@ def parser() -> ToolArgumentParser:
         "to <output>.npz. --no-fold-weights keeps that arithmetic in the output",
     )
     p.add_argument("--stats", action="store_true", help="print op/kernel counts per stage")
+    p.add_argument(
+        "--check-each-pass",
+        action="store_true",
+        help="run the model on seeded random inputs before and after every pass and stop "
+        "at the first pass that changes a result (exit 1 naming it)",
+    )
     p.add_argument(
         "--target-desc",
         metavar="DESC",
@@ -151,6 +158,13 @@ def run(argv: list[str] | None) -> int:
     if fold is None:  # the default: fold whenever every weight is known
         fold = weights_known(model)
     weights = api.check_weights(model) if fold else None
+    if args.check_each_pass:  # the model's weights when known, else random ones
+        from dlpc.backends.runtime.evaluate import make_checker
+
+        known = weights if weights is not None else None
+        if known is None and weights_known(model):
+            known = api.check_weights(model)
+        options = dataclasses.replace(options, checker=make_checker(known, functions="main"))
     given = set(weights or ())
     text = pipeline.compile_to(model.module.clone(), args.emit, options, record, weights)
     if args.stats:

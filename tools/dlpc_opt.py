@@ -44,6 +44,12 @@ class DlpcOptMain(xDSLOptMain):
 
     def register_all_arguments(self, arg_parser):
         super().register_all_arguments(arg_parser)
+        arg_parser.add_argument(
+            "--check-each-pass",
+            action="store_true",
+            help="run every function on seeded random inputs before and after each pass "
+            "and stop at the first pass that changes a result (dlpc.passes.check)",
+        )
         # usage errors are one diagnostic line and exit code 1, as in dlpc and dlpc-run
         arg_parser.prog = "dlpc-opt"
         arg_parser.error = ToolArgumentParser.error.__get__(arg_parser)
@@ -68,6 +74,22 @@ class DlpcOptMain(xDSLOptMain):
         if self.args.output_file is None:
             return _Stdout()
         return super().prepare_output()
+
+    def apply_passes(self, prog):
+        """The passes in order; with --check-each-pass, each one's results checked."""
+        if not self.args.check_each_pass:
+            return super().apply_passes(prog)
+        from dlpc.backends.runtime.evaluate import make_checker
+
+        checker = make_checker()
+        checker.start(prog)
+        for p in self.pipeline.passes:
+            p.apply(self.ctx, prog)
+            if not self.args.disable_verify:
+                prog.verify()
+            checker.after(p.name, prog, p)
+        for note in checker.notes:
+            print(f"dlpc-opt: note: --check-each-pass: {note}", file=sys.stderr)
 
     def get_input_name(self):
         name = self.args.input_file
