@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from xdsl.dialects import func, memref
 from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, ModuleOp, i64
-from xdsl.ir import Block, Operation, Region
+from xdsl.ir import Block, Operation, Region, SSAValue
 
 from dlpc.dialects.loop import KernelOp
 from dlpc.passes.schedule._common import get_kernel
@@ -41,8 +41,8 @@ def extract_kernel(module: ModuleOp, name: str) -> ModuleOp:
     """A module whose `@main(buffers...)` runs only kernel `name` (all arguments inputs,
     so the caller owns every buffer)."""
     kernel = get_kernel(module, name)
-    external: list = []
-    globals_used: list = []
+    external: list[SSAValue] = []
+    globals_used: list[memref.GetGlobalOp] = []
     for op in kernel.walk():
         for v in op.operands:
             owner = v.owner
@@ -55,7 +55,7 @@ def extract_kernel(module: ModuleOp, name: str) -> ModuleOp:
             elif v not in external:
                 external.append(v)
     block = Block(arg_types=[v.type for v in external])
-    mapper = {old: new for old, new in zip(external, block.args)}
+    mapper: dict[SSAValue, SSAValue] = {old: new for old, new in zip(external, block.args)}
     for old, new in zip(external, block.args):
         new.name_hint = old.name_hint
     new_module = ModuleOp([])

@@ -142,7 +142,7 @@ class Tuner:
         best_time: dict[str, float] = {}
         for task in self.tasks:
             b = self.log.best(task.sig, self.target)
-            if b is not None:
+            if b is not None and b.time is not None:
                 best_time[task.sig] = b.time
         for task in self.tasks:
             model = RidgeCostModel()
@@ -150,7 +150,7 @@ class Tuner:
             seen = self.log.seen(task.sig, self.target)
             measured: list[tuple[dict, float]] = []
             for r in self.log.for_kernel(task.sig, self.target):
-                if r.ok and r.params:
+                if r.ok and r.params and r.time is not None:  # the log checks ok => time > 0
                     measured.append((r.params, r.time))
                     model.xs.append(space.features(r.params))
                     model.ys.append(math.log(r.time))
@@ -229,7 +229,8 @@ class Tuner:
         ok = [r for r in self.log.for_kernel(task.sig, self.target) if r.ok]
         if not ok:
             return
-        ranked = sorted({r.script: r for r in ok}.values(), key=lambda r: r.time)[:3]
+        last = {r.script: (r.time, r) for r in ok if r.time is not None}  # ok => timed
+        ranked = [r for _, r in sorted(last.values(), key=lambda tr: tr[0])[:3]]
         default = next((r for r in ok if r.params == task.space.default()), None)
         picks = ranked + ([default] if default is not None and default not in ranked else [])
         for _ in range(self.verify):

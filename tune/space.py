@@ -180,7 +180,8 @@ def space_for(module: ModuleOp, name: str) -> Space | None:
     nest = analyse(kernel)
     if nest is None or not nest.reduce:
         return None
-    if gemm_operands(kernel, nest) is not None:
+    operands = gemm_operands(kernel, nest)
+    if operands is not None:
         m, n, k = (nest.trips[x] for x in (nest.spatial[-2], nest.spatial[-1], nest.reduce[0]))
         mrs = [x for x in (1, 2, 4, 6, 8, 12, 14) if m % x == 0]
         nrs = [x for x in (8, 16, 32, 48, 64) if n % x == 0] or divisors(n, hi=64)
@@ -194,7 +195,7 @@ def space_for(module: ModuleOp, name: str) -> Space | None:
             "pack_b": [True, False],
             "par": ["auto", "outer", "none"],
         }
-        if m < 4 and b_contiguous_in_k(kernel, nest, gemm_operands(kernel, nest)[1]):
+        if m < 4 and b_contiguous_in_k(kernel, nest, operands[1]):
             knobs["gemv"] = [True, False]  # batch-1 linear: rfactor dot products
             knobs["rf"] = [f for f in (4, 8, 16, 32, 64) if k % f == 0] or [1]
         space = Space("gemm", name, knobs, nest)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 import statistics
@@ -43,11 +44,8 @@ def kernel_signature(kernel: KernelOp) -> str:
     def ref(v: SSAValue) -> str:
         if id(v) not in ids:
             owner = v.owner
-            inside = (
-                isinstance(owner, Operation)
-                and kernel.is_ancestor(owner)
-                or (not isinstance(owner, Operation) and kernel.is_ancestor(owner.parent_op()))
-            )
+            where = owner if isinstance(owner, Operation) else owner.parent_op()
+            inside = where is not None and kernel.is_ancestor(where)
             ids[id(v)] = f"v{len(ids)}" if inside else f"ext{len(ids)}:{v.type}"
         return ids[id(v)]
 
@@ -90,6 +88,41 @@ class Record:
     def to_json(self) -> str:
         return json.dumps(self.__dict__, sort_keys=True)
 
+    @classmethod
+    def from_json(cls, data: object) -> Record:
+        """A record from a decoded log line; TypeError unless every field has its type and
+        an `ok` record has a positive time (the tuner takes its logarithm)."""
+        if not isinstance(data, dict):
+            raise TypeError("not a JSON object")
+        fields = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        for key, types in _FIELD_TYPES.items():
+            if key in fields and not _is(fields[key], types):
+                raise TypeError(f"field {key!r} has the wrong type")
+        record = cls(**fields)
+        if record.ok and (record.time is None or not 0 < record.time < math.inf):
+            raise TypeError(f"ok record with time {record.time}")
+        return record
+
+
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "sig": (str,),
+    "kernel": (str,),
+    "target": (str,),
+    "script": (str,),
+    "time": (int, float, type(None)),
+    "ok": (bool,),
+    "error": (str, type(None)),
+    "params": (dict,),
+    "template": (str,),
+    "flops": (int,),
+    "dlpc": (str,),
+}
+
+
+def _is(value: object, types: tuple[type, ...]) -> bool:
+    """isinstance, except that a JSON `true` is not a number."""
+    return isinstance(value, types) and (bool in types or not isinstance(value, bool))
+
 
 class TuningLog:
     """Read (and append to) a JSON-lines tuning log; malformed lines are skipped."""
@@ -104,9 +137,7 @@ class TuningLog:
                 if not line.strip():
                     continue
                 try:
-                    data = json.loads(line)
-                    fields = Record.__dataclass_fields__
-                    self.records.append(Record(**{k: data[k] for k in data if k in fields}))
+                    self.records.append(Record.from_json(json.loads(line)))
                 except (json.JSONDecodeError, TypeError, KeyError):
                     if n == len(lines) and not text.endswith("\n"):
                         break  # a record cut short by an interrupted run

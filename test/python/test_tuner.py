@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from test_schedule import MATMUL
 
+from dlpc.diagnostics import DlpcError
 from dlpc.dialects.loop import kernels
 from dlpc.passes.pipeline import parse_module
 from dlpc.passes.schedule.tuning_log import TuningLog, kernel_signature, rename_script
@@ -65,3 +67,48 @@ def test_best_ranks_scripts_by_median(tmp_path):
         log.append(Record("s", "k", "c", script, t, True))
     best = TuningLog(str(tmp_path / "t.jsonl")).best("s", "c")
     assert best.script == "a" and best.time == 1.1  # b's lucky 0.5 does not win
+
+
+def _log_line(**fields) -> str:
+    record = {"sig": "s", "kernel": "k", "target": "c", "script": "a", "time": 1.0, "ok": True}
+    return json.dumps({**record, **fields}) + "\n"
+
+
+@pytest.mark.parametrize("time", [None, 0, -1.0, "fast", True])
+def test_log_refuses_an_ok_record_without_a_positive_time(tmp_path, time):
+    # found by pyright (Record.time is float | None): the tuner resuming from a log took
+    # log(time) of every ok record, a traceback for a hand-edited or damaged line
+    path = tmp_path / "t.jsonl"
+    path.write_text(_log_line() + _log_line(time=time))
+    with pytest.raises(DlpcError, match=r"t\.jsonl line 2: not a tuning record"):
+        TuningLog(str(path))
+
+
+def test_log_refuses_fields_of_the_wrong_type(tmp_path):
+    path = tmp_path / "t.jsonl"
+    for bad in ({"params": [1]}, {"ok": "yes"}, {"script": 3}, {"flops": 1.5}):
+        path.write_text(_log_line(**bad))
+        with pytest.raises(DlpcError, match="line 1: not a tuning record"):
+            TuningLog(str(path))
+    path.write_text("[1, 2]\n")
+    with pytest.raises(DlpcError, match="line 1: not a tuning record"):
+        TuningLog(str(path))
+
+
+def test_log_keeps_failed_records_without_a_time(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_text(_log_line(time=None, ok=False, error="boom") + _log_line(time=2))
+    records = TuningLog(str(path)).records
+    assert [(r.ok, r.time, r.error) for r in records] == [(False, None, "boom"), (True, 2, None)]
+
+
+def test_tuner_resumes_from_a_log_with_a_damaged_time(tmp_path):
+    from dlpc.tune.search import Tuner
+
+    module = parse_module(MATMUL)
+    sig = kernel_signature(next(kernels(module)))
+    default = Tuner(module, log=None).tasks[0].space.default()
+    path = tmp_path / "t.jsonl"
+    path.write_text(_log_line(sig=sig, kernel="mm", time=None, params=default))
+    with pytest.raises(DlpcError, match="line 1: not a tuning record"):
+        list(Tuner(parse_module(MATMUL), log=str(path), strategy="random", seed=1).run(1))
