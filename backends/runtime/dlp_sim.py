@@ -61,7 +61,7 @@ class KernelReport:
 
     def level_bytes(self) -> dict[str, float]:
         """Bytes moved in or out of each memory level."""
-        out = dict.fromkeys(SPACES, 0.0)
+        out: dict[str, float] = dict.fromkeys(SPACES, 0.0)
         for key, n in self.bytes.items():
             src, dst = key.split("->")
             out[src] += n
@@ -145,13 +145,14 @@ class DlpFunction(ModuleFunction):
         from dlpc.backends.c import find_main
         from dlpc.backends.dlp_c import emit_dlp_c
 
-        self.desc = resolve(desc) if desc is not None else None
+        target = resolve(desc) if desc is not None else None
         self.bind_signature(find_main(module))
-        self.source = emit_dlp_c(module, self.desc)
-        if self.desc is None:
+        self.source = emit_dlp_c(module, target)
+        if target is None:
             from dlpc.backends.dlp_c import module_target
 
-            self.desc = module_target(module)
+            target = module_target(module)
+        self.desc: DlpTarget = target
         runnable = self.source.replace('#include "dlp_sim.h"', HEADER.read_text(), 1)
         self.library = build(runnable, name=f"dlp_{name}")
         lib = self.library.handle
