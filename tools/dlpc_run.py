@@ -2,7 +2,7 @@
 
     dlpc-run model.dlpc --target numpy|c|opencl|dlp [--weights w.npz] [--input x.npy ...]
              [--seed N] [--check] [--rtol 1e-4] [--atol 1e-5] [--repeat N] [-O0..-O3]
-             [--format dlpc|onnx|mlir]
+             [--format dlpc|onnx|mlir] [--profile]
 
 Inputs come from `--input` files (one .npy per model input, in order) or are drawn
 from `--seed`. For each output it prints shape, dtype, the first values, mean and std,
@@ -11,7 +11,8 @@ run by `dlpc.backends.numpy`) with the verdict: which bound holds (atol alone, r
 alone, or only their sum) and the worst element (its index, the value and the
 reference's); then the median time per run (host wall time; for `--target dlp` also the
 simulator's per-kernel report: bytes per memory level, DMAs, intrinsic cycles, simulated
-time). With `--check` the exit code is 1 unless every element satisfies
+time; for `--target c --profile` the time of every kernel, its share, GFLOP/s and bytes
+moved, from a build of the same C with timers around each kernel call). With `--check` the exit code is 1 unless every element satisfies
 |out - ref| <= atol + rtol * |ref|. The model may be `-` (stdin, with `--format`).
 """
 
@@ -79,6 +80,12 @@ def parser() -> ToolArgumentParser:
         help="graph optimisation level (default 2)",
     )
     p.add_argument("--tuning-log", help="schedules from dlpc-tune to apply")
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help="target c: time every kernel (a build with timers, median of --repeat calls) "
+        "and print its share, GFLOP/s and bytes moved",
+    )
     p.add_argument(
         "--target-desc",
         metavar="DESC",
@@ -207,6 +214,8 @@ def run(argv: list[str] | None) -> int:
         )
     if args.repeat < 1:
         raise DlpcError(f"dlpc-run: error: --repeat must be >= 1, got {args.repeat}")
+    if args.profile and args.target != "c":
+        raise DlpcError(f"dlpc-run: error: --profile needs --target c, not '{args.target}'")
     if args.target == "opencl":
         require("pyopencl", "opencl", "target 'opencl'")
     check_model_path(args.model, args.format)
@@ -243,6 +252,14 @@ def run(argv: list[str] | None) -> int:
             print(f"  {worst}")
     seconds = compiled.time(*inputs, repeat=args.repeat)
     print(f"time: {seconds * 1e3:.4g} ms per run (median of {args.repeat})")
+    if args.profile:  # the same C with a timer around every kernel call
+        from dlpc.backends.runtime.profile import format_profile, profile
+
+        rows, call = profile(
+            compiled.artifact, compiled.lowered, inputs, repeat=args.repeat, name=model.name
+        )
+        print(f"profile (median of {args.repeat} calls, static FLOPs and compulsory bytes):")
+        print(format_profile(rows, call))
     if args.target == "dlp":  # what the simulator counted on the last run
         from dlpc.backends.runtime.dlp_sim import format_report
 

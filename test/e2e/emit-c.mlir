@@ -67,6 +67,11 @@
 // CHECK-NEXT:    #pragma omp parallel for simd
 // CHECK-NEXT:    for (int64_t v_i0 = 0; v_i0 < 131072; v_i0++) {
 
+// CHECK:       #ifdef DLPC_PROFILE
+// CHECK-NEXT:  int dlpc_num_kernels = 5;
+// CHECK-NEXT:  const char *dlpc_kernel_names[5] = {"scale_0", "sum_1", "index_2", "big_3", "big_4"};
+// CHECK-NEXT:  double dlpc_kernel_seconds[5];
+// CHECK-NEXT:  #endif
 // CHECK:       /* int dlpc_main(void **args): 3 arguments, 0 on success */
 // CHECK-NEXT:  /*   args[0] input  x: float[4x3] */
 // CHECK-NEXT:  /*   args[1] output out0: double[4] */
@@ -78,14 +83,24 @@
 // CHECK-NEXT:    int32_t *v_out1 = (int32_t *)args[2];
 // CHECK-NEXT:    float *v_tmp = (float *)dlpc_alloc(12 * sizeof(float));
 // CHECK-NEXT:    if (!v_tmp) return 1;
+// CHECK-NEXT:    DLPC_PROF_BEGIN(0);
 // CHECK-NEXT:    kernel_scale_0(v_x, g_constant_0, v_tmp);
+// CHECK-NEXT:    DLPC_PROF_END(0);
+// CHECK-NEXT:    DLPC_PROF_BEGIN(1);
 // CHECK-NEXT:    kernel_sum_1(v_tmp, v_out0);
+// CHECK-NEXT:    DLPC_PROF_END(1);
 // CHECK-NEXT:    free(v_tmp);
+// CHECK-NEXT:    DLPC_PROF_BEGIN(2);
 // CHECK-NEXT:    kernel_index_2(v_out1);
+// CHECK-NEXT:    DLPC_PROF_END(2);
 // CHECK-NEXT:    float *v_big = (float *)dlpc_alloc(131072 * sizeof(float));
 // CHECK-NEXT:    if (!v_big) return 1;
+// CHECK-NEXT:    DLPC_PROF_BEGIN(3);
 // CHECK-NEXT:    kernel_big_3(v_big);
+// CHECK-NEXT:    DLPC_PROF_END(3);
+// CHECK-NEXT:    DLPC_PROF_BEGIN(4);
 // CHECK-NEXT:    kernel_big_4(v_big);
+// CHECK-NEXT:    DLPC_PROF_END(4);
 // CHECK-NEXT:    free(v_big);
 // CHECK-NEXT:    return 0;
 // CHECK-NEXT:  }

@@ -1,0 +1,89 @@
+"""`dlpc-run --profile` (issue #11): per-kernel timers exist only in a build with
+DLPC_PROFILE defined; static FLOPs and bytes per kernel; the tool's table and errors."""
+
+import ctypes
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import dlpc
+from dlpc import api
+from dlpc.backends.runtime.profile import format_profile, kernel_costs, profile
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+@pytest.fixture(scope="module")
+def mlp(tmp_path_factory):
+    import os
+
+    os.environ.setdefault("DLPC_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    model = dlpc.load(EXAMPLES / "mlp.dlpc")
+    return model, api.compile(model)
+
+
+def test_the_normal_build_has_no_timers(mlp):
+    _, compiled = mlp
+    handle = compiled.artifact.library.handle
+    with pytest.raises(ValueError, match="undefined symbol: dlpc_kernel_seconds"):
+        ctypes.c_double.in_dll(handle, "dlpc_kernel_seconds")
+    assert "#ifdef DLPC_PROFILE" in compiled.source  # the timers are behind the flag
+
+
+def test_costs_count_flops_and_bytes_per_kernel(mlp):
+    _, compiled = mlp
+    costs = {c.name: c for c in kernel_costs(compiled.lowered)}
+    assert list(costs) == ["linear_relu_0", "linear_relu_1", "linear_4"]
+    # y[1, 10] = x[1, 256] @ W[10, 256]^T + b: 2 * 256 * 10 flops in multiply-adds, plus
+    # the bias and what the schedule's tiles add (a static count of the emitted ops)
+    assert 2 * 256 * 10 <= costs["linear_4"].flops <= 1.05 * 2 * 256 * 10
+    # compulsory traffic: x, W, b and y, 4 bytes each
+    assert costs["linear_4"].bytes == 4 * (256 + 256 * 10 + 10 + 10)
+    assert 2 * 784 * 256 <= costs["linear_relu_0"].flops <= 1.05 * 2 * 784 * 256
+
+
+def test_profile_times_every_kernel(mlp):
+    model, compiled = mlp
+    rows, call = profile(compiled.artifact, compiled.lowered, api.random_inputs(model), repeat=3)
+    assert [r.name for r in rows] == ["linear_relu_0", "linear_relu_1", "linear_4"]
+    assert all(r.seconds > 0 for r in rows) and call > 0
+    table = format_profile(rows, call).splitlines()
+    assert table[0].split()[:4] == ["kernel", "origin", "time", "us"]
+    assert table[-2].startswith("total (3 kernels)")
+
+
+def run_tool(*args):
+    return subprocess.run(
+        [sys.executable, "-m", "dlpc.tools.dlpc_run", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_dlpc_run_profile_prints_the_table():
+    proc = run_tool(str(EXAMPLES / "lenet.dlpc"), "--profile", "--repeat", "3", "--check")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    start = lines.index("profile (median of 3 calls, static FLOPs and compulsory bytes):")
+    names = [ln.split()[0] for ln in lines[start + 2 : start + 10]]
+    assert sorted(names) == sorted(
+        [
+            "conv2d_relu_0",
+            "max_pool2d_2",
+            "conv2d_relu_1",
+            "max_pool2d_5",
+            "reshape_6",
+            "linear_relu_2",
+            "linear_relu_3",
+            "linear_11",
+        ]
+    )
+
+
+def test_dlpc_run_profile_needs_target_c():
+    proc = run_tool(str(EXAMPLES / "mlp.dlpc"), "--profile", "--target", "numpy")
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == "dlpc-run: error: --profile needs --target c, not 'numpy'"
