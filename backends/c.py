@@ -262,26 +262,6 @@ static inline double dlpc_now(void)
 }
 #define DLPC_PROF_BEGIN(k) (dlpc_prof_t0 = dlpc_now())
 #define DLPC_PROF_END(k) (dlpc_kernel_seconds[k] += dlpc_now() - dlpc_prof_t0)
-#else
-#define DLPC_PROF_BEGIN(k) ((void)0)
-#define DLPC_PROF_END(k) ((void)0)
-#endif
-"""
-
-# per-kernel timers: `dlpc-run --profile` builds the same source with DLPC_PROFILE defined
-# (backends/runtime/profile.py); in the normal build the macros are empty
-PROFILE_HELPERS = """
-#ifdef DLPC_PROFILE
-#include <time.h>
-static double dlpc_prof_t0;
-static inline double dlpc_now(void)
-{
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-#define DLPC_PROF_BEGIN(k) (dlpc_prof_t0 = dlpc_now())
-#define DLPC_PROF_END(k) (dlpc_kernel_seconds[k] += dlpc_now() - dlpc_prof_t0)
 #endif
 #ifndef DLPC_PROFILE
 #define DLPC_PROF_BEGIN(k) ((void)0)
