@@ -122,8 +122,12 @@ class CompiledModel:
     runner: Callable[[list[np.ndarray]], list[np.ndarray]]
     artifact: object = None  # the runtime object (CFunction, OpenCLFunction, DlpFunction)
     cached: bool = False  # True when a warm compile reused the whole artifact (no pipeline)
+    # a model whose inputs decide its shapes (`Model.specialiser`): one compiled model per
+    # value of those inputs; source, lowered and artifact above are the newest one's
+    specialisations: dict[tuple, CompiledModel] = field(default_factory=dict, repr=False)
     _main: FuncOp | None = field(default=None, init=False, repr=False)
     _specs: list = field(default_factory=list, init=False, repr=False)
+    _names: list[str] = field(default_factory=list, init=False, repr=False)
 
     @property
     def lowered(self) -> ModuleOp:
@@ -137,7 +141,11 @@ class CompiledModel:
 
     def check_inputs(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         """The inputs as arrays, checked against @main's signature (read once)."""
-        if self._main is None:
+        spec = self.model.specialiser
+        if spec is not None and not self._names:  # every input a call passes
+            self._names = [s.name for s in spec.inputs]
+            self._specs = [(s.shape, s.dtype) for s in spec.inputs]
+        elif spec is None and self._main is None:
             self._main = ref.main_func(self.model.module)
             self._specs = [(ref.graph.shape_of(a), ref.result_dtype(a)) for a in self._main.args]
         arrays = [np.asarray(x) for x in inputs]
@@ -145,7 +153,9 @@ class CompiledModel:
             a.shape == s and a.dtype == d for a, (s, d) in zip(arrays, self._specs)
         ):
             return arrays
-        return ref.check_inputs(self._main, inputs)  # the one-line error naming the input
+        if self._main is not None:
+            return ref.check_inputs(self._main, inputs)  # the one-line error naming the input
+        return _check_against(self._names, self._specs, arrays)
 
     def time(self, *inputs: np.ndarray, repeat: int = 10, warmup: int = 1) -> float:
         """Median wall time of one call in seconds, after `warmup` calls."""
@@ -158,6 +168,26 @@ class CompiledModel:
             self.runner(arrays)
             times.append(time.perf_counter() - start)
         return statistics.median(times)
+
+
+def _check_against(names: list[str], specs: list, arrays: list[np.ndarray]) -> list[np.ndarray]:
+    """`reference.graph.check_inputs` for a model known by its input specs."""
+    if len(arrays) != len(specs):
+        raise DlpcError(
+            f"error: the model takes {len(specs)} inputs ({', '.join(names)}) "
+            f"but {len(arrays)} were given"
+        )
+    for name, (shape, dtype), x in zip(names, specs, arrays):
+        if x.shape != shape:
+            raise DlpcError(
+                f"error: input '{name}' has shape {ref.graph.fmt_shape(x.shape)} "
+                f"but the model expects {ref.graph.fmt_shape(shape)}"
+            )
+        if x.dtype != dtype:
+            raise DlpcError(
+                f"error: input '{name}' has dtype {x.dtype} but the model expects {dtype}"
+            )
+    return arrays
 
 
 def _numpy_runner(source: str, weights: dict) -> Callable:
@@ -253,6 +283,14 @@ def compile(
         raise DlpcError(f"error: unsupported target '{target}' (expected {', '.join(TARGETS)})")
     if tuning_log and target != "c":
         raise DlpcError(f"error: a tuning log applies to target 'c', not '{target}'")
+    if model.specialiser is not None:
+        settings = dict(
+            opt_level=opt_level,
+            tuning_log=tuning_log,
+            fold_weights=fold_weights,
+            check_each_pass=check_each_pass,
+        )
+        return _compile_per_value(model, target, settings, options)
     weights = check_weights(model)
     settings = {
         "opt_level": opt_level,
@@ -301,6 +339,33 @@ def _checker(weights: dict[str, np.ndarray]):
     return make_checker(weights)
 
 
+def _compile_per_value(model: Model, target: str, settings: dict, options: dict) -> CompiledModel:
+    """A compiled model that dispatches on the values of the inputs that decide `model`'s
+    shapes: per distinct value (dtype, shape and bytes) the frontend builds the static
+    model with those values frozen, compiled once and cached, like a JIT guard; the call's
+    other inputs go to it by name."""
+    spec = model.specialiser
+    assert spec is not None
+
+    def specialise(values: dict[str, np.ndarray], static: Model | None = None) -> CompiledModel:
+        static = static or spec.build(values)  # may add to spec.shape_inputs
+        one = compile(static, target, **settings, **options)
+        compiled.specialisations[spec.key(values)] = one
+        compiled.source, compiled._lowered = one.source, one._lowered
+        compiled.artifact, compiled.cached = one.artifact, one.cached
+        return one
+
+    def run(arrays: list[np.ndarray]) -> list[np.ndarray]:
+        values = dict(zip((s.name for s in spec.inputs), arrays))
+        one = compiled.specialisations.get(spec.key(values)) or specialise(values)
+        return one.runner([values[n] for n in one.model.input_names])
+
+    compiled = CompiledModel(model, target, "", ModuleOp([]), run)
+    if model.ir is not None and not spec.shape_inputs:  # one graph (empty inputs): build it now
+        specialise({}, Model(model.ir, model.weights, model.name, model.path))
+    return compiled
+
+
 def reference(model: Model, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     """The numpy reference's outputs for `model` on `inputs` (no optimisation)."""
     return ref.run_reference(model.module, inputs, check_weights(model))
@@ -324,7 +389,21 @@ def random_inputs(model: Model, seed: int = 0) -> list[np.ndarray]:
     for gather indices, within the gathered dim."""
     rng = np.random.default_rng(seed)
     arrays = []
-    for arg in ref.main_func(model.module).args:
+    args = ref.main_func(model.module).args
+    if model.specialiser is not None:  # inputs that are not arguments are empty: zeros
+        by_name = dict(zip(ref.input_names(ref.main_func(model.module)), args))
+        for s in model.specialiser.inputs:
+            if s.name not in by_name:
+                arrays.append(np.zeros(s.shape, s.dtype))
+                continue
+            arrays += _random_like(rng, [by_name[s.name]])
+        return arrays
+    return _random_like(rng, args)
+
+
+def _random_like(rng: np.random.Generator, args) -> list[np.ndarray]:
+    arrays = []
+    for arg in args:
         shape, dtype = ref.graph.shape_of(arg), ref.result_dtype(arg)
         if np.issubdtype(dtype, np.floating):
             arrays.append(rng.standard_normal(shape).astype(dtype))

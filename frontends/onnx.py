@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -59,7 +59,9 @@ from dlpc.diagnostics import DlpcError, install_hint
 from dlpc.dialects import graph
 from dlpc.frontends.onnx_ops import HANDLERS
 from dlpc.frontends.onnx_values import Const, Value, onnx_dtype_to_numpy, onnx_type_name
-from dlpc.model import Model
+from dlpc.model import InputSpec, Model, Specialiser
+from dlpc.reference.graph import input_names as _input_names
+from dlpc.reference.graph import main_func
 
 MIN_OPSET = 13
 # ops whose value is not a function of their inputs: never folded at import time
@@ -485,12 +487,17 @@ def load_model(
     *,
     freeze_inputs: dict | None = None,
     input_shapes: dict | None = None,
-):
+) -> Model:
     """Load an ONNX model (a path or a `onnx.ModelProto`) into a `dlpc.model.Model`.
 
     `weights` overrides initializer values by name; `freeze_inputs` binds graph inputs to
     fixed values (they stop being arguments); `input_shapes` gives static shapes for inputs
     whose dims are symbolic.
+
+    A model some of whose inputs decide shapes (Reshape's `shape`, Slice's `starts`, ... as
+    graph inputs), or that has empty inputs, gets a `Specialiser`: a call passes every graph
+    input, and `dlpc.compile` imports the model again per value of the inputs that decide
+    shapes (found as the importer meets them), frozen; empty inputs are constants.
     """
     onnx = _require_onnx()
     if isinstance(path_or_model, str | os.PathLike):
@@ -505,5 +512,45 @@ def load_model(
     else:
         model, path = path_or_model, None
         source, name = "<onnx>", (model.graph.name or "model")
-    module, params = import_onnx(model, source, weights, freeze_inputs, input_shapes)
-    return Model(module, params, name, path)
+    freeze = dict(freeze_inputs or {})
+    inputs = call_inputs(model, source, freeze, input_shapes)
+    names = {s.name for s in inputs}
+    try:
+        module, params = import_onnx(model, source, weights, freeze, input_shapes)
+        found: list[str] = []
+    except NeedsConstantInput as e:
+        if e.input_name not in names:
+            raise
+        module, params, found = None, {}, [e.input_name]
+    if module is not None and [s.name for s in inputs] == _input_names(main_func(module)):
+        return Model(module, params, name, path)
+
+    def build(values: Mapping[str, np.ndarray]) -> Model:
+        while True:
+            frozen = {n: np.asarray(values[n]) for n in spec.shape_inputs}
+            try:
+                m, p = import_onnx(model, source, weights, {**freeze, **frozen}, input_shapes)
+            except NeedsConstantInput as e:
+                if e.input_name in spec.shape_inputs or e.input_name not in values:
+                    raise
+                spec.shape_inputs.append(e.input_name)
+                continue
+            return Model(m, p, name, path)
+
+    spec = Specialiser(tuple(inputs), found, build)
+    return Model(module, params, name, path, spec)
+
+
+def call_inputs(model, source: str, freeze: dict, input_shapes: dict | None) -> list[InputSpec]:
+    """The inputs a call of the model passes: its graph inputs that are not initializers
+    (nor frozen), with their static types."""
+    imp = Importer(model, source, None, None, input_shapes)
+    inits = {i.name for i in model.graph.initializer}
+    out = []
+    for vi in model.graph.input:
+        if vi.name in inits or vi.name in freeze:
+            continue
+        ty = imp._input_type(vi)
+        dt = np.dtype(graph.numpy_dtype(ty.get_element_type()))
+        out.append(InputSpec(vi.name, tuple(ty.get_shape()), dt))
+    return out
