@@ -22,8 +22,10 @@ DlpcError.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
+import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -147,9 +149,11 @@ def make_pass(name: str, options: PipelineOptions, **fixed) -> ModulePass:
 def run(name: str, module: ModuleOp, options: PipelineOptions, **fixed) -> None:
     """Apply one pass by name (its options from `options.extra`, then `fixed`) and
     verify the result."""
+    started = time.perf_counter()
     p = make_pass(name, options, **fixed)
     p.apply(context(), module)
     module.verify()
+    _timed(name, started)
     if options.checker:
         options.checker.after(name, module, p)  # same results as before the pass?
 
@@ -157,10 +161,46 @@ def run(name: str, module: ModuleOp, options: PipelineOptions, **fixed) -> None:
 def fold_weights(module: ModuleOp, weights: dict[str, np.ndarray], checker=None) -> None:
     from dlpc.passes.graph.fold_constants import fold_params
 
+    started = time.perf_counter()
     weights.update(fold_params(module, weights))
     module.verify()
+    _timed(FOLD_PARAMS, started)
     if checker:
         checker.after(FOLD_PARAMS, module)
+
+
+# --------------------------------------------------------------------- timing
+
+_timings: list[list[tuple[str, float]]] = []  # the collectors `timing()` has open
+
+
+@contextlib.contextmanager
+def timing():
+    """Collect `(pass name, seconds)` for every pass run inside, in order (like MLIR's
+    `-mlir-timing`; `dlpc --timing`, bench/compile.py). A pass's time includes verifying
+    its output, not `--check-each-pass`."""
+    found: list[tuple[str, float]] = []
+    _timings.append(found)
+    try:
+        yield found
+    finally:
+        _timings.remove(found)
+
+
+def _timed(name: str, started: float) -> None:
+    if _timings:
+        elapsed = time.perf_counter() - started
+        for found in _timings:
+            found.append((name, elapsed))
+
+
+def format_timing(rows: list[tuple[str, float]]) -> str:
+    """`timing()`'s rows as a table: seconds, share of the total and the pass."""
+    total = sum(t for _, t in rows) or 1e-12
+    lines = [f"{'seconds':>9}  {'share':>6}  pass"]
+    lines += [f"{t:9.4f}  {100 * t / total:5.1f}%  {name}" for name, t in rows]
+    lines.append(f"{total:9.4f}  100.0%  total ({len(rows)} passes)")
+    return "\n".join(lines)
 
 
 # ------------------------------------------------------------------- pipeline

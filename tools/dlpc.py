@@ -1,7 +1,7 @@
 """dlpc: compile a model to any stage of the pipeline.
 
     dlpc model.dlpc --emit=graph|te|loop|dlp|numpy|c|opencl|dlp-c [-o out] [-O0..-O3]
-         [--weights w.npz] [--tuning-log tune.jsonl] [--no-fold-weights] [--stats]
+         [--weights w.npz] [--tuning-log tune.jsonl] [--no-fold-weights] [--stats] [--timing]
          [--format dlpc|onnx|mlir]
 
 `--emit=graph|te|loop|dlp` prints the IR after that stage (re-readable by `dlpc-opt`;
@@ -79,6 +79,11 @@ def parser() -> ToolArgumentParser:
         "to <output>.npz. --no-fold-weights keeps that arithmetic in the output",
     )
     p.add_argument("--stats", action="store_true", help="print op/kernel counts per stage")
+    p.add_argument(
+        "--timing",
+        action="store_true",
+        help="print the time of every pass and its share to stderr (like -mlir-timing)",
+    )
     p.add_argument(
         "--check-each-pass",
         action="store_true",
@@ -166,7 +171,10 @@ def run(argv: list[str] | None) -> int:
             known = api.check_weights(model)
         options = dataclasses.replace(options, checker=make_checker(known, functions="main"))
     given = set(weights or ())
-    text = pipeline.compile_to(model.module.clone(), args.emit, options, record, weights)
+    with pipeline.timing() as timings:
+        text = pipeline.compile_to(model.module.clone(), args.emit, options, record, weights)
+    if args.timing:
+        print(pipeline.format_timing(timings), file=sys.stderr)
     if args.stats:
         print(stats_table(rows), file=sys.stderr)
     folded = sorted(set(weights or ()) - given)  # weights made by folding

@@ -87,3 +87,20 @@ def test_dlpc_run_profile_needs_target_c():
     proc = run_tool(str(EXAMPLES / "mlp.dlpc"), "--profile", "--target", "numpy")
     assert proc.returncode == 1
     assert proc.stderr.strip() == "dlpc-run: error: --profile needs --target c, not 'numpy'"
+
+
+def test_dlpc_timing_prints_every_pass():
+    proc = subprocess.run(
+        [sys.executable, "-m", "dlpc.tools.dlpc", str(EXAMPLES / "mlp.dlpc"), "--emit=loop"]
+        + ["--timing"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert lines[0].split() == ["seconds", "share", "pass"]
+    passes = [ln.split()[2] for ln in lines[1:-1]]
+    assert passes[0] == "graph-infer-shapes"
+    assert passes[-3:] == ["graph-to-te", "te-to-loop", "loop-default-schedule"]
+    assert lines[-1].split()[1:] == ["100.0%", "total", f"({len(passes)}", "passes)"]
