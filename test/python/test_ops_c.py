@@ -412,7 +412,7 @@ def test_family_with_vectorized_reductions(family):
     for c in cases:
         c.tol = max(c.tol, 1e-4)
     fn = check(f"{family}_vecred", batch_module(cases), cases, vectorize_reductions=True)
-    assert "#pragma omp simd reduction(+:acc)" in fn.source
+    assert "#pragma omp simd reduction(+:v_acc)" in fn.source
 
 
 def test_f16_sums_accumulate_in_f32():
