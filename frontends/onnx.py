@@ -64,6 +64,8 @@ from dlpc.reference.graph import input_names as _input_names
 from dlpc.reference.graph import main_func
 
 MIN_OPSET = 13
+# operators whose handler reads the node at any opset (it knows the older forms)
+LEGACY = {"Dropout"}
 # ops whose value is not a function of their inputs: never folded at import time
 NONDETERMINISTIC = {
     "RandomNormal",
@@ -318,29 +320,7 @@ class Importer:
             arg_names.append(vi.name)
         self.arg_names = arg_names
         for idx, node in enumerate(g.node):
-            self.node, self.node_index = node, idx
-            if node.domain not in ("", "ai.onnx"):
-                raise self.error(
-                    f"operator '{node.domain}.{node.op_type}' is not supported "
-                    f"(only the default ONNX domain is)"
-                )
-            self._check_legacy_opset(node)
-            for name in node.input:
-                if name and name not in self.env:
-                    raise self.error(f"input '{name}' is not defined before its use")
-            if self._foldable(node):
-                outputs = self._fold(node)
-            elif node.op_type in HANDLERS:
-                outputs = HANDLERS[node.op_type](self)
-            else:
-                raise self.error(f"unsupported operator '{node.op_type}'")
-            for name, val in zip(node.output, outputs):
-                if name and isinstance(val, SSAValue) and 0 in graph.shape_of(val):
-                    # an empty tensor has no values: keep it as an import-time constant
-                    dt = graph.numpy_dtype(graph.element_type_of(val))
-                    val = Const(np.zeros(graph.shape_of(val), dtype=dt), name)
-                if name:
-                    self.env[name] = val
+            self.import_node(node, idx)
         self.node = None
         results = []
         for vi in g.output:
@@ -348,6 +328,128 @@ class Importer:
                 raise DlpcError(f"{self.source}: error: graph output '{vi.name}' is never computed")
             results.append(self.value(self.env[vi.name]))
         return self._module(arg_names, results)
+
+    def import_node(self, node, idx: int) -> None:
+        """Import one node: fold it, hand it to its handler, or expand it into the nodes
+        of its ONNX function body (each imported in turn)."""
+        self.node, self.node_index = node, idx
+        if node.domain not in ("", "ai.onnx"):
+            raise self.error(
+                f"operator '{node.domain}.{node.op_type}' is not supported "
+                f"(only the default ONNX domain is)"
+            )
+        if node.op_type not in LEGACY:
+            self._check_legacy_opset(node)
+        for name in node.input:
+            if name and name not in self.env:
+                raise self.error(f"input '{name}' is not defined before its use")
+        if self._foldable(node):
+            outputs = self._fold(node)
+        elif node.op_type in HANDLERS:
+            outputs = HANDLERS[node.op_type](self)
+        else:
+            body = self._function_body(node)
+            if body is None:
+                raise self.error(f"unsupported operator '{node.op_type}'")
+            nodes, opset = body
+            outer = self.opset
+            self.opset = opset
+            try:
+                for sub in nodes:
+                    self.import_node(sub, idx)
+            finally:
+                self.opset, self.node, self.node_index = outer, node, idx
+            for name in node.output:
+                if name and name not in self.env:
+                    raise self.error(f"its function body does not compute output '{name}'")
+            return
+        for name, val in zip(node.output, outputs):
+            if name and isinstance(val, SSAValue) and 0 in graph.shape_of(val):
+                # an empty tensor has no values: keep it as an import-time constant
+                dt = graph.numpy_dtype(graph.element_type_of(val))
+                val = Const(np.zeros(graph.shape_of(val), dtype=dt), name)
+            if name:
+                self.env[name] = val
+
+    def _function_body(self, node) -> tuple[list, int] | None:
+        """The nodes of the ONNX function that defines `node`'s operator (names prefixed,
+        attribute references resolved, as onnx's own `_expanded` test cases are made) and
+        the opset they are written in; None when the operator has no function."""
+        from onnx import AttributeProto, FunctionProto, NodeProto, defs
+
+        try:
+            schema = defs.get_schema(node.op_type, self.opset, node.domain)
+        except Exception:  # noqa: BLE001 - an unknown operator
+            return None
+        plain = [v for v in schema.function_opset_versions if v <= self.opset]
+        context = [v for v in schema.context_dependent_function_opset_versions if v <= self.opset]
+        if not plain and not context:
+            return None
+        node_ = NodeProto()
+        node_.CopyFrom(node)
+        given = {a.name for a in node.attribute}
+        for name, attr in schema.attributes.items():
+            if name not in given and attr.default_value and attr.default_value.name:
+                node_.attribute.extend([attr.default_value])
+        fn = FunctionProto()
+        if context and (not plain or max(context) >= max(plain)):
+            types = [self._type_proto(n) for n in node.input]
+            fn.ParseFromString(
+                schema.get_context_dependent_function_with_opset_version(
+                    max(context), node_.SerializeToString(), [t.SerializeToString() for t in types]
+                )
+            )
+        else:
+            fn.ParseFromString(schema.get_function_with_opset_version(max(plain)))
+        prefix = f"{node.output[0] if node.output else node.op_type}__{node.op_type}_"
+        names = {n: (node.input[i] if i < len(node.input) else "") for i, n in enumerate(fn.input)}
+        names.update(
+            {
+                n: node.output[i]
+                for i, n in enumerate(fn.output)
+                if i < len(node.output) and node.output[i]
+            }
+        )
+
+        def rename(name: str) -> str:
+            return names.get(name, prefix + name if name else "")
+
+        attrs = {a.name: a for a in node_.attribute}
+        nodes = []
+        for inner in fn.node:
+            new = NodeProto()
+            new.CopyFrom(inner)
+            new.ClearField("input")
+            new.ClearField("output")
+            new.ClearField("attribute")
+            new.input.extend(rename(n) for n in inner.input)
+            new.output.extend(rename(n) for n in inner.output)
+            for a in inner.attribute:
+                if a.ref_attr_name:
+                    if a.ref_attr_name in attrs:
+                        ref = AttributeProto()
+                        ref.CopyFrom(attrs[a.ref_attr_name])
+                        ref.name = a.name
+                        new.attribute.append(ref)
+                elif a.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS):
+                    return None  # (control flow in the body: dlpc has none)
+                else:
+                    new.attribute.append(a)
+            if not new.name:
+                new.name = f"{node.name or prefix}/{inner.op_type}"
+            nodes.append(new)
+        versions = [o.version for o in fn.opset_import if o.domain in ("", "ai.onnx")]
+        return nodes, (versions[0] if versions else self.opset)
+
+    def _type_proto(self, name: str):
+        """The ONNX TypeProto of an imported value (empty for an omitted input)."""
+        from onnx import TypeProto, helper
+
+        if not name:
+            return TypeProto()
+        v = self.env[name]
+        dt = helper.np_dtype_to_tensor_dtype(self.dtype(v))
+        return helper.make_tensor_type_proto(dt, list(self.shape(v)))
 
     def _module(self, arg_names: list[str], results: list[SSAValue]) -> ModuleOp:
         self.block.add_ops(self.ops)

@@ -210,16 +210,25 @@ def is_special(imp: Importer):
 
 @handles("Clip")
 def clip(imp: Importer):
+    """graph.clip when the bounds are import-time values; bounds computed at run time (or
+    graph inputs) are data: max(x, min), then min(., max)."""
     imp.attrs({})
-    lo, hi = imp.const(1, "min"), imp.const(2, "max")
-    return [
-        imp.emit(
-            graph.ClipOp,
-            imp.value(0),
-            min=None if lo is None else float(lo),
-            max=None if hi is None else float(hi),
-        )
-    ]
+    x, lo, hi = imp.input(0), imp.input(1), imp.input(2)
+    if all(b is None or isinstance(b, Const) for b in (lo, hi)):
+        return [
+            imp.emit(
+                graph.ClipOp,
+                imp.value(0),
+                min=None if lo is None else float(lo.array.reshape(())),
+                max=None if hi is None else float(hi.array.reshape(())),
+            )
+        ]
+    y = x
+    if lo is not None:
+        y = imp.emit(graph.MaxOp, y, imp.reshape(lo, ()))
+    if hi is not None:
+        y = imp.emit(graph.MinOp, y, imp.reshape(hi, ()))
+    return [y]
 
 
 @handles("Gelu")
@@ -368,10 +377,21 @@ def cast_like(imp: Importer):
 
 @handles("Dropout")
 def dropout(imp: Importer):
-    imp.attrs({"seed": 0})
-    training = imp.const(2, "training_mode")
-    if training is not None and bool(training):
-        raise imp.error("training_mode = true is not supported (inference only)")
+    """Inference: y = x, mask all true. Opsets 7-11 give the ratio as an attribute (and
+    are always inference); from 12 `ratio` and `training_mode` are inputs. Training with
+    ratio 0 is the identity too; any other training dropout draws random numbers."""
+    version = imp.op_version()
+    if version < 7:
+        raise imp.error(f"Dropout-{version} (with 'is_test') is not supported")
+    if version < 12:
+        imp.attrs({"ratio": 0.5})
+        training, ratio = None, None
+    else:
+        imp.attrs({"seed": 0})
+        training, ratio = imp.const(2, "training_mode"), imp.const(1, "ratio")
+    if training is not None and bool(training.reshape(())):
+        if ratio is None or float(ratio.reshape(())) != 0.0:
+            raise imp.error("training_mode = true is not supported (inference only)")
     x = imp.input(0)
     mask = Const(np.ones(imp.shape(x), dtype=bool))
     return [x, mask]
@@ -931,6 +951,64 @@ def gather(imp: Importer):
     if isinstance(idx, Const) and idx.array.dtype != np.int64:
         idx = Const(idx.array.astype(np.int64))
     return [imp.emit(graph.GatherOp, imp.input(0), idx, axis=a["axis"])]
+
+
+@handles("GatherElements")
+def gather_elements(imp: Importer):
+    """out[i][j][k] = data[i][idx[i][j][k]][k] (axis 1) as one graph.gather on the flattened
+    data: flat = idx * stride[axis] + sum over the other axes k of i_k * stride[k] (a
+    constant); negative indices count from the end."""
+    a = imp.attrs({"axis": 0})
+    data, idx = imp.input(0), imp.input(1)
+    d, i = imp.shape(data), imp.shape(idx)
+    r = len(d)
+    if len(i) != r:
+        raise imp.error(f"indices have rank {len(i)} but data has rank {r}")
+    axis = _norm_axis(imp, a["axis"], r)
+    if any(i[k] > d[k] for k in range(r) if k != axis):
+        raise imp.error(f"indices shape {list(i)} exceeds data shape {list(d)} off the axis")
+    cut = tuple(i[k] if k != axis else d[k] for k in range(r))
+    if cut != d:
+        data = imp.emit(
+            graph.SliceOp, data, starts=(0,) * r, ends=cut, axes=tuple(range(r)), steps=(1,) * r
+        )
+    strides = [math.prod(cut[k + 1 :]) for k in range(r)]
+    idx = cast_to(imp, idx, np.dtype(np.int64))
+    neg = imp.emit(graph.CompareOp, idx, Const(np.asarray(0, np.int64)), predicate="lt")
+    idx = imp.emit(
+        graph.WhereOp, neg, imp.emit(graph.AddOp, idx, Const(np.asarray(d[axis], np.int64))), idx
+    )
+    grid = np.indices(i, dtype=np.int64) if i else np.zeros((0,), np.int64)
+    base = sum((grid[k] * strides[k] for k in range(r) if k != axis), np.zeros(i, np.int64))
+    flat = imp.emit(graph.MulOp, idx, Const(np.asarray(strides[axis], np.int64)))
+    flat = imp.emit(graph.AddOp, flat, Const(np.asarray(base, np.int64)))
+    return [imp.emit(graph.GatherOp, imp.reshape(data, (math.prod(cut),)), flat, axis=0)]
+
+
+@handles("ArgMax", "ArgMin")
+def arg_extreme(imp: Importer):
+    """The first (or last, select_last_index) position of the extreme along the axis:
+    m = reduce_max(x); where(x == m, iota, n) reduced by min (or where(.., -1) by max)."""
+    a = imp.attrs({"axis": 0, "keepdims": 1, "select_last_index": 0})
+    op = imp.node.op_type
+    x = imp.input(0)
+    s = imp.shape(x)
+    axis = _norm_axis(imp, a["axis"], len(s))
+    ext = graph.ReduceMaxOp if op == "ArgMax" else graph.ReduceMinOp
+    m = imp.emit(ext, x, axes=(axis,), keepdims=True)
+    hit = imp.emit(graph.CompareOp, x, m, predicate="eq")
+    shape = [1] * len(s)
+    shape[axis] = s[axis]
+    if s[axis] > 2**24:
+        raise imp.error(f"axis {axis} has {s[axis]} elements; dlpc's Arg{op[3:]} takes 2**24")
+    # positions as float32 (exact below 2**24): float reductions are what every backend has
+    iota = Const(np.arange(s[axis], dtype=np.float32).reshape(shape))
+    last = bool(a["select_last_index"])
+    other = Const(np.asarray(-1 if last else s[axis], np.float32))
+    cand = imp.emit(graph.WhereOp, hit, iota, other)
+    pick = graph.ReduceMaxOp if last else graph.ReduceMinOp
+    y = imp.emit(pick, cand, axes=(axis,), keepdims=bool(a["keepdims"]))
+    return [cast_to(imp, y, np.dtype(np.int64))]
 
 
 @handles("Expand")
