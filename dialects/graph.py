@@ -1217,9 +1217,10 @@ class FusedOp(IRDLOperation):
         arg_types = [a.type for a in block.args]
         in_types = [v.type for v in self.inputs]
         if arg_types != in_types:
+            show = lambda types: "(" + ", ".join(str(t) for t in types) + ")"
             raise VerifyException(
-                f'graph.fused "{self.kernel_name}" body arguments {arg_types} do not '
-                f"match operand types {in_types}"
+                f'graph.fused "{self.kernel_name}" body arguments {show(arg_types)} do not '
+                f"match operand types {show(in_types)}"
             )
         term = block.last_op
         if not isinstance(term, YieldOp) or len(term.values) != 1:

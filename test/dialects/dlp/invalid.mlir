@@ -130,3 +130,51 @@ func.func @pool_window_past_image() {
   func.return
 }
 // CHECK: dlp.pool last window of rows starts past the image (out_h = 3)
+
+// -----
+
+// (issue 18: one case per verifier message that had none)
+func.func @conv_kernel_too_big() {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %a = memref.alloc() : memref<64xf32, #dlp.space<nram>>
+  %w = memref.alloc() : memref<64xf32, #dlp.space<wram>>
+  dlp.conv2d %a[%c0], %a[%c0], %w[%c0], %c1 {channels_in = 1 : i64, height = 2 : i64, width = 2 : i64, kernel_h = 3 : i64, kernel_w = 3 : i64, stride_h = 1 : i64, stride_w = 1 : i64, pad_top = 0 : i64, pad_left = 0 : i64, pad_bottom = 0 : i64, pad_right = 0 : i64} : memref<64xf32, #dlp.space<nram>>, memref<64xf32, #dlp.space<nram>>, memref<64xf32, #dlp.space<wram>>
+  func.return
+}
+// CHECK: dlp.conv2d kernel is larger than the padded input
+
+// -----
+
+func.func @pool_pad_not_smaller() {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %a = memref.alloc() : memref<64xf32, #dlp.space<nram>>
+  dlp.pool "max" %a[%c0], %a[%c0], %c1 {height = 4 : i64, width = 4 : i64, kernel_h = 2 : i64, kernel_w = 2 : i64, stride_h = 2 : i64, stride_w = 2 : i64, pad_top = 2 : i64, pad_left = 0 : i64, out_h = 2 : i64, out_w = 2 : i64} : memref<64xf32, #dlp.space<nram>>, memref<64xf32, #dlp.space<nram>>
+  func.return
+}
+// CHECK: dlp.pool padding must be smaller than the window
+
+// -----
+
+func.func @foreign_memory_space() {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %a = memref.alloc() : memref<64xf32, 3>
+  %b = memref.alloc() : memref<64xf32, #dlp.space<nram>>
+  dlp.memcpy GDRAM2NRAM %b[%c0], %a[%c0], %c1 : memref<64xf32, #dlp.space<nram>>, memref<64xf32, 3>
+  func.return
+}
+// CHECK: memref memref<64xf32, 3 : i64> has memory space 3 : i64, expected #dlp.space<...>
+
+// -----
+
+func.func @mixed_element_types() {
+  %c0 = arith.constant 0 : index
+  %c4 = arith.constant 4 : index
+  %a = memref.alloc() : memref<64xf32, #dlp.space<nram>>
+  %h = memref.alloc() : memref<64xf16, #dlp.space<nram>>
+  dlp.add %a[%c0], %a[%c0], %h[%c0], %c4 : memref<64xf32, #dlp.space<nram>>, memref<64xf32, #dlp.space<nram>>, memref<64xf16, #dlp.space<nram>>
+  func.return
+}
+// CHECK: dlp.add mixes element types f32 and f16

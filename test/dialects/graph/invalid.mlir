@@ -226,3 +226,188 @@ func.func @f() {
   func.return
 }
 // CHECK: graph.param: tensor<1099511627776xf16> has 2199023255552 bytes, over dlpc's limit of 2^40 bytes (1 TiB) for one tensor
+
+// -----
+
+// (issue 18: one case per verifier message that had none)
+func.func @f(%a: tensor<2x3xf32>) {
+  %0 = graph.leaky_relu %a {alpha = "x"} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  func.return
+}
+// CHECK: attribute of kind float has unexpected value "x"
+
+// -----
+
+func.func @f(%a: tensor<2x3xf32>) {
+  %0 = graph.relu %a : (tensor<2x3xf32>) -> tensor<2x3xf16>
+  func.return
+}
+// CHECK: graph.relu: inferred element type f32 but result type has f16
+
+// -----
+
+func.func @f() {
+  %0 = graph.concat {axis = 0 : i64} : () -> tensor<2x3xf32>
+  func.return
+}
+// CHECK: graph.concat expects at least one operand
+
+// -----
+
+func.func @f(%a: tensor<2x3xf32>, %s: tensor<2x1x3xf32>) {
+  %0 = graph.prelu %a, %s : (tensor<2x3xf32>, tensor<2x1x3xf32>) -> tensor<2x3xf32>
+  func.return
+}
+// CHECK: graph.prelu slope of shape 2x1x3 must broadcast to
+
+// -----
+
+func.func @f(%c: tensor<2x3xi1>, %a: tensor<2x3xf32>, %b: tensor<2x3xf16>) {
+  %0 = graph.where %c, %a, %b : (tensor<2x3xi1>, tensor<2x3xf32>, tensor<2x3xf16>) -> tensor<2x3xf32>
+  func.return
+}
+// CHECK: graph.where branches have element types f32 and f16
+
+// -----
+
+func.func @f(%a: tensor<f32>, %b: tensor<3xf32>) {
+  %0 = graph.matmul %a, %b : (tensor<f32>, tensor<3xf32>) -> tensor<f32>
+  func.return
+}
+// CHECK: graph.matmul operands must have rank >= 1
+
+// -----
+
+func.func @f(%a: tensor<2x3xf32>, %w: tensor<4x5xf32>) {
+  %0 = graph.linear %a, %w : (tensor<2x3xf32>, tensor<4x5xf32>) -> tensor<2x4xf32>
+  func.return
+}
+// CHECK: graph.linear input 2x3 has 3 features but weight 4x5 expects 5
+
+// -----
+
+func.func @f(%x: tensor<1x1x4x4xf32>) {
+  %0 = graph.max_pool2d %x {kernel = array<i64: 2, 2, 2>} : (tensor<1x1x4x4xf32>) -> tensor<1x1x3x3xf32>
+  func.return
+}
+// CHECK: graph.max_pool2d: kernel must have 1 or 2 values, got 3
+
+// -----
+
+func.func @f(%x: tensor<1x1x4x4xf32>) {
+  %0 = graph.max_pool2d %x {kernel = array<i64: 2, 2>, pads = array<i64: 1, 1, 1>} : (tensor<1x1x4x4xf32>) -> tensor<1x1x3x3xf32>
+  func.return
+}
+// CHECK: graph.max_pool2d: pads must have 1, 2 or 4 values, got 3
+
+// -----
+
+func.func @f(%x: tensor<1x1x4x4xf32>) {
+  %0 = graph.max_pool2d %x {kernel = array<i64: 2, 2>, layout = "nchw4c"} : (tensor<1x1x4x4xf32>) -> tensor<1x1x3x3xf32>
+  func.return
+}
+// CHECK: graph.max_pool2d layout must be "nchw" or "nhwc", got "nchw4c"
+
+// -----
+
+func.func @f(%x: tensor<1x1x4x4xf32>) {
+  %0 = graph.max_pool2d %x {kernel = array<i64: 2, 2>, strides = array<i64: 0, 1>} : (tensor<1x1x4x4xf32>) -> tensor<1x1x3x3xf32>
+  func.return
+}
+// CHECK: graph.max_pool2d strides/dilations must be >= 1 and pads >= 0
+
+// -----
+
+func.func @f(%x: tensor<1x4x4xf32>, %w: tensor<2x1x3x3xf32>) {
+  %0 = graph.conv2d %x, %w : (tensor<1x4x4xf32>, tensor<2x1x3x3xf32>) -> tensor<1x2x2x2xf32>
+  func.return
+}
+// CHECK: graph.conv2d expects NCHW input and OIHW weight, got 1x4x4 and 2x1x3x3
+
+// -----
+
+func.func @f(%x: tensor<4x4xf32>) {
+  %0 = graph.max_pool2d %x {kernel = array<i64: 2, 2>} : (tensor<4x4xf32>) -> tensor<3x3xf32>
+  func.return
+}
+// CHECK: graph.max_pool2d expects NCHW input, got 4x4
+
+// -----
+
+func.func @f(%x: tensor<4xf32>) {
+  %0 = graph.global_avg_pool %x : (tensor<4xf32>) -> tensor<4xf32>
+  func.return
+}
+// CHECK: graph.global_avg_pool expects N, C and spatial dims, got 4
+
+// -----
+
+func.func @f(%x: tensor<4xf32>, %s: tensor<4xf32>) {
+  %0 = graph.batch_norm %x, %s, %s, %s, %s : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  func.return
+}
+// CHECK: graph.batch_norm expects rank >= 2, got 4
+
+// -----
+
+func.func @f(%x: tensor<2x3xf32>) {
+  %0 = graph.reshape %x {shape = array<i64: 0, 0, 0>} : (tensor<2x3xf32>) -> tensor<2x3x1xf32>
+  func.return
+}
+// CHECK: graph.reshape 0 refers to a missing input dim
+
+// -----
+
+func.func @f(%x: tensor<2x3xf32>) {
+  %0 = graph.reshape %x {shape = array<i64: -1, -1>} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  func.return
+}
+// CHECK: graph.reshape shape may contain at most one -1
+
+// -----
+
+func.func @f(%x: tensor<8xf32>) {
+  %0 = graph.slice %x {starts = array<i64: 0, 1>, ends = array<i64: 4>, axes = array<i64: 0>, steps = array<i64: 1>} : (tensor<8xf32>) -> tensor<4xf32>
+  func.return
+}
+// CHECK: graph.slice starts, ends, axes and steps differ in length
+
+// -----
+
+func.func @f(%x: tensor<4xf32>) {
+  %0 = graph.pad %x {pads = array<i64: -3, -2>} : (tensor<4xf32>) -> tensor<4xf32>
+  func.return
+}
+// CHECK: graph.pad pads [-3, -2] give a negative size
+
+// -----
+
+func.func @f(%x: tensor<2x1xf32>) {
+  %0 = graph.broadcast %x {shape = array<i64: 4>} : (tensor<2x1xf32>) -> tensor<4xf32>
+  func.return
+}
+// CHECK: graph.broadcast cannot broadcast 2x1 to 4
+
+// -----
+
+func.func @f(%x: tensor<4xf32>) {
+  %y = graph.fused "k" %x : (tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%a: tensor<3xf32>):
+    %0 = graph.relu %a : (tensor<3xf32>) -> tensor<3xf32>
+    graph.yield %0 : tensor<3xf32>
+  }
+  func.return
+}
+// CHECK: graph.fused "k" body arguments (tensor<3xf32>) do not match operand types (tensor<4xf32>)
+
+// -----
+
+func.func @f(%x: tensor<4xf32>) {
+  %y = graph.fused "k" %x : (tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%a: tensor<4xf32>):
+    %0 = graph.relu %a : (tensor<4xf32>) -> tensor<4xf32>
+    graph.yield %0, %0 : tensor<4xf32>, tensor<4xf32>
+  }
+  func.return
+}
+// CHECK: graph.fused "k" body must end in graph.yield of one value

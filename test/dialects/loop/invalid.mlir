@@ -64,3 +64,13 @@ func.func @f() {
   func.return
 }
 // CHECK: 'loop.for' expects ancestor op 'loop.kernel'
+
+// -----
+
+// (issue 18: one case per verifier message that had none)
+loop.kernel "k" {
+  "loop.for"() <{lb = 0 : i64, ub = 4 : i64, step = 1 : i64}> ({
+  ^bb0(%i: i64):
+  }) {name = "i0"} : () -> ()
+}
+// CHECK: loop 'i0' body must have one index block argument

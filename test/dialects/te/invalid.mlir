@@ -157,3 +157,16 @@ func.func @f(%x: tensor<?xf32>) -> tensor<?xf32> {
   func.return %y : tensor<?xf32>
 }
 // CHECK: te.compute "c" result tensor<?xf32> must have a static shape
+
+// -----
+
+// (issue 18: one case per verifier message that had none)
+func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %y = te.compute "c" (%i0) : tensor<4xf32> {
+    %v = "te.read"(%x, %i0) : (tensor<4xf32>, index) -> f16
+    %e = arith.extf %v : f16 to f32
+    te.yield %e : f32
+  }
+  func.return %y : tensor<4xf32>
+}
+// CHECK: te.read result type f16 differs from the element type f32
