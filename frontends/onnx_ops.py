@@ -11,6 +11,7 @@ them (see `dlpc.frontends.onnx`).
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -610,15 +611,16 @@ def pool(imp: Importer):
     }
     spec.update({"storage_order": 0} if is_max else {"count_include_pad": 0})
     a = imp.attrs(spec)
-    imp.no_extra_outputs(1)
+    imp.no_extra_outputs(2 if is_max else 1)
     x = imp.input(0)
     kernel = tuple(a["kernel_shape"] or ())
-    x2, one_d = _to_2d(imp, x, "pools")
     if len(kernel) != len(imp.shape(x)) - 2:
         raise imp.error(f"attribute 'kernel_shape' = {list(kernel)} does not match the input")
     strides, dil, pads = _window(imp, a, imp.shape(x)[2:], kernel)
-    if any(d != 1 for d in dil):
-        raise imp.error(f"attribute 'dilations' = {list(dil)} is not supported")
+    indices = is_max and len(imp.node.output) > 1 and bool(imp.node.output[1])
+    if len(kernel) not in (1, 2) or any(d != 1 for d in dil) or indices:
+        return _pool_by_slices(imp, x, a, kernel, strides, dil, pads, is_max, indices)
+    x2, one_d = _to_2d(imp, x, "pools")
     if one_d:
         kernel, strides = (1, kernel[0]), (1, strides[0])
     attrs = dict(
@@ -629,6 +631,98 @@ def pool(imp: Importer):
     else:
         y = imp.emit(graph.AvgPool2DOp, x2, count_include_pad=bool(a["count_include_pad"]), **attrs)
     return [_from_2d(imp, y, one_d)]
+
+
+def _pool_by_slices(imp: Importer, x: Value, a: dict, kernel, strides, dil, pads, is_max, indices):
+    """Any-rank pooling with dilations (and MaxPool's Indices) as one strided slice of the
+    padded input per kernel position: max pool is their running maximum (Indices: the flat
+    input position of the first maximum, row-major or, storage_order 1, column-major
+    within each 2-D image), average pool their sum divided by the number of positions
+    each window counts (pads too with count_include_pad, never the extra cells ceil_mode
+    adds)."""
+    shape = imp.shape(x)
+    n, c, spatial = shape[0], shape[1], shape[2:]
+    r = len(spatial)
+    begin, end = list(pads[:r]), list(pads[r:])
+    out, extra = [], []
+    for i in range(r):
+        span = (kernel[i] - 1) * dil[i] + 1
+        total = spatial[i] + begin[i] + end[i] - span
+        o = (-(-total // strides[i]) if a["ceil_mode"] else total // strides[i]) + 1
+        if a["ceil_mode"] and (o - 1) * strides[i] >= spatial[i] + begin[i]:
+            o -= 1  # the last window must start inside the input or its left pad
+        if o < 1:
+            raise imp.error(f"the pool window does not fit spatial dim {i} ({spatial[i]})")
+        out.append(o)
+        extra.append(max(0, (o - 1) * strides[i] + span - (spatial[i] + begin[i] + end[i])))
+    fill = -np.inf if is_max else 0.0
+    full = (0, 0, *begin, 0, 0, *[e + x_ for e, x_ in zip(end, extra)])
+    xp = imp.emit(graph.PadOp, x, pads=full, value=fill) if any(full) else x
+    # per spatial dim: which padded positions are counted (avg) / their input index (max)
+    inside = [np.zeros(spatial[i] + begin[i] + end[i] + extra[i], bool) for i in range(r)]
+    for i in range(r):
+        lo = 0 if a.get("count_include_pad") else begin[i]
+        hi = spatial[i] + begin[i] + (end[i] if a.get("count_include_pad") else 0)
+        inside[i][lo:hi] = True
+    col_major = is_max and a.get("storage_order") == 1
+    if col_major and r != 2:
+        raise imp.error("attribute 'storage_order' = 1 needs a 2-D pool")
+    acc = best = None
+    count = np.zeros(out, np.float64)
+    for offs in itertools.product(*(range(k) for k in kernel)):
+        starts = [o * d for o, d in zip(offs, dil)]
+        ends = [st + (o - 1) * s + 1 for st, o, s in zip(starts, out, strides)]
+        v = imp.emit(
+            graph.SliceOp,
+            xp,
+            starts=starts,
+            ends=ends,
+            axes=tuple(range(2, 2 + r)),
+            steps=tuple(strides),
+        )
+        pos = [np.arange(o) * s + st for o, s, st in zip(out, strides, starts)]
+        if not is_max:
+            mask = np.ones(out, bool)
+            for i in range(r):
+                mask &= inside[i][pos[i]].reshape([-1 if j == i else 1 for j in range(r)])
+            count += mask
+            acc = v if acc is None else imp.emit(graph.AddOp, acc, v)
+            continue
+        if acc is None:
+            acc = v
+            if indices:
+                best = Const(_flat_index(pos, begin, spatial, col_major))
+            continue
+        if indices:
+            better = imp.emit(graph.CompareOp, v, acc, predicate="gt")
+            acc = imp.emit(graph.WhereOp, better, v, acc)
+            best = imp.emit(
+                graph.WhereOp, better, Const(_flat_index(pos, begin, spatial, col_major)), best
+            )
+        else:
+            acc = imp.emit(graph.MaxOp, acc, v)
+    if not is_max:
+        return [imp.emit(graph.DivOp, acc, Const(count.astype(imp.dtype(x))))]
+    if not indices:
+        return [acc]
+    per_image = math.prod(spatial)
+    base = (np.arange(n * c, dtype=np.int64) * per_image).reshape((n, c) + (1,) * r)
+    return [acc, imp.emit(graph.AddOp, best, Const(base))]
+
+
+def _flat_index(pos, begin, spatial, col_major: bool) -> np.ndarray:
+    """The flat index within one image of the input position each output reads (padded
+    positions give an index outside the image; they never hold a maximum)."""
+    r = len(pos)
+    coords = [
+        (p - b).reshape([-1 if j == i else 1 for j in range(r)])
+        for i, (p, b) in enumerate(zip(pos, begin))
+    ]
+    order = list(range(r))[::-1] if col_major else list(range(r))
+    flat = np.zeros([len(p) for p in pos], np.int64)
+    for i in order:
+        flat = flat * spatial[i] + coords[i]
+    return flat.astype(np.int64)
 
 
 @handles("GlobalAveragePool", "GlobalMaxPool")
@@ -647,10 +741,27 @@ def global_pool(imp: Importer):
 @handles("BatchNormalization")
 def batch_norm(imp: Importer):
     a = imp.attrs({"epsilon": 1e-5, "momentum": 0.9, "training_mode": 0})
-    imp.require(a, "training_mode", (0,))
-    imp.no_extra_outputs(1)
+    imp.require(a, "training_mode", (0, 1))
     ins = [imp.input(i) for i in range(5)]
-    return [imp.emit(graph.BatchNormOp, *ins, epsilon=a["epsilon"])]
+    if not a["training_mode"]:
+        imp.no_extra_outputs(1)
+        return [imp.emit(graph.BatchNormOp, *ins, epsilon=a["epsilon"])]
+    # training: normalise with the batch's mean and (population) variance over all axes
+    # but the channels; running stats = stats * momentum + batch stats * (1 - momentum)
+    x, scale, bias, mean, var = ins
+    rank = len(imp.shape(x))
+    axes = (0, *range(2, rank))
+    b_mean = imp.emit(graph.ReduceMeanOp, x, axes=axes, keepdims=False)
+    d = imp.emit(graph.SubOp, x, _channel(imp, b_mean, rank))
+    b_var = imp.emit(graph.ReduceMeanOp, imp.emit(graph.MulOp, d, d), axes=axes, keepdims=False)
+    y = imp.emit(graph.BatchNormOp, x, scale, bias, b_mean, b_var, epsilon=a["epsilon"])
+    m = a["momentum"]
+
+    def running(old: Value, new: Value) -> Value:
+        kept = imp.emit(graph.MulOp, old, imp.scalar(m, old))
+        return imp.emit(graph.AddOp, kept, imp.emit(graph.MulOp, new, imp.scalar(1 - m, new)))
+
+    return [y, running(mean, b_mean), running(var, b_var)]
 
 
 @handles("LayerNormalization")
