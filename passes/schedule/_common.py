@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from xdsl.dialects import arith, memref, scf
 from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, ModuleOp
@@ -19,6 +20,8 @@ from xdsl.ir import Block, BlockArgument, Operation, OpResult, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
 from dlpc.dialects.loop import ForOp, KernelOp, kernels
+
+_OpT = TypeVar("_OpT", bound=Operation)
 
 index = IndexType()
 
@@ -45,6 +48,13 @@ class BufferNotFoundError(ScheduleError):
 def path(loop: ForOp) -> str:
     """`kernel/loop`, the way schedules and diagnostics name a loop."""
     return f"{loop.kernel().sym}/{loop.loop_name}"
+
+
+def loop_name(loop: ForOp) -> str:
+    """The name a primitive addresses `loop` by; an unnamed loop cannot be addressed."""
+    if loop.loop_name is None:
+        raise LoopNotFoundError(f"a loop of kernel '{loop.kernel().sym}' has no name")
+    return loop.loop_name
 
 
 def get_kernel(root: Operation, name: str) -> KernelOp:
@@ -180,6 +190,13 @@ def move_ops(src: Block, dst: Block) -> None:
         dst.add_op(op)
 
 
+def block_of(op: Operation) -> Block:
+    """The block holding `op`: every op a schedule primitive rewrites is inside a kernel."""
+    block = op.parent_block()
+    assert block is not None, f"{op.name} is not in a block"
+    return block
+
+
 def erase(op: Operation) -> None:
     """Detach (if attached) and erase an op that has no remaining uses."""
     block = op.parent_block()
@@ -299,7 +316,7 @@ def buffer_label(value: SSAValue) -> str:
     return value.name_hint or "?"
 
 
-def find_buffer(kernel: KernelOp, where: Operation, spec) -> SSAValue:
+def find_buffer(kernel: KernelOp, where: Operation, spec: str | SSAValue) -> SSAValue:
     """A buffer by name hint (`A`, `x`) or by position among the buffers accessed in the
     kernel (`0`, `1`, ...); an SSA value is returned as is."""
     if isinstance(spec, SSAValue):
@@ -332,7 +349,7 @@ def memref_type(value: SSAValue) -> MemRefType:
     return ty
 
 
-def walk_ops(root: Operation, kind: type) -> Iterator:
+def walk_ops(root: Operation, kind: type[_OpT]) -> Iterator[_OpT]:
     for op in root.walk():
         if isinstance(op, kind):
             yield op

@@ -42,6 +42,7 @@ After:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -55,6 +56,7 @@ from dlpc.passes.schedule._common import (
     Affine,
     ScheduleError,
     affine,
+    block_of,
     emit_affine,
     erase,
     find_buffer,
@@ -93,7 +95,7 @@ class CachePackError(ScheduleError):
     pass
 
 
-def _pack(root, kernel: str, loop: str, buffer: str, name: str | None) -> SSAValue:
+def _pack(root, kernel: str, loop: str, buffer: str | SSAValue, name: str | None) -> SSAValue:
     """cache_read in packed layout: the local buffer is indexed by the loops inside
     `loop` that index the buffer, in nesting order (GotoBLAS panels: `Bp[jr][k][j]`;
     for a convolution's input, im2col rows `xp[ci][kh][kw][ow]`), flattened to 1-D; the
@@ -154,7 +156,8 @@ def _pack(root, kernel: str, loop: str, buffer: str, name: str | None) -> SSAVal
     slice_ops = _slice(units[0], target, used, what, buf)
     template = units[0]
     first = target.block.first_op
-    target.block.insert_op_before(alloc, first) if first is not None else target.block.add_op(alloc)
+    assert first is not None  # the loop holds the loads being packed
+    target.block.insert_op_before(alloc, first)
     copies: list[ForOp] = []
     for lp in used:
         c = ForOp(lp.lower, lp.upper, lp.stride, name=k.fresh_loop_name(f"{label}_{lp.loop_name}"))
@@ -164,7 +167,9 @@ def _pack(root, kernel: str, loop: str, buffer: str, name: str | None) -> SSAVal
     if copies[-1].trip_count > 1:
         copies[-1].annotate("vectorize")
     body = copies[-1].block
-    mapper = {lp.induction_var: c.induction_var for lp, c in zip(used, copies)}
+    mapper: dict[SSAValue, SSAValue] = {
+        lp.induction_var: c.induction_var for lp, c in zip(used, copies)
+    }
     for op in slice_ops + [template]:
         body.add_op(op.clone(value_mapper=mapper))
     value = mapper[template.results[0]]
@@ -172,8 +177,9 @@ def _pack(root, kernel: str, loop: str, buffer: str, name: str | None) -> SSAVal
     lin_value = emit_affine(lin_c, body)
     body.add_op(memref.StoreOp.get(value, alloc.memref, [lin_value]))
     for op in units:
-        new = memref.LoadOp.get(alloc.memref, [emit_affine(lin, op.parent_block(), before=op)])
-        op.parent_block().insert_op_before(new, op)
+        block = block_of(op)
+        new = memref.LoadOp.get(alloc.memref, [emit_affine(lin, block, before=op)])
+        block.insert_op_before(new, op)
         op.results[0].replace_all_uses_with(new.res)
         erase(op)
     if alloc_cls is memref.AllocOp:
@@ -181,7 +187,7 @@ def _pack(root, kernel: str, loop: str, buffer: str, name: str | None) -> SSAVal
     return alloc.memref
 
 
-def _guard_of(load: Operation, loop: ForOp):
+def _guard_of(load: memref.LoadOp, loop: ForOp) -> scf.IfOp | None:
     """The scf.if that guards `load` as `if c { yield load } else { yield constant }`."""
     g = load.parent_op()
     if not isinstance(g, scf.IfOp) or g.parent_op() is None or not loop.is_ancestor(g):
@@ -219,8 +225,9 @@ def _slice(unit: Operation, loop: ForOp, used: list[ForOp], what: str, buf) -> l
                 needed.add(id(owner))
                 work.extend(owner.operands)
         elif (
-            owner.parent_op() is not loop
-            and loop.is_ancestor(owner.parent_op())
+            (parent := owner.parent_op()) is not None
+            and parent is not loop
+            and loop.is_ancestor(parent)
             and id(v) not in ivs
         ):
             raise CachePackError(
@@ -237,7 +244,11 @@ class Footprint:
 
 
 def _footprint(
-    loop: ForOp, buf: SSAValue, accesses: list[Operation], what: str, around: bool = False
+    loop: ForOp,
+    buf: SSAValue,
+    accesses: Sequence[memref.LoadOp | memref.StoreOp],
+    what: str,
+    around: bool = False,
 ) -> Footprint:
     inner = {id(lp) for lp in inner_loops(loop)} | ({id(loop)} if around else set())
     rank = len(memref_type(buf).get_shape())
@@ -277,10 +288,10 @@ def _footprint(
     return Footprint(base, [int(hi[d] - lo[d] + 1) for d in range(rank)])
 
 
-def _local_index(op: Operation, fp: Footprint) -> list[SSAValue]:
+def _local_index(op: memref.LoadOp | memref.StoreOp, fp: Footprint) -> list[SSAValue]:
     """idx - base, materialised right before the access."""
     out = []
-    block = op.parent_block()
+    block = block_of(op)
     for d, idx in enumerate(op.indices):
         form = affine(idx)
         assert form is not None
@@ -326,8 +337,14 @@ def _copy_nest(
 
 
 def _stage(
-    root, kernel: str, loop: str, buffer: str, name: str | None, write: bool, around: bool = False
-):
+    root,
+    kernel: str,
+    loop: str,
+    buffer: str | SSAValue,
+    name: str | None,
+    write: bool,
+    around: bool = False,
+) -> SSAValue:
     """Stage `buffer` for the body of `loop` (or, with `around`, for the loop itself:
     the local buffer and copies are placed next to it in its parent block)."""
     target = get_loop(root, kernel, loop)
@@ -354,15 +371,15 @@ def _stage(
     # redirect the body's accesses (before adding the copies, which access `buf` too)
     for op in loads:
         new = memref.LoadOp.get(alloc.memref, _local_index(op, fp))
-        op.parent_block().insert_op_before(new, op)
+        block_of(op).insert_op_before(new, op)
         op.res.replace_all_uses_with(new.res)
         erase(op)
     for op in stores:
         new = memref.StoreOp.get(op.value, alloc.memref, _local_index(op, fp))
-        op.parent_block().insert_op_before(new, op)
+        block_of(op).insert_op_before(new, op)
         erase(op)
     if around:
-        block, first, after = target.parent_block(), target, target.next_op
+        block, first, after = block_of(target), target, target.next_op
     else:
         block, first, after = target.block, target.block.first_op, None
     block.insert_op_before(alloc, first) if first is not None else block.add_op(alloc)
@@ -377,14 +394,21 @@ def _stage(
 
 
 def cache_read(
-    root, kernel: str, loop: str, buffer: str, name: str | None = None, pack: bool = False
+    root,
+    kernel: str,
+    loop: str,
+    buffer: str | SSAValue,
+    name: str | None = None,
+    pack: bool = False,
 ) -> SSAValue:
     if pack:
         return _pack(root, kernel, loop, buffer, name)
     return _stage(root, kernel, loop, buffer, name, write=False)
 
 
-def cache_write(root, kernel: str, loop: str, buffer: str, name: str | None = None) -> SSAValue:
+def cache_write(
+    root, kernel: str, loop: str, buffer: str | SSAValue, name: str | None = None
+) -> SSAValue:
     return _stage(root, kernel, loop, buffer, name, write=True)
 
 

@@ -42,6 +42,7 @@ from dlpc.dialects.loop import ForOp, KernelOp, kernels
 from dlpc.passes.schedule._common import (
     Affine,
     ScheduleError,
+    block_of,
     child_loop,
     emit_affine,
     erase,
@@ -91,7 +92,7 @@ def compute_at(root, producer: str, kernel: str, loop: str) -> ForOp:
     target = get_loop(root, kernel, loop)
     cons = target.kernel()
     what = f"{kernel}/{loop}"
-    block = cons.parent_block()
+    block = block_of(cons)
     if prod.parent_block() is not block or prod is cons or not _before(prod, cons):
         raise ComputeAtOrderError(
             f"producer kernel '{producer}' does not come before kernel '{kernel}' in one block"
@@ -102,7 +103,9 @@ def compute_at(root, producer: str, kernel: str, loop: str) -> ForOp:
             f"buffer '{buf.name_hint}' written by kernel '{producer}' is not an intermediate "
             f"(memref.alloc), so it cannot be computed inside loop {what}"
         )
-    for other in kernels(block.parent_op()):
+    scope = block.parent_op()
+    assert scope is not None, "a kernel's block belongs to a function"
+    for other in kernels(scope):
         if other not in (prod, cons) and any(
             getattr(op, "memref", None) is buf for op in other.walk()
         ):

@@ -49,9 +49,11 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from dlpc.dialects.loop import ForOp, KernelOp
+from dlpc.dialects.typed import element_type, shape_of
 from dlpc.passes.schedule._common import (
     ScheduleError,
     _index_arith,
+    block_of,
     child_loop,
     erase,
     get_kernel,
@@ -130,19 +132,19 @@ def _prune(body_loop: ForOp, keep: list[Operation]) -> None:
             erase(op)
 
 
-def _substitute_acc(acc: SSAValue, out: SSAValue, idx: list[SSAValue]) -> None:
-    for use in list(acc.uses):
+def _substitute_acc(acc: memref.AllocaOp, out: SSAValue, idx: list[SSAValue]) -> None:
+    for use in list(acc.memref.uses):
         op = use.operation
         if isinstance(op, memref.LoadOp):
             new = memref.LoadOp.get(out, idx)
-            op.parent_block().insert_op_before(new, op)
+            block_of(op).insert_op_before(new, op)
             op.results[0].replace_all_uses_with(new.results[0])
             erase(op)
         elif isinstance(op, memref.StoreOp):
             new = memref.StoreOp.get(op.value, out, idx)
-            op.parent_block().insert_op_before(new, op)
+            block_of(op).insert_op_before(new, op)
             erase(op)
-    erase(acc.owner)
+    erase(acc)
 
 
 def decompose_reduction(root, kernel: str) -> list[ForOp]:
@@ -161,7 +163,7 @@ def decompose_reduction(root, kernel: str) -> list[ForOp]:
     red = nests[0]
     pos = ops.index(red)
     pre, post = ops[:pos], ops[pos + 1 :]
-    accs = [op for op in pre if isinstance(op, memref.AllocaOp) and not op.memref.type.get_shape()]
+    accs = [op for op in pre if isinstance(op, memref.AllocaOp) and not shape_of(op.memref)]
     if len(accs) > 1:
         raise DecomposeAccumulatorError(f"loop {kernel}/{inner.loop_name} has several accumulators")
     final = [op for op in post if isinstance(op, memref.StoreOp)]
@@ -177,17 +179,19 @@ def decompose_reduction(root, kernel: str) -> list[ForOp]:
             f"the output element of loop {kernel}/{inner.loop_name} is not indexed by the "
             "spatial loops"
         )
-    if accs and accs[0].memref.type.element_type != final[0].memref.type.element_type:
+    acc_type = element_type(accs[0].memref) if accs else None
+    out_type = element_type(final[0].memref) if accs else None
+    if acc_type != out_type:
         # accumulating in the output would round every partial sum to the output type
         raise DecomposeAccumulatorError(
             f"the accumulator of loop {kernel}/{inner.loop_name} has type "
-            f"{accs[0].memref.type.element_type}, its output element "
-            f"{final[0].memref.type.element_type}: it cannot accumulate in the output"
+            f"{acc_type}, its output element {out_type}: it cannot accumulate in the output"
         )
     top = chain[0]
     depth = len(chain)
     walk_all = list(top.walk())
-    nests: list[tuple[ForOp, str]] = []
+    # per nest: its top loop and (with an accumulator) the accumulator and the final store
+    parts: list[tuple[ForOp, tuple[memref.AllocaOp, memref.StoreOp] | None]] = []
     for suffix in ("_init", "_post"):
         clone = top.clone()
         walk_new = list(clone.walk())
@@ -195,24 +199,29 @@ def decompose_reduction(root, kernel: str) -> list[ForOp]:
             if isinstance(new, ForOp) and new.loop_name:
                 new.annotate("name", new.loop_name + suffix)
         mapping = {id(o): n for o, n in zip(walk_all, walk_new)}
-        acc = mapping[id(accs[0])] if accs else None
-        store = mapping[id(final[0])] if accs else None
-        nests.append((clone, suffix, acc, store))
-    parent = top.parent_block()
-    assert parent is not None
-    (init_top, _, init_acc, init_store), (post_top, _, post_acc, post_store) = nests
+        pair = None
+        if accs:
+            acc, store = mapping[id(accs[0])], mapping[id(final[0])]
+            # a clone walks in the order of its original: same positions, same op classes
+            assert isinstance(acc, memref.AllocaOp) and isinstance(store, memref.StoreOp)
+            pair = (acc, store)
+        parts.append((clone, pair))
+    parent = block_of(top)
+    (init_top, init_pair), (post_top, post_pair) = parts
     parent.insert_op_before(init_top, top)
     parent.insert_op_after(post_top, top)
-    for loop_top, part, acc, store in (
-        (init_top, "init", init_acc, init_store),
-        (top, "update", accs[0] if accs else None, final[0] if accs else None),
-        (post_top, "post", post_acc, post_store),
+    for loop_top, part, pair in (
+        (init_top, "init", init_pair),
+        (top, "update", (accs[0], final[0]) if accs else None),
+        (post_top, "post", post_pair),
     ):
         body_loop = _innermost(loop_top, depth)
-        if acc is not None:
-            _substitute_acc(acc.memref, store.memref, list(store.indices))
+        if pair is not None:
+            acc, store = pair
+            _substitute_acc(acc, store.memref, list(store.indices))
         body = list(body_loop.block.ops)
         at = next(n for n, op in enumerate(body) if isinstance(op, ForOp))
+        keep: list[Operation]
         if part == "update":
             keep = [body[at]]
         else:

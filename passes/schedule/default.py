@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from xdsl.context import Context
 from xdsl.dialects import arith, memref
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Operation
+from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import VerifyException
 
@@ -139,7 +139,7 @@ class GemmParams:
     pack_b: bool = True
 
 
-def gemm_operands(kernel: KernelOp, nest: Nest):
+def gemm_operands(kernel: KernelOp, nest: Nest) -> tuple[SSAValue, SSAValue] | None:
     """(A, B) buffers of a gemm-shaped nest `C[.., i, j] += A[.., i, k] * B[.., k, j]`
     (any layouts), or None."""
     if len(nest.reduce) != 1 or len(nest.spatial) < 2:
@@ -150,9 +150,10 @@ def gemm_operands(kernel: KernelOp, nest: Nest):
     muls = [op for op in loops[nest.reduce[0]].walk() if isinstance(op, arith.MulfOp)]
     if len(muls) != 1 or any(op.name == "scf.if" for op in loops[nest.reduce[0]].walk()):
         return None
-    loads = [o.owner for o in muls[0].operands]
-    if not all(isinstance(ld, memref.LoadOp) for ld in loads) or loads[0].memref is loads[1].memref:
+    a, b = (o.owner for o in muls[0].operands)
+    if not isinstance(a, memref.LoadOp) or not isinstance(b, memref.LoadOp) or a.memref is b.memref:
         return None
+    loads = (a, b)
     uses_j = [any(depends_on(x, j.induction_var) for x in ld.indices) for ld in loads]
     uses_i = [any(depends_on(x, i.induction_var) for x in ld.indices) for ld in loads]
     if uses_j == [False, True] and uses_i == [True, False]:
@@ -417,7 +418,7 @@ def try_script(module: ModuleOp, script: str) -> bool:
     return True
 
 
-def _trial_copy(module: ModuleOp, script: str) -> tuple[Operation, Operation | None]:
+def _trial_copy(module: ModuleOp, script: str) -> tuple[Operation, ModuleOp | None]:
     """A copy to try `script` on. A script whose steps all name one kernel (and do not
     move code between kernels) only changes that kernel, so a clone of it alone, in a
     scratch module, is enough; cloning and verifying the whole module for every

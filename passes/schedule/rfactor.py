@@ -43,8 +43,10 @@ from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 
 from dlpc.dialects.loop import ForOp
+from dlpc.dialects.typed import float_type
 from dlpc.passes.schedule._common import (
     ScheduleError,
+    block_of,
     erase,
     get_loop,
     inner_loops,
@@ -52,7 +54,8 @@ from dlpc.passes.schedule._common import (
 )
 from dlpc.passes.schedule.split import split
 
-IDENTITY = {
+Combiner = arith.AddfOp | arith.MulfOp | arith.MaximumfOp | arith.MinimumfOp
+IDENTITY: dict[type[Combiner], float] = {
     arith.AddfOp: 0.0,
     arith.MulfOp: 1.0,
     arith.MaximumfOp: -math.inf,
@@ -72,13 +75,13 @@ class RfactorPatternError(ScheduleError):
     pass
 
 
-def _match(loop: ForOp, what: str):
+def _match(loop: ForOp, what: str) -> tuple[memref.StoreOp, Combiner, memref.LoadOp]:
     stores = [op for op in loop.walk() if isinstance(op, memref.StoreOp)]
     if len(stores) != 1:
         raise RfactorPatternError(f"loop {what} must store exactly once, found {len(stores)}")
     store = stores[0]
     comb = store.value.owner
-    if type(comb) not in IDENTITY:
+    if not isinstance(comb, Combiner):
         raise RfactorPatternError(f"loop {what} does not accumulate with add, mul, max or min")
     loads = [
         o.owner
@@ -113,9 +116,9 @@ def rfactor(root, kernel: str, loop: str, factor: int) -> ForOp:
             f"of loop {what}"
         )
     store, comb, old = _match(target, what)
-    ty = store.value.type
+    ty = float_type(store.value.type)  # the combiners are float ops
     k = target.kernel()
-    parent = target.parent_block()
+    parent = block_of(target)
     # partial accumulators, initialised with the combiner's identity
     part = memref.AllocaOp.get(ty, shape=[factor])
     part.memref.name_hint = f"{loop}_part" if loop.isidentifier() else "part"
@@ -132,11 +135,11 @@ def rfactor(root, kernel: str, loop: str, factor: int) -> ForOp:
     inner.annotate("vectorize")  # `omp simd`: one vector of partials (vector math calls too)
     inner.annotate("reduction", False)
     new_load = memref.LoadOp.get(part.memref, [inner.induction_var])
-    old.parent_block().insert_op_before(new_load, old)
+    block_of(old).insert_op_before(new_load, old)
     old.res.replace_all_uses_with(new_load.res)
     erase(old)
     new_store = memref.StoreOp.get(store.value, part.memref, [inner.induction_var])
-    store.parent_block().insert_op_before(new_store, store)
+    block_of(store).insert_op_before(new_store, store)
     erase(store)
     # fold the partials into T[idx], in order
     fold = ForOp(0, factor, 1, name=k.fresh_loop_name(f"{loop}_fold"), reduction=True)

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import SSAValue
 from xdsl.passes import ModulePass
 
 from dlpc.passes.schedule._common import ScheduleError, split_path
@@ -151,8 +152,10 @@ def apply_step(module, step: Step, tables: dict | None = None) -> None:
     )
 
     a = step.args
-    if step.prim in ("cache_read", "cache_write") and a[1].startswith("@"):
-        a = (a[0], _resolve(module, a[0], a[1], tables), *a[2:])
+    if step.prim in ("cache_read", "cache_write"):  # the buffer: a name, an index or `@n`
+        buffer: str | SSAValue = a[1]
+        if a[1].startswith("@"):
+            buffer = _resolve(module, a[0], a[1], tables)
     if step.prim == "split":
         k, lp = split_path(a[0])
         split.split(module, k, lp, int(a[1]), a[2], a[3])
@@ -176,10 +179,10 @@ def apply_step(module, step: Step, tables: dict | None = None) -> None:
         decompose.decompose_reduction(module, a[0])
     elif step.prim == "cache_read":
         k, lp = split_path(a[0])
-        cache.cache_read(module, k, lp, a[1], a[2], bool(a[3]))
+        cache.cache_read(module, k, lp, buffer, a[2], bool(a[3]))
     elif step.prim == "cache_write":
         k, lp = split_path(a[0])
-        cache.cache_write(module, k, lp, a[1], a[2])
+        cache.cache_write(module, k, lp, buffer, a[2])
     elif step.prim == "compute_at":
         k, lp = split_path(a[1])
         compute_at.compute_at(module, a[0], k, lp)
@@ -191,7 +194,7 @@ def apply_step(module, step: Step, tables: dict | None = None) -> None:
         tensorize.tensorize(module, k, lp, a[1])
 
 
-def _resolve(module, loop_path: str, token: str, tables: dict | None):
+def _resolve(module, loop_path: str, token: str, tables: dict | None) -> SSAValue:
     """`@n` -> the n-th buffer of the kernel's access order at the start of the script."""
     from dlpc.passes.schedule._common import BufferNotFoundError, buffers_accessed, get_kernel
 

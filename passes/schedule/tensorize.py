@@ -49,7 +49,13 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from dlpc.dialects.loop import ForOp
-from dlpc.passes.schedule._common import ScheduleError, child_loop, depends_on, get_loop
+from dlpc.passes.schedule._common import (
+    ScheduleError,
+    child_loop,
+    depends_on,
+    get_loop,
+    loop_name,
+)
 from dlpc.passes.schedule.cache import _stage
 from dlpc.passes.schedule.reorder import reorder
 
@@ -136,14 +142,14 @@ def tensorize(root, kernel: str, loop: str, intrinsic: str) -> ForOp:
             f"gemm tile {mr}x{nr} at loop {what} exceeds the register file "
             f"(mr <= {MAX_MR}, nr <= {MAX_NR}, mr * nr <= {MAX_TILE})"
         )
-    names = [k.loop_name, i.loop_name, j.loop_name]
+    names = [loop_name(k), loop_name(i), loop_name(j)]
     new = reorder(root, kernel, names)  # k, i, j over the three positions
     k_loop, i_loop, j_loop = new
     label = f"{c_buf.name_hint}_acc" if c_buf.name_hint else "acc"
     _stage(
         root,
         kernel,
-        k_loop.loop_name,
+        loop_name(k_loop),
         str(c_buf.name_hint or _index_of(c_buf, k_loop)),
         label,
         write=True,
