@@ -37,7 +37,8 @@ from collections.abc import Iterable
 
 #: prefixes of identifiers made from input text, by what they name
 KINDS = ("v", "const", "kernel", "task", "args", "g", "fused")
-#: characters of the spelled-out name kept after the prefix
+#: characters of the spelled-out name kept after the prefix: with the longest prefix and a
+#: uniqueness suffix an identifier stays within the 63 significant characters C99 promises
 MAX_LENGTH = 48
 
 
