@@ -161,7 +161,9 @@ class _Resident:
         return outputs[: self.n_metrics]
 
     def convert(self, inputs) -> list[np.ndarray]:
-        return self.compiled.check_inputs(inputs)
+        # the C step reads the batch through raw pointers: row-major copies of any other
+        # layout (digits resized for LeNet come out with transposed strides)
+        return [np.ascontiguousarray(a) for a in self.compiled.check_inputs(inputs)]
 
     def current(self) -> dict[str, np.ndarray]:
         """The state arrays as they are now (views into the resident buffers)."""

@@ -255,32 +255,88 @@ def _gradient(b: Builder, parts: list[SSAValue], value: SSAValue, name: str) -> 
 
 
 def _recompute(backward: list[Operation], forward: set[Operation]) -> int:
-    """Activation checkpointing: every read of a cheap elementwise forward value by the
-    backward reads a copy computed right before the reader (recursively from its
-    operands; the chain stops at params, constants, inputs and expensive ops, whose
-    results stay alive), so the forward value dies after its last forward use."""
+    """Activation checkpointing: the cheap forward values the backward reads that
+    `_plan` picks are read through copies computed right before each reader (recursively
+    from their operands: a chain stops at params, constants, inputs, expensive ops and
+    the values that stay kept), so the forward value dies after its last forward use."""
+    plan = _Plan(backward, forward)
+    recompute = plan.choose()
     copies: dict[SSAValue, SSAValue] = {}
-    count = 0
 
     def copy(v: SSAValue, before: Operation) -> SSAValue:
-        nonlocal count
+        if v in copies:
+            return copies[v]
+        if not plan.cheap(v) or (v in plan.candidates and v not in recompute):
+            return v
         op = v.owner
-        if v in copies or not isinstance(op, CHEAP) or op not in forward:
-            return copies.get(v, v)
+        assert isinstance(op, Operation)
         operands = [copy(o, before) for o in op.operands]
         clone = op.clone(value_mapper=dict(zip(op.operands, operands)))
         Rewriter.insert_op(clone, InsertPoint.before(before))
-        count += 1
         copies[v] = clone.results[0]
         return copies[v]
 
     for op in backward:
         for i, v in enumerate(op.operands):
-            if isinstance(v.owner, Operation) and v.owner in forward:
-                new = copy(v, op)
-                if new is not v:
-                    op.operands[i] = new
-    return count
+            if v in recompute:
+                op.operands[i] = copy(v, op)
+    return len(copies)
+
+
+class _Plan:
+    """Which cheap forward values to recompute: all of them, except those whose
+    recomputation would keep more bytes alive (operands nothing else keeps, larger than
+    the value itself: relu(a + b) of two batch-norm results is kept, not its inputs)."""
+
+    def __init__(self, backward: list[Operation], forward: set[Operation]):
+        self.forward = forward
+        reads: dict[SSAValue, None] = {}
+        for op in backward:
+            for v in op.operands:
+                if isinstance(v.owner, Operation) and v.owner in forward:
+                    reads.setdefault(v)
+        self.candidates = {v for v in reads if self.cheap(v)}
+        self.base = {v for v in reads if not self.cheap(v) and not self.free(v)}
+
+    def cheap(self, v: SSAValue) -> bool:
+        return isinstance(v.owner, CHEAP) and v.owner in self.forward
+
+    @staticmethod
+    def free(v: SSAValue) -> bool:
+        """Alive anyway: inputs, params, constants."""
+        return not isinstance(v.owner, Operation) or isinstance(
+            v.owner, graph.ParamOp | graph.ConstantOp
+        )
+
+    def leaves(self, v: SSAValue, recompute: set[SSAValue]) -> set[SSAValue]:
+        """The values a copy of v reads that must then be alive."""
+        out: set[SSAValue] = set()
+        stack, seen = list(v.owner.operands), {v}  # type: ignore[union-attr]
+        while stack:
+            w = stack.pop()
+            if w in seen or self.free(w):
+                continue
+            seen.add(w)
+            if self.cheap(w) and (w not in self.candidates or w in recompute):
+                stack.extend(w.owner.operands)  # type: ignore[union-attr]
+            else:
+                out.add(w)
+        return out
+
+    def choose(self) -> set[SSAValue]:
+        recompute = set(self.candidates)
+        changed = True
+        while changed:
+            changed = False
+            for v in sorted(recompute, key=_bytes, reverse=True):
+                others = set(self.base) | (self.candidates - recompute)
+                for u in recompute - {v}:
+                    others |= self.leaves(u, recompute)
+                extra = sum(_bytes(w) for w in self.leaves(v, recompute) - others)
+                if extra and extra >= _bytes(v):  # no saving: keep v, skip the work
+                    recompute.discard(v)
+                    changed = True
+        return recompute
 
 
 def _kept(block: Block, forward: set[Operation]) -> Stats:
