@@ -498,22 +498,12 @@ def conv(imp: Importer):
             f"attribute 'kernel_shape' = {list(a['kernel_shape'])} differs from "
             f"the weight's {list(kernel)}"
         )
-    x2, one_d = _to_2d(imp, x, "convolutions")
+    if len(kernel) not in (1, 2, 3) or len(imp.shape(x)) != len(kernel) + 2:
+        raise imp.error(
+            f"only 1-D, 2-D and 3-D convolutions are supported (input has rank {len(imp.shape(x))})"
+        )
     strides, dil, pads = _window(imp, a, imp.shape(x)[2:], kernel)
-    if one_d:
-        w = imp.reshape(w, (*imp.shape(w)[:2], 1, kernel[0]))
-        strides, dil = (1, strides[0]), (1, dil[0])
-    y = imp.emit(
-        graph.Conv2DOp,
-        x2,
-        w,
-        *([b] if b is not None else []),
-        strides=strides,
-        dilations=dil,
-        pads=_pads_2d(pads, one_d),
-        groups=a["group"],
-    )
-    return [_from_2d(imp, y, one_d)]
+    return [_conv(imp, x, w, b, strides, dil, pads, a["group"])]
 
 
 def _conv_transpose_pads(imp: Importer, a: dict, spatial, kernel) -> list[int]:
@@ -537,10 +527,10 @@ def _conv_transpose_pads(imp: Importer, a: dict, spatial, kernel) -> list[int]:
 
 @handles("ConvTranspose")
 def conv_transpose(imp: Importer):
-    """The transposed convolution as a direct one (1-D and 2-D):
-    zero-stuff x by the strides, pad it by dilation * (k - 1) - pads (+ output_padding at
-    the end; negative amounts crop), and convolve with the flipped weight whose in/out
-    channel roles are swapped per group. The weight must be an import-time value."""
+    """The transposed convolution as a direct one (1-D, 2-D and 3-D): zero-stuff x by the
+    strides, pad it by dilation * (k - 1) - pads (+ output_padding at the end; negative
+    amounts crop), and convolve with the flipped weight whose in/out channel roles are
+    swapped per group. A weight computed at run time is flipped and regrouped by graph ops."""
     a = imp.attrs(
         {
             "auto_pad": "NOTSET",
@@ -554,48 +544,123 @@ def conv_transpose(imp: Importer):
         }
     )
     imp.require(a, "auto_pad", ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"))
-    x, b = imp.input(0), imp.input(2)
-    w = imp.const(1, "W")
-    if a["kernel_shape"] and tuple(a["kernel_shape"]) != w.shape[2:]:
+    x, w, b = imp.input(0), imp.input(1), imp.input(2)
+    wshape = imp.shape(w)
+    kernel = tuple(wshape[2:])
+    r = len(kernel)
+    if r not in (1, 2, 3) or len(imp.shape(x)) != r + 2:
+        raise imp.error(
+            f"only 1-D, 2-D and 3-D convolutions are supported (weight has rank {len(wshape)})"
+        )
+    if a["kernel_shape"] and tuple(a["kernel_shape"]) != kernel:
         raise imp.error(
             f"attribute 'kernel_shape' = {list(a['kernel_shape'])} differs from "
-            f"the weight's {list(w.shape[2:])}"
+            f"the weight's {list(kernel)}"
         )
     if a["output_shape"] is not None or a["auto_pad"] in ("SAME_UPPER", "SAME_LOWER"):
-        a["pads"] = _conv_transpose_pads(imp, a, imp.shape(x)[2:], w.shape[2:])
-    one_d = w.ndim == 3
-    if w.ndim not in (3, 4):
-        raise imp.error(f"only 1-D and 2-D convolutions are supported (weight has rank {w.ndim})")
-    if one_d:
-        x, w = imp.reshape(x, (*imp.shape(x)[:2], 1, imp.shape(x)[2])), w[:, :, None, :]
-    r = 1 if one_d else 2
-    strides = (1,) * (2 - r) + tuple(a["strides"] or (1,) * r)
-    dil = (1,) * (2 - r) + tuple(a["dilations"] or (1,) * r)
+        a["pads"] = _conv_transpose_pads(imp, a, imp.shape(x)[2:], kernel)
+    strides = tuple(a["strides"] or (1,) * r)
+    dil = tuple(a["dilations"] or (1,) * r)
     pads = list(a["pads"] or (0,) * (2 * r))
-    pads = ([0] + pads[:1] + [0] + pads[1:]) if one_d else pads  # [top, left, bottom, right]
-    outpad = (0,) * (2 - r) + tuple(a["output_padding"] or (0,) * r)
+    outpad = tuple(a["output_padding"] or (0,) * r)
     g = a["group"]
-    cin, cout_g, kh, kw = w.shape
-    # W'[g*cout_g + o, c, i, j] = W[g*cin_g + c, o, kh-1-i, kw-1-j]
-    wg = w.reshape(g, cin // g, cout_g, kh, kw)[:, :, :, ::-1, ::-1]
-    wt = np.ascontiguousarray(wg.transpose(0, 2, 1, 3, 4).reshape(g * cout_g, cin // g, kh, kw))
-    n, c, h, wd = imp.shape(x)
-    sh, sw = strides
-    if sh > 1 or sw > 1:  # zero-stuff: [n, c, h, 1, w, 1] padded to [n, c, h, sh, w, sw]
-        y = imp.reshape(x, (n, c, h, 1, wd, 1))
-        y = imp.emit(graph.PadOp, y, pads=(0, 0, 0, 0, 0, 0, 0, 0, 0, sh - 1, 0, sw - 1))
-        y = imp.reshape(y, (n, c, h * sh, wd * sw))
-        x = imp.emit(
-            graph.SliceOp, y, starts=(0, 0), ends=((h - 1) * sh + 1, (wd - 1) * sw + 1), axes=(2, 3)
+    cin, cout_g = wshape[:2]
+    # W'[g*cout_g + o, c, k...] = W[g*cin_g + c, o, flipped k...]
+    if isinstance(w, Const):
+        wg = w.array.reshape(g, cin // g, cout_g, *kernel)[
+            (slice(None),) * 3 + (slice(None, None, -1),) * r
+        ]
+        perm = (0, 2, 1, *range(3, 3 + r))
+        wt: Value = Const(
+            np.ascontiguousarray(wg.transpose(perm).reshape(g * cout_g, cin // g, *kernel))
         )
-    lo = [dil[0] * (kh - 1) - pads[0], dil[1] * (kw - 1) - pads[1]]
-    hi = [dil[0] * (kh - 1) - pads[2] + outpad[0], dil[1] * (kw - 1) - pads[3] + outpad[1]]
+    else:
+        wg = imp.reshape(w, (g, cin // g, cout_g, *kernel))
+        wg = imp.emit(
+            graph.SliceOp,
+            wg,
+            starts=tuple(k - 1 for k in kernel),
+            ends=tuple(-k - 1 for k in kernel),
+            axes=tuple(range(3, 3 + r)),
+            steps=(-1,) * r,
+        )
+        wg = imp.emit(graph.TransposeOp, wg, perm=(0, 2, 1, *range(3, 3 + r)))
+        wt = imp.reshape(wg, (g * cout_g, cin // g, *kernel))
+    n, c, *sp = imp.shape(x)
+    if any(st > 1 for st in strides):  # zero-stuff: [n, c, d0, 1, d1, 1, ...] padded, merged
+        y = imp.reshape(x, (n, c, *[v for d in sp for v in (d, 1)]))
+        stuff = [0] * (2 + 2 * r) + [0, 0] + [v for st in strides for v in (0, st - 1)]
+        y = imp.emit(graph.PadOp, y, pads=tuple(stuff))
+        y = imp.reshape(y, (n, c, *[d * st for d, st in zip(sp, strides)]))
+        x = imp.emit(
+            graph.SliceOp,
+            y,
+            starts=(0,) * r,
+            ends=tuple((d - 1) * st + 1 for d, st in zip(sp, strides)),
+            axes=tuple(range(2, 2 + r)),
+        )
+    lo = [dil[i] * (kernel[i] - 1) - pads[i] for i in range(r)]
+    hi = [dil[i] * (kernel[i] - 1) - pads[r + i] + outpad[i] for i in range(r)]
     if any(lo + hi):
-        x = imp.emit(graph.PadOp, x, pads=(0, 0, lo[0], lo[1], 0, 0, hi[0], hi[1]))
-    y = imp.emit(
-        graph.Conv2DOp, x, Const(wt), *([b] if b is not None else []), groups=g, dilations=dil
-    )
-    return [_from_2d(imp, y, one_d)]
+        x = imp.emit(graph.PadOp, x, pads=(0, 0, *lo, 0, 0, *hi))
+    return [_conv(imp, x, wt, b, (1,) * r, dil, (0,) * (2 * r), g)]
+
+
+def _conv(imp: Importer, x: Value, w: Value, b: Value | None, strides, dil, pads, groups):
+    """A 1-D, 2-D or 3-D convolution (ONNX pads [begin..., end...]) through graph.conv2d:
+    1-D with an H of 1; 3-D as the sum over the depth taps kd of 2-D convolutions of the
+    strided depth slices, each slice's depths folded into the batch."""
+    r = len(strides)
+    if r < 3:
+        x2, one_d = _to_2d(imp, x, "convolutions")
+        if one_d:
+            w = imp.reshape(w, (*imp.shape(w)[:2], 1, imp.shape(w)[2]))
+            strides, dil = (1, strides[0]), (1, dil[0])
+        y = imp.emit(
+            graph.Conv2DOp,
+            x2,
+            w,
+            *([b] if b is not None else []),
+            strides=strides,
+            dilations=dil,
+            pads=_pads_2d(pads, one_d),
+            groups=groups,
+        )
+        return _from_2d(imp, y, one_d)
+    if any(pads):
+        x = imp.emit(graph.PadOp, x, pads=(0, 0, *pads[:3], 0, 0, *pads[3:]))
+    n, c, d, h, wd = imp.shape(x)
+    o, cg, kd, kh, kw = imp.shape(w)
+    od = (d - (kd - 1) * dil[0] - 1) // strides[0] + 1
+    if od < 1:
+        raise imp.error(f"the kernel does not fit depth {d}")
+    acc: Value | None = None
+    for t in range(kd):
+        start = t * dil[0]
+        xs = imp.emit(
+            graph.SliceOp,
+            x,
+            starts=(start,),
+            ends=(start + (od - 1) * strides[0] + 1,),
+            axes=(2,),
+            steps=(strides[0],),
+        )
+        xs = imp.emit(graph.TransposeOp, xs, perm=(0, 2, 1, 3, 4))
+        xs = imp.reshape(xs, (n * od, c, h, wd))
+        if isinstance(w, Const):
+            wt: Value = Const(np.ascontiguousarray(w.array[:, :, t]))
+        else:
+            wt = imp.reshape(
+                imp.emit(graph.SliceOp, w, starts=(t,), ends=(t + 1,), axes=(2,)), (o, cg, kh, kw)
+            )
+        y = imp.emit(graph.Conv2DOp, xs, wt, strides=strides[1:], dilations=dil[1:], groups=groups)
+        acc = y if acc is None else imp.emit(graph.AddOp, acc, y)
+    assert acc is not None
+    oh, ow = imp.shape(acc)[2:]
+    y = imp.emit(graph.TransposeOp, imp.reshape(acc, (n, od, o, oh, ow)), perm=(0, 2, 1, 3, 4))
+    if b is not None:
+        y = imp.emit(graph.AddOp, y, imp.reshape(b, (o, 1, 1, 1)))
+    return y
 
 
 @handles("MaxPool", "AveragePool")
