@@ -55,9 +55,9 @@ NOT_SOURCE = {"test", "bench", "examples", "docs", "__pycache__", "build", "dlpc
 def source_digest() -> str:
     """SHA-256 of dlpc's version and every source file the compiler is made of (read once
     per process): editing a pass, an emitter or a runtime is a miss."""
-    from dlpc import __version__
+    from dlpc.diagnostics import dlpc_version  # not `dlpc`: that is the top of the house
 
-    h = hashlib.sha256(f"dlpc {__version__}\0".encode())
+    h = hashlib.sha256(f"dlpc {dlpc_version()}\0".encode())
     for dirpath, dirnames, filenames in os.walk(PACKAGE_ROOT):
         dirnames[:] = sorted(d for d in dirnames if d not in NOT_SOURCE and not d.startswith("."))
         for fname in sorted(filenames):
