@@ -11,6 +11,7 @@ import os
 import sys
 import tempfile
 from collections.abc import Callable
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -24,6 +25,20 @@ def first_line(text: str) -> str:
     carries context (an IR dump, a note) below it."""
     lines = [line.strip() for line in str(text).splitlines() if line.strip()]
     return lines[0] if lines else ""
+
+
+def one_line(text: str, limit: int = 400) -> str:
+    """An exception's text as one line: the first non-empty line, joined with the next
+    when it ends in ':' (xDSL's "operand 'x' at position 0 does not verify:" says why on
+    the line below), whitespace collapsed, cut at `limit` characters."""
+    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+    if not lines:
+        return ""
+    out = lines[0]
+    if out.endswith(":") and len(lines) > 1:
+        out = f"{out} {lines[1]}"
+    out = " ".join(out.split())
+    return out if len(out) <= limit else out[: limit - 3] + "..."
 
 
 def format_exception(e: BaseException) -> str:
@@ -59,14 +74,128 @@ def _format(e: BaseException) -> str:
         msg = " ".join(e.msg.split())
         return f"{loc}: error: {msg}"
     if isinstance(e, VerifyException | DiagnosticException):
-        return f"error: {first_line(str(e))}"
+        return f"error: {one_line(str(e))}"
+    if isinstance(e, RecursionError):
+        return "error: the input is nested too deeply"
+    if isinstance(e, MemoryError):
+        return "error: out of memory"
     if isinstance(e, FileNotFoundError):
         return f"error: no such file: {e.filename}"
     if isinstance(e, OSError) and e.filename:
         return f"error: {e.filename}: {e.strerror}"
-    if isinstance(e, ValueError | KeyError | NotImplementedError):
+    if isinstance(e, ValueError | NotImplementedError):
+        return f"error: {_message(e)}"
+    if isinstance(e, KeyError):
         return f"error: {first_line(str(e))}"
     return f"internal error: {type(e).__name__}: {first_line(str(e))}"
+
+
+def _message(e: BaseException) -> str:
+    """One line of an exception's text; an exception built with several arguments (xDSL's
+    `ValueError("Invalid BlockArgument name format `x`.", "Make sure ...")`) gives the first."""
+    if len(e.args) > 1 and isinstance(e.args[0], str):
+        return one_line(e.args[0])
+    return one_line(str(e))
+
+
+# ------------------------------------------------------------- the boundary
+
+# Exceptions a stage raises for bad input (the input, not dlpc, is at fault); anything
+# else escaping a pass or an emitter is a dlpc bug, reported as an internal error.
+_PASS_THROUGH = (DlpcError, KeyboardInterrupt, SystemExit, GeneratorExit, OSError)
+
+
+class StageError(DlpcError):
+    """An exception that escaped a stage (a pass, a verifier, an emitter), as one line
+    naming the stage, the op it failed at and the op's source location (when the text
+    frontend gave it one). `internal` is True for a dlpc bug (not bad input)."""
+
+    def __init__(self, message: str, internal: bool):
+        super().__init__(message)
+        self.internal = internal
+
+
+def stage_error(stage: str, e: BaseException) -> StageError:
+    """The one-line diagnostic for `e`, escaped from `stage` ("pass graph-to-te",
+    "emitter c"), prefixed with the op's `file:line:col` when it has one:
+    - a pass's own diagnostic (a DiagnosticException it raised) as it wrote it;
+    - xDSL's (a verifier after a pass, "Attempting to delete SSA value ...") as
+      `error: <why> (pass graph-to-te at math.exp)`;
+    - anything else is a dlpc bug: `internal error in pass X at op Y (m.dlpc:2:11):
+      IndexError: ...; please report`."""
+    from xdsl.utils.exceptions import DiagnosticException
+
+    op = culprit_op(e)
+    name, loc = (op.name, op_location(op)) if op is not None else (None, None)
+    at = f" at {name}" if name else ""
+    if isinstance(e, DiagnosticException) and not stage.startswith("verifying"):
+        # a pass's own diagnostic: its text already names the culprit, as it was written
+        return StageError(f"{loc + ': ' if loc else ''}error: {_message(e)}", False)
+    if isinstance(e, DiagnosticException | ValueError | NotImplementedError):
+        why = _message(e)
+    elif isinstance(e, RecursionError):
+        why = "the input is nested too deeply"
+    elif isinstance(e, MemoryError):
+        why = "out of memory"
+    else:
+        where = f" ({loc})" if loc else ""
+        what = f"{type(e).__name__}: {_message(e)}".rstrip(": ")
+        return StageError(f"internal error in {stage}{at}{where}: {what}; please report", True)
+    context = f" ({stage}{at})" if stage != "verifying the input" else ""
+    return StageError(f"{loc + ': ' if loc else ''}error: {why}{context}", False)
+
+
+@contextmanager
+def boundary(stage: str, keep_diagnostics: bool = False):
+    """Run a stage (a pass, a verifier, an emitter) so that whatever escapes it is one
+    `StageError` line (see `stage_error`); DlpcErrors and OSErrors pass unchanged.
+    `keep_diagnostics` lets xDSL's DiagnosticException through (for
+    `dlpc-opt --verify-diagnostics`, which prints it in full and exits 0).
+
+        with boundary(f"pass {name}"):
+            p.apply(ctx, module)"""
+    try:
+        yield
+    except _PASS_THROUGH:
+        raise
+    except Exception as e:  # noqa: BLE001 - the boundary of a stage
+        from xdsl.utils.exceptions import DiagnosticException
+
+        if keep_diagnostics and isinstance(e, DiagnosticException):
+            raise
+        if os.environ.get("DLPC_DEBUG"):
+            raise
+        raise stage_error(stage, e) from e
+
+
+def culprit_op(e: BaseException):
+    """The op a stage was working on when `e` was raised: the innermost frame of the
+    traceback with an xDSL Operation in `op`/`self`/`operation` (a pattern's `op`, a
+    verifier's `self`), skipping modules and functions, which name nothing useful."""
+    import traceback
+
+    from xdsl.ir import Operation
+
+    frames = [frame for frame, _ in traceback.walk_tb(e.__traceback__)]
+    for frame in reversed(frames):
+        for key in ("op", "self", "operation"):
+            value = frame.f_locals.get(key)
+            if isinstance(value, Operation) and value.name not in ("builtin.module", "func.func"):
+                return value
+    return None
+
+
+def op_location(op) -> str | None:
+    """`file:line:col` of an op built by the text frontend (or parsed with a `loc(...)`),
+    looking through its parents; None when it has none."""
+    from xdsl.dialects.builtin import FileLineColLoc
+
+    while op is not None:
+        loc = getattr(op, "location", None)
+        if isinstance(loc, FileLineColLoc):
+            return f"{loc.filename.data}:{loc.line.data}:{loc.column.data}"
+        op = op.parent_op()
+    return None
 
 
 # Exit status when the reader of stdout goes away (`dlpc ... | head -1`): 128 + SIGPIPE,

@@ -37,7 +37,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.parser import Parser
 from xdsl.passes import ModulePass
 
-from dlpc.diagnostics import DlpcError
+from dlpc.diagnostics import DlpcError, boundary
 
 STAGES = ("graph", "te", "loop", "dlp")
 # emitter -> the stage it reads
@@ -151,8 +151,10 @@ def run(name: str, module: ModuleOp, options: PipelineOptions, **fixed) -> None:
     verify the result."""
     started = time.perf_counter()
     p = make_pass(name, options, **fixed)
-    p.apply(context(), module)
-    module.verify()
+    with boundary(f"pass {name}"):  # whatever escapes is one line naming the pass and op
+        p.apply(context(), module)
+    with boundary(f"verifying the output of pass {name}"):
+        module.verify()
     _timed(name, started)
     if options.checker:
         options.checker.after(name, module, p)  # same results as before the pass?
@@ -162,8 +164,9 @@ def fold_weights(module: ModuleOp, weights: dict[str, np.ndarray], checker=None)
     from dlpc.passes.graph.fold_constants import fold_params
 
     started = time.perf_counter()
-    weights.update(fold_params(module, weights))
-    module.verify()
+    with boundary(f"pass {FOLD_PARAMS}"):
+        weights.update(fold_params(module, weights))
+        module.verify()
     _timed(FOLD_PARAMS, started)
     if checker:
         checker.after(FOLD_PARAMS, module)
@@ -265,7 +268,8 @@ def emit(module: ModuleOp, target: str) -> str:
         fn = getattr(importlib.import_module(module_name), fn_name)
     except ImportError as e:
         raise DlpcError(f"error: target '{target}' is not available ({e})") from None
-    return fn(module)
+    with boundary(f"emitter {target}"):
+        return fn(module)
 
 
 def schedules_for(target: str) -> bool:

@@ -14,7 +14,13 @@ import sys
 
 from xdsl.xdsl_opt_main import xDSLOptMain
 
-from dlpc.diagnostics import ToolArgumentParser, dlpc_version, run_guarded, write_stdout
+from dlpc.diagnostics import (
+    ToolArgumentParser,
+    boundary,
+    dlpc_version,
+    run_guarded,
+    write_stdout,
+)
 
 
 class _Stdout:
@@ -76,19 +82,30 @@ class DlpcOptMain(xDSLOptMain):
         return super().prepare_output()
 
     def apply_passes(self, prog):
-        """The passes in order; with --check-each-pass, each one's results checked."""
-        if not self.args.check_each_pass:
-            return super().apply_passes(prog)
-        from dlpc.backends.runtime.evaluate import make_checker
+        """The passes in order, each (and the verification after it) inside
+        `diagnostics.boundary`, so whatever escapes is one line naming the pass and the op
+        (with --verify-diagnostics xDSL's diagnostics pass through, printed in full as
+        xDSL does); with --check-each-pass, each one's results checked."""
+        checker = None
+        if self.args.check_each_pass:
+            from dlpc.backends.runtime.evaluate import make_checker
 
-        checker = make_checker()
-        checker.start(prog)
-        for p in self.pipeline.passes:
-            p.apply(self.ctx, prog)
-            if not self.args.disable_verify:
-                prog.verify()
-            checker.after(p.name, prog, p)
-        for note in checker.notes:
+            checker = make_checker()
+            checker.start(prog)
+        keep = self.args.verify_diagnostics
+        previous = None
+        for p in (*self.pipeline.passes, None):
+            stage = "the input" if previous is None else f"the output of pass {previous.name}"
+            with boundary(f"verifying {stage}", keep_diagnostics=keep):
+                self.pipeline.callback(previous, prog, p)  # verifies, prints, times
+            if checker and previous is not None:
+                checker.after(previous.name, prog, previous)
+            if p is None:
+                break
+            with boundary(f"pass {p.name}", keep_diagnostics=keep):
+                p.apply(self.ctx, prog)
+            previous = p
+        for note in checker.notes if checker else ():
             print(f"dlpc-opt: note: --check-each-pass: {note}", file=sys.stderr)
 
     def get_input_name(self):
