@@ -17,7 +17,8 @@ Per epoch: a progress bar on stderr (loss, accuracy, samples/s; one line per epo
 stderr is not a terminal) and the validation accuracy. `--save` writes the weights and the
 optimizer state after every epoch; `--resume` continues from them up to `--epochs` in all,
 bit for bit as an uninterrupted run would. `--plot` writes the loss and accuracy curves as
-a PNG. The last line is `test accuracy: NN.N %`.
+a PNG. `--stats` says how many bytes of activations the backward keeps alive (and with
+graph-autodiff's recompute). The last line is `test accuracy: NN.N %`.
 """
 
 from __future__ import annotations
@@ -84,6 +85,12 @@ def build_parser() -> ToolArgumentParser:
     p.add_argument("--resume", action="store_true", help="continue from the --save file")
     p.add_argument("--plot", help="write the loss/accuracy curves to this PNG")
     p.add_argument("--seed", type=int, default=0, help="seed of the per-epoch shuffles (default 0)")
+    p.add_argument(
+        "--stats",
+        action="store_true",
+        help="say how many bytes of activations the backward keeps alive (with and without "
+        "graph-autodiff's recompute)",
+    )
     return p
 
 
@@ -270,6 +277,20 @@ def emit_step(args) -> int:
     return 0
 
 
+def activation_stats(step) -> str:
+    """The `--stats` line: what the step's backward keeps alive of the forward."""
+    kib = lambda n: f"{n / 1024:.1f} KiB"  # noqa: E731
+    plain, checkpointed = (
+        (step.kept_bytes_other, step.kept_bytes)
+        if step.recompute
+        else (step.kept_bytes, step.kept_bytes_other)
+    )
+    return (
+        f"backward keeps {kib(plain)} of activations alive ({kib(checkpointed)} with "
+        f"graph-autodiff recompute)"
+    )
+
+
 def _optimizer(args, total_steps: int):
     from dlpc.passes.train import optim
 
@@ -313,6 +334,8 @@ def train(args, data) -> int:
     trainer = dlpc_train.Trainer(
         model, loss, optimizer, batch_size=args.batch, target=args.target, opt_level=args.opt_level
     )
+    if args.stats:
+        say(activation_stats(trainer.spec))
     history = {"loss": [], "accuracy": [], "val_accuracy": []}
     if args.resume:
         trainer.load(args.save)

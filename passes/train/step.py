@@ -22,7 +22,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from xdsl.context import Context
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp, StringAttr
 from xdsl.ir import Operation, SSAValue
@@ -47,6 +46,11 @@ class TrainStep:
     metrics: list[str]  # the leading outputs: "loss", and "correct" for class ids
     initial_state: dict[str, np.ndarray] = field(default_factory=dict)  # opt.* and friends
     target_name: str = "target"
+    # bytes of forward activations the backward keeps alive, as built and with the
+    # other `recompute` setting (graph-autodiff's activation checkpointing)
+    kept_bytes: int = 0
+    kept_bytes_other: int = 0
+    recompute: bool = False
 
     @property
     def buffers(self) -> list[str]:
@@ -158,11 +162,13 @@ def train_step_module(
     optimizer: str | Optimizer = "sgd",
     weights: dict[str, np.ndarray] | None = None,
     frozen: tuple[str, ...] = (),
+    recompute: bool = False,
 ) -> TrainStep:
     """The training step of `module` (not modified) for `loss` and `optimizer`.
 
     `weights` (name -> array) give the params' shapes and dtypes for the optimizer state;
     without them the param ops' types do. `frozen` params are read but not trained.
+    `recompute`: graph-autodiff's activation checkpointing.
     """
     loss = as_loss(loss)
     optimizer = make_optimizer(optimizer)
@@ -211,7 +217,7 @@ def train_step_module(
     trained = [n for n in _params(f) if n not in frozen]
 
     # backward: (loss, grad.<param>..., correct)
-    _autodiff(module)
+    kept, other = _autodiff(module, recompute)
     f = _main(module)
     ret = _return(f)
     results = list(ret.operands)
@@ -247,26 +253,22 @@ def train_step_module(
     )
     _erase_dead(f)
     module.verify()
-    return TrainStep(module, trained, order, metrics, initial, target_name)
+    return TrainStep(module, trained, order, metrics, initial, target_name, kept, other, recompute)
 
 
-def _autodiff(module: ModuleOp) -> None:
-    """Run `graph-autodiff` (looked up in the registry: it lives beside this module),
-    keeping the results after the loss (the metrics) as aux results."""
+def _autodiff(module: ModuleOp, recompute: bool) -> tuple[int, int]:
+    """Run `graph-autodiff`, keeping the results after the loss (the metrics) as aux
+    results; the bytes its backward keeps alive, and with the other `recompute`."""
     from xdsl.utils.exceptions import DiagnosticException
 
-    from dlpc.passes.registry import PASSES
+    from dlpc.passes.train.autodiff import differentiate, saved_bytes
 
-    if "graph-autodiff" not in PASSES:
-        raise DlpcError("error: the graph-autodiff pass is not registered")
     try:
-        cls = PASSES["graph-autodiff"]()
-    except ImportError as e:
-        raise DlpcError(f"error: the graph-autodiff pass is not available ({e})") from None
-    try:
-        cls(aux=True).apply(Context(), module)
+        other = saved_bytes(module, recompute=not recompute, aux=True)
+        kept = differentiate(module, aux=True, recompute=recompute)
     except DiagnosticException as e:
         raise DlpcError(f"error: {e}") from None
+    return kept.kept_bytes, other.kept_bytes
 
 
 def _grad_names(f: func.FuncOp, params: list[str]) -> list[str]:

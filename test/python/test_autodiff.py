@@ -728,3 +728,21 @@ def test_recompute_never_keeps_more():
     model = dlpc.load(EXAMPLES / "resnet.dlpc")
     forward, _ = _model_loss_module(model, seed=3)
     assert saved_bytes(forward, recompute=True).kept_bytes <= saved_bytes(forward).kept_bytes
+
+
+def test_train_step_reports_what_the_backward_keeps():
+    """The train step records the kept bytes with and without recompute; `dlpc-train
+    --stats` says them."""
+    from dlpc.passes.train.step import train_step_module
+    from dlpc.tools.dlpc_train import activation_stats
+
+    module = _training_loss_module("mobilenet")  # only for its shapes: (x, target) -> loss
+    model = dlpc.load(EXAMPLES / "mobilenet.dlpc")
+    step = train_step_module(model.module, "mse", "sgd", api.check_weights(model))
+    assert step.kept_bytes == saved_bytes(module).kept_bytes
+    assert step.kept_bytes_other == saved_bytes(module, recompute=True).kept_bytes
+    assert step.kept_bytes_other < step.kept_bytes
+    line = activation_stats(step)
+    assert f"{step.kept_bytes / 1024:.1f} KiB" in line and "with graph-autodiff recompute" in line
+    checkpointed = train_step_module(model.module, "mse", "sgd", recompute=True)
+    assert checkpointed.kept_bytes == step.kept_bytes_other
