@@ -208,7 +208,7 @@ class KernelOp(NamedKernelSyntax, IRDLOperation):
     double_buffered = opt_attr_def(UnitAttr)
     traits = traits_def(NoTerminator(), RecursiveMemoryEffect())
 
-    def __init__(self, name: str, body: Region | Block | None = None, **attrs: Attribute):
+    def __init__(self, name: str, body: Region | Block | None = None, /, **attrs: Attribute):
         if body is None:
             body = Region(Block())
         elif isinstance(body, Block):

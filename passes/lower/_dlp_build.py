@@ -1,11 +1,13 @@
 """Building dlp kernels, shared by `loop_to_dlp` (the plan and the kernel skeleton) and
-`_dlp_select` (intrinsic bodies): an index-folding op `Builder`, the `Cloner` that
-copies loop-level ops into a kernel, and small helpers."""
+`_dlp_select` (intrinsic bodies): the plan of a kernel (`KernelPlan`, a `BufferPlan` per
+GDRAM buffer, the `Selection` interface of intrinsic patterns), an index-folding op
+`Builder`, the `Cloner` that copies loop-level ops into a kernel, and small helpers."""
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import Protocol
 
 from xdsl.dialects import arith, memref, scf
 from xdsl.dialects.builtin import IndexType
@@ -14,14 +16,179 @@ from xdsl.utils.exceptions import DiagnosticException
 
 from dlpc.dialects import dlp
 from dlpc.dialects.dlp import constant_index as _const
-from dlpc.dialects.loop import ForOp
-
-if TYPE_CHECKING:
-    from dlpc.passes.lower.loop_to_dlp import BufferPlan, KernelPlan
+from dlpc.dialects.loop import ForOp, KernelOp
+from dlpc.dialects.typed import memref_type
+from dlpc.targets.dlp import DlpTarget
 
 
 def _round_up(x: int, a: int) -> int:
     return -(-x // a) * a
+
+
+# -------------------------------------------------------------------------- plan
+
+
+@dataclass(eq=False)
+class BufferPlan:
+    """How one GDRAM memref is staged on chip for a kernel."""
+
+    value: SSAValue
+    shape: tuple[int, ...]
+    read: bool = False
+    written: bool = False
+    full_write: bool = True  # every element of a tile's box is stored by the tile
+    kind: str = "whole"  # "whole" | "tiled"
+    space: str = "nram"  # "nram" or "wram" (matmul weights)
+    dim: int = 0  # tiled: the dimension indexed by the work loop
+    a: int = 0  # tiled: index = a * j + r, j the work loop's iteration number
+    rlo: int = 0
+    rhi: int = 0
+    prefix: tuple[int, ...] = ()  # constant indices of the dims before `dim`
+    direct: bool = False  # moved by the intrinsic selection itself (no generic DMA)
+    # set by the kernel builder (KernelBuilder.build and its tile loops) before any use;
+    # read through the properties below, which say so if one is read too early
+    _local: SSAValue | None = None  # the NRAM/WRAM copy
+    _base: SSAValue | None = None  # flat GDRAM offset of the current tile
+    _slot: SSAValue | None = None  # element offset of the current ping-pong slot
+    _staged: SSAValue | None = None  # the SRAM copy of a whole buffer
+    _count: SSAValue | None = None  # elements in the current tile's box
+
+    def _built(self, value: SSAValue | None, what: str) -> SSAValue:
+        assert value is not None, f"buffer {self.name}: {what} read before the builder set it"
+        return value
+
+    @property
+    def local(self) -> SSAValue:
+        return self._built(self._local, "local")
+
+    @local.setter
+    def local(self, value: SSAValue) -> None:
+        self._local = value
+
+    @property
+    def base(self) -> SSAValue:
+        return self._built(self._base, "base")
+
+    @base.setter
+    def base(self, value: SSAValue) -> None:
+        self._base = value
+
+    @property
+    def slot(self) -> SSAValue:
+        return self._built(self._slot, "slot")
+
+    @slot.setter
+    def slot(self, value: SSAValue) -> None:
+        self._slot = value
+
+    @property
+    def staged(self) -> SSAValue:
+        return self._built(self._staged, "staged")
+
+    @staged.setter
+    def staged(self, value: SSAValue) -> None:
+        self._staged = value
+
+    @property
+    def count(self) -> SSAValue:
+        return self._built(self._count, "count")
+
+    @count.setter
+    def count(self, value: SSAValue) -> None:
+        self._count = value
+
+    @property
+    def name(self) -> str:
+        return self.value.name_hint or "buf"
+
+    @property
+    def elt_bytes(self) -> int:
+        return dlp.element_bytes(memref_type(self.value))
+
+    @property
+    def inner(self) -> int:
+        return math.prod(self.shape[self.dim + 1 :])
+
+    @property
+    def prefix_offset(self) -> int:
+        strides = [math.prod(self.shape[k + 1 :]) for k in range(len(self.shape))]
+        return sum(c * s for c, s in zip(self.prefix, strides))
+
+    def rows(self, tile: int) -> int:
+        """Rows of `dim` a tile of `tile` work iterations touches (at most)."""
+        return min(self.shape[self.dim], self.a * (tile - 1) + self.rhi - self.rlo + 1)
+
+    def elements(self, tile: int) -> int:
+        if self.kind == "whole":
+            return math.prod(self.shape)
+        return self.rows(tile) * self.inner
+
+
+@dataclass
+class KernelPlan:
+    kernel: KernelOp
+    desc: DlpTarget
+    work: ForOp | None  # None: the whole kernel runs as one tile on task 0
+    fixed: dict[SSAValue, int]  # induction variables of the extent-1 loops outside `work`
+    buffers: dict[SSAValue, BufferPlan]
+    tasks: int = 1
+    tile: int = 1
+    double: bool = False
+    sram: bool = False
+    selection: Selection | None = None  # an intrinsic pattern (_dlp_select) or None
+    local_bytes: int = 0  # allocations inside the kernel (accumulators, caches)
+
+    @property
+    def trip(self) -> int:
+        return self.work.trip_count if self.work is not None else 1
+
+    @property
+    def chunk(self) -> int:
+        return -(-self.trip // self.tasks)
+
+    def space_bytes(self, tile: int, double: bool, sram: bool) -> dict[str, int]:
+        align = self.desc.dma_align
+        use = {"nram": self.local_bytes, "wram": 0, "sram": 0}
+        for b in self.buffers.values():
+            if b.direct:
+                continue
+            nbytes = _round_up(b.elements(tile) * b.elt_bytes, align)
+            copies = 2 if double and b.kind == "tiled" else 1
+            use[b.space] += nbytes * copies
+            if b.kind == "whole" and sram:
+                use["sram"] += nbytes
+        if self.selection is not None:
+            use["nram"] += self.selection.scratch_bytes(self, tile)
+            use["wram"] += self.selection.wram_bytes(self, tile)
+        return use
+
+    def fits(self, tile: int, double: bool, sram: bool) -> bool:
+        use = self.space_bytes(tile, double, sram)
+        return all(use[s] <= self.desc.capacity(s) for s in use)
+
+
+class Selection:
+    """An intrinsic pattern `_dlp_select` matched for a kernel: what it needs on chip
+    besides the plan's buffers, and the code of one tile."""
+
+    def scratch_bytes(self, plan: KernelPlan, tile: int) -> int:
+        """NRAM for temporaries at this tile size."""
+        raise NotImplementedError
+
+    def wram_bytes(self, plan: KernelPlan, tile: int) -> int:
+        """WRAM the pattern stages itself (weights it moves directly)."""
+        return 0
+
+    def emit(self, lowering: Lowering, b: Builder, t0: SSAValue, n: SSAValue) -> None:
+        """The body of the tile of `n` work iterations from `t0`."""
+        raise NotImplementedError
+
+
+class Lowering(Protocol):
+    """What a selection reads of the kernel builder (`loop_to_dlp.KernelBuilder`)."""
+
+    @property
+    def plan(self) -> KernelPlan: ...
 
 
 class Builder:

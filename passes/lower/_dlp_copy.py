@@ -30,10 +30,11 @@ import math
 import numpy as np
 from xdsl.dialects import arith, memref, scf
 from xdsl.dialects.builtin import IndexType, IntegerAttr, StringAttr, i64
-from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
 from dlpc.dialects import dlp
 from dlpc.dialects.loop import ForOp, KernelOp
+from dlpc.dialects.typed import element_type, shape_of
 
 MAX_ELEMENTS = 1 << 22  # iteration spaces evaluated at compile time
 MAX_PIECES_PER_TASK = 8
@@ -84,12 +85,23 @@ _CMP = {
 }
 
 
+Index = np.ndarray | np.integer  # an index value at every point of the iteration space
+Loaded = tuple[str, Index, Index]  # ("load", source number, flat offset in the source)
+
+
 class _Eval:
     """Values over the iteration space: index arrays, or loaded elements as (buffer, offset)."""
 
     def __init__(self, sources: list[SSAValue]):
-        self.env: dict[SSAValue, object] = {}
+        self.env: dict[SSAValue, Index | Loaded] = {}
         self.sources = sources
+
+    def index(self, v: SSAValue) -> Index:
+        """`v` used as an index; a loaded value is data-dependent (a gather or scatter)."""
+        x = self.env[v]
+        if isinstance(x, tuple):
+            raise _NoCopy
+        return x
 
     def block(self, block: Block) -> list:
         """Evaluate `block`; return the values its terminator yields."""
@@ -123,8 +135,8 @@ class _Eval:
         elif isinstance(op, memref.LoadOp):
             if op.memref not in self.sources:
                 raise _NoCopy
-            shape = op.memref.type.get_shape()
-            off = sum((env[v] * s for v, s in zip(op.indices, _strides(shape))), np.int64(0))
+            shape = shape_of(op.memref)
+            off = sum((self.index(v) * s for v, s in zip(op.indices, _strides(shape))), np.int64(0))
             env[op.res] = ("load", np.int64(self.sources.index(op.memref)), off)
         elif isinstance(op, scf.IfOp):
             c = env[op.cond]
@@ -175,7 +187,7 @@ def copy_pieces(kernel: KernelOp):
                 return None
         if dst in sources or any(defined_in(kernel, v) for v in [dst, *sources]):
             return None
-        if any(v.type.get_element_type() != dst.type.get_element_type() for v in sources):
+        if any(element_type(v) != element_type(dst) for v in sources):
             return None
         trips = [lp.trip_count for lp in loops]
         n = math.prod(trips)
@@ -189,9 +201,9 @@ def copy_pieces(kernel: KernelOp):
         value = ev.env[store.value]
         if not isinstance(value, tuple):
             return None
-        strides = _strides(dst.type.get_shape())
+        strides = _strides(shape_of(dst))
         d = np.broadcast_to(
-            sum((ev.env[v] * s for v, s in zip(store.indices, strides)), np.int64(0)), (n,)
+            sum((ev.index(v) * s for v, s in zip(store.indices, strides)), np.int64(0)), (n,)
         )
         b = np.broadcast_to(value[1], (n,))
         s = np.broadcast_to(value[2], (n,))
@@ -199,9 +211,9 @@ def copy_pieces(kernel: KernelOp):
         return None
     order = np.argsort(d, kind="stable")
     d, b, s = d[order], b[order], s[order]
-    if np.any(np.diff(d) == 0) or d[0] < 0 or d[-1] >= math.prod(dst.type.get_shape()):
+    if np.any(np.diff(d) == 0) or d[0] < 0 or d[-1] >= math.prod(shape_of(dst)):
         return None
-    sizes = [math.prod(v.type.get_shape()) for v in sources]
+    sizes = [math.prod(shape_of(v)) for v in sources]
     if np.any(s < 0) or np.any(s >= np.array(sizes, dtype=np.int64)[b]):
         return None
     brk = np.flatnonzero((np.diff(d) != 1) | (np.diff(b) != 0) | (np.diff(s) != 1)) + 1
@@ -249,7 +261,7 @@ def lower_copy(kernel: KernelOp, desc, multicore: bool) -> dlp.KernelOp | None:
     parts = _split(pieces, tasks)
     if max(len(p) for p in parts) > MAX_PIECES_PER_TASK:
         return None
-    attrs = {
+    attrs: dict[str, Attribute] = {
         "tasks": IntegerAttr(len(parts), i64),
         "dma_align": IntegerAttr(desc.dma_align, i64),
         "vector_align": IntegerAttr(desc.vector_align, i64),

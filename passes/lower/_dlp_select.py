@@ -31,12 +31,13 @@ import math
 from dataclasses import dataclass, field
 
 from xdsl.dialects import arith, memref, scf
-from xdsl.dialects.builtin import Float32Type, FloatAttr
+from xdsl.dialects.builtin import Float32Type, FloatAttr, IntegerAttr
 from xdsl.ir import Operation, SSAValue
 
 from dlpc.dialects import dlp
 from dlpc.dialects.loop import ForOp, spine
-from dlpc.passes.lower._dlp_build import Cloner, _round_up
+from dlpc.dialects.typed import element_type, float_type
+from dlpc.passes.lower._dlp_build import BufferPlan, Cloner, KernelPlan, Selection, _round_up
 
 BINARY = {
     "arith.addf": "add",
@@ -69,19 +70,23 @@ class NoMatch(Exception):
     pass
 
 
-def _const(value: SSAValue):
+def _const(value: SSAValue) -> int | float | None:
     op = value.owner
     if isinstance(op, arith.ConstantOp):
         v = op.value
-        return v.value.data if not isinstance(v, FloatAttr) else float(v.value.data)
+        if isinstance(v, FloatAttr):
+            return float(v.value.data)
+        if isinstance(v, IntegerAttr):
+            return v.value.data
     return None
 
 
-def _cidx(plan, value: SSAValue):
+def _cidx(plan: KernelPlan, value: SSAValue) -> int | None:
     """An index's constant value: an arith.constant or an extent-1 loop's variable."""
     if value in plan.fixed:
         return plan.fixed[value]
-    return _const(value)
+    c = _const(value)
+    return c if isinstance(c, int) else None
 
 
 def _nest(work: ForOp) -> list[ForOp]:
@@ -106,7 +111,7 @@ def _loop_chain(first: ForOp, perfect: bool) -> list[ForOp]:
 @dataclass
 class Operand:
     kind: str  # "vec" | "cycle" | "scalar"
-    buffer: object = None  # BufferPlan (vec, cycle, scalar loads) or None
+    buffer: BufferPlan | None = None  # vec, cycle, row, scalar loads; None: a preset value
     seg: int = 0  # cycle: segment length
     value: SSAValue | None = None  # scalar: the original SSA value
     local: SSAValue | None = None  # vec: a temp buffer (None: the buffer's own tile)
@@ -119,7 +124,7 @@ class Elementwise:
 
     loops: list[ForOp]
     body: list[Operation]  # the innermost ops, in order, ending with the store
-    out: object  # BufferPlan
+    out: BufferPlan
     preset: dict[SSAValue, Operand] = field(default_factory=dict)  # e.g. the matmul result
 
     @property
@@ -180,14 +185,14 @@ class ScalarEpilogue:
 
 def _epilogue(
     plan, spatial: list[ForOp], block_ops: list[Operation], post: list[Operation], sum_value
-):
+) -> Elementwise | ScalarEpilogue:
     """Vector epilogue when it matches, else scalar loops (spatial loops from 0, step 1)."""
     try:
         return _match_elementwise(plan, spatial, post, {sum_value: Operand("vec")})
     except NoMatch:
         if any(lp.lower != 0 or lp.stride != 1 for lp in spatial[1:]):
             raise
-        consts = [op for op in block_ops if isinstance(op, arith.ConstantOp)]
+        consts: list[Operation] = [op for op in block_ops if isinstance(op, arith.ConstantOp)]
         return ScalarEpilogue(spatial, consts, post)
 
 
@@ -242,8 +247,9 @@ def _classify_load(plan, load: memref.LoadOp, loops: list[ForOp]) -> Operand:
             if math.prod(shape) != math.prod(lp.trip_count for lp in loops[k:]):
                 raise NoMatch
             return Operand("cycle", p, seg=math.prod(lp.trip_count for lp in loops[k:]))
-    consts = [_cidx(plan, x) for x in idx]
-    if all(c is not None for c in consts):
+    maybe = [_cidx(plan, x) for x in idx]
+    consts = [c for c in maybe if c is not None]
+    if len(consts) == len(maybe):
         flat = sum(c * math.prod(shape[j + 1 :]) for j, c in enumerate(consts))
         return Operand("scalar", p, index=flat)
     raise NoMatch
@@ -301,7 +307,7 @@ def _match_elementwise(plan, loops: list[ForOp], body: list[Operation], preset=N
 
 
 @dataclass
-class ElementwiseSelection:
+class ElementwiseSelection(Selection):
     ew: Elementwise
 
     def scratch_bytes(self, plan, tile: int) -> int:
@@ -313,10 +319,10 @@ class ElementwiseSelection:
 
 
 @dataclass
-class MatmulSelection:
-    ew: Elementwise  # the epilogue, over the output tile
-    lhs: object  # BufferPlan
-    rhs: object  # BufferPlan (in WRAM)
+class MatmulSelection(Selection):
+    ew: Elementwise | ScalarEpilogue  # the epilogue, over the output tile
+    lhs: BufferPlan
+    rhs: BufferPlan  # in WRAM
     acc: SSAValue  # the reduction's accumulator value `sum`
     k: int
     cols: int  # n per output row (case rows) or 1 (case columns)
@@ -333,7 +339,7 @@ class MatmulSelection:
         plan = lowering.plan
         count = b.mul(n, b.c(self.ew.inner))
         tile_elems = _scratch_elems(plan, plan.tile * self.ew.inner)
-        acc = b.alloc("nram", tile_elems, self.lhs.value.type.get_element_type(), "acc_nram")
+        acc = b.alloc("nram", tile_elems, element_type(self.lhs.value), "acc_nram")
         if self.batch is not None:  # one matmul per batch entry of the tile
             m, cols = self.batch
             _, body, ii = b.for_(b.c(0), n, b.c(1))
@@ -388,29 +394,33 @@ def _emit_elementwise(
     """One intrinsic per op over `count` elements; temps are fresh NRAM buffers. The value
     stored by the body (or `result`) lands in the output tile (or `final`)."""
     plan = lowering.plan
-    elt = ew.out.value.type.get_element_type()
+    elt = float_type(element_type(ew.out.value))  # select_compute: f32 buffers only
     tile_elems = _scratch_elems(plan, plan.tile * ew.inner)
     vec: dict[SSAValue, tuple[SSAValue, SSAValue]] = dict(preset)  # value -> (buffer, offset)
     cyc: dict[SSAValue, tuple[SSAValue, int]] = {}
-    rows: dict[SSAValue, object] = {}
+    rows: dict[SSAValue, tuple[BufferPlan, int]] = {}
     scal: dict[SSAValue, SSAValue] = {}
     ops = [op for op in ew.body if not isinstance(op, arith.ConstantOp)]
     if result is None:
-        result, final, ops = ops[-1].value, (ew.out.local, ew.out.slot), ops[:-1]
+        store = ops[-1]
+        assert isinstance(store, memref.StoreOp)  # _match_elementwise: the body ends with it
+        result, final, ops = store.value, (ew.out.local, ew.out.slot), ops[:-1]
+    assert final is not None, "a result is passed with the place it goes to"
+    into: tuple[SSAValue, SSAValue] = final
 
     def scalar(x: SSAValue) -> SSAValue:
         if x in scal:
             return scal[x]
         c = _const(x)
         assert c is not None, "scalar operand without a value"
-        scal[x] = b.v(arith.ConstantOp(FloatAttr(c, x.type)))
+        scal[x] = b.v(arith.ConstantOp(FloatAttr(c, float_type(x.type))))
         return scal[x]
 
     def fresh(hint: str = "tmp") -> tuple[SSAValue, SSAValue]:
         return b.alloc("nram", tile_elems, elt, f"{hint}_nram"), b.c(0)
 
     def dest(op: Operation) -> tuple[SSAValue, SSAValue]:
-        return final if op.results[0] is result else fresh()
+        return into if op.results[0] is result else fresh()
 
     def neg(src: tuple[SSAValue, SSAValue], into: tuple[SSAValue, SSAValue]) -> None:
         minus = b.v(arith.ConstantOp(FloatAttr(-1.0, elt)))
@@ -420,6 +430,7 @@ def _emit_elementwise(
         if isinstance(op, memref.LoadOp):
             o = _classify_load(plan, op, ew.loops)
             p = o.buffer
+            assert p is not None  # _classify_load names the buffer of every load
             if o.kind == "vec":
                 vec[op.res] = (p.local, p.slot)
             elif o.kind == "cycle":
@@ -480,8 +491,8 @@ def _emit_elementwise(
                 neg(d, d)
         vec[op.results[0]] = d
     got = vec[result]
-    if got != final:  # the stored value is a plain load: copy it
-        b.op(dlp.MemcpyOp(final[0], final[1], got[0], got[1], count))
+    if got != into:  # the stored value is a plain load: copy it
+        b.op(dlp.MemcpyOp(into[0], into[1], got[0], got[1], count))
 
 
 def _emit_rows(b, name: str, d, v_, p, inner: int, count: SSAValue) -> None:
@@ -497,14 +508,14 @@ def _emit_rows(b, name: str, d, v_, p, inner: int, count: SSAValue) -> None:
     elif name == "mul":
         body.op(dlp.MulScalarOp(*dst, *src, s, n))
     elif name == "div":
-        one = body.v(arith.ConstantOp(FloatAttr(1.0, s.type)))
+        one = body.v(arith.ConstantOp(FloatAttr(1.0, float_type(s.type))))
         body.op(dlp.MulScalarOp(*dst, *src, body.v(arith.DivfOp(one, s)), n))
     else:
         body.op(dlp.AddScalarOp(*dst, *src, body.v(arith.NegfOp(s)), n))
     body.op(scf.YieldOp())
 
 
-def _linear(plan, value: SSAValue) -> dict | None:
+def _linear(plan: KernelPlan, value: SSAValue) -> dict[SSAValue | int, int] | None:
     """value as {induction variable or 1: coefficient}, or None if not linear."""
     c = _cidx(plan, value)
     if c is not None:
@@ -532,10 +543,14 @@ def _linear(plan, value: SSAValue) -> dict | None:
     return None
 
 
-def _window_nest(plan, n_reduce: int):
+def _window_nest(
+    plan: KernelPlan, n_reduce: int
+) -> tuple[list[ForOp], list[ForOp], memref.StoreOp, memref.LoadOp, list[Operation], SSAValue]:
     """The shape conv and pooling kernels share: three unit-stride spatial loops from 0
     around `acc = alloca; store init; <n_reduce reduction loops>; load acc; ...`.
-    Returns (spatial loops, reduction loops, ops before, ops after, acc)."""
+    Returns (spatial loops, reduction loops, the init store, the load of the total, the
+    ops after it, acc)."""
+    assert plan.work is not None  # select_compute matches only kernels with a work loop
     spatial = _nest(plan.work)
     if len(spatial) != 3 or any(lp.lower != 0 or lp.stride != 1 for lp in spatial):
         raise NoMatch
@@ -557,13 +572,13 @@ def _window_nest(plan, n_reduce: int):
     acc = pre[0].memref
     if not post or not isinstance(post[0], memref.LoadOp) or post[0].memref is not acc:
         raise NoMatch
-    return spatial, red, pre, post, acc
+    return spatial, red, pre[1], post[0], post[1:], acc
 
 
 def _match_conv(plan) -> ConvSelection:
-    spatial, (ci_l, kh_l, kw_l), pre, post, acc = _window_nest(plan, 3)
+    spatial, (ci_l, kh_l, kw_l), init, total, rest, acc = _window_nest(plan, 3)
     co_l, oh_l, ow_l = spatial
-    if _const(pre[1].value) != 0.0:
+    if _const(init.value) != 0.0:
         raise NoMatch
     body = [op for op in kw_l.block.ops if not isinstance(op, arith.ConstantOp)]
     la, add, st = body[-3:]
@@ -626,8 +641,9 @@ def _match_conv(plan) -> ConvSelection:
     ):
         raise NoMatch
     _, cin, h, w = px.shape
-    xi = [_linear(plan, v) for v in x_load.indices]
-    if None in xi or xi[0] != {1: 0}:
+    forms = [_linear(plan, v) for v in x_load.indices]
+    xi = [f for f in forms if f is not None]  # used only when none is None
+    if len(xi) < len(forms) or xi[0] != {1: 0}:
         raise NoMatch
     ci, co = ci_l.induction_var, co_l.induction_var
     depthwise = (
@@ -674,7 +690,7 @@ def _match_conv(plan) -> ConvSelection:
         raise NoMatch
     if isinstance(x_val, memref.LoadOp) and max(pt, pl, pb, pr) > 0:
         raise NoMatch  # an unguarded load with padding would read out of bounds
-    ew = _epilogue(plan, spatial, list(ow_l.block.ops), post[1:], post[0].res)
+    ew = _epilogue(plan, spatial, list(ow_l.block.ops), rest, total.res)
     params = dict(
         channels_in=1 if depthwise else cin,
         height=h,
@@ -693,16 +709,16 @@ def _match_conv(plan) -> ConvSelection:
         if (h * w * 4) % align or (ew.inner * 4) % align:
             raise NoMatch  # per-channel operands must start aligned
         pw.direct = True
-        return DepthwiseSelection(ew, px, pw, post[0].res, params)
+        return DepthwiseSelection(ew, px, pw, total.res, params)
     pw.space = "wram"
-    return ConvSelection(ew, px, pw, post[0].res, params)
+    return ConvSelection(ew, px, pw, total.res, params)
 
 
 @dataclass
-class ConvSelection:
-    ew: Elementwise  # the epilogue over the output channels of a tile
-    src: object  # BufferPlan: the whole input image, NRAM
-    weight: object  # BufferPlan: weight tiles, WRAM
+class ConvSelection(Selection):
+    ew: Elementwise | ScalarEpilogue  # the epilogue over the output channels of a tile
+    src: BufferPlan  # the whole input image, NRAM
+    weight: BufferPlan  # weight tiles, WRAM
     acc: SSAValue
     params: dict
 
@@ -717,7 +733,7 @@ class ConvSelection:
         acc = b.alloc(
             "nram",
             _scratch_elems(plan, plan.tile * self.ew.inner),
-            self.src.value.type.get_element_type(),
+            element_type(self.src.value),
             "acc_nram",
         )
         b.op(
@@ -748,7 +764,7 @@ class DepthwiseSelection(ConvSelection):
 
     def emit(self, lowering, b, t0: SSAValue, n: SSAValue) -> None:
         plan = lowering.plan
-        elt = self.src.value.type.get_element_type()
+        elt = element_type(self.src.value)
         count = b.mul(n, b.c(self.ew.inner))
         acc = b.alloc("nram", _scratch_elems(plan, plan.tile * self.ew.inner), elt, "acc_nram")
         slot = self.slot_elems(plan)
@@ -898,7 +914,7 @@ COMBINERS = {
 
 
 @dataclass
-class ReduceSelection:
+class ReduceSelection(Selection):
     """acc[row] = combine over the row's trailing reduction elements of an elementwise
     prologue (or a plain load), then the epilogue: `dlp.reduce_sum`/`dlp.reduce_max`."""
 
@@ -906,7 +922,7 @@ class ReduceSelection:
     value: SSAValue  # the element combined into the accumulator
     op: type  # dlp.ReduceSumOp or dlp.ReduceMaxOp
     cols: int  # elements per row (the reduction extent)
-    ew: object  # epilogue (Elementwise or ScalarEpilogue) over the spatial loops
+    ew: Elementwise | ScalarEpilogue  # the epilogue over the spatial loops
     acc: SSAValue  # the accumulator value read after the reduction
 
     def scratch_bytes(self, plan, tile: int) -> int:
@@ -916,7 +932,7 @@ class ReduceSelection:
 
     def emit(self, lowering, b, t0: SSAValue, n: SSAValue) -> None:
         plan = lowering.plan
-        elt = self.prologue.out.value.type.get_element_type()
+        elt = element_type(self.prologue.out.value)
         rows = b.mul(n, b.c(self.ew.inner))
         src = b.alloc(
             "nram", _scratch_elems(plan, plan.tile * self.prologue.inner), elt, "row_nram"
@@ -1001,13 +1017,13 @@ def _match_reduce(plan) -> ReduceSelection:
 
 
 @dataclass
-class PoolSelection:
+class PoolSelection(Selection):
     """Max or sum pooling of the tile's channels: one `dlp.pool` into an NRAM accumulator
     tile, then the epilogue (average pooling's division) over it."""
 
     mode: str  # "max" | "sum"
-    ew: object  # Elementwise or ScalarEpilogue over the output channels of a tile
-    src: object  # BufferPlan: the input tile (whole channels), NRAM
+    ew: Elementwise | ScalarEpilogue  # the epilogue over the output channels of a tile
+    src: BufferPlan  # the input tile (whole channels), NRAM
     acc: SSAValue
     params: dict
 
@@ -1021,7 +1037,7 @@ class PoolSelection:
         acc = b.alloc(
             "nram",
             _scratch_elems(plan, plan.tile * self.ew.inner),
-            self.src.value.type.get_element_type(),
+            element_type(self.src.value),
             "acc_nram",
         )
         b.op(dlp.PoolOp(self.mode, acc, b.c(0), self.src.local, self.src.slot, n, **self.params))
@@ -1048,7 +1064,7 @@ def _window_value(x_val, fill: float):
 def _match_pool(plan) -> PoolSelection:
     """`acc = init; for kh, kw: acc = max/add(acc, x[c, oh*sh - pt + kh, ow*sw - pl + kw]);
     out[c, oh, ow] = epilogue(acc)` over NCHW planes, the work loop over channels."""
-    spatial, (kh_l, kw_l), pre, post, acc = _window_nest(plan, 2)
+    spatial, (kh_l, kw_l), init_store, total, rest, acc = _window_nest(plan, 2)
     c_l, oh_l, ow_l = spatial
     body = [op for op in kw_l.block.ops if not isinstance(op, arith.ConstantOp)]
     if len(body) < 4:
@@ -1064,8 +1080,10 @@ def _match_pool(plan) -> PoolSelection:
     ):
         raise NoMatch
     mode = {"arith.maximumf": "max", "arith.maxnumf": "max", "arith.addf": "sum"}.get(comb.name)
-    init = {"max": float("-inf"), "sum": 0.0}.get(mode)
-    if mode is None or _const(pre[1].value) != init:
+    if mode is None:
+        raise NoMatch
+    init = {"max": float("-inf"), "sum": 0.0}[mode]
+    if _const(init_store.value) != init:
         raise NoMatch
     x_val = next((o.owner for o in comb.operands if o is not la.res), None)
     if not isinstance(x_val, Operation):
@@ -1085,9 +1103,10 @@ def _match_pool(plan) -> PoolSelection:
     ):
         raise NoMatch
     _, _, h, w = px.shape
-    xi = [_linear(plan, v) for v in x_load.indices]
+    forms = [_linear(plan, v) for v in x_load.indices]
+    xi = [f for f in forms if f is not None]  # used only when none is None
     if (
-        None in xi
+        len(xi) < len(forms)
         or xi[0] != {1: 0}
         or xi[1] not in ({c_l.induction_var: 1}, {c_l.induction_var: 1, 1: 0})
     ):
@@ -1115,7 +1134,7 @@ def _match_pool(plan) -> PoolSelection:
         raise NoMatch
     if not guarded and (pt or pl or (oh - 1) * sh + kh - pt > h or (ow - 1) * sw + kw - pl > w):
         raise NoMatch  # an unguarded load past the image would read out of bounds
-    ew = _epilogue(plan, spatial, list(ow_l.block.ops), post[1:], post[0].res)
+    ew = _epilogue(plan, spatial, list(ow_l.block.ops), rest, total.res)
     params = dict(
         height=h,
         width=w,
@@ -1128,7 +1147,7 @@ def _match_pool(plan) -> PoolSelection:
         out_h=oh,
         out_w=ow,
     )
-    return PoolSelection(mode, ew, px, post[0].res, params)
+    return PoolSelection(mode, ew, px, total.res, params)
 
 
 def select_compute(plan):

@@ -274,7 +274,8 @@ def _in_layout(op: g.GraphOp, n, c, *spatial) -> list:
 
 
 @lowers("conv2d")
-def lower_conv2d(L: Lowering, op: g.Conv2DOp, xs):
+def lower_conv2d(L: Lowering, op: g.GraphOp, xs):
+    assert isinstance(op, g.Conv2DOp)  # LOWERINGS dispatches on the op name
     # NCHW: out[n, oc, oh, ow] = sum over (c, i, j); NHWC: out[n, oh, ow, oc] = sum over
     # (i, j, c), channel innermost in both the output and the reduction (weight OIHW)
     x, w = xs[0], xs[1]
@@ -292,7 +293,9 @@ def lower_conv2d(L: Lowering, op: g.Conv2DOp, xs):
         wt = L.compute(
             ty, lambda b, idx: b.read(w, [idx[3], idx[2], idx[0], idx[1]]), suffix="_weight_hwio"
         )
-        L.hoisted.add(wt.owner)
+        owner = wt.owner
+        assert isinstance(owner, Operation)  # the result of the compute just built
+        L.hoisted.add(owner)
         weight_at = lambda oc, c, i, j: [i, j, c, oc]  # noqa: E731
 
     def body(b: BodyBuilder, idx: Idx, r: Idx):
@@ -313,7 +316,8 @@ def lower_conv2d(L: Lowering, op: g.Conv2DOp, xs):
 
 
 @lowers("max_pool2d", "avg_pool2d")
-def lower_pool(L: Lowering, op: g.PoolOp, xs):
+def lower_pool(L: Lowering, op: g.GraphOp, xs):
+    assert isinstance(op, g.PoolOp)  # LOWERINGS dispatches on the op name
     x = xs[0]
     h, wd = _nchw(op, shape(x))[2:]
     kh, kw = g._pair(op.attr("kernel"), "kernel")
@@ -496,7 +500,8 @@ COMBINER = {
 
 
 @lowers(*COMBINER)
-def lower_reduce(L: Lowering, op: g.ReduceOp, xs):
+def lower_reduce(L: Lowering, op: g.GraphOp, xs):
+    assert isinstance(op, g.ReduceOp)  # LOWERINGS dispatches on the op name
     x = xs[0]
     s = shape(x)
     axes = op.reduced_axes()
@@ -542,6 +547,7 @@ def lower_reshape(L: Lowering, op: g.GraphOp, xs):
             if d == 1:
                 where.append(0)
                 continue
+            assert flat is not None  # an input dim > 1 means an output dim > 1
             v = b.div(flat, stride)
             where.append(v if leading else b.rem(v, d))  # the leading dim needs no modulo
             leading = False
@@ -551,14 +557,13 @@ def lower_reshape(L: Lowering, op: g.GraphOp, xs):
 
 
 @lowers("transpose")
-def lower_transpose(L: Lowering, op: g.TransposeOp, xs):
+def lower_transpose(L: Lowering, op: g.GraphOp, xs):
+    assert isinstance(op, g.TransposeOp)  # LOWERINGS dispatches on the op name
     perm = op.permutation()
+    source = [perm.index(d) for d in range(len(perm))]  # input dim d is output dim source[d]
 
     def body(b: BodyBuilder, idx: Idx):
-        where = [None] * len(perm)
-        for k, p in enumerate(perm):
-            where[p] = idx[k]
-        return b.read(xs[0], where)
+        return b.read(xs[0], [idx[k] for k in source])
 
     return L.compute(op.out_type, body)
 
@@ -584,7 +589,8 @@ def lower_concat(L: Lowering, op: g.GraphOp, xs):
 
 
 @lowers("slice")
-def lower_slice(L: Lowering, op: g.SliceOp, xs):
+def lower_slice(L: Lowering, op: g.GraphOp, xs):
+    assert isinstance(op, g.SliceOp)  # LOWERINGS dispatches on the op name
     bounds = op.normalized()
 
     def body(b: BodyBuilder, idx: Idx):

@@ -60,18 +60,27 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from xdsl.context import Context
 from xdsl.dialects import arith, func, memref, scf
 from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp, StringAttr, UnitAttr, i64
-from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import DiagnosticException
 
 from dlpc.dialects import dlp
 from dlpc.dialects.dlp import constant_index as _const
 from dlpc.dialects.loop import ForOp, KernelOp, defined_inside, spine
-from dlpc.passes.lower._dlp_build import Builder, Cloner, _finish_for, _round_up
+from dlpc.dialects.typed import element_type, shape_of
+from dlpc.passes.lower._dlp_build import (
+    BufferPlan,
+    Builder,
+    Cloner,
+    KernelPlan,
+    _finish_for,
+    _round_up,
+)
 from dlpc.targets.dlp import DlpTarget, resolve
 
 INF = float("inf")
@@ -113,11 +122,12 @@ class IndexAnalysis:
         op = value.owner
         if isinstance(op, Block) or not isinstance(op, Operation):
             return Affine(0, -INF, INF)  # a value from outside the nest: independent
-        args = [self(x) for x in op.operands]
+        forms = [self(x) for x in op.operands]
         name = op.name
         if name in ("arith.index_cast", "arith.index_castui", "arith.extsi", "arith.extui"):
-            return args[0]
-        if any(x is None for x in args):
+            return forms[0]
+        args = [x for x in forms if x is not None]
+        if len(args) < len(forms):
             return None
         if name == "arith.addi":
             x, y = args
@@ -168,99 +178,6 @@ class IndexAnalysis:
 # ------------------------------------------------------------------------ planning
 
 
-@dataclass(eq=False)
-class BufferPlan:
-    """How one GDRAM memref is staged on chip for a kernel."""
-
-    value: SSAValue
-    shape: tuple[int, ...]
-    read: bool = False
-    written: bool = False
-    full_write: bool = True  # every element of a tile's box is stored by the tile
-    kind: str = "whole"  # "whole" | "tiled"
-    space: str = "nram"  # "nram" or "wram" (matmul weights)
-    dim: int = 0  # tiled: the dimension indexed by the work loop
-    a: int = 0  # tiled: index = a * j + r, j the work loop's iteration number
-    rlo: int = 0
-    rhi: int = 0
-    prefix: tuple[int, ...] = ()  # constant indices of the dims before `dim`
-    local: SSAValue | None = None  # the NRAM/WRAM copy
-    base: SSAValue | None = None  # flat GDRAM offset of the current tile
-    slot: SSAValue | None = None  # element offset of the current ping-pong slot
-    staged: SSAValue | None = None  # the SRAM copy of a whole buffer
-    count: SSAValue | None = None  # elements in the current tile's box
-    direct: bool = False  # moved by the intrinsic selection itself (no generic DMA)
-
-    @property
-    def name(self) -> str:
-        return self.value.name_hint or "buf"
-
-    @property
-    def elt_bytes(self) -> int:
-        return dlp.element_bytes(self.value.type)
-
-    @property
-    def inner(self) -> int:
-        return math.prod(self.shape[self.dim + 1 :])
-
-    @property
-    def prefix_offset(self) -> int:
-        strides = [math.prod(self.shape[k + 1 :]) for k in range(len(self.shape))]
-        return sum(c * s for c, s in zip(self.prefix, strides))
-
-    def rows(self, tile: int) -> int:
-        """Rows of `dim` a tile of `tile` work iterations touches (at most)."""
-        return min(self.shape[self.dim], self.a * (tile - 1) + self.rhi - self.rlo + 1)
-
-    def elements(self, tile: int) -> int:
-        if self.kind == "whole":
-            return math.prod(self.shape)
-        return self.rows(tile) * self.inner
-
-
-@dataclass
-class KernelPlan:
-    kernel: KernelOp
-    desc: DlpTarget
-    work: ForOp | None  # None: the whole kernel runs as one tile on task 0
-    fixed: dict[SSAValue, int]  # induction variables of the extent-1 loops outside `work`
-    buffers: dict[SSAValue, BufferPlan]
-    tasks: int = 1
-    tile: int = 1
-    double: bool = False
-    sram: bool = False
-    selection: object | None = None  # an intrinsic pattern (_dlp_select) or None
-    local_bytes: int = 0  # allocations inside the kernel (accumulators, caches)
-
-    @property
-    def trip(self) -> int:
-        return self.work.trip_count if self.work is not None else 1
-
-    @property
-    def chunk(self) -> int:
-        return -(-self.trip // self.tasks)
-
-    def space_bytes(self, tile: int, double: bool, sram: bool) -> dict[str, int]:
-        align = self.desc.dma_align
-        use = {"nram": self.local_bytes, "wram": 0, "sram": 0}
-        for b in self.buffers.values():
-            if b.direct:
-                continue
-            nbytes = _round_up(b.elements(tile) * b.elt_bytes, align)
-            copies = 2 if double and b.kind == "tiled" else 1
-            use[b.space] += nbytes * copies
-            if b.kind == "whole" and sram:
-                use["sram"] += nbytes
-        if self.selection is not None:
-            use["nram"] += self.selection.scratch_bytes(self, tile)
-            use["wram"] += getattr(self.selection, "wram_bytes", lambda plan, tile: 0)(self, tile)
-        return use
-
-    def fits(self, tile: int, double: bool, sram: bool) -> bool:
-        use = self.space_bytes(tile, double, sram)
-        return all(use[s] <= self.desc.capacity(s) for s in use)
-
-
 def _hint(value: SSAValue, name: str) -> None:
     """Name a freshly computed value (never rename a value that already has a name)."""
     if value.name_hint is None and not isinstance(value.owner, arith.ConstantOp):
@@ -271,7 +188,7 @@ class PlanError(Exception):
     """This candidate work loop cannot be used (the next one is tried)."""
 
 
-def _accesses(root: Operation) -> list[Operation]:
+def _accesses(root: Operation) -> list[memref.LoadOp | memref.StoreOp]:
     return [op for op in root.walk() if isinstance(op, memref.LoadOp | memref.StoreOp)]
 
 
@@ -283,7 +200,7 @@ def _full_coverage(store: memref.StoreOp, work: ForOp, ranges_ops: dict[SSAValue
         if not isinstance(parent, ForOp):
             return False  # under scf.if
         parent = parent.parent_op()
-    shape = store.memref.type.get_shape()
+    shape = shape_of(store.memref)
     idx = list(store.indices)
     pos = next((k for k, x in enumerate(idx) if x is work.induction_var), None)
     if pos is None:
@@ -317,7 +234,7 @@ def plan_buffers(
     v = work.induction_var if work is not None else None
     analysis = IndexAnalysis(v, ranges)
     plans: dict[SSAValue, BufferPlan] = {}
-    forms: dict[SSAValue, list[tuple[int, int, int, tuple[int, ...]] | None]] = {}
+    forms: dict[SSAValue, list[AccessForm | None]] = {}
     for op in _accesses(kernel):
         m = op.memref
         if defined_inside(m, kernel):
@@ -330,28 +247,30 @@ def plan_buffers(
         is_store = isinstance(op, memref.StoreOp)
         plan.read |= not is_store
         plan.written |= is_store
-        if is_store and work is not None and not _full_coverage(op, work, loop_of):
-            plan.full_write = False
+        if isinstance(op, memref.StoreOp) and work is not None:
+            if not _full_coverage(op, work, loop_of):
+                plan.full_write = False
         forms.setdefault(m, []).append(
             _access_form(analysis, op, work) if work is not None else None
         )
     for m, plan in plans.items():
-        fs = forms[m]
         if work is None:
             plan.full_write = False
             continue
-        if all(f is not None and f[1] == 0 for f in fs):  # independent of the work loop
+        fs = [f for f in forms[m] if f is not None]
+        affine = len(fs) == len(forms[m])
+        if affine and all(f.a == 0 for f in fs):  # independent of the work loop
             if plan.written:
                 raise PlanError(f"buffer {plan.name} is written by every iteration")
             continue
-        dims = {(f[0], f[1], f[4]) for f in fs if f is not None}
-        if None in fs or len(dims) != 1:
+        dims = {(f.dim, f.a, f.prefix) for f in fs}
+        if not affine or len(dims) != 1:
             if plan.written:
                 raise PlanError(f"buffer {plan.name} is written non-affinely")
             continue  # read-only: load it whole
         ((dim, a, prefix),) = dims
-        rlo = min(f[2] for f in fs)
-        rhi = max(f[3] for f in fs)
+        rlo = min(f.rlo for f in fs)
+        rhi = max(f.rhi for f in fs)
         if a <= 0 or rlo == -INF or rhi == INF:
             if plan.written:
                 raise PlanError(f"buffer {plan.name} has no bounded tile")
@@ -369,15 +288,29 @@ def plan_buffers(
     return plans
 
 
-def _access_form(analysis: IndexAnalysis, op, work: ForOp):
-    """(dim, a, rlo, rhi, prefix) in terms of the work loop's iteration number j, or
-    None; a == 0 means independent of the work loop."""
-    forms = [analysis(i) for i in op.indices]
-    if any(f is None for f in forms):
+class AccessForm(NamedTuple):
+    """An access's index along `dim` is `a * j + r`, r in [rlo, rhi], j the work loop's
+    iteration number; the dims before `dim` are the constants `prefix`. a == 0: the
+    access does not depend on the work loop."""
+
+    dim: int
+    a: int
+    rlo: float  # -INF / INF: unbounded
+    rhi: float
+    prefix: tuple[int, ...]
+
+
+def _access_form(
+    analysis: IndexAnalysis, op: memref.LoadOp | memref.StoreOp, work: ForOp
+) -> AccessForm | None:
+    """The access's form w.r.t. the work loop, or None if it is not affine."""
+    maybe = [analysis(i) for i in op.indices]
+    forms = [f for f in maybe if f is not None]
+    if len(forms) < len(maybe):
         return None
     dep = [k for k, f in enumerate(forms) if f.a != 0]
     if not dep:
-        return (0, 0, 0, 0, ())
+        return AccessForm(0, 0, 0, 0, ())
     if len(dep) != 1:
         return None
     d = dep[0]
@@ -386,7 +319,7 @@ def _access_form(analysis: IndexAnalysis, op, work: ForOp):
     f = forms[d]
     # v = lb + step * j  =>  a*v + r = (a*step) * j + (r + a*lb)
     a = f.a * work.stride
-    return (
+    return AccessForm(
         d,
         a,
         f.lo + f.a * work.lower,
@@ -489,7 +422,7 @@ class KernelLowering:
         self.plan = plan
         self.desc = plan.desc
         k = plan.kernel
-        attrs = {
+        attrs: dict[str, Attribute] = {
             "tasks": IntegerAttr(plan.tasks, i64),
             "dma_align": IntegerAttr(self.desc.dma_align, i64),
             "vector_align": IntegerAttr(self.desc.vector_align, i64),
@@ -514,7 +447,7 @@ class KernelLowering:
             p.local = b.alloc(
                 p.space,
                 n * (copies if p.kind == "tiled" else 1),
-                p.value.type.get_element_type(),
+                element_type(p.value),
                 f"{p.name}_{p.space}",
             )
             p.slot = c0
@@ -555,7 +488,7 @@ class KernelLowering:
             staged = []
             for p in reads:
                 n = _round_up(p.elements(1) * p.elt_bytes, self.desc.dma_align) // p.elt_bytes
-                p.staged = b.alloc("sram", n, p.value.type.get_element_type(), f"{p.name}_sram")
+                p.staged = b.alloc("sram", n, element_type(p.value), f"{p.name}_sram")
                 staged.append(p)
             first = Block()
             b.op(scf.IfOp(is_first, [], Region(first)))
@@ -620,12 +553,13 @@ class KernelLowering:
         _hint(ii, "ii")
         j = inner.add(t0, ii)
         work = plan.work
+        assert work is not None  # tiles exist only over a work loop
         v = (
             inner.add(inner.c(work.lower), inner.mul(j, inner.c(work.stride)))
             if (work.lower or work.stride != 1)
             else j
         )
-        vmap = {work.induction_var: v}
+        vmap: dict[SSAValue, SSAValue] = {work.induction_var: v}
         Cloner(plan, vmap).block(work.block, inner)
         _finish_for(inner)
 
@@ -637,7 +571,7 @@ class KernelLowering:
         span = b.sub(hi, lo)
         ntiles = b.v(arith.CeilDivSIOp(b.max(span, b.c(0)), b.c(T)))
         _hint(ntiles, "ntiles")
-        sizes = {p: p.local.type.get_shape()[0] // 2 for p in tiled}
+        sizes = {p: shape_of(p.local)[0] // 2 for p in tiled}
 
         def issue(bb: Builder, k: SSAValue) -> None:
             t0 = bb.add(lo, bb.mul(k, bb.c(T)))
@@ -709,7 +643,9 @@ def lower_module(
 
     for kernel in [k for k in module.walk() if isinstance(k, KernelOp)]:
         new = lower_kernel(kernel, desc, double_buffer, multicore, intrinsics)
-        kernel.parent_block().insert_op_before(new, kernel)
+        block = kernel.parent_block()
+        assert block is not None  # found by walking the module
+        block.insert_op_before(new, kernel)
         kernel.detach()
         kernel.erase()
         cse(new)  # the per-buffer tile arithmetic repeats itself

@@ -63,6 +63,7 @@ from xdsl.utils.exceptions import DiagnosticException
 from dlpc.dialects import graph as g
 from dlpc.dialects import te
 from dlpc.dialects.loop import ForOp, KernelOp, defined_inside
+from dlpc.dialects.typed import float_type
 
 TeOp = te.ComputeOp | te.ReduceOp
 
@@ -228,7 +229,7 @@ class KernelBuilder:
         return kernel
 
 
-def init_attr(value: float, ty: Attribute) -> Attribute:
+def init_attr(value: float, ty: Attribute) -> IntegerAttr | FloatAttr:
     if isinstance(ty, IntegerType | IndexType):
         width = ty.width.data if isinstance(ty, IntegerType) else 64
         lo, hi = -(2 ** (width - 1)), 2 ** (width - 1) - 1
@@ -236,7 +237,7 @@ def init_attr(value: float, ty: Attribute) -> Attribute:
             lo, hi = 0, 1
         ivalue = hi if value == math.inf else lo if value == -math.inf else int(value)
         return IntegerAttr(ivalue, ty)
-    return FloatAttr(value, ty)  # type: ignore[arg-type]
+    return FloatAttr(value, float_type(ty))
 
 
 def combiner(name: str, ty: Attribute):

@@ -339,3 +339,28 @@ def test_double_precision_runs_as_scalar_loops():
     x = np.random.default_rng(3).standard_normal((256, 16))
     (y,) = f(x)
     np.testing.assert_allclose(y, 3 * x, rtol=1e-15)
+
+
+SCATTER = """
+func.func @scatter(%x: memref<8xindex>, %idx: memref<8xindex>, %out: memref<8xindex>) {
+  loop.kernel "scatter_0" {
+    loop.for %i0 = 0 to 8 step 1 {name = "i0"} {
+      %j = memref.load %idx[%i0] : memref<8xindex>
+      %v = memref.load %x[%i0] : memref<8xindex>
+      memref.store %v, %out[%j] : memref<8xindex>
+    }
+  }
+  func.return
+}
+"""
+
+
+def test_a_scatter_is_not_a_copy():
+    """Found by pyright (the evaluator's values were typed `object`): a store indexed by a
+    loaded value made copy_pieces fail with numpy's 'inhomogeneous shape' ValueError
+    instead of answering 'not a copy' (None)."""
+    from dlpc.dialects.loop import kernels
+    from dlpc.passes.lower._dlp_copy import copy_pieces
+
+    module = pipeline.parse_module(SCATTER)
+    assert copy_pieces(next(kernels(module))) is None
