@@ -217,14 +217,24 @@ def conv2d(x, w, b=None, *, strides, pads, dilations, groups, layout="nchw"):
     oh = (hp - dh * (kh - 1) - 1) // strides[0] + 1
     ow = (wp - dw * (kw - 1) - 1) // strides[1] + 1
     xp = _pad_hw(x, pads, 0)
-    # im2col: cols[n, c, i, j, oh, ow], then one batched matmul per group
-    cols = np.empty((n, c, kh, kw, oh, ow), dtype=x.dtype)
-    for i, j, view in _windows(xp, kh, kw, strides, dilations, (oh, ow)):
-        cols[:, :, i, j] = view
-    cols = cols.reshape(n, groups, cg * kh * kw, oh * ow)
     wg = w.reshape(groups, o // groups, cg * kh * kw)
-    y = np.matmul(wg[None], cols).reshape(n, o, oh, ow)
-    return y if b is None else y + b.reshape(1, o, 1, 1)
+    y = np.empty((n, o, oh, ow), dtype=np.result_type(w.dtype, x.dtype))
+    # im2col a band of output rows at a time: cols[n, c, i, j, rows, ow] (at most 2^22
+    # elements, so the copy stays small next to the input), then one batched matmul per group
+    rows = max(1, (1 << 22) // max(1, n * c * kh * kw * ow))
+    for r0 in range(0, oh, rows):
+        r1 = min(oh, r0 + rows)
+        cols = np.empty((n, c, kh, kw, r1 - r0, ow), dtype=x.dtype)
+        for i, j, view in _windows(xp, kh, kw, strides, dilations, (oh, ow)):
+            cols[:, :, i, j] = view[:, :, r0:r1]
+        cols = cols.reshape(n, groups, cg * kh * kw, (r1 - r0) * ow)
+        y[:, :, r0:r1] = np.matmul(wg[None], cols).reshape(n, o, r1 - r0, ow)
+    if b is None:
+        return y
+    bias = b.reshape(1, o, 1, 1)
+    if np.result_type(y.dtype, bias.dtype) == y.dtype:
+        return np.add(y, bias, out=y)  # in place: no second output-sized array
+    return y + bias
 
 
 def max_pool2d(x, *, kernel, strides, pads, ceil_mode, out_hw, layout="nchw"):
@@ -601,6 +611,7 @@ def run_reference(
     """Interpret @main op by op with the reference kernels."""
     func = main_func(module)
     env: dict[SSAValue, np.ndarray] = dict(zip(func.args, check_inputs(func, inputs)))
+    dead = dead_after(func)
     for op in func.body.block.ops:
         if isinstance(op, ReturnOp):
             return [env[v] for v in op.operands]
@@ -612,4 +623,51 @@ def run_reference(
         out = evaluate_op(op, [env[v] for v in op.operands])
         for r, value in zip(op.results, out if isinstance(out, tuple) else (out,)):
             env[r] = value
+        for v in dead.get(op, ()):  # values no later op reads: their memory goes now
+            env.pop(v, None)
     raise DlpcError("error: @main has no func.return")
+
+
+def dead_after(func: FuncOp) -> dict[Operation, list[SSAValue]]:
+    """For each op of @main, the values whose last reader it is (the returned values and
+    unread results of the op itself are listed where they die: never / right away)."""
+    last: dict[SSAValue, Operation] = {}
+    for op in func.body.block.ops:
+        if isinstance(op, ReturnOp):
+            for v in op.operands:
+                last.pop(v, None)  # returned: alive to the end
+            continue
+        for v in op.operands:
+            last[v] = op
+        for r in op.results:
+            last.setdefault(r, op)  # an unread result dies where it is made
+    dead: dict[Operation, list[SSAValue]] = {}
+    for v, op in last.items():
+        dead.setdefault(op, []).append(v)
+    return dead
+
+
+def peak_bytes(module: ModuleOp) -> int:
+    """A lower bound of the memory a run of `run_reference` holds at once: the largest
+    total of the values alive around one op (its operands and results included). The
+    inputs stay alive throughout (the caller holds them), weights from where they are
+    read, returned values to the end."""
+    func = main_func(module)
+    dead = dead_after(func)
+    size = lambda v: 0 if v in func.args else value_bytes(v.type)
+    live = sum(value_bytes(a.type) for a in func.args)
+    peak = live
+    for op in func.body.block.ops:
+        if isinstance(op, ReturnOp):
+            break
+        live += sum(size(r) for r in op.results)
+        peak = max(peak, live)
+        live -= sum(size(v) for v in dead.get(op, ()))
+    return peak
+
+
+def value_bytes(ty) -> int:
+    """The bytes a value of type `ty` takes (0 for a symbolic shape or a non-tensor)."""
+    if not isinstance(ty, TensorType) or any(d < 0 for d in ty.get_shape()):
+        return 0
+    return math.prod(ty.get_shape()) * graph.element_bytes(ty.get_element_type())

@@ -113,3 +113,57 @@ def refuse_overwrite(output: str | os.PathLike, inputs: list[tuple[str, str]], r
             raise DlpcError(
                 f"error: {role} would overwrite {path}, {what}; choose another output name"
             )
+
+
+def available_memory() -> int | None:
+    """Bytes this process can still get: MemAvailable plus free swap from /proc/meminfo,
+    capped by RLIMIT_AS; None when neither says (not Linux)."""
+    import resource
+
+    avail = None
+    try:
+        info = _kib_fields("/proc/meminfo")
+        avail = info["MemAvailable"] + info.get("SwapFree", 0)
+    except (OSError, KeyError, ValueError):
+        pass
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft != resource.RLIM_INFINITY:  # `ulimit -v`: what is left of the address space
+        try:
+            left = soft - _kib_fields("/proc/self/status")["VmSize"]
+        except (OSError, KeyError, ValueError):
+            left = soft
+        avail = left if avail is None else min(avail, left)
+    return avail
+
+
+def _kib_fields(path: str) -> dict[str, int]:
+    """The `Name: N kB` lines of a /proc file, in bytes."""
+    fields = {}
+    with open(path, encoding="ascii", errors="replace") as f:
+        for line in f:
+            name, _, value = line.partition(":")
+            parts = value.split()
+            if len(parts) == 2 and parts[1] == "kB" and parts[0].isdigit():
+                fields[name] = int(parts[0]) * 1024
+    return fields
+
+
+def gib(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB"
+
+
+def check_memory(model: Model, what: str) -> None:
+    """One-line error before any work when a run of `model` cannot fit: the numpy
+    reference's live tensors at its peak (inputs and weights included, dead values
+    freed) plus the compiled outputs it is compared with, against `available_memory()`."""
+    from dlpc.reference import graph as ref
+
+    func = ref.main_func(model.module)
+    outputs = sum(ref.value_bytes(t) for t in func.function_type.outputs.data)
+    need = ref.peak_bytes(model.module) + outputs
+    avail = available_memory()
+    if avail is not None and need > avail:
+        raise DlpcError(
+            f"error: {what} needs at least {gib(need)} (the reference's live tensors and the "
+            f"outputs) but {gib(avail)} of memory are available"
+        )

@@ -14,6 +14,11 @@ simulator's per-kernel report: bytes per memory level, DMAs, intrinsic cycles, s
 time; for `--target c --profile` the time of every kernel, its share, GFLOP/s and bytes
 moved, from a build of the same C with timers around each kernel call). With `--check` the exit code is 1 unless every element satisfies
 |out - ref| <= atol + rtol * |ref|. The model may be `-` (stdin, with `--format`).
+
+Memory: before any input is made, the least the run needs (the reference's live tensors
+at its peak plus the outputs it is compared with) is compared with the memory available
+(MemAvailable + SwapFree, `ulimit -v`); a run that cannot fit is one error line. The
+reference frees each value after its last reader, and comparisons go a chunk at a time.
 """
 
 from __future__ import annotations
@@ -24,7 +29,13 @@ from pathlib import Path
 import numpy as np
 
 from dlpc.diagnostics import DlpcError, ToolArgumentParser, require, run_guarded
-from dlpc.tools.common import add_format_option, check_file, check_model_path, load_model
+from dlpc.tools.common import (
+    add_format_option,
+    check_file,
+    check_memory,
+    check_model_path,
+    load_model,
+)
 
 EXAMPLE = "dlpc-run examples/mlp.dlpc --target c --check"
 
@@ -121,29 +132,42 @@ def load_inputs(paths: list[str]) -> list[np.ndarray]:
     return arrays
 
 
+# elements compared at a time: the float64 temporaries of a comparison stay a few MiB
+# instead of several copies of the whole output (a 1x8x4096x4096 output needed 6.4 GiB)
+CHUNK = 1 << 20
+
+
+def _chunks(out: np.ndarray, ref: np.ndarray):
+    """(first flat index, out chunk, ref chunk) as float64, CHUNK elements at a time."""
+    a, b = out.reshape(-1), ref.reshape(-1)
+    for start in range(0, a.size, CHUNK):
+        stop = start + CHUNK
+        yield start, a[start:stop].astype(np.float64), b[start:stop].astype(np.float64)
+
+
 def difference(out: np.ndarray, ref: np.ndarray) -> tuple[float, float]:
     """(max |out - ref|, max |out - ref| / |ref|); NaNs agree only with NaNs, a shape
     mismatch is an infinite difference."""
     if out.shape != ref.shape:
         return np.inf, np.inf
-    a, b = out.astype(np.float64), ref.astype(np.float64)
-    both_nan = np.isnan(a) & np.isnan(b)
-    diff = np.where(both_nan, 0.0, np.abs(a - b))
-    diff = np.where(np.isnan(diff), np.inf, diff)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rel = np.where(diff == 0, 0.0, diff / np.abs(b))
-    return float(diff.max(initial=0)), float(rel.max(initial=0))
+    abs_max, rel_max = np.float64(0), np.float64(0)
+    for _, a, b in _chunks(out, ref):
+        both_nan = np.isnan(a) & np.isnan(b)
+        diff = np.where(both_nan, 0.0, np.abs(a - b))
+        diff = np.where(np.isnan(diff), np.inf, diff)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rel = np.where(diff == 0, 0.0, diff / np.abs(b))
+        abs_max = np.maximum(abs_max, diff.max(initial=0))  # (np.maximum keeps a NaN)
+        rel_max = np.maximum(rel_max, rel.max(initial=0))
+    return float(abs_max), float(rel_max)
 
 
 def within(out: np.ndarray, ref: np.ndarray, rtol: float, atol: float) -> bool:
     if out.shape != ref.shape:
         return False
-    return bool(
-        np.all(
-            np.isclose(
-                out.astype(np.float64), ref.astype(np.float64), rtol=rtol, atol=atol, equal_nan=True
-            )
-        )
+    return all(
+        np.all(np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=True))
+        for _, a, b in _chunks(out, ref)
     )
 
 
@@ -156,30 +180,36 @@ def verdict(out: np.ndarray, ref: np.ndarray, rtol: float, atol: float) -> tuple
     if out.shape != ref.shape:
         shape = lambda a: "x".join(map(str, a.shape)) or "scalar"
         return False, f"MISMATCH (shape {shape(out)}, reference {shape(ref)})", ""
-    a, b = out.astype(np.float64), ref.astype(np.float64)
-    with np.errstate(invalid="ignore"):
-        same = (a == b) | (np.isnan(a) & np.isnan(b))  # equal infinities, NaN with NaN
-        diff = np.where(same, 0.0, np.abs(a - b))
-    diff = np.where(np.isnan(diff), np.inf, diff)
-    scale = np.abs(np.where(np.isfinite(b), b, 0.0))
-    with np.errstate(invalid="ignore"):
-        beyond = ~(diff <= atol + rtol * scale)
-        by_atol = bool(np.all(diff <= atol))
-        by_rtol = bool(np.all(diff <= rtol * scale))
-    if diff.size == 0 or not diff.any():
+    n, by_atol, by_rtol, differs = 0, True, True, False
+    worst_at = None  # (excess, flat index, |diff|, allowed) of the first largest excess
+    for start, a, b in _chunks(out, ref):
+        with np.errstate(invalid="ignore"):
+            same = (a == b) | (np.isnan(a) & np.isnan(b))  # equal infinities, NaN with NaN
+            diff = np.where(same, 0.0, np.abs(a - b))
+        diff = np.where(np.isnan(diff), np.inf, diff)
+        scale = np.abs(np.where(np.isfinite(b), b, 0.0))
+        with np.errstate(invalid="ignore"):
+            n += int(np.count_nonzero(~(diff <= atol + rtol * scale)))
+            by_atol &= bool(np.all(diff <= atol))
+            by_rtol &= bool(np.all(diff <= rtol * scale))
+            excess = np.nan_to_num(diff - (atol + rtol * scale), nan=np.inf)
+        differs |= bool(diff.any())
+        k = int(np.argmax(excess))
+        if worst_at is None or excess[k] > worst_at[0]:
+            worst_at = (excess[k], start + k, diff[k], atol + rtol * scale[k])
+    if not differs:
         return True, "ok (identical)", ""
-    with np.errstate(invalid="ignore"):
-        excess = np.nan_to_num(diff - (atol + rtol * scale), nan=np.inf)
-    i = np.unravel_index(int(np.argmax(excess)), diff.shape)
+    assert worst_at is not None
+    _, flat, d, allowed = worst_at
+    i = np.unravel_index(flat, out.shape)
     fmt = lambda v: f"{v:.9g}" if np.issubdtype(np.asarray(v).dtype, np.floating) else str(v)
     index = "[" + ", ".join(map(str, i)) + "]"
     worst = (
         f"worst against its bound: {index} = {fmt(out[i])} vs reference {fmt(ref[i])} "
-        f"(|diff| {diff[i]:.3g}, allowed {atol + rtol * scale[i]:.3g})"
+        f"(|diff| {d:.3g}, allowed {allowed:.3g})"
     )
-    n = int(beyond.sum())
     if n:
-        return False, f"MISMATCH ({n} of {diff.size} elements beyond atol + rtol*|ref|)", worst
+        return False, f"MISMATCH ({n} of {out.size} elements beyond atol + rtol*|ref|)", worst
     if by_atol and by_rtol:
         return True, "ok (atol and rtol each hold alone)", worst
     if by_atol:
@@ -187,6 +217,15 @@ def verdict(out: np.ndarray, ref: np.ndarray, rtol: float, atol: float) -> tuple
     if by_rtol:
         return True, "ok (rtol holds alone; atol alone would not)", worst
     return True, "ok (only atol + rtol*|ref| together hold)", worst
+
+
+def mean_std(flat: np.ndarray) -> tuple[float, float]:
+    """Mean and (population) standard deviation in float64, two passes over CHUNK-sized
+    pieces (`np.std(dtype=float64)` makes a float64 copy of the whole array)."""
+    pieces = [flat[k : k + CHUNK] for k in range(0, flat.size, CHUNK)]
+    mean = sum(float(p.sum(dtype=np.float64)) for p in pieces) / flat.size
+    var = sum(float(np.square(p.astype(np.float64) - mean).sum()) for p in pieces) / flat.size
+    return mean, var**0.5
 
 
 def summary(y: np.ndarray, count: int = 5) -> str:
@@ -197,7 +236,8 @@ def summary(y: np.ndarray, count: int = 5) -> str:
     more = ", ..." if flat.size > count else ""
     stats = ""
     if flat.size and np.issubdtype(y.dtype, np.number):
-        stats = f"  mean {flat.mean(dtype=np.float64):.6g}  std {flat.std(dtype=np.float64):.6g}"
+        mean, std = mean_std(flat)
+        stats = f"  mean {mean:.6g}  std {std:.6g}"
     shape = "x".join(map(str, y.shape)) or "scalar"
     return f"{shape} {y.dtype}  [{first}{more}]{stats}"
 
@@ -224,6 +264,7 @@ def run(argv: list[str] | None) -> int:
     dlp_options = target_desc_options(args.target_desc, args.target)
     files = load_inputs(args.input)
     model = load_model(args.model, args.format, args.weights)
+    check_memory(model, f"running {model.name}")  # before any input or buffer is made
     inputs = files if args.input else api.random_inputs(model, args.seed)
     compiled = api.compile(
         model,
@@ -250,6 +291,8 @@ def run(argv: list[str] | None) -> int:
         )
         if worst:
             print(f"  {worst}")
+    # compared: dropped (with the loop's last pair) before the timed runs make their own
+    outputs = expected = y = r = None
     seconds = compiled.time(*inputs, repeat=args.repeat)
     print(f"time: {seconds * 1e3:.4g} ms per run (median of {args.repeat})")
     if args.profile:  # the same C with a timer around every kernel call
