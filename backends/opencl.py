@@ -33,12 +33,14 @@ Every name from the IR becomes an identifier through `backends/names.py` (the `v
 
 from __future__ import annotations
 
+import itertools
 import math
+from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 from typing import IO
 
 from xdsl.context import Context
-from xdsl.dialects import arith, memref
+from xdsl.dialects import arith, memref, scf
 from xdsl.dialects.builtin import MemRefType, ModuleOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.utils.target import Target
@@ -47,7 +49,7 @@ from dlpc.backends import c as cbe
 from dlpc.backends.c import Buffer, FunctionWriter, c_type
 from dlpc.backends.names import Scope, c_comment
 from dlpc.diagnostics import DlpcError
-from dlpc.dialects.loop import ForOp, KernelOp, spine
+from dlpc.dialects.loop import ForOp, KernelOp, defined_inside, spine
 
 PRELUDE = (
     """\
@@ -69,8 +71,14 @@ MATH_MACROS = (
     "\n".join(
         f"#define {name}f {_RENAMED.get(name, name)}"
         for name in sorted({*cbe.MATH_UNARY.values(), *cbe.MATH_BINARY.values(), "fma"})
+        if name != "tanh"
     )
     + "\n#define nearbyint rint\n"
+    # PoCL's tanh stops one ulp short of +-1 for large |x| (OpenCL allows 4 ulp), so
+    # gelu's 1 + tanh(...) was 6e-8 instead of 0 far left (-88 -> -2.6e-6, -inf -> -inf);
+    # float tanh is exactly +-1 beyond |x| = 10, as glibc and torch give (docs/numerics.md)
+    + "inline float dlpc_tanhf(float x) { return fabs(x) > 10.0f ? copysign(1.0f, x) : tanh(x); }\n"
+    + "#define tanhf dlpc_tanhf\n"
 )
 
 
@@ -86,6 +94,11 @@ class Launch:
     cooperative: list[ForOp] = field(default_factory=list)  # copy nests split over the group
     barrier_before: set[Operation] = field(default_factory=set)
     args: list[SSAValue] = field(default_factory=list)  # buffers from @main, in order
+    # register blocking: loop -> lanes, each work-item computes that many iterations of it
+    lanes: dict[ForOp, int] = field(default_factory=dict)
+    # a laned reduction loop -> its accumulators (0-d buffer, combining op name): each
+    # lane sums into a partial of its own, combined after the loop
+    partials: dict[ForOp, list[tuple[SSAValue, str]]] = field(default_factory=dict)
 
 
 def _local_stage_plan(g: ForOp):
@@ -142,17 +155,212 @@ def plan_launch(kernel: KernelOp, fname: str, max_group: int = 256) -> Launch:
         return launch
     for k, lp in enumerate(dims):
         launch.mapped[lp] = f"get_global_id({k})"
+    launch.lanes, launch.partials = plan_lanes(nest, dims)
+    if last in launch.lanes:  # a work-item takes `lanes` consecutive iterations
+        launch.global_size = (*launch.global_size[:-1], last.trip_count // launch.lanes[last])
     return launch
 
 
+#: register blocking (`plan_lanes`): lanes of the last NDRange loop (output channels,
+#: features: they share their inputs' loads), of the innermost independent loop below it
+#: (contiguous outputs: SLP-vectorisable), at most `MAX_LANES` in all, and at most
+#: `MAX_LANE_OPS` ops emitted per work-item body
+MAPPED_LANES = (4, 2)
+INNER_LANES = (8, 4, 2)
+#: partial sums of an innermost reduction loop (the order of the additions changes, as
+#: the C backend's `omp simd reduction` changes it): lanes, and each partial's start
+PARTIAL_LANES = (8, 4, 2)
+PARTIAL_IDENTITY = {
+    "arith.addf": -0.0, "arith.mulf": 1.0, "arith.maximumf": -math.inf, "arith.minimumf": math.inf
+}  # fmt: skip
+MAX_LANES = 32
+MAX_LANE_OPS = 4000
+
+
+def _laneable(loop: ForOp) -> bool:
+    """Can `loop`'s body be emitted once per lane (unroll-and-jam)? Constants, loads,
+    stores, allocations, scalar arith/math, loops and `scf.if`s without loops."""
+    for op in loop.block.walk():
+        if isinstance(op, scf.IfOp) and any(isinstance(o, ForOp) for o in op.walk()):
+            return False
+        if isinstance(op, KernelOp) or (op.regions and not isinstance(op, ForOp | scf.IfOp)):
+            return False
+        if isinstance(op, memref.CopyOp | memref.GetGlobalOp):
+            return False
+    return True
+
+
+def independent(loop: ForOp) -> bool:
+    """Are `loop`'s iterations independent? Marked `parallel`, or: not a reduction, and
+    every buffer from outside its body that it stores to is stored with the loop's own
+    induction variable as one index, the same in every store, and never loaded in it
+    (so iterations write disjoint elements and read none another writes)."""
+    if loop.parallel is not None:
+        return True
+    if loop.reduction is not None:
+        return False
+    iv = loop.induction_var
+    position: dict[SSAValue, int] = {}
+    loaded = set()
+    for op in loop.block.walk():
+        if isinstance(op, memref.LoadOp) and not defined_inside(op.memref, loop):
+            loaded.add(op.memref)
+        if isinstance(op, memref.StoreOp) and not defined_inside(op.memref, loop):
+            where = [k for k, index in enumerate(op.indices) if index is iv]
+            if not where or position.setdefault(op.memref, where[0]) != where[0]:
+                return False
+    return not loaded & set(position)
+
+
+def accumulators(loop: ForOp) -> list[tuple[SSAValue, str]] | None:
+    """The accumulators of a reduction loop with no loop inside it, when every 0-d
+    buffer from outside it that it touches is updated as `acc = acc <op> x` directly in
+    its body (one load, the combine, one store; float add, mul, max or min) and it
+    stores nothing else; else None. Such a loop may sum in partials (reassociated)."""
+    if loop.reduction is None or any(isinstance(o, ForOp) for o in loop.block.walk()):
+        return None
+    accesses: dict[SSAValue, list[Operation]] = {}
+    for op in loop.block.walk():
+        if isinstance(op, memref.StoreOp | memref.LoadOp) and not defined_inside(op.memref, loop):
+            if isinstance(op, memref.StoreOp) or op.memref.type.get_shape() == ():
+                accesses.setdefault(op.memref, []).append(op)
+    found = []
+    for acc, ops in accesses.items():
+        if acc.type.get_shape() != () or len(ops) != 2:
+            return None
+        load, store = ops
+        if not isinstance(load, memref.LoadOp) or not isinstance(store, memref.StoreOp):
+            return None
+        if load.parent is not loop.block or store.parent is not loop.block:
+            return None
+        combine = store.value.owner
+        uses = list(load.res.uses)
+        if getattr(combine, "name", "") not in PARTIAL_IDENTITY or len(uses) != 1:
+            return None
+        if uses[0].operation is not combine or len(list(store.value.uses)) != 1:
+            return None
+        found.append((acc, combine.name))
+    return found or None
+
+
+def plan_lanes(
+    nest: list[ForOp], dims: list[ForOp]
+) -> tuple[dict[ForOp, int], dict[ForOp, list[tuple[SSAValue, str]]]]:
+    """Which loops a work-item writes as lanes (register blocking), how many, and the
+    reduction loops among them with their accumulators."""
+    if not dims or not _laneable(dims[-1]):
+        return {}, {}
+    last = dims[-1]
+    lanes: dict[ForOp, int] = {}
+    below = nest[nest.index(last) + 1 :]
+    inner = next(
+        (lp for lp in reversed(below) if lp.trip_count > 1 and independent(lp)), None
+    )
+    if inner is not None:
+        u = next((u for u in INNER_LANES if inner.trip_count % u == 0), 1)
+        if u > 1:
+            lanes[inner] = u
+    u = next((u for u in MAPPED_LANES if last.trip_count % u == 0 and last.trip_count > u), 1)
+    if u > 1 and u * math.prod(lanes.values()) <= MAX_LANES:
+        lanes[last] = u
+    partials = {}
+    for loop in last.block.walk():
+        found = accumulators(loop) if isinstance(loop, ForOp) else None
+        if not found:
+            continue
+        budget = MAX_LANES // math.prod(lanes.values())
+        u = next((u for u in PARTIAL_LANES if loop.trip_count % u == 0 and u <= budget), 1)
+        if u > 1:
+            lanes[loop], partials[loop] = u, found
+    body_ops = sum(1 for _ in last.block.walk())
+    while lanes and body_ops * math.prod(lanes.values()) > MAX_LANE_OPS:
+        loop = max(lanes, key=lambda lp: lanes[lp])
+        lanes[loop] //= 2
+        if lanes[loop] == 1:
+            del lanes[loop]
+            partials.pop(loop, None)
+    return lanes, partials
+
+
+class LaneMap(MutableMapping):
+    """A KernelWriter's `expr` or `buffers` with lanes: a value defined while lanes of
+    some laned loops are fixed (`writer.emitting`) has one entry per combination of
+    them, and is looked up under the lanes the writer has fixed now (`writer.current`)."""
+
+    def __init__(self, writer: KernelWriter):
+        self.writer = writer
+        self.data: dict = {}
+
+    def _key(self, value, deps):
+        return (value, tuple(self.writer.current[lp] for lp in deps))
+
+    def __getitem__(self, value):
+        return self.data[self._key(value, self.writer.deps.get(value, ()))]
+
+    def __setitem__(self, value, item) -> None:
+        deps = self.writer.emitting
+        self.writer.deps[value] = deps
+        self.data[self._key(value, deps)] = item
+
+    def __delitem__(self, value) -> None:
+        del self.data[self._key(value, self.writer.deps.get(value, ()))]
+
+    def __iter__(self):
+        return iter({key[0]: None for key in self.data})
+
+    def __len__(self) -> int:
+        return len({key[0] for key in self.data})
+
+
 class KernelWriter(FunctionWriter):
-    """An OpenCL kernel body (C syntax, OpenCL address spaces and work-item ids)."""
+    """An OpenCL kernel body (C syntax, OpenCL address spaces and work-item ids).
+
+    Register blocking (`Launch.lanes`): a laned loop of U lanes steps U iterations at a
+    time (a mapped one takes U consecutive iterations per work-item) and its body is
+    emitted once per lane, unrolled and jammed into the loops inside it: each op is
+    written once per combination of the lanes its operands vary with (`deps`), so an
+    input load shared by the lanes of an output-channel loop is written once, each
+    lane's accumulator is a scalar of its own, and the lanes' reductions interleave in
+    one loop. Every output is computed by the same operations in the same order as
+    without lanes."""
 
     def __init__(self, emitter, names: Scope, what: str, launch: Launch):
         super().__init__(emitter, names, what)
         self.launch = launch
+        self.deps: dict[SSAValue, tuple[ForOp, ...]] = {}  # laned loops a value varies with
+        self.current: dict[ForOp, int] = {}  # the lane of each laned loop being written
+        self.emitting: tuple[ForOp, ...] = ()  # the laned loops the current op varies with
+        self.active: list[ForOp] = []  # laned loops entered, outermost first
+        self.fixed = 0  # > 0 inside an op written for one combination of lanes
+        self.expr = LaneMap(self)
+        self.buffers = LaneMap(self)
 
     def op(self, op: Operation) -> None:
+        if not self.active or self.fixed or isinstance(op, ForOp):
+            return self.plain(op)
+        deps = self.deps_of(op)
+        for combination in itertools.product(*(range(self.launch.lanes[lp]) for lp in deps)):
+            self.current.update(zip(deps, combination))
+            self.emitting, self.fixed = deps, self.fixed + 1
+            try:
+                self.plain(op)
+            finally:
+                self.emitting, self.fixed = (), self.fixed - 1
+        return None
+
+    def deps_of(self, op: Operation) -> tuple[ForOp, ...]:
+        """The laned loops `op` varies with: a buffer allocated in a laned body is one
+        per lane of every enclosing laned loop; other ops vary with their operands."""
+        if isinstance(op, memref.AllocOp | memref.AllocaOp):
+            return tuple(self.active)
+        used: set[ForOp] = set()
+        for inner in op.walk() if op.regions else (op,):
+            for v in inner.operands:
+                if inner is op or not defined_inside(v, op):
+                    used.update(self.deps.get(v, ()))
+        return tuple(lp for lp in self.active if lp in used)
+
+    def plain(self, op: Operation) -> None:
         if isinstance(op, ForOp):
             return self.for_(op)
         if isinstance(op, memref.AllocOp | memref.AllocaOp):
@@ -175,7 +383,72 @@ class KernelWriter(FunctionWriter):
         self.buffers[op.memref] = Buffer(name, shape)
         return None
 
+    def laned(self, op: ForOp) -> None:
+        """A laned loop: U iterations per step (per work-item when mapped), its body
+        written once per lane (see the class docstring); a reduction loop's lanes sum
+        into partials of their accumulators, combined after it."""
+        lanes = self.launch.lanes[op]
+        partials = self.declare_partials(op, lanes)
+        iv = self.names.fresh(op.loop_name or op.induction_var.name_hint, "i")
+        step = op.stride * lanes
+        once = op in self.launch.mapped or op.trip_count == lanes  # no loop around the lanes
+        if op in self.launch.mapped:
+            gid = f"(long){self.launch.mapped[op]}"
+            first = f"{step} * {gid}" if op.lower == 0 else f"{op.lower} + {step} * {gid}"
+            self.line(f"const long {iv} = {first};")
+        elif once:
+            self.line(f"const long {iv} = {op.lower};")
+        else:
+            self.line(f"for (long {iv} = {op.lower}; {iv} < {op.upper}; {iv} += {step}) {{")
+            self.depth += 1
+        self.active.append(op)
+        for lane in range(lanes):
+            self.current[op] = lane
+            self.emitting = (op,)
+            self.expr[op.induction_var] = f"({iv} + {lane * op.stride})" if lane else iv
+        for acc, deps, combination, names in partials:  # lane k sums into partial k
+            self.current.update(zip(deps, combination))
+            for lane, name in enumerate(names):
+                self.current[op], self.emitting = lane, (*deps, op)
+                self.buffers[acc] = Buffer(name, (), scalar=True)
+        self.emitting = ()
+        self.block(op.block)
+        self.active.remove(op)
+        if not once:
+            self.depth -= 1
+            self.line("}")
+        for acc, deps, combination, names in partials:
+            self.deps[acc] = deps
+            self.current.update(zip(deps, combination))
+            combine = dict(self.launch.partials[op])[acc]
+            for name in names[1:]:
+                total = names[0]
+                if combine in cbe.BINARY:
+                    self.line(f"{total} = {total} {cbe.BINARY[combine]} {name};")
+                else:
+                    self.line(f"{total} = {cbe.MACRO_BINARY[combine]}({total}, {name});")
+
+    def declare_partials(self, op: ForOp, lanes: int) -> list[tuple]:
+        """Before a laned reduction loop: partials 1.. of each accumulator (per
+        combination of the lanes it already varies with), starting at the identity;
+        partial 0 is the accumulator itself."""
+        partials = []
+        for acc, combine in self.launch.partials.get(op, []):
+            deps = self.deps.get(acc, ())
+            t = c_type(acc.type.get_element_type())
+            start = cbe.float_literal(PARTIAL_IDENTITY[combine], acc.type.get_element_type())
+            for combination in itertools.product(*(range(self.launch.lanes[lp]) for lp in deps)):
+                self.current.update(zip(deps, combination))
+                names = [self.buffers[acc].name]
+                for _ in range(1, lanes):
+                    names.append(self.names.fresh(acc.name_hint, "acc"))
+                    self.line(f"{t} {names[-1]} = {start};")
+                partials.append((acc, deps, combination, names))
+        return partials
+
     def for_(self, op: ForOp) -> None:
+        if op in self.launch.lanes:
+            return self.laned(op)
         if op in self.launch.barrier_before and self.launch.local_size is not None:
             self.line("barrier(CLK_LOCAL_MEM_FENCE);")
         iv = self.names.fresh(op.loop_name or op.induction_var.name_hint, "i")

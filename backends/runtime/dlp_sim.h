@@ -298,7 +298,10 @@ static void __bang_reduce_max(float *dst, const float *a, int64_t rows, int64_t 
   if (!DLP_VEC(dst, rows, "dst", "__bang_reduce_max") || !DLP_VEC(a, rows * cols, "src", "__bang_reduce_max")) return;
   for (int64_t r = 0; r < rows; r++) {
     float s = -INFINITY;
-    for (int64_t c = 0; c < cols; c++) s = a[r * cols + c] > s ? a[r * cols + c] : s;
+    for (int64_t c = 0; c < cols; c++) {  /* NaN propagates, as maximumf and torch */
+      float v = a[r * cols + c];
+      s = (v > s || v != v) ? v : s;
+    }
     dst[r] = s;
   }
   DLP_CYCLES(reduce_max, rows * cols);
