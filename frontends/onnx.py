@@ -338,14 +338,14 @@ class Importer:
                 f"operator '{node.domain}.{node.op_type}' is not supported "
                 f"(only the default ONNX domain is)"
             )
-        if node.op_type not in LEGACY:
-            self._check_legacy_opset(node)
         for name in node.input:
             if name and name not in self.env:
                 raise self.error(f"input '{name}' is not defined before its use")
-        if self._foldable(node):
+        if self._foldable(node):  # (onnx's evaluator knows every opset)
             outputs = self._fold(node)
         elif node.op_type in HANDLERS:
+            if node.op_type not in LEGACY:
+                self._check_legacy_opset(node)
             outputs = HANDLERS[node.op_type](self)
         else:
             body = self._function_body(node)
@@ -432,7 +432,10 @@ class Importer:
                         ref.name = a.name
                         new.attribute.append(ref)
                 elif a.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS):
-                    return None  # (control flow in the body: dlpc has none)
+                    raise self.error(
+                        f"unsupported operator '{node.op_type}' (its ONNX function body "
+                        f"uses control flow, '{inner.op_type}')"
+                    )
                 else:
                     new.attribute.append(a)
             if not new.name:
@@ -549,21 +552,24 @@ class Importer:
 
 
 def _graph_input_source(v: SSAValue) -> BlockArgument | None:
-    """The integer graph input an integer value is computed from (the first one found),
-    or None: freezing it may make the value an import-time constant. A graph input
-    itself is its own source, whatever its type."""
+    """A graph input a value is computed from (an integer one first, as sizes are; else
+    the first found), or None: freezing it may make the value an import-time constant (a
+    window's size arrives as an integer and is cast to float on its way to Range)."""
     if isinstance(v, BlockArgument):
         return v
+    found: list[BlockArgument] = []
     seen, todo = set(), [v]
     while todo:
         x = todo.pop()
-        if id(x) in seen or graph.is_float_type(graph.element_type_of(x)):
+        if id(x) in seen:
             continue
         seen.add(id(x))
         if isinstance(x, BlockArgument):
-            return x
+            found.append(x)
+            continue
         todo.extend(x.owner.operands)
-    return None
+    ints = [a for a in found if not graph.is_float_type(graph.element_type_of(a))]
+    return (ints or found or [None])[0]
 
 
 def _elt(arr: np.ndarray):
