@@ -253,9 +253,7 @@ def plan_lanes(
     last = dims[-1]
     lanes: dict[ForOp, int] = {}
     below = nest[nest.index(last) + 1 :]
-    inner = next(
-        (lp for lp in reversed(below) if lp.trip_count > 1 and independent(lp)), None
-    )
+    inner = next((lp for lp in reversed(below) if lp.trip_count > 1 and independent(lp)), None)
     if inner is not None:
         u = next((u for u in INNER_LANES if inner.trip_count % u == 0), 1)
         if u > 1:

@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import math
 import os
+import statistics
 import tempfile
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +38,8 @@ def _cl():
 
 
 _CONTEXT = None
+# IEEE division and sqrt, as the C backend's; no fast-math: results match the reference
+BUILD_OPTIONS = ["-cl-fp32-correctly-rounded-divide-sqrt"]
 # MEM_OBJECT_ALLOCATION_FAILURE, OUT_OF_RESOURCES, OUT_OF_HOST_MEMORY
 OUT_OF_MEMORY = (-4, -5, -6)
 
@@ -101,7 +106,16 @@ def _build_failure(e: Exception) -> str:
 
 
 class OpenCLFunction(ModuleFunction):
-    """A loop-level module compiled to OpenCL and callable on numpy arrays."""
+    """A loop-level module compiled to OpenCL and callable on numpy arrays.
+
+    Everything but the inputs and outputs is set up once, here: the program is built
+    once (PoCL also keeps the binary in its kernel cache, `_pocl_cache`), `memref.global`s
+    and the bound parameters (`bind_params`) are resident device buffers, intermediates
+    are device buffers planned once (a buffer whose `memref.dealloc` has run is reused by
+    a later allocation of the same size class), and every kernel object has its arguments
+    set. A call uploads the inputs (and parameters when `params=` is given), enqueues the
+    kernels and copies, and reads the outputs back. Calls are serialised by a lock: the
+    buffers are shared."""
 
     def __init__(self, module, *, name: str = "module"):
         from xdsl.dialects import arith, func, memref
@@ -113,86 +127,142 @@ class OpenCLFunction(ModuleFunction):
 
         cl = _cl()
         self.ctx, self.queue = context()
+        self.lock = threading.Lock()
         self.fn = find_main(module)
         self.bind_signature(self.fn)
         emitter = OpenCLEmitter(module)
         self.source = emitter.emit()
         try:
-            self.program = cl.Program(self.ctx, self.source).build(
-                options=["-cl-fp32-correctly-rounded-divide-sqrt"]
-            )
+            self.program = cl.Program(self.ctx, self.source).build(options=BUILD_OPTIONS)
         except cl.Error as e:
             raise DlpcError(
                 f"error: opencl: the program for '{name}' does not build: {_build_failure(e)}"
             ) from None
-        self.globals = {}
+        mf = cl.mem_flags
+        args = self.fn.body.block.args
+        # @main's arguments: inputs and parameters (uploaded), outputs (read back)
+        self.arg_buffers = [
+            self._device_alloc(max(math.prod(shape), 1) * dtype.itemsize, f"argument {k}")
+            for k, (shape, dtype) in enumerate(self.arg_specs)
+        ]
+        buffers = dict(zip(args, self.arg_buffers))
+        globals_ = {}
         for op in module.body.block.ops:
             if isinstance(op, memref.GlobalOp):
                 shape, elt = memref_info(op.type)
                 values = np.array(list(op.initial_value.get_values()), dtype=numpy_dtype(elt))
                 if values.size == 1 and math.prod(shape) > 1:
                     values = np.full(shape, values[0])
-                self.globals[op.sym_name.data] = values.reshape(shape)
-        # the host program: @main's ops in order
-        self.steps = []
+                globals_[op.sym_name.data] = self._buffer(mf.READ_ONLY, values.reshape(shape))
+        # the host program: @main's ops in order, every buffer decided now
+        free: dict[int, list] = {}  # size class -> device buffers no longer in use
+        self.steps: list[tuple] = []
+        self.kernel_ops: list = []
         for op in self.fn.body.block.ops:
             if isinstance(op, KernelOp):
                 launch = emitter.launches[op]
-                self.steps.append(("kernel", op, launch, getattr(self.program, launch.name)))
+                kernel = cl.Kernel(self.program, launch.name)
+                kernel.set_args(*[buffers[v] for v in launch.args])
+                self.steps.append(("kernel", kernel, launch.global_size, launch.local_size, op.sym))
+                self.kernel_ops.append(op)
             elif isinstance(op, memref.AllocOp | memref.AllocaOp):
                 shape, elt = memref_info(op.memref.type)
                 nbytes = max(math.prod(shape), 1) * np.dtype(numpy_dtype(elt)).itemsize
-                self.steps.append(("alloc", op.memref, nbytes, kernel_for(op)))
+                size_class = _size_class(nbytes)
+                pool = free.get(size_class)
+                buffers[op.memref] = (
+                    pool.pop() if pool else self._device_alloc(size_class, kernel_for(op))
+                )
+            elif isinstance(op, memref.DeallocOp):
+                if op.memref in buffers and op.memref not in args:
+                    buffer = buffers[op.memref]
+                    free.setdefault(buffer.size, []).append(buffer)
             elif isinstance(op, memref.GetGlobalOp):
-                self.steps.append(("global", op.memref, op.name_.root_reference.data))
+                buffers[op.memref] = globals_[op.name_.root_reference.data]
             elif isinstance(op, memref.CopyOp):
-                self.steps.append(("copy", op.source, op.destination))
-            elif isinstance(op, memref.DeallocOp | arith.ConstantOp | func.ReturnOp):
+                if _nbytes(op.source):  # (a zero-byte copy is an OpenCL error)
+                    self.steps.append(
+                        ("copy", buffers[op.destination], buffers[op.source], _nbytes(op.source))
+                    )
+            elif isinstance(op, arith.ConstantOp | func.ReturnOp):
                 continue
             else:
                 raise DlpcError(f"error: opencl backend: unsupported op '{op.name}' in @main")
+        self.num_launches = len(self.kernel_ops)
+        # the kernels' arguments hold no reference to their buffers: keep every one alive
+        self.device_buffers = [*buffers.values(), *globals_.values()]
+        self.params_resident = False  # the bound parameters are in their device buffers
+
+    def bind_params(self, params) -> None:
+        """Check the parameters once and upload them: they stay on the device, and calls
+        without `params=` use them as they are (resident weights)."""
+        super().bind_params(params)
+        self.params_resident = False
 
     def __call__(self, *inputs, params=None) -> list[np.ndarray]:
-        cl = _cl()
-        n_args = self.num_inputs + len(self.param_names)
-        mf = cl.mem_flags
-        args = self.fn.body.block.args
-        buffers = {
-            args[k]: self._buffer(mf.READ_WRITE, a)
-            for k, a in enumerate(self.arguments(inputs, params))
-        }
+        return self._call(self.queue, inputs, params)
+
+    def _call(self, queue, inputs, params, events=None) -> list[np.ndarray]:
+        bound = params is None and self.bound_params is not None
+        arrays = self._convert(inputs, 0) if bound else self.arguments(inputs, params)
         outputs = self.empty_outputs()
-        for k, out in enumerate(outputs):
-            buffers[args[n_args + k]] = cl.Buffer(self.ctx, mf.READ_WRITE, size=max(out.nbytes, 1))
-        for step in self.steps:
-            kind = step[0]
-            if kind == "alloc":
-                buffers[step[1]] = self._device_alloc(step[2], step[3])
-            elif kind == "global":
-                buffers[step[1]] = self._buffer(mf.READ_ONLY, self.globals[step[2]])
-            elif kind == "copy":
-                if _nbytes(step[1]):  # (a zero-byte copy is an OpenCL error)
-                    cl.enqueue_copy(self.queue, buffers[step[2]], buffers[step[1]])
-            else:
-                _, op, launch, kernel = step
-                try:
-                    kernel(
-                        self.queue,
-                        launch.global_size,
-                        launch.local_size,
-                        *[buffers[v] for v in launch.args],
-                    )
-                except cl.Error as e:  # (a device may allocate buffers when first used)
-                    code = e.what.code()
-                    oom = " (out of memory)" if code in OUT_OF_MEMORY else ""
-                    raise DlpcError(
-                        f"error: opencl: kernel '{op.sym}' failed: {e.what.routine()} {code}{oom}"
-                    ) from None
-        for k, out in enumerate(outputs):
-            if out.nbytes:
-                cl.enqueue_copy(self.queue, out, buffers[args[n_args + k]])
-        self.queue.finish()
+        first_output = self.num_inputs + len(self.param_names)
+        with self.lock:
+            if bound and not self.params_resident:  # once, or after a call with params=
+                self._upload(queue, self.bound_params or [], self.num_inputs, blocking=True)
+            self.params_resident = bound
+            self._upload(queue, arrays, 0)
+            for step in self.steps:
+                if step[0] == "copy":
+                    _, dst, src, nbytes = step
+                    _cl().enqueue_copy(queue, dst, src, byte_count=nbytes)
+                    continue
+                event = self._launch(queue, step)
+                if events is not None:
+                    events.append(event)
+            for out, buffer in zip(outputs, self.arg_buffers[first_output:]):
+                if out.nbytes:
+                    _cl().enqueue_copy(queue, out, buffer, is_blocking=False)
+            queue.finish()
         return outputs
+
+    def _upload(self, queue, arrays, first: int, blocking: bool = False) -> None:
+        """Copy `arrays` into @main's argument buffers `first`, `first + 1`, ... (the
+        host arrays must live until the queue finishes: the caller holds them)."""
+        for buffer, a in zip(self.arg_buffers[first:], arrays):
+            if a.nbytes:
+                _cl().enqueue_copy(queue, buffer, a, is_blocking=blocking)
+
+    def _launch(self, queue, step):
+        cl = _cl()
+        _, kernel, global_size, local_size, sym = step
+        try:
+            return cl.enqueue_nd_range_kernel(queue, kernel, global_size, local_size)
+        except cl.Error as e:  # (a device may allocate buffers when first used)
+            code = e.what.code()
+            oom = " (out of memory)" if code in OUT_OF_MEMORY else ""
+            raise DlpcError(
+                f"error: opencl: kernel '{sym}' failed: {e.what.routine()} {code}{oom}"
+            ) from None
+
+    def profile_kernels(self, inputs, repeat: int = 20, warmup: int = 2):
+        """(seconds per kernel in launch order, median over `repeat` calls; median seconds
+        of a whole call): the kernels' device times from OpenCL profiling events, on a
+        queue of their own with `PROFILING_ENABLE`."""
+        cl = _cl()
+        queue = cl.CommandQueue(self.ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
+        for _ in range(warmup):
+            self._call(queue, inputs, None)
+        per_kernel: list[list[float]] = [[] for _ in self.kernel_ops]
+        calls = []
+        for _ in range(max(repeat, 1)):
+            events: list = []
+            start = time.perf_counter()
+            self._call(queue, inputs, None, events)
+            calls.append(time.perf_counter() - start)
+            for k, event in enumerate(events):
+                per_kernel[k].append((event.profile.end - event.profile.start) * 1e-9)
+        return [statistics.median(t) for t in per_kernel], statistics.median(calls)
 
     def _device_alloc(self, nbytes: int, what: str):
         """A device buffer for an intermediate; a failure is the runtime's one line."""
@@ -214,6 +284,27 @@ class OpenCLFunction(ModuleFunction):
         if host.nbytes == 0:
             return cl.Buffer(self.ctx, flags, size=1)
         return cl.Buffer(self.ctx, flags | cl.mem_flags.COPY_HOST_PTR, hostbuf=host)
+
+
+def _size_class(nbytes: int) -> int:
+    """Intermediates are allocated in size classes (powers of two up to 4 KiB, then
+    multiples of 4 KiB) so that a freed buffer fits later allocations of about its size."""
+    if nbytes <= 4096:
+        return 1 << max(nbytes - 1, 0).bit_length()
+    return -(-nbytes // 4096) * 4096
+
+
+def opencl_profile(function: OpenCLFunction, module, inputs, repeat: int = 20):
+    """(a `profile.ProfileRow` per kernel in launch order, median seconds of a whole
+    call): `dlpc-run --target opencl --profile`, bench/opencl.py."""
+    from dlpc.backends.runtime.profile import ProfileRow, kernel_costs
+
+    seconds, call = function.profile_kernels(inputs, repeat)
+    costs = kernel_costs(module)
+    if [c.name for c in costs] != [k.sym for k in function.kernel_ops]:
+        raise DlpcError("error: profile: the kernels of the program and of the loop IR differ")
+    rows = [ProfileRow(c.name, c.origin, t, c.flops, c.bytes) for c, t in zip(costs, seconds)]
+    return rows, call
 
 
 def _nbytes(value) -> int:

@@ -15,7 +15,7 @@ pytest.importorskip("pyopencl", reason="the opencl extra is not installed")
 
 from dlpc.backends.opencl import emit_opencl, plan_launch  # noqa: E402
 from dlpc.backends.runtime.opencl_rt import compile_opencl  # noqa: E402
-from dlpc.dialects.loop import KernelOp  # noqa: E402
+from dlpc.dialects.loop import ForOp, KernelOp  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ["mlp", "lenet", "resnet", "transformer", "mobilenet"]
@@ -51,7 +51,9 @@ def test_local_cache_stage_runs():
 def test_ndrange_and_single_work_item():
     module = pipeline.parse_module((ROOT / "test" / "e2e" / "emit-opencl.mlir").read_text())
     k0, k1 = [k for k in module.walk() if isinstance(k, KernelOp)]
-    assert plan_launch(k0, "k0").global_size == (4, 8)
+    launch = plan_launch(k0, "k0")  # i1 x i2 on the NDRange, 4 iterations of i2 per item
+    assert launch.global_size == (4, 2)
+    assert sorted((lp.loop_name, u) for lp, u in launch.lanes.items()) == [("i2", 4), ("i3", 2)]
     assert plan_launch(k1, "k1").global_size == (1,)
     assert "get_global_id(1)" in emit_opencl(module)
     rng = np.random.default_rng(1)
@@ -147,3 +149,63 @@ def test_pocl_cache_moves_off_an_unwritable_home(tmp_path, monkeypatch):
 
     assert os.environ["POCL_CACHE_DIR"].startswith(str(tmp_path / "dlpc-cache"))
     monkeypatch.delenv("POCL_CACHE_DIR")
+
+
+def test_lanes_and_partials_run():
+    """Register blocking and partial sums (emit-opencl-lanes.mlir) compute what numpy does;
+    the partial sums reassociate, so within float32 rounding."""
+    module = pipeline.parse_module((ROOT / "test" / "e2e" / "emit-opencl-lanes.mlir").read_text())
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((2, 16), dtype=np.float32)
+    w = rng.standard_normal((8, 2), dtype=np.float32)
+    v = rng.standard_normal((7, 16), dtype=np.float32)
+    v[3, 5] = np.nan  # a NaN survives the max partials
+    y, z, _ = compile_opencl(module, name="lanes")(x, w, v)
+    np.testing.assert_allclose(y, w @ x, rtol=1e-6)
+    np.testing.assert_array_equal(z, np.max(v, axis=1))
+
+
+def test_independent_loops():
+    from dlpc.backends.opencl import independent
+
+    module = pipeline.parse_module((ROOT / "test" / "e2e" / "emit-opencl-lanes.mlir").read_text())
+    loops = {
+        (k.sym, lp.loop_name): lp
+        for k in module.walk()
+        if isinstance(k, KernelOp)
+        for lp in k.walk()
+        if isinstance(lp, ForOp)
+    }
+    assert independent(loops[("mix_0", "i1")])  # stores y[i0, i1], reads no y
+    assert not independent(loops[("mix_0", "r0")])  # a reduction
+    assert not independent(loops[("prefix_2", "i1")])  # reads s, which it stores
+
+
+def test_resident_params_and_explicit_params():
+    """Bound parameters are uploaded once; a call with `params=` uses those values, and
+    the next call without them the bound ones again."""
+    model = dlpc.load(ROOT / "examples" / "mlp.dlpc")
+    compiled = dlpc.compile(model, target="opencl")
+    f = compiled.artifact
+    (x,) = dlpc.api.random_inputs(model)
+    (ref,) = dlpc.api.reference(model, [x])
+    tol = dict(rtol=1e-4, atol=1e-5 * max(1.0, float(np.abs(ref).max())))
+    np.testing.assert_allclose(f(x)[0], ref, **tol)
+    other = {k: np.zeros_like(a) for k, a in dlpc.api.check_weights(model).items()}
+    np.testing.assert_array_equal(f(x, params=other)[0], np.zeros_like(ref))
+    np.testing.assert_allclose(f(x)[0], ref, **tol)
+    assert f.num_launches == 3
+
+
+def test_profile_rows():
+    from dlpc.backends.runtime.opencl_rt import opencl_profile
+
+    model = dlpc.load(ROOT / "examples" / "lenet.dlpc")
+    compiled = dlpc.compile(model, target="opencl")
+    rows, call = opencl_profile(
+        compiled.artifact, compiled.lowered, dlpc.api.random_inputs(model), repeat=3
+    )
+    assert [r.name for r in rows] == [k.sym for k in compiled.artifact.kernel_ops]
+    assert all(r.seconds > 0 for r in rows) and call > 0
+    conv = next(r for r in rows if r.name.startswith("conv2d"))
+    assert conv.flops > 0 and conv.bytes > 0

@@ -1,0 +1,122 @@
+"""dlpc's OpenCL backend against dlpc's C on the same CPU; one run prints one table.
+
+    python bench/opencl.py [--repeat 50] [--warmup 5] [--models mlp,resnet] [--profile NAME]
+
+Per example: dlpc C and dlpc OpenCL (on the first OpenCL platform, PoCL on a CPU-only
+machine; `DLPC_OPENCL_PLATFORM` picks another) wall time per call in ms, each the median
+of `--repeat` calls after `--warmup`, both through `dlpc.compile` with the model's own
+weights bound (resident), the ratio OpenCL / C, and the OpenCL kernels launched per call.
+Then, for the example with the worst ratio (or `--profile NAME`), the time of every
+OpenCL kernel (profiling events, median over the calls) beside the C kernel of the same
+name (`dlpc-run --target c --profile`'s timers). A backend whose outputs differ from the
+numpy reference (rtol 1e-3, atol 1e-4) prints "wrong". `uptime` is printed first: the
+figures are only comparable on a quiet machine. Nothing here gates CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from dlpc import api
+from dlpc.backends.runtime.opencl_rt import opencl_profile
+from dlpc.backends.runtime.profile import format_profile, profile
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+NAMES = ["mlp", "lenet", "resnet", "transformer", "mobilenet"]
+
+
+def median_seconds(compiled, inputs, repeat: int, warmup: int) -> float:
+    for _ in range(warmup):
+        compiled(*inputs)
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        compiled(*inputs)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def matches(outputs, expected) -> bool:
+    return all(np.allclose(y, r, rtol=1e-3, atol=1e-4) for y, r in zip(outputs, expected))
+
+
+def kernel_table(ocl_rows, c_rows, limit: int) -> str:
+    """OpenCL kernels slowest first, each beside the C kernel of the same name."""
+    c_time = {r.name: r.seconds for r in c_rows}
+    total = sum(r.seconds for r in ocl_rows) or 1e-12
+    lines = [
+        f"{'kernel':32} {'origin':36} {'opencl us':>10} {'share':>6} {'c us':>9} "
+        f"{'ratio':>6} {'GFLOP/s':>8}"
+    ]
+    for r in sorted(ocl_rows, key=lambda r: -r.seconds)[:limit]:
+        c = c_time.get(r.name)
+        lines.append(
+            f"{r.name[:32]:32} {r.origin[:36]:36} {r.seconds * 1e6:10.1f} "
+            f"{100 * r.seconds / total:5.1f}% "
+            + (f"{c * 1e6:9.1f} {r.seconds / max(c, 1e-12):6.1f}" if c else f"{'-':>9} {'-':>6}")
+            + f" {r.flops / max(r.seconds, 1e-12) / 1e9:8.2f}"
+        )
+    c_total = sum(r.seconds for r in c_rows)
+    lines.append(
+        f"{'total (' + str(len(ocl_rows)) + ' opencl, ' + str(len(c_rows)) + ' c kernels)':69} "
+        f"{total * 1e6:10.1f} 100.0% {c_total * 1e6:9.1f} {total / max(c_total, 1e-12):6.1f}"
+    )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--repeat", type=int, default=50)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--models", default=",".join(NAMES))
+    ap.add_argument("--profile", default=None, help="the example whose kernels to list")
+    ap.add_argument("--kernels", type=int, default=15, help="kernels listed (slowest first)")
+    args = ap.parse_args(argv)
+    print(f"uptime: {os.popen('uptime').read().strip()}")  # noqa: S605, S607
+    print(f"median of {args.repeat} calls after {args.warmup}, batch 1, weights resident")
+    print(f"{'model':12} {'c ms':>9} {'opencl ms':>10} {'ratio':>7} {'launches':>9}")
+    compiled: dict[str, tuple] = {}
+    ratios: dict[str, float] = {}
+    for name in args.models.split(","):
+        model = api.load(EXAMPLES / f"{name}.dlpc")
+        inputs = api.random_inputs(model)
+        expected = api.reference(model, inputs)
+        c = api.compile(model, target="c")
+        ocl = api.compile(model, target="opencl")
+        compiled[name] = (model, inputs, c, ocl)
+        cells = []
+        seconds = []
+        for one in (c, ocl):
+            if not matches(one(*inputs), expected):
+                cells.append("wrong")
+                continue
+            t = median_seconds(one, inputs, args.repeat, args.warmup)
+            seconds.append(t)
+            cells.append(f"{t * 1e3:.3f}")
+        ratio = seconds[1] / seconds[0] if len(seconds) == 2 else float("nan")
+        ratios[name] = ratio
+        print(
+            f"{name:12} {cells[0]:>9} {cells[1]:>10} {ratio:7.2f} {ocl.artifact.num_launches:9d}",
+            flush=True,
+        )
+    worst = args.profile or max(ratios, key=lambda n: ratios[n])
+    model, inputs, c, ocl = compiled[worst]
+    ocl_rows, ocl_call = opencl_profile(ocl.artifact, ocl.lowered, inputs, args.repeat)
+    c_rows, c_call = profile(c.artifact, c.lowered, inputs, repeat=args.repeat, name=worst)
+    print(f"\nper kernel, {worst} (OpenCL: profiling events; C: dlpc-run --profile's timers):")
+    print(kernel_table(ocl_rows, c_rows, args.kernels))
+    print(f"whole call: opencl {ocl_call * 1e3:.3f} ms, c {c_call * 1e3:.3f} ms (profiled builds)")
+    print(f"\nopencl profile of {worst}:")
+    print(format_profile(ocl_rows, ocl_call))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
