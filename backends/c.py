@@ -78,6 +78,8 @@ from dlpc.backends.names import Scope, c_comment, c_string
 from dlpc.diagnostics import DlpcError
 from dlpc.dialects.loop import ForOp, KernelOp, defined_inside
 
+ARENA = "dlpc.arena"  # the memory plan's arena alloc in @main (passes/lower/memory_plan.py)
+
 # ------------------------------------------------------------------------ types
 
 
@@ -351,6 +353,11 @@ class Buffer:
     name: str
     shape: tuple[int, ...]
     scalar: bool = False  # 0-d local: a plain variable
+    # the storage it lives in (an arena view, a reinterpret_cast alias: its source's),
+    # and its byte range there (None: the whole of it); kernels do not `restrict`
+    # parameters that may share bytes
+    root: str = ""
+    span: tuple[int, int] | None = None
 
     def at(self, indices: list[str]) -> str:
         if self.scalar:
@@ -375,6 +382,7 @@ class FunctionWriter:
         self.frees: dict[SSAValue, str] = {}  # heap memref.alloc buffers not yet freed
         self.scopes: list[list[str]] = []  # per open block: its heap memref.alloca buffers
         self.depth = 1
+        self.arena_name = ""  # @main: the memory plan's arena, released before returning
 
     # ---- helpers -------------------------------------------------------------
     def line(self, text: str) -> None:
@@ -476,6 +484,12 @@ class FunctionWriter:
         if isinstance(op, memref.StoreOp):
             buf = self.buffer(op.memref)
             return self.line(f"{buf.at([self[i] for i in op.indices])} = {self[op.value]};")
+        if isinstance(op, memref.AllocOp) and ARENA in op.attributes and self.what == "@main":
+            return self.arena(op)
+        if isinstance(op, memref.ViewOp):
+            return self.view(op)
+        if isinstance(op, memref.ReinterpretCastOp):
+            return self.reinterpret(op)
         if isinstance(op, memref.AllocOp | memref.AllocaOp):
             return self.alloc(op)
         if isinstance(op, memref.DeallocOp):
@@ -564,6 +578,53 @@ class FunctionWriter:
         if isinstance(ty, Float16Type):
             expr = f"(_Float16){expr}"
         self.bind(op.results[0], expr)
+
+    def arena(self, op: memref.AllocOp) -> None:
+        """The memory plan's arena (loop-memory-plan): resident, taken for the call."""
+        (nbytes,), _ = memref_info(op.memref.type)
+        name = self.names.fresh(op.memref.name_hint, "buf")
+        self.emitter.arena_bytes = nbytes
+        self.arena_name = name
+        self.line(f"unsigned char *{name} = dlpc_arena_acquire();")
+        self.line(f"if (!{name}) return 1;")
+        self.buffers[op.memref] = Buffer(name, (nbytes,), root=name, span=(0, nbytes))
+
+    def view(self, op: memref.ViewOp) -> None:
+        """`memref.view %arena[%offset][]`: a typed pointer into the arena."""
+        shift = op.byte_shift.owner
+        if not isinstance(shift, arith.ConstantOp) or not isinstance(shift.value, IntegerAttr):
+            raise DlpcError(f"error: c backend: memref.view needs a constant offset in {self.what}")
+        offset = shift.value.value.data
+        src = self.buffer(op.source)
+        shape, elt = memref_info(op.result.type)
+        t = c_type(elt)
+        name = self.names.fresh(op.result.name_hint, "buf")
+        self.line(f"{t} *{name} = ({t} *)({src.name} + {offset});")
+        start = (src.span[0] if src.span else 0) + offset
+        span = (start, start + math.prod(shape) * _size_of(elt))
+        self.buffers[op.result] = Buffer(name, shape, root=src.root or src.name, span=span)
+
+    def reinterpret(self, op: memref.ReinterpretCastOp) -> None:
+        """`memref.reinterpret_cast` to a contiguous row-major shape (loop-views: a
+        reshape): the same memory under another shape."""
+        shape, elt = memref_info(op.result.type)
+        offsets = list(op.static_offsets.get_values())
+        strides = list(op.static_strides.get_values())
+        rowmajor = [math.prod(shape[k + 1 :]) for k in range(len(shape))]
+        if op.offsets or op.sizes or op.strides or len(offsets) != 1 or strides != rowmajor:
+            raise DlpcError(
+                f"error: c backend: memref.reinterpret_cast must be static, contiguous and "
+                f"row-major in {self.what}"
+            )
+        src = self.buffer(op.source)
+        t = c_type(elt)
+        name = self.names.fresh(op.result.name_hint, "buf")
+        self.line(f"{t} *{name} = ({t} *){src.name} + {offsets[0]};")
+        span = None
+        if src.span is not None:
+            start = src.span[0] + offsets[0] * _size_of(elt)
+            span = (start, start + math.prod(shape) * _size_of(elt))
+        self.buffers[op.result] = Buffer(name, shape, root=src.root or src.name, span=span)
 
     def alloc(self, op: memref.AllocOp | memref.AllocaOp) -> None:
         shape, elt = memref_info(op.memref.type)
@@ -706,6 +767,7 @@ class CEmitter:
         self.parts: list[str] = []
         self.kernel_names: dict[KernelOp, str] = {}
         self.called: list[KernelOp] = []  # kernels in the order dlpc_main calls them
+        self.arena_bytes = 0  # the memory plan's arena, when @main has one
 
     def emit(self) -> str:
         main = find_main(self.module)
@@ -716,7 +778,40 @@ class CEmitter:
         for k in (op for op in main.walk() if isinstance(op, KernelOp)):
             self.kernel_names[k] = self.top.fresh(k.sym, kind="kernel")
         body = self.main(main)
-        return "\n".join([*out, *self.parts, self.profile_table(), body])
+        return "\n".join([*out, *self.parts, self.profile_table(), self.arena_helpers(), body])
+
+    def arena_helpers(self) -> str:
+        """The resident arena of the memory plan (passes/lower/memory_plan.py): allocated
+        on the first call and kept; a call that finds it in use (another thread calling
+        the same model) allocates one of its own for that call."""
+        if not self.arena_bytes:
+            return ""
+        n = self.arena_bytes
+        return f"""\
+/* the memory plan's arena: {n} bytes for every intermediate of dlpc_main */
+#include <stdatomic.h>
+static unsigned char *dlpc_arena;
+static atomic_flag dlpc_arena_busy = ATOMIC_FLAG_INIT;
+
+static unsigned char *dlpc_arena_acquire(void)
+{{
+  if (atomic_flag_test_and_set(&dlpc_arena_busy))
+    return (unsigned char *)dlpc_alloc({n}, 1, "the memory plan's arena");
+  if (!dlpc_arena)
+    dlpc_arena = (unsigned char *)dlpc_alloc({n}, 1, "the memory plan's arena");
+  if (!dlpc_arena)
+    atomic_flag_clear(&dlpc_arena_busy);
+  return dlpc_arena;
+}}
+
+static void dlpc_arena_release(unsigned char *arena)
+{{
+  if (arena == dlpc_arena)
+    atomic_flag_clear(&dlpc_arena_busy);
+  else
+    free(arena);
+}}
+"""
 
     def profile_table(self) -> str:
         """Under DLPC_PROFILE: the kernels' names in call order and their accumulated
@@ -757,6 +852,8 @@ class CEmitter:
             doc.append(f"  args[{k}] {role:6} {hint}: {t}[{dims}]")
         w.block(fn.body.block)
         w.free_heap()
+        if w.arena_name:
+            w.line(f"dlpc_arena_release({w.arena_name});")
         w.line("return 0;")
         return w.function("\n".join(c_comment(line) for line in doc), "int dlpc_main(void **args)")
 
@@ -766,9 +863,11 @@ class CEmitter:
         fname = self.kernel_names[k]
         w = FunctionWriter(self, Scope(self.top.used), f"kernel '{k.sym}'")
         params, call_args = [], []
+        shared = may_share_bytes(caller, free)
         for v in free:
             prefix, name, arg = w.parameter(caller, v, v in stored)
-            params.append(f"{prefix}restrict {name}" if prefix.endswith("*") else prefix + name)
+            restrict = "" if v in shared else "restrict "
+            params.append(f"{prefix}{restrict}{name}" if prefix.endswith("*") else prefix + name)
             call_args.append(arg)
         w.block(k.block)
         w.free_heap()
@@ -779,6 +878,24 @@ class CEmitter:
         caller.line(f"DLPC_PROF_BEGIN({index});")
         caller.line(f"{fname}({', '.join(call_args)});")
         caller.line(f"DLPC_PROF_END({index});")
+
+
+def may_share_bytes(caller: FunctionWriter, values: list[SSAValue]) -> set[SSAValue]:
+    """The memref values among `values` that may share bytes with another of them (an
+    in-place output over its input, an alias of a reshape): not `restrict`."""
+    spans = [
+        (v, caller.buffer(v)) for v in values if isinstance(v.type, MemRefType) and v in caller.buffers
+    ]
+    shared = set()
+    for i, (v1, b1) in enumerate(spans):
+        for v2, b2 in spans[i + 1 :]:
+            if (b1.root or b1.name) != (b2.root or b2.name):
+                continue
+            if b1.span is None or b2.span is None or (
+                b1.span[0] < b2.span[1] and b2.span[0] < b1.span[1]
+            ):
+                shared |= {v1, v2}
+    return shared
 
 
 def _c_writes(op: Operation) -> SSAValue | None:

@@ -180,6 +180,9 @@ class GraphOp(IRDLOperation):
     OPERANDS: ClassVar[tuple[str, ...]] = ("input",)
     # names of optional trailing operands (e.g. conv2d bias)
     OPTIONAL: ClassVar[tuple[str, ...]] = ()
+    # the element types the first operand may have: "float" (exp, softmax, ...: math
+    # functions of floats), "numeric" (a mean: not i1), or None (any)
+    ELEMENTS: ClassVar[str | None] = None
 
     assembly_format = "$inputs attr-dict `:` functional-type($inputs, $output)"
 
@@ -227,6 +230,7 @@ class GraphOp(IRDLOperation):
             if name in self.attributes:
                 from_attr(kind, self.attributes[name])
         self.check_arity()
+        self.check_elements()
         for v in self.operands:
             if not isinstance(v.type, TensorType):
                 raise VerifyException(f"{self.name} expects tensor operands, got {v.type}")
@@ -252,6 +256,16 @@ class GraphOp(IRDLOperation):
                 f"{self.name}: inferred element type {expected.get_element_type()} "
                 f"but result type has {actual.get_element_type()}"
             )
+
+    def check_elements(self) -> None:
+        if self.ELEMENTS is None or not self.operands:
+            return
+        elt = self.operands[0].type
+        elt = elt.get_element_type() if isinstance(elt, TensorType) else elt
+        if self.ELEMENTS == "float" and not is_float_type(elt):
+            raise VerifyException(f"{self.name} needs a floating-point operand, got {elt}")
+        if self.ELEMENTS == "numeric" and elt == i1:
+            raise VerifyException(f"{self.name} needs a numeric operand, got {elt}")
 
     def check_arity(self) -> None:
         if self.OPERANDS and self.OPERANDS[0].startswith("*"):
@@ -943,6 +957,8 @@ class ReduceOp(GraphOp):
     def reduced_axes(self) -> tuple[int, ...]:
         rank = len(shape_of(self.operands[0]))
         axes = self.attr("axes") or tuple(range(rank))
+        if rank == 0 and axes:  # a scalar has no axis to reduce (numpy: out of bounds)
+            raise VerifyException(f"{self.name} axis {axes[0]} is out of range for rank 0")
         norm = tuple(sorted({normalize_axis(a, rank) for a in axes}))
         if len(norm) != len(axes):
             raise VerifyException(f"{self.name} axes {list(axes)} contain duplicates")
@@ -1043,6 +1059,8 @@ class ConcatOp(GraphOp):
 
     def infer_shape(self, shapes):
         first = shapes[0]
+        if not first:
+            raise VerifyException("graph.concat needs operands of rank 1 or more, got a scalar")
         axis = normalize_axis(self.attr("axis"), len(first))
         total = 0
         for s in shapes:
@@ -1235,6 +1253,13 @@ class FusedOp(IRDLOperation):
 
 
 # ------------------------------------------------------------------------- dialect
+
+# math functions of floats (C's expf, tanhf, ...; no integer form)
+for _op in (ExpOp, LogOp, SqrtOp, RsqrtOp, TanhOp, SigmoidOp, ErfOp, GeluOp, SoftmaxOp,
+            LogSoftmaxOp, LayerNormOp, BatchNormOp):  # fmt: skip
+    _op.ELEMENTS = "float"
+for _op in (ReduceMeanOp, GlobalAvgPoolOp, AvgPool2DOp):  # a mean of i1 is no i1
+    _op.ELEMENTS = "numeric"
 
 GRAPH_OPS: list[type[IRDLOperation]] = [
     ConstantOp,

@@ -47,6 +47,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
+from dlpc.diagnostics import one_line
 from dlpc.dialects import graph
 from dlpc.dialects.graph import REQUIRED, GraphOp, ssa_name_hint
 from dlpc.model import Model
@@ -244,7 +245,8 @@ class Initializer:
             value = rng.uniform(a["low"], a["high"], shape)
         else:
             assert self.kind == "kaiming", self.kind
-            fan_in = math.prod(shape[1:]) if len(shape) > 1 else max(math.prod(shape), 1)
+            fan_in = math.prod(shape[1:]) if len(shape) > 1 else math.prod(shape)
+            fan_in = max(fan_in, 1)  # a zero-size weight (f32[3, 0]) has no values to scale
             value = rng.normal(0.0, a["gain"] / math.sqrt(fan_in), shape)
         return np.asarray(value).astype(np_dtype)
 
@@ -464,6 +466,11 @@ class GraphBuilder:
             built = op.make(*values, **attrs)
         except VerifyException as e:
             raise FrontendError(str(e)) from None
+        try:
+            built.verify()  # element types, attributes: reported at the call, not later
+        except VerifyException as e:
+            built.drop_all_references()
+            raise FrontendError(one_line(str(e))) from None
         return self._add(built)
 
     def _check_arity(self, name: str, op: type[GraphOp], names: list[str], operands: list) -> None:

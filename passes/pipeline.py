@@ -245,6 +245,9 @@ def lower(
         run("loop-apply-tuning-log", module, options, log=options.tuning_log)
     elif options.schedule and options.opt_level >= 1:
         run("loop-default-schedule", module, options)  # a heuristic schedule per kernel
+    if options.schedule:  # the C target: reshapes as aliases, intermediates in one arena
+        run("loop-views", module, options)
+        run("loop-memory-plan", module, options)
     on_stage("loop", module)
     if stop_at == "loop":
         return module
@@ -298,6 +301,16 @@ def compile_to(
 
 KERNEL_OPS = {"te.compute", "te.reduce", "loop.kernel", "dlp.kernel"}
 NOT_KERNELS = {"graph.param", "graph.constant", "graph.yield"}
+
+
+def memory_stats(module: ModuleOp) -> tuple[int, int] | None:
+    """(the memory plan's arena bytes, the sum of the intermediates' bytes) of a module
+    loop-memory-plan has planned, else None."""
+    for func in module.ops:
+        attrs = getattr(func, "attributes", {})
+        if "dlpc.arena_bytes" in attrs and "dlpc.intermediate_bytes" in attrs:
+            return attrs["dlpc.arena_bytes"].value.data, attrs["dlpc.intermediate_bytes"].value.data
+    return None
 
 
 def stats(module: ModuleOp) -> tuple[Counter, int]:

@@ -60,6 +60,8 @@ PASSES["graph-to-te"] = _lower_pass("graph_to_te", "GraphToTe")
 PASSES["te-inline"] = _lower_pass("te_inline", "TeInline")
 PASSES["te-to-loop"] = _lower_pass("te_to_loop", "TeToLoop")
 PASSES["loop-to-dlp"] = _lower_pass("loop_to_dlp", "LoopToDlp")
+PASSES["loop-views"] = _lower_pass("memory_plan", "LoopViews")
+PASSES["loop-memory-plan"] = _lower_pass("memory_plan", "LoopMemoryPlan")
 
 # training: reverse-mode autodiff (the losses and optimizers are builders, not passes)
 PASSES["graph-autodiff"] = lazy_factory("passes.train.autodiff", "GraphAutodiff")

@@ -155,9 +155,13 @@ def run(argv: list[str] | None) -> int:
     )
     rows: list[tuple[str, Counter, int]] = []
 
+    memory: list[tuple[int, int]] = []
+
     def record(stage, module):
         if args.stats:
             rows.append((stage, *pipeline.stats(module)))
+            planned = pipeline.memory_stats(module) if stage == "loop" else None
+            memory.extend([planned] if planned else [])
 
     fold = args.fold_weights
     if fold is None:  # the default: fold whenever every weight is known
@@ -177,6 +181,12 @@ def run(argv: list[str] | None) -> int:
         print(pipeline.format_timing(timings), file=sys.stderr)
     if args.stats:
         print(stats_table(rows), file=sys.stderr)
+        for arena, total in memory:  # loop-memory-plan's arena against no plan at all
+            print(
+                f"memory plan: arena {arena} bytes for {total} bytes of intermediates "
+                f"({100 * arena / max(total, 1):.0f}%)",
+                file=sys.stderr,
+            )
     folded = sorted(set(weights or ()) - given)  # weights made by folding
     if args.output and weights is not None and (args.fold_weights or folded):
         refuse_overwrite(npz, inputs, f"-o {args.output} (its folded weights {npz})")

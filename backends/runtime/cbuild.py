@@ -32,6 +32,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -334,22 +335,30 @@ class CFunction(ModuleFunction):
         super().bind_params(params)
         n = self.num_inputs + len(self.param_names) + self.num_outputs
         self._argv = (ctypes.c_void_p * max(n, 1))()
+        self._argv_lock = threading.Lock()
         for k, a in enumerate(self.bound_params or [], self.num_inputs):
             self._argv[k] = a.ctypes.data
 
     def __call__(self, *inputs, params=None) -> list[np.ndarray]:
         outputs = self.empty_outputs()
         if params is None and self.bound_params is not None:
-            argv = self._argv  # only the inputs' and outputs' pointers change per call
             inputs = self._convert(inputs, 0) if len(inputs) == self.num_inputs else inputs
             if len(inputs) != self.num_inputs:
                 raise DlpcError(f"error: expected {self.num_inputs} inputs, got {len(inputs)}")
-            for k, a in enumerate(inputs):
-                argv[k] = a.ctypes.data
-            first = self.num_inputs + len(self.param_names)
-            for k, a in enumerate(outputs, first):
-                argv[k] = a.ctypes.data
-            self.library.call_argv(argv, (inputs, outputs))
+            # only the inputs' and outputs' pointers change per call; a call made while
+            # another thread's is running (ctypes releases the GIL) fills a copy
+            own = self._argv_lock.acquire(blocking=False)
+            argv = self._argv if own else type(self._argv)(*self._argv)
+            try:
+                for k, a in enumerate(inputs):
+                    argv[k] = a.ctypes.data
+                first = self.num_inputs + len(self.param_names)
+                for k, a in enumerate(outputs, first):
+                    argv[k] = a.ctypes.data
+                self.library.call_argv(argv, (inputs, outputs))
+            finally:
+                if own:
+                    self._argv_lock.release()
             return outputs
         arrays = self.arguments(inputs, params)
         self.library.call(arrays + outputs)

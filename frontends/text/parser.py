@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from lark import Lark, Token, Transformer, v_args
+from lark import Lark, Token, Transformer, Tree, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
 from dlpc.diagnostics import DlpcError
@@ -28,8 +28,8 @@ def error_at(filename: str, source: str, loc: ast.Loc, message: str) -> DlpcErro
     line, col = loc
     head = f"{filename}:{line}:{col}: error: {message}"
     lines = source.splitlines()
-    if not 1 <= line <= len(lines):
-        return DlpcError(head)
+    if not 1 <= line <= len(lines) or not lines[line - 1].strip():
+        return DlpcError(head)  # no source line to show (past the end, or blank)
     text = lines[line - 1]
     # keep tabs so that the caret lines up in a terminal
     pad = "".join(c if c == "\t" else " " for c in text[: col - 1])
@@ -193,10 +193,30 @@ def _syntax_error(e: UnexpectedInput, filename: str, source: str) -> DlpcError:
     return error_at(filename, source, (tok.line, tok.column), f"unexpected '{tok}'{expected}")
 
 
+# How deeply expressions may nest (`-(-(-x))`, `((x))`, `[[1]]`): the tree is checked
+# without recursion before the transformer and irgen, which recurse, walk it.
+MAX_NESTING = 200
+
+
+def _check_nesting(tree, filename: str, source: str) -> None:
+    """A located error at the first node nested deeper than MAX_NESTING."""
+    stack = [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_NESTING:
+            loc = _loc(node) if isinstance(node, Token) or not node.meta.empty else (1, 1)
+            raise error_at(
+                filename, source, loc, f"expression nested more than {MAX_NESTING} levels deep"
+            )
+        if isinstance(node, Tree):
+            stack += [(c, depth + 1) for c in node.children if isinstance(c, Tree)]
+
+
 def parse(source: str, filename: str = "<string>") -> ast.Model:
     """Parse one model; raise `DlpcError` (located, with a caret) on a syntax error."""
     try:
         tree = _lark().parse(source)
     except UnexpectedInput as e:
         raise _syntax_error(e, filename, source) from None
+    _check_nesting(tree, filename, source)
     return _ToAst(filename, source).transform(tree)

@@ -81,7 +81,7 @@
 // CHECK-NEXT:    float *v_x = (float *)args[0];
 // CHECK-NEXT:    double *v_out0 = (double *)args[1];
 // CHECK-NEXT:    int32_t *v_out1 = (int32_t *)args[2];
-// CHECK-NEXT:    float *v_tmp = (float *)dlpc_alloc(12 * sizeof(float));
+// CHECK-NEXT:    float *v_tmp = (float *)dlpc_alloc(12, sizeof(float), "kernel 'scale_0'");
 // CHECK-NEXT:    if (!v_tmp) return 1;
 // CHECK-NEXT:    DLPC_PROF_BEGIN(0);
 // CHECK-NEXT:    kernel_scale_0(v_x, g_constant_0, v_tmp);
@@ -93,7 +93,7 @@
 // CHECK-NEXT:    DLPC_PROF_BEGIN(2);
 // CHECK-NEXT:    kernel_index_2(v_out1);
 // CHECK-NEXT:    DLPC_PROF_END(2);
-// CHECK-NEXT:    float *v_big = (float *)dlpc_alloc(131072 * sizeof(float));
+// CHECK-NEXT:    float *v_big = (float *)dlpc_alloc(131072, sizeof(float), "kernel 'big_3'");
 // CHECK-NEXT:    if (!v_big) return 1;
 // CHECK-NEXT:    DLPC_PROF_BEGIN(3);
 // CHECK-NEXT:    kernel_big_3(v_big);

@@ -1,0 +1,63 @@
+// RUN: dlpc-opt %s -p loop-views | filecheck %s
+
+// A reshape into a fresh intermediate is an alias of its source: no copy kernel; the
+// source is freed at the later of its dealloc and the alias's (here its own: %a is read
+// after %r dies). A reshape into an output of @main stays a copy.
+// CHECK-LABEL: func.func @main
+// CHECK:         loop.kernel "exp_0"
+// CHECK-NOT:     loop.kernel "reshape_1"
+// CHECK:         %[[R:.*]] = memref.reinterpret_cast %a to offset: [0], sizes: [2, 16], strides: [16, 1] : memref<4x8xf32> to memref<2x16xf32>
+// CHECK-NEXT:    loop.kernel "neg_2"
+// CHECK:           memref.load %[[R]][%{{.*}}, %{{.*}}] : memref<2x16xf32>
+// CHECK-NOT:     memref.dealloc
+// CHECK:         loop.kernel "reshape_3"
+// CHECK:         memref.dealloc %a : memref<4x8xf32>
+// CHECK-NEXT:    func.return
+func.func @main(%x: memref<4x8xf32>, %out0: memref<2x16xf32>, %out1: memref<32xf32>) attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 2 : i64} {
+  %a = memref.alloc() : memref<4x8xf32>
+  loop.kernel "exp_0" attributes {origin = "graph.exp"} {
+    loop.for %i0 = 0 to 4 step 1 {name = "i0"} {
+      loop.for %i1 = 0 to 8 step 1 {name = "i1"} {
+        %v = memref.load %x[%i0, %i1] : memref<4x8xf32>
+        %e = math.exp %v : f32
+        memref.store %e, %a[%i0, %i1] : memref<4x8xf32>
+      }
+    }
+  }
+  %r = memref.alloc() : memref<2x16xf32>
+  loop.kernel "reshape_1" attributes {origin = "graph.reshape"} {
+    loop.for %i0 = 0 to 2 step 1 {name = "i0"} {
+      loop.for %i1 = 0 to 16 step 1 {name = "i1"} {
+        %c16 = arith.constant 16 : index
+        %c8 = arith.constant 8 : index
+        %f = arith.muli %i0, %c16 : index
+        %g = arith.addi %f, %i1 : index
+        %j0 = arith.divui %g, %c8 : index
+        %j1 = arith.remui %g, %c8 : index
+        %v = memref.load %a[%j0, %j1] : memref<4x8xf32>
+        memref.store %v, %r[%i0, %i1] : memref<2x16xf32>
+      }
+    }
+  }
+  loop.kernel "neg_2" attributes {origin = "graph.neg"} {
+    loop.for %i0 = 0 to 2 step 1 {name = "i0"} {
+      loop.for %i1 = 0 to 16 step 1 {name = "i1"} {
+        %v = memref.load %r[%i0, %i1] : memref<2x16xf32>
+        %n = arith.negf %v : f32
+        memref.store %n, %out0[%i0, %i1] : memref<2x16xf32>
+      }
+    }
+  }
+  memref.dealloc %r : memref<2x16xf32>
+  loop.kernel "reshape_3" attributes {origin = "graph.flatten"} {
+    loop.for %i0 = 0 to 32 step 1 {name = "i0"} {
+      %c8 = arith.constant 8 : index
+      %j0 = arith.divui %i0, %c8 : index
+      %j1 = arith.remui %i0, %c8 : index
+      %v = memref.load %a[%j0, %j1] : memref<4x8xf32>
+      memref.store %v, %out1[%i0] : memref<32xf32>
+    }
+  }
+  memref.dealloc %a : memref<4x8xf32>
+  func.return
+}
