@@ -670,8 +670,9 @@ def lower_fused(L: Lowering, op: g.FusedOp) -> SSAValue:
     reduces = [o for o in ops if isinstance(o, ReduceOp) and o.parent is not None]
     if isinstance(final, ComputeOp) and len(reduces) == 1:
         fused = fold_into_epilogue(reduces[0], final)
-        final = fused or final
-    return final.results[0]  # type: ignore[union-attr]
+        if fused is not None:
+            return fused.results[0]
+    return result
 
 
 def describe_origin(op: Operation) -> str:
@@ -696,7 +697,9 @@ class GraphToTe(ModulePass):
             start = len(L.created)
             if isinstance(inner, g.FusedOp):
                 value = lower_fused(L, inner)
-                value.owner.properties["name"] = g.StringAttr(inner.kernel_name)  # type: ignore
+                owner = value.owner
+                assert isinstance(owner, Operation)  # the te op computing the fused body
+                owner.properties["name"] = g.StringAttr(inner.kernel_name)
             elif op_name(inner).startswith("graph.") and not isinstance(
                 inner, g.ParamOp | g.ConstantOp
             ):

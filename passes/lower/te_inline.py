@@ -55,9 +55,8 @@ def _erase(op: Operation) -> None:
 def readers(op: Operation) -> list[ReadOp] | None:
     """The te.reads of op's result, or None when some use is not a te.read."""
     uses = [u.operation for u in op.results[0].uses]
-    if all(isinstance(u, ReadOp) and u.tensor is op.results[0] for u in uses):
-        return uses  # type: ignore[return-value]
-    return None
+    reads = [u for u in uses if isinstance(u, ReadOp) and u.tensor is op.results[0]]
+    return reads if len(reads) == len(uses) else None
 
 
 def inline_read(producer: ComputeOp, read: ReadOp) -> SSAValue:
@@ -111,11 +110,13 @@ def fold_into_epilogue(anchor: ReduceOp, consumer: ComputeOp) -> ReduceOp | None
         eblock = anchor.epilogue.block
         mapper: dict[SSAValue, SSAValue] = {eblock.args[0]: acc}
         mapper.update(zip(eblock.args[1:], cblock.args[1:]))
+        last = eblock.last_op
+        assert first is not None and last is not None  # both bodies end with te.yield
         for op in eblock.ops:
-            if op is eblock.last_op:
+            if op is last:
                 break
-            cblock.insert_op_before(op.clone(value_mapper=mapper), first)  # type: ignore[arg-type]
-        value = mapper.get(eblock.last_op.operands[0], eblock.last_op.operands[0])  # type: ignore[union-attr]
+            cblock.insert_op_before(op.clone(value_mapper=mapper), first)
+        value = mapper.get(last.operands[0], last.operands[0])
     for read in uses:
         read.result.replace_all_uses_with(value)
         _erase(read)
@@ -141,10 +142,11 @@ def fold_into_epilogue(anchor: ReduceOp, consumer: ComputeOp) -> ReduceOp | None
 
 
 def _inside(op: Operation, ancestor: Operation) -> bool:
-    while op is not None:
-        if op is ancestor:
+    node: Operation | None = op
+    while node is not None:
+        if node is ancestor:
             return True
-        op = op.parent_op()  # type: ignore[assignment]
+        node = node.parent_op()
     return False
 
 

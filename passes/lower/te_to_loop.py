@@ -174,7 +174,9 @@ class KernelBuilder:
             raise DiagnosticException(f"te-to-loop: te.read of {read.tensor} which has no buffer")
         load = memref.LoadOp.get(buf, list(read.indices))
         load.res.name_hint = read.result.name_hint
-        read.parent_block().insert_op_before(load, read)  # type: ignore[union-attr]
+        block = read.parent_block()
+        assert block is not None  # a te.read inside the body being lowered
+        block.insert_op_before(load, read)
         read.result.replace_all_uses_with(load.res)
         read.detach()
         read.erase()
@@ -382,7 +384,9 @@ def _constant_global(module: ModuleOp, op: g.ConstantOp) -> str:
     sym = f"__constant_{k}"
     ty = memref_of(op.output.type, "graph.constant")
     glob = memref.GlobalOp.get(StringAttr(sym), ty, op.value, constant=UnitAttr())
-    module.body.block.insert_op_before(glob, module.body.block.first_op)  # type: ignore[arg-type]
+    first = module.body.block.first_op
+    assert first is not None  # the module holds the function that uses the constant
+    module.body.block.insert_op_before(glob, first)
     return sym
 
 
