@@ -25,9 +25,14 @@ gives
   kept in a numpy-side constant environment and folded with onnx's reference evaluator;
   only values that reach a runtime op are materialised in the IR.
 - Inputs that fix a shape (`Reshape`'s shape, `Slice`'s starts, ...) must be known at
-  import time. When such an input is a graph input, pass its value with
-  `freeze_inputs={"name": array}`: the model is then specialised on it. An empty graph
-  input (a dim of 0) has no values, so it becomes an import-time constant by itself.
+  import time. When such an input is a graph input (or computed from one), the import
+  raises `NeedsConstantInput`; `load_model` catches it and returns a Model with a
+  `Specialiser` that imports the model again per value of those inputs, frozen
+  (`dlpc.compile` dispatches on them). `freeze_inputs={"name": array}` binds an input for
+  good. An empty graph input (a dim of 0) has no values, so it becomes an import-time
+  constant by itself (a call still passes it).
+- An operator without a handler whose schema defines it by an ONNX function is imported
+  as the nodes of that function.
 - A model below opset 13 is accepted node by node: a node whose operator has not changed
   between the model's opset and 13 means what it means at 13; any other is an error.
 
@@ -181,6 +186,18 @@ class Importer:
         if i >= len(names) or names[i] == "":
             return None
         return self.env[names[i]]
+
+    def required(self, i: int) -> Value:
+        """Input i, which the operator requires (its absence is an error naming it)."""
+        v = self.input(i)
+        if v is None:
+            raise self.error(f"input {i} is required")
+        return v
+
+    @property
+    def op_type(self) -> str:
+        """The current node's operator."""
+        return self.node.op_type if self.node is not None else ""
 
     def value(self, i: int | Value) -> SSAValue:
         v = self.input(i) if isinstance(i, int) else i
@@ -381,8 +398,11 @@ class Importer:
             schema = defs.get_schema(node.op_type, self.opset, node.domain)
         except Exception:  # noqa: BLE001 - an unknown operator
             return None
-        plain = [v for v in schema.function_opset_versions if v <= self.opset]
-        context = [v for v in schema.context_dependent_function_opset_versions if v <= self.opset]
+        # (these OpSchema members are missing from onnx's type stubs)
+        plain_all: list[int] = getattr(schema, "function_opset_versions", [])
+        context_all: list[int] = getattr(schema, "context_dependent_function_opset_versions", [])
+        plain = [v for v in plain_all if v <= self.opset]
+        context = [v for v in context_all if v <= self.opset]
         if not plain and not context:
             return None
         node_ = NodeProto()
@@ -394,13 +414,15 @@ class Importer:
         fn = FunctionProto()
         if context and (not plain or max(context) >= max(plain)):
             types = [self._type_proto(n) for n in node.input]
+            build = getattr(schema, "get_context_dependent_function_with_opset_version")  # noqa: B009
             fn.ParseFromString(
-                schema.get_context_dependent_function_with_opset_version(
+                build(
                     max(context), node_.SerializeToString(), [t.SerializeToString() for t in types]
                 )
             )
         else:
-            fn.ParseFromString(schema.get_function_with_opset_version(max(plain)))
+            plain_fn = getattr(schema, "get_function_with_opset_version")  # noqa: B009
+            fn.ParseFromString(plain_fn(max(plain)))
         prefix = f"{node.output[0] if node.output else node.op_type}__{node.op_type}_"
         names = {n: (node.input[i] if i < len(node.input) else "") for i, n in enumerate(fn.input)}
         names.update(
@@ -567,7 +589,8 @@ def _graph_input_source(v: SSAValue) -> BlockArgument | None:
         if isinstance(x, BlockArgument):
             found.append(x)
             continue
-        todo.extend(x.owner.operands)
+        if isinstance(x.owner, Operation):
+            todo.extend(x.owner.operands)
     ints = [a for a in found if not graph.is_float_type(graph.element_type_of(a))]
     return (ints or found or [None])[0]
 

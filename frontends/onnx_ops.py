@@ -214,8 +214,8 @@ def clip(imp: Importer):
     """graph.clip when the bounds are import-time values; bounds computed at run time (or
     graph inputs) are data: max(x, min), then min(., max)."""
     imp.attrs({})
-    x, lo, hi = imp.input(0), imp.input(1), imp.input(2)
-    if all(b is None or isinstance(b, Const) for b in (lo, hi)):
+    x, lo, hi = imp.required(0), imp.input(1), imp.input(2)
+    if (lo is None or isinstance(lo, Const)) and (hi is None or isinstance(hi, Const)):
         return [
             imp.emit(
                 graph.ClipOp,
@@ -393,7 +393,7 @@ def dropout(imp: Importer):
     if training is not None and bool(training.reshape(())):
         if ratio is None or float(ratio.reshape(())) != 0.0:
             raise imp.error("training_mode = true is not supported (inference only)")
-    x = imp.input(0)
+    x = imp.required(0)
     mask = Const(np.ones(imp.shape(x), dtype=bool))
     return [x, mask]
 
@@ -491,7 +491,7 @@ def conv(imp: Importer):
             "strides": None,
         }
     )
-    x, w, b = imp.input(0), imp.input(1), imp.input(2)
+    x, w, b = imp.required(0), imp.required(1), imp.input(2)
     kernel = imp.shape(w)[2:]
     if a["kernel_shape"] and tuple(a["kernel_shape"]) != kernel:
         raise imp.error(
@@ -544,7 +544,7 @@ def conv_transpose(imp: Importer):
         }
     )
     imp.require(a, "auto_pad", ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"))
-    x, w, b = imp.input(0), imp.input(1), imp.input(2)
+    x, w, b = imp.required(0), imp.required(1), imp.input(2)
     wshape = imp.shape(w)
     kernel = tuple(wshape[2:])
     r = len(kernel)
@@ -665,7 +665,7 @@ def _conv(imp: Importer, x: Value, w: Value, b: Value | None, strides, dil, pads
 
 @handles("MaxPool", "AveragePool")
 def pool(imp: Importer):
-    is_max = imp.node.op_type == "MaxPool"
+    is_max = imp.op_type == "MaxPool"
     spec = {
         "auto_pad": "NOTSET",
         "ceil_mode": 0,
@@ -677,7 +677,7 @@ def pool(imp: Importer):
     spec.update({"storage_order": 0} if is_max else {"count_include_pad": 0})
     a = imp.attrs(spec)
     imp.no_extra_outputs(2 if is_max else 1)
-    x = imp.input(0)
+    x = imp.required(0)
     kernel = tuple(a["kernel_shape"] or ())
     if len(kernel) != len(imp.shape(x)) - 2:
         raise imp.error(f"attribute 'kernel_shape' = {list(kernel)} does not match the input")
@@ -732,7 +732,8 @@ def _pool_by_slices(imp: Importer, x: Value, a: dict, kernel, strides, dil, pads
     col_major = is_max and a.get("storage_order") == 1
     if col_major and r != 2:
         raise imp.error("attribute 'storage_order' = 1 needs a 2-D pool")
-    acc = best = None
+    acc: Value | None = None
+    best: Value | None = None
     count = np.zeros(out, np.float64)
     for offs in itertools.product(*(range(k) for k in kernel)):
         starts = [o * d for o, d in zip(offs, dil)]
@@ -758,7 +759,7 @@ def _pool_by_slices(imp: Importer, x: Value, a: dict, kernel, strides, dil, pads
             if indices:
                 best = Const(_flat_index(pos, begin, spatial, col_major))
             continue
-        if indices:
+        if indices and best is not None:
             better = imp.emit(graph.CompareOp, v, acc, predicate="gt")
             acc = imp.emit(graph.WhereOp, better, v, acc)
             best = imp.emit(
@@ -766,9 +767,10 @@ def _pool_by_slices(imp: Importer, x: Value, a: dict, kernel, strides, dil, pads
             )
         else:
             acc = imp.emit(graph.MaxOp, acc, v)
+    assert acc is not None  # (a kernel has at least one position)
     if not is_max:
         return [imp.emit(graph.DivOp, acc, Const(count.astype(imp.dtype(x))))]
-    if not indices:
+    if best is None:
         return [acc]
     per_image = math.prod(spatial)
     base = (np.arange(n * c, dtype=np.int64) * per_image).reshape((n, c) + (1,) * r)
@@ -807,7 +809,7 @@ def global_pool(imp: Importer):
 def batch_norm(imp: Importer):
     a = imp.attrs({"epsilon": 1e-5, "momentum": 0.9, "training_mode": 0})
     imp.require(a, "training_mode", (0, 1))
-    ins = [imp.input(i) for i in range(5)]
+    ins = [imp.required(i) for i in range(5)]
     if not a["training_mode"]:
         imp.no_extra_outputs(1)
         return [imp.emit(graph.BatchNormOp, *ins, epsilon=a["epsilon"])]
@@ -1135,7 +1137,7 @@ def gather_elements(imp: Importer):
     data: flat = idx * stride[axis] + sum over the other axes k of i_k * stride[k] (a
     constant); negative indices count from the end."""
     a = imp.attrs({"axis": 0})
-    data, idx = imp.input(0), imp.input(1)
+    data, idx = imp.required(0), imp.required(1)
     d, i = imp.shape(data), imp.shape(idx)
     r = len(d)
     if len(i) != r:
@@ -1166,8 +1168,8 @@ def arg_extreme(imp: Importer):
     """The first (or last, select_last_index) position of the extreme along the axis:
     m = reduce_max(x); where(x == m, iota, n) reduced by min (or where(.., -1) by max)."""
     a = imp.attrs({"axis": 0, "keepdims": 1, "select_last_index": 0})
-    op = imp.node.op_type
-    x = imp.input(0)
+    op = imp.op_type
+    x = imp.required(0)
     s = imp.shape(x)
     axis = _norm_axis(imp, a["axis"], len(s))
     ext = graph.ReduceMaxOp if op == "ArgMax" else graph.ReduceMinOp
