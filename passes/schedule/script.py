@@ -152,10 +152,6 @@ def apply_step(module, step: Step, tables: dict | None = None) -> None:
     )
 
     a = step.args
-    if step.prim in ("cache_read", "cache_write"):  # the buffer: a name, an index or `@n`
-        buffer: str | SSAValue = a[1]
-        if a[1].startswith("@"):
-            buffer = _resolve(module, a[0], a[1], tables)
     if step.prim == "split":
         k, lp = split_path(a[0])
         split.split(module, k, lp, int(a[1]), a[2], a[3])
@@ -179,10 +175,10 @@ def apply_step(module, step: Step, tables: dict | None = None) -> None:
         decompose.decompose_reduction(module, a[0])
     elif step.prim == "cache_read":
         k, lp = split_path(a[0])
-        cache.cache_read(module, k, lp, buffer, a[2], bool(a[3]))
+        cache.cache_read(module, k, lp, _buffer(module, a, tables), a[2], bool(a[3]))
     elif step.prim == "cache_write":
         k, lp = split_path(a[0])
-        cache.cache_write(module, k, lp, buffer, a[2])
+        cache.cache_write(module, k, lp, _buffer(module, a, tables), a[2])
     elif step.prim == "compute_at":
         k, lp = split_path(a[1])
         compute_at.compute_at(module, a[0], k, lp)
@@ -192,6 +188,12 @@ def apply_step(module, step: Step, tables: dict | None = None) -> None:
     elif step.prim == "tensorize":
         k, lp = split_path(a[0])
         tensorize.tensorize(module, k, lp, a[1])
+
+
+def _buffer(module, args: tuple, tables: dict | None) -> str | SSAValue:
+    """A cache step's buffer: a name, an index, or `@n` (resolved by `_resolve`)."""
+    loop_path, token = args[0], args[1]
+    return _resolve(module, loop_path, token, tables) if token.startswith("@") else token
 
 
 def _resolve(module, loop_path: str, token: str, tables: dict | None) -> SSAValue:
