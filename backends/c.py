@@ -76,7 +76,7 @@ from xdsl.utils.target import Target
 
 from dlpc.backends.names import Scope, c_comment, c_string
 from dlpc.diagnostics import DlpcError
-from dlpc.dialects.loop import ForOp, KernelOp, defined_inside
+from dlpc.dialects.loop import ForOp, KernelOp, NamedKernelSyntax, defined_inside
 
 ARENA = "dlpc.arena"  # the memory plan's arena alloc in @main (passes/lower/memory_plan.py)
 
@@ -999,7 +999,8 @@ def kernel_for(alloc: Operation) -> str:
     buffer = alloc.results[0]
     op = alloc.next_op
     while op is not None:
-        if isinstance(op, KernelOp) and any(op.is_ancestor(u.operation) for u in buffer.uses):
+        kernel = isinstance(op, NamedKernelSyntax)  # loop.kernel, dlp.kernel
+        if kernel and any(op.is_ancestor(u.operation) for u in buffer.uses):
             return f"kernel '{op.sym}'"
         op = op.next_op
     return "@main"
