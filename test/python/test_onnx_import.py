@@ -193,12 +193,14 @@ def test_unsupported_attribute_value_is_named():
 
 
 def test_unsupported_extra_output():
+    """Inference batch norm has one output; asking for the running mean is an error."""
+    c = [vi(n, [3]) for n in ("s", "b", "m", "v")]
     proto = make(
-        [helper.make_node("MaxPool", ["x"], ["y", "idx"], kernel_shape=[2, 2])],
-        [vi("x", [1, 1, 4, 4])],
-        [vi("y", [1, 1, 3, 3]), vi("idx", [1, 1, 3, 3], TensorProto.INT64)],
+        [helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y", "rm"])],
+        [vi("x", [2, 3, 4]), *c],
+        [vi("y", [2, 3, 4]), vi("rm", [3])],
     )
-    assert "output 1 ('idx') is not supported" in import_error(proto)
+    assert "output 1 ('rm') is not supported" in import_error(proto)
 
 
 def test_symbolic_dim_and_input_shapes():
@@ -210,20 +212,30 @@ def test_symbolic_dim_and_input_shapes():
     assert "tensor<5x3xf32>" in str(m.module)
 
 
-def test_shape_input_must_be_known_then_freeze():
+def test_shape_input_is_specialised_or_frozen():
+    """The importer says which graph input must be known; load_model then gives a model
+    specialised per value of it (test_onnx_api runs it); freeze_inputs binds it for good."""
+    from dlpc.frontends.onnx import import_onnx
+
     proto = make(
         [helper.make_node("Reshape", ["x", "s"], ["y"])],
         [vi("x", [2, 6]), vi("s", [2], TensorProto.INT64)],
         [vi("y", [3, 4])],
     )
     with pytest.raises(NeedsConstantInput) as info:
-        load_model(proto)
+        import_onnx(proto)
     assert info.value.input_name == "s"
     assert "input 'shape' must be known at import time but comes from graph input 's'" in str(
         info.value
     )
+    generic = load_model(proto)
+    assert generic.ir is None and generic.specialiser is not None
+    assert generic.input_names == ["x", "s"] and generic.specialiser.shape_inputs == ["s"]
+    one = generic.specialiser.build({"x": np.zeros((2, 6), np.float32), "s": np.array([3, 4])})
+    assert "tensor<3x4xf32>" in str(one.module) and 'dlpc.name = "s"' not in str(one.module)
     m = load_model(proto, freeze_inputs={"s": np.array([3, 4])})
     assert "tensor<3x4xf32>" in str(m.module) and 'dlpc.name = "s"' not in str(m.module)
+    assert m.specialiser is None
 
 
 def test_opset_rules():
