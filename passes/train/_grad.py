@@ -8,8 +8,8 @@ the forward values they need (operands or the result) and add their ops with `b`
 
     y = exp(x)          dx = g * y
     y = a @ b           da = g @ b^T, db = a^T @ g   (summed over broadcast batch dims)
-    y = conv2d(x, w)    dx = conv2d(zero-insert(g, stride) padded, flip(w)^T, dilation)
-                        dw = conv2d(x^T, g^T, stride <-> dilation)^T
+    y = conv2d(x, w)    dx = col2im(w^T g), dw = sum over n of g @ im2col(x)^T
+                        (im2col/col2im: gathers with constant index tables)
 
 Integer and boolean operands (gather's indices, where's condition, compare) take no
 adjoint. The rules table of docs/autodiff.md lists every rule.
@@ -21,7 +21,7 @@ import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
-from xdsl.dialects.builtin import IntegerType
+from xdsl.dialects.builtin import IntegerType, i64
 from xdsl.ir import Operation, SSAValue
 from xdsl.utils.exceptions import DiagnosticException
 
@@ -424,47 +424,78 @@ def _conv2d(b, op, g, want):
     oh, ow = shape(g)[2:]
     grads: Grads = [None] * len(op.operands)
     if want[0]:
-        # dx = full correlation of the zero-inserted g with the flipped, transposed weight:
-        # dx[h] = sum over (oh, i) with oh*s + i*d - pad = h of g[oh] w[i]
-        gd = dilate(b, dilate(b, g, 2, sh), 3, sw)
-        top, left = dh * (kh - 1) - pads[0], dw * (kw - 1) - pads[1]
-        bottom = h + dh * (kh - 1) - oh * sh - top
-        right = wd + dw * (kw - 1) - ow * sw - left
-        conv_pads = [top, left, bottom, right]
-        if min(conv_pads) < 0:
-            gd = pad(b, gd, [0, 0, top, left], [0, 0, bottom, right])
-            conv_pads = [0, 0, 0, 0]
-        wf = flip(b, w, [2, 3])
-        if groups == 1:
-            wt = transpose(b, wf, (1, 0, 2, 3))  # [C, O, kh, kw]
-        else:  # per group: [G, O/G, C/G, ..] -> [G, C/G, O/G, ..]
-            wt = reshape(b, wf, (groups, o // groups, cg, kh, kw))
-            wt = reshape(b, transpose(b, wt, (0, 2, 1, 3, 4)), (groups * cg, o // groups, kh, kw))
-        grads[0] = b.op(graph.Conv2DOp, gd, wt, pads=conv_pads, dilations=[dh, dw], groups=groups)
+        # dx = col2im(w^T g): the columns' adjoint by one batched matmul per sample and
+        # group, then each padded input cell sums the column entries that read it (a
+        # gather with a constant index table, a zero entry padding the shorter lists)
+        w3 = reshape(b, w, (groups, o // groups, cg * kh * kw))
+        g4 = reshape(b, g, (n, groups, o // groups, oh * ow))
+        dcols = b.op(graph.MatMulOp, w3, g4, transpose_a=True)  # [N, G, C/G kk, P]
+        grads[0] = col2im(b, dcols, (n, c, h, wd), (kh, kw), (sh, sw), pads, (dh, dw), (oh, ow))
     if want[1]:
         # dw[o, c, i, j] = sum over (n, oh, ow) of g[n, o, oh, ow] xpad[n, c, oh*s + i*d, ..]:
-        # a convolution of x (channels <-> batch) with g as the kernel, stride <-> dilation
-        if groups == 1:
-            xt = transpose(b, x, (1, 0, 2, 3))  # [C, N, H, W]
-        else:  # [N, G, C/G, H, W] -> [C/G, G*N, H, W]: group k's channels are (k, n)
-            xt = reshape(b, x, (n, groups, cg, h, wd))
-            xt = reshape(b, transpose(b, xt, (2, 1, 0, 3, 4)), (cg, groups * n, h, wd))
-        gt = transpose(b, g, (1, 0, 2, 3))  # [O, N, OH, OW]
-        r = b.op(
-            graph.Conv2DOp,
-            xt,
-            gt,
-            strides=[dh, dw],
-            pads=list(pads),
-            dilations=[sh, sw],
-            groups=groups,
-        )  # [C/G, O, kh', kw'] with kh' >= kh (rows of the pad no window reached)
-        if shape(r)[2:] != (kh, kw):
-            r = slice_axes(b, r, [2, 3], [0, 0], [kh, kw])
-        grads[1] = transpose(b, r, (1, 0, 2, 3))
+        # im2col (one gather with a constant index table), a batched matmul per sample and
+        # group, a sum over the samples
+        cols = im2col(b, x, (kh, kw), (sh, sw), pads, (dh, dw), (oh, ow))  # [N, C, kk, P]
+        p = oh * ow
+        cols = reshape(b, cols, (n, groups, cg * kh * kw, p))
+        g4 = reshape(b, g, (n, groups, o // groups, p))
+        per_sample = b.op(graph.MatMulOp, g4, cols, transpose_b=True)  # [N, G, O/G, C/G kk]
+        grads[1] = reshape(b, b.sum(per_sample, [0]), (o, cg, kh, kw))
     if len(op.operands) == 3 and want[2]:
         grads[2] = b.sum(g, [0, 2, 3])
     return grads
+
+
+def _window_index(kernel, strides, dilations, out_hw, wp: int) -> np.ndarray:
+    """[kh*kw, oh*ow]: the flat padded-input cell each (offset, output) pair reads."""
+    (kh, kw), (sh, sw), (dh, dw), (oh, ow) = kernel, strides, dilations, out_hw
+    rows = np.arange(oh)[:, None] * sh + np.arange(kh)[None, :] * dh  # [oh, kh]
+    columns = np.arange(ow)[:, None] * sw + np.arange(kw)[None, :] * dw  # [ow, kw]
+    index = rows.T[:, None, :, None] * wp + columns.T[None, :, None, :]  # [kh, kw, oh, ow]
+    return index.reshape(kh * kw, oh * ow)
+
+
+def _padded_extent(x_hw, kernel, strides, pads, dilations, out_hw) -> tuple[int, int]:
+    """Bottom/right padding up to what the last window reads (negative: rows no window
+    reaches are cut)."""
+    return tuple(  # type: ignore[return-value]
+        (o - 1) * s + d * (k - 1) + 1 - size - before
+        for o, s, d, k, size, before in zip(out_hw, strides, dilations, kernel, x_hw, pads[:2])
+    )
+
+
+def im2col(
+    b: Builder, x: SSAValue, kernel, strides, pads, dilations, out_hw, value=0.0
+) -> SSAValue:
+    """cols[n, c, i*kw + j, oh*OW + ow] = xpad[n, c, oh*sh + i*dh, ow*sw + j*dw]: x padded
+    (with `value`), flattened over H, W and gathered with a constant index table."""
+    n, c, h, wd = shape(x)
+    bottom, right = _padded_extent((h, wd), kernel, strides, pads, dilations, out_hw)
+    xp = pad(b, x, [0, 0, pads[0], pads[1]], [0, 0, bottom, right], value=value)
+    hp, wp = shape(xp)[2:]
+    table = b.const(_window_index(kernel, strides, dilations, out_hw, wp), i64)
+    return b.op(graph.GatherOp, reshape(b, xp, (n, c, hp * wp)), table, axis=2)
+
+
+def col2im(b: Builder, cols, x_shape, kernel, strides, pads, dilations, out_hw) -> SSAValue:
+    """The adjoint of im2col: cols [N, .., kk, P] (C = the middle dims) summed into the
+    input cells they were read from."""
+    n, c, h, wd = x_shape
+    kk, p = kernel[0] * kernel[1], out_hw[0] * out_hw[1]
+    bottom, right = _padded_extent((h, wd), kernel, strides, pads, dilations, out_hw)
+    hp, wp = h + pads[0] + bottom, wd + pads[1] + right
+    index = _window_index(kernel, strides, dilations, out_hw, wp).reshape(-1)  # by k*P + p
+    readers: list[list[int]] = [[] for _ in range(hp * wp)]
+    for entry, cell in enumerate(index):
+        readers[cell].append(entry)
+    width = max(len(r) for r in readers)
+    zero = kk * p  # one zero column appended to cols
+    table = np.array([r + [zero] * (width - len(r)) for r in readers], dtype=np.int64)
+    flat = pad(b, reshape(b, cols, (n, c, kk * p)), [0, 0, 0], [0, 0, 1])
+    gathered = b.op(graph.GatherOp, flat, b.const(table, i64), axis=2)  # [N, C, HpWp, width]
+    summed = b.sum(gathered, [3]) if width > 1 else reshape(b, gathered, (n, c, hp * wp))
+    xp = reshape(b, summed, (n, c, hp, wp))
+    return pad(b, xp, [0, 0, -pads[0], -pads[1]], [0, 0, -bottom, -right])
 
 
 def _pool_geometry(op: Operation):
@@ -476,42 +507,24 @@ def _pool_geometry(op: Operation):
     return (h, wd), (kh, kw), (sh, sw), pads, (oh, ow)
 
 
-def _window_sum(b: Builder, parts, hw, strides, pads) -> SSAValue:
-    """Sum of the window-offset adjoints (i, j, v) placed back at v[oh, ow] ->
-    x[oh*sh + i - top, ow*sw + j - left]."""
-    (h, wd), (sh, sw) = hw, strides
-    placed = [
-        place(b, place(b, v, 2, i - pads[0], sh, h), 3, j - pads[1], sw, wd) for i, j, v in parts
-    ]
-    return add_all(b, placed)
-
-
 @rule("max_pool2d")
 def _max_pool2d(b, op, g, want):
-    # g goes to the first maximum of each window in row-major order (as PyTorch's CPU
-    # kernel): taken = (x == y) for the offsets not already taken, offset by offset
+    # g goes to the first maximum of each window in row-major order (PyTorch's CPU rule):
+    # the window's cells as columns (im2col, -inf padding never wins), the smallest
+    # offset k whose cell equals y takes g, col2im puts the columns back
     nchw_only(op)
     x, y = op.operands[0], op.results[0]
-    hw, (kh, kw), (sh, sw), pads, (oh, ow) = _pool_geometry(op)
-    # pad with -inf (never a maximum) over the pads and whatever the last window reads
-    bottom = (oh - 1) * sh + kh - hw[0] - pads[0]
-    right = (ow - 1) * sw + kw - hw[1] - pads[1]
-    xp = pad(b, x, [0, 0, pads[0], pads[1]], [0, 0, bottom, right], value=-math.inf)
-    free: SSAValue | None = None  # 1 where no earlier offset took the window
-    parts = []
-    for i in range(kh):
-        for j in range(kw):
-            ends = [i + (oh - 1) * sh + 1, j + (ow - 1) * sw + 1]
-            view = slice_axes(b, xp, [2, 3], [i, j], ends, [sh, sw])
-            hit = as_float(b, b.compare(view, y, "eq"), g)
-            if free is None:
-                taken, free = hit, b.sub(1.0, hit)
-            else:
-                taken = b.mul(hit, free)
-                if (i, j) != (kh - 1, kw - 1):
-                    free = b.sub(free, taken)
-            parts.append((i, j, b.mul(g, taken)))
-    return [_window_sum(b, parts, hw, (sh, sw), pads)]
+    hw, kernel, strides, pads, out_hw = _pool_geometry(op)
+    n, c = shape(x)[:2]
+    kk, p = kernel[0] * kernel[1], out_hw[0] * out_hw[1]
+    cols = im2col(b, x, kernel, strides, pads, (1, 1), out_hw, value=-math.inf)  # [N,C,kk,P]
+    hit = b.compare(cols, reshape(b, y, (n, c, 1, p)), "eq")
+    # offsets as floats (exact): the C backend's integer min-reduction has no identity
+    k = const(b, np.arange(kk).reshape(kk, 1), g)
+    first = b.op(graph.ReduceMinOp, b.where(hit, k, float(kk)), axes=[2], keepdims=True)
+    taken = as_float(b, b.compare(k, first, "eq"), g)  # [N, C, kk, P]
+    share = b.mul(taken, reshape(b, g, (n, c, 1, p)))
+    return [col2im(b, share, (n, c, *hw), kernel, strides, pads, (1, 1), out_hw)]
 
 
 def pool_counts(op: Operation) -> np.ndarray:
@@ -531,16 +544,18 @@ def pool_counts(op: Operation) -> np.ndarray:
 
 @rule("avg_pool2d")
 def _avg_pool2d(b, op, g, want):
-    # every cell of a window gets g / count
+    # every cell of a window gets g / count: the columns, put back by col2im
     nchw_only(op)
-    hw, (kh, kw), strides, pads, _ = _pool_geometry(op)
+    hw, kernel, strides, pads, out_hw = _pool_geometry(op)
+    n, c = shape(op.operands[0])[:2]
     counts = pool_counts(op)
     if np.all(counts == counts.flat[0]):
         scaled = b.mul(g, 1.0 / counts.flat[0])
     else:
         scaled = b.mul(g, const(b, 1.0 / counts, g))
-    parts = [(i, j, scaled) for i in range(kh) for j in range(kw)]
-    return [_window_sum(b, parts, hw, strides, pads)]
+    kk, p = kernel[0] * kernel[1], out_hw[0] * out_hw[1]
+    share = b.op(graph.BroadcastOp, reshape(b, scaled, (n, c, 1, p)), shape=[n, c, kk, p])
+    return [col2im(b, share, (n, c, *hw), kernel, strides, pads, (1, 1), out_hw)]
 
 
 @rule("global_avg_pool")

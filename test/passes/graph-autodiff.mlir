@@ -96,26 +96,34 @@ func.func @main(%ma: tensor<2x3x4xf32>) -> tensor<f32> {
 
 // -----
 
-// max_pool2d: per window offset, the first maximum takes the adjoint, placed back by a
-// zero-insertion (reshape, pad, reshape) and a shift; conv2d: the input adjoint is a conv
-// of the zero-inserted adjoint with the flipped, transposed weight; the weight adjoint a
-// conv of x^T with dy^T (stride and dilation swapped)
+// max_pool2d: the windows as columns (im2col: one gather with a constant table), the first
+// offset whose cell equals the maximum takes the adjoint (reduce_min over offsets), col2im
+// (a gather of the cells' readers and a sum) puts the columns back; conv2d: the input
+// adjoint is col2im(w^T dy), the weight adjoint per-sample matmuls of dy with im2col(x)
+// summed over the batch
 // CHECK-LABEL: func.func @main(%cx: tensor<2x3x8x8xf32>)
-// CHECK:         %[[V0:.*]] = graph.slice %y {starts = array<i64: 0, 0>, ends = array<i64: 3, 3>, axes = array<i64: 2, 3>, steps = array<i64: 2, 2>}
-// CHECK-NEXT:    graph.compare %[[V0]], %p {predicate = "eq"}
-// CHECK:         graph.slice %y {starts = array<i64: 1, 1>, ends = array<i64: 4, 4>, axes = array<i64: 2, 3>, steps = array<i64: 2, 2>}
-// CHECK:         graph.pad %{{.*}} {pads = array<i64: 0, 0, 0, 1, 0, 0, 0, -1>, value = 0.000000e+00 : f64} : (tensor<2x4x4x4xf32>) -> tensor<2x4x4x4xf32>
-// CHECK:         %[[DY:d_y]] = graph.add
-// CHECK-NEXT:    graph.reshape %[[DY]] {shape = array<i64: 2, 4, 4, 1, 4>}
-// CHECK:         %[[UP:.*]] = graph.reshape %{{.*}} {shape = array<i64: 2, 4, 8, 8>}
-// CHECK-NEXT:    %[[WF:.*]] = graph.slice %w {starts = array<i64: -1, -1>, ends = array<i64: -4, -4>, axes = array<i64: 2, 3>, steps = array<i64: -1, -1>}
-// CHECK-NEXT:    %[[WT:.*]] = graph.transpose %[[WF]] {perm = array<i64: 1, 0, 2, 3>} : (tensor<4x3x3x3xf32>) -> tensor<3x4x3x3xf32>
-// CHECK-NEXT:    %[[GX:.*]] = graph.conv2d %[[UP]], %[[WT]] {pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1 : i64} : (tensor<2x4x8x8xf32>, tensor<3x4x3x3xf32>) -> tensor<2x3x8x8xf32>
-// CHECK-NEXT:    %[[XT:.*]] = graph.transpose %cx {perm = array<i64: 1, 0, 2, 3>}
-// CHECK-NEXT:    %[[DT:.*]] = graph.transpose %[[DY]] {perm = array<i64: 1, 0, 2, 3>}
-// CHECK-NEXT:    %[[C:.*]] = graph.conv2d %[[XT]], %[[DT]] {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 2, 2>, groups = 1 : i64} : (tensor<3x2x8x8xf32>, tensor<4x2x4x4xf32>) -> tensor<3x4x4x4xf32>
-// CHECK-NEXT:    %[[K:.*]] = graph.slice %[[C]] {starts = array<i64: 0, 0>, ends = array<i64: 3, 3>
-// CHECK-NEXT:    %[[GW:.*]] = graph.transpose %[[K]] {perm = array<i64: 1, 0, 2, 3>}
+// CHECK:         %[[T:.*]] = graph.constant dense<{{\[\[}}0, 2, 8, 10], [1, 3, 9, 11], [4, 6, 12, 14], [5, 7, 13, 15]]> : tensor<4x4xi64>
+// CHECK-NEXT:    %[[YF:.*]] = graph.reshape %y {shape = array<i64: 2, 4, 16>}
+// CHECK-NEXT:    %[[COLS:.*]] = graph.gather %[[YF]], %[[T]] {axis = 2 : i64} : (tensor<2x4x16xf32>, tensor<4x4xi64>) -> tensor<2x4x4x4xf32>
+// CHECK-NEXT:    %[[PR:.*]] = graph.reshape %p {shape = array<i64: 2, 4, 1, 4>}
+// CHECK-NEXT:    %[[HIT:.*]] = graph.compare %[[COLS]], %[[PR]] {predicate = "eq"}
+// CHECK:         %[[FIRST:.*]] = graph.reduce_min %{{.*}} {axes = array<i64: 2>, keepdims = true} : (tensor<2x4x4x4xf32>) -> tensor<2x4x1x4xf32>
+// CHECK:         graph.gather %{{.*}}, %{{.*}} {axis = 2 : i64} : (tensor<2x4x17xf32>, tensor<16x1xi64>) -> tensor<2x4x16x1xf32>
+// CHECK:         %[[DY:d_y]] = graph.reshape %{{.*}} {shape = array<i64: 2, 4, 4, 4>}
+// CHECK-NEXT:    %[[W3:.*]] = graph.reshape %w {shape = array<i64: 1, 4, 27>}
+// CHECK-NEXT:    %[[G4:.*]] = graph.reshape %[[DY]] {shape = array<i64: 2, 1, 4, 16>}
+// CHECK-NEXT:    %[[DC:.*]] = graph.matmul %[[W3]], %[[G4]] {transpose_a = true} : (tensor<1x4x27xf32>, tensor<2x1x4x16xf32>) -> tensor<2x1x27x16xf32>
+// CHECK:         %[[GA:.*]] = graph.gather %{{.*}}, %{{.*}} {axis = 2 : i64} : (tensor<2x3x145xf32>, tensor<81x4xi64>) -> tensor<2x3x81x4xf32>
+// CHECK-NEXT:    %[[S:.*]] = graph.reduce_sum %[[GA]] {axes = array<i64: 3>, keepdims = false}
+// CHECK-NEXT:    %[[XP:.*]] = graph.reshape %[[S]] {shape = array<i64: 2, 3, 9, 9>}
+// CHECK-NEXT:    %[[GX:.*]] = graph.pad %[[XP]] {pads = array<i64: 0, 0, -1, -1, 0, 0, 0, 0>, value = 0.000000e+00 : f64} : (tensor<2x3x9x9xf32>) -> tensor<2x3x8x8xf32>
+// CHECK-NEXT:    %[[PX:.*]] = graph.pad %cx {pads = array<i64: 0, 0, 1, 1, 0, 0, 0, 0>
+// CHECK:         %[[IC:.*]] = graph.gather %{{.*}}, %{{.*}} {axis = 2 : i64} : (tensor<2x3x81xf32>, tensor<9x16xi64>) -> tensor<2x3x9x16xf32>
+// CHECK-NEXT:    %[[IC4:.*]] = graph.reshape %[[IC]] {shape = array<i64: 2, 1, 27, 16>}
+// CHECK-NEXT:    %[[G4B:.*]] = graph.reshape %[[DY]] {shape = array<i64: 2, 1, 4, 16>}
+// CHECK-NEXT:    %[[PS:.*]] = graph.matmul %[[G4B]], %[[IC4]] {transpose_b = true} : (tensor<2x1x4x16xf32>, tensor<2x1x27x16xf32>) -> tensor<2x1x4x27xf32>
+// CHECK-NEXT:    %[[SUM:.*]] = graph.reduce_sum %[[PS]] {axes = array<i64: 0>, keepdims = false}
+// CHECK-NEXT:    %[[GW:.*]] = graph.reshape %[[SUM]] {shape = array<i64: 4, 3, 3, 3>}
 // CHECK-NEXT:    %[[GB:.*]] = graph.reduce_sum %[[DY]] {axes = array<i64: 0, 2, 3>, keepdims = false}
 // CHECK-NEXT:    func.return %l, %[[GW]], %[[GB]], %[[GX]]
 
