@@ -177,6 +177,12 @@ MAX_LANES = 32
 MAX_LANE_OPS = 4000
 
 
+def _steps(trip_count: int, lanes: int) -> int:
+    """The steps of a loop of `trip_count` iterations laned `lanes` wide: 0 when the lanes
+    do not divide it, at most 6 (many)."""
+    return min(trip_count // lanes, 6) if trip_count % lanes == 0 else 0
+
+
 def _laneable(loop: ForOp) -> bool:
     """Can `loop`'s body be emitted once per lane (unroll-and-jam)? Constants, loads,
     stores, allocations, scalar arith/math, loops and `scf.if`s without loops."""
@@ -254,12 +260,14 @@ def plan_lanes(
     lanes: dict[ForOp, int] = {}
     below = nest[nest.index(last) + 1 :]
     inner = next((lp for lp in reversed(below) if lp.trip_count > 1 and independent(lp)), None)
-    if inner is not None:
-        u = next((u for u in INNER_LANES if inner.trip_count % u == 0), 1)
+    if inner is not None:  # (PoCL's LLVM makes slow code of a laned loop left with 2 steps)
+        u = next((u for u in INNER_LANES if _steps(inner.trip_count, u) in (1, 4, 5, 6)), 1)
         if u > 1:
             lanes[inner] = u
-    u = next((u for u in MAPPED_LANES if last.trip_count % u == 0 and last.trip_count > u), 1)
-    if u > 1 and u * math.prod(lanes.values()) <= MAX_LANES:
+    budget = MAX_LANES // math.prod(lanes.values())
+    fits = [u for u in MAPPED_LANES if last.trip_count % u == 0 < last.trip_count - u]
+    u = next((u for u in fits if u <= budget), 1)
+    if u > 1:
         lanes[last] = u
     partials = {}
     for loop in last.block.walk():
@@ -267,7 +275,7 @@ def plan_lanes(
         if not found:
             continue
         budget = MAX_LANES // math.prod(lanes.values())
-        u = next((u for u in PARTIAL_LANES if loop.trip_count % u == 0 and u <= budget), 1)
+        u = next((u for u in PARTIAL_LANES if _steps(loop.trip_count, u) >= 2 and u <= budget), 1)
         if u > 1:
             lanes[loop], partials[loop] = u, found
     body_ops = sum(1 for _ in last.block.walk())

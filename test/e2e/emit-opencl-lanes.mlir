@@ -2,7 +2,8 @@
 
 // Register blocking (backends/opencl.py `plan_lanes`): a work-item computes 4
 // iterations of the last NDRange loop and the innermost independent loop below it is
-// written as 8 lanes, unrolled and jammed into the reduction: a load that does not vary
+// written as lanes (8, or 4 where 8 would leave it 2 steps: i1 of mix_0), unrolled and
+// jammed into the reduction: a load that does not vary
 // with a laned loop is written once for its lanes, every lane has its own accumulator.
 // An innermost reduction updating a 0-d accumulator sums in partials (one per lane),
 // combined after the loop. No lanes: extents no lane count divides (7), loops whose
@@ -10,18 +11,18 @@
 
 // CHECK-LABEL: /* kernel "mix_0": global (2), local (-) */
 // CHECK: const long v_i0 = 4 * (long)get_global_id(0);
-// CHECK-NEXT: for (long v_i1 = 0; v_i1 < 16; v_i1 += 8) {
-// CHECK: float v_acc_32;
+// CHECK-NEXT: for (long v_i1 = 0; v_i1 < 16; v_i1 += 4) {
+// CHECK: float v_acc_16;
 // CHECK: for (long v_r0 = 0; v_r0 < 2; v_r0++) {
 // CHECK-NEXT: const float v_a = v_x[v_r0 * 16 + v_i1];
-// CHECK: const float v_a_8 = v_x[v_r0 * 16 + (v_i1 + 7)];
+// CHECK: const float v_a_4 = v_x[v_r0 * 16 + (v_i1 + 3)];
 // CHECK-NEXT: const float v_b = v_w[v_i0 * 2 + v_r0];
 // CHECK-NEXT: const float v_b_2 = v_w[(v_i0 + 1) * 2 + v_r0];
 // CHECK-NOT: v_x[
-// CHECK: const float v_p_32 = v_a_8 * v_b_4;
-// CHECK: v_acc_32 = v_q_32;
+// CHECK: const float v_p_16 = v_a_4 * v_b_4;
+// CHECK: v_acc_16 = v_q_16;
 // CHECK-NEXT: }
-// CHECK: v_y[(v_i0 + 3) * 16 + (v_i1 + 7)] = v_t_32;
+// CHECK: v_y[(v_i0 + 3) * 16 + (v_i1 + 3)] = v_t_16;
 
 // CHECK-LABEL: /* kernel "rowmax_1": global (7), local (-) */
 // CHECK: const long v_i0 = (long)get_global_id(0);
