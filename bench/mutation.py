@@ -1,0 +1,185 @@
+"""Mutation testing of dlpc with cosmic-ray (issue 18), per area with its own test subset.
+
+    pip install cosmic-ray==8.7.0
+    python bench/mutation.py --area graph-rewrites --sample 40     # one area, 40 mutants
+    python bench/mutation.py --area all --sample 30                # every area
+    python bench/mutation.py --report                              # the table so far
+
+Each area is a set of modules and the tests that should catch their bugs (AREAS below).
+The run works on a copy of the committed tree (`git archive HEAD`) under --workdir, never
+on the checkout: cosmic-ray rewrites the module on disk for each mutant, runs the area's
+test command with `PYTHONPATH` pointing at the copy, and restores it. A mutant the tests
+fail on (or time out on) is killed; one they pass on survived. With --sample N only N
+mutants per area, drawn with --seed, are run (an area has hundreds; each costs one run
+of its tests). The score is killed / (killed + survived); the survivors' diffs are
+printed, to be given a test or shown equivalent (docs/testing.md). Slow: not in CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+PYTEST = "python -m pytest -x -q -p no:cacheprovider"
+AREAS: dict[str, tuple[list[str], list[str]]] = {
+    # area: (modules, test commands run in the copy, all must pass)
+    "frontends-text": (
+        ["frontends/text/irgen.py", "frontends/text/parser.py"],
+        [
+            f"{PYTEST} test/python/test_frontend.py "
+            "test/python/test_wrong_answers.py -k 'literal or tensor_operands or frontend'",
+        ],
+    ),
+    "graph-rewrites": (
+        ["passes/graph/simplify.py", "passes/graph/substitute.py"],
+        [
+            "lit -q test/passes/graph-simplify.mlir test/passes/graph-substitute.mlir",
+            f"{PYTEST} test/python/test_graph_passes.py test/python/test_wrong_answers.py "
+            "-k 'not onnx and not nan and not literal and not tensor_operands'",
+        ],
+    ),
+    "lowering": (
+        ["passes/lower/graph_to_te.py"],
+        [
+            "lit -q test/passes/graph-to-te.mlir test/passes/graph-to-te-nhwc.mlir",
+            f"{PYTEST} test/python/test_graph_to_te.py",
+        ],
+    ),
+    "fold-constants": (
+        ["passes/graph/fold_constants.py"],
+        [
+            "lit -q test/passes/graph-fold-constants.mlir",
+            f"{PYTEST} test/python/test_graph_passes.py",
+        ],
+    ),
+}
+
+
+def prepare(area: str, workdir: Path, sample: int | None, seed: int, timeout: float) -> Path:
+    """A copy of HEAD, the cosmic-ray config and session (sampled); the session path."""
+    modules, commands = AREAS[area]
+    base = workdir / area
+    copy = base / "dlpc"
+    if copy.exists():
+        subprocess.run(["rm", "-rf", str(copy)], check=True)
+    copy.mkdir(parents=True)
+    archive = subprocess.run(["git", "archive", "HEAD"], cwd=ROOT, capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(copy)], input=archive.stdout, check=True)
+    lit_cfg = copy / "lit.cfg.py"  # lit passes PYTHONPATH on to dlpc-opt in the copy
+    lit_cfg.write_text(
+        lit_cfg.read_text().replace('"VIRTUAL_ENV")', '"VIRTUAL_ENV", "PYTHONPATH")')
+    )
+    env = f"PYTHONPATH={base} DLPC_CACHE_DIR={base / 'cache'}"
+    test = " && ".join(f"{env} {c}" for c in commands)
+    script = base / "run-tests.sh"  # cosmic-ray runs its test command without a shell
+    script.write_text(f"#!/bin/sh\ncd {copy} && {test}\n")
+    config = base / "cosmic-ray.toml"
+    config.write_text(
+        "[cosmic-ray]\n"
+        f"module-path = {json.dumps([f'dlpc/{m}' for m in modules])}\n"
+        f"timeout = {timeout}\n"
+        "excluded-modules = []\n"
+        f"test-command = {json.dumps(f'sh {script}')}\n\n"
+        '[cosmic-ray.distributor]\nname = "local"\n'
+    )
+    session = base / "session.sqlite"
+    session.unlink(missing_ok=True)
+    subprocess.run(["cosmic-ray", "init", str(config), str(session)], cwd=base, check=True)
+    if sample is not None:
+        db = sqlite3.connect(session)
+        jobs = [r[0] for r in db.execute("select job_id from work_items order by job_id")]
+        keep = set(random.Random(seed).sample(jobs, min(sample, len(jobs))))
+        drop = [(j,) for j in jobs if j not in keep]
+        db.executemany("delete from mutation_specs where job_id = ?", drop)
+        db.executemany("delete from work_items where job_id = ?", drop)
+        db.commit()
+        db.close()
+    baseline = subprocess.run(f"cd {copy} && {test}", shell=True, capture_output=True, text=True)
+    if baseline.returncode != 0:
+        sys.exit(f"{area}: the tests fail without any mutation:\n{baseline.stdout[-2000:]}")
+    return session
+
+
+def summary(session: Path) -> dict:
+    db = sqlite3.connect(session)
+    rows = db.execute(
+        "select r.worker_outcome, r.test_outcome, r.diff, s.module_path, s.start_pos_row, "
+        "s.operator_name from work_results r join mutation_specs s on r.job_id = s.job_id"
+    ).fetchall()
+    total = db.execute("select count(*) from work_items").fetchone()[0]
+    db.close()
+    killed = sum(1 for w, t, *_ in rows if t == "killed" or w == "timeout")
+    survived = [r for r in rows if r[1] == "survived" and r[0] != "timeout"]
+    other = len(rows) - killed - len(survived)  # incompetent (the mutant does not import)
+    return {
+        "total": total,
+        "done": len(rows),
+        "killed": killed,
+        "survived": survived,
+        "incompetent": other,
+    }
+
+
+def report(workdir: Path, show_survivors: bool = True) -> None:
+    lines = [
+        "| area | mutants run | killed | survived | incompetent | score |",
+        "|---|---|---|---|---|---|",
+    ]
+    for area in AREAS:
+        session = workdir / area / "session.sqlite"
+        if not session.exists():
+            continue
+        s = summary(session)
+        scored = s["killed"] + len(s["survived"])
+        score = f"{100 * s['killed'] / scored:.0f} %" if scored else "-"
+        lines.append(
+            f"| {area} | {s['done']} of {s['total']} | {s['killed']} | {len(s['survived'])} "
+            f"| {s['incompetent']} | {score} |"
+        )
+        if show_survivors:
+            for _w, _t, diff, path, row, op in s["survived"]:
+                print(f"--- survived in {area}: {path}:{row + 1} ({op})")
+                print(
+                    "\n".join(
+                        ln
+                        for ln in diff.splitlines()
+                        if ln[:1] in "+-" and ln[:3] not in ("+++", "---")
+                    )
+                )
+    print("\n".join(lines))
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--area", choices=[*AREAS, "all"], help="the area to mutate")
+    p.add_argument("--sample", type=int, default=None, help="mutants per area (default: all)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the sample")
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds per mutant")
+    p.add_argument("--workdir", default="/tmp/dlpc-mutation", help="copies and sessions")
+    p.add_argument("--report", action="store_true", help="print the table of every area run")
+    args = p.parse_args(argv)
+    workdir = Path(args.workdir)
+    if args.area:
+        for area in AREAS if args.area == "all" else [args.area]:
+            start = time.perf_counter()
+            session = prepare(area, workdir, args.sample, args.seed, args.timeout)
+            subprocess.run(
+                ["cosmic-ray", "exec", str(workdir / area / "cosmic-ray.toml"), str(session)],
+                cwd=workdir / area,
+                check=True,
+            )
+            print(f"{area}: {time.perf_counter() - start:.0f} s", file=sys.stderr)
+    report(workdir)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
