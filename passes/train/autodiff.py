@@ -92,7 +92,8 @@ def _describe(op: Operation, index: int) -> str:
     return f"{name} ({where}op {index} of @main)"
 
 
-def _names(attrs: ArrayAttr | None, count: int, default: str) -> list[str | None]:
+def _names(attrs: ArrayAttr | None, count: int) -> list[str | None]:
+    """The `dlpc.name` of each of `count` arguments/results (None where there is none)."""
     out: list[str | None] = []
     data = attrs.data if attrs is not None else ()
     for i in range(count):
@@ -152,6 +153,7 @@ def differentiate(
     ret = block.last_op
     if not isinstance(ret, func.ReturnOp):
         raise DiagnosticException("graph-autodiff: @main must end in func.return")
+    _inline_fused(block)
     results = list(ret.operands)
     if not 0 <= result < len(results):
         raise DiagnosticException(
@@ -163,7 +165,6 @@ def differentiate(
             f"graph-autodiff needs a scalar float loss, but result {result} of @main has "
             f"type {loss.type}"
         )
-    _inline_fused(block)
     forward = [op for op in block.ops if op is not ret]
     forward_set = set(forward)
 
@@ -202,7 +203,7 @@ def differentiate(
 
     # the gradients, by name; a param used twice sums its uses, an unused one is 0
     outputs: list[SSAValue] = [loss]
-    names = [_names(f.res_attrs, len(results), "")[result] or "loss"]
+    names = [_names(f.res_attrs, len(results))[result] or "loss"]
     params: dict[str, list[graph.ParamOp]] = {}
     for op in forward:
         if isinstance(op, graph.ParamOp):
@@ -212,7 +213,7 @@ def differentiate(
         outputs.append(_gradient(b, parts, ops[0].output, name))
         names.append(f"grad.{name}")
     if wrt_inputs:
-        arg_names = _names(f.arg_attrs, len(block.args), "")
+        arg_names = _names(f.arg_attrs, len(block.args))
         for i, arg in enumerate(block.args):
             if _grad.no_gradient(arg):
                 continue  # integer inputs (labels, indices) have no gradient
@@ -220,7 +221,7 @@ def differentiate(
             outputs.append(_gradient(b, adjoints.get(arg, []), arg, name))
             names.append(f"grad.{name}")
     if aux:
-        res_names = _names(f.res_attrs, len(results), "")
+        res_names = _names(f.res_attrs, len(results))
         for i, v in enumerate(results):
             if i != result:
                 outputs.append(v)

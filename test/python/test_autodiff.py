@@ -746,3 +746,27 @@ def test_train_step_reports_what_the_backward_keeps():
     assert f"{step.kept_bytes / 1024:.1f} KiB" in line and "with graph-autodiff recompute" in line
     checkpointed = train_step_module(model.module, "mse", "sgd", recompute=True)
     assert checkpointed.kept_bytes == step.kept_bytes_other
+
+
+def test_loss_made_by_graph_fused():
+    """The loss itself is the result of a graph.fused (inlined before it is read)."""
+    from dlpc.passes.pipeline import parse_module
+
+    module = parse_module(
+        """
+func.func @main(%x: tensor<3xf32>) -> tensor<f32> {
+  %w = graph.param "w" : tensor<3xf32>
+  %l = graph.fused "mul_sum" %x, %w : (tensor<3xf32>, tensor<3xf32>) -> tensor<f32> {
+  ^bb0(%a: tensor<3xf32>, %b: tensor<3xf32>):
+    %0 = graph.mul %a, %b : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+    %1 = graph.reduce_sum %0 : (tensor<3xf32>) -> tensor<f32>
+    graph.yield %1 : tensor<f32>
+  }
+  func.return %l : tensor<f32>
+}"""
+    )
+    differentiate(module)
+    module.verify()
+    x, w = np.array([1.0, 2.0, 3.0], np.float32), np.array([4.0, 5.0, 6.0], np.float32)
+    loss, gw = run_reference(module, [x], {"w": w})
+    assert loss == 32 and np.array_equal(gw, x)
