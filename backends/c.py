@@ -77,6 +77,7 @@ from xdsl.utils.target import Target
 from dlpc.backends.names import Scope, c_comment, c_string
 from dlpc.diagnostics import DlpcError
 from dlpc.dialects.loop import ForOp, KernelOp, NamedKernelSyntax, defined_inside
+from dlpc.dialects.sizes import size_error
 
 ARENA = "dlpc.arena"  # the memory plan's arena alloc in @main (passes/lower/memory_plan.py)
 
@@ -114,6 +115,9 @@ def memref_info(ty: Attribute) -> tuple[tuple[int, ...], Attribute]:
         raise DlpcError(f"error: c backend: dynamic memref {ty} is not supported")
     if not isinstance(ty.layout, NoneAttr):
         raise DlpcError(f"error: c backend: memref {ty} has a non-identity layout")
+    too_big = size_error(shape, ty.get_element_type())
+    if too_big:  # (loop IR given directly: its index arithmetic must not overflow either)
+        raise DlpcError(f"error: c backend: memref{too_big.removeprefix('tensor')}")
     return shape, ty.get_element_type()
 
 
