@@ -64,6 +64,18 @@ func.func @movement(%x: tensor<2x3xf32>) -> (tensor<6xf32>, tensor<2x3xf32>) {
   func.return %r2, %r3 : tensor<6xf32>, tensor<2x3xf32>
 }
 
+// exp(log(c)) -> c for a constant c >= 0, fractions included (issue 18: a mutant that
+// took only c >= 1 as nonnegative survived)
+// CHECK-LABEL: func.func @exp_log_constant
+// CHECK-NEXT:    %[[C:.*]] = graph.constant dense<[0.000000e+00, 2.500000e-01, 3.000000e+00]>
+// CHECK-NEXT:    func.return %[[C]]
+func.func @exp_log_constant() -> tensor<3xf32> {
+  %c = graph.constant dense<[0.0, 0.25, 3.0]> : tensor<3xf32>
+  %l = graph.log %c : (tensor<3xf32>) -> tensor<3xf32>
+  %e = graph.exp %l : (tensor<3xf32>) -> tensor<3xf32>
+  func.return %e : tensor<3xf32>
+}
+
 // exp(log(x)) -> x only where x >= 0; x / c -> x * (1 / c)
 // CHECK-LABEL: func.func @exp_log_div
 // CHECK-NEXT:    %[[R:.*]] = graph.relu %x

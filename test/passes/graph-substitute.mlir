@@ -81,6 +81,20 @@ func.func @factor_common(%x: tensor<4x5xf32>, %a: tensor<5xf32>, %b: tensor<4x5x
   func.return %s2 : tensor<4x5xf32>
 }
 
+// factor-common also when the sum has several users (the root add is not consumed)
+// CHECK-LABEL: func.func @factor_common_shared
+// CHECK-NEXT:    %[[AB:.*]] = graph.add %a, %b
+// CHECK-NEXT:    %[[Y:.*]] = graph.mul %x, %[[AB]]
+// CHECK-NEXT:    %[[Z:.*]] = graph.relu %[[Y]]
+// CHECK-NEXT:    func.return %[[Y]], %[[Z]]
+func.func @factor_common_shared(%x: tensor<4x5xf32>, %a: tensor<5xf32>, %b: tensor<4x5xf32>) -> (tensor<4x5xf32>, tensor<4x5xf32>) {
+  %t1 = graph.mul %x, %a : (tensor<4x5xf32>, tensor<5xf32>) -> tensor<4x5xf32>
+  %t2 = graph.mul %b, %x : (tensor<4x5xf32>, tensor<4x5xf32>) -> tensor<4x5xf32>
+  %s = graph.add %t1, %t2 : (tensor<4x5xf32>, tensor<4x5xf32>) -> tensor<4x5xf32>
+  %r = graph.relu %s : (tensor<4x5xf32>) -> tensor<4x5xf32>
+  func.return %s, %r : tensor<4x5xf32>, tensor<4x5xf32>
+}
+
 // regroup-scalars: (m1 + s1) + (m2 + s2) -> (m1 + m2) + (s1 + s2)
 // CHECK-LABEL: func.func @regroup_scalars
 // CHECK-NEXT:    %[[MM:.*]] = graph.add %m1, %m2 : (tensor<4x5xf32>, tensor<4x5xf32>) -> tensor<4x5xf32>
