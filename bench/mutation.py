@@ -116,6 +116,7 @@ def summary(session: Path) -> dict:
     ).fetchall()
     total = db.execute("select count(*) from work_items").fetchone()[0]
     db.close()
+    rows = [(w.lower(), (t or "").lower(), *rest) for w, t, *rest in rows]
     killed = sum(1 for w, t, *_ in rows if t == "killed" or w == "timeout")
     survived = [r for r in rows if r[1] == "survived" and r[0] != "timeout"]
     other = len(rows) - killed - len(survived)  # incompetent (the mutant does not import)
