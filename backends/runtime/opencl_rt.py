@@ -156,27 +156,41 @@ class OpenCLFunction(ModuleFunction):
                 globals_[op.sym_name.data] = self._buffer(mf.READ_ONLY, values.reshape(shape))
         # the host program: @main's ops in order, every buffer decided now
         free: dict[int, list] = {}  # size class -> device buffers no longer in use
+        owners: dict[int, int] = {}  # id(intermediate buffer) -> memrefs living in it
+        aliases = reshape_aliases(self.fn)  # reshape kernels: the result is the operand
         self.steps: list[tuple] = []
         self.kernel_ops: list = []
+        self.aliased: list = []
         for op in self.fn.body.block.ops:
-            if isinstance(op, KernelOp):
+            if isinstance(op, KernelOp) and op in aliases:
+                source, result = aliases[op]
+                buffers[result] = buffers[source]
+                if id(buffers[source]) in owners:
+                    owners[id(buffers[source])] += 1
+                self.aliased.append(op)
+            elif isinstance(op, KernelOp):
                 launch = emitter.launches[op]
                 kernel = cl.Kernel(self.program, launch.name)
                 kernel.set_args(*[buffers[v] for v in launch.args])
                 self.steps.append(("kernel", kernel, launch.global_size, launch.local_size, op.sym))
                 self.kernel_ops.append(op)
             elif isinstance(op, memref.AllocOp | memref.AllocaOp):
+                if any(op.memref is result for _, result in aliases.values()):
+                    continue  # given its operand's buffer by the reshape
                 shape, elt = memref_info(op.memref.type)
                 nbytes = max(math.prod(shape), 1) * np.dtype(numpy_dtype(elt)).itemsize
                 size_class = _size_class(nbytes)
                 pool = free.get(size_class)
-                buffers[op.memref] = (
-                    pool.pop() if pool else self._device_alloc(size_class, kernel_for(op))
-                )
+                buffer = pool.pop() if pool else self._device_alloc(size_class, kernel_for(op))
+                buffers[op.memref] = buffer
+                owners[id(buffer)] = 1
             elif isinstance(op, memref.DeallocOp):
-                if op.memref in buffers and op.memref not in args:
-                    buffer = buffers[op.memref]
-                    free.setdefault(buffer.size, []).append(buffer)
+                buffer = buffers.get(op.memref)
+                if buffer is not None and id(buffer) in owners:
+                    owners[id(buffer)] -= 1
+                    if owners[id(buffer)] == 0:  # no memref lives in it any more: reuse it
+                        del owners[id(buffer)]
+                        free.setdefault(buffer.size, []).append(buffer)
             elif isinstance(op, memref.GetGlobalOp):
                 buffers[op.memref] = globals_[op.name_.root_reference.data]
             elif isinstance(op, memref.CopyOp):
@@ -188,7 +202,7 @@ class OpenCLFunction(ModuleFunction):
                 continue
             else:
                 raise DlpcError(f"error: opencl backend: unsupported op '{op.name}' in @main")
-        self.num_launches = len(self.kernel_ops)
+        self.num_launches = len(self.kernel_ops)  # per call (the aliased reshapes are free)
         # the kernels' arguments hold no reference to their buffers: keep every one alive
         self.device_buffers = [*buffers.values(), *globals_.values()]
         self.params_resident = False  # the bound parameters are in their device buffers
@@ -286,6 +300,42 @@ class OpenCLFunction(ModuleFunction):
         return cl.Buffer(self.ctx, flags | cl.mem_flags.COPY_HOST_PTR, hostbuf=host)
 
 
+def reshape_aliases(fn) -> dict:
+    """The `graph.reshape` kernels of @main `fn` whose result can be their operand's
+    buffer (row-major data is the same bytes in any shape), as kernel -> (operand,
+    result): the result is an intermediate `memref.alloc` of the same element type and
+    count, and nothing after the reshape in @main writes the operand or the result."""
+    from xdsl.dialects import memref
+
+    from dlpc.backends.c import kernel_uses
+    from dlpc.dialects.loop import KernelOp
+
+    ops = list(fn.body.block.ops)
+    writes: list[set] = []  # per op of @main: the buffers it writes
+    for op in ops:
+        if isinstance(op, KernelOp):
+            writes.append(kernel_uses(op)[1])
+        else:
+            writes.append({op.destination} if isinstance(op, memref.CopyOp) else set())
+    aliases = {}
+    for n, k in enumerate(ops):
+        if not isinstance(k, KernelOp) or k.origin is None or k.origin.data != "graph.reshape":
+            continue
+        free, stored = kernel_uses(k)
+        if len(free) != 2 or len(stored) != 1:
+            continue
+        source, result = free if free[1] in stored else free[::-1]
+        if stored != {result} or not isinstance(result.owner, memref.AllocOp):
+            continue
+        same = source.type.element_type == result.type.element_type and math.prod(
+            source.type.get_shape()
+        ) == math.prod(result.type.get_shape())
+        later = set().union(*writes[n + 1 :])
+        if same and not later & {source, result}:
+            aliases[k] = (source, result)
+    return aliases
+
+
 def _size_class(nbytes: int) -> int:
     """Intermediates are allocated in size classes (powers of two up to 4 KiB, then
     multiples of 4 KiB) so that a freed buffer fits later allocations of about its size."""
@@ -300,7 +350,8 @@ def opencl_profile(function: OpenCLFunction, module, inputs, repeat: int = 20):
     from dlpc.backends.runtime.profile import ProfileRow, kernel_costs
 
     seconds, call = function.profile_kernels(inputs, repeat)
-    costs = kernel_costs(module)
+    launched = {k.sym for k in function.kernel_ops}  # (not the reshapes made aliases)
+    costs = [c for c in kernel_costs(module) if c.name in launched]
     if [c.name for c in costs] != [k.sym for k in function.kernel_ops]:
         raise DlpcError("error: profile: the kernels of the program and of the loop IR differ")
     rows = [ProfileRow(c.name, c.origin, t, c.flops, c.bytes) for c, t in zip(costs, seconds)]

@@ -209,3 +209,79 @@ def test_profile_rows():
     assert all(r.seconds > 0 for r in rows) and call > 0
     conv = next(r for r in rows if r.name.startswith("conv2d"))
     assert conv.flops > 0 and conv.bytes > 0
+
+
+RESHAPE = """
+func.func @main(%x: memref<2x3xf32>, %out0: memref<3x2xf32>, %out1: memref<2x3xf32>)
+    attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 2 : i64} {
+  %a = memref.alloc() : memref<2x3xf32>
+  loop.kernel "neg_0" {
+    loop.for %i = 0 to 2 step 1 {name = "i0", parallel} {
+      loop.for %j = 0 to 3 step 1 {name = "i1"} {
+        %v = memref.load %x[%i, %j] : memref<2x3xf32>
+        %n = arith.negf %v : f32
+        memref.store %n, %a[%i, %j] : memref<2x3xf32>
+      }
+    }
+  }
+  %r = memref.alloc() : memref<3x2xf32>
+  loop.kernel "reshape_1" attributes {origin = "graph.reshape"} {
+    loop.for %f = 0 to 6 step 1 {name = "i0", parallel} {
+      %c2 = arith.constant 2 : index
+      %c3 = arith.constant 3 : index
+      %ri = arith.divsi %f, %c2 : index
+      %rj = arith.remsi %f, %c2 : index
+      %ai = arith.divsi %f, %c3 : index
+      %aj = arith.remsi %f, %c3 : index
+      %v = memref.load %a[%ai, %aj] : memref<2x3xf32>
+      memref.store %v, %r[%ri, %rj] : memref<3x2xf32>
+    }
+  }
+  LATER
+  loop.kernel "copy_2" {
+    loop.for %i = 0 to 3 step 1 {name = "i0", parallel} {
+      loop.for %j = 0 to 2 step 1 {name = "i1"} {
+        %v = memref.load %r[%i, %j] : memref<3x2xf32>
+        memref.store %v, %out0[%i, %j] : memref<3x2xf32>
+      }
+    }
+  }
+  memref.dealloc %r : memref<3x2xf32>
+  memref.dealloc %a : memref<2x3xf32>
+  func.return
+}
+"""
+LATER = """loop.kernel "twice_2" {
+    loop.for %i = 0 to 2 step 1 {name = "i0", parallel} {
+      loop.for %j = 0 to 3 step 1 {name = "i1"} {
+        %v = memref.load %x[%i, %j] : memref<2x3xf32>
+        %t = arith.addf %v, %v : f32
+        memref.store %t, %a[%i, %j] : memref<2x3xf32>
+        memref.store %t, %out1[%i, %j] : memref<2x3xf32>
+      }
+    }
+  }"""
+
+
+@pytest.mark.parametrize("later", [False, True])
+def test_reshape_kernel_is_an_alias_unless_its_operand_changes(later):
+    """A reshape's result is its operand's buffer (no launch), but not when a later kernel
+    writes the operand (twice_2 overwrites `a` before `r` is read: an alias would read 2x)."""
+    from dlpc.backends.c import find_main
+    from dlpc.backends.runtime.opencl_rt import reshape_aliases
+
+    text = RESHAPE.replace("LATER", LATER if later else "")
+    if not later:
+        text = text.replace(", %out1: memref<2x3xf32>)", ")").replace(
+            "num_outputs = 2", "num_outputs = 1"
+        )
+    module = pipeline.parse_module(text)
+    aliased = [k.sym for k in reshape_aliases(find_main(module))]
+    assert aliased == ([] if later else ["reshape_1"])
+    f = compile_opencl(module, name="reshape")
+    assert f.num_launches == (4 if later else 2)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    outputs = f(x)
+    np.testing.assert_array_equal(outputs[0], (-x).reshape(3, 2))
+    if later:
+        np.testing.assert_array_equal(outputs[1], 2 * x)
