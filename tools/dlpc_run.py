@@ -12,7 +12,8 @@ alone, or only their sum) and the worst element (its index, the value and the
 reference's); then the median time per run (host wall time; for `--target dlp` also the
 simulator's per-kernel report: bytes per memory level, DMAs, intrinsic cycles, simulated
 time; for `--target c --profile` the time of every kernel, its share, GFLOP/s and bytes
-moved, from a build of the same C with timers around each kernel call). With `--check` the exit code is 1 unless every element satisfies
+moved, from a build of the same C with timers around each kernel call; for `--target
+opencl --profile` the same table from OpenCL profiling events). With `--check` the exit code is 1 unless every element satisfies
 |out - ref| <= atol + rtol * |ref|. The model may be `-` (stdin, with `--format`).
 
 Memory: before any input is made, the least the run needs (the reference's live tensors
@@ -94,8 +95,9 @@ def parser() -> ToolArgumentParser:
     p.add_argument(
         "--profile",
         action="store_true",
-        help="target c: time every kernel (a build with timers, median of --repeat calls) "
-        "and print its share, GFLOP/s and bytes moved",
+        help="targets c and opencl: time every kernel (c: a build with timers; opencl: "
+        "profiling events; median of --repeat calls) and print its share, GFLOP/s and "
+        "bytes moved",
     )
     p.add_argument(
         "--target-desc",
@@ -254,8 +256,10 @@ def run(argv: list[str] | None) -> int:
         )
     if args.repeat < 1:
         raise DlpcError(f"dlpc-run: error: --repeat must be >= 1, got {args.repeat}")
-    if args.profile and args.target != "c":
-        raise DlpcError(f"dlpc-run: error: --profile needs --target c, not '{args.target}'")
+    if args.profile and args.target not in ("c", "opencl"):
+        raise DlpcError(
+            f"dlpc-run: error: --profile needs --target c or opencl, not '{args.target}'"
+        )
     if args.target == "opencl":
         require("pyopencl", "opencl", "target 'opencl'")
     check_model_path(args.model, args.format)
@@ -295,7 +299,14 @@ def run(argv: list[str] | None) -> int:
     outputs = expected = y = r = None
     seconds = compiled.time(*inputs, repeat=args.repeat)
     print(f"time: {seconds * 1e3:.4g} ms per run (median of {args.repeat})")
-    if args.profile:  # the same C with a timer around every kernel call
+    if args.profile and args.target == "opencl":  # OpenCL profiling events per kernel
+        from dlpc.backends.runtime.opencl_rt import opencl_profile
+        from dlpc.backends.runtime.profile import format_profile
+
+        rows, call = opencl_profile(compiled.artifact, compiled.lowered, inputs, args.repeat)
+        print(f"profile (median of {args.repeat} calls, static FLOPs and compulsory bytes):")
+        print(format_profile(rows, call))
+    elif args.profile:  # the same C with a timer around every kernel call
         from dlpc.backends.runtime.profile import format_profile, profile
 
         rows, call = profile(

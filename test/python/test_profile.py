@@ -85,7 +85,19 @@ def test_dlpc_run_profile_prints_the_table():
 def test_dlpc_run_profile_needs_target_c():
     proc = run_tool(str(EXAMPLES / "mlp.dlpc"), "--profile", "--target", "numpy")
     assert proc.returncode == 1
-    assert proc.stderr.strip() == "dlpc-run: error: --profile needs --target c, not 'numpy'"
+    assert proc.stderr.strip() == (
+        "dlpc-run: error: --profile needs --target c or opencl, not 'numpy'"
+    )
+
+
+def test_dlpc_run_profile_opencl():
+    pytest.importorskip("pyopencl", reason="the opencl extra is not installed")
+    proc = run_tool(str(EXAMPLES / "mlp.dlpc"), "--target", "opencl", "--profile", "--repeat", "3")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    start = lines.index("profile (median of 3 calls, static FLOPs and compulsory bytes):")
+    names = [ln.split()[0] for ln in lines[start + 2 : start + 5]]
+    assert sorted(names) == ["linear_4", "linear_relu_0", "linear_relu_1"]
 
 
 def test_dlpc_timing_prints_every_pass():
