@@ -83,6 +83,8 @@ def _format(e: BaseException) -> str:
         return f"error: no such file: {e.filename}"
     if isinstance(e, OSError) and e.filename:
         return f"error: {e.filename}: {e.strerror}"
+    if isinstance(e, OSError) and e.strerror:
+        return f"error: {e.strerror}"
     if isinstance(e, ValueError | NotImplementedError):
         return f"error: {_message(e)}"
     if isinstance(e, KeyError):
@@ -210,7 +212,7 @@ def run_guarded(fn: Callable[[], object], tool: str) -> int:
     guard: the tool then ends quietly like `cat`, with exit status 141 (128 + SIGPIPE)."""
     try:
         result = fn()
-        sys.stdout.flush()
+        _flush_stdout()
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else 1
     except KeyboardInterrupt:
@@ -226,6 +228,19 @@ def run_guarded(fn: Callable[[], object], tool: str) -> int:
         print(msg if located else f"{tool}: {msg}", file=sys.stderr)
         return 1
     return result if isinstance(result, int) else 0
+
+
+def _flush_stdout() -> None:
+    """Flush what print() left in stdout's buffer; a device that is full (`> /dev/full`)
+    is a one-line error, and stdout is silenced so that the interpreter's own final flush
+    does not report it again."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as e:
+        _silence_stdout()
+        raise DlpcError(f"error: cannot write to stdout: {e.strerror or e}") from None
 
 
 def _silence_stdout() -> None:
@@ -249,10 +264,16 @@ def write_stdout(text: str) -> None:
     except (AttributeError, OSError, ValueError):  # stdout is not a file (captured)
         sys.stdout.write(text)
         return
-    sys.stdout.flush()
+    _flush_stdout()
     view = memoryview(text.encode(sys.stdout.encoding or "utf-8", sys.stdout.errors or "strict"))
     while view:
-        view = view[os.write(fd, view) :]
+        try:
+            view = view[os.write(fd, view) :]
+        except BrokenPipeError:
+            raise
+        except OSError as e:  # a full device (`> /dev/full`), an I/O error
+            _silence_stdout()
+            raise DlpcError(f"error: cannot write to stdout: {e.strerror or e}") from None
 
 
 def dlpc_version() -> str:
@@ -366,7 +387,16 @@ def write_atomically(path: str | os.PathLike, content: str | bytes | Callable) -
     existing file keeps its mode, a new one gets 0666 less the umask (like open()). A
     destination that is not a regular file (/dev/stdout, a FIFO) is written directly."""
     given = Path(path)
-    if given.exists() and not given.is_file():
+    try:
+        _write_atomically(given, content)
+    except BrokenPipeError:
+        raise
+    except OSError as e:  # a full disk or device (-o /dev/full), an I/O error
+        raise DlpcError(f"error: cannot write {given}: {e.strerror or e}") from None
+
+
+def _write_atomically(given: Path, content) -> None:
+    if given.exists() and not given.is_file():  # a device, a FIFO: written in place
         with open(given, "wb") as f:
             _write(f, content)
         return

@@ -9,6 +9,7 @@ or absent, and a file of any name as MLIR text (`-f` picks another registered fr
 Errors are one line on stderr with exit code 1.
 """
 
+import io
 import os
 import sys
 
@@ -19,6 +20,7 @@ from dlpc.diagnostics import (
     boundary,
     dlpc_version,
     run_guarded,
+    write_atomically,
     write_stdout,
 )
 
@@ -33,6 +35,11 @@ class _Stdout:
 
     def close(self) -> None:  # xDSL closes its output stream; stdout stays open
         sys.stdout.flush()
+
+
+class _Collected(io.StringIO):
+    def close(self) -> None:  # xDSL closes its output stream; the text is read after
+        pass
 
 
 UPSTREAM_HELP = {
@@ -76,10 +83,18 @@ class DlpcOptMain(xDSLOptMain):
         return f, extension if extension in self.available_frontends else "mlir"
 
     def prepare_output(self):
-        """stdout through `write_stdout`, so a reader that goes away mid-output is seen."""
+        """stdout through `write_stdout`, so a reader that goes away mid-output is seen;
+        `-o FILE` is collected and written by `run` once complete (`write_atomically`: a
+        device or FIFO in place, a regular file by rename; a full device is one line)."""
         if self.args.output_file is None:
             return _Stdout()
-        return super().prepare_output()
+        self.collected = _Collected()
+        return self.collected
+
+    def run(self):
+        super().run()
+        if self.args.output_file is not None:
+            write_atomically(self.args.output_file, self.collected.getvalue())
 
     def apply_passes(self, prog):
         """The passes in order, each (and the verification after it) inside

@@ -32,6 +32,8 @@ starts from); `apply_tuned_or_default(module, tuning_log)` is what the pipeline 
 from __future__ import annotations
 
 import os
+import sys
+import time
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -435,13 +437,49 @@ def _trial_copy(module: ModuleOp, script: str) -> tuple[Operation, ModuleOp | No
     return scratch, scratch
 
 
-def apply_default(module: ModuleOp) -> None:
-    for kernel in list(kernels(module)):
+# Seconds the schedule search may take over one module: each kernel tries at most two
+# candidate scripts, but a pathological (mutated, huge) nest must not stall compilation;
+# kernels reached after the budget is spent keep te-to-loop's (identity) schedule.
+SEARCH_BUDGET = 60.0
+
+
+class _Budget:
+    """The search deadline; says once on stderr when it ran out and what that means."""
+
+    def __init__(self, seconds: float | None, what: str):
+        self.seconds = SEARCH_BUDGET if seconds is None else seconds
+        self.deadline = time.monotonic() + self.seconds
+        self.what = what
+        self.skipped = 0
+
+    def spent(self) -> bool:
+        if time.monotonic() < self.deadline:
+            return False
+        self.skipped += 1
+        return True
+
+    def report(self, total: int) -> None:
+        if self.skipped:
+            print(
+                f"dlpc: note: {self.what}: schedule search stopped after its budget of "
+                f"{self.seconds:g} s; {self.skipped} of {total} kernels keep the identity "
+                "schedule",
+                file=sys.stderr,
+            )
+
+
+def apply_default(module: ModuleOp, budget: float | None = None) -> None:
+    todo = list(kernels(module))
+    clock = _Budget(budget, "loop-default-schedule")
+    for kernel in todo:
+        if clock.spent():
+            continue
         for script in default_scripts(module, kernel.sym):
             if try_script(module, script):
                 break
     for kernel in kernels(module):
         _finish(kernel)
+    clock.report(len(todo))
 
 
 def apply_tuned_or_default(
@@ -454,8 +492,13 @@ def apply_tuned_or_default(
 
     log = TuningLog(tuning_log) if tuning_log else None
     how: dict[str, str] = {}
-    for kernel in list(kernels(module)):
+    todo = list(kernels(module))
+    clock = _Budget(None, "loop-apply-tuning-log")
+    for kernel in todo:
         name = kernel.sym
+        if clock.spent():
+            how[name] = "none"
+            continue
         best = log.best(kernel_signature(kernel), target) if log else None
         if best is not None and try_script(module, rename_script(best.script, best.kernel, name)):
             how[name] = "tuned"
@@ -465,6 +508,7 @@ def apply_tuned_or_default(
             how[name] = "none"
     for kernel in kernels(module):
         _finish(kernel)
+    clock.report(len(todo))
     return how
 
 
@@ -473,9 +517,11 @@ class LoopDefaultSchedule(ModulePass):
     """`loop-default-schedule`"""
 
     name = "loop-default-schedule"
+    # seconds the search may take (default SEARCH_BUDGET); later kernels keep the identity
+    budget: float | None = None
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        apply_default(op)
+        apply_default(op, self.budget)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,11 @@
 // RUN: dlpc-opt %s -p loop-default-schedule | filecheck %s
+// RUN: dlpc-opt %s -p 'loop-default-schedule{budget=0.0}' 2>&1 | filecheck %s --check-prefix=BUDGET
+
+// With its time budget spent, the search stops: every kernel keeps te-to-loop's nest, and
+// one note says so.
+// BUDGET: dlpc: note: loop-default-schedule: schedule search stopped after its budget of 0 s; 3 of 3 kernels keep the identity schedule
+// BUDGET-NOT: unroll
+// BUDGET: loop.for %r0 = 0 to 8 step 1 {name = "r0", reduction}
 
 // The gemm template: packed panels of B and A, the register-tile micro-kernel, init
 // nest vectorized; the kernel is too small for OpenMP, so nothing stays parallel.
