@@ -4,8 +4,9 @@
 
 Per example: dlpc C and dlpc OpenCL (on the first OpenCL platform, PoCL on a CPU-only
 machine; `DLPC_OPENCL_PLATFORM` picks another) wall time per call in ms, each the median
-of `--repeat` calls after `--warmup`, both through `dlpc.compile` with the model's own
-weights bound (resident), the ratio OpenCL / C, and the OpenCL kernels launched per call.
+of `--repeat` calls after `--warmup`, the two called in turn (so that both see the same
+load on a shared machine), both through `dlpc.compile` with the model's own weights
+bound (resident), the ratio OpenCL / C, and the OpenCL kernels launched per call.
 Then, for the example with the worst ratio (or `--profile NAME`), the time of every
 OpenCL kernel (profiling events, median over the calls) beside the C kernel of the same
 name (`dlpc-run --target c --profile`'s timers). A backend whose outputs differ from the
@@ -32,15 +33,19 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 NAMES = ["mlp", "lenet", "resnet", "transformer", "mobilenet"]
 
 
-def median_seconds(compiled, inputs, repeat: int, warmup: int) -> float:
+def interleaved_medians(runs, inputs, repeat: int, warmup: int) -> list[float]:
+    """Median seconds per call of each compiled model in `runs`, timed in turn within each
+    repetition so that all of them see the same load on a shared machine."""
     for _ in range(warmup):
-        compiled(*inputs)
-    times = []
+        for run in runs:
+            run(*inputs)
+    times: list[list[float]] = [[] for _ in runs]
     for _ in range(repeat):
-        start = time.perf_counter()
-        compiled(*inputs)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        for run, t in zip(runs, times):
+            start = time.perf_counter()
+            run(*inputs)
+            t.append(time.perf_counter() - start)
+    return [statistics.median(t) for t in times]
 
 
 def matches(outputs, expected) -> bool:
@@ -91,16 +96,10 @@ def main(argv: list[str] | None = None) -> int:
         c = api.compile(model, target="c")
         ocl = api.compile(model, target="opencl")
         compiled[name] = (model, inputs, c, ocl)
-        cells = []
-        seconds = []
-        for one in (c, ocl):
-            if not matches(one(*inputs), expected):
-                cells.append("wrong")
-                continue
-            t = median_seconds(one, inputs, args.repeat, args.warmup)
-            seconds.append(t)
-            cells.append(f"{t * 1e3:.3f}")
-        ratio = seconds[1] / seconds[0] if len(seconds) == 2 else float("nan")
+        good = [matches(one(*inputs), expected) for one in (c, ocl)]
+        seconds = interleaved_medians([c, ocl], inputs, args.repeat, args.warmup)
+        cells = [f"{t * 1e3:.3f}" if ok else "wrong" for t, ok in zip(seconds, good)]
+        ratio = seconds[1] / seconds[0] if all(good) else float("nan")
         ratios[name] = ratio
         print(
             f"{name:12} {cells[0]:>9} {cells[1]:>10} {ratio:7.2f} {ocl.artifact.num_launches:9d}",
