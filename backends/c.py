@@ -387,6 +387,7 @@ class FunctionWriter:
         self.scopes: list[list[str]] = []  # per open block: its heap memref.alloca buffers
         self.depth = 1
         self.arena_name = ""  # @main: the memory plan's arena, released before returning
+        self.may_fail = False  # a kernel with a heap allocation it can return from: int
 
     # ---- helpers -------------------------------------------------------------
     def line(self, text: str) -> None:
@@ -643,13 +644,21 @@ class FunctionWriter:
         if in_kernel and nbytes <= STACK_LIMIT:
             self.line(f"{t} {name}[{max(math.prod(shape), 1)}];")
         else:
-            # in @main a failed allocation returns 1 (the runtime names the size and the
-            # kernel the buffer is for); inside a kernel (maybe inside an OpenMP loop, where
-            # `return` is not allowed) it aborts with that message
+            # a failed allocation returns 1 from @main (the runtime names the size and the
+            # kernel the buffer is for); a kernel returns 1 to @main, freeing what it holds,
+            # except inside an OpenMP loop (`return` is not allowed there): it aborts with
+            # the same message
             what = self.what if in_kernel else kernel_for(op)
             count = max(math.prod(shape), 1)
             self.line(f"{t} *{name} = ({t} *)dlpc_alloc({count}, sizeof({t}), {c_string(what)});")
-            self.line(f"if (!{name}) {'dlpc_oom()' if in_kernel else 'return 1'};")
+            if not in_kernel:
+                self.line(f"if (!{name}) return 1;")
+            elif in_omp_loop(op):
+                self.line(f"if (!{name}) dlpc_oom();")
+            else:
+                held = [n for scope in self.scopes for n in scope] + list(self.frees.values())
+                self.line(f"if (!{name}) {{ {''.join(f'free({n}); ' for n in held)}return 1; }}")
+                self.may_fail = True
             if isinstance(op, memref.AllocaOp):
                 self.scopes[-1].append(name)  # freed where its block ends
             else:
@@ -875,12 +884,16 @@ static void dlpc_arena_release(unsigned char *arena)
             call_args.append(arg)
         w.block(k.block)
         w.free_heap()
-        signature = f"static void {fname}({', '.join(params) or 'void'})"
+        if w.may_fail:  # 1: an allocation failed (recorded by dlpc_alloc), 0: done
+            w.line("return 0;")
+        kind = "int" if w.may_fail else "void"
+        signature = f"static {kind} {fname}({', '.join(params) or 'void'})"
         self.parts.append(w.function(c_comment(kernel_note(k)), signature))
         index = len(self.called)  # its timer under DLPC_PROFILE
         self.called.append(k)
         caller.line(f"DLPC_PROF_BEGIN({index});")
-        caller.line(f"{fname}({', '.join(call_args)});")
+        call = f"{fname}({', '.join(call_args)})"
+        caller.line(f"if ({call}) return 1;" if w.may_fail else f"{call};")
         caller.line(f"DLPC_PROF_END({index});")
 
 
@@ -996,6 +1009,19 @@ class CTarget(Target):
 
     def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
         output.write(emit_c(module))
+
+
+def in_omp_loop(op: Operation) -> bool:
+    """Whether `op` is inside a loop emitted under an OpenMP pragma (`parallel`,
+    `vectorize`), where a `return` is not allowed."""
+    parent = op.parent_op()
+    while parent is not None and not isinstance(parent, NamedKernelSyntax):
+        if isinstance(parent, ForOp) and (
+            parent.parallel is not None or parent.vectorize is not None
+        ):
+            return True
+        parent = parent.parent_op()
+    return False
 
 
 def kernel_for(alloc: Operation) -> str:

@@ -311,6 +311,27 @@ OOM_MODEL = (
     "model m(x: f32[1]) {\n  return reduce_max(exp(broadcast(x, shape=[137438953472])))\n}\n"
 )
 
+# a kernel holding a 20000-float and a 512 GiB scratch buffer outside any OpenMP loop
+KERNEL_ALLOC = """
+func.func @main(%x: memref<4xf32>, %y: memref<4xf32>)
+    attributes {dlpc.num_inputs = 1, dlpc.params = [], dlpc.num_outputs = 1} {
+  loop.kernel "stage" {
+    %small = memref.alloca() : memref<20000xf32>
+    %big = memref.alloca() : memref<137438953472xf32>
+    loop.for %i = 0 to 4 step 1 {name = "i0"} {
+      %v = memref.load %x[%i] : memref<4xf32>
+      memref.store %v, %big[%i] : memref<137438953472xf32>
+      memref.store %v, %small[%i] : memref<20000xf32>
+      %a = memref.load %big[%i] : memref<137438953472xf32>
+      %b = memref.load %small[%i] : memref<20000xf32>
+      %c = arith.addf %a, %b : f32
+      memref.store %c, %y[%i] : memref<4xf32>
+    }
+  }
+  func.return
+}
+"""
+
 SANITIZED_CHILD = r"""
 import ctypes
 import pathlib
@@ -341,6 +362,17 @@ for path in sorted(root.glob("odd-*.dlpc")):
 model = dlpc.load(str(root / "oom.dlpc"))
 try:
     dlpc.compile(model, target="c", opt_level=0)(np.ones(1, np.float32))
+except DlpcError as e:
+    print(e)
+
+# a kernel's own heap buffer (outside any OpenMP loop): the kernel returns 1 to dlpc_main
+from dlpc.backends.runtime.cbuild import CFunction
+from dlpc.passes.pipeline import parse_module
+
+kernel = CFunction(parse_module((root / "kernel-alloc.mlir").read_text()), name="kernel_alloc")
+assert "if (kernel_stage(v_x, v_out0)) return 1;" in kernel.source
+try:
+    kernel(np.ones(4, np.float32))
 except DlpcError as e:
     print(e)
 
@@ -397,6 +429,7 @@ def test_generated_c_under_asan_and_ubsan(tmp_path):
     for name, text in ODD_MODELS.items():
         (tmp_path / f"odd-{name}.dlpc").write_text(text + "\n")
     (tmp_path / "oom.dlpc").write_text(OOM_MODEL)
+    (tmp_path / "kernel-alloc.mlir").write_text(KERNEL_ALLOC)
     proc = subprocess.run(
         [sys.executable, "-c", SANITIZED_CHILD, str(tmp_path)],
         capture_output=True,
@@ -411,5 +444,6 @@ def test_generated_c_under_asan_and_ubsan(tmp_path):
         *(f"ok odd-{name}.dlpc" for name in sorted(ODD_MODELS)),
         # the intermediates live in the memory plan's arena (passes/lower/memory_plan.py)
         "error: out of memory: 549755813888 bytes for the memory plan's arena",
+        "error: out of memory: 549755813888 bytes for kernel 'stage'",
         "wrap 1 1 1 fits 0",
     ]
