@@ -55,12 +55,6 @@ EXPECTED_FAILURES = [
         "the graph dialect has f16/f32/f64, i1/i8/i32/i64 only",
     ),
     (
-        r"^test_resize_(?!upsample_scales_nearest)",
-        ALL,
-        r"attribute 'mode' = '(linear|cubic)'|not a nearest upsampling|keep_aspect_ratio_policy",
-        "Resize: nearest upsampling by whole factors only",
-    ),
-    (
         r"^test_training_dropout(_default|_mask|_default_mask)?$",
         ALL,
         r"training_mode = true",
