@@ -35,9 +35,9 @@ Output: one C translation unit:
   is recognised, `#pragma GCC ivdep` otherwise), `unroll = N` -> `#pragma GCC unroll N`;
 - memrefs are row-major and contiguous; a 0-d `memref.alloca` inside a kernel is a scalar
   local (the reduction accumulator), other allocations inside kernels are stack arrays
-  (heap above 64 KiB, aborting with a message if that fails; a heap `alloca` is freed
-  where its block ends); allocations in `@main` are heap buffers (`dlpc_main` returns 1
-  if one fails);
+  (heap above 64 KiB; if that fails the kernel returns 1 to `dlpc_main`, or aborts with
+  a message inside an OpenMP loop; a heap `alloca` is freed where its block ends);
+  allocations in `@main` are heap buffers (`dlpc_main` returns 1 if one fails);
 - every name from the IR becomes an identifier through `backends/names.py` (`v_x`,
   `kernel_relu_0`, `g_cst`: a prefix no macro, keyword or libc name has), and comments
   and strings go through its escapers, so no model text reaches the C source unfiltered
