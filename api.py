@@ -298,7 +298,7 @@ def compile(
         "fold_weights": fold_weights,
         "options": options,
     }
-    warm = target == "c"
+    warm = target == "c" and not check_each_pass  # a checking run always runs every pass
     key = _artifact_key(model, weights, target, settings) if warm else None
     if key is not None:
         hit = _warm_compile(model, key)
