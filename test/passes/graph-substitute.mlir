@@ -133,6 +133,19 @@ func.func @fold_batch_norm(%x: tensor<1x3x8x8xf32>) -> tensor<1x4x3x3xf32> {
 }
 
 // a batch norm whose conv result is also used elsewhere is not folded
+// An NCHW conv whose output a layout = "nhwc" batch norm normalises over its last axis
+// (here also 4 long): the conv's output channels are not the norm's, no folding
+// CHECK-LABEL: func.func @layouts_differ_keeps_batch_norm
+// CHECK:         graph.conv2d %x, %w :
+// CHECK-NEXT:    graph.batch_norm
+func.func @layouts_differ_keeps_batch_norm(%x: tensor<1x3x6x6xf32>) -> tensor<1x4x4x4xf32> {
+  %w = graph.param "w" : tensor<4x3x3x3xf32>
+  %p = graph.param "p" : tensor<4xf32>
+  %c = graph.conv2d %x, %w : (tensor<1x3x6x6xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x4x4xf32>
+  %y = graph.batch_norm %c, %p, %p, %p, %p {layout = "nhwc"} : (tensor<1x4x4x4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<1x4x4x4xf32>
+  func.return %y : tensor<1x4x4x4xf32>
+}
+
 // CHECK-LABEL: func.func @shared_conv_keeps_batch_norm
 // CHECK:         graph.batch_norm
 func.func @shared_conv_keeps_batch_norm(%x: tensor<1x3x8x8xf32>) -> (tensor<1x4x6x6xf32>, tensor<1x4x6x6xf32>) {
