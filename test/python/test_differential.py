@@ -15,8 +15,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import dlpc
+from dlpc.diagnostics import DlpcError
+from dlpc.frontends.text import parse_model
 from dlpc.passes import pipeline
 from dlpc.passes.check import Checker
 
@@ -56,6 +59,42 @@ def test_programs_match_torch_numpy_and_c(program):
 def test_programs_match_torch_opencl_and_dlp(program):
     pytest.importorskip("pyopencl")
     _compare_backends(program, ["opencl", "dlp"])
+
+
+# ------------------------------------------- literal arithmetic folded by the text frontend
+
+_NUMBERS = st.sampled_from(["1", "2", "3", "0.5", "2.5", "4.0", "10", "0.25"])
+
+
+@st.composite
+def _literal_expr(draw, depth: int = 3) -> str:
+    """A number expression in the shared syntax of .dlpc and Python: + - * / ( ) unary -."""
+    if depth == 0 or draw(st.integers(0, 3)) == 0:
+        return draw(_NUMBERS)
+    kind = draw(st.sampled_from(["+", "-", "*", "/", "neg"]))
+    if kind == "neg":
+        return f"-({draw(_literal_expr(depth - 1))})"
+    return f"({draw(_literal_expr(depth - 1))} {kind} {draw(_literal_expr(depth - 1))})"
+
+
+@ci(60)
+@given(_literal_expr(), st.sampled_from(["x * {}", "{} - x", "x / {}", "{} + x * 2.0"]))
+def test_literal_arithmetic_folds_like_python(expr, template):
+    """The frontend folds arithmetic on numbers (`x * (3.0 - 1.0)`); Python's own
+    evaluation of the same text is the oracle."""
+    src = f"model m(x: f32[3, 4]) {{\n  return {template.format(expr)}\n}}\n"
+    try:
+        value = eval(expr)  # noqa: S307 - numbers and + - * / only, generated above
+    except ZeroDivisionError:  # the frontend says so too, at the division
+        with pytest.raises(DlpcError, match="division by zero"):
+            parse_model(src, "<literal>")
+        return
+    if not np.isfinite(value) or abs(value) > 1e6:
+        return
+    x = np.linspace(-2.0, 2.0, 12, dtype=np.float32).reshape(3, 4) + 0.1
+    (got,) = dlpc.compile(parse_model(src, "<literal>"), "numpy", opt_level=0)(x)
+    want = eval(template.format(f"({value!r})"), {"x": x.astype(np.float64)})  # noqa: S307
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=expr)
 
 
 # --------------------------------------------------- every graph rewrite: before == after
