@@ -317,6 +317,8 @@ CASES = [
             ]
         )
     ),
+    Case("mul_self", lambda b, x: b.mul(x, x), [((3, 4), "f")]),
+    Case("square_fan_out", lambda b, x: b.mul(b.exp(x), x), [((3, 4), "f")]),
     Case("div", op(graph.DivOp), [((2, 1, 5), "f"), ((3, 1), "pos")]),
     Case("pow", op(graph.PowOp), [((3, 4), "pos"), ((4,), "f")]),
     Case("pow_const", lambda b, x: b.pow(x, 3.0), [((3, 4), "f")]),
