@@ -1,6 +1,7 @@
 """Latency of the example models on every backend; one run prints one table.
 
     python bench/models.py [--repeat 20] [--warmup 3] [--models mlp,lenet] [-O 0,2] [--threads N]
+    python bench/models.py --batches 1,4,32 [--thread-counts 1,2]   # issue #11's table
 
 Columns: dlpc's numpy reference (the emitted module), dlpc's C backend at each -O level
 given (and its loop.kernel count there, the last columns), PyTorch (the
@@ -600,6 +601,100 @@ def bench_models(
     return rows
 
 
+# ------------------------------------------------- batches x threads (issue #11)
+
+
+def set_omp_threads(n: int) -> None:
+    """The thread count of the C backend's OpenMP parallel loops from now on (libgomp's
+    `omp_set_num_threads` for the calling thread, which is the one that calls dlpc_main)."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("gomp") or "libgomp.so.1"
+    ctypes.CDLL(name).omp_set_num_threads(n)
+
+
+def ort_session(model: api.Model, inputs, tmp: Path, export: str, threads: int):
+    import onnxruntime as ort
+
+    path = tmp / f"{model.name}-{inputs[0].shape[0]}.onnx"
+    if not path.exists():
+        if export == "torch":
+            onnx_from_torch(model, inputs, path)
+        else:
+            onnx_from_graph(model, path)
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]
+    return lambda xs: session.run(None, dict(zip(names, xs)))
+
+
+def bench_batches(
+    names: list[str],
+    batches: list[int],
+    threads: list[int],
+    repeat: int,
+    warmup: int,
+    tmp: Path,
+    export: str,
+) -> list[list[str]]:
+    """One row per (model, batch, threads): dlpc C, onnxruntime (same thread count),
+    torch eager (same), dlpc/onnxruntime, and the C memory plan (arena and the sum of the
+    intermediates, KB). Backend by backend over all rows, dlpc's first (torch's OpenMP
+    runtime loads with torch)."""
+    cases = [(name, b) for name in names for b in batches]
+    models = {c: api.load(EXAMPLES / f"{c[0]}.dlpc", batch=c[1]) for c in cases}
+    inputs = {c: api.random_inputs(m, seed=0) for c, m in models.items()}
+    expected = {c: api.reference(m, inputs[c]) for c, m in models.items()}
+    table: dict[tuple[str, int, int], dict[str, str]] = {
+        (n, b, t): {} for n, b in cases for t in threads
+    }
+    bar = progress(total=3 * len(table), desc="bench", unit="run")
+    with bar:
+        compiled = {}
+        for c, m in models.items():
+            compiled[c] = api.compile(m, target="c")
+            arena, total = pipeline.memory_stats(compiled[c].lowered) or (0, 0)
+            for t in threads:
+                table[(*c, t)]["arena"] = f"{arena / 1024:.1f}"
+                table[(*c, t)]["sum"] = f"{total / 1024:.1f}"
+        for t in threads:
+            set_omp_threads(t)
+            for c in cases:
+                run = compiled[c].runner
+                table[(*c, t)]["dlpc"] = measure(
+                    lambda run=run: run, inputs[c], expected[c], repeat, warmup
+                )
+                bar.update()
+        for t in threads:
+            for c in cases:
+                make = lambda c=c, t=t: ort_session(models[c], inputs[c], tmp, export, t)
+                table[(*c, t)]["ort"] = measure(make, inputs[c], expected[c], repeat, warmup)
+                bar.update()
+        for t in threads:
+            if have("torch"):
+                import torch
+
+                torch.set_num_threads(t)
+            for c in cases:
+                make = lambda c=c: torch_runner(models[c])[1]
+                table[(*c, t)]["torch"] = measure(make, inputs[c], expected[c], repeat, warmup)
+                bar.update()
+    rows = []
+    for (name, b, t), r in table.items():
+        try:
+            ratio = f"{float(r['dlpc']) / float(r['ort']):.2f}"
+        except (ValueError, ZeroDivisionError):
+            ratio = "-"
+        rows.append(
+            [name, str(b), str(t), r["dlpc"], r["ort"], r["torch"], ratio, r["arena"], r["sum"]]
+        )
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeat", type=int, default=20)
@@ -619,7 +714,15 @@ def main(argv: list[str] | None = None) -> int:
         choices=("torch", "graph"),
         help="how to make the ONNX model (default: torch if installed, else graph)",
     )
+    p.add_argument(
+        "--batches",
+        help="the table of issue #11: every example at these batch sizes (e.g. 1,4,32) "
+        "and --thread-counts, dlpc C against onnxruntime and torch with matching threads",
+    )
+    p.add_argument("--thread-counts", default="1,2", help="with --batches (default 1,2)")
     args = p.parse_args(argv)
+    if args.batches:
+        return batches_table(args)
     if args.threads:
         os.environ["OMP_NUM_THREADS"] = str(args.threads)
     export = args.onnx_from or ("torch" if have("torch") else "graph")
@@ -646,6 +749,30 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"latency in ms, median of {args.repeat} runs after {args.warmup} warm-up runs; "
         f"onnxruntime runs the ONNX export of the {export} model"
+    )
+    for r in rows:
+        print(r[0].ljust(widths[0]) + "".join(f"  {c.rjust(w)}" for c, w in zip(r[1:], widths[1:])))
+    return 0
+
+
+def batches_table(args) -> int:
+    export = args.onnx_from or ("torch" if have("torch") else "graph")
+    names = (
+        args.models.split(",") if args.models else sorted(q.stem for q in EXAMPLES.glob("*.dlpc"))
+    )
+    batches = [int(b) for b in args.batches.split(",")]
+    threads = [int(t) for t in args.thread_counts.split(",")]
+    header = ["model", "batch", "threads", "dlpc C", "onnxruntime", "torch", "dlpc/ort"]
+    header += ["arena KB", "intermediates KB"]
+    with tempfile.TemporaryDirectory() as tmp:
+        rows = bench_batches(names, batches, threads, args.repeat, args.warmup, Path(tmp), export)
+    rows = [header, *rows]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    print(
+        f"latency in ms, median of {args.repeat} runs after {args.warmup} warm-up runs; "
+        f"onnxruntime runs the ONNX export of the {export} model with intra_op threads = "
+        f"threads; torch eager with torch.set_num_threads; dlpc C with omp_set_num_threads; "
+        f"memory: dlpc's arena against the sum of its intermediates"
     )
     for r in rows:
         print(r[0].ljust(widths[0]) + "".join(f"  {c.rjust(w)}" for c, w in zip(r[1:], widths[1:])))
