@@ -34,8 +34,9 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
     "frontends-text": (
         ["frontends/text/irgen.py", "frontends/text/parser.py"],
         [
-            f"{PYTEST} test/python/test_frontend.py "
+            f"{PYTEST} test/python/test_frontend.py test/python/test_frontend_messages.py "
             "test/python/test_wrong_answers.py -k 'literal or tensor_operands or frontend'",
+            f"{PYTEST} test/python/test_differential.py -k literal",
         ],
     ),
     "graph-rewrites": (

@@ -1,0 +1,49 @@
+"""Located messages of the text frontend that no lit test pinned down (issue 18: mutants
+of their conditions survived): what a syntax error expects, the nesting limit, division
+by zero in literal arithmetic."""
+
+from __future__ import annotations
+
+import pytest
+
+from dlpc.diagnostics import DlpcError
+from dlpc.frontends.text import parse_model
+from dlpc.frontends.text.parser import MAX_NESTING
+
+
+def error(src: str) -> str:
+    with pytest.raises(DlpcError) as e:
+        parse_model(src, "m.dlpc")
+    return str(e.value).splitlines()[0]
+
+
+def test_a_missing_operand_expects_an_expression():
+    assert error("model m(x: f32[2]) {\n  return x +\n}\n") == (
+        "m.dlpc:3:1: error: unexpected '}', expected an expression"
+    )
+
+
+def test_a_missing_close_paren_lists_no_expression():
+    msg = error("model m(x: f32[2]) {\n  let y = relu(x\n  return y\n}\n")
+    assert msg.startswith("m.dlpc:3:3: error: unexpected 'return'")
+    assert "an expression" not in msg
+
+
+def _nested(depth: int) -> str:
+    return "model m(x: f32[2]) {\n  return " + "relu(" * depth + "x" + ")" * depth + "\n}\n"
+
+
+def test_nesting_limit():
+    parse_model(_nested(MAX_NESTING // 2), "m.dlpc")  # deep, still fine
+    msg = error(_nested(MAX_NESTING))
+    assert msg.startswith("m.dlpc:2:") and f"nested more than {MAX_NESTING} levels" in msg
+
+
+@pytest.mark.parametrize("expr", ["x * (1 / 0)", "x * (2.0 / (1 - 1))", "x + 3 / 0.0"])
+def test_division_by_zero_in_literals(expr):
+    msg = error(f"model m(x: f32[2]) {{\n  return {expr}\n}}\n")
+    assert msg.startswith("m.dlpc:2:") and msg.endswith("error: division by zero")
+
+
+def test_division_by_one_is_fine():
+    assert parse_model("model m(x: f32[2]) {\n  return x * (2 / 1)\n}\n")
