@@ -525,6 +525,12 @@ class ReadOp(IRDLOperation):
                 f"te.read result type {self.result.type} differs from the element type "
                 f"{ty.get_element_type()}"
             )
+        owner = self.tensor.owner
+        if isinstance(owner, _TensorExprOp) and owner.is_ancestor(self):
+            # the value is not defined yet where it is read (te-inline crashed on this)
+            raise VerifyException(
+                f'te.read inside "{owner.compute_name}" reads that compute\'s own result'
+            )
 
 
 @irdl_op_definition

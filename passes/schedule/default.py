@@ -403,7 +403,10 @@ def try_script(module: ModuleOp, script: str) -> bool:
     the script schedules when it names one, else of the module)."""
     if not script:
         return False
-    trial, scratch = _trial_copy(module, script)
+    try:
+        trial, scratch = _trial_copy(module, script)
+    except (ScheduleError, ValueError, VerifyException):
+        return False  # e.g. a kernel name the script syntax cannot spell ("1 mm")
     try:
         apply_script(trial, script)
         if scratch is None:

@@ -258,6 +258,11 @@ def mutate_source(text: str, rng: random.Random, vocabulary: list[str], donors: 
             depth = rng.choice((50, 300, 1000, 5000))
             wrap = rng.choice((("-" * depth, ""), ("(" * depth, ")" * depth), ("[" * depth, "]" * depth)))
             text = _replace_span(text, tok, wrap[0] + tok.group() + wrap[1])
+        elif choice == 10 and rng.random() < 0.4:  # a quoted name: kernel, loop, op names
+            strings = list(re.finditer(r'"[^"\n]*"', text))
+            if strings:
+                weird = ("", "1 bad", "a-b", "x.y", "%v", "é", "a/b", "k:0", " ", "a" * 300)
+                text = _replace_span(text, rng.choice(strings), f'"{rng.choice(weird)}"')
         elif choice == 10:
             pos = rng.randrange(len(text) + 1)
             junk = rng.choice(("\x00", "\xff", "é", "\t", "\r", '"', "{", "}", "<", ">", ":", "#", "//", "\n\n"))

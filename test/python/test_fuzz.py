@@ -316,3 +316,32 @@ def test_a_case_through_run_subprocess(tmp_path):
     case = Case("text", "dlpc", ["--emit=graph"], "t", b"model m(", ".dlpc")
     rc, err = run_subprocess(case, str(tmp_path), 60)
     assert rc == 1 and verdict(rc, err) is None, err
+
+
+def test_te_inline_on_a_compute_that_reads_itself(tmp_path):
+    """Was 'Attempting to delete SSA value that still has uses' from te-inline: the
+    verifier now rejects the input."""
+    path = write(
+        tmp_path,
+        "func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {\n"
+        '  %e = te.compute "exp_0" (%i0) : tensor<4xf32> {\n'
+        "    %v = te.read %e[%i0] : tensor<4xf32>\n"
+        "    %r = math.exp %v : f32\n"
+        "    te.yield %r : f32\n"
+        "  }\n"
+        "  func.return %e : tensor<4xf32>\n"
+        "}\n",
+        "self.mlir",
+    )
+    line = one_error_line(tool("dlpc-opt", path, "-p", "te-inline"))
+    assert line == "dlpc-opt: error: te.read inside \"exp_0\" reads that compute's own result"
+
+
+def test_default_schedule_of_a_kernel_its_script_cannot_name(tmp_path):
+    """A kernel named '1 mm' keeps the identity schedule (the candidate script did not
+    parse, and the error escaped the search)."""
+    src = (ROOT / "test" / "passes" / "loop-default-schedule.mlir").read_text()
+    path = write(tmp_path, src.replace('"mm"', '"1 mm"'), "k.mlir")
+    p = tool("dlpc-opt", path, "-p", "loop-default-schedule")
+    assert p.returncode == 0, p.stderr
+    assert 'loop.kernel "1 mm"' in p.stdout

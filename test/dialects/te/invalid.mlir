@@ -170,3 +170,16 @@ func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
   func.return %y : tensor<4xf32>
 }
 // CHECK: te.read result type f16 differs from the element type f32
+
+// -----
+
+// A compute that reads its own result (te-inline crashed erasing it; issue #9)
+func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %e = te.compute "exp_0" (%i0) : tensor<4xf32> {
+    %v = te.read %e[%i0] : tensor<4xf32>
+    %r = math.exp %v : f32
+    te.yield %r : f32
+  }
+  func.return %e : tensor<4xf32>
+}
+// CHECK: te.read inside "exp_0" reads that compute's own result
