@@ -165,7 +165,7 @@ def plan_launch(kernel: KernelOp, fname: str, max_group: int = 256) -> Launch:
 #: features: they share their inputs' loads), of the innermost independent loop below it
 #: (contiguous outputs: SLP-vectorisable), at most `MAX_LANES` in all, and at most
 #: `MAX_LANE_OPS` ops emitted per work-item body
-MAPPED_LANES = (4, 2)
+MAPPED_LANES = (8, 4, 2)
 INNER_LANES = (8, 4, 2)
 #: partial sums of an innermost reduction loop (the order of the additions changes, as
 #: the C backend's `omp simd reduction` changes it): lanes, and each partial's start

@@ -1,7 +1,7 @@
 // RUN: dlpc-opt %s -t opencl | filecheck %s
 
-// Register blocking (backends/opencl.py `plan_lanes`): a work-item computes 4
-// iterations of the last NDRange loop and the innermost independent loop below it is
+// Register blocking (backends/opencl.py `plan_lanes`): a work-item computes 8, 4 or 2
+// iterations of the last NDRange loop, leaving at least 2 work-items (4 of mix_0's 8) and the innermost independent loop below it is
 // written as lanes (8, or 4 where 8 would leave it 2 steps: i1 of mix_0), unrolled and
 // jammed into the reduction: a load that does not vary
 // with a laned loop is written once for its lanes, every lane has its own accumulator.
@@ -39,10 +39,10 @@
 // CHECK-NEXT: const float v_t = v_acc;
 // CHECK-NEXT: v_z[v_i0] = v_t;
 
-// CHECK-LABEL: /* kernel "prefix_2": global (4), local (-) */
-// CHECK: const long v_i0 = 4 * (long)get_global_id(0);
+// CHECK-LABEL: /* kernel "prefix_2": global (2), local (-) */
+// CHECK: const long v_i0 = 8 * (long)get_global_id(0);
 // CHECK-NEXT: for (long v_i1 = 0; v_i1 < 4; v_i1++) {
-// CHECK: v_s[(v_i0 + 3)] = v_c_4;
+// CHECK: v_s[(v_i0 + 7)] = v_c_8;
 
 func.func @main(%x: memref<2x16xf32>, %w: memref<8x2xf32>, %v: memref<7x16xf32>, %y: memref<8x16xf32>, %z: memref<7xf32>, %s: memref<16xf32>) attributes {dlpc.num_inputs = 3 : i64, dlpc.params = [], dlpc.num_outputs = 3 : i64} {
   loop.kernel "mix_0" {
