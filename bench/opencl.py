@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from dlpc import api
-from dlpc.backends.runtime.opencl_rt import opencl_profile
+from dlpc.backends.runtime.opencl_rt import context, opencl_profile
 from dlpc.backends.runtime.profile import format_profile, profile
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -85,6 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kernels", type=int, default=15, help="kernels listed (slowest first)")
     args = ap.parse_args(argv)
     print(f"uptime: {os.popen('uptime').read().strip()}")  # noqa: S605, S607
+    ctx, _ = context()
+    device = ctx.devices[0]
+    print(f"opencl device: {device.name} ({device.max_compute_units} compute units)")
     print(f"median of {args.repeat} calls after {args.warmup}, batch 1, weights resident")
     print(f"{'model':12} {'c ms':>9} {'opencl ms':>10} {'ratio':>7} {'launches':>9}")
     compiled: dict[str, tuple] = {}
