@@ -8,7 +8,7 @@ the forward values they need (operands or the result) and add their ops with `b`
 
     y = exp(x)          dx = g * y
     y = a @ b           da = g @ b^T, db = a^T @ g   (summed over broadcast batch dims)
-    y = conv2d(x, w)    dx = col2im(w^T g), dw = sum over n of g @ im2col(x)^T
+    y = conv2d(x, w)    dx = col2im(w^T g), dw = g @ im2col(x)^T over samples and positions
                         (im2col/col2im: gathers with constant index tables)
 
 Integer and boolean operands (gather's indices, where's condition, compare) take no
@@ -433,14 +433,16 @@ def _conv2d(b, op, g, want):
         grads[0] = col2im(b, dcols, (n, c, h, wd), (kh, kw), (sh, sw), pads, (dh, dw), (oh, ow))
     if want[1]:
         # dw[o, c, i, j] = sum over (n, oh, ow) of g[n, o, oh, ow] xpad[n, c, oh*s + i*d, ..]:
-        # im2col (one gather with a constant index table), a batched matmul per sample and
-        # group, a sum over the samples
+        # im2col (one gather with a constant index table), samples and positions moved
+        # together, one matmul per group contracting over both
         cols = im2col(b, x, (kh, kw), (sh, sw), pads, (dh, dw), (oh, ow))  # [N, C, kk, P]
         p = oh * ow
         cols = reshape(b, cols, (n, groups, cg * kh * kw, p))
-        g4 = reshape(b, g, (n, groups, o // groups, p))
-        per_sample = b.op(graph.MatMulOp, g4, cols, transpose_b=True)  # [N, G, O/G, C/G kk]
-        grads[1] = reshape(b, b.sum(per_sample, [0]), (o, cg, kh, kw))
+        cols = reshape(b, transpose(b, cols, (1, 2, 0, 3)), (groups, cg * kh * kw, n * p))
+        g3 = reshape(b, g, (n, groups, o // groups, p))
+        g3 = reshape(b, transpose(b, g3, (1, 2, 0, 3)), (groups, o // groups, n * p))
+        dw = b.op(graph.MatMulOp, g3, cols, transpose_b=True)  # [G, O/G, C/G kk]
+        grads[1] = reshape(b, dw, (o, cg, kh, kw))
     if len(op.operands) == 3 and want[2]:
         grads[2] = b.sum(g, [0, 2, 3])
     return grads

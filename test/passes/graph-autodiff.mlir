@@ -99,8 +99,8 @@ func.func @main(%ma: tensor<2x3x4xf32>) -> tensor<f32> {
 // max_pool2d: the windows as columns (im2col: one gather with a constant table), the first
 // offset whose cell equals the maximum takes the adjoint (reduce_min over offsets), col2im
 // (a gather of the cells' readers and a sum) puts the columns back; conv2d: the input
-// adjoint is col2im(w^T dy), the weight adjoint per-sample matmuls of dy with im2col(x)
-// summed over the batch
+// adjoint is col2im(w^T dy), the weight adjoint one matmul of dy with im2col(x) contracting
+// over samples and positions together
 // CHECK-LABEL: func.func @main(%cx: tensor<2x3x8x8xf32>)
 // CHECK:         %[[T:.*]] = graph.constant dense<{{\[\[}}0, 2, 8, 10], [1, 3, 9, 11], [4, 6, 12, 14], [5, 7, 13, 15]]> : tensor<4x4xi64>
 // CHECK-NEXT:    %[[YF:.*]] = graph.reshape %y {shape = array<i64: 2, 4, 16>}
@@ -120,10 +120,13 @@ func.func @main(%ma: tensor<2x3x4xf32>) -> tensor<f32> {
 // CHECK-NEXT:    %[[PX:.*]] = graph.pad %cx {pads = array<i64: 0, 0, 1, 1, 0, 0, 0, 0>
 // CHECK:         %[[IC:.*]] = graph.gather %{{.*}}, %{{.*}} {axis = 2 : i64} : (tensor<2x3x81xf32>, tensor<9x16xi64>) -> tensor<2x3x9x16xf32>
 // CHECK-NEXT:    %[[IC4:.*]] = graph.reshape %[[IC]] {shape = array<i64: 2, 1, 27, 16>}
+// CHECK-NEXT:    %[[ICT:.*]] = graph.transpose %[[IC4]] {perm = array<i64: 1, 2, 0, 3>}
+// CHECK-NEXT:    %[[IC3:.*]] = graph.reshape %[[ICT]] {shape = array<i64: 1, 27, 32>}
 // CHECK-NEXT:    %[[G4B:.*]] = graph.reshape %[[DY]] {shape = array<i64: 2, 1, 4, 16>}
-// CHECK-NEXT:    %[[PS:.*]] = graph.matmul %[[G4B]], %[[IC4]] {transpose_b = true} : (tensor<2x1x4x16xf32>, tensor<2x1x27x16xf32>) -> tensor<2x1x4x27xf32>
-// CHECK-NEXT:    %[[SUM:.*]] = graph.reduce_sum %[[PS]] {axes = array<i64: 0>, keepdims = false}
-// CHECK-NEXT:    %[[GW:.*]] = graph.reshape %[[SUM]] {shape = array<i64: 4, 3, 3, 3>}
+// CHECK-NEXT:    %[[GT:.*]] = graph.transpose %[[G4B]] {perm = array<i64: 1, 2, 0, 3>}
+// CHECK-NEXT:    %[[G3:.*]] = graph.reshape %[[GT]] {shape = array<i64: 1, 4, 32>}
+// CHECK-NEXT:    %[[DW:.*]] = graph.matmul %[[G3]], %[[IC3]] {transpose_b = true} : (tensor<1x4x32xf32>, tensor<1x27x32xf32>) -> tensor<1x4x27xf32>
+// CHECK-NEXT:    %[[GW:.*]] = graph.reshape %[[DW]] {shape = array<i64: 4, 3, 3, 3>}
 // CHECK-NEXT:    %[[GB:.*]] = graph.reduce_sum %[[DY]] {axes = array<i64: 0, 2, 3>, keepdims = false}
 // CHECK-NEXT:    func.return %l, %[[GW]], %[[GB]], %[[GX]]
 
