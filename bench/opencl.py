@@ -12,6 +12,12 @@ OpenCL kernel (profiling events, median over the calls) beside the C kernel of t
 name (`dlpc-run --target c --profile`'s timers). A backend whose outputs differ from the
 numpy reference (rtol 1e-3, atol 1e-4) prints "wrong". `uptime` is printed first: the
 figures are only comparable on a quiet machine. Nothing here gates CI.
+
+With PoCL, the run is repeated for each of its CPU drivers in `--pocl-devices` (a child
+process each, `POCL_DEVICES`): `pthread` (PoCL's default: work-groups on worker threads,
+one per core) and `basic` (one thread: the kernels run in the thread that waits for
+them). On a loaded machine the hand-offs to and from pthread's workers dominate small
+models; see docs/opencl.md.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -83,7 +90,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models", default=",".join(NAMES))
     ap.add_argument("--profile", default=None, help="the example whose kernels to list")
     ap.add_argument("--kernels", type=int, default=15, help="kernels listed (slowest first)")
+    ap.add_argument(
+        "--pocl-devices",
+        default="pthread,basic",
+        help="PoCL CPU drivers to measure, one child process each (POCL_DEVICES); "
+        "'' for the OpenCL platform as the environment gives it",
+    )
     args = ap.parse_args(argv)
+    if args.pocl_devices and "DLPC_BENCH_OPENCL_CHILD" not in os.environ:
+        for device in args.pocl_devices.split(","):
+            env = {**os.environ, "POCL_DEVICES": device, "DLPC_BENCH_OPENCL_CHILD": "1"}
+            sys.stdout.flush()
+            child = [sys.executable, __file__, *(argv if argv is not None else sys.argv[1:])]
+            subprocess.run(child, env=env, check=True)
+            print(flush=True)
+        return 0
     print(f"uptime: {os.popen('uptime').read().strip()}")  # noqa: S605, S607
     ctx, _ = context()
     device = ctx.devices[0]
