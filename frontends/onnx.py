@@ -44,13 +44,14 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from xdsl.dialects import func
 from xdsl.dialects.builtin import (
     ArrayAttr,
     DictionaryAttr,
+    FunctionType,
     ModuleOp,
     NameLoc,
     NoneAttr,
@@ -67,6 +68,9 @@ from dlpc.frontends.onnx_values import Const, Value, onnx_dtype_to_numpy, onnx_t
 from dlpc.model import InputSpec, Model, Specialiser
 from dlpc.reference.graph import input_names as _input_names
 from dlpc.reference.graph import main_func
+
+if TYPE_CHECKING:
+    from onnx import NodeProto
 
 MIN_OPSET = 13
 # operators whose handler reads the node at any opset (it knows the older forms)
@@ -124,16 +128,22 @@ class Importer:
         self.materialised: dict[int, tuple[Const, SSAValue]] = {}
         self.used_names: set[str] = set()
         self.initializers: set[str] = set()
-        self.node = None
+        self._node: NodeProto | None = None
         self.node_index = -1
         self.opset = self._opset()
         self.block = Block()
 
+    @property
+    def node(self) -> NodeProto:
+        """The node being imported (handlers and their helpers run only while there is one)."""
+        assert self._node is not None, "no ONNX node is being imported"
+        return self._node
+
     # ---- diagnostics -------------------------------------------------------------
     def where(self) -> str:
-        if self.node is None:
+        if self._node is None:
             return f"{self.source}"
-        n = self.node
+        n = self._node
         label = f"'{n.name}'" if n.name else f"#{self.node_index}"
         out = f" -> '{n.output[0]}'" if not n.name and n.output else ""
         return f"{self.source}: node {label} ({n.op_type}{out})"
@@ -197,7 +207,7 @@ class Importer:
     @property
     def op_type(self) -> str:
         """The current node's operator."""
-        return self.node.op_type if self.node is not None else ""
+        return self._node.op_type if self._node is not None else ""
 
     def value(self, i: int | Value) -> SSAValue:
         v = self.input(i) if isinstance(i, int) else i
@@ -223,6 +233,13 @@ class Importer:
             f"input '{what}' must be known at import time, but '{self.node.input[i]}' is "
             f"computed at run time"
         )
+
+    def required_const(self, i: int, what: str) -> np.ndarray:
+        """The import-time value of input i, which the operator requires."""
+        arr = self.const(i, what)
+        if arr is None:
+            raise self.error(f"input {i} ('{what}') is required")
+        return arr
 
     def materialise(self, c: Const) -> SSAValue:
         if id(c) in self.materialised:  # (the entry keeps c alive, so ids are not reused)
@@ -258,12 +275,12 @@ class Importer:
 
     # ---- emitting ----------------------------------------------------------------
     def _append(self, op: Operation) -> None:
-        if self.node is not None:
-            label = self.node.name or (self.node.output[0] if self.node.output else "")
+        if self._node is not None:
+            label = self._node.name or (self._node.output[0] if self._node.output else "")
             op.location = NameLoc(StringAttr(label), NoneAttr())
         self.ops.append(op)
 
-    def emit(self, op_cls, *operands: Value, **attrs: Any) -> SSAValue:
+    def emit(self, op_cls: type[graph.GraphOp], *operands: Value, **attrs: Any) -> SSAValue:
         """Build `op_cls.make(...)` (consts materialised); shape errors name the node."""
         values = [self.value(o) for o in operands]
         try:
@@ -338,7 +355,7 @@ class Importer:
         self.arg_names = arg_names
         for idx, node in enumerate(g.node):
             self.import_node(node, idx)
-        self.node = None
+        self._node = None
         results = []
         for vi in g.output:
             if vi.name not in self.env:
@@ -349,7 +366,7 @@ class Importer:
     def import_node(self, node, idx: int) -> None:
         """Import one node: fold it, hand it to its handler, or expand it into the nodes
         of its ONNX function body (each imported in turn)."""
-        self.node, self.node_index = node, idx
+        self._node, self.node_index = node, idx
         if node.domain not in ("", "ai.onnx"):
             raise self.error(
                 f"operator '{node.domain}.{node.op_type}' is not supported "
@@ -358,6 +375,7 @@ class Importer:
         for name in node.input:
             if name and name not in self.env:
                 raise self.error(f"input '{name}' is not defined before its use")
+        outputs: Sequence[Value | None]
         if self._foldable(node):  # (onnx's evaluator knows every opset)
             outputs = self._fold(node)
         elif node.op_type in HANDLERS:
@@ -375,18 +393,21 @@ class Importer:
                 for sub in nodes:
                     self.import_node(sub, idx)
             finally:
-                self.opset, self.node, self.node_index = outer, node, idx
+                self.opset, self._node, self.node_index = outer, node, idx
             for name in node.output:
                 if name and name not in self.env:
                     raise self.error(f"its function body does not compute output '{name}'")
             return
         for name, val in zip(node.output, outputs):
-            if name and isinstance(val, SSAValue) and 0 in graph.shape_of(val):
+            if not name:
+                continue
+            if val is None:  # (a handler computes every output it does not reject)
+                raise self.error(f"output '{name}' is not computed")
+            if isinstance(val, SSAValue) and 0 in graph.shape_of(val):
                 # an empty tensor has no values: keep it as an import-time constant
                 dt = graph.numpy_dtype(graph.element_type_of(val))
                 val = Const(np.zeros(graph.shape_of(val), dtype=dt), name)
-            if name:
-                self.env[name] = val
+            self.env[name] = val
 
     def _function_body(self, node) -> tuple[list, int] | None:
         """The nodes of the ONNX function that defines `node`'s operator (names prefixed,
@@ -479,7 +500,7 @@ class Importer:
     def _module(self, arg_names: list[str], results: list[SSAValue]) -> ModuleOp:
         self.block.add_ops(self.ops)
         self.block.add_op(func.ReturnOp(*results))
-        ftype = func.FunctionType.from_lists(
+        ftype = FunctionType.from_lists(
             [a.type for a in self.block.args], [r.type for r in results]
         )
         arg_attrs = ArrayAttr([DictionaryAttr({"dlpc.name": StringAttr(n)}) for n in arg_names])
@@ -498,21 +519,25 @@ class Importer:
             return False
         return all(isinstance(self.env[n], Const) for n in node.input if n)
 
-    def _fold(self, node) -> list[Const]:
-        """Evaluate a node on import-time values with onnx's reference evaluator."""
+    def _fold(self, node) -> list[Const | None]:
+        """Evaluate a node on import-time values with onnx's reference evaluator: one value
+        per output, None for an omitted one."""
         from onnx.reference import ReferenceEvaluator
 
-        feeds = {n: self.env[n].array for n in node.input if n}
+        feeds: dict[str, np.ndarray] = {}
+        for n in node.input:
+            if n:
+                c = self.env[n]
+                assert isinstance(c, Const), "only nodes of import-time values are folded"
+                feeds[n] = c.array
         try:
             ref = ReferenceEvaluator(node, opsets={"": self.opset})
             with np.errstate(all="ignore"):  # log(0) = -inf is a value, not an error
                 outs = ref.run(None, feeds)
         except Exception as e:  # noqa: BLE001 - any failure of the evaluator is a user error
             raise self.error(f"cannot evaluate at import time: {e}") from None
-        named = [n for n in node.output if n]
-        return [Const(np.asarray(a), n) for a, n in zip(outs, named)] + [None] * (
-            len(node.output) - len(named)
-        )
+        # (the evaluator answers every output position, an omitted one included)
+        return [Const(np.asarray(a), n) if n else None for a, n in zip(outs, node.output)]
 
     def _tensor(self, init) -> np.ndarray:
         from onnx import numpy_helper

@@ -1,7 +1,7 @@
 """ONNX operator handlers: one function per operator, `HANDLERS[op_type](importer)`.
 
-Each handler reads the current node through the importer (`imp.attrs`, `imp.input`,
-`imp.const`, `imp.emit`) and returns the node's output values (graph SSA values or
+Each handler reads the current node through the importer (a `NodeContext`: `imp.attrs`,
+`imp.input`, `imp.const`, `imp.emit`) and returns the node's output values (graph SSA values or
 import-time `Const`s). Attributes a handler does not list are rejected by `imp.attrs`;
 attribute values it cannot honour are rejected by `imp.require`, so nothing is dropped.
 
@@ -14,17 +14,19 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from dlpc.dialects import graph
-from dlpc.frontends.onnx_values import Const, Value, onnx_dtype_to_numpy, onnx_type_name
+from dlpc.frontends.onnx_values import (
+    Const,
+    NodeContext,
+    Value,
+    onnx_dtype_to_numpy,
+    onnx_type_name,
+)
 
-if TYPE_CHECKING:
-    from dlpc.frontends.onnx import Importer
-
-HANDLERS: dict[str, Callable[[Importer], list]] = {}
+HANDLERS: dict[str, Callable[[NodeContext], list[Value]]] = {}
 
 
 def handles(*op_types: str):
@@ -36,7 +38,7 @@ def handles(*op_types: str):
     return register
 
 
-def _norm_axis(imp: Importer, axis: int, rank: int, what: str = "axis") -> int:
+def _norm_axis(imp: NodeContext, axis: int, rank: int, what: str = "axis") -> int:
     if not -rank <= axis < max(rank, 1):
         raise imp.error(f"attribute '{what}' = {axis} is out of range for rank {rank}")
     return axis % rank if rank else 0
@@ -58,38 +60,38 @@ UNARY = {
 
 
 @handles(*UNARY)
-def unary(imp: Importer):
+def unary(imp: NodeContext):
     imp.attrs({})
     return [imp.emit(UNARY[imp.node.op_type], imp.value(0))]
 
 
 @handles("Identity")
-def identity(imp: Importer):
+def identity(imp: NodeContext):
     imp.attrs({})
-    return [imp.input(0)]
+    return [imp.required(0)]
 
 
 @handles("Reciprocal")
-def reciprocal(imp: Importer):
+def reciprocal(imp: NodeContext):
     imp.attrs({})
-    x = imp.input(0)
+    x = imp.required(0)
     return [imp.emit(graph.DivOp, imp.scalar(1.0, x), x)]
 
 
 @handles("LeakyRelu")
-def leaky_relu(imp: Importer):
+def leaky_relu(imp: NodeContext):
     a = imp.attrs({"alpha": 0.01})
     return [imp.emit(graph.LeakyReluOp, imp.value(0), alpha=a["alpha"])]
 
 
 @handles("PRelu")
-def prelu(imp: Importer):
+def prelu(imp: NodeContext):
     imp.attrs({})
     return [imp.emit(graph.PReluOp, imp.value(0), imp.value(1))]
 
 
 @handles("Elu", "Selu", "Celu")
-def elu(imp: Importer):
+def elu(imp: NodeContext):
     op = imp.node.op_type
     a = imp.attrs(
         {
@@ -97,7 +99,7 @@ def elu(imp: Importer):
             **({"gamma": 1.05070102214813232421875} if op == "Selu" else {}),
         }
     )
-    x = imp.input(0)
+    x = imp.required(0)
     alpha = a["alpha"]
     # x > 0 ? x : alpha * (exp(x / alpha) - 1)    (Celu divides by alpha, Elu/Selu do not)
     inner = imp.emit(graph.DivOp, x, imp.scalar(alpha, x)) if op == "Celu" else x
@@ -111,13 +113,13 @@ def elu(imp: Importer):
 
 
 @handles("HardSigmoid", "HardSwish")
-def hard_sigmoid(imp: Importer):
+def hard_sigmoid(imp: NodeContext):
     if imp.node.op_type == "HardSigmoid":
         a = imp.attrs({"alpha": 0.2, "beta": 0.5})
     else:
         a = imp.attrs({})
         a = {"alpha": 1.0 / 6.0, "beta": 0.5}
-    x = imp.input(0)
+    x = imp.required(0)
     # max(0, min(1, alpha * x + beta)), times x for HardSwish
     y = imp.emit(
         graph.AddOp, imp.emit(graph.MulOp, x, imp.scalar(a["alpha"], x)), imp.scalar(a["beta"], x)
@@ -129,9 +131,9 @@ def hard_sigmoid(imp: Importer):
 
 
 @handles("Softplus", "Softsign")
-def softplus(imp: Importer):
+def softplus(imp: NodeContext):
     imp.attrs({})
-    x = imp.input(0)
+    x = imp.required(0)
     if imp.node.op_type == "Softplus":  # log(exp(x) + 1)
         return [
             imp.emit(
@@ -143,10 +145,10 @@ def softplus(imp: Importer):
 
 
 @handles("Mish", "Swish")
-def mish(imp: Importer):
+def mish(imp: NodeContext):
     op = imp.node.op_type
     a = imp.attrs({"alpha": 1.0} if op == "Swish" else {})
-    x = imp.input(0)
+    x = imp.required(0)
     if op == "Swish":  # x * sigmoid(alpha * x)
         ax = x if a["alpha"] == 1.0 else imp.emit(graph.MulOp, x, imp.scalar(a["alpha"], x))
         return [imp.emit(graph.MulOp, x, imp.emit(graph.SigmoidOp, ax))]
@@ -156,12 +158,12 @@ def mish(imp: Importer):
 
 
 @handles("ThresholdedRelu", "Shrink", "Sign")
-def piecewise(imp: Importer):
+def piecewise(imp: NodeContext):
     op = imp.node.op_type
     a = imp.attrs(
         {"ThresholdedRelu": {"alpha": 1.0}, "Shrink": {"bias": 0.0, "lambd": 0.5}, "Sign": {}}[op]
     )
-    x = imp.input(0)
+    x = imp.required(0)
     zero = imp.scalar(0, x)
 
     def gt(v: float):
@@ -188,10 +190,10 @@ def piecewise(imp: Importer):
 
 
 @handles("IsNaN", "IsInf")
-def is_special(imp: Importer):
+def is_special(imp: NodeContext):
     op = imp.node.op_type
     a = imp.attrs({"detect_negative": 1, "detect_positive": 1} if op == "IsInf" else {})
-    x = imp.input(0)
+    x = imp.required(0)
     if op == "IsNaN":  # x != x
         return [imp.emit(graph.CompareOp, x, x, predicate="ne")]
     pos = imp.emit(graph.CompareOp, x, imp.scalar(np.inf, x), predicate="eq")
@@ -210,7 +212,7 @@ def is_special(imp: Importer):
 
 
 @handles("Clip")
-def clip(imp: Importer):
+def clip(imp: NodeContext):
     """graph.clip when the bounds are import-time values; bounds computed at run time (or
     graph inputs) are data: max(x, min), then min(., max)."""
     imp.attrs({})
@@ -233,7 +235,7 @@ def clip(imp: Importer):
 
 
 @handles("Gelu")
-def gelu(imp: Importer):
+def gelu(imp: NodeContext):
     a = imp.attrs({"approximate": "none"})
     imp.require(a, "approximate", ("none", "tanh"))
     return [imp.emit(graph.GeluOp, imp.value(0), approximate=a["approximate"])]
@@ -249,9 +251,9 @@ BINARY = {
 
 
 @handles(*BINARY)
-def binary(imp: Importer):
+def binary(imp: NodeContext):
     imp.attrs({})
-    a, b = imp.input(0), imp.input(1)
+    a, b = imp.required(0), imp.required(1)
     if imp.node.op_type == "Pow" and imp.dtype(a) != imp.dtype(b):
         b = cast_to(imp, b, imp.dtype(a))
     if imp.dtype(a) != imp.dtype(b):
@@ -260,12 +262,12 @@ def binary(imp: Importer):
 
 
 @handles("Mod")
-def mod(imp: Importer):
+def mod(imp: NodeContext):
     """r = a - trunc(a / b) * b (fmod = 1, C's fmod); for fmod = 0 (Python's %) r then takes
     the divisor's sign: r + b when r != 0 and sign(r) != sign(b). Float trunc goes through
     i64, so float Mod needs |a / b| < 2**63."""
     a_ = imp.attrs({"fmod": 0})
-    a, b = imp.input(0), imp.input(1)
+    a, b = imp.required(0), imp.required(1)
     dt = imp.dtype(a)
     if dt != imp.dtype(b):
         raise imp.error(f"operands have element types {dt} and {imp.dtype(b)}")
@@ -292,9 +294,9 @@ VARIADIC = {"Max": graph.MaxOp, "Min": graph.MinOp, "Sum": graph.AddOp, "Mean": 
 
 
 @handles(*VARIADIC)
-def variadic(imp: Importer):
+def variadic(imp: NodeContext):
     imp.attrs({})
-    args = [imp.input(i) for i in range(len(imp.node.input))]
+    args = [imp.required(i) for i in range(len(imp.node.input))]
     y = args[0]
     for b in args[1:]:
         y = imp.emit(VARIADIC[imp.node.op_type], y, b)
@@ -315,24 +317,26 @@ COMPARE = {
 
 
 @handles(*COMPARE)
-def compare(imp: Importer):
+def compare(imp: NodeContext):
     imp.attrs({})
     return [
-        imp.emit(graph.CompareOp, imp.input(0), imp.input(1), predicate=COMPARE[imp.node.op_type])
+        imp.emit(
+            graph.CompareOp, imp.required(0), imp.required(1), predicate=COMPARE[imp.node.op_type]
+        )
     ]
 
 
 @handles("Not")
-def logical_not(imp: Importer):
+def logical_not(imp: NodeContext):
     imp.attrs({})
-    x = imp.input(0)
+    x = imp.required(0)
     return [imp.emit(graph.CompareOp, x, Const(np.asarray(False)), predicate="eq")]
 
 
 @handles("And", "Or", "Xor")
-def logical(imp: Importer):
+def logical(imp: NodeContext):
     imp.attrs({})
-    a, b = imp.input(0), imp.input(1)
+    a, b = imp.required(0), imp.required(1)
     op = imp.node.op_type
     if op == "Xor":  # a != b
         return [imp.emit(graph.CompareOp, a, b, predicate="ne")]
@@ -348,12 +352,12 @@ def logical(imp: Importer):
 
 
 @handles("Where")
-def where(imp: Importer):
+def where(imp: NodeContext):
     imp.attrs({})
-    return [imp.emit(graph.WhereOp, imp.input(0), imp.input(1), imp.input(2))]
+    return [imp.emit(graph.WhereOp, imp.required(0), imp.required(1), imp.required(2))]
 
 
-def cast_to(imp: Importer, v: Value, dtype: np.dtype) -> Value:
+def cast_to(imp: NodeContext, v: Value, dtype: np.dtype) -> Value:
     if imp.dtype(v) == dtype:
         return v
     if isinstance(v, Const):
@@ -362,22 +366,22 @@ def cast_to(imp: Importer, v: Value, dtype: np.dtype) -> Value:
 
 
 @handles("Cast")
-def cast(imp: Importer):
+def cast(imp: NodeContext):
     a = imp.attrs({"to": None, "saturate": 1, "round_mode": "up"})
     dt = onnx_dtype_to_numpy(a["to"])
     if dt is None:
         raise imp.error(f"attribute 'to' = {onnx_type_name(a['to'])} is not supported")
-    return [cast_to(imp, imp.input(0), dt)]
+    return [cast_to(imp, imp.required(0), dt)]
 
 
 @handles("CastLike")
-def cast_like(imp: Importer):
+def cast_like(imp: NodeContext):
     imp.attrs({"saturate": 1, "round_mode": "up"})
-    return [cast_to(imp, imp.input(0), imp.dtype(imp.input(1)))]
+    return [cast_to(imp, imp.required(0), imp.dtype(imp.required(1)))]
 
 
 @handles("Dropout")
-def dropout(imp: Importer):
+def dropout(imp: NodeContext):
     """Inference: y = x, mask all true. Opsets 7-11 give the ratio as an attribute (and
     are always inference); from 12 `ratio` and `training_mode` are inputs. Training with
     ratio 0 is the identity too; any other training dropout draws random numbers."""
@@ -402,15 +406,15 @@ def dropout(imp: Importer):
 
 
 @handles("MatMul")
-def matmul(imp: Importer):
+def matmul(imp: NodeContext):
     imp.attrs({})
-    return [imp.emit(graph.MatMulOp, imp.input(0), imp.input(1))]
+    return [imp.emit(graph.MatMulOp, imp.required(0), imp.required(1))]
 
 
 @handles("Gemm")
-def gemm(imp: Importer):
+def gemm(imp: NodeContext):
     a = imp.attrs({"alpha": 1.0, "beta": 1.0, "transA": 0, "transB": 0})
-    x, w, c = imp.input(0), imp.input(1), imp.input(2)
+    x, w, c = imp.required(0), imp.required(1), imp.input(2)
     n = imp.shape(w)[0 if a["transB"] else 1]
     if (
         not a["transA"]
@@ -433,7 +437,7 @@ def gemm(imp: Importer):
 # -------------------------------------------------------------- conv and pooling
 
 
-def _window(imp: Importer, a: dict, spatial: tuple[int, ...], kernel: tuple[int, ...]):
+def _window(imp: NodeContext, a: dict, spatial: tuple[int, ...], kernel: tuple[int, ...]):
     """(strides, dilations, pads as [begin..., end...]) with auto_pad resolved."""
     r = len(spatial)
     strides = tuple(a.get("strides") or (1,) * r)
@@ -457,7 +461,7 @@ def _window(imp: Importer, a: dict, spatial: tuple[int, ...], kernel: tuple[int,
     return strides, dil, pads
 
 
-def _to_2d(imp: Importer, x: Value, what: str) -> tuple[Value, bool]:
+def _to_2d(imp: NodeContext, x: Value, what: str) -> tuple[Value, bool]:
     """Give a 1-D (N, C, W) input an H of 1; 2-D passes; other ranks are errors."""
     shape = imp.shape(x)
     if len(shape) == 3:
@@ -472,7 +476,7 @@ def _pads_2d(pads, one_d: bool) -> tuple[int, int, int, int]:
     return (0, pads[0], 0, pads[1]) if one_d else (pads[0], pads[1], pads[2], pads[3])
 
 
-def _from_2d(imp: Importer, y: Value, one_d: bool) -> Value:
+def _from_2d(imp: NodeContext, y: Value, one_d: bool) -> Value:
     if not one_d:
         return y
     n, c, _, w = imp.shape(y)
@@ -480,7 +484,7 @@ def _from_2d(imp: Importer, y: Value, one_d: bool) -> Value:
 
 
 @handles("Conv")
-def conv(imp: Importer):
+def conv(imp: NodeContext):
     a = imp.attrs(
         {
             "auto_pad": "NOTSET",
@@ -506,7 +510,7 @@ def conv(imp: Importer):
     return [_conv(imp, x, w, b, strides, dil, pads, a["group"])]
 
 
-def _conv_transpose_pads(imp: Importer, a: dict, spatial, kernel) -> list[int]:
+def _conv_transpose_pads(imp: NodeContext, a: dict, spatial, kernel) -> list[int]:
     """Pads from output_shape / SAME auto_pad, as the ONNX ConvTranspose spec gives them."""
     r = len(spatial)
     strides = a["strides"] or (1,) * r
@@ -526,7 +530,7 @@ def _conv_transpose_pads(imp: Importer, a: dict, spatial, kernel) -> list[int]:
 
 
 @handles("ConvTranspose")
-def conv_transpose(imp: Importer):
+def conv_transpose(imp: NodeContext):
     """The transposed convolution as a direct one (1-D, 2-D and 3-D): zero-stuff x by the
     strides, pad it by dilation * (k - 1) - pads (+ output_padding at the end; negative
     amounts crop), and convolve with the flipped weight whose in/out channel roles are
@@ -606,7 +610,7 @@ def conv_transpose(imp: Importer):
     return [_conv(imp, x, wt, b, (1,) * r, dil, (0,) * (2 * r), g)]
 
 
-def _conv(imp: Importer, x: Value, w: Value, b: Value | None, strides, dil, pads, groups):
+def _conv(imp: NodeContext, x: Value, w: Value, b: Value | None, strides, dil, pads, groups):
     """A 1-D, 2-D or 3-D convolution (ONNX pads [begin..., end...]) through graph.conv2d:
     1-D with an H of 1; 3-D as the sum over the depth taps kd of 2-D convolutions of the
     strided depth slices, each slice's depths folded into the batch."""
@@ -664,7 +668,7 @@ def _conv(imp: Importer, x: Value, w: Value, b: Value | None, strides, dil, pads
 
 
 @handles("MaxPool", "AveragePool")
-def pool(imp: Importer):
+def pool(imp: NodeContext):
     is_max = imp.op_type == "MaxPool"
     spec = {
         "auto_pad": "NOTSET",
@@ -678,7 +682,7 @@ def pool(imp: Importer):
     a = imp.attrs(spec)
     imp.no_extra_outputs(2 if is_max else 1)
     x = imp.required(0)
-    kernel = tuple(a["kernel_shape"] or ())
+    kernel = tuple(int(k) for k in a["kernel_shape"] or ())
     if len(kernel) != len(imp.shape(x)) - 2:
         raise imp.error(f"attribute 'kernel_shape' = {list(kernel)} does not match the input")
     strides, dil, pads = _window(imp, a, imp.shape(x)[2:], kernel)
@@ -698,7 +702,9 @@ def pool(imp: Importer):
     return [_from_2d(imp, y, one_d)]
 
 
-def _pool_by_slices(imp: Importer, x: Value, a: dict, kernel, strides, dil, pads, is_max, indices):
+def _pool_by_slices(
+    imp: NodeContext, x: Value, a: dict, kernel, strides, dil, pads, is_max, indices
+):
     """Any-rank pooling with dilations (and MaxPool's Indices) as one strided slice of the
     padded input per kernel position: max pool is their running maximum (Indices: the flat
     input position of the first maximum, row-major or, storage_order 1, column-major
@@ -793,9 +799,9 @@ def _flat_index(pos, begin, spatial, col_major: bool) -> np.ndarray:
 
 
 @handles("GlobalAveragePool", "GlobalMaxPool")
-def global_pool(imp: Importer):
+def global_pool(imp: NodeContext):
     imp.attrs({})
-    x = imp.input(0)
+    x = imp.required(0)
     if imp.node.op_type == "GlobalAveragePool":
         return [imp.emit(graph.GlobalAvgPoolOp, x)]
     axes = tuple(range(2, len(imp.shape(x))))
@@ -806,7 +812,7 @@ def global_pool(imp: Importer):
 
 
 @handles("BatchNormalization")
-def batch_norm(imp: Importer):
+def batch_norm(imp: NodeContext):
     a = imp.attrs({"epsilon": 1e-5, "momentum": 0.9, "training_mode": 0})
     imp.require(a, "training_mode", (0, 1))
     ins = [imp.required(i) for i in range(5)]
@@ -832,11 +838,11 @@ def batch_norm(imp: Importer):
 
 
 @handles("LayerNormalization")
-def layer_norm(imp: Importer):
+def layer_norm(imp: NodeContext):
     a = imp.attrs({"axis": -1, "epsilon": 1e-5, "stash_type": 1})
     imp.require(a, "stash_type", (1,))
-    x = imp.input(0)
-    ins = [x, imp.input(1)] + ([imp.input(2)] if imp.input(2) is not None else [])
+    x, bias = imp.required(0), imp.input(2)
+    ins = [x, imp.required(1)] + ([bias] if bias is not None else [])
     y = imp.emit(graph.LayerNormOp, *ins, axis=a["axis"], epsilon=a["epsilon"])
     outs = [y]
     if any(imp.node.output[1:]):  # Mean and InvStdDev over the normalised dims, kept as 1s
@@ -850,7 +856,7 @@ def layer_norm(imp: Importer):
     return outs
 
 
-def _moments(imp: Importer, x: Value, axes: tuple[int, ...]):
+def _moments(imp: NodeContext, x: Value, axes: tuple[int, ...]):
     """(mean, x - mean, variance) over `axes`, kept as size-1 dims."""
     mean = imp.emit(graph.ReduceMeanOp, x, axes=axes, keepdims=True)
     d = imp.emit(graph.SubOp, x, mean)
@@ -858,15 +864,15 @@ def _moments(imp: Importer, x: Value, axes: tuple[int, ...]):
     return mean, d, var
 
 
-def _channel(imp: Importer, v: Value, rank: int) -> Value:
+def _channel(imp: NodeContext, v: Value, rank: int) -> Value:
     """A per-channel [C] vector shaped to broadcast against [N, C, ...]."""
     return imp.reshape(v, (imp.shape(v)[0],) + (1,) * (rank - 2))
 
 
 @handles("InstanceNormalization")
-def instance_norm(imp: Importer):
+def instance_norm(imp: NodeContext):
     a = imp.attrs({"epsilon": 1e-5})
-    x, scale, bias = imp.input(0), imp.input(1), imp.input(2)
+    x, scale, bias = imp.required(0), imp.required(1), imp.required(2)
     rank = len(imp.shape(x))
     _, d, var = _moments(imp, x, tuple(range(2, rank)))
     y = imp.emit(
@@ -879,10 +885,10 @@ def instance_norm(imp: Importer):
 
 
 @handles("GroupNormalization")
-def group_norm(imp: Importer):
+def group_norm(imp: NodeContext):
     a = imp.attrs({"epsilon": 1e-5, "num_groups": None, "stash_type": 1})
     imp.require(a, "stash_type", (1,))
-    x, scale, bias = imp.input(0), imp.input(1), imp.input(2)
+    x, scale, bias = imp.required(0), imp.required(1), imp.required(2)
     s = imp.shape(x)
     g = a["num_groups"]
     if not g or s[1] % g:
@@ -900,10 +906,10 @@ def group_norm(imp: Importer):
 
 
 @handles("RMSNormalization")
-def rms_norm(imp: Importer):
+def rms_norm(imp: NodeContext):
     a = imp.attrs({"axis": -1, "epsilon": 1e-5, "stash_type": 1})
     imp.require(a, "stash_type", (1,))
-    x, scale = imp.input(0), imp.input(1)
+    x, scale = imp.required(0), imp.required(1)
     rank = len(imp.shape(x))
     axes = tuple(range(_norm_axis(imp, a["axis"], rank), rank))
     ms = imp.emit(graph.ReduceMeanOp, imp.emit(graph.MulOp, x, x), axes=axes, keepdims=True)
@@ -912,10 +918,10 @@ def rms_norm(imp: Importer):
 
 
 @handles("LpNormalization")
-def lp_norm(imp: Importer):
+def lp_norm(imp: NodeContext):
     a = imp.attrs({"axis": -1, "p": 2})
     imp.require(a, "p", (1, 2))
-    x = imp.input(0)
+    x = imp.required(0)
     ax = (_norm_axis(imp, a["axis"], len(imp.shape(x))),)
     if a["p"] == 1:
         norm = imp.emit(graph.ReduceSumOp, imp.emit(graph.AbsOp, x), axes=ax, keepdims=True)
@@ -931,7 +937,7 @@ def lp_norm(imp: Importer):
 
 
 @handles("Softmax", "LogSoftmax")
-def softmax(imp: Importer):
+def softmax(imp: NodeContext):
     a = imp.attrs({"axis": -1})
     op = graph.SoftmaxOp if imp.node.op_type == "Softmax" else graph.LogSoftmaxOp
     return [imp.emit(op, imp.value(0), axis=a["axis"])]
@@ -954,10 +960,10 @@ REDUCE = {
 
 
 @handles(*REDUCE)
-def reduce(imp: Importer):
+def reduce(imp: NodeContext):
     op = imp.node.op_type
     a = imp.attrs({"axes": None, "keepdims": 1, "noop_with_empty_axes": 0})
-    x = imp.input(0)
+    x = imp.required(0)
     axes = a["axes"]
     if axes is None:
         given = imp.const(1, "axes")
@@ -984,7 +990,7 @@ def reduce(imp: Importer):
 # ------------------------------------------------------------------ data movement
 
 
-def _resolve_shape(imp: Importer, in_shape, target, allowzero: bool) -> tuple[int, ...]:
+def _resolve_shape(imp: NodeContext, in_shape, target, allowzero: bool) -> tuple[int, ...]:
     target = [int(d) for d in target]
     if allowzero and 0 in target:
         raise imp.error(
@@ -1006,19 +1012,19 @@ def _resolve_shape(imp: Importer, in_shape, target, allowzero: bool) -> tuple[in
 
 
 @handles("Reshape")
-def reshape(imp: Importer):
+def reshape(imp: NodeContext):
     a = imp.attrs({"allowzero": 0})
-    x = imp.input(0)
+    x = imp.required(0)
     shape = _resolve_shape(
-        imp, imp.shape(x), imp.const(1, "shape").reshape(-1), bool(a["allowzero"])
+        imp, imp.shape(x), imp.required_const(1, "shape").reshape(-1), bool(a["allowzero"])
     )
     return [imp.reshape(x, shape)]
 
 
 @handles("Flatten")
-def flatten(imp: Importer):
+def flatten(imp: NodeContext):
     a = imp.attrs({"axis": 1})
-    x = imp.input(0)
+    x = imp.required(0)
     s = imp.shape(x)
     axis = a["axis"] + len(s) if a["axis"] < 0 else a["axis"]  # axis in [-r, r]
     if not 0 <= axis <= len(s):
@@ -1027,9 +1033,9 @@ def flatten(imp: Importer):
 
 
 @handles("Squeeze")
-def squeeze(imp: Importer):
+def squeeze(imp: NodeContext):
     a = imp.attrs({"axes": None})
-    x = imp.input(0)
+    x = imp.required(0)
     s = imp.shape(x)
     axes = a["axes"]
     if axes is None:
@@ -1045,12 +1051,12 @@ def squeeze(imp: Importer):
 
 
 @handles("Unsqueeze")
-def unsqueeze(imp: Importer):
+def unsqueeze(imp: NodeContext):
     a = imp.attrs({"axes": None})
-    x = imp.input(0)
+    x = imp.required(0)
     axes = a["axes"]
     if axes is None:
-        axes = imp.const(1, "axes").reshape(-1).tolist()
+        axes = imp.required_const(1, "axes").reshape(-1).tolist()
     s = list(imp.shape(x))
     rank = len(s) + len(axes)
     norm = sorted(_norm_axis(imp, int(i), rank, "axes") for i in axes)
@@ -1060,9 +1066,9 @@ def unsqueeze(imp: Importer):
 
 
 @handles("Transpose")
-def transpose(imp: Importer):
+def transpose(imp: NodeContext):
     a = imp.attrs({"perm": None})
-    x = imp.input(0)
+    x = imp.required(0)
     perm = tuple(a["perm"]) if a["perm"] is not None else None
     if perm == tuple(range(len(imp.shape(x)))):
         return [x]
@@ -1070,25 +1076,25 @@ def transpose(imp: Importer):
 
 
 @handles("Concat")
-def concat(imp: Importer):
+def concat(imp: NodeContext):
     a = imp.attrs({"axis": None})
     if a["axis"] is None:
         raise imp.error("attribute 'axis' is required")
-    ins = [imp.input(i) for i in range(len(imp.node.input)) if imp.input(i) is not None]
+    ins = [v for i in range(len(imp.node.input)) if (v := imp.input(i)) is not None]
     ins = [v for v in ins if math.prod(imp.shape(v)) > 0]  # empty pieces add nothing
     if len(ins) == 1:
         return [ins[0]]
     return [imp.emit(graph.ConcatOp, *ins, axis=a["axis"])]
 
 
-def _slice(imp: Importer, x: Value, axis: int, start: int, stop: int) -> Value:
+def _slice(imp: NodeContext, x: Value, axis: int, start: int, stop: int) -> Value:
     return imp.emit(graph.SliceOp, x, starts=(start,), ends=(stop,), axes=(axis,))
 
 
 @handles("Split")
-def split(imp: Importer):
+def split(imp: NodeContext):
     a = imp.attrs({"axis": 0, "split": None, "num_outputs": None})
-    x = imp.input(0)
+    x = imp.required(0)
     s = imp.shape(x)
     axis = _norm_axis(imp, a["axis"], len(s))
     sizes = a["split"]
@@ -1110,11 +1116,11 @@ def split(imp: Importer):
 
 
 @handles("Slice")
-def slice_(imp: Importer):
+def slice_(imp: NodeContext):
     imp.attrs({})
-    x = imp.input(0)
-    starts = imp.const(1, "starts").reshape(-1).tolist()
-    ends = imp.const(2, "ends").reshape(-1).tolist()
+    x = imp.required(0)
+    starts = imp.required_const(1, "starts").reshape(-1).tolist()
+    ends = imp.required_const(2, "ends").reshape(-1).tolist()
     axes = imp.const(3, "axes")
     steps = imp.const(4, "steps")
     axes = list(range(len(starts))) if axes is None else axes.reshape(-1).tolist()
@@ -1123,16 +1129,16 @@ def slice_(imp: Importer):
 
 
 @handles("Gather")
-def gather(imp: Importer):
+def gather(imp: NodeContext):
     a = imp.attrs({"axis": 0})
-    idx = imp.input(1)
+    idx = imp.required(1)
     if isinstance(idx, Const) and idx.array.dtype != np.int64:
         idx = Const(idx.array.astype(np.int64))
-    return [imp.emit(graph.GatherOp, imp.input(0), idx, axis=a["axis"])]
+    return [imp.emit(graph.GatherOp, imp.required(0), idx, axis=a["axis"])]
 
 
 @handles("GatherElements")
-def gather_elements(imp: Importer):
+def gather_elements(imp: NodeContext):
     """out[i][j][k] = data[i][idx[i][j][k]][k] (axis 1) as one graph.gather on the flattened
     data: flat = idx * stride[axis] + sum over the other axes k of i_k * stride[k] (a
     constant); negative indices count from the end."""
@@ -1164,7 +1170,7 @@ def gather_elements(imp: Importer):
 
 
 @handles("ArgMax", "ArgMin")
-def arg_extreme(imp: Importer):
+def arg_extreme(imp: NodeContext):
     """The first (or last, select_last_index) position of the extreme along the axis:
     m = reduce_max(x); where(x == m, iota, n) reduced by min (or where(.., -1) by max)."""
     a = imp.attrs({"axis": 0, "keepdims": 1, "select_last_index": 0})
@@ -1190,10 +1196,10 @@ def arg_extreme(imp: Importer):
 
 
 @handles("Expand")
-def expand(imp: Importer):
+def expand(imp: NodeContext):
     imp.attrs({})
-    x = imp.input(0)
-    target = tuple(int(d) for d in imp.const(1, "shape").reshape(-1))
+    x = imp.required(0)
+    target = tuple(int(d) for d in imp.required_const(1, "shape").reshape(-1))
     try:
         out = graph.broadcast_shapes(imp.shape(x), target)
     except Exception:  # noqa: BLE001 - VerifyException with the shapes
@@ -1204,10 +1210,10 @@ def expand(imp: Importer):
 
 
 @handles("Tile")
-def tile(imp: Importer):
+def tile(imp: NodeContext):
     imp.attrs({})
-    x = imp.input(0)
-    reps = [int(r) for r in imp.const(1, "repeats").reshape(-1)]
+    x = imp.required(0)
+    reps = [int(r) for r in imp.required_const(1, "repeats").reshape(-1)]
     s = imp.shape(x)
     # tile(x, r) = reshape(broadcast(reshape(x, [1, d0, 1, d1, ...]), [r0, d0, r1, d1, ...]))
     inter = [v for d in s for v in (1, d)]
@@ -1217,11 +1223,11 @@ def tile(imp: Importer):
 
 
 @handles("DepthToSpace", "SpaceToDepth")
-def depth_space(imp: Importer):
+def depth_space(imp: NodeContext):
     op = imp.node.op_type
     a = imp.attrs({"blocksize": None, "mode": "DCR"})
     imp.require(a, "mode", ("DCR", "CRD"))
-    x = imp.input(0)
+    x = imp.required(0)
     b = a["blocksize"]
     n, c, h, w = imp.shape(x)
     if op == "SpaceToDepth":  # [n, c, h/b, b, w/b, b] -> DCR [n, b, b, c, ..], CRD [n, c, b, b, ..]
@@ -1260,7 +1266,7 @@ def _nearest_source(a: dict, size: int, out: int, scale: float) -> np.ndarray:
 
 
 @handles("Resize")
-def resize(imp: Importer):
+def resize(imp: NodeContext):
     """Nearest upsampling by whole factors (nn.Upsample(scale_factor=k) as exported) is
     out[..., i, j] = x[..., i // k, j // l]: a reshape, a broadcast and a reshape. Any other
     Resize is separable: per resized axis an (out, in) interpolation matrix M and an
@@ -1359,7 +1365,7 @@ def _whole_factor_upsampling(a: dict, shape, out, scale) -> list[int] | None:
     return factors
 
 
-def _resize_matrix(imp: Importer, a: dict, n_in: int, n_out: int, scale: float, roi):
+def _resize_matrix(imp: NodeContext, a: dict, n_in: int, n_out: int, scale: float, roi):
     """(M, c) with y[o] = sum_j M[o, j] x[j] + c[o]: onnx's 1-D interpolation of the basis
     vectors (extrapolation value 0), and of zeros (the extrapolation value alone)."""
     from onnx.reference.ops import op_resize as ref
@@ -1403,7 +1409,7 @@ def _resize_matrix(imp: Importer, a: dict, n_in: int, n_out: int, scale: float, 
     return m.reshape(n_out, n_in), c
 
 
-def _apply_along(imp: Importer, x: Value, ax: int, m: np.ndarray, c: np.ndarray, select: bool):
+def _apply_along(imp: NodeContext, x: Value, ax: int, m: np.ndarray, c: np.ndarray, select: bool):
     """y = M x + c along axis `ax`: a gather of the selected positions when every row of M
     selects one element (nearest), else a matmul with M^T with `ax` moved last."""
     shape = imp.shape(x)
@@ -1437,9 +1443,9 @@ def _apply_along(imp: Importer, x: Value, ax: int, m: np.ndarray, c: np.ndarray,
 
 
 @handles("Trilu")
-def trilu(imp: Importer):
+def trilu(imp: NodeContext):
     a = imp.attrs({"upper": 1})
-    x = imp.input(0)
+    x = imp.required(0)
     k = imp.const(1, "k")
     k = 0 if k is None else int(k.reshape(-1)[0])
     rows, cols = imp.shape(x)[-2:]
@@ -1453,12 +1459,12 @@ def trilu(imp: Importer):
 
 
 @handles("Pad")
-def pad(imp: Importer):
+def pad(imp: NodeContext):
     a = imp.attrs({"mode": "constant"})
     imp.require(a, "mode", ("constant", "reflect", "edge", "wrap"))
-    x = imp.input(0)
+    x = imp.required(0)
     rank = len(imp.shape(x))
-    pads = [int(p) for p in imp.const(1, "pads").reshape(-1)]
+    pads = [int(p) for p in imp.required_const(1, "pads").reshape(-1)]
     value = imp.const(2, "constant_value")
     axes = imp.const(3, "axes")
     if axes is not None:
@@ -1473,7 +1479,7 @@ def pad(imp: Importer):
     return [imp.emit(graph.PadOp, x, pads=pads, value=v)]
 
 
-def _pad_from_input(imp: Importer, x: Value, pads: list[int], mode: str) -> Value:
+def _pad_from_input(imp: NodeContext, x: Value, pads: list[int], mode: str) -> Value:
     """reflect/edge/wrap padding, one axis at a time, as slices of x concatenated:
     reflect [1 2 3] by 2 -> [3 2 | 1 2 3 | 2 1], edge -> [1 1 | ... | 3 3],
     wrap -> [2 3 | ... | 1 2]."""
@@ -1496,7 +1502,7 @@ def _pad_from_input(imp: Importer, x: Value, pads: list[int], mode: str) -> Valu
     return x
 
 
-def _pad_piece(imp: Importer, x: Value, ax: int, n: int, k: int, mode: str, front: bool):
+def _pad_piece(imp: NodeContext, x: Value, ax: int, n: int, k: int, mode: str, front: bool):
     def cut(start: int, stop: int, step: int = 1) -> Value:
         if stop < 0:  # (a negative end would count from the back: "before index 0" is -n-1)
             stop = -n - 1
@@ -1520,20 +1526,20 @@ def _pad_piece(imp: Importer, x: Value, ax: int, n: int, k: int, mode: str, fron
 
 
 @handles("Shape")
-def shape(imp: Importer):
+def shape(imp: NodeContext):
     a = imp.attrs({"start": 0, "end": None})
-    s = imp.shape(imp.input(0))
+    s = imp.shape(imp.required(0))
     return [Const(np.asarray(s[a["start"] : a["end"]], dtype=np.int64))]
 
 
 @handles("Size")
-def size(imp: Importer):
+def size(imp: NodeContext):
     imp.attrs({})
-    return [Const(np.asarray(math.prod(imp.shape(imp.input(0))), dtype=np.int64))]
+    return [Const(np.asarray(math.prod(imp.shape(imp.required(0))), dtype=np.int64))]
 
 
 @handles("ConstantOfShape", "Range")
-def import_time_only(imp: Importer):
+def import_time_only(imp: NodeContext):
     """Their output shape depends on their input values: they only fold, so reaching this
     handler means an input is computed at run time (or is a graph input to freeze)."""
     names = {"ConstantOfShape": ["input"], "Range": ["start", "limit", "delta"]}

@@ -263,6 +263,34 @@ def test_other_domain_is_an_error():
     assert "operator 'com.microsoft.FusedGemm' is not supported" in import_error(proto)
 
 
+@pytest.mark.parametrize(
+    "node, message",
+    [
+        (helper.make_node("Add", ["x", ""], ["y"], name="n"), "input 1 is required"),
+        (helper.make_node("Reciprocal", ["", "x"], ["y"], name="n"), "input 0 is required"),
+        (helper.make_node("Reshape", ["x"], ["y"], name="n"), "input 1 ('shape') is required"),
+        (helper.make_node("Unsqueeze", ["x"], ["y"], name="n"), "input 1 ('axes') is required"),
+    ],
+)
+def test_an_omitted_required_input_is_named(node, message):
+    """An omitted ('' or missing) input an operator requires is one diagnostic naming the
+    node and the input (was an AttributeError or AssertionError from deep in the importer)."""
+    proto = make([node], [vi("x", [2])], [vi("y", [2])])
+    assert f"node 'n' ({node.op_type}): error: {message}" in import_error(proto)
+
+
+def test_folded_node_with_an_omitted_output():
+    """A folded node's values follow its output positions: LayerNormalization's omitted Mean
+    does not shift InvStdDev into its place (InvStdDev was bound to nothing)."""
+    nodes = [
+        helper.make_node("LayerNormalization", ["c", "s"], ["ln", "", "inv"], epsilon=0.5),
+        helper.make_node("Add", ["x", "inv"], ["y"]),
+    ]
+    inits = [("c", np.array([1.0, 3.0], np.float32)), ("s", np.ones(2, np.float32))]
+    proto = make(nodes, [vi("x", [2])], [vi("y", [2])], inits)
+    check_numerics(proto, np.array([10.0, 20.0], np.float32))
+
+
 def test_bad_file(tmp_path):
     path = tmp_path / "junk.onnx"
     path.write_bytes(b"\x00not a model")
