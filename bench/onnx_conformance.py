@@ -149,9 +149,9 @@ def is_float32(case: Case) -> bool:
     """Every input and output is a float32 tensor or an index/mask (int64, int32, bool)
     one, and some are float32."""
     arrays = case.inputs + case.outputs
-    if not all(isinstance(a, np.ndarray) for a in arrays):
+    if not all(isinstance(a, np.ndarray | np.generic) for a in arrays):
         return False
-    kinds = {a.dtype for a in arrays}
+    kinds = {np.asarray(a).dtype for a in arrays}
     return np.dtype(np.float32) in kinds and kinds <= {
         np.dtype(t) for t in (np.float32, np.int64, np.int32, np.bool_)
     }
@@ -207,7 +207,8 @@ def run_onnxruntime(model_proto_in, name: str, inputs: list, backend: str) -> li
     sess = ort.InferenceSession(
         model_proto.SerializeToString(), opts, providers=["CPUExecutionProvider"]
     )
-    return sess.run(None, dict(zip(graph_inputs(model_proto_in), inputs)))
+    feeds = {n: np.asarray(x) for n, x in zip(graph_inputs(model_proto_in), inputs)}
+    return sess.run(None, feeds)
 
 
 def runner(backend: str):
@@ -497,6 +498,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--backends", default="numpy,c,onnxruntime")
     p.add_argument("--write", help="also write the markdown report to this file")
+    p.add_argument("--json", help="also write every result to this file (case: status, detail)")
     p.add_argument(
         "--set",
         choices=("all", "wider", "core"),
@@ -508,6 +510,14 @@ def main(argv=None) -> int:
     sets = {"wider": WIDER_OPS, "core": CORE_OPS}
     cases = None if args.set == "all" else [c for c in collect() if in_set(c, sets[args.set])]
     results = run_all(args.backends.split(","), cases)
+    if args.json:
+        import json
+
+        with open(args.json, "w") as f:
+            json.dump(
+                {b: {n: [r.status, r.detail] for n, r in rs.items()} for b, rs in results.items()},
+                f,
+            )
     if cases is not None:  # only the summary means anything for a subset
         print("\n".join(summary(results)))
         return 0
