@@ -27,7 +27,7 @@ import math
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 from xdsl.dialects import func
@@ -36,6 +36,7 @@ from xdsl.dialects.builtin import (
     DictionaryAttr,
     Float16Type,
     IntegerType,
+    LocationAttr,
     ModuleOp,
     StringAttr,
     TensorType,
@@ -134,7 +135,7 @@ def operand_names(op: type[GraphOp]) -> list[str]:
     return [n.lstrip("*") for n in op.OPERANDS]
 
 
-def _is_int(v: Any) -> bool:
+def _is_int(v: Any) -> TypeGuard[int | np.integer]:
     return isinstance(v, int | np.integer) and not isinstance(v, bool)
 
 
@@ -371,7 +372,7 @@ class GraphBuilder:
     """Builds `builtin.module { func.func @main }` in graph IR, op by op."""
 
     name: str = "main"
-    loc: Attribute | None = None  # stamped on every op created (the text frontend sets it)
+    loc: LocationAttr | None = None  # stamped on every op created (the text frontend sets it)
     block: Block = field(default_factory=Block)
     input_names: list[str] = field(default_factory=list)
     params: dict[str, ParamDecl] = field(default_factory=dict)
@@ -380,13 +381,17 @@ class GraphBuilder:
     _module: ModuleOp | None = None
 
     # ---- values ----------------------------------------------------------------
-    def _add(self, op: Operation) -> SSAValue | None:
+    def _append(self, op: Operation) -> None:
         if self._module is not None:
             raise FrontendError("the module is finished; no ops can be added")
         if self.loc is not None:
             op.location = self.loc
         self.block.add_op(op)
-        return op.results[0] if op.results else None
+
+    def _add(self, op: Operation) -> SSAValue:
+        """Append an op with one result and return that result."""
+        self._append(op)
+        return op.results[0]
 
     def input(self, name: str, shape: Sequence[int], dtype: str = "f32") -> SSAValue:
         if name in self.input_names:
@@ -413,7 +418,9 @@ class GraphBuilder:
         value.name_hint = ssa_name_hint(name)
         return value
 
-    def constant(self, value: float, element_type: Attribute = f32) -> SSAValue:
+    def constant(
+        self, value: float | np.integer | np.floating, element_type: Attribute = f32
+    ) -> SSAValue:
         """A scalar constant (rank 0), shared between uses."""
         key = (float(value), str(element_type))
         if key not in self._constants:
@@ -498,7 +505,7 @@ class GraphBuilder:
         for i, v in enumerate(operands):
             if isinstance(v, SSAValue):
                 values.append(v)
-            elif isinstance(v, int | float | np.number) and not isinstance(v, bool):
+            elif isinstance(v, int | float | np.integer | np.floating) and not isinstance(v, bool):
                 if not graph.is_float_type(elt) and v != int(v):
                     raise FrontendError(
                         f"{name} operand {i + 1}: {v} is not an integer but the tensor "
@@ -525,7 +532,7 @@ class GraphBuilder:
         if not values:
             raise FrontendError("a model must return at least one value")
         self.outputs = list(values)
-        self._add(func.ReturnOp(*values))
+        self._append(func.ReturnOp(*values))
 
     def module(self) -> ModuleOp:
         """The finished module (verified), after `output`; later calls return it again."""

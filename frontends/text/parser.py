@@ -12,6 +12,7 @@ clang style:
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable
 from pathlib import Path
 
 from lark import Lark, Token, Transformer, Tree, v_args
@@ -45,6 +46,8 @@ def _lark() -> Lark:
 
 def _loc(x) -> ast.Loc:
     if isinstance(x, Token):
+        # (lark types a token's position Optional; the lexer's tokens always carry one)
+        assert x.line is not None and x.column is not None
         return (x.line, x.column)
     return (x.meta.line, x.meta.column)
 
@@ -163,7 +166,7 @@ _TERMINALS = {
 _EXPR_START = {"NAME", "INT", "FLOAT", "STRING", "LSQB", "LPAR", "MINUS"}
 
 
-def _describe_expected(expected: set[str]) -> str:
+def _describe_expected(expected: Iterable[str]) -> str:
     names = set(expected)
     parts = []
     if _EXPR_START <= names:

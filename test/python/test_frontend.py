@@ -182,6 +182,14 @@ def test_builder_friendly_keywords_and_numbers():
         b.conv2d(y, w)
 
 
+def test_builder_rejects_a_complex_number_operand():
+    """A complex scalar is no operand (it was made a constant of its real part)."""
+    b = GraphBuilder()
+    x = b.input("x", (2,))
+    with pytest.raises(FrontendError, match="add operand 2 must be a tensor"):
+        b.add(x, np.complex128(1 + 2j))
+
+
 # -------------------------------------------------------------------------- errors
 
 ERRORS = [
