@@ -584,6 +584,13 @@ class FunctionWriter:
             expr = f"(_Float16){expr}"
         self.bind(op.results[0], expr)
 
+    def fail(self) -> str:
+        """The statement that returns 1 from @main after a failed allocation, giving the
+        memory plan's arena back first when this call holds it."""
+        if self.arena_name:
+            return f"{{ dlpc_arena_release({self.arena_name}); return 1; }}"
+        return "return 1;"
+
     def arena(self, op: memref.AllocOp) -> None:
         """The memory plan's arena (loop-memory-plan): resident, taken for the call."""
         (nbytes,), _ = memref_info(op.memref.type)
@@ -652,7 +659,7 @@ class FunctionWriter:
             count = max(math.prod(shape), 1)
             self.line(f"{t} *{name} = ({t} *)dlpc_alloc({count}, sizeof({t}), {c_string(what)});")
             if not in_kernel:
-                self.line(f"if (!{name}) return 1;")
+                self.line(f"if (!{name}) {self.fail()}")
             elif in_omp_loop(op):
                 self.line(f"if (!{name}) dlpc_oom();")
             else:
@@ -893,7 +900,7 @@ static void dlpc_arena_release(unsigned char *arena)
         self.called.append(k)
         caller.line(f"DLPC_PROF_BEGIN({index});")
         call = f"{fname}({', '.join(call_args)})"
-        caller.line(f"if ({call}) return 1;" if w.may_fail else f"{call};")
+        caller.line(f"if ({call}) {caller.fail()}" if w.may_fail else f"{call};")
         caller.line(f"DLPC_PROF_END({index});")
 
 

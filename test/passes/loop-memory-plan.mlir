@@ -32,6 +32,9 @@
 // C-NEXT:  if (!v_arena) return 1;
 // C-NEXT:  float *v_a = (float *)(v_arena + 0);
 // C:       float *v_r = (float *)v_c + 0;
+// A kernel whose heap scratch buffer cannot be allocated returns 1: @main gives the
+// arena back before it returns 1 too.
+// C:       if (kernel_scratch_6()) { dlpc_arena_release(v_arena); return 1; }
 // C:       dlpc_arena_release(v_arena);
 // C-NEXT:  return 0;
 
@@ -113,5 +116,12 @@ func.func @main(%x: memref<4x8xf32>, %out0: memref<2x16xf32>) attributes {dlpc.n
     }
   }
   memref.dealloc %r : memref<2x16xf32>
+  loop.kernel "scratch_6" attributes {origin = "graph.neg"} {
+    %big = memref.alloca() : memref<20000xf32>
+    loop.for %i0 = 0 to 32 step 1 {name = "i0"} {
+      %z = arith.constant 0.000000e+00 : f32
+      memref.store %z, %big[%i0] : memref<20000xf32>
+    }
+  }
   func.return
 }
