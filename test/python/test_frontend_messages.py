@@ -47,3 +47,30 @@ def test_division_by_zero_in_literals(expr):
 
 def test_division_by_one_is_fine():
     assert parse_model("model m(x: f32[2]) {\n  return x * (2 / 1)\n}\n")
+
+
+def test_an_open_call_expects_an_expression_or_close_paren():
+    assert error("model m(x: f32[2]) {\n  let y = relu(\n}\n") == (
+        "m.dlpc:3:1: error: unexpected '}', expected an expression or ')'"
+    )
+
+
+def test_missing_return_points_at_the_closing_brace():
+    src = "model m(x: f32[2]) {\n  let y = relu(x)\n   }\n"
+    assert error(src) == "m.dlpc:3:4: error: model 'm' has no return statement"
+
+
+def test_a_let_bound_number_is_an_attribute_value():
+    import numpy as np
+
+    import dlpc
+
+    src = "model m(x: f32[4]) {\n  let a = 0.25\n  return leaky_relu(x, alpha=a)\n}\n"
+    x = np.array([-4.0, -1.0, 0.5, 2.0], np.float32)
+    (y,) = dlpc.compile(parse_model(src), "numpy", opt_level=0)(x)
+    np.testing.assert_array_equal(y, np.where(x > 0, x, 0.25 * x))
+    msg = error("model m(x: f32[2]) {\n  return leaky_relu(x, alpha=x)\n}\n")
+    assert msg == (
+        "m.dlpc:2:30: error: leaky_relu argument 'alpha' expects a constant here, "
+        "but 'x' is a tensor"
+    )
