@@ -10,7 +10,8 @@ For each example (target c, -O2):
   checks, binding, the warm-cache key and entry);
 - warm: `dlpc.compile` again in the same process (the whole artifact from the cache,
   no pass runs), and in a new process (the time of the `dlpc.compile` call, after the
-  imports, which are shown apart).
+  imports, which are shown apart; if dlpc's own sources changed since the parent read
+  them (they are part of the key) the first new process misses and a second is timed).
 
 Times are medians over `--repeat` rounds (each cold round in a new cache directory).
 `--passes` also prints every pass of the last cold compile of each example.
@@ -80,19 +81,24 @@ def cold_compile(path: Path, batch: int) -> dict:
                 compiled = api.compile(model)
             total = time.perf_counter() - start
             assert not compiled.cached
+            again = dlpc.load(path, batch=batch)  # another Model: same IR and weights
             start = time.perf_counter()
-            warm = api.compile(dlpc.load(path, batch=batch))
+            warm = api.compile(again)
             warm_seconds = time.perf_counter() - start
             assert warm.cached
-            proc = subprocess.run(
-                [sys.executable, "-c", NEW_PROCESS, str(path), str(batch)],
-                capture_output=True,
-                text=True,
-                env={**os.environ, "DLPC_CACHE_DIR": cache},
-                check=True,
-            )
-            imports, new_process, cached = proc.stdout.split()
-            assert cached == "1", "the new process did not hit the warm cache"
+            for _ in range(2):  # a miss when dlpc's sources changed meanwhile (its key)
+                proc = subprocess.run(
+                    [sys.executable, "-c", NEW_PROCESS, str(path), str(batch)],
+                    capture_output=True,
+                    text=True,
+                    env={**os.environ, "DLPC_CACHE_DIR": cache},
+                    check=True,
+                )
+                imports, new_process, cached = proc.stdout.split()
+                if cached == "1":
+                    break
+            else:
+                new_process = "nan"
         finally:
             c_backend.emit_c, cbuild.build = real_emit, real_build
     pass_seconds = sum(t for _, t in passes)
