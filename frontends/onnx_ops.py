@@ -738,6 +738,36 @@ def _pool_by_slices(
     col_major = is_max and a.get("storage_order") == 1
     if col_major and r != 2:
         raise imp.error("attribute 'storage_order' = 1 needs a 2-D pool")
+    if not indices:
+        # max and sum over a box are separable: one axis at a time, k slices per axis
+        # (sum(k) slices instead of prod(k)); the count of a box is the product of the
+        # per-axis counts
+        y = xp
+        count1 = np.ones(out, np.float64)
+        for i in range(r):
+            acc_i: Value | None = None
+            for o in range(kernel[i]):
+                start = o * dil[i]
+                v = imp.emit(
+                    graph.SliceOp,
+                    y,
+                    starts=(start,),
+                    ends=(start + (out[i] - 1) * strides[i] + 1,),
+                    axes=(2 + i,),
+                    steps=(strides[i],),
+                )
+                join = graph.MaxOp if is_max else graph.AddOp
+                acc_i = v if acc_i is None else imp.emit(join, acc_i, v)
+            assert acc_i is not None
+            y = acc_i
+            taps = [
+                inside[i][np.arange(out[i]) * strides[i] + o * dil[i]] for o in range(kernel[i])
+            ]
+            counted = np.sum(taps, axis=0).reshape([-1 if j == i else 1 for j in range(r)])
+            count1 = count1 * counted
+        if is_max:
+            return [y]
+        return [imp.emit(graph.DivOp, y, Const(count1.astype(imp.dtype(x))))]
     acc: Value | None = None
     best: Value | None = None
     count = np.zeros(out, np.float64)
