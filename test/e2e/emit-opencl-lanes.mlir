@@ -44,7 +44,14 @@
 // CHECK-NEXT: for (long v_i1 = 0; v_i1 < 4; v_i1++) {
 // CHECK: v_s[(v_i0 + 7)] = v_c_8;
 
-func.func @main(%x: memref<2x16xf32>, %w: memref<8x2xf32>, %v: memref<7x16xf32>, %y: memref<8x16xf32>, %z: memref<7xf32>, %s: memref<16xf32>) attributes {dlpc.num_inputs = 3 : i64, dlpc.params = [], dlpc.num_outputs = 3 : i64} {
+// Float math on the lanes of the innermost laned loop is one call on an OpenCL vector.
+// CHECK-LABEL: /* kernel "erf_exp_3": global (7), local (-) */
+// CHECK: for (long v_i1 = 0; v_i1 < 16; v_i1 += 4) {
+// CHECK: const float4 v_b = exp((float4)(v_a, v_a_2, v_a_3, v_a_4));
+// CHECK-NEXT: const float4 v_c = erf((float4)(v_b.s0, v_b.s1, v_b.s2, v_b.s3));
+// CHECK: v_e[v_i0 * 16 + (v_i1 + 3)] = v_c.s3;
+
+func.func @main(%x: memref<2x16xf32>, %w: memref<8x2xf32>, %v: memref<7x16xf32>, %y: memref<8x16xf32>, %z: memref<7xf32>, %s: memref<16xf32>, %e: memref<7x16xf32>) attributes {dlpc.num_inputs = 3 : i64, dlpc.params = [], dlpc.num_outputs = 4 : i64} {
   loop.kernel "mix_0" {
     loop.for %i0 = 0 to 8 step 1 {name = "i0", parallel} {
       loop.for %i1 = 0 to 16 step 1 {name = "i1"} {
@@ -87,6 +94,16 @@ func.func @main(%x: memref<2x16xf32>, %w: memref<8x2xf32>, %v: memref<7x16xf32>,
         %b = memref.load %s[%i0] : memref<16xf32>
         %c = arith.addf %a, %b : f32
         memref.store %c, %s[%i0] : memref<16xf32>
+      }
+    }
+  }
+  loop.kernel "erf_exp_3" {
+    loop.for %i0 = 0 to 7 step 1 {name = "i0", parallel} {
+      loop.for %i1 = 0 to 16 step 1 {name = "i1"} {
+        %a = memref.load %v[%i0, %i1] : memref<7x16xf32>
+        %b = math.exp %a : f32
+        %c = math.erf %b : f32
+        memref.store %c, %e[%i0, %i1] : memref<7x16xf32>
       }
     }
   }

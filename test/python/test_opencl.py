@@ -152,17 +152,23 @@ def test_pocl_cache_moves_off_an_unwritable_home(tmp_path, monkeypatch):
 
 
 def test_lanes_and_partials_run():
-    """Register blocking and partial sums (emit-opencl-lanes.mlir) compute what numpy does;
-    the partial sums reassociate, so within float32 rounding."""
+    """Register blocking, partial sums and vector math (emit-opencl-lanes.mlir) compute
+    what numpy and torch do; the partial sums reassociate, so within float32 rounding."""
     module = pipeline.parse_module((ROOT / "test" / "e2e" / "emit-opencl-lanes.mlir").read_text())
     rng = np.random.default_rng(2)
     x = rng.standard_normal((2, 16), dtype=np.float32)
     w = rng.standard_normal((8, 2), dtype=np.float32)
     v = rng.standard_normal((7, 16), dtype=np.float32)
     v[3, 5] = np.nan  # a NaN survives the max partials
-    y, z, _ = compile_opencl(module, name="lanes")(x, w, v)
+    v[0, :4] = [np.inf, -np.inf, -0.0, 100.0]  # exp -> inf, 0, 1, inf through float4 lanes
+    y, z, _, e = compile_opencl(module, name="lanes")(x, w, v)
     np.testing.assert_allclose(y, w @ x, rtol=1e-6)
     np.testing.assert_array_equal(z, np.max(v, axis=1))
+    import torch
+
+    want = torch.erf(torch.exp(torch.from_numpy(v))).numpy()
+    np.testing.assert_allclose(e, want, rtol=1e-6, atol=1e-7)
+    assert np.isnan(e[3, 5]) and e[0, 0] == 1.0 and e[0, 1] == 0.0
 
 
 def test_independent_loops():
