@@ -291,3 +291,37 @@ def test_onnx_padded_1d_conv_transpose(tmp_path):
     nodes = [helper.make_node("ConvTranspose", ["x", "w"], ["y"], pads=[1, 0], strides=[2])]
     proto, _ = _onnx(nodes, [_vi("x", [1, 2, 5])], [_vi("y", [1, 3, 10])], [("w", w)])
     _onnx_check(tmp_path, proto, {"x": rand(1, 2, 5, seed=11)}, levels=(0, 2))
+
+
+# ------------------------------------------------------------ graph-to-te lowering
+
+
+@pytest.mark.parametrize("c", ["1.0", "2.0", "3", "4.0", "2.5"])
+def test_lowering_binary_ops_with_a_small_constant(c):
+    """pow by a constant 1..4 lowers to products; no other binary op may (a mutant that
+    took `x - 2.0` for a power survived the lowering tests)."""
+    x = rand(3, 5) + 0.5
+    src = (
+        f"model m(x: f32[3, 5]) {{\n  return x - {c}, x / {c}, max(x, {c}), min(x, {c}), "
+        f"pow(x, {c}), x + {c}, x * {c}, prelu(x, {c})\n}}\n"
+    )
+    got = run(src, x, level=0)
+    t, k = torch.tensor(x), float(c)
+    want = [t - k, t / k, torch.clamp(t, min=k), torch.clamp(t, max=k), torch.pow(t, k)]
+    want += [t + k, t * k, torch.where(t > 0, t, t * k)]
+    for g, w in zip(got, want):
+        close(g, w.numpy())
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_avg_pool_ceil_mode_counts_padding_like_torch(target):
+    """count_include_pad with ceil_mode: a last window that hangs over the padded input
+    counts only up to the padding's edge (torch)."""
+    x = rand(1, 2, 6, 6, seed=12)
+    src = (
+        "model m(x: f32[1, 2, 6, 6]) {\n  return avg_pool2d(x, kernel_size=3, stride=2, "
+        "padding=1, ceil_mode=true, count_include_pad=true)\n}\n"
+    )
+    (y,) = run(src, x, target=target, level=0)
+    want = F.avg_pool2d(torch.tensor(x), 3, 2, 1, ceil_mode=True, count_include_pad=True)
+    close(y, want.numpy())
