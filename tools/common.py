@@ -24,6 +24,15 @@ def add_format_option(p) -> None:
     )
 
 
+def add_batch_option(p) -> None:
+    p.add_argument(
+        "--batch",
+        type=int,
+        metavar="N",
+        help="bind a .dlpc model's named batch dim (x: f32[B, 784]) to N; unbound it is 1",
+    )
+
+
 def model_format(path: str, fmt: str | None) -> str:
     """The format of the model at `path` (`-` is stdin): `--format`, else the extension."""
     if fmt:
@@ -48,14 +57,20 @@ def check_model_path(path: str, fmt: str | None) -> str:
     return fmt
 
 
-def load_model(path: str, fmt: str | None = None, weights: str | None = None) -> Model:
+def load_model(
+    path: str, fmt: str | None = None, weights: str | None = None, batch: int | None = None
+) -> Model:
     """`dlpc.load` for a tool's model argument: any file name with `--format`, and `-`
-    for stdin (read whole; errors then name `<stdin>`)."""
+    for stdin (read whole; errors then name `<stdin>`); `batch` (`--batch`) binds a .dlpc
+    model's named batch dim."""
     from dlpc import api
 
     fmt = model_format(path, fmt)
+    if batch is not None and (batch < 1 or fmt != "dlpc"):
+        what = f"must be >= 1, got {batch}" if batch < 1 else f"applies to .dlpc models, not {fmt}"
+        raise DlpcError(f"error: --batch {what}")
     if path != "-":
-        return api.load(path, weights=weights, format=fmt)
+        return api.load(path, weights=weights, format=fmt, batch=batch)
     data = sys.stdin.buffer.read()
     if fmt == "onnx":
         onnx = require("onnx", "onnx", "importing an ONNX model")
@@ -74,7 +89,7 @@ def load_model(path: str, fmt: str | None = None, weights: str | None = None) ->
     if fmt == "dlpc":
         from dlpc.frontends.text import parse_model
 
-        return parse_model(text, "<stdin>", weights=weights)
+        return parse_model(text, "<stdin>", weights=weights, dims=batch)
     from dlpc.passes.pipeline import parse_module
 
     module = parse_module(text, "<stdin>")

@@ -30,6 +30,7 @@ import numpy as np
 
 from dlpc.diagnostics import ToolArgumentParser, run_guarded, write_atomically, write_stdout
 from dlpc.tools.common import (
+    add_batch_option,
     add_format_option,
     check_file,
     check_model_path,
@@ -97,6 +98,7 @@ def parser() -> ToolArgumentParser:
         "a built-in name (dlp, tiny)",
     )
     add_format_option(p)
+    add_batch_option(p)
     return p
 
 
@@ -146,7 +148,7 @@ def run(argv: list[str] | None) -> int:
         if args.fold_weights:
             refuse_overwrite(npz, inputs, f"-o {args.output} (its folded weights {npz})")
 
-    model = load_model(args.model, args.format, args.weights)
+    model = load_model(args.model, args.format, args.weights, args.batch)
     options = pipeline.PipelineOptions(
         opt_level=args.opt_level,
         tuning_log=args.tuning_log,

@@ -31,6 +31,7 @@ import numpy as np
 
 from dlpc.diagnostics import DlpcError, ToolArgumentParser, require, run_guarded
 from dlpc.tools.common import (
+    add_batch_option,
     add_format_option,
     check_file,
     check_memory,
@@ -106,6 +107,7 @@ def parser() -> ToolArgumentParser:
         "built-in name (dlp, tiny)",
     )
     add_format_option(p)
+    add_batch_option(p)
     return p
 
 
@@ -267,7 +269,7 @@ def run(argv: list[str] | None) -> int:
     check_file(args.tuning_log, "tuning log")
     dlp_options = target_desc_options(args.target_desc, args.target)
     files = load_inputs(args.input)
-    model = load_model(args.model, args.format, args.weights)
+    model = load_model(args.model, args.format, args.weights, args.batch)
     check_memory(model, f"running {model.name}")  # before any input or buffer is made
     inputs = files if args.input else api.random_inputs(model, args.seed)
     compiled = api.compile(

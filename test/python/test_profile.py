@@ -121,3 +121,16 @@ def test_dlpc_timing_prints_every_pass():
         "loop-memory-plan",
     ]
     assert lines[-1].split()[1:] == ["100.0%", "total", f"({len(passes)}", "passes)"]
+
+
+def test_dlpc_run_batch_binds_the_named_dim(tmp_path):
+    proc = run_tool(str(EXAMPLES / "mlp.dlpc"), "--batch", "4", "--profile", "--repeat", "2")
+    assert proc.returncode == 0, proc.stderr
+    assert "output 0: 4x10 float32" in proc.stdout
+    mlir = tmp_path / "m.mlir"
+    mlir.write_text(
+        "func.func @main(%x: tensor<2xf32>) -> tensor<2xf32> {\n  func.return %x : tensor<2xf32>\n}\n"
+    )
+    proc = run_tool(str(mlir), "--batch", "4")
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == "dlpc-run: error: --batch applies to .dlpc models, not mlir"
