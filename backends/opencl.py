@@ -184,6 +184,7 @@ PARTIAL_IDENTITY = {
 }  # fmt: skip
 MAX_LANES = 32
 MAX_LANE_OPS = 4000
+MAX_LANE_BUFFER = 16  # elements of a private buffer allocated in a laned body
 
 
 def _steps(trip_count: int, lanes: int) -> int:
@@ -194,7 +195,7 @@ def _steps(trip_count: int, lanes: int) -> int:
 
 def _laneable(loop: ForOp) -> bool:
     """Can `loop`'s body be emitted once per lane (unroll-and-jam)? Constants, loads,
-    stores, allocations, scalar arith/math, loops and `scf.if`s without loops."""
+    stores, small allocations, scalar arith/math, loops and `scf.if`s without loops."""
     for op in loop.block.walk():
         if isinstance(op, scf.IfOp) and any(isinstance(o, ForOp) for o in op.walk()):
             return False
@@ -202,6 +203,9 @@ def _laneable(loop: ForOp) -> bool:
             return False
         if isinstance(op, memref.CopyOp | memref.GetGlobalOp):
             return False
+        if isinstance(op, memref.AllocOp | memref.AllocaOp):  # one per lane: keep them small
+            if math.prod(op.memref.type.get_shape()) > MAX_LANE_BUFFER:
+                return False
     return True
 
 

@@ -291,3 +291,37 @@ def test_reshape_kernel_is_an_alias_unless_its_operand_changes(later):
     np.testing.assert_array_equal(outputs[0], (-x).reshape(3, 2))
     if later:
         np.testing.assert_array_equal(outputs[1], 2 * x)
+
+
+ROW_BUFFER = """
+func.func @main(%x: memref<8x64xf32>, %y: memref<8x64xf32>)
+    attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "rows_0" {
+    loop.for %i = 0 to 8 step 1 {name = "i0", parallel} {
+      %row = memref.alloca() : memref<64xf32>
+      loop.for %j = 0 to 64 step 1 {name = "i1"} {
+        %v = memref.load %x[%i, %j] : memref<8x64xf32>
+        memref.store %v, %row[%j] : memref<64xf32>
+      }
+      loop.for %j = 0 to 64 step 1 {name = "i2"} {
+        %v = memref.load %row[%j] : memref<64xf32>
+        %w = arith.addf %v, %v : f32
+        memref.store %w, %y[%i, %j] : memref<8x64xf32>
+      }
+    }
+  }
+  func.return
+}
+"""
+
+
+def test_no_lanes_over_a_private_row():
+    """A private buffer allocated in a laned body would be one per lane: lanes only when
+    it is small (MAX_LANE_BUFFER elements)."""
+    module = pipeline.parse_module(ROW_BUFFER)
+    (kernel,) = [k for k in module.walk() if isinstance(k, KernelOp)]
+    launch = plan_launch(kernel, "rows_0")
+    assert launch.lanes == {} and launch.global_size == (8,)
+    x = np.arange(512, dtype=np.float32).reshape(8, 64)
+    (y,) = compile_opencl(module, name="rows")(x)
+    np.testing.assert_array_equal(y, 2 * x)
