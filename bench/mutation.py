@@ -59,7 +59,7 @@ AREAS: dict[str, tuple[list[str], list[str]]] = {
         ["passes/graph/fold_constants.py"],
         [
             "lit -q test/passes/graph-fold-constants.mlir",
-            f"{PYTEST} test/python/test_graph_passes.py",
+            f"{PYTEST} test/python/test_graph_passes.py test/python/test_fold_limits.py",
         ],
     ),
 }
