@@ -395,9 +395,8 @@ def summary(results: dict[str, dict[str, Result]]) -> list[str]:
 def table(results: dict[str, dict[str, Result]]) -> str:
     """Markdown: per operator, passed/run per backend; failures; unsupported operators."""
     backends = list(results)
-    lines = summary(results) + [
-        "",
-        "## Per operator",
+    lines = summary(results) + ["", *set_failures(results), "## Per operator"]
+    lines += [
         "",
         "| operator | cases | run | " + " | ".join(f"{b} pass" for b in backends) + " |",
         "|---|---:|---:|" + "---:|" * len(backends),
@@ -444,6 +443,27 @@ def table(results: dict[str, dict[str, Result]]) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def set_failures(results: dict[str, dict[str, Result]]) -> list[str]:
+    """The cases of the wider set (the core's among them) that a dlpc backend fails, with
+    dlpc's reason (the same on every backend, or per backend)."""
+    cases = [c for c in collect() if in_set(c, WIDER_OPS)]
+    dlpc_backends = [b for b in results if b != "onnxruntime"]
+    lines = ["## What fails in the core and wider sets", ""]
+    for c in cases:
+        got = {b: results[b].get(c.name, Result("error", "not run")) for b in dlpc_backends}
+        bad = {b: r for b, r in got.items() if r.status != "pass"}
+        if not bad:
+            continue
+        where = "core" if c.op in CORE_OPS else "wider"
+        reasons = {_reason(r) for r in bad.values()}
+        if len(reasons) == 1:
+            text = f"{', '.join(bad)}: {reasons.pop()}"
+        else:
+            text = "; ".join(f"{b}: {_reason(r)}" for b, r in bad.items())
+        lines.append(f"- `{c.name}` ({where}) {text}")
+    return [*lines, ""]
 
 
 def _reason(r: Result) -> str:
