@@ -97,7 +97,13 @@ def prepare(area: str, workdir: Path, sample: int | None, seed: int, timeout: fl
     subprocess.run(["cosmic-ray", "init", str(config), str(session)], cwd=base, check=True)
     if sample is not None:
         db = sqlite3.connect(session)
-        jobs = [r[0] for r in db.execute("select job_id from work_items order by job_id")]
+        jobs = [  # in source order (job ids are random): the same sample for the same seed
+            r[0]
+            for r in db.execute(
+                "select job_id from mutation_specs order by module_path, start_pos_row, "
+                "start_pos_col, operator_name, occurrence"
+            )
+        ]
         keep = set(random.Random(seed).sample(jobs, min(sample, len(jobs))))
         drop = [(j,) for j in jobs if j not in keep]
         db.executemany("delete from mutation_specs where job_id = ?", drop)
