@@ -45,7 +45,17 @@ def format_exception(e: BaseException) -> str:
     """The diagnostic for an exception (without the tool prefix): a DlpcError's text as
     its author formatted it (a located error may add the source line and a caret below
     its one error line); for anything else one line."""
-    return str(e) if isinstance(e, DlpcError) else first_line(_format(e))
+    return one_diagnostic(str(e)) if isinstance(e, DlpcError) else first_line(_format(e))
+
+
+def one_diagnostic(text: str) -> str:
+    """`text` as one diagnostic: kept when it is one line, or the located form (error
+    line, source line, caret); else its line breaks are escaped (a name read from a model
+    may hold a newline: `unsupported attribute 'k\\nepdims'`)."""
+    lines = text.split("\n")
+    if len(lines) == 1 or (len(lines) == 3 and lines[2].strip() == "^"):
+        return text
+    return text.replace("\r", "\\r").replace("\n", "\\n")
 
 
 def _format(e: BaseException) -> str:
@@ -85,8 +95,8 @@ def _format(e: BaseException) -> str:
         return f"error: {e.filename}: {e.strerror}"
     if isinstance(e, OSError) and e.strerror:
         return f"error: {e.strerror}"
-    if isinstance(e, ValueError | NotImplementedError):
-        return f"error: {_message(e)}"
+    if isinstance(e, ValueError | NotImplementedError) or type(e) is Exception:
+        return f"error: {_message(e)}"  # (xDSL's verifiers raise bare Exceptions too)
     if isinstance(e, KeyError):
         return f"error: {first_line(str(e))}"
     return f"internal error: {type(e).__name__}: {first_line(str(e))}"
@@ -133,8 +143,11 @@ def stage_error(stage: str, e: BaseException) -> StageError:
     if isinstance(e, DiagnosticException) and not stage.startswith("verifying"):
         # a pass's own diagnostic: its text already names the culprit, as it was written
         return StageError(f"{loc + ': ' if loc else ''}error: {_message(e)}", False)
-    if isinstance(e, DiagnosticException | ValueError | NotImplementedError):
-        why = _message(e)
+    if (
+        isinstance(e, DiagnosticException | ValueError | NotImplementedError)
+        or type(e) is Exception
+    ):
+        why = _message(e)  # (a bare Exception is raised on purpose, e.g. by xDSL's verifiers)
     elif isinstance(e, RecursionError):
         why = "the input is nested too deeply"
     elif isinstance(e, MemoryError):

@@ -180,7 +180,6 @@ def test_internal_error_names_pass_op_and_location():
     from xdsl.ir import Operation
 
     from dlpc.diagnostics import boundary, format_exception
-
     from dlpc.dialects import graph
     from dlpc.frontends.builder import GraphBuilder
 
@@ -200,6 +199,7 @@ def test_internal_error_names_pass_op_and_location():
         "internal error in pass graph-to-te at graph.relu (m.dlpc:3:9): "
         "IndexError: tuple index out of range; please report"
     )
+
 
 def raising(e: Exception):
     raise e
@@ -231,9 +231,9 @@ def test_verifier_failure_after_a_pass_keeps_its_reason():
     """xDSL's two-line 'does not verify:' message becomes one line with its reason."""
     from dlpc.diagnostics import one_line
 
-    assert one_line("operand 'operand' at position 0 does not verify:\nUnexpected attribute i8") == (
-        "operand 'operand' at position 0 does not verify: Unexpected attribute i8"
-    )
+    assert one_line(
+        "operand 'operand' at position 0 does not verify:\nUnexpected attribute i8"
+    ) == ("operand 'operand' at position 0 does not verify: Unexpected attribute i8")
 
 
 def test_dlpc_opt_internal_error_is_one_line():
@@ -334,7 +334,7 @@ def test_te_inline_on_a_compute_that_reads_itself(tmp_path):
         "self.mlir",
     )
     line = one_error_line(tool("dlpc-opt", path, "-p", "te-inline"))
-    assert line == "dlpc-opt: error: te.read inside \"exp_0\" reads that compute's own result"
+    assert line == 'dlpc-opt: error: te.read inside "exp_0" reads that compute\'s own result'
 
 
 def test_default_schedule_of_a_kernel_its_script_cannot_name(tmp_path):
@@ -345,3 +345,36 @@ def test_default_schedule_of_a_kernel_its_script_cannot_name(tmp_path):
     p = tool("dlpc-opt", path, "-p", "loop-default-schedule")
     assert p.returncode == 0, p.stderr
     assert 'loop.kernel "1 mm"' in p.stdout
+
+
+def test_bare_exception_from_an_xdsl_verifier_is_an_error(tmp_path):
+    """memref.load with too few indices: xDSL's verifier raises a bare Exception (was
+    'internal error in verifying the input')."""
+    path = write(
+        tmp_path,
+        "func.func @f(%m: memref<4x4xf32>, %i: index) -> f32 {\n"
+        "  %v = memref.load %m[%i] : memref<4x4xf32>\n"
+        "  func.return %v : f32\n"
+        "}\n",
+        "load.mlir",
+    )
+    assert one_error_line(tool("dlpc-opt", path)) == (
+        "dlpc-opt: error: expected an index for each dimension"
+    )
+
+
+def test_a_newline_inside_a_message_is_escaped():
+    """A name read from a model may hold a newline; the diagnostic stays one line."""
+    from dlpc.diagnostics import DlpcError, format_exception
+
+    e = DlpcError("m.onnx: node #3 (ReduceMean -> 'var'): error: unsupported attribute 'k\nep'")
+    assert format_exception(e) == (
+        "m.onnx: node #3 (ReduceMean -> 'var'): error: unsupported attribute 'k\\nep'"
+    )
+    located = "m.dlpc:2:3: error: x\n  let y = z\n  ^"
+    assert format_exception(DlpcError(located)) == located
+
+
+def test_verdict_does_not_read_the_echoed_source_line():
+    err = "m.dlpc:7:1: error: unexpected 'CHECK'\nCHECK-NOT: Traceback internal error\n^\n"
+    assert verdict(1, err) is None
