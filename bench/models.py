@@ -756,7 +756,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def batches_table(args) -> int:
-    export = args.onnx_from or ("torch" if have("torch") else "graph")
+    import importlib.util
+
+    # torch is imported only after dlpc's rows: its own OpenMP runtime, loaded first, kept
+    # threads spinning that dlpc's 2-thread parallel loops then waited behind (medians in
+    # multiples of the 4 ms scheduler tick); and every pool sleeps when idle
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    found = importlib.util.find_spec("torch") is not None
+    export = args.onnx_from or ("torch" if found else "graph")
     names = (
         args.models.split(",") if args.models else sorted(q.stem for q in EXAMPLES.glob("*.dlpc"))
     )
