@@ -8,10 +8,12 @@ Every other backend and every lowering is checked against this module.
   same code.
 - `kernel_args(op)`: the keyword arguments of an op's kernel, in canonical form
   (pads as [top, left, bottom, right], reshape target resolved, slice bounds resolved).
-- `REFERENCE`: op name -> `fn(op, *arrays) -> np.ndarray` for every graph op,
+- `REFERENCE`: op name -> `fn(op, *arrays) -> np.ndarray` (a tuple for a multi-result
+  graph.fused) for every graph op,
   including `graph.param` (its one array is the bound weight, checked against the
   declared type) and `graph.fused` (its region is evaluated).
-- `evaluate_op(op, arrays)`, `run_reference(module, inputs, weights)`,
+- `evaluate_op(op, arrays)` (`evaluate_results` for several results),
+  `run_reference(module, inputs, weights)`,
   (`dlpc.backends.numpy.emit_numpy` turns a module into Python source from these kernels).
 
 Arithmetic is float32 like the compiled backends; float64 is used inside a kernel
@@ -518,15 +520,15 @@ def _param(op: Operation, value: np.ndarray) -> np.ndarray:
     return value.astype(dtype, copy=False)
 
 
-def _fused(op: Operation, *arrays: np.ndarray) -> np.ndarray:
+def _fused(op: Operation, *arrays: np.ndarray) -> np.ndarray | tuple[np.ndarray, ...]:
     """Evaluate the region of graph.fused on its operands."""
     block = op.regions[0].blocks[0]
-    env = dict(zip(block.args, arrays))
+    env: dict[SSAValue, np.ndarray] = dict(zip(block.args, arrays))
     for inner in block.ops:
         if inner.name == "graph.yield":
             outs = [env[v] for v in inner.operands]
             return outs[0] if len(outs) == 1 else tuple(outs)
-        env[inner.results[0]] = evaluate_op(inner, [env[v] for v in inner.operands])
+        env.update(zip(inner.results, evaluate_results(inner, [env[v] for v in inner.operands])))
     raise DlpcError(f"error: graph.fused '{_fused_name(op)}' has no graph.yield")
 
 
@@ -534,21 +536,30 @@ def _fused_name(op: Operation) -> str:
     return getattr(op.attributes.get("kernel"), "data", "fused")
 
 
-REFERENCE: dict[str, Callable[..., np.ndarray]] = {name: _run_kernel for name in KERNELS}
+REFERENCE: dict[str, Callable[..., np.ndarray | tuple[np.ndarray, ...]]] = {
+    name: _run_kernel for name in KERNELS
+}
 REFERENCE["graph.constant"] = _constant
 REFERENCE["graph.param"] = _param
 REFERENCE["graph.fused"] = _fused
 
 
-def evaluate_op(op: Operation, arrays: Sequence[np.ndarray]) -> np.ndarray:
-    """The value of `op` on `arrays` (one per operand), with the result's dtype."""
+def evaluate_results(op: Operation, arrays: Sequence[np.ndarray]) -> tuple[np.ndarray, ...]:
+    """The values of `op`'s results on `arrays` (one per operand), with the results' dtypes
+    (a graph.fused may have several)."""
     fn = REFERENCE.get(op.name)
     if fn is None:
         raise DlpcError(f"error: the numpy reference has no definition of '{op.name}'")
     out = fn(op, *arrays)
-    if isinstance(out, tuple):
-        return tuple(np.asarray(o, result_dtype(r)) for o, r in zip(out, op.results))
-    return np.asarray(out, dtype=result_dtype(op.results[0]))
+    outs = out if isinstance(out, tuple) else (out,)
+    return tuple(np.asarray(o, dtype=result_dtype(r)) for o, r in zip(outs, op.results))
+
+
+def evaluate_op(op: Operation, arrays: Sequence[np.ndarray]) -> np.ndarray:
+    """The value of one-result `op` on `arrays` (one per operand), with the result's dtype."""
+    assert len(op.results) == 1, f"{op.name} has {len(op.results)} results: evaluate_results"
+    (value,) = evaluate_results(op, arrays)
+    return value
 
 
 # ------------------------------------------------------------------ interpreter
@@ -620,9 +631,7 @@ def run_reference(
                 raise DlpcError(f"error: no value for weight '{op.pname}' (graph.param)")
             env[op.output] = evaluate_op(op, [weights[op.pname]])
             continue
-        out = evaluate_op(op, [env[v] for v in op.operands])
-        for r, value in zip(op.results, out if isinstance(out, tuple) else (out,)):
-            env[r] = value
+        env.update(zip(op.results, evaluate_results(op, [env[v] for v in op.operands])))
         for v in dead.get(op, ()):  # values no later op reads: their memory goes now
             env.pop(v, None)
     raise DlpcError("error: @main has no func.return")

@@ -111,22 +111,23 @@ _CMPI = {0: "eq", 1: "ne", 2: "lt", 3: "le", 4: "gt", 5: "ge", 6: "lt", 7: "le",
 
 
 class _Body:
-    """Evaluates a block over an index space of `size` points (values flat or scalar)."""
+    """Evaluates a block over an index space of `size` points (values flat or scalar: a
+    rank-0 value may be a numpy scalar, which reads as a 0-d array)."""
 
     def __init__(self, env: dict[SSAValue, np.ndarray]):
         self.env = env
 
-    def run(self, block: Block, local: dict[SSAValue, object]) -> object:
+    def run(self, block: Block, local: dict[SSAValue, np.ndarray]) -> np.ndarray:
         for op in block.ops:
             if isinstance(op, YieldOp | scf.YieldOp):
                 return self.get(op.operands[0], local)
             local[op.results[0]] = self.op(op, local)
         raise AssertionError("block without terminator")
 
-    def get(self, v: SSAValue, local: dict[SSAValue, object]):
+    def get(self, v: SSAValue, local: dict[SSAValue, np.ndarray]) -> np.ndarray:
         return local[v] if v in local else self.env[v]
 
-    def op(self, op: Operation, local: dict[SSAValue, object]):
+    def op(self, op: Operation, local: dict[SSAValue, np.ndarray]) -> np.ndarray:
         args = [self.get(v, local) for v in op.operands]
         ty = op.results[0].type
         if isinstance(op, arith.ConstantOp):
@@ -171,7 +172,7 @@ class _Body:
             return self.if_(op, args[0], local)
         raise DlpcError(f"error: te evaluator does not know {op.name}")
 
-    def if_(self, op: scf.IfOp, cond, local: dict[SSAValue, object]):
+    def if_(self, op: scf.IfOp, cond, local: dict[SSAValue, np.ndarray]) -> np.ndarray:
         cond = np.asarray(cond)
         if cond.ndim == 0:
             region = op.true_region if cond else op.false_region
@@ -199,7 +200,7 @@ def _full(value, size: int, dtype) -> np.ndarray:
 def eval_compute(op: ComputeOp, env: dict[SSAValue, np.ndarray]) -> np.ndarray:
     shape, dtype = op.shape, dtype_of(op.element_type)
     size = math.prod(shape)
-    local = dict(zip(op.body.block.args, _space(shape)))
+    local: dict[SSAValue, np.ndarray] = dict(zip(op.body.block.args, _space(shape)))
     value = _Body(env).run(op.body.block, local)
     return _full(value, size, dtype).reshape(shape)
 
@@ -208,7 +209,7 @@ def eval_reduce(op: ReduceOp, env: dict[SSAValue, np.ndarray]) -> np.ndarray:
     shape, extents = op.shape, op.reduce_extents
     acc_dtype = dtype_of(op.acc_type)
     size = math.prod(shape) * math.prod(extents)
-    local = dict(zip(op.body.block.args, _space((*shape, *extents))))
+    local: dict[SSAValue, np.ndarray] = dict(zip(op.body.block.args, _space((*shape, *extents))))
     value = _Body(env).run(op.body.block, local)
     values = _full(value, size, acc_dtype).reshape(math.prod(shape), math.prod(extents))
     init = np.asarray(op.init_value).astype(acc_dtype)
@@ -216,7 +217,7 @@ def eval_reduce(op: ReduceOp, env: dict[SSAValue, np.ndarray]) -> np.ndarray:
     acc = combine[op.combiner_name].reduce(values, axis=1, initial=init).astype(acc_dtype)
     if op.has_epilogue:
         block = op.epilogue.block
-        elocal = dict(zip(block.args, [acc, *_space(shape)]))
+        elocal: dict[SSAValue, np.ndarray] = dict(zip(block.args, [acc, *_space(shape)]))
         acc = _full(_Body(env).run(block, elocal), math.prod(shape), dtype_of(op.element_type))
     return acc.reshape(shape)
 
@@ -225,7 +226,7 @@ def run_te(
     module: ModuleOp, inputs: Sequence[np.ndarray], weights: dict[str, np.ndarray] | None = None
 ) -> list[np.ndarray]:
     """Interpret te-level @main on numpy inputs; returns the outputs."""
-    from dlpc.reference.graph import check_inputs, evaluate_op, main_func
+    from dlpc.reference.graph import check_inputs, evaluate_op, evaluate_results, main_func
 
     weights = weights or {}
     func = main_func(module)
@@ -244,5 +245,5 @@ def run_te(
         elif isinstance(op, arith.ConstantOp):  # a scalar the bodies read
             env[op.result] = _Body(env).op(op, {})
         else:
-            env[op.results[0]] = evaluate_op(op, [env[v] for v in op.operands])
+            env.update(zip(op.results, evaluate_results(op, [env[v] for v in op.operands])))
     raise DlpcError("error: @main has no func.return")

@@ -137,6 +137,7 @@ def rebuild(op: Operation, operands: list[SSAValue], **override: Attribute) -> O
     attrs = {**op.attributes, **override}
     cls = type(op)
     probe = cls.create(operands=operands, result_types=[f32], attributes=attrs)
+    assert isinstance(probe, g.GraphOp), f"rebuild of {op.name}, not a graph op"
     try:
         ty = probe.infer_type()
     finally:
