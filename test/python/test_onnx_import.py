@@ -320,7 +320,15 @@ def test_resize_nearest_upsampling():
         [vi("y", [1, 2, 6, 12])],
         [("scales", scales)],
     )
-    assert "attribute 'mode' = 'linear' is not supported" in import_error(bilinear)
+    m = check_numerics(bilinear, x)  # per-axis interpolation matrices: matmuls
+    assert "graph.matmul" in str(m.module)
+    bogus = make(
+        [helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="area")],
+        [vi("x", [1, 2, 3, 4])],
+        [vi("y", [1, 2, 6, 12])],
+        [("scales", scales)],
+    )
+    assert "attribute 'mode' = 'area' is not supported" in import_error(bogus)
 
 
 @pytest.mark.parametrize("mode", ["reflect", "edge", "wrap"])
