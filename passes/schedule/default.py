@@ -31,6 +31,7 @@ starts from); `apply_tuned_or_default(module, tuning_log)` is what the pipeline 
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import time
@@ -51,6 +52,7 @@ from dlpc.passes.schedule._common import (
     buffers_accessed,
     depends_on,
     get_kernel,
+    guarded,
     is_reduction,
 )
 from dlpc.passes.schedule.script import apply_script, parse_script
@@ -330,6 +332,83 @@ def conv_script(
     return "\n".join(lines)
 
 
+# The register tile of `conv_tile_script`: at most this many vector accumulators
+# (AVX-512 has 32 registers; the rest hold the input vectors and the broadcast weight).
+CONV_TILE_VECTORS = 24
+# Bytes of the whole-image im2col buffer above which the tiled conv is not used.
+CONV_PACK_BYTES = 8 << 20
+
+
+def _conv_load(kernel: KernelOp, x) -> memref.LoadOp | None:
+    return next(
+        (op for op in kernel.walk() if isinstance(op, memref.LoadOp) and op.memref is x), None
+    )
+
+
+def conv_tile_script(kernel: KernelOp, nest: Nest, threads: int = 2, lanes: int = 16) -> str:
+    """Direct convolution with an output tile in registers (the conv analogue of the
+    gemm micro-kernel): for each output row, a block of `cb` output channels x the row
+    accumulates in a local `acc` (cache_write) across all reduction loops, the channel
+    block unrolled (one broadcast weight each) and the row vectorized, so the tile stays
+    in `cb * ceil(W / lanes)` vector registers. The input the rows read is packed once
+    per image, outside the parallel loop (im2col rows `xp[oh][ci][kh][kw][ow]`: padding
+    resolved, strides removed); an unpadded stride-1 input (1x1 conv) is read directly.
+    The output rows are parallel (more work than the few channel blocks). Not for
+    depthwise / grouped convs (no input reuse across a channel block) or pooling."""
+    x = conv_input(kernel, nest)
+    out = conv_output(kernel)
+    if x is None or out is None or len(nest.spatial) != 4:
+        raise ScheduleError(f"kernel '{kernel.sym}' is not convolution-shaped")
+    K = kernel.sym
+    n, c, h, w = nest.spatial
+    W = nest.trips[w]
+    nv = -(-W // lanes)
+    if nv > 4:  # a wide row: tile it, a multiple of the vector width
+        wt = _largest_divisor(W, 4 * lanes, lanes)
+        if wt < lanes:
+            raise ScheduleError(f"kernel '{K}': row of {W} does not tile by {lanes}")
+        nv = wt // lanes
+    else:
+        wt = W
+    cb = _largest_divisor(nest.trips[c], max(1, CONV_TILE_VECTORS // nv))
+    load = _conv_load(kernel, x)
+    assert load is not None
+    loops = {lp.loop_name: lp for lp in kernel.loops()}
+    if any(depends_on(i, loops[c].induction_var) for i in load.indices):
+        # depthwise / grouped: each channel has its own input, no reuse across the block
+        raise ScheduleError(f"kernel '{K}': the input channel follows the output channel")
+    if not any(isinstance(op, arith.MulfOp) for op in loops[nest.reduce[-1]].walk()):
+        raise ScheduleError(f"kernel '{K}' is a pooling, not a convolution")
+    direct = not guarded(load, kernel) and not _strided(kernel, nest)
+    if not direct:
+        im2col = nest.trips[h] * W * math.prod(nest.trips[r] for r in nest.reduce) * 4
+        if im2col > CONV_PACK_BYTES:
+            raise ScheduleError(f"kernel '{K}': im2col of {im2col} bytes is too large")
+    lines = [f"decompose {K}"]
+    inner_c, outer_c = [], c
+    if cb < nest.trips[c]:
+        lines.append(f"split {K}/{c} by {cb} -> {c}o, {c}i")
+        inner_c, outer_c = [f"{c}i"], f"{c}o"
+    else:
+        inner_c, outer_c = [c], None
+    outer_w, inner_w = [], w
+    if wt < W:
+        lines.append(f"split {K}/{w} by {wt} -> {w}o, {w}i")
+        outer_w, inner_w = [f"{w}o"], f"{w}i"
+    tile = [n, h] + ([outer_c] if outer_c else []) + outer_w
+    lines.append(f"reorder {K}: {', '.join(tile + nest.reduce + inner_c + [inner_w])}")
+    if not direct:
+        lines.append(f"cache_read {K}/{n} {buffer_token(kernel, x)} -> {K}_xp pack")
+    # the accumulator tile around the reduction loops (cb x 1 row x wt)
+    lines.append(f"cache_write {K}/{tile[-1]} {buffer_token(kernel, out)} -> {K}_acc")
+    lines += [f"unroll {K}/{ci}" for ci in inner_c]
+    lines.append(f"vectorize {K}/{inner_w}")
+    lines.append(f"serial {K}")
+    if nest.trips[h] >= threads:
+        lines.append(f"parallel {K}/{h}")
+    return "\n".join(lines)
+
+
 def _strided(kernel: KernelOp, nest: Nest) -> bool:
     """Does the input advance by more than one element per output column (stride > 1)?
     Then vectorizing the output row reads the input with a stride; packing fixes it."""
@@ -358,6 +437,11 @@ def default_scripts(module: ModuleOp, name: str) -> list[str]:
             pass
     if len(nest.spatial) == 4 and len(out) == 2 and _strided(kernel, nest):
         out.reverse()  # a strided conv: im2col rows first, the plain reorder as fallback
+    if len(nest.spatial) == 4 and gemm_operands(kernel, nest) is None:
+        try:  # a convolution: the register-tiled direct conv first, the others as fallback
+            out.insert(0, conv_tile_script(kernel, nest))
+        except ScheduleError:
+            pass
     return [s for s in out if s]
 
 

@@ -3,7 +3,7 @@
 
 // With its time budget spent, the search stops: every kernel keeps te-to-loop's nest, and
 // one note says so.
-// BUDGET: dlpc: note: loop-default-schedule: schedule search stopped after its budget of 0 s; 3 of 3 kernels keep the identity schedule
+// BUDGET: dlpc: note: loop-default-schedule: schedule search stopped after its budget of 0 s; 5 of 5 kernels keep the identity schedule
 // BUDGET-NOT: unroll
 // BUDGET: loop.for %r0 = 0 to 8 step 1 {name = "r0", reduction}
 
@@ -19,14 +19,18 @@
 // CHECK-NEXT:      loop.for %i1j = 0 to 32 step 1 {name = "i1j", vectorize} {
 // CHECK-NOT:   parallel
 
-// A direct convolution: reductions inside the output row, the row vectorized,
-// output channels blocked by 4 and unrolled.
+// A direct convolution, unpadded and stride 1: no packing; the output tile (all 8
+// channels x the row) accumulates in a local buffer around the reduction loops, the
+// channels unrolled and the row vectorized (the register-tiled micro-kernel).
 // CHECK-LABEL: loop.kernel "conv"
-// CHECK:       {name = "i1o"}
+// CHECK-NOT:   pack
+// CHECK:       {name = "i2"}
+// CHECK-NEXT:  %conv_acc = memref.alloca() : memref<1x8x1x8xf32>
 // CHECK:       {name = "r0", reduction}
-// CHECK:       {name = "r1", reduction}
-// CHECK:       {name = "i1i", unroll = 4}
+// CHECK-NEXT:  {name = "r1", reduction}
+// CHECK:       {name = "i1", unroll = 8}
 // CHECK-NEXT:  {name = "i3", vectorize}
+// CHECK:       {name = "conv_acc_out0"}
 func.func @main(%A: memref<16x8xf32>, %B: memref<8x32xf32>, %C: memref<16x32xf32>) {
   loop.kernel "mm" {
     loop.for %i0 = 0 to 16 step 1 {name = "i0", parallel} {
@@ -102,6 +106,114 @@ func.func @rowmax(%x: memref<8x256xf32>, %out: memref<8xf32>) attributes {dlpc.n
       }
       %max = memref.load %acc[] : memref<f32>
       memref.store %max, %out[%i0] : memref<8xf32>
+    }
+  }
+  func.return
+}
+
+// A padded 3x3 convolution (the padding is an scf.if around the input load): the
+// input is packed once per image into im2col rows outside the parallel loop (padding
+// resolved there); the 16 output channels are blocked by 8 (the largest divisor of 16
+// whose tile, at two vectors per 20-wide row, fits 24 vector registers); the output
+// rows are parallel.
+// CHECK-LABEL: loop.kernel "pconv"
+// CHECK:       {name = "i0"}
+// CHECK-NEXT:  %pconv_xp = memref.alloca() : memref<14400xf32>
+// CHECK:       {name = "i2", parallel}
+// CHECK-NEXT:  loop.for %{{.*}} = 0 to 16 step 8 {name = "i1o"}
+// CHECK-NEXT:  %pconv_acc = memref.alloca() : memref<1x8x1x20xf32>
+// CHECK:       {name = "r0", reduction}
+// CHECK-NEXT:  {name = "r1", reduction}
+// CHECK-NEXT:  {name = "r2", reduction}
+// CHECK-NEXT:  {name = "i1i", unroll = 8}
+// CHECK-NEXT:  {name = "i3", vectorize}
+// CHECK:       memref.load %pconv_xp
+// CHECK-NOT:   scf.if
+// CHECK:       {name = "pconv_acc_out0"}
+func.func @pconv(%x: memref<1x4x20x20xf32>, %w: memref<16x4x3x3xf32>, %y: memref<1x16x20x20xf32>) {
+  loop.kernel "pconv" {
+    loop.for %i0 = 0 to 1 step 1 {name = "i0"} {
+      loop.for %i1 = 0 to 16 step 1 {name = "i1", parallel} {
+        loop.for %i2 = 0 to 20 step 1 {name = "i2"} {
+          loop.for %i3 = 0 to 20 step 1 {name = "i3"} {
+            %acc = memref.alloca() : memref<f32>
+            %z = arith.constant 0.000000e+00 : f32
+            memref.store %z, %acc[] : memref<f32>
+            loop.for %r0 = 0 to 4 step 1 {name = "r0", reduction} {
+              loop.for %r1 = 0 to 3 step 1 {name = "r1", reduction} {
+                loop.for %r2 = 0 to 3 step 1 {name = "r2", reduction} {
+                  %one = arith.constant 1 : index
+                  %zi = arith.constant 0 : index
+                  %n = arith.constant 20 : index
+                  %h0 = arith.addi %i2, %r1 : index
+                  %h = arith.subi %h0, %one : index
+                  %v0 = arith.addi %i3, %r2 : index
+                  %v = arith.subi %v0, %one : index
+                  %c0 = arith.cmpi sge, %h, %zi : index
+                  %c1 = arith.cmpi slt, %h, %n : index
+                  %c2 = arith.cmpi sge, %v, %zi : index
+                  %c3 = arith.cmpi slt, %v, %n : index
+                  %c01 = arith.andi %c0, %c1 : i1
+                  %c23 = arith.andi %c2, %c3 : i1
+                  %in = arith.andi %c01, %c23 : i1
+                  %a = scf.if %in -> (f32) {
+                    %l = memref.load %x[%i0, %r0, %h, %v] : memref<1x4x20x20xf32>
+                    scf.yield %l : f32
+                  } else {
+                    %zz = arith.constant 0.000000e+00 : f32
+                    scf.yield %zz : f32
+                  }
+                  %b = memref.load %w[%i1, %r0, %r1, %r2] : memref<16x4x3x3xf32>
+                  %p = arith.mulf %a, %b : f32
+                  %c = memref.load %acc[] : memref<f32>
+                  %s = arith.addf %c, %p : f32
+                  memref.store %s, %acc[] : memref<f32>
+                }
+              }
+            }
+            %o = memref.load %acc[] : memref<f32>
+            memref.store %o, %y[%i0, %i1, %i2, %i3] : memref<1x16x20x20xf32>
+          }
+        }
+      }
+    }
+  }
+  func.return
+}
+
+// Depthwise (the input channel is the output channel): no reuse of an input row
+// across a channel block, so not the tiled conv; the reduction template instead.
+// CHECK-LABEL: loop.kernel "dw"
+// CHECK-NOT:   _acc
+// CHECK:       {name = "i3", vectorize}
+func.func @dw(%x: memref<1x8x12x12xf32>, %w: memref<8x1x3x3xf32>, %y: memref<1x8x10x10xf32>) {
+  loop.kernel "dw" {
+    loop.for %i0 = 0 to 1 step 1 {name = "i0"} {
+      loop.for %i1 = 0 to 8 step 1 {name = "i1"} {
+        loop.for %i2 = 0 to 10 step 1 {name = "i2"} {
+          loop.for %i3 = 0 to 10 step 1 {name = "i3"} {
+            %acc = memref.alloca() : memref<f32>
+            %z = arith.constant 0.000000e+00 : f32
+            memref.store %z, %acc[] : memref<f32>
+            loop.for %r0 = 0 to 1 step 1 {name = "r0", reduction} {
+              loop.for %r1 = 0 to 3 step 1 {name = "r1", reduction} {
+                loop.for %r2 = 0 to 3 step 1 {name = "r2", reduction} {
+                  %h = arith.addi %i2, %r1 : index
+                  %v = arith.addi %i3, %r2 : index
+                  %a = memref.load %x[%i0, %i1, %h, %v] : memref<1x8x12x12xf32>
+                  %b = memref.load %w[%i1, %r0, %r1, %r2] : memref<8x1x3x3xf32>
+                  %p = arith.mulf %a, %b : f32
+                  %c = memref.load %acc[] : memref<f32>
+                  %s = arith.addf %c, %p : f32
+                  memref.store %s, %acc[] : memref<f32>
+                }
+              }
+            }
+            %o = memref.load %acc[] : memref<f32>
+            memref.store %o, %y[%i0, %i1, %i2, %i3] : memref<1x8x10x10xf32>
+          }
+        }
+      }
     }
   }
   func.return

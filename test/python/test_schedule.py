@@ -218,3 +218,72 @@ def test_failed_primitive_names_the_loop():
         split.split(m, "mm", "i1", 48)
     with pytest.raises(ScheduleError, match="loop mm/r0 is a reduction loop"):
         parallel.parallel(m, "mm", "r0")
+
+
+def _conv_case(n, c, h, w, o, k, stride, pad, groups, relu):
+    ho = (h + 2 * pad - k) // stride + 1
+    wo = (w + 2 * pad - k) // stride + 1
+    attrs = (
+        f"{{strides = array<i64: {stride}, {stride}>, "
+        f"pads = array<i64: {pad}, {pad}, {pad}, {pad}>, groups = {groups} : i64}}"
+    )
+    x, wt, y = f"{n}x{c}x{h}x{w}xf32", f"{o}x{c // groups}x{k}x{k}xf32", f"{n}x{o}x{ho}x{wo}xf32"
+    tail = (
+        f"  %r = graph.relu %y : (tensor<{y}>) -> tensor<{y}>\n  func.return %r : tensor<{y}>"
+        if relu
+        else f"  func.return %y : tensor<{y}>"
+    )
+    return f"""
+func.func @main(%x: tensor<{x}>, %w: tensor<{wt}>, %b: tensor<{o}xf32>) -> tensor<{y}> {{
+  %y = graph.conv2d %x, %w, %b {attrs} : (tensor<{x}>, tensor<{wt}>, tensor<{o}xf32>) -> tensor<{y}>
+{tail}
+}}"""
+
+
+# (n, c, h, w, o, k, stride, pad, groups, relu): odd sizes, strides, padding, groups,
+# batches, rows narrower and wider than a vector, channel counts without a block of 8
+CONV_CASES = [
+    (1, 3, 13, 17, 6, 3, 1, 1, 1, True),
+    (2, 5, 11, 9, 7, 3, 2, 1, 1, False),
+    (1, 4, 10, 21, 12, 1, 1, 0, 1, True),
+    (1, 6, 9, 9, 10, 1, 2, 0, 1, False),
+    (3, 4, 7, 70, 16, 5, 1, 2, 1, True),
+    (1, 6, 12, 12, 6, 3, 1, 1, 6, False),
+    (1, 4, 11, 11, 8, 3, 1, 1, 2, True),
+    (1, 2, 15, 33, 9, 3, 3, 0, 1, False),
+]
+
+
+@pytest.mark.parametrize("case", CONV_CASES, ids=lambda c: "x".join(map(str, c)))
+def test_default_conv_schedules_match_the_reference(case):
+    """Every conv shape through the default schedules (the register-tiled direct conv,
+    its im2col packing, or a fallback) matches the numpy reference on C."""
+    import dlpc
+    from dlpc.api import Model
+    from dlpc.reference.graph import run_reference
+
+    module = parse_module(_conv_case(*case))
+    n, c, h, w, o, k, _, _, groups, _ = case
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((n, c, h, w), np.float32)
+    wt = rng.standard_normal((o, c // groups, k, k), np.float32)
+    b = rng.standard_normal((o,), np.float32)
+    (want,) = run_reference(module, [x, wt, b], {})
+    (got,) = dlpc.compile(Model(module, {}, "conv", None), target="c")(x, wt, b)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_default_conv_schedule_is_the_register_tile():
+    """A padded 3x3 conv and a 1x1 conv get the tiled schedule (an `_acc` tile around the
+    reductions; im2col packing only where there is padding)."""
+    from dlpc.dialects.loop import kernels
+    from dlpc.passes.pipeline import PipelineOptions, lower
+    from dlpc.passes.schedule.default import default_scripts
+
+    for case, packed in ((CONV_CASES[0], True), (CONV_CASES[2], False)):
+        module = parse_module(_conv_case(*case))
+        lower(module, "loop", PipelineOptions(opt_level=0))
+        (conv,) = [k.sym for k in kernels(module) if k.sym.startswith("conv")]
+        script = default_scripts(module, conv)[0]
+        assert f"cache_write {conv}/" in script and f"-> {conv}_acc" in script
+        assert (" pack" in script) == packed
