@@ -10,6 +10,16 @@ is left as te-to-loop made it).  Guarantees: numerics unchanged; each kernel get
   and the `gemm` micro-kernel (`tensorize`): an `mr x nr` accumulator tile in registers;
   with fewer than 4 rows (batch-1 linear layers) and B contiguous along k, the dot
   products are vectorized instead (`rfactor` by 16);
+- convolution (not depthwise/grouped): the register-tiled direct conv: an output tile of
+  `cb` channels x the row (x 64 columns when wider) accumulates in a local `acc`
+  (`cache_write`) around all reduction loops, the channels unrolled (one broadcast
+  weight each) and the row vectorized, so GCC keeps the tile in `cb * ceil(W/16)` zmm
+  registers (`cb`: the largest divisor of the channel count within 24 registers); the
+  input is packed once per image into im2col rows outside the parallel loop (padding
+  and strides resolved), an unpadded stride-1 input (1x1 conv) is read directly; the
+  output rows are parallel. (A packed buffer allocated inside the parallel loop is a
+  local C array; GCC then spills the accumulators, because vector loads from a local
+  array may alias the local `acc` in its analysis.) The templates below are fallbacks;
 - strided conv (and pooling): im2col-style rows: the input a row of outputs needs is
   packed once per output row (`cache_read ... pack`, padding resolved in the packing),
   so the vectorized row reads it with unit stride; output channels blocked by 4 and
