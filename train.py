@@ -280,7 +280,7 @@ class Trainer:
         import io
 
         buffer = io.BytesIO()
-        np.savez(buffer, **self.state)
+        np.savez(buffer, allow_pickle=False, **self.state)
         write_atomically(path, buffer.getvalue())
 
     def load(self, path_or_state) -> None:

@@ -91,7 +91,7 @@ class Scope:
 # -------------------------------------------------------------------- C and OpenCL C
 
 
-def _c_text(text: str, quote: str) -> str:
+def _c_text(text: str | bytes, quote: str) -> str:
     """`text` as printable ASCII: non-ASCII as its UTF-8 bytes in octal, so the string
     is exact; `quote`, `\\` and `?` (trigraphs) escaped."""
     out = []

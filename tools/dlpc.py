@@ -145,7 +145,7 @@ def run(argv: list[str] | None) -> int:
     npz = Path(args.output).with_suffix(".npz") if args.output else None
     if args.output:
         refuse_overwrite(args.output, inputs, f"-o {args.output}")
-        if args.fold_weights:
+        if args.fold_weights and npz is not None:
             refuse_overwrite(npz, inputs, f"-o {args.output} (its folded weights {npz})")
 
     model = load_model(args.model, args.format, args.weights, args.batch)
@@ -190,9 +190,9 @@ def run(argv: list[str] | None) -> int:
                 file=sys.stderr,
             )
     folded = sorted(set(weights or ()) - given)  # weights made by folding
-    if args.output and weights is not None and (args.fold_weights or folded):
+    if npz is not None and weights is not None and (args.fold_weights or folded):
         refuse_overwrite(npz, inputs, f"-o {args.output} (its folded weights {npz})")
-        write_atomically(npz, lambda f: np.savez(f, **weights))
+        write_atomically(npz, lambda f: np.savez(f, allow_pickle=False, **weights))
         print(
             f"dlpc: wrote {npz}: the {len(weights)} weights {args.output} needs",
             file=sys.stderr,

@@ -108,11 +108,13 @@ class DlpcOptMain(xDSLOptMain):
             checker = make_checker()
             checker.start(prog)
         keep = self.args.verify_diagnostics
+        callback = self.pipeline.callback
+        assert callback is not None  # (xDSLOptMain's pipeline always has its callback)
         previous = None
         for p in (*self.pipeline.passes, None):
             stage = "the input" if previous is None else f"the output of pass {previous.name}"
             with boundary(f"verifying {stage}", keep_diagnostics=keep):
-                self.pipeline.callback(previous, prog, p)  # verifies, prints, times
+                callback(previous, prog, p)  # verifies, prints, times
             if checker and previous is not None:
                 checker.after(previous.name, prog, previous)
             if p is None:

@@ -400,7 +400,11 @@ def train(args, data) -> int:
             from dlpc.diagnostics import write_atomically
 
             def write_history(f):
-                np.savez(f, **{k: np.asarray(v, np.float64) for k, v in history.items()})
+                np.savez(
+                    f,
+                    allow_pickle=False,
+                    **{k: np.asarray(v, np.float64) for k, v in history.items()},
+                )
 
             write_atomically(Path(args.save).with_suffix(".history.npz"), write_history)
     if args.plot:

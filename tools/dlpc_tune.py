@@ -41,6 +41,7 @@ TARGET = "c"
 
 
 def parser() -> ToolArgumentParser:
+    assert __doc__ is not None  # (the module docstring opens with the one-line description)
     p = ToolArgumentParser(
         prog="dlpc-tune", description=__doc__.split("\n")[0].split(": ", 1)[1], example=EXAMPLE
     )
@@ -136,8 +137,9 @@ def history_of(log, tasks, target: str = TARGET) -> list[tuple[int, str, float]]
         if r.sig not in kernel_of or r.target != target or (r.sig, r.script) in seen:
             continue
         seen.add((r.sig, r.script))
-        if r.ok and r.time is not None:
-            best[r.sig] = min(best.get(r.sig, r.time), r.time)
+        t = r.time
+        if r.ok and t is not None:
+            best[r.sig] = min(best[r.sig], t) if r.sig in best else t
         if r.sig in best:
             out.append((len(seen), kernel_of[r.sig], best[r.sig]))
     return out
@@ -226,7 +228,7 @@ def run(argv: list[str] | None) -> int:
         for ev in tuner.run(trials=args.trials, time_budget=args.time_budget):
             if ev.trial < 0:  # a re-measurement of a top candidate
                 continue
-            if ev.ok:
+            if ev.ok and ev.time is not None:  # (an ok trial has its time)
                 first.setdefault(ev.kernel, ev.time)
             else:
                 failed += 1

@@ -95,7 +95,7 @@ def weights_digest(weights: dict[str, np.ndarray]) -> str:
     for name in sorted(weights):
         a = np.ascontiguousarray(weights[name])
         h.update(f"{name}\0{a.dtype.str}\0{a.shape}\0".encode())
-        h.update(memoryview(a).cast("B") if a.size else b"")
+        h.update(a.data.cast("B") if a.size else b"")
     return h.hexdigest()
 
 
@@ -225,7 +225,7 @@ def store_entry(key: str, name: str, function: cbuild.CFunction, loop_ir: str) -
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-", suffix=".tmp", dir=path.parent)
         try:
             with os.fdopen(fd, "wb") as f:
-                np.savez(f, **arrays)
+                np.savez(f, allow_pickle=False, **arrays)
             digest = cbuild._file_digest(Path(tmp))
             cbuild._atomic_write(cbuild.hash_path(path), digest + "\n")
             os.replace(tmp, path)

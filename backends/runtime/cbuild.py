@@ -151,14 +151,15 @@ class Library:
     def failure(self, status: int) -> str:
         """What a nonzero status of `dlpc_main` means: the allocation that failed, as the
         generated code recorded it (`dlpc_alloc` in backends/c.py's prelude)."""
+        plain = f"{self.path.name}: dlpc_main failed (status {status}: out of memory)"
         try:
             count = ctypes.c_size_t.in_dll(self.handle, "dlpc_oom_count").value
             size = ctypes.c_size_t.in_dll(self.handle, "dlpc_oom_size").value
             kernel = ctypes.c_char_p.in_dll(self.handle, "dlpc_oom_kernel").value
         except ValueError:  # a library without dlpc's prelude
-            kernel = None
+            return plain
         if not kernel:
-            return f"{self.path.name}: dlpc_main failed (status {status}: out of memory)"
+            return plain
         what = kernel.decode("utf-8", errors="replace")
         return f"out of memory: {count * size} bytes for {what}"
 

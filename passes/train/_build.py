@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from xdsl.ir import Block, Operation, SSAValue
+from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from dlpc.dialects import graph
@@ -39,19 +39,21 @@ class Builder:
         return op.results[0]
 
     def op(self, cls: type[graph.GraphOp], *operands: Value, **attrs) -> SSAValue:
-        dtype = next(
+        dtype: Attribute = next(
             (graph.element_type_of(v) for v in operands if isinstance(v, SSAValue)),
             graph.f32,
         )
         values = [v if isinstance(v, SSAValue) else self.const(v, dtype) for v in operands]
         return self.insert(cls.make(*values, **attrs))
 
-    def const(self, value, element_type=graph.f32) -> SSAValue:
+    def const(self, value, element_type: Attribute = graph.f32) -> SSAValue:
         """A constant tensor (a Python number: rank 0) of `element_type`."""
         array = np.asarray(value, dtype=graph.numpy_dtype(element_type))
         return self.insert(graph.ConstantOp.from_numpy(array))
 
-    def param(self, name: str, shape: Sequence[int], element_type=graph.f32) -> SSAValue:
+    def param(
+        self, name: str, shape: Sequence[int], element_type: Attribute = graph.f32
+    ) -> SSAValue:
         value = self.insert(graph.ParamOp(name, graph.tensor_type(shape, element_type)))
         value.name_hint = graph.ssa_name_hint(name)
         return value

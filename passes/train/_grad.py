@@ -29,7 +29,7 @@ from dlpc.dialects import graph
 from dlpc.passes.train._build import Builder
 
 Grads = list[SSAValue | None]
-Rule = Callable[[Builder, Operation, SSAValue, Sequence[bool]], Grads]
+Rule = Callable[[Builder, Operation, SSAValue, Sequence[bool]], Sequence[SSAValue | None]]
 RULES: dict[str, Rule] = {}
 
 
@@ -500,7 +500,7 @@ def col2im(b: Builder, cols, x_shape, kernel, strides, pads, dilations, out_hw) 
     return pad(b, xp, [0, 0, -pads[0], -pads[1]], [0, 0, -bottom, -right])
 
 
-def _pool_geometry(op: Operation):
+def _pool_geometry(op: graph.PoolOp):
     x = op.operands[0]
     n, c, h, wd = shape(x)
     kh, kw = graph._pair(op.attr("kernel"), "kernel")
@@ -529,7 +529,7 @@ def _max_pool2d(b, op, g, want):
     return [col2im(b, share, (n, c, *hw), kernel, strides, pads, (1, 1), out_hw)]
 
 
-def pool_counts(op: Operation) -> np.ndarray:
+def pool_counts(op: graph.AvgPool2DOp) -> np.ndarray:
     """avg_pool2d's divisor per output position [OH, OW] (the reference's rule)."""
     (h, wd), (kh, kw), (sh, sw), pads, (oh, ow) = _pool_geometry(op)
     include = op.attr("count_include_pad")
@@ -641,14 +641,14 @@ def _log_softmax(b, op, g, want):
 # --------------------------------------------------------------------- reductions
 
 
-def _expand(b: Builder, op: Operation, v: SSAValue) -> SSAValue:
+def _expand(b: Builder, op: graph.ReduceOp, v: SSAValue) -> SSAValue:
     """A reduction's result (or its adjoint) with the reduced axes back as size 1."""
     x = op.operands[0]
     kept = tuple(1 if i in op.reduced_axes() else d for i, d in enumerate(shape(x)))
     return reshape(b, v, kept)
 
 
-def _spread(b: Builder, op: Operation, v: SSAValue) -> SSAValue:
+def _spread(b: Builder, op: graph.ReduceOp, v: SSAValue) -> SSAValue:
     """`v` (reduced shape) broadcast over the input's shape."""
     return b.op(graph.BroadcastOp, _expand(b, op, v), shape=list(shape(op.operands[0])))
 

@@ -130,7 +130,7 @@ class Optimizer:
 
     def initial_state(self, params: Shapes) -> dict[str, np.ndarray]:
         """The optimizer state before the first update: zeros, and step 0."""
-        state = {STEP: np.zeros((), np.float32)}
+        state: dict[str, np.ndarray] = {STEP: np.zeros((), np.float32)}
         for name, (shape, dtype) in params.items():
             for slot in self.SLOTS:
                 state[self.slot(slot, name)] = np.zeros(shape, dtype)
@@ -160,10 +160,10 @@ class Optimizer:
     def clip(self, b: Builder, grads: Mapping[str, SSAValue]) -> Mapping[str, SSAValue]:
         if self.clip_norm is None or not grads:
             return grads
-        total = None
-        for g in grads.values():
-            sq = b.sum(b.mul(g, g))
-            total = sq if total is None else b.add(total, sq)
+        squares = [b.sum(b.mul(g, g)) for g in grads.values()]
+        total = squares[0]
+        for sq in squares[1:]:
+            total = b.add(total, sq)
         coef = b.minimum(b.div(self.clip_norm, b.add(b.sqrt(total), 1e-6)), 1.0)
         return {name: b.mul(g, coef) for name, g in grads.items()}
 
