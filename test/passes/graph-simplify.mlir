@@ -64,6 +64,15 @@ func.func @movement(%x: tensor<2x3xf32>) -> (tensor<6xf32>, tensor<2x3xf32>) {
   func.return %r2, %r3 : tensor<6xf32>, tensor<2x3xf32>
 }
 
+// a transpose that only moves a size-1 dim among size-2 dims is a reshape
+// CHECK-LABEL: func.func @transpose_unit_dim
+// CHECK-NEXT:    %[[R:.*]] = graph.reshape %x {shape = array<i64: 1, 2, 2>} : (tensor<2x1x2xf32>) -> tensor<1x2x2xf32>
+// CHECK-NEXT:    func.return %[[R]]
+func.func @transpose_unit_dim(%x: tensor<2x1x2xf32>) -> tensor<1x2x2xf32> {
+  %t = graph.transpose %x {perm = array<i64: 1, 0, 2>} : (tensor<2x1x2xf32>) -> tensor<1x2x2xf32>
+  func.return %t : tensor<1x2x2xf32>
+}
+
 // exp(log(c)) -> c for a constant c >= 0, fractions included (issue 18: a mutant that
 // took only c >= 1 as nonnegative survived)
 // CHECK-LABEL: func.func @exp_log_constant

@@ -205,6 +205,8 @@ def test_batch_norm_after_rank2_linear_still_folds(level):
     )
     (y,) = run(src, x, level=level, weights=weights)
     close(y, want.numpy())
+    lowered = dlpc.compile(parse_model(src, weights=weights), "numpy", opt_level=level).lowered
+    assert ("graph.batch_norm" in str(lowered)) == (level == 0)  # folded at -O2
 
 
 # ----------------------------------------------------- NaN through max, relu, pooling
@@ -325,3 +327,25 @@ def test_avg_pool_ceil_mode_counts_padding_like_torch(target):
     (y,) = run(src, x, target=target, level=0)
     want = F.avg_pool2d(torch.tensor(x), 3, 2, 1, ceil_mode=True, count_include_pad=True)
     close(y, want.numpy())
+
+
+@pytest.mark.parametrize("scale_shape", [(3, 1, 1), (1, 3, 1, 1), (5, 5), (1, 3, 5, 5), (5, 1)])
+def test_conv_of_a_scaled_input(scale_shape):
+    """conv2d(x * c, w) folds c into w only for one scale per input channel; a scale that
+    varies over the image stays on the input (graph-substitute conv-input-scale)."""
+    rng = np.random.default_rng(13)
+    weights = {
+        "w": rng.standard_normal((2, 3, 3, 3)).astype(np.float32),
+        "c": rng.uniform(0.5, 2.0, scale_shape).astype(np.float32),
+    }
+    dims = ", ".join(map(str, scale_shape))
+    src = (
+        "model m(x: f32[1, 3, 5, 5]) {\n  param w: f32[2, 3, 3, 3]\n"
+        f"  param c: f32[{dims}]\n  return conv2d(x * c, w, padding=1)\n}}\n"
+    )
+    x = rand(1, 3, 5, 5, seed=14)
+    tx = torch.tensor(x) * torch.tensor(weights["c"])
+    want = F.conv2d(tx, torch.tensor(weights["w"]), padding=1)
+    for level in (0, 2):
+        (y,) = run(src, x, level=level, weights=weights)
+        close(y, want.numpy(), rtol=1e-4, atol=1e-5)
