@@ -4,14 +4,19 @@ cache blocking of an accumulator).
 
 Input/Output: loop dialect.  Requires: 1) the buffer is accessed inside the loop
 2) every access to it inside the loop has affine indices in loop induction variables
-3) no access is guarded by `scf.if` (the footprint box would include out-of-bounds
-elements) 4) all accesses agree on the part of their indices that depends on loops
+3) an access guarded by `scf.if` is a padded read, `scf.if c { yield load } else { yield
+constant }` whose condition `c` is exactly a conjunction of bounds checks of the load's
+own indices (`idx >= 0`, `idx < dim`), all such reads with the same checks and constant
+(cache_read only) 4) all accesses agree on the part of their indices that depends on loops
 around the tile (so the footprint is one box) 5) cache_read only: the loop does not
 store to the buffer.  Guarantees: a local `memref` shaped like the footprint box is
 allocated at the start of the loop's body (so it is private to an iteration, and to a
 thread under a `parallel` loop); cache_read copies the box in before the body,
 cache_write copies it in before and back out after; the body's accesses are redirected
-to the local buffer. Numerics unchanged.
+to the local buffer. A padded read makes the local buffer a padded copy: the copy nest
+stores the constant where the checked indices are out of bounds, and the body reads it
+unguarded (a convolution's zero padding resolved once, not per multiply-add). Numerics
+unchanged.
 
 With `pack` (cache_read only) the local buffer is not the footprint box but a 1-D
 buffer indexed by the loops inside the loop that index the buffer, in nesting order
@@ -57,6 +62,7 @@ from dlpc.passes.schedule._common import (
     ScheduleError,
     affine,
     block_of,
+    const,
     emit_affine,
     erase,
     find_buffer,
@@ -237,6 +243,71 @@ def _slice(unit: Operation, loop: ForOp, used: list[ForOp], what: str, buf) -> l
     return [op for op in loop.walk() if id(op) in needed]
 
 
+@dataclass(frozen=True)
+class Padding:
+    """The padded reads of a buffer: the checked (dim, side) bounds and the fill value."""
+
+    checks: frozenset[tuple[int, str]]
+    fill: arith.ConstantOp
+
+
+def _bounds_checks(cond: SSAValue, load: memref.LoadOp) -> frozenset[tuple[int, str]] | None:
+    """`cond` as a conjunction of bounds checks of `load`'s indices: {(dim, "lo" | "hi")},
+    or None when it is anything else."""
+    shape = memref_type(load.memref).get_shape()
+    forms = [affine(i) for i in load.indices]
+    out: set[tuple[int, str]] = set()
+    work = [cond]
+    while work:
+        v = work.pop()
+        op = v.owner
+        if isinstance(op, arith.AndIOp):
+            work += [op.lhs, op.rhs]
+            continue
+        if not isinstance(op, arith.CmpiOp):
+            return None
+        lhs, rhs = affine(op.lhs), affine(op.rhs)
+        if lhs is None or rhs is None or rhs.terms:
+            return None
+        dims = [d for d, f in enumerate(forms) if f is not None and f == lhs]
+        if not dims:
+            return None
+        pred, k = op.predicate.value.data, rhs.const
+        # arith.cmpi predicates: 2 slt, 3 sle, 4 sgt, 5 sge
+        if (pred, k) in ((5, 0), (4, -1)):
+            out.add((dims[0], "lo"))
+        elif (pred, k) in ((2, shape[dims[0]]), (3, shape[dims[0]] - 1)):
+            out.add((dims[0], "hi"))
+        else:
+            return None
+    return frozenset(out)
+
+
+def _padding(loads: list[memref.LoadOp], loop: ForOp, buf, what: str) -> Padding | None:
+    """The padding of the guarded reads among `loads` (None if there are none)."""
+    found: Padding | None = None
+    for op in loads:
+        if not guarded(op, loop):
+            continue
+        g = _guard_of(op, loop)
+        checks = _bounds_checks(g.cond, op) if g is not None else None
+        fill = next(iter(g.false_region.block.ops)) if g is not None else None
+        if g is None or not checks or not isinstance(fill, arith.ConstantOp):
+            raise CacheGuardedAccessError(
+                f"an access to buffer '{buf.name_hint}' in loop {what} is guarded by scf.if "
+                "in a form cache_read does not handle (then: the load, else: a constant, "
+                "the condition: bounds checks of the load's indices)"
+            )
+        pad = Padding(checks, fill)
+        if found is not None and (found.checks != pad.checks or found.fill.value != fill.value):
+            raise CacheGuardedAccessError(
+                f"the guarded accesses to buffer '{buf.name_hint}' in loop {what} differ "
+                "in their bounds checks or fill value"
+            )
+        found = found or pad
+    return found
+
+
 @dataclass
 class Footprint:
     base: list[Affine]  # per dim: the box origin (outer terms + min)
@@ -249,6 +320,7 @@ def _footprint(
     accesses: Sequence[memref.LoadOp | memref.StoreOp],
     what: str,
     around: bool = False,
+    padded: frozenset[int] = frozenset(),
 ) -> Footprint:
     inner = {id(lp) for lp in inner_loops(loop)} | ({id(loop)} if around else set())
     rank = len(memref_type(buf).get_shape())
@@ -256,7 +328,7 @@ def _footprint(
     hi = [-math.inf] * rank
     outer_parts: list[dict | None] = [None] * rank
     for op in accesses:
-        if guarded(op, loop):
+        if guarded(op, loop) and id(op) not in padded:
             raise CacheGuardedAccessError(
                 f"an access to buffer '{buf.name_hint}' in loop {what} is guarded by scf.if"
             )
@@ -288,20 +360,31 @@ def _footprint(
     return Footprint(base, [int(hi[d] - lo[d] + 1) for d in range(rank)])
 
 
-def _local_index(op: memref.LoadOp | memref.StoreOp, fp: Footprint) -> list[SSAValue]:
-    """idx - base, materialised right before the access."""
+def _local_index(
+    op: memref.LoadOp | memref.StoreOp, fp: Footprint, at: Operation | None = None
+) -> list[SSAValue]:
+    """idx - base, materialised right before the access (or before `at`)."""
     out = []
-    block = block_of(op)
+    at = at or op
+    block = block_of(at)
     for d, idx in enumerate(op.indices):
         form = affine(idx)
         assert form is not None
         rel = form.add(fp.base[d], -1)
-        out.append(emit_affine(rel, block, before=op))
+        out.append(emit_affine(rel, block, before=at))
     return out
 
 
 def _copy_nest(
-    loop: ForOp, buf, local, fp: Footprint, name: str, into_local: bool, at, parent_block=None
+    loop: ForOp,
+    buf,
+    local,
+    fp: Footprint,
+    name: str,
+    into_local: bool,
+    at,
+    parent_block=None,
+    pad: Padding | None = None,
 ):
     """A nest copying the box between `buf` and `local`, inserted before `at` (or at the
     end of `parent_block`, by default the loop's body)."""
@@ -327,7 +410,27 @@ def _copy_nest(
         raise CacheNotAffineError(f"buffer '{buf.name_hint}' has no dims to cache in loop {name}")
     ivs = [lp.induction_var for lp in loops]
     glob = [emit_affine(fp.base[d].add(Affine(0, {ivs[d]: 1})), body) for d in range(len(ivs))]
-    if into_local:
+    if into_local and pad is not None:
+        # padded copy: the fill value where a checked index is out of bounds
+        shape = memref_type(buf).get_shape()
+        conds: list[Operation] = []
+        for d, side in sorted(pad.checks):
+            bound = const(0 if side == "lo" else shape[d])
+            cmp = arith.CmpiOp(glob[d], bound.result, "sge" if side == "lo" else "slt")
+            conds += [bound, cmp]
+        cond = conds[1].results[0]
+        for cmp in conds[3::2]:
+            both = arith.AndIOp(cond, cmp.results[0])
+            conds.append(both)
+            cond = both.result
+        load = memref.LoadOp.get(buf, glob)
+        fill = pad.fill.clone()
+        elt = memref_type(buf).get_element_type()
+        guard = scf.IfOp(
+            cond, [elt], [load, scf.YieldOp(load.res)], [fill, scf.YieldOp(fill.result)]
+        )
+        body.add_ops([*conds, guard, memref.StoreOp.get(guard.results[0], local, ivs)])
+    elif into_local:
         load = memref.LoadOp.get(buf, glob)
         body.add_ops([load, memref.StoreOp.get(load.res, local, ivs)])
     else:
@@ -359,7 +462,9 @@ def _stage(
         raise CacheReadWrittenError(
             f"buffer '{buf.name_hint}' is written in loop {what}; use cache_write"
         )
-    fp = _footprint(target, buf, loads + stores, what, around)
+    pad = _padding(loads, target, buf, what) if not write else None
+    padded = frozenset(id(op) for op in loads if pad is not None and guarded(op, target))
+    fp = _footprint(target, buf, loads + stores, what, around, padded)
     ty = memref_type(buf)
     local_ty = MemRefType(ty.get_element_type(), fp.extents)
     nbytes = math.prod(fp.extents) * 4
@@ -370,10 +475,13 @@ def _stage(
     alloc.memref.name_hint = label if label.isidentifier() else None
     # redirect the body's accesses (before adding the copies, which access `buf` too)
     for op in loads:
-        new = memref.LoadOp.get(alloc.memref, _local_index(op, fp))
-        block_of(op).insert_op_before(new, op)
-        op.res.replace_all_uses_with(new.res)
-        erase(op)
+        unit = _guard_of(op, target) if id(op) in padded else op
+        assert unit is not None
+        # (a padded read: the whole guard is replaced, the index computed before it)
+        new = memref.LoadOp.get(alloc.memref, _local_index(op, fp, at=unit))
+        block_of(unit).insert_op_before(new, unit)
+        unit.results[0].replace_all_uses_with(new.res)
+        erase(unit)
     for op in stores:
         new = memref.StoreOp.get(op.value, alloc.memref, _local_index(op, fp))
         block_of(op).insert_op_before(new, op)
@@ -384,7 +492,7 @@ def _stage(
         block, first, after = target.block, target.block.first_op, None
     block.insert_op_before(alloc, first) if first is not None else block.add_op(alloc)
     # the origin of the box is computed where the copies are, from the loops around them
-    _copy_nest(target, buf, alloc.memref, fp, label, True, first, block)
+    _copy_nest(target, buf, alloc.memref, fp, label, True, first, block, pad)
     if write:
         _copy_nest(target, buf, alloc.memref, fp, label, False, after, block)
     if alloc_cls is memref.AllocOp:

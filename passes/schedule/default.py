@@ -10,7 +10,7 @@ is left as te-to-loop made it).  Guarantees: numerics unchanged; each kernel get
   and the `gemm` micro-kernel (`tensorize`): an `mr x nr` accumulator tile in registers;
   with fewer than 4 rows (batch-1 linear layers) and B contiguous along k, the dot
   products are vectorized instead (`rfactor` by 16);
-- convolution (not depthwise/grouped): the register-tiled direct conv: an output tile of
+- convolution (not grouped): the register-tiled direct conv: an output tile of
   `cb` channels x the row (x 64 columns when wider) accumulates in a local `acc`
   (`cache_write`) around all reduction loops, the channels unrolled (one broadcast
   weight each) and the row vectorized, so GCC keeps the tile in `cb * ceil(W/16)` zmm
@@ -19,7 +19,10 @@ is left as te-to-loop made it).  Guarantees: numerics unchanged; each kernel get
   and strides resolved), an unpadded stride-1 input (1x1 conv) is read directly; the
   output rows are parallel. (A packed buffer allocated inside the parallel loop is a
   local C array; GCC then spills the accumulators, because vector loads from a local
-  array may alias the local `acc` in its analysis.) The templates below are fallbacks;
+  array may alias the local `acc` in its analysis.) Depthwise (stride 1): the input
+  copied once per image with its padding (`cache_read` of a padded read), 4 channels x
+  the row accumulating in registers, channel blocks parallel. The templates below are
+  fallbacks;
 - strided conv (and pooling): im2col-style rows: the input a row of outputs needs is
   packed once per output row (`cache_read ... pack`, padding resolved in the packing),
   so the vectorized row reads it with unit stride; output channels blocked by 4 and
@@ -363,8 +366,8 @@ def conv_tile_script(kernel: KernelOp, nest: Nest, threads: int = 2, lanes: int 
     in `cb * ceil(W / lanes)` vector registers. The input the rows read is packed once
     per image, outside the parallel loop (im2col rows `xp[oh][ci][kh][kw][ow]`: padding
     resolved, strides removed); an unpadded stride-1 input (1x1 conv) is read directly.
-    The output rows are parallel (more work than the few channel blocks). Not for
-    depthwise / grouped convs (no input reuse across a channel block) or pooling."""
+    The output rows are parallel (more work than the few channel blocks). Depthwise
+    convs: `depthwise_tile_script`; not for pooling."""
     x = conv_input(kernel, nest)
     out = conv_output(kernel)
     if x is None or out is None or len(nest.spatial) != 4:
@@ -384,11 +387,10 @@ def conv_tile_script(kernel: KernelOp, nest: Nest, threads: int = 2, lanes: int 
     load = _conv_load(kernel, x)
     assert load is not None
     loops = {lp.loop_name: lp for lp in kernel.loops()}
-    if any(depends_on(i, loops[c].induction_var) for i in load.indices):
-        # depthwise / grouped: each channel has its own input, no reuse across the block
-        raise ScheduleError(f"kernel '{K}': the input channel follows the output channel")
     if not any(isinstance(op, arith.MulfOp) for op in loops[nest.reduce[-1]].walk()):
         raise ScheduleError(f"kernel '{K}' is a pooling, not a convolution")
+    if any(depends_on(i, loops[c].induction_var) for i in load.indices):
+        return depthwise_tile_script(kernel, nest, x, out, load)
     direct = not guarded(load, kernel) and not _strided(kernel, nest)
     if not direct:
         im2col = nest.trips[h] * W * math.prod(nest.trips[r] for r in nest.reduce) * 4
@@ -416,6 +418,36 @@ def conv_tile_script(kernel: KernelOp, nest: Nest, threads: int = 2, lanes: int 
     lines.append(f"serial {K}")
     if nest.trips[h] >= threads:
         lines.append(f"parallel {K}/{h}")
+    return "\n".join(lines)
+
+
+def depthwise_tile_script(kernel: KernelOp, nest: Nest, x, out, load) -> str:
+    """Depthwise conv (the input channel follows the output channel, stride 1): no input
+    reuse across channels, so no im2col; the input is copied once per image with its
+    padding (`cache_read` of a padded read: a zero border instead of a guard per
+    multiply-add), and a block of 4 channels x the row accumulates in registers around
+    the reductions (4 independent FMA chains per vector); channel blocks parallel."""
+    K = kernel.sym
+    n, c, h, w = nest.spatial
+    if _strided(kernel, nest) or nest.trips[w] > 4 * 16:
+        raise ScheduleError(f"kernel '{K}': strided or wide depthwise conv")
+    cb = 4 if nest.trips[c] % 4 == 0 and nest.trips[c] > 4 else 1
+    lines = [f"decompose {K}"]
+    outer = [n]
+    inner_c = []
+    if cb > 1:
+        lines.append(f"split {K}/{c} by {cb} -> {c}o, {c}i")
+        outer, inner_c = [n, f"{c}o"], [f"{c}i"]
+    else:
+        outer = [n, c]
+    lines.append(f"reorder {K}: {', '.join(outer + [h] + nest.reduce + inner_c + [w])}")
+    if guarded(load, kernel):
+        lines.append(f"cache_read {K}/{n} {buffer_token(kernel, x)} -> {K}_xp")
+    lines.append(f"cache_write {K}/{h} {buffer_token(kernel, out)} -> {K}_acc")
+    lines += [f"unroll {K}/{ci}" for ci in inner_c]
+    lines.append(f"vectorize {K}/{w}")
+    lines.append(f"serial {K}")
+    lines.append(f"parallel {K}/{outer[1]}")
     return "\n".join(lines)
 
 

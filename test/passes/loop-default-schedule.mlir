@@ -181,11 +181,16 @@ func.func @pconv(%x: memref<1x4x20x20xf32>, %w: memref<16x4x3x3xf32>, %y: memref
   func.return
 }
 
-// Depthwise (the input channel is the output channel): no reuse of an input row
-// across a channel block, so not the tiled conv; the reduction template instead.
+// Depthwise (the input channel is the output channel): no input reuse across channels,
+// so no im2col (and this one is unpadded: no copy at all); 4 channels x the row
+// accumulate around the reductions, 4 independent FMA chains per vector.
 // CHECK-LABEL: loop.kernel "dw"
-// CHECK-NOT:   _acc
-// CHECK:       {name = "i3", vectorize}
+// CHECK-NOT:   pack
+// CHECK:       {name = "i1o"}
+// CHECK-NEXT:  {name = "i2"}
+// CHECK-NEXT:  %dw_acc = memref.alloca() : memref<1x4x1x10xf32>
+// CHECK:       {name = "i1i", unroll = 4}
+// CHECK-NEXT:  {name = "i3", vectorize}
 func.func @dw(%x: memref<1x8x12x12xf32>, %w: memref<8x1x3x3xf32>, %y: memref<1x8x10x10xf32>) {
   loop.kernel "dw" {
     loop.for %i0 = 0 to 1 step 1 {name = "i0"} {

@@ -251,6 +251,9 @@ CONV_CASES = [
     (1, 6, 12, 12, 6, 3, 1, 1, 6, False),
     (1, 4, 11, 11, 8, 3, 1, 1, 2, True),
     (1, 2, 15, 33, 9, 3, 3, 0, 1, False),
+    (2, 8, 9, 20, 8, 3, 1, 1, 8, True),
+    (1, 12, 7, 7, 12, 5, 1, 2, 12, False),
+    (1, 8, 9, 9, 8, 3, 2, 1, 8, True),
 ]
 
 
@@ -287,3 +290,11 @@ def test_default_conv_schedule_is_the_register_tile():
         script = default_scripts(module, conv)[0]
         assert f"cache_write {conv}/" in script and f"-> {conv}_acc" in script
         assert (" pack" in script) == packed
+
+
+def test_cache_read_of_a_padded_read_preserves_numerics():
+    """cache_read of a guarded (zero-padded) input: a padded copy, read unguarded."""
+    from pathlib import Path
+
+    text = (Path(__file__).parent.parent / "passes" / "loop-cache-read-padded.mlir").read_text()
+    check(text, lambda m: cache.cache_read(m, "dw", "i0", "x"))
