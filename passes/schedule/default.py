@@ -15,8 +15,10 @@ is left as te-to-loop made it).  Guarantees: numerics unchanged; each kernel get
   (`cache_write`) around all reduction loops, the channels unrolled (one broadcast
   weight each) and the row vectorized, so GCC keeps the tile in `cb * ceil(W/16)` zmm
   registers (`cb`: the largest divisor of the channel count within 24 registers); the
-  input is packed once per image into im2col rows outside the parallel loop (padding
-  and strides resolved), an unpadded stride-1 input (1x1 conv) is read directly; the
+  input is staged once per image outside the parallel loop: a stride-1 padded input as
+  a padded copy (`cache_read` of a padded read), a strided one as im2col rows (`pack`:
+  strides removed, padding resolved); an unpadded stride-1 input (1x1 conv) is read
+  directly; the
   output rows are parallel. (A packed buffer allocated inside the parallel loop is a
   local C array; GCC then spills the accumulators, because vector loads from a local
   array may alias the local `acc` in its analysis.) Depthwise (stride 1): the input
@@ -364,8 +366,10 @@ def conv_tile_script(kernel: KernelOp, nest: Nest, threads: int = 2, lanes: int 
     accumulates in a local `acc` (cache_write) across all reduction loops, the channel
     block unrolled (one broadcast weight each) and the row vectorized, so the tile stays
     in `cb * ceil(W / lanes)` vector registers. The input the rows read is packed once
-    per image, outside the parallel loop (im2col rows `xp[oh][ci][kh][kw][ow]`: padding
-    resolved, strides removed); an unpadded stride-1 input (1x1 conv) is read directly.
+    per image, outside the parallel loop: a stride-1 padded input as a padded copy
+    (`cache_read` of a padded read), a strided one as im2col rows
+    `xp[oh][ci][kh][kw][ow]` (strides removed, padding resolved); an unpadded stride-1
+    input (1x1 conv) is read directly.
     The output rows are parallel (more work than the few channel blocks). Depthwise
     convs: `depthwise_tile_script`; not for pooling."""
     x = conv_input(kernel, nest)
@@ -391,8 +395,9 @@ def conv_tile_script(kernel: KernelOp, nest: Nest, threads: int = 2, lanes: int 
         raise ScheduleError(f"kernel '{K}' is a pooling, not a convolution")
     if any(depends_on(i, loops[c].induction_var) for i in load.indices):
         return depthwise_tile_script(kernel, nest, x, out, load)
-    direct = not guarded(load, kernel) and not _strided(kernel, nest)
-    if not direct:
+    strided = _strided(kernel, nest)
+    direct = not guarded(load, kernel) and not strided
+    if strided:
         im2col = nest.trips[h] * W * math.prod(nest.trips[r] for r in nest.reduce) * 4
         if im2col > CONV_PACK_BYTES:
             raise ScheduleError(f"kernel '{K}': im2col of {im2col} bytes is too large")
@@ -409,8 +414,10 @@ def conv_tile_script(kernel: KernelOp, nest: Nest, threads: int = 2, lanes: int 
         outer_w, inner_w = [f"{w}o"], f"{w}i"
     tile = [n, h] + ([outer_c] if outer_c else []) + outer_w
     lines.append(f"reorder {K}: {', '.join(tile + nest.reduce + inner_c + [inner_w])}")
-    if not direct:
+    if strided:  # im2col rows: strides removed, padding resolved
         lines.append(f"cache_read {K}/{n} {buffer_token(kernel, x)} -> {K}_xp pack")
+    elif not direct:  # stride 1, padded: a padded copy (1.1x the input, not im2col's 9x)
+        lines.append(f"cache_read {K}/{n} {buffer_token(kernel, x)} -> {K}_xp")
     # the accumulator tile around the reduction loops (cb x 1 row x wt)
     lines.append(f"cache_write {K}/{tile[-1]} {buffer_token(kernel, out)} -> {K}_acc")
     lines += [f"unroll {K}/{ci}" for ci in inner_c]

@@ -112,13 +112,13 @@ func.func @rowmax(%x: memref<8x256xf32>, %out: memref<8xf32>) attributes {dlpc.n
 }
 
 // A padded 3x3 convolution (the padding is an scf.if around the input load): the
-// input is packed once per image into im2col rows outside the parallel loop (padding
-// resolved there); the 16 output channels are blocked by 8 (the largest divisor of 16
+// input is copied once per image with a zero border (4x22x22), outside the parallel
+// loop, and read unguarded; the 16 output channels are blocked by 8 (the largest divisor of 16
 // whose tile, at two vectors per 20-wide row, fits 24 vector registers); the output
 // rows are parallel.
 // CHECK-LABEL: loop.kernel "pconv"
 // CHECK:       {name = "i0"}
-// CHECK-NEXT:  %pconv_xp = memref.alloca() : memref<14400xf32>
+// CHECK-NEXT:  %pconv_xp = memref.alloca() : memref<1x4x22x22xf32>
 // CHECK:       {name = "i2", parallel}
 // CHECK-NEXT:  loop.for %{{.*}} = 0 to 16 step 8 {name = "i1o"}
 // CHECK-NEXT:  %pconv_acc = memref.alloca() : memref<1x8x1x20xf32>
