@@ -22,6 +22,7 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp
 
+from dlpc.backends.runtime.callconv import ModuleFunction
 from dlpc.diagnostics import DlpcError
 from dlpc.model import Model
 from dlpc.passes import pipeline
@@ -120,7 +121,7 @@ class CompiledModel:
     source: str
     _lowered: ModuleOp | str  # the lowered module, or its text (a warm compile: parsed on use)
     runner: Callable[[list[np.ndarray]], list[np.ndarray]]
-    artifact: object = None  # the runtime object (CFunction, OpenCLFunction, DlpFunction)
+    artifact: ModuleFunction | None = None  # the runtime (CFunction, OpenCLFunction, DlpFunction)
     cached: bool = False  # True when a warm compile reused the whole artifact (no pipeline)
     # a model whose inputs decide its shapes (`Model.specialiser`): one compiled model per
     # value of those inputs; source, lowered and artifact above are the newest one's
@@ -321,7 +322,9 @@ def compile(
     function.bind_params(weights)  # resident: checked and converted once, not per call
     if key is not None:
         from dlpc.backends.runtime import artifact
+        from dlpc.backends.runtime.cbuild import CFunction
 
+        assert isinstance(function, CFunction)  # (warm artifacts are C: key is None otherwise)
         artifact.store_entry(key, model.name, function, str(lowered))
     return CompiledModel(
         model,

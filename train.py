@@ -36,6 +36,8 @@ from pathlib import Path
 import numpy as np
 
 from dlpc import api
+from dlpc.backends.runtime.cbuild import CFunction
+from dlpc.backends.runtime.dlp_sim import DlpFunction
 from dlpc.diagnostics import DlpcError
 from dlpc.model import Model
 from dlpc.passes.train import optim
@@ -113,13 +115,14 @@ class _Resident:
             self.params = [np.asarray(values[n]) for n in self.param_names]
         self.outputs: list[np.ndarray] | None = None  # the last step's outputs
         self.extra = {n: np.asarray(values[n]) for n in step.state if n not in self.param_names}
-        self._c = self.fn is not None and hasattr(self.fn, "library")
-        if self._c:
-            self._prepare_c()
+        # a shared library called through one prepared pointer vector (C and DLP C)
+        self._native = self.fn if isinstance(self.fn, CFunction | DlpFunction) else None
+        self._c = self._native is not None
+        if self._native is not None:
+            self._prepare_c(self._native)
 
     # -- C: two prepared pointer vectors whose params are the other's outputs
-    def _prepare_c(self) -> None:
-        fn = self.fn
+    def _prepare_c(self, fn: CFunction | DlpFunction) -> None:
         n_in, n_par = fn.num_inputs, len(self.param_names)
         n = n_in + n_par + fn.num_outputs
         self._bufs = [fn.empty_outputs(), fn.empty_outputs()]
@@ -142,15 +145,15 @@ class _Resident:
 
     def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         """One step on converted inputs; the metrics' arrays (valid until the next step)."""
-        if self._c:
+        if self._native is not None:
             argv, params, dst = self._argv[self._phase]
             for k, a in enumerate(inputs):
                 argv[k] = a.ctypes.data
-            self.fn.library.call_argv(argv, inputs)
+            self._native.library.call_argv(argv, inputs)
             self._phase = 1 if self._phase != 1 else 2
             self.outputs = self._bufs[dst]
             self._current = self._argv[self._phase][1]
-            return self.outputs[: self.n_metrics]
+            return self._bufs[dst][: self.n_metrics]
         if self.fn is None:
             params = dict(zip(self.param_names, self.params))
             outputs = [np.asarray(o) for o in self.main(*inputs, params=params)]

@@ -715,11 +715,12 @@ class FunctionWriter:
                     accesses.setdefault(inner.memref, []).append(inner)
         clauses = []
         for acc, ops in accesses.items():
-            if len(ops) != 2 or not isinstance(ops[0], memref.LoadOp):
+            if len(ops) != 2:
                 return None
             load, store = ops
             if (
-                not isinstance(store, memref.StoreOp)
+                not isinstance(load, memref.LoadOp)
+                or not isinstance(store, memref.StoreOp)
                 or load.parent is not op.block
                 or store.parent is not op.block
             ):
@@ -855,11 +856,16 @@ static void dlpc_arena_release(unsigned char *arena)
         init = op.initial_value
         if not isinstance(init, DenseIntOrFPElementsAttr):
             return f"static {c_type(elt)} {name}[{n}];\n"
-        values = list(init.get_values())
+        raw = init.get_values()
+        values = [v for v in raw if not isinstance(v, tuple)]
+        if len(values) != len(raw):  # (a complex element: no memref dlpc makes has one)
+            raise DlpcError(f"error: memref.global @{op.sym_name.data}: complex values")
         if len(values) == 1 and n > 1:
             values = values * n
-        lit = float_literal if not isinstance(elt, IntegerType | IndexType) else int_literal
-        body = ", ".join(lit(v, elt) for v in values)
+        if isinstance(elt, IntegerType | IndexType):
+            body = ", ".join(int_literal(int(v), elt) for v in values)
+        else:
+            body = ", ".join(float_literal(v, elt) for v in values)
         return f"static {const}{c_type(elt)} {name}[{n}] = {{{body}}};\n"
 
     def main(self, fn: func.FuncOp) -> str:
@@ -908,15 +914,19 @@ def may_share_bytes(caller: FunctionWriter, values: list[SSAValue]) -> set[SSAVa
     """The memref values among `values` that may share bytes with another of them (an
     in-place output over its input, an alias of a reshape): not `restrict`."""
     spans = [
-        (v, caller.buffer(v)) for v in values if isinstance(v.type, MemRefType) and v in caller.buffers
+        (v, caller.buffer(v))
+        for v in values
+        if isinstance(v.type, MemRefType) and v in caller.buffers
     ]
     shared = set()
     for i, (v1, b1) in enumerate(spans):
         for v2, b2 in spans[i + 1 :]:
             if (b1.root or b1.name) != (b2.root or b2.name):
                 continue
-            if b1.span is None or b2.span is None or (
-                b1.span[0] < b2.span[1] and b2.span[0] < b1.span[1]
+            if (
+                b1.span is None
+                or b2.span is None
+                or (b1.span[0] < b2.span[1] and b2.span[0] < b1.span[1])
             ):
                 shared |= {v1, v2}
     return shared
@@ -944,9 +954,10 @@ def kernel_uses(
     return free, stored
 
 
-def kernel_note(k: Operation) -> str:
+def kernel_note(k: NamedKernelSyntax) -> str:
     """`kernel "relu_0" (from graph.relu)`: a kernel's name and the graph op it came from."""
-    origin = k.origin.data if k.origin is not None else None
+    attr = k.attributes.get("origin")  # (loop.kernel and dlp.kernel both have it)
+    origin = attr.data if isinstance(attr, StringAttr) else None
     return f'kernel "{k.sym}"' + (f" (from {origin})" if origin else "")
 
 
@@ -1036,8 +1047,10 @@ def kernel_for(alloc: Operation) -> str:
     buffer = alloc.results[0]
     op = alloc.next_op
     while op is not None:
-        kernel = isinstance(op, NamedKernelSyntax)  # loop.kernel, dlp.kernel
-        if kernel and any(op.is_ancestor(u.operation) for u in buffer.uses):
+        # loop.kernel, dlp.kernel
+        if isinstance(op, NamedKernelSyntax) and any(
+            op.is_ancestor(u.operation) for u in buffer.uses
+        ):
             return f"kernel '{op.sym}'"
         op = op.next_op
     return "@main"

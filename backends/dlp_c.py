@@ -51,6 +51,7 @@ from dlpc.backends.c import Buffer, CEmitter, FunctionWriter, c_type
 from dlpc.backends.names import Scope, c_comment, c_string
 from dlpc.diagnostics import DlpcError
 from dlpc.dialects import dlp
+from dlpc.dialects.typed import element_type
 from dlpc.targets.dlp import KNOWN_INTRINSICS, DlpTarget, resolve
 
 INTRINSICS = {
@@ -93,6 +94,10 @@ def target_macros(desc: DlpTarget) -> str:
 class DlpFunctionWriter(FunctionWriter):
     """The C body of a dlp kernel (or of `dlpc_main`)."""
 
+    def __init__(self, emitter: DlpCEmitter, names: Scope, what: str):
+        super().__init__(emitter, names, what)
+        self.emitter: DlpCEmitter = emitter
+
     def op(self, op: Operation) -> None:  # noqa: C901 - one dispatch table
         if isinstance(op, dlp.KernelOp):
             return self.emitter.call_dlp_kernel(self, op)
@@ -111,12 +116,13 @@ class DlpFunctionWriter(FunctionWriter):
             return self.line("__sync_io();")
         if isinstance(op, dlp.MemcpyOp | dlp.MemcpyAsyncOp):
             fn = "__memcpy" if isinstance(op, dlp.MemcpyOp) else "__memcpy_async"
-            t = c_type(op.dst.type.get_element_type())
+            t = c_type(element_type(op.dst))
             dst, src = self.at(op.dst, op.dst_offset), self.at(op.src, op.src_offset)
             return self.line(
                 f"{fn}({dst}, {src}, {self[op.count]} * sizeof({t}), {op.direction.data.value});"
             )
-        if type(op) in INTRINSICS:
+        if type(op) in INTRINSICS:  # (each a dlp vector op: the base of the intrinsics)
+            assert isinstance(op, dlp._VectorOp)
             return self.intrinsic(op)
         if isinstance(op, memref.AllocOp | memref.AllocaOp) and self.what != "@main":
             return self.scratchpad(op)
@@ -142,7 +148,7 @@ class DlpFunctionWriter(FunctionWriter):
         off = self[offset]
         return name if off == "0" else f"{name} + {off}"
 
-    def intrinsic(self, op: Operation) -> None:
+    def intrinsic(self, op: dlp._VectorOp) -> None:
         fn = INTRINSICS[type(op)]
         args = [self.at(buf, off) for _, buf, off in op.buffer_operands()]
         if isinstance(op, dlp.Conv2dOp):

@@ -120,7 +120,7 @@ class _Emitter:
     def emit_fused(self, op: Operation) -> str:
         fn = self.namer.fresh(_fused_name(op), kind="fused")
         block = op.regions[0].blocks[0]
-        names = {a: self.namer.fresh(a.name_hint, "a") for a in block.args}
+        names: dict[SSAValue, str] = {a: self.namer.fresh(a.name_hint, "a") for a in block.args}
         body = self.emit_block(block.ops, names, "    ")
         header = f"def {fn}({', '.join(names[a] for a in block.args)}):"
         doc = "    " + py_comment(f"graph.fused {_fused_name(op)}")
@@ -129,7 +129,9 @@ class _Emitter:
 
     def emit(self) -> str:
         arg_names = input_names(self.func)
-        names = {a: self.namer.fresh(n, "x") for a, n in zip(self.func.args, arg_names)}
+        names: dict[SSAValue, str] = {
+            a: self.namer.fresh(n, "x") for a, n in zip(self.func.args, arg_names)
+        }
         body = self.emit_block(self.func.body.block.ops, names, "    ", dead_after(self.func))
         unpack = ", ".join(names[a] for a in self.func.args)
         head = [

@@ -302,23 +302,27 @@ def run(argv: list[str] | None) -> int:
     seconds = compiled.time(*inputs, repeat=args.repeat)
     print(f"time: {seconds * 1e3:.4g} ms per run (median of {args.repeat})")
     if args.profile and args.target == "opencl":  # OpenCL profiling events per kernel
-        from dlpc.backends.runtime.opencl_rt import opencl_profile
+        from dlpc.backends.runtime.opencl_rt import OpenCLFunction, opencl_profile
         from dlpc.backends.runtime.profile import format_profile
 
+        assert isinstance(compiled.artifact, OpenCLFunction)
         rows, call = opencl_profile(compiled.artifact, compiled.lowered, inputs, args.repeat)
         print(f"profile (median of {args.repeat} calls, static FLOPs and compulsory bytes):")
         print(format_profile(rows, call))
     elif args.profile:  # the same C with a timer around every kernel call
+        from dlpc.backends.runtime.cbuild import CFunction
         from dlpc.backends.runtime.profile import format_profile, profile
 
+        assert isinstance(compiled.artifact, CFunction)  # (--profile is c or opencl, checked)
         rows, call = profile(
             compiled.artifact, compiled.lowered, inputs, repeat=args.repeat, name=model.name
         )
         print(f"profile (median of {args.repeat} calls, static FLOPs and compulsory bytes):")
         print(format_profile(rows, call))
     if args.target == "dlp":  # what the simulator counted on the last run
-        from dlpc.backends.runtime.dlp_sim import format_report
+        from dlpc.backends.runtime.dlp_sim import DlpFunction, format_report
 
+        assert isinstance(compiled.artifact, DlpFunction)
         print(format_report(compiled.artifact.report))
     if args.check and not ok:
         print(

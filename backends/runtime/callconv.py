@@ -103,6 +103,10 @@ class ModuleFunction:
             arrays.append(a)
         return arrays
 
+    def __call__(self, *inputs, params=None) -> list[np.ndarray]:
+        """@main on `inputs` (params: the bound ones when None); each runtime defines it."""
+        raise NotImplementedError
+
     def empty_outputs(self) -> list[np.ndarray]:
         """Freshly allocated (uninitialised) arrays for @main's outputs."""
         first = self.num_inputs + len(self.param_names)

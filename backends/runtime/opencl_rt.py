@@ -20,11 +20,16 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from dlpc.backends.runtime.callconv import ModuleFunction
 from dlpc.diagnostics import DlpcError, install_hint
+
+if TYPE_CHECKING:
+    from pyopencl import Buffer
+    from xdsl.ir import SSAValue
 
 
 def _cl():
@@ -119,6 +124,7 @@ class OpenCLFunction(ModuleFunction):
 
     def __init__(self, module, *, name: str = "module"):
         from xdsl.dialects import arith, func, memref
+        from xdsl.dialects.builtin import DenseIntOrFPElementsAttr
 
         from dlpc.backends.c import find_main, kernel_for, memref_info
         from dlpc.backends.opencl import OpenCLEmitter
@@ -145,12 +151,16 @@ class OpenCLFunction(ModuleFunction):
             self._device_alloc(max(math.prod(shape), 1) * dtype.itemsize, f"argument {k}")
             for k, (shape, dtype) in enumerate(self.arg_specs)
         ]
-        buffers = dict(zip(args, self.arg_buffers))
-        globals_ = {}
+        buffers: dict[SSAValue, Buffer] = dict(zip(args, self.arg_buffers))
+        globals_: dict[str, Buffer] = {}
         for op in module.body.block.ops:
             if isinstance(op, memref.GlobalOp):
                 shape, elt = memref_info(op.type)
-                values = np.array(list(op.initial_value.get_values()), dtype=numpy_dtype(elt))
+                init = op.initial_value
+                if not isinstance(init, DenseIntOrFPElementsAttr):  # uninitialized: zeros, as C
+                    values = np.zeros(shape, dtype=numpy_dtype(elt))
+                else:
+                    values = np.array(list(init.get_values()), dtype=numpy_dtype(elt))
                 if values.size == 1 and math.prod(shape) > 1:
                     values = np.full(shape, values[0])
                 globals_[op.sym_name.data] = self._buffer(mf.READ_ONLY, values.reshape(shape))
@@ -278,7 +288,7 @@ class OpenCLFunction(ModuleFunction):
                 per_kernel[k].append((event.profile.end - event.profile.start) * 1e-9)
         return [statistics.median(t) for t in per_kernel], statistics.median(calls)
 
-    def _device_alloc(self, nbytes: int, what: str):
+    def _device_alloc(self, nbytes: int, what: str) -> Buffer:
         """A device buffer for an intermediate; a failure is the runtime's one line."""
         cl = _cl()
         try:
@@ -290,7 +300,7 @@ class OpenCLFunction(ModuleFunction):
             ) from None
         return buffer
 
-    def _buffer(self, flags, host: np.ndarray):
+    def _buffer(self, flags, host: np.ndarray) -> Buffer:
         """A device buffer holding a copy of `host`. OpenCL has no zero-byte buffers
         (INVALID_BUFFER_SIZE): an empty array gets one unused byte, as outputs and
         allocations do; no kernel reads it (every loop over it has extent 0)."""
@@ -309,6 +319,7 @@ def reshape_aliases(fn) -> dict:
 
     from dlpc.backends.c import kernel_uses
     from dlpc.dialects.loop import KernelOp
+    from dlpc.dialects.typed import memref_type
 
     ops = list(fn.body.block.ops)
     writes: list[set] = []  # per op of @main: the buffers it writes
@@ -327,9 +338,10 @@ def reshape_aliases(fn) -> dict:
         source, result = free if free[1] in stored else free[::-1]
         if stored != {result} or not isinstance(result.owner, memref.AllocOp):
             continue
-        same = source.type.element_type == result.type.element_type and math.prod(
-            source.type.get_shape()
-        ) == math.prod(result.type.get_shape())
+        src_type, res_type = memref_type(source), memref_type(result)
+        same = src_type.element_type == res_type.element_type and math.prod(
+            src_type.get_shape()
+        ) == math.prod(res_type.get_shape())
         later = set().union(*writes[n + 1 :])
         if same and not later & {source, result}:
             aliases[k] = (source, result)

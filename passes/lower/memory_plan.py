@@ -48,6 +48,7 @@ from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import VerifyException
 
 from dlpc.dialects.loop import KernelOp, defined_inside
+from dlpc.dialects.typed import memref_type
 
 ALIGN = 64
 ARENA = "dlpc.arena"
@@ -160,11 +161,12 @@ def alias_reshapes(fn: func.FuncOp) -> int:
             continue  # written again later: not a value, keep the copy
         if not isinstance(src.type, MemRefType) or not isinstance(src.type.layout, NoneAttr):
             continue
-        shape = list(dst.type.get_shape())
+        dst_type = memref_type(dst)
+        shape = list(dst_type.get_shape())
         strides = [math.prod(shape[i + 1 :]) for i in range(len(shape))]
-        cast = memref.ReinterpretCastOp.from_dynamic(src, [0], shape, strides, dst.type)
+        cast = memref.ReinterpretCastOp.from_dynamic(src, [0], shape, strides, dst_type)
         # the alias is defined where the source is live: just before the kernel
-        k.parent_block().insert_op_before(cast, k)
+        fn.body.block.insert_op_before(cast, k)
         if cast.result.name_hint is None:
             cast.result.name_hint = dst.name_hint
         # one buffer now: freed where the later of the two was (src's dealloc moves
@@ -331,12 +333,14 @@ def apply_plan(fn: func.FuncOp) -> tuple[int, int]:
     arena = memref.AllocOp([], [], MemRefType(i8, [peak]))
     arena.attributes[ARENA] = UnitAttr()
     arena.memref.name_hint = "arena"
-    block.insert_op_before(arena, block.first_op)
+    first = block.first_op
+    assert first is not None  # (it holds the allocs being planned)
+    block.insert_op_before(arena, first)
     for b in buffers:
         alloc = b.value.owner
         assert isinstance(alloc, memref.AllocOp)
         offset = arith.ConstantOp(IntegerAttr(b.offset, IndexType()))
-        view = memref.ViewOp(arena.memref, offset.result, [], b.value.type)
+        view = memref.ViewOp(arena.memref, offset.result, [], memref_type(b.value))
         view.result.name_hint = b.value.name_hint
         block.insert_ops_before([offset, view], alloc)
         for use in list(b.value.uses):

@@ -325,3 +325,29 @@ def test_no_lanes_over_a_private_row():
     x = np.arange(512, dtype=np.float32).reshape(8, 64)
     (y,) = compile_opencl(module, name="rows")(x)
     np.testing.assert_array_equal(y, 2 * x)
+
+
+UNINITIALIZED_GLOBAL = """
+"memref.global"() <{sym_name = "acc", type = memref<4xf32>, initial_value, sym_visibility = "private"}> : () -> ()
+func.func @main(%x: memref<4xf32>, %y: memref<4xf32>)
+    attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  %g = memref.get_global @acc : memref<4xf32>
+  loop.kernel "add_0" {
+    loop.for %i = 0 to 4 step 1 {name = "i0", parallel} {
+      %a = memref.load %x[%i] : memref<4xf32>
+      %b = memref.load %g[%i] : memref<4xf32>
+      %c = arith.addf %a, %b : f32
+      memref.store %c, %y[%i] : memref<4xf32>
+    }
+  }
+  func.return
+}
+"""
+
+
+def test_uninitialized_global_is_zeros():
+    """An uninitialized memref.global is a zeroed buffer, as the C target's static array
+    (the runtime read its initial value's elements: AttributeError on a UnitAttr)."""
+    f = compile_opencl(pipeline.parse_module(UNINITIALIZED_GLOBAL), name="uninit")
+    x = np.arange(4, dtype=np.float32)
+    np.testing.assert_array_equal(f(x)[0], x)
