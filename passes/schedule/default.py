@@ -19,7 +19,8 @@ is left as te-to-loop made it).  Guarantees: numerics unchanged; each kernel get
   a padded copy (`cache_read` of a padded read), a strided one as im2col rows (`pack`:
   strides removed, padding resolved); an unpadded stride-1 input (1x1 conv) is read
   directly; the
-  output rows are parallel. (A packed buffer allocated inside the parallel loop is a
+  output rows are parallel (with a batch: every image staged at once, within 8 MiB, and
+  (image, row) fused into one parallel loop). (A packed buffer allocated inside the parallel loop is a
   local C array; GCC then spills the accumulators, because vector loads from a local
   array may alias the local `acc` in its analysis.) Depthwise (stride 1): the input
   copied once per image with its padding (`cache_read` of a padded read), 4 channels x
@@ -69,6 +70,7 @@ from dlpc.passes.schedule._common import (
     get_kernel,
     guarded,
     is_reduction,
+    memref_type,
 )
 from dlpc.passes.schedule.script import apply_script, parse_script
 
@@ -397,10 +399,17 @@ def conv_tile_script(kernel: KernelOp, nest: Nest, threads: int = 2, lanes: int 
         return depthwise_tile_script(kernel, nest, x, out, load)
     strided = _strided(kernel, nest)
     direct = not guarded(load, kernel) and not strided
+    staged = 0  # bytes staged per image
     if strided:
-        im2col = nest.trips[h] * W * math.prod(nest.trips[r] for r in nest.reduce) * 4
-        if im2col > CONV_PACK_BYTES:
-            raise ScheduleError(f"kernel '{K}': im2col of {im2col} bytes is too large")
+        staged = nest.trips[h] * W * math.prod(nest.trips[r] for r in nest.reduce) * 4
+        if staged > CONV_PACK_BYTES:
+            raise ScheduleError(f"kernel '{K}': im2col of {staged} bytes is too large")
+    elif not direct:
+        staged = 4 * math.prod(memref_type(x).get_shape()) // nest.trips[n]
+    N = nest.trips[n]
+    # a batch: stage every image at once and run the (image, row) pairs as one parallel
+    # loop (one fork/join per call instead of one per image), within the staging budget
+    batched = N > 1 and N * staged <= CONV_PACK_BYTES
     lines = [f"decompose {K}"]
     inner_c, outer_c = [], c
     if cb < nest.trips[c]:
@@ -413,17 +422,25 @@ def conv_tile_script(kernel: KernelOp, nest: Nest, threads: int = 2, lanes: int 
         lines.append(f"split {K}/{w} by {wt} -> {w}o, {w}i")
         outer_w, inner_w = [f"{w}o"], f"{w}i"
     tile = [n, h] + ([outer_c] if outer_c else []) + outer_w
+    stage_at = n
+    if batched:
+        lines.append(f"split {K}/{n} by {N} -> {n}b, {n}n")
+        tile = [f"{n}b", f"{n}n"] + tile[1:]
+        stage_at = f"{n}b"
     lines.append(f"reorder {K}: {', '.join(tile + nest.reduce + inner_c + [inner_w])}")
     if strided:  # im2col rows: strides removed, padding resolved
-        lines.append(f"cache_read {K}/{n} {buffer_token(kernel, x)} -> {K}_xp pack")
+        lines.append(f"cache_read {K}/{stage_at} {buffer_token(kernel, x)} -> {K}_xp pack")
     elif not direct:  # stride 1, padded: a padded copy (1.1x the input, not im2col's 9x)
-        lines.append(f"cache_read {K}/{n} {buffer_token(kernel, x)} -> {K}_xp")
+        lines.append(f"cache_read {K}/{stage_at} {buffer_token(kernel, x)} -> {K}_xp")
     # the accumulator tile around the reduction loops (cb x 1 row x wt)
     lines.append(f"cache_write {K}/{tile[-1]} {buffer_token(kernel, out)} -> {K}_acc")
     lines += [f"unroll {K}/{ci}" for ci in inner_c]
     lines.append(f"vectorize {K}/{inner_w}")
     lines.append(f"serial {K}")
-    if nest.trips[h] >= threads:
+    if batched:
+        lines.append(f"fuse {K}/{n}n, {h} -> {n}{h}")
+        lines.append(f"parallel {K}/{n}{h}")
+    elif nest.trips[h] >= threads:
         lines.append(f"parallel {K}/{h}")
     return "\n".join(lines)
 

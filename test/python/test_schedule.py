@@ -298,3 +298,17 @@ def test_cache_read_of_a_padded_read_preserves_numerics():
 
     text = (Path(__file__).parent.parent / "passes" / "loop-cache-read-padded.mlir").read_text()
     check(text, lambda m: cache.cache_read(m, "dw", "i0", "x"))
+
+
+def test_default_conv_schedule_runs_a_batch_as_one_parallel_loop():
+    """With a batch, every image is staged at once and (image, row) is one parallel loop."""
+    from dlpc.dialects.loop import kernels
+    from dlpc.passes.pipeline import PipelineOptions, lower
+    from dlpc.passes.schedule.default import default_scripts
+
+    module = parse_module(_conv_case(*CONV_CASES[1]))  # batch 2, stride 2, padded
+    lower(module, "loop", PipelineOptions(opt_level=0))
+    (conv,) = [k.sym for k in kernels(module) if k.sym.startswith("conv")]
+    script = default_scripts(module, conv)[0]
+    assert f"cache_read {conv}/i0b " in script and " pack" in script
+    assert f"fuse {conv}/i0n, i2 -> i0i2" in script and f"parallel {conv}/i0i2" in script
