@@ -348,9 +348,16 @@ class ConstantOp(IRDLOperation):
 
         array = np.asarray(array)
         elt = NUMPY_TO_ELT[array.dtype.name]
-        ty = tensor_type(array.shape, elt)
+        check_size(array.shape, elt)
         values = array.reshape(-1).tolist()
-        return ConstantOp(DenseIntOrFPElementsAttr.from_list(ty, values))
+        if isinstance(elt, IntegerType):  # (int and bool arrays)
+            ints = [int(v) for v in values]
+            return ConstantOp(
+                DenseIntOrFPElementsAttr.from_list(TensorType(elt, array.shape), ints)
+            )
+        assert isinstance(elt, Float16Type | Float32Type | Float64Type)  # (the rest)
+        floats = [float(v) for v in values]
+        return ConstantOp(DenseIntOrFPElementsAttr.from_list(TensorType(elt, array.shape), floats))
 
     def to_numpy(self):
         import numpy as np
@@ -1332,4 +1339,4 @@ UNARY_OPS = [
 ]
 BINARY_OPS = [AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp, PowOp]
 
-Graph = Dialect("graph", GRAPH_OPS, [])
+Graph = Dialect("graph", [*GRAPH_OPS], [])

@@ -22,7 +22,9 @@ does not fit in memory is a parse error, not a MemoryError from inside the parse
 
 import functools
 import re
+from collections.abc import Callable
 
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr
 from xdsl.parser.attribute_parser import AttrParser
 from xdsl.utils.mlir_lexer import MLIRLexer
 
@@ -44,15 +46,20 @@ def install_linear_string_literal() -> None:
         MLIRLexer._unescaped_characters_regex = re.compile(LINEAR_STRING_LITERAL)
 
 
+# the wrapper install_dense_literal_limit put in place (installing again is a no-op)
+_checked_type: Callable | None = None
+
+
 def install_dense_literal_limit() -> None:
     """Check a dense literal's type against dlpc's size limit before xDSL expands the
     literal (idempotent)."""
+    global _checked_type
     parse_type = AttrParser._parse_dense_literal_type
-    if getattr(parse_type, "dlpc_checked", False):
+    if parse_type is _checked_type:
         return
 
     @functools.wraps(parse_type)
-    def checked_type(self, *args, **kwargs):
+    def checked_type(self: AttrParser, *args, **kwargs):
         start = self.pos
         ty = parse_type(self, *args, **kwargs)
         message = size_error(ty.get_shape(), ty.get_element_type())
@@ -60,13 +67,13 @@ def install_dense_literal_limit() -> None:
             self.raise_error(f"dense literal: {message}", start, self.pos)
         return ty
 
-    checked_type.dlpc_checked = True
+    _checked_type = checked_type
     AttrParser._parse_dense_literal_type = checked_type
 
     parse_dense = AttrParser.parse_dense_int_or_fp_elements_attr
 
     @functools.wraps(parse_dense)
-    def guarded(self, *args, **kwargs):
+    def guarded(self: AttrParser, *args, **kwargs) -> DenseIntOrFPElementsAttr:
         start = self.pos
         try:
             return parse_dense(self, *args, **kwargs)
