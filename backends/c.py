@@ -49,7 +49,7 @@ Output: one C translation unit:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass
 from typing import IO
 
@@ -381,8 +381,9 @@ class FunctionWriter:
         self.names = names
         self.what = what  # for diagnostics: `kernel 'relu_0'` / `@main`
         self.lines: list[str] = []
-        self.expr: dict[SSAValue, str] = {}
-        self.buffers: dict[SSAValue, Buffer] = {}
+        # (mappings: the OpenCL writer keeps one entry per lane in them)
+        self.expr: MutableMapping[SSAValue, str] = {}
+        self.buffers: MutableMapping[SSAValue, Buffer] = {}
         self.frees: dict[SSAValue, str] = {}  # heap memref.alloc buffers not yet freed
         self.scopes: list[list[str]] = []  # per open block: its heap memref.alloca buffers
         self.depth = 1

@@ -50,6 +50,7 @@ from dlpc.backends.c import Buffer, FunctionWriter, c_type
 from dlpc.backends.names import Scope, c_comment
 from dlpc.diagnostics import DlpcError
 from dlpc.dialects.loop import ForOp, KernelOp, defined_inside, spine
+from dlpc.dialects.typed import element_type, shape_of
 
 PRELUDE = (
     """\
@@ -241,11 +242,11 @@ def accumulators(loop: ForOp) -> list[tuple[SSAValue, str]] | None:
     accesses: dict[SSAValue, list[Operation]] = {}
     for op in loop.block.walk():
         if isinstance(op, memref.StoreOp | memref.LoadOp) and not defined_inside(op.memref, loop):
-            if isinstance(op, memref.StoreOp) or op.memref.type.get_shape() == ():
+            if isinstance(op, memref.StoreOp) or shape_of(op.memref) == ():
                 accesses.setdefault(op.memref, []).append(op)
-    found = []
+    found: list[tuple[SSAValue, str]] = []
     for acc, ops in accesses.items():
-        if acc.type.get_shape() != () or len(ops) != 2:
+        if shape_of(acc) != () or len(ops) != 2:
             return None
         load, store = ops
         if not isinstance(load, memref.LoadOp) or not isinstance(store, memref.StoreOp):
@@ -254,7 +255,9 @@ def accumulators(loop: ForOp) -> list[tuple[SSAValue, str]] | None:
             return None
         combine = store.value.owner
         uses = list(load.res.uses)
-        if getattr(combine, "name", "") not in PARTIAL_IDENTITY or len(uses) != 1:
+        if not isinstance(combine, Operation) or combine.name not in PARTIAL_IDENTITY:
+            return None
+        if len(uses) != 1:
             return None
         if uses[0].operation is not combine or len(list(store.value.uses)) != 1:
             return None
@@ -282,9 +285,9 @@ def plan_lanes(
     u = next((u for u in fits if u <= budget), 1)
     if u > 1:
         lanes[last] = u
-    partials = {}
-    for loop in last.block.walk():
-        found = accumulators(loop) if isinstance(loop, ForOp) else None
+    partials: dict[ForOp, list[tuple[SSAValue, str]]] = {}
+    for loop in (o for o in last.block.walk() if isinstance(o, ForOp)):
+        found = accumulators(loop)
         if not found:
             continue
         budget = MAX_LANES // math.prod(lanes.values())
@@ -485,8 +488,9 @@ class KernelWriter(FunctionWriter):
         partials = []
         for acc, combine in self.launch.partials.get(op, []):
             deps = self.deps.get(acc, ())
-            t = c_type(acc.type.get_element_type())
-            start = cbe.float_literal(PARTIAL_IDENTITY[combine], acc.type.get_element_type())
+            elt = element_type(acc)
+            t = c_type(elt)
+            start = cbe.float_literal(PARTIAL_IDENTITY[combine], elt)
             for combination in itertools.product(*(range(self.launch.lanes[lp]) for lp in deps)):
                 self.current.update(zip(deps, combination))
                 names = [self.buffers[acc].name]
@@ -513,9 +517,11 @@ class KernelWriter(FunctionWriter):
             self.line(f"const long {iv} = (long){expr};")
             self.block(op.block)
             return
-        lid = self.launch.local_size[-1] if self.launch.local_size else 1
+        local = self.launch.local_size
+        lid = local[-1] if local else 1
         if op in self.launch.cooperative:  # split the copy's outer loop over the group
-            lid_expr = f"(long)get_local_id({len(self.launch.local_size) - 1})"
+            assert local is not None  # (a cooperative copy is planned only in a work-group)
+            lid_expr = f"(long)get_local_id({len(local) - 1})"
             start = (
                 lid_expr
                 if (op.lower, op.stride) == (0, 1)
