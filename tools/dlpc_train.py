@@ -102,11 +102,13 @@ def load_data(spec: str):
     if spec == "digits":
         try:
             from sklearn.datasets import load_digits
+            from sklearn.utils import Bunch
         except ImportError:
             raise DlpcError(
                 f"error: --data digits needs scikit-learn ({install_hint('train')})"
             ) from None
         digits = load_digits()
+        assert isinstance(digits, Bunch)  # (a tuple only with return_X_y=True)
         x = (digits.images / 16.0).astype(np.float32)  # [1797, 8, 8] in [0, 1]
         y = digits.target.astype(np.int64)
         order = np.random.default_rng(DATA_SPLIT_SEED).permutation(len(x))
