@@ -8,6 +8,8 @@ is left as te-to-loop made it).  Guarantees: numerics unchanged; each kernel get
 - gemm (matmul, linear, batch matmul, 1x1 conv as a matmul-shaped nest):
   GotoBLAS blocking `jc, kc, ic, jr, ir` with packed A/B panels (`cache_read ... pack`)
   and the `gemm` micro-kernel (`tensorize`): an `mr x nr` accumulator tile in registers;
+  leading (batch) loops of A and C go inside the B panel loops when B does not depend
+  on them (a linear layer over `[B, T, K]`: each panel of B packed once per call);
   with fewer than 4 rows (batch-1 linear layers) and B contiguous along k, the dot
   products are vectorized instead (`rfactor` by 16);
 - convolution (not grouped): the register-tiled direct conv: an output tile of
@@ -238,6 +240,14 @@ def gemm_script(
     K = kernel.sym
     i, j, k = nest.spatial[-2], nest.spatial[-1], nest.reduce[0]
     outer = nest.spatial[:-2]
+    blocked = [f"{j}c", f"{k}c", f"{i}c", f"{j}r", f"{i}r", f"{i}i", f"{j}j", f"{k}1"]
+    if outer and not _b_follows(kernel, outer, b):
+        # leading (batch) dims of A and C only, B shared (a linear layer over [B, T, K]):
+        # they go inside the B panel loops, so each panel of B is packed once per call,
+        # not once per leading index
+        order = blocked[:2] + outer + blocked[2:]
+    else:
+        order = outer + blocked
     lines = [
         f"decompose {K}",
         f"split {K}/{j} by {p.nc} -> {j}c, {j}1",
@@ -245,7 +255,7 @@ def gemm_script(
         f"split {K}/{i} by {p.mc} -> {i}c, {i}1",
         f"split {K}/{j}1 by {p.nr} -> {j}r, {j}j",
         f"split {K}/{i}1 by {p.mr} -> {i}r, {i}i",
-        f"reorder {K}: {', '.join(outer + [f'{j}c', f'{k}c', f'{i}c', f'{j}r', f'{i}r', f'{i}i', f'{j}j', f'{k}1'])}",
+        f"reorder {K}: {', '.join(order)}",
         f"tensorize {K}/{i}i gemm",
     ]
     if p.pack_b:
@@ -262,6 +272,18 @@ def gemm_script(
     if parallel != "none":
         lines.append(f"parallel {K}/{par}")
     return "\n".join(lines)
+
+
+def _b_follows(kernel: KernelOp, outer: list[str], b) -> bool:
+    """Does B vary with one of the leading loops `outer` (a batched matmul's B)?"""
+    ivs = [lp.induction_var for lp in kernel.loops() if lp.loop_name in outer]
+    return any(
+        depends_on(i, iv)
+        for op in kernel.walk()
+        if isinstance(op, memref.LoadOp) and op.memref is b
+        for i in op.indices
+        for iv in ivs
+    )
 
 
 def reduction_script(kernel: KernelOp, nest: Nest) -> str:

@@ -3,7 +3,7 @@
 
 // With its time budget spent, the search stops: every kernel keeps te-to-loop's nest, and
 // one note says so.
-// BUDGET: dlpc: note: loop-default-schedule: schedule search stopped after its budget of 0 s; 5 of 5 kernels keep the identity schedule
+// BUDGET: dlpc: note: loop-default-schedule: schedule search stopped after its budget of 0 s; 6 of 6 kernels keep the identity schedule
 // BUDGET-NOT: unroll
 // BUDGET: loop.for %r0 = 0 to 8 step 1 {name = "r0", reduction}
 
@@ -217,6 +217,39 @@ func.func @dw(%x: memref<1x8x12x12xf32>, %w: memref<8x1x3x3xf32>, %y: memref<1x8
             %o = memref.load %acc[] : memref<f32>
             memref.store %o, %y[%i0, %i1, %i2, %i3] : memref<1x8x10x10xf32>
           }
+        }
+      }
+    }
+  }
+  func.return
+}
+
+// A linear layer over a batch ([4, 8, 16] x [16, 32], B shared): the batch loop goes
+// inside the B panel loops, so the panel of B is packed once per call, not per image.
+// CHECK-LABEL: loop.kernel "lin"
+// CHECK:       {name = "i2c"}
+// CHECK-NEXT:  {name = "r0c", reduction}
+// CHECK-NEXT:  %lin_Bp = memref.alloca() : memref<512xf32>
+// CHECK:       {name = "i0"
+// CHECK:       %lin_Ap = memref.alloca()
+func.func @lin(%A: memref<4x8x16xf32>, %B: memref<16x32xf32>, %C: memref<4x8x32xf32>) {
+  loop.kernel "lin" {
+    loop.for %i0 = 0 to 4 step 1 {name = "i0", parallel} {
+      loop.for %i1 = 0 to 8 step 1 {name = "i1"} {
+        loop.for %i2 = 0 to 32 step 1 {name = "i2"} {
+          %acc = memref.alloca() : memref<f32>
+          %z = arith.constant 0.000000e+00 : f32
+          memref.store %z, %acc[] : memref<f32>
+          loop.for %r0 = 0 to 16 step 1 {name = "r0", reduction} {
+            %a = memref.load %A[%i0, %i1, %r0] : memref<4x8x16xf32>
+            %b = memref.load %B[%r0, %i2] : memref<16x32xf32>
+            %p = arith.mulf %a, %b : f32
+            %c = memref.load %acc[] : memref<f32>
+            %s = arith.addf %c, %p : f32
+            memref.store %s, %acc[] : memref<f32>
+          }
+          %v = memref.load %acc[] : memref<f32>
+          memref.store %v, %C[%i0, %i1, %i2] : memref<4x8x32xf32>
         }
       }
     }

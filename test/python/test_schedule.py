@@ -312,3 +312,24 @@ def test_default_conv_schedule_runs_a_batch_as_one_parallel_loop():
     script = default_scripts(module, conv)[0]
     assert f"cache_read {conv}/i0b " in script and " pack" in script
     assert f"fuse {conv}/i0n, i2 -> i0i2" in script and f"parallel {conv}/i0i2" in script
+
+
+@pytest.mark.parametrize("shape", [(3, 5, 12, 20), (2, 17, 9, 33), (32, 16, 64, 48)])
+def test_default_gemm_over_a_batch_with_a_shared_b_matches_the_reference(shape):
+    """[N, M, K] x [K, P]: the batch loop inside the B panel loops (B packed once)."""
+    import dlpc
+    from dlpc.api import Model
+    from dlpc.reference.graph import run_reference
+
+    n, m, k, p = shape
+    a_t, b_t, c_t = f"{n}x{m}x{k}xf32", f"{k}x{p}xf32", f"{n}x{m}x{p}xf32"
+    module = parse_module(f"""
+func.func @main(%a: tensor<{a_t}>, %b: tensor<{b_t}>) -> tensor<{c_t}> {{
+  %c = graph.matmul %a, %b : (tensor<{a_t}>, tensor<{b_t}>) -> tensor<{c_t}>
+  func.return %c : tensor<{c_t}>
+}}""")
+    rng = np.random.default_rng(2)
+    a, b = rng.standard_normal((n, m, k), np.float32), rng.standard_normal((k, p), np.float32)
+    (want,) = run_reference(module, [a, b], {})
+    (got,) = dlpc.compile(Model(module, {}, "bmm", None), target="c")(a, b)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
