@@ -405,10 +405,14 @@ def _stats_type(x: SSAValue, keep: int) -> TensorType:
     return g.tensor_type(shape(x)[:keep], elt(x))
 
 
-def _mean_over_tail(L: Lowering, x: SSAValue, axis: int, suffix: str, fn=None) -> SSAValue:
-    """mean over x.shape[axis:] of fn(b, x[i, r], i) (default x[i, r])."""
+def _mean_over_tail(
+    L: Lowering, x: SSAValue, axis: int, suffix: str, fn=None, then=None
+) -> SSAValue:
+    """mean over x.shape[axis:] of fn(b, x[i, r], i) (default x[i, r]), then `then(b, m)`
+    of it when given."""
     tail = shape(x)[axis:]
     count = float(math.prod(tail))
+    done = (lambda b, m: then(b, m)) if then else (lambda b, m: m)
 
     def body(b: BodyBuilder, idx: Idx, r: Idx):
         v = b.read(x, [*idx, *r])
@@ -420,7 +424,7 @@ def _mean_over_tail(L: Lowering, x: SSAValue, axis: int, suffix: str, fn=None) -
         "add",
         body,
         suffix=suffix,
-        epilogue=lambda b, acc, idx: b.div(acc, count),
+        epilogue=lambda b, acc, idx: done(b, b.div(acc, count)),
     )
 
 
@@ -435,12 +439,17 @@ def lower_layer_norm(L: Lowering, op: g.GraphOp, xs):
         d = b.sub(v, b.read(mean, idx))
         return b.mul(d, d)
 
-    var = _mean_over_tail(L, x, axis, "_var", centred_sq)
     eps = op.attr("epsilon")
+    # 1 / sqrt(var + eps) once per row, in the variance kernel's epilogue: the normalising
+    # kernel then multiplies (a sqrt and a divide per element kept it scalar: 74 us for
+    # 32x16x64 against 3 us)
+    rstd = _mean_over_tail(
+        L, x, axis, "_rstd", centred_sq, lambda b, v: b.div(1.0, b.sqrt(b.add(v, eps)))
+    )
 
     def body(b: BodyBuilder, idx: Idx):
         centred = b.sub(b.read(x, idx), b.read(mean, idx[:axis]))
-        y = b.div(centred, b.sqrt(b.add(b.read(var, idx[:axis]), eps)))
+        y = b.mul(centred, b.read(rstd, idx[:axis]))
         y = b.mul(y, b.read(xs[1], bcast(idx, shape(xs[1]), shape(x))))
         if len(xs) == 3:
             y = b.add(y, b.read(xs[2], bcast(idx, shape(xs[2]), shape(x))))

@@ -278,7 +278,7 @@ def test_layer_norm(sx, axis, ss, bias):
     )
     assert [op.compute_name for op in te_ops(m)] == [
         "layer_norm_0_mean",
-        "layer_norm_0_var",
+        "layer_norm_0_rstd",
         "layer_norm_0",
     ]
 
