@@ -10,9 +10,13 @@ import argparse
 import os
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import IO, TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
 
 
 class DlpcError(Exception):
@@ -389,6 +393,20 @@ def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
         return os.path.samefile(a, b)
     except OSError:
         return os.path.realpath(a) == os.path.realpath(b)
+
+
+def save_npz(file: IO[bytes], arrays: Mapping[str, ArrayLike]) -> None:
+    """`np.savez(file, **arrays)` for any names: savez takes its own `allow_pickle`
+    keyword from `**arrays`, so an array of that name was read as the flag and not
+    written. The same .npz (one stored `<name>.npy` per array, no pickles)."""
+    import zipfile
+
+    import numpy as np
+
+    with zipfile.ZipFile(file, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
+        for name, value in arrays.items():
+            with zf.open(f"{name}.npy", "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, np.asanyarray(value), allow_pickle=False)
 
 
 def write_atomically(path: str | os.PathLike, content: str | bytes | Callable) -> None:

@@ -275,7 +275,7 @@ class Trainer:
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the state to an .npz (atomically: a complete file or none)."""
-        from dlpc.diagnostics import write_atomically
+        from dlpc.diagnostics import save_npz, write_atomically
 
         path = Path(path)
         if path.suffix != ".npz":
@@ -283,7 +283,7 @@ class Trainer:
         import io
 
         buffer = io.BytesIO()
-        np.savez(buffer, allow_pickle=False, **self.state)
+        save_npz(buffer, self.state)
         write_atomically(path, buffer.getvalue())
 
     def load(self, path_or_state) -> None:

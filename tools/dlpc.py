@@ -26,9 +26,13 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-import numpy as np
-
-from dlpc.diagnostics import ToolArgumentParser, run_guarded, write_atomically, write_stdout
+from dlpc.diagnostics import (
+    ToolArgumentParser,
+    run_guarded,
+    save_npz,
+    write_atomically,
+    write_stdout,
+)
 from dlpc.tools.common import (
     add_batch_option,
     add_format_option,
@@ -192,7 +196,7 @@ def run(argv: list[str] | None) -> int:
     folded = sorted(set(weights or ()) - given)  # weights made by folding
     if npz is not None and weights is not None and (args.fold_weights or folded):
         refuse_overwrite(npz, inputs, f"-o {args.output} (its folded weights {npz})")
-        write_atomically(npz, lambda f: np.savez(f, allow_pickle=False, **weights))
+        write_atomically(npz, lambda f: save_npz(f, weights))
         print(
             f"dlpc: wrote {npz}: the {len(weights)} weights {args.output} needs",
             file=sys.stderr,

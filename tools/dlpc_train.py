@@ -399,14 +399,10 @@ def train(args, data) -> int:
             history[k].extend(h[k])
         if args.save:
             trainer.save(args.save)
-            from dlpc.diagnostics import write_atomically
+            from dlpc.diagnostics import save_npz, write_atomically
 
             def write_history(f):
-                np.savez(
-                    f,
-                    allow_pickle=False,
-                    **{k: np.asarray(v, np.float64) for k, v in history.items()},
-                )
+                save_npz(f, {k: np.asarray(v, np.float64) for k, v in history.items()})
 
             write_atomically(Path(args.save).with_suffix(".history.npz"), write_history)
     if args.plot:

@@ -44,6 +44,7 @@ from pathlib import Path
 import numpy as np
 
 from dlpc.backends.runtime import cbuild
+from dlpc.diagnostics import save_npz
 
 FORMAT = 1  # bump when the entry's layout changes
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the `dlpc` package (repository root)
@@ -225,7 +226,7 @@ def store_entry(key: str, name: str, function: cbuild.CFunction, loop_ir: str) -
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-", suffix=".tmp", dir=path.parent)
         try:
             with os.fdopen(fd, "wb") as f:
-                np.savez(f, allow_pickle=False, **arrays)
+                save_npz(f, arrays)
             digest = cbuild._file_digest(Path(tmp))
             cbuild._atomic_write(cbuild.hash_path(path), digest + "\n")
             os.replace(tmp, path)

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dlpc.diagnostics import EXIT_BROKEN_PIPE, install_hint, write_atomically
+from dlpc.diagnostics import EXIT_BROKEN_PIPE, install_hint, save_npz, write_atomically
 from dlpc.tools import dlpc as dlpc_tool
 from dlpc.tools import dlpc_opt, dlpc_run, dlpc_tune
 
@@ -469,6 +469,19 @@ def test_output_writes_through_a_symlink(tmp_path):
     write_atomically(dangling, "made\n")
     assert dangling.is_symlink() and (real_dir / "created.txt").read_text() == "made\n"
     assert sorted(p.name for p in real_dir.iterdir()) == ["created.txt", "target.txt"]
+
+
+def test_weights_of_any_name_are_saved(tmp_path):
+    """save_npz writes every array, one named allow_pickle too (np.savez takes that name
+    as its own keyword: the weight was not written)."""
+    arrays = {"allow_pickle": np.arange(3, dtype=np.float32), "w": np.ones((2, 2))}
+    path = tmp_path / "w.npz"
+    write_atomically(path, lambda f: save_npz(f, arrays))
+    with np.load(path) as z:
+        assert sorted(z.files) == ["allow_pickle", "w"]
+        for name, a in arrays.items():
+            np.testing.assert_array_equal(z[name], a)
+            assert z[name].dtype == a.dtype
 
 
 def test_output_to_a_device_is_written_directly(capsys):
