@@ -120,7 +120,10 @@ class _Eval:
         if isinstance(op, arith.ConstantOp):
             if not isinstance(op.value, IntegerAttr):
                 raise _NoCopy
-            env[op.result] = np.int64(op.value.value.data)
+            value = op.value.value.data
+            if not -(2**63) <= value < 2**63:  # no int64 address arithmetic models it
+                raise _NoCopy
+            env[op.result] = np.int64(value)
         elif op.name in _INT:
             a, b = (env[v] for v in op.operands)
             env[op.results[0]] = _INT[op.name](a, b)

@@ -378,3 +378,14 @@ def test_a_newline_inside_a_message_is_escaped():
 def test_verdict_does_not_read_the_echoed_source_line():
     err = "m.dlpc:7:1: error: unexpected 'CHECK'\nCHECK-NOT: Traceback internal error\n^\n"
     assert verdict(1, err) is None
+
+
+def test_loop_to_dlp_with_an_index_constant_past_int64(tmp_path):
+    """Was OverflowError in loop-to-dlp's copy matcher (an internal error)."""
+    src = (ROOT / "test" / "e2e" / "check-each-pass-subtracted-index.mlir").read_text()
+    assert "arith.constant 33 : index" in src
+    big = src.replace("arith.constant 33 : index", "arith.constant 99999999999999999999 : index")
+    path = write(tmp_path, big, "big.mlir")
+    p = tool("dlpc-opt", path, "-p", "loop-to-dlp{target-desc=tiny}")
+    assert p.returncode == 0, p.stderr
+    assert "dlp.kernel" in p.stdout
