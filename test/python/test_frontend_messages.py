@@ -74,3 +74,30 @@ def test_a_let_bound_number_is_an_attribute_value():
         "m.dlpc:2:30: error: leaky_relu argument 'alpha' expects a constant here, "
         "but 'x' is a tensor"
     )
+
+
+def test_an_attribute_error_points_at_its_keyword():
+    msg = error('model m(x: f32[2]) {\n  return clip(x, max=1.0, min="a")\n}\n')
+    assert msg == "m.dlpc:2:27: error: clip argument 'min' expects a number, got \"a\""
+
+
+@pytest.mark.parametrize("size", [2.5, True, 0, "2"])
+def test_a_named_dim_takes_a_positive_int(size):
+    with pytest.raises(DlpcError) as e:
+        parse_model("model m(x: f32[B, 2]) {\n  return relu(x)\n}\n", "m.dlpc", dims={"B": size})
+    assert str(e.value).splitlines()[0] == (
+        "m.dlpc:1:16: error: dimension 'B' must be bound to a positive int"
+    )
+
+
+def test_a_string_attribute_is_its_text():
+    import numpy as np
+    import torch
+
+    import dlpc
+
+    x = np.linspace(-3, 3, 8, dtype=np.float32)
+    src = 'model m(x: f32[8]) {\n  return gelu(x, approximate="tanh")\n}\n'
+    (y,) = dlpc.compile(parse_model(src), "numpy", opt_level=0)(x)
+    want = torch.nn.functional.gelu(torch.tensor(x), approximate="tanh").numpy()
+    np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-6)
