@@ -101,3 +101,20 @@ def test_a_string_attribute_is_its_text():
     (y,) = dlpc.compile(parse_model(src), "numpy", opt_level=0)(x)
     want = torch.nn.functional.gelu(torch.tensor(x), approximate="tanh").numpy()
     np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-6)
+
+
+def test_a_missing_operand_points_at_the_call():
+    msg = error("model m(x: f32[2, 3]) {\n  return linear(x)\n}\n")
+    assert msg == "m.dlpc:2:10: error: linear(input, weight, bias) is missing operand 'weight'"
+
+
+def test_ops_carry_their_source_line_and_column():
+    from xdsl.dialects.builtin import FileLineColLoc
+
+    model = parse_model("model m(x: f32[2]) {\n  let y = x * 2.0\n  return relu(y)\n}\n", "m.dlpc")
+    locs = {
+        op.name: (op.location.line.data, op.location.column.data)
+        for op in model.module.walk()
+        if isinstance(getattr(op, "location", None), FileLineColLoc)
+    }
+    assert locs["graph.mul"] == (2, 13) and locs["graph.relu"] == (3, 10)
