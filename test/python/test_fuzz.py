@@ -53,9 +53,9 @@ def one_error_line(p: subprocess.CompletedProcess, located: str | None = None) -
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_fuzz_in_process(kind):
-    """200 seeded cases per kind through the tools' main functions."""
-    report = fuzz(cases=200, seed=2026, kinds=(kind,), timeout=30)
-    assert report.cases == 200
+    """500 seeded cases per kind through the tools' main functions."""
+    report = fuzz(cases=500, seed=2026, kinds=(kind,), timeout=30)
+    assert report.cases == 500
     assert not report.findings, report.summary()
     # the mutations reach past the parser: some cases compile, some fail later
     outcomes = {outcome for (_, outcome) in report.outcomes}
@@ -267,13 +267,18 @@ def test_dlpc_opt_internal_error_is_one_line():
 
 
 def test_schedule_search_has_a_budget():
+    import re
+
     src = ROOT / "test" / "passes" / "loop-default-schedule.mlir"
+    kernels = src.read_text().count('loop.kernel "')
     p = tool("dlpc-opt", str(src), "-p", "loop-default-schedule{budget=0.0}")
     assert p.returncode == 0, p.stderr
-    assert p.stderr.strip() == (
-        "dlpc: note: loop-default-schedule: schedule search stopped after its budget of 0 s; "
-        "3 of 3 kernels keep the identity schedule"
+    note = re.fullmatch(
+        r"dlpc: note: loop-default-schedule: schedule search stopped after its budget of 0 s; "
+        r"(\d+) of (\d+) kernels keep the identity schedule",
+        p.stderr.strip(),
     )
+    assert note and int(note[1]) == int(note[2]) >= 3, p.stderr  # every kernel
     assert "unroll" not in p.stdout
 
 
