@@ -270,7 +270,6 @@ def test_schedule_search_has_a_budget():
     import re
 
     src = ROOT / "test" / "passes" / "loop-default-schedule.mlir"
-    kernels = src.read_text().count('loop.kernel "')
     p = tool("dlpc-opt", str(src), "-p", "loop-default-schedule{budget=0.0}")
     assert p.returncode == 0, p.stderr
     note = re.fullmatch(
