@@ -23,9 +23,6 @@ PASSES = {**GRAPH_PASSES}
 # a deliberately wrong pass that `--check-each-pass` must catch (test/passes/test-swap-operands.mlir)
 PASSES["test-swap-operands"] = lazy_factory("passes.check", "TestSwapOperands")
 
-# a deliberately wrong pass that `--check-each-pass` must catch (test/passes/test-swap-operands.mlir)
-PASSES["test-swap-operands"] = lazy_factory("passes.check", "TestSwapOperands")
-
 
 def _schedule_pass(module: str, cls: str):
     return lazy_factory(f"passes.schedule.{module}", cls)
