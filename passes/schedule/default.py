@@ -10,6 +10,8 @@ is left as te-to-loop made it).  Guarantees: numerics unchanged; each kernel get
   and the `gemm` micro-kernel (`tensorize`): an `mr x nr` accumulator tile in registers;
   leading (batch) loops of A and C go inside the B panel loops when B does not depend
   on them (a linear layer over `[B, T, K]`: each panel of B packed once per call);
+  no packing when B is contiguous along the columns and A is a single block (a small
+  `P x V` per attention head: packing costs more than it saves);
   with fewer than 4 rows (batch-1 linear layers) and B contiguous along k, the dot
   products are vectorized instead (`rfactor` by 16);
 - convolution (not grouped): the register-tiled direct conv: an output tile of
@@ -192,6 +194,16 @@ def b_contiguous_in_k(kernel: KernelOp, nest: Nest, b) -> bool:
     for op in kernel.walk():
         if isinstance(op, memref.LoadOp) and op.memref is b:
             return depends_on(op.indices[-1], k.induction_var)
+    return False
+
+
+def _b_contiguous_in_j(kernel: KernelOp, nest: Nest, b) -> bool:
+    """Does B's innermost index advance by one along the column loop j (`B[.., k, j]`)?"""
+    j = next(lp for lp in kernel.loops() if lp.loop_name == nest.spatial[-1])
+    for op in kernel.walk():
+        if isinstance(op, memref.LoadOp) and op.memref is b:
+            form = affine(op.indices[-1])
+            return form is not None and form.terms.get(j.induction_var) == 1
     return False
 
 
@@ -545,7 +557,9 @@ def default_script(module: ModuleOp, name: str) -> str:
         if m < 4 and b_contiguous_in_k(kernel, nest, operands[1]):
             return gemv_script(kernel, nest)
         p = gemm_default_params(m, n, k)
-        if m < 4:  # B rows are contiguous along j already: no packing pays off
+        if m < 4 or (m <= p.mc and k <= p.kc and _b_contiguous_in_j(kernel, nest, operands[1])):
+            # B rows contiguous along j already and a single block of A: packing does not
+            # pay off (attention's P x V per head, 32x4 heads of 16x16x16: 48 -> 22 us)
             p = GemmParams(p.mc, p.nc, p.kc, p.mr, p.nr, pack_a=False, pack_b=False)
         return gemm_script(kernel, nest, p)
     try:

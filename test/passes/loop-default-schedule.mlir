@@ -3,12 +3,13 @@
 
 // With its time budget spent, the search stops: every kernel keeps te-to-loop's nest, and
 // one note says so.
-// BUDGET: dlpc: note: loop-default-schedule: schedule search stopped after its budget of 0 s; 6 of 6 kernels keep the identity schedule
+// BUDGET: dlpc: note: loop-default-schedule: schedule search stopped after its budget of 0 s; 7 of 7 kernels keep the identity schedule
 // BUDGET-NOT: unroll
 // BUDGET: loop.for %r0 = 0 to 8 step 1 {name = "r0", reduction}
 
-// The gemm template: packed panels of B and A, the register-tile micro-kernel, init
-// nest vectorized; the kernel is too small for OpenMP, so nothing stays parallel.
+// The gemm template: packed panels of B (read across its rows, as a linear layer's
+// weight is) and A, the register-tile micro-kernel, init nest vectorized; the kernel is
+// too small for OpenMP, so nothing stays parallel.
 // CHECK-LABEL: loop.kernel "mm"
 // CHECK:       {name = "i1_init", vectorize}
 // CHECK:       %mm_Bp = memref.alloca() : memref<256xf32>
@@ -31,7 +32,7 @@
 // CHECK:       {name = "i1", unroll = 8}
 // CHECK-NEXT:  {name = "i3", vectorize}
 // CHECK:       {name = "conv_acc_out0"}
-func.func @main(%A: memref<16x8xf32>, %B: memref<8x32xf32>, %C: memref<16x32xf32>) {
+func.func @main(%A: memref<16x8xf32>, %B: memref<32x8xf32>, %C: memref<16x32xf32>) {
   loop.kernel "mm" {
     loop.for %i0 = 0 to 16 step 1 {name = "i0", parallel} {
       loop.for %i1 = 0 to 32 step 1 {name = "i1"} {
@@ -40,7 +41,7 @@ func.func @main(%A: memref<16x8xf32>, %B: memref<8x32xf32>, %C: memref<16x32xf32
         memref.store %z, %acc[] : memref<f32>
         loop.for %r0 = 0 to 8 step 1 {name = "r0", reduction} {
           %a = memref.load %A[%i0, %r0] : memref<16x8xf32>
-          %b = memref.load %B[%r0, %i1] : memref<8x32xf32>
+          %b = memref.load %B[%i1, %r0] : memref<32x8xf32>
           %p = arith.mulf %a, %b : f32
           %c = memref.load %acc[] : memref<f32>
           %s = arith.addf %c, %p : f32
@@ -53,6 +54,7 @@ func.func @main(%A: memref<16x8xf32>, %B: memref<8x32xf32>, %C: memref<16x32xf32
   }
   func.return
 }
+
 func.func @conv(%x: memref<1x4x10xf32>, %w: memref<8x4x3xf32>, %y: memref<1x8x8x8xf32>) {
   loop.kernel "conv" {
     loop.for %i0 = 0 to 1 step 1 {name = "i0"} {
@@ -224,7 +226,7 @@ func.func @dw(%x: memref<1x8x12x12xf32>, %w: memref<8x1x3x3xf32>, %y: memref<1x8
   func.return
 }
 
-// A linear layer over a batch ([4, 8, 16] x [16, 32], B shared): the batch loop goes
+// A linear layer over a batch ([4, 8, 16] x W[32, 16]^T, W shared): the batch loop goes
 // inside the B panel loops, so the panel of B is packed once per call, not per image.
 // CHECK-LABEL: loop.kernel "lin"
 // CHECK:       {name = "i2c"}
@@ -232,7 +234,7 @@ func.func @dw(%x: memref<1x8x12x12xf32>, %w: memref<8x1x3x3xf32>, %y: memref<1x8
 // CHECK-NEXT:  %lin_Bp = memref.alloca() : memref<512xf32>
 // CHECK:       {name = "i0"
 // CHECK:       %lin_Ap = memref.alloca()
-func.func @lin(%A: memref<4x8x16xf32>, %B: memref<16x32xf32>, %C: memref<4x8x32xf32>) {
+func.func @lin(%A: memref<4x8x16xf32>, %B: memref<32x16xf32>, %C: memref<4x8x32xf32>) {
   loop.kernel "lin" {
     loop.for %i0 = 0 to 4 step 1 {name = "i0", parallel} {
       loop.for %i1 = 0 to 8 step 1 {name = "i1"} {
@@ -242,7 +244,7 @@ func.func @lin(%A: memref<4x8x16xf32>, %B: memref<16x32xf32>, %C: memref<4x8x32x
           memref.store %z, %acc[] : memref<f32>
           loop.for %r0 = 0 to 16 step 1 {name = "r0", reduction} {
             %a = memref.load %A[%i0, %i1, %r0] : memref<4x8x16xf32>
-            %b = memref.load %B[%r0, %i2] : memref<16x32xf32>
+            %b = memref.load %B[%i2, %r0] : memref<32x16xf32>
             %p = arith.mulf %a, %b : f32
             %c = memref.load %acc[] : memref<f32>
             %s = arith.addf %c, %p : f32
@@ -251,6 +253,36 @@ func.func @lin(%A: memref<4x8x16xf32>, %B: memref<16x32xf32>, %C: memref<4x8x32x
           %v = memref.load %acc[] : memref<f32>
           memref.store %v, %C[%i0, %i1, %i2] : memref<4x8x32xf32>
         }
+      }
+    }
+  }
+  func.return
+}
+
+// B already contiguous along the columns and a single block of A (attention's P x V per
+// head): the micro-kernel reads A and B in place, no packing.
+// CHECK-LABEL: loop.kernel "mmc"
+// CHECK-NOT:   _Bp
+// CHECK-NOT:   _Ap
+// CHECK:       %C_acc = memref.alloca() : memref<8x32xf32>
+// CHECK:       {name = "i0i", unroll = 8}
+func.func @mmc(%A: memref<16x8xf32>, %B: memref<8x32xf32>, %C: memref<16x32xf32>) {
+  loop.kernel "mmc" {
+    loop.for %i0 = 0 to 16 step 1 {name = "i0", parallel} {
+      loop.for %i1 = 0 to 32 step 1 {name = "i1"} {
+        %acc = memref.alloca() : memref<f32>
+        %z = arith.constant 0.000000e+00 : f32
+        memref.store %z, %acc[] : memref<f32>
+        loop.for %r0 = 0 to 8 step 1 {name = "r0", reduction} {
+          %a = memref.load %A[%i0, %r0] : memref<16x8xf32>
+          %b = memref.load %B[%r0, %i1] : memref<8x32xf32>
+          %p = arith.mulf %a, %b : f32
+          %c = memref.load %acc[] : memref<f32>
+          %s = arith.addf %c, %p : f32
+          memref.store %s, %acc[] : memref<f32>
+        }
+        %v = memref.load %acc[] : memref<f32>
+        memref.store %v, %C[%i0, %i1] : memref<16x32xf32>
       }
     }
   }

@@ -314,9 +314,12 @@ def test_default_conv_schedule_runs_a_batch_as_one_parallel_loop():
     assert f"fuse {conv}/i0n, i2 -> i0i2" in script and f"parallel {conv}/i0i2" in script
 
 
-@pytest.mark.parametrize("shape", [(3, 5, 12, 20), (2, 17, 9, 33), (32, 16, 64, 48)])
+@pytest.mark.parametrize(
+    "shape", [(3, 5, 12, 20), (2, 17, 9, 33), (32, 16, 64, 48), (2, 80, 300, 40)]
+)
 def test_default_gemm_over_a_batch_with_a_shared_b_matches_the_reference(shape):
-    """[N, M, K] x [K, P]: the batch loop inside the B panel loops (B packed once)."""
+    """[N, M, K] x [K, P]: small ones read A and B in place, larger ones pack B once with
+    the batch loop inside its panel loops."""
     import dlpc
     from dlpc.api import Model
     from dlpc.reference.graph import run_reference
