@@ -7,6 +7,7 @@ on stderr and exit code 1; a Python traceback is only shown with DLPC_DEBUG=1.
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 import tempfile
@@ -97,6 +98,8 @@ def _format(e: BaseException) -> str:
         return f"error: no such file: {e.filename}"
     if isinstance(e, OSError) and e.filename:
         return f"error: {e.filename}: {e.strerror}"
+    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EFBIG, errno.EIO):
+        return f"error: cannot write: {e.strerror}"  # print() to a full stdout
     if isinstance(e, OSError) and e.strerror:
         return f"error: {e.strerror}"
     if isinstance(e, ValueError | NotImplementedError) or type(e) is Exception:

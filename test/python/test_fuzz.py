@@ -393,3 +393,20 @@ def test_loop_to_dlp_with_an_index_constant_past_int64(tmp_path):
     p = tool("dlpc-opt", path, "-p", "loop-to-dlp{target-desc=tiny}")
     assert p.returncode == 0, p.stderr
     assert "dlp.kernel" in p.stdout
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_print_to_a_full_stdout_is_one_line():
+    """dlpc-run prints its report with print(): a full stdout is one line, exit 1."""
+    with open("/dev/full", "w") as full:
+        p = subprocess.run(
+            [sys.executable, "-m", "dlpc.tools.dlpc_run", EXAMPLE, "--target", "numpy"],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+    assert p.returncode == 1
+    assert p.stderr.strip().split("\n") == [
+        "dlpc-run: error: cannot write: No space left on device"
+    ]
