@@ -136,7 +136,7 @@ def make_pass(name: str, options: PipelineOptions, **fixed) -> ModulePass:
     if name not in PASSES:
         raise DlpcError(f"error: pipeline pass '{name}' is not registered in dlpc.passes.registry")
     try:
-        cls = PASSES[name]()
+        cls: type[ModulePass] = PASSES[name]()
     except ImportError as e:
         raise DlpcError(f"error: pipeline pass '{name}' is not available ({e})") from None
     kwargs = {**options.extra.get(name, {}), **fixed}

@@ -2,11 +2,13 @@
 lazy factory: a pass module is imported only when a pipeline uses it. `dlpc.universe`
 publishes this table to xDSL; the pipeline and `dlpc.compile` look passes up here."""
 
-from dlpc.dialects import lazy_factory
+from xdsl.passes import ModulePass
+
+from dlpc.dialects import lazy_class
 
 
 def _graph_pass(module: str, cls: str):
-    return lazy_factory(f"passes.graph.{module}", cls)
+    return lazy_class(f"passes.graph.{module}", cls, ModulePass)
 
 
 GRAPH_PASSES = {
@@ -21,11 +23,11 @@ GRAPH_PASSES = {
 PASSES = {**GRAPH_PASSES}
 
 # a deliberately wrong pass that `--check-each-pass` must catch (test/passes/test-swap-operands.mlir)
-PASSES["test-swap-operands"] = lazy_factory("passes.check", "TestSwapOperands")
+PASSES["test-swap-operands"] = lazy_class("passes.check", "TestSwapOperands", ModulePass)
 
 
 def _schedule_pass(module: str, cls: str):
-    return lazy_factory(f"passes.schedule.{module}", cls)
+    return lazy_class(f"passes.schedule.{module}", cls, ModulePass)
 
 
 SCHEDULE_PASSES = {
@@ -50,7 +52,7 @@ PASSES.update(SCHEDULE_PASSES)
 
 
 def _lower_pass(module: str, cls: str):
-    return lazy_factory(f"passes.lower.{module}", cls)
+    return lazy_class(f"passes.lower.{module}", cls, ModulePass)
 
 
 PASSES["graph-to-te"] = _lower_pass("graph_to_te", "GraphToTe")
@@ -61,4 +63,4 @@ PASSES["loop-views"] = _lower_pass("memory_plan", "LoopViews")
 PASSES["loop-memory-plan"] = _lower_pass("memory_plan", "LoopMemoryPlan")
 
 # training: reverse-mode autodiff (the losses and optimizers are builders, not passes)
-PASSES["graph-autodiff"] = lazy_factory("passes.train.autodiff", "GraphAutodiff")
+PASSES["graph-autodiff"] = lazy_class("passes.train.autodiff", "GraphAutodiff", ModulePass)
