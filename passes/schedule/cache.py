@@ -203,10 +203,10 @@ def _guard_of(load: memref.LoadOp, loop: ForOp) -> scf.IfOp | None:
     ok = (
         len(then) == 2
         and then[0] is load
-        and then[1].operands[0] is load.res
+        and tuple(then[1].operands) == (load.res,)
         and len(other) == 2
         and isinstance(other[0], arith.ConstantOp)
-        and other[1].operands[0] is other[0].result
+        and tuple(other[1].operands) == (other[0].result,)
         and len(g.results) == 1
     )
     return g if ok else None
