@@ -424,7 +424,11 @@ class GraphBuilder:
         """A scalar constant (rank 0), shared between uses."""
         key = (float(value), str(element_type))
         if key not in self._constants:
-            array = np.asarray(value, dtype=graph.numpy_dtype(element_type))
+            dtype = np.dtype(graph.numpy_dtype(element_type))
+            if dtype.kind in "iu" and not np.iinfo(dtype).min <= value <= np.iinfo(dtype).max:
+                raise FrontendError(f"{value} does not fit in {element_type}")
+            with np.errstate(over="ignore"):  # 1e308 as f32 is inf, as in C (no warning)
+                array = np.asarray(value, dtype=dtype)
             self._constants[key] = self._add(graph.ConstantOp.from_numpy(array))
         return self._constants[key]
 

@@ -410,3 +410,27 @@ def test_print_to_a_full_stdout_is_one_line():
     assert p.stderr.strip().split("\n") == [
         "dlpc-run: error: cannot write: No space left on device"
     ]
+
+
+def test_literal_out_of_range(tmp_path):
+    """1e308 in f32 arithmetic is inf without a numpy warning on stderr; 1000 in i8
+    arithmetic is a located error (numpy raised OverflowError)."""
+    path = write(tmp_path, "model m(x: f32[2]) {\n  return x * 1e308\n}\n")
+    p = tool("dlpc", path, "--emit=graph")
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+    assert "0x7f800000" in p.stdout  # +inf
+    path = write(tmp_path, "model m(x: i8[2]) {\n  return x * 1000\n}\n", "i.dlpc")
+    line = one_error_line(tool("dlpc", path, "--emit=graph"), f"{path}:2:12: error: ")
+    assert line.endswith("1000 does not fit in i8")
+
+
+def test_avg_pool_over_a_very_wide_input_compiles(tmp_path):
+    """graph-to-te looped over every output position of an avg pool (a hang at 2^31)."""
+    path = write(
+        tmp_path,
+        "model m(x: f32[1, 1, 2, 2147483648]) {\n"
+        "  let y = avg_pool2d(x, kernel=[2, 2], stride=2)\n"
+        "  return y\n}\n",
+    )
+    p = tool("dlpc", path, "--emit=te")
+    assert p.returncode == 0, p.stderr
