@@ -37,6 +37,7 @@ from dlpc.reference.graph import (
 def _helpers_for(op_names: set[str]) -> list[Callable]:
     """The kernels the module uses, plus the helpers they call, in source order."""
     helpers = (ref._windows, ref._pad_hw, ref._channels_first, ref._channels_last, ref._sum_f32)
+    helpers += (ref.pcg_hash, ref.dropout_threshold, ref.dropout_keep)
     by_name = {fn.__name__: fn for fn in (*KERNELS.values(), *helpers)}
     todo = [KERNELS[n] for n in op_names if n in KERNELS]
     seen: set[str] = set()

@@ -869,6 +869,45 @@ class GlobalAvgPoolOp(GraphOp):
         return _from_nchw(self, (x[0], x[1]) + (1,) * (len(x) - 2))
 
 
+# ------------------------------------------------------------------------ dropout
+
+
+@graph_op
+class DropoutOp(GraphOp):
+    """Dropout: y = x * mask / (1 - p), mask[i] = uniform(seed, step, i) >= p, where i is
+    the flat (row-major) index and uniform(...) = (h >> 8) / 2**24 with the counter-based
+    hash h = pcg(pcg(pcg(seed) ^ step) ^ i) (`dlpc.reference.graph.pcg_hash`, 32-bit values
+    in int64 arithmetic that never overflows): the mask depends on nothing else, so every
+    backend draws the same bits. `step` is the training step
+    counter (rank-0 float, `opt.step`; `dlpc.passes.train.step` feeds it): without it the
+    op is in inference mode, the identity.
+
+    %y = graph.dropout %x, %step {p = 5.000000e-01 : f64, seed = 0 : i64} : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+    """
+
+    name = "graph.dropout"
+    OPERANDS = ("input", "step")
+    OPTIONAL = ("step",)
+    ELEMENTS = "float"
+    ATTRS = {"p": ("float", 0.5), "seed": ("int", 0)}
+
+    @property
+    def training(self) -> bool:
+        return len(self.operands) == 2
+
+    def infer_shape(self, shapes):
+        p = self.attr("p")
+        if not 0.0 <= p < 1.0:
+            raise VerifyException(f"graph.dropout p = {p} is out of range [0, 1)")
+        if len(shapes) == 2:
+            if shapes[1] != () or not is_float_type(element_type_of(self.operands[1])):
+                got = self.operands[1].type
+                raise VerifyException(
+                    f"graph.dropout step must be a rank-0 float tensor, got {got}"
+                )
+        return shapes[0]
+
+
 # ------------------------------------------------------------------ normalisation
 
 
@@ -1301,6 +1340,7 @@ GRAPH_OPS: list[type[IRDLOperation]] = [
     MaxPool2DOp,
     AvgPool2DOp,
     GlobalAvgPoolOp,
+    DropoutOp,
     BatchNormOp,
     LayerNormOp,
     SoftmaxOp,

@@ -397,6 +397,39 @@ def gather(data, indices, axis):
     return np.take(data, indices, axis=axis)
 
 
+def pcg_hash(v):
+    """The PCG hash (Jarzynski & Olano, "Hash Functions for GPU Rendering", 2020) of
+    32-bit values held in int64: a Python int or an int64 numpy array, the same code. Every
+    product is of a value < 2**32 and a constant < 2**31, so nothing overflows int64: C,
+    OpenCL, DLP C and numpy compute the same bits with signed 64-bit arithmetic
+    (graph-to-te lowers `graph.dropout` to exactly these operations)."""
+    s = (v * 747796405 + 2891336453) & 0xFFFFFFFF
+    w = (((s >> ((s >> 28) + 4)) ^ s) * 277803737) & 0xFFFFFFFF
+    return (w >> 22) ^ w
+
+
+def dropout_threshold(p):
+    """An element is kept when (hash >> 8) >= this: u = (hash >> 8) / 2**24 >= p."""
+    return math.ceil(p * (1 << 24))
+
+
+def dropout_keep(shape, step, seed, p):
+    """graph.dropout's mask (bool): (pcg(pcg(pcg(seed) ^ step) ^ i) >> 8) >= threshold(p)
+    for the flat index i, all 32-bit values in int64."""
+    i = np.arange(int(np.prod(shape, dtype=np.int64)), dtype=np.int64).reshape(shape)
+    s = np.int64(int(step) & 0xFFFFFFFF)
+    h = pcg_hash(pcg_hash(np.int64(pcg_hash(seed & 0xFFFFFFFF)) ^ s) ^ i)
+    return (h >> 8) >= dropout_threshold(p)
+
+
+def dropout(x, step=None, *, p, seed):
+    """graph.dropout: x * mask / (1 - p); without a step (inference) the identity."""
+    if step is None:
+        return x.copy()
+    keep = dropout_keep(x.shape, step, seed, p)
+    return np.where(keep, x * x.dtype.type(1.0 / (1.0 - p)), x.dtype.type(0))
+
+
 KERNELS: dict[str, Callable] = {
     "graph.neg": neg,
     "graph.abs": absolute,
@@ -430,6 +463,7 @@ KERNELS: dict[str, Callable] = {
     "graph.global_avg_pool": global_avg_pool,
     "graph.batch_norm": batch_norm,
     "graph.layer_norm": layer_norm,
+    "graph.dropout": dropout,
     "graph.softmax": softmax,
     "graph.log_softmax": log_softmax,
     "graph.reduce_sum": reduce_sum,

@@ -41,6 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from xdsl.context import Context
+from xdsl.dialects import arith
 from xdsl.dialects.builtin import (
     Float16Type,
     IndexType,
@@ -49,6 +50,7 @@ from xdsl.dialects.builtin import (
     TensorType,
     f16,
     f32,
+    i64,
 )
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
@@ -70,6 +72,7 @@ from dlpc.passes.lower._te_builder import (
     window_index,
 )
 from dlpc.passes.lower.te_inline import _erase, fold_into_epilogue, inline_compute
+from dlpc.reference.graph import dropout_threshold, pcg_hash
 
 # ------------------------------------------------------------------- elementwise
 
@@ -382,6 +385,46 @@ def lower_global_avg_pool(L: Lowering, op: g.GraphOp, xs):
         body,
         epilogue=lambda b, acc, idx: b.div(acc, float(math.prod(spatial))),
     )
+
+
+# ------------------------------------------------------------------------ dropout
+
+
+def _pcg_hash(b: BodyBuilder, v: SSAValue) -> SSAValue:
+    """`reference.graph.pcg_hash` on an i64 holding 32 bits (no product overflows int64)."""
+    m = 0xFFFFFFFF
+    s = b.and_(b.add(b.mul(v, 747796405), 2891336453), b.const(m, v.type))
+    shift = b.add(b.emit(arith.ShRSIOp(s, b.const(28, v.type))), 4)
+    w = b.emit(arith.XOrIOp(b.emit(arith.ShRSIOp(s, shift)), s))
+    w = b.and_(b.mul(w, 277803737), b.const(m, v.type))
+    return b.emit(arith.XOrIOp(b.emit(arith.ShRSIOp(w, b.const(22, v.type))), w))
+
+
+@lowers("dropout")
+def lower_dropout(L: Lowering, op: g.GraphOp, xs):
+    """keep = (pcg(pcg(pcg(seed) ^ step) ^ flat index) >> 8) >= threshold, in i64
+    (graph.DropoutOp); y = keep ? x * (1 / (1 - p)) : 0. Without a step: the identity."""
+    assert isinstance(op, g.DropoutOp)
+    p, seed = op.attr("p"), op.attr("seed")
+    key = pcg_hash(seed & 0xFFFFFFFF)
+    threshold = dropout_threshold(p)
+    out = op.out_shape
+
+    def body(b: BodyBuilder, idx: Idx):
+        x = b.read(xs[0], idx)
+        if len(xs) == 1:
+            return x
+        flat: SSAValue | int = 0
+        for i, d in zip(idx, out):
+            flat = b.add(b.mul(flat, d), i) if not isinstance(flat, int) else i
+        flat_i = b.cast(flat, i64) if not isinstance(flat, int) else b.const(flat, i64)
+        step = b.and_(b.cast(b.read(xs[1], []), i64), b.const(0xFFFFFFFF, i64))
+        h = _pcg_hash(b, b.emit(arith.XOrIOp(b.const(key, i64), step)))
+        h = _pcg_hash(b, b.emit(arith.XOrIOp(h, flat_i)))
+        keep = b.cmp("ge", b.emit(arith.ShRSIOp(h, b.const(8, i64))), threshold)
+        return b.select(keep, b.mul(x, 1.0 / (1.0 - p)), 0.0)
+
+    return L.compute(op.out_type, body)
 
 
 # ------------------------------------------------------------------ normalisation

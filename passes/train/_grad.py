@@ -571,6 +571,16 @@ def _global_avg_pool(b, op, g, want):
 # ----------------------------------------------------------------- normalisation
 
 
+@rule("dropout")
+def _dropout(b, op, g, want):
+    # dx = g * mask / (1 - p): the same mask, redrawn from the same (seed, step, index) by
+    # a dropout of g; the step counter takes no adjoint. Inference mode: the identity.
+    steps = list(op.operands[1:])
+    return [b.op(graph.DropoutOp, g, *steps, p=op.attr("p"), seed=op.attr("seed"))] + [
+        None for _ in steps
+    ]
+
+
 @rule("batch_norm")
 def _batch_norm(b, op, g, want):
     # y = (x - mean) * inv * scale + bias, inv = (var + eps) ** -1/2, per channel (axis 1)

@@ -30,7 +30,7 @@ from dlpc.diagnostics import DlpcError
 from dlpc.dialects import graph
 from dlpc.passes.train._build import Builder
 from dlpc.passes.train.losses import Loss, as_loss, build_correct, build_loss, target_type
-from dlpc.passes.train.optim import Optimizer, make_optimizer
+from dlpc.passes.train.optim import STEP, Optimizer, make_optimizer
 
 BN_STAT = "dlpc.train.bn_stat"  # marks a batch statistic: "<running param name>"
 BN_MOMENTUM = 0.1
@@ -96,6 +96,20 @@ def _erase_dead(f: func.FuncOp) -> None:
                 op.detach()
                 op.erase()
                 changed = True
+
+
+def _training_dropout(f: func.FuncOp) -> None:
+    """Give each inference-mode graph.dropout the step counter `opt.step` (the optimizer's
+    count of updates so far, a rank-0 f32 param): it draws a fresh mask per step."""
+    drops = [op for op in f.body.block.ops if isinstance(op, graph.DropoutOp) and not op.training]
+    if not drops:
+        return
+    b = Builder.before(f.body.block.first_op)
+    step = b.param(STEP, (), graph.f32)
+    for op in drops:
+        new = Builder.before(op).op(graph.DropoutOp, op.operands[0], step, **op.attrs())
+        op.results[0].replace_all_uses_with(new)
+        f.body.block.erase_op(op)
 
 
 def _training_batch_norm(f: func.FuncOp) -> dict[str, tuple[int, ...]]:
@@ -215,6 +229,7 @@ def train_step_module(
     # autodiff would see them: autodiff differentiates every param, so the non-trained
     # ones are added afterwards
     trained = [n for n in _params(f) if n not in frozen]
+    _training_dropout(f)  # after `trained`: the step counter is not trained
 
     # backward: (loss, grad.<param>..., correct)
     kept, other = _autodiff(module, recompute)

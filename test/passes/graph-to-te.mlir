@@ -147,3 +147,40 @@ func.func @pow_by_small_integer(%x: tensor<16xf32>) -> (tensor<16xf32>, tensor<1
   %h = graph.pow %x, %half : (tensor<16xf32>, tensor<1xf32>) -> tensor<16xf32>
   func.return %c, %h : tensor<16xf32>, tensor<16xf32>
 }
+
+// dropout: the flat index and the step counter hashed with 64-bit integer ops (the PCG hash
+// on 32-bit values, masked: no product overflows), pcg(seed = 42) = 1223963391 folded, kept
+// where (h >> 8) >= ceil(0.25 * 2^24) = 4194304, scaled by 1 / (1 - p); without a step
+// (inference) a copy.
+// CHECK-LABEL: func.func @dropout
+// CHECK:       te.compute "dropout_{{[0-9]+}}" (%[[I0:.*]], %[[I1:.*]]) : tensor<4x8xf32> {
+// CHECK-NEXT:    %[[X:.*]] = te.read %x[%[[I0]], %[[I1]]] : tensor<4x8xf32>
+// CHECK-NEXT:    %[[C8:.*]] = arith.constant 8 : index
+// CHECK-NEXT:    %[[R:.*]] = arith.muli %[[I0]], %[[C8]] : index
+// CHECK-NEXT:    %[[F:.*]] = arith.addi %[[R]], %[[I1]] : index
+// CHECK-NEXT:    %[[FI:.*]] = arith.index_cast %[[F]] : index to i64
+// CHECK-NEXT:    %[[S:.*]] = te.read %step[] : tensor<f32>
+// CHECK-NEXT:    %[[SI:.*]] = arith.fptosi %[[S]] : f32 to i64
+// CHECK:         %[[KEY:.*]] = arith.constant 1223963391 : i64
+// CHECK-NEXT:    arith.xori %[[KEY]], %{{.*}} : i64
+// CHECK-NEXT:    %[[M:.*]] = arith.constant 747796405 : i64
+// CHECK-NEXT:    arith.muli %{{.*}}, %[[M]] : i64
+// CHECK:         arith.constant 28 : i64
+// CHECK:         arith.shrsi
+// CHECK:         arith.constant 277803737 : i64
+// CHECK:         arith.xori %{{.*}}, %[[FI]] : i64
+// CHECK:         %[[T:.*]] = arith.constant 4194304 : i64
+// CHECK-NEXT:    %[[K:.*]] = arith.cmpi sge, %{{.*}}, %[[T]] : i64
+// CHECK-NEXT:    %[[SC:.*]] = arith.constant 1.33333337 : f32
+// CHECK-NEXT:    %[[Y:.*]] = arith.mulf %[[X]], %[[SC]] : f32
+// CHECK-NEXT:    %[[Z:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK-NEXT:    %[[O:.*]] = arith.select %[[K]], %[[Y]], %[[Z]] : f32
+// CHECK-NEXT:    te.yield %[[O]] : f32
+// CHECK:       te.compute "dropout_{{[0-9]+}}" (%[[J0:.*]], %[[J1:.*]]) : tensor<4x8xf32> {
+// CHECK-NEXT:    %[[V:.*]] = te.read %x[%[[J0]], %[[J1]]] : tensor<4x8xf32>
+// CHECK-NEXT:    te.yield %[[V]] : f32
+func.func @dropout(%x: tensor<4x8xf32>, %step: tensor<f32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  %0 = graph.dropout %x, %step {p = 0.25 : f64, seed = 42 : i64} : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+  %1 = graph.dropout %x {p = 0.25 : f64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  func.return %0, %1 : tensor<4x8xf32>, tensor<4x8xf32>
+}

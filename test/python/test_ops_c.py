@@ -288,6 +288,12 @@ def norm_cases() -> list[Case]:
             cases.append(
                 Case(f"{cls.name}{sx}{axis}", [x], lambda a, c=cls, k=axis: c.make(a, axis=k))
             )
+    # dropout: training (a step counter) and inference (the identity)
+    step = np.array(3.0, np.float32)
+    cases.append(
+        Case("dropout", [rand(3, 4, 5), step], lambda x, s: g.DropoutOp.make(x, s, p=0.3, seed=9))
+    )
+    cases.append(Case("dropout_inference", [rand(6)], lambda x: g.DropoutOp.make(x, p=0.3)))
     return cases
 
 

@@ -411,3 +411,19 @@ func.func @f(%x: tensor<4xf32>) {
   func.return
 }
 // CHECK: graph.fused "k" body must end in graph.yield of one value
+
+// -----
+
+func.func @f(%x: tensor<4x8xf32>, %step: tensor<f32>) {
+  %0 = graph.dropout %x, %step {p = 1.0 : f64, seed = 1 : i64} : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+  func.return
+}
+// CHECK: graph.dropout p = 1.0 is out of range [0, 1)
+
+// -----
+
+func.func @f(%x: tensor<4x8xf32>, %step: tensor<2xf32>) {
+  %0 = graph.dropout %x, %step {p = 0.5 : f64} : (tensor<4x8xf32>, tensor<2xf32>) -> tensor<4x8xf32>
+  func.return
+}
+// CHECK: graph.dropout step must be a rank-0 float tensor, got tensor<2xf32>

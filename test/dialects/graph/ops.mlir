@@ -109,6 +109,15 @@ func.func @norm_reduce(%x: tensor<16x64xf32>, %g: tensor<64xf32>) -> tensor<16xf
   func.return %3 : tensor<16xf32>
 }
 
+// CHECK-LABEL: func.func @dropout
+func.func @dropout(%x: tensor<4x8xf32>, %step: tensor<f32>) -> tensor<4x8xf32> {
+  // CHECK: graph.dropout %{{.*}}, %{{.*}} {p = 2.500000e-01 : f64, seed = 42 : i64} : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+  %0 = graph.dropout %x, %step {p = 0.25 : f64, seed = 42 : i64} : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+  // CHECK: graph.dropout %{{.*}} {p = 5.000000e-01 : f64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %1 = graph.dropout %0 {p = 0.5 : f64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  func.return %1 : tensor<4x8xf32>
+}
+
 // CHECK-LABEL: func.func @movement
 func.func @movement(%x: tensor<16x192xf32>, %i: tensor<3xi64>) -> tensor<16x4x16xf32> {
   // CHECK: graph.slice %{{.*}} {starts = array<i64: 0>, ends = array<i64: 64>, axes = array<i64: 1>} : (tensor<16x192xf32>) -> tensor<16x64xf32>
