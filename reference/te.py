@@ -70,6 +70,8 @@ _BINARY = {
     arith.AndIOp: np.bitwise_and,
     arith.OrIOp: np.bitwise_or,
     arith.XOrIOp: np.bitwise_xor,
+    arith.ShLIOp: np.left_shift,
+    arith.ShRSIOp: np.right_shift,
     xmath.PowFOp: np.power,
     xmath.IPowIOp: np.power,
 }

@@ -85,6 +85,23 @@ def test_masks_are_bit_identical_on_every_backend(tmp_path):
     assert not np.array_equal(masks[0], dropout_keep(x.shape, 0, 1235, 0.3))
 
 
+def test_te_evaluator_draws_the_same_mask():
+    """graph-to-te's integer ops, interpreted by the te evaluator (check-each-pass's)."""
+    from xdsl.context import Context
+
+    from dlpc.passes.lower.graph_to_te import GraphToTe
+    from dlpc.passes.pipeline import parse_module
+    from dlpc.reference.te import run_te
+
+    module = parse_module(DROP)
+    x = np.random.default_rng(2).standard_normal((3, 5, 7)).astype(np.float32)
+    s = np.array(9, np.float32)
+    (want,) = run_reference(module, [x, s], {})
+    GraphToTe().apply(Context(), module)
+    (got,) = run_te(module, [x, s])
+    assert got.tobytes() == want.tobytes()
+
+
 @pytest.mark.parametrize("p", [0.1, 0.5, 0.8])
 def test_drop_fraction_is_p(tmp_path, p):
     shape = (256, 1024)
