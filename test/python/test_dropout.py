@@ -223,3 +223,15 @@ def test_text_frontend_dropout_and_its_errors(tmp_path):
         dlpc.load(bad)
     first = str(e.value).splitlines()[0]  # the diagnostic; then the line and a caret
     assert "bad.dlpc:2:" in first and "graph.dropout p = 1.5 is out of range [0, 1)" in first
+
+
+@pytest.mark.parametrize("target", ["c", "dlp"])
+def test_every_pass_keeps_the_mask(tmp_path, target):
+    """check-each-pass: the reference, the te evaluator, C for loop IR and the DLP
+    simulator agree after every pass on seeded random inputs (a random step included)."""
+    path = tmp_path / "drop.mlir"
+    path.write_text(DROP)
+    fn = dlpc.compile(dlpc.load(path), target=target, check_each_pass=True)
+    x = np.ones((3, 5, 7), np.float32)
+    (out,) = fn(x, np.array(4, np.float32))
+    assert np.array_equal(out != 0, dropout_keep(x.shape, 4, 1234, 0.3))
