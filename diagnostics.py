@@ -11,6 +11,7 @@ import errno
 import os
 import sys
 import tempfile
+import warnings
 from collections.abc import Callable, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -231,7 +232,11 @@ def run_guarded(fn: Callable[[], object], tool: str) -> int:
     Stdout is flushed here, so a reader that went away (`| head -1`) is seen inside the
     guard: the tool then ends quietly like `cat`, with exit status 141 (128 + SIGPIPE)."""
     try:
-        result = fn()
+        with warnings.catch_warnings():
+            # numpy's RuntimeWarnings (mean of an empty slice while folding a model's
+            # constants) are not diagnostics: a tool's stderr is its one error line
+            warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"numpy\.")
+            result = fn()
         _flush_stdout()
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else 1
