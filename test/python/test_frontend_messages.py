@@ -118,3 +118,35 @@ def test_ops_carry_their_source_line_and_column():
         if isinstance(getattr(op, "location", None), FileLineColLoc)
     }
     assert locs["graph.mul"] == (2, 13) and locs["graph.relu"] == (3, 10)
+
+
+def test_expected_list_of_five_is_spelled_out_and_six_is_not():
+    """The "expected ..." tail lists up to five alternatives (mutant `> 5` -> `>= 5`)."""
+    from dlpc.frontends.text.parser import _describe_expected
+
+    five = ["COMMA", "COLON", "EQUAL", "PLUS", "STAR"]
+    assert _describe_expected(five) == ", expected '*', '+', ',', ':' or '='"
+    assert _describe_expected([*five, "SLASH"]) == ""
+    assert _describe_expected(["COMMA"]) == ", expected ','"
+    assert _describe_expected([]) == ""
+
+
+@pytest.mark.parametrize(
+    "source, line, shown",
+    [
+        ("model m(x: f32[2]) {\n  return x\n}\n", 2, True),
+        ("model m(x: f32[2]) {\n\n  return x\n}\n", 2, False),  # a blank line: no caret
+        ("model m(x: f32[2]) {\n  return x\n}\n", 4, False),  # past the end
+        ("model m(x: f32[2]) {\n  return x\n}\n", 0, False),  # before the start
+    ],
+)
+def test_error_at_shows_a_source_line_only_where_there_is_one(source, line, shown):
+    from dlpc.frontends.text.parser import error_at
+
+    message = str(error_at("m.dlpc", source, (line, 3), "boom"))
+    head, *rest = message.splitlines()
+    assert head == f"m.dlpc:{line}:3: error: boom"
+    if shown:
+        assert rest == [source.splitlines()[line - 1], "  ^"]
+    else:
+        assert rest == []
