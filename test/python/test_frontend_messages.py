@@ -150,3 +150,10 @@ def test_error_at_shows_a_source_line_only_where_there_is_one(source, line, show
         assert rest == [source.splitlines()[line - 1], "  ^"]
     else:
         assert rest == []
+
+
+def test_too_many_initialiser_arguments_point_at_the_first_extra_one():
+    """The builder names argument len(spec), the first one too many (mutants that point one
+    further or at the last survived)."""
+    src = "model m(x: f32[2]) {\n  param p: f32[2] = normal(0.0, 1.0, 7, 8, 9)\n  return x + p\n}\n"
+    assert error(src) == "m.dlpc:2:41: error: normal() takes 3 arguments, got 5"
