@@ -415,6 +415,8 @@ def matmul(imp: NodeContext):
 def gemm(imp: NodeContext):
     a = imp.attrs({"alpha": 1.0, "beta": 1.0, "transA": 0, "transB": 0})
     x, w, c = imp.required(0), imp.required(1), imp.input(2)
+    if len(imp.shape(x)) != 2 or len(imp.shape(w)) != 2:
+        raise imp.error(f"A and B must be matrices, got shapes {imp.shape(x)} and {imp.shape(w)}")
     n = imp.shape(w)[0 if a["transB"] else 1]
     if (
         not a["transA"]
@@ -1029,6 +1031,8 @@ def _resolve_shape(imp: NodeContext, in_shape, target, allowzero: bool) -> tuple
         )
     for i, d in enumerate(target):
         if d == 0:
+            if i >= len(in_shape):  # 0 copies the input's dim i, which must exist
+                raise imp.error(f"cannot reshape {list(in_shape)} into {target}")
             target[i] = in_shape[i]
     total = math.prod(in_shape)
     if -1 in target:
@@ -1339,6 +1343,9 @@ def resize(imp: NodeContext):
     axes = [_norm_axis(imp, int(v), r, "axes") for v in (a["axes"] or range(r))]
     roi, scales, sizes = imp.const(1, "roi"), imp.const(2, "scales"), imp.const(3, "sizes")
     scale, out = [1.0] * r, list(shape)
+    for what, given in (("sizes", sizes), ("scales", scales)):
+        if given is not None and given.size and given.size != len(axes):
+            raise imp.error(f"'{what}' has {given.size} values for {len(axes)} axes")
     if sizes is not None and sizes.size:
         for k, ax in enumerate(axes):
             out[ax] = int(sizes.reshape(-1)[k])
@@ -1357,6 +1364,8 @@ def resize(imp: NodeContext):
         raise imp.error("one of the inputs 'scales' and 'sizes' is required")
     full_roi = None
     if roi is not None and roi.size:
+        if roi.size != 2 * len(axes):
+            raise imp.error(f"'roi' has {roi.size} values; {len(axes)} axes need {2 * len(axes)}")
         full_roi = [0.0] * r + [1.0] * r
         flat = roi.reshape(-1)
         for k, ax in enumerate(axes):
@@ -1497,6 +1506,9 @@ def pad(imp: NodeContext):
     pads = [int(p) for p in imp.required_const(1, "pads").reshape(-1)]
     value = imp.const(2, "constant_value")
     axes = imp.const(3, "axes")
+    if len(pads) != 2 * (rank if axes is None else axes.size):
+        n = rank if axes is None else axes.size
+        raise imp.error(f"'pads' has {len(pads)} values; {n} axes need {2 * n}")
     if axes is not None:
         axes = [_norm_axis(imp, int(v), rank, "axes") for v in axes.reshape(-1)]
         full = [0] * (2 * rank)

@@ -66,7 +66,12 @@ def onnx_dtype_to_numpy(onnx_type: int) -> np.dtype | None:
     return dt if dt.name in graph.NUMPY_TO_ELT else None
 
 
-def onnx_type_name(onnx_type: int) -> str:
+def onnx_type_name(onnx_type: object) -> str:
+    """ONNX's name of an element type code, for messages; a value that is no type code
+    (a mutated model's float or string) is shown as it is."""
     from onnx import TensorProto
 
-    return TensorProto.DataType.Name(onnx_type).lower()
+    try:
+        return TensorProto.DataType.Name(onnx_type).lower()  # pyright: ignore[reportArgumentType]
+    except (TypeError, ValueError):
+        return f"{onnx_type!r} (not an element type)"

@@ -382,3 +382,72 @@ def test_mod_signs(fmod, ty):
         [vi("y", [6], ty)],
     )
     check_numerics(proto, a, b)
+
+
+# Malformed nodes the fuzzer (bench/fuzz.py --kinds onnx --seed 500) turned into
+# IndexError/TypeError tracebacks: each is one diagnostic naming the node.
+def _i64(name, values):
+    return name, np.array(values, dtype=np.int64)
+
+
+MALFORMED = {
+    "cast-to-float": (
+        make(
+            [helper.make_node("Cast", ["x"], ["y"], to=1.5)],
+            [vi("x", [2])],
+            [vi("y", [2])],
+        ),
+        None,
+    ),
+    "gemm-rank-1-weight": (
+        make(
+            [helper.make_node("Gemm", ["x", "w"], ["y"])],
+            [vi("x", [2, 3])],
+            [vi("y", [2, 4])],
+            [("w", np.ones(3, np.float32))],
+        ),
+        "A and B must be matrices",
+    ),
+    "pad-short-pads": (
+        make(
+            [helper.make_node("Pad", ["x", "p"], ["y"])],
+            [vi("x", [2, 3])],
+            [vi("y", [4, 3])],
+            [_i64("p", [1, 1, 0])],
+        ),
+        "'pads' has 3 values; 2 axes need 4",
+    ),
+    "resize-short-roi": (
+        make(
+            [helper.make_node("Resize", ["x", "r", "s"], ["y"], mode="nearest")],
+            [vi("x", [1, 1, 2, 2])],
+            [vi("y", [1, 1, 4, 4])],
+            [
+                ("r", np.zeros(4, np.float32)),
+                ("s", np.array([1, 1, 2, 2], np.float32)),
+            ],
+        ),
+        "'roi' has 4 values; 4 axes need 8",
+    ),
+    "reshape-zero-past-rank": (
+        make(
+            [helper.make_node("Reshape", ["x", "s"], ["y"])],
+            [vi("x", [2, 3])],
+            [vi("y", [6, 1, 1])],
+            [_i64("s", [6, 1, 0])],
+        ),
+        "cannot reshape [2, 3] into [6, 1, 0]",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+def test_malformed_node_is_one_diagnostic(case):
+    model, message = MALFORMED[case]
+    with pytest.raises(DlpcError) as info:
+        load_model(model)
+    text = str(info.value)
+    assert "\n" not in text
+    assert "error:" in text
+    if message is not None:
+        assert message in text
