@@ -36,6 +36,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.parser import Parser
 from xdsl.passes import ModulePass
+from xdsl.utils.exceptions import DiagnosticException, ParseError
 
 from dlpc.diagnostics import DlpcError, boundary
 
@@ -125,9 +126,26 @@ def context() -> Context:
 
 def parse_module(text: str, path: str = "<input>") -> ModuleOp:
     """Parse and verify IR text; errors are xDSL ParseError/VerifyException."""
-    module = Parser(context(), text, name=path).parse_module()
+    with parser_failures(path):
+        module = Parser(context(), text, name=path).parse_module()
     module.verify()
     return module
+
+
+@contextlib.contextmanager
+def parser_failures(path: str):
+    """xDSL's parser reports malformed text as ParseError, but some malformed attributes
+    (`array<i0: ...>`, an integer type of width 0) end in a plain Python exception inside
+    it: those become one diagnostic naming the file, like any other parse error."""
+    try:
+        yield
+    except (ParseError, DiagnosticException, DlpcError):
+        raise
+    except (ArithmeticError, ValueError, IndexError, KeyError, TypeError, AttributeError) as e:
+        first = (str(e).splitlines() or [""])[0]
+        raise DlpcError(
+            f"{path}: error: malformed IR: the parser failed ({type(e).__name__}: {first})"
+        ) from None
 
 
 def make_pass(name: str, options: PipelineOptions, **fixed) -> ModulePass:

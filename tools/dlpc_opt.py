@@ -125,6 +125,14 @@ class DlpcOptMain(xDSLOptMain):
         for note in checker.notes if checker else ():
             print(f"dlpc-opt: note: --check-each-pass: {note}", file=sys.stderr)
 
+    def parse_chunk(self, chunk, file_extension, start_offset=0):
+        """xDSL's parse of one chunk, with a plain Python exception from inside the parser
+        (malformed attributes such as `array<i0: ...>`) as one diagnostic."""
+        from dlpc.passes.pipeline import parser_failures
+
+        with parser_failures(self.get_input_name()):
+            return super().parse_chunk(chunk, file_extension, start_offset)
+
     def get_input_name(self):
         name = self.args.input_file
         return "<stdin>" if name in (None, "-") else name

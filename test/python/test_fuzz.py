@@ -445,3 +445,24 @@ def test_numpy_runtime_warnings_stay_off_stderr(capsys):
 
     assert run_guarded(lambda: float(np.mean(np.zeros(0))) and 0, "dlpc") == 0
     assert capsys.readouterr().err == ""
+
+
+def test_an_integer_type_of_width_0_in_an_array_is_one_line(tmp_path):
+    """`array<i0: ...>` ended in ZeroDivisionError inside xDSL's parser (found by
+    `bench/fuzz.py --seed 1234`): one diagnostic naming the file, from both tools."""
+    import subprocess
+
+    bad = tmp_path / "bad.mlir"
+    bad.write_text(
+        "func.func @main(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {\n"
+        "  %s = graph.slice %x {starts = array<i0: 0, 0>, ends = array<i64: 2, 3>}"
+        " : (tensor<2x3xf32>) -> tensor<2x3xf32>\n"
+        "  func.return %s : tensor<2x3xf32>\n}\n"
+    )
+    for argv in (["dlpc-opt", str(bad), "-p", "graph-simplify"], ["dlpc", str(bad), "--emit=te"]):
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 1, argv
+        assert r.stderr.splitlines() == [
+            f"{bad}: error: malformed IR: the parser failed "
+            "(ZeroDivisionError: integer modulo by zero)"
+        ], argv
