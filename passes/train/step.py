@@ -104,7 +104,9 @@ def _training_dropout(f: func.FuncOp) -> None:
     drops = [op for op in f.body.block.ops if isinstance(op, graph.DropoutOp) and not op.training]
     if not drops:
         return
-    b = Builder.before(f.body.block.first_op)
+    first = f.body.block.first_op
+    assert first is not None  # the block holds the dropouts found above
+    b = Builder.before(first)
     step = b.param(STEP, (), graph.f32)
     for op in drops:
         new = Builder.before(op).op(graph.DropoutOp, op.operands[0], step, **op.attrs())
