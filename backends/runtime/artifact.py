@@ -36,7 +36,6 @@ import hashlib
 import json
 import os
 import shutil
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -192,20 +191,8 @@ def load_entry(key: str, name: str) -> Entry | None:
             return Entry(path, meta, params)
         except (OSError, ValueError, KeyError, TypeError) as e:
             damage = f"it cannot be read: {e}"
-    _warn_damaged(path, damage)
+    cbuild.warn_damaged(path, damage, what="cached model", then="recompiling it")
     return None
-
-
-_warned: set[Path] = set()
-
-
-def _warn_damaged(path: Path, why: str) -> None:
-    if path not in _warned:
-        _warned.add(path)
-        print(
-            f"dlpc: warning: cached model {path} is damaged ({why}); recompiling it",
-            file=sys.stderr,
-        )
 
 
 def store_entry(key: str, name: str, function: cbuild.CFunction, loop_ir: str) -> Path:
@@ -227,7 +214,7 @@ def store_entry(key: str, name: str, function: cbuild.CFunction, loop_ir: str) -
         try:
             with os.fdopen(fd, "wb") as f:
                 save_npz(f, arrays)
-            digest = cbuild._file_digest(Path(tmp))
+            digest = cbuild.file_digest(Path(tmp))
             cbuild._atomic_write(cbuild.hash_path(path), digest + "\n")
             os.replace(tmp, path)
         finally:

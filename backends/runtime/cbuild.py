@@ -190,7 +190,7 @@ def build(c_source: str, *, name: str = "module") -> Library:
                 return Library(lib_path, True, _load(lib_path))
             except OSError as e:  # the hash matched, the loader still refused it
                 damage = f"it does not load: {e}"
-        _warn_damaged(lib_path, damage)
+        warn_damaged(lib_path, damage)
     c_path = root / f"{stem}-{key}.c"
     _atomic_write(c_path, c_source)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{stem}-", suffix=".so.tmp", dir=root)
@@ -206,7 +206,7 @@ def build(c_source: str, *, name: str = "module") -> Library:
             raise DlpcError(compile_error(res.stderr, c_source, c_path))
         # the hash first, then the library: a crash in between leaves a library-less hash
         # (a miss) or, with an old library, a mismatch (a rebuild), never a wrong load
-        _atomic_write(hash_path(lib_path), _file_digest(Path(tmp_name)) + "\n")
+        _atomic_write(hash_path(lib_path), file_digest(Path(tmp_name)) + "\n")
         os.replace(tmp_name, lib_path)
     finally:
         if os.path.exists(tmp_name):
@@ -231,7 +231,8 @@ def hash_path(lib_path: Path) -> Path:
     return lib_path.with_name(lib_path.name + ".sha256")
 
 
-def _file_digest(path: Path) -> str:
+def file_digest(path: Path) -> str:
+    """SHA-256 of a file, read in 1 MiB pieces."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -252,7 +253,7 @@ def check_entry(lib_path: Path) -> str | None:
     except (OSError, UnicodeDecodeError) as e:
         return f"its hash file cannot be read: {e}"
     try:
-        actual = _file_digest(lib_path)
+        actual = file_digest(lib_path)
     except OSError as e:
         return f"it cannot be read: {e}"
     if actual != expected:
@@ -263,14 +264,12 @@ def check_entry(lib_path: Path) -> str | None:
 _warned: set[Path] = set()
 
 
-def _warn_damaged(lib_path: Path, why: str) -> None:
-    """One line on stderr per damaged entry (then it is rebuilt in place)."""
-    if lib_path not in _warned:
-        _warned.add(lib_path)
-        print(
-            f"dlpc: warning: cached library {lib_path} is damaged ({why}); rebuilding it",
-            file=sys.stderr,
-        )
+def warn_damaged(path: Path, why: str, what: str = "cached library", then: str = "rebuilding it"):
+    """One line on stderr per damaged cache entry (a library here, a whole compiled model
+    in `artifact`), once per process; the caller then rebuilds it in place."""
+    if path not in _warned:
+        _warned.add(path)
+        print(f"dlpc: warning: {what} {path} is damaged ({why}); {then}", file=sys.stderr)
 
 
 def _atomic_write(path: Path, text: str) -> None:
