@@ -214,7 +214,11 @@ def eval_reduce(op: ReduceOp, env: dict[SSAValue, np.ndarray]) -> np.ndarray:
     local: dict[SSAValue, np.ndarray] = dict(zip(op.body.block.args, _space((*shape, *extents))))
     value = _Body(env).run(op.body.block, local)
     values = _full(value, size, acc_dtype).reshape(math.prod(shape), math.prod(extents))
-    init = np.asarray(op.init_value).astype(acc_dtype)
+    init = op.init_value
+    if np.issubdtype(acc_dtype, np.integer):  # the type's bound, clamped as te-to-loop does
+        lo, hi = int(np.iinfo(acc_dtype).min), int(np.iinfo(acc_dtype).max)
+        init = hi if init >= hi else lo if init <= lo else int(init)
+    init = np.asarray(init).astype(acc_dtype)
     combine = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
     acc = combine[op.combiner_name].reduce(values, axis=1, initial=init).astype(acc_dtype)
     if op.has_epilogue:

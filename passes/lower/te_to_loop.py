@@ -237,7 +237,9 @@ def init_attr(value: float, ty: Attribute) -> IntegerAttr | FloatAttr:
         lo, hi = -(2 ** (width - 1)), 2 ** (width - 1) - 1
         if width == 1:  # i1 is a bool: false < true (numpy's order), not signed -1 < 0
             lo, hi = 0, 1
-        ivalue = hi if value == math.inf else lo if value == -math.inf else int(value)
+        # an integer min/max starts at the type's bound, which a float init value only
+        # approximates (2**63 - 1 is 2**63 as a double): clamp, never wrap to the other end
+        ivalue = hi if value >= hi else lo if value <= lo else int(value)
         return IntegerAttr(ivalue, ty)
     return FloatAttr(value, float_type(ty))
 

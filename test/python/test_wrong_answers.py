@@ -349,3 +349,27 @@ def test_conv_of_a_scaled_input(scale_shape):
     for level in (0, 2):
         (y,) = run(src, x, level=level, weights=weights)
         close(y, want.numpy(), rtol=1e-4, atol=1e-5)
+
+
+# ------------------------------ integer min/max reductions start at the type's bounds
+
+
+@pytest.mark.parametrize("target", ["numpy", "c", "opencl", "dlp"])
+@pytest.mark.parametrize("dtype", ["i8", "i32", "i64"])
+@pytest.mark.parametrize("op", ["reduce_min", "reduce_max"])
+def test_integer_min_max_reductions_are_exact(target, dtype, op):
+    """The init of an int64 min was 2**63 - 1 as a double, i.e. 2**63, which wrapped to
+    INT64_MIN in C: every reduce_min over int64 returned INT64_MIN."""
+    if target == "opencl":
+        pytest.importorskip("pyopencl")
+    np_type = {"i8": np.int8, "i32": np.int32, "i64": np.int64}[dtype]
+    info = np.iinfo(np_type)
+    x = np.array(
+        [[5, 9, 13], [info.max, info.max - 1, info.max], [info.min, info.min + 1, 0]], np_type
+    )
+    src = f"model m(x: {dtype}[3, 3]) {{\n  return {op}(x, axes=[1])\n}}\n"
+    (got,) = run(src, x, target=target)
+    got = np.asarray(got)
+    want = (np.min if op == "reduce_min" else np.max)(x, axis=1)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
