@@ -1,5 +1,7 @@
 """dlpc, dlpc-run and dlpc-opt, called in-process through `main([...])`."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -152,6 +154,17 @@ def test_difference_and_within():
     assert dlpc_run.within(out, ref, rtol=0.11, atol=0)
     assert not dlpc_run.within(out, ref, rtol=0.09, atol=0)
     assert dlpc_run.difference(out[:2], ref) == (np.inf, np.inf)
+
+
+def test_difference_of_infinities_is_exact_and_quiet():
+    """Equal infinities agree; opposite ones (or inf against a finite value) are an infinite
+    difference; and no numpy RuntimeWarning ('invalid value in subtract') escapes."""
+    ref = np.array([np.inf, -np.inf, 1.0], np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert dlpc_run.difference(ref.copy(), ref) == (0.0, 0.0)
+        assert dlpc_run.difference(np.array([np.inf, np.inf, 1.0], np.float32), ref)[0] == np.inf
+        assert dlpc_run.difference(np.array([1.0, -np.inf, 1.0], np.float32), ref)[0] == np.inf
 
 
 @pytest.mark.parametrize(
