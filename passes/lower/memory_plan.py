@@ -47,7 +47,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import VerifyException
 
-from dlpc.dialects.loop import KernelOp, defined_inside
+from dlpc.dialects.loop import ForOp, KernelOp, defined_inside
 from dlpc.dialects.typed import memref_type
 
 ALIGN = 64
@@ -192,15 +192,351 @@ def alias_reshapes(fn: func.FuncOp) -> int:
     return removed
 
 
+# ------------------------------------------------------------ strided views
+
+
+@dataclass(frozen=True)
+class Lin:
+    """An affine index form `const + sum(coef * iv)` over loop induction variables."""
+
+    const: int
+    terms: tuple[tuple[SSAValue, int], ...] = ()
+
+    def coef(self, iv: SSAValue) -> int:
+        return next((c for v, c in self.terms if v is iv), 0)
+
+    def plus(self, other: Lin, sign: int = 1) -> Lin:
+        terms = dict(self.terms)
+        for v, c in other.terms:
+            terms[v] = terms.get(v, 0) + sign * c
+        return Lin(self.const + sign * other.const, tuple((v, c) for v, c in terms.items() if c))
+
+    def times(self, k: int) -> Lin:
+        return Lin(self.const * k, tuple((v, c * k) for v, c in self.terms if c * k))
+
+
+IVRange = dict[SSAValue, tuple[int, int]]
+
+
+def _span(form: Lin, ranges: IVRange) -> tuple[int, int]:
+    lo = hi = form.const
+    for v, c in form.terms:
+        a, b = ranges[v]
+        lo, hi = lo + min(c * a, c * b), hi + max(c * a, c * b)
+    return lo, hi
+
+
+def _divmod(form: Lin, d: int, ranges: IVRange) -> tuple[Lin, Lin] | None:
+    """(form // d, form % d) as affine forms, when the iv ranges show that the terms
+    whose coefficients `d` does not divide stay within [0, d) (a reshape that splits a
+    dimension: ((i * 4 + h) * 16 + j) // 64 == i for h < 4, j < 16); None otherwise."""
+    if d <= 0 or _span(form, ranges)[0] < 0:
+        return None
+    qc, rc = divmod(form.const, d)
+    quot = tuple((v, c // d) for v, c in form.terms if c % d == 0)
+    rest = Lin(rc, tuple((v, c) for v, c in form.terms if c % d))
+    lo, hi = _span(rest, ranges)
+    if lo < 0 or hi >= d:
+        return None
+    return Lin(qc, quot), rest
+
+
+def index_form(value: SSAValue, ranges: IVRange) -> Lin | None:
+    """The affine form of an index computed from the ivs in `ranges` with constants,
+    +, -, * by a constant, and / or % by a constant that resolves (see `_divmod`)."""
+    if value in ranges:
+        return Lin(0, ((value, 1),))
+    op = value.owner
+    if isinstance(op, arith.ConstantOp) and isinstance(op.value, IntegerAttr):
+        return Lin(op.value.value.data)
+    if not isinstance(op, Operation) or len(op.operands) != 2:
+        return None
+    a, b = (index_form(v, ranges) for v in op.operands)
+    if a is None or b is None:
+        return None
+    if isinstance(op, arith.AddiOp):
+        return a.plus(b)
+    if isinstance(op, arith.SubiOp):
+        return a.plus(b, -1)
+    if isinstance(op, arith.MuliOp) and (not a.terms or not b.terms):
+        return b.times(a.const) if not a.terms else a.times(b.const)
+    divides = arith.DivSIOp | arith.DivUIOp | arith.FloorDivSIOp | arith.RemSIOp | arith.RemUIOp
+    if isinstance(op, divides) and not b.terms:
+        qr = _divmod(a, b.const, ranges)
+        if qr is not None:
+            return qr[1] if isinstance(op, arith.RemSIOp | arith.RemUIOp) else qr[0]
+    return None
+
+
+@dataclass
+class CopyMap:
+    """A kernel that only copies: `dst[s_0, .., s_n] = src[f(s)]`, each `s_d` the
+    induction variable of one loop `0 to dst.shape[d] step 1`, `f` affine (`forms`,
+    one per dim of src): every element of dst is written once, from src at `f`."""
+
+    kernel: KernelOp
+    src: SSAValue
+    dst: SSAValue
+    ivs: list[SSAValue]  # the store's indices: ivs[d] runs along dst's dim d
+    forms: list[Lin]
+
+    def permutation(self) -> list[int] | None:
+        """p with src dim m == dst dim p[m] when f only permutes (a transpose)."""
+        p = []
+        for form in self.forms:
+            if form.const or len(form.terms) != 1 or form.terms[0][1] != 1:
+                return None
+            p.append(self.ivs.index(form.terms[0][0]))
+        return p if sorted(p) == list(range(len(self.ivs))) else None
+
+
+INDEX_OPS = (
+    arith.ConstantOp,
+    arith.AddiOp,
+    arith.SubiOp,
+    arith.MuliOp,
+    arith.DivSIOp,
+    arith.DivUIOp,
+    arith.FloorDivSIOp,
+    arith.RemSIOp,
+    arith.RemUIOp,
+)
+
+
+def copy_map(k: KernelOp) -> CopyMap | None:
+    """The CopyMap of `k` when it is a pure copy kernel with an affine map (slices with
+    any steps, transposes, reshapes that split dims, and chains of them), else None."""
+    loops: list[ForOp] = []
+    loads: list[memref.LoadOp] = []
+    stores: list[memref.StoreOp] = []
+    for op in k.walk():
+        if op is k:
+            continue
+        if isinstance(op, ForOp):
+            loops.append(op)
+        elif isinstance(op, memref.LoadOp):
+            loads.append(op)
+        elif isinstance(op, memref.StoreOp):
+            stores.append(op)
+        elif not isinstance(op, INDEX_OPS):
+            return None
+    if len(loads) != 1 or len(stores) != 1 or stores[0].value is not loads[0].res:
+        return None
+    (load,), (store,) = loads, stores
+    src, dst = load.memref, store.memref
+    s, d = src.type, dst.type
+    if not isinstance(s, MemRefType) or not isinstance(d, MemRefType) or src is dst:
+        return None
+    if not isinstance(s.layout, NoneAttr) or not isinstance(d.layout, NoneAttr):
+        return None
+    ivs = list(store.indices)
+    by_iv: dict[SSAValue, ForOp] = {lp.induction_var: lp for lp in loops}
+    if len(loops) != len(ivs) or len(set(ivs)) != len(ivs) or any(v not in by_iv for v in ivs):
+        return None
+    for v, n in zip(ivs, d.get_shape()):
+        lp = by_iv[v]
+        if lp.lower != 0 or lp.stride != 1 or lp.trip_count != n:
+            return None
+    ranges = {v: (0, by_iv[v].trip_count - 1) for v in ivs}
+    forms = [index_form(i, ranges) for i in load.indices]
+    if any(f is None for f in forms):
+        return None
+    return CopyMap(k, src, dst, ivs, [f for f in forms if f is not None])
+
+
+def _emit_form(form: Lin, subst: dict[SSAValue, SSAValue], before: Operation) -> SSAValue:
+    """Materialise `form` with its ivs replaced by `subst`, just before `before`."""
+    ops: list[Operation] = []
+
+    def constant(c: int) -> SSAValue:
+        ops.append(arith.ConstantOp(IntegerAttr(c, IndexType())))
+        return ops[-1].results[0]
+
+    acc: SSAValue | None = None
+    for v, c in form.terms:
+        term = subst[v]
+        if c != 1:
+            ops.append(arith.MuliOp(term, constant(c)))
+            term = ops[-1].results[0]
+        if acc is not None:
+            ops.append(arith.AddiOp(acc, term))
+            term = ops[-1].results[0]
+        acc = term
+    if acc is None or form.const:
+        value = constant(form.const)
+        if acc is not None:
+            ops.append(arith.AddiOp(acc, value))
+            value = ops[-1].results[0]
+        acc = value
+    block = before.parent_block()
+    assert block is not None
+    block.insert_ops_before(ops, before)
+    return acc
+
+
+def _positions(fn: func.FuncOp) -> dict[Operation, int]:
+    return {op: n for n, op in enumerate(fn.body.block.ops)}
+
+
+def _refree(value: SSAValue, fn: func.FuncOp) -> None:
+    """Move `value`'s dealloc after the last top-level op that uses it (or an alias)."""
+    free = _dealloc_of(value, fn)
+    if free is None:
+        return
+    block = fn.body.block
+    last = max(
+        (_top(u.operation, block) for v in _aliases(value) for u in v.uses),
+        key=_positions(fn).__getitem__,
+    )
+    if last is not free and free.is_before_in_block(last):
+        free.detach()
+        block.insert_op_after(free, last)
+
+
+def _is_intermediate(value: SSAValue, fn: func.FuncOp) -> bool:
+    alloc = value.owner
+    return isinstance(alloc, memref.AllocOp) and alloc.parent_block() is fn.body.block
+
+
+def read_through(c: CopyMap, fn: func.FuncOp) -> bool:
+    """Remove copy kernel `c` by making every reader of dst load src at `f` (the view
+    is in the consumers' index arithmetic). Requires dst to be an intermediate only
+    read, after the copy, by memref.load, and src not written after the copy."""
+    block = fn.body.block
+    if not _is_intermediate(c.dst, fn):
+        return False
+    where = _positions(fn)
+    at = where[c.kernel]
+    loads: list[memref.LoadOp] = []
+    for use in c.dst.uses:
+        user = use.operation
+        if isinstance(user, memref.DeallocOp) or user.parent_op() is None:
+            continue
+        if isinstance(user, memref.StoreOp) and _top(user, block) is c.kernel:
+            continue
+        if not isinstance(user, memref.LoadOp) or where[_top(user, block)] <= at:
+            return False
+        loads.append(user)
+    later = [op for op in block.ops if where[op] > at]
+    written = {w for op in later for w in _writes(op)}
+    if any(v in written for v in _aliases(c.src)):
+        return False
+    for load in loads:
+        subst = dict(zip(c.ivs, load.indices))
+        indices = [_emit_form(f, subst, load) for f in c.forms]
+        new = memref.LoadOp.get(c.src, indices)
+        new.res.name_hint = load.res.name_hint
+        assert load.parent_block() is not None
+        load.parent_block().insert_op_before(new, load)  # type: ignore[union-attr]
+        load.res.replace_all_uses_with(new.res)
+        load.detach()
+        load.erase()
+    _drop_copy(c, fn)
+    _refree(c.src, fn)
+    return True
+
+
+def write_through(c: CopyMap, fn: func.FuncOp) -> bool:
+    """Remove transpose kernel `c` by making the kernels that produce src write dst
+    (and read back what they wrote) at the permuted indices. Requires `f` to be a
+    permutation, src an intermediate accessed only by loads and stores before the copy,
+    and dst untouched before the copy."""
+    perm = c.permutation()
+    if perm is None or not _is_intermediate(c.src, fn):
+        return False
+    block = fn.body.block
+    where = _positions(fn)
+    at = where[c.kernel]
+    accesses: list[memref.LoadOp | memref.StoreOp] = []
+    for use in c.src.uses:
+        user = use.operation
+        if isinstance(user, memref.DeallocOp):
+            continue
+        if not isinstance(user, memref.LoadOp | memref.StoreOp) or user.memref is not c.src:
+            return False
+        if _top(user, block) is c.kernel:
+            continue
+        if where[_top(user, block)] >= at:
+            return False
+        accesses.append(user)
+    if any(where[_top(u.operation, block)] < at for u in c.dst.uses):
+        return False
+    for op in accesses:
+        indices = [op.indices[perm.index(d)] for d in range(len(perm))]
+        if isinstance(op, memref.LoadOp):
+            new = memref.LoadOp.get(c.dst, indices)
+            new.res.name_hint = op.res.name_hint
+            op.res.replace_all_uses_with(new.res)
+        else:
+            new = memref.StoreOp.get(op.value, c.dst, indices)
+        op.parent_block().insert_op_before(new, op)  # type: ignore[union-attr]
+        op.detach()
+        op.erase()
+    # dst is now written where src was: allocated where src was
+    src_alloc, dst_alloc = c.src.owner, c.dst.owner
+    assert isinstance(src_alloc, memref.AllocOp)
+    if isinstance(dst_alloc, memref.AllocOp):
+        dst_alloc.detach()
+        block.insert_op_before(dst_alloc, src_alloc)
+    free = _dealloc_of(c.src, fn)
+    c.kernel.detach()
+    c.kernel.erase()
+    if free is not None:
+        free.detach()
+        free.erase()
+    src_alloc.detach()
+    src_alloc.erase()
+    return True
+
+
+def _drop_copy(c: CopyMap, fn: func.FuncOp) -> None:
+    """Erase the copy kernel and dst (its alloc and dealloc): nothing reads dst now."""
+    free = _dealloc_of(c.dst, fn)
+    c.kernel.detach()
+    c.kernel.erase()
+    if free is not None:
+        free.detach()
+        free.erase()
+    alloc = c.dst.owner
+    assert isinstance(alloc, memref.AllocOp) and not c.dst.uses
+    alloc.detach()
+    alloc.erase()
+
+
+def view_copies(fn: func.FuncOp) -> int:
+    """Remove every copy kernel (slice, transpose, splitting reshape, chains of them)
+    that a view can replace; the count. A transpose that keeps the innermost dim
+    whose source only its producers touch is written through (the producer stores at
+    the permuted index, its consumers read contiguous memory); otherwise the readers
+    load through the map; failing both, the copy stays."""
+    removed, changed = 0, True
+    while changed:
+        changed = False
+        for k in [op for op in fn.body.block.ops if isinstance(op, KernelOp)]:
+            c = copy_map(k)
+            if c is None:
+                continue
+            perm = c.permutation()
+            inner_kept = perm is not None and perm[-1:] == [len(perm) - 1]
+            if (inner_kept and write_through(c, fn)) or read_through(c, fn):
+                removed, changed = removed + 1, True
+            elif perm is not None and write_through(c, fn):
+                removed, changed = removed + 1, True
+    return removed
+
+
 @dataclass(frozen=True)
 class LoopViews(ModulePass):
-    """`loop-views`: reshape/squeeze/unsqueeze/flatten copy kernels become aliases."""
+    """`loop-views`: copy kernels that a view can replace are removed: slices,
+    transposes and splitting reshapes are read (or written) through their index map,
+    the remaining reshape/squeeze/unsqueeze/flatten copies become aliases."""
 
     name = "loop-views"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         fn = _main(op)
         if fn is not None:
+            view_copies(fn)
             alias_reshapes(fn)
 
 

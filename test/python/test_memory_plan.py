@@ -62,17 +62,25 @@ def test_batch_32_examples_are_planned_soundly():
         check_compiled(dlpc.load(EXAMPLES / f"{name}.dlpc", batch=32))
 
 
-def test_reshape_kernels_are_gone():
-    """transformer: the four head reshapes were copy kernels; now they are aliases."""
+def test_reshape_slice_and_transpose_kernels_are_gone():
+    """transformer: the head split (3 slices of the fused QKV projection, 3 reshapes, 3
+    transposes) and the head merge (a transpose and a reshape) were 11 copy kernels;
+    now the slices and transposes are read through their index maps (the merge's
+    transpose is written through by P x V) and the reshapes are aliases."""
     model = dlpc.load(EXAMPLES / "transformer.dlpc")
     module = model.module.clone()
     pipeline.lower(module, "loop", pipeline.PipelineOptions(schedule=True), weights=None)
     before = model.module.clone()
     opts = pipeline.PipelineOptions(schedule=False)
     pipeline.lower(before, "loop", opts, weights=None)
-    reshapes = lambda m: sum(k.origin.data == "graph.reshape" for k in kernels(m) if k.origin)
-    assert reshapes(before) == 4 and reshapes(module) == 0
-    assert len(kernels(module)) == len(kernels(before)) - 4
+
+    def count(m, origin):
+        return sum(k.origin.data == origin for k in kernels(m) if k.origin)
+
+    views = ("graph.reshape", "graph.slice", "graph.transpose")
+    assert [count(before, o) for o in views] == [4, 3, 4]
+    assert [count(module, o) for o in views] == [0, 0, 0]
+    assert len(kernels(module)) == len(kernels(before)) - 11
 
 
 def test_two_threads_calling_one_model_get_their_own_results():
