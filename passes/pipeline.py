@@ -59,6 +59,7 @@ GRAPH_PASSES_BY_LEVEL: dict[int, tuple[str, ...]] = {
         "graph-substitute",
         "graph-fold-constants",
         FOLD_PARAMS,
+        "graph-conv-layout",  # NHWC where a conv's channels vectorize better than its row
         "graph-fuse",
         FOLD_PARAMS,
     ),

@@ -17,6 +17,7 @@ GRAPH_PASSES = {
     "graph-simplify": _graph_pass("simplify", "GraphSimplify"),
     "graph-substitute": _graph_pass("substitute", "GraphSubstitute"),
     "graph-layout": _graph_pass("layout", "GraphLayout"),
+    "graph-conv-layout": _graph_pass("conv_layout", "GraphConvLayout"),
     "graph-fuse": _graph_pass("fuse", "GraphFuse"),
 }
 

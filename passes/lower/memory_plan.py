@@ -416,6 +416,12 @@ def read_through(c: CopyMap, fn: func.FuncOp) -> bool:
             continue
         if not isinstance(user, memref.LoadOp) or where[_top(user, block)] <= at:
             return False
+        reader = _top(user, block)
+        if isinstance(reader, KernelOp) and is_reshape_copy(reader) is not None:
+            # alias_reshapes later makes a reshape kernel an alias of what it reads, as if
+            # it read row-major: read through a transpose map, it would not (NHWC lenet's
+            # transpose -> flatten read the pool's NHWC buffer as NCHW)
+            return False
         loads.append(user)
     later = [op for op in block.ops if where[op] > at]
     written = {w for op in later for w in _writes(op)}

@@ -509,6 +509,94 @@ def depthwise_tile_script(kernel: KernelOp, nest: Nest, x, out, load) -> str:
     return "\n".join(lines)
 
 
+def nhwc_conv_operands(kernel: KernelOp, nest: Nest):
+    """(input, weight) of an NHWC convolution nest (spatial n, h, w, c: the output
+    channel innermost; the weight read along c and the reductions, the input along h/w
+    and the reductions but not c), else None (NCHW, depthwise, pooling, not a conv)."""
+    if len(nest.spatial) != 4 or not nest.reduce:
+        return None
+    loops = {lp.loop_name: lp for lp in kernel.loops()}
+    c = loops[nest.spatial[-1]].induction_var
+    hw = [loops[s].induction_var for s in nest.spatial[1:3]]
+    red = [loops[r].induction_var for r in nest.reduce]
+    x = w = None
+    for op in loops[nest.reduce[-1]].walk():
+        if not isinstance(op, memref.LoadOp):
+            continue
+        uses = lambda ivs, op=op: any(depends_on(i, v) for i in op.indices for v in ivs)  # noqa: E731
+        if not uses(red):
+            continue
+        if uses([c]) and not uses(hw):
+            w = op.memref
+        elif uses(hw[:1]) and uses(hw[1:]) and not uses([c]):
+            x = op.memref
+    if x is None or w is None:
+        return None
+    if not any(isinstance(op, arith.MulfOp) for op in loops[nest.reduce[-1]].walk()):
+        return None
+    return x, w
+
+
+def nhwc_conv_tile_script(kernel: KernelOp, nest: Nest, lanes: int = 16) -> str:
+    """NHWC direct convolution with an output tile in registers: `wt` output columns x
+    `cb` output channels (whole vectors) accumulate in a local `acc` (cache_write, the
+    channels contiguous) around all reduction loops; the columns unrolled (one
+    broadcast input value each), the channels vectorized. The weight is packed once per
+    call as `wp[c/cb][kh][kw][ci][cb]` (`cache_read ... pack`: contiguous along the
+    vectorized channels whatever layout it arrives in, and hoistable to load time); a
+    padded input is staged once as a padded copy. With a batch, (image, row) pairs are
+    one parallel loop; else the rows are."""
+    ops = nhwc_conv_operands(kernel, nest)
+    out = conv_output(kernel)
+    if ops is None or out is None:
+        raise ScheduleError(f"kernel '{kernel.sym}' is not an NHWC convolution")
+    x, weight = ops
+    K = kernel.sym
+    n, h, w, c = nest.spatial
+    N, W, C = nest.trips[n], nest.trips[w], nest.trips[c]
+    if C % lanes:
+        raise ScheduleError(f"kernel '{K}': {C} output channels are not whole vectors")
+    cbv = _largest_divisor(C // lanes, 4)
+    wt = _largest_divisor(W, max(1, CONV_TILE_VECTORS // cbv))
+    if wt < 2 and W > 1:
+        raise ScheduleError(f"kernel '{K}': row of {W} does not tile")
+    load = _conv_load(kernel, x)
+    assert load is not None
+    padded = guarded(load, kernel)
+    staged = 4 * math.prod(memref_type(x).get_shape()) if padded else 0
+    if staged > CONV_PACK_BYTES:
+        raise ScheduleError(f"kernel '{K}': padded input of {staged} bytes is too large")
+    lines = [f"decompose {K}"]
+    top = n
+    tile = [n, h]
+    if N > 1:
+        lines.append(f"split {K}/{n} by {N} -> {n}b, {n}n")
+        top, tile = f"{n}b", [f"{n}b", f"{n}n", h]
+    inner_w, inner_c = w, c
+    if wt < W:
+        lines.append(f"split {K}/{w} by {wt} -> {w}o, {w}i")
+        tile.append(f"{w}o")
+        inner_w = f"{w}i"
+    if cbv * lanes < C:
+        lines.append(f"split {K}/{c} by {cbv * lanes} -> {c}o, {c}i")
+        tile.append(f"{c}o")
+        inner_c = f"{c}i"
+    lines.append(f"reorder {K}: {', '.join(tile + nest.reduce + [inner_w, inner_c])}")
+    lines.append(f"cache_read {K}/{top} {buffer_token(kernel, weight)} -> {K}_wp pack")
+    if padded:  # a zero border instead of a guard per multiply-add
+        lines.append(f"cache_read {K}/{top} {buffer_token(kernel, x)} -> {K}_xp")
+    lines.append(f"cache_write {K}/{tile[-1]} {buffer_token(kernel, out)} -> {K}_acc")
+    lines.append(f"unroll {K}/{inner_w}")
+    lines.append(f"vectorize {K}/{inner_c}")
+    lines.append(f"serial {K}")
+    if N > 1:
+        lines.append(f"fuse {K}/{n}n, {h} -> {n}{h}")
+        lines.append(f"parallel {K}/{n}{h}")
+    elif nest.trips[h] > 1:
+        lines.append(f"parallel {K}/{h}")
+    return "\n".join(lines)
+
+
 def _strided(kernel: KernelOp, nest: Nest) -> bool:
     """Does the input advance by more than one element per output column (stride > 1)?
     Then vectorizing the output row reads the input with a stride; packing fixes it."""
@@ -539,7 +627,10 @@ def default_scripts(module: ModuleOp, name: str) -> list[str]:
         out.reverse()  # a strided conv: im2col rows first, the plain reorder as fallback
     if len(nest.spatial) == 4 and gemm_operands(kernel, nest) is None:
         try:  # a convolution: the register-tiled direct conv first, the others as fallback
-            out.insert(0, conv_tile_script(kernel, nest))
+            if nhwc_conv_operands(kernel, nest) is not None:
+                out.insert(0, nhwc_conv_tile_script(kernel, nest))
+            else:
+                out.insert(0, conv_tile_script(kernel, nest))
         except ScheduleError:
             pass
     return [s for s in out if s]
