@@ -1,4 +1,5 @@
 // RUN: dlpc-opt %s -p loop-default-schedule | filecheck %s
+// Convolution schedules beyond loop-default-schedule.mlir's: NHWC, ragged NCHW rows.
 
 // An NHWC convolution (output channels innermost; graph-conv-layout picks NHWC for convs
 // whose channels fill vectors and whose row does not): a tile of 8 output columns x 32
@@ -70,6 +71,71 @@ func.func @nhwc(%x: memref<2x8x8x6xf32>, %w: memref<3x3x6x32xf32>, %out0: memref
             }
             %sum = memref.load %acc[] : memref<f32>
             memref.store %sum, %out0[%i0_2, %i1_2, %i2_2, %i3_2] : memref<2x8x8x32xf32>
+          }
+        }
+      }
+    }
+  }
+  func.return
+}
+
+// An NCHW conv whose row GCC splits into three vector pieces (28 = 16 + 8 + 4; LeNet's
+// first conv): the tile takes 4 rows x 2 channels (24 pieces), each broadcast weight
+// feeding 4 rows instead of 1; (image, 4-row block) pairs are one parallel loop.
+// CHECK-LABEL: loop.kernel "rag"
+// CHECK:       %rag_xp = memref.alloca() : memref<2x1x32x32xf32>
+// CHECK:       loop.for %{{.*}} = 0 to 14 step 1 {name = "i0i2", parallel} {
+// CHECK:         %rag_acc = memref.alloca() : memref<1x2x4x28xf32>
+// CHECK:         {name = "r2", reduction}
+// CHECK-NEXT:      {name = "i2i", unroll = 4}
+// CHECK-NEXT:        {name = "i1i", unroll = 2}
+// CHECK-NEXT:          {name = "i3", vectorize}
+func.func @rag(%x: memref<2x1x28x28xf32>, %w: memref<6x1x5x5xf32>, %out0: memref<2x6x28x28xf32>) {
+  loop.kernel "rag" attributes {origin = "graph.conv2d"} {
+    loop.for %i0 = 0 to 2 step 1 {name = "i0", parallel} {
+      loop.for %i1 = 0 to 6 step 1 {name = "i1"} {
+        loop.for %i2 = 0 to 28 step 1 {name = "i2"} {
+          loop.for %i3 = 0 to 28 step 1 {name = "i3"} {
+            %acc = memref.alloca() : memref<f32>
+            %0 = arith.constant 0.000000e+00 : f32
+            memref.store %0, %acc[] : memref<f32>
+            loop.for %r0 = 0 to 1 step 1 {name = "r0", reduction} {
+              loop.for %r1 = 0 to 5 step 1 {name = "r1", reduction} {
+                loop.for %r2 = 0 to 5 step 1 {name = "r2", reduction} {
+                  %1 = arith.addi %i2, %r1 : index
+                  %2 = arith.constant 2 : index
+                  %3 = arith.subi %1, %2 : index
+                  %4 = arith.addi %i3, %r2 : index
+                  %5 = arith.constant 2 : index
+                  %6 = arith.subi %4, %5 : index
+                  %7 = arith.constant 0 : index
+                  %8 = arith.cmpi sge, %3, %7 : index
+                  %9 = arith.constant 28 : index
+                  %10 = arith.cmpi slt, %3, %9 : index
+                  %11 = arith.andi %8, %10 : i1
+                  %12 = arith.constant 0 : index
+                  %13 = arith.cmpi sge, %6, %12 : index
+                  %14 = arith.constant 28 : index
+                  %15 = arith.cmpi slt, %6, %14 : index
+                  %16 = arith.andi %13, %15 : i1
+                  %17 = arith.andi %11, %16 : i1
+                  %18 = scf.if %17 -> (f32) {
+                    %19 = memref.load %x[%i0, %r0, %3, %6] : memref<2x1x28x28xf32>
+                    scf.yield %19 : f32
+                  } else {
+                    %20 = arith.constant 0.000000e+00 : f32
+                    scf.yield %20 : f32
+                  }
+                  %21 = memref.load %w[%i1, %r0, %r1, %r2] : memref<6x1x5x5xf32>
+                  %22 = arith.mulf %18, %21 : f32
+                  %23 = memref.load %acc[] : memref<f32>
+                  %24 = arith.addf %23, %22 : f32
+                  memref.store %24, %acc[] : memref<f32>
+                }
+              }
+            }
+            %sum = memref.load %acc[] : memref<f32>
+            memref.store %sum, %out0[%i0, %i1, %i2, %i3] : memref<2x6x28x28xf32>
           }
         }
       }
