@@ -650,7 +650,15 @@ class FunctionWriter:
             self.buffers[op.memref] = Buffer(name, shape, scalar=True)
             return
         if in_kernel and nbytes <= STACK_LIMIT:
-            self.line(f"{t} {name}[{max(math.prod(shape), 1)}];")
+            # the array is reached through a `restrict` pointer: GCC's alias analysis
+            # otherwise lets a vector access of one local array (a packed panel, partial
+            # sums) alias another (the accumulator tile) and keeps the accumulators in
+            # memory, reloading and storing them around every FMA
+            hint = op.memref.name_hint
+            store = self.names.fresh(f"{hint}_mem" if hint else None, "buf")
+            count = max(math.prod(shape), 1)
+            self.line(f"{t} {store}[{count}] __attribute__((aligned(64)));")
+            self.line(f"{t} *restrict {name} = {store};")
         else:
             # a failed allocation returns 1 from @main (the runtime names the size and the
             # kernel the buffer is for); a kernel returns 1 to @main, freeing what it holds,
@@ -658,7 +666,10 @@ class FunctionWriter:
             # the same message
             what = self.what if in_kernel else kernel_for(op)
             count = max(math.prod(shape), 1)
-            self.line(f"{t} *{name} = ({t} *)dlpc_alloc({count}, sizeof({t}), {c_string(what)});")
+            qual = "restrict " if in_kernel else ""  # the kernel's own buffer: nothing aliases it
+            self.line(
+                f"{t} *{qual}{name} = ({t} *)dlpc_alloc({count}, sizeof({t}), {c_string(what)});"
+            )
             if not in_kernel:
                 self.line(f"if (!{name}) {self.fail()}")
             elif in_omp_loop(op):

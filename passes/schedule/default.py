@@ -77,6 +77,7 @@ from dlpc.passes.schedule._common import (
     memref_type,
 )
 from dlpc.passes.schedule.script import apply_script, parse_script
+from dlpc.passes.schedule.tensorize import LANES, MAX_DOT, MAX_MR, MAX_NR
 
 SERIAL_WORK = 1 << 14
 
@@ -229,13 +230,87 @@ def gemv_script(kernel: KernelOp, nest: Nest, factor: int = 16) -> str:
     return "\n".join([f"decompose {K}", f"rfactor {K}/{k} by {f}"])
 
 
+DOT_ROWS = 8  # up to this many rows (and B contiguous along k): the dot kernel
+
+
+def dot_tile(m: int, n: int) -> tuple[int, int]:
+    """(mr, nr) of the dot kernel: all `m` rows (m <= 8) or the largest divisor of m
+    within 8, and the largest divisor of n that keeps `mr * nr` partial-sum vectors
+    within MAX_DOT registers and at most 8 (8 independent FMA chains hide the FMA
+    latency; more only add register pressure)."""
+    mr = _largest_divisor(m, 8)
+    nr = _largest_divisor(n, max(1, min(8, MAX_DOT // mr)))
+    return mr, nr
+
+
+def dot_script(kernel: KernelOp, nest: Nest, threads: int = 2) -> str:
+    """Few rows and B contiguous along k (a linear layer at a small batch): an `mr x nr`
+    block of dot products accumulates in vector registers along k (`tensorize .. dot`),
+    reading x and W where they are: no packing, each weight row read once per row block."""
+    K = kernel.sym
+    i, j, k = nest.spatial[-2], nest.spatial[-1], nest.reduce[0]
+    m, n = nest.trips[i], nest.trips[j]
+    mr, nr = dot_tile(m, n)
+    outer = nest.spatial[:-2]
+    lines = [f"decompose {K}"]
+    order = list(outer)
+    if mr < m:
+        lines.append(f"split {K}/{i} by {mr} -> {i}o, {i}i")
+        order.append(f"{i}o")
+    if nr < n:
+        lines.append(f"split {K}/{j} by {nr} -> {j}o, {j}i")
+        order.append(f"{j}o")
+    ii, ji = (f"{i}i" if mr < m else i), (f"{j}i" if nr < n else j)
+    order += [ii, ji, k]
+    lines.append(f"reorder {K}: {', '.join(order)}")
+    lines.append(f"tensorize {K}/{ii} dot")
+    lines.append(f"serial {K}")
+    tiles = [(x, nest.trips[x]) for x in outer]
+    tiles += [(f"{i}o", m // mr)] if mr < m else []
+    tiles += [(f"{j}o", n // nr)] if nr < n else []
+    par = next((x for x, t in tiles if t >= 2 * threads), None)
+    if par is not None:
+        lines.append(f"parallel {K}/{par}")
+    return "\n".join(lines)
+
+
+ACC_VECTORS = 24  # accumulator vectors of a gemm tile (of 32 zmm: room for B and A)
+
+
+def _gemm_tile(m: int, n: int) -> tuple[int, int]:
+    """(mr, nr): an `mr x nr` register tile with `mr | m`, `nr | n`. The tile GotoBLAS
+    kernels use (8 x 32: 16 accumulators, each B vector feeding 8 FMAs) when the shape
+    allows it; otherwise the tile with the most FMAs per load (`mr * v / (mr + v)` for
+    `v = ceil(nr / 16)` vectors per row, scaled by the share of vector lanes in use),
+    within ACC_VECTORS accumulators: M = 17 gets one 17 x 16 tile instead of 1 x 32
+    strips, N = 10 one 10-wide (masked) vector per row instead of 2-wide ones."""
+    nr = _first_divisor(n, (32, 16))
+    mr = _first_divisor(m, (8, 6, 4))
+    if nr > 1 and mr > 1:
+        return mr, nr
+    best, tile = -1.0, (1, 1)
+    for c in range(1, min(n, MAX_NR) + 1):
+        if n % c:
+            continue
+        v = -(-c // LANES)
+        for r in range(1, min(m, MAX_MR, ACC_VECTORS // v) + 1):
+            if m % r:
+                continue
+            score = r * v / (r + v) * c / (v * LANES)
+            if score > best + 1e-9:
+                best, tile = score, (r, c)
+    return tile
+
+
 def gemm_default_params(m: int, n: int, k: int) -> GemmParams:
-    nr = _first_divisor(n, (32, 16, 8, 4, 2))
-    mr = _first_divisor(m, (8, 6, 4, 2))
+    mr, nr = _gemm_tile(m, n)
+    kc = _largest_divisor(k, 256)
+    if kc < 64 and k <= 2048:
+        kc = k  # no useful divisor (k prime, 257 ..): one block, not k blocks of 1
     return GemmParams(
         mc=_largest_divisor(m, 64, mr),
         nc=_largest_divisor(n, 256, nr),
-        kc=_largest_divisor(k, 256),
+        kc=kc,
         mr=mr,
         nr=nr,
     )
@@ -631,11 +706,20 @@ def default_scripts(module: ModuleOp, name: str) -> list[str]:
     if gemm_operands(kernel, nest) is None and contiguous_reduction(kernel, nest):
         return [gemv_script(kernel, nest)]
     out = []
-    for make in (lambda: default_script(module, name), lambda: conv_script(kernel, nest)):
+    if gemm_operands(kernel, nest) is not None:
         try:
-            out.append(make())
+            out += gemm_scripts(kernel, nest)
         except ScheduleError:
             pass
+    else:
+        try:
+            out.append(default_script(module, name))
+        except ScheduleError:
+            pass
+    try:
+        out.append(conv_script(kernel, nest))
+    except ScheduleError:
+        pass
     if len(nest.spatial) == 4 and len(out) == 2 and _strided(kernel, nest):
         out.reverse()  # a strided conv: im2col rows first, the plain reorder as fallback
     if len(nest.spatial) == 4 and gemm_operands(kernel, nest) is None:
@@ -649,23 +733,36 @@ def default_scripts(module: ModuleOp, name: str) -> list[str]:
     return [s for s in out if s]
 
 
+def gemm_scripts(kernel: KernelOp, nest: Nest) -> list[str]:
+    """The schedules of a gemm-shaped kernel, best first: the dot kernel for a few rows
+    against a B contiguous along k (a linear layer at a small batch), then the blocked
+    gemm (the fallback should the dot kernel not apply)."""
+    operands = gemm_operands(kernel, nest)
+    assert operands is not None
+    b = operands[1]
+    m, n, k = (nest.trips[x] for x in (nest.spatial[-2], nest.spatial[-1], nest.reduce[0]))
+    out = []
+    outer = nest.spatial[:-2]
+    rows = m if _b_follows(kernel, outer, b) else m * math.prod(nest.trips[x] for x in outer)
+    if rows <= DOT_ROWS and k >= LANES and b_contiguous_in_k(kernel, nest, b):
+        out.append(dot_script(kernel, nest))
+    p = gemm_default_params(m, n, k)
+    if m < 4 or (m <= p.mc and k <= p.kc and _b_contiguous_in_j(kernel, nest, b)):
+        # B rows contiguous along j already and a single block of A: packing does not
+        # pay off (attention's P x V per head, 32x4 heads of 16x16x16: 48 -> 22 us)
+        p = GemmParams(p.mc, p.nc, p.kc, p.mr, p.nr, pack_a=False, pack_b=False)
+    out.append(gemm_script(kernel, nest, p))
+    return out
+
+
 def default_script(module: ModuleOp, name: str) -> str:
     """The heuristic schedule of one kernel as script text ('' when none applies)."""
     kernel = get_kernel(module, name)
     nest = analyse(kernel)
     if nest is None or not nest.reduce:
         return ""
-    operands = gemm_operands(kernel, nest)
-    if operands is not None:
-        m, n, k = (nest.trips[x] for x in (nest.spatial[-2], nest.spatial[-1], nest.reduce[0]))
-        if m < 4 and b_contiguous_in_k(kernel, nest, operands[1]):
-            return gemv_script(kernel, nest)
-        p = gemm_default_params(m, n, k)
-        if m < 4 or (m <= p.mc and k <= p.kc and _b_contiguous_in_j(kernel, nest, operands[1])):
-            # B rows contiguous along j already and a single block of A: packing does not
-            # pay off (attention's P x V per head, 32x4 heads of 16x16x16: 48 -> 22 us)
-            p = GemmParams(p.mc, p.nc, p.kc, p.mr, p.nr, pack_a=False, pack_b=False)
-        return gemm_script(kernel, nest, p)
+    if gemm_operands(kernel, nest) is not None:
+        return gemm_scripts(kernel, nest)[0]
     try:
         return reduction_script(kernel, nest)
     except ScheduleError:

@@ -45,21 +45,29 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import arith, memref
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import FloatAttr, IntegerAttr, ModuleOp, i64
 from xdsl.passes import ModulePass
 
 from dlpc.dialects.loop import ForOp
+from dlpc.dialects.typed import float_type
 from dlpc.passes.schedule._common import (
     ScheduleError,
+    block_of,
     child_loop,
     depends_on,
+    erase,
     get_loop,
     loop_name,
+    memref_type,
+    name_iv,
 )
 from dlpc.passes.schedule.cache import _stage
 from dlpc.passes.schedule.reorder import reorder
+from dlpc.passes.schedule.split import split
 
-MAX_MR, MAX_NR, MAX_TILE = 16, 64, 512
+MAX_MR, MAX_NR, MAX_TILE = 24, 64, 512
+LANES = 16  # floats per 512-bit vector: the dot intrinsic's partial-sum width
+MAX_DOT = 24  # partial-sum vectors of the dot intrinsic (of 32 zmm registers)
 
 
 class TensorizeUnknownIntrinsicError(ScheduleError):
@@ -121,20 +129,27 @@ def _match_gemm(loops: list[ForOp], what: str):
     return k, i, j, store.memref
 
 
-def tensorize(root, kernel: str, loop: str, intrinsic: str) -> ForOp:
-    if intrinsic != "gemm":
-        raise TensorizeUnknownIntrinsicError(
-            f"unknown intrinsic '{intrinsic}' for loop {kernel}/{loop} (known: gemm)"
-        )
-    what = f"{kernel}/{loop}"
+def _nest3(root, kernel: str, loop: str, intrinsic: str) -> list[ForOp]:
     top = get_loop(root, kernel, loop)
     loops = [top]
     while len(loops) < 4 and (nxt := child_loop(loops[-1])) is not None:
         loops.append(nxt)
     if len(loops) != 3 or any(isinstance(op, ForOp) for op in loops[-1].block.ops):
         raise TensorizeShapeError(
-            f"loop {what} must head a perfect nest of exactly three loops for 'gemm'"
+            f"loop {kernel}/{loop} must head a perfect nest of exactly three loops for '{intrinsic}'"
         )
+    return loops
+
+
+def tensorize(root, kernel: str, loop: str, intrinsic: str) -> ForOp:
+    if intrinsic == "dot":
+        return tensorize_dot(root, kernel, loop)
+    if intrinsic != "gemm":
+        raise TensorizeUnknownIntrinsicError(
+            f"unknown intrinsic '{intrinsic}' for loop {kernel}/{loop} (known: gemm, dot)"
+        )
+    what = f"{kernel}/{loop}"
+    loops = _nest3(root, kernel, loop, "gemm")
     k, i, j, c_buf = _match_gemm(loops, what)
     mr, nr = i.trip_count, j.trip_count
     if mr > MAX_MR or nr > MAX_NR or mr * nr > MAX_TILE:
@@ -163,6 +178,144 @@ def tensorize(root, kernel: str, loop: str, intrinsic: str) -> ForOp:
     j_loop.annotate("unroll", False)
     j_loop.annotate("vectorize")
     return k_loop
+
+
+def _reads_along(store: memref.StoreOp, k: ForOp) -> bool:
+    """Do both factors of the product read along their innermost dimension with k?"""
+    add = store.value.owner
+    assert isinstance(add, arith.AddfOp)
+    mul = next(o.owner for o in add.operands if isinstance(o.owner, arith.MulfOp))
+    loads = [o.owner for o in mul.operands]
+    return all(
+        isinstance(ld, memref.LoadOp) and depends_on(ld.indices[-1], k.induction_var)
+        for ld in loads
+    )
+
+
+def _zero_nest(shape: list[int], buf, kernel, label: str, value) -> ForOp:
+    """`for a, b, .. : buf[a, b, ..] = value` (the last loop vectorized)."""
+    loops = [
+        ForOp(0, n, 1, name=kernel.fresh_loop_name(f"{label}_z{d}")) for d, n in enumerate(shape)
+    ]
+    for outer, inner in zip(loops, loops[1:]):
+        outer.block.add_op(inner)
+    for lp in loops:
+        name_iv(lp)
+    loops[-1].annotate("vectorize")
+    loops[-1].block.add_op(memref.StoreOp.get(value, buf, [lp.induction_var for lp in loops]))
+    return loops[0]
+
+
+def tensorize_dot(root, kernel: str, loop: str) -> ForOp:
+    """The `dot` intrinsic: an `mr x nr` block of dot products along k, for a product
+    whose two factors are both read along k (a linear layer's `x[i, k] * W[j, k]` with
+    few rows i): every (i, j) of the tile accumulates a vector of LANES partial sums,
+    the partials stay in `mr * nr` vector registers for the whole reduction and are
+    summed once at the end (no packing: both operands are already contiguous along k).
+
+        acc[mr][nr] = C tile                           (staged around the nest)
+        part[mr][nr][LANES] = 0
+        for ko in 0..K' step LANES:                    (K' = K rounded down to LANES)
+          for i < mr {unroll}: for j < nr {unroll}:
+            for kv < LANES {vectorize}:
+              part[i][j][kv] += A[i, ko + kv] * B[j, ko + kv]
+        acc[i][j] += sum_kv part[i][j][kv]
+        C tile = acc
+        for k in K'..K: for i: for j: C[i, j] += A[i, k] * B[j, k]     (the k tail)
+
+    Requires what `gemm` does, but `mr * nr <= MAX_DOT`, both factors read along k in
+    their innermost dimension, `K >= LANES`, and the i and j loops counting from 0 by 1.
+    Numerics: the k terms are reassociated into LANES interleaved partial sums (as
+    `rfactor` does); each result agrees with the sequential order to rounding.
+    """
+    what = f"{kernel}/{loop}"
+    loops = _nest3(root, kernel, loop, "dot")
+    k, i, j, c_buf = _match_gemm(loops, what)
+    mr, nr, kk = i.trip_count, j.trip_count, k.trip_count
+    if mr * nr > MAX_DOT:
+        raise TensorizeExtentError(
+            f"dot tile {mr}x{nr} at loop {what} exceeds the register file (mr * nr <= {MAX_DOT})"
+        )
+    if kk < LANES or k.stride != 1:
+        raise TensorizeExtentError(
+            f"dot at loop {what} needs a unit-step reduction of at least {LANES} iterations"
+        )
+    if any(lp.lower != 0 or lp.stride != 1 for lp in (i, j)):
+        raise TensorizeShapeError(
+            f"the tile loops of the dot at loop {what} must count from 0 by 1"
+        )
+    store = next(op for op in loops[-1].walk() if isinstance(op, memref.StoreOp))
+    if not _reads_along(store, k):
+        raise TensorizeMismatchError(
+            f"the factors in the nest at loop {what} are not both read along the reduction"
+        )
+    kern = loops[0].kernel()
+    names = [loop_name(i), loop_name(j), loop_name(k)]
+    i, j, k = reorder(root, kernel, names)  # k innermost
+    main = kk - kk % LANES
+    if main < kk:  # the k tail: a copy of the nest over the last kk % LANES iterations
+        tail = i.clone()
+        for lp in [tail, *(op for op in tail.walk() if isinstance(op, ForOp) and op is not tail)]:
+            assert isinstance(lp, ForOp)
+            lp.annotate("name", kern.fresh_loop_name(f"{loop_name(lp)}_tail"))
+        tail_k = [op for op in tail.walk() if isinstance(op, ForOp)][-1]
+        tail_k.properties["lb"] = IntegerAttr(k.lower + main, i64)
+        block_of(i).insert_op_after(tail, i)
+        k.properties["ub"] = IntegerAttr(k.lower + main, i64)
+    ko, kv = split(
+        root, kernel, loop_name(k), LANES, None, kern.fresh_loop_name(f"{loop_name(k)}_v")
+    )
+    ko.annotate("name", names[2])
+    kv.annotate("reduction", False)
+    kv.annotate("vectorize")
+    ko, i, j, kv = reorder(root, kernel, [names[2], names[0], names[1], loop_name(kv)])
+    label = f"{c_buf.name_hint}_acc" if c_buf.name_hint else "acc"
+    acc = _stage(
+        root,
+        kernel,
+        names[2],
+        str(c_buf.name_hint or _index_of(c_buf, ko)),
+        label,
+        write=True,
+        around=True,
+    )
+    # the staged tile's element accumulates LANES partials instead
+    shape = [*memref_type(acc).get_shape(), LANES]
+    ty = float_type(memref_type(acc).get_element_type())
+    part = memref.AllocaOp.get(ty, shape=shape)
+    part.memref.name_hint = f"{label}_part"
+    ld = next(op for op in kv.walk() if isinstance(op, memref.LoadOp) and op.memref is acc)
+    st = next(op for op in kv.walk() if isinstance(op, memref.StoreOp) and op.memref is acc)
+    new_ld = memref.LoadOp.get(part.memref, [*ld.indices, kv.induction_var])
+    block_of(ld).insert_op_before(new_ld, ld)
+    ld.res.replace_all_uses_with(new_ld.res)
+    erase(ld)
+    new_st = memref.StoreOp.get(st.value, part.memref, [*st.indices, kv.induction_var])
+    block_of(st).insert_op_before(new_st, st)
+    erase(st)
+    zero = arith.ConstantOp(FloatAttr(0.0, ty))
+    parent = block_of(ko)
+    parent.insert_op_before(part, ko)
+    parent.insert_op_before(zero, ko)
+    parent.insert_op_before(_zero_nest(shape, part.memref, kern, label, zero.result), ko)
+    # acc[a, b] += part[a, b, v], v in order
+    fold = [ForOp(0, n, 1, name=kern.fresh_loop_name(f"{label}_f{d}")) for d, n in enumerate(shape)]
+    for outer, inner in zip(fold, fold[1:]):
+        outer.block.add_op(inner)
+    for lp in fold:
+        name_iv(lp)
+    fold[-1].annotate("reduction")
+    ivs = [lp.induction_var for lp in fold]
+    v = memref.LoadOp.get(part.memref, ivs)
+    c = memref.LoadOp.get(acc, ivs[:-1])
+    s = arith.AddfOp(c.res, v.res)
+    fold[-1].block.add_ops([v, c, s, memref.StoreOp.get(s.result, acc, ivs[:-1])])
+    parent.insert_op_after(fold[0], ko)
+    i.annotate("unroll", mr)
+    i.annotate("vectorize", False)
+    j.annotate("unroll", nr)
+    j.annotate("vectorize", False)
+    return ko
 
 
 def _index_of(buf, loop: ForOp) -> int:

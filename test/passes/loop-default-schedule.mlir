@@ -3,7 +3,7 @@
 
 // With its time budget spent, the search stops: every kernel keeps te-to-loop's nest, and
 // one note says so.
-// BUDGET: dlpc: note: loop-default-schedule: schedule search stopped after its budget of 0 s; 7 of 7 kernels keep the identity schedule
+// BUDGET: dlpc: note: loop-default-schedule: schedule search stopped after its budget of 0 s; 9 of 9 kernels keep the identity schedule
 // BUDGET-NOT: unroll
 // BUDGET: loop.for %r0 = 0 to 8 step 1 {name = "r0", reduction}
 
@@ -283,6 +283,66 @@ func.func @mmc(%A: memref<16x8xf32>, %B: memref<8x32xf32>, %C: memref<16x32xf32>
         }
         %v = memref.load %acc[] : memref<f32>
         memref.store %v, %C[%i0, %i1] : memref<16x32xf32>
+      }
+    }
+  }
+  func.return
+}
+
+// A linear layer at batch 4 (W read along k): the dot kernel, no packing: 4 rows x 4
+// columns of dot products, each a vector of partial sums along k, unrolled over the tile.
+// CHECK-LABEL: loop.kernel "lin4"
+// CHECK-NOT:   pack
+// CHECK:       %y_acc_part = memref.alloca() : memref<4x4x16xf32>
+// CHECK:       loop.for %{{.*}} = 0 to 32 step 16 {name = "r0", reduction} {
+// CHECK-NEXT:    {name = "i0", unroll = 4}
+// CHECK-NEXT:    {name = "i1i", unroll = 4}
+// CHECK-NEXT:    {name = "r0_v", vectorize}
+func.func @lin4(%x: memref<4x32xf32>, %w: memref<8x32xf32>, %y: memref<4x8xf32>) {
+  loop.kernel "lin4" {
+    loop.for %i0 = 0 to 4 step 1 {name = "i0"} {
+      loop.for %i1 = 0 to 8 step 1 {name = "i1"} {
+        %acc = memref.alloca() : memref<f32>
+        %z = arith.constant 0.000000e+00 : f32
+        memref.store %z, %acc[] : memref<f32>
+        loop.for %r0 = 0 to 32 step 1 {name = "r0", reduction} {
+          %a = memref.load %x[%i0, %r0] : memref<4x32xf32>
+          %b = memref.load %w[%i1, %r0] : memref<8x32xf32>
+          %p = arith.mulf %a, %b : f32
+          %c = memref.load %acc[] : memref<f32>
+          %s = arith.addf %c, %p : f32
+          memref.store %s, %acc[] : memref<f32>
+        }
+        %v = memref.load %acc[] : memref<f32>
+        memref.store %v, %y[%i0, %i1] : memref<4x8xf32>
+      }
+    }
+  }
+  func.return
+}
+
+// A matmul with 17 rows (prime): one 17 x 16 register tile, not 1 x 32 strips.
+// CHECK-LABEL: loop.kernel "mm17"
+// CHECK:       %c_acc = memref.alloca() : memref<17x16xf32>
+// CHECK:       {name = "i0i", unroll = 17}
+// CHECK-NEXT:  {name = "i1j", vectorize}
+func.func @mm17(%a: memref<17x8xf32>, %b: memref<8x32xf32>, %c: memref<17x32xf32>) {
+  loop.kernel "mm17" {
+    loop.for %i0 = 0 to 17 step 1 {name = "i0"} {
+      loop.for %i1 = 0 to 32 step 1 {name = "i1"} {
+        %acc = memref.alloca() : memref<f32>
+        %z = arith.constant 0.000000e+00 : f32
+        memref.store %z, %acc[] : memref<f32>
+        loop.for %r0 = 0 to 8 step 1 {name = "r0", reduction} {
+          %x = memref.load %a[%i0, %r0] : memref<17x8xf32>
+          %y = memref.load %b[%r0, %i1] : memref<8x32xf32>
+          %p = arith.mulf %x, %y : f32
+          %s0 = memref.load %acc[] : memref<f32>
+          %s = arith.addf %s0, %p : f32
+          memref.store %s, %acc[] : memref<f32>
+        }
+        %v = memref.load %acc[] : memref<f32>
+        memref.store %v, %c[%i0, %i1] : memref<17x32xf32>
       }
     }
   }

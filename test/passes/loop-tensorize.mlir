@@ -1,4 +1,5 @@
 // RUN: dlpc-opt %s -p 'loop-tensorize{kernel=mm loop=i0 intrinsic=gemm}' | filecheck %s
+// RUN: dlpc-opt %s -p 'loop-tensorize{kernel=lin loop=i0 intrinsic=dot}' | filecheck %s --check-prefix=DOT
 
 // CHECK:      %C_acc = memref.alloca() : memref<16x32xf32>
 // CHECK:      loop.for %r0 = 0 to 8 step 1 {name = "r0", reduction} {
@@ -7,7 +8,33 @@
 // CHECK:            memref.load %C_acc[%i0, %i1]
 // CHECK:            memref.store %{{.*}}, %C_acc[%i0, %i1]
 // CHECK:      name = "C_acc_out0"
-func.func @main(%A: memref<16x8xf32>, %B: memref<8x32xf32>, %C: memref<16x32xf32>) {
+
+// dot: a 2x3 block of dot products along k = 20: 16 in vectors of partial sums (one per
+// output, unrolled over the tile), folded into the staged tile, then the 4-term k tail
+// DOT-LABEL:  loop.kernel "lin"
+// DOT:        %Y_acc = memref.alloca() : memref<2x3xf32>
+// DOT:        %Y_acc_part = memref.alloca() : memref<2x3x16xf32>
+// DOT:        memref.store %{{.*}}, %Y_acc_part[%{{.*}}, %{{.*}}, %{{.*}}]
+// DOT:        loop.for %[[KO:.*]] = 0 to 16 step 16 {name = "r0", reduction} {
+// DOT-NEXT:     loop.for %[[I:.*]] = 0 to 2 step 1 {name = "i0", unroll = 2} {
+// DOT-NEXT:       loop.for %[[J:.*]] = 0 to 3 step 1 {name = "i1", unroll = 3} {
+// DOT-NEXT:         loop.for %[[KV:.*]] = 0 to 16 step 1 {name = "r0_v", vectorize} {
+// DOT-NEXT:           %[[K:.*]] = arith.addi %[[KO]], %[[KV]] : index
+// DOT-NEXT:           memref.load %X[%[[I]], %[[K]]]
+// DOT-NEXT:           memref.load %W[%[[J]], %[[K]]]
+// DOT-NEXT:           %[[OLD:.*]] = memref.load %Y_acc_part[%[[I]], %[[J]], %[[KV]]]
+// DOT:                memref.store %{{.*}}, %Y_acc_part[%[[I]], %[[J]], %[[KV]]]
+// DOT:        loop.for %[[F2:.*]] = 0 to 16 step 1 {name = "Y_acc_f2", reduction} {
+// DOT-NEXT:     %[[P:.*]] = memref.load %Y_acc_part[%{{.*}}, %{{.*}}, %[[F2]]]
+// DOT-NEXT:     %[[A:.*]] = memref.load %Y_acc[%{{.*}}, %{{.*}}]
+// DOT-NEXT:     %[[S:.*]] = arith.addf %[[A]], %[[P]] : f32
+// DOT-NEXT:     memref.store %[[S]], %Y_acc[
+// DOT:        name = "Y_acc_out0"
+// DOT:        loop.for %{{.*}} = 16 to 20 step 1 {name = "r0_tail", reduction} {
+// DOT:          memref.load %Y[
+// DOT:          memref.store %{{.*}}, %Y[
+func.func @main(%A: memref<16x8xf32>, %B: memref<8x32xf32>, %C: memref<16x32xf32>,
+                %X: memref<2x20xf32>, %W: memref<3x20xf32>, %Y: memref<2x3xf32>) {
   loop.kernel "mm" {
     loop.for %i0 = 0 to 16 step 1 {name = "i0"} {
       loop.for %i1 = 0 to 32 step 1 {name = "i1"} {
@@ -18,6 +45,20 @@ func.func @main(%A: memref<16x8xf32>, %B: memref<8x32xf32>, %C: memref<16x32xf32
           %p = arith.mulf %a, %b : f32
           %s = arith.addf %c, %p : f32
           memref.store %s, %C[%i0, %i1] : memref<16x32xf32>
+        }
+      }
+    }
+  }
+  loop.kernel "lin" {
+    loop.for %i0 = 0 to 2 step 1 {name = "i0"} {
+      loop.for %i1 = 0 to 3 step 1 {name = "i1"} {
+        loop.for %r0 = 0 to 20 step 1 {name = "r0", reduction} {
+          %a = memref.load %X[%i0, %r0] : memref<2x20xf32>
+          %b = memref.load %W[%i1, %r0] : memref<3x20xf32>
+          %c = memref.load %Y[%i0, %i1] : memref<2x3xf32>
+          %p = arith.mulf %a, %b : f32
+          %s = arith.addf %c, %p : f32
+          memref.store %s, %Y[%i0, %i1] : memref<2x3xf32>
         }
       }
     }

@@ -129,8 +129,14 @@ func.func @main(%x: memref<700x100xf32>, %y: memref<700x100xf32>)
 def test_kernel_local_buffers_stack_and_heap():
     module = parse_module(LOCAL_BUFFERS)
     source = emit_c(module)
-    assert "float v_small[100];" in source
-    assert "float *v_big = (float *)dlpc_alloc(20000, sizeof(float), \"kernel 'stage'\");" in source
+    # a stack array reached through a restrict pointer (GCC then keeps accumulators in
+    # registers next to vector loads of another local array); the heap buffer restrict too
+    assert "float v_small_mem[100] __attribute__((aligned(64)));" in source
+    assert "float *restrict v_small = v_small_mem;" in source
+    assert (
+        "float *restrict v_big = (float *)dlpc_alloc(20000, sizeof(float), \"kernel 'stage'\");"
+        in source
+    )
     assert "if (!v_big) dlpc_oom();" in source  # checked: a failure says what and where
     assert "free(v_big);" in source and "#pragma omp parallel for" in source
     x = np.random.default_rng(3).standard_normal((700, 100)).astype(np.float32)

@@ -1,0 +1,148 @@
+"""GEMMs of awkward shapes (M, N, K in 1, 3, 4, 5, 17, 31, 33, 100 ...) through
+dlpc.compile on target c against numpy: the default schedule's register tiles (the
+blocked gemm with tiles that divide odd M and N, the dot kernel with its k tail for few
+rows against a weight read along k) must give numpy's answer on every shape, with and
+without leading batch dims. Each case also checks which schedule the kernel got, so a
+shape that silently fell back to the unscheduled nest is caught."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dlpc
+from dlpc.api import Model
+from dlpc.passes.pipeline import parse_module
+
+# (M, N, K): degenerate ones, primes, odd sizes on either side of a tile, the MLP's
+SHAPES = [
+    (1, 1, 1),
+    (1, 3, 5),
+    (3, 5, 17),
+    (4, 17, 31),
+    (5, 4, 33),
+    (17, 31, 4),
+    (31, 33, 17),
+    (33, 100, 3),
+    (100, 5, 100),
+    (1, 256, 784),
+    (4, 10, 256),
+    (7, 33, 100),
+    (17, 256, 100),
+    (100, 100, 100),
+    (37, 64, 257),
+]
+
+
+def _run(text: str, inputs: list[np.ndarray]) -> np.ndarray:
+    model = Model(parse_module(text), {}, "gemm_shape", None)
+    (got,) = dlpc.compile(model, target="c")(*inputs)
+    return got
+
+
+def _data(*shapes):
+    rng = np.random.default_rng(sum(map(sum, shapes)))
+    return [rng.standard_normal(s).astype(np.float32) for s in shapes]
+
+
+def _close(got, want, k):
+    # k products summed in a different order (vectors of partial sums, blocks of k)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5 * max(1, k) ** 0.5)
+
+
+@pytest.mark.parametrize("m,n,k", SHAPES)
+def test_matmul(m, n, k):
+    a, b = _data((m, k), (k, n))
+    text = f"""
+func.func @main(%a: tensor<{m}x{k}xf32>, %b: tensor<{k}x{n}xf32>) -> tensor<{m}x{n}xf32> {{
+  %0 = graph.matmul %a, %b : (tensor<{m}x{k}xf32>, tensor<{k}x{n}xf32>) -> tensor<{m}x{n}xf32>
+  func.return %0 : tensor<{m}x{n}xf32>
+}}"""
+    _close(_run(text, [a, b]), a @ b, k)
+
+
+@pytest.mark.parametrize("m,n,k", SHAPES)
+def test_linear(m, n, k):
+    """x @ W.T with W read along k: the dot kernel for up to 8 rows, else the gemm."""
+    x, w = _data((m, k), (n, k))
+    text = f"""
+func.func @main(%x: tensor<{m}x{k}xf32>, %w: tensor<{n}x{k}xf32>) -> tensor<{m}x{n}xf32> {{
+  %0 = graph.linear %x, %w : (tensor<{m}x{k}xf32>, tensor<{n}x{k}xf32>) -> tensor<{m}x{n}xf32>
+  func.return %0 : tensor<{m}x{n}xf32>
+}}"""
+    _close(_run(text, [x, w]), x @ w.T, k)
+
+
+@pytest.mark.parametrize(
+    "bt,m,n,k", [(2, 3, 5, 17), (3, 17, 31, 4), (2, 1, 33, 100), (5, 4, 16, 20)]
+)
+def test_batched_matmul(bt, m, n, k):
+    """A batch dim on both operands (B follows the batch loop) ..."""
+    a, b = _data((bt, m, k), (bt, k, n))
+    ta, tb, tc = f"{bt}x{m}x{k}", f"{bt}x{k}x{n}", f"{bt}x{m}x{n}"
+    text = f"""
+func.func @main(%a: tensor<{ta}xf32>, %b: tensor<{tb}xf32>) -> tensor<{tc}xf32> {{
+  %0 = graph.matmul %a, %b : (tensor<{ta}xf32>, tensor<{tb}xf32>) -> tensor<{tc}xf32>
+  func.return %0 : tensor<{tc}xf32>
+}}"""
+    _close(_run(text, [a, b]), a @ b, k)
+
+
+@pytest.mark.parametrize(
+    "bt,m,n,k", [(2, 3, 5, 17), (3, 1, 31, 33), (2, 17, 10, 100), (4, 2, 8, 16)]
+)
+def test_batched_linear(bt, m, n, k):
+    """... and on the input only (a linear layer over [B, T, K], the weight shared)."""
+    x, w = _data((bt, m, k), (n, k))
+    tx, tw, ty = f"{bt}x{m}x{k}", f"{n}x{k}", f"{bt}x{m}x{n}"
+    text = f"""
+func.func @main(%x: tensor<{tx}xf32>, %w: tensor<{tw}xf32>) -> tensor<{ty}xf32> {{
+  %0 = graph.linear %x, %w : (tensor<{tx}xf32>, tensor<{tw}xf32>) -> tensor<{ty}xf32>
+  func.return %0 : tensor<{ty}xf32>
+}}"""
+    _close(_run(text, [x, w]), x @ w.T, k)
+
+
+def _first_schedule(text: str) -> tuple[str, bool]:
+    """The best default schedule of the model's one gemm-shaped kernel, and whether it
+    applies to it (else the kernel would get a fallback, or te-to-loop's plain nest)."""
+    from dlpc.dialects.loop import kernels
+    from dlpc.passes.pipeline import PipelineOptions, lower
+    from dlpc.passes.schedule.default import analyse, default_scripts, gemm_operands, try_script
+
+    m = parse_module(text)
+    lower(m, "loop", PipelineOptions(opt_level=2))
+    (kernel,) = [k for k in kernels(m) if (n := analyse(k)) and gemm_operands(k, n)]
+    script = default_scripts(m, kernel.sym)[0]
+    return script, try_script(m, script)
+
+
+@pytest.mark.parametrize("m,n,k", SHAPES)
+@pytest.mark.parametrize("op", ["matmul", "linear"])
+def test_best_schedule_applies(op, m, n, k):
+    """Every shape gets its first-choice schedule: the dot kernel for a linear layer of
+    up to 8 rows and k >= 16, the tensorized gemm otherwise, with a register tile of at
+    least 4 rows or at least 16 columns (one full vector per B load) wherever the shape
+    has one (M = 17 -> 17 x 16, 33 x 100 -> 11 x 50; not the 1 x N strips a tile of
+    divisors among 8, 6, 4, 2 gave)."""
+    wshape = f"{n}x{k}" if op == "linear" else f"{k}x{n}"
+    text = f"""
+func.func @main(%x: tensor<{m}x{k}xf32>, %w: tensor<{wshape}xf32>) -> tensor<{m}x{n}xf32> {{
+  %0 = graph.{op} %x, %w : (tensor<{m}x{k}xf32>, tensor<{wshape}xf32>) -> tensor<{m}x{n}xf32>
+  func.return %0 : tensor<{m}x{n}xf32>
+}}"""
+    script, applies = _first_schedule(text)
+    assert applies, script
+    if op == "linear" and m <= 8 and k >= 16:
+        assert " dot" in script
+        return
+    assert " gemm" in script
+
+    def factor(inner: str) -> int:
+        line = next(ln for ln in script.splitlines() if ln.endswith(f", {inner}"))
+        return int(line.split(" by ")[1].split()[0])
+
+    mr, nr = factor("i0i"), factor("i1j")
+    assert mr * -(-nr // 16) <= 24, script  # the accumulators fit the register file
+    if any(m % d == 0 for d in range(4, 25)) or any(n % d == 0 for d in range(16, 65)):
+        assert mr >= 4 or nr >= 16, script
