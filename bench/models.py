@@ -1,7 +1,7 @@
 """Latency of the example models on every backend; one run prints one table.
 
     python bench/models.py [--repeat 20] [--warmup 3] [--models mlp,lenet] [-O 0,2] [--threads N]
-    python bench/models.py --batches 1,4,32 [--thread-counts 1,2]   # issue #11's table
+    python bench/models.py --batches 1,4,32 [--thread-counts 1,2] [--memory]   # issue #11
 
 Columns: dlpc's numpy reference (the emitted module), dlpc's C backend at each -O level
 given (and its loop.kernel count there, the last columns), PyTorch (the
@@ -11,6 +11,29 @@ is the torch model exported with torch.onnx when torch is installed, else (or wi
 whose outputs differ from the numpy reference (rtol 1e-3, atol 1e-4) prints "wrong".
 Each figure is the median wall time of `--repeat` calls after `--warmup` calls, in ms.
 Inputs are drawn from seed 0; weights are the models' own. Nothing here gates CI.
+
+`--batches` (issue #11's table): per example, batch and thread count, dlpc C on the .dlpc
+example, onnxruntime, torch eager and their ratio; then the same model exported from
+PyTorch to ONNX by both torch.onnx exporters (TorchScript `dynamo=False`, and
+`dynamo=True`), each file run by dlpc (`dlpc.load(path)` + `dlpc.compile(target="c")`, the
+public API) and by onnxruntime, with their ratio; and the kernel counts of the three dlpc
+paths. Every figure comes from a fresh worker process that loads only its own runtime, so
+no other thread pool is alive beside the one being timed (on a 2-core machine an idle
+spinning pool of another library halves a 2-thread figure): dlpc's libgomp with
+OMP_NUM_THREADS, onnxruntime's intra-op pool with intra_op_num_threads (inter-op 1),
+torch's with set_num_threads (interop 1); OMP_WAIT_POLICY=PASSIVE and one OpenBLAS/MKL
+thread in every worker. Workers run one at a time.
+
+`--memory` adds a table per example and batch: dlpc's arena (the memory plan's peak) and
+the sum of its intermediates, and for each runner the peak and the held resident memory
+as a user sees it, measured in its worker: the baseline is the process after importing
+the runner's library and loading the inputs (its peak resident set is reset there through
+/proc/self/clear_refs); peak = the highest resident set (VmHWM) while loading the model,
+compiling it (dlpc; a warm compile when dlpc's sources did not change since the parent
+compiled it, else marked *) or creating the session (onnxruntime) and running once,
+minus the baseline; held = the resident set after that run minus the baseline.
+onnxruntime's Python API exposes no arena statistics (OrtAllocator::GetStats is in the
+C API only), so both are measured this way.
 
 On a shared or busy machine, thread pools waiting at barriers dominate the medians (tens
 of ms for sub-ms models); single-threaded figures are the stable ones:
@@ -81,10 +104,10 @@ def torch_model(module, weights):
         return total / F.avg_pool2d(mask, k, s, divisor_override=1)
 
     def layer_norm(x, scale, bias=None, *, axis, epsilon):
-        dims = tuple(range(axis % x.dim(), x.dim()))
-        d = x - x.mean(dim=dims, keepdim=True)
-        y = d / torch.sqrt((d * d).mean(dim=dims, keepdim=True) + epsilon) * scale
-        return y if bias is None else y + bias
+        # F.layer_norm, as nn.LayerNorm calls it (its ONNX export is LayerNormalization)
+        norm = tuple(x.shape[axis % x.dim() :])
+        scale = scale.expand(norm)
+        return F.layer_norm(x, norm, scale, None if bias is None else bias.expand(norm), epsilon)
 
     def strided_slice(x, index):
         for dim, (start, stop, step) in enumerate(index):
@@ -602,34 +625,208 @@ def bench_models(
 
 
 # ------------------------------------------------- batches x threads (issue #11)
+#
+# Every figure of the --batches table comes from its own fresh Python process (a
+# "worker": `python bench/models.py --worker RUNNER CASE_DIR NAME BATCH THREADS ...`),
+# started by the parent one after the other, never two at once. A worker imports only its
+# runner's library, so exactly one thread pool exists in it: libgomp's for dlpc C
+# (OMP_NUM_THREADS = threads), onnxruntime's intra-op pool (intra_op_num_threads =
+# threads, inter_op 1) or torch's (set_num_threads(threads), set_num_interop_threads(1)).
+# Before, all runners shared one process: torch's OpenMP runtime and onnxruntime's
+# spinning pool stayed alive next to dlpc's libgomp and the 2-thread medians of whoever
+# ran later waited behind their threads on this 2-core machine.
+
+RUNNERS = ("dlpc", "ort", "torch")
 
 
-def set_omp_threads(n: int) -> None:
-    """The thread count of the C backend's OpenMP parallel loops from now on (libgomp's
-    `omp_set_num_threads` for the calling thread, which is the one that calls dlpc_main)."""
-    import ctypes
-    import ctypes.util
+def onnx_exports(model: api.Model, inputs, case: Path, kinds: list[str]) -> dict[str, Path]:
+    """The model as ONNX files in `case`: "ts" (torch.onnx, TorchScript exporter,
+    dynamo=False), "dyn" (torch.onnx with dynamo=True, opset 18) and "graph" (onnx.helper,
+    op by op); a kind whose exporter fails is left out (its columns print "-")."""
+    import contextlib
+    import io
+    import logging
+    import warnings
 
-    name = ctypes.util.find_library("gomp") or "libgomp.so.1"
-    ctypes.CDLL(name).omp_set_num_threads(n)
+    logging.getLogger("torch.onnx").setLevel(logging.ERROR)  # (torchvision not installed)
+    paths = {}
+    for kind in kinds:
+        path = case / f"{model.name}-{kind}.onnx"
+        try:
+            if kind == "graph":
+                onnx_from_graph(model, path)
+            else:
+                import torch
+
+                net, _ = torch_runner(model)
+                args = tuple(torch.from_numpy(x) for x in inputs)
+                with (
+                    warnings.catch_warnings(),
+                    contextlib.redirect_stdout(io.StringIO()),
+                    contextlib.redirect_stderr(io.StringIO()),
+                ):
+                    warnings.simplefilter("ignore")  # tracer and exporter chatter
+                    torch.onnx.export(net, args, str(path), opset_version=18, dynamo=kind == "dyn")
+        except Exception as e:  # noqa: BLE001 (an exporter's failure is a table cell)
+            print(f"note: {kind} export of {model.name} failed: {type(e).__name__}: {e}")
+            continue
+        paths[kind] = path
+    return paths
 
 
-def ort_session(model: api.Model, inputs, tmp: Path, export: str, threads: int):
-    import onnxruntime as ort
+def _memory_baseline() -> int:
+    """Reset this process's peak resident set to its current one (Linux: "5" to
+    /proc/self/clear_refs) and return the current one, KB. (Not ru_maxrss: a process
+    started by exec inherits its parent's high-water mark there.)"""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        pass
+    return _status_kb("VmRSS")
 
-    path = tmp / f"{model.name}-{inputs[0].shape[0]}.onnx"
-    if not path.exists():
-        if export == "torch":
-            onnx_from_torch(model, inputs, path)
+
+def _status_kb(key: str) -> int:
+    """A field of /proc/self/status in KB (VmRSS: resident now, VmHWM: its peak); 0
+    where there is no /proc."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def worker(argv: list[str]) -> int:
+    """One runner on one case in this fresh process; prints one JSON line:
+    {"ms": median ms | "wrong" | "n/a", "peak_kb", "held_kb", "kernels"}.
+
+    Memory, as a user sees it: the process first imports the runner's library (dlpc's
+    runtime modules; onnxruntime; torch) and loads the inputs: that is the baseline. Then
+    it loads the model, compiles it or creates the session, and runs it once. `peak_kb`
+    is the peak resident set since the baseline (VmHWM, reset at the baseline) minus the
+    baseline's resident set: the high-water mark of loading, compiling and the first run;
+    `held_kb` is the resident set after the first run minus the baseline's (what stays:
+    weights, code, arenas)."""
+    import gc
+    import json
+
+    runner, case_dir, name, batch, threads, source = argv[:6]
+    cold = False
+    repeat, warmup = int(argv[6]), int(argv[7])
+    case = Path(case_dir)
+    data = np.load(case / "io.npz")
+    inputs = [data[k] for k in sorted(data.files) if k.startswith("x")]
+    expected = [data[k] for k in sorted(data.files) if k.startswith("y")]
+    if runner == "dlpc":
+        from dlpc.backends.runtime import artifact, cbuild  # noqa: F401 (the baseline)
+
+        base = _memory_baseline()
+        if source == "dlpc":
+            model = api.load(EXAMPLES / f"{name}.dlpc", batch=int(batch))
         else:
-            onnx_from_graph(model, path)
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-    names = [i.name for i in session.get_inputs()]
-    return lambda xs: session.run(None, dict(zip(names, xs)))
+            model = api.load(case / f"{name}-{source}.onnx")
+        compiled = api.compile(model, target="c")
+        cold = not compiled.cached  # the parent's compile left no warm entry: files changed
+        run = compiled.runner
+    elif runner == "ort":
+        import onnxruntime as ort
+
+        base = _memory_baseline()
+        options = ort.SessionOptions()
+        options.log_severity_level = 3
+        options.intra_op_num_threads = int(threads)
+        options.inter_op_num_threads = 1
+        path = str(case / f"{name}-{source}.onnx")
+        session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+        names = [i.name for i in session.get_inputs()]
+        run = lambda xs: session.run(None, dict(zip(names, xs)))  # noqa: E731
+    else:
+        import torch
+
+        torch.set_num_threads(int(threads))
+        torch.set_num_interop_threads(1)
+        model = api.load(EXAMPLES / f"{name}.dlpc", batch=int(batch))
+        base = _memory_baseline()  # (after the weights are loaded: the figure is torch's own)
+        run = torch_runner(model)[1]
+    outs = run(inputs)
+    gc.collect()
+    peak, held = _status_kb("VmHWM"), _status_kb("VmRSS")
+    result = {"peak_kb": peak - base, "held_kb": held - base, "cold": cold}
+    ok = all(
+        np.allclose(np.asarray(o, np.float64), w, rtol=1e-3, atol=1e-4)
+        for o, w in zip(outs, expected)
+    )
+    result["ms"] = median_ms(lambda: run(inputs), repeat, warmup) if ok else "wrong"
+    print(json.dumps(result))
+    return 0
+
+
+def run_worker(args: list[str], threads: int) -> dict:
+    """A worker's JSON result; {"ms": "fail"} (and its last stderr line) when it failed."""
+    import json
+    import subprocess
+
+    env = dict(os.environ)
+    env.update(
+        OMP_NUM_THREADS=str(threads),
+        OMP_WAIT_POLICY="PASSIVE",  # (dlpc's libgomp; torch's pool) idle threads sleep
+        OPENBLAS_NUM_THREADS="1",
+        MKL_NUM_THREADS="1",
+    )
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", *args]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    lines = done.stdout.strip().splitlines()
+    if done.returncode == 0 and lines:
+        return json.loads(lines[-1])
+    err = (done.stderr.strip().splitlines() or ["?"])[-1]
+    print(f"note: worker {' '.join(args[:6])} failed: {err}", file=sys.stderr)
+    return {"ms": "fail"}
+
+
+def case_rows(
+    name: str,
+    b: int,
+    threads: list[int],
+    kinds: list[str],
+    plan: list[tuple[str, str]],
+    got: dict[tuple[str, str, int], dict],
+    stats: dict[str, tuple[str, str, str]],
+) -> tuple[list[list[str]], list[str]]:
+    """One case's latency rows (one per thread count) and its memory row."""
+
+    def ms(runner, src, t):
+        value = got.get((runner, src, t), {"ms": "n/a"})["ms"]
+        return f"{value:.3f}" if isinstance(value, float) else value
+
+    def ratio(a, b):
+        try:
+            return f"{float(a) / float(b):.2f}"
+        except (ValueError, ZeroDivisionError):
+            return "-"
+
+    rows = []
+    for t in threads:
+        ort0 = ms("ort", kinds[0], t)
+        row = [name, str(b), str(t), ms("dlpc", "dlpc", t), ort0, ms("torch", "dlpc", t)]
+        row.append(ratio(row[3], ort0))
+        for k in kinds:
+            d, o = ms("dlpc", k, t), ms("ort", k, t)
+            row += [d, o, ratio(d, o)]
+        row.append("/".join(stats.get(s, ("-",))[0] for s in ["dlpc", *kinds]))
+        rows.append(row)
+
+    def mb(result, key):
+        value = result.get(key)
+        return "-" if value is None else f"{value / 1024:.1f}"
+
+    mem = [name, str(b), *stats["dlpc"][1:]]
+    for runner, src in plan:
+        if runner != "torch":
+            result = got[runner, src, threads[0]]
+            cold = "*" if result.get("cold") else ""
+            mem.append(f"{mb(result, 'peak_kb')}/{mb(result, 'held_kb')}{cold}")
+    return rows, mem
 
 
 def bench_batches(
@@ -639,63 +836,68 @@ def bench_batches(
     repeat: int,
     warmup: int,
     tmp: Path,
-    export: str,
-) -> list[list[str]]:
-    """One row per (model, batch, threads): dlpc C, onnxruntime (same thread count),
-    torch eager (same), dlpc/onnxruntime, and the C memory plan (arena and the sum of the
-    intermediates, KB). Backend by backend over all rows, dlpc's first (torch's OpenMP
-    runtime loads with torch)."""
-    cases = [(name, b) for name in names for b in batches]
-    models = {c: api.load(EXAMPLES / f"{c[0]}.dlpc", batch=c[1]) for c in cases}
-    inputs = {c: api.random_inputs(m, seed=0) for c, m in models.items()}
-    expected = {c: api.reference(m, inputs[c]) for c, m in models.items()}
-    table: dict[tuple[str, int, int], dict[str, str]] = {
-        (n, b, t): {} for n, b in cases for t in threads
-    }
-    bar = progress(total=3 * len(table), desc="bench", unit="run")
-    with bar:
-        compiled = {}
-        for c, m in models.items():
-            compiled[c] = api.compile(m, target="c")
-            arena, total = pipeline.memory_stats(compiled[c].lowered) or (0, 0)
-            for t in threads:
-                table[(*c, t)]["arena"] = f"{arena / 1024:.1f}"
-                table[(*c, t)]["sum"] = f"{total / 1024:.1f}"
-        for t in threads:
-            set_omp_threads(t)
-            for c in cases:
-                run = compiled[c].runner
-                table[(*c, t)]["dlpc"] = measure(
-                    lambda run=run: run, inputs[c], expected[c], repeat, warmup
-                )
-                bar.update()
-        for t in threads:
-            for c in cases:
-                make = lambda c=c, t=t: ort_session(models[c], inputs[c], tmp, export, t)
-                table[(*c, t)]["ort"] = measure(make, inputs[c], expected[c], repeat, warmup)
-                bar.update()
-        for t in threads:
-            if have("torch"):
-                import torch
+    kinds: list[str],
+    with_torch: bool,
+) -> tuple[list[list[str]], list[list[str]]]:
+    """The latency rows, one per (model, batch, threads), and the memory rows, one per
+    (model, batch) (at the first thread count).
 
-                torch.set_num_threads(t)
-            for c in cases:
-                make = lambda c=c: torch_runner(models[c])[1]
-                table[(*c, t)]["torch"] = measure(make, inputs[c], expected[c], repeat, warmup)
-                bar.update()
-    rows = []
-    for (name, b, t), r in table.items():
-        try:
-            ratio = f"{float(r['dlpc']) / float(r['ort']):.2f}"
-        except (ValueError, ZeroDivisionError):
-            ratio = "-"
-        rows.append(
-            [name, str(b), str(t), r["dlpc"], r["ort"], r["torch"], ratio, r["arena"], r["sum"]]
-        )
-    return rows
+    For each case this process draws the inputs (seed 0), computes the reference outputs,
+    writes the ONNX exports (`kinds`) and compiles the .dlpc model and every export with
+    dlpc.compile(target="c"): that prints the kernel counts and memory plans, and leaves
+    the compiled artifacts in dlpc's warm cache, so the workers time (and measure the
+    memory of) what a warm `dlpc.load` + `dlpc.compile` gives a user. Then the workers
+    run, for one case after the other: dlpc on the .dlpc, dlpc and onnxruntime on each
+    export, torch eager; at each thread count."""
+    cases = [(name, b) for name in names for b in batches]
+    sources = ["dlpc", *kinds]
+    plan: list[tuple[str, str]] = [("dlpc", s) for s in sources]
+    plan += [("ort", k) for k in kinds] + ([("torch", "dlpc")] if with_torch else [])
+    latency, memory = [], []
+    bar = progress(total=len(cases) * (1 + len(threads) * len(plan)), desc="bench", unit="run")
+    with bar:
+        for name, b in cases:
+            case = tmp / f"{name}-{b}"
+            case.mkdir()
+            model = api.load(EXAMPLES / f"{name}.dlpc", batch=b)
+            xs = api.random_inputs(model, seed=0)
+            ys = api.reference(model, xs)
+            np.savez(
+                case / "io.npz",
+                **{f"x{i:02d}": x for i, x in enumerate(xs)},
+                **{f"y{i:02d}": y for i, y in enumerate(ys)},
+            )
+            paths = onnx_exports(model, xs, case, kinds)
+            stats: dict[str, tuple[str, str, str]] = {}
+            for src in sources:
+                if src != "dlpc" and src not in paths:
+                    continue
+                m = model if src == "dlpc" else api.load(paths[src])
+                lowered = api.compile(m, target="c").lowered
+                arena, total = pipeline.memory_stats(lowered) or (0, 0)
+                n = str(pipeline.stats(lowered)[1])
+                stats[src] = (n, f"{arena / 1024:.1f}", f"{total / 1024:.1f}")
+            bar.update()
+            got: dict[tuple[str, str, int], dict] = {}
+            for t in threads:
+                for runner, src in plan:
+                    if src != "dlpc" and src not in paths:
+                        got[runner, src, t] = {"ms": "-"}
+                    else:
+                        args = [runner, str(case), name, str(b), str(t), src]
+                        got[runner, src, t] = run_worker([*args, str(repeat), str(warmup)], t)
+                    bar.update()
+
+            rows, mem = case_rows(name, b, threads, kinds, plan, got, stats)
+            latency += rows
+            memory.append(mem)
+    return latency, memory
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--worker"]:
+        return worker(argv[1:])
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeat", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
@@ -720,6 +922,12 @@ def main(argv: list[str] | None = None) -> int:
         "and --thread-counts, dlpc C against onnxruntime and torch with matching threads",
     )
     p.add_argument("--thread-counts", default="1,2", help="with --batches (default 1,2)")
+    p.add_argument(
+        "--memory",
+        action="store_true",
+        help="with --batches: also the memory table (arena, intermediates, each runner's "
+        "peak and held resident memory)",
+    )
     args = p.parse_args(argv)
     if args.batches:
         return batches_table(args)
@@ -755,34 +963,65 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def print_table(rows: list[list[str]]) -> None:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print(r[0].ljust(widths[0]) + "".join(f"  {c.rjust(w)}" for c, w in zip(r[1:], widths[1:])))
+
+
 def batches_table(args) -> int:
     import importlib.util
 
-    # torch is imported only after dlpc's rows: its own OpenMP runtime, loaded first, kept
-    # threads spinning that dlpc's 2-thread parallel loops then waited behind (medians in
-    # multiples of the 4 ms scheduler tick); and every pool sleeps when idle
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    found = importlib.util.find_spec("torch") is not None
-    export = args.onnx_from or ("torch" if found else "graph")
+    def found(module: str) -> bool:
+        return importlib.util.find_spec(module) is not None
+
+    if args.onnx_from == "graph" or not found("torch"):
+        kinds = ["graph"]
+    else:
+        kinds = ["ts", "dyn"] if found("onnxscript") else ["ts"]
+    if not found("onnxruntime"):
+        print("note: onnxruntime is not installed: its columns print 'fail'")
     names = (
         args.models.split(",") if args.models else sorted(q.stem for q in EXAMPLES.glob("*.dlpc"))
     )
     batches = [int(b) for b in args.batches.split(",")]
     threads = [int(t) for t in args.thread_counts.split(",")]
-    header = ["model", "batch", "threads", "dlpc C", "onnxruntime", "torch", "dlpc/ort"]
-    header += ["arena KB", "intermediates KB"]
     with tempfile.TemporaryDirectory() as tmp:
-        rows = bench_batches(names, batches, threads, args.repeat, args.warmup, Path(tmp), export)
-    rows = [header, *rows]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+        latency, memory = bench_batches(
+            names, batches, threads, args.repeat, args.warmup, Path(tmp), kinds, found("torch")
+        )
+    label = {"ts": "ONNX ts", "dyn": "ONNX dyn", "graph": "ONNX graph"}
+    header = ["model", "batch", "thr", "dlpc C", f"ort({kinds[0]})", "torch", "dlpc/ort"]
+    for k in kinds:
+        header += [f"{label[k]}: dlpc", "ort", "dlpc/ort"]
+    header.append("kernels " + "/".join(["dlpc", *kinds]))
     print(
-        f"latency in ms, median of {args.repeat} runs after {args.warmup} warm-up runs; "
-        f"onnxruntime runs the ONNX export of the {export} model with intra_op threads = "
-        f"threads; torch eager with torch.set_num_threads; dlpc C with omp_set_num_threads; "
-        f"memory: dlpc's arena against the sum of its intermediates"
+        f"latency in ms, median of {args.repeat} runs after {args.warmup} warm-up runs, each "
+        f"runner in its own process with `thr` threads (dlpc C: OMP_NUM_THREADS; "
+        f"onnxruntime: intra_op_num_threads, inter_op 1; torch eager: set_num_threads).\n"
+        f"dlpc C runs the .dlpc example; 'ONNX ts'/'ONNX dyn': dlpc.load + dlpc.compile "
+        f"(target c) of the torch.onnx export of the same model (TorchScript exporter "
+        f"dynamo=False / dynamo=True, opset 18) and onnxruntime on that same file; the "
+        f"first dlpc/ort divides dlpc C on the .dlpc by onnxruntime on the ts export"
     )
-    for r in rows:
-        print(r[0].ljust(widths[0]) + "".join(f"  {c.rjust(w)}" for c, w in zip(r[1:], widths[1:])))
+    print_table([header, *latency])
+    if args.memory:
+        header = ["model", "batch", "arena KB", "intermediates KB", "dlpc C"]
+        header += [f"dlpc {k}" for k in kinds] + [f"ort {k}" for k in kinds]
+        print(
+            f"\nmemory at {threads[0]} thread(s): dlpc's arena (planned peak of the "
+            f"intermediates) against the sum of its intermediates, KB; then per runner "
+            f"'peak/held' in MB over a baseline of the same fresh process having imported "
+            f"the runner's library and loaded the inputs: peak = the peak resident set "
+            f"(VmHWM, reset at the baseline) of loading the model, compiling it (dlpc: a "
+            f"warm compile) or creating the session and running once, minus the "
+            f"baseline's resident set; held = resident set after "
+            f"that run minus the baseline's (onnxruntime's Python API has no arena "
+            f"statistics: OrtAllocator::GetStats is C API only); * marks a cold dlpc "
+            f"compile (dlpc's sources changed after the parent compiled: the whole pipeline "
+            f"ran in the worker and its peak counts it)"
+        )
+        print_table([header, *memory])
     return 0
 
 

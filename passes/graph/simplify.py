@@ -24,6 +24,23 @@ fire); values are preserved under the assumptions stated per rule:
                                                             differs by at most 1 ulp
     identity transpose/reshape/slice/pad/broadcast/cast,
     one-operand concat -> x                                 exact
+    matmul(transpose(x, p), y) -> matmul(transpose(x, q), y, transpose_a = !transpose_a)
+                                                            exact; q = p with its last two
+                                                            entries swapped, when p puts
+                                                            them out of order and q is
+                                                            not the identity (then
+                                                            graph-substitute's
+                                                            matmul-transpose drops it) and
+                                                            the transpose has no other
+                                                            user; the same for y
+    reduce_mean(x, axes = 2..rank-1, keepdims) -> global_avg_pool(x)
+                                                            exact (the same mean: sum over
+                                                            the spatial dims / their count)
+    conv2d(pad(x, 0)) -> conv2d(x, pads + p)                exact: a pad of H and W only
+    max_pool2d(pad(x, -inf)) -> max_pool2d(x, pads + p)     (the pad's own N/C pads zero,
+    avg_pool2d(pad(x, 0)) -> avg_pool2d(x, pads + p)        none negative); pools only
+                                                            without ceil_mode, average
+                                                            pools only counting the pads
 
     %z = graph.constant dense<0.0> : tensor<4xf32>
     %y = graph.add %x, %z : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>    // -> %x
@@ -189,6 +206,83 @@ class SimplifyIdentityMovement(RewritePattern):
             u.replace_with_value(rewriter, op, x)
 
 
+class MatmulTransposeSwap(RewritePattern):
+    """A transpose feeding a matmul that also swaps the last two dims leaves that swap to
+    the matmul's transpose flag: exporters write K^T of attention as one transpose
+    [0, 2, 3, 1] of the [B, S, H, D] keys, which becomes the head split [0, 2, 1, 3]
+    (the same as a model written with `matmul(q, k, transpose_b=true)`) and a matmul
+    reading K by rows."""
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter, /):
+        if not isinstance(op, g.MatMulOp):
+            return
+        operands, flags = list(op.operands), [op.attr("transpose_a"), op.attr("transpose_b")]
+        new_ops: list[Operation] = []
+        for i, value in enumerate(operands):
+            t = u.producer(value)
+            if not isinstance(t, g.TransposeOp) or u.single_user(value) is not op:
+                continue
+            p = t.permutation()
+            n = len(p)
+            if n < 3 or p[n - 1] > p[n - 2]:
+                continue  # rank 2 (all swap), or the last two dims in order: nothing to move
+            q = (*p[: n - 2], p[n - 1], p[n - 2])
+            if q == tuple(range(n)):
+                continue  # a pure swap: graph-substitute's matmul-transpose
+            # swap_last_two(transpose(x, p)) = transpose(x, q)
+            inner = g.TransposeOp.make(t.operands[0], perm=q)
+            new_ops.append(inner)
+            operands[i], flags[i] = inner.results[0], not flags[i]
+        if new_ops:
+            mm = g.MatMulOp.make(*operands, transpose_a=flags[0], transpose_b=flags[1])
+            u.build(rewriter, op, *new_ops, mm)
+
+
+class MeanToGlobalAvgPool(RewritePattern):
+    """x.mean(dim=(2, 3), keepdim=True), as exporters and hand-written pooling write it,
+    is the global average pool of an NCHW tensor."""
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter, /):
+        if not isinstance(op, g.ReduceMeanOp) or not op.attr("keepdims"):
+            return
+        x = op.operands[0]
+        rank = len(g.shape_of(x))
+        if rank >= 3 and op.reduced_axes() == tuple(range(2, rank)):
+            if g.is_float_type(g.element_type_of(x)):
+                u.build(rewriter, op, g.GlobalAvgPoolOp.make(x))
+
+
+class FoldPadIntoWindow(RewritePattern):
+    """An explicit spatial pad in front of a conv/pool becomes the window op's own pads
+    (exporters write `Pad` then `Conv` for asymmetric or framework-level padding): one
+    copy kernel and one intermediate fewer, and the conv schedules see the real input."""
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter, /):
+        if not isinstance(op, g.Conv2DOp | g.MaxPool2DOp | g.AvgPool2DOp):
+            return
+        pad = u.producer(op.operands[0])
+        if not isinstance(pad, g.PadOp) or g.layout_of(op) != "nchw":
+            return
+        pads, value = pad.attr("pads"), pad.attr("value")
+        if len(pads) != 8 or any(p < 0 for p in pads) or any(pads[i] for i in (0, 1, 4, 5)):
+            return  # only H and W padded, nothing cropped
+        if isinstance(op, g.Conv2DOp):
+            fits = value == 0.0
+        elif isinstance(op, g.MaxPool2DOp):
+            fits = value == -np.inf and not op.attr("ceil_mode")
+        else:
+            fits = value == 0.0 and not op.attr("ceil_mode") and op.attr("count_include_pad")
+        if not fits:
+            return
+        # graph.pad is [n0, c0, h0, w0, n1, c1, h1, w1]; window pads [top, left, bottom, right]
+        top, left, bottom, right = op.pads()
+        merged = (top + pads[2], left + pads[3], bottom + pads[6], right + pads[7])
+        new = u.rebuild(op, [pad.operands[0], *op.operands[1:]], pads=g.to_attr("ints", merged))
+        u.build(rewriter, op, new)
+        if not pad.results[0].uses:
+            rewriter.erase(pad)
+
+
 def simplify_patterns(assume_finite: bool = True) -> list[RewritePattern]:
     return [
         SimplifyArith(assume_finite),
@@ -197,6 +291,9 @@ def simplify_patterns(assume_finite: bool = True) -> list[RewritePattern]:
         SimplifyReshape(),
         SimplifyExpLog(),
         SimplifyIdentityMovement(),
+        MatmulTransposeSwap(),
+        MeanToGlobalAvgPool(),
+        FoldPadIntoWindow(),
     ]
 
 

@@ -103,3 +103,82 @@ func.func @exp_log_div(%x: tensor<2x3xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>
   %d = graph.div %e, %c : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
   func.return %d, %e2 : tensor<2x3xf32>, tensor<2x3xf32>
 }
+
+// a zero pad of H and W in front of a conv becomes the conv's pads (added to its own);
+// the pad is erased. Not folded: a pad value other than 0, a padded channel dim, a
+// negative (cropping) pad
+// CHECK-LABEL: func.func @pad_into_conv
+// CHECK-NEXT:    %[[Y:.*]] = graph.conv2d %x, %w {pads = array<i64: 2, 3, 1, 1>} : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x9x10xf32>
+// CHECK-NEXT:    %[[P1:.*]] = graph.pad %x {pads = array<i64: 0, 0, 1, 1, 0, 0, 1, 1>, value = 5.000000e-01 : f64}
+// CHECK-NEXT:    %[[Y1:.*]] = graph.conv2d %[[P1]], %w
+// CHECK-NEXT:    %[[P2:.*]] = graph.pad %x {pads = array<i64: 0, 1, 1, 1, 0, 0, 1, 1>, value = 0.000000e+00 : f64}
+// CHECK-NEXT:    %[[P3:.*]] = graph.pad %x {pads = array<i64: 0, 0, 1, 1, 0, 0, -1, 1>, value = 0.000000e+00 : f64}
+// CHECK-NEXT:    %[[Y3:.*]] = graph.conv2d %[[P3]], %w
+// CHECK-NEXT:    func.return %[[Y]], %[[Y1]], %[[P2]], %[[Y3]]
+func.func @pad_into_conv(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xf32>) -> (tensor<1x4x9x10xf32>, tensor<1x4x8x8xf32>, tensor<1x4x10x10xf32>, tensor<1x4x6x8xf32>) {
+  %p = graph.pad %x {pads = array<i64: 0, 0, 1, 2, 0, 0, 1, 0>, value = 0.0 : f64} : (tensor<1x3x8x8xf32>) -> tensor<1x3x10x10xf32>
+  %y = graph.conv2d %p, %w {pads = array<i64: 1, 1, 0, 1>} : (tensor<1x3x10x10xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x9x10xf32>
+  %p1 = graph.pad %x {pads = array<i64: 0, 0, 1, 1, 0, 0, 1, 1>, value = 0.5 : f64} : (tensor<1x3x8x8xf32>) -> tensor<1x3x10x10xf32>
+  %y1 = graph.conv2d %p1, %w : (tensor<1x3x10x10xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x8x8xf32>
+  %p2 = graph.pad %x {pads = array<i64: 0, 1, 1, 1, 0, 0, 1, 1>, value = 0.0 : f64} : (tensor<1x3x8x8xf32>) -> tensor<1x4x10x10xf32>
+  %p3 = graph.pad %x {pads = array<i64: 0, 0, 1, 1, 0, 0, -1, 1>, value = 0.0 : f64} : (tensor<1x3x8x8xf32>) -> tensor<1x3x8x10xf32>
+  %y3 = graph.conv2d %p3, %w : (tensor<1x3x8x10xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x6x8xf32>
+  func.return %y, %y1, %p2, %y3 : tensor<1x4x9x10xf32>, tensor<1x4x8x8xf32>, tensor<1x4x10x10xf32>, tensor<1x4x6x8xf32>
+}
+
+// pools: max_pool2d takes a -inf pad, avg_pool2d a zero pad when it counts the pads;
+// not: a max pool behind a zero pad, an average pool not counting the pads, ceil_mode
+// CHECK-LABEL: func.func @pad_into_pools
+// CHECK-NEXT:    %[[N:.*]] = graph.pad %x {pads = array<i64: 0, 0, 1, 1, 0, 0, 1, 1>, value = 0xfff0000000000000 : f64}
+// CHECK-NEXT:    %[[M:.*]] = graph.max_pool2d %x {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>} : (tensor<1x2x8x8xf32>) -> tensor<1x2x4x4xf32>
+// CHECK-NEXT:    %[[Z:.*]] = graph.pad %x {pads = array<i64: 0, 0, 1, 1, 0, 0, 1, 1>, value = 0.000000e+00 : f64}
+// CHECK-NEXT:    %[[A:.*]] = graph.avg_pool2d %x {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, count_include_pad = true, pads = array<i64: 1, 1, 1, 1>}
+// CHECK-NEXT:    %[[M2:.*]] = graph.max_pool2d %[[Z]]
+// CHECK-NEXT:    %[[A2:.*]] = graph.avg_pool2d %[[Z]]
+// CHECK-NEXT:    %[[M3:.*]] = graph.max_pool2d %[[N]] {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, ceil_mode = true}
+// CHECK-NEXT:    func.return %[[M]], %[[A]], %[[M2]], %[[A2]], %[[M3]]
+func.func @pad_into_pools(%x: tensor<1x2x8x8xf32>) -> (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x5x5xf32>) {
+  %n = graph.pad %x {pads = array<i64: 0, 0, 1, 1, 0, 0, 1, 1>, value = 0xFFF0000000000000 : f64} : (tensor<1x2x8x8xf32>) -> tensor<1x2x10x10xf32>
+  %m = graph.max_pool2d %n {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>} : (tensor<1x2x10x10xf32>) -> tensor<1x2x4x4xf32>
+  %z = graph.pad %x {pads = array<i64: 0, 0, 1, 1, 0, 0, 1, 1>, value = 0.0 : f64} : (tensor<1x2x8x8xf32>) -> tensor<1x2x10x10xf32>
+  %a = graph.avg_pool2d %z {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, count_include_pad = true} : (tensor<1x2x10x10xf32>) -> tensor<1x2x4x4xf32>
+  %m2 = graph.max_pool2d %z {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>} : (tensor<1x2x10x10xf32>) -> tensor<1x2x4x4xf32>
+  %a2 = graph.avg_pool2d %z {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>} : (tensor<1x2x10x10xf32>) -> tensor<1x2x4x4xf32>
+  %m3 = graph.max_pool2d %n {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, ceil_mode = true} : (tensor<1x2x10x10xf32>) -> tensor<1x2x5x5xf32>
+  func.return %m, %a, %m2, %a2, %m3 : tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x5x5xf32>
+}
+
+// attention's K^T written as one transpose [0, 2, 3, 1]: the head split stays a
+// transpose, the swap of the last two dims moves into transpose_b. Not: a transpose with
+// the last two dims in order, one with another user
+// CHECK-LABEL: func.func @matmul_transpose_swap
+// CHECK-NEXT:    %[[K:.*]] = graph.transpose %k {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x8x4x16xf32>) -> tensor<2x4x8x16xf32>
+// CHECK-NEXT:    %[[S:.*]] = graph.matmul %q, %[[K]] {transpose_a = false, transpose_b = true} : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x8x8xf32>
+// CHECK-NEXT:    %[[V:.*]] = graph.transpose %v {perm = array<i64: 0, 2, 1, 3>}
+// CHECK-NEXT:    %[[O:.*]] = graph.matmul %[[S]], %[[V]] : (tensor<2x4x8x8xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x8x16xf32>
+// CHECK-NEXT:    %[[T2:.*]] = graph.transpose %k {perm = array<i64: 0, 2, 3, 1>}
+// CHECK-NEXT:    %[[S2:.*]] = graph.matmul %q, %[[T2]] : (tensor<2x4x8x16xf32>, tensor<2x4x16x8xf32>) -> tensor<2x4x8x8xf32>
+// CHECK-NEXT:    func.return %[[O]], %[[S2]], %[[T2]]
+func.func @matmul_transpose_swap(%q: tensor<2x4x8x16xf32>, %k: tensor<2x8x4x16xf32>, %v: tensor<2x8x4x16xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x4x8x8xf32>, tensor<2x4x16x8xf32>) {
+  %t = graph.transpose %k {perm = array<i64: 0, 2, 3, 1>} : (tensor<2x8x4x16xf32>) -> tensor<2x4x16x8xf32>
+  %s = graph.matmul %q, %t : (tensor<2x4x8x16xf32>, tensor<2x4x16x8xf32>) -> tensor<2x4x8x8xf32>
+  %vt = graph.transpose %v {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x8x4x16xf32>) -> tensor<2x4x8x16xf32>
+  %o = graph.matmul %s, %vt : (tensor<2x4x8x8xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x8x16xf32>
+  %t2 = graph.transpose %k {perm = array<i64: 0, 2, 3, 1>} : (tensor<2x8x4x16xf32>) -> tensor<2x4x16x8xf32>
+  %s2 = graph.matmul %q, %t2 : (tensor<2x4x8x16xf32>, tensor<2x4x16x8xf32>) -> tensor<2x4x8x8xf32>
+  func.return %o, %s2, %t2 : tensor<2x4x8x16xf32>, tensor<2x4x8x8xf32>, tensor<2x4x16x8xf32>
+}
+
+// a mean over all spatial dims keeping them is the global average pool; not: a mean
+// over H only, one dropping the dims
+// CHECK-LABEL: func.func @mean_to_global_avg_pool
+// CHECK-NEXT:    %[[G:.*]] = graph.global_avg_pool %x : (tensor<2x3x4x5xf32>) -> tensor<2x3x1x1xf32>
+// CHECK-NEXT:    %[[H:.*]] = graph.reduce_mean %x {axes = array<i64: 2>, keepdims = true}
+// CHECK-NEXT:    %[[D:.*]] = graph.reduce_mean %x {axes = array<i64: 2, 3>}
+// CHECK-NEXT:    func.return %[[G]], %[[H]], %[[D]]
+func.func @mean_to_global_avg_pool(%x: tensor<2x3x4x5xf32>) -> (tensor<2x3x1x1xf32>, tensor<2x3x1x5xf32>, tensor<2x3xf32>) {
+  %g = graph.reduce_mean %x {axes = array<i64: -2, -1>, keepdims = true} : (tensor<2x3x4x5xf32>) -> tensor<2x3x1x1xf32>
+  %h = graph.reduce_mean %x {axes = array<i64: 2>, keepdims = true} : (tensor<2x3x4x5xf32>) -> tensor<2x3x1x5xf32>
+  %d = graph.reduce_mean %x {axes = array<i64: 2, 3>} : (tensor<2x3x4x5xf32>) -> tensor<2x3xf32>
+  func.return %g, %h, %d : tensor<2x3x1x1xf32>, tensor<2x3x1x5xf32>, tensor<2x3xf32>
+}
