@@ -20,7 +20,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -28,7 +28,7 @@ from dlpc.backends.runtime.callconv import ModuleFunction
 from dlpc.diagnostics import DlpcError, install_hint
 
 if TYPE_CHECKING:
-    from pyopencl import Buffer
+    from pyopencl import SVM, Buffer
     from xdsl.ir import SSAValue
 
 
@@ -151,7 +151,14 @@ class OpenCLFunction(ModuleFunction):
             self._device_alloc(max(math.prod(shape), 1) * dtype.itemsize, f"argument {k}")
             for k, (shape, dtype) in enumerate(self.arg_specs)
         ]
-        buffers: dict[SSAValue, Buffer] = dict(zip(args, self.arg_buffers))
+        buffers: dict[SSAValue, Buffer | SVM] = dict(zip(args, self.arg_buffers))
+        # inputs in shared virtual memory where the device has fine-grained SVM buffers
+        # (PoCL's CPU devices): a call writes them with a host copy, no upload command
+        self.svm_inputs = self._svm_inputs(module)
+        for k, array in self.svm_inputs.items():
+            buffers[args[k]] = cl.SVM(array)
+        device = self.ctx.devices[0]
+        cpu = bool(device.type & cl.device_type.CPU)
         globals_: dict[str, Buffer] = {}
         for op in module.body.block.ops:
             if isinstance(op, memref.GlobalOp):
@@ -182,7 +189,10 @@ class OpenCLFunction(ModuleFunction):
                 launch = emitter.launches[op]
                 kernel = cl.Kernel(self.program, launch.name)
                 kernel.set_args(*[buffers[v] for v in launch.args])
-                self.steps.append(("kernel", kernel, launch.global_size, launch.local_size, op.sym))
+                local = launch.local_size
+                if local is None and cpu:
+                    local = cpu_local_size(launch.global_size, device.max_compute_units)
+                self.steps.append(("kernel", kernel, launch.global_size, local, op.sym))
                 self.kernel_ops.append(op)
             elif isinstance(op, memref.AllocOp | memref.AllocaOp):
                 if any(op.memref is result for _, result in aliases.values()):
@@ -196,7 +206,7 @@ class OpenCLFunction(ModuleFunction):
                 owners[id(buffer)] = 1
             elif isinstance(op, memref.DeallocOp):
                 buffer = buffers.get(op.memref)
-                if buffer is not None and id(buffer) in owners:
+                if isinstance(buffer, cl.Buffer) and id(buffer) in owners:
                     owners[id(buffer)] -= 1
                     if owners[id(buffer)] == 0:  # no memref lives in it any more: reuse it
                         del owners[id(buffer)]
@@ -214,8 +224,38 @@ class OpenCLFunction(ModuleFunction):
                 raise DlpcError(f"error: opencl backend: unsupported op '{op.name}' in @main")
         self.num_launches = len(self.kernel_ops)  # per call (the aliased reshapes are free)
         # the kernels' arguments hold no reference to their buffers: keep every one alive
-        self.device_buffers = [*buffers.values(), *globals_.values()]
+        self.device_buffers = [*buffers.values(), *globals_.values(), *self.svm_inputs.values()]
         self.params_resident = False  # the bound parameters are in their device buffers
+
+    def _svm_inputs(self, module) -> dict[int, np.ndarray]:
+        """@main's inputs (by position) given a fine-grained SVM array each, when the
+        device has fine-grained SVM buffers and no `memref.copy` reads the input (copies
+        are between device buffers). On PoCL's pthread driver an upload is one more
+        hand-off to its worker threads and back (about 20 us a call); a host copy into
+        SVM is not a command at all, and the kernels read it as any global buffer."""
+        from xdsl.dialects import memref
+
+        cl = _cl()
+        device = self.ctx.devices[0]
+        try:
+            fine = bool(device.svm_capabilities & cl.device_svm_capabilities.FINE_GRAIN_BUFFER)
+        except (cl.Error, AttributeError):  # OpenCL 1.x: no SVM
+            fine = False
+        if not fine or os.environ.get("DLPC_OPENCL_SVM") == "0":
+            return {}
+        args = self.fn.body.block.args
+        copied = {o.source for o in module.walk() if isinstance(o, memref.CopyOp)}
+        flags: Any = cl.svm_mem_flags.READ_ONLY | cl.svm_mem_flags.SVM_FINE_GRAIN_BUFFER
+        arrays = {}
+        for k in range(self.num_inputs):
+            shape, dtype = self.arg_specs[k]
+            if args[k] in copied or math.prod(shape) == 0:
+                continue
+            try:
+                arrays[k] = cl.svm_empty(self.ctx, flags, shape, dtype, alignment=64)
+            except cl.Error:  # (out of SVM: the input keeps its device buffer)
+                continue
+        return arrays
 
     def bind_params(self, params) -> None:
         """Check the parameters once and upload them: they stay on the device, and calls
@@ -253,8 +293,10 @@ class OpenCLFunction(ModuleFunction):
     def _upload(self, queue, arrays, first: int, blocking: bool = False) -> None:
         """Copy `arrays` into @main's argument buffers `first`, `first + 1`, ... (the
         host arrays must live until the queue finishes: the caller holds them)."""
-        for buffer, a in zip(self.arg_buffers[first:], arrays):
-            if a.nbytes:
+        for k, (buffer, a) in enumerate(zip(self.arg_buffers[first:], arrays), first):
+            if k in self.svm_inputs:
+                np.copyto(self.svm_inputs[k], a)  # (no kernel runs: the last call finished)
+            elif a.nbytes:
                 _cl().enqueue_copy(queue, buffer, a, is_blocking=blocking)
 
     def _launch(self, queue, step):
@@ -308,6 +350,25 @@ class OpenCLFunction(ModuleFunction):
         if host.nbytes == 0:
             return cl.Buffer(self.ctx, flags, size=1)
         return cl.Buffer(self.ctx, flags | cl.mem_flags.COPY_HOST_PTR, hostbuf=host)
+
+
+def cpu_local_size(global_size: tuple[int, ...], units: int) -> tuple[int, ...]:
+    """Work-group sizes for a kernel on a CPU device: at least `2 * units` work-groups
+    where the NDRange has that many work-items, the outermost dimensions split first.
+    PoCL's own choice is one work-group of the whole NDRange for the small NDRanges dlpc
+    launches (a few fat work-items each, see `plan_lanes`), and a work-group runs on one
+    thread: resnet's convolutions ran on one of the two cores (138 us against 74 split
+    in two)."""
+    want = 2 * max(units, 1)
+    local, groups = [], 1
+    for g in global_size:
+        if groups >= want:
+            local.append(g)
+            continue
+        split = next((f for f in range(1, g + 1) if g % f == 0 and groups * f >= want), g)
+        local.append(g // split)
+        groups *= split
+    return tuple(local)
 
 
 def reshape_aliases(fn) -> dict:

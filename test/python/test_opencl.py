@@ -351,3 +351,49 @@ def test_uninitialized_global_is_zeros():
     f = compile_opencl(pipeline.parse_module(UNINITIALIZED_GLOBAL), name="uninit")
     x = np.arange(4, dtype=np.float32)
     np.testing.assert_array_equal(f(x)[0], x)
+
+
+def test_cpu_local_size_splits_the_ndrange_into_groups():
+    from dlpc.backends.runtime.opencl_rt import cpu_local_size
+
+    assert cpu_local_size((32,), 2) == (8,)  # 4 groups for 2 compute units
+    assert cpu_local_size((4,), 2) == (1,)
+    assert cpu_local_size((3,), 2) == (1,)  # fewer work-items than groups: one each
+    assert cpu_local_size((2, 6), 2) == (1, 3)  # the outer dimension first, then the next
+    assert cpu_local_size((8, 6, 5), 1) == (4, 6, 5)
+    assert cpu_local_size((1,), 4) == (1,)
+
+
+def test_svm_inputs_see_each_call_and_a_copied_input_keeps_its_buffer(monkeypatch):
+    """Inputs live in fine-grained SVM where the device has it (PoCL): every call writes
+    them before its kernels; an input a `memref.copy` reads keeps a device buffer. With
+    DLPC_OPENCL_SVM=0 every input is uploaded, with the same results."""
+    model = dlpc.load(ROOT / "examples" / "mlp.dlpc")
+    weights = dlpc.api.check_weights(model)
+    module = pipeline.lower(model.module.clone(), "loop", pipeline.PipelineOptions())
+    f = compile_opencl(module, name="mlp")
+    f.bind_params(weights)
+    monkeypatch.setenv("DLPC_OPENCL_SVM", "0")
+    g = compile_opencl(module, name="mlp")
+    g.bind_params(weights)
+    assert not g.svm_inputs
+    rng = np.random.default_rng(3)
+    for _ in range(3):  # a new input each call: no call sees the last one's
+        x = rng.standard_normal((1, 784), dtype=np.float32)
+        (ref,) = dlpc.api.reference(model, [x])
+        tol = dict(rtol=1e-4, atol=1e-5 * max(1.0, float(np.abs(ref).max())))
+        np.testing.assert_allclose(f(x)[0], ref, **tol)
+        np.testing.assert_array_equal(g(x)[0], f(x)[0])
+    copy = pipeline.parse_module(
+        """
+        func.func @main(%x: memref<4xf32>, %y: memref<4xf32>)
+            attributes {dlpc.num_inputs = 1 : i64, dlpc.num_outputs = 1 : i64} {
+          "memref.copy"(%x, %y) : (memref<4xf32>, memref<4xf32>) -> ()
+          func.return
+        }
+        """
+    )
+    h = compile_opencl(copy, name="copy")
+    assert 0 not in h.svm_inputs
+    x = np.arange(4, dtype=np.float32)
+    np.testing.assert_array_equal(h(x)[0], x)
