@@ -526,15 +526,29 @@ def lower_softmax(L: Lowering, op: g.GraphOp, xs):
 
     # the f16 exps are summed in f32 and rounded once (the reference's `_sum_f32`)
     wide = isinstance(elt(x), Float16Type)
-    total = L.reduce(
-        stats,
-        [s[axis]],
-        "add",
-        lambda b, idx, r: _widen(b, b.exp(shifted(b, _put(idx, axis, r[0])))),
-        suffix="_sum",
-        acc_type=f32 if wide else None,
-        epilogue=(lambda b, acc, idx: b.cast(acc, f16)) if wide else None,
-    )
+
+    def sum_of(term) -> SSAValue:
+        return L.reduce(
+            stats,
+            [s[axis]],
+            "add",
+            lambda b, idx, r: _widen(b, term(b, _put(idx, axis, r[0]))),
+            suffix="_sum",
+            acc_type=f32 if wide else None,
+            epilogue=(lambda b, acc, idx: b.cast(acc, f16)) if wide else None,
+        )
+
+    if op.name == "graph.softmax" and axis == len(s) - 1:
+        # exp once: stored (te-to-loop keeps it in a row-local buffer of the fused row
+        # kernel), summed, then scaled by 1 / sum
+        e = L.compute(op.out_type, lambda b, idx: b.exp(shifted(b, idx)), suffix="_exp")
+        total = sum_of(lambda b, idx: b.read(e, idx))
+        if wide:  # f16: one rounding, as the reference's e / sum
+            body = lambda b, idx: b.div(b.read(e, idx), b.read(total, _drop(idx, axis)))  # noqa: E731
+        else:
+            body = lambda b, idx: b.mul(b.read(e, idx), b.div(1.0, b.read(total, _drop(idx, axis))))  # noqa: E731
+        return L.compute(op.out_type, body)
+    total = sum_of(lambda b, idx: b.exp(shifted(b, idx)))
     if op.name == "graph.softmax":
         body = lambda b, idx: b.div(b.exp(shifted(b, idx)), b.read(total, _drop(idx, axis)))  # noqa: E731
     else:

@@ -8,7 +8,8 @@ Output: loop, memref, arith, math, scf: `@main` takes memrefs in the calling con
 returned value) and returns nothing; attributes `dlpc.num_inputs`, `dlpc.params`,
 `dlpc.num_outputs` describe the split.
 Requires: static shapes; no graph op other than graph.param/graph.constant.
-Guarantees: no te op remains; each te op becomes ONE `loop.kernel` named after it, with
+Guarantees: no te op remains; each te op becomes ONE `loop.kernel` named after it (except
+a row group, below), with
 loops named `i0..` (spatial, outermost first) and `r0..` (reduction, marked
 `reduction`); the outermost spatial loop of extent > 1 is `parallel`; the innermost loop
 of a te.compute is `vectorize` (extent > 1), and with the option
@@ -18,6 +19,14 @@ graph.constant becomes a private constant `memref.global`; intermediates are
 `memref.alloc`'d before their kernel and `memref.dealloc`'d after their last use; a
 returned value that is an input, a param, a constant or returned twice is copied into
 its output by a `copy_out<k>` kernel.
+
+Row groups (option `fuse_rows`, on by default): reductions over the trailing dims of a
+row, then computes over (row, tail) that only later members read at their own row, ending
+in a compute (softmax: max, exp, sum, scale; layer norm: mean, rstd, normalise) become ONE
+kernel named after the last member: the rows in blocks of up to 16, each member one row
+after another in the block, reduced values and intermediate rows in block-local buffers
+(a block's row of exps is stored once, summed and scaled), a reduction's epilogue
+vectorized across the block (`RowGroup`, `KernelBuilder.row_group`).
 
     %y = te.compute "relu_0" (%i0, %i1) : tensor<4x8xf32> { ... te.yield %r : f32 }
     func.return %y : tensor<4x8xf32>
@@ -137,10 +146,11 @@ class KernelBuilder:
         reduction: bool = False,
         parent: Block | None = None,
     ) -> tuple[Block, list[SSAValue]]:
-        """Loops over `extents` inside `parent` (default the kernel's block)."""
+        """Loops over `extents` inside `parent` (default the kernel's block); the first
+        loop of extent > 1 is parallel unless the nest reduces or sits in another nest."""
         block = parent if parent is not None else kernel.block
         ivs: list[SSAValue] = []
-        parallel_done = reduction
+        parallel_done = reduction or parent is not None
         for n, (extent, name) in enumerate(zip(extents, names)):
             par = not parallel_done and extent > 1
             parallel_done |= par
@@ -223,6 +233,112 @@ class KernelBuilder:
         block.add_op(memref.StoreOp.get(result, out, ivs))
         return kernel
 
+    def row_group(self, group: RowGroup, out: SSAValue) -> KernelOp:
+        """One kernel for a row group (see `row_groups`). The rows go in blocks of
+        `group.block` along the last row dim; in each block, every member in order, one
+        row after another (loop `b`): a te.reduce into one value per row (its epilogue
+        then vectorized across the block: one sqrt for 16 rows), a te.compute into a
+        block-local buffer, the last te.compute into `out`.
+
+            for i0, .., ib (blocks of B rows):
+              for b < B: mean[b] = sum_r x[row, r] / n
+              for b < B: var[b] = sum_r (x[row, r] - mean[b])^2
+              for e < B {vectorize}: rstd[e] = 1 / sqrt(var[e] / n + eps)
+              for b < B: for j {vectorize}: y[row, j] = (x[row, j] - mean[b]) * rstd[b] ..
+        """
+        last = group.members[-1]
+        kernel = KernelOp(last.compute_name, origin=origin_of(last))
+        outer: dict[SSAValue, SSAValue] = {}
+        for m in group.members:
+            self.hoist_constants(m, kernel)
+            outer.update(self.outer)
+        self.outer = outer
+        a, B, tail = len(group.rows), group.block, list(group.tail)
+        extents = [*group.rows[:-1], group.rows[-1] // B]
+        top, tops = self.nest(kernel, extents, [f"i{n}" for n in range(a)], False)
+        size = arith.ConstantOp(IntegerAttr(B, IndexType()))
+        start = arith.MuliOp(tops[-1], size.result)
+        top.add_ops([size, start])
+        block_ivs: set[SSAValue] = set()  # the ivs of the per-row loops (b, e)
+        local: set[SSAValue] = set()
+        own: set[memref.LoadOp] = set()  # loads of block buffers already at row b
+
+        def rows_loop(name: str, vectorize: bool = False) -> tuple[Block, list[SSAValue]]:
+            loop = ForOp(0, B, 1, name=name, vectorize=vectorize and B > 1)
+            loop.induction_var.name_hint = name
+            top.add_op(loop)
+            block_ivs.add(loop.induction_var)
+            row = arith.AddiOp(start.result, loop.induction_var)
+            loop.block.add_op(row)
+            return loop.block, [*tops[:-1], row.result]
+
+        def block_buffer(elt: Attribute, shape: list[int], name: str) -> SSAValue:
+            buf = memref.AllocaOp.get(elt, shape=shape)
+            buf.memref.name_hint = name
+            top.add_op(buf)
+            local.add(buf.memref)
+            return buf.memref
+
+        for t, m in enumerate(group.members):
+            tag = "" if t == 0 else f"_{t}"
+            elt = m.result.type.get_element_type()
+            name = g.ssa_name_hint(m.compute_name) or "row"
+            if isinstance(m, te.ReduceOp):
+                stat = block_buffer(elt, [B], name)
+                raw = block_buffer(m.acc_type, [B], f"{name}_acc") if m.has_epilogue else stat
+                row, ivs = rows_loop(f"b{tag}")
+                acc = memref.AllocaOp.get(m.acc_type, shape=[])
+                acc.memref.name_hint = "acc"
+                init = arith.ConstantOp(init_attr(m.init_value, m.acc_type))
+                row.add_ops([acc, init, memref.StoreOp.get(init, acc, [])])
+                names = [f"r{n}{tag}" for n in range(len(tail))]
+                inner, rivs = self.nest(kernel, tail, names, True, reduction=True, parent=row)
+                value = self.inline_body(m.body.block, inner, ivs + rivs)
+                old = memref.LoadOp.get(acc, [])
+                combine = combiner(m.combiner_name, m.acc_type)(old, value)
+                inner.add_ops([old, combine, memref.StoreOp.get(combine, acc, [])])
+                final = memref.LoadOp.get(acc, [])
+                b = row.parent_op().induction_var  # type: ignore[union-attr]
+                row.add_ops([final, memref.StoreOp.get(final, raw, [b])])
+                if m.has_epilogue:
+                    post, ivs = rows_loop(f"e{tag}", vectorize=True)
+                    e = post.parent_op().induction_var  # type: ignore[union-attr]
+                    acc_e = memref.LoadOp.get(raw, [e])
+                    post.add_op(acc_e)
+                    own.add(acc_e)
+                    result = self.inline_body(m.epilogue.block, post, [acc_e.res, *ivs])
+                    post.add_op(memref.StoreOp.get(result, stat, [e]))
+                self.buffers[m.result] = stat
+                continue
+            buf = out if m is last else block_buffer(elt, [B, *tail], name)
+            row, ivs = rows_loop(f"b{tag}")
+            names = [f"j{n}{tag}" for n in range(len(tail))]
+            inner, jivs = self.nest(kernel, tail, names, True, parent=row)
+            value = self.inline_body(m.body.block, inner, ivs + jivs)
+            if m is last:
+                inner.add_op(memref.StoreOp.get(value, out, ivs + jivs))
+                continue
+            b = row.parent_op().induction_var  # type: ignore[union-attr]
+            inner.add_op(memref.StoreOp.get(value, buf, [b, *jivs]))
+            self.buffers[m.result] = buf
+        # a member's result is read at the reader's row (checked by row_groups): row
+        # `b` of the block, then the tail indices
+        for load in [op for op in kernel.walk() if isinstance(op, memref.LoadOp)]:
+            if load.memref not in local or load in own:
+                continue
+            parent = load.parent_op()
+            while not (isinstance(parent, ForOp) and parent.induction_var in block_ivs):
+                assert parent is not None
+                parent = parent.parent_op()
+            b = parent.induction_var
+            new = memref.LoadOp.get(load.memref, [b, *list(load.indices)[a:]])
+            new.res.name_hint = load.res.name_hint
+            load.parent_block().insert_op_before(new, load)  # type: ignore[union-attr]
+            load.res.replace_all_uses_with(new.res)
+            load.detach()
+            load.erase()
+        return kernel
+
     def copy(self, name: str, src: SSAValue, dst: SSAValue, shape) -> KernelOp:
         kernel = KernelOp(name, origin="func.return")
         block, ivs = self.nest(kernel, shape, [f"i{n}" for n in range(len(shape))], True)
@@ -251,10 +367,104 @@ def combiner(name: str, ty: Attribute):
     return table[name]
 
 
+# --------------------------------------------------------------------- row groups
+
+ROW_BUFFER_LIMIT = 4096  # elements of a block-local buffer (16 KiB of f32: L1, the stack)
+ROW_BLOCK = 16  # rows per block at most (a vector of f32 per row statistic)
+
+
+@dataclass
+class RowGroup:
+    """te ops that become one row kernel: reductions over the trailing dims `tail` of a
+    row, computes over (row, tail) read only within the group, and a last compute.
+    softmax (max, exp, sum, scale) and layer norm (mean, rstd, normalise) lower so."""
+
+    members: list[TeOp]
+    rows: tuple[int, ...]
+    tail: tuple[int, ...]
+    block: int = 1  # rows per block: divides rows[-1]
+
+
+def _row_args(op: Operation, a: int) -> list[SSAValue] | None:
+    """The row indices of the block that `op` (a te.read) sits in: the first `a` index
+    arguments of its compute/reduce body, or of a reduce epilogue (after the acc)."""
+    block = op.parent_block()
+    while block is not None and not isinstance(block.parent_op(), TeOp):
+        parent = block.parent_op()
+        block = parent.parent_block() if parent is not None else None
+    if block is None:
+        return None
+    owner = block.parent_op()
+    assert isinstance(owner, TeOp)
+    args: list[SSAValue] = list(block.args)
+    if isinstance(owner, te.ReduceOp) and owner.has_epilogue and block is owner.epilogue.block:
+        args = args[1:]
+    return args[:a]
+
+
+def _group_ok(members: list[TeOp], rows: tuple[int, ...]) -> bool:
+    """Every member but the last is read only by later members, at its own row."""
+    a = len(rows)
+    inside = set(members)
+    for n, m in enumerate(members[:-1]):
+        for use in m.results[0].uses:
+            read = use.operation
+            if not isinstance(read, te.ReadOp) or read.tensor is not m.results[0]:
+                return False
+            owner = read.parent_op()
+            while owner is not None and not isinstance(owner, TeOp):
+                owner = owner.parent_op()
+            if owner not in inside or members.index(owner) <= n:  # type: ignore[arg-type]
+                return False
+            if list(read.indices)[:a] != _row_args(read, a):
+                return False
+    return isinstance(members[-1], te.ComputeOp) and len(members) > 1
+
+
+def row_groups(block: Block) -> dict[Operation, RowGroup]:
+    """The row groups of a te function (keyed by their first member): from a te.reduce
+    over the trailing dims of a row, the longest run of te ops (scalar arith.constants
+    between them allowed) over (row) or (row, tail) that `_group_ok` accepts."""
+    ops = [op for op in block.ops if not isinstance(op, arith.ConstantOp)]
+    groups: dict[Operation, RowGroup] = {}
+    n = 0
+    while n < len(ops):
+        first = ops[n]
+        n += 1
+        if not isinstance(first, te.ReduceOp):
+            continue
+        rows, tail = first.shape, first.reduce_extents
+        if not rows or not tail or math.prod(tail) > ROW_BUFFER_LIMIT:
+            continue
+        run: list[TeOp] = [first]
+        for op in ops[n:]:
+            if isinstance(op, te.ReduceOp) and op.shape == rows and op.reduce_extents == tail:
+                run.append(op)
+            elif isinstance(op, te.ComputeOp) and op.shape == rows + tail:
+                run.append(op)
+            else:
+                break
+        best = next((k for k in range(len(run), 1, -1) if _group_ok(run[:k], rows)), 0)
+        if best:
+            per_row = (
+                math.prod(tail) if any(isinstance(m, te.ComputeOp) for m in run[: best - 1]) else 1
+            )
+            size = max(
+                d
+                for d in range(1, ROW_BLOCK + 1)
+                if rows[-1] % d == 0 and d * per_row <= ROW_BUFFER_LIMIT or d == 1
+            )
+            groups[first] = RowGroup(run[:best], rows, tail, size)
+            n += best - 1
+    return groups
+
+
 # --------------------------------------------------------------------- functions
 
 
-def bufferize(module: ModuleOp, fn: func.FuncOp, vectorize_reductions: bool = False) -> func.FuncOp:
+def bufferize(
+    module: ModuleOp, fn: func.FuncOp, vectorize_reductions: bool = False, fuse_rows: bool = True
+) -> func.FuncOp:
     """The loop-level replacement of `fn` (globals for constants go into `module`)."""
     old = fn.body.block
     ret = old.last_op
@@ -294,11 +504,33 @@ def bufferize(module: ModuleOp, fn: func.FuncOp, vectorize_reductions: bool = Fa
     for k, v in enumerate(returned):
         if isinstance(v.owner, te.ComputeOp | te.ReduceOp) and v not in direct:
             direct[v] = outs[k]
-    last_use = _last_uses(old)
+    groups = row_groups(old) if fuse_rows else {}
+    grouped: dict[Operation, RowGroup] = {m: grp for grp in groups.values() for m in grp.members}
+    # a value read by a row group is last read by its kernel, built at its last member
+    last_use = {
+        v: grouped[op].members[-1] if op in grouped else op for v, op in _last_uses(old).items()
+    }
     builder = KernelBuilder(buffers, vectorize_reductions)
     allocated: list[SSAValue] = []
     for op in old.ops:
-        if isinstance(op, g.ParamOp):
+        if op in grouped:
+            grp = grouped[op]
+            if op is grp.members[-1]:
+                last = grp.members[-1]
+                assert isinstance(last, te.ComputeOp)
+                out = direct.get(last.result)
+                if out is None:
+                    alloc = memref.AllocOp([], [], memref_of(last.result.type, _describe(last)))
+                    alloc.memref.name_hint = g.ssa_name_hint(last.compute_name)
+                    block.add_op(alloc)
+                    out = alloc.memref
+                    allocated.append(last.result)
+                kernel = builder.row_group(grp, out)
+                buffers[last.result] = out
+                for m in grp.members:
+                    _check_closed(kernel, m, old)
+                block.add_op(kernel)
+        elif isinstance(op, g.ParamOp):
             buffers[op.output] = block.args[n_in + list(params).index(op.pname)]
         elif isinstance(op, g.ConstantOp):
             sym = _constant_global(module, op)
@@ -402,13 +634,16 @@ class TeToLoop(ModulePass):
     """Also mark the innermost reduction loop `vectorize` (the C backend then emits an
     OpenMP simd reduction: float sums are reassociated, within rtol 1e-4)."""
 
+    fuse_rows: bool = True
+    """Lower each row group (softmax, layer norm: see `row_groups`) as one kernel."""
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for fn in [f for f in op.body.block.ops if isinstance(f, func.FuncOp)]:
             if not any(
                 isinstance(o, TeOp | g.ParamOp | g.ConstantOp) for o in fn.body.block.ops
             ) and not any(isinstance(a.type, TensorType) for a in fn.body.block.args):
                 continue  # already at the loop level
-            new_fn = bufferize(op, fn, self.vectorize_reductions)
+            new_fn = bufferize(op, fn, self.vectorize_reductions, self.fuse_rows)
             op.body.block.insert_op_before(new_fn, fn)
             fn.detach()
             fn.erase(safe_erase=False)

@@ -64,14 +64,21 @@ func.func @pool(%x: tensor<1x2x6x6xf32>) -> tensor<1x2x3x3xf32> {
   func.return %y : tensor<1x2x3x3xf32>
 }
 
+// Softmax over the last axis: exp once, stored, summed, then scaled by 1 / sum.
 // CHECK-LABEL: func.func @softmax
 // CHECK:       %[[MAX:.*]] = te.reduce "softmax_6_max" (%{{.*}}) reduce (%{{.*}}) over [16] combiner "max" init -inf : tensor<4xf32>
-// CHECK:       %[[SUM:.*]] = te.reduce "softmax_6_sum" (%{{.*}}) reduce (%{{.*}}) over [16] combiner "add" init 0.000000e+00 : tensor<4xf32>
-// CHECK:         math.exp
-// CHECK:       te.compute "softmax_6" (%{{.*}}, %{{.*}}) : tensor<4x16xf32>
+// CHECK:       %[[EXP:.*]] = te.compute "softmax_6_exp" (%{{.*}}, %{{.*}}) : tensor<4x16xf32>
 // CHECK:         te.read %[[MAX]]
-// CHECK:         te.read %[[SUM]]
-// CHECK:         arith.divf
+// CHECK:         math.exp
+// CHECK:       %[[SUM:.*]] = te.reduce "softmax_6_sum" (%{{.*}}) reduce (%{{.*}}) over [16] combiner "add" init 0.000000e+00 : tensor<4xf32>
+// CHECK:         te.read %[[EXP]]
+// CHECK-NOT:     math.exp
+// CHECK:       te.compute "softmax_6" (%{{.*}}, %{{.*}}) : tensor<4x16xf32>
+// CHECK-NEXT:    te.read %[[EXP]]
+// CHECK-NEXT:    te.read %[[SUM]]
+// CHECK-NEXT:    arith.constant 1.0
+// CHECK-NEXT:    arith.divf
+// CHECK-NEXT:    arith.mulf
 func.func @softmax(%x: tensor<4x16xf32>) -> tensor<4x16xf32> {
   %y = graph.softmax %x {axis = -1 : i64} : (tensor<4x16xf32>) -> tensor<4x16xf32>
   func.return %y : tensor<4x16xf32>
@@ -183,4 +190,19 @@ func.func @dropout(%x: tensor<4x8xf32>, %step: tensor<f32>) -> (tensor<4x8xf32>,
   %0 = graph.dropout %x, %step {p = 0.25 : f64, seed = 42 : i64} : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
   %1 = graph.dropout %x {p = 0.25 : f64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
   func.return %0, %1 : tensor<4x8xf32>, tensor<4x8xf32>
+}
+
+// Softmax over another axis: max, sum of exp, exp / sum (no row kernel to keep exp in).
+// CHECK-LABEL: func.func @softmax_axis0
+// CHECK:       %[[MAX:.*]] = te.reduce "softmax_{{[0-9]+}}_max" (%{{.*}}) reduce (%{{.*}}) over [4] combiner "max" init -inf : tensor<16xf32>
+// CHECK:       %[[SUM:.*]] = te.reduce "softmax_{{[0-9]+}}_sum" (%{{.*}}) reduce (%{{.*}}) over [4] combiner "add" init 0.000000e+00 : tensor<16xf32>
+// CHECK:         math.exp
+// CHECK:       te.compute "softmax_{{[0-9]+}}" (%{{.*}}, %{{.*}}) : tensor<4x16xf32>
+// CHECK:         te.read %[[MAX]]
+// CHECK:         math.exp
+// CHECK:         te.read %[[SUM]]
+// CHECK:         arith.divf
+func.func @softmax_axis0(%x: tensor<4x16xf32>) -> tensor<4x16xf32> {
+  %y = graph.softmax %x {axis = 0 : i64} : (tensor<4x16xf32>) -> tensor<4x16xf32>
+  func.return %y : tensor<4x16xf32>
 }

@@ -163,3 +163,128 @@ func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
   }
   func.return %y : tensor<4xf32>
 }
+
+
+// -----
+
+// A row group (softmax over the last axis: max, exp, sum, scale) is ONE kernel: rows in
+// blocks (8 here), per block each member one row after another; the reductions' results
+// and the exps live in block-local buffers, exp is computed once.
+// CHECK-LABEL: func.func @main
+// CHECK:         loop.kernel "softmax_0" attributes {origin = "graph.softmax"} {
+// CHECK-NEXT:      loop.for %[[I0:.*]] = 0 to 1 step 1 {name = "i0"} {
+// CHECK:             %[[START:.*]] = arith.muli %[[I0]], %{{.*}} : index
+// CHECK-NEXT:        %[[MAX:.*]] = memref.alloca() : memref<8xf32>
+// CHECK-NEXT:        loop.for %[[B:.*]] = 0 to 8 step 1 {name = "b"} {
+// CHECK-NEXT:          %[[ROW:.*]] = arith.addi %[[START]], %[[B]] : index
+// CHECK:               loop.for %[[R:.*]] = 0 to 16 step 1 {name = "r0", vectorize, reduction} {
+// CHECK-NEXT:            memref.load %x[%[[ROW]], %[[R]]] : memref<8x16xf32>
+// CHECK:               memref.store %{{.*}}, %[[MAX]][%[[B]]] : memref<8xf32>
+// CHECK:             %[[EXP:.*]] = memref.alloca() : memref<8x16xf32>
+// CHECK-NEXT:        loop.for %[[B1:.*]] = 0 to 8 step 1 {name = "b_1"} {
+// CHECK:               loop.for %[[J:.*]] = 0 to 16 step 1 {name = "j0_1", vectorize} {
+// CHECK:                 memref.load %[[MAX]][%[[B1]]] : memref<8xf32>
+// CHECK:                 math.exp
+// CHECK-NEXT:            memref.store %{{.*}}, %[[EXP]][%[[B1]], %[[J]]] : memref<8x16xf32>
+// CHECK:             %[[SUM:.*]] = memref.alloca() : memref<8xf32>
+// CHECK-NEXT:        loop.for %[[B2:.*]] = 0 to 8 step 1 {name = "b_2"} {
+// CHECK:               loop.for %[[R2:.*]] = 0 to 16 step 1 {name = "r0_2", vectorize, reduction} {
+// CHECK-NEXT:            memref.load %[[EXP]][%[[B2]], %[[R2]]] : memref<8x16xf32>
+// CHECK:               memref.store %{{.*}}, %[[SUM]][%[[B2]]] : memref<8xf32>
+// CHECK:             loop.for %[[B3:.*]] = 0 to 8 step 1 {name = "b_3"} {
+// CHECK-NEXT:          %[[ROW3:.*]] = arith.addi %[[START]], %[[B3]] : index
+// CHECK-NEXT:          loop.for %[[J3:.*]] = 0 to 16 step 1 {name = "j0_3", vectorize} {
+// CHECK-NEXT:            memref.load %[[EXP]][%[[B3]], %[[J3]]] : memref<8x16xf32>
+// CHECK-NEXT:            memref.load %[[SUM]][%[[B3]]] : memref<8xf32>
+// CHECK-NOT:             math.exp
+// CHECK:                 memref.store %{{.*}}, %out0[%[[ROW3]], %[[J3]]] : memref<8x16xf32>
+// CHECK-NOT:     loop.kernel
+// CHECK:         func.return
+func.func @main(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
+  %softmax_0_max = te.reduce "softmax_0_max" (%i0) reduce (%r0) over [16] combiner "max" init -inf : tensor<8xf32> {
+    %0 = te.read %x[%i0, %r0] : tensor<8x16xf32>
+    te.yield %0 : f32
+  } attributes {origin = "graph.softmax"}
+  %softmax_0_exp = te.compute "softmax_0_exp" (%i0_1, %i1) : tensor<8x16xf32> {
+    %1 = te.read %x[%i0_1, %i1] : tensor<8x16xf32>
+    %2 = te.read %softmax_0_max[%i0_1] : tensor<8xf32>
+    %3 = arith.subf %1, %2 : f32
+    %4 = math.exp %3 : f32
+    te.yield %4 : f32
+  } attributes {origin = "graph.softmax"}
+  %softmax_0_sum = te.reduce "softmax_0_sum" (%i0_2) reduce (%r0_1) over [16] combiner "add" init 0.000000e+00 : tensor<8xf32> {
+    %5 = te.read %softmax_0_exp[%i0_2, %r0_1] : tensor<8x16xf32>
+    te.yield %5 : f32
+  } attributes {origin = "graph.softmax"}
+  %y = te.compute "softmax_0" (%i0_3, %i1_1) : tensor<8x16xf32> {
+    %6 = te.read %softmax_0_exp[%i0_3, %i1_1] : tensor<8x16xf32>
+    %7 = te.read %softmax_0_sum[%i0_3] : tensor<8xf32>
+    %8 = arith.constant 1.000000e+00 : f32
+    %9 = arith.divf %8, %7 : f32
+    %10 = arith.mulf %6, %9 : f32
+    te.yield %10 : f32
+  } attributes {origin = "graph.softmax"}
+  func.return %y : tensor<8x16xf32>
+}
+
+
+// -----
+
+// Layer norm's row group: the reductions' epilogues (mean = sum / n, rstd = 1 /
+// sqrt(var + eps)) run vectorized across the block of 16 rows (loops `e`), not once per row.
+// CHECK-LABEL: func.func @main
+// CHECK:         loop.kernel "layer_norm_0" attributes {origin = "graph.layer_norm"} {
+// CHECK-NEXT:      loop.for %{{.*}} = 0 to 2 step 1 {name = "i0", parallel} {
+// CHECK:             %[[MEAN:.*]] = memref.alloca() : memref<16xf32>
+// CHECK-NEXT:        %[[MACC:.*]] = memref.alloca() : memref<16xf32>
+// CHECK-NEXT:        loop.for %{{.*}} = 0 to 16 step 1 {name = "b"} {
+// CHECK:               loop.for %{{.*}} = 0 to 8 step 1 {name = "r0", vectorize, reduction} {
+// CHECK:             loop.for %[[E:.*]] = 0 to 16 step 1 {name = "e", vectorize} {
+// CHECK:               memref.load %[[MACC]][%[[E]]] : memref<16xf32>
+// CHECK:               arith.divf
+// CHECK:               memref.store %{{.*}}, %[[MEAN]][%[[E]]] : memref<16xf32>
+// CHECK:             loop.for %[[E1:.*]] = 0 to 16 step 1 {name = "e_1", vectorize} {
+// CHECK:               math.sqrt
+// CHECK:             loop.for %{{.*}} = 0 to 16 step 1 {name = "b_2"} {
+// CHECK-NEXT:          %[[ROW:.*]] = arith.addi
+// CHECK-NEXT:          loop.for %[[J:.*]] = 0 to 8 step 1 {name = "j0_2", vectorize} {
+// CHECK:                 memref.store %{{.*}}, %out0[%[[ROW]], %[[J]]] : memref<32x8xf32>
+// CHECK-NOT:     loop.kernel
+// CHECK:         func.return
+func.func @main(%x: tensor<32x8xf32>, %s: tensor<8xf32>) -> tensor<32x8xf32> {
+  %layer_norm_0_mean = te.reduce "layer_norm_0_mean" (%i0) reduce (%r0) over [8] combiner "add" init 0.000000e+00 : tensor<32xf32> {
+    %0 = te.read %x[%i0, %r0] : tensor<32x8xf32>
+    te.yield %0 : f32
+  } epilogue (%acc: f32, %j0: index) {
+    %1 = arith.constant 8.000000e+00 : f32
+    %2 = arith.divf %acc, %1 : f32
+    te.yield %2 : f32
+  } attributes {origin = "graph.layer_norm"}
+  %layer_norm_0_rstd = te.reduce "layer_norm_0_rstd" (%i0_1) reduce (%r0_1) over [8] combiner "add" init 0.000000e+00 : tensor<32xf32> {
+    %3 = te.read %x[%i0_1, %r0_1] : tensor<32x8xf32>
+    %4 = te.read %layer_norm_0_mean[%i0_1] : tensor<32xf32>
+    %5 = arith.subf %3, %4 : f32
+    %6 = arith.mulf %5, %5 : f32
+    te.yield %6 : f32
+  } epilogue (%acc_1: f32, %j0_1: index) {
+    %7 = arith.constant 8.000000e+00 : f32
+    %8 = arith.divf %acc_1, %7 : f32
+    %9 = arith.constant 1.000000e-05 : f32
+    %10 = arith.addf %8, %9 : f32
+    %11 = math.sqrt %10 : f32
+    %12 = arith.constant 1.000000e+00 : f32
+    %13 = arith.divf %12, %11 : f32
+    te.yield %13 : f32
+  } attributes {origin = "graph.layer_norm"}
+  %y = te.compute "layer_norm_0" (%i0_2, %i1) : tensor<32x8xf32> {
+    %14 = te.read %x[%i0_2, %i1] : tensor<32x8xf32>
+    %15 = te.read %layer_norm_0_mean[%i0_2] : tensor<32xf32>
+    %16 = arith.subf %14, %15 : f32
+    %17 = te.read %layer_norm_0_rstd[%i0_2] : tensor<32xf32>
+    %18 = arith.mulf %16, %17 : f32
+    %19 = te.read %s[%i1] : tensor<8xf32>
+    %20 = arith.mulf %18, %19 : f32
+    te.yield %20 : f32
+  } attributes {origin = "graph.layer_norm"}
+  func.return %y : tensor<32x8xf32>
+}
