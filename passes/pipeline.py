@@ -267,6 +267,7 @@ def lower(
     if options.schedule:  # the C target: reshapes as aliases, intermediates in one arena
         run("loop-views", module, options)
         run("loop-memory-plan", module, options)
+        run("loop-prepack-weights", module, options)  # weights packed once, not per call
     on_stage("loop", module)
     if stop_at == "loop":
         return module

@@ -62,6 +62,7 @@ PASSES["te-to-loop"] = _lower_pass("te_to_loop", "TeToLoop")
 PASSES["loop-to-dlp"] = _lower_pass("loop_to_dlp", "LoopToDlp")
 PASSES["loop-views"] = _lower_pass("memory_plan", "LoopViews")
 PASSES["loop-memory-plan"] = _lower_pass("memory_plan", "LoopMemoryPlan")
+PASSES["loop-prepack-weights"] = _lower_pass("prepack", "LoopPrepackWeights")
 
 # training: reverse-mode autodiff (the losses and optimizers are builders, not passes)
 PASSES["graph-autodiff"] = lazy_class("passes.train.autodiff", "GraphAutodiff", ModulePass)

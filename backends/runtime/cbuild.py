@@ -19,6 +19,12 @@
 - `OMP_WAIT_POLICY` defaults to `PASSIVE` (idle OpenMP threads sleep rather than spin).
 - A compiler error becomes one `DlpcError` line naming the kernel whose function holds
   the first error and the C file kept in the cache directory.
+- Resident pre-packed weights (passes/lower/prepack.py): a library that exports
+  `dlpc_prepare` takes one more pointer after @main's arguments, the packed block of
+  `dlpc_packed_bytes` bytes. `CFunction.bind_params` allocates it and fills it once
+  (`dlpc_prepare`); every later call only passes its pointer. A one-off call (`params=`,
+  `Library.call` on @main's arguments alone, a prepared vector without the slot) packs
+  into a block of its own first, so it always sees the weights it is given.
 """
 
 from __future__ import annotations
@@ -127,17 +133,53 @@ class Library:
         self.entry = self.handle.dlpc_main
         self.entry.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
         self.entry.restype = ctypes.c_int
+        # resident pre-packed weights: the block's size and @main's argument count
+        self.packed_bytes = 0
+        self.num_args = 0
+        self.prepare_entry = None
+        if hasattr(self.handle, "dlpc_prepare"):
+            self.packed_bytes = ctypes.c_size_t.in_dll(self.handle, "dlpc_packed_bytes").value
+            self.num_args = ctypes.c_int.in_dll(self.handle, "dlpc_num_args").value
+            self.prepare_entry = self.handle.dlpc_prepare
+            self.prepare_entry.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
+            self.prepare_entry.restype = ctypes.c_int
+
+    def packed_block(self) -> np.ndarray:
+        """A fresh 64-byte aligned block for the packed weights (uninitialised)."""
+        raw = np.empty(self.packed_bytes + 64, dtype=np.uint8)
+        skip = -raw.ctypes.data % 64
+        return raw[skip : skip + self.packed_bytes]
 
     def run(self, arrays: list[np.ndarray]) -> int:
-        """Call `dlpc_main` with the data pointers of C-contiguous arrays; its status."""
+        """Call `dlpc_main` with the data pointers of C-contiguous arrays; its status.
+        `arrays` are @main's arguments; a library with packed weights gets a block
+        packed for this call (`dlpc_prepare`) unless the caller passes one after them."""
         for a in arrays:
             assert a.flags.c_contiguous, "dlpc_main needs C-contiguous arrays"
+        if self.prepare_entry is not None and len(arrays) == self.num_args:
+            arrays = [*arrays, self.packed_block()]
         argv = (ctypes.c_void_p * max(len(arrays), 1))(*[a.ctypes.data for a in arrays])
+        if self.prepare_entry is not None and len(arrays) == self.num_args + 1:
+            status = self.prepare_entry(argv)
+            if status != 0:
+                return status
         return self.entry(argv)
+
+    def prepare(self, argv) -> None:
+        """Fill the packed block `argv[num_args]` from the params `argv` points to
+        (`dlpc_prepare`); a nonzero status as in `call`."""
+        if self.prepare_entry is not None:
+            self._check(self.prepare_entry(argv))
 
     def call_argv(self, argv, keep_alive: object = None) -> None:
         """Call `dlpc_main` on a prepared pointer vector (the arrays it points into must
-        stay alive: `keep_alive`); a nonzero status as in `call`."""
+        stay alive: `keep_alive`); a nonzero status as in `call`. A vector of @main's
+        arguments alone, for a library with packed weights (a training step, whose
+        params change every call), is packed for this call first."""
+        if self.prepare_entry is not None and len(argv) == self.num_args:
+            block = self.packed_block()
+            argv = (ctypes.c_void_p * (self.num_args + 1))(*argv, block.ctypes.data)
+            self._check(self.prepare_entry(argv))
         self._check(self.entry(argv))
 
     def call(self, arrays: list[np.ndarray]) -> None:
@@ -331,13 +373,20 @@ class CFunction(ModuleFunction):
 
     def bind_params(self, params) -> None:
         """Keep the parameters resident: converted once, their pointers written once
-        into the argument vector that every later call reuses."""
+        into the argument vector that every later call reuses; with packed weights the
+        block is allocated and packed here, once (`dlpc_prepare`), its pointer last in
+        the vector."""
         super().bind_params(params)
         n = self.num_inputs + len(self.param_names) + self.num_outputs
-        self._argv = (ctypes.c_void_p * max(n, 1))()
+        packed = self.library.prepare_entry is not None
+        self._argv = (ctypes.c_void_p * max(n + packed, 1))()
         self._argv_lock = threading.Lock()
         for k, a in enumerate(self.bound_params or [], self.num_inputs):
             self._argv[k] = a.ctypes.data
+        if packed:
+            self.packed = self.library.packed_block()
+            self._argv[n] = self.packed.ctypes.data
+            self.library.prepare(self._argv)
 
     def __call__(self, *inputs, params=None) -> list[np.ndarray]:
         outputs = self.empty_outputs()

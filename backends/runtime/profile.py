@@ -29,7 +29,7 @@ import numpy as np
 from xdsl.dialects.builtin import MemRefType, ModuleOp
 from xdsl.ir import Block, Operation
 
-from dlpc.backends.c import _size_of, find_main, kernel_uses, memref_info
+from dlpc.backends.c import _size_of, find_main, is_prepare, kernel_uses, memref_info
 from dlpc.backends.runtime import cbuild
 from dlpc.diagnostics import DlpcError
 from dlpc.dialects.loop import ForOp, KernelOp
@@ -83,10 +83,11 @@ def _bytes(k: Operation) -> int:
 
 
 def kernel_costs(module: ModuleOp) -> list[KernelCost]:
-    """Static FLOPs and bytes of every `loop.kernel` of @main, in call order."""
+    """Static FLOPs and bytes of every `loop.kernel` of @main, in call order (not the
+    `dlpc.prepare` kernels that pack weights once, outside the call)."""
     costs = []
     for k in find_main(module).walk():
-        if isinstance(k, KernelOp):
+        if isinstance(k, KernelOp) and not is_prepare(k):
             origin = k.origin.data if k.origin is not None else ""
             costs.append(KernelCost(k.sym, origin, _flops(k.block, 1), _bytes(k)))
     return costs
