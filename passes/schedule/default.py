@@ -59,8 +59,8 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import arith, memref
-from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Operation, SSAValue
+from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, ModuleOp
+from xdsl.ir import BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import VerifyException
 
@@ -303,13 +303,16 @@ def _gemm_tile(m: int, n: int) -> tuple[int, int]:
 
 
 def gemm_default_params(m: int, n: int, k: int) -> GemmParams:
+    """Blocks: kc and nc up to 512, mc up to 128 (matmul 1024 on 1 thread: 64/256/256
+    gave 76 GFLOP/s, 128/512/512 97, OpenBLAS 94-98: with nc = 256 the A blocks are
+    packed twice as often)."""
     mr, nr = _gemm_tile(m, n)
-    kc = _largest_divisor(k, 256)
+    kc = _largest_divisor(k, 512)
     if kc < 64 and k <= 2048:
         kc = k  # no useful divisor (k prime, 257 ..): one block, not k blocks of 1
     return GemmParams(
-        mc=_largest_divisor(m, 64, mr),
-        nc=_largest_divisor(n, 256, nr),
+        mc=_largest_divisor(m, 128, mr),
+        nc=_largest_divisor(n, 512, nr),
         kc=kc,
         mr=mr,
         nr=nr,
@@ -744,15 +747,50 @@ def gemm_scripts(kernel: KernelOp, nest: Nest) -> list[str]:
     out = []
     outer = nest.spatial[:-2]
     rows = m if _b_follows(kernel, outer, b) else m * math.prod(nest.trips[x] for x in outer)
-    if rows <= DOT_ROWS and k >= LANES and b_contiguous_in_k(kernel, nest, b):
+    weight = _is_weight(kernel, b)
+    dot = rows <= DOT_ROWS and k >= LANES and b_contiguous_in_k(kernel, nest, b)
+    # a weight's panels are packed once (see below), so the packed gemm wins from 4 rows
+    # on, unless N is no multiple of 16 (a 10-wide tile row vectorizes as 8 + 2 with
+    # shuffles: mlp's 256 -> 10 layer at batch 4 1.33 us against the dot kernel's 0.41)
+    dot_first = dot and (not weight or rows < 4 or n % LANES != 0)
+    if dot_first:
         out.append(dot_script(kernel, nest))
     p = gemm_default_params(m, n, k)
-    if m < 4 or (m <= p.mc and k <= p.kc and _b_contiguous_in_j(kernel, nest, b)):
+    if weight:
+        # B's panels are packed once, when the weights are bound (loop-prepack-weights
+        # hoists the pack), so the packed gemm beats the unpacked dot kernel (mlp batch 4,
+        # 784 -> 256: 21 us against 30); A is not worth packing below 4 rows
+        p = GemmParams(p.mc, p.nc, p.kc, p.mr, p.nr, pack_a=m >= 4, pack_b=True)
+    elif m < 4 or (m <= p.mc and k <= p.kc and _b_contiguous_in_j(kernel, nest, b)):
         # B rows contiguous along j already and a single block of A: packing does not
         # pay off (attention's P x V per head, 32x4 heads of 16x16x16: 48 -> 22 us)
         p = GemmParams(p.mc, p.nc, p.kc, p.mr, p.nr, pack_a=False, pack_b=False)
     out.append(gemm_script(kernel, nest, p))
+    if dot and not dot_first:
+        out.append(dot_script(kernel, nest))  # the fallback
     return out
+
+
+def _is_weight(kernel: KernelOp, value: SSAValue) -> bool:
+    """Is `value` a param of @main (after its `dlpc.num_inputs` inputs) or a constant
+    global: what loop-prepack-weights packs once per binding of the weights?"""
+    owner = value.owner
+    if isinstance(owner, memref.GetGlobalOp):
+        module = kernel.parent_op()
+        while module is not None and not isinstance(module, ModuleOp):
+            module = module.parent_op()
+        name = owner.name_.root_reference.data
+        return module is not None and any(
+            isinstance(op, memref.GlobalOp) and op.sym_name.data == name and op.constant
+            for op in module.ops
+        )
+    fn = kernel.parent_op()
+    if not isinstance(value, BlockArgument) or fn is None or value.owner is not fn.regions[0].block:
+        return False
+    params, n_in = fn.attributes.get("dlpc.params"), fn.attributes.get("dlpc.num_inputs")
+    if not isinstance(params, ArrayAttr) or not isinstance(n_in, IntegerAttr):
+        return False
+    return n_in.value.data <= value.index < n_in.value.data + len(params.data)
 
 
 def default_script(module: ModuleOp, name: str) -> str:

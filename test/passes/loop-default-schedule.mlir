@@ -3,7 +3,7 @@
 
 // With its time budget spent, the search stops: every kernel keeps te-to-loop's nest, and
 // one note says so.
-// BUDGET: dlpc: note: loop-default-schedule: schedule search stopped after its budget of 0 s; 9 of 9 kernels keep the identity schedule
+// BUDGET: dlpc: note: loop-default-schedule: schedule search stopped after its budget of 0 s; 10 of 10 kernels keep the identity schedule
 // BUDGET-NOT: unroll
 // BUDGET: loop.for %r0 = 0 to 8 step 1 {name = "r0", reduction}
 
@@ -343,6 +343,39 @@ func.func @mm17(%a: memref<17x8xf32>, %b: memref<8x32xf32>, %c: memref<17x32xf32
         }
         %v = memref.load %acc[] : memref<f32>
         memref.store %v, %c[%i0, %i1] : memref<17x32xf32>
+      }
+    }
+  }
+  func.return
+}
+
+// The same layer with W a param of @main: its panels are packed (a pack that
+// loop-prepack-weights moves to load time), so the packed gemm, not the dot kernel.
+// CHECK-LABEL: loop.kernel "lin4w"
+// CHECK-NOT:   _part
+// CHECK:       %lin4w_Bp = memref.alloca() : memref<256xf32>
+// CHECK:       %lin4w_Ap = memref.alloca() : memref<64xf32>
+// CHECK:       %y_acc = memref.alloca() : memref<4x16xf32>
+// CHECK:       {name = "i0i", unroll = 4}
+// CHECK-NEXT:  {name = "i1j", vectorize}
+func.func @lin4w(%x: memref<4x16xf32>, %w: memref<16x16xf32>, %y: memref<4x16xf32>)
+    attributes {dlpc.num_inputs = 1 : i64, dlpc.params = ["w"], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "lin4w" {
+    loop.for %i0 = 0 to 4 step 1 {name = "i0"} {
+      loop.for %i1 = 0 to 16 step 1 {name = "i1"} {
+        %acc = memref.alloca() : memref<f32>
+        %z = arith.constant 0.000000e+00 : f32
+        memref.store %z, %acc[] : memref<f32>
+        loop.for %r0 = 0 to 16 step 1 {name = "r0", reduction} {
+          %a = memref.load %x[%i0, %r0] : memref<4x16xf32>
+          %b = memref.load %w[%i1, %r0] : memref<16x16xf32>
+          %p = arith.mulf %a, %b : f32
+          %c = memref.load %acc[] : memref<f32>
+          %s = arith.addf %c, %p : f32
+          memref.store %s, %acc[] : memref<f32>
+        }
+        %v = memref.load %acc[] : memref<f32>
+        memref.store %v, %y[%i0, %i1] : memref<4x16xf32>
       }
     }
   }

@@ -34,8 +34,8 @@ SHAPES = [
 ]
 
 
-def _run(text: str, inputs: list[np.ndarray]) -> np.ndarray:
-    model = Model(parse_module(text), {}, "gemm_shape", None)
+def _run(text: str, inputs: list[np.ndarray], weights=None) -> np.ndarray:
+    model = Model(parse_module(text), weights or {}, "gemm_shape", None)
     (got,) = dlpc.compile(model, target="c")(*inputs)
     return got
 
@@ -71,6 +71,20 @@ func.func @main(%x: tensor<{m}x{k}xf32>, %w: tensor<{n}x{k}xf32>) -> tensor<{m}x
   func.return %0 : tensor<{m}x{n}xf32>
 }}"""
     _close(_run(text, [x, w]), x @ w.T, k)
+
+
+@pytest.mark.parametrize("m,n,k", SHAPES)
+def test_linear_with_weight(m, n, k):
+    """W a param (graph.param): its panels packed once per binding of the weights, the
+    packed gemm from 4 rows on (16 | N), the dot kernel below."""
+    x, w = _data((m, k), (n, k))
+    text = f"""
+func.func @main(%x: tensor<{m}x{k}xf32>) -> tensor<{m}x{n}xf32> {{
+  %w = graph.param "w" : tensor<{n}x{k}xf32>
+  %0 = graph.linear %x, %w : (tensor<{m}x{k}xf32>, tensor<{n}x{k}xf32>) -> tensor<{m}x{n}xf32>
+  func.return %0 : tensor<{m}x{n}xf32>
+}}"""
+    _close(_run(text, [x], {"w": w}), x @ w.T, k)
 
 
 @pytest.mark.parametrize(
