@@ -715,10 +715,13 @@ def check_plan(fn: func.FuncOp) -> list[str]:
                 position[_top(use.operation, block)] for v in _aliases(op.result) for use in v.uses
             ]
             users = users or [position[op]]
-            views.append((op.result, offset, buffer_bytes(ty, "a view"), min(users), max(users)))
+            size = buffer_bytes(ty, "a view")
+            views.append((op.result, op.source, offset, size, min(users), max(users)))
     problems = []
-    for i, (v1, o1, s1, a1, e1) in enumerate(views):
-        for v2, o2, s2, a2, e2 in views[i + 1 :]:
+    for i, (v1, base1, o1, s1, a1, e1) in enumerate(views):
+        for v2, base2, o2, s2, a2, e2 in views[i + 1 :]:
+            if base1 is not base2:  # views of different blocks (the arena, packed weights)
+                continue
             if not (a1 <= e2 and a2 <= e1) or not (o1 < o2 + s2 and o2 < o1 + s1):
                 continue
             k = list(block.ops)[max(a1, a2)]
