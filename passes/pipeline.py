@@ -265,6 +265,7 @@ def lower(
     elif options.schedule and options.opt_level >= 1:
         run("loop-default-schedule", module, options)  # a heuristic schedule per kernel
     if options.schedule:  # the C target: reshapes as aliases, intermediates in one arena
+        run("loop-fold-init-epilogue", module, options)  # init/epilogue into the tiles
         run("loop-views", module, options)
         run("loop-memory-plan", module, options)
         run("loop-prepack-weights", module, options)  # weights packed once, not per call

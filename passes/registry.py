@@ -40,6 +40,7 @@ SCHEDULE_PASSES = {
     "loop-vectorize": _schedule_pass("vectorize", "LoopVectorize"),
     "loop-parallel": _schedule_pass("parallel", "LoopParallel"),
     "loop-decompose-reduction": _schedule_pass("decompose", "LoopDecomposeReduction"),
+    "loop-fold-init-epilogue": _schedule_pass("fold_init_epilogue", "LoopFoldInitEpilogue"),
     "loop-cache-read": _schedule_pass("cache", "LoopCacheRead"),
     "loop-cache-write": _schedule_pass("cache", "LoopCacheWrite"),
     "loop-compute-at": _schedule_pass("compute_at", "LoopComputeAt"),

@@ -1,0 +1,244 @@
+"""Fold a decomposed reduction's init and epilogue nests into its accumulator tile.
+
+Input/Output: loop dialect (after scheduling).  Requires: nothing (a kernel that does
+not have the shape below is left as it is).  Guarantees: numerics unchanged; the
+output is written once per element instead of three times.
+
+`decompose` splits a reduction into an init nest (`out = init` over the whole output),
+the update nest and an epilogue nest (`out = f(out, ...)`, a fused bias / activation /
+residual add); a register-tiled schedule then stages each output tile in a local
+accumulator (`cache_write`: copied in from `out` before the reductions, back out
+after). When every reduction loop is inside the tile (a direct conv's tile; not a gemm
+whose `kc` blocks revisit the tile), each element is copied in exactly once, right
+after the init nest wrote `init` to it, and copied out exactly once, right before the
+epilogue nest reads it. So the copy-in can store `init` itself and the copy-out can
+store `f(acc, ...)`: the init and epilogue nests, two passes over the whole output
+(serial ones, outside the parallel tile loop), disappear.
+
+Before:
+
+    loop.for %i = 0 to 8 {name = "i_init"} { memref.store %zero, %out[%i] }
+    loop.for %t = 0 to 8 step 4 {parallel} {
+      %acc = memref.alloca() : memref<4xf32>
+      loop.for %a = 0 to 4 {name = "acc_in0"} { %v = memref.load %out[%t + %a]
+                                                 memref.store %v, %acc[%a] }
+      loop.for %r ... {reduction} { ... %acc ... }
+      loop.for %a = 0 to 4 {name = "acc_out0"} { %s = memref.load %acc[%a]
+                                                  memref.store %s, %out[%t + %a] }
+    }
+    loop.for %i = 0 to 8 {name = "i_post"} { %s = memref.load %out[%i]
+        %b = memref.load %bias[%i]   %y = arith.addf %s, %b   memref.store %y, %out[%i] }
+
+After:
+
+    loop.for %t = 0 to 8 step 4 {parallel} {
+      %acc = memref.alloca() : memref<4xf32>
+      loop.for %a = 0 to 4 {name = "acc_in0"} { memref.store %zero, %acc[%a] }
+      loop.for %r ... {reduction} { ... %acc ... }
+      loop.for %a = 0 to 4 {name = "acc_out0"} { %s = memref.load %acc[%a]
+          %b = memref.load %bias[%t + %a]   %y = arith.addf %s, %b
+          memref.store %y, %out[%t + %a] }
+    }
+
+Conditions checked per kernel (otherwise it is left alone): one top-level init nest
+and at most one epilogue nest, each a perfect nest over the whole output (bounds 0 to
+the dim, step 1, the element indexed by the induction variables in order); the init
+stores a constant; the epilogue loads the element once, stores it last, and otherwise
+only computes or loads other buffers the kernel never writes; the rest of the kernel
+touches `out` exactly twice, one load (the copy-in) and one store (the copy-out), in
+the same nest and under no reduction loop.
+
+    dlpc-opt model.loop.mlir -p 'loop-fold-init-epilogue{kernel=conv2d_relu_0}'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import arith, memref
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Block, Operation, SSAValue
+from xdsl.passes import ModulePass
+
+from dlpc.dialects.loop import ForOp, KernelOp, kernels
+from dlpc.passes.schedule._common import get_kernel, is_reduction, memref_type
+
+
+def _perfect_nest(top: ForOp, shape: tuple[int, ...]) -> tuple[list[ForOp], Block] | None:
+    """The loops of a perfect nest over the whole of `shape` (0 to dim, step 1), and
+    its innermost block; constants may sit between the loops."""
+    loops, loop = [], top
+    while True:
+        if loop.lower != 0 or loop.stride != 1 or len(loops) >= len(shape):
+            return None
+        if loop.upper != shape[len(loops)]:
+            return None
+        loops.append(loop)
+        inner = [op for op in loop.block.ops if isinstance(op, ForOp)]
+        rest = [op for op in loop.block.ops if not isinstance(op, ForOp | arith.ConstantOp)]
+        if not inner:
+            return (loops, loop.block) if len(loops) == len(shape) else None
+        if len(inner) != 1 or rest:
+            return None
+        loop = inner[0]
+
+
+def _indexed_by(op: memref.LoadOp | memref.StoreOp, loops: list[ForOp]) -> bool:
+    return list(op.indices) == [lp.induction_var for lp in loops]
+
+
+def _init_value(top: ForOp, out: SSAValue) -> arith.ConstantOp | None:
+    nest = _perfect_nest(top, memref_type(out).get_shape())
+    if nest is None:
+        return None
+    loops, block = nest
+    body = list(block.ops)
+    stores = [op for op in body if isinstance(op, memref.StoreOp)]
+    if len(stores) != 1 or stores[0].memref is not out or not _indexed_by(stores[0], loops):
+        return None
+    if any(not isinstance(op, memref.StoreOp | arith.ConstantOp) for op in body):
+        return None
+    value = stores[0].value.owner
+    return value if isinstance(value, arith.ConstantOp) else None
+
+
+def _epilogue(top: ForOp, out: SSAValue, written: set[SSAValue]):
+    """(loops, body ops, the element's load, the final store) of an epilogue nest."""
+    nest = _perfect_nest(top, memref_type(out).get_shape())
+    if nest is None:
+        return None
+    loops, block = nest
+    body = list(block.ops)
+    if not body or not isinstance(body[-1], memref.StoreOp):
+        return None
+    store = body[-1]
+    loads = [op for op in body if isinstance(op, memref.LoadOp) and op.memref is out]
+    if store.memref is not out or not _indexed_by(store, loops) or len(loads) != 1:
+        return None
+    if not _indexed_by(loads[0], loops):
+        return None
+    for op in body[:-1]:
+        if isinstance(op, memref.LoadOp):
+            if op.memref is not out and op.memref in written:
+                return None
+        elif op.regions or not _pure(op):
+            return None
+    return loops, body, loads[0], store
+
+
+def _pure(op: Operation) -> bool:
+    return op.dialect_name() in ("arith", "math")
+
+
+def _under_reduction(op: Operation, kernel: KernelOp) -> bool:
+    parent = op.parent_op()
+    while parent is not None and parent is not kernel:
+        if isinstance(parent, ForOp) and is_reduction(parent):
+            return True
+        parent = parent.parent_op()
+    return False
+
+
+def _top(op: Operation, kernel: KernelOp) -> Operation:
+    while op.parent_op() is not kernel:
+        parent = op.parent_op()
+        assert parent is not None
+        op = parent
+    return op
+
+
+def fold_kernel(kernel: KernelOp) -> bool:
+    """Fold `kernel`'s init and epilogue nests into its accumulator tile; whether it did."""
+    tops = [op for op in kernel.block.ops if isinstance(op, ForOp)]
+    inits = [lp for lp in tops if (lp.loop_name or "").endswith("_init")]
+    posts = [lp for lp in tops if (lp.loop_name or "").endswith("_post")]
+    if len(inits) != 1 or len(posts) > 1:
+        return False
+    init = inits[0]
+    stores = [op for op in init.walk() if isinstance(op, memref.StoreOp)]
+    if len(stores) != 1:
+        return False
+    out = stores[0].memref
+    value = _init_value(init, out)
+    if value is None:
+        return False
+    others = [op for op in kernel.block.ops if op is not init and op not in posts]
+    written = {op.memref for top in others for op in top.walk() if isinstance(op, memref.StoreOp)}
+    post = _epilogue(posts[0], out, written) if posts else None
+    if posts and post is None:
+        return False
+    touching = [
+        op
+        for top in others
+        for op in top.walk()
+        if isinstance(op, memref.LoadOp | memref.StoreOp) and op.memref is out
+    ]
+    copy_in = [op for op in touching if isinstance(op, memref.LoadOp)]
+    copy_out = [op for op in touching if isinstance(op, memref.StoreOp)]
+    if len(copy_in) != 1 or len(copy_out) != 1:
+        return False
+    load, store = copy_in[0], copy_out[0]
+    main = _top(load, kernel)
+    if main is not _top(store, kernel):
+        return False
+    if post is not None:  # what the epilogue reads from outside it must be there already
+        before = set(kernel.block.ops).difference([init, posts[0]])
+        order = list(kernel.block.ops)
+        for op in post[1]:
+            for v in op.operands:
+                owner = v.owner
+                where = owner if isinstance(owner, Operation) else owner.parent_op()
+                if where is None or where is kernel or not kernel.is_ancestor(where):
+                    continue  # defined outside the kernel: available everywhere in it
+                if posts[0].is_ancestor(where):
+                    continue
+                top = _top(where, kernel)
+                if top not in before or order.index(top) > order.index(main):
+                    return False
+    if _under_reduction(load, kernel) or _under_reduction(store, kernel):
+        return False
+    # the copy-in stores the init value itself
+    block = load.parent_block()
+    assert block is not None
+    fresh = value.clone()
+    block.insert_op_before(fresh, load)
+    load.res.replace_all_uses_with(fresh.result)
+    block.erase_op(load)
+    # the copy-out stores the epilogue of the accumulated value
+    if post is not None:
+        loops, body, element, final = post
+        mapping: dict[SSAValue, SSAValue] = {
+            lp.induction_var: idx for lp, idx in zip(loops, store.indices)
+        }
+        mapping[element.res] = store.value
+        for lp in loops[:-1]:  # constants between the epilogue's loops
+            for op in lp.block.ops:
+                if isinstance(op, arith.ConstantOp):
+                    copy = op.clone()
+                    store.parent_block().insert_op_before(copy, store)  # type: ignore[union-attr]
+                    mapping[op.result] = copy.result
+        for op in body[:-1]:
+            if op is element:
+                continue
+            copy = op.clone(value_mapper=mapping)
+            store.parent_block().insert_op_before(copy, store)  # type: ignore[union-attr]
+            for old, new in zip(op.results, copy.results):
+                mapping[old] = new
+        store.operands[0] = mapping.get(final.value, final.value)
+        kernel.block.erase_op(posts[0])
+    kernel.block.erase_op(init)
+    return True
+
+
+@dataclass(frozen=True)
+class LoopFoldInitEpilogue(ModulePass):
+    """`loop-fold-init-epilogue{kernel=name}`: every kernel (or the one named)."""
+
+    name = "loop-fold-init-epilogue"
+    kernel: str | None = None
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        todo = [get_kernel(op, self.kernel)] if self.kernel else list(kernels(op))
+        for kernel in todo:
+            fold_kernel(kernel)
