@@ -1,4 +1,4 @@
-// RUN: dlpc-opt %s -p loop-views | filecheck %s
+// RUN: dlpc-opt %s --split-input-file -p loop-views | filecheck %s
 
 // A reshape into a fresh intermediate is an alias of its source: no copy kernel; the
 // source is freed at the later of its dealloc and the alias's (here its own: %a is read
@@ -59,5 +59,93 @@ func.func @main(%x: memref<4x8xf32>, %out0: memref<2x16xf32>, %out1: memref<32xf
     }
   }
   memref.dealloc %a : memref<4x8xf32>
+  func.return
+}
+
+// -----
+
+// A slice (here with step -2) into a fresh intermediate is a strided view: no copy kernel;
+// its reader loads the source at 5 - 2 * i0; the intermediate and its dealloc are gone.
+// CHECK-LABEL: func.func @main
+// CHECK-NOT:     memref.alloc
+// CHECK-NOT:     loop.kernel "slice_0"
+// CHECK:         loop.kernel "neg_1"
+// CHECK:           %[[STEP:.*]] = arith.constant -2 : index
+// CHECK-NEXT:      %[[M:.*]] = arith.muli %i0, %[[STEP]] : index
+// CHECK-NEXT:      %[[C5:.*]] = arith.constant 5 : index
+// CHECK-NEXT:      %[[J:.*]] = arith.addi %[[M]], %[[C5]] : index
+// CHECK-NEXT:      memref.load %x[%[[J]], %i1] : memref<6x8xf32>
+// CHECK-NOT:     memref.dealloc
+// CHECK:         func.return
+func.func @main(%x: memref<6x8xf32>, %out0: memref<3x8xf32>) attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  %s = memref.alloc() : memref<3x8xf32>
+  loop.kernel "slice_0" attributes {origin = "graph.slice"} {
+    loop.for %i0 = 0 to 3 step 1 {name = "i0"} {
+      loop.for %i1 = 0 to 8 step 1 {name = "i1"} {
+        %step = arith.constant -2 : index
+        %c5 = arith.constant 5 : index
+        %m = arith.muli %i0, %step : index
+        %j = arith.addi %m, %c5 : index
+        %v = memref.load %x[%j, %i1] : memref<6x8xf32>
+        memref.store %v, %s[%i0, %i1] : memref<3x8xf32>
+      }
+    }
+  }
+  loop.kernel "neg_1" attributes {origin = "graph.neg"} {
+    loop.for %i0 = 0 to 3 step 1 {name = "i0"} {
+      loop.for %i1 = 0 to 8 step 1 {name = "i1"} {
+        %v = memref.load %s[%i0, %i1] : memref<3x8xf32>
+        %n = arith.negf %v : f32
+        memref.store %n, %out0[%i0, %i1] : memref<3x8xf32>
+      }
+    }
+  }
+  memref.dealloc %s : memref<3x8xf32>
+  func.return
+}
+
+// -----
+
+// A transpose into an output of @main: its producer (exp_0, the only kernel touching
+// %a) stores at the permuted index straight into the output; a transpose of an input
+// into an output has neither a producer to write through nor readers: it stays a copy.
+// CHECK-LABEL: func.func @main
+// CHECK-NOT:     memref.alloc
+// CHECK:         loop.kernel "exp_0"
+// CHECK:           memref.store %{{.*}}, %out0[%i1, %i0] : memref<8x4xf32>
+// CHECK-NOT:     loop.kernel "transpose_1"
+// CHECK:         loop.kernel "transpose_2"
+// CHECK:           memref.load %x[%{{.*}}, %{{.*}}] : memref<4x8xf32>
+// CHECK-NOT:     memref.dealloc
+// CHECK:         func.return
+
+func.func @main(%x: memref<4x8xf32>, %out0: memref<8x4xf32>, %out1: memref<8x4xf32>) attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 2 : i64} {
+  %a = memref.alloc() : memref<4x8xf32>
+  loop.kernel "exp_0" attributes {origin = "graph.exp"} {
+    loop.for %i0 = 0 to 4 step 1 {name = "i0"} {
+      loop.for %i1 = 0 to 8 step 1 {name = "i1"} {
+        %v = memref.load %x[%i0, %i1] : memref<4x8xf32>
+        %e = math.exp %v : f32
+        memref.store %e, %a[%i0, %i1] : memref<4x8xf32>
+      }
+    }
+  }
+  loop.kernel "transpose_1" attributes {origin = "graph.transpose"} {
+    loop.for %i0 = 0 to 8 step 1 {name = "i0"} {
+      loop.for %i1 = 0 to 4 step 1 {name = "i1"} {
+        %v = memref.load %a[%i1, %i0] : memref<4x8xf32>
+        memref.store %v, %out0[%i0, %i1] : memref<8x4xf32>
+      }
+    }
+  }
+  memref.dealloc %a : memref<4x8xf32>
+  loop.kernel "transpose_2" attributes {origin = "graph.transpose"} {
+    loop.for %i0 = 0 to 8 step 1 {name = "i0"} {
+      loop.for %i1 = 0 to 4 step 1 {name = "i1"} {
+        %v = memref.load %x[%i1, %i0] : memref<4x8xf32>
+        memref.store %v, %out1[%i0, %i1] : memref<8x4xf32>
+      }
+    }
+  }
   func.return
 }
