@@ -55,7 +55,7 @@ import math
 import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from xdsl.context import Context
 from xdsl.dialects import arith, memref
@@ -163,6 +163,7 @@ class GemmParams:
     nr: int
     pack_a: bool = True
     pack_b: bool = True
+    rows_tail: bool = False  # M in tiles of mr plus one remainder tile (`gemmN`), A unpacked
 
 
 def gemm_operands(kernel: KernelOp, nest: Nest) -> tuple[SSAValue, SSAValue] | None:
@@ -310,6 +311,12 @@ def gemm_default_params(m: int, n: int, k: int) -> GemmParams:
     kc = _largest_divisor(k, 512)
     if kc < 64 and k <= 2048:
         kc = k  # no useful divisor (k prime, 257 ..): one block, not k blocks of 1
+    if mr < 4 and m > 8:
+        # no divisor of M makes a tile of 4 rows or more (M = 37, 101, 2 * 37 ..): tiles
+        # of mr rows and one remainder tile, as a GEMM library's edge kernels do
+        nr = _first_divisor(n, (32, 16, 64, 48)) if n % LANES == 0 else nr
+        mr = max(1, min(8, ACC_VECTORS // -(-nr // LANES)))
+        return GemmParams(m, _largest_divisor(n, 512, nr), kc, mr, nr, False, True, True)
     return GemmParams(
         mc=_largest_divisor(m, 128, mr),
         nc=_largest_divisor(n, 512, nr),
@@ -330,6 +337,8 @@ def gemm_script(
     K = kernel.sym
     i, j, k = nest.spatial[-2], nest.spatial[-1], nest.reduce[0]
     outer = nest.spatial[:-2]
+    if p.rows_tail:
+        return _gemm_tail_script(kernel, nest, p, b, threads, parallel)
     blocked = [f"{j}c", f"{k}c", f"{i}c", f"{j}r", f"{i}r", f"{i}i", f"{j}j", f"{k}1"]
     if outer and not _b_follows(kernel, outer, b):
         # leading (batch) dims of A and C only, B shared (a linear layer over [B, T, K]):
@@ -353,6 +362,40 @@ def gemm_script(
     if p.pack_a:
         lines.append(f"cache_read {K}/{i}c {buffer_token(kernel, a)} -> {K}_Ap pack")
     trips = {f"{j}c": nest.trips[j] // p.nc, f"{i}c": nest.trips[i] // p.mc, f"{j}r": p.nc // p.nr}
+    candidates = [(x, nest.trips[x]) for x in outer] + list(trips.items())
+    par = next((x for x, t in candidates if t >= 2 * threads), None)
+    par = par or max(candidates, key=lambda xt: xt[1])[0]
+    if parallel == "outer":
+        par = candidates[0][0]
+    lines.append(f"serial {K}")
+    if parallel != "none":
+        lines.append(f"parallel {K}/{par}")
+    return "\n".join(lines)
+
+
+def _gemm_tail_script(kernel: KernelOp, nest: Nest, p: GemmParams, b, threads, parallel) -> str:
+    """The gemm template for an M without a useful divisor (a prime above 24): all M
+    rows in one block, B packed in panels as usual, the rows in tiles of mr and one
+    remainder tile (`tensorize .. gemmN`), A read in place."""
+    K = kernel.sym
+    i, j, k = nest.spatial[-2], nest.spatial[-1], nest.reduce[0]
+    outer = nest.spatial[:-2]
+    blocked = [f"{j}c", f"{k}c", f"{j}r", i, f"{k}1", f"{j}j"]
+    if outer and not _b_follows(kernel, outer, b):
+        order = blocked[:2] + outer + blocked[2:]
+    else:
+        order = outer + blocked
+    lines = [
+        f"decompose {K}",
+        f"split {K}/{j} by {p.nc} -> {j}c, {j}1",
+        f"split {K}/{k} by {p.kc} -> {k}c, {k}1",
+        f"split {K}/{j}1 by {p.nr} -> {j}r, {j}j",
+        f"reorder {K}: {', '.join(order)}",
+    ]
+    if p.pack_b:  # before tensorize: the remainder tile's copy then reads the panel too
+        lines.append(f"cache_read {K}/{k}c {buffer_token(kernel, b)} -> {K}_Bp pack")
+    lines.append(f"tensorize {K}/{i} gemm{p.mr}")
+    trips = {f"{j}c": nest.trips[j] // p.nc, f"{j}r": p.nc // p.nr}
     candidates = [(x, nest.trips[x]) for x in outer] + list(trips.items())
     par = next((x for x, t in candidates if t >= 2 * threads), None)
     par = par or max(candidates, key=lambda xt: xt[1])[0]
@@ -466,6 +509,15 @@ def conv_script(
 CONV_TILE_VECTORS = 24
 # Bytes of the whole-image im2col buffer above which the tiled conv is not used.
 CONV_PACK_BYTES = 8 << 20
+# Multiply-adds below which a conv stays on one thread: an OpenMP fork/join with sleeping
+# (OMP_WAIT_POLICY=PASSIVE) workers costs ~10 us, a 2M-MAC conv ~40 us at 100 GFLOP/s.
+# At batch 1, 2 threads ran LeNet 0.047 ms and mobilenet 0.116 ms against 0.031 / 0.093 ms
+# on one: their convs are 0.1-0.5M MACs.
+CONV_PARALLEL_MACS = 1 << 21
+
+
+def _parallel_pays(nest: Nest) -> bool:
+    return math.prod(nest.trips.values()) >= CONV_PARALLEL_MACS
 
 
 def _conv_load(kernel: KernelOp, x) -> memref.LoadOp | None:
@@ -564,8 +616,9 @@ def conv_tile_script(kernel: KernelOp, nest: Nest, threads: int = 2, lanes: int 
     lines.append(f"serial {K}")
     if batched:
         lines.append(f"fuse {K}/{n}n, {row} -> {n}{h}")
-        lines.append(f"parallel {K}/{n}{h}")
-    elif nest.trips[h] // rb >= threads:
+        if _parallel_pays(nest):
+            lines.append(f"parallel {K}/{n}{h}")
+    elif nest.trips[h] // rb >= threads and _parallel_pays(nest):
         lines.append(f"parallel {K}/{row}")
     return "\n".join(lines)
 
@@ -596,7 +649,8 @@ def depthwise_tile_script(kernel: KernelOp, nest: Nest, x, out, load) -> str:
     lines += [f"unroll {K}/{ci}" for ci in inner_c]
     lines.append(f"vectorize {K}/{w}")
     lines.append(f"serial {K}")
-    lines.append(f"parallel {K}/{outer[1]}")
+    if _parallel_pays(nest):
+        lines.append(f"parallel {K}/{outer[1]}")
     return "\n".join(lines)
 
 
@@ -682,8 +736,9 @@ def nhwc_conv_tile_script(kernel: KernelOp, nest: Nest, lanes: int = 16) -> str:
     lines.append(f"serial {K}")
     if N > 1:
         lines.append(f"fuse {K}/{n}n, {h} -> {n}{h}")
-        lines.append(f"parallel {K}/{n}{h}")
-    elif nest.trips[h] > 1:
+        if _parallel_pays(nest):
+            lines.append(f"parallel {K}/{n}{h}")
+    elif nest.trips[h] > 1 and _parallel_pays(nest):
         lines.append(f"parallel {K}/{h}")
     return "\n".join(lines)
 
@@ -760,11 +815,11 @@ def gemm_scripts(kernel: KernelOp, nest: Nest) -> list[str]:
         # B's panels are packed once, when the weights are bound (loop-prepack-weights
         # hoists the pack), so the packed gemm beats the unpacked dot kernel (mlp batch 4,
         # 784 -> 256: 21 us against 30); A is not worth packing below 4 rows
-        p = GemmParams(p.mc, p.nc, p.kc, p.mr, p.nr, pack_a=m >= 4, pack_b=True)
+        p = replace(p, pack_a=m >= 4 and not p.rows_tail, pack_b=True)
     elif m < 4 or (m <= p.mc and k <= p.kc and _b_contiguous_in_j(kernel, nest, b)):
         # B rows contiguous along j already and a single block of A: packing does not
         # pay off (attention's P x V per head, 32x4 heads of 16x16x16: 48 -> 22 us)
-        p = GemmParams(p.mc, p.nc, p.kc, p.mr, p.nr, pack_a=False, pack_b=False)
+        p = replace(p, pack_a=False, pack_b=False)
     out.append(gemm_script(kernel, nest, p))
     if dot and not dot_first:
         out.append(dot_script(kernel, nest))  # the fallback

@@ -1,5 +1,9 @@
 """Schedule primitive `tensorize`: replace an inner loop nest by a micro-kernel.
 
+Intrinsics: `gemm` (below), `gemmN` (`gemm` over any number of rows: tiles of N rows and
+one remainder tile, `tensorize_gemm_rows`) and `dot` (an mr x nr block of dot products
+along k for operands both contiguous along k, `tensorize_dot`).
+
 Input/Output: loop dialect.  The micro-kernels ("intrinsics") are written as loop IR
 that the C backend turns into register-resident SIMD code, so no backend hook is
 needed: `gemm` is the register-blocked matmul micro-kernel
@@ -41,6 +45,7 @@ After:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -144,9 +149,12 @@ def _nest3(root, kernel: str, loop: str, intrinsic: str) -> list[ForOp]:
 def tensorize(root, kernel: str, loop: str, intrinsic: str) -> ForOp:
     if intrinsic == "dot":
         return tensorize_dot(root, kernel, loop)
+    rows = re.fullmatch(r"gemm([1-9]\d*)", intrinsic)
+    if rows:
+        return tensorize_gemm_rows(root, kernel, loop, int(rows.group(1)))
     if intrinsic != "gemm":
         raise TensorizeUnknownIntrinsicError(
-            f"unknown intrinsic '{intrinsic}' for loop {kernel}/{loop} (known: gemm, dot)"
+            f"unknown intrinsic '{intrinsic}' for loop {kernel}/{loop} (known: gemm, gemmN, dot)"
         )
     what = f"{kernel}/{loop}"
     loops = _nest3(root, kernel, loop, "gemm")
@@ -178,6 +186,54 @@ def tensorize(root, kernel: str, loop: str, intrinsic: str) -> ForOp:
     j_loop.annotate("unroll", False)
     j_loop.annotate("vectorize")
     return k_loop
+
+
+def _rename_tail(top: ForOp, kern) -> None:
+    for lp in [top, *(op for op in top.walk() if isinstance(op, ForOp) and op is not top)]:
+        assert isinstance(lp, ForOp)
+        lp.annotate("name", kern.fresh_loop_name(f"{loop_name(lp)}_tail"))
+
+
+def tensorize_gemm_rows(root, kernel: str, loop: str, mr: int) -> ForOp:
+    """The `gemmN` intrinsic: `gemm` over any number of rows T, in tiles of N rows and
+    one remainder tile of T mod N rows (GotoBLAS's edge kernel), so a prime M still
+    runs full-width register tiles. The loop heads the nest (i, k, j) or any order of
+    it; the rows loop is split by N (the part that N divides), the rest is a copy of the
+    nest over the last T mod N rows, and each part is tensorized as `gemm`:
+
+        for ir in 0..T' step N:  gemm tile (N rows)          (T' = T rounded down to N)
+        gemm tile (T - T' rows)                               (the remainder, if any)
+
+    Requires what `gemm` does, with N and T mod N as the tile's rows; the rows loop
+    counts by 1. A pack of the operands made before (`cache_read .. pack` with the
+    loops already in (i, k, j) order) is read by both parts alike.
+    """
+    what = f"{kernel}/{loop}"
+    loops = _nest3(root, kernel, loop, f"gemm{mr}")
+    k, i, j, _ = _match_gemm(loops, what)
+    if i.stride != 1:
+        raise TensorizeShapeError(f"the rows loop of the gemm at loop {what} must step by 1")
+    kern = loops[0].kernel()
+    rows = i.trip_count
+    if rows <= mr:
+        return tensorize(root, kernel, loop, "gemm")
+    i, k, j = reorder(root, kernel, [loop_name(i), loop_name(k), loop_name(j)])
+    main = rows - rows % mr
+    tail = None
+    if main < rows:  # the remainder rows: a copy of the nest
+        tail = i.clone()
+        _rename_tail(tail, kern)
+        tail.properties["lb"] = IntegerAttr(i.lower + main, i64)
+        block_of(i).insert_op_after(tail, i)
+        i.properties["ub"] = IntegerAttr(i.lower + main, i64)
+    name = loop_name(i)
+    outer, inner = split(
+        root, kernel, name, mr, kern.fresh_loop_name(f"{name}r"), kern.fresh_loop_name(f"{name}i")
+    )
+    tensorize(root, kernel, loop_name(inner), "gemm")
+    if tail is not None:
+        tensorize(root, kernel, loop_name(tail), "gemm")
+    return outer
 
 
 def _reads_along(store: memref.StoreOp, k: ForOp) -> bool:
@@ -255,9 +311,7 @@ def tensorize_dot(root, kernel: str, loop: str) -> ForOp:
     main = kk - kk % LANES
     if main < kk:  # the k tail: a copy of the nest over the last kk % LANES iterations
         tail = i.clone()
-        for lp in [tail, *(op for op in tail.walk() if isinstance(op, ForOp) and op is not tail)]:
-            assert isinstance(lp, ForOp)
-            lp.annotate("name", kern.fresh_loop_name(f"{loop_name(lp)}_tail"))
+        _rename_tail(tail, kern)
         tail_k = [op for op in tail.walk() if isinstance(op, ForOp)][-1]
         tail_k.properties["lb"] = IntegerAttr(k.lower + main, i64)
         block_of(i).insert_op_after(tail, i)

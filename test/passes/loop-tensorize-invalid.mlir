@@ -5,14 +5,16 @@
 // RUN: not dlpc-opt %s -p 'loop-tensorize{kernel=wide loop=i0 intrinsic=dot}' 2>&1 | filecheck %s --check-prefix=DOTEXTENT
 // RUN: not dlpc-opt %s -p 'loop-tensorize{kernel=short loop=i0 intrinsic=dot}' 2>&1 | filecheck %s --check-prefix=DOTSHORT
 // RUN: not dlpc-opt %s -p 'loop-tensorize{kernel=cols loop=i0 intrinsic=dot}' 2>&1 | filecheck %s --check-prefix=DOTREAD
+// RUN: not dlpc-opt %s -p 'loop-tensorize{kernel=stepped loop=i0 intrinsic=gemm4}' 2>&1 | filecheck %s --check-prefix=ROWSTEP
 
-// INTRIN: dlpc-opt: error: unknown intrinsic 'conv' for loop mm/i0 (known: gemm, dot)
+// INTRIN: dlpc-opt: error: unknown intrinsic 'conv' for loop mm/i0 (known: gemm, gemmN, dot)
 // SHAPE: dlpc-opt: error: loop mm/i1 must head a perfect nest of exactly three loops for 'gemm'
 // EXTENT: dlpc-opt: error: gemm tile 64x32 at loop big/i0 exceeds the register file (mr <= 24, nr <= 64, mr * nr <= 512)
 // MISMATCH: dlpc-opt: error: the nest at loop max/i0 does not store a sum C + A * B
 // DOTEXTENT: dlpc-opt: error: dot tile 5x5 at loop wide/i0 exceeds the register file (mr * nr <= 24)
 // DOTSHORT: dlpc-opt: error: dot at loop short/i0 needs a unit-step reduction of at least 16 iterations
 // DOTREAD: dlpc-opt: error: the factors in the nest at loop cols/i0 are not both read along the reduction
+// ROWSTEP: dlpc-opt: error: the rows loop of the gemm at loop stepped/i0 must step by 1
 func.func @main(%A: memref<64x8xf32>, %B: memref<8x32xf32>, %C: memref<64x32xf32>,
                 %X: memref<5x32xf32>, %W: memref<5x32xf32>, %Y: memref<5x5xf32>, %V: memref<32x5xf32>) {
   loop.kernel "mm" {
@@ -79,6 +81,20 @@ func.func @main(%A: memref<64x8xf32>, %B: memref<8x32xf32>, %C: memref<64x32xf32
           %p = arith.mulf %a, %b : f32
           %s = arith.addf %c, %p : f32
           memref.store %s, %Y[%i0, %i1] : memref<5x5xf32>
+        }
+      }
+    }
+  }
+  loop.kernel "stepped" {
+    loop.for %i0 = 0 to 64 step 2 {name = "i0"} {
+      loop.for %i1 = 0 to 32 step 1 {name = "i1"} {
+        loop.for %r0 = 0 to 8 step 1 {name = "r0", reduction} {
+          %a = memref.load %A[%i0, %r0] : memref<64x8xf32>
+          %b = memref.load %B[%r0, %i1] : memref<8x32xf32>
+          %c = memref.load %C[%i0, %i1] : memref<64x32xf32>
+          %p = arith.mulf %a, %b : f32
+          %s = arith.addf %c, %p : f32
+          memref.store %s, %C[%i0, %i1] : memref<64x32xf32>
         }
       }
     }

@@ -1,5 +1,6 @@
 // RUN: dlpc-opt %s -p 'loop-tensorize{kernel=mm loop=i0 intrinsic=gemm}' | filecheck %s
 // RUN: dlpc-opt %s -p 'loop-tensorize{kernel=lin loop=i0 intrinsic=dot}' | filecheck %s --check-prefix=DOT
+// RUN: dlpc-opt %s -p 'loop-tensorize{kernel=mm19 loop=i0 intrinsic=gemm8}' | filecheck %s --check-prefix=ROWS
 
 // CHECK:      %C_acc = memref.alloca() : memref<16x32xf32>
 // CHECK:      loop.for %r0 = 0 to 8 step 1 {name = "r0", reduction} {
@@ -33,8 +34,22 @@
 // DOT:        loop.for %{{.*}} = 16 to 20 step 1 {name = "r0_tail", reduction} {
 // DOT:          memref.load %Y[
 // DOT:          memref.store %{{.*}}, %Y[
+// gemm8 over 19 rows: two 8-row tiles (the rows loop split by 8), then a copy of the
+// nest over the last 3 rows tensorized as a 3-row tile
+// ROWS-LABEL: loop.kernel "mm19"
+// ROWS:       loop.for %{{.*}} = 0 to 16 step 8 {name = "i0r"} {
+// ROWS-NEXT:    %E_acc = memref.alloca() : memref<8x32xf32>
+// ROWS:         loop.for %{{.*}} = 0 to 8 step 1 {name = "r0", reduction} {
+// ROWS-NEXT:      loop.for %{{.*}} = 0 to 8 step 1 {name = "i0i", unroll = 8} {
+// ROWS-NEXT:        loop.for %{{.*}} = 0 to 32 step 1 {name = "i1", vectorize} {
+// ROWS:       %E_acc_1 = memref.alloca() : memref<3x32xf32>
+// ROWS:       loop.for %{{.*}} = 0 to 8 step 1 {name = "r0_tail", reduction} {
+// ROWS-NEXT:    loop.for %{{.*}} = 16 to 19 step 1 {name = "i0_tail", unroll = 3} {
+// ROWS-NEXT:      loop.for %{{.*}} = 0 to 32 step 1 {name = "i1_tail", vectorize} {
+// ROWS:             memref.store %{{.*}}, %E_acc_1[
 func.func @main(%A: memref<16x8xf32>, %B: memref<8x32xf32>, %C: memref<16x32xf32>,
-                %X: memref<2x20xf32>, %W: memref<3x20xf32>, %Y: memref<2x3xf32>) {
+                %X: memref<2x20xf32>, %W: memref<3x20xf32>, %Y: memref<2x3xf32>,
+                %D: memref<19x8xf32>, %E: memref<19x32xf32>) {
   loop.kernel "mm" {
     loop.for %i0 = 0 to 16 step 1 {name = "i0"} {
       loop.for %i1 = 0 to 32 step 1 {name = "i1"} {
@@ -45,6 +60,20 @@ func.func @main(%A: memref<16x8xf32>, %B: memref<8x32xf32>, %C: memref<16x32xf32
           %p = arith.mulf %a, %b : f32
           %s = arith.addf %c, %p : f32
           memref.store %s, %C[%i0, %i1] : memref<16x32xf32>
+        }
+      }
+    }
+  }
+  loop.kernel "mm19" {
+    loop.for %i0 = 0 to 19 step 1 {name = "i0"} {
+      loop.for %i1 = 0 to 32 step 1 {name = "i1"} {
+        loop.for %r0 = 0 to 8 step 1 {name = "r0", reduction} {
+          %a = memref.load %D[%i0, %r0] : memref<19x8xf32>
+          %b = memref.load %B[%r0, %i1] : memref<8x32xf32>
+          %c = memref.load %E[%i0, %i1] : memref<19x32xf32>
+          %p = arith.mulf %a, %b : f32
+          %s = arith.addf %c, %p : f32
+          memref.store %s, %E[%i0, %i1] : memref<19x32xf32>
         }
       }
     }

@@ -7,6 +7,8 @@ shape that silently fell back to the unscheduled nest is caught."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -31,6 +33,8 @@ SHAPES = [
     (17, 256, 100),
     (100, 100, 100),
     (37, 64, 257),
+    (101, 48, 64),
+    (74, 100, 64),
 ]
 
 
@@ -88,7 +92,7 @@ func.func @main(%x: tensor<{m}x{k}xf32>) -> tensor<{m}x{n}xf32> {{
 
 
 @pytest.mark.parametrize(
-    "bt,m,n,k", [(2, 3, 5, 17), (3, 17, 31, 4), (2, 1, 33, 100), (5, 4, 16, 20)]
+    "bt,m,n,k", [(2, 3, 5, 17), (3, 17, 31, 4), (2, 1, 33, 100), (5, 4, 16, 20), (2, 37, 32, 20)]
 )
 def test_batched_matmul(bt, m, n, k):
     """A batch dim on both operands (B follows the batch loop) ..."""
@@ -103,7 +107,7 @@ func.func @main(%a: tensor<{ta}xf32>, %b: tensor<{tb}xf32>) -> tensor<{tc}xf32> 
 
 
 @pytest.mark.parametrize(
-    "bt,m,n,k", [(2, 3, 5, 17), (3, 1, 31, 33), (2, 17, 10, 100), (4, 2, 8, 16)]
+    "bt,m,n,k", [(2, 3, 5, 17), (3, 1, 31, 33), (2, 17, 10, 100), (4, 2, 8, 16), (3, 37, 32, 20)]
 )
 def test_batched_linear(bt, m, n, k):
     """... and on the input only (a linear layer over [B, T, K], the weight shared)."""
@@ -156,7 +160,10 @@ func.func @main(%x: tensor<{m}x{k}xf32>, %w: tensor<{wshape}xf32>) -> tensor<{m}
         line = next(ln for ln in script.splitlines() if ln.endswith(f", {inner}"))
         return int(line.split(" by ")[1].split()[0])
 
-    mr, nr = factor("i0i"), factor("i1j")
+    tail = re.search(r" gemm(\d+)$", script, re.M)  # M in tiles of N + a remainder tile
+    mr, nr = (int(tail.group(1)) if tail else factor("i0i")), factor("i1j")
     assert mr * -(-nr // 16) <= 24, script  # the accumulators fit the register file
+    if m > 8:  # a divisor of 4..24 rows, or tiles of 4+ rows and a remainder tile
+        assert mr >= 4, script
     if any(m % d == 0 for d in range(4, 25)) or any(n % d == 0 for d in range(16, 65)):
         assert mr >= 4 or nr >= 16, script
