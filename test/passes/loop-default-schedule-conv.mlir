@@ -7,14 +7,14 @@
 // reduction loops; the columns unrolled, the channels vectorized. The weight is packed
 // once (`wp[kh][kw][ci][co]`, contiguous along the vectorized channels), the padded input
 // staged once for the whole batch as a padded copy, and the (image, row) pairs are one
-// parallel loop.
+// parallel loop (3.5M multiply-adds: worth a fork/join).
 // CHECK-LABEL: loop.kernel "conv"
 // CHECK:       {name = "i3_init", vectorize}
-// CHECK:       loop.for %{{.*}} = 0 to 2 step 2 {name = "i0b"} {
-// CHECK-NEXT:    %conv_xp = memref.alloca() : memref<2x10x10x6xf32>
+// CHECK:       loop.for %{{.*}} = 0 to 32 step 32 {name = "i0b"} {
+// CHECK-NEXT:    %conv_xp = memref.alloca() : memref<32x10x10x6xf32>
 // CHECK:         %conv_wp = memref.alloca() : memref<1728xf32>
 // CHECK:         {name = "conv_wp_i3", vectorize}
-// CHECK:         loop.for %{{.*}} = 0 to 16 step 1 {name = "i0i1", parallel} {
+// CHECK:         loop.for %{{.*}} = 0 to 256 step 1 {name = "i0i1", parallel} {
 // CHECK:           %conv_acc = memref.alloca() : memref<1x1x8x32xf32>
 // CHECK:           {name = "r0", reduction}
 // CHECK-NEXT:        {name = "r1", reduction}
@@ -25,9 +25,9 @@
 // CHECK:       memref.load %conv_xp
 // CHECK:       memref.load %conv_wp
 // CHECK:       {name = "conv_acc_out3", vectorize}
-func.func @nhwc(%x: memref<2x8x8x6xf32>, %w: memref<3x3x6x32xf32>, %out0: memref<2x8x8x32xf32>) {
+func.func @nhwc(%x: memref<32x8x8x6xf32>, %w: memref<3x3x6x32xf32>, %out0: memref<32x8x8x32xf32>) {
   loop.kernel "conv" attributes {origin = "graph.conv2d"} {
-    loop.for %i0_2 = 0 to 2 step 1 {name = "i0", parallel} {
+    loop.for %i0_2 = 0 to 32 step 1 {name = "i0", parallel} {
       loop.for %i1_2 = 0 to 8 step 1 {name = "i1"} {
         loop.for %i2_2 = 0 to 8 step 1 {name = "i2"} {
           loop.for %i3_2 = 0 to 32 step 1 {name = "i3"} {
@@ -55,7 +55,7 @@ func.func @nhwc(%x: memref<2x8x8x6xf32>, %w: memref<3x3x6x32xf32>, %out0: memref
                   %18 = arith.andi %15, %17 : i1
                   %19 = arith.andi %13, %18 : i1
                   %20 = scf.if %19 -> (f32) {
-                    %21 = memref.load %x[%i0_2, %5, %8, %r2] : memref<2x8x8x6xf32>
+                    %21 = memref.load %x[%i0_2, %5, %8, %r2] : memref<32x8x8x6xf32>
                     scf.yield %21 : f32
                   } else {
                     %22 = arith.constant 0.000000e+00 : f32
@@ -70,7 +70,7 @@ func.func @nhwc(%x: memref<2x8x8x6xf32>, %w: memref<3x3x6x32xf32>, %out0: memref
               }
             }
             %sum = memref.load %acc[] : memref<f32>
-            memref.store %sum, %out0[%i0_2, %i1_2, %i2_2, %i3_2] : memref<2x8x8x32xf32>
+            memref.store %sum, %out0[%i0_2, %i1_2, %i2_2, %i3_2] : memref<32x8x8x32xf32>
           }
         }
       }
@@ -81,10 +81,12 @@ func.func @nhwc(%x: memref<2x8x8x6xf32>, %w: memref<3x3x6x32xf32>, %out0: memref
 
 // An NCHW conv whose row GCC splits into three vector pieces (28 = 16 + 8 + 4; LeNet's
 // first conv): the tile takes 4 rows x 2 channels (24 pieces), each broadcast weight
-// feeding 4 rows instead of 1; (image, 4-row block) pairs are one parallel loop.
+// feeding 4 rows instead of 1; (image, 4-row block) pairs are one loop, serial: 0.2M
+// multiply-adds are less work than an OpenMP fork/join costs.
 // CHECK-LABEL: loop.kernel "rag"
 // CHECK:       %rag_xp = memref.alloca() : memref<2x1x32x32xf32>
-// CHECK:       loop.for %{{.*}} = 0 to 14 step 1 {name = "i0i2", parallel} {
+// CHECK-NOT:   parallel
+// CHECK:       loop.for %{{.*}} = 0 to 14 step 1 {name = "i0i2"} {
 // CHECK:         %rag_acc = memref.alloca() : memref<1x2x4x28xf32>
 // CHECK:         {name = "r2", reduction}
 // CHECK-NEXT:      {name = "i2i", unroll = 4}
