@@ -12,8 +12,12 @@ is left as te-to-loop made it).  Guarantees: numerics unchanged; each kernel get
   on them (a linear layer over `[B, T, K]`: each panel of B packed once per call);
   no packing when B is contiguous along the columns and A is a single block (a small
   `P x V` per attention head: packing costs more than it saves);
-  with fewer than 4 rows (batch-1 linear layers) and B contiguous along k, the dot
-  products are vectorized instead (`rfactor` by 16);
+  the register tile is 8 x 32 when the shape allows, else the divisor tile with the
+  most FMAs per load (`_gemm_tile`), else tiles of 8 rows plus a remainder tile
+  (`gemm8`, M prime above 24); a weight B is always packed (loop-prepack-weights moves
+  that pack to load time); with up to 8 rows and B read along k, the `dot` kernel
+  (`dot_script`: register blocks of dot products along k, no packing) when B is not a
+  weight, there are fewer than 4 rows, or 16 does not divide N;
 - convolution (not grouped): the register-tiled direct conv: an output tile of
   `cb` channels x the row (x 64 columns when wider) accumulates in a local `acc`
   (`cache_write`) around all reduction loops, the channels unrolled (one broadcast
