@@ -100,6 +100,9 @@ class Launch:
     # a laned reduction loop -> its accumulators (0-d buffer, combining op name): each
     # lane sums into a partial of its own, combined after the loop
     partials: dict[ForOp, list[tuple[SSAValue, str]]] = field(default_factory=dict)
+    # the laned loop whose lanes f32 arithmetic and accumulators are written on as one
+    # OpenCL vector (`float8`), None for scalar lanes only (`plan_vector`)
+    vector: ForOp | None = None
 
 
 def _local_stage_plan(g: ForOp):
@@ -157,6 +160,7 @@ def plan_launch(kernel: KernelOp, fname: str, max_group: int = 256) -> Launch:
     for k, lp in enumerate(dims):
         launch.mapped[lp] = f"get_global_id({k})"
     launch.lanes, launch.partials = plan_lanes(nest, dims)
+    launch.vector = plan_vector(nest, dims, launch.lanes, launch.partials)
     if last in launch.lanes:  # a work-item takes `lanes` consecutive iterations
         launch.global_size = (*launch.global_size[:-1], last.trip_count // launch.lanes[last])
     return launch
@@ -165,7 +169,9 @@ def plan_launch(kernel: KernelOp, fname: str, max_group: int = 256) -> Launch:
 #: register blocking (`plan_lanes`): lanes of the last NDRange loop (output channels,
 #: features: they share their inputs' loads), of the innermost independent loop below it
 #: (contiguous outputs: SLP-vectorisable), at most `MAX_LANES` in all, and at most
-#: `MAX_LANE_OPS` ops emitted per work-item body
+#: `MAX_LANE_OPS` ops emitted per work-item body. 64 lanes are 8 output channels x 8
+#: columns, 8 float8 accumulators (`plan_vector`): enough independent sums to keep the
+#: fma units busy (32 lanes, 4 vectors, left resnet's convs latency-bound: 587 -> 354 us)
 MAPPED_LANES = (8, 4, 2)
 INNER_LANES = (8, 4, 2)
 #: partial sums of an innermost reduction loop (the order of the additions changes, as
@@ -183,8 +189,8 @@ VECTOR_MATH = {
 PARTIAL_IDENTITY = {
     "arith.addf": -0.0, "arith.mulf": 1.0, "arith.maximumf": -math.inf, "arith.minimumf": math.inf
 }  # fmt: skip
-MAX_LANES = 32
-MAX_LANE_OPS = 4000
+MAX_LANES = 64
+MAX_LANE_OPS = 8000
 MAX_LANE_BUFFER = 16  # elements of a private buffer allocated in a laned body
 
 
@@ -276,8 +282,8 @@ def plan_lanes(
     lanes: dict[ForOp, int] = {}
     below = nest[nest.index(last) + 1 :]
     inner = next((lp for lp in reversed(below) if lp.trip_count > 1 and independent(lp)), None)
-    if inner is not None:  # (PoCL's LLVM makes slow code of a laned loop left with 2 steps)
-        u = next((u for u in INNER_LANES if _steps(inner.trip_count, u) in (1, 4, 5, 6)), 1)
+    if inner is not None:  # (3 steps: PoCL's LLVM made slow code of them)
+        u = next((u for u in INNER_LANES if _steps(inner.trip_count, u) in (1, 2, 4, 5, 6)), 1)
         if u > 1:
             lanes[inner] = u
     budget = MAX_LANES // math.prod(lanes.values())
@@ -302,6 +308,40 @@ def plan_lanes(
             del lanes[loop]
             partials.pop(loop, None)
     return lanes, partials
+
+
+#: lane counts written as OpenCL vectors, and the f32 ops written on them
+VECTOR_WIDTHS = (2, 4, 8, 16)
+VECTOR_BINARY = {"arith.addf", "arith.subf", "arith.mulf", "arith.divf"}
+
+
+def plan_vector(
+    nest: list[ForOp],
+    dims: list[ForOp],
+    lanes: dict[ForOp, int],
+    partials: dict[ForOp, list[tuple[SSAValue, str]]],
+) -> ForOp | None:
+    """The laned loop to write as OpenCL vectors: the innermost independent laned loop
+    below the NDRange (the contiguous outputs: a conv's output columns), when its lanes
+    are a vector width and no reduction loop sums in partials (their accumulators are
+    scalars per partial)."""
+    if not dims or partials:
+        return None
+    below = nest[nest.index(dims[-1]) + 1 :]
+    inner = [lp for lp in below if lp in lanes and lanes[lp] in VECTOR_WIDTHS]
+    return inner[-1] if inner else None
+
+
+def contracted(op: Operation) -> bool:
+    """Is `op` a product whose only use is a sum (`arith.addf`/`subf`)? On vector lanes
+    it is written inside that sum's expression, `acc + (a * b)`, which OpenCL C's default
+    `FP_CONTRACT ON` makes one fused multiply-add, as GCC contracts the C backend's (a
+    conv's accumulation: 140 -> 119 us on PoCL). The fma rounds once where the two
+    operations round twice: within the reference tolerance, as the C backend is."""
+    if op.name != "arith.mulf":
+        return False
+    uses = list(op.results[0].uses)
+    return len(uses) == 1 and uses[0].operation.name in ("arith.addf", "arith.subf")
 
 
 class LaneMap(MutableMapping):
@@ -356,12 +396,15 @@ class KernelWriter(FunctionWriter):
         self.fixed = 0  # > 0 inside an op written for one combination of lanes
         self.expr = LaneMap(self)
         self.buffers = LaneMap(self)
+        # vector lanes (`Launch.vector`): (value or 0-d buffer, the lanes of its other
+        # laned loops) -> the name of the OpenCL vector holding its lanes
+        self.vectors: dict[tuple, str] = {}
 
     def op(self, op: Operation) -> None:
         if not self.active or self.fixed or isinstance(op, ForOp):
             return self.plain(op)
         deps = self.deps_of(op)
-        if self.vector_math(op, deps):
+        if self.vector_math(op, deps) or self.vector_op(op, deps):
             return None
         for combination in itertools.product(*(range(self.launch.lanes[lp]) for lp in deps)):
             self.current.update(zip(deps, combination))
@@ -371,6 +414,95 @@ class KernelWriter(FunctionWriter):
             finally:
                 self.emitting, self.fixed = (), self.fixed - 1
         return None
+
+    def vector_key(self, value: SSAValue) -> tuple:
+        """`value`'s key in `vectors` under the lanes fixed now (all but the vector's)."""
+        vec = self.launch.vector
+        return (value, tuple(self.current[lp] for lp in self.deps.get(value, ()) if lp is not vec))
+
+    def vector_operand(self, value: SSAValue, width: int) -> str:
+        """`value` as an expression of the vector's type: its vector, a vector built from
+        its lanes, or a scalar (OpenCL widens it) when it does not vary with the lanes."""
+        vec = self.launch.vector
+        assert vec is not None
+        if vec not in self.deps.get(value, ()):
+            return f"(float{width})({self[value]})"
+        key = self.vector_key(value)
+        if key in self.vectors:
+            return self.vectors[key]
+        parts = []
+        for lane in range(width):
+            self.current[vec] = lane
+            parts.append(self[value])
+        return f"(float{width})({', '.join(parts)})"
+
+    def vector_op(self, op: Operation, deps: tuple[ForOp, ...]) -> bool:
+        """Write `op` once per combination of its other lanes, on an OpenCL vector of the
+        lanes of `Launch.vector`, when it varies with them and is f32 arithmetic
+        (`VECTOR_BINARY`, negf) or a 0-d f32 private buffer (an accumulator: one vector
+        variable, each lane `.sK` of it), its load or its store; False otherwise. Each
+        lane is the same IEEE operation as when written alone, in the same order; ops on
+        other types, global loads and stores and `scf.if`s stay per lane (`.sK` reads a
+        lane of a vector, `(float8)(a, b, ...)` makes one)."""
+        vec = self.launch.vector
+        if vec is None or vec not in deps:
+            return False
+        f32 = Float32Type()
+        if isinstance(op, memref.AllocOp | memref.AllocaOp):
+            if shape_of(op.memref) != () or element_type(op.memref) != f32:
+                return False
+            if op.memref in self.launch.shared:
+                return False
+        elif isinstance(op, memref.LoadOp | memref.StoreOp):
+            if self.vector_key(op.memref) not in self.vectors:
+                return False
+        elif op.name in VECTOR_BINARY or op.name == "arith.negf":
+            if any(v.type != f32 for v in (*op.operands, *op.results)):
+                return False
+        else:
+            return False
+        width = self.launch.lanes[vec]
+        rest = tuple(lp for lp in deps if lp is not vec)
+        for combination in itertools.product(*(range(self.launch.lanes[lp]) for lp in rest)):
+            self.current.update(zip(rest, combination))
+            if isinstance(op, memref.AllocOp | memref.AllocaOp):
+                name = self.names.fresh(op.memref.name_hint, "buf")
+                self.line(f"float{width} {name};")
+                self.lanes_of(
+                    op.memref, deps, name, lambda k, n=name: Buffer(f"{n}.s{k:X}", (), scalar=True)
+                )
+                continue
+            if isinstance(op, memref.StoreOp):
+                value = self.vector_operand(op.value, width)
+                self.line(f"{self.vectors[self.vector_key(op.memref)]} = {value};")
+                continue
+            if isinstance(op, memref.LoadOp):
+                expr = self.vectors[self.vector_key(op.memref)]
+            elif op.name == "arith.negf":
+                expr = f"-{self.vector_operand(op.operands[0], width)}"
+            else:
+                a, b = (self.vector_operand(v, width) for v in op.operands)
+                expr = f"{a} {cbe.BINARY[op.name]} {b}"
+            if contracted(op):  # written inside the sum that uses it: one fma
+                self.lanes_of(op.results[0], deps, f"({expr})", lambda k, e=expr: f"({e}).s{k:X}")
+                continue
+            name = self.names.fresh(op.results[0].name_hint)
+            self.line(f"const float{width} {name} = {expr};")
+            self.lanes_of(op.results[0], deps, name, lambda k, n=name: f"{n}.s{k:X}")
+        return True
+
+    def lanes_of(self, value: SSAValue, deps: tuple[ForOp, ...], name: str, lane) -> None:
+        """Record `name` as the vector of `value` (under the lanes fixed now) and lane k
+        of it, `lane(k)`, as `value`'s entry for lane k (in `buffers` for a buffer)."""
+        vec = self.launch.vector
+        assert vec is not None
+        table = self.buffers if isinstance(value.type, MemRefType) else self.expr
+        self.emitting = deps
+        for k in range(self.launch.lanes[vec]):
+            self.current[vec] = k
+            table[value] = lane(k)
+        self.emitting = ()
+        self.vectors[self.vector_key(value)] = name
 
     def vector_math(self, op: Operation, deps: tuple[ForOp, ...]) -> bool:
         """Write a `VECTOR_MATH` op on f32 once per combination of its other lanes, as one
@@ -388,12 +520,19 @@ class KernelWriter(FunctionWriter):
         call = cbe.MATH_UNARY[op.name]
         for combination in itertools.product(*(range(self.launch.lanes[lp]) for lp in rest)):
             self.current.update(zip(rest, combination))
-            args = []
-            for lane in range(width):
-                self.current[inner] = lane
-                args.append(self[op.operands[0]])
+            if inner is self.launch.vector:  # (its operand may be a vector already)
+                arg = self.vector_operand(op.operands[0], width)
+            else:
+                args = []
+                for lane in range(width):
+                    self.current[inner] = lane
+                    args.append(self[op.operands[0]])
+                arg = f"(float{width})({', '.join(args)})"
             name = self.names.fresh(op.results[0].name_hint)
-            self.line(f"const float{width} {name} = {call}((float{width})({', '.join(args)}));")
+            self.line(f"const float{width} {name} = {call}({arg});")
+            if inner is self.launch.vector:
+                self.lanes_of(op.results[0], deps, name, lambda k, n=name: f"{n}.s{k:X}")
+                continue
             self.emitting = deps
             for lane in range(width):
                 self.current[inner] = lane
@@ -545,6 +684,7 @@ class OpenCLEmitter:
         self.parts: list[str] = []
 
     def emit(self) -> str:
+        views(self.module)
         main = cbe.find_main(self.module)
         out = [c_comment("generated by dlpc (OpenCL backend); do not edit"), PRELUDE, MATH_MACROS]
         for k in (op for op in main.walk() if isinstance(op, KernelOp)):
@@ -585,6 +725,18 @@ class OpenCLEmitter:
         self.parts.append(
             w.function(c_comment(note), f"__kernel void {fname}({', '.join(params) or 'void'})")
         )
+
+
+def views(module: ModuleOp) -> None:
+    """Run `loop-views` on `module` (in place) unless it has run: copy kernels that only
+    move data (reshapes, transposes, slices) become views their readers load through, one
+    kernel launch less each (transformer: 22 -> 9 launches, about 1 us of PoCL and 1-2 us
+    of Python each). The pipeline runs it for the scheduled C target only
+    (`pipeline.schedules_for`); the OpenCL target takes it here, before its kernels are
+    written. A second run finds nothing to do."""
+    from dlpc.passes.pipeline import PipelineOptions, run
+
+    run("loop-views", module, PipelineOptions())
 
 
 def emit_opencl(module: ModuleOp) -> str:

@@ -213,6 +213,11 @@ class OpenCLFunction(ModuleFunction):
                         free.setdefault(buffer.size, []).append(buffer)
             elif isinstance(op, memref.GetGlobalOp):
                 buffers[op.memref] = globals_[op.name_.root_reference.data]
+            elif isinstance(op, memref.ReinterpretCastOp):  # loop-views: a reshape
+                source = buffers[op.source]
+                buffers[op.result] = _reinterpreted(op, source)
+                if id(source) in owners:  # (the source's dealloc leaves the buffer in use)
+                    owners[id(source)] += 1
             elif isinstance(op, memref.CopyOp):
                 if _nbytes(op.source):  # (a zero-byte copy is an OpenCL error)
                     self.steps.append(
@@ -407,6 +412,23 @@ def reshape_aliases(fn) -> dict:
         if same and not later & {source, result}:
             aliases[k] = (source, result)
     return aliases
+
+
+def _reinterpreted(op, source):
+    """The buffer of a `memref.reinterpret_cast` result in @main: its source's, when it is
+    the same memory under another row-major shape (loop-views' reshapes), else an error."""
+    from dlpc.backends.c import memref_info
+
+    shape, _ = memref_info(op.result.type)
+    offsets = list(op.static_offsets.get_values())
+    strides = list(op.static_strides.get_values())
+    rowmajor = [math.prod(shape[k + 1 :]) for k in range(len(shape))]
+    if op.offsets or op.sizes or op.strides or offsets != [0] or strides != rowmajor:
+        raise DlpcError(
+            "error: opencl backend: a memref.reinterpret_cast in @main must be static, "
+            "row-major and at offset 0"
+        )
+    return source
 
 
 def _size_class(nbytes: int) -> int:

@@ -2,27 +2,34 @@
 
 // Register blocking (backends/opencl.py `plan_lanes`): a work-item computes 8, 4 or 2
 // iterations of the last NDRange loop, leaving at least 2 work-items (4 of mix_0's 8) and the innermost independent loop below it is
-// written as lanes (8, or 4 where 8 would leave it 2 steps: i1 of mix_0), unrolled and
+// written as lanes (8, or 4 where 8 would leave it 3 steps), unrolled and
 // jammed into the reduction: a load that does not vary
 // with a laned loop is written once for its lanes, every lane has its own accumulator.
+// f32 arithmetic and 0-d accumulators varying with the innermost independent laned loop
+// are OpenCL vectors of its lanes (`plan_vector`: mix_0's float8 accumulators), lane k
+// read as `.sk`; loads and stores of global buffers stay per lane. A product used only
+// by a sum is written inside it (`contracted`): OpenCL's FP_CONTRACT makes them one fma.
 // An innermost reduction updating a 0-d accumulator sums in partials (one per lane),
 // combined after the loop. No lanes: extents no lane count divides (7), loops whose
 // iterations are not independent (i1 of prefix_2 reads and writes s[i0]).
 
 // CHECK-LABEL: /* kernel "mix_0": global (2), local (-) */
 // CHECK: const long v_i0 = 4 * (long)get_global_id(0);
-// CHECK-NEXT: for (long v_i1 = 0; v_i1 < 16; v_i1 += 4) {
-// CHECK: float v_acc_16;
+// CHECK-NEXT: for (long v_i1 = 0; v_i1 < 16; v_i1 += 8) {
+// CHECK: float8 v_acc_4;
+// CHECK: v_acc_4 = (float8)(0.0f);
 // CHECK: for (long v_r0 = 0; v_r0 < 2; v_r0++) {
 // CHECK-NEXT: const float v_a = v_x[v_r0 * 16 + v_i1];
-// CHECK: const float v_a_4 = v_x[v_r0 * 16 + (v_i1 + 3)];
+// CHECK: const float v_a_8 = v_x[v_r0 * 16 + (v_i1 + 7)];
 // CHECK-NEXT: const float v_b = v_w[v_i0 * 2 + v_r0];
 // CHECK-NEXT: const float v_b_2 = v_w[(v_i0 + 1) * 2 + v_r0];
 // CHECK-NOT: v_x[
-// CHECK: const float v_p_16 = v_a_4 * v_b_4;
-// CHECK: v_acc_16 = v_q_16;
+// CHECK-NOT: v_p
+// CHECK: const float8 v_o_4 = v_acc_4;
+// CHECK: const float8 v_q_4 = v_o_4 + ((float8)(v_a, v_a_2, v_a_3, v_a_4, v_a_5, v_a_6, v_a_7, v_a_8) * (float8)(v_b_4));
+// CHECK: v_acc_4 = v_q_4;
 // CHECK-NEXT: }
-// CHECK: v_y[(v_i0 + 3) * 16 + (v_i1 + 3)] = v_t_16;
+// CHECK: v_y[(v_i0 + 3) * 16 + (v_i1 + 7)] = v_t_4.s7;
 
 // CHECK-LABEL: /* kernel "rowmax_1": global (7), local (-) */
 // CHECK: const long v_i0 = (long)get_global_id(0);
@@ -46,10 +53,10 @@
 
 // Float math on the lanes of the innermost laned loop is one call on an OpenCL vector.
 // CHECK-LABEL: /* kernel "erf_exp_3": global (7), local (-) */
-// CHECK: for (long v_i1 = 0; v_i1 < 16; v_i1 += 4) {
-// CHECK: const float4 v_b = exp((float4)(v_a, v_a_2, v_a_3, v_a_4));
-// CHECK-NEXT: const float4 v_c = erf((float4)(v_b.s0, v_b.s1, v_b.s2, v_b.s3));
-// CHECK: v_e[v_i0 * 16 + (v_i1 + 3)] = v_c.s3;
+// CHECK: for (long v_i1 = 0; v_i1 < 16; v_i1 += 8) {
+// CHECK: const float8 v_b = exp((float8)(v_a, v_a_2, v_a_3, v_a_4, v_a_5, v_a_6, v_a_7, v_a_8));
+// CHECK-NEXT: const float8 v_c = erf(v_b);
+// CHECK: v_e[v_i0 * 16 + (v_i1 + 7)] = v_c.s7;
 
 func.func @main(%x: memref<2x16xf32>, %w: memref<8x2xf32>, %v: memref<7x16xf32>, %y: memref<8x16xf32>, %z: memref<7xf32>, %s: memref<16xf32>, %e: memref<7x16xf32>) attributes {dlpc.num_inputs = 3 : i64, dlpc.params = [], dlpc.num_outputs = 4 : i64} {
   loop.kernel "mix_0" {
