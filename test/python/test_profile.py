@@ -113,12 +113,14 @@ def test_dlpc_timing_prints_every_pass():
     assert lines[0].split() == ["seconds", "share", "pass"]
     passes = [ln.split()[2] for ln in lines[1:-1]]
     assert passes[0] == "graph-infer-shapes"
-    assert passes[-5:] == [
+    assert passes[-7:] == [
         "graph-to-te",
         "te-to-loop",
         "loop-default-schedule",
+        "loop-fold-init-epilogue",
         "loop-views",
         "loop-memory-plan",
+        "loop-prepack-weights",
     ]
     assert lines[-1].split()[1:] == ["100.0%", "total", f"({len(passes)}", "passes)"]
 
