@@ -374,6 +374,12 @@ def gemm_script(
     lines.append(f"serial {K}")
     if parallel != "none":
         lines.append(f"parallel {K}/{par}")
+        # the panels are packed by all threads too when the parallel loop is inside the
+        # packing loop (a pack outside it would run on one thread while the others wait)
+        packs = [(p.pack_b, f"{K}_Bp_{j}r", f"{k}c"), (p.pack_a, f"{K}_Ap_{i}r", f"{i}c")]
+        for packed, pack_loop, at in packs:
+            if packed and order.index(par) > order.index(at):
+                lines.append(f"parallel {K}/{pack_loop}")
     return "\n".join(lines)
 
 

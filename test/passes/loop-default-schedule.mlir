@@ -3,7 +3,7 @@
 
 // With its time budget spent, the search stops: every kernel keeps te-to-loop's nest, and
 // one note says so.
-// BUDGET: dlpc: note: loop-default-schedule: schedule search stopped after its budget of 0 s; 11 of 11 kernels keep the identity schedule
+// BUDGET: dlpc: note: loop-default-schedule: schedule search stopped after its budget of 0 s; 12 of 12 kernels keep the identity schedule
 // BUDGET-NOT: unroll
 // BUDGET: loop.for %r0 = 0 to 8 step 1 {name = "r0", reduction}
 
@@ -410,6 +410,37 @@ func.func @mm37(%a: memref<37x32xf32>, %b: memref<32x32xf32>, %c: memref<37x32xf
         }
         %v = memref.load %acc[] : memref<f32>
         memref.store %v, %c[%i0, %i1] : memref<37x32xf32>
+      }
+    }
+  }
+  func.return
+}
+
+// A 256 x 256 x 256 gemm: the parallel loop (the B panel columns, inside the k and the
+// row blocks) runs after the A and B panels are packed, so their packing is parallel too.
+// CHECK-LABEL: loop.kernel "mmbig"
+// CHECK:       %mmbig_Bp = memref.alloca() : memref<65536xf32>
+// CHECK-NEXT:  loop.for %{{.*}} = 0 to 256 step 32 {name = "mmbig_Bp_i1r", parallel} {
+// CHECK:       %mmbig_Ap = memref.alloca() : memref<32768xf32>
+// CHECK-NEXT:  loop.for %{{.*}} = 0 to 128 step 8 {name = "mmbig_Ap_i0r", parallel} {
+// CHECK:       {name = "i1r", parallel}
+func.func @mmbig(%a: memref<256x256xf32>, %b: memref<256x256xf32>, %c: memref<256x256xf32>) {
+  loop.kernel "mmbig" {
+    loop.for %i0 = 0 to 256 step 1 {name = "i0"} {
+      loop.for %i1 = 0 to 256 step 1 {name = "i1"} {
+        %acc = memref.alloca() : memref<f32>
+        %z = arith.constant 0.000000e+00 : f32
+        memref.store %z, %acc[] : memref<f32>
+        loop.for %r0 = 0 to 256 step 1 {name = "r0", reduction} {
+          %x = memref.load %a[%i0, %r0] : memref<256x256xf32>
+          %y = memref.load %b[%i1, %r0] : memref<256x256xf32>
+          %p = arith.mulf %x, %y : f32
+          %s0 = memref.load %acc[] : memref<f32>
+          %s = arith.addf %s0, %p : f32
+          memref.store %s, %acc[] : memref<f32>
+        }
+        %v = memref.load %acc[] : memref<f32>
+        memref.store %v, %c[%i0, %i1] : memref<256x256xf32>
       }
     }
   }
