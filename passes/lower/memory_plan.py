@@ -464,6 +464,9 @@ def write_through(c: CopyMap, fn: func.FuncOp) -> bool:
             continue
         if where[_top(user, block)] >= at:
             return False
+        producer = _top(user, block)
+        if isinstance(producer, KernelOp) and is_reshape_copy(producer) is not None:
+            return False  # (as in read_through: alias_reshapes would alias it as row-major)
         accesses.append(user)
     if any(where[_top(u.operation, block)] < at for u in c.dst.uses):
         return False

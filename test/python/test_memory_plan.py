@@ -179,6 +179,22 @@ def test_chains_and_outputs(tmp_path):
     np.testing.assert_allclose(e, np.exp(x).transpose(1, 0, 2), rtol=1e-6)
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "model m(x: f32[4, 6, 8]) {\n  let r = reshape(exp(x), shape=[2, 12, 8])\n"
+        "  return transpose(r, perm=[1, 0, 2]) * 2.0\n}\n",
+        "model m(x: f32[4, 8]) {\n  let t = transpose(reshape(relu(x), shape=[8, 4]), perm=[1, 0])\n"
+        "  return reshape(t, shape=[32]) * 2.0\n}\n",
+    ],
+    ids=["read-by-a-consumer", "read-by-a-reshape"],
+)
+def test_a_transpose_is_not_written_through_a_reshape_kernel(tmp_path, text):
+    """A reshape kernel that stored at a transposed index would not be the row-major
+    copy that alias_reshapes then makes an alias of (the values came out permuted)."""
+    compile_text(tmp_path, text)  # matches the reference
+
+
 def test_two_threads_calling_one_model_get_their_own_results():
     model = dlpc.load(EXAMPLES / "transformer.dlpc")
     compiled = api.compile(model)
