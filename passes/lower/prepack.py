@@ -214,7 +214,13 @@ class _Finder:
         local: set[int] = set()
         for op in nest.walk():
             allowed = isinstance(
-                op, ForOp | memref.LoadOp | memref.StoreOp | scf.IfOp | scf.YieldOp
+                op,
+                ForOp
+                | memref.LoadOp
+                | memref.StoreOp
+                | memref.GetGlobalOp
+                | scf.IfOp
+                | scf.YieldOp,
             )
             if not (allowed or _pure(op)):
                 return False  # allocations, kernels, copies, calls: not a plain pack

@@ -25,6 +25,9 @@ buffer indexed by the loops inside the loop that index the buffer, in nesting or
 (`CachePackError`), each such loop's step divides its packed stride, and a guarded
 access is `scf.if c { yield load } else { yield constant }` (padding; the packing nest
 recomputes the guard, so the packed reads are unguarded) depending only on those loops.
+A pack of a weight (a param or constant of @main) is still made inside the kernel here;
+on the C target `loop-prepack-weights` (passes/lower/prepack.py) then moves it out of the
+call: all its panels are packed once per binding of the weights, into a resident buffer.
 
 Before (`cache_read k/ic B -> Bl`):
 

@@ -6,10 +6,10 @@
 // `dlpc.prepare` kernel placed before the gemm; the gemm reads the view at its jc
 // block, (jc - 0) / 8. The pack of the input %x (not a weight) stays in the call.
 // CHECK-LABEL: func.func @main
-// CHECK-SAME:    dlpc.packed_bytes = 512 : i64
-// CHECK-NEXT:    %packed = memref.alloc() {dlpc.packed} : memref<512xi8>
+// CHECK-SAME:    dlpc.packed_bytes = 576 : i64
+// CHECK-NEXT:    %packed = memref.alloc() {dlpc.packed} : memref<576xi8>
 // CHECK-NEXT:    %[[OFF:.*]] = arith.constant 0 : index
-// CHECK-NEXT:    %Bp = memref.view %packed[%[[OFF]]][] : memref<512xi8> to memref<2x64xf32>
+// CHECK-NEXT:    %Bp = memref.view %packed[%[[OFF]]][] : memref<576xi8> to memref<2x64xf32>
 // CHECK-NEXT:    loop.kernel "Bp_prepack" attributes {origin = "loop-prepack-weights: pack of mm", dlpc.prepare} {
 // CHECK-NEXT:      loop.for %[[JC:.*]] = 0 to 16 step 8 {name = "jc"} {
 // CHECK-NEXT:        %[[EIGHT:.*]] = arith.constant 8 : index
@@ -25,6 +25,17 @@
 // CHECK-NOT:         memref.alloca
 // CHECK-NOT:         Bp_k
 // CHECK:             memref.load %Bp[%[[T2]], %{{.*}}] : memref<2x64xf32>
+// A pack of a constant global that no loop around it changes (D is empty) is packed
+// once, not once per row.
+// CHECK:         %[[OFF2:.*]] = arith.constant 512 : index
+// CHECK-NEXT:    %Cp = memref.view %packed[%[[OFF2]]][] : memref<576xi8> to memref<4xf32>
+// CHECK-NEXT:    loop.kernel "Cp_prepack" attributes {origin = "loop-prepack-weights: pack of scale", dlpc.prepare} {
+// CHECK-NEXT:      loop.for %{{.*}} = 0 to 4 step 1 {name = "Cp_j"} {
+// CHECK-NEXT:        %[[G:.*]] = memref.get_global @cw : memref<4xf32>
+// CHECK:         loop.kernel "scale" {
+// CHECK-NEXT:      loop.for %[[I:.*]] = 0 to 2 step 1 {name = "si"} {
+// CHECK-NEXT:        loop.for %[[J:.*]] = 0 to 4 step 1 {name = "sj"} {
+// CHECK:               memref.load %Cp[%[[J]]] : memref<4xf32>
 // CHECK:         func.return
 
 // In C dlpc_main takes the block after its 4 arguments and does not pack; the packing
@@ -35,12 +46,13 @@
 // C:         unsigned char *v_packed = (unsigned char *)args[4];
 // C-NOT:     kernel_Bp_prepack(
 // C:         kernel_mm(v_x, v_b, v_out0, v_Bp);
-// C:       const size_t dlpc_packed_bytes = 512;
+// C:       const size_t dlpc_packed_bytes = 576;
 // C:       int dlpc_prepare(void **args)
 // C:         float *v_Bp = (float *)(v_packed + 0);
 // C-NEXT:    kernel_Bp_prepack(v_w, v_Bp);
 // C-NOT:     kernel_mm(
 // C:         return 0;
+"memref.global"() <{sym_name = "cw", type = memref<4xf32>, initial_value = dense<[1.0, 2.0, 3.0, 4.0]> : tensor<4xf32>, sym_visibility = "private", constant}> : () -> ()
 func.func @main(%x: memref<2x8xf32>, %w: memref<8x16xf32>, %b: memref<16xf32>, %y: memref<2x16xf32>) attributes {dlpc.num_inputs = 1 : i64, dlpc.params = ["w", "b"], dlpc.num_outputs = 1 : i64} {
   loop.kernel "mm" {
     loop.for %jc = 0 to 16 step 8 {name = "jc"} {
@@ -84,6 +96,22 @@ func.func @main(%x: memref<2x8xf32>, %w: memref<8x16xf32>, %b: memref<16xf32>, %
             memref.store %s, %y[%i, %cj] : memref<2x16xf32>
           }
         }
+      }
+    }
+  }
+  loop.kernel "scale" {
+    loop.for %si = 0 to 2 step 1 {name = "si"} {
+      %Cp = memref.alloca() : memref<4xf32>
+      loop.for %cj = 0 to 4 step 1 {name = "Cp_j"} {
+        %g = memref.get_global @cw : memref<4xf32>
+        %gv = memref.load %g[%cj] : memref<4xf32>
+        memref.store %gv, %Cp[%cj] : memref<4xf32>
+      }
+      loop.for %sj = 0 to 4 step 1 {name = "sj"} {
+        %yv = memref.load %y[%si, %sj] : memref<2x16xf32>
+        %cv = memref.load %Cp[%sj] : memref<4xf32>
+        %sv = arith.mulf %yv, %cv : f32
+        memref.store %sv, %y[%si, %sj] : memref<2x16xf32>
       }
     }
   }
