@@ -257,15 +257,15 @@ def random_models(draw):
         name, shape = draw(st.sampled_from(values))
         if kind == "slice":  # a strided view: any steps, negative ones too
             axis = draw(st.integers(0, len(shape) - 1))
-            n = shape[axis]
+            size = shape[axis]
             step = draw(st.sampled_from((1, 2, 3, -1, -2)))
-            start, end = draw(st.integers(0, n - 1)), draw(st.integers(-1, n))
+            start, end = draw(st.integers(0, size - 1)), draw(st.integers(-1, size))
             if step < 0:
                 start, end = max(start, end), min(start, end)
-            count = len(range(*slice(start, end if end >= 0 else None, step).indices(n)))
+            count = len(range(*slice(start, end if end >= 0 else None, step).indices(size)))
             if count == 0 or (end < 0 and step > 0):
                 continue
-            ends = end if end >= 0 else -n - 1  # (past the start, for a negative step)
+            ends = end if end >= 0 else -size - 1  # (past the start, for a negative step)
             out = (*shape[:axis], count, *shape[axis + 1 :])
             expr = f"slice({name}, starts=[{start}], ends=[{ends}], axes=[{axis}], steps=[{step}])"
         elif kind == "transpose":
