@@ -291,6 +291,8 @@ def _gemm_tile(m: int, n: int) -> tuple[int, int]:
     strips, N = 10 one 10-wide (masked) vector per row instead of 2-wide ones."""
     nr = _first_divisor(n, (32, 16))
     mr = _first_divisor(m, (8, 6, 4))
+    if mr in (4, 6) and m == mr and n % 64 == 0:
+        return mr, 64  # one row block of 4 or 6 rows: 16 or 24 accumulators, not 8 or 12
     if nr > 1 and mr > 1:
         return mr, nr
     best, tile = -1.0, (1, 1)
@@ -313,8 +315,10 @@ def gemm_default_params(m: int, n: int, k: int) -> GemmParams:
     packed twice as often)."""
     mr, nr = _gemm_tile(m, n)
     kc = _largest_divisor(k, 512)
-    if kc < 64 and k <= 2048:
-        kc = k  # no useful divisor (k prime, 257 ..): one block, not k blocks of 1
+    if (kc < 64 or m <= mr) and k <= 2048:
+        # no useful divisor (k prime, 257 ..): one block, not k blocks of 1; or one row
+        # block, which streams each panel of B once whatever kc is: one block too
+        kc = k
     if mr < 4 and m > 8:
         # no divisor of M makes a tile of 4 rows or more (M = 37, 101, 2 * 37 ..): tiles
         # of mr rows and one remainder tile, as a GEMM library's edge kernels do
@@ -803,8 +807,8 @@ def default_scripts(module: ModuleOp, name: str) -> list[str]:
 
 def gemm_scripts(kernel: KernelOp, nest: Nest) -> list[str]:
     """The schedules of a gemm-shaped kernel, best first: the dot kernel for a few rows
-    against a B contiguous along k (a linear layer at a small batch), then the blocked
-    gemm (the fallback should the dot kernel not apply)."""
+    (or fewer than 16 columns) against a B contiguous along k (a linear layer at a small
+    batch), then the blocked gemm (the fallback should the dot kernel not apply)."""
     operands = gemm_operands(kernel, nest)
     assert operands is not None
     b = operands[1]
@@ -813,10 +817,11 @@ def gemm_scripts(kernel: KernelOp, nest: Nest) -> list[str]:
     outer = nest.spatial[:-2]
     rows = m if _b_follows(kernel, outer, b) else m * math.prod(nest.trips[x] for x in outer)
     weight = _is_weight(kernel, b)
-    dot = rows <= DOT_ROWS and k >= LANES and b_contiguous_in_k(kernel, nest, b)
+    dot = (rows <= DOT_ROWS or n < LANES) and k >= LANES and b_contiguous_in_k(kernel, nest, b)
     # a weight's panels are packed once (see below), so the packed gemm wins from 4 rows
     # on, unless N is no multiple of 16 (a 10-wide tile row vectorizes as 8 + 2 with
-    # shuffles: mlp's 256 -> 10 layer at batch 4 1.33 us against the dot kernel's 0.41)
+    # shuffles: mlp's 256 -> 10 layer at batch 4 1.33 us against the dot kernel's 0.41,
+    # at batch 32 6.1 against 3.1; so the dot kernel also takes any rows when N < 16)
     dot_first = dot and (not weight or rows < 4 or n % LANES != 0)
     if dot_first:
         out.append(dot_script(kernel, nest))
@@ -824,8 +829,8 @@ def gemm_scripts(kernel: KernelOp, nest: Nest) -> list[str]:
     if weight:
         # B's panels are packed once, when the weights are bound (loop-prepack-weights
         # hoists the pack), so the packed gemm beats the unpacked dot kernel (mlp batch 4,
-        # 784 -> 256: 21 us against 30); A is not worth packing below 4 rows
-        p = replace(p, pack_a=m >= 4 and not p.rows_tail, pack_b=True)
+        # 784 -> 256: 21 us against 30); A is read in place when it is one row block
+        p = replace(p, pack_a=m > p.mr and not p.rows_tail, pack_b=True)
     elif m < 4 or (m <= p.mc and k <= p.kc and _b_contiguous_in_j(kernel, nest, b)):
         # B rows contiguous along j already and a single block of A: packing does not
         # pay off (attention's P x V per head, 32x4 heads of 16x16x16: 48 -> 22 us)
