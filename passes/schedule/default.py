@@ -32,8 +32,11 @@ is left as te-to-loop made it).  Guarantees: numerics unchanged; each kernel get
   local C array; GCC then spills the accumulators, because vector loads from a local
   array may alias the local `acc` in its analysis.) Depthwise (stride 1): the input
   copied once per image with its padding (`cache_read` of a padded read), 4 channels x
-  the row accumulating in registers, channel blocks parallel. The templates below are
-  fallbacks;
+  the row accumulating in registers, channel blocks parallel. A ragged row (3+ vector
+  pieces: 28 = 16 + 8 + 4) takes up to 4 rows per tile. NHWC convs
+  (`nhwc_conv_tile_script`): columns x channel vectors in registers, the weight packed
+  once (`cache_read ... pack`). Convs under CONV_PARALLEL_MACS stay serial. The
+  templates below are fallbacks;
 - strided conv (and pooling): im2col-style rows: the input a row of outputs needs is
   packed once per output row (`cache_read ... pack`, padding resolved in the packing),
   so the vectorized row reads it with unit stride; output channels blocked by 4 and
