@@ -4,10 +4,15 @@ Input: loop IR (`loop.kernel`s over memrefs in `func.func @main`, intermediates 
 `memref.alloc`/`memref.dealloc` in @main, as te-to-loop writes them).
 Output: the same, with
 
-- `loop-views`: every reshape-family copy kernel (origin graph.reshape, squeeze,
-  unsqueeze, flatten) that copies a buffer into a fresh intermediate in row-major order
-  removed; the intermediate becomes `memref.reinterpret_cast %src to offset: [0], sizes:
-  [...], strides: [...]` (row-major, contiguous), an alias of the same memory;
+- `loop-views`: first every pure copy kernel with an affine index map (`dst[i] =
+  src[f(i)]`: slices with any steps, transposes, dim-splitting reshapes, chains of them;
+  `CopyMap`) removed where a view can replace it: its readers load `src[f(i)]` (the view
+  is in their index arithmetic; `read_through`), or, for a transpose, the kernels that
+  produce src store at the permuted index into dst (`write_through`); then every
+  reshape-family copy kernel (origin graph.reshape, squeeze, unsqueeze, flatten) that
+  copies a buffer into a fresh intermediate in row-major order removed; the intermediate
+  becomes `memref.reinterpret_cast %src to offset: [0], sizes: [...], strides: [...]`
+  (row-major, contiguous), an alias of the same memory;
 - `loop-memory-plan`: every `memref.alloc` of @main's body replaced by
   `memref.view %arena[%offset][]` of one `memref.alloc() {dlpc.arena}` of
   `memref<PEAKxi8>`, placed first; the deallocs removed. @main records
