@@ -17,7 +17,12 @@ Output: the same, where every *weight pack* became a resident buffer:
   placed right before its consumer: `D` cloned around the nest, stores into the view at
   `[(d - lb) / step for d in D] + indices`;
 - the consumer loads the view at the same position, `(d - lb) / step` computed where the
-  local buffer was allocated; the local buffer and its packing nest are gone.
+  local buffer was allocated; the local buffer and its packing nest are gone;
+- a whole kernel over weights only (it reads weights or the outputs of earlier such
+  kernels, and writes arena views nothing else writes: with --no-fold-weights the
+  batch-norm folding `w * s`, a horizontal fusion's weight concat, a layout transpose)
+  writes a view of the packed block instead of the arena and is marked `dlpc.prepare`
+  in place; its output is a weight for what follows (a gemm packing it is prepacked).
 
 Numerics unchanged: as IR, @main still packs on every run (every evaluator, the
 per-pass checker and the OpenCL emitter see an ordinary program). The contract the C
@@ -143,10 +148,65 @@ class _Finder:
             elif isinstance(op, memref.CopyOp):
                 written.add(op.destination)
         self.written = written
+        self.hoisted: set[SSAValue] = set()  # arena views written by weight-only kernels
+        self.hoisted_kernels: list[KernelOp] = []
+
+    def hoist(self) -> list[SSAValue]:
+        """The outputs of @main's weight-only kernels, in order: kernels that read only
+        weights (or earlier such outputs) and write only arena views that nothing else
+        writes (with --no-fold-weights: a batch-norm folding's `w * s`, a horizontal
+        fusion's weight concat, a layout transpose of a weight)."""
+        views: list[SSAValue] = []
+        for k in self.fn.body.block.ops:
+            if isinstance(k, KernelOp) and PREPARE not in k.attributes:
+                writes = self.weight_only(k)
+                if writes:
+                    self.hoisted.update(writes)
+                    self.hoisted_kernels.append(k)
+                    views += writes
+        return views
+
+    def weight_only(self, k: KernelOp) -> list[SSAValue] | None:
+        """The arena views kernel `k` writes when it reads only weights and writes only
+        views of the arena that no other op writes; None otherwise."""
+        reads: set[SSAValue] = set()
+        writes: list[SSAValue] = []
+        for op in k.walk():
+            outside = [v for v in op.operands if not _inside(v, k)]
+            if isinstance(op, memref.LoadOp) and op.memref in outside:
+                reads.add(op.memref)
+            elif isinstance(op, memref.StoreOp) and op.memref in outside:
+                if op.memref not in writes:
+                    writes.append(op.memref)
+            elif any(isinstance(v.type, MemRefType) for v in outside):
+                return None  # a copy, a view of an outside buffer, ...
+            for v in outside:
+                is_buffer = isinstance(v.type, MemRefType)
+                if not is_buffer and not isinstance(v.owner, arith.ConstantOp):
+                    return None  # a scalar computed outside
+        if not writes or any(not self.weight(r) for r in reads if r not in writes):
+            return None
+        for w in writes:
+            view = w.owner
+            if not (isinstance(view, memref.ViewOp) and view.parent_block() is self.fn.body.block):
+                return None
+            arena = view.operands[0].owner
+            if not (isinstance(arena, memref.AllocOp) and ARENA in arena.attributes):
+                return None
+            for alias in _aliases(w):
+                for use in alias.uses:
+                    user = use.operation
+                    stores = isinstance(user, memref.StoreOp) and user.memref is alias
+                    if (stores or isinstance(user, memref.CopyOp)) and not k.is_ancestor(user):
+                        return None
+        return writes
 
     def weight(self, v: SSAValue) -> bool:
-        """`v` is a weight: a param of @main, a constant global, a reshape of one; never
-        written in @main."""
+        """`v` is a weight: a param of @main, a constant global, the output of a kernel
+        over weights only (`hoisted`), a reshape of one; never written in @main (but by
+        the kernel that makes it)."""
+        if v in self.hoisted:
+            return True
         if v in self.written:
             return False
         if isinstance(v, BlockArgument):
@@ -162,6 +222,8 @@ class _Finder:
         found = []
         for k in self.fn.body.block.ops:
             if not isinstance(k, KernelOp) or PREPARE in k.attributes:
+                continue
+            if k in self.hoisted_kernels:
                 continue
             for op in k.walk():
                 if isinstance(op, memref.AllocOp | memref.AllocaOp):
@@ -330,23 +392,59 @@ def prepack(module: ModuleOp, max_ratio: int = 4) -> int:
                 f"loop-prepack-weights runs after loop-memory-plan (a later plan would put "
                 f"the packed weights in the arena): @main allocates %{op.memref.name_hint or '?'}"
             )
-    packs = _Finder(module, fn, max_ratio).packs()
-    if not packs:
+    finder = _Finder(module, fn, max_ratio)
+    outputs = finder.hoist()  # first: a pack may read the output of a weight-only kernel
+    packs = finder.packs()
+    if not packs and not outputs:
         return 0
+    sizes = [_bytes(v.type) for v in outputs] + [_bytes(p.resident_type()) for p in packs]
     offsets, total = [], 0
-    for p in packs:
+    for size in sizes:
         offsets.append(total)
-        total += -(-_bytes(p.resident_type()) // ALIGN) * ALIGN
+        total += -(-size // ALIGN) * ALIGN
     packed = memref.AllocOp([], [], MemRefType(i8, [total]))
     packed.attributes[PACKED] = UnitAttr()
     packed.memref.name_hint = "packed"
     first = block.first_op
     assert first is not None  # (it holds the kernels of the packs)
     block.insert_op_before(packed, first)
-    for p, offset in zip(packs, offsets):
+    for k in finder.hoisted_kernels:
+        k.attributes[PREPARE] = UnitAttr()
+    for v, offset in zip(outputs, offsets):
+        _move_to_packed(v, packed.memref, offset)
+    for p, offset in zip(packs, offsets[len(outputs) :]):
         _rewrite(p, packed.memref, offset)
     fn.attributes["dlpc.packed_bytes"] = IntegerAttr(total, 64)
     return total
+
+
+def _aliases(v: SSAValue) -> list[SSAValue]:
+    """`v` and the reshapes of it (memref.reinterpret_cast, loop-views), transitively."""
+    found = [v]
+    for value in found:
+        for use in value.uses:
+            if isinstance(use.operation, memref.ReinterpretCastOp):
+                found.append(use.operation.result)
+    return found
+
+
+def _move_to_packed(v: SSAValue, packed: SSAValue, offset: int) -> None:
+    """The arena view `v` becomes a view of the packed block at `offset`."""
+    view = v.owner
+    assert isinstance(view, memref.ViewOp)
+    block = view.parent_block()
+    assert block is not None
+    at = arith.ConstantOp(IntegerAttr(offset, IndexType()))
+    ty = v.type
+    assert isinstance(ty, MemRefType)
+    new = memref.ViewOp(packed, at.result, [], ty)
+    new.result.name_hint = v.name_hint
+    block.insert_ops_before([at, new], view)
+    v.replace_all_uses_with(new.result)
+    shift = view.byte_shift.owner
+    block.erase_op(view)
+    if isinstance(shift, arith.ConstantOp) and not shift.result.uses:
+        block.erase_op(shift)
 
 
 def _rewrite(p: Pack, packed: SSAValue, offset: int) -> None:

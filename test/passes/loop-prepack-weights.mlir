@@ -1,15 +1,22 @@
 // RUN: dlpc-opt %s -p loop-prepack-weights | filecheck %s
 // RUN: dlpc-opt %s -p loop-prepack-weights -t c | filecheck %s --check-prefix=C
 
+// A kernel over weights only (%bs = 2 * %b: with --no-fold-weights, batch-norm folding,
+// weight concats, layout transposes) writes the packed block instead of the arena and
+// becomes a `dlpc.prepare` kernel itself.
 // The B panels of the weight %w, packed per jc block inside the gemm, become one
 // resident view of the packed block holding every block (2 x 64 floats), filled by a
 // `dlpc.prepare` kernel placed before the gemm; the gemm reads the view at its jc
 // block, (jc - 0) / 8. The pack of the input %x (not a weight) stays in the call.
 // CHECK-LABEL: func.func @main
-// CHECK-SAME:    dlpc.packed_bytes = 576 : i64
-// CHECK-NEXT:    %packed = memref.alloc() {dlpc.packed} : memref<576xi8>
-// CHECK-NEXT:    %[[OFF:.*]] = arith.constant 0 : index
-// CHECK-NEXT:    %Bp = memref.view %packed[%[[OFF]]][] : memref<576xi8> to memref<2x64xf32>
+// CHECK-SAME:    dlpc.packed_bytes = 640 : i64
+// CHECK-NEXT:    %packed = memref.alloc() {dlpc.packed} : memref<640xi8>
+// CHECK-NEXT:    %arena = memref.alloc() {dlpc.arena} : memref<64xi8>
+// CHECK-NEXT:    %[[OFFS:.*]] = arith.constant 0 : index
+// CHECK-NEXT:    %bs = memref.view %packed[%[[OFFS]]][] : memref<640xi8> to memref<16xf32>
+// CHECK-NEXT:    loop.kernel "bscale" attributes {dlpc.prepare} {
+// CHECK:         %[[OFF:.*]] = arith.constant 64 : index
+// CHECK-NEXT:    %Bp = memref.view %packed[%[[OFF]]][] : memref<640xi8> to memref<2x64xf32>
 // CHECK-NEXT:    loop.kernel "Bp_prepack" attributes {origin = "loop-prepack-weights: pack of mm", dlpc.prepare} {
 // CHECK-NEXT:      loop.for %[[JC:.*]] = 0 to 16 step 8 {name = "jc"} {
 // CHECK-NEXT:        %[[EIGHT:.*]] = arith.constant 8 : index
@@ -27,8 +34,8 @@
 // CHECK:             memref.load %Bp[%[[T2]], %{{.*}}] : memref<2x64xf32>
 // A pack of a constant global that no loop around it changes (D is empty) is packed
 // once, not once per row.
-// CHECK:         %[[OFF2:.*]] = arith.constant 512 : index
-// CHECK-NEXT:    %Cp = memref.view %packed[%[[OFF2]]][] : memref<576xi8> to memref<4xf32>
+// CHECK:         %[[OFF2:.*]] = arith.constant 576 : index
+// CHECK-NEXT:    %Cp = memref.view %packed[%[[OFF2]]][] : memref<640xi8> to memref<4xf32>
 // CHECK-NEXT:    loop.kernel "Cp_prepack" attributes {origin = "loop-prepack-weights: pack of scale", dlpc.prepare} {
 // CHECK-NEXT:      loop.for %{{.*}} = 0 to 4 step 1 {name = "Cp_j"} {
 // CHECK-NEXT:        %[[G:.*]] = memref.get_global @cw : memref<4xf32>
@@ -39,21 +46,34 @@
 // CHECK:         func.return
 
 // In C dlpc_main takes the block after its 4 arguments and does not pack; the packing
-// kernel runs in dlpc_prepare.
-// C:       static void kernel_mm(const float *restrict v_x, const float *restrict v_b, float *restrict v_out0, const float *restrict v_Bp)
+// kernels and bscale run in dlpc_prepare.
+// C:       static void kernel_mm(const float *restrict v_x, const float *restrict v_bs, float *restrict v_out0, const float *restrict v_Bp)
 // C:       static void kernel_Bp_prepack(const float *restrict v_w, float *restrict v_Bp)
 // C:       int dlpc_main(void **args)
 // C:         unsigned char *v_packed = (unsigned char *)args[4];
 // C-NOT:     kernel_Bp_prepack(
-// C:         kernel_mm(v_x, v_b, v_out0, v_Bp);
-// C:       const size_t dlpc_packed_bytes = 576;
+// C-NOT:     kernel_bscale(
+// C:         kernel_mm(v_x, v_bs, v_out0, v_Bp);
+// C:       const size_t dlpc_packed_bytes = 640;
 // C:       int dlpc_prepare(void **args)
-// C:         float *v_Bp = (float *)(v_packed + 0);
+// C:         kernel_bscale(v_b, v_bs);
+// C:         float *v_Bp = (float *)(v_packed + 64);
 // C-NEXT:    kernel_Bp_prepack(v_w, v_Bp);
 // C-NOT:     kernel_mm(
 // C:         return 0;
 "memref.global"() <{sym_name = "cw", type = memref<4xf32>, initial_value = dense<[1.0, 2.0, 3.0, 4.0]> : tensor<4xf32>, sym_visibility = "private", constant}> : () -> ()
 func.func @main(%x: memref<2x8xf32>, %w: memref<8x16xf32>, %b: memref<16xf32>, %y: memref<2x16xf32>) attributes {dlpc.num_inputs = 1 : i64, dlpc.params = ["w", "b"], dlpc.num_outputs = 1 : i64} {
+  %arena = memref.alloc() {dlpc.arena} : memref<64xi8>
+  %c0 = arith.constant 0 : index
+  %bs = memref.view %arena[%c0][] : memref<64xi8> to memref<16xf32>
+  loop.kernel "bscale" {
+    loop.for %sj0 = 0 to 16 step 1 {name = "j"} {
+      %bv0 = memref.load %b[%sj0] : memref<16xf32>
+      %two = arith.constant 2.0 : f32
+      %bv2 = arith.mulf %bv0, %two : f32
+      memref.store %bv2, %bs[%sj0] : memref<16xf32>
+    }
+  }
   loop.kernel "mm" {
     loop.for %jc = 0 to 16 step 8 {name = "jc"} {
       %Ap = memref.alloca() : memref<16xf32>
@@ -80,7 +100,7 @@ func.func @main(%x: memref<2x8xf32>, %w: memref<8x16xf32>, %b: memref<16xf32>, %
       loop.for %i = 0 to 2 step 1 {name = "i"} {
         loop.for %j = 0 to 8 step 1 {name = "j", vectorize} {
           %cj = arith.addi %jc, %j : index
-          %bias = memref.load %b[%cj] : memref<16xf32>
+          %bias = memref.load %bs[%cj] : memref<16xf32>
           memref.store %bias, %y[%i, %cj] : memref<2x16xf32>
           loop.for %k = 0 to 8 step 1 {name = "k", reduction} {
             %c8c = arith.constant 8 : index

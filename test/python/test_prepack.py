@@ -61,15 +61,27 @@ def test_every_example_matches_with_prepacked_weights(name, fold):
             assert f"kernel_{k.sym}(" not in body
 
 
+def packed_weights(k: KernelOp) -> set[str]:
+    """The @main arguments a prepare kernel reads (the weights it packs)."""
+    main = k.parent_op()
+    assert main is not None
+    args = set(main.regions[0].block.args) if main.regions else set()
+    return {
+        op.memref.name_hint for op in k.walk() if op.name == "memref.load" and op.memref in args
+    }
+
+
 def test_gemm_weights_are_packed_once_not_per_call():
     model = dlpc.load(EXAMPLES / "mlp.dlpc", batch=32)
     compiled = api.compile(model)
     packs = prepare_kernels(compiled)
-    # every layer's B panels (fc1, fc2, fc3 weights) are resident
-    assert len(packs) == 3
+    # the B panels of the 784 -> 256 and 256 -> 256 layers are resident (the 256 -> 10
+    # layer's dot kernel reads its weight in place, unpacked)
+    weights = set().union(*(packed_weights(k) for k in packs))
+    assert {"fc1.weight", "fc2.weight"} <= weights
     assert find_main(compiled.lowered).attributes["dlpc.packed_bytes"]
-    # the profile of a call has no packing kernel, and the call's kernels read no weight
-    # matrix: only the packed block (and the biases)
+    # the profile of a call has no packing kernel, and the call's kernels read no packed
+    # weight: only the packed block
     rows, _ = profile(compiled.artifact, compiled.lowered, api.random_inputs(model), repeat=2)
     names = [r.name for r in rows]
     assert names == [c.name for c in kernel_costs(compiled.lowered)]
@@ -77,9 +89,9 @@ def test_gemm_weights_are_packed_once_not_per_call():
     body = main_body(compiled.source)
     for k in packs:
         assert f"kernel_{k.sym}(" not in body
-    for w in ("v_fc1_weight", "v_fc2_weight", "v_fc3_weight"):
-        calls = [ln for ln in body.splitlines() if ln.strip().startswith("kernel_")]
-        assert not any(w in ln for ln in calls)
+    calls = [ln for ln in body.splitlines() if ln.strip().startswith("kernel_")]
+    for w in weights:
+        assert not any(f"v_{w.replace('.', '_')}" in ln for ln in calls)
 
 
 def test_packing_runs_once_per_binding(monkeypatch):
@@ -166,3 +178,36 @@ def test_training_step_with_prepacked_weights_stays_correct():
         np.testing.assert_allclose(trainer.step(x, y), reference.step(x, y), rtol=1e-4)
     for name, w in reference.weights.items():
         np.testing.assert_allclose(trainer.weights[name], w, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "name, origins",
+    [
+        ("transformer", {"graph.concat"}),
+        ("resnet", {"graph.add", "graph.rsqrt", "graph.mul", "graph.sub"}),
+    ],
+)
+def test_weight_only_kernels_run_once_without_folding(name, origins):
+    """--no-fold-weights keeps the arithmetic over weights in the model (Q/K/V weight
+    concats, batch-norm folding): it runs in dlpc_prepare, once per binding, not per
+    call; a gemm packing such a kernel's output is prepacked too."""
+    model = dlpc.load(EXAMPLES / f"{name}.dlpc", batch=4)
+    compiled = api.compile(model, fold_weights=False)
+    assert_matches(compiled, model)
+    prepared = {k.origin.data for k in prepare_kernels(compiled) if k.origin is not None}
+    assert origins <= prepared
+    body = main_body(compiled.source)
+    for k in prepare_kernels(compiled):
+        assert f"kernel_{k.sym}(" not in body
+    if name == "transformer":  # the fused Q/K/V projection's B panels: from the concat
+        packs = [k for k in prepare_kernels(compiled) if k.sym.endswith("_prepack")]
+        sources = {
+            op.memref.name_hint for k in packs for op in k.walk() if op.name == "memref.load"
+        }
+        assert "concat" in sources
+    # new weights: a params= call computes them again, from the weights it is given
+    rng = np.random.default_rng(7)
+    new = {}
+    for k, v in model.weights.items():
+        new[k] = v * rng.uniform(0.5, 1.5, v.shape).astype(v.dtype)
+    assert_matches(compiled, model, params=new)
