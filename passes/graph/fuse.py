@@ -16,6 +16,10 @@ concatenated weights followed by slices of its result:
                                           %q = graph.slice %qk {starts = [0], ends = [64], axes = [-1]}
                                           %k = graph.slice %qk {starts = [64], ends = [128], axes = [-1]}
 
+Matmuls whose only users are adds of static 1-D biases (ONNX's MatMul + Add) take their
+adds along: `add(matmul(x, concat(w)), concat(b))`, then the slices, so the vertical
+fusion below folds the bias into the one matmul kernel as it does for a linear.
+
 The concats are static: `fold_params`/`graph-fold-constants` evaluate them.
 
 Vertical: a matmul/linear/conv2d anchor (or an elementwise op) followed by a chain of
@@ -87,10 +91,31 @@ def _horizontal_key(op: g.LinearOp | g.MatMulOp):
     return ("matmul", op.operands[0], k, op.attr("transpose_a"), tb, element_type(w))
 
 
+def _bias_adds(group: list[g.LinearOp | g.MatMulOp]) -> list[tuple[Operation, SSAValue]] | None:
+    """When every matmul of `group` has one user, an add of a static 1-D bias along its
+    last dim (ONNX's MatMul + Add for a linear layer), those (add, bias); else None."""
+    found = []
+    for op in group:
+        uses = list(op.results[0].uses)
+        if not isinstance(op, g.MatMulOp) or len(uses) != 1:
+            return None
+        add = uses[0].operation
+        if not isinstance(add, g.AddOp) or add.results[0].type != op.results[0].type:
+            return None
+        (bias,) = [v for v in add.operands if v is not op.results[0]] or [None]
+        width = g.shape_of(op.results[0])[-1]
+        if bias is None or _leaf(bias) is None or g.shape_of(bias) != (width,):
+            return None
+        found.append((add, bias))
+    return found
+
+
 def _fuse_horizontal(block: Block, group: list[g.LinearOp | g.MatMulOp]) -> None:
     first = group[0]
+    adds = _bias_adds(group)
+    biases = [bias for _, bias in adds] if adds else []
     for op in group:  # leaves have no operands: hoisting them is always legal
-        for v in op.operands[1:]:
+        for v in [*op.operands[1:], *biases]:
             leaf = _leaf(v)
             if leaf is not None and block.get_operation_index(leaf) > block.get_operation_index(
                 first
@@ -115,6 +140,14 @@ def _fuse_horizontal(block: Block, group: list[g.LinearOp | g.MatMulOp]) -> None
     )
     big = type(first).make(*operands, **attrs)
     new_ops.append(big)
+    if adds:  # matmul(x, w_k) + b_k for every k: one add of the concatenated biases
+        new_ops.append(g.ConcatOp.make(*biases, axis=0))
+        big = g.AddOp.make(big, new_ops[-1])
+        new_ops.append(big)
+        for (add, _), op in zip(adds, group):  # the slices stand for the adds now
+            op.results[0].name_hint = add.results[0].name_hint
+            add.results[0].replace_all_uses_with(op.results[0])
+            block.erase_op(add)
     offset = 0
     slices = []
     for _op, width in zip(group, widths):

@@ -72,3 +72,43 @@ func.func @not_fused(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>, %big: tensor<2x4x
   %y = graph.add %t, %big : (tensor<4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
   func.return %m, %y : tensor<4x8xf32>, tensor<2x4x8xf32>
 }
+
+// ONNX's projections: MatMul, then Add of a static bias. The adds come along into the
+// horizontal fusion (one add of the concatenated biases), so the vertical fusion folds
+// the bias into the one matmul kernel; the slices stand for the adds
+// CHECK-LABEL: func.func @qk_matmul_bias
+// CHECK:         %[[W:.*]] = graph.concat %wq, %wk {axis = 1 : i64} : (tensor<16x16xf32>, tensor<16x16xf32>) -> tensor<16x32xf32>
+// CHECK-NEXT:    %[[B:.*]] = graph.concat %bq, %bk {axis = 0 : i64} : (tensor<16xf32>, tensor<16xf32>) -> tensor<32xf32>
+// CHECK-NEXT:    %[[QK:.*]] = graph.fused "matmul_add_{{[0-9]+}}" %t, %[[W]], %[[B]]
+// CHECK:           graph.matmul
+// CHECK-NEXT:      graph.add
+// CHECK:         %q = graph.slice %[[QK]] {starts = array<i64: 0>, ends = array<i64: 16>, axes = array<i64: -1>}
+// CHECK-NEXT:    %k = graph.slice %[[QK]] {starts = array<i64: 16>, ends = array<i64: 32>, axes = array<i64: -1>}
+// CHECK-NEXT:    func.return %q, %k
+func.func @qk_matmul_bias(%t: tensor<2x4x16xf32>) -> (tensor<2x4x16xf32>, tensor<2x4x16xf32>) {
+  %wq = graph.param "wq" : tensor<16x16xf32>
+  %bq = graph.param "bq" : tensor<16xf32>
+  %mq = graph.matmul %t, %wq : (tensor<2x4x16xf32>, tensor<16x16xf32>) -> tensor<2x4x16xf32>
+  %q = graph.add %bq, %mq : (tensor<16xf32>, tensor<2x4x16xf32>) -> tensor<2x4x16xf32>
+  %wk = graph.param "wk" : tensor<16x16xf32>
+  %bk = graph.param "bk" : tensor<16xf32>
+  %mk = graph.matmul %t, %wk : (tensor<2x4x16xf32>, tensor<16x16xf32>) -> tensor<2x4x16xf32>
+  %k = graph.add %mk, %bk : (tensor<2x4x16xf32>, tensor<16xf32>) -> tensor<2x4x16xf32>
+  func.return %q, %k : tensor<2x4x16xf32>, tensor<2x4x16xf32>
+}
+
+// one of the matmuls has no bias add: the adds stay where they are
+// CHECK-LABEL: func.func @qk_one_bias
+// CHECK:         %[[QK:.*]] = graph.matmul %t, %{{.*}} {{.*}} -> tensor<2x4x32xf32>
+// CHECK-NEXT:    %[[MQ:.*]] = graph.slice %[[QK]]
+// CHECK-NEXT:    %[[MK:.*]] = graph.slice %[[QK]]
+// CHECK:         graph.add %bq, %[[MQ]]
+func.func @qk_one_bias(%t: tensor<2x4x16xf32>) -> (tensor<2x4x16xf32>, tensor<2x4x16xf32>) {
+  %wq = graph.param "wq" : tensor<16x16xf32>
+  %bq = graph.param "bq" : tensor<16xf32>
+  %mq = graph.matmul %t, %wq : (tensor<2x4x16xf32>, tensor<16x16xf32>) -> tensor<2x4x16xf32>
+  %q = graph.add %bq, %mq : (tensor<16xf32>, tensor<2x4x16xf32>) -> tensor<2x4x16xf32>
+  %wk = graph.param "wk" : tensor<16x16xf32>
+  %mk = graph.matmul %t, %wk : (tensor<2x4x16xf32>, tensor<16x16xf32>) -> tensor<2x4x16xf32>
+  func.return %q, %mk : tensor<2x4x16xf32>, tensor<2x4x16xf32>
+}
