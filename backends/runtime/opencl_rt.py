@@ -152,10 +152,10 @@ class OpenCLFunction(ModuleFunction):
             for k, (shape, dtype) in enumerate(self.arg_specs)
         ]
         buffers: dict[SSAValue, Buffer | SVM] = dict(zip(args, self.arg_buffers))
-        # inputs in shared virtual memory where the device has fine-grained SVM buffers
-        # (PoCL's CPU devices): a call writes them with a host copy, no upload command
-        self.svm_inputs = self._svm_inputs(module)
-        for k, array in self.svm_inputs.items():
+        # inputs and outputs in shared virtual memory where the device has fine-grained
+        # SVM buffers (PoCL's CPU devices): host copies, no upload or read commands
+        self.svm_args = self._svm_arguments(module)
+        for k, array in self.svm_args.items():
             buffers[args[k]] = cl.SVM(array)
         device = self.ctx.devices[0]
         cpu = bool(device.type & cl.device_type.CPU)
@@ -229,15 +229,16 @@ class OpenCLFunction(ModuleFunction):
                 raise DlpcError(f"error: opencl backend: unsupported op '{op.name}' in @main")
         self.num_launches = len(self.kernel_ops)  # per call (the aliased reshapes are free)
         # the kernels' arguments hold no reference to their buffers: keep every one alive
-        self.device_buffers = [*buffers.values(), *globals_.values(), *self.svm_inputs.values()]
+        self.device_buffers = [*buffers.values(), *globals_.values(), *self.svm_args.values()]
         self.params_resident = False  # the bound parameters are in their device buffers
 
-    def _svm_inputs(self, module) -> dict[int, np.ndarray]:
-        """@main's inputs (by position) given a fine-grained SVM array each, when the
-        device has fine-grained SVM buffers and no `memref.copy` reads the input (copies
-        are between device buffers). On PoCL's pthread driver an upload is one more
-        hand-off to its worker threads and back (about 20 us a call); a host copy into
-        SVM is not a command at all, and the kernels read it as any global buffer."""
+    def _svm_arguments(self, module) -> dict[int, np.ndarray]:
+        """@main's inputs and outputs (by position) given a fine-grained SVM array each,
+        when the device has fine-grained SVM buffers and no `memref.copy` reads or writes
+        the argument (copies are between device buffers). On PoCL's pthread driver an
+        upload is one more hand-off to its worker threads and back (about 20 us a call); a
+        host copy into or out of SVM is not a command at all, and the kernels use it as
+        any global buffer (a call copies the outputs out after its kernels finished)."""
         from xdsl.dialects import memref
 
         cl = _cl()
@@ -249,16 +250,20 @@ class OpenCLFunction(ModuleFunction):
         if not fine or os.environ.get("DLPC_OPENCL_SVM") == "0":
             return {}
         args = self.fn.body.block.args
-        copied = {o.source for o in module.walk() if isinstance(o, memref.CopyOp)}
-        flags: Any = cl.svm_mem_flags.READ_ONLY | cl.svm_mem_flags.SVM_FINE_GRAIN_BUFFER
+        copies = [o for o in module.walk() if isinstance(o, memref.CopyOp)]
+        copied = {v for o in copies for v in (o.source, o.destination)}
+        svm = cl.svm_mem_flags
+        first_output = self.num_inputs + len(self.param_names)
         arrays = {}
-        for k in range(self.num_inputs):
+        for k in [*range(self.num_inputs), *range(first_output, len(args))]:
             shape, dtype = self.arg_specs[k]
             if args[k] in copied or math.prod(shape) == 0:
                 continue
+            access = svm.READ_ONLY if k < self.num_inputs else svm.WRITE_ONLY
+            flags: Any = access | svm.SVM_FINE_GRAIN_BUFFER
             try:
                 arrays[k] = cl.svm_empty(self.ctx, flags, shape, dtype, alignment=64)
-            except cl.Error:  # (out of SVM: the input keeps its device buffer)
+            except cl.Error:  # (out of SVM: the argument keeps its device buffer)
                 continue
         return arrays
 
@@ -289,18 +294,22 @@ class OpenCLFunction(ModuleFunction):
                 event = self._launch(queue, step)
                 if events is not None:
                     events.append(event)
-            for out, buffer in zip(outputs, self.arg_buffers[first_output:]):
-                if out.nbytes:
+            svm = self.svm_args
+            for k, (out, buffer) in enumerate(zip(outputs, self.arg_buffers[first_output:])):
+                if out.nbytes and first_output + k not in svm:
                     _cl().enqueue_copy(queue, out, buffer, is_blocking=False)
             queue.finish()
+            for k, out in enumerate(outputs, first_output):
+                if k in svm:
+                    np.copyto(out, svm[k])
         return outputs
 
     def _upload(self, queue, arrays, first: int, blocking: bool = False) -> None:
         """Copy `arrays` into @main's argument buffers `first`, `first + 1`, ... (the
         host arrays must live until the queue finishes: the caller holds them)."""
         for k, (buffer, a) in enumerate(zip(self.arg_buffers[first:], arrays), first):
-            if k in self.svm_inputs:
-                np.copyto(self.svm_inputs[k], a)  # (no kernel runs: the last call finished)
+            if k in self.svm_args:
+                np.copyto(self.svm_args[k], a)  # (no kernel runs: the last call finished)
             elif a.nbytes:
                 _cl().enqueue_copy(queue, buffer, a, is_blocking=blocking)
 
