@@ -80,17 +80,17 @@ func.func @nhwc(%x: memref<32x8x8x6xf32>, %w: memref<3x3x6x32xf32>, %out0: memre
 }
 
 // An NCHW conv whose row GCC splits into three vector pieces (28 = 16 + 8 + 4; LeNet's
-// first conv): the tile takes 4 rows x 2 channels (24 pieces), each broadcast weight
-// feeding 4 rows instead of 1; (image, 4-row block) pairs are one loop, serial: 0.2M
+// first conv): the tile takes 7 rows x 1 channel (21 pieces), each broadcast weight
+// feeding 7 rows instead of 1; (image, 7-row block) pairs are one loop, serial: 0.2M
 // multiply-adds are less work than an OpenMP fork/join costs.
 // CHECK-LABEL: loop.kernel "rag"
 // CHECK:       %rag_xp = memref.alloca() : memref<2x1x32x32xf32>
 // CHECK-NOT:   parallel
-// CHECK:       loop.for %{{.*}} = 0 to 14 step 1 {name = "i0i2"} {
-// CHECK:         %rag_acc = memref.alloca() : memref<1x2x4x28xf32>
+// CHECK:       loop.for %{{.*}} = 0 to 8 step 1 {name = "i0i2"} {
+// CHECK:         %rag_acc = memref.alloca() : memref<1x1x7x28xf32>
 // CHECK:         {name = "r2", reduction}
-// CHECK-NEXT:      {name = "i2i", unroll = 4}
-// CHECK-NEXT:        {name = "i1i", unroll = 2}
+// CHECK-NEXT:      {name = "i2i", unroll = 7}
+// CHECK-NEXT:        {name = "i1i", unroll = 1}
 // CHECK-NEXT:          {name = "i3", vectorize}
 func.func @rag(%x: memref<2x1x28x28xf32>, %w: memref<6x1x5x5xf32>, %out0: memref<2x6x28x28xf32>) {
   loop.kernel "rag" attributes {origin = "graph.conv2d"} {
