@@ -1,13 +1,15 @@
 """dlpc's OpenCL backend against dlpc's C on the same CPU; one run prints one table.
 
-    python bench/opencl.py [--repeat 50] [--warmup 5] [--models mlp,resnet] [--profile NAME]
+    python bench/opencl.py [--repeat 50] [--warmup 5] [--models mlp,resnet] [--batches 1,32]
+                           [--profile NAME]
 
 Per example: dlpc C and dlpc OpenCL (on the first OpenCL platform, PoCL on a CPU-only
 machine; `DLPC_OPENCL_PLATFORM` picks another) wall time per call in ms, each the median
 of `--repeat` calls after `--warmup`, the two called in turn (so that both see the same
 load on a shared machine), both through `dlpc.compile` with the model's own weights
-bound (resident), the ratio OpenCL / C, and the OpenCL kernels launched per call.
-Then, for the example with the worst ratio (or `--profile NAME`), the time of every
+bound (resident), the ratio OpenCL / C, and the OpenCL kernels launched per call; one
+row per batch size of `--batches` (the examples' batch dimension bound at load time).
+Then, for the example and batch with the worst ratio (or `--profile NAME`), the time of every
 OpenCL kernel (profiling events, median over the calls) beside the C kernel of the same
 name (`dlpc-run --target c --profile`'s timers). A backend whose outputs differ from the
 numpy reference (rtol 1e-3, atol 1e-4) prints "wrong". `uptime` is printed first: the
@@ -88,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=50)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--models", default=",".join(NAMES))
+    ap.add_argument("--batches", default="1", help="batch sizes, e.g. 1,32")
     ap.add_argument("--profile", default=None, help="the example whose kernels to list")
     ap.add_argument("--kernels", type=int, default=15, help="kernels listed (slowest first)")
     ap.add_argument(
@@ -109,34 +112,43 @@ def main(argv: list[str] | None = None) -> int:
     ctx, _ = context()
     device = ctx.devices[0]
     print(f"opencl device: {device.name} ({device.max_compute_units} compute units)")
-    print(f"median of {args.repeat} calls after {args.warmup}, batch 1, weights resident")
-    print(f"{'model':12} {'c ms':>9} {'opencl ms':>10} {'ratio':>7} {'launches':>9}")
-    compiled: dict[str, tuple] = {}
-    ratios: dict[str, float] = {}
+    print(f"median of {args.repeat} calls after {args.warmup}, weights resident")
+    print(f"{'model':12} {'batch':>5} {'c ms':>9} {'opencl ms':>10} {'ratio':>7} {'launches':>9}")
+    compiled: dict[tuple[str, int], tuple] = {}
+    ratios: dict[tuple[str, int], float] = {}
     for name in args.models.split(","):
-        model = api.load(EXAMPLES / f"{name}.dlpc")
-        inputs = api.random_inputs(model)
-        expected = api.reference(model, inputs)
-        c = api.compile(model, target="c")
-        ocl = api.compile(model, target="opencl")
-        compiled[name] = (model, inputs, c, ocl)
-        good = [matches(one(*inputs), expected) for one in (c, ocl)]
-        seconds = interleaved_medians([c, ocl], inputs, args.repeat, args.warmup)
-        cells = [f"{t * 1e3:.3f}" if ok else "wrong" for t, ok in zip(seconds, good)]
-        ratio = seconds[1] / seconds[0] if all(good) else float("nan")
-        ratios[name] = ratio
-        print(
-            f"{name:12} {cells[0]:>9} {cells[1]:>10} {ratio:7.2f} {ocl.artifact.num_launches:9d}",
-            flush=True,
-        )
-    worst = args.profile or max(ratios, key=lambda n: ratios[n])
+        for batch in (int(b) for b in args.batches.split(",")):
+            model = api.load(EXAMPLES / f"{name}.dlpc", batch=batch)
+            inputs = api.random_inputs(model)
+            expected = api.reference(model, inputs)
+            c = api.compile(model, target="c")
+            ocl = api.compile(model, target="opencl")
+            compiled[name, batch] = (model, inputs, c, ocl)
+            good = [matches(one(*inputs), expected) for one in (c, ocl)]
+            seconds = interleaved_medians([c, ocl], inputs, args.repeat, args.warmup)
+            cells = [f"{t * 1e3:.3f}" if ok else "wrong" for t, ok in zip(seconds, good)]
+            ratio = seconds[1] / seconds[0] if all(good) else float("nan")
+            ratios[name, batch] = ratio
+            launches = ocl.artifact.num_launches
+            print(
+                f"{name:12} {batch:5d} {cells[0]:>9} {cells[1]:>10} {ratio:7.2f} {launches:9d}",
+                flush=True,
+            )
+    if args.profile:
+        worst = next(key for key in compiled if key[0] == args.profile)
+    else:
+        worst = max(ratios, key=lambda key: ratios[key])
     model, inputs, c, ocl = compiled[worst]
     ocl_rows, ocl_call = opencl_profile(ocl.artifact, ocl.lowered, inputs, args.repeat)
-    c_rows, c_call = profile(c.artifact, c.lowered, inputs, repeat=args.repeat, name=worst)
-    print(f"\nper kernel, {worst} (OpenCL: profiling events; C: dlpc-run --profile's timers):")
+    name, batch = worst
+    c_rows, c_call = profile(c.artifact, c.lowered, inputs, repeat=args.repeat, name=name)
+    print(
+        f"\nper kernel, {name} batch {batch} "
+        "(OpenCL: profiling events; C: dlpc-run --profile's timers):"
+    )
     print(kernel_table(ocl_rows, c_rows, args.kernels))
     print(f"whole call: opencl {ocl_call * 1e3:.3f} ms, c {c_call * 1e3:.3f} ms (profiled builds)")
-    print(f"\nopencl profile of {worst}:")
+    print(f"\nopencl profile of {name} batch {batch}:")
     print(format_profile(ocl_rows, ocl_call))
     return 0
 
