@@ -18,7 +18,7 @@ needed: `gemm` is the register-blocked matmul micro-kernel
 Requires: 1) the loop heads a perfect nest of exactly three loops 2) the innermost body
 is `C[i, j] = C[i, j] + A[.., k] * B[.., j]` (one store, one multiply-add) 3) exactly one
 of the loops (k) is absent from C's indices, and the innermost dim of C is indexed by
-another loop (j) 4) `mr = trips(i) <= 16`, `nr = trips(j) <= 64`, `mr * nr <= 512`
+another loop (j) 4) `mr = trips(i) <= 24`, `nr = trips(j) <= 128`, `mr * nr <= 512`
 (the tile must fit the register file, with AVX-512 32 x 16 floats).
 Guarantees: the loops are reordered to (k, i, j) over the same positions, the C tile is
 staged in a local `acc` placed around the nest, `i` is fully unrolled and `j` vectorized.
@@ -70,7 +70,7 @@ from dlpc.passes.schedule.cache import _stage
 from dlpc.passes.schedule.reorder import reorder
 from dlpc.passes.schedule.split import split
 
-MAX_MR, MAX_NR, MAX_TILE = 24, 64, 512
+MAX_MR, MAX_NR, MAX_TILE = 24, 128, 512
 LANES = 16  # floats per 512-bit vector: the dot intrinsic's partial-sum width
 MAX_DOT = 24  # partial-sum vectors of the dot intrinsic (of 32 zmm registers)
 

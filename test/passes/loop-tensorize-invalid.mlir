@@ -9,7 +9,7 @@
 
 // INTRIN: dlpc-opt: error: unknown intrinsic 'conv' for loop mm/i0 (known: gemm, gemmN, dot)
 // SHAPE: dlpc-opt: error: loop mm/i1 must head a perfect nest of exactly three loops for 'gemm'
-// EXTENT: dlpc-opt: error: gemm tile 64x32 at loop big/i0 exceeds the register file (mr <= 24, nr <= 64, mr * nr <= 512)
+// EXTENT: dlpc-opt: error: gemm tile 64x32 at loop big/i0 exceeds the register file (mr <= 24, nr <= 128, mr * nr <= 512)
 // MISMATCH: dlpc-opt: error: the nest at loop max/i0 does not store a sum C + A * B
 // DOTEXTENT: dlpc-opt: error: dot tile 5x5 at loop wide/i0 exceeds the register file (mr * nr <= 24)
 // DOTSHORT: dlpc-opt: error: dot at loop short/i0 needs a unit-step reduction of at least 16 iterations

@@ -35,6 +35,7 @@ SHAPES = [
     (37, 64, 257),
     (101, 48, 64),
     (74, 100, 64),
+    (64, 101, 64),
 ]
 
 
@@ -139,10 +140,9 @@ def _first_schedule(text: str) -> tuple[str, bool]:
 @pytest.mark.parametrize("op", ["matmul", "linear"])
 def test_best_schedule_applies(op, m, n, k):
     """Every shape gets its first-choice schedule: the dot kernel for a linear layer of
-    up to 8 rows (or fewer than 16 columns) and k >= 16, the tensorized gemm otherwise, with a register tile of at
-    least 4 rows or at least 16 columns (one full vector per B load) wherever the shape
-    has one (M = 17 -> 17 x 16, 33 x 100 -> 11 x 50; not the 1 x N strips a tile of
-    divisors among 8, 6, 4, 2 gave)."""
+    up to 8 rows (or fewer than 16 columns) and k >= 16, the tensorized gemm otherwise,
+    with a register tile that fits the registers and keeps enough accumulators (M = 17
+    -> 17 x 16, M = 37 -> 8-row tiles and a 5-row remainder, N = 101 -> 3 x 101)."""
     wshape = f"{n}x{k}" if op == "linear" else f"{k}x{n}"
     text = f"""
 func.func @main(%x: tensor<{m}x{k}xf32>, %w: tensor<{wshape}xf32>) -> tensor<{m}x{n}xf32> {{
@@ -162,8 +162,10 @@ func.func @main(%x: tensor<{m}x{k}xf32>, %w: tensor<{wshape}xf32>) -> tensor<{m}
 
     tail = re.search(r" gemm(\d+)$", script, re.M)  # M in tiles of N + a remainder tile
     mr, nr = (int(tail.group(1)) if tail else factor("i0i")), factor("i1j")
-    assert mr * -(-nr // 16) <= 24, script  # the accumulators fit the register file
-    if m > 8:  # a divisor of 4..24 rows, or tiles of 4+ rows and a remainder tile
-        assert mr >= 4, script
-    if any(m % d == 0 for d in range(4, 25)) or any(n % d == 0 for d in range(16, 65)):
-        assert mr >= 4 or nr >= 16, script
+    vectors = -(-nr // 16)
+    assert mr * vectors <= 24, script  # the accumulators fit the register file
+    # enough independent accumulators to keep the FMA units busy (8, or the whole of C
+    # when C is smaller), and rows at least half a vector wide (N permitting): not the
+    # 1 x N strips or 1-wide columns that divisors of M or N alone gave for primes
+    assert mr * vectors >= min(8, m * -(-n // 16)), script
+    assert nr >= min(n, 8), script
