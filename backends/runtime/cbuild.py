@@ -152,8 +152,9 @@ class Library:
 
     def run(self, arrays: list[np.ndarray]) -> int:
         """Call `dlpc_main` with the data pointers of C-contiguous arrays; its status.
-        `arrays` are @main's arguments; a library with packed weights gets a block
-        packed for this call (`dlpc_prepare`) unless the caller passes one after them."""
+        `arrays` are @main's arguments (optionally the packed block after them): a
+        library with packed weights first packs them for this call (`dlpc_prepare`),
+        into a fresh block when none is given."""
         for a in arrays:
             assert a.flags.c_contiguous, "dlpc_main needs C-contiguous arrays"
         if self.prepare_entry is not None and len(arrays) == self.num_args:
