@@ -160,7 +160,11 @@ def plan_launch(kernel: KernelOp, fname: str, max_group: int = 256) -> Launch:
     for k, lp in enumerate(dims):
         launch.mapped[lp] = f"get_global_id({k})"
     launch.lanes, launch.partials = plan_lanes(nest, dims)
-    launch.vector = plan_vector(nest, dims, launch.lanes, launch.partials)
+    launch.vector = plan_vector(nest, dims, launch.lanes, {})
+    if launch.vector is not None and launch.partials:  # vector lanes rather than partials
+        for loop in launch.partials:  # (transformer's attention matmuls: 6 -> 3 us)
+            del launch.lanes[loop]
+        launch.partials = {}
     if last in launch.lanes:  # a work-item takes `lanes` consecutive iterations
         launch.global_size = (*launch.global_size[:-1], last.trip_count // launch.lanes[last])
     return launch
@@ -324,7 +328,7 @@ def plan_vector(
     """The laned loop to write as OpenCL vectors: the innermost independent laned loop
     below the NDRange (the contiguous outputs: a conv's output columns), when its lanes
     are a vector width and no reduction loop sums in partials (their accumulators are
-    scalars per partial)."""
+    scalars per partial: `plan_launch` drops the partials of a kernel that has one)."""
     if not dims or partials:
         return None
     below = nest[nest.index(dims[-1]) + 1 :]
