@@ -171,6 +171,7 @@ class GemmParams:
     pack_a: bool = True
     pack_b: bool = True
     rows_tail: bool = False  # M in tiles of mr plus one remainder tile (`gemmN`), A unpacked
+    cols_tail: bool = False  # N likewise in tiles of nr (`gemmNxM`; with rows_tail)
 
 
 def gemm_operands(kernel: KernelOp, nest: Nest) -> tuple[SSAValue, SSAValue] | None:
@@ -322,6 +323,10 @@ def gemm_default_params(m: int, n: int, k: int) -> GemmParams:
         # no useful divisor (k prime, 257 ..): one block, not k blocks of 1; or one row
         # block, which streams each panel of B once whatever kc is: one block too
         kc = k
+    if nr < 8 and n > MAX_NR:
+        # no divisor of N makes a tile half a vector wide (N prime above 128): tiles of
+        # 8 x 32 and remainder tiles in both directions
+        return GemmParams(m, n, kc, 8, 32, False, True, True, True)
     if mr < 4 and m > 8:
         # no divisor of M makes a tile of 4 rows or more (M = 37, 101, 2 * 37 ..): tiles
         # of mr rows and one remainder tile, as a GEMM library's edge kernels do
@@ -397,22 +402,29 @@ def _gemm_tail_script(kernel: KernelOp, nest: Nest, p: GemmParams, b, threads, p
     K = kernel.sym
     i, j, k = nest.spatial[-2], nest.spatial[-1], nest.reduce[0]
     outer = nest.spatial[:-2]
-    blocked = [f"{j}c", f"{k}c", f"{j}r", i, f"{k}1", f"{j}j"]
+    if p.cols_tail:  # the columns are tiled by tensorize (`gemmNxM`: loop {j}r)
+        blocked = [f"{k}c", i, f"{k}1", j]
+        splits = [f"split {K}/{k} by {p.kc} -> {k}c, {k}1"]
+        trips = {f"{j}r": nest.trips[j] // p.nr}
+        intrinsic = f"gemm{p.mr}x{p.nr}"
+    else:
+        blocked = [f"{j}c", f"{k}c", f"{j}r", i, f"{k}1", f"{j}j"]
+        splits = [
+            f"split {K}/{j} by {p.nc} -> {j}c, {j}1",
+            f"split {K}/{k} by {p.kc} -> {k}c, {k}1",
+            f"split {K}/{j}1 by {p.nr} -> {j}r, {j}j",
+        ]
+        trips = {f"{j}c": nest.trips[j] // p.nc, f"{j}r": p.nc // p.nr}
+        intrinsic = f"gemm{p.mr}"
+    at = blocked.index(f"{k}c") + 1
     if outer and not _b_follows(kernel, outer, b):
-        order = blocked[:2] + outer + blocked[2:]
+        order = blocked[:at] + outer + blocked[at:]
     else:
         order = outer + blocked
-    lines = [
-        f"decompose {K}",
-        f"split {K}/{j} by {p.nc} -> {j}c, {j}1",
-        f"split {K}/{k} by {p.kc} -> {k}c, {k}1",
-        f"split {K}/{j}1 by {p.nr} -> {j}r, {j}j",
-        f"reorder {K}: {', '.join(order)}",
-    ]
+    lines = [f"decompose {K}", *splits, f"reorder {K}: {', '.join(order)}"]
     if p.pack_b:  # before tensorize: the remainder tile's copy then reads the panel too
         lines.append(f"cache_read {K}/{k}c {buffer_token(kernel, b)} -> {K}_Bp pack")
-    lines.append(f"tensorize {K}/{i} gemm{p.mr}")
-    trips = {f"{j}c": nest.trips[j] // p.nc, f"{j}r": p.nc // p.nr}
+    lines.append(f"tensorize {K}/{i} {intrinsic}")
     candidates = [(x, nest.trips[x]) for x in outer] + list(trips.items())
     par = next((x for x, t in candidates if t >= 2 * threads), None)
     par = par or max(candidates, key=lambda xt: xt[1])[0]
@@ -765,6 +777,22 @@ def nhwc_conv_tile_script(kernel: KernelOp, nest: Nest, lanes: int = 16) -> str:
     return "\n".join(lines)
 
 
+def pool_script(kernel: KernelOp, nest: Nest) -> str:
+    """A small pooling window (max/avg over at most 2x2): te-to-loop's nest with the
+    window loops unrolled, so the output loop is innermost for GCC and the window is
+    straight-line code. LeNet's 2x2 pools, 1 thread, in-process interleaved: the model
+    ~5% faster at batch 1, 4 and 32 than with im2col rows (measured on 2x2 only)."""
+    K = kernel.sym
+    if len(nest.spatial) != 4 or len(nest.reduce) != 2:
+        raise ScheduleError(f"kernel '{K}' is not pooling-shaped")
+    loops = {lp.loop_name: lp for lp in kernel.loops()}
+    if any(isinstance(op, arith.MulfOp) for op in loops[nest.reduce[-1]].walk()):
+        raise ScheduleError(f"kernel '{K}' is a convolution, not a pooling")
+    if math.prod(nest.trips[r] for r in nest.reduce) > 4:
+        raise ScheduleError(f"kernel '{K}': pooling window larger than 2x2")
+    return "\n".join(f"unroll {K}/{r}" for r in nest.reduce)
+
+
 def _strided(kernel: KernelOp, nest: Nest) -> bool:
     """Does the input advance by more than one element per output column (stride > 1)?
     Then vectorizing the output row reads the input with a stride; packing fixes it."""
@@ -808,6 +836,10 @@ def default_scripts(module: ModuleOp, name: str) -> list[str]:
                 out.insert(0, nhwc_conv_tile_script(kernel, nest))
             else:
                 out.insert(0, conv_tile_script(kernel, nest))
+        except ScheduleError:
+            pass
+        try:  # a small pooling window: the plain nest, the window unrolled
+            out.insert(0, pool_script(kernel, nest))
         except ScheduleError:
             pass
     return [s for s in out if s]

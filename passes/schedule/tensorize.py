@@ -1,8 +1,9 @@
 """Schedule primitive `tensorize`: replace an inner loop nest by a micro-kernel.
 
 Intrinsics: `gemm` (below), `gemmN` (`gemm` over any number of rows: tiles of N rows and
-one remainder tile, `tensorize_gemm_rows`) and `dot` (an mr x nr block of dot products
-along k for operands both contiguous along k, `tensorize_dot`).
+one remainder tile, `tensorize_gemm_rows`), `gemmNxM` (the same over the columns too,
+tiles of M columns and a remainder, `tensorize_gemm_tiles`) and `dot` (an mr x nr block
+of dot products along k for operands both contiguous along k, `tensorize_dot`).
 
 Input/Output: loop dialect.  The micro-kernels ("intrinsics") are written as loop IR
 that the C backend turns into register-resident SIMD code, so no backend hook is
@@ -149,12 +150,15 @@ def _nest3(root, kernel: str, loop: str, intrinsic: str) -> list[ForOp]:
 def tensorize(root, kernel: str, loop: str, intrinsic: str) -> ForOp:
     if intrinsic == "dot":
         return tensorize_dot(root, kernel, loop)
-    rows = re.fullmatch(r"gemm([1-9]\d*)", intrinsic)
-    if rows:
-        return tensorize_gemm_rows(root, kernel, loop, int(rows.group(1)))
+    tiles = re.fullmatch(r"gemm([1-9]\d*)(?:x([1-9]\d*))?", intrinsic)
+    if tiles and tiles.group(2):
+        return tensorize_gemm_tiles(root, kernel, loop, int(tiles.group(1)), int(tiles.group(2)))
+    if tiles:
+        return tensorize_gemm_rows(root, kernel, loop, int(tiles.group(1)))
     if intrinsic != "gemm":
         raise TensorizeUnknownIntrinsicError(
-            f"unknown intrinsic '{intrinsic}' for loop {kernel}/{loop} (known: gemm, gemmN, dot)"
+            f"unknown intrinsic '{intrinsic}' for loop {kernel}/{loop} "
+            "(known: gemm, gemmN, gemmNxM, dot)"
         )
     what = f"{kernel}/{loop}"
     loops = _nest3(root, kernel, loop, "gemm")
@@ -233,6 +237,47 @@ def tensorize_gemm_rows(root, kernel: str, loop: str, mr: int) -> ForOp:
     tensorize(root, kernel, loop_name(inner), "gemm")
     if tail is not None:
         tensorize(root, kernel, loop_name(tail), "gemm")
+    return outer
+
+
+def tensorize_gemm_tiles(root, kernel: str, loop: str, mr: int, nr: int) -> ForOp:
+    """The `gemmNxM` intrinsic: `gemmN` over the columns too: the columns loop in tiles
+    of M columns (a loop around the rows) and one remainder tile of U mod M columns (a
+    copy of the nest), each run as `gemmN` over the rows; so an N without a useful
+    divisor (a prime above 128) still gets full-width vectors.
+
+        for jr in 0..U' step M:  gemmN over the rows, M columns      (U' = U rounded down)
+        gemmN over the rows, U - U' columns                           (the remainder)
+
+    Requires what `gemmN` does, and a columns loop stepping by 1."""
+    what = f"{kernel}/{loop}"
+    loops = _nest3(root, kernel, loop, f"gemm{mr}x{nr}")
+    k, i, j, _ = _match_gemm(loops, what)
+    if j.stride != 1:
+        raise TensorizeShapeError(f"the columns loop of the gemm at loop {what} must step by 1")
+    kern = loops[0].kernel()
+    cols = j.trip_count
+    if cols <= nr:
+        return tensorize_gemm_rows(root, kernel, loop, mr)
+    i, k, j = reorder(root, kernel, [loop_name(i), loop_name(k), loop_name(j)])
+    main = cols - cols % nr
+    tail = None
+    if main < cols:  # the remainder columns: a copy of the nest
+        tail = i.clone()
+        _rename_tail(tail, kern)
+        tail_j = [op for op in tail.walk() if isinstance(op, ForOp)][-1]
+        tail_j.properties["lb"] = IntegerAttr(j.lower + main, i64)
+        block_of(i).insert_op_after(tail, i)
+        j.properties["ub"] = IntegerAttr(j.lower + main, i64)
+    name = loop_name(j)
+    outer, inner = split(
+        root, kernel, name, nr, kern.fresh_loop_name(f"{name}r"), kern.fresh_loop_name(f"{name}j")
+    )
+    order = [loop_name(outer), loop_name(i), loop_name(k), loop_name(inner)]
+    outer, rows, _, _ = reorder(root, kernel, order)  # (jr, i, k, jj)
+    tensorize_gemm_rows(root, kernel, loop_name(rows), mr)
+    if tail is not None:
+        tensorize_gemm_rows(root, kernel, loop_name(tail), mr)
     return outer
 
 

@@ -7,7 +7,7 @@
 // RUN: not dlpc-opt %s -p 'loop-tensorize{kernel=cols loop=i0 intrinsic=dot}' 2>&1 | filecheck %s --check-prefix=DOTREAD
 // RUN: not dlpc-opt %s -p 'loop-tensorize{kernel=stepped loop=i0 intrinsic=gemm4}' 2>&1 | filecheck %s --check-prefix=ROWSTEP
 
-// INTRIN: dlpc-opt: error: unknown intrinsic 'conv' for loop mm/i0 (known: gemm, gemmN, dot)
+// INTRIN: dlpc-opt: error: unknown intrinsic 'conv' for loop mm/i0 (known: gemm, gemmN, gemmNxM, dot)
 // SHAPE: dlpc-opt: error: loop mm/i1 must head a perfect nest of exactly three loops for 'gemm'
 // EXTENT: dlpc-opt: error: gemm tile 64x32 at loop big/i0 exceeds the register file (mr <= 24, nr <= 128, mr * nr <= 512)
 // MISMATCH: dlpc-opt: error: the nest at loop max/i0 does not store a sum C + A * B

@@ -1,6 +1,7 @@
 // RUN: dlpc-opt %s -p 'loop-tensorize{kernel=mm loop=i0 intrinsic=gemm}' | filecheck %s
 // RUN: dlpc-opt %s -p 'loop-tensorize{kernel=lin loop=i0 intrinsic=dot}' | filecheck %s --check-prefix=DOT
 // RUN: dlpc-opt %s -p 'loop-tensorize{kernel=mm19 loop=i0 intrinsic=gemm8}' | filecheck %s --check-prefix=ROWS
+// RUN: dlpc-opt %s -p 'loop-tensorize{kernel=mm19c loop=i0 intrinsic=gemm8x16}' | filecheck %s --check-prefix=TILES
 
 // CHECK:      %C_acc = memref.alloca() : memref<16x32xf32>
 // CHECK:      loop.for %r0 = 0 to 8 step 1 {name = "r0", reduction} {
@@ -47,9 +48,24 @@
 // ROWS-NEXT:    loop.for %{{.*}} = 16 to 19 step 1 {name = "i0_tail", unroll = 3} {
 // ROWS-NEXT:      loop.for %{{.*}} = 0 to 32 step 1 {name = "i1_tail", vectorize} {
 // ROWS:             memref.store %{{.*}}, %E_acc_1[
+// gemm8x16 over 19 rows x 37 columns: columns in tiles of 16 (loop i1r) around rows in
+// tiles of 8 and a 3-row remainder, then the 5 remainder columns likewise
+// TILES-LABEL: loop.kernel "mm19c"
+// TILES:       loop.for %{{.*}} = 0 to 32 step 16 {name = "i1r"} {
+// TILES-NEXT:    loop.for %{{.*}} = 0 to 16 step 8 {name = "i0r"} {
+// TILES-NEXT:      %G_acc = memref.alloca() : memref<8x16xf32>
+// TILES:         %G_acc_1 = memref.alloca() : memref<3x16xf32>
+// TILES:         loop.for %{{.*}} = 16 to 19 step 1 {name = "i0_tail.1", unroll = 3} {
+// TILES:       loop.for %{{.*}} = 0 to 16 step 8 {name = "i0_tailr"} {
+// TILES-NEXT:    %G_acc_2 = memref.alloca() : memref<8x5xf32>
+// TILES:         loop.for %{{.*}} = 32 to 37 step 1 {name = "i1_tail", vectorize} {
+// TILES:       %G_acc_3 = memref.alloca() : memref<3x5xf32>
+// TILES:       loop.for %{{.*}} = 16 to 19 step 1 {name = "i0_tail_tail", unroll = 3} {
+// TILES-NEXT:    loop.for %{{.*}} = 32 to 37 step 1 {name = "i1_tail_tail", vectorize} {
 func.func @main(%A: memref<16x8xf32>, %B: memref<8x32xf32>, %C: memref<16x32xf32>,
                 %X: memref<2x20xf32>, %W: memref<3x20xf32>, %Y: memref<2x3xf32>,
-                %D: memref<19x8xf32>, %E: memref<19x32xf32>) {
+                %D: memref<19x8xf32>, %E: memref<19x32xf32>,
+                %F: memref<8x37xf32>, %G: memref<19x37xf32>) {
   loop.kernel "mm" {
     loop.for %i0 = 0 to 16 step 1 {name = "i0"} {
       loop.for %i1 = 0 to 32 step 1 {name = "i1"} {
@@ -74,6 +90,20 @@ func.func @main(%A: memref<16x8xf32>, %B: memref<8x32xf32>, %C: memref<16x32xf32
           %p = arith.mulf %a, %b : f32
           %s = arith.addf %c, %p : f32
           memref.store %s, %E[%i0, %i1] : memref<19x32xf32>
+        }
+      }
+    }
+  }
+  loop.kernel "mm19c" {
+    loop.for %i0 = 0 to 19 step 1 {name = "i0"} {
+      loop.for %i1 = 0 to 37 step 1 {name = "i1"} {
+        loop.for %r0 = 0 to 8 step 1 {name = "r0", reduction} {
+          %a = memref.load %D[%i0, %r0] : memref<19x8xf32>
+          %b = memref.load %F[%r0, %i1] : memref<8x37xf32>
+          %c = memref.load %G[%i0, %i1] : memref<19x37xf32>
+          %p = arith.mulf %a, %b : f32
+          %s = arith.addf %c, %p : f32
+          memref.store %s, %G[%i0, %i1] : memref<19x37xf32>
         }
       }
     }

@@ -36,6 +36,8 @@ SHAPES = [
     (101, 48, 64),
     (74, 100, 64),
     (64, 101, 64),
+    (40, 131, 20),
+    (37, 257, 16),
 ]
 
 
@@ -160,8 +162,10 @@ func.func @main(%x: tensor<{m}x{k}xf32>, %w: tensor<{wshape}xf32>) -> tensor<{m}
         line = next(ln for ln in script.splitlines() if ln.endswith(f", {inner}"))
         return int(line.split(" by ")[1].split()[0])
 
-    tail = re.search(r" gemm(\d+)$", script, re.M)  # M in tiles of N + a remainder tile
-    mr, nr = (int(tail.group(1)) if tail else factor("i0i")), factor("i1j")
+    # gemmN: M in tiles of N + a remainder tile; gemmNxM: N in tiles of M columns too
+    tail = re.search(r" gemm(\d+)(?:x(\d+))?$", script, re.M)
+    mr = int(tail.group(1)) if tail else factor("i0i")
+    nr = int(tail.group(2)) if tail and tail.group(2) else factor("i1j")
     vectors = -(-nr // 16)
     assert mr * vectors <= 24, script  # the accumulators fit the register file
     # enough independent accumulators to keep the FMA units busy (8, or the whole of C
