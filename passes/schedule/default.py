@@ -319,7 +319,7 @@ def gemm_default_params(m: int, n: int, k: int) -> GemmParams:
     packed twice as often)."""
     mr, nr = _gemm_tile(m, n)
     kc = _largest_divisor(k, 512)
-    if (kc < 64 or m <= mr) and k <= 2048:
+    if kc < 64 or (m <= mr and k <= 2048):
         # no useful divisor (k prime, 257 ..): one block, not k blocks of 1; or one row
         # block, which streams each panel of B once whatever kc is: one block too
         kc = k
