@@ -2,7 +2,7 @@
 schedule), dlpc tuned (best schedule of a tuning log), numpy/OpenBLAS, on 1 and 2
 threads, next to the machine's measured peak. One run, side by side.
 
-    python bench/matmul.py [--sizes 256,512,1024] [--log bench/tune.jsonl]
+    python bench/matmul.py [--sizes 256,512,1024] [--shapes 101x256x256,...] [--log bench/tune.jsonl]
                            [--tune-trials 24] [--threads 1,2] [--repeat 7]
 
 `--tune-trials N` first tunes each kernel (N measurements, single-threaded, appended to
@@ -94,28 +94,32 @@ def peak_gflops(threads: int) -> float:
     return iters * 12 * 16 * 2 * threads / t / 1e9
 
 
-def matmul_module(n: int):
+def matmul_module(n: int, shape: tuple[int, int, int] | None = None):
+    """C[M, N] = A[M, K] @ B[K, N] as one kernel (`matmul_<n>` for the square n x n x n,
+    `matmul_<M>x<N>x<K>` for `shape`)."""
     from dlpc.passes.pipeline import parse_module
 
+    m, nn, k = shape or (n, n, n)
+    name = f"matmul_{m}x{nn}x{k}" if shape else f"matmul_{n}"
     text = f"""
-func.func @main(%a: memref<{n}x{n}xf32>, %b: memref<{n}x{n}xf32>, %c: memref<{n}x{n}xf32>)
+func.func @main(%a: memref<{m}x{k}xf32>, %b: memref<{k}x{nn}xf32>, %c: memref<{m}x{nn}xf32>)
     attributes {{dlpc.num_inputs = 2 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64}} {{
-  loop.kernel "matmul_{n}" {{
-    loop.for %i0 = 0 to {n} step 1 {{name = "i0", parallel}} {{
-      loop.for %i1 = 0 to {n} step 1 {{name = "i1"}} {{
+  loop.kernel "{name}" {{
+    loop.for %i0 = 0 to {m} step 1 {{name = "i0", parallel}} {{
+      loop.for %i1 = 0 to {nn} step 1 {{name = "i1"}} {{
         %acc = memref.alloca() : memref<f32>
         %z = arith.constant 0.000000e+00 : f32
         memref.store %z, %acc[] : memref<f32>
-        loop.for %r0 = 0 to {n} step 1 {{name = "r0", reduction}} {{
-          %x = memref.load %a[%i0, %r0] : memref<{n}x{n}xf32>
-          %y = memref.load %b[%r0, %i1] : memref<{n}x{n}xf32>
+        loop.for %r0 = 0 to {k} step 1 {{name = "r0", reduction}} {{
+          %x = memref.load %a[%i0, %r0] : memref<{m}x{k}xf32>
+          %y = memref.load %b[%r0, %i1] : memref<{k}x{nn}xf32>
           %p = arith.mulf %x, %y : f32
           %s0 = memref.load %acc[] : memref<f32>
           %s = arith.addf %s0, %p : f32
           memref.store %s, %acc[] : memref<f32>
         }}
         %v = memref.load %acc[] : memref<f32>
-        memref.store %v, %c[%i0, %i1] : memref<{n}x{n}xf32>
+        memref.store %v, %c[%i0, %i1] : memref<{m}x{nn}xf32>
       }}
     }}
   }}
@@ -196,6 +200,12 @@ def child(args) -> dict:
         a = np.random.rand(n, n).astype(np.float32)
         b = np.random.rand(n, n).astype(np.float32)
         cases.append((f"matmul {n}", matmul_module(n), 2 * n**3, lambda a=a, b=b: a @ b))
+    for spec in filter(None, args.shapes.split(",")):
+        m, n, k = (int(x) for x in spec.split("x"))
+        a = np.random.rand(m, k).astype(np.float32)
+        b = np.random.rand(k, n).astype(np.float32)
+        mod = matmul_module(0, (m, n, k))
+        cases.append((f"matmul {spec}", mod, 2 * m * n * k, lambda a=a, b=b: a @ b))
     if not args.no_conv:
         for name, mod, flop, dims in resnet_convs():
             cases.append((f"resnet {name}", mod, flop, numpy_conv(dims)))
@@ -217,6 +227,9 @@ def tune(args) -> None:
     from dlpc.tune.search import Task, Tuner, tasks_of
 
     modules = [matmul_module(int(s)) for s in args.sizes.split(",")]
+    for spec in filter(None, args.shapes.split(",")):
+        m, n, k = (int(x) for x in spec.split("x"))
+        modules.append(matmul_module(0, (m, n, k)))
     if not args.no_conv:
         modules += [mod for _, mod, _, _ in resnet_convs()]
     for mod in modules:
@@ -236,6 +249,12 @@ def tune(args) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", default="256,512,1024")
+    ap.add_argument(
+        "--shapes",
+        default="",
+        help="also these MxNxK matmuls, comma-separated (e.g. 101x256x256,128x131x128: "
+        "shapes without a tile that divides them)",
+    )
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--log", default=str(ROOT / "bench" / "tune.jsonl"))
     ap.add_argument("--tune-trials", type=int, default=0)
@@ -266,6 +285,8 @@ def main(argv=None) -> int:
                     what,
                     "--sizes",
                     args.sizes,
+                    "--shapes",
+                    args.shapes,
                     "--log",
                     args.log,
                     "--repeat",
