@@ -164,6 +164,9 @@ def alias_reshapes(fn: func.FuncOp) -> int:
             continue  # an output of @main, or a kernel-local buffer: the copy stays
         if any(dst in _writes(o) for o in fn.body.block.ops if o is not k):
             continue  # written again later: not a value, keep the copy
+        source = set(_aliases(src))
+        if any(source & _writes(o) for o in fn.body.block.ops if k.is_before_in_block(o)):
+            continue  # the source is overwritten later: an alias would read the new data
         if not isinstance(src.type, MemRefType) or not isinstance(src.type.layout, NoneAttr):
             continue
         dst_type = memref_type(dst)
