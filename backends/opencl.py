@@ -134,7 +134,19 @@ def plan_launch(kernel: KernelOp, fname: str, max_group: int = 256) -> Launch:
     for loop in nest:
         if loop.trip_count == 1 and loop.parallel is None:
             continue
-        if loop.parallel is None or len(dims) == 3:
+        # the loop after a mapped outermost loop (a batch) when its iterations are
+        # independent and an independent loop below it can be vector lanes: te-to-loop
+        # marks one loop of a nest `parallel`, the batch at batch > 1, and the channels a
+        # batch-1 conv plan blocks (`plan_lanes`) then ran as one serial loop per
+        # work-item (resnet at batch 32: 149 ms against 19 for the C). Not for a
+        # linear's features: its lanes over the batch share the weights' loads
+        rest = nest[nest.index(loop) + 1 :]
+        after_batch = (
+            dims == [nest[0]]
+            and independent(loop)
+            and any(lp.trip_count > 1 and independent(lp) for lp in rest)
+        )
+        if (loop.parallel is None and not after_batch) or len(dims) == 3:
             break
         dims.append(loop)
     if not dims:

@@ -413,3 +413,22 @@ def test_copy_kernels_become_views():
     after = [k for k in module.walk() if isinstance(k, KernelOp)]
     assert f.num_launches == len(after) - len(f.aliased) < len(before)
     assert not [k for k in after if k.origin is not None and k.origin.data == "graph.transpose"]
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_example_at_batch_3_matches_reference(name):
+    """At batch > 1 the batch is the first NDRange dimension; a conv's channels (an
+    independent loop with vector lanes below it) are the second, as at batch 1."""
+    model = dlpc.load(ROOT / "examples" / f"{name}.dlpc", batch=3)
+    compiled = dlpc.compile(model, target="opencl")
+    inputs = dlpc.api.random_inputs(model)
+    for out, ref in zip(compiled(*inputs), dlpc.api.reference(model, inputs)):
+        np.testing.assert_allclose(
+            out, ref, rtol=1e-4, atol=1e-5 * max(1.0, float(np.abs(ref).max()))
+        )
+    if name == "resnet":
+        kernels = [k for k in compiled.lowered.walk() if isinstance(k, KernelOp)]
+        conv = next(k for k in kernels if k.sym == "conv2d_relu_1")
+        launch = plan_launch(conv, "conv")
+        assert [lp.loop_name for lp in launch.mapped] == ["i0", "i1"]
+        assert launch.global_size[0] == 3 and launch.vector is not None
