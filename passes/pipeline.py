@@ -337,12 +337,14 @@ def memory_stats(module: ModuleOp) -> tuple[int, int] | None:
 def stats(module: ModuleOp) -> tuple[Counter, int]:
     """(op counts by name, kernel count) of the top level of each function: a graph
     op (other than param/constant) or a fused op is one kernel; so is a te compute or
-    reduce, a loop.kernel and a dlp.kernel."""
+    reduce, a loop.kernel and a dlp.kernel, except the `dlpc.prepare` kernels of
+    loop-prepack-weights (they pack weights once per binding, outside a call)."""
     ops: Counter = Counter()
     kernels = 0
     for func in module.ops:
         for op in func.regions[0].block.ops if func.regions else ():
             ops[op.name] += 1
             graph_kernel = op.name.startswith("graph.") and op.name not in NOT_KERNELS
-            kernels += graph_kernel or op.name in KERNEL_OPS
+            per_call = "dlpc.prepare" not in op.attributes
+            kernels += graph_kernel or (op.name in KERNEL_OPS and per_call)
     return ops, kernels
