@@ -95,6 +95,24 @@ def load(path: str | os.PathLike, weights=None, batch=None, format=None) -> Mode
     )
 
 
+def _require_graph_level(model: Model) -> FuncOp:
+    """@main of a model that runs: graph-level IR, taking and returning tensors. Lower-level
+    IR (loop, dlp: memref arguments) compiles to source with `dlpc`, but has no reference,
+    no random inputs and no runner signature."""
+    from xdsl.dialects.builtin import TensorType
+
+    func = ref.main_func(model.module)
+    types = [*func.function_type.inputs.data, *func.function_type.outputs.data]
+    other = next((t for t in types if not isinstance(t, TensorType)), None)
+    if other is not None:
+        raise DlpcError(
+            f"error: {model.path or model.name}: @main takes or returns {other}, not a "
+            f"tensor: only graph-level models run here (lower-level IR compiles to source "
+            f"with `dlpc --emit c`)"
+        )
+    return func
+
+
 # -------------------------------------------------------------------- compile
 
 
@@ -147,7 +165,7 @@ class CompiledModel:
             self._names = [s.name for s in spec.inputs]
             self._specs = [(s.shape, s.dtype) for s in spec.inputs]
         elif spec is None and self._main is None:
-            self._main = ref.main_func(self.model.module)
+            self._main = _require_graph_level(self.model)
             self._specs = [(ref.graph.shape_of(a), ref.result_dtype(a)) for a in self._main.args]
         arrays = [np.asarray(x) for x in inputs]
         if len(arrays) == len(self._specs) and all(
@@ -371,6 +389,7 @@ def _compile_per_value(model: Model, target: str, settings: dict, options: dict)
 
 def reference(model: Model, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     """The numpy reference's outputs for `model` on `inputs` (no optimisation)."""
+    _require_graph_level(model)
     return ref.run_reference(model.module, inputs, check_weights(model))
 
 
@@ -392,7 +411,7 @@ def random_inputs(model: Model, seed: int = 0) -> list[np.ndarray]:
     for gather indices, within the gathered dim."""
     rng = np.random.default_rng(seed)
     arrays = []
-    args = ref.main_func(model.module).args
+    args = _require_graph_level(model).args
     if model.specialiser is not None:  # inputs that are not arguments are empty: zeros
         by_name = dict(zip(ref.input_names(ref.main_func(model.module)), args))
         for s in model.specialiser.inputs:

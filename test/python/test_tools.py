@@ -398,3 +398,32 @@ def test_dlpc_fold_weights_writes_what_the_output_needs(tmp_path, capsys):
     np.testing.assert_allclose(
         namespace["main"](x, params=params)[0], api.reference(model, [x])[0], rtol=1e-4, atol=1e-5
     )
+
+
+def test_loop_level_ir_is_compiled_not_run(tmp_path, capsys):
+    """A loop-level module (memref arguments) compiles to C with `dlpc`; `dlpc-run` and a
+    compiled model's call say in one line that only graph-level models run (the call
+    raised xDSL's VerifyException 'expected a tensor' with a traceback)."""
+    import dlpc
+    from dlpc.diagnostics import DlpcError
+
+    path = tmp_path / "loop.mlir"
+    path.write_text(
+        "func.func @main(%x: memref<4xf32>, %y: memref<4xf32>) attributes {dlpc.num_inputs"
+        " = 1 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {\n"
+        '  loop.kernel "neg_0" {\n'
+        '    loop.for %i = 0 to 4 step 1 {name = "i0"} {\n'
+        "      %v = memref.load %x[%i] : memref<4xf32>\n"
+        "      %n = arith.negf %v : f32\n"
+        "      memref.store %n, %y[%i] : memref<4xf32>\n"
+        "    }\n  }\n  func.return\n}\n"
+    )
+    assert dlpc_tool.main([str(path), "--emit", "c", "-o", str(tmp_path / "loop.c")]) == 0
+    assert "kernel_neg_0" in (tmp_path / "loop.c").read_text()
+    capsys.readouterr()
+    assert dlpc_run.main([str(path), "--target", "c"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "only graph-level models run" in err, err
+    compiled = dlpc.compile(dlpc.load(path), target="c")
+    with pytest.raises(DlpcError, match="memref<4xf32>, not a tensor"):
+        compiled(np.zeros(4, np.float32))
