@@ -259,7 +259,9 @@ def lower(
     on_stage("te", module)
     if stop_at == "te":
         return module
-    run("te-to-loop", module, options)  # computes -> loop nests over buffers
+    # computes -> loop nests over buffers; softmax/layer-norm row groups as one blocked row
+    # kernel for the CPU schedules (OpenCL wants the rows as work-items: separate kernels)
+    run("te-to-loop", module, options, fuse_rows=options.schedule)
     if options.tuning_log:  # tuned schedules where logged, defaults elsewhere
         run("loop-apply-tuning-log", module, options, log=options.tuning_log)
     elif options.schedule and options.opt_level >= 1:
