@@ -1,5 +1,6 @@
 // RUN: dlpc-opt %s -p loop-default-schedule | filecheck %s
-// Convolution schedules beyond loop-default-schedule.mlir's: NHWC, ragged NCHW rows.
+// Convolution schedules beyond loop-default-schedule.mlir's: NHWC, ragged NCHW rows,
+// small pooling windows.
 
 // An NHWC convolution (output channels innermost; graph-conv-layout picks NHWC for convs
 // whose channels fill vectors and whose row does not): a tile of 8 output columns x 32
@@ -138,6 +139,46 @@ func.func @rag(%x: memref<2x1x28x28xf32>, %w: memref<6x1x5x5xf32>, %out0: memref
             }
             %sum = memref.load %acc[] : memref<f32>
             memref.store %sum, %out0[%i0, %i1, %i2, %i3] : memref<2x6x28x28xf32>
+          }
+        }
+      }
+    }
+  }
+  func.return
+}
+
+// A 2x2 max pool: te-to-loop's nest with the window loops unrolled (no im2col rows, no
+// decomposition); too small a kernel to stay parallel.
+// CHECK-LABEL: loop.kernel "pool"
+// CHECK-NOT:   alloca() : memref<{{[0-9]}}
+// CHECK:       {name = "i3"}
+// CHECK:       {name = "r0", reduction, unroll = 2}
+// CHECK-NEXT:    {name = "r1", reduction, unroll = 2}
+func.func @pool(%x: memref<2x6x28x28xf32>, %out0: memref<2x6x14x14xf32>) {
+  loop.kernel "pool" attributes {origin = "graph.max_pool2d"} {
+    loop.for %i0 = 0 to 2 step 1 {name = "i0", parallel} {
+      loop.for %i1 = 0 to 6 step 1 {name = "i1"} {
+        loop.for %i2 = 0 to 14 step 1 {name = "i2"} {
+          loop.for %i3 = 0 to 14 step 1 {name = "i3"} {
+            %acc = memref.alloca() : memref<f32>
+            %0 = arith.constant 0xff800000 : f32
+            memref.store %0, %acc[] : memref<f32>
+            loop.for %r0 = 0 to 2 step 1 {name = "r0", reduction} {
+              loop.for %r1 = 0 to 2 step 1 {name = "r1", reduction} {
+                %1 = arith.constant 2 : index
+                %2 = arith.muli %i2, %1 : index
+                %3 = arith.addi %2, %r0 : index
+                %4 = arith.constant 2 : index
+                %5 = arith.muli %i3, %4 : index
+                %6 = arith.addi %5, %r1 : index
+                %7 = memref.load %x[%i0, %i1, %3, %6] : memref<2x6x28x28xf32>
+                %8 = memref.load %acc[] : memref<f32>
+                %9 = arith.maximumf %8, %7 : f32
+                memref.store %9, %acc[] : memref<f32>
+              }
+            }
+            %max = memref.load %acc[] : memref<f32>
+            memref.store %max, %out0[%i0, %i1, %i2, %i3] : memref<2x6x14x14xf32>
           }
         }
       }

@@ -1,4 +1,4 @@
-"""Convolutions through the default pipeline (-O2: graph-conv-layout picks NHWC or NCHW
+"""Convolutions (and pools) through the default pipeline (-O2: graph-conv-layout picks NHWC or NCHW
 per conv, the default schedules pick the register-tiled NCHW or NHWC direct conv, the
 depthwise path, or im2col rows) on odd shapes, strides, pads, dilations, groups and
 depthwise, at batch 1, 4 and 32, on target c against the numpy reference.
@@ -75,6 +75,12 @@ CASES = {
         "param w: f32[16, 1, 3, 3] = kaiming(seed=12)\nreturn conv2d(x, w, padding=1, groups=16)",
         0,
     ),
+    # pools: a 2x2 window gets the plain nest with the window unrolled, a 3x3 one the
+    # im2col rows; odd sizes, stride 1 and 2, padding
+    "maxpool2": ((5, 13, 11), "return max_pool2d(x, kernel=2, stride=2)", 0),
+    "maxpool2s1": ((3, 9, 7), "return max_pool2d(x, kernel=2, stride=1)", 0),
+    "avgpool2pad": ((4, 10, 9), "return avg_pool2d(x, kernel=2, stride=2, padding=1)", 0),
+    "maxpool3": ((4, 11, 13), "return max_pool2d(x, kernel=3, stride=2, padding=1)", 0),
     "grouped": (
         (8, 9, 9),
         "param w: f32[16, 4, 3, 3] = kaiming(seed=13)\nreturn conv2d(x, w, padding=1, groups=2)",
