@@ -336,6 +336,15 @@ def memory_stats(module: ModuleOp) -> tuple[int, int] | None:
     return None
 
 
+def packed_stats(module: ModuleOp) -> int | None:
+    """The bytes of resident pre-packed weights loop-prepack-weights made, else None."""
+    for func in module.ops:
+        attrs = getattr(func, "attributes", {})
+        if "dlpc.packed_bytes" in attrs:
+            return attrs["dlpc.packed_bytes"].value.data
+    return None
+
+
 def stats(module: ModuleOp) -> tuple[Counter, int]:
     """(op counts by name, kernel count) of the top level of each function: a graph
     op (other than param/constant) or a fused op is one kernel; so is a te compute or

@@ -162,12 +162,15 @@ def run(argv: list[str] | None) -> int:
     rows: list[tuple[str, Counter, int]] = []
 
     memory: list[tuple[int, int]] = []
+    packs: list[int] = []  # loop-prepack-weights' resident block
 
     def record(stage, module):
         if args.stats:
             rows.append((stage, *pipeline.stats(module)))
             planned = pipeline.memory_stats(module) if stage == "loop" else None
             memory.extend([planned] if planned else [])
+            packed = pipeline.packed_stats(module) if stage == "loop" else None
+            packs.extend([packed] if packed else [])
 
     fold = args.fold_weights
     if fold is None:  # the default: fold whenever every weight is known
@@ -191,6 +194,11 @@ def run(argv: list[str] | None) -> int:
             print(
                 f"memory plan: arena {arena} bytes for {total} bytes of intermediates "
                 f"({100 * arena / max(total, 1):.0f}%)",
+                file=sys.stderr,
+            )
+        for packed in packs:
+            print(
+                f"packed weights: {packed} bytes, resident, packed once per binding",
                 file=sys.stderr,
             )
     folded = sorted(set(weights or ()) - given)  # weights made by folding

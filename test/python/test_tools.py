@@ -1,6 +1,7 @@
 """dlpc, dlpc-run and dlpc-opt, called in-process through `main([...])`."""
 
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -64,6 +65,22 @@ def test_dlpc_output_file_and_stats(model, tmp_path, capsys):
     header, kernels = captured.err.splitlines()[:2]
     assert header.split() == ["input", "graph"]
     assert kernels.split() == ["kernels", "2", "2"]
+
+
+def test_dlpc_stats_print_the_memory_plan_and_the_packed_weights(capsys, tmp_path):
+    """--stats on target c: the arena against the intermediates, and the resident block of
+    pre-packed weights (the mlp's 784x256 and 256x256 layers at batch 4: B panels)."""
+    mlp = Path(__file__).resolve().parents[2] / "examples" / "mlp.dlpc"
+    out = tmp_path / "mlp.c"
+    assert dlpc_tool.main([str(mlp), "--emit=c", "--batch", "4", "--stats", "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    plan = next(line for line in err.splitlines() if line.startswith("memory plan:"))
+    arena, total = (int(w) for w in plan.split() if w.isdigit())
+    assert 0 < arena <= total, plan
+    packed = next(line for line in err.splitlines() if line.startswith("packed weights:"))
+    nbytes = int(packed.split()[2])
+    assert nbytes >= 4 * (784 * 256 + 256 * 256), packed  # both big layers, packed once
+    assert f"dlpc_packed_bytes = {nbytes};" in out.read_text()
 
 
 def test_dlpc_failure_writes_no_output(model, tmp_path, capsys):
