@@ -348,6 +348,19 @@ def compile_error(stderr: str, source: str, c_path: Path) -> str:
 # ------------------------------------------------------------------- modules
 
 
+_BYTE = ctypes.c_char
+
+
+def address(a: np.ndarray) -> int:
+    """The data pointer of a C-contiguous array. Through the buffer protocol: a third of
+    the time of `a.ctypes.data` (about 0.4 against 1.4 us, twice or more per call of a
+    model); a read-only or empty array takes `a.ctypes.data`."""
+    try:
+        return ctypes.addressof(_BYTE.from_buffer(a))
+    except (TypeError, ValueError):
+        return a.ctypes.data
+
+
 class CFunction(ModuleFunction):
     """A loop-level module compiled to C and callable on numpy arrays.
 
@@ -401,10 +414,10 @@ class CFunction(ModuleFunction):
             argv = self._argv if own else type(self._argv)(*self._argv)
             try:
                 for k, a in enumerate(inputs):
-                    argv[k] = a.ctypes.data
+                    argv[k] = address(a)
                 first = self.num_inputs + len(self.param_names)
                 for k, a in enumerate(outputs, first):
-                    argv[k] = a.ctypes.data
+                    argv[k] = address(a)
                 self.library.call_argv(argv, (inputs, outputs))
             finally:
                 if own:

@@ -97,3 +97,22 @@ def test_bound_params_are_resident(runtime):
         fn(np.zeros(15, np.float32))
     with pytest.raises(DlpcError, match=r"^error: expected 1 inputs, got 0$"):
         fn()
+
+
+def test_read_only_and_empty_arrays_pass_their_own_data():
+    """The resident call path takes each array's data pointer through the buffer protocol;
+    an array that cannot export a writable buffer (read-only: np.load with mmap, a
+    broadcast view made contiguous but frozen) or has no bytes takes `ctypes.data`."""
+    from dlpc.backends.runtime.cbuild import address
+
+    fn = RUNTIMES["c"](pipeline.parse_module(SCALE))
+    fn.bind_params({"scale": 2.0})
+    x = np.arange(16, dtype=np.float32)
+    frozen = x.copy()
+    frozen.flags.writeable = False
+    for arg in (x, frozen):
+        (y,) = fn(arg)
+        np.testing.assert_array_equal(y, 2.0 * x)
+        assert address(arg) == arg.ctypes.data
+    empty = np.zeros((0, 3), np.float32)
+    assert address(empty) == empty.ctypes.data
