@@ -522,6 +522,10 @@ class Importer:
     def _fold(self, node) -> list[Const | None]:
         """Evaluate a node on import-time values with onnx's reference evaluator: one value
         per output, None for an omitted one."""
+        if node.op_type == "Constant":
+            value = self._constant_value(node)
+            if value is not None:
+                return [Const(value, node.output[0])]
         from onnx.reference import ReferenceEvaluator
 
         feeds: dict[str, np.ndarray] = {}
@@ -538,6 +542,24 @@ class Importer:
             raise self.error(f"cannot evaluate at import time: {e}") from None
         # (the evaluator answers every output position, an omitted one included)
         return [Const(np.asarray(a), n) if n else None for a, n in zip(outs, node.output)]
+
+    @staticmethod
+    def _constant_value(node) -> np.ndarray | None:
+        """A `Constant` node's tensor `value`, read directly: TorchScript exports hold their
+        weights and every scalar in Constant nodes, and onnx's reference evaluator (a
+        ReferenceEvaluator per node) costs ~17 MB of imports and its construction. None
+        for the other attribute forms and external data (the evaluator reads those)."""
+        from onnx import AttributeProto, numpy_helper
+
+        (attr, *rest) = list(node.attribute) or [None]
+        if rest or attr is None or attr.name != "value" or attr.type != AttributeProto.TENSOR:
+            return None
+        if attr.t.data_location == 1:  # EXTERNAL
+            return None
+        try:
+            return np.asarray(numpy_helper.to_array(attr.t))
+        except Exception:  # noqa: BLE001 - the evaluator's path names the failure
+            return None
 
     def _tensor(self, init) -> np.ndarray:
         from onnx import numpy_helper

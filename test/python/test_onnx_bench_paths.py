@@ -127,3 +127,47 @@ def test_torch_exports_compile_to_the_examples_kernels(name, batch, kind, tmp_pa
     (want,) = api.reference(model, xs)
     (got,) = api.compile(exported, target="c")(*xs)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_constant_nodes_import_without_the_reference_evaluator(tmp_path):
+    """Weights in Constant nodes (TorchScript exports of tensors that are not parameters)
+    are read directly: onnx's reference evaluator (~17 MB of imports, a bench/models.py
+    --memory figure) is not loaded, and the values are the evaluator's."""
+    import subprocess
+    import sys
+
+    onnx = pytest.importorskip("onnx", reason="onnx is not installed (dlpc[onnx])")
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((3, 4)).astype(np.float32)
+    s = np.array(2.5, np.float32)
+    nodes = [
+        helper.make_node("Constant", [], ["w"], value=numpy_helper.from_array(w)),
+        helper.make_node("Constant", [], ["s"], value=numpy_helper.from_array(s)),
+        helper.make_node("MatMul", ["x", "w"], ["y0"]),
+        helper.make_node("Mul", ["y0", "s"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])],
+    )
+    path = tmp_path / "c.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), path)
+    code = (
+        "import sys, numpy as np\n"
+        "from dlpc import api\n"
+        f"m = api.load({str(path)!r})\n"
+        "x = np.ones((2, 3), np.float32)\n"
+        "(y,) = api.reference(m, [x])\n"
+        "np.save(sys.argv[1], y)\n"
+        "print('onnx.reference' in sys.modules)\n"
+    )
+    out = tmp_path / "y.npy"
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(out)], capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == "False"
+    np.testing.assert_allclose(np.load(out), np.ones((2, 3), np.float32) @ w * s, rtol=1e-6)
