@@ -356,7 +356,7 @@ def address(a: np.ndarray) -> int:
     the time of `a.ctypes.data` (about 0.4 against 1.4 us, twice or more per call of a
     model); a read-only or empty array takes `a.ctypes.data`."""
     try:
-        return ctypes.addressof(_BYTE.from_buffer(a))
+        return ctypes.addressof(_BYTE.from_buffer(a))  # pyright: ignore[reportArgumentType]
     except (TypeError, ValueError):
         return a.ctypes.data
 
