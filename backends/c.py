@@ -147,8 +147,18 @@ def float_literal(value: float, ty: Attribute) -> str:
 
 
 def int_literal(value: int, ty: Attribute) -> str:
+    """`value` as a C literal of `ty`'s C type; a value beyond the type (IR written by hand:
+    `arith.constant 99999999999999999999999 : index`) is an error, never C that wraps.
+    An integer attribute may hold a signless value in its unsigned form (255 : i8 is -1)."""
     if c_type(ty) == "bool":
         return "true" if value else "false"
+    width = ty.width.data if isinstance(ty, IntegerType) else 64
+    if not -(2 ** (width - 1)) <= value < 2**width:
+        raise DlpcError(f"error: c backend: integer constant {value} does not fit {ty}")
+    if value >= 2 ** (width - 1):
+        value -= 2**width
+    if value == -(2**63):
+        return "INT64_MIN"  # (-9223372036854775808 would be the negation of an unsigned)
     text = str(value) if -(2**31) < value < 2**31 else f"INT64_C({value})"
     return f"({text})" if value < 0 else text
 
@@ -493,7 +503,11 @@ class FunctionWriter:
             if isinstance(v, FloatAttr):
                 return self.bind(op.result, float_literal(v.value.data, op.result.type), var=False)
             if isinstance(v, IntegerAttr):
-                return self.bind(op.result, int_literal(v.value.data, op.result.type), var=False)
+                try:
+                    text = int_literal(v.value.data, op.result.type)
+                except DlpcError as e:
+                    raise DlpcError(f"{e} ('{op.name}' in {self.what})") from None
+                return self.bind(op.result, text, var=False)
             raise self.unsupported(op)
         if isinstance(op, memref.LoadOp):
             buf = self.buffer(op.memref)

@@ -202,6 +202,53 @@ func.func @main(%a: memref<4xi32>) {
         emit_c(module)
 
 
+INT_CONSTANT = """
+func.func @main(%a: memref<4xTYPE>)
+    attributes {dlpc.num_inputs = 0 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "k" {
+    loop.for %i = 0 to 4 step 1 {name = "i0"} {
+      %c = arith.constant VALUE : TYPE
+      memref.store %c, %a[%i] : memref<4xTYPE>
+    }
+  }
+  func.return
+}"""
+
+
+@pytest.mark.parametrize(
+    "ty, value, want",
+    [
+        ("i64", -(2**63), -(2**63)),
+        ("i64", 2**63 - 1, 2**63 - 1),
+        ("i32", -(2**31), -(2**31)),
+        ("i8", 255, -1),  # a signless constant in its unsigned form
+        ("i8", -128, -128),
+    ],
+)
+def test_integer_constants_at_the_edges_of_their_type(ty, value, want):
+    module = parse_module(INT_CONSTANT.replace("TYPE", ty).replace("VALUE", str(value)))
+    dtype = {"i64": np.int64, "i32": np.int32, "i8": np.int8}[ty]
+    (out,) = CFunction(module, name=f"int_edge_{ty}")()
+    np.testing.assert_array_equal(out, np.full(4, want, dtype))
+
+
+def test_an_index_constant_beyond_int64_is_a_diagnostic():
+    """Hand-written loop IR: a constant no C integer type holds is an error naming the op and
+    the kernel, not C that wraps it (it was emitted as INT64_C(99999999999999999999999))."""
+    module = parse_module(
+        INT_CONSTANT.replace("memref.store %c, %a[%i] : memref<4xTYPE>", "")
+        .replace("TYPE", "index")
+        .replace("VALUE", str(10**23))
+        .replace("memref<4xindex>", "memref<4xi64>")
+    )
+    with pytest.raises(
+        DlpcError,
+        match=r"^error: c backend: integer constant 10{23} does not fit index "
+        r"\('arith.constant' in kernel 'k'\)$",
+    ):
+        emit_c(module)
+
+
 def test_identifiers_and_comments():
     assert identifier("fc1.weight") == "v_fc1_weight"
     assert identifier("3x") == "v_3x"
