@@ -157,8 +157,8 @@ def int_literal(value: int, ty: Attribute) -> str:
         raise DlpcError(f"error: c backend: integer constant {value} does not fit {ty}")
     if value >= 2 ** (width - 1):
         value -= 2**width
-    if value == -(2**63):
-        return "INT64_MIN"  # (-9223372036854775808 would be the negation of an unsigned)
+    if value == -(2**63):  # (-9223372036854775808 would negate a literal beyond int64;
+        return "(INT64_C(-9223372036854775807) - 1)"  # OpenCL C has no INT64_MIN)
     text = str(value) if -(2**31) < value < 2**31 else f"INT64_C({value})"
     return f"({text})" if value < 0 else text
 

@@ -19,6 +19,7 @@ from test_graph_passes import check, count, parse
 from dlpc import api
 from dlpc.dialects.loop import KernelOp
 from dlpc.passes import pipeline
+from dlpc.passes.lower.prepack import PREPARE
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -96,11 +97,14 @@ def _bench():
 
 
 def _kernels(model: api.Model) -> list[tuple[str, str]]:
-    """The compiled C kernels in call order: each one's name without its number
-    ("linear_relu") and the graph op it came from."""
+    """The compiled C kernels in order, a call's and then the weight packing's
+    (loop-prepack-weights: `dlpc.prepare`, once per binding): each one's name without its
+    number ("linear_relu") and the graph op it came from."""
     lowered = api.compile(model, target="c").lowered
-    kernels = [op for op in lowered.walk() if isinstance(op, KernelOp)]
+    every = [op for op in lowered.walk() if isinstance(op, KernelOp)]
+    kernels = [k for k in every if PREPARE not in k.attributes]
     assert len(kernels) == pipeline.stats(lowered)[1]
+    kernels += [k for k in every if PREPARE in k.attributes]
     return [
         (k.sym.rstrip("0123456789").rstrip("_"), k.origin.data if k.origin else "") for k in kernels
     ]
