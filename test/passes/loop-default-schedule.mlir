@@ -449,24 +449,24 @@ func.func @mmbig(%a: memref<256x256xf32>, %b: memref<256x256xf32>, %c: memref<25
 }
 
 // 131 columns (prime, above 128): tiles of 8 x 32 with remainder tiles in both
-// directions (`gemm8x32`): the columns loop of the tiles (parallel), then a 3-column
-// remainder.
+// directions (`gemm8x32`): the columns loop of the tiles (parallel: 16 x 131 x 128 is
+// above SERIAL_WORK), then a 3-column remainder.
 // CHECK-LABEL: loop.kernel "mm131"
-// CHECK:       %mm131_Bp = memref.alloca() : memref<1048xf32>
+// CHECK:       %mm131_Bp = memref.alloca() : memref<16768xf32>
 // CHECK:       {name = "i1r", parallel}
 // CHECK:       %c_acc = memref.alloca() : memref<8x32xf32>
 // CHECK:       {name = "i0i", unroll = 8}
 // CHECK:       %c_acc_1 = memref.alloca() : memref<8x3xf32>
-func.func @mm131(%a: memref<16x8xf32>, %b: memref<131x8xf32>, %c: memref<16x131xf32>) {
+func.func @mm131(%a: memref<16x128xf32>, %b: memref<131x128xf32>, %c: memref<16x131xf32>) {
   loop.kernel "mm131" {
     loop.for %i0 = 0 to 16 step 1 {name = "i0"} {
       loop.for %i1 = 0 to 131 step 1 {name = "i1"} {
         %acc = memref.alloca() : memref<f32>
         %z = arith.constant 0.000000e+00 : f32
         memref.store %z, %acc[] : memref<f32>
-        loop.for %r0 = 0 to 8 step 1 {name = "r0", reduction} {
-          %x = memref.load %a[%i0, %r0] : memref<16x8xf32>
-          %y = memref.load %b[%i1, %r0] : memref<131x8xf32>
+        loop.for %r0 = 0 to 128 step 1 {name = "r0", reduction} {
+          %x = memref.load %a[%i0, %r0] : memref<16x128xf32>
+          %y = memref.load %b[%i1, %r0] : memref<131x128xf32>
           %p = arith.mulf %x, %y : f32
           %s0 = memref.load %acc[] : memref<f32>
           %s = arith.addf %s0, %p : f32
