@@ -22,10 +22,10 @@ no other thread pool is alive beside the one being timed (on a 2-core machine an
 spinning pool of another library halves a 2-thread figure): dlpc's libgomp with
 OMP_NUM_THREADS, onnxruntime's intra-op pool with intra_op_num_threads (inter-op 1),
 torch's with set_num_threads (interop 1); one OpenBLAS/MKL thread in every worker, and
-OMP_WAIT_POLICY as each library sets it (dlpc's runtime: PASSIVE unless the user chose,
-which costs a 2-thread call the wake-up of its sleeping thread per parallel loop:
-lenet batch 1, 2 threads, 0.038 ms PASSIVE against 0.027 ms ACTIVE or libgomp's default;
-onnxruntime's pool spins) or as `--omp-wait-policy` sets it for all. Workers run one at a
+OMP_WAIT_POLICY as each library sets it (dlpc's runtime: a short spin, GOMP_SPINCOUNT
+10000, then sleep, unless the user chose; PASSIVE, its earlier default, cost a 2-thread
+call the wake-up of its sleeping thread per parallel loop: lenet batch 1, 2 threads, 0.038
+ms PASSIVE against 0.027 ms ACTIVE or libgomp's default; onnxruntime's pool spins) or as `--omp-wait-policy` sets it for all. Workers run one at a
 time.
 
 `--memory` adds a table per example and batch: dlpc's arena (the memory plan's peak) and
@@ -773,9 +773,10 @@ def run_worker(args: list[str], threads: int, wait_policy: str | None = None) ->
 
     env = dict(os.environ)
     env.update(OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    # each library's own default (dlpc's runtime sets PASSIVE unless the user chose; torch's
+    # each library's own default (dlpc's runtime a short spin unless the user chose; torch's
     # libgomp spins a while, then sleeps), unless --omp-wait-policy chooses for all
     env.pop("OMP_WAIT_POLICY", None)
+    env.pop("GOMP_SPINCOUNT", None)  # (this process's dlpc runtime set it: it overrides a policy)
     if wait_policy:
         env["OMP_WAIT_POLICY"] = wait_policy
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", *args]
@@ -966,7 +967,7 @@ def main(argv: list[str] | None = None) -> int:
         "--omp-wait-policy",
         choices=("ACTIVE", "PASSIVE"),
         help="with --batches: OMP_WAIT_POLICY for every worker (default: unset, each "
-        "library's own: dlpc's runtime PASSIVE, torch's libgomp spin-then-sleep)",
+        "library's own: dlpc's runtime and torch's libgomp spin-then-sleep)",
     )
     p.add_argument(
         "--memory",
@@ -1054,7 +1055,7 @@ def batches_table(args) -> int:
         f"latency in ms, median of {args.repeat} runs after {args.warmup} warm-up runs "
         f"(the smallest of {args.rounds} interleaved rounds' medians), each runner in its own process "
         f"with `thr` threads (dlpc C: OMP_NUM_THREADS, OMP_WAIT_POLICY "
-        f"{args.omp_wait_policy or 'as dlpc sets it: PASSIVE'}; "
+        f"{args.omp_wait_policy or 'as dlpc sets it: unset, GOMP_SPINCOUNT=10000'}; "
         f"onnxruntime: intra_op_num_threads, inter_op 1; torch eager: set_num_threads).\n"
         f"dlpc C runs the .dlpc example; 'ONNX ts'/'ONNX dyn': dlpc.load + dlpc.compile "
         f"(target c) of the torch.onnx export of the same model (TorchScript exporter "

@@ -87,7 +87,7 @@ from dlpc.passes.schedule.script import apply_script, parse_script
 from dlpc.passes.schedule.tensorize import LANES, MAX_DOT, MAX_MR, MAX_NR
 
 # Kernels of fewer iterations (multiply-adds for a matmul) stay serial: waking the second
-# OpenMP thread (dlpc's runtime lets idle threads sleep: OMP_WAIT_POLICY=PASSIVE) costs
+# OpenMP thread (idle threads sleep after a short spin, backends/runtime/cbuild.py) costs
 # several microseconds. Measured on 2 threads, quiet machine, min of 5 medians of 100
 # calls, 16K -> 256K: mlp batch 1 0.025 -> 0.019 ms, batch 32 0.175 -> 0.106; resnet
 # batch 1 0.218 -> 0.140; transformer batch 1 0.027 -> 0.021; others even. 1M made

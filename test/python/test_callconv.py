@@ -3,6 +3,9 @@ argument checks, dtype conversion, 0-d arguments, output allocation."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -116,3 +119,35 @@ def test_read_only_and_empty_arrays_pass_their_own_data():
         assert address(arg) == arg.ctypes.data
     empty = np.zeros((0, 3), np.float32)
     assert address(empty) == empty.ctypes.data
+
+
+@pytest.mark.parametrize(
+    "env, spin",
+    [
+        ({}, "10000"),  # nothing chosen: a short spin, then sleep
+        ({"OMP_WAIT_POLICY": "PASSIVE"}, None),  # the user's policy stands
+        ({"GOMP_SPINCOUNT": "5"}, "5"),
+    ],
+)
+def test_openmp_threads_spin_briefly_unless_the_user_chose(env, spin):
+    """The C runtime sets GOMP_SPINCOUNT before libgomp first loads, and only when the user
+    set neither OMP_WAIT_POLICY nor GOMP_SPINCOUNT (a spin count would override a policy)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import os\n"
+        "from dlpc.backends.runtime.cbuild import CFunction\n"
+        "from dlpc.passes import pipeline\n"
+        "from test_callconv import SCALE\n"
+        "CFunction(pipeline.parse_module(SCALE), name='callconv')\n"
+        "print(os.environ.get('GOMP_SPINCOUNT'))\n"
+    )
+    clean = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    here = str(Path(__file__).resolve().parent)
+    clean["PYTHONPATH"] = os.pathsep.join([here, clean.get("PYTHONPATH", "")])
+    done = subprocess.run(
+        [sys.executable, "-c", code], env={**clean, **env}, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(spin)
