@@ -434,6 +434,19 @@ def _pair(v) -> tuple[int, int]:
     return (v, v) if isinstance(v, int) else tuple(v) * (2 // len(v))
 
 
+# element type names as attribute values (`cast(x, to=f64)`), as torch dtypes
+_TYPE_NAMES = {
+    "f16": torch.float16,
+    "f32": torch.float32,
+    "f64": torch.float64,
+    "i1": torch.bool,
+    "bool": torch.bool,
+    "i8": torch.int8,
+    "i32": torch.int32,
+    "i64": torch.int64,
+}
+
+
 class TorchInterpreter:
     """Evaluates the AST of a program in float32, op by op, with torch's own functions
     (numbers combine as Python numbers, as the language says)."""
@@ -463,7 +476,7 @@ class TorchInterpreter:
             return e.value
         if isinstance(e, ast.Name):
             return (
-                {"true": True, "false": False, "inf": math.inf}.get(e.id, None)
+                {"true": True, "false": False, "inf": math.inf}.get(e.id, _TYPE_NAMES.get(e.id))
                 if e.id not in self.env
                 else self.env[e.id]
             )
@@ -617,6 +630,9 @@ class TorchInterpreter:
     # matmul, linear, NCHW
     def op_matmul(self, a, b):
         return torch.matmul(a, b)  # noqa: E704
+
+    def op_cast(self, x, to):
+        return x.to(to)  # noqa: E704
 
     def op_linear(self, x, w, bias=None):
         return F.linear(x, w, bias)  # noqa: E704
