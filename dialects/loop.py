@@ -430,6 +430,15 @@ def spine(parent: KernelOp | ForOp) -> list[ForOp]:
         block = inner[0].block
 
 
+def ancestor_in(op: Operation, block: Block) -> Operation:
+    """The ancestor of `op` (or `op` itself) that sits directly in `block`."""
+    while op.parent_block() is not block:
+        parent = op.parent_op()
+        assert parent is not None, f"{op.name} is not inside the block"
+        op = parent
+    return op
+
+
 def defined_inside(value: SSAValue, root: Operation) -> bool:
     """Is `value` a result or block argument of an op nested in `root` (or of `root`)?"""
     owner = value.owner

@@ -52,7 +52,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import VerifyException
 
-from dlpc.dialects.loop import ForOp, KernelOp, defined_inside
+from dlpc.dialects.loop import ForOp, KernelOp, ancestor_in, defined_inside
 from dlpc.dialects.typed import memref_type
 
 ALIGN = 64
@@ -81,15 +81,6 @@ def buffer_bytes(ty: MemRefType, what: str) -> int:
     elt = str(ty.get_element_type())
     size = ELEMENT_BYTES.get(elt, 1 if elt == "i1" else 8)
     return math.prod(shape) * size
-
-
-def _top(op: Operation, block) -> Operation:
-    """The ancestor of `op` that sits directly in `block`."""
-    while op.parent_block() is not block:
-        parent = op.parent_op()
-        assert parent is not None, "an op outside @main"
-        op = parent
-    return op
 
 
 def _aliases(value: SSAValue) -> list[SSAValue]:
@@ -393,7 +384,7 @@ def _refree(value: SSAValue, fn: func.FuncOp) -> None:
         return
     block = fn.body.block
     last = max(
-        (_top(u.operation, block) for v in _aliases(value) for u in v.uses),
+        (ancestor_in(u.operation, block) for v in _aliases(value) for u in v.uses),
         key=_positions(fn).__getitem__,
     )
     if last is not free and free.is_before_in_block(last):
@@ -420,11 +411,11 @@ def read_through(c: CopyMap, fn: func.FuncOp) -> bool:
         user = use.operation
         if isinstance(user, memref.DeallocOp) or user.parent_op() is None:
             continue
-        if isinstance(user, memref.StoreOp) and _top(user, block) is c.kernel:
+        if isinstance(user, memref.StoreOp) and ancestor_in(user, block) is c.kernel:
             continue
-        if not isinstance(user, memref.LoadOp) or where[_top(user, block)] <= at:
+        if not isinstance(user, memref.LoadOp) or where[ancestor_in(user, block)] <= at:
             return False
-        reader = _top(user, block)
+        reader = ancestor_in(user, block)
         if isinstance(reader, KernelOp) and is_reshape_copy(reader) is not None:
             # alias_reshapes later makes a reshape kernel an alias of what it reads, as if
             # it read row-major: read through a transpose map, it would not (NHWC lenet's
@@ -468,15 +459,15 @@ def write_through(c: CopyMap, fn: func.FuncOp) -> bool:
             continue
         if not isinstance(user, memref.LoadOp | memref.StoreOp) or user.memref is not c.src:
             return False
-        if _top(user, block) is c.kernel:
+        if ancestor_in(user, block) is c.kernel:
             continue
-        if where[_top(user, block)] >= at:
+        if where[ancestor_in(user, block)] >= at:
             return False
-        producer = _top(user, block)
+        producer = ancestor_in(user, block)
         if isinstance(producer, KernelOp) and is_reshape_copy(producer) is not None:
             return False  # (as in read_through: alias_reshapes would alias it as row-major)
         accesses.append(user)
-    if any(where[_top(u.operation, block)] < at for u in c.dst.uses):
+    if any(where[ancestor_in(u.operation, block)] < at for u in c.dst.uses):
         return False
     for op in accesses:
         indices = [op.indices[perm.index(d)] for d in range(len(perm))]
@@ -638,7 +629,7 @@ def plan(fn: func.FuncOp) -> tuple[list[Buffer], int]:
             what = f"%{op.memref.name_hint}" if op.memref.name_hint else "an intermediate"
             size = buffer_bytes(ty, what)
             users = [
-                position[_top(use.operation, block)]
+                position[ancestor_in(use.operation, block)]
                 for v in _aliases(op.memref)
                 for use in v.uses
                 if not isinstance(use.operation, memref.DeallocOp)
@@ -726,7 +717,9 @@ def check_plan(fn: func.FuncOp) -> list[str]:
             ty = op.result.type
             assert isinstance(ty, MemRefType)
             users = [
-                position[_top(use.operation, block)] for v in _aliases(op.result) for use in v.uses
+                position[ancestor_in(use.operation, block)]
+                for v in _aliases(op.result)
+                for use in v.uses
             ]
             users = users or [position[op]]
             size = buffer_bytes(ty, "a view")

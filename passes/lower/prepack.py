@@ -57,7 +57,7 @@ from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import VerifyException
 
-from dlpc.dialects.loop import ForOp, KernelOp
+from dlpc.dialects.loop import ForOp, KernelOp, ancestor_in
 
 PACKED = "dlpc.packed"  # the packed block: memref.alloc in @main
 PREPARE = "dlpc.prepare"  # a kernel that packs weights: runs once per weights binding
@@ -246,8 +246,8 @@ class _Finder:
         stores = [u.operation for u in buf.uses if isinstance(u.operation, memref.StoreOp)]
         if not stores or any(s.memref is not buf for s in stores):
             return None
-        nests = {id(_top_in(s, block)) for s in stores}
-        nest = _top_in(stores[0], block)
+        nests = {id(ancestor_in(s, block)) for s in stores}
+        nest = ancestor_in(stores[0], block)
         if len(nests) != 1 or not isinstance(nest, ForOp):
             return None
         order = {id(op): n for n, op in enumerate(block.ops)}
@@ -257,7 +257,7 @@ class _Finder:
                 continue
             if not isinstance(user, memref.LoadOp) or nest.is_ancestor(user):
                 return None
-            if order[id(_top_in(user, block))] <= order[id(nest)]:
+            if order[id(ancestor_in(user, block))] <= order[id(nest)]:
                 return None
         pack = Pack(k, alloc, nest, [], [])
         if not self.reads_only_weights(pack, outer):
@@ -339,15 +339,6 @@ def _enclosing_loops(op: Operation, k: KernelOp) -> list[ForOp] | None:
         loops.append(parent)
         parent = parent.parent_op()
     return loops[::-1]
-
-
-def _top_in(op: Operation, block: Block) -> Operation:
-    """The ancestor of `op` (or `op`) that sits in `block`."""
-    while op.parent_block() is not block:
-        parent = op.parent_op()
-        assert parent is not None
-        op = parent
-    return op
 
 
 def _index(pack: Pack, ivs: Mapping[ForOp, SSAValue]) -> tuple[list[Operation], list[SSAValue]]:

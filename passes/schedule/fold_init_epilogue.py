@@ -61,7 +61,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
-from dlpc.dialects.loop import ForOp, KernelOp, kernels
+from dlpc.dialects.loop import ForOp, KernelOp, ancestor_in, kernels
 from dlpc.passes.schedule._common import get_kernel, is_reduction, memref_type
 
 
@@ -140,14 +140,6 @@ def _under_reduction(op: Operation, kernel: KernelOp) -> bool:
     return False
 
 
-def _top(op: Operation, kernel: KernelOp) -> Operation:
-    while op.parent_op() is not kernel:
-        parent = op.parent_op()
-        assert parent is not None
-        op = parent
-    return op
-
-
 def fold_kernel(kernel: KernelOp) -> bool:
     """Fold `kernel`'s init and epilogue nests into its accumulator tile; whether it did."""
     tops = [op for op in kernel.block.ops if isinstance(op, ForOp)]
@@ -179,8 +171,8 @@ def fold_kernel(kernel: KernelOp) -> bool:
     if len(copy_in) != 1 or len(copy_out) != 1:
         return False
     load, store = copy_in[0], copy_out[0]
-    main = _top(load, kernel)
-    if main is not _top(store, kernel):
+    main = ancestor_in(load, kernel.block)
+    if main is not ancestor_in(store, kernel.block):
         return False
     if post is not None:  # what the epilogue reads from outside it must be there already
         before = set(kernel.block.ops).difference([init, posts[0]])
@@ -193,7 +185,7 @@ def fold_kernel(kernel: KernelOp) -> bool:
                     continue  # defined outside the kernel: available everywhere in it
                 if posts[0].is_ancestor(where):
                     continue
-                top = _top(where, kernel)
+                top = ancestor_in(where, kernel.block)
                 if top not in before or order.index(top) > order.index(main):
                     return False
     if _under_reduction(load, kernel) or _under_reduction(store, kernel):
