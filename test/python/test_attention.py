@@ -5,12 +5,12 @@ the same transformer exported from PyTorch to ONNX (both exporters) compiling to
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
 
 import numpy as np
 import pytest
+from test_onnx_bench_paths import _bench as load_bench_models
 
 import dlpc
 from dlpc import api
@@ -105,14 +105,6 @@ def test_transformer_kernels():
     ]
 
 
-def _bench_models():
-    spec = importlib.util.spec_from_file_location("bench_models", ROOT / "bench" / "models.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def _kind(origin: str) -> str:
     """matmul-class kernels alike (ONNX has MatMul where the .dlpc has linear)."""
     anchor = re.sub(r"^graph\.fused\(graph\.(\w+).*", r"\1", origin).removeprefix("graph.")
@@ -127,7 +119,7 @@ def test_onnx_exports_compile_to_the_examples_kernels(tmp_path, exporter):
         pytest.importorskip("onnxscript", reason="the dynamo exporter needs onnxscript")
     model = dlpc.load(EXAMPLES / "transformer.dlpc", batch=4)
     x = api.random_inputs(model, seed=0)
-    paths = _bench_models().onnx_exports(model, x, tmp_path, [exporter])
+    paths = load_bench_models().onnx_exports(model, x, tmp_path, [exporter])
     assert exporter in paths, f"the {exporter} export failed"
     exported = dlpc.load(paths[exporter])
     compiled = api.compile(exported)
