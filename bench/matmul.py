@@ -134,7 +134,7 @@ def resnet_convs():
     import dlpc
     from dlpc.dialects.loop import kernels
     from dlpc.passes.pipeline import PipelineOptions, lower
-    from dlpc.passes.schedule.default import analyse
+    from dlpc.passes.schedule.nest import analyse
     from dlpc.tune.measure import extract_kernel
 
     m = dlpc.load(ROOT / "examples" / "resnet.dlpc").module.clone()

@@ -25,19 +25,16 @@ from dataclasses import dataclass
 from xdsl.dialects.builtin import ModuleOp
 
 from dlpc.passes.schedule._common import get_kernel
+from dlpc.passes.schedule.conv import conv_script
 from dlpc.passes.schedule.default import (
     GemmParams,
-    Nest,
-    _strided,
-    analyse,
     b_contiguous_in_k,
-    conv_input,
-    conv_script,
     gemm_default_params,
     gemm_operands,
     gemm_script,
     gemv_script,
 )
+from dlpc.passes.schedule.nest import Nest, analyse, conv_input, is_strided
 
 
 def divisors(n: int, lo: int = 1, hi: int | None = None, multiple_of: int = 1) -> list[int]:
@@ -218,7 +215,7 @@ def space_for(module: ModuleOp, name: str) -> Space | None:
         name,
         knobs,
         nest,
-        strided=len(s) == 4 and _strided(kernel, nest) and conv_input(kernel, nest) is not None,
+        strided=len(s) == 4 and is_strided(kernel, nest) and conv_input(kernel, nest) is not None,
     )
 
 

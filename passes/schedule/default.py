@@ -76,12 +76,25 @@ from dlpc.dialects.loop import ForOp, KernelOp, kernels
 from dlpc.passes.schedule._common import (
     ScheduleError,
     affine,
-    buffers_accessed,
     depends_on,
     get_kernel,
-    guarded,
     is_reduction,
-    memref_type,
+)
+from dlpc.passes.schedule.conv import (
+    conv_script,
+    conv_tile_script,
+    nhwc_conv_operands,
+    nhwc_conv_tile_script,
+    pool_script,
+)
+from dlpc.passes.schedule.nest import (
+    Nest,
+    analyse,
+    buffer_token,
+    first_divisor,
+    is_strided,
+    kernel_work,
+    largest_divisor,
 )
 from dlpc.passes.schedule.script import apply_script, parse_script
 from dlpc.passes.schedule.tensorize import LANES, MAX_DOT, MAX_MR, MAX_NR
@@ -96,72 +109,6 @@ SERIAL_WORK = 1 << 18
 
 
 # --------------------------------------------------------------- nest analysis
-
-
-@dataclass
-class Nest:
-    """A single-nest reduction kernel: spatial loops, then reduction loops (names)."""
-
-    spatial: list[str]
-    reduce: list[str]
-    trips: dict[str, int]
-
-
-def analyse(kernel: KernelOp) -> Nest | None:
-    """The loop structure of a te-to-loop kernel (read-only), or None if it has none."""
-    tops = [op for op in kernel.block.ops if isinstance(op, ForOp)]
-    if len(tops) != 1:
-        return None
-    spatial, reduce = [], []
-    loop: ForOp | None = tops[0]
-    while loop is not None and not is_reduction(loop):
-        spatial.append(loop)
-        inner = [op for op in loop.block.ops if isinstance(op, ForOp)]
-        loop = inner[0] if len(inner) == 1 else None
-    while loop is not None and is_reduction(loop):
-        reduce.append(loop)
-        inner = [op for op in loop.block.ops if isinstance(op, ForOp)]
-        loop = inner[0] if len(inner) == 1 else None
-    if not spatial:
-        return None
-    names = [lp.loop_name for lp in spatial + reduce]
-    if any(n is None for n in names):
-        return None
-    return Nest(
-        [lp.loop_name for lp in spatial],
-        [lp.loop_name for lp in reduce],
-        {lp.loop_name: lp.trip_count for lp in spatial + reduce},
-    )
-
-
-def _work(kernel: KernelOp) -> int:
-    total = 0
-    for top in (op for op in kernel.block.ops if isinstance(op, ForOp)):
-        total += _nest_work(top)
-    return total
-
-
-def _nest_work(loop: ForOp) -> int:
-    inner = [op for op in loop.block.ops if isinstance(op, ForOp)]
-    return loop.trip_count * max(1, sum(_nest_work(lp) for lp in inner))
-
-
-def _largest_divisor(n: int, limit: int, multiple_of: int = 1) -> int:
-    best = multiple_of if n % multiple_of == 0 else 1
-    for d in range(1, min(n, limit) + 1):
-        if n % d == 0 and d % multiple_of == 0:
-            best = d
-    return best
-
-
-def _first_divisor(n: int, choices) -> int:
-    return next((c for c in choices if n % c == 0), 1)
-
-
-def buffer_token(kernel: KernelOp, value) -> str:
-    """`@n`: the buffer's position in the kernel's access order (stable while the script
-    runs, and the same in a kernel extracted for tuning and in the whole model)."""
-    return f"@{buffers_accessed(kernel, external=True).index(value)}"
 
 
 # ------------------------------------------------------------------ templates
@@ -241,7 +188,7 @@ def contiguous_reduction(kernel: KernelOp, nest: Nest) -> bool:
 def gemv_script(kernel: KernelOp, nest: Nest, factor: int = 16) -> str:
     """Few rows and B contiguous along k: vectorize the dot products (rfactor)."""
     K, k = kernel.sym, nest.reduce[0]
-    f = _first_divisor(nest.trips[k], (factor, 16, 8, 4, 2))
+    f = first_divisor(nest.trips[k], (factor, 16, 8, 4, 2))
     return "\n".join([f"decompose {K}", f"rfactor {K}/{k} by {f}"])
 
 
@@ -253,8 +200,8 @@ def dot_tile(m: int, n: int) -> tuple[int, int]:
     within 8, and the largest divisor of n that keeps `mr * nr` partial-sum vectors
     within MAX_DOT registers and at most 8 (8 independent FMA chains hide the FMA
     latency; more only add register pressure)."""
-    mr = _largest_divisor(m, 8)
-    nr = _largest_divisor(n, max(1, min(8, MAX_DOT // mr)))
+    mr = largest_divisor(m, 8)
+    nr = largest_divisor(n, max(1, min(8, MAX_DOT // mr)))
     return mr, nr
 
 
@@ -299,8 +246,8 @@ def _gemm_tile(m: int, n: int) -> tuple[int, int]:
     `v = ceil(nr / 16)` vectors per row, scaled by the share of vector lanes in use),
     within ACC_VECTORS accumulators: M = 17 gets one 17 x 16 tile instead of 1 x 32
     strips, N = 10 one 10-wide (masked) vector per row instead of 2-wide ones."""
-    nr = _first_divisor(n, (32, 16))
-    mr = _first_divisor(m, (8, 6, 4))
+    nr = first_divisor(n, (32, 16))
+    mr = first_divisor(m, (8, 6, 4))
     if mr in (4, 6) and m == mr and n % 64 == 0:
         return mr, 64  # one row block of 4 or 6 rows: 16 or 24 accumulators, not 8 or 12
     if nr > 1 and mr > 1:
@@ -324,7 +271,7 @@ def gemm_default_params(m: int, n: int, k: int) -> GemmParams:
     gave 76 GFLOP/s, 128/512/512 97, OpenBLAS 94-98: with nc = 256 the A blocks are
     packed twice as often)."""
     mr, nr = _gemm_tile(m, n)
-    kc = _largest_divisor(k, 512)
+    kc = largest_divisor(k, 512)
     if kc < 64 or (m <= mr and k <= 2048):
         # no useful divisor (k prime, 257 ..): one block, not k blocks of 1; or one row
         # block, which streams each panel of B once whatever kc is: one block too
@@ -336,12 +283,12 @@ def gemm_default_params(m: int, n: int, k: int) -> GemmParams:
     if mr < 4 and m > 8:
         # no divisor of M makes a tile of 4 rows or more (M = 37, 101, 2 * 37 ..): tiles
         # of mr rows and one remainder tile, as a GEMM library's edge kernels do
-        nr = _first_divisor(n, (32, 16, 64, 48)) if n % LANES == 0 else nr
+        nr = first_divisor(n, (32, 16, 64, 48)) if n % LANES == 0 else nr
         mr = max(1, min(8, ACC_VECTORS // -(-nr // LANES)))
-        return GemmParams(m, _largest_divisor(n, 512, nr), kc, mr, nr, False, True, True)
+        return GemmParams(m, largest_divisor(n, 512, nr), kc, mr, nr, False, True, True)
     return GemmParams(
-        mc=_largest_divisor(m, 128, mr),
-        nc=_largest_divisor(n, 512, nr),
+        mc=largest_divisor(m, 128, mr),
+        nc=largest_divisor(n, 512, nr),
         kc=kc,
         mr=mr,
         nr=nr,
@@ -473,344 +420,6 @@ def reduction_script(kernel: KernelOp, nest: Nest) -> str:
     return "\n".join(lines)
 
 
-def conv_input(kernel: KernelOp, nest: Nest):
-    """The buffer read along the last spatial loop and the reduction loops (a conv's or
-    pooling's input), or None."""
-    loops = {lp.loop_name: lp for lp in kernel.loops()}
-    last, red = loops[nest.spatial[-1]].induction_var, loops[nest.reduce[-1]].induction_var
-    for op in loops[nest.reduce[-1]].walk():
-        if (
-            isinstance(op, memref.LoadOp)
-            and any(depends_on(i, last) for i in op.indices)
-            and any(depends_on(i, red) for i in op.indices)
-        ):
-            return op.memref
-    return None
-
-
-def conv_output(kernel: KernelOp):
-    stores = [
-        op
-        for op in kernel.walk()
-        if isinstance(op, memref.StoreOp) and op.memref in buffers_accessed(kernel, external=True)
-    ]
-    return stores[0].memref if stores else None
-
-
-def conv_script(
-    kernel: KernelOp, nest: Nest, cb: int = 4, threads: int = 2, register_tile: bool = False
-) -> str:
-    """Convolution / pooling as im2col-style rows: the input rows one output row needs
-    are packed (padding resolved) into `xp[ci][kh][kw][ow]`, shared by all output
-    channels; output channels blocked by `cb` (unrolled), the output row vectorized."""
-    x = conv_input(kernel, nest)
-    if x is None or len(nest.spatial) != 4:
-        raise ScheduleError(f"kernel '{kernel.sym}' is not convolution-shaped")
-    K = kernel.sym
-    n, c, h, w = nest.spatial
-    lines = [f"decompose {K}"]
-    inner_c: list[str] = []
-    outer_c = c
-    if cb > 1 and nest.trips[c] % cb == 0 and nest.trips[c] > cb:
-        lines.append(f"split {K}/{c} by {cb} -> {c}o, {c}i")
-        outer_c, inner_c = f"{c}o", [f"{c}i"]
-    outer_w, inner_w = [], w
-    if nest.trips[w] > 64:
-        wt = _largest_divisor(nest.trips[w], 64)
-        if wt >= 8:
-            lines.append(f"split {K}/{w} by {wt} -> {w}o, {w}i")
-            outer_w, inner_w = [f"{w}o"], f"{w}i"
-    tile = [n, h, outer_c] + outer_w
-    lines.append(f"reorder {K}: {', '.join(tile + nest.reduce + inner_c + [inner_w])}")
-    lines.append(f"cache_read {K}/{h} {buffer_token(kernel, x)} -> {K}_xp pack")
-    out = conv_output(kernel)
-    width = nest.trips[inner_w] if not outer_w else _largest_divisor(nest.trips[w], 64)
-    if out is not None and register_tile and cb * width <= 256:
-        # the output tile (cb x width) accumulates in registers across the reductions
-        lines.append(f"cache_write {K}/{tile[-1]} {buffer_token(kernel, out)} -> {K}_acc")
-        lines += [f"unroll {K}/{ci}" for ci in inner_c]
-        lines.append(f"unroll {K}/{inner_w}")
-    else:
-        lines += [f"unroll {K}/{ci}" for ci in inner_c]
-        lines.append(f"vectorize {K}/{inner_w}")
-    lines.append(f"serial {K}")
-    if nest.trips[h] >= threads:
-        lines.append(f"parallel {K}/{h}")
-    return "\n".join(lines)
-
-
-# The register tile of `conv_tile_script`: at most this many vector accumulators
-# (AVX-512 has 32 registers; the rest hold the input vectors and the broadcast weight).
-CONV_TILE_VECTORS = 24
-# Bytes of the whole-image im2col buffer above which the tiled conv is not used.
-CONV_PACK_BYTES = 8 << 20
-# Multiply-adds below which a conv stays on one thread: an OpenMP fork/join with sleeping
-# (OMP_WAIT_POLICY=PASSIVE) workers costs ~10 us, a 2M-MAC conv ~40 us at 100 GFLOP/s.
-# At batch 1, 2 threads ran LeNet 0.047 ms and mobilenet 0.116 ms against 0.031 / 0.093 ms
-# on one: their convs are 0.1-0.5M MACs.
-CONV_PARALLEL_MACS = 1 << 21
-# Output rows per tile at most, for a ragged row (LeNet, batch 4 and 32, 1 thread,
-# interleaved: 8 (7 rows x 1 channel) ran the model ~5% faster than 4 (4 x 2)).
-CONV_RAGGED_ROWS = 8
-
-
-def _parallel_pays(nest: Nest) -> bool:
-    return math.prod(nest.trips.values()) >= CONV_PARALLEL_MACS
-
-
-def _conv_load(kernel: KernelOp, x) -> memref.LoadOp | None:
-    return next(
-        (op for op in kernel.walk() if isinstance(op, memref.LoadOp) and op.memref is x), None
-    )
-
-
-def conv_tile_script(kernel: KernelOp, nest: Nest, threads: int = 2, lanes: int = 16) -> str:
-    """Direct convolution with an output tile in registers (the conv analogue of the
-    gemm micro-kernel): for each output row, a block of `cb` output channels x the row
-    accumulates in a local `acc` (cache_write) across all reduction loops, the channel
-    block unrolled (one broadcast weight each) and the row vectorized, so the tile stays
-    in `cb * ceil(W / lanes)` vector registers. The input the rows read is packed once
-    per image, outside the parallel loop: a stride-1 padded input as a padded copy
-    (`cache_read` of a padded read), a strided one as im2col rows
-    `xp[oh][ci][kh][kw][ow]` (strides removed, padding resolved); an unpadded stride-1
-    input (1x1 conv) is read directly.
-    The output rows are parallel (more work than the few channel blocks). Depthwise
-    convs: `depthwise_tile_script`; not for pooling."""
-    x = conv_input(kernel, nest)
-    out = conv_output(kernel)
-    if x is None or out is None or len(nest.spatial) != 4:
-        raise ScheduleError(f"kernel '{kernel.sym}' is not convolution-shaped")
-    K = kernel.sym
-    n, c, h, w = nest.spatial
-    W = nest.trips[w]
-    nv = -(-W // lanes)
-    if nv > 4:  # a wide row: tile it, a multiple of the vector width
-        wt = _largest_divisor(W, 4 * lanes, lanes)
-        if wt < lanes:
-            raise ScheduleError(f"kernel '{K}': row of {W} does not tile by {lanes}")
-        nv = wt // lanes
-    else:
-        wt = W
-    rb = 1  # output rows per tile
-    pieces = W // lanes + bin(W % lanes).count("1")  # GCC: a 28-wide row is 16 + 8 + 4
-    if wt == W and pieces >= 3 and nest.trips[h] > 1:
-        # a ragged row: several rows per tile, so each broadcast weight feeds more FMAs
-        # and the tile's fixed costs (zeroing, copy-out) spread over more rows (LeNet's
-        # conv1 at batch 32, 1 row x 6 channels: 306 us, 4 x 2: 222 us, 7 x 1: ~5% less
-        # again on the whole model; measured on that row only, hence only 3+ pieces)
-        rows = max(1, min(CONV_RAGGED_ROWS, CONV_TILE_VECTORS // pieces))
-        rb = _largest_divisor(nest.trips[h], rows)
-        nv = pieces * rb
-    cb = _largest_divisor(nest.trips[c], max(1, CONV_TILE_VECTORS // nv))
-    load = _conv_load(kernel, x)
-    assert load is not None
-    loops = {lp.loop_name: lp for lp in kernel.loops()}
-    if not any(isinstance(op, arith.MulfOp) for op in loops[nest.reduce[-1]].walk()):
-        raise ScheduleError(f"kernel '{K}' is a pooling, not a convolution")
-    if any(depends_on(i, loops[c].induction_var) for i in load.indices):
-        return depthwise_tile_script(kernel, nest, x, out, load)
-    strided = _strided(kernel, nest)
-    direct = not guarded(load, kernel) and not strided
-    staged = 0  # bytes staged per image
-    if strided:
-        staged = nest.trips[h] * W * math.prod(nest.trips[r] for r in nest.reduce) * 4
-        if staged > CONV_PACK_BYTES:
-            raise ScheduleError(f"kernel '{K}': im2col of {staged} bytes is too large")
-    elif not direct:
-        staged = 4 * math.prod(memref_type(x).get_shape()) // nest.trips[n]
-    N = nest.trips[n]
-    # a batch: stage every image at once and run the (image, row) pairs as one parallel
-    # loop (one fork/join per call instead of one per image), within the staging budget
-    batched = N > 1 and N * staged <= CONV_PACK_BYTES
-    lines = [f"decompose {K}"]
-    inner_c, outer_c = [], c
-    if cb < nest.trips[c]:
-        lines.append(f"split {K}/{c} by {cb} -> {c}o, {c}i")
-        inner_c, outer_c = [f"{c}i"], f"{c}o"
-    else:
-        inner_c, outer_c = [c], None
-    outer_w, inner_w = [], w
-    if wt < W:
-        lines.append(f"split {K}/{w} by {wt} -> {w}o, {w}i")
-        outer_w, inner_w = [f"{w}o"], f"{w}i"
-    row, inner_h = h, []
-    if rb > 1:
-        lines.append(f"split {K}/{h} by {rb} -> {h}o, {h}i")
-        row, inner_h = f"{h}o", [f"{h}i"]
-    tile = [n, row] + ([outer_c] if outer_c else []) + outer_w
-    stage_at = n
-    if batched:
-        lines.append(f"split {K}/{n} by {N} -> {n}b, {n}n")
-        tile = [f"{n}b", f"{n}n"] + tile[1:]
-        stage_at = f"{n}b"
-    lines.append(f"reorder {K}: {', '.join(tile + nest.reduce + inner_h + inner_c + [inner_w])}")
-    if strided:  # im2col rows: strides removed, padding resolved
-        lines.append(f"cache_read {K}/{stage_at} {buffer_token(kernel, x)} -> {K}_xp pack")
-    elif not direct:  # stride 1, padded: a padded copy (1.1x the input, not im2col's 9x)
-        lines.append(f"cache_read {K}/{stage_at} {buffer_token(kernel, x)} -> {K}_xp")
-    # the accumulator tile around the reduction loops (cb x rb rows x wt)
-    lines.append(f"cache_write {K}/{tile[-1]} {buffer_token(kernel, out)} -> {K}_acc")
-    lines += [f"unroll {K}/{hi}" for hi in inner_h]
-    lines += [f"unroll {K}/{ci}" for ci in inner_c]
-    lines.append(f"vectorize {K}/{inner_w}")
-    lines.append(f"serial {K}")
-    if batched:
-        lines.append(f"fuse {K}/{n}n, {row} -> {n}{h}")
-        if _parallel_pays(nest):
-            lines.append(f"parallel {K}/{n}{h}")
-    elif nest.trips[h] // rb >= threads and _parallel_pays(nest):
-        lines.append(f"parallel {K}/{row}")
-    return "\n".join(lines)
-
-
-def depthwise_tile_script(kernel: KernelOp, nest: Nest, x, out, load) -> str:
-    """Depthwise conv (the input channel follows the output channel, stride 1): no input
-    reuse across channels, so no im2col; the input is copied once per image with its
-    padding (`cache_read` of a padded read: a zero border instead of a guard per
-    multiply-add), and a block of 4 channels x the row accumulates in registers around
-    the reductions (4 independent FMA chains per vector); channel blocks parallel."""
-    K = kernel.sym
-    n, c, h, w = nest.spatial
-    if _strided(kernel, nest) or nest.trips[w] > 4 * 16:
-        raise ScheduleError(f"kernel '{K}': strided or wide depthwise conv")
-    cb = 4 if nest.trips[c] % 4 == 0 and nest.trips[c] > 4 else 1
-    lines = [f"decompose {K}"]
-    outer = [n]
-    inner_c = []
-    if cb > 1:
-        lines.append(f"split {K}/{c} by {cb} -> {c}o, {c}i")
-        outer, inner_c = [n, f"{c}o"], [f"{c}i"]
-    else:
-        outer = [n, c]
-    lines.append(f"reorder {K}: {', '.join(outer + [h] + nest.reduce + inner_c + [w])}")
-    if guarded(load, kernel):
-        lines.append(f"cache_read {K}/{n} {buffer_token(kernel, x)} -> {K}_xp")
-    lines.append(f"cache_write {K}/{h} {buffer_token(kernel, out)} -> {K}_acc")
-    lines += [f"unroll {K}/{ci}" for ci in inner_c]
-    lines.append(f"vectorize {K}/{w}")
-    lines.append(f"serial {K}")
-    if _parallel_pays(nest):
-        lines.append(f"parallel {K}/{outer[1]}")
-    return "\n".join(lines)
-
-
-def nhwc_conv_operands(kernel: KernelOp, nest: Nest):
-    """(input, weight) of an NHWC convolution nest (spatial n, h, w, c: the output
-    channel innermost; the weight read along c and the reductions, the input along h/w
-    and the reductions but not c), else None (NCHW, depthwise, pooling, not a conv)."""
-    if len(nest.spatial) != 4 or not nest.reduce:
-        return None
-    loops = {lp.loop_name: lp for lp in kernel.loops()}
-    c = loops[nest.spatial[-1]].induction_var
-    hw = [loops[s].induction_var for s in nest.spatial[1:3]]
-    red = [loops[r].induction_var for r in nest.reduce]
-    x = w = None
-    for op in loops[nest.reduce[-1]].walk():
-        if not isinstance(op, memref.LoadOp):
-            continue
-        uses = lambda ivs, op=op: any(depends_on(i, v) for i in op.indices for v in ivs)  # noqa: E731
-        if not uses(red):
-            continue
-        if uses([c]) and not uses(hw):
-            w = op.memref
-        elif uses(hw[:1]) and uses(hw[1:]) and not uses([c]):
-            x = op.memref
-    if x is None or w is None:
-        return None
-    if not any(isinstance(op, arith.MulfOp) for op in loops[nest.reduce[-1]].walk()):
-        return None
-    return x, w
-
-
-def nhwc_conv_tile_script(kernel: KernelOp, nest: Nest, lanes: int = 16) -> str:
-    """NHWC direct convolution with an output tile in registers: `wt` output columns x
-    `cb` output channels (whole vectors) accumulate in a local `acc` (cache_write, the
-    channels contiguous) around all reduction loops; the columns unrolled (one
-    broadcast input value each), the channels vectorized. The weight is packed once per
-    call as `wp[c/cb][kh][kw][ci][cb]` (`cache_read ... pack`: contiguous along the
-    vectorized channels whatever layout it arrives in, and hoistable to load time); a
-    padded input is staged once as a padded copy. With a batch, (image, row) pairs are
-    one parallel loop; else the rows are."""
-    ops = nhwc_conv_operands(kernel, nest)
-    out = conv_output(kernel)
-    if ops is None or out is None:
-        raise ScheduleError(f"kernel '{kernel.sym}' is not an NHWC convolution")
-    x, weight = ops
-    K = kernel.sym
-    n, h, w, c = nest.spatial
-    N, W, C = nest.trips[n], nest.trips[w], nest.trips[c]
-    if C % lanes:
-        raise ScheduleError(f"kernel '{K}': {C} output channels are not whole vectors")
-    cbv = _largest_divisor(C // lanes, 4)
-    wt = _largest_divisor(W, max(1, CONV_TILE_VECTORS // cbv))
-    if wt < 2 and W > 1:
-        raise ScheduleError(f"kernel '{K}': row of {W} does not tile")
-    load = _conv_load(kernel, x)
-    assert load is not None
-    padded = guarded(load, kernel)
-    staged = 4 * math.prod(memref_type(x).get_shape()) if padded else 0
-    if staged > CONV_PACK_BYTES:
-        raise ScheduleError(f"kernel '{K}': padded input of {staged} bytes is too large")
-    lines = [f"decompose {K}"]
-    top = n
-    tile = [n, h]
-    if N > 1:
-        lines.append(f"split {K}/{n} by {N} -> {n}b, {n}n")
-        top, tile = f"{n}b", [f"{n}b", f"{n}n", h]
-    inner_w, inner_c = w, c
-    if wt < W:
-        lines.append(f"split {K}/{w} by {wt} -> {w}o, {w}i")
-        tile.append(f"{w}o")
-        inner_w = f"{w}i"
-    if cbv * lanes < C:
-        lines.append(f"split {K}/{c} by {cbv * lanes} -> {c}o, {c}i")
-        tile.append(f"{c}o")
-        inner_c = f"{c}i"
-    lines.append(f"reorder {K}: {', '.join(tile + nest.reduce + [inner_w, inner_c])}")
-    lines.append(f"cache_read {K}/{top} {buffer_token(kernel, weight)} -> {K}_wp pack")
-    if padded:  # a zero border instead of a guard per multiply-add
-        lines.append(f"cache_read {K}/{top} {buffer_token(kernel, x)} -> {K}_xp")
-    lines.append(f"cache_write {K}/{tile[-1]} {buffer_token(kernel, out)} -> {K}_acc")
-    lines.append(f"unroll {K}/{inner_w}")
-    lines.append(f"vectorize {K}/{inner_c}")
-    lines.append(f"serial {K}")
-    if N > 1:
-        lines.append(f"fuse {K}/{n}n, {h} -> {n}{h}")
-        if _parallel_pays(nest):
-            lines.append(f"parallel {K}/{n}{h}")
-    elif nest.trips[h] > 1 and _parallel_pays(nest):
-        lines.append(f"parallel {K}/{h}")
-    return "\n".join(lines)
-
-
-def pool_script(kernel: KernelOp, nest: Nest) -> str:
-    """A small pooling window (max/avg over at most 2x2): te-to-loop's nest with the
-    window loops unrolled, so the output loop is innermost for GCC and the window is
-    straight-line code. LeNet's 2x2 pools, 1 thread, in-process interleaved: the model
-    ~5% faster at batch 1, 4 and 32 than with im2col rows (measured on 2x2 only)."""
-    K = kernel.sym
-    if len(nest.spatial) != 4 or len(nest.reduce) != 2:
-        raise ScheduleError(f"kernel '{K}' is not pooling-shaped")
-    loops = {lp.loop_name: lp for lp in kernel.loops()}
-    if any(isinstance(op, arith.MulfOp) for op in loops[nest.reduce[-1]].walk()):
-        raise ScheduleError(f"kernel '{K}' is a convolution, not a pooling")
-    if math.prod(nest.trips[r] for r in nest.reduce) > 4:
-        raise ScheduleError(f"kernel '{K}': pooling window larger than 2x2")
-    return "\n".join(f"unroll {K}/{r}" for r in nest.reduce)
-
-
-def _strided(kernel: KernelOp, nest: Nest) -> bool:
-    """Does the input advance by more than one element per output column (stride > 1)?
-    Then vectorizing the output row reads the input with a stride; packing fixes it."""
-    x = conv_input(kernel, nest)
-    w = next(lp for lp in kernel.loops() if lp.loop_name == nest.spatial[-1])
-    for op in kernel.walk():
-        if isinstance(op, memref.LoadOp) and op.memref is x:
-            form = affine(op.indices[-1])
-            return form is not None and form.terms.get(w.induction_var, 1) > 1
-    return False
-
-
 def default_scripts(module: ModuleOp, name: str) -> list[str]:
     """Heuristic schedules of one kernel, best first (the first that applies is used)."""
     kernel = get_kernel(module, name)
@@ -834,7 +443,7 @@ def default_scripts(module: ModuleOp, name: str) -> list[str]:
         out.append(conv_script(kernel, nest))
     except ScheduleError:
         pass
-    if len(nest.spatial) == 4 and len(out) == 2 and _strided(kernel, nest):
+    if len(nest.spatial) == 4 and len(out) == 2 and is_strided(kernel, nest):
         out.reverse()  # a strided conv: im2col rows first, the plain reorder as fallback
     if len(nest.spatial) == 4 and gemm_operands(kernel, nest) is None:
         try:  # a convolution: the register-tiled direct conv first, the others as fallback
@@ -934,7 +543,7 @@ def _finish(kernel: KernelOp) -> None:
             and not is_reduction(loop)
         ):
             loop.annotate("vectorize")
-    if _work(kernel) < SERIAL_WORK:
+    if kernel_work(kernel) < SERIAL_WORK:
         for loop in kernel.loops():
             loop.annotate("parallel", False)
 

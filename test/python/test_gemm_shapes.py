@@ -130,7 +130,8 @@ def _first_schedule(text: str) -> tuple[str, bool]:
     applies to it (else the kernel would get a fallback, or te-to-loop's plain nest)."""
     from dlpc.dialects.loop import kernels
     from dlpc.passes.pipeline import PipelineOptions, lower
-    from dlpc.passes.schedule.default import analyse, default_scripts, gemm_operands, try_script
+    from dlpc.passes.schedule.default import default_scripts, gemm_operands, try_script
+    from dlpc.passes.schedule.nest import analyse
 
     m = parse_module(text)
     lower(m, "loop", PipelineOptions(opt_level=2))

@@ -305,10 +305,10 @@ def test_default_conv_schedule_runs_a_batch_as_one_parallel_loop(monkeypatch):
     (for any size here: this small conv is below the serial threshold otherwise)."""
     from dlpc.dialects.loop import kernels
     from dlpc.passes.pipeline import PipelineOptions, lower
-    from dlpc.passes.schedule import default
+    from dlpc.passes.schedule import nest
     from dlpc.passes.schedule.default import default_scripts
 
-    monkeypatch.setattr(default, "CONV_PARALLEL_MACS", 0)
+    monkeypatch.setattr(nest, "CONV_PARALLEL_MACS", 0)
 
     module = parse_module(_conv_case(*CONV_CASES[1]))  # batch 2, stride 2, padded
     lower(module, "loop", PipelineOptions(opt_level=0))

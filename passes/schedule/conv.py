@@ -1,0 +1,277 @@
+"""Convolution and pooling templates of the default schedule (see `default.py` for
+which kernel gets which): the register-tiled direct conv (NCHW, `conv_tile_script`, and
+NHWC, `nhwc_conv_tile_script`), im2col rows (`conv_script`, also the strided fallback)
+and small pooling windows (`pool_script`). Depthwise convs: `depthwise.py`.
+
+Each template returns a schedule script (`passes/schedule/script.py`) or raises
+`ScheduleError` when it does not apply.
+"""
+
+from __future__ import annotations
+
+import math
+
+from xdsl.dialects import arith, memref
+
+from dlpc.dialects.loop import KernelOp
+from dlpc.passes.schedule._common import ScheduleError, depends_on, guarded, memref_type
+from dlpc.passes.schedule.depthwise import depthwise_tile_script
+from dlpc.passes.schedule.nest import (
+    CONV_PACK_BYTES,
+    CONV_RAGGED_ROWS,
+    CONV_TILE_VECTORS,
+    Nest,
+    buffer_token,
+    conv_input,
+    conv_load,
+    conv_output,
+    is_strided,
+    largest_divisor,
+    parallel_pays,
+)
+
+
+def conv_script(
+    kernel: KernelOp, nest: Nest, cb: int = 4, threads: int = 2, register_tile: bool = False
+) -> str:
+    """Convolution / pooling as im2col-style rows: the input rows one output row needs
+    are packed (padding resolved) into `xp[ci][kh][kw][ow]`, shared by all output
+    channels; output channels blocked by `cb` (unrolled), the output row vectorized."""
+    x = conv_input(kernel, nest)
+    if x is None or len(nest.spatial) != 4:
+        raise ScheduleError(f"kernel '{kernel.sym}' is not convolution-shaped")
+    K = kernel.sym
+    n, c, h, w = nest.spatial
+    lines = [f"decompose {K}"]
+    inner_c: list[str] = []
+    outer_c = c
+    if cb > 1 and nest.trips[c] % cb == 0 and nest.trips[c] > cb:
+        lines.append(f"split {K}/{c} by {cb} -> {c}o, {c}i")
+        outer_c, inner_c = f"{c}o", [f"{c}i"]
+    outer_w, inner_w = [], w
+    if nest.trips[w] > 64:
+        wt = largest_divisor(nest.trips[w], 64)
+        if wt >= 8:
+            lines.append(f"split {K}/{w} by {wt} -> {w}o, {w}i")
+            outer_w, inner_w = [f"{w}o"], f"{w}i"
+    tile = [n, h, outer_c] + outer_w
+    lines.append(f"reorder {K}: {', '.join(tile + nest.reduce + inner_c + [inner_w])}")
+    lines.append(f"cache_read {K}/{h} {buffer_token(kernel, x)} -> {K}_xp pack")
+    out = conv_output(kernel)
+    width = nest.trips[inner_w] if not outer_w else largest_divisor(nest.trips[w], 64)
+    if out is not None and register_tile and cb * width <= 256:
+        # the output tile (cb x width) accumulates in registers across the reductions
+        lines.append(f"cache_write {K}/{tile[-1]} {buffer_token(kernel, out)} -> {K}_acc")
+        lines += [f"unroll {K}/{ci}" for ci in inner_c]
+        lines.append(f"unroll {K}/{inner_w}")
+    else:
+        lines += [f"unroll {K}/{ci}" for ci in inner_c]
+        lines.append(f"vectorize {K}/{inner_w}")
+    lines.append(f"serial {K}")
+    if nest.trips[h] >= threads:
+        lines.append(f"parallel {K}/{h}")
+    return "\n".join(lines)
+
+
+def conv_tile_script(kernel: KernelOp, nest: Nest, threads: int = 2, lanes: int = 16) -> str:
+    """Direct convolution with an output tile in registers (the conv analogue of the
+    gemm micro-kernel): for each output row, a block of `cb` output channels x the row
+    accumulates in a local `acc` (cache_write) across all reduction loops, the channel
+    block unrolled (one broadcast weight each) and the row vectorized, so the tile stays
+    in `cb * ceil(W / lanes)` vector registers. The input the rows read is packed once
+    per image, outside the parallel loop: a stride-1 padded input as a padded copy
+    (`cache_read` of a padded read), a strided one as im2col rows
+    `xp[oh][ci][kh][kw][ow]` (strides removed, padding resolved); an unpadded stride-1
+    input (1x1 conv) is read directly.
+    The output rows are parallel (more work than the few channel blocks). Depthwise
+    convs: `depthwise_tile_script`; not for pooling."""
+    x = conv_input(kernel, nest)
+    out = conv_output(kernel)
+    if x is None or out is None or len(nest.spatial) != 4:
+        raise ScheduleError(f"kernel '{kernel.sym}' is not convolution-shaped")
+    K = kernel.sym
+    n, c, h, w = nest.spatial
+    W = nest.trips[w]
+    nv = -(-W // lanes)
+    if nv > 4:  # a wide row: tile it, a multiple of the vector width
+        wt = largest_divisor(W, 4 * lanes, lanes)
+        if wt < lanes:
+            raise ScheduleError(f"kernel '{K}': row of {W} does not tile by {lanes}")
+        nv = wt // lanes
+    else:
+        wt = W
+    rb = 1  # output rows per tile
+    pieces = W // lanes + bin(W % lanes).count("1")  # GCC: a 28-wide row is 16 + 8 + 4
+    if wt == W and pieces >= 3 and nest.trips[h] > 1:
+        # a ragged row: several rows per tile, so each broadcast weight feeds more FMAs
+        # and the tile's fixed costs (zeroing, copy-out) spread over more rows (LeNet's
+        # conv1 at batch 32, 1 row x 6 channels: 306 us, 4 x 2: 222 us, 7 x 1: ~5% less
+        # again on the whole model; measured on that row only, hence only 3+ pieces)
+        rows = max(1, min(CONV_RAGGED_ROWS, CONV_TILE_VECTORS // pieces))
+        rb = largest_divisor(nest.trips[h], rows)
+        nv = pieces * rb
+    cb = largest_divisor(nest.trips[c], max(1, CONV_TILE_VECTORS // nv))
+    load = conv_load(kernel, x)
+    assert load is not None
+    loops = {lp.loop_name: lp for lp in kernel.loops()}
+    if not any(isinstance(op, arith.MulfOp) for op in loops[nest.reduce[-1]].walk()):
+        raise ScheduleError(f"kernel '{K}' is a pooling, not a convolution")
+    if any(depends_on(i, loops[c].induction_var) for i in load.indices):
+        return depthwise_tile_script(kernel, nest, x, out, load)
+    strided = is_strided(kernel, nest)
+    direct = not guarded(load, kernel) and not strided
+    staged = 0  # bytes staged per image
+    if strided:
+        staged = nest.trips[h] * W * math.prod(nest.trips[r] for r in nest.reduce) * 4
+        if staged > CONV_PACK_BYTES:
+            raise ScheduleError(f"kernel '{K}': im2col of {staged} bytes is too large")
+    elif not direct:
+        staged = 4 * math.prod(memref_type(x).get_shape()) // nest.trips[n]
+    N = nest.trips[n]
+    # a batch: stage every image at once and run the (image, row) pairs as one parallel
+    # loop (one fork/join per call instead of one per image), within the staging budget
+    batched = N > 1 and N * staged <= CONV_PACK_BYTES
+    lines = [f"decompose {K}"]
+    inner_c, outer_c = [], c
+    if cb < nest.trips[c]:
+        lines.append(f"split {K}/{c} by {cb} -> {c}o, {c}i")
+        inner_c, outer_c = [f"{c}i"], f"{c}o"
+    else:
+        inner_c, outer_c = [c], None
+    outer_w, inner_w = [], w
+    if wt < W:
+        lines.append(f"split {K}/{w} by {wt} -> {w}o, {w}i")
+        outer_w, inner_w = [f"{w}o"], f"{w}i"
+    row, inner_h = h, []
+    if rb > 1:
+        lines.append(f"split {K}/{h} by {rb} -> {h}o, {h}i")
+        row, inner_h = f"{h}o", [f"{h}i"]
+    tile = [n, row] + ([outer_c] if outer_c else []) + outer_w
+    stage_at = n
+    if batched:
+        lines.append(f"split {K}/{n} by {N} -> {n}b, {n}n")
+        tile = [f"{n}b", f"{n}n"] + tile[1:]
+        stage_at = f"{n}b"
+    lines.append(f"reorder {K}: {', '.join(tile + nest.reduce + inner_h + inner_c + [inner_w])}")
+    if strided:  # im2col rows: strides removed, padding resolved
+        lines.append(f"cache_read {K}/{stage_at} {buffer_token(kernel, x)} -> {K}_xp pack")
+    elif not direct:  # stride 1, padded: a padded copy (1.1x the input, not im2col's 9x)
+        lines.append(f"cache_read {K}/{stage_at} {buffer_token(kernel, x)} -> {K}_xp")
+    # the accumulator tile around the reduction loops (cb x rb rows x wt)
+    lines.append(f"cache_write {K}/{tile[-1]} {buffer_token(kernel, out)} -> {K}_acc")
+    lines += [f"unroll {K}/{hi}" for hi in inner_h]
+    lines += [f"unroll {K}/{ci}" for ci in inner_c]
+    lines.append(f"vectorize {K}/{inner_w}")
+    lines.append(f"serial {K}")
+    if batched:
+        lines.append(f"fuse {K}/{n}n, {row} -> {n}{h}")
+        if parallel_pays(nest):
+            lines.append(f"parallel {K}/{n}{h}")
+    elif nest.trips[h] // rb >= threads and parallel_pays(nest):
+        lines.append(f"parallel {K}/{row}")
+    return "\n".join(lines)
+
+
+def nhwc_conv_operands(kernel: KernelOp, nest: Nest):
+    """(input, weight) of an NHWC convolution nest (spatial n, h, w, c: the output
+    channel innermost; the weight read along c and the reductions, the input along h/w
+    and the reductions but not c), else None (NCHW, depthwise, pooling, not a conv)."""
+    if len(nest.spatial) != 4 or not nest.reduce:
+        return None
+    loops = {lp.loop_name: lp for lp in kernel.loops()}
+    c = loops[nest.spatial[-1]].induction_var
+    hw = [loops[s].induction_var for s in nest.spatial[1:3]]
+    red = [loops[r].induction_var for r in nest.reduce]
+    x = w = None
+    for op in loops[nest.reduce[-1]].walk():
+        if not isinstance(op, memref.LoadOp):
+            continue
+        uses = lambda ivs, op=op: any(depends_on(i, v) for i in op.indices for v in ivs)  # noqa: E731
+        if not uses(red):
+            continue
+        if uses([c]) and not uses(hw):
+            w = op.memref
+        elif uses(hw[:1]) and uses(hw[1:]) and not uses([c]):
+            x = op.memref
+    if x is None or w is None:
+        return None
+    if not any(isinstance(op, arith.MulfOp) for op in loops[nest.reduce[-1]].walk()):
+        return None
+    return x, w
+
+
+def nhwc_conv_tile_script(kernel: KernelOp, nest: Nest, lanes: int = 16) -> str:
+    """NHWC direct convolution with an output tile in registers: `wt` output columns x
+    `cb` output channels (whole vectors) accumulate in a local `acc` (cache_write, the
+    channels contiguous) around all reduction loops; the columns unrolled (one
+    broadcast input value each), the channels vectorized. The weight is packed once per
+    call as `wp[c/cb][kh][kw][ci][cb]` (`cache_read ... pack`: contiguous along the
+    vectorized channels whatever layout it arrives in, and hoistable to load time); a
+    padded input is staged once as a padded copy. With a batch, (image, row) pairs are
+    one parallel loop; else the rows are."""
+    ops = nhwc_conv_operands(kernel, nest)
+    out = conv_output(kernel)
+    if ops is None or out is None:
+        raise ScheduleError(f"kernel '{kernel.sym}' is not an NHWC convolution")
+    x, weight = ops
+    K = kernel.sym
+    n, h, w, c = nest.spatial
+    N, W, C = nest.trips[n], nest.trips[w], nest.trips[c]
+    if C % lanes:
+        raise ScheduleError(f"kernel '{K}': {C} output channels are not whole vectors")
+    cbv = largest_divisor(C // lanes, 4)
+    wt = largest_divisor(W, max(1, CONV_TILE_VECTORS // cbv))
+    if wt < 2 and W > 1:
+        raise ScheduleError(f"kernel '{K}': row of {W} does not tile")
+    load = conv_load(kernel, x)
+    assert load is not None
+    padded = guarded(load, kernel)
+    staged = 4 * math.prod(memref_type(x).get_shape()) if padded else 0
+    if staged > CONV_PACK_BYTES:
+        raise ScheduleError(f"kernel '{K}': padded input of {staged} bytes is too large")
+    lines = [f"decompose {K}"]
+    top = n
+    tile = [n, h]
+    if N > 1:
+        lines.append(f"split {K}/{n} by {N} -> {n}b, {n}n")
+        top, tile = f"{n}b", [f"{n}b", f"{n}n", h]
+    inner_w, inner_c = w, c
+    if wt < W:
+        lines.append(f"split {K}/{w} by {wt} -> {w}o, {w}i")
+        tile.append(f"{w}o")
+        inner_w = f"{w}i"
+    if cbv * lanes < C:
+        lines.append(f"split {K}/{c} by {cbv * lanes} -> {c}o, {c}i")
+        tile.append(f"{c}o")
+        inner_c = f"{c}i"
+    lines.append(f"reorder {K}: {', '.join(tile + nest.reduce + [inner_w, inner_c])}")
+    lines.append(f"cache_read {K}/{top} {buffer_token(kernel, weight)} -> {K}_wp pack")
+    if padded:  # a zero border instead of a guard per multiply-add
+        lines.append(f"cache_read {K}/{top} {buffer_token(kernel, x)} -> {K}_xp")
+    lines.append(f"cache_write {K}/{tile[-1]} {buffer_token(kernel, out)} -> {K}_acc")
+    lines.append(f"unroll {K}/{inner_w}")
+    lines.append(f"vectorize {K}/{inner_c}")
+    lines.append(f"serial {K}")
+    if N > 1:
+        lines.append(f"fuse {K}/{n}n, {h} -> {n}{h}")
+        if parallel_pays(nest):
+            lines.append(f"parallel {K}/{n}{h}")
+    elif nest.trips[h] > 1 and parallel_pays(nest):
+        lines.append(f"parallel {K}/{h}")
+    return "\n".join(lines)
+
+
+def pool_script(kernel: KernelOp, nest: Nest) -> str:
+    """A small pooling window (max/avg over at most 2x2): te-to-loop's nest with the
+    window loops unrolled, so the output loop is innermost for GCC and the window is
+    straight-line code. LeNet's 2x2 pools, 1 thread, in-process interleaved: the model
+    ~5% faster at batch 1, 4 and 32 than with im2col rows (measured on 2x2 only)."""
+    K = kernel.sym
+    if len(nest.spatial) != 4 or len(nest.reduce) != 2:
+        raise ScheduleError(f"kernel '{K}' is not pooling-shaped")
+    loops = {lp.loop_name: lp for lp in kernel.loops()}
+    if any(isinstance(op, arith.MulfOp) for op in loops[nest.reduce[-1]].walk()):
+        raise ScheduleError(f"kernel '{K}' is a convolution, not a pooling")
+    if math.prod(nest.trips[r] for r in nest.reduce) > 4:
+        raise ScheduleError(f"kernel '{K}': pooling window larger than 2x2")
+    return "\n".join(f"unroll {K}/{r}" for r in nest.reduce)
