@@ -185,6 +185,47 @@ def contiguous_reduction(kernel: KernelOp, nest: Nest) -> bool:
     return bool(varying) and all(depends_on(op.indices[-1], k.induction_var) for op in varying)
 
 
+def flat_reduction(kernel: KernelOp, nest: Nest) -> bool:
+    """Two or more reduction loops, innermost, over which every load that varies along
+    them reads one contiguous block: its trailing indices are exactly the reduction
+    loops' induction variables, in order, over whole dimensions (global average pooling's
+    `x[n, c, r0, r1]`, a sum over the last axes)."""
+    if len(nest.reduce) < 2 or nest.trips[nest.reduce[-1]] < 4:
+        return False
+    loops = {lp.loop_name: lp for lp in kernel.loops()}
+    ivs = [loops[r].induction_var for r in nest.reduce]
+    if any(loops[r].lower != 0 or loops[r].stride != 1 for r in nest.reduce):
+        return False
+    inner = loops[nest.reduce[-1]]
+    if any(isinstance(op, ForOp) for op in inner.block.ops):
+        return False
+    varying = [
+        op
+        for op in inner.walk()
+        if isinstance(op, memref.LoadOp)
+        and any(depends_on(i, iv) for i in op.indices for iv in ivs)
+    ]
+    n = len(ivs)
+    for op in varying:
+        shape = op.memref.type.get_shape()  # pyright: ignore[reportAttributeAccessIssue]
+        if len(op.indices) < n or list(shape[-n:]) != [nest.trips[r] for r in nest.reduce]:
+            return False
+        if any(op.indices[-n + d] is not ivs[d] for d in range(n)):
+            return False
+        if any(depends_on(i, iv) for i in op.indices[:-n] for iv in ivs):
+            return False
+    return bool(varying)
+
+
+def flat_reduction_script(kernel: KernelOp, nest: Nest) -> str:
+    """A reduction over a contiguous block (`flat_reduction`): the innermost reduction
+    loop accumulates in a vector of partial results (`rfactor`), which rfactor keeps
+    around all the reduction loops, so they are folded once per output element (the
+    row is read with unit stride; fusing the loops instead made GCC gather)."""
+    K, r = kernel.sym, nest.reduce[-1]
+    return "\n".join([f"decompose {K}", f"rfactor {K}/{r} by {largest_divisor(nest.trips[r], 16)}"])
+
+
 def gemv_script(kernel: KernelOp, nest: Nest, factor: int = 16) -> str:
     """Few rows and B contiguous along k: vectorize the dot products (rfactor)."""
     K, k = kernel.sym, nest.reduce[0]
@@ -428,6 +469,8 @@ def default_scripts(module: ModuleOp, name: str) -> list[str]:
         return []
     if gemm_operands(kernel, nest) is None and contiguous_reduction(kernel, nest):
         return [gemv_script(kernel, nest)]
+    if gemm_operands(kernel, nest) is None and flat_reduction(kernel, nest):
+        return [flat_reduction_script(kernel, nest)]
     out = []
     if gemm_operands(kernel, nest) is not None:
         try:

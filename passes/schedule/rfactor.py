@@ -7,7 +7,10 @@ one of `addf`, `mulf`, `maximumf`, `minimumf`, where `idx` is defined outside th
 and the loaded old value has no other use.  Guarantees: the reduction is computed as `F`
 interleaved partial reductions in a local buffer (initialised with the combiner's
 identity), the inner partial loop is vectorized (`omp simd`: the partials stay in a
-vector register, and math calls in the body use their SIMD variants), and the partials are then combined into `T[idx]` in order. Numerics: the
+vector register, and math calls in the body use their SIMD variants), and the partials are then combined into `T[idx]` in order. When
+the loop is the inner end of a chain of reduction loops that hold nothing but the next
+loop and do not index `T` (`for r0: for r1: T[c] += x[c, r0, r1]`), the partials go
+around the whole chain and are combined once, after it. Numerics: the
 terms are reassociated (as any vectorised float reduction is); results agree with the
 sequential order to rounding.
 
@@ -47,9 +50,11 @@ from dlpc.dialects.typed import float_type
 from dlpc.passes.schedule._common import (
     ScheduleError,
     block_of,
+    depends_on,
     erase,
     get_loop,
     inner_loops,
+    is_reduction,
     name_iv,
 )
 from dlpc.passes.schedule.split import split
@@ -118,7 +123,8 @@ def rfactor(root, kernel: str, loop: str, factor: int) -> ForOp:
     store, comb, old = _match(target, what)
     ty = float_type(store.value.type)  # the combiners are float ops
     k = target.kernel()
-    parent = block_of(target)
+    around = _partials_around(target, store)
+    parent = block_of(around)
     # partial accumulators, initialised with the combiner's identity
     part = memref.AllocaOp.get(ty, shape=[factor])
     part.memref.name_hint = f"{loop}_part" if loop.isidentifier() else "part"
@@ -126,8 +132,8 @@ def rfactor(root, kernel: str, loop: str, factor: int) -> ForOp:
     name_iv(init)
     ident = arith.ConstantOp(FloatAttr(IDENTITY[type(comb)], ty))
     init.block.add_ops([ident, memref.StoreOp.get(ident.result, part.memref, [init.induction_var])])
-    parent.insert_op_before(part, target)
-    parent.insert_op_before(init, target)
+    parent.insert_op_before(part, around)
+    parent.insert_op_before(init, around)
     # the loop accumulates into part[ri] instead of T[idx]
     out_buf, out_idx = store.memref, list(store.indices)
     outer, inner = split(root, kernel, loop, factor, None, k.fresh_loop_name(f"{loop}_rf"))
@@ -148,8 +154,23 @@ def rfactor(root, kernel: str, loop: str, factor: int) -> ForOp:
     c = memref.LoadOp.get(out_buf, out_idx)
     s = type(comb)(c.res, v.res)
     fold.block.add_ops([v, c, s, memref.StoreOp.get(s.results[0], out_buf, out_idx)])
-    parent.insert_op_after(fold, outer)
+    parent.insert_op_after(fold, outer if around is target else around)
     return outer
+
+
+def _partials_around(target: ForOp, store: memref.StoreOp) -> ForOp:
+    """The loop the partials go around: `target`, or the outermost of the reduction
+    loops enclosing it that hold nothing but the next loop and do not index the
+    accumulated element (`r0` of `for r0: for r1: T[c] += x[c, r0, r1]`), so the partials
+    accumulate over all of them and are folded once, not once per outer iteration."""
+    anchor = target
+    while isinstance(up := anchor.parent_op(), ForOp) and is_reduction(up):
+        if list(up.block.ops) != [anchor] or any(
+            depends_on(i, up.induction_var) for i in store.indices
+        ):
+            break
+        anchor = up
+    return anchor
 
 
 @dataclass(frozen=True)

@@ -340,3 +340,49 @@ func.func @main(%a: tensor<{a_t}>, %b: tensor<{b_t}>) -> tensor<{c_t}> {{
     (want,) = run_reference(module, [a, b], {})
     (got,) = dlpc.compile(Model(module, {}, "bmm", None), target="c")(a, b)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "op,shape",
+    [
+        ("global_avg_pool", (1, 32, 16, 16)),
+        ("global_avg_pool", (3, 5, 7, 7)),
+        ("global_avg_pool", (2, 4, 9, 20)),
+        ("reduce_sum", (6, 4, 24)),
+    ],
+)
+def test_default_flat_reduction_is_vectorized_and_matches_the_reference(op, shape):
+    """A reduction over whole trailing dims (global average pooling, a sum over the last
+    axes) gets rfactor of its innermost loop (partials around all its reduction loops)
+    and matches the numpy reference on C."""
+    import dlpc
+    from dlpc.api import Model
+    from dlpc.dialects.loop import kernels
+    from dlpc.passes.pipeline import PipelineOptions, lower
+    from dlpc.passes.schedule.default import default_scripts
+    from dlpc.reference.graph import run_reference
+
+    x_t = "x".join(map(str, shape)) + "xf32"
+    if op == "global_avg_pool":
+        y_t = "x".join(map(str, (*shape[:2], 1, 1))) + "xf32"
+        line = f"%y = graph.global_avg_pool %x : (tensor<{x_t}>) -> tensor<{y_t}>"
+    else:
+        y_t = f"{shape[0]}xf32"
+        line = f"%y = graph.reduce_sum %x {{axes = array<i64: 1, 2>}} : (tensor<{x_t}>) -> tensor<{y_t}>"
+    text = f"""
+func.func @main(%x: tensor<{x_t}>) -> tensor<{y_t}> {{
+  {line}
+  func.return %y : tensor<{y_t}>
+}}"""
+    module = parse_module(text)
+    lower(module, "loop", PipelineOptions(opt_level=0))
+    (kernel,) = [k.sym for k in kernels(module)]
+    inner = shape[-1]
+    factor = max(d for d in range(1, 17) if inner % d == 0)
+    assert default_scripts(module, kernel) == [
+        f"decompose {kernel}\nrfactor {kernel}/r1 by {factor}"
+    ]
+    x = np.random.default_rng(3).standard_normal(shape, np.float32)
+    (want,) = run_reference(parse_module(text), [x], {})
+    (got,) = dlpc.compile(Model(parse_module(text), {}, "reduce", None), target="c")(x)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
