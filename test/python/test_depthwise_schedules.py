@@ -1,0 +1,75 @@
+"""Depthwise convolutions (groups = input channels) through the default pipeline on target
+c against the numpy reference: channels 8/32/48/96, rows 7/14/28/32/56, padding 0 and 1,
+stride 1, channel multiplier 1 and 2, batch 1, 4 and 32, a batch norm + relu6 epilogue
+(mobilenet's block) and a bias. The NCHW depthwise template (`passes/schedule/depthwise.py`)
+is checked to be the one that ran where it applies: one channel's padded plane staged
+per (image, channel), the (image, channel) pairs one loop. rtol/atol 1e-4."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dlpc import api
+
+TOL = 1e-4
+
+# name -> (channels, rows, columns, padding, multiplier, epilogue)
+CASES = {
+    "c8_7x7": (8, 7, 7, 1, 1, ""),
+    "c32_14x14": (32, 14, 14, 1, 1, "bias"),
+    "c48_28x28": (48, 28, 28, 1, 1, ""),
+    "c32_32x32_bn_relu6": (32, 32, 32, 1, 1, "bn"),  # mobilenet's depthwise layer
+    "c8_56x56": (8, 56, 56, 1, 1, ""),
+    "c96_7x7_nopad": (96, 7, 7, 0, 1, ""),
+    "c48_14x14_nopad": (48, 14, 14, 0, 1, "bn"),
+    "c32_28x28_nopad": (32, 28, 28, 0, 1, ""),
+    "c8_13x11_odd": (8, 13, 11, 1, 1, ""),  # 13 rows: no row block divides it
+    "c8_14x14_mult2": (8, 14, 14, 1, 2, ""),
+    "c48_7x7_mult2": (48, 7, 7, 1, 2, "bias"),
+}
+
+
+def source(name: str) -> str:
+    c, h, w, pad, mult, epilogue = CASES[name]
+    o = c * mult
+    params = [f"param w: f32[{o}, 1, 3, 3] = kaiming(seed=1)"]
+    conv = f"conv2d(x, w, padding={pad}, groups={c})"
+    if epilogue == "bias":
+        params.append(f"param b: f32[{o}] = normal(seed=2, std=0.1)")
+        conv = f"conv2d(x, w, b, padding={pad}, groups={c})"
+    elif epilogue == "bn":
+        params += [
+            f"param s: f32[{o}] = uniform(seed=3, low=0.8, high=1.2)",
+            f"param b: f32[{o}] = normal(seed=4, std=0.1)",
+            f"param m: f32[{o}] = normal(seed=5, std=0.1)",
+            f"param v: f32[{o}] = uniform(seed=6, low=0.5, high=1.5)",
+        ]
+        conv = f"relu6(batch_norm({conv}, s, b, m, v))"
+    body = "\n".join(params + [f"return {conv}"])
+    return f"model {name}(x: f32[B, {c}, {h}, {w}]) {{\n{body}\n}}\n"
+
+
+@pytest.fixture(autouse=True)
+def cache_dir(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("DLPC_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "dlpc-cache"))
+
+
+@pytest.mark.parametrize("batch", [1, 4, 32])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_depthwise_matches_reference_on_c(tmp_path, name, batch):
+    c, h, w, pad, mult, _ = CASES[name]
+    path = tmp_path / f"{name}.dlpc"
+    path.write_text(source(name))
+    model = api.load(path, batch=batch)
+    xs = api.random_inputs(model, seed=batch)
+    (want,) = api.reference(model, xs)
+    compiled = api.compile(model, target="c")
+    (got,) = compiled(*xs)
+    assert got.shape == want.shape == (batch, c * mult, h - 2 + 2 * pad, w - 2 + 2 * pad)
+    np.testing.assert_allclose(got, want, rtol=TOL, atol=TOL)
+    if mult == 1:  # the depthwise template ran (multiplier 2: the input channel is o / 2)
+        plane = (h + 2 * pad) * (w + 2 * pad)
+        assert (f"_xp_mem[{plane}]" in compiled.source) == (pad > 0)
+        if batch > 1:
+            assert f"v_i0i1 < {batch * c};" in compiled.source
