@@ -511,9 +511,14 @@ def cache_read(
     buffer: str | SSAValue,
     name: str | None = None,
     pack: bool = False,
+    deinterleave: bool = False,
 ) -> SSAValue:
     if pack:
         return _pack(root, kernel, loop, buffer, name)
+    if deinterleave:  # stride-s reads as s phase planes (passes/schedule/deinterleave.py)
+        from dlpc.passes.schedule.deinterleave import cache_read_deinterleaved
+
+        return cache_read_deinterleaved(root, kernel, loop, buffer, name)
     return _stage(root, kernel, loop, buffer, name, write=False)
 
 
@@ -526,7 +531,8 @@ def cache_write(
 @dataclass(frozen=True)
 class LoopCacheRead(ModulePass):
     """`loop-cache-read{kernel=matmul_0 loop=ic buffer=B local=Bl pack=true}` (buffer: name
-    or index; `pack`: GotoBLAS-style panel layout by loops instead of the footprint box)"""
+    or index; `pack`: GotoBLAS-style panel layout by loops instead of the footprint box;
+    `deinterleave`: the box with its strided last dim split into phase planes)"""
 
     name = "loop-cache-read"
     kernel: str
@@ -534,9 +540,12 @@ class LoopCacheRead(ModulePass):
     buffer: str
     local: str | None = None
     pack: bool = False
+    deinterleave: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        cache_read(op, self.kernel, self.loop, self.buffer, self.local, self.pack)
+        cache_read(
+            op, self.kernel, self.loop, self.buffer, self.local, self.pack, self.deinterleave
+        )
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,13 @@ import math
 from xdsl.dialects import arith, memref
 
 from dlpc.dialects.loop import KernelOp
-from dlpc.passes.schedule._common import ScheduleError, depends_on, guarded, memref_type
+from dlpc.passes.schedule._common import (
+    ScheduleError,
+    affine,
+    depends_on,
+    guarded,
+    memref_type,
+)
 from dlpc.passes.schedule.depthwise import depthwise_tile_script
 from dlpc.passes.schedule.nest import (
     CONV_PACK_BYTES,
@@ -119,9 +125,14 @@ def conv_tile_script(kernel: KernelOp, nest: Nest, threads: int = 2, lanes: int 
     if any(depends_on(i, loops[c].induction_var) for i in load.indices):
         return depthwise_tile_script(kernel, nest, x, out, load)
     strided = is_strided(kernel, nest)
+    # a strided conv with a kernel wider than 1 (3x3 stride 2): the input as phase planes
+    # (`deinterleave`: column q at [q % s][q / s], so the row reads it with unit stride, a
+    # copy 1.1x the input); a 1x1 one as im2col rows (its rows are exactly the strided
+    # subsample, smaller than the planes)
+    phased = strided and kernel_width(kernel, nest, load) > 1
     direct = not guarded(load, kernel) and not strided
     staged = 0  # bytes staged per image
-    if strided:
+    if strided and not phased:
         staged = nest.trips[h] * W * math.prod(nest.trips[r] for r in nest.reduce) * 4
         if staged > CONV_PACK_BYTES:
             raise ScheduleError(f"kernel '{K}': im2col of {staged} bytes is too large")
@@ -153,7 +164,9 @@ def conv_tile_script(kernel: KernelOp, nest: Nest, threads: int = 2, lanes: int 
         tile = [f"{n}b", f"{n}n"] + tile[1:]
         stage_at = f"{n}b"
     lines.append(f"reorder {K}: {', '.join(tile + nest.reduce + inner_h + inner_c + [inner_w])}")
-    if strided:  # im2col rows: strides removed, padding resolved
+    if phased:  # stride-1 phase planes, padding resolved
+        lines.append(f"cache_read {K}/{stage_at} {buffer_token(kernel, x)} -> {K}_xq deinterleave")
+    elif strided:  # im2col rows: strides removed, padding resolved
         lines.append(f"cache_read {K}/{stage_at} {buffer_token(kernel, x)} -> {K}_xp pack")
     elif not direct:  # stride 1, padded: a padded copy (1.1x the input, not im2col's 9x)
         lines.append(f"cache_read {K}/{stage_at} {buffer_token(kernel, x)} -> {K}_xp")
@@ -170,6 +183,15 @@ def conv_tile_script(kernel: KernelOp, nest: Nest, threads: int = 2, lanes: int 
     elif nest.trips[h] // rb >= threads and parallel_pays(nest):
         lines.append(f"parallel {K}/{row}")
     return "\n".join(lines)
+
+
+def kernel_width(kernel: KernelOp, nest: Nest, load) -> int:
+    """The product of the trips of the reduction loops in the input's last index (the
+    kernel's width: 3 for a 3x3 conv, 1 for a 1x1)."""
+    form = affine(load.indices[-1])
+    loops = {lp.loop_name: lp for lp in kernel.loops()}
+    terms = form.terms if form is not None else {}
+    return math.prod(nest.trips[r] for r in nest.reduce if loops[r].induction_var in terms)
 
 
 def nhwc_conv_operands(kernel: KernelOp, nest: Nest):

@@ -15,7 +15,7 @@ One primitive per line (or separated by `;`), `#` starts a comment:
     vectorize matmul_0/i1i
     parallel matmul_0/f
     serial matmul_0[/f]                         # drop parallel (whole kernel or one loop)
-    cache_read matmul_0/r0 fc1.weight [-> wl] [pack]  # buffer by name or index
+    cache_read matmul_0/r0 fc1.weight [-> wl] [pack|deinterleave]  # buffer by name or index
     cache_write matmul_0/i1o out0 [-> acc]
     compute_at relu_0 -> matmul_0/i0            # producer kernel into a consumer loop
     tensorize matmul_0/i0i gemm                 # replace a nest by a micro-kernel
@@ -56,8 +56,8 @@ SYNTAX = {
     "serial": (rf"({NAME})(?:/({NAME}))?", "serial K[/L]"),
     "decompose": (rf"({NAME})", "decompose K"),
     "cache_read": (
-        rf"({PATH}) ({BUF})(?: -> ({NAME}))?( pack)?",
-        "cache_read K/L BUFFER [-> LOCAL] [pack]",
+        rf"({PATH}) ({BUF})(?: -> ({NAME}))?( pack| deinterleave)?",
+        "cache_read K/L BUFFER [-> LOCAL] [pack|deinterleave]",
     ),
     "cache_write": (rf"({PATH}) ({BUF})(?: -> ({NAME}))?", "cache_write K/L BUFFER [-> LOCAL]"),
     "compute_at": (rf"({NAME}) -> ({PATH})", "compute_at PRODUCER -> K/L"),
@@ -103,7 +103,7 @@ def _render(prim: str, a: tuple) -> str:
     if prim == "unroll":
         return f"unroll {a[0]}" + opt(" by {}", a[1])
     if prim == "cache_read":
-        return f"{prim} {a[0]} {a[1]}" + opt(" -> {}", a[2]) + (" pack" if a[3] else "")
+        return f"{prim} {a[0]} {a[1]}" + opt(" -> {}", a[2]) + (a[3] or "")
     if prim == "cache_write":
         return f"{prim} {a[0]} {a[1]}" + opt(" -> {}", a[2])
     if prim == "rfactor":
@@ -175,7 +175,10 @@ def apply_step(module, step: Step, tables: dict | None = None) -> None:
         decompose.decompose_reduction(module, a[0])
     elif step.prim == "cache_read":
         k, lp = split_path(a[0])
-        cache.cache_read(module, k, lp, _buffer(module, a, tables), a[2], bool(a[3]))
+        how = (a[3] or "").strip()
+        cache.cache_read(
+            module, k, lp, _buffer(module, a, tables), a[2], how == "pack", how == "deinterleave"
+        )
     elif step.prim == "cache_write":
         k, lp = split_path(a[0])
         cache.cache_write(module, k, lp, _buffer(module, a, tables), a[2])

@@ -86,7 +86,50 @@ CASES = {
         "param w: f32[16, 4, 3, 3] = kaiming(seed=13)\nreturn conv2d(x, w, padding=1, groups=2)",
         0,
     ),
+    # strided NCHW convs: 3x3 (and wider) read the input as stride-1 phase planes
+    # (`cache_read ... deinterleave`), 1x1 as im2col rows. ResNet's 3x3 stride 2 (16x16
+    # out, 32 channels) and its 1x1 shortcut; odd sizes (odd box widths: the last phase
+    # plane runs past the box), no padding, 5x5, stride 3
+    "s2_resnet": (
+        (16, 32, 32),
+        "param w: f32[32, 16, 3, 3] = kaiming(seed=14)\n"
+        "param b: f32[32] = normal(seed=15, std=0.1)\n"
+        "return relu(conv2d(x, w, b, stride=2, padding=1))",
+        0,
+    ),
+    "s2_odd": (
+        (5, 33, 31),
+        "param w: f32[12, 5, 3, 3] = kaiming(seed=16)\nreturn conv2d(x, w, stride=2, padding=1)",
+        0,
+    ),
+    "s2_unpadded": (
+        (3, 17, 19),
+        "param w: f32[12, 3, 3, 3] = kaiming(seed=17)\nreturn conv2d(x, w, stride=2)",
+        0,
+    ),
+    "s2_5x5": (
+        (7, 20, 22),
+        "param w: f32[10, 7, 5, 5] = kaiming(seed=18)\nreturn conv2d(x, w, stride=2, padding=2)",
+        0,
+    ),
+    "s3": (
+        (4, 20, 23),
+        "param w: f32[12, 4, 3, 3] = kaiming(seed=19)\nreturn conv2d(x, w, stride=3, padding=1)",
+        0,
+    ),
+    "s2_1x1": (
+        (16, 32, 32),
+        "param w: f32[32, 16, 1, 1] = kaiming(seed=20)\nreturn conv2d(x, w, stride=2)",
+        0,
+    ),
+    "s2_1x1_odd": (
+        (6, 15, 17),
+        "param w: f32[12, 6, 1, 1] = kaiming(seed=21)\nreturn conv2d(x, w, stride=2)",
+        0,
+    ),
 }
+# the cases whose conv reads deinterleaved phase planes (the rest: no such buffer)
+PHASED = {"s2_resnet", "s2_odd", "s2_unpadded", "s2_5x5", "s3"}
 
 
 @pytest.fixture(autouse=True)
@@ -113,6 +156,8 @@ def test_conv_matches_reference_on_c(tmp_path, name, batch):
     assert sum(g.layout_of(op) == "nhwc" for op in convs) == nhwc
     xs = api.random_inputs(model, seed=batch)
     (want,) = api.reference(model, xs)
-    (got,) = api.compile(model, target="c")(*xs)
+    compiled = api.compile(model, target="c")
+    (got,) = compiled(*xs)
+    assert ("_xq[" in compiled.source) == (name in PHASED)
     assert got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=TOL, atol=TOL)

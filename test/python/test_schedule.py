@@ -277,19 +277,37 @@ def test_default_conv_schedules_match_the_reference(case):
 
 
 def test_default_conv_schedule_is_the_register_tile():
-    """A strided 3x3 conv and a 1x1 conv get the tiled schedule (an `_acc` tile around the
-    reductions; im2col packing only for the strided one)."""
+    """A strided 3x3 conv, a 1x1 conv and a strided 1x1 conv get the tiled schedule (an
+    `_acc` tile around the reductions); the strided 3x3 reads its input as phase planes
+    (`deinterleave`), the strided 1x1 as im2col rows (`pack`), the 1x1 directly."""
     from dlpc.dialects.loop import kernels
     from dlpc.passes.pipeline import PipelineOptions, lower
     from dlpc.passes.schedule.default import default_scripts
 
-    for case, packed in ((CONV_CASES[1], True), (CONV_CASES[2], False)):
+    for case, staged in (
+        (CONV_CASES[1], "deinterleave"),
+        (CONV_CASES[2], ""),
+        (CONV_CASES[3], "pack"),
+    ):
         module = parse_module(_conv_case(*case))
         lower(module, "loop", PipelineOptions(opt_level=0))
         (conv,) = [k.sym for k in kernels(module) if k.sym.startswith("conv")]
         script = default_scripts(module, conv)[0]
         assert f"cache_write {conv}/" in script and f"-> {conv}_acc" in script
-        assert (" pack" in script) == packed
+        assert (" pack" in script) == (staged == "pack")
+        assert (" deinterleave" in script) == (staged == "deinterleave")
+
+
+@pytest.mark.parametrize("loop", ["i0", "i2"])
+def test_cache_read_deinterleave_preserves_numerics(loop):
+    """cache_read ... deinterleave of a stride-2 padded read: phase planes, read with unit
+    stride (at i0 the static copy: fill, then unguarded per-phase ranges; at i2 the box
+    origin moves with the row: the guarded copy)."""
+    from pathlib import Path
+
+    path = Path(__file__).parent.parent / "passes" / "loop-cache-read-deinterleave.mlir"
+    text = path.read_text()
+    check(text, lambda m: cache.cache_read(m, "cs", loop, "x", deinterleave=True))
 
 
 def test_cache_read_of_a_padded_read_preserves_numerics():
@@ -314,7 +332,7 @@ def test_default_conv_schedule_runs_a_batch_as_one_parallel_loop(monkeypatch):
     lower(module, "loop", PipelineOptions(opt_level=0))
     (conv,) = [k.sym for k in kernels(module) if k.sym.startswith("conv")]
     script = default_scripts(module, conv)[0]
-    assert f"cache_read {conv}/i0b " in script and " pack" in script
+    assert f"cache_read {conv}/i0b " in script and " deinterleave" in script
     assert f"fuse {conv}/i0n, i2 -> i0i2" in script and f"parallel {conv}/i0i2" in script
 
 

@@ -1,0 +1,299 @@
+"""`cache_read ... deinterleave`: stage a strided read as stride-1 phase planes.
+
+A stride-`s` convolution reads its input row at `s * ow + kw`: vectorized over the
+output columns `ow`, that is a gather (GCC: ~14 GFLOP/s on a 3x3 stride-2 conv against
+~100 at stride 1). Deinterleaving the staged copy's last dim by `s` puts column `q` at
+`[q % s][q / s]`, so the read becomes `[kw % s][ow + kw / s]`: unit stride in `ow`, one
+vector load per (ci, kh, kw) shared by every output channel, like the stride-1 padded
+copy (and 1.1x the input, not im2col's `kh * kw / s^2`-fold copy).
+
+Input/Output: loop dialect.  Requires (besides cache_read's 1), 3), 4), 5), see
+`cache.py`): 1) the innermost loop indexing the buffer's last dim does so with a step `s`
+> 1, the same in every access (`CacheDeinterleaveError` otherwise, naming the loop)
+2) in each access, the part of the last index not divisible by `s` (the kernel column
+and the offsets) is never negative over the tile.  Guarantees: a local buffer shaped
+like the footprint box with its last dim `E` replaced by `[s][ceil(E / s)]`, allocated
+at the start of the loop's body; the copy nest fills it (the padding's fill value where
+the read is out of bounds, and past the box's end); the body reads it at
+`[..., r % s, d / s + r / s]` (`d` the terms divisible by `s`, `r` the rest: `arith.remui`
+and `arith.divui`, constant when `r` is, else invariant in the vectorized loop).
+Numerics unchanged.
+
+Before (`cache_read k/n x -> xq deinterleave`, x read at `[ci][2*oh + kh][2*ow + kw]`):
+
+    loop.for %ow ... { %v = memref.load %x[%ci, %h, %w] ... }   // %w = 2 * %ow + %kw
+
+After:
+
+    %xq = memref.alloca() : memref<16x33x2x17xf32>
+    loop.for %c0 ... { loop.for %c1 ... { loop.for %p = 0 to 2 { loop.for %j = 0 to 17 {vectorize}
+      ... memref.store (x[%c0, %c1 - 1, 2 * %j + %p - 1] or 0), %xq[%c0, %c1, %p, %j] }}}}
+    loop.for %ow ... { %v = memref.load %xq[%ci, %h + 1, %kw % 2, %ow + %kw / 2] ... }
+"""
+
+from __future__ import annotations
+
+import math
+
+from xdsl.dialects import arith, memref, scf
+from xdsl.dialects.builtin import FloatAttr
+from xdsl.ir import Operation, SSAValue
+
+from dlpc.dialects.loop import ForOp
+from dlpc.passes.schedule._common import (
+    Affine,
+    ScheduleError,
+    affine,
+    ancestors,
+    block_of,
+    const,
+    emit_affine,
+    erase,
+    find_buffer,
+    get_loop,
+    guarded,
+    iv_loop,
+    memref_type,
+    name_iv,
+)
+
+
+class CacheDeinterleaveError(ScheduleError):
+    pass
+
+
+def _split(rel: Affine, s: int) -> tuple[Affine, Affine]:
+    """rel = d + r: `d` the terms whose coefficient `s` divides, `r` the rest (and the
+    constant)."""
+    d = {v: c for v, c in rel.terms.items() if c % s == 0}
+    r = {v: c for v, c in rel.terms.items() if c % s}
+    return Affine(0, d), Affine(rel.const, r)
+
+
+def _minimum(form: Affine) -> int:
+    low = form.const
+    for v, c in form.terms.items():
+        lp = iv_loop(v)
+        first, last = lp.lower, lp.lower + (lp.trip_count - 1) * lp.stride
+        low += min(c * first, c * last)
+    return low
+
+
+def cache_read_deinterleaved(
+    root, kernel: str, loop: str, buffer: str | SSAValue, name: str | None = None
+) -> SSAValue:
+    from dlpc.passes.schedule.cache import (
+        STACK_BYTES,
+        CacheNoAccessError,
+        CacheReadWrittenError,
+        _footprint,
+        _guard_of,
+        _padding,
+    )
+
+    target = get_loop(root, kernel, loop)
+    k = target.kernel()
+    buf = find_buffer(k, target, buffer)
+    what = f"{kernel}/{loop}"
+    loads = [op for op in target.walk() if isinstance(op, memref.LoadOp) and op.memref is buf]
+    if not loads:
+        raise CacheNoAccessError(f"buffer '{buf.name_hint}' is not accessed in loop {what}")
+    if any(isinstance(op, memref.StoreOp) and op.memref is buf for op in target.walk()):
+        raise CacheReadWrittenError(
+            f"buffer '{buf.name_hint}' is written in loop {what}; use cache_write"
+        )
+    pad = _padding(loads, target, buf, what)
+    padded = frozenset(id(op) for op in loads if pad is not None and guarded(op, target))
+    fp = _footprint(target, buf, loads, what, False, padded)
+    last = len(fp.extents) - 1
+    # the step: the coefficient of the innermost loop in the last index (the loop that
+    # is vectorized), the same in every access
+    steps: set[int] = set()
+    for op in loads:
+        form = affine(op.indices[last])
+        assert form is not None  # _footprint checked
+        if not form.terms:
+            raise CacheDeinterleaveError(
+                f"buffer '{buf.name_hint}' is read at a fixed last index in loop {what}; "
+                "nothing to deinterleave"
+            )
+        v = max(form.terms, key=lambda v: len(ancestors(iv_loop(v))))
+        if form.terms[v] <= 1:
+            raise CacheDeinterleaveError(
+                f"buffer '{buf.name_hint}' is read with step {form.terms[v]} along loop "
+                f"{kernel}/{iv_loop(v).loop_name} in loop {what}; deinterleave needs a step > 1"
+            )
+        steps.add(form.terms[v])
+    if len(steps) > 1:
+        raise CacheDeinterleaveError(
+            f"the accesses to buffer '{buf.name_hint}' in loop {what} step the last index "
+            f"by {sorted(steps)}; deinterleave needs one step"
+        )
+    s = steps.pop()
+    extent = fp.extents[last]
+    per_phase = -(-extent // s)
+    shape = [*fp.extents[:last], s, per_phase]
+    elt = memref_type(buf).get_element_type()
+    alloc_cls = memref.AllocaOp if math.prod(shape) * 4 <= STACK_BYTES else memref.AllocOp
+    alloc = alloc_cls.get(elt, shape=shape)
+    label = name or f"{buf.name_hint or 'buf'}_q"
+    alloc.memref.name_hint = label if label.isidentifier() else None
+    # redirect the reads: [..., q] -> [..., r % s, d / s + r / s] with q = d + r
+    for op in loads:
+        unit = _guard_of(op, target) if id(op) in padded else op
+        assert unit is not None
+        block = block_of(unit)
+        rels = []
+        for i, b in zip(op.indices, fp.base):
+            form = affine(i)
+            assert form is not None  # _footprint checked
+            rels.append(form.add(b, -1))
+        index = [emit_affine(rel, block, before=unit) for rel in rels[:last]]
+        d, r = _split(rels[last], s)
+        if _minimum(r) < 0:
+            raise CacheDeinterleaveError(
+                f"an access to buffer '{buf.name_hint}' in loop {what} has a last index "
+                f"whose part not divisible by {s} can be negative; cannot deinterleave it"
+            )
+        if not r.terms:
+            index.append(emit_affine(Affine(r.const % s), block, before=unit))
+            index.append(emit_affine(Affine(r.const // s, _div(d, s)), block, before=unit))
+        else:
+            rv = emit_affine(r, block, before=unit)
+            sv = const(s)
+            phase, quot = arith.RemUIOp(rv, sv.result), arith.DivUIOp(rv, sv.result)
+            dv = emit_affine(Affine(0, _div(d, s)), block, before=unit) if d.terms else None
+            ops: list[Operation] = [sv, phase, quot]
+            pos = quot.result
+            if dv is not None:
+                add = arith.AddiOp(dv, quot.result)
+                ops.append(add)
+                pos = add.result
+            block.insert_ops_before(ops, unit)
+            index += [phase.result, pos]
+        new = memref.LoadOp.get(alloc.memref, index)
+        block.insert_op_before(new, unit)
+        unit.results[0].replace_all_uses_with(new.res)
+        erase(unit)
+    first = target.block.first_op
+    assert first is not None
+    target.block.insert_op_before(alloc, first)
+    _copy_nest(target, buf, alloc.memref, fp, s, label, first, pad, elt)
+    if alloc_cls is memref.AllocOp:
+        target.block.add_op(memref.DeallocOp.get(alloc.memref))
+    return alloc.memref
+
+
+def _div(form: Affine, s: int) -> dict[SSAValue, int]:
+    return {v: c // s for v, c in form.terms.items()}
+
+
+def _copy_nest(loop: ForOp, buf, local, fp, s: int, name: str, at: Operation, pad, elt) -> None:
+    """local[..., p, j] = buf[base + (..., s * j + p)]. When every checked dim's origin is
+    a constant, the in-bounds part is a static range per dim and per phase: the padding
+    is filled first (a vectorized nest over the whole buffer), then each phase copies its
+    in-bounds range with unguarded loads (GCC: two vector loads and a permute per
+    16 elements, not a masked gather); otherwise one guarded nest does both."""
+    checks = pad.checks if pad is not None else frozenset()
+    if any(fp.base[d].terms for d, _ in checks):
+        _guarded_copy_nest(loop, buf, local, fp, s, name, at, pad, elt)
+        return
+    kernel = loop.kernel()
+    shape = memref_type(buf).get_shape()
+    last = len(fp.extents) - 1
+    per_phase = -(-fp.extents[last] // s)
+
+    def nest(ranges: list[tuple[int, int]], label: str) -> list[ForOp]:
+        loops: list[ForOp] = []
+        for d, (lo, hi) in enumerate(ranges):
+            lp = ForOp(lo, hi, 1, name=kernel.fresh_loop_name(f"{name}_{label}{d}"))
+            name_iv(lp)
+            (loops[-1].block.add_op(lp) if loops else loop.block.insert_op_before(lp, at))
+            loops.append(lp)
+        return loops
+
+    if pad is not None:  # the fill value everywhere; the copies below overwrite the inside
+        loops = nest([(0, n) for n in [*fp.extents[:last], s, per_phase]], "fill")
+        if per_phase > 1:
+            loops[-1].annotate("vectorize")
+        fill = pad.fill.clone()
+        ivs = [lp.induction_var for lp in loops]
+        loops[-1].block.add_ops([fill, memref.StoreOp.get(fill.result, local, ivs)])
+
+    def inside(d: int, start: int, step: int, count: int) -> tuple[int, int]:
+        """The range of i in [0, count) with base_d + start + step * i within the input
+        where dim d is checked."""
+        lo, hi = 0, count
+        c0 = fp.base[d].const + start
+        if (d, "lo") in checks:
+            lo = max(lo, -(c0 // step) if c0 < 0 else 0)
+        if (d, "hi") in checks:
+            hi = min(hi, max(0, -(-(shape[d] - c0) // step)))
+        return lo, hi
+
+    outer = [inside(d, 0, 1, fp.extents[d]) for d in range(last)]
+    if any(lo >= hi for lo, hi in outer):
+        return
+    loops = nest(outer, "in")
+    body = loops[-1].block if loops else None
+    ivs = [lp.induction_var for lp in loops]
+    for phase in range(s):
+        lo, hi = inside(last, phase, s, -(-(fp.extents[last] - phase) // s))
+        if lo >= hi:
+            continue
+        lp = ForOp(lo, hi, 1, name=kernel.fresh_loop_name(f"{name}_in{last}p{phase}"))
+        name_iv(lp)
+        (body.add_op(lp) if body is not None else loop.block.insert_op_before(lp, at))
+        if hi - lo > 1:
+            lp.annotate("vectorize")
+        j = lp.induction_var
+        inner = lp.block
+        glob = [emit_affine(fp.base[d].add(Affine(0, {ivs[d]: 1})), inner) for d in range(last)]
+        glob.append(emit_affine(fp.base[last].add(Affine(phase, {j: s})), inner))
+        k = const(phase)
+        load = memref.LoadOp.get(buf, glob)
+        inner.add_ops([k, load, memref.StoreOp.get(load.res, local, [*ivs, k.result, j])])
+
+
+def _guarded_copy_nest(
+    loop: ForOp, buf, local, fp, s: int, name: str, at: Operation, pad, elt
+) -> None:
+    """local[..., p, j] = buf[base + (..., s * j + p)], the fill value where the padding's
+    checks fail or `s * j + p` is past the box."""
+    kernel = loop.kernel()
+    extents = [*fp.extents[:-1], s, -(-fp.extents[-1] // s)]
+    loops: list[ForOp] = []
+    for d, n in enumerate(extents):
+        lp = ForOp(0, n, 1, name=kernel.fresh_loop_name(f"{name}_in{d}"))
+        name_iv(lp)
+        (loops[-1].block.add_op(lp) if loops else loop.block.insert_op_before(lp, at))
+        loops.append(lp)
+    if extents[-1] > 1:
+        loops[-1].annotate("vectorize")
+    body = loops[-1].block
+    ivs = [lp.induction_var for lp in loops]
+    last = len(fp.extents) - 1
+    column = Affine(0, {ivs[-1]: s, ivs[-2]: 1})  # the column within the box
+    glob = [emit_affine(fp.base[d].add(Affine(0, {ivs[d]: 1})), body) for d in range(last)]
+    glob.append(emit_affine(fp.base[last].add(column), body))
+    shape = memref_type(buf).get_shape()
+    conds: list[Operation] = []
+    for d, side in sorted(pad.checks) if pad is not None else []:
+        bound = const(0 if side == "lo" else shape[d])
+        conds += [bound, arith.CmpiOp(glob[d], bound.result, "sge" if side == "lo" else "slt")]
+    if fp.extents[-1] % s:  # the last phase planes run past the box
+        col = emit_affine(column, body)
+        bound = const(fp.extents[-1])
+        conds += [bound, arith.CmpiOp(col, bound.result, "slt")]
+    load = memref.LoadOp.get(buf, glob)
+    if not conds:
+        body.add_ops([load, memref.StoreOp.get(load.res, local, ivs)])
+        return
+    cond = conds[1].results[0]
+    for cmp in conds[3::2]:
+        both = arith.AndIOp(cond, cmp.results[0])
+        conds.append(both)
+        cond = both.result
+    fill = pad.fill.clone() if pad is not None else arith.ConstantOp(FloatAttr(0.0, elt))
+    guard = scf.IfOp(cond, [elt], [load, scf.YieldOp(load.res)], [fill, scf.YieldOp(fill.result)])
+    body.add_ops([*conds, guard, memref.StoreOp.get(guard.results[0], local, ivs)])
