@@ -231,8 +231,8 @@ CMPI = {
 }
 
 SCALAR_HELPERS = """\
-#define DLPC_MAXIMUMF(a, b) (((a) > (b) || (a) != (a)) ? (a) : (b))
-#define DLPC_MINIMUMF(a, b) (((a) < (b) || (a) != (a)) ? (a) : (b))
+#define DLPC_MAXIMUMF(a, b) ((b) != (b) ? (b) : (b) > (a) ? (b) : (a))
+#define DLPC_MINIMUMF(a, b) ((b) != (b) ? (b) : (b) < (a) ? (b) : (a))
 #define DLPC_MAX(a, b) ((a) > (b) ? (a) : (b))
 #define DLPC_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define DLPC_FLOORDIV(a, b) ((a) / (b) - (((a) % (b) != 0) && (((a) < 0) != ((b) < 0))))
