@@ -9,13 +9,15 @@
 
 // The gemm template: packed panels of B (read across its rows, as a linear layer's
 // weight is) and A, the register-tile micro-kernel, init nest vectorized; the kernel is
-// too small for OpenMP, so nothing stays parallel.
+// too small for OpenMP, so nothing stays parallel. K is one k block: the reduction loop
+// is not split (no loop of one trip around the tile).
 // CHECK-LABEL: loop.kernel "mm"
 // CHECK:       {name = "i1_init", vectorize}
+// CHECK-NOT:   {name = "r0c"
 // CHECK:       %mm_Bp = memref.alloca() : memref<256xf32>
 // CHECK:       %mm_Ap = memref.alloca() : memref<128xf32>
 // CHECK:       %C_acc = memref.alloca() : memref<8x32xf32>
-// CHECK:       loop.for %r01 = 0 to 8 step 1 {name = "r01", reduction} {
+// CHECK:       loop.for %r0 = 0 to 8 step 1 {name = "r0", reduction} {
 // CHECK-NEXT:    loop.for %i0i = 0 to 8 step 1 {name = "i0i", unroll = 8} {
 // CHECK-NEXT:      loop.for %i1j = 0 to 32 step 1 {name = "i1j", vectorize} {
 // CHECK-NOT:   parallel
@@ -227,10 +229,10 @@ func.func @dw(%x: memref<1x8x12x12xf32>, %w: memref<8x1x3x3xf32>, %y: memref<1x8
 }
 
 // A linear layer over a batch ([4, 8, 16] x W[32, 16]^T, W shared): the batch loop goes
-// inside the B panel loops, so the panel of B is packed once per call, not per image.
+// inside the B panel loops, so the panel of B is packed once per call, not per image
+// (K is one k block: no kc loop, the panel is packed at the column block).
 // CHECK-LABEL: loop.kernel "lin"
 // CHECK:       {name = "i2c"}
-// CHECK-NEXT:  {name = "r0c", reduction}
 // CHECK-NEXT:  %lin_Bp = memref.alloca() : memref<512xf32>
 // CHECK:       {name = "i0"
 // CHECK:       %lin_Ap = memref.alloca()

@@ -175,3 +175,30 @@ func.func @main(%x: tensor<{m}x{k}xf32>, %w: tensor<{wshape}xf32>) -> tensor<{m}
     # 1 x N strips or 1-wide columns that divisors of M or N alone gave for primes
     assert mr * vectors >= min(8, m * -(-n // 16)), script
     assert nr >= min(n, 8), script
+
+
+@pytest.mark.parametrize("m,n,k", [(32, 256, 784), (17, 64, 100), (64, 96, 128)])
+def test_weight_gemm_with_a_small_a_is_one_k_block_read_in_place(m, n, k):
+    """A weight gemm whose A fits in L2 (A_IN_PLACE_BYTES) is one k block with A read in
+    place: no k split, no pack of A, so the zero init and the fused bias + relu fold into
+    the accumulator tile (no init or epilogue nest is left) and match numpy."""
+    from dlpc.dialects.loop import kernels
+    from dlpc.passes.pipeline import PipelineOptions, lower
+
+    x, w, bias = _data((m, k), (n, k), (n,))
+    text = f"""
+func.func @main(%x: tensor<{m}x{k}xf32>) -> tensor<{m}x{n}xf32> {{
+  %w = graph.param "w" : tensor<{n}x{k}xf32>
+  %b = graph.param "b" : tensor<{n}xf32>
+  %0 = graph.linear %x, %w, %b : (tensor<{m}x{k}xf32>, tensor<{n}x{k}xf32>, tensor<{n}xf32>) -> tensor<{m}x{n}xf32>
+  %1 = graph.relu %0 : (tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>
+  func.return %1 : tensor<{m}x{n}xf32>
+}}"""
+    script, applies = _first_schedule(text)
+    assert applies and " gemm" in script, script
+    assert "_Ap" not in script and "split" in script and "/r0 by" not in script, script
+    module = parse_module(text)
+    lower(module, "loop", PipelineOptions(opt_level=2, schedule=True))
+    names = {lp.loop_name for kern in kernels(module) for lp in kern.loops()}
+    assert not any(name and name.endswith(("_init", "_post")) for name in names), names
+    _close(_run(text, [x], {"w": w, "b": bias}), np.maximum(x @ w.T + bias, 0), k)
