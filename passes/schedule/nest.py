@@ -89,11 +89,13 @@ def buffer_token(kernel: KernelOp, value) -> str:
 CONV_TILE_VECTORS = 24
 # Bytes of the whole-image im2col buffer above which the tiled conv is not used.
 CONV_PACK_BYTES = 8 << 20
-# Multiply-adds below which a conv stays on one thread: an OpenMP fork/join with sleeping
-# (OMP_WAIT_POLICY=PASSIVE) workers costs ~10 us, a 2M-MAC conv ~40 us at 100 GFLOP/s.
-# At batch 1, 2 threads ran LeNet 0.047 ms and mobilenet 0.116 ms against 0.031 / 0.093 ms
-# on one: their convs are 0.1-0.5M MACs.
-CONV_PARALLEL_MACS = 1 << 21
+# Multiply-adds below which a conv stays on one thread. With the runtime's spinning
+# workers (GOMP_SPINCOUNT 10000) a fork/join costs ~1-2 us, a 256K-MAC conv ~5 us at
+# 100 GFLOP/s. 2 threads, batch 1, min of 5 x 100 calls, 2^21 -> 2^18: resnet 126.5 ->
+# 120.9 us (its 3x3 stride-2 conv 28 -> 20.5 us, the stem 10.6 -> 7.1), LeNet at batch 4
+# 57 -> 45 us; LeNet and mobilenet at batch 1 even (2^17: no better). (2^21 was set for
+# sleeping workers, a ~10 us wake-up per parallel loop.)
+CONV_PARALLEL_MACS = 1 << 18
 # Output rows per tile at most, for a ragged row (LeNet, batch 4 and 32, 1 thread,
 # interleaved: 8 (7 rows x 1 channel) ran the model ~5% faster than 4 (4 x 2)).
 CONV_RAGGED_ROWS = 8
