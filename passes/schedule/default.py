@@ -246,14 +246,21 @@ def dot_tile(m: int, n: int) -> tuple[int, int]:
     return mr, nr
 
 
-def dot_script(kernel: KernelOp, nest: Nest, threads: int = 2) -> str:
+def dot_script(
+    kernel: KernelOp,
+    nest: Nest,
+    tile: tuple[int, int] | None = None,
+    threads: int = 2,
+    parallel: str = "auto",
+) -> str:
     """Few rows and B contiguous along k (a linear layer at a small batch): an `mr x nr`
     block of dot products accumulates in vector registers along k (`tensorize .. dot`),
-    reading x and W where they are: no packing, each weight row read once per row block."""
+    reading x and W where they are: no packing, each weight row read once per row block.
+    `tile`: (mr, nr), default `dot_tile`; `parallel` as for `gemm_script`."""
     K = kernel.sym
     i, j, k = nest.spatial[-2], nest.spatial[-1], nest.reduce[0]
     m, n = nest.trips[i], nest.trips[j]
-    mr, nr = dot_tile(m, n)
+    mr, nr = tile or dot_tile(m, n)
     outer = nest.spatial[:-2]
     lines = [f"decompose {K}"]
     order = list(outer)
@@ -272,7 +279,9 @@ def dot_script(kernel: KernelOp, nest: Nest, threads: int = 2) -> str:
     tiles += [(f"{i}o", m // mr)] if mr < m else []
     tiles += [(f"{j}o", n // nr)] if nr < n else []
     par = next((x for x, t in tiles if t >= 2 * threads), None)
-    if par is not None:
+    if parallel == "outer" and tiles:
+        par = tiles[0][0]
+    if par is not None and parallel != "none":
         lines.append(f"parallel {K}/{par}")
     return "\n".join(lines)
 
@@ -511,15 +520,24 @@ def default_scripts(module: ModuleOp, name: str) -> list[str]:
     return [s for s in out if s]
 
 
-def gemm_scripts(kernel: KernelOp, nest: Nest) -> list[str]:
-    """The schedules of a gemm-shaped kernel, best first: the dot kernel for a few rows
-    (or fewer than 16 columns) against a B contiguous along k (a linear layer at a small
-    batch), then the blocked gemm (the fallback should the dot kernel not apply)."""
+@dataclass(frozen=True)
+class DotParams:
+    """The dot kernel's `mr x nr` block of dot products (`dot_script`)."""
+
+    mr: int
+    nr: int
+
+
+def gemm_plans(kernel: KernelOp, nest: Nest) -> list[GemmParams | DotParams]:
+    """The schedules of a gemm-shaped kernel, best first, as template parameters: the dot
+    kernel for a few rows (or fewer than 16 columns) against a B contiguous along k (a
+    linear layer at a small batch), then the blocked gemm (the fallback should the dot
+    kernel not apply). The tuner's space (tune/space.py) starts from the first."""
     operands = gemm_operands(kernel, nest)
     assert operands is not None
     b = operands[1]
     m, n, k = (nest.trips[x] for x in (nest.spatial[-2], nest.spatial[-1], nest.reduce[0]))
-    out = []
+    out: list[GemmParams | DotParams] = []
     outer = nest.spatial[:-2]
     rows = m if _b_follows(kernel, outer, b) else m * math.prod(nest.trips[x] for x in outer)
     weight = _is_weight(kernel, b)
@@ -530,7 +548,7 @@ def gemm_scripts(kernel: KernelOp, nest: Nest) -> list[str]:
     # at batch 32 6.1 against 3.1; so the dot kernel also takes any rows when N < 16)
     dot_first = dot and (not weight or rows < 4 or n % LANES != 0)
     if dot_first:
-        out.append(dot_script(kernel, nest))
+        out.append(DotParams(*dot_tile(m, n)))
     p = gemm_default_params(m, n, k)
     if weight:
         # B's panels are packed once, when the weights are bound (loop-prepack-weights
@@ -547,10 +565,20 @@ def gemm_scripts(kernel: KernelOp, nest: Nest) -> list[str]:
         # B rows contiguous along j already and a single block of A: packing does not
         # pay off (attention's P x V per head, 32x4 heads of 16x16x16: 48 -> 22 us)
         p = replace(p, pack_a=False, pack_b=False)
-    out.append(gemm_script(kernel, nest, p))
+    out.append(p)
     if dot and not dot_first:
-        out.append(dot_script(kernel, nest))  # the fallback
+        out.append(DotParams(*dot_tile(m, n)))  # the fallback
     return out
+
+
+def gemm_scripts(kernel: KernelOp, nest: Nest) -> list[str]:
+    """`gemm_plans` rendered as scripts."""
+    return [
+        dot_script(kernel, nest, (p.mr, p.nr))
+        if isinstance(p, DotParams)
+        else gemm_script(kernel, nest, p)
+        for p in gemm_plans(kernel, nest)
+    ]
 
 
 # A of at most this many bytes (a quarter of a core's L2) is read in place by the

@@ -98,3 +98,99 @@ def test_reduction_points_preserve_results(seed):
     np.testing.assert_allclose(
         run_c(module)[-1], reference, rtol=1e-4, atol=1e-5, err_msg=str(point)
     )
+
+
+def _gemm_module(op: str, m: int, n: int, k: int, weight: bool):
+    """A one-gemm model lowered to loops without schedules, and its gemm kernel's name."""
+    wshape = f"{n}x{k}" if op == "linear" else f"{k}x{n}"
+    w = f'%w = graph.param "w" : tensor<{wshape}xf32>\n  ' if weight else ""
+    args = f"%x: tensor<{m}x{k}xf32>" + ("" if weight else f", %w: tensor<{wshape}xf32>")
+    module = parse_module(f"""
+func.func @main({args}) -> tensor<{m}x{n}xf32> {{
+  {w}%0 = graph.{op} %x, %w : (tensor<{m}x{k}xf32>, tensor<{wshape}xf32>) -> tensor<{m}x{n}xf32>
+  func.return %0 : tensor<{m}x{n}xf32>
+}}""")
+    lower(module, "loop", PipelineOptions(opt_level=2))
+    (kernel,) = [kn.sym for kn in kernels(module) if kn.sym.startswith(op)]
+    return module, kernel
+
+
+# (op, M, N, K, B a weight): the dot kernel (few rows, N < 16), the packed and unpacked
+# gemm, one k block with A in place, row remainders (M = 37, 101), column remainders
+# (N = 131, 257), a 17 x 16 tile
+GEMM_CASES = [
+    ("linear", 1, 256, 784, True),
+    ("linear", 4, 256, 784, True),
+    ("linear", 32, 10, 256, True),
+    ("linear", 32, 256, 784, True),
+    ("linear", 5, 4, 33, False),
+    ("linear", 17, 31, 4, True),
+    ("matmul", 17, 256, 100, False),
+    ("matmul", 37, 64, 257, False),
+    ("matmul", 101, 48, 64, False),
+    ("matmul", 40, 131, 20, False),
+    ("matmul", 37, 257, 16, False),
+    ("matmul", 100, 100, 100, False),
+    ("linear", 9, 20, 2053, True),
+]
+
+
+@pytest.mark.parametrize("case", GEMM_CASES, ids=lambda c: "-".join(map(str, c)))
+def test_the_default_gemm_schedule_is_a_point_of_the_space(case):
+    """The space holds what the default schedule does (dot kernel, gemmN / gemmNxM
+    remainder tiles, one k block, A in place): its default point is legal, every knob
+    value is among the knob's values, and it renders the default schedule's script."""
+    from dlpc.passes.schedule.default import default_scripts
+
+    module, kernel = _gemm_module(*case)
+    space = space_for(module, kernel)
+    assert space is not None and space.template == "gemm"
+    point = space.default()
+    assert all(point[key] in values for key, values in space.knobs.items()), point
+    assert consistent(space, point), point
+    assert space.script(module, point) == default_scripts(module, kernel)[0]
+
+
+@pytest.mark.parametrize(
+    "case,fixed",
+    [
+        (("linear", 4, 32, 48, False), {"micro": "dot"}),
+        (("matmul", 37, 64, 40, False), {"tail": "rows"}),
+        (("matmul", 37, 131, 20, False), {"tail": "both"}),
+    ],
+)
+def test_dot_and_remainder_points_preserve_results(case, fixed):
+    """Points of the space with the dot kernel or the remainder tiles (not only the
+    default one) render scripts that apply and give the unscheduled kernel's result."""
+    module, kernel = _gemm_module(*case)
+    expected = run_c(module)[-1]
+    space = space_for(module, kernel)
+    assert all(value in space.knobs[key] for key, value in fixed.items()), space.knobs
+    rng = random.Random(5)
+    points = []
+    while len(points) < 3:
+        point = {**space.sample(rng), **fixed}
+        if consistent(space, point) and point not in points:
+            points.append(point)
+    for point in points:
+        scheduled, _ = _gemm_module(*case)
+        script = space.script(scheduled, point)
+        assert (" dot" in script) == (fixed.get("micro") == "dot"), script
+        apply_script(scheduled, script)
+        scheduled.verify()
+        np.testing.assert_allclose(
+            run_c(scheduled)[-1], expected, rtol=1e-4, atol=1e-4, err_msg=f"{point}\n{script}"
+        )
+
+
+def test_points_logged_before_a_knob_existed_still_work():
+    """A point from an older log (no `micro` / `tail` knob) means the gemm without
+    remainder tiles: it renders, mutates and has as many features as a new point."""
+    module, kernel = _gemm_module("linear", 4, 32, 48, False)
+    space = space_for(module, kernel)
+    old = {key: value for key, value in space.default().items() if key not in ("micro", "tail")}
+    old.update(mr=4, nr=16, mc=4, nc=32)
+    assert "micro" in space.knobs and "micro" not in old
+    assert " gemm" in space.script(module, old)
+    assert len(space.features(old)) == len(space.features(space.default()))
+    assert set(space.mutate(old, random.Random(0))) == set(space.knobs)
