@@ -19,7 +19,8 @@
 - Idle OpenMP threads spin `GOMP_SPINCOUNT` = 10000 iterations, then sleep, unless the user
   set `OMP_WAIT_POLICY` or `GOMP_SPINCOUNT`; each OpenMP worker thread is bound to a CPU of
   its own (not the calling thread, which keeps its CPU set), unless the user set
-  `OMP_PROC_BIND`, `OMP_PLACES` or `GOMP_CPU_AFFINITY`, or the team outnumbers the CPUs.
+  `OMP_PROC_BIND`, `OMP_PLACES` or `GOMP_CPU_AFFINITY`, or the team outnumbers the CPUs;
+  a call first moves its thread off the workers' CPUs (`keep_off_workers`).
 - A compiler error becomes one `DlpcError` line naming the kernel whose function holds
   the first error and the C file kept in the cache directory.
 - Resident pre-packed weights (passes/lower/prepack.py): a library that exports
@@ -160,6 +161,7 @@ class Library:
         into a fresh block when none is given."""
         for a in arrays:
             assert a.flags.c_contiguous, "dlpc_main needs C-contiguous arrays"
+        keep_off_workers()
         if self.prepare_entry is not None and len(arrays) == self.num_args:
             arrays = [*arrays, self.packed_block()]
         argv = (ctypes.c_void_p * max(len(arrays), 1))(*[a.ctypes.data for a in arrays])
@@ -180,6 +182,7 @@ class Library:
         stay alive: `keep_alive`); a nonzero status as in `call`. A vector of @main's
         arguments alone, for a library with packed weights (a training step, whose
         params change every call), is packed for this call first."""
+        keep_off_workers()
         if self.prepare_entry is not None and len(argv) == self.num_args:
             block = self.packed_block()
             argv = (ctypes.c_void_p * (self.num_args + 1))(*argv, block.ctypes.data)
@@ -221,6 +224,35 @@ def omp_threads(cpus: int) -> int:
     return int(first) if first.isdigit() and int(first) > 0 else cpus
 
 
+# CPUs that libgomp's workers are bound to (set when this process's first library load
+# bound them; empty otherwise); a call moves its thread off them (`keep_off_workers`)
+worker_cpus: frozenset[int] = frozenset()
+
+
+def _no_cpu() -> int:
+    return -1
+
+
+_getcpu = _no_cpu  # glibc's sched_getcpu once workers are bound
+
+
+def keep_off_workers() -> None:
+    """If the calling thread runs on a CPU one of libgomp's bound workers owns, move it to
+    one of its other CPUs (its CPU set unchanged): a caller that slept (in clFinish, I/O,
+    a lock) may be woken onto the worker's CPU, and there each parallel loop waits out a
+    whole spin (`_load`). One `sched_getcpu`, ~0.2 us, per call."""
+    if worker_cpus and _getcpu() in worker_cpus:
+        own = os.sched_getaffinity(0)
+        if own - worker_cpus:
+            os.sched_setaffinity(0, own - worker_cpus)  # moves the thread now
+            os.sched_setaffinity(0, own)
+
+
+def _gomp_loaded() -> bool:
+    with open("/proc/self/maps") as maps:
+        return any("/libgomp.so" in line for line in maps)
+
+
 def _load(path: Path) -> ctypes.CDLL:
     # Idle OpenMP threads spin briefly, then sleep (unless the user chose a policy):
     # PASSIVE (sleep at once) cost every parallel loop the wake-up of its thread, 2-4x on
@@ -228,10 +260,14 @@ def _load(path: Path) -> ctypes.CDLL:
     # without bound (ACTIVE) slows everything else on a shared machine. libgomp's own
     # default spins 300000 iterations; 10000 was as fast on the examples. libgomp reads
     # this once, when it is first loaded.
+    global worker_cpus, _getcpu
     if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
         os.environ["GOMP_SPINCOUNT"] = SPIN_COUNT
-    cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
-    if any(v in os.environ for v in BIND_VARS) or not 2 <= omp_threads(len(cpus)) <= len(cpus):
+    if not sys.platform.startswith("linux") or any(v in os.environ for v in BIND_VARS):
+        return ctypes.CDLL(str(path))
+    cpus = os.sched_getaffinity(0)
+    team = omp_threads(len(cpus))
+    if not 2 <= team <= len(cpus) or _gomp_loaded():
         return ctypes.CDLL(str(path))
     # Each OpenMP worker gets a CPU of its own (unless the user chose a binding, or the
     # team has more threads than CPUs). Unbound, Linux starts libgomp's worker on the
@@ -243,13 +279,19 @@ def _load(path: Path) -> ctypes.CDLL:
     # to the first CPU, worker k to the k-th); the variable is removed again and the
     # calling thread's own CPU set restored at once, so the caller and every thread it
     # starts later (onnxruntime's, PoCL's) keep the CPUs they had; only libgomp's
-    # workers stay bound. (No effect when libgomp was already loaded.)
+    # workers stay bound, and a call keeps its thread off their CPUs.
     os.environ["OMP_PROC_BIND"] = "close"
     try:
-        return ctypes.CDLL(str(path))
+        handle = ctypes.CDLL(str(path))
     finally:
         del os.environ["OMP_PROC_BIND"]
         os.sched_setaffinity(0, cpus)
+    if _gomp_loaded():  # (a library without OpenMP leaves it for the next load)
+        getcpu = ctypes.CDLL(None).sched_getcpu
+        getcpu.restype, getcpu.argtypes = ctypes.c_int, []
+        _getcpu = getcpu
+        worker_cpus = frozenset(sorted(cpus)[1:team])
+    return handle
 
 
 def build(c_source: str, *, name: str = "module") -> Library:

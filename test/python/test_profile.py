@@ -153,6 +153,19 @@ compiled = api.compile(model)
 inputs = api.random_inputs(model)
 compiled(*inputs)  # a parallel kernel: libgomp starts its worker
 rows, _ = profile(compiled.artifact, compiled.lowered, inputs, repeat=2)
+import ctypes
+from dlpc.backends.runtime import cbuild
+getcpu = ctypes.CDLL(None).sched_getcpu
+full = os.sched_getaffinity(0)
+os.sched_setaffinity(0, {before[min(1, len(before) - 1)]})  # onto the worker's CPU, then free
+os.sched_setaffinity(0, full)
+on = getcpu()
+cbuild.keep_off_workers()
+moved = [on, getcpu()]
+checks = []
+keep_off = cbuild.keep_off_workers
+cbuild.keep_off_workers = lambda: checks.append(1) or keep_off()
+compiled(*inputs)  # a call checks once
 def cpus(t):
     status = open(f"/proc/self/task/{t}/status").read()
     return status.split("Cpus_allowed_list:")[1].split()[0]
@@ -164,6 +177,9 @@ print(json.dumps({
     "gomp": sorted({line.split()[-1] for line in open("/proc/self/maps") if "libgomp" in line}),
     "bind_env": os.environ.get("OMP_PROC_BIND"),
     "kernels": len(rows),
+    "worker_cpus": sorted(cbuild.worker_cpus),
+    "moved": moved,
+    "checks": len(checks),
 }))
 """
 
@@ -216,8 +232,13 @@ def test_openmp_worker_gets_a_cpu_of_its_own_and_the_caller_keeps_its_own(tmp_pa
     assert got["main"] == cpu_list(before)  # the caller (and what it starts later) unbound
     if len(before) >= 2:
         assert got["others"] == [str(before[1])]  # the one worker: the second CPU alone
+        assert got["worker_cpus"] == [before[1]]
+        # a call made on the worker's CPU first moves its thread off it
+        assert got["moved"][0] == before[1] and got["moved"][1] != before[1]
+        assert got["checks"] == 1
     else:  # one CPU: a team of 2 outnumbers it, nothing is bound
         assert got["others"] == [cpu_list(before)]
+        assert got["worker_cpus"] == []
 
 
 def test_openmp_binding_the_users_choice_stands(tmp_path):
@@ -225,3 +246,4 @@ def test_openmp_binding_the_users_choice_stands(tmp_path):
     assert got["main"] == cpu_list(got["before"])
     assert got["others"] == [cpu_list(got["before"])]  # libgomp left its worker unbound
     assert got["bind_env"] == "false"
+    assert got["worker_cpus"] == []
