@@ -9,11 +9,13 @@ from dlpc.dialects.loop import KernelOp
 from dlpc.passes.schedule._common import ScheduleError, guarded
 from dlpc.passes.schedule.nest import Nest, buffer_token, is_strided, largest_divisor
 
-# Vector accumulators of one depthwise tile (rows x the row's vectors); the rest of the
-# 32 AVX-512 registers hold the 9 broadcast weights and the input vectors.
-DEPTHWISE_TILE_VECTORS = 16
-# Output rows per tile at most (a 3x3 tile of 8 rows x 2 vectors is 144 FMAs, all
-# unrolled; more rows only grow the code).
+# Vector pieces of one depthwise tile (rows x the pieces GCC splits a row into: 28 is
+# 16 + 8 + 4). Few: the unrolled window loads every input vector once per tap (GCC does
+# not reuse a load across the rows of a tile), so more rows only add register pressure.
+# 1 thread, in-process, min of 5 medians (vs 16): 32x32 rows (rb 2) 0.96x, 28x28 (2)
+# 0.84-0.95x, 56x56 (1) 0.82-0.87x; 24 made 14x14 1.8x slower.
+DEPTHWISE_TILE_VECTORS = 6
+# Output rows per tile at most (a narrow row: the whole window is unrolled per row).
 DEPTHWISE_ROWS = 8
 # Multiply-adds above which a depthwise conv runs on two threads. A depthwise MAC costs
 # more time than a dense conv's (9 FMAs per output, the padded copy and the epilogue per
@@ -28,10 +30,9 @@ def depthwise_tile_script(kernel: KernelOp, nest: Nest, x, out, load, lanes: int
     padding, in a local buffer (`cache_read` of a padded read at the channel loop: a
     zero border instead of a guard per multiply-add, L1-sized, and made by the thread
     that uses it); a tile of `rb` output rows x the whole row accumulates in registers
-    (`cache_write`) across the fully unrolled window, the row vectorized, so each input
-    vector a tile loads feeds up to `kh` rows and GCC keeps the window's weights in
-    registers. The (image, channel) pairs are one loop, parallel when the work pays for
-    a second thread.
+    (`cache_write`) across the fully unrolled window, the row vectorized, the window's
+    weights broadcast once per tile. The (image, channel) pairs are one loop, parallel
+    when the work pays for a second thread.
 
         for n, c:                        (fused, parallel)
           xp = padded copy of x[n, c]    (cache_read, when padded)
@@ -46,7 +47,7 @@ def depthwise_tile_script(kernel: KernelOp, nest: Nest, x, out, load, lanes: int
     if is_strided(kernel, nest) or nest.trips[w] > 4 * lanes:
         raise ScheduleError(f"kernel '{K}': strided or wide depthwise conv")
     H, W = nest.trips[h], nest.trips[w]
-    nv = -(-W // lanes)  # vector accumulators per output row
+    nv = W // lanes + bin(W % lanes).count("1")  # GCC's vector pieces per row
     rb = largest_divisor(H, max(1, min(DEPTHWISE_ROWS, DEPTHWISE_TILE_VECTORS // nv)))
     lines = [f"decompose {K}"]
     row, inner_h = h, []
