@@ -202,3 +202,29 @@ func.func @main(%x: tensor<{m}x{k}xf32>) -> tensor<{m}x{n}xf32> {{
     names = {lp.loop_name for kern in kernels(module) for lp in kern.loops()}
     assert not any(name and name.endswith(("_init", "_post")) for name in names), names
     _close(_run(text, [x], {"w": w, "b": bias}), np.maximum(x @ w.T + bias, 0), k)
+
+
+@pytest.mark.parametrize(
+    "m,n,k,parallel", [(1, 256, 784, True), (1, 16, 64, False), (16, 64, 192, False)]
+)
+def test_a_weight_streaming_kernel_below_the_serial_threshold_stays_parallel(m, n, k, parallel):
+    """Under SERIAL_WORK a kernel is serial, unless it streams (a linear layer at batch 1
+    reads each weight once: two threads read it through two caches); a 16-row linear of
+    similar work, or a tiny one, stays serial. Numerics either way."""
+    from dlpc.dialects.loop import kernels
+    from dlpc.passes.pipeline import PipelineOptions, lower
+    from dlpc.passes.schedule.default import SERIAL_WORK
+
+    assert m * n * k < SERIAL_WORK
+    x, w = _data((m, k), (n, k))
+    text = f"""
+func.func @main(%x: tensor<{m}x{k}xf32>) -> tensor<{m}x{n}xf32> {{
+  %w = graph.param "w" : tensor<{n}x{k}xf32>
+  %0 = graph.linear %x, %w : (tensor<{m}x{k}xf32>, tensor<{n}x{k}xf32>) -> tensor<{m}x{n}xf32>
+  func.return %0 : tensor<{m}x{n}xf32>
+}}"""
+    module = parse_module(text)
+    lower(module, "loop", PipelineOptions(opt_level=2, schedule=True))
+    (kernel,) = [kn for kn in kernels(module) if kn.sym == "linear_0"]
+    assert any(lp.parallel is not None for lp in kernel.loops()) == parallel
+    _close(_run(text, [x], {"w": w}), x @ w.T, k)
