@@ -420,12 +420,13 @@ func.func @mm37(%a: memref<37x32xf32>, %b: memref<32x32xf32>, %c: memref<37x32xf
 }
 
 // A 256 x 256 x 256 gemm: the parallel loop (the B panel columns, inside the k and the
-// row blocks) runs after the A and B panels are packed, so their packing is parallel too.
+// row blocks) runs after the A and B panels are packed, so their packing is parallel too;
+// all 256 rows are one A block (256 KB).
 // CHECK-LABEL: loop.kernel "mmbig"
 // CHECK:       %mmbig_Bp = memref.alloca() : memref<65536xf32>
 // CHECK-NEXT:  loop.for %{{.*}} = 0 to 256 step 32 {name = "mmbig_Bp_i1r", parallel} {
-// CHECK:       %mmbig_Ap = memref.alloca() : memref<32768xf32>
-// CHECK-NEXT:  loop.for %{{.*}} = 0 to 128 step 8 {name = "mmbig_Ap_i0r", parallel} {
+// CHECK:       %mmbig_Ap = memref.alloca() : memref<65536xf32>
+// CHECK-NEXT:  loop.for %{{.*}} = 0 to 256 step 8 {name = "mmbig_Ap_i0r", parallel} {
 // CHECK:       {name = "i1r", parallel}
 func.func @mmbig(%a: memref<256x256xf32>, %b: memref<256x256xf32>, %c: memref<256x256xf32>) {
   loop.kernel "mmbig" {
