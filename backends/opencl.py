@@ -103,6 +103,10 @@ class Launch:
     # the laned loop whose lanes f32 arithmetic and accumulators are written on as one
     # OpenCL vector (`float8`), None for scalar lanes only (`plan_vector`)
     vector: ForOp | None = None
+    # resident read-only buffers (parameters, globals) the kernel reads in another
+    # layout: buffer -> the permutation of its dims (`plan_relayout`); the runtime passes
+    # a copy of the buffer transposed by it (`numpy.transpose(a, perm)`, made once)
+    relayout: dict[SSAValue, tuple[int, ...]] = field(default_factory=dict)
 
 
 def _local_stage_plan(g: ForOp):
@@ -128,7 +132,9 @@ def _local_stage_plan(g: ForOp):
     return stages, copies, inner
 
 
-def plan_launch(kernel: KernelOp, fname: str, max_group: int = 256) -> Launch:
+def plan_launch(
+    kernel: KernelOp, fname: str, max_group: int = 256, resident: set[SSAValue] | None = None
+) -> Launch:
     nest = spine(kernel)
     dims: list[ForOp] = []
     for loop in nest:
@@ -179,6 +185,7 @@ def plan_launch(kernel: KernelOp, fname: str, max_group: int = 256) -> Launch:
         launch.partials = {}
     if last in launch.lanes:  # a work-item takes `lanes` consecutive iterations
         launch.global_size = (*launch.global_size[:-1], last.trip_count // launch.lanes[last])
+    launch.relayout = plan_relayout(kernel, launch.vector, resident or set())
     return launch
 
 
@@ -346,6 +353,80 @@ def plan_vector(
     below = nest[nest.index(dims[-1]) + 1 :]
     inner = [lp for lp in below if lp in lanes and lanes[lp] in VECTOR_WIDTHS]
     return inner[-1] if inner else None
+
+
+def _varies_with(index: SSAValue, iv: SSAValue) -> bool:
+    """Is `index` the induction variable `iv`, or `iv` plus or minus what does not vary with it?"""
+    if index is iv:
+        return True
+    owner = index.owner
+    if isinstance(owner, arith.AddiOp | arith.SubiOp):
+        a, b = owner.lhs, owner.rhs
+        return (_varies_with(a, iv) and not _uses(b, iv)) or (
+            isinstance(owner, arith.AddiOp) and _varies_with(b, iv) and not _uses(a, iv)
+        )
+    return False
+
+
+def _uses(value: SSAValue, iv: SSAValue) -> bool:
+    if value is iv:
+        return True
+    owner = value.owner
+    return isinstance(owner, Operation) and any(_uses(v, iv) for v in owner.operands)
+
+
+def plan_relayout(
+    kernel: KernelOp, vector: ForOp | None, resident: set[SSAValue]
+) -> dict[SSAValue, tuple[int, ...]]:
+    """Resident buffers to read transposed: a buffer in `resident` (a parameter or a
+    global, never stored by the kernel) that the kernel loads with the vector loop's
+    induction variable (plus an offset) as an index other than the last, and no other
+    index varying with it, is read from a copy whose dims are permuted so that index is
+    the last: the vector's lanes then load consecutive elements (one vector load) instead
+    of one scalar each, `stride` apart (a linear's weight `W[feature, k]` with the lanes
+    over the features: `W^T[k, feature]`). {buffer: permutation}."""
+    if vector is None:
+        return {}
+    iv = vector.induction_var
+    stored = {o.memref for o in kernel.walk() if isinstance(o, memref.StoreOp)}
+    plan: dict[SSAValue, tuple[int, ...]] = {}
+    for op in vector.walk():
+        if not isinstance(op, memref.LoadOp) or op.memref not in resident:
+            continue
+        if op.memref in stored or defined_inside(op.memref, kernel):
+            continue
+        indices = list(op.indices)
+        where = [k for k, index in enumerate(indices) if _uses(index, iv)]
+        if len(where) != 1 or where[0] == len(indices) - 1:
+            continue
+        if not _varies_with(indices[where[0]], iv):
+            continue
+        n = len(indices)
+        perm = (*(d for d in range(n) if d != where[0]), where[0])
+        if plan.setdefault(op.memref, perm) != perm:  # two loads want two layouts
+            plan[op.memref] = ()
+    return {v: perm for v, perm in plan.items() if perm}
+
+
+def resident_values(module: ModuleOp) -> set[SSAValue]:
+    """@main's parameters and the `memref.get_global` results in it: the buffers whose
+    contents are known before a call and do not change during one."""
+    main = cbe.find_main(module)
+    n_in, params, _ = cbe.calling_convention(main)
+    values: set[SSAValue] = set(main.body.block.args[n_in : n_in + len(params)])
+    values.update(o.memref for o in main.walk() if isinstance(o, memref.GetGlobalOp))
+    return values
+
+
+@dataclass
+class PermutedBuffer(Buffer):
+    """A buffer stored with its dims permuted by `perm` (`Launch.relayout`), indexed by
+    the original dims."""
+
+    perm: tuple[int, ...] = ()
+
+    def at(self, indices: list[str]) -> str:
+        return Buffer(self.name, self.shape).at([indices[d] for d in self.perm])
 
 
 def contracted(op: Operation) -> bool:
@@ -698,10 +779,12 @@ class OpenCLEmitter:
         self.top = Scope()
         self.launches: dict[KernelOp, Launch] = {}
         self.parts: list[str] = []
+        self.resident: set[SSAValue] = set()
 
     def emit(self) -> str:
         views(self.module)
         main = cbe.find_main(self.module)
+        self.resident = resident_values(self.module)
         out = [c_comment("generated by dlpc (OpenCL backend); do not edit"), PRELUDE, MATH_MACROS]
         for k in (op for op in main.walk() if isinstance(op, KernelOp)):
             self.kernel(k)
@@ -711,7 +794,7 @@ class OpenCLEmitter:
 
     def kernel(self, k: KernelOp) -> None:
         fname = self.top.fresh(k.sym, kind="kernel")
-        launch = plan_launch(k, fname)
+        launch = plan_launch(k, fname, resident=self.resident)
         self.launches[k] = launch
         free, stored = cbe.kernel_uses(k)
         w = KernelWriter(self, Scope(self.top.used), f"kernel '{k.sym}'", launch)
@@ -723,7 +806,12 @@ class OpenCLEmitter:
                 )
             shape, elt = cbe.memref_info(v.type)
             name = w.names.fresh(v.name_hint, f"arg{k_arg}")
-            w.buffers[v] = Buffer(name, shape)
+            perm = launch.relayout.get(v)
+            if perm:
+                shape = tuple(shape[d] for d in perm)
+                w.buffers[v] = PermutedBuffer(name, shape, perm=perm)
+            else:
+                w.buffers[v] = Buffer(name, shape)
             const = "" if v in stored else "const "
             params.append(f"__global {const}{c_type(elt)} *restrict {name}")
             launch.args.append(v)

@@ -160,6 +160,7 @@ class OpenCLFunction(ModuleFunction):
         device = self.ctx.devices[0]
         cpu = bool(device.type & cl.device_type.CPU)
         globals_: dict[str, Buffer] = {}
+        global_values: dict[str, np.ndarray] = {}
         for op in module.body.block.ops:
             if isinstance(op, memref.GlobalOp):
                 shape, elt = memref_info(op.type)
@@ -170,7 +171,34 @@ class OpenCLFunction(ModuleFunction):
                     values = np.array(list(init.get_values()), dtype=numpy_dtype(elt))
                 if values.size == 1 and math.prod(shape) > 1:
                     values = np.full(shape, values[0])
+                global_values[op.sym_name.data] = values.reshape(shape)
                 globals_[op.sym_name.data] = self._buffer(mf.READ_ONLY, values.reshape(shape))
+        # resident buffers some kernels read transposed (`Launch.relayout`): a copy each,
+        # globals made now, parameters on every upload of them (`_upload`)
+        arg_index = {v: k for k, v in enumerate(args)}
+        global_of = {
+            o.memref: o.name_.root_reference.data
+            for o in self.fn.walk()
+            if isinstance(o, memref.GetGlobalOp)
+        }
+        transposed: dict[tuple, Buffer] = {}
+        self.param_copies: dict[int, list[tuple[tuple[int, ...], Buffer]]] = {}
+
+        def relaid(v, perm):
+            if v in global_of:
+                key = (global_of[v], perm)
+                if key not in transposed:
+                    values = np.ascontiguousarray(global_values[key[0]].transpose(perm))
+                    transposed[key] = self._buffer(mf.READ_ONLY, values)
+                return transposed[key]
+            key = (arg_index[v], perm)
+            if key not in transposed:
+                shape, dtype = self.arg_specs[key[0]]
+                nbytes = max(math.prod(shape), 1) * dtype.itemsize
+                transposed[key] = self._device_alloc(nbytes, f"argument {key[0]} transposed")
+                self.param_copies.setdefault(key[0], []).append((perm, transposed[key]))
+            return transposed[key]
+
         # the host program: @main's ops in order, every buffer decided now
         free: dict[int, list] = {}  # size class -> device buffers no longer in use
         owners: dict[int, int] = {}  # id(intermediate buffer) -> memrefs living in it
@@ -188,7 +216,12 @@ class OpenCLFunction(ModuleFunction):
             elif isinstance(op, KernelOp):
                 launch = emitter.launches[op]
                 kernel = cl.Kernel(self.program, launch.name)
-                kernel.set_args(*[buffers[v] for v in launch.args])
+                kernel.set_args(
+                    *[
+                        relaid(v, launch.relayout[v]) if v in launch.relayout else buffers[v]
+                        for v in launch.args
+                    ]
+                )
                 local = launch.local_size
                 if local is None and cpu:
                     local = cpu_local_size(launch.global_size, device.max_compute_units)
@@ -229,7 +262,12 @@ class OpenCLFunction(ModuleFunction):
                 raise DlpcError(f"error: opencl backend: unsupported op '{op.name}' in @main")
         self.num_launches = len(self.kernel_ops)  # per call (the aliased reshapes are free)
         # the kernels' arguments hold no reference to their buffers: keep every one alive
-        self.device_buffers = [*buffers.values(), *globals_.values(), *self.svm_args.values()]
+        self.device_buffers = [
+            *buffers.values(),
+            *globals_.values(),
+            *self.svm_args.values(),
+            *transposed.values(),
+        ]
         self.params_resident = False  # the bound parameters are in their device buffers
 
     def _svm_arguments(self, module) -> dict[int, np.ndarray]:
@@ -312,6 +350,9 @@ class OpenCLFunction(ModuleFunction):
                 np.copyto(self.svm_args[k], a)  # (no kernel runs: the last call finished)
             elif a.nbytes:
                 _cl().enqueue_copy(queue, buffer, a, is_blocking=blocking)
+            for perm, copy in self.param_copies.get(k, []) if a.nbytes else []:
+                # (blocking: the transposed host array is a temporary)
+                _cl().enqueue_copy(queue, copy, np.ascontiguousarray(a.transpose(perm)))
 
     def _launch(self, queue, step):
         cl = _cl()

@@ -432,3 +432,39 @@ def test_example_at_batch_3_matches_reference(name):
         launch = plan_launch(conv, "conv")
         assert [lp.loop_name for lp in launch.mapped] == ["i0", "i1"]
         assert launch.global_size[0] == 3 and launch.vector is not None
+
+
+def test_weights_read_transposed_by_vector_lanes():
+    """At batch 32 a linear's lanes over its features are a vector: its weight `W[f, k]`
+    is read from a transposed copy `W^T[k, f]` (`Launch.relayout`), made when the
+    parameters are uploaded: once for the bound ones, on every call given `params=`."""
+    model = dlpc.load(ROOT / "examples" / "mlp.dlpc", batch=32)
+    compiled = dlpc.compile(model, target="opencl")
+    f = compiled.artifact
+    assert "v_fc1_weight[v_r0 * 256 + v_i1]" in f.source  # consecutive over the lanes
+    assert f.param_copies  # (per parameter: its permutation and device copy)
+    (x,) = dlpc.api.random_inputs(model)
+    (ref,) = dlpc.api.reference(model, [x])
+    tol = dict(rtol=1e-4, atol=1e-5 * max(1.0, float(np.abs(ref).max())))
+    np.testing.assert_allclose(f(x)[0], ref, **tol)
+    rng = np.random.default_rng(3)
+    weights = dlpc.api.check_weights(model)
+    other = {k: rng.standard_normal(a.shape).astype(a.dtype) for k, a in weights.items()}
+    (other_ref,) = dlpc.api.reference(
+        dlpc.load(ROOT / "examples" / "mlp.dlpc", batch=32, weights=other), [x]
+    )
+    other_tol = dict(rtol=1e-4, atol=1e-5 * max(1.0, float(np.abs(other_ref).max())))
+    np.testing.assert_allclose(f(x, params=other)[0], other_ref, **other_tol)
+    np.testing.assert_allclose(f(x)[0], ref, **tol)  # the bound ones again
+
+
+def test_relayout_plan_needs_a_resident_unstored_buffer():
+    from dlpc.backends.opencl import resident_values
+
+    model = dlpc.load(ROOT / "examples" / "mlp.dlpc", batch=32)
+    module = pipeline.lower(model.module.clone(), "loop", pipeline.PipelineOptions())
+    kernels = [k for k in module.walk() if isinstance(k, KernelOp)]
+    resident = resident_values(module)
+    first = plan_launch(kernels[0], "k", resident=resident)
+    assert [perm for perm in first.relayout.values()] == [(1, 0)]
+    assert not plan_launch(kernels[0], "k").relayout  # nothing resident: nothing transposed
