@@ -21,7 +21,7 @@ from dlpc.passes.schedule._common import (
     guarded,
     memref_type,
 )
-from dlpc.passes.schedule.depthwise import depthwise_tile_script
+from dlpc.passes.schedule.depthwise import depthwise_tile_script, nhwc_depthwise_operands
 from dlpc.passes.schedule.nest import (
     CONV_PACK_BYTES,
     CONV_RAGGED_ROWS,
@@ -122,7 +122,8 @@ def conv_tile_script(kernel: KernelOp, nest: Nest, threads: int = 2, lanes: int 
     loops = {lp.loop_name: lp for lp in kernel.loops()}
     if not any(isinstance(op, arith.MulfOp) for op in loops[nest.reduce[-1]].walk()):
         raise ScheduleError(f"kernel '{K}' is a pooling, not a convolution")
-    if any(depends_on(i, loops[c].induction_var) for i in load.indices):
+    depthwise = any(depends_on(i, loops[c].induction_var) for i in load.indices)
+    if depthwise or nhwc_depthwise_operands(kernel, nest) is not None:  # NCHW or NHWC
         return depthwise_tile_script(kernel, nest, x, out, load)
     strided = is_strided(kernel, nest)
     # a strided conv with a kernel wider than 1 (3x3 stride 2): the input as phase planes

@@ -5,9 +5,20 @@ Returns a schedule script or raises `ScheduleError`.
 
 from __future__ import annotations
 
+import math
+
+from xdsl.dialects import arith, memref
+
 from dlpc.dialects.loop import KernelOp
-from dlpc.passes.schedule._common import ScheduleError, guarded
-from dlpc.passes.schedule.nest import Nest, buffer_token, is_strided, largest_divisor
+from dlpc.passes.schedule._common import ScheduleError, depends_on, guarded, memref_type
+from dlpc.passes.schedule.nest import (
+    CONV_PACK_BYTES,
+    Nest,
+    buffer_token,
+    conv_output,
+    is_strided,
+    largest_divisor,
+)
 
 # Vector pieces of one depthwise tile (rows x the pieces GCC splits a row into: 28 is
 # 16 + 8 + 4). Few: the unrolled window loads every input vector once per tap (GCC does
@@ -42,6 +53,8 @@ def depthwise_tile_script(kernel: KernelOp, nest: Nest, x, out, load, lanes: int
               acc[hi][w] += xp[ho + hi + r1][w + r2] * k[c][r1][r2]
             out[n, c, ho:ho+rb, :] = epilogue(acc)
     """
+    if nhwc_depthwise_operands(kernel, nest) is not None:
+        return nhwc_depthwise_tile_script(kernel, nest, lanes)
     K = kernel.sym
     n, c, h, w = nest.spatial
     if is_strided(kernel, nest) or nest.trips[w] > 4 * lanes:
@@ -70,4 +83,99 @@ def depthwise_tile_script(kernel: KernelOp, nest: Nest, x, out, load, lanes: int
         macs *= trips
     if macs >= DEPTHWISE_PARALLEL_MACS:
         lines.append(f"parallel {K}/{top}")
+    return "\n".join(lines)
+
+
+# Vector pieces of one NHWC depthwise tile (columns x the channel block's pieces).
+NHWC_DEPTHWISE_TILE_VECTORS = 8
+
+
+def nhwc_depthwise_operands(kernel: KernelOp, nest: Nest):
+    """(input, weight) of an NHWC depthwise conv nest (spatial n, h, w, c, the channel
+    innermost: the input read along h, w, c and the reductions, the weight along c and
+    the reductions but not h/w), else None."""
+    if len(nest.spatial) != 4 or not nest.reduce:
+        return None
+    loops = {lp.loop_name: lp for lp in kernel.loops()}
+    c = loops[nest.spatial[-1]].induction_var
+    hw = [loops[s].induction_var for s in nest.spatial[1:3]]
+    red = [loops[r].induction_var for r in nest.reduce]
+    x = w = None
+    for op in loops[nest.reduce[-1]].walk():
+        if not isinstance(op, memref.LoadOp):
+            continue
+        uses = lambda ivs, op=op: any(depends_on(i, v) for i in op.indices for v in ivs)  # noqa: E731
+        if not uses(red) or not uses([c]):
+            continue
+        if uses(hw[:1]) and uses(hw[1:]):
+            x = op
+        else:
+            w = op
+    if x is None or w is None:
+        return None
+    if not any(isinstance(op, arith.MulfOp) for op in loops[nest.reduce[-1]].walk()):
+        return None
+    return x, w
+
+
+def nhwc_depthwise_tile_script(kernel: KernelOp, nest: Nest, lanes: int = 16) -> str:
+    """NHWC depthwise conv (the channel innermost, as graph-layout makes it), vectorized
+    over the channels: a tile of `wt` output columns x a block of channels accumulates in
+    registers (`cache_write`) across the unrolled window; the input and the HWIO weight
+    are read as whole channel vectors (no broadcast, no shifted row: every load is one
+    aligned vector when the channels are a multiple of the width). A padded input is
+    staged once per call as a padded copy (all images, outside the parallel loop);
+    (image, row) pairs are one parallel loop."""
+    ops = nhwc_depthwise_operands(kernel, nest)
+    out = conv_output(kernel)
+    if ops is None or out is None:
+        raise ScheduleError(f"kernel '{kernel.sym}' is not an NHWC depthwise convolution")
+    load, weight = ops
+    K = kernel.sym
+    n, h, w, c = nest.spatial
+    N, W, C = nest.trips[n], nest.trips[w], nest.trips[c]
+    if is_strided(kernel, nest):
+        raise ScheduleError(f"kernel '{K}': strided NHWC depthwise conv")
+    cb = C if C <= 4 * lanes else largest_divisor(C, 4 * lanes, lanes)
+    if cb < lanes and cb < C:
+        raise ScheduleError(f"kernel '{K}': {C} channels do not block by {lanes}")
+    pieces = cb // lanes + bin(cb % lanes).count("1")
+    wt = largest_divisor(W, max(1, NHWC_DEPTHWISE_TILE_VECTORS // pieces))
+    padded = guarded(load, kernel)
+    staged = 4 * math.prod(memref_type(load.memref).get_shape()) if padded else 0
+    if staged > CONV_PACK_BYTES:
+        raise ScheduleError(f"kernel '{K}': padded input of {staged} bytes is too large")
+    lines = [f"decompose {K}"]
+    top, tile = n, [n, h]
+    if N > 1:
+        lines.append(f"split {K}/{n} by {N} -> {n}b, {n}n")
+        top, tile = f"{n}b", [f"{n}b", f"{n}n", h]
+    inner_w, inner_c = w, c
+    if wt < W:
+        lines.append(f"split {K}/{w} by {wt} -> {w}o, {w}i")
+        tile.append(f"{w}o")
+        inner_w = f"{w}i"
+    if cb < C:
+        lines.append(f"split {K}/{c} by {cb} -> {c}o, {c}i")
+        tile.append(f"{c}o")
+        inner_c = f"{c}i"
+    lines.append(f"reorder {K}: {', '.join(tile + nest.reduce + [inner_w, inner_c])}")
+    # the weight contiguous along the channels (a folded OIHW weight is read 9 apart),
+    # packed once when the weights are bound (loop-prepack-weights)
+    lines.append(f"cache_read {K}/{top} {buffer_token(kernel, weight.memref)} -> {K}_wp pack")
+    if padded:  # a zero border instead of a guard per multiply-add
+        lines.append(f"cache_read {K}/{top} {buffer_token(kernel, load.memref)} -> {K}_xp")
+    lines.append(f"cache_write {K}/{tile[-1]} {buffer_token(kernel, out)} -> {K}_acc")
+    lines += [f"unroll {K}/{r}" for r in nest.reduce]
+    lines.append(f"unroll {K}/{inner_w}")
+    lines.append(f"vectorize {K}/{inner_c}")
+    lines.append(f"serial {K}")
+    macs = math.prod(nest.trips.values())
+    parallel = macs >= DEPTHWISE_PARALLEL_MACS
+    if N > 1:
+        lines.append(f"fuse {K}/{n}n, {h} -> {n}{h}")
+        if parallel:
+            lines.append(f"parallel {K}/{n}{h}")
+    elif parallel and nest.trips[h] > 1:
+        lines.append(f"parallel {K}/{h}")
     return "\n".join(lines)

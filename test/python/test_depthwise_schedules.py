@@ -3,7 +3,9 @@ c against the numpy reference: channels 8/32/48/96, rows 7/14/28/32/56, padding 
 stride 1, channel multiplier 1 and 2, batch 1, 4 and 32, a batch norm + relu6 epilogue
 (mobilenet's block) and a bias. The NCHW depthwise template (`passes/schedule/depthwise.py`)
 is checked to be the one that ran where it applies: one channel's padded plane staged
-per (image, channel), the (image, channel) pairs one loop. rtol/atol 1e-4."""
+per (image, channel), the (image, channel) pairs one loop. At -O3 (graph-layout: NHWC)
+the channel-vectorized NHWC template runs (its weight packed along the channels).
+rtol/atol 1e-4."""
 
 from __future__ import annotations
 
@@ -55,17 +57,23 @@ def cache_dir(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("DLPC_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "dlpc-cache"))
 
 
-@pytest.mark.parametrize("batch", [1, 4, 32])
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_depthwise_matches_reference_on_c(tmp_path, name, batch):
+def run(tmp_path, name: str, batch: int, opt_level: int):
     c, h, w, pad, mult, _ = CASES[name]
     path = tmp_path / f"{name}.dlpc"
     path.write_text(source(name))
     model = api.load(path, batch=batch)
     xs = api.random_inputs(model, seed=batch)
     (want,) = api.reference(model, xs)
-    compiled = api.compile(model, target="c")
+    compiled = api.compile(model, target="c", opt_level=opt_level)
     (got,) = compiled(*xs)
+    return compiled, got, want
+
+
+@pytest.mark.parametrize("batch", [1, 4, 32])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_depthwise_matches_reference_on_c(tmp_path, name, batch):
+    c, h, w, pad, mult, _ = CASES[name]
+    compiled, got, want = run(tmp_path, name, batch, opt_level=2)
     assert got.shape == want.shape == (batch, c * mult, h - 2 + 2 * pad, w - 2 + 2 * pad)
     np.testing.assert_allclose(got, want, rtol=TOL, atol=TOL)
     if mult == 1:  # the depthwise template ran (multiplier 2: the input channel is o / 2)
@@ -73,3 +81,17 @@ def test_depthwise_matches_reference_on_c(tmp_path, name, batch):
         assert (f"_xp_mem[{plane}]" in compiled.source) == (pad > 0)
         if batch > 1:
             assert f"v_i0i1 < {batch * c};" in compiled.source
+
+
+NHWC_CASES = ["c32_14x14", "c96_7x7_nopad", "c32_32x32_bn_relu6", "c8_13x11_odd", "c8_14x14_mult2"]
+
+
+@pytest.mark.parametrize("batch", [1, 4, 32])
+@pytest.mark.parametrize("name", NHWC_CASES)
+def test_nhwc_depthwise_matches_reference_on_c(tmp_path, name, batch):
+    c, h, w, pad, mult, _ = CASES[name]
+    compiled, got, want = run(tmp_path, name, batch, opt_level=3)
+    np.testing.assert_allclose(got, want, rtol=TOL, atol=TOL)
+    # the NHWC template ran: its weight packed once, contiguous along the channels
+    # (multiplier 2 reads input channel o / 2, which no padded copy can stage: fallback)
+    assert ("_wp_prepack" in compiled.source) == (mult == 1)
