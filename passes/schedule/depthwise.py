@@ -30,9 +30,10 @@ DEPTHWISE_TILE_VECTORS = 6
 DEPTHWISE_ROWS = 8
 # Multiply-adds above which a depthwise conv runs on two threads. A depthwise MAC costs
 # more time than a dense conv's (9 FMAs per output, the padded copy and the epilogue per
-# output), so the threshold is below CONV_PARALLEL_MACS: mobilenet's 32x32x32 3x3 layer
-# (295K MACs, ~11 us on one thread) already gains from two.
-DEPTHWISE_PARALLEL_MACS = 1 << 18
+# output), so the threshold is far below CONV_PARALLEL_MACS. 2 threads, in-process, min
+# of 5 medians, 2^16 against 2^18: 32ch 14x14 batch 4 (225K MACs) 18.3 -> 11.9 us, 8ch
+# 56x56 batch 1 13.8 -> 10.3 (1 thread: 1.00x and 1.06x); 2^15 gained nothing more.
+DEPTHWISE_PARALLEL_MACS = 1 << 16
 
 
 def depthwise_tile_script(kernel: KernelOp, nest: Nest, x, out, load, lanes: int = 16) -> str:
