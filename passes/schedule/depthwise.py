@@ -1,6 +1,8 @@
-"""The depthwise convolution template of the default schedule (`default.py` picks it
-through `conv.conv_tile_script` when the input channel follows the output channel).
-Returns a schedule script or raises `ScheduleError`.
+"""The depthwise convolution templates of the default schedule (`default.py` picks them
+through `conv.conv_tile_script` when the input channel follows the output channel):
+NCHW, the row vectorized (`depthwise_tile_script`), and NHWC, the channels vectorized
+(`nhwc_depthwise_tile_script`, what graph-layout makes at -O3). Each returns a schedule
+script or raises `ScheduleError`.
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ DEPTHWISE_PARALLEL_MACS = 1 << 16
 
 
 def depthwise_tile_script(kernel: KernelOp, nest: Nest, x, out, load, lanes: int = 16) -> str:
-    """Depthwise conv, NCHW (the input channel follows the output channel), stride 1.
+    """Depthwise conv, NCHW (the input channel follows the output channel), stride 1
+    (an NHWC nest goes to `nhwc_depthwise_tile_script`).
     Each (image, channel) is independent: its input plane is staged once, with its
     padding, in a local buffer (`cache_read` of a padded read at the channel loop: a
     zero border instead of a guard per multiply-add, L1-sized, and made by the thread
