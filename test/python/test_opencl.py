@@ -468,3 +468,48 @@ def test_relayout_plan_needs_a_resident_unstored_buffer():
     first = plan_launch(kernels[0], "k", resident=resident)
     assert [perm for perm in first.relayout.values()] == [(1, 0)]
     assert not plan_launch(kernels[0], "k").relayout  # nothing resident: nothing transposed
+
+
+def test_erf_is_within_a_few_ulp_and_exact_where_float_erf_is_one(tmp_path):
+    """OpenCL's erf is dlpc's rational function (`backends.opencl.ERF`), on scalars and
+    vectors: within 8 ulp of erf in float64 over [-6, 6] and at tiny and subnormal x,
+    exactly +-1 where the float erf is (so gelu's far left is -0.0), NaN and infinities
+    as erf's."""
+    import math
+
+    src = tmp_path / "erf.dlpc"
+    n = 40000
+    src.write_text(f"model e(x: f32[{n}], y: f32[8]) {{\n  return erf(x), erf(y), gelu(x)\n}}\n")
+    model = dlpc.load(src)
+    x = np.linspace(-6, 6, n, dtype=np.float32)
+    x[:6] = [np.nan, np.inf, -np.inf, -0.0, 1e-40, -3e-39]
+    x[6:12] = [3.85, -3.85, 3.8, 3.9, -4.0, 1e-20]
+    y = x[:8].copy()  # (8 lanes at most: one more shape of the vector path)
+    erf_x, erf_y, gelu_x = dlpc.compile(model, target="opencl")(x, y)
+    want = np.array([math.erf(v) for v in x.astype(np.float64)])
+    finite = np.isfinite(x)
+    ulp = np.abs(erf_x[finite] - want[finite]) / np.spacing(np.abs(want[finite]).astype(np.float32))
+    assert ulp.max() <= 8
+    assert np.isnan(erf_x[0]) and erf_x[1] == 1.0 and erf_x[2] == -1.0
+    assert erf_x[3] == 0 and np.signbit(erf_x[3])  # erf(-0.0) = -0.0
+    assert erf_x[4] != 0 and erf_x[5] != 0  # subnormals are not flushed
+    np.testing.assert_array_equal(erf_y, erf_x[:8])
+    rounded = want.astype(np.float32)
+    one = np.abs(rounded) == 1.0  # where the float erf is +-1 exactly
+    np.testing.assert_array_equal(erf_x[one & finite], rounded[one & finite])
+    far_left = (x < -6 * 0.999) & finite  # (gelu(-inf) is NaN: -inf * 0)
+    assert (gelu_x[far_left] == 0).all() and np.signbit(gelu_x[far_left]).all()
+
+
+def test_batched_matmul_lanes_rows_too():
+    """A batched matmul (the transformer's attention at batch 32): after the vector lanes
+    over the columns and the mapped lanes over the heads, the lanes left go to the rows
+    between them, which share the columns' loads."""
+    model = dlpc.load(ROOT / "examples" / "transformer.dlpc", batch=32)
+    compiled = dlpc.compile(model, target="opencl")
+    kernels = [k for k in compiled.lowered.walk() if isinstance(k, KernelOp)]
+    kernel = next(k for k in kernels if k.sym == "matmul_13")
+    launch = plan_launch(kernel, "k")
+    laned = {lp.loop_name: u for lp, u in launch.lanes.items()}
+    assert laned == {"i1": 2, "i2": 4, "i3": 8}  # heads, rows, columns (the vector)
+    assert launch.vector is not None and launch.vector.loop_name == "i3"
