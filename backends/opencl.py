@@ -325,6 +325,20 @@ def accumulators(loop: ForOp) -> list[tuple[SSAValue, str]] | None:
     return found or None
 
 
+def _shares_loads(inner: ForOp, loop: ForOp) -> bool:
+    """Does `inner`'s body load something that varies with `inner` but not with `loop`
+    (so `loop`'s lanes would share that load)?"""
+    for op in inner.walk():
+        if isinstance(op, memref.LoadOp) and not defined_inside(op.memref, inner):
+            indices = list(op.indices)
+            ivs = (inner.induction_var, loop.induction_var)
+            if any(_uses(i, ivs[0]) for i in indices) and not any(
+                _uses(i, ivs[1]) for i in indices
+            ):
+                return True
+    return False
+
+
 def plan_lanes(
     nest: list[ForOp], dims: list[ForOp]
 ) -> tuple[dict[ForOp, int], dict[ForOp, list[tuple[SSAValue, str]]]]:
@@ -345,13 +359,14 @@ def plan_lanes(
     u = next((u for u in fits if u <= budget), 1)
     if u > 1:
         lanes[last] = u
-    # lanes left: an independent loop between the NDRange and the inner lanes (a batched
-    # matmul's rows: the inner lanes' loads, a row of the right operand, are shared by
-    # the rows' lanes, as the mapped lanes share them)
+    # lanes left: an independent loop between the NDRange and the inner lanes whose
+    # lanes share a load of the inner lanes (a batched matmul's rows share a row of the
+    # right operand: attention 118 -> 43 us at batch 32; a conv's rows share none of its
+    # input's loads, and lenet's first conv went 497 -> 646 us with them)
     budget = MAX_LANES // math.prod(lanes.values())
     if inner is not None and inner in lanes and budget > 1:
         middle = [lp for lp in below[: below.index(inner)] if lp.trip_count > 1]
-        middle = [lp for lp in middle if independent(lp)]
+        middle = [lp for lp in middle if independent(lp) and _shares_loads(inner, lp)]
         if middle:
             loop = middle[-1]
             fit = (u for u in INNER_LANES if u <= budget)
