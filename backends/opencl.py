@@ -354,25 +354,33 @@ def plan_lanes(
         u = next((u for u in INNER_LANES if _steps(inner.trip_count, u) in (1, 2, 4, 5, 6)), 1)
         if u > 1:
             lanes[inner] = u
+    # lanes left after the mapped ones: an independent loop between the NDRange and the
+    # inner lanes whose lanes share a load of the inner lanes (a batched matmul's rows
+    # share a row of the right operand: attention 118 -> 43 us at batch 32; a conv's rows
+    # share none of its input's loads, and lenet's first conv went 497 -> 646 us with them)
+    middle = None
+    if inner is not None and inner in lanes:
+        shared = [lp for lp in below[: below.index(inner)] if lp.trip_count > 1]
+        shared = [lp for lp in shared if independent(lp) and _shares_loads(inner, lp)]
+        middle = shared[-1] if shared else None
+    # the mapped lanes leave at least 2 work-items along their loop; with no middle lanes
+    # to come, an NDRange dim before it (a batch) may hold them instead (lenet's 6
+    # channels at batch 32 as 6 lanes, not 2 x 3: its first conv 497 -> 288 us; the
+    # attention's heads stay 2 lanes, their rows 4: 4 x 2 took 66 us against 43)
+    others = math.prod(lp.trip_count for lp in dims[:-1]) if middle is None else 1
+    fits = [
+        u for u in MAPPED_LANES if last.trip_count % u == 0 and (last.trip_count > u or others >= 2)
+    ]
     budget = MAX_LANES // math.prod(lanes.values())
-    fits = [u for u in MAPPED_LANES if last.trip_count % u == 0 < last.trip_count - u]
     u = next((u for u in fits if u <= budget), 1)
     if u > 1:
         lanes[last] = u
-    # lanes left: an independent loop between the NDRange and the inner lanes whose
-    # lanes share a load of the inner lanes (a batched matmul's rows share a row of the
-    # right operand: attention 118 -> 43 us at batch 32; a conv's rows share none of its
-    # input's loads, and lenet's first conv went 497 -> 646 us with them)
     budget = MAX_LANES // math.prod(lanes.values())
-    if inner is not None and inner in lanes and budget > 1:
-        middle = [lp for lp in below[: below.index(inner)] if lp.trip_count > 1]
-        middle = [lp for lp in middle if independent(lp) and _shares_loads(inner, lp)]
-        if middle:
-            loop = middle[-1]
-            fit = (u for u in INNER_LANES if u <= budget)
-            u = next((u for u in fit if _steps(loop.trip_count, u) in (1, 2, 4, 5, 6)), 1)
-            if u > 1:
-                lanes[loop] = u
+    if middle is not None and budget > 1:
+        fit = (u for u in INNER_LANES if u <= budget)
+        u = next((u for u in fit if _steps(middle.trip_count, u) in (1, 2, 4, 5, 6)), 1)
+        if u > 1:
+            lanes[middle] = u
     partials: dict[ForOp, list[tuple[SSAValue, str]]] = {}
     for loop in (o for o in last.block.walk() if isinstance(o, ForOp)):
         found = accumulators(loop)
