@@ -344,8 +344,10 @@ def gemm_default_params(m: int, n: int, k: int) -> GemmParams:
         kc = k
     if nr < 8 and n > MAX_NR:
         # no divisor of N makes a tile half a vector wide (N prime above 128): tiles of
-        # 8 x 32 and remainder tiles in both directions
-        return GemmParams(m, n, kc, 8, 32, False, True, True, True)
+        # 8 x 16 and remainder tiles in both directions (8 x 32 was slower: 128x131x128
+        # 52.2 -> 50.1 us, 128x257x128 89.0 -> 85.0, 64x131x200 40.6 -> 39.3 on 1
+        # thread; 2 threads 57.8 -> 45.8 and 77.5 -> 76.6; in-process, median of calls)
+        return GemmParams(m, n, kc, 8, 16, False, True, True, True)
     if mr < 4 and m > 8:
         # no divisor of M makes a tile of 4 rows or more (M = 37, 101, 2 * 37 ..): tiles
         # of mr rows and one remainder tile, as a GEMM library's edge kernels do

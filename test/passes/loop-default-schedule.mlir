@@ -3,7 +3,7 @@
 
 // With its time budget spent, the search stops: every kernel keeps te-to-loop's nest, and
 // one note says so.
-// BUDGET: dlpc: note: loop-default-schedule: schedule search stopped after its budget of 0 s; 13 of 13 kernels keep the identity schedule
+// BUDGET: dlpc: note: loop-default-schedule: schedule search stopped after its budget of 0 s; 15 of 15 kernels keep the identity schedule
 // BUDGET-NOT: unroll
 // BUDGET: loop.for %r0 = 0 to 8 step 1 {name = "r0", reduction}
 
@@ -186,14 +186,17 @@ func.func @pconv(%x: memref<1x4x20x20xf32>, %w: memref<16x4x3x3xf32>, %y: memref
 }
 
 // Depthwise (the input channel is the output channel): no input reuse across channels,
-// so no im2col (and this one is unpadded: no copy at all); 4 channels x the row
-// accumulate around the reductions, 4 independent FMA chains per vector.
+// so no im2col (and this one is unpadded: no copy at all); per channel, a tile of rows
+// x the row (10 = 8 + 2: two vector pieces per row, so 2 rows) accumulates around the
+// unrolled window.
 // CHECK-LABEL: loop.kernel "dw"
 // CHECK-NOT:   pack
-// CHECK:       {name = "i1o"}
-// CHECK-NEXT:  {name = "i2"}
-// CHECK-NEXT:  %dw_acc = memref.alloca() : memref<1x4x1x10xf32>
-// CHECK:       {name = "i1i", unroll = 4}
+// CHECK:       {name = "i1"}
+// CHECK-NEXT:  {name = "i2o"}
+// CHECK-NEXT:  %dw_acc = memref.alloca() : memref<1x1x2x10xf32>
+// CHECK:       {name = "r1", reduction, unroll = 3}
+// CHECK-NEXT:  {name = "r2", reduction, unroll = 3}
+// CHECK-NEXT:  {name = "i2i", unroll = 2}
 // CHECK-NEXT:  {name = "i3", vectorize}
 func.func @dw(%x: memref<1x8x12x12xf32>, %w: memref<8x1x3x3xf32>, %y: memref<1x8x10x10xf32>) {
   loop.kernel "dw" {
@@ -451,13 +454,13 @@ func.func @mmbig(%a: memref<256x256xf32>, %b: memref<256x256xf32>, %c: memref<25
   func.return
 }
 
-// 131 columns (prime, above 128): tiles of 8 x 32 with remainder tiles in both
-// directions (`gemm8x32`): the columns loop of the tiles (parallel: 16 x 131 x 128 is
+// 131 columns (prime, above 128): tiles of 8 x 16 with remainder tiles in both
+// directions (`gemm8x16`): the columns loop of the tiles (parallel: 16 x 131 x 128 is
 // above SERIAL_WORK), then a 3-column remainder.
 // CHECK-LABEL: loop.kernel "mm131"
 // CHECK:       %mm131_Bp = memref.alloca() : memref<16768xf32>
 // CHECK:       {name = "i1r", parallel}
-// CHECK:       %c_acc = memref.alloca() : memref<8x32xf32>
+// CHECK:       %c_acc = memref.alloca() : memref<8x16xf32>
 // CHECK:       {name = "i0i", unroll = 8}
 // CHECK:       %c_acc_1 = memref.alloca() : memref<8x3xf32>
 func.func @mm131(%a: memref<16x128xf32>, %b: memref<131x128xf32>, %c: memref<16x131xf32>) {
@@ -477,6 +480,132 @@ func.func @mm131(%a: memref<16x128xf32>, %b: memref<131x128xf32>, %c: memref<16x
         }
         %v = memref.load %acc[] : memref<f32>
         memref.store %v, %c[%i0, %i1] : memref<16x131xf32>
+      }
+    }
+  }
+  func.return
+}
+
+// A padded depthwise conv over a batch: each (image, channel) pair stages its channel's
+// padded plane (5x6 -> 7x8) inside the pair loop, and the window reads it unguarded.
+// CHECK-LABEL: loop.kernel "dwpad"
+// CHECK:       loop.for %{{.*}} = 0 to 4 step 1 {name = "i0i1"} {
+// CHECK:         %dwpad_xp = memref.alloca() : memref<1x1x7x8xf32>
+// CHECK:         {name = "i2"}
+// CHECK:           %dwpad_acc = memref.alloca() : memref<1x1x1x6xf32>
+// CHECK:           {name = "r1", reduction, unroll = 3}
+// CHECK-NEXT:      {name = "r2", reduction, unroll = 3}
+// CHECK-NEXT:      {name = "i3", vectorize}
+// CHECK-NOT:       scf.if
+// CHECK:           memref.load %dwpad_xp
+func.func @dwpad(%x: memref<2x2x5x6xf32>, %w: memref<2x1x3x3xf32>, %y: memref<2x2x5x6xf32>) {
+  loop.kernel "dwpad" {
+    loop.for %i0 = 0 to 2 step 1 {name = "i0"} {
+      loop.for %i1 = 0 to 2 step 1 {name = "i1"} {
+        loop.for %i2 = 0 to 5 step 1 {name = "i2"} {
+          loop.for %i3 = 0 to 6 step 1 {name = "i3"} {
+            %acc = memref.alloca() : memref<f32>
+            %z = arith.constant 0.000000e+00 : f32
+            memref.store %z, %acc[] : memref<f32>
+            loop.for %r1 = 0 to 3 step 1 {name = "r1", reduction} {
+              loop.for %r2 = 0 to 3 step 1 {name = "r2", reduction} {
+                %one = arith.constant 1 : index
+                %zi = arith.constant 0 : index
+                %nh = arith.constant 5 : index
+                %nw = arith.constant 6 : index
+                %h0 = arith.addi %i2, %r1 : index
+                %h = arith.subi %h0, %one : index
+                %v0 = arith.addi %i3, %r2 : index
+                %v = arith.subi %v0, %one : index
+                %c0 = arith.cmpi sge, %h, %zi : index
+                %c1 = arith.cmpi slt, %h, %nh : index
+                %c2 = arith.cmpi sge, %v, %zi : index
+                %c3 = arith.cmpi slt, %v, %nw : index
+                %c01 = arith.andi %c0, %c1 : i1
+                %c23 = arith.andi %c2, %c3 : i1
+                %in = arith.andi %c01, %c23 : i1
+                %a = scf.if %in -> (f32) {
+                  %l = memref.load %x[%i0, %i1, %h, %v] : memref<2x2x5x6xf32>
+                  scf.yield %l : f32
+                } else {
+                  %zz = arith.constant 0.000000e+00 : f32
+                  scf.yield %zz : f32
+                }
+                %b = memref.load %w[%i1, %zi, %r1, %r2] : memref<2x1x3x3xf32>
+                %p = arith.mulf %a, %b : f32
+                %c = memref.load %acc[] : memref<f32>
+                %s = arith.addf %c, %p : f32
+                memref.store %s, %acc[] : memref<f32>
+              }
+            }
+            %o = memref.load %acc[] : memref<f32>
+            memref.store %o, %y[%i0, %i1, %i2, %i3] : memref<2x2x5x6xf32>
+          }
+        }
+      }
+    }
+  }
+  func.return
+}
+
+// An NHWC depthwise conv (graph-layout at -O3: the channel innermost) is vectorized over
+// the channels: the HWIO weight packed along them, a padded copy of the input, the 6
+// columns x 16 channels in registers, the columns unrolled.
+// CHECK-LABEL: loop.kernel "dwnhwc"
+// CHECK:       %dwnhwc_xp = memref.alloca() : memref<1x7x8x16xf32>
+// CHECK:       %dwnhwc_wp = memref.alloca() : memref<144xf32>
+// CHECK:       {name = "i1"}
+// CHECK:         %dwnhwc_acc = memref.alloca() : memref<1x1x6x16xf32>
+// CHECK:         {name = "i2", unroll = 6}
+// CHECK-NEXT:    {name = "i3", vectorize}
+// CHECK:           memref.load %dwnhwc_xp
+// CHECK:           memref.load %dwnhwc_wp
+func.func @dwnhwc(%x: memref<1x5x6x16xf32>, %w: memref<3x3x1x16xf32>, %y: memref<1x5x6x16xf32>) {
+  loop.kernel "dwnhwc" {
+    loop.for %i0 = 0 to 1 step 1 {name = "i0"} {
+      loop.for %i1 = 0 to 5 step 1 {name = "i1"} {
+        loop.for %i2 = 0 to 6 step 1 {name = "i2"} {
+          loop.for %i3 = 0 to 16 step 1 {name = "i3"} {
+            %acc = memref.alloca() : memref<f32>
+            %z = arith.constant 0.000000e+00 : f32
+            memref.store %z, %acc[] : memref<f32>
+            loop.for %r0 = 0 to 3 step 1 {name = "r0", reduction} {
+              loop.for %r1 = 0 to 3 step 1 {name = "r1", reduction} {
+                loop.for %r2 = 0 to 1 step 1 {name = "r2", reduction} {
+                  %one = arith.constant 1 : index
+                  %zi = arith.constant 0 : index
+                  %nh = arith.constant 5 : index
+                  %nw = arith.constant 6 : index
+                  %h0 = arith.addi %i1, %r0 : index
+                  %h = arith.subi %h0, %one : index
+                  %v0 = arith.addi %i2, %r1 : index
+                  %v = arith.subi %v0, %one : index
+                  %c0 = arith.cmpi sge, %h, %zi : index
+                  %c1 = arith.cmpi slt, %h, %nh : index
+                  %c2 = arith.cmpi sge, %v, %zi : index
+                  %c3 = arith.cmpi slt, %v, %nw : index
+                  %c01 = arith.andi %c0, %c1 : i1
+                  %c23 = arith.andi %c2, %c3 : i1
+                  %in = arith.andi %c01, %c23 : i1
+                  %a = scf.if %in -> (f32) {
+                    %l = memref.load %x[%i0, %h, %v, %i3] : memref<1x5x6x16xf32>
+                    scf.yield %l : f32
+                  } else {
+                    %zz = arith.constant 0.000000e+00 : f32
+                    scf.yield %zz : f32
+                  }
+                  %b = memref.load %w[%r0, %r1, %r2, %i3] : memref<3x3x1x16xf32>
+                  %p = arith.mulf %a, %b : f32
+                  %c = memref.load %acc[] : memref<f32>
+                  %s = arith.addf %c, %p : f32
+                  memref.store %s, %acc[] : memref<f32>
+                }
+              }
+            }
+            %o = memref.load %acc[] : memref<f32>
+            memref.store %o, %y[%i0, %i1, %i2, %i3] : memref<1x5x6x16xf32>
+          }
+        }
       }
     }
   }
