@@ -25,6 +25,7 @@ from dlpc.passes.schedule.depthwise import depthwise_tile_script, nhwc_depthwise
 from dlpc.passes.schedule.nest import (
     CONV_PACK_BYTES,
     CONV_RAGGED_ROWS,
+    CONV_STAGE_SPLIT_BYTES,
     CONV_TILE_VECTORS,
     Nest,
     buffer_token,
@@ -84,13 +85,17 @@ def conv_tile_script(kernel: KernelOp, nest: Nest, threads: int = 2, lanes: int 
     gemm micro-kernel): for each output row, a block of `cb` output channels x the row
     accumulates in a local `acc` (cache_write) across all reduction loops, the channel
     block unrolled (one broadcast weight each) and the row vectorized, so the tile stays
-    in `cb * ceil(W / lanes)` vector registers. The input the rows read is packed once
-    per image, outside the parallel loop: a stride-1 padded input as a padded copy
-    (`cache_read` of a padded read), a strided one as im2col rows
-    `xp[oh][ci][kh][kw][ow]` (strides removed, padding resolved); an unpadded stride-1
-    input (1x1 conv) is read directly.
-    The output rows are parallel (more work than the few channel blocks). Depthwise
-    convs: `depthwise_tile_script`; not for pooling."""
+    in `cb * ceil(W / lanes)` vector registers. The input the rows read is staged: a
+    stride-1 padded input as a padded copy (`cache_read` of a padded read), a strided one
+    wider than 1 (3x3 stride 2) as stride-1 phase planes (`cache_read ... deinterleave`:
+    column q at [q % s][q / s], padding resolved), a strided 1x1 as im2col rows
+    `xp[oh][ci][ow]`; an unpadded stride-1 input (1x1 conv) is read directly.
+    The output rows are parallel (more work than the few channel blocks). Staging: one
+    image, per image before the parallel rows (a strided conv: per block of rows inside
+    them, one block per thread); a batch, per image inside the parallel image loop when
+    the images split evenly over the threads and a copy is large enough, else every image
+    at once before one parallel (image, row) loop. Depthwise convs:
+    `depthwise_tile_script`; not for pooling."""
     x = conv_input(kernel, nest)
     out = conv_output(kernel)
     if x is None or out is None or len(nest.spatial) != 4:
@@ -140,9 +145,23 @@ def conv_tile_script(kernel: KernelOp, nest: Nest, threads: int = 2, lanes: int 
     elif not direct:
         staged = 4 * math.prod(memref_type(x).get_shape()) // nest.trips[n]
     N = nest.trips[n]
+    nrows = nest.trips[h] // rb
+    pays = parallel_pays(nest) and threads > 1
+    # the staged input copied inside the parallel loop, each thread for its own work (in
+    # parallel, and from the rows the thread's own previous kernel wrote, mostly):
+    # - a batch whose images split evenly over the threads: per image, when an image's
+    #   copy is worth it (CONV_STAGE_SPLIT_BYTES; smaller ones, like the stem's, stay
+    #   staged at once and (image, row) fused: the better balance)
+    # - one image of a strided conv: per block of rows, one block per thread (the blocks'
+    #   phase planes overlap by the kernel's extra rows). Not for a stride-1 padded copy:
+    #   its block is a stack array (<= 64 KiB) inside the parallel loop, with which GCC
+    #   spilled the input vectors of resnet's 8 x 2-vector tile (60.7 us against 44.5 for
+    #   the same loop with a heap buffer)
+    per_image = pays and N > 1 and N % threads == 0 and staged >= CONV_STAGE_SPLIT_BYTES
+    chunked = pays and phased and N == 1 and nrows % threads == 0 and nrows >= 2 * threads
     # a batch: stage every image at once and run the (image, row) pairs as one parallel
     # loop (one fork/join per call instead of one per image), within the staging budget
-    batched = N > 1 and N * staged <= CONV_PACK_BYTES
+    batched = N > 1 and N * staged <= CONV_PACK_BYTES and not per_image
     lines = [f"decompose {K}"]
     inner_c, outer_c = [], c
     if cb < nest.trips[c]:
@@ -160,6 +179,10 @@ def conv_tile_script(kernel: KernelOp, nest: Nest, threads: int = 2, lanes: int 
         row, inner_h = f"{h}o", [f"{h}i"]
     tile = [n, row] + ([outer_c] if outer_c else []) + outer_w
     stage_at = n
+    if chunked:
+        lines.append(f"split {K}/{row} by {nrows // threads} -> {h}t, {h}r")
+        tile = [n, f"{h}t", f"{h}r"] + tile[2:]
+        stage_at = f"{h}t"
     if batched:
         lines.append(f"split {K}/{n} by {N} -> {n}b, {n}n")
         tile = [f"{n}b", f"{n}n"] + tile[1:]
@@ -177,7 +200,11 @@ def conv_tile_script(kernel: KernelOp, nest: Nest, threads: int = 2, lanes: int 
     lines += [f"unroll {K}/{ci}" for ci in inner_c]
     lines.append(f"vectorize {K}/{inner_w}")
     lines.append(f"serial {K}")
-    if batched:
+    if per_image:
+        lines.append(f"parallel {K}/{n}")
+    elif chunked:
+        lines.append(f"parallel {K}/{h}t")
+    elif batched:
         lines.append(f"fuse {K}/{n}n, {row} -> {n}{h}")
         if parallel_pays(nest):
             lines.append(f"parallel {K}/{n}{h}")

@@ -189,18 +189,22 @@ def _div(form: Affine, s: int) -> dict[SSAValue, int]:
 
 
 def _copy_nest(loop: ForOp, buf, local, fp, s: int, name: str, at: Operation, pad, elt) -> None:
-    """local[..., p, j] = buf[base + (..., s * j + p)]. When every checked dim's origin is
-    a constant, the in-bounds part is a static range per dim and per phase: the padding
-    is filled first (a vectorized nest over the whole buffer), then each phase copies its
-    in-bounds range with unguarded loads (GCC: two vector loads and a permute per
-    16 elements, not a masked gather); otherwise one guarded nest does both."""
+    """local[..., p, j] = buf[base + (..., s * j + p)]. When the last dim's origin is a
+    constant (or it is not checked), its in-bounds part is a static range per phase: the
+    padding is filled first (a vectorized nest over the whole buffer), then each phase
+    copies its in-bounds range with unguarded loads (GCC: two vector loads and a permute
+    per 16 elements, not a masked gather); the other checked dims get static ranges too
+    where their origin is constant, else one `scf.if` per row around the phase loops (a
+    box whose rows move with a loop around it: staged per block of output rows).
+    Otherwise (the columns' origin moves) one guarded nest does both."""
     checks = pad.checks if pad is not None else frozenset()
-    if any(fp.base[d].terms for d, _ in checks):
+    last = len(fp.extents) - 1
+    if any(d == last and fp.base[d].terms for d, _ in checks):
         _guarded_copy_nest(loop, buf, local, fp, s, name, at, pad, elt)
         return
+    moving = sorted({d for d, _ in checks if fp.base[d].terms})
     kernel = loop.kernel()
     shape = memref_type(buf).get_shape()
-    last = len(fp.extents) - 1
     per_phase = -(-fp.extents[last] // s)
 
     def nest(ranges: list[tuple[int, int]], label: str) -> list[ForOp]:
@@ -224,6 +228,8 @@ def _copy_nest(loop: ForOp, buf, local, fp, s: int, name: str, at: Operation, pa
         """The range of i in [0, count) with base_d + start + step * i within the input
         where dim d is checked."""
         lo, hi = 0, count
+        if d in moving:  # checked per row instead
+            return lo, hi
         c0 = fp.base[d].const + start
         if (d, "lo") in checks:
             lo = max(lo, -(c0 // step) if c0 < 0 else 0)
@@ -237,6 +243,29 @@ def _copy_nest(loop: ForOp, buf, local, fp, s: int, name: str, at: Operation, pa
     loops = nest(outer, "in")
     body = loops[-1].block if loops else None
     ivs = [lp.induction_var for lp in loops]
+    if moving:  # the rows of the input the box covers here: a guard around the phases
+        assert body is not None  # moving dims are outer dims
+        conds: list[Operation] = []
+        for d in moving:
+            g = emit_affine(fp.base[d].add(Affine(0, {ivs[d]: 1})), body)
+            for side in ("lo", "hi"):
+                if (d, side) in checks:
+                    bound = const(0 if side == "lo" else shape[d])
+                    conds += [
+                        bound,
+                        arith.CmpiOp(g, bound.result, "sge" if side == "lo" else "slt"),
+                    ]
+        cond = conds[1].results[0]
+        for cmp in conds[3::2]:
+            both = arith.AndIOp(cond, cmp.results[0])
+            conds.append(both)
+            cond = both.result
+        guard = scf.IfOp(cond, [], [scf.YieldOp()])
+        body.add_ops([*conds, guard])
+        body = guard.true_region.block
+        yield_op = body.last_op
+        assert yield_op is not None
+        body.detach_op(yield_op)
     for phase in range(s):
         lo, hi = inside(last, phase, s, -(-(fp.extents[last] - phase) // s))
         if lo >= hi:
@@ -253,6 +282,8 @@ def _copy_nest(loop: ForOp, buf, local, fp, s: int, name: str, at: Operation, pa
         k = const(phase)
         load = memref.LoadOp.get(buf, glob)
         inner.add_ops([k, load, memref.StoreOp.get(load.res, local, [*ivs, k.result, j])])
+    if moving and body is not None:
+        body.add_op(scf.YieldOp())
 
 
 def _guarded_copy_nest(

@@ -96,6 +96,12 @@ CONV_PACK_BYTES = 8 << 20
 # 57 -> 45 us; LeNet and mobilenet at batch 1 even (2^17: no better). (2^21 was set for
 # sleeping workers, a ~10 us wake-up per parallel loop.)
 CONV_PARALLEL_MACS = 1 << 18
+# Bytes of one image's staged input from which a batch stages it per image inside the
+# parallel image loop (each thread its own images) instead of every image at once before
+# the fused (image, row) loop. resnet, 2 threads, interleaved: batch 4 458 -> 406 us,
+# batch 32 3176 -> 2854 us; its stem (a 14 KB copy) was slower that way (24 -> 28 us at
+# batch 4), so it stays below.
+CONV_STAGE_SPLIT_BYTES = 32 << 10
 # Output rows per tile at most, for a ragged row (LeNet, batch 4 and 32, 1 thread,
 # interleaved: 8 (7 rows x 1 channel) ran the model ~5% faster than 4 (4 x 2)).
 CONV_RAGGED_ROWS = 8

@@ -127,6 +127,12 @@ CASES = {
         "param w: f32[12, 6, 1, 1] = kaiming(seed=21)\nreturn conv2d(x, w, stride=2)",
         0,
     ),
+    # resnet's first block conv (16 -> 16, 32x32): a batch stages per image in parallel
+    "s1_resnet": (
+        (16, 32, 32),
+        "param w: f32[16, 16, 3, 3] = kaiming(seed=22)\nreturn relu(conv2d(x, w, padding=1) + x)",
+        0,
+    ),
 }
 # the cases whose conv reads deinterleaved phase planes (the rest: no such buffer)
 PHASED = {"s2_resnet", "s2_odd", "s2_unpadded", "s2_5x5", "s3"}
@@ -161,3 +167,27 @@ def test_conv_matches_reference_on_c(tmp_path, name, batch):
     assert ("_xq[" in compiled.source) == (name in PHASED)
     assert got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=TOL, atol=TOL)
+
+
+@pytest.mark.parametrize(
+    "name, batch, parallel, staged_at",
+    [
+        ("s2_resnet", 1, "i2t", "i2t"),  # one image, strided: per block of rows
+        ("s2_resnet", 4, "i0", "i0"),  # a batch: per image inside the parallel images
+        ("s1_resnet", 32, "i0", "i0"),
+        ("s1_resnet", 1, "i2", "i0"),  # stride 1, one image: staged before the rows
+    ],
+)
+def test_conv_staging_goes_inside_the_parallel_loop(tmp_path, name, batch, parallel, staged_at):
+    """Where the register-tiled conv stages its input and what runs in parallel (2
+    threads): the schedule the numerics test above runs."""
+    from dlpc.dialects.loop import kernels
+    from dlpc.passes.schedule.default import default_scripts
+
+    model, _ = load(tmp_path, name, batch)
+    module = model.module.clone()
+    pipeline.lower(module, "loop", pipeline.PipelineOptions(opt_level=2))
+    (conv,) = [k.sym for k in kernels(module) if k.sym.startswith("conv")]
+    script = default_scripts(module, conv)[0]
+    assert f"cache_read {conv}/{staged_at} " in script
+    assert f"parallel {conv}/{parallel}" in script.splitlines()

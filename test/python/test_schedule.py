@@ -298,16 +298,17 @@ def test_default_conv_schedule_is_the_register_tile():
         assert (" deinterleave" in script) == (staged == "deinterleave")
 
 
-@pytest.mark.parametrize("loop", ["i0", "i2"])
-def test_cache_read_deinterleave_preserves_numerics(loop):
+@pytest.mark.parametrize("kernel, loop", [("cs", "i0"), ("cs", "i2"), ("cs2", "i3o")])
+def test_cache_read_deinterleave_preserves_numerics(kernel, loop):
     """cache_read ... deinterleave of a stride-2 padded read: phase planes, read with unit
-    stride (at i0 the static copy: fill, then unguarded per-phase ranges; at i2 the box
-    origin moves with the row: the guarded copy)."""
+    stride (at cs/i0 the static copy: fill, then unguarded per-phase ranges; at cs/i2 the
+    box's rows move with the output row: a guard per row; at cs2/i3o its columns move
+    with the column block: the guarded copy)."""
     from pathlib import Path
 
     path = Path(__file__).parent.parent / "passes" / "loop-cache-read-deinterleave.mlir"
     text = path.read_text()
-    check(text, lambda m: cache.cache_read(m, "cs", loop, "x", deinterleave=True))
+    check(text, lambda m: cache.cache_read(m, kernel, loop, "x", deinterleave=True))
 
 
 def test_cache_read_of_a_padded_read_preserves_numerics():
