@@ -68,6 +68,9 @@ typedef uchar uint8_t;
 )
 # the C backend spells float math with the libm `f` suffix; OpenCL C overloads one name
 _RENAMED = {"nearbyint": "rint"}
+#: f32 math written with dlpc's own functions (scalars through the C spelling `erff`,
+#: vectors in `vector_math`); f64 keeps OpenCL's builtins
+OWN_F32 = {"erf": "dlpc_erf"}
 # erf as a rational function (the odd/even minimax pair that Eigen and XLA use for float
 # erf) on scalars and vectors alike: PoCL's erf cost ~3.7 ns an element, most of the
 # transformer's gelu linear at batch 32 (332 us, its matmul 90); this one is fmas and
@@ -77,7 +80,7 @@ _RENAMED = {"nearbyint": "rint"}
 # OpenCL allows erf 16 ulp. Operators and `?:` only: PoCL calls its builtins on
 # vectors (clamp, select, fma, copysign) as functions, which kept it at 2.2 ns an element.
 # (`static`: as a plain C99 `inline` overload set, one program, test_ieee's, built with
-# no kernels at all and an empty log)
+# no kernels at all and an empty log.) f32 only (`OWN_F32`): f64 keeps the builtin.
 ERF = """\
 #define DLPC_ERF(T) \\
 __attribute__((overloadable)) static inline T dlpc_erf(T x) \\
@@ -96,10 +99,11 @@ __attribute__((overloadable)) static inline T dlpc_erf(T x) \\
   return x > (T)(3.85f) ? (T)(1.0f) : x < (T)(-3.85f) ? (T)(-1.0f) : c * (p / q); \\
 }
 """
+FLOATS = ("float", "float2", "float4", "float8", "float16")
 MATH_MACROS = (
     ERF
     + "\n".join(
-        f"#define {name}f {_RENAMED.get(name, name)}"
+        f"#define {name}f {OWN_F32.get(name, _RENAMED.get(name, name))}"
         for name in sorted({*cbe.MATH_UNARY.values(), *cbe.MATH_BINARY.values(), "fma"})
         if name != "tanh"
     )
@@ -109,8 +113,7 @@ MATH_MACROS = (
     # float tanh is exactly +-1 beyond |x| = 10, as glibc and torch give (docs/numerics.md)
     + "inline float dlpc_tanhf(float x) { return fabs(x) > 10.0f ? copysign(1.0f, x) : tanh(x); }\n"
     + "#define tanhf dlpc_tanhf\n"
-    + "".join(f"DLPC_ERF({t})\n" for t in ("float", "float2", "float4", "float8", "float16"))
-    + "#undef erf\n#define erf dlpc_erf\n"
+    + "".join(f"DLPC_ERF({t})\n" for t in FLOATS)
 )
 
 
@@ -681,7 +684,7 @@ class KernelWriter(FunctionWriter):
         width = self.launch.lanes[inner]
         if width not in (2, 4, 8, 16):
             return False
-        call = cbe.MATH_UNARY[op.name]
+        call = OWN_F32.get(cbe.MATH_UNARY[op.name], cbe.MATH_UNARY[op.name])
         for combination in itertools.product(*(range(self.launch.lanes[lp]) for lp in rest)):
             self.current.update(zip(rest, combination))
             if inner is self.launch.vector:  # (its operand may be a vector already)

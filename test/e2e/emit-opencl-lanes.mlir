@@ -51,11 +51,12 @@
 // CHECK-NEXT: for (long v_i1 = 0; v_i1 < 4; v_i1++) {
 // CHECK: v_s[(v_i0 + 7)] = v_c_8;
 
-// Float math on the lanes of the innermost laned loop is one call on an OpenCL vector.
+// Float math on the lanes of the innermost laned loop is one call on an OpenCL vector
+// (erf: dlpc's own, `backends.opencl.ERF`).
 // CHECK-LABEL: /* kernel "erf_exp_3": global (7), local (-) */
 // CHECK: for (long v_i1 = 0; v_i1 < 16; v_i1 += 8) {
 // CHECK: const float8 v_b = exp((float8)(v_a, v_a_2, v_a_3, v_a_4, v_a_5, v_a_6, v_a_7, v_a_8));
-// CHECK-NEXT: const float8 v_c = erf(v_b);
+// CHECK-NEXT: const float8 v_c = dlpc_erf(v_b);
 // CHECK: v_e[v_i0 * 16 + (v_i1 + 7)] = v_c.s7;
 
 func.func @main(%x: memref<2x16xf32>, %w: memref<8x2xf32>, %v: memref<7x16xf32>, %y: memref<8x16xf32>, %z: memref<7xf32>, %s: memref<16xf32>, %e: memref<7x16xf32>) attributes {dlpc.num_inputs = 3 : i64, dlpc.params = [], dlpc.num_outputs = 4 : i64} {

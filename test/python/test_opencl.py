@@ -526,3 +526,17 @@ def test_conv_rows_get_no_lanes_of_their_own():
     launch = plan_launch(conv, "k")
     laned = {lp.loop_name: u for lp, u in launch.lanes.items()}
     assert "i2" not in laned and launch.vector is not None
+
+
+def test_f64_erf_keeps_the_builtin(tmp_path):
+    """dlpc's erf is f32 only (`OWN_F32`): an f64 erf is OpenCL's, in double precision
+    (an overload set without a double member took f64 through the float one)."""
+    import math
+
+    src = tmp_path / "erf64.dlpc"
+    src.write_text("model e(x: f64[5, 3]) {\n  return erf(x)\n}\n")
+    model = dlpc.load(src)
+    x = np.linspace(-3, 3, 15).reshape(5, 3)
+    (y,) = dlpc.compile(model, target="opencl")(x)
+    want = np.vectorize(math.erf)(x)
+    np.testing.assert_allclose(y, want, rtol=1e-12, atol=1e-15)
