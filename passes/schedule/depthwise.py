@@ -61,22 +61,31 @@ def depthwise_tile_script(kernel: KernelOp, nest: Nest, x, out, load, lanes: int
         return nhwc_depthwise_tile_script(kernel, nest, lanes)
     K = kernel.sym
     n, c, h, w = nest.spatial
-    if is_strided(kernel, nest) or nest.trips[w] > 4 * lanes:
-        raise ScheduleError(f"kernel '{K}': strided or wide depthwise conv")
+    if is_strided(kernel, nest):
+        raise ScheduleError(f"kernel '{K}': strided depthwise conv")
     H, W = nest.trips[h], nest.trips[w]
-    nv = W // lanes + bin(W % lanes).count("1")  # GCC's vector pieces per row
+    wt = W  # a wide row (mobilenet's 112 and 56): tiles of whole vectors
+    if W > 4 * lanes:
+        wt = largest_divisor(W, 4 * lanes, lanes)
+        if wt < lanes:
+            raise ScheduleError(f"kernel '{K}': row of {W} does not tile by {lanes}")
+    nv = wt // lanes + bin(wt % lanes).count("1")  # GCC's vector pieces per row
     rb = largest_divisor(H, max(1, min(DEPTHWISE_ROWS, DEPTHWISE_TILE_VECTORS // nv)))
     lines = [f"decompose {K}"]
     row, inner_h = h, []
     if rb > 1:
         lines.append(f"split {K}/{h} by {rb} -> {h}o, {h}i")
         row, inner_h = f"{h}o", [f"{h}i"]
-    lines.append(f"reorder {K}: {', '.join([n, c, row] + nest.reduce + inner_h + [w])}")
+    tile, inner_w = [n, c, row], w
+    if wt < W:
+        lines.append(f"split {K}/{w} by {wt} -> {w}o, {w}i")
+        tile, inner_w = tile + [f"{w}o"], f"{w}i"
+    lines.append(f"reorder {K}: {', '.join(tile + nest.reduce + inner_h + [inner_w])}")
     if guarded(load, kernel):  # one channel's padded plane, per (image, channel)
         lines.append(f"cache_read {K}/{c} {buffer_token(kernel, x)} -> {K}_xp")
-    lines.append(f"cache_write {K}/{row} {buffer_token(kernel, out)} -> {K}_acc")
+    lines.append(f"cache_write {K}/{tile[-1]} {buffer_token(kernel, out)} -> {K}_acc")
     lines += [f"unroll {K}/{r}" for r in nest.reduce + inner_h]
-    lines.append(f"vectorize {K}/{w}")
+    lines.append(f"vectorize {K}/{inner_w}")
     lines.append(f"serial {K}")
     top = c
     if nest.trips[n] > 1:
