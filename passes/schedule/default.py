@@ -292,8 +292,8 @@ def dot_script(
     tiles += [(f"{i}o", m // mr)] if mr < m else []
     tiles += [(f"{j}o", n // nr)] if nr < n else []
     par = next((x for x, t in tiles if t >= 2 * threads), None)
-    if parallel == "outer" and tiles:
-        par = tiles[0][0]
+    if parallel == "outer":  # the outermost loop of 2 or more iterations
+        par = next((x for x, t in tiles if t >= 2), par)
     if par is not None and parallel != "none":
         lines.append(f"parallel {K}/{par}")
     return "\n".join(lines)
@@ -370,7 +370,9 @@ def gemm_script(
     kernel: KernelOp, nest: Nest, p: GemmParams, threads: int = 2, parallel: str = "auto"
 ) -> str:
     """The gemm template; `parallel`: "auto" (first blocked loop with >= 2 x threads
-    iterations), "outer" (the outermost blocked loop) or "none"."""
+    iterations), "outer" (the outermost blocked loop of 2 or more iterations: a parallel
+    loop of one iteration runs on one thread; the tuner, measuring one thread, could not
+    tell) or "none"."""
     a, b = gemm_operands(kernel, nest) or (None, None)
     if a is None:
         raise ScheduleError(f"kernel '{kernel.sym}' is not gemm-shaped")
@@ -413,8 +415,8 @@ def gemm_script(
     candidates = [(x, nest.trips[x]) for x in outer] + list(trips.items())
     par = next((x for x, t in candidates if t >= 2 * threads), None)
     par = par or max(candidates, key=lambda xt: xt[1])[0]
-    if parallel == "outer":
-        par = candidates[0][0]
+    if parallel == "outer":  # the outermost loop of 2 or more iterations (one of 1 is serial)
+        par = next((x for x, t in candidates if t >= 2), par)
     lines.append(f"serial {K}")
     if parallel != "none":
         lines.append(f"parallel {K}/{par}")
@@ -460,8 +462,8 @@ def _gemm_tail_script(kernel: KernelOp, nest: Nest, p: GemmParams, b, threads, p
     candidates = [(x, nest.trips[x]) for x in outer] + list(trips.items())
     par = next((x for x, t in candidates if t >= 2 * threads), None)
     par = par or max(candidates, key=lambda xt: xt[1])[0]
-    if parallel == "outer":
-        par = candidates[0][0]
+    if parallel == "outer":  # the outermost loop of 2 or more iterations (one of 1 is serial)
+        par = next((x for x, t in candidates if t >= 2), par)
     lines.append(f"serial {K}")
     if parallel != "none":
         lines.append(f"parallel {K}/{par}")

@@ -194,3 +194,21 @@ def test_points_logged_before_a_knob_existed_still_work():
     assert " gemm" in space.script(module, old)
     assert len(space.features(old)) == len(space.features(space.default()))
     assert set(space.mutate(old, random.Random(0))) == set(space.knobs)
+
+
+def test_outer_parallel_is_a_loop_of_two_or_more_iterations():
+    """`par = outer` parallelizes the outermost blocked loop that has 2 or more
+    iterations: a 256 x 256 gemm's column block (jc) is one block, a parallel loop of one
+    iteration would run on one thread (single-threaded tuning cannot tell the two apart)."""
+    from dlpc.dialects.loop import ForOp
+
+    module, kernel = _gemm_module("matmul", 256, 256, 256, False)
+    space = space_for(module, kernel)
+    point = {**space.default(), "par": "outer", "nc": 256}
+    script = space.script(module, point)
+    assert "parallel " in script and f"parallel {kernel}/i1c" not in script, script
+    apply_script(module, script)
+    trips = [
+        op.trip_count for op in module.walk() if isinstance(op, ForOp) and op.parallel is not None
+    ]
+    assert trips and min(trips) >= 2, trips
