@@ -260,7 +260,11 @@ def _gemm_space(kernel, nest: Nest, b) -> Space:
         "nr": sorted(nrs),
         "pack_a": [True, False],
         "pack_b": [True, False],
-        "par": ["auto", "outer", "none"],
+        # no "none": tiny kernels are serialised after any schedule (SERIAL_WORK), and
+        # for the others a serial schedule cannot win on several threads, while a tuner
+        # measuring one thread cannot tell it from a parallel one (a logged "none" beat
+        # "auto" by noise and then ran serially on 2 threads)
+        "par": ["auto", "outer"],
     }
     if along_k:
         knobs["micro"] = ["gemm", "dot"]
