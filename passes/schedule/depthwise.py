@@ -39,8 +39,10 @@ DEPTHWISE_PARALLEL_MACS = 1 << 16
 
 
 def depthwise_tile_script(kernel: KernelOp, nest: Nest, x, out, load, lanes: int = 16) -> str:
-    """Depthwise conv, NCHW (the input channel follows the output channel), stride 1
-    (an NHWC nest goes to `nhwc_depthwise_tile_script`).
+    """Depthwise conv, NCHW (the input channel follows the output channel), any stride
+    (an NHWC nest goes to `nhwc_depthwise_tile_script`). A strided one stages its
+    channel's plane as stride-1 phase planes (`cache_read ... deinterleave`), so the
+    vectorized row reads it with unit stride; the rest is as for stride 1.
     Each (image, channel) is independent: its input plane is staged once, with its
     padding, in a local buffer (`cache_read` of a padded read at the channel loop: a
     zero border instead of a guard per multiply-add, L1-sized, and made by the thread
@@ -61,8 +63,7 @@ def depthwise_tile_script(kernel: KernelOp, nest: Nest, x, out, load, lanes: int
         return nhwc_depthwise_tile_script(kernel, nest, lanes)
     K = kernel.sym
     n, c, h, w = nest.spatial
-    if is_strided(kernel, nest):
-        raise ScheduleError(f"kernel '{K}': strided depthwise conv")
+    strided = is_strided(kernel, nest)
     H, W = nest.trips[h], nest.trips[w]
     wt = W  # a wide row (mobilenet's 112 and 56): tiles of whole vectors
     if W > 4 * lanes:
@@ -81,7 +82,9 @@ def depthwise_tile_script(kernel: KernelOp, nest: Nest, x, out, load, lanes: int
         lines.append(f"split {K}/{w} by {wt} -> {w}o, {w}i")
         tile, inner_w = tile + [f"{w}o"], f"{w}i"
     lines.append(f"reorder {K}: {', '.join(tile + nest.reduce + inner_h + [inner_w])}")
-    if guarded(load, kernel):  # one channel's padded plane, per (image, channel)
+    if strided:  # the channel's plane as stride-1 phase planes (padding resolved)
+        lines.append(f"cache_read {K}/{c} {buffer_token(kernel, x)} -> {K}_xq deinterleave")
+    elif guarded(load, kernel):  # one channel's padded plane, per (image, channel)
         lines.append(f"cache_read {K}/{c} {buffer_token(kernel, x)} -> {K}_xp")
     lines.append(f"cache_write {K}/{tile[-1]} {buffer_token(kernel, out)} -> {K}_acc")
     lines += [f"unroll {K}/{r}" for r in nest.reduce + inner_h]

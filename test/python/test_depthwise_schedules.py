@@ -1,6 +1,6 @@
 """Depthwise convolutions (groups = input channels) through the default pipeline on target
-c against the numpy reference: channels 8/32/48/96, rows 7/14/28/32/56, padding 0 and 1,
-stride 1, channel multiplier 1 and 2, batch 1, 4 and 32, a batch norm + relu6 epilogue
+c against the numpy reference: channels 8/32/48/96, rows 7/14/28/32/56/112, padding 0 and
+1, stride 1 (and 2 and 3: the input staged as phase planes), channel multiplier 1 and 2, batch 1, 4 and 32, a batch norm + relu6 epilogue
 (mobilenet's block) and a bias. The NCHW depthwise template (`passes/schedule/depthwise.py`)
 is checked to be the one that ran where it applies: one channel's padded plane staged
 per (image, channel), the (image, channel) pairs one loop. At -O3 (graph-layout: NHWC)
@@ -102,3 +102,34 @@ def test_nhwc_depthwise_matches_reference_on_c(tmp_path, name, batch):
     # the NHWC template ran: its weight packed once, contiguous along the channels
     # (multiplier 2 reads input channel o / 2, which no padded copy can stage: fallback)
     assert ("_wp_prepack" in compiled.source) == (mult == 1)
+
+
+# name -> (channels, rows, columns, padding, stride): strided depthwise convs read their
+# channel's plane as stride-1 phase planes (`cache_read ... deinterleave`, a `_xq` buffer)
+STRIDED = {
+    "s2_c32_32x32": (32, 32, 32, 1, 2),  # mobilenet's downsampling depthwise
+    "s2_c16_56x56": (16, 56, 56, 1, 2),
+    "s2_c24_15x15_odd": (24, 15, 15, 1, 2),
+    "s2_c16_28x28_nopad": (16, 28, 28, 0, 2),
+    "s3_c8_20x19": (8, 20, 19, 1, 3),
+}
+
+
+@pytest.mark.parametrize("batch", [1, 4, 32])
+@pytest.mark.parametrize("name", sorted(STRIDED))
+def test_strided_depthwise_matches_reference_on_c(tmp_path, name, batch):
+    c, h, w, pad, stride = STRIDED[name]
+    path = tmp_path / f"{name}.dlpc"
+    path.write_text(
+        f"model {name}(x: f32[B, {c}, {h}, {w}]) {{\n"
+        f"param w: f32[{c}, 1, 3, 3] = kaiming(seed=7)\n"
+        f"return conv2d(x, w, stride={stride}, padding={pad}, groups={c})\n}}\n"
+    )
+    model = api.load(path, batch=batch)
+    xs = api.random_inputs(model, seed=batch)
+    (want,) = api.reference(model, xs)
+    compiled = api.compile(model, target="c")
+    (got,) = compiled(*xs)
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=TOL, atol=TOL)
+    assert "_xq[" in compiled.source  # the phase planes, not the reduction template
