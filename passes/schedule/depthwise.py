@@ -94,10 +94,7 @@ def depthwise_tile_script(kernel: KernelOp, nest: Nest, x, out, load, lanes: int
     if nest.trips[n] > 1:
         lines.append(f"fuse {K}/{n}, {c} -> {n}{c}")
         top = f"{n}{c}"
-    macs = 1
-    for trips in nest.trips.values():
-        macs *= trips
-    if macs >= DEPTHWISE_PARALLEL_MACS:
+    if math.prod(nest.trips.values()) >= DEPTHWISE_PARALLEL_MACS:
         lines.append(f"parallel {K}/{top}")
     return "\n".join(lines)
 
