@@ -540,3 +540,29 @@ def test_f64_erf_keeps_the_builtin(tmp_path):
     (y,) = dlpc.compile(model, target="opencl")(x)
     want = np.vectorize(math.erf)(x)
     np.testing.assert_allclose(y, want, rtol=1e-12, atol=1e-15)
+
+
+def test_global_weights_read_transposed():
+    """A constant weight (`memref.global`) read by vector lanes over its first dim is
+    passed as a transposed copy made when the program is built."""
+    from dlpc.backends.opencl import resident_values
+
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((16, 24)).astype(np.float32)
+    rows = ", ".join("[" + ", ".join(f"{v:.9e}" for v in row) + "]" for row in w)
+    text = f"""
+func.func @main(%x: tensor<32x24xf32>) -> tensor<32x16xf32> {{
+  %w = graph.constant dense<[{rows}]> : tensor<16x24xf32>
+  %b = graph.constant dense<0.0> : tensor<16xf32>
+  %y = graph.linear %x, %w, %b : (tensor<32x24xf32>, tensor<16x24xf32>, tensor<16xf32>) -> tensor<32x16xf32>
+  func.return %y : tensor<32x16xf32>
+}}
+"""
+    module = pipeline.lower(pipeline.parse_module(text), "loop", pipeline.PipelineOptions())
+    f = compile_opencl(module, name="global_weights")
+    (kernel,) = [k for k in module.walk() if isinstance(k, KernelOp)]
+    relayout = plan_launch(kernel, "k", resident=resident_values(module)).relayout
+    assert list(relayout.values()) == [(1, 0)] and not f.param_copies  # (a global's copy)
+    x = rng.standard_normal((32, 24)).astype(np.float32)
+    (y,) = f(x)
+    np.testing.assert_allclose(y, x @ w.T, rtol=1e-4, atol=1e-5 * float(np.abs(x @ w.T).max()))
