@@ -13,9 +13,12 @@ store to the buffer.  Guarantees: a local `memref` shaped like the footprint box
 allocated at the start of the loop's body (so it is private to an iteration, and to a
 thread under a `parallel` loop); cache_read copies the box in before the body,
 cache_write copies it in before and back out after; the body's accesses are redirected
-to the local buffer. A padded read makes the local buffer a padded copy: the copy nest
-stores the constant where the checked indices are out of bounds, and the body reads it
-unguarded (a convolution's zero padding resolved once, not per multiply-add). Numerics
+to the local buffer. A padded read makes the local buffer a padded copy, and the body
+reads it unguarded (a convolution's zero padding resolved once, not per multiply-add):
+the border is stored with the constant and the interior copied with unguarded loads,
+each a nest vectorized along the last dim (static ranges where the box's origin in a
+checked dim is a constant, one `scf.if` per row where it moves with a loop around the
+box; only a box whose columns move keeps a guarded copy, a check per element). Numerics
 unchanged.
 
 With `pack` (cache_read only) the local buffer is not the footprint box but a 1-D
@@ -394,6 +397,9 @@ def _copy_nest(
     kernel = loop.kernel()
     loops = []
     parent_block = parent_block or loop.block
+    if into_local and pad is not None and fp.extents and not _moves(fp, pad, len(fp.extents) - 1):
+        # the border stored with the fill value, the interior copied unguarded
+        return _padded_copy(loop, buf, local, fp, name, at, parent_block, pad)
     for d, extent in enumerate(fp.extents):
         lp = ForOp(
             0, extent, 1, name=kernel.fresh_loop_name(f"{name}_{'in' if into_local else 'out'}{d}")
@@ -414,7 +420,8 @@ def _copy_nest(
     ivs = [lp.induction_var for lp in loops]
     glob = [emit_affine(fp.base[d].add(Affine(0, {ivs[d]: 1})), body) for d in range(len(ivs))]
     if into_local and pad is not None:
-        # padded copy: the fill value where a checked index is out of bounds
+        # the box's columns move with a loop around it: one guarded nest, the fill
+        # value where a checked index is out of bounds
         shape = memref_type(buf).get_shape()
         conds: list[Operation] = []
         for d, side in sorted(pad.checks):
@@ -440,6 +447,138 @@ def _copy_nest(
         load = memref.LoadOp.get(local, ivs)
         body.add_ops([load, memref.StoreOp.get(load.res, buf, glob)])
     return loops[0]
+
+
+def _moves(fp: Footprint, pad: Padding, d: int) -> bool:
+    """Whether dim `d` is checked and the box's origin in it moves with a loop around."""
+    return bool(fp.base[d].terms) and any(dd == d for dd, _ in pad.checks)
+
+
+def _padded_copy(
+    loop: ForOp, buf, local, fp: Footprint, name: str, at, parent_block, pad: Padding
+) -> ForOp | None:
+    """The padded copy without a guard per element: the border (where a checked index
+    is out of bounds) stored with the fill value, the interior copied with unguarded
+    loads, each as nests whose innermost loop (the last dim) vectorizes. A checked dim
+    whose origin is a constant gets static ranges: a fill nest per side over its border
+    rows, the interior nest over the rest; one whose origin moves with a loop around the
+    box (a block of rows) gets one `scf.if` per row (its rows are checked, not its
+    elements), filling the row where it is out of bounds. The last dim's origin must be
+    a constant (`_copy_nest` keeps a guarded nest otherwise): per row, the fill value
+    left and right of its static in-bounds range, the range copied. Returns the first
+    loop (or None when the box has no interior and no border to store)."""
+    kernel = loop.kernel()
+    shape = memref_type(buf).get_shape()
+    rank = len(fp.extents)
+    last = rank - 1
+    checks = pad.checks
+
+    def inside(d: int) -> tuple[int, int]:
+        """The local indices of dim d within the input (all of them where d is not
+        checked, or checked per row)."""
+        n = fp.extents[d]
+        if fp.base[d].terms:
+            return 0, n
+        c0 = fp.base[d].const
+        lo = min(n, max(0, -c0)) if (d, "lo") in checks else 0
+        hi = max(lo, min(n, shape[d] - c0)) if (d, "hi") in checks else n
+        return lo, hi
+
+    spans = [inside(d) for d in range(rank)]
+    moving = [d for d in range(last) if _moves(fp, pad, d)]
+    first: list[ForOp] = []
+
+    def place(op: Operation, block, before) -> None:
+        if before is not None:
+            block.insert_op_before(op, before)
+        else:
+            block.add_op(op)
+
+    def nest(ranges, label: str, block, before, fill: bool, ivs_out=()) -> list[ForOp]:
+        """A nest over `ranges` (dims len(ivs_out)...) storing the fill value (or
+        copying) at the local index ivs_out + its ivs; placed in `block`."""
+        loops: list[ForOp] = []
+        for k, (lo, hi) in enumerate(ranges):
+            d = len(ivs_out) + k
+            lp = ForOp(lo, hi, 1, name=kernel.fresh_loop_name(f"{name}_{label}{d}"))
+            name_iv(lp)
+            if loops:
+                loops[-1].block.add_op(lp)
+            else:
+                place(lp, block, before)
+                if block is parent_block:
+                    first.append(lp)
+            loops.append(lp)
+        if loops and ranges[-1][1] - ranges[-1][0] > 1:
+            loops[-1].annotate("vectorize")
+        body = loops[-1].block
+        ivs = [*ivs_out, *(lp.induction_var for lp in loops)]
+        if fill:
+            v = pad.fill.clone()
+            body.add_ops([v, memref.StoreOp.get(v.result, local, ivs)])
+        else:
+            glob = [emit_affine(fp.base[d].add(Affine(0, {ivs[d]: 1})), body) for d in range(rank)]
+            load = memref.LoadOp.get(buf, glob)
+            body.add_ops([load, memref.StoreOp.get(load.res, local, ivs)])
+        return loops
+
+    # the border rows of the checked outer dims with a constant origin (the corners
+    # are stored twice: cheaper than splitting the nests)
+    for d in range(last):
+        lo, hi = spans[d]
+        for a, b, side in ((0, lo, "lo"), (hi, fp.extents[d], "hi")):
+            if a < b:
+                ranges = [(0, n) for n in fp.extents]
+                ranges[d] = (a, b)
+                nest(ranges, f"pad{side}", parent_block, at, fill=True)
+    if any(lo >= hi for lo, hi in spans[:last]):
+        return first[0] if first else None
+    # the interior rows; per row: its border columns and its in-bounds range
+    outer: list[ForOp] = []
+    for d in range(last):
+        lo, hi = spans[d]
+        lp = ForOp(lo, hi, 1, name=kernel.fresh_loop_name(f"{name}_in{d}"))
+        name_iv(lp)
+        if outer:
+            outer[-1].block.add_op(lp)
+        else:
+            place(lp, parent_block, at)
+            first.append(lp)
+        outer.append(lp)
+    ivs = [lp.induction_var for lp in outer]
+    row_block, row_at = (outer[-1].block, None) if outer else (parent_block, at)
+    if moving:  # rows out of bounds in a moving dim: all fill
+        assert outer
+        conds: list[Operation] = []
+        for d in moving:
+            g = emit_affine(fp.base[d].add(Affine(0, {ivs[d]: 1})), row_block)
+            for side in ("lo", "hi"):
+                if (d, side) in checks:
+                    bound = const(0 if side == "lo" else shape[d])
+                    conds += [
+                        bound,
+                        arith.CmpiOp(g, bound.result, "sge" if side == "lo" else "slt"),
+                    ]
+        cond = conds[1].results[0]
+        for cmp in conds[3::2]:
+            both = arith.AndIOp(cond, cmp.results[0])
+            conds.append(both)
+            cond = both.result
+        guard = scf.IfOp(cond, [], [scf.YieldOp()], [scf.YieldOp()])
+        row_block.add_ops([*conds, guard])
+        other = guard.false_region.block
+        nest([(0, fp.extents[last])], "padrow", other, other.last_op, True, ivs)
+        row_block = guard.true_region.block
+        row_at = row_block.last_op
+    lo, hi = spans[last]
+    for a, b, label, fill in (
+        (0, lo, "padl", True),
+        (lo, hi, "in", False),
+        (hi, fp.extents[last], "padr", True),
+    ):
+        if a < b:
+            nest([(a, b)], label, row_block, row_at, fill, ivs)
+    return first[0] if first else None
 
 
 def _stage(

@@ -1,23 +1,72 @@
 // RUN: dlpc-opt %s -p 'loop-cache-read{kernel=dw loop=i0 buffer=x local=xl}' | filecheck %s
+// RUN: dlpc-opt %s -p 'loop-cache-read{kernel=dw loop=i2 buffer=x local=xl}' | filecheck %s --check-prefix=ROWS
+// RUN: dlpc-opt %s -p 'loop-cache-read{kernel=dw loop=i3 buffer=x local=xl}' | filecheck %s --check-prefix=COLS
 
 // A padded read (scf.if over bounds checks of the load's own indices, else 0): the local
-// buffer is the padded box (5x6 plane -> 7x8), the copy nest stores the fill value
-// outside the bounds, and the body reads the copy unguarded.
+// buffer is the padded box (5x6 plane -> 7x8), and the body reads the copy unguarded.
+// The box's origin is constant: the border rows are stored with the fill value (a nest
+// per side, vectorized along the row), then per interior row its border columns are
+// filled and its in-bounds columns copied by a vectorized loop with unguarded loads.
 // CHECK:      loop.for %i0 = 0 to 1 step 1 {name = "i0"} {
 // CHECK-NEXT:   %xl = memref.alloca() : memref<1x2x7x8xf32>
-// CHECK:        loop.for %{{.*}} = 0 to 8 step 1 {name = "xl_in3", vectorize} {
-// CHECK:          arith.cmpi sge
-// CHECK:          %[[V:.*]] = scf.if %{{.*}} -> (f32) {
-// CHECK-NEXT:       memref.load %x[
-// CHECK:          } else {
-// CHECK-NEXT:       %[[Z:.*]] = arith.constant 0.000000e+00 : f32
-// CHECK-NEXT:       scf.yield %[[Z]] : f32
-// CHECK:          memref.store %[[V]], %xl[
+// CHECK-NOT:    scf.if
+// CHECK:        loop.for %xl_padlo2 = 0 to 1 step 1 {name = "xl_padlo2"} {
+// CHECK-NEXT:     loop.for %xl_padlo3 = 0 to 8 step 1 {name = "xl_padlo3", vectorize} {
+// CHECK-NEXT:       %[[Z0:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK-NEXT:       memref.store %[[Z0]], %xl[%xl_padlo0, %xl_padlo1, %xl_padlo2, %xl_padlo3]
+// CHECK:        loop.for %xl_padhi2 = 6 to 7 step 1 {name = "xl_padhi2"} {
+// CHECK-NEXT:     loop.for %xl_padhi3 = 0 to 8 step 1 {name = "xl_padhi3", vectorize} {
+// CHECK-NEXT:       %[[Z1:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK-NEXT:       memref.store %[[Z1]], %xl[
+// CHECK:        loop.for %xl_in2 = 1 to 6 step 1 {name = "xl_in2"} {
+// CHECK-NEXT:     loop.for %xl_padl3 = 0 to 1 step 1 {name = "xl_padl3"} {
+// CHECK-NEXT:       %[[Z2:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK-NEXT:       memref.store %[[Z2]], %xl[%xl_in0, %xl_in1, %xl_in2, %xl_padl3]
+// CHECK:          loop.for %xl_in3 = 1 to 7 step 1 {name = "xl_in3", vectorize} {
+// CHECK-NOT:        scf.if
+// CHECK:            %[[V:.*]] = memref.load %x[
+// CHECK-NEXT:       memref.store %[[V]], %xl[%xl_in0, %xl_in1, %xl_in2, %xl_in3]
+// CHECK-NEXT:     }
+// CHECK-NEXT:     loop.for %xl_padr3 = 7 to 8 step 1 {name = "xl_padr3"} {
+// CHECK-NEXT:       %[[Z3:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK-NEXT:       memref.store %[[Z3]], %xl[%xl_in0, %xl_in1, %xl_in2, %xl_padr3]
+// CHECK:        loop.for %i1 = 0 to 2 step 1 {name = "i1"} {
 // CHECK:        loop.for %{{.*}} = 0 to 3 step 1 {name = "r2", reduction} {
 // CHECK-NOT:      scf.if
 // CHECK:          %[[A:.*]] = memref.load %xl[%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}] : memref<1x2x7x8xf32>
 // CHECK-NEXT:     %{{.*}} = memref.load %w
 // CHECK-NEXT:     arith.mulf %[[A]]
+
+// Staged per output row (at i2): the box's rows move with i2, so each row is checked once
+// (`scf.if` around the row: its columns as above, else the whole row filled), never an
+// element.
+// ROWS:      loop.for %i2 = 0 to 5 step 1 {name = "i2"} {
+// ROWS-NEXT:   %xl = memref.alloca() : memref<1x1x3x8xf32>
+// ROWS:        loop.for %xl_in2 = 0 to 3 step 1 {name = "xl_in2"} {
+// ROWS:          arith.cmpi sge
+// ROWS:          arith.cmpi slt
+// ROWS:          scf.if %{{.*}} {
+// ROWS-NEXT:       loop.for %xl_padl3 = 0 to 1 step 1 {name = "xl_padl3"} {
+// ROWS:            loop.for %xl_in3 = 1 to 7 step 1 {name = "xl_in3", vectorize} {
+// ROWS-NOT:          scf.if
+// ROWS:              memref.load %x[
+// ROWS:            loop.for %xl_padr3 = 7 to 8 step 1 {name = "xl_padr3"} {
+// ROWS:          } else {
+// ROWS-NEXT:       loop.for %xl_padrow3 = 0 to 8 step 1 {name = "xl_padrow3", vectorize} {
+// ROWS-NEXT:         %[[Z:.*]] = arith.constant 0.000000e+00 : f32
+// ROWS-NEXT:         memref.store %[[Z]], %xl[%xl_in0, %xl_in1, %xl_in2, %xl_padrow3]
+
+// Staged per output element (at i3): the box's columns move too, so the copy keeps one
+// guarded nest (the fill value where a checked index is out of bounds).
+// COLS:      %xl = memref.alloca() : memref<1x1x3x3xf32>
+// COLS:      loop.for %{{.*}} = 0 to 3 step 1 {name = "xl_in3", vectorize} {
+// COLS:        arith.cmpi sge
+// COLS:        %[[V:.*]] = scf.if %{{.*}} -> (f32) {
+// COLS-NEXT:     memref.load %x[
+// COLS:        } else {
+// COLS-NEXT:     %[[Z:.*]] = arith.constant 0.000000e+00 : f32
+// COLS-NEXT:     scf.yield %[[Z]] : f32
+// COLS:        memref.store %[[V]], %xl[
 func.func @main(%x: memref<1x2x5x6xf32>, %w: memref<2x1x3x3xf32>, %y: memref<1x2x5x6xf32>) {
   loop.kernel "dw" {
     loop.for %i0 = 0 to 1 step 1 {name = "i0"} {

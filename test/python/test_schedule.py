@@ -311,12 +311,15 @@ def test_cache_read_deinterleave_preserves_numerics(kernel, loop):
     check(text, lambda m: cache.cache_read(m, kernel, loop, "x", deinterleave=True))
 
 
-def test_cache_read_of_a_padded_read_preserves_numerics():
-    """cache_read of a guarded (zero-padded) input: a padded copy, read unguarded."""
+@pytest.mark.parametrize("loop", ["i0", "i2", "i3"])
+def test_cache_read_of_a_padded_read_preserves_numerics(loop):
+    """cache_read of a guarded (zero-padded) input: a padded copy, read unguarded (at i0
+    the static copy: border filled, interior copied unguarded; at i2 the box's rows move
+    with the output row: a guard per row; at i3 its columns move too: the guarded copy)."""
     from pathlib import Path
 
     text = (Path(__file__).parent.parent / "passes" / "loop-cache-read-padded.mlir").read_text()
-    check(text, lambda m: cache.cache_read(m, "dw", "i0", "x"))
+    check(text, lambda m: cache.cache_read(m, "dw", loop, "x"))
 
 
 def test_default_conv_schedule_runs_a_batch_as_one_parallel_loop(monkeypatch):
