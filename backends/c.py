@@ -293,6 +293,26 @@ static inline double dlpc_now(void)
 #endif
 """
 
+# whether a parallel loop reached here would run on a team of more than one thread: the
+# team's size (omp_get_max_threads: OMP_NUM_THREADS, omp_set_num_threads) and, inside an
+# active parallel region (a parallel loop nested in another, or dlpc_main called from the
+# user's own region), whether libgomp would start a nested team at all. Each parallel loop
+# asks it (a few ns) and otherwise runs a serial copy of itself: entering a one-thread
+# parallel region costs ~0.5 us per loop, an `if(...)` clause as much (GCC still calls
+# GOMP_parallel); without OpenMP every loop is the serial copy
+TEAM_HELPER = """
+#ifdef _OPENMP
+#include <omp.h>
+static inline int dlpc_parallel(void)
+{
+  return omp_get_max_threads() > 1 && omp_get_active_level() < omp_get_max_active_levels();
+}
+#endif
+#ifndef _OPENMP
+static inline int dlpc_parallel(void) { return 0; }
+#endif
+"""
+
 PRELUDE = (
     """\
 #include <math.h>
@@ -306,6 +326,7 @@ PRELUDE = (
     + VECTOR_MATH
     + SCALAR_HELPERS
     + PROFILE_HELPERS
+    + TEAM_HELPER
     + """
 /* the allocation that failed: the runtime reads these after dlpc_main returns 1 and says
    "out of memory: N bytes for kernel K" */
@@ -408,6 +429,7 @@ class FunctionWriter:
         self.depth = 1
         self.arena_name = ""  # @main: the memory plan's arena, released before returning
         self.may_fail = False  # a kernel with a heap allocation it can return from: int
+        self.parallel_depth = 0  # OpenMP parallel loops around the op being emitted
 
     # ---- helpers -------------------------------------------------------------
     def line(self, text: str) -> None:
@@ -731,12 +753,12 @@ class FunctionWriter:
         if parallel and loop_work(op) < PARALLEL_MIN_WORK:
             self.line(c_comment(f"parallel: left serial, {loop_work(op)} iterations are too few"))
             parallel = False
+        if parallel and self.parallel_depth:
+            self.line(c_comment("parallel: left serial inside the parallel loop around it"))
+            parallel = False
         if parallel:
-            self.pragma("omp parallel for simd" if op.vectorize is not None else "omp parallel for")
-            if unroll > 1:
-                self.line(c_comment(f"unroll {unroll} dropped: not expressible on an OpenMP loop"))
-                unroll = 1
-        elif op.vectorize is not None:
+            return self.parallel_loop(op, iv, unroll)
+        if op.vectorize is not None:
             clauses = self.simd_reductions(op) if reduction and unroll <= 1 else None
             if clauses:
                 self.pragma("omp simd " + " ".join(clauses))
@@ -744,10 +766,38 @@ class FunctionWriter:
                 self.pragma("GCC ivdep" if reduction or unroll > 1 else "omp simd")
         if unroll > 1:
             self.pragma(f"GCC unroll {unroll}")
+        self.for_(op, iv)
+
+    def for_(self, op: ForOp, iv: str) -> None:
+        """The `for` statement of `op` with its body (its pragmas already emitted)."""
         step = f"{iv}++" if op.stride == 1 else f"{iv} += {op.stride}"
         self.line(f"for (int64_t {iv} = {op.lower}; {iv} < {op.upper}; {step}) {{")
         self.depth += 1
         self.block(op.block)
+        self.depth -= 1
+        self.line("}")
+
+    def parallel_loop(self, op: ForOp, iv: str, unroll: int) -> None:
+        """An OpenMP loop and a serial copy of it, the copy taken when the team would be one
+        thread (`dlpc_parallel()`, see TEAM_HELPER): the same text twice, each in its own
+        block, so their locals do not clash."""
+        vectorize = op.vectorize is not None
+        if unroll > 1:
+            self.line(c_comment(f"unroll {unroll} dropped: not expressible on an OpenMP loop"))
+        self.line("if (dlpc_parallel()) {")
+        self.depth += 1
+        self.pragma("omp parallel for simd" if vectorize else "omp parallel for")
+        start = len(self.lines)
+        self.parallel_depth += 1
+        self.for_(op, iv)
+        self.parallel_depth -= 1
+        body = self.lines[start:]
+        self.depth -= 1
+        self.line("} else {")
+        self.depth += 1
+        if vectorize:
+            self.pragma("omp simd")
+        self.lines.extend(body)
         self.depth -= 1
         self.line("}")
 

@@ -54,18 +54,36 @@
 // CHECK:       /* kernel "big_3" */
 // CHECK-NEXT:  static void kernel_big_3(float *restrict v_big)
 // CHECK-NEXT:  {
-// CHECK-NEXT:    #pragma omp parallel for
-// CHECK-NEXT:    for (int64_t v_i0 = 0; v_i0 < 512; v_i0++) {
-// CHECK-NEXT:      #pragma omp simd
-// CHECK-NEXT:      for (int64_t v_i1 = 0; v_i1 < 256; v_i1++) {
-// CHECK-NEXT:        const int64_t v_k = (int64_t)v_i1;
-// CHECK-NEXT:        const float v_f = (float)v_k;
-// CHECK-NEXT:        v_big[v_i0 * 256 + v_i1] = v_f;
+// CHECK-NEXT:    if (dlpc_parallel()) {
+// CHECK-NEXT:      #pragma omp parallel for
+// CHECK-NEXT:      for (int64_t v_i0 = 0; v_i0 < 512; v_i0++) {
+// CHECK-NEXT:        #pragma omp simd
+// CHECK-NEXT:        for (int64_t v_i1 = 0; v_i1 < 256; v_i1++) {
+// CHECK-NEXT:          const int64_t v_k = (int64_t)v_i1;
+// CHECK-NEXT:          const float v_f = (float)v_k;
+// CHECK-NEXT:          v_big[v_i0 * 256 + v_i1] = v_f;
+// CHECK-NEXT:        }
+// CHECK-NEXT:      }
+// CHECK-NEXT:    } else {
+// CHECK-NEXT:      for (int64_t v_i0 = 0; v_i0 < 512; v_i0++) {
+// CHECK-NEXT:        #pragma omp simd
+// CHECK-NEXT:        for (int64_t v_i1 = 0; v_i1 < 256; v_i1++) {
+// CHECK-NEXT:          const int64_t v_k = (int64_t)v_i1;
+// CHECK-NEXT:          const float v_f = (float)v_k;
+// CHECK-NEXT:          v_big[v_i0 * 256 + v_i1] = v_f;
+// CHECK-NEXT:        }
+// CHECK-NEXT:      }
+// CHECK-NEXT:    }
+// CHECK-NEXT:  }
 // CHECK:       /* kernel "big_4" */
 // CHECK-NEXT:  static void kernel_big_4(float *restrict v_big)
 // CHECK-NEXT:  {
-// CHECK-NEXT:    #pragma omp parallel for simd
-// CHECK-NEXT:    for (int64_t v_i0 = 0; v_i0 < 131072; v_i0++) {
+// CHECK-NEXT:    if (dlpc_parallel()) {
+// CHECK-NEXT:      #pragma omp parallel for simd
+// CHECK-NEXT:      for (int64_t v_i0 = 0; v_i0 < 131072; v_i0++) {
+// CHECK:         } else {
+// CHECK-NEXT:      #pragma omp simd
+// CHECK-NEXT:      for (int64_t v_i0 = 0; v_i0 < 131072; v_i0++) {
 
 // CHECK:       #ifdef DLPC_PROFILE
 // CHECK-NEXT:  int dlpc_num_kernels = 5;

@@ -420,3 +420,125 @@ def test_loop_ir_built_from_python_helpers():
     x_in = np.arange(60, dtype=np.float32).reshape(6, 10)
     (out,) = CFunction(module, name="helpers")(x_in)
     np.testing.assert_array_equal(out, 2 * x_in)
+
+
+NESTED_PARALLEL = """
+func.func @main(%x: memref<4x300x300xf32>, %y: memref<4x300x300xf32>)
+    attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "outer" {
+    loop.for %i = 0 to 4 step 1 {name = "i0", parallel} {
+      loop.for %j = 0 to 300 step 1 {name = "i1", parallel} {
+        loop.for %k = 0 to 300 step 1 {name = "i2", vectorize} {
+          %v = memref.load %x[%i, %j, %k] : memref<4x300x300xf32>
+          %w = arith.mulf %v, %v : f32
+          memref.store %w, %y[%i, %j, %k] : memref<4x300x300xf32>
+        }
+      }
+    }
+  }
+  loop.kernel "flat" {
+    %c300 = arith.constant 300 : index
+    loop.for %n = 0 to 360000 step 1 {name = "i0", parallel, vectorize} {
+      %p = arith.divui %n, %c300 : index
+      %a = arith.divui %p, %c300 : index
+      %r = arith.remui %p, %c300 : index
+      %q = arith.remui %n, %c300 : index
+      %v = memref.load %y[%a, %r, %q] : memref<4x300x300xf32>
+      %w = arith.addf %v, %v : f32
+      memref.store %w, %y[%a, %r, %q] : memref<4x300x300xf32>
+    }
+  }
+  func.return
+}
+"""
+
+
+def test_parallel_loop_has_a_serial_copy():
+    """A parallel loop is emitted twice: under `omp parallel for` when the team would have
+    more than one thread (`dlpc_parallel()`), else the same loop without the region (a
+    one-thread region still costs a GOMP_parallel call); a parallel loop inside another
+    is left serial (libgomp would give it a team of one)."""
+    source = emit_c(parse_module(NESTED_PARALLEL))
+    assert "static inline int dlpc_parallel(void)" in source
+    assert "omp_get_max_threads() > 1" in source
+    flat = source[source.index('/* kernel "flat"') :]
+    flat = flat[: flat.index("\n}\n")]
+    lines = [ln.strip() for ln in flat.splitlines()]
+    head = lines.index("if (dlpc_parallel()) {")
+    loop = "for (int64_t v_i0 = 0; v_i0 < 360000; v_i0++) {"
+    assert lines[head + 1 : head + 3] == ["#pragma omp parallel for simd", loop]
+    other = lines.index("} else {")
+    assert lines[other + 1 : other + 3] == ["#pragma omp simd", loop]
+    # the same body in both branches
+    assert lines[head + 2 : other] == lines[other + 2 : other + 2 + other - head - 2]
+    assert sum("omp parallel" in ln for ln in lines) == 1
+    outer = source[source.index('/* kernel "outer"') : source.index('/* kernel "flat"')]
+    assert outer.count("omp parallel") == 1 and outer.count("if (dlpc_parallel())") == 1
+    assert outer.count("/* parallel: left serial inside the parallel loop around it */") == 2
+    x = np.random.default_rng(5).standard_normal((4, 300, 300)).astype(np.float32)
+    (y,) = CFunction(parse_module(NESTED_PARALLEL), name="nested_parallel")(x)
+    np.testing.assert_allclose(y, 2 * x * x, rtol=1e-6)
+
+
+# counts the parallel regions the emitted C enters: the program's own GOMP_parallel
+# interposes libgomp's and forwards to it
+GOMP_COUNTER = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <omp.h>
+#define N (4 * 300 * 300)
+static int regions;
+void GOMP_parallel(void (*fn)(void *), void *data, unsigned n, unsigned flags)
+{
+  static void (*real)(void (*)(void *), void *, unsigned, unsigned);
+  if (!real)
+    real = (void (*)(void (*)(void *), void *, unsigned, unsigned))dlsym(RTLD_NEXT, "GOMP_parallel");
+  regions++;
+  real(fn, data, n, flags);
+}
+int main(void)
+{
+  static float x[N], y1[N], y2[N];
+  for (int i = 0; i < N; i++)
+    x[i] = (float)(i % 17) - 8.0f;
+  void *a1[2] = {x, y1}, *a2[2] = {x, y2};
+  int fails = 0;
+  omp_set_num_threads(1);
+  fails += dlpc_main(a1);
+  int serial = regions;
+  omp_set_num_threads(2);
+  fails += dlpc_main(a2);
+  int parallel = regions - serial;
+  omp_set_num_threads(2);
+  #pragma omp parallel num_threads(2)
+  {
+    #pragma omp single
+    fails += dlpc_main(a2);  /* inside the caller's region: no nested team */
+  }
+  int nested = regions - serial - parallel - 1;
+  for (int i = 0; i < N; i++)
+    fails += y1[i] != 2 * x[i] * x[i] || y2[i] != y1[i];
+  printf("%d %d %d %d\n", serial, parallel, nested, fails);
+  return 0;
+}
+"""
+
+
+def test_one_thread_enters_no_parallel_region(tmp_path):
+    """On a one-thread team (omp_set_num_threads(1) between calls, or a call from inside
+    the user's own parallel region) the kernels run their serial copies: no GOMP_parallel
+    call; on two threads each parallel loop enters one region; the results agree."""
+    import subprocess
+
+    from dlpc.backends.runtime.cbuild import compiler
+
+    source = emit_c(parse_module(NESTED_PARALLEL))
+    path = tmp_path / "count.c"
+    path.write_text(source + GOMP_COUNTER)
+    exe = tmp_path / "count"
+    cc = [*compiler(), "-std=gnu11", "-O1", "-fopenmp", str(path), "-o", str(exe), "-lm", "-ldl"]
+    res = subprocess.run(cc, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    out = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout
+    serial, parallel, nested, fails = map(int, out.split())
+    assert (serial, parallel, nested, fails) == (0, 2, 0, 0)
