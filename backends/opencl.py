@@ -41,7 +41,7 @@ from typing import IO
 
 from xdsl.context import Context
 from xdsl.dialects import arith, func, memref, scf
-from xdsl.dialects.builtin import Float32Type, MemRefType, ModuleOp
+from xdsl.dialects.builtin import Float32Type, IntegerType, MemRefType, ModuleOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.utils.target import Target
 
@@ -478,6 +478,65 @@ def plan_relayout(
     return {v: perm for v, perm in plan.items() if perm}
 
 
+#: padding guards of a reduction nest: the `scf.if`s, the ops computing their
+#: conditions (in order), the loops of the nest those depend on
+Guards = tuple[list[scf.IfOp], list[Operation], list[ForOp]]
+_AFFINE = ("arith.addi", "arith.subi")
+_INEQUALITY = ("slt", "sle", "sgt", "sge")
+
+
+def padding_guards(nest: ForOp) -> Guards | None:
+    """The `scf.if`s in `nest` whose condition is a conjunction (`andi`) of signed
+    inequalities (`cmpi`) between affine functions (`addi`, `subi`, `muli` by a constant)
+    of the nest's loop variables, constants and values from outside the nest: a conv's
+    padding tests around its input loads. Such a condition holds on the whole box of the
+    nest's iterations when it holds at the box's corners (the set where it holds is
+    convex). None when there is none."""
+    loops: dict[SSAValue, ForOp] = {
+        lp.induction_var: lp for lp in nest.walk() if isinstance(lp, ForOp)
+    }
+    ifs: list[scf.IfOp] = []
+    needed: set[Operation] = set()
+    used: set[ForOp] = set()
+
+    def slice_of(value: SSAValue, ops: set[Operation], ivs: set[ForOp]) -> bool:
+        if value in loops:
+            ivs.add(loops[value])
+            return True
+        if not defined_inside(value, nest):
+            return True
+        op = value.owner
+        if not isinstance(op, Operation):
+            return False
+        if isinstance(op, arith.ConstantOp):
+            pass
+        elif isinstance(op, arith.CmpiOp):
+            pred = arith.CMPI_COMPARISON_OPERATIONS[op.predicate.value.data]
+            if pred not in _INEQUALITY:
+                return False
+        elif op.name == "arith.muli":
+            if not any(isinstance(v.owner, arith.ConstantOp) for v in op.operands):
+                return False
+        elif op.name not in (*_AFFINE, "arith.andi"):
+            return False
+        ops.add(op)
+        return all(slice_of(v, ops, ivs) for v in op.operands)
+
+    for op in nest.walk():
+        if not isinstance(op, scf.IfOp) or op.cond.type != IntegerType(1):
+            continue
+        ops: set[Operation] = set()
+        ivs: set[ForOp] = set()
+        if slice_of(op.cond, ops, ivs) and ivs:
+            ifs.append(op)
+            needed |= ops
+            used |= ivs
+    if not ifs:
+        return None
+    order = [op for op in nest.walk() if op in needed]
+    return ifs, order, [lp for lp in loops.values() if lp in used]
+
+
 def resident_values(module: ModuleOp) -> set[SSAValue]:
     """@main's parameters and the `memref.get_global` results in it: the buffers whose
     contents are known before a call and do not change during one."""
@@ -566,6 +625,9 @@ class KernelWriter(FunctionWriter):
         # vector lanes (`Launch.vector`): (value or 0-d buffer, the lanes of its other
         # laned loops) -> the name of the OpenCL vector holding its lanes
         self.vectors: dict[tuple, str] = {}
+        # interior/border split (`split_interior`): padding guards known to hold
+        self.assumed: set[scf.IfOp] = set()
+        self.splitting = False
 
     def op(self, op: Operation) -> None:
         if not self.active or self.fixed or isinstance(op, ForOp):
@@ -787,6 +849,60 @@ class KernelWriter(FunctionWriter):
                 else:
                     self.line(f"{total} = {cbe.MACRO_BINARY[combine]}({total}, {name});")
 
+    def split_interior(self, op: ForOp, guards: Guards) -> None:
+        """A reduction nest whose loads are guarded by padding tests (`padding_guards`):
+        written twice, `if (every guard holds everywhere) { the nest, guards taken as
+        true } else { the nest as it is }`. A guard is a conjunction of affine
+        inequalities, so it holds on the nest's whole box of iterations when it holds at
+        its corners: the tests are written once per corner (per lane) before the nest.
+        Interior tiles (most of a conv's) then run loads and fmas only, the contiguous
+        lanes' loads without per-element tests (resnet's 3x3 convs, PoCL: see
+        docs/opencl.md)."""
+        ifs, ops, loops = guards
+        corners = [sorted({lp.lower, lp.lower + lp.stride * (lp.trip_count - 1)}) for lp in loops]
+        tests: list[str] = []
+        for corner in itertools.product(*corners):
+            self.emitting = ()
+            for lp, value in zip(loops, corner):
+                self.expr[lp.induction_var] = str(value)
+            for inner in ops:
+                self.op(inner)
+            for if_op in ifs:
+                deps = self.deps.get(if_op.cond, ())
+                for combination in itertools.product(
+                    *(range(self.launch.lanes[lp]) for lp in deps)
+                ):
+                    self.current.update(zip(deps, combination))
+                    test = self[if_op.cond]
+                    if test not in tests:
+                        tests.append(test)
+        self.splitting = True
+        try:
+            self.line(f"if ({' && '.join(tests)}) {{")
+            self.depth += 1
+            self.assumed = set(ifs)
+            self.for_(op)
+            self.assumed = set()
+            self.depth -= 1
+            self.line("} else {")
+            self.depth += 1
+            self.for_(op)
+            self.depth -= 1
+            self.line("}")
+        finally:
+            self.splitting, self.assumed = False, set()
+
+    def if_(self, op: scf.IfOp) -> None:
+        if op not in self.assumed:
+            return super().if_(op)
+        for inner in op.true_region.block.ops:  # the guard holds: its true branch inline
+            if isinstance(inner, scf.YieldOp):
+                for r, v in zip(op.results, inner.operands):
+                    self.expr[r] = self[v]
+            else:
+                self.op(inner)
+        return None
+
     def declare_partials(self, op: ForOp, lanes: int) -> list[tuple]:
         """Before a laned reduction loop: partials 1.. of each accumulator (per
         combination of the lanes it already varies with), starting at the identity;
@@ -809,6 +925,10 @@ class KernelWriter(FunctionWriter):
     def for_(self, op: ForOp) -> None:
         if op in self.launch.lanes:
             return self.laned(op)
+        if self.active and op.reduction is not None and not self.splitting:
+            guards = padding_guards(op)
+            if guards:
+                return self.split_interior(op, guards)
         if op in self.launch.barrier_before and self.launch.local_size is not None:
             self.line("barrier(CLK_LOCAL_MEM_FENCE);")
         iv = self.names.fresh(op.loop_name or op.induction_var.name_hint, "i")

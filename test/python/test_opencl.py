@@ -566,3 +566,73 @@ func.func @main(%x: tensor<32x24xf32>) -> tensor<32x16xf32> {{
     x = rng.standard_normal((32, 24)).astype(np.float32)
     (y,) = f(x)
     np.testing.assert_allclose(y, x @ w.T, rtol=1e-4, atol=1e-5 * float(np.abs(x @ w.T).max()))
+
+
+PADDED_CONVS = """\
+model padded(x: f32[B, 3, 13, 11]) {
+  param c1.weight: f32[8, 3, 5, 5] = kaiming(seed=1)
+  param c1.bias: f32[8] = normal(seed=2, std=0.1)
+  param c2.weight: f32[10, 8, 3, 3] = kaiming(seed=3)
+  param dw.weight: f32[10, 1, 3, 3] = kaiming(seed=4)
+  let h = relu(conv2d(x, c1.weight, c1.bias, padding=2))
+  let h = conv2d(h, c2.weight, stride=2, padding=1)
+  return conv2d(h, dw.weight, padding=1, groups=10)
+}
+"""
+
+
+@pytest.mark.parametrize("batch", [1, 5])
+def test_padded_convs_split_interior_and_border(tmp_path, batch):
+    """A reduction nest whose loads are guarded by padding tests is written twice
+    (`padding_guards`, `KernelWriter.split_interior`): the guards tested at the corners
+    of the nest's box, the interior copy without them. Odd sizes (13 x 11, a 5x5 kernel
+    with padding 2, a strided conv, a depthwise one) put tiles on every border."""
+    from dlpc.backends.opencl import padding_guards
+
+    path = tmp_path / "padded.dlpc"
+    path.write_text(PADDED_CONVS)
+    model = dlpc.load(path, batch=batch)
+    module = pipeline.lower(model.module.clone(), "loop", pipeline.PipelineOptions())
+    nests = [
+        next(lp for lp in k.walk() if isinstance(lp, ForOp) and lp.reduction)
+        for k in module.walk()
+        if isinstance(k, KernelOp)
+        and any(isinstance(lp, ForOp) and lp.reduction for lp in k.walk())
+    ]
+    assert len(nests) == 3  # the three convs
+    for nest in nests:
+        guards = padding_guards(nest)
+        assert guards is not None
+        ifs, _, loops = guards
+        # the window's loops (kh, kw: 5 x 5 or 3 x 3; the channels' loop is no part of it)
+        assert len(ifs) == 1 and [lp.trip_count for lp in loops] in ([5, 5], [3, 3])
+    inputs, weights = dlpc.api.random_inputs(model), dlpc.api.check_weights(model)
+    f = compile_opencl(module, name="padded")
+    assert f.source.count("} else {") >= 3  # an interior and a border copy per conv
+    (out,) = f(*inputs, params=weights)
+    (ref,) = dlpc.api.reference(model, inputs)
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5 * max(1.0, float(np.abs(ref).max())))
+
+
+def test_padding_guards_need_affine_inequalities():
+    """Only conjunctions of signed inequalities of affine functions of the nest's loops
+    are guards (the set where they hold is convex, so its corners decide it): a conv
+    without padding has none, and with its `sge` tests made `ne` (not convex) neither."""
+    from xdsl.dialects import arith
+    from xdsl.dialects.builtin import IntegerAttr
+
+    from dlpc.backends.opencl import padding_guards
+
+    def first_nest(module, sym):
+        kernel = next(k for k in module.walk() if isinstance(k, KernelOp) and k.sym == sym)
+        return next(lp for lp in kernel.walk() if isinstance(lp, ForOp) and lp.reduction)
+
+    lenet = dlpc.load(ROOT / "examples" / "lenet.dlpc")
+    module = pipeline.lower(lenet.module.clone(), "loop", pipeline.PipelineOptions())
+    assert padding_guards(first_nest(module, "conv2d_relu_0")) is not None  # padding=2
+    assert padding_guards(first_nest(module, "conv2d_relu_1")) is None  # no padding
+    nest = first_nest(module, "conv2d_relu_0")
+    for cmp in [o for o in nest.walk() if isinstance(o, arith.CmpiOp)]:
+        if arith.CMPI_COMPARISON_OPERATIONS[cmp.predicate.value.data] == "sge":
+            cmp.predicate = IntegerAttr(1, 64)  # ne
+    assert padding_guards(nest) is None
