@@ -63,8 +63,9 @@ GRAPH_PASSES_BY_LEVEL: dict[int, tuple[str, ...]] = {
         "graph-fuse",
         FOLD_PARAMS,
     ),
-    # NHWC before fusion; exact, but not in -O2: slower than NCHW on resnet/mobilenet
-    # with the default schedules (figures: docs/graph-passes.md, bench/layout.py)
+    # NHWC before fusion, only where it pays (GRAPH_PASS_OPTIONS_BY_LEVEL): forced on
+    # every conv it ran 1.04x (resnet) to 7.6x (lenet) slower than -O2 with the default
+    # schedules (figures: docs/graph-passes.md, bench/layout.py)
     3: (
         "graph-infer-shapes",
         "graph-simplify",
@@ -75,6 +76,11 @@ GRAPH_PASSES_BY_LEVEL: dict[int, tuple[str, ...]] = {
         "graph-fuse",
         FOLD_PARAMS,
     ),
+}
+# options of the passes of a level (a compile's own pass options, `extra`, override them:
+# `dlpc.compile(m, opt_level=3, graph_layout={"where": "all"})` forces NHWC everywhere)
+GRAPH_PASS_OPTIONS_BY_LEVEL: dict[int, dict[str, dict[str, Any]]] = {
+    3: {"graph-layout": {"where": "pays"}},
 }
 
 
@@ -247,9 +253,11 @@ def lower(
     on_stage("input", module)
     if options.checker:  # --check-each-pass: inputs, params and results as the model enters
         options.checker.start(module, weights)
+    level_options = GRAPH_PASS_OPTIONS_BY_LEVEL.get(options.opt_level, {})
     for name in GRAPH_PASSES_BY_LEVEL[options.opt_level]:
-        if name != FOLD_PARAMS:
-            run(name, module, options)  # shapes first, then -O graph rewrites
+        if name != FOLD_PARAMS:  # shapes first, then -O graph rewrites
+            fixed = {**level_options.get(name, {}), **options.extra.get(name, {})}
+            run(name, module, options, **fixed)
         elif weights is not None:
             fold_weights(module, weights, options.checker)  # what only depends on weights
     on_stage("graph", module)

@@ -145,17 +145,38 @@ class SinkTranspose(RewritePattern):
         u.build(rewriter, op, *new_ops, inner, out)
 
 
+WHERE = ("all", "pays")
+
+
 @dataclass(frozen=True)
 class GraphLayout(ModulePass):
-    """graph-layout{to=nhwc}: NCHW conv/pool/batch-norm regions to NHWC (or to=nchw)."""
+    """graph-layout{to=nhwc}: NCHW conv/pool/batch-norm regions to NHWC (or to=nchw).
+    `where=all` (the default) converts every layout op; `where=pays` (what -O3 runs)
+    only the convs whose NHWC form graph-conv-layout's model says is faster (output
+    channels in whole vectors of `lanes`, a row that is not) and the pools / batch norms
+    reading them: forced everywhere, NHWC lost 1.2-7x on the examples (the border
+    transposes read and written through as gathers/scatters along the vectorized
+    channels, convs whose channels fill no vector, depthwise convs; docs/graph-passes.md)."""
 
     name = "graph-layout"
 
     to: str = "nhwc"
+    where: str = "all"
+    lanes: int = 8
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if self.to not in g.LAYOUTS:
             raise DlpcError(f"error: graph-layout to must be nhwc or nchw, got '{self.to}'")
+        if self.where not in WHERE:
+            raise DlpcError(f"error: graph-layout where must be all or pays, got '{self.where}'")
+        if self.where == "pays":
+            if self.to != "nhwc":
+                raise DlpcError("error: graph-layout where=pays converts to nhwc only")
+            # conv-layout's choice (its module builds on this one: imported here)
+            from dlpc.passes.graph.conv_layout import GraphConvLayout
+
+            GraphConvLayout(lanes=self.lanes).apply(ctx, op)
+            return
         for fn in u.funcs(op):
             for block in fn.body.blocks:
                 for inner in list(block.ops):

@@ -1,5 +1,6 @@
 // RUN: dlpc-opt %s -p 'graph-layout{to=nhwc}' | filecheck %s
 // RUN: dlpc-opt %s -p 'graph-layout{to=nhwc},graph-layout{to=nchw}' | filecheck %s --check-prefix=BACK
+// RUN: dlpc-opt %s -p 'graph-layout{to=nhwc where=pays}' | filecheck %s --check-prefix=PAYS
 
 // conv -> batch norm -> relu -> residual add -> pool: one NHWC region, transposes only
 // at its borders; the signature is unchanged
@@ -41,4 +42,24 @@ func.func @static_bias(%x: tensor<1x3x8x8xf32>) -> tensor<1x4x6x6xf32> {
   %y = graph.add %c, %bias : (tensor<1x4x6x6xf32>, tensor<4x1x1xf32>) -> tensor<1x4x6x6xf32>
   %z = graph.max_pool2d %y {kernel = array<i64: 1, 1>} : (tensor<1x4x6x6xf32>) -> tensor<1x4x6x6xf32>
   func.return %z : tensor<1x4x6x6xf32>
+}
+
+// where=pays (what -O3 runs): only the convs whose NHWC form graph-conv-layout's model
+// says is faster (16 output channels, whole 8-lane vectors, over a 10-wide row) and the
+// pool reading it; @block's convs (4 channels: no whole vector) stay NCHW.
+// PAYS-LABEL: func.func @block
+// PAYS-NOT:     layout
+// PAYS:         func.return
+// PAYS-LABEL: func.func @pays
+// PAYS:         %[[T:.*]] = graph.transpose %x {perm = array<i64: 0, 2, 3, 1>}
+// PAYS-NEXT:    %[[C:.*]] = graph.conv2d %[[T]], %w {layout = "nhwc"}
+// PAYS-NEXT:    %[[M:.*]] = graph.max_pool2d %[[C]] {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, layout = "nhwc"}
+// PAYS-NEXT:    graph.transpose %[[M]] {perm = array<i64: 0, 3, 1, 2>}
+// PAYS-NOT:     layout
+// PAYS:         func.return
+func.func @pays(%x: tensor<1x6x14x14xf32>, %w: tensor<16x6x5x5xf32>, %w1: tensor<6x6x3x3xf32>) -> (tensor<1x16x5x5xf32>, tensor<1x6x12x12xf32>) {
+  %c = graph.conv2d %x, %w : (tensor<1x6x14x14xf32>, tensor<16x6x5x5xf32>) -> tensor<1x16x10x10xf32>
+  %m = graph.max_pool2d %c {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>} : (tensor<1x16x10x10xf32>) -> tensor<1x16x5x5xf32>
+  %d = graph.conv2d %x, %w1 : (tensor<1x6x14x14xf32>, tensor<6x6x3x3xf32>) -> tensor<1x6x12x12xf32>
+  func.return %m, %d : tensor<1x16x5x5xf32>, tensor<1x6x12x12xf32>
 }

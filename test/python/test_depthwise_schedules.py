@@ -3,7 +3,7 @@ c against the numpy reference: channels 8/32/48/96, rows 7/14/28/32/56/112, padd
 1, stride 1 (and 2 and 3: the input staged as phase planes), channel multiplier 1 and 2, batch 1, 4 and 32, a batch norm + relu6 epilogue
 (mobilenet's block) and a bias. The NCHW depthwise template (`passes/schedule/depthwise.py`)
 is checked to be the one that ran where it applies: one channel's padded plane staged
-per (image, channel), the (image, channel) pairs one loop. At -O3 (graph-layout: NHWC)
+per (image, channel), the (image, channel) pairs one loop. At -O3 with graph-layout forced (NHWC)
 the channel-vectorized NHWC template runs (its weight packed along the channels).
 rtol/atol 1e-4."""
 
@@ -62,14 +62,14 @@ def cache_dir(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("DLPC_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "dlpc-cache"))
 
 
-def run(tmp_path, name: str, batch: int, opt_level: int):
+def run(tmp_path, name: str, batch: int, opt_level: int, **options):
     c, h, w, pad, mult, _ = CASES[name]
     path = tmp_path / f"{name}.dlpc"
     path.write_text(source(name))
     model = api.load(path, batch=batch)
     xs = api.random_inputs(model, seed=batch)
     (want,) = api.reference(model, xs)
-    compiled = api.compile(model, target="c", opt_level=opt_level)
+    compiled = api.compile(model, target="c", opt_level=opt_level, **options)
     (got,) = compiled(*xs)
     return compiled, got, want
 
@@ -97,7 +97,8 @@ NHWC_CASES = ["c32_14x14", "c96_7x7_nopad", "c32_32x32_bn_relu6", "c8_13x11_odd"
 @pytest.mark.parametrize("name", NHWC_CASES)
 def test_nhwc_depthwise_matches_reference_on_c(tmp_path, name, batch):
     c, h, w, pad, mult, _ = CASES[name]
-    compiled, got, want = run(tmp_path, name, batch, opt_level=3)
+    # graph-layout forced (-O3 alone converts no depthwise conv: NHWC does not pay)
+    compiled, got, want = run(tmp_path, name, batch, 3, graph_layout={"where": "all"})
     np.testing.assert_allclose(got, want, rtol=TOL, atol=TOL)
     # the NHWC template ran: its weight packed once, contiguous along the channels
     # (multiplier 2 reads input channel o / 2, which no padded copy can stage: fallback)

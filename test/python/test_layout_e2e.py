@@ -3,8 +3,9 @@ global_avg_pool, batch_norm) on random shapes, strides, pads, dilations and grou
 (depthwise included), through the numpy reference, emit_numpy, graph-to-te (te
 evaluator) and C, each compared with the NCHW reference on transposed data; fused NHWC
 kernels (epilogues over NHWC results); and the resnet/mobilenet/lenet examples after
-graph-layout{to=nhwc} (alone and in -O3) on numpy and C, and at -O3 on the DLP
-simulator and OpenCL, against the NCHW reference.
+graph-layout{to=nhwc} (alone and forced on every conv in -O3) on numpy and C, and so
+at -O3 on the DLP simulator and OpenCL, against the NCHW reference; -O3 itself
+(graph-layout{where=pays}) converts what graph-conv-layout picks.
 rtol/atol 1e-4 (float32 sums are reordered)."""
 
 from __future__ import annotations
@@ -319,25 +320,50 @@ def test_example_after_graph_layout(name):
         close(got[0], expected[0], target)
 
 
+# graph-layout forced on every conv inside -O3 (weights folded, kernels fused); -O3 on
+# its own runs it only where NHWC pays (where=pays)
+EVERYWHERE = {"graph_layout": {"where": "all"}}
+
+
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_example_o3(name):
-    """-O3 (graph-layout inside the -O2 pipeline, weights folded and kernels fused)."""
+    """graph-layout{where=all} inside the -O3 pipeline (weights folded and kernels
+    fused): every conv NHWC, numpy and C agree with the NCHW reference."""
     assert "graph-layout" in pipeline.GRAPH_PASSES_BY_LEVEL[3]
     model = load(name)
     inputs = api.random_inputs(model)
     expected = api.reference(model, inputs)
     for target in ("numpy", "c"):
-        compiled = api.compile(model, target=target, opt_level=3)
+        compiled = api.compile(model, target=target, opt_level=3, **EVERYWHERE)
         close(compiled(*inputs)[0], expected[0], target)
         if target == "numpy":  # the lowered module is graph IR: every conv is NHWC
             convs = [op for op in compiled.lowered.walk() if isinstance(op, g.Conv2DOp)]
             assert convs and all(g.layout_of(op) == "nhwc" for op in convs)
 
 
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_example_o3_converts_where_nhwc_pays(name):
+    """-O3 as it is (graph-layout{where=pays}): NHWC exactly on the convs graph-conv-layout
+    picks (LeNet's second conv; none of resnet's or mobilenet's, whose rows fill whole
+    vectors or which are depthwise), the same layouts as -O2, results as the reference."""
+    model = load(name)
+    inputs = api.random_inputs(model)
+    expected = api.reference(model, inputs)
+    layouts = {}
+    for level in (2, 3):
+        compiled = api.compile(model, target="numpy", opt_level=level)
+        close(compiled(*inputs)[0], expected[0], f"numpy -O{level}")
+        convs = [op for op in compiled.lowered.walk() if isinstance(op, g.Conv2DOp)]
+        layouts[level] = [g.layout_of(op) for op in convs]
+    assert layouts[3] == layouts[2]
+    assert layouts[3].count("nhwc") == (1 if name == "lenet" else 0)
+    close(api.compile(model, target="c", opt_level=3)(*inputs)[0], expected[0], "c -O3")
+
+
 @pytest.mark.parametrize("target", ["dlp", "opencl"])
 def test_examples_o3_other_targets(target):
-    """The loop-level backends need nothing NHWC-specific: -O3 on the DLP simulator and
-    OpenCL agrees with the NCHW reference too."""
+    """The loop-level backends need nothing NHWC-specific: -O3 with graph-layout forced
+    on every conv, on the DLP simulator and OpenCL, agrees with the NCHW reference too."""
     if target == "opencl":
         pytest.importorskip("pyopencl", reason="the opencl extra is not installed")
     for name in EXAMPLES:
@@ -345,7 +371,7 @@ def test_examples_o3_other_targets(target):
         inputs = api.random_inputs(model)
         expected = api.reference(model, inputs)
         close(
-            api.compile(model, target=target, opt_level=3)(*inputs)[0],
+            api.compile(model, target=target, opt_level=3, **EVERYWHERE)(*inputs)[0],
             expected[0],
             f"{name} on {target}",
         )
