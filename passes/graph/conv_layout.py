@@ -12,8 +12,9 @@ Why per conv. The default conv schedules vectorize the innermost output dim: the
 row `W` in NCHW, the output channels `O` in NHWC (`passes/schedule/default.py`). A conv
 whose row is short or ragged (`W % lanes != 0`: LeNet's second conv, 16 channels x a
 10-wide row) wastes most of every vector in NCHW but none in NHWC when `O % lanes == 0`;
-graph-layout{to=nhwc} (-O3) converts every conv, including those where NCHW is the better
-fit (LeNet's first conv has 6 output channels; depthwise convs have no channel reuse). So:
+graph-layout{to=nhwc} forced (`where=all`) converts every conv, including those where NCHW is
+the better fit (LeNet's first conv has 6 output channels; depthwise convs have no channel
+reuse); -O3 runs it as `where=pays`, which is this pass. So:
 
     conv2d (groups = 1, O % lanes == 0, W % lanes != 0)          -> NHWC
     max/avg pool, global avg pool, batch norm of an NHWC result  -> NHWC
