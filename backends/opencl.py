@@ -880,11 +880,66 @@ class KernelWriter(FunctionWriter):
             self.depth -= 1
             self.line("} else {")
             self.depth += 1
-            self.for_(op)
+            self.border_nest(op, guards)
             self.depth -= 1
             self.line("}")
         finally:
             self.splitting, self.assumed = False, set()
+
+    def border_nest(self, op: ForOp, guards: Guards) -> None:
+        """A border tile's nest. A perfect nest whose guards vary with some of its loops
+        only (a conv's window, not its input channels) is written with those loops
+        outside (`for kh, kw: if (guards hold for all lanes) for c: <unguarded> else for
+        c: <guarded>`): one test per tap and tile instead of one per element. This sums
+        a border tile's outputs in another order (taps, then channels) than the interior
+        ones (channels, then taps), as the C backend's direct conv reorders its sums:
+        within the reference tolerance."""
+        ifs, ops, loops = guards
+        nest = [op]
+        while len(nest[-1].block.ops) == 1 and isinstance(nest[-1].block.first_op, ForOp):
+            nest.append(nest[-1].block.first_op)
+        inner = [lp for lp in nest if lp not in loops]
+        if (
+            not inner
+            or any(lp not in nest for lp in loops)
+            or any(lp in self.launch.lanes for lp in nest)
+        ):
+            return self.for_(op)
+        opened = 0
+        for lp in [lp for lp in nest if lp in loops]:
+            self.loop_header(lp)
+            opened += 1
+        for slice_op in ops:
+            self.op(slice_op)
+        self.line(f"if ({' && '.join(self.guard_tests(ifs))}) {{")
+        self.depth += 1
+        for assumed in (True, False):
+            self.assumed = set(ifs) if assumed else set()
+            for lp in inner:
+                self.loop_header(lp)
+            self.block(nest[-1].block)
+            for _ in inner:
+                self.depth -= 1
+                self.line("}")
+            self.assumed = set()
+            if assumed:
+                self.depth -= 1
+                self.line("} else {")
+                self.depth += 1
+        self.depth -= 1
+        self.line("}")
+        for _ in range(opened):
+            self.depth -= 1
+            self.line("}")
+        return None
+
+    def loop_header(self, op: ForOp) -> None:
+        """`for (...) {` of a plain loop, its induction variable bound; depth + 1."""
+        iv = self.names.fresh(op.loop_name or op.induction_var.name_hint, "i")
+        self.expr[op.induction_var] = iv
+        step = f"{iv}++" if op.stride == 1 else f"{iv} += {op.stride}"
+        self.line(f"for (long {iv} = {op.lower}; {iv} < {op.upper}; {step}) {{")
+        self.depth += 1
 
     def guard_tests(self, ifs: list[scf.IfOp]) -> list[str]:
         """The conditions of `ifs` at the first and the last lane of each laned loop they
