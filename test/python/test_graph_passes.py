@@ -401,9 +401,17 @@ SINGLE_PASSES = [
 
 
 def _o_level(n: int) -> str:
-    from dlpc.passes.graph import O_LEVEL_PASSES
+    """The graph passes of -On as one pass spec (the pipeline's own list, its options;
+    fold_params, which needs the weights, is left to the caller)."""
+    from dlpc.passes.pipeline import FOLD_PARAMS, GRAPH_PASS_OPTIONS_BY_LEVEL, GRAPH_PASSES_BY_LEVEL
 
-    return ",".join(O_LEVEL_PASSES[n])
+    options = GRAPH_PASS_OPTIONS_BY_LEVEL.get(n, {})
+
+    def spec(name: str) -> str:
+        opts = options.get(name, {})
+        return name + ("{" + " ".join(f"{k}={v}" for k, v in opts.items()) + "}" if opts else "")
+
+    return ",".join(spec(p) for p in GRAPH_PASSES_BY_LEVEL[n] if p != FOLD_PARAMS)
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=os.path.basename)
