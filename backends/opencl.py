@@ -42,7 +42,7 @@ from typing import IO
 from xdsl.context import Context
 from xdsl.dialects import arith, func, memref, scf
 from xdsl.dialects.builtin import Float32Type, IntegerType, MemRefType, ModuleOp
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Block, Operation, SSAValue
 from xdsl.utils.target import Target
 
 from dlpc.backends import c as cbe
@@ -488,10 +488,11 @@ _INEQUALITY = ("slt", "sle", "sgt", "sge")
 def padding_guards(nest: ForOp) -> Guards | None:
     """The `scf.if`s in `nest` whose condition is a conjunction (`andi`) of signed
     inequalities (`cmpi`) between affine functions (`addi`, `subi`, `muli` by a constant)
-    of the nest's loop variables, constants and values from outside the nest: a conv's
+    of the nest's loop variables, constants and the variables of the loops around it
+    (not other values from outside: they need not be affine in the lanes): a conv's
     padding tests around its input loads. Such a condition holds on the whole box of the
-    nest's iterations when it holds at the box's corners (the set where it holds is
-    convex). None when there is none."""
+    nest's iterations (and lanes) when it holds at the box's corners (the set where it
+    holds is convex). None when there is none."""
     loops: dict[SSAValue, ForOp] = {
         lp.induction_var: lp for lp in nest.walk() if isinstance(lp, ForOp)
     }
@@ -503,8 +504,9 @@ def padding_guards(nest: ForOp) -> Guards | None:
         if value in loops:
             ivs.add(loops[value])
             return True
-        if not defined_inside(value, nest):
-            return True
+        if not defined_inside(value, nest):  # an enclosing loop's variable or a constant:
+            # affine in the lanes too (a value computed outside, `i3 / 2`, need not be)
+            return isinstance(value.owner, Block) or isinstance(value.owner, arith.ConstantOp)
         op = value.owner
         if not isinstance(op, Operation):
             return False

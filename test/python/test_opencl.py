@@ -616,12 +616,16 @@ def test_padded_convs_split_interior_and_border(tmp_path, batch):
 
 def test_padding_guards_need_affine_inequalities():
     """Only conjunctions of signed inequalities of affine functions of the nest's loops
-    are guards (the set where they hold is convex, so its corners decide it): a conv
-    without padding has none, and with its `sge` tests made `ne` (not convex) neither."""
+    of the nest's loops and of the loops' around it are guards (the set where they hold
+    is convex, so its corners decide it): a conv without padding has none, nor one whose
+    test reads a value computed outside the nest, nor one with its `sge` tests made `ne`
+    (not convex)."""
     from xdsl.dialects import arith
-    from xdsl.dialects.builtin import IntegerAttr
+    from xdsl.dialects.builtin import IndexType, IntegerAttr
+    from xdsl.ir import Block
 
     from dlpc.backends.opencl import padding_guards
+    from dlpc.dialects.loop import defined_inside
 
     def first_nest(module, sym):
         kernel = next(k for k in module.walk() if isinstance(k, KernelOp) and k.sym == sym)
@@ -631,6 +635,22 @@ def test_padding_guards_need_affine_inequalities():
     module = pipeline.lower(lenet.module.clone(), "loop", pipeline.PipelineOptions())
     assert padding_guards(first_nest(module, "conv2d_relu_0")) is not None  # padding=2
     assert padding_guards(first_nest(module, "conv2d_relu_1")) is None  # no padding
+    # a value computed outside the nest (here i2 + 0) need not be affine in the lanes
+    nest = first_nest(module, "conv2d_relu_0")
+    add = next(
+        o
+        for o in nest.walk()
+        if o.name == "arith.addi" and any(isinstance(v.owner, Block) for v in o.operands)
+    )
+    outer = next(v for v in add.operands if not defined_inside(v, nest))
+    zero = arith.ConstantOp.from_int_and_width(0, IndexType())
+    moved = arith.AddiOp(outer, zero.result)
+    block = nest.parent_block()
+    assert block is not None
+    block.insert_ops_before([zero, moved], nest)
+    add.operands = [moved.result if v is outer else v for v in add.operands]
+    assert padding_guards(nest) is None
+    module = pipeline.lower(lenet.module.clone(), "loop", pipeline.PipelineOptions())
     nest = first_nest(module, "conv2d_relu_0")
     for cmp in [o for o in nest.walk() if isinstance(o, arith.CmpiOp)]:
         if arith.CMPI_COMPARISON_OPERATIONS[cmp.predicate.value.data] == "sge":
