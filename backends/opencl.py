@@ -220,7 +220,50 @@ def plan_launch(
     if last in launch.lanes:  # a work-item takes `lanes` consecutive iterations
         launch.global_size = (*launch.global_size[:-1], last.trip_count // launch.lanes[last])
     launch.relayout = plan_relayout(kernel, launch.vector, resident or set())
+    if launch.vector is not None and not _contiguous_lanes(kernel, launch):
+        # every load the vector varies with strides by a row (a global average pool's
+        # lanes over channels): partial sums over a long contiguous reduction instead
+        # (resnet's pool at batch 32, 256 elements a sum: 163 -> 56 us on PoCL; the
+        # transformer's sums of 64 or fewer went slower with partials: its softmax max
+        # 6 -> 10 us, its Q.K^T matmul 37 -> 252)
+        lanes, partials = plan_lanes(nest, dims, no_inner=True)
+        if partials and _reduction_length(launch.vector) >= LONG_REDUCTION:
+            launch.lanes, launch.partials, launch.vector, launch.relayout = (
+                lanes,
+                partials,
+                None,
+                {},
+            )
+            launch.global_size = tuple(lp.trip_count for lp in dims)
+            if last in lanes:
+                launch.global_size = (*launch.global_size[:-1], last.trip_count // lanes[last])
     return launch
+
+
+LONG_REDUCTION = 128
+
+
+def _reduction_length(loop: ForOp) -> int:
+    """The iterations of the reduction loops inside `loop` (per iteration of it)."""
+    inner = [lp for lp in loop.block.walk() if isinstance(lp, ForOp) and lp.reduction]
+    return math.prod(lp.trip_count for lp in inner) if inner else 0
+
+
+def _contiguous_lanes(kernel: KernelOp, launch: Launch) -> bool:
+    """Does a load the vector loop varies with read its lanes consecutively (its last
+    index, or a buffer passed transposed), or does none vary with it?"""
+    assert launch.vector is not None
+    iv = launch.vector.induction_var
+    varying = [
+        o
+        for o in kernel.walk()
+        if isinstance(o, memref.LoadOp)
+        and shape_of(o.memref) != ()
+        and any(_varies_with(i, iv) for i in o.indices)
+    ]
+    return not varying or any(
+        _varies_with(o.indices[-1], iv) or o.memref in launch.relayout for o in varying
+    )
 
 
 #: register blocking (`plan_lanes`): lanes of the last NDRange loop (output channels,
@@ -343,16 +386,18 @@ def _shares_loads(inner: ForOp, loop: ForOp) -> bool:
 
 
 def plan_lanes(
-    nest: list[ForOp], dims: list[ForOp]
+    nest: list[ForOp], dims: list[ForOp], no_inner: bool = False
 ) -> tuple[dict[ForOp, int], dict[ForOp, list[tuple[SSAValue, str]]]]:
     """Which loops a work-item writes as lanes (register blocking), how many, and the
-    reduction loops among them with their accumulators."""
+    reduction loops among them with their accumulators (`no_inner`: no inner lanes)."""
     if not dims or not _laneable(dims[-1]):
         return {}, {}
     last = dims[-1]
     lanes: dict[ForOp, int] = {}
     below = nest[nest.index(last) + 1 :]
     inner = next((lp for lp in reversed(below) if lp.trip_count > 1 and independent(lp)), None)
+    if no_inner:
+        inner = None
     if inner is not None:  # (3 steps: PoCL's LLVM made slow code of them)
         u = next((u for u in INNER_LANES if _steps(inner.trip_count, u) in (1, 2, 4, 5, 6)), 1)
         if u > 1:

@@ -656,3 +656,28 @@ def test_padding_guards_need_affine_inequalities():
         if arith.CMPI_COMPARISON_OPERATIONS[cmp.predicate.value.data] == "sge":
             cmp.predicate = IntegerAttr(1, 64)  # ne
     assert padding_guards(nest) is None
+
+
+def test_strided_vector_lanes_give_way_to_long_partial_sums():
+    """A vector whose every load strides by a row (resnet's global average pool at batch
+    32: lanes over channels, 256 floats apart) gives way to partial sums over the
+    contiguous reduction when it is long (>= `LONG_REDUCTION`); the transformer's
+    layer-norm means (64 a row) keep their vector lanes over rows."""
+    from dlpc.backends.opencl import LONG_REDUCTION, resident_values
+
+    model = dlpc.load(ROOT / "examples" / "resnet.dlpc", batch=32)
+    compiled = dlpc.compile(model, target="opencl")
+    pool = next(
+        k for k in compiled.lowered.walk() if isinstance(k, KernelOp) and "avg_pool" in k.sym
+    )
+    launch = plan_launch(pool, "k", resident=resident_values(compiled.lowered))
+    assert launch.vector is None
+    assert [lp.loop_name for lp in launch.partials] == ["r1"]
+    assert 16 * 16 >= LONG_REDUCTION
+    model = dlpc.load(ROOT / "examples" / "transformer.dlpc", batch=32)
+    compiled = dlpc.compile(model, target="opencl")
+    mean = next(
+        k for k in compiled.lowered.walk() if isinstance(k, KernelOp) and k.sym.endswith("_mean")
+    )
+    launch = plan_launch(mean, "k", resident=resident_values(compiled.lowered))
+    assert launch.vector is not None and not launch.partials
