@@ -59,6 +59,61 @@ int dlpc_main(void **args)
 """
 
 
+def _positive(text: str, what: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"invalid {what} {text.strip()!r}: not a positive integer")
+    return value
+
+
+def size_list(text: str) -> list[int]:
+    """`--sizes`: comma-separated positive integers; empty items are skipped, so '' is
+    none (as `--shapes ''` is)."""
+    return [_positive(s, "size") for s in text.split(",") if s.strip()]
+
+
+def shape_list(text: str) -> list[tuple[int, int, int]]:
+    """`--shapes`: comma-separated MxNxK of positive integers; '' is none."""
+    shapes = []
+    for spec in filter(None, (s.strip() for s in text.split(","))):
+        dims = spec.split("x")
+        if len(dims) != 3:
+            raise argparse.ArgumentTypeError(f"invalid shape {spec!r}: expected MxNxK")
+        m, n, k = (_positive(d, f"dimension in shape {spec!r}:") for d in dims)
+        shapes.append((m, n, k))
+    return shapes
+
+
+def thread_list(text: str) -> list[int]:
+    """`--threads`: comma-separated positive thread counts, at least one."""
+    threads = [_positive(s, "thread count") for s in text.split(",") if s.strip()]
+    if not threads:
+        raise argparse.ArgumentTypeError("expected at least one thread count")
+    return threads
+
+
+def count(minimum: int):
+    """An integer option's type: at least `minimum`."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid integer {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{value} is below the minimum, {minimum}")
+        return value
+
+    return parse
+
+
+def shape_label(shape: tuple[int, int, int]) -> str:
+    return "x".join(str(d) for d in shape)
+
+
 def best_time(fn, repeat: int) -> float:
     fn()
     times = []
@@ -194,18 +249,17 @@ def dlpc_runner(module, schedule: str, log: str | None):
 
 def child(args) -> dict:
     """Measure everything at one thread count (this process has the env set)."""
-    sizes = [int(s) for s in args.sizes.split(",")]
     cases = []
-    for n in sizes:
+    for n in args.sizes:
         a = np.random.rand(n, n).astype(np.float32)
         b = np.random.rand(n, n).astype(np.float32)
         cases.append((f"matmul {n}", matmul_module(n), 2 * n**3, lambda a=a, b=b: a @ b))
-    for spec in filter(None, args.shapes.split(",")):
-        m, n, k = (int(x) for x in spec.split("x"))
+    for m, n, k in args.shapes:
         a = np.random.rand(m, k).astype(np.float32)
         b = np.random.rand(k, n).astype(np.float32)
         mod = matmul_module(0, (m, n, k))
-        cases.append((f"matmul {spec}", mod, 2 * m * n * k, lambda a=a, b=b: a @ b))
+        label = f"matmul {shape_label((m, n, k))}"
+        cases.append((label, mod, 2 * m * n * k, lambda a=a, b=b: a @ b))
     if not args.no_conv:
         for name, mod, flop, dims in resnet_convs():
             cases.append((f"resnet {name}", mod, flop, numpy_conv(dims)))
@@ -226,10 +280,8 @@ def child(args) -> dict:
 def tune(args) -> None:
     from dlpc.tune.search import Task, Tuner, tasks_of
 
-    modules = [matmul_module(int(s)) for s in args.sizes.split(",")]
-    for spec in filter(None, args.shapes.split(",")):
-        m, n, k = (int(x) for x in spec.split("x"))
-        modules.append(matmul_module(0, (m, n, k)))
+    modules = [matmul_module(n) for n in args.sizes]
+    modules += [matmul_module(0, shape) for shape in args.shapes]
     if not args.no_conv:
         modules += [mod for _, mod, _, _ in resnet_convs()]
     for mod in modules:
@@ -248,28 +300,36 @@ def tune(args) -> None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--sizes", default="256,512,1024")
+    ap.add_argument(
+        "--sizes",
+        type=size_list,
+        default="256,512,1024",
+        help="square matmuls N x N x N, comma-separated ('' for none)",
+    )
     ap.add_argument(
         "--shapes",
+        type=shape_list,
         default="",
         help="also these MxNxK matmuls, comma-separated (e.g. 101x256x256,128x131x128: "
         "shapes without a tile that divides them)",
     )
-    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--threads", type=thread_list, default="1,2")
     ap.add_argument("--log", default=str(ROOT / "bench" / "tune.jsonl"))
-    ap.add_argument("--tune-trials", type=int, default=0)
-    ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--tune-trials", type=count(0), default=0)
+    ap.add_argument("--repeat", type=count(1), default=7)
     ap.add_argument("--no-conv", action="store_true")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--what", default="dlpc", help=argparse.SUPPRESS)
+    ap.add_argument("--what", choices=("dlpc", "blas"), default="dlpc", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if not args.sizes and not args.shapes and args.no_conv:
+        ap.error("nothing to measure: --sizes and --shapes are empty and --no-conv is given")
     if args.child:
         print(json.dumps(child(args)))
         return 0
     if args.tune_trials:
         tune(args)
     results = {}
-    for t in (int(x) for x in args.threads.split(",")):
+    for t in args.threads:
         # OpenMP and OpenBLAS worker threads spin after their work; sharing a process
         # they starve each other, so each library runs in its own process, and the
         # processes alternate twice (best of both) so load drift hits both alike
@@ -284,9 +344,9 @@ def main(argv=None) -> int:
                     "--what",
                     what,
                     "--sizes",
-                    args.sizes,
+                    ",".join(map(str, args.sizes)),
                     "--shapes",
-                    args.shapes,
+                    ",".join(map(shape_label, args.shapes)),
                     "--log",
                     args.log,
                     "--repeat",
