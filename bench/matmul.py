@@ -5,7 +5,8 @@ threads, next to the machine's measured peak. One run, side by side.
     python bench/matmul.py [--sizes 256,512,1024] [--shapes 101x256x256,...] [--log bench/tune.jsonl]
                            [--tune-trials 24] [--threads 1,2] [--repeat 7]
 
-`--tune-trials N` first tunes each kernel (N measurements, single-threaded, appended to
+`--sizes ''` and `--shapes ''` measure no square / no extra matmuls (`--no-conv`: no conv
+layers); a bad value is a one-line argparse error (exit 2). `--tune-trials N` first tunes each kernel (N measurements, single-threaded, appended to
 the log); without it the log is only read (a kernel without a record shows the default
 schedule's figure in the "tuned" column, marked `*`). Each thread count runs in a child
 process with OMP_NUM_THREADS / OPENBLAS_NUM_THREADS set. The peak is a C loop of
