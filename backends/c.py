@@ -5,7 +5,7 @@ Input: a module holding `func.func @main` at the loop level (`loop`, `memref`, `
 Output: one C translation unit:
 
     /* kernel "relu_0" (from graph.relu) */
-    static void kernel_relu_0(const float *restrict v_x, float *restrict v_out0)
+    __attribute__((noinline)) static void kernel_relu_0(const float *restrict v_x, float *restrict v_out0)
     {
       #pragma omp parallel for
       for (int64_t v_i0 = 0; v_i0 < 4; v_i0++) {
@@ -28,6 +28,8 @@ Output: one C translation unit:
 
 - one `static void` function per `loop.kernel`, taking the buffers (and scalars) it uses
   from outside, `restrict`-qualified, `const` when the kernel never stores to them;
+  `noinline` (KERNEL_ATTRIBUTES), so the DLPC_PROFILE build compiles every kernel as the
+  plain build does;
 - `int dlpc_main(void **args)`: `args` are the data pointers of the memref arguments of
   `@main` in order (inputs, params, outputs); returns 0, or 1 if an allocation failed;
 - resident pre-packed weights (passes/lower/prepack.py): when @main has a
@@ -370,6 +372,15 @@ SIMD_COMBINE = {
     "arith.minimumf": "min",
     "arith.minsi": "min",
 }
+
+# every kernel function is compiled out of line, in the plain build and in the profiling
+# build alike: a kernel called once from dlpc_main is otherwise inlined into it, and in
+# the DLPC_PROFILE build (timer calls between kernels) GCC then compiled the inlined
+# resnet convs up to 3x worse (conv2d_add_relu_2 ~135 us against 44 us out of line), so
+# `dlpc-run --profile` timed different code from the plain call; out of line, each kernel
+# is the same code in both builds, and the plain call is no slower (a kernel runs for
+# microseconds; a call costs nanoseconds)
+KERNEL_ATTRIBUTES = "__attribute__((noinline))"
 
 STACK_LIMIT = 64 * 1024  # bytes; larger kernel-local buffers go on the heap
 ENTRIES = ("@main", "dlpc_prepare")  # the writers of the two entry points
@@ -1037,7 +1048,7 @@ static void dlpc_arena_release(unsigned char *arena)
         if w.may_fail:  # 1: an allocation failed (recorded by dlpc_alloc), 0: done
             w.line("return 0;")
         kind = "int" if w.may_fail else "void"
-        signature = f"static {kind} {fname}({', '.join(params) or 'void'})"
+        signature = f"{KERNEL_ATTRIBUTES} static {kind} {fname}({', '.join(params) or 'void'})"
         self.parts.append(w.function(c_comment(kernel_note(k)), signature))
         if PREPARE in k.attributes:  # in dlpc_prepare: no part of a call's profile
             call = f"{fname}({', '.join(call_args)})"

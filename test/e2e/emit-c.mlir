@@ -8,7 +8,7 @@
 // CHECK:       static const float g_constant_0[3] = {0.5f, (-1.0f), 2.5f};
 
 // CHECK:       /* kernel "scale_0" (from graph.mul) */
-// CHECK-NEXT:  static void kernel_scale_0(const float *restrict v_x, const float *restrict g_constant_0, float *restrict v_tmp)
+// CHECK-NEXT:  __attribute__((noinline)) static void kernel_scale_0(const float *restrict v_x, const float *restrict g_constant_0, float *restrict v_tmp)
 // CHECK-NEXT:  {
 // CHECK-NEXT:    /* parallel: left serial, 12 iterations are too few */
 // CHECK-NEXT:    for (int64_t v_i0 = 0; v_i0 < 4; v_i0++) {
