@@ -18,26 +18,22 @@ is left as te-to-loop made it).  Guarantees: numerics unchanged; each kernel get
   that pack to load time); with up to 8 rows and B read along k, the `dot` kernel
   (`dot_script`: register blocks of dot products along k, no packing) when B is not a
   weight, there are fewer than 4 rows, or 16 does not divide N;
-- convolution (not grouped): the register-tiled direct conv: an output tile of
-  `cb` channels x the row (x 64 columns when wider) accumulates in a local `acc`
-  (`cache_write`) around all reduction loops, the channels unrolled (one broadcast
-  weight each) and the row vectorized, so GCC keeps the tile in `cb * ceil(W/16)` zmm
-  registers (`cb`: the largest divisor of the channel count within 24 registers); the
-  input is staged once per image outside the parallel loop: a stride-1 padded input as
-  a padded copy (`cache_read` of a padded read), a strided one as im2col rows (`pack`:
-  strides removed, padding resolved); an unpadded stride-1 input (1x1 conv) is read
-  directly; the
-  output rows are parallel (with a batch: every image staged at once, within 8 MiB, and
-  (image, row) fused into one parallel loop). (A packed buffer allocated inside the parallel loop is a
-  local C array; GCC then spills the accumulators, because vector loads from a local
-  array may alias the local `acc` in its analysis.) Depthwise (stride 1): the input
-  copied once per image with its padding (`cache_read` of a padded read), 4 channels x
-  the row accumulating in registers, channel blocks parallel. A ragged row (3+ vector
-  pieces: 28 = 16 + 8 + 4) takes up to 4 rows per tile. NHWC convs
+- convolution (`conv.py`, `depthwise.py`): the register-tiled direct conv: an output
+  tile of `cb` channels x the row (x 64 columns when wider; several rows for a ragged
+  row) accumulates in a local `acc` (`cache_write`) around all reduction loops, the
+  channels unrolled (one broadcast weight each) and the row vectorized, so GCC keeps
+  the tile in `cb * ceil(W/16)` zmm registers. The input is staged: a stride-1 padded
+  input as a padded copy (`cache_read` of a padded read: border filled, interior copied
+  unguarded), a strided one as phase planes (`cache_read ... deinterleave`: the strided
+  columns split so the row reads them with unit stride; per block of rows inside the
+  parallel loop at batch 1), a 1x1 strided one as im2col rows; an unpadded stride-1
+  input is read directly. Output rows, or (image, row) with a batch, are parallel; a
+  batch that splits evenly over the threads stages each image inside the parallel image
+  loop. Depthwise: NCHW planes staged per (image, channel) inside the parallel loop,
+  rows x the row in registers; NHWC vectorized over the channels. NHWC convs
   (`nhwc_conv_tile_script`): columns x channel vectors in registers, the weight packed
-  once (`cache_read ... pack`). Convs under CONV_PARALLEL_MACS stay serial. The
-  templates below are fallbacks;
-- strided conv (and pooling): im2col-style rows: the input a row of outputs needs is
+  once. Convs under CONV_PARALLEL_MACS stay serial. The templates below are fallbacks;
+- im2col rows (`conv_script`, a fallback, and pooling): the input a row of outputs needs is
   packed once per output row (`cache_read ... pack`, padding resolved in the packing),
   so the vectorized row reads it with unit stride; output channels blocked by 4 and
   unrolled, the rows parallel;
