@@ -12,7 +12,9 @@ to a schedule script.
 - `reduction` (conv, depthwise conv, pooling, other reductions): output-channel block
   `cb` (unrolled), tile of the last spatial loop `wt` (outer part outside the reduction
   loops), full unroll of the innermost reduction loop on/off, parallel loop, and
-  `im2col` (convs: pack the input rows, see `conv_script`) on/off.
+  `im2col` (convs: pack the input rows, see `conv_script`) on/off; `tile` (convs the
+  register-tiled direct conv applies to: `conv.tile_script`, which the default schedule
+  uses; when on, the other knobs do not apply; the default point has it on).
 
 Every knob value is legal by construction (factors divide the extents), so candidates
 fail only when a combination breaks a primitive's requirement, which the measurement
@@ -28,8 +30,8 @@ from dataclasses import dataclass
 
 from xdsl.dialects.builtin import ModuleOp
 
-from dlpc.passes.schedule._common import get_kernel
-from dlpc.passes.schedule.conv import conv_script
+from dlpc.passes.schedule._common import ScheduleError, get_kernel
+from dlpc.passes.schedule.conv import conv_script, tile_script
 from dlpc.passes.schedule.default import (
     DOT_ROWS,
     DotParams,
@@ -136,6 +138,8 @@ class Space:
                 cols_tail=tail == "both",
             )
             return gemm_script(kernel, self.nest, p, parallel=point["par"])
+        if self.value(point, "tile"):  # the register-tiled direct conv, as the default has it
+            return tile_script(kernel, self.nest)
         if point.get("im2col"):
             return conv_script(kernel, self.nest, cb=point.get("cb", 1))
         return reduction_template(self.kernel, self.nest, point)
@@ -161,7 +165,9 @@ class Space:
                 point.update(gemv=True, rf=16 if 16 in self.knobs["rf"] else self.knobs["rf"][0])
             return point
         point = {k: v[0] if k != "cb" else (4 if 4 in v else v[0]) for k, v in self.knobs.items()}
-        point["im2col"] = self.strided  # as the default schedule does
+        point["im2col"] = self.strided
+        if "tile" in self.knobs:
+            point["tile"] = True  # the default schedule's first choice for a conv
         return point
 
 
@@ -219,6 +225,12 @@ def space_for(module: ModuleOp, name: str) -> Space | None:
         if len(s) == 4 and conv_input(kernel, nest) is not None
         else [False],
     }
+    try:  # a conv the register-tiled template applies to (NCHW, NHWC, depthwise)
+        if len(s) == 4 and conv_input(kernel, nest) is not None:
+            tile_script(kernel, nest)
+            knobs["tile"] = [False, True]  # last, so points logged before it line up
+    except ScheduleError:
+        pass
     return Space(
         "reduction",
         name,
@@ -229,7 +241,7 @@ def space_for(module: ModuleOp, name: str) -> Space | None:
 
 
 # what a gemm point logged before a knob existed meant
-LEGACY = {"micro": "gemm", "tail": "none", "gemv": False}
+LEGACY = {"micro": "gemm", "tail": "none", "gemv": False, "tile": False}
 
 
 def _gemm_space(kernel, nest: Nest, b) -> Space:

@@ -325,3 +325,12 @@ def pool_script(kernel: KernelOp, nest: Nest) -> str:
     if math.prod(nest.trips[r] for r in nest.reduce) > 4:
         raise ScheduleError(f"kernel '{K}': pooling window larger than 2x2")
     return "\n".join(f"unroll {K}/{r}" for r in nest.reduce)
+
+
+def tile_script(kernel: KernelOp, nest: Nest) -> str:
+    """The register-tiled direct conv for this nest, NHWC or NCHW (depthwise included):
+    what the default schedule tries first for a convolution, and the tuner's `tile`
+    knob. Raises ScheduleError when no tile template applies."""
+    if nhwc_conv_operands(kernel, nest) is not None:
+        return nhwc_conv_tile_script(kernel, nest)
+    return conv_tile_script(kernel, nest)

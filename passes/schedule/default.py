@@ -80,13 +80,7 @@ from dlpc.passes.schedule._common import (
     is_reduction,
     memref_type,
 )
-from dlpc.passes.schedule.conv import (
-    conv_script,
-    conv_tile_script,
-    nhwc_conv_operands,
-    nhwc_conv_tile_script,
-    pool_script,
-)
+from dlpc.passes.schedule.conv import conv_script, pool_script, tile_script
 from dlpc.passes.schedule.nest import (
     Nest,
     analyse,
@@ -526,10 +520,7 @@ def default_scripts(module: ModuleOp, name: str) -> list[str]:
         out.reverse()  # a strided conv: im2col rows first, the plain reorder as fallback
     if len(nest.spatial) == 4 and gemm_operands(kernel, nest) is None:
         try:  # a convolution: the register-tiled direct conv first, the others as fallback
-            if nhwc_conv_operands(kernel, nest) is not None:
-                out.insert(0, nhwc_conv_tile_script(kernel, nest))
-            else:
-                out.insert(0, conv_tile_script(kernel, nest))
+            out.insert(0, tile_script(kernel, nest))
         except ScheduleError:
             pass
         try:  # a small pooling window: the plain nest, the window unrolled

@@ -212,3 +212,55 @@ def test_outer_parallel_is_a_loop_of_two_or_more_iterations():
         op.trip_count for op in module.walk() if isinstance(op, ForOp) and op.parallel is not None
     ]
     assert trips and min(trips) >= 2, trips
+
+
+def _example_loop(name: str):
+    import os
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    module = load(os.path.join(root, "examples", f"{name}.dlpc")).module
+    lower(module, "loop", PipelineOptions(opt_level=2))
+    return module
+
+
+@pytest.mark.parametrize("example", ["resnet", "mobilenet", "lenet"])
+def test_the_default_conv_schedule_is_a_point_of_the_space(example):
+    """Every conv the register-tiled direct conv applies to (stride 1 and 2, 1x1, the
+    stem, depthwise, NHWC) has the `tile` knob, and the space's default point renders
+    exactly the default schedule's script: a tuner starts from the default and can keep
+    it, so a tuned conv is never a template the default has outgrown. A conv point
+    logged before the knob existed still renders the plain reduction template."""
+    from dlpc.passes.schedule.default import default_scripts
+
+    module = _example_loop(example)
+    convs = [
+        k.sym
+        for k in kernels(module)
+        if k.sym.startswith("conv2d") and not k.sym.endswith("_weight_hwio")
+    ]
+    assert convs
+    for name in convs:
+        space = space_for(module, name)
+        assert space is not None and "tile" in space.knobs, name
+        point = space.default()
+        assert all(point[key] in values for key, values in space.knobs.items()), point
+        assert space.script(module, point) == default_scripts(module, name)[0], name
+        old = {key: value for key, value in point.items() if key != "tile"}
+        assert space.script(module, old) == space.script(module, {**point, "tile": False})
+        assert len(space.features(old)) == len(space.features(point))
+
+
+def test_a_tile_point_preserves_results():
+    """The tiled conv rendered through the space applies and matches the unscheduled
+    kernels (resnet, every conv tiled)."""
+    reference = run_c(_example_loop("resnet"))[-1]
+    module = _example_loop("resnet")
+    tiled = 0
+    for k in list(kernels(module)):
+        space = space_for(module, k.sym)
+        if space is not None and "tile" in space.knobs:
+            apply_script(module, space.script(module, {**space.default(), "tile": True}))
+            tiled += 1
+    assert tiled == 6  # the five 3x3 convs and the 1x1 stride-2 shortcut
+    module.verify()
+    np.testing.assert_allclose(run_c(module)[-1], reference, rtol=1e-4, atol=1e-5)
