@@ -261,6 +261,30 @@ def iv_loop(iv: SSAValue) -> ForOp:
     return loop
 
 
+def conjunction(tests: list[tuple[SSAValue, int, str]]) -> tuple[list[Operation], SSAValue]:
+    """`value <pred> bound` for every (value, bound, pred) test (`arith.cmpi` predicates,
+    e.g. "sge", "slt"), and-ed together: (the ops, constants and compares first and the
+    `arith.andi` chain after, not yet inserted; the i1 result). At least one test."""
+    ops: list[Operation] = []
+    for value, bound, pred in tests:
+        c = const(bound)
+        ops += [c, arith.CmpiOp(value, c.result, pred)]
+    cond = ops[1].results[0]
+    for cmp in ops[3::2]:
+        both = arith.AndIOp(cond, cmp.results[0])
+        ops.append(both)
+        cond = both.result
+    return ops, cond
+
+
+def bound_tests(checks, index, shape) -> list[tuple[SSAValue, int, str]]:
+    """The tests of padding checks `(dim, "lo" | "hi")` on `index[dim]` against the
+    buffer's `shape`: `>= 0` and `< shape[dim]`, for `conjunction`."""
+    return [
+        (index[d], 0, "sge") if side == "lo" else (index[d], shape[d], "slt") for d, side in checks
+    ]
+
+
 def emit_affine(expr: Affine, block: Block, before: Operation | None = None) -> SSAValue:
     """Materialise `expr` with arith ops at the start of `block` (or before `before`)."""
     ops: list[Operation] = []

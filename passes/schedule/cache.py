@@ -68,7 +68,8 @@ from dlpc.passes.schedule._common import (
     ScheduleError,
     affine,
     block_of,
-    const,
+    bound_tests,
+    conjunction,
     emit_affine,
     erase,
     find_buffer,
@@ -423,16 +424,7 @@ def _copy_nest(
         # the box's columns move with a loop around it: one guarded nest, the fill
         # value where a checked index is out of bounds
         shape = memref_type(buf).get_shape()
-        conds: list[Operation] = []
-        for d, side in sorted(pad.checks):
-            bound = const(0 if side == "lo" else shape[d])
-            cmp = arith.CmpiOp(glob[d], bound.result, "sge" if side == "lo" else "slt")
-            conds += [bound, cmp]
-        cond = conds[1].results[0]
-        for cmp in conds[3::2]:
-            both = arith.AndIOp(cond, cmp.results[0])
-            conds.append(both)
-            cond = both.result
+        conds, cond = conjunction(bound_tests(sorted(pad.checks), glob, shape))
         load = memref.LoadOp.get(buf, glob)
         fill = pad.fill.clone()
         elt = memref_type(buf).get_element_type()
@@ -549,21 +541,14 @@ def _padded_copy(
     row_block, row_at = (outer[-1].block, None) if outer else (parent_block, at)
     if moving:  # rows out of bounds in a moving dim: all fill
         assert outer
-        conds: list[Operation] = []
-        for d in moving:
-            g = emit_affine(fp.base[d].add(Affine(0, {ivs[d]: 1})), row_block)
-            for side in ("lo", "hi"):
-                if (d, side) in checks:
-                    bound = const(0 if side == "lo" else shape[d])
-                    conds += [
-                        bound,
-                        arith.CmpiOp(g, bound.result, "sge" if side == "lo" else "slt"),
-                    ]
-        cond = conds[1].results[0]
-        for cmp in conds[3::2]:
-            both = arith.AndIOp(cond, cmp.results[0])
-            conds.append(both)
-            cond = both.result
+        rows = {d: emit_affine(fp.base[d].add(Affine(0, {ivs[d]: 1})), row_block) for d in moving}
+        conds, cond = conjunction(
+            bound_tests(
+                [(d, side) for d in moving for side in ("lo", "hi") if (d, side) in checks],
+                rows,
+                shape,
+            )
+        )
         guard = scf.IfOp(cond, [], [scf.YieldOp()], [scf.YieldOp()])
         row_block.add_ops([*conds, guard])
         other = guard.false_region.block

@@ -46,6 +46,8 @@ from dlpc.passes.schedule._common import (
     affine,
     ancestors,
     block_of,
+    bound_tests,
+    conjunction,
     const,
     emit_affine,
     erase,
@@ -245,21 +247,14 @@ def _copy_nest(loop: ForOp, buf, local, fp, s: int, name: str, at: Operation, pa
     ivs = [lp.induction_var for lp in loops]
     if moving:  # the rows of the input the box covers here: a guard around the phases
         assert body is not None  # moving dims are outer dims
-        conds: list[Operation] = []
-        for d in moving:
-            g = emit_affine(fp.base[d].add(Affine(0, {ivs[d]: 1})), body)
-            for side in ("lo", "hi"):
-                if (d, side) in checks:
-                    bound = const(0 if side == "lo" else shape[d])
-                    conds += [
-                        bound,
-                        arith.CmpiOp(g, bound.result, "sge" if side == "lo" else "slt"),
-                    ]
-        cond = conds[1].results[0]
-        for cmp in conds[3::2]:
-            both = arith.AndIOp(cond, cmp.results[0])
-            conds.append(both)
-            cond = both.result
+        rows = {d: emit_affine(fp.base[d].add(Affine(0, {ivs[d]: 1})), body) for d in moving}
+        conds, cond = conjunction(
+            bound_tests(
+                [(d, side) for d in moving for side in ("lo", "hi") if (d, side) in checks],
+                rows,
+                shape,
+            )
+        )
         guard = scf.IfOp(cond, [], [scf.YieldOp()])
         body.add_ops([*conds, guard])
         body = guard.true_region.block
@@ -308,23 +303,14 @@ def _guarded_copy_nest(
     glob = [emit_affine(fp.base[d].add(Affine(0, {ivs[d]: 1})), body) for d in range(last)]
     glob.append(emit_affine(fp.base[last].add(column), body))
     shape = memref_type(buf).get_shape()
-    conds: list[Operation] = []
-    for d, side in sorted(pad.checks) if pad is not None else []:
-        bound = const(0 if side == "lo" else shape[d])
-        conds += [bound, arith.CmpiOp(glob[d], bound.result, "sge" if side == "lo" else "slt")]
+    tests = bound_tests(sorted(pad.checks), glob, shape) if pad is not None else []
     if fp.extents[-1] % s:  # the last phase planes run past the box
-        col = emit_affine(column, body)
-        bound = const(fp.extents[-1])
-        conds += [bound, arith.CmpiOp(col, bound.result, "slt")]
+        tests.append((emit_affine(column, body), fp.extents[-1], "slt"))
     load = memref.LoadOp.get(buf, glob)
-    if not conds:
+    if not tests:
         body.add_ops([load, memref.StoreOp.get(load.res, local, ivs)])
         return
-    cond = conds[1].results[0]
-    for cmp in conds[3::2]:
-        both = arith.AndIOp(cond, cmp.results[0])
-        conds.append(both)
-        cond = both.result
+    conds, cond = conjunction(tests)
     fill = pad.fill.clone() if pad is not None else arith.ConstantOp(FloatAttr(0.0, elt))
     guard = scf.IfOp(cond, [elt], [load, scf.YieldOp(load.res)], [fill, scf.YieldOp(fill.result)])
     body.add_ops([*conds, guard, memref.StoreOp.get(guard.results[0], local, ivs)])
