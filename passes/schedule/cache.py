@@ -108,15 +108,11 @@ class CachePackError(ScheduleError):
     pass
 
 
-def _pack(root, kernel: str, loop: str, buffer: str | SSAValue, name: str | None) -> SSAValue:
-    """cache_read in packed layout: the local buffer is indexed by the loops inside
-    `loop` that index the buffer, in nesting order (GotoBLAS panels: `Bp[jr][k][j]`;
-    for a convolution's input, im2col rows `xp[ci][kh][kw][ow]`), flattened to 1-D; the
-    accesses must share one affine form. A padding guard (`scf.if` yielding the load or
-    a constant) is recomputed by the packing nest, so the packed reads are unguarded."""
+def read_only_loads(root, kernel: str, loop: str, buffer: str | SSAValue):
+    """(the loop, the buffer, "kernel/loop", its loads in the loop) for a cache_read of a
+    buffer the loop reads and does not write; the errors otherwise."""
     target = get_loop(root, kernel, loop)
-    k = target.kernel()
-    buf = find_buffer(k, target, buffer)
+    buf = find_buffer(target.kernel(), target, buffer)
     what = f"{kernel}/{loop}"
     loads = [op for op in target.walk() if isinstance(op, memref.LoadOp) and op.memref is buf]
     if not loads:
@@ -125,6 +121,17 @@ def _pack(root, kernel: str, loop: str, buffer: str | SSAValue, name: str | None
         raise CacheReadWrittenError(
             f"buffer '{buf.name_hint}' is written in loop {what}; use cache_write"
         )
+    return target, buf, what, loads
+
+
+def _pack(root, kernel: str, loop: str, buffer: str | SSAValue, name: str | None) -> SSAValue:
+    """cache_read in packed layout: the local buffer is indexed by the loops inside
+    `loop` that index the buffer, in nesting order (GotoBLAS panels: `Bp[jr][k][j]`;
+    for a convolution's input, im2col rows `xp[ci][kh][kw][ow]`), flattened to 1-D; the
+    accesses must share one affine form. A padding guard (`scf.if` yielding the load or
+    a constant) is recomputed by the packing nest, so the packed reads are unguarded."""
+    target, buf, what, loads = read_only_loads(root, kernel, loop, buffer)
+    k = target.kernel()
     forms = []
     units = []  # what is replaced: the load, or the scf.if guarding it (padding)
     for op in loads:

@@ -51,8 +51,6 @@ from dlpc.passes.schedule._common import (
     const,
     emit_affine,
     erase,
-    find_buffer,
-    get_loop,
     guarded,
     iv_loop,
     memref_type,
@@ -86,24 +84,13 @@ def cache_read_deinterleaved(
 ) -> SSAValue:
     from dlpc.passes.schedule.cache import (
         STACK_BYTES,
-        CacheNoAccessError,
-        CacheReadWrittenError,
         _footprint,
         _guard_of,
         _padding,
+        read_only_loads,
     )
 
-    target = get_loop(root, kernel, loop)
-    k = target.kernel()
-    buf = find_buffer(k, target, buffer)
-    what = f"{kernel}/{loop}"
-    loads = [op for op in target.walk() if isinstance(op, memref.LoadOp) and op.memref is buf]
-    if not loads:
-        raise CacheNoAccessError(f"buffer '{buf.name_hint}' is not accessed in loop {what}")
-    if any(isinstance(op, memref.StoreOp) and op.memref is buf for op in target.walk()):
-        raise CacheReadWrittenError(
-            f"buffer '{buf.name_hint}' is written in loop {what}; use cache_write"
-        )
+    target, buf, what, loads = read_only_loads(root, kernel, loop, buffer)
     pad = _padding(loads, target, buf, what)
     padded = frozenset(id(op) for op in loads if pad is not None and guarded(op, target))
     fp = _footprint(target, buf, loads, what, False, padded)
