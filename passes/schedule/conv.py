@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from xdsl.dialects import arith, memref
+from xdsl.dialects import arith
 
 from dlpc.dialects.loop import KernelOp
 from dlpc.passes.schedule._common import (
@@ -34,6 +34,7 @@ from dlpc.passes.schedule.nest import (
     conv_output,
     is_strided,
     largest_divisor,
+    nhwc_reduction_loads,
     parallel_pays,
 )
 
@@ -226,26 +227,16 @@ def nhwc_conv_operands(kernel: KernelOp, nest: Nest):
     """(input, weight) of an NHWC convolution nest (spatial n, h, w, c: the output
     channel innermost; the weight read along c and the reductions, the input along h/w
     and the reductions but not c), else None (NCHW, depthwise, pooling, not a conv)."""
-    if len(nest.spatial) != 4 or not nest.reduce:
+    loads = nhwc_reduction_loads(kernel, nest)
+    if loads is None:
         return None
-    loops = {lp.loop_name: lp for lp in kernel.loops()}
-    c = loops[nest.spatial[-1]].induction_var
-    hw = [loops[s].induction_var for s in nest.spatial[1:3]]
-    red = [loops[r].induction_var for r in nest.reduce]
     x = w = None
-    for op in loops[nest.reduce[-1]].walk():
-        if not isinstance(op, memref.LoadOp):
-            continue
-        uses = lambda ivs, op=op: any(depends_on(i, v) for i in op.indices for v in ivs)  # noqa: E731
-        if not uses(red):
-            continue
-        if uses([c]) and not uses(hw):
+    for op, on_c, on_h, on_w in loads:
+        if on_c and not (on_h or on_w):
             w = op.memref
-        elif uses(hw[:1]) and uses(hw[1:]) and not uses([c]):
+        elif on_h and on_w and not on_c:
             x = op.memref
     if x is None or w is None:
-        return None
-    if not any(isinstance(op, arith.MulfOp) for op in loops[nest.reduce[-1]].walk()):
         return None
     return x, w
 

@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import math
 
-from xdsl.dialects import arith, memref
-
 from dlpc.dialects.loop import KernelOp
-from dlpc.passes.schedule._common import ScheduleError, depends_on, guarded, memref_type
+from dlpc.passes.schedule._common import ScheduleError, guarded, memref_type
 from dlpc.passes.schedule.nest import (
     CONV_PACK_BYTES,
     Nest,
@@ -20,6 +18,7 @@ from dlpc.passes.schedule.nest import (
     conv_output,
     is_strided,
     largest_divisor,
+    nhwc_reduction_loads,
 )
 
 # Vector pieces of one depthwise tile (rows x the pieces GCC splits a row into: 28 is
@@ -107,26 +106,14 @@ def nhwc_depthwise_operands(kernel: KernelOp, nest: Nest):
     """(input, weight) of an NHWC depthwise conv nest (spatial n, h, w, c, the channel
     innermost: the input read along h, w, c and the reductions, the weight along c and
     the reductions but not h/w), else None."""
-    if len(nest.spatial) != 4 or not nest.reduce:
+    loads = nhwc_reduction_loads(kernel, nest)
+    if loads is None:
         return None
-    loops = {lp.loop_name: lp for lp in kernel.loops()}
-    c = loops[nest.spatial[-1]].induction_var
-    hw = [loops[s].induction_var for s in nest.spatial[1:3]]
-    red = [loops[r].induction_var for r in nest.reduce]
     x = w = None
-    for op in loops[nest.reduce[-1]].walk():
-        if not isinstance(op, memref.LoadOp):
-            continue
-        uses = lambda ivs, op=op: any(depends_on(i, v) for i in op.indices for v in ivs)  # noqa: E731
-        if not uses(red) or not uses([c]):
-            continue
-        if uses(hw[:1]) and uses(hw[1:]):
-            x = op
-        else:
-            w = op
+    for op, on_c, on_h, on_w in loads:
+        if on_c:
+            x, w = (op, w) if on_h and on_w else (x, op)
     if x is None or w is None:
-        return None
-    if not any(isinstance(op, arith.MulfOp) for op in loops[nest.reduce[-1]].walk()):
         return None
     return x, w
 

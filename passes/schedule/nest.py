@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from xdsl.dialects import memref
+from xdsl.dialects import arith, memref
 
 from dlpc.dialects.loop import ForOp, KernelOp
 from dlpc.passes.schedule._common import affine, buffers_accessed, depends_on, is_reduction
@@ -151,3 +151,27 @@ def is_strided(kernel: KernelOp, nest: Nest) -> bool:
             form = affine(op.indices[-1])
             return form is not None and form.terms.get(w.induction_var, 1) > 1
     return False
+
+
+def nhwc_reduction_loads(kernel: KernelOp, nest: Nest):
+    """The loads of an NHWC-shaped conv nest (spatial n, h, w, c, then reductions whose
+    innermost loop multiplies) that use a reduction variable, each as (load, uses c,
+    uses h, uses w); None when the nest is not of that shape. The NHWC conv and
+    depthwise templates tell their input from their weight by these uses."""
+    if len(nest.spatial) != 4 or not nest.reduce:
+        return None
+    loops = {lp.loop_name: lp for lp in kernel.loops()}
+    inner = loops[nest.reduce[-1]]
+    if not any(isinstance(op, arith.MulfOp) for op in inner.walk()):
+        return None
+    c, h, w = (loops[nest.spatial[i]].induction_var for i in (3, 1, 2))
+    red = [loops[r].induction_var for r in nest.reduce]
+
+    def uses(op: memref.LoadOp, ivs) -> bool:
+        return any(depends_on(i, v) for i in op.indices for v in ivs)
+
+    return [
+        (op, uses(op, [c]), uses(op, [h]), uses(op, [w]))
+        for op in inner.walk()
+        if isinstance(op, memref.LoadOp) and uses(op, red)
+    ]
