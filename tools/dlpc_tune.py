@@ -159,8 +159,13 @@ def replay_note(log, tasks, path: str) -> str | None:
         f"({schedules} schedules, not measured again)"
     ]
     for task in tasks:
-        rec = log.best(task.sig, TARGET)
-        shown = f"{rec.time * 1e3:.4f} ms" if rec else "none yet"
+        rec = log.best(task.sig, TARGET, task.default)
+        if rec is not None:
+            shown = f"{rec.time * 1e3:.4f} ms"
+        elif log.best(task.sig, TARGET) is not None:
+            shown = "none yet (its records were tuned against an older default schedule)"
+        else:
+            shown = "none yet"
         lines.append(f"  {task.kernel}: best so far {shown}")
     return "\n".join(lines)
 
@@ -237,7 +242,7 @@ def run(argv: list[str] | None) -> int:
             bar.set_postfix_str(f"{ev.kernel[:24]} best {shown} failed {failed}")
     print(f"{'kernel':32s} {'first (ms)':>12s} {'best (ms)':>12s} {'speedup':>8s}")
     for task in tuner.tasks:
-        rec = tuner.log.best(task.sig, TARGET)
+        rec = tuner.log.best(task.sig, TARGET, task.default)
         b = rec.time if rec else None
         f = first.get(task.kernel)
         speed = f"{f / b:.2f}x" if f and b else "-"

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from xdsl.dialects.builtin import ModuleOp
 
 from dlpc.dialects.loop import kernels
-from dlpc.passes.schedule.tuning_log import Record, TuningLog, kernel_signature
+from dlpc.passes.schedule.default import default_scripts
+from dlpc.passes.schedule.tuning_log import Record, TuningLog, kernel_signature, schedule_digest
 from dlpc.tune.measure import extract_kernel, flops, measure
 from dlpc.tune.model import RidgeCostModel
 from dlpc.tune.space import Space, consistent, space_for
@@ -38,6 +39,7 @@ class Task:
     ir: str
     space: Space
     flops: int
+    default: str = ""  # digest of the kernel's default schedules (tuning_log.schedule_digest)
 
 
 @dataclass
@@ -64,7 +66,8 @@ def tasks_of(module: ModuleOp) -> list[Task]:
         small = extract_kernel(module, k.sym)
         space = space_for(small, k.sym)
         if space is not None:
-            out.append(Task(k.sym, sig, str(small), space, flops(k)))
+            digest = schedule_digest(default_scripts(module, k.sym), k.sym)
+            out.append(Task(k.sym, sig, str(small), space, flops(k), digest))
     return sorted(out, key=lambda t: -t.flops)
 
 
@@ -141,13 +144,13 @@ class Tuner:
         done = 0
         best_time: dict[str, float] = {}
         for task in self.tasks:
-            b = self.log.best(task.sig, self.target)
+            b = self.log.best(task.sig, self.target, task.default)
             if b is not None and b.time is not None:
                 best_time[task.sig] = b.time
         for task in self.tasks:
             model = RidgeCostModel()
             space = task.space
-            seen = self.log.seen(task.sig, self.target)
+            seen = self.log.seen(task.sig, self.target, task.default)
             measured: list[tuple[dict, float]] = []
             for r in self.log.for_kernel(task.sig, self.target):
                 if r.ok and r.params and r.time is not None:  # the log checks ok => time > 0
@@ -198,6 +201,7 @@ class Tuner:
                         point,
                         space.template,
                         task.flops,
+                        default=task.default,
                     )
                 )
                 if res.ok:
@@ -226,7 +230,11 @@ class Tuner:
         the log ranks them by a median rather than by one (possibly lucky) time."""
         if not self.verify:
             return
-        ok = [r for r in self.log.for_kernel(task.sig, self.target) if r.ok]
+        ok = [
+            r
+            for r in self.log.for_kernel(task.sig, self.target)
+            if r.ok and r.default == task.default
+        ]
         if not ok:
             return
         last = {r.script: (r.time, r) for r in ok if r.time is not None}  # ok => timed
@@ -254,9 +262,10 @@ class Tuner:
                         rec.params,
                         task.space.template,
                         task.flops,
+                        default=task.default,
                     )
                 )
-                best = self.log.best(task.sig, self.target)
+                best = self.log.best(task.sig, self.target, task.default)
                 yield Progress(
                     task.kernel,
                     -1,

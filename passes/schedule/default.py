@@ -752,12 +752,20 @@ def apply_tuned_or_default(
     module: ModuleOp, tuning_log: str | None = None, target: str = "c"
 ) -> dict[str, str]:
     """Schedule every kernel: the best schedule of a matching record in `tuning_log`
-    (same kernel signature and target), else the default. Returns kernel -> "tuned" /
-    "default" / "none"."""
-    from dlpc.passes.schedule.tuning_log import TuningLog, kernel_signature, rename_script
+    (same kernel signature and target, tuned against today's default schedule), else the
+    default. Returns kernel -> "tuned" / "default" / "none". Kernels whose only records
+    were tuned against another default schedule (stale, see `tuning_log`) take the
+    default, and one warning line says how many there were."""
+    from dlpc.passes.schedule.tuning_log import (
+        TuningLog,
+        kernel_signature,
+        rename_script,
+        schedule_digest,
+    )
 
     log = TuningLog(tuning_log) if tuning_log else None
     how: dict[str, str] = {}
+    stale: list[str] = []
     todo = list(kernels(module))
     clock = _Budget(None, "loop-apply-tuning-log")
     for kernel in todo:
@@ -765,7 +773,14 @@ def apply_tuned_or_default(
         if clock.spent():
             how[name] = "none"
             continue
-        best = log.best(kernel_signature(kernel), target) if log else None
+        best = None
+        if log is not None:
+            sig = kernel_signature(kernel)
+            if log.best(sig, target) is not None:
+                digest = schedule_digest(default_scripts(module, name), name)
+                best = log.best(sig, target, digest)
+                if best is None:
+                    stale.append(name)
         if best is not None and try_script(module, rename_script(best.script, best.kernel, name)):
             how[name] = "tuned"
         elif any(try_script(module, s) for s in default_scripts(module, name)):
@@ -775,6 +790,14 @@ def apply_tuned_or_default(
     for kernel in kernels(module):
         _finish(kernel)
     clock.report(len(todo))
+    if stale:
+        shown = ", ".join(stale[:3]) + (", ..." if len(stale) > 3 else "")
+        print(
+            f"dlpc: warning: tuning log {tuning_log}: {len(stale)} kernel(s) ({shown}) have "
+            "only records tuned against an older default schedule; they use today's default "
+            "(re-tune with dlpc-tune to refresh them)",
+            file=sys.stderr,
+        )
     return how
 
 

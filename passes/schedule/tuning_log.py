@@ -2,12 +2,19 @@
 
     {"sig": "3f2a...", "kernel": "matmul_0", "target": "c", "script": "decompose ...",
      "params": {...}, "time": 0.0123, "ok": true, "error": null, "dlpc": "0.1.0",
-     "template": "gemm", "flops": 2147483648}
+     "template": "gemm", "flops": 2147483648, "default": "9c41..."}
 
 `sig` is the kernel signature: a hash of the kernel's structure (ops, attributes, loop
 bounds and names, and the types of the buffers it touches) that ignores SSA names and
 the kernel's own name, so identical layers of a model share records. Failed candidates
 are logged with `ok: false` and the error, so a resumed run does not retry them.
+
+`default` is the digest of the kernel's default schedule when the record was measured
+(`schedule_digest` of `default_scripts`). A record is only applied while today's default
+for its kernel has the same digest: when a template improves, the schedules tuned against
+the old one (which beat the old default, not necessarily the new one) are stale, and the
+kernel takes today's default until it is re-tuned (`dlpc-tune` resumes the log). Records
+written before the field existed have `default: ""` and are stale the same way.
 """
 
 from __future__ import annotations
@@ -63,6 +70,13 @@ def kernel_signature(kernel: KernelOp) -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
+def schedule_digest(scripts: list[str], kernel: str) -> str:
+    """The digest a record keeps of its kernel's default schedules (see the module
+    docstring), independent of the kernel's name (identical layers share records)."""
+    text = "\n---\n".join(rename_script(s, kernel, "KERNEL") for s in scripts)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 def rename_script(script: str, old: str, new: str) -> str:
     """Re-target a one-kernel script from kernel `old` to kernel `new`."""
     if old == new:
@@ -84,6 +98,7 @@ class Record:
     template: str = ""
     flops: int = 0
     dlpc: str = ""
+    default: str = ""
 
     def to_json(self) -> str:
         return json.dumps(self.__dict__, sort_keys=True)
@@ -116,6 +131,7 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "template": (str,),
     "flops": (int,),
     "dlpc": (str,),
+    "default": (str,),
 }
 
 
@@ -156,13 +172,17 @@ class TuningLog:
     def for_kernel(self, sig: str, target: str) -> list[Record]:
         return [r for r in self.records if r.sig == sig and r.target == target]
 
-    def best(self, sig: str, target: str = "c") -> Record | None:
+    def best(self, sig: str, target: str = "c", default: str | None = None) -> Record | None:
         """The record of the fastest schedule: scripts measured several times (the tuner
         re-measures its top candidates) are ranked by their median time, so one lucky
-        measurement on a loaded machine does not win."""
+        measurement on a loaded machine does not win. With `default`, only records
+        tuned against the default schedule of that digest count (see the module
+        docstring)."""
         times: dict[str, list[float]] = {}
         last: dict[str, Record] = {}
         for r in self.for_kernel(sig, target):
+            if default is not None and r.default != default:
+                continue
             if r.ok and r.time is not None:
                 times.setdefault(r.script, []).append(r.time)
                 last[r.script] = r
@@ -172,5 +192,10 @@ class TuningLog:
         rec = last[script]
         return Record(**{**rec.__dict__, "time": statistics.median(times[script])})
 
-    def seen(self, sig: str, target: str) -> set[str]:
-        return {r.script for r in self.for_kernel(sig, target)}
+    def seen(self, sig: str, target: str, default: str | None = None) -> set[str]:
+        """The scripts already measured (with `default`: against that default schedule)."""
+        return {
+            r.script
+            for r in self.for_kernel(sig, target)
+            if default is None or r.default == default
+        }

@@ -1,11 +1,25 @@
-// RUN: dlpc-opt %s -p 'loop-apply-tuning-log{log="%S/Inputs/mm-tuning.jsonl"}' | filecheck %s
+// RUN: dlpc-opt %s -p 'loop-apply-tuning-log{log="%S/Inputs/mm-tuning.jsonl"}' 2>&1 | filecheck %s
+// RUN: dlpc-opt %s -p 'loop-apply-tuning-log{log="%S/Inputs/mm-tuning-stale.jsonl"}' 2>&1 | filecheck %s --check-prefix=STALE
 
-// The log holds two records for this kernel's signature (tuned as "matmul_7"): the
-// faster one is applied, re-targeted to "mm"; the failed record is ignored.
+// The log holds records for this kernel's signature (tuned as "matmul_7"): of those tuned
+// against today's default schedule ("default": its digest), the faster one is applied,
+// re-targeted to "mm"; the failed record is ignored, and so is the still faster record
+// tuned against another default schedule (stale: "default" differs), without a warning
+// since the kernel has current records.
+// CHECK-NOT:   warning
 // CHECK-LABEL: loop.kernel "mm"
 // CHECK:       {name = "i1o"}
 // CHECK:       {name = "i1i", vectorize}
 // CHECK-NOT:   i1x
+// CHECK-NOT:   i1p
+
+// A log with only the stale record: the kernel takes today's default schedule (the
+// tensorized gemm tile) and one warning line says so.
+// STALE:       dlpc: warning: tuning log {{.*}}mm-tuning-stale.jsonl: 1 kernel(s) (mm) have only records tuned against an older default schedule; they use today's default (re-tune with dlpc-tune to refresh them)
+// STALE-LABEL: loop.kernel "mm"
+// STALE-NOT:   i1p
+// STALE:       {name = "i1c"
+// STALE-NOT:   i1p
 func.func @main(%A: memref<16x8xf32>, %B: memref<8x32xf32>, %C: memref<16x32xf32>) {
   loop.kernel "mm" {
     loop.for %i0 = 0 to 16 step 1 {name = "i0"} {

@@ -212,18 +212,35 @@ def test_pass_options_by_name(small):
         api.compile(model, target="numpy", fuse=True)
 
 
-def test_tuning_log_schedules_the_logged_kernels(small, tmp_path):
+def _logged_linear(small, tmp_path, default: str | None = None):
+    """A log with one record for `linear_0`, stamped with today's default schedule's
+    digest unless `default` is given."""
     from dlpc.dialects.loop import kernels
-    from dlpc.passes.schedule.tuning_log import Record, TuningLog, kernel_signature
+    from dlpc.passes.schedule.default import default_scripts
+    from dlpc.passes.schedule.tuning_log import (
+        Record,
+        TuningLog,
+        kernel_signature,
+        schedule_digest,
+    )
 
     path, weights = small
     model = api.load(path, weights=weights)
     raw = model.module.clone()
     pipeline.lower(raw, "loop", pipeline.PipelineOptions(opt_level=0))
     (linear,) = [k for k in kernels(raw) if k.sym == "linear_0"]
+    if default is None:
+        default = schedule_digest(default_scripts(raw, "linear_0"), "linear_0")
     log = tmp_path / "tune.jsonl"
     script = "split linear_0/i1 by 2 -> i1o, i1i\nunroll linear_0/i1i\n"
-    TuningLog(log).append(Record(kernel_signature(linear), "linear_0", "c", script, 1e-6, True))
+    record = Record(kernel_signature(linear), "linear_0", "c", script, 1e-6, True)
+    record.default = default
+    TuningLog(log).append(record)
+    return model, weights, log
+
+
+def test_tuning_log_schedules_the_logged_kernels(small, tmp_path, capsys):
+    model, weights, log = _logged_linear(small, tmp_path)
 
     module = model.module.clone()
     pipeline.lower(module, "loop", pipeline.PipelineOptions(opt_level=0, tuning_log=str(log)))
@@ -232,6 +249,27 @@ def test_tuning_log_schedules_the_logged_kernels(small, tmp_path):
     fn = api.compile(model, target="c", opt_level=0, tuning_log=str(log))
     x = api.random_inputs(model)[0]
     np.testing.assert_allclose(fn(x)[0], expected(x, weights), rtol=1e-5, atol=1e-6)
+    assert "warning" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("default", ["", "0123456789abcdef"])
+def test_stale_tuning_records_give_way_to_the_default(small, tmp_path, capsys, default):
+    """A record tuned against another default schedule (or written before records said
+    which) is not applied: the kernel takes today's default, and one warning says so."""
+    model, weights, log = _logged_linear(small, tmp_path, default)
+    module = model.module.clone()
+    pipeline.lower(module, "loop", pipeline.PipelineOptions(opt_level=0, tuning_log=str(log)))
+    names = [op.attributes["name"].data for op in module.walk() if op.name == "loop.for"]
+    assert "i1o" not in names and "i1i" not in names
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    default_only = model.module.clone()
+    pipeline.lower(
+        default_only, "loop", pipeline.PipelineOptions(opt_level=0, tuning_log=str(empty))
+    )
+    assert str(module) == str(default_only)
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "1 kernel(s) (linear_0)" in err and "older default" in err
 
 
 def test_schedules_only_when_asked(small):

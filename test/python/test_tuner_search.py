@@ -41,3 +41,29 @@ def test_tuner_finds_logs_and_reuses(tmp_path):
     new = list(again.run(trials=2))
     scripts = [json.loads(line)["script"] for line in log.read_text().splitlines()]
     assert len(scripts) == 3 + len(new) and len(set(scripts)) == len(scripts)
+
+
+def test_records_carry_the_default_they_were_tuned_against(tmp_path):
+    """Each record says which default schedule it was tuned against; a log whose records
+    name another default is stale: compiling takes today's default, and resuming the tuner
+    measures the schedules again (the default first) instead of skipping them as seen."""
+    from dlpc.passes.schedule.default import default_scripts
+    from dlpc.passes.schedule.tuning_log import schedule_digest
+
+    log = tmp_path / "tune.jsonl"
+    tuner = Tuner(parse_module(MATMUL), log=str(log), strategy="random", seed=1, repeat=2)
+    list(tuner.run(trials=2))
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    today = schedule_digest(default_scripts(parse_module(MATMUL), "mm"), "mm")
+    assert [r["default"] for r in records] == [today, today]
+
+    for r in records:
+        r["default"] = "another-default"
+    log.write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert apply_tuned_or_default(parse_module(MATMUL), str(log)) == {"mm": "default"}
+    again = Tuner(parse_module(MATMUL), log=str(log), strategy="random", seed=1, repeat=2)
+    new = list(again.run(trials=1))
+    assert [e.script for e in new] == [records[0]["script"]]  # the default, measured again
+    rewritten = [json.loads(line) for line in log.read_text().splitlines()]
+    assert rewritten[-1]["default"] == today
+    assert apply_tuned_or_default(parse_module(MATMUL), str(log)) == {"mm": "tuned"}
