@@ -812,6 +812,110 @@ class Conv2DOp(WindowOp):
         return _from_nchw(self, (n, o, oh, ow))
 
 
+# Winograd F(2x2, 3x3) (Lavin & Gray): a stride-1 3x3 conv as filter transform ->
+# input transform -> 16 batched matmuls -> output transform (passes/graph/winograd.py).
+# The 16 transform points t = 4 * a + b are the outer dim; a 4x4 input tile starts every
+# 2 rows and columns of the padded input and gives a 2x2 output tile.
+WINOGRAD_POINTS = 16
+
+
+def winograd_tiles(out_h: int, out_w: int) -> tuple[int, int]:
+    """Tiles along H and W of an out_h x out_w output (the last one cropped when odd)."""
+    return (out_h + 1) // 2, (out_w + 1) // 2
+
+
+@graph_op
+class WinogradFilterTransformOp(GraphOp):
+    """Winograd F(2x2, 3x3) filter transform U = G g G^T of an OIHW 3x3 weight, as
+    [16, O, I] (point t = 4 * a + b first).
+
+    %u = graph.winograd_filter_transform %w : (tensor<16x8x3x3xf32>) -> tensor<16x16x8xf32>
+    """
+
+    name = "graph.winograd_filter_transform"
+    OPERANDS = ("weight",)
+    ELEMENTS = "float"
+
+    def infer_shape(self, shapes):
+        (w,) = shapes
+        if len(w) != 4 or tuple(w[2:]) != (3, 3):
+            raise VerifyException(
+                f"graph.winograd_filter_transform expects an OIHW 3x3 weight, got {fmt_shape(w)}"
+            )
+        return (WINOGRAD_POINTS, w[0], w[1])
+
+
+@graph_op
+class WinogradInputTransformOp(GraphOp):
+    """Winograd F(2x2, 3x3) input transform V = B^T d B of every 4x4 tile d of the NCHW
+    input padded by `pads` ([top, left, bottom, right]; reads outside are 0), as
+    [16, C, N, tiles_h, tiles_w]; the output of the 3x3 conv it stands for is
+    (H + top + bottom - 2) x (W + left + right - 2).
+
+    %v = graph.winograd_input_transform %x {pads = array<i64: 1, 1, 1, 1>} : (tensor<1x8x32x32xf32>) -> tensor<16x8x1x16x16xf32>
+    """
+
+    name = "graph.winograd_input_transform"
+    OPERANDS = ("input",)
+    ELEMENTS = "float"
+    ATTRS = {"pads": ("ints", (0, 0, 0, 0))}
+
+    def infer_shape(self, shapes):
+        (x,) = shapes
+        if len(x) != 4:
+            raise VerifyException(
+                f"graph.winograd_input_transform expects an NCHW input, got {fmt_shape(x)}"
+            )
+        pt, pl, pb, pr = _pads(self.attr("pads"))
+        if min(pt, pl, pb, pr) < 0:
+            raise VerifyException("graph.winograd_input_transform pads must be >= 0")
+        oh, ow = x[2] + pt + pb - 2, x[3] + pl + pr - 2
+        if oh < 1 or ow < 1:
+            raise VerifyException(
+                f"graph.winograd_input_transform: a 3x3 window does not fit input "
+                f"{x[2]}x{x[3]} with the given padding"
+            )
+        return (WINOGRAD_POINTS, x[1], x[0], *winograd_tiles(oh, ow))
+
+
+@graph_op
+class WinogradOutputTransformOp(GraphOp):
+    """Winograd F(2x2, 3x3) output transform Y = A^T m A of every tile of the batched
+    matmul's result [16, O, N, tiles_h, tiles_w], as the NCHW conv output
+    [N, O, output[0], output[1]] (the last tile cropped when a size is odd), plus the
+    conv's optional bias [O].
+
+    %y = graph.winograd_output_transform %m, %b {output = array<i64: 32, 32>} : (tensor<16x16x1x16x16xf32>, tensor<16xf32>) -> tensor<1x16x32x32xf32>
+    """
+
+    name = "graph.winograd_output_transform"
+    OPERANDS = ("input", "bias")
+    OPTIONAL = ("bias",)
+    ELEMENTS = "float"
+    ATTRS = {"output": ("ints", REQUIRED)}
+
+    def infer_shape(self, shapes):
+        m = shapes[0]
+        if len(m) != 5 or m[0] != WINOGRAD_POINTS:
+            raise VerifyException(
+                f"graph.winograd_output_transform expects [16, O, N, tiles_h, tiles_w], "
+                f"got {fmt_shape(m)}"
+            )
+        oh, ow = _pair(self.attr("output"), "output")
+        if min(oh, ow) < 1 or winograd_tiles(oh, ow) != tuple(m[3:]):
+            raise VerifyException(
+                f"graph.winograd_output_transform output {oh}x{ow} needs "
+                f"{fmt_shape(winograd_tiles(max(oh, 1), max(ow, 1)))} tiles, got "
+                f"{fmt_shape(m[3:])}"
+            )
+        if len(shapes) == 2 and shapes[1] != (m[1],):
+            raise VerifyException(
+                f"graph.winograd_output_transform bias {fmt_shape(shapes[1])} does not "
+                f"match {m[1]} output channels"
+            )
+        return (m[2], m[1], oh, ow)
+
+
 class PoolOp(WindowOp):
     OPERANDS = ("input",)
     ATTRS = {
@@ -1337,6 +1441,9 @@ GRAPH_OPS: list[type[IRDLOperation]] = [
     MatMulOp,
     LinearOp,
     Conv2DOp,
+    WinogradFilterTransformOp,
+    WinogradInputTransformOp,
+    WinogradOutputTransformOp,
     MaxPool2DOp,
     AvgPool2DOp,
     GlobalAvgPoolOp,

@@ -73,6 +73,7 @@ GRAPH_PASSES_BY_LEVEL: dict[int, tuple[str, ...]] = {
         "graph-fold-constants",
         FOLD_PARAMS,
         "graph-layout",
+        "graph-winograd",  # where it pays; needs the weights bound (see `lower`)
         "graph-fuse",
         FOLD_PARAMS,
     ),
@@ -255,6 +256,10 @@ def lower(
         options.checker.start(module, weights)
     level_options = GRAPH_PASS_OPTIONS_BY_LEVEL.get(options.opt_level, {})
     for name in GRAPH_PASSES_BY_LEVEL[options.opt_level]:
+        if name == "graph-winograd" and weights is None:
+            # weights not folded (a training step's change every call): Winograd would
+            # transform the filter on every call, and graph-winograd only pays on folded ones
+            continue
         if name != FOLD_PARAMS:  # shapes first, then -O graph rewrites
             fixed = {**level_options.get(name, {}), **options.extra.get(name, {})}
             run(name, module, options, **fixed)

@@ -19,6 +19,7 @@ GRAPH_PASSES = {
     "graph-layout": _graph_pass("layout", "GraphLayout"),
     "graph-conv-layout": _graph_pass("conv_layout", "GraphConvLayout"),
     "graph-fuse": _graph_pass("fuse", "GraphFuse"),
+    "graph-winograd": _graph_pass("winograd", "GraphWinograd"),
 }
 
 PASSES = {**GRAPH_PASSES}

@@ -239,6 +239,42 @@ def conv2d(x, w, b=None, *, strides, pads, dilations, groups, layout="nchw"):
     return y + bias
 
 
+# Winograd F(2x2, 3x3) (Lavin & Gray); the point t = 4 * a + b of a 4x4 tile is dim 0
+def winograd_filter_transform(w):
+    """U[4a+b, o, i] = (G g[o, i] G^T)[a, b] of an OIHW 3x3 weight."""
+    g = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], dtype=w.dtype)
+    u = np.einsum("ai,ocij,bj->aboc", g, w, g)
+    return u.reshape(16, w.shape[0], w.shape[1])
+
+
+def winograd_input_transform(x, pads):
+    """V[4a+b, c, n, th, tw] = (B^T d B)[a, b] of the 4x4 tile d at (2 th, 2 tw) of x
+    padded by pads [top, left, bottom, right] (zeros beyond the padding too)."""
+    n, c, h, w = x.shape
+    top, left, bottom, right = pads
+    th, tw = (h + top + bottom - 1) // 2, (w + left + right - 1) // 2
+    xp = np.zeros((n, c, 2 * th + 2, 2 * tw + 2), dtype=x.dtype)
+    xp[:, :, top : top + h, left : left + w] = x
+    d = np.empty((4, 4, n, c, th, tw), dtype=x.dtype)
+    for i in range(4):
+        for j in range(4):
+            d[i, j] = xp[:, :, i : i + 2 * th : 2, j : j + 2 * tw : 2]
+    bt = np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], dtype=x.dtype)
+    v = np.einsum("ai,ijncst,bj->abcnst", bt, d, bt)
+    return v.reshape(16, c, n, th, tw)
+
+
+def winograd_output_transform(m, b=None, *, output):
+    """y[n, o, 2 th + a, 2 tw + b] = (A^T m[:, o, n, th, tw] A)[a, b] (+ bias[o]), cropped
+    to `output` (H, W)."""
+    _, o, n, th, tw = m.shape
+    at = np.array([[1, 1, 1, 0], [0, 1, -1, -1]], dtype=m.dtype)
+    y = np.einsum("ai,ijonst,bj->nosatb", at, m.reshape(4, 4, o, n, th, tw), at)
+    y = y.reshape(n, o, 2 * th, 2 * tw)[:, :, : output[0], : output[1]]
+    y = np.ascontiguousarray(y)
+    return y if b is None else y + b.reshape(1, o, 1, 1)
+
+
 def max_pool2d(x, *, kernel, strides, pads, ceil_mode, out_hw, layout="nchw"):
     if layout == "nhwc":
         return _channels_last(
@@ -458,6 +494,9 @@ KERNELS: dict[str, Callable] = {
     "graph.matmul": matmul,
     "graph.linear": linear,
     "graph.conv2d": conv2d,
+    "graph.winograd_filter_transform": winograd_filter_transform,
+    "graph.winograd_input_transform": winograd_input_transform,
+    "graph.winograd_output_transform": winograd_output_transform,
     "graph.max_pool2d": max_pool2d,
     "graph.avg_pool2d": avg_pool2d,
     "graph.global_avg_pool": global_avg_pool,
@@ -502,6 +541,10 @@ def _layout_free_args(op: Operation) -> dict:
         if isinstance(op, graph.AvgPool2DOp):
             args["count_include_pad"] = op.attr("count_include_pad")
         return {**args, "out_hw": graph._to_nchw(op, op.out_shape)[2:]}
+    if isinstance(op, graph.WinogradInputTransformOp):
+        return {"pads": graph._pads(op.attr("pads"))}
+    if isinstance(op, graph.WinogradOutputTransformOp):
+        return {"output": graph._pair(op.attr("output"), "output")}
     if isinstance(op, graph.ReduceOp):
         return {"axes": op.reduced_axes(), "keepdims": op.attr("keepdims")}
     if isinstance(op, graph.ReshapeOp):

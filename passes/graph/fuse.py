@@ -57,7 +57,8 @@ from dlpc.dialects import graph as g
 from dlpc.dialects.typed import element_type
 from dlpc.passes.graph import _util as u
 
-ANCHORS = (g.MatMulOp, g.LinearOp, g.Conv2DOp)
+# the Winograd output transform is a conv's result: its bias/activation/residual follow
+ANCHORS = (g.MatMulOp, g.LinearOp, g.Conv2DOp, g.WinogradOutputTransformOp)
 ELEMENTWISE = (*g.UNARY_OPS, *g.BINARY_OPS, g.PReluOp, g.WhereOp, g.CompareOp, g.BatchNormOp)
 
 

@@ -318,6 +318,103 @@ def lower_conv2d(L: Lowering, op: g.GraphOp, xs):
     return _dot(L, op.out_type, extents, body, _bias_epilogue(bias, spatial_dims(op)[0]))
 
 
+# ------------------------------------------------- Winograd F(2x2, 3x3) transforms
+# The transform matrices are 0/+-1 (and 1/2 in G): each element is a few adds. The
+# coefficients are chosen by selects on the point index (a = t / 4, b = t % 4) and the
+# row offsets by index selects, so an unrolled or hoisted point index folds them away and
+# no coefficient table or multiply is left (Lavin & Gray's B^T, G, A^T).
+
+
+def _is(b: BodyBuilder, i: SSAValue, value: int) -> SSAValue:
+    return b.cmp("eq", i, value)
+
+
+def _g_row(b: BodyBuilder, a: SSAValue, g0: SSAValue, g1: SSAValue, g2: SSAValue) -> SSAValue:
+    """(G g)[a], G = [[1, 0, 0], [.5, .5, .5], [.5, -.5, .5], [0, 0, 1]]."""
+    s = b.add(g0, g2)
+    mid = b.mul(b.select(_is(b, a, 1), b.add(s, g1), b.sub(s, g1)), 0.5)
+    return b.select(_is(b, a, 0), g0, b.select(_is(b, a, 3), g2, mid))
+
+
+@lowers("winograd_filter_transform")
+def lower_winograd_filter_transform(L: Lowering, op: g.GraphOp, xs):
+    (w,) = xs
+
+    def body(b: BodyBuilder, idx: Idx):
+        t, o, i = idx
+        pa, pb = b.div(t, 4), b.rem(t, 4)
+        cols = [_g_row(b, pa, *(b.read(w, [o, i, k, j]) for k in range(3))) for j in range(3)]
+        return _g_row(b, pb, *cols)
+
+    return L.compute(op.out_type, body)
+
+
+def _bt_rows(b: BodyBuilder, a: SSAValue) -> tuple[SSAValue, SSAValue]:
+    """The two rows (B^T)[a] reads: (0, 2), (1, 2), (2, 1), (1, 3) for a = 0..3."""
+    first = b.select(_is(b, a, 3), 1, a)
+    second = b.select(_is(b, a, 2), 1, b.select(_is(b, a, 3), 3, 2))
+    return first, second
+
+
+def _bt_combine(b: BodyBuilder, a: SSAValue, x: SSAValue, y: SSAValue) -> SSAValue:
+    """(B^T d)[a] from the two rows it reads: d1 + d2 for a = 1, else first - second."""
+    return b.select(_is(b, a, 1), b.add(x, y), b.sub(x, y))
+
+
+@lowers("winograd_input_transform")
+def lower_winograd_input_transform(L: Lowering, op: g.GraphOp, xs):
+    (x,) = xs
+    _, _, h, wd = shape(x)
+    pt, pl, _, _ = g._pads(op.attr("pads"))
+    th, tw = op.out_shape[3:]
+    checks = [
+        (d, size)
+        for d, size, pad, tiles in ((2, h, pt, th), (3, wd, pl, tw))
+        if pad > 0 or 2 * tiles + 2 - pad > size
+    ]
+
+    def body(b: BodyBuilder, idx: Idx):
+        t, c, n, ti, tj = idx
+        pa, pb = b.div(t, 4), b.rem(t, 4)
+        rows, cols = _bt_rows(b, pa), _bt_rows(b, pb)
+        col_at = [b.sub(b.add(b.mul(tj, 2), j), pl) for j in cols]
+
+        def row(i: SSAValue) -> SSAValue:
+            r = b.sub(b.add(b.mul(ti, 2), i), pt)
+            d = [guarded_read(b, x, [n, c, r, col], checks, 0.0) for col in col_at]
+            return _bt_combine(b, pb, *d)
+
+        return _bt_combine(b, pa, row(rows[0]), row(rows[1]))
+
+    return L.compute(op.out_type, body)
+
+
+def _at_row(b: BodyBuilder, r: SSAValue, m0: SSAValue, m1: SSAValue, m2: SSAValue) -> SSAValue:
+    """(A^T m)[r] from m[r], m[r + 1], m[r + 2]: A^T = [[1, 1, 1, 0], [0, 1, -1, -1]]."""
+    rest = b.add(m1, m2)
+    return b.select(_is(b, r, 0), b.add(m0, rest), b.sub(m0, rest))
+
+
+@lowers("winograd_output_transform")
+def lower_winograd_output_transform(L: Lowering, op: g.GraphOp, xs):
+    m = xs[0]
+    bias = xs[1] if len(xs) == 2 else None
+
+    def body(b: BodyBuilder, idx: Idx):
+        n, o, y, x = idx
+        ti, ri, tj, rj = b.div(y, 2), b.rem(y, 2), b.div(x, 2), b.rem(x, 2)
+
+        def at(k: int, l_: int) -> SSAValue:
+            t = b.add(b.mul(b.add(ri, k), 4), b.add(rj, l_))
+            return b.read(m, [t, o, n, ti, tj])
+
+        rows = [_at_row(b, rj, at(k, 0), at(k, 1), at(k, 2)) for k in range(3)]
+        out = _at_row(b, ri, *rows)
+        return out if bias is None else b.add(out, b.read(bias, [o]))
+
+    return L.compute(op.out_type, body)
+
+
 @lowers("max_pool2d", "avg_pool2d")
 def lower_pool(L: Lowering, op: g.GraphOp, xs):
     assert isinstance(op, g.PoolOp)  # LOWERINGS dispatches on the op name

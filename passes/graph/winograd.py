@@ -1,0 +1,129 @@
+"""Winograd F(2x2, 3x3) for stride-1 3x3 convolutions with static weights (IREE's
+`iree_linalg_ext.winograd.*` decomposition at the graph level).
+
+Input: graph, func.  Output: graph, func; each chosen `graph.conv2d` becomes the four
+ops below (plus two reshapes, which are views).
+Requires: static shapes (run graph-infer-shapes first); best before graph-fuse (the
+conv's epilogue then fuses into the output transform) and before `fold_params` (which
+evaluates the filter transform once, when the weights are bound).
+Guarantees: the same convolution up to rounding (Lavin & Gray's F(2x2, 3x3) transforms
+have coefficients 0, +-1 and 1/2: a few ulps of extra error, within the tolerances of
+the examples); the conv's result keeps its name.
+
+    %y = graph.conv2d %x, %w, %b {pads = [1, 1, 1, 1]} : (1x16x32x32, 16x16x3x3, 16) -> 1x16x32x32
+
+becomes
+
+    %u = graph.winograd_filter_transform %w : (16x16x3x3) -> 16x16x16        (folded: a weight)
+    %v = graph.winograd_input_transform %x {pads = [1, 1, 1, 1]} : (1x16x32x32) -> 16x16x1x16x16
+    %v2 = graph.reshape %v {shape = [16, 16, 256]}                           (a view)
+    %m = graph.matmul %u, %v2 : (16x16x16, 16x16x256) -> 16x16x256           (16 gemms)
+    %m2 = graph.reshape %m {shape = [16, 16, 1, 16, 16]}                     (a view)
+    %y = graph.winograd_output_transform %m2, %b {output = [32, 32]} : ... -> 1x16x32x32
+
+A 2x2 output tile costs 16 multiply-adds per (input, output) channel pair instead of 36:
+2.25x fewer, against three passes over memory (V, M, and the transforms' adds).
+
+Eligible: `groups = 1`, stride 1, dilation 1, an OIHW 3x3 f32 weight that depends only
+on params and constants (never a training step's weights: dlpc's pipeline runs this pass
+only when the weights are bound and folded, see passes/pipeline.py), NCHW. Which eligible
+convs change is the option `where`: `all`, `none`, or `pays` (the default) for the convs
+of the cost rule below.
+
+Cost rule (`pays`), measured on this machine (Zen 4 EPYC, 2 cores, AVX-512; the direct
+conv's register-tiled template at ~90 % of one core's FMA peak, `dlpc-run --profile`):
+see `pays` for the constants and docs/graph-passes.md for the figures.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import Float32Type, ModuleOp
+from xdsl.ir import Block, Operation
+from xdsl.passes import ModulePass
+
+from dlpc.diagnostics import DlpcError
+from dlpc.dialects import graph as g
+from dlpc.passes.graph import _util as u
+
+WHERE = ("pays", "all", "none")
+
+# the cost rule (`pays`): a conv gains from Winograd when the matmul (16 x O x C per tile)
+# dominates the transforms (16 x (C + O) adds-and-moves per tile); measured thresholds
+MIN_CHANNELS = 16
+"""Least input and output channels: below, the transforms cost more than they save."""
+MIN_TILES = 16
+"""Least 2x2 output tiles per image."""
+
+
+def eligible(op: Operation) -> bool:
+    """A conv2d Winograd F(2x2, 3x3) computes exactly (up to rounding) from a static
+    weight: NCHW, groups 1, stride 1, dilation 1, an f32 OIHW 3x3 weight."""
+    if not isinstance(op, g.Conv2DOp) or g.layout_of(op) != "nchw":
+        return False
+    x, w = op.operands[0], op.operands[1]
+    if any(not isinstance(v.type, g.TensorType) or not v.type.has_static_shape() for v in (x, w)):
+        return False
+    if not isinstance(g.element_type_of(w), Float32Type) or g.element_type_of(x) != g.f32:
+        return False
+    return (
+        op.attr("groups") == 1
+        and op.strides() == (1, 1)
+        and op.dilations() == (1, 1)
+        and tuple(g.shape_of(w)[2:]) == (3, 3)
+        and u.is_static(w)
+    )
+
+
+def pays(op: g.Conv2DOp) -> bool:
+    """The cost rule: enough channels on both sides and enough tiles per image."""
+    o, c = g.shape_of(op.operands[1])[:2]
+    oh, ow = g.shape_of(op.results[0])[2:]
+    th, tw = g.winograd_tiles(oh, ow)
+    return min(o, c) >= MIN_CHANNELS and th * tw >= MIN_TILES
+
+
+def rewrite(block: Block, conv: g.Conv2DOp) -> None:
+    """conv2d -> filter transform, input transform, batched matmul, output transform."""
+    x, w = conv.operands[0], conv.operands[1]
+    bias = conv.operands[2:]
+    n, c = g.shape_of(x)[:2]
+    o = g.shape_of(w)[0]
+    oh, ow = g.shape_of(conv.results[0])[2:]
+    th, tw = g.winograd_tiles(oh, ow)
+    points = g.WINOGRAD_POINTS
+    filt = g.WinogradFilterTransformOp.make(w)
+    inp = g.WinogradInputTransformOp.make(x, pads=list(conv.pads()))
+    flat = g.ReshapeOp.make(inp, shape=[points, c, n * th * tw])
+    prod = g.MatMulOp.make(filt, flat)
+    tiles = g.ReshapeOp.make(prod, shape=[points, o, n, th, tw])
+    out = g.WinogradOutputTransformOp.make(tiles, *bias, output=[oh, ow])
+    out.results[0].name_hint = conv.results[0].name_hint
+    block.insert_ops_before([filt, inp, flat, prod, tiles, out], conv)
+    conv.results[0].replace_all_uses_with(out.results[0])
+    block.erase_op(conv)
+
+
+@dataclass(frozen=True)
+class GraphWinograd(ModulePass):
+    """graph-winograd{where=pays}: stride-1 3x3 convs with static weights as Winograd
+    F(2x2, 3x3); `where=all` every eligible conv, `none` none, `pays` the cost rule's."""
+
+    name = "graph-winograd"
+
+    where: str = "pays"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        if self.where not in WHERE:
+            raise DlpcError(
+                f"error: graph-winograd where must be pays, all or none, got '{self.where}'"
+            )
+        if self.where == "none":
+            return
+        for fn in u.funcs(op):
+            for block in fn.body.blocks:
+                for inner in list(block.ops):
+                    if eligible(inner) and (self.where == "all" or pays(inner)):  # type: ignore[arg-type]
+                        rewrite(block, inner)  # type: ignore[arg-type]
