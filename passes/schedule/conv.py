@@ -153,13 +153,19 @@ def conv_tile_script(kernel: KernelOp, nest: Nest, threads: int = 2, lanes: int 
     # - a batch whose images split evenly over the threads: per image, when an image's
     #   copy is worth it (CONV_STAGE_SPLIT_BYTES; smaller ones, like the stem's, stay
     #   staged at once and (image, row) fused: the better balance)
-    # - one image of a strided conv: per block of rows, one block per thread (the blocks'
-    #   phase planes overlap by the kernel's extra rows). Not for a stride-1 padded copy:
-    #   its block is a stack array (<= 64 KiB) inside the parallel loop, with which GCC
-    #   spilled the input vectors of resnet's 8 x 2-vector tile (60.7 us against 44.5 for
-    #   the same loop with a heap buffer)
+    # - one image, staged (phase planes of a strided conv, or a stride-1 padded copy): per
+    #   block of rows, one block per thread (the blocks' copies overlap by the kernel's
+    #   extra rows, the halo). Staged once before the parallel rows, half of a stride-1
+    #   copy came from the other core's cache (it wrote those rows in the previous
+    #   kernel) and the other thread waited for the copy: resnet's 3x3 convs ran 1.3-1.6x
+    #   faster on 2 threads than on 1; per block, 1.8-1.9x. (A block <= 64 KiB is a stack
+    #   array inside the parallel loop: a standalone test once saw GCC spill the tile's
+    #   input vectors with it, 60.7 against 44.5 us; in the kernels as emitted now, out of
+    #   line with the array behind a `restrict` pointer, the assembly keeps resnet's
+    #   8 x 2-vector tile in registers and the inner loop has no stack access)
     per_image = pays and N > 1 and N % threads == 0 and staged >= CONV_STAGE_SPLIT_BYTES
-    chunked = pays and phased and N == 1 and nrows % threads == 0 and nrows >= 2 * threads
+    blocked_copy = phased or not (strided or direct)  # a copy made from rows of the input
+    chunked = pays and blocked_copy and N == 1 and nrows % threads == 0 and nrows >= 2 * threads
     # a batch: stage every image at once and run the (image, row) pairs as one parallel
     # loop (one fork/join per call instead of one per image), within the staging budget
     batched = N > 1 and N * staged <= CONV_PACK_BYTES and not per_image

@@ -133,6 +133,19 @@ CASES = {
         "param w: f32[16, 16, 3, 3] = kaiming(seed=22)\nreturn relu(conv2d(x, w, padding=1) + x)",
         0,
     ),
+    # stride 1, padded, one image: the padded copy staged per block of rows inside the
+    # parallel rows (halos of 4 rows; a ragged 28-wide row tiled 7 rows at a
+    # time, so a block is 2 tiles of rows)
+    "s1_5x5": (
+        (8, 22, 32),
+        "param w: f32[16, 8, 5, 5] = kaiming(seed=23)\nreturn conv2d(x, w, padding=2)",
+        0,
+    ),
+    "s1_5x5_ragged": (
+        (4, 28, 28),
+        "param w: f32[6, 4, 5, 5] = kaiming(seed=24)\nreturn conv2d(x, w, padding=2)",
+        0,
+    ),
 }
 # the cases whose conv reads deinterleaved phase planes (the rest: no such buffer)
 PHASED = {"s2_resnet", "s2_odd", "s2_unpadded", "s2_5x5", "s3"}
@@ -175,7 +188,9 @@ def test_conv_matches_reference_on_c(tmp_path, name, batch):
         ("s2_resnet", 1, "i2t", "i2t"),  # one image, strided: per block of rows
         ("s2_resnet", 4, "i0", "i0"),  # a batch: per image inside the parallel images
         ("s1_resnet", 32, "i0", "i0"),
-        ("s1_resnet", 1, "i2", "i0"),  # stride 1, one image: staged before the rows
+        ("s1_resnet", 1, "i2t", "i2t"),  # stride 1, one image: per block of rows
+        ("s1_5x5", 1, "i2t", "i2t"),
+        ("s1_5x5_ragged", 1, "i2t", "i2t"),  # blocks of row tiles (i2o split by 2)
     ],
 )
 def test_conv_staging_goes_inside_the_parallel_loop(tmp_path, name, batch, parallel, staged_at):
