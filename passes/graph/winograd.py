@@ -52,7 +52,7 @@ WHERE = ("pays", "all", "none")
 
 # the cost rule (`pays`): a conv gains from Winograd when the matmul (16 x O x C per tile)
 # dominates the transforms (16 x (C + O) adds-and-moves per tile); measured thresholds
-MIN_CHANNELS = 16
+MIN_CHANNELS = 64
 """Least input and output channels: below, the transforms cost more than they save."""
 MIN_TILES = 16
 """Least 2x2 output tiles per image."""

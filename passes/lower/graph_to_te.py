@@ -349,20 +349,24 @@ def lower_winograd_filter_transform(L: Lowering, op: g.GraphOp, xs):
     return L.compute(op.out_type, body)
 
 
-def _bt_rows(b: BodyBuilder, a: SSAValue) -> tuple[SSAValue, SSAValue]:
-    """The two rows (B^T)[a] reads: (0, 2), (1, 2), (2, 1), (1, 3) for a = 0..3."""
-    first = b.select(_is(b, a, 3), 1, a)
-    second = b.select(_is(b, a, 2), 1, b.select(_is(b, a, 3), 3, 2))
-    return first, second
-
-
-def _bt_combine(b: BodyBuilder, a: SSAValue, x: SSAValue, y: SSAValue) -> SSAValue:
-    """(B^T d)[a] from the two rows it reads: d1 + d2 for a = 1, else first - second."""
-    return b.select(_is(b, a, 1), b.add(x, y), b.sub(x, y))
+def _bt(b: BodyBuilder, k: SSAValue, e: list[SSAValue]) -> SSAValue:
+    """(B^T e)[k] for k = 0..3: e0 - e2, e1 + e2, e2 - e1, e1 - e3."""
+    return b.select(
+        _is(b, k, 0),
+        b.sub(e[0], e[2]),
+        b.select(
+            _is(b, k, 1),
+            b.add(e[1], e[2]),
+            b.select(_is(b, k, 2), b.sub(e[2], e[1]), b.sub(e[1], e[3])),
+        ),
+    )
 
 
 @lowers("winograd_input_transform")
 def lower_winograd_input_transform(L: Lowering, op: g.GraphOp, xs):
+    # the 16 reads of a tile at affine indices (2 th + i - top, 2 tw + j - left), so
+    # that a schedule can stage the padded input (cache_read) and read it unguarded;
+    # the point's selects fold once its loop is unrolled
     (x,) = xs
     _, _, h, wd = shape(x)
     pt, pl, _, _ = g._pads(op.attr("pads"))
@@ -376,15 +380,10 @@ def lower_winograd_input_transform(L: Lowering, op: g.GraphOp, xs):
     def body(b: BodyBuilder, idx: Idx):
         t, c, n, ti, tj = idx
         pa, pb = b.div(t, 4), b.rem(t, 4)
-        rows, cols = _bt_rows(b, pa), _bt_rows(b, pb)
-        col_at = [b.sub(b.add(b.mul(tj, 2), j), pl) for j in cols]
-
-        def row(i: SSAValue) -> SSAValue:
-            r = b.sub(b.add(b.mul(ti, 2), i), pt)
-            d = [guarded_read(b, x, [n, c, r, col], checks, 0.0) for col in col_at]
-            return _bt_combine(b, pb, *d)
-
-        return _bt_combine(b, pa, row(rows[0]), row(rows[1]))
+        rows = [b.sub(b.add(b.mul(ti, 2), i), pt) for i in range(4)]
+        cols = [b.sub(b.add(b.mul(tj, 2), j), pl) for j in range(4)]
+        d = [[guarded_read(b, x, [n, c, r, col], checks, 0.0) for col in cols] for r in rows]
+        return _bt(b, pa, [_bt(b, pb, row) for row in d])
 
     return L.compute(op.out_type, body)
 

@@ -92,6 +92,7 @@ from dlpc.passes.schedule.nest import (
 )
 from dlpc.passes.schedule.script import apply_script, parse_script
 from dlpc.passes.schedule.tensorize import LANES, MAX_DOT, MAX_MR, MAX_NR
+from dlpc.passes.schedule.winograd import winograd_scripts
 
 # Kernels of fewer iterations (multiply-adds for a matmul) stay serial: waking the second
 # OpenMP thread (idle threads sleep after a short spin, backends/runtime/cbuild.py) costs
@@ -493,6 +494,9 @@ def reduction_script(kernel: KernelOp, nest: Nest) -> str:
 
 def default_scripts(module: ModuleOp, name: str) -> list[str]:
     """Heuristic schedules of one kernel, best first (the first that applies is used)."""
+    winograd = winograd_scripts(module, name)  # graph-winograd's transforms
+    if winograd is not None:
+        return winograd
     kernel = get_kernel(module, name)
     nest = analyse(kernel)
     if nest is None or not nest.reduce:

@@ -1,0 +1,71 @@
+// RUN: dlpc-opt %s -p graph-winograd | filecheck %s
+// RUN: dlpc-opt %s -p 'graph-winograd{where=all}' | filecheck %s --check-prefix=ALL
+// RUN: dlpc-opt %s -p 'graph-winograd{where=none}' | filecheck %s --check-prefix=NONE
+
+// A 64 -> 64 stride-1 3x3 conv with a static weight and a bias: the cost rule's (64
+// channels or more): filter transform, input transform (the padding as an attribute,
+// read by bounds), the 16 batched matmuls between two reshapes (views), and the output
+// transform taking the bias; the relu after it is untouched (graph-fuse fuses it).
+// CHECK-LABEL: func.func @pays
+// CHECK:         %[[U:.*]] = graph.winograd_filter_transform %w : (tensor<64x64x3x3xf32>) -> tensor<16x64x64xf32>
+// CHECK-NEXT:    %[[V:.*]] = graph.winograd_input_transform %x {pads = array<i64: 1, 1, 1, 1>} : (tensor<1x64x16x16xf32>) -> tensor<16x64x1x8x8xf32>
+// CHECK-NEXT:    %[[V2:.*]] = graph.reshape %[[V]] {shape = array<i64: 16, 64, 64>} : (tensor<16x64x1x8x8xf32>) -> tensor<16x64x64xf32>
+// CHECK-NEXT:    %[[M:.*]] = graph.matmul %[[U]], %[[V2]] : (tensor<16x64x64xf32>, tensor<16x64x64xf32>) -> tensor<16x64x64xf32>
+// CHECK-NEXT:    %[[M2:.*]] = graph.reshape %[[M]] {shape = array<i64: 16, 64, 1, 8, 8>} : (tensor<16x64x64xf32>) -> tensor<16x64x1x8x8xf32>
+// CHECK-NEXT:    %[[Y:.*]] = graph.winograd_output_transform %[[M2]], %b {output = array<i64: 16, 16>} : (tensor<16x64x1x8x8xf32>, tensor<64xf32>) -> tensor<1x64x16x16xf32>
+// CHECK-NEXT:    graph.relu %[[Y]]
+// CHECK-NOT:     graph.conv2d
+// NONE-LABEL: func.func @pays
+// NONE-NOT:     winograd
+// NONE:         graph.conv2d
+func.func @pays(%x: tensor<1x64x16x16xf32>) -> tensor<1x64x16x16xf32> {
+  %w = graph.param "w" : tensor<64x64x3x3xf32>
+  %b = graph.param "b" : tensor<64xf32>
+  %c = graph.conv2d %x, %w, %b {pads = array<i64: 1, 1, 1, 1>} : (tensor<1x64x16x16xf32>, tensor<64x64x3x3xf32>, tensor<64xf32>) -> tensor<1x64x16x16xf32>
+  %r = graph.relu %c : (tensor<1x64x16x16xf32>) -> tensor<1x64x16x16xf32>
+  func.return %r : tensor<1x64x16x16xf32>
+}
+
+// resnet's 16 -> 16 conv (a weight rescaled by batch-norm folding: static, not a
+// param): eligible, but below the cost rule's 64 channels (the direct conv is faster
+// there); where=all rewrites it. Odd output (7x5 from 8x6, padding top and left only): tiles
+// ceil(7/2) x ceil(5/2) = 4 x 3, the output transform crops them.
+// CHECK-LABEL: func.func @below_rule
+// CHECK-NOT:     winograd
+// CHECK:         graph.conv2d
+// ALL-LABEL: func.func @below_rule
+// ALL:         graph.winograd_filter_transform %{{.*}} : (tensor<16x16x3x3xf32>) -> tensor<16x16x16xf32>
+// ALL:         graph.winograd_input_transform %x {pads = array<i64: 1, 1, 0, 0>} : (tensor<2x16x8x6xf32>) -> tensor<16x16x2x4x3xf32>
+// ALL:         graph.matmul %{{.*}}, %{{.*}} : (tensor<16x16x16xf32>, tensor<16x16x24xf32>) -> tensor<16x16x24xf32>
+// ALL:         graph.winograd_output_transform %{{.*}} {output = array<i64: 7, 5>} : (tensor<16x16x2x4x3xf32>) -> tensor<2x16x7x5xf32>
+// ALL-NOT:     graph.conv2d
+func.func @below_rule(%x: tensor<2x16x8x6xf32>) -> tensor<2x16x7x5xf32> {
+  %w0 = graph.param "w" : tensor<16x16x3x3xf32>
+  %s = graph.constant dense<0.5> : tensor<16x1x1x1xf32>
+  %w = graph.mul %w0, %s : (tensor<16x16x3x3xf32>, tensor<16x1x1x1xf32>) -> tensor<16x16x3x3xf32>
+  %c = graph.conv2d %x, %w {pads = array<i64: 1, 1, 0, 0>} : (tensor<2x16x8x6xf32>, tensor<16x16x3x3xf32>) -> tensor<2x16x7x5xf32>
+  func.return %c : tensor<2x16x7x5xf32>
+}
+
+// Never rewritten, even with where=all: stride 2, 1x1, depthwise (groups), 5x5,
+// dilation 2, a weight that is a function argument (a training step's: not static),
+// an NHWC conv.
+// ALL-LABEL: func.func @ineligible
+// ALL-NOT:     winograd
+// ALL-COUNT-7: graph.conv2d
+// ALL-NOT:     winograd
+func.func @ineligible(%x: tensor<1x64x16x16xf32>, %dyn: tensor<64x64x3x3xf32>) -> (tensor<1x64x8x8xf32>, tensor<1x64x16x16xf32>, tensor<1x64x16x16xf32>, tensor<1x64x12x12xf32>, tensor<1x64x12x12xf32>, tensor<1x64x16x16xf32>, tensor<1x16x16x64xf32>) {
+  %w3 = graph.param "w3" : tensor<64x64x3x3xf32>
+  %w1 = graph.param "w1" : tensor<64x64x1x1xf32>
+  %wd = graph.param "wd" : tensor<64x1x3x3xf32>
+  %w5 = graph.param "w5" : tensor<64x64x5x5xf32>
+  %s2 = graph.conv2d %x, %w3 {strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>} : (tensor<1x64x16x16xf32>, tensor<64x64x3x3xf32>) -> tensor<1x64x8x8xf32>
+  %k1 = graph.conv2d %x, %w1 : (tensor<1x64x16x16xf32>, tensor<64x64x1x1xf32>) -> tensor<1x64x16x16xf32>
+  %dw = graph.conv2d %x, %wd {groups = 64 : i64, pads = array<i64: 1, 1, 1, 1>} : (tensor<1x64x16x16xf32>, tensor<64x1x3x3xf32>) -> tensor<1x64x16x16xf32>
+  %k5 = graph.conv2d %x, %w5 : (tensor<1x64x16x16xf32>, tensor<64x64x5x5xf32>) -> tensor<1x64x12x12xf32>
+  %dl = graph.conv2d %x, %w3 {dilations = array<i64: 2, 2>} : (tensor<1x64x16x16xf32>, tensor<64x64x3x3xf32>) -> tensor<1x64x12x12xf32>
+  %dy = graph.conv2d %x, %dyn {pads = array<i64: 1, 1, 1, 1>} : (tensor<1x64x16x16xf32>, tensor<64x64x3x3xf32>) -> tensor<1x64x16x16xf32>
+  %xt = graph.transpose %x {perm = array<i64: 0, 2, 3, 1>} : (tensor<1x64x16x16xf32>) -> tensor<1x16x16x64xf32>
+  %nh = graph.conv2d %xt, %w3 {pads = array<i64: 1, 1, 1, 1>, layout = "nhwc"} : (tensor<1x16x16x64xf32>, tensor<64x64x3x3xf32>) -> tensor<1x16x16x64xf32>
+  func.return %s2, %k1, %dw, %k5, %dl, %dy, %nh : tensor<1x64x8x8xf32>, tensor<1x64x16x16xf32>, tensor<1x64x16x16xf32>, tensor<1x64x12x12xf32>, tensor<1x64x12x12xf32>, tensor<1x64x16x16xf32>, tensor<1x16x16x64xf32>
+}
