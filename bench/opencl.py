@@ -15,11 +15,13 @@ name (`dlpc-run --target c --profile`'s timers). A backend whose outputs differ 
 numpy reference (rtol 1e-3, atol 1e-4) prints "wrong". `uptime` is printed first: the
 figures are only comparable on a quiet machine. Nothing here gates CI.
 
-With PoCL, the run is repeated for each of its CPU drivers in `--pocl-devices` (a child
-process each, `POCL_DEVICES`): `pthread` (PoCL's default: work-groups on worker threads,
-one per core) and `basic` (one thread: the kernels run in the thread that waits for
-them). On a loaded machine the hand-offs to and from pthread's workers dominate small
-models; see docs/opencl.md.
+With PoCL, the run is repeated for each entry of `--pocl-devices` (a child process each):
+`auto` (the default: what a user gets, both of PoCL's CPU drivers enumerated and each
+model on the one the runtime chooses, `opencl_rt.choose_device`; the "device" column
+names it), or one driver forced through `POCL_DEVICES`: `pthread` (work-groups on worker
+threads, one per core) or `basic` (one thread: the kernels run in the thread that waits
+for them). The hand-offs to and from pthread's workers dominate small models; see
+docs/opencl.md.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from dlpc import api
-from dlpc.backends.runtime.opencl_rt import context, opencl_profile
+from dlpc.backends.runtime.opencl_rt import devices, opencl_profile
 from dlpc.backends.runtime.profile import format_profile, profile
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -95,25 +97,30 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kernels", type=int, default=15, help="kernels listed (slowest first)")
     ap.add_argument(
         "--pocl-devices",
-        default="pthread,basic",
-        help="PoCL CPU drivers to measure, one child process each (POCL_DEVICES); "
-        "'' for the OpenCL platform as the environment gives it",
+        default="auto",
+        help="PoCL CPU drivers to measure, one child process each: auto (the runtime's "
+        "choice per model), pthread or basic (forced through POCL_DEVICES); '' for the "
+        "OpenCL platform as the environment gives it",
     )
     args = ap.parse_args(argv)
     if args.pocl_devices and "DLPC_BENCH_OPENCL_CHILD" not in os.environ:
         for device in args.pocl_devices.split(","):
             env = {**os.environ, "POCL_DEVICES": device, "DLPC_BENCH_OPENCL_CHILD": "1"}
+            if device == "auto":
+                del env["POCL_DEVICES"]
             sys.stdout.flush()
             child = [sys.executable, __file__, *(argv if argv is not None else sys.argv[1:])]
             subprocess.run(child, env=env, check=True)
             print(flush=True)
         return 0
     print(f"uptime: {os.popen('uptime').read().strip()}")  # noqa: S605, S607
-    ctx, _ = context()
-    device = ctx.devices[0]
-    print(f"opencl device: {device.name} ({device.max_compute_units} compute units)")
+    found = ", ".join(f"{d.name} ({d.max_compute_units} compute units)" for d in devices())
+    print(f"opencl devices: {found}")
     print(f"median of {args.repeat} calls after {args.warmup}, weights resident")
-    print(f"{'model':12} {'batch':>5} {'c ms':>9} {'opencl ms':>10} {'ratio':>7} {'launches':>9}")
+    print(
+        f"{'model':12} {'batch':>5} {'c ms':>9} {'opencl ms':>10} {'ratio':>7} {'launches':>9}"
+        f"  device"
+    )
     compiled: dict[tuple[str, int], tuple] = {}
     ratios: dict[tuple[str, int], float] = {}
     for name in args.models.split(","):
@@ -131,7 +138,8 @@ def main(argv: list[str] | None = None) -> int:
             ratios[name, batch] = ratio
             launches = ocl.artifact.num_launches
             print(
-                f"{name:12} {batch:5d} {cells[0]:>9} {cells[1]:>10} {ratio:7.2f} {launches:9d}",
+                f"{name:12} {batch:5d} {cells[0]:>9} {cells[1]:>10} {ratio:7.2f} {launches:9d}"
+                f"  {ocl.artifact.device.name}",
                 flush=True,
             )
     if args.profile:

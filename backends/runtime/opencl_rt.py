@@ -42,7 +42,6 @@ def _cl():
     return cl
 
 
-_CONTEXT = None
 # IEEE division and sqrt, as the C backend's; no fast-math: results match the reference
 BUILD_OPTIONS = ["-cl-fp32-correctly-rounded-divide-sqrt"]
 # MEM_OBJECT_ALLOCATION_FAILURE, OUT_OF_RESOURCES, OUT_OF_HOST_MEMORY
@@ -76,25 +75,120 @@ def _pocl_cache() -> None:
                 return
 
 
-def context():
-    """One OpenCL context and queue per process."""
-    global _CONTEXT
-    if _CONTEXT is None:
+#: PoCL's two CPU drivers, both enumerated when the user has not chosen (`POCL_DEVICES`
+#: unset): `pthread` runs work-groups on worker threads, one per core; `basic` runs the
+#: kernels in the thread that waits for them. Each compiled model takes one
+#: (`choose_device`): on this 2-core VM, handing a call to pthread's sleeping workers and
+#: back cost 30-70 us (a trivial kernel + clFinish: 48 us; basic: 1.1 us), more than the
+#: whole C call of the small examples.
+POCL_CPU_DRIVERS = "pthread basic"
+_DEVICES: list | None = None
+_CONTEXTS: dict[int, tuple] = {}
+
+
+def devices() -> list:
+    """The chosen OpenCL platform's devices (the first platform, or the first whose name
+    contains `$DLPC_OPENCL_PLATFORM`), enumerated once per process. For PoCL both CPU
+    drivers (`POCL_CPU_DRIVERS`) unless `POCL_DEVICES` is set; PoCL reads it when the
+    devices are first listed, and it is unset again right after (child processes do not
+    inherit it)."""
+    global _DEVICES
+    if _DEVICES is None:
         cl = _cl()
         _pocl_cache()
+        ours = "POCL_DEVICES" not in os.environ
+        if ours:
+            os.environ["POCL_DEVICES"] = POCL_CPU_DRIVERS
         try:
-            platforms = cl.get_platforms()
-        except cl.Error as e:
-            raise DlpcError(f"error: no OpenCL platform available: {e}") from None
-        want = os.environ.get("DLPC_OPENCL_PLATFORM", "")
-        chosen = [p for p in platforms if want.lower() in p.name.lower()] or platforms
-        if not chosen:
+            try:
+                platforms = cl.get_platforms()
+            except cl.Error as e:
+                raise DlpcError(f"error: no OpenCL platform available: {e}") from None
+            want = os.environ.get("DLPC_OPENCL_PLATFORM", "")
+            chosen = [p for p in platforms if want.lower() in p.name.lower()] or platforms
+            found = chosen[0].get_devices() if chosen else []
+        finally:
+            if ours:
+                del os.environ["POCL_DEVICES"]
+        if not found:
             raise DlpcError(
                 "error: no OpenCL platform available (install pocl-binary-distribution)"
             )
-        ctx = cl.Context(chosen[0].get_devices()[:1])
-        _CONTEXT = (ctx, cl.CommandQueue(ctx))
-    return _CONTEXT
+        _DEVICES = list(found)
+    return _DEVICES
+
+
+def _cpu(device) -> bool:
+    return bool(device.type & _cl().device_type.CPU)
+
+
+def default_device():
+    """The device a model gets when the choice does not matter: the platform's first,
+    except that of PoCL's CPU drivers the one with the most compute units (pthread)."""
+    found = devices()
+    cpus = [d for d in found if _cpu(d)]
+    if len(cpus) > 1:
+        return max(cpus, key=lambda d: d.max_compute_units)
+    return found[0]
+
+
+def serial_device():
+    """A CPU device with one compute unit (PoCL's basic driver: the kernels run in the
+    calling thread, no hand-off) beside a parallel one, else None."""
+    cpus = [d for d in devices() if _cpu(d)]
+    serial = [d for d in cpus if d.max_compute_units == 1]
+    if serial and any(d.max_compute_units > 1 for d in cpus):
+        return serial[0]
+    return None
+
+
+#: the parallel CPU device pays for its hand-off (about 50 us a call on this machine,
+#: `POCL_CPU_DRIVERS`) once a call's work is worth about this many one-core seconds
+#: (estimated by `estimate_seconds`); below it the serial device runs the model. Both
+#: compiled in one process, interleaved (25 Nov, load 1-2), ms serial / parallel: mlp
+#: batch 32 (estimate 348 us) 0.256 / 0.398, resnet batch 1 (365 us) 0.303 / 0.388,
+#: lenet batch 32 (554 us) 0.84 / 1.03, transformer batch 32 (758 us) 0.66 / 0.68; resnet
+#: and mobilenet at batch 32 (11.4 and 3.3 ms) take the parallel one (quiet: 5 ms
+#: against 9 for resnet)
+PARALLEL_SECONDS = 1e-3
+#: one-core rates `estimate_seconds` assumes: float ops a second (PoCL's kernels run at
+#: 10-90 GFLOP/s on one core of this machine) and the cost of one launch
+ESTIMATED_FLOPS = 50e9
+ESTIMATED_LAUNCH = 1e-6
+
+
+def estimate_seconds(costs) -> float:
+    """A rough one-core time of a call from the kernels' static costs
+    (`profile.kernel_costs`)."""
+    return sum(c.flops / ESTIMATED_FLOPS + ESTIMATED_LAUNCH for c in costs)
+
+
+def choose_device(module):
+    """The device a compiled model runs on: the serial CPU device when there is one and
+    the call's estimated one-core time is under `PARALLEL_SECONDS` (the parallel device
+    would spend more handing the work to its threads than the second core saves), else
+    `default_device()`. `POCL_DEVICES` set by the user leaves one driver: that one."""
+    serial = serial_device()
+    if serial is None:
+        return default_device()
+    from dlpc.backends.runtime.profile import kernel_costs
+
+    if estimate_seconds(kernel_costs(module)) < PARALLEL_SECONDS:
+        return serial
+    return default_device()
+
+
+def context(device=None):
+    """One OpenCL context and in-order queue per device and process (`device` None: the
+    `default_device()`)."""
+    if device is None:
+        device = default_device()
+    key = devices().index(device)
+    if key not in _CONTEXTS:
+        cl = _cl()
+        ctx = cl.Context([device])
+        _CONTEXTS[key] = (ctx, cl.CommandQueue(ctx))
+    return _CONTEXTS[key]
 
 
 def _build_failure(e: Exception) -> str:
@@ -122,7 +216,7 @@ class OpenCLFunction(ModuleFunction):
     kernels and copies, and reads the outputs back. Calls are serialised by a lock: the
     buffers are shared."""
 
-    def __init__(self, module, *, name: str = "module"):
+    def __init__(self, module, *, name: str = "module", device=None):
         from xdsl.dialects import arith, func, memref
         from xdsl.dialects.builtin import DenseIntOrFPElementsAttr
 
@@ -132,7 +226,8 @@ class OpenCLFunction(ModuleFunction):
         from dlpc.dialects.loop import KernelOp
 
         cl = _cl()
-        self.ctx, self.queue = context()
+        self.device = device if device is not None else choose_device(module)
+        self.ctx, self.queue = context(self.device)
         self.lock = threading.Lock()
         self.fn = find_main(module)
         self.bind_signature(self.fn)

@@ -681,3 +681,36 @@ def test_strided_vector_lanes_give_way_to_long_partial_sums():
     )
     launch = plan_launch(mean, "k", resident=resident_values(compiled.lowered))
     assert launch.vector is not None and not launch.partials
+
+
+def test_small_models_run_on_the_serial_cpu_device_and_large_ones_on_the_parallel():
+    """Both of PoCL's CPU drivers are enumerated (POCL_DEVICES unset again after): a
+    model whose estimated one-core time is under PARALLEL_SECONDS runs where the kernels
+    run in the calling thread (no hand-off to worker threads), a larger one on the
+    parallel device; both compute what numpy does."""
+    import os
+
+    from dlpc.backends.runtime import opencl_rt
+    from dlpc.backends.runtime.profile import KernelCost
+
+    serial = opencl_rt.serial_device()
+    if serial is None:
+        pytest.skip("the OpenCL platform has no serial CPU device beside a parallel one")
+    assert os.environ.get("POCL_DEVICES") != opencl_rt.POCL_CPU_DRIVERS
+    assert opencl_rt.default_device().max_compute_units > 1
+    small = dlpc.load(ROOT / "examples" / "mlp.dlpc")
+    large = dlpc.load(ROOT / "examples" / "resnet.dlpc", batch=32)
+    for model, device in ((small, serial), (large, opencl_rt.default_device())):
+        compiled = dlpc.compile(model, target="opencl")
+        assert compiled.artifact.device == device
+        inputs = dlpc.api.random_inputs(model)
+        (out,) = compiled(*inputs)
+        (ref,) = dlpc.api.reference(model, inputs)
+        np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5 * float(np.abs(ref).max()))
+    flops = int(opencl_rt.PARALLEL_SECONDS * opencl_rt.ESTIMATED_FLOPS)
+    assert opencl_rt.estimate_seconds([KernelCost("k", "", flops // 2, 0)]) < (
+        opencl_rt.PARALLEL_SECONDS
+    )
+    assert opencl_rt.estimate_seconds([KernelCost("k", "", flops, 0)]) > (
+        opencl_rt.PARALLEL_SECONDS
+    )
