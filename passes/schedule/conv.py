@@ -91,11 +91,14 @@ def conv_tile_script(kernel: KernelOp, nest: Nest, threads: int = 2, lanes: int 
     wider than 1 (3x3 stride 2) as stride-1 phase planes (`cache_read ... deinterleave`:
     column q at [q % s][q / s], padding resolved), a strided 1x1 as im2col rows
     `xp[oh][ci][ow]`; an unpadded stride-1 input (1x1 conv) is read directly.
-    The output rows are parallel (more work than the few channel blocks). Staging: one
-    image, per image before the parallel rows (a strided conv: per block of rows inside
-    them, one block per thread); a batch, per image inside the parallel image loop when
-    the images split evenly over the threads and a copy is large enough, else every image
-    at once before one parallel (image, row) loop. Depthwise convs:
+    The output rows are parallel (more work than the few channel blocks). Staging, each
+    thread copying what its own work reads, inside the parallel loop: one image, per
+    block of rows (the halo rows copied by both neighbours), one block per thread; a
+    batch whose images split evenly over the threads, per image inside the parallel image
+    loop when a copy is large enough, else per block of images, one block per thread,
+    its (image, row) pairs one loop. Otherwise (rows or images that do not split evenly,
+    one thread at compile time) the input is staged before the parallel loop: one image
+    before its rows, a batch at once before one parallel (image, row) loop. Depthwise convs:
     `depthwise_tile_script`; not for pooling."""
     x = conv_input(kernel, nest)
     out = conv_output(kernel)
@@ -169,6 +172,9 @@ def conv_tile_script(kernel: KernelOp, nest: Nest, threads: int = 2, lanes: int 
     # a batch: stage every image at once and run the (image, row) pairs as one parallel
     # loop (one fork/join per call instead of one per image), within the staging budget
     batched = N > 1 and N * staged <= CONV_PACK_BYTES and not per_image
+    # ... and with threads, in one block of images per thread, each staged by its thread
+    # inside the parallel block loop (the blocks' (image, row) pairs serial inside)
+    blocked = batched and pays and staged > 0 and N % threads == 0
     lines = [f"decompose {K}"]
     inner_c, outer_c = [], c
     if cb < nest.trips[c]:
@@ -191,7 +197,7 @@ def conv_tile_script(kernel: KernelOp, nest: Nest, threads: int = 2, lanes: int 
         tile = [n, f"{h}t", f"{h}r"] + tile[2:]
         stage_at = f"{h}t"
     if batched:
-        lines.append(f"split {K}/{n} by {N} -> {n}b, {n}n")
+        lines.append(f"split {K}/{n} by {N // threads if blocked else N} -> {n}b, {n}n")
         tile = [f"{n}b", f"{n}n"] + tile[1:]
         stage_at = f"{n}b"
     lines.append(f"reorder {K}: {', '.join(tile + nest.reduce + inner_h + inner_c + [inner_w])}")
@@ -213,7 +219,9 @@ def conv_tile_script(kernel: KernelOp, nest: Nest, threads: int = 2, lanes: int 
         lines.append(f"parallel {K}/{h}t")
     elif batched:
         lines.append(f"fuse {K}/{n}n, {row} -> {n}{h}")
-        if parallel_pays(nest):
+        if blocked:
+            lines.append(f"parallel {K}/{n}b")
+        elif parallel_pays(nest):
             lines.append(f"parallel {K}/{n}{h}")
     elif nest.trips[h] // rb >= threads and parallel_pays(nest):
         lines.append(f"parallel {K}/{row}")

@@ -146,6 +146,13 @@ CASES = {
         "param w: f32[6, 4, 5, 5] = kaiming(seed=24)\nreturn conv2d(x, w, padding=2)",
         0,
     ),
+    # resnet's stem (3 -> 16 channels, 32x32): an image's padded copy is small (14 KB),
+    # so a batch is staged in one block of images per thread
+    "stem": (
+        (3, 32, 32),
+        "param w: f32[16, 3, 3, 3] = kaiming(seed=25)\nreturn relu(conv2d(x, w, padding=1))",
+        0,
+    ),
 }
 # the cases whose conv reads deinterleaved phase planes (the rest: no such buffer)
 PHASED = {"s2_resnet", "s2_odd", "s2_unpadded", "s2_5x5", "s3"}
@@ -191,6 +198,9 @@ def test_conv_matches_reference_on_c(tmp_path, name, batch):
         ("s1_resnet", 1, "i2t", "i2t"),  # stride 1, one image: per block of rows
         ("s1_5x5", 1, "i2t", "i2t"),
         ("s1_5x5_ragged", 1, "i2t", "i2t"),  # blocks of row tiles (i2o split by 2)
+        ("stem", 32, "i0b", "i0b"),  # a batch of small copies: one block of images per thread
+        ("stem", 4, "i0b", "i0b"),
+        ("s1_5x5_ragged", 4, "i0b", "i0b"),
     ],
 )
 def test_conv_staging_goes_inside_the_parallel_loop(tmp_path, name, batch, parallel, staged_at):

@@ -322,9 +322,13 @@ def test_cache_read_of_a_padded_read_preserves_numerics(loop):
     check(text, lambda m: cache.cache_read(m, "dw", loop, "x"))
 
 
-def test_default_conv_schedule_runs_a_batch_as_one_parallel_loop(monkeypatch):
-    """With a batch, every image is staged at once and (image, row) is one parallel loop
-    (for any size here: this small conv is below the serial threshold otherwise)."""
+@pytest.mark.parametrize("batch", [2, 3])
+def test_default_conv_schedule_runs_a_batch_in_blocks_or_as_one_parallel_loop(monkeypatch, batch):
+    """With a batch of small images (for any size here: this small conv is below the
+    serial threshold otherwise), the (image, row) pairs are one loop. Images that split
+    evenly over the 2 threads: one block of images per thread, staged by its thread
+    inside the parallel block loop (batch 2: blocks of 1); else every image staged at once
+    and (image, row) the parallel loop."""
     from dlpc.dialects.loop import kernels
     from dlpc.passes.pipeline import PipelineOptions, lower
     from dlpc.passes.schedule import nest
@@ -332,12 +336,20 @@ def test_default_conv_schedule_runs_a_batch_as_one_parallel_loop(monkeypatch):
 
     monkeypatch.setattr(nest, "CONV_PARALLEL_MACS", 0)
 
-    module = parse_module(_conv_case(*CONV_CASES[1]))  # batch 2, stride 2, padded
+    # CONV_CASES[1] (batch 2, stride 2, padded) at this batch
+    module = parse_module(_conv_case(batch, *CONV_CASES[1][1:]))
     lower(module, "loop", PipelineOptions(opt_level=0))
     (conv,) = [k.sym for k in kernels(module) if k.sym.startswith("conv")]
     script = default_scripts(module, conv)[0]
+    lines = script.splitlines()
     assert f"cache_read {conv}/i0b " in script and " deinterleave" in script
-    assert f"fuse {conv}/i0n, i2 -> i0i2" in script and f"parallel {conv}/i0i2" in script
+    assert f"fuse {conv}/i0n, i2 -> i0i2" in lines
+    if batch == 2:
+        assert f"split {conv}/i0 by 1 -> i0b, i0n" in lines
+        assert [ln for ln in lines if ln.startswith("parallel")] == [f"parallel {conv}/i0b"]
+    else:
+        assert f"split {conv}/i0 by 3 -> i0b, i0n" in lines
+        assert [ln for ln in lines if ln.startswith("parallel")] == [f"parallel {conv}/i0i2"]
 
 
 @pytest.mark.parametrize(
