@@ -849,10 +849,11 @@ class WinogradFilterTransformOp(GraphOp):
 class WinogradInputTransformOp(GraphOp):
     """Winograd F(2x2, 3x3) input transform V = B^T d B of every 4x4 tile d of the NCHW
     input padded by `pads` ([top, left, bottom, right]; reads outside are 0), as
-    [16, C, N, tiles_h, tiles_w]; the output of the 3x3 conv it stands for is
+    [16, N, C, tiles_h, tiles_w] (per image: the batched matmul's operand of one image
+    stays as small as at batch 1); the output of the 3x3 conv it stands for is
     (H + top + bottom - 2) x (W + left + right - 2).
 
-    %v = graph.winograd_input_transform %x {pads = array<i64: 1, 1, 1, 1>} : (tensor<1x8x32x32xf32>) -> tensor<16x8x1x16x16xf32>
+    %v = graph.winograd_input_transform %x {pads = array<i64: 1, 1, 1, 1>} : (tensor<1x8x32x32xf32>) -> tensor<16x1x8x16x16xf32>
     """
 
     name = "graph.winograd_input_transform"
@@ -875,17 +876,17 @@ class WinogradInputTransformOp(GraphOp):
                 f"graph.winograd_input_transform: a 3x3 window does not fit input "
                 f"{x[2]}x{x[3]} with the given padding"
             )
-        return (WINOGRAD_POINTS, x[1], x[0], *winograd_tiles(oh, ow))
+        return (WINOGRAD_POINTS, x[0], x[1], *winograd_tiles(oh, ow))
 
 
 @graph_op
 class WinogradOutputTransformOp(GraphOp):
     """Winograd F(2x2, 3x3) output transform Y = A^T m A of every tile of the batched
-    matmul's result [16, O, N, tiles_h, tiles_w], as the NCHW conv output
+    matmul's result [16, N, O, tiles_h, tiles_w], as the NCHW conv output
     [N, O, output[0], output[1]] (the last tile cropped when a size is odd), plus the
     conv's optional bias [O].
 
-    %y = graph.winograd_output_transform %m, %b {output = array<i64: 32, 32>} : (tensor<16x16x1x16x16xf32>, tensor<16xf32>) -> tensor<1x16x32x32xf32>
+    %y = graph.winograd_output_transform %m, %b {output = array<i64: 32, 32>} : (tensor<16x1x16x16x16xf32>, tensor<16xf32>) -> tensor<1x16x32x32xf32>
     """
 
     name = "graph.winograd_output_transform"
@@ -898,7 +899,7 @@ class WinogradOutputTransformOp(GraphOp):
         m = shapes[0]
         if len(m) != 5 or m[0] != WINOGRAD_POINTS:
             raise VerifyException(
-                f"graph.winograd_output_transform expects [16, O, N, tiles_h, tiles_w], "
+                f"graph.winograd_output_transform expects [16, N, O, tiles_h, tiles_w], "
                 f"got {fmt_shape(m)}"
             )
         oh, ow = _pair(self.attr("output"), "output")
@@ -908,12 +909,12 @@ class WinogradOutputTransformOp(GraphOp):
                 f"{fmt_shape(winograd_tiles(max(oh, 1), max(ow, 1)))} tiles, got "
                 f"{fmt_shape(m[3:])}"
             )
-        if len(shapes) == 2 and shapes[1] != (m[1],):
+        if len(shapes) == 2 and shapes[1] != (m[2],):
             raise VerifyException(
                 f"graph.winograd_output_transform bias {fmt_shape(shapes[1])} does not "
-                f"match {m[1]} output channels"
+                f"match {m[2]} output channels"
             )
-        return (m[2], m[1], oh, ow)
+        return (m[1], m[2], oh, ow)
 
 
 class PoolOp(WindowOp):

@@ -248,7 +248,7 @@ def winograd_filter_transform(w):
 
 
 def winograd_input_transform(x, pads):
-    """V[4a+b, c, n, th, tw] = (B^T d B)[a, b] of the 4x4 tile d at (2 th, 2 tw) of x
+    """V[4a+b, n, c, th, tw] = (B^T d B)[a, b] of the 4x4 tile d at (2 th, 2 tw) of x
     padded by pads [top, left, bottom, right] (zeros beyond the padding too)."""
     n, c, h, w = x.shape
     top, left, bottom, right = pads
@@ -260,16 +260,16 @@ def winograd_input_transform(x, pads):
         for j in range(4):
             d[i, j] = xp[:, :, i : i + 2 * th : 2, j : j + 2 * tw : 2]
     bt = np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], dtype=x.dtype)
-    v = np.einsum("ai,ijncst,bj->abcnst", bt, d, bt)
-    return v.reshape(16, c, n, th, tw)
+    v = np.einsum("ai,ijncst,bj->abncst", bt, d, bt)
+    return v.reshape(16, n, c, th, tw)
 
 
 def winograd_output_transform(m, b=None, *, output):
-    """y[n, o, 2 th + a, 2 tw + b] = (A^T m[:, o, n, th, tw] A)[a, b] (+ bias[o]), cropped
+    """y[n, o, 2 th + a, 2 tw + b] = (A^T m[:, n, o, th, tw] A)[a, b] (+ bias[o]), cropped
     to `output` (H, W)."""
-    _, o, n, th, tw = m.shape
+    _, n, o, th, tw = m.shape
     at = np.array([[1, 1, 1, 0], [0, 1, -1, -1]], dtype=m.dtype)
-    y = np.einsum("ai,ijonst,bj->nosatb", at, m.reshape(4, 4, o, n, th, tw), at)
+    y = np.einsum("ai,ijnost,bj->nosatb", at, m.reshape(4, 4, n, o, th, tw), at)
     y = y.reshape(n, o, 2 * th, 2 * tw)[:, :, : output[0], : output[1]]
     y = np.ascontiguousarray(y)
     return y if b is None else y + b.reshape(1, o, 1, 1)

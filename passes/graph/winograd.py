@@ -2,7 +2,7 @@
 `iree_linalg_ext.winograd.*` decomposition at the graph level).
 
 Input: graph, func.  Output: graph, func; each chosen `graph.conv2d` becomes the four
-ops below (plus two reshapes, which are views).
+ops below (plus reshapes: of the weight, folded; of V and M, views).
 Requires: static shapes (run graph-infer-shapes first); best before graph-fuse (the
 conv's epilogue then fuses into the output transform) and before `fold_params` (which
 evaluates the filter transform once, when the weights are bound).
@@ -14,12 +14,16 @@ the examples); the conv's result keeps its name.
 
 becomes
 
-    %u = graph.winograd_filter_transform %w : (16x16x3x3) -> 16x16x16        (folded: a weight)
-    %v = graph.winograd_input_transform %x {pads = [1, 1, 1, 1]} : (1x16x32x32) -> 16x16x1x16x16
-    %v2 = graph.reshape %v {shape = [16, 16, 256]}                           (a view)
-    %m = graph.matmul %u, %v2 : (16x16x16, 16x16x256) -> 16x16x256           (16 gemms)
-    %m2 = graph.reshape %m {shape = [16, 16, 1, 16, 16]}                     (a view)
+    %u = graph.winograd_filter_transform %w : (16x16x3x3) -> 16x16x16     (folded: a weight)
+    %u1 = graph.reshape %u {shape = [16, 1, 16, 16]}                      (folded too)
+    %v = graph.winograd_input_transform %x {pads = [1, 1, 1, 1]} : (1x16x32x32) -> 16x1x16x16x16
+    %v2 = graph.reshape %v {shape = [16, 1, 16, 256]}                     (a view)
+    %m = graph.matmul %u1, %v2 : (16x1x16x16, 16x1x16x256) -> 16x1x16x256 (16 x N gemms)
+    %m2 = graph.reshape %m {shape = [16, 1, 16, 16, 16]}                  (a view)
     %y = graph.winograd_output_transform %m2, %b {output = [32, 32]} : ... -> 1x16x32x32
+
+The tiles of each image are their own gemm ([16, N, C, tiles] rather than all images'
+tiles in one: at batch 8, 32 -> 32 on 32x32, 1621 against 2413 us).
 
 A 2x2 output tile costs 16 multiply-adds per (input, output) channel pair instead of 36:
 2.25x fewer, against three passes over memory (V, M, and the transforms' adds).
@@ -31,8 +35,9 @@ convs change is the option `where`: `all`, `none`, or `pays` (the default) for t
 of the cost rule below.
 
 Cost rule (`pays`), measured on this machine (Zen 4 EPYC, 2 cores, AVX-512; the direct
-conv's register-tiled template at ~90 % of one core's FMA peak, `dlpc-run --profile`):
-see `pays` for the constants and docs/graph-passes.md for the figures.
+conv's register-tiled template runs at ~90 % of one core's FMA peak): 64 channels or
+more; 32 or more while V and M fit in a core's L2; never 16 (resnet's 3x3 convs stay
+direct but its 32 -> 32 one at batch 1). The constants below carry the figures.
 """
 
 from __future__ import annotations
@@ -50,12 +55,22 @@ from dlpc.passes.graph import _util as u
 
 WHERE = ("pays", "all", "none")
 
-# the cost rule (`pays`): a conv gains from Winograd when the matmul (16 x O x C per tile)
-# dominates the transforms (16 x (C + O) adds-and-moves per tile); measured thresholds
+# The cost rule (`pays`), measured with `dlpc-run --profile`-style per-kernel medians
+# (1 thread, direct conv vs the sum of the transforms and the batched matmul; figures in
+# docs/graph-passes.md). The batched matmul dominates; its K is the input channels, so
+# few channels leave it (and the transforms) memory-bound:
 MIN_CHANNELS = 64
-"""Least input and output channels: below, the transforms cost more than they save."""
+"""Input and output channels from which Winograd pays whatever the batch: 64 -> 64 on
+32x32, 381 vs 778 us at batch 1, 10.2 vs 14.8 ms at batch 8; on 8x8, 37 vs 62 us."""
+MIN_CHANNELS_IN_CACHE = 32
+"""From 32 channels it pays while V and M (the matmul's operand and result) stay in a
+core's L2: 32 -> 32 on 32x32 at batch 1 (1 MiB), 118 vs 192 us; at batch 8 (8 MiB) even,
+1621 vs 1692 us. 16 channels never: resnet's 16 -> 16 convs at batch 1, 41.5 and 47.2
+vs 42.3 and 42.7 us; at batch 32, 2.1x slower."""
+IN_CACHE_BYTES = 1 << 20
+"""V + M bytes that count as cached (a Zen 4 core's L2 is 1 MiB)."""
 MIN_TILES = 16
-"""Least 2x2 output tiles per image."""
+"""2x2 output tiles per image: the smallest map measured (8x8, 64 channels: a win)."""
 
 
 def eligible(op: Operation) -> bool:
@@ -78,11 +93,18 @@ def eligible(op: Operation) -> bool:
 
 
 def pays(op: g.Conv2DOp) -> bool:
-    """The cost rule: enough channels on both sides and enough tiles per image."""
+    """The cost rule: enough channels (and, from 32, intermediates that stay in L2) and
+    enough tiles per image."""
     o, c = g.shape_of(op.operands[1])[:2]
+    n = g.shape_of(op.operands[0])[0]
     oh, ow = g.shape_of(op.results[0])[2:]
     th, tw = g.winograd_tiles(oh, ow)
-    return min(o, c) >= MIN_CHANNELS and th * tw >= MIN_TILES
+    if th * tw < MIN_TILES:
+        return False
+    intermediates = 4 * g.WINOGRAD_POINTS * n * th * tw * (c + o)  # V and M, f32
+    return min(o, c) >= MIN_CHANNELS or (
+        min(o, c) >= MIN_CHANNELS_IN_CACHE and intermediates <= IN_CACHE_BYTES
+    )
 
 
 def rewrite(block: Block, conv: g.Conv2DOp) -> None:
@@ -95,13 +117,14 @@ def rewrite(block: Block, conv: g.Conv2DOp) -> None:
     th, tw = g.winograd_tiles(oh, ow)
     points = g.WINOGRAD_POINTS
     filt = g.WinogradFilterTransformOp.make(w)
+    per_image = g.ReshapeOp.make(filt, shape=[points, 1, o, c])  # broadcast over images
     inp = g.WinogradInputTransformOp.make(x, pads=list(conv.pads()))
-    flat = g.ReshapeOp.make(inp, shape=[points, c, n * th * tw])
-    prod = g.MatMulOp.make(filt, flat)
-    tiles = g.ReshapeOp.make(prod, shape=[points, o, n, th, tw])
+    flat = g.ReshapeOp.make(inp, shape=[points, n, c, th * tw])
+    prod = g.MatMulOp.make(per_image, flat)
+    tiles = g.ReshapeOp.make(prod, shape=[points, n, o, th, tw])
     out = g.WinogradOutputTransformOp.make(tiles, *bias, output=[oh, ow])
     out.results[0].name_hint = conv.results[0].name_hint
-    block.insert_ops_before([filt, inp, flat, prod, tiles, out], conv)
+    block.insert_ops_before([filt, per_image, inp, flat, prod, tiles, out], conv)
     conv.results[0].replace_all_uses_with(out.results[0])
     block.erase_op(conv)
 

@@ -378,7 +378,7 @@ def lower_winograd_input_transform(L: Lowering, op: g.GraphOp, xs):
     ]
 
     def body(b: BodyBuilder, idx: Idx):
-        t, c, n, ti, tj = idx
+        t, n, c, ti, tj = idx
         pa, pb = b.div(t, 4), b.rem(t, 4)
         rows = [b.sub(b.add(b.mul(ti, 2), i), pt) for i in range(4)]
         cols = [b.sub(b.add(b.mul(tj, 2), j), pl) for j in range(4)]
@@ -405,7 +405,7 @@ def lower_winograd_output_transform(L: Lowering, op: g.GraphOp, xs):
 
         def at(k: int, l_: int) -> SSAValue:
             t = b.add(b.mul(b.add(ri, k), 4), b.add(rj, l_))
-            return b.read(m, [t, o, n, ti, tj])
+            return b.read(m, [t, n, o, ti, tj])
 
         rows = [_at_row(b, rj, at(k, 0), at(k, 1), at(k, 2)) for k in range(3)]
         out = _at_row(b, ri, *rows)

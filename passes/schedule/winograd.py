@@ -42,15 +42,15 @@ def _origin(kernel: KernelOp) -> str:
 
 def input_transform_script(kernel: KernelOp, nest: Nest) -> str:
     K = kernel.sym
-    t, c, n, th, tw = nest.spatial
+    t, n, c, th, tw = nest.spatial
     x = buffers_accessed(kernel, external=True)[0]  # the input (V is written)
     lines = [
-        f"reorder {K}: {c}, {n}, {th}, {t}, {tw}",
-        f"cache_read {K}/{n} {buffer_token(kernel, x)} -> {K}_xq deinterleave",
+        f"reorder {K}: {n}, {c}, {th}, {t}, {tw}",
+        f"cache_read {K}/{c} {buffer_token(kernel, x)} -> {K}_xq deinterleave",
         f"unroll {K}/{t}",
         f"vectorize {K}/{tw}",
         f"serial {K}",
-        f"parallel {K}/{c}",
+        f"parallel {K}/{c if nest.trips[n] == 1 else n}",  # images, or one image's channels
     ]
     return "\n".join(lines)
 

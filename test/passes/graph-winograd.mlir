@@ -3,16 +3,18 @@
 // RUN: dlpc-opt %s -p 'graph-winograd{where=none}' | filecheck %s --check-prefix=NONE
 
 // A 64 -> 64 stride-1 3x3 conv with a static weight and a bias: the cost rule's (64
-// channels or more): filter transform, input transform (the padding as an attribute,
-// read by bounds), the 16 batched matmuls between two reshapes (views), and the output
-// transform taking the bias; the relu after it is untouched (graph-fuse fuses it).
+// channels or more): filter transform (its per-image reshape is folded with it when the
+// weights are bound), input transform (the padding as an attribute, read by bounds),
+// the 16 x N batched matmuls between two reshapes (views), and the output transform
+// taking the bias; the relu after it is untouched (graph-fuse fuses it).
 // CHECK-LABEL: func.func @pays
 // CHECK:         %[[U:.*]] = graph.winograd_filter_transform %w : (tensor<64x64x3x3xf32>) -> tensor<16x64x64xf32>
-// CHECK-NEXT:    %[[V:.*]] = graph.winograd_input_transform %x {pads = array<i64: 1, 1, 1, 1>} : (tensor<1x64x16x16xf32>) -> tensor<16x64x1x8x8xf32>
-// CHECK-NEXT:    %[[V2:.*]] = graph.reshape %[[V]] {shape = array<i64: 16, 64, 64>} : (tensor<16x64x1x8x8xf32>) -> tensor<16x64x64xf32>
-// CHECK-NEXT:    %[[M:.*]] = graph.matmul %[[U]], %[[V2]] : (tensor<16x64x64xf32>, tensor<16x64x64xf32>) -> tensor<16x64x64xf32>
-// CHECK-NEXT:    %[[M2:.*]] = graph.reshape %[[M]] {shape = array<i64: 16, 64, 1, 8, 8>} : (tensor<16x64x64xf32>) -> tensor<16x64x1x8x8xf32>
-// CHECK-NEXT:    %[[Y:.*]] = graph.winograd_output_transform %[[M2]], %b {output = array<i64: 16, 16>} : (tensor<16x64x1x8x8xf32>, tensor<64xf32>) -> tensor<1x64x16x16xf32>
+// CHECK-NEXT:    %[[U1:.*]] = graph.reshape %[[U]] {shape = array<i64: 16, 1, 64, 64>} : (tensor<16x64x64xf32>) -> tensor<16x1x64x64xf32>
+// CHECK-NEXT:    %[[V:.*]] = graph.winograd_input_transform %x {pads = array<i64: 1, 1, 1, 1>} : (tensor<1x64x16x16xf32>) -> tensor<16x1x64x8x8xf32>
+// CHECK-NEXT:    %[[V2:.*]] = graph.reshape %[[V]] {shape = array<i64: 16, 1, 64, 64>} : (tensor<16x1x64x8x8xf32>) -> tensor<16x1x64x64xf32>
+// CHECK-NEXT:    %[[M:.*]] = graph.matmul %[[U1]], %[[V2]] : (tensor<16x1x64x64xf32>, tensor<16x1x64x64xf32>) -> tensor<16x1x64x64xf32>
+// CHECK-NEXT:    %[[M2:.*]] = graph.reshape %[[M]] {shape = array<i64: 16, 1, 64, 8, 8>} : (tensor<16x1x64x64xf32>) -> tensor<16x1x64x8x8xf32>
+// CHECK-NEXT:    %[[Y:.*]] = graph.winograd_output_transform %[[M2]], %b {output = array<i64: 16, 16>} : (tensor<16x1x64x8x8xf32>, tensor<64xf32>) -> tensor<1x64x16x16xf32>
 // CHECK-NEXT:    graph.relu %[[Y]]
 // CHECK-NOT:     graph.conv2d
 // NONE-LABEL: func.func @pays
@@ -27,17 +29,17 @@ func.func @pays(%x: tensor<1x64x16x16xf32>) -> tensor<1x64x16x16xf32> {
 }
 
 // resnet's 16 -> 16 conv (a weight rescaled by batch-norm folding: static, not a
-// param): eligible, but below the cost rule's 64 channels (the direct conv is faster
-// there); where=all rewrites it. Odd output (7x5 from 8x6, padding top and left only): tiles
-// ceil(7/2) x ceil(5/2) = 4 x 3, the output transform crops them.
+// param): eligible, but below the cost rule's channels (the direct conv is as fast or
+// faster there); where=all rewrites it. Odd output (7x5 from 8x6, padding top and left
+// only): tiles ceil(7/2) x ceil(5/2) = 4 x 3, the output transform crops them.
 // CHECK-LABEL: func.func @below_rule
 // CHECK-NOT:     winograd
 // CHECK:         graph.conv2d
 // ALL-LABEL: func.func @below_rule
 // ALL:         graph.winograd_filter_transform %{{.*}} : (tensor<16x16x3x3xf32>) -> tensor<16x16x16xf32>
-// ALL:         graph.winograd_input_transform %x {pads = array<i64: 1, 1, 0, 0>} : (tensor<2x16x8x6xf32>) -> tensor<16x16x2x4x3xf32>
-// ALL:         graph.matmul %{{.*}}, %{{.*}} : (tensor<16x16x16xf32>, tensor<16x16x24xf32>) -> tensor<16x16x24xf32>
-// ALL:         graph.winograd_output_transform %{{.*}} {output = array<i64: 7, 5>} : (tensor<16x16x2x4x3xf32>) -> tensor<2x16x7x5xf32>
+// ALL:         graph.winograd_input_transform %x {pads = array<i64: 1, 1, 0, 0>} : (tensor<2x16x8x6xf32>) -> tensor<16x2x16x4x3xf32>
+// ALL:         graph.matmul %{{.*}}, %{{.*}} : (tensor<16x1x16x16xf32>, tensor<16x2x16x12xf32>) -> tensor<16x2x16x12xf32>
+// ALL:         graph.winograd_output_transform %{{.*}} {output = array<i64: 7, 5>} : (tensor<16x2x16x4x3xf32>) -> tensor<2x16x7x5xf32>
 // ALL-NOT:     graph.conv2d
 func.func @below_rule(%x: tensor<2x16x8x6xf32>) -> tensor<2x16x7x5xf32> {
   %w0 = graph.param "w" : tensor<16x16x3x3xf32>
@@ -45,6 +47,19 @@ func.func @below_rule(%x: tensor<2x16x8x6xf32>) -> tensor<2x16x7x5xf32> {
   %w = graph.mul %w0, %s : (tensor<16x16x3x3xf32>, tensor<16x1x1x1xf32>) -> tensor<16x16x3x3xf32>
   %c = graph.conv2d %x, %w {pads = array<i64: 1, 1, 0, 0>} : (tensor<2x16x8x6xf32>, tensor<16x16x3x3xf32>) -> tensor<2x16x7x5xf32>
   func.return %c : tensor<2x16x7x5xf32>
+}
+
+// 32 -> 32: rewritten while V and M (16 x N x 32 x tiles each) fit in 1 MiB: on 16x16
+// at batch 1 (256 KiB), not on 32x32 at batch 8 (8 MiB).
+// CHECK-LABEL: func.func @in_cache
+// CHECK:         graph.winograd_output_transform %{{.*}} {output = array<i64: 16, 16>} : (tensor<16x1x32x8x8xf32>) -> tensor<1x32x16x16xf32>
+// CHECK:         graph.conv2d %y, %w {{.*}} -> tensor<8x32x32x32xf32>
+// CHECK-NOT:     winograd
+func.func @in_cache(%x: tensor<1x32x16x16xf32>, %y: tensor<8x32x32x32xf32>) -> (tensor<1x32x16x16xf32>, tensor<8x32x32x32xf32>) {
+  %w = graph.param "w" : tensor<32x32x3x3xf32>
+  %c = graph.conv2d %x, %w {pads = array<i64: 1, 1, 1, 1>} : (tensor<1x32x16x16xf32>, tensor<32x32x3x3xf32>) -> tensor<1x32x16x16xf32>
+  %d = graph.conv2d %y, %w {pads = array<i64: 1, 1, 1, 1>} : (tensor<8x32x32x32xf32>, tensor<32x32x3x3xf32>) -> tensor<8x32x32x32xf32>
+  func.return %c, %d : tensor<1x32x16x16xf32>, tensor<8x32x32x32xf32>
 }
 
 // Never rewritten, even with where=all: stride 2, 1x1, depthwise (groups), 5x5,
