@@ -255,15 +255,19 @@ def nhwc_conv_operands(kernel: KernelOp, nest: Nest):
     return x, w
 
 
-def nhwc_conv_tile_script(kernel: KernelOp, nest: Nest, lanes: int = 16) -> str:
+def nhwc_conv_tile_script(kernel: KernelOp, nest: Nest, threads: int = 2, lanes: int = 16) -> str:
     """NHWC direct convolution with an output tile in registers: `wt` output columns x
     `cb` output channels (whole vectors) accumulate in a local `acc` (cache_write, the
     channels contiguous) around all reduction loops; the columns unrolled (one
     broadcast input value each), the channels vectorized. The weight is packed once per
     call as `wp[c/cb][kh][kw][ci][cb]` (`cache_read ... pack`: contiguous along the
     vectorized channels whatever layout it arrives in, and hoistable to load time); a
-    padded input is staged once as a padded copy. With a batch, (image, row) pairs are
-    one parallel loop; else the rows are."""
+    padded input is staged as a padded copy. With a batch, (image, row) pairs are one
+    loop; else the rows are. When the images (a batch) or the rows (one image) split
+    evenly over the threads, the parallel loop runs one block of them per thread and
+    each thread stages the padded copy its block reads (a block of rows: with the halo
+    rows) inside it, as the NCHW template does; else the copy is made once before the
+    parallel (image, row) or row loop."""
     ops = nhwc_conv_operands(kernel, nest)
     out = conv_output(kernel)
     if ops is None or out is None:
@@ -284,12 +288,28 @@ def nhwc_conv_tile_script(kernel: KernelOp, nest: Nest, lanes: int = 16) -> str:
     staged = 4 * math.prod(memref_type(x).get_shape()) if padded else 0
     if staged > CONV_PACK_BYTES:
         raise ScheduleError(f"kernel '{K}': padded input of {staged} bytes is too large")
+    H = nest.trips[h]
+    pays = parallel_pays(nest) and threads > 1
+    # the padded copy staged per thread, inside the parallel loop: a block of images, or
+    # of rows (plus halo), per thread
+    image_blocks = padded and pays and N > 1 and N % threads == 0
+    row_blocks = padded and pays and N == 1 and H % threads == 0 and H >= 2 * threads
     lines = [f"decompose {K}"]
-    top = n
+    top = stage_at = n
     tile = [n, h]
-    if N > 1:
+    images = f"{n}n"  # the images of the (image, row) loop
+    if N > 1:  # the weight packed at n_b (1 iteration): once, not in a parallel loop
         lines.append(f"split {K}/{n} by {N} -> {n}b, {n}n")
         top, tile = f"{n}b", [f"{n}b", f"{n}n", h]
+        stage_at = top
+    if image_blocks:
+        lines.append(f"split {K}/{n}n by {N // threads} -> {n}t, {n}u")
+        images, tile = f"{n}u", [f"{n}b", f"{n}t", f"{n}u", h]
+        stage_at = f"{n}t"
+    if row_blocks:
+        lines.append(f"split {K}/{h} by {H // threads} -> {h}t, {h}r")
+        tile = [n, f"{h}t", f"{h}r"]
+        stage_at = f"{h}t"
     inner_w, inner_c = w, c
     if wt < W:
         lines.append(f"split {K}/{w} by {wt} -> {w}o, {w}i")
@@ -302,16 +322,20 @@ def nhwc_conv_tile_script(kernel: KernelOp, nest: Nest, lanes: int = 16) -> str:
     lines.append(f"reorder {K}: {', '.join(tile + nest.reduce + [inner_w, inner_c])}")
     lines.append(f"cache_read {K}/{top} {buffer_token(kernel, weight)} -> {K}_wp pack")
     if padded:  # a zero border instead of a guard per multiply-add
-        lines.append(f"cache_read {K}/{top} {buffer_token(kernel, x)} -> {K}_xp")
+        lines.append(f"cache_read {K}/{stage_at} {buffer_token(kernel, x)} -> {K}_xp")
     lines.append(f"cache_write {K}/{tile[-1]} {buffer_token(kernel, out)} -> {K}_acc")
     lines.append(f"unroll {K}/{inner_w}")
     lines.append(f"vectorize {K}/{inner_c}")
     lines.append(f"serial {K}")
     if N > 1:
-        lines.append(f"fuse {K}/{n}n, {h} -> {n}{h}")
-        if parallel_pays(nest):
+        lines.append(f"fuse {K}/{images}, {h} -> {n}{h}")
+        if image_blocks:
+            lines.append(f"parallel {K}/{n}t")
+        elif parallel_pays(nest):
             lines.append(f"parallel {K}/{n}{h}")
-    elif nest.trips[h] > 1 and parallel_pays(nest):
+    elif row_blocks:
+        lines.append(f"parallel {K}/{h}t")
+    elif H > 1 and parallel_pays(nest):
         lines.append(f"parallel {K}/{h}")
     return "\n".join(lines)
 

@@ -146,6 +146,12 @@ CASES = {
         "param w: f32[6, 4, 5, 5] = kaiming(seed=24)\nreturn conv2d(x, w, padding=2)",
         0,
     ),
+    # ... and in NHWC (a 21-wide row): the padded copy per block of rows too
+    "s1_5x5_nhwc": (
+        (8, 22, 21),
+        "param w: f32[16, 8, 5, 5] = kaiming(seed=26)\nreturn conv2d(x, w, padding=2)",
+        1,
+    ),
     # resnet's stem (3 -> 16 channels, 32x32): an image's padded copy is small (14 KB),
     # so a batch is staged in one block of images per thread
     "stem": (
@@ -201,6 +207,9 @@ def test_conv_matches_reference_on_c(tmp_path, name, batch):
         ("stem", 32, "i0b", "i0b"),  # a batch of small copies: one block of images per thread
         ("stem", 4, "i0b", "i0b"),
         ("s1_5x5_ragged", 4, "i0b", "i0b"),
+        ("s1_5x5_nhwc", 1, "i1t", "i1t"),  # NHWC: rows are i1; one image, blocks of rows
+        ("ragged_pad", 4, "i0t", "i0t"),  # NHWC, a batch: one block of images per thread
+        ("ragged_pad", 32, "i0t", "i0t"),
     ],
 )
 def test_conv_staging_goes_inside_the_parallel_loop(tmp_path, name, batch, parallel, staged_at):
@@ -208,11 +217,17 @@ def test_conv_staging_goes_inside_the_parallel_loop(tmp_path, name, batch, paral
     threads): the schedule the numerics test above runs."""
     from dlpc.dialects.loop import kernels
     from dlpc.passes.schedule.default import default_scripts
+    from dlpc.passes.schedule.nest import analyse
 
     model, _ = load(tmp_path, name, batch)
     module = model.module.clone()
     pipeline.lower(module, "loop", pipeline.PipelineOptions(opt_level=2))
-    (conv,) = [k.sym for k in kernels(module) if k.sym.startswith("conv")]
+    # the conv's own kernel (not an NHWC weight's layout copy: no reduction loops)
+    (conv,) = [
+        k.sym
+        for k in kernels(module)
+        if k.sym.startswith("conv") and (n := analyse(k)) is not None and n.reduce
+    ]
     script = default_scripts(module, conv)[0]
     assert f"cache_read {conv}/{staged_at} " in script
     assert f"parallel {conv}/{parallel}" in script.splitlines()
