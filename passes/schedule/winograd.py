@@ -5,15 +5,20 @@ Input/Output: loop dialect.  Requires: te-to-loop's nest of a kernel whose `orig
 `graph.winograd_input_transform` or a `graph.fused(graph.winograd_output_transform, ...)`
 (its fused epilogue: bias, relu, residual add).  Guarantees: numerics unchanged.
 
-- input transform, V[t, c, n, th, tw] (16 reads per tile at (2 th + i - top, 2 tw + j -
-  left), the point t chosen by selects): the loops become (c, n, th, t, tw), the padded
-  plane of one (c, n) staged once (`cache_read` of a padded read: border filled, interior
-  copied unguarded), the point loop unrolled (its selects fold: 4 loads and 3 adds per
-  element) and the tiles vectorized; channels parallel;
-- output transform, y[n, o, h, w] (9 reads of M per output, the row/column in the tile
-  h % 2, w % 2 choosing the coefficients): h and w split by 2, the in-tile offsets
-  unrolled outside the tile column loop, which is vectorized (M read with unit stride);
-  (image, channel) parallel.
+- input transform, V[t, n, c, th, tw] (16 reads per tile at (2 th + i - top, 2 tw + j -
+  left), the point t chosen by selects): the loops become (n, c, th, t, tw), the plane
+  of one (n, c) staged once as two phase planes (`cache_read ... deinterleave`: padding
+  filled, even and odd columns apart, so the tile loop reads with unit stride), the
+  point loop unrolled (its selects fold: 4 loads and 3 adds per element), the tiles
+  vectorized; one image's channels or the images parallel. resnet 16 -> 16 on 32x32:
+  236 us (guarded stride-2 reads as masked gathers) -> 10.9 us, 1 thread;
+- output transform, y[n, o, h, w] plus its fused epilogue (9 reads of M per output, the
+  row/column in the tile h % 2, w % 2 choosing the coefficients): h and w become (tile,
+  in-tile) loops with y / 2, y % 2 folded to them (`tile_by_two`, a rewrite of the nest
+  before the script: GCC gathers M for `(2 t + r) / 2`), the in-tile loops unrolled
+  outside the vectorized tile column (M read with unit stride), a residual read as
+  phase planes; channels parallel. resnet: 58 -> 4.2 us (relu), 51 -> 11 us (residual
+  add + relu), 1 thread. An odd output keeps te-to-loop's nest.
 """
 
 from __future__ import annotations
@@ -130,6 +135,13 @@ def output_transform_script(kernel: KernelOp, nest: Nest) -> str:
     return "\n".join(lines)
 
 
+def _is_transform(origin: str) -> bool:
+    return origin in (
+        "graph.winograd_input_transform",
+        "graph.winograd_output_transform",
+    ) or origin.startswith("graph.fused(graph.winograd_output_transform")
+
+
 def winograd_scripts(module, name: str) -> list[str] | None:
     """The schedules of a Winograd transform kernel, best first; None for other kernels."""
     kernel = get_kernel(module, name)
@@ -139,9 +151,7 @@ def winograd_scripts(module, name: str) -> list[str] | None:
         return None
     if origin == "graph.winograd_input_transform":
         return [input_transform_script(kernel, nest)]
-    if origin.startswith("graph.fused(graph.winograd_output_transform") or origin == (
-        "graph.winograd_output_transform"
-    ):
+    if _is_transform(origin):
         try:
             return [output_transform_script(kernel, nest)]
         except ScheduleError:

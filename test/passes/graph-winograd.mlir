@@ -2,30 +2,30 @@
 // RUN: dlpc-opt %s -p 'graph-winograd{where=all}' | filecheck %s --check-prefix=ALL
 // RUN: dlpc-opt %s -p 'graph-winograd{where=none}' | filecheck %s --check-prefix=NONE
 
-// A 64 -> 64 stride-1 3x3 conv with a static weight and a bias: the cost rule's (64
-// channels or more): filter transform (its per-image reshape is folded with it when the
+// A 64 -> 64 stride-1 3x3 conv on 32x32 with a static weight and a bias: the cost
+// rule's (64 channels or more, 256 tiles or more): filter transform (its per-image reshape is folded with it when the
 // weights are bound), input transform (the padding as an attribute, read by bounds),
 // the 16 x N batched matmuls between two reshapes (views), and the output transform
 // taking the bias; the relu after it is untouched (graph-fuse fuses it).
 // CHECK-LABEL: func.func @pays
 // CHECK:         %[[U:.*]] = graph.winograd_filter_transform %w : (tensor<64x64x3x3xf32>) -> tensor<16x64x64xf32>
 // CHECK-NEXT:    %[[U1:.*]] = graph.reshape %[[U]] {shape = array<i64: 16, 1, 64, 64>} : (tensor<16x64x64xf32>) -> tensor<16x1x64x64xf32>
-// CHECK-NEXT:    %[[V:.*]] = graph.winograd_input_transform %x {pads = array<i64: 1, 1, 1, 1>} : (tensor<1x64x16x16xf32>) -> tensor<16x1x64x8x8xf32>
-// CHECK-NEXT:    %[[V2:.*]] = graph.reshape %[[V]] {shape = array<i64: 16, 1, 64, 64>} : (tensor<16x1x64x8x8xf32>) -> tensor<16x1x64x64xf32>
-// CHECK-NEXT:    %[[M:.*]] = graph.matmul %[[U1]], %[[V2]] : (tensor<16x1x64x64xf32>, tensor<16x1x64x64xf32>) -> tensor<16x1x64x64xf32>
-// CHECK-NEXT:    %[[M2:.*]] = graph.reshape %[[M]] {shape = array<i64: 16, 1, 64, 8, 8>} : (tensor<16x1x64x64xf32>) -> tensor<16x1x64x8x8xf32>
-// CHECK-NEXT:    %[[Y:.*]] = graph.winograd_output_transform %[[M2]], %b {output = array<i64: 16, 16>} : (tensor<16x1x64x8x8xf32>, tensor<64xf32>) -> tensor<1x64x16x16xf32>
+// CHECK-NEXT:    %[[V:.*]] = graph.winograd_input_transform %x {pads = array<i64: 1, 1, 1, 1>} : (tensor<1x64x32x32xf32>) -> tensor<16x1x64x16x16xf32>
+// CHECK-NEXT:    %[[V2:.*]] = graph.reshape %[[V]] {shape = array<i64: 16, 1, 64, 256>} : (tensor<16x1x64x16x16xf32>) -> tensor<16x1x64x256xf32>
+// CHECK-NEXT:    %[[M:.*]] = graph.matmul %[[U1]], %[[V2]] : (tensor<16x1x64x64xf32>, tensor<16x1x64x256xf32>) -> tensor<16x1x64x256xf32>
+// CHECK-NEXT:    %[[M2:.*]] = graph.reshape %[[M]] {shape = array<i64: 16, 1, 64, 16, 16>} : (tensor<16x1x64x256xf32>) -> tensor<16x1x64x16x16xf32>
+// CHECK-NEXT:    %[[Y:.*]] = graph.winograd_output_transform %[[M2]], %b {output = array<i64: 32, 32>} : (tensor<16x1x64x16x16xf32>, tensor<64xf32>) -> tensor<1x64x32x32xf32>
 // CHECK-NEXT:    graph.relu %[[Y]]
 // CHECK-NOT:     graph.conv2d
 // NONE-LABEL: func.func @pays
 // NONE-NOT:     winograd
 // NONE:         graph.conv2d
-func.func @pays(%x: tensor<1x64x16x16xf32>) -> tensor<1x64x16x16xf32> {
+func.func @pays(%x: tensor<1x64x32x32xf32>) -> tensor<1x64x32x32xf32> {
   %w = graph.param "w" : tensor<64x64x3x3xf32>
   %b = graph.param "b" : tensor<64xf32>
-  %c = graph.conv2d %x, %w, %b {pads = array<i64: 1, 1, 1, 1>} : (tensor<1x64x16x16xf32>, tensor<64x64x3x3xf32>, tensor<64xf32>) -> tensor<1x64x16x16xf32>
-  %r = graph.relu %c : (tensor<1x64x16x16xf32>) -> tensor<1x64x16x16xf32>
-  func.return %r : tensor<1x64x16x16xf32>
+  %c = graph.conv2d %x, %w, %b {pads = array<i64: 1, 1, 1, 1>} : (tensor<1x64x32x32xf32>, tensor<64x64x3x3xf32>, tensor<64xf32>) -> tensor<1x64x32x32xf32>
+  %r = graph.relu %c : (tensor<1x64x32x32xf32>) -> tensor<1x64x32x32xf32>
+  func.return %r : tensor<1x64x32x32xf32>
 }
 
 // resnet's 16 -> 16 conv (a weight rescaled by batch-norm folding: static, not a
@@ -49,17 +49,17 @@ func.func @below_rule(%x: tensor<2x16x8x6xf32>) -> tensor<2x16x7x5xf32> {
   func.return %c : tensor<2x16x7x5xf32>
 }
 
-// 32 -> 32: rewritten while V and M (16 x N x 32 x tiles each) fit in 1 MiB: on 16x16
-// at batch 1 (256 KiB), not on 32x32 at batch 8 (8 MiB).
-// CHECK-LABEL: func.func @in_cache
-// CHECK:         graph.winograd_output_transform %{{.*}} {output = array<i64: 16, 16>} : (tensor<16x1x32x8x8xf32>) -> tensor<1x32x16x16xf32>
-// CHECK:         graph.conv2d %y, %w {{.*}} -> tensor<8x32x32x32xf32>
+// Below the rule: 32 -> 32 on 32x32 (channels), 64 -> 64 on 16x16 (64 tiles).
+// CHECK-LABEL: func.func @small
 // CHECK-NOT:     winograd
-func.func @in_cache(%x: tensor<1x32x16x16xf32>, %y: tensor<8x32x32x32xf32>) -> (tensor<1x32x16x16xf32>, tensor<8x32x32x32xf32>) {
+// CHECK-COUNT-2: graph.conv2d
+// CHECK-NOT:     winograd
+func.func @small(%x: tensor<1x32x32x32xf32>, %y: tensor<1x64x16x16xf32>) -> (tensor<1x32x32x32xf32>, tensor<1x64x16x16xf32>) {
   %w = graph.param "w" : tensor<32x32x3x3xf32>
-  %c = graph.conv2d %x, %w {pads = array<i64: 1, 1, 1, 1>} : (tensor<1x32x16x16xf32>, tensor<32x32x3x3xf32>) -> tensor<1x32x16x16xf32>
-  %d = graph.conv2d %y, %w {pads = array<i64: 1, 1, 1, 1>} : (tensor<8x32x32x32xf32>, tensor<32x32x3x3xf32>) -> tensor<8x32x32x32xf32>
-  func.return %c, %d : tensor<1x32x16x16xf32>, tensor<8x32x32x32xf32>
+  %v = graph.param "v" : tensor<64x64x3x3xf32>
+  %c = graph.conv2d %x, %w {pads = array<i64: 1, 1, 1, 1>} : (tensor<1x32x32x32xf32>, tensor<32x32x3x3xf32>) -> tensor<1x32x32x32xf32>
+  %d = graph.conv2d %y, %v {pads = array<i64: 1, 1, 1, 1>} : (tensor<1x64x16x16xf32>, tensor<64x64x3x3xf32>) -> tensor<1x64x16x16xf32>
+  func.return %c, %d : tensor<1x32x32x32xf32>, tensor<1x64x16x16xf32>
 }
 
 // Never rewritten, even with where=all: stride 2, 1x1, depthwise (groups), 5x5,

@@ -183,13 +183,11 @@ def test_random_conv_c_matches_reference(tmp_path, n, c, o, h, w, pad):
 
 
 def test_rule_keeps_resnet_direct():
-    """The cost rule keeps resnet's 16-channel convs direct; its 32 -> 32 conv changes
-    at batch 1 (V and M in L2), not at batch 32."""
+    """The cost rule (64 channels, 32x32 outputs) keeps resnet's 16/32-channel convs
+    direct: Winograd did not pay on them (passes/graph/winograd.py)."""
     path = os.path.join(ROOT, "examples", "resnet.dlpc")
-    kernels = _check_c(dlpc.load(path), where="pays")
-    assert kernels.count('loop.kernel "winograd_input_transform') == 1
-    assert "conv2d_relu_1" in kernels and "conv2d_add_relu_2" in kernels
-    assert "winograd" not in _check_c(dlpc.load(path, batch=32), where="pays")
+    for batch in (1, 32):
+        assert "winograd" not in _check_c(dlpc.load(path, batch=batch), where="pays")
 
 
 # ----------------------------------------------------------------------- training
@@ -200,7 +198,7 @@ def test_training_step_is_not_rewritten(tmp_path):
     direct (here one the cost rule would take), and the step still trains."""
     from dlpc.train import Trainer
 
-    text = """model wtrain(x: f32[B, 64, 8, 8]) {
+    text = """model wtrain(x: f32[B, 64, 32, 32]) {
   param k: f32[64, 64, 3, 3] = kaiming(seed=7)
   param fc.weight: f32[10, 64] = kaiming(seed=8)
   param fc.bias: f32[10] = zeros()
@@ -208,13 +206,13 @@ def test_training_step_is_not_rewritten(tmp_path):
   return linear(reshape(global_avg_pool(h), shape=[B, 64]), fc.weight, fc.bias)
 }
 """
-    model = _model(tmp_path, "wtrain", text, 4)
+    model = _model(tmp_path, "wtrain", text, 2)
     inference = dlpc.compile(model, target="c", opt_level=3)
     assert "winograd" in str(inference.lowered)  # bound weights: the rule takes this conv
-    trainer = Trainer(model, batch_size=4, opt_level=3)
+    trainer = Trainer(model, batch_size=2, opt_level=3)
     assert "winograd" not in str(trainer.compiled.lowered)
     rng = np.random.default_rng(0)
-    x = rng.standard_normal((4, 64, 8, 8)).astype(np.float32)
-    y = rng.integers(0, 10, 4)
+    x = rng.standard_normal((2, 64, 32, 32)).astype(np.float32)
+    y = rng.integers(0, 10, 2)
     losses = [trainer.step(x, y) for _ in range(6)]
     assert losses[-1] < losses[0]
