@@ -63,7 +63,7 @@ WHERE = ("pays", "all", "none")
 # what wins on 1 AND 2 threads:
 MIN_CHANNELS = 64
 """Input and output channels: 64 -> 64 on 32x32 at batch 1, 381 vs 778 us on 1 thread,
-238 vs 351 us on 2; at batch 8, 10.2 vs 14.8 ms on 1 thread, even on 2. 32 -> 32 on
+238 vs 351 us on 2; at batch 8, 4.8 vs 6.8 ms on 1 thread, even on 2. 32 -> 32 on
 32x32 wins on 1 thread (118 vs 192 us) but loses on 2 (117 vs 98 us); resnet's 16 -> 16
 convs are even on 1 thread at batch 1 (41.5 and 47.2 vs 42.3 and 42.7 us) and lose
 otherwise (2.1x slower at batch 32)."""
