@@ -221,7 +221,7 @@ class OpenCLFunction(ModuleFunction):
         from xdsl.dialects.builtin import DenseIntOrFPElementsAttr
 
         from dlpc.backends.c import find_main, kernel_for, memref_info
-        from dlpc.backends.opencl import OpenCLEmitter
+        from dlpc.backends.opencl import OpenCLEmitter, views
         from dlpc.dialects.graph import numpy_dtype
         from dlpc.dialects.loop import KernelOp
 
@@ -232,7 +232,15 @@ class OpenCLFunction(ModuleFunction):
         self.fn = find_main(module)
         self.bind_signature(self.fn)
         emitter = OpenCLEmitter(module)
-        self.source = emitter.emit()
+        views(module)  # (emit takes the views too; a second run finds nothing to do)
+        aliases = reshape_aliases(self.fn)  # reshape kernels: the result is the operand
+        # on a device that runs every launch in the calling thread, consecutive kernels
+        # are one launch (`Chain`): about 1.5 us of PoCL and pyopencl less per kernel
+        serial = _cpu(self.device) and self.device.max_compute_units == 1
+        self.source = emitter.emit(kernel_runs(self.fn, aliases) if serial else None)
+        self.chains = emitter.chains
+        chain_of = {k: chain for chain in emitter.chains for k in chain.kernels}
+        chain_buffers: dict[tuple, Any] = {}
         try:
             self.program = cl.Program(self.ctx, self.source).build(options=BUILD_OPTIONS)
         except cl.Error as e:
@@ -297,8 +305,8 @@ class OpenCLFunction(ModuleFunction):
         # the host program: @main's ops in order, every buffer decided now
         free: dict[int, list] = {}  # size class -> device buffers no longer in use
         owners: dict[int, int] = {}  # id(intermediate buffer) -> memrefs living in it
-        aliases = reshape_aliases(self.fn)  # reshape kernels: the result is the operand
-        self.steps: list[tuple] = []
+        self.steps: list[tuple] = []  # what a call enqueues: kernels, chains, copies
+        self.kernel_steps: list[tuple] = []  # the same with every kernel its own launch
         self.kernel_ops: list = []
         self.aliased: list = []
         for op in self.fn.body.block.ops:
@@ -311,17 +319,28 @@ class OpenCLFunction(ModuleFunction):
             elif isinstance(op, KernelOp):
                 launch = emitter.launches[op]
                 kernel = cl.Kernel(self.program, launch.name)
-                kernel.set_args(
-                    *[
-                        relaid(v, launch.relayout[v]) if v in launch.relayout else buffers[v]
-                        for v in launch.args
-                    ]
-                )
+                kernel_args = [
+                    relaid(v, launch.relayout[v]) if v in launch.relayout else buffers[v]
+                    for v in launch.args
+                ]
+                kernel.set_args(*kernel_args)
                 local = launch.local_size
                 if local is None and cpu:
                     local = cpu_local_size(launch.global_size, device.max_compute_units)
-                self.steps.append(("kernel", kernel, launch.global_size, local, op.sym))
+                step = ("kernel", kernel, launch.global_size, local, op.sym)
+                self.kernel_steps.append(step)
                 self.kernel_ops.append(op)
+                chain = chain_of.get(op)
+                if chain is None:
+                    self.steps.append(step)
+                    continue
+                for v, buffer in zip(launch.args, kernel_args):
+                    chain_buffers[v, launch.relayout.get(v)] = buffer
+                if op is chain.kernels[-1]:  # the chain's launch, in its last kernel's place
+                    kernel = cl.Kernel(self.program, chain.name)
+                    kernel.set_args(*[chain_buffers[key] for key in chain.args])
+                    sym = f"chain of {', '.join(k.sym for k in chain.kernels)}"
+                    self.steps.append(("kernel", kernel, (1,), (1,), sym))
             elif isinstance(op, memref.AllocOp | memref.AllocaOp):
                 if any(op.memref is result for _, result in aliases.values()):
                     continue  # given its operand's buffer by the reshape
@@ -348,14 +367,15 @@ class OpenCLFunction(ModuleFunction):
                     owners[id(source)] += 1
             elif isinstance(op, memref.CopyOp):
                 if _nbytes(op.source):  # (a zero-byte copy is an OpenCL error)
-                    self.steps.append(
-                        ("copy", buffers[op.destination], buffers[op.source], _nbytes(op.source))
-                    )
+                    step = ("copy", buffers[op.destination], buffers[op.source], _nbytes(op.source))
+                    self.steps.append(step)
+                    self.kernel_steps.append(step)
             elif isinstance(op, arith.ConstantOp | func.ReturnOp):
                 continue
             else:
                 raise DlpcError(f"error: opencl backend: unsupported op '{op.name}' in @main")
-        self.num_launches = len(self.kernel_ops)  # per call (the aliased reshapes are free)
+        # per call (the aliased reshapes are free, a chain is one)
+        self.num_launches = sum(1 for step in self.steps if step[0] == "kernel")
         # the kernels' arguments hold no reference to their buffers: keep every one alive
         self.device_buffers = [
             *buffers.values(),
@@ -409,7 +429,7 @@ class OpenCLFunction(ModuleFunction):
     def __call__(self, *inputs, params=None) -> list[np.ndarray]:
         return self._call(self.queue, inputs, params)
 
-    def _call(self, queue, inputs, params, events=None) -> list[np.ndarray]:
+    def _call(self, queue, inputs, params, events=None, steps=None) -> list[np.ndarray]:
         bound = params is None and self.bound_params is not None
         arrays = self._convert(inputs, 0) if bound else self.arguments(inputs, params)
         outputs = self.empty_outputs()
@@ -419,14 +439,7 @@ class OpenCLFunction(ModuleFunction):
                 self._upload(queue, self.bound_params or [], self.num_inputs, blocking=True)
             self.params_resident = bound
             self._upload(queue, arrays, 0)
-            for step in self.steps:
-                if step[0] == "copy":
-                    _, dst, src, nbytes = step
-                    _cl().enqueue_copy(queue, dst, src, byte_count=nbytes)
-                    continue
-                event = self._launch(queue, step)
-                if events is not None:
-                    events.append(event)
+            self._enqueue(queue, self.steps if steps is None else steps, events)
             svm = self.svm_args
             for k, (out, buffer) in enumerate(zip(outputs, self.arg_buffers[first_output:])):
                 if out.nbytes and first_output + k not in svm:
@@ -449,16 +462,27 @@ class OpenCLFunction(ModuleFunction):
                 # (blocking: the transposed host array is a temporary)
                 _cl().enqueue_copy(queue, copy, np.ascontiguousarray(a.transpose(perm)))
 
-    def _launch(self, queue, step):
+    def _enqueue(self, queue, steps, events) -> None:
+        """Enqueue `steps` in order (kernel launches with their planned sizes, device
+        copies), the kernels' events appended to `events` when it is a list."""
         cl = _cl()
-        _, kernel, global_size, local_size, sym = step
+        launch, copy = cl.enqueue_nd_range_kernel, cl.enqueue_copy
+        step = steps[0] if steps else None
         try:
-            return cl.enqueue_nd_range_kernel(queue, kernel, global_size, local_size)
+            for step in steps:
+                if step[0] == "copy":
+                    copy(queue, step[1], step[2], byte_count=step[3])
+                    continue
+                event = launch(queue, step[1], step[2], step[3])
+                if events is not None:
+                    events.append(event)
         except cl.Error as e:  # (a device may allocate buffers when first used)
+            if step is None or step[0] == "copy":
+                raise
             code = e.what.code()
             oom = " (out of memory)" if code in OUT_OF_MEMORY else ""
             raise DlpcError(
-                f"error: opencl: kernel '{sym}' failed: {e.what.routine()} {code}{oom}"
+                f"error: opencl: kernel '{step[4]}' failed: {e.what.routine()} {code}{oom}"
             ) from None
 
     def profile_kernels(self, inputs, repeat: int = 20, warmup: int = 2):
@@ -468,13 +492,13 @@ class OpenCLFunction(ModuleFunction):
         cl = _cl()
         queue = cl.CommandQueue(self.ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
         for _ in range(warmup):
-            self._call(queue, inputs, None)
+            self._call(queue, inputs, None, steps=self.kernel_steps)
         per_kernel: list[list[float]] = [[] for _ in self.kernel_ops]
         calls = []
         for _ in range(max(repeat, 1)):
             events: list = []
             start = time.perf_counter()
-            self._call(queue, inputs, None, events)
+            self._call(queue, inputs, None, events, steps=self.kernel_steps)
             calls.append(time.perf_counter() - start)
             for k, event in enumerate(events):
                 per_kernel[k].append((event.profile.end - event.profile.start) * 1e-9)
@@ -519,6 +543,22 @@ def cpu_local_size(global_size: tuple[int, ...], units: int) -> tuple[int, ...]:
         local.append(g // split)
         groups *= split
     return tuple(local)
+
+
+def kernel_runs(fn, aliases) -> list[list]:
+    """The runs of consecutive kernels of @main `fn` (no `memref.copy` between them; the
+    reshape kernels in `aliases` are no launch and left out), of two kernels or more."""
+    from xdsl.dialects import memref
+
+    from dlpc.dialects.loop import KernelOp
+
+    runs: list[list] = [[]]
+    for op in fn.body.block.ops:
+        if isinstance(op, KernelOp) and op not in aliases:
+            runs[-1].append(op)
+        elif isinstance(op, memref.CopyOp):
+            runs.append([])
+    return [run for run in runs if len(run) > 1]
 
 
 def reshape_aliases(fn) -> dict:

@@ -31,7 +31,7 @@ def test_example_matches_reference(name):
     (ref,) = dlpc.api.reference(model, inputs)
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5 * max(1.0, float(np.abs(ref).max())))
     kernels = [k for k in module.walk() if isinstance(k, KernelOp)]
-    assert f.source.count("__kernel void") == len(kernels)
+    assert f.source.count("__kernel void") == len(kernels) + len(f.chains)
 
 
 def test_local_cache_stage_runs():
@@ -200,7 +200,8 @@ def test_resident_params_and_explicit_params():
     other = {k: np.zeros_like(a) for k, a in dlpc.api.check_weights(model).items()}
     np.testing.assert_array_equal(f(x, params=other)[0], np.zeros_like(ref))
     np.testing.assert_allclose(f(x)[0], ref, **tol)
-    assert f.num_launches == 3
+    assert len(f.kernel_ops) == 3
+    assert f.num_launches == (1 if f.chains else 3)  # (one chain on a serial device)
 
 
 def test_profile_rows():
@@ -285,7 +286,7 @@ def test_reshape_kernel_is_an_alias_unless_its_operand_changes(later):
     aliased = [k.sym for k in reshape_aliases(find_main(module))]
     assert aliased == ([] if later else ["reshape_1"])
     f = compile_opencl(module, name="reshape")
-    assert f.num_launches == (4 if later else 2)
+    assert len(f.kernel_ops) == (4 if later else 2)  # kernels launched (or chained)
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     outputs = f(x)
     np.testing.assert_array_equal(outputs[0], (-x).reshape(3, 2))
@@ -411,7 +412,7 @@ def test_copy_kernels_become_views():
     assert copies
     f = compile_opencl(module, name="transformer")
     after = [k for k in module.walk() if isinstance(k, KernelOp)]
-    assert f.num_launches == len(after) - len(f.aliased) < len(before)
+    assert len(f.kernel_ops) == len(after) - len(f.aliased) < len(before)
     assert not [k for k in after if k.origin is not None and k.origin.data == "graph.transpose"]
 
 
@@ -714,3 +715,95 @@ def test_small_models_run_on_the_serial_cpu_device_and_large_ones_on_the_paralle
     assert opencl_rt.estimate_seconds([KernelCost("k", "", flops, 0)]) > (
         opencl_rt.PARALLEL_SECONDS
     )
+
+
+def test_a_serial_device_runs_consecutive_kernels_as_one_launch():
+    """On a device whose launches run in the calling thread (PoCL basic) the kernels
+    between two copies are one chain launch (`backends.opencl.Chain`): the examples'
+    kernels are one launch per call and compute what numpy does; the profile still
+    times each kernel on its own launch."""
+    from dlpc.backends.runtime import opencl_rt
+
+    serial = opencl_rt.serial_device()
+    if serial is None:
+        pytest.skip("the OpenCL platform has no serial CPU device beside a parallel one")
+    for name in ("lenet", "transformer"):
+        model = dlpc.load(ROOT / "examples" / f"{name}.dlpc")
+        module = pipeline.lower(model.module.clone(), "loop", pipeline.PipelineOptions())
+        f = opencl_rt.OpenCLFunction(module, name=name, device=serial)
+        assert [c.kernels for c in f.chains] == [f.kernel_ops]
+        assert f.num_launches == 1 < len(f.kernel_ops)
+        assert f.source.count("__kernel void kernel_chain(") == 1
+        inputs, weights = dlpc.api.random_inputs(model), dlpc.api.check_weights(model)
+        (out,) = f(*inputs, params=weights)
+        (ref,) = dlpc.api.reference(model, inputs)
+        tol = 1e-5 * max(1.0, float(np.abs(ref).max()))
+        np.testing.assert_allclose(out, ref, rtol=1e-4, atol=tol)
+        f.bind_params(weights)
+        seconds, _ = f.profile_kernels(inputs, repeat=2, warmup=1)
+        assert len(seconds) == len(f.kernel_ops) and all(t > 0 for t in seconds)
+    parallel = opencl_rt.default_device()
+    model = dlpc.load(ROOT / "examples" / "lenet.dlpc")
+    module = pipeline.lower(model.module.clone(), "loop", pipeline.PipelineOptions())
+    f = opencl_rt.OpenCLFunction(module, name="lenet", device=parallel)
+    assert not f.chains and f.num_launches == len(f.kernel_ops)
+
+
+CHAINED = """
+func.func @main(%x: memref<8xf32>, %y: memref<8xf32>)
+    attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  %a = memref.alloc() : memref<8xf32>
+  %b = memref.alloc() : memref<8xf32>
+  KERNEL(neg_0, x, a, negf)
+  KERNEL(neg_1, a, b, negf)
+  "memref.copy"(%b, %a) : (memref<8xf32>, memref<8xf32>) -> ()
+  KERNEL(twice_2, a, b, twice)
+  KERNEL(twice_3, b, y, twice)
+  memref.dealloc %a : memref<8xf32>
+  memref.dealloc %b : memref<8xf32>
+  func.return
+}
+"""
+
+
+def _chained_kernel(match) -> str:
+    name, src, dst, op = (part.strip() for part in match.group(1).split(","))
+    value = "%w = arith.negf %v : f32" if op == "negf" else "%w = arith.addf %v, %v : f32"
+    return f"""loop.kernel "{name}" {{
+    loop.for %i = 0 to 8 step 1 {{name = "i0", parallel}} {{
+      %v = memref.load %{src}[%i] : memref<8xf32>
+      {value}
+      memref.store %w, %{dst}[%i] : memref<8xf32>
+    }}
+  }}"""
+
+
+def test_a_chain_is_cut_at_copies_and_at_kernels_with_local_stages():
+    """`kernel_runs` ends a run at a `memref.copy` (two chains of two kernels, the copy
+    between them, the same result as kernel by kernel); a kernel with `__local` stages
+    gets no body and is in no chain."""
+    import re
+
+    from dlpc.backends.c import find_main
+    from dlpc.backends.opencl import OpenCLEmitter
+    from dlpc.backends.runtime import opencl_rt
+
+    module = pipeline.parse_module(re.sub(r"KERNEL\(([^)]*)\)", _chained_kernel, CHAINED))
+    kernels = [k for k in module.walk() if isinstance(k, KernelOp)]
+    assert opencl_rt.kernel_runs(find_main(module), {}) == [kernels[:2], kernels[2:]]
+    x = np.arange(8, dtype=np.float32) - 3
+    serial = opencl_rt.serial_device()
+    if serial is not None:
+        f = opencl_rt.OpenCLFunction(module, name="chained", device=serial)
+        assert [c.kernels for c in f.chains] == [kernels[:2], kernels[2:]]
+        assert f.num_launches == 2
+        np.testing.assert_array_equal(f(x)[0], 4 * x)
+    g = opencl_rt.OpenCLFunction(module, name="chained", device=opencl_rt.default_device())
+    np.testing.assert_array_equal(g(x)[0], 4 * x)
+
+    local = (ROOT / "test" / "e2e" / "emit-opencl-local.mlir").read_text()
+    module = pipeline.parse_module(local)
+    (staged,) = [k for k in module.walk() if isinstance(k, KernelOp)]
+    emitter = OpenCLEmitter(module)
+    emitter.emit([[staged, staged]])
+    assert not emitter.chains and not emitter.bodies
