@@ -448,6 +448,71 @@ def _conv2d(b, op, g, want):
     return grads
 
 
+# ------------------------------------------------- Winograd F(2x2, 3x3) (graph-winograd)
+# Each transform is linear: y = K x over one index (the 16 points t = 4a + b) with
+# K = kron(M, M) of the 1-D transform M; its adjoint is K^T applied the same way (one
+# matmul with a constant), plus the tiles' placement (input) or cropping (output).
+
+_G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]])
+_BT = np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]])
+_AT = np.array([[1, 1, 1, 0], [0, 1, -1, -1]])
+
+
+def _points_adjoint(b: Builder, kron: np.ndarray, g: SSAValue, out_lead: int) -> SSAValue:
+    """kron^T @ g over g's first dim (kron: [rows, cols]; g: [rows, ...]) as
+    [cols, ...]."""
+    rest = shape(g)[1:]
+    flat = reshape(b, g, (kron.shape[0], math.prod(rest)))
+    k = b.const(kron.T.astype(np.float32), graph.element_type_of(g))
+    return reshape(b, b.op(graph.MatMulOp, k, flat), (out_lead, *rest))
+
+
+@rule("winograd_filter_transform")
+def _winograd_filter_transform(b, op, g, want):
+    # U[t, o, c] = sum_k kron(G, G)[t, k] w[o, c, k]  ->  dw = kron(G, G)^T dU
+    o, c = shape(op.operands[0])[:2]
+    dw = _points_adjoint(b, np.kron(_G, _G), g, 9)  # [9, O, C]
+    return [reshape(b, transpose(b, dw, (1, 2, 0)), (o, c, 3, 3)) if want[0] else None]
+
+
+@rule("winograd_input_transform")
+def _winograd_input_transform(b, op, g, want):
+    # V[t, n, c, th, tw] = sum_ij kron(B^T, B^T)[t, 4i + j] xpad[n, c, 2 th + i, 2 tw + j]:
+    # dx sums, for every (i, j), the tiles' adjoint placed at rows 2 th + i - top and
+    # columns 2 tw + j - left (the padding and rows beyond the input dropped)
+    if not want[0]:
+        return [None]
+    _, _, h, wd = shape(op.operands[0])
+    top, left, _, _ = graph._pads(op.attr("pads"))
+    rest = shape(g)[1:]
+    dd = _points_adjoint(b, np.kron(_BT, _BT), g, 16)  # [16, N, C, th, tw]
+    parts = []
+    for i in range(4):
+        for j in range(4):
+            k = 4 * i + j
+            part = reshape(b, slice_axes(b, dd, [0], [k], [k + 1]), rest)
+            part = place(b, part, 2, i - top, 2, h)
+            parts.append(place(b, part, 3, j - left, 2, wd))
+    return [add_all(b, parts)]
+
+
+@rule("winograd_output_transform")
+def _winograd_output_transform(b, op, g, want):
+    # y[n, o, 2 th + a, 2 tw + b] = sum_ij kron(A^T, A^T)[2a + b, 4i + j] m[4i + j, ...]
+    # (+ bias[o]), cropped: dm = kron(A^T, A^T)^T of dy's tiles (zero beyond the crop)
+    _, n, o, th, tw = shape(op.operands[0])
+    grads: Grads = [None] * len(op.operands)
+    if want[0]:
+        oh, ow = shape(g)[2:]
+        full = pad(b, g, [0, 0, 0, 0], [0, 0, 2 * th - oh, 2 * tw - ow])
+        tiles = reshape(b, full, (n, o, th, 2, tw, 2))
+        tiles = reshape(b, transpose(b, tiles, (3, 5, 0, 1, 2, 4)), (4, n, o, th, tw))
+        grads[0] = _points_adjoint(b, np.kron(_AT, _AT), tiles, 16)
+    if len(op.operands) == 2 and want[1]:
+        grads[1] = b.sum(g, [0, 2, 3])
+    return grads
+
+
 def _window_index(kernel, strides, dilations, out_hw, wp: int) -> np.ndarray:
     """[kh*kw, oh*ow]: the flat padded-input cell each (offset, output) pair reads."""
     (kh, kw), (sh, sw), (dh, dw), (oh, ow) = kernel, strides, dilations, out_hw

@@ -67,6 +67,33 @@ def _t_conv2d(op, x, w, b=None):
     )
 
 
+_WG = torch.tensor([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], dtype=torch.float64)
+_WBT = torch.tensor(
+    [[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], dtype=torch.float64
+)
+_WAT = torch.tensor([[1, 1, 1, 0], [0, 1, -1, -1]], dtype=torch.float64)
+
+
+def _t_winograd_filter(op, w):
+    return torch.einsum("ai,ocij,bj->aboc", _WG, w, _WG).reshape(16, *w.shape[:2])
+
+
+def _t_winograd_input(op, x):
+    top, left, bottom, right = graph._pads(op.attr("pads"))
+    th, tw = graph.shape_of(op.results[0])[3:]
+    xp = F.pad(x, (left, 2 * tw + 2 - x.shape[3] - left, top, 2 * th + 2 - x.shape[2] - top))
+    d = xp.unfold(2, 4, 2).unfold(3, 4, 2)  # [N, C, th, tw, 4, 4]
+    return torch.einsum("ai,ncstij,bj->abncst", _WBT, d, _WBT).reshape(16, *d.shape[:4])
+
+
+def _t_winograd_output(op, m, b=None):
+    _, n, o, th, tw = m.shape
+    oh, ow = op.attr("output")
+    y = torch.einsum("ai,ijnost,bj->nosatb", _WAT, m.reshape(4, 4, n, o, th, tw), _WAT)
+    y = y.reshape(n, o, 2 * th, 2 * tw)[:, :, :oh, :ow]
+    return y if b is None else y + b.reshape(1, o, 1, 1)
+
+
 def _t_pool_input(op, x, value):
     """x padded by the pads plus what the last (ceil-mode) window reads."""
     (kh, kw), (sh, sw) = graph._pair(op.attr("kernel"), "kernel"), op.strides()
@@ -171,6 +198,9 @@ TORCH: dict[str, Callable] = {
     "graph.matmul": _t_matmul,
     "graph.linear": lambda op, x, w, b=None: F.linear(x, w, None if b is None else b.reshape(-1)),
     "graph.conv2d": _t_conv2d,
+    "graph.winograd_filter_transform": _t_winograd_filter,
+    "graph.winograd_input_transform": _t_winograd_input,
+    "graph.winograd_output_transform": _t_winograd_output,
     "graph.max_pool2d": _t_max_pool,
     "graph.avg_pool2d": _t_avg_pool,
     "graph.global_avg_pool": lambda op, x: x.mean((2, 3), keepdim=True),
@@ -339,6 +369,18 @@ CASES = [
     Case("linear_nobias_1d", op(graph.LinearOp), [((5,), "f"), ((4, 5), "f")]),
     Case("linear_bias_1xN", op(graph.LinearOp), [((3, 5), "f"), ((4, 5), "f"), ((1, 4), "f")]),
     Case("conv2d", op(graph.Conv2DOp), [((2, 3, 6, 5), "f"), ((4, 3, 3, 3), "f"), ((4,), "f")]),
+    Case("winograd_filter", op(graph.WinogradFilterTransformOp), [((4, 3, 3, 3), "f")]),
+    Case(
+        "winograd_input_pad",  # odd output (5x4): rows/columns beyond the input dropped
+        op(graph.WinogradInputTransformOp, pads=[1, 0, 1, 1]),
+        [((2, 3, 5, 5), "f")],
+    ),
+    Case("winograd_input", op(graph.WinogradInputTransformOp), [((1, 2, 6, 8), "f")]),
+    Case(
+        "winograd_output_crop",
+        op(graph.WinogradOutputTransformOp, output=[5, 3]),
+        [((16, 2, 3, 3, 2), "f"), ((3,), "f")],
+    ),
     Case(
         "conv2d_stride_pad_dilation",
         op(graph.Conv2DOp, strides=[2, 3], pads=[1, 0, 2, 1], dilations=[2, 1]),
