@@ -73,7 +73,7 @@ GRAPH_PASSES_BY_LEVEL: dict[int, tuple[str, ...]] = {
         "graph-fold-constants",
         FOLD_PARAMS,
         "graph-layout",
-        "graph-winograd",  # where it pays; needs the weights bound (see `lower`)
+        "graph-winograd",  # where it pays; weights bound, target c (see `lower`)
         "graph-fuse",
         FOLD_PARAMS,
     ),
@@ -256,9 +256,10 @@ def lower(
         options.checker.start(module, weights)
     level_options = GRAPH_PASS_OPTIONS_BY_LEVEL.get(options.opt_level, {})
     for name in GRAPH_PASSES_BY_LEVEL[options.opt_level]:
-        if name == "graph-winograd" and weights is None:
-            # weights not folded (a training step's change every call): Winograd would
-            # transform the filter on every call, and graph-winograd only pays on folded ones
+        if name == "graph-winograd" and (weights is None or not options.schedule):
+            # only with the weights folded (a training step's change every call: the filter
+            # would be transformed on every call) and for the CPU schedules its cost rule
+            # was measured with (loop-to-dlp cannot tile its output transform's reads)
             continue
         if name != FOLD_PARAMS:  # shapes first, then -O graph rewrites
             fixed = {**level_options.get(name, {}), **options.extra.get(name, {})}

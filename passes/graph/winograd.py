@@ -30,7 +30,8 @@ A 2x2 output tile costs 16 multiply-adds per (input, output) channel pair instea
 
 Eligible: `groups = 1`, stride 1, dilation 1, an OIHW 3x3 f32 weight that depends only
 on params and constants (never a training step's weights: dlpc's pipeline runs this pass
-only when the weights are bound and folded, see passes/pipeline.py), NCHW. Which eligible
+only when the weights are bound and folded, and for the C target, see passes/pipeline.py),
+NCHW. Which eligible
 convs change is the option `where`: `all`, `none`, or `pays` (the default) for the convs
 of the cost rule below.
 
