@@ -387,6 +387,31 @@ def _shares_loads(inner: ForOp, loop: ForOp) -> bool:
     return False
 
 
+#: inner lanes as wide as two 8-float registers (a `float16`), when the mapped lanes stay
+#: few (at most `WIDE_MAPPED`) and the body has no vector math: lenet's second conv at
+#: batch 32 (16 output channels as the vector, 5 rows mapped) 365 -> 138 us, its linears
+#: 62 -> 36 and 23 -> 15 us (PoCL basic, profiling events). With more mapped lanes (8
+#: channels x 16 columns of resnet's convs) fewer channels fit: resnet at batch 1
+#: 256 -> 434 us of kernels, so those keep 8
+WIDE_LANES = 16
+WIDE_MAPPED = 5
+
+
+def _wide_inner(
+    inner: ForOp | None, lanes: dict[ForOp, int], middle: ForOp | None, last: ForOp
+) -> bool:
+    """Do `inner`'s 8 lanes widen to `WIDE_LANES` (see there)?"""
+    if inner is None or lanes.get(inner) != 8:
+        return False
+    if middle is not None and MAX_LANES // (8 * lanes.get(last, 1)) > 1:
+        return False  # (the middle loop takes lanes: the attention's rows)
+    if _steps(inner.trip_count, WIDE_LANES) not in (1, 2, 4, 5, 6):
+        return False
+    if lanes.get(last, 1) * WIDE_LANES > WIDE_MAPPED * WIDE_LANES:
+        return False
+    return not any(op.name in VECTOR_MATH for op in last.walk())
+
+
 def plan_lanes(
     nest: list[ForOp], dims: list[ForOp], no_inner: bool = False
 ) -> tuple[dict[ForOp, int], dict[ForOp, list[tuple[SSAValue, str]]]]:
@@ -425,6 +450,8 @@ def plan_lanes(
     u = next((u for u in fits if u <= budget), 1)
     if u > 1:
         lanes[last] = u
+    if inner is not None and _wide_inner(inner, lanes, middle, last):
+        lanes[inner] = WIDE_LANES
     budget = MAX_LANES // math.prod(lanes.values())
     if middle is not None and budget > 1:
         fit = (u for u in INNER_LANES if u <= budget)

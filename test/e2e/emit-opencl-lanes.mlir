@@ -2,11 +2,12 @@
 
 // Register blocking (backends/opencl.py `plan_lanes`): a work-item computes 8, 4 or 2
 // iterations of the last NDRange loop, leaving at least 2 work-items (4 of mix_0's 8) and the innermost independent loop below it is
-// written as lanes (8, or 4 where 8 would leave it 3 steps), unrolled and
-// jammed into the reduction: a load that does not vary
+// written as lanes (8, or 4 where 8 would leave it 3 steps; 16, a float16, where at
+// most 5 mapped lanes and no middle lanes would take the rest: `WIDE_LANES`, mix_0's
+// 4 x 16), unrolled and jammed into the reduction: a load that does not vary
 // with a laned loop is written once for its lanes, every lane has its own accumulator.
 // f32 arithmetic and 0-d accumulators varying with the innermost independent laned loop
-// are OpenCL vectors of its lanes (`plan_vector`: mix_0's float8 accumulators), lane k
+// are OpenCL vectors of its lanes (`plan_vector`: mix_0's float16 accumulators), lane k
 // read as `.sk`; loads and stores of global buffers stay per lane. A product used only
 // by a sum is written inside it (`contracted`): OpenCL's FP_CONTRACT makes them one fma.
 // An innermost reduction updating a 0-d accumulator sums in partials (one per lane),
@@ -15,21 +16,21 @@
 
 // CHECK-LABEL: /* kernel "mix_0": global (2), local (-) */
 // CHECK: const long v_i0 = 4 * (long)get_global_id(0);
-// CHECK-NEXT: for (long v_i1 = 0; v_i1 < 16; v_i1 += 8) {
-// CHECK: float8 v_acc_4;
-// CHECK: v_acc_4 = (float8)(0.0f);
+// CHECK-NEXT: const long v_i1 = 0;
+// CHECK: float16 v_acc_4;
+// CHECK: v_acc_4 = (float16)(0.0f);
 // CHECK: for (long v_r0 = 0; v_r0 < 2; v_r0++) {
 // CHECK-NEXT: const float v_a = v_x[v_r0 * 16 + v_i1];
-// CHECK: const float v_a_8 = v_x[v_r0 * 16 + (v_i1 + 7)];
+// CHECK: const float v_a_16 = v_x[v_r0 * 16 + (v_i1 + 15)];
 // CHECK-NEXT: const float v_b = v_w[v_i0 * 2 + v_r0];
 // CHECK-NEXT: const float v_b_2 = v_w[(v_i0 + 1) * 2 + v_r0];
 // CHECK-NOT: v_x[
 // CHECK-NOT: v_p
-// CHECK: const float8 v_o_4 = v_acc_4;
-// CHECK: const float8 v_q_4 = v_o_4 + ((float8)(v_a, v_a_2, v_a_3, v_a_4, v_a_5, v_a_6, v_a_7, v_a_8) * (float8)(v_b_4));
+// CHECK: const float16 v_o_4 = v_acc_4;
+// CHECK: const float16 v_q_4 = v_o_4 + ((float16)(v_a, v_a_2, v_a_3, v_a_4, v_a_5, v_a_6, v_a_7, v_a_8, v_a_9, v_a_10, v_a_11, v_a_12, v_a_13, v_a_14, v_a_15, v_a_16) * (float16)(v_b_4));
 // CHECK: v_acc_4 = v_q_4;
 // CHECK-NEXT: }
-// CHECK: v_y[(v_i0 + 3) * 16 + (v_i1 + 7)] = v_t_4.s7;
+// CHECK: v_y[(v_i0 + 3) * 16 + (v_i1 + 15)] = v_t_4.sF;
 
 // CHECK-LABEL: /* kernel "rowmax_1": global (7), local (-) */
 // CHECK: const long v_i0 = (long)get_global_id(0);
