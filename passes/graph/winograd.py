@@ -65,9 +65,9 @@ WHERE = ("pays", "all", "none")
 MIN_CHANNELS = 64
 """Input and output channels: 64 -> 64 on 32x32 at batch 1, 381 vs 778 us on 1 thread,
 238 vs 351 us on 2; at batch 8, 4.8 vs 6.8 ms on 1 thread, even on 2. 32 -> 32 on
-32x32 wins on 1 thread (118 vs 192 us) but loses on 2 (117 vs 98 us); resnet's 16 -> 16
-convs are even on 1 thread at batch 1 (41.5 and 47.2 vs 42.3 and 42.7 us) and lose
-otherwise (2.1x slower at batch 32)."""
+32x32 wins on 1 thread (118 vs 192 us) but loses on 2 (117 vs 98 us); resnet's 16- and
+32-channel convs win on 1 thread at batch 1 (39.6, 41.2, 33.7 vs 42.3, 43.1, 43.7 us) but
+lose on 2 threads (105 vs 32 us) and at batch 32 (2568 vs 1396 us)."""
 MIN_TILES = 256
 """2x2 output tiles per image (a 32x32 output): 64 -> 64 on 16x16 and 8x8 wins on one
 thread (118 vs 172, 42 vs 66 us) but loses on two (174 vs 96, 70 vs 39 us)."""
