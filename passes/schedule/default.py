@@ -25,14 +25,15 @@ is left as te-to-loop made it).  Guarantees: numerics unchanged; each kernel get
   the tile in `cb * ceil(W/16)` zmm registers. The input is staged: a stride-1 padded
   input as a padded copy (`cache_read` of a padded read: border filled, interior copied
   unguarded), a strided one as phase planes (`cache_read ... deinterleave`: the strided
-  columns split so the row reads them with unit stride; per block of rows inside the
-  parallel loop at batch 1), a 1x1 strided one as im2col rows; an unpadded stride-1
-  input is read directly. Output rows, or (image, row) with a batch, are parallel; a
-  batch that splits evenly over the threads stages each image inside the parallel image
-  loop. Depthwise: NCHW planes staged per (image, channel) inside the parallel loop,
-  rows x the row in registers; NHWC vectorized over the channels. NHWC convs
-  (`nhwc_conv_tile_script`): columns x channel vectors in registers, the weight packed
-  once. Convs under CONV_PARALLEL_MACS stay serial. The templates below are fallbacks;
+  columns split so the row reads them with unit stride), a 1x1 strided one as im2col
+  rows; an unpadded stride-1 input is read directly. Output rows, or (image, row) with
+  a batch, are parallel; the input is staged inside the parallel loop by each thread
+  for its own work when the rows (one image) or the images split evenly over the
+  threads: per block of rows, per image, or per block of images. Depthwise: NCHW planes
+  staged per (image, channel) inside the parallel loop, rows x the row in registers;
+  NHWC vectorized over the channels. NHWC convs (`nhwc_conv_tile_script`): columns x
+  channel vectors in registers, the weight packed once, the padded input staged as for
+  NCHW. Convs under CONV_PARALLEL_MACS stay serial. The templates below are fallbacks;
 - im2col rows (`conv_script`, a fallback, and pooling): the input a row of outputs needs is
   packed once per output row (`cache_read ... pack`, padding resolved in the packing),
   so the vectorized row reads it with unit stride; output channels blocked by 4 and
