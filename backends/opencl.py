@@ -1154,6 +1154,38 @@ class Chain:
     name: str
     kernels: list[KernelOp]
     args: list[tuple[SSAValue, tuple[int, ...] | None]]
+    # work-groups of one work-item each (`batch_split`): group g runs its share of
+    # every member's first NDRange dimension (images g * B / parts ...), 1: the whole
+    parts: int = 1
+
+
+def batch_split(
+    kernel: KernelOp, launch: Launch, parts: int, resident: set[SSAValue]
+) -> int | None:
+    """The batch B when `parts` work-groups can each run their range of images of this
+    kernel with no other group's data: its first NDRange dimension is a loop from 0 by 1
+    over B iterations, its work-items (B / lanes) split evenly into `parts`, and every
+    buffer it loads or stores that is not resident (parameters, globals: read only) has
+    B as its first dimension and that loop's variable as its first index. Then a chain
+    of such kernels with the same B needs no barrier: group g writes and reads images
+    g * B / parts ... only. Else None."""
+    if not launch.mapped or launch.local_size is not None or launch.shared:
+        return None
+    first = next((lp for lp, e in launch.mapped.items() if e == "get_global_id(0)"), None)
+    if first is None or first.lower != 0 or first.stride != 1:
+        return None
+    batch = first.trip_count
+    if batch % parts or launch.global_size[0] % parts:
+        return None
+    iv = first.induction_var
+    for op in kernel.walk():
+        if not isinstance(op, memref.LoadOp | memref.StoreOp):
+            continue
+        if defined_inside(op.memref, kernel) or op.memref in resident:
+            continue
+        if shape_of(op.memref)[:1] != (batch,) or not op.indices or op.indices[0] is not iv:
+            return None
+    return batch
 
 
 #: a chain's parameters at most (OpenCL guarantees 1024 bytes of kernel arguments: 128
@@ -1172,8 +1204,10 @@ class OpenCLEmitter:
         # name, its parameters' types, (buffer, permutation) per parameter)
         self.bodies: dict[KernelOp, tuple[str, list[str], list]] = {}
         self.chains: list[Chain] = []
+        self.groups = 1
+        self.batches: dict[KernelOp, int] = {}  # chained kernels' batch (`batch_split`)
 
-    def emit(self, chains: list[list[KernelOp]] | None = None) -> str:
+    def emit(self, chains: list[list[KernelOp]] | None = None, parts: int = 1) -> str:
         """The program. `chains`: runs of consecutive kernels of @main (no copy between
         them) that the runtime launches as one (`Chain`): on a device where every
         launch runs in the calling thread (PoCL's basic driver) a launch costs about
@@ -1181,7 +1215,12 @@ class OpenCLEmitter:
         (transformer at batch 1: 16 launches, about 20 us of kernels). Each member is
         written once, as a body function taking its work-item ids, called by its own
         `__kernel` (get_global_id) and by the chain's (loops over the NDRange). Kernels
-        with `__local` stages stay out of chains."""
+        with `__local` stages stay out of chains. `parts` > 1 (a device with that many
+        compute units): only kernels that `batch_split` into `parts` images ranges are
+        chained, and the chain runs as `parts` work-groups, each its range of images
+        through every member with no barrier between them (one hand-off to PoCL
+        pthread's workers a call instead of one a kernel)."""
+        self.groups = parts
         views(self.module)
         main = cbe.find_main(self.module)
         self.resident = resident_values(self.module)
@@ -1204,7 +1243,8 @@ class OpenCLEmitter:
             if k is not None and k in self.bodies:
                 _, types, keys = self.bodies[k]
                 new = {key for key in keys if key not in args}
-                if len(args) + len(new) <= MAX_CHAIN_ARGS:
+                same = not piece or self.batches.get(k) == self.batches.get(piece[0])
+                if len(args) + len(new) <= MAX_CHAIN_ARGS and same:
                     piece.append(k)
                     for key, t in zip(keys, types):
                         # (written by any member: not const)
@@ -1226,23 +1266,34 @@ class OpenCLEmitter:
             arg_name[v, perm] = names.fresh(v.name_hint, "arg")
             params.append(f"__global {t} *{arg_name[v, perm]}")  # (no restrict: may alias)
         lines = []
+        part = names.fresh("part")
+        if self.groups > 1:
+            lines.append(f"  const long {part} = (long)get_global_id(0);")
         for k in kernels:
             body, _, keys = self.bodies[k]
             sizes = self.launches[k].global_size if self.launches[k].mapped else ()
             ids = [names.fresh(f"id{d}") for d in range(len(sizes))]
             indent = "  "
-            for iv, n in zip(ids, sizes):
-                lines.append(f"{indent}for (long {iv} = 0; {iv} < {n}; {iv}++)")
+            for d, (iv, n) in enumerate(zip(ids, sizes)):
+                first, last = "0", str(n)
+                if d == 0 and self.groups > 1:  # this group's images
+                    share = n // self.groups
+                    first, last = f"{part} * {share}", f"({part} + 1) * {share}"
+                lines.append(f"{indent}for (long {iv} = {first}; {iv} < {last}; {iv}++)")
                 indent += "  "
             call_args = [arg_name[key] for key in keys] + ids
             lines.append(f"{indent}{body}({', '.join(call_args)});")
-        note = "chain of kernels " + ", ".join(k.sym for k in kernels) + ": global (1), local (1)"
+        note = (
+            "chain of kernels "
+            + ", ".join(k.sym for k in kernels)
+            + f": global ({self.groups}), local (1)"
+        )
         self.parts.append(
             f"{c_comment(note)}\n__kernel void {name}({', '.join(params)})\n{{\n"
             + "\n".join(lines)
             + "\n}\n"
         )
-        self.chains.append(Chain(name, kernels, list(args)))
+        self.chains.append(Chain(name, kernels, list(args), self.groups))
 
     def kernel(self, k: KernelOp, chained: bool = False) -> None:
         fname = self.top.fresh(k.sym, kind="kernel")
@@ -1251,6 +1302,11 @@ class OpenCLEmitter:
         free, stored = cbe.kernel_uses(k)
         w = KernelWriter(self, Scope(self.top.used), f"kernel '{k.sym}'", launch)
         bodied = chained and launch.local_size is None and not launch.shared
+        if bodied and self.groups > 1:
+            batch = batch_split(k, launch, self.groups, self.resident)
+            bodied = batch is not None
+            if batch is not None:
+                self.batches[k] = batch
         ids: list[str] = []
         if bodied:  # the work-item ids are the body's parameters
             dims = len(launch.global_size) if launch.mapped else 0

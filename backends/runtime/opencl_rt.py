@@ -236,9 +236,14 @@ class OpenCLFunction(ModuleFunction):
         aliases = reshape_aliases(self.fn)  # reshape kernels: the result is the operand
         # on a device that runs every launch in the calling thread, consecutive kernels
         # are one launch (`Chain`): about 1.5 us of PoCL and pyopencl less per kernel
-        serial = _cpu(self.device) and self.device.max_compute_units == 1
-        self.source = emitter.emit(kernel_runs(self.fn, aliases) if serial else None)
+        # on a device with several compute units, consecutive kernels that split by
+        # images (`batch_split`) are one launch of a work-group per unit: one hand-off to
+        # PoCL pthread's sleeping workers a call instead of one a kernel
+        units = self.device.max_compute_units if _cpu(self.device) else 0
+        runs = kernel_runs(self.fn, aliases) if units else None
+        self.source = emitter.emit(runs, parts=units if units > 1 else 1)
         self.chains = emitter.chains
+        split = any(chain.parts > 1 for chain in self.chains)
         chain_of = {k: chain for chain in emitter.chains for k in chain.kernels}
         chain_buffers: dict[tuple, Any] = {}
         try:
@@ -340,14 +345,16 @@ class OpenCLFunction(ModuleFunction):
                     kernel = cl.Kernel(self.program, chain.name)
                     kernel.set_args(*[chain_buffers[key] for key in chain.args])
                     sym = f"chain of {', '.join(k.sym for k in chain.kernels)}"
-                    self.steps.append(("kernel", kernel, (1,), (1,), sym))
+                    self.steps.append(("kernel", kernel, (chain.parts,), (1,), sym))
             elif isinstance(op, memref.AllocOp | memref.AllocaOp):
                 if any(op.memref is result for _, result in aliases.values()):
                     continue  # given its operand's buffer by the reshape
                 shape, elt = memref_info(op.memref.type)
                 nbytes = max(math.prod(shape), 1) * np.dtype(numpy_dtype(elt)).itemsize
                 size_class = _size_class(nbytes)
-                pool = free.get(size_class)
+                # (work-groups of a split chain run their images at their own pace: a
+                # buffer another value used may still be read by the other group)
+                pool = free.get(size_class) if not split else None
                 buffer = pool.pop() if pool else self._device_alloc(size_class, kernel_for(op))
                 buffers[op.memref] = buffer
                 owners[id(buffer)] = 1

@@ -798,8 +798,16 @@ def test_a_chain_is_cut_at_copies_and_at_kernels_with_local_stages():
         assert [c.kernels for c in f.chains] == [kernels[:2], kernels[2:]]
         assert f.num_launches == 2
         np.testing.assert_array_equal(f(x)[0], 4 * x)
-    g = opencl_rt.OpenCLFunction(module, name="chained", device=opencl_rt.default_device())
+    parallel = opencl_rt.default_device()
+    g = opencl_rt.OpenCLFunction(module, name="chained", device=parallel)
     np.testing.assert_array_equal(g(x)[0], 4 * x)
+    if parallel.max_compute_units > 1:  # work-groups of 8 / units images each
+        assert [(c.kernels, c.parts) for c in g.chains] == [
+            (kernels[:2], parallel.max_compute_units),
+            (kernels[2:], parallel.max_compute_units),
+        ]
+        assert g.num_launches == 2
+        assert g.source.count("(long)get_global_id(0);") >= 2  # (the chains' part ids)
 
     local = (ROOT / "test" / "e2e" / "emit-opencl-local.mlir").read_text()
     module = pipeline.parse_module(local)
@@ -807,3 +815,46 @@ def test_a_chain_is_cut_at_copies_and_at_kernels_with_local_stages():
     emitter = OpenCLEmitter(module)
     emitter.emit([[staged, staged]])
     assert not emitter.chains and not emitter.bodies
+
+
+def test_a_split_chain_takes_only_kernels_that_keep_to_their_images():
+    """`batch_split`: a kernel that reads another image than its own (x[7 - i]) or whose
+    NDRange does not split evenly is launched on its own; the rest still computes what
+    numpy does on a device with several compute units."""
+    import re
+
+    from dlpc.backends.opencl import Launch, batch_split, plan_launch, resident_values
+    from dlpc.backends.runtime import opencl_rt
+
+    reverse = CHAINED.replace("KERNEL(neg_1, a, b, negf)", "REVERSED")
+    text = re.sub(r"KERNEL\(([^)]*)\)", _chained_kernel, reverse).replace(
+        "REVERSED",
+        """loop.kernel "rev_1" {
+    loop.for %i = 0 to 8 step 1 {name = "i0", parallel} {
+      %c7 = arith.constant 7 : index
+      %j = arith.subi %c7, %i : index
+      %v = memref.load %a[%j] : memref<8xf32>
+      %w = arith.negf %v : f32
+      memref.store %w, %b[%i] : memref<8xf32>
+    }
+  }""",
+    )
+    module = pipeline.parse_module(text)
+    kernels = [k for k in module.walk() if isinstance(k, KernelOp)]
+    resident = resident_values(module)
+    launches = [plan_launch(k, k.sym, resident=resident) for k in kernels]
+    assert [batch_split(k, lc, 2, resident) for k, lc in zip(kernels, launches)] == [
+        8,
+        None,
+        8,
+        8,
+    ]
+    assert batch_split(kernels[0], launches[0], 3, resident) is None  # (8 images, 3 groups)
+    assert batch_split(kernels[0], Launch("k", (1,), None), 2, resident) is None
+    parallel = opencl_rt.default_device()
+    f = opencl_rt.OpenCLFunction(module, name="reversed", device=parallel)
+    x = np.arange(8, dtype=np.float32) - 3
+    np.testing.assert_array_equal(f(x)[0], 4 * x[::-1])
+    if parallel.max_compute_units > 1:
+        assert [c.kernels for c in f.chains] == [kernels[2:]]
+        assert f.num_launches == 3
