@@ -1188,6 +1188,12 @@ def batch_split(
     return batch
 
 
+#: work-groups of a split chain per compute unit, the most that every member's batch
+#: and first NDRange dimension divide into (1 always does: `batch_split`): a worker
+#: that wakes late or is preempted on a shared machine leaves its share to the other
+SPLIT_GROUPS_PER_UNIT = (8, 4, 2, 1)
+
+
 #: a chain's parameters at most (OpenCL guarantees 1024 bytes of kernel arguments: 128
 #: pointers); a longer run of kernels is cut into several chains
 MAX_CHAIN_ARGS = 120
@@ -1267,7 +1273,16 @@ class OpenCLEmitter:
             params.append(f"__global {t} *{arg_name[v, perm]}")  # (no restrict: may alias)
         lines = []
         part = names.fresh("part")
-        if self.groups > 1:
+        groups = 1
+        if self.groups > 1:  # more groups than units: PoCL deals them out as workers come
+            groups = next(
+                g
+                for g in (self.groups * m for m in SPLIT_GROUPS_PER_UNIT)
+                if all(
+                    self.batches[k] % g == 0 and self.launches[k].global_size[0] % g == 0
+                    for k in kernels
+                )
+            )
             lines.append(f"  const long {part} = (long)get_global_id(0);")
         for k in kernels:
             body, _, keys = self.bodies[k]
@@ -1276,8 +1291,8 @@ class OpenCLEmitter:
             indent = "  "
             for d, (iv, n) in enumerate(zip(ids, sizes)):
                 first, last = "0", str(n)
-                if d == 0 and self.groups > 1:  # this group's images
-                    share = n // self.groups
+                if d == 0 and groups > 1:  # this group's images
+                    share = n // groups
                     first, last = f"{part} * {share}", f"({part} + 1) * {share}"
                 lines.append(f"{indent}for (long {iv} = {first}; {iv} < {last}; {iv}++)")
                 indent += "  "
@@ -1286,14 +1301,14 @@ class OpenCLEmitter:
         note = (
             "chain of kernels "
             + ", ".join(k.sym for k in kernels)
-            + f": global ({self.groups}), local (1)"
+            + f": global ({groups}), local (1)"
         )
         self.parts.append(
             f"{c_comment(note)}\n__kernel void {name}({', '.join(params)})\n{{\n"
             + "\n".join(lines)
             + "\n}\n"
         )
-        self.chains.append(Chain(name, kernels, list(args), self.groups))
+        self.chains.append(Chain(name, kernels, list(args), groups))
 
     def kernel(self, k: KernelOp, chained: bool = False) -> None:
         fname = self.top.fresh(k.sym, kind="kernel")
