@@ -164,6 +164,8 @@ def test_resnet_c_matches_reference(batch):
     # the residual epilogue (batch-norm bias, add, relu) fused into the output transform
     assert 'loop.kernel "winograd_output_transform_add_relu' in kernels
     assert "conv2d_relu_1" not in kernels  # resnet's 16 -> 16 convs all rewritten
+    # the filter transform (and its per-image reshape) folded into a weight at compile time
+    assert "winograd_filter_transform" not in kernels and "folded" in kernels
 
 
 @pytest.mark.parametrize(
