@@ -851,6 +851,17 @@ def test_a_split_chain_takes_only_kernels_that_keep_to_their_images():
     ]
     assert batch_split(kernels[0], launches[0], 3, resident) is None  # (8 images, 3 groups)
     assert batch_split(kernels[0], Launch("k", (1,), None), 2, resident) is None
+    # mlp at batch 32: its first two linears read 785 and 257 KiB of weights, every
+    # group would read them again (MAX_SPLIT_RESIDENT); the last one reads 10 KiB
+    mlp = dlpc.load(ROOT / "examples" / "mlp.dlpc", batch=32)
+    lowered = pipeline.lower(mlp.module.clone(), "loop", pipeline.PipelineOptions())
+    mlp_resident = resident_values(lowered)
+    linears = [k for k in lowered.walk() if isinstance(k, KernelOp)]
+    splits = [
+        batch_split(k, plan_launch(k, k.sym, resident=mlp_resident), 2, mlp_resident)
+        for k in linears
+    ]
+    assert splits == [None, None, 32]
     parallel = opencl_rt.default_device()
     f = opencl_rt.OpenCLFunction(module, name="reversed", device=parallel)
     x = np.arange(8, dtype=np.float32) - 3
