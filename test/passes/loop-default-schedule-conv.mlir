@@ -1,6 +1,6 @@
 // RUN: dlpc-opt %s -p loop-default-schedule | filecheck %s
-// Convolution schedules beyond loop-default-schedule.mlir's: NHWC, ragged NCHW rows,
-// small pooling windows.
+// Convolution schedules beyond loop-default-schedule.mlir's: NHWC, NCHW input staged per
+// thread (a block of rows each), ragged NCHW rows, small pooling windows.
 
 // An NHWC convolution (output channels innermost; graph-conv-layout picks NHWC for convs
 // whose channels fill vectors and whose row does not): a tile of 8 output columns x 32
@@ -142,6 +142,72 @@ func.func @nhwc_one_image(%x: memref<1x20x8x6xf32>, %w: memref<3x3x6x32xf32>, %o
             }
             %sum = memref.load %acc[] : memref<f32>
             memref.store %sum, %out0[%i0_2, %i1_2, %i2_2, %i3_2] : memref<1x20x8x32xf32>
+          }
+        }
+      }
+    }
+  }
+  func.return
+}
+
+// A padded 3x3 NCHW conv on one image with enough work for 2 threads (0.9M
+// multiply-adds; 16 input channels): the 20 output rows split into one block of 10 per
+// thread, and each thread stages the rows its block reads (12 with the halo) as a padded
+// copy inside the parallel loop, a guard per row (a block's first or last row may be
+// padding); the tile (8 channels x the row) inside, reading the copy unguarded.
+// CHECK-LABEL: loop.kernel "pconv_rows"
+// CHECK:       loop.for %{{.*}} = 0 to 20 step 10 {name = "i2t", parallel} {
+// CHECK-NEXT:    %pconv_rows_xp = memref.alloca() : memref<1x16x12x22xf32>
+// CHECK:         scf.if
+// CHECK:         loop.for %{{.*}} = 0 to 10 step 1 {name = "i2r"} {
+// CHECK-NEXT:      loop.for %{{.*}} = 0 to 16 step 8 {name = "i1o"} {
+// CHECK-NEXT:        %pconv_rows_acc = memref.alloca() : memref<1x8x1x20xf32>
+// CHECK-NOT:   scf.if
+// CHECK:       memref.load %pconv_rows_xp
+// CHECK:       {name = "pconv_rows_acc_out3", vectorize}
+func.func @pconv_rows(%x: memref<1x16x20x20xf32>, %w: memref<16x16x3x3xf32>, %y: memref<1x16x20x20xf32>) {
+  loop.kernel "pconv_rows" {
+    loop.for %i0 = 0 to 1 step 1 {name = "i0"} {
+      loop.for %i1 = 0 to 16 step 1 {name = "i1", parallel} {
+        loop.for %i2 = 0 to 20 step 1 {name = "i2"} {
+          loop.for %i3 = 0 to 20 step 1 {name = "i3"} {
+            %acc = memref.alloca() : memref<f32>
+            %z = arith.constant 0.000000e+00 : f32
+            memref.store %z, %acc[] : memref<f32>
+            loop.for %r0 = 0 to 16 step 1 {name = "r0", reduction} {
+              loop.for %r1 = 0 to 3 step 1 {name = "r1", reduction} {
+                loop.for %r2 = 0 to 3 step 1 {name = "r2", reduction} {
+                  %one = arith.constant 1 : index
+                  %zi = arith.constant 0 : index
+                  %n = arith.constant 20 : index
+                  %h0 = arith.addi %i2, %r1 : index
+                  %h = arith.subi %h0, %one : index
+                  %v0 = arith.addi %i3, %r2 : index
+                  %v = arith.subi %v0, %one : index
+                  %c0 = arith.cmpi sge, %h, %zi : index
+                  %c1 = arith.cmpi slt, %h, %n : index
+                  %c2 = arith.cmpi sge, %v, %zi : index
+                  %c3 = arith.cmpi slt, %v, %n : index
+                  %c01 = arith.andi %c0, %c1 : i1
+                  %c23 = arith.andi %c2, %c3 : i1
+                  %in = arith.andi %c01, %c23 : i1
+                  %a = scf.if %in -> (f32) {
+                    %l = memref.load %x[%i0, %r0, %h, %v] : memref<1x16x20x20xf32>
+                    scf.yield %l : f32
+                  } else {
+                    %zz = arith.constant 0.000000e+00 : f32
+                    scf.yield %zz : f32
+                  }
+                  %b = memref.load %w[%i1, %r0, %r1, %r2] : memref<16x16x3x3xf32>
+                  %p = arith.mulf %a, %b : f32
+                  %c = memref.load %acc[] : memref<f32>
+                  %s = arith.addf %c, %p : f32
+                  memref.store %s, %acc[] : memref<f32>
+                }
+              }
+            }
+            %o = memref.load %acc[] : memref<f32>
+            memref.store %o, %y[%i0, %i1, %i2, %i3] : memref<1x16x20x20xf32>
           }
         }
       }
