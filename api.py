@@ -156,10 +156,22 @@ class CompiledModel:
         return self._lowered
 
     def __call__(self, *inputs: np.ndarray) -> list[np.ndarray]:
-        return [np.asarray(y) for y in self.runner(self.check_inputs(inputs))]
+        outputs = self.runner(self.check_inputs(inputs))
+        if all(type(y) is np.ndarray for y in outputs):
+            return outputs if type(outputs) is list else list(outputs)
+        return [np.asarray(y) for y in outputs]
 
     def check_inputs(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-        """The inputs as arrays, checked against @main's signature (read once)."""
+        """The inputs as arrays, checked against @main's signature (read once). Arrays
+        of the right shape and dtype pass through untouched: the common case costs a
+        comparison per input (a call of a small model is a few microseconds)."""
+        specs = self._specs
+        if specs and len(inputs) == len(specs):
+            for x, (shape, dtype) in zip(inputs, specs):
+                if type(x) is not np.ndarray or x.shape != shape or x.dtype != dtype:
+                    break
+            else:
+                return list(inputs)
         spec = self.model.specialiser
         if spec is not None and not self._names:  # every input a call passes
             self._names = [s.name for s in spec.inputs]

@@ -87,7 +87,7 @@ def main(argv=None) -> int:
             def dlpc(target, log=None):
                 def make():
                     compiled = api.compile(model, target=target, opt_level=2, tuning_log=log)
-                    return lambda xs: compiled.runner(xs)
+                    return lambda xs: compiled(*xs)
 
                 return make
 

@@ -94,6 +94,14 @@ class ModuleFunction:
         arrays = []
         for k, value in enumerate(values, first):
             shape, dtype = self.arg_specs[k]
+            if (
+                type(value) is np.ndarray
+                and value.dtype == dtype
+                and value.shape == shape
+                and value.flags.c_contiguous
+            ):
+                arrays.append(value)  # the common case, as it is
+                continue
             a = np.asarray(value, dtype=dtype)
             if not a.flags.c_contiguous:  # (np.ascontiguousarray would make 0-d 1-d)
                 a = a.copy(order="C")

@@ -373,3 +373,31 @@ def dlpc_compile(model):
     import dlpc
 
     return dlpc.compile(model, target="c")
+
+
+@pytest.mark.parametrize("target", ["c", "numpy"])
+def test_calls_check_every_input_after_the_fast_path(small, target):
+    """A call passes arrays of the right shape and dtype through untouched (the fast
+    path); anything else still goes through the full check: other layouts and
+    views with gaps are copied, a wrong shape or dtype is a one-line error naming the
+    input, and every call returns fresh output arrays."""
+    path, weights = small
+    fn = api.compile(api.load(path, weights=weights), target=target)
+    x = api.random_inputs(fn.model)[0]
+    want = expected(x, weights)
+    first = fn(x)[0]
+    np.testing.assert_allclose(first, want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(fn(np.asfortranarray(x))[0], want, rtol=1e-5, atol=1e-6)
+    strided = np.repeat(x, 2, axis=-1)[..., ::2]  # a view with gaps between elements
+    assert not strided.flags.c_contiguous
+    np.testing.assert_allclose(fn(strided)[0], want, rtol=1e-5, atol=1e-6)
+    second = fn(x)[0]
+    assert type(second) is np.ndarray and not np.shares_memory(first, second)
+    with pytest.raises(DlpcError, match="shape") as e:
+        fn(x[:, :-1])
+    assert "\n" not in str(e.value)
+    with pytest.raises(DlpcError, match="float64|dtype|f64|type") as e:
+        fn(x.astype(np.float64))
+    assert "\n" not in str(e.value)
+    with pytest.raises(DlpcError, match="inputs"):
+        fn(x, x)
