@@ -230,8 +230,13 @@ class Affine:
         return Affine(self.const * k, {v: c * k for v, c in self.terms.items() if c * k})
 
 
-def affine(value: SSAValue) -> Affine | None:
-    """The affine form of an index value, or None if it is not affine in loop IVs."""
+def affine(value: SSAValue, delinearize: bool = False) -> Affine | None:
+    """The affine form of an index value, or None if it is not affine in loop IVs.
+
+    With `delinearize`, `x / K` and `x % K` (`arith.divsi`/`remsi` by a constant K > 0)
+    are affine too when the loop ranges make them exact: x = K q + r with q, r affine,
+    x >= 0 and 0 <= r < K over every iteration (a reshape copy's mixed-radix index,
+    `(16 a + b) / 16 = a` and `% 16 = b` for b in [0, 16))."""
     if isinstance(value, BlockArgument):
         if isinstance(value.block.parent_op(), ForOp):
             return Affine(0, {value: 1})
@@ -239,8 +244,10 @@ def affine(value: SSAValue) -> Affine | None:
     op = value.op if isinstance(value, OpResult) else None
     if isinstance(op, arith.ConstantOp) and isinstance(op.value, IntegerAttr):
         return Affine(op.value.value.data, {})
+    if delinearize and isinstance(op, arith.DivSIOp | arith.RemSIOp):
+        return _delinearized(op, affine(op.lhs, True), affine(op.rhs, True))
     if isinstance(op, arith.AddiOp | arith.SubiOp | arith.MuliOp):
-        a, b = affine(op.lhs), affine(op.rhs)
+        a, b = affine(op.lhs, delinearize), affine(op.rhs, delinearize)
         if a is None or b is None:
             return None
         if isinstance(op, arith.AddiOp):
@@ -252,6 +259,33 @@ def affine(value: SSAValue) -> Affine | None:
         if not b.terms:
             return a.scaled(b.const)
     return None
+
+
+def affine_range(expr: Affine) -> tuple[int, int]:
+    """The least and greatest value of `expr` over the ranges of its loops."""
+    lo = hi = expr.const
+    for v, c in expr.terms.items():
+        lp = iv_loop(v)
+        first, last = lp.lower, lp.lower + (lp.trip_count - 1) * lp.stride
+        lo += min(c * first, c * last)
+        hi += max(c * first, c * last)
+    return lo, hi
+
+
+def _delinearized(
+    op: arith.DivSIOp | arith.RemSIOp, x: Affine | None, k: Affine | None
+) -> Affine | None:
+    if x is None or k is None or k.terms or k.const <= 0:
+        return None
+    K = k.const
+    q = Affine(x.const // K, {v: c // K for v, c in x.terms.items() if c // K})
+    r = Affine(x.const % K, {v: c % K for v, c in x.terms.items() if c % K})
+    if any(iv_loop(v).trip_count <= 0 for v in x.terms):
+        return None
+    r_lo, r_hi = affine_range(r)
+    if affine_range(x)[0] < 0 or r_lo < 0 or r_hi >= K:
+        return None  # truncating division of a negative value, or r spills into q
+    return q if isinstance(op, arith.DivSIOp) else r
 
 
 def iv_loop(iv: SSAValue) -> ForOp:

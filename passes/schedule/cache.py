@@ -335,6 +335,7 @@ def _footprint(
     what: str,
     around: bool = False,
     padded: frozenset[int] = frozenset(),
+    delinearize: bool = False,
 ) -> Footprint:
     inner = {id(lp) for lp in inner_loops(loop)} | ({id(loop)} if around else set())
     rank = len(memref_type(buf).get_shape())
@@ -347,7 +348,7 @@ def _footprint(
                 f"an access to buffer '{buf.name_hint}' in loop {what} is guarded by scf.if"
             )
         for d, idx in enumerate(op.indices):
-            form = affine(idx)
+            form = affine(idx, delinearize)
             if form is None:
                 raise CacheNotAffineError(
                     f"an index of buffer '{buf.name_hint}' in loop {what} is not affine "

@@ -8,7 +8,9 @@ intermediate (not an argument of `@main`) that no kernel other than the two touc
 3) the producer's outer loops, one per dim of that buffer, form a perfect chain starting
 at 0 with step 1 and index every store directly (`T[i0, i1, ...]`) 4) the consumer only
 loads the buffer inside the loop, with affine unguarded indices sharing one tile origin
-(as for `cache_read`).  Guarantees: the producer kernel is gone; at the start of the
+(as for `cache_read`; a reshape copy's `x / K`, `x % K` count as affine where the loop
+ranges make them exact, `_common.affine(..., delinearize=True)`: `(8 jo + ji) / 8` is jo
+for ji in [0, 8), so a chain of producers through reshape copies fuses).  Guarantees: the producer kernel is gone; at the start of the
 loop's body a nest over the footprint box recomputes the needed elements of the buffer
 (overlapping tiles are recomputed); cloned loops are renamed `<producer>_<loop>`, and
 lose `parallel`. Numerics unchanged.
@@ -141,7 +143,7 @@ def compute_at(root, producer: str, kernel: str, loop: str) -> ForOp:
         raise ComputeAtNoUseError(
             f"kernel '{kernel}' must read buffer '{buf.name_hint}' only inside loop {what}"
         )
-    fp = _footprint(target, buf, loads, what)
+    fp = _footprint(target, buf, loads, what, delinearize=True)  # reshape copies too
     # the recompute nest, at the start of the loop's body
     first = target.block.first_op
     loops: list[ForOp] = []
