@@ -35,8 +35,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects import memref
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects import arith, memref
+from xdsl.dialects.builtin import IndexType, ModuleOp
 from xdsl.ir import SSAValue
 from xdsl.passes import ModulePass
 
@@ -44,6 +44,7 @@ from dlpc.dialects.loop import ForOp, KernelOp, kernels
 from dlpc.passes.schedule._common import (
     Affine,
     ScheduleError,
+    affine,
     block_of,
     child_loop,
     emit_affine,
@@ -163,6 +164,7 @@ def compute_at(root, producer: str, kernel: str, loop: str) -> ForOp:
         )
     for op in list(chain[-1].block.ops):
         body.add_op(op.clone(value_mapper=mapper))
+    _fold_delinearized(loops[0])
     for op in body.walk():
         if (
             isinstance(op, ForOp)
@@ -174,6 +176,47 @@ def compute_at(root, producer: str, kernel: str, loop: str) -> ForOp:
             op.annotate("parallel", False)
     erase(prod)
     return loops[0]
+
+
+def _index_op(op) -> bool:
+    return isinstance(
+        op, arith.DivSIOp | arith.RemSIOp | arith.AddiOp | arith.SubiOp | arith.MuliOp
+    ) or (isinstance(op, arith.ConstantOp) and isinstance(op.result.type, IndexType))
+
+
+def _has_divide(value: SSAValue) -> bool:
+    op = value.owner
+    if isinstance(op, arith.DivSIOp | arith.RemSIOp):
+        return True
+    if isinstance(op, arith.AddiOp | arith.SubiOp | arith.MuliOp):
+        return _has_divide(op.lhs) or _has_divide(op.rhs)
+    return False
+
+
+def _fold_delinearized(nest: ForOp) -> None:
+    """Indices of the recompute nest's loads and stores that divide (a reshape copy's
+    `x / K`, `x % K`) rewritten as their affine form where the nest's ranges make it
+    exact: plain strides for the C compiler (it vectorizes the 64-bit divisions
+    otherwise). Same values."""
+    for op in list(nest.walk()):
+        if not isinstance(op, memref.LoadOp | memref.StoreOp):
+            continue
+        for n, idx in enumerate(op.indices):
+            form = affine(idx, True) if _has_divide(idx) else None
+            if form is not None:
+                block = op.parent_block()
+                assert block is not None
+                new = emit_affine(form, block, before=op)
+                start = len(op.operands) - len(op.indices)
+                op.operands[start + n] = new
+    dead = True
+    while dead:  # the index arithmetic no access uses any more
+        dead = False
+        for op in list(nest.walk()):
+            if _index_op(op) and not any(r.uses for r in op.results):
+                op.detach()
+                op.erase()
+                dead = True
 
 
 def _before(a, b) -> bool:

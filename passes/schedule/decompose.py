@@ -57,6 +57,7 @@ from dlpc.passes.schedule._common import (
     child_loop,
     erase,
     get_kernel,
+    get_loop,
     is_reduction,
 )
 
@@ -69,13 +70,15 @@ class DecomposeAccumulatorError(ScheduleError):
     pass
 
 
-def _spatial_chain(kernel: KernelOp) -> list[ForOp]:
-    tops = [op for op in kernel.block.ops if isinstance(op, ForOp)]
-    if len(tops) != 1 or len(list(kernel.block.ops)) != 1:
-        raise DecomposeShapeError(
-            f"kernel '{kernel.sym}' must hold exactly one loop nest to decompose its reduction"
-        )
-    chain = [tops[0]]
+def _spatial_chain(kernel: KernelOp, top: ForOp | None = None) -> list[ForOp]:
+    if top is None:
+        tops = [op for op in kernel.block.ops if isinstance(op, ForOp)]
+        if len(tops) != 1 or len(list(kernel.block.ops)) != 1:
+            raise DecomposeShapeError(
+                f"kernel '{kernel.sym}' must hold exactly one loop nest to decompose its reduction"
+            )
+        top = tops[0]
+    chain = [top]
     while (nxt := child_loop(chain[-1])) is not None and not is_reduction(nxt):
         chain.append(nxt)
     if is_reduction(chain[0]):
@@ -147,10 +150,12 @@ def _substitute_acc(acc: memref.AllocaOp, out: SSAValue, idx: list[SSAValue]) ->
     erase(acc)
 
 
-def decompose_reduction(root, kernel: str) -> list[ForOp]:
-    """Returns the top loops of the init, update (and post) nests."""
+def decompose_reduction(root, kernel: str, loop: str | None = None) -> list[ForOp]:
+    """Returns the top loops of the init, update (and post) nests. With `loop`, the nest
+    that loop heads (one of several in the kernel, e.g. a producer that `compute_at`
+    cloned into it) instead of the kernel's one nest."""
     k = get_kernel(root, kernel)
-    chain = _spatial_chain(k)
+    chain = _spatial_chain(k, get_loop(root, kernel, loop) if loop else None)
     inner = chain[-1]
     _hoist_index_ops(inner)
     ops = list(inner.block.ops)
@@ -258,10 +263,12 @@ def _is_self_copy(ops: list[Operation]) -> bool:
 
 @dataclass(frozen=True)
 class LoopDecomposeReduction(ModulePass):
-    """`loop-decompose-reduction{kernel=matmul_0}`"""
+    """`loop-decompose-reduction{kernel=matmul_0}` (or `{kernel=k loop=l}`: the nest
+    that loop `l` heads)"""
 
     name = "loop-decompose-reduction"
     kernel: str
+    loop: str = ""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        decompose_reduction(op, self.kernel)
+        decompose_reduction(op, self.kernel, self.loop or None)

@@ -7,6 +7,7 @@ script line and keeps the primitive's error class.
 One primitive per line (or separated by `;`), `#` starts a comment:
 
     decompose matmul_0                          # init / update / epilogue nests
+    decompose k/matmul_0_i0                     # ... of the nest one loop heads
     split matmul_0/i1 by 32 -> i1o, i1i         # names optional: default i1o, i1i
     tile matmul_0/i0, i1o by 8, 4               # split each, outer parts first
     reorder matmul_0: i0o, i1oo, r0, i0i        # permute loops of one perfect chain
@@ -54,7 +55,7 @@ SYNTAX = {
     "vectorize": (rf"({PATH})", "vectorize K/L"),
     "parallel": (rf"({PATH})", "parallel K/L"),
     "serial": (rf"({NAME})(?:/({NAME}))?", "serial K[/L]"),
-    "decompose": (rf"({NAME})", "decompose K"),
+    "decompose": (rf"({NAME})(?:/({NAME}))?", "decompose K[/L]"),
     "cache_read": (
         rf"({PATH}) ({BUF})(?: -> ({NAME}))?( pack| deinterleave)?",
         "cache_read K/L BUFFER [-> LOCAL] [pack|deinterleave]",
@@ -112,6 +113,8 @@ def _render(prim: str, a: tuple) -> str:
         return f"serial {a[0]}" + opt("/{}", a[1])
     if prim == "compute_at":
         return f"compute_at {a[0]} -> {a[1]}"
+    if prim == "decompose":
+        return f"decompose {a[0]}" + opt("/{}", a[1])
     return f"{prim} {' '.join(a)}"
 
 
@@ -172,7 +175,7 @@ def apply_step(module, step: Step, tables: dict | None = None) -> None:
     elif step.prim == "serial":
         parallel.serial(module, a[0], a[1])
     elif step.prim == "decompose":
-        decompose.decompose_reduction(module, a[0])
+        decompose.decompose_reduction(module, a[0], a[1])
     elif step.prim == "cache_read":
         k, lp = split_path(a[0])
         how = (a[3] or "").strip()

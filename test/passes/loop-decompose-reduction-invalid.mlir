@@ -1,11 +1,13 @@
 // RUN: not dlpc-opt %s -p 'loop-decompose-reduction{kernel=two}' 2>&1 | filecheck %s --check-prefix=SHAPE
 // RUN: not dlpc-opt %s -p 'loop-decompose-reduction{kernel=relu}' 2>&1 | filecheck %s --check-prefix=NORED
 // RUN: not dlpc-opt %s -p 'loop-decompose-reduction{kernel=narrow}' 2>&1 | filecheck %s --check-prefix=NARROW
+// RUN: not dlpc-opt %s -p 'loop-decompose-reduction{kernel=two loop=nosuch}' 2>&1 | filecheck %s --check-prefix=NOLOOP
 
 // SHAPE: dlpc-opt: error: kernel 'two' must hold exactly one loop nest to decompose its reduction
 // NORED: dlpc-opt: error: loop relu/i0 must hold exactly one reduction loop nest, found 0 loops
 // an f32 sum stored as f16 cannot accumulate in its f16 output element
 // NARROW: dlpc-opt: error: the accumulator of loop narrow/i0 has type f32, its output element f16: it cannot accumulate in the output
+// NOLOOP: dlpc-opt: error: kernel 'two' has no loop named 'nosuch' (loops: i0, i1)
 func.func @main(%x: memref<8xf32>, %y: memref<8xf32>, %m: memref<4x8xf32>, %h: memref<4xf16>) {
   loop.kernel "two" {
     loop.for %i0 = 0 to 8 step 1 {name = "i0"} {
