@@ -13,7 +13,12 @@ ranges make them exact, `_common.affine(..., delinearize=True)`: `(8 jo + ji) / 
 for ji in [0, 8), so a chain of producers through reshape copies fuses).  Guarantees: the producer kernel is gone; at the start of the
 loop's body a nest over the footprint box recomputes the needed elements of the buffer
 (overlapping tiles are recomputed); cloned loops are renamed `<producer>_<loop>`, and
-lose `parallel`. Numerics unchanged.
+lose `parallel`. With `local` (`compute_at P -> K/L local`, `loop-compute-at{... local=true}`)
+the buffer itself shrinks to that box: a stack array at the start of the loop's body (one
+per iteration, so per thread under a parallel loop), every access in the loop indexed
+from the box's origin, the intermediate's alloc gone (TVM's storage of a compute_at stage;
+lit `loop-compute-at-local.mlir`). The recomputed nest's own divided indices (`x / K`,
+`x % K` of a reshape copy) become their exact affine form. Numerics unchanged.
 
 Before (`compute_at relu_0 -> add_1/i0`):
 
@@ -90,7 +95,7 @@ def _output(producer: KernelOp) -> SSAValue:
     return written[0]
 
 
-def compute_at(root, producer: str, kernel: str, loop: str) -> ForOp:
+def compute_at(root, producer: str, kernel: str, loop: str, local: bool = False) -> ForOp:
     prod = get_kernel(root, producer)
     target = get_loop(root, kernel, loop)
     cons = target.kernel()
@@ -175,7 +180,43 @@ def compute_at(root, producer: str, kernel: str, loop: str) -> ForOp:
             op.annotate("name", cons.fresh_loop_name(f"{producer}_{op.loop_name}"))
             op.annotate("parallel", False)
     erase(prod)
+    if local:
+        _localize(target, buf, fp, loops[0])
     return loops[0]
+
+
+def _localize(target: ForOp, buf: SSAValue, fp, nest: ForOp) -> None:
+    """`local`: the buffer becomes the footprint box alone, a stack array at the start of
+    the loop's body (one per iteration, so per thread under a parallel loop), every
+    access inside the loop indexed from the box's origin; the intermediate is gone."""
+    ty = memref_type(buf)
+    alloc = memref.AllocaOp.get(ty.get_element_type(), shape=fp.extents)
+    alloc.memref.name_hint = f"{buf.name_hint or 'buf'}_b"
+    target.block.insert_op_before(alloc, nest)
+    for op in list(target.walk()):
+        if not isinstance(op, memref.LoadOp | memref.StoreOp) or op.memref is not buf:
+            continue
+        block = op.parent_block()
+        assert block is not None
+        index = []
+        for d, idx in enumerate(op.indices):
+            form = affine(idx, True)
+            assert form is not None  # (the footprint was computed from these forms)
+            index.append(emit_affine(form.add(fp.base[d], -1), block, before=op))
+        if isinstance(op, memref.LoadOp):
+            new = memref.LoadOp.get(alloc.memref, index)
+            block.insert_op_before(new, op)
+            op.results[0].replace_all_uses_with(new.res)
+        else:
+            new = memref.StoreOp.get(op.value, alloc.memref, index)
+            block.insert_op_before(new, op)
+        erase(op)
+    owner = buf.owner
+    for use in list(buf.uses):
+        if isinstance(use.operation, memref.DeallocOp):
+            erase(use.operation)
+    if isinstance(owner, memref.AllocOp) and not buf.uses:
+        erase(owner)
 
 
 def _index_op(op) -> bool:
@@ -236,6 +277,7 @@ class LoopComputeAt(ModulePass):
     producer: str
     kernel: str
     loop: str
+    local: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        compute_at(op, self.producer, self.kernel, self.loop)
+        compute_at(op, self.producer, self.kernel, self.loop, self.local)

@@ -18,7 +18,7 @@ One primitive per line (or separated by `;`), `#` starts a comment:
     serial matmul_0[/f]                         # drop parallel (whole kernel or one loop)
     cache_read matmul_0/r0 fc1.weight [-> wl] [pack|deinterleave]  # buffer by name or index
     cache_write matmul_0/i1o out0 [-> acc]
-    compute_at relu_0 -> matmul_0/i0            # producer kernel into a consumer loop
+    compute_at relu_0 -> matmul_0/i0 [local]    # producer kernel into a consumer loop
     tensorize matmul_0/i0i gemm                 # replace a nest by a micro-kernel
     rfactor linear_0/r0 by 16                   # 16 partial sums, then combined
 
@@ -61,7 +61,7 @@ SYNTAX = {
         "cache_read K/L BUFFER [-> LOCAL] [pack|deinterleave]",
     ),
     "cache_write": (rf"({PATH}) ({BUF})(?: -> ({NAME}))?", "cache_write K/L BUFFER [-> LOCAL]"),
-    "compute_at": (rf"({NAME}) -> ({PATH})", "compute_at PRODUCER -> K/L"),
+    "compute_at": (rf"({NAME}) -> ({PATH})( local)?", "compute_at PRODUCER -> K/L [local]"),
     "tensorize": (rf"({PATH}) ({NAME})", "tensorize K/L INTRINSIC"),
     "rfactor": (rf"({PATH}) by (\d+)", "rfactor K/L by N"),
 }
@@ -112,7 +112,7 @@ def _render(prim: str, a: tuple) -> str:
     if prim == "serial":
         return f"serial {a[0]}" + opt("/{}", a[1])
     if prim == "compute_at":
-        return f"compute_at {a[0]} -> {a[1]}"
+        return f"compute_at {a[0]} -> {a[1]}" + (a[2] or "")
     if prim == "decompose":
         return f"decompose {a[0]}" + opt("/{}", a[1])
     return f"{prim} {' '.join(a)}"
@@ -187,7 +187,7 @@ def apply_step(module, step: Step, tables: dict | None = None) -> None:
         cache.cache_write(module, k, lp, _buffer(module, a, tables), a[2])
     elif step.prim == "compute_at":
         k, lp = split_path(a[1])
-        compute_at.compute_at(module, a[0], k, lp)
+        compute_at.compute_at(module, a[0], k, lp, bool(a[2]))
     elif step.prim == "rfactor":
         k, lp = split_path(a[0])
         rfactor.rfactor(module, k, lp, int(a[1]))

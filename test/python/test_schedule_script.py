@@ -57,7 +57,7 @@ def test_comments_semicolons_and_spacing_normalise():
         ("vectorize k", "schedule line 1: expected 'vectorize K/L', got 'vectorize k'"),
         (
             "\n\ncompute_at relu_0 matmul_0/i0",
-            "schedule line 3: expected 'compute_at PRODUCER -> K/L'",
+            "schedule line 3: expected 'compute_at PRODUCER -> K/L [local]'",
         ),
     ],
 )
