@@ -402,6 +402,45 @@ def test_svm_arguments_see_each_call_and_copied_ones_keep_their_buffers(monkeypa
     np.testing.assert_array_equal(h(x)[0], x)
 
 
+def test_svm_outputs_are_handed_over_and_never_rewritten_while_held():
+    """An output in SVM is returned as a view of an SVM array of its pool (no copy out):
+    a later call writes an array no earlier result still holds (a dropped result's array
+    is written again, in place), at most SVM_POOL of them; with all of them held, a call
+    writes the output's own array and returns a copy. Every result held keeps its
+    values, whichever way it was made, and matches the reference."""
+    from dlpc.backends.runtime.opencl_rt import SVM_POOL
+
+    model = dlpc.load(ROOT / "examples" / "mlp.dlpc")
+    weights = dlpc.api.check_weights(model)
+    module = pipeline.lower(model.module.clone(), "loop", pipeline.PipelineOptions())
+    f = compile_opencl(module, name="mlp")
+    f.bind_params(weights)
+    last = len(f.arg_specs) - 1
+    if last not in f.svm_args:
+        pytest.skip("the OpenCL device has no fine-grained SVM buffers")
+    rng = np.random.default_rng(5)
+    xs = [rng.standard_normal((1, 784), dtype=np.float32) for _ in range(SVM_POOL + 3)]
+    refs = [dlpc.api.reference(model, [x])[0] for x in xs]
+    tol = dict(rtol=1e-4, atol=1e-5 * max(1.0, float(np.abs(refs[0]).max())))
+    held = [f(x)[0] for x in xs]  # all held: the pool's arrays, then copies
+    pooled = [y for y in held if y.base is not None and y.base is not f.svm_args[last]]
+    assert len({id(y.base) for y in pooled}) == SVM_POOL == len(f.svm_pools[last])
+    assert all(y.base is None or y.base.base is None for y in held[SVM_POOL:])  # copies
+    for y, ref in zip(held, refs):  # no later call wrote over an earlier result
+        np.testing.assert_allclose(y, ref, **tol)
+    first = held[0].base
+    del held, y, pooled
+    again = f(xs[1])[0]  # the dropped results' arrays are written again: no new one
+    assert again.base is first and len(f.svm_pools[last]) == SVM_POOL
+    np.testing.assert_allclose(again, refs[1], **tol)
+    kept = again
+    for x, ref in zip(xs[2:5], refs[2:5]):  # the result held is not one of these
+        y = f(x)[0]
+        assert y.base is not kept.base
+        np.testing.assert_allclose(y, ref, **tol)
+    np.testing.assert_allclose(kept, refs[1], **tol)
+
+
 def test_copy_kernels_become_views():
     """The OpenCL target takes loop-views' strided views itself (`backends.opencl.views`):
     the transformer's head split/merge transposes and slices are no launches."""
