@@ -493,9 +493,10 @@ def reduction_script(kernel: KernelOp, nest: Nest) -> str:
     return "\n".join(lines)
 
 
-def default_scripts(module: ModuleOp, name: str) -> list[str]:
-    """Heuristic schedules of one kernel, best first (the first that applies is used)."""
-    winograd = winograd_scripts(module, name)  # graph-winograd's transforms
+def default_scripts(module: ModuleOp, name: str, winograd_fuse: bool = False) -> list[str]:
+    """Heuristic schedules of one kernel, best first (the first that applies is used).
+    `winograd_fuse`: graph-winograd's kernels fused per block (`winograd_scripts`)."""
+    winograd = winograd_scripts(module, name, winograd_fuse)  # graph-winograd's kernels
     if winograd is not None:
         return winograd
     kernel = get_kernel(module, name)
@@ -739,13 +740,15 @@ class _Budget:
             )
 
 
-def apply_default(module: ModuleOp, budget: float | None = None) -> None:
+def apply_default(
+    module: ModuleOp, budget: float | None = None, winograd_fuse: bool = False
+) -> None:
     todo = list(kernels(module))
     clock = _Budget(budget, "loop-default-schedule")
     for kernel in todo:
         if clock.spent():
             continue
-        for script in default_scripts(module, kernel.sym):
+        for script in default_scripts(module, kernel.sym, winograd_fuse):
             if try_script(module, script):
                 break
     for kernel in kernels(module):
@@ -813,9 +816,12 @@ class LoopDefaultSchedule(ModulePass):
     name = "loop-default-schedule"
     # seconds the search may take (default SEARCH_BUDGET); later kernels keep the identity
     budget: float | None = None
+    # graph-winograd's transforms and matmul fused per block of tiles (off: slower than
+    # the three kernels and than the direct conv so far, see passes/schedule/winograd.py)
+    winograd_fuse: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        apply_default(op, self.budget)
+        apply_default(op, self.budget, self.winograd_fuse)
 
 
 @dataclass(frozen=True)

@@ -22,12 +22,24 @@ Input/Output: loop dialect.  Requires: te-to-loop's nest of a kernel whose `orig
   tile row as phase planes; channels parallel. resnet: 58 -> 4.2 us (relu), 51 -> 5.9 us
   (residual add + relu; staged per output row 11 us, unstaged 15.5 us), 1 thread. An odd
   height keeps its row loop (64 -> 64 on 33x32: 251 -> 30 us); an odd width keeps
-  te-to-loop's nest.
+  te-to-loop's nest;
+- fused (`loop-default-schedule{winograd_fuse=true}`, off by default): the output
+  transform's loop over tile rows computes the whole chain per row (`fused_script`:
+  `compute_at ... local` of the reshape of M, the matmul, the reshape of V and the input
+  transform, each into a stack array of the row's footprint; the matmul tensorized 16 co
+  x tiles; the producers get no schedule of their own, `fused_into`). Numerics match;
+  not yet faster (whole call, `dlpc.compile(...).time`, interleaved medians, batch 1):
+  16 -> 16 on 32x32, 1 thread, direct 47.0 / three kernels 44.9 / fused 56.9 us;
+  64 -> 64 on 32x32 774 / 381 / 498 us. The gemm's broadcasts of U ([16][Co][C]: rows
+  64 bytes apart) take one index register per output channel (GCC spills them); the
+  reshape copies remain (local to local); blocks of one tile row (8 tiles on 16x16:
+  half vectors; two rows would need `x / 8` of a split loop stepping by 8, which
+  `affine(..., delinearize=True)` does not fold).
 """
 
 from __future__ import annotations
 
-from xdsl.dialects import arith
+from xdsl.dialects import arith, memref
 from xdsl.dialects.builtin import IndexType, IntegerAttr, StringAttr
 from xdsl.ir import SSAValue
 
@@ -113,18 +125,105 @@ def tile_by_two(kernel: KernelOp, name: str) -> tuple[str, str]:
     return outer.loop_name or "", inner.loop_name or ""
 
 
-def output_transform_script(kernel: KernelOp, nest: Nest) -> str:
+def output_transform_scripts(module, kernel: KernelOp, nest: Nest, fuse: bool = False) -> list[str]:
+    """The output transform's schedules, best first: fused with its producers
+    (`fused_script`) when `fusable`, then the transform alone (`output_transform_script`);
+    `tile_by_two` is applied to the kernel once, for both."""
+    K = kernel.sym
+    n, o, h, w = nest.spatial
+    if nest.trips[w] % 2:
+        raise ScheduleError(f"kernel '{K}': an odd output width keeps the plain nest")
+    chain = fused_chain(module, K) if fuse and fusable(kernel, nest) else None
+    wt, wr = tile_by_two(kernel, w)
+    rows = list(tile_by_two(kernel, h)) if nest.trips[h] % 2 == 0 else [h]
+    out = []
+    if chain is not None:
+        out.append(fused_script(kernel, nest, chain, rows, wr, wt))
+    out.append(output_transform_script(kernel, nest, rows, wr, wt))
+    return out
+
+
+def _residual_lines(kernel: KernelOp, loop: str) -> list[str]:
+    """A residual (an operand of y's shape) staged per `loop` as phase planes."""
+    K = kernel.sym
+    out = buffers_accessed(kernel, external=True)
+    shape = memref_type(out[-1]).get_shape()
+    return [
+        f"cache_read {K}/{loop} @{k} -> {K}_r{k} deinterleave"
+        for k, buffer in enumerate(out[1:-1], start=1)
+        if memref_type(buffer).get_shape() == shape
+    ]
+
+
+def fusable(kernel: KernelOp, nest: Nest) -> bool:
+    """The fused schedule applies: even output height and width (the (tile, in-tile)
+    loops), output channels <= 24 or a multiple of 16 (the matmul's register tile), a
+    block of at most 128 tiles."""
+    n, o, h, w = nest.spatial
+    if nest.trips[h] % 2 or nest.trips[w] % 2:
+        return False
+    co = nest.trips[o]
+    tiles = nest.trips[w] // 2
+    mr = co if co <= 24 else 16
+    return (co <= 24 or co % 16 == 0) and tiles <= 128 and mr * tiles <= 512
+
+
+def fused_script(
+    kernel: KernelOp, nest: Nest, chain: list[KernelOp], rows: list[str], wr: str, wt: str
+) -> str:
+    """One kernel per block of 2x2 output tiles (image, one row of tiles): the output
+    transform's block loop computes its producers there (`compute_at ... local`: the
+    input transform of the block's input rows into a stack array V[16][C][tiles], the
+    reshapes, the 16 small gemms into M[16][Co][tiles]), then transforms M to y with the
+    epilogue. The gemm as the 16 x tiles register-tiled micro-kernel (`tensorize gemm`,
+    U broadcast, K = C), the input transform as its own template does (phase planes of
+    the block's rows, point loop unrolled, tiles vectorized); blocks parallel (one
+    image's, or the images)."""
+    K = kernel.sym
+    n, o = nest.spatial[:2]
+    r3, mm, r1, it = (p.sym for p in chain)
+    blk = rows[0]
+    lines = [f"reorder {K}: {', '.join([n, blk, o, *rows[1:], wr, wt])}"]
+    lines += [f"compute_at {p} -> {K}/{blk} local" for p in (r3, mm, r1, it)]
+    lines.append(f"decompose {K}/{mm}_i0")
+    if nest.trips[o] > 24:
+        lines += [
+            f"split {K}/{mm}_i2 by 16 -> {mm}_co, {mm}_ci",
+            f"reorder {K}: {mm}_i0, {mm}_i1, {mm}_co, {mm}_ci, {mm}_i3, {mm}_r0",
+            f"tensorize {K}/{mm}_ci gemm",
+        ]
+    else:
+        lines.append(f"tensorize {K}/{mm}_i2 gemm")
+    # the input x: the first buffer the fused kernel accesses (its first nest, the input
+    # transform's, loads x first), by position at this step (`@n` would count from the
+    # start of the script, when the kernel did not read x)
+    lines += [
+        f"reorder {K}: {it}_i1, {it}_i2, {it}_i0, {it}_i3, {it}_i4",
+        f"cache_read {K}/{it}_i2 0 -> {K}_xq deinterleave",
+        f"unroll {K}/{it}_i0",
+        f"vectorize {K}/{it}_i4",
+        f"vectorize {K}/{r1}_i3",
+        f"vectorize {K}/{r3}_i4",
+    ]
+    lines += [f"unroll {K}/{r}" for r in rows[1:]]
+    lines += [
+        f"unroll {K}/{wr}",
+        f"vectorize {K}/{wt}",
+        f"serial {K}",
+        f"parallel {K}/{blk if nest.trips[n] == 1 else n}",
+    ]
+    lines += _residual_lines(kernel, blk)
+    return "\n".join(lines)
+
+
+def output_transform_script(kernel: KernelOp, nest: Nest, rows: list[str], wr: str, wt: str) -> str:
     """Tiles of y: the columns (and the rows, when their count is even) as (tile, in-tile)
     loops (`tile_by_two`, done on the kernel before the script), the tile column
     vectorized with the in-tile loops unrolled outside it, (image, channel) parallel. An
     odd row count keeps its row loop (`y / 2`, `y % 2` are invariant in the vectorized
     loop: no gathers); an odd column count keeps te-to-loop's nest (ScheduleError)."""
     K = kernel.sym
-    n, o, h, w = nest.spatial
-    if nest.trips[w] % 2:
-        raise ScheduleError(f"kernel '{K}': an odd output width keeps the plain nest")
-    wt, wr = tile_by_two(kernel, w)
-    rows = list(tile_by_two(kernel, h)) if nest.trips[h] % 2 == 0 else [h]
+    o = nest.spatial[1]
     lines = [f"reorder {K}: {', '.join(rows)}, {wr}, {wt}"]
     lines += [f"unroll {K}/{r}" for r in rows[1:]]
     lines += [
@@ -133,12 +232,66 @@ def output_transform_script(kernel: KernelOp, nest: Nest) -> str:
         f"serial {K}",
         f"parallel {K}/{o}",
     ]
-    out = buffers_accessed(kernel, external=True)
-    shape = memref_type(out[-1]).get_shape()
-    for k, buffer in enumerate(out[1:-1], start=1):
-        if memref_type(buffer).get_shape() == shape:  # a residual, read as phase planes
-            lines.append(f"cache_read {K}/{rows[0]} @{k} -> {K}_r{k} deinterleave")
+    lines += _residual_lines(kernel, rows[0])
     return "\n".join(lines)
+
+
+def _producer(kernel: KernelOp, buffer: SSAValue) -> KernelOp | None:
+    """The kernel before `kernel` in its block that stores to `buffer`."""
+    op = kernel.prev_op
+    while op is not None:
+        if isinstance(op, KernelOp) and any(
+            isinstance(o, memref.StoreOp) and o.memref is buffer for o in op.walk()
+        ):
+            return op
+        op = op.prev_op
+    return None
+
+
+def fused_chain(module, name: str) -> list[KernelOp] | None:
+    """The kernels a Winograd output transform `name` fuses (`fused_script`): its
+    reshape of M, the batched matmul, the reshape of V, the input transform (in that
+    order, nearest first), each read only by the next; None when `name` is no output
+    transform or the chain is not that one."""
+    kernel = get_kernel(module, name)
+    if not _is_transform(_origin(kernel)) or _origin(kernel) == "graph.winograd_input_transform":
+        return None
+    chain: list[KernelOp] = []
+    current = kernel
+    wanted = ("graph.reshape", "graph.matmul", "graph.reshape", "graph.winograd_input_transform")
+    for origin in wanted:
+        producers = [_producer(current, b) for b in buffers_accessed(current, external=True)]
+        found = [p for p in producers if p is not None and _origin(p) == origin]
+        if len(found) != 1:
+            return None
+        chain.append(found[0])
+        current = found[0]
+    return chain
+
+
+def fused_into(module, name: str, fuse: bool = False) -> str | None:
+    """The output transform that will compute kernel `name` inside itself (its
+    `fused_script`, with `fuse`), or None: the producer's own template must then leave
+    it alone (compute_at wants its plain loop chain)."""
+    kernel = get_kernel(module, name)
+    if not fuse or _origin(kernel) not in (
+        "graph.reshape",
+        "graph.matmul",
+        "graph.winograd_input_transform",
+    ):
+        return None
+    op, seen = kernel.next_op, 0
+    while op is not None and seen < 8:  # (other kernels may come between)
+        if isinstance(op, KernelOp):
+            seen += 1
+            origin = _origin(op)
+            if _is_transform(origin) and origin != "graph.winograd_input_transform":
+                nest = analyse(op)
+                chain = fused_chain(module, op.sym)
+                if nest is not None and chain and kernel in chain and fusable(op, nest):
+                    return op.sym
+        op = op.next_op
+    return None
 
 
 def _is_transform(origin: str) -> bool:
@@ -148,10 +301,16 @@ def _is_transform(origin: str) -> bool:
     ) or origin.startswith("graph.fused(graph.winograd_output_transform")
 
 
-def winograd_scripts(module, name: str) -> list[str] | None:
-    """The schedules of a Winograd transform kernel, best first; None for other kernels."""
+def winograd_scripts(module, name: str, fuse: bool = False) -> list[str] | None:
+    """The schedules of a Winograd transform kernel, best first; None for other kernels.
+    With `fuse` (`loop-default-schedule{winograd_fuse=true}`), an output transform whose
+    producers chain as graph-winograd builds them computes them per block
+    (`fused_script`), and they (the input transform, reshapes, matmul) get [] (left
+    alone until then)."""
     kernel = get_kernel(module, name)
     origin = _origin(kernel)
+    if fused_into(module, name, fuse) is not None:
+        return []  # computed inside its output transform
     nest = analyse(kernel)
     if nest is None:
         return None
@@ -159,7 +318,7 @@ def winograd_scripts(module, name: str) -> list[str] | None:
         return [input_transform_script(kernel, nest)]
     if _is_transform(origin):
         try:
-            return [output_transform_script(kernel, nest)]
+            return output_transform_scripts(module, kernel, nest, fuse)
         except ScheduleError:
             return []
     return None

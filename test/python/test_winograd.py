@@ -146,10 +146,13 @@ def _model(tmp_path, name: str, text: str, batch: int):
     return dlpc.load(str(path), batch=batch)
 
 
-def _check_c(model, where: str = "all"):
+def _check_c(model, where: str = "all", fuse: bool = False):
     xs = api.random_inputs(model)
     expected = api.reference(model, xs)
-    compiled = dlpc.compile(model, target="c", opt_level=3, graph_winograd={"where": where})
+    extra = {"loop_default_schedule": {"winograd_fuse": True}} if fuse else {}
+    compiled = dlpc.compile(
+        model, target="c", opt_level=3, graph_winograd={"where": where}, **extra
+    )
     kernels = str(compiled.lowered)
     got = compiled(*xs)
     for a, b in zip(got, expected):
@@ -182,6 +185,54 @@ def test_random_conv_c_matches_reference(tmp_path, n, c, o, h, w, pad):
     kernels = _check_c(_model(tmp_path, "wconv", text, n))
     assert "winograd_input_transform" in kernels
     assert 'loop.kernel "winograd_output_transform_add_relu' in kernels
+
+
+# the fused form (loop-default-schedule{winograd_fuse=true}, passes/schedule/winograd.py
+# fused_script): per block of tiles, the input transform, the reshapes and the matmul
+# computed inside the output transform's block loop (compute_at ... local)
+
+
+def _fused(kernels: str) -> bool:
+    """Every input transform computed inside an output transform (its cloned loops)."""
+    return (
+        'loop.kernel "winograd_input_transform' not in kernels
+        and '{name = "winograd_input_transform_' in kernels
+    )
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+def test_fused_resnet_c_matches_reference(batch):
+    model = dlpc.load(os.path.join(ROOT, "examples", "resnet.dlpc"), batch=batch)
+    kernels = _check_c(model, fuse=True)
+    assert _fused(kernels)
+    assert 'loop.kernel "winograd_output_transform_add_relu' in kernels
+
+
+@pytest.mark.parametrize(
+    "n, c, o, h, w, pad, fused",
+    [
+        (2, 16, 16, 32, 32, 1, True),  # resnet's 16 -> 16, batch 2: one block per tile row
+        (1, 32, 32, 16, 16, 1, True),  # 32 -> 32 on 16x16: blocks of 8 tiles
+        (1, 48, 48, 8, 8, 1, True),  # 48 output channels: the matmul in 3 register tiles
+        (3, 5, 7, 10, 12, 1, True),  # channels no multiple of 16, blocks of 6 tiles
+        (2, 5, 7, 9, 11, 1, False),  # odd output (9 x 11): the three kernels
+        (1, 3, 20, 8, 8, 0, True),  # no padding, 20 output channels (one 20-row tile)
+        (1, 4, 40, 6, 6, 1, False),  # 40 output channels (no register tile): three kernels
+    ],
+)
+@pytest.mark.parametrize("residual", [True, False])
+def test_fused_random_conv_c_matches_reference(tmp_path, n, c, o, h, w, pad, fused, residual):
+    oh, ow = h + 2 * pad - 2, w + 2 * pad - 2
+    extra = f", r: f32[B, {o}, {oh}, {ow}]" if residual else ""
+    body = f"conv2d(x, k, b, padding={pad})" + (" + r" if residual else "")
+    text = f"""model wconv(x: f32[B, {c}, {h}, {w}]{extra}) {{
+  param k: f32[{o}, {c}, 3, 3] = kaiming(seed=5)
+  param b: f32[{o}] = normal(seed=6, std=0.1)
+  return relu({body})
+}}
+"""
+    kernels = _check_c(_model(tmp_path, "wconv", text, n), fuse=True)
+    assert _fused(kernels) == fused
 
 
 def test_rule_keeps_resnet_direct():
