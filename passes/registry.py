@@ -45,6 +45,7 @@ SCHEDULE_PASSES = {
     "loop-cache-read": _schedule_pass("cache", "LoopCacheRead"),
     "loop-cache-write": _schedule_pass("cache", "LoopCacheWrite"),
     "loop-compute-at": _schedule_pass("compute_at", "LoopComputeAt"),
+    "loop-compute-inline": _schedule_pass("compute_at", "LoopComputeInline"),
     "loop-tensorize": _schedule_pass("tensorize", "LoopTensorize"),
     "loop-rfactor": _schedule_pass("rfactor", "LoopRfactor"),
     "loop-schedule": _schedule_pass("script", "LoopSchedule"),

@@ -185,6 +185,96 @@ def compute_at(root, producer: str, kernel: str, loop: str, local: bool = False)
     return loops[0]
 
 
+def compute_inline(root, producer: str) -> None:
+    """`compute_inline P` (TVM's): a producer whose value at an element depends on that
+    element alone (a reshape copy, an elementwise op) is substituted into its consumer's
+    loads: each `load T[idx]` becomes the producer's body at `idx` (its store dropped),
+    and the producer and T are gone. Requires 1)-3) of `compute_at` (with one consumer
+    kernel after it, the only other user of T) and a body without loops, loads of T or
+    buffers of its own. Indices that divide (`x / K`, `x % K`) are folded to their exact
+    affine form where the consumer's loop ranges allow. Numerics unchanged."""
+    prod = get_kernel(root, producer)
+    buf = _output(prod)
+    block = block_of(prod)
+    scope = block.parent_op()
+    assert scope is not None, "a kernel's block belongs to a function"
+    users = [
+        k
+        for k in kernels(scope)
+        if k is not prod and any(getattr(op, "memref", None) is buf for op in k.walk())
+    ]
+    if not isinstance(buf.owner, memref.AllocOp) or len(users) != 1:
+        raise ComputeAtEscapeError(
+            f"buffer '{buf.name_hint}' of kernel '{producer}' must be an intermediate "
+            "(memref.alloc) read by exactly one other kernel to inline it"
+        )
+    cons = users[0]
+    if not _before(prod, cons):
+        raise ComputeAtOrderError(
+            f"producer kernel '{producer}' does not come before kernel '{cons.sym}' in one block"
+        )
+    rank = len(memref_type(buf).get_shape())
+    chain = [lp for lp in prod.block.ops if isinstance(lp, ForOp)][:1]
+    while chain and len(chain) < rank and (nxt := child_loop(chain[-1])) is not None:
+        chain.append(nxt)
+    body = list(chain[-1].block.ops) if chain else []
+    stores = [op for op in body if isinstance(op, memref.StoreOp)]
+    ok = (
+        len(chain) == rank
+        and len(list(prod.block.ops)) == 1
+        and all(lp.lower == 0 and lp.stride == 1 for lp in chain)
+        and len(stores) == 1
+        and stores[0].memref is buf
+        and list(stores[0].indices) == [lp.induction_var for lp in chain]
+        and not any(op.regions for op in body)
+        and not any(
+            isinstance(op, memref.AllocOp | memref.AllocaOp)
+            or (isinstance(op, memref.LoadOp) and op.memref is buf)
+            for op in body
+        )
+    )
+    if not ok:
+        raise ComputeAtProducerError(
+            f"producer kernel '{producer}' must be a perfect nest from 0 step 1 whose "
+            f"innermost body (no loops, no scf) stores once to '{buf.name_hint}' at its loop "
+            "variables, to inline it"
+        )
+    if any(isinstance(op, memref.StoreOp) and op.memref is buf for op in cons.walk()):
+        raise ComputeAtEscapeError(f"kernel '{cons.sym}' writes buffer '{buf.name_hint}'")
+    store = stores[0]
+    for load in [op for op in cons.walk() if isinstance(op, memref.LoadOp) and op.memref is buf]:
+        mapper: dict[SSAValue, SSAValue] = {
+            lp.induction_var: idx for lp, idx in zip(chain, load.indices)
+        }
+        at = block_of(load)
+        for op in body:
+            if op is store:
+                continue
+            new = op.clone(value_mapper=mapper)
+            at.insert_op_before(new, load)
+            if isinstance(new, memref.LoadOp):
+                _fold_indices(new)
+        load.results[0].replace_all_uses_with(mapper.get(store.value, store.value))
+        erase(load)
+    erase(prod)
+    for use in list(buf.uses):
+        if isinstance(use.operation, memref.DeallocOp):
+            erase(use.operation)
+    if not buf.uses:
+        erase(buf.owner)
+
+
+def _fold_indices(op: memref.LoadOp | memref.StoreOp) -> None:
+    """`_fold_delinearized` of one access."""
+    block = op.parent_block()
+    assert block is not None
+    start = len(op.operands) - len(op.indices)
+    for n, idx in enumerate(op.indices):
+        form = affine(idx, True) if _has_divide(idx) else None
+        if form is not None:
+            op.operands[start + n] = emit_affine(form, block, before=op)
+
+
 def _localize(target: ForOp, buf: SSAValue, fp, nest: ForOp) -> None:
     """`local`: the buffer becomes the footprint box alone, a stack array at the start of
     the loop's body (one per iteration, so per thread under a parallel loop), every
@@ -267,6 +357,17 @@ def _before(a, b) -> bool:
             return True
         op = op.next_op
     return False
+
+
+@dataclass(frozen=True)
+class LoopComputeInline(ModulePass):
+    """`loop-compute-inline{producer=reshape_1}`"""
+
+    name = "loop-compute-inline"
+    producer: str
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        compute_inline(op, self.producer)
 
 
 @dataclass(frozen=True)

@@ -699,7 +699,7 @@ def _trial_copy(module: ModuleOp, script: str) -> tuple[Operation, ModuleOp | No
     candidate of every kernel made the pass quadratic in the kernel count."""
     steps = parse_script(script)
     names = {step.args[0].split("/")[0].split(":")[0] for step in steps}
-    if len(names) != 1 or any(step.prim == "compute_at" for step in steps):
+    if len(names) != 1 or any(step.prim in ("compute_at", "compute_inline") for step in steps):
         return module.clone(), None
     try:
         kernel = get_kernel(module, names.pop())

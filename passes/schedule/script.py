@@ -19,6 +19,7 @@ One primitive per line (or separated by `;`), `#` starts a comment:
     cache_read matmul_0/r0 fc1.weight [-> wl] [pack|deinterleave]  # buffer by name or index
     cache_write matmul_0/i1o out0 [-> acc]
     compute_at relu_0 -> matmul_0/i0 [local]    # producer kernel into a consumer loop
+    compute_inline reshape_1                    # producer substituted into its reads
     tensorize matmul_0/i0i gemm                 # replace a nest by a micro-kernel
     rfactor linear_0/r0 by 16                   # 16 partial sums, then combined
 
@@ -62,6 +63,7 @@ SYNTAX = {
     ),
     "cache_write": (rf"({PATH}) ({BUF})(?: -> ({NAME}))?", "cache_write K/L BUFFER [-> LOCAL]"),
     "compute_at": (rf"({NAME}) -> ({PATH})( local)?", "compute_at PRODUCER -> K/L [local]"),
+    "compute_inline": (rf"({NAME})", "compute_inline PRODUCER"),
     "tensorize": (rf"({PATH}) ({NAME})", "tensorize K/L INTRINSIC"),
     "rfactor": (rf"({PATH}) by (\d+)", "rfactor K/L by N"),
 }
@@ -185,6 +187,8 @@ def apply_step(module, step: Step, tables: dict | None = None) -> None:
     elif step.prim == "cache_write":
         k, lp = split_path(a[0])
         cache.cache_write(module, k, lp, _buffer(module, a, tables), a[2])
+    elif step.prim == "compute_inline":
+        compute_at.compute_inline(module, a[0])
     elif step.prim == "compute_at":
         k, lp = split_path(a[1])
         compute_at.compute_at(module, a[0], k, lp, bool(a[2]))

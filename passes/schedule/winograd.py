@@ -184,7 +184,12 @@ def fused_script(
     r3, mm, r1, it = (p.sym for p in chain)
     blk = rows[0]
     lines = [f"reorder {K}: {', '.join([n, blk, o, *rows[1:], wr, wt])}"]
-    lines += [f"compute_at {p} -> {K}/{blk} local" for p in (r3, mm, r1, it)]
+    lines += [
+        f"compute_inline {r3}",  # the reshapes read through (no copies)
+        f"compute_at {mm} -> {K}/{blk} local",
+        f"compute_inline {r1}",
+        f"compute_at {it} -> {K}/{blk} local",
+    ]
     lines.append(f"decompose {K}/{mm}_i0")
     if nest.trips[o] > 24:
         lines += [
@@ -194,6 +199,10 @@ def fused_script(
         ]
     else:
         lines.append(f"tensorize {K}/{mm}_i2 gemm")
+    u = buffers_accessed(chain[1], external=True)[0]  # U, [16][1][Co][C]
+    if u.name_hint:  # packed [16][C][Co] (once per binding, loop-prepack-weights): the
+        # broadcasts of one k 4 bytes apart (disp8; 64 apart GCC spent a register each)
+        lines.append(f"cache_read {K}/{mm}_i0 {u.name_hint} -> {K}_up pack")
     # the input x: the first buffer the fused kernel accesses (its first nest, the input
     # transform's, loads x first), by position at this step (`@n` would count from the
     # start of the script, when the kernel did not read x)
@@ -202,8 +211,6 @@ def fused_script(
         f"cache_read {K}/{it}_i2 0 -> {K}_xq deinterleave",
         f"unroll {K}/{it}_i0",
         f"vectorize {K}/{it}_i4",
-        f"vectorize {K}/{r1}_i3",
-        f"vectorize {K}/{r3}_i4",
     ]
     lines += [f"unroll {K}/{r}" for r in rows[1:]]
     lines += [
