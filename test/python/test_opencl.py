@@ -441,6 +441,39 @@ def test_svm_outputs_are_handed_over_and_never_rewritten_while_held():
     np.testing.assert_allclose(kept, refs[1], **tol)
 
 
+def test_masked_guarded_loads_match_a_padded_conv():
+    """emit-opencl-masked-load.mlir's two padded 3x3 convs (one masked, `masked_load`,
+    one per-lane guarded) against numpy: the masked tiles, and the first tile of the
+    buffer, whose left taps' flat index is -1 and take the per-lane loads, hold the same
+    values as the zero-padded convolution (a masked lane loads its neighbour row's last
+    element: a wrong mask would add it)."""
+    module = pipeline.parse_module(
+        (ROOT / "test" / "e2e" / "emit-opencl-masked-load.mlir").read_text()
+    )
+    source = emit_opencl(module)
+    assert source.count("? ((int8)(") == 1  # conv2d_0 only
+    f = compile_opencl(module, name="masked")
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((2, 1, 6, 16), dtype=np.float32)
+    y = rng.standard_normal((2, 4, 6, 16), dtype=np.float32)
+    w = rng.standard_normal((8, 1, 3, 3), dtype=np.float32)
+    v = rng.standard_normal((8, 4, 3, 3), dtype=np.float32)
+
+    def conv(a, k):
+        p = np.pad(a.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+        out = np.zeros((a.shape[0], k.shape[0], 6, 16))
+        for kh in range(3):
+            for kw in range(3):
+                out += np.einsum(
+                    "nchw,oc->nohw", p[:, :, kh : kh + 6, kw : kw + 16], k[:, :, kh, kw]
+                )
+        return out
+
+    out0, out1 = f(x, y, params={"w": w, "v": v})
+    np.testing.assert_allclose(out0, conv(x, w), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(out1, conv(y, v), rtol=1e-5, atol=1e-5)
+
+
 def test_copy_kernels_become_views():
     """The OpenCL target takes loop-views' strided views itself (`backends.opencl.views`):
     the transformer's head split/merge transposes and slices are no launches."""
