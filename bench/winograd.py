@@ -1,6 +1,7 @@
 """graph-winograd's cost rule, measured: every stride-1 3x3 conv of a model compiled at
--O3 direct (`graph_winograd={"where": "none"}`) and as Winograd F(2x2, 3x3) (`"all"`),
-per kernel (the C build with timers, `dlpc-run --profile`'s) and per whole call,
+-O3 direct (`graph_winograd={"where": "none"}`), as Winograd F(2x2, 3x3) (`"all"`, three
+kernels) and fused per tile row (`"all"` with `loop_default_schedule={"winograd_fuse":
+True}`: one kernel, shown as `fused`), per kernel (the C build with timers, `dlpc-run --profile`'s) and per whole call,
 interleaved A, B, A, B, medians of the rounds.
 
     python bench/winograd.py --threads 1 --batches 1,32            # resnet + 32/64-ch convs
@@ -46,6 +47,14 @@ def measure(path: Path, batch: int, rounds: int, repeat: int) -> None:
         where: dlpc.compile(model, target="c", opt_level=3, graph_winograd={"where": where})
         for where in ("none", "all")
     }
+    # the chain fused per tile row (loop-default-schedule{winograd_fuse=true})
+    built["fused"] = dlpc.compile(
+        model,
+        target="c",
+        opt_level=3,
+        graph_winograd={"where": "all"},
+        loop_default_schedule={"winograd_fuse": True},
+    )
     kernels: dict[str, list[dict[str, float]]] = {w: [] for w in built}
     calls: dict[str, list[float]] = {w: [] for w in built}
     for _ in range(rounds):

@@ -141,8 +141,32 @@ def _under_reduction(op: Operation, kernel: KernelOp) -> bool:
 
 
 def fold_kernel(kernel: KernelOp) -> bool:
-    """Fold `kernel`'s init and epilogue nests into its accumulator tile; whether it did."""
-    tops = [op for op in kernel.block.ops if isinstance(op, ForOp)]
+    """Fold `kernel`'s init and epilogue nests into its accumulator tile; whether it did.
+    The nests are looked for at the kernel's top level, else in the body of any loop
+    (a reduction `compute_at` cloned into its consumer's loop and decomposed there)."""
+    if _fold_block(kernel, kernel.block):
+        return True
+    done = False
+    for loop in [op for op in kernel.walk() if isinstance(op, ForOp)]:
+        if any(
+            isinstance(op, ForOp) and (op.loop_name or "").endswith("_init")
+            for op in loop.block.ops
+        ):
+            done = _fold_block(kernel, loop.block) or done
+    return done
+
+
+def _inside(op: Operation, region: Block) -> bool:
+    current: Operation | None = op
+    while current is not None:
+        if current.parent_block() is region:
+            return True
+        current = current.parent_op()
+    return False
+
+
+def _fold_block(kernel: KernelOp, region: Block) -> bool:
+    tops = [op for op in region.ops if isinstance(op, ForOp)]
     inits = [lp for lp in tops if (lp.loop_name or "").endswith("_init")]
     posts = [lp for lp in tops if (lp.loop_name or "").endswith("_post")]
     if len(inits) != 1 or len(posts) > 1:
@@ -155,7 +179,7 @@ def fold_kernel(kernel: KernelOp) -> bool:
     value = _init_value(init, out)
     if value is None:
         return False
-    others = [op for op in kernel.block.ops if op is not init and op not in posts]
+    others = [op for op in region.ops if op is not init and op not in posts]
     written = {op.memref for top in others for op in top.walk() if isinstance(op, memref.StoreOp)}
     post = _epilogue(posts[0], out, written) if posts else None
     if posts and post is None:
@@ -166,26 +190,35 @@ def fold_kernel(kernel: KernelOp) -> bool:
         for op in top.walk()
         if isinstance(op, memref.LoadOp | memref.StoreOp) and op.memref is out
     ]
-    copy_in = [op for op in touching if isinstance(op, memref.LoadOp)]
     copy_out = [op for op in touching if isinstance(op, memref.StoreOp)]
-    if len(copy_in) != 1 or len(copy_out) != 1:
+    if len(copy_out) != 1:
+        return False
+    main = ancestor_in(copy_out[0], region)
+    loads = [op for op in touching if isinstance(op, memref.LoadOp)]
+    copy_in = [op for op in loads if ancestor_in(op, region) is main]
+    # without an epilogue nest, later nests may read the finished element (a consumer
+    # the reduction was computed inside): they see the same values after the fold
+    order = list(region.ops)
+    later = [op for op in loads if op not in copy_in]
+    if later and (
+        posts or any(order.index(ancestor_in(op, region)) < order.index(main) for op in later)
+    ):
+        return False
+    if len(copy_in) != 1:
         return False
     load, store = copy_in[0], copy_out[0]
-    main = ancestor_in(load, kernel.block)
-    if main is not ancestor_in(store, kernel.block):
-        return False
     if post is not None:  # what the epilogue reads from outside it must be there already
-        before = set(kernel.block.ops).difference([init, posts[0]])
-        order = list(kernel.block.ops)
+        before = set(region.ops).difference([init, posts[0]])
+        order = list(region.ops)
         for op in post[1]:
             for v in op.operands:
                 owner = v.owner
                 where = owner if isinstance(owner, Operation) else owner.parent_op()
-                if where is None or where is kernel or not kernel.is_ancestor(where):
-                    continue  # defined outside the kernel: available everywhere in it
+                if where is None or not _inside(where, region):
+                    continue  # defined outside the block: available everywhere in it
                 if posts[0].is_ancestor(where):
                     continue
-                top = ancestor_in(where, kernel.block)
+                top = ancestor_in(where, region)
                 if top not in before or order.index(top) > order.index(main):
                     return False
     if _under_reduction(load, kernel) or _under_reduction(store, kernel):
@@ -218,8 +251,8 @@ def fold_kernel(kernel: KernelOp) -> bool:
             for old, new in zip(op.results, copy.results):
                 mapping[old] = new
         store.operands[0] = mapping.get(final.value, final.value)
-        kernel.block.erase_op(posts[0])
-    kernel.block.erase_op(init)
+        region.erase_op(posts[0])
+    region.erase_op(init)
     return True
 
 

@@ -3,7 +3,7 @@
 // RUN: not dlpc-opt %s -p 'loop-schedule{script="split mm/i1 by 4; split mm/i1 by 4"}' 2>&1 | filecheck %s --check-prefix=STEP
 // RUN: not dlpc-opt %s -p 'loop-schedule{script="nothere.sched"}' 2>&1 | filecheck %s --check-prefix=FILE
 
-// PRIM: dlpc-opt: error: schedule line 1: unknown primitive 'splitt' (known: split, reorder, tile, fuse, unroll, vectorize, parallel, serial, decompose, cache_read, cache_write, compute_at, tensorize, rfactor)
+// PRIM: dlpc-opt: error: schedule line 1: unknown primitive 'splitt' (known: split, reorder, tile, fuse, unroll, vectorize, parallel, serial, decompose, cache_read, cache_write, compute_at, compute_inline, tensorize, rfactor)
 // SYNTAX: dlpc-opt: error: schedule line 1: expected 'split K/L by N [-> O, I]', got 'split mm/i1 into 4'
 // STEP: dlpc-opt: error: schedule line 1 (split mm/i1 by 4): kernel 'mm' has no loop named 'i1'
 // FILE: dlpc-opt: error: cannot read schedule script 'nothere.sched': No such file or directory
