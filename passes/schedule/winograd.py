@@ -25,16 +25,20 @@ Input/Output: loop dialect.  Requires: te-to-loop's nest of a kernel whose `orig
   te-to-loop's nest;
 - fused (`loop-default-schedule{winograd_fuse=true}`, off by default): the output
   transform's loop over tile rows computes the whole chain per row (`fused_script`:
-  `compute_at ... local` of the reshape of M, the matmul, the reshape of V and the input
-  transform, each into a stack array of the row's footprint; the matmul tensorized 16 co
-  x tiles; the producers get no schedule of their own, `fused_into`). Numerics match;
-  not yet faster (whole call, `dlpc.compile(...).time`, interleaved medians, batch 1):
-  16 -> 16 on 32x32, 1 thread, direct 47.0 / three kernels 44.9 / fused 56.9 us;
-  64 -> 64 on 32x32 774 / 381 / 498 us. The gemm's broadcasts of U ([16][Co][C]: rows
-  64 bytes apart) take one index register per output channel (GCC spills them); the
-  reshape copies remain (local to local); blocks of one tile row (8 tiles on 16x16:
-  half vectors; two rows would need `x / 8` of a split loop stepping by 8, which
-  `affine(..., delinearize=True)` does not fold).
+  `compute_inline` of both reshapes, `compute_at ... local` of the matmul and the input
+  transform into stack arrays of the row's footprint, V[16][C][tiles] and
+  M[16][Co][tiles]; the matmul decomposed, its init folded into the register tile
+  (loop-fold-init-epilogue) and tensorized 16 co x tiles with U packed [16][C][Co] once
+  per binding (loop-prepack-weights); the producers get no schedule of their own,
+  `fused_into`). Per kernel (`bench/winograd.py`-style profiles, interleaved medians),
+  resnet, 1 thread: batch 1 16 -> 16 on 32x32 36.4 / 38.5 us (residual) vs direct 42.3 /
+  42.4, 32 -> 32 on 16x16 32.0 vs 43.6; batch 32 1180 / 1285 / 1032 vs 1428 / 1425 /
+  1439 us. 2 threads (load 1.3-1.7 from other jobs): 32 -> 32 on 16x16 17.3 vs 22.3 us,
+  but 16 -> 16 on 32x32 38.5 vs 26.4 (slower than on one thread, like the three-kernel
+  form's input transform there, unexplained) and batch 32 1054 / 789 / 892 vs 890 / 725 /
+  698 us: not a win on 2 threads, so it stays off and graph-winograd's rule unchanged.
+  Blocks are one tile row (8 tiles on 16x16: half vectors; two rows would need `x / 8`
+  of a split loop stepping by 8, which `affine(..., delinearize=True)` does not fold).
 """
 
 from __future__ import annotations
