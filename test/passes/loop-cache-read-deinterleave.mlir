@@ -5,15 +5,27 @@
 // A 3x3 stride-2 padded read x[r0][2*i2 + r1 - 1][2*i3 + r2 - 1], i3 innermost: the local
 // buffer is the padded box (rows -1..5 -> 7, columns -1..7 -> 9) with the columns split
 // into 2 phase planes of ceil(9 / 2) = 5 (column q of the box at [q % 2][q / 2]). The
-// box's origin is constant, so the padding is filled first and each phase then copies
-// its in-bounds range unguarded: rows 1..5 (input rows 0..4), phase 0 j = 1..3 (input
-// columns 2j - 1 = 1, 3, 5), phase 1 j = 0..3 (columns 0, 2, 4, 6). The body reads
-// [r0][row][r2 % 2][i3 + r2 / 2], unit stride in i3, unguarded.
+// box's origin is constant, so each phase copies its in-bounds range unguarded: rows 1..5
+// (input rows 0..4), phase 0 j = 1..3 (input columns 2j - 1 = 1, 3, 5), phase 1 j = 0..3
+// (columns 0, 2, 4, 6). The fill value goes only where the copies do not write (before
+// them, one guard per row): in a row within the input, phase 0 j = 0 and 4, phase 1 j = 4;
+// a padding row (0 and 6) whole. The body reads [r0][row][r2 % 2][i3 + r2 / 2], unit
+// stride in i3, unguarded.
 // CHECK:      loop.for %i0 = 0 to 1 step 1 {name = "i0"} {
 // CHECK-NEXT:   %xq = memref.alloca() : memref<1x2x7x2x5xf32>
-// CHECK:        loop.for %[[F:.*]] = 0 to 5 step 1 {name = "xq_fill4", vectorize} {
-// CHECK-NEXT:     %[[Z:.*]] = arith.constant 0.000000e+00 : f32
-// CHECK-NEXT:     memref.store %[[Z]], %xq[
+// CHECK:        loop.for %[[FR:.*]] = 0 to 7 step 1 {name = "xq_fill2"} {
+// CHECK:          %[[IN:.*]] = arith.andi
+// CHECK-NEXT:     scf.if %[[IN]] {
+// CHECK-NEXT:       loop.for %[[E0:.*]] = 0 to 1 step 1 {name = "xq_fill3p0.1"} {
+// CHECK-NEXT:         %[[K0:.*]] = arith.constant 0 : index
+// CHECK-NEXT:         %[[Z:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK-NEXT:         memref.store %[[Z]], %xq[%{{.*}}, %{{.*}}, %[[FR]], %[[K0]], %[[E0]]]
+// CHECK:            loop.for %{{.*}} = 4 to 5 step 1 {name = "xq_fill3p0.2"} {
+// CHECK:            loop.for %{{.*}} = 4 to 5 step 1 {name = "xq_fill3p1.1"} {
+// CHECK:          } else {
+// CHECK-NEXT:       loop.for %{{.*}} = 0 to 5 step 1 {name = "xq_fill3p0", vectorize} {
+// CHECK:            loop.for %{{.*}} = 0 to 5 step 1 {name = "xq_fill3p1", vectorize} {
+// CHECK-NOT:    loop.for {{.*}}fill
 // CHECK:        loop.for %[[R:.*]] = 1 to 6 step 1 {name = "xq_in2"} {
 // CHECK-NEXT:     loop.for %[[J0:.*]] = 1 to 4 step 1 {name = "xq_in3p0", vectorize} {
 // CHECK-NOT:        scf.if
@@ -38,7 +50,10 @@
 // checked at run time, one scf.if per row around the unguarded phase loops (whose column
 // ranges stay static).
 // ROWS:      %xq = memref.alloca() : memref<1x2x3x2x5xf32>
-// ROWS:      {name = "xq_fill4", vectorize}
+// ROWS:      {name = "xq_fill2"}
+// ROWS:        scf.if
+// ROWS:        } else {
+// ROWS-NEXT:     loop.for %{{.*}} = 0 to 5 step 1 {name = "xq_fill3p0", vectorize} {
 // ROWS:      loop.for %[[R:.*]] = 0 to 3 step 1 {name = "xq_in2"} {
 // ROWS:        %[[IN:.*]] = arith.andi
 // ROWS-NEXT:   scf.if %[[IN]] {
