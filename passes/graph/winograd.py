@@ -37,9 +37,11 @@ of the cost rule below.
 
 Cost rule (`pays`), measured on this machine (Zen 4 EPYC, 2 cores, AVX-512; the direct
 conv's register-tiled template runs at ~90 % of one core's FMA peak): 64 channels or
-more on both sides and an output of at least 256 tiles (32x32). None of resnet's 3x3
-convs (16 and 32 channels on 32x32 and 16x16) qualifies: Winograd does not pay on them
-with these kernels. The constants below carry the figures.
+more on both sides and an output of at least 256 tiles (32x32), as three kernels; or 32
+channels on both sides and an even output, which the default schedule fuses into one
+kernel per row of tiles (passes/schedule/winograd.py): resnet's 32 -> 32 on 16x16. Its
+16 -> 16 convs stay direct (the fused kernel loses there at batch 1 on 2 threads). The
+constants below carry the figures.
 """
 
 from __future__ import annotations
@@ -92,11 +94,26 @@ def eligible(op: Operation) -> bool:
     )
 
 
+FUSED_CHANNELS = 32
+"""Input and output channels of the convs the fused schedule takes (passes/schedule/
+winograd.py `fused_script`, up to its FUSED_MAX_CHANNELS = 32, an even output: one
+kernel per row of tiles). Per kernel, us, direct vs fused (bench/winograd.py,
+interleaved medians, 2-thread runs at load 1.2-1.5): resnet's 32 -> 32 on 16x16
+(`conv2d_add_relu_4`) batch 1 43.5 vs 31.1 (1 thread), 22.8 vs 17.4 (2); batch 32 1392
+vs 1020 (1), 690 vs 511 (2); 32 -> 32 on 32x32 192 vs 114 (1), 88 vs 65 (2), batch 8
+713 vs 485 (2). resnet's 16 -> 16 on 32x32 win on 1 thread (42.3 vs 35.5, 42.6 vs 37.7;
+batch 32 1419 vs 1168, 1440 vs 1290) and at batch 32 on 2 (710 vs 634, 713 vs 682) but
+lose at batch 1 on 2 threads (22.5 vs 24.3, 23.5 vs 25.9): not taken."""
+
+
 def pays(op: g.Conv2DOp) -> bool:
-    """The cost rule: enough channels on both sides and enough tiles per image."""
+    """The cost rule: 64+ channels on both sides and 256+ tiles per image (three
+    kernels), or 32 channels on both sides and an even output (the fused kernel)."""
     o, c = g.shape_of(op.operands[1])[:2]
     oh, ow = g.shape_of(op.results[0])[2:]
     th, tw = g.winograd_tiles(oh, ow)
+    if o == c == FUSED_CHANNELS and oh % 2 == 0 and ow % 2 == 0 and ow // 2 <= 128:
+        return True
     return min(o, c) >= MIN_CHANNELS and th * tw >= MIN_TILES
 
 

@@ -170,6 +170,7 @@ def compute_at(root, producer: str, kernel: str, loop: str, local: bool = False)
     for op in list(chain[-1].block.ops):
         body.add_op(op.clone(value_mapper=mapper))
     _fold_delinearized(loops[0])
+    _keep_inputs_alive(prod, cons)
     for op in body.walk():
         if (
             isinstance(op, ForOp)
@@ -256,6 +257,7 @@ def compute_inline(root, producer: str) -> None:
                 _fold_indices(new)
         load.results[0].replace_all_uses_with(mapper.get(store.value, store.value))
         erase(load)
+    _keep_inputs_alive(prod, cons)
     erase(prod)
     for use in list(buf.uses):
         if isinstance(use.operation, memref.DeallocOp):
@@ -348,6 +350,20 @@ def _fold_delinearized(nest: ForOp) -> None:
                 op.detach()
                 op.erase()
                 dead = True
+
+
+def _keep_inputs_alive(prod: KernelOp, cons: KernelOp) -> None:
+    """Deallocs, between the producer and its consumer, of buffers the producer reads
+    move after the consumer (which now reads them): no use after free."""
+    read = {op.memref for op in prod.walk() if isinstance(op, memref.LoadOp)}
+    op = prod.next_op
+    while op is not None and op is not cons:
+        nxt = op.next_op
+        if isinstance(op, memref.DeallocOp) and op.memref in read:
+            op.detach()
+            block = block_of(cons)
+            block.insert_op_after(op, cons)
+        op = nxt
 
 
 def _before(a, b) -> bool:

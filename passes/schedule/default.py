@@ -493,7 +493,7 @@ def reduction_script(kernel: KernelOp, nest: Nest) -> str:
     return "\n".join(lines)
 
 
-def default_scripts(module: ModuleOp, name: str, winograd_fuse: bool = False) -> list[str]:
+def default_scripts(module: ModuleOp, name: str, winograd_fuse: bool = True) -> list[str]:
     """Heuristic schedules of one kernel, best first (the first that applies is used).
     `winograd_fuse`: graph-winograd's kernels fused per block (`winograd_scripts`)."""
     winograd = winograd_scripts(module, name, winograd_fuse)  # graph-winograd's kernels
@@ -741,7 +741,7 @@ class _Budget:
 
 
 def apply_default(
-    module: ModuleOp, budget: float | None = None, winograd_fuse: bool = False
+    module: ModuleOp, budget: float | None = None, winograd_fuse: bool = True
 ) -> None:
     todo = list(kernels(module))
     clock = _Budget(budget, "loop-default-schedule")
@@ -816,9 +816,9 @@ class LoopDefaultSchedule(ModulePass):
     name = "loop-default-schedule"
     # seconds the search may take (default SEARCH_BUDGET); later kernels keep the identity
     budget: float | None = None
-    # graph-winograd's transforms and matmul fused per block of tiles (off: slower than
-    # the three kernels and than the direct conv so far, see passes/schedule/winograd.py)
-    winograd_fuse: bool = False
+    # graph-winograd's transforms and matmul fused per row of tiles up to 32 channels
+    # (passes/schedule/winograd.py fused_script); false: always the three kernels
+    winograd_fuse: bool = True
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         apply_default(op, self.budget, self.winograd_fuse)

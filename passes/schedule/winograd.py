@@ -23,7 +23,8 @@ Input/Output: loop dialect.  Requires: te-to-loop's nest of a kernel whose `orig
   (residual add + relu; staged per output row 11 us, unstaged 15.5 us), 1 thread. An odd
   height keeps its row loop (64 -> 64 on 33x32: 251 -> 30 us); an odd width keeps
   te-to-loop's nest;
-- fused (`loop-default-schedule{winograd_fuse=true}`, off by default): the output
+- fused (the default up to FUSED_MAX_CHANNELS; `loop-default-schedule{winograd_fuse=
+  false}` keeps the three kernels): the output
   transform's loop over tile rows computes the whole chain per row (`fused_script`:
   `compute_inline` of both reshapes, `compute_at ... local` of the matmul and the input
   transform into stack arrays of the row's footprint, V[16][C][tiles] and
@@ -36,7 +37,9 @@ Input/Output: loop dialect.  Requires: te-to-loop's nest of a kernel whose `orig
   1439 us. 2 threads (load 1.3-1.7 from other jobs): 32 -> 32 on 16x16 17.3 vs 22.3 us,
   but 16 -> 16 on 32x32 38.5 vs 26.4 (slower than on one thread, like the three-kernel
   form's input transform there, unexplained) and batch 32 1054 / 789 / 892 vs 890 / 725 /
-  698 us: not a win on 2 threads, so it stays off and graph-winograd's rule unchanged.
+  698 us; a quieter run (load 1.5): batch 1 2 threads 16 -> 16 24.3 / 25.9 vs 22.5 /
+  23.5, 32 -> 32 17.4 vs 22.8; batch 32 634 / 682 / 511 vs 710 / 713 / 690. So
+  graph-winograd's rule takes 32 -> 32 convs (FUSED_CHANNELS), not the 16-channel ones.
   Blocks are one tile row (8 tiles on 16x16: half vectors; two rows would need `x / 8`
   of a split loop stepping by 8, which `affine(..., delinearize=True)` does not fold).
 """
@@ -259,6 +262,19 @@ def _producer(kernel: KernelOp, buffer: SSAValue) -> KernelOp | None:
     return None
 
 
+FUSED_MAX_CHANNELS = 32
+"""Input and output channels up to which the fused schedule is used. 64 -> 64 ran
+slower fused than as three kernels (1 thread, batch 1: 32x32 404 vs 375 us, 16x16 109 vs
+99 us: V, M and the packed U of a block leave L1); 32 -> 32 on 32x32 fused 114 vs 115 us
+(1 thread) and 65 vs 97 us (2 threads), bench/winograd.py."""
+
+
+def _channels(chain: list[KernelOp]) -> int:
+    """The input channels of a fused chain: V's dim 2 ([16, N, C, th, tw])."""
+    v = buffers_accessed(chain[3], external=True)[-1]
+    return memref_type(v).get_shape()[2]
+
+
 def fused_chain(module, name: str) -> list[KernelOp] | None:
     """The kernels a Winograd output transform `name` fuses (`fused_script`): its
     reshape of M, the batched matmul, the reshape of V, the input transform (in that
@@ -277,10 +293,13 @@ def fused_chain(module, name: str) -> list[KernelOp] | None:
             return None
         chain.append(found[0])
         current = found[0]
+    nest = analyse(kernel)
+    if nest is None or max(_channels(chain), nest.trips[nest.spatial[1]]) > FUSED_MAX_CHANNELS:
+        return None
     return chain
 
 
-def fused_into(module, name: str, fuse: bool = False) -> str | None:
+def fused_into(module, name: str, fuse: bool = True) -> str | None:
     """The output transform that will compute kernel `name` inside itself (its
     `fused_script`, with `fuse`), or None: the producer's own template must then leave
     it alone (compute_at wants its plain loop chain)."""
@@ -312,9 +331,10 @@ def _is_transform(origin: str) -> bool:
     ) or origin.startswith("graph.fused(graph.winograd_output_transform")
 
 
-def winograd_scripts(module, name: str, fuse: bool = False) -> list[str] | None:
+def winograd_scripts(module, name: str, fuse: bool = True) -> list[str] | None:
     """The schedules of a Winograd transform kernel, best first; None for other kernels.
-    With `fuse` (`loop-default-schedule{winograd_fuse=true}`), an output transform whose
+    With `fuse` (the default; `loop-default-schedule{winograd_fuse=false}` turns it
+    off), an output transform whose
     producers chain as graph-winograd builds them computes them per block
     (`fused_script`), and they (the input transform, reshapes, matmul) get [] (left
     alone until then)."""

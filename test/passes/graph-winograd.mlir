@@ -49,17 +49,34 @@ func.func @below_rule(%x: tensor<2x16x8x6xf32>) -> tensor<2x16x7x5xf32> {
   func.return %c : tensor<2x16x7x5xf32>
 }
 
-// Below the rule: 32 -> 32 on 32x32 (channels), 64 -> 64 on 16x16 (64 tiles).
+// Below the rule: 16 -> 16 on 32x32 (channels), 64 -> 64 on 16x16 (64 tiles), 32 -> 32
+// with an odd output (15x15: not the fused kernel's).
 // CHECK-LABEL: func.func @small
 // CHECK-NOT:     winograd
-// CHECK-COUNT-2: graph.conv2d
+// CHECK-COUNT-3: graph.conv2d
 // CHECK-NOT:     winograd
-func.func @small(%x: tensor<1x32x32x32xf32>, %y: tensor<1x64x16x16xf32>) -> (tensor<1x32x32x32xf32>, tensor<1x64x16x16xf32>) {
-  %w = graph.param "w" : tensor<32x32x3x3xf32>
+func.func @small(%x: tensor<1x16x32x32xf32>, %y: tensor<1x64x16x16xf32>, %z: tensor<1x32x15x15xf32>) -> (tensor<1x16x32x32xf32>, tensor<1x64x16x16xf32>, tensor<1x32x15x15xf32>) {
+  %w = graph.param "w" : tensor<16x16x3x3xf32>
   %v = graph.param "v" : tensor<64x64x3x3xf32>
-  %c = graph.conv2d %x, %w {pads = array<i64: 1, 1, 1, 1>} : (tensor<1x32x32x32xf32>, tensor<32x32x3x3xf32>) -> tensor<1x32x32x32xf32>
+  %u = graph.param "u" : tensor<32x32x3x3xf32>
+  %c = graph.conv2d %x, %w {pads = array<i64: 1, 1, 1, 1>} : (tensor<1x16x32x32xf32>, tensor<16x16x3x3xf32>) -> tensor<1x16x32x32xf32>
   %d = graph.conv2d %y, %v {pads = array<i64: 1, 1, 1, 1>} : (tensor<1x64x16x16xf32>, tensor<64x64x3x3xf32>) -> tensor<1x64x16x16xf32>
-  func.return %c, %d : tensor<1x32x32x32xf32>, tensor<1x64x16x16xf32>
+  %e = graph.conv2d %z, %u {pads = array<i64: 1, 1, 1, 1>} : (tensor<1x32x15x15xf32>, tensor<32x32x3x3xf32>) -> tensor<1x32x15x15xf32>
+  func.return %c, %d, %e : tensor<1x16x32x32xf32>, tensor<1x64x16x16xf32>, tensor<1x32x15x15xf32>
+}
+
+// The fused rule: 32 -> 32 with an even output (resnet's 32 -> 32 on 16x16), which the
+// default schedule computes as one fused kernel per row of tiles.
+// CHECK-LABEL: func.func @fused_rule
+// CHECK-NOT:     graph.conv2d
+// CHECK:         graph.winograd_input_transform %x {pads = array<i64: 1, 1, 1, 1>} : (tensor<1x32x16x16xf32>) -> tensor<16x1x32x8x8xf32>
+// CHECK-NOT:     graph.conv2d
+// CHECK:         graph.winograd_output_transform
+// CHECK-NEXT:    func.return
+func.func @fused_rule(%x: tensor<1x32x16x16xf32>) -> tensor<1x32x16x16xf32> {
+  %w = graph.param "w" : tensor<32x32x3x3xf32>
+  %c = graph.conv2d %x, %w {pads = array<i64: 1, 1, 1, 1>} : (tensor<1x32x16x16xf32>, tensor<32x32x3x3xf32>) -> tensor<1x32x16x16xf32>
+  func.return %c : tensor<1x32x16x16xf32>
 }
 
 // Never rewritten, even with where=all: stride 2, 1x1, depthwise (groups), 5x5,

@@ -149,7 +149,7 @@ def _model(tmp_path, name: str, text: str, batch: int):
 def _check_c(model, where: str = "all", fuse: bool = False):
     xs = api.random_inputs(model)
     expected = api.reference(model, xs)
-    extra = {"loop_default_schedule": {"winograd_fuse": True}} if fuse else {}
+    extra = {"loop_default_schedule": {"winograd_fuse": fuse}}
     compiled = dlpc.compile(
         model, target="c", opt_level=3, graph_winograd={"where": where}, **extra
     )
@@ -213,7 +213,8 @@ def test_fused_resnet_c_matches_reference(batch):
     [
         (2, 16, 16, 32, 32, 1, True),  # resnet's 16 -> 16, batch 2: one block per tile row
         (1, 32, 32, 16, 16, 1, True),  # 32 -> 32 on 16x16: blocks of 8 tiles
-        (1, 48, 48, 8, 8, 1, True),  # 48 output channels: the matmul in 3 register tiles
+        (1, 48, 48, 8, 8, 1, False),  # 48 channels (> FUSED_MAX_CHANNELS): three kernels
+        (2, 32, 24, 6, 8, 1, True),  # 24 output channels: one 24-row register tile
         (3, 5, 7, 10, 12, 1, True),  # channels no multiple of 16, blocks of 6 tiles
         (2, 5, 7, 9, 11, 1, False),  # odd output (9 x 11): the three kernels
         (1, 3, 20, 8, 8, 0, True),  # no padding, 20 output channels (one 20-row tile)
@@ -235,12 +236,17 @@ def test_fused_random_conv_c_matches_reference(tmp_path, n, c, o, h, w, pad, fus
     assert _fused(kernels) == fused
 
 
-def test_rule_keeps_resnet_direct():
-    """The cost rule (64 channels, 32x32 outputs) keeps resnet's 16/32-channel convs
-    direct: Winograd did not pay on them (passes/graph/winograd.py)."""
+def test_rule_takes_resnets_32_channel_conv_fused():
+    """The cost rule (passes/graph/winograd.py) takes resnet's 32 -> 32 conv (the fused
+    kernel wins there on 1 and 2 threads, batch 1 and 32) and keeps its 16-channel convs
+    and the stem direct (the default schedule fuses the chain: no transform kernels)."""
     path = os.path.join(ROOT, "examples", "resnet.dlpc")
     for batch in (1, 32):
-        assert "winograd" not in _check_c(dlpc.load(path, batch=batch), where="pays")
+        kernels = _check_c(dlpc.load(path, batch=batch), where="pays", fuse=True)
+        assert 'loop.kernel "winograd_output_transform_add_relu' in kernels
+        assert _fused(kernels)
+        assert 'loop.kernel "conv2d_relu_1"' in kernels  # 16 -> 16 direct
+        assert 'loop.kernel "conv2d_relu_0"' in kernels  # the stem direct
 
 
 # ----------------------------------------------------------------------- training
