@@ -60,6 +60,7 @@ GRAPH_PASSES_BY_LEVEL: dict[int, tuple[str, ...]] = {
         "graph-fold-constants",
         FOLD_PARAMS,
         "graph-conv-layout",  # NHWC where a conv's channels vectorize better than its row
+        "graph-winograd",  # where it pays (32 -> 32 fused, 64+ channels); weights bound, c
         "graph-fuse",
         FOLD_PARAMS,
     ),
