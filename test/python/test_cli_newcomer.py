@@ -387,17 +387,18 @@ def test_weights_fold_by_default(capsys, tmp_path):
         capsys, [resnet, "--emit=c", "--stats", "--no-fold-weights", "-o", str(kept_c)]
     )
     # the default is the lean C: the same kernels as --fold-weights (the batch-norm
-    # arithmetic on weights folded away: 9 te computes, 8 C kernels today), where keeping
-    # the weights emits that arithmetic as kernels of its own (51 te computes today)...
+    # arithmetic on weights folded away: 13 te computes, 8 C kernels today; 5 of the te
+    # computes are graph-winograd's chain for the 32-channel conv, which needs bound
+    # weights), where keeping the weights emits that arithmetic as kernels of its own (51
+    # te computes today, the convs direct)...
     assert folded == explicit
-    assert int(kept[-2]) > 4 * int(folded[-2])
-    # ...which loop-prepack-weights runs once per binding of the weights (dlpc_prepare),
-    # not in a call: a call runs the folded model's kernels, plus none
-    assert kept[-1] == folded[-1]
     source = kept_c.read_text()
     prepare = source[source.index("int dlpc_prepare(void **args)") :]
     calls = prepare[: prepare.index("\n}\n")].count("  kernel_")
-    assert calls + int(kept[-1]) > 4 * int(folded[-1])
+    assert int(kept[-2]) - int(folded[-2]) >= calls > 4 * int(folded[-1])
+    # ...which loop-prepack-weights runs once per binding of the weights (dlpc_prepare),
+    # not in a call: a call runs the folded model's kernels, plus none
+    assert kept[-1] == folded[-1]
 
 
 # ------------------------------------------------------------- dlpc-run verdict

@@ -261,6 +261,29 @@ def conv_cases() -> list[Case]:
                 )
             )
     cases.append(Case("global_avg_pool", [rand(2, 3, 5, 4)], lambda a: g.GlobalAvgPoolOp.make(a)))
+    # graph-winograd's three ops, each alone (test_winograd.py checks them composed)
+    cases.append(
+        Case("winograd_filter", [rand(5, 3, 3, 3)], lambda w: g.WinogradFilterTransformOp.make(w))
+    )
+    for sx, pads in (((2, 3, 6, 8), (1, 1, 1, 1)), ((1, 2, 7, 5), (0, 1, 2, 0))):
+        cases.append(
+            Case(
+                f"winograd_input{sx}{pads}",
+                [rand(*sx)],
+                lambda x, p=pads: g.WinogradInputTransformOp.make(x, pads=p),
+            )
+        )
+    for out, bias in (((6, 8), True), ((5, 7), False)):
+        tiles = ((out[0] + 1) // 2, (out[1] + 1) // 2)
+        arrays = [rand(16, 2, 3, *tiles)] + ([rand(3)] if bias else [])
+        cases.append(
+            Case(
+                f"winograd_output{out}{bias}",
+                arrays,
+                lambda *v, o=out: g.WinogradOutputTransformOp.make(*v, output=o),
+                tol=1e-4,
+            )
+        )
     return cases
 
 
