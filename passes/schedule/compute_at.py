@@ -332,16 +332,8 @@ def _fold_delinearized(nest: ForOp) -> None:
     exact: plain strides for the C compiler (it vectorizes the 64-bit divisions
     otherwise). Same values."""
     for op in list(nest.walk()):
-        if not isinstance(op, memref.LoadOp | memref.StoreOp):
-            continue
-        for n, idx in enumerate(op.indices):
-            form = affine(idx, True) if _has_divide(idx) else None
-            if form is not None:
-                block = op.parent_block()
-                assert block is not None
-                new = emit_affine(form, block, before=op)
-                start = len(op.operands) - len(op.indices)
-                op.operands[start + n] = new
+        if isinstance(op, memref.LoadOp | memref.StoreOp):
+            _fold_indices(op)
     dead = True
     while dead:  # the index arithmetic no access uses any more
         dead = False

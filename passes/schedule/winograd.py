@@ -53,7 +53,9 @@ from xdsl.ir import SSAValue
 from dlpc.dialects.loop import ForOp, KernelOp
 from dlpc.passes.schedule._common import (
     ScheduleError,
+    affine,
     buffers_accessed,
+    emit_affine,
     fresh_name,
     get_kernel,
     get_loop,
@@ -81,13 +83,6 @@ def input_transform_script(kernel: KernelOp, nest: Nest) -> str:
         f"parallel {K}/{c if nest.trips[n] == 1 else n}",  # images, or one image's channels
     ]
     return "\n".join(lines)
-
-
-def _constant(value: SSAValue) -> int | None:
-    op = value.owner
-    if isinstance(op, arith.ConstantOp) and isinstance(op.value, IntegerAttr):
-        return op.value.value.data
-    return None
 
 
 def tile_by_two(kernel: KernelOp, name: str) -> tuple[str, str]:
@@ -118,12 +113,12 @@ def tile_by_two(kernel: KernelOp, name: str) -> tuple[str, str]:
         op.detach()
         inner.block.add_op(op)
     target.induction_var.replace_all_uses_with(y.result)
-    for use in list(y.result.uses):
+    for use in list(y.result.uses):  # y / 2 -> t, y % 2 -> r (exact over the loops)
         op = use.operation
         if isinstance(op, arith.DivSIOp | arith.RemSIOp) and op.lhs is y.result:
-            if _constant(op.rhs) == 2:
-                folded = outer if isinstance(op, arith.DivSIOp) else inner
-                op.result.replace_all_uses_with(folded.induction_var)
+            form = affine(op.result, delinearize=True)
+            if form is not None:
+                op.result.replace_all_uses_with(emit_affine(form, inner.block, before=op))
     parent = target.parent_block()
     assert parent is not None
     parent.insert_op_before(outer, target)
