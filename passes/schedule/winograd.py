@@ -145,6 +145,23 @@ def output_transform_scripts(module, kernel: KernelOp, nest: Nest, fuse: bool = 
     return out
 
 
+def _tile_lines(
+    kernel: KernelOp, rows: list[str], wr: str, wt: str, par: str, stage: str
+) -> list[str]:
+    """y's tiles in both output transform schedules: the in-tile loops unrolled outside
+    the vectorized tile column, the kernel serial but for loop `par`, a residual staged
+    per `stage`."""
+    K = kernel.sym
+    return [
+        *(f"unroll {K}/{r}" for r in rows[1:]),
+        f"unroll {K}/{wr}",
+        f"vectorize {K}/{wt}",
+        f"serial {K}",
+        f"parallel {K}/{par}",
+        *_residual_lines(kernel, stage),
+    ]
+
+
 def _residual_lines(kernel: KernelOp, loop: str) -> list[str]:
     """A residual (an operand of y's shape) staged per `loop` as phase planes."""
     K = kernel.sym
@@ -214,14 +231,7 @@ def fused_script(
         f"unroll {K}/{it}_i0",
         f"vectorize {K}/{it}_i4",
     ]
-    lines += [f"unroll {K}/{r}" for r in rows[1:]]
-    lines += [
-        f"unroll {K}/{wr}",
-        f"vectorize {K}/{wt}",
-        f"serial {K}",
-        f"parallel {K}/{blk if nest.trips[n] == 1 else n}",
-    ]
-    lines += _residual_lines(kernel, blk)
+    lines += _tile_lines(kernel, rows, wr, wt, blk if nest.trips[n] == 1 else n, blk)
     return "\n".join(lines)
 
 
@@ -234,14 +244,7 @@ def output_transform_script(kernel: KernelOp, nest: Nest, rows: list[str], wr: s
     K = kernel.sym
     o = nest.spatial[1]
     lines = [f"reorder {K}: {', '.join(rows)}, {wr}, {wt}"]
-    lines += [f"unroll {K}/{r}" for r in rows[1:]]
-    lines += [
-        f"unroll {K}/{wr}",
-        f"vectorize {K}/{wt}",
-        f"serial {K}",
-        f"parallel {K}/{o}",
-    ]
-    lines += _residual_lines(kernel, rows[0])
+    lines += _tile_lines(kernel, rows, wr, wt, o, rows[0])
     return "\n".join(lines)
 
 
