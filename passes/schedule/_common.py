@@ -319,6 +319,18 @@ def bound_tests(checks, index, shape) -> list[tuple[SSAValue, int, str]]:
     ]
 
 
+def rows_in_bounds(
+    base: Sequence[Affine], ivs: Sequence[SSAValue], moving, checks, shape, block: Block
+) -> tuple[list[Operation], SSAValue]:
+    """The test that a copied box's row lies inside the buffer in its moving dims: the
+    row index `base[d] + ivs[d]` of each dim in `moving` (emitted at the start of
+    `block`) under the padding checks `checks` on those dims, as `conjunction` gives it
+    (the ops, not yet inserted; the i1)."""
+    rows = {d: emit_affine(base[d].add(Affine(0, {ivs[d]: 1})), block) for d in moving}
+    tests = [(d, side) for d in moving for side in ("lo", "hi") if (d, side) in checks]
+    return conjunction(bound_tests(tests, rows, shape))
+
+
 def emit_affine(expr: Affine, block: Block, before: Operation | None = None) -> SSAValue:
     """Materialise `expr` with arith ops at the start of `block` (or before `before`)."""
     ops: list[Operation] = []

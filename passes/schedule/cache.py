@@ -79,6 +79,7 @@ from dlpc.passes.schedule._common import (
     iv_loop,
     memref_type,
     name_iv,
+    rows_in_bounds,
 )
 
 STACK_BYTES = 1 << 20  # local buffers up to 1 MiB live on the stack (alloca)
@@ -549,14 +550,7 @@ def _padded_copy(
     row_block, row_at = (outer[-1].block, None) if outer else (parent_block, at)
     if moving:  # rows out of bounds in a moving dim: all fill
         assert outer
-        rows = {d: emit_affine(fp.base[d].add(Affine(0, {ivs[d]: 1})), row_block) for d in moving}
-        conds, cond = conjunction(
-            bound_tests(
-                [(d, side) for d in moving for side in ("lo", "hi") if (d, side) in checks],
-                rows,
-                shape,
-            )
-        )
+        conds, cond = rows_in_bounds(fp.base, ivs, moving, checks, shape, row_block)
         guard = scf.IfOp(cond, [], [scf.YieldOp()], [scf.YieldOp()])
         row_block.add_ops([*conds, guard])
         other = guard.false_region.block

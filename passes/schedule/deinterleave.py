@@ -55,6 +55,7 @@ from dlpc.passes.schedule._common import (
     iv_loop,
     memref_type,
     name_iv,
+    rows_in_bounds,
 )
 
 
@@ -244,14 +245,7 @@ def _copy_nest(loop: ForOp, buf, local, fp, s: int, name: str, at: Operation, pa
     ivs = [lp.induction_var for lp in loops]
     if moving:  # the rows of the input the box covers here: a guard around the phases
         assert body is not None  # moving dims are outer dims
-        rows = {d: emit_affine(fp.base[d].add(Affine(0, {ivs[d]: 1})), body) for d in moving}
-        conds, cond = conjunction(
-            bound_tests(
-                [(d, side) for d in moving for side in ("lo", "hi") if (d, side) in checks],
-                rows,
-                shape,
-            )
-        )
+        conds, cond = rows_in_bounds(fp.base, ivs, moving, checks, shape, body)
         guard = scf.IfOp(cond, [], [scf.YieldOp()])
         body.add_ops([*conds, guard])
         body = guard.true_region.block
