@@ -781,17 +781,17 @@ def apply_tuned_or_default(
         if clock.spent():
             how[name] = "none"
             continue
-        best = None
+        best, defaults = None, None
         if log is not None:
             sig = kernel_signature(kernel)
             if log.best(sig, target) is not None:
-                digest = schedule_digest(default_scripts(module, name), name)
-                best = log.best(sig, target, digest)
+                defaults = default_scripts(module, name)
+                best = log.best(sig, target, schedule_digest(defaults, name))
                 if best is None:
                     stale.append(name)
         if best is not None and try_script(module, rename_script(best.script, best.kernel, name)):
             how[name] = "tuned"
-        elif any(try_script(module, s) for s in default_scripts(module, name)):
+        elif any(try_script(module, s) for s in defaults or default_scripts(module, name)):
             how[name] = "default"
         else:
             how[name] = "none"
