@@ -49,7 +49,7 @@ func.func @below_rule(%x: tensor<2x16x8x6xf32>) -> tensor<2x16x7x5xf32> {
   func.return %c : tensor<2x16x7x5xf32>
 }
 
-// Below the rule: 16 -> 16 on 32x32 (channels), 64 -> 64 on 16x16 (64 tiles), 32 -> 32
+// Below the rule: 16 -> 16 on 32x32 at batch 1 (channels), 64 -> 64 on 16x16 (64 tiles), 32 -> 32
 // with an odd output (15x15: not the fused kernel's).
 // CHECK-LABEL: func.func @small
 // CHECK-NOT:     winograd
@@ -77,6 +77,20 @@ func.func @fused_rule(%x: tensor<1x32x16x16xf32>) -> tensor<1x32x16x16xf32> {
   %w = graph.param "w" : tensor<32x32x3x3xf32>
   %c = graph.conv2d %x, %w {pads = array<i64: 1, 1, 1, 1>} : (tensor<1x32x16x16xf32>, tensor<32x32x3x3xf32>) -> tensor<1x32x16x16xf32>
   func.return %c : tensor<1x32x16x16xf32>
+}
+
+// 16 -> 16 with an even output: fused from a batch of 2 images on (resnet's 16 -> 16
+// on 32x32 at batch 2+); the same conv at batch 1 stays direct (@small above).
+// CHECK-LABEL: func.func @fused_rule_batch
+// CHECK-NOT:     graph.conv2d
+// CHECK:         graph.winograd_input_transform %x {pads = array<i64: 1, 1, 1, 1>} : (tensor<2x16x32x32xf32>) -> tensor<16x2x16x16x16xf32>
+// CHECK-NOT:     graph.conv2d
+// CHECK:         graph.winograd_output_transform
+// CHECK-NEXT:    func.return
+func.func @fused_rule_batch(%x: tensor<2x16x32x32xf32>) -> tensor<2x16x32x32xf32> {
+  %w = graph.param "w" : tensor<16x16x3x3xf32>
+  %c = graph.conv2d %x, %w {pads = array<i64: 1, 1, 1, 1>} : (tensor<2x16x32x32xf32>, tensor<16x16x3x3xf32>) -> tensor<2x16x32x32xf32>
+  func.return %c : tensor<2x16x32x32xf32>
 }
 
 // Never rewritten, even with where=all: stride 2, 1x1, depthwise (groups), 5x5,

@@ -238,14 +238,17 @@ def test_fused_random_conv_c_matches_reference(tmp_path, n, c, o, h, w, pad, fus
 
 def test_rule_takes_resnets_32_channel_conv_fused():
     """The cost rule (passes/graph/winograd.py) takes resnet's 32 -> 32 conv (the fused
-    kernel wins there on 1 and 2 threads, batch 1 and 32) and keeps its 16-channel convs
-    and the stem direct (the default schedule fuses the chain: no transform kernels)."""
+    kernel wins there on 1 and 2 threads, batch 1 and 32), its 16 -> 16 convs from batch
+    2 on (at batch 1 they lose on 2 threads), and keeps the stem direct (the default
+    schedule fuses the chain: no transform kernels)."""
     path = os.path.join(ROOT, "examples", "resnet.dlpc")
-    for batch in (1, 32):
+    for batch in (1, 2, 32):
         kernels = _check_c(dlpc.load(path, batch=batch), where="pays", fuse=True)
         assert 'loop.kernel "winograd_output_transform_add_relu' in kernels
         assert _fused(kernels)
-        assert 'loop.kernel "conv2d_relu_1"' in kernels  # 16 -> 16 direct
+        small_direct = 'loop.kernel "conv2d_relu_1"' in kernels  # resnet's first 16 -> 16
+        assert small_direct == (batch == 1)
+        assert ('loop.kernel "winograd_output_transform_relu' in kernels) == (batch > 1)
         assert 'loop.kernel "conv2d_relu_0"' in kernels  # the stem direct
 
 
