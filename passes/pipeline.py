@@ -242,12 +242,15 @@ def lower(
     options: PipelineOptions | None = None,
     on_stage: Callable[[str, ModuleOp], None] = lambda stage, module: None,
     weights: dict[str, np.ndarray] | None = None,
+    unscheduled: bool = False,
 ) -> ModuleOp:
     """Lower graph IR in place down to `stop_at` ("graph", "te" or "loop").
 
     `on_stage(stage, module)` sees the module as it enters and after each stage.
     `weights`, when given, are the bound params: static subgraphs over them are folded
-    and the new arrays (`folded.N`) are added to this dict.
+    and the new arrays (`folded.N`) are added to this dict. `unscheduled` stops a
+    scheduled lowering (`options.schedule`) at the loop level before the kernels'
+    schedules: the kernels a compile would schedule, as dlpc-tune searches them.
     """
     options = options or PipelineOptions()
     if stop_at not in STAGES:
@@ -277,6 +280,9 @@ def lower(
     # computes -> loop nests over buffers; softmax/layer-norm row groups as one blocked row
     # kernel for the CPU schedules (OpenCL wants the rows as work-items: separate kernels)
     run("te-to-loop", module, options, fuse_rows=options.schedule)
+    if unscheduled:
+        on_stage("loop", module)
+        return module
     if options.tuning_log:  # tuned schedules where logged, defaults elsewhere
         run("loop-apply-tuning-log", module, options, log=options.tuning_log)
     elif options.schedule and options.opt_level >= 1:

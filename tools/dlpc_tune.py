@@ -3,7 +3,9 @@
     dlpc-tune model.dlpc --trials 64 --time-budget 600 --log tune.jsonl --plot best.png
     dlpc model.dlpc --tuning-log tune.jsonl ...       # compile with the tuned schedules
 
-The model is lowered to the loop level (as `dlpc` would, at `-O`), every kernel with a
+The model is lowered to the loop level as `dlpc --target c` would at `-O` (with its
+weights bound: the subgraphs over them folded and graph-winograd's rewrites made, so the
+kernels tuned are the ones a compile runs; `--batch` binds the batch dim), every kernel with a
 template (matmul-shaped nests, convolutions, pooling, reductions) is tuned (identical
 kernels once), each measurement is appended to the log as it arrives, and running again
 with the same log resumes: logged schedules are not measured twice, and the tool says how
@@ -28,7 +30,9 @@ from dlpc.diagnostics import (
     write_atomically,
 )
 from dlpc.tools.common import (
+    add_batch_option,
     add_format_option,
+    check_file,
     check_model_path,
     check_output_dir,
     load_model,
@@ -99,6 +103,10 @@ def parser() -> ToolArgumentParser:
         help="re-measure the default and 3 best schedules N times (default 2)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--weights", help="weights (.npz) for the model's parameters (default: <model>.npz)"
+    )
+    add_batch_option(p)
     add_format_option(p)
     return p
 
@@ -115,13 +123,14 @@ def check_options(args) -> None:
         if value is not None and not value > 0:
             raise DlpcError(f"dlpc-tune: error: {flag} must be > 0 seconds, got {value}")
     check_model_path(args.model, args.format)
+    check_file(args.weights, "weights file")
     if Path(args.log).exists() and not Path(args.log).is_file():
         raise DlpcError(f"error: tuning log {args.log} is not a file")
     check_output_dir(args.log)
     if args.plot:
         require("matplotlib", "tune", "--plot")
         check_output_dir(args.plot)
-        inputs = model_inputs(args.model, None, args.log)
+        inputs = model_inputs(args.model, args.weights, args.log)
         refuse_overwrite(args.plot, inputs, f"--plot {args.plot}")
 
 
@@ -199,6 +208,19 @@ def plot(history: list[tuple[int, str, float]], path: str, title: str) -> None:
     plt.close(fig)
 
 
+def bound_weights(model) -> dict | None:
+    """The model's weights, checked as `dlpc.compile` checks them, or None (with a note)
+    when some are not bound: the kernels are then tuned as a training step lowers them,
+    without folding."""
+    from dlpc import api
+
+    try:
+        return api.check_weights(model)
+    except DlpcError as e:
+        print(f"dlpc-tune: note: {e}; tuning the model without its weights folded", file=sys.stderr)
+        return None
+
+
 def run(argv: list[str] | None) -> int:
     args = parser().parse_args(argv)
     check_options(args)
@@ -207,9 +229,12 @@ def run(argv: list[str] | None) -> int:
     from dlpc.tune.search import Tuner
 
     TuningLog(args.log)  # a malformed log is an error now, not after the lowering
-    model = load_model(args.model, args.format)
+    model = load_model(args.model, args.format, args.weights, args.batch)
     module = model.module.clone()
-    lower(module, "loop", PipelineOptions(opt_level=args.opt_level))
+    # as dlpc.compile lowers for the C target: with the weights bound (folded subgraphs,
+    # graph-winograd), so a record's kernel is one the compiled model runs
+    options = PipelineOptions(opt_level=args.opt_level, schedule=True)
+    lower(module, "loop", options, weights=bound_weights(model), unscheduled=True)
     tuner = Tuner(
         module,
         log=args.log,

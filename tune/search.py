@@ -25,6 +25,7 @@ from xdsl.dialects.builtin import ModuleOp
 from dlpc.dialects.loop import kernels
 from dlpc.passes.schedule.default import default_scripts
 from dlpc.passes.schedule.tuning_log import Record, TuningLog, kernel_signature, schedule_digest
+from dlpc.passes.schedule.winograd import fused_into
 from dlpc.tune.measure import extract_kernel, flops, measure
 from dlpc.tune.model import RidgeCostModel
 from dlpc.tune.space import Space, consistent, space_for
@@ -55,10 +56,14 @@ class Progress:
 
 
 def tasks_of(module: ModuleOp) -> list[Task]:
-    """One task per distinct tunable kernel signature, biggest work first."""
+    """One task per distinct tunable kernel signature, biggest work first. A kernel the
+    default schedule computes inside another (graph-winograd's matmul and input transform,
+    fused into their output transform) is not one: it never runs on its own."""
     seen: set[str] = set()
     out = []
     for k in kernels(module):
+        if fused_into(module, k.sym) is not None:
+            continue
         sig = kernel_signature(k)
         if sig in seen:
             continue

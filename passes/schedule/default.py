@@ -93,7 +93,7 @@ from dlpc.passes.schedule.nest import (
 )
 from dlpc.passes.schedule.script import apply_script, parse_script
 from dlpc.passes.schedule.tensorize import LANES, MAX_DOT, MAX_MR, MAX_NR
-from dlpc.passes.schedule.winograd import winograd_scripts
+from dlpc.passes.schedule.winograd import fused_into, winograd_scripts
 
 # Kernels of fewer iterations (multiply-adds for a matmul) stay serial: waking the second
 # OpenMP thread (idle threads sleep after a short spin, backends/runtime/cbuild.py) costs
@@ -782,7 +782,9 @@ def apply_tuned_or_default(
             how[name] = "none"
             continue
         best, defaults = None, None
-        if log is not None:
+        # (a kernel computed inside another, graph-winograd's matmul, keeps its default:
+        # a record of the same signature tuned standalone would break the fusion)
+        if log is not None and fused_into(module, name) is None:
             sig = kernel_signature(kernel)
             if log.best(sig, target) is not None:
                 defaults = default_scripts(module, name)

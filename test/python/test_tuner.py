@@ -112,3 +112,104 @@ def test_tuner_resumes_from_a_log_with_a_damaged_time(tmp_path):
     path.write_text(_log_line(sig=sig, kernel="mm", time=None, params=default))
     with pytest.raises(DlpcError, match="line 1: not a tuning record"):
         list(Tuner(parse_module(MATMUL), log=str(path), strategy="random", seed=1).run(1))
+
+
+# dlpc-tune lowers as dlpc.compile does for the C target (weights folded, graph-winograd)
+
+WCONV = """model wconv(x: f32[B, 32, 8, 8]) {
+  param k: f32[32, 32, 3, 3] = kaiming(seed=5)
+  param b: f32[32] = normal(seed=6, std=0.1)
+  return relu(conv2d(x, k, b, padding=1))
+}
+"""
+
+
+def _lowered_like_tune(path, batch):
+    import dlpc
+    from dlpc.passes.pipeline import PipelineOptions, lower
+    from dlpc.tools.dlpc_tune import bound_weights
+
+    model = dlpc.load(str(path), batch=batch)
+    module = model.module.clone()
+    lower(
+        module,
+        "loop",
+        PipelineOptions(opt_level=2, schedule=True),
+        weights=bound_weights(model),
+        unscheduled=True,
+    )
+    return model, module
+
+
+def test_dlpc_tune_tunes_the_kernels_a_compile_runs(tmp_path, capsys):
+    """A 32 -> 32 conv graph-winograd takes (fused): dlpc-tune sees the Winograd chain a
+    compile runs, not a direct conv, and tasks none of the kernels computed inside the
+    output transform; `--batch` binds the batch dim."""
+    from dlpc.tools import dlpc_tune
+    from dlpc.tune.search import tasks_of
+
+    path = tmp_path / "wconv.dlpc"
+    path.write_text(WCONV)
+    _, module = _lowered_like_tune(path, 2)
+    names = [k.sym for k in kernels(module)]
+    assert any(n.startswith("winograd_output_transform") for n in names)
+    assert not any(n.startswith("conv2d") for n in names)  # rewritten, as compile does
+    assert any(n.startswith("matmul") for n in names)  # computed inside the output transform
+    assert not any(t.kernel.startswith(("matmul", "winograd")) for t in tasks_of(module))
+    log = tmp_path / "tune.jsonl"
+    code = dlpc_tune.main([str(path), "--batch", "2", "--trials", "1", "--log", str(log)])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "no tunable kernels" in err  # the fused chain is the only kernel: not tunable
+    assert "conv2d" not in out
+
+
+def test_dlpc_tune_rejects_a_bad_batch_and_a_missing_weights_file(tmp_path, capsys):
+    from dlpc.tools import dlpc_tune
+
+    path = tmp_path / "wconv.dlpc"
+    path.write_text(WCONV)
+    assert dlpc_tune.main([str(path), "--batch", "0", "--log", str(tmp_path / "t.jsonl")]) == 1
+    err = capsys.readouterr().err
+    assert "--batch must be >= 1" in err and "Traceback" not in err
+    missing = str(tmp_path / "none.npz")
+    assert dlpc_tune.main([str(path), "--weights", missing]) == 1
+    err = capsys.readouterr().err
+    assert f"no such weights file: {missing}" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_record_for_a_fused_matmul_does_not_break_the_fusion(tmp_path):
+    """A log record whose signature is the Winograd chain's matmul (tuned standalone, as
+    an older dlpc-tune or another model's matmul would log it) is not applied to the
+    matmul the output transform computes: the compile stays fused and correct."""
+    import numpy as np
+
+    import dlpc
+    from dlpc import api
+    from dlpc.passes.schedule.default import default_scripts
+    from dlpc.passes.schedule.tuning_log import Record, schedule_digest
+
+    path = tmp_path / "wconv.dlpc"
+    path.write_text(WCONV)
+    model, module = _lowered_like_tune(path, 2)
+    (mm,) = [k for k in kernels(module) if k.sym.startswith("matmul")]
+    standalone = default_scripts(module, mm.sym, winograd_fuse=False)
+    assert standalone  # the gemm template of the same kernel on its own
+    log = TuningLog(tmp_path / "tune.jsonl")
+    log.append(
+        Record(
+            sig=kernel_signature(mm),
+            kernel=mm.sym,
+            target="c",
+            script=standalone[0],
+            time=1e-6,
+            ok=True,
+            default=schedule_digest(default_scripts(module, mm.sym), mm.sym),
+        )
+    )
+    compiled = dlpc.compile(model, target="c", tuning_log=str(tmp_path / "tune.jsonl"))
+    lowered = str(compiled.lowered)
+    assert 'loop.kernel "matmul' not in lowered  # still inside the output transform
+    assert '{name = "winograd_input_transform_' in lowered
+    xs = api.random_inputs(model)
+    np.testing.assert_allclose(compiled(*xs)[0], api.reference(model, xs)[0], rtol=1e-4, atol=1e-4)
