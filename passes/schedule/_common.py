@@ -210,6 +210,22 @@ def const(value: int) -> arith.ConstantOp:
     return arith.ConstantOp(IntegerAttr(value, index))
 
 
+def unroll_in_place(loop: ForOp) -> None:
+    """Replace a loop without loops inside by one copy of its body per iteration, the
+    induction variable a constant in each (a full unroll in the IR, where `unroll` only
+    asks the code generator): the loop around it then holds straight-line code, so it
+    can be the innermost, vectorized loop. Numerics unchanged."""
+    assert not inner_loops(loop), "unroll_in_place wants a loop without loops inside"
+    block = block_of(loop)
+    for value in range(loop.lower, loop.upper, loop.stride):
+        iv = const(value)
+        block.insert_op_before(iv, loop)
+        mapper: dict[SSAValue, SSAValue] = {loop.induction_var: iv.result}
+        for op in loop.block.ops:
+            block.insert_op_before(op.clone(value_mapper=mapper), loop)
+    erase(loop)
+
+
 # ------------------------------------------------------------------ affine access
 
 
