@@ -260,7 +260,7 @@ def fused_script(
     # start of the script, when the kernel did not read x)
     lines += [
         f"reorder {K}: {it}_i1, {it}_i2, {it}_i0, {it}_i3, {it}_i4",
-        f"cache_read {K}/{it}_i2 0 -> {K}_xq deinterleave",
+        f"cache_read {K}/{it}_i1 0 -> {K}_xq deinterleave",
         f"unroll {K}/{it}_i0",
         f"vectorize {K}/{it}_i4",
     ]
