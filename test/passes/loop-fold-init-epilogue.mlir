@@ -7,9 +7,16 @@
 // CHECK-LABEL: func.func @tile
 // CHECK-NOT:     i_init
 // CHECK:         loop.for %[[T:.*]] = 0 to 8 step 4 {name = "t", parallel} {
-// CHECK:           loop.for %[[A:.*]] = 0 to 4 step 1 {name = "acc_in0"} {
-// CHECK:             %[[Z:.*]] = arith.constant 0.000000e+00 : f32
-// CHECK-NEXT:        memref.store %[[Z]], %acc[%[[A]]] : memref<4xf32>
+// The copy-in of zeros is then peeled into the first iteration of the reduction: the
+// tile starts as the first product, the reduction loop runs from 1.
+// CHECK-NOT:       acc_in0
+// CHECK:           loop.for %[[R:.*]] = 0 to 1 step 1 {name = "r0_first"} {
+// CHECK-NEXT:        loop.for %[[A:.*]] = 0 to 4 step 1 {name = "a_first", vectorize} {
+// CHECK-NEXT:          %[[I0:.*]] = arith.addi %[[T]], %[[A]] : index
+// CHECK-NEXT:          %[[X0:.*]] = memref.load %x[%[[I0]], %[[R]]] : memref<8x4xf32>
+// CHECK-NEXT:          memref.store %[[X0]], %acc[%[[A]]] : memref<4xf32>
+// CHECK:           loop.for %{{.*}} = 1 to 4 step 1 {name = "r0", reduction} {
+// CHECK:             arith.addf
 // CHECK:           loop.for %[[O:.*]] = 0 to 4 step 1 {name = "acc_out0", vectorize} {
 // CHECK-NEXT:        %[[I:.*]] = arith.addi %[[T]], %[[O]] : index
 // CHECK-NEXT:        %[[S:.*]] = memref.load %acc[%[[O]]] : memref<4xf32>
