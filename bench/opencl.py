@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
             launches = ocl.artifact.num_launches
             print(
                 f"{name:12} {batch:5d} {cells[0]:>9} {cells[1]:>10} {ratio:7.2f} {launches:9d}"
-                f"  {ocl.artifact.device.name}",
+                f"  {ocl.artifact.device_name}",
                 flush=True,
             )
     if args.profile:

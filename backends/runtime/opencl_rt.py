@@ -13,6 +13,7 @@ picks one by a substring of its name); on a CPU-only machine that is PoCL from t
 
 from __future__ import annotations
 
+import atexit
 import math
 import os
 import statistics
@@ -81,11 +82,12 @@ def _pocl_cache() -> None:
 
 #: PoCL's two CPU drivers, both enumerated when the user has not chosen (`POCL_DEVICES`
 #: unset): `pthread` runs work-groups on worker threads, one per core; `basic` runs the
-#: kernels in the thread that waits for them. Each compiled model takes one
-#: (`choose_device`): on this 2-core VM, handing a call to pthread's sleeping workers and
-#: back cost 30-70 us (a trivial kernel + clFinish: 48 us; basic: 1.1 us), more than the
-#: whole C call of the small examples.
-POCL_CPU_DRIVERS = "pthread basic"
+#: kernels in the thread that enqueues them. Each compiled model takes one
+#: (`choose_device`), or two basic devices as a team (`team_devices`, `Team`): on this
+#: 2-core VM, handing a call to pthread's sleeping workers and back cost 30-70 us (a
+#: trivial kernel + clFinish: 48 us; basic: 1.1 us), more than the whole C call of the
+#: small examples.
+POCL_CPU_DRIVERS = "pthread basic basic"
 _DEVICES: list | None = None
 _CONTEXTS: dict[int, tuple] = {}
 
@@ -146,6 +148,22 @@ def serial_device():
     return None
 
 
+def serial_devices() -> list:
+    """The CPU devices with one compute unit (PoCL's basic driver), in the platform's
+    order."""
+    return [d for d in devices() if _cpu(d) and d.max_compute_units == 1]
+
+
+def team_devices() -> list | None:
+    """Two serial CPU devices (PoCL basic, enumerated twice by `POCL_CPU_DRIVERS`) that a
+    model's call can run on together, each from its own host thread (`Team`), else None
+    (one driver chosen by the user, another platform, `DLPC_OPENCL_TEAM=0`)."""
+    if os.environ.get("DLPC_OPENCL_TEAM") == "0":
+        return None
+    serial = serial_devices()
+    return serial[:2] if len(serial) >= 2 else None
+
+
 #: the parallel CPU device pays for its hand-off (about 50 us a call on this machine,
 #: `POCL_CPU_DRIVERS`) once a call's work is worth about this many one-core seconds
 #: (estimated by `estimate_seconds`); below it the serial device runs the model. Both
@@ -182,6 +200,16 @@ def choose_device(module):
     return default_device()
 
 
+#: a call whose estimated one-core time (`estimate_seconds`) is at least this runs on a
+#: team of two serial devices (`team_devices`) when the whole call is one chain: the
+#: helper thread's wake-up (10-30 us when it has stopped spinning) and the barriers
+#: cost less than the second core saves from about here
+TEAM_SECONDS = 60e-6
+#: spin reads a team chain's helper makes waiting for the next call (then it returns,
+#: and its thread sleeps until a call wakes it)
+TEAM_ARM_SPINS = 100_000
+
+
 def context(device=None):
     """One OpenCL context and in-order queue per device and process (`device` None: the
     `default_device()`)."""
@@ -193,6 +221,164 @@ def context(device=None):
         ctx = cl.Context([device])
         _CONTEXTS[key] = (ctx, cl.CommandQueue(ctx))
     return _CONTEXTS[key]
+
+
+_TEAM_CONTEXTS: dict[tuple[int, ...], tuple] = {}
+
+
+def team_context(team: list) -> tuple:
+    """One OpenCL context of the `team`'s devices and an in-order queue per device, per
+    process."""
+    key = tuple(devices().index(d) for d in team)
+    if key not in _TEAM_CONTEXTS:
+        cl = _cl()
+        ctx = cl.Context(list(team))
+        _TEAM_CONTEXTS[key] = (ctx, [cl.CommandQueue(ctx, d) for d in team])
+    return _TEAM_CONTEXTS[key]
+
+
+_LIB: Any = None
+
+
+def _opencl_library():
+    """The OpenCL ICD loader pyopencl uses, through ctypes: pyopencl holds the GIL in
+    `enqueue_nd_range_kernel`, and PoCL's basic driver runs the kernel inside that call,
+    so a team's two launches would run one after the other; a ctypes call releases the
+    GIL."""
+    global _LIB
+    if _LIB is None:
+        import ctypes
+        import ctypes.util
+
+        cl = _cl()
+        here = Path(cl.__file__).parent
+        found = sorted(here.glob(".libs/libOpenCL*")) + sorted(
+            here.parent.glob("pyopencl.libs/libOpenCL*")
+        )
+        name = str(found[0]) if found else ctypes.util.find_library("OpenCL")
+        if name is None:
+            raise DlpcError("error: opencl: the OpenCL library is not found for a team launch")
+        lib = ctypes.CDLL(name)
+        size_p = ctypes.POINTER(ctypes.c_size_t)
+        lib.clEnqueueNDRangeKernel.argtypes = [
+            ctypes.c_void_p,
+            ctypes.c_void_p,
+            ctypes.c_uint,
+            size_p,
+            size_p,
+            size_p,
+            ctypes.c_uint,
+            ctypes.c_void_p,
+            ctypes.c_void_p,
+        ]
+        lib.clFinish.argtypes = [ctypes.c_void_p]
+        one = (ctypes.c_size_t * 1)(1)
+        _LIB = (lib, one)
+    return _LIB
+
+
+def _launch_one(queue_ptr: int, kernel_ptr: int) -> int:
+    """Enqueue a kernel of one work-item and wait for it, with the GIL released; the
+    OpenCL status (0: done)."""
+    lib, one = _opencl_library()
+    err = lib.clEnqueueNDRangeKernel(queue_ptr, kernel_ptr, 1, None, one, one, 0, None, None)
+    return err or lib.clFinish(queue_ptr)
+
+
+class Team:
+    """The helper of a team chain (`backends.opencl.OpenCLEmitter.team_chain`): a daemon
+    thread that keeps the chain's role-1 launch armed on the second serial device, so
+    that a call the caller starts (`start`: the call id in `sync[TEAM_GO]`) finds it
+    spinning and joins in well under a microsecond. A launch that waited
+    `TEAM_ARM_SPINS` reads for a call returns, and the thread sleeps until the next call
+    wakes it (`start`); the caller's own launch waits `TEAM_WAIT_SPINS` reads for the
+    helper to join, then runs the call alone. Whatever the helper does, every call is
+    done by the caller's launch returning (a helper that never comes costs the wait).
+    The helper's kernel arguments are set by the thread itself (`rebind`: an output's
+    array changed), the argument version in `sync` telling an armed launch it is stale.
+    The thread holds no reference to the compiled model: `stop` (at its collection, and
+    at exit) ends it."""
+
+    def __init__(self, queue, kernel, sync: np.ndarray, version_pos: int):
+        self.queue, self.kernel, self.sync = queue, kernel, sync
+        self.next_id = 1
+        self.version_pos = version_pos
+        self.wake = threading.Event()
+        self.lock = threading.Lock()
+        self.pending: dict[int, Any] = {}
+        self.version = 0
+        self.armed = False
+        self.stopped = False
+        self.error = 0
+        self.launches = {k: 0 for k in (1, 3, 4)}  # TEAM_JOINED, TEAM_IDLE, TEAM_STALE
+        self.thread = threading.Thread(target=self._run, name="dlpc-opencl-team", daemon=True)
+        self.thread.start()
+        _TEAMS.add(self)
+
+    def start(self) -> None:
+        """Begin the next call: its id in `sync[TEAM_GO]`, the helper woken unless armed."""
+        from dlpc.backends.opencl import TEAM_GO
+
+        self.sync[TEAM_GO] = self.next_id
+        self.next_id = (self.next_id + 1) & 0x7FFFFFFFFFFFFFFF or 1
+        if not self.armed and not self.error:
+            self.wake.set()
+
+    def rebind(self, pos: int, arg) -> None:
+        """Argument `pos` of the helper's kernel, from the next launch it arms on."""
+        from dlpc.backends.opencl import TEAM_VERSION
+
+        with self.lock:
+            self.pending[pos] = arg
+            self.version = (self.version + 1) & 0x7FFFFFFF
+            self.sync[TEAM_VERSION] = self.version
+
+    def stop(self) -> None:
+        self.stopped = True
+        self.wake.set()
+
+    def _run(self) -> None:
+        from dlpc.backends.opencl import TEAM_IDLE, TEAM_RESULT
+
+        queue, kernel = self.queue.int_ptr, self.kernel.int_ptr
+        while True:
+            self.wake.wait()
+            self.wake.clear()
+            while not self.stopped:
+                with self.lock:
+                    if self.pending:
+                        for pos, arg in self.pending.items():
+                            self.kernel.set_arg(pos, arg)
+                        self.kernel.set_arg(self.version_pos, np.int32(self.version))
+                        self.pending.clear()
+                self.armed = True
+                err = _launch_one(queue, kernel)
+                self.armed = False
+                if err:  # (the caller runs every call alone from now on)
+                    self.error = err
+                    return
+                result = int(self.sync[TEAM_RESULT])
+                self.launches[result] = self.launches.get(result, 0) + 1
+                if result == TEAM_IDLE:
+                    break
+            if self.stopped:
+                return
+
+
+_TEAMS: weakref.WeakSet[Team] = weakref.WeakSet()
+
+
+def _stop_teams() -> None:
+    """At exit: end every helper thread (each is at most one launch of `TEAM_ARM_SPINS`
+    reads from its wait) before the OpenCL objects go."""
+    teams = list(_TEAMS)
+    for team in teams:
+        team.stop()
+    for team in teams:
+        team.thread.join(timeout=1.0)
+
+
+atexit.register(_stop_teams)
 
 
 def _build_failure(e: Exception) -> str:
@@ -220,7 +406,7 @@ class OpenCLFunction(ModuleFunction):
     kernels and copies, and reads the outputs back. Calls are serialised by a lock: the
     buffers are shared."""
 
-    def __init__(self, module, *, name: str = "module", device=None):
+    def __init__(self, module, *, name: str = "module", device=None, team=None):
         from xdsl.dialects import arith, func, memref
         from xdsl.dialects.builtin import DenseIntOrFPElementsAttr
 
@@ -230,22 +416,48 @@ class OpenCLFunction(ModuleFunction):
         from dlpc.dialects.loop import KernelOp
 
         cl = _cl()
-        self.device = device if device is not None else choose_device(module)
-        self.ctx, self.queue = context(self.device)
         self.lock = threading.Lock()
         self.fn = find_main(module)
         self.bind_signature(self.fn)
         emitter = OpenCLEmitter(module)
         views(module)  # (emit takes the views too; a second run finds nothing to do)
         aliases = reshape_aliases(self.fn)  # reshape kernels: the result is the operand
-        # on a device that runs every launch in the calling thread, consecutive kernels
-        # are one launch (`Chain`): about 1.5 us of PoCL and pyopencl less per kernel
-        # on a device with several compute units, consecutive kernels that split by
-        # images (`batch_split`) are one launch of a work-group per unit: one hand-off to
-        # PoCL pthread's sleeping workers a call instead of one a kernel
-        units = self.device.max_compute_units if _cpu(self.device) else 0
-        runs = kernel_runs(self.fn, aliases) if units else None
-        self.source = emitter.emit(runs, parts=units if units > 1 else 1)
+        # a team of two serial devices, each launch from its own thread (`Team`), when
+        # the whole call is one chain (`team_run`) and worth the second core
+        if team is None and device is None:
+            team = choose_team(module)
+        self.team: Team | None = None
+        self.team_devices: list | None = None
+        self.team_kernel: Any = None  # the caller's kernel of the team chain
+        run = team_run(self.fn, aliases) if team else None
+        if team and run:
+            source = emitter.emit([run], team=len(team))
+            if [c.kernels for c in emitter.chains] == [run]:
+                self.team_devices = list(team)
+            else:  # (a member without a body, too many parameters: launched as usual)
+                emitter = OpenCLEmitter(module)
+        if self.team_devices is not None:
+            self.device = self.team_devices[0]
+            self.ctx, queues = team_context(self.team_devices)
+            self.queue, helper_queue = queues[0], queues[1]
+        else:
+            self.device = device if device is not None else choose_device(module)
+            self.ctx, self.queue = context(self.device)
+            # on a device that runs every launch in the calling thread, consecutive
+            # kernels are one launch (`Chain`): about 1.5 us of PoCL and pyopencl less per
+            # kernel; on a device with several compute units, consecutive kernels that
+            # split by images (`batch_split`) are one launch of a work-group per unit:
+            # one hand-off to PoCL pthread's sleeping workers a call instead of one a
+            # kernel
+            units = self.device.max_compute_units if _cpu(self.device) else 0
+            runs = kernel_runs(self.fn, aliases) if units else None
+            source = emitter.emit(runs, parts=units if units > 1 else 1)
+        self.source = source
+        self.device_name = (
+            f"{len(self.team_devices)} x {self.device.name}"
+            if self.team_devices
+            else self.device.name
+        )
         self.chains = emitter.chains
         split = any(chain.parts > 1 for chain in self.chains)
         chain_of = {k: chain for chain in emitter.chains for k in chain.kernels}
@@ -258,6 +470,7 @@ class OpenCLFunction(ModuleFunction):
             ) from None
         mf = cl.mem_flags
         args = self.fn.body.block.args
+        self.sizes: dict[int, int] = {}  # id(device buffer) -> bytes
         # @main's arguments: inputs and parameters (uploaded), outputs (read back)
         self.arg_buffers = [
             self._device_alloc(max(math.prod(shape), 1) * dtype.itemsize, f"argument {k}")
@@ -351,9 +564,15 @@ class OpenCLFunction(ModuleFunction):
                 if op is chain.kernels[-1]:  # the chain's launch, in its last kernel's place
                     kernel = cl.Kernel(self.program, chain.name)
                     chain_args = [chain_buffers[key] for key in chain.args]
+                    sym = f"chain of {', '.join(k.sym for k in chain.kernels)}"
+                    if chain.team > 1:
+                        kernel.set_args(*self._team(chain, chain_args, helper_queue))
+                        self.team_kernel = kernel
+                        bound.append((kernel, chain_args))
+                        self.steps.append(("team", kernel, (1,), (1,), sym))
+                        continue
                     kernel.set_args(*chain_args)
                     bound.append((kernel, chain_args))
-                    sym = f"chain of {', '.join(k.sym for k in chain.kernels)}"
                     self.steps.append(("kernel", kernel, (chain.parts,), (1,), sym))
             elif isinstance(op, memref.AllocOp | memref.AllocaOp):
                 if any(op.memref is result for _, result in aliases.values()):
@@ -369,11 +588,11 @@ class OpenCLFunction(ModuleFunction):
                 owners[id(buffer)] = 1
             elif isinstance(op, memref.DeallocOp):
                 buffer = buffers.get(op.memref)
-                if isinstance(buffer, cl.Buffer) and id(buffer) in owners:
+                if buffer is not None and id(buffer) in owners:
                     owners[id(buffer)] -= 1
                     if owners[id(buffer)] == 0:  # no memref lives in it any more: reuse it
                         del owners[id(buffer)]
-                        free.setdefault(buffer.size, []).append(buffer)
+                        free.setdefault(self.sizes[id(buffer)], []).append(buffer)
             elif isinstance(op, memref.GetGlobalOp):
                 buffers[op.memref] = globals_[op.name_.root_reference.data]
             elif isinstance(op, memref.ReinterpretCastOp):  # loop-views: a reshape
@@ -391,7 +610,7 @@ class OpenCLFunction(ModuleFunction):
             else:
                 raise DlpcError(f"error: opencl backend: unsupported op '{op.name}' in @main")
         # per call (the aliased reshapes are free, a chain is one)
-        self.num_launches = sum(1 for step in self.steps if step[0] == "kernel")
+        self.num_launches = sum(1 for step in self.steps if step[0] in ("kernel", "team"))
         # the kernels' arguments hold no reference to their buffers: keep every one alive
         self.device_buffers = [
             *buffers.values(),
@@ -481,7 +700,11 @@ class OpenCLFunction(ModuleFunction):
             svm = self.svm_args
             for k, (out, buffer) in enumerate(zip(outputs, self.arg_buffers[first_output:])):
                 if out.nbytes and first_output + k not in svm:
-                    _cl().enqueue_copy(queue, out, buffer, is_blocking=False)
+                    if self.team_devices is not None:
+                        queue.finish()
+                        out.reshape(-1).view(np.uint8)[:] = _host_view(buffer)[: out.nbytes]
+                    else:
+                        _cl().enqueue_copy(queue, out, buffer, is_blocking=False)
             queue.finish()
             for k in copied:
                 if k in svm:
@@ -511,6 +734,8 @@ class OpenCLFunction(ModuleFunction):
         if self.svm_bound.get(k) is not target[0]:
             for kernel, pos in self.svm_uses[k]:
                 kernel.set_arg(pos, target[2])
+                if self.team is not None and kernel is self.team_kernel:
+                    self.team.rebind(pos, target[2])
             self.svm_bound[k] = target[0]
         if entry is None:
             return None
@@ -521,14 +746,20 @@ class OpenCLFunction(ModuleFunction):
     def _upload(self, queue, arrays, first: int, blocking: bool = False) -> None:
         """Copy `arrays` into @main's argument buffers `first`, `first + 1`, ... (the
         host arrays must live until the queue finishes: the caller holds them)."""
+        team = self.team_devices is not None
         for k, (buffer, a) in enumerate(zip(self.arg_buffers[first:], arrays), first):
             if k in self.svm_args:
                 np.copyto(self.svm_args[k], a)  # (no kernel runs: the last call finished)
+            elif team:  # (an armed helper reads nothing before the call starts)
+                _host_view(buffer)[: a.nbytes] = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
             elif a.nbytes:
                 _cl().enqueue_copy(queue, buffer, a, is_blocking=blocking)
             for perm, copy in self.param_copies.get(k, []) if a.nbytes else []:
-                # (blocking: the transposed host array is a temporary)
-                _cl().enqueue_copy(queue, copy, np.ascontiguousarray(a.transpose(perm)))
+                moved = np.ascontiguousarray(a.transpose(perm))
+                if team:
+                    _host_view(copy)[: moved.nbytes] = moved.reshape(-1).view(np.uint8)
+                else:  # (blocking: the transposed host array is a temporary)
+                    _cl().enqueue_copy(queue, copy, moved)
 
     def _enqueue(self, queue, steps, events) -> None:
         """Enqueue `steps` in order (kernel launches with their planned sizes, device
@@ -540,6 +771,9 @@ class OpenCLFunction(ModuleFunction):
             for step in steps:
                 if step[0] == "copy":
                     copy(queue, step[1], step[2], byte_count=step[3])
+                    continue
+                if step[0] == "team":
+                    self._team_launch(queue, step)
                     continue
                 event = launch(queue, step[1], step[2], step[3])
                 if events is not None:
@@ -553,12 +787,47 @@ class OpenCLFunction(ModuleFunction):
                 f"error: opencl: kernel '{step[4]}' failed: {e.what.routine()} {code}{oom}"
             ) from None
 
+    def _team(self, chain, chain_args: list, helper_queue) -> list:
+        """The caller's arguments of a team chain (`chain.team` > 1), its helper's kernel
+        and `Team` made: the chain's buffers, then the `sync` words, the role, the spin
+        reads and the argument version."""
+        from dlpc.backends.opencl import team_sync_words
+
+        cl = _cl()
+        flags: Any = cl.svm_mem_flags.READ_WRITE | cl.svm_mem_flags.SVM_FINE_GRAIN_BUFFER
+        words = team_sync_words(len(chain.kernels))
+        sync = cl.svm_empty(self.ctx, flags, words, np.dtype(np.int64), alignment=64)
+        sync[:] = 0
+        tag = cl.SVM(sync)
+        helper = cl.Kernel(self.program, chain.name)
+        n = len(chain_args)
+        helper.set_args(*chain_args, tag, np.int32(1), np.int32(TEAM_ARM_SPINS), np.int32(0))
+        self.team = Team(helper_queue, helper, sync, n + 3)
+        weakref.finalize(self, self.team.stop)
+        self.team_sync = sync
+        self.device_buffers_team = [sync, tag, helper]
+        return [*chain_args, tag, np.int32(0), np.int32(0), np.int32(0)]
+
+    def _team_launch(self, queue, step) -> None:
+        """A team chain's call (`Team`): the helper told, the caller's launch run with
+        the GIL released (the helper's thread needs it to arm); it returns when the
+        call is done."""
+        team = self.team
+        assert team is not None
+        team.start()
+        err = _launch_one(queue.int_ptr, step[1].int_ptr)
+        if err:
+            code = " (out of memory)" if err in OUT_OF_MEMORY else ""
+            raise DlpcError(f"error: opencl: kernel '{step[4]}' failed: status {err}{code}")
+
     def profile_kernels(self, inputs, repeat: int = 20, warmup: int = 2):
         """(seconds per kernel in launch order, median over `repeat` calls; median seconds
         of a whole call): the kernels' device times from OpenCL profiling events, on a
         queue of their own with `PROFILING_ENABLE`."""
         cl = _cl()
-        queue = cl.CommandQueue(self.ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
+        queue = cl.CommandQueue(
+            self.ctx, self.device, properties=cl.command_queue_properties.PROFILING_ENABLE
+        )
         for _ in range(warmup):
             self._call(queue, inputs, None, steps=self.kernel_steps)
         per_kernel: list[list[float]] = [[] for _ in self.kernel_ops]
@@ -572,16 +841,25 @@ class OpenCLFunction(ModuleFunction):
                 per_kernel[k].append((event.profile.end - event.profile.start) * 1e-9)
         return [statistics.median(t) for t in per_kernel], statistics.median(calls)
 
-    def _device_alloc(self, nbytes: int, what: str) -> Buffer:
-        """A device buffer for an intermediate; a failure is the runtime's one line."""
+    def _device_alloc(self, nbytes: int, what: str) -> Any:
+        """A device buffer for an intermediate; a failure is the runtime's one line. On a
+        team, a fine-grained SVM array (`cl.SVM`): PoCL orders every command using a
+        `cl_mem` after the last command that used it, whatever its queue, so the
+        helper's launch (armed before the call) would hold up the caller's."""
         cl = _cl()
         try:
-            buffer = cl.Buffer(self.ctx, cl.mem_flags.READ_WRITE, size=nbytes)
+            if self.team_devices:
+                flags: Any = cl.svm_mem_flags.READ_WRITE | cl.svm_mem_flags.SVM_FINE_GRAIN_BUFFER
+                array = cl.svm_empty(self.ctx, flags, nbytes, np.dtype(np.uint8), alignment=64)
+                buffer = cl.SVM(array)
+            else:
+                buffer = cl.Buffer(self.ctx, cl.mem_flags.READ_WRITE, size=nbytes)
         except cl.Error as e:
             raise DlpcError(
                 f"error: out of memory: {nbytes} bytes for {what} (opencl: {e.what.routine()}"
                 f" {e.what.code()})"
             ) from None
+        self.sizes[id(buffer)] = nbytes
         return buffer
 
     def _buffer(self, flags, host: np.ndarray) -> Buffer:
@@ -589,6 +867,10 @@ class OpenCLFunction(ModuleFunction):
         (INVALID_BUFFER_SIZE): an empty array gets one unused byte, as outputs and
         allocations do; no kernel reads it (every loop over it has extent 0)."""
         cl = _cl()
+        if self.team_devices:  # (SVM, as `_device_alloc`)
+            buffer = self._device_alloc(max(host.nbytes, 1), "a constant")
+            _host_view(buffer)[: host.nbytes] = host.reshape(-1).view(np.uint8)
+            return buffer
         if host.nbytes == 0:
             return cl.Buffer(self.ctx, flags, size=1)
         return cl.Buffer(self.ctx, flags | cl.mem_flags.COPY_HOST_PTR, hostbuf=host)
@@ -596,6 +878,35 @@ class OpenCLFunction(ModuleFunction):
 
 def _dead():  # (a weak reference to nothing: an array no caller holds)
     return None
+
+
+def _host_view(buffer) -> np.ndarray:
+    """The bytes of a team's SVM buffer (`OpenCLFunction._device_alloc`) as a host array."""
+    return buffer.mem.reshape(-1).view(np.uint8)
+
+
+def team_run(fn, aliases) -> list | None:
+    """The kernels of @main `fn` (the reshapes in `aliases` left out) when a call is
+    nothing but them (no `memref.copy`), in order: one team chain's members; else None."""
+    from xdsl.dialects import memref
+
+    from dlpc.dialects.loop import KernelOp
+
+    if any(isinstance(op, memref.CopyOp) for op in fn.body.block.ops):
+        return None
+    run = [op for op in fn.body.block.ops if isinstance(op, KernelOp) and op not in aliases]
+    return run or None
+
+
+def choose_team(module) -> list | None:
+    """The devices of a team (`team_devices`) when there is one and the call's estimated
+    one-core time is at least `TEAM_SECONDS`, else None."""
+    team = team_devices()
+    if team is None:
+        return None
+    from dlpc.backends.runtime.profile import kernel_costs
+
+    return team if estimate_seconds(kernel_costs(module)) >= TEAM_SECONDS else None
 
 
 def cpu_local_size(global_size: tuple[int, ...], units: int) -> tuple[int, ...]:

@@ -756,16 +756,21 @@ def test_strided_vector_lanes_give_way_to_long_partial_sums():
     assert launch.vector is not None and not launch.partials
 
 
-def test_small_models_run_on_the_serial_cpu_device_and_large_ones_on_the_parallel():
+@pytest.mark.parametrize("team", ["1", "0"])
+def test_small_models_run_on_the_serial_cpu_device_and_large_ones_on_the_parallel(
+    team, monkeypatch
+):
     """Both of PoCL's CPU drivers are enumerated (POCL_DEVICES unset again after): a
     model whose estimated one-core time is under PARALLEL_SECONDS runs where the kernels
-    run in the calling thread (no hand-off to worker threads), a larger one on the
-    parallel device; both compute what numpy does."""
+    run in the calling thread (no hand-off to worker threads), a larger one on a team of
+    two such devices (`opencl_rt.Team`), or with teams off (DLPC_OPENCL_TEAM=0) on the
+    parallel device; all compute what numpy does."""
     import os
 
     from dlpc.backends.runtime import opencl_rt
     from dlpc.backends.runtime.profile import KernelCost
 
+    monkeypatch.setenv("DLPC_OPENCL_TEAM", team)
     serial = opencl_rt.serial_device()
     if serial is None:
         pytest.skip("the OpenCL platform has no serial CPU device beside a parallel one")
@@ -773,9 +778,14 @@ def test_small_models_run_on_the_serial_cpu_device_and_large_ones_on_the_paralle
     assert opencl_rt.default_device().max_compute_units > 1
     small = dlpc.load(ROOT / "examples" / "mlp.dlpc")
     large = dlpc.load(ROOT / "examples" / "resnet.dlpc", batch=32)
+    teams = opencl_rt.team_devices()
+    assert (teams is not None) == (team == "1")
     for model, device in ((small, serial), (large, opencl_rt.default_device())):
         compiled = dlpc.compile(model, target="opencl")
-        assert compiled.artifact.device == device
+        if model is large and teams is not None:
+            assert compiled.artifact.team_devices == teams and compiled.artifact.device == teams[0]
+        else:
+            assert compiled.artifact.device == device and compiled.artifact.team is None
         inputs = dlpc.api.random_inputs(model)
         (out,) = compiled(*inputs)
         (ref,) = dlpc.api.reference(model, inputs)
