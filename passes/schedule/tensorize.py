@@ -2,8 +2,10 @@
 
 Intrinsics: `gemm` (below), `gemmN` (`gemm` over any number of rows: tiles of N rows and
 one remainder tile, `tensorize_gemm_rows`), `gemmNxM` (the same over the columns too,
-tiles of M columns and a remainder, `tensorize_gemm_tiles`) and `dot` (an mr x nr block
-of dot products along k for operands both contiguous along k, `tensorize_dot`).
+tiles of M columns and a remainder, `tensorize_gemm_tiles`), `gemm_pipe` (`gemm` with
+B's row carried in registers from one k to the next, for tiles of few rows,
+`tensorize_gemm_pipe`) and `dot` (an mr x nr block of dot products along k for
+operands both contiguous along k, `tensorize_dot`).
 
 Input/Output: loop dialect.  The micro-kernels ("intrinsics") are written as loop IR
 that the C backend turns into register-resident SIMD code, so no backend hook is
@@ -52,15 +54,20 @@ from dataclasses import dataclass
 from xdsl.context import Context
 from xdsl.dialects import arith, memref
 from xdsl.dialects.builtin import FloatAttr, IntegerAttr, ModuleOp, i64
+from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from dlpc.dialects.loop import ForOp
 from dlpc.dialects.typed import float_type
 from dlpc.passes.schedule._common import (
+    Affine,
     ScheduleError,
+    affine,
     block_of,
     child_loop,
+    const,
     depends_on,
+    emit_affine,
     erase,
     get_loop,
     loop_name,
@@ -150,6 +157,8 @@ def _nest3(root, kernel: str, loop: str, intrinsic: str) -> list[ForOp]:
 def tensorize(root, kernel: str, loop: str, intrinsic: str) -> ForOp:
     if intrinsic == "dot":
         return tensorize_dot(root, kernel, loop)
+    if intrinsic == "gemm_pipe":
+        return tensorize_gemm_pipe(root, kernel, loop)
     tiles = re.fullmatch(r"gemm([1-9]\d*)(?:x([1-9]\d*))?", intrinsic)
     if tiles and tiles.group(2):
         return tensorize_gemm_tiles(root, kernel, loop, int(tiles.group(1)), int(tiles.group(2)))
@@ -158,7 +167,7 @@ def tensorize(root, kernel: str, loop: str, intrinsic: str) -> ForOp:
     if intrinsic != "gemm":
         raise TensorizeUnknownIntrinsicError(
             f"unknown intrinsic '{intrinsic}' for loop {kernel}/{loop} "
-            "(known: gemm, gemmN, gemmNxM, dot)"
+            "(known: gemm, gemmN, gemmNxM, gemm_pipe, dot)"
         )
     what = f"{kernel}/{loop}"
     loops = _nest3(root, kernel, loop, "gemm")
@@ -192,10 +201,161 @@ def tensorize(root, kernel: str, loop: str, intrinsic: str) -> ForOp:
     return k_loop
 
 
-def _rename_tail(top: ForOp, kern) -> None:
+def _rename_tail(top: ForOp, kern, suffix: str = "tail") -> None:
     for lp in [top, *(op for op in top.walk() if isinstance(op, ForOp) and op is not top)]:
         assert isinstance(lp, ForOp)
-        lp.annotate("name", kern.fresh_loop_name(f"{loop_name(lp)}_tail"))
+        lp.annotate("name", kern.fresh_loop_name(f"{loop_name(lp)}_{suffix}"))
+
+
+# Up to this many rows a tile's B row is carried in registers (`gemm_pipe`, used by the
+# gemm template): GCC (12, -march=native on Zen 4) keeps a B vector that feeds 5 or more
+# FMAs in a register, but folds one feeding 4 or fewer into each FMA as a memory operand,
+# so a 4 x 64 tile issued 16 vector loads + 4 broadcasts per 16 FMAs and ran at the load
+# ports' pace (mlp 784 -> 256 at batch 4: 94 GFLOP/s); carried from one k to the next it
+# is 4 loads + 4 broadcasts (17.0 -> 13.9 us, 117 GFLOP/s, the FMA peak)
+PIPE_ROWS = 4
+
+
+def tensorize_gemm_pipe(root, kernel: str, loop: str) -> ForOp:
+    """The `gemm_pipe` intrinsic: `gemm`, with B's row of the tile (the `nr` values
+    `B[k, j..]` every row multiplies) loaded one k ahead into a local row that the next
+    iteration reads, so the compiler keeps it in vector registers across the loop (a
+    value set in one iteration and used in the next has no memory home to fold loads
+    from) instead of loading it once per row:
+
+        acc[mr][nr] = C tile;  row[nr] = B[k0, j..]               (k0: the first k)
+        for k in k0..kl {reduction}:                               (kl: the last k)
+          for i < mr - 1 {unroll}: for j {vectorize}: acc[i][j] += A[i, k] * row[j]
+          for j {vectorize}: acc[mr-1][j] += A[mr-1, k] * row[j];  row[j] = B[k + 1, j]
+        for i < mr {unroll}: for j {vectorize}: acc[i][j] += A[i, kl] * row[j]
+        C tile = acc
+
+    The last row's loop loads the next k's row as it uses the current one (a separate
+    copy loop became a `memcpy` call, which kept the row and the tile in memory).
+    Requires what `gemm` does, and: the reduction loop has 2 or more iterations, the
+    rows and columns loops step by 1, and the factor read along the columns (B) has
+    affine indices and does not depend on the rows (pack B before: `cache_read .. pack`
+    needs one access pattern). Numerics unchanged: each element sums its k terms in
+    increasing order, as `gemm` does."""
+    what = f"{kernel}/{loop}"
+    loops = _nest3(root, kernel, loop, "gemm_pipe")
+    k, i, j, _ = _match_gemm(loops, what)
+    if k.trip_count < 2:
+        raise TensorizeExtentError(
+            f"gemm_pipe at loop {what} needs a reduction of at least 2 iterations"
+        )
+    if i.stride != 1 or j.stride != 1:
+        raise TensorizeShapeError(
+            f"the rows and columns loops of the gemm_pipe at loop {what} must step by 1"
+        )
+    store = next(op for op in loops[-1].walk() if isinstance(op, memref.StoreOp))
+    b = _row_operand(store, i, j)
+    if b is None or any(affine(x) is None for x in b.indices):
+        raise TensorizeMismatchError(
+            f"the factor read along the columns of the gemm_pipe at loop {what} must not "
+            "depend on its rows and must have affine indices"
+        )
+    k_loop = tensorize(root, kernel, loop, "gemm")
+    _carry_row(k_loop)
+    return k_loop
+
+
+def _row_operand(store: memref.StoreOp, i: ForOp, j: ForOp) -> memref.LoadOp | None:
+    """The factor of the stored multiply-add that varies with the columns j and not with
+    the rows i (B), or None."""
+    add = store.value.owner
+    assert isinstance(add, arith.AddfOp)
+    mul = next(o.owner for o in add.operands if isinstance(o.owner, arith.MulfOp))
+    for operand in mul.operands:
+        ld = operand.owner
+        assert isinstance(ld, memref.LoadOp)
+        on_i = any(depends_on(x, i.induction_var) for x in ld.indices)
+        on_j = any(depends_on(x, j.induction_var) for x in ld.indices)
+        if on_j and not on_i:
+            return ld
+    return None
+
+
+def _drop_unused(values: list[SSAValue]) -> None:
+    """Erase the index arithmetic computing `values` that nothing uses any more."""
+    todo = list(values)
+    while todo:
+        op = todo.pop().owner
+        if (
+            isinstance(op, arith.AddiOp | arith.SubiOp | arith.MuliOp | arith.ConstantOp)
+            and not any(r.uses for r in op.results)
+            and op.parent_block() is not None
+        ):
+            todo += list(op.operands)
+            erase(op)
+
+
+def _carry_row(k_loop: ForOp) -> None:
+    """Rewrite the (k, i, j) nest `gemm` made as `tensorize_gemm_pipe` shows."""
+    kern = k_loop.kernel()
+    i_loop = child_loop(k_loop)
+    j_loop = child_loop(i_loop) if i_loop is not None else None
+    assert i_loop is not None and j_loop is not None and list(k_loop.block.ops) == [i_loop]
+    store = next(op for op in j_loop.walk() if isinstance(op, memref.StoreOp))
+    b_load = _row_operand(store, i_loop, j_loop)
+    assert b_load is not None
+    forms = [affine(x) for x in b_load.indices]
+    b_buf, kv, jv = b_load.memref, k_loop.induction_var, j_loop.induction_var
+    step, first_k = k_loop.stride, k_loop.lower
+    last_k = first_k + (k_loop.trip_count - 1) * step
+    last_row = i_loop.lower + i_loop.trip_count - 1
+    label = f"{b_buf.name_hint}_row" if b_buf.name_hint else "row"
+    row = memref.AllocaOp.get(memref_type(b_buf).get_element_type(), shape=[j_loop.trip_count])
+    row.memref.name_hint = label
+
+    def slot(block: Block, column: SSAValue, before: Operation | None = None) -> SSAValue:
+        """The row's index of column `column` (`j - j0`), emitted in `block`."""
+        return emit_affine(Affine(-j_loop.lower, {column: 1}), block, before)
+
+    def store_next(block: Block, at_k: Affine, column: SSAValue) -> None:
+        """`row[column] = B[.. at k = at_k, j = column ..]` at the end of `block`."""
+        index = []
+        for f in forms:
+            assert f is not None
+            c_k, c_j = f.terms.get(kv, 0), f.terms.get(jv, 0)
+            rest = Affine(f.const, {v: c for v, c in f.terms.items() if v not in (kv, jv)})
+            index.append(emit_affine(rest.add(at_k, c_k).add(Affine(0, {column: 1}), c_j), block))
+        value = memref.LoadOp.get(b_buf, index)
+        block.add_ops([value, memref.StoreOp.get(value.res, row.memref, [slot(block, column)])])
+
+    # the loop reads the row instead of B
+    new = memref.LoadOp.get(row.memref, [slot(block_of(b_load), jv, b_load)])
+    block_of(b_load).insert_op_before(new, b_load)
+    b_load.res.replace_all_uses_with(new.res)
+    index = list(b_load.indices)
+    erase(b_load)
+    _drop_unused(index)
+    # the last k: a copy of the rows loop after the loop, at k = last_k
+    parent = block_of(k_loop)
+    at_last = const(last_k)
+    tail = i_loop.clone(value_mapper={kv: at_last.result})
+    _rename_tail(tail, kern, "klast")
+    parent.insert_op_after(at_last, k_loop)
+    parent.insert_op_after(tail, at_last)
+    # the last row: its own columns loop after the rows loop, loading the next k's row
+    at_row = const(last_row)
+    next_row = j_loop.clone(value_mapper={i_loop.induction_var: at_row.result})
+    _rename_tail(next_row, kern, "rlast")
+    k_loop.block.add_ops([at_row, next_row])
+    store_next(next_row.block, Affine(step, {kv: 1}), next_row.induction_var)
+    k_loop.properties["ub"] = IntegerAttr(last_k, i64)
+    if i_loop.trip_count > 1:
+        i_loop.properties["ub"] = IntegerAttr(last_row, i64)
+        i_loop.annotate("unroll", i_loop.trip_count)
+    else:
+        erase(i_loop)
+    # the first k's row, before the loop
+    fill = ForOp(j_loop.lower, j_loop.upper, 1, name=kern.fresh_loop_name(f"{label}_in"))
+    name_iv(fill)
+    fill.annotate("vectorize")
+    parent.insert_op_before(row, k_loop)
+    parent.insert_op_before(fill, k_loop)
+    store_next(fill.block, Affine(first_k, {}), fill.induction_var)
 
 
 def tensorize_gemm_rows(root, kernel: str, loop: str, mr: int) -> ForOp:

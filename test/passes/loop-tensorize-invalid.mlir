@@ -6,8 +6,11 @@
 // RUN: not dlpc-opt %s -p 'loop-tensorize{kernel=short loop=i0 intrinsic=dot}' 2>&1 | filecheck %s --check-prefix=DOTSHORT
 // RUN: not dlpc-opt %s -p 'loop-tensorize{kernel=cols loop=i0 intrinsic=dot}' 2>&1 | filecheck %s --check-prefix=DOTREAD
 // RUN: not dlpc-opt %s -p 'loop-tensorize{kernel=stepped loop=i0 intrinsic=gemm4}' 2>&1 | filecheck %s --check-prefix=ROWSTEP
+// RUN: not dlpc-opt %s -p 'loop-tensorize{kernel=once loop=i0 intrinsic=gemm_pipe}' 2>&1 | filecheck %s --check-prefix=PIPEONCE
+// RUN: not dlpc-opt %s -p 'loop-tensorize{kernel=stepped loop=i0 intrinsic=gemm_pipe}' 2>&1 | filecheck %s --check-prefix=PIPESTEP
+// RUN: not dlpc-opt %s -p 'loop-tensorize{kernel=rowdep loop=i0 intrinsic=gemm_pipe}' 2>&1 | filecheck %s --check-prefix=PIPEROW
 
-// INTRIN: dlpc-opt: error: unknown intrinsic 'conv' for loop mm/i0 (known: gemm, gemmN, gemmNxM, dot)
+// INTRIN: dlpc-opt: error: unknown intrinsic 'conv' for loop mm/i0 (known: gemm, gemmN, gemmNxM, gemm_pipe, dot)
 // SHAPE: dlpc-opt: error: loop mm/i1 must head a perfect nest of exactly three loops for 'gemm'
 // EXTENT: dlpc-opt: error: gemm tile 64x32 at loop big/i0 exceeds the register file (mr <= 24, nr <= 128, mr * nr <= 512)
 // MISMATCH: dlpc-opt: error: the nest at loop max/i0 does not store a sum C + A * B
@@ -15,6 +18,9 @@
 // DOTSHORT: dlpc-opt: error: dot at loop short/i0 needs a unit-step reduction of at least 16 iterations
 // DOTREAD: dlpc-opt: error: the factors in the nest at loop cols/i0 are not both read along the reduction
 // ROWSTEP: dlpc-opt: error: the rows loop of the gemm at loop stepped/i0 must step by 1
+// PIPEONCE: dlpc-opt: error: gemm_pipe at loop once/i0 needs a reduction of at least 2 iterations
+// PIPESTEP: dlpc-opt: error: the rows and columns loops of the gemm_pipe at loop stepped/i0 must step by 1
+// PIPEROW: dlpc-opt: error: the factor read along the columns of the gemm_pipe at loop rowdep/i0 must not depend on its rows and must have affine indices
 func.func @main(%A: memref<64x8xf32>, %B: memref<8x32xf32>, %C: memref<64x32xf32>,
                 %X: memref<5x32xf32>, %W: memref<5x32xf32>, %Y: memref<5x5xf32>, %V: memref<32x5xf32>) {
   loop.kernel "mm" {
@@ -95,6 +101,34 @@ func.func @main(%A: memref<64x8xf32>, %B: memref<8x32xf32>, %C: memref<64x32xf32
           %p = arith.mulf %a, %b : f32
           %s = arith.addf %c, %p : f32
           memref.store %s, %C[%i0, %i1] : memref<64x32xf32>
+        }
+      }
+    }
+  }
+  loop.kernel "once" {
+    loop.for %i0 = 0 to 4 step 1 {name = "i0"} {
+      loop.for %i1 = 0 to 32 step 1 {name = "i1"} {
+        loop.for %r0 = 0 to 1 step 1 {name = "r0", reduction} {
+          %a = memref.load %A[%i0, %r0] : memref<64x8xf32>
+          %b = memref.load %B[%r0, %i1] : memref<8x32xf32>
+          %c = memref.load %C[%i0, %i1] : memref<64x32xf32>
+          %p = arith.mulf %a, %b : f32
+          %s = arith.addf %c, %p : f32
+          memref.store %s, %C[%i0, %i1] : memref<64x32xf32>
+        }
+      }
+    }
+  }
+  loop.kernel "rowdep" {
+    loop.for %i0 = 0 to 4 step 1 {name = "i0"} {
+      loop.for %i1 = 0 to 32 step 1 {name = "i1"} {
+        loop.for %r0 = 0 to 8 step 1 {name = "r0", reduction} {
+          %a = memref.load %A[%i0, %r0] : memref<64x8xf32>
+          %b = memref.load %C[%i0, %i1] : memref<64x32xf32>
+          %c = memref.load %Y[%i0, %i1] : memref<5x5xf32>
+          %p = arith.mulf %a, %b : f32
+          %s = arith.addf %c, %p : f32
+          memref.store %s, %Y[%i0, %i1] : memref<5x5xf32>
         }
       }
     }
