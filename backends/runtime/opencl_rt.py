@@ -277,6 +277,25 @@ def _opencl_library():
     return _LIB
 
 
+def _current_cpu() -> int:
+    """The CPU the calling thread runs on (glibc's `sched_getcpu`), -1 where unknown."""
+    global _GETCPU
+    if _GETCPU is None:
+        import ctypes
+        import ctypes.util
+
+        try:
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+            _GETCPU = libc.sched_getcpu
+            _GETCPU.restype = ctypes.c_int
+        except (OSError, AttributeError):
+            _GETCPU = False
+    return int(_GETCPU()) if _GETCPU else -1
+
+
+_GETCPU: Any = None
+
+
 def _launch_one(queue_ptr: int, kernel_ptr: int) -> int:
     """Enqueue a kernel of one work-item and wait for it, with the GIL released; the
     OpenCL status (0: done)."""
@@ -297,7 +316,11 @@ class Team:
     The helper's kernel arguments are set by the thread itself (`rebind`: an output's
     array changed), the argument version in `sync` telling an armed launch it is stale.
     The thread holds no reference to the compiled model: `stop` (at its collection, and
-    at exit) ends it."""
+    at exit) ends it. Before it arms, the thread keeps off the CPU the caller last started
+    a call on (its affinity, where the process may use more than one CPU): left to the
+    scheduler, on a machine with other load, the two often shared a CPU, the helper
+    spinning while the caller's launch waited for the CPU (a call then took the caller's
+    time plus the helper's spin; pinned apart, the two launches overlapped)."""
 
     def __init__(self, queue, kernel, sync: np.ndarray, version_pos: int):
         self.queue, self.kernel, self.sync = queue, kernel, sync
@@ -310,6 +333,7 @@ class Team:
         self.armed = False
         self.stopped = False
         self.error = 0
+        self.caller_cpu = -1
         self.launches = {k: 0 for k in (1, 3, 4)}  # TEAM_JOINED, TEAM_IDLE, TEAM_STALE
         self.thread = threading.Thread(target=self._run, name="dlpc-opencl-team", daemon=True)
         self.thread.start()
@@ -321,6 +345,7 @@ class Team:
 
         self.sync[TEAM_GO] = self.next_id
         self.next_id = (self.next_id + 1) & 0x7FFFFFFFFFFFFFFF or 1
+        self.caller_cpu = _current_cpu()
         if not self.armed and not self.error:
             self.wake.set()
 
@@ -341,6 +366,11 @@ class Team:
         from dlpc.backends.opencl import TEAM_IDLE, TEAM_RESULT
 
         queue, kernel = self.queue.int_ptr, self.kernel.int_ptr
+        try:
+            allowed = os.sched_getaffinity(0)
+        except (AttributeError, OSError):  # (not Linux)
+            allowed = set()
+        avoided = -1
         while True:
             self.wake.wait()
             self.wake.clear()
@@ -351,6 +381,13 @@ class Team:
                             self.kernel.set_arg(pos, arg)
                         self.kernel.set_arg(self.version_pos, np.int32(self.version))
                         self.pending.clear()
+                cpu = self.caller_cpu
+                if cpu != avoided and len(allowed) > 1 and cpu in allowed:
+                    try:
+                        os.sched_setaffinity(0, allowed - {cpu})  # (this thread only)
+                        avoided = cpu
+                    except OSError:
+                        allowed = set()
                 self.armed = True
                 err = _launch_one(queue, kernel)
                 self.armed = False
