@@ -44,15 +44,27 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 NAMES = ["mlp", "lenet", "resnet", "transformer", "mobilenet"]
 
 
+def quiesce(runs) -> None:
+    """Wait until no OpenCL team's helper (`opencl_rt.Team`) spins after its call: the
+    next runtime timed gets both cores, and the next team call starts with its helper
+    asleep (woken by the call: the conservative figure for OpenCL)."""
+    for run in runs:
+        team = getattr(getattr(run, "artifact", None), "team", None)
+        if team is not None:
+            team.wait_idle()
+
+
 def interleaved_medians(runs, inputs, repeat: int, warmup: int) -> list[float]:
     """Median seconds per call of each compiled model in `runs`, timed in turn within each
-    repetition so that all of them see the same load on a shared machine."""
+    repetition so that all of them see the same load on a shared machine (with no team
+    helper spinning when a call starts, `quiesce`)."""
     for _ in range(warmup):
         for run in runs:
             run(*inputs)
     times: list[list[float]] = [[] for _ in runs]
     for _ in range(repeat):
         for run, t in zip(runs, times):
+            quiesce(runs)
             start = time.perf_counter()
             run(*inputs)
             t.append(time.perf_counter() - start)
