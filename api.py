@@ -147,6 +147,10 @@ class CompiledModel:
     _main: FuncOp | None = field(default=None, init=False, repr=False)
     _specs: list = field(default_factory=list, init=False, repr=False)
     _names: list[str] = field(default_factory=list, init=False, repr=False)
+    # the C runtime itself (`CFunction`), called straight on inputs that pass the check:
+    # it returns a fresh list of arrays, so the runner's wrapping and the output checks of
+    # `__call__` are not needed (mlp batch 4, 1 thread: about 0.5 us of a 25 us call)
+    _direct: Callable[..., list[np.ndarray]] | None = field(default=None, init=False, repr=False)
 
     @property
     def lowered(self) -> ModuleOp:
@@ -156,6 +160,13 @@ class CompiledModel:
         return self._lowered
 
     def __call__(self, *inputs: np.ndarray) -> list[np.ndarray]:
+        direct, specs = self._direct, self._specs
+        if direct is not None and len(inputs) == len(specs):  # (specs: after a first call)
+            for x, (shape, dtype) in zip(inputs, specs):
+                if type(x) is not np.ndarray or x.shape != shape or x.dtype != dtype:
+                    break
+            else:
+                return direct(*inputs)
         outputs = self.runner(self.check_inputs(inputs))
         if all(type(y) is np.ndarray for y in outputs):
             return outputs if type(outputs) is list else list(outputs)
@@ -278,7 +289,7 @@ def _warm_compile(model: Model, key: str) -> CompiledModel | None:
     if entry is None:
         return None
     function = entry.function(model.name)
-    return CompiledModel(
+    compiled = CompiledModel(
         model,
         "c",
         entry.source,
@@ -287,6 +298,8 @@ def _warm_compile(model: Model, key: str) -> CompiledModel | None:
         function,
         cached=True,
     )
+    compiled._direct = function
+    return compiled
 
 
 def compile(
@@ -356,7 +369,7 @@ def compile(
 
         assert isinstance(function, CFunction)  # (warm artifacts are C: key is None otherwise)
         artifact.store_entry(key, model.name, function, str(lowered))
-    return CompiledModel(
+    compiled = CompiledModel(
         model,
         target,
         function.source,
@@ -364,6 +377,9 @@ def compile(
         lambda arrays: function(*arrays),
         function,
     )
+    if target == "c":
+        compiled._direct = function
+    return compiled
 
 
 def _checker(weights: dict[str, np.ndarray]):

@@ -401,3 +401,27 @@ def test_calls_check_every_input_after_the_fast_path(small, target):
     assert "\n" not in str(e.value)
     with pytest.raises(DlpcError, match="inputs"):
         fn(x, x)
+
+
+def test_c_calls_go_straight_to_the_runtime(small):
+    """On the C target, a call whose inputs pass the check goes to the runtime itself
+    (`CFunction`, fresh output arrays), not through the runner; inputs that fail the check
+    still get the one-line error, and other layouts are still converted."""
+    path, weights = small
+    fn = api.compile(api.load(path, weights=weights), target="c")
+    x = api.random_inputs(fn.model)[0]
+    want = expected(x, weights)
+    np.testing.assert_allclose(fn(x)[0], want, rtol=1e-5, atol=1e-6)  # (learns the inputs)
+
+    def no_runner(arrays):
+        raise AssertionError("the runner was called")
+
+    fn.runner = no_runner
+    outs = fn(x)
+    assert type(outs) is list and len(outs) == 1 and type(outs[0]) is np.ndarray
+    np.testing.assert_allclose(outs[0], want, rtol=1e-5, atol=1e-6)
+    assert not np.shares_memory(outs[0], fn(x)[0])
+    np.testing.assert_allclose(fn(np.asfortranarray(x))[0], want, rtol=1e-5, atol=1e-6)
+    with pytest.raises(DlpcError, match="shape") as e:
+        fn(x[:, :-1])
+    assert "\n" not in str(e.value)
