@@ -316,11 +316,12 @@ class Team:
     The helper's kernel arguments are set by the thread itself (`rebind`: an output's
     array changed), the argument version in `sync` telling an armed launch it is stale.
     The thread holds no reference to the compiled model: `stop` (at its collection, and
-    at exit) ends it. Before it arms, the thread keeps off the CPU the caller last started
-    a call on (its affinity, where the process may use more than one CPU): left to the
-    scheduler, on a machine with other load, the two often shared a CPU, the helper
-    spinning while the caller's launch waited for the CPU (a call then took the caller's
-    time plus the helper's spin; pinned apart, the two launches overlapped)."""
+    at exit) ends it. The helper thread keeps off the CPU the caller starts a call on
+    (`start` sets the helper's affinity, when the caller's CPU changed and the process
+    may use more than one): left to the scheduler, on a machine with other load, the two
+    often shared a CPU, the helper spinning while the caller's launch waited for the CPU
+    (a call then took the caller's time plus the helper's spin; pinned apart, the two
+    launches overlapped)."""
 
     def __init__(self, queue, kernel, sync: np.ndarray, version_pos: int):
         self.queue, self.kernel, self.sync = queue, kernel, sync
@@ -333,8 +334,12 @@ class Team:
         self.armed = False
         self.stopped = False
         self.error = 0
-        self.caller_cpu = -1
-        self.avoided = -1  # the CPU the helper keeps off (the caller's during a launch)
+        self.avoided = -1  # the CPU the helper keeps off: the caller's at its last start
+        self.tid = 0  # the helper thread's (set by it)
+        try:
+            self.allowed = os.sched_getaffinity(0)
+        except (AttributeError, OSError):  # (not Linux)
+            self.allowed = set()
         self.launches = {k: 0 for k in (1, 3, 4)}  # TEAM_JOINED, TEAM_IDLE, TEAM_STALE
         self.thread = threading.Thread(target=self._run, name="dlpc-opencl-team", daemon=True)
         self.thread.start()
@@ -346,7 +351,13 @@ class Team:
 
         self.sync[TEAM_GO] = self.next_id
         self.next_id = (self.next_id + 1) & 0x7FFFFFFFFFFFFFFF or 1
-        self.caller_cpu = _current_cpu()
+        cpu = _current_cpu()
+        if cpu != self.avoided and self.tid and len(self.allowed) > 1 and cpu in self.allowed:
+            try:  # (the helper, spinning or asleep, moves off the caller's CPU)
+                os.sched_setaffinity(self.tid, self.allowed - {cpu})
+                self.avoided = cpu
+            except OSError:
+                self.allowed = set()
         if not self.armed and not self.error:
             self.wake.set()
 
@@ -378,11 +389,7 @@ class Team:
         from dlpc.backends.opencl import TEAM_IDLE, TEAM_RESULT
 
         queue, kernel = self.queue.int_ptr, self.kernel.int_ptr
-        try:
-            allowed = os.sched_getaffinity(0)
-        except (AttributeError, OSError):  # (not Linux)
-            allowed = set()
-        avoided = -1
+        self.tid = threading.get_native_id()
         while True:
             self.wake.wait()
             self.wake.clear()
@@ -393,13 +400,6 @@ class Team:
                             self.kernel.set_arg(pos, arg)
                         self.kernel.set_arg(self.version_pos, np.int32(self.version))
                         self.pending.clear()
-                cpu = self.caller_cpu
-                if cpu != avoided and len(allowed) > 1 and cpu in allowed:
-                    try:
-                        os.sched_setaffinity(0, allowed - {cpu})  # (this thread only)
-                        avoided = self.avoided = cpu
-                    except OSError:
-                        allowed = set()
                 self.armed = True
                 err = _launch_one(queue, kernel)
                 self.armed = False
@@ -864,21 +864,7 @@ class OpenCLFunction(ModuleFunction):
         team = self.team
         assert team is not None
         team.start()
-        saved = None
-        if team.avoided >= 0:  # the caller's launch on the CPU the helper keeps off
-            try:
-                saved = os.sched_getaffinity(0)
-                if team.avoided in saved and len(saved) > 1:
-                    os.sched_setaffinity(0, {team.avoided})
-                else:
-                    saved = None
-            except OSError:
-                saved = None
-        try:
-            err = _launch_one(queue.int_ptr, step[1].int_ptr)
-        finally:
-            if saved is not None:
-                os.sched_setaffinity(0, saved)
+        err = _launch_one(queue.int_ptr, step[1].int_ptr)
         if err:
             code = " (out of memory)" if err in OUT_OF_MEMORY else ""
             raise DlpcError(f"error: opencl: kernel '{step[4]}' failed: status {err}{code}")
