@@ -14,7 +14,8 @@ is left as te-to-loop made it).  Guarantees: numerics unchanged; each kernel get
   `P x V` per attention head: packing costs more than it saves);
   the register tile is 8 x 32 when the shape allows, else the divisor tile with the
   most FMAs per load (`_gemm_tile`), else tiles of 8 rows plus a remainder tile
-  (`gemm8`, M prime above 24); a weight B is always packed (loop-prepack-weights moves
+  (`gemm8`, M prime above 24); a tile of 2-4 rows of whole vectors carries B's row in
+  registers (`gemm_pipe`); a weight B is always packed (loop-prepack-weights moves
   that pack to load time); with up to 8 rows and B read along k, the `dot` kernel
   (`dot_script`: register blocks of dot products along k, no packing) when B is not a
   weight, there are fewer than 4 rows, or 16 does not divide N;

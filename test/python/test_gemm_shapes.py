@@ -228,3 +228,61 @@ func.func @main(%x: tensor<{m}x{k}xf32>) -> tensor<{m}x{n}xf32> {{
     (kernel,) = [kn for kn in kernels(module) if kn.sym == "linear_0"]
     assert any(lp.parallel is not None for lp in kernel.loops()) == parallel
     _close(_run(text, [x], {"w": w}), x @ w.T, k)
+
+
+PIPE_CASES = [  # (op, batch dims, M, N, K): tiles of 2-4 rows and whole vectors
+    ("linear_weight", (), 4, 256, 784),  # the mlp's first layer at batch 4
+    ("linear_weight", (), 20, 64, 4096),  # A packed, k in blocks of 512
+    ("matmul", (), 4, 64, 2),  # the shortest reduction it takes
+    ("matmul", (), 20, 64, 33),
+    ("matmul", (2,), 4, 32, 20),  # B follows the batch loop
+    ("linear", (3,), 4, 64, 20),  # B shared by the leading loop
+]
+
+
+@pytest.mark.parametrize("op,bt,m,n,k", PIPE_CASES)
+def test_tiles_of_few_rows_carry_the_b_row(op, bt, m, n, k, monkeypatch):
+    """A tile of 2-4 rows whose width is whole vectors is `gemm_pipe` (B's row carried in
+    registers from one k to the next), which applies and matches numpy, as the plain
+    `gemm` tile of the same schedule (PIPE_ROWS = 0) does. (The IR sums the same
+    products in the same order; whether GCC contracts each multiply-add into an FMA in
+    the same places is its choice, so the two are not compared bit for bit.)"""
+    from dlpc import api
+    from dlpc.passes.schedule import default
+
+    monkeypatch.setattr(api, "_artifact_key", lambda *args: None)  # no warm compile: the
+    # second compile below must run the pipeline again, with PIPE_ROWS changed
+    lead = "".join(f"{d}x" for d in bt)
+    tx, ty = f"{lead}{m}x{k}", f"{lead}{m}x{n}"
+    tw = f"{lead}{k}x{n}" if op == "matmul" else f"{n}x{k}"
+    graph_op = "matmul" if op == "matmul" else "linear"
+    if op == "linear_weight":
+        args, w_def = f"%x: tensor<{tx}xf32>", f'%w = graph.param "w" : tensor<{tw}xf32>\n'
+    else:
+        args, w_def = f"%x: tensor<{tx}xf32>, %w: tensor<{tw}xf32>", ""
+    text = f"""
+func.func @main({args}) -> tensor<{ty}xf32> {{
+  {w_def}  %0 = graph.{graph_op} %x, %w : (tensor<{tx}xf32>, tensor<{tw}xf32>) -> tensor<{ty}xf32>
+  func.return %0 : tensor<{ty}xf32>
+}}"""
+    x, w = _data((*bt, m, k), (*bt, k, n) if op == "matmul" else (n, k))
+    inputs, weights = ([x], {"w": w}) if op == "linear_weight" else ([x, w], None)
+    want = x @ w if op == "matmul" else x @ w.T
+    script, applies = _first_schedule(text)
+    assert applies and " gemm_pipe" in script, script
+    carried, source = _run_source(text, inputs, weights)
+    assert "_row[" in source
+    _close(carried, want, k)
+    monkeypatch.setattr(default, "PIPE_ROWS", 0)  # the plain gemm tile
+    script, applies = _first_schedule(text)
+    assert applies and " gemm_pipe" not in script and " gemm" in script, script
+    plain, source = _run_source(text, inputs, weights)
+    assert "_row[" not in source
+    _close(plain, want, k)
+
+
+def _run_source(text: str, inputs: list[np.ndarray], weights=None) -> tuple[np.ndarray, str]:
+    model = Model(parse_module(text), weights or {}, "gemm_shape", None)
+    compiled = dlpc.compile(model, target="c")
+    (got,) = compiled(*inputs)
+    return got, compiled.source
