@@ -1497,6 +1497,10 @@ class OpenCLEmitter:
         cid, seen, n, v, d, k, run = (
             names.fresh(x) for x in ("id", "seen", "n", "v", "d", "k", "run")
         )
+        # by images (`batch_split`, `self.groups` of them): a chunk is a range of images
+        # through every member, one pair of counters, no wait between members
+        groups = self.groups if self.groups > 1 else 0
+        counters = 2 if groups else 2 * len(kernels)
         go, started, ver, res = (
             f"{sync}[{i}]" for i in (TEAM_GO, TEAM_STARTED, TEAM_VERSION, TEAM_RESULT)
         )
@@ -1507,7 +1511,7 @@ class OpenCLEmitter:
             f"  int {n} = 0;",
             f"  if ({role} == 0) {{  /* the caller's launch: start the call */",
             f"    {cid} = (ulong){go};",
-            f"    for (int {k} = 0; {k} < {2 * len(kernels)}; {k}++)",
+            f"    for (int {k} = 0; {k} < {counters}; {k}++)",
             f"      {sync}[{TEAM_COUNTERS} + {k}] = (long){tag};",
             "    mem_fence(CLK_GLOBAL_MEM_FENCE);",
             f"    {started} = (long){cid};",
@@ -1526,7 +1530,10 @@ class OpenCLEmitter:
             "    }",
             f"    int {run} = 1;",
         ]
-        for m, kern in enumerate(kernels):
+        if groups:
+            lines += self._team_images(kernels, arg_name, names, sync, role, cid, run, groups)
+            chunks.append(groups)
+        for m, kern in enumerate([] if groups else kernels):
             body, _, keys = self.bodies[kern]
             sizes = self.launches[kern].global_size if self.launches[kern].mapped else ()
             total = math.prod(sizes)
@@ -1583,7 +1590,52 @@ class OpenCLEmitter:
             + "\n".join(lines)
             + "\n}\n"
         )
-        self.chains.append(Chain(name, kernels, list(args), 1, self.team, tuple(chunks)))
+        self.chains.append(Chain(name, kernels, list(args), groups or 1, self.team, tuple(chunks)))
+
+    def _team_images(self, kernels, arg_name, names, sync, role, cid, run, groups) -> list[str]:
+        """The work of a team chain by images: chunk g (of `groups`, taken as the members'
+        are in `team_chain`) runs images g * B / groups ... through every member; the
+        members split by images (`batch_split`), so no chunk reads another's data and
+        only the last chunk done ends the call (one wait a call, not one a member; a
+        helper preempted while it runs a chunk holds the call up once)."""
+        g, v, d = (names.fresh(x) for x in ("g", "v", "d"))
+        taken, done = (f"{sync}[{TEAM_COUNTERS + j}]" for j in (0, 1))
+        tag = f"((ulong){cid} << 32)"
+        lines = [
+            f"    while ({run}) {{  /* a range of images through every member */",
+            f"      const ulong {v} = (ulong){taken};",
+            f"      if (({v} >> 32) != ({cid} & 0xffffffffUL) || ({v} & 0xffffffffUL) >= "
+            f"{groups}UL) break;",
+            f"      if ((ulong)atom_cmpxchg(&{taken}, (long){v}, (long)({v} + 1UL)) != {v}) "
+            "continue;",
+            f"      const long {g} = (long)({v} & 0xffffffffUL);",
+        ]
+        for kern in kernels:
+            body, _, keys = self.bodies[kern]
+            sizes = self.launches[kern].global_size if self.launches[kern].mapped else ()
+            ids = [names.fresh(f"id{dim}") for dim in range(len(sizes))]
+            indent = "      "
+            for dim, (iv, size) in enumerate(zip(ids, sizes)):
+                first, last = "0", str(size)
+                if dim == 0:
+                    share = size // groups
+                    first, last = f"{g} * {share}", f"({g} + 1) * {share}"
+                lines.append(f"{indent}for (long {iv} = {first}; {iv} < {last}; {iv}++)")
+                indent += "  "
+            lines.append(f"{indent}{body}({', '.join([arg_name[key] for key in keys] + ids)});")
+        lines += [
+            "      mem_fence(CLK_GLOBAL_MEM_FENCE);",
+            f"      atom_inc(&{done});",
+            f"      if ({role} != 0) atom_inc(&{sync}[{TEAM_HELPED}]);",
+            "    }",
+            f"    while ({run}) {{  /* until every range is done (or the call is over) */",
+            f"      const ulong {d} = (ulong){done};",
+            f"      if ({d} == {tag} + {groups}UL) break;",
+            f"      if (({d} >> 32) != ({cid} & 0xffffffffUL)) {run} = 0;",
+            "    }",
+            "    mem_fence(CLK_GLOBAL_MEM_FENCE);",
+        ]
+        return lines
 
     def kernel(self, k: KernelOp, chained: bool = False) -> None:
         fname = self.top.fresh(k.sym, kind="kernel")

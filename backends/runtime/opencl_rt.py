@@ -208,6 +208,11 @@ TEAM_SECONDS = 60e-6
 #: spin reads a team chain's helper makes waiting for the next call (then it returns,
 #: and its thread sleeps until a call wakes it)
 TEAM_ARM_SPINS = 100_000
+#: a team chain whose members all split by images (`backends.opencl.batch_split`) runs
+#: in this many ranges of images (the first that every member's batch and first NDRange
+#: dimension divide into), each range through every member; 1: by each member's
+#: work-items (`backends.opencl.TEAM_CHUNKS` chunks a member, a wait after each member)
+TEAM_IMAGE_GROUPS = (16, 8, 4, 2, 1)
 
 
 def context(device=None):
@@ -479,12 +484,18 @@ class OpenCLFunction(ModuleFunction):
         self.team_devices: list | None = None
         self.team_kernel: Any = None  # the caller's kernel of the team chain
         run = team_run(self.fn, aliases) if team else None
-        if team and run:
-            source = emitter.emit([run], team=len(team))
+        # by images when every member splits so (`batch_split`): one wait a call; else
+        # by each member's work-items, a wait after each member
+        shape = self.arg_specs[0][0] if self.arg_specs else ()
+        batch = shape[0] if shape else 1
+        candidates = [g for g in TEAM_IMAGE_GROUPS if batch % g == 0] if team and run else []
+        for groups in candidates:  # (1 always divides)
+            source = emitter.emit([run], parts=groups, team=len(team or ()))
             if [c.kernels for c in emitter.chains] == [run]:
-                self.team_devices = list(team)
-            else:  # (a member without a body, too many parameters: launched as usual)
-                emitter = OpenCLEmitter(module)
+                self.team_devices = list(team or ())
+                break
+            # (a member without a body, too many parameters, no split: launched as usual)
+            emitter = OpenCLEmitter(module)
         if self.team_devices is not None:
             self.device = self.team_devices[0]
             self.ctx, queues = team_context(self.team_devices)
