@@ -483,7 +483,7 @@ class OpenCLFunction(ModuleFunction):
         self.team: Team | None = None
         self.team_devices: list | None = None
         self.team_kernel: Any = None  # the caller's kernel of the team chain
-        run = team_run(self.fn, aliases) if team else None
+        run: list = (team_run(self.fn, aliases) if team else None) or []
         # by images when every member splits so (`batch_split`): one wait a call; else
         # by each member's work-items, a wait after each member
         shape = self.arg_specs[0][0] if self.arg_specs else ()
