@@ -142,15 +142,21 @@ def test_team_models_match_the_reference_on_every_call(team, name, batch):
             np.testing.assert_allclose(out, ref, rtol=1e-4, atol=tol)
 
 
-def test_a_call_run_wholly_by_the_helper(team):
+@pytest.mark.parametrize(("name", "batch", "images"), [("mobilenet", 1, False), ("lenet", 4, True)])
+def test_a_call_run_wholly_by_the_helper(team, name, batch, images):
     """The helper's launch alone runs a started call to the end: with the caller's start
     done by hand (counters, started id) and no caller's launch, the outputs are the
     reference's, every chunk was the helper's (TEAM_HELPED), and after its spin reads
-    it returns TEAM_IDLE."""
-    model = dlpc.load(ROOT / "examples" / "mobilenet.dlpc")
+    it returns TEAM_IDLE. By each member's work-items (mobilenet at batch 1) and by
+    ranges of images through every member (lenet at batch 4: `batch_split`)."""
+    model = dlpc.load(ROOT / "examples" / f"{name}.dlpc", batch=batch)
     compiled = dlpc.compile(model, target="opencl")
     f = compiled.artifact
     assert f.team is not None
+    (chain,) = f.chains
+    assert (chain.parts > 1) == images
+    if images:  # (one chunk a range of images)
+        assert chain.chunks == (chain.parts,)
     _stop(f)
     inputs = dlpc.api.random_inputs(model)
     arrays = f._convert(inputs, 0)
@@ -160,10 +166,9 @@ def test_a_call_run_wholly_by_the_helper(team):
     _emulate_start(f, 41)
     assert opencl_rt._launch_one(f.team.queue.int_ptr, f.team.kernel.int_ptr) == 0
     assert int(f.team_sync[opencl.TEAM_RESULT]) == opencl.TEAM_IDLE
-    chunks = f.chains[0].chunks
-    assert len(chunks) == len(f.chains[0].kernels) and all(
-        0 < c <= opencl.TEAM_CHUNKS for c in chunks
-    )
+    chunks = chain.chunks
+    assert len(chunks) == (1 if images else len(chain.kernels))
+    assert all(0 < c <= opencl.TEAM_CHUNKS for c in chunks)
     assert int(f.team_sync[opencl.TEAM_HELPED]) - helped == sum(chunks)
     first_output = f.num_inputs + len(f.param_names)
     (ref,) = dlpc.api.reference(model, inputs)
