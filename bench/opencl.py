@@ -16,12 +16,14 @@ numpy reference (rtol 1e-3, atol 1e-4) prints "wrong". `uptime` is printed first
 figures are only comparable on a quiet machine. Nothing here gates CI.
 
 With PoCL, the run is repeated for each entry of `--pocl-devices` (a child process each):
-`auto` (the default: what a user gets, both of PoCL's CPU drivers enumerated and each
-model on the one the runtime chooses, `opencl_rt.choose_device`; the "device" column
-names it), or one driver forced through `POCL_DEVICES`: `pthread` (work-groups on worker
-threads, one per core) or `basic` (one thread: the kernels run in the thread that waits
-for them). The hand-offs to and from pthread's workers dominate small models; see
-docs/opencl.md.
+`auto` (the default: what a user gets, PoCL's CPU drivers enumerated and each model on
+the device the runtime chooses, `opencl_rt.choose_device`, or on a team of two basic
+devices, `opencl_rt.Team`; the "device" column names it, "2 x basic-..." for a team), or
+one driver forced through `POCL_DEVICES`: `pthread` (work-groups on worker threads, one
+per core) or `basic` (one thread: the kernels run in the thread that waits for them). The
+hand-offs to and from pthread's workers dominate small models; see docs/opencl.md. Before
+each timed call no team helper is left spinning (`quiesce`): the C gets both cores, and
+every team call starts with its helper asleep (woken by the call, the slower case).
 """
 
 from __future__ import annotations
