@@ -38,11 +38,10 @@ of the cost rule below.
 Cost rule (`pays`), measured on this machine (Zen 4 EPYC, 2 cores, AVX-512; the direct
 conv's register-tiled template runs at ~90 % of one core's FMA peak): 64 channels or
 more on both sides and an output of at least 256 tiles (32x32), as three kernels; or 32
-channels on both sides and an even output, which the default schedule fuses into one
-kernel per row of tiles (passes/schedule/winograd.py): resnet's 32 -> 32 on 16x16; or 16
-channels on both sides, an even output, and a batch of 2 or more images, fused too:
-resnet's 16 -> 16 on 32x32 at batch 2+ (at batch 1 the fused kernel loses on 2 threads,
-where the direct conv splits one image's rows). The constants below carry the figures.
+or 16 channels on both sides and an even output, which the default schedule fuses into
+one kernel per row of tiles (passes/schedule/winograd.py): resnet's 32 -> 32 on 16x16 and
+its 16 -> 16 on 32x32, at any batch, on 1 and 2 threads. The constants below carry the
+figures.
 """
 
 from __future__ import annotations
@@ -102,36 +101,33 @@ kernel per row of tiles). Per kernel, us, direct vs fused (bench/winograd.py,
 interleaved medians, 2-thread runs at load 1.2-1.5): resnet's 32 -> 32 on 16x16
 (`conv2d_add_relu_4`) batch 1 43.5 vs 31.1 (1 thread), 22.8 vs 17.4 (2); batch 32 1392
 vs 1020 (1), 690 vs 511 (2); 32 -> 32 on 32x32 192 vs 114 (1), 88 vs 65 (2), batch 8
-713 vs 485 (2). resnet's 16 -> 16 on 32x32 win on 1 thread (42.3 vs 35.5, 42.6 vs 37.7;
-batch 32 1419 vs 1168, 1440 vs 1290) and at batch 32 on 2 (710 vs 634, 713 vs 682) but
-lose at batch 1 on 2 threads (22.5 vs 24.3, 23.5 vs 25.9): taken from batch 2 on
-(FUSED_SMALL_CHANNELS)."""
+713 vs 485 (2). With the kernel that computes output tiles whole (FUSED_SMALL_CHANNELS'
+runs): `conv2d_add_relu_4` batch 1 43.5-43.6 vs 26.1-26.3 (1 thread), 22.9-23.0 vs 15.3-15.9
+(2); batch 32 1401-1453 vs 872-950 (1), 708-819 vs 563-564 (2; a direct figure of 1847
+from a run the other core was busy in left out)."""
 
 
 FUSED_SMALL_CHANNELS = 16
-"""16 -> 16 convs with an even output, fused from FUSED_SMALL_MIN_BATCH images on.
-resnet's two 16 -> 16 convs on 32x32, direct vs fused, us (bench/winograd.py --models
-resnet, 3 interleaved rounds, load 0.6-1.0, 2026-11-25): 1 thread batch 4 175.2 vs 141.6,
-175.8 vs 150.0; batch 32 1434 vs 1166, 1440 vs 1295; 2 threads batch 2 46.1 vs 42.7,
-45.2 vs 44.4; batch 4 88.9 vs 80.8, 89.0 vs 84.6; batch 32 710 vs 634, 715 vs 681; batch
-1 22.4 vs 23.8, 24.6 vs 26.2 (the direct conv splits one image's rows over the threads
-with per-thread staging; the fused kernel's parallel tile rows run slower)."""
-
-FUSED_SMALL_MIN_BATCH = 2
+"""16 -> 16 convs with an even output, fused at any batch. resnet's two 16 -> 16 convs on
+32x32, direct vs fused, us (bench/winograd.py --models resnet, the fused kernel that
+computes output tiles whole, stages phase planes per block and peels the gemm's first
+k; old and new builds alternated, 2 runs of 3 interleaved rounds each, load
+about 2): 1 thread batch 1 42.3-42.4 vs 29.8-30.7, 42.6-42.7 vs 30.9-31.7; batch 32
+1431-1484 vs 994-1087, 1444-1536 vs 1068-1287; 2 threads batch 1 22.4-22.5 vs
+16.1-16.3, 22.8-23.8 vs 16.7-17.2; batch 32 730-857 vs 558-575, 748-861 vs 636-657.
+(The kernel before, taken only from batch 2 on: 2 threads batch 1 22.4 vs 23.8, 24.6
+vs 26.2; batch 2 46.1 vs 42.7, 45.2 vs 44.4; batch 4 88.9 vs 80.8, 89.0 vs 84.6.)"""
 
 
 def pays(op: g.Conv2DOp) -> bool:
     """The cost rule: 64+ channels on both sides and 256+ tiles per image (three
-    kernels), or 32 channels on both sides and an even output (the fused kernel), or 16
-    on both sides, an even output and a batch of 2+ images (fused too)."""
+    kernels), or 32 or 16 channels on both sides and an even output (the fused
+    kernel)."""
     o, c = g.shape_of(op.operands[1])[:2]
     oh, ow = g.shape_of(op.results[0])[2:]
     th, tw = g.winograd_tiles(oh, ow)
     even = oh % 2 == 0 and ow % 2 == 0 and ow // 2 <= 128
-    if o == c == FUSED_CHANNELS and even:
-        return True
-    n = g.shape_of(op.operands[0])[0]
-    if o == c == FUSED_SMALL_CHANNELS and even and n >= FUSED_SMALL_MIN_BATCH:
+    if o == c and o in (FUSED_CHANNELS, FUSED_SMALL_CHANNELS) and even:
         return True
     return min(o, c) >= MIN_CHANNELS and th * tw >= MIN_TILES
 

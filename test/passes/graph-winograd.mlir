@@ -29,9 +29,10 @@ func.func @pays(%x: tensor<1x64x32x32xf32>) -> tensor<1x64x32x32xf32> {
 }
 
 // resnet's 16 -> 16 conv (a weight rescaled by batch-norm folding: static, not a
-// param): eligible, but below the cost rule's channels (the direct conv is as fast or
-// faster there); where=all rewrites it. Odd output (7x5 from 8x6, padding top and left
-// only): tiles ceil(7/2) x ceil(5/2) = 4 x 3, the output transform crops them.
+// param): eligible, but below the cost rule (an odd output: not the fused kernel's, and
+// 16 channels are too few for three kernels); where=all rewrites it. Odd output (7x5
+// from 8x6, padding top and left only): tiles ceil(7/2) x ceil(5/2) = 4 x 3, the output
+// transform crops them.
 // CHECK-LABEL: func.func @below_rule
 // CHECK-NOT:     winograd
 // CHECK:         graph.conv2d
@@ -49,20 +50,20 @@ func.func @below_rule(%x: tensor<2x16x8x6xf32>) -> tensor<2x16x7x5xf32> {
   func.return %c : tensor<2x16x7x5xf32>
 }
 
-// Below the rule: 16 -> 16 on 32x32 at batch 1 (channels), 64 -> 64 on 16x16 (64 tiles), 32 -> 32
-// with an odd output (15x15: not the fused kernel's).
+// Below the rule: 16 -> 32 on 32x32 (channels not equal), 64 -> 64 on 16x16 (64 tiles),
+// 32 -> 32 with an odd output (15x15: not the fused kernel's).
 // CHECK-LABEL: func.func @small
 // CHECK-NOT:     winograd
 // CHECK-COUNT-3: graph.conv2d
 // CHECK-NOT:     winograd
-func.func @small(%x: tensor<1x16x32x32xf32>, %y: tensor<1x64x16x16xf32>, %z: tensor<1x32x15x15xf32>) -> (tensor<1x16x32x32xf32>, tensor<1x64x16x16xf32>, tensor<1x32x15x15xf32>) {
-  %w = graph.param "w" : tensor<16x16x3x3xf32>
+func.func @small(%x: tensor<1x16x32x32xf32>, %y: tensor<1x64x16x16xf32>, %z: tensor<1x32x15x15xf32>) -> (tensor<1x32x32x32xf32>, tensor<1x64x16x16xf32>, tensor<1x32x15x15xf32>) {
+  %w = graph.param "w" : tensor<32x16x3x3xf32>
   %v = graph.param "v" : tensor<64x64x3x3xf32>
   %u = graph.param "u" : tensor<32x32x3x3xf32>
-  %c = graph.conv2d %x, %w {pads = array<i64: 1, 1, 1, 1>} : (tensor<1x16x32x32xf32>, tensor<16x16x3x3xf32>) -> tensor<1x16x32x32xf32>
+  %c = graph.conv2d %x, %w {pads = array<i64: 1, 1, 1, 1>} : (tensor<1x16x32x32xf32>, tensor<32x16x3x3xf32>) -> tensor<1x32x32x32xf32>
   %d = graph.conv2d %y, %v {pads = array<i64: 1, 1, 1, 1>} : (tensor<1x64x16x16xf32>, tensor<64x64x3x3xf32>) -> tensor<1x64x16x16xf32>
   %e = graph.conv2d %z, %u {pads = array<i64: 1, 1, 1, 1>} : (tensor<1x32x15x15xf32>, tensor<32x32x3x3xf32>) -> tensor<1x32x15x15xf32>
-  func.return %c, %d, %e : tensor<1x16x32x32xf32>, tensor<1x64x16x16xf32>, tensor<1x32x15x15xf32>
+  func.return %c, %d, %e : tensor<1x32x32x32xf32>, tensor<1x64x16x16xf32>, tensor<1x32x15x15xf32>
 }
 
 // The fused rule: 32 -> 32 with an even output (resnet's 32 -> 32 on 16x16), which the
@@ -79,8 +80,8 @@ func.func @fused_rule(%x: tensor<1x32x16x16xf32>) -> tensor<1x32x16x16xf32> {
   func.return %c : tensor<1x32x16x16xf32>
 }
 
-// 16 -> 16 with an even output: fused from a batch of 2 images on (resnet's 16 -> 16
-// on 32x32 at batch 2+); the same conv at batch 1 stays direct (@small above).
+// 16 -> 16 with an even output: fused at any batch (resnet's 16 -> 16 on 32x32), here
+// batch 2; @fused_rule_small is the same conv at batch 1.
 // CHECK-LABEL: func.func @fused_rule_batch
 // CHECK-NOT:     graph.conv2d
 // CHECK:         graph.winograd_input_transform %x {pads = array<i64: 1, 1, 1, 1>} : (tensor<2x16x32x32xf32>) -> tensor<16x2x16x16x16xf32>
@@ -91,6 +92,18 @@ func.func @fused_rule_batch(%x: tensor<2x16x32x32xf32>) -> tensor<2x16x32x32xf32
   %w = graph.param "w" : tensor<16x16x3x3xf32>
   %c = graph.conv2d %x, %w {pads = array<i64: 1, 1, 1, 1>} : (tensor<2x16x32x32xf32>, tensor<16x16x3x3xf32>) -> tensor<2x16x32x32xf32>
   func.return %c : tensor<2x16x32x32xf32>
+}
+
+// CHECK-LABEL: func.func @fused_rule_small
+// CHECK-NOT:     graph.conv2d
+// CHECK:         graph.winograd_input_transform %x {pads = array<i64: 1, 1, 1, 1>} : (tensor<1x16x32x32xf32>) -> tensor<16x1x16x16x16xf32>
+// CHECK-NOT:     graph.conv2d
+// CHECK:         graph.winograd_output_transform
+// CHECK-NEXT:    func.return
+func.func @fused_rule_small(%x: tensor<1x16x32x32xf32>) -> tensor<1x16x32x32xf32> {
+  %w = graph.param "w" : tensor<16x16x3x3xf32>
+  %c = graph.conv2d %x, %w {pads = array<i64: 1, 1, 1, 1>} : (tensor<1x16x32x32xf32>, tensor<16x16x3x3xf32>) -> tensor<1x16x32x32xf32>
+  func.return %c : tensor<1x16x32x32xf32>
 }
 
 // Never rewritten, even with where=all: stride 2, 1x1, depthwise (groups), 5x5,
