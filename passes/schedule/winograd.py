@@ -31,15 +31,15 @@ Input/Output: loop dialect.  Requires: te-to-loop's nest of a kernel whose `orig
   M[16][Co][tiles]; the matmul decomposed, its init folded into the register tile
   (loop-fold-init-epilogue) and tensorized 16 co x tiles with U packed [16][C][Co] once
   per binding (loop-prepack-weights); the producers get no schedule of their own,
-  `fused_into`). Per kernel (`bench/winograd.py`-style profiles, interleaved medians),
-  resnet, 1 thread: batch 1 16 -> 16 on 32x32 36.4 / 38.5 us (residual) vs direct 42.3 /
-  42.4, 32 -> 32 on 16x16 32.0 vs 43.6; batch 32 1180 / 1285 / 1032 vs 1428 / 1425 /
-  1439 us. 2 threads (load 1.3-1.7 from other jobs): 32 -> 32 on 16x16 17.3 vs 22.3 us,
-  but 16 -> 16 on 32x32 38.5 vs 26.4 (slower than on one thread, like the three-kernel
-  form's input transform there, unexplained) and batch 32 1054 / 789 / 892 vs 890 / 725 /
-  698 us; a quieter run (load 1.5): batch 1 2 threads 16 -> 16 24.3 / 25.9 vs 22.5 /
-  23.5, 32 -> 32 17.4 vs 22.8; batch 32 634 / 682 / 511 vs 710 / 713 / 690. So
-  graph-winograd's rule takes 32 -> 32 convs (FUSED_CHANNELS), not the 16-channel ones.
+  `fused_into`); the output transform's in-tile loops inside the tile column, unrolled
+  in the IR (`tiles_inside`), the block's input rows staged as phase planes once for
+  all channels, the register tile's copy-in/out rows unrolled. Per kernel
+  (`bench/winograd.py`, interleaved medians, load about 2), resnet, fused vs direct:
+  batch 1, 1 thread, 16 -> 16 on 32x32 29.8-30.7 / 30.9-31.7 us (residual) vs 42.3 /
+  42.6, 32 -> 32 on 16x16 26.1-26.3 vs 43.5; 2 threads 16.1-16.3 / 16.7-17.2 / 15.3-15.9
+  vs 22.3-23.8; batch 32, 1 thread 994-1087 / 1068-1287 / 872-950 vs 1401-1536 (before
+  these three changes: batch 1, 1 thread 35.4 / 37.4 / 31.2, 2 threads 23.3-26.6 /
+  18.1-20.0). So graph-winograd's rule takes the 16- and 32-channel convs at any batch.
   Blocks are one tile row (8 tiles on 16x16: half vectors; two rows would need `x / 8`
   of a split loop stepping by 8, which `affine(..., delinearize=True)` does not fold).
 """
