@@ -1330,9 +1330,11 @@ MAX_CHAIN_ARGS = 120
 #: the call id the host starts (TEAM_GO), the call id the caller's launch has started
 #: (TEAM_STARTED), the argument version the host expects (TEAM_VERSION), what the last
 #: helper launch did (TEAM_RESULT: TEAM_JOINED a call, TEAM_IDLE: gave up waiting,
-#: TEAM_STALE: armed with old arguments), the chunks helpers have run (TEAM_HELPED),
-#: then two counters per member from TEAM_COUNTERS on
-TEAM_GO, TEAM_STARTED, TEAM_VERSION, TEAM_RESULT, TEAM_HELPED, TEAM_COUNTERS = 0, 1, 2, 3, 4, 8
+#: TEAM_STALE: armed with old arguments), the chunks helpers have run (TEAM_HELPED), the
+#: last call id a helper saw (TEAM_SEEN), then two counters per member from TEAM_COUNTERS
+#: on
+TEAM_GO, TEAM_STARTED, TEAM_VERSION, TEAM_RESULT, TEAM_HELPED, TEAM_SEEN = 0, 1, 2, 3, 4, 5
+TEAM_COUNTERS = 8
 TEAM_JOINED, TEAM_IDLE, TEAM_STALE = 1, 3, 4
 #: chunks a member's work-items are taken in, at most (one atomic each)
 TEAM_CHUNKS = 16
@@ -1525,6 +1527,7 @@ class OpenCLEmitter:
             "      }",
             f"      if ({ver} != {version}) {{ {res} = {TEAM_STALE}; return; }}",
             f"      {seen} = {cid};",
+            f"      {sync}[{TEAM_SEEN}] = (long){cid};",
             f"      {n} = 0;",
             "      mem_fence(CLK_GLOBAL_MEM_FENCE);",
             "    }",

@@ -391,7 +391,7 @@ class Team:
         return True
 
     def _run(self) -> None:
-        from dlpc.backends.opencl import TEAM_IDLE, TEAM_RESULT
+        from dlpc.backends.opencl import TEAM_GO, TEAM_IDLE, TEAM_RESULT, TEAM_SEEN
 
         queue, kernel = self.queue.int_ptr, self.kernel.int_ptr
         self.tid = threading.get_native_id()
@@ -413,7 +413,8 @@ class Team:
                     return
                 result = int(self.sync[TEAM_RESULT])
                 self.launches[result] = self.launches.get(result, 0) + 1
-                if result == TEAM_IDLE:
+                # (a call started while the launch gave up, seeing it armed: not woken)
+                if result == TEAM_IDLE and self.sync[TEAM_GO] == self.sync[TEAM_SEEN]:
                     break
             if self.stopped:
                 return
