@@ -205,6 +205,13 @@ def choose_device(module):
 #: helper thread's wake-up (10-30 us when it has stopped spinning) and the barriers
 #: cost less than the second core saves from about here
 TEAM_SECONDS = 60e-6
+#: ... and at most this: a longer call runs as before (`choose_device`: PoCL pthread's
+#: split chain). Measured on the shared machine (load 2-3, bench/opencl.py, A/B/A/B
+#: against the tree without teams): resnet and mobilenet at batch 32 (estimates 11.5 and
+#: 3.3 ms) took 21.8-22.5 and 10.0-10.4 ms a call on a team against 9.9-21.9 and 4.0-8.1
+#: on pthread: a helper sharing its CPU with another process holds the call's last range
+#: of images while the caller spins; PoCL pthread's workers sleep when they wait
+TEAM_MAX_SECONDS = 2e-3
 #: spin reads a team chain's helper makes waiting for the next call (then it returns,
 #: and its thread sleeps until a call wakes it)
 TEAM_ARM_SPINS = 100_000
@@ -961,13 +968,14 @@ def team_run(fn, aliases) -> list | None:
 
 def choose_team(module) -> list | None:
     """The devices of a team (`team_devices`) when there is one and the call's estimated
-    one-core time is at least `TEAM_SECONDS`, else None."""
+    one-core time is from `TEAM_SECONDS` to `TEAM_MAX_SECONDS`, else None."""
     team = team_devices()
     if team is None:
         return None
     from dlpc.backends.runtime.profile import kernel_costs
 
-    return team if estimate_seconds(kernel_costs(module)) >= TEAM_SECONDS else None
+    estimate = estimate_seconds(kernel_costs(module))
+    return team if TEAM_SECONDS <= estimate <= TEAM_MAX_SECONDS else None
 
 
 def cpu_local_size(global_size: tuple[int, ...], units: int) -> tuple[int, ...]:

@@ -762,9 +762,10 @@ def test_small_models_run_on_the_serial_cpu_device_and_large_ones_on_the_paralle
 ):
     """Both of PoCL's CPU drivers are enumerated (POCL_DEVICES unset again after): a
     model whose estimated one-core time is under PARALLEL_SECONDS runs where the kernels
-    run in the calling thread (no hand-off to worker threads), a larger one on a team of
-    two such devices (`opencl_rt.Team`), or with teams off (DLPC_OPENCL_TEAM=0) on the
-    parallel device; all compute what numpy does."""
+    run in the calling thread (no hand-off to worker threads), a larger one on the
+    parallel device; from TEAM_SECONDS to TEAM_MAX_SECONDS on a team of two serial
+    devices (`opencl_rt.Team`) unless teams are off (DLPC_OPENCL_TEAM=0); all compute
+    what numpy does."""
     import os
 
     from dlpc.backends.runtime import opencl_rt
@@ -777,12 +778,13 @@ def test_small_models_run_on_the_serial_cpu_device_and_large_ones_on_the_paralle
     assert os.environ.get("POCL_DEVICES") != opencl_rt.POCL_CPU_DRIVERS
     assert opencl_rt.default_device().max_compute_units > 1
     small = dlpc.load(ROOT / "examples" / "mlp.dlpc")
+    medium = dlpc.load(ROOT / "examples" / "resnet.dlpc")
     large = dlpc.load(ROOT / "examples" / "resnet.dlpc", batch=32)
     teams = opencl_rt.team_devices()
     assert (teams is not None) == (team == "1")
-    for model, device in ((small, serial), (large, opencl_rt.default_device())):
+    for model, device in ((small, serial), (medium, serial), (large, opencl_rt.default_device())):
         compiled = dlpc.compile(model, target="opencl")
-        if model is large and teams is not None:
+        if model is medium and teams is not None:
             assert compiled.artifact.team_devices == teams and compiled.artifact.device == teams[0]
         else:
             assert compiled.artifact.device == device and compiled.artifact.team is None
