@@ -102,19 +102,19 @@ interleaved medians, 2-thread runs at load 1.2-1.5): resnet's 32 -> 32 on 16x16
 (`conv2d_add_relu_4`) batch 1 43.5 vs 31.1 (1 thread), 22.8 vs 17.4 (2); batch 32 1392
 vs 1020 (1), 690 vs 511 (2); 32 -> 32 on 32x32 192 vs 114 (1), 88 vs 65 (2), batch 8
 713 vs 485 (2). With the kernel that computes output tiles whole (FUSED_SMALL_CHANNELS'
-runs): `conv2d_add_relu_4` batch 1 43.5-43.6 vs 26.1-26.3 (1 thread), 22.9-23.0 vs 15.3-15.9
-(2); batch 32 1401-1453 vs 872-950 (1), 708-819 vs 563-564 (2; a direct figure of 1847
-from a run the other core was busy in left out)."""
+runs): `conv2d_add_relu_4` batch 1 43.5-43.6 vs 26.2-26.6 (1 thread), 22.8-22.9 vs
+15.2-15.6 (2); batch 32 1415-1511 vs 939-1034 (1), 705-743 vs 461-516 (2)."""
 
 
 FUSED_SMALL_CHANNELS = 16
 """16 -> 16 convs with an even output, fused at any batch. resnet's two 16 -> 16 convs on
 32x32, direct vs fused, us (bench/winograd.py --models resnet, the fused kernel that
-computes output tiles whole, stages phase planes per block and peels the gemm's first
-k; old and new builds alternated, 2 runs of 3 interleaved rounds each, load
-about 2): 1 thread batch 1 42.3-42.4 vs 29.8-30.7, 42.6-42.7 vs 30.9-31.7; batch 32
-1431-1484 vs 994-1087, 1444-1536 vs 1068-1287; 2 threads batch 1 22.4-22.5 vs
-16.1-16.3, 22.8-23.8 vs 16.7-17.2; batch 32 730-857 vs 558-575, 748-861 vs 636-657.
+computes output tiles whole, stages phase planes per block, peels the gemm's first k and
+unrolls its copy-out; old and new builds alternated, 2 runs of 3 interleaved rounds
+each, load 3-4 from other jobs, ranges of the clean runs): 1 thread batch 1 42.3-42.4 vs
+26.4-26.7, 42.3-42.7 vs 27.6-27.8; batch 32 1467-1554 vs 980-992, 1514-1567 vs
+1169-1195; 2 threads batch 1 22.4-22.5 vs 16.4-16.6, 22.8-23.9 vs 16.9-17.1; batch 4
+89.3-89.9 vs 56.5, 89.1-89.5 vs 58.2; batch 32 723-766 vs 497-506, 738-789 vs 525-536.
 (The kernel before, taken only from batch 2 on: 2 threads batch 1 22.4 vs 23.8, 24.6
 vs 26.2; batch 2 46.1 vs 42.7, 45.2 vs 44.4; batch 4 88.9 vs 80.8, 89.0 vs 84.6.)"""
 

@@ -33,13 +33,14 @@ Input/Output: loop dialect.  Requires: te-to-loop's nest of a kernel whose `orig
   per binding (loop-prepack-weights); the producers get no schedule of their own,
   `fused_into`); the output transform's in-tile loops inside the tile column, unrolled
   in the IR (`tiles_inside`), the block's input rows staged as phase planes once for
-  all channels, the register tile's copy-in/out rows unrolled. Per kernel
-  (`bench/winograd.py`, interleaved medians, load about 2), resnet, fused vs direct:
-  batch 1, 1 thread, 16 -> 16 on 32x32 29.8-30.7 / 30.9-31.7 us (residual) vs 42.3 /
-  42.6, 32 -> 32 on 16x16 26.1-26.3 vs 43.5; 2 threads 16.1-16.3 / 16.7-17.2 / 15.3-15.9
-  vs 22.3-23.8; batch 32, 1 thread 994-1087 / 1068-1287 / 872-950 vs 1401-1536 (before
-  these three changes: batch 1, 1 thread 35.4 / 37.4 / 31.2, 2 threads 23.3-26.6 /
-  18.1-20.0). So graph-winograd's rule takes the 16- and 32-channel convs at any batch.
+  all channels, the register tile's copy-in/out rows unrolled (and for rows of 16
+  tiles its copy-out vector loop). Per kernel (`bench/winograd.py`, interleaved
+  medians, load 3-4), resnet, fused vs direct: batch 1, 1 thread, 16 -> 16 on 32x32
+  26.4-26.7 / 27.6-27.8 us (residual) vs 42.3-42.7, 32 -> 32 on 16x16 26.2-26.6 vs
+  43.5; 2 threads 16.4-16.6 / 16.9-17.1 / 15.2-15.6 vs 22.4-23.9; batch 32, 1 thread
+  980-992 / 1169-1195 / 939-1034 vs 1415-1567 (before these changes: batch 1, 1 thread
+  35.1 / 37.3 / 33.3, 2 threads 23.6 / 26.5 / 17.7). So graph-winograd's rule takes the
+  16- and 32-channel convs at any batch.
   Blocks are one tile row (8 tiles on 16x16: half vectors; two rows would need `x / 8`
   of a split loop stepping by 8, which `affine(..., delinearize=True)` does not fold).
 """
