@@ -206,11 +206,12 @@ def choose_device(module):
 #: cost less than the second core saves from about here
 TEAM_SECONDS = 60e-6
 #: ... and at most this: a longer call runs as before (`choose_device`: PoCL pthread's
-#: split chain). Measured on the shared machine (load 2-3, bench/opencl.py, A/B/A/B
-#: against the tree without teams): resnet and mobilenet at batch 32 (estimates 11.5 and
-#: 3.3 ms) took 21.8-22.5 and 10.0-10.4 ms a call on a team against 9.9-21.9 and 4.0-8.1
-#: on pthread: a helper sharing its CPU with another process holds the call's last range
-#: of images while the caller spins; PoCL pthread's workers sleep when they wait
+#: split chain), where a team measured no better. Resnet and mobilenet at batch 32
+#: (estimates 11.5 and 3.3 ms), in one process, interleaved, ms team / pthread: 8.38 /
+#: 8.75 and 4.97 / 4.84, 2.13 / 2.12 and 2.89 / 2.94 (load 1.6); in separate bench runs
+#: at load 2-3 the team took 21.8-22.5 and 10.0-10.4 against 9.9-23.8 and 4.0-8.1 (a
+#: helper sharing its CPU with another process holds the call's last range of images
+#: while the caller spins), at a quieter moment 4.78 and 2.08
 TEAM_MAX_SECONDS = 2e-3
 #: spin reads a team chain's helper makes waiting for the next call (then it returns,
 #: and its thread sleeps until a call wakes it)
