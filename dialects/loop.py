@@ -142,10 +142,11 @@ class KernelOp(NamedKernelSyntax, IRDLOperation):
         super().__init__(properties={"name": StringAttr(name)}, regions=[body], attributes=attrs)
 
     def loops(self) -> Iterator[ForOp]:
-        """All loops of the kernel, outermost first (pre-order)."""
-        for op in self.body.walk():
-            if isinstance(op, ForOp):
-                yield op
+        """All loops of the kernel, outermost first (pre-order). Descends only into ops
+        with regions (a generic walk made a generator per op: a third of the schedule
+        passes' time on resnet's fused Winograd kernels)."""
+        for block in self.body.blocks:
+            yield from _loops_in(block)
 
     def loop(self, name: str) -> ForOp:
         """The loop called `name`; KeyError naming the kernel if absent."""
@@ -384,6 +385,17 @@ def _attr_dict_follows(parser: Parser) -> bool:
 
 
 # ----------------------------------------------------------------------- helpers
+
+
+def _loops_in(block: Block) -> Iterator[ForOp]:
+    """The loops of `block`, pre-order, descending only into ops that have regions."""
+    for op in block.ops:
+        if isinstance(op, ForOp):
+            yield op
+        if op.regions:
+            for region in op.regions:
+                for inner in region.blocks:
+                    yield from _loops_in(inner)
 
 
 def kernels(root: Operation) -> Iterator[KernelOp]:
