@@ -56,7 +56,7 @@ def quiesce(runs) -> None:
             team.wait_idle()
 
 
-def interleaved_medians(runs, inputs, repeat: int, warmup: int) -> list[float]:
+def interleaved_medians(runs, inputs, repeat: int, warmup: int, settle: bool = True) -> list[float]:
     """Median seconds per call of each compiled model in `runs`, timed in turn within each
     repetition so that all of them see the same load on a shared machine (with no team
     helper spinning when a call starts, `quiesce`)."""
@@ -66,7 +66,8 @@ def interleaved_medians(runs, inputs, repeat: int, warmup: int) -> list[float]:
     times: list[list[float]] = [[] for _ in runs]
     for _ in range(repeat):
         for run, t in zip(runs, times):
-            quiesce(runs)
+            if settle:
+                quiesce(runs)
             start = time.perf_counter()
             run(*inputs)
             t.append(time.perf_counter() - start)
@@ -116,6 +117,13 @@ def main(argv: list[str] | None = None) -> int:
         "choice per model), pthread or basic (forced through POCL_DEVICES); '' for the "
         "OpenCL platform as the environment gives it",
     )
+    ap.add_argument(
+        "--no-quiesce",
+        action="store_true",
+        help="time each call right after the other runtime's, a team helper still "
+        "spinning from its last call (what back-to-back calls of one model get; it takes "
+        "a core from a C call timed meanwhile)",
+    )
     args = ap.parse_args(argv)
     if args.pocl_devices and "DLPC_BENCH_OPENCL_CHILD" not in os.environ:
         for device in args.pocl_devices.split(","):
@@ -146,7 +154,9 @@ def main(argv: list[str] | None = None) -> int:
             ocl = api.compile(model, target="opencl")
             compiled[name, batch] = (model, inputs, c, ocl)
             good = [matches(one(*inputs), expected) for one in (c, ocl)]
-            seconds = interleaved_medians([c, ocl], inputs, args.repeat, args.warmup)
+            seconds = interleaved_medians(
+                [c, ocl], inputs, args.repeat, args.warmup, settle=not args.no_quiesce
+            )
             cells = [f"{t * 1e3:.3f}" if ok else "wrong" for t, ok in zip(seconds, good)]
             ratio = seconds[1] / seconds[0] if all(good) else float("nan")
             ratios[name, batch] = ratio
