@@ -574,11 +574,14 @@ def gemm_plans(kernel: KernelOp, nest: Nest) -> list[GemmParams | DotParams]:
     rows = m if _b_follows(kernel, outer, b) else m * math.prod(nest.trips[x] for x in outer)
     weight = _is_weight(kernel, b)
     dot = (rows <= DOT_ROWS or n < LANES) and k >= LANES and b_contiguous_in_k(kernel, nest, b)
-    # a weight's panels are packed once (see below), so the packed gemm wins from 4 rows
-    # on, unless N is no multiple of 16 (a 10-wide tile row vectorizes as 8 + 2 with
-    # shuffles: mlp's 256 -> 10 layer at batch 4 1.33 us against the dot kernel's 0.41,
-    # at batch 32 6.1 against 3.1; so the dot kernel also takes any rows when N < 16)
-    dot_first = dot and (not weight or rows < 4 or n % LANES != 0)
+    # a weight's panels are packed once (see below), so the packed gemm wins from 2 rows
+    # on (its 2-4-row tiles carry B's row in registers, `gemm_pipe`: mlp at batch 2 and 3
+    # on 1 thread 20.1-22.2 -> 17.5-18.1 and 27.8-30.5 -> 20.2-20.3 us a call against the
+    # dot kernel; one row stays the dot kernel), unless N is no multiple of 16 (a 10-wide
+    # tile row vectorizes as 8 + 2 with shuffles: mlp's 256 -> 10 layer at batch 4 1.33 us
+    # against the dot kernel's 0.41, at batch 32 6.1 against 3.1; so the dot kernel also
+    # takes any rows when N < 16)
+    dot_first = dot and (not weight or rows < 2 or n % LANES != 0)
     if dot_first:
         out.append(DotParams(*dot_tile(m, n)))
     p = gemm_default_params(m, n, k)

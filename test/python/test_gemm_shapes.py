@@ -232,6 +232,8 @@ func.func @main(%x: tensor<{m}x{k}xf32>) -> tensor<{m}x{n}xf32> {{
 
 PIPE_CASES = [  # (op, batch dims, M, N, K): tiles of 2-4 rows and whole vectors
     ("linear_weight", (), 4, 256, 784),  # the mlp's first layer at batch 4
+    ("linear_weight", (), 3, 256, 784),  # ... at batch 3 and 2: the packed weight's gemm,
+    ("linear_weight", (), 2, 256, 784),  # no longer the dot kernel (gemm_plans)
     ("linear_weight", (), 20, 64, 4096),  # A packed, k in blocks of 512
     ("matmul", (), 4, 64, 2),  # the shortest reduction it takes
     ("matmul", (), 20, 64, 33),
