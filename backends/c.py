@@ -1209,12 +1209,13 @@ def emit_c(module: ModuleOp) -> str:
     return CEmitter(module).emit()
 
 
-def emit_c_units(module: ModuleOp, count: int = 3) -> tuple[str, list[str]]:
+def emit_c_units(module: ModuleOp, count: int = 3, min_bytes: int = 0) -> tuple[str, list[str]]:
     """`emit_c`'s source and the same program as several translation units
-    (`CEmitter.units`): the build compiles the kernels of a large model in parallel."""
+    (`CEmitter.units`): the build compiles the kernels of a large model in parallel.
+    A source under `min_bytes` gets no units (nor the work of making them)."""
     emitter = CEmitter(module)
     source = emitter.emit()
-    return source, emitter.units(count)
+    return source, emitter.units(count) if len(source) >= min_bytes else []
 
 
 @dataclass(frozen=True)

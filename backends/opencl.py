@@ -1416,17 +1416,31 @@ class OpenCLEmitter:
                 _, types, keys = self.bodies[k]
                 piece, args = [k], dict(zip(keys, types))
 
-    def chain(self, kernels: list[KernelOp], args: dict[tuple, str]) -> None:
-        """One `__kernel` of one work-item calling each member's body over its NDRange."""
-        if self.team > 1:
-            self.team_chain(kernels, args)
-            return
+    def _chain_head(self, args: dict[tuple, str]):
+        """A chain kernel's name, its scope and its buffer parameters (one per (buffer,
+        permutation) of `args`, no restrict: the members' buffers may alias)."""
         name = self.top.fresh("chain", kind="kernel")
         names = Scope(self.top.used)
         params, arg_name = [], {}
         for (v, perm), t in args.items():
             arg_name[v, perm] = names.fresh(v.name_hint, "arg")
-            params.append(f"__global {t} *{arg_name[v, perm]}")  # (no restrict: may alias)
+            params.append(f"__global {t} *{arg_name[v, perm]}")
+        return name, names, params, arg_name
+
+    def _chain_kernel(self, note: str, name: str, params: list[str], lines: list[str]) -> None:
+        """Append a chain's `__kernel` function: its comment, signature and body lines."""
+        self.parts.append(
+            f"{c_comment(note)}\n__kernel void {name}({', '.join(params)})\n{{\n"
+            + "\n".join(lines)
+            + "\n}\n"
+        )
+
+    def chain(self, kernels: list[KernelOp], args: dict[tuple, str]) -> None:
+        """One `__kernel` of one work-item calling each member's body over its NDRange."""
+        if self.team > 1:
+            self.team_chain(kernels, args)
+            return
+        name, names, params, arg_name = self._chain_head(args)
         lines = []
         part = names.fresh("part")
         groups = 1
@@ -1459,11 +1473,7 @@ class OpenCLEmitter:
             + ", ".join(k.sym for k in kernels)
             + f": global ({groups}), local (1)"
         )
-        self.parts.append(
-            f"{c_comment(note)}\n__kernel void {name}({', '.join(params)})\n{{\n"
-            + "\n".join(lines)
-            + "\n}\n"
-        )
+        self._chain_kernel(note, name, params, lines)
         self.chains.append(Chain(name, kernels, list(args), groups))
 
     def team_chain(self, kernels: list[KernelOp], args: dict[tuple, str]) -> None:
@@ -1483,12 +1493,7 @@ class OpenCLEmitter:
         (a launch that finds another call's id there left the call: it was over). The
         caller's launch returns when the last member is done. Every work-item runs
         once, with the same operations as on one device: the results are the same."""
-        name = self.top.fresh("chain", kind="kernel")
-        names = Scope(self.top.used)
-        params, arg_name = [], {}
-        for (v, perm), t in args.items():
-            arg_name[v, perm] = names.fresh(v.name_hint, "arg")
-            params.append(f"__global {t} *{arg_name[v, perm]}")  # (no restrict: may alias)
+        name, names, params, arg_name = self._chain_head(args)
         sync, role, spin, version = (names.fresh(n) for n in ("sync", "role", "spin", "version"))
         params += [
             f"__global volatile long *{sync}",
@@ -1588,11 +1593,7 @@ class OpenCLEmitter:
             + ", ".join(k.sym for k in kernels)
             + f": global (1), local (1), on {self.team} devices"
         )
-        self.parts.append(
-            f"{c_comment(note)}\n__kernel void {name}({', '.join(params)})\n{{\n"
-            + "\n".join(lines)
-            + "\n}\n"
-        )
+        self._chain_kernel(note, name, params, lines)
         self.chains.append(Chain(name, kernels, list(args), groups or 1, self.team, tuple(chunks)))
 
     def _team_images(self, kernels, arg_name, names, sync, role, cid, run, groups) -> list[str]:

@@ -64,10 +64,10 @@ def cold_compile(path: Path, batch: int) -> dict:
         finally:
             parts["emit"] += time.perf_counter() - start
 
-    def emit_c_units(module, *args):
+    def emit_c_units(module, *args, **kwargs):
         start = time.perf_counter()
         try:
-            return real_units(module, *args)
+            return real_units(module, *args, **kwargs)
         finally:
             parts["emit"] += time.perf_counter() - start
 

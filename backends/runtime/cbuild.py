@@ -489,7 +489,7 @@ class CFunction(ModuleFunction):
         from dlpc.backends.c import emit_c_units, find_main
 
         self.bind_signature(find_main(module))
-        self.source, units = emit_c_units(module)
+        self.source, units = emit_c_units(module, min_bytes=PARALLEL_SOURCE_BYTES)
         self.library = build(self.source, name=name, units=units)
 
     @classmethod

@@ -75,8 +75,8 @@ def test_a_failing_unit_falls_back_to_the_one_source(monkeypatch, capsys):
     monkeypatch.setattr(cbuild, "PARALLEL_SOURCE_BYTES", 0)
     real = c_backend.emit_c_units
 
-    def broken(module, count=3):
-        source, units = real(module, count)
+    def broken(module, count=3, min_bytes=0):
+        source, units = real(module, count, min_bytes)
         return source, [units[0], units[1] + "\n#error a broken unit\n", *units[2:]]
 
     monkeypatch.setattr(c_backend, "emit_c_units", broken)

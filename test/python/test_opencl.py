@@ -850,14 +850,15 @@ func.func @main(%x: memref<8xf32>, %y: memref<8xf32>)
 """
 
 
-def _chained_kernel(match) -> str:
+def _chained_kernel(match, n: int = 8) -> str:
+    """`KERNEL(name, src, dst, negf|twice)`: an elementwise kernel over n floats."""
     name, src, dst, op = (part.strip() for part in match.group(1).split(","))
     value = "%w = arith.negf %v : f32" if op == "negf" else "%w = arith.addf %v, %v : f32"
     return f"""loop.kernel "{name}" {{
-    loop.for %i = 0 to 8 step 1 {{name = "i0", parallel}} {{
-      %v = memref.load %{src}[%i] : memref<8xf32>
+    loop.for %i = 0 to {n} step 1 {{name = "i0", parallel}} {{
+      %v = memref.load %{src}[%i] : memref<{n}xf32>
       {value}
-      memref.store %w, %{dst}[%i] : memref<8xf32>
+      memref.store %w, %{dst}[%i] : memref<{n}xf32>
     }}
   }}"""
 

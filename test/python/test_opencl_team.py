@@ -18,6 +18,8 @@ from dlpc.passes import pipeline
 
 pytest.importorskip("pyopencl", reason="the opencl extra is not installed")
 
+from test_opencl import _chained_kernel  # noqa: E402
+
 from dlpc.backends import opencl  # noqa: E402
 from dlpc.backends.runtime import opencl_rt  # noqa: E402
 from dlpc.dialects.loop import KernelOp  # noqa: E402
@@ -42,15 +44,7 @@ func.func @main(%x: memref<64xf32>, %y: memref<64xf32>)
 
 
 def _kernel(match) -> str:
-    name, src, dst, op = (part.strip() for part in match.group(1).split(","))
-    value = "%w = arith.negf %v : f32" if op == "negf" else "%w = arith.addf %v, %v : f32"
-    return f"""loop.kernel "{name}" {{
-    loop.for %i = 0 to 64 step 1 {{name = "i0", parallel}} {{
-      %v = memref.load %{src}[%i] : memref<64xf32>
-      {value}
-      memref.store %w, %{dst}[%i] : memref<64xf32>
-    }}
-  }}"""
+    return _chained_kernel(match, 64)
 
 
 def _module(copy: bool):
