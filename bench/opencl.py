@@ -5,10 +5,15 @@
 
 Per example: dlpc C and dlpc OpenCL (on the first OpenCL platform, PoCL on a CPU-only
 machine; `DLPC_OPENCL_PLATFORM` picks another) wall time per call in ms, each the median
-of `--repeat` calls after `--warmup`, the two called in turn (so that both see the same
-load on a shared machine), both through `dlpc.compile` with the model's own weights
-bound (resident), the ratio OpenCL / C, and the OpenCL kernels launched per call; one
-row per batch size of `--batches` (the examples' batch dimension bound at load time).
+of `--repeat` calls after `--warmup`, both through `dlpc.compile` with the model's own
+weights bound (resident), the ratio OpenCL / C, and the OpenCL kernels launched per call;
+one row per batch size of `--batches` (the examples' batch dimension bound at load time).
+Timed two ways in one run, both sharing the machine's load between the two runtimes:
+"each call alone" calls the two in turn, one call each (a team helper asleep when a call
+starts, see `quiesce`: the conservative figure for OpenCL, while the C's OpenMP workers
+may still spin from its call before); "back to back" times blocks of 10 calls of one
+runtime, then of the other (`block_medians`): what a user calling one model in a loop
+gets, each runtime in its steady state.
 Then, for the example and batch with the worst ratio (or `--profile NAME`), the time of every
 OpenCL kernel (profiling events, median over the calls) beside the C kernel of the same
 name (`dlpc-run --target c --profile`'s timers). A backend whose outputs differ from the
@@ -71,6 +76,26 @@ def interleaved_medians(runs, inputs, repeat: int, warmup: int, settle: bool = T
             start = time.perf_counter()
             run(*inputs)
             t.append(time.perf_counter() - start)
+    return [statistics.median(t) for t in times]
+
+
+def block_medians(runs, inputs, repeat: int, warmup: int, block: int = 10) -> list[float]:
+    """Median seconds per call of each compiled model in `runs` back to back, its steady
+    state (a team helper still armed, OpenMP's workers still spinning from the call
+    before): `block` calls of one runtime, then `block` of the next, in turn until each
+    has `repeat` timed calls; the first 2 calls of a block (the hand-over from the other
+    runtime) are not counted."""
+    for _ in range(warmup):
+        for run in runs:
+            run(*inputs)
+    times: list[list[float]] = [[] for _ in runs]
+    while len(times[0]) < repeat:
+        for run, t in zip(runs, times):
+            for i in range(block + 2):
+                start = time.perf_counter()
+                run(*inputs)
+                if i >= 2:
+                    t.append(time.perf_counter() - start)
     return [statistics.median(t) for t in times]
 
 
@@ -138,10 +163,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"uptime: {os.popen('uptime').read().strip()}")  # noqa: S605, S607
     found = ", ".join(f"{d.name} ({d.max_compute_units} compute units)" for d in devices())
     print(f"opencl devices: {found}")
-    print(f"median of {args.repeat} calls after {args.warmup}, weights resident")
+    print(f"median of {args.repeat} calls after {args.warmup} each way, weights resident")
     print(
-        f"{'model':12} {'batch':>5} {'c ms':>9} {'opencl ms':>10} {'ratio':>7} {'launches':>9}"
-        f"  device"
+        f"{'':18} {'each call alone':^28} {'back to back':^28}\n"
+        f"{'model':12} {'batch':>5} {'c ms':>9} {'opencl ms':>10} {'ratio':>7} "
+        f"{'c ms':>9} {'opencl ms':>10} {'ratio':>7} {'launches':>9}  device"
     )
     compiled: dict[tuple[str, int], tuple] = {}
     ratios: dict[tuple[str, int], float] = {}
@@ -157,12 +183,17 @@ def main(argv: list[str] | None = None) -> int:
             seconds = interleaved_medians(
                 [c, ocl], inputs, args.repeat, args.warmup, settle=not args.no_quiesce
             )
-            cells = [f"{t * 1e3:.3f}" if ok else "wrong" for t, ok in zip(seconds, good)]
+            steady = block_medians([c, ocl], inputs, args.repeat, args.warmup)
+            cells = [
+                f"{t * 1e3:.3f}" if ok else "wrong" for t, ok in zip(seconds + steady, good * 2)
+            ]
             ratio = seconds[1] / seconds[0] if all(good) else float("nan")
+            ratio_steady = steady[1] / steady[0] if all(good) else float("nan")
             ratios[name, batch] = ratio
             launches = ocl.artifact.num_launches
             print(
-                f"{name:12} {batch:5d} {cells[0]:>9} {cells[1]:>10} {ratio:7.2f} {launches:9d}"
+                f"{name:12} {batch:5d} {cells[0]:>9} {cells[1]:>10} {ratio:7.2f} "
+                f"{cells[2]:>9} {cells[3]:>10} {ratio_steady:7.2f} {launches:9d}"
                 f"  {ocl.artifact.device_name}",
                 flush=True,
             )
