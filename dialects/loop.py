@@ -52,7 +52,7 @@ from xdsl.dialects.builtin import (
     UnitAttr,
     i64,
 )
-from xdsl.ir import Block, Dialect, Operation, Region, SSAValue
+from xdsl.ir import Block, Dialect, ErasedSSAValue, Operation, Region, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
     irdl_op_definition,
@@ -488,6 +488,62 @@ def loop_nest(
     if body is not None:
         body(block, [lp.induction_var for lp in loops])
     return loops
+
+
+# Ops whose own verifier reads nothing but the op: its class, operand and result types,
+# properties and attributes (no regions, successors, parent, or symbol table). Two such
+# ops alike in all of these verify alike, so `verify_ir` runs the verifier once per kind.
+# (memref.get_global looks its symbol up: not here.)
+_LOCAL_VERIFY_DIALECTS = ("arith.", "math.")
+_LOCAL_VERIFY_OPS = frozenset({"memref.load", "memref.store", "memref.alloca"})
+
+
+def verify_ir(root: Operation) -> None:
+    """`root.verify()`, cheaper on loop IR: the same checks on every op, except that the
+    own verifier of the ops above (arith, math, loads and stores: 85 % of resnet's loop
+    IR, 2495 of its 6129 ops constants) runs once per distinct (class, operand types,
+    result types, properties, attributes) instead of once per op. xDSL's verifier costs
+    ~20 us an op whatever the op; resnet's loop module took 145 ms a verify, 60 with this.
+    A failing op raises what `root.verify()` raises (a first sighting always runs the
+    verifier in full, and only ops that passed are remembered)."""
+    _verify_op(root, set())
+
+
+def _verify_op(op: Operation, seen: set) -> None:
+    op.verify(verify_nested_ops=False)  # structure, traits and the op's own verifier
+    for region in op.regions:
+        for block in region.blocks:
+            _verify_block(block, seen)
+            if block.parent is not region:  # as Region.verify
+                raise ValueError("Parent pointer of block does not refer to containing region")
+
+
+def _verify_block(block: Block, seen: set) -> None:
+    last = block.last_op
+    if last is None:
+        block.verify()  # an empty block: whether its region needs a terminator
+        return
+    for op in block.ops:
+        if op.parent is not block:  # as Block.verify
+            raise ValueError("Parent pointer of operation does not refer to containing region")
+        name = op.name
+        local = name.startswith(_LOCAL_VERIFY_DIALECTS) or name in _LOCAL_VERIFY_OPS
+        # a block's last op is checked for being a terminator: always in full
+        if local and op is not last and not op.regions and not op.successors:
+            operands = op.operands
+            if not any(isinstance(v, ErasedSSAValue) for v in operands):
+                key = (
+                    type(op),
+                    tuple(v.type for v in operands),
+                    tuple(r.type for r in op.results),
+                    tuple(op.properties.items()),
+                    tuple(op.attributes.items()),
+                )
+                if key not in seen:
+                    op.verify(verify_nested_ops=False)
+                    seen.add(key)
+                continue
+        _verify_op(op, seen)
 
 
 Loop = Dialect("loop", [KernelOp, ForOp], [])

@@ -39,6 +39,7 @@ from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import DiagnosticException, ParseError
 
 from dlpc.diagnostics import DlpcError, boundary
+from dlpc.dialects.loop import verify_ir
 
 STAGES = ("graph", "te", "loop", "dlp")
 # emitter -> the stage it reads
@@ -175,13 +176,14 @@ def make_pass(name: str, options: PipelineOptions, **fixed) -> ModulePass:
 
 def run(name: str, module: ModuleOp, options: PipelineOptions, **fixed) -> None:
     """Apply one pass by name (its options from `options.extra`, then `fixed`) and
-    verify the result."""
+    verify the result: every op of the module, after every pass, as mlir-opt's
+    `-verify-each` (`verify_ir`: the same checks, cheaper)."""
     started = time.perf_counter()
     p = make_pass(name, options, **fixed)
     with boundary(f"pass {name}"):  # whatever escapes is one line naming the pass and op
         p.apply(context(), module)
     with boundary(f"verifying the output of pass {name}"):
-        module.verify()
+        verify_ir(module)  # = module.verify(), each kind of arith/memref op checked once
     _timed(name, started)
     if options.checker:
         options.checker.after(name, module, p)  # same results as before the pass?
@@ -260,13 +262,16 @@ def lower(
         options.checker.start(module, weights)
     level_options = GRAPH_PASS_OPTIONS_BY_LEVEL.get(options.opt_level, {})
     for name in GRAPH_PASSES_BY_LEVEL[options.opt_level]:
-        if name == "graph-winograd" and (weights is None or not options.schedule):
+        winograd_target = _winograd_target(options, stop_at)
+        if name == "graph-winograd" and (weights is None or winograd_target is None):
             # only with the weights folded (a training step's change every call: the filter
-            # would be transformed on every call) and for the CPU schedules its cost rule
-            # was measured with (loop-to-dlp cannot tile its output transform's reads)
+            # would be transformed on every call) and for the targets its cost rule was
+            # measured on (loop-to-dlp cannot tile its output transform's reads)
             continue
         if name != FOLD_PARAMS:  # shapes first, then -O graph rewrites
             fixed = {**level_options.get(name, {}), **options.extra.get(name, {})}
+            if name == "graph-winograd":  # its rule is the target's (c or opencl)
+                fixed = {"target": winograd_target, **fixed}
             run(name, module, options, **fixed)
         elif weights is not None:
             fold_weights(module, weights, options.checker)  # what only depends on weights
@@ -298,6 +303,15 @@ def lower(
     run("loop-to-dlp", module, options)  # scratchpad tiles, DMA, intrinsics, cores
     on_stage("dlp", module)
     return module
+
+
+def _winograd_target(options: PipelineOptions, stop_at: str) -> str | None:
+    """The target whose cost rule graph-winograd applies, None where it does not run: the
+    scheduled lowering is the C target's; an unscheduled one to the loop level is
+    OpenCL's (`schedules_for`); the dlp target and the stages above loop take none."""
+    if options.schedule:
+        return "c"
+    return "opencl" if stop_at == "loop" else None
 
 
 def emit(module: ModuleOp, target: str) -> str:
