@@ -63,6 +63,7 @@ typedef ushort uint16_t;
 typedef char int8_t;
 typedef uchar uint8_t;
 #define INT64_C(x) x##L
+typedef float dlpc_float16u __attribute__((ext_vector_type(16), aligned(4)));
 """
     + cbe.SCALAR_HELPERS
 )
@@ -219,8 +220,10 @@ def plan_launch(
         launch.partials = {}
     if launch.vector is None:
         launch.vector = partial_vector(launch.lanes, launch.partials)
-    if last in launch.lanes:  # a work-item takes `lanes` consecutive iterations
-        launch.global_size = (*launch.global_size[:-1], last.trip_count // launch.lanes[last])
+    if last in launch.lanes:  # a work-item takes `lanes` consecutive iterations (ragged:
+        # the last one's end at the loop's end, `clampable`)
+        work_items = -(-last.trip_count // launch.lanes[last])
+        launch.global_size = (*launch.global_size[:-1], work_items)
     launch.relayout = plan_relayout(kernel, launch.vector, resident or set())
     if launch.vector is not None and not _contiguous_lanes(kernel, launch):
         # every load the vector varies with strides by a row (a global average pool's
@@ -412,6 +415,63 @@ def _wide_inner(
     return not any(op.name in VECTOR_MATH for op in last.walk())
 
 
+#: the pointwise (1x1) conv's tile (`_wide_tile`): 6 output channels x 16 columns, 12
+#: float8 accumulators (8 left PoCL's fmas waiting on each other: mobilenet's pointwise
+#: conv, extracted kernels on PoCL basic, 0.88 ns per output with 8 x 8, 0.85 with 4 x 16,
+#: 0.70 with 5 x 16, 0.64 with 6 x 16; 7 x 16 and 8 x 16 spill: 1.04 and 1.17)
+WIDE_TILE = (6, 16)
+
+
+def clampable(loop: ForOp) -> bool:
+    """May iterations of `loop` run twice (ragged mapped lanes: the last work-item's
+    lanes end at the loop's end, `DLPC_MIN(6 * id, n - 6)`, redoing some iterations of
+    the work-item before it)? When its body loads no buffer from outside it that it
+    stores: an iteration then only overwrites elements with values computed from what
+    no iteration writes, so running one twice stores the same bits twice."""
+    stored, loaded = set(), set()
+    for op in loop.block.walk():
+        if isinstance(op, memref.StoreOp) and not defined_inside(op.memref, loop):
+            stored.add(op.memref)
+        if isinstance(op, memref.LoadOp) and not defined_inside(op.memref, loop):
+            loaded.add(op.memref)
+    return not stored & loaded
+
+
+def _wide_tile(
+    nest: list[ForOp],
+    last: ForOp,
+    inner: ForOp | None,
+    middle: ForOp | None,
+    lanes: dict[ForOp, int],
+    partials: dict,
+) -> bool:
+    """Does an 8 x 8 (or 6 x 8) conv tile become `WIDE_TILE` (mapped output channels x inner
+    columns)? For a conv without padding tests (a pointwise conv: the window's guards
+    would be tested per tap over 16 columns) whose nest has an independent loop between
+    the channels and the columns (its rows: not a linear), 16 columns dividing the row,
+    and channels the 6 lanes cover with at most 1/16 left over (the last work-item
+    redoes some channels of the one before, `clampable`: 64 channels as 11 x 6, the last
+    58 ... 63)."""
+    if inner is None or middle is not None or partials:
+        return False
+    if lanes.get(last) not in (8, WIDE_TILE[0]) or lanes.get(inner) != 8:
+        return False
+    if inner.trip_count % WIDE_TILE[1]:
+        return False
+    between = nest[nest.index(last) + 1 : nest.index(inner)]
+    if not any(lp.trip_count > 1 and independent(lp) for lp in between):
+        return False
+    if any(isinstance(op, scf.IfOp) for op in last.walk()):
+        return False
+    if any(op.name in VECTOR_MATH for op in last.walk()):
+        return False
+    n, u = last.trip_count, WIDE_TILE[0]
+    spare = -n % u
+    if n < 2 * u or spare * 16 > n or (spare and not clampable(last)):
+        return False
+    return True
+
+
 def plan_lanes(
     nest: list[ForOp], dims: list[ForOp], no_inner: bool = False
 ) -> tuple[dict[ForOp, int], dict[ForOp, list[tuple[SSAValue, str]]]]:
@@ -467,6 +527,8 @@ def plan_lanes(
         u = next((u for u in PARTIAL_LANES if _steps(loop.trip_count, u) >= 2 and u <= budget), 1)
         if u > 1:
             lanes[loop], partials[loop] = u, found
+    if inner is not None and _wide_tile(nest, last, inner, middle, lanes, partials):
+        lanes[last], lanes[inner] = WIDE_TILE
     body_ops = sum(1 for _ in last.block.walk())
     while lanes and body_ops * math.prod(lanes.values()) > MAX_LANE_OPS:
         loop = max(lanes, key=lambda lp: lanes[lp])
@@ -480,6 +542,12 @@ def plan_lanes(
 #: lane counts written as OpenCL vectors, and the f32 ops written on them
 VECTOR_WIDTHS = (2, 4, 8, 16)
 MASKED_WIDTHS = (8, 16)  # vector lanes a guarded load is masked on (`masked_load`)
+#: vector lanes whose consecutive global loads and stores are one unaligned vector access
+#: (`contiguous_access`, through `dlpc_float16u`): PoCL's LLVM gathered a float16 from 16
+#: scalar loads and stored it as 16 scalars (the 8-lane ones it does merge)
+CONTIGUOUS_WIDTHS = (16,)
+#: f32 ops written on vectors as their scalar macro (`?:` selects lane by lane)
+VECTOR_MACRO = {"arith.maximumf": "DLPC_MAXIMUMF", "arith.minimumf": "DLPC_MINIMUMF"}
 VECTOR_BINARY = {"arith.addf", "arith.subf", "arith.mulf", "arith.divf"}
 
 
@@ -753,6 +821,8 @@ class KernelWriter(FunctionWriter):
         deps = self.deps_of(op)
         if self.vector_math(op, deps) or self.vector_op(op, deps) or self.masked_load(op, deps):
             return None
+        if self.contiguous_access(op, deps):
+            return None
         for combination in itertools.product(*(range(self.launch.lanes[lp]) for lp in deps)):
             self.current.update(zip(deps, combination))
             self.emitting, self.fixed = deps, self.fixed + 1
@@ -803,7 +873,7 @@ class KernelWriter(FunctionWriter):
         elif isinstance(op, memref.LoadOp | memref.StoreOp):
             if self.vector_key(op.memref) not in self.vectors:
                 return False
-        elif op.name in VECTOR_BINARY or op.name == "arith.negf":
+        elif op.name in VECTOR_BINARY or op.name == "arith.negf" or op.name in VECTOR_MACRO:
             if any(v.type != f32 for v in (*op.operands, *op.results)):
                 return False
         else:
@@ -827,6 +897,9 @@ class KernelWriter(FunctionWriter):
                 expr = self.vectors[self.vector_key(op.memref)]
             elif op.name == "arith.negf":
                 expr = f"-{self.vector_operand(op.operands[0], width)}"
+            elif op.name in VECTOR_MACRO:
+                a, b = (self.vector_operand(v, width) for v in op.operands)
+                expr = f"{VECTOR_MACRO[op.name]}({a}, {b})"
             else:
                 a, b = (self.vector_operand(v, width) for v in op.operands)
                 expr = f"{a} {cbe.BINARY[op.name]} {b}"
@@ -836,6 +909,52 @@ class KernelWriter(FunctionWriter):
             name = self.names.fresh(op.results[0].name_hint)
             self.line(f"const float{width} {name} = {expr};")
             self.lanes_of(op.results[0], deps, name, lambda k, n=name: f"{n}.s{k:X}")
+        return True
+
+    def contiguous_access(self, op: Operation, deps: tuple[ForOp, ...]) -> bool:
+        """An f32 load or store of a kernel's global buffer whose lanes of the vector
+        loop (`CONTIGUOUS_WIDTHS`) are consecutive elements (the loop's variable, step 1,
+        plus what does not vary with it as the last index; no other index varies with
+        it), written once per combination of its other lanes as one unaligned vector
+        access, `*(__global dlpc_float16u *)&buf[first lane]`: the same elements. False
+        when `op` is not one."""
+        vec = self.launch.vector
+        if (
+            vec is None
+            or vec not in deps
+            or vec.stride != 1
+            or self.launch.lanes[vec] not in CONTIGUOUS_WIDTHS
+            or not isinstance(op, memref.LoadOp | memref.StoreOp)
+            or element_type(op.memref) != Float32Type()
+            or not op.indices
+        ):
+            return False
+        iv = vec.induction_var
+        indices = list(op.indices)
+        if not _varies_with(indices[-1], iv) or any(_uses(i, iv) for i in indices[:-1]):
+            return False
+        kernel = op.parent_op()
+        while kernel is not None and not isinstance(kernel, KernelOp):
+            kernel = kernel.parent_op()
+        if kernel is None or defined_inside(op.memref, kernel):
+            return False  # (a private or `__local` array)
+        buf = self.buffers.get(op.memref)
+        if type(buf) is not Buffer or buf.scalar or not buf.shape:
+            return False
+        width = self.launch.lanes[vec]
+        load = isinstance(op, memref.LoadOp)
+        rest = tuple(lp for lp in deps if lp is not vec)
+        for combination in itertools.product(*(range(self.launch.lanes[lp]) for lp in rest)):
+            self.current.update(zip(rest, combination))
+            self.current[vec] = 0
+            where = f"&{buf.at([self[i] for i in indices])}"
+            if not load:
+                value = self.vector_operand(op.operands[0], width)
+                self.line(f"*(__global dlpc_float{width}u *){where} = {value};")
+                continue
+            name = self.names.fresh(op.res.name_hint)
+            self.line(f"const float{width} {name} = *(__global const dlpc_float{width}u *){where};")
+            self.lanes_of(op.res, deps, name, lambda k, n=name: f"{n}.s{k:X}")
         return True
 
     def masked_load(self, op: Operation, deps: tuple[ForOp, ...]) -> bool:
@@ -1023,6 +1142,9 @@ class KernelWriter(FunctionWriter):
         if op in self.launch.mapped:
             gid = f"(long){self.launch.mapped[op]}"
             first = f"{step} * {gid}" if op.lower == 0 else f"{op.lower} + {step} * {gid}"
+            if op.trip_count % lanes:  # ragged (`clampable`): the last work-item's lanes
+                # end at the loop's end, redoing some of the one before it
+                first = f"DLPC_MIN({first}, {op.lower + op.stride * (op.trip_count - lanes)})"
             self.line(f"const long {iv} = {first};")
         elif once:
             self.line(f"const long {iv} = {op.lower};")

@@ -8,7 +8,9 @@
 // with a laned loop is written once for its lanes, every lane has its own accumulator.
 // f32 arithmetic and 0-d accumulators varying with the innermost independent laned loop
 // are OpenCL vectors of its lanes (`plan_vector`: mix_0's float16 accumulators), lane k
-// read as `.sk`; loads and stores of global buffers stay per lane. A product used only
+// read as `.sk`; loads and stores of global buffers stay per lane, but for 16 lanes of
+// consecutive elements (`contiguous_access`: one unaligned `dlpc_float16u` access, as
+// mix_0's x and y). A product used only
 // by a sum is written inside it (`contracted`): OpenCL's FP_CONTRACT makes them one fma.
 // An innermost reduction updating a 0-d accumulator sums in partials (one per lane),
 // combined after the loop. No lanes: extents no lane count divides (7), loops whose
@@ -20,17 +22,17 @@
 // CHECK: float16 v_acc_4;
 // CHECK: v_acc_4 = (float16)(0.0f);
 // CHECK: for (long v_r0 = 0; v_r0 < 2; v_r0++) {
-// CHECK-NEXT: const float v_a = v_x[v_r0 * 16 + v_i1];
-// CHECK: const float v_a_16 = v_x[v_r0 * 16 + (v_i1 + 15)];
+// CHECK-NEXT: const float16 v_a = *(__global const dlpc_float16u *)&v_x[v_r0 * 16 + v_i1];
 // CHECK-NEXT: const float v_b = v_w[v_i0 * 2 + v_r0];
 // CHECK-NEXT: const float v_b_2 = v_w[(v_i0 + 1) * 2 + v_r0];
 // CHECK-NOT: v_x[
 // CHECK-NOT: v_p
 // CHECK: const float16 v_o_4 = v_acc_4;
-// CHECK: const float16 v_q_4 = v_o_4 + ((float16)(v_a, v_a_2, v_a_3, v_a_4, v_a_5, v_a_6, v_a_7, v_a_8, v_a_9, v_a_10, v_a_11, v_a_12, v_a_13, v_a_14, v_a_15, v_a_16) * (float16)(v_b_4));
+// CHECK: const float16 v_q_4 = v_o_4 + (v_a * (float16)(v_b_4));
 // CHECK: v_acc_4 = v_q_4;
 // CHECK-NEXT: }
-// CHECK: v_y[(v_i0 + 3) * 16 + (v_i1 + 15)] = v_t_4.sF;
+// CHECK: *(__global dlpc_float16u *)&v_y[v_i0 * 16 + v_i1] = v_t;
+// CHECK: *(__global dlpc_float16u *)&v_y[(v_i0 + 3) * 16 + v_i1] = v_t_4;
 
 // CHECK-LABEL: /* kernel "rowmax_1": global (7), local (-) */
 // CHECK: const long v_i0 = (long)get_global_id(0);

@@ -1,0 +1,131 @@
+"""MobileNet's convs on OpenCL: the pointwise conv's 6 x 16 tile with ragged channel lanes
+(`backends.opencl._wide_tile`, `clampable`), 16-lane contiguous vector loads and stores
+(`KernelWriter.contiguous_access`), and depthwise convs on shapes that put tiles on every
+border, all against the numpy reference."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dlpc
+from dlpc.passes import pipeline
+
+pytest.importorskip("pyopencl", reason="the opencl extra is not installed")
+
+from dlpc.backends.opencl import WIDE_TILE, clampable, plan_launch  # noqa: E402
+from dlpc.backends.runtime.opencl_rt import compile_opencl  # noqa: E402
+from dlpc.dialects.loop import ForOp, KernelOp  # noqa: E402
+
+POINTWISE = """\
+model pw(x: f32[B, {cin}, {h}, {w}]) {{
+  param pw.weight: f32[{cout}, {cin}, 1, 1] = kaiming(seed=5)
+  param pw.bias: f32[{cout}] = normal(seed=6, std=0.1)
+  return clip(conv2d(x, pw.weight, pw.bias), min=0, max=6)
+}}
+"""
+
+DEPTHWISE = """\
+model dw(x: f32[B, {c}, {h}, {w}]) {{
+  param dw.weight: f32[{c}, 1, 3, 3] = kaiming(seed=7)
+  param dw.bias: f32[{c}] = normal(seed=8, std=0.1)
+  return relu6(conv2d(x, dw.weight, dw.bias, stride={stride}, padding={pad}, groups={c}))
+}}
+"""
+
+
+def _lowered(tmp_path, text: str, batch: int):
+    path = tmp_path / "m.dlpc"
+    path.write_text(text)
+    model = dlpc.load(path, batch=batch)
+    module = pipeline.lower(model.module.clone(), "loop", pipeline.PipelineOptions())
+    return model, module
+
+
+def _check(model, module, name: str) -> str:
+    inputs, weights = dlpc.api.random_inputs(model), dlpc.api.check_weights(model)
+    f = compile_opencl(module, name=name)
+    (out,) = f(*inputs, params=weights)
+    (ref,) = dlpc.api.reference(model, inputs)
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5 * max(1.0, float(np.abs(ref).max())))
+    return f.source
+
+
+def _conv_launch(module):
+    kernel = next(k for k in module.walk() if isinstance(k, KernelOp))
+    return kernel, plan_launch(kernel, "k")
+
+
+@pytest.mark.parametrize(
+    "cout, cin, h, w, batch, ragged",
+    [
+        (64, 32, 32, 32, 1, True),  # mobilenet's: 11 work-items, the last at 58
+        (64, 32, 32, 32, 3, True),  # the batch as a second NDRange dimension
+        (66, 7, 5, 16, 1, False),  # 6 lanes divide the channels
+        (88, 3, 3, 32, 2, True),  # 15 work-items, the last redoing 2 channels
+    ],
+)
+def test_pointwise_wide_tile_matches_reference(tmp_path, cout, cin, h, w, batch, ragged):
+    """A 1x1 conv + clip whose columns 16 divide takes 6 output channels x 16 columns a
+    work-item; channels 6 do not divide end in a work-item that starts early
+    (`DLPC_MIN(6 * id, cout - 6)`), redoing channels of the one before with the same
+    results; every output matches the reference."""
+    model, module = _lowered(tmp_path, POINTWISE.format(cout=cout, cin=cin, h=h, w=w), batch)
+    kernel, launch = _conv_launch(module)
+    assert sorted(launch.lanes.values()) == sorted(WIDE_TILE)
+    assert launch.global_size[-1] == -(-cout // WIDE_TILE[0])
+    source = _check(model, module, "pw")
+    assert ("DLPC_MIN(6 * " in source) == ragged
+    assert "*(__global const dlpc_float16u *)&" in source  # the input row, one load
+    assert "*(__global dlpc_float16u *)&" in source  # the outputs, one store per channel
+
+
+@pytest.mark.parametrize(
+    "cout, w",
+    [
+        (60, 7),  # odd columns: 16 do not divide them
+        (20, 32),  # 6 lanes would leave 4 of 24 channels over (more than 1/16)
+        (64, 24),  # 16 do not divide 24 columns
+    ],
+)
+def test_pointwise_keeps_its_plan_elsewhere(tmp_path, cout, w):
+    """Odd widths, few channels or rows 16 do not divide keep the plan they had (no
+    6-lane channels), and still match the reference."""
+    model, module = _lowered(tmp_path, POINTWISE.format(cout=cout, cin=5, h=3, w=w), 1)
+    _, launch = _conv_launch(module)
+    assert sorted(launch.lanes.values()) != sorted(WIDE_TILE)
+    _check(model, module, "pw")
+
+
+def test_clampable_needs_no_loads_of_what_the_loop_stores(tmp_path):
+    """The pointwise conv's channel loop stores its output and loads only its input and
+    weights (it may run an iteration twice); a loop that reads back what it stores
+    may not."""
+    from xdsl.dialects import memref
+
+    model, module = _lowered(tmp_path, POINTWISE.format(cout=64, cin=8, h=2, w=16), 1)
+    kernel, launch = _conv_launch(module)
+    (mapped,) = [lp for lp in launch.mapped if launch.lanes.get(lp) == WIDE_TILE[0]]
+    assert clampable(mapped)
+    store = next(o for o in mapped.walk() if isinstance(o, memref.StoreOp) and o.indices)
+    load = next(o for o in mapped.walk() if isinstance(o, memref.LoadOp) and o.indices)
+    load.operands[0] = store.memref  # read the output instead of the input
+    assert not clampable(mapped)
+    assert isinstance(mapped, ForOp)
+
+
+@pytest.mark.parametrize(
+    "c, h, w, stride, pad, batch",
+    [
+        (32, 32, 32, 1, 1, 1),  # mobilenet's depthwise conv
+        (13, 9, 11, 1, 1, 1),  # odd widths, channels no lane count divides
+        (12, 15, 17, 2, 1, 2),  # stride 2
+        (10, 8, 13, 1, 0, 1),  # no padding
+        (24, 7, 33, 2, 0, 3),  # stride 2, no padding, batch 3
+    ],
+)
+def test_depthwise_matches_reference(tmp_path, c, h, w, stride, pad, batch):
+    """Depthwise 3x3 convs + relu6 on shapes that put tiles on every border."""
+    text = DEPTHWISE.format(c=c, h=h, w=w, stride=stride, pad=pad)
+    model, module = _lowered(tmp_path, text, batch)
+    _check(model, module, "dw")
