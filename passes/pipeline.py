@@ -61,7 +61,7 @@ GRAPH_PASSES_BY_LEVEL: dict[int, tuple[str, ...]] = {
         "graph-fold-constants",
         FOLD_PARAMS,
         "graph-conv-layout",  # NHWC where a conv's channels vectorize better than its row
-        "graph-winograd",  # where it pays (32 -> 32 fused, 64+ channels); weights bound, c
+        "graph-winograd",  # where it pays (32 -> 32 fused, 64+ channels); weights bound, c/opencl
         "graph-fuse",
         FOLD_PARAMS,
     ),
@@ -75,7 +75,7 @@ GRAPH_PASSES_BY_LEVEL: dict[int, tuple[str, ...]] = {
         "graph-fold-constants",
         FOLD_PARAMS,
         "graph-layout",
-        "graph-winograd",  # where it pays; weights bound, target c (see `lower`)
+        "graph-winograd",  # where it pays; weights bound, target c or opencl (see `lower`)
         "graph-fuse",
         FOLD_PARAMS,
     ),

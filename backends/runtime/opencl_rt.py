@@ -475,6 +475,7 @@ class OpenCLFunction(ModuleFunction):
 
         from dlpc.backends.c import find_main, kernel_for, memref_info
         from dlpc.backends.opencl import OpenCLEmitter, views
+        from dlpc.backends.opencl_winograd import winograd_nests
         from dlpc.dialects.graph import numpy_dtype
         from dlpc.dialects.loop import KernelOp
 
@@ -484,6 +485,7 @@ class OpenCLFunction(ModuleFunction):
         self.bind_signature(self.fn)
         emitter = OpenCLEmitter(module)
         views(module)  # (emit takes the views too; a second run finds nothing to do)
+        winograd_nests(module)  # (as views)
         aliases = reshape_aliases(self.fn)  # reshape kernels: the result is the operand
         # a team of two serial devices, each launch from its own thread (`Team`), when
         # the whole call is one chain (`team_run`) and worth the second core

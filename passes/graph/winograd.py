@@ -30,10 +30,11 @@ A 2x2 output tile costs 16 multiply-adds per (input, output) channel pair instea
 
 Eligible: `groups = 1`, stride 1, dilation 1, an OIHW 3x3 f32 weight that depends only
 on params and constants (never a training step's weights: dlpc's pipeline runs this pass
-only when the weights are bound and folded, and for the C target, see passes/pipeline.py),
-NCHW. Which eligible
+only when the weights are bound and folded, and for the C and OpenCL targets, see
+passes/pipeline.py), NCHW. Which eligible
 convs change is the option `where`: `all`, `none`, or `pays` (the default) for the convs
-of the cost rule below.
+of the cost rule below; `target` (`c`, the default, or `opencl`: the pipeline sets it)
+says whose rule (`pays_opencl` for OpenCL).
 
 Cost rule (`pays`), measured on this machine (Zen 4 EPYC, 2 cores, AVX-512; the direct
 conv's register-tiled template runs at ~90 % of one core's FMA peak): 64 channels or
@@ -58,6 +59,7 @@ from dlpc.dialects import graph as g
 from dlpc.passes.graph import _util as u
 
 WHERE = ("pays", "all", "none")
+TARGETS = ("c", "opencl")  # whose cost rule `pays` applies (the pipeline says which)
 
 # The cost rule (`pays`), measured through dlpc.compile(...).time() and per-kernel
 # profiles, interleaved, medians (figures in docs/graph-passes.md). The direct conv runs
@@ -119,10 +121,12 @@ each, load 3-4 from other jobs, ranges of the clean runs): 1 thread batch 1 42.3
 vs 26.2; batch 2 46.1 vs 42.7, 45.2 vs 44.4; batch 4 88.9 vs 80.8, 89.0 vs 84.6.)"""
 
 
-def pays(op: g.Conv2DOp) -> bool:
-    """The cost rule: 64+ channels on both sides and 256+ tiles per image (three
-    kernels), or 32 or 16 channels on both sides and an even output (the fused
-    kernel)."""
+def pays(op: g.Conv2DOp, target: str = "c") -> bool:
+    """The cost rule of `target`: for C 64+ channels on both sides and 256+ tiles per
+    image (three kernels), or 32 or 16 channels on both sides and an even output (the
+    fused kernel); for OpenCL `pays_opencl`."""
+    if target == "opencl":
+        return pays_opencl(op)
     o, c = g.shape_of(op.operands[1])[:2]
     oh, ow = g.shape_of(op.results[0])[2:]
     th, tw = g.winograd_tiles(oh, ow)
@@ -130,6 +134,39 @@ def pays(op: g.Conv2DOp) -> bool:
     if o == c and o in (FUSED_CHANNELS, FUSED_SMALL_CHANNELS) and even:
         return True
     return min(o, c) >= MIN_CHANNELS and th * tw >= MIN_TILES
+
+
+OPENCL_FUSED_MAX_FLOATS = 8192
+"""The OpenCL fused kernel's V and M of one row of tiles, in floats (16 points x (input
++ output channels) x tile columns; 32 KB of a work-item's private memory): resnet's
+16 -> 16 on 32x32 and 32 -> 32 on 16x16 (backends/opencl_winograd.py)."""
+
+
+def pays_opencl(op: g.Conv2DOp) -> bool:
+    """The OpenCL target's cost rule: the convs whose chain the OpenCL backend writes as
+    one fused kernel (backends/opencl_winograd.py `fused_spec`): padding 1 on every side,
+    an even output height, output tile columns a multiple of 8 (a float8 of tiles), output
+    channels a multiple of 8, V and M of a row of tiles within OPENCL_FUSED_MAX_FLOATS, and
+    an epilogue it writes (relu, or a residual add and then relu, each the only user of
+    the value before it). Measured on PoCL basic (one core, profiling events, batch 1,
+    us, direct conv vs fused; `dlpc-run --target opencl --profile`): resnet's stem 3 -> 16
+    on 32x32 12.2 vs 8.5, 16 -> 16 on 32x32 61.5 vs 28.1 and 62.2 vs 28.8 (+ residual),
+    32 -> 32 on 16x16 67.3 vs 26.1; at batch 3 and 32 per image the same (docs/opencl.md).
+    Any other eligible conv keeps the direct conv: as te-to-loop's three kernels the chain
+    is slower than it on OpenCL (resnet at batch 1: 543 us of kernels against 259)."""
+    o, c = g.shape_of(op.operands[1])[:2]
+    oh, ow = g.shape_of(op.results[0])[2:]
+    if tuple(op.pads()) != (1, 1, 1, 1) or oh % 2 or ow % 16 or o % 8:
+        return False
+    if 16 * (c + o) * (ow // 2) > OPENCL_FUSED_MAX_FLOATS:
+        return False
+    user = u.single_user(op.results[0])
+    if user is not None and user.name == "graph.add":  # a residual of y's shape, then relu
+        other = [v for v in user.operands if v is not op.results[0]]
+        if len(other) != 1 or g.shape_of(other[0]) != g.shape_of(op.results[0]):
+            return False
+        user = u.single_user(user.results[0])
+    return user is not None and user.name == "graph.relu"
 
 
 def rewrite(block: Block, conv: g.Conv2DOp) -> None:
@@ -162,16 +199,21 @@ class GraphWinograd(ModulePass):
     name = "graph-winograd"
 
     where: str = "pays"
+    target: str = "c"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if self.where not in WHERE:
             raise DlpcError(
                 f"error: graph-winograd where must be pays, all or none, got '{self.where}'"
             )
+        if self.target not in TARGETS:
+            raise DlpcError(
+                f"error: graph-winograd target must be c or opencl, got '{self.target}'"
+            )
         if self.where == "none":
             return
         for fn in u.funcs(op):
             for block in fn.body.blocks:
                 for inner in list(block.ops):
-                    if eligible(inner) and (self.where == "all" or pays(inner)):  # type: ignore[arg-type]
+                    if eligible(inner) and (self.where == "all" or pays(inner, self.target)):  # type: ignore[arg-type]
                         rewrite(block, inner)  # type: ignore[arg-type]

@@ -1,6 +1,7 @@
 // RUN: dlpc-opt %s -p graph-winograd | filecheck %s
 // RUN: dlpc-opt %s -p 'graph-winograd{where=all}' | filecheck %s --check-prefix=ALL
 // RUN: dlpc-opt %s -p 'graph-winograd{where=none}' | filecheck %s --check-prefix=NONE
+// RUN: dlpc-opt %s -p 'graph-winograd{target=opencl}' | filecheck %s --check-prefix=OCL
 
 // A 64 -> 64 stride-1 3x3 conv on 32x32 with a static weight and a bias: the cost
 // rule's (64 channels or more, 256 tiles or more): filter transform (its per-image reshape is folded with it when the
@@ -18,6 +19,9 @@
 // CHECK-NEXT:    graph.relu %[[Y]]
 // CHECK-NOT:     graph.conv2d
 // NONE-LABEL: func.func @pays
+// OCL-LABEL:  func.func @pays
+// OCL-NOT:      winograd
+// OCL:          graph.conv2d
 // NONE-NOT:     winograd
 // NONE:         graph.conv2d
 func.func @pays(%x: tensor<1x64x32x32xf32>) -> tensor<1x64x32x32xf32> {
@@ -104,6 +108,47 @@ func.func @fused_rule_small(%x: tensor<1x16x32x32xf32>) -> tensor<1x16x32x32xf32
   %w = graph.param "w" : tensor<16x16x3x3xf32>
   %c = graph.conv2d %x, %w {pads = array<i64: 1, 1, 1, 1>} : (tensor<1x16x32x32xf32>, tensor<16x16x3x3xf32>) -> tensor<1x16x32x32xf32>
   func.return %c : tensor<1x16x32x32xf32>
+}
+
+// The OpenCL target's rule (`pays_opencl`): the convs its backend writes as one fused
+// kernel. Taken: the stem-like 3 -> 16 and 16 -> 16 (a residual add, then relu) on 32x32;
+// kept direct: a 32 -> 32 whose result is returned (no relu after it), a 64 -> 64 on 32x32
+// (V and M of a row of tiles pass the work-item's private memory). The C rule (CHECK)
+// takes the 16 -> 16 only. (@pays, @fused_rule and @fused_rule_small stay direct on OpenCL:
+// no relu after them.)
+// CHECK-LABEL: func.func @opencl_rule
+// CHECK:         graph.conv2d %x
+// CHECK:         graph.winograd_input_transform
+// CHECK-COUNT-2: graph.conv2d
+// OCL-LABEL:   func.func @opencl_rule
+// OCL-NOT:       graph.conv2d
+// OCL:           graph.winograd_input_transform %x {pads = array<i64: 1, 1, 1, 1>} : (tensor<1x3x32x32xf32>) -> tensor<16x1x3x16x16xf32>
+// OCL:           %[[R0:.*]] = graph.relu
+// OCL-NOT:       graph.conv2d
+// OCL:           graph.winograd_input_transform %[[R0]] {pads = array<i64: 1, 1, 1, 1>} : (tensor<1x16x32x32xf32>) -> tensor<16x1x16x16x16xf32>
+// OCL:           %[[Y:.*]] = graph.winograd_output_transform
+// OCL-NEXT:      graph.add %[[Y]], %[[R0]]
+// OCL-NEXT:      graph.relu
+// OCL-NEXT:      graph.param "w2"
+// OCL-NEXT:      graph.conv2d %y
+// OCL-NEXT:      graph.param "w3"
+// OCL-NEXT:      graph.conv2d %z
+// OCL-NOT:       winograd
+// OCL:           func.return
+func.func @opencl_rule(%x: tensor<1x3x32x32xf32>, %y: tensor<1x32x16x16xf32>, %z: tensor<1x64x32x32xf32>) -> (tensor<1x16x32x32xf32>, tensor<1x32x16x16xf32>, tensor<1x64x32x32xf32>) {
+  %w0 = graph.param "w0" : tensor<16x3x3x3xf32>
+  %c0 = graph.conv2d %x, %w0 {pads = array<i64: 1, 1, 1, 1>} : (tensor<1x3x32x32xf32>, tensor<16x3x3x3xf32>) -> tensor<1x16x32x32xf32>
+  %r0 = graph.relu %c0 : (tensor<1x16x32x32xf32>) -> tensor<1x16x32x32xf32>
+  %w1 = graph.param "w1" : tensor<16x16x3x3xf32>
+  %c1 = graph.conv2d %r0, %w1 {pads = array<i64: 1, 1, 1, 1>} : (tensor<1x16x32x32xf32>, tensor<16x16x3x3xf32>) -> tensor<1x16x32x32xf32>
+  %a1 = graph.add %c1, %r0 : (tensor<1x16x32x32xf32>, tensor<1x16x32x32xf32>) -> tensor<1x16x32x32xf32>
+  %r1 = graph.relu %a1 : (tensor<1x16x32x32xf32>) -> tensor<1x16x32x32xf32>
+  %w2 = graph.param "w2" : tensor<32x32x3x3xf32>
+  %c2 = graph.conv2d %y, %w2 {pads = array<i64: 1, 1, 1, 1>} : (tensor<1x32x16x16xf32>, tensor<32x32x3x3xf32>) -> tensor<1x32x16x16xf32>
+  %w3 = graph.param "w3" : tensor<64x64x3x3xf32>
+  %c3 = graph.conv2d %z, %w3 {pads = array<i64: 1, 1, 1, 1>} : (tensor<1x64x32x32xf32>, tensor<64x64x3x3xf32>) -> tensor<1x64x32x32xf32>
+  %r3 = graph.relu %c3 : (tensor<1x64x32x32xf32>) -> tensor<1x64x32x32xf32>
+  func.return %r1, %c2, %r3 : tensor<1x16x32x32xf32>, tensor<1x32x16x16xf32>, tensor<1x64x32x32xf32>
 }
 
 // Never rewritten, even with where=all: stride 2, 1x1, depthwise (groups), 5x5,
