@@ -623,7 +623,10 @@ def write_fused(emitter, k: KernelOp, chained: bool) -> bool:
     params = [f"__global {'' if r == 'y' else 'const '}float *restrict {p[r]}" for r, _ in roles]
     dims = (spec.n, spec.h // 2)
     loops = [op for op in k.block.ops if isinstance(op, ForOp)][:2]
-    launch = Launch(fname, dims, None)
+    # one work-item a work-group: PoCL keeps a work-group's private arrays side by side
+    # (its work-item loops), and 32 KB each for a group of the NDRange overflowed the
+    # stack (resnet at batch 32, each kernel launched alone: a crash)
+    launch = Launch(fname, dims, (1, 1))
     launch.mapped = {lp: f"get_global_id({d})" for d, lp in enumerate(loops)}  # (the ids)
     launch.args = [v for _, v in roles]
     emitter.launches[k] = launch

@@ -136,3 +136,17 @@ def test_fused_kernel_is_a_team_member():
     if compiled.artifact.team_devices:
         (chain,) = compiled.artifact.chains
         assert sum(is_fused(k) for k in chain.kernels) == 4
+
+
+def test_fused_kernel_launched_alone():
+    """Each kernel launched on its own (the profile's `kernel_steps`): the fused kernel's
+    work-groups are one work-item (its 32 KB of private V and M per work-item; a
+    work-group of many overflowed PoCL's stack at batch 32)."""
+    from dlpc.backends.runtime.opencl_rt import opencl_profile
+
+    model = dlpc.load(os.path.join(ROOT, "examples", "resnet.dlpc"), batch=32)
+    compiled = _check(model)
+    steps = [s for s in compiled.artifact.kernel_steps if "winograd" in s[-1]]
+    assert len(steps) == 4 and all(s[3] == (1, 1) for s in steps)
+    rows, _ = opencl_profile(compiled.artifact, compiled.lowered, api.random_inputs(model), 1)
+    assert sum("winograd" in r.name for r in rows) == 4 and all(r.seconds > 0 for r in rows)
