@@ -168,3 +168,35 @@ def test_adopted_kernels_leave_no_uses_behind():
             while top.parent_op() is not None and not isinstance(top, ModuleOp):
                 top = top.parent_op()
             assert top is module, f"a use of %{value.name_hint} outside the module"
+
+
+@dataclass(frozen=True)
+class _FailingPass(ModulePass):
+    name = "test-failing"
+
+    def apply(self, ctx, op: ModuleOp) -> None:
+        raise KeyError("boom")
+
+
+@pytest.mark.parametrize("was_on", [True, False])
+def test_run_restores_the_garbage_collector(monkeypatch, was_on):
+    """`run` pauses the cyclic collector during a pass and its verification, and leaves
+    it as it found it, also when the pass fails."""
+    import gc
+
+    from dlpc.passes.registry import PASSES
+
+    monkeypatch.setitem(PASSES, "test-failing", lambda: _FailingPass)
+    monkeypatch.setitem(PASSES, "test-break-loads", lambda: _BreakLoadsPass)
+    seen = []
+    monkeypatch.setattr(pipeline, "verify_ir", lambda module: seen.append(gc.isenabled()))
+    (gc.enable if was_on else gc.disable)()
+    try:
+        pipeline.run("test-break-loads", parse_module(ALIKE), PipelineOptions())
+        assert seen == [False]  # off while the output was verified
+        assert gc.isenabled() is was_on
+        with pytest.raises(DlpcError, match="test-failing"):
+            pipeline.run("test-failing", parse_module(ALIKE), PipelineOptions())
+        assert gc.isenabled() is was_on
+    finally:
+        gc.enable()
