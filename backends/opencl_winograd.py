@@ -503,7 +503,7 @@ def fused_source(spec: FusedSpec, p: dict[str, str], ids: tuple[str, str]) -> li
         "        float prev = 0.0f, next = 0.0f;",
         f"        if (r >= 0 && r < {h}) {{",
         f"          __global const float *row = xc + r * {w} + 2 * b0;",
-        "          const float16 a = *(__global const dlpc_f16u *)row;",
+        "          const float16 a = *(__global const dlpc_float16u *)row;",
         "          ev = a.even;",
         "          od = a.odd;",
         "          if (b0 > 0) prev = row[-1];",
@@ -581,8 +581,8 @@ def fused_source(spec: FusedSpec, p: dict[str, str], ids: tuple[str, str]) -> li
     if spec.residual is not None:
         r = p["residual"]
         L += [
-            f"      const float16 q0 = *(__global const dlpc_f16u *)({r} + at0);",
-            f"      const float16 q1 = *(__global const dlpc_f16u *)({r} + at1);",
+            f"      const float16 q0 = *(__global const dlpc_float16u *)({r} + at0);",
+            f"      const float16 q1 = *(__global const dlpc_float16u *)({r} + at1);",
             "      y00 = y00 + q0.even; y01 = y01 + q0.odd; y10 = y10 + q1.even; y11 = y11 + q1.odd;",
         ]
     if spec.relu:
@@ -593,17 +593,12 @@ def fused_source(spec: FusedSpec, p: dict[str, str], ids: tuple[str, str]) -> li
         ]
     inter = ", ".join(f"{{a}}.s{k}, {{b}}.s{k}" for k in range(8))
     L += [
-        f"      *(__global dlpc_f16u *)({y} + at0) = (float16)({inter.format(a='y00', b='y01')});",
-        f"      *(__global dlpc_f16u *)({y} + at1) = (float16)({inter.format(a='y10', b='y11')});",
+        f"      *(__global dlpc_float16u *)({y} + at0) = (float16)({inter.format(a='y00', b='y01')});",
+        f"      *(__global dlpc_float16u *)({y} + at1) = (float16)({inter.format(a='y10', b='y11')});",
         "    }",
         "  }",
     ]
     return L
-
-
-F16U = "typedef float dlpc_f16u __attribute__((ext_vector_type(16), aligned(4)));"
-"""A float16 at 4-byte alignment: the fused kernel's row loads and stores start at any
-even column (8 bytes apart), not at 64-byte boundaries."""
 
 
 def write_fused(emitter, k: KernelOp, chained: bool) -> bool:
@@ -634,11 +629,9 @@ def write_fused(emitter, k: KernelOp, chained: bool) -> bool:
     body = emitter.top.fresh(f"{k.sym}_body", kind="kernel")
     note = c_comment(
         cbe.kernel_note(k)
-        + f": fused Winograd F(2x2, 3x3), global ({dims[0]}, {dims[1]}), local (-)"
+        + f": fused Winograd F(2x2, 3x3), global ({dims[0]}, {dims[1]}), local (1, 1)"
     )
     signature = f"static inline void {body}({', '.join(params + [f'const long {i}' for i in ids])})"
-    if not any(F16U in part for part in emitter.parts):
-        emitter.parts.append(f"#ifndef DLPC_F16U\n#define DLPC_F16U\n{F16U}\n#endif\n")
     emitter.parts.append(
         f"{note}\n{signature}\n{{\n" + "\n".join(fused_source(spec, p, ids)) + "\n}\n"
     )
