@@ -200,3 +200,34 @@ def test_run_restores_the_garbage_collector(monkeypatch, was_on):
         assert gc.isenabled() is was_on
     finally:
         gc.enable()
+
+
+def test_scope_names_are_the_first_free_of_their_sequence():
+    """Scope.fresh resumes each base's search where it stopped; the names are still the
+    first free one of the sequence (v_0, v_1, ...; v_x, v_x_2, ...), also when names are
+    taken from outside (`used.add`, a parent's names)."""
+    import itertools
+    import random
+
+    from dlpc.backends.names import Scope, identifier
+
+    def naive(used: set[str], hint, kind="v") -> str:
+        base = identifier(hint if hint else "", kind)
+        if base.endswith("_"):
+            names = (f"{base}{k}" for k in itertools.count())
+        else:
+            names = itertools.chain([base], (f"{base}_{k}" for k in itertools.count(2)))
+        name = next(n for n in names if n not in used)
+        used.add(name)
+        return name
+
+    rng = random.Random(0)
+    scope, used = Scope(["v_1", "v_x_3"]), {"v_1", "v_x_3"}
+    for _ in range(2000):
+        hint = rng.choice([None, "", "x", "x_2", "y", "v", "0"])
+        if rng.random() < 0.1:  # taken by the emitter directly
+            taken = rng.choice(["v_5", "v_x_2", "v_x_9", "v_y", f"v_{rng.randrange(100)}"])
+            scope.used.add(taken)
+            used.add(taken)
+        assert scope.fresh(hint) == naive(used, hint)
+    assert scope.used == used
