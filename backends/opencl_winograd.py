@@ -1,44 +1,61 @@
-"""Winograd F(2x2, 3x3) nests for the OpenCL target (graph-winograd's rule `pays_opencl`).
+"""Winograd F(2x2, 3x3) on the OpenCL target: graph-winograd's chains (its OpenCL rule,
+passes/graph/winograd.py `pays_opencl`) as the backend writes them.
 
-Input/Output: a loop-level module as te-to-loop builds it (no CPU schedules: the OpenCL
-target takes none, `pipeline.schedules_for`). Guarantees: numerics unchanged (every
-output computed by the same operations in the same order: loops are only reordered and
-fully unrolled).
+Input/Output: a loop-level module as te-to-loop builds it (the OpenCL target takes no
+CPU schedules, `pipeline.schedules_for`), before its kernels are written (as `views`:
+`winograd_nests(module)`, in place, called by the emitter and the runtime; a second run
+finds nothing to do). Guarantees: the same results up to rounding (the fused kernel sums
+the transforms and the gemm in its own order, as the C's fused kernel does; within the
+tolerance of graph-winograd itself).
 
-te-to-loop writes the input transform V[t, n, c, th, tw] with the point t outermost (the
-NDRange dimension on OpenCL) and the output transform y[n, o, h, w] with the tile's row
-and column chosen by `h / 2`, `h % 2`: each work-item then evaluates the selects that
-choose the transforms' coefficients at run time (16 guarded loads for each element of V,
-9 loads of M for each output), 3-5 GFLOP/s on PoCL. Here, before the kernels are written
-(as `views`), the nests are made the ones the C schedules start from
-(passes/schedule/winograd.py):
+**Fused** (`fuse_chain`): a chain input transform -> (reshape) -> batched matmul ->
+(reshape) -> output transform with its fused epilogue (bias; a residual add; relu; in
+that order, any of them) of a conv with padding 1 on every side, an even output height,
+output tile columns a multiple of 8, output channels a multiple of 8, and V and M of one
+row of tiles within a work-item's private memory (`FUSED_MAX_FLOATS`, graph-winograd's
+`OPENCL_FUSED_MAX_FLOATS`) becomes one kernel: the chain's nests, one after the other,
+in the output transform's kernel (what it computes: the profile counts their FLOPs; V, M
+and the reshapes' buffers stay allocated, only the chain reads them), marked
+`opencl_winograd = "fused x=.. u=.. bias=.. residual=.. y=.."` (the positions of its
+buffers among the values it uses). The emitter writes that kernel as `fused_source`'s
+hand-blocked OpenCL C (`write_fused`, called first by `OpenCLEmitter.kernel`): one
+work-item per (image, row of output tiles), work-groups of one work-item, a body
+function for chains and teams like every kernel's:
 
-- input transform: the loops (n, c, th, tw, t) with the point loop unrolled in the IR
-  (`unroll_in_place`: the selects see constants, so PoCL's LLVM folds them away: 16
-  loads and 32 adds a tile), images and channels parallel (NDRange), the tile columns
-  the vector lanes (`plan_lanes`: V's stores are contiguous over them);
-- output transform (with its fused epilogue): `tile_by_two` on the rows and columns and
-  `tiles_inside` (the 2x2 tile unrolled inside the tile column): one iteration computes
-  a whole tile from its 16 reads of M, contiguous over the tile column's lanes.
+- V = B^T d B of the row for every input channel: the four input rows of the tile row
+  loaded as unaligned `float16`s (`dlpc_float16u`), split into even and odd columns
+  (`.even`, `.odd`; the neighbours of a block of 8 tiles are two scalars), so padding
+  costs one test per row and none per lane; 32 adds per tile on `float8`s of 8 tiles;
+- M[t] = U[t] V[t] for the 16 points: 4 output channels x 16 tiles (two `float8`s a
+  channel) when the row has a multiple of 16 tiles, else 8 x 8: 8 `float8` accumulators,
+  U's scalars broadcast (on PoCL basic, resnet's 16 -> 16 on 32x32: 28 us with 4 x 16,
+  32.5 with 8 x 8, 35 with 4 x 8; 32 -> 32 on 16x16: 27 with 8 x 8, 30 with 12 x 8, 37
+  with 4 x 8);
+- y = A^T M A, the bias, the residual (its two rows loaded as `float16`s and split as
+  the input's) and relu (`DLPC_MAXIMUMF` on vectors), two output rows stored as
+  `float16`s (the tile columns interleaved).
 
-**Fused** (`fuse_chain`, first): a chain input transform -> (reshape) -> batched matmul
--> (reshape) -> output transform (and its fused epilogue: bias, residual add, relu) of a
-conv with padding 1, even output, output tile columns a multiple of 8, and V and M of one
-row of tiles small enough for a work-item's private memory (`FUSED_MAX_FLOATS`) becomes one
-kernel: its IR is the chain's nests one after the other in the output transform's kernel
-(what it computes; the profile counts their FLOPs), marked `opencl_winograd = "fused"`, and
-the emitter writes it as `fused_source`'s hand-blocked OpenCL C (`write_fused`): one
-work-item per (image, row of output tiles) transforms the row's input (its rows loaded as
-`float16`, split into even and odd columns: no per-lane guards), multiplies it by U (4 or
-8 output channels x 16 or 8 tiles of `float8` accumulators, U's scalars broadcast) and
-transforms the products to two output rows with the epilogue, stored as `float16`. V and
-M never leave the work-item (private arrays; the C's fused kernel does the same per row
-of tiles, passes/schedule/winograd.py `fused_script`). Written as te-to-loop's nests the
-chain ran resnet's 16 -> 16 conv in 180 + 23 + 48 us (PoCL basic, batch 1); fused, 34 us
-(the direct conv: 62).
+V and M never leave the work-item (private arrays, 32 KB for resnet's convs), as in the
+C's fused kernel (passes/schedule/winograd.py `fused_script`). resnet at batch 1, PoCL
+basic, profiling events, us, direct conv -> fused: stem 12.2 -> 8.5, 16 -> 16 61.5 ->
+28.1 and 62.2 -> 28.8 (+ residual), 32 -> 32 on 16x16 67.3 -> 26.1.
 
-Other chains (an epilogue not of that form, odd sizes) keep their kernels, in these
-shapes (`winograd_nests(module)` does both, in place; a second run finds nothing to do):"""
+**Unfused** chains (taken with `graph_winograd={"where": "all"}` only: an odd output, an
+epilogue not of that form, ...) keep their kernels, with the nests the C schedules start
+from (te-to-loop puts the point t of the input transform outermost, the NDRange
+dimension, and chooses the output transform's coefficients by `h / 2`, `h % 2`: every
+work-item evaluates the selects at run time, 3-5 GFLOP/s):
+
+- input transform: the loops (n, c, th, tw, t), the tile's 16 loads hoisted out of the
+  point loop (`_hoist`), the point loop unrolled in the IR (`unroll_in_place`), its
+  selects folded and equal index arithmetic merged (`_simplify`); images and channels
+  parallel (NDRange), the tile columns the vector lanes (`plan_lanes`);
+- output transform (with its epilogue): `tile_by_two` on the rows and columns and
+  `tiles_inside` (the 2x2 tile unrolled inside the tile column).
+
+resnet with every stride-1 3x3 conv as such a chain, batch 1: 1600 -> 543 us of kernels
+(the direct convs: 259; hence the rule).
+"""
 
 from __future__ import annotations
 

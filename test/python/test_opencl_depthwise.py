@@ -129,3 +129,16 @@ def test_depthwise_matches_reference(tmp_path, c, h, w, stride, pad, batch):
     text = DEPTHWISE.format(c=c, h=h, w=w, stride=stride, pad=pad)
     model, module = _lowered(tmp_path, text, batch)
     _check(model, module, "dw")
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+def test_depthwise_border_tiles_in_bounds_drop_the_fallback(tmp_path, batch):
+    """A border tile whose guarded loads lie in the input at every lane and tap
+    (`KernelWriter.border_tiles`) masks one vector load per tap without the per-lane
+    fallback; the buffer's first and last tiles (whose lanes would read before or after
+    it) take the copy with it; both match the reference."""
+    text = DEPTHWISE.format(c=16, h=9, w=16, stride=1, pad=1)
+    model, module = _lowered(tmp_path, text, batch)
+    source = _check(model, module, "dw")
+    assert " = (int8)(-(int)(" in source  # no fallback: the vector or the pad
+    assert ": (float8)((v_" in source  # the fallback copy: guarded scalar loads
