@@ -6,20 +6,24 @@
 The host glue interprets `@main`: its arguments and `memref.alloc`s become device
 buffers, `memref.global`s are uploaded once, each `loop.kernel` is enqueued with the
 NDRange from `plan_launch`, `memref.copy` is a device copy; outputs are read back.
-The platform is the first OpenCL platform pyopencl finds (`$DLPC_OPENCL_PLATFORM`
-picks one by a substring of its name); on a CPU-only machine that is PoCL from the
-`pocl-binary-distribution` wheel (`pip install -e '.[opencl]'` from the dlpc checkout).
+The platform is the first OpenCL platform pyopencl finds that builds a program for its
+devices, PoCL first (`$DLPC_OPENCL_PLATFORM` picks one by a substring of its name); on a
+CPU-only machine that is PoCL from the `pocl-binary-distribution` wheel, or, on a CPU its
+LLVM 14 does not know, Intel's CPU runtime from the `intel-opencl-rt` wheel (both in
+`pip install -e '.[opencl]'` from the dlpc checkout; `platforms()`).
 """
 
 from __future__ import annotations
 
 import atexit
+import importlib.metadata
 import math
 import os
 import statistics
 import tempfile
 import threading
 import time
+import warnings
 import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -46,6 +50,18 @@ def _cl():
 
 # IEEE division and sqrt, as the C backend's; no fast-math: results match the reference
 BUILD_OPTIONS = ["-cl-fp32-correctly-rounded-divide-sqrt"]
+
+
+def build(context, source: str):
+    """`source` built for `context`'s devices with `BUILD_OPTIONS`. A build that succeeds
+    says nothing: pyopencl warns of any build log, and Intel's runtime logs
+    "Compilation started / done" for every build (a failure raises with its log)."""
+    cl = _cl()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", cl.CompilerWarning)
+        return cl.Program(context, source).build(options=BUILD_OPTIONS)
+
+
 #: SVM arrays an output hands to callers, at most (`OpenCLFunction._svm_output`): a
 #: caller holding more results than this gets copies
 SVM_POOL = 4
@@ -90,36 +106,143 @@ def _pocl_cache() -> None:
 POCL_CPU_DRIVERS = "pthread basic basic"
 _DEVICES: list | None = None
 _CONTEXTS: dict[int, tuple] = {}
+#: the directory of ICD files dlpc hands the OpenCL ICD loader (`_icd_vendors`)
+_VENDORS: str | None = None
+#: the system's ICD files (the loader's default directory), kept visible by `_icd_vendors`
+SYSTEM_VENDORS = Path("/etc/OpenCL/vendors")
+#: a program every usable platform builds (`_builds`)
+_PROBE = "__kernel void dlpc_probe(__global float *a) { a[get_global_id(0)] += 1.0f; }"
+
+
+def _wheel_icds() -> list[Path]:
+    """OpenCL drivers installed as Python wheels that the ICD loader does not find by
+    itself: Intel's CPU runtime (`intel-opencl-rt`) puts `libintelocl.so` in the
+    environment's `lib/` and an `.icd` file naming a path of its build machine."""
+    try:
+        files = importlib.metadata.distribution("intel-opencl-rt").files or []
+    except importlib.metadata.PackageNotFoundError:
+        return []
+    found = []
+    for f in files:
+        if f.name == "libintelocl.so":
+            path = Path(str(f.locate())).resolve()
+            if path.is_file():
+                found.append(path)
+    return found[:1]
+
+
+def _icd_vendors() -> None:
+    """Before the loader is first asked for platforms: when a wheel brings a driver
+    (`_wheel_icds`) and the user has not set `$OCL_ICD_VENDORS`, point it at a directory
+    of dlpc's (in the system temporary directory, per user) holding an `.icd` file
+    per driver, the system's `/etc/OpenCL/vendors/*.icd` copied beside them (so they stay
+    visible); pyopencl's loader adds its own PoCL. Unset again once the platforms are
+    listed (`devices`), as `POCL_DEVICES`."""
+    global _VENDORS
+    if "OCL_ICD_VENDORS" in os.environ:
+        return
+    icds = _wheel_icds()
+    if not icds:
+        return
+    if _VENDORS is None:
+        directory = Path(tempfile.gettempdir()) / f"dlpc-opencl-vendors-{os.getuid()}"
+        try:
+            directory.mkdir(mode=0o700, exist_ok=True)
+            wanted = {f"dlpc-wheel-{i}.icd": f"{path}\n" for i, path in enumerate(icds)}
+            if SYSTEM_VENDORS.is_dir():
+                for icd in sorted(SYSTEM_VENDORS.glob("*.icd")):
+                    wanted[f"system-{icd.name}"] = icd.read_text()
+            for old in directory.glob("*.icd"):
+                if old.name not in wanted:
+                    old.unlink()
+            for name, text in wanted.items():
+                target = directory / name
+                if not target.is_file() or target.read_text() != text:
+                    tmp = directory / f".{name}.{os.getpid()}"
+                    tmp.write_text(text)
+                    tmp.replace(target)
+        except OSError:
+            return
+        _VENDORS = str(directory)
+    os.environ["OCL_ICD_VENDORS"] = _VENDORS
+
+
+def _builds(platform) -> str | None:
+    """None when `platform` builds a trivial program for its first device, else the
+    first line of why not: PoCL 3.0's LLVM 14 names a CPU it does not know (AMD's
+    family 1Ah, Zen 5) 'generic', then rejects that name in every build ("unknown
+    target CPU 'generic'")."""
+    cl = _cl()
+    try:
+        context = cl.Context(platform.get_devices()[:1])
+        build(context, _PROBE)
+    except cl.Error as e:
+        lines = [ln.strip() for ln in str(e).splitlines() if "error" in ln.lower()]
+        return (lines[-1] if lines else str(e).splitlines()[0])[:200]
+    return None
+
+
+def _pocl_first(platform) -> int:
+    return 0 if "portable computing language" in platform.name.lower() else 1
+
+
+def platforms() -> list:
+    """The OpenCL platforms pyopencl lists (the wheels' drivers made visible first,
+    `_icd_vendors`), PoCL first."""
+    cl = _cl()
+    _icd_vendors()
+    try:
+        return sorted(cl.get_platforms(), key=_pocl_first)
+    except cl.Error as e:
+        raise DlpcError(f"error: no OpenCL platform available: {e}") from None
+
+
+def _choose_platform(found: list):
+    """The first of `found` (`platforms()`) whose name contains `$DLPC_OPENCL_PLATFORM`
+    (any, unset) and that builds a program (`_builds`); a one-line error when none
+    does."""
+    want = os.environ.get("DLPC_OPENCL_PLATFORM", "")
+    named = [p for p in found if want.lower() in p.name.lower()]
+    if not named:
+        names = ", ".join(repr(p.name) for p in found) or "none"
+        raise DlpcError(
+            f"error: no OpenCL platform named like DLPC_OPENCL_PLATFORM={want!r} "
+            f"(platforms: {names})"
+        )
+    failures = []
+    for platform in named:
+        if not platform.get_devices():
+            continue
+        why = _builds(platform)
+        if why is None:
+            return platform
+        failures.append(f"{platform.name}: {why}")
+    raise DlpcError(
+        "error: no OpenCL platform builds programs here ("
+        + "; ".join(failures or ["no devices"])
+        + f"; {install_hint('opencl')})"
+    )
 
 
 def devices() -> list:
-    """The chosen OpenCL platform's devices (the first platform, or the first whose name
-    contains `$DLPC_OPENCL_PLATFORM`), enumerated once per process. For PoCL both CPU
-    drivers (`POCL_CPU_DRIVERS`) unless `POCL_DEVICES` is set; PoCL reads it when the
-    devices are first listed, and it is unset again right after (child processes do not
-    inherit it)."""
+    """The chosen OpenCL platform's devices (`_choose_platform`), enumerated once per
+    process. For PoCL both CPU drivers (`POCL_CPU_DRIVERS`) unless `POCL_DEVICES` is set;
+    PoCL reads it when the devices are first listed, and it is unset again right after
+    (child processes do not inherit it)."""
     global _DEVICES
     if _DEVICES is None:
-        cl = _cl()
         _pocl_cache()
         ours = "POCL_DEVICES" not in os.environ
         if ours:
             os.environ["POCL_DEVICES"] = POCL_CPU_DRIVERS
+        vendors = "OCL_ICD_VENDORS" not in os.environ
         try:
-            try:
-                platforms = cl.get_platforms()
-            except cl.Error as e:
-                raise DlpcError(f"error: no OpenCL platform available: {e}") from None
-            want = os.environ.get("DLPC_OPENCL_PLATFORM", "")
-            chosen = [p for p in platforms if want.lower() in p.name.lower()] or platforms
-            found = chosen[0].get_devices() if chosen else []
+            found = _choose_platform(platforms()).get_devices()
         finally:
             if ours:
                 del os.environ["POCL_DEVICES"]
-        if not found:
-            raise DlpcError(
-                "error: no OpenCL platform available (install pocl-binary-distribution)"
-            )
+            if vendors:
+                os.environ.pop("OCL_ICD_VENDORS", None)
         _DEVICES = list(found)
     return _DEVICES
 
@@ -534,7 +657,7 @@ class OpenCLFunction(ModuleFunction):
         chain_of = {k: chain for chain in emitter.chains for k in chain.kernels}
         chain_buffers: dict[tuple, Any] = {}
         try:
-            self.program = cl.Program(self.ctx, self.source).build(options=BUILD_OPTIONS)
+            self.program = build(self.ctx, self.source)
         except cl.Error as e:
             raise DlpcError(
                 f"error: opencl: the program for '{name}' does not build: {_build_failure(e)}"

@@ -1,0 +1,177 @@
+"""Which OpenCL platform a process runs on (`opencl_rt.platforms`, `_choose_platform`,
+`_icd_vendors`): PoCL first, a platform that cannot build a program skipped (PoCL 3.0's
+LLVM 14 on a CPU it does not know: "unknown target CPU 'generic'"), Intel's CPU runtime
+from its wheel made visible to the ICD loader, and one-line errors when nothing is left."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pyopencl", reason="the opencl extra is not installed")
+
+from dlpc.backends.runtime import opencl_rt  # noqa: E402
+from dlpc.diagnostics import DlpcError  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class FakePlatform:
+    def __init__(self, name: str, devices=("cpu",)):
+        self.name = name
+        self._devices = list(devices)
+
+    def get_devices(self):
+        return self._devices
+
+
+def test_the_chosen_platform_builds_and_runs_a_program():
+    """Whatever this machine is, the chosen platform builds (`_builds` says None for it)
+    and a model runs on it with the reference's results."""
+    import dlpc
+
+    device = opencl_rt.devices()[0]
+    assert opencl_rt._builds(device.platform) is None
+    model = dlpc.load(ROOT / "examples" / "mlp.dlpc")
+    compiled = dlpc.compile(model, target="opencl")
+    inputs = dlpc.api.random_inputs(model)
+    (out,) = compiled(*inputs)
+    (ref,) = dlpc.api.reference(model, inputs)
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5)
+
+
+def test_pocl_comes_first():
+    found = [FakePlatform("Intel(R) OpenCL"), FakePlatform("Portable Computing Language")]
+    assert [p.name for p in sorted(found, key=opencl_rt._pocl_first)] == [
+        "Portable Computing Language",
+        "Intel(R) OpenCL",
+    ]
+
+
+def test_a_platform_that_cannot_build_is_skipped(monkeypatch):
+    pocl, intel = FakePlatform("Portable Computing Language"), FakePlatform("Intel(R) OpenCL")
+    why = {pocl.name: "error: unknown target CPU 'generic'", intel.name: None}
+    monkeypatch.setattr(opencl_rt, "_builds", lambda p: why[p.name])
+    monkeypatch.delenv("DLPC_OPENCL_PLATFORM", raising=False)
+    assert opencl_rt._choose_platform([pocl, intel]) is intel
+    why[pocl.name] = None
+    assert opencl_rt._choose_platform([pocl, intel]) is pocl
+    # a platform without devices is passed over without a build
+    empty = FakePlatform("Portable Computing Language", devices=())
+    assert opencl_rt._choose_platform([empty, intel]) is intel
+
+
+def test_no_platform_that_builds_is_one_line_naming_each(monkeypatch):
+    pocl, intel = FakePlatform("Portable Computing Language"), FakePlatform("Intel(R) OpenCL")
+    why = {pocl.name: "error: unknown target CPU 'generic'", intel.name: "error: no licence"}
+    monkeypatch.setattr(opencl_rt, "_builds", lambda p: why[p.name])
+    monkeypatch.delenv("DLPC_OPENCL_PLATFORM", raising=False)
+    with pytest.raises(DlpcError) as e:
+        opencl_rt._choose_platform([pocl, intel])
+    text = str(e.value)
+    assert "\n" not in text and text.startswith("error: no OpenCL platform builds programs")
+    assert "Portable Computing Language: error: unknown target CPU 'generic'" in text
+    assert "Intel(R) OpenCL: error: no licence" in text
+    assert "pip install -e '.[opencl]'" in text
+
+
+def test_the_platform_named_by_the_user_is_the_only_candidate(monkeypatch):
+    pocl, intel = FakePlatform("Portable Computing Language"), FakePlatform("Intel(R) OpenCL")
+    monkeypatch.setattr(opencl_rt, "_builds", lambda p: None)
+    monkeypatch.setenv("DLPC_OPENCL_PLATFORM", "intel")
+    assert opencl_rt._choose_platform([pocl, intel]) is intel
+    monkeypatch.setenv("DLPC_OPENCL_PLATFORM", "nvidia")
+    with pytest.raises(DlpcError, match=r"no OpenCL platform named like.*'nvidia'.*Intel"):
+        opencl_rt._choose_platform([pocl, intel])
+
+
+def test_a_failed_probe_build_is_its_error_line():
+    """`_builds` on a real platform with a program that cannot build: the first error
+    line of the log, not a traceback."""
+    platform = opencl_rt.devices()[0].platform
+    saved = opencl_rt._PROBE
+    try:
+        opencl_rt._PROBE = "__kernel void broken(__global float *a) { a[0] = undeclared; }"
+        why = opencl_rt._builds(platform)
+    finally:
+        opencl_rt._PROBE = saved
+    assert why is not None and "\n" not in why and "undeclared" in why
+
+
+def test_wheel_drivers_are_handed_to_the_loader(tmp_path, monkeypatch):
+    """A wheel's driver gets an `.icd` file naming its library in dlpc's vendors
+    directory, beside copies of the system's; stale files go; a user's
+    `OCL_ICD_VENDORS` is left alone."""
+    library = tmp_path / "lib" / "libintelocl.so"
+    library.parent.mkdir()
+    library.write_bytes(b"")
+    system = tmp_path / "etc"
+    system.mkdir()
+    (system / "nvidia.icd").write_text("libnvidia-opencl.so.1\n")
+    monkeypatch.setattr(opencl_rt, "_wheel_icds", lambda: [library])
+    monkeypatch.setattr(opencl_rt, "SYSTEM_VENDORS", system)
+    monkeypatch.setattr(opencl_rt, "_VENDORS", None)
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    stale = tmp_path / "tmp" / f"dlpc-opencl-vendors-{os.getuid()}" / "old.icd"
+    stale.parent.mkdir()
+    stale.write_text("gone\n")
+    monkeypatch.delenv("OCL_ICD_VENDORS", raising=False)
+    opencl_rt._icd_vendors()
+    directory = Path(os.environ["OCL_ICD_VENDORS"])
+    assert directory == stale.parent
+    files = {p.name: p.read_text() for p in directory.glob("*.icd")}
+    assert files == {
+        "dlpc-wheel-0.icd": f"{library}\n",
+        "system-nvidia.icd": "libnvidia-opencl.so.1\n",
+    }
+    monkeypatch.setenv("OCL_ICD_VENDORS", "/the/users/own")
+    opencl_rt._icd_vendors()
+    assert os.environ["OCL_ICD_VENDORS"] == "/the/users/own"
+
+
+def test_the_installed_runtime_wheel_is_found():
+    """With the opencl extra on x86-64 Linux, Intel's runtime is installed and its
+    library found (`_wheel_icds`), and the platforms listed include both."""
+    import importlib.util
+    import platform
+
+    if sys.platform != "linux" or platform.machine() != "x86_64":
+        pytest.skip("intel-opencl-rt is installed on x86-64 Linux only")
+    assert importlib.util.find_spec("pyopencl") is not None
+    icds = opencl_rt._wheel_icds()
+    assert len(icds) == 1 and icds[0].name.startswith("libintelocl.so") and icds[0].is_file()
+    script = (
+        "from dlpc.backends.runtime import opencl_rt as r; import os;"
+        "print('|'.join(p.name for p in r.platforms()))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OCL_ICD_VENDORS"}
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    names = out.stdout.strip().split("|")
+    assert names[0] == "Portable Computing Language" and "Intel(R) OpenCL" in names
+
+
+def test_no_platform_named_like_the_users_is_a_cli_error(tmp_path):
+    env = {**os.environ, "DLPC_OPENCL_PLATFORM": "no-such-platform"}
+    out = subprocess.run(
+        [sys.executable, "-m", "dlpc.tools.dlpc_run", str(ROOT / "examples" / "mlp.dlpc")]
+        + ["--target", "opencl"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert out.returncode != 0
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1, out.stderr
+    assert "no OpenCL platform named like DLPC_OPENCL_PLATFORM='no-such-platform'" in lines[0]
+    assert "Traceback" not in out.stderr
