@@ -121,7 +121,11 @@ def test_wheel_drivers_are_handed_to_the_loader(tmp_path, monkeypatch):
     stale = tmp_path / "tmp" / f"dlpc-opencl-vendors-{os.getuid()}" / "old.icd"
     stale.parent.mkdir()
     stale.write_text("gone\n")
-    monkeypatch.delenv("OCL_ICD_VENDORS", raising=False)
+    before = os.environ.get("OCL_ICD_VENDORS")
+    # (set, then deleted: monkeypatch restores only what it recorded, and `_icd_vendors`
+    # sets the variable itself)
+    monkeypatch.setenv("OCL_ICD_VENDORS", "")
+    monkeypatch.delenv("OCL_ICD_VENDORS")
     opencl_rt._icd_vendors()
     directory = Path(os.environ["OCL_ICD_VENDORS"])
     assert directory == stale.parent
@@ -133,6 +137,8 @@ def test_wheel_drivers_are_handed_to_the_loader(tmp_path, monkeypatch):
     monkeypatch.setenv("OCL_ICD_VENDORS", "/the/users/own")
     opencl_rt._icd_vendors()
     assert os.environ["OCL_ICD_VENDORS"] == "/the/users/own"
+    monkeypatch.undo()
+    assert os.environ.get("OCL_ICD_VENDORS") == before
 
 
 def test_the_installed_runtime_wheel_is_found():
@@ -175,3 +181,52 @@ def test_no_platform_named_like_the_users_is_a_cli_error(tmp_path):
     assert len(lines) == 1, out.stderr
     assert "no OpenCL platform named like DLPC_OPENCL_PLATFORM='no-such-platform'" in lines[0]
     assert "Traceback" not in out.stderr
+
+
+class FakeDevice:
+    def __init__(self, units: int, split=None):
+        self.type = 2  # CL_DEVICE_TYPE_CPU
+        self.max_compute_units = units
+        self.split = split
+
+    def create_sub_devices(self, properties):
+        if self.split is None:
+            import pyopencl as cl
+
+            raise cl.LogicError("create_sub_devices", 0, "not supported")
+        return self.split
+
+
+def test_a_parallel_only_cpu_device_gets_serial_sub_devices(monkeypatch):
+    """Intel's runtime has no driver like PoCL's basic: its CPU device is split into
+    one-unit sub-devices (`_serial_subdevices`), listed after it, which `serial_device`
+    and `team_devices` find; not when a serial device exists, when splitting fails, or
+    with DLPC_OPENCL_SUBDEVICES=0."""
+    monkeypatch.delenv("DLPC_OPENCL_SUBDEVICES", raising=False)
+    subs = [FakeDevice(1), FakeDevice(1)]
+    parent = FakeDevice(2, split=subs)
+    assert opencl_rt._serial_subdevices([parent]) == subs
+    assert opencl_rt._serial_subdevices([parent, FakeDevice(1)]) == []
+    assert opencl_rt._serial_subdevices([FakeDevice(2)]) == []
+    monkeypatch.setenv("DLPC_OPENCL_SUBDEVICES", "0")
+    assert opencl_rt._serial_subdevices([parent]) == []
+
+
+def test_this_machines_devices_have_a_serial_one():
+    """Whatever the platform, a process has a serial CPU device beside the parallel one
+    (PoCL's basic driver, or a sub-device of Intel's), so small models run as one
+    launch a call (a chain)."""
+    import dlpc
+
+    found = opencl_rt.devices()
+    if not any(opencl_rt._cpu(d) for d in found):
+        pytest.skip("the OpenCL platform has no CPU device")
+    assert opencl_rt.serial_device() is not None
+    model = dlpc.load(ROOT / "examples" / "transformer.dlpc")
+    compiled = dlpc.compile(model, target="opencl")
+    assert compiled.artifact.device == opencl_rt.serial_device()
+    assert compiled.artifact.num_launches == 1
+    inputs = dlpc.api.random_inputs(model)
+    (out,) = compiled(*inputs)
+    (ref,) = dlpc.api.reference(model, inputs)
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5 * float(np.abs(ref).max()))

@@ -201,3 +201,23 @@ def test_profile_times_each_kernel_of_a_team_model(team):
     kernels = [k for k in compiled.lowered.walk() if isinstance(k, KernelOp)]
     assert len(seconds) == len(f.kernel_ops) == len(kernels) and all(t > 0 for t in seconds)
     assert call > 0
+
+
+def test_a_collected_team_model_ends_its_helper_before_its_buffers_go(team):
+    """At its collection a team model's helper is stopped and joined (`Team.close`): its
+    armed launch must not outlive the buffers (on Intel's runtime the launch runs on a
+    worker thread, and freeing the buffers under it crashed the process); a model
+    compiled after it runs."""
+    import gc
+
+    x = np.linspace(-3, 3, 64, dtype=np.float32)
+    f = opencl_rt.OpenCLFunction(_module(copy=False), name="collected", team=team)
+    for k in range(3):
+        np.testing.assert_array_equal(f(x + k)[0], 4 * (x + k))
+    thread = f.team.thread
+    del f
+    gc.collect()
+    assert not thread.is_alive()
+    g = opencl_rt.OpenCLFunction(_module(copy=False), name="after", team=team)
+    np.testing.assert_array_equal(g(x)[0], 4 * x)
+    _stop(g)
