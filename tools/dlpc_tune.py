@@ -9,7 +9,9 @@ kernels tuned are the ones a compile runs; `--batch` binds the batch dim), every
 template (matmul-shaped nests, convolutions, pooling, reductions) is tuned (identical
 kernels once), each measurement is appended to the log as it arrives, and running again
 with the same log resumes: logged schedules are not measured twice, and the tool says how
-many logged measurements it replayed and the best time so far of each kernel. A progress
+many logged measurements it replayed and the best time so far of each kernel. Records
+name the machine that measured them (`tuning_log.machine_fingerprint`): another
+machine's are not replayed, and its schedules are measured again here. A progress
 bar (tqdm: rate, ETA) goes to stderr when it is a terminal; a summary table (default vs
 best time per kernel) to stdout; `--plot` writes a PNG of each kernel's best time against
 the trial count over the whole history in the log (needs matplotlib: the `tune` extra).
@@ -134,16 +136,25 @@ def check_options(args) -> None:
         refuse_overwrite(args.plot, inputs, f"--plot {args.plot}")
 
 
-def history_of(log, tasks, target: str = TARGET) -> list[tuple[int, str, float]]:
-    """(trial, kernel, best time so far) over the whole log for the tasks' kernels: each
-    distinct schedule measured is a trial, in log order (the re-measurements of top
-    candidates are not trials), so a resumed run continues the curve of the earlier ones."""
+def history_of(
+    log, tasks, target: str = TARGET, machine: str | None = None
+) -> list[tuple[int, str, float]]:
+    """(trial, kernel, best time so far) over the log's measurements on this machine
+    (`machine`, default `machine_fingerprint()`) for the tasks' kernels: each distinct
+    schedule measured is a trial, in log order (the re-measurements of top candidates are
+    not trials), so a resumed run continues the curve of the earlier ones. Another
+    machine's times are not on the curve."""
+    from dlpc.passes.schedule.tuning_log import machine_fingerprint
+
+    machine = machine or machine_fingerprint()
     kernel_of = {t.sig: t.kernel for t in tasks}
     seen: set[tuple[str, str]] = set()
     best: dict[str, float] = {}
     out = []
     for r in log.records:
-        if r.sig not in kernel_of or r.target != target or (r.sig, r.script) in seen:
+        if r.sig not in kernel_of or r.target != target or r.machine != machine:
+            continue
+        if (r.sig, r.script) in seen:
             continue
         seen.add((r.sig, r.script))
         t = r.time
@@ -154,25 +165,42 @@ def history_of(log, tasks, target: str = TARGET) -> list[tuple[int, str, float]]
     return out
 
 
-def replay_note(log, tasks, path: str) -> str | None:
-    """What resuming from an existing log replays: measurements and best so far."""
+def replay_note(log, tasks, path: str, machine: str | None = None) -> str | None:
+    """What resuming from an existing log replays: this machine's measurements
+    (`machine`, default `machine_fingerprint()`) and best so far; another machine's
+    measurements are counted, not replayed (they are measured again here)."""
+    from dlpc.passes.schedule.tuning_log import machine_fingerprint
+
     if not Path(path).exists():
         return None
+    machine = machine or machine_fingerprint()
     sigs = {t.sig for t in tasks}
     records = [r for r in log.records if r.sig in sigs and r.target == TARGET]
     if not records:
         return f"dlpc-tune: {path} has no measurements of this model's kernels yet"
-    schedules = len({(r.sig, r.script) for r in records})
-    lines = [
-        f"dlpc-tune: resuming from {path}: replayed {len(records)} logged measurements "
-        f"({schedules} schedules, not measured again)"
-    ]
+    mine = [r for r in records if r.machine == machine]
+    if mine:
+        schedules = len({(r.sig, r.script) for r in mine})
+        head = (
+            f"dlpc-tune: resuming from {path}: replayed {len(mine)} logged measurements "
+            f"({schedules} schedules, not measured again)"
+        )
+    else:
+        head = f"dlpc-tune: {path} has no measurements of this model's kernels on this machine"
+    lines = [head]
+    if len(mine) < len(records):
+        lines.append(
+            f"  {len(records) - len(mine)} logged measurements were made on other machines: "
+            f"not replayed (this machine is '{machine}'; their schedules are measured again)"
+        )
     for task in tasks:
-        rec = log.best(task.sig, TARGET, task.default)
+        rec = log.best(task.sig, TARGET, task.default, machine)
         if rec is not None:
             shown = f"{rec.time * 1e3:.4f} ms"
-        elif log.best(task.sig, TARGET) is not None:
+        elif log.best(task.sig, TARGET, machine=machine) is not None:
             shown = "none yet (its records were tuned against an older default schedule)"
+        elif log.best(task.sig, TARGET) is not None:
+            shown = "none yet (its records were measured on other machines)"
         else:
             shown = "none yet"
         lines.append(f"  {task.kernel}: best so far {shown}")
@@ -248,7 +276,7 @@ def run(argv: list[str] | None) -> int:
     if not tuner.tasks:
         print("dlpc-tune: no tunable kernels in the model", file=sys.stderr)
         return 0
-    note = replay_note(tuner.log, tuner.tasks, args.log)
+    note = replay_note(tuner.log, tuner.tasks, args.log, tuner.machine)
     if note:
         print(note, file=sys.stderr)
     first: dict[str, float] = {}
@@ -267,7 +295,7 @@ def run(argv: list[str] | None) -> int:
             bar.set_postfix_str(f"{ev.kernel[:24]} best {shown} failed {failed}")
     print(f"{'kernel':32s} {'first (ms)':>12s} {'best (ms)':>12s} {'speedup':>8s}")
     for task in tuner.tasks:
-        rec = tuner.log.best(task.sig, TARGET, task.default)
+        rec = tuner.log.best(task.sig, TARGET, task.default, tuner.machine)
         b = rec.time if rec else None
         f = first.get(task.kernel)
         speed = f"{f / b:.2f}x" if f and b else "-"
@@ -275,7 +303,8 @@ def run(argv: list[str] | None) -> int:
         print(f"{task.kernel:32s} {shown[0]} {shown[1]} {speed:>8s}")
     print(f"log: {args.log} ({len(tuner.log.records)} records, {failed} failed this run)")
     if args.plot:
-        plot(history_of(tuner.log, tuner.tasks), args.plot, f"dlpc-tune {args.model}")
+        history = history_of(tuner.log, tuner.tasks, machine=tuner.machine)
+        plot(history, args.plot, f"dlpc-tune {args.model}")
         print(f"plot: {args.plot}")
     return 0
 

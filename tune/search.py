@@ -7,7 +7,10 @@ log every measurement, and keep the best schedule.
         print(event)            # Progress(kernel, trial, total, time, best, ok, error)
 
 A resumed run skips scripts the log already holds for a kernel (success or failure)
-and starts from the logged best. Kernels with the same signature are tuned once. With
+and starts from the logged best: records measured on this machine
+(`tuning_log.machine_fingerprint`) and against today's default schedule; another
+machine's records (or a record without a machine) are not skipped, not reported as the
+best, and do not train the cost model or seed the search: their times are another CPU's. Kernels with the same signature are tuned once. With
 `verify=n`, the default and the three best schedules of each kernel are measured n
 more times at the end (events with `trial == -1`); the log ranks scripts by median.
 """
@@ -24,7 +27,13 @@ from xdsl.dialects.builtin import ModuleOp
 
 from dlpc.dialects.loop import kernels
 from dlpc.passes.schedule.default import default_scripts
-from dlpc.passes.schedule.tuning_log import Record, TuningLog, kernel_signature, schedule_digest
+from dlpc.passes.schedule.tuning_log import (
+    Record,
+    TuningLog,
+    kernel_signature,
+    machine_fingerprint,
+    schedule_digest,
+)
 from dlpc.passes.schedule.winograd import fused_into
 from dlpc.tune.measure import extract_kernel, flops, measure
 from dlpc.tune.model import RidgeCostModel
@@ -99,6 +108,7 @@ class Tuner:
             )
         self.module = module
         self.log = TuningLog(log)
+        self.machine = machine_fingerprint()  # what its records say, what it resumes from
         self.target = target
         self.strategy = strategy
         self.rng = random.Random(seed)
@@ -149,15 +159,15 @@ class Tuner:
         done = 0
         best_time: dict[str, float] = {}
         for task in self.tasks:
-            b = self.log.best(task.sig, self.target, task.default)
+            b = self.log.best(task.sig, self.target, task.default, self.machine)
             if b is not None and b.time is not None:
                 best_time[task.sig] = b.time
         for task in self.tasks:
             model = RidgeCostModel()
             space = task.space
-            seen = self.log.seen(task.sig, self.target, task.default)
+            seen = self.log.seen(task.sig, self.target, task.default, self.machine)
             measured: list[tuple[dict, float]] = []
-            for r in self.log.for_kernel(task.sig, self.target):
+            for r in self.log.for_kernel(task.sig, self.target, self.machine):
                 if r.ok and r.params and r.time is not None:  # the log checks ok => time > 0
                     measured.append((r.params, r.time))
                     model.xs.append(space.features(r.params))
@@ -207,6 +217,7 @@ class Tuner:
                         space.template,
                         task.flops,
                         default=task.default,
+                        machine=self.machine,
                     )
                 )
                 if res.ok:
@@ -237,7 +248,7 @@ class Tuner:
             return
         ok = [
             r
-            for r in self.log.for_kernel(task.sig, self.target)
+            for r in self.log.for_kernel(task.sig, self.target, self.machine)
             if r.ok and r.default == task.default
         ]
         if not ok:
@@ -268,9 +279,10 @@ class Tuner:
                         task.space.template,
                         task.flops,
                         default=task.default,
+                        machine=self.machine,
                     )
                 )
-                best = self.log.best(task.sig, self.target, task.default)
+                best = self.log.best(task.sig, self.target, task.default, self.machine)
                 yield Progress(
                     task.kernel,
                     -1,

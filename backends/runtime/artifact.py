@@ -15,6 +15,8 @@ SHA-256 of
   batch dim is in its types) and the bound weights (names, dtypes, shapes, bytes);
 - the target and the compile settings: -O level, weight folding, pass options, the
   tuning log's contents, the contents of any option naming a file (a target description);
+  with a tuning log, this machine's `tuning_log.machine_fingerprint()` (the same log
+  applies only its own machine's records: another machine compiles other schedules);
 - dlpc itself: its version and a digest of its source files (any change to a pass or an
   emitter is a miss);
 - the C toolchain without running it: `$CC` (or `cc`), the resolved path of the compiler
@@ -136,6 +138,10 @@ def artifact_key(ir_text: str, weights: dict[str, np.ndarray], target: str, sett
         weights_digest(weights),
         ir_text,
     ]
+    if settings.get("tuning_log"):
+        from dlpc.passes.schedule.tuning_log import machine_fingerprint
+
+        parts.insert(1, f"tuning machine {machine_fingerprint()}")
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
 
 

@@ -830,20 +830,27 @@ def apply_tuned_or_default(
     module: ModuleOp, tuning_log: str | None = None, target: str = "c"
 ) -> dict[str, str]:
     """Schedule every kernel: the best schedule of a matching record in `tuning_log`
-    (same kernel signature and target, tuned against today's default schedule), else the
-    default. Returns kernel -> "tuned" / "default" / "none". Kernels whose only records
-    were tuned against another default schedule (stale, see `tuning_log`) take the
-    default, and one warning line says how many there were."""
+    (same kernel signature and target, measured on this machine and tuned against
+    today's default schedule), else the default. Returns kernel -> "tuned" / "default" /
+    "none". Kernels with records but none measured on this machine (`machine_fingerprint`;
+    records without a machine count as another machine's) take the default, and one
+    warning line says how many there were; kernels with records of this machine that
+    were all tuned against another default schedule (stale, see `tuning_log`) take the
+    default, and another warning line says how many. A kernel is in one of the two: with
+    no record of this machine it is foreign, whatever default its records name."""
     from dlpc.passes.schedule.tuning_log import (
         TuningLog,
         kernel_signature,
+        machine_fingerprint,
         rename_script,
         schedule_digest,
     )
 
     log = TuningLog(tuning_log) if tuning_log else None
+    machine = machine_fingerprint() if log is not None else ""
     how: dict[str, str] = {}
     stale: list[str] = []
+    foreign: list[str] = []
     todo = list(kernels(module))
     clock = _Budget(None, "loop-apply-tuning-log")
     for kernel in todo:
@@ -858,8 +865,10 @@ def apply_tuned_or_default(
             sig = kernel_signature(kernel)
             if log.best(sig, target) is not None:
                 defaults = default_scripts(module, name)
-                best = log.best(sig, target, schedule_digest(defaults, name))
-                if best is None:
+                best = log.best(sig, target, schedule_digest(defaults, name), machine)
+                if best is None and log.best(sig, target, machine=machine) is None:
+                    foreign.append(name)
+                elif best is None:
                     stale.append(name)
         if best is not None and try_script(module, rename_script(best.script, best.kernel, name)):
             how[name] = "tuned"
@@ -870,15 +879,25 @@ def apply_tuned_or_default(
     for kernel in kernels(module):
         _finish(kernel)
     clock.report(len(todo))
-    if stale:
-        shown = ", ".join(stale[:3]) + (", ..." if len(stale) > 3 else "")
+    if foreign:
         print(
-            f"dlpc: warning: tuning log {tuning_log}: {len(stale)} kernel(s) ({shown}) have "
-            "only records tuned against an older default schedule; they use today's default "
-            "(re-tune with dlpc-tune to refresh them)",
+            f"dlpc: warning: tuning log {tuning_log}: {len(foreign)} kernel(s) "
+            f"({_first_three(foreign)}) have only records measured on other machines; they "
+            f"use today's default (re-tune with dlpc-tune on this machine, '{machine}')",
+            file=sys.stderr,
+        )
+    if stale:
+        print(
+            f"dlpc: warning: tuning log {tuning_log}: {len(stale)} kernel(s) "
+            f"({_first_three(stale)}) have only records tuned against an older default "
+            "schedule; they use today's default (re-tune with dlpc-tune to refresh them)",
             file=sys.stderr,
         )
     return how
+
+
+def _first_three(names: list[str]) -> str:
+    return ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
 
 
 @dataclass(frozen=True)

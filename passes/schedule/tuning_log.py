@@ -15,14 +15,26 @@ for its kernel has the same digest: when a template improves, the schedules tune
 the old one (which beat the old default, not necessarily the new one) are stale, and the
 kernel takes today's default until it is re-tuned (`dlpc-tune` resumes the log). Records
 written before the field existed have `default: ""` and are stale the same way.
+
+`machine` is the identity of the CPU class the record was measured on
+(`machine_fingerprint()`: architecture, vendor, family, model and widest SIMD level, e.g.
+`x86_64 AuthenticAMD family 26 model 2 avx512f`). A record is only applied on a machine
+with the same fingerprint: a schedule that is fastest on one CPU (its vector width, its
+caches) can be slower than the default on another, and the kernel takes the default
+there until it is tuned on that machine (`dlpc-tune` resumes the log, measuring again
+what it measured elsewhere). Records written before the field existed have `machine: ""`:
+measured on an unknown machine, they match no machine. `DLPC_TUNING_MACHINE` overrides
+the fingerprint (tests; a user who knows two machines are alike).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
 import os
+import platform
 import re
 import statistics
 from dataclasses import dataclass, field
@@ -41,6 +53,66 @@ def dlpc_version() -> str:
         return version("dlpc")
     except Exception:  # noqa: BLE001 - metadata is optional
         return "unknown"
+
+
+SIMD_LEVELS = ("avx512f", "avx2", "avx", "sse4_2")  # widest first
+
+
+def machine_fingerprint() -> str:
+    """A short, readable identity of the CPU class a measurement is valid for (see the
+    module docstring), never empty, never raising. On Linux from /proc/cpuinfo (the first
+    processor's vendor, family, model and widest SIMD level among its flags) with
+    `platform.machine()`; elsewhere, or when cpuinfo lacks those keys (non-x86) or cannot
+    be read, `platform.machine()` and `platform.processor()`. The environment variable
+    `DLPC_TUNING_MACHINE`, when set and not empty, replaces it: for tests, and for a user
+    who knows two machines are alike (records of one then apply on the other). It is
+    read at every call; what is read from the system is cached per process."""
+    override = os.environ.get("DLPC_TUNING_MACHINE", "").strip()
+    return override or _system_fingerprint()
+
+
+@functools.cache
+def _system_fingerprint() -> str:
+    try:
+        arch = platform.machine()
+    except Exception:  # noqa: BLE001 - a fingerprint never raises
+        arch = ""
+    try:
+        cpu = _cpuinfo_fingerprint()
+    except Exception:  # noqa: BLE001 - an unreadable or odd cpuinfo falls back
+        cpu = None
+    if cpu is not None:
+        return " ".join(p for p in (arch, cpu) if p)
+    try:
+        processor = platform.processor()
+    except Exception:  # noqa: BLE001
+        processor = ""
+    parts = [p for p in (arch, processor) if p]
+    return " ".join(dict.fromkeys(parts)) or "unknown"
+
+
+def _cpuinfo_fingerprint(path: str = "/proc/cpuinfo") -> str | None:
+    """`vendor family F model M simd` of the first processor in `path`, or None when the
+    file is missing or lacks the vendor, family or model (non-x86 kernels)."""
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8", errors="replace") as f:
+        text = f.read()
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            if fields:
+                break  # the end of the first processor's block
+            continue
+        key, sep, value = line.partition(":")
+        if sep:
+            fields.setdefault(key.strip(), value.strip())
+    vendor, family, model = (fields.get(k) for k in ("vendor_id", "cpu family", "model"))
+    if not (vendor and family and model):
+        return None
+    flags = set(fields.get("flags", "").split())
+    simd = next((level for level in SIMD_LEVELS if level in flags), "")
+    return " ".join(p for p in (vendor, "family", family, "model", model, simd) if p)
 
 
 def kernel_signature(kernel: KernelOp) -> str:
@@ -99,6 +171,7 @@ class Record:
     flops: int = 0
     dlpc: str = ""
     default: str = ""
+    machine: str = ""  # machine_fingerprint() of the machine that measured it
 
     def to_json(self) -> str:
         return json.dumps(self.__dict__, sort_keys=True)
@@ -132,6 +205,7 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "flops": (int,),
     "dlpc": (str,),
     "default": (str,),
+    "machine": (str,),
 }
 
 
@@ -163,24 +237,33 @@ class TuningLog:
 
     def append(self, record: Record) -> None:
         record.dlpc = record.dlpc or dlpc_version()
+        record.machine = record.machine or machine_fingerprint()
         self.records.append(record)
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with open(self.path, "a") as f:
                 f.write(record.to_json() + "\n")
 
-    def for_kernel(self, sig: str, target: str) -> list[Record]:
-        return [r for r in self.records if r.sig == sig and r.target == target]
+    def for_kernel(self, sig: str, target: str, machine: str | None = None) -> list[Record]:
+        """The records of a kernel signature and target (with `machine`: measured on
+        that machine; a record without one matches none)."""
+        return [r for r in self.records if r.sig == sig and r.target == target and _on(r, machine)]
 
-    def best(self, sig: str, target: str = "c", default: str | None = None) -> Record | None:
+    def best(
+        self,
+        sig: str,
+        target: str = "c",
+        default: str | None = None,
+        machine: str | None = None,
+    ) -> Record | None:
         """The record of the fastest schedule: scripts measured several times (the tuner
         re-measures its top candidates) are ranked by their median time, so one lucky
         measurement on a loaded machine does not win. With `default`, only records
-        tuned against the default schedule of that digest count (see the module
-        docstring)."""
+        tuned against the default schedule of that digest count; with `machine`, only
+        records measured on that machine (see the module docstring)."""
         times: dict[str, list[float]] = {}
         last: dict[str, Record] = {}
-        for r in self.for_kernel(sig, target):
+        for r in self.for_kernel(sig, target, machine):
             if default is not None and r.default != default:
                 continue
             if r.ok and r.time is not None:
@@ -192,10 +275,19 @@ class TuningLog:
         rec = last[script]
         return Record(**{**rec.__dict__, "time": statistics.median(times[script])})
 
-    def seen(self, sig: str, target: str, default: str | None = None) -> set[str]:
-        """The scripts already measured (with `default`: against that default schedule)."""
+    def seen(
+        self, sig: str, target: str, default: str | None = None, machine: str | None = None
+    ) -> set[str]:
+        """The scripts already measured (with `default`: against that default schedule;
+        with `machine`: on that machine)."""
         return {
             r.script
-            for r in self.for_kernel(sig, target)
+            for r in self.for_kernel(sig, target, machine)
             if default is None or r.default == default
         }
+
+
+def _on(record: Record, machine: str | None) -> bool:
+    """Whether `record` counts for `machine` (None: any; a record without a machine
+    was measured on an unknown one and counts for none)."""
+    return machine is None or (record.machine != "" and record.machine == machine)
