@@ -169,8 +169,15 @@ def _local_stage_plan(g: ForOp):
 
 
 def plan_launch(
-    kernel: KernelOp, fname: str, max_group: int = 256, resident: set[SSAValue] | None = None
+    kernel: KernelOp,
+    fname: str,
+    max_group: int = 256,
+    resident: set[SSAValue] | None = None,
+    profile: LaneProfile | None = None,
 ) -> Launch:
+    """How `kernel` is launched: its NDRange, `__local` stages or lanes (`profile`: by
+    the device's vector width, `lane_profile`; None: `LANES_8`)."""
+    profile = profile or LANES_8
     nest = spine(kernel)
     dims: list[ForOp] = []
     for loop in nest:
@@ -213,7 +220,9 @@ def plan_launch(
         return launch
     for k, lp in enumerate(dims):
         launch.mapped[lp] = f"get_global_id({k})"
-    launch.lanes, launch.partials = plan_lanes(nest, dims)
+    if profile.width > 8 and _reduction_length(last) < SHORT_PADDED and padding_guards(last):
+        profile = LANES_8
+    launch.lanes, launch.partials = plan_lanes(nest, dims, profile=profile)
     launch.vector = plan_vector(nest, dims, launch.lanes, {})
     if launch.vector is not None and launch.partials:  # vector lanes rather than partials
         for loop in launch.partials:  # (transformer's attention matmuls: 6 -> 3 us)
@@ -232,7 +241,7 @@ def plan_launch(
         # (resnet's pool at batch 32, 256 elements a sum: 163 -> 56 us on PoCL; the
         # transformer's sums of 64 or fewer went slower with partials: its softmax max
         # 6 -> 10 us, its Q.K^T matmul 37 -> 252)
-        lanes, partials = plan_lanes(nest, dims, no_inner=True)
+        lanes, partials = plan_lanes(nest, dims, no_inner=True, profile=profile)
         if partials and _reduction_length(launch.vector) >= LONG_REDUCTION:
             launch.lanes, launch.partials, launch.vector, launch.relayout = (
                 lanes,
@@ -297,6 +306,42 @@ PARTIAL_IDENTITY = {
 }  # fmt: skip
 MAX_LANES = 64
 MAX_LANE_OPS = 8000
+
+
+@dataclass(frozen=True)
+class LaneProfile:
+    """The register blocking `plan_lanes` aims at, by the width of the device's float
+    vectors: `inner` and `partial` lane counts tried, at most `max_lanes` in all. The
+    default (`LANES_8`) is the one the constants above describe: 8-float vectors, what
+    PoCL's LLVM 14 uses (it enables no AVX-512, a `float16` is two registers) and what
+    `dlpc --emit=opencl` writes without a device."""
+
+    inner: tuple[int, ...] = INNER_LANES
+    partial: tuple[int, ...] = PARTIAL_LANES
+    max_lanes: int = MAX_LANES
+    width: int = 8
+
+
+LANES_8 = LaneProfile()
+#: a device whose native float vector is 16 wide (Intel's CPU runtime on AVX-512
+#: reports `native_vector_width_float` 16): 16 inner lanes, 128 in all. Kernels alone
+#: on one core of this machine (AMD Zen 5), batch 1, us, 8 -> 16 lanes: resnet's
+#: stride-2 conv 36.7 -> 27.7, its 1x1 conv 4.8 -> 3.6; lenet's second conv 4.7 -> 2.8,
+#: its linears 3.5 -> 1.7 and 1.4 -> 0.7; mlp's first linear 6.8 against 4x that; the
+#: transformer's linears 4.0 -> 2.4, 3.3 -> 1.9, 2.7 -> 1.6; mobilenet's pointwise conv
+#: 36.7 -> 28.6. Not for a padded conv with a short reduction (`SHORT_PADDED`)
+LANES_16 = LaneProfile((16, 8, 4, 2), (16, 8, 4, 2), 128, 16)
+#: a kernel with padding guards summing fewer terms than this per output keeps
+#: `LANES_8` on a 16-wide device: mobilenet's depthwise conv (9 taps) went 35.8 -> 53 us
+#: with 16 lanes (its border tiles written per lane)
+SHORT_PADDED = 16
+
+
+def lane_profile(width: int) -> LaneProfile:
+    """The lane profile for a device whose native float vector has `width` lanes."""
+    return LANES_16 if width >= 16 else LANES_8
+
+
 MAX_LANE_BUFFER = 16  # elements of a private buffer allocated in a laned body
 
 
@@ -402,12 +447,16 @@ WIDE_MAPPED = 5
 
 
 def _wide_inner(
-    inner: ForOp | None, lanes: dict[ForOp, int], middle: ForOp | None, last: ForOp
+    inner: ForOp | None,
+    lanes: dict[ForOp, int],
+    middle: ForOp | None,
+    last: ForOp,
+    profile: LaneProfile = LANES_8,
 ) -> bool:
     """Do `inner`'s 8 lanes widen to `WIDE_LANES` (see there)?"""
     if inner is None or lanes.get(inner) != 8:
         return False
-    if middle is not None and MAX_LANES // (8 * lanes.get(last, 1)) > 1:
+    if middle is not None and profile.max_lanes // (8 * lanes.get(last, 1)) > 1:
         return False  # (the middle loop takes lanes: the attention's rows)
     if _steps(inner.trip_count, WIDE_LANES) not in (1, 2, 4, 5, 6):
         return False
@@ -474,10 +523,14 @@ def _wide_tile(
 
 
 def plan_lanes(
-    nest: list[ForOp], dims: list[ForOp], no_inner: bool = False
+    nest: list[ForOp],
+    dims: list[ForOp],
+    no_inner: bool = False,
+    profile: LaneProfile = LANES_8,
 ) -> tuple[dict[ForOp, int], dict[ForOp, list[tuple[SSAValue, str]]]]:
     """Which loops a work-item writes as lanes (register blocking), how many, and the
-    reduction loops among them with their accumulators (`no_inner`: no inner lanes)."""
+    reduction loops among them with their accumulators (`no_inner`: no inner lanes;
+    `profile`: the lane counts, by the device's vector width)."""
     if not dims or not _laneable(dims[-1]):
         return {}, {}
     last = dims[-1]
@@ -487,7 +540,7 @@ def plan_lanes(
     if no_inner:
         inner = None
     if inner is not None:  # (3 steps: PoCL's LLVM made slow code of them)
-        u = next((u for u in INNER_LANES if _steps(inner.trip_count, u) in (1, 2, 4, 5, 6)), 1)
+        u = next((u for u in profile.inner if _steps(inner.trip_count, u) in (1, 2, 4, 5, 6)), 1)
         if u > 1:
             lanes[inner] = u
     # lanes left after the mapped ones: an independent loop between the NDRange and the
@@ -507,15 +560,15 @@ def plan_lanes(
     fits = [
         u for u in MAPPED_LANES if last.trip_count % u == 0 and (last.trip_count > u or others >= 2)
     ]
-    budget = MAX_LANES // math.prod(lanes.values())
+    budget = profile.max_lanes // math.prod(lanes.values())
     u = next((u for u in fits if u <= budget), 1)
     if u > 1:
         lanes[last] = u
-    if inner is not None and _wide_inner(inner, lanes, middle, last):
+    if inner is not None and _wide_inner(inner, lanes, middle, last, profile):
         lanes[inner] = WIDE_LANES
-    budget = MAX_LANES // math.prod(lanes.values())
+    budget = profile.max_lanes // math.prod(lanes.values())
     if middle is not None and budget > 1:
-        fit = (u for u in INNER_LANES if u <= budget)
+        fit = (u for u in profile.inner if u <= budget)
         u = next((u for u in fit if _steps(middle.trip_count, u) in (1, 2, 4, 5, 6)), 1)
         if u > 1:
             lanes[middle] = u
@@ -524,8 +577,8 @@ def plan_lanes(
         found = accumulators(loop)
         if not found:
             continue
-        budget = MAX_LANES // math.prod(lanes.values())
-        u = next((u for u in PARTIAL_LANES if _steps(loop.trip_count, u) >= 2 and u <= budget), 1)
+        budget = profile.max_lanes // math.prod(lanes.values())
+        u = next((u for u in profile.partial if _steps(loop.trip_count, u) >= 2 and u <= budget), 1)
         if u > 1:
             lanes[loop], partials[loop] = u, found
     if inner is not None and _wide_tile(nest, last, inner, middle, lanes, partials):
@@ -1542,8 +1595,10 @@ def team_sync_words(members: int) -> int:
 
 
 class OpenCLEmitter:
-    def __init__(self, module: ModuleOp):
+    def __init__(self, module: ModuleOp, vector_width: int = 8):
         self.module = module
+        # the lanes by the device's float vector width (`lane_profile`)
+        self.profile = lane_profile(vector_width)
         self.top = Scope()
         self.launches: dict[KernelOp, Launch] = {}
         self.parts: list[str] = []
@@ -1842,7 +1897,7 @@ class OpenCLEmitter:
         if write_fused(self, k, chained):  # a Winograd chain as one kernel (opencl_winograd)
             return
         fname = self.top.fresh(k.sym, kind="kernel")
-        launch = plan_launch(k, fname, resident=self.resident)
+        launch = plan_launch(k, fname, resident=self.resident, profile=self.profile)
         self.launches[k] = launch
         free, stored = cbe.kernel_uses(k)
         w = KernelWriter(self, Scope(self.top.used), f"kernel '{k.sym}'", launch)

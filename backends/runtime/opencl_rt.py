@@ -269,6 +269,14 @@ def _serial_subdevices(found: list) -> list:
         return []
 
 
+def device_vector_width() -> int:
+    """The float vector width the kernels are written for (`backends.opencl.lane_profile`):
+    the narrowest `native_vector_width_float` of the platform's devices (PoCL on this
+    CPU class: 8, its LLVM enabling no AVX-512; Intel's runtime on AVX-512: 16; a GPU's
+    1 falls back to the default 8-lane plan)."""
+    return min((int(d.native_vector_width_float) for d in devices()), default=8)
+
+
 def _cpu(device) -> bool:
     return bool(device.type & _cl().device_type.CPU)
 
@@ -624,7 +632,7 @@ class OpenCLFunction(ModuleFunction):
     kernels and copies, and reads the outputs back. Calls are serialised by a lock: the
     buffers are shared."""
 
-    def __init__(self, module, *, name: str = "module", device=None, team=None):
+    def __init__(self, module, *, name: str = "module", device=None, team=None, vector_width=None):
         from xdsl.dialects import arith, func, memref
         from xdsl.dialects.builtin import DenseIntOrFPElementsAttr
 
@@ -638,7 +646,10 @@ class OpenCLFunction(ModuleFunction):
         self.lock = threading.Lock()
         self.fn = find_main(module)
         self.bind_signature(self.fn)
-        emitter = OpenCLEmitter(module)
+        # the lanes' width: the device's (`device_vector_width`), or the caller's (8: the plan
+        # `dlpc --emit=opencl` writes)
+        width = vector_width or device_vector_width()
+        emitter = OpenCLEmitter(module, width)
         views(module)  # (emit takes the views too; a second run finds nothing to do)
         winograd_nests(module)  # (as views)
         aliases = reshape_aliases(self.fn)  # reshape kernels: the result is the operand
@@ -661,7 +672,7 @@ class OpenCLFunction(ModuleFunction):
                 self.team_devices = list(team or ())
                 break
             # (a member without a body, too many parameters, no split: launched as usual)
-            emitter = OpenCLEmitter(module)
+            emitter = OpenCLEmitter(module, width)
         if self.team_devices is not None:
             self.device = self.team_devices[0]
             self.ctx, queues = team_context(self.team_devices)
@@ -1257,7 +1268,10 @@ def _nbytes(value) -> int:
     return math.prod(shape) * np.dtype(numpy_dtype(elt)).itemsize
 
 
-def compile_opencl(loop_module, *, name: str = "module") -> OpenCLFunction:
+def compile_opencl(
+    loop_module, *, name: str = "module", vector_width: int | None = None
+) -> OpenCLFunction:
     """Emit OpenCL C for a loop-level module and build it; call the result on
-    `(*inputs, params=...)`."""
-    return OpenCLFunction(loop_module, name=name)
+    `(*inputs, params=...)`. `vector_width`: the lanes' plan (`backends.opencl.
+    lane_profile`), the device's when None."""
+    return OpenCLFunction(loop_module, name=name, vector_width=vector_width)

@@ -22,11 +22,14 @@ EXAMPLES = ["mlp", "lenet", "resnet", "transformer", "mobilenet"]
 
 
 @pytest.mark.parametrize("name", EXAMPLES)
-def test_example_matches_reference(name):
+@pytest.mark.parametrize("width", [None, 8, 16])
+def test_example_matches_reference(name, width):
+    """Every example on this device, with its own lanes (`device_vector_width`) and
+    with the plans of an 8- and a 16-wide device (`backends.opencl.lane_profile`)."""
     model = dlpc.load(ROOT / "examples" / f"{name}.dlpc")
     module = pipeline.lower(model.module.clone(), "loop", pipeline.PipelineOptions())
     inputs, weights = dlpc.api.random_inputs(model), dlpc.api.check_weights(model)
-    f = compile_opencl(module, name=name)
+    f = compile_opencl(module, name=name, vector_width=width)
     (out,) = f(*inputs, params=weights)
     (ref,) = dlpc.api.reference(model, inputs)
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5 * max(1.0, float(np.abs(ref).max())))

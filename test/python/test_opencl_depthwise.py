@@ -42,9 +42,12 @@ def _lowered(tmp_path, text: str, batch: int):
     return model, module
 
 
-def _check(model, module, name: str) -> str:
+def _check(model, module, name: str, vector_width: int | None = None) -> str:
+    """The program compiled for this device with the lanes of `vector_width`
+    (`backends.opencl.lane_profile`; the device's when None) matches the reference; its
+    source."""
     inputs, weights = dlpc.api.random_inputs(model), dlpc.api.check_weights(model)
-    f = compile_opencl(module, name=name)
+    f = compile_opencl(module, name=name, vector_width=vector_width)
     (out,) = f(*inputs, params=weights)
     (ref,) = dlpc.api.reference(model, inputs)
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5 * max(1.0, float(np.abs(ref).max())))
@@ -74,7 +77,8 @@ def test_pointwise_wide_tile_matches_reference(tmp_path, cout, cin, h, w, batch,
     kernel, launch = _conv_launch(module)
     assert sorted(launch.lanes.values()) == sorted(WIDE_TILE)
     assert launch.global_size[-1] == -(-cout // WIDE_TILE[0])
-    source = _check(model, module, "pw")
+    _check(model, module, "pw")  # (the device's plan: on a 16-wide device, 16 lanes)
+    source = _check(model, module, "pw", vector_width=8)  # (the 8-lane plan, WIDE_TILE)
     assert ("DLPC_MIN(6 * " in source) == ragged
     assert "*(__global const dlpc_float16u *)&" in source  # the input row, one load
     assert "*(__global dlpc_float16u *)&" in source  # the outputs, one store per channel
@@ -124,11 +128,13 @@ def test_clampable_needs_no_loads_of_what_the_loop_stores(tmp_path):
         (24, 7, 33, 2, 0, 3),  # stride 2, no padding, batch 3
     ],
 )
-def test_depthwise_matches_reference(tmp_path, c, h, w, stride, pad, batch):
-    """Depthwise 3x3 convs + relu6 on shapes that put tiles on every border."""
+@pytest.mark.parametrize("width", [8, 16])
+def test_depthwise_matches_reference(tmp_path, c, h, w, stride, pad, batch, width):
+    """Depthwise 3x3 convs + relu6 on shapes that put tiles on every border, with the
+    lanes of an 8- and a 16-wide device."""
     text = DEPTHWISE.format(c=c, h=h, w=w, stride=stride, pad=pad)
     model, module = _lowered(tmp_path, text, batch)
-    _check(model, module, "dw")
+    _check(model, module, "dw", vector_width=width)
 
 
 @pytest.mark.parametrize("batch", [1, 2])
@@ -139,6 +145,23 @@ def test_depthwise_border_tiles_in_bounds_drop_the_fallback(tmp_path, batch):
     it) take the copy with it; both match the reference."""
     text = DEPTHWISE.format(c=16, h=9, w=16, stride=1, pad=1)
     model, module = _lowered(tmp_path, text, batch)
-    source = _check(model, module, "dw")
+    source = _check(model, module, "dw", vector_width=8)
     assert " = (int8)(-(int)(" in source  # no fallback: the vector or the pad
     assert ": (float8)((v_" in source  # the fallback copy: guarded scalar loads
+
+
+def test_a_16_wide_device_keeps_8_lanes_for_short_padded_sums(tmp_path):
+    """On a 16-wide device (`LANES_16`) a padded conv summing fewer than `SHORT_PADDED`
+    terms an output (mobilenet's depthwise 3x3: 9) keeps the 8-lane plan; the pointwise
+    conv (no padding, 32 terms) takes 16 lanes."""
+    from dlpc.backends.opencl import LANES_16, SHORT_PADDED
+
+    assert SHORT_PADDED > 9
+    text = DEPTHWISE.format(c=32, h=32, w=32, stride=1, pad=1)
+    _, module = _lowered(tmp_path, text, 1)
+    kernel = next(k for k in module.walk() if isinstance(k, KernelOp))
+    wide, narrow = plan_launch(kernel, "k", profile=LANES_16), plan_launch(kernel, "k")
+    assert sorted(wide.lanes.values()) == sorted(narrow.lanes.values()) == [8, 8]
+    _, module = _lowered(tmp_path, POINTWISE.format(cout=64, cin=32, h=32, w=32), 1)
+    kernel = next(k for k in module.walk() if isinstance(k, KernelOp))
+    assert 16 in plan_launch(kernel, "k", profile=LANES_16).lanes.values()
