@@ -1,5 +1,9 @@
-// RUN: dlpc-opt %s -p 'loop-apply-tuning-log{log="%S/Inputs/mm-tuning.jsonl"}' 2>&1 | filecheck %s
-// RUN: dlpc-opt %s -p 'loop-apply-tuning-log{log="%S/Inputs/mm-tuning-stale.jsonl"}' 2>&1 | filecheck %s --check-prefix=STALE
+// RUN: env DLPC_TUNING_MACHINE="lit test machine" dlpc-opt %s -p 'loop-apply-tuning-log{log="%S/Inputs/mm-tuning.jsonl"}' 2>&1 | filecheck %s
+// RUN: env DLPC_TUNING_MACHINE="lit test machine" dlpc-opt %s -p 'loop-apply-tuning-log{log="%S/Inputs/mm-tuning-stale.jsonl"}' 2>&1 | filecheck %s --check-prefix=STALE
+// RUN: env DLPC_TUNING_MACHINE="another machine" dlpc-opt %s -p 'loop-apply-tuning-log{log="%S/Inputs/mm-tuning.jsonl"}' 2>&1 | filecheck %s --check-prefix=FOREIGN
+
+// The records were measured on "lit test machine" (their "machine" field; the tests
+// say this machine is that one through DLPC_TUNING_MACHINE).
 
 // The log holds records for this kernel's signature (tuned as "matmul_7"): of those tuned
 // against today's default schedule ("default": its digest), the faster one is applied,
@@ -20,6 +24,13 @@
 // STALE-NOT:   i1p
 // STALE:       {name = "i1c"
 // STALE-NOT:   i1p
+
+// On another machine no record applies: today's default schedule, one warning line.
+// FOREIGN:       dlpc: warning: tuning log {{.*}}mm-tuning.jsonl: 1 kernel(s) (mm) have only records measured on other machines; they use today's default (re-tune with dlpc-tune on this machine, 'another machine')
+// FOREIGN-LABEL: loop.kernel "mm"
+// FOREIGN-NOT:   i1o
+// FOREIGN:       {name = "i1c"
+// FOREIGN-NOT:   i1o
 func.func @main(%A: memref<16x8xf32>, %B: memref<8x32xf32>, %C: memref<16x32xf32>) {
   loop.kernel "mm" {
     loop.for %i0 = 0 to 16 step 1 {name = "i0"} {
