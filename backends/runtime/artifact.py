@@ -72,7 +72,8 @@ def source_digest() -> str:
 
 def toolchain_identity() -> list[str]:
     """The C compiler as it stands, without running it: the command, the resolved binary
-    with its size and modification time, the flags cbuild may add (its probes and
+    with its size and modification time, the CPU it builds for (`-march=native`), the
+    flags cbuild may add (its probes and
     `--version` run only when a library has to be built)."""
     cmd = cbuild.compiler()
     found = shutil.which(cmd[0]) if cmd else None
@@ -81,9 +82,12 @@ def toolchain_identity() -> list[str]:
         real = os.path.realpath(found)
         st = os.stat(real)
         stamp = f"{real}:{st.st_size}:{st.st_mtime_ns}"
+    from dlpc.passes.schedule.tuning_log import cpu_fingerprint
+
     return [
         *cmd,
         stamp,
+        f"cpu {cpu_fingerprint()}",  # (-march=native: the library is this CPU's)
         *cbuild.BASE_FLAGS,
         *cbuild.OPTIONAL_FLAGS,
         *cbuild.LIBS,

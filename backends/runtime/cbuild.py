@@ -11,7 +11,8 @@
   `-fopenmp` are dropped when a probe compile shows the compiler rejects them;
   `$DLPC_CFLAGS` is appended (e.g. sanitizer flags).
 - Libraries are cached under `$DLPC_CACHE_DIR` (default `~/.cache/dlpc`), keyed by a hash
-  of the C source, the compiler command, its version line and the flags. A build writes
+  of the C source, the compiler command, its version line and the flags (and, with
+  `-march=native`, the CPU: `tuning_log.cpu_fingerprint`). A build writes
   to a temporary name in the cache directory and renames it into place, so concurrent
   builds never see a half-written library. The library's SHA-256 is written beside it
   (`<name>.so.sha256`) and checked before every load: a damaged entry (truncated, garbage,
@@ -309,9 +310,12 @@ def build(c_source: str, *, name: str = "module", units: list[str] | None = None
     cmd = compiler()
     version = _compiler_version(tuple(cmd))  # first: a missing compiler is a clear error
     opts = flags(cmd)
-    key = hashlib.sha256(
-        "\0".join([c_source, *cmd, version, *opts, *libs(cmd)]).encode()
-    ).hexdigest()[:20]
+    digest = hashlib.sha256("\0".join([c_source, *cmd, version, *opts, *libs(cmd)]).encode())
+    if "-march=native" in opts:  # (a cache directory shared by machines of other CPUs)
+        from dlpc.passes.schedule.tuning_log import cpu_fingerprint
+
+        digest.update(f"\0cpu {cpu_fingerprint()}".encode())
+    key = digest.hexdigest()[:20]
     stem = re.sub(r"[^A-Za-z0-9_]", "_", name)[:40] or "module"
     root = cache_dir()
     lib_path = root / f"{stem}-{key}.so"

@@ -68,11 +68,13 @@ def machine_fingerprint() -> str:
     who knows two machines are alike (records of one then apply on the other). It is
     read at every call; what is read from the system is cached per process."""
     override = os.environ.get("DLPC_TUNING_MACHINE", "").strip()
-    return override or _system_fingerprint()
+    return override or cpu_fingerprint()
 
 
 @functools.cache
-def _system_fingerprint() -> str:
+def cpu_fingerprint() -> str:
+    """`machine_fingerprint` as read from the system, without the override: what a
+    binary built with `-march=native` depends on (cbuild's library cache key)."""
     try:
         arch = platform.machine()
     except Exception:  # noqa: BLE001 - a fingerprint never raises

@@ -40,7 +40,7 @@ def system(monkeypatch):
     """No override: the fingerprint read from this system (its cache emptied after)."""
     monkeypatch.delenv("DLPC_TUNING_MACHINE", raising=False)
     yield
-    tuning_log._system_fingerprint.cache_clear()
+    tuning_log.cpu_fingerprint.cache_clear()
 
 
 def test_fingerprint_is_stable_readable_and_not_empty(system):
@@ -104,10 +104,10 @@ def test_an_unreadable_cpuinfo_falls_back_to_the_platform(system, monkeypatch):
     monkeypatch.setattr(tuning_log, "_cpuinfo_fingerprint", unreadable)
     monkeypatch.setattr(platform, "machine", lambda: "riscv64")
     monkeypatch.setattr(platform, "processor", lambda: "")
-    tuning_log._system_fingerprint.cache_clear()
+    tuning_log.cpu_fingerprint.cache_clear()
     assert machine_fingerprint() == "riscv64"
     monkeypatch.setattr(platform, "machine", lambda: "")
-    tuning_log._system_fingerprint.cache_clear()
+    tuning_log.cpu_fingerprint.cache_clear()
     assert machine_fingerprint() == "unknown"  # never empty: "" is a record of no machine
 
 
@@ -321,3 +321,27 @@ def test_the_tuner_measures_again_on_another_machine(tmp_path, monkeypatch):
     assert TuningLog(log).best(task.sig, "c", task.default, "box-b").time == 1e-3
     history = dlpc_tune.history_of(TuningLog(log), tuner.tasks)
     assert [t for t, _, _ in history] == [1, 2] and {b for _, _, b in history} == {1e-3}
+
+
+def test_the_library_and_artifact_keys_name_the_cpu(monkeypatch, tmp_path):
+    """A library built with -march=native is this CPU's: cbuild's cache key and the
+    compiled model's key change with `cpu_fingerprint` (a cache directory shared by
+    machines of other CPUs must not hand one the other's code), not with the tuning
+    override."""
+    import numpy as np
+
+    from dlpc.backends.runtime import artifact, cbuild
+
+    monkeypatch.setenv("DLPC_CACHE_DIR", str(tmp_path))
+    source = "int dlpc_main(void **args) { (void)args; return 0; }\n"
+    names = set()
+    keys = set()
+    for cpu in ("cpu one", "cpu two"):
+        monkeypatch.setattr(tuning_log, "cpu_fingerprint", lambda cpu=cpu: cpu)
+        library = cbuild.build(source, name="cpukey")
+        names.add(library.path.name)
+        keys.add(artifact.artifact_key("ir", {"w": np.zeros(2, np.float32)}, "c", {}))
+    assert len(names) == 2 or "-march=native" not in cbuild.flags(cbuild.compiler())
+    assert len(keys) == 2
+    monkeypatch.setenv("DLPC_TUNING_MACHINE", "override")
+    assert artifact.artifact_key("ir", {"w": np.zeros(2, np.float32)}, "c", {}) in keys
