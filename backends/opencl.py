@@ -221,7 +221,7 @@ def plan_launch(
     for k, lp in enumerate(dims):
         launch.mapped[lp] = f"get_global_id({k})"
     if profile.width > 8 and _reduction_length(last) < SHORT_PADDED and padding_guards(last):
-        profile = LANES_8
+        profile = LANES_16_SHORT
     launch.lanes, launch.partials = plan_lanes(nest, dims, profile=profile)
     launch.vector = plan_vector(nest, dims, launch.lanes, {})
     if launch.vector is not None and launch.partials:  # vector lanes rather than partials
@@ -324,17 +324,21 @@ class LaneProfile:
 
 LANES_8 = LaneProfile()
 #: a device whose native float vector is 16 wide (Intel's CPU runtime on AVX-512
-#: reports `native_vector_width_float` 16): 16 inner lanes, 128 in all. Kernels alone
-#: on one core of this machine (AMD Zen 5), batch 1, us, 8 -> 16 lanes: resnet's
-#: stride-2 conv 36.7 -> 27.7, its 1x1 conv 4.8 -> 3.6; lenet's second conv 4.7 -> 2.8,
-#: its linears 3.5 -> 1.7 and 1.4 -> 0.7; mlp's first linear 6.8 against 4x that; the
-#: transformer's linears 4.0 -> 2.4, 3.3 -> 1.9, 2.7 -> 1.6; mobilenet's pointwise conv
-#: 36.7 -> 28.6. Not for a padded conv with a short reduction (`SHORT_PADDED`)
+#: reports `native_vector_width_float` 16): 16 inner lanes, 128 in all. On this machine
+#: (AMD Zen 5, Intel's runtime), 8 -> 16 lanes, A/B twice: at batch 1 resnet's stride-2
+#: conv 36.1 -> 27.4 us and mobilenet's pointwise conv 36.7 -> 28.6 (lenet, mlp and the
+#: transformer within noise); whole calls at batch 32 resnet 1887 -> 1717 us,
+#: mobilenet 1531 -> 1209, the transformer 432 -> 137, mlp 173 -> 123, lenet 385 -> 388.
+#: Padded convs with a short sum take `LANES_16_SHORT`
 LANES_16 = LaneProfile((16, 8, 4, 2), (16, 8, 4, 2), 128, 16)
-#: a kernel with padding guards summing fewer terms than this per output keeps
-#: `LANES_8` on a 16-wide device: mobilenet's depthwise conv (9 taps) went 35.8 -> 53 us
-#: with 16 lanes (its border tiles written per lane)
+#: a kernel with padding guards summing fewer terms than this per output
+#: (`SHORT_PADDED`) takes `LANES_16_SHORT` on a 16-wide device: 16 columns x 2
+#: channels. mobilenet's depthwise conv (9 taps), us at batch 1 / 32, by the lanes in
+#: all: 64 with 8 inner (the 8-lane plan) 34.8 / 1285; 16 inner and 16 in all 218 /
+#: 881, 32 in all 16.1 / 538, 64 in all 23.4 / 707, 128 in all 53 / 1743 (its border
+#: tiles are written per lane: many lanes, much code)
 SHORT_PADDED = 16
+LANES_16_SHORT = LaneProfile((16, 8, 4, 2), (16, 8, 4, 2), 32, 16)
 
 
 def lane_profile(width: int) -> LaneProfile:

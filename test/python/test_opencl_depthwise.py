@@ -150,18 +150,20 @@ def test_depthwise_border_tiles_in_bounds_drop_the_fallback(tmp_path, batch):
     assert ": (float8)((v_" in source  # the fallback copy: guarded scalar loads
 
 
-def test_a_16_wide_device_keeps_8_lanes_for_short_padded_sums(tmp_path):
+def test_a_16_wide_device_blocks_short_padded_sums_16_by_2(tmp_path):
     """On a 16-wide device (`LANES_16`) a padded conv summing fewer than `SHORT_PADDED`
-    terms an output (mobilenet's depthwise 3x3: 9) keeps the 8-lane plan; the pointwise
-    conv (no padding, 32 terms) takes 16 lanes."""
+    terms an output (mobilenet's depthwise 3x3: 9) takes `LANES_16_SHORT`: 16 columns x
+    2 channels (the 8-lane plan: 8 x 8); the pointwise conv (no padding, 32 terms)
+    takes 16 lanes of `LANES_16`; both match the reference."""
     from dlpc.backends.opencl import LANES_16, SHORT_PADDED
 
     assert SHORT_PADDED > 9
     text = DEPTHWISE.format(c=32, h=32, w=32, stride=1, pad=1)
-    _, module = _lowered(tmp_path, text, 1)
+    model, module = _lowered(tmp_path, text, 1)
     kernel = next(k for k in module.walk() if isinstance(k, KernelOp))
-    wide, narrow = plan_launch(kernel, "k", profile=LANES_16), plan_launch(kernel, "k")
-    assert sorted(wide.lanes.values()) == sorted(narrow.lanes.values()) == [8, 8]
+    assert sorted(plan_launch(kernel, "k", profile=LANES_16).lanes.values()) == [2, 16]
+    assert sorted(plan_launch(kernel, "k").lanes.values()) == [8, 8]
+    _check(model, module, "dw", vector_width=16)
     _, module = _lowered(tmp_path, POINTWISE.format(cout=64, cin=32, h=32, w=32), 1)
     kernel = next(k for k in module.walk() if isinstance(k, KernelOp))
     assert 16 in plan_launch(kernel, "k", profile=LANES_16).lanes.values()
