@@ -307,13 +307,28 @@ def serial_devices() -> list:
     return [d for d in devices() if _cpu(d) and d.max_compute_units == 1]
 
 
+def _subdevice(device) -> bool:
+    """Is `device` a sub-device (`_serial_subdevices`)? Its launches run on the
+    runtime's worker threads, not in the thread that enqueues them."""
+    try:
+        return device.parent_device is not None
+    except Exception:  # noqa: BLE001 - (a root device may raise instead of None)
+        return False
+
+
 def team_devices() -> list | None:
     """Two serial CPU devices (PoCL basic, enumerated twice by `POCL_CPU_DRIVERS`) that a
     model's call can run on together, each from its own host thread (`Team`), else None
-    (one driver chosen by the user, another platform, `DLPC_OPENCL_TEAM=0`)."""
-    if os.environ.get("DLPC_OPENCL_TEAM") == "0":
+    (one driver chosen by the user, another platform, `DLPC_OPENCL_TEAM=0`). Not
+    sub-devices (Intel's runtime): their launches run on the runtime's worker threads,
+    so the helper's launch is one more hand-off; on this machine one sub-device beat
+    the team at batch 1 (resnet 0.117 against 0.149 ms a call alone, mobilenet 0.058
+    against 0.075) and the parallel device beat it at batch 32 (`choose_device`).
+    `DLPC_OPENCL_TEAM=1` takes sub-devices too (the team protocol's tests run on them)."""
+    setting = os.environ.get("DLPC_OPENCL_TEAM")
+    if setting == "0":
         return None
-    serial = serial_devices()
+    serial = [d for d in serial_devices() if setting == "1" or not _subdevice(d)]
     return serial[:2] if len(serial) >= 2 else None
 
 
@@ -342,15 +357,49 @@ def choose_device(module):
     """The device a compiled model runs on: the serial CPU device when there is one and
     the call's estimated one-core time is under `PARALLEL_SECONDS` (the parallel device
     would spend more handing the work to its threads than the second core saves), else
-    `default_device()`. `POCL_DEVICES` set by the user leaves one driver: that one."""
+    `default_device()`. `POCL_DEVICES` set by the user leaves one driver: that one.
+    Where the serial devices are sub-devices (Intel's runtime) the parallel device when
+    its call is one launch (`parallel_launches`)."""
     serial = serial_device()
     if serial is None:
         return default_device()
+    if _subdevice(serial):
+        parallel = default_device()
+        return parallel if parallel_launches(module, parallel) == 1 else serial
     from dlpc.backends.runtime.profile import kernel_costs
 
     if estimate_seconds(kernel_costs(module)) < PARALLEL_SECONDS:
         return serial
     return default_device()
+
+
+def parallel_launches(module, device) -> int:
+    """The launches a call of `module` takes on the parallel `device` (its kernels split
+    by images into one chain of a work-group per compute unit where they can,
+    `OpenCLEmitter.emit`). Where the serial devices are sub-devices of the parallel
+    one (Intel's runtime: a launch's hand-off to the worker threads costs the caller
+    2-3 us, not PoCL pthread's 30-70) the model takes the parallel device when that is
+    one launch, else a serial one. On this machine, ms a call serial / parallel: lenet
+    batch 4 0.069 / 0.041 (1 launch), batch 32 0.395 / 0.212; the transformer batch 32
+    0.241 / 0.148; mobilenet batch 32 1.86 / 0.97; resnet batch 4 0.426 / 0.232, batch 32
+    3.57 / 1.83; with several launches the serial one: resnet batch 1 0.116 / 0.133 (8),
+    the transformer batch 1 0.017 / 0.046 (16), lenet batch 1 0.025 / 0.037 (7), mlp
+    0.021 / 0.019 (3) and batch 32 0.102 / 0.106 (3)."""
+    from dlpc.backends.c import find_main
+    from dlpc.backends.opencl import OpenCLEmitter, views
+    from dlpc.backends.opencl_winograd import winograd_nests
+    from dlpc.dialects.loop import KernelOp
+
+    views(module)  # (as `OpenCLFunction`: in place, a second run finds nothing to do)
+    winograd_nests(module)
+    fn = find_main(module)
+    aliases = reshape_aliases(fn)
+    units = device.max_compute_units
+    emitter = OpenCLEmitter(module, device_vector_width())
+    emitter.emit(kernel_runs(fn, aliases), parts=units if units > 1 else 1)
+    chained = {k for chain in emitter.chains for k in chain.kernels}
+    kernels = [op for op in fn.body.block.ops if isinstance(op, KernelOp) and op not in aliases]
+    return len(emitter.chains) + sum(1 for k in kernels if k not in chained)
 
 
 #: a call whose estimated one-core time (`estimate_seconds`) is at least this runs on a

@@ -230,3 +230,31 @@ def test_this_machines_devices_have_a_serial_one():
     (out,) = compiled(*inputs)
     (ref,) = dlpc.api.reference(model, inputs)
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5 * float(np.abs(ref).max()))
+
+
+def test_on_sub_devices_the_parallel_device_takes_one_launch_calls(monkeypatch):
+    """Where the serial devices are sub-devices (Intel's runtime: cheap hand-offs) a
+    model takes the parallel device when its call there is one launch
+    (`parallel_launches`: kernels split by images into one chain), else a serial one;
+    no team unless DLPC_OPENCL_TEAM=1; results match the reference either way."""
+    import dlpc
+    from dlpc.backends.runtime.opencl_rt import _subdevice
+
+    serial = opencl_rt.serial_device()
+    if serial is None or not _subdevice(serial):
+        pytest.skip("the serial devices here are not sub-devices (PoCL's basic driver)")
+    monkeypatch.delenv("DLPC_OPENCL_TEAM", raising=False)
+    assert opencl_rt.team_devices() is None
+    parallel = opencl_rt.default_device()
+    for name, batch, launches in (("lenet", 4, 1), ("resnet", 32, 1), ("resnet", 1, 8)):
+        model = dlpc.load(ROOT / "examples" / f"{name}.dlpc", batch=batch)
+        compiled = dlpc.compile(model, target="opencl")
+        assert opencl_rt.parallel_launches(compiled.lowered, parallel) == launches
+        expected = parallel if launches == 1 else serial
+        assert compiled.artifact.device == expected and compiled.artifact.team is None
+        inputs = dlpc.api.random_inputs(model)
+        (out,) = compiled(*inputs)
+        (ref,) = dlpc.api.reference(model, inputs)
+        np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5 * float(np.abs(ref).max()))
+    monkeypatch.setenv("DLPC_OPENCL_TEAM", "1")
+    assert opencl_rt.team_devices() == opencl_rt.serial_devices()[:2]
