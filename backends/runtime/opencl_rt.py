@@ -319,16 +319,19 @@ def _subdevice(device) -> bool:
 def team_devices() -> list | None:
     """Two serial CPU devices (PoCL basic, enumerated twice by `POCL_CPU_DRIVERS`) that a
     model's call can run on together, each from its own host thread (`Team`), else None
-    (one driver chosen by the user, another platform, `DLPC_OPENCL_TEAM=0`). Not
-    sub-devices (Intel's runtime): their launches run on the runtime's worker threads,
-    so the helper's launch is one more hand-off; on this machine one sub-device beat
-    the team at batch 1 (resnet 0.117 against 0.149 ms a call alone, mobilenet 0.058
-    against 0.075) and the parallel device beat it at batch 32 (`choose_device`).
-    `DLPC_OPENCL_TEAM=1` takes sub-devices too (the team protocol's tests run on them)."""
+    (one driver chosen by the user, another platform, `DLPC_OPENCL_TEAM=0`). Sub-devices
+    (Intel's runtime) only when their queues run commands in the waiting thread
+    (`_queue_flags`), as PoCL basic runs a launch: without that, each launch is handed
+    to the runtime's worker threads and a team lost to one sub-device (resnet at batch
+    1: 0.149 against 0.117 ms a call alone); with it, `bench/opencl.py` on this machine,
+    ms alone / back to back, one sub-device -> team: resnet at batch 1 0.114 / 0.112 ->
+    0.088 / 0.071, mobilenet 0.057 / 0.064 -> 0.056 / 0.038, mlp at batch 32 0.096 /
+    0.105 -> 0.104 / 0.063. `DLPC_OPENCL_TEAM=1` takes any sub-devices (the team
+    protocol's tests run on them)."""
     setting = os.environ.get("DLPC_OPENCL_TEAM")
     if setting == "0":
         return None
-    serial = [d for d in serial_devices() if setting == "1" or not _subdevice(d)]
+    serial = [d for d in serial_devices() if setting == "1" or not _subdevice(d) or _queue_flags(d)]
     return serial[:2] if len(serial) >= 2 else None
 
 
@@ -425,6 +428,24 @@ TEAM_ARM_SPINS = 100_000
 TEAM_IMAGE_GROUPS = (16, 8, 4, 2, 1)
 
 
+#: `cl_intel_exec_by_local_thread`'s queue property: the queue's commands run in the
+#: host thread that waits for them (`clFinish`), as PoCL's basic driver runs a launch
+CL_QUEUE_THREAD_LOCAL_EXEC_ENABLE_INTEL = 1 << 31
+
+
+def _queue_flags(device) -> Any:  # (pyopencl types it as an enum; a vendor bit is not one)
+    """The properties of a device's in-order queue: on a serial sub-device of a runtime
+    with `cl_intel_exec_by_local_thread` (Intel's), its commands run in the waiting
+    thread instead of being handed to a worker thread: a launch and its wait cost 1.9
+    instead of 3.1 us here, and a team's two launches each run in their own host
+    thread (`Team`), as on PoCL basic."""
+    if device.max_compute_units != 1 or not _subdevice(device):
+        return 0
+    if "cl_intel_exec_by_local_thread" not in device.extensions.split():
+        return 0
+    return CL_QUEUE_THREAD_LOCAL_EXEC_ENABLE_INTEL
+
+
 def context(device=None):
     """One OpenCL context and in-order queue per device and process (`device` None: the
     `default_device()`)."""
@@ -434,7 +455,7 @@ def context(device=None):
     if key not in _CONTEXTS:
         cl = _cl()
         ctx = cl.Context([device])
-        _CONTEXTS[key] = (ctx, cl.CommandQueue(ctx))
+        _CONTEXTS[key] = (ctx, cl.CommandQueue(ctx, device, properties=_queue_flags(device)))
     return _CONTEXTS[key]
 
 
@@ -448,7 +469,8 @@ def team_context(team: list) -> tuple:
     if key not in _TEAM_CONTEXTS:
         cl = _cl()
         ctx = cl.Context(list(team))
-        _TEAM_CONTEXTS[key] = (ctx, [cl.CommandQueue(ctx, d) for d in team])
+        queues = [cl.CommandQueue(ctx, d, properties=_queue_flags(d)) for d in team]
+        _TEAM_CONTEXTS[key] = (ctx, queues)
     return _TEAM_CONTEXTS[key]
 
 

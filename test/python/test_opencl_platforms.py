@@ -235,15 +235,17 @@ def test_this_machines_devices_have_a_serial_one():
 def test_on_sub_devices_the_parallel_device_takes_one_launch_calls(monkeypatch):
     """Where the serial devices are sub-devices (Intel's runtime: cheap hand-offs) a
     model takes the parallel device when its call there is one launch
-    (`parallel_launches`: kernels split by images into one chain), else a serial one;
-    no team unless DLPC_OPENCL_TEAM=1; results match the reference either way."""
+    (`parallel_launches`: kernels split by images into one chain), else a serial one
+    (teams off here, DLPC_OPENCL_TEAM=0); results match the reference either way.
+    Teams are of sub-devices whose queues run commands in the waiting thread
+    (`_queue_flags`), or of any with DLPC_OPENCL_TEAM=1."""
     import dlpc
     from dlpc.backends.runtime.opencl_rt import _subdevice
 
     serial = opencl_rt.serial_device()
     if serial is None or not _subdevice(serial):
         pytest.skip("the serial devices here are not sub-devices (PoCL's basic driver)")
-    monkeypatch.delenv("DLPC_OPENCL_TEAM", raising=False)
+    monkeypatch.setenv("DLPC_OPENCL_TEAM", "0")
     assert opencl_rt.team_devices() is None
     parallel = opencl_rt.default_device()
     for name, batch, launches in (("lenet", 4, 1), ("resnet", 32, 1), ("resnet", 1, 8)):
@@ -258,3 +260,43 @@ def test_on_sub_devices_the_parallel_device_takes_one_launch_calls(monkeypatch):
         np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5 * float(np.abs(ref).max()))
     monkeypatch.setenv("DLPC_OPENCL_TEAM", "1")
     assert opencl_rt.team_devices() == opencl_rt.serial_devices()[:2]
+    monkeypatch.delenv("DLPC_OPENCL_TEAM")
+    local = all(opencl_rt._queue_flags(d) for d in opencl_rt.serial_devices()[:2])
+    assert (opencl_rt.team_devices() is not None) == local
+
+
+class FakeQueueDevice:
+    def __init__(self, units: int, parent, extensions: str):
+        self.max_compute_units = units
+        self.parent_device = parent
+        self.extensions = extensions
+
+
+def test_serial_sub_devices_run_commands_in_the_waiting_thread():
+    """A one-unit sub-device of a runtime with `cl_intel_exec_by_local_thread` gets the
+    queue property that runs its commands in the thread that waits for them
+    (`_queue_flags`); a root device, a parallel one or a runtime without the
+    extension gets none; on this machine a model on such a queue matches the
+    reference."""
+    import dlpc
+
+    ext = "cl_khr_fp64 cl_intel_exec_by_local_thread"
+    flag = opencl_rt.CL_QUEUE_THREAD_LOCAL_EXEC_ENABLE_INTEL
+    assert opencl_rt._queue_flags(FakeQueueDevice(1, object(), ext)) == flag
+    assert opencl_rt._queue_flags(FakeQueueDevice(1, None, ext)) == 0
+    assert opencl_rt._queue_flags(FakeQueueDevice(2, object(), ext)) == 0
+    assert opencl_rt._queue_flags(FakeQueueDevice(1, object(), "cl_khr_fp64")) == 0
+    serial = opencl_rt.serial_device()
+    if serial is None or not opencl_rt._queue_flags(serial):
+        pytest.skip("no serial sub-device with cl_intel_exec_by_local_thread here")
+    # (the runtime does not echo the vendor flag in CL_QUEUE_PROPERTIES: the queue is
+    # the serial device's, made with `_queue_flags`)
+    model = dlpc.load(ROOT / "examples" / "lenet.dlpc")
+    compiled = dlpc.compile(model, target="opencl")
+    assert compiled.artifact.device == serial
+    assert compiled.artifact.queue is opencl_rt.context(serial)[1]
+    for _ in range(3):
+        inputs = dlpc.api.random_inputs(model)
+        (out,) = compiled(*inputs)
+        (ref,) = dlpc.api.reference(model, inputs)
+        np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5 * float(np.abs(ref).max()))
