@@ -255,10 +255,13 @@ def _serial_subdevices(found: list) -> list:
     2-2.5 us of the caller's time (ctypes or pyopencl alike), and a serial device
     runs a model's consecutive kernels as one launch (`Chain`): transformer at batch 1,
     16 launches, 0.049 -> 0.023 ms a call. Nothing when the platform already has a serial
-    CPU device, the user chose PoCL's drivers, or the device cannot be split."""
+    CPU device, on PoCL (a user who chose its pthread driver alone keeps it), or when the
+    device cannot be split."""
     cpus = [d for d in found if _cpu(d)]
     if not cpus or any(d.max_compute_units == 1 for d in cpus):
         return []
+    if any(_pocl_first(d.platform) == 0 for d in cpus):
+        return []  # (PoCL: its basic driver is the serial device; a user's POCL_DEVICES stands)
     if os.environ.get("DLPC_OPENCL_SUBDEVICES") == "0":
         return []
     cl = _cl()

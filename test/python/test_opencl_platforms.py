@@ -184,10 +184,11 @@ def test_no_platform_named_like_the_users_is_a_cli_error(tmp_path):
 
 
 class FakeDevice:
-    def __init__(self, units: int, split=None):
+    def __init__(self, units: int, split=None, platform="Intel(R) OpenCL"):
         self.type = 2  # CL_DEVICE_TYPE_CPU
         self.max_compute_units = units
         self.split = split
+        self.platform = FakePlatform(platform)
 
     def create_sub_devices(self, properties):
         if self.split is None:
@@ -200,14 +201,17 @@ class FakeDevice:
 def test_a_parallel_only_cpu_device_gets_serial_sub_devices(monkeypatch):
     """Intel's runtime has no driver like PoCL's basic: its CPU device is split into
     one-unit sub-devices (`_serial_subdevices`), listed after it, which `serial_device`
-    and `team_devices` find; not when a serial device exists, when splitting fails, or
-    with DLPC_OPENCL_SUBDEVICES=0."""
+    and `team_devices` find; not when a serial device exists, on PoCL, when splitting
+    fails, or with DLPC_OPENCL_SUBDEVICES=0."""
     monkeypatch.delenv("DLPC_OPENCL_SUBDEVICES", raising=False)
     subs = [FakeDevice(1), FakeDevice(1)]
     parent = FakeDevice(2, split=subs)
     assert opencl_rt._serial_subdevices([parent]) == subs
     assert opencl_rt._serial_subdevices([parent, FakeDevice(1)]) == []
     assert opencl_rt._serial_subdevices([FakeDevice(2)]) == []
+    # PoCL's pthread driver alone (the user's POCL_DEVICES) is left as it is
+    pthread = FakeDevice(2, split=subs, platform="Portable Computing Language")
+    assert opencl_rt._serial_subdevices([pthread]) == []
     monkeypatch.setenv("DLPC_OPENCL_SUBDEVICES", "0")
     assert opencl_rt._serial_subdevices([parent]) == []
 
