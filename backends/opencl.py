@@ -526,6 +526,24 @@ def _wide_tile(
     return True
 
 
+#: ragged inner lanes (`_ragged`) redo at most this share of a loop's iterations
+RAGGED_WASTE = 0.25
+
+
+def _ragged(loop: ForOp, lanes: int) -> bool:
+    """May `loop` take `lanes` inner lanes that do not divide it (on a 16-wide device,
+    `LaneProfile.width` > 8: the widest such count of its profile)? When it has at least
+    that many iterations, at most 6 steps,
+    redoes at most `RAGGED_WASTE` of them, and may run iterations twice (`clampable`):
+    the last step's lanes then end at the loop's end (`DLPC_MIN`), redoing some of the
+    step before. lenet's first conv (28 columns: 4 lanes, or 16 and 16 from column 12)."""
+    n = loop.trip_count
+    steps = -(-n // lanes)
+    if n % lanes == 0 or n < lanes or steps > 6:
+        return False
+    return (steps * lanes - n) <= RAGGED_WASTE * n and clampable(loop)
+
+
 def plan_lanes(
     nest: list[ForOp],
     dims: list[ForOp],
@@ -545,6 +563,8 @@ def plan_lanes(
         inner = None
     if inner is not None:  # (3 steps: PoCL's LLVM made slow code of them)
         u = next((u for u in profile.inner if _steps(inner.trip_count, u) in (1, 2, 4, 5, 6)), 1)
+        if profile.width > 8:  # (PoCL's plans stay as measured)
+            u = next((r for r in profile.inner if r > max(u, 4) and _ragged(inner, r)), u)
         if u > 1:
             lanes[inner] = u
     # lanes left after the mapped ones: an independent loop between the NDRange and the
@@ -1214,6 +1234,12 @@ class KernelWriter(FunctionWriter):
             self.line(f"const long {iv} = {first};")
         elif once:
             self.line(f"const long {iv} = {op.lower};")
+        elif op.trip_count % lanes:  # ragged (`_ragged`): the last step ends at the end
+            at = self.names.fresh(f"{op.loop_name or op.induction_var.name_hint or 'i'}_step", "i")
+            self.line(f"for (long {at} = {op.lower}; {at} < {op.upper}; {at} += {step}) {{")
+            self.depth += 1
+            last = op.lower + op.stride * (op.trip_count - lanes)
+            self.line(f"const long {iv} = DLPC_MIN({at}, {last});")
         else:
             self.line(f"for (long {iv} = {op.lower}; {iv} < {op.upper}; {iv} += {step}) {{")
             self.depth += 1

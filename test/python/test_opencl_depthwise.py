@@ -167,3 +167,41 @@ def test_a_16_wide_device_blocks_short_padded_sums_16_by_2(tmp_path):
     _, module = _lowered(tmp_path, POINTWISE.format(cout=64, cin=32, h=32, w=32), 1)
     kernel = next(k for k in module.walk() if isinstance(k, KernelOp))
     assert 16 in plan_launch(kernel, "k", profile=LANES_16).lanes.values()
+
+
+CONV = """\
+model cv(x: f32[B, {cin}, {h}, {w}]) {{
+  param cv.weight: f32[{cout}, {cin}, 5, 5] = kaiming(seed=9)
+  param cv.bias: f32[{cout}] = normal(seed=10, std=0.1)
+  return relu(conv2d(x, cv.weight, cv.bias, padding=2))
+}}
+"""
+
+
+@pytest.mark.parametrize(
+    "w, lanes",
+    [
+        (28, 16),  # lenet's first conv: 16 + 16 from column 12
+        (27, 16),  # 5 columns redone of 27
+        (23, 8),  # 16 would redo 9 (over a quarter): 8 + 8 + 8 from column 15
+        (32, 16),  # 16 divide: no clamp
+    ],
+)
+def test_ragged_inner_lanes_on_a_16_wide_device(tmp_path, w, lanes):
+    """On a 16-wide device the columns of a conv take the widest lane count that covers
+    them with at most a quarter redone (`_ragged`): the last step starts early
+    (`DLPC_MIN`), redoing columns of the one before with the same results; the 8-lane
+    plan (PoCL's) is unchanged; both match the reference."""
+    from dlpc.backends.opencl import LANES_16, _ragged
+
+    model, module = _lowered(tmp_path, CONV.format(cin=2, cout=6, h=9, w=w), 1)
+    kernel = next(k for k in module.walk() if isinstance(k, KernelOp))
+    wide = plan_launch(kernel, "k", profile=LANES_16)
+    (columns,) = [lp for lp in wide.lanes if lp.trip_count == w]
+    assert wide.lanes[columns] == lanes
+    assert _ragged(columns, lanes) == (w % lanes != 0)
+    narrow = plan_launch(kernel, "k")
+    assert all(lp.trip_count % n == 0 for lp, n in narrow.lanes.items() if lp.trip_count == w)
+    source = _check(model, module, "cv", vector_width=16)
+    assert ("_step, " in source and "= DLPC_MIN(v_i" in source) == (w % lanes != 0)
+    _check(model, module, "cv", vector_width=8)
