@@ -377,7 +377,7 @@ def compile(
         lambda arrays: function(*arrays),
         function,
     )
-    if target == "c":
+    if target in ("c", "opencl"):  # (their runtimes take the checked arrays as they are)
         compiled._direct = function
     return compiled
 

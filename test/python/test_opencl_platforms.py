@@ -304,3 +304,23 @@ def test_serial_sub_devices_run_commands_in_the_waiting_thread():
         (out,) = compiled(*inputs)
         (ref,) = dlpc.api.reference(model, inputs)
         np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5 * float(np.abs(ref).max()))
+
+
+def test_a_compiled_opencl_model_calls_its_runtime_directly():
+    """`dlpc.compile(..., target="opencl")` hands arrays of the right shape and dtype
+    straight to the runtime (as the C target does: `CompiledModel._direct`), and anything
+    else through the checks: a wrong shape is still one line naming the input."""
+    import dlpc
+
+    model = dlpc.load(ROOT / "examples" / "mlp.dlpc")
+    compiled = dlpc.compile(model, target="opencl")
+    assert compiled._direct is compiled.artifact
+    inputs = dlpc.api.random_inputs(model)
+    (out,) = compiled(*inputs)
+    (ref,) = dlpc.api.reference(model, inputs)
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5)
+    (again,) = compiled(np.asfortranarray(inputs[0]))  # (not as it is: converted)
+    np.testing.assert_array_equal(again, out)
+    with pytest.raises(DlpcError, match="shape") as e:
+        compiled(inputs[0][:, :-1])
+    assert "\n" not in str(e.value)
