@@ -177,13 +177,12 @@ def _builds(platform) -> str | None:
         context = cl.Context(platform.get_devices()[:1])
         build(context, _PROBE)
     except cl.Error as e:
-        lines = [ln.strip() for ln in str(e).splitlines() if "error" in ln.lower()]
-        return (lines[-1] if lines else str(e).splitlines()[0])[:200]
+        return _build_failure(e)
     return None
 
 
-def _pocl_first(platform) -> int:
-    return 0 if "portable computing language" in platform.name.lower() else 1
+def _is_pocl(platform) -> bool:
+    return "portable computing language" in platform.name.lower()
 
 
 def platforms() -> list:
@@ -192,7 +191,7 @@ def platforms() -> list:
     cl = _cl()
     _icd_vendors()
     try:
-        return sorted(cl.get_platforms(), key=_pocl_first)
+        return sorted(cl.get_platforms(), key=lambda p: not _is_pocl(p))
     except cl.Error as e:
         raise DlpcError(f"error: no OpenCL platform available: {e}") from None
 
@@ -260,7 +259,7 @@ def _serial_subdevices(found: list) -> list:
     cpus = [d for d in found if _cpu(d)]
     if not cpus or any(d.max_compute_units == 1 for d in cpus):
         return []
-    if any(_pocl_first(d.platform) == 0 for d in cpus):
+    if any(_is_pocl(d.platform) for d in cpus):
         return []  # (PoCL: its basic driver is the serial device; a user's POCL_DEVICES stands)
     if os.environ.get("DLPC_OPENCL_SUBDEVICES") == "0":
         return []
@@ -366,17 +365,25 @@ def choose_device(module):
     `default_device()`. `POCL_DEVICES` set by the user leaves one driver: that one.
     Where the serial devices are sub-devices (Intel's runtime) the parallel device when
     its call is one launch (`parallel_launches`)."""
+    return _choose_device(module, device_vector_width())[0]
+
+
+def _choose_device(module, width: int) -> tuple[Any, tuple | None]:
+    """`choose_device`, and the parallel device's program as `_parallel_emission` made
+    it (emitter, source) when that device is chosen by it (`OpenCLFunction` takes it
+    instead of emitting the program again), else None."""
     serial = serial_device()
     if serial is None:
-        return default_device()
+        return default_device(), None
     if _subdevice(serial):
         parallel = default_device()
-        return parallel if parallel_launches(module, parallel) == 1 else serial
+        launches, emitter, source = _parallel_emission(module, parallel, width)
+        return (parallel, (emitter, source)) if launches == 1 else (serial, None)
     from dlpc.backends.runtime.profile import kernel_costs
 
     if estimate_seconds(kernel_costs(module)) < PARALLEL_SECONDS:
-        return serial
-    return default_device()
+        return serial, None
+    return default_device(), None
 
 
 def parallel_launches(module, device) -> int:
@@ -391,6 +398,12 @@ def parallel_launches(module, device) -> int:
     3.57 / 1.83; with several launches the serial one: resnet batch 1 0.116 / 0.133 (8),
     the transformer batch 1 0.017 / 0.046 (16), lenet batch 1 0.025 / 0.037 (7), mlp
     0.021 / 0.019 (3) and batch 32 0.102 / 0.106 (3)."""
+    return _parallel_emission(module, device, device_vector_width())[0]
+
+
+def _parallel_emission(module, device, width: int) -> tuple[int, Any, str]:
+    """(launches a call, emitter, program) of `module` on the parallel `device`, emitted
+    as `OpenCLFunction` emits it for that device."""
     from dlpc.backends.c import find_main
     from dlpc.backends.opencl import OpenCLEmitter, views
     from dlpc.backends.opencl_winograd import winograd_nests
@@ -401,11 +414,11 @@ def parallel_launches(module, device) -> int:
     fn = find_main(module)
     aliases = reshape_aliases(fn)
     units = device.max_compute_units
-    emitter = OpenCLEmitter(module, device_vector_width())
-    emitter.emit(kernel_runs(fn, aliases), parts=units if units > 1 else 1)
+    emitter = OpenCLEmitter(module, width)
+    source = emitter.emit(kernel_runs(fn, aliases), parts=units if units > 1 else 1)
     chained = {k for chain in emitter.chains for k in chain.kernels}
     kernels = [op for op in fn.body.block.ops if isinstance(op, KernelOp) and op not in aliases]
-    return len(emitter.chains) + sum(1 for k in kernels if k not in chained)
+    return len(emitter.chains) + sum(1 for k in kernels if k not in chained), emitter, source
 
 
 #: a call whose estimated one-core time (`estimate_seconds`) is at least this runs on a
@@ -752,7 +765,10 @@ class OpenCLFunction(ModuleFunction):
             self.ctx, queues = team_context(self.team_devices)
             self.queue, helper_queue = queues[0], queues[1]
         else:
-            self.device = device if device is not None else choose_device(module)
+            prepared = None  # (the program `_choose_device` emitted for its choice)
+            if device is None:
+                device, prepared = _choose_device(module, width)
+            self.device = device
             self.ctx, self.queue = context(self.device)
             # on a device that runs every launch in the calling thread, consecutive
             # kernels are one launch (`Chain`): about 1.5 us of PoCL and pyopencl less per
@@ -761,8 +777,11 @@ class OpenCLFunction(ModuleFunction):
             # one hand-off to PoCL pthread's sleeping workers a call instead of one a
             # kernel
             units = self.device.max_compute_units if _cpu(self.device) else 0
-            runs = kernel_runs(self.fn, aliases) if units else None
-            source = emitter.emit(runs, parts=units if units > 1 else 1)
+            if prepared is not None:
+                emitter, source = prepared
+            else:
+                runs = kernel_runs(self.fn, aliases) if units else None
+                source = emitter.emit(runs, parts=units if units > 1 else 1)
         self.source = source
         self.device_name = (
             f"{len(self.team_devices)} x {self.device.name}"
