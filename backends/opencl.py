@@ -220,8 +220,8 @@ def plan_launch(
         return launch
     for k, lp in enumerate(dims):
         launch.mapped[lp] = f"get_global_id({k})"
-    if profile.width > 8 and _reduction_length(last) < SHORT_PADDED and padding_guards(last):
-        profile = LANES_16_SHORT
+    if profile.short and _reduction_length(last) < SHORT_PADDED and padding_guards(last):
+        profile = profile.short
     launch.lanes, launch.partials = plan_lanes(nest, dims, profile=profile)
     launch.vector = plan_vector(nest, dims, launch.lanes, {})
     if launch.vector is not None and launch.partials:  # vector lanes rather than partials
@@ -319,18 +319,13 @@ class LaneProfile:
     inner: tuple[int, ...] = INNER_LANES
     partial: tuple[int, ...] = PARTIAL_LANES
     max_lanes: int = MAX_LANES
-    width: int = 8
+    # inner lanes that do not divide their loop (`_ragged`): off for PoCL's plans
+    ragged: bool = False
+    # the profile of padded convs with a short sum (`SHORT_PADDED`), when not this one
+    short: LaneProfile | None = None
 
 
 LANES_8 = LaneProfile()
-#: a device whose native float vector is 16 wide (Intel's CPU runtime on AVX-512
-#: reports `native_vector_width_float` 16): 16 inner lanes, 128 in all. On this machine
-#: (AMD Zen 5, Intel's runtime), 8 -> 16 lanes, A/B twice: at batch 1 resnet's stride-2
-#: conv 36.1 -> 27.4 us and mobilenet's pointwise conv 36.7 -> 28.6 (lenet, mlp and the
-#: transformer within noise); whole calls at batch 32 resnet 1887 -> 1717 us,
-#: mobilenet 1531 -> 1209, the transformer 432 -> 137, mlp 173 -> 123, lenet 385 -> 388.
-#: Padded convs with a short sum take `LANES_16_SHORT`
-LANES_16 = LaneProfile((16, 8, 4, 2), (16, 8, 4, 2), 128, 16)
 #: a kernel with padding guards summing fewer terms than this per output
 #: (`SHORT_PADDED`) takes `LANES_16_SHORT` on a 16-wide device: 16 columns x 2
 #: channels. mobilenet's depthwise conv (9 taps), us at batch 1 / 32, by the lanes in
@@ -338,7 +333,15 @@ LANES_16 = LaneProfile((16, 8, 4, 2), (16, 8, 4, 2), 128, 16)
 #: 881, 32 in all 16.1 / 538, 64 in all 23.4 / 707, 128 in all 53 / 1743 (its border
 #: tiles are written per lane: many lanes, much code)
 SHORT_PADDED = 16
-LANES_16_SHORT = LaneProfile((16, 8, 4, 2), (16, 8, 4, 2), 32, 16)
+LANES_16_SHORT = LaneProfile((16, 8, 4, 2), (16, 8, 4, 2), 32, ragged=True)
+#: a device whose native float vector is 16 wide (Intel's CPU runtime on AVX-512
+#: reports `native_vector_width_float` 16): 16 inner lanes, 128 in all, ragged inner
+#: lanes. On this machine (AMD Zen 5, Intel's runtime), 8 -> 16 lanes, A/B twice: at
+#: batch 1 resnet's stride-2 conv 36.1 -> 27.4 us and mobilenet's pointwise conv 36.7 ->
+#: 28.6 (lenet, mlp and the transformer within noise); whole calls at batch 32 resnet
+#: 1887 -> 1717 us, mobilenet 1531 -> 1209, the transformer 432 -> 137, mlp 173 -> 123,
+#: lenet 385 -> 388. Padded convs with a short sum take `LANES_16_SHORT`
+LANES_16 = LaneProfile((16, 8, 4, 2), (16, 8, 4, 2), 128, ragged=True, short=LANES_16_SHORT)
 
 
 def lane_profile(width: int) -> LaneProfile:
@@ -531,8 +534,8 @@ RAGGED_WASTE = 0.25
 
 
 def _ragged(loop: ForOp, lanes: int) -> bool:
-    """May `loop` take `lanes` inner lanes that do not divide it (on a 16-wide device,
-    `LaneProfile.width` > 8: the widest such count of its profile)? When it has at least
+    """May `loop` take `lanes` inner lanes that do not divide it (`LaneProfile.ragged`:
+    the widest such count of the profile)? When it has at least
     that many iterations, at most 6 steps,
     redoes at most `RAGGED_WASTE` of them, and may run iterations twice (`clampable`):
     the last step's lanes then end at the loop's end (`DLPC_MIN`), redoing some of the
@@ -563,7 +566,7 @@ def plan_lanes(
         inner = None
     if inner is not None:  # (3 steps: PoCL's LLVM made slow code of them)
         u = next((u for u in profile.inner if _steps(inner.trip_count, u) in (1, 2, 4, 5, 6)), 1)
-        if profile.width > 8:  # (PoCL's plans stay as measured)
+        if profile.ragged:  # (PoCL's plans stay as measured)
             u = next((r for r in profile.inner if r > max(u, 4) and _ragged(inner, r)), u)
         if u > 1:
             lanes[inner] = u
