@@ -17,6 +17,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
+from dlpc import settings
+
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike
 
@@ -186,7 +188,7 @@ def boundary(stage: str, keep_diagnostics: bool = False):
 
         if keep_diagnostics and isinstance(e, DiagnosticException):
             raise
-        if os.environ.get("DLPC_DEBUG"):
+        if settings.flag("DLPC_DEBUG"):
             raise
         raise stage_error(stage, e) from e
 
@@ -246,7 +248,7 @@ def run_guarded(fn: Callable[[], object], tool: str) -> int:
         _silence_stdout()
         return EXIT_BROKEN_PIPE
     except BaseException as e:  # noqa: BLE001 - the tool boundary
-        if os.environ.get("DLPC_DEBUG"):
+        if settings.flag("DLPC_DEBUG"):
             raise
         msg = format_exception(e) or f"internal error: {type(e).__name__}"
         located = msg.split(": error:")[0] != msg and not msg.startswith("error:")

@@ -49,6 +49,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dlpc import settings
 from dlpc.backends.runtime.callconv import ModuleFunction
 from dlpc.diagnostics import DlpcError
 
@@ -64,7 +65,7 @@ OPTIONAL_LIBS = ("-lmvec",)
 
 
 def cache_dir() -> Path:
-    path = Path(os.environ.get("DLPC_CACHE_DIR") or Path.home() / ".cache" / "dlpc")
+    path = Path(settings.get("DLPC_CACHE_DIR"))
     path.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -114,7 +115,7 @@ def extra_flags() -> list[str]:
     the cache key: e.g. `-fsanitize=address,undefined -fno-sanitize-recover=undefined`
     for a sanitizer build (test/python/test_untrusted_input.py runs one; loading it needs
     the sanitizer runtime preloaded, `LD_PRELOAD=$(cc -print-file-name=libasan.so)`)."""
-    return shlex.split(os.environ.get("DLPC_CFLAGS", ""))
+    return shlex.split(settings.get("DLPC_CFLAGS"))
 
 
 def flags(cmd: list[str]) -> list[str]:

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from dlpc import settings
 from dlpc.backends.runtime.callconv import ModuleFunction
 from dlpc.diagnostics import DlpcError, install_hint
 
@@ -88,7 +89,10 @@ def _pocl_cache() -> None:
     xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     if _writable(Path(xdg) / "pocl"):
         return
-    for candidate in (os.environ.get("DLPC_CACHE_DIR"), tempfile.gettempdir()):
+    for candidate in (
+        settings.get("DLPC_CACHE_DIR") if settings.is_set("DLPC_CACHE_DIR") else None,
+        tempfile.gettempdir(),
+    ):
         if candidate:
             path = Path(candidate) / f"pocl-{os.getuid()}"
             if _writable(path):
@@ -200,7 +204,7 @@ def _choose_platform(found: list):
     """The first of `found` (`platforms()`) whose name contains `$DLPC_OPENCL_PLATFORM`
     (any, unset) and that builds a program (`_builds`); a one-line error when none
     does."""
-    want = os.environ.get("DLPC_OPENCL_PLATFORM", "")
+    want = settings.get("DLPC_OPENCL_PLATFORM")
     named = [p for p in found if want.lower() in p.name.lower()]
     if not named:
         names = ", ".join(repr(p.name) for p in found) or "none"
@@ -261,7 +265,7 @@ def _serial_subdevices(found: list) -> list:
         return []
     if any(_is_pocl(d.platform) for d in cpus):
         return []  # (PoCL: its basic driver is the serial device; a user's POCL_DEVICES stands)
-    if os.environ.get("DLPC_OPENCL_SUBDEVICES") == "0":
+    if settings.get("DLPC_OPENCL_SUBDEVICES") == "0":
         return []
     cl = _cl()
     parent = max(cpus, key=lambda d: d.max_compute_units)
@@ -330,7 +334,7 @@ def team_devices() -> list | None:
     0.088 / 0.071, mobilenet 0.057 / 0.064 -> 0.056 / 0.038, mlp at batch 32 0.096 /
     0.105 -> 0.104 / 0.063. `DLPC_OPENCL_TEAM=1` takes any sub-devices (the team
     protocol's tests run on them)."""
-    setting = os.environ.get("DLPC_OPENCL_TEAM")
+    setting = settings.get("DLPC_OPENCL_TEAM")
     if setting == "0":
         return None
     serial = [d for d in serial_devices() if setting == "1" or not _subdevice(d) or _queue_flags(d)]
@@ -980,7 +984,7 @@ class OpenCLFunction(ModuleFunction):
             fine = bool(device.svm_capabilities & cl.device_svm_capabilities.FINE_GRAIN_BUFFER)
         except (cl.Error, AttributeError):  # OpenCL 1.x: no SVM
             fine = False
-        if not fine or os.environ.get("DLPC_OPENCL_SVM") == "0":
+        if not fine or settings.get("DLPC_OPENCL_SVM") == "0":
             return {}
         args = self.fn.body.block.args
         copies = [o for o in module.walk() if isinstance(o, memref.CopyOp)]

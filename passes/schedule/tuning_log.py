@@ -42,6 +42,7 @@ from pathlib import Path
 
 from xdsl.ir import Operation, SSAValue
 
+from dlpc import settings
 from dlpc.diagnostics import DlpcError
 from dlpc.dialects.loop import KernelOp
 
@@ -67,7 +68,7 @@ def machine_fingerprint() -> str:
     `DLPC_TUNING_MACHINE`, when set and not empty, replaces it: for tests, and for a user
     who knows two machines are alike (records of one then apply on the other). It is
     read at every call; what is read from the system is cached per process."""
-    override = os.environ.get("DLPC_TUNING_MACHINE", "").strip()
+    override = settings.get("DLPC_TUNING_MACHINE")
     return override or cpu_fingerprint()
 
 
