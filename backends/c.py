@@ -299,9 +299,9 @@ static inline double dlpc_now(void)
 # team's size (omp_get_max_threads: OMP_NUM_THREADS, omp_set_num_threads) and, inside an
 # active parallel region (a parallel loop nested in another, or dlpc_main called from the
 # user's own region), whether libgomp would start a nested team at all. Each parallel loop
-# asks it (a few ns) and otherwise runs a serial copy of itself: entering a one-thread
-# parallel region costs ~0.5 us per loop, an `if(...)` clause as much (GCC still calls
-# GOMP_parallel); without OpenMP every loop is the serial copy
+# asks it (a few ns) and otherwise runs a serial copy of itself, cheaper than a one-thread
+# parallel region or an `if(...)` clause (docs/design/c-backend.md#team-helper); without
+# OpenMP every loop is the serial copy
 TEAM_HELPER = """
 #ifdef _OPENMP
 #include <omp.h>
@@ -376,10 +376,9 @@ SIMD_COMBINE = {
 # every kernel function is compiled out of line, in the plain build and in the profiling
 # build alike: a kernel called once from dlpc_main is otherwise inlined into it, and in
 # the DLPC_PROFILE build (timer calls between kernels) GCC then compiled the inlined
-# resnet convs up to 3x worse (conv2d_add_relu_2 ~135 us against 44 us out of line), so
-# `dlpc-run --profile` timed different code from the plain call; out of line, each kernel
-# is the same code in both builds, and the plain call is no slower (a kernel runs for
-# microseconds; a call costs nanoseconds)
+# kernels differently, so `dlpc-run --profile` would time other code than the plain call;
+# out of line, each kernel is the same code in both builds
+# (docs/design/c-backend.md#noinline)
 KERNEL_ATTRIBUTES = "__attribute__((noinline))"
 # a kernel function of a build in several units: shared between them, not exported
 HIDDEN = '__attribute__((visibility("hidden")))'

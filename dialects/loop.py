@@ -502,8 +502,8 @@ def verify_ir(root: Operation) -> None:
     """`root.verify()`, cheaper on loop IR: the same checks on every op, except that the
     own verifier of the ops above (arith, math, loads and stores: 85 % of resnet's loop
     IR, 2495 of its 6129 ops constants) runs once per distinct (class, operand types,
-    result types, properties, attributes) instead of once per op. xDSL's verifier costs
-    ~20 us an op whatever the op; resnet's loop module took 145 ms a verify, 60 with this.
+    result types, properties, attributes) instead of once per op: less than half the
+    time on resnet (docs/design/lowering.md#verify-ir).
     A failing op raises what `root.verify()` raises (a first sighting always runs the
     verifier in full, and only ops that passed are remembered)."""
     _verify_op(root, set())

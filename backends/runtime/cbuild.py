@@ -242,7 +242,7 @@ def keep_off_workers() -> None:
     """If the calling thread runs on a CPU one of libgomp's bound workers owns, move it to
     one of its other CPUs (its CPU set unchanged): a caller that slept (in clFinish, I/O,
     a lock) may be woken onto the worker's CPU, and there each parallel loop waits out a
-    whole spin (`_load`). One `sched_getcpu`, ~0.2 us, per call."""
+    whole spin (`_load`). One `sched_getcpu` per call."""
     if worker_cpus and _getcpu() in worker_cpus:
         own = os.sched_getaffinity(0)
         if own - worker_cpus:
@@ -257,11 +257,9 @@ def _gomp_loaded() -> bool:
 
 def _load(path: Path) -> ctypes.CDLL:
     # Idle OpenMP threads spin briefly, then sleep (unless the user chose a policy):
-    # PASSIVE (sleep at once) cost every parallel loop the wake-up of its thread, 2-4x on
-    # 2 threads for small models (mlp batch 4: 0.114 ms against 0.021 ms), and spinning
-    # without bound (ACTIVE) slows everything else on a shared machine. libgomp's own
-    # default spins 300000 iterations; 10000 was as fast on the examples. libgomp reads
-    # this once, when it is first loaded.
+    # sleeping at once costs every parallel loop a wake-up, spinning without bound slows
+    # everything else on a shared machine (docs/design/c-backend.md#spin-count). libgomp
+    # reads this once, when it is first loaded.
     global worker_cpus, _getcpu
     if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
         os.environ["GOMP_SPINCOUNT"] = SPIN_COUNT
@@ -275,8 +273,7 @@ def _load(path: Path) -> ctypes.CDLL:
     # team has more threads than CPUs). Unbound, Linux starts libgomp's worker on the
     # calling thread's CPU and, with the short spin above, often leaves it there: then a
     # thread spinning at a barrier holds the only CPU its partner may run on, and every
-    # parallel loop costs a whole spin (~0.5 ms here): resnet at 2 threads took 1.7 ms
-    # a call instead of 0.14 in most fresh processes, the C and --profile's build alike.
+    # parallel loop costs a whole spin (docs/design/c-backend.md#worker-binding).
     # libgomp binds its threads when it loads with OMP_PROC_BIND set (the calling thread
     # to the first CPU, worker k to the k-th); the variable is removed again and the
     # calling thread's own CPU set restored at once, so the caller and every thread it
@@ -296,10 +293,9 @@ def _load(path: Path) -> ctypes.CDLL:
     return handle
 
 
-# Source bytes from which a library is compiled as several units in parallel: resnet's
-# generated C (465 KB, three fused Winograd kernels of ~2,250 lines) took 3.07 s as one
-# unit, 1.82 s as two kernel units compiled at once (same minute, 2 cores); a small
-# model's one unit is faster than starting several compilers.
+# Source bytes from which a library is compiled as several units in parallel; a small
+# model's one unit is faster than starting several compilers
+# (docs/design/c-backend.md#parallel-source-bytes).
 PARALLEL_SOURCE_BYTES = 200_000
 
 
@@ -475,8 +471,8 @@ _BYTE = ctypes.c_char
 
 def address(a: np.ndarray) -> int:
     """The data pointer of a C-contiguous array. Through the buffer protocol: a third of
-    the time of `a.ctypes.data` (about 0.4 against 1.4 us, twice or more per call of a
-    model); a read-only or empty array takes `a.ctypes.data`."""
+    the time of `a.ctypes.data` (docs/design/c-backend.md#address); a read-only or empty
+    array takes `a.ctypes.data`."""
     try:
         return ctypes.addressof(_BYTE.from_buffer(a))  # pyright: ignore[reportArgumentType]
     except (TypeError, ValueError):

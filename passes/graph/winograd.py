@@ -23,7 +23,7 @@ becomes
     %y = graph.winograd_output_transform %m2, %b {output = [32, 32]} : ... -> 1x16x32x32
 
 The tiles of each image are their own gemm ([16, N, C, tiles] rather than all images'
-tiles in one: at batch 8, 32 -> 32 on 32x32, 1621 against 2413 us).
+tiles in one, whose operand leaves the cache: docs/design/graph-passes.md#winograd-per-image-gemm).
 
 A 2x2 output tile costs 16 multiply-adds per (input, output) channel pair instead of 36:
 2.25x fewer, against three passes over memory (V, M, and the transforms' adds).
@@ -41,8 +41,8 @@ conv's register-tiled template runs at ~90 % of one core's FMA peak): 64 channel
 more on both sides and an output of at least 256 tiles (32x32), as three kernels; or 32
 or 16 channels on both sides and an even output, which the default schedule fuses into
 one kernel per row of tiles (passes/schedule/winograd.py): resnet's 32 -> 32 on 16x16 and
-its 16 -> 16 on 32x32, at any batch, on 1 and 2 threads. The constants below carry the
-figures.
+its 16 -> 16 on 32x32, at any batch, on 1 and 2 threads. The figures behind the
+constants below: docs/design/graph-passes.md and docs/graph-passes.md#graph-winogradwherepays.
 """
 
 from __future__ import annotations
@@ -61,20 +61,16 @@ from dlpc.passes.graph import _util as u
 WHERE = ("pays", "all", "none")
 TARGETS = ("c", "opencl")  # whose cost rule `pays` applies (the pipeline says which)
 
-# The cost rule (`pays`), measured through dlpc.compile(...).time() and per-kernel
-# profiles, interleaved, medians (figures in docs/graph-passes.md). The direct conv runs
-# near the FMA peak and scales ~1.8x on 2 threads; the Winograd kernels (a batched
-# matmul with K = input channels, memory-bound transforms) scale less, so the rule is
-# what wins on 1 AND 2 threads:
+# The cost rule (`pays`) for three kernels: the direct conv runs near the FMA peak and
+# scales ~1.8x on 2 threads; the Winograd kernels (a batched matmul with K = input
+# channels, memory-bound transforms) scale less, so the rule is what wins on 1 AND 2
+# threads:
 MIN_CHANNELS = 64
-"""Input and output channels: 64 -> 64 on 32x32 at batch 1, 381 vs 778 us on 1 thread,
-238 vs 351 us on 2; at batch 8, 4.8 vs 6.8 ms on 1 thread, even on 2. 32 -> 32 on
-32x32 wins on 1 thread (118 vs 192 us) but loses on 2 (117 vs 98 us); resnet's 16- and
-32-channel convs win on 1 thread at batch 1 (39.6, 41.2, 33.7 vs 42.3, 43.1, 43.7 us) but
-lose on 2 threads (105 vs 32 us) and at batch 32 (2568 vs 1396 us)."""
+"""Input and output channels at least (32 wins on 1 thread only:
+docs/design/graph-passes.md#winograd-min-channels)."""
 MIN_TILES = 256
-"""2x2 output tiles per image (a 32x32 output): 64 -> 64 on 16x16 and 8x8 wins on one
-thread (118 vs 172, 42 vs 66 us) but loses on two (174 vs 96, 70 vs 39 us)."""
+"""2x2 output tiles per image at least, a 32x32 output (smaller maps win on 1 thread
+only: docs/design/graph-passes.md#winograd-min-tiles)."""
 
 
 def eligible(op: Operation) -> bool:
@@ -99,26 +95,13 @@ def eligible(op: Operation) -> bool:
 FUSED_CHANNELS = 32
 """Input and output channels of the convs the fused schedule takes (passes/schedule/
 winograd.py `fused_script`, up to its FUSED_MAX_CHANNELS = 32, an even output: one
-kernel per row of tiles). Per kernel, us, direct vs fused (bench/winograd.py,
-interleaved medians, 2-thread runs at load 1.2-1.5): resnet's 32 -> 32 on 16x16
-(`conv2d_add_relu_4`) batch 1 43.5 vs 31.1 (1 thread), 22.8 vs 17.4 (2); batch 32 1392
-vs 1020 (1), 690 vs 511 (2); 32 -> 32 on 32x32 192 vs 114 (1), 88 vs 65 (2), batch 8
-713 vs 485 (2). With the kernel that computes output tiles whole (FUSED_SMALL_CHANNELS'
-runs): `conv2d_add_relu_4` batch 1 43.5-43.6 vs 26.2-26.6 (1 thread), 22.8-22.9 vs
-15.2-15.6 (2); batch 32 1415-1511 vs 939-1034 (1), 705-743 vs 461-516 (2)."""
+kernel per row of tiles), which beats the direct conv on 1 and 2 threads at any batch
+(docs/design/graph-passes.md#winograd-fused-channels)."""
 
 
 FUSED_SMALL_CHANNELS = 16
-"""16 -> 16 convs with an even output, fused at any batch. resnet's two 16 -> 16 convs on
-32x32, direct vs fused, us (bench/winograd.py --models resnet, the fused kernel that
-computes output tiles whole, stages phase planes per block, peels the gemm's first k and
-unrolls its copy-out; old and new builds alternated, 2 runs of 3 interleaved rounds
-each, load 3-4 from other jobs, ranges of the clean runs): 1 thread batch 1 42.3-42.4 vs
-26.4-26.7, 42.3-42.7 vs 27.6-27.8; batch 32 1467-1554 vs 980-992, 1514-1567 vs
-1169-1195; 2 threads batch 1 22.4-22.5 vs 16.4-16.6, 22.8-23.9 vs 16.9-17.1; batch 4
-89.3-89.9 vs 56.5, 89.1-89.5 vs 58.2; batch 32 723-766 vs 497-506, 738-789 vs 525-536.
-(The kernel before, taken only from batch 2 on: 2 threads batch 1 22.4 vs 23.8, 24.6
-vs 26.2; batch 2 46.1 vs 42.7, 45.2 vs 44.4; batch 4 88.9 vs 80.8, 89.0 vs 84.6.)"""
+"""16 -> 16 convs with an even output, fused at any batch (the fused kernel wins on 1
+and 2 threads: docs/design/graph-passes.md#winograd-fused-small-channels)."""
 
 
 def pays(op: g.Conv2DOp, target: str = "c") -> bool:
@@ -148,12 +131,9 @@ def pays_opencl(op: g.Conv2DOp) -> bool:
     an even output height, output tile columns a multiple of 8 (a float8 of tiles), output
     channels a multiple of 8, V and M of a row of tiles within OPENCL_FUSED_MAX_FLOATS, and
     an epilogue it writes (relu, or a residual add and then relu, each the only user of
-    the value before it). Measured on PoCL basic (one core, profiling events, batch 1,
-    us, direct conv vs fused; `dlpc-run --target opencl --profile`): resnet's stem 3 -> 16
-    on 32x32 12.2 vs 8.5, 16 -> 16 on 32x32 61.5 vs 28.1 and 62.2 vs 28.8 (+ residual),
-    32 -> 32 on 16x16 67.3 vs 26.1; at batch 3 and 32 per image the same (docs/opencl.md).
-    Any other eligible conv keeps the direct conv: as te-to-loop's three kernels the chain
-    is slower than it on OpenCL (resnet at batch 1: 543 us of kernels against 259)."""
+    the value before it): there the fused kernel wins. Any other eligible conv keeps the
+    direct conv: as te-to-loop's three kernels the chain is slower than it on OpenCL
+    (docs/design/graph-passes.md#winograd-opencl)."""
     o, c = g.shape_of(op.operands[1])[:2]
     oh, ow = g.shape_of(op.results[0])[2:]
     if tuple(op.pads()) != (1, 1, 1, 1) or oh % 2 or ow % 16 or o % 8:

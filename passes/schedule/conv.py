@@ -119,9 +119,8 @@ def conv_tile_script(kernel: KernelOp, nest: Nest, threads: int = 2, lanes: int 
     pieces = W // lanes + bin(W % lanes).count("1")  # GCC: a 28-wide row is 16 + 8 + 4
     if wt == W and pieces >= 3 and nest.trips[h] > 1:
         # a ragged row: several rows per tile, so each broadcast weight feeds more FMAs
-        # and the tile's fixed costs (zeroing, copy-out) spread over more rows (LeNet's
-        # conv1 at batch 32, 1 row x 6 channels: 306 us, 4 x 2: 222 us, 7 x 1: ~5% less
-        # again on the whole model; measured on that row only, hence only 3+ pieces)
+        # and the tile's fixed costs (zeroing, copy-out) spread over more rows; measured
+        # on such rows only, hence only 3+ pieces (docs/design/schedules.md#conv-ragged-rows)
         rows = max(1, min(CONV_RAGGED_ROWS, CONV_TILE_VECTORS // pieces))
         rb = largest_divisor(nest.trips[h], rows)
         nv = pieces * rb
@@ -158,14 +157,8 @@ def conv_tile_script(kernel: KernelOp, nest: Nest, threads: int = 2, lanes: int 
     #   staged at once and (image, row) fused: the better balance)
     # - one image, staged (phase planes of a strided conv, or a stride-1 padded copy): per
     #   block of rows, one block per thread (the blocks' copies overlap by the kernel's
-    #   extra rows, the halo). Staged once before the parallel rows, half of a stride-1
-    #   copy came from the other core's cache (it wrote those rows in the previous
-    #   kernel) and the other thread waited for the copy: resnet's 3x3 convs ran 1.3-1.6x
-    #   faster on 2 threads than on 1; per block, 1.8-1.9x. (A block <= 64 KiB is a stack
-    #   array inside the parallel loop: a standalone test once saw GCC spill the tile's
-    #   input vectors with it, 60.7 against 44.5 us; in the kernels as emitted now, out of
-    #   line with the array behind a `restrict` pointer, the assembly keeps resnet's
-    #   8 x 2-vector tile in registers and the inner loop has no stack access)
+    #   extra rows, the halo): each thread copies rows from its own cache and none waits
+    #   for the other's copy (docs/design/schedules.md#conv-staging-per-block)
     per_image = pays and N > 1 and N % threads == 0 and staged >= CONV_STAGE_SPLIT_BYTES
     blocked_copy = phased or not (strided or direct)  # a copy made from rows of the input
     chunked = pays and blocked_copy and N == 1 and nrows % threads == 0 and nrows >= 2 * threads
@@ -343,8 +336,7 @@ def nhwc_conv_tile_script(kernel: KernelOp, nest: Nest, threads: int = 2, lanes:
 def pool_script(kernel: KernelOp, nest: Nest) -> str:
     """A small pooling window (max/avg over at most 2x2): te-to-loop's nest with the
     window loops unrolled, so the output loop is innermost for GCC and the window is
-    straight-line code. LeNet's 2x2 pools, 1 thread, in-process interleaved: the model
-    ~5% faster at batch 1, 4 and 32 than with im2col rows (measured on 2x2 only)."""
+    straight-line code (faster than im2col rows on 2x2: docs/design/schedules.md#pool-script)."""
     K = kernel.sym
     if len(nest.spatial) != 4 or len(nest.reduce) != 2:
         raise ScheduleError(f"kernel '{K}' is not pooling-shaped")

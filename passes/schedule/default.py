@@ -98,19 +98,12 @@ from dlpc.passes.schedule.tensorize import LANES, MAX_DOT, MAX_MR, MAX_NR, PIPE_
 from dlpc.passes.schedule.winograd import fused_into, winograd_scripts
 
 # Kernels of fewer iterations (multiply-adds for a matmul) stay serial: waking the second
-# OpenMP thread (idle threads sleep after a short spin, backends/runtime/cbuild.py) costs
-# several microseconds. Measured on 2 threads, quiet machine, min of 5 medians of 100
-# calls, 16K -> 256K: mlp batch 1 0.025 -> 0.019 ms, batch 32 0.175 -> 0.106; resnet
-# batch 1 0.218 -> 0.140; transformer batch 1 0.027 -> 0.021; others even. 1M made
-# mlp batch 4 (800K multiply-adds, weight-streaming) 0.022 -> 0.030.
+# OpenMP thread costs more than their work (see docs/design/schedules.md#serial-work).
 SERIAL_WORK = 1 << 18
 # ... unless they stream: at most STREAM_RATIO iterations per element read (a linear
 # layer at batch 1-4 reads each weight once or a few times) and at least
-# STREAM_SERIAL_WORK iterations. Two threads then read the weights through two cores'
-# L2 caches and bandwidth: mlp batch 1 (784 -> 256, 200K weights; 256 -> 256), 2
-# threads, in-process interleaved: 17.4 -> 14.0 us; transformer (16 rows per weight),
-# lenet, resnet, mobilenet, mlp batch 4/32 even. (A plain 2^17 threshold made
-# transformer batch 1 slower: 16.6 -> 24 us.)
+# STREAM_SERIAL_WORK iterations: two threads then read the weights through two cores'
+# L2 caches and bandwidth (docs/design/schedules.md#stream-serial-work).
 STREAM_SERIAL_WORK = 1 << 15
 STREAM_RATIO = 4
 
@@ -325,11 +318,9 @@ def _gemm_tile(m: int, n: int) -> tuple[int, int]:
 
 
 def gemm_default_params(m: int, n: int, k: int) -> GemmParams:
-    """Blocks: kc and nc up to 512, mc up to 128 (matmul 1024 on 1 thread: 64/256/256
-    gave 76 GFLOP/s, 128/512/512 97, OpenBLAS 94-98: with nc = 256 the A blocks are
-    packed twice as often), or up to 256 while the A block stays within A_BLOCK_BYTES
-    (matmul 256: one A block instead of two, in-process, median: 1 thread 328 -> 301
-    us, 2 threads 192 -> 153; 512 and 1024 keep 128 x 512)."""
+    """Blocks: kc and nc up to 512 (a smaller nc packs the A blocks more often), mc up to
+    128, or up to 256 while the A block stays within A_BLOCK_BYTES (one A block instead of
+    two); see docs/design/schedules.md#gemm-blocks."""
     mr, nr = _gemm_tile(m, n)
     kc = largest_divisor(k, 512)
     if kc < 64 or (m <= mr and k <= 2048):
@@ -338,9 +329,8 @@ def gemm_default_params(m: int, n: int, k: int) -> GemmParams:
         kc = k
     if nr < 8 and n > MAX_NR:
         # no divisor of N makes a tile half a vector wide (N prime above 128): tiles of
-        # 8 x 16 and remainder tiles in both directions (8 x 32 was slower: 128x131x128
-        # 52.2 -> 50.1 us, 128x257x128 89.0 -> 85.0, 64x131x200 40.6 -> 39.3 on 1
-        # thread; 2 threads 57.8 -> 45.8 and 77.5 -> 76.6; in-process, median of calls)
+        # 8 x 16 and remainder tiles in both directions (8 x 32 was slower:
+        # docs/design/schedules.md#gemm-prime-n)
         return GemmParams(m, n, kc, 8, 16, False, True, True, True)
     if mr < 4 and m > 8:
         # no divisor of M makes a tile of 4 rows or more (M = 37, 101, 2 * 37 ..): tiles
@@ -383,12 +373,11 @@ def gemm_script(
     blocked = [f"{j}c", f"{k}c", f"{i}c", f"{j}r", f"{i}r", f"{i}i", f"{j}j", k1]
     if not ksplit:
         blocked.remove(f"{k}c")
-    # a tile of 2-4 rows and whole vectors carries B's row in registers (`gemm_pipe`:
-    # mlp 784 -> 256 at batch 4 17.0 -> 13.8 us, matmul 20x256x256 47.7 -> 23.7); its
-    # operands are packed first, the reduction loop already outside the tile's rows and
-    # columns (the pipelined nest reads them in more than one pattern, which pack does
-    # not take). One row gains nothing (each B vector feeds one FMA either way: matmul
-    # 1x256x256 2.7 -> 3.3 us), nor a 4 x 60 tile (lenet batch 32 400 -> 120: 58 -> 78)
+    # a tile of 2-4 rows and whole vectors carries B's row in registers (`gemm_pipe`);
+    # its operands are packed first, the reduction loop already outside the tile's rows
+    # and columns (the pipelined nest reads them in more than one pattern, which pack does
+    # not take). One row gains nothing (each B vector feeds one FMA either way), nor a
+    # 4 x 60 tile (docs/design/schedules.md#gemm-pipe)
     pipe = 2 <= p.mr <= PIPE_ROWS and p.nr > LANES and p.nr % LANES == 0
     pipe = pipe and min(p.kc, nest.trips[k]) >= 2
     if pipe:
@@ -575,30 +564,28 @@ def gemm_plans(kernel: KernelOp, nest: Nest) -> list[GemmParams | DotParams]:
     weight = _is_weight(kernel, b)
     dot = (rows <= DOT_ROWS or n < LANES) and k >= LANES and b_contiguous_in_k(kernel, nest, b)
     # a weight's panels are packed once (see below), so the packed gemm wins from 2 rows
-    # on (its 2-4-row tiles carry B's row in registers, `gemm_pipe`: mlp at batch 2 and 3
-    # on 1 thread 20.1-22.2 -> 17.5-18.1 and 27.8-30.5 -> 20.2-20.3 us a call against the
-    # dot kernel; one row stays the dot kernel), unless N is no multiple of 16 (a 10-wide
-    # tile row vectorizes as 8 + 2 with shuffles: mlp's 256 -> 10 layer at batch 4 1.33 us
-    # against the dot kernel's 0.41, at batch 32 6.1 against 3.1; so the dot kernel also
-    # takes any rows when N < 16)
+    # on (its 2-4-row tiles carry B's row in registers, `gemm_pipe`; one row stays the dot
+    # kernel), unless N is no multiple of 16 (a 10-wide tile row vectorizes as 8 + 2 with
+    # shuffles; so the dot kernel also takes any rows when N < 16);
+    # docs/design/schedules.md#dot-or-gemm
     dot_first = dot and (not weight or rows < 2 or n % LANES != 0)
     if dot_first:
         out.append(DotParams(*dot_tile(m, n)))
     p = gemm_default_params(m, n, k)
     if weight:
         # B's panels are packed once, when the weights are bound (loop-prepack-weights
-        # hoists the pack), so the packed gemm beats the unpacked dot kernel (mlp batch 4,
-        # 784 -> 256: 21 us against 30); A is read in place when it is one row block
+        # hoists the pack), so the packed gemm beats the unpacked dot kernel; A is read in
+        # place when it is one row block
         p = replace(p, pack_a=m > p.mr and not p.rows_tail, pack_b=True)
         if rows * k * 4 <= A_IN_PLACE_BYTES and not p.rows_tail:
             # all of A stays in L2 for the whole call: one k block (the tile's init and
             # epilogue then fold into it, see gemm_script) and A read in place (no serial
             # pack), unless the tile's rows end in a part-vector: then the packed A was
-            # faster (lenet batch 32, 400 -> 120, 4 x 60 tiles: 64 us unpacked, 59 packed)
+            # faster (docs/design/schedules.md#a-in-place)
             p = replace(p, kc=k, pack_a=p.pack_a and p.nr % LANES != 0)
     elif m < 4 or (m <= p.mc and k <= p.kc and _b_contiguous_in_j(kernel, nest, b)):
-        # B rows contiguous along j already and a single block of A: packing does not
-        # pay off (attention's P x V per head, 32x4 heads of 16x16x16: 48 -> 22 us)
+        # B rows contiguous along j already and a single block of A: packing costs more
+        # than it saves (docs/design/schedules.md#no-pack)
         p = replace(p, pack_a=False, pack_b=False)
     out.append(p)
     if dot and not dot_first:
@@ -617,7 +604,7 @@ def gemm_scripts(kernel: KernelOp, nest: Nest) -> list[str]:
 
 
 # A of at most this many bytes (a quarter of a core's L2) is read in place by the
-# weight gemm, in one k block: mlp batch 32, 784 -> 256, 1 thread: 167 -> 157 us
+# weight gemm, in one k block (docs/design/schedules.md#a-in-place)
 A_IN_PLACE_BYTES = 256 * 1024
 
 
@@ -716,10 +703,11 @@ def try_script(module: ModuleOp, script: str) -> bool:
 
 def _adopt_kernel(module: ModuleOp, scratch: ModuleOp, script: str) -> None:
     """Put the scheduled kernel of `scratch` in place of the module's kernel of that
-    name (applying the script a second time, to the module, was 90 ms of resnet's
-    compile). A script that left the scratch module with more than its one kernel is
-    applied to the module instead. The replaced kernel is erased (its uses of the
-    module's buffers dropped); its name stays readable for callers holding it."""
+    name (cheaper than applying the script a second time, to the module:
+    docs/design/schedules.md#adopt-kernel). A script that left the scratch module with
+    more than its one kernel is applied to the module instead. The replaced kernel is
+    erased (its uses of the module's buffers dropped); its name stays readable for callers
+    holding it."""
     ops = list(scratch.body.block.ops)
     if len(ops) == 1 and isinstance(ops[0], KernelOp):
         new = ops[0]

@@ -23,17 +23,15 @@ from dlpc.passes.schedule.nest import (
 
 # Vector pieces of one depthwise tile (rows x the pieces GCC splits a row into: 28 is
 # 16 + 8 + 4). Few: the unrolled window loads every input vector once per tap (GCC does
-# not reuse a load across the rows of a tile), so more rows only add register pressure.
-# 1 thread, in-process, min of 5 medians (vs 16): 32x32 rows (rb 2) 0.96x, 28x28 (2)
-# 0.84-0.95x, 56x56 (1) 0.82-0.87x; 24 made 14x14 1.8x slower.
+# not reuse a load across the rows of a tile), so more rows only add register pressure
+# (docs/design/schedules.md#depthwise-tile-vectors).
 DEPTHWISE_TILE_VECTORS = 6
 # Output rows per tile at most (a narrow row: the whole window is unrolled per row).
 DEPTHWISE_ROWS = 8
 # Multiply-adds above which a depthwise conv runs on two threads. A depthwise MAC costs
 # more time than a dense conv's (9 FMAs per output, the padded copy and the epilogue per
-# output), so the threshold is far below CONV_PARALLEL_MACS. 2 threads, in-process, min
-# of 5 medians, 2^16 against 2^18: 32ch 14x14 batch 4 (225K MACs) 18.3 -> 11.9 us, 8ch
-# 56x56 batch 1 13.8 -> 10.3 (1 thread: 1.00x and 1.06x); 2^15 gained nothing more.
+# output), so the threshold is far below CONV_PARALLEL_MACS
+# (docs/design/schedules.md#depthwise-parallel-macs).
 DEPTHWISE_PARALLEL_MACS = 1 << 16
 
 

@@ -89,21 +89,17 @@ def buffer_token(kernel: KernelOp, value) -> str:
 CONV_TILE_VECTORS = 24
 # Bytes of the whole-image im2col buffer above which the tiled conv is not used.
 CONV_PACK_BYTES = 8 << 20
-# Multiply-adds below which a conv stays on one thread. With the runtime's spinning
-# workers (GOMP_SPINCOUNT 10000) a fork/join costs ~1-2 us, a 256K-MAC conv ~5 us at
-# 100 GFLOP/s. 2 threads, batch 1, min of 5 x 100 calls, 2^21 -> 2^18: resnet 126.5 ->
-# 120.9 us (its 3x3 stride-2 conv 28 -> 20.5 us, the stem 10.6 -> 7.1), LeNet at batch 4
-# 57 -> 45 us; LeNet and mobilenet at batch 1 even (2^17: no better). (2^21 was set for
-# sleeping workers, a ~10 us wake-up per parallel loop.)
+# Multiply-adds below which a conv stays on one thread: with the runtime's spinning
+# workers a fork/join costs about a fifth of a 256K-MAC conv
+# (docs/design/schedules.md#conv-parallel-macs).
 CONV_PARALLEL_MACS = 1 << 18
 # Bytes of one image's staged input from which a batch stages it per image inside the
 # parallel image loop (each thread its own images) instead of every image at once before
-# the fused (image, row) loop. resnet, 2 threads, interleaved: batch 4 458 -> 406 us,
-# batch 32 3176 -> 2854 us; its stem (a 14 KB copy) was slower that way (24 -> 28 us at
-# batch 4), so it stays below.
+# the fused (image, row) loop; resnet's stem (a 14 KB copy) was slower that way, so it
+# stays below (docs/design/schedules.md#conv-stage-split).
 CONV_STAGE_SPLIT_BYTES = 32 << 10
-# Output rows per tile at most, for a ragged row (LeNet, batch 4 and 32, 1 thread,
-# interleaved: 8 (7 rows x 1 channel) ran the model ~5% faster than 4 (4 x 2)).
+# Output rows per tile at most, for a ragged row (8 beat 4 on LeNet:
+# docs/design/schedules.md#conv-ragged-rows).
 CONV_RAGGED_ROWS = 8
 
 

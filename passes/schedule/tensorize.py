@@ -208,11 +208,9 @@ def _rename_tail(top: ForOp, kern, suffix: str = "tail") -> None:
 
 
 # Up to this many rows a tile's B row is carried in registers (`gemm_pipe`, used by the
-# gemm template): GCC (12, -march=native on Zen 4) keeps a B vector that feeds 5 or more
-# FMAs in a register, but folds one feeding 4 or fewer into each FMA as a memory operand,
-# so a 4 x 64 tile issued 16 vector loads + 4 broadcasts per 16 FMAs and ran at the load
-# ports' pace (mlp 784 -> 256 at batch 4: 94 GFLOP/s); carried from one k to the next it
-# is 4 loads + 4 broadcasts (17.0 -> 13.9 us, 117 GFLOP/s, the FMA peak)
+# gemm template): GCC folds a B vector that feeds 4 or fewer FMAs into each FMA as a
+# memory operand, so such a tile runs at the load ports' pace instead of the FMA peak
+# (docs/design/schedules.md#gemm-pipe)
 PIPE_ROWS = 4
 
 

@@ -10,19 +10,16 @@ Input/Output: loop dialect.  Requires: te-to-loop's nest of a kernel whose `orig
   of one (n, c) staged once as two phase planes (`cache_read ... deinterleave`: padding
   filled, even and odd columns apart, so the tile loop reads with unit stride), the
   point loop unrolled (its selects fold: 4 loads and 3 adds per element), the tiles
-  vectorized; one image's channels or the images parallel. resnet 16 -> 16 on 32x32:
-  236 us (guarded stride-2 reads as masked gathers) -> 10.6 us, 32 -> 32 on 16x16 4.7 us,
-  1 thread (the point loop outside the tile rows: each point's stores stream through one
-  plane of V; inside them, 16 stores 16 KiB apart per row: 11.6 and 11.2 us);
+  vectorized; one image's channels or the images parallel; the point loop outside the
+  tile rows, so each point's stores stream through one plane of V
+  (docs/design/schedules.md#winograd-transforms);
 - output transform, y[n, o, h, w] plus its fused epilogue (9 reads of M per output, the
   row/column in the tile h % 2, w % 2 choosing the coefficients): h and w become (tile,
   in-tile) loops with y / 2, y % 2 folded to them (`tile_by_two`, a rewrite of the nest
   before the script: GCC gathers M for `(2 t + r) / 2`), the in-tile loops unrolled
   outside the vectorized tile column (M read with unit stride), a residual staged per
-  tile row as phase planes; channels parallel. resnet: 58 -> 4.2 us (relu), 51 -> 5.9 us
-  (residual add + relu; staged per output row 11 us, unstaged 15.5 us), 1 thread. An odd
-  height keeps its row loop (64 -> 64 on 33x32: 251 -> 30 us); an odd width keeps
-  te-to-loop's nest;
+  tile row as phase planes; channels parallel. An odd height keeps its row loop; an odd
+  width keeps te-to-loop's nest;
 - fused (the default up to FUSED_MAX_CHANNELS; `loop-default-schedule{winograd_fuse=
   false}` keeps the three kernels): the output
   transform's loop over tile rows computes the whole chain per row (`fused_script`:
@@ -34,13 +31,9 @@ Input/Output: loop dialect.  Requires: te-to-loop's nest of a kernel whose `orig
   `fused_into`); the output transform's in-tile loops inside the tile column, unrolled
   in the IR (`tiles_inside`), the block's input rows staged as phase planes once for
   all channels, the register tile's copy-in/out rows unrolled (and for rows of 16
-  tiles its copy-out vector loop). Per kernel (`bench/winograd.py`, interleaved
-  medians, load 3-4), resnet, fused vs direct: batch 1, 1 thread, 16 -> 16 on 32x32
-  26.4-26.7 / 27.6-27.8 us (residual) vs 42.3-42.7, 32 -> 32 on 16x16 26.2-26.6 vs
-  43.5; 2 threads 16.4-16.6 / 16.9-17.1 / 15.2-15.6 vs 22.4-23.9; batch 32, 1 thread
-  980-992 / 1169-1195 / 939-1034 vs 1415-1567 (before these changes: batch 1, 1 thread
-  35.1 / 37.3 / 33.3, 2 threads 23.6 / 26.5 / 17.7). So graph-winograd's rule takes the
-  16- and 32-channel convs at any batch.
+  tiles its copy-out vector loop). It beats the direct conv on resnet's 16- and
+  32-channel convs at any batch, on 1 and 2 threads, so graph-winograd's rule takes them
+  (docs/design/schedules.md#winograd-fused).
   Blocks are one tile row (8 tiles on 16x16: half vectors; two rows would need `x / 8`
   of a split loop stepping by 8, which `affine(..., delinearize=True)` does not fold).
 """
@@ -156,8 +149,8 @@ def tiles_inside(module, kernel: KernelOp, rows: list[str], wr: str, wt: str) ->
     unrolled there in the IR (`unroll_in_place`): one iteration of `wt` computes a whole
     2x2 tile, so the 16 reads of M are shared by its four outputs and the two columns of
     a tile row are one interleaved store (and residual load) group instead of four
-    vector loops, each with 9 reads of M and a stride-2 scatter. Fused 32 -> 32 on
-    16x16, 1 thread: 31.1 -> 29.0 us (bench harness on the generated kernel)."""
+    vector loops, each with 9 reads of M and a stride-2 scatter
+    (docs/design/schedules.md#winograd-fused)."""
     K = kernel.sym
     reorder(module, K, [rows[0], wt, *rows[1:]])
     unroll_in_place(get_loop(module, K, wr))
@@ -249,11 +242,9 @@ def fused_script(
         lines.append(f"tensorize {K}/{mm}_i2 gemm")
     m = _stored(chain[1])
     if m.name_hint:  # the register tile's copy-in (zeros) and copy-out rows unrolled:
-        # as loops GCC made them memset/memcpy calls, 16->16 on 32x32 34.4 -> 32.4 us;
-        # and, for rows of 16 tiles, the copy-out's vector loop too (`GCC ivdep` instead
-        # of `omp simd`: with it GCC also stored every accumulator to the dead stack
-        # tile; 16->16 on 32x32 29.2 -> 26.5 us, + residual 29.4 -> 26.9; rows of 8
-        # tiles, 32->32 on 16x16, 26.0 -> 26.6, so not there)
+        # as loops GCC made them memset/memcpy calls; and, for rows of 16 tiles, the
+        # copy-out's vector loop too (under `omp simd` GCC also stored every accumulator
+        # to the dead stack tile; rows of 8 gained nothing): docs/design/schedules.md#winograd-fused
         acc, rank = f"{m.name_hint}_b_acc", len(memref_type(m).get_shape())
         lines += [f"unroll {K}/{acc}_in{rank - 2}", f"unroll {K}/{acc}_out{rank - 2}"]
         if nest.trips[nest.spatial[3]] // 2 >= 16:
@@ -322,10 +313,9 @@ def _producer(kernel: KernelOp, buffer: SSAValue) -> KernelOp | None:
 
 
 FUSED_MAX_CHANNELS = 32
-"""Input and output channels up to which the fused schedule is used. 64 -> 64 ran
-slower fused than as three kernels (1 thread, batch 1: 32x32 404 vs 375 us, 16x16 109 vs
-99 us: V, M and the packed U of a block leave L1); 32 -> 32 on 32x32 fused 114 vs 115 us
-(1 thread) and 65 vs 97 us (2 threads), bench/winograd.py."""
+"""Input and output channels up to which the fused schedule is used: with 64, V, M and
+the packed U of a block leave L1 and three kernels are faster
+(docs/design/schedules.md#fused-max-channels)."""
 
 
 def _channels(chain: list[KernelOp]) -> int:
