@@ -60,4 +60,5 @@ DIALECTS = {
     "te": lazy_dialect("dialects.te", "Te"),
     "loop": lazy_dialect("dialects.loop", "Loop"),
     "dlp": lazy_dialect("dialects.dlp", "Dlp"),
+    "comm": lazy_dialect("dialects.comm", "Comm"),
 }
