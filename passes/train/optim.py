@@ -102,6 +102,18 @@ class Schedule:
         return b.op(graph.GatherOp, b.const(table), index, axis=0)
 
 
+def _like(b: Builder, value, dtype):
+    """`value` (a rank-0 f32 or a Python float) in the element type `dtype`."""
+    if isinstance(value, SSAValue) and graph.element_type_of(value) != dtype:
+        return b.cast(value, dtype)
+    return value
+
+
+def _work_type(dtype):
+    """The element type an update of a `dtype` param computes in (f16: f32)."""
+    return graph.f32 if np.dtype(graph.numpy_dtype(dtype)) == np.float16 else dtype
+
+
 Shapes = Mapping[str, tuple[tuple[int, ...], np.dtype]]
 
 
@@ -132,8 +144,9 @@ class Optimizer:
         """The optimizer state before the first update: zeros, and step 0."""
         state: dict[str, np.ndarray] = {STEP: np.zeros((), np.float32)}
         for name, (shape, dtype) in params.items():
+            work = np.float32 if np.dtype(dtype).itemsize < 4 else dtype
             for slot in self.SLOTS:
-                state[self.slot(slot, name)] = np.zeros(shape, dtype)
+                state[self.slot(slot, name)] = np.zeros(shape, work)
         return state
 
     def build(
@@ -151,8 +164,14 @@ class Optimizer:
         new_state: dict[str, SSAValue] = {STEP: b.add(t, 1.0)}
         for name, p in params.items():
             slots = {s: state[self.slot(s, name)] for s in self.SLOTS}
-            new_p, new_slots = self.update(b, p, grads[name], slots, t, lr)
-            new_params[name] = new_p
+            # the step counter and the schedule are f32 and meet an f64 param cast; an f16
+            # param is updated in f32 (its state is f32: torch's f16 Adam divides by an eps
+            # that rounds to 0) and the new value rounded to f16
+            dt = graph.element_type_of(p)
+            work = _work_type(dt)
+            pw, gw = _like(b, p, work), _like(b, grads[name], work)
+            new_p, new_slots = self.update(b, pw, gw, slots, t, _like(b, lr, work))
+            new_params[name] = _like(b, new_p, dt)
             for s, v in new_slots.items():
                 new_state[self.slot(s, name)] = v
         return new_params, new_state
@@ -220,15 +239,18 @@ class Adam(Optimizer):
 
     def update(self, b, p, g, slots, t, lr):
         b1, b2 = self.betas
+        dt = graph.element_type_of(p)
         if self.weight_decay and self.decoupled:
-            p = b.mul(p, b.sub(1.0, b.mul(lr, self.weight_decay)))
+            p = b.mul(p, _like(b, b.sub(1.0, b.mul(lr, self.weight_decay)), dt))
         elif self.weight_decay:
             g = b.add(g, b.mul(p, self.weight_decay))
         m = b.add(b.mul(slots["exp_avg"], b1), b.mul(g, 1.0 - b1))
         v = b.add(b.mul(slots["exp_avg_sq"], b2), b.mul(b.mul(g, g), 1.0 - b2))
-        n = b.add(t, 1.0)
-        step_size = b.div(lr, b.sub(1.0, b.pow(b1, n)))
-        denom = b.add(b.div(b.sqrt(v), b.sqrt(b.sub(1.0, b.pow(b2, n)))), self.eps)
+        n = b.cast(b.add(t, 1.0), graph.f64)
+        # the bias corrections in f64 (torch's Python floats), cast where they meet p
+        step_size = b.div(lr, _like(b, b.sub(1.0, b.pow(b1, n)), dt))
+        correction = _like(b, b.sqrt(b.sub(1.0, b.pow(b2, n))), dt)
+        denom = b.add(b.div(b.sqrt(v), correction), self.eps)
         new_p = b.sub(p, b.mul(b.div(m, denom), step_size))
         return new_p, {"exp_avg": m, "exp_avg_sq": v}
 
