@@ -20,6 +20,7 @@ from xdsl.ir import Operation, SSAValue
 from dlpc.backends.names import Scope, py_comment, py_literal
 from dlpc.diagnostics import DlpcError
 from dlpc.dialects import graph
+from dlpc.reference import comm as comm_ref
 from dlpc.reference import graph as ref
 from dlpc.reference.graph import (
     KERNELS,
@@ -72,6 +73,7 @@ class _Emitter:
         self.namer = Scope()
         self.fused: list[str] = []
         self.constants: list[str] = []
+        self.uses_comm = False
 
     def emit_block(
         self, block_ops, names: dict[SSAValue, str], indent: str, dead=None
@@ -93,6 +95,9 @@ class _Emitter:
                     if isinstance(op, ReturnOp)
                     else f"{indent}return {outs}"
                 )
+                continue
+            if op.name.startswith("comm."):
+                lines.append(indent + self.emit_comm(op, names))
                 continue
             hint = op.results[0].name_hint
             if isinstance(op, graph.ConstantOp):  # a module-level constant, used by name
@@ -117,6 +122,21 @@ class _Emitter:
             else:
                 raise DlpcError(f"error: emit-numpy has no definition of '{op.name}'")
         return lines
+
+    def emit_comm(self, op: Operation, names: dict[SSAValue, str]) -> str:
+        """A comm op: a call of the rank's communicator (`dlpc.runtime.mpi`)."""
+        self.uses_comm = True
+        method = op.name.removeprefix("comm.")
+        args = [names[v] for v in op.operands]
+        if method == "all_reduce":  # one bucket: the operands as one list
+            args = [f"[{', '.join(args)}]"]
+        kw = [f"{k}={py_literal(v)}" for k, v in comm_ref.op_args(op).items()]
+        call = f"COMM.{method}({', '.join(args + kw)})"
+        targets = [self.namer.fresh(r.name_hint) for r in op.results]
+        names.update(zip(op.results, targets))
+        if not targets:
+            return call
+        return f"{', '.join(targets)}{',' if method == 'all_reduce' else ''} = {call}"
 
     def emit_fused(self, op: Operation) -> str:
         fn = self.namer.fresh(_fused_name(op), kind="fused")
@@ -148,6 +168,8 @@ class _Emitter:
             f"INPUTS = {py_literal(tuple(arg_names))}",
             f"PARAMS = {py_literal(tuple(param_names(self.module)))}",
         ]
+        if self.uses_comm:  # the rank's MPI communicator, initialised on import
+            head += ["", "from dlpc.runtime.mpi import world", "", "COMM = world()"]
         parts = ["\n".join(head)]
         parts += [inspect.getsource(fn).rstrip() for fn in self.helpers]
         parts += self.fused

@@ -14,6 +14,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+from xdsl.ir import Operation
+
+from dlpc.dialects import comm, graph, typed
 
 Arrays = Sequence[np.ndarray]
 
@@ -82,3 +85,31 @@ def all_to_all(xs: Arrays, split_dim: int, concat_dim: int) -> list[np.ndarray]:
 def send_recv(x: np.ndarray) -> np.ndarray:
     """What a recv returns: the matching send's input, unchanged."""
     return np.array(x)
+
+
+# ------------------------------------------------------------ an op's arguments
+
+
+def group_args(group: comm.GroupAttr) -> tuple[int, tuple[int, ...], tuple[int, ...], str]:
+    """A `#comm.group` as plain values: (world, ranks, mesh, axis)."""
+    return (group.world_size, group.rank_list, group.mesh_shape, group.axis.data)
+
+
+def op_args(op: Operation) -> dict:
+    """The keyword arguments of a comm op's runtime call (`dlpc.runtime.mpi`), in plain
+    Python values; its tensor operands are passed positionally before them."""
+    assert isinstance(op, comm.CommOp)
+    args: dict = {}
+    for name in ("kind", "root", "dim", "split_dim", "concat_dim", "peer", "tag"):
+        if name in op.properties:
+            value = op.properties[name]
+            args[name] = (
+                str(value.data.value)
+                if isinstance(value, comm.ReduceKindAttr)
+                else typed.int_value(value)
+            )
+    if isinstance(op, comm.RecvOp):
+        args["shape"] = tuple(typed.shape_of(op.output))
+        args["dtype"] = graph.numpy_dtype(typed.element_type(op.output))
+    args["group"] = group_args(op.group)
+    return args

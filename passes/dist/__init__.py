@@ -1,0 +1,2 @@
+"""Partition passes: one training step -> the program of each rank, with explicit comm
+ops (`graph-data-parallel`, ...) and the gradient rules of the comm ops."""
