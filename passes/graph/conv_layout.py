@@ -20,8 +20,8 @@ reuse); -O3 runs it as `where=pays`, which is this pass. So:
     max/avg pool, global avg pool, batch norm of an NHWC result  -> NHWC
     everything else                                              -> unchanged
 
-Conversion is graph-layout's rewrite; transposes are sunk and cancelled by its
-`SinkTranspose`:
+Conversion is graph-layout's rewrite (`_layout_rewrite.py`); transposes are sunk and
+cancelled by its `SinkTranspose`:
 
     %c = graph.conv2d %x, %w            %t = graph.transpose %x {perm = [0, 2, 3, 1]}
     %r = graph.relu %c              ->   %c = graph.conv2d %t, %w {layout = "nhwc"}
@@ -39,15 +39,13 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Block, Operation
+from xdsl.ir import Operation
 from xdsl.passes import ModulePass
-from xdsl.pattern_rewriter import GreedyRewritePatternApplier, PatternRewriteWalker
 
 from dlpc.diagnostics import DlpcError
 from dlpc.dialects import graph as g
 from dlpc.passes.graph import _util as u
-from dlpc.passes.graph.layout import LAYOUT_OPS, TO_NCHW, TO_NHWC, SinkTranspose, with_layout
-from dlpc.passes.graph.simplify import SimplifyReshape, SimplifyTranspose
+from dlpc.passes.graph._layout_rewrite import LAYOUT_OPS, TO_NCHW, convert, sink_transposes
 
 
 def prefers_nhwc(op: Operation, lanes: int) -> bool:
@@ -67,23 +65,6 @@ def _reads_nhwc(op: Operation) -> bool:
         return False
     t = u.producer(op.operands[0])
     return isinstance(t, g.TransposeOp) and t.permutation() == TO_NCHW
-
-
-def convert(block: Block, op: Operation) -> None:
-    """op(x) -> transpose(op_nhwc(transpose(x, to NHWC)), to NCHW)"""
-    t_in = g.TransposeOp.make(op.operands[0], perm=TO_NHWC)
-    new = with_layout(op, "nhwc", [t_in.results[0], *op.operands[1:]])
-    t_out = g.TransposeOp.make(new, perm=TO_NCHW)
-    block.insert_ops_before([t_in, new, t_out], op)
-    op.results[0].replace_all_uses_with(t_out.results[0])
-    block.erase_op(op)
-
-
-def _sink(module: ModuleOp) -> None:
-    PatternRewriteWalker(
-        GreedyRewritePatternApplier([SimplifyTranspose(), SimplifyReshape(), SinkTranspose()]),
-        apply_recursively=True,
-    ).rewrite_module(module)
 
 
 @dataclass(frozen=True)
@@ -108,8 +89,8 @@ class GraphConvLayout(ModulePass):
         if not chosen:
             return
         for block, inner in chosen:
-            convert(block, inner)
-        _sink(op)
+            convert(block, inner, "nhwc")
+        sink_transposes(op)
         # the pools / batch norms reading a converted result follow it into NHWC (one
         # region instead of a transpose back before each), until none is left
         while True:
@@ -117,5 +98,5 @@ class GraphConvLayout(ModulePass):
             if not followers:
                 break
             for block, inner in followers:
-                convert(block, inner)
-            _sink(op)
+                convert(block, inner, "nhwc")
+            sink_transposes(op)

@@ -16,6 +16,7 @@ ops (relu, residual adds, ...) and cancelled where two meet:
 
 Sinking is `op(transpose(a, p), c) -> transpose(op(a, c'), p)` for elementwise ops whose
 other operands are one-element or static (c' = transpose(c, p^-1), folded later): exact.
+The conversion and the sinking are `_layout_rewrite.py`'s, shared with graph-conv-layout.
 
 The weight of conv2d stays OIHW. The numpy reference and graph-to-te must honour the
 attribute; `evaluate_nhwc` below is the reference value of an NHWC op.
@@ -27,34 +28,24 @@ from dataclasses import dataclass
 
 import numpy as np
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, StringAttr
-from xdsl.ir import Block, Operation, SSAValue
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Block, Operation
 from xdsl.passes import ModulePass
-from xdsl.pattern_rewriter import (
-    GreedyRewritePatternApplier,
-    PatternRewriter,
-    PatternRewriteWalker,
-    RewritePattern,
-)
 
 from dlpc.diagnostics import DlpcError
 from dlpc.dialects import graph as g
 from dlpc.passes.graph import _util as u
-from dlpc.passes.graph.fuse import ELEMENTWISE
-from dlpc.passes.graph.simplify import SimplifyReshape, SimplifyTranspose
+from dlpc.passes.graph._layout_rewrite import (
+    LAYOUT_OPS,
+    TO_NCHW,
+    TO_NHWC,
+    convert,
+    sink_transposes,
+    with_layout,
+)
+from dlpc.passes.graph.conv_layout import GraphConvLayout
 
-LAYOUT_OPS = (g.Conv2DOp, g.MaxPool2DOp, g.AvgPool2DOp, g.GlobalAvgPoolOp, g.BatchNormOp)
-TO_NHWC = (0, 2, 3, 1)
-TO_NCHW = (0, 3, 1, 2)
-SINKABLE = tuple(c for c in ELEMENTWISE if c is not g.BatchNormOp)
-
-
-def with_layout(op: Operation, layout: str, operands: list[SSAValue]) -> Operation:
-    """A copy of the layout op `op` with `layout` on `operands` (result type inferred)."""
-    new = u.rebuild(op, operands, layout=StringAttr(layout))
-    if layout == "nchw":  # the default is written by leaving the attribute out
-        del new.attributes["layout"]
-    return new
+__all__ = ["LAYOUT_OPS", "TO_NCHW", "TO_NHWC", "GraphLayout", "evaluate_nhwc", "with_layout"]
 
 
 def evaluate_nhwc(op: Operation, arrays: list[np.ndarray]) -> np.ndarray:
@@ -85,66 +76,6 @@ def _convertible(op: Operation, to: str) -> bool:
     )
 
 
-def _convert(block: Block, op: Operation, to: str) -> None:
-    # op(x) -> transpose(op_to(transpose(x, into)), back)
-    into, back = (TO_NHWC, TO_NCHW) if to == "nhwc" else (TO_NCHW, TO_NHWC)
-    t_in = g.TransposeOp.make(op.operands[0], perm=into)
-    new = with_layout(op, to, [t_in.results[0], *op.operands[1:]])
-    t_out = g.TransposeOp.make(new, perm=back)
-    block.insert_ops_before([t_in, new, t_out], op)
-    op.results[0].replace_all_uses_with(t_out.results[0])
-    block.erase_op(op)
-
-
-def _inverse(perm: tuple[int, ...]) -> tuple[int, ...]:
-    inv = [0] * len(perm)
-    for i, p in enumerate(perm):
-        inv[p] = i
-    return tuple(inv)
-
-
-class SinkTranspose(RewritePattern):
-    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter, /):
-        # op(transpose(a, p), c) -> transpose(op(a, c'), p), c one-element or static
-        if not isinstance(op, SINKABLE) or u.is_static(op.results[0]):
-            return
-        out_shape = g.shape_of(op.results[0])
-        perm = None
-        for v in op.operands:
-            t = u.producer(v)
-            if isinstance(t, g.TransposeOp) and g.shape_of(v) == out_shape:
-                perm = t.permutation()
-                break
-        if perm is None:
-            return
-        new_ops: list[Operation] = []
-        operands: list[SSAValue] = []
-        for v in op.operands:
-            t = u.producer(v)
-            if (
-                isinstance(t, g.TransposeOp)
-                and t.permutation() == perm
-                and g.shape_of(v) == out_shape
-            ):
-                operands.append(t.operands[0])
-            elif u.numel(g.shape_of(v)) == 1 and len(g.shape_of(v)) <= len(out_shape):
-                operands.append(v)
-            elif u.is_static(v) and len(g.shape_of(v)) <= len(out_shape):
-                shape = g.shape_of(v)
-                full = (1,) * (len(out_shape) - len(shape)) + shape
-                r = g.ReshapeOp.make(v, shape=full)
-                tr = g.TransposeOp.make(r, perm=_inverse(perm))
-                new_ops += [r, tr]
-                operands.append(tr.results[0])
-            else:
-                return
-        inner = u.rebuild(op, operands)
-        out = g.TransposeOp.make(inner, perm=perm)
-        if out.results[0].type != op.results[0].type:
-            return
-        u.build(rewriter, op, *new_ops, inner, out)
-
-
 WHERE = ("all", "pays")
 
 
@@ -172,18 +103,12 @@ class GraphLayout(ModulePass):
         if self.where == "pays":
             if self.to != "nhwc":
                 raise DlpcError("error: graph-layout where=pays converts to nhwc only")
-            # conv-layout's choice (its module builds on this one: imported here)
-            from dlpc.passes.graph.conv_layout import GraphConvLayout
-
+            # conv-layout's choice
             GraphConvLayout(lanes=self.lanes).apply(ctx, op)
             return
         for fn in u.funcs(op):
             for block in fn.body.blocks:
                 for inner in list(block.ops):
                     if _convertible(inner, self.to):
-                        _convert(block, inner, self.to)
-        walker = PatternRewriteWalker(
-            GreedyRewritePatternApplier([SimplifyTranspose(), SimplifyReshape(), SinkTranspose()]),
-            apply_recursively=True,
-        )
-        walker.rewrite_module(op)
+                        convert(block, inner, self.to)
+        sink_transposes(op)

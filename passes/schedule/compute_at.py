@@ -58,7 +58,7 @@ from dlpc.passes.schedule._common import (
     get_loop,
     memref_type,
 )
-from dlpc.passes.schedule.cache import _footprint
+from dlpc.passes.schedule.footprint import footprint
 
 
 class ComputeAtOrderError(ScheduleError):
@@ -149,7 +149,7 @@ def compute_at(root, producer: str, kernel: str, loop: str, local: bool = False)
         raise ComputeAtNoUseError(
             f"kernel '{kernel}' must read buffer '{buf.name_hint}' only inside loop {what}"
         )
-    fp = _footprint(target, buf, loads, what, delinearize=True)  # reshape copies too
+    fp = footprint(target, buf, loads, what, delinearize=True)  # reshape copies too
     # the recompute nest, at the start of the loop's body
     first = target.block.first_op
     loops: list[ForOp] = []

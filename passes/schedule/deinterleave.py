@@ -57,6 +57,13 @@ from dlpc.passes.schedule._common import (
     name_iv,
     rows_in_bounds,
 )
+from dlpc.passes.schedule.footprint import (
+    STACK_BYTES,
+    footprint,
+    guard_of,
+    padding,
+    read_only_loads,
+)
 
 
 class CacheDeinterleaveError(ScheduleError):
@@ -83,25 +90,17 @@ def _minimum(form: Affine) -> int:
 def cache_read_deinterleaved(
     root, kernel: str, loop: str, buffer: str | SSAValue, name: str | None = None
 ) -> SSAValue:
-    from dlpc.passes.schedule.cache import (
-        STACK_BYTES,
-        _footprint,
-        _guard_of,
-        _padding,
-        read_only_loads,
-    )
-
     target, buf, what, loads = read_only_loads(root, kernel, loop, buffer)
-    pad = _padding(loads, target, buf, what)
+    pad = padding(loads, target, buf, what)
     padded = frozenset(id(op) for op in loads if pad is not None and guarded(op, target))
-    fp = _footprint(target, buf, loads, what, False, padded)
+    fp = footprint(target, buf, loads, what, False, padded)
     last = len(fp.extents) - 1
     # the step: the coefficient of the innermost loop in the last index (the loop that
     # is vectorized), the same in every access
     steps: set[int] = set()
     for op in loads:
         form = affine(op.indices[last])
-        assert form is not None  # _footprint checked
+        assert form is not None  # footprint checked
         if not form.terms:
             raise CacheDeinterleaveError(
                 f"buffer '{buf.name_hint}' is read at a fixed last index in loop {what}; "
@@ -130,13 +129,13 @@ def cache_read_deinterleaved(
     alloc.memref.name_hint = label if label.isidentifier() else None
     # redirect the reads: [..., q] -> [..., r % s, d / s + r / s] with q = d + r
     for op in loads:
-        unit = _guard_of(op, target) if id(op) in padded else op
+        unit = guard_of(op, target) if id(op) in padded else op
         assert unit is not None
         block = block_of(unit)
         rels = []
         for i, b in zip(op.indices, fp.base):
             form = affine(i)
-            assert form is not None  # _footprint checked
+            assert form is not None  # footprint checked
             rels.append(form.add(b, -1))
         index = [emit_affine(rel, block, before=unit) for rel in rels[:last]]
         d, r = _split(rels[last], s)
