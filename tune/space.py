@@ -33,7 +33,9 @@ from xdsl.dialects.builtin import ModuleOp
 from dlpc.passes.schedule._common import ScheduleError, get_kernel
 from dlpc.passes.schedule.conv import conv_script, tile_script
 from dlpc.passes.schedule.default import (
+    DOT_COLS,
     DOT_ROWS,
+    RFACTOR,
     DotParams,
     GemmParams,
     b_contiguous_in_k,
@@ -121,7 +123,7 @@ class Space:
     def script(self, module: ModuleOp, point: dict) -> str:
         kernel = get_kernel(module, self.kernel)
         if self.template == "gemm" and point.get("gemv"):
-            return gemv_script(kernel, self.nest, point.get("rf", 16))
+            return gemv_script(kernel, self.nest, point.get("rf", RFACTOR))
         if self.template == "gemm" and point.get("micro") == "dot":
             return dot_script(kernel, self.nest, (point["mr"], point["nr"]), parallel=point["par"])
         if self.template == "gemm":
@@ -162,7 +164,8 @@ class Space:
                 "par": "auto",
             }
             if "gemv" in self.knobs:
-                point.update(gemv=True, rf=16 if 16 in self.knobs["rf"] else self.knobs["rf"][0])
+                rf = self.knobs["rf"]
+                point.update(gemv=True, rf=RFACTOR if RFACTOR in rf else rf[0])
             return point
         point = {k: v[0] if k != "cb" else (4 if 4 in v else v[0]) for k, v in self.knobs.items()}
         point["im2col"] = self.strided
@@ -259,7 +262,7 @@ def _gemm_space(kernel, nest: Nest, b) -> Space:
     nrs |= {gemm.nr}
     if along_k:  # the dot kernel's blocks: up to DOT_ROWS rows, MAX_DOT dot products
         mrs |= set(divisors(m, hi=DOT_ROWS))
-        nrs |= set(divisors(n, hi=8))
+        nrs |= set(divisors(n, hi=DOT_COLS))
     if rows_tail:  # tiles of mr rows need not divide M
         mrs |= {x for x in (4, 6, 8) if x <= m}
     if cols_tail:
@@ -308,7 +311,7 @@ def _point(p: GemmParams, knobs: dict) -> dict:
     if "tail" in knobs:
         point["tail"] = "both" if p.cols_tail else "rows" if p.rows_tail else "none"
     if "gemv" in knobs:
-        point.update(gemv=False, rf=16 if 16 in knobs["rf"] else knobs["rf"][0])
+        point.update(gemv=False, rf=RFACTOR if RFACTOR in knobs["rf"] else knobs["rf"][0])
     return point
 
 

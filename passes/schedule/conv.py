@@ -37,6 +37,7 @@ from dlpc.passes.schedule.nest import (
     nhwc_reduction_loads,
     parallel_pays,
 )
+from dlpc.passes.schedule.tensorize import LANES
 
 
 def conv_script(
@@ -81,7 +82,7 @@ def conv_script(
     return "\n".join(lines)
 
 
-def conv_tile_script(kernel: KernelOp, nest: Nest, threads: int = 2, lanes: int = 16) -> str:
+def conv_tile_script(kernel: KernelOp, nest: Nest, threads: int = 2, lanes: int = LANES) -> str:
     """Direct convolution with an output tile in registers (the conv analogue of the
     gemm micro-kernel): for each output row, a block of `cb` output channels x the row
     accumulates in a local `acc` (cache_write) across all reduction loops, the channel
@@ -248,7 +249,9 @@ def nhwc_conv_operands(kernel: KernelOp, nest: Nest):
     return x, w
 
 
-def nhwc_conv_tile_script(kernel: KernelOp, nest: Nest, threads: int = 2, lanes: int = 16) -> str:
+def nhwc_conv_tile_script(
+    kernel: KernelOp, nest: Nest, threads: int = 2, lanes: int = LANES
+) -> str:
     """NHWC direct convolution with an output tile in registers: `wt` output columns x
     `cb` output channels (whole vectors) accumulate in a local `acc` (cache_write, the
     channels contiguous) around all reduction loops; the columns unrolled (one

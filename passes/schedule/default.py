@@ -223,26 +223,34 @@ def flat_reduction_script(kernel: KernelOp, nest: Nest) -> str:
     around all the reduction loops, so they are folded once per output element (the
     row is read with unit stride; fusing the loops instead made GCC gather)."""
     K, r = kernel.sym, nest.reduce[-1]
-    return "\n".join([f"decompose {K}", f"rfactor {K}/{r} by {largest_divisor(nest.trips[r], 16)}"])
+    return "\n".join(
+        [f"decompose {K}", f"rfactor {K}/{r} by {largest_divisor(nest.trips[r], RFACTOR)}"]
+    )
 
 
-def gemv_script(kernel: KernelOp, nest: Nest, factor: int = 16) -> str:
+# partial sums of a reduction vectorized by `rfactor`: one vector of floats
+RFACTOR = LANES
+
+
+def gemv_script(kernel: KernelOp, nest: Nest, factor: int = RFACTOR) -> str:
     """Few rows and B contiguous along k: vectorize the dot products (rfactor)."""
     K, k = kernel.sym, nest.reduce[0]
-    f = first_divisor(nest.trips[k], (factor, 16, 8, 4, 2))
+    f = first_divisor(nest.trips[k], (factor, RFACTOR, 8, 4, 2))
     return "\n".join([f"decompose {K}", f"rfactor {K}/{k} by {f}"])
 
 
 DOT_ROWS = 8  # up to this many rows (and B contiguous along k): the dot kernel
+# dot products per row of a dot block at most: 8 independent FMA chains hide the FMA
+# latency; more only add register pressure
+DOT_COLS = 8
 
 
 def dot_tile(m: int, n: int) -> tuple[int, int]:
-    """(mr, nr) of the dot kernel: all `m` rows (m <= 8) or the largest divisor of m
-    within 8, and the largest divisor of n that keeps `mr * nr` partial-sum vectors
-    within MAX_DOT registers and at most 8 (8 independent FMA chains hide the FMA
-    latency; more only add register pressure)."""
-    mr = largest_divisor(m, 8)
-    nr = largest_divisor(n, max(1, min(8, MAX_DOT // mr)))
+    """(mr, nr) of the dot kernel: all `m` rows (m <= DOT_ROWS) or the largest divisor
+    of m within DOT_ROWS, and the largest divisor of n that keeps `mr * nr` partial-sum
+    vectors within MAX_DOT registers and at most DOT_COLS."""
+    mr = largest_divisor(m, DOT_ROWS)
+    nr = largest_divisor(n, max(1, min(DOT_COLS, MAX_DOT // mr)))
     return mr, nr
 
 

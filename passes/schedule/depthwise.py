@@ -20,6 +20,7 @@ from dlpc.passes.schedule.nest import (
     largest_divisor,
     nhwc_reduction_loads,
 )
+from dlpc.passes.schedule.tensorize import LANES
 
 # Vector pieces of one depthwise tile (rows x the pieces GCC splits a row into: 28 is
 # 16 + 8 + 4). Few: the unrolled window loads every input vector once per tap (GCC does
@@ -35,7 +36,7 @@ DEPTHWISE_ROWS = 8
 DEPTHWISE_PARALLEL_MACS = 1 << 16
 
 
-def depthwise_tile_script(kernel: KernelOp, nest: Nest, x, out, load, lanes: int = 16) -> str:
+def depthwise_tile_script(kernel: KernelOp, nest: Nest, x, out, load, lanes: int = LANES) -> str:
     """Depthwise conv, NCHW (the input channel follows the output channel), any stride
     (an NHWC nest goes to `nhwc_depthwise_tile_script`). A strided one stages its
     channel's plane as stride-1 phase planes (`cache_read ... deinterleave`), so the
@@ -116,7 +117,7 @@ def nhwc_depthwise_operands(kernel: KernelOp, nest: Nest):
     return x, w
 
 
-def nhwc_depthwise_tile_script(kernel: KernelOp, nest: Nest, lanes: int = 16) -> str:
+def nhwc_depthwise_tile_script(kernel: KernelOp, nest: Nest, lanes: int = LANES) -> str:
     """NHWC depthwise conv (the channel innermost, as graph-layout makes it), vectorized
     over the channels: a tile of `wt` output columns x a block of channels accumulates in
     registers (`cache_write`) across the unrolled window; the input and the HWIO weight

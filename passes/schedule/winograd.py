@@ -59,6 +59,7 @@ from dlpc.passes.schedule._common import (
 )
 from dlpc.passes.schedule.nest import Nest, analyse, buffer_token
 from dlpc.passes.schedule.reorder import reorder
+from dlpc.passes.schedule.tensorize import LANES, MAX_MR, MAX_NR, MAX_TILE
 
 
 def _origin(kernel: KernelOp) -> str:
@@ -196,17 +197,21 @@ def _residual_lines(kernel: KernelOp, loop: str) -> list[str]:
     ]
 
 
+# output channels per register tile of the fused matmul when they are more than MAX_MR
+CO_BLOCK = 16
+
+
 def fusable(kernel: KernelOp, nest: Nest) -> bool:
     """The fused schedule applies: even output height and width (the (tile, in-tile)
-    loops), output channels <= 24 or a multiple of 16 (the matmul's register tile), a
-    block of at most 128 tiles."""
+    loops), output channels <= MAX_MR or a multiple of CO_BLOCK and a block of at most
+    MAX_NR tiles (the matmul's register tile, `tensorize gemm`'s limits)."""
     n, o, h, w = nest.spatial
     if nest.trips[h] % 2 or nest.trips[w] % 2:
         return False
     co = nest.trips[o]
     tiles = nest.trips[w] // 2
-    mr = co if co <= 24 else 16
-    return (co <= 24 or co % 16 == 0) and tiles <= 128 and mr * tiles <= 512
+    mr = co if co <= MAX_MR else CO_BLOCK
+    return (co <= MAX_MR or co % CO_BLOCK == 0) and tiles <= MAX_NR and mr * tiles <= MAX_TILE
 
 
 def fused_script(
@@ -232,9 +237,9 @@ def fused_script(
         f"compute_at {it} -> {K}/{blk} local",
     ]
     lines.append(f"decompose {K}/{mm}_i0")
-    if nest.trips[o] > 24:
+    if nest.trips[o] > MAX_MR:
         lines += [
-            f"split {K}/{mm}_i2 by 16 -> {mm}_co, {mm}_ci",
+            f"split {K}/{mm}_i2 by {CO_BLOCK} -> {mm}_co, {mm}_ci",
             f"reorder {K}: {mm}_i0, {mm}_i1, {mm}_co, {mm}_ci, {mm}_i3, {mm}_r0",
             f"tensorize {K}/{mm}_ci gemm",
         ]
@@ -247,7 +252,7 @@ def fused_script(
         # to the dead stack tile; rows of 8 gained nothing): docs/design/schedules.md#winograd-fused
         acc, rank = f"{m.name_hint}_b_acc", len(memref_type(m).get_shape())
         lines += [f"unroll {K}/{acc}_in{rank - 2}", f"unroll {K}/{acc}_out{rank - 2}"]
-        if nest.trips[nest.spatial[3]] // 2 >= 16:
+        if nest.trips[nest.spatial[3]] // 2 >= LANES:  # rows of whole vectors of tiles
             lines.append(f"unroll {K}/{acc}_out{rank - 1}")
     u = buffers_accessed(chain[1], external=True)[0]  # U, [16][1][Co][C]
     if u.name_hint:  # packed [16][C][Co] (once per binding, loop-prepack-weights): the
