@@ -69,3 +69,8 @@ PASSES["loop-prepack-weights"] = _lower_pass("prepack", "LoopPrepackWeights")
 
 # training: reverse-mode autodiff (the losses and optimizers are builders, not passes)
 PASSES["graph-autodiff"] = lazy_class("passes.train.autodiff", "GraphAutodiff", ModulePass)
+
+# distribution: partition a training step into the program of each rank
+PASSES["graph-data-parallel"] = lazy_class(
+    "passes.dist.data_parallel", "GraphDataParallel", ModulePass
+)

@@ -208,6 +208,7 @@ def guard(fn: Callable[[], int], tool: str = "dlpc") -> int:
         from dlpc.diagnostics import format_exception
 
         message = format_exception(e) or type(e).__name__
-        print(f"{tool}: rank {rank}: {message}", file=sys.stderr, flush=True)
+        # the process's own stderr: a silenced rank's errors are still seen
+        print(f"{tool}: rank {rank}: {message}", file=sys.__stderr__, flush=True)
         MPI.COMM_WORLD.Abort(1)
         return 1

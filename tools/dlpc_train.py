@@ -86,6 +86,13 @@ def build_parser() -> ToolArgumentParser:
     p.add_argument("--plot", help="write the loss/accuracy curves to this PNG")
     p.add_argument("--seed", type=int, default=0, help="seed of the per-epoch shuffles (default 0)")
     p.add_argument(
+        "--dp", type=int, default=0, help="data parallel on N MPI ranks (under mpiexec -n N)"
+    )
+    p.add_argument("--ranks", type=int, default=0, help="start N ranks with mpiexec (with --dp)")
+    p.add_argument(
+        "--bucket-mb", type=float, default=25.0, help="--dp: all-reduce bucket size (MiB)"
+    )
+    p.add_argument(
         "--stats",
         action="store_true",
         help="say how many bytes of activations the backward keeps alive (with and without "
@@ -251,6 +258,11 @@ def main(argv: list[str] | None = None) -> int:
             raise DlpcError("dlpc-train: error: --momentum applies to --optimizer sgd")
         if args.schedule in ("warmup", "warmup_cosine") and args.warmup < 1:
             raise DlpcError(f"dlpc-train: error: --schedule {args.schedule} needs --warmup N")
+        if args.dp or args.ranks:  # distributed: dlpc.dist (docs/distributed.md)
+            from dlpc.dist import cli as dist
+
+            line = argv if argv is not None else sys.argv[1:]
+            return dist.run(args, line, load_data, train, _optimizer)
         if args.emit:
             return emit_step(args)
         if not args.data:
@@ -277,6 +289,17 @@ def emit_step(args) -> int:
     )
     print(pipeline.compile_to(step_model.module, args.emit, options), end="")
     return 0
+
+
+def _trainer_class(args):
+    """dlpc.train.Trainer, or under --dp the data-parallel one."""
+    if getattr(args, "dp", 0):
+        from dlpc.dist import cli as dist
+
+        return dist.trainer_class(args)
+    import dlpc.train as dlpc_train
+
+    return dlpc_train.Trainer
 
 
 def activation_stats(step) -> str:
@@ -311,7 +334,6 @@ def _optimizer(args, total_steps: int):
 
 
 def train(args, data) -> int:
-    import dlpc.train as dlpc_train
     from dlpc import api
     from dlpc.passes.train.losses import Loss
     from dlpc.reference import graph as ref
@@ -333,7 +355,7 @@ def train(args, data) -> int:
     loss = Loss(args.loss, label_smoothing=args.label_smoothing)
     optimizer = _optimizer(args, steps_per_epoch * args.epochs)
     model = api.load(args.model, weights=args.weights, batch=args.batch)
-    trainer = dlpc_train.Trainer(
+    trainer = _trainer_class(args)(
         model, loss, optimizer, batch_size=args.batch, target=args.target, opt_level=args.opt_level
     )
     if args.stats:

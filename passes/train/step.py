@@ -19,6 +19,7 @@ with `momentum` (PyTorch's: r = (1 - m) r + m s, the variance unbiased); each
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -179,12 +180,14 @@ def train_step_module(
     weights: dict[str, np.ndarray] | None = None,
     frozen: tuple[str, ...] = (),
     recompute: bool = False,
+    distribute: Callable[[ModuleOp], None] | None = None,
 ) -> TrainStep:
     """The training step of `module` (not modified) for `loss` and `optimizer`.
 
     `weights` (name -> array) give the params' shapes and dtypes for the optimizer state;
     without them the param ops' types do. `frozen` params are read but not trained.
-    `recompute`: graph-autodiff's activation checkpointing.
+    `recompute`: graph-autodiff's activation checkpointing. `distribute` rewrites the
+    differentiated module before the update (graph-data-parallel: gradients across ranks).
     """
     loss = as_loss(loss)
     optimizer = make_optimizer(optimizer)
@@ -235,6 +238,8 @@ def train_step_module(
 
     # backward: (loss, grad.<param>..., correct)
     kept, other = _autodiff(module, recompute)
+    if distribute is not None:
+        distribute(module)
     f = _main(module)
     ret = _return(f)
     results = list(ret.operands)

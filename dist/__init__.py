@@ -1,0 +1,7 @@
+"""Distributed training over MPI: the strategies' trainers (`DataParallelTrainer`) and
+`dlpc-train`'s distributed options. The partition passes are `dlpc.passes.dist`; comm
+ops run through `dlpc.runtime.mpi`. See docs/distributed.md."""
+
+from dlpc.dist.data_parallel import DataParallelTrainer, shard
+
+__all__ = ["DataParallelTrainer", "shard"]

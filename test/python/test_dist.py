@@ -1,0 +1,96 @@
+"""Data parallel training (graph-data-parallel, dlpc.dist) on 2 MPI ranks against one
+device on the same global batch; the distributed sampler; dlpc-train's --dp/--ranks."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dlpc.dist import shard
+
+ROOT = Path(__file__).resolve().parents[2]
+WORKER = Path(__file__).with_name("dist_worker.py")
+TIMEOUT = 120  # a stuck rank fails the test instead of hanging CI
+
+needs_mpi = pytest.mark.skipif(shutil.which("mpiexec") is None, reason="needs the dist extra")
+
+
+def run(command: list[str]) -> subprocess.CompletedProcess:
+    pytest.importorskip("mpi4py")
+    return subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT, cwd=ROOT)
+
+
+def test_shard_is_disjoint_per_epoch_and_reshuffled():
+    n, batch, ranks = 50, 8, 2
+    for epoch in (0, 1):
+        parts = [list(shard(n, batch, ranks, r, seed=3, epoch=epoch)) for r in range(ranks)]
+        assert all(len(p) == n // batch for p in parts)
+        everything = np.concatenate([np.concatenate(p) for p in parts])
+        assert len(set(everything.tolist())) == len(everything) == (n // batch) * batch
+        # batch k of one device is the ranks' slices k, in rank order
+        one = np.random.default_rng([3, epoch]).permutation(n)
+        for k in range(n // batch):
+            assert (np.concatenate([p[k] for p in parts]) == one[k * batch : (k + 1) * batch]).all()
+    first = next(shard(n, batch, ranks, 0, seed=3, epoch=0))
+    assert (first != next(shard(n, batch, ranks, 0, seed=3, epoch=1))).any()
+
+
+@needs_mpi
+@pytest.mark.parametrize("optimizer", ["adam", "sgd"])
+def test_data_parallel_equals_one_device(optimizer):
+    result = run(["mpiexec", "-n", "2", sys.executable, str(WORKER), "dp", optimizer])
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert sorted(re.findall(r"ok (\d) dp", result.stdout)) == ["0", "1"], result.stdout
+
+
+def test_emit_prints_each_ranks_program_with_its_comm_ops():
+    result = run(["dlpc-train", "examples/mlp.dlpc", "--emit=graph", "--dp", "2", "--batch", "8"])
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "// rank 0 of 2: data parallel, batch 4 of 8" in out
+    assert "// rank 1 of 2" in out
+    assert out.count("comm.all_reduce avg %grad.fc3.weight") == 2  # one bucket per rank
+    assert "tensor<4x784xf32>" in out
+
+
+def test_rank_count_that_does_not_divide_the_batch():
+    result = run(
+        ["dlpc-train", "examples/mlp.dlpc", "--data", "digits", "--dp", "3", "--batch", "8"]
+    )
+    assert result.returncode == 1
+    assert result.stderr.strip() == (
+        "dlpc-train: error: batch size 8 does not divide by 3 ranks (data parallel needs "
+        "equal shares)"
+    )
+
+
+@needs_mpi
+def test_ranks_starts_mpiexec_and_trains(tmp_path):
+    rng = np.random.default_rng(0)
+    x = rng.random((80, 784), dtype=np.float32)
+    y = (x[:, :10].argmax(axis=1)).astype(np.int64)
+    np.savez(tmp_path / "d.npz", x=x, y=y)
+    result = run(
+        [
+            "dlpc-train", "examples/mlp.dlpc", "--data", str(tmp_path / "d.npz"),
+            "--epochs", "1", "--batch", "8", "--ranks", "2", "--save", str(tmp_path / "w.npz"),
+        ]
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.count("test accuracy:") == 1  # rank 0 alone prints
+    assert (tmp_path / "w.npz").is_file()
+
+
+@needs_mpi
+def test_a_rank_error_stops_every_rank():
+    result = run(
+        ["mpiexec", "-n", "2", "dlpc-train", "examples/mlp.dlpc", "--data", "nope.npz", "--dp", "2"]
+    )
+    assert result.returncode != 0
+    assert re.search(r"dlpc-train: rank \d: error: no such data file: nope.npz", result.stderr)
