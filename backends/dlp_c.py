@@ -122,7 +122,7 @@ class DlpFunctionWriter(FunctionWriter):
                 f"{fn}({dst}, {src}, {self[op.count]} * sizeof({t}), {op.direction.data.value});"
             )
         if type(op) in INTRINSICS:  # (each a dlp vector op: the base of the intrinsics)
-            assert isinstance(op, dlp._VectorOp)
+            assert isinstance(op, dlp.IntrinsicOp)
             return self.intrinsic(op)
         if isinstance(op, memref.AllocOp | memref.AllocaOp) and self.what != "@main":
             return self.scratchpad(op)
@@ -148,7 +148,7 @@ class DlpFunctionWriter(FunctionWriter):
         off = self[offset]
         return name if off == "0" else f"{name} + {off}"
 
-    def intrinsic(self, op: dlp._VectorOp) -> None:
+    def intrinsic(self, op: dlp.IntrinsicOp) -> None:
         fn = INTRINSICS[type(op)]
         args = [self.at(buf, off) for _, buf, off in op.buffer_operands()]
         if isinstance(op, dlp.Conv2dOp):
@@ -157,8 +157,7 @@ class DlpFunctionWriter(FunctionWriter):
             fn = "__bang_maxpool" if op.mode.data == "max" else "__bang_sumpool"
             args += [self[op.channels]] + [str(op.param(k)) for k in dlp.POOL_PARAMS]
         else:
-            rest = [v for v in op.operands[2 * len(args) :]]
-            args += [self[v] for v in rest]
+            args += [self[v] for v in op.trailing_operands()]
         if isinstance(op, dlp.MatmulOp):
             args.append("1" if op.transpose_rhs is not None else "0")
         self.line(f"{fn}({', '.join(args)});")

@@ -1,3 +1,4 @@
+# pyright: strict
 """The `dlp` dialect: a DLP-class accelerator (textbook DLP / Cambricon-MLU style).
 
 The machine has clusters of cores; each core owns two scratchpads, NRAM (vectors,
@@ -39,11 +40,13 @@ dynamic offsets, and capacities, are checked by the simulator at run time.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import (
+    I64,
     AnyFloat,
     IndexType,
     IntegerAttr,
@@ -81,7 +84,7 @@ from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.str_enum import StrEnum
 
 from dlpc.dialects.loop import NamedKernelSyntax
-from dlpc.dialects.typed import bitwidth, element_type, shape_of
+from dlpc.dialects.typed import bitwidth, element_type, int_value, memref_type, shape_of
 
 # ------------------------------------------------------------------- attributes
 
@@ -177,13 +180,14 @@ def constant_index(value: SSAValue) -> int | None:
 
 
 def _kernel_alignment(op: Operation, key: str) -> int | None:
+    """The enclosing kernel's `dma_align` or `vector_align` (None: no kernel, or unset)."""
     parent = op.parent_op()
     while parent is not None and not isinstance(parent, KernelOp):
         parent = parent.parent_op()
     if parent is None:
         return None
-    attr = parent.attributes.get(key)
-    return attr.value.data if isinstance(attr, IntegerAttr) else None
+    attr = parent.dma_align if key == "dma_align" else parent.vector_align
+    return attr.value.data if attr is not None else None
 
 
 # ------------------------------------------------------------------------ kernel
@@ -204,7 +208,9 @@ class KernelOp(NamedKernelSyntax, IRDLOperation):
 
     name = "dlp.kernel"
     origin = opt_attr_def(StringAttr)
-    tasks = opt_attr_def(IntegerAttr)
+    tasks = opt_attr_def(IntegerAttr[I64])
+    dma_align = opt_attr_def(IntegerAttr[I64])
+    vector_align = opt_attr_def(IntegerAttr[I64])
     double_buffered = opt_attr_def(UnitAttr)
     traits = traits_def(NoTerminator(), RecursiveMemoryEffect())
 
@@ -224,17 +230,13 @@ class KernelOp(NamedKernelSyntax, IRDLOperation):
             raise VerifyException(
                 f"kernel '{self.sym}' launches {self.num_tasks} tasks, expected >= 1"
             )
-        for key in ("dma_align", "vector_align"):
-            a = self.attributes.get(key)
-            if a is not None:
-                if (
-                    not isinstance(a, IntegerAttr)
-                    or a.value.data <= 0
-                    or a.value.data & (a.value.data - 1)
-                ):
-                    raise VerifyException(
-                        f"kernel '{self.sym}' has {key} {a}, expected a power of two"
-                    )
+        for key, attr in (("dma_align", self.dma_align), ("vector_align", self.vector_align)):
+            if attr is not None and (
+                attr.value.data <= 0 or attr.value.data & (attr.value.data - 1)
+            ):
+                raise VerifyException(
+                    f"kernel '{self.sym}' has {key} {attr}, expected a power of two"
+                )
 
 
 # --------------------------------------------------------------- ids and barriers
@@ -288,30 +290,36 @@ class SyncAllOp(IRDLOperation):
 # ------------------------------------------------------------------------ copies
 
 
+class BufferOperand(NamedTuple):
+    """One `%buffer[%offset]` operand of a copy or an intrinsic, with its operand name."""
+
+    what: str
+    buffer: SSAValue
+    offset: SSAValue
+
+
 def _check_buffer(
     op: Operation,
-    what: str,
-    buf: SSAValue,
-    offset: SSAValue,
+    operand: BufferOperand,
     spaces: Sequence[str],
     align_key: str | None,
 ) -> str:
     """Check one `%buffer[%offset]` operand: memref, space in `spaces`, alignment of a
     constant offset (on-chip side only). Returns the space."""
+    what, buf, offset = operand
     if not isinstance(buf.type, MemRefType):
         raise VerifyException(f"{op.name} operand '{what}' must be a memref, got {buf.type}")
-    space = space_of(buf.type)
+    ty = memref_type(buf)
+    space = space_of(ty)
     if space not in spaces:
         want = " or ".join(spaces)
-        raise VerifyException(
-            f"{op.name} operand '{what}' must be in {want}, got {space} ({buf.type})"
-        )
+        raise VerifyException(f"{op.name} operand '{what}' must be in {want}, got {space} ({ty})")
     off = constant_index(offset)
     if off is not None and off < 0:
         raise VerifyException(f"{op.name} operand '{what}' has negative offset {off}")
     if off is not None and align_key is not None and space != "gdram":
         align = _kernel_alignment(op, align_key)
-        nbytes = off * element_bytes(buf.type)
+        nbytes = off * element_bytes(ty)
         if align is not None and nbytes % align:
             raise VerifyException(
                 f"{op.name} operand '{what}' offset {off} ({nbytes} bytes) is not aligned "
@@ -320,13 +328,63 @@ def _check_buffer(
     return space
 
 
-class _MemcpyBase(IRDLOperation):
-    direction = prop_def(DirectionAttr)
+# The operand bases. xDSL orders an op's operands by its classes' MRO, each class's own
+# first: a family lists its buffer base first, then the base of the operands that follow
+# the buffers (counts, sizes, a scalar), and declares no operand itself; so every op's
+# operands are in the order of its syntax, buffers first.
+
+
+class BufferOp(IRDLOperation):
+    """An op whose memory operands are `%buffer[%offset]` pairs (a copy or an intrinsic)."""
+
+    def buffer_operands(self) -> tuple[BufferOperand, ...]:
+        """The buffer operands, in the order of the op's syntax."""
+        raise NotImplementedError
+
+    def trailing_operands(self) -> tuple[SSAValue, ...]:
+        """The operands after the buffers (counts, sizes, a scalar), in order."""
+        return tuple(self.operands[2 * len(self.buffer_operands()) :])
+
+
+class _DstSrcOperands(BufferOp):
+    """`%dst[%dst_offset], %src[%src_offset]`."""
+
     dst = operand_def(MemRefType)
     dst_offset = operand_def(IndexType)
     src = operand_def(MemRefType)
     src_offset = operand_def(IndexType)
+
+    def buffer_operands(self) -> tuple[BufferOperand, ...]:
+        return (
+            BufferOperand("dst", self.dst, self.dst_offset),
+            BufferOperand("src", self.src, self.src_offset),
+        )
+
+
+class _DstLhsRhsOperands(BufferOp):
+    """`%dst[%dst_offset], %lhs[%lhs_offset], %rhs[%rhs_offset]`."""
+
+    dst = operand_def(MemRefType)
+    dst_offset = operand_def(IndexType)
+    lhs = operand_def(MemRefType)
+    lhs_offset = operand_def(IndexType)
+    rhs = operand_def(MemRefType)
+    rhs_offset = operand_def(IndexType)
+
+    def buffer_operands(self) -> tuple[BufferOperand, ...]:
+        return (
+            BufferOperand("dst", self.dst, self.dst_offset),
+            BufferOperand("lhs", self.lhs, self.lhs_offset),
+            BufferOperand("rhs", self.rhs, self.rhs_offset),
+        )
+
+
+class _CountOperand(IRDLOperation):
     count = operand_def(IndexType)
+
+
+class _MemcpyBase(_DstSrcOperands, _CountOperand):
+    direction = prop_def(DirectionAttr)
     assembly_format = (
         "$direction $dst `[` $dst_offset `]` `,` $src `[` $src_offset `]` `,` $count "
         "attr-dict `:` type($dst) `,` type($src)"
@@ -347,8 +405,9 @@ class _MemcpyBase(IRDLOperation):
 
     def verify_(self) -> None:
         spaces = [s.value for s in Space]
-        dst_space = _check_buffer(self, "dst", self.dst, self.dst_offset, spaces, "dma_align")
-        src_space = _check_buffer(self, "src", self.src, self.src_offset, spaces, "dma_align")
+        dst, src = self.buffer_operands()
+        dst_space = _check_buffer(self, dst, spaces, "dma_align")
+        src_space = _check_buffer(self, src, spaces, "dma_align")
         d = self.direction.data.value
         want_src, want_dst = (s.lower() for s in d.split("2"))
         if (want_src, want_dst) != (src_space, dst_space):
@@ -395,48 +454,48 @@ class WaitDmaOp(IRDLOperation):
 # ------------------------------------------------------------- vector intrinsics
 
 
-class _VectorOp(IRDLOperation):
-    """Common verification: every `(buffer, offset)` operand in NRAM, one element type."""
+class IntrinsicOp(BufferOp):
+    """A vector or matrix intrinsic. Common verification: every buffer in NRAM (but the
+    matrix unit's weight operand, in WRAM), holding floats of one element type, a constant
+    offset aligned to the kernel's `vector_align`."""
 
-    BUFFERS: ClassVar[tuple] = ()  # (operand name, allowed spaces)
-    ALIGN: ClassVar[str] = "vector_align"
+    WRAM_OPERAND: ClassVar[str | None] = None  # the operand the matrix unit reads from WRAM
 
-    def buffer_operands(self) -> list[tuple[str, SSAValue, SSAValue]]:
-        return [(n, getattr(self, n), getattr(self, f"{n}_offset")) for n, _ in self.BUFFERS]
+    def element_type(self) -> Attribute:
+        """The element type of the buffers (verified to be one float type)."""
+        return element_type(self.buffer_operands()[0].buffer)
 
     def verify_(self) -> None:
         elt = None
-        for (what, spaces), (_, buf, off) in zip(self.BUFFERS, self.buffer_operands()):
-            _check_buffer(self, what, buf, off, spaces, self.ALIGN)
-            e = element_type(buf)
+        for operand in self.buffer_operands():
+            wram = operand.what == self.WRAM_OPERAND
+            _check_buffer(self, operand, ("wram",) if wram else ("nram",), "vector_align")
+            e = element_type(operand.buffer)
             if not isinstance(e, AnyFloat):
-                raise VerifyException(f"{self.name} operand '{what}' must hold floats, got {e}")
+                raise VerifyException(
+                    f"{self.name} operand '{operand.what}' must hold floats, got {e}"
+                )
             if elt is not None and e != elt:
                 raise VerifyException(f"{self.name} mixes element types {elt} and {e}")
             elt = e
-        scalar = getattr(self, "scalar", None)
-        if scalar is not None and scalar.type != elt:
-            raise VerifyException(f"{self.name} scalar has type {scalar.type}, expected {elt}")
 
 
-NRAM = ("nram",)
-
-
-class _BinaryOp(_VectorOp):
-    BUFFERS: ClassVar[tuple] = (("dst", NRAM), ("lhs", NRAM), ("rhs", NRAM))
-    dst = operand_def(MemRefType)
-    dst_offset = operand_def(IndexType)
-    lhs = operand_def(MemRefType)
-    lhs_offset = operand_def(IndexType)
-    rhs = operand_def(MemRefType)
-    rhs_offset = operand_def(IndexType)
-    count = operand_def(IndexType)
+class _BinaryOp(_DstLhsRhsOperands, _CountOperand, IntrinsicOp):
     assembly_format = (
         "$dst `[` $dst_offset `]` `,` $lhs `[` $lhs_offset `]` `,` $rhs `[` $rhs_offset `]` `,` "
         "$count attr-dict `:` type($dst) `,` type($lhs) `,` type($rhs)"
     )
 
-    def __init__(self, dst, dst_offset, lhs, lhs_offset, rhs, rhs_offset, count):
+    def __init__(
+        self,
+        dst: SSAValue,
+        dst_offset: SSAValue,
+        lhs: SSAValue,
+        lhs_offset: SSAValue,
+        rhs: SSAValue,
+        rhs_offset: SSAValue,
+        count: SSAValue,
+    ):
         super().__init__(operands=[dst, dst_offset, lhs, lhs_offset, rhs, rhs_offset, count])
 
 
@@ -485,21 +544,33 @@ class DivOp(_BinaryOp):
     name = "dlp.div"
 
 
-class _ScalarOp(_VectorOp):
-    BUFFERS: ClassVar[tuple] = (("dst", NRAM), ("src", NRAM))
-    dst = operand_def(MemRefType)
-    dst_offset = operand_def(IndexType)
-    src = operand_def(MemRefType)
-    src_offset = operand_def(IndexType)
+class _ScalarCountOperands(IRDLOperation):
     scalar = operand_def(AnyFloat)
     count = operand_def(IndexType)
+
+
+class _ScalarOp(_DstSrcOperands, _ScalarCountOperands, IntrinsicOp):
     assembly_format = (
         "$dst `[` $dst_offset `]` `,` $src `[` $src_offset `]` `,` $scalar `,` $count "
         "attr-dict `:` type($dst) `,` type($src) `,` type($scalar)"
     )
 
-    def __init__(self, dst, dst_offset, src, src_offset, scalar, count):
+    def __init__(
+        self,
+        dst: SSAValue,
+        dst_offset: SSAValue,
+        src: SSAValue,
+        src_offset: SSAValue,
+        scalar: SSAValue,
+        count: SSAValue,
+    ):
         super().__init__(operands=[dst, dst_offset, src, src_offset, scalar, count])
+
+    def verify_(self) -> None:
+        super().verify_()
+        elt = self.element_type()
+        if self.scalar.type != elt:
+            raise VerifyException(f"{self.name} scalar has type {self.scalar.type}, expected {elt}")
 
 
 @irdl_op_definition
@@ -526,25 +597,36 @@ class MaxScalarOp(_ScalarOp):
     name = "dlp.max_scalar"
 
 
-class _CycleOp(_VectorOp):
-    BUFFERS: ClassVar[tuple] = (("dst", NRAM), ("src", NRAM), ("seg", NRAM))
-    dst = operand_def(MemRefType)
-    dst_offset = operand_def(IndexType)
-    src = operand_def(MemRefType)
-    src_offset = operand_def(IndexType)
+class _SegmentOperands(IRDLOperation):
     seg = operand_def(MemRefType)
     seg_offset = operand_def(IndexType)
     count = operand_def(IndexType)
     seg_count = operand_def(IndexType)
+
+
+class _CycleOp(_DstSrcOperands, _SegmentOperands, IntrinsicOp):
     assembly_format = (
         "$dst `[` $dst_offset `]` `,` $src `[` $src_offset `]` `,` $seg `[` $seg_offset `]` `,` "
         "$count `,` $seg_count attr-dict `:` type($dst) `,` type($src) `,` type($seg)"
     )
 
-    def __init__(self, dst, dst_offset, src, src_offset, seg, seg_offset, count, seg_count):
+    def __init__(
+        self,
+        dst: SSAValue,
+        dst_offset: SSAValue,
+        src: SSAValue,
+        src_offset: SSAValue,
+        seg: SSAValue,
+        seg_offset: SSAValue,
+        count: SSAValue,
+        seg_count: SSAValue,
+    ):
         super().__init__(
             operands=[dst, dst_offset, src, src_offset, seg, seg_offset, count, seg_count]
         )
+
+    def buffer_operands(self) -> tuple[BufferOperand, ...]:
+        return (*super().buffer_operands(), BufferOperand("seg", self.seg, self.seg_offset))
 
     def verify_(self) -> None:
         super().verify_()
@@ -577,19 +659,20 @@ class CycleMulOp(_CycleOp):
     name = "dlp.cycle_mul"
 
 
-class _UnaryOp(_VectorOp):
-    BUFFERS: ClassVar[tuple] = (("dst", NRAM), ("src", NRAM))
-    dst = operand_def(MemRefType)
-    dst_offset = operand_def(IndexType)
-    src = operand_def(MemRefType)
-    src_offset = operand_def(IndexType)
-    count = operand_def(IndexType)
+class _UnaryOp(_DstSrcOperands, _CountOperand, IntrinsicOp):
     assembly_format = (
         "$dst `[` $dst_offset `]` `,` $src `[` $src_offset `]` `,` $count "
         "attr-dict `:` type($dst) `,` type($src)"
     )
 
-    def __init__(self, dst, dst_offset, src, src_offset, count):
+    def __init__(
+        self,
+        dst: SSAValue,
+        dst_offset: SSAValue,
+        src: SSAValue,
+        src_offset: SSAValue,
+        count: SSAValue,
+    ):
         super().__init__(operands=[dst, dst_offset, src, src_offset, count])
 
 
@@ -638,20 +721,26 @@ class SqrtOp(_UnaryOp):
     name = "dlp.sqrt"
 
 
-class _RowsColsOp(_VectorOp):
-    BUFFERS: ClassVar[tuple] = (("dst", NRAM), ("src", NRAM))
-    dst = operand_def(MemRefType)
-    dst_offset = operand_def(IndexType)
-    src = operand_def(MemRefType)
-    src_offset = operand_def(IndexType)
+class _RowsColsOperands(IRDLOperation):
     rows = operand_def(IndexType)
     cols = operand_def(IndexType)
+
+
+class _RowsColsOp(_DstSrcOperands, _RowsColsOperands, IntrinsicOp):
     assembly_format = (
         "$dst `[` $dst_offset `]` `,` $src `[` $src_offset `]` `,` $rows `,` $cols "
         "attr-dict `:` type($dst) `,` type($src)"
     )
 
-    def __init__(self, dst, dst_offset, src, src_offset, rows, cols):
+    def __init__(
+        self,
+        dst: SSAValue,
+        dst_offset: SSAValue,
+        src: SSAValue,
+        src_offset: SSAValue,
+        rows: SSAValue,
+        cols: SSAValue,
+    ):
         super().__init__(operands=[dst, dst_offset, src, src_offset, rows, cols])
 
 
@@ -682,8 +771,14 @@ class TransposeOp(_RowsColsOp):
 # ------------------------------------------------------------- matrix intrinsics
 
 
+class _MatmulSizes(IRDLOperation):
+    m = operand_def(IndexType)
+    k = operand_def(IndexType)
+    n = operand_def(IndexType)
+
+
 @irdl_op_definition
-class MatmulOp(_VectorOp):
+class MatmulOp(_DstLhsRhsOperands, _MatmulSizes, IntrinsicOp):
     """`dst (m x n) = lhs (m x k) @ rhs`, rhs in WRAM as k x n, or n x k with
     `transpose_rhs` (BANG `__bang_matmul`/`__bang_mlp`).
 
@@ -691,16 +786,7 @@ class MatmulOp(_VectorOp):
     """
 
     name = "dlp.matmul"
-    BUFFERS: ClassVar[tuple] = (("dst", NRAM), ("lhs", NRAM), ("rhs", ("wram",)))
-    dst = operand_def(MemRefType)
-    dst_offset = operand_def(IndexType)
-    lhs = operand_def(MemRefType)
-    lhs_offset = operand_def(IndexType)
-    rhs = operand_def(MemRefType)
-    rhs_offset = operand_def(IndexType)
-    m = operand_def(IndexType)
-    k = operand_def(IndexType)
-    n = operand_def(IndexType)
+    WRAM_OPERAND: ClassVar[str | None] = "rhs"
     transpose_rhs = opt_attr_def(UnitAttr)
     assembly_format = (
         "$dst `[` $dst_offset `]` `,` $lhs `[` $lhs_offset `]` `,` $rhs `[` $rhs_offset `]` `,` "
@@ -709,21 +795,57 @@ class MatmulOp(_VectorOp):
 
     def __init__(
         self,
-        dst,
-        dst_offset,
-        lhs,
-        lhs_offset,
-        rhs,
-        rhs_offset,
-        m,
-        k,
-        n,
+        dst: SSAValue,
+        dst_offset: SSAValue,
+        lhs: SSAValue,
+        lhs_offset: SSAValue,
+        rhs: SSAValue,
+        rhs_offset: SSAValue,
+        m: SSAValue,
+        k: SSAValue,
+        n: SSAValue,
         transpose_rhs: bool = False,
     ):
-        attrs = {"transpose_rhs": UnitAttr()} if transpose_rhs else {}
+        attrs: dict[str, Attribute] = {"transpose_rhs": UnitAttr()} if transpose_rhs else {}
         super().__init__(
             operands=[dst, dst_offset, lhs, lhs_offset, rhs, rhs_offset, m, k, n], attributes=attrs
         )
+
+
+def _elements(value: SSAValue) -> int:
+    return math.prod(shape_of(value))
+
+
+class _WindowAttrs(IRDLOperation):
+    """The static geometry of a window over CHW planes, shared by `conv2d` and `pool`
+    (attributes, in the op's attribute dictionary)."""
+
+    height = attr_def(IntegerAttr[I64])
+    width = attr_def(IntegerAttr[I64])
+    kernel_h = attr_def(IntegerAttr[I64])
+    kernel_w = attr_def(IntegerAttr[I64])
+    stride_h = attr_def(IntegerAttr[I64])
+    stride_w = attr_def(IntegerAttr[I64])
+    pad_top = attr_def(IntegerAttr[I64])
+    pad_left = attr_def(IntegerAttr[I64])
+
+    PARAMS: ClassVar[tuple[str, ...]] = ()  # the geometry attributes, in intrinsic order
+
+    def param(self, key: str) -> int:
+        """The value of the geometry attribute `key` (one of `PARAMS`)."""
+        return int_value(self.attributes[key])
+
+    def param_values(self) -> tuple[int, ...]:
+        """The geometry attributes' values in the order of `PARAMS` (the intrinsic's)."""
+        return tuple(self.param(key) for key in self.PARAMS)
+
+    def _verify_params(self) -> None:
+        for key in self.PARAMS:
+            low = 0 if key.startswith("pad") else 1
+            if self.param(key) < low:
+                raise VerifyException(
+                    f"{self.name} has {key} = {self.param(key)}, expected >= {low}"
+                )
 
 
 CONV_PARAMS = (
@@ -741,8 +863,14 @@ CONV_PARAMS = (
 )
 
 
+class _WeightOperands(IRDLOperation):
+    weight = operand_def(MemRefType)
+    weight_offset = operand_def(IndexType)
+    channels_out = operand_def(IndexType)
+
+
 @irdl_op_definition
-class Conv2dOp(_VectorOp):
+class Conv2dOp(_DstSrcOperands, _WeightOperands, _WindowAttrs, IntrinsicOp):
     """Direct convolution of one CHW image in NRAM with OIHW weights in WRAM into a CHW
     result in NRAM (BANG `__bang_conv`); padding is implicit (zeros outside the image).
     Shapes are static attributes, the number of output channels is an operand.
@@ -751,40 +879,35 @@ class Conv2dOp(_VectorOp):
     """
 
     name = "dlp.conv2d"
-    BUFFERS: ClassVar[tuple] = (("dst", NRAM), ("src", NRAM), ("weight", ("wram",)))
-    dst = operand_def(MemRefType)
-    dst_offset = operand_def(IndexType)
-    src = operand_def(MemRefType)
-    src_offset = operand_def(IndexType)
-    weight = operand_def(MemRefType)
-    weight_offset = operand_def(IndexType)
-    channels_out = operand_def(IndexType)
-    channels_in = attr_def(IntegerAttr)
-    height = attr_def(IntegerAttr)
-    width = attr_def(IntegerAttr)
-    kernel_h = attr_def(IntegerAttr)
-    kernel_w = attr_def(IntegerAttr)
-    stride_h = attr_def(IntegerAttr)
-    stride_w = attr_def(IntegerAttr)
-    pad_top = attr_def(IntegerAttr)
-    pad_left = attr_def(IntegerAttr)
-    pad_bottom = attr_def(IntegerAttr)
-    pad_right = attr_def(IntegerAttr)
+    WRAM_OPERAND: ClassVar[str | None] = "weight"
+    PARAMS: ClassVar[tuple[str, ...]] = CONV_PARAMS
+    channels_in = attr_def(IntegerAttr[I64])
+    pad_bottom = attr_def(IntegerAttr[I64])
+    pad_right = attr_def(IntegerAttr[I64])
     assembly_format = (
         "$dst `[` $dst_offset `]` `,` $src `[` $src_offset `]` `,` $weight `[` $weight_offset `]` `,` "
         "$channels_out attr-dict `:` type($dst) `,` type($src) `,` type($weight)"
     )
 
     def __init__(
-        self, dst, dst_offset, src, src_offset, weight, weight_offset, channels_out, **params: int
+        self,
+        dst: SSAValue,
+        dst_offset: SSAValue,
+        src: SSAValue,
+        src_offset: SSAValue,
+        weight: SSAValue,
+        weight_offset: SSAValue,
+        channels_out: SSAValue,
+        **params: int,
     ):
         super().__init__(
             operands=[dst, dst_offset, src, src_offset, weight, weight_offset, channels_out],
             attributes={k: IntegerAttr(params[k], i64) for k in CONV_PARAMS},
         )
 
-    def param(self, key: str) -> int:
-        return getattr(self, key).value.data
+    def buffer_operands(self) -> tuple[BufferOperand, ...]:
+        weight = BufferOperand("weight", self.weight, self.weight_offset)
+        return (*super().buffer_operands(), weight)
 
     def out_hw(self) -> tuple[int, int]:
         p = self.param
@@ -795,43 +918,46 @@ class Conv2dOp(_VectorOp):
 
     def verify_(self) -> None:
         super().verify_()
-        for key in CONV_PARAMS:
-            low = 0 if key.startswith("pad") else 1
-            if self.param(key) < low:
-                raise VerifyException(
-                    f"dlp.conv2d has {key} = {self.param(key)}, expected >= {low}"
-                )
+        self._verify_params()
         oh, ow = self.out_hw()
         if oh < 1 or ow < 1:
             raise VerifyException("dlp.conv2d kernel is larger than the padded input")
+        p = self.param
+        checks = [("src", self.src, p("channels_in") * p("height") * p("width"))]
         co = constant_index(self.channels_out)
-        checks = [
-            (
-                "src",
-                self.src,
-                self.param("channels_in") * self.param("height") * self.param("width"),
-            )
-        ]
         if co is not None:
-            checks += [
-                ("dst", self.dst, co * oh * ow),
-                (
-                    "weight",
-                    self.weight,
-                    co
-                    * self.param("channels_in")
-                    * self.param("kernel_h")
-                    * self.param("kernel_w"),
-                ),
-            ]
+            taps = p("channels_in") * p("kernel_h") * p("kernel_w")
+            checks += [("dst", self.dst, co * oh * ow), ("weight", self.weight, co * taps)]
         for what, buf, need in checks:
-            have = 1
-            for d in shape_of(buf):
-                have *= d
-            if have < need:
+            if _elements(buf) < need:
                 raise VerifyException(
-                    f"dlp.conv2d operand '{what}' holds {have} elements, needs {need}"
+                    f"dlp.conv2d operand '{what}' holds {_elements(buf)} elements, needs {need}"
                 )
+
+
+class PoolMode(StrEnum):
+    MAX = "max"
+    SUM = "sum"
+
+
+@irdl_attr_definition
+class PoolModeAttr(EnumAttribute[PoolMode]):
+    """What `dlp.pool` combines a window with: `"max"` or `"sum"` (a string literal)."""
+
+    name = "dlp.pool_mode"
+
+    @classmethod
+    def parse_parameter(cls, parser: AttrParser) -> PoolMode:
+        start = parser.pos
+        mode = parser.parse_str_literal(" for the pool mode")
+        if mode not in {m.value for m in PoolMode}:
+            parser.raise_error(
+                f'dlp.pool has mode "{mode}", expected "max" or "sum"', start, parser.pos
+            )
+        return PoolMode(mode)
+
+    def print_parameter(self, printer: Printer) -> None:
+        printer.print_string_literal(self.data.value)
 
 
 POOL_PARAMS = (
@@ -848,8 +974,12 @@ POOL_PARAMS = (
 )
 
 
+class _ChannelsOperand(IRDLOperation):
+    channels = operand_def(IndexType)
+
+
 @irdl_op_definition
-class PoolOp(_VectorOp):
+class PoolOp(_DstSrcOperands, _ChannelsOperand, _WindowAttrs, IntrinsicOp):
     """Window pooling of `channels` CHW planes in NRAM into CHW results in NRAM (BANG
     `__bang_maxpool`/`__bang_sumpool`): `dst[c, y, x]` is the max (`mode = "max"`) or the sum
     (`mode = "sum"`) of `src[c, y*stride_h - pad_top + i, x*stride_w - pad_left + j]` over the
@@ -861,52 +991,40 @@ class PoolOp(_VectorOp):
     """
 
     name = "dlp.pool"
-    BUFFERS: ClassVar[tuple] = (("dst", NRAM), ("src", NRAM))
-    mode = prop_def(StringAttr)
-    dst = operand_def(MemRefType)
-    dst_offset = operand_def(IndexType)
-    src = operand_def(MemRefType)
-    src_offset = operand_def(IndexType)
-    channels = operand_def(IndexType)
-    height = attr_def(IntegerAttr)
-    width = attr_def(IntegerAttr)
-    kernel_h = attr_def(IntegerAttr)
-    kernel_w = attr_def(IntegerAttr)
-    stride_h = attr_def(IntegerAttr)
-    stride_w = attr_def(IntegerAttr)
-    pad_top = attr_def(IntegerAttr)
-    pad_left = attr_def(IntegerAttr)
-    out_h = attr_def(IntegerAttr)
-    out_w = attr_def(IntegerAttr)
+    PARAMS: ClassVar[tuple[str, ...]] = POOL_PARAMS
+    mode = prop_def(PoolModeAttr)
+    out_h = attr_def(IntegerAttr[I64])
+    out_w = attr_def(IntegerAttr[I64])
     assembly_format = (
         "$mode $dst `[` $dst_offset `]` `,` $src `[` $src_offset `]` `,` $channels attr-dict "
         "`:` type($dst) `,` type($src)"
     )
 
-    def __init__(self, mode: str, dst, dst_offset, src, src_offset, channels, **params: int):
+    def __init__(
+        self,
+        mode: str,
+        dst: SSAValue,
+        dst_offset: SSAValue,
+        src: SSAValue,
+        src_offset: SSAValue,
+        channels: SSAValue,
+        **params: int,
+    ):
         super().__init__(
             operands=[dst, dst_offset, src, src_offset, channels],
-            properties={"mode": StringAttr(mode)},
+            properties={"mode": PoolModeAttr(PoolMode(mode))},
             attributes={k: IntegerAttr(params[k], i64) for k in POOL_PARAMS},
         )
 
-    def param(self, key: str) -> int:
-        return getattr(self, key).value.data
-
     def verify_(self) -> None:
         super().verify_()
-        if self.mode.data not in ("max", "sum"):
-            raise VerifyException(f'dlp.pool has mode "{self.mode.data}", expected "max" or "sum"')
-        for key in POOL_PARAMS:
-            low = 0 if key.startswith("pad") else 1
-            if self.param(key) < low:
-                raise VerifyException(f"dlp.pool has {key} = {self.param(key)}, expected >= {low}")
+        self._verify_params()
         p = self.param
         if p("pad_top") >= p("kernel_h") or p("pad_left") >= p("kernel_w"):
             raise VerifyException("dlp.pool padding must be smaller than the window")
-        for axis, o, s, _k, pad, n in (
-            ("rows", "out_h", "stride_h", "kernel_h", "pad_top", "height"),
-            ("columns", "out_w", "stride_w", "kernel_w", "pad_left", "width"),
+        for axis, o, s, pad, n in (
+            ("rows", "out_h", "stride_h", "pad_top", "height"),
+            ("columns", "out_w", "stride_w", "pad_left", "width"),
         ):
             if (p(o) - 1) * p(s) - p(pad) >= p(n):
                 raise VerifyException(
@@ -919,12 +1037,9 @@ class PoolOp(_VectorOp):
             ("src", self.src, c * p("height") * p("width")),
             ("dst", self.dst, c * p("out_h") * p("out_w")),
         ):
-            have = 1
-            for d in shape_of(buf):
-                have *= d
-            if have < need:
+            if _elements(buf) < need:
                 raise VerifyException(
-                    f"dlp.pool operand '{what}' holds {have} elements, needs {need}"
+                    f"dlp.pool operand '{what}' holds {_elements(buf)} elements, needs {need}"
                 )
 
 
@@ -969,5 +1084,5 @@ Dlp = Dialect(
         Conv2dOp,
         PoolOp,
     ],
-    [SpaceAttr, DirectionAttr],
+    [SpaceAttr, DirectionAttr, PoolModeAttr],
 )

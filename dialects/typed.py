@@ -1,3 +1,4 @@
+# pyright: strict
 """Typed readers at the xDSL boundary.
 
 xDSL types an op's operands and results as plain `SSAValue`s (their `.type` is an
@@ -8,9 +9,15 @@ caller relies on with `isinstance` and return it with its real type, so the code
 uses them needs no cast. A failed check raises `VerifyException` naming the value: on
 verified IR it cannot happen (it is a dlpc invariant), on IR that skipped the verifier
 it is a one-line diagnostic rather than an `AttributeError`.
+
+`isinstance` cannot bind a generic attribute's parameters (pyright leaves them unknown):
+after the check, a `cast` to the class over `Attribute`, the bound of every parameter,
+states what always holds.
 """
 
 from __future__ import annotations
+
+from typing import cast
 
 from xdsl.dialects.builtin import (
     AnyFloat,
@@ -21,6 +28,7 @@ from xdsl.dialects.builtin import (
     IntegerType,
     MemRefType,
     ShapedType,
+    Signedness,
     TensorType,
 )
 from xdsl.ir import Attribute, SSAValue
@@ -38,20 +46,20 @@ __all__ = [
 ]
 
 
-def memref_type(value: SSAValue | Attribute) -> MemRefType:
+def memref_type(value: SSAValue | Attribute) -> MemRefType[Attribute]:
     """The `memref` type of a value (or the type itself)."""
     ty = value.type if isinstance(value, SSAValue) else value
     if not isinstance(ty, MemRefType):
         raise VerifyException(f"expected a memref, got {ty}")
-    return ty
+    return cast(MemRefType[Attribute], ty)
 
 
-def tensor_type(value: SSAValue | Attribute) -> TensorType:
+def tensor_type(value: SSAValue | Attribute) -> TensorType[Attribute]:
     """The `tensor` type of a value (or the type itself)."""
     ty = value.type if isinstance(value, SSAValue) else value
     if not isinstance(ty, TensorType):
         raise VerifyException(f"expected a tensor, got {ty}")
-    return ty
+    return cast(TensorType[Attribute], ty)
 
 
 def shape_of(value: SSAValue | Attribute) -> tuple[int, ...]:
@@ -67,8 +75,7 @@ def element_type(value: SSAValue | Attribute) -> Attribute:
     ty = value.type if isinstance(value, SSAValue) else value
     if not isinstance(ty, ContainerType):
         raise VerifyException(f"expected a container type, got {ty}")
-    elt: Attribute = ty.get_element_type()
-    return elt
+    return cast(ContainerType[Attribute], ty).get_element_type()
 
 
 def float_type(ty: Attribute) -> AnyFloat:
@@ -94,7 +101,9 @@ def int_value(attr: Attribute) -> int:
 
 def dense_ints(attr: Attribute) -> tuple[int, ...]:
     """The values of an integer dense array (`array<i64: 1, 2>`)."""
-    if not isinstance(attr, DenseArrayBase) or not isinstance(attr.elt_type, IntegerType):
-        raise VerifyException(f"expected an integer dense array, got {attr}")
-    elt: IntegerType = attr.elt_type
-    return elt.unpack(attr.data.data, len(attr))
+    if isinstance(attr, DenseArrayBase):
+        array = cast(DenseArrayBase[IntegerType[int, Signedness] | AnyFloat], attr)
+        elt = array.elt_type
+        if isinstance(elt, IntegerType):
+            return elt.unpack(array.data.data, len(array))
+    raise VerifyException(f"expected an integer dense array, got {attr}")

@@ -100,17 +100,6 @@ func.func @conv_too_small(%x: memref<64xf32>) {
 
 // -----
 
-func.func @pool_bad_mode() {
-  %c0 = arith.constant 0 : index
-  %c1 = arith.constant 1 : index
-  %a = memref.alloc() : memref<64xf32, #dlp.space<nram>>
-  dlp.pool "avg" %a[%c0], %a[%c0], %c1 {height = 4 : i64, width = 4 : i64, kernel_h = 2 : i64, kernel_w = 2 : i64, stride_h = 2 : i64, stride_w = 2 : i64, pad_top = 0 : i64, pad_left = 0 : i64, out_h = 2 : i64, out_w = 2 : i64} : memref<64xf32, #dlp.space<nram>>, memref<64xf32, #dlp.space<nram>>
-  func.return
-}
-// CHECK: dlp.pool has mode "avg", expected "max" or "sum"
-
-// -----
-
 func.func @pool_src_too_small() {
   %c0 = arith.constant 0 : index
   %c8 = arith.constant 8 : index
