@@ -41,7 +41,8 @@ class Area(NamedTuple):
 
 
 def _lit(*paths: str) -> str:
-    return "lit -q " + " ".join(paths)
+    """lit files, their dlpc-opt lines run in one process (bench/fastlit.py)."""
+    return "python bench/fastlit.py " + " ".join(paths)
 
 
 AREAS: dict[str, Area] = {
@@ -192,9 +193,20 @@ AREAS: dict[str, Area] = {
         ],
     ),
     "reference": Area(
-        ["reference/*.py", "backends/numpy.py"],
+        ["reference/graph.py", "reference/te.py", "backends/numpy.py"],
         [
             f"{PYTEST} test/python/test_numpy_backend.py test/python/test_mutation_kills_reference.py"
+        ],
+    ),
+    "comm": Area(
+        ["dialects/comm.py", "reference/comm.py", "passes/dist/*.py"],
+        [
+            _lit(
+                "test/dialects/comm",
+                "test/passes/graph-data-parallel.mlir",
+                "test/passes/graph-data-parallel-invalid.mlir",
+            ),
+            f"{PYTEST} test/python/test_mutation_kills_comm.py",
         ],
     ),
     "tools": Area(
@@ -243,7 +255,7 @@ def prepare(area: str, workdir: Path, sample: int | None, seed: int, timeout: fl
     if not modules:
         sys.exit(f"{area}: no module at HEAD matches {patterns}")
     commands = [c for c in (present(copy, c) for c in commands) if c]
-    env = f"PYTHONPATH={base} DLPC_CACHE_DIR={workdir / 'cache'}"
+    env = f"PYTHONHASHSEED=0 PYTHONPATH={base} DLPC_CACHE_DIR={workdir / 'cache'}"
     test = " && ".join(f"{env} {c}" for c in commands)
     script = base / "run-tests.sh"  # cosmic-ray runs its test command without a shell
     script.write_text(f"#!/bin/sh\ncd {copy} && {test}\n")
