@@ -18,6 +18,7 @@ printed, to be given a test or shown equivalent (docs/testing.md). Slow: not in 
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import random
 import sqlite3
@@ -237,16 +238,35 @@ def present(copy: Path, command: str) -> str | None:
     return " ".join(words) if any(w.startswith("test/") for w in words) else None
 
 
-def prepare(area: str, workdir: Path, sample: int | None, seed: int, timeout: float) -> Path:
-    """A copy of HEAD, the cosmic-ray config and session (sampled); the session path."""
+OWN_TESTS = ["test/python/test_mutation_kills_*.py", "test/dialects/*/invalid-mutation*.mlir"]
+
+
+def prepare(
+    area: str, workdir: Path, sample: int | None, seed: int, timeout: float, rev: str = "HEAD"
+) -> Path:
+    """A copy of `rev`, the cosmic-ray config and session (sampled); the session path.
+    The tests written against mutants (OWN_TESTS) come from HEAD whatever `rev` is."""
     patterns, commands, _ = AREAS[area]
     base = workdir / area
     copy = base / "dlpc"
     if copy.exists():
         subprocess.run(["rm", "-rf", str(copy)], check=True)
     copy.mkdir(parents=True)
-    archive = subprocess.run(["git", "archive", "HEAD"], cwd=ROOT, capture_output=True, check=True)
+    archive = subprocess.run(["git", "archive", rev], cwd=ROOT, capture_output=True, check=True)
     subprocess.run(["tar", "-x", "-C", str(copy)], input=archive.stdout, check=True)
+    tree = subprocess.run(
+        ["git", "ls-tree", "-r", "--name-only", "HEAD"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    own = [f for f in tree if any(fnmatch.fnmatch(f, g) for g in OWN_TESTS)]
+    if rev != "HEAD" and own:
+        archive = subprocess.run(
+            ["git", "archive", "HEAD", *own], cwd=ROOT, capture_output=True, check=True
+        )
+        subprocess.run(["tar", "-x", "-C", str(copy)], input=archive.stdout, check=True)
     lit_cfg = copy / "lit.cfg.py"  # lit passes PYTHONPATH on to dlpc-opt in the copy
     lit_cfg.write_text(
         lit_cfg.read_text().replace('"VIRTUAL_ENV")', '"VIRTUAL_ENV", "PYTHONPATH")')
@@ -349,6 +369,7 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0, help="seed of the sample")
     p.add_argument("--timeout", type=float, default=None, help="seconds per mutant (the area's)")
     p.add_argument("--workdir", default="/tmp/dlpc-mutation", help="copies and sessions")
+    p.add_argument("--rev", default="HEAD", help="the commit whose tree is mutated")
     p.add_argument("--report", action="store_true", help="print the table of every area run")
     args = p.parse_args(argv)
     workdir = Path(args.workdir)
@@ -356,7 +377,7 @@ def main(argv=None) -> int:
         for area in AREAS if args.area == "all" else [args.area]:
             start = time.perf_counter()
             timeout = args.timeout or AREAS[area].timeout
-            session = prepare(area, workdir, args.sample, args.seed, timeout)
+            session = prepare(area, workdir, args.sample, args.seed, timeout, args.rev)
             subprocess.run(
                 ["cosmic-ray", "exec", str(workdir / area / "cosmic-ray.toml"), str(session)],
                 cwd=workdir / area,
