@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import builtins
 import ctypes
+import dataclasses
 import os
 import sys
 import time
@@ -41,12 +42,15 @@ from dlpc.backends.runtime.dlp_sim import DlpFunction
 from dlpc.diagnostics import DlpcError
 from dlpc.model import Model
 from dlpc.passes.train import optim
+from dlpc.passes.train import schedule as lr_scheduler
 from dlpc.passes.train.losses import Loss, as_loss
 from dlpc.passes.train.optim import Optimizer, make_optimizer
 from dlpc.passes.train.step import TrainStep, train_step_module
 from dlpc.reference import graph as ref
 
-__all__ = ["Trainer", "train", "train_step_model", "optim", "Loss"]
+__all__ = ["Trainer", "train", "train_step_model", "optim", "Loss", "lr_scheduler"]
+# torch.optim.lr_scheduler's schedulers, driving a trainer's run-time hyper-parameters
+from dlpc.passes.train.schedule import *  # noqa: E402, F403
 
 
 def bind_batch(model: Model | str | os.PathLike, batch_size: int) -> Model:
@@ -73,11 +77,11 @@ def bind_batch(model: Model | str | os.PathLike, batch_size: int) -> Model:
 
 
 def train_step_model(
-    model: Model, loss: str | Loss, optimizer: str | Optimizer
+    model: Model, loss: str | Loss, optimizer: str | Optimizer, frozen=()
 ) -> tuple[Model, TrainStep]:
     """The training step of `model` (batch dim already bound) as a Model: its weights
     are the model's plus the initial optimizer state."""
-    step = train_step_module(model.module, loss, optimizer, model.weights)
+    step = train_step_module(model.module, loss, optimizer, model.weights, frozen=frozen)
     weights = {**api.check_weights(model), **step.initial_state}
     return Model(step.module, weights, f"{model.name}_train", model.path), step
 
@@ -103,6 +107,7 @@ class _Resident:
         if missing:
             raise DlpcError(f"error: no value for parameter '{missing[0]}'")
         self.n_metrics = len(step.metrics)
+        self.num_inputs = len(ref.main_func(step.module).args)  # model inputs + targets
         out_index = {name: self.n_metrics + k for k, name in enumerate(step.state)}
         # the parameter slot each state output feeds next step (unused state: none)
         self.feeds = [(k, out_index[n]) for k, n in enumerate(self.param_names) if n in out_index]
@@ -238,22 +243,40 @@ class Trainer:
         target: str = "c",
         opt_level: int = 2,
         weights=None,
+        frozen=(),
+        param_groups=None,
+        lr_lambda: Callable[[int], float] | None = None,
     ):
         if isinstance(model, str | os.PathLike) and weights is not None:
             model = api.load(model, weights=weights, batch=batch_size)
         self.model = bind_batch(model, batch_size)
         self.loss = as_loss(loss)
         self.optimizer = make_optimizer(optimizer)
+        if param_groups is not None:
+            self.optimizer = dataclasses.replace(self.optimizer, groups=tuple(param_groups))
         self.batch_size = batch_size
         self.target = target
         self.opt_level = opt_level
-        self.step_model, self.spec = train_step_model(self.model, self.loss, self.optimizer)
+        self.step_model, self.spec = train_step_model(self.model, self.loss, self.optimizer, frozen)
         self.compiled = api.compile(
             self.step_model, target=target, opt_level=opt_level, fold_weights=False
         )
         self._resident = _Resident(self.compiled, self.spec, self.step_model.weights)
         self._evaluator: _Evaluator | None = None
         self.epoch = 0  # completed epochs of `fit` (saved with the state)
+        # torch-style param groups: options by torch's names and "params" (the names);
+        # a scheduler or the user changes the run-time ones between steps
+        self.param_groups: list[dict] = [
+            dict(g, params=list(g["params"])) for g in self.spec.groups
+        ]
+        self._compiled_groups = [dict(g) for g in self.spec.groups]
+        self._hyper = self._hyper_slots()
+        self._written: list[float] = [float(a) for _, _, _, a in self._hyper]
+        self._lambda = None
+        if lr_lambda is not None:
+            from dlpc.passes.train.schedule import LambdaLR
+
+            self._lambda = LambdaLR(self, lr_lambda)
 
     # ---- state -------------------------------------------------------------------
     @property
@@ -303,20 +326,90 @@ class Trainer:
         if missing:
             raise DlpcError(f"error: saved state lacks '{missing[0]}'")
         self._resident.assign(state)
+        self._pull_hyper()
         if epoch is not None:
             self.epoch = int(epoch)
+
+    # ---- run-time hyper-parameters -----------------------------------------------
+    def _hyper_slots(self) -> list[tuple[int, str, str, np.ndarray]]:
+        """(group, graph name, param name, the resident array) of every run-time
+        hyper-parameter the compiled step reads."""
+        current = self._resident.current()
+        out = []
+        for k, group in enumerate(self.spec.groups):
+            for key in self.optimizer.runtime(group):
+                name = optim.hyper_name(k, key)
+                if name in current:
+                    out.append((k, key, name, current[name]))
+        return out
+
+    def _push_hyper(self) -> None:
+        """Write the param groups' run-time hyper-parameters into the step's inputs;
+        a compile-time option changed is an error."""
+        for i, (k, key, _, array) in enumerate(self._hyper):
+            value = optim.Optimizer.hyper_value(self.param_groups[k], key)
+            if value != self._written[i]:
+                array[...] = value
+                self._written[i] = value
+        for k, (group, built) in enumerate(zip(self.param_groups, self._compiled_groups)):
+            for key, value in built.items():
+                if key == "params" or group.get(key) == value:
+                    continue
+                runtime = self.optimizer.runtime(built)
+                if key in runtime or (key == "betas" and "beta1" in runtime):
+                    continue
+                zero = key in ("weight_decay", "momentum") and not value
+                how = "compiled out (0 when built)" if zero else "compiled in"
+                raise DlpcError(
+                    f"error: param group {k}: '{key}' is {how}; only "
+                    f"{', '.join(runtime) or 'nothing'} can change between steps"
+                )
+
+    def _pull_hyper(self) -> None:
+        """The param groups' run-time values from the resident state (after `load`)."""
+        for i, (k, key, _, array) in enumerate(self._hyper):
+            value = float(array)
+            self._written[i] = value
+            group = self.param_groups[k]
+            if key in ("beta1", "beta2"):
+                betas = list(group["betas"])
+                betas[key == "beta2"] = value
+                group["betas"] = tuple(betas)
+            else:
+                group[key] = value
+
+    @property
+    def lr(self) -> float:
+        """The learning rate of the first param group (set: of every group)."""
+        return self.param_groups[0]["lr"]
+
+    @lr.setter
+    def lr(self, value: float) -> None:
+        for group in self.param_groups:
+            group["lr"] = value
 
     # ---- training ----------------------------------------------------------------
     @property
     def steps_done(self) -> int:
         return int(self._resident.current()["opt.step"])
 
-    def step(self, x: np.ndarray, y: np.ndarray) -> float:
-        """One update on the batch (x, y); returns its loss."""
-        return float(self._step(x, y)[0])
+    def step(self, *arrays: np.ndarray) -> float:
+        """One update on a batch: the model's inputs then the targets, in order; returns
+        its loss."""
+        return float(self._step(*arrays)[0])
 
-    def _step(self, x, y) -> list[np.ndarray]:
-        return self._resident.run(self._resident.convert([x, y]))
+    def _step(self, *arrays) -> list[np.ndarray]:
+        n = self._resident.num_inputs
+        if len(arrays) != n:
+            raise DlpcError(
+                f"error: the step takes {n} arrays (the model's inputs, then the targets), "
+                f"got {len(arrays)}"
+            )
+        self._push_hyper()
+        out = self._resident.run(self._resident.convert(list(arrays)))
+        if self._lambda is not None:
+            self._lambda.step()
+        return out
 
     def predict(self, x: np.ndarray) -> np.ndarray:
         """The model's output for every row of `x` with the current weights."""

@@ -69,6 +69,22 @@ def build_parser() -> ToolArgumentParser:
         "--warmup", type=int, default=0, help="warm-up steps (warmup, warmup_cosine schedules)"
     )
     p.add_argument(
+        "--step-size",
+        type=int,
+        default=None,
+        help="steps between lr decays of the step schedule (default: a third of the run)",
+    )
+    p.add_argument(
+        "--gamma", type=float, default=0.1, help="lr factor per decay (step schedule; 0.1)"
+    )
+    p.add_argument(
+        "--freeze",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="do not train the params matching this name or glob pattern (repeatable)",
+    )
+    p.add_argument(
         "--clip-norm", type=float, default=None, help="clip gradients to this global L2 norm"
     )
     p.add_argument("--epochs", type=int, default=10, help="epochs in all (default 10)")
@@ -254,8 +270,10 @@ def main(argv: list[str] | None = None) -> int:
                 ) from None
         if not Path(args.model).is_file():
             raise DlpcError(f"error: no such file: {args.model}")
-        if args.momentum and args.optimizer != "sgd":
-            raise DlpcError("dlpc-train: error: --momentum applies to --optimizer sgd")
+        if args.momentum and args.optimizer not in ("sgd", "rmsprop"):
+            raise DlpcError("dlpc-train: error: --momentum applies to --optimizer sgd, rmsprop")
+        if args.step_size is not None and args.step_size < 1:
+            raise DlpcError(f"dlpc-train: error: --step-size must be >= 1, got {args.step_size}")
         if args.schedule in ("warmup", "warmup_cosine") and args.warmup < 1:
             raise DlpcError(f"dlpc-train: error: --schedule {args.schedule} needs --warmup N")
         if args.dp or args.ranks:  # distributed: dlpc.dist (docs/distributed.md)
@@ -282,7 +300,10 @@ def emit_step(args) -> int:
 
     model = api.load(args.model, weights=args.weights, batch=args.batch)
     step_model, _ = dlpc_train.train_step_model(
-        model, Loss(args.loss, label_smoothing=args.label_smoothing), _optimizer(args, 1)
+        model,
+        Loss(args.loss, label_smoothing=args.label_smoothing),
+        _optimizer(args, 1),
+        frozen=args.freeze,
     )
     options = pipeline.PipelineOptions(
         opt_level=args.opt_level, schedule=pipeline.schedules_for(args.emit)
@@ -323,13 +344,16 @@ def _optimizer(args, total_steps: int):
         args.schedule,
         total_steps=total_steps,
         warmup_steps=args.warmup,
-        step_size=max(total_steps // 3, 1),
+        step_size=args.step_size or max(total_steps // 3, 1),
+        gamma=args.gamma,
     )
     options = {"lr": args.lr, "schedule": schedule, "clip_norm": args.clip_norm}
     if args.weight_decay is not None:
         options["weight_decay"] = args.weight_decay
     if args.optimizer == "sgd":
         options.update(momentum=args.momentum, nesterov=args.nesterov)
+    elif args.optimizer == "rmsprop":
+        options.update(momentum=args.momentum)
     return optim.make_optimizer(args.optimizer, **options)
 
 
@@ -356,7 +380,13 @@ def train(args, data) -> int:
     optimizer = _optimizer(args, steps_per_epoch * args.epochs)
     model = api.load(args.model, weights=args.weights, batch=args.batch)
     trainer = _trainer_class(args)(
-        model, loss, optimizer, batch_size=args.batch, target=args.target, opt_level=args.opt_level
+        model,
+        loss,
+        optimizer,
+        batch_size=args.batch,
+        target=args.target,
+        opt_level=args.opt_level,
+        frozen=args.freeze,
     )
     if args.stats:
         say(activation_stats(trainer.spec))

@@ -19,6 +19,7 @@ with `momentum` (PyTorch's: r = (1 - m) r + m s, the variance unbiased); each
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -52,6 +53,9 @@ class TrainStep:
     kept_bytes: int = 0
     kept_bytes_other: int = 0
     recompute: bool = False
+    # the optimizer's param groups: options and "params" (names); their run-time
+    # hyper-parameters are the step's params `opt.g<k>.<name>` (optim.hyper_name)
+    groups: list[dict] = field(default_factory=list)
 
     @property
     def buffers(self) -> list[str]:
@@ -185,7 +189,8 @@ def train_step_module(
     """The training step of `module` (not modified) for `loss` and `optimizer`.
 
     `weights` (name -> array) give the params' shapes and dtypes for the optimizer state;
-    without them the param ops' types do. `frozen` params are read but not trained.
+    without them the param ops' types do. `frozen` params (names or glob patterns) are
+    read but not trained.
     `recompute`: graph-autodiff's activation checkpointing. `distribute` rewrites the
     differentiated module before the update (graph-data-parallel: gradients across ranks).
     """
@@ -233,7 +238,7 @@ def train_step_module(
     # the running stats, optimizer state and the step counter as params, made before
     # autodiff would see them: autodiff differentiates every param, so the non-trained
     # ones are added afterwards
-    trained = [n for n in _params(f) if n not in frozen]
+    trained = _trained(list(_params(f)), frozen)
     _training_dropout(f)  # after `trained`: the step counter is not trained
 
     # backward: (loss, grad.<param>..., correct)
@@ -258,14 +263,19 @@ def train_step_module(
         )
         for n in trained
     }
-    initial = optimizer.initial_state(shapes)
+    groups = optimizer.assign(trained)
+    initial = optimizer.initial_state(shapes, groups)
     running = _running_updates(f, b, running_shapes)
     state_values = {
         name: b.param(name, np.shape(v), graph.NUMPY_TO_ELT[v.dtype.name])
         for name, v in initial.items()
     }
     new_params, new_state = optimizer.build(
-        b, {n: params[n] for n in trained}, {n: grads[f"grad.{n}"] for n in trained}, state_values
+        b,
+        {n: params[n] for n in trained},
+        {n: grads[f"grad.{n}"] for n in trained},
+        state_values,
+        groups,
     )
     order = [*trained, *running, *new_state]
     values = [*(new_params[n] for n in trained), *running.values(), *new_state.values()]
@@ -275,7 +285,19 @@ def train_step_module(
     )
     _erase_dead(f)
     module.verify()
-    return TrainStep(module, trained, order, metrics, initial, target_name, kept, other, recompute)
+    return TrainStep(
+        module, trained, order, metrics, initial, target_name, kept, other, recompute, groups
+    )
+
+
+def _trained(names: list[str], frozen) -> list[str]:
+    """The params not frozen: `frozen` holds names or glob patterns (fnmatch), each of
+    which must match a param."""
+    frozen = [frozen] if isinstance(frozen, str) else list(frozen)
+    for pattern in frozen:
+        if not any(fnmatch.fnmatchcase(n, pattern) for n in names):
+            raise DlpcError(f"error: frozen '{pattern}' matches no parameter of the model")
+    return [n for n in names if not any(fnmatch.fnmatchcase(n, p) for p in frozen)]
 
 
 def _autodiff(module: ModuleOp, recompute: bool) -> tuple[int, int]:

@@ -51,7 +51,11 @@ def test_step_signature_and_state():
     # inputs: the model's, then the target
     assert main.arg_attrs is not None
     assert _names(main.arg_attrs)[-1] == step.target_name == "target"
-    assert set(step.initial_state) == set(step.buffers)
+    # the initial state: the buffers, and the run-time hyper-parameters (read, not returned)
+    hyper = {"opt.g0.lr", "opt.g0.beta1", "opt.g0.beta2"}
+    assert set(step.initial_state) == set(step.buffers) | hyper
+    read = {op.param_name.data for op in step.module.walk() if op.name == "graph.param"}
+    assert hyper <= read and not hyper & set(step.state)
 
 
 def test_frozen_params_are_read_but_not_trained():
