@@ -3,5 +3,6 @@
 ops run through `dlpc.runtime.mpi`. See docs/distributed.md."""
 
 from dlpc.dist.data_parallel import DataParallelTrainer, shard
+from dlpc.dist.tensor_parallel import TensorParallelTrainer
 
-__all__ = ["DataParallelTrainer", "shard"]
+__all__ = ["DataParallelTrainer", "TensorParallelTrainer", "shard"]

@@ -74,3 +74,6 @@ PASSES["graph-autodiff"] = lazy_class("passes.train.autodiff", "GraphAutodiff", 
 PASSES["graph-data-parallel"] = lazy_class(
     "passes.dist.data_parallel", "GraphDataParallel", ModulePass
 )
+PASSES["graph-tensor-parallel"] = lazy_class(
+    "passes.dist.tensor_parallel", "GraphTensorParallel", ModulePass
+)

@@ -10,6 +10,7 @@ expected result of the whole group. Prints `ok <rank> <checks>` when all agree.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -120,7 +121,6 @@ def program() -> int:
     """The textbook's first examples, then a program with comm ops through dlpc.compile
     on the numpy target."""
     import tempfile
-    from pathlib import Path
 
     import dlpc
 
@@ -162,7 +162,62 @@ def fault() -> int:
     return 0
 
 
-MODES = {"collectives": collectives, "program": program, "fault": fault}
+GRAD_PROGRAM = Path(__file__).resolve().parents[1] / "passes" / "graph-autodiff-comm.mlir"
+
+
+def grad() -> int:
+    """graph-autodiff through every comm op with a rule (test/passes/graph-autodiff-comm.mlir)
+    against central differences of the objective the rules assume: the sum of every
+    rank's loss, each rank's params perturbed in turn. The program is linear in w, so
+    the differences are exact up to rounding."""
+    import dlpc
+    from dlpc.passes.dist import grad as _rules  # noqa: F401 - the comm ops' rules
+    from dlpc.passes.train.autodiff import differentiate
+
+    C = world()
+    r, n = C.rank, C.size
+    group = (n, (), (), "")
+    zero = {"w": np.zeros((4, 2), np.float32)}  # (bound per call below)
+    model = dlpc.load(GRAD_PROGRAM, weights=zero)
+    forward = dlpc.compile(model, target="numpy", fold_weights=False)
+    backward_model = dlpc.load(GRAD_PROGRAM, weights=zero)
+    differentiate(backward_model.module)
+    backward = dlpc.compile(backward_model, target="numpy", fold_weights=False)
+    rng = np.random.default_rng(r)
+    x = rng.standard_normal((4, 2)).astype(np.float32)
+    w = rng.standard_normal((4, 2)).astype(np.float32)
+
+    def objective(w_mine):
+        (loss,) = _call(forward, x, w_mine)
+        (total,) = C.all_reduce([np.asarray(loss, np.float32).reshape(1)], "sum", group)
+        return float(total[0])
+
+    dw = _call(backward, x, w)[1]
+    eps = 0.5
+    for q in range(n):
+        want = C.broadcast(dw, q, group)
+        for i in range(w.size):
+            step = np.zeros(w.size, np.float32)
+            step[i] = eps
+            step = step.reshape(w.shape)
+            up = objective(w + step if r == q else w)
+            down = objective(w - step if r == q else w)
+            fd = (up - down) / (2 * eps)
+            assert abs(fd - want.flat[i]) <= 1e-3 * max(1.0, abs(fd)), (q, i, fd, want.flat[i])
+    print(f"ok {r} grad", flush=True)
+    return 0
+
+
+def _call(compiled, x, w):
+    """Run a compiled numpy model with param w (its namespace's main, weights not folded)."""
+    import builtins
+
+    namespace: dict = {"__name__": "dlpc_generated"}
+    exec(builtins.compile(compiled.source, "<dlpc>", "exec"), namespace)  # noqa: S102
+    return [np.asarray(o) for o in namespace["main"](x, params={"w": w})]
+
+
+MODES = {"collectives": collectives, "program": program, "fault": fault, "grad": grad}
 
 if __name__ == "__main__":
     sys.exit(guard(MODES[sys.argv[1]], "comm_worker"))

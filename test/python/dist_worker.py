@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 import dlpc.train
-from dlpc.dist import DataParallelTrainer
+from dlpc.dist import DataParallelTrainer, TensorParallelTrainer
 from dlpc.runtime.mpi import guard, world
 
 MLP = Path(__file__).resolve().parents[2] / "examples" / "mlp.dlpc"
@@ -51,5 +51,28 @@ def dp(optimizer: str) -> int:
     return 0
 
 
+def tp(optimizer: str) -> int:
+    """TensorParallelTrainer on the whole batch against one device, 10 steps."""
+    C = world()
+    rng = np.random.default_rng(11)
+    xs = rng.standard_normal((STEPS, GLOBAL_BATCH, 784)).astype(np.float32)
+    ys = rng.integers(0, 10, (STEPS, GLOBAL_BATCH)).astype(np.int64)
+    trainer = TensorParallelTrainer(MLP, "cross_entropy", optimizer, batch_size=GLOBAL_BATCH)
+    assert trainer.sharded == {"fc1.weight": 0, "fc1.bias": 0, "fc2.weight": 1}
+    losses = [trainer.step(xs[k], ys[k]) for k in range(STEPS)]
+    full = trainer.full_weights()
+    one = dlpc.train.Trainer(
+        MLP, "cross_entropy", optimizer, batch_size=GLOBAL_BATCH, target="numpy"
+    )
+    one_losses = [one.step(xs[k], ys[k]) for k in range(STEPS)]
+    np.testing.assert_allclose(losses, one_losses, rtol=1e-5, atol=1e-6)
+    for name, value in one.weights.items():
+        np.testing.assert_allclose(full[name], value, rtol=1e-4, atol=1e-5, err_msg=name)
+    print(f"ok {C.rank} tp {optimizer}", flush=True)
+    return 0
+
+
+MODES = {"dp": dp, "tp": tp}
+
 if __name__ == "__main__":
-    sys.exit(guard(lambda: {"dp": dp}[sys.argv[1]](*sys.argv[2:]), "dist_worker"))
+    sys.exit(guard(lambda: MODES[sys.argv[1]](*sys.argv[2:]), "dist_worker"))

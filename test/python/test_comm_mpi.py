@@ -84,3 +84,10 @@ def test_a_failing_rank_aborts_the_others():
     assert result.returncode != 0
     assert "comm_worker: rank 1: error: injected fault" in result.stderr
     assert "unexpected" not in result.stdout
+
+
+@needs_mpi
+def test_comm_gradient_rules_match_differences():
+    result = mpirun(2, str(WORKER), "grad")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert sorted(re.findall(r"ok (\d) grad", result.stdout)) == ["0", "1"]

@@ -94,3 +94,11 @@ def test_a_rank_error_stops_every_rank():
     )
     assert result.returncode != 0
     assert re.search(r"dlpc-train: rank \d: error: no such data file: nope.npz", result.stderr)
+
+
+@needs_mpi
+@pytest.mark.parametrize("optimizer", ["adam", "sgd"])
+def test_tensor_parallel_equals_one_device(optimizer):
+    result = run(["mpiexec", "-n", "2", sys.executable, str(WORKER), "tp", optimizer])
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert sorted(re.findall(r"ok (\d) tp", result.stdout)) == ["0", "1"], result.stdout
