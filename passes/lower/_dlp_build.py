@@ -1,5 +1,5 @@
 """Building dlp kernels, shared by `loop_to_dlp` (the plan and the kernel skeleton) and
-`_dlp_select` (intrinsic bodies): the plan of a kernel (`KernelPlan`, a `BufferPlan` per
+`dlp_select/` (intrinsic bodies): the plan of a kernel (`KernelPlan`, a `BufferPlan` per
 GDRAM buffer, the `Selection` interface of intrinsic patterns), an index-folding op
 `Builder`, the `Cloner` that copies loop-level ops into a kernel, and small helpers."""
 
@@ -135,7 +135,7 @@ class KernelPlan:
     tile: int = 1
     double: bool = False
     sram: bool = False
-    selection: Selection | None = None  # an intrinsic pattern (_dlp_select) or None
+    selection: Selection | None = None  # an intrinsic pattern (dlp_select/) or None
     local_bytes: int = 0  # allocations inside the kernel (accumulators, caches)
 
     @property
@@ -168,7 +168,7 @@ class KernelPlan:
 
 
 class Selection:
-    """An intrinsic pattern `_dlp_select` matched for a kernel: what it needs on chip
+    """An intrinsic pattern `dlp_select` matched for a kernel: what it needs on chip
     besides the plan's buffers, and the code of one tile."""
 
     def scratch_bytes(self, plan: KernelPlan, tile: int) -> int:

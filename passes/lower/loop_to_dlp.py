@@ -26,7 +26,7 @@ The plan for one kernel, in order:
 4. whole buffers are staged once per cluster in SRAM (core 0 copies, `dlp.sync_cluster`,
    every core copies SRAM2NRAM) when they fit, else copied GDRAM2NRAM per core;
 5. the tile's compute is the work loop's body over NRAM copies (scalar loops), unless
-   it matches an intrinsic (_dlp_select.py): an elementwise nest becomes vector
+   it matches an intrinsic (dlp_select/): an elementwise nest becomes vector
    intrinsics (`dlp.add`, `dlp.cycle_add`, `dlp.relu`, ...), a matmul/linear nest
    `dlp.matmul` with its right operand DMA'd to WRAM, a convolution `dlp.conv2d` with its
    weights in WRAM, max/average pooling `dlp.pool` (max or sum; the average's division
@@ -81,6 +81,7 @@ from dlpc.passes.lower._dlp_build import (
     _finish_for,
     _round_up,
 )
+from dlpc.passes.lower.dlp_select import select_compute
 from dlpc.targets.dlp import DlpTarget, resolve
 
 INF = float("inf")
@@ -353,8 +354,6 @@ def plan_kernel(
         plan = KernelPlan(kernel, desc, work, fixed, buffers, local_bytes=local)
         plan.tasks = min(desc.cores, plan.trip) if (multicore and work is not None) else 1
         if intrinsics:
-            from dlpc.passes.lower._dlp_select import select_compute
-
             plan.selection = select_compute(plan)
         if not plan.fits(1, False, False) and plan.selection is not None:
             plan.selection = None  # intrinsic scratch may be what overflows

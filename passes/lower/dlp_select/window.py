@@ -1,0 +1,416 @@
+"""Convolution and pooling: a window slid over NCHW planes, one intrinsic per tile.
+
+Both match `acc = init; for (ci,) kh, kw: acc = combine(acc, cell); out[c, oh, ow] =
+epilogue(acc)` over three unit-stride spatial loops, where the cell reads
+`x[0, c, oh*sh - pt + kh, ow*sw - pl + kw]`, guarded by `scf.if` (the fill value
+outside) where padding or ceil mode reach past the image; `match_window` reads the
+strides and pads off the cell's indices for both:
+
+- convolution (`dlp.conv2d`): combine = add, the cell multiplied by a weight tile
+  `w[co, ci, kh, kw]` (in WRAM); depthwise (channel c reads channel c) as one
+  `dlp.conv2d` per channel;
+- pooling (`dlp.pool "max"|"sum"`): combine = max or add of the cell itself, the work
+  loop over channels; average pooling's division (a constant: `dlp.mul_scalar`, or the
+  per-window count: scalar loops over the output tile) is its epilogue.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.dialects import arith, memref, scf
+from xdsl.ir import Operation, SSAValue
+
+from dlpc.dialects import dlp
+from dlpc.dialects.loop import ForOp
+from dlpc.dialects.typed import element_type
+from dlpc.passes.lower._dlp_build import BufferPlan, KernelPlan, Selection
+from dlpc.passes.lower.dlp_select.elementwise import (
+    BINARY,
+    Elementwise,
+    ScalarEpilogue,
+    match_epilogue,
+)
+from dlpc.passes.lower.dlp_select.matching import (
+    NoMatch,
+    const_value,
+    linear_form,
+    loop_chain,
+    scratch_elems,
+    tile_bytes,
+    work_nest,
+)
+
+
+def _window_nest(
+    plan: KernelPlan, n_reduce: int
+) -> tuple[list[ForOp], list[ForOp], memref.StoreOp, memref.LoadOp, list[Operation], SSAValue]:
+    """The shape conv and pooling kernels share: three unit-stride spatial loops from 0
+    around `acc = alloca; store init; <n_reduce reduction loops>; load acc; ...`.
+    Returns (spatial loops, reduction loops, the init store, the load of the total, the
+    ops after it, acc)."""
+    assert plan.work is not None  # select_compute matches only kernels with a work loop
+    spatial = work_nest(plan.work)
+    if len(spatial) != 3 or any(lp.lower != 0 or lp.stride != 1 for lp in spatial):
+        raise NoMatch
+    ops = [op for op in spatial[-1].block.ops if not isinstance(op, arith.ConstantOp)]
+    loops_in = [op for op in ops if isinstance(op, ForOp)]
+    if len(loops_in) != 1:
+        raise NoMatch
+    red = loop_chain(loops_in[0], perfect=False)
+    if len(red) != n_reduce or any(lp.lower != 0 or lp.stride != 1 for lp in red):
+        raise NoMatch
+    pos = ops.index(red[0])
+    pre, post = ops[:pos], ops[pos + 1 :]
+    if (
+        len(pre) != 2
+        or not isinstance(pre[0], memref.AllocaOp)
+        or not isinstance(pre[1], memref.StoreOp)
+    ):
+        raise NoMatch
+    acc = pre[0].memref
+    if not post or not isinstance(post[0], memref.LoadOp) or post[0].memref is not acc:
+        raise NoMatch
+    return spatial, red, pre[1], post[0], post[1:], acc
+
+
+def _accumulation(body: list[Operation], acc: SSAValue) -> tuple[Operation, Operation]:
+    """`v = load acc; c = combine(v, x); store c, acc` ending the innermost body:
+    (the combine, its other operand's op), NoMatch otherwise."""
+    if len(body) < 4:
+        raise NoMatch
+    la, comb, st = body[-3:]
+    if not (
+        isinstance(la, memref.LoadOp)
+        and la.memref is acc
+        and isinstance(st, memref.StoreOp)
+        and st.memref is acc
+        and st.value is comb.results[0]
+        and la.res in comb.operands
+    ):
+        raise NoMatch
+    x = next((o.owner for o in comb.operands if o is not la.res), None)
+    if not isinstance(x, Operation):
+        raise NoMatch
+    return comb, x
+
+
+def _only_index_arith(body: list[Operation], pattern: tuple[Operation, ...]) -> None:
+    """NoMatch unless every op of `body` besides `pattern` is index arithmetic."""
+    for o in body:
+        if o not in pattern and not (
+            o.name.startswith("arith.") and o.name not in BINARY and o.name != "arith.negf"
+        ):
+            raise NoMatch
+
+
+def _cell_load(cell: Operation, fill: float) -> tuple[memref.LoadOp, bool]:
+    """The load of a window cell and whether it is guarded: a plain load, or
+    `if (inside) load else fill` (padding)."""
+    if isinstance(cell, memref.LoadOp):
+        return cell, False
+    if isinstance(cell, scf.IfOp):
+        then_ops = [o for o in cell.true_region.block.ops if not isinstance(o, arith.ConstantOp)]
+        else_ops = list(cell.false_region.block.ops) if cell.false_region.blocks else []
+        if (
+            len(then_ops) == 2
+            and isinstance(then_ops[0], memref.LoadOp)
+            and else_ops
+            and const_value(else_ops[-1].operands[0]) == fill
+        ):
+            return then_ops[0], True
+    raise NoMatch
+
+
+@dataclass(frozen=True)
+class Window:
+    """Output (oh, ow) reads rows `oh * stride_h - pad_top + kh` (kh < kernel_h) and
+    columns likewise of a height x width plane; pad_bottom / pad_right: the rows /
+    columns past the plane the last window reaches."""
+
+    height: int
+    width: int
+    kernel_h: int
+    kernel_w: int
+    stride_h: int
+    stride_w: int
+    pad_top: int
+    pad_left: int
+    pad_bottom: int
+    pad_right: int
+    out_h: int
+    out_w: int
+
+
+def match_window(
+    plan: KernelPlan, cell: Operation, fill: float, loops: tuple[ForOp, ForOp, ForOp, ForOp]
+) -> tuple[BufferPlan, dict, Window]:
+    """The window `cell` reads over the loops (oh, ow, kh, kw): `x[0, c, oh*sh - pt + kh,
+    ow*sw - pl + kw]`, guarded by `if (inside) .. else fill` wherever it reaches past the
+    plane. Returns x's buffer plan, the linear form of the channel index and the window."""
+    oh_l, ow_l, kh_l, kw_l = loops
+    x_load, guarded = _cell_load(cell, fill)
+    px = plan.buffers.get(x_load.memref)
+    if px is None or len(px.shape) != 4 or px.shape[0] != 1:
+        raise NoMatch
+    forms = [linear_form(plan, v) for v in x_load.indices]
+    xi = [f for f in forms if f is not None]  # used only when none is None
+    if len(xi) < len(forms) or xi[0] != {1: 0}:
+        raise NoMatch
+    _, _, h, w = px.shape
+    hy, wx = xi[2], xi[3]
+    sh, sw = hy.get(oh_l.induction_var, 0), wx.get(ow_l.induction_var, 0)
+    if (
+        set(hy) - {oh_l.induction_var, kh_l.induction_var, 1}
+        or set(wx) - {ow_l.induction_var, kw_l.induction_var, 1}
+        or hy.get(kh_l.induction_var) != 1
+        or wx.get(kw_l.induction_var) != 1
+        or sh < 1
+        or sw < 1
+    ):
+        raise NoMatch
+    pt, pl = -hy.get(1, 0), -wx.get(1, 0)
+    kh, kw, oh, ow = kh_l.trip_count, kw_l.trip_count, oh_l.trip_count, ow_l.trip_count
+    if min(pt, pl) < 0 or pt >= kh or pl >= kw:
+        raise NoMatch
+    pb = max(0, (oh - 1) * sh + kh - h - pt)  # rows past the plane read as the fill value
+    pr = max(0, (ow - 1) * sw + kw - w - pl)
+    if not guarded and max(pt, pl, pb, pr) > 0:
+        raise NoMatch  # an unguarded load past the plane would read out of bounds
+    return px, xi[1], Window(h, w, kh, kw, sh, sw, pt, pl, pb, pr, oh, ow)
+
+
+def match_conv(plan) -> ConvSelection:
+    spatial, (ci_l, kh_l, kw_l), init, total, rest, acc = _window_nest(plan, 3)
+    co_l, oh_l, ow_l = spatial
+    if const_value(init.value) != 0.0:
+        raise NoMatch
+    body = [op for op in kw_l.block.ops if not isinstance(op, arith.ConstantOp)]
+    add, mul = _accumulation(body, acc)
+    if add.name != "arith.addf" or mul.name != "arith.mulf":
+        raise NoMatch
+    loads = [o.owner for o in mul.operands]
+    w_load = next(
+        (
+            o
+            for o in loads
+            if isinstance(o, memref.LoadOp)
+            and o.memref in plan.buffers
+            and plan.buffers[o.memref].kind == "tiled"
+        ),
+        None,
+    )
+    cell = next((o for o in loads if o is not w_load), None)
+    if w_load is None or not isinstance(cell, Operation):
+        raise NoMatch
+    _only_index_arith(body, (*body[-3:], mul, w_load, cell))
+    pw = plan.buffers[w_load.memref]
+    iv = [lp.induction_var for lp in (co_l, ci_l, kh_l, kw_l)]
+    if list(w_load.indices) != iv or pw.dim != 0 or pw.a != 1 or (pw.rlo, pw.rhi) != (0, 0):
+        raise NoMatch
+    px, channel, win = match_window(plan, cell, 0.0, (oh_l, ow_l, kh_l, kw_l))
+    cin = px.shape[1]
+    ci, co = ci_l.induction_var, co_l.induction_var
+    depthwise = (
+        channel in ({co: 1, ci: 1}, {co: 1, ci: 1, 1: 0}, {co: 1}, {co: 1, 1: 0})
+        and ci_l.trip_count == 1
+    )
+    if depthwise:  # channel c of the output reads channel c of the input
+        if not (
+            px.kind == "tiled"
+            and px.dim == 1
+            and px.a == 1
+            and px.rlo == px.rhi == 0
+            and pw.shape[1:] == (1, win.kernel_h, win.kernel_w)
+        ):
+            raise NoMatch
+    elif (
+        px.kind != "whole"
+        or channel not in ({ci: 1}, {ci: 1, 1: 0})
+        or pw.shape[1:] != (cin, win.kernel_h, win.kernel_w)
+        or ci_l.trip_count != cin
+    ):
+        raise NoMatch
+    h, w, kh, kw, sh, sw = (
+        win.height,
+        win.width,
+        win.kernel_h,
+        win.kernel_w,
+        win.stride_h,
+        win.stride_w,
+    )
+    pt, pl, pb, pr = win.pad_top, win.pad_left, win.pad_bottom, win.pad_right
+    if ((h + pt + pb - kh) // sh + 1, (w + pl + pr - kw) // sw + 1) != (win.out_h, win.out_w):
+        raise NoMatch
+    ew = match_epilogue(plan, spatial, list(ow_l.block.ops), rest, total.res)
+    params = dict(
+        channels_in=1 if depthwise else cin,
+        height=h,
+        width=w,
+        kernel_h=kh,
+        kernel_w=kw,
+        stride_h=sh,
+        stride_w=sw,
+        pad_top=pt,
+        pad_left=pl,
+        pad_bottom=pb,
+        pad_right=pr,
+    )
+    if depthwise:
+        align = plan.desc.vector_align
+        if (h * w * 4) % align or (ew.inner * 4) % align:
+            raise NoMatch  # per-channel operands must start aligned
+        pw.direct = True
+        return DepthwiseSelection(ew, px, pw, total.res, params)
+    pw.space = "wram"
+    return ConvSelection(ew, px, pw, total.res, params)
+
+
+def match_pool(plan) -> PoolSelection:
+    """`acc = init; for kh, kw: acc = max/add(acc, x[c, oh*sh - pt + kh, ow*sw - pl + kw]);
+    out[c, oh, ow] = epilogue(acc)` over NCHW planes, the work loop over channels."""
+    spatial, (kh_l, kw_l), init_store, total, rest, acc = _window_nest(plan, 2)
+    c_l, oh_l, ow_l = spatial
+    body = [op for op in kw_l.block.ops if not isinstance(op, arith.ConstantOp)]
+    comb, cell = _accumulation(body, acc)
+    mode = {"arith.maximumf": "max", "arith.maxnumf": "max", "arith.addf": "sum"}.get(comb.name)
+    if mode is None:
+        raise NoMatch
+    init = {"max": float("-inf"), "sum": 0.0}[mode]
+    if const_value(init_store.value) != init:
+        raise NoMatch
+    _only_index_arith(body, (*body[-3:], cell))
+    px, channel, win = match_window(plan, cell, init, (oh_l, ow_l, kh_l, kw_l))
+    if not (px.kind == "tiled" and px.dim == 1 and px.a == 1 and px.rlo == px.rhi == 0) or (
+        channel not in ({c_l.induction_var: 1}, {c_l.induction_var: 1, 1: 0})
+    ):
+        raise NoMatch
+    if (win.out_h - 1) * win.stride_h - win.pad_top >= win.height or (
+        win.out_w - 1
+    ) * win.stride_w - win.pad_left >= win.width:
+        raise NoMatch  # the last window starts past the plane
+    ew = match_epilogue(plan, spatial, list(ow_l.block.ops), rest, total.res)
+    params = dict(
+        height=win.height,
+        width=win.width,
+        kernel_h=win.kernel_h,
+        kernel_w=win.kernel_w,
+        stride_h=win.stride_h,
+        stride_w=win.stride_w,
+        pad_top=win.pad_top,
+        pad_left=win.pad_left,
+        out_h=win.out_h,
+        out_w=win.out_w,
+    )
+    return PoolSelection(mode, ew, px, total.res, params)
+
+
+@dataclass
+class ConvSelection(Selection):
+    ew: Elementwise | ScalarEpilogue  # the epilogue over the output channels of a tile
+    src: BufferPlan  # the whole input image, NRAM
+    weight: BufferPlan  # weight tiles, WRAM
+    acc: SSAValue
+    params: dict
+
+    def scratch_bytes(
+        self, plan, tile: int
+    ) -> int:  # the accumulator tile, the epilogue's temporaries
+        return tile_bytes(plan, tile * self.ew.inner) * (self.ew.temps() + 1)
+
+    def emit(self, lowering, b, t0: SSAValue, n: SSAValue) -> None:
+        plan = lowering.plan
+        count = b.mul(n, b.c(self.ew.inner))
+        acc = b.alloc(
+            "nram",
+            scratch_elems(plan, plan.tile * self.ew.inner),
+            element_type(self.src.value),
+            "acc_nram",
+        )
+        b.op(
+            dlp.Conv2dOp(
+                acc,
+                b.c(0),
+                self.src.local,
+                b.c(0),
+                self.weight.local,
+                self.weight.slot,
+                n,
+                **self.params,
+            )
+        )
+        self.ew.emit_after(lowering, b, count, acc, t0, n, self.acc)
+
+
+@dataclass
+class DepthwiseSelection(ConvSelection):
+    """One `dlp.conv2d` (1 in, 1 out channel) per channel of the tile; each channel's
+    filter is DMA'd from GDRAM into its own aligned WRAM slot."""
+
+    def slot_elems(self, plan) -> int:
+        return scratch_elems(plan, self.params["kernel_h"] * self.params["kernel_w"])
+
+    def wram_bytes(self, plan, tile: int) -> int:
+        return tile * self.slot_elems(plan) * 4
+
+    def emit(self, lowering, b, t0: SSAValue, n: SSAValue) -> None:
+        plan = lowering.plan
+        elt = element_type(self.src.value)
+        count = b.mul(n, b.c(self.ew.inner))
+        acc = b.alloc("nram", scratch_elems(plan, plan.tile * self.ew.inner), elt, "acc_nram")
+        slot = self.slot_elems(plan)
+        taps = self.params["kernel_h"] * self.params["kernel_w"]
+        filters = b.alloc("wram", plan.tile * slot, elt, f"{self.weight.name}_wram")
+        hw = self.params["height"] * self.params["width"]
+        _, body, c = b.for_(b.c(0), n, b.c(1))
+        body.op(
+            dlp.MemcpyOp(
+                filters,
+                body.mul(c, body.c(slot)),
+                self.weight.value,
+                body.mul(body.add(t0, c), body.c(taps)),
+                body.c(taps),
+            )
+        )
+        body.op(
+            dlp.Conv2dOp(
+                acc,
+                body.mul(c, body.c(self.ew.inner)),
+                self.src.local,
+                body.add(self.src.slot, body.mul(c, body.c(hw))),
+                filters,
+                body.mul(c, body.c(slot)),
+                body.c(1),
+                **self.params,
+            )
+        )
+        body.op(scf.YieldOp())
+        self.ew.emit_after(lowering, b, count, acc, t0, n, self.acc)
+
+
+@dataclass
+class PoolSelection(Selection):
+    """Max or sum pooling of the tile's channels: one `dlp.pool` into an NRAM accumulator
+    tile, then the epilogue (average pooling's division) over it."""
+
+    mode: str  # "max" | "sum"
+    ew: Elementwise | ScalarEpilogue  # the epilogue over the output channels of a tile
+    src: BufferPlan  # the input tile (whole channels), NRAM
+    acc: SSAValue
+    params: dict
+
+    def scratch_bytes(
+        self, plan, tile: int
+    ) -> int:  # the accumulator tile, the epilogue's temporaries
+        return tile_bytes(plan, tile * self.ew.inner) * (self.ew.temps() + 1)
+
+    def emit(self, lowering, b, t0: SSAValue, n: SSAValue) -> None:
+        plan = lowering.plan
+        acc = b.alloc(
+            "nram",
+            scratch_elems(plan, plan.tile * self.ew.inner),
+            element_type(self.src.value),
+            "acc_nram",
+        )
+        b.op(dlp.PoolOp(self.mode, acc, b.c(0), self.src.local, self.src.slot, n, **self.params))
+        self.ew.emit_after(lowering, b, b.mul(n, b.c(self.ew.inner)), acc, t0, n, self.acc)
