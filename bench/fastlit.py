@@ -5,8 +5,9 @@
 lit starts a Python for every dlpc-opt of every RUN line; a mutant costs one run of its
 area's tests, so bench/mutation.py runs lit files through this instead: one Python start,
 then `[not] dlpc-opt ARGS [2>&1] | filecheck ...` lines call dlpc-opt's main in-process
-and pipe its output to filecheck (a subprocess). Any other line runs under sh, as lit
-would. Exit 1 naming the first failing file and line; 0 when every line passes.
+and check their output with filecheck's matcher, in-process too. Any other line runs under sh, as lit
+would. After `--pytest`, pytest's arguments, run by pytest.main in this process too.
+Exit 1 naming the first failing file and line; 0 when every line passes.
 """
 
 from __future__ import annotations
@@ -74,12 +75,25 @@ def run_one(command: str) -> str | None:
     if bool(expect_fail) != (code != 0):
         return f"dlpc-opt exit {code}: {err[-400:]}"
     text = out + err if merged else out
-    done = subprocess.run(
-        ["filecheck", *shlex.split(check_args)], input=text, capture_output=True, text=True
-    )
-    if bool(check_fails) != (done.returncode != 0):
-        return f"filecheck: {done.stderr[-600:]}"
+    code, why = filecheck(shlex.split(check_args), text)
+    if bool(check_fails) != (code != 0):
+        return f"filecheck: {why[-600:]}"
     return None
+
+
+def filecheck(args: list[str], text: str) -> tuple[int, str]:
+    """filecheck's matcher in this process on `text`: its exit code and messages."""
+    from filecheck.matcher import Matcher
+    from filecheck.options import parse_argv_options
+
+    with tempfile.NamedTemporaryFile("w", suffix=".out") as f:
+        f.write(text)
+        f.flush()
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+            opts = parse_argv_options(["filecheck", *args, f"--input-file={f.name}"])
+            code = Matcher.from_opts(opts).run()
+    return code, out.getvalue()
 
 
 def files(paths: list[str]) -> list[Path]:
@@ -93,7 +107,13 @@ def files(paths: list[str]) -> list[Path]:
 
 
 def main(argv: list[str]) -> int:
+    """Lit files, then (after `--pytest`) pytest's arguments, run in this same process."""
     os.environ.setdefault("PYTHONHASHSEED", "0")
+    argv, pytest_args = (
+        (argv, None)
+        if "--pytest" not in argv
+        else (argv[: argv.index("--pytest")], argv[argv.index("--pytest") + 1 :])
+    )
     with tempfile.TemporaryDirectory() as tmp:
         for path in files(argv):
             for command in run_lines(path):
@@ -101,6 +121,10 @@ def main(argv: list[str]) -> int:
                 if why is not None:
                     print(f"FAIL {path}: {command}\n{why}")
                     return 1
+    if pytest_args is not None:
+        import pytest
+
+        return int(pytest.main(pytest_args))
     return 0
 
 

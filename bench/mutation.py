@@ -31,52 +31,49 @@ from typing import NamedTuple
 ROOT = Path(__file__).resolve().parents[1]
 
 PYTEST = "python -m pytest -x -q -p no:cacheprovider"
+FAST = "-x -q -p no:cacheprovider"
 
 
 class Area(NamedTuple):
-    """Modules (globs, resolved in the copy of HEAD), test commands (all must pass), seconds."""
+    """Modules (globs, resolved in the copy), lit files and pytest arguments (all must pass;
+    the first pytest arguments run in the lit runner's process), seconds per mutant."""
 
     modules: list[str]
-    tests: list[str]
-    timeout: float = 120.0  # per mutant: a mutant that loops forever counts as killed
-
-
-def _lit(*paths: str) -> str:
-    """lit files, their dlpc-opt lines run in one process (bench/fastlit.py)."""
-    return "python bench/fastlit.py " + " ".join(paths)
+    lit: list[str]
+    pytest: list[str]
+    timeout: float = 120.0  # a mutant that runs past it (loops forever) counts as killed
 
 
 AREAS: dict[str, Area] = {
     "frontends-text": Area(
         ["frontends/text/irgen.py", "frontends/text/parser.py"],
+        [],
         [
-            f"{PYTEST} test/python/test_frontend.py test/python/test_frontend_messages.py "
+            "test/python/test_frontend.py test/python/test_frontend_messages.py "
             "test/python/test_wrong_answers.py -k 'literal or tensor_operands or frontend'",
-            f"{PYTEST} test/python/test_differential.py -k literal",
+            "test/python/test_differential.py -k literal",
         ],
     ),
     "graph-rewrites": Area(
         ["passes/graph/simplify.py", "passes/graph/substitute.py"],
+        ["test/passes/graph-simplify.mlir", "test/passes/graph-substitute.mlir"],
         [
-            _lit("test/passes/graph-simplify.mlir", "test/passes/graph-substitute.mlir"),
-            f"{PYTEST} test/python/test_graph_passes.py test/python/test_wrong_answers.py "
-            "-k 'not onnx and not nan and not literal and not tensor_operands'",
+            "test/python/test_graph_passes.py test/python/test_wrong_answers.py "
+            "-k 'not onnx and not nan and not literal and not tensor_operands'"
         ],
     ),
     "lowering": Area(
         ["passes/lower/graph_to_te.py"],
+        ["test/passes/graph-to-te.mlir", "test/passes/graph-to-te-nhwc.mlir"],
         [
-            _lit("test/passes/graph-to-te.mlir", "test/passes/graph-to-te-nhwc.mlir"),
-            f"{PYTEST} test/python/test_graph_to_te.py "
-            "test/python/test_wrong_answers.py -k 'lowering or ceil_mode'",
+            "test/python/test_graph_to_te.py test/python/test_wrong_answers.py "
+            "-k 'lowering or ceil_mode'"
         ],
     ),
     "fold-constants": Area(
         ["passes/graph/fold_constants.py"],
-        [
-            _lit("test/passes/graph-fold-constants.mlir"),
-            f"{PYTEST} test/python/test_graph_passes.py test/python/test_fold_limits.py",
-        ],
+        ["test/passes/graph-fold-constants.mlir"],
+        ["test/python/test_graph_passes.py test/python/test_fold_limits.py"],
     ),
     # issue 35: every other part of the tree, each with a fast subset of its tests
     "dialects": Area(
@@ -90,135 +87,145 @@ AREAS: dict[str, Area] = {
             "dialects/sizes.py",
         ],
         [
-            _lit(
-                "test/dialects",
-                "test/passes/graph-infer-shapes.mlir",
-                "test/passes/graph-infer-shapes-invalid.mlir",
-            ),
-            f"{PYTEST} test/python/test_mutation_kills_dialects.py",
+            "test/dialects/graph",
+            "test/dialects/te",
+            "test/dialects/loop",
+            "test/dialects/dlp",
+            "test/passes/graph-infer-shapes.mlir",
+            "test/passes/graph-infer-shapes-invalid.mlir",
         ],
+        ["test/python/test_mutation_kills_dialects.py"],
     ),
     "schedule": Area(
         ["passes/schedule/*.py"],
         [
-            _lit(
-                *(
-                    f"test/passes/loop-{p}.mlir"
-                    for p in (
-                        "split",
-                        "split-invalid",
-                        "tile",
-                        "tile-invalid",
-                        "reorder",
-                        "reorder-invalid",
-                        "fuse",
-                        "fuse-invalid",
-                        "parallel",
-                        "parallel-invalid",
-                        "unroll",
-                        "unroll-invalid",
-                        "vectorize",
-                        "vectorize-invalid",
-                        "compute-at",
-                        "compute-at-invalid",
-                        "cache-read",
-                        "cache-read-invalid",
-                        "cache-write",
-                        "cache-write-invalid",
-                        "rfactor",
-                        "rfactor-invalid",
-                        "decompose-reduction",
-                        "decompose-reduction-invalid",
-                        "tensorize",
-                        "tensorize-invalid",
-                        "fold-init-epilogue",
-                        "fold-init-epilogue-invalid",
-                        "default-schedule",
-                        "default-schedule-conv",
-                        "default-schedule-invalid",
-                        "schedule",
-                        "schedule-invalid",
-                    )
-                )
-            ),
-            f"{PYTEST} test/python/test_mutation_kills_schedule.py "
-            "test/python/test_schedule.py -k 'primitive_preserves or compute_at or mutation'",
+            f"test/passes/loop-{p}.mlir"
+            for p in (
+                "split",
+                "split-invalid",
+                "tile",
+                "tile-invalid",
+                "reorder",
+                "reorder-invalid",
+                "fuse",
+                "fuse-invalid",
+                "parallel",
+                "parallel-invalid",
+                "unroll",
+                "unroll-invalid",
+                "vectorize",
+                "vectorize-invalid",
+                "compute-at",
+                "compute-at-invalid",
+                "cache-read",
+                "cache-read-invalid",
+                "cache-write",
+                "cache-write-invalid",
+                "rfactor",
+                "rfactor-invalid",
+                "decompose-reduction",
+                "decompose-reduction-invalid",
+                "tensorize",
+                "tensorize-invalid",
+                "fold-init-epilogue",
+                "fold-init-epilogue-invalid",
+                "default-schedule",
+                "default-schedule-invalid",
+                "schedule",
+                "schedule-invalid",
+            )  # fmt: skip
+        ],
+        [
+            "test/python/test_mutation_kills_schedule.py test/python/test_schedule.py "
+            "-k 'primitive_preserves or mutation'"
         ],
     ),
     "dlp-lowering": Area(
-        ["passes/lower/loop_to_dlp.py", "passes/lower/_dlp_*.py", "passes/lower/_dlp_*/*.py"],
+        ["passes/lower/loop_to_dlp.py", "passes/lower/_dlp_*.py", "passes/lower/*dlp*/*.py"],
+        ["test/passes/loop-to-dlp*.mlir"],
         [
-            _lit("test/passes/loop-to-dlp*.mlir"),
-            f"{PYTEST} test/python/test_mutation_kills_dlp.py test/python/test_dlp.py "
-            "-k 'mutation or lit_inputs or pooling or copies or gather or matmul or scatter'",
+            "test/python/test_mutation_kills_dlp.py test/python/test_dlp.py "
+            "-k 'mutation or lit_inputs or pooling or copies or gather or scatter'"
         ],
     ),
     "dlp-c-sim": Area(
         ["backends/dlp_c.py", "backends/runtime/dlp_sim.py"],
+        ["test/e2e/emit-dlp-c.mlir"],
         [
-            _lit("test/e2e/emit-dlp-c.mlir", "test/e2e/emit-dlp-c-model.test"),
-            f"{PYTEST} test/python/test_mutation_kills_dlp.py test/python/test_dlp.py "
-            "-k 'mutation or simulator or report or checks or double or lit_inputs'",
+            "test/python/test_mutation_kills_dlp.py test/python/test_dlp.py "
+            "-k 'mutation or simulator or report or checks or double or lit_inputs'"
         ],
     ),
     "c-backend": Area(
         ["backends/c.py"],
+        ["test/e2e/emit-c.mlir", "test/e2e/emit-c-simd.mlir", "test/e2e/emit-c-names.mlir"],
         [
-            _lit("test/e2e/emit-c.mlir", "test/e2e/emit-c-simd.mlir", "test/e2e/emit-c-names.mlir"),
-            f"{PYTEST} test/python/test_mutation_kills_c.py test/python/test_c_backend.py",
+            "test/python/test_mutation_kills_c.py test/python/test_c_backend.py "
+            "-k 'not cache_hit and not missing_compiler and not optional_flags'"
         ],
     ),
     "opencl": Area(
         ["backends/opencl.py", "backends/opencl/*.py", "backends/opencl_winograd.py"],
         [
-            _lit("test/e2e/emit-opencl*"),
-            f"{PYTEST} test/python/test_opencl.py -k 'lanes_and_partials or masked or padded "
-            "or integer_pow or ndrange'",
+            "test/e2e/emit-opencl.mlir",
+            "test/e2e/emit-opencl-lanes.mlir",
+            "test/e2e/emit-opencl-local.mlir",
+            "test/e2e/emit-opencl-masked-load.mlir",
+            "test/e2e/emit-opencl-padding.mlir",
+            "test/e2e/emit-opencl-partial-vector.mlir",
+        ],
+        [
+            "test/python/test_opencl.py -k 'lanes_and_partials or masked or integer_pow "
+            "or ndrange or independent'"
         ],
     ),
     "train": Area(
         ["passes/train/*.py"],
+        ["test/passes/graph-autodiff.mlir", "test/passes/graph-autodiff-invalid.mlir"],
         [
-            _lit("test/passes/graph-autodiff.mlir", "test/passes/graph-autodiff-invalid.mlir"),
-            f"{PYTEST} test/python/test_autodiff.py -k 'rule_matches or every_differentiable "
-            "or ties or fused_body or unused_param or result_and_aux or loss_made'",
-            f"{PYTEST} test/python/test_mutation_kills_train.py test/python/test_losses.py "
-            "-k 'mutation or options'",
+            "test/python/test_mutation_kills_train.py test/python/test_autodiff.py "
+            "-k 'mutation or rule_matches or every_differentiable or ties or fused_body "
+            "or unused_param or result_and_aux'"
         ],
     ),
     "onnx": Area(
         ["frontends/onnx*.py", "frontends/onnx/*.py", "frontends/onnx_ops/*.py"],
-        [
-            _lit("test/frontends/onnx-errors.test", "test/frontends/onnx-import.test"),
-            f"{PYTEST} test/python/test_onnx_import.py",
-        ],
+        [],
+        ["test/python/test_onnx_import.py test/python/test_mutation_kills_onnx.py"],
     ),
     "reference": Area(
         ["reference/graph.py", "reference/te.py", "backends/numpy.py"],
-        [
-            f"{PYTEST} test/python/test_numpy_backend.py test/python/test_mutation_kills_reference.py"
-        ],
+        [],
+        ["test/python/test_numpy_backend.py test/python/test_mutation_kills_reference.py"],
     ),
     "comm": Area(
         ["dialects/comm.py", "reference/comm.py", "passes/dist/*.py"],
         [
-            _lit(
-                "test/dialects/comm",
-                "test/passes/graph-data-parallel.mlir",
-                "test/passes/graph-data-parallel-invalid.mlir",
-            ),
-            f"{PYTEST} test/python/test_mutation_kills_comm.py",
+            "test/dialects/comm",
+            "test/passes/graph-data-parallel.mlir",
+            "test/passes/graph-data-parallel-invalid.mlir",
         ],
+        ["test/python/test_mutation_kills_comm.py"],
     ),
     "tools": Area(
         ["tools/*.py", "diagnostics.py"],
+        ["test/e2e/tool-bad-options.mlir", "test/e2e/tool-dlpc-opt-invalid.mlir"],
         [
-            _lit("test/e2e/tool-*"),
-            f"{PYTEST} test/python/test_tools.py -k 'bad_options or diagnostics or difference "
-            "or invalid or failure or atomically'",
+            "test/python/test_tools.py -k 'bad_options or diagnostics or difference "
+            "or invalid or failure or atomically'"
         ],
     ),
 }
+
+
+def commands(area: Area, copy: Path) -> list[str]:
+    """The area's test commands in the copy: its lit files and first pytest arguments in
+    one process (bench/fastlit.py), the other pytest arguments each in its own."""
+    pytests = [a for a in (present(copy, a) for a in area.pytest) if a]
+    first = f" --pytest {FAST} {pytests.pop(0)}" if pytests else ""
+    lit = [f for f in area.lit if "*" in f or (copy / f).exists()]
+    out = [f"python bench/fastlit.py {' '.join(lit)}{first}"] if lit or first else []
+    return out + [f"{PYTEST} {a}" for a in pytests]
 
 
 def resolve(copy: Path, patterns: list[str]) -> list[str]:
@@ -228,8 +235,8 @@ def resolve(copy: Path, patterns: list[str]) -> list[str]:
 
 
 def present(copy: Path, command: str) -> str | None:
-    """The command without the test files HEAD does not have yet (test_mutation_kills_*);
-    None when it names no test left (pytest would collect the whole suite)."""
+    """pytest arguments without the test files the copy lacks (test_mutation_kills_* not
+    written yet); None when no test file is left (pytest would collect the whole suite)."""
     words = [
         w
         for w in command.split(" ")
@@ -246,7 +253,7 @@ def prepare(
 ) -> Path:
     """A copy of `rev`, the cosmic-ray config and session (sampled); the session path.
     The tests written against mutants (OWN_TESTS) come from HEAD whatever `rev` is."""
-    patterns, commands, _ = AREAS[area]
+    patterns = AREAS[area].modules
     base = workdir / area
     copy = base / "dlpc"
     if copy.exists():
@@ -274,9 +281,8 @@ def prepare(
     modules = resolve(copy, patterns)
     if not modules:
         sys.exit(f"{area}: no module at HEAD matches {patterns}")
-    commands = [c for c in (present(copy, c) for c in commands) if c]
     env = f"PYTHONHASHSEED=0 PYTHONPATH={base} DLPC_CACHE_DIR={workdir / 'cache'}"
-    test = " && ".join(f"{env} {c}" for c in commands)
+    test = " && ".join(f"{env} {c}" for c in commands(AREAS[area], copy))
     script = base / "run-tests.sh"  # cosmic-ray runs its test command without a shell
     script.write_text(f"#!/bin/sh\ncd {copy} && {test}\n")
     config = base / "cosmic-ray.toml"
@@ -351,7 +357,7 @@ def report(workdir: Path, show_survivors: bool = True) -> None:
         )
         if show_survivors:
             for _w, _t, diff, path, row, op in s["survived"]:
-                print(f"--- survived in {area}: {path}:{row + 1} ({op})")
+                print(f"--- survived in {area}: {path}:{row} ({op})")
                 print(
                     "\n".join(
                         ln
