@@ -1,0 +1,21 @@
+"""Tests written against surviving mutants of the dialects (issue 35, bench/mutation.py
+--area dialects): each one failed on its mutant and passes on the code."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_graph_to_te import ints, lower_and_check, module_of
+from xdsl.dialects.builtin import i1, i32, i64
+
+from dlpc.dialects import graph as g
+
+
+@pytest.mark.parametrize("to", [i1, i32, i64], ids=str)
+def test_integer_casts_lower_through_the_te_builder(to):
+    """te.Builder.cast between integer types: to i1 is `!= 0`, wider is a sign extension,
+    narrower a truncation (mutant: every int->int cast taken as a test against 0)."""
+    x = ints(3, 4) * 1000
+    lower_and_check(module_of([x], lambda a: g.CastOp.make(a, to=to)), [x])
+    b = x.astype(np.int32)
+    lower_and_check(module_of([b], lambda a: g.CastOp.make(a, to=to)), [b])
