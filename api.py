@@ -352,6 +352,7 @@ def compile(
         opt_level=opt_level,
         tuning_log=tuning_log,
         schedule=pipeline.schedules_for(target),
+        target=target if target in pipeline.TARGET_PASSES else None,  # (its printer's IR)
         extra=pass_options(options),
         checker=_checker(weights) if check_each_pass else None,
     )

@@ -12,9 +12,12 @@ Stages (see docs/pipeline.md):
 - loop:  `te-to-loop` (compute definitions -> loop nests over buffers), then schedules:
   the tuning log's (`loop-apply-tuning-log`, defaults for kernels it lacks) when one is
   given, else with `schedule=True` at -O1 and above `loop-default-schedule`;
-- dlp:   `loop-to-dlp` (scratchpad tiling, DMA, intrinsics, multi-core split).
+- the target's passes (`TARGET_PASSES`): C's views, memory plan and packed weights,
+  OpenCL's views and Winograd kernels, or `loop-to-dlp` (scratchpad tiling, DMA,
+  intrinsics, multi-core split: the dlp stage).
 
-Emitters: `numpy` reads graph IR, `c` and `opencl` loop IR, `dlp-c` dlp IR. Passes are
+Emitters: `numpy` reads graph IR, `c` and `opencl` loop IR, `dlp-c` dlp IR; each only
+prints, so `dlpc --emit=loop --target=T` shows what T's printer receives. Passes are
 looked up by name in `dlpc.passes.registry.PASSES` and imported only when they run, so this
 module imports even while a stage is missing; running a missing stage is a one-line
 DlpcError.
@@ -23,6 +26,7 @@ DlpcError.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import gc
 import importlib
@@ -81,6 +85,24 @@ GRAPH_PASSES_BY_LEVEL: dict[int, tuple[str, ...]] = {
         FOLD_PARAMS,
     ),
 }
+# target -> the passes that follow the common ones (graph, te-to-loop, the schedules):
+# what each target needs done to the IR before its printer, which only prints
+TARGET_PASSES: dict[str, tuple[str, ...]] = {
+    "c": (
+        "loop-fold-init-epilogue",  # init/epilogue into the tiles
+        "loop-views",  # reshapes as aliases, copies as strided views
+        "loop-memory-plan",  # intermediates in one arena
+        "loop-prepack-weights",  # weights packed once, not per call
+    ),
+    "opencl": (
+        "loop-view-copies",  # copies as strided views (the runtime aliases reshapes)
+        "loop-opencl-winograd",  # graph-winograd's chains as the printer writes them
+    ),
+    "dlp": ("loop-to-dlp",),  # scratchpad tiles, DMA, intrinsics, cores
+}
+# the target of an emitter (`compile_to`)
+TARGET_OF_EMITTER = {"c": "c", "opencl": "opencl", "dlp-c": "dlp"}
+
 # options of the passes of a level (a compile's own pass options, `extra`, override them:
 # `dlpc.compile(m, opt_level=3, graph_layout={"where": "all"})` forces NHWC everywhere)
 GRAPH_PASS_OPTIONS_BY_LEVEL: dict[int, dict[str, dict[str, Any]]] = {
@@ -100,11 +122,18 @@ class PipelineOptions:
     # and after every pass and stops at the first that changes a result; True gives one
     # with the graph and te evaluators only (the backends add loop/dlp: api, tools)
     checker: Any = None
+    # the target lowered for: its `TARGET_PASSES` follow the common ones; None: the C
+    # target's with `schedule`, else none (te-to-loop's nests as scheduled)
+    target: str | None = None
 
     def __post_init__(self):
         if self.opt_level not in GRAPH_PASSES_BY_LEVEL:
             raise DlpcError(
                 f"error: unknown optimisation level -O{self.opt_level} (expected -O0 to -O3)"
+            )
+        if self.target is not None and self.target not in TARGET_PASSES:
+            raise DlpcError(
+                f"error: unknown target '{self.target}' (expected {', '.join(TARGET_PASSES)})"
             )
         if self.checker is True:
             from dlpc.passes.check import Checker
@@ -263,7 +292,9 @@ def lower(
     weights: dict[str, np.ndarray] | None = None,
     unscheduled: bool = False,
 ) -> ModuleOp:
-    """Lower graph IR in place down to `stop_at` ("graph", "te" or "loop").
+    """Lower graph IR in place down to `stop_at` ("graph", "te", "loop" or "dlp"), for
+    the target `target_of(options, stop_at)`: at the loop level its `TARGET_PASSES`
+    follow the schedules, so the module is what that target's printer takes.
 
     `on_stage(stage, module)` sees the module as it enters and after each stage.
     `weights`, when given, are the bound params: static subgraphs over them are folded
@@ -309,26 +340,35 @@ def lower(
         run("loop-apply-tuning-log", module, options, log=options.tuning_log)
     elif options.schedule and options.opt_level >= 1:
         run("loop-default-schedule", module, options)  # a heuristic schedule per kernel
-    if options.schedule:  # the C target: reshapes as aliases, intermediates in one arena
-        run("loop-fold-init-epilogue", module, options)  # init/epilogue into the tiles
-        run("loop-views", module, options)
-        run("loop-memory-plan", module, options)
-        run("loop-prepack-weights", module, options)  # weights packed once, not per call
-    on_stage("loop", module)
-    if stop_at == "loop":
-        return module
-    run("loop-to-dlp", module, options)  # scratchpad tiles, DMA, intrinsics, cores
-    on_stage("dlp", module)
+    target = target_of(options, stop_at)
+    if target == "dlp":  # its passes leave the loop level
+        on_stage("loop", module)
+        if stop_at == "loop":
+            return module
+    for name in TARGET_PASSES.get(target or "", ()):  # what the target's printer needs
+        run(name, module, options)
+    on_stage("dlp" if target == "dlp" else "loop", module)
     return module
 
 
+def target_of(options: PipelineOptions, stop_at: str) -> str | None:
+    """The target `lower` lowers for: the dlp stage is the dlp target's; else the
+    options' target, or C's when scheduled (`schedules_for`), or None."""
+    if stop_at == "dlp":
+        return "dlp"
+    if options.target is not None:
+        return options.target
+    return "c" if options.schedule else None
+
+
 def _winograd_target(options: PipelineOptions, stop_at: str) -> str | None:
-    """The target whose cost rule graph-winograd applies, None where it does not run: the
-    scheduled lowering is the C target's; an unscheduled one to the loop level is
-    OpenCL's (`schedules_for`); the dlp target and the stages above loop take none."""
-    if options.schedule:
-        return "c"
-    return "opencl" if stop_at == "loop" else None
+    """The target whose cost rule graph-winograd applies, None where it does not run: C
+    or OpenCL's; an unscheduled lowering to the loop level for no target is OpenCL's
+    (`schedules_for`); the dlp target and the stages above loop for none take none."""
+    target = target_of(options, stop_at)
+    if target in ("c", "opencl"):
+        return target
+    return "opencl" if stop_at == "loop" and target is None else None
 
 
 def emit(module: ModuleOp, target: str) -> str:
@@ -367,6 +407,9 @@ def compile_to(
     if emit_kind in STAGES:
         return str(lower(module, emit_kind, options, on_stage, weights)) + "\n"
     if emit_kind in EMITTERS:
+        options = options or PipelineOptions()
+        if emit_kind in TARGET_OF_EMITTER and options.target is None:
+            options = dataclasses.replace(options, target=TARGET_OF_EMITTER[emit_kind])
         return emit(lower(module, EMITTERS[emit_kind], options, on_stage, weights), emit_kind)
     kinds = ", ".join((*STAGES, *EMITTERS))
     raise DlpcError(f"error: unknown --emit kind '{emit_kind}' (expected {kinds})")

@@ -1,11 +1,13 @@
 """dlpc: compile a model to any stage of the pipeline.
 
     dlpc model.dlpc --emit=graph|te|loop|dlp|numpy|c|opencl|dlp-c [-o out] [-O0..-O3]
-         [--weights w.npz] [--tuning-log tune.jsonl] [--no-fold-weights] [--stats] [--timing]
+         [--target c|opencl|dlp] [--weights w.npz] [--tuning-log tune.jsonl]
+         [--no-fold-weights] [--stats] [--timing]
          [--format dlpc|onnx|mlir]
 
 `--emit=graph|te|loop|dlp` prints the IR after that stage (re-readable by `dlpc-opt`;
-`loop` with the C target's schedules); `--emit=numpy|c|opencl|dlp-c` prints the
+`loop` with the C target's schedules and passes, or `--target`'s: the IR its printer
+receives); `--emit=numpy|c|opencl|dlp-c` prints the
 generated source. The model may be `-` (stdin) or a file of any name with `--format`.
 The output file is written only when complete, never over a file dlpc reads.
 
@@ -27,6 +29,7 @@ from collections import Counter
 from pathlib import Path
 
 from dlpc.diagnostics import (
+    DlpcError,
     ToolArgumentParser,
     run_guarded,
     save_npz,
@@ -46,6 +49,8 @@ from dlpc.tools.common import (
 from dlpc.tools.dlpc_run import target_desc_options
 
 EMIT_KINDS = ("graph", "te", "loop", "dlp", "numpy", "c", "opencl", "dlp-c")
+TARGETS = ("c", "opencl", "dlp")  # --target: pipeline.TARGET_PASSES' keys
+TARGET_STAGES = ("graph", "te", "loop")  # the --emit kinds --target applies to
 EXAMPLE = "dlpc examples/mlp.dlpc --emit=c -o mlp.c"
 
 
@@ -101,6 +106,12 @@ def parser() -> ToolArgumentParser:
         help="DLP target description for --emit=dlp|dlp-c: a .toml/.json file or "
         "a built-in name (dlp, tiny)",
     )
+    p.add_argument(
+        "--target",
+        choices=TARGETS,
+        help="with --emit=graph|te|loop: the target to lower for, so --emit=loop prints "
+        "the IR that target's printer receives (default: c for loop, none above it)",
+    )
     add_format_option(p)
     add_batch_option(p)
     return p
@@ -138,6 +149,10 @@ def run(argv: list[str] | None) -> int:
     from dlpc.passes import pipeline
 
     args = parser().parse_args(argv)
+    if args.target and args.emit not in TARGET_STAGES:
+        raise DlpcError(
+            f"error: --target applies to --emit={'|'.join(TARGET_STAGES)}, not --emit={args.emit}"
+        )
     # every option and file is checked before any work is done
     check_model_path(args.model, args.format)
     check_file(args.weights, "weights file")
@@ -156,8 +171,9 @@ def run(argv: list[str] | None) -> int:
     options = pipeline.PipelineOptions(
         opt_level=args.opt_level,
         tuning_log=args.tuning_log,
-        schedule=pipeline.schedules_for(args.emit),
+        schedule=pipeline.schedules_for(args.target or args.emit),
         extra=extra,
+        target=args.target,
     )
     rows: list[tuple[str, Counter, int]] = []
 

@@ -409,12 +409,9 @@ def _parallel_emission(module, device, width: int) -> tuple[int, Any, str]:
     """(launches a call, emitter, program) of `module` on the parallel `device`, emitted
     as `OpenCLFunction` emits it for that device."""
     from dlpc.backends.c import find_main
-    from dlpc.backends.opencl import OpenCLEmitter, views
-    from dlpc.backends.opencl_winograd import winograd_nests
+    from dlpc.backends.opencl import OpenCLEmitter
     from dlpc.dialects.loop import KernelOp
 
-    views(module)  # (as `OpenCLFunction`: in place, a second run finds nothing to do)
-    winograd_nests(module)
     fn = find_main(module)
     aliases = reshape_aliases(fn)
     units = device.max_compute_units
@@ -712,7 +709,9 @@ def _build_failure(e: Exception) -> str:
 
 
 class OpenCLFunction(ModuleFunction):
-    """A loop-level module compiled to OpenCL and callable on numpy arrays.
+    """A module lowered for the OpenCL target (`pipeline.TARGET_PASSES["opencl"]`: the
+    printer and this runtime change nothing in it) compiled to OpenCL and callable on
+    numpy arrays.
 
     Everything but the inputs and outputs is set up once, here: the program is built
     once (PoCL also keeps the binary in its kernel cache, `_pocl_cache`), `memref.global`s
@@ -728,8 +727,7 @@ class OpenCLFunction(ModuleFunction):
         from xdsl.dialects.builtin import DenseIntOrFPElementsAttr
 
         from dlpc.backends.c import find_main, kernel_for, memref_info
-        from dlpc.backends.opencl import OpenCLEmitter, views
-        from dlpc.backends.opencl_winograd import winograd_nests
+        from dlpc.backends.opencl import OpenCLEmitter
         from dlpc.dialects.graph import numpy_dtype
         from dlpc.dialects.loop import KernelOp
 
@@ -741,8 +739,6 @@ class OpenCLFunction(ModuleFunction):
         # `dlpc --emit=opencl` writes)
         width = vector_width or device_vector_width()
         emitter = OpenCLEmitter(module, width)
-        views(module)  # (emit takes the views too; a second run finds nothing to do)
-        winograd_nests(module)  # (as views)
         aliases = reshape_aliases(self.fn)  # reshape kernels: the result is the operand
         # a team of two serial devices, each launch from its own thread (`Team`), when
         # the whole call is one chain (`team_run`) and worth the second core
@@ -1368,7 +1364,8 @@ def _nbytes(value) -> int:
 def compile_opencl(
     loop_module, *, name: str = "module", vector_width: int | None = None
 ) -> OpenCLFunction:
-    """Emit OpenCL C for a loop-level module and build it; call the result on
+    """Emit OpenCL C for a module lowered for the OpenCL target (`pipeline.lower` with
+    `PipelineOptions(target="opencl")`) and build it; call the result on
     `(*inputs, params=...)`. `vector_width`: the lanes' plan (`backends.opencl.
     lane_profile`), the device's when None."""
     return OpenCLFunction(loop_module, name=name, vector_width=vector_width)

@@ -18,6 +18,9 @@ from dlpc.backends.runtime.opencl_rt import compile_opencl  # noqa: E402
 from dlpc.dialects.loop import ForOp, KernelOp  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
+# what the runtime takes: a module lowered for the OpenCL target (its views and Winograd
+# kernels, pipeline.TARGET_PASSES)
+OPENCL = pipeline.PipelineOptions(target="opencl")
 EXAMPLES = ["mlp", "lenet", "resnet", "transformer", "mobilenet"]
 
 
@@ -27,7 +30,7 @@ def test_example_matches_reference(name, width):
     """Every example on this device, with its own lanes (`device_vector_width`) and
     with the plans of an 8- and a 16-wide device (`backends.opencl.lane_profile`)."""
     model = dlpc.load(ROOT / "examples" / f"{name}.dlpc")
-    module = pipeline.lower(model.module.clone(), "loop", pipeline.PipelineOptions())
+    module = pipeline.lower(model.module.clone(), "loop", OPENCL)
     inputs, weights = dlpc.api.random_inputs(model), dlpc.api.check_weights(model)
     f = compile_opencl(module, name=name, vector_width=width)
     (out,) = f(*inputs, params=weights)
@@ -375,7 +378,7 @@ def test_svm_arguments_see_each_call_and_copied_ones_keep_their_buffers(monkeypa
     input is uploaded and every output read back, with the same results."""
     model = dlpc.load(ROOT / "examples" / "mlp.dlpc")
     weights = dlpc.api.check_weights(model)
-    module = pipeline.lower(model.module.clone(), "loop", pipeline.PipelineOptions())
+    module = pipeline.lower(model.module.clone(), "loop", OPENCL)
     f = compile_opencl(module, name="mlp")
     f.bind_params(weights)
     monkeypatch.setenv("DLPC_OPENCL_SVM", "0")
@@ -415,7 +418,7 @@ def test_svm_outputs_are_handed_over_and_never_rewritten_while_held():
 
     model = dlpc.load(ROOT / "examples" / "mlp.dlpc")
     weights = dlpc.api.check_weights(model)
-    module = pipeline.lower(model.module.clone(), "loop", pipeline.PipelineOptions())
+    module = pipeline.lower(model.module.clone(), "loop", OPENCL)
     f = compile_opencl(module, name="mlp")
     f.bind_params(weights)
     last = len(f.arg_specs) - 1
@@ -478,13 +481,14 @@ def test_masked_guarded_loads_match_a_padded_conv():
 
 
 def test_copy_kernels_become_views():
-    """The OpenCL target takes loop-views' strided views itself (`backends.opencl.views`):
+    """The OpenCL target's strided views (`loop-view-copies`, pipeline.TARGET_PASSES):
     the transformer's head split/merge transposes and slices are no launches."""
     model = dlpc.load(ROOT / "examples" / "transformer.dlpc")
-    module = pipeline.lower(model.module.clone(), "loop", pipeline.PipelineOptions())
-    before = [k for k in module.walk() if isinstance(k, KernelOp)]
+    plain = pipeline.lower(model.module.clone(), "loop", pipeline.PipelineOptions())
+    before = [k for k in plain.walk() if isinstance(k, KernelOp)]
     copies = [k for k in before if k.origin is not None and k.origin.data == "graph.transpose"]
     assert copies
+    module = pipeline.lower(model.module.clone(), "loop", OPENCL)
     f = compile_opencl(module, name="transformer")
     after = [k for k in module.walk() if isinstance(k, KernelOp)]
     assert len(f.kernel_ops) == len(after) - len(f.aliased) < len(before)
@@ -635,7 +639,7 @@ func.func @main(%x: tensor<32x24xf32>) -> tensor<32x16xf32> {{
   func.return %y : tensor<32x16xf32>
 }}
 """
-    module = pipeline.lower(pipeline.parse_module(text), "loop", pipeline.PipelineOptions())
+    module = pipeline.lower(pipeline.parse_module(text), "loop", OPENCL)
     f = compile_opencl(module, name="global_weights")
     (kernel,) = [k for k in module.walk() if isinstance(k, KernelOp)]
     relayout = plan_launch(kernel, "k", resident=resident_values(module)).relayout
@@ -669,7 +673,7 @@ def test_padded_convs_split_interior_and_border(tmp_path, batch):
     path = tmp_path / "padded.dlpc"
     path.write_text(PADDED_CONVS)
     model = dlpc.load(path, batch=batch)
-    module = pipeline.lower(model.module.clone(), "loop", pipeline.PipelineOptions())
+    module = pipeline.lower(model.module.clone(), "loop", OPENCL)
     nests = [
         next(lp for lp in k.walk() if isinstance(lp, ForOp) and lp.reduction)
         for k in module.walk()
@@ -817,7 +821,7 @@ def test_a_serial_device_runs_consecutive_kernels_as_one_launch():
         pytest.skip("the OpenCL platform has no serial CPU device beside a parallel one")
     for name in ("lenet", "transformer"):
         model = dlpc.load(ROOT / "examples" / f"{name}.dlpc")
-        module = pipeline.lower(model.module.clone(), "loop", pipeline.PipelineOptions())
+        module = pipeline.lower(model.module.clone(), "loop", OPENCL)
         f = opencl_rt.OpenCLFunction(module, name=name, device=serial)
         assert [c.kernels for c in f.chains] == [f.kernel_ops]
         assert f.num_launches == 1 < len(f.kernel_ops)
@@ -832,7 +836,7 @@ def test_a_serial_device_runs_consecutive_kernels_as_one_launch():
         assert len(seconds) == len(f.kernel_ops) and all(t > 0 for t in seconds)
     parallel = opencl_rt.default_device()
     model = dlpc.load(ROOT / "examples" / "lenet.dlpc")
-    module = pipeline.lower(model.module.clone(), "loop", pipeline.PipelineOptions())
+    module = pipeline.lower(model.module.clone(), "loop", OPENCL)
     f = opencl_rt.OpenCLFunction(module, name="lenet", device=parallel)
     assert not f.chains and f.num_launches == len(f.kernel_ops)
 

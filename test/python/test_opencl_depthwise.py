@@ -38,7 +38,7 @@ def _lowered(tmp_path, text: str, batch: int):
     path = tmp_path / "m.dlpc"
     path.write_text(text)
     model = dlpc.load(path, batch=batch)
-    module = pipeline.lower(model.module.clone(), "loop", pipeline.PipelineOptions())
+    module = pipeline.lower(model.module.clone(), "loop", pipeline.PipelineOptions(target="opencl"))
     return model, module
 
 

@@ -1,7 +1,7 @@
 """Winograd F(2x2, 3x3) on the OpenCL target: graph-winograd's OpenCL rule
-(passes/graph/winograd.py `pays_opencl`) and the backend's kernels for the chain
-(backends/opencl_winograd.py): the fused kernel (`fuse_chain`, `fused_source`) and the
-nests of a chain it does not take (`winograd_nests`), against the numpy reference
+(passes/graph/winograd.py `pays_opencl`), the OpenCL target's pass for the chain
+(`loop-opencl-winograd`: `fuse_chain`, the nests of a chain it does not fuse) and the
+printer's fused kernel (backends/opencl_winograd.py `fused_source`), against the numpy reference
 (rtol/atol 1e-4, as test_winograd.py: F(2x2, 3x3) reassociates the sums).
 """
 
@@ -16,8 +16,8 @@ pytest.importorskip("pyopencl")
 
 import dlpc  # noqa: E402
 from dlpc import api  # noqa: E402
-from dlpc.backends.opencl_winograd import is_fused  # noqa: E402
 from dlpc.dialects.loop import KernelOp  # noqa: E402
+from dlpc.passes.lower.opencl_winograd import is_fused  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOL = 1e-4

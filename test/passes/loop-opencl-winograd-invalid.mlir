@@ -1,0 +1,10 @@
+// RUN: dlpc-opt %s -p loop-opencl-winograd --split-input-file --verify-diagnostics | filecheck %s
+
+// The chains are rewritten in @main (or the module's only function).
+// CHECK: loop-opencl-winograd needs a func.func @main; the module has 2 functions, none named main
+func.func @first(%x: memref<8xf32>) {
+  func.return
+}
+func.func @second(%x: memref<8xf32>) {
+  func.return
+}
