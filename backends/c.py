@@ -86,6 +86,7 @@ from dlpc.backends.names import Scope, c_comment, c_string
 from dlpc.diagnostics import DlpcError
 from dlpc.dialects.loop import ForOp, KernelOp, NamedKernelSyntax, defined_inside
 from dlpc.dialects.sizes import size_error
+from dlpc.passes.lower.memory_plan import ALIGN
 
 ARENA = "dlpc.arena"  # the memory plan's arena alloc in @main (passes/lower/memory_plan.py)
 PACKED = "dlpc.packed"  # the resident packed weights in @main (passes/lower/prepack.py)
@@ -734,7 +735,7 @@ class FunctionWriter:
             hint = op.memref.name_hint
             store = self.names.fresh(f"{hint}_mem" if hint else None, "buf")
             count = max(math.prod(shape), 1)
-            self.line(f"{t} {store}[{count}] __attribute__((aligned(64)));")
+            self.line(f"{t} {store}[{count}] __attribute__((aligned({ALIGN})));")
             self.line(f"{t} *restrict {name} = {store};")
         else:
             # a failed allocation returns 1 from @main (the runtime names the size and the

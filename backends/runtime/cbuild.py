@@ -52,6 +52,7 @@ import numpy as np
 from dlpc import settings
 from dlpc.backends.runtime.callconv import ModuleFunction
 from dlpc.diagnostics import DlpcError
+from dlpc.passes.lower.memory_plan import ALIGN
 
 # GCC's default -ffp-contract=fast (GNU mode) is kept on purpose: `a * b + c` may become
 # one fused multiply-add, which the gemm micro-kernel (tensorize) relies on. Results may
@@ -151,9 +152,9 @@ class Library:
             self.prepare_entry.restype = ctypes.c_int
 
     def packed_block(self) -> np.ndarray:
-        """A fresh 64-byte aligned block for the packed weights (uninitialised)."""
-        raw = np.empty(self.packed_bytes + 64, dtype=np.uint8)
-        skip = -raw.ctypes.data % 64
+        """A fresh ALIGN-byte aligned block for the packed weights (uninitialised)."""
+        raw = np.empty(self.packed_bytes + ALIGN, dtype=np.uint8)
+        skip = -raw.ctypes.data % ALIGN
         return raw[skip : skip + self.packed_bytes]
 
     def run(self, arrays: list[np.ndarray]) -> int:

@@ -55,7 +55,7 @@ from xdsl.utils.exceptions import VerifyException
 from dlpc.dialects.loop import ForOp, KernelOp, ancestor_in, defined_inside
 from dlpc.dialects.typed import memref_type
 
-ALIGN = 64
+ALIGN = 64  # bytes: arena offsets and packed weights start at multiples (aligned_alloc's)
 ARENA = "dlpc.arena"
 RESHAPES = ("graph.reshape", "graph.squeeze", "graph.unsqueeze", "graph.flatten")
 ELEMENT_BYTES = {"f64": 8, "f32": 4, "f16": 2, "bf16": 2, "i64": 8, "i32": 4, "i16": 2, "i8": 1}

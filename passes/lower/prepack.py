@@ -58,12 +58,10 @@ from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import VerifyException
 
 from dlpc.dialects.loop import ForOp, KernelOp, ancestor_in
+from dlpc.passes.lower.memory_plan import ALIGN, ARENA, ELEMENT_BYTES
 
 PACKED = "dlpc.packed"  # the packed block: memref.alloc in @main
 PREPARE = "dlpc.prepare"  # a kernel that packs weights: runs once per weights binding
-ARENA = "dlpc.arena"
-ALIGN = 64
-ELEMENT_BYTES = {"f64": 8, "f32": 4, "f16": 2, "bf16": 2, "i64": 8, "i32": 4, "i16": 2, "i8": 1}
 
 
 class PrepackOrderError(VerifyException):
