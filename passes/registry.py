@@ -79,3 +79,7 @@ PASSES["graph-data-parallel"] = lazy_class(
 PASSES["graph-tensor-parallel"] = lazy_class(
     "passes.dist.tensor_parallel", "GraphTensorParallel", ModulePass
 )
+PASSES["graph-pipeline"] = lazy_class("passes.dist.pipeline", "GraphPipeline", ModulePass)
+PASSES["comm-check-schedule"] = lazy_class(
+    "passes.dist.pipeline", "CommCheckSchedule", ModulePass
+)

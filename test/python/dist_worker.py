@@ -72,7 +72,78 @@ def tp(optimizer: str) -> int:
     return 0
 
 
-MODES = {"dp": dp, "tp": tp}
+DEEP = """
+func.func @main(%x: tensor<BATCHx4xf32>, %t: tensor<BATCHx3xf32>) -> tensor<f32> {
+  %w1 = graph.param "w1" : tensor<6x4xf32>
+  %w2 = graph.param "w2" : tensor<6x6xf32>
+  %w3 = graph.param "w3" : tensor<6x6xf32>
+  %w4 = graph.param "w4" : tensor<3x6xf32>
+  %h1 = graph.linear %x, %w1 : (tensor<BATCHx4xf32>, tensor<6x4xf32>) -> tensor<BATCHx6xf32>
+  %r1 = graph.tanh %h1 : (tensor<BATCHx6xf32>) -> tensor<BATCHx6xf32>
+  %h2 = graph.linear %r1, %w2 : (tensor<BATCHx6xf32>, tensor<6x6xf32>) -> tensor<BATCHx6xf32>
+  %r2 = graph.tanh %h2 : (tensor<BATCHx6xf32>) -> tensor<BATCHx6xf32>
+  %h3 = graph.linear %r2, %w3 : (tensor<BATCHx6xf32>, tensor<6x6xf32>) -> tensor<BATCHx6xf32>
+  %r3 = graph.tanh %h3 : (tensor<BATCHx6xf32>) -> tensor<BATCHx6xf32>
+  %y = graph.linear %r3, %w4 : (tensor<BATCHx6xf32>, tensor<3x6xf32>) -> tensor<BATCHx3xf32>
+  %d = graph.sub %y, %t : (tensor<BATCHx3xf32>, tensor<BATCHx3xf32>) -> tensor<BATCHx3xf32>
+  %e = graph.mul %d, %d : (tensor<BATCHx3xf32>, tensor<BATCHx3xf32>) -> tensor<BATCHx3xf32>
+  %l = graph.reduce_mean %e : (tensor<BATCHx3xf32>) -> tensor<f32>
+  func.return %l : tensor<f32>
+}
+"""
+
+
+def _module(text: str):
+    from xdsl.parser import Parser
+
+    from dlpc.passes.pipeline import context
+
+    return Parser(context(), text).parse_module()
+
+
+def pp(schedule: str, microbatches: str) -> int:
+    """graph-pipeline's program of this rank (its stage) against graph-autodiff of the
+    whole model on the same batch: the loss and the stage's gradients."""
+    from xdsl.dialects.builtin import ModuleOp, StringAttr
+
+    from dlpc import api
+    from dlpc.model import Model
+    from dlpc.passes.dist.pipeline import pipeline
+    from dlpc.passes.train.autodiff import differentiate
+
+    C = world()
+    m, b = int(microbatches), 2
+    rng = np.random.default_rng(5)
+    weights = {
+        "w1": rng.standard_normal((6, 4)), "w2": rng.standard_normal((6, 6)),
+        "w3": rng.standard_normal((6, 6)), "w4": rng.standard_normal((3, 6)),
+    }  # fmt: skip
+    weights = {k: (0.5 * v).astype(np.float32) for k, v in weights.items()}
+    x = rng.standard_normal((m * b, 4)).astype(np.float32)
+    t = rng.standard_normal((m * b, 3)).astype(np.float32)
+    micro = _module(DEEP.replace("BATCH", str(b)))
+    programs = pipeline(micro, C.size, m, schedule)
+    mine = programs[C.rank]
+    mine.sym_name = StringAttr("main")
+    mine.detach()
+    stage = Model(ModuleOp([mine]), weights, "stage", None)
+    own = [n for n in api.check_weights(stage)]
+    got = api.compile(stage, target="numpy", fold_weights=False)(x, t)
+    whole = _module(DEEP.replace("BATCH", str(m * b)))
+    differentiate(whole)
+    want = api.compile(Model(whole, weights, "whole", None), target="numpy")(x, t)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-6)
+    order = ["w1", "w2", "w3", "w4"]
+    assert own, "a stage without params"
+    for k, name in enumerate(own):
+        np.testing.assert_allclose(
+            got[1 + k], want[1 + order.index(name)], rtol=1e-4, atol=1e-6, err_msg=name
+        )
+    print(f"ok {C.rank} pp {schedule} {','.join(own)}", flush=True)
+    return 0
+
+
+MODES = {"dp": dp, "tp": tp, "pp": pp}
 
 if __name__ == "__main__":
     sys.exit(guard(lambda: MODES[sys.argv[1]](*sys.argv[2:]), "dist_worker"))
