@@ -1,4 +1,4 @@
-"""What the ONNX importer (`onnx.py`) and its operator handlers (`onnx_ops.py`) share:
+"""What the ONNX importer (`onnx.py`) and its operator handlers (`onnx_ops/`) share:
 import-time constants, the element-type mapping, and `NodeContext`, what a handler reads
 of the importer."""
 
