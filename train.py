@@ -43,12 +43,21 @@ from dlpc.diagnostics import DlpcError
 from dlpc.model import Model
 from dlpc.passes.train import optim
 from dlpc.passes.train import schedule as lr_scheduler
-from dlpc.passes.train.losses import Loss, as_loss
+from dlpc.passes.train.losses import GraphLoss, Loss, as_loss
 from dlpc.passes.train.optim import Optimizer, make_optimizer
 from dlpc.passes.train.step import TrainStep, train_step_module
 from dlpc.reference import graph as ref
 
-__all__ = ["Trainer", "train", "train_step_model", "optim", "Loss", "lr_scheduler"]
+__all__ = [
+    "Trainer",
+    "train",
+    "train_step_model",
+    "optim",
+    "Loss",
+    "GraphLoss",
+    "graph_loss",
+    "lr_scheduler",
+]
 # torch.optim.lr_scheduler's schedulers, driving a trainer's run-time hyper-parameters
 from dlpc.passes.train.schedule import *  # noqa: E402, F403
 
@@ -76,8 +85,26 @@ def bind_batch(model: Model | str | os.PathLike, batch_size: int) -> Model:
     return model
 
 
+def graph_loss(source: str | os.PathLike, batch: int | None = None, predictions=None) -> GraphLoss:
+    """A loss written in the model language (a `.dlpc` path or its text): `model
+    name(p: f32[B, 3], y: f32[B, 3]) { return reduce_mean(abs(p - y)) }`; its arguments
+    are the model's first `predictions` results (all by default), then the targets; `B`
+    is bound to `batch`."""
+    from dlpc.frontends.text import parse_model
+
+    text = str(source)
+    if not text.lstrip().startswith("model") and Path(text).suffix == ".dlpc":
+        path = Path(text)
+        if not path.is_file():
+            raise DlpcError(f"error: no such file: {path}")
+        loaded = parse_model(path.read_text(), str(path), dims=batch)
+    else:
+        loaded = parse_model(text, "<loss>", dims=batch)
+    return GraphLoss(module=loaded.module, predictions=predictions, name=loaded.name)
+
+
 def train_step_model(
-    model: Model, loss: str | Loss, optimizer: str | Optimizer, frozen=()
+    model: Model, loss: str | Loss | GraphLoss, optimizer: str | Optimizer, frozen=()
 ) -> tuple[Model, TrainStep]:
     """The training step of `model` (batch dim already bound) as a Model: its weights
     are the model's plus the initial optimizer state."""
@@ -237,7 +264,7 @@ class Trainer:
     def __init__(
         self,
         model: Model | str | os.PathLike,
-        loss: str | Loss = "cross_entropy",
+        loss: str | Loss | GraphLoss = "cross_entropy",
         optimizer: str | Optimizer = "adam",
         batch_size: int = 32,
         target: str = "c",
@@ -250,6 +277,10 @@ class Trainer:
         if isinstance(model, str | os.PathLike) and weights is not None:
             model = api.load(model, weights=weights, batch=batch_size)
         self.model = bind_batch(model, batch_size)
+        if isinstance(loss, str | os.PathLike) and (
+            str(loss).endswith(".dlpc") or str(loss).lstrip().startswith("model")
+        ):
+            loss = graph_loss(loss, batch_size)  # a loss in the model language
         self.loss = as_loss(loss)
         self.optimizer = make_optimizer(optimizer)
         if param_groups is not None:
@@ -393,10 +424,35 @@ class Trainer:
     def steps_done(self) -> int:
         return int(self._resident.current()["opt.step"])
 
-    def step(self, *arrays: np.ndarray) -> float:
-        """One update on a batch: the model's inputs then the targets, in order; returns
+    def step(self, *arrays: np.ndarray, **named: np.ndarray) -> float:
+        """One update on a batch: the model's inputs then the targets, in order, or by
+        name (`step(x=..., target=...)`: `input_names`, then `target_names`); returns
         its loss."""
+        if named:
+            arrays = (*arrays, *self._by_name(named, len(arrays)))
         return float(self._step(*arrays)[0])
+
+    @property
+    def input_names(self) -> list[str]:
+        """The model's inputs, as the step takes them first."""
+        return list(self.spec.input_names)
+
+    @property
+    def target_names(self) -> list[str]:
+        """The loss's targets, as the step takes them after the inputs."""
+        return list(self.spec.target_names)
+
+    def _by_name(self, named: dict, given: int) -> list:
+        order = [*self.spec.input_names, *self.spec.target_names][given:]
+        unknown = [n for n in named if n not in order]
+        if unknown:
+            raise DlpcError(
+                f"error: the step has no input '{unknown[0]}' (it takes {', '.join(order)})"
+            )
+        missing = [n for n in order if n not in named]
+        if missing:
+            raise DlpcError(f"error: no array for the step's input '{missing[0]}'")
+        return [named[n] for n in order]
 
     def _step(self, *arrays) -> list[np.ndarray]:
         n = self._resident.num_inputs

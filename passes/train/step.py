@@ -22,6 +22,7 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 from xdsl.dialects import func
@@ -31,7 +32,14 @@ from xdsl.ir import Operation, SSAValue
 from dlpc.diagnostics import DlpcError
 from dlpc.dialects import graph
 from dlpc.passes.train._build import Builder
-from dlpc.passes.train.losses import Loss, as_loss, build_correct, build_loss, target_type
+from dlpc.passes.train.losses import (
+    GraphLoss,
+    Loss,
+    as_loss,
+    build_correct,
+    build_loss,
+    target_type,
+)
 from dlpc.passes.train.optim import STEP, Optimizer, make_optimizer
 
 BN_STAT = "dlpc.train.bn_stat"  # marks a batch statistic: "<running param name>"
@@ -56,6 +64,8 @@ class TrainStep:
     # the optimizer's param groups: options and "params" (names); their run-time
     # hyper-parameters are the step's params `opt.g<k>.<name>` (optim.hyper_name)
     groups: list[dict] = field(default_factory=list)
+    input_names: list[str] = field(default_factory=list)  # the model's inputs
+    target_names: list[str] = field(default_factory=list)  # the step's inputs after them
 
     @property
     def buffers(self) -> list[str]:
@@ -179,7 +189,7 @@ def _running_updates(
 
 def train_step_module(
     module: ModuleOp,
-    loss: str | Loss = "cross_entropy",
+    loss: str | Loss | GraphLoss = "cross_entropy",
     optimizer: str | Optimizer = "sgd",
     weights: dict[str, np.ndarray] | None = None,
     frozen: tuple[str, ...] = (),
@@ -203,36 +213,51 @@ def train_step_module(
     ret = _return(f)
     if not ret.operands:
         raise DlpcError("error: @main returns nothing to train on")
-    prediction = ret.operands[0]
-    if not isinstance(prediction.owner, Operation):
-        raise DlpcError("error: @main returns an input unchanged; there is nothing to train")
-    if not isinstance(prediction.type, graph.TensorType) or not graph.is_float_type(
-        graph.element_type_of(prediction)
-    ):
-        raise DlpcError(
-            f"error: @main's first result must be a float tensor, got {prediction.type}"
-        )
+    # a built-in loss reads the first result, a graph loss its first `predictions`
+    n_pred = (loss.predictions or len(ret.operands)) if isinstance(loss, GraphLoss) else 1
+    if n_pred > len(ret.operands):
+        raise DlpcError(f"error: the loss reads {n_pred} results; @main has {len(ret.operands)}")
+    predictions = list(ret.operands[:n_pred])
+    prediction = predictions[0]
+    for k, value in enumerate(predictions):
+        if not isinstance(value.owner, Operation):
+            raise DlpcError("error: @main returns an input unchanged; there is nothing to train")
+        if not isinstance(value.type, graph.TensorType) or not graph.is_float_type(
+            graph.element_type_of(value)
+        ):
+            raise DlpcError(f"error: @main's result {k} must be a float tensor, got {value.type}")
 
-    # forward: the loss of the prediction against a new `target` argument
+    # forward: the loss of the predictions against new target arguments
     block = f.body.block
-    target = block.insert_arg(target_type(loss, prediction.type), len(block.args))
+    types = (
+        loss.target_types(n_pred)
+        if isinstance(loss, GraphLoss)
+        else [target_type(loss, cast(graph.TensorType, prediction.type))]
+    )
+    n_args = len(block.args)
+    targets: list[SSAValue] = [block.insert_arg(t, len(block.args)) for t in types]
     names = [
         (a.data.get("dlpc.name") if isinstance(a, DictionaryAttr) else None)
         for a in (f.arg_attrs.data if f.arg_attrs is not None else ())
     ]
     names = [n.data if isinstance(n, StringAttr) else f"arg{i}" for i, n in enumerate(names)]
-    names += [f"arg{i}" for i in range(len(names), len(block.args) - 1)]
-    target_name = "target" if "target" not in names else "target_"
+    names += [f"arg{i}" for i in range(len(names), n_args)]
+    target_names = ["target"] if len(targets) == 1 else [f"target{k}" for k in range(len(targets))]
+    target_names = [n if n not in names else f"{n}_" for n in target_names]
     f.arg_attrs = ArrayAttr(
-        [DictionaryAttr({"dlpc.name": StringAttr(n)}) for n in [*names, target_name]]
+        [DictionaryAttr({"dlpc.name": StringAttr(n)}) for n in [*names, *target_names]]
     )
     running_shapes = _training_batch_norm(f)
     b = Builder.before(ret)
     # the metrics: the loss, and for class ids the hits (autodiff keeps them as aux results)
-    metrics, metric_values = ["loss"], [build_loss(b, loss, prediction, target)]
+    if isinstance(loss, GraphLoss):
+        metrics, metric_values = ["loss"], [loss.apply(b, predictions, targets)]
+    else:
+        metrics, metric_values = ["loss"], [build_loss(b, loss, prediction, targets[0])]
     if loss.classifies:
+        assert isinstance(loss, Loss)
         metrics.append("correct")
-        metric_values.append(build_correct(b, loss, prediction, target))
+        metric_values.append(build_correct(b, loss, prediction, targets[0]))
     _set_results(f, metric_values)
     _erase_dead(f)  # inference-only values (running statistics, other results)
     # the running stats, optimizer state and the step counter as params, made before
@@ -286,7 +311,18 @@ def train_step_module(
     _erase_dead(f)
     module.verify()
     return TrainStep(
-        module, trained, order, metrics, initial, target_name, kept, other, recompute, groups
+        module,
+        trained,
+        order,
+        metrics,
+        initial,
+        target_names[0],
+        kept,
+        other,
+        recompute,
+        groups,
+        names,
+        target_names,
     )
 
 
