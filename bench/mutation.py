@@ -145,7 +145,7 @@ AREAS: dict[str, Area] = {
         ["test/passes/loop-to-dlp*.mlir"],
         [
             "test/python/test_mutation_kills_dlp.py test/python/test_dlp.py "
-            "-k 'mutation or lit_inputs or pooling or copies or gather or scatter'"
+            "-k 'mutation or lit_inputs'"
         ],
     ),
     "dlp-c-sim": Area(
@@ -153,7 +153,7 @@ AREAS: dict[str, Area] = {
         ["test/e2e/emit-dlp-c.mlir"],
         [
             "test/python/test_mutation_kills_dlp.py test/python/test_dlp.py "
-            "-k 'mutation or simulator or report or checks or double or lit_inputs'"
+            "-k 'mutation or report or checks or lit_inputs'"
         ],
     ),
     "c-backend": Area(
@@ -161,7 +161,8 @@ AREAS: dict[str, Area] = {
         ["test/e2e/emit-c.mlir", "test/e2e/emit-c-simd.mlir", "test/e2e/emit-c-names.mlir"],
         [
             "test/python/test_mutation_kills_c.py test/python/test_c_backend.py "
-            "-k 'not cache_hit and not missing_compiler and not optional_flags'"
+            "-k 'mutation or example_runs or annotations or integer or float16 or simd or scf_if "
+            "or pow or parallel'"
         ],
     ),
     "opencl": Area(
