@@ -15,3 +15,20 @@ func.func @f(%x: tensor<1x4x8x1xf32>) {
   func.return
 }
 // CHECK: graph.winograd_input_transform: a 3x3 window does not fit input 8x1 with the given padding
+
+// -----
+
+// element kinds: a math function of integers, a mean of booleans
+func.func @f(%x: tensor<2x3xi64>) {
+  %0 = graph.exp %x : (tensor<2x3xi64>) -> tensor<2x3xi64>
+  func.return
+}
+// CHECK: graph.exp needs a floating-point operand, got i64
+
+// -----
+
+func.func @f(%x: tensor<2x3xi1>) {
+  %0 = graph.reduce_mean %x {axes = array<i64: 1>} : (tensor<2x3xi1>) -> tensor<2xi1>
+  func.return
+}
+// CHECK: graph.reduce_mean needs a numeric operand, got i1
