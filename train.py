@@ -104,11 +104,12 @@ def graph_loss(source: str | os.PathLike, batch: int | None = None, predictions=
 
 
 def train_step_model(
-    model: Model, loss: str | Loss | GraphLoss, optimizer: str | Optimizer, frozen=()
+    model: Model, loss: str | Loss | GraphLoss, optimizer: str | Optimizer, frozen=(), **options
 ) -> tuple[Model, TrainStep]:
     """The training step of `model` (batch dim already bound) as a Model: its weights
-    are the model's plus the initial optimizer state."""
-    step = train_step_module(model.module, loss, optimizer, model.weights, frozen=frozen)
+    are the model's plus the initial optimizer state. `options`: train_step_module's
+    (accumulate, return_grads)."""
+    step = train_step_module(model.module, loss, optimizer, model.weights, frozen=frozen, **options)
     weights = {**api.check_weights(model), **step.initial_state}
     return Model(step.module, weights, f"{model.name}_train", model.path), step
 
@@ -273,6 +274,8 @@ class Trainer:
         frozen=(),
         param_groups=None,
         lr_lambda: Callable[[int], float] | None = None,
+        accumulate: int = 1,
+        return_grads: bool = False,
     ):
         if isinstance(model, str | os.PathLike) and weights is not None:
             model = api.load(model, weights=weights, batch=batch_size)
@@ -288,7 +291,14 @@ class Trainer:
         self.batch_size = batch_size
         self.target = target
         self.opt_level = opt_level
-        self.step_model, self.spec = train_step_model(self.model, self.loss, self.optimizer, frozen)
+        self.step_model, self.spec = train_step_model(
+            self.model,
+            self.loss,
+            self.optimizer,
+            frozen,
+            accumulate=accumulate,
+            return_grads=return_grads,
+        )
         self.compiled = api.compile(
             self.step_model, target=target, opt_level=opt_level, fold_weights=False
         )
@@ -463,9 +473,31 @@ class Trainer:
             )
         self._push_hyper()
         out = self._resident.run(self._resident.convert(list(arrays)))
-        if self._lambda is not None:
+        if self._lambda is not None and self.update_done:
             self._lambda.step()
         return out
+
+    @property
+    def update_done(self) -> bool:
+        """Whether the last step applied an update (with `accumulate` = k: every k-th)."""
+        if self.spec.accumulate == 1:
+            return True
+        return int(self._resident.current()["opt.micro"]) == 0
+
+    @property
+    def grads(self) -> dict[str, np.ndarray]:
+        """The gradients of the last step's loss (its batch; before clipping and
+        accumulation) by param name (copies): Trainer(return_grads=True)."""
+        if not self.spec.grads:
+            raise DlpcError("error: no gradients: build the trainer with return_grads=True")
+        outputs = self._resident.outputs
+        if outputs is None:
+            raise DlpcError("error: no gradients before the first step")
+        first = self._resident.n_metrics + len(self.spec.state)
+        return {
+            name[len("grad.") :]: np.array(outputs[first + k])
+            for k, name in enumerate(self.spec.grads)
+        }
 
     def predict(self, x: np.ndarray) -> np.ndarray:
         """The model's output for every row of `x` with the current weights."""

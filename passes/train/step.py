@@ -66,6 +66,9 @@ class TrainStep:
     groups: list[dict] = field(default_factory=list)
     input_names: list[str] = field(default_factory=list)  # the model's inputs
     target_names: list[str] = field(default_factory=list)  # the step's inputs after them
+    # `grad.<param>` results after the state (return_grads): this call's gradients
+    grads: list[str] = field(default_factory=list)
+    accumulate: int = 1  # micro-batches per update
 
     @property
     def buffers(self) -> list[str]:
@@ -194,6 +197,8 @@ def train_step_module(
     weights: dict[str, np.ndarray] | None = None,
     frozen: tuple[str, ...] = (),
     recompute: bool = False,
+    accumulate: int = 1,
+    return_grads: bool = False,
     distribute: Callable[[ModuleOp], None] | None = None,
 ) -> TrainStep:
     """The training step of `module` (not modified) for `loss` and `optimizer`.
@@ -201,11 +206,16 @@ def train_step_module(
     `weights` (name -> array) give the params' shapes and dtypes for the optimizer state;
     without them the param ops' types do. `frozen` params (names or glob patterns) are
     read but not trained.
-    `recompute`: graph-autodiff's activation checkpointing. `distribute` rewrites the
+    `recompute`: graph-autodiff's activation checkpointing. `accumulate` > 1: the update
+    applies every `accumulate`-th call, on the mean of the calls' gradients (`_accumulated`).
+    `return_grads`: the step also returns this call's gradients (`grad.<param>`, after
+    the state). `distribute` rewrites the
     differentiated module before the update (graph-data-parallel: gradients across ranks).
     """
     loss = as_loss(loss)
     optimizer = make_optimizer(optimizer)
+    if not isinstance(accumulate, int) or isinstance(accumulate, bool) or accumulate < 1:
+        raise DlpcError(f"error: accumulate must be a positive int, got {accumulate!r}")
     if loss.reduction == "none":
         raise DlpcError("error: a training loss needs reduction 'mean' or 'sum', not 'none'")
     module = module.clone()
@@ -295,18 +305,21 @@ def train_step_module(
         name: b.param(name, np.shape(v), graph.NUMPY_TO_ELT[v.dtype.name])
         for name, v in initial.items()
     }
-    new_params, new_state = optimizer.build(
-        b,
-        {n: params[n] for n in trained},
-        {n: grads[f"grad.{n}"] for n in trained},
-        state_values,
-        groups,
-    )
+    step_grads = {n: grads[f"grad.{n}"] for n in trained}
+    if accumulate > 1:
+        new_params, new_state = _accumulated(
+            b, optimizer, loss, accumulate, params, step_grads, state_values, groups, initial
+        )
+    else:
+        new_params, new_state = optimizer.build(
+            b, {n: params[n] for n in trained}, step_grads, state_values, groups
+        )
     order = [*trained, *running, *new_state]
     values = [*(new_params[n] for n in trained), *running.values(), *new_state.values()]
-    _set_results(f, [*metric_values, *values])
+    grad_names = [f"grad.{n}" for n in trained] if return_grads else []
+    _set_results(f, [*metric_values, *values, *(step_grads[n] for n in trained if return_grads)])
     f.res_attrs = ArrayAttr(
-        [DictionaryAttr({"dlpc.name": StringAttr(n)}) for n in [*metrics, *order]]
+        [DictionaryAttr({"dlpc.name": StringAttr(n)}) for n in [*metrics, *order, *grad_names]]
     )
     _erase_dead(f)
     module.verify()
@@ -323,7 +336,38 @@ def train_step_module(
         groups,
         names,
         target_names,
+        grad_names,
+        accumulate,
     )
+
+
+MICRO = "opt.micro"  # micro-batches accumulated so far in this step (accumulate > 1)
+
+
+def _accumulated(b, optimizer, loss, k, params, grads, state, groups, initial):
+    """The update every k-th call on the mean of k micro-batches' gradients (the sum for
+    a 'sum' loss): each call adds its gradients to `opt.grad_acc.<p>`; the k-th applies
+    the optimizer to them and resets them, the others return params and optimizer state
+    unchanged (selected, so they are bit for bit the old values)."""
+    names = list(grads)
+    micro = b.param(MICRO, (), graph.f32)
+    initial[MICRO] = np.zeros((), np.float32)
+    acc = {}
+    for n in names:
+        shape, dtype = graph.shape_of(params[n]), graph.element_type_of(grads[n])
+        acc[n] = b.param(f"opt.grad_acc.{n}", shape, dtype)
+        initial[f"opt.grad_acc.{n}"] = np.zeros(shape, graph.numpy_dtype(dtype))
+    summed = {n: b.add(acc[n], grads[n]) for n in names}
+    mean = getattr(loss, "reduction", "mean") != "sum"
+    total = {n: b.mul(summed[n], 1.0 / k) if mean else summed[n] for n in names}
+    new_params, new_state = optimizer.build(b, {n: params[n] for n in names}, total, state, groups)
+    last = b.compare(micro, float(k - 1), "ge")
+    chosen = {n: b.where(last, new_params[n], params[n]) for n in names}
+    kept = {s: b.where(last, v, state[s]) for s, v in new_state.items()}
+    for n in names:
+        kept[f"opt.grad_acc.{n}"] = b.where(last, 0.0, summed[n])
+    kept[MICRO] = b.where(last, 0.0, b.add(micro, 1.0))
+    return chosen, kept
 
 
 def _trained(names: list[str], frozen) -> list[str]:
