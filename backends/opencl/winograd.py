@@ -26,6 +26,7 @@ from xdsl.dialects.builtin import StringAttr
 
 from dlpc.backends import c as cbe
 from dlpc.backends.names import Scope, c_comment
+from dlpc.backends.opencl.launch import Launch
 from dlpc.dialects.loop import ForOp, KernelOp
 from dlpc.dialects.typed import shape_of
 from dlpc.passes.lower.opencl_winograd import (
@@ -179,8 +180,6 @@ def write_fused(emitter, k: KernelOp, chained: bool) -> bool:
     """Write fused kernel `k` (`is_fused`) into `emitter` (an `OpenCLEmitter`): its
     launch (NDRange: images x rows of tiles), its `__kernel` and, when `chained`, its body
     function for chains; False when `k` is no such kernel."""
-    from dlpc.backends.opencl import Launch
-
     if not is_fused(k):
         return False
     spec = fused_spec_of(k)

@@ -1,5 +1,5 @@
 """MobileNet's convs on OpenCL: the pointwise conv's 6 x 16 tile with ragged channel lanes
-(`backends.opencl._wide_tile`, `clampable`), 16-lane contiguous vector loads and stores
+(`backends.opencl.lanes._wide_tile`, `clampable`), 16-lane contiguous vector loads and stores
 (`KernelWriter.contiguous_access`), and depthwise convs on shapes that put tiles on every
 border, all against the numpy reference."""
 
@@ -192,7 +192,8 @@ def test_ragged_inner_lanes_on_a_16_wide_device(tmp_path, w, lanes):
     them with at most a quarter redone (`_ragged`): the last step starts early
     (`DLPC_MIN`), redoing columns of the one before with the same results; the 8-lane
     plan (PoCL's) is unchanged; both match the reference."""
-    from dlpc.backends.opencl import LANES_16, _ragged
+    from dlpc.backends.opencl import LANES_16
+    from dlpc.backends.opencl.lanes import _ragged
 
     model, module = _lowered(tmp_path, CONV.format(cin=2, cout=6, h=9, w=w), 1)
     kernel = next(k for k in module.walk() if isinstance(k, KernelOp))
