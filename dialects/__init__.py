@@ -1,3 +1,4 @@
+# pyright: strict
 """dlpc's dialects: `graph`, `te`, `loop`, `dlp` (one file each), and the registry of them
 that `dlpc.universe` and the pipeline's parsing context read."""
 

@@ -1,3 +1,4 @@
+# pyright: strict
 """The `loop` dialect: loop nests over buffers, with schedule annotations.
 
 The loop level says *how* a tensor expression is computed: explicit loop nests over
@@ -42,17 +43,19 @@ Schedules address loops as `kernel/loop` (e.g. `matmul_0/r0`): see `find_kernel`
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import (
+    I64,
     IndexType,
     IntegerAttr,
     StringAttr,
     UnitAttr,
     i64,
 )
-from xdsl.ir import Block, Dialect, ErasedSSAValue, Operation, Region, SSAValue
+from xdsl.ir import Attribute, Block, Dialect, ErasedSSAValue, Operation, Region, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
     irdl_op_definition,
@@ -65,6 +68,7 @@ from xdsl.parser import Parser
 from xdsl.printer import Printer
 from xdsl.traits import HasAncestor, NoTerminator, RecursiveMemoryEffect
 from xdsl.utils.exceptions import VerifyException
+from xdsl.utils.hints import isa
 from xdsl.utils.mlir_lexer import MLIRTokenKind
 
 KNOWN_ANNOTATIONS = ("name", "parallel", "vectorize", "unroll", "reduction")
@@ -224,7 +228,7 @@ class ForOp(IRDLOperation):
             body = Block(arg_types=[IndexType()])
         if isinstance(body, Block):
             body = Region(body)
-        attrs: dict = {}
+        attrs: dict[str, Attribute] = {}
         if name is not None:
             attrs["name"] = StringAttr(name)
         if parallel:
@@ -349,13 +353,13 @@ class ForOp(IRDLOperation):
         return op
 
 
-def _print_annotation(printer: Printer, key: str, value) -> None:
+def _print_annotation(printer: Printer, key: str, value: Attribute) -> None:
     """`parallel`, `unroll = 4` (not `4 : i64`), `name = "i0"`, else `key = attr`."""
     printer.print_identifier_or_string_literal(key)
     if isinstance(value, UnitAttr):
         return
     printer.print_string(" = ")
-    if isinstance(value, IntegerAttr) and value.type == i64:
+    if isa(value, IntegerAttr[I64]):
         printer.print_string(str(value.value.data))
     else:
         printer.print_attribute(value)
@@ -363,25 +367,28 @@ def _print_annotation(printer: Printer, key: str, value) -> None:
 
 def _attr_dict_follows(parser: Parser) -> bool:
     """At `{`: is it an attribute dictionary (`{name = ..`, `{parallel,`, `{x}`) rather
-    than the loop body?  Looks two tokens ahead, then rewinds."""
-    if parser._current_token.kind != MLIRTokenKind.L_BRACE:  # noqa: SLF001
+    than the loop body?  Looks two tokens ahead, then rewinds (xDSL's parser has no public
+    lookahead or rewind: its token API is private)."""
+    if _token_kind(parser) != MLIRTokenKind.L_BRACE:
         return False
     start = parser.pos
-    parser._consume_token()  # noqa: SLF001
-    first = parser._current_token.kind  # noqa: SLF001
+    parser._consume_token()  # pyright: ignore[reportPrivateUsage]
+    first = _token_kind(parser)
     result = False
     if first in (MLIRTokenKind.BARE_IDENT, MLIRTokenKind.STRING_LIT):
-        parser._consume_token()  # noqa: SLF001
-        result = parser._current_token.kind in (  # noqa: SLF001
-            MLIRTokenKind.EQUAL,
-            MLIRTokenKind.COMMA,
-            MLIRTokenKind.R_BRACE,
-        )
+        parser._consume_token()  # pyright: ignore[reportPrivateUsage]
+        second = _token_kind(parser)
+        result = second in (MLIRTokenKind.EQUAL, MLIRTokenKind.COMMA, MLIRTokenKind.R_BRACE)
     elif first == MLIRTokenKind.R_BRACE:
-        parser._consume_token()  # noqa: SLF001
-        result = parser._current_token.kind == MLIRTokenKind.L_BRACE  # noqa: SLF001
-    parser._resume_from(start)  # noqa: SLF001
+        parser._consume_token()  # pyright: ignore[reportPrivateUsage]
+        result = _token_kind(parser) == MLIRTokenKind.L_BRACE
+    parser._resume_from(start)  # pyright: ignore[reportPrivateUsage]
     return result
+
+
+def _token_kind(parser: Parser) -> MLIRTokenKind:
+    """The kind of the parser's next token, not consumed."""
+    return parser._current_token.kind  # pyright: ignore[reportPrivateUsage]
 
 
 # ----------------------------------------------------------------------- helpers
@@ -467,7 +474,7 @@ def loop_nest(
     extents: Sequence[int],
     names: Sequence[str],
     body: Callable[[Block, list[SSAValue]], None] | None = None,
-    annotations: dict[str, dict] | None = None,
+    annotations: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[ForOp]:
     """Append a perfect nest of `loop.for 0 to extent` named `names` to `parent`'s block;
     `annotations[name]` gives extra ForOp keywords (`{"i0": {"parallel": True}}`).
@@ -498,6 +505,16 @@ _LOCAL_VERIFY_DIALECTS = ("arith.", "math.")
 _LOCAL_VERIFY_OPS = frozenset({"memref.load", "memref.store", "memref.alloca"})
 
 
+# what makes two local ops verify alike: class, operand and result types, properties, attributes
+_VerifyKey = tuple[
+    type[Operation],
+    tuple[Attribute, ...],
+    tuple[Attribute, ...],
+    tuple[tuple[str, Attribute], ...],
+    tuple[tuple[str, Attribute], ...],
+]
+
+
 def verify_ir(root: Operation) -> None:
     """`root.verify()`, cheaper on loop IR: the same checks on every op, except that the
     own verifier of the ops above (arith, math, loads and stores: 85 % of resnet's loop
@@ -509,7 +526,7 @@ def verify_ir(root: Operation) -> None:
     _verify_op(root, set())
 
 
-def _verify_op(op: Operation, seen: set) -> None:
+def _verify_op(op: Operation, seen: set[_VerifyKey]) -> None:
     op.verify(verify_nested_ops=False)  # structure, traits and the op's own verifier
     for region in op.regions:
         for block in region.blocks:
@@ -518,7 +535,7 @@ def _verify_op(op: Operation, seen: set) -> None:
                 raise ValueError("Parent pointer of block does not refer to containing region")
 
 
-def _verify_block(block: Block, seen: set) -> None:
+def _verify_block(block: Block, seen: set[_VerifyKey]) -> None:
     last = block.last_op
     if last is None:
         block.verify()  # an empty block: whether its region needs a terminator

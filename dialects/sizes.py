@@ -1,3 +1,4 @@
+# pyright: strict
 """The one size limit of dlpc: how many bytes a tensor may have (docs/security.md).
 
 `size_error(shape, element_type)` is what the frontends, the graph verifier and the IR
@@ -26,7 +27,7 @@ MAX_TENSOR_BYTES = 1 << 40
 def element_bytes(element_type: Attribute) -> int:
     """Bytes per element in memory (i1 takes a byte, index 8)."""
     if isinstance(element_type, IntegerType):
-        return max(element_type.width.data // 8, 1)
+        return max(element_type.bitwidth // 8, 1)
     bits = getattr(element_type, "bitwidth", 64)  # index and unknown types: 8 bytes
     return max(bits // 8, 1)
 

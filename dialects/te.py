@@ -1,3 +1,4 @@
+# pyright: strict
 """The `te` dialect: tensor expressions (TVM's TE written as IR).
 
 *What* to compute, element by element; no loop order, no memory. Values are immutable
@@ -37,7 +38,7 @@ from __future__ import annotations
 
 import math as pymath
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from xdsl.dialects import arith, scf
 from xdsl.dialects import math as xmath
@@ -71,7 +72,7 @@ from xdsl.printer import Printer
 from xdsl.traits import HasParent, IsTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
 
-from dlpc.dialects.typed import dense_ints, float_type
+from dlpc.dialects.typed import dense_ints, float_type, is_integer_type, tensor_type
 
 COMBINERS = ("add", "mul", "max", "min")
 index = IndexType()
@@ -161,10 +162,8 @@ class _TensorExprOp(IRDLOperation):
         return self.sym.data
 
     @property
-    def result_type(self) -> TensorType:
-        ty = self.results[0].type
-        assert isinstance(ty, TensorType)
-        return ty
+    def result_type(self) -> TensorType[Attribute]:
+        return tensor_type(self.results[0])
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -207,7 +206,7 @@ class ComputeOp(_TensorExprOp):
         )
 
     @staticmethod
-    def build(
+    def build(  # pyright: ignore[reportIncompatibleMethodOverride]  (te's body builder, not xDSL's generic build)
         name: str,
         result_type: TensorType,
         fn: Callable[[BodyBuilder, list[SSAValue]], SSAValue | float | int],
@@ -296,7 +295,7 @@ class ReduceOp(_TensorExprOp):
         )
 
     @staticmethod
-    def build(
+    def build(  # pyright: ignore[reportIncompatibleMethodOverride]  (te's body builder, not xDSL's generic build)
         name: str,
         result_type: TensorType,
         extents: Sequence[int],
@@ -478,10 +477,8 @@ class ReadOp(IRDLOperation):
 
     def __init__(self, tensor: SSAValue | Operation, indices: Sequence[SSAValue]):
         tensor = SSAValue.get(tensor)
-        assert isinstance(tensor.type, TensorType)
-        super().__init__(
-            operands=[tensor, list(indices)], result_types=[tensor.type.get_element_type()]
-        )
+        element = tensor_type(tensor).get_element_type()
+        super().__init__(operands=[tensor, list(indices)], result_types=[element])
 
     def print(self, printer: Printer):
         printer.print_string(" ")
@@ -501,9 +498,10 @@ class ReadOp(IRDLOperation):
         )
         attrs = parser.parse_optional_attr_dict()
         parser.parse_punctuation(":")
-        ty = parser.parse_type()
-        if not isinstance(ty, TensorType):
-            parser.raise_error(f"te.read expects a tensor type, got {ty}")
+        parsed = parser.parse_type()
+        if not isinstance(parsed, TensorType):
+            parser.raise_error(f"te.read expects a tensor type, got {parsed}")
+        ty = cast(TensorType[Attribute], parsed)  # (isinstance leaves its parameter unknown)
         op = cls.create(
             operands=[parser.resolve_operand(tensor, ty)]
             + [parser.resolve_operand(i, index) for i in idx],
@@ -566,6 +564,10 @@ def _index_block(rank: int, prefix: str) -> Block:
     return block
 
 
+# an arith binary op class, float or integer (`arith.AddfOp`, `arith.AddiOp`)
+_BinaryOpType = Callable[[SSAValue, SSAValue], Operation]
+
+
 def is_float(ty: Attribute) -> bool:
     return not isinstance(ty, IntegerType | IndexType)
 
@@ -587,7 +589,9 @@ class BodyBuilder:
 
     # ---- constants and conversion ------------------------------------------------
     def const(self, value: float | int | bool, ty: Attribute = f32) -> SSAValue:
-        if isinstance(ty, IndexType | IntegerType):
+        if isinstance(ty, IndexType):
+            return self.emit(arith.ConstantOp(IntegerAttr(int(value), ty)))
+        if is_integer_type(ty):
             return self.emit(arith.ConstantOp(IntegerAttr(int(value), ty)))
         return self.emit(arith.ConstantOp(FloatAttr(float(value), float_type(ty))))
 
@@ -616,18 +620,18 @@ class BodyBuilder:
             if src.bitwidth < to.bitwidth:
                 return self.emit(arith.ExtFOp(v, to))
             return self.emit(arith.TruncFOp(v, to))
-        if isinstance(src, AnyFloat) and isinstance(to, IntegerType):
+        if isinstance(src, AnyFloat) and is_integer_type(to):
             if to == i1:
                 return self.cmp("ne", v, 0.0)
             return self.emit(arith.FPToSIOp(v, to))
-        if isinstance(src, IntegerType) and isinstance(to, AnyFloat):
+        if is_integer_type(src) and isinstance(to, AnyFloat):
             if src == i1:
                 return self.emit(arith.UIToFPOp(v, to))
             return self.emit(arith.SIToFPOp(v, to))
-        if isinstance(src, IntegerType) and isinstance(to, IntegerType):
+        if is_integer_type(src) and is_integer_type(to):
             if to == i1:
                 return self.cmp("ne", v, 0)
-            if src.width.data < to.width.data:
+            if src.bitwidth < to.bitwidth:
                 op = arith.ExtUIOp if src == i1 else arith.ExtSIOp
                 return self.emit(op(v, to))
             return self.emit(arith.TruncIOp(v, to))
@@ -638,7 +642,7 @@ class BodyBuilder:
         return self.emit(ReadOp(t, [self.as_value(i, index) for i in idx]))
 
     # ---- arithmetic (float, integer, index) ---------------------------------------
-    def _binary(self, a: Value, b: Value, fop, iop) -> SSAValue:
+    def _binary(self, a: Value, b: Value, fop: _BinaryOpType, iop: _BinaryOpType) -> SSAValue:
         x, y = self._pair(a, b)
         return self.emit((fop if is_float(x.type) else iop)(x, y))
 
@@ -746,7 +750,7 @@ class BodyBuilder:
     ) -> SSAValue:
         """scf.if yielding one value of type `ty`: only the taken branch is evaluated
         (a read under a bounds check never goes out of bounds)."""
-        blocks = []
+        blocks: list[Region] = []
         for fn in (then, otherwise):
             block = Block()
             sub = BodyBuilder(block)

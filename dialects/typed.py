@@ -17,7 +17,7 @@ states what always holds.
 
 from __future__ import annotations
 
-from typing import cast
+from typing import TypeGuard, cast
 
 from xdsl.dialects.builtin import (
     AnyFloat,
@@ -40,6 +40,7 @@ __all__ = [
     "element_type",
     "float_type",
     "int_value",
+    "is_integer_type",
     "memref_type",
     "shape_of",
     "tensor_type",
@@ -83,6 +84,12 @@ def float_type(ty: Attribute) -> AnyFloat:
     if not isinstance(ty, AnyFloat):
         raise VerifyException(f"expected a float type, got {ty}")
     return ty
+
+
+def is_integer_type(ty: Attribute) -> TypeGuard[IntegerType[int, Signedness]]:
+    """Whether `ty` is an integer type (`i1`, `i32`, `ui8`; not `index`): `isinstance`
+    with the parameters bound."""
+    return isinstance(ty, IntegerType)
 
 
 def bitwidth(ty: Attribute) -> int:

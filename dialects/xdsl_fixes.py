@@ -1,3 +1,4 @@
+# pyright: strict
 """Fixes dlpc installs in xDSL when its dialects are registered (see docs/security.md).
 
 xDSL 0.74's MLIR lexer matches a string literal with
@@ -24,7 +25,7 @@ import functools
 import re
 from collections.abc import Callable
 
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr
+from xdsl.dialects.builtin import AnyDenseElement, DenseIntOrFPElementsAttr, RankedStructure
 from xdsl.parser.attribute_parser import AttrParser
 from xdsl.utils.mlir_lexer import MLIRLexer
 
@@ -35,48 +36,56 @@ XDSL_STRING_LITERAL = r'"(?:[^"\\\n\v\f]+|\\(?:["nt\\]|[0-9A-Fa-f]{2}))*"'
 # the same language, one plain character per iteration: linear time on any input
 LINEAR_STRING_LITERAL = r'"(?:[^"\\\n\v\f]|\\(?:["nt\\]|[0-9A-Fa-f]{2}))*"'
 
+# (the private names below are the xDSL internals these fixes replace: no public hook exists)
+
 
 def install_linear_string_literal() -> None:
     """Give xDSL's MLIR lexer the linear string-literal pattern (idempotent).
 
     Only the exact pattern above is replaced: a different upstream pattern is left alone
     (test_untrusted_input.py fails then, so the fix is looked at again)."""
-    current = MLIRLexer._unescaped_characters_regex
+    current = MLIRLexer._unescaped_characters_regex  # pyright: ignore[reportPrivateUsage]
     if current.pattern == XDSL_STRING_LITERAL and current.flags == re.compile("").flags:
-        MLIRLexer._unescaped_characters_regex = re.compile(LINEAR_STRING_LITERAL)
+        MLIRLexer._unescaped_characters_regex = re.compile(LINEAR_STRING_LITERAL)  # pyright: ignore[reportPrivateUsage]
 
+
+# what xDSL 0.74's AttrParser._parse_dense_literal_type returns, and that method's signature
+DenseLiteralType = RankedStructure[AnyDenseElement]
+ParseDenseLiteralType = Callable[[AttrParser], DenseLiteralType]
 
 # the wrapper install_dense_literal_limit put in place (installing again is a no-op)
-_checked_type: Callable | None = None
+_checked_type: ParseDenseLiteralType | None = None
 
 
 def install_dense_literal_limit() -> None:
     """Check a dense literal's type against dlpc's size limit before xDSL expands the
     literal (idempotent)."""
     global _checked_type
-    parse_type = AttrParser._parse_dense_literal_type
+    parse_type: ParseDenseLiteralType = AttrParser._parse_dense_literal_type  # pyright: ignore[reportPrivateUsage]
     if parse_type is _checked_type:
         return
 
     @functools.wraps(parse_type)
-    def checked_type(self: AttrParser, *args, **kwargs):
+    def checked_type(self: AttrParser) -> DenseLiteralType:
         start = self.pos
-        ty = parse_type(self, *args, **kwargs)
+        ty = parse_type(self)
         message = size_error(ty.get_shape(), ty.get_element_type())
         if message:
             self.raise_error(f"dense literal: {message}", start, self.pos)
         return ty
 
     _checked_type = checked_type
-    AttrParser._parse_dense_literal_type = checked_type
+    AttrParser._parse_dense_literal_type = checked_type  # pyright: ignore[reportPrivateUsage]
 
     parse_dense = AttrParser.parse_dense_int_or_fp_elements_attr
 
     @functools.wraps(parse_dense)
-    def guarded(self: AttrParser, *args, **kwargs) -> DenseIntOrFPElementsAttr:
+    def guarded(
+        self: AttrParser, type: RankedStructure[AnyDenseElement] | None
+    ) -> DenseIntOrFPElementsAttr:
         start = self.pos
         try:
-            return parse_dense(self, *args, **kwargs)
+            return parse_dense(self, type)
         except MemoryError:
             self.raise_error("dense literal: not enough memory to expand it", start, self.pos)
 
