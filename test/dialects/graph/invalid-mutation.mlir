@@ -32,3 +32,13 @@ func.func @f(%x: tensor<2x3xi1>) {
   func.return
 }
 // CHECK: graph.reduce_mean needs a numeric operand, got i1
+
+// -----
+
+// a pool without `pads` pads nothing: 4x4, 2x2 window, stride 1 -> 3x3
+// CHECK-LABEL: func.func @pool_default_pads
+// CHECK: graph.max_pool2d %{{.*}} {kernel = array<i64: 2, 2>} : (tensor<1x1x4x4xf32>) -> tensor<1x1x3x3xf32>
+func.func @pool_default_pads(%x: tensor<1x1x4x4xf32>) {
+  %0 = graph.max_pool2d %x {kernel = array<i64: 2, 2>} : (tensor<1x1x4x4xf32>) -> tensor<1x1x3x3xf32>
+  func.return
+}
