@@ -66,6 +66,7 @@ class Communicator:
         self.rank: int = self.world.Get_rank()
         self.size: int = self.world.Get_size()
         self._groups: dict[tuple[int, ...], Any] = {}
+        self._scratch: dict[tuple[int, np.dtype], tuple[np.ndarray, np.ndarray]] = {}
         self._ops = {
             "sum": MPI.SUM,
             "avg": MPI.SUM,
@@ -101,20 +102,31 @@ class Communicator:
         for k, x in enumerate(xs):
             by_dtype.setdefault(np.asarray(x).dtype, []).append(k)
         for dtype, ks in by_dtype.items():
-            if len(ks) == 1:
-                send = np.ascontiguousarray(xs[ks[0]])
-            else:  # one bucket, one message
-                send = np.concatenate([np.asarray(xs[k]).reshape(-1) for k in ks])
-            recv = np.empty_like(send)
+            # one bucket, one message, through buffers kept per size: MPI on fresh
+            # buffers costs their pages' faults and registration on every call (1 MiB
+            # on 2 ranks: 0.25 ms on kept buffers, 5-8 ms on fresh ones)
+            total = sum(np.asarray(xs[k]).size for k in ks)
+            send, recv = self._buffers(total, dtype)
+            offset = 0
+            for k in ks:
+                size = np.asarray(xs[k]).size
+                send[offset : offset + size] = np.asarray(xs[k]).reshape(-1)
+                offset += size
             comm.Allreduce(send, recv, op=self._op(kind))
             if kind == "avg":
                 recv /= np.asarray(len(ranks), dtype=dtype)
             offset = 0
             for k in ks:
                 size = np.asarray(xs[k]).size
-                outs[k] = recv[offset : offset + size].reshape(np.shape(xs[k]))
+                outs[k] = recv[offset : offset + size].reshape(np.shape(xs[k])).copy()
                 offset += size
         return outs
+
+    def _buffers(self, size: int, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+        key = (size, dtype)
+        if key not in self._scratch:
+            self._scratch[key] = (np.empty(size, dtype), np.empty(size, dtype))
+        return self._scratch[key]
 
     def broadcast(self, x: np.ndarray, root: int, group: Group) -> np.ndarray:
         comm, _ = self._comm(group)

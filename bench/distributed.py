@@ -1,0 +1,185 @@
+"""Distributed figures in one run: all-reduce latency and bandwidth through dlpc against
+raw mpi4py on the same buffers (2 ranks), the data-parallel training step on 1 and 2
+ranks, and pipeline step times against the bubble's (p - 1) / (m + p - 1).
+
+    python bench/distributed.py [--repeat 30]        # starts its own mpiexec runs
+
+Rows:
+- all_reduce: median seconds per call of `comm.Allreduce` on preallocated buffers (raw),
+  of dlpc's communicator (what a compiled program's comm op calls: `COMM.all_reduce`)
+  and of a compiled numpy program holding one `comm.all_reduce` (dlpc.compile); latency
+  on 8 bytes, bandwidth (algorithm bytes / s: the buffer's size over the time) at 1, 4
+  and 16 MiB; the ratio raw / dlpc time (1.0: no overhead).
+- dp step: examples/mlp.dlpc, Adam, global batch 32, target numpy, median seconds per
+  step on 1 rank (1 and 2 BLAS threads) and 2 ranks (1 thread each: the 2 cores).
+- pipeline: the 4-layer test MLP (dist_worker.DEEP) with 64 rows per micro-batch, 2
+  stages: step seconds for m = 1, 2, 4, 8 micro-batches under gpipe and 1f1b, and the
+  bubble fraction (p - 1) / (m + p - 1) the schedules' idealised cost model predicts.
+The machine is shared: figures vary from run to run; the ratios are the point.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+SIZES = [8, 1 << 20, 4 << 20, 16 << 20]
+PROGRAM = """
+func.func @main(%x: tensor<Nxf32>) -> tensor<Nxf32> {
+  %y = comm.all_reduce sum %x group <world 2> : tensor<Nxf32>
+  func.return %y : tensor<Nxf32>
+}
+"""
+
+
+def _median(fn, repeat: int, barrier) -> float:
+    fn()
+    times = []
+    for _ in range(repeat):
+        barrier()
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def worker_allreduce(repeat: int) -> None:
+    import dlpc
+    from dlpc.runtime.mpi import world
+
+    C = world()
+    raw = C.world
+    group = (C.size, (), (), "")
+    rows = []
+    for size in SIZES:
+        n = max(size // 4, 2)
+        x = np.ones(n, np.float32)
+        out = np.empty_like(x)
+        t_raw = _median(lambda x=x, out=out: raw.Allreduce(x, out), repeat, raw.Barrier)
+        t_dlpc = _median(lambda x=x: C.all_reduce([x], "sum", group), repeat, raw.Barrier)
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "ar.mlir"
+            path.write_text(PROGRAM.replace("N", str(n)))
+            fn = dlpc.compile(dlpc.load(path), target="numpy")
+        t_prog = _median(lambda fn=fn, x=x: fn(x), repeat, raw.Barrier)
+        rows.append({"bytes": n * 4, "raw": t_raw, "dlpc": t_dlpc, "program": t_prog})
+    if C.rank == 0:
+        print(json.dumps(rows))
+
+
+def worker_dp(repeat: int) -> None:
+    from dlpc.dist import DataParallelTrainer
+    from dlpc.runtime.mpi import world
+
+    C = world()
+    trainer = DataParallelTrainer(ROOT / "examples" / "mlp.dlpc", "cross_entropy", "adam", 32)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((32, 784)).astype(np.float32)
+    y = rng.integers(0, 10, 32).astype(np.int64)
+    t = _median(lambda: trainer.step(x, y), repeat, C.world.Barrier)
+    if C.rank == 0:
+        print(json.dumps({"ranks": C.size, "step": t}))
+
+
+def worker_pipeline(repeat: int) -> None:
+    from xdsl.dialects.builtin import ModuleOp, StringAttr
+    from xdsl.parser import Parser
+
+    from dlpc import api
+    from dlpc.model import Model
+    from dlpc.passes.dist.pipeline import pipeline
+    from dlpc.passes.pipeline import context
+    from dlpc.runtime.mpi import world
+
+    sys.path.insert(0, str(ROOT / "test" / "python"))
+    from dist_worker import DEEP
+
+    C = world()
+    rows = 64
+    rng = np.random.default_rng(0)
+    weights = {
+        n: (0.5 * rng.standard_normal(s)).astype(np.float32)
+        for n, s in (("w1", (6, 4)), ("w2", (6, 6)), ("w3", (6, 6)), ("w4", (3, 6)))
+    }
+    out = []
+    for schedule in ("gpipe", "1f1b"):
+        for m in (1, 2, 4, 8):
+            module = Parser(context(), DEEP.replace("BATCH", str(rows))).parse_module()
+            mine = pipeline(module, C.size, m, schedule)[C.rank]
+            mine.sym_name = StringAttr("main")
+            mine.detach()
+            fn = api.compile(Model(ModuleOp([mine]), weights, "stage"), target="numpy")
+            x = rng.standard_normal((m * rows, 4)).astype(np.float32)
+            t = rng.standard_normal((m * rows, 3)).astype(np.float32)
+            step = _median(lambda fn=fn, x=x, t=t: fn(x, t), repeat, C.world.Barrier)
+            p = C.size
+            out.append(
+                {"schedule": schedule, "m": m, "step": step, "bubble": (p - 1) / (m + p - 1)}
+            )
+    if C.rank == 0:
+        print(json.dumps(out))
+
+
+def mpirun(n: int, what: str, repeat: int, threads: int = 1):
+    """The worker on n ranks, each with `threads` BLAS threads (one per core: more
+    ranks x threads than cores and the spinning threads starve the computing ones)."""
+    command = ["mpiexec", "-n", str(n), sys.executable, __file__, "--worker", what]
+    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
+    result = subprocess.run(
+        [*command, "--repeat", str(repeat)], capture_output=True, text=True, timeout=600, env=env
+    )
+    if result.returncode:
+        sys.exit(f"bench/distributed.py: {what} on {n} ranks failed:\n{result.stderr[-2000:]}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=30)
+    parser.add_argument("--worker", choices=("allreduce", "dp", "pipeline"))
+    args = parser.parse_args()
+    if args.worker:
+        {"allreduce": worker_allreduce, "dp": worker_dp, "pipeline": worker_pipeline}[args.worker](
+            args.repeat
+        )
+        return
+    print("all_reduce, 2 ranks (median per call)\n")
+    print(
+        "| bytes | raw mpi4py | dlpc COMM | dlpc program | raw/COMM | raw/program | GB/s raw | GB/s COMM |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for r in mpirun(2, "allreduce", args.repeat):
+        gb = lambda t, r=r: r["bytes"] / t / 1e9  # noqa: E731
+        print(
+            f"| {r['bytes']} | {r['raw'] * 1e6:.1f} us | {r['dlpc'] * 1e6:.1f} us | "
+            f"{r['program'] * 1e6:.1f} us | {r['raw'] / r['dlpc']:.2f} | "
+            f"{r['raw'] / r['program']:.2f} | {gb(r['raw']):.2f} | {gb(r['dlpc']):.2f} |"
+        )
+    print("\ndata-parallel step, mlp, Adam, global batch 32, numpy (median per step)\n")
+    print("| ranks | BLAS threads per rank | step | samples/s |")
+    print("|---|---|---|---|")
+    for n, threads in ((1, 1), (1, 2), (2, 1)):
+        r = mpirun(n, "dp", args.repeat, threads)
+        print(f"| {n} | {threads} | {r['step'] * 1e3:.2f} ms | {32 / r['step']:.0f} |")
+    print("\npipeline, 2 stages, 64 rows per micro-batch (median per step)\n")
+    print("| schedule | m | step | step / m | (p-1)/(m+p-1) |")
+    print("|---|---|---|---|---|")
+    for r in mpirun(2, "pipeline", args.repeat):
+        print(
+            f"| {r['schedule']} | {r['m']} | {r['step'] * 1e3:.2f} ms | "
+            f"{r['step'] / r['m'] * 1e3:.2f} ms | {r['bubble']:.2f} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
