@@ -104,11 +104,11 @@ class DataParallelTrainer(train_module.Trainer):
                 f"error: data-parallel steps run on target numpy (comm ops through mpi4py), "
                 f"not '{target}'"
             )
-        loss = as_loss(loss)
-        if loss.reduction != "mean":
+        reduction = getattr(as_loss(loss), "reduction", "mean")
+        if reduction != "mean":
             raise DlpcError(
                 f"error: data parallel averages the ranks' gradients: the loss reduction "
-                f"must be 'mean', not '{loss.reduction}'"
+                f"must be 'mean', not '{reduction}'"
             )
         self.global_batch = batch_size
         self.group = (self.ranks, (), (), "")
