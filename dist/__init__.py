@@ -3,6 +3,7 @@
 ops run through `dlpc.runtime.mpi`. See docs/distributed.md."""
 
 from dlpc.dist.data_parallel import DataParallelTrainer, shard
+from dlpc.dist.pipeline import PipelineTrainer
 from dlpc.dist.tensor_parallel import TensorParallelTrainer
 
-__all__ = ["DataParallelTrainer", "TensorParallelTrainer", "shard"]
+__all__ = ["DataParallelTrainer", "PipelineTrainer", "TensorParallelTrainer", "shard"]

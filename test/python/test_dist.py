@@ -132,3 +132,15 @@ def test_pipeline_schedules_cannot_deadlock():
                 module = Parser(context(), DEEP.replace("BATCH", "2")).parse_module()
                 programs = pipeline(module, stages, m, schedule)
                 assert len(programs) == stages
+
+
+@needs_mpi
+@pytest.mark.parametrize(
+    "schedule, optimizer", [("gpipe", "sgd"), ("1f1b", "sgd"), ("1f1b", "adam")]
+)
+def test_pipeline_training_equals_one_device(schedule, optimizer):
+    """10 steps of PipelineTrainer on 2 stages, 2 micro-batches, against one device."""
+    command = ["mpiexec", "-n", "2", sys.executable, str(WORKER), "pptrain", schedule, optimizer]
+    result = run(command)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert sorted(re.findall(r"ok (\d) pptrain", result.stdout)) == ["0", "1"]

@@ -1,0 +1,128 @@
+"""Pipeline-parallel training (GPipe, 1F1B) on MPI ranks, one stage a rank.
+
+    # mpiexec -n 2 python train.py
+    trainer = PipelineTrainer("examples/mlp.dlpc", batch_size=32, microbatches=4)
+    trainer.step(x, y)                   # every rank passes the same global batch
+    trainer.full_weights()               # each param from the rank of its stage
+
+Every rank compiles the training step with its stage's program in place of the
+backward (graph-pipeline: the micro-batches' forwards and backwards in the schedule's
+order, activations and gradients sent between stages, the gradients' mean); the optimizer
+then updates every param, those of other stages by a zero gradient (unchanged under
+SGD and Adam without weight decay), so rank s holds stage s's params. The loss and the
+metrics are the last stage's, broadcast. Target numpy.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp
+
+import dlpc.train as train_module
+from dlpc import api
+from dlpc.diagnostics import DlpcError
+from dlpc.dialects import graph
+from dlpc.dist.data_parallel import _steps_distributed_by
+from dlpc.model import Model
+from dlpc.passes.dist.data_parallel import result_names
+from dlpc.passes.dist.pipeline import build_stage, partition, pipeline, stage_function
+from dlpc.passes.train._build import Builder
+from dlpc.passes.train.losses import Loss, as_loss, build_correct, build_loss, target_type
+from dlpc.passes.train.optim import Optimizer
+from dlpc.runtime import mpi
+
+
+def forward_and_loss(module: ModuleOp, loss: Loss) -> ModuleOp:
+    """@main(x, target) -> (loss, correct) of one micro-batch (as dlpc.passes.train.step
+    builds the step's forward)."""
+    module = module.clone()
+    f = next(op for op in module.ops if isinstance(op, func.FuncOp) and op.sym_name.data == "main")
+    ret = f.body.block.last_op
+    assert isinstance(ret, func.ReturnOp)
+    prediction = ret.operands[0]
+    assert isinstance(prediction.type, graph.TensorType)
+    target = f.body.block.insert_arg(target_type(loss, prediction.type), len(f.body.block.args))
+    b = Builder.before(ret)
+    values = [build_loss(b, loss, prediction, target)]
+    if loss.classifies:
+        values.append(build_correct(b, loss, prediction, target))
+    ret.operands = values
+    f.arg_attrs = None
+    f.res_attrs = None
+    f.update_function_type()
+    for op in reversed(list(f.body.block.ops)):
+        if op.results and all(not r.uses for r in op.results):
+            op.detach()
+            op.erase()
+    return module
+
+
+class PipelineTrainer(train_module.Trainer):
+    """`dlpc.train.Trainer` with the model's layers in stages over MPI_COMM_WORLD."""
+
+    def __init__(
+        self,
+        model: Model | str | os.PathLike,
+        loss: str | Loss = "cross_entropy",
+        optimizer: str | Optimizer = "adam",
+        batch_size: int = 32,
+        target: str = "numpy",
+        opt_level: int = 2,
+        weights=None,
+        microbatches: int = 2,
+        schedule: str = "1f1b",
+        stages: int | None = None,
+        comm: mpi.Communicator | None = None,
+        **options,
+    ):
+        self.comm = comm or mpi.world()
+        self.stages = stages or self.comm.size
+        if self.stages != self.comm.size:
+            raise DlpcError(
+                f"error: {self.stages} pipeline stages, but MPI started {self.comm.size} "
+                f"ranks (mpiexec -n {self.stages})"
+            )
+        if target != "numpy":
+            raise DlpcError(f"error: pipeline steps run on target numpy, not '{target}'")
+        if batch_size % microbatches:
+            raise DlpcError(
+                f"error: batch size {batch_size} does not divide into {microbatches} micro-batches"
+            )
+        checked = as_loss(loss)
+        if not isinstance(checked, Loss) or checked.reduction != "mean":
+            raise DlpcError("error: a pipeline needs a loss with reduction 'mean'")
+        micro = model
+        if isinstance(model, str | os.PathLike):
+            micro = api.load(model, weights=weights, batch=batch_size // microbatches)
+        micro = train_module.bind_batch(micro, batch_size // microbatches)  # type: ignore[arg-type]
+        one = forward_and_loss(micro.module, checked)
+        pipeline(one.clone(), self.stages, microbatches, schedule)  # checks the schedule
+        main = next(op for op in one.ops if isinstance(op, func.FuncOp))
+        parts = partition(list(main.body.block.ops)[:-1], self.stages)
+        rank = self.comm.rank
+        fns = [stage_function(main, p, s == 0, s == self.stages - 1) for s, p in enumerate(parts)]
+        self.owner = {p: s for s, fn in enumerate(fns) for p in fn.params}
+        n_metrics = len(main.function_type.outputs) - 1
+
+        def stage(module: ModuleOp) -> None:
+            f = next(op for op in module.ops if isinstance(op, func.FuncOp))
+            names = result_names(f)
+            types = dict(zip(names, f.function_type.outputs))
+            grads = {n[5:]: types[n] for n in names if n.startswith("grad.")}
+            build_stage(f, fns[rank], rank, self.stages, microbatches, schedule, n_metrics, grads)  # type: ignore[arg-type]
+
+        self.group = (self.stages, (), (), "")
+        with _steps_distributed_by(stage):
+            super().__init__(
+                model, checked, optimizer, batch_size, target, opt_level, weights, **options
+            )
+
+    def full_weights(self) -> dict[str, np.ndarray]:
+        """Each param as the rank of its stage holds it (a collective)."""
+        return {
+            name: self.comm.broadcast(value, self.owner.get(name, 0), self.group)
+            for name, value in self.weights.items()
+        }
