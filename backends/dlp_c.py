@@ -152,10 +152,10 @@ class DlpFunctionWriter(FunctionWriter):
         fn = INTRINSICS[type(op)]
         args = [self.at(buf, off) for _, buf, off in op.buffer_operands()]
         if isinstance(op, dlp.Conv2dOp):
-            args += [self[op.channels_out]] + [str(op.param(k)) for k in dlp.CONV_PARAMS]
+            args += [self[op.channels_out]] + [str(v) for v in op.param_values()]
         elif isinstance(op, dlp.PoolOp):
             fn = "__bang_maxpool" if op.mode.data == "max" else "__bang_sumpool"
-            args += [self[op.channels]] + [str(op.param(k)) for k in dlp.POOL_PARAMS]
+            args += [self[op.channels]] + [str(v) for v in op.param_values()]
         else:
             args += [self[v] for v in op.trailing_operands()]
         if isinstance(op, dlp.MatmulOp):

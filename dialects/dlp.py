@@ -941,8 +941,9 @@ class PoolMode(StrEnum):
 
 
 @irdl_attr_definition
-class PoolModeAttr(EnumAttribute[PoolMode]):
-    """What `dlp.pool` combines a window with: `"max"` or `"sum"` (a string literal)."""
+class PoolModeAttr(EnumAttribute[PoolMode], SpacedOpaqueSyntaxAttribute):
+    """What `dlp.pool` combines a window with: `#dlp<pool_mode "max">`, a bare `"max"` or
+    `"sum"` in `dlp.pool`."""
 
     name = "dlp.pool_mode"
 

@@ -1,5 +1,7 @@
 // RUN: dlpc-opt %s | filecheck %s
 // RUN: dlpc-opt %s | dlpc-opt | filecheck %s
+// RUN: dlpc-opt %s --print-op-generic | dlpc-opt | filecheck %s
+// RUN: dlpc-opt %s --print-op-generic | filecheck %s --check-prefix=GENERIC
 
 // CHECK-LABEL: func.func @ops
 func.func @ops(%x: memref<64x64xf32>, %out: memref<64x64xf32>) {
@@ -45,6 +47,7 @@ func.func @ops(%x: memref<64x64xf32>, %out: memref<64x64xf32>) {
     // CHECK-NEXT: dlp.add_scalar
     dlp.add_scalar %b[%c0], %a[%c0], %s, %c64 : memref<64xf32, #dlp.space<nram>>, memref<128xf32, #dlp.space<nram>>, f32
     // CHECK-NEXT: dlp.cycle_add {{.*}}, %{{.*}}, %{{.*}} : memref<128xf32, #dlp.space<nram>>, memref<128xf32, #dlp.space<nram>>, memref<64xf32, #dlp.space<nram>>
+    // GENERIC: "dlp.cycle_add"(%a, %c0, %a, %c0, %b, %c0, %c64, %c16) :
     dlp.cycle_add %a[%c0], %a[%c0], %b[%c0], %c64, %c16 : memref<128xf32, #dlp.space<nram>>, memref<128xf32, #dlp.space<nram>>, memref<64xf32, #dlp.space<nram>>
     // CHECK-NEXT: dlp.cycle_mul
     dlp.cycle_mul %a[%c0], %a[%c0], %b[%c0], %c64, %c16 : memref<128xf32, #dlp.space<nram>>, memref<128xf32, #dlp.space<nram>>, memref<64xf32, #dlp.space<nram>>
@@ -65,8 +68,10 @@ func.func @ops(%x: memref<64x64xf32>, %out: memref<64x64xf32>) {
     // CHECK-NEXT: dlp.matmul {{.*}} {transpose_rhs} : memref<64xf32, #dlp.space<nram>>, memref<128xf32, #dlp.space<nram>>, memref<4096xf32, #dlp.space<wram>>
     dlp.matmul %b[%c0], %a[%c0], %w[%c0], %c16, %c16, %c16 {transpose_rhs} : memref<64xf32, #dlp.space<nram>>, memref<128xf32, #dlp.space<nram>>, memref<4096xf32, #dlp.space<wram>>
     // CHECK-NEXT: dlp.conv2d %{{.*}}[%{{.*}}], %{{.*}}[%{{.*}}], %{{.*}}[%{{.*}}], %{{.*}} {channels_in = 2 : i64, {{.*}}pad_top = 0 : i64
+    // GENERIC: "dlp.conv2d"(%b, %c0, %a, %c0, %w, %c0, %c16) {channels_in = 2 : i64,
     dlp.conv2d %b[%c0], %a[%c0], %w[%c0], %c16 {channels_in = 2 : i64, height = 4 : i64, width = 4 : i64, kernel_h = 3 : i64, kernel_w = 3 : i64, stride_h = 1 : i64, stride_w = 1 : i64, pad_top = 0 : i64, pad_left = 0 : i64, pad_bottom = 0 : i64, pad_right = 0 : i64} : memref<64xf32, #dlp.space<nram>>, memref<128xf32, #dlp.space<nram>>, memref<4096xf32, #dlp.space<wram>>
     // CHECK-NEXT: dlp.pool "max" %{{.*}}[%{{.*}}], %{{.*}}[%{{.*}}], %{{.*}} {height = 4 : i64, width = 4 : i64, kernel_h = 3 : i64, kernel_w = 3 : i64, stride_h = 2 : i64, stride_w = 2 : i64, pad_top = 1 : i64, pad_left = 1 : i64, out_h = 2 : i64, out_w = 2 : i64} : memref<64xf32, #dlp.space<nram>>, memref<128xf32, #dlp.space<nram>>
+    // GENERIC: "dlp.pool"(%b, %c0, %a, %c0, %c2) <{mode = #dlp<pool_mode "max">}> {height = 4 : i64,
     dlp.pool "max" %b[%c0], %a[%c0], %c2 {height = 4 : i64, width = 4 : i64, kernel_h = 3 : i64, kernel_w = 3 : i64, stride_h = 2 : i64, stride_w = 2 : i64, pad_top = 1 : i64, pad_left = 1 : i64, out_h = 2 : i64, out_w = 2 : i64} : memref<64xf32, #dlp.space<nram>>, memref<128xf32, #dlp.space<nram>>
     // CHECK-NEXT: dlp.pool "sum"
     dlp.pool "sum" %b[%c0], %a[%c0], %c2 {height = 4 : i64, width = 4 : i64, kernel_h = 2 : i64, kernel_w = 2 : i64, stride_h = 2 : i64, stride_w = 2 : i64, pad_top = 0 : i64, pad_left = 0 : i64, out_h = 2 : i64, out_w = 2 : i64} : memref<64xf32, #dlp.space<nram>>, memref<128xf32, #dlp.space<nram>>
