@@ -31,7 +31,7 @@ import os
 import sys
 import time
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import numpy as np
@@ -43,7 +43,15 @@ from dlpc.diagnostics import DlpcError
 from dlpc.model import Model
 from dlpc.passes.train import optim
 from dlpc.passes.train import schedule as lr_scheduler
-from dlpc.passes.train.losses import GraphLoss, Loss, as_loss
+from dlpc.passes.train.data import (
+    ArrayDataset,
+    columns,
+    gather,
+    is_dataset,
+    iterate_batches,
+    load_arrays,
+)
+from dlpc.passes.train.losses import GraphLoss, Loss, as_loss, numpy_loss, numpy_metric
 from dlpc.passes.train.optim import Optimizer, make_optimizer
 from dlpc.passes.train.step import TrainStep, train_step_module
 from dlpc.reference import graph as ref
@@ -135,7 +143,9 @@ class _Resident:
         if missing:
             raise DlpcError(f"error: no value for parameter '{missing[0]}'")
         self.n_metrics = len(step.metrics)
-        self.num_inputs = len(ref.main_func(step.module).args)  # model inputs + targets
+        main = ref.main_func(step.module)
+        self.num_inputs = len(main.args)  # model inputs + targets
+        self.dtypes = [np.dtype(ref.result_dtype(a)) for a in main.args]
         out_index = {name: self.n_metrics + k for k, name in enumerate(step.state)}
         # the parameter slot each state output feeds next step (unused state: none)
         self.feeds = [(k, out_index[n]) for k, n in enumerate(self.param_names) if n in out_index]
@@ -239,19 +249,22 @@ class _Evaluator:
             self.main = namespace["main"]
         self.batch = ref.graph.shape_of(ref.main_func(model.module).args[0])[0]
 
-    def __call__(self, x: np.ndarray, params: dict[str, np.ndarray]) -> np.ndarray:
-        """The first output for every row of `x`, batch by batch (the last one padded)."""
+    def __call__(self, inputs: list[np.ndarray], params: dict[str, np.ndarray]) -> np.ndarray:
+        """The first output for every row of the inputs, batch by batch (the last one
+        padded)."""
         outs = []
-        for start in range(0, len(x), self.batch):
-            chunk = x[start : start + self.batch]
-            n = len(chunk)
+        for start in range(0, len(inputs[0]), self.batch):
+            chunks = [np.asarray(x[start : start + self.batch]) for x in inputs]
+            n = len(chunks[0])
             if n < self.batch:
-                pad = np.zeros((self.batch - n, *chunk.shape[1:]), chunk.dtype)
-                chunk = np.concatenate([chunk, pad])
+                chunks = [
+                    np.concatenate([c, np.zeros((self.batch - n, *c.shape[1:]), c.dtype)])
+                    for c in chunks
+                ]
             if self.fn is None:
-                y = np.asarray(self.main(chunk, params=params)[0])
+                y = np.asarray(self.main(*chunks, params=params)[0])
             else:
-                y = self.fn(chunk, params=params)[0]
+                y = self.fn(*chunks, params=params)[0]
             outs.append(np.array(y[:n]))
         return np.concatenate(outs) if outs else np.zeros((0,))
 
@@ -304,6 +317,8 @@ class Trainer:
         )
         self._resident = _Resident(self.compiled, self.spec, self.step_model.weights)
         self._evaluator: _Evaluator | None = None
+        self._frozen = frozen
+        self._partial: dict[int, _Resident] = {}  # steps at a last partial batch's size
         self.epoch = 0  # completed epochs of `fit` (saved with the state)
         # torch-style param groups: options by torch's names and "params" (the names);
         # a scheduler or the user changes the run-time ones between steps
@@ -440,7 +455,7 @@ class Trainer:
         its loss."""
         if named:
             arrays = (*arrays, *self._by_name(named, len(arrays)))
-        return float(self._step(*arrays)[0])
+        return float(self._step(*self._cast(list(arrays), 0))[0])
 
     @property
     def input_names(self) -> list[str]:
@@ -499,64 +514,139 @@ class Trainer:
             for k, name in enumerate(self.spec.grads)
         }
 
-    def predict(self, x: np.ndarray) -> np.ndarray:
-        """The model's output for every row of `x` with the current weights."""
+    def predict(self, *inputs: np.ndarray) -> np.ndarray:
+        """The model's first output for every row of its inputs with the current weights."""
         if self._evaluator is None:
             self._evaluator = _Evaluator(self.model, self.target, self.opt_level)
-        return self._evaluator(np.asarray(x, dtype=self._input_dtype()), self.weights)
+        arrays = self._cast(list(inputs), 0)
+        return self._evaluator(arrays, self.weights)
 
-    def evaluate(self, x: np.ndarray, y: np.ndarray) -> dict[str, float]:
-        """Accuracy (class-id losses) of the current weights on (x, y)."""
-        out = self.predict(x)
-        result = {}
-        if self.loss.classifies:
-            result["accuracy"] = float(np.mean(out.argmax(axis=1) == np.asarray(y)))
-        else:
-            result["mse"] = float(np.mean((out - np.asarray(y)) ** 2))
-        return result
+    def evaluate(self, *arrays) -> dict[str, float]:
+        """The loss (built-in losses) and the metric that fits it (`Loss.metric`:
+        accuracy, else mse) of the current weights on (inputs..., targets...), arrays or
+        a data set."""
+        n_in = len(self.spec.input_names)
+        if len(arrays) == 1 and is_dataset(arrays[0]):
+            data = arrays[0]
+            arrays = tuple(gather(data, np.arange(len(data))))
+        if len(arrays) != n_in + len(self.spec.target_names):
+            raise DlpcError(
+                f"error: evaluate takes {n_in} inputs and {len(self.spec.target_names)} "
+                f"targets, got {len(arrays)} arrays"
+            )
+        if not isinstance(self.loss, Loss):
+            return {}  # a graph loss: no numpy formula to evaluate it with
+        out = self.predict(*arrays[:n_in])
+        y = np.asarray(arrays[n_in])
+        return {
+            "loss": numpy_loss(self.loss, out, y),
+            self.loss.metric: numpy_metric(self.loss, out, y),
+        }
 
     def _input_dtype(self):
         return ref.result_dtype(ref.main_func(self.model.module).args[0])
 
+    def _cast(self, arrays: list, first: int) -> list[np.ndarray]:
+        """Arrays in the step's dtypes where the kind agrees (int32/uint8 labels to the
+        step's int64, f64 data to f32); others are left for the call's check."""
+        dtypes = self._resident.dtypes
+        out = []
+        for k, a in enumerate(arrays, first):
+            a = np.asarray(a)
+            want = dtypes[k] if k < len(dtypes) else a.dtype
+            if a.dtype != want and a.dtype.kind in "iub" and want.kind in "iu":
+                a = a.astype(want)
+            elif a.dtype != want and a.dtype.kind in "fiu" and want.kind == "f":
+                a = a.astype(want)
+            out.append(a)
+        return out
+
+    def _partial_step(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        """One step on a batch smaller than `batch_size` (a last partial batch): the
+        step compiled at that size (once), run on the current state, which then becomes
+        the trainer's."""
+        n = len(arrays[0])
+        resident = self._partial.get(n)
+        if resident is None:
+            model = bind_batch(self.model, n)
+            step_model, spec = train_step_model(
+                model, self.loss, self.optimizer, self._frozen, accumulate=self.spec.accumulate
+            )
+            compiled = api.compile(
+                step_model, target=self.target, opt_level=self.opt_level, fold_weights=False
+            )
+            resident = self._partial[n] = _Resident(compiled, spec, step_model.weights)
+        self._push_hyper()
+        resident.assign(self._resident.current())
+        out = resident.run(resident.convert(arrays))
+        self._resident.assign(resident.current())
+        return [np.array(o) for o in out]
+
     def fit(
         self,
-        x: np.ndarray,
-        y: np.ndarray,
+        data,
+        targets=None,
         epochs: int = 1,
-        validation: tuple[np.ndarray, np.ndarray] | None = None,
+        validation=None,
         shuffle: bool = True,
         seed: int = 0,
         callback: Callable[[str, dict], None] | None = None,
+        drop_last: bool = True,
     ) -> dict[str, list[float]]:
-        """Train for `epochs` more epochs (continuing from `trainer.epoch`) on (x, y) in
-        batches of `batch_size` (a last incomplete batch is left out: the step's batch size
-        is compiled in), shuffled per epoch from `seed` and the epoch number. Returns the
-        history per epoch: loss, accuracy (training, as the steps saw it), val_accuracy.
-        `callback(event, info)` sees "batch" (loss, correct, seen) and "epoch" events."""
-        x = np.asarray(x, dtype=self._input_dtype())
-        y = np.asarray(y)
-        if len(x) != len(y):
-            raise DlpcError(f"error: {len(x)} samples but {len(y)} targets")
-        n_batches = len(x) // self.batch_size
-        if n_batches == 0:
-            raise DlpcError(
-                f"error: {len(x)} samples are fewer than one batch of {self.batch_size}"
-            )
-        history: dict[str, list[float]] = {"loss": [], "accuracy": [], "val_accuracy": []}
+        """Train for `epochs` more epochs (continuing from `trainer.epoch`).
+
+        `data`: inputs with `targets` (arrays, or tuples of arrays for several), a data
+        set (__len__/__getitem__ -> (inputs..., targets...)), an iterable of batches, or
+        a `.npy`/`.npz` path (memory-mapped; arrays named as the step's inputs and
+        targets, or x and y); see passes/train/data.py. Batches of `batch_size`,
+        shuffled per epoch from `seed` and the epoch number; a last partial batch is
+        left out (`drop_last`) or trained on (a step compiled at its size).
+        `validation`: (inputs..., targets...) or a data set, evaluated after each epoch.
+        Returns the history per epoch: loss and accuracy (training, as the steps saw
+        it; accuracy for class ids), val_loss, val_accuracy and val_mse (nan where they
+        do not apply). `callback(event, info)` sees "batch" and "epoch" events."""
+        source, batches = self._source(data, targets)
+        history: dict[str, list[float]] = {
+            k: [] for k in ("loss", "accuracy", "val_loss", "val_accuracy", "val_mse")
+        }
         for _ in range(epochs):
             epoch = self.epoch
-            order = np.arange(len(x))
-            if shuffle:
-                order = np.random.default_rng([seed, epoch]).permutation(len(x))
+            if source is not None:
+                n = len(source)
+                order = np.arange(n)
+                if shuffle:
+                    order = np.random.default_rng([seed, epoch]).permutation(n)
+                cut = n - n % self.batch_size if drop_last else n
+                if cut == 0:
+                    raise DlpcError(
+                        f"error: {n} samples are fewer than one batch of {self.batch_size}"
+                    )
+                spans = [order[k : k + self.batch_size] for k in range(0, cut, self.batch_size)]
+                stream = (gather(source, idx) for idx in spans)
+                n_batches: int | None = len(spans)
+            else:
+                assert batches is not None
+                stream = iterate_batches(batches)
+                n_batches = None
             total, correct, seen = 0.0, 0.0, 0
             start = time.perf_counter()
-            for k in range(n_batches):
-                idx = order[k * self.batch_size : (k + 1) * self.batch_size]
-                metrics = self._step(x[idx], y[idx])
-                total += float(metrics[0]) * self.batch_size
+            for k, arrays in enumerate(stream):
+                size = len(arrays[0])
+                arrays = self._cast(arrays, 0)
+                if size == self.batch_size:
+                    metrics = self._step(*arrays)
+                elif size < self.batch_size and not drop_last:
+                    metrics = self._partial_step(arrays)
+                elif size < self.batch_size:
+                    continue
+                else:
+                    raise DlpcError(
+                        f"error: batch {k} has {size} samples, more than {self.batch_size}"
+                    )
+                total += float(metrics[0]) * size
                 if len(metrics) > 1:
                     correct += float(metrics[1])
-                seen += self.batch_size
+                seen += size
                 if callback:
                     callback(
                         "batch",
@@ -570,13 +660,14 @@ class Trainer:
                             "samples_per_s": seen / max(time.perf_counter() - start, 1e-9),
                         },
                     )
+            if seen == 0:
+                raise DlpcError(f"error: no batch of {self.batch_size} samples in the data")
             self.epoch += 1
             history["loss"].append(total / seen)
             history["accuracy"].append(correct / seen if self.loss.classifies else float("nan"))
-            val = float("nan")
-            if validation is not None and self.loss.classifies:
-                val = self.evaluate(*validation)["accuracy"]
-            history["val_accuracy"].append(val)
+            scores = self.evaluate(*_as_tuple(validation)) if validation is not None else {}
+            for key in ("loss", "accuracy", "mse"):
+                history[f"val_{key}"].append(scores.get(key, float("nan")))
             if callback:
                 callback(
                     "epoch",
@@ -584,11 +675,38 @@ class Trainer:
                         "epoch": epoch,
                         "loss": history["loss"][-1],
                         "accuracy": history["accuracy"][-1],
-                        "val_accuracy": val,
+                        "val_loss": history["val_loss"][-1],
+                        "val_accuracy": history["val_accuracy"][-1],
+                        "val_mse": history["val_mse"][-1],
                         "seconds": time.perf_counter() - start,
                     },
                 )
         return history
+
+    def _source(self, data, targets):
+        """(an indexable data set, None) or (None, an iterable of batches)."""
+        if targets is not None:
+            return ArrayDataset(*_as_tuple(data), *_as_tuple(targets)), None
+        if isinstance(data, str | os.PathLike):
+            arrays = load_arrays(data)
+            names = [*self.spec.input_names, *self.spec.target_names]
+            if not all(n in arrays for n in names) and len(names) == 2:
+                names = ["x", "y"]
+            return ArrayDataset(*columns(arrays, names, data)), None
+        if is_dataset(data):
+            return data, None
+        if isinstance(data, Iterable):
+            return None, data
+        raise DlpcError(
+            f"error: fit takes arrays with targets, a data set, batches or a path, got "
+            f"{type(data).__name__}"
+        )
+
+
+def _as_tuple(value) -> tuple:
+    if isinstance(value, tuple | list):
+        return tuple(value)
+    return (value,)
 
 
 def train(model, loss="cross_entropy", optimizer="adam", batch_size=32, target="c", **options):

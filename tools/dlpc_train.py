@@ -429,10 +429,12 @@ def train(args, data) -> int:
             n = steps_per_epoch * args.batch
             acc = info["accuracy"]
             val = info["val_accuracy"]
+            mse = info.get("val_mse", float("nan"))
             print(
                 f"epoch {info['epoch'] + 1}/{args.epochs}: loss {info['loss']:.4f}"
                 + (f", accuracy {acc * 100:.1f} %" if acc == acc else "")
                 + (f", validation accuracy {val * 100:.1f} %" if val == val else "")
+                + (f", validation mse {mse:.4g}" if mse == mse else "")
                 + f", {n / max(info['seconds'], 1e-9):.0f} samples/s",
                 file=sys.stderr if not tty else sys.stdout,
                 flush=True,
@@ -463,11 +465,11 @@ def train(args, data) -> int:
             say(f"plot: {args.plot}")
     if args.save:
         say(f"saved: {args.save}")
-    if loss.classifies:
-        accuracy = trainer.evaluate(x_test, y_test)["accuracy"]
-        print(f"test accuracy: {accuracy * 100:.1f} %")
+    scores = trainer.evaluate(x_test, y_test)
+    if loss.metric == "accuracy":
+        print(f"test accuracy: {scores['accuracy'] * 100:.1f} %")
     else:
-        print(f"test mse: {trainer.evaluate(x_test, y_test)['mse']:.6g}")
+        print(f"test mse: {scores['mse']:.6g}")
     return 0
 
 

@@ -329,3 +329,84 @@ def build_correct(b: Builder, loss: Loss, prediction: SSAValue, target: SSAValue
     if valid is not None:
         hit = b.mul(hit, valid)
     return b.sum(b.minimum(hit, 1.0))
+
+
+def numpy_loss(loss: Loss, x: np.ndarray, y: np.ndarray) -> float:
+    """The loss of predictions `x` against targets `y` in float64 numpy (the validation
+    loss): the same formulas as `build_loss`."""
+    x = np.asarray(x, np.float64)
+    valid = None
+    if loss.classifies:
+        classes = x.shape[1]
+        y = np.asarray(y).astype(np.int64)
+        if loss.kind == "cross_entropy":
+            shifted = x - x.max(axis=1, keepdims=True)
+            logp = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+        else:
+            logp = x
+        shape = (1, classes, *[1] * (x.ndim - 2))
+        weight = (y[:, None] == np.arange(classes).reshape(shape)).astype(np.float64)
+        if loss.label_smoothing:
+            eps = loss.label_smoothing
+            weight = weight * (1 - eps) + eps / classes
+        if loss.weight is not None:
+            weight = weight * np.array(loss.weight).reshape(shape)
+            valid = weight.sum(axis=1)
+        each = -(logp * weight).sum(axis=1)
+        if loss.ignore_index is not None:
+            counted = (y != loss.ignore_index).astype(np.float64)
+            each = each * counted
+            valid = counted if valid is None else valid * counted
+    else:
+        y = np.asarray(y, np.float64)
+        each = _numpy_pointwise(loss, x, y)
+    if loss.reduction == "none":
+        return float(each.mean())
+    total = float(each.sum())
+    if loss.reduction == "sum":
+        return total
+    if loss.reduction == "batchmean":
+        return total / x.shape[0]
+    if valid is not None:
+        return total / float(valid.sum())
+    return total / max(1, each.size)
+
+
+def _numpy_pointwise(loss: Loss, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    if loss.kind == "bce_with_logits":
+        return np.maximum(x, 0) - x * y + np.log1p(np.exp(-np.abs(x)))
+    if loss.kind == "bce":
+        with np.errstate(divide="ignore"):
+            lx, l1x = np.maximum(np.log(x), -100), np.maximum(np.log(1 - x), -100)
+        return -(y * lx + (1 - y) * l1x)
+    if loss.kind == "kl_div":
+        if loss.log_target:
+            return np.exp(y) * (y - x)
+        return y * (np.log(np.maximum(y, 1e-30)) - x)
+    d = x - y
+    if loss.kind == "mse":
+        return d * d
+    a = np.abs(d)
+    if loss.kind == "l1":
+        return a
+    limit = loss.beta if loss.kind == "smooth_l1" else loss.delta
+    m = np.minimum(a, limit)
+    if loss.kind == "smooth_l1":
+        return 0.5 * m * m / limit + (a - m)
+    return 0.5 * m * m + limit * (a - m)
+
+
+def numpy_metric(loss: Loss, x: np.ndarray, y: np.ndarray) -> float:
+    """The metric that fits `loss` (`Loss.metric`): accuracy of the arg-max class; of
+    the thresholded output for binary losses (logit 0, probability 0.5); else the MSE."""
+    if loss.classifies:
+        y = np.asarray(y).astype(np.int64)
+        hit = x.argmax(axis=1) == y
+        if loss.ignore_index is not None:
+            keep = y != loss.ignore_index
+            return float(hit[keep].mean()) if keep.any() else float("nan")
+        return float(hit.mean())
+    if loss.kind in BINARY_KINDS:
+        threshold = 0.0 if loss.kind == "bce_with_logits" else 0.5
+        return float(((x > threshold) == (np.asarray(y) > 0.5)).mean())
+    return float(np.mean((np.asarray(x, np.float64) - np.asarray(y, np.float64)) ** 2))
