@@ -6,16 +6,29 @@ numpy reference."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from test_dlp import _run_small, close
 
 from dlpc.backends.runtime.dlp_sim import compile_dlp
 from dlpc.passes import pipeline
 
 
-def test_strided_windows_tile_by_rows(tmp_path):
-    """A tile of n output rows of a stride-2 window reads 2n + 1 input rows (x does not
-    fit tiny's NRAM whole; its rows 2t .. 2t + 2 for output row t lie inside x: no clamp)."""
-    _run_small(tmp_path, "max_pool2d(x, kernel=3, strides=2)", "tiny", "x: f32[1, 1, 41, 41]")
+@pytest.mark.parametrize(
+    "expr, args",
+    [
+        # x does not fit tiny's NRAM whole: a tile of n output rows of a stride-2 window
+        # reads its rows 2t .. 2t + 2n, inside x (no clamp)
+        ("max_pool2d(x, kernel=3, strides=2)", "x: f32[1, 1, 41, 41]"),
+        # padded: rows t - 1 .. t + n, clamped to x at the first and last tiles
+        ("max_pool2d(x, kernel=3, strides=1, pads=[1, 1, 1, 1])", "x: f32[1, 1, 41, 41]"),
+        ("avg_pool2d(x, kernel=3, strides=1, pads=[1, 1, 1, 1])", "x: f32[1, 1, 41, 41]"),
+        # x whole in NRAM: not the tiled window form
+        ("max_pool2d(x, kernel=2, strides=2)", "x: f32[1, 1, 8, 8]"),
+    ],
+    ids=["strided", "padded-max", "padded-avg", "whole"],
+)
+def test_windows_tiled_by_rows(tmp_path, expr, args):
+    _run_small(tmp_path, expr, "tiny", args)
 
 
 def test_batched_matmul_runs_as_one_intrinsic_per_batch_entry(tmp_path):
@@ -59,3 +72,30 @@ def test_a_copy_takes_a_task_per_64_elements(tmp_path):
     assert set(rep.bytes) == {"gdram->gdram"} and rep.tasks == 1
     rep, _ = _run_small(tmp_path, "reshape(x, shape=[128])", "tiny", "x: f32[2, 64]")
     assert rep.tasks == 2
+
+
+SHIFTED = """
+func.func @main(%x: memref<68x16xf32>, %out: memref<64x16xf32>)
+    attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "k" {
+    loop.for %i = 0 to 64 step 1 {name = "i0"} {
+      loop.for %j = 0 to 16 step 1 {name = "i1"} {
+        %c3 = arith.constant 3 : index
+        %c1 = arith.constant 1 : index
+        %p = arith.addi %i, %c3 : index
+        %r = arith.subi %p, %c1 : index
+        %a = memref.load %x[%r, %j] : memref<68x16xf32>
+        memref.store %a, %out[%i, %j] : memref<64x16xf32>
+      }
+    }
+  }
+  func.return
+}"""
+
+
+def test_rows_read_through_a_subtraction():
+    """x[i + 3 - 1, :] tiled by rows: the row interval of a difference is [lo - hi', hi - lo']."""
+    module = pipeline.parse_module(SHIFTED)
+    x = np.random.default_rng(4).standard_normal((68, 16)).astype(np.float32)
+    (out,) = compile_dlp(module, "tiny", name="shifted")(x)
+    close(out, x[2:66])
