@@ -101,7 +101,7 @@ def _child(job: dict) -> dict:
     from dlpc.backends.runtime.cbuild import build
     from dlpc.dialects.graph import numpy_dtype
     from dlpc.passes.pipeline import parse_module
-    from dlpc.passes.schedule.default import _finish
+    from dlpc.passes.schedule.default import finish_kernel
     from dlpc.passes.schedule.script import apply_script
 
     if job.get("crash"):  # test hook: a candidate that kills its process
@@ -112,7 +112,7 @@ def _child(job: dict) -> dict:
     apply_script(sched, job["script"])
     for k in sched.walk():
         if isinstance(k, KernelOp):
-            _finish(k)
+            finish_kernel(k)
     sched.verify()
     rng = np.random.default_rng(0)
     specs = [memref_info(a.type) for a in find_main(base).body.block.args]

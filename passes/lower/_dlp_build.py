@@ -21,7 +21,7 @@ from dlpc.dialects.typed import memref_type
 from dlpc.targets.dlp import DlpTarget
 
 
-def _round_up(x: int, a: int) -> int:
+def round_up(x: int, a: int) -> int:
     return -(-x // a) * a
 
 
@@ -152,7 +152,7 @@ class KernelPlan:
         for b in self.buffers.values():
             if b.direct:
                 continue
-            nbytes = _round_up(b.elements(tile) * b.elt_bytes, align)
+            nbytes = round_up(b.elements(tile) * b.elt_bytes, align)
             copies = 2 if double and b.kind == "tiled" else 1
             use[b.space] += nbytes * copies
             if b.kind == "whole" and sram:
@@ -266,7 +266,7 @@ class Builder:
         return value
 
 
-def _finish_for(builder: Builder) -> None:
+def finish_for(builder: Builder) -> None:
     builder.op(scf.YieldOp())
 
 
@@ -293,7 +293,7 @@ class Cloner:
             iv.name_hint = op.loop_name or op.induction_var.name_hint
             self.vmap[op.induction_var] = iv
             self.block(op.block, inner)
-            _finish_for(inner)
+            finish_for(inner)
             return
         if isinstance(op, memref.LoadOp | memref.StoreOp) and op.memref in self.plan.buffers:
             p = self.plan.buffers[op.memref]

@@ -78,8 +78,8 @@ from dlpc.passes.lower._dlp_build import (
     Builder,
     Cloner,
     KernelPlan,
-    _finish_for,
-    _round_up,
+    finish_for,
+    round_up,
 )
 from dlpc.passes.lower.dlp_select import select_compute
 from dlpc.targets.dlp import DlpTarget, resolve
@@ -442,7 +442,7 @@ class KernelLowering:
         whole = [p for p in plan.buffers.values() if p.kind == "whole" and not p.direct]
         copies = 2 if plan.double else 1
         for p in (p for p in plan.buffers.values() if not p.direct):
-            n = _round_up(p.elements(plan.tile) * p.elt_bytes, self.desc.dma_align) // p.elt_bytes
+            n = round_up(p.elements(plan.tile) * p.elt_bytes, self.desc.dma_align) // p.elt_bytes
             p.local = b.alloc(
                 p.space,
                 n * (copies if p.kind == "tiled" else 1),
@@ -470,7 +470,7 @@ class KernelLowering:
             self.copies(inner, tiled, "in", n, dlp.MemcpyOp)
             self.compute(inner, t0, n)
             self.copies(inner, tiled, "out", n, dlp.MemcpyOp)
-            _finish_for(inner)
+            finish_for(inner)
         for p in whole:
             if p.written:
                 b.op(dlp.MemcpyOp(p.value, c0, p.local, c0, b.c(p.elements(1))))
@@ -486,7 +486,7 @@ class KernelLowering:
             core.name_hint, is_first.name_hint = "core", "is_core0"
             staged = []
             for p in reads:
-                n = _round_up(p.elements(1) * p.elt_bytes, self.desc.dma_align) // p.elt_bytes
+                n = round_up(p.elements(1) * p.elt_bytes, self.desc.dma_align) // p.elt_bytes
                 p.staged = b.alloc("sram", n, element_type(p.value), f"{p.name}_sram")
                 staged.append(p)
             first = Block()
@@ -560,7 +560,7 @@ class KernelLowering:
         )
         vmap: dict[SSAValue, SSAValue] = {work.induction_var: v}
         Cloner(plan, vmap).block(work.block, inner)
-        _finish_for(inner)
+        finish_for(inner)
 
     def double_buffered(self, tiled: list[BufferPlan], lo: SSAValue, hi: SSAValue) -> None:
         """Ping-pong: wait, prefetch tile k+1 into the other slot, compute tile k, store it
@@ -606,7 +606,7 @@ class KernelLowering:
             p.slot = inner.mul(slot, inner.c(sizes[p]))
         self.compute(inner, t0, n)
         self.copies(inner, tiled, "out", n, dlp.MemcpyAsyncOp)
-        _finish_for(inner)
+        finish_for(inner)
         b.op(dlp.WaitDmaOp())
 
 

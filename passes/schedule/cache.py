@@ -405,7 +405,7 @@ def _padded_copy(
     return first[0] if first else None
 
 
-def _stage(
+def stage(
     root,
     kernel: str,
     loop: str,
@@ -480,13 +480,13 @@ def cache_read(
         return _pack(root, kernel, loop, buffer, name)
     if deinterleave:  # stride-s reads as s phase planes (passes/schedule/deinterleave.py)
         return cache_read_deinterleaved(root, kernel, loop, buffer, name)
-    return _stage(root, kernel, loop, buffer, name, write=False)
+    return stage(root, kernel, loop, buffer, name, write=False)
 
 
 def cache_write(
     root, kernel: str, loop: str, buffer: str | SSAValue, name: str | None = None
 ) -> SSAValue:
-    return _stage(root, kernel, loop, buffer, name, write=True)
+    return stage(root, kernel, loop, buffer, name, write=True)
 
 
 @dataclass(frozen=True)

@@ -652,7 +652,7 @@ def default_script(module: ModuleOp, name: str) -> str:
         return ""
 
 
-def _finish(kernel: KernelOp) -> None:
+def finish_kernel(kernel: KernelOp) -> None:
     """Vectorize the innermost loop of init/epilogue nests; serialise tiny kernels."""
     for loop in list(kernel.loops()):
         name = loop.loop_name or ""
@@ -818,7 +818,7 @@ def apply_default(
             if try_script(module, script):
                 break
     for kernel in kernels(module):
-        _finish(kernel)
+        finish_kernel(kernel)
     clock.report(len(todo))
 
 
@@ -873,7 +873,7 @@ def apply_tuned_or_default(
         else:
             how[name] = "none"
     for kernel in kernels(module):
-        _finish(kernel)
+        finish_kernel(kernel)
     clock.report(len(todo))
     if foreign:
         print(

@@ -74,7 +74,7 @@ from dlpc.passes.schedule._common import (
     memref_type,
     name_iv,
 )
-from dlpc.passes.schedule.cache import _stage
+from dlpc.passes.schedule.cache import stage
 from dlpc.passes.schedule.reorder import reorder
 from dlpc.passes.schedule.split import split
 
@@ -182,7 +182,7 @@ def tensorize(root, kernel: str, loop: str, intrinsic: str) -> ForOp:
     new = reorder(root, kernel, names)  # k, i, j over the three positions
     k_loop, i_loop, j_loop = new
     label = f"{c_buf.name_hint}_acc" if c_buf.name_hint else "acc"
-    _stage(
+    stage(
         root,
         kernel,
         loop_name(k_loop),
@@ -527,7 +527,7 @@ def tensorize_dot(root, kernel: str, loop: str) -> ForOp:
     kv.annotate("vectorize")
     ko, i, j, kv = reorder(root, kernel, [names[2], names[0], names[1], loop_name(kv)])
     label = f"{c_buf.name_hint}_acc" if c_buf.name_hint else "acc"
-    acc = _stage(
+    acc = stage(
         root,
         kernel,
         names[2],

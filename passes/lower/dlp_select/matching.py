@@ -10,7 +10,7 @@ from xdsl.dialects.builtin import FloatAttr, IntegerAttr
 from xdsl.ir import Operation, SSAValue
 
 from dlpc.dialects.loop import ForOp, spine
-from dlpc.passes.lower._dlp_build import KernelPlan, _round_up
+from dlpc.passes.lower._dlp_build import KernelPlan, round_up
 
 
 class NoMatch(Exception):
@@ -85,7 +85,7 @@ def linear_form(plan: KernelPlan, value: SSAValue) -> dict[SSAValue | int, int] 
 
 def tile_bytes(plan, elems: int) -> int:
     """Bytes of an f32 NRAM scratch buffer of `elems` elements, rounded up to DMA alignment."""
-    return _round_up(elems * 4, plan.desc.dma_align)
+    return round_up(elems * 4, plan.desc.dma_align)
 
 
 def scratch_elems(plan, elems: int) -> int:
