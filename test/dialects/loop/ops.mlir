@@ -1,5 +1,6 @@
 // RUN: dlpc-opt %s --allow-unregistered-dialect | filecheck %s
 // RUN: dlpc-opt %s --allow-unregistered-dialect | dlpc-opt --allow-unregistered-dialect | filecheck %s
+// RUN: dlpc-opt %s --allow-unregistered-dialect --print-op-generic | dlpc-opt --allow-unregistered-dialect | filecheck %s
 
 // CHECK-LABEL: func.func @main
 // CHECK:       loop.kernel "relu_0" attributes {origin = "graph.relu"} {
