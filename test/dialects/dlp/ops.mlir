@@ -23,6 +23,7 @@ func.func @ops(%x: memref<64x64xf32>, %out: memref<64x64xf32>) {
     %w = memref.alloc() : memref<4096xf32, #dlp.space<wram>>
     %sh = memref.alloc() : memref<4096xf32, #dlp.space<sram>>
     // CHECK: dlp.memcpy GDRAM2SRAM %{{.*}}[%{{.*}}], %{{.*}}[%{{.*}}], %{{.*}} : memref<4096xf32, #dlp.space<sram>>, memref<64x64xf32>
+    // GENERIC: "dlp.memcpy"(%sh, %c0, %x, %c0, %c64) <{direction = #dlp<dir GDRAM2SRAM>}> :
     dlp.memcpy GDRAM2SRAM %sh[%c0], %x[%c0], %c64 : memref<4096xf32, #dlp.space<sram>>, memref<64x64xf32>
     // CHECK-NEXT: dlp.sync_cluster
     dlp.sync_cluster
@@ -35,6 +36,7 @@ func.func @ops(%x: memref<64x64xf32>, %out: memref<64x64xf32>) {
     // CHECK-NEXT: dlp.wait_dma
     dlp.wait_dma
     // CHECK-NEXT: dlp.add %{{.*}}[%{{.*}}], %{{.*}}[%{{.*}}], %{{.*}}[%{{.*}}], %{{.*}} : memref<64xf32, #dlp.space<nram>>, memref<128xf32, #dlp.space<nram>>, memref<128xf32, #dlp.space<nram>>
+    // GENERIC: "dlp.add"(%b, %c0, %a, %c0, %a, %c64, %c64) :
     dlp.add %b[%c0], %a[%c0], %a[%c64], %c64 : memref<64xf32, #dlp.space<nram>>, memref<128xf32, #dlp.space<nram>>, memref<128xf32, #dlp.space<nram>>
     // CHECK-NEXT: dlp.sub
     dlp.sub %b[%c0], %a[%c0], %a[%c64], %c64 : memref<64xf32, #dlp.space<nram>>, memref<128xf32, #dlp.space<nram>>, memref<128xf32, #dlp.space<nram>>
@@ -43,6 +45,7 @@ func.func @ops(%x: memref<64x64xf32>, %out: memref<64x64xf32>) {
     // CHECK-NEXT: dlp.max
     dlp.max %b[%c0], %a[%c0], %a[%c64], %c64 : memref<64xf32, #dlp.space<nram>>, memref<128xf32, #dlp.space<nram>>, memref<128xf32, #dlp.space<nram>>
     // CHECK-NEXT: dlp.mul_scalar %{{.*}}[%{{.*}}], %{{.*}}[%{{.*}}], %{{.*}}, %{{.*}} : memref<64xf32, #dlp.space<nram>>, memref<128xf32, #dlp.space<nram>>, f32
+    // GENERIC: "dlp.mul_scalar"(%b, %c0, %a, %c0, %s, %c64) :
     dlp.mul_scalar %b[%c0], %a[%c0], %s, %c64 : memref<64xf32, #dlp.space<nram>>, memref<128xf32, #dlp.space<nram>>, f32
     // CHECK-NEXT: dlp.add_scalar
     dlp.add_scalar %b[%c0], %a[%c0], %s, %c64 : memref<64xf32, #dlp.space<nram>>, memref<128xf32, #dlp.space<nram>>, f32
@@ -52,6 +55,7 @@ func.func @ops(%x: memref<64x64xf32>, %out: memref<64x64xf32>) {
     // CHECK-NEXT: dlp.cycle_mul
     dlp.cycle_mul %a[%c0], %a[%c0], %b[%c0], %c64, %c16 : memref<128xf32, #dlp.space<nram>>, memref<128xf32, #dlp.space<nram>>, memref<64xf32, #dlp.space<nram>>
     // CHECK-NEXT: dlp.relu
+    // GENERIC: "dlp.relu"(%b, %c0, %a, %c0, %c64) :
     dlp.relu %b[%c0], %a[%c0], %c64 : memref<64xf32, #dlp.space<nram>>, memref<128xf32, #dlp.space<nram>>
     // CHECK-NEXT: dlp.sigmoid
     dlp.sigmoid %b[%c0], %a[%c0], %c64 : memref<64xf32, #dlp.space<nram>>, memref<128xf32, #dlp.space<nram>>
@@ -60,12 +64,14 @@ func.func @ops(%x: memref<64x64xf32>, %out: memref<64x64xf32>) {
     // CHECK-NEXT: dlp.exp
     dlp.exp %b[%c0], %a[%c0], %c64 : memref<64xf32, #dlp.space<nram>>, memref<128xf32, #dlp.space<nram>>
     // CHECK-NEXT: dlp.reduce_sum %{{.*}}[%{{.*}}], %{{.*}}[%{{.*}}], %{{.*}}, %{{.*}} : memref<64xf32, #dlp.space<nram>>, memref<128xf32, #dlp.space<nram>>
+    // GENERIC: "dlp.reduce_sum"(%b, %c0, %a, %c0, %c16, %c16) :
     dlp.reduce_sum %b[%c0], %a[%c0], %c16, %c16 : memref<64xf32, #dlp.space<nram>>, memref<128xf32, #dlp.space<nram>>
     // CHECK-NEXT: dlp.reduce_max
     dlp.reduce_max %b[%c0], %a[%c0], %c16, %c16 : memref<64xf32, #dlp.space<nram>>, memref<128xf32, #dlp.space<nram>>
     // CHECK-NEXT: dlp.transpose
     dlp.transpose %b[%c0], %a[%c0], %c16, %c16 : memref<64xf32, #dlp.space<nram>>, memref<128xf32, #dlp.space<nram>>
     // CHECK-NEXT: dlp.matmul {{.*}} {transpose_rhs} : memref<64xf32, #dlp.space<nram>>, memref<128xf32, #dlp.space<nram>>, memref<4096xf32, #dlp.space<wram>>
+    // GENERIC: "dlp.matmul"(%b, %c0, %a, %c0, %w, %c0, %c16, %c16, %c16) {transpose_rhs} :
     dlp.matmul %b[%c0], %a[%c0], %w[%c0], %c16, %c16, %c16 {transpose_rhs} : memref<64xf32, #dlp.space<nram>>, memref<128xf32, #dlp.space<nram>>, memref<4096xf32, #dlp.space<wram>>
     // CHECK-NEXT: dlp.conv2d %{{.*}}[%{{.*}}], %{{.*}}[%{{.*}}], %{{.*}}[%{{.*}}], %{{.*}} {channels_in = 2 : i64, {{.*}}pad_top = 0 : i64
     // GENERIC: "dlp.conv2d"(%b, %c0, %a, %c0, %w, %c0, %c16) {channels_in = 2 : i64,
