@@ -430,7 +430,7 @@ def _index_bound(value, default: int = 10) -> int:
         op = use.operation
         if isinstance(op, ref.graph.GatherOp) and use.index == 1:
             data = ref.graph.shape_of(op.operands[0])
-            axis = ref.graph.normalize_axis(op.attr("axis"), len(data))
+            axis = ref.graph.normalize_axis(op.axis, len(data))
             bound = min(bound, data[axis])
     return max(bound, 1)
 

@@ -1,35 +1,40 @@
+# pyright: strict
 """The `graph` dialect: one deep-learning operator on immutable tensors per op.
 
 Every op takes and returns builtin `tensor` values with static shapes. Each op knows
-how to infer its result type from its operands and attributes (`infer_type`); the
+how to infer its result type from its operands and properties (`infer_type`); the
 verifier checks the declared result type against that inference, so a wrong shape
 is an error that names both shapes.
 
-Ops share one textual form:
+An op's parameters are typed properties (`prop_def`, as in xDSL's `arith`), read in
+Python through typed accessors with the defaults applied (`conv.strides -> (2, 2)`,
+`softmax.axis -> -1`). Ops share one textual form, the properties in the attribute
+dictionary (a property at its default value is left out):
 
     %y = graph.conv2d %x, %w {strides = array<i64: 2, 2>} : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x3x3xf32>
 
-Build ops from Python with `Op.make(*operands, **attrs)`: it converts Python values
-to attributes, infers the result type and returns the op.
+Build ops from Python with `Op.make(*operands, **values)`: it converts Python values
+to properties, infers the result type and returns the op.
 
-The reference semantics of each op (numpy) live in `dlpc.backends.numpy`.
+The reference semantics of each op (numpy) live in `dlpc.reference.graph`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import Any, ClassVar
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self, TypeAlias, TypeVar
 
 from xdsl.dialects.builtin import (
-    ArrayAttr,
-    BoolAttr,
+    I64,
+    AnyFloat,
     DenseArrayBase,
     DenseIntOrFPElementsAttr,
     Float16Type,
     Float32Type,
     Float64Type,
     FloatAttr,
+    IndexType,
     IntegerAttr,
     IntegerType,
     StringAttr,
@@ -39,11 +44,14 @@ from xdsl.dialects.builtin import (
     i1,
     i64,
 )
-from xdsl.ir import Attribute, Dialect, Operation, Region, SSAValue
+from xdsl.ir import Attribute, Dialect, Operation, Region, SSAValue, TypeAttribute
 from xdsl.irdl import (
     AnyAttr,
+    AttrConstraint,
+    BaseAttr,
     IRDLOperation,
     ParamAttrConstraint,
+    ParsePropInAttrDict,
     VarConstraint,
     attr_def,
     irdl_op_definition,
@@ -54,10 +62,18 @@ from xdsl.irdl import (
     traits_def,
     var_operand_def,
 )
+from xdsl.parser import Parser
 from xdsl.traits import ConstantLike, HasParent, IsolatedFromAbove, IsTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
+from xdsl.utils.hints import isa
 
-from dlpc.dialects.sizes import MAX_TENSOR_BYTES, element_bytes, size_error  # noqa: F401
+from dlpc.dialects.sizes import MAX_TENSOR_BYTES as MAX_TENSOR_BYTES
+from dlpc.dialects.sizes import element_bytes as element_bytes
+from dlpc.dialects.sizes import size_error
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 # --------------------------------------------------------------------------- types
 
@@ -86,7 +102,7 @@ def shape_of(value: SSAValue | Attribute) -> Shape:
 
 def element_type_of(value: SSAValue | Attribute) -> Attribute:
     ty = value.type if isinstance(value, SSAValue) else value
-    assert isinstance(ty, TensorType)
+    assert isa(ty, TensorType[Attribute])
     return ty.get_element_type()
 
 
@@ -125,15 +141,69 @@ def normalize_axis(axis: int, rank: int, what: str = "axis") -> int:
     return axis % rank if rank else 0
 
 
-# ---------------------------------------------------------------- attribute helpers
+# ---------------------------------------------------------------------- properties
 #
-# An op declares its attributes as {name: (kind, default)}; kinds are
-# "int", "ints", "float", "bool", "str", "type".  `to_attr` / `from_attr` convert.
+# Every op parameter is one of six kinds of property, each with its constraint and the
+# Python value its accessor gives: an int (i64), ints (array<i64>), a float (f64), a bool,
+# a string, an element type. `make` and the frontends convert Python values by kind.
 
+Kind = Literal["int", "ints", "float", "bool", "str", "type"]
+PropValue: TypeAlias = "int | float | bool | str | tuple[int, ...] | Attribute"
+
+INT = IntegerAttr.constr(i64)
+INTS = DenseArrayBase.constr(i64)
+FLOAT: AttrConstraint[FloatAttr[AnyFloat]] = BaseAttr(FloatAttr)
+BOOL = IntegerAttr.constr(i1)
+STR = BaseAttr(StringAttr)
+TYPE = BaseAttr(TypeAttribute)
+KINDS: tuple[tuple[AttrConstraint[Any], Kind], ...] = (
+    (INT, "int"),
+    (INTS, "ints"),
+    (FLOAT, "float"),
+    (BOOL, "bool"),
+    (STR, "str"),
+    (TYPE, "type"),
+)
+
+# the default of a property the op cannot do without (`make` and the builder check it)
 REQUIRED = object()
 
 
+# what an int or bool property holds (xDSL types IntegerAttr.constr(i64) this widely)
+IntProp: TypeAlias = IntegerAttr[IntegerType | IndexType]
+
+
+def int_prop(name: str, default: int) -> IntProp:
+    return prop_def(INT, IntegerAttr(default, i64), prop_name=name)
+
+
+def ints_prop(name: str, default: Sequence[int] | None = None) -> DenseArrayBase[I64]:
+    value = None if default is None else DenseArrayBase.from_list(i64, default)
+    return prop_def(INTS, value, prop_name=name)
+
+
+def float_prop(name: str, default: float) -> FloatAttr[AnyFloat]:
+    return prop_def(FLOAT, FloatAttr(default, f64), prop_name=name)
+
+
+def bool_prop(name: str, default: bool) -> IntProp:
+    return prop_def(BOOL, IntegerAttr.from_bool(default), prop_name=name)
+
+
+def str_prop(name: str, default: str | None = None) -> StringAttr:
+    return prop_def(STR, None if default is None else StringAttr(default), prop_name=name)
+
+
+def type_prop(name: str) -> TypeAttribute:
+    return prop_def(TYPE, prop_name=name)
+
+
+def ints_of(attr: DenseArrayBase[I64]) -> tuple[int, ...]:
+    return attr.get_values()
+
+
 def to_attr(kind: str, value: Any) -> Attribute:
+    """The property of `kind` holding the Python value `value`."""
     if kind == "int":
         return IntegerAttr(int(value), i64)
     if kind == "ints":
@@ -141,62 +211,61 @@ def to_attr(kind: str, value: Any) -> Attribute:
     if kind == "float":
         return FloatAttr(float(value), f64)
     if kind == "bool":
-        return BoolAttr.from_bool(bool(value))
+        return IntegerAttr.from_bool(bool(value))
     if kind == "str":
         return StringAttr(str(value))
     if kind == "type":
         assert isinstance(value, Attribute)
         return value
-    raise AssertionError(f"unknown attribute kind {kind}")
+    raise AssertionError(f"unknown property kind {kind}")
 
 
-def from_attr(kind: str, attr: Attribute) -> Any:
-    if kind == "int" and isinstance(attr, IntegerAttr):
-        return attr.value.data
-    if kind == "ints" and isinstance(attr, DenseArrayBase):
-        return tuple(int(v) for v in attr.iter_values())
-    if kind == "ints" and isinstance(attr, ArrayAttr):
-        return tuple(a.value.data for a in attr.data)  # type: ignore[attr-defined]
-    if kind == "float" and isinstance(attr, FloatAttr | IntegerAttr):
+def from_attr(attr: Attribute) -> PropValue:
+    """The Python value of a property (its kind follows from the attribute)."""
+    if isa(attr, IntegerAttr[IntegerType]):
+        return bool(attr.value.data) if attr.type == i1 else attr.value.data
+    if isa(attr, DenseArrayBase[IntegerType]):
+        return attr.get_values()
+    if isinstance(attr, FloatAttr):
         return float(attr.value.data)
-    if kind == "bool" and isinstance(attr, IntegerAttr):
-        return bool(attr.value.data)
-    if kind == "str" and isinstance(attr, StringAttr):
+    if isinstance(attr, StringAttr):
         return attr.data
-    if kind == "type":
-        return attr
-    raise VerifyException(f"attribute of kind {kind} has unexpected value {attr}")
+    return attr
+
+
+def _kind(constraint: AttrConstraint[Any]) -> Kind:
+    for known, kind in KINDS:
+        if constraint == known:
+            return kind
+    raise AssertionError(f"graph property of unknown kind {constraint}")
 
 
 # ------------------------------------------------------------------------ base op
 
 
 class GraphOp(IRDLOperation):
-    """Common base: operands, attributes, one tensor result, shape inference."""
+    """Common base: tensor operands, properties, one tensor result, shape inference."""
 
-    # {attribute name: (kind, default or REQUIRED)}
-    ATTRS: ClassVar[dict[str, tuple[str, Any]]] = {}
+    # {property name: (kind, Python default or REQUIRED)}, derived from the properties by
+    # `graph_op`: what `make` and the frontends convert Python keywords with
+    ATTRS: ClassVar[Mapping[str, tuple[Kind, object]]] = {}
     # operand names for diagnostics and the builder; "*name" means variadic
     OPERANDS: ClassVar[tuple[str, ...]] = ("input",)
     # names of optional trailing operands (e.g. conv2d bias)
     OPTIONAL: ClassVar[tuple[str, ...]] = ()
     # the element types the first operand may have: "float" (exp, softmax, ...: math
     # functions of floats), "numeric" (a mean: not i1), or None (any)
-    ELEMENTS: ClassVar[str | None] = None
+    ELEMENTS: ClassVar[Literal["float", "numeric"] | None] = None
 
+    inputs = var_operand_def(TensorType)
+    output = result_def(TensorType)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
     assembly_format = "$inputs attr-dict `:` functional-type($inputs, $output)"
 
-    # ---- attribute access ----------------------------------------------------------
-    def attr(self, name: str) -> Any:
-        kind, default = self.ATTRS[name]
-        if name in self.attributes:
-            return from_attr(kind, self.attributes[name])
-        if default is REQUIRED:
-            raise VerifyException(f"{self.name} requires attribute '{name}'")
-        return default
-
-    def attrs(self) -> dict[str, Any]:
-        return {k: self.attr(k) for k in self.ATTRS}
+    def prop_values(self) -> dict[str, PropValue]:
+        """Every property as its Python value (the generic face; prefer the accessors)."""
+        return {name: from_attr(attr) for name, attr in self.properties.items()}
 
     @property
     def in_shapes(self) -> list[Shape]:
@@ -207,9 +276,9 @@ class GraphOp(IRDLOperation):
         return shape_of(self.results[0])
 
     @property
-    def out_type(self) -> TensorType:
+    def out_type(self) -> TensorType[Attribute]:
         ty = self.results[0].type
-        assert isinstance(ty, TensorType)
+        assert isa(ty, TensorType[Attribute])
         return ty
 
     # ---- inference -------------------------------------------------------------
@@ -224,17 +293,13 @@ class GraphOp(IRDLOperation):
         return tensor_type(self.infer_shape(self.in_shapes), self.infer_element_type())
 
     def verify_(self) -> None:
-        for name, (kind, default) in self.ATTRS.items():
-            if default is REQUIRED and name not in self.attributes:
-                raise VerifyException(f"{self.name} requires attribute '{name}'")
-            if name in self.attributes:
-                from_attr(kind, self.attributes[name])
         self.check_arity()
         self.check_elements()
         for v in self.operands:
-            if not isinstance(v.type, TensorType):
-                raise VerifyException(f"{self.name} expects tensor operands, got {v.type}")
-            message = size_error(v.type.get_shape(), v.type.get_element_type())
+            ty = v.type
+            if not isa(ty, TensorType[Attribute]):
+                raise VerifyException(f"{self.name} expects tensor operands, got {ty}")
+            message = size_error(ty.get_shape(), ty.get_element_type())
             if message:
                 raise VerifyException(f"{self.name}: operand {message}")
         try:
@@ -261,7 +326,7 @@ class GraphOp(IRDLOperation):
         if self.ELEMENTS is None or not self.operands:
             return
         elt = self.operands[0].type
-        elt = elt.get_element_type() if isinstance(elt, TensorType) else elt
+        elt = elt.get_element_type() if isa(elt, TensorType[Attribute]) else elt
         if self.ELEMENTS == "float" and not is_float_type(elt):
             raise VerifyException(f"{self.name} needs a floating-point operand, got {elt}")
         if self.ELEMENTS == "numeric" and elt == i1:
@@ -281,45 +346,57 @@ class GraphOp(IRDLOperation):
 
     # ---- builder -----------------------------------------------------------------
     @classmethod
-    def make(cls, *operands: SSAValue | Operation, **attrs: Any):
-        """Build with Python attribute values; the result type is inferred."""
-        values = [SSAValue.get(o) for o in operands]
-        attributes: dict[str, Attribute] = {}
-        for name, value in attrs.items():
+    def make(cls, *operands: SSAValue | Operation, **values: Any) -> Self:
+        """Build with Python property values (None: the default); the result type is
+        inferred."""
+        operand_values = [SSAValue.get(o) for o in operands]
+        properties: dict[str, Attribute] = {}
+        for name, value in values.items():
             if name not in cls.ATTRS:
                 raise VerifyException(f"{cls.name} has no attribute '{name}'")
-            if value is None:
-                continue
-            attributes[name] = to_attr(cls.ATTRS[name][0], value)
-        probe = cls.create(operands=values, result_types=[f32], attributes=attributes)
+            if value is not None:
+                properties[name] = to_attr(cls.ATTRS[name][0], value)
+        for name, (_, default) in cls.ATTRS.items():
+            if default is REQUIRED and name not in properties:
+                raise VerifyException(f"{cls.name} requires attribute '{name}'")
+        probe = cls.create(operands=operand_values, result_types=[f32], properties=properties)
         try:
             probe.check_arity()
             result_type = probe.infer_type()
         finally:
             probe.drop_all_references()
-        return cls.create(operands=values, result_types=[result_type], attributes=attributes)
+        return cls.create(
+            operands=operand_values, result_types=[result_type], properties=properties
+        )
 
 
-def _ops_fields():
-    return {"inputs": var_operand_def(TensorType), "output": result_def(TensorType)}
+_GraphOpT = TypeVar("_GraphOpT", bound=GraphOp)
 
 
-def graph_op(cls):
-    """Give a GraphOp subclass its IRDL fields and register it as an op."""
-    for k, v in _ops_fields().items():
-        setattr(cls, k, v)
-    # class constants (ATTRS, OPERANDS, ...) are ClassVars for IRDL
-    for klass in cls.__mro__:
-        if not issubclass(klass, GraphOp):
-            continue
-        annotations = dict(klass.__dict__.get("__annotations__", {}))
-        for k in list(klass.__dict__):
-            if k.isupper() and k not in annotations:
-                annotations[k] = ClassVar
-        klass.__annotations__ = annotations
-    if not hasattr(cls, "traits") or "traits" not in cls.__dict__:
-        cls.traits = traits_def(Pure())
-    return irdl_op_definition(cls)
+def _parse_naming_op(op: type[_GraphOpT]) -> None:
+    """The declarative format checks a property's constraint while it parses; its error
+    (`"x" should be of base attribute float`) gets the op's name."""
+    format_parse = op.parse
+
+    def parse(cls: type[_GraphOpT], parser: Parser) -> _GraphOpT:
+        try:
+            return format_parse(parser)
+        except VerifyException as e:
+            raise VerifyException(f"{cls.name}: {e}") from e
+
+    # (pyright reads a class's methods as fixed; the wrapper replaces the format's parse)
+    op.parse = classmethod(parse)  # pyright: ignore[reportAttributeAccessIssue]
+
+
+def graph_op(cls: type[_GraphOpT]) -> type[_GraphOpT]:
+    """Register a GraphOp subclass as an op and derive its `ATTRS` from its properties."""
+    op = irdl_op_definition(cls)
+    _parse_naming_op(op)
+    op.ATTRS = {
+        name: (_kind(d.constr), REQUIRED if d.default_value is None else from_attr(d.default_value))
+        for name, d in op.get_irdl_definition().properties.items()
+    }
+    return op
 
 
 # ------------------------------------------------------------------ constants/params
@@ -343,28 +420,27 @@ class ConstantOp(IRDLOperation):
         super().__init__(properties={"value": value}, result_types=[value.type])
 
     @staticmethod
-    def from_numpy(array) -> ConstantOp:
+    def from_numpy(array: npt.ArrayLike) -> ConstantOp:
         import numpy as np
 
         array = np.asarray(array)
         elt = NUMPY_TO_ELT[array.dtype.name]
         check_size(array.shape, elt)
-        values = array.reshape(-1).tolist()
+        values: list[Any] = array.reshape(-1).tolist()
         if isinstance(elt, IntegerType):  # (int and bool arrays)
             ints = [int(v) for v in values]
-            return ConstantOp(
-                DenseIntOrFPElementsAttr.from_list(TensorType(elt, array.shape), ints)
-            )
-        assert isinstance(elt, Float16Type | Float32Type | Float64Type)  # (the rest)
+            int_type = TensorType(elt, array.shape)
+            return ConstantOp(DenseIntOrFPElementsAttr.from_list(int_type, ints))
         floats = [float(v) for v in values]
-        return ConstantOp(DenseIntOrFPElementsAttr.from_list(TensorType(elt, array.shape), floats))
+        float_type = TensorType(elt, array.shape)
+        return ConstantOp(DenseIntOrFPElementsAttr.from_list(float_type, floats))
 
-    def to_numpy(self):
+    def to_numpy(self) -> np.ndarray[Any, Any]:
         import numpy as np
 
         ty = self.output.type
-        assert isinstance(ty, TensorType)
-        dtype = ELT_TO_NUMPY[ty.get_element_type().__class__.__name__, _width(ty)]
+        assert isa(ty, TensorType[Attribute])
+        dtype = numpy_dtype(ty.get_element_type())
         vals = self.value.get_values()
         arr = np.asarray(vals, dtype=dtype)
         if arr.size == 1 and math.prod(ty.get_shape()) != 1:
@@ -380,12 +456,7 @@ class ConstantOp(IRDLOperation):
         _check_result_size(self)
 
 
-def _width(ty: TensorType) -> int:
-    elt = ty.get_element_type()
-    return elt.width.data if isinstance(elt, IntegerType) else elt.bitwidth  # type: ignore
-
-
-NUMPY_TO_ELT: dict[str, Attribute] = {
+NUMPY_TO_ELT: dict[str, IntegerType | AnyFloat] = {
     "float32": f32,
     "float64": f64,
     "float16": Float16Type(),
@@ -406,8 +477,12 @@ ELT_TO_NUMPY: dict[tuple[str, int], str] = {
 
 
 def numpy_dtype(elt: Attribute) -> str:
-    width = elt.width.data if isinstance(elt, IntegerType) else elt.bitwidth  # type: ignore
-    return ELT_TO_NUMPY[elt.__class__.__name__, width]
+    """The numpy dtype name of a tensor element type."""
+    if isa(elt, IntegerType):
+        return ELT_TO_NUMPY["IntegerType", elt.width.data]
+    if isinstance(elt, Float16Type | Float32Type | Float64Type):
+        return ELT_TO_NUMPY[type(elt).__name__, elt.bitwidth]
+    raise VerifyException(f"element type {elt} has no numpy dtype")
 
 
 @irdl_op_definition
@@ -436,7 +511,7 @@ class ParamOp(IRDLOperation):
 
 def _check_result_size(op: Operation) -> None:
     ty = op.results[0].type
-    if isinstance(ty, TensorType):
+    if isa(ty, TensorType[Attribute]):
         message = size_error(ty.get_shape(), ty.get_element_type())
         if message:
             raise VerifyException(f"{op.name}: {message}")
@@ -446,46 +521,166 @@ def _check_result_size(op: Operation) -> None:
 
 
 class UnaryOp(GraphOp):
-    OPERANDS = ("input",)
+    """Elementwise op of one operand: the result has its shape."""
 
-    def infer_shape(self, shapes):
+    def infer_shape(self, shapes: list[Shape]) -> Shape:
         return shapes[0]
 
 
-def _unary(cls_name: str, mnemonic: str, doc: str, attrs=None):
-    cls = type(
-        cls_name,
-        (UnaryOp,),
-        {"name": f"graph.{mnemonic}", "__doc__": doc, "ATTRS": attrs or {}},
-    )
-    return graph_op(cls)
+class FloatUnaryOp(UnaryOp):
+    """Elementwise math function of floats (C's expf, tanhf, ...: no integer form)."""
+
+    ELEMENTS: ClassVar[Literal["float", "numeric"] | None] = "float"
 
 
-NegOp = _unary("NegOp", "neg", "Elementwise -x.")
-AbsOp = _unary("AbsOp", "abs", "Elementwise |x|.")
-ExpOp = _unary("ExpOp", "exp", "Elementwise e**x.")
-LogOp = _unary("LogOp", "log", "Elementwise natural log.")
-SqrtOp = _unary("SqrtOp", "sqrt", "Elementwise square root.")
-RsqrtOp = _unary("RsqrtOp", "rsqrt", "Elementwise 1/sqrt(x).")
-TanhOp = _unary("TanhOp", "tanh", "Elementwise tanh.")
-SigmoidOp = _unary("SigmoidOp", "sigmoid", "Elementwise 1/(1+e**-x).")
-ErfOp = _unary("ErfOp", "erf", "Elementwise Gauss error function.")
-ReluOp = _unary("ReluOp", "relu", "Elementwise max(x, 0).")
-GeluOp = _unary(
-    "GeluOp",
-    "gelu",
-    'Elementwise GELU; approximate = "none" (erf) or "tanh".',
-    {"approximate": ("str", "none")},
-)
-LeakyReluOp = _unary(
-    "LeakyReluOp", "leaky_relu", "x if x > 0 else alpha * x.", {"alpha": ("float", 0.01)}
-)
-ClipOp = _unary(
-    "ClipOp",
-    "clip",
-    "min(max(x, min), max); a missing bound is unbounded.",
-    {"min": ("float", -math.inf), "max": ("float", math.inf)},
-)
+@graph_op
+class NegOp(UnaryOp):
+    """Elementwise -x.
+
+    %y = graph.neg %x : (tensor<4xf32>) -> tensor<4xf32>
+    """
+
+    name = "graph.neg"
+
+
+@graph_op
+class AbsOp(UnaryOp):
+    """Elementwise |x|.
+
+    %y = graph.abs %x : (tensor<4xf32>) -> tensor<4xf32>
+    """
+
+    name = "graph.abs"
+
+
+@graph_op
+class ExpOp(FloatUnaryOp):
+    """Elementwise e**x.
+
+    %y = graph.exp %x : (tensor<4xf32>) -> tensor<4xf32>
+    """
+
+    name = "graph.exp"
+
+
+@graph_op
+class LogOp(FloatUnaryOp):
+    """Elementwise natural log.
+
+    %y = graph.log %x : (tensor<4xf32>) -> tensor<4xf32>
+    """
+
+    name = "graph.log"
+
+
+@graph_op
+class SqrtOp(FloatUnaryOp):
+    """Elementwise square root.
+
+    %y = graph.sqrt %x : (tensor<4xf32>) -> tensor<4xf32>
+    """
+
+    name = "graph.sqrt"
+
+
+@graph_op
+class RsqrtOp(FloatUnaryOp):
+    """Elementwise 1/sqrt(x).
+
+    %y = graph.rsqrt %x : (tensor<4xf32>) -> tensor<4xf32>
+    """
+
+    name = "graph.rsqrt"
+
+
+@graph_op
+class TanhOp(FloatUnaryOp):
+    """Elementwise tanh.
+
+    %y = graph.tanh %x : (tensor<4xf32>) -> tensor<4xf32>
+    """
+
+    name = "graph.tanh"
+
+
+@graph_op
+class SigmoidOp(FloatUnaryOp):
+    """Elementwise 1/(1+e**-x).
+
+    %y = graph.sigmoid %x : (tensor<4xf32>) -> tensor<4xf32>
+    """
+
+    name = "graph.sigmoid"
+
+
+@graph_op
+class ErfOp(FloatUnaryOp):
+    """Elementwise Gauss error function.
+
+    %y = graph.erf %x : (tensor<4xf32>) -> tensor<4xf32>
+    """
+
+    name = "graph.erf"
+
+
+@graph_op
+class ReluOp(UnaryOp):
+    """Elementwise max(x, 0).
+
+    %y = graph.relu %x : (tensor<4xf32>) -> tensor<4xf32>
+    """
+
+    name = "graph.relu"
+
+
+@graph_op
+class GeluOp(FloatUnaryOp):
+    """Elementwise GELU; approximate = "none" (erf) or "tanh".
+
+    %y = graph.gelu %x {approximate = "tanh"} : (tensor<4xf32>) -> tensor<4xf32>
+    """
+
+    name = "graph.gelu"
+    approximate_attr = str_prop("approximate", "none")
+
+    @property
+    def approximate(self) -> str:
+        return self.approximate_attr.data
+
+
+@graph_op
+class LeakyReluOp(UnaryOp):
+    """x if x > 0 else alpha * x.
+
+    %y = graph.leaky_relu %x {alpha = 2.000000e-01 : f64} : (tensor<4xf32>) -> tensor<4xf32>
+    """
+
+    name = "graph.leaky_relu"
+    alpha_attr = float_prop("alpha", 0.01)
+
+    @property
+    def alpha(self) -> float:
+        return self.alpha_attr.value.data
+
+
+@graph_op
+class ClipOp(UnaryOp):
+    """min(max(x, min), max); a missing bound is unbounded.
+
+    %y = graph.clip %x {min = 0.000000e+00 : f64, max = 6.000000e+00 : f64} : (tensor<4xf32>) -> tensor<4xf32>
+    """
+
+    name = "graph.clip"
+    min_attr = float_prop("min", -math.inf)
+    max_attr = float_prop("max", math.inf)
+
+    @property
+    def min(self) -> float:
+        return self.min_attr.value.data
+
+    @property
+    def max(self) -> float:
+        return self.max_attr.value.data
 
 
 @graph_op
@@ -496,18 +691,22 @@ class CastOp(UnaryOp):
     """
 
     name = "graph.cast"
-    ATTRS = {"to": ("type", REQUIRED)}
+    to_attr = type_prop("to")
 
-    def infer_element_type(self):
-        return self.attr("to")
+    @property
+    def to(self) -> Attribute:
+        return self.to_attr
+
+    def infer_element_type(self) -> Attribute:
+        return self.to
 
 
 class BinaryOp(GraphOp):
-    """Elementwise binary op with numpy broadcasting."""
+    """Elementwise binary op with numpy broadcasting; both operands of one element type."""
 
-    OPERANDS = ("lhs", "rhs")
+    OPERANDS: ClassVar[tuple[str, ...]] = ("lhs", "rhs")
 
-    def infer_shape(self, shapes):
+    def infer_shape(self, shapes: list[Shape]) -> Shape:
         return broadcast_shapes(*shapes)
 
     def verify_(self) -> None:
@@ -518,18 +717,74 @@ class BinaryOp(GraphOp):
         super().verify_()
 
 
-def _binary(cls_name: str, mnemonic: str, doc: str):
-    cls = type(cls_name, (BinaryOp,), {"name": f"graph.{mnemonic}", "__doc__": doc})
-    return graph_op(cls)
+@graph_op
+class AddOp(BinaryOp):
+    """Elementwise lhs + rhs (broadcasting).
+
+    %z = graph.add %x, %y : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+    """
+
+    name = "graph.add"
 
 
-AddOp = _binary("AddOp", "add", "Elementwise lhs + rhs (broadcasting).")
-SubOp = _binary("SubOp", "sub", "Elementwise lhs - rhs (broadcasting).")
-MulOp = _binary("MulOp", "mul", "Elementwise lhs * rhs (broadcasting).")
-DivOp = _binary("DivOp", "div", "Elementwise lhs / rhs (broadcasting).")
-MaxOp = _binary("MaxOp", "max", "Elementwise maximum (broadcasting).")
-MinOp = _binary("MinOp", "min", "Elementwise minimum (broadcasting).")
-PowOp = _binary("PowOp", "pow", "Elementwise lhs ** rhs (broadcasting).")
+@graph_op
+class SubOp(BinaryOp):
+    """Elementwise lhs - rhs (broadcasting).
+
+    %z = graph.sub %x, %y : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+    """
+
+    name = "graph.sub"
+
+
+@graph_op
+class MulOp(BinaryOp):
+    """Elementwise lhs * rhs (broadcasting).
+
+    %z = graph.mul %x, %y : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+    """
+
+    name = "graph.mul"
+
+
+@graph_op
+class DivOp(BinaryOp):
+    """Elementwise lhs / rhs (broadcasting).
+
+    %z = graph.div %x, %y : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+    """
+
+    name = "graph.div"
+
+
+@graph_op
+class MaxOp(BinaryOp):
+    """Elementwise maximum (broadcasting).
+
+    %z = graph.max %x, %y : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+    """
+
+    name = "graph.max"
+
+
+@graph_op
+class MinOp(BinaryOp):
+    """Elementwise minimum (broadcasting).
+
+    %z = graph.min %x, %y : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+    """
+
+    name = "graph.min"
+
+
+@graph_op
+class PowOp(BinaryOp):
+    """Elementwise lhs ** rhs (broadcasting).
+
+    %z = graph.pow %x, %y : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+    """
+
+    name = "graph.pow"
 
 
 @graph_op
@@ -540,9 +795,9 @@ class PReluOp(GraphOp):
     """
 
     name = "graph.prelu"
-    OPERANDS = ("input", "slope")
+    OPERANDS: ClassVar[tuple[str, ...]] = ("input", "slope")
 
-    def infer_shape(self, shapes):
+    def infer_shape(self, shapes: list[Shape]) -> Shape:
         out = broadcast_shapes(*shapes)
         if out != shapes[0]:
             raise VerifyException(
@@ -560,9 +815,9 @@ class WhereOp(GraphOp):
     """
 
     name = "graph.where"
-    OPERANDS = ("cond", "lhs", "rhs")
+    OPERANDS: ClassVar[tuple[str, ...]] = ("cond", "lhs", "rhs")
 
-    def infer_shape(self, shapes):
+    def infer_shape(self, shapes: list[Shape]) -> Shape:
         cond, lhs, rhs = (element_type_of(v) for v in self.operands)
         if cond != i1:
             raise VerifyException(f"graph.where condition must be i1, got {cond}")
@@ -570,7 +825,7 @@ class WhereOp(GraphOp):
             raise VerifyException(f"graph.where branches have element types {lhs} and {rhs}")
         return broadcast_shapes(*shapes)
 
-    def infer_element_type(self):
+    def infer_element_type(self) -> Attribute:
         return element_type_of(self.operands[1])
 
 
@@ -582,19 +837,23 @@ class CompareOp(GraphOp):
     """
 
     name = "graph.compare"
-    OPERANDS = ("lhs", "rhs")
-    ATTRS = {"predicate": ("str", REQUIRED)}
-    PREDICATES = ("eq", "ne", "lt", "le", "gt", "ge")
+    OPERANDS: ClassVar[tuple[str, ...]] = ("lhs", "rhs")
+    PREDICATES: ClassVar[tuple[str, ...]] = ("eq", "ne", "lt", "le", "gt", "ge")
+    predicate_attr = str_prop("predicate")
 
-    def infer_shape(self, shapes):
-        if self.attr("predicate") not in self.PREDICATES:
+    @property
+    def predicate(self) -> str:
+        return self.predicate_attr.data
+
+    def infer_shape(self, shapes: list[Shape]) -> Shape:
+        if self.predicate not in self.PREDICATES:
             raise VerifyException(
-                f"graph.compare predicate '{self.attr('predicate')}' is not one of "
+                f"graph.compare predicate '{self.predicate}' is not one of "
                 f"{', '.join(self.PREDICATES)}"
             )
         return broadcast_shapes(*shapes)
 
-    def infer_element_type(self):
+    def infer_element_type(self) -> Attribute:
         return i1
 
 
@@ -612,19 +871,28 @@ class MatMulOp(GraphOp):
     """
 
     name = "graph.matmul"
-    OPERANDS = ("lhs", "rhs")
-    ATTRS = {"transpose_a": ("bool", False), "transpose_b": ("bool", False)}
+    OPERANDS: ClassVar[tuple[str, ...]] = ("lhs", "rhs")
+    transpose_a_attr = bool_prop("transpose_a", False)
+    transpose_b_attr = bool_prop("transpose_b", False)
 
-    def infer_shape(self, shapes):
+    @property
+    def transpose_a(self) -> bool:
+        return bool(self.transpose_a_attr.value.data)
+
+    @property
+    def transpose_b(self) -> bool:
+        return bool(self.transpose_b_attr.value.data)
+
+    def infer_shape(self, shapes: list[Shape]) -> Shape:
         a, b = shapes
         if not a or not b:
             raise VerifyException("graph.matmul operands must have rank >= 1")
         a_vec, b_vec = len(a) == 1, len(b) == 1
         a2 = (1, *a) if a_vec else a
         b2 = (*b, 1) if b_vec else b
-        if self.attr("transpose_a") and not a_vec:
+        if self.transpose_a and not a_vec:
             a2 = (*a2[:-2], a2[-1], a2[-2])
-        if self.attr("transpose_b") and not b_vec:
+        if self.transpose_b and not b_vec:
             b2 = (*b2[:-2], b2[-1], b2[-2])
         if a2[-1] != b2[-2]:
             raise VerifyException(
@@ -650,10 +918,10 @@ class LinearOp(GraphOp):
     """
 
     name = "graph.linear"
-    OPERANDS = ("input", "weight", "bias")
-    OPTIONAL = ("bias",)
+    OPERANDS: ClassVar[tuple[str, ...]] = ("input", "weight", "bias")
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("bias",)
 
-    def infer_shape(self, shapes):
+    def infer_shape(self, shapes: list[Shape]) -> Shape:
         x, w = shapes[0], shapes[1]
         if len(w) != 2 or not x:
             raise VerifyException(
@@ -686,11 +954,11 @@ def _pair(values: Sequence[int], what: str) -> tuple[int, int]:
 def _pads(values: Sequence[int]) -> tuple[int, int, int, int]:
     """pads as [top, left, bottom, right]; 1 or 2 values are symmetric."""
     if len(values) == 1:
-        return (values[0],) * 4  # type: ignore[return-value]
+        return values[0], values[0], values[0], values[0]
     if len(values) == 2:
         return values[0], values[1], values[0], values[1]
     if len(values) == 4:
-        return tuple(values)  # type: ignore[return-value]
+        return values[0], values[1], values[2], values[3]
     raise VerifyException(f"pads must have 1, 2 or 4 values, got {len(values)}")
 
 
@@ -714,8 +982,8 @@ def layout_of(op: Operation) -> str:
     """Activation layout of conv2d/pools/global_avg_pool/batch_norm: "nchw" (the default)
     or "nhwc" (written by graph-layout). The weight of conv2d stays OIHW in both.
 
-    `layout` is deliberately not in ATTRS, so consumers that only know NCHW see no new
-    keyword in `op.attrs()`; every consumer of these ops must check `layout_of(op)`
+    `layout` is a discardable attribute, not a property, so consumers that only know NCHW
+    see no new keyword in `op.prop_values()`; every consumer of these ops must check `layout_of(op)`
     (`dlpc.passes.graph.layout.evaluate_nhwc` gives the reference value of an NHWC op).
     """
     attr = op.attributes.get("layout")
@@ -740,21 +1008,31 @@ def _from_nchw(op: Operation, shape: Shape) -> Shape:
 
 
 class WindowOp(GraphOp):
-    """Shared attribute decoding for conv/pool (NCHW, or NHWC with layout = "nhwc")."""
+    """A window slid over the spatial dims of NCHW (or NHWC with layout = "nhwc"): conv
+    and pools. strides (and dilations) hold 1 or 2 values, pads 1, 2 or 4."""
 
-    def strides(self):
-        return _pair(self.attr("strides"), "strides")
+    strides_attr = ints_prop("strides", (1, 1))
+    pads_attr = ints_prop("pads", (0, 0, 0, 0))
 
-    def pads(self):
-        return _pads(self.attr("pads"))
+    @property
+    def strides(self) -> tuple[int, int]:
+        return _pair(ints_of(self.strides_attr), "strides")
 
-    def dilations(self):
-        return _pair(self.attr("dilations"), "dilations") if "dilations" in self.ATTRS else (1, 1)
+    @property
+    def pads(self) -> tuple[int, int, int, int]:
+        """[top, left, bottom, right]."""
+        return _pads(ints_of(self.pads_attr))
 
-    def _spatial(self, h: int, w: int, kh: int, kw: int, ceil_mode: bool = False):
-        sh, sw = self.strides()
-        pt, pl, pb, pr = self.pads()
-        dh, dw = self.dilations()
+    @property
+    def dilations(self) -> tuple[int, int]:
+        return (1, 1)
+
+    def _spatial(
+        self, h: int, w: int, kh: int, kw: int, ceil_mode: bool = False
+    ) -> tuple[int, int]:
+        sh, sw = self.strides
+        pt, pl, pb, pr = self.pads
+        dh, dw = self.dilations
         if min(sh, sw, dh, dw) < 1 or min(pt, pl, pb, pr) < 0:
             raise VerifyException(f"{self.name} strides/dilations must be >= 1 and pads >= 0")
         oh = window_out(h, kh, sh, pt + pb, dh, ceil_mode)
@@ -776,23 +1054,27 @@ class Conv2DOp(WindowOp):
     """
 
     name = "graph.conv2d"
-    OPERANDS = ("input", "weight", "bias")
-    OPTIONAL = ("bias",)
-    ATTRS = {
-        "strides": ("ints", (1, 1)),
-        "pads": ("ints", (0, 0, 0, 0)),
-        "dilations": ("ints", (1, 1)),
-        "groups": ("int", 1),
-    }
+    OPERANDS: ClassVar[tuple[str, ...]] = ("input", "weight", "bias")
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("bias",)
+    dilations_attr = ints_prop("dilations", (1, 1))
+    groups_attr = int_prop("groups", 1)
 
-    def infer_shape(self, shapes):
+    @property
+    def dilations(self) -> tuple[int, int]:
+        return _pair(ints_of(self.dilations_attr), "dilations")
+
+    @property
+    def groups(self) -> int:
+        return self.groups_attr.value.data
+
+    def infer_shape(self, shapes: list[Shape]) -> Shape:
         x, w = _to_nchw(self, shapes[0]), shapes[1]
         if len(x) != 4 or len(w) != 4:
             raise VerifyException(
                 f"graph.conv2d expects NCHW input and OIHW weight, got {fmt_shape(x)} "
                 f"and {fmt_shape(w)}"
             )
-        g = self.attr("groups")
+        g = self.groups
         n, c, h, wd = x
         o, cg, kh, kw = w
         if g < 1 or c % g or o % g:
@@ -833,10 +1115,10 @@ class WinogradFilterTransformOp(GraphOp):
     """
 
     name = "graph.winograd_filter_transform"
-    OPERANDS = ("weight",)
-    ELEMENTS = "float"
+    OPERANDS: ClassVar[tuple[str, ...]] = ("weight",)
+    ELEMENTS: ClassVar[Literal["float", "numeric"] | None] = "float"
 
-    def infer_shape(self, shapes):
+    def infer_shape(self, shapes: list[Shape]) -> Shape:
         (w,) = shapes
         if len(w) != 4 or tuple(w[2:]) != (3, 3):
             raise VerifyException(
@@ -857,17 +1139,22 @@ class WinogradInputTransformOp(GraphOp):
     """
 
     name = "graph.winograd_input_transform"
-    OPERANDS = ("input",)
-    ELEMENTS = "float"
-    ATTRS = {"pads": ("ints", (0, 0, 0, 0))}
+    OPERANDS: ClassVar[tuple[str, ...]] = ("input",)
+    ELEMENTS: ClassVar[Literal["float", "numeric"] | None] = "float"
+    pads_attr = ints_prop("pads", (0, 0, 0, 0))
 
-    def infer_shape(self, shapes):
+    @property
+    def pads(self) -> tuple[int, int, int, int]:
+        """[top, left, bottom, right]."""
+        return _pads(ints_of(self.pads_attr))
+
+    def infer_shape(self, shapes: list[Shape]) -> Shape:
         (x,) = shapes
         if len(x) != 4:
             raise VerifyException(
                 f"graph.winograd_input_transform expects an NCHW input, got {fmt_shape(x)}"
             )
-        pt, pl, pb, pr = _pads(self.attr("pads"))
+        pt, pl, pb, pr = self.pads
         if min(pt, pl, pb, pr) < 0:
             raise VerifyException("graph.winograd_input_transform pads must be >= 0")
         oh, ow = x[2] + pt + pb - 2, x[3] + pl + pr - 2
@@ -890,19 +1177,24 @@ class WinogradOutputTransformOp(GraphOp):
     """
 
     name = "graph.winograd_output_transform"
-    OPERANDS = ("input", "bias")
-    OPTIONAL = ("bias",)
-    ELEMENTS = "float"
-    ATTRS = {"output": ("ints", REQUIRED)}
+    OPERANDS: ClassVar[tuple[str, ...]] = ("input", "bias")
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("bias",)
+    ELEMENTS: ClassVar[Literal["float", "numeric"] | None] = "float"
+    output_size_attr = ints_prop("output")
 
-    def infer_shape(self, shapes):
+    @property
+    def output_size(self) -> tuple[int, int]:
+        """The conv output's height and width (the `output` property)."""
+        return _pair(ints_of(self.output_size_attr), "output")
+
+    def infer_shape(self, shapes: list[Shape]) -> Shape:
         m = shapes[0]
         if len(m) != 5 or m[0] != WINOGRAD_POINTS:
             raise VerifyException(
                 f"graph.winograd_output_transform expects [16, N, O, tiles_h, tiles_w], "
                 f"got {fmt_shape(m)}"
             )
-        oh, ow = _pair(self.attr("output"), "output")
+        oh, ow = self.output_size
         if min(oh, ow) < 1 or winograd_tiles(oh, ow) != tuple(m[3:]):
             raise VerifyException(
                 f"graph.winograd_output_transform output {oh}x{ow} needs "
@@ -918,20 +1210,25 @@ class WinogradOutputTransformOp(GraphOp):
 
 
 class PoolOp(WindowOp):
-    OPERANDS = ("input",)
-    ATTRS = {
-        "kernel": ("ints", REQUIRED),
-        "strides": ("ints", (1, 1)),
-        "pads": ("ints", (0, 0, 0, 0)),
-        "ceil_mode": ("bool", False),
-    }
+    """Pooling over a kernel x kernel window; ceil_mode rounds the output size up."""
 
-    def infer_shape(self, shapes):
+    kernel_attr = ints_prop("kernel")
+    ceil_mode_attr = bool_prop("ceil_mode", False)
+
+    @property
+    def kernel(self) -> tuple[int, int]:
+        return _pair(ints_of(self.kernel_attr), "kernel")
+
+    @property
+    def ceil_mode(self) -> bool:
+        return bool(self.ceil_mode_attr.value.data)
+
+    def infer_shape(self, shapes: list[Shape]) -> Shape:
         x = _to_nchw(self, shapes[0])
         if len(x) != 4:
             raise VerifyException(f"{self.name} expects NCHW input, got {fmt_shape(x)}")
-        kh, kw = _pair(self.attr("kernel"), "kernel")
-        oh, ow = self._spatial(x[2], x[3], kh, kw, self.attr("ceil_mode"))
+        kh, kw = self.kernel
+        oh, ow = self._spatial(x[2], x[3], kh, kw, self.ceil_mode)
         return _from_nchw(self, (x[0], x[1], oh, ow))
 
 
@@ -953,7 +1250,12 @@ class AvgPool2DOp(PoolOp):
     """
 
     name = "graph.avg_pool2d"
-    ATTRS = {**PoolOp.ATTRS, "count_include_pad": ("bool", False)}
+    ELEMENTS: ClassVar[Literal["float", "numeric"] | None] = "numeric"  # a mean of i1 is no i1
+    count_include_pad_attr = bool_prop("count_include_pad", False)
+
+    @property
+    def count_include_pad(self) -> bool:
+        return bool(self.count_include_pad_attr.value.data)
 
 
 @graph_op
@@ -964,8 +1266,9 @@ class GlobalAvgPoolOp(GraphOp):
     """
 
     name = "graph.global_avg_pool"
+    ELEMENTS: ClassVar[Literal["float", "numeric"] | None] = "numeric"
 
-    def infer_shape(self, shapes):
+    def infer_shape(self, shapes: list[Shape]) -> Shape:
         x = _to_nchw(self, shapes[0])
         if len(x) < 3:
             raise VerifyException(
@@ -991,17 +1294,26 @@ class DropoutOp(GraphOp):
     """
 
     name = "graph.dropout"
-    OPERANDS = ("input", "step")
-    OPTIONAL = ("step",)
-    ELEMENTS = "float"
-    ATTRS = {"p": ("float", 0.5), "seed": ("int", 0)}
+    OPERANDS: ClassVar[tuple[str, ...]] = ("input", "step")
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("step",)
+    ELEMENTS: ClassVar[Literal["float", "numeric"] | None] = "float"
+    p_attr = float_prop("p", 0.5)
+    seed_attr = int_prop("seed", 0)
+
+    @property
+    def p(self) -> float:
+        return self.p_attr.value.data
+
+    @property
+    def seed(self) -> int:
+        return self.seed_attr.value.data
 
     @property
     def training(self) -> bool:
         return len(self.operands) == 2
 
-    def infer_shape(self, shapes):
-        p = self.attr("p")
+    def infer_shape(self, shapes: list[Shape]) -> Shape:
+        p = self.p
         if not 0.0 <= p < 1.0:
             raise VerifyException(f"graph.dropout p = {p} is out of range [0, 1)")
         if len(shapes) == 2:
@@ -1025,10 +1337,15 @@ class BatchNormOp(GraphOp):
     """
 
     name = "graph.batch_norm"
-    OPERANDS = ("input", "scale", "bias", "mean", "var")
-    ATTRS = {"epsilon": ("float", 1e-5)}
+    OPERANDS: ClassVar[tuple[str, ...]] = ("input", "scale", "bias", "mean", "var")
+    ELEMENTS: ClassVar[Literal["float", "numeric"] | None] = "float"
+    epsilon_attr = float_prop("epsilon", 1e-5)
 
-    def infer_shape(self, shapes):
+    @property
+    def epsilon(self) -> float:
+        return self.epsilon_attr.value.data
+
+    def infer_shape(self, shapes: list[Shape]) -> Shape:
         x = shapes[0]
         if len(x) < 2:
             raise VerifyException(f"graph.batch_norm expects rank >= 2, got {fmt_shape(x)}")
@@ -1052,13 +1369,23 @@ class LayerNormOp(GraphOp):
     """
 
     name = "graph.layer_norm"
-    OPERANDS = ("input", "scale", "bias")
-    OPTIONAL = ("bias",)
-    ATTRS = {"axis": ("int", -1), "epsilon": ("float", 1e-5)}
+    OPERANDS: ClassVar[tuple[str, ...]] = ("input", "scale", "bias")
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("bias",)
+    ELEMENTS: ClassVar[Literal["float", "numeric"] | None] = "float"
+    axis_attr = int_prop("axis", -1)
+    epsilon_attr = float_prop("epsilon", 1e-5)
 
-    def infer_shape(self, shapes):
+    @property
+    def axis(self) -> int:
+        return self.axis_attr.value.data
+
+    @property
+    def epsilon(self) -> float:
+        return self.epsilon_attr.value.data
+
+    def infer_shape(self, shapes: list[Shape]) -> Shape:
         x = shapes[0]
-        axis = normalize_axis(self.attr("axis"), len(x))
+        axis = normalize_axis(self.axis, len(x))
         norm = x[axis:]
         for name, s in zip(self.OPERANDS[1:], shapes[1:]):
             if broadcast_shapes(s, norm) != norm:
@@ -1070,10 +1397,18 @@ class LayerNormOp(GraphOp):
 
 
 class AxisOp(GraphOp):
-    ATTRS = {"axis": ("int", -1)}
+    """A function of floats along one axis (default the last); the result has the
+    input's shape."""
 
-    def infer_shape(self, shapes):
-        normalize_axis(self.attr("axis"), len(shapes[0]))
+    ELEMENTS: ClassVar[Literal["float", "numeric"] | None] = "float"
+    axis_attr = int_prop("axis", -1)
+
+    @property
+    def axis(self) -> int:
+        return self.axis_attr.value.data
+
+    def infer_shape(self, shapes: list[Shape]) -> Shape:
+        normalize_axis(self.axis, len(shapes[0]))
         return shapes[0]
 
 
@@ -1103,11 +1438,21 @@ class LogSoftmaxOp(AxisOp):
 class ReduceOp(GraphOp):
     """Reduce over `axes` (all axes when empty); keepdims keeps them as size 1."""
 
-    ATTRS = {"axes": ("ints", ()), "keepdims": ("bool", False)}
+    axes_attr = ints_prop("axes", ())
+    keepdims_attr = bool_prop("keepdims", False)
+
+    @property
+    def axes(self) -> tuple[int, ...]:
+        """The axes as written (empty: all); `reduced_axes()` normalises them."""
+        return ints_of(self.axes_attr)
+
+    @property
+    def keepdims(self) -> bool:
+        return bool(self.keepdims_attr.value.data)
 
     def reduced_axes(self) -> tuple[int, ...]:
         rank = len(shape_of(self.operands[0]))
-        axes = self.attr("axes") or tuple(range(rank))
+        axes = self.axes or tuple(range(rank))
         if rank == 0 and axes:  # a scalar has no axis to reduce (numpy: out of bounds)
             raise VerifyException(f"{self.name} axis {axes[0]} is out of range for rank 0")
         norm = tuple(sorted({normalize_axis(a, rank) for a in axes}))
@@ -1115,24 +1460,63 @@ class ReduceOp(GraphOp):
             raise VerifyException(f"{self.name} axes {list(axes)} contain duplicates")
         return norm
 
-    def infer_shape(self, shapes):
+    def infer_shape(self, shapes: list[Shape]) -> Shape:
         x = shapes[0]
         axes = self.reduced_axes()
-        if self.attr("keepdims"):
+        if self.keepdims:
             return tuple(1 if i in axes else d for i, d in enumerate(x))
         return tuple(d for i, d in enumerate(x) if i not in axes)
 
 
-def _reduce(cls_name: str, mnemonic: str, doc: str):
-    cls = type(cls_name, (ReduceOp,), {"name": f"graph.{mnemonic}", "__doc__": doc})
-    return graph_op(cls)
+@graph_op
+class ReduceSumOp(ReduceOp):
+    """Sum over axes.
+
+    %y = graph.reduce_sum %x {axes = array<i64: 1>} : (tensor<4x8xf32>) -> tensor<4xf32>
+    """
+
+    name = "graph.reduce_sum"
 
 
-ReduceSumOp = _reduce("ReduceSumOp", "reduce_sum", "Sum over axes.")
-ReduceMeanOp = _reduce("ReduceMeanOp", "reduce_mean", "Mean over axes.")
-ReduceMaxOp = _reduce("ReduceMaxOp", "reduce_max", "Maximum over axes.")
-ReduceMinOp = _reduce("ReduceMinOp", "reduce_min", "Minimum over axes.")
-ReduceProdOp = _reduce("ReduceProdOp", "reduce_prod", "Product over axes.")
+@graph_op
+class ReduceMeanOp(ReduceOp):
+    """Mean over axes.
+
+    %y = graph.reduce_mean %x {axes = array<i64: 1>, keepdims = true} : (tensor<4x8xf32>) -> tensor<4x1xf32>
+    """
+
+    name = "graph.reduce_mean"
+    ELEMENTS: ClassVar[Literal["float", "numeric"] | None] = "numeric"  # a mean of i1 is no i1
+
+
+@graph_op
+class ReduceMaxOp(ReduceOp):
+    """Maximum over axes.
+
+    %y = graph.reduce_max %x : (tensor<4x8xf32>) -> tensor<f32>
+    """
+
+    name = "graph.reduce_max"
+
+
+@graph_op
+class ReduceMinOp(ReduceOp):
+    """Minimum over axes.
+
+    %y = graph.reduce_min %x : (tensor<4x8xf32>) -> tensor<f32>
+    """
+
+    name = "graph.reduce_min"
+
+
+@graph_op
+class ReduceProdOp(ReduceOp):
+    """Product over axes.
+
+    %y = graph.reduce_prod %x {axes = array<i64: 0>} : (tensor<4x8xf32>) -> tensor<8xf32>
+    """
+
+    name = "graph.reduce_prod"
 
 
 # ----------------------------------------------------------------- data movement
@@ -1146,11 +1530,16 @@ class ReshapeOp(GraphOp):
     """
 
     name = "graph.reshape"
-    ATTRS = {"shape": ("ints", REQUIRED)}
+    shape_attr = ints_prop("shape")
 
-    def infer_shape(self, shapes):
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The shape as written (with -1 and 0); `out_shape` is the inferred one."""
+        return ints_of(self.shape_attr)
+
+    def infer_shape(self, shapes: list[Shape]) -> Shape:
         x = shapes[0]
-        target = list(self.attr("shape"))
+        target = list(self.shape)
         for i, d in enumerate(target):
             if d == 0:
                 if i >= len(x):
@@ -1163,7 +1552,7 @@ class ReshapeOp(GraphOp):
             known = math.prod(d for d in target if d != -1)
             if known == 0 or total % known:
                 raise VerifyException(
-                    f"graph.reshape cannot reshape {fmt_shape(x)} into {list(self.attr('shape'))}"
+                    f"graph.reshape cannot reshape {fmt_shape(x)} into {list(self.shape)}"
                 )
             target[target.index(-1)] = total // known
         if math.prod(target) != total or any(d < 0 for d in target):
@@ -1182,18 +1571,23 @@ class TransposeOp(GraphOp):
     """
 
     name = "graph.transpose"
-    ATTRS = {"perm": ("ints", ())}
+    perm_attr = ints_prop("perm", ())
+
+    @property
+    def perm(self) -> tuple[int, ...]:
+        """The permutation as written (empty: reverse); `permutation()` normalises it."""
+        return ints_of(self.perm_attr)
 
     def permutation(self) -> tuple[int, ...]:
         rank = len(shape_of(self.operands[0]))
-        perm = self.attr("perm") or tuple(reversed(range(rank)))
+        perm = self.perm or tuple(reversed(range(rank)))
         if sorted(normalize_axis(p, rank) for p in perm) != list(range(rank)):
             raise VerifyException(
                 f"graph.transpose perm {list(perm)} is not a permutation of {rank} dims"
             )
         return tuple(normalize_axis(p, rank) for p in perm)
 
-    def infer_shape(self, shapes):
+    def infer_shape(self, shapes: list[Shape]) -> Shape:
         return tuple(shapes[0][p] for p in self.permutation())
 
 
@@ -1205,14 +1599,18 @@ class ConcatOp(GraphOp):
     """
 
     name = "graph.concat"
-    OPERANDS = ("*inputs",)
-    ATTRS = {"axis": ("int", 0)}
+    OPERANDS: ClassVar[tuple[str, ...]] = ("*inputs",)
+    axis_attr = int_prop("axis", 0)
 
-    def infer_shape(self, shapes):
+    @property
+    def axis(self) -> int:
+        return self.axis_attr.value.data
+
+    def infer_shape(self, shapes: list[Shape]) -> Shape:
         first = shapes[0]
         if not first:
             raise VerifyException("graph.concat needs operands of rank 1 or more, got a scalar")
-        axis = normalize_axis(self.attr("axis"), len(first))
+        axis = normalize_axis(self.axis, len(first))
         total = 0
         for s in shapes:
             if len(s) != len(first) or any(
@@ -1235,22 +1633,38 @@ class SliceOp(GraphOp):
     """
 
     name = "graph.slice"
-    ATTRS = {
-        "starts": ("ints", REQUIRED),
-        "ends": ("ints", REQUIRED),
-        "axes": ("ints", ()),
-        "steps": ("ints", ()),
-    }
+    starts_attr = ints_prop("starts")
+    ends_attr = ints_prop("ends")
+    axes_attr = ints_prop("axes", ())
+    steps_attr = ints_prop("steps", ())
+
+    @property
+    def starts(self) -> tuple[int, ...]:
+        return ints_of(self.starts_attr)
+
+    @property
+    def ends(self) -> tuple[int, ...]:
+        return ints_of(self.ends_attr)
+
+    @property
+    def axes(self) -> tuple[int, ...]:
+        """The sliced axes as written (empty: the leading ones)."""
+        return ints_of(self.axes_attr)
+
+    @property
+    def steps(self) -> tuple[int, ...]:
+        """The steps as written (empty: all 1)."""
+        return ints_of(self.steps_attr)
 
     def normalized(self) -> list[tuple[int, int, int]]:
         """(start, stop, step) per input dim, as Python's slice.indices gives."""
         x = shape_of(self.operands[0])
-        starts, ends = self.attr("starts"), self.attr("ends")
-        axes = self.attr("axes") or tuple(range(len(starts)))
-        steps = self.attr("steps") or (1,) * len(starts)
+        starts, ends = self.starts, self.ends
+        axes = self.axes or tuple(range(len(starts)))
+        steps = self.steps or (1,) * len(starts)
         if not len(starts) == len(ends) == len(axes) == len(steps):
             raise VerifyException("graph.slice starts, ends, axes and steps differ in length")
-        out = [(0, d, 1) for d in x]
+        out: list[tuple[int, int, int]] = [(0, d, 1) for d in x]
         for s, e, a, st in zip(starts, ends, axes, steps):
             if st == 0:
                 raise VerifyException("graph.slice step must not be 0")
@@ -1258,7 +1672,7 @@ class SliceOp(GraphOp):
             out[a] = slice(s, e, st).indices(x[a])
         return out
 
-    def infer_shape(self, shapes):
+    def infer_shape(self, shapes: list[Shape]) -> Shape:
         return tuple(len(range(*t)) for t in self.normalized())
 
 
@@ -1270,11 +1684,21 @@ class PadOp(GraphOp):
     """
 
     name = "graph.pad"
-    ATTRS = {"pads": ("ints", REQUIRED), "value": ("float", 0.0)}
+    pads_attr = ints_prop("pads")
+    value_attr = float_prop("value", 0.0)
 
-    def infer_shape(self, shapes):
+    @property
+    def pads(self) -> tuple[int, ...]:
+        """[begin_0, ..., begin_n, end_0, ..., end_n]."""
+        return ints_of(self.pads_attr)
+
+    @property
+    def value(self) -> float:
+        return self.value_attr.value.data
+
+    def infer_shape(self, shapes: list[Shape]) -> Shape:
         x = shapes[0]
-        pads = self.attr("pads")
+        pads = self.pads
         if len(pads) != 2 * len(x):
             raise VerifyException(
                 f"graph.pad needs {2 * len(x)} pads for rank {len(x)}, got {len(pads)}"
@@ -1293,10 +1717,14 @@ class BroadcastOp(GraphOp):
     """
 
     name = "graph.broadcast"
-    ATTRS = {"shape": ("ints", REQUIRED)}
+    shape_attr = ints_prop("shape")
 
-    def infer_shape(self, shapes):
-        target = tuple(self.attr("shape"))
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return ints_of(self.shape_attr)
+
+    def infer_shape(self, shapes: list[Shape]) -> Shape:
+        target = self.shape
         if broadcast_shapes(shapes[0], target) != target:
             raise VerifyException(
                 f"graph.broadcast cannot broadcast {fmt_shape(shapes[0])} to {fmt_shape(target)}"
@@ -1313,12 +1741,16 @@ class GatherOp(GraphOp):
     """
 
     name = "graph.gather"
-    OPERANDS = ("data", "indices")
-    ATTRS = {"axis": ("int", 0)}
+    OPERANDS: ClassVar[tuple[str, ...]] = ("data", "indices")
+    axis_attr = int_prop("axis", 0)
 
-    def infer_shape(self, shapes):
+    @property
+    def axis(self) -> int:
+        return self.axis_attr.value.data
+
+    def infer_shape(self, shapes: list[Shape]) -> Shape:
         d, idx = shapes
-        axis = normalize_axis(self.attr("axis"), len(d))
+        axis = normalize_axis(self.axis, len(d))
         if not isinstance(element_type_of(self.operands[1]), IntegerType):
             raise VerifyException("graph.gather indices must be integers")
         return (*d[:axis], *idx, *d[axis + 1 :])
@@ -1338,6 +1770,10 @@ class YieldOp(IRDLOperation):
     values = var_operand_def(TensorType)
     traits = lazy_traits_def(lambda: (IsTerminator(), Pure(), HasParent(FusedOp)))
     assembly_format = "$values attr-dict `:` type($values)"
+
+
+def _show_types(types: Sequence[Attribute]) -> str:
+    return "(" + ", ".join(str(t) for t in types) + ")"
 
 
 @irdl_op_definition
@@ -1386,7 +1822,7 @@ class FusedOp(IRDLOperation):
         arg_types = [a.type for a in block.args]
         in_types = [v.type for v in self.inputs]
         if arg_types != in_types:
-            show = lambda types: "(" + ", ".join(str(t) for t in types) + ")"
+            show = _show_types
             raise VerifyException(
                 f'graph.fused "{self.kernel_name}" body arguments {show(arg_types)} do not '
                 f"match operand types {show(in_types)}"
@@ -1404,13 +1840,6 @@ class FusedOp(IRDLOperation):
 
 
 # ------------------------------------------------------------------------- dialect
-
-# math functions of floats (C's expf, tanhf, ...; no integer form)
-for _op in (ExpOp, LogOp, SqrtOp, RsqrtOp, TanhOp, SigmoidOp, ErfOp, GeluOp, SoftmaxOp,
-            LogSoftmaxOp, LayerNormOp, BatchNormOp):  # fmt: skip
-    _op.ELEMENTS = "float"
-for _op in (ReduceMeanOp, GlobalAvgPoolOp, AvgPool2DOp):  # a mean of i1 is no i1
-    _op.ELEMENTS = "numeric"
 
 GRAPH_OPS: list[type[IRDLOperation]] = [
     ConstantOp,
@@ -1469,7 +1898,7 @@ GRAPH_OPS: list[type[IRDLOperation]] = [
     YieldOp,
 ]
 
-UNARY_OPS = [
+UNARY_OPS: list[type[UnaryOp]] = [
     NegOp,
     AbsOp,
     ExpOp,
@@ -1485,6 +1914,6 @@ UNARY_OPS = [
     ClipOp,
     CastOp,
 ]
-BINARY_OPS = [AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp, PowOp]
+BINARY_OPS: list[type[BinaryOp]] = [AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp, PowOp]
 
 Graph = Dialect("graph", [*GRAPH_OPS], [])

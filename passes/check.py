@@ -100,7 +100,7 @@ def _int_bound(value: SSAValue, default: int = 10) -> int:
         op = use.operation
         if isinstance(op, graph.GatherOp) and use.index == 1:
             data = graph.shape_of(op.operands[0])
-            axis = graph.normalize_axis(op.attr("axis"), len(data))
+            axis = graph.normalize_axis(op.axis, len(data))
             bound = min(bound, data[axis])
     return max(bound, 1)
 

@@ -533,20 +533,21 @@ def kernel_args(op: Operation) -> dict:
 def _layout_free_args(op: Operation) -> dict:
     assert isinstance(op, graph.GraphOp)
     if isinstance(op, graph.WindowOp):
-        args = {"strides": op.strides(), "pads": op.pads()}
+        args = {"strides": op.strides, "pads": op.pads}
         if isinstance(op, graph.Conv2DOp):
-            return {**args, "dilations": op.dilations(), "groups": op.attr("groups")}
-        args["kernel"] = graph._pair(op.attr("kernel"), "kernel")
-        args["ceil_mode"] = op.attr("ceil_mode")
+            return {**args, "dilations": op.dilations, "groups": op.groups}
+        assert isinstance(op, graph.PoolOp)
+        args["kernel"] = op.kernel
+        args["ceil_mode"] = op.ceil_mode
         if isinstance(op, graph.AvgPool2DOp):
-            args["count_include_pad"] = op.attr("count_include_pad")
+            args["count_include_pad"] = op.count_include_pad
         return {**args, "out_hw": graph._to_nchw(op, op.out_shape)[2:]}
     if isinstance(op, graph.WinogradInputTransformOp):
-        return {"pads": graph._pads(op.attr("pads"))}
+        return {"pads": op.pads}
     if isinstance(op, graph.WinogradOutputTransformOp):
-        return {"output": graph._pair(op.attr("output"), "output")}
+        return {"output": op.output_size}
     if isinstance(op, graph.ReduceOp):
-        return {"axes": op.reduced_axes(), "keepdims": op.attr("keepdims")}
+        return {"axes": op.reduced_axes(), "keepdims": op.keepdims}
     if isinstance(op, graph.ReshapeOp):
         return {"shape": op.out_shape}
     if isinstance(op, graph.TransposeOp):
@@ -555,10 +556,10 @@ def _layout_free_args(op: Operation) -> dict:
         # slice.indices gives stop -1 for a full negative-step slice; None says "to the end"
         return {"index": tuple((a, b if b >= 0 else None, s) for a, b, s in op.normalized())}
     if isinstance(op, graph.CastOp):
-        return {"to": graph.numpy_dtype(op.attr("to"))}
+        return {"to": graph.numpy_dtype(op.to)}
     if isinstance(op, graph.SoftmaxOp | graph.LogSoftmaxOp | graph.ConcatOp | graph.GatherOp):
-        return {"axis": graph.normalize_axis(op.attr("axis"), len(op.in_shapes[0]))}
-    return op.attrs()
+        return {"axis": graph.normalize_axis(op.axis, len(op.in_shapes[0]))}
+    return op.prop_values()
 
 
 # -------------------------------------------------------------------- REFERENCE

@@ -132,17 +132,18 @@ def evaluate(op: Operation, arrays: list[np.ndarray]) -> np.ndarray:
 
 
 def rebuild(op: Operation, operands: list[SSAValue], **override: Attribute) -> Operation:
-    """A copy of graph op `op` (all attributes, `override` applied) on `operands`, with
-    the result type inferred. Unlike `make`, keeps attributes outside ATTRS (layout)."""
-    attrs = {**op.attributes, **override}
+    """A copy of graph op `op` (all properties and attributes, `override` applied) on
+    `operands`, with the result type inferred. Unlike `make`, keeps the attributes (layout)."""
+    props = {**op.properties, **{k: v for k, v in override.items() if k in op.properties}}
+    attrs = {**op.attributes, **{k: v for k, v in override.items() if k not in op.properties}}
     cls = type(op)
-    probe = cls.create(operands=operands, result_types=[f32], attributes=attrs)
+    probe = cls.create(operands=operands, result_types=[f32], properties=props, attributes=attrs)
     assert isinstance(probe, g.GraphOp), f"rebuild of {op.name}, not a graph op"
     try:
         ty = probe.infer_type()
     finally:
         probe.drop_all_references()
-    return cls.create(operands=operands, result_types=[ty], attributes=attrs)
+    return cls.create(operands=operands, result_types=[ty], properties=props, attributes=attrs)
 
 
 def build(rewriter: PatternRewriter, op: Operation, *new_ops: Operation) -> SSAValue:

@@ -53,7 +53,7 @@ def prefers_nhwc(op: Operation, lanes: int) -> bool:
     if not isinstance(op, g.Conv2DOp) or g.layout_of(op) != "nchw":
         return False
     shape = g.shape_of(op.results[0])
-    if len(shape) != 4 or op.attr("groups") != 1:
+    if len(shape) != 4 or op.groups != 1:
         return False
     channels, width = shape[1], shape[3]
     return channels % lanes == 0 and width % lanes != 0

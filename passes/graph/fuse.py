@@ -87,9 +87,9 @@ def _horizontal_key(op: g.LinearOp | g.MatMulOp):
     w = op.operands[1]
     if _leaf(w) is None or len(g.shape_of(w)) != 2 or len(g.shape_of(op.operands[0])) < 2:
         return None
-    tb = op.attr("transpose_b")
+    tb = op.transpose_b
     k = g.shape_of(w)[1 if tb else 0]
-    return ("matmul", op.operands[0], k, op.attr("transpose_a"), tb, element_type(w))
+    return ("matmul", op.operands[0], k, op.transpose_a, tb, element_type(w))
 
 
 def _bias_adds(group: list[g.LinearOp | g.MatMulOp]) -> list[tuple[Operation, SSAValue]] | None:
@@ -127,18 +127,14 @@ def _fuse_horizontal(block: Block, group: list[g.LinearOp | g.MatMulOp]) -> None
     if linear:
         w_axis = 0
     else:
-        w_axis = 0 if first.attr("transpose_b") else 1
+        w_axis = 0 if first.transpose_b else 1
     widths = [g.shape_of(op.operands[1])[w_axis] for op in group]
     new_ops: list[Operation] = [g.ConcatOp.make(*(op.operands[1] for op in group), axis=w_axis)]
     operands = [first.operands[0], new_ops[0].results[0]]
     if linear and len(first.operands) == 3:
         new_ops.append(g.ConcatOp.make(*(op.operands[2] for op in group), axis=0))
         operands.append(new_ops[-1].results[0])
-    attrs = (
-        {}
-        if linear
-        else {"transpose_a": first.attr("transpose_a"), "transpose_b": first.attr("transpose_b")}
-    )
+    attrs = {} if linear else {"transpose_a": first.transpose_a, "transpose_b": first.transpose_b}
     big = type(first).make(*operands, **attrs)
     new_ops.append(big)
     if adds:  # matmul(x, w_k) + b_k for every k: one add of the concatenated biases

@@ -198,7 +198,7 @@ class SimplifyIdentityMovement(RewritePattern):
         shape = g.shape_of(x)
         identity = (
             (isinstance(op, g.SliceOp) and op.normalized() == [(0, d, 1) for d in shape])
-            or (isinstance(op, g.PadOp) and not any(op.attr("pads")))
+            or (isinstance(op, g.PadOp) and not any(op.pads))
             or isinstance(op, g.BroadcastOp | g.CastOp)
             or (isinstance(op, g.ConcatOp) and len(op.operands) == 1)
         )
@@ -216,7 +216,7 @@ class MatmulTransposeSwap(RewritePattern):
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter, /):
         if not isinstance(op, g.MatMulOp):
             return
-        operands, flags = list(op.operands), [op.attr("transpose_a"), op.attr("transpose_b")]
+        operands, flags = list(op.operands), [op.transpose_a, op.transpose_b]
         new_ops: list[Operation] = []
         for i, value in enumerate(operands):
             t = u.producer(value)
@@ -243,7 +243,7 @@ class MeanToGlobalAvgPool(RewritePattern):
     is the global average pool of an NCHW tensor."""
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter, /):
-        if not isinstance(op, g.ReduceMeanOp) or not op.attr("keepdims"):
+        if not isinstance(op, g.ReduceMeanOp) or not op.keepdims:
             return
         x = op.operands[0]
         rank = len(g.shape_of(x))
@@ -263,19 +263,19 @@ class FoldPadIntoWindow(RewritePattern):
         pad = u.producer(op.operands[0])
         if not isinstance(pad, g.PadOp) or g.layout_of(op) != "nchw":
             return
-        pads, value = pad.attr("pads"), pad.attr("value")
+        pads, value = pad.pads, pad.value
         if len(pads) != 8 or any(p < 0 for p in pads) or any(pads[i] for i in (0, 1, 4, 5)):
             return  # only H and W padded, nothing cropped
         if isinstance(op, g.Conv2DOp):
             fits = value == 0.0
         elif isinstance(op, g.MaxPool2DOp):
-            fits = value == -np.inf and not op.attr("ceil_mode")
+            fits = value == -np.inf and not op.ceil_mode
         else:
-            fits = value == 0.0 and not op.attr("ceil_mode") and op.attr("count_include_pad")
+            fits = value == 0.0 and not op.ceil_mode and op.count_include_pad
         if not fits:
             return
         # graph.pad is [n0, c0, h0, w0, n1, c1, h1, w1]; window pads [top, left, bottom, right]
-        top, left, bottom, right = op.pads()
+        top, left, bottom, right = op.pads
         merged = (top + pads[2], left + pads[3], bottom + pads[6], right + pads[7])
         new = u.rebuild(op, [pad.operands[0], *op.operands[1:]], pads=g.to_attr("ints", merged))
         u.build(rewriter, op, new)

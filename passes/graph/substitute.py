@@ -86,7 +86,7 @@ class AddConstants(RewritePattern):
 class ConvInputScale(RewritePattern):
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter, /):
         # conv2d(c1 * x, w) -> conv2d(x, w * reshape(c1, [1, C, 1, 1]))
-        if not isinstance(op, g.Conv2DOp) or op.attr("groups") != 1 or g.layout_of(op) != "nchw":
+        if not isinstance(op, g.Conv2DOp) or op.groups != 1 or g.layout_of(op) != "nchw":
             return
         mul = _owned(op.operands[0], g.MulOp)
         if mul is None:
@@ -114,7 +114,7 @@ class ConcatConstants(RewritePattern):
         static = [u.is_static(v) for v in operands]
         if all(static):
             return  # graph-fold-constants folds the whole concat
-        axis = op.attr("axis")
+        axis = op.axis
         new_ops: list[Operation] = []
         grouped: list[SSAValue] = []
         i = 0
@@ -148,7 +148,7 @@ class MatmulTranspose(RewritePattern):
         if not isinstance(op, g.MatMulOp):
             return
         a, b = op.operands
-        ta, tb = op.attr("transpose_a"), op.attr("transpose_b")
+        ta, tb = op.transpose_a, op.transpose_b
         ta_op, tb_op = u.producer(a), u.producer(b)
         if _swaps_last_two(ta_op):
             a, ta = ta_op.operands[0], not ta
@@ -180,8 +180,8 @@ class CastCast(RewritePattern):
         inner = u.producer(op.operands[0])
         if isinstance(inner, g.CastOp):
             x = inner.operands[0]
-            if lossless(g.element_type_of(x), inner.attr("to")):
-                _finish(rewriter, op, [g.CastOp.make(x, to=op.attr("to"))])
+            if lossless(g.element_type_of(x), inner.to):
+                _finish(rewriter, op, [g.CastOp.make(x, to=op.to)])
 
 
 def _add_terms(value: SSAValue, root: bool = True) -> list[SSAValue]:
@@ -257,7 +257,7 @@ class FoldBatchNorm(RewritePattern):
         gamma, beta, mean, var = op.operands[1:]
         w = anchor.operands[1]
         out_channels = g.shape_of(w)[0]
-        eps = u.scalar_const(op.attr("epsilon"), var)
+        eps = u.scalar_const(op.epsilon, var)
         var_eps = g.AddOp.make(var, eps)
         rsqrt = g.RsqrtOp.make(var_eps)
         s = g.MulOp.make(gamma, rsqrt)

@@ -84,9 +84,9 @@ def eligible(op: Operation) -> bool:
     if not isinstance(g.element_type_of(w), Float32Type) or g.element_type_of(x) != g.f32:
         return False
     return (
-        op.attr("groups") == 1
-        and op.strides() == (1, 1)
-        and op.dilations() == (1, 1)
+        op.groups == 1
+        and op.strides == (1, 1)
+        and op.dilations == (1, 1)
         and tuple(g.shape_of(w)[2:]) == (3, 3)
         and u.is_static(w)
     )
@@ -136,7 +136,7 @@ def pays_opencl(op: g.Conv2DOp) -> bool:
     (docs/design/graph-passes.md#winograd-opencl)."""
     o, c = g.shape_of(op.operands[1])[:2]
     oh, ow = g.shape_of(op.results[0])[2:]
-    if tuple(op.pads()) != (1, 1, 1, 1) or oh % 2 or ow % 16 or o % 8:
+    if tuple(op.pads) != (1, 1, 1, 1) or oh % 2 or ow % 16 or o % 8:
         return False
     if 16 * (c + o) * (ow // 2) > OPENCL_FUSED_MAX_FLOATS:
         return False
@@ -160,7 +160,7 @@ def rewrite(block: Block, conv: g.Conv2DOp) -> None:
     points = g.WINOGRAD_POINTS
     filt = g.WinogradFilterTransformOp.make(w)
     per_image = g.ReshapeOp.make(filt, shape=[points, 1, o, c])  # broadcast over images
-    inp = g.WinogradInputTransformOp.make(x, pads=list(conv.pads()))
+    inp = g.WinogradInputTransformOp.make(x, pads=list(conv.pads))
     flat = g.ReshapeOp.make(inp, shape=[points, n, c, th * tw])
     prod = g.MatMulOp.make(per_image, flat)
     tiles = g.ReshapeOp.make(prod, shape=[points, n, o, th, tw])

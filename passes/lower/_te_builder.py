@@ -149,7 +149,7 @@ def spatial_dims(op) -> tuple[int, int, int]:
 def window_checks(op: g.WindowOp, in_hw, out_hw, kernel) -> list[tuple[int, int]]:
     """Spatial dims (2, 3 in NCHW; 1, 2 in NHWC) whose window index may fall outside
     the input."""
-    (sh, sw), (pt, pl, _, _), (dh, dw) = op.strides(), op.pads(), op.dilations()
+    (sh, sw), (pt, pl, _, _), (dh, dw) = op.strides, op.pads, op.dilations
     _, dim_h, dim_w = spatial_dims(op)
     checks = []
     for d, size, o, s, p, k, dil in (
@@ -163,7 +163,7 @@ def window_checks(op: g.WindowOp, in_hw, out_hw, kernel) -> list[tuple[int, int]
 
 def window_index(b: BodyBuilder, op: g.WindowOp, oh, ow, kh, kw) -> tuple:
     """Input (h, w) of output (oh, ow) and window offset (kh, kw)."""
-    (sh, sw), (pt, pl, _, _), (dh, dw) = op.strides(), op.pads(), op.dilations()
+    (sh, sw), (pt, pl, _, _), (dh, dw) = op.strides, op.pads, op.dilations
     ih = b.sub(b.add(b.mul(oh, sh), b.mul(kh, dh)), pt)
     iw = b.sub(b.add(b.mul(ow, sw), b.mul(kw, dw)), pl)
     return ih, iw

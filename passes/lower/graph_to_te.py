@@ -39,6 +39,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from xdsl.context import Context
 from xdsl.dialects import arith
@@ -93,7 +94,8 @@ def _clip(b: BodyBuilder, x: SSAValue, lo: float, hi: float) -> SSAValue:
     return x
 
 
-UNARY: dict[str, Callable[[BodyBuilder, SSAValue, g.GraphOp], SSAValue]] = {
+# (the op argument is the graph op of the entry's name: gelu's is a g.GeluOp)
+UNARY: dict[str, Callable[[BodyBuilder, SSAValue, Any], SSAValue]] = {
     "neg": lambda b, x, op: b.neg(x),
     "abs": lambda b, x, op: b.abs(x),
     "exp": lambda b, x, op: b.exp(x),
@@ -104,10 +106,10 @@ UNARY: dict[str, Callable[[BodyBuilder, SSAValue, g.GraphOp], SSAValue]] = {
     "sigmoid": lambda b, x, op: b.div(1.0, b.add(1.0, b.exp(b.neg(x)))),
     "erf": lambda b, x, op: b.erf(x),
     "relu": lambda b, x, op: b.max(x, 0),
-    "gelu": lambda b, x, op: _gelu(b, x, op.attr("approximate")),
-    "leaky_relu": lambda b, x, op: b.select(b.cmp("gt", x, 0), x, b.mul(op.attr("alpha"), x)),
-    "clip": lambda b, x, op: _clip(b, x, op.attr("min"), op.attr("max")),
-    "cast": lambda b, x, op: b.cast(x, op.attr("to")),
+    "gelu": lambda b, x, op: _gelu(b, x, op.approximate),
+    "leaky_relu": lambda b, x, op: b.select(b.cmp("gt", x, 0), x, b.mul(op.alpha, x)),
+    "clip": lambda b, x, op: _clip(b, x, op.min, op.max),
+    "cast": lambda b, x, op: b.cast(x, op.to),
 }
 
 BINARY: dict[str, Callable[[BodyBuilder, SSAValue, SSAValue], SSAValue]] = {
@@ -176,7 +178,8 @@ def lower_where(L: Lowering, op: g.GraphOp, xs):
 
 @lowers("compare")
 def lower_compare(L: Lowering, op: g.GraphOp, xs):
-    return elementwise(L, op, xs, lambda b, x, y: b.cmp(op.attr("predicate"), x, y))
+    assert isinstance(op, g.CompareOp)
+    return elementwise(L, op, xs, lambda b, x, y: b.cmp(op.predicate, x, y))
 
 
 # ----------------------------------------------------------------- linear algebra
@@ -208,9 +211,10 @@ def _dot(L: Lowering, ty: TensorType, extents, body, epilogue=None) -> SSAValue:
 
 @lowers("matmul")
 def lower_matmul(L: Lowering, op: g.GraphOp, xs):
+    assert isinstance(op, g.MatMulOp)
     a, bm = xs
     sa, sb = shape(a), shape(bm)
-    ta, tb = op.attr("transpose_a"), op.attr("transpose_b")
+    ta, tb = op.transpose_a, op.transpose_b
     k = sa[0] if len(sa) == 1 else (sa[-2] if ta else sa[-1])
 
     def body(b: BodyBuilder, idx: Idx, r: Idx):
@@ -278,6 +282,7 @@ def _in_layout(op: g.GraphOp, n, c, *spatial) -> list:
 
 @lowers("conv2d")
 def lower_conv2d(L: Lowering, op: g.GraphOp, xs):
+    assert isinstance(op, g.Conv2DOp)
     assert isinstance(op, g.Conv2DOp)  # LOWERINGS dispatches on the op name
     # NCHW: out[n, oc, oh, ow] = sum over (c, i, j); NHWC: out[n, oh, ow, oc] = sum over
     # (i, j, c), channel innermost in both the output and the reduction (weight OIHW)
@@ -286,7 +291,7 @@ def lower_conv2d(L: Lowering, op: g.GraphOp, xs):
     nhwc = g.layout_of(op) == "nhwc"
     _, _, h, wd = _nchw(op, shape(x))
     o, cg, kh, kw = shape(w)
-    og = o // op.attr("groups")
+    og = o // op.groups
     checks = window_checks(op, (h, wd), _nchw(op, op.out_shape)[2:], (kh, kw))
     wt, weight_at = w, lambda oc, c, i, j: [oc, c, i, j]
     if nhwc and cg * kh * kw > 1:
@@ -364,12 +369,13 @@ def _bt(b: BodyBuilder, k: SSAValue, e: list[SSAValue]) -> SSAValue:
 
 @lowers("winograd_input_transform")
 def lower_winograd_input_transform(L: Lowering, op: g.GraphOp, xs):
+    assert isinstance(op, g.WinogradInputTransformOp)
     # the 16 reads of a tile at affine indices (2 th + i - top, 2 tw + j - left), so
     # that a schedule can stage the padded input (cache_read) and read it unguarded;
     # the point's selects fold once its loop is unrolled
     (x,) = xs
     _, _, h, wd = shape(x)
-    pt, pl, _, _ = g._pads(op.attr("pads"))
+    pt, pl, _, _ = op.pads
     th, tw = op.out_shape[3:]
     checks = [
         (d, size)
@@ -416,10 +422,11 @@ def lower_winograd_output_transform(L: Lowering, op: g.GraphOp, xs):
 
 @lowers("max_pool2d", "avg_pool2d")
 def lower_pool(L: Lowering, op: g.GraphOp, xs):
+    assert isinstance(op, g.PoolOp)
     assert isinstance(op, g.PoolOp)  # LOWERINGS dispatches on the op name
     x = xs[0]
     h, wd = _nchw(op, shape(x))[2:]
-    kh, kw = g._pair(op.attr("kernel"), "kernel")
+    kh, kw = op.kernel
     oh, ow = _nchw(op, op.out_shape)[2:]
     checks = window_checks(op, (h, wd), (oh, ow), (kh, kw))
     is_max = op.name == "graph.max_pool2d"
@@ -432,8 +439,8 @@ def lower_pool(L: Lowering, op: g.GraphOp, xs):
 
     if is_max:
         return L.reduce(op.out_type, [kh, kw], "max", body)
-    (sh, sw), (pt, pl, pb, pr) = op.strides(), op.pads()
-    if op.attr("count_include_pad"):
+    (sh, sw), (pt, pl, pb, pr) = op.strides, op.pads
+    if isinstance(op, g.AvgPool2DOp) and op.count_include_pad:
         lo, hi = (-pt, -pl), (h + pb, wd + pr)  # the window counts explicit padding
     else:
         lo, hi = (0, 0), (h, wd)
@@ -498,10 +505,11 @@ def _pcg_hash(b: BodyBuilder, v: SSAValue) -> SSAValue:
 
 @lowers("dropout")
 def lower_dropout(L: Lowering, op: g.GraphOp, xs):
+    assert isinstance(op, g.DropoutOp)
     """keep = (pcg(pcg(pcg(seed) ^ step) ^ flat index) >> 8) >= threshold, in i64
     (graph.DropoutOp); y = keep ? x * (1 / (1 - p)) : 0. Without a step: the identity."""
     assert isinstance(op, g.DropoutOp)
-    p, seed = op.attr("p"), op.attr("seed")
+    p, seed = op.p, op.seed
     key = pcg_hash(seed & 0xFFFFFFFF)
     threshold = dropout_threshold(p)
     out = op.out_shape
@@ -528,7 +536,8 @@ def lower_dropout(L: Lowering, op: g.GraphOp, xs):
 
 @lowers("batch_norm")
 def lower_batch_norm(L: Lowering, op: g.GraphOp, xs):
-    eps = op.attr("epsilon")
+    assert isinstance(op, g.BatchNormOp)
+    eps = op.epsilon
     channel = len(op.out_shape) - 1 if g.layout_of(op) == "nhwc" else 1
 
     def fn(b: BodyBuilder, x, scale, bias, mean, var):
@@ -571,16 +580,17 @@ def _mean_over_tail(
 
 @lowers("layer_norm")
 def lower_layer_norm(L: Lowering, op: g.GraphOp, xs):
+    assert isinstance(op, g.LayerNormOp)
     x = xs[0]
     rank = len(shape(x))
-    axis = g.normalize_axis(op.attr("axis"), rank)
+    axis = g.normalize_axis(op.axis, rank)
     mean = _mean_over_tail(L, x, axis, "_mean")
 
     def centred_sq(b: BodyBuilder, v, idx):
         d = b.sub(v, b.read(mean, idx))
         return b.mul(d, d)
 
-    eps = op.attr("epsilon")
+    eps = op.epsilon
     # 1 / sqrt(var + eps) once per row, in the variance kernel's epilogue: the normalising
     # kernel then multiplies (a sqrt and a divide per element kept it scalar:
     # docs/design/lowering.md#layer-norm-rstd)
@@ -609,9 +619,10 @@ def _put(idx: Idx, axis: int, v) -> Idx:
 
 @lowers("softmax", "log_softmax")
 def lower_softmax(L: Lowering, op: g.GraphOp, xs):
+    assert isinstance(op, g.AxisOp)
     x = xs[0]
     s = shape(x)
-    axis = g.normalize_axis(op.attr("axis"), len(s))
+    axis = g.normalize_axis(op.axis, len(s))
     stats = g.tensor_type(_drop(list(s), axis), elt(x))
     mx = L.reduce(
         stats, [s[axis]], "max", lambda b, idx, r: b.read(x, _put(idx, axis, r[0])), suffix="_max"
@@ -669,7 +680,7 @@ def lower_reduce(L: Lowering, op: g.GraphOp, xs):
     x = xs[0]
     s = shape(x)
     axes = op.reduced_axes()
-    keep = op.attr("keepdims")
+    keep = op.keepdims
     mnemonic = op.name.removeprefix("graph.")
 
     def body(b: BodyBuilder, idx: Idx, r: Idx):
@@ -734,7 +745,8 @@ def lower_transpose(L: Lowering, op: g.GraphOp, xs):
 
 @lowers("concat")
 def lower_concat(L: Lowering, op: g.GraphOp, xs):
-    axis = g.normalize_axis(op.attr("axis"), len(op.out_shape))
+    assert isinstance(op, g.ConcatOp)
+    axis = g.normalize_axis(op.axis, len(op.out_shape))
     offsets = [0]
     for x in xs:
         offsets.append(offsets[-1] + shape(x)[axis])
@@ -765,15 +777,16 @@ def lower_slice(L: Lowering, op: g.GraphOp, xs):
 
 @lowers("pad")
 def lower_pad(L: Lowering, op: g.GraphOp, xs):
+    assert isinstance(op, g.PadOp)
     x = xs[0]
     s = shape(x)
-    pads = op.attr("pads")
+    pads = op.pads
     begin, end = pads[: len(s)], pads[len(s) :]
     checks = [(d, n) for d, n in enumerate(s) if begin[d] > 0 or end[d] > 0]
 
     def body(b: BodyBuilder, idx: Idx):
         where = [b.sub(i, p) for i, p in zip(idx, begin)]
-        return guarded_read(b, x, where, checks, op.attr("value"))
+        return guarded_read(b, x, where, checks, op.value)
 
     return L.compute(op.out_type, body)
 
@@ -788,8 +801,9 @@ def lower_broadcast(L: Lowering, op: g.GraphOp, xs):
 
 @lowers("gather")
 def lower_gather(L: Lowering, op: g.GraphOp, xs):
+    assert isinstance(op, g.GatherOp)
     data, indices = xs
-    axis = g.normalize_axis(op.attr("axis"), len(shape(data)))
+    axis = g.normalize_axis(op.axis, len(shape(data)))
     n, ri = shape(data)[axis], len(shape(indices))
 
     def body(b: BodyBuilder, idx: Idx):

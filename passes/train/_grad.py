@@ -307,7 +307,7 @@ def _relu(b, op, g, want):
 @rule("gelu")
 def _gelu(b, op, g, want):
     x = op.operands[0]
-    if op.attr("approximate") == "tanh":
+    if op.approximate == "tanh":
         # t = tanh(k (x + c x^3)): 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2)
         k, c = math.sqrt(2.0 / math.pi), 0.044715
         x2 = b.mul(x, x)
@@ -325,13 +325,13 @@ def _gelu(b, op, g, want):
 @rule("leaky_relu")
 def _leaky_relu(b, op, g, want):
     x = op.operands[0]
-    return [b.where(b.compare(x, 0.0, "gt"), g, b.mul(g, op.attr("alpha")))]
+    return [b.where(b.compare(x, 0.0, "gt"), g, b.mul(g, op.alpha))]
 
 
 @rule("clip")
 def _clip(b, op, g, want):
     # g where min <= x <= max (torch.clamp), else 0
-    x, lo, hi = op.operands[0], op.attr("min"), op.attr("max")
+    x, lo, hi = op.operands[0], op.min, op.max
     if hi != math.inf:
         g = b.where(b.compare(x, hi, "gt"), 0.0, g)
     if lo != -math.inf:
@@ -356,7 +356,7 @@ def _matmul(b, op, g, want):
     a, m = _binary_operands(op)
     sa, sm = shape(a), shape(m)
     a_vec, m_vec = len(sa) == 1, len(sm) == 1
-    ta, tm = op.attr("transpose_a") and not a_vec, op.attr("transpose_b") and not m_vec
+    ta, tm = op.transpose_a and not a_vec, op.transpose_b and not m_vec
     # as matrices: a vector lhs is [1, K], a vector rhs [K, 1]; g gets the dims back
     a2 = reshape(b, a, (1, *sa)) if a_vec else a
     m2 = reshape(b, m, (*sm, 1)) if m_vec else m
@@ -419,8 +419,8 @@ def _conv2d(b, op, g, want):
     x, w = op.operands[0], op.operands[1]
     n, c, h, wd = shape(x)
     o, cg, kh, kw = shape(w)
-    groups = op.attr("groups")
-    (sh, sw), pads, (dh, dw) = op.strides(), op.pads(), op.dilations()
+    groups = op.groups
+    (sh, sw), pads, (dh, dw) = op.strides, op.pads, op.dilations
     oh, ow = shape(g)[2:]
     grads: Grads = [None] * len(op.operands)
     if want[0]:
@@ -483,7 +483,7 @@ def _winograd_input_transform(b, op, g, want):
     if not want[0]:
         return [None]
     _, _, h, wd = shape(op.operands[0])
-    top, left, _, _ = graph._pads(op.attr("pads"))
+    top, left, _, _ = op.pads
     rest = shape(g)[1:]
     dd = _points_adjoint(b, np.kron(_BT, _BT), g, 16)  # [16, N, C, th, tw]
     parts = []
@@ -568,8 +568,8 @@ def col2im(b: Builder, cols, x_shape, kernel, strides, pads, dilations, out_hw) 
 def _pool_geometry(op: graph.PoolOp):
     x = op.operands[0]
     n, c, h, wd = shape(x)
-    kh, kw = graph._pair(op.attr("kernel"), "kernel")
-    (sh, sw), pads = op.strides(), op.pads()
+    kh, kw = op.kernel
+    (sh, sw), pads = op.strides, op.pads
     oh, ow = shape(op.results[0])[2:]
     return (h, wd), (kh, kw), (sh, sw), pads, (oh, ow)
 
@@ -597,7 +597,7 @@ def _max_pool2d(b, op, g, want):
 def pool_counts(op: graph.AvgPool2DOp) -> np.ndarray:
     """avg_pool2d's divisor per output position [OH, OW] (the reference's rule)."""
     (h, wd), (kh, kw), (sh, sw), pads, (oh, ow) = _pool_geometry(op)
-    include = op.attr("count_include_pad")
+    include = op.count_include_pad
     lo_h, hi_h = (-pads[0], h + pads[2]) if include else (0, h)
     lo_w, hi_w = (-pads[1], wd + pads[3]) if include else (0, wd)
     rows = [
@@ -641,9 +641,7 @@ def _dropout(b, op, g, want):
     # dx = g * mask / (1 - p): the same mask, redrawn from the same (seed, step, index) by
     # a dropout of g; the step counter takes no adjoint. Inference mode: the identity.
     steps = list(op.operands[1:])
-    return [b.op(graph.DropoutOp, g, *steps, p=op.attr("p"), seed=op.attr("seed"))] + [
-        None for _ in steps
-    ]
+    return [b.op(graph.DropoutOp, g, *steps, p=op.p, seed=op.seed)] + [None for _ in steps]
 
 
 @rule("batch_norm")
@@ -654,7 +652,7 @@ def _batch_norm(b, op, g, want):
     rank, channels = len(shape(x)), shape(x)[1]
     col = (1, channels, *[1] * (rank - 2))
     others = [a for a in range(rank) if a != 1]
-    inv = b.op(graph.RsqrtOp, b.add(var, op.attr("epsilon")))
+    inv = b.op(graph.RsqrtOp, b.add(var, op.epsilon))
     grads: Grads = [None] * 5
     if want[0]:
         grads[0] = b.mul(g, reshape(b, b.mul(inv, scale), col))
@@ -679,10 +677,10 @@ def _layer_norm(b, op, g, want):
     # dx = rstd (gx - mean(gx) - xhat mean(gx xhat)), gx = g * scale
     x, scale = op.operands[0], op.operands[1]
     rank = len(shape(x))
-    axes = list(range(graph.normalize_axis(op.attr("axis"), rank), rank))
+    axes = list(range(graph.normalize_axis(op.axis, rank), rank))
     centred = b.sub(x, b.mean(x, axes, keepdims=True))
     var = b.mean(b.mul(centred, centred), axes, keepdims=True)
-    rstd = b.op(graph.RsqrtOp, b.add(var, op.attr("epsilon")))
+    rstd = b.op(graph.RsqrtOp, b.add(var, op.epsilon))
     xhat = b.mul(centred, rstd)
     grads: Grads = [None] * len(op.operands)
     if want[0]:
@@ -701,7 +699,7 @@ def _layer_norm(b, op, g, want):
 def _softmax(b, op, g, want):
     # dx = y (g - sum(g y))
     y = op.results[0]
-    axis = graph.normalize_axis(op.attr("axis"), len(shape(y)))
+    axis = graph.normalize_axis(op.axis, len(shape(y)))
     return [b.mul(y, b.sub(g, b.sum(b.mul(g, y), [axis], keepdims=True)))]
 
 
@@ -709,7 +707,7 @@ def _softmax(b, op, g, want):
 def _log_softmax(b, op, g, want):
     # dx = g - exp(y) sum(g)
     y = op.results[0]
-    axis = graph.normalize_axis(op.attr("axis"), len(shape(y)))
+    axis = graph.normalize_axis(op.axis, len(shape(y)))
     return [b.sub(g, b.mul(b.exp(y), b.sum(g, [axis], keepdims=True)))]
 
 
@@ -785,7 +783,7 @@ def _broadcast(b, op, g, want):
 
 @rule("concat")
 def _concat(b, op, g, want):
-    axis = graph.normalize_axis(op.attr("axis"), len(shape(g)))
+    axis = graph.normalize_axis(op.axis, len(shape(g)))
     grads: Grads = []
     start = 0
     for v, w in zip(op.operands, want):
@@ -816,7 +814,7 @@ def _slice(b, op, g, want):
 def _pad(b, op, g, want):
     # the inverse crop (a negative pad cropped x: those elements get 0)
     rank = len(shape(g))
-    pads = op.attr("pads")
+    pads = op.pads
     return [pad(b, g, [-p for p in pads[:rank]], [-p for p in pads[rank:]])]
 
 
@@ -826,7 +824,7 @@ def _gather(b, op, g, want):
     # data [A, D, B], indices -> [M], g [A, M, B]: d data = onehot[M, D]^T @ g
     data, indices = op.operands
     ds = shape(data)
-    axis = graph.normalize_axis(op.attr("axis"), len(ds))
+    axis = graph.normalize_axis(op.axis, len(ds))
     pre, d, post = math.prod(ds[:axis]), ds[axis], math.prod(ds[axis + 1 :])
     m = math.prod(shape(indices))
     idx = reshape(b, indices, (m, 1))

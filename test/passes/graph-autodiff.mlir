@@ -64,7 +64,7 @@ func.func @main(%fx: tensor<2x3xf32>) -> tensor<f32> {
 // CHECK-NEXT:    %[[DY:.*]] = graph.where %[[M]], %{{.*}}, %[[Z]]
 // CHECK-NEXT:    %[[GX:.*]] = graph.matmul %[[DY]], %w : (tensor<4x3xf32>, tensor<3x8xf32>) -> tensor<4x8xf32>
 // CHECK-NEXT:    %[[GW:.*]] = graph.matmul %[[DY]], %lx {transpose_a = true} : (tensor<4x3xf32>, tensor<4x8xf32>) -> tensor<3x8xf32>
-// CHECK-NEXT:    %[[GB:.*]] = graph.reduce_sum %[[DY]] {axes = array<i64: 0>, keepdims = false}
+// CHECK-NEXT:    %[[GB:.*]] = graph.reduce_sum %[[DY]] {axes = array<i64: 0>}
 // CHECK-NEXT:    func.return %l, %[[GW]], %[[GB]], %[[GX]]
 
 // linear + relu + mean
@@ -114,9 +114,9 @@ func.func @main(%ma: tensor<2x3x4xf32>) -> tensor<f32> {
 // CHECK-NEXT:    %[[G4:.*]] = graph.reshape %[[DY]] {shape = array<i64: 2, 1, 4, 16>}
 // CHECK-NEXT:    %[[DC:.*]] = graph.matmul %[[W3]], %[[G4]] {transpose_a = true} : (tensor<1x4x27xf32>, tensor<2x1x4x16xf32>) -> tensor<2x1x27x16xf32>
 // CHECK:         %[[GA:.*]] = graph.gather %{{.*}}, %{{.*}} {axis = 2 : i64} : (tensor<2x3x145xf32>, tensor<81x4xi64>) -> tensor<2x3x81x4xf32>
-// CHECK-NEXT:    %[[S:.*]] = graph.reduce_sum %[[GA]] {axes = array<i64: 3>, keepdims = false}
+// CHECK-NEXT:    %[[S:.*]] = graph.reduce_sum %[[GA]] {axes = array<i64: 3>}
 // CHECK-NEXT:    %[[XP:.*]] = graph.reshape %[[S]] {shape = array<i64: 2, 3, 9, 9>}
-// CHECK-NEXT:    %[[GX:.*]] = graph.pad %[[XP]] {pads = array<i64: 0, 0, -1, -1, 0, 0, 0, 0>, value = 0.000000e+00 : f64} : (tensor<2x3x9x9xf32>) -> tensor<2x3x8x8xf32>
+// CHECK-NEXT:    %[[GX:.*]] = graph.pad %[[XP]] {pads = array<i64: 0, 0, -1, -1, 0, 0, 0, 0>} : (tensor<2x3x9x9xf32>) -> tensor<2x3x8x8xf32>
 // CHECK-NEXT:    %[[PX:.*]] = graph.pad %cx {pads = array<i64: 0, 0, 1, 1, 0, 0, 0, 0>
 // CHECK:         %[[IC:.*]] = graph.gather %{{.*}}, %{{.*}} {axis = 2 : i64} : (tensor<2x3x81xf32>, tensor<9x16xi64>) -> tensor<2x3x9x16xf32>
 // CHECK-NEXT:    %[[IC4:.*]] = graph.reshape %[[IC]] {shape = array<i64: 2, 1, 27, 16>}
@@ -127,7 +127,7 @@ func.func @main(%ma: tensor<2x3x4xf32>) -> tensor<f32> {
 // CHECK-NEXT:    %[[G3:.*]] = graph.reshape %[[GT]] {shape = array<i64: 1, 4, 32>}
 // CHECK-NEXT:    %[[DW:.*]] = graph.matmul %[[G3]], %[[IC3]] {transpose_b = true} : (tensor<1x4x32xf32>, tensor<1x27x32xf32>) -> tensor<1x4x27xf32>
 // CHECK-NEXT:    %[[GW:.*]] = graph.reshape %[[DW]] {shape = array<i64: 4, 3, 3, 3>}
-// CHECK-NEXT:    %[[GB:.*]] = graph.reduce_sum %[[DY]] {axes = array<i64: 0, 2, 3>, keepdims = false}
+// CHECK-NEXT:    %[[GB:.*]] = graph.reduce_sum %[[DY]] {axes = array<i64: 0, 2, 3>}
 // CHECK-NEXT:    func.return %l, %[[GW]], %[[GB]], %[[GX]]
 
 // conv2d (stride 2, pad 1) + max_pool2d

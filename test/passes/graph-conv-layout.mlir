@@ -9,7 +9,7 @@
 // CHECK-NEXT:    %[[C:.*]] = graph.conv2d %[[T]], %w {layout = "nhwc"} : (tensor<2x14x14x6xf32>, tensor<16x6x5x5xf32>) -> tensor<2x10x10x16xf32>
 // CHECK:         %[[A:.*]] = graph.add %[[C]], %{{.*}} : (tensor<2x10x10x16xf32>, tensor<1x1x1x16xf32>) -> tensor<2x10x10x16xf32>
 // CHECK-NEXT:    %[[R:.*]] = graph.relu %[[A]] : (tensor<2x10x10x16xf32>) -> tensor<2x10x10x16xf32>
-// CHECK-NEXT:    %[[M:.*]] = graph.max_pool2d %[[R]] {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, layout = "nhwc"} : (tensor<2x10x10x16xf32>) -> tensor<2x5x5x16xf32>
+// CHECK-NEXT:    %[[M:.*]] = graph.max_pool2d %[[R]] {layout = "nhwc", kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>} : (tensor<2x10x10x16xf32>) -> tensor<2x5x5x16xf32>
 // CHECK-NEXT:    %[[B:.*]] = graph.transpose %[[M]] {perm = array<i64: 0, 3, 1, 2>} : (tensor<2x5x5x16xf32>) -> tensor<2x16x5x5xf32>
 // CHECK-NEXT:    graph.reshape %[[B]] {shape = array<i64: 2, 400>}
 func.func @lenet_tail(%x: tensor<2x6x14x14xf32>, %w: tensor<16x6x5x5xf32>) -> tensor<2x400xf32> {

@@ -29,8 +29,8 @@ func.func @conv_epilogue(%x: tensor<1x3x8x8xf32>, %r: tensor<1x4x6x6xf32>) -> te
 
 // Q, K, V projections of one input: one linear over concatenated weights, then slices
 // CHECK-LABEL: func.func @qkv
-// CHECK:         %[[W:.*]] = graph.concat %wq, %wk, %wv {axis = 0 : i64} : (tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>) -> tensor<48x16xf32>
-// CHECK-NEXT:    %[[B:.*]] = graph.concat %bq, %bk, %bv {axis = 0 : i64}
+// CHECK:         %[[W:.*]] = graph.concat %wq, %wk, %wv : (tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>) -> tensor<48x16xf32>
+// CHECK-NEXT:    %[[B:.*]] = graph.concat %bq, %bk, %bv :
 // CHECK-NEXT:    %[[QKV:.*]] = graph.linear %t, %[[W]], %[[B]] : (tensor<2x4x16xf32>, tensor<48x16xf32>, tensor<48xf32>) -> tensor<2x4x48xf32>
 // CHECK-NEXT:    %q = graph.slice %[[QKV]] {starts = array<i64: 0>, ends = array<i64: 16>, axes = array<i64: -1>}
 // CHECK-NEXT:    %k = graph.slice %[[QKV]] {starts = array<i64: 16>, ends = array<i64: 32>, axes = array<i64: -1>}
@@ -78,7 +78,7 @@ func.func @not_fused(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>, %big: tensor<2x4x
 // the bias into the one matmul kernel; the slices stand for the adds
 // CHECK-LABEL: func.func @qk_matmul_bias
 // CHECK:         %[[W:.*]] = graph.concat %wq, %wk {axis = 1 : i64} : (tensor<16x16xf32>, tensor<16x16xf32>) -> tensor<16x32xf32>
-// CHECK-NEXT:    %[[B:.*]] = graph.concat %bq, %bk {axis = 0 : i64} : (tensor<16xf32>, tensor<16xf32>) -> tensor<32xf32>
+// CHECK-NEXT:    %[[B:.*]] = graph.concat %bq, %bk : (tensor<16xf32>, tensor<16xf32>) -> tensor<32xf32>
 // CHECK-NEXT:    %[[QK:.*]] = graph.fused "matmul_add_{{[0-9]+}}" %t, %[[W]], %[[B]]
 // CHECK:           graph.matmul
 // CHECK-NEXT:      graph.add

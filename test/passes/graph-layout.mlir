@@ -6,13 +6,13 @@
 // at its borders; the signature is unchanged
 // CHECK-LABEL: func.func @block(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xf32>, %w2: tensor<4x4x3x3xf32>, %p: tensor<4xf32>) -> tensor<1x4x3x3xf32>
 // CHECK-NEXT:    %[[T:.*]] = graph.transpose %x {perm = array<i64: 0, 2, 3, 1>} : (tensor<1x3x8x8xf32>) -> tensor<1x8x8x3xf32>
-// CHECK-NEXT:    %[[C:.*]] = graph.conv2d %[[T]], %w {pads = array<i64: 1, 1, 1, 1>, layout = "nhwc"} : (tensor<1x8x8x3xf32>, tensor<4x3x3x3xf32>) -> tensor<1x8x8x4xf32>
+// CHECK-NEXT:    %[[C:.*]] = graph.conv2d %[[T]], %w {layout = "nhwc", pads = array<i64: 1, 1, 1, 1>} : (tensor<1x8x8x3xf32>, tensor<4x3x3x3xf32>) -> tensor<1x8x8x4xf32>
 // CHECK-NEXT:    %[[B:.*]] = graph.batch_norm %[[C]], %p, %p, %p, %p {layout = "nhwc"} : (tensor<1x8x8x4xf32>, {{.*}}) -> tensor<1x8x8x4xf32>
 // CHECK-NEXT:    %[[R:.*]] = graph.relu %[[B]] : (tensor<1x8x8x4xf32>) -> tensor<1x8x8x4xf32>
-// CHECK-NEXT:    %[[C2:.*]] = graph.conv2d %[[R]], %w2 {pads = array<i64: 1, 1, 1, 1>, layout = "nhwc"}
+// CHECK-NEXT:    %[[C2:.*]] = graph.conv2d %[[R]], %w2 {layout = "nhwc", pads = array<i64: 1, 1, 1, 1>}
 // CHECK-NEXT:    %[[S:.*]] = graph.add %[[C2]], %[[R]] : (tensor<1x8x8x4xf32>, tensor<1x8x8x4xf32>) -> tensor<1x8x8x4xf32>
-// CHECK-NEXT:    %[[M:.*]] = graph.max_pool2d %[[S]] {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, layout = "nhwc"} : (tensor<1x8x8x4xf32>) -> tensor<1x4x4x4xf32>
-// CHECK-NEXT:    %[[A:.*]] = graph.avg_pool2d %[[M]] {kernel = array<i64: 2, 2>, layout = "nhwc"} : (tensor<1x4x4x4xf32>) -> tensor<1x3x3x4xf32>
+// CHECK-NEXT:    %[[M:.*]] = graph.max_pool2d %[[S]] {layout = "nhwc", kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>} : (tensor<1x8x8x4xf32>) -> tensor<1x4x4x4xf32>
+// CHECK-NEXT:    %[[A:.*]] = graph.avg_pool2d %[[M]] {layout = "nhwc", kernel = array<i64: 2, 2>} : (tensor<1x4x4x4xf32>) -> tensor<1x3x3x4xf32>
 // CHECK-NEXT:    %[[O:.*]] = graph.transpose %[[A]] {perm = array<i64: 0, 3, 1, 2>} : (tensor<1x3x3x4xf32>) -> tensor<1x4x3x3xf32>
 // CHECK-NEXT:    func.return %[[O]] : tensor<1x4x3x3xf32>
 // BACK-LABEL: func.func @block
@@ -53,7 +53,7 @@ func.func @static_bias(%x: tensor<1x3x8x8xf32>) -> tensor<1x4x6x6xf32> {
 // PAYS-LABEL: func.func @pays
 // PAYS:         %[[T:.*]] = graph.transpose %x {perm = array<i64: 0, 2, 3, 1>}
 // PAYS-NEXT:    %[[C:.*]] = graph.conv2d %[[T]], %w {layout = "nhwc"}
-// PAYS-NEXT:    %[[M:.*]] = graph.max_pool2d %[[C]] {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, layout = "nhwc"}
+// PAYS-NEXT:    %[[M:.*]] = graph.max_pool2d %[[C]] {layout = "nhwc", kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>}
 // PAYS-NEXT:    graph.transpose %[[M]] {perm = array<i64: 0, 3, 1, 2>}
 // PAYS-NOT:     layout
 // PAYS:         func.return

@@ -111,8 +111,8 @@ func.func @exp_log_div(%x: tensor<2x3xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>
 // CHECK-NEXT:    %[[Y:.*]] = graph.conv2d %x, %w {pads = array<i64: 2, 3, 1, 1>} : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x9x10xf32>
 // CHECK-NEXT:    %[[P1:.*]] = graph.pad %x {pads = array<i64: 0, 0, 1, 1, 0, 0, 1, 1>, value = 5.000000e-01 : f64}
 // CHECK-NEXT:    %[[Y1:.*]] = graph.conv2d %[[P1]], %w
-// CHECK-NEXT:    %[[P2:.*]] = graph.pad %x {pads = array<i64: 0, 1, 1, 1, 0, 0, 1, 1>, value = 0.000000e+00 : f64}
-// CHECK-NEXT:    %[[P3:.*]] = graph.pad %x {pads = array<i64: 0, 0, 1, 1, 0, 0, -1, 1>, value = 0.000000e+00 : f64}
+// CHECK-NEXT:    %[[P2:.*]] = graph.pad %x {pads = array<i64: 0, 1, 1, 1, 0, 0, 1, 1>}
+// CHECK-NEXT:    %[[P3:.*]] = graph.pad %x {pads = array<i64: 0, 0, 1, 1, 0, 0, -1, 1>}
 // CHECK-NEXT:    %[[Y3:.*]] = graph.conv2d %[[P3]], %w
 // CHECK-NEXT:    func.return %[[Y]], %[[Y1]], %[[P2]], %[[Y3]]
 func.func @pad_into_conv(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xf32>) -> (tensor<1x4x9x10xf32>, tensor<1x4x8x8xf32>, tensor<1x4x10x10xf32>, tensor<1x4x6x8xf32>) {
@@ -131,7 +131,7 @@ func.func @pad_into_conv(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xf32>) -> (t
 // CHECK-LABEL: func.func @pad_into_pools
 // CHECK-NEXT:    %[[N:.*]] = graph.pad %x {pads = array<i64: 0, 0, 1, 1, 0, 0, 1, 1>, value = 0xfff0000000000000 : f64}
 // CHECK-NEXT:    %[[M:.*]] = graph.max_pool2d %x {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>} : (tensor<1x2x8x8xf32>) -> tensor<1x2x4x4xf32>
-// CHECK-NEXT:    %[[Z:.*]] = graph.pad %x {pads = array<i64: 0, 0, 1, 1, 0, 0, 1, 1>, value = 0.000000e+00 : f64}
+// CHECK-NEXT:    %[[Z:.*]] = graph.pad %x {pads = array<i64: 0, 0, 1, 1, 0, 0, 1, 1>}
 // CHECK-NEXT:    %[[A:.*]] = graph.avg_pool2d %x {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, count_include_pad = true, pads = array<i64: 1, 1, 1, 1>}
 // CHECK-NEXT:    %[[M2:.*]] = graph.max_pool2d %[[Z]]
 // CHECK-NEXT:    %[[A2:.*]] = graph.avg_pool2d %[[Z]]
@@ -153,7 +153,7 @@ func.func @pad_into_pools(%x: tensor<1x2x8x8xf32>) -> (tensor<1x2x4x4xf32>, tens
 // the last two dims in order, one with another user
 // CHECK-LABEL: func.func @matmul_transpose_swap
 // CHECK-NEXT:    %[[K:.*]] = graph.transpose %k {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x8x4x16xf32>) -> tensor<2x4x8x16xf32>
-// CHECK-NEXT:    %[[S:.*]] = graph.matmul %q, %[[K]] {transpose_a = false, transpose_b = true} : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x8x8xf32>
+// CHECK-NEXT:    %[[S:.*]] = graph.matmul %q, %[[K]] {transpose_b = true} : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x8x8xf32>
 // CHECK-NEXT:    %[[V:.*]] = graph.transpose %v {perm = array<i64: 0, 2, 1, 3>}
 // CHECK-NEXT:    %[[O:.*]] = graph.matmul %[[S]], %[[V]] : (tensor<2x4x8x8xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x8x16xf32>
 // CHECK-NEXT:    %[[T2:.*]] = graph.transpose %k {perm = array<i64: 0, 2, 3, 1>}

@@ -44,7 +44,7 @@ func.func @concat_constants(%m: tensor<4x5xf32>) -> tensor<4x14xf32> {
 
 // matmul-transpose: matmul(transpose(x), y) -> matmul(x, y, transpose_a = true)
 // CHECK-LABEL: func.func @matmul_transpose
-// CHECK-NEXT:    graph.matmul %a, %b {transpose_a = true, transpose_b = false} : (tensor<2x4x5xf32>, tensor<4x3xf32>) -> tensor<2x5x3xf32>
+// CHECK-NEXT:    graph.matmul %a, %b {transpose_a = true} : (tensor<2x4x5xf32>, tensor<4x3xf32>) -> tensor<2x5x3xf32>
 func.func @matmul_transpose(%a: tensor<2x4x5xf32>, %b: tensor<4x3xf32>) -> tensor<2x5x3xf32> {
   %t = graph.transpose %a {perm = array<i64: 0, 2, 1>} : (tensor<2x4x5xf32>) -> tensor<2x5x4xf32>
   %y = graph.matmul %t, %b : (tensor<2x5x4xf32>, tensor<4x3xf32>) -> tensor<2x5x3xf32>

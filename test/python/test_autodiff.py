@@ -39,7 +39,7 @@ F64 = graph.f64
 
 
 def _pads4(op):
-    return op.pads()  # top, left, bottom, right
+    return op.pads  # top, left, bottom, right
 
 
 def _t_pad(x, pads, value=0.0):
@@ -61,9 +61,9 @@ def _t_conv2d(op, x, w, b=None):
         F.pad(x, (l, r, t, bo)),
         w,
         b,
-        stride=op.strides(),
-        dilation=op.dilations(),
-        groups=op.attr("groups"),
+        stride=op.strides,
+        dilation=op.dilations,
+        groups=op.groups,
     )
 
 
@@ -79,7 +79,7 @@ def _t_winograd_filter(op, w):
 
 
 def _t_winograd_input(op, x):
-    top, left, bottom, right = graph._pads(op.attr("pads"))
+    top, left, bottom, right = op.pads
     th, tw = graph.shape_of(op.results[0])[3:]
     xp = F.pad(x, (left, 2 * tw + 2 - x.shape[3] - left, top, 2 * th + 2 - x.shape[2] - top))
     d = xp.unfold(2, 4, 2).unfold(3, 4, 2)  # [N, C, th, tw, 4, 4]
@@ -88,7 +88,7 @@ def _t_winograd_input(op, x):
 
 def _t_winograd_output(op, m, b=None):
     _, n, o, th, tw = m.shape
-    oh, ow = op.attr("output")
+    oh, ow = op.output_size
     y = torch.einsum("ai,ijnost,bj->nosatb", _WAT, m.reshape(4, 4, n, o, th, tw), _WAT)
     y = y.reshape(n, o, 2 * th, 2 * tw)[:, :, :oh, :ow]
     return y if b is None else y + b.reshape(1, o, 1, 1)
@@ -96,7 +96,7 @@ def _t_winograd_output(op, m, b=None):
 
 def _t_pool_input(op, x, value):
     """x padded by the pads plus what the last (ceil-mode) window reads."""
-    (kh, kw), (sh, sw) = graph._pair(op.attr("kernel"), "kernel"), op.strides()
+    (kh, kw), (sh, sw) = op.kernel, op.strides
     t, l, _, _ = _pads4(op)
     oh, ow = graph.shape_of(op.results[0])[2:]
     bottom = (oh - 1) * sh + kh - x.shape[2] - t
@@ -116,22 +116,22 @@ def _t_avg_pool(op, x):
 
 
 def _t_layer_norm(op, x, scale, bias=None):
-    axes = tuple(range(graph.normalize_axis(op.attr("axis"), x.dim()), x.dim()))
+    axes = tuple(range(graph.normalize_axis(op.axis, x.dim()), x.dim()))
     mean = x.mean(axes, keepdim=True)
     var = ((x - mean) ** 2).mean(axes, keepdim=True)
-    y = (x - mean) / torch.sqrt(var + op.attr("epsilon")) * scale
+    y = (x - mean) / torch.sqrt(var + op.epsilon) * scale
     return y if bias is None else y + bias
 
 
 def _t_batch_norm(op, x, scale, bias, mean, var):
     col = (1, -1) + (1,) * (x.dim() - 2)
-    inv = 1 / torch.sqrt(var + op.attr("epsilon"))
+    inv = 1 / torch.sqrt(var + op.epsilon)
     return (x - mean.reshape(col)) * (inv * scale).reshape(col) + bias.reshape(col)
 
 
 def _t_reduce(fn):
     def run(op, x):
-        axes, keep = op.reduced_axes(), op.attr("keepdims")
+        axes, keep = op.reduced_axes(), op.keepdims
         if fn == "prod":
             for a in sorted(axes, reverse=True):
                 x = torch.prod(x, a, keepdim=keep)
@@ -149,21 +149,21 @@ def _t_slice(op, x):
 
 
 def _t_gather(op, data, idx):
-    axis = graph.normalize_axis(op.attr("axis"), data.dim())
+    axis = graph.normalize_axis(op.axis, data.dim())
     flat = idx.reshape(-1) % data.shape[axis]
     return data.index_select(axis, flat).reshape(graph.shape_of(op.results[0]))
 
 
 def _t_matmul(op, a, b):
-    if op.attr("transpose_a") and a.dim() >= 2:
+    if op.transpose_a and a.dim() >= 2:
         a = a.transpose(-1, -2)
-    if op.attr("transpose_b") and b.dim() >= 2:
+    if op.transpose_b and b.dim() >= 2:
         b = b.transpose(-1, -2)
     return torch.matmul(a, b)
 
 
 def _t_clip(op, x):
-    lo, hi = op.attr("min"), op.attr("max")
+    lo, hi = op.min, op.max
     return torch.clamp(x, None if lo == -math.inf else lo, None if hi == math.inf else hi)
 
 
@@ -181,10 +181,10 @@ TORCH: dict[str, Callable] = {
     "graph.sigmoid": lambda op, x: torch.sigmoid(x),
     "graph.erf": lambda op, x: torch.erf(x),
     "graph.relu": lambda op, x: torch.relu(x),
-    "graph.gelu": lambda op, x: F.gelu(x, approximate=op.attr("approximate")),
-    "graph.leaky_relu": lambda op, x: F.leaky_relu(x, op.attr("alpha")),
+    "graph.gelu": lambda op, x: F.gelu(x, approximate=op.approximate),
+    "graph.leaky_relu": lambda op, x: F.leaky_relu(x, op.alpha),
     "graph.clip": _t_clip,
-    "graph.cast": lambda op, x: x.to(TORCH_DTYPE[graph.numpy_dtype(op.attr("to"))]),
+    "graph.cast": lambda op, x: x.to(TORCH_DTYPE[graph.numpy_dtype(op.to)]),
     "graph.add": lambda op, a, b: a + b,
     "graph.sub": lambda op, a, b: a - b,
     "graph.mul": lambda op, a, b: a * b,
@@ -194,7 +194,7 @@ TORCH: dict[str, Callable] = {
     "graph.pow": lambda op, a, b: torch.pow(a, b),
     "graph.prelu": lambda op, x, s: torch.where(x > 0, x, s * x),
     "graph.where": lambda op, c, a, b: torch.where(c, a, b),
-    "graph.compare": lambda op, a, b: COMPARE[op.attr("predicate")](a, b),
+    "graph.compare": lambda op, a, b: COMPARE[op.predicate](a, b),
     "graph.matmul": _t_matmul,
     "graph.linear": lambda op, x, w, b=None: F.linear(x, w, None if b is None else b.reshape(-1)),
     "graph.conv2d": _t_conv2d,
@@ -206,8 +206,8 @@ TORCH: dict[str, Callable] = {
     "graph.global_avg_pool": lambda op, x: x.mean((2, 3), keepdim=True),
     "graph.batch_norm": _t_batch_norm,
     "graph.layer_norm": _t_layer_norm,
-    "graph.softmax": lambda op, x: torch.softmax(x, op.attr("axis")),
-    "graph.log_softmax": lambda op, x: torch.log_softmax(x, op.attr("axis")),
+    "graph.softmax": lambda op, x: torch.softmax(x, op.axis),
+    "graph.log_softmax": lambda op, x: torch.log_softmax(x, op.axis),
     "graph.reduce_sum": _t_reduce("sum"),
     "graph.reduce_mean": _t_reduce("mean"),
     "graph.reduce_max": _t_reduce("amax"),
@@ -215,9 +215,9 @@ TORCH: dict[str, Callable] = {
     "graph.reduce_prod": _t_reduce("prod"),
     "graph.reshape": lambda op, x: x.reshape(graph.shape_of(op.results[0])),
     "graph.transpose": lambda op, x: x.permute(op.permutation()),
-    "graph.concat": lambda op, *xs: torch.cat(xs, op.attr("axis")),
+    "graph.concat": lambda op, *xs: torch.cat(xs, op.axis),
     "graph.slice": _t_slice,
-    "graph.pad": lambda op, x: _t_pad(x, op.attr("pads"), op.attr("value")),
+    "graph.pad": lambda op, x: _t_pad(x, op.pads, op.value),
     "graph.broadcast": lambda op, x: torch.broadcast_to(x, graph.shape_of(op.results[0])),
     "graph.gather": _t_gather,
 }
@@ -251,7 +251,7 @@ def _torch_op(op, args, promote):
     if isinstance(op, graph.ConstantOp):
         t = torch.tensor(op.to_numpy())
         return t.double() if promote and t.is_floating_point() else t
-    if promote and isinstance(op, graph.CastOp) and graph.is_float_type(op.attr("to")):
+    if promote and isinstance(op, graph.CastOp) and graph.is_float_type(op.to):
         return args[0].double()
     if isinstance(op, graph.FusedOp):
         inner = dict(zip(op.body.block.args, args))

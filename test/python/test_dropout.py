@@ -216,7 +216,7 @@ def test_text_frontend_dropout_and_its_errors(tmp_path):
     path.write_text("model m(x: f32[2, 3]) {\n  return dropout(x, p=0.25, seed=4)\n}\n")
     model = dlpc.load(path)
     (op,) = [o for o in model.module.walk() if isinstance(o, graph.DropoutOp)]
-    assert op.attr("p") == 0.25 and op.attr("seed") == 4 and not op.training
+    assert op.p == 0.25 and op.seed == 4 and not op.training
     bad = tmp_path / "bad.dlpc"
     bad.write_text("model m(x: f32[2, 3]) {\n  return dropout(x, p=1.5)\n}\n")
     with pytest.raises(DlpcError) as e:

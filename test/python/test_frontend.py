@@ -172,7 +172,7 @@ def test_builder_friendly_keywords_and_numbers():
     x = b.input("x", (1, 3, 8, 8))
     w = b.param("w", (4, 3, 3, 3), init=zeros())
     y = b.conv2d(x, w, stride=2, padding=[1, 0])
-    assert y.owner.attr("strides") == (2, 2) and y.owner.attr("pads") == (1, 0, 1, 0)
+    assert y.owner.strides == (2, 2) and y.owner.pads == (1, 0, 1, 0)
     z = b.binary("*", y, 0.5)
     assert isinstance(z.owner.operands[1].owner, graph.ConstantOp)
     with pytest.raises(FrontendError, match="did you mean 'stride'") as e:

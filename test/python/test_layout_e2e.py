@@ -64,16 +64,19 @@ class Case:
 
 def make(cls, operands: list[SSAValue], attrs: dict, layout: str) -> Operation:
     """`cls` on `operands` with `attrs` and, for NHWC, `layout = "nhwc"` (which `make`
-    does not take: it is not in ATTRS)."""
-    attributes = {k: g.to_attr(cls.ATTRS[k][0], v) for k, v in attrs.items()}
-    if layout == "nhwc":
-        attributes["layout"] = StringAttr("nhwc")
-    probe = cls.create(operands=operands, result_types=[f32], attributes=attributes)
+    does not take: it is an attribute, not a property)."""
+    properties = {k: g.to_attr(cls.ATTRS[k][0], v) for k, v in attrs.items()}
+    attributes = {"layout": StringAttr("nhwc")} if layout == "nhwc" else {}
+    probe = cls.create(
+        operands=operands, result_types=[f32], properties=properties, attributes=attributes
+    )
     try:
         ty = probe.infer_type()
     finally:
         probe.drop_all_references()
-    return cls.create(operands=operands, result_types=[ty], attributes=attributes)
+    return cls.create(
+        operands=operands, result_types=[ty], properties=properties, attributes=attributes
+    )
 
 
 def module_of(cases: list[Case], layout: str) -> tuple[ModuleOp, list[np.ndarray]]:

@@ -72,7 +72,7 @@ def test_simplify_folds_pads_into_conv_and_pools():
 def test_simplify_moves_the_kt_swap_into_transpose_b():
     module = check(ATTENTION_KT, "graph-simplify")
     mm = [op for op in module.walk() if op.name == "graph.matmul"]
-    assert mm[0].attr("transpose_b") and not mm[0].attr("transpose_a")
+    assert mm[0].transpose_b and not mm[0].transpose_a
     perms = sorted(op.permutation() for op in module.walk() if op.name == "graph.transpose")
     # (the rank-3 pure swap is graph-substitute's matmul-transpose; the identity is gone)
     assert perms == [(0, 2, 1), (0, 2, 1, 3)]

@@ -76,7 +76,7 @@ func.func @f(%x: tensor<1x3x8x8xf32>) {
   %0 = graph.avg_pool2d %x : (tensor<1x3x8x8xf32>) -> tensor<1x3x8x8xf32>
   func.return
 }
-// CHECK: graph.avg_pool2d requires attribute 'kernel'
+// CHECK: property 'kernel' expected in operation 'graph.avg_pool2d'
 
 // -----
 
@@ -234,7 +234,7 @@ func.func @f(%a: tensor<2x3xf32>) {
   %0 = graph.leaky_relu %a {alpha = "x"} : (tensor<2x3xf32>) -> tensor<2x3xf32>
   func.return
 }
-// CHECK: attribute of kind float has unexpected value "x"
+// CHECK: graph.leaky_relu: "x" should be of base attribute float
 
 // -----
 
