@@ -25,6 +25,8 @@ import threading
 import time
 import warnings
 import weakref
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,8 +37,9 @@ from dlpc.backends.runtime.callconv import ModuleFunction
 from dlpc.diagnostics import DlpcError, install_hint
 
 if TYPE_CHECKING:
-    from pyopencl import SVM, Buffer
-    from xdsl.ir import SSAValue
+    from pyopencl import Buffer
+
+    from dlpc.backends.opencl import Chain, Launch
 
 
 def _cl():
@@ -328,12 +331,9 @@ def team_devices() -> list | None:
     (one driver chosen by the user, another platform, `DLPC_OPENCL_TEAM=0`). Sub-devices
     (Intel's runtime) only when their queues run commands in the waiting thread
     (`_queue_flags`), as PoCL basic runs a launch: without that, each launch is handed
-    to the runtime's worker threads and a team lost to one sub-device (resnet at batch
-    1: 0.149 against 0.117 ms a call alone); with it, `bench/opencl.py` on this machine,
-    ms alone / back to back, one sub-device -> team: resnet at batch 1 0.114 / 0.112 ->
-    0.088 / 0.071, mobilenet 0.057 / 0.064 -> 0.056 / 0.038, mlp at batch 32 0.096 /
-    0.105 -> 0.104 / 0.063. `DLPC_OPENCL_TEAM=1` takes any sub-devices (the team
-    protocol's tests run on them)."""
+    to the runtime's worker threads and a team lost to one sub-device (figures:
+    docs/design/opencl-experiments.md). `DLPC_OPENCL_TEAM=1` takes any sub-devices (the
+    team protocol's tests run on them)."""
     setting = settings.get("DLPC_OPENCL_TEAM")
     if setting == "0":
         return None
@@ -343,12 +343,8 @@ def team_devices() -> list | None:
 
 #: the parallel CPU device pays for its hand-off (about 50 us a call on this machine,
 #: `POCL_CPU_DRIVERS`) once a call's work is worth about this many one-core seconds
-#: (estimated by `estimate_seconds`); below it the serial device runs the model. Both
-#: compiled in one process, interleaved (25 Nov, load 1-2), ms serial / parallel: mlp
-#: batch 32 (estimate 348 us) 0.256 / 0.398, resnet batch 1 (365 us) 0.303 / 0.388,
-#: lenet batch 32 (554 us) 0.84 / 1.03, transformer batch 32 (758 us) 0.66 / 0.68; resnet
-#: and mobilenet at batch 32 (11.4 and 3.3 ms) take the parallel one (quiet: 5 ms
-#: against 9 for resnet)
+#: (estimated by `estimate_seconds`); below it the serial device runs the model
+#: (figures: docs/design/opencl-experiments.md)
 PARALLEL_SECONDS = 1e-3
 #: one-core rates `estimate_seconds` assumes: float ops a second (PoCL's kernels run at
 #: 10-90 GFLOP/s on one core of this machine) and the cost of one launch
@@ -396,12 +392,7 @@ def parallel_launches(module, device) -> int:
     `OpenCLEmitter.emit`). Where the serial devices are sub-devices of the parallel
     one (Intel's runtime: a launch's hand-off to the worker threads costs the caller
     2-3 us, not PoCL pthread's 30-70) the model takes the parallel device when that is
-    one launch, else a serial one. On this machine, ms a call serial / parallel: lenet
-    batch 4 0.069 / 0.041 (1 launch), batch 32 0.395 / 0.212; the transformer batch 32
-    0.241 / 0.148; mobilenet batch 32 1.86 / 0.97; resnet batch 4 0.426 / 0.232, batch 32
-    3.57 / 1.83; with several launches the serial one: resnet batch 1 0.116 / 0.133 (8),
-    the transformer batch 1 0.017 / 0.046 (16), lenet batch 1 0.025 / 0.037 (7), mlp
-    0.021 / 0.019 (3) and batch 32 0.102 / 0.106 (3)."""
+    one launch, else a serial one (figures: docs/design/opencl-experiments.md)."""
     return _parallel_emission(module, device, device_vector_width())[0]
 
 
@@ -428,12 +419,9 @@ def _parallel_emission(module, device, width: int) -> tuple[int, Any, str]:
 #: cost less than the second core saves from about here
 TEAM_SECONDS = 60e-6
 #: ... and at most this: a longer call runs as before (`choose_device`: PoCL pthread's
-#: split chain), where a team measured no better. Resnet and mobilenet at batch 32
-#: (estimates 11.5 and 3.3 ms), in one process, interleaved, ms team / pthread: 8.38 /
-#: 8.75 and 4.97 / 4.84, 2.13 / 2.12 and 2.89 / 2.94 (load 1.6); in separate bench runs
-#: at load 2-3 the team took 21.8-22.5 and 10.0-10.4 against 9.9-23.8 and 4.0-8.1 (a
-#: helper sharing its CPU with another process holds the call's last range of images
-#: while the caller spins), at a quieter moment 4.78 and 2.08
+#: split chain), where a team measured no better (a helper sharing its CPU with another
+#: process holds the call's last range of images while the caller spins; figures:
+#: docs/design/opencl-experiments.md)
 TEAM_MAX_SECONDS = 2e-3
 #: spin reads a team chain's helper makes waiting for the next call (then it returns,
 #: and its thread sleeps until a call wakes it)
@@ -708,12 +696,187 @@ def _build_failure(e: Exception) -> str:
     return f"{status}: {first}" if first else status
 
 
+@dataclass(frozen=True)
+class OpenCLPlan:
+    """What an `OpenCLFunction` is made of, decided before any OpenCL object exists
+    (`plan_function`; devices are only queried): where it runs, the program, and @main's
+    buffers and steps as plain data. `OpenCLFunction._bind` creates the objects."""
+
+    device: Any  # the device the program is built for (a team's first)
+    team_devices: tuple[Any, ...] | None  # a team of serial devices (`Team`), or None
+    source: str  # the OpenCL C program
+    launches: Mapping[Any, Launch]  # loop.kernel -> its launch (`OpenCLEmitter.launches`)
+    chains: tuple[Chain, ...]  # runs of kernels launched as one
+    # every memref value of @main -> where it lives: ("arg", position), ("global", name)
+    # or ("slot", index of `slots`); aliases (reshape kernels, reinterpret casts) share
+    homes: Mapping[Any, tuple[str, Any]]
+    slots: tuple[tuple[int, str], ...]  # intermediates' device buffers: (bytes, what for)
+    global_values: Mapping[str, np.ndarray]  # `memref.global`s' values, by name
+    # what a call does, in @main's order: ("kernel", op) (or its chain's launch, in
+    # its last member's place), ("copy", destination, source, bytes)
+    steps: tuple[tuple, ...]
+    aliased: tuple[Any, ...]  # reshape kernels run as aliases (no launch)
+
+
+def plan_function(
+    module,
+    fn,
+    arg_specs,
+    *,
+    device: Any = None,
+    team: list | None = None,
+    vector_width: int | None = None,
+) -> OpenCLPlan:
+    """The plan of `module` (@main `fn`, its arguments' `(shape, dtype)`s): the device
+    (`choose_device`) or a team (`choose_team`), the program emitted for it (chains,
+    split by images, team chains), then the buffers (`_plan_buffers`)."""
+    from dlpc.backends.opencl import OpenCLEmitter
+
+    # the lanes' width: the device's (`device_vector_width`), or the caller's (8: the plan
+    # `dlpc --emit=opencl` writes)
+    width = vector_width or device_vector_width()
+    emitter = OpenCLEmitter(module, width)
+    aliases = reshape_aliases(fn)  # reshape kernels: the result is the operand
+    # a team of two serial devices, each launch from its own thread (`Team`), when
+    # the whole call is one chain (`team_run`) and worth the second core
+    if team is None and device is None:
+        team = choose_team(module)
+    team_devices: tuple[Any, ...] | None = None
+    run: list = (team_run(fn, aliases) if team else None) or []
+    # by images when every member splits so (`batch_split`): one wait a call; else
+    # by each member's work-items, a wait after each member
+    shape = arg_specs[0][0] if arg_specs else ()
+    batch = shape[0] if shape else 1
+    candidates = [g for g in TEAM_IMAGE_GROUPS if batch % g == 0] if team and run else []
+    source = ""
+    for groups in candidates:  # (1 always divides)
+        source = emitter.emit([run], parts=groups, team=len(team or ()))
+        if [c.kernels for c in emitter.chains] == [run]:
+            team_devices = tuple(team or ())
+            break
+        # (a member without a body, too many parameters, no split: launched as usual)
+        emitter = OpenCLEmitter(module, width)
+    if team_devices is not None:
+        device = team_devices[0]
+    else:
+        prepared = None  # (the program `_choose_device` emitted for its choice)
+        if device is None:
+            device, prepared = _choose_device(module, width)
+        # on a device that runs every launch in the calling thread, consecutive
+        # kernels are one launch (`Chain`); on a device with several compute units,
+        # consecutive kernels that split by images (`batch_split`) are one launch of a
+        # work-group per unit: one hand-off to the sleeping workers a call instead of
+        # one a kernel
+        units = device.max_compute_units if _cpu(device) else 0
+        if prepared is not None:
+            emitter, source = prepared
+        else:
+            runs = kernel_runs(fn, aliases) if units else None
+            source = emitter.emit(runs, parts=units if units > 1 else 1)
+    split = any(chain.parts > 1 for chain in emitter.chains)
+    homes, slots, global_values, steps, aliased = _plan_buffers(module, fn, aliases, split)
+    return OpenCLPlan(
+        device,
+        team_devices,
+        source,
+        dict(emitter.launches),
+        tuple(emitter.chains),
+        homes,
+        slots,
+        global_values,
+        steps,
+        aliased,
+    )
+
+
+def _plan_buffers(module, fn, aliases: dict, split: bool):
+    """@main's buffers and steps (`OpenCLPlan`): arguments and globals where they are,
+    each intermediate in a slot, a slot whose every memref was deallocated reused by a
+    later allocation of its size class (not in a split chain: work-groups run their
+    images at their own pace, a buffer another value used may still be read)."""
+    from xdsl.dialects import arith, func, memref
+    from xdsl.dialects.builtin import DenseIntOrFPElementsAttr
+
+    from dlpc.backends.c import kernel_for, memref_info
+    from dlpc.dialects.graph import numpy_dtype
+    from dlpc.dialects.loop import KernelOp
+
+    global_values: dict[str, np.ndarray] = {}
+    for op in module.body.block.ops:
+        if isinstance(op, memref.GlobalOp):
+            shape, elt = memref_info(op.type)
+            init = op.initial_value
+            if not isinstance(init, DenseIntOrFPElementsAttr):  # uninitialized: zeros, as C
+                values = np.zeros(shape, dtype=numpy_dtype(elt))
+            else:
+                values = np.array(list(init.get_values()), dtype=numpy_dtype(elt))
+            if values.size == 1 and math.prod(shape) > 1:
+                values = np.full(shape, values[0])
+            global_values[op.sym_name.data] = values.reshape(shape)
+    homes: dict[Any, tuple[str, Any]] = {v: ("arg", k) for k, v in enumerate(fn.body.block.args)}
+    slots: list[tuple[int, str]] = []
+    free: dict[int, list[int]] = {}  # size class -> slots no longer in use
+    owners: dict[int, int] = {}  # slot -> memrefs living in it
+    steps: list[tuple] = []
+    aliased: list = []
+
+    def share(result, source) -> None:  # `result` lives in `source`'s buffer
+        homes[result] = homes[source]
+        kind, where = homes[source]
+        if kind == "slot" and where in owners:
+            owners[where] += 1
+
+    for op in fn.body.block.ops:
+        if isinstance(op, KernelOp) and op in aliases:
+            source, result = aliases[op]
+            share(result, source)
+            aliased.append(op)
+        elif isinstance(op, KernelOp):
+            steps.append(("kernel", op))
+        elif isinstance(op, memref.AllocOp | memref.AllocaOp):
+            if any(op.memref is result for _, result in aliases.values()):
+                continue  # given its operand's buffer by the reshape
+            shape, elt = memref_info(op.memref.type)
+            nbytes = max(math.prod(shape), 1) * np.dtype(numpy_dtype(elt)).itemsize
+            size_class = _size_class(nbytes)
+            pool = free.get(size_class) if not split else None
+            if pool:
+                slot = pool.pop()
+            else:
+                slot = len(slots)
+                slots.append((size_class, kernel_for(op)))
+            homes[op.memref] = ("slot", slot)
+            owners[slot] = 1
+        elif isinstance(op, memref.DeallocOp):
+            kind, where = homes.get(op.memref, ("", None))
+            if kind == "slot" and where in owners:
+                owners[where] -= 1
+                if owners[where] == 0:  # no memref lives in it any more: reuse it
+                    del owners[where]
+                    free.setdefault(slots[where][0], []).append(where)
+        elif isinstance(op, memref.GetGlobalOp):
+            homes[op.memref] = ("global", op.name_.root_reference.data)
+        elif isinstance(op, memref.ReinterpretCastOp):  # loop-views: a reshape
+            _check_reinterpret(op)
+            share(op.result, op.source)
+        elif isinstance(op, memref.CopyOp):
+            if _nbytes(op.source):  # (a zero-byte copy is an OpenCL error)
+                steps.append(("copy", op.destination, op.source, _nbytes(op.source)))
+        elif isinstance(op, arith.ConstantOp | func.ReturnOp):
+            continue
+        else:
+            raise DlpcError(f"error: opencl backend: unsupported op '{op.name}' in @main")
+    return homes, tuple(slots), global_values, tuple(steps), tuple(aliased)
+
+
 class OpenCLFunction(ModuleFunction):
     """A module lowered for the OpenCL target (`pipeline.TARGET_PASSES["opencl"]`: the
     printer and this runtime change nothing in it) compiled to OpenCL and callable on
     numpy arrays.
 
-    Everything but the inputs and outputs is set up once, here: the program is built
+    Made in two steps: `plan_function` decides, as plain data (`OpenCLPlan`), the device,
+    the program and where every buffer of @main lives; `_bind` creates the OpenCL objects
+    from that plan. Everything but the inputs and outputs is set up once: the program is built
     once (PoCL also keeps the binary in its kernel cache, `_pocl_cache`), `memref.global`s
     and the bound parameters (`bind_params`) are resident device buffers, intermediates
     are device buffers planned once (a buffer whose `memref.dealloc` has run is reused by
@@ -723,74 +886,40 @@ class OpenCLFunction(ModuleFunction):
     buffers are shared."""
 
     def __init__(self, module, *, name: str = "module", device=None, team=None, vector_width=None):
-        from xdsl.dialects import arith, func, memref
-        from xdsl.dialects.builtin import DenseIntOrFPElementsAttr
+        from dlpc.backends.c import find_main
 
-        from dlpc.backends.c import find_main, kernel_for, memref_info
-        from dlpc.backends.opencl import OpenCLEmitter
-        from dlpc.dialects.graph import numpy_dtype
-        from dlpc.dialects.loop import KernelOp
-
-        cl = _cl()
         self.lock = threading.Lock()
         self.fn = find_main(module)
         self.bind_signature(self.fn)
-        # the lanes' width: the device's (`device_vector_width`), or the caller's (8: the plan
-        # `dlpc --emit=opencl` writes)
-        width = vector_width or device_vector_width()
-        emitter = OpenCLEmitter(module, width)
-        aliases = reshape_aliases(self.fn)  # reshape kernels: the result is the operand
-        # a team of two serial devices, each launch from its own thread (`Team`), when
-        # the whole call is one chain (`team_run`) and worth the second core
-        if team is None and device is None:
-            team = choose_team(module)
+        plan = plan_function(
+            module, self.fn, self.arg_specs, device=device, team=team, vector_width=vector_width
+        )
+        self._bind(module, plan, name)
+
+    def _bind(self, module, plan: OpenCLPlan, name: str) -> None:
+        """The OpenCL objects of `plan`: context and queues, the built program, the device
+        buffers (arguments, globals, transposed copies, the intermediates' slots) and
+        every kernel object with its arguments set, in `self.steps` for a call."""
+        cl = _cl()
+        self.plan = plan
         self.team: Team | None = None
-        self.team_devices: list | None = None
+        self.team_devices = list(plan.team_devices) if plan.team_devices else None
         self.team_kernel: Any = None  # the caller's kernel of the team chain
-        run: list = (team_run(self.fn, aliases) if team else None) or []
-        # by images when every member splits so (`batch_split`): one wait a call; else
-        # by each member's work-items, a wait after each member
-        shape = self.arg_specs[0][0] if self.arg_specs else ()
-        batch = shape[0] if shape else 1
-        candidates = [g for g in TEAM_IMAGE_GROUPS if batch % g == 0] if team and run else []
-        for groups in candidates:  # (1 always divides)
-            source = emitter.emit([run], parts=groups, team=len(team or ()))
-            if [c.kernels for c in emitter.chains] == [run]:
-                self.team_devices = list(team or ())
-                break
-            # (a member without a body, too many parameters, no split: launched as usual)
-            emitter = OpenCLEmitter(module, width)
+        self.device = plan.device
+        helper_queue = None
         if self.team_devices is not None:
-            self.device = self.team_devices[0]
             self.ctx, queues = team_context(self.team_devices)
             self.queue, helper_queue = queues[0], queues[1]
         else:
-            prepared = None  # (the program `_choose_device` emitted for its choice)
-            if device is None:
-                device, prepared = _choose_device(module, width)
-            self.device = device
             self.ctx, self.queue = context(self.device)
-            # on a device that runs every launch in the calling thread, consecutive
-            # kernels are one launch (`Chain`): about 1.5 us of PoCL and pyopencl less per
-            # kernel; on a device with several compute units, consecutive kernels that
-            # split by images (`batch_split`) are one launch of a work-group per unit:
-            # one hand-off to PoCL pthread's sleeping workers a call instead of one a
-            # kernel
-            units = self.device.max_compute_units if _cpu(self.device) else 0
-            if prepared is not None:
-                emitter, source = prepared
-            else:
-                runs = kernel_runs(self.fn, aliases) if units else None
-                source = emitter.emit(runs, parts=units if units > 1 else 1)
-        self.source = source
+        self.source = plan.source
         self.device_name = (
             f"{len(self.team_devices)} x {self.device.name}"
             if self.team_devices
             else self.device.name
         )
-        self.chains = emitter.chains
-        split = any(chain.parts > 1 for chain in self.chains)
-        chain_of = {k: chain for chain in emitter.chains for k in chain.kernels}
+        self.chains = list(plan.chains)
+        chain_of = {k: chain for chain in plan.chains for k in chain.kernels}
         chain_buffers: dict[tuple, Any] = {}
         try:
             self.program = build(self.ctx, self.source)
@@ -799,151 +928,105 @@ class OpenCLFunction(ModuleFunction):
                 f"error: opencl: the program for '{name}' does not build: {_build_failure(e)}"
             ) from None
         mf = cl.mem_flags
-        args = self.fn.body.block.args
         self.sizes: dict[int, int] = {}  # id(device buffer) -> bytes
         # @main's arguments: inputs and parameters (uploaded), outputs (read back)
         self.arg_buffers = [
             self._device_alloc(max(math.prod(shape), 1) * dtype.itemsize, f"argument {k}")
             for k, (shape, dtype) in enumerate(self.arg_specs)
         ]
-        buffers: dict[SSAValue, Buffer | SVM] = dict(zip(args, self.arg_buffers))
+        arg_homes: list[Any] = list(self.arg_buffers)
         # inputs and outputs in shared virtual memory where the device has fine-grained
         # SVM buffers (PoCL's CPU devices): host copies, no upload or read commands
         self.svm_args = self._svm_arguments(module)
         self.svm_tags = {k: cl.SVM(array) for k, array in self.svm_args.items()}
         for k, tag in self.svm_tags.items():
-            buffers[args[k]] = tag
+            arg_homes[k] = tag
         bound: list[tuple[Any, list]] = []  # every kernel object and its arguments
         device = self.ctx.devices[0]
         cpu = bool(device.type & cl.device_type.CPU)
-        globals_: dict[str, Buffer] = {}
-        global_values: dict[str, np.ndarray] = {}
-        for op in module.body.block.ops:
-            if isinstance(op, memref.GlobalOp):
-                shape, elt = memref_info(op.type)
-                init = op.initial_value
-                if not isinstance(init, DenseIntOrFPElementsAttr):  # uninitialized: zeros, as C
-                    values = np.zeros(shape, dtype=numpy_dtype(elt))
-                else:
-                    values = np.array(list(init.get_values()), dtype=numpy_dtype(elt))
-                if values.size == 1 and math.prod(shape) > 1:
-                    values = np.full(shape, values[0])
-                global_values[op.sym_name.data] = values.reshape(shape)
-                globals_[op.sym_name.data] = self._buffer(mf.READ_ONLY, values.reshape(shape))
+        globals_ = {
+            sym: self._buffer(mf.READ_ONLY, values) for sym, values in plan.global_values.items()
+        }
+        slots = [self._device_alloc(nbytes, what) for nbytes, what in plan.slots]
+
+        def buffer_of(v):
+            kind, where = plan.homes[v]
+            return {"arg": arg_homes, "global": globals_, "slot": slots}[kind][where]
+
         # resident buffers some kernels read transposed (`Launch.relayout`): a copy each,
         # globals made now, parameters on every upload of them (`_upload`)
-        arg_index = {v: k for k, v in enumerate(args)}
-        global_of = {
-            o.memref: o.name_.root_reference.data
-            for o in self.fn.walk()
-            if isinstance(o, memref.GetGlobalOp)
-        }
         transposed: dict[tuple, Buffer] = {}
         self.param_copies: dict[int, list[tuple[tuple[int, ...], Buffer]]] = {}
 
         def relaid(v, perm):
-            if v in global_of:
-                key = (global_of[v], perm)
-                if key not in transposed:
-                    values = np.ascontiguousarray(global_values[key[0]].transpose(perm))
-                    transposed[key] = self._buffer(mf.READ_ONLY, values)
+            kind, where = plan.homes[v]
+            key = (where, perm)
+            if key in transposed:
                 return transposed[key]
-            key = (arg_index[v], perm)
-            if key not in transposed:
-                shape, dtype = self.arg_specs[key[0]]
+            if kind == "global":
+                values = np.ascontiguousarray(plan.global_values[where].transpose(perm))
+                transposed[key] = self._buffer(mf.READ_ONLY, values)
+            else:
+                shape, dtype = self.arg_specs[where]
                 nbytes = max(math.prod(shape), 1) * dtype.itemsize
-                transposed[key] = self._device_alloc(nbytes, f"argument {key[0]} transposed")
-                self.param_copies.setdefault(key[0], []).append((perm, transposed[key]))
+                transposed[key] = self._device_alloc(nbytes, f"argument {where} transposed")
+                self.param_copies.setdefault(where, []).append((perm, transposed[key]))
             return transposed[key]
 
-        # the host program: @main's ops in order, every buffer decided now
-        free: dict[int, list] = {}  # size class -> device buffers no longer in use
-        owners: dict[int, int] = {}  # id(intermediate buffer) -> memrefs living in it
         self.steps: list[tuple] = []  # what a call enqueues: kernels, chains, copies
         self.kernel_steps: list[tuple] = []  # the same with every kernel its own launch
         self.kernel_ops: list = []
-        self.aliased: list = []
-        for op in self.fn.body.block.ops:
-            if isinstance(op, KernelOp) and op in aliases:
-                source, result = aliases[op]
-                buffers[result] = buffers[source]
-                if id(buffers[source]) in owners:
-                    owners[id(buffers[source])] += 1
-                self.aliased.append(op)
-            elif isinstance(op, KernelOp):
-                launch = emitter.launches[op]
-                kernel = cl.Kernel(self.program, launch.name)
-                kernel_args = [
-                    relaid(v, launch.relayout[v]) if v in launch.relayout else buffers[v]
-                    for v in launch.args
-                ]
-                kernel.set_args(*kernel_args)
-                bound.append((kernel, kernel_args))
-                local = launch.local_size
-                if local is None and cpu:
-                    local = cpu_local_size(launch.global_size, device.max_compute_units)
-                step = ("kernel", kernel, launch.global_size, local, op.sym)
-                self.kernel_steps.append(step)
-                self.kernel_ops.append(op)
-                chain = chain_of.get(op)
-                if chain is None:
-                    self.steps.append(step)
-                    continue
-                for v, buffer in zip(launch.args, kernel_args):
-                    chain_buffers[v, launch.relayout.get(v)] = buffer
-                if op is chain.kernels[-1]:  # the chain's launch, in its last kernel's place
-                    kernel = cl.Kernel(self.program, chain.name)
-                    chain_args = [chain_buffers[key] for key in chain.args]
-                    sym = f"chain of {', '.join(k.sym for k in chain.kernels)}"
-                    if chain.team > 1:
-                        kernel.set_args(*self._team(chain, chain_args, helper_queue))
-                        self.team_kernel = kernel
-                        bound.append((kernel, chain_args))
-                        self.steps.append(("team", kernel, (1,), (1,), sym))
-                        continue
-                    kernel.set_args(*chain_args)
-                    bound.append((kernel, chain_args))
-                    self.steps.append(("kernel", kernel, (chain.parts,), (1,), sym))
-            elif isinstance(op, memref.AllocOp | memref.AllocaOp):
-                if any(op.memref is result for _, result in aliases.values()):
-                    continue  # given its operand's buffer by the reshape
-                shape, elt = memref_info(op.memref.type)
-                nbytes = max(math.prod(shape), 1) * np.dtype(numpy_dtype(elt)).itemsize
-                size_class = _size_class(nbytes)
-                # (work-groups of a split chain run their images at their own pace: a
-                # buffer another value used may still be read by the other group)
-                pool = free.get(size_class) if not split else None
-                buffer = pool.pop() if pool else self._device_alloc(size_class, kernel_for(op))
-                buffers[op.memref] = buffer
-                owners[id(buffer)] = 1
-            elif isinstance(op, memref.DeallocOp):
-                buffer = buffers.get(op.memref)
-                if buffer is not None and id(buffer) in owners:
-                    owners[id(buffer)] -= 1
-                    if owners[id(buffer)] == 0:  # no memref lives in it any more: reuse it
-                        del owners[id(buffer)]
-                        free.setdefault(self.sizes[id(buffer)], []).append(buffer)
-            elif isinstance(op, memref.GetGlobalOp):
-                buffers[op.memref] = globals_[op.name_.root_reference.data]
-            elif isinstance(op, memref.ReinterpretCastOp):  # loop-views: a reshape
-                source = buffers[op.source]
-                buffers[op.result] = _reinterpreted(op, source)
-                if id(source) in owners:  # (the source's dealloc leaves the buffer in use)
-                    owners[id(source)] += 1
-            elif isinstance(op, memref.CopyOp):
-                if _nbytes(op.source):  # (a zero-byte copy is an OpenCL error)
-                    step = ("copy", buffers[op.destination], buffers[op.source], _nbytes(op.source))
-                    self.steps.append(step)
-                    self.kernel_steps.append(step)
-            elif isinstance(op, arith.ConstantOp | func.ReturnOp):
+        self.aliased: list = list(plan.aliased)
+        for what, *step in plan.steps:
+            if what == "copy":
+                destination, source, nbytes = step
+                copy = ("copy", buffer_of(destination), buffer_of(source), nbytes)
+                self.steps.append(copy)
+                self.kernel_steps.append(copy)
                 continue
-            else:
-                raise DlpcError(f"error: opencl backend: unsupported op '{op.name}' in @main")
+            (op,) = step
+            launch = plan.launches[op]
+            kernel = cl.Kernel(self.program, launch.name)
+            kernel_args = [
+                relaid(v, launch.relayout[v]) if v in launch.relayout else buffer_of(v)
+                for v in launch.args
+            ]
+            kernel.set_args(*kernel_args)
+            bound.append((kernel, kernel_args))
+            local = launch.local_size
+            if local is None and cpu:
+                local = cpu_local_size(launch.global_size, device.max_compute_units)
+            launched = ("kernel", kernel, launch.global_size, local, op.sym)
+            self.kernel_steps.append(launched)
+            self.kernel_ops.append(op)
+            chain = chain_of.get(op)
+            if chain is None:
+                self.steps.append(launched)
+                continue
+            for v, buffer in zip(launch.args, kernel_args):
+                chain_buffers[v, launch.relayout.get(v)] = buffer
+            if op is not chain.kernels[-1]:
+                continue
+            # the chain's launch, in its last kernel's place
+            kernel = cl.Kernel(self.program, chain.name)
+            chain_args = [chain_buffers[key] for key in chain.args]
+            sym = f"chain of {', '.join(k.sym for k in chain.kernels)}"
+            if chain.team > 1:
+                kernel.set_args(*self._team(chain, chain_args, helper_queue))
+                self.team_kernel = kernel
+                bound.append((kernel, chain_args))
+                self.steps.append(("team", kernel, (1,), (1,), sym))
+                continue
+            kernel.set_args(*chain_args)
+            bound.append((kernel, chain_args))
+            self.steps.append(("kernel", kernel, (chain.parts,), (1,), sym))
         # per call (the aliased reshapes are free, a chain is one)
         self.num_launches = sum(1 for step in self.steps if step[0] in ("kernel", "team"))
         # the kernels' arguments hold no reference to their buffers: keep every one alive
         self.device_buffers = [
-            *buffers.values(),
+            *self.arg_buffers,
+            *self.svm_tags.values(),
+            *slots,
             *globals_.values(),
             *self.svm_args.values(),
             *transposed.values(),
@@ -1313,9 +1396,10 @@ def reshape_aliases(fn) -> dict:
     return aliases
 
 
-def _reinterpreted(op, source):
-    """The buffer of a `memref.reinterpret_cast` result in @main: its source's, when it is
-    the same memory under another row-major shape (loop-views' reshapes), else an error."""
+def _check_reinterpret(op) -> None:
+    """A `memref.reinterpret_cast` in @main is its source's buffer (`_plan_buffers`) when
+    it is the same memory under another row-major shape (loop-views' reshapes); else an
+    error."""
     from dlpc.backends.c import memref_info
 
     shape, _ = memref_info(op.result.type)
@@ -1327,7 +1411,6 @@ def _reinterpreted(op, source):
             "error: opencl backend: a memref.reinterpret_cast in @main must be static, "
             "row-major and at offset 0"
         )
-    return source
 
 
 def _size_class(nbytes: int) -> int:

@@ -962,3 +962,30 @@ def test_a_split_chain_takes_only_kernels_that_keep_to_their_images():
     if parallel.max_compute_units > 1:
         assert [c.kernels for c in f.chains] == [kernels[2:]]
         assert f.num_launches == 3
+
+
+def test_the_plan_is_data_the_binding_makes_the_objects():
+    """`plan_function` decides the device, the program and where every buffer of @main
+    lives as plain data (a frozen `OpenCLPlan`, no OpenCL object made); `OpenCLFunction`
+    binds it: one kernel object per planned kernel, intermediates in the planned slots."""
+    import dataclasses
+
+    from dlpc.backends.c import find_main
+    from dlpc.backends.runtime import opencl_rt
+
+    model = dlpc.load(ROOT / "examples" / "lenet.dlpc")
+    module = pipeline.lower(model.module.clone(), "loop", OPENCL)
+    device = opencl_rt.serial_device() or opencl_rt.default_device()
+    f = opencl_rt.OpenCLFunction(module, name="lenet", device=device)
+    plan = f.plan
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        plan.source = ""  # type: ignore[misc]
+    again = opencl_rt.plan_function(module, find_main(module), f.arg_specs, device=device)
+    assert (again.source, again.slots, again.steps) == (plan.source, plan.slots, plan.steps)
+    assert [s[1] for s in plan.steps if s[0] == "kernel"] == f.kernel_ops
+    assert {kind for kind, _ in plan.homes.values()} <= {"arg", "global", "slot"}
+    assert len(plan.slots) < sum(1 for op in module.walk() if op.name == "memref.alloc")
+    inputs, weights = dlpc.api.random_inputs(model), dlpc.api.check_weights(model)
+    (out,) = f(*inputs, params=weights)
+    (ref,) = dlpc.api.reference(model, inputs)
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5 * max(1.0, float(np.abs(ref).max())))
