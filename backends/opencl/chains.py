@@ -45,8 +45,7 @@ def _nbytes(value: SSAValue) -> int:
 
 #: a kernel reading more resident bytes (weights) than this is no member of a split
 #: chain: each work-group reads them again, where launched alone its work-items split the
-#: outputs and read each weight once. mlp at batch 32 on PoCL pthread (784x256 and
-#: 256x256 weights): 0.33 ms launched alone, 0.42 split (load 3)
+#: outputs and read each weight once (figures: docs/design/opencl-experiments.md)
 MAX_SPLIT_RESIDENT = 256 * 1024
 
 

@@ -19,7 +19,7 @@ from dlpc.backends.c import Buffer, c_type
 from dlpc.backends.names import Scope, c_comment
 from dlpc.backends.opencl.chains import Chain, ChainWriter, batch_split
 from dlpc.backends.opencl.kernel_writer import KernelWriter, PermutedBuffer
-from dlpc.backends.opencl.lanes import lane_profile
+from dlpc.backends.opencl.lanes import WIDTH_8, lane_profile
 from dlpc.backends.opencl.launch import Launch, plan_launch, resident_values
 from dlpc.backends.opencl.prelude import MATH_MACROS, PRELUDE
 from dlpc.backends.opencl.winograd import write_fused
@@ -32,7 +32,7 @@ class OpenCLEmitter(ChainWriter):
     planned by `plan_launch`, and the chains asked of `emit`; records what the runtime
     enqueues (`launches`, `chains`). The module is only read."""
 
-    def __init__(self, module: ModuleOp, vector_width: int = 8):
+    def __init__(self, module: ModuleOp, vector_width: int = WIDTH_8):
         self.module = module
         # the lanes by the device's float vector width (`lane_profile`)
         self.profile = lane_profile(vector_width)
@@ -53,9 +53,8 @@ class OpenCLEmitter(ChainWriter):
     ) -> str:
         """The program. `chains`: runs of consecutive kernels of @main (no copy between
         them) that the runtime launches as one (`Chain`): on a device where every
-        launch runs in the calling thread (PoCL's basic driver) a launch costs about
-        1.5 us of PoCL and pyopencl, and the kernels of a small model run for less
-        (transformer at batch 1: 16 launches, about 20 us of kernels). Each member is
+        launch runs in the calling thread (PoCL's basic driver) a launch costs more than
+        the kernels of a small model run for. Each member is
         written once, as a body function taking its work-item ids, called by its own
         `__kernel` (get_global_id) and by the chain's (loops over the NDRange). Kernels
         with `__local` stages stay out of chains. `parts` > 1 (a device with that many

@@ -26,6 +26,7 @@ from dlpc.backends.opencl.lanes import (
     VECTOR_BINARY,
     VECTOR_MACRO,
     VECTOR_MATH,
+    VECTOR_WIDTHS,
 )
 from dlpc.backends.opencl.launch import Launch
 from dlpc.backends.opencl.prelude import OWN_F32
@@ -48,8 +49,8 @@ class PermutedBuffer(Buffer):
 def contracted(op: Operation) -> bool:
     """Is `op` a product whose only use is a sum (`arith.addf`/`subf`)? On vector lanes
     it is written inside that sum's expression, `acc + (a * b)`, which OpenCL C's default
-    `FP_CONTRACT ON` makes one fused multiply-add, as GCC contracts the C backend's (a
-    conv's accumulation: 140 -> 119 us on PoCL). The fma rounds once where the two
+    `FP_CONTRACT ON` makes one fused multiply-add, as GCC contracts the C backend's. The
+    fma rounds once where the two
     operations round twice: within the reference tolerance, as the C backend is."""
     if op.name != "arith.mulf":
         return False
@@ -270,9 +271,8 @@ class KernelWriter(FunctionWriter):
         lane's does), all lanes are loaded (consecutive ones: one vector load) and the
         lanes whose guard fails take the pad (`mask ? loaded : pad`, a blend); otherwise
         each lane is loaded under its own guard, as before. The same values either way.
-        A border tile's taps that hold for some lanes only (`border_nest`) had been 8
-        guarded scalar loads per vector (mobilenet's depthwise conv 26.5 -> 21.6 us,
-        extracted kernel on PoCL basic). False when `op` is not one."""
+        A border tile's taps that hold for some lanes only (`border_nest`) are one masked
+        load instead of 8 guarded scalar ones. False when `op` is not one."""
         vec = self.launch.vector
         if (
             not isinstance(op, scf.IfOp)
@@ -304,8 +304,7 @@ class KernelWriter(FunctionWriter):
         while parent is not None and parent is not vec:
             # a loop around the load that the guard does not vary with (a conv's input
             # channels) repeats each lane's branch the same way: there the per-lane loads
-            # measured faster (resnet's 3x3 convs at batch 1, 16-32 channels: 60 -> 65 us
-            # masked), as with 4 lanes (lenet's first conv at batch 32: 260 -> 289 us)
+            # are faster, as with 4 lanes (docs/design/opencl-experiments.md)
             if (
                 isinstance(parent, ForOp)
                 and parent.trip_count > 1
@@ -379,7 +378,7 @@ class KernelWriter(FunctionWriter):
             return False
         inner, rest = deps[-1], deps[:-1]
         width = self.launch.lanes[inner]
-        if width not in (2, 4, 8, 16):
+        if width not in VECTOR_WIDTHS:
             return False
         call = OWN_F32.get(cbe.MATH_UNARY[op.name], cbe.MATH_UNARY[op.name])
         for combination in itertools.product(*(range(self.launch.lanes[lp]) for lp in rest)):
@@ -511,10 +510,8 @@ class KernelWriter(FunctionWriter):
         inequalities of the loops and lanes, so it holds on the nest's whole box of
         iterations when it holds at its corners (and at the first and last lane): the
         tests are written once per corner before the nest. Interior tiles run loads and
-        fmas only, the contiguous lanes' loads without per-element tests. (Splitting each
-        iteration of a border tile the same way, one test per tap for all lanes, made
-        resnet's 16 x 16 conv, all border tiles in 8-lane vectors, 3.0 -> 7.2 ms on PoCL:
-        not done.)"""
+        fmas only, the contiguous lanes' loads without per-element tests. Border tiles
+        are not split the same way per iteration (slower: docs/design/opencl-experiments.md)."""
         ifs, ops, loops = guards
         corners = [sorted({lp.lower, lp.lower + lp.stride * (lp.trip_count - 1)}) for lp in loops]
         tests: list[str] = []
@@ -549,8 +546,7 @@ class KernelWriter(FunctionWriter):
         """The border copy of `split_interior`, itself written twice when the flat indices
         of its guarded loads lie in their buffers at every corner (`bounds`: then at
         every lane and tap, they are affine) and the copy has masked loads: there they
-        need no per-lane fallback (mobilenet's depthwise conv, extracted kernel on PoCL
-        basic: 28 -> 19.5 us; the fallback, 8 guarded scalar loads beside each vector
+        need no per-lane fallback (the fallback, 8 guarded scalar loads beside each vector
         load, is taken only at the first and last tiles of a buffer)."""
         if bounds:
             mark, masked, vectors = len(self.lines), self.masked, dict(self.vectors)

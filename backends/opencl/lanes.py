@@ -17,17 +17,24 @@ from dlpc.backends.opencl.indices import depends_on
 from dlpc.dialects.loop import ForOp, KernelOp, defined_inside
 from dlpc.dialects.typed import element_type, shape_of
 
+#: the float vector widths the lane profiles are made for: 8 (AVX2; PoCL's LLVM 14, which
+#: enables no AVX-512) and 16 (AVX-512; Intel's CPU runtime)
+WIDTH_8 = 8
+WIDTH_16 = 16
+#: lane counts tried, widest first, on each width
+HALVING_8 = (WIDTH_8, 4, 2)
+HALVING_16 = (WIDTH_16, *HALVING_8)
 #: register blocking (`plan_lanes`): lanes of the last NDRange loop (output channels,
 #: features: they share their inputs' loads), of the innermost independent loop below it
 #: (contiguous outputs: SLP-vectorisable), at most `MAX_LANES` in all, and at most
 #: `MAX_LANE_OPS` ops emitted per work-item body. 64 lanes are 8 output channels x 8
 #: columns, 8 float8 accumulators (`plan_vector`): enough independent sums to keep the
-#: fma units busy (32 lanes, 4 vectors, left resnet's convs latency-bound: 587 -> 354 us)
-MAPPED_LANES = (8, 6, 5, 4, 3, 2)  # (6, 5, 3: lenet's 6 channels and 10 rows, 56 -> 41 us)
-INNER_LANES = (8, 4, 2)
+#: fma units busy (fewer left convs latency-bound; figures: docs/design/opencl-experiments.md)
+MAPPED_LANES = (WIDTH_8, 6, 5, 4, 3, 2)  # (6, 5, 3: lenet's 6 channels and 10 rows)
+INNER_LANES = HALVING_8
 #: partial sums of an innermost reduction loop (the order of the additions changes, as
 #: the C backend's `omp simd reduction` changes it): lanes, and each partial's start
-PARTIAL_LANES = (8, 4, 2)
+PARTIAL_LANES = HALVING_8
 #: float math written on the lanes of the innermost laned loop as one call on an OpenCL
 #: vector (`erf((float8)(a, b, ...))`): PoCL's vector builtins (SLEEF) are several times
 #: faster than as many scalar calls (tanh: `dlpc_tanhf` is scalar; cheap ops LLVM vectorises)
@@ -40,7 +47,7 @@ VECTOR_MATH = {
 PARTIAL_IDENTITY = {
     "arith.addf": -0.0, "arith.mulf": 1.0, "arith.maximumf": -math.inf, "arith.minimumf": math.inf
 }  # fmt: skip
-MAX_LANES = 64
+MAX_LANES = WIDTH_8 * WIDTH_8
 MAX_LANE_OPS = 8000
 
 
@@ -64,25 +71,22 @@ class LaneProfile:
 LANES_8 = LaneProfile()
 #: a kernel with padding guards summing fewer terms than this per output
 #: (`SHORT_PADDED`) takes `LANES_16_SHORT` on a 16-wide device: 16 columns x 2
-#: channels. mobilenet's depthwise conv (9 taps), us at batch 1 / 32, by the lanes in
-#: all: 64 with 8 inner (the 8-lane plan) 34.8 / 1285; 16 inner and 16 in all 218 /
-#: 881, 32 in all 16.1 / 538, 64 in all 23.4 / 707, 128 in all 53 / 1743 (its border
-#: tiles are written per lane: many lanes, much code)
+#: channels (its border tiles are written per lane: more lanes, much more code; figures:
+#: docs/design/opencl-experiments.md)
 SHORT_PADDED = 16
-LANES_16_SHORT = LaneProfile((16, 8, 4, 2), (16, 8, 4, 2), 32, ragged=True)
+LANES_16_SHORT = LaneProfile(HALVING_16, HALVING_16, 2 * WIDTH_16, ragged=True)
 #: a device whose native float vector is 16 wide (Intel's CPU runtime on AVX-512
 #: reports `native_vector_width_float` 16): 16 inner lanes, 128 in all, ragged inner
-#: lanes. On this machine (AMD Zen 5, Intel's runtime), 8 -> 16 lanes, A/B twice: at
-#: batch 1 resnet's stride-2 conv 36.1 -> 27.4 us and mobilenet's pointwise conv 36.7 ->
-#: 28.6 (lenet, mlp and the transformer within noise); whole calls at batch 32 resnet
-#: 1887 -> 1717 us, mobilenet 1531 -> 1209, the transformer 432 -> 137, mlp 173 -> 123,
-#: lenet 385 -> 388. Padded convs with a short sum take `LANES_16_SHORT`
-LANES_16 = LaneProfile((16, 8, 4, 2), (16, 8, 4, 2), 128, ragged=True, short=LANES_16_SHORT)
+#: lanes (why: docs/design/opencl-experiments.md). Padded convs with a short sum take
+#: `LANES_16_SHORT`
+LANES_16 = LaneProfile(
+    HALVING_16, HALVING_16, WIDTH_8 * WIDTH_16, ragged=True, short=LANES_16_SHORT
+)
 
 
 def lane_profile(width: int) -> LaneProfile:
     """The lane profile for a device whose native float vector has `width` lanes."""
-    return LANES_16 if width >= 16 else LANES_8
+    return LANES_16 if width >= WIDTH_16 else LANES_8
 
 
 MAX_LANE_BUFFER = 16  # elements of a private buffer allocated in a laned body
@@ -180,12 +184,10 @@ def _shares_loads(inner: ForOp, loop: ForOp) -> bool:
 
 
 #: inner lanes as wide as two 8-float registers (a `float16`), when the mapped lanes stay
-#: few (at most `WIDE_MAPPED`) and the body has no vector math: lenet's second conv at
-#: batch 32 (16 output channels as the vector, 5 rows mapped) 365 -> 138 us, its linears
-#: 62 -> 36 and 23 -> 15 us (PoCL basic, profiling events). With more mapped lanes (8
-#: channels x 16 columns of resnet's convs) fewer channels fit: resnet at batch 1
-#: 256 -> 434 us of kernels, so those keep 8
-WIDE_LANES = 16
+#: few (at most `WIDE_MAPPED`) and the body has no vector math (lenet's second conv and
+#: linears at batch 32); with more mapped lanes fewer channels fit (resnet's convs keep 8).
+#: Figures: docs/design/opencl-experiments.md
+WIDE_LANES = WIDTH_16
 WIDE_MAPPED = 5
 
 
@@ -197,9 +199,9 @@ def _wide_inner(
     profile: LaneProfile = LANES_8,
 ) -> bool:
     """Do `inner`'s 8 lanes widen to `WIDE_LANES` (see there)?"""
-    if inner is None or lanes.get(inner) != 8:
+    if inner is None or lanes.get(inner) != WIDTH_8:
         return False
-    if middle is not None and profile.max_lanes // (8 * lanes.get(last, 1)) > 1:
+    if middle is not None and profile.max_lanes // (WIDTH_8 * lanes.get(last, 1)) > 1:
         return False  # (the middle loop takes lanes: the attention's rows)
     if _steps(inner.trip_count, WIDE_LANES) not in (1, 2, 4, 5, 6):
         return False
@@ -209,10 +211,9 @@ def _wide_inner(
 
 
 #: the pointwise (1x1) conv's tile (`_wide_tile`): 6 output channels x 16 columns, 12
-#: float8 accumulators (8 left PoCL's fmas waiting on each other: mobilenet's pointwise
-#: conv, extracted kernels on PoCL basic, 0.88 ns per output with 8 x 8, 0.85 with 4 x 16,
-#: 0.70 with 5 x 16, 0.64 with 6 x 16; 7 x 16 and 8 x 16 spill: 1.04 and 1.17)
-WIDE_TILE = (6, 16)
+#: float8 accumulators (8 left PoCL's fmas waiting on each other; 7 and 8 channels spill:
+#: docs/design/opencl-experiments.md)
+WIDE_TILE = (6, WIDE_LANES)
 
 
 def clampable(loop: ForOp) -> bool:
@@ -247,7 +248,7 @@ def _wide_tile(
     58 ... 63)."""
     if inner is None or middle is not None or partials:
         return False
-    if lanes.get(last) not in (8, WIDE_TILE[0]) or lanes.get(inner) != 8:
+    if lanes.get(last) not in (WIDTH_8, WIDE_TILE[0]) or lanes.get(inner) != WIDTH_8:
         return False
     if inner.trip_count % WIDE_TILE[1]:
         return False
@@ -308,8 +309,8 @@ def plan_lanes(
             lanes[inner] = u
     # lanes left after the mapped ones: an independent loop between the NDRange and the
     # inner lanes whose lanes share a load of the inner lanes (a batched matmul's rows
-    # share a row of the right operand: attention 118 -> 43 us at batch 32; a conv's rows
-    # share none of its input's loads, and lenet's first conv went 497 -> 646 us with them)
+    # share a row of the right operand; a conv's rows share none of its input's loads,
+    # and lanes over them were slower: docs/design/opencl-experiments.md)
     middle = None
     if inner is not None and inner in lanes:
         shared = [lp for lp in below[: below.index(inner)] if lp.trip_count > 1]
@@ -317,8 +318,8 @@ def plan_lanes(
         middle = shared[-1] if shared else None
     # the mapped lanes leave at least 2 work-items along their loop; with no middle lanes
     # to come, an NDRange dim before it (a batch) may hold them instead (lenet's 6
-    # channels at batch 32 as 6 lanes, not 2 x 3: its first conv 497 -> 288 us; the
-    # attention's heads stay 2 lanes, their rows 4: 4 x 2 took 66 us against 43)
+    # channels at batch 32 as 6 lanes, not 2 x 3; the attention's heads stay 2 lanes,
+    # their rows 4)
     others = math.prod(lp.trip_count for lp in dims[:-1]) if middle is None else 1
     fits = [
         u for u in MAPPED_LANES if last.trip_count % u == 0 and (last.trip_count > u or others >= 2)
@@ -357,12 +358,12 @@ def plan_lanes(
 
 
 #: lane counts written as OpenCL vectors, and the f32 ops written on them
-VECTOR_WIDTHS = (2, 4, 8, 16)
-MASKED_WIDTHS = (8, 16)  # vector lanes a guarded load is masked on (`masked_load`)
+VECTOR_WIDTHS = (2, 4, WIDTH_8, WIDTH_16)
+MASKED_WIDTHS = (WIDTH_8, WIDTH_16)  # vector lanes a guarded load is masked on (`masked_load`)
 #: vector lanes whose consecutive global loads and stores are one unaligned vector access
 #: (`contiguous_access`, through `dlpc_float16u`): PoCL's LLVM gathered a float16 from 16
 #: scalar loads and stored it as 16 scalars (the 8-lane ones it does merge)
-CONTIGUOUS_WIDTHS = (16,)
+CONTIGUOUS_WIDTHS = (WIDTH_16,)
 #: f32 ops written on vectors as their scalar macro (`?:` selects lane by lane)
 VECTOR_MACRO = {"arith.maximumf": "DLPC_MAXIMUMF", "arith.minimumf": "DLPC_MINIMUMF"}
 VECTOR_BINARY = {"arith.addf", "arith.subf", "arith.mulf", "arith.divf"}
@@ -394,8 +395,8 @@ def partial_vector(
     vector (`float8 p = (float8)(acc, -0.0f, ...)`), the loop's loads gathered into
     vectors and its products and sums vector ops, one fma per 8 lanes; the partials are
     combined after the loop lane by lane in the same order as scalar partials (the same
-    result). A linear at batch 1 (8 rows x 8 partials a work-item) was 64 scalar
-    accumulators that PoCL's LLVM did not vectorise: mlp's first layer 33 -> 9 us."""
+    result). Scalar partials (a linear at batch 1: 64 scalar accumulators) are not
+    vectorised by PoCL's LLVM."""
     if len(partials) != 1:
         return None
     ((loop, accs),) = partials.items()

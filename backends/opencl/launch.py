@@ -94,9 +94,9 @@ def plan_launch(
         # the loop after a mapped outermost loop (a batch) when its iterations are
         # independent and an independent loop below it can be vector lanes: te-to-loop
         # marks one loop of a nest `parallel`, the batch at batch > 1, and the channels a
-        # batch-1 conv plan blocks (`plan_lanes`) then ran as one serial loop per
-        # work-item (resnet at batch 32: 149 ms against 19 for the C). Not for a
-        # linear's features: its lanes over the batch share the weights' loads
+        # batch-1 conv plan blocks (`plan_lanes`) would run as one serial loop per
+        # work-item. Not for a linear's features: its lanes over the batch share the
+        # weights' loads
         rest = nest[nest.index(loop) + 1 :]
         after_batch = (
             dims == [nest[0]]
@@ -133,7 +133,7 @@ def plan_launch(
     launch.lanes, launch.partials = plan_lanes(nest, dims, profile=profile)
     launch.vector = plan_vector(nest, dims, launch.lanes, {})
     if launch.vector is not None and launch.partials:  # vector lanes rather than partials
-        for loop in launch.partials:  # (transformer's attention matmuls: 6 -> 3 us)
+        for loop in launch.partials:
             del launch.lanes[loop]
         launch.partials = {}
     if launch.vector is None:
@@ -146,9 +146,8 @@ def plan_launch(
     if launch.vector is not None and not _contiguous_lanes(kernel, launch):
         # every load the vector varies with strides by a row (a global average pool's
         # lanes over channels): partial sums over a long contiguous reduction instead
-        # (resnet's pool at batch 32, 256 elements a sum: 163 -> 56 us on PoCL; the
-        # transformer's sums of 64 or fewer went slower with partials: its softmax max
-        # 6 -> 10 us, its Q.K^T matmul 37 -> 252)
+        # (`LONG_REDUCTION`; shorter sums are slower with partials:
+        # docs/design/opencl-experiments.md)
         lanes, partials = plan_lanes(nest, dims, no_inner=True, profile=profile)
         if partials and _reduction_length(launch.vector) >= LONG_REDUCTION:
             launch.lanes, launch.partials, launch.vector, launch.relayout = (

@@ -27,9 +27,8 @@ _RENAMED = {"nearbyint": "rint"}
 #: vectors in `vector_math`); f64 keeps OpenCL's builtins
 OWN_F32 = {"erf": "dlpc_erf"}
 # erf as a rational function (the odd/even minimax pair that Eigen and XLA use for float
-# erf) on scalars and vectors alike: PoCL's erf cost ~3.7 ns an element, most of the
-# transformer's gelu linear at batch 32 (332 us, its matmul 90); this one is fmas and
-# a division. Within 6 ulp of erf (float64) on [-6, 6], exactly +-1 beyond |x| = 3.85
+# erf) on scalars and vectors alike: fmas and a division, far cheaper than PoCL's erf
+# (docs/design/opencl-experiments.md). Within 6 ulp of erf (float64) on [-6, 6], exactly +-1 beyond |x| = 3.85
 # (float erf rounds to 1 there: gelu far left stays -0.0), NaN kept (every comparison
 # is false), the product with x last (a subnormal x loses no more than its own bits).
 # OpenCL allows erf 16 ulp. Operators and `?:` only: PoCL calls its builtins on
