@@ -106,10 +106,9 @@ def _pocl_cache() -> None:
 #: PoCL's two CPU drivers, both enumerated when the user has not chosen (`POCL_DEVICES`
 #: unset): `pthread` runs work-groups on worker threads, one per core; `basic` runs the
 #: kernels in the thread that enqueues them. Each compiled model takes one
-#: (`choose_device`), or two basic devices as a team (`team_devices`, `Team`): on this
-#: 2-core VM, handing a call to pthread's sleeping workers and back cost 30-70 us (a
-#: trivial kernel + clFinish: 48 us; basic: 1.1 us), more than the whole C call of the
-#: small examples.
+#: (`choose_device`), or two basic devices as a team (`team_devices`, `Team`): handing
+#: a call to pthread's sleeping workers and back costs more than the whole C call of the
+#: small examples (figures: docs/design/opencl-experiments.md).
 POCL_CPU_DRIVERS = "pthread basic basic"
 _DEVICES: list | None = None
 _CONTEXTS: dict[int, tuple] = {}
@@ -257,10 +256,10 @@ def _serial_subdevices(found: list) -> list:
     """On a platform whose CPU device is parallel only (Intel's: no driver like PoCL's
     basic), that device split into sub-devices of one compute unit each (device
     fission, `CL_DEVICE_PARTITION_EQUALLY`), listed after it: the serial devices that
-    `choose_device` and `team_devices` look for. A launch on Intel's runtime costs
-    2-2.5 us of the caller's time (ctypes or pyopencl alike), and a serial device
-    runs a model's consecutive kernels as one launch (`Chain`): transformer at batch 1,
-    16 launches, 0.049 -> 0.023 ms a call. Nothing when the platform already has a serial
+    `choose_device` and `team_devices` look for. A launch on Intel's runtime costs the
+    caller microseconds, and a serial device runs a model's consecutive kernels as one
+    launch (`Chain`; figures: docs/design/opencl-experiments.md). Nothing when the
+    platform already has a serial
     CPU device, on PoCL (a user who chose its pthread driver alone keeps it), or when the
     device cannot be split."""
     cpus = [d for d in found if _cpu(d)]

@@ -122,12 +122,12 @@ def pays(op: g.Conv2DOp, target: str = "c") -> bool:
 OPENCL_FUSED_MAX_FLOATS = 8192
 """The OpenCL fused kernel's V and M of one row of tiles, in floats (16 points x (input
 + output channels) x tile columns; 32 KB of a work-item's private memory): resnet's
-16 -> 16 on 32x32 and 32 -> 32 on 16x16 (backends/opencl_winograd.py)."""
+16 -> 16 on 32x32 and 32 -> 32 on 16x16 (backends/opencl/winograd.py)."""
 
 
 def pays_opencl(op: g.Conv2DOp) -> bool:
     """The OpenCL target's cost rule: the convs whose chain the OpenCL backend writes as
-    one fused kernel (backends/opencl_winograd.py `fused_spec`): padding 1 on every side,
+    one fused kernel (passes/lower/opencl_winograd.py `fused_spec`): padding 1 on every side,
     an even output height, output tile columns a multiple of 8 (a float8 of tiles), output
     channels a multiple of 8, V and M of a row of tiles within OPENCL_FUSED_MAX_FLOATS, and
     an epilogue it writes (relu, or a residual add and then relu, each the only user of
