@@ -80,3 +80,87 @@ func.func @main(%x: memref<6xf32>, %y: memref<6xf32>, %out: memref<6xi32>) {ATTR
     (out,) = CFunction(module, name=f"cmpf_{pred}")(x, y)
     with np.errstate(invalid="ignore"):
         np.testing.assert_array_equal(out, PREDICATES[pred](x, y).astype(np.int32))
+
+
+def _one_kernel(args: str, body: str, n: int = 4) -> str:
+    return f"""
+func.func @main({args}) {ATTRS} {{
+  loop.kernel "k" {{
+    loop.for %i = 0 to {n} step 1 {{name = "i0"}} {{
+{body}
+    }}
+  }}
+  func.return
+}}"""
+
+
+def test_math_binary_ops_and_fpowi():
+    """math.powf / atan2 / copysign and math.fpowi read their second operand."""
+    body = """
+      %a = memref.load %x[%i] : memref<4xf32>
+      %b = memref.load %y[%i] : memref<4xf32>
+      %p = math.powf %a, %b : f32
+      %t = math.atan2 %b, %a : f32
+      %c = math.copysign %a, %b : f32
+      %n = arith.constant 3 : i32
+      %q = math.fpowi %b, %n : f32, i32
+      %s1 = arith.addf %p, %t : f32
+      %s2 = arith.addf %c, %q : f32
+      %s = arith.addf %s1, %s2 : f32
+      memref.store %s, %out[%i] : memref<4xf32>"""
+    args = "%x: memref<4xf32>, %y: memref<4xf32>, %out: memref<4xf32>"
+    module = parse_module(_one_kernel(args, body))
+    x = np.array([0.5, 1.5, 2.0, 3.0], np.float32)
+    y = np.array([-2.0, 0.5, 1.5, -0.25], np.float32)
+    (out,) = CFunction(module, name="math_binary")(x, y)
+    want = x**y + np.arctan2(y, x) + np.copysign(x, y) + y**3
+    np.testing.assert_allclose(out, want, rtol=1e-5)
+
+
+def test_narrow_integers_unsigned_division_and_wrapped_constants():
+    """i8 and i16: divui/remui read the bits as unsigned (uint8_t, not uint64_t), and
+    `255 : i8` is -1 (a signless constant written in its unsigned form)."""
+    body = """
+      %a = memref.load %x[%i] : memref<4xi8>
+      %b = memref.load %y[%i] : memref<4xi8>
+      %d = arith.divui %a, %b : i8
+      %k = arith.constant 255 : i8
+      %r = arith.addi %d, %k : i8
+      memref.store %r, %out[%i] : memref<4xi8>
+      %w = arith.extsi %a : i8 to i16
+      %v = arith.remui %w, %w : i16"""
+    args = "%x: memref<4xi8>, %y: memref<4xi8>, %out: memref<4xi8>"
+    module = parse_module(_one_kernel(args, body))
+    x = np.array([-1, -128, 100, 7], np.int8)
+    y = np.array([2, 3, 7, 2], np.int8)
+    (out,) = CFunction(module, name="narrow_unsigned")(x, y)
+    want = (x.view(np.uint8) // y.view(np.uint8)).astype(np.uint8).view(np.int8) - 1
+    np.testing.assert_array_equal(out, want.astype(np.int8))
+
+
+def test_an_index_constant_below_int64_is_a_diagnostic():
+    from dlpc.backends.c import emit_c
+    from dlpc.diagnostics import DlpcError
+
+    body = """
+      %k = arith.constant -9223372036854775809 : index
+      %a = memref.load %x[%i] : memref<4xf32>
+      memref.store %a, %out[%k] : memref<4xf32>"""
+    args = "%x: memref<4xf32>, %y: memref<4xf32>, %out: memref<4xf32>"
+    with pytest.raises(DlpcError, match="integer constant -9223372036854775809 does not fit"):
+        emit_c(parse_module(_one_kernel(args, body)))
+
+
+def test_an_index_constant_of_2_to_the_63_wraps_to_int64_min():
+    """An index attribute may hold 2**63 (its unsigned form): C gets INT64_MIN's spelling."""
+    from dlpc.backends.c import emit_c
+
+    body = """
+      %k = arith.constant 9223372036854775808 : index
+      %z = arith.constant 0 : index
+      %c = arith.cmpi slt, %k, %z : index
+      %a = memref.load %x[%i] : memref<4xf32>
+      %b = arith.select %c, %a, %a : f32
+      memref.store %b, %out[%i] : memref<4xf32>"""
+    args = "%x: memref<4xf32>, %y: memref<4xf32>, %out: memref<4xf32>"
+    assert "(INT64_C(-9223372036854775807) - 1)" in emit_c(parse_module(_one_kernel(args, body)))
