@@ -164,3 +164,17 @@ def test_an_index_constant_of_2_to_the_63_wraps_to_int64_min():
       memref.store %b, %out[%i] : memref<4xf32>"""
     args = "%x: memref<4xf32>, %y: memref<4xf32>, %out: memref<4xf32>"
     assert "(INT64_C(-9223372036854775807) - 1)" in emit_c(parse_module(_one_kernel(args, body)))
+
+
+def test_a_module_whose_one_function_is_not_main():
+    """find_main takes the only func.func whatever its name; units are made from a source
+    of at least min_bytes (0 here)."""
+    from dlpc.backends.c import emit_c_units
+
+    body = """
+      %a = memref.load %x[%i] : memref<4xf32>
+      memref.store %a, %out[%i] : memref<4xf32>"""
+    args = "%x: memref<4xf32>, %y: memref<4xf32>, %out: memref<4xf32>"
+    text = _one_kernel(args, body).replace("@main(", "@copy(")
+    source, units = emit_c_units(parse_module(text), count=2, min_bytes=0)
+    assert "int dlpc_main(void **args)" in source and units
