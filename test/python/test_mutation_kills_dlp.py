@@ -85,7 +85,9 @@ func.func @main(%x: memref<68x16xf32>, %out: memref<64x16xf32>)
         %p = arith.addi %i, %c3 : index
         %r = arith.subi %p, %c1 : index
         %a = memref.load %x[%r, %j] : memref<68x16xf32>
-        memref.store %a, %out[%i, %j] : memref<64x16xf32>
+        %two = arith.constant 2.0 : f32
+        %m = arith.mulf %a, %two : f32
+        memref.store %m, %out[%i, %j] : memref<64x16xf32>
       }
     }
   }
@@ -94,8 +96,8 @@ func.func @main(%x: memref<68x16xf32>, %out: memref<64x16xf32>)
 
 
 def test_rows_read_through_a_subtraction():
-    """x[i + 3 - 1, :] tiled by rows: the row interval of a difference is [lo - hi', hi - lo']."""
+    """2 * x[i + 3 - 1, :] tiled by rows (not a copy): the row interval of a difference is [lo - hi', hi - lo']."""
     module = pipeline.parse_module(SHIFTED)
     x = np.random.default_rng(4).standard_normal((68, 16)).astype(np.float32)
     (out,) = compile_dlp(module, "tiny", name="shifted")(x)
-    close(out, x[2:66])
+    close(out, x[2:66] * 2)
