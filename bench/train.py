@@ -1,11 +1,15 @@
 """Training-step time per example at batch 32: numpy reference, dlpc C (1 and 2 threads)
-and torch eager, in one run, with the ratio dlpc C / torch.
+and torch eager, in one run, with the ratio dlpc C / torch; and the time to build the
+training step (dlpc.train: step builder, graph-autodiff, lowering, C compile), cold (an
+empty DLPC_CACHE_DIR) and warm (the same cache again).
 
     OPENBLAS_NUM_THREADS=1 python bench/train.py [--models mlp,lenet] [--repeat 20]
+        [--no-numpy] [--compile-only]
 
 Each row: one optimizer step (forward, loss, backward, Adam update) on a fixed batch, the
 median of `--repeat` steps after a warm-up, divided by the batch size. The C threads are
-set through OMP_NUM_THREADS in a subprocess per setting (OpenMP reads it once).
+set through OMP_NUM_THREADS in a subprocess per setting (OpenMP reads it once); the
+compile times are measured in a subprocess each, so nothing is cached in memory.
 """
 
 from __future__ import annotations
@@ -102,11 +106,56 @@ def _child(example: str, threads: int, repeat: int) -> float:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def compile_time(example: str) -> float:
+    """Seconds to build the C training step (in this process)."""
+    import dlpc
+
+    start = time.perf_counter()
+    dlpc.train(
+        f"examples/{example}.dlpc",
+        optimizer=dlpc.optim.Adam(lr=1e-3),
+        batch_size=BATCH,
+        target="c",
+    )
+    return time.perf_counter() - start
+
+
+def _compile_child(example: str, cache: str) -> float:
+    env = dict(os.environ, DLPC_CACHE_DIR=cache, OMP_NUM_THREADS="1")
+    code = (
+        "import json, sys; sys.path.insert(0, 'bench'); import train as t; "
+        f"print(json.dumps(t.compile_time({example!r})))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def compile_times(example: str) -> tuple[float, float]:
+    """(cold, warm) seconds to build the step, each in a fresh process."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as cache:
+        return _compile_child(example, cache), _compile_child(example, cache)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--models", default="mlp,lenet", help="comma-separated examples")
     p.add_argument("--repeat", type=int, default=20, help="timed steps per setting")
+    p.add_argument("--no-numpy", action="store_true", help="skip the numpy reference column")
+    p.add_argument("--compile-only", action="store_true", help="only the compile times")
     args = p.parse_args()
+    examples = args.models.split(",")
+    print(f"building the C training step (Adam, cross-entropy), batch {BATCH}: seconds")
+    print("| model | cold | warm |")
+    print("|---|---|---|")
+    for example in examples:
+        cold, warm = compile_times(example)
+        print(f"| {example} | {cold:.1f} | {warm:.1f} |", flush=True)
+    if args.compile_only:
+        return 0
     print(f"training step (Adam, cross-entropy), batch {BATCH}: microseconds per example")
     head = [
         "model",
@@ -120,12 +169,16 @@ def main() -> int:
     ]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
-    for example in args.models.split(","):
-        ref = dlpc_time(example, "numpy", max(args.repeat // 4, 3))
+    for example in examples:
+        ref = (
+            float("nan") if args.no_numpy else dlpc_time(example, "numpy", max(args.repeat // 4, 3))
+        )
         c1, c2 = (_child(example, t, args.repeat) for t in (1, 2))
         t1, t2 = (torch_time(example, t, args.repeat) for t in (1, 2))
         us = [f"{v * 1e6:.1f}" for v in (ref, c1, c2, t1, t2)]
-        print(f"| {example} | " + " | ".join(us) + f" | {c1 / t1:.2f} | {c2 / t2:.2f} |")
+        print(
+            f"| {example} | " + " | ".join(us) + f" | {c1 / t1:.2f} | {c2 / t2:.2f} |", flush=True
+        )
     return 0
 
 

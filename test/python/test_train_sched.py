@@ -272,3 +272,31 @@ def test_dlpc_train_freeze_and_step_schedule(capsys):
     assert main([*args, "--freeze", "nope*"]) == 1
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "frozen 'nope*' matches no parameter" in err
+
+
+IN_GRAPH = [
+    (
+        dlpc.optim.Schedule("step", step_size=3, gamma=0.5),
+        lambda o: tsched.StepLR(o, 3, 0.5),
+    ),
+    (
+        dlpc.optim.Schedule("cosine", total_steps=10, min_lr=0.01),
+        lambda o: tsched.CosineAnnealingLR(o, 10, eta_min=0.01),
+    ),
+    (
+        dlpc.optim.Schedule("warmup", warmup_steps=4),
+        lambda o: tsched.LambdaLR(o, lambda t: min((t + 1) / 4, 1.0)),
+    ),
+]
+
+
+@pytest.mark.parametrize("schedule,theirs", IN_GRAPH, ids=[s.kind for s, _ in IN_GRAPH])
+def test_in_graph_schedule_through_the_compiled_step(model, schedule, theirs):
+    """The in-graph Schedule (a factor of the run-time lr computed from opt.step)."""
+    opt = dlpc.optim.SGD(lr=0.1, momentum=0.9, schedule=schedule)
+    trainer = dlpc.train(model, optimizer=opt, batch_size=BATCH)
+    net, names = torch_small(trainer.weights)
+    topt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+    ts = theirs(topt)
+    run_both(trainer, net, topt, batches(10), lambda _: ts.step())
+    assert_same_params(trainer, net, names)
