@@ -101,3 +101,39 @@ def test_rows_read_through_a_subtraction():
     x = np.random.default_rng(4).standard_normal((68, 16)).astype(np.float32)
     (out,) = compile_dlp(module, "tiny", name="shifted")(x)
     close(out, x[2:66] * 2)
+
+
+GEMV_SHIFTED = """
+func.func @main(%x: memref<32xf32>, %w: memref<65x32xf32>, %out: memref<64xf32>)
+    attributes {dlpc.num_inputs = 2 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "gemv" {
+    loop.for %i0 = 0 to 64 step 1 {name = "i0"} {
+      %acc = memref.alloca() : memref<f32>
+      %zero = arith.constant 0.000000e+00 : f32
+      memref.store %zero, %acc[] : memref<f32>
+      loop.for %r0 = 0 to 32 step 1 {name = "r0", reduction} {
+        %c1 = arith.constant 1 : index
+        %n = arith.addi %i0, %c1 : index
+        %a = memref.load %x[%r0] : memref<32xf32>
+        %b = memref.load %w[%n, %r0] : memref<65x32xf32>
+        %p = arith.mulf %a, %b : f32
+        %o = memref.load %acc[] : memref<f32>
+        %q = arith.addf %o, %p : f32
+        memref.store %q, %acc[] : memref<f32>
+      }
+      %s = memref.load %acc[] : memref<f32>
+      memref.store %s, %out[%i0] : memref<64xf32>
+    }
+  }
+  func.return
+}"""
+
+
+def test_gemv_over_rows_one_past_the_work_loop():
+    """out[n] = x . w[n + 1]: w's rows shifted by one from the work loop, tiled."""
+    module = pipeline.parse_module(GEMV_SHIFTED)
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal(32).astype(np.float32)
+    w = rng.standard_normal((65, 32)).astype(np.float32)
+    (out,) = compile_dlp(module, "tiny", name="gemv_shifted")(x, w)
+    close(out, w[1:] @ x)
