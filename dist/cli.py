@@ -22,25 +22,44 @@ from dlpc.dist.data_parallel import DataParallelTrainer, check_divides
 TOOL = "dlpc-train"
 
 
+def strategy(args) -> tuple[str, int]:
+    """("dp" | "tp" | "pp", ranks) of the command line (one strategy; --ranks alone: dp)."""
+    given = [(name, getattr(args, name)) for name in ("dp", "tp", "pp") if getattr(args, name)]
+    if len(given) > 1:
+        names = " and ".join(f"--{n} {v}" for n, v in given)
+        raise DlpcError(f"{TOOL}: error: {names}: one strategy at a time (no hybrids yet)")
+    name, n = given[0] if given else ("dp", args.ranks)
+    if args.ranks and args.ranks != n:
+        raise DlpcError(f"{TOOL}: error: --ranks {args.ranks} but --{name} {n}")
+    return name, n
+
+
 def check(args, argv: list[str]) -> None:
     """Options checked before any rank starts."""
-    n = args.ranks or args.dp
-    if args.ranks and args.dp and args.ranks != args.dp:
-        raise DlpcError(f"{TOOL}: error: --ranks {args.ranks} but --dp {args.dp}")
-    check_divides(args.batch, n)
+    name, n = strategy(args)
+    if n < 1:
+        raise DlpcError(f"{TOOL}: error: --{name} must be >= 1, got {n}")
+    if name == "dp":
+        check_divides(args.batch, n)
     if args.bucket_mb <= 0:
         raise DlpcError(f"{TOOL}: error: --bucket-mb must be > 0, got {args.bucket_mb}")
+    if name == "pp" and (args.microbatches < 1 or args.batch % args.microbatches):
+        raise DlpcError(
+            f"{TOOL}: error: batch size {args.batch} does not divide into "
+            f"{args.microbatches} micro-batches"
+        )
     explicit_target = any(a == "--target" or a.startswith("--target=") for a in argv)
     if explicit_target and args.target != "numpy":
         raise DlpcError(
-            f"{TOOL}: error: --dp runs the step on --target numpy (comm ops through mpi4py), "
-            f"not {args.target}"
+            f"{TOOL}: error: --{name} runs the step on --target numpy (comm ops through "
+            f"mpi4py), not {args.target}"
         )
     args.target = "numpy"
 
 
 def launch(args, argv: list[str]) -> int:
-    """`--ranks N`: run this command under `mpiexec -n N` with `--dp N`."""
+    """`--ranks N`: run this command under `mpiexec -n N` (with `--dp N` if no strategy
+    is given)."""
     mpiexec = shutil.which("mpiexec")
     if mpiexec is None:
         raise DlpcError(f"{TOOL}: error: --ranks needs mpiexec ({install_hint('dist')})")
@@ -53,7 +72,7 @@ def launch(args, argv: list[str]) -> int:
             skip = True
         elif not a.startswith("--ranks="):
             rest.append(a)
-    if not args.dp:
+    if not (args.dp or args.tp or args.pp):
         rest += ["--dp", str(args.ranks)]
     command = [mpiexec, "-n", str(args.ranks), sys.executable, "-m", "dlpc.tools.dlpc_train"]
     # a core's share of BLAS threads per rank unless set: ranks x threads beyond the
@@ -66,8 +85,19 @@ def launch(args, argv: list[str]) -> int:
 
 
 def trainer_class(args):
-    """The Trainer `dlpc-train` constructs under `--dp`."""
-    return functools.partial(DataParallelTrainer, ranks=args.dp, bucket_mb=args.bucket_mb)
+    """The Trainer `dlpc-train` constructs under `--dp`, `--tp` or `--pp`."""
+    name, n = strategy(args)
+    if name == "tp":
+        from dlpc.dist.tensor_parallel import TensorParallelTrainer
+
+        return functools.partial(TensorParallelTrainer, ranks=n)
+    if name == "pp":
+        from dlpc.dist.pipeline import PipelineTrainer
+
+        return functools.partial(
+            PipelineTrainer, stages=n, microbatches=args.microbatches, schedule=args.pp_schedule
+        )
+    return functools.partial(DataParallelTrainer, ranks=n, bucket_mb=args.bucket_mb)
 
 
 def train(args, data, train_fn) -> int:
@@ -98,34 +128,57 @@ def run(args, argv: list[str], load_data, train_fn, optimizer) -> int:
 
 
 def emit(args, optimizer) -> int:
-    """Each rank's training step at the `--emit` stage: the step at the rank's share of
-    the batch through graph-data-parallel (the ranks run the same program: SPMD)."""
+    """Each rank's training step at the `--emit` stage: dp, the step at the rank's share
+    of the batch through graph-data-parallel; tp, through graph-tensor-parallel (the ranks
+    run the same program on their shards); pp, each stage's program."""
     from xdsl.context import Context
 
     from dlpc import api
     from dlpc.passes import pipeline
     from dlpc.passes.dist.data_parallel import GraphDataParallel
+    from dlpc.passes.dist.tensor_parallel import (
+        shard_weights,
+        tensor_parallel,
+        tensor_parallel_grads,
+    )
     from dlpc.passes.train.losses import Loss
     from dlpc.passes.train.step import train_step_module
 
-    n = args.dp
-    model = api.load(args.model, weights=args.weights, batch=args.batch // n)
-    dp = GraphDataParallel(ranks=n, bucket_mb=args.bucket_mb, batch=args.batch)
-    step = train_step_module(
-        model.module,
-        Loss(args.loss, label_smoothing=args.label_smoothing),
-        optimizer,
-        model.weights,
-        distribute=lambda module: dp.apply(Context(), module),
-    )
+    name, n = strategy(args)
+    loss = Loss(args.loss, label_smoothing=args.label_smoothing)
     options = pipeline.PipelineOptions(
         opt_level=args.opt_level, schedule=pipeline.schedules_for(args.emit)
     )
-    text = pipeline.compile_to(step.module, args.emit, options)
     comment = "#" if args.emit == "numpy" else "//"
     for rank in range(n):
-        print(
-            f"{comment} rank {rank} of {n}: data parallel, batch {args.batch // n} of {args.batch}"
-        )
+        if name == "dp":
+            model = api.load(args.model, weights=args.weights, batch=args.batch // n)
+            dp = GraphDataParallel(ranks=n, bucket_mb=args.bucket_mb, batch=args.batch)
+            module, weights = model.module, model.weights
+            hook = lambda m, dp=dp: dp.apply(Context(), m)  # noqa: E731
+            what = f"data parallel, batch {args.batch // n} of {args.batch}"
+        elif name == "tp":
+            model = api.load(args.model, weights=args.weights, batch=args.batch)
+            module = model.module.clone()
+            sharded = tensor_parallel(module, n)
+            weights = shard_weights(model.weights, sharded, rank, n)
+            hook = lambda m: tensor_parallel_grads(m, n)  # noqa: E731
+            what = f"tensor parallel, shards of {', '.join(sharded)}"
+        else:
+            from dlpc.dist.pipeline import stage_hook
+
+            micro = api.load(
+                args.model, weights=args.weights, batch=args.batch // args.microbatches
+            )
+            hook, owner = stage_hook(
+                micro.module, loss, n, args.microbatches, args.pp_schedule, rank
+            )
+            model = api.load(args.model, weights=args.weights, batch=args.batch)
+            module, weights = model.module, model.weights
+            mine = [p for p, s in owner.items() if s == rank]
+            what = f"pipeline stage {rank} ({', '.join(mine) or 'no params'}), {args.pp_schedule}"
+        step = train_step_module(module, loss, optimizer, weights, distribute=hook)
+        text = pipeline.compile_to(step.module, args.emit, options)
+        print(f"{comment} rank {rank} of {n}: {what}")
         print(text, end="")
     return 0

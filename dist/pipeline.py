@@ -16,6 +16,7 @@ metrics are the last stage's, broadcast. Target numpy.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 import numpy as np
 from xdsl.dialects import func
@@ -60,6 +61,29 @@ def forward_and_loss(module: ModuleOp, loss: Loss) -> ModuleOp:
     return module
 
 
+def stage_hook(
+    micro: ModuleOp, loss: Loss, stages: int, microbatches: int, schedule: str, rank: int
+) -> tuple[Callable[[ModuleOp], None], dict[str, int]]:
+    """The distribute hook that makes a training step rank `rank`'s stage program, and
+    the stage of every param. `micro`: the model at the micro-batch size."""
+    one = forward_and_loss(micro, loss)
+    pipeline(one.clone(), stages, microbatches, schedule)  # checks the schedule
+    main = next(op for op in one.ops if isinstance(op, func.FuncOp))
+    parts = partition(list(main.body.block.ops)[:-1], stages)
+    fns = [stage_function(main, p, s == 0, s == stages - 1) for s, p in enumerate(parts)]
+    owner = {p: s for s, fn in enumerate(fns) for p in fn.params}
+    n_metrics = len(main.function_type.outputs) - 1
+
+    def stage(module: ModuleOp) -> None:
+        f = next(op for op in module.ops if isinstance(op, func.FuncOp))
+        names = result_names(f)
+        types = dict(zip(names, f.function_type.outputs))
+        grads = {n[5:]: types[n] for n in names if n.startswith("grad.")}
+        build_stage(f, fns[rank], rank, stages, microbatches, schedule, n_metrics, grads)  # type: ignore[arg-type]
+
+    return stage, owner
+
+
 class PipelineTrainer(train_module.Trainer):
     """`dlpc.train.Trainer` with the model's layers in stages over MPI_COMM_WORLD."""
 
@@ -98,31 +122,42 @@ class PipelineTrainer(train_module.Trainer):
         if isinstance(model, str | os.PathLike):
             micro = api.load(model, weights=weights, batch=batch_size // microbatches)
         micro = train_module.bind_batch(micro, batch_size // microbatches)  # type: ignore[arg-type]
-        one = forward_and_loss(micro.module, checked)
-        pipeline(one.clone(), self.stages, microbatches, schedule)  # checks the schedule
-        main = next(op for op in one.ops if isinstance(op, func.FuncOp))
-        parts = partition(list(main.body.block.ops)[:-1], self.stages)
-        rank = self.comm.rank
-        fns = [stage_function(main, p, s == 0, s == self.stages - 1) for s, p in enumerate(parts)]
-        self.owner = {p: s for s, fn in enumerate(fns) for p in fn.params}
-        n_metrics = len(main.function_type.outputs) - 1
-
-        def stage(module: ModuleOp) -> None:
-            f = next(op for op in module.ops if isinstance(op, func.FuncOp))
-            names = result_names(f)
-            types = dict(zip(names, f.function_type.outputs))
-            grads = {n[5:]: types[n] for n in names if n.startswith("grad.")}
-            build_stage(f, fns[rank], rank, self.stages, microbatches, schedule, n_metrics, grads)  # type: ignore[arg-type]
-
+        stage, self.owner = stage_hook(
+            micro.module, checked, self.stages, microbatches, schedule, self.comm.rank
+        )
         self.group = (self.stages, (), (), "")
         with _steps_distributed_by(stage):
             super().__init__(
                 model, checked, optimizer, batch_size, target, opt_level, weights, **options
             )
 
-    def full_weights(self) -> dict[str, np.ndarray]:
-        """Each param as the rank of its stage holds it (a collective)."""
+    @property
+    def weights(self) -> dict[str, np.ndarray]:
+        """Each param as the rank of its stage holds it (a collective: every rank reads
+        it, as `evaluate`, `predict` and `save` do on every rank)."""
+        local = train_module.Trainer.weights.fget(self)  # type: ignore[attr-defined]
         return {
             name: self.comm.broadcast(value, self.owner.get(name, 0), self.group)
-            for name, value in self.weights.items()
+            for name, value in local.items()
         }
+
+    def full_weights(self) -> dict[str, np.ndarray]:
+        return self.weights
+
+    @property
+    def state(self) -> dict[str, np.ndarray]:
+        """The state with each param's optimizer state from its stage (a collective)."""
+        out = train_module.Trainer.state.fget(self)  # type: ignore[attr-defined]
+        for name, value in list(out.items()):
+            param = next((p for p in self.owner if name.endswith("." + p)), None)
+            if name.startswith("opt.") and param is not None:
+                out[name] = self.comm.broadcast(value, self.owner[param], self.group)
+        return out
+
+    def save(self, path) -> None:
+        """Rank 0 writes the gathered state; every rank takes part in gathering it."""
+        if self.comm.rank == 0:
+            super().save(path)
+        else:
+            self.state  # noqa: B018 - the collective rank 0's save runs
+        self.comm.barrier(self.group)

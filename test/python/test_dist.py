@@ -70,21 +70,34 @@ def test_rank_count_that_does_not_divide_the_batch():
     )
 
 
+def _epoch_lines(stdout_and_err: str) -> list[str]:
+    """The epoch and test lines without their samples/s."""
+    lines = [re.sub(r", \d+ samples/s", "", line) for line in stdout_and_err.splitlines()]
+    return [line for line in lines if line.startswith(("epoch ", "test accuracy"))]
+
+
 @needs_mpi
-def test_ranks_starts_mpiexec_and_trains(tmp_path):
+@pytest.mark.parametrize("strategy", ["--dp", "--tp", "--pp"])
+def test_ranks_starts_mpiexec_and_trains_as_one_device(tmp_path, strategy):
+    """`dlpc-train --ranks 2 --<strategy> 2` (mpiexec started by the tool) prints one
+    device's epoch figures and test accuracy; rank 0 alone prints and saves. SGD: its
+    update is linear in the gradient, so the ranks' summation order stays in the last
+    bits (Adam's division by the gradient's RMS moves the 4th digit of the loss)."""
     rng = np.random.default_rng(0)
     x = rng.random((80, 784), dtype=np.float32)
     y = (x[:, :10].argmax(axis=1)).astype(np.int64)
     np.savez(tmp_path / "d.npz", x=x, y=y)
-    result = run(
-        [
-            "dlpc-train", "examples/mlp.dlpc", "--data", str(tmp_path / "d.npz"),
-            "--epochs", "1", "--batch", "8", "--ranks", "2", "--save", str(tmp_path / "w.npz"),
-        ]
-    )  # fmt: skip
+    common = ["dlpc-train", "examples/mlp.dlpc", "--data", str(tmp_path / "d.npz"), "--epochs", "2", "--batch", "8", "--optimizer", "sgd", "--lr", "0.05"]  # fmt: skip
+    one = run([*common, "--target", "numpy"])
+    assert one.returncode == 0, one.stderr[-3000:]
+    save = tmp_path / "w.npz"
+    result = run([*common, "--ranks", "2", strategy, "2", "--save", str(save)])
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.count("test accuracy:") == 1  # rank 0 alone prints
-    assert (tmp_path / "w.npz").is_file()
+    want = _epoch_lines(one.stdout + one.stderr)
+    assert len(want) == 3
+    assert _epoch_lines(result.stdout + result.stderr) == want
+    assert save.is_file()
 
 
 @needs_mpi
