@@ -64,12 +64,23 @@ def dlpc_opt(argv: list[str]) -> tuple[int, str, str]:
     return int(code or 0), out.getvalue(), err.getvalue()
 
 
+def run_sh(command: str) -> str | None:
+    done = subprocess.run(["sh", "-c", command], capture_output=True, text=True)
+    return None if done.returncode == 0 else (done.stderr or done.stdout)[-600:]
+
+
 def run_one(command: str) -> str | None:
-    """None when the command passes, else why it failed."""
+    """None when the command passes, else why it failed. A line that fails in this
+    process is run again under sh: state an earlier line left in the process (a
+    pass's cache, a budget) must not fail it."""
     m = PIPE.match(command)
     if m is None or any(c in m.group(2) for c in "<>|;$`"):
-        done = subprocess.run(["sh", "-c", command], capture_output=True, text=True)
-        return None if done.returncode == 0 else (done.stderr or done.stdout)[-600:]
+        return run_sh(command)
+    why = run_in_process(m)
+    return None if why is None else run_sh(command)
+
+
+def run_in_process(m: re.Match) -> str | None:
     expect_fail, args, merged, check_fails, check_args = m.groups()
     code, out, err = dlpc_opt(shlex.split(args))
     if bool(expect_fail) != (code != 0):
