@@ -112,6 +112,20 @@ def parser() -> ToolArgumentParser:
         help="with --emit=graph|te|loop: the target to lower for, so --emit=loop prints "
         "the IR that target's printer receives (default: c for loop, none above it)",
     )
+    p.add_argument(
+        "--train",
+        action="store_true",
+        help="the training step instead (as dlpc-train --emit: cross-entropy, Adam); with "
+        "--dp/--tp/--pp N each rank's program with its comm ops",
+    )
+    for name, what in (("dp", "data"), ("tp", "tensor"), ("pp", "pipeline")):
+        p.add_argument(
+            f"--{name}",
+            type=int,
+            default=0,
+            metavar="N",
+            help=f"--train: {what} parallel on N ranks",
+        )
     add_format_option(p)
     add_batch_option(p)
     return p
@@ -149,6 +163,8 @@ def run(argv: list[str] | None) -> int:
     from dlpc.passes import pipeline
 
     args = parser().parse_args(argv)
+    if args.train or args.dp or args.tp or args.pp:  # the training step: dlpc-train's
+        return _emit_train(args)
     if args.target and args.emit not in TARGET_STAGES:
         raise DlpcError(
             f"error: --target applies to --emit={'|'.join(TARGET_STAGES)}, not --emit={args.emit}"
@@ -236,6 +252,22 @@ def run(argv: list[str] | None) -> int:
     else:
         write_stdout(text)
     return 0
+
+
+def _emit_train(args) -> int:
+    """`--train`: the training step at --emit, printed by dlpc-train --emit."""
+    from dlpc.tools.dlpc_train import main as dlpc_train
+
+    if not args.train:
+        raise DlpcError("error: --dp/--tp/--pp apply to --train")
+    if args.output:
+        raise DlpcError("error: --train prints to stdout; -o is not supported with it")
+    line = [args.model, f"--emit={args.emit}", "-O", str(args.opt_level)]
+    line += ["--weights", args.weights] if args.weights else []
+    line += ["--batch", str(args.batch)] if args.batch else []
+    for name in ("dp", "tp", "pp"):
+        line += [f"--{name}", str(getattr(args, name))] if getattr(args, name) else []
+    return dlpc_train(line)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -157,3 +157,15 @@ def test_pipeline_training_equals_one_device(schedule, optimizer):
     result = run(command)
     assert result.returncode == 0, result.stderr[-3000:]
     assert sorted(re.findall(r"ok (\d) pptrain", result.stdout)) == ["0", "1"]
+
+
+def test_dlpc_emit_train_dp_prints_each_ranks_program():
+    result = run(["dlpc", "examples/mlp.dlpc", "--emit=graph", "--train", "--dp", "2", "--batch", "8"])  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("comm.all_reduce avg %grad.fc3.weight") == 2
+    assert "// rank 1 of 2: data parallel, batch 4 of 8" in result.stdout
+    bad = run(["dlpc", "examples/mlp.dlpc", "--emit=graph", "--dp", "2"])
+    assert (bad.returncode, bad.stderr.strip()) == (
+        1,
+        "dlpc: error: --dp/--tp/--pp apply to --train",
+    )
