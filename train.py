@@ -289,6 +289,7 @@ class Trainer:
         lr_lambda: Callable[[int], float] | None = None,
         accumulate: int = 1,
         return_grads: bool = False,
+        bn_momentum: float = 0.1,
     ):
         if isinstance(model, str | os.PathLike) and weights is not None:
             model = api.load(model, weights=weights, batch=batch_size)
@@ -311,6 +312,7 @@ class Trainer:
             frozen,
             accumulate=accumulate,
             return_grads=return_grads,
+            bn_momentum=bn_momentum,
         )
         self.compiled = api.compile(
             self.step_model, target=target, opt_level=opt_level, fold_weights=False
@@ -318,6 +320,7 @@ class Trainer:
         self._resident = _Resident(self.compiled, self.spec, self.step_model.weights)
         self._evaluator: _Evaluator | None = None
         self._frozen = frozen
+        self._bn_momentum = bn_momentum
         self._partial: dict[int, _Resident] = {}  # steps at a last partial batch's size
         self.epoch = 0  # completed epochs of `fit` (saved with the state)
         # torch-style param groups: options by torch's names and "params" (the names);
@@ -570,7 +573,12 @@ class Trainer:
         if resident is None:
             model = bind_batch(self.model, n)
             step_model, spec = train_step_model(
-                model, self.loss, self.optimizer, self._frozen, accumulate=self.spec.accumulate
+                model,
+                self.loss,
+                self.optimizer,
+                self._frozen,
+                accumulate=self.spec.accumulate,
+                bn_momentum=self._bn_momentum,
             )
             compiled = api.compile(
                 step_model, target=self.target, opt_level=self.opt_level, fold_weights=False

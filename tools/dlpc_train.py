@@ -78,6 +78,21 @@ def build_parser() -> ToolArgumentParser:
         "--gamma", type=float, default=0.1, help="lr factor per decay (step schedule; 0.1)"
     )
     p.add_argument(
+        "--accumulate",
+        type=int,
+        default=1,
+        metavar="K",
+        help="one update per K batches, on their mean gradient (default 1)",
+    )
+    p.add_argument(
+        "--keep-last",
+        action="store_true",
+        help="train on the last partial batch of an epoch too (default: left out)",
+    )
+    p.add_argument(
+        "--bn-momentum", type=float, default=0.1, help="batch-norm running-stat momentum (0.1)"
+    )
+    p.add_argument(
         "--freeze",
         action="append",
         default=[],
@@ -278,6 +293,8 @@ def main(argv: list[str] | None = None) -> int:
             raise DlpcError(f"error: no such file: {args.model}")
         if args.momentum and args.optimizer not in ("sgd", "rmsprop"):
             raise DlpcError("dlpc-train: error: --momentum applies to --optimizer sgd, rmsprop")
+        if args.accumulate < 1:
+            raise DlpcError(f"dlpc-train: error: --accumulate must be >= 1, got {args.accumulate}")
         if args.step_size is not None and args.step_size < 1:
             raise DlpcError(f"dlpc-train: error: --step-size must be >= 1, got {args.step_size}")
         if args.schedule in ("warmup", "warmup_cosine") and args.warmup < 1:
@@ -383,7 +400,7 @@ def train(args, data) -> int:
         )
     steps_per_epoch = len(x_train) // args.batch
     loss = Loss(args.loss, label_smoothing=args.label_smoothing)
-    optimizer = _optimizer(args, steps_per_epoch * args.epochs)
+    optimizer = _optimizer(args, max(steps_per_epoch // args.accumulate, 1) * args.epochs)
     model = api.load(args.model, weights=args.weights, batch=args.batch)
     trainer = _trainer_class(args)(
         model,
@@ -393,6 +410,8 @@ def train(args, data) -> int:
         target=args.target,
         opt_level=args.opt_level,
         frozen=args.freeze,
+        accumulate=args.accumulate,
+        bn_momentum=args.bn_momentum,
     )
     if args.stats:
         say(activation_stats(trainer.spec))
@@ -454,6 +473,7 @@ def train(args, data) -> int:
             validation=(x_val, y_val) if len(x_val) else None,
             seed=args.seed,
             callback=progress,
+            drop_last=not args.keep_last,
         )
         for k in history:
             history[k].extend(h[k])

@@ -13,7 +13,7 @@ returned values to the next call); the `target` argument is appended to @main's 
 
 Training mode: each `graph.batch_norm` normalises with the batch's statistics (mean and
 biased variance over every axis but the channel) and returns its running statistics updated
-with `momentum` (PyTorch's: r = (1 - m) r + m s, the variance unbiased); each
+with `bn_momentum` (PyTorch's: r = (1 - m) r + m s, the variance unbiased); each
 `graph.dropout` gets the step counter, so it draws a fresh mask per step (see the op).
 """
 
@@ -127,7 +127,7 @@ def _training_dropout(f: func.FuncOp) -> None:
     b = Builder.before(first)
     step = b.param(STEP, (), graph.f32)
     for op in drops:
-        new = Builder.before(op).op(graph.DropoutOp, op.operands[0], step, p=op.p, seed=op.seed)
+        new = Builder.before(op).op(graph.DropoutOp, op.operands[0], step, **op.attrs())
         op.results[0].replace_all_uses_with(new)
         f.body.block.erase_op(op)
 
@@ -159,7 +159,7 @@ def _training_batch_norm(f: func.FuncOp) -> dict[str, tuple[int, ...]]:
         mu = b.mean(x, axes, keepdims=True)
         centred = b.sub(x, mu)
         sigma2 = b.mean(b.mul(centred, centred), axes, keepdims=True)
-        y = b.mul(centred, b.op(graph.RsqrtOp, b.add(sigma2, op.epsilon)))
+        y = b.mul(centred, b.op(graph.RsqrtOp, b.add(sigma2, op.attr("epsilon"))))
         y = b.add(b.mul(y, b.reshape(scale, shape)), b.reshape(bias, shape))
         mu.owner.attributes[BN_STAT] = StringAttr(f"mean:{names[0]}")  # type: ignore[union-attr]
         sigma2.owner.attributes[BN_STAT] = StringAttr(f"var:{names[1]}")  # type: ignore[union-attr]
@@ -170,10 +170,10 @@ def _training_batch_norm(f: func.FuncOp) -> dict[str, tuple[int, ...]]:
 
 
 def _running_updates(
-    f: func.FuncOp, b: Builder, shapes: dict[str, tuple[int, ...]]
+    f: func.FuncOp, b: Builder, shapes: dict[str, tuple[int, ...]], momentum: float = BN_MOMENTUM
 ) -> dict[str, SSAValue]:
-    """New running statistics from the marked batch statistics (momentum 0.1; the
-    variance kept unbiased, as PyTorch does)."""
+    """New running statistics from the marked batch statistics (`momentum`, torch's
+    default 0.1; the variance kept unbiased, as PyTorch does)."""
     updates: dict[str, SSAValue] = {}
     for op in list(f.body.block.ops):
         attr = op.attributes.pop(BN_STAT, None)
@@ -186,7 +186,7 @@ def _running_updates(
         stat = b.reshape(stat, shapes[name])
         if kind == "var":
             stat = b.mul(stat, count / max(count - 1, 1))
-        updates[name] = b.add(b.mul(old, 1.0 - BN_MOMENTUM), b.mul(stat, BN_MOMENTUM))
+        updates[name] = b.add(b.mul(old, 1.0 - momentum), b.mul(stat, momentum))
     return updates
 
 
@@ -199,6 +199,7 @@ def train_step_module(
     recompute: bool = False,
     accumulate: int = 1,
     return_grads: bool = False,
+    bn_momentum: float = BN_MOMENTUM,
     distribute: Callable[[ModuleOp], None] | None = None,
 ) -> TrainStep:
     """The training step of `module` (not modified) for `loss` and `optimizer`.
@@ -209,11 +210,13 @@ def train_step_module(
     `recompute`: graph-autodiff's activation checkpointing. `accumulate` > 1: the update
     applies every `accumulate`-th call, on the mean of the calls' gradients (`_accumulated`).
     `return_grads`: the step also returns this call's gradients (`grad.<param>`, after
-    the state). `distribute` rewrites the
+    the state). `bn_momentum`: the running statistics' momentum (torch's BatchNorm's). `distribute` rewrites the
     differentiated module before the update (graph-data-parallel: gradients across ranks).
     """
     loss = as_loss(loss)
     optimizer = make_optimizer(optimizer)
+    if not 0.0 <= bn_momentum <= 1.0:
+        raise DlpcError(f"error: batch-norm momentum must be in [0, 1], got {bn_momentum}")
     if not isinstance(accumulate, int) or isinstance(accumulate, bool) or accumulate < 1:
         raise DlpcError(f"error: accumulate must be a positive int, got {accumulate!r}")
     if loss.reduction == "none":
@@ -300,7 +303,7 @@ def train_step_module(
     }
     groups = optimizer.assign(trained)
     initial = optimizer.initial_state(shapes, groups)
-    running = _running_updates(f, b, running_shapes)
+    running = _running_updates(f, b, running_shapes, bn_momentum)
     state_values = {
         name: b.param(name, np.shape(v), graph.NUMPY_TO_ELT[v.dtype.name])
         for name, v in initial.items()

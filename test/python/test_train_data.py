@@ -159,3 +159,21 @@ def test_docs_example_runs(monkeypatch, capsys):
     assert sched.last_epoch == trainer.steps_done
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 3 and float(lines[-1].rsplit(" ", 1)[1]) > 0.9
+
+
+def test_dlpc_train_accumulate_keep_last_and_mse(model, tmp_path, capsys):
+    from dlpc.tools.dlpc_train import main
+
+    data = Digits(50, seed=7)
+    np.savez(tmp_path / "d.npz", x=data.x, y=data.y)
+    args = [model, "--data", str(tmp_path / "d.npz"), "--epochs", "1", "--batch", "4"]
+    assert main([*args, "--accumulate", "2", "--keep-last", "--optimizer", "nadam"]) == 0
+    assert capsys.readouterr().out.startswith("test accuracy: ")
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "r.npz", x=data.x, y=rng.standard_normal((50, 3)).astype(np.float32))
+    reg = [model, "--data", str(tmp_path / "r.npz"), "--epochs", "1", "--batch", "4"]
+    assert main([*reg, "--loss", "huber"]) == 0
+    out = capsys.readouterr()
+    assert out.out.startswith("test mse: ") and "validation mse" in out.err
+    assert main([*args, "--accumulate", "0"]) == 1
+    assert "--accumulate must be >= 1" in capsys.readouterr().err

@@ -243,9 +243,10 @@ class _Null:
         return 0.0
 
 
-def test_training_mode_batch_norm_matches_torch(tmp_path):
+@pytest.mark.parametrize("momentum", [0.1, 0.3])
+def test_training_mode_batch_norm_matches_torch(tmp_path, momentum):
     """batch_norm in training mode: batch statistics forward, running statistics updated
-    with momentum 0.1 (the variance unbiased), 10 SGD steps as torch's BatchNorm1d. (SGD:
+    with `bn_momentum` (the variance unbiased), 10 SGD steps as torch's BatchNorm1d. (SGD:
     fc1.bias's gradient is 0 up to rounding behind the batch norm, which Adam would
     normalise into lr-sized steps of noise.)"""
     path = tmp_path / "bn.dlpc"
@@ -265,9 +266,9 @@ def test_training_mode_batch_norm_matches_torch(tmp_path):
 """
     )
     opt = dlpc.optim.SGD(lr=0.1, momentum=0.9)
-    trainer = dlpc.train(str(path), optimizer=opt, batch_size=BATCH)
+    trainer = dlpc.train(str(path), optimizer=opt, batch_size=BATCH, bn_momentum=momentum)
     w = trainer.weights
-    bn = torch.nn.BatchNorm1d(5, momentum=0.1)
+    bn = torch.nn.BatchNorm1d(5, momentum=momentum)
     net = torch.nn.Sequential(torch.nn.Linear(6, 5), bn, torch.nn.ReLU(), torch.nn.Linear(5, 3))
     names = {"0.weight": "fc1.weight", "0.bias": "fc1.bias", "1.weight": "bn.scale"}
     names.update({"1.bias": "bn.bias", "3.weight": "fc2.weight", "3.bias": "fc2.bias"})
