@@ -137,3 +137,42 @@ def test_gemv_over_rows_one_past_the_work_loop():
     w = rng.standard_normal((65, 32)).astype(np.float32)
     (out,) = compile_dlp(module, "tiny", name="gemv_shifted")(x, w)
     close(out, w[1:] @ x)
+
+
+def test_kernel_model_adds_compute_and_transfer():
+    """model_kernel on hand-made counters: compute = intrinsic cycles + scalar ops at the
+    scalar rate, transfer = DMA latency + GDRAM and on-chip bytes at their bandwidths;
+    single buffering adds them, ping-pong hides the shorter."""
+    from dlpc.backends.runtime.dlp_sim import NUM_COUNTERS, SPACES, model_kernel
+    from dlpc.targets.dlp import resolve
+
+    desc = resolve("tiny")
+    c = [0.0] * NUM_COUNTERS
+    g2n = SPACES.index("gdram") * 4 + SPACES.index("nram")
+    n2w = SPACES.index("nram") * 4 + SPACES.index("wram")
+    c[g2n], c[n2w] = 4096.0, 1024.0
+    c[16], c[17], c[18], c[19] = 3, 500.0, 2000.0, 999.0  # DMAs, icycles, iops, scalar ops
+    compute = 500.0 + 999.0 / desc.scalar_ops_per_cycle
+    transfer = (
+        3 * desc.dma_latency_cycles
+        + 4096.0 / (desc.gdram_bandwidth_gbs / desc.clock_ghz)
+        + 1024.0 / (desc.sram_bandwidth_gbs / desc.clock_ghz)
+    )
+    single = model_kernel("k", "o", 1, False, [c], desc)
+    assert single.compute_cycles == pytest.approx(compute)
+    assert single.transfer_cycles == pytest.approx(transfer)
+    assert single.cycles == pytest.approx(compute + transfer)
+    assert single.ops == 2999.0 and single.bytes == {"gdram->nram": 4096.0, "nram->wram": 1024.0}
+    double = model_kernel("k", "o", 1, True, [c], desc)
+    assert double.cycles == pytest.approx(max(compute, transfer))
+
+
+def test_report_total_line_sums_the_kernels():
+    from dlpc.backends.runtime.dlp_sim import KernelReport, format_report
+
+    reps = [KernelReport("a", "o", 1, False, seconds=1.5, ops=10.0)]
+    reps.append(KernelReport("b", "o", 2, True, seconds=2.25, ops=5.0))
+    assert (
+        format_report(reps).splitlines()[-1]
+        == "total: 2 kernels, 3750000.00 us simulated, 15 flops"
+    )
