@@ -69,7 +69,15 @@ def buckets(grads: list[SSAValue], bucket_bytes: float) -> list[list[SSAValue]]:
     return out
 
 
-def data_parallel(module: ModuleOp, ranks: int, bucket_mb: float, batch: int = 0) -> None:
+def data_parallel(
+    module: ModuleOp,
+    ranks: int,
+    bucket_mb: float,
+    batch: int = 0,
+    group: comm.GroupAttr | None = None,
+) -> None:
+    """See the module docstring; `group`: the ranks that share the batch (default all
+    `ranks`; a mesh's dp axis for hybrid parallelism, `ranks` then being its size)."""
     if ranks < 1:
         raise DiagnosticException(f"graph-data-parallel: ranks must be >= 1, got {ranks}")
     if bucket_mb <= 0:
@@ -98,7 +106,7 @@ def data_parallel(module: ModuleOp, ranks: int, bucket_mb: float, batch: int = 0
             "graph-data-parallel: @main returns no grad.<param> results; run "
             "graph-autodiff{aux=true} first"
         )
-    group = comm.GroupAttr.of(ranks)
+    group = group or comm.GroupAttr.of(ranks)
     new = list(results)
 
     def all_reduce(values: list[SSAValue], kind: str, point: InsertPoint) -> list[SSAValue]:

@@ -102,12 +102,15 @@ def _shard_param(p: graph.ParamOp, dim: int, ranks: int) -> SSAValue:
     return new.output
 
 
-def tensor_parallel(module: ModuleOp, ranks: int) -> dict[str, int]:
-    """Split the linear pairs of @main over `ranks`; the sharded params' dims by name."""
+def tensor_parallel(
+    module: ModuleOp, ranks: int, group: comm.GroupAttr | None = None
+) -> dict[str, int]:
+    """Split the linear pairs of @main over `ranks`; the sharded params' dims by name.
+    `group`: the ranks that share a layer (default all; a mesh's tp axis for hybrids)."""
     if ranks < 1:
         raise DiagnosticException(f"graph-tensor-parallel: ranks must be >= 1, got {ranks}")
     f = _main(module)
-    group = comm.GroupAttr.of(ranks)
+    group = group or comm.GroupAttr.of(ranks)
     sharded: dict[str, int] = {}
     for col, chain, row in _pairs(f):
         w1 = _shard_param(col.operands[1].owner, 0, ranks)  # type: ignore[arg-type]
@@ -172,7 +175,9 @@ def shard_weights(
     }
 
 
-def tensor_parallel_grads(module: ModuleOp, ranks: int) -> None:
+def tensor_parallel_grads(
+    module: ModuleOp, ranks: int, group: comm.GroupAttr | None = None
+) -> None:
     """After graph-autodiff{aux=true}: a sharded param's gradient divided by `ranks`, a
     replicated param's averaged over the ranks (see the module docstring)."""
     f = _main(module)
@@ -181,7 +186,7 @@ def tensor_parallel_grads(module: ModuleOp, ranks: int) -> None:
     ret = f.body.block.last_op
     assert isinstance(ret, func.ReturnOp)
     results = list(ret.operands)
-    group = comm.GroupAttr.of(ranks)
+    group = group or comm.GroupAttr.of(ranks)
     at = InsertPoint.before(ret)
     replicated: list[int] = []
     for k, name in enumerate(result_names(f)):

@@ -174,7 +174,27 @@ def pptrain(schedule: str, optimizer: str) -> int:
     return 0
 
 
-MODES = {"dp": dp, "tp": tp, "pp": pp, "pptrain": pptrain}
+def hybrid(optimizer: str) -> int:
+    """HybridTrainer dp 2 x tp 2 on 4 ranks against one device, 10 steps."""
+    from dlpc.dist.hybrid import HybridTrainer
+
+    C = world()
+    rng = np.random.default_rng(17)
+    xs = rng.standard_normal((STEPS, GLOBAL_BATCH, 784)).astype(np.float32)
+    ys = rng.integers(0, 10, (STEPS, GLOBAL_BATCH)).astype(np.int64)
+    trainer = HybridTrainer(MLP, "cross_entropy", optimizer, GLOBAL_BATCH, dp=2, tp=2)
+    losses = [trainer.step(xs[k], ys[k]) for k in range(STEPS)]
+    full = trainer.full_weights()
+    one = dlpc.train.Trainer(MLP, "cross_entropy", optimizer, GLOBAL_BATCH, target="numpy")
+    one_losses = [one.step(xs[k], ys[k]) for k in range(STEPS)]
+    np.testing.assert_allclose(losses, one_losses, rtol=1e-5, atol=1e-6)
+    for name, value in one.weights.items():
+        np.testing.assert_allclose(full[name], value, rtol=1e-4, atol=1e-6, err_msg=name)
+    print(f"ok {C.rank} hybrid {optimizer}", flush=True)
+    return 0
+
+
+MODES = {"dp": dp, "tp": tp, "pp": pp, "pptrain": pptrain, "hybrid": hybrid}
 
 if __name__ == "__main__":
     sys.exit(guard(lambda: MODES[sys.argv[1]](*sys.argv[2:]), "dist_worker"))

@@ -169,3 +169,11 @@ def test_dlpc_emit_train_dp_prints_each_ranks_program():
         1,
         "dlpc: error: --dp/--tp/--pp apply to --train",
     )
+
+
+@needs_mpi
+def test_hybrid_dp_x_tp_on_4_ranks_equals_one_device():
+    """dp 2 x tp 2 (mesh-axis groups): 10 SGD steps of the MLP against one device."""
+    result = run(["mpiexec", "-n", "4", sys.executable, str(WORKER), "hybrid", "sgd"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert sorted(re.findall(r"ok (\d) hybrid", result.stdout)) == ["0", "1", "2", "3"]

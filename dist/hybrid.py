@@ -1,0 +1,111 @@
+"""Hybrid data x tensor parallelism on a device mesh dp x tp (x pp = 1).
+
+    # mpiexec -n 4 python train.py
+    trainer = HybridTrainer("examples/mlp.dlpc", batch_size=32, dp=2, tp=2)
+
+Rank r sits at mesh coordinates (d, t) = (r // tp, r % tp). The ranks of one dp row hold
+the tensor-parallel shards t of the model (graph-tensor-parallel over the mesh's tp axis)
+and see the same batch share d; the ranks of one tp column hold the same shard and
+average its gradients (graph-data-parallel over the mesh's dp axis). The comm ops name
+their group as a mesh axis (`<world 4, mesh [2, 2, 1], axis "tp">`), which each rank
+resolves to its own row or column. After k steps the gathered params are one device's
+on the same global batches.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+from xdsl.dialects.builtin import ModuleOp
+
+import dlpc.train as train_module
+from dlpc import api
+from dlpc.diagnostics import DlpcError
+from dlpc.dialects import comm
+from dlpc.dist.data_parallel import _steps_distributed_by, check_divides
+from dlpc.model import Model
+from dlpc.passes.dist.data_parallel import data_parallel
+from dlpc.passes.dist.tensor_parallel import (
+    shard_weights,
+    tensor_parallel,
+    tensor_parallel_grads,
+)
+from dlpc.passes.train.losses import Loss
+from dlpc.passes.train.optim import Optimizer
+from dlpc.runtime import mpi
+
+
+class HybridTrainer(train_module.Trainer):
+    """Data parallel over `dp` rows of `tp` tensor-parallel ranks each (see above)."""
+
+    def __init__(
+        self,
+        model: Model | str | os.PathLike,
+        loss: str | Loss = "cross_entropy",
+        optimizer: str | Optimizer = "adam",
+        batch_size: int = 32,
+        target: str = "numpy",
+        opt_level: int = 2,
+        weights=None,
+        dp: int = 2,
+        tp: int = 2,
+        bucket_mb: float = 25.0,
+        comm_world: mpi.Communicator | None = None,
+        **options,
+    ):
+        self.comm = comm_world or mpi.world()
+        world = dp * tp
+        if world != self.comm.size:
+            raise DlpcError(
+                f"error: a mesh of dp {dp} x tp {tp} needs {world} ranks, but MPI started "
+                f"{self.comm.size}"
+            )
+        check_divides(batch_size, dp)
+        if target != "numpy":
+            raise DlpcError(f"error: hybrid steps run on target numpy, not '{target}'")
+        self.dp, self.tp = dp, tp
+        self.d, self.t = divmod(self.comm.rank, tp)
+        mesh = (dp, tp, 1)
+        tp_group = comm.GroupAttr.of(world, mesh=mesh, axis="tp")
+        dp_group = comm.GroupAttr.of(world, mesh=mesh, axis="dp")
+        self.tp_group = (world, (), mesh, "tp")
+        self.dp_group = (world, (), mesh, "dp")
+        local = batch_size // dp
+        if isinstance(model, str | os.PathLike):
+            model = api.load(model, weights=weights, batch=local)
+        whole = train_module.bind_batch(model, local)
+        module = whole.module.clone()
+        self.sharded = tensor_parallel(module, tp, tp_group)
+        mine = shard_weights(api.check_weights(whole), self.sharded, self.t, tp)
+        split = Model(module, mine, whole.name, None)
+
+        def distribute(m: ModuleOp) -> None:
+            tensor_parallel_grads(m, tp, tp_group)
+            data_parallel(m, dp, bucket_mb, batch_size, dp_group)
+
+        with _steps_distributed_by(distribute):
+            super().__init__(split, loss, optimizer, local, target, opt_level, **options)
+        self.local_batch = local
+        self.global_batch = self.batch_size = batch_size
+        # the first dp row's initial state (params and optimizer state) down every column
+        state = self._resident.current()
+        self._resident.assign(
+            {name: self.comm.broadcast(v, 0, self.dp_group) for name, v in state.items()}
+        )
+
+    def _step(self, x, y) -> list[np.ndarray]:
+        """One step on a global batch: this rank's row takes its share."""
+        if len(x) != self.global_batch:
+            raise DlpcError(f"error: a global batch has {self.global_batch} samples, got {len(x)}")
+        d, b = self.d, self.local_batch
+        return super()._step(x[d * b : (d + 1) * b], y[d * b : (d + 1) * b])
+
+    def full_weights(self) -> dict[str, np.ndarray]:
+        """The params, the sharded ones gathered along the tp axis (a collective)."""
+        out = {}
+        for name, value in self.weights.items():
+            if name in self.sharded:
+                value = self.comm.all_gather(value, self.sharded[name], self.tp_group)
+            out[name] = value
+        return out
