@@ -176,3 +176,30 @@ def test_report_total_line_sums_the_kernels():
         format_report(reps).splitlines()[-1]
         == "total: 2 kernels, 3750000.00 us simulated, 15 flops"
     )
+
+
+STEP2 = """
+func.func @main(%x: memref<8x16xf32>, %out: memref<8x8xf32>)
+    attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "k" {
+    loop.for %i = 0 to 8 step 1 {name = "i0"} {
+      loop.for %j = 0 to 16 step 2 {name = "i1"} {
+        %a = memref.load %x[%i, %j] : memref<8x16xf32>
+        %two = arith.constant 2.0 : f32
+        %m = arith.mulf %a, %two : f32
+        %c2 = arith.constant 2 : index
+        %h = arith.divui %j, %c2 : index
+        memref.store %m, %out[%i, %h] : memref<8x8xf32>
+      }
+    }
+  }
+  func.return
+}"""
+
+
+def test_a_loop_stepping_by_two_in_dlp_c():
+    """A loop of step 2 inside a DLP kernel is `j += 2` in the emitted C, not `j++`."""
+    module = pipeline.parse_module(STEP2)
+    x = np.random.default_rng(6).standard_normal((8, 16)).astype(np.float32)
+    (out,) = compile_dlp(module, "tiny", name="step2", intrinsics=False)(x)
+    close(out, x[:, ::2] * 2)
