@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from test_dlp import _run_small, close
 
+import dlpc
 from dlpc.backends.runtime.dlp_sim import compile_dlp
 from dlpc.passes import pipeline
 
@@ -203,3 +204,36 @@ def test_a_loop_stepping_by_two_in_dlp_c():
     x = np.random.default_rng(6).standard_normal((8, 16)).astype(np.float32)
     (out,) = compile_dlp(module, "tiny", name="step2", intrinsics=False)(x)
     close(out, x[:, ::2] * 2)
+
+
+def _nram_bytes(kernel) -> int:
+    """Bytes of the NRAM buffers a dlp.kernel allocates (each alloc op once)."""
+    from xdsl.dialects import memref
+
+    total = 0
+    for op in kernel.walk():
+        if isinstance(op, memref.AllocOp | memref.AllocaOp) and "nram" in str(op.memref.type):
+            t = op.memref.type
+            total += int(np.prod(t.get_shape())) * (t.get_element_type().bitwidth // 8)
+    return total
+
+
+@pytest.mark.parametrize(
+    "expr",
+    ["reduce_sum(exp(x) * x, axes=[1])", "softmax(x, axis=1)", "relu(matmul(x, w))"],
+    ids=["reduce-prologue", "softmax", "matmul-epilogue"],
+)
+def test_kernels_allocate_within_nram(tmp_path, expr):
+    """The tile chosen from each selection's scratch_bytes leaves every kernel's NRAM
+    buffers within tiny's 4096 bytes (the simulator does not check it)."""
+    from dlpc.backends.dlp_c import lower_to_dlp
+    from dlpc.dialects import dlp
+    from dlpc.targets.dlp import resolve
+
+    path = tmp_path / "m.dlpc"
+    path.write_text(f"model m(x: f32[64, 48], w: f32[48, 16]) {{\n  return {expr}\n}}\n")
+    model = dlpc.load(path)
+    module = pipeline.lower(model.module.clone(), "loop", pipeline.PipelineOptions(schedule=False))
+    lowered = lower_to_dlp(module, "tiny")
+    kernels = [op for op in lowered.walk() if isinstance(op, dlp.KernelOp)]
+    assert kernels and all(_nram_bytes(k) <= resolve("tiny").capacity("nram") for k in kernels)
