@@ -5,9 +5,9 @@
 lit starts a Python for every dlpc-opt of every RUN line; a mutant costs one run of its
 area's tests, so bench/mutation.py runs lit files through this instead: one Python start,
 then `[not] dlpc-opt ARGS [2>&1] | filecheck ...` lines call dlpc-opt's main in-process
-and check their output with filecheck's matcher, in-process too. Any other line runs under sh, as lit
-would. After `--pytest`, pytest's arguments, run by pytest.main in this process too.
-Exit 1 naming the first failing file and line; 0 when every line passes.
+and check their output with filecheck's matcher, in-process too; a file with a line
+that fails here or is of another form is handed to lit, whose verdict counts. After
+`--pytest`, pytest's arguments, run by pytest.main in this process too. Exit 1 naming the first failing file and line; 0 when every line passes.
 """
 
 from __future__ import annotations
@@ -64,20 +64,20 @@ def dlpc_opt(argv: list[str]) -> tuple[int, str, str]:
     return int(code or 0), out.getvalue(), err.getvalue()
 
 
-def run_sh(command: str) -> str | None:
-    done = subprocess.run(["sh", "-c", command], capture_output=True, text=True)
-    return None if done.returncode == 0 else (done.stderr or done.stdout)[-600:]
-
-
 def run_one(command: str) -> str | None:
-    """None when the command passes, else why it failed. A line that fails in this
-    process is run again under sh: state an earlier line left in the process (a
-    pass's cache, a budget) must not fail it."""
+    """None when the command passes in this process, else why not (also when it is not
+    a line this process runs: the caller then asks lit)."""
     m = PIPE.match(command)
     if m is None or any(c in m.group(2) for c in "<>|;$`"):
-        return run_sh(command)
-    why = run_in_process(m)
-    return None if why is None else run_sh(command)
+        return "not a dlpc-opt | filecheck line"
+    return run_in_process(m)
+
+
+def run_lit(path: Path) -> str | None:
+    """lit's own verdict on one file (a line failed here, or is not one this process
+    runs: state an earlier line left in the process, `not`, shell redirections)."""
+    done = subprocess.run(["lit", "-q", str(path)], capture_output=True, text=True)
+    return None if done.returncode == 0 else (done.stdout + done.stderr)[-1500:]
 
 
 def run_in_process(m: re.Match) -> str | None:
@@ -128,10 +128,12 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for path in files(argv):
             for command in run_lines(path):
-                why = run_one(substitute(command, path, Path(tmp)))
-                if why is not None:
-                    print(f"FAIL {path}: {command}\n{why}")
-                    return 1
+                if run_one(substitute(command, path, Path(tmp))) is not None:
+                    why = run_lit(path)
+                    if why is not None:
+                        print(f"FAIL {path}: {command}\n{why}")
+                        return 1
+                    break
     if pytest_args is not None:
         import pytest
 
