@@ -381,11 +381,14 @@ class Trainer:
         unknown = [n for n in state if n not in known]
         if unknown:
             raise DlpcError(f"error: saved state has '{unknown[0]}', which this trainer does not")
-        missing = [n for n in known if n not in state]
+        # the hyper-parameters (opt.g<k>.*) are optional: a state saved before they were
+        # run-time inputs keeps the trainer's
+        hyper = {name for _, _, name, _ in self._hyper}
+        missing = [n for n in known if n not in state and n not in hyper]
         if missing:
             raise DlpcError(f"error: saved state lacks '{missing[0]}'")
         self._resident.assign(state)
-        self._pull_hyper()
+        self._pull_hyper(set(state))
         if epoch is not None:
             self.epoch = int(epoch)
 
@@ -424,9 +427,12 @@ class Trainer:
                     f"{', '.join(runtime) or 'nothing'} can change between steps"
                 )
 
-    def _pull_hyper(self) -> None:
-        """The param groups' run-time values from the resident state (after `load`)."""
-        for i, (k, key, _, array) in enumerate(self._hyper):
+    def _pull_hyper(self, names: set[str]) -> None:
+        """The param groups' run-time values `names` from the resident state (after
+        `load`)."""
+        for i, (k, key, name, array) in enumerate(self._hyper):
+            if name not in names:
+                continue
             value = float(array)
             self._written[i] = value
             group = self.param_groups[k]

@@ -300,3 +300,19 @@ def test_in_graph_schedule_through_the_compiled_step(model, schedule, theirs):
     ts = theirs(topt)
     run_both(trainer, net, topt, batches(10), lambda _: ts.step())
     assert_same_params(trainer, net, names)
+
+
+def test_hyper_parameters_are_saved_and_optional_on_load(sgd_trainer, tmp_path):
+    trainer, state, groups = sgd_trainer
+    _reset(trainer, state, groups)
+    trainer.lr = 0.025
+    x, y = batches(1)[0]
+    trainer.step(x, y)
+    trainer.save(tmp_path / "s.npz")
+    trainer.lr = 0.5
+    trainer.load(tmp_path / "s.npz")
+    assert trainer.lr == 0.025  # restored with the state
+    old = {k: v for k, v in trainer.state.items() if not k.startswith("opt.g0.")}
+    trainer.lr = 0.07
+    trainer.load(old)  # a state saved before hyper-parameters were inputs
+    assert trainer.lr == 0.07
