@@ -31,7 +31,7 @@ tensors, and every op is pure.
 
 Python builders keep lowering code short:
 
-    relu = ComputeOp.build("relu_0", x.type, lambda b, i: b.max(b.read(x, i), 0.0))
+    relu = ComputeOp.from_fn("relu_0", x.type, lambda b, i: b.max(b.read(x, i), 0.0))
 """
 
 from __future__ import annotations
@@ -206,7 +206,7 @@ class ComputeOp(_TensorExprOp):
         )
 
     @staticmethod
-    def build(  # pyright: ignore[reportIncompatibleMethodOverride]  (te's body builder, not xDSL's generic build)
+    def from_fn(
         name: str,
         result_type: TensorType,
         fn: Callable[[BodyBuilder, list[SSAValue]], SSAValue | float | int],
@@ -295,7 +295,7 @@ class ReduceOp(_TensorExprOp):
         )
 
     @staticmethod
-    def build(  # pyright: ignore[reportIncompatibleMethodOverride]  (te's body builder, not xDSL's generic build)
+    def from_fn(
         name: str,
         result_type: TensorType,
         extents: Sequence[int],

@@ -73,7 +73,7 @@ class Lowering:
         return op.results[0]
 
     def compute(self, ty: TensorType, fn, suffix: str = "") -> SSAValue:
-        return self.emit(ComputeOp.build(self.base + suffix, ty, fn))
+        return self.emit(ComputeOp.from_fn(self.base + suffix, ty, fn))
 
     def reduce(
         self,
@@ -95,7 +95,7 @@ class Lowering:
                 else (-(2 ** (e.width.data - 1)), 2 ** (e.width.data - 1) - 1)
             )
             init = float(lo if combiner == "max" else hi)
-        op = ReduceOp.build(
+        op = ReduceOp.from_fn(
             self.base + suffix,
             ty,
             extents,
