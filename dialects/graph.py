@@ -165,6 +165,10 @@ KINDS: tuple[tuple[AttrConstraint[Any], Kind], ...] = (
     (TYPE, "type"),
 )
 
+# the element types an op's first operand may have: "float" (exp, softmax, ...: math
+# functions of floats), "numeric" (a mean: not i1), or None (any)
+Elements: TypeAlias = Literal["float", "numeric"] | None
+
 # the default of a property the op cannot do without (`make` and the builder check it)
 REQUIRED = object()
 
@@ -196,10 +200,6 @@ def str_prop(name: str, default: str | None = None) -> StringAttr:
 
 def type_prop(name: str) -> TypeAttribute:
     return prop_def(TYPE, prop_name=name)
-
-
-def ints_of(attr: DenseArrayBase[I64]) -> tuple[int, ...]:
-    return attr.get_values()
 
 
 def to_attr(kind: str, value: Any) -> Attribute:
@@ -253,9 +253,7 @@ class GraphOp(IRDLOperation):
     OPERANDS: ClassVar[tuple[str, ...]] = ("input",)
     # names of optional trailing operands (e.g. conv2d bias)
     OPTIONAL: ClassVar[tuple[str, ...]] = ()
-    # the element types the first operand may have: "float" (exp, softmax, ...: math
-    # functions of floats), "numeric" (a mean: not i1), or None (any)
-    ELEMENTS: ClassVar[Literal["float", "numeric"] | None] = None
+    ELEMENTS: ClassVar[Elements] = None
 
     inputs = var_operand_def(TensorType)
     output = result_def(TensorType)
@@ -530,7 +528,7 @@ class UnaryOp(GraphOp):
 class FloatUnaryOp(UnaryOp):
     """Elementwise math function of floats (C's expf, tanhf, ...: no integer form)."""
 
-    ELEMENTS: ClassVar[Literal["float", "numeric"] | None] = "float"
+    ELEMENTS: ClassVar[Elements] = "float"
 
 
 @graph_op
@@ -1016,12 +1014,12 @@ class WindowOp(GraphOp):
 
     @property
     def strides(self) -> tuple[int, int]:
-        return _pair(ints_of(self.strides_attr), "strides")
+        return _pair(self.strides_attr.get_values(), "strides")
 
     @property
     def pads(self) -> tuple[int, int, int, int]:
         """[top, left, bottom, right]."""
-        return _pads(ints_of(self.pads_attr))
+        return _pads(self.pads_attr.get_values())
 
     @property
     def dilations(self) -> tuple[int, int]:
@@ -1034,7 +1032,10 @@ class WindowOp(GraphOp):
         pt, pl, pb, pr = self.pads
         dh, dw = self.dilations
         if min(sh, sw, dh, dw) < 1 or min(pt, pl, pb, pr) < 0:
-            raise VerifyException(f"{self.name} strides/dilations must be >= 1 and pads >= 0")
+            raise VerifyException(
+                f"{self.name} strides/dilations must be >= 1 and pads >= 0, got strides "
+                f"{list(self.strides)}, dilations {list(self.dilations)}, pads {list(self.pads)}"
+            )
         oh = window_out(h, kh, sh, pt + pb, dh, ceil_mode)
         ow = window_out(w, kw, sw, pl + pr, dw, ceil_mode)
         if oh < 1 or ow < 1:
@@ -1061,7 +1062,7 @@ class Conv2DOp(WindowOp):
 
     @property
     def dilations(self) -> tuple[int, int]:
-        return _pair(ints_of(self.dilations_attr), "dilations")
+        return _pair(self.dilations_attr.get_values(), "dilations")
 
     @property
     def groups(self) -> int:
@@ -1116,7 +1117,7 @@ class WinogradFilterTransformOp(GraphOp):
 
     name = "graph.winograd_filter_transform"
     OPERANDS: ClassVar[tuple[str, ...]] = ("weight",)
-    ELEMENTS: ClassVar[Literal["float", "numeric"] | None] = "float"
+    ELEMENTS: ClassVar[Elements] = "float"
 
     def infer_shape(self, shapes: list[Shape]) -> Shape:
         (w,) = shapes
@@ -1140,13 +1141,13 @@ class WinogradInputTransformOp(GraphOp):
 
     name = "graph.winograd_input_transform"
     OPERANDS: ClassVar[tuple[str, ...]] = ("input",)
-    ELEMENTS: ClassVar[Literal["float", "numeric"] | None] = "float"
+    ELEMENTS: ClassVar[Elements] = "float"
     pads_attr = ints_prop("pads", (0, 0, 0, 0))
 
     @property
     def pads(self) -> tuple[int, int, int, int]:
         """[top, left, bottom, right]."""
-        return _pads(ints_of(self.pads_attr))
+        return _pads(self.pads_attr.get_values())
 
     def infer_shape(self, shapes: list[Shape]) -> Shape:
         (x,) = shapes
@@ -1156,7 +1157,9 @@ class WinogradInputTransformOp(GraphOp):
             )
         pt, pl, pb, pr = self.pads
         if min(pt, pl, pb, pr) < 0:
-            raise VerifyException("graph.winograd_input_transform pads must be >= 0")
+            raise VerifyException(
+                f"graph.winograd_input_transform pads must be >= 0, got {list(self.pads)}"
+            )
         oh, ow = x[2] + pt + pb - 2, x[3] + pl + pr - 2
         if oh < 1 or ow < 1:
             raise VerifyException(
@@ -1179,13 +1182,13 @@ class WinogradOutputTransformOp(GraphOp):
     name = "graph.winograd_output_transform"
     OPERANDS: ClassVar[tuple[str, ...]] = ("input", "bias")
     OPTIONAL: ClassVar[tuple[str, ...]] = ("bias",)
-    ELEMENTS: ClassVar[Literal["float", "numeric"] | None] = "float"
+    ELEMENTS: ClassVar[Elements] = "float"
     output_size_attr = ints_prop("output")
 
     @property
     def output_size(self) -> tuple[int, int]:
         """The conv output's height and width (the `output` property)."""
-        return _pair(ints_of(self.output_size_attr), "output")
+        return _pair(self.output_size_attr.get_values(), "output")
 
     def infer_shape(self, shapes: list[Shape]) -> Shape:
         m = shapes[0]
@@ -1217,7 +1220,7 @@ class PoolOp(WindowOp):
 
     @property
     def kernel(self) -> tuple[int, int]:
-        return _pair(ints_of(self.kernel_attr), "kernel")
+        return _pair(self.kernel_attr.get_values(), "kernel")
 
     @property
     def ceil_mode(self) -> bool:
@@ -1250,7 +1253,7 @@ class AvgPool2DOp(PoolOp):
     """
 
     name = "graph.avg_pool2d"
-    ELEMENTS: ClassVar[Literal["float", "numeric"] | None] = "numeric"  # a mean of i1 is no i1
+    ELEMENTS: ClassVar[Elements] = "numeric"  # a mean of i1 is no i1
     count_include_pad_attr = bool_prop("count_include_pad", False)
 
     @property
@@ -1266,7 +1269,7 @@ class GlobalAvgPoolOp(GraphOp):
     """
 
     name = "graph.global_avg_pool"
-    ELEMENTS: ClassVar[Literal["float", "numeric"] | None] = "numeric"
+    ELEMENTS: ClassVar[Elements] = "numeric"
 
     def infer_shape(self, shapes: list[Shape]) -> Shape:
         x = _to_nchw(self, shapes[0])
@@ -1296,7 +1299,7 @@ class DropoutOp(GraphOp):
     name = "graph.dropout"
     OPERANDS: ClassVar[tuple[str, ...]] = ("input", "step")
     OPTIONAL: ClassVar[tuple[str, ...]] = ("step",)
-    ELEMENTS: ClassVar[Literal["float", "numeric"] | None] = "float"
+    ELEMENTS: ClassVar[Elements] = "float"
     p_attr = float_prop("p", 0.5)
     seed_attr = int_prop("seed", 0)
 
@@ -1338,7 +1341,7 @@ class BatchNormOp(GraphOp):
 
     name = "graph.batch_norm"
     OPERANDS: ClassVar[tuple[str, ...]] = ("input", "scale", "bias", "mean", "var")
-    ELEMENTS: ClassVar[Literal["float", "numeric"] | None] = "float"
+    ELEMENTS: ClassVar[Elements] = "float"
     epsilon_attr = float_prop("epsilon", 1e-5)
 
     @property
@@ -1371,7 +1374,7 @@ class LayerNormOp(GraphOp):
     name = "graph.layer_norm"
     OPERANDS: ClassVar[tuple[str, ...]] = ("input", "scale", "bias")
     OPTIONAL: ClassVar[tuple[str, ...]] = ("bias",)
-    ELEMENTS: ClassVar[Literal["float", "numeric"] | None] = "float"
+    ELEMENTS: ClassVar[Elements] = "float"
     axis_attr = int_prop("axis", -1)
     epsilon_attr = float_prop("epsilon", 1e-5)
 
@@ -1400,7 +1403,7 @@ class AxisOp(GraphOp):
     """A function of floats along one axis (default the last); the result has the
     input's shape."""
 
-    ELEMENTS: ClassVar[Literal["float", "numeric"] | None] = "float"
+    ELEMENTS: ClassVar[Elements] = "float"
     axis_attr = int_prop("axis", -1)
 
     @property
@@ -1444,7 +1447,7 @@ class ReduceOp(GraphOp):
     @property
     def axes(self) -> tuple[int, ...]:
         """The axes as written (empty: all); `reduced_axes()` normalises them."""
-        return ints_of(self.axes_attr)
+        return self.axes_attr.get_values()
 
     @property
     def keepdims(self) -> bool:
@@ -1486,7 +1489,7 @@ class ReduceMeanOp(ReduceOp):
     """
 
     name = "graph.reduce_mean"
-    ELEMENTS: ClassVar[Literal["float", "numeric"] | None] = "numeric"  # a mean of i1 is no i1
+    ELEMENTS: ClassVar[Elements] = "numeric"  # a mean of i1 is no i1
 
 
 @graph_op
@@ -1535,7 +1538,7 @@ class ReshapeOp(GraphOp):
     @property
     def shape(self) -> tuple[int, ...]:
         """The shape as written (with -1 and 0); `out_shape` is the inferred one."""
-        return ints_of(self.shape_attr)
+        return self.shape_attr.get_values()
 
     def infer_shape(self, shapes: list[Shape]) -> Shape:
         x = shapes[0]
@@ -1543,11 +1546,16 @@ class ReshapeOp(GraphOp):
         for i, d in enumerate(target):
             if d == 0:
                 if i >= len(x):
-                    raise VerifyException("graph.reshape 0 refers to a missing input dim")
+                    raise VerifyException(
+                        f"graph.reshape 0 refers to a missing input dim: shape "
+                        f"{list(self.shape)} for input {fmt_shape(x)}"
+                    )
                 target[i] = x[i]
         total = math.prod(x)
         if target.count(-1) > 1:
-            raise VerifyException("graph.reshape shape may contain at most one -1")
+            raise VerifyException(
+                f"graph.reshape shape may contain at most one -1, got {list(self.shape)}"
+            )
         if -1 in target:
             known = math.prod(d for d in target if d != -1)
             if known == 0 or total % known:
@@ -1576,7 +1584,7 @@ class TransposeOp(GraphOp):
     @property
     def perm(self) -> tuple[int, ...]:
         """The permutation as written (empty: reverse); `permutation()` normalises it."""
-        return ints_of(self.perm_attr)
+        return self.perm_attr.get_values()
 
     def permutation(self) -> tuple[int, ...]:
         rank = len(shape_of(self.operands[0]))
@@ -1640,21 +1648,21 @@ class SliceOp(GraphOp):
 
     @property
     def starts(self) -> tuple[int, ...]:
-        return ints_of(self.starts_attr)
+        return self.starts_attr.get_values()
 
     @property
     def ends(self) -> tuple[int, ...]:
-        return ints_of(self.ends_attr)
+        return self.ends_attr.get_values()
 
     @property
     def axes(self) -> tuple[int, ...]:
         """The sliced axes as written (empty: the leading ones)."""
-        return ints_of(self.axes_attr)
+        return self.axes_attr.get_values()
 
     @property
     def steps(self) -> tuple[int, ...]:
         """The steps as written (empty: all 1)."""
-        return ints_of(self.steps_attr)
+        return self.steps_attr.get_values()
 
     def normalized(self) -> list[tuple[int, int, int]]:
         """(start, stop, step) per input dim, as Python's slice.indices gives."""
@@ -1663,7 +1671,10 @@ class SliceOp(GraphOp):
         axes = self.axes or tuple(range(len(starts)))
         steps = self.steps or (1,) * len(starts)
         if not len(starts) == len(ends) == len(axes) == len(steps):
-            raise VerifyException("graph.slice starts, ends, axes and steps differ in length")
+            raise VerifyException(
+                f"graph.slice starts, ends, axes and steps differ in length: {list(starts)}, "
+                f"{list(ends)}, {list(axes)}, {list(steps)}"
+            )
         out: list[tuple[int, int, int]] = [(0, d, 1) for d in x]
         for s, e, a, st in zip(starts, ends, axes, steps):
             if st == 0:
@@ -1690,7 +1701,7 @@ class PadOp(GraphOp):
     @property
     def pads(self) -> tuple[int, ...]:
         """[begin_0, ..., begin_n, end_0, ..., end_n]."""
-        return ints_of(self.pads_attr)
+        return self.pads_attr.get_values()
 
     @property
     def value(self) -> float:
@@ -1721,7 +1732,7 @@ class BroadcastOp(GraphOp):
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return ints_of(self.shape_attr)
+        return self.shape_attr.get_values()
 
     def infer_shape(self, shapes: list[Shape]) -> Shape:
         target = self.shape

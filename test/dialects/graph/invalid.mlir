@@ -314,7 +314,7 @@ func.func @f(%x: tensor<1x1x4x4xf32>) {
   %0 = graph.max_pool2d %x {kernel = array<i64: 2, 2>, strides = array<i64: 0, 1>} : (tensor<1x1x4x4xf32>) -> tensor<1x1x3x3xf32>
   func.return
 }
-// CHECK: graph.max_pool2d strides/dilations must be >= 1 and pads >= 0
+// CHECK: graph.max_pool2d strides/dilations must be >= 1 and pads >= 0, got strides [0, 1], dilations [1, 1], pads [0, 0, 0, 0]
 
 // -----
 
@@ -354,7 +354,7 @@ func.func @f(%x: tensor<2x3xf32>) {
   %0 = graph.reshape %x {shape = array<i64: 0, 0, 0>} : (tensor<2x3xf32>) -> tensor<2x3x1xf32>
   func.return
 }
-// CHECK: graph.reshape 0 refers to a missing input dim
+// CHECK: graph.reshape 0 refers to a missing input dim: shape [0, 0, 0] for input 2x3
 
 // -----
 
@@ -362,7 +362,7 @@ func.func @f(%x: tensor<2x3xf32>) {
   %0 = graph.reshape %x {shape = array<i64: -1, -1>} : (tensor<2x3xf32>) -> tensor<2x3xf32>
   func.return
 }
-// CHECK: graph.reshape shape may contain at most one -1
+// CHECK: graph.reshape shape may contain at most one -1, got [-1, -1]
 
 // -----
 
@@ -370,7 +370,7 @@ func.func @f(%x: tensor<8xf32>) {
   %0 = graph.slice %x {starts = array<i64: 0, 1>, ends = array<i64: 4>, axes = array<i64: 0>, steps = array<i64: 1>} : (tensor<8xf32>) -> tensor<4xf32>
   func.return
 }
-// CHECK: graph.slice starts, ends, axes and steps differ in length
+// CHECK: graph.slice starts, ends, axes and steps differ in length: [0, 1], [4], [0], [1]
 
 // -----
 
