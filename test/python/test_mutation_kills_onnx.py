@@ -50,3 +50,42 @@ def test_unit_dilations_keep_the_pool_op():
     proto = make([node], [vi("x", [1, 2, 5, 7])], [vi("y", [1, 2, 4, 6])])
     names = [op.name for op in load_model(proto).module.walk()]
     assert names.count("graph.max_pool2d") == 1 and "graph.slice" not in names
+
+
+def test_softsign():
+    proto = make([helper.make_node("Softsign", ["x"], ["y"])], [vi("x", [5])], [vi("y", [5])])
+    check_numerics(proto, np.array([-4, -0.5, 0, 0.5, 4], np.float32))
+
+
+def test_space_to_depth():
+    node = helper.make_node("SpaceToDepth", ["x"], ["y"], blocksize=2)
+    proto = make([node], [vi("x", [1, 2, 4, 6])], [vi("y", [1, 8, 2, 3])])
+    check_numerics(proto, np.arange(48, dtype=np.float32).reshape(1, 2, 4, 6))
+
+
+@pytest.mark.parametrize("mode", ["half_pixel", "pytorch_half_pixel"])
+def test_resize_nearest_with_half_pixel_coordinates(mode):
+    """Nearest downsampling by 3/4 and to one column: the source index of output i is
+    round((i + 0.5) / scale - 0.5) (pytorch_half_pixel: 0 for a one-wide output)."""
+    node = helper.make_node(
+        "Resize", ["x", "", "", "sizes"], ["y"], mode="nearest",
+        coordinate_transformation_mode=mode,
+    )  # fmt: skip
+    sizes = np.array([1, 2, 3, 1], dtype=np.int64)
+    proto = make([node], [vi("x", [1, 2, 4, 5])], [vi("y", [1, 2, 3, 1])], [("sizes", sizes)])
+    check_numerics(proto, np.arange(40, dtype=np.float32).reshape(1, 2, 4, 5))
+
+
+@pytest.mark.parametrize(
+    "policy, out", [("not_larger", [1, 1, 4, 6]), ("not_smaller", [1, 1, 6, 9])]
+)
+def test_resize_keeps_the_aspect_ratio(policy, out):
+    """sizes 6x6 of a 4x6 input: one common scale, the smaller (not_larger: 1) or the
+    larger (not_smaller: 1.5) of the per-axis ones."""
+    node = helper.make_node(
+        "Resize", ["x", "", "", "sizes"], ["y"], mode="nearest",
+        keep_aspect_ratio_policy=policy, axes=[2, 3],
+    )  # fmt: skip
+    sizes = np.array([6, 6], dtype=np.int64)
+    proto = make([node], [vi("x", [1, 1, 4, 6])], [vi("y", out)], [("sizes", sizes)], opset=18)
+    check_numerics(proto, np.arange(24, dtype=np.float32).reshape(1, 1, 4, 6))
