@@ -2,8 +2,14 @@
 `dlpc-train`'s distributed options. The partition passes are `dlpc.passes.dist`; comm
 ops run through `dlpc.runtime.mpi`. See docs/distributed.md."""
 
-from dlpc.dist.data_parallel import DataParallelTrainer, shard
+from dlpc.dist.data_parallel import DataParallelTrainer, ParameterServerTrainer, shard
 from dlpc.dist.pipeline import PipelineTrainer
 from dlpc.dist.tensor_parallel import TensorParallelTrainer
 
-__all__ = ["DataParallelTrainer", "PipelineTrainer", "TensorParallelTrainer", "shard"]
+__all__ = [
+    "DataParallelTrainer",
+    "ParameterServerTrainer",
+    "PipelineTrainer",
+    "TensorParallelTrainer",
+    "shard",
+]

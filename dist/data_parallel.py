@@ -112,8 +112,8 @@ class DataParallelTrainer(train_module.Trainer):
             )
         self.global_batch = batch_size
         self.group = (self.ranks, (), (), "")
-        dp = GraphDataParallel(ranks=self.ranks, bucket_mb=bucket_mb, batch=batch_size)
-        with _steps_distributed_by(lambda module: dp.apply(Context(), module)):
+        self.bucket_mb = bucket_mb
+        with _steps_distributed_by(self._partition(batch_size)):
             super().__init__(
                 model,
                 loss,
@@ -132,6 +132,11 @@ class DataParallelTrainer(train_module.Trainer):
             {name: self.comm.broadcast(v, 0, self.group) for name, v in state.items()}
         )
 
+    def _partition(self, batch_size: int) -> Callable[[ModuleOp], None]:
+        """The rewrite of the differentiated step: graph-data-parallel."""
+        dp = GraphDataParallel(ranks=self.ranks, bucket_mb=self.bucket_mb, batch=batch_size)
+        return lambda module: dp.apply(Context(), module)
+
     def _step(self, x, y) -> list[np.ndarray]:
         """One step on a global batch: this rank's slice of it."""
         if len(x) != self.global_batch:
@@ -144,3 +149,23 @@ class DataParallelTrainer(train_module.Trainer):
         if self.comm.rank == 0:
             super().save(path)
         self.comm.barrier(self.group)
+
+
+class ParameterServerTrainer(DataParallelTrainer):
+    """A synchronous parameter server on rank `server` (graph-parameter-server): every
+    rank pulls the params at the start of a step and pushes its gradients' share; the
+    server alone updates. `weights` are the server's (a collective)."""
+
+    def __init__(self, *args, server: int = 0, **kwargs):
+        self.server = server
+        super().__init__(*args, **kwargs)
+
+    def _partition(self, batch_size: int) -> Callable[[ModuleOp], None]:
+        from dlpc.passes.dist.parameter_server import parameter_server
+
+        return lambda module: parameter_server(module, self.ranks, batch_size, self.server)
+
+    @property
+    def weights(self) -> dict[str, np.ndarray]:
+        local = train_module.Trainer.weights.fget(self)  # type: ignore[attr-defined]
+        return {n: self.comm.broadcast(v, self.server, self.group) for n, v in local.items()}

@@ -80,6 +80,9 @@ PASSES["graph-tensor-parallel"] = lazy_class(
     "passes.dist.tensor_parallel", "GraphTensorParallel", ModulePass
 )
 PASSES["graph-pipeline"] = lazy_class("passes.dist.pipeline", "GraphPipeline", ModulePass)
+PASSES["graph-parameter-server"] = lazy_class(
+    "passes.dist.parameter_server", "GraphParameterServer", ModulePass
+)
 PASSES["comm-check-schedule"] = lazy_class(
     "passes.dist.pipeline", "CommCheckSchedule", ModulePass
 )

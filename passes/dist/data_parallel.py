@@ -42,6 +42,21 @@ def _main(module: ModuleOp) -> func.FuncOp:
     raise DiagnosticException("graph-data-parallel: the module has no func.func @main")
 
 
+def check_batch(f: func.FuncOp, ranks: int, batch: int, who: str = "graph-data-parallel"):
+    """With a global `batch`: it divides by `ranks`, and every input is a rank's share."""
+    if not batch:
+        return
+    if batch % ranks:
+        raise DiagnosticException(f"{who}: the batch {batch} does not divide by ranks {ranks}")
+    for arg in f.args:
+        shape = graph.shape_of(arg)
+        if not shape or shape[0] != batch // ranks:
+            raise DiagnosticException(
+                f"{who}: input of shape {graph.fmt_shape(shape)} is not a share of "
+                f"{batch // ranks} of the batch {batch} over {ranks} ranks"
+            )
+
+
 def result_names(f: func.FuncOp) -> list[str]:
     """@main's results' `dlpc.name`s ('' where none)."""
     names = []
@@ -83,18 +98,7 @@ def data_parallel(
     if bucket_mb <= 0:
         raise DiagnosticException(f"graph-data-parallel: bucket-mb must be > 0, got {bucket_mb}")
     f = _main(module)
-    if batch:
-        if batch % ranks:
-            raise DiagnosticException(
-                f"graph-data-parallel: the batch {batch} does not divide by ranks {ranks}"
-            )
-        for arg in f.args:
-            shape = graph.shape_of(arg)
-            if not shape or shape[0] != batch // ranks:
-                raise DiagnosticException(
-                    f"graph-data-parallel: input of shape {graph.fmt_shape(shape)} is not a "
-                    f"share of {batch // ranks} of the batch {batch} over {ranks} ranks"
-                )
+    check_batch(f, ranks, batch)
     names = result_names(f)
     params = {op.pname for op in f.body.block.ops if isinstance(op, graph.ParamOp)}
     ret = f.body.block.last_op

@@ -194,7 +194,30 @@ def hybrid(optimizer: str) -> int:
     return 0
 
 
-MODES = {"dp": dp, "tp": tp, "pp": pp, "pptrain": pptrain, "hybrid": hybrid}
+def ps(optimizer: str) -> int:
+    """ParameterServerTrainer (server rank 0) against one device, 10 steps of the MLP
+    (SGD: Adam's division by the gradient's RMS moves near-zero gradients' updates by the
+    summation order; with Adam the server's params equal DataParallelTrainer's bit for bit
+    here, both 2.5e-5 from one device's on fc1.weight)."""
+    from dlpc.dist import ParameterServerTrainer
+
+    C = world()
+    rng = np.random.default_rng(19)
+    xs = rng.standard_normal((STEPS, GLOBAL_BATCH, 784)).astype(np.float32)
+    ys = rng.integers(0, 10, (STEPS, GLOBAL_BATCH)).astype(np.int64)
+    trainer = ParameterServerTrainer(MLP, "cross_entropy", optimizer, batch_size=GLOBAL_BATCH)
+    losses = [trainer.step(xs[k], ys[k]) for k in range(STEPS)]
+    server = trainer.weights
+    one = dlpc.train.Trainer(MLP, "cross_entropy", optimizer, GLOBAL_BATCH, target="numpy")
+    one_losses = [one.step(xs[k], ys[k]) for k in range(STEPS)]
+    np.testing.assert_allclose(losses, one_losses, rtol=1e-5, atol=1e-6)
+    for name, value in one.weights.items():
+        np.testing.assert_allclose(server[name], value, rtol=1e-4, atol=1e-6, err_msg=name)
+    print(f"ok {C.rank} ps {optimizer}", flush=True)
+    return 0
+
+
+MODES = {"ps": ps, "dp": dp, "tp": tp, "pp": pp, "pptrain": pptrain, "hybrid": hybrid}
 
 if __name__ == "__main__":
     sys.exit(guard(lambda: MODES[sys.argv[1]](*sys.argv[2:]), "dist_worker"))

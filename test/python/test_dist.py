@@ -177,3 +177,11 @@ def test_hybrid_dp_x_tp_on_4_ranks_equals_one_device():
     result = run(["mpiexec", "-n", "4", sys.executable, str(WORKER), "hybrid", "sgd"])
     assert result.returncode == 0, result.stderr[-3000:]
     assert sorted(re.findall(r"ok (\d) hybrid", result.stdout)) == ["0", "1", "2", "3"]
+
+
+@needs_mpi
+def test_parameter_server_equals_one_device():
+    """Synchronous parameter server on rank 0: 10 SGD steps of the MLP on 2 ranks."""
+    result = run(["mpiexec", "-n", "2", sys.executable, str(WORKER), "ps", "sgd"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert sorted(re.findall(r"ok (\d) ps", result.stdout)) == ["0", "1"]
