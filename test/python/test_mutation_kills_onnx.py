@@ -89,3 +89,34 @@ def test_resize_keeps_the_aspect_ratio(policy, out):
     sizes = np.array([6, 6], dtype=np.int64)
     proto = make([node], [vi("x", [1, 1, 4, 6])], [vi("y", out)], [("sizes", sizes)], opset=18)
     check_numerics(proto, np.arange(24, dtype=np.float32).reshape(1, 1, 4, 6))
+
+
+def test_one_d_max_pool():
+    node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[3], strides=[2])
+    proto = make([node], [vi("x", [1, 2, 9])], [vi("y", [1, 2, 4])])
+    check_numerics(proto, np.random.default_rng(2).standard_normal((1, 2, 9)).astype(np.float32))
+
+
+def test_conv_transpose_with_a_weight_input():
+    """A weight that is an input, not an initializer, is flipped by a reversed slice over
+    both kernel axes."""
+    node = helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[2, 2])
+    proto = make([node], [vi("x", [1, 2, 3, 3]), vi("w", [2, 3, 2, 3])], [vi("y", [1, 3, 6, 7])])
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((1, 2, 3, 3)).astype(np.float32)
+    w = rng.standard_normal((2, 3, 2, 3)).astype(np.float32)
+    check_numerics(proto, x, w)
+
+
+def test_resize_crop_and_resize_with_a_roi():
+    """tf_crop_and_resize over the region roi of the last two axes (the others whole)."""
+    node = helper.make_node(
+        "Resize", ["x", "roi", "", "sizes"], ["y"], mode="linear",
+        coordinate_transformation_mode="tf_crop_and_resize",
+    )  # fmt: skip
+    roi = np.array([0, 0, 0.2, 0.1, 1, 1, 0.8, 0.9], dtype=np.float32)
+    sizes = np.array([1, 1, 3, 4], dtype=np.int64)
+    proto = make(
+        [node], [vi("x", [1, 1, 5, 6])], [vi("y", [1, 1, 3, 4])], [("roi", roi), ("sizes", sizes)]
+    )
+    check_numerics(proto, np.arange(30, dtype=np.float32).reshape(1, 1, 5, 6))
