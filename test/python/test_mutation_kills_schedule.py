@@ -60,3 +60,20 @@ def test_parallel_refuses_a_loop_around_a_parallel_one():
     parallel(module, "k", "i1")
     with pytest.raises(ScheduleError, match="k/i0 is nested with loop k/i1, which is already"):
         parallel(module, "k", "i0")
+
+
+def test_script_compute_at_local_is_the_local_primitive():
+    """`compute_at P -> K/L local` in a script is compute_at(..., local=True): the
+    intermediate shrinks to one iteration's box, unlike the plain form."""
+    from pathlib import Path
+
+    from dlpc.passes.schedule.compute_at import compute_at
+    from dlpc.passes.schedule.script import apply_script
+
+    path = Path(__file__).parent.parent / "passes" / "loop-compute-at-local.mlir"
+    text = "\n".join(ln for ln in path.read_text().splitlines() if not ln.startswith("//"))
+    scripted, direct, plain = (parse_module(text) for _ in range(3))
+    apply_script(scripted, "compute_at relu -> add/i0 local")
+    compute_at(direct, "relu", "add", "i0", True)
+    compute_at(plain, "relu", "add", "i0", False)
+    assert str(scripted) == str(direct) != str(plain)
