@@ -56,9 +56,19 @@ from xdsl.dialects.builtin import (
     i1,
     i64,
 )
-from xdsl.ir import Attribute, Block, Dialect, Operation, Region, SSAValue
+from xdsl.dialects.utils import EnumAttribute
+from xdsl.ir import (
+    Attribute,
+    Block,
+    Dialect,
+    Operation,
+    Region,
+    SpacedOpaqueSyntaxAttribute,
+    SSAValue,
+)
 from xdsl.irdl import (
     IRDLOperation,
+    irdl_attr_definition,
     irdl_op_definition,
     operand_def,
     prop_def,
@@ -67,15 +77,54 @@ from xdsl.irdl import (
     traits_def,
     var_operand_def,
 )
-from xdsl.parser import Parser
+from xdsl.parser import AttrParser, Parser
 from xdsl.printer import Printer
 from xdsl.traits import HasParent, IsTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
+from xdsl.utils.str_enum import StrEnum
 
 from dlpc.dialects.typed import dense_ints, float_type, is_integer_type, tensor_type
 
-COMBINERS = ("add", "mul", "max", "min")
 index = IndexType()
+
+# ------------------------------------------------------------------- attributes
+
+
+class Combiner(StrEnum):
+    """How `te.reduce` folds its values into the accumulator."""
+
+    ADD = "add"
+    MUL = "mul"
+    MAX = "max"
+    MIN = "min"
+
+
+COMBINERS = tuple(c.value for c in Combiner)
+
+
+@irdl_attr_definition
+class CombinerAttr(EnumAttribute[Combiner], SpacedOpaqueSyntaxAttribute):
+    """A reduction's combiner: `#te<combiner "add">`, a bare `"add"` in `te.reduce`."""
+
+    name = "te.combiner"
+
+    @classmethod
+    def parse_parameter(cls, parser: AttrParser) -> Combiner:
+        return _parse_combiner(parser, "te.combiner")
+
+    def print_parameter(self, printer: Printer) -> None:
+        printer.print_string_literal(self.data.value)
+
+
+def _parse_combiner(parser: AttrParser, what: str) -> Combiner:
+    start = parser.pos
+    combiner = parser.parse_str_literal(" for the combiner")
+    if combiner not in COMBINERS:
+        parser.raise_error(
+            f"{what} '{combiner}' is not one of {', '.join(COMBINERS)}", start, parser.pos
+        )
+    return Combiner(combiner)
+
 
 # ------------------------------------------------------------------ shared syntax
 
@@ -266,7 +315,7 @@ class ReduceOp(_TensorExprOp):
     name = "te.reduce"
     sym = prop_def(StringAttr, prop_name="name")
     extents = prop_def(DenseArrayBase, prop_name="over")
-    combiner = prop_def(StringAttr)
+    combiner = prop_def(CombinerAttr)
     init = prop_def(FloatAttr)
     result = result_def(TensorType)
     body = region_def("single_block")
@@ -287,7 +336,7 @@ class ReduceOp(_TensorExprOp):
             properties={
                 "name": StringAttr(name),
                 "over": DenseArrayBase.from_list(i64, list(extents)),
-                "combiner": StringAttr(combiner),
+                "combiner": CombinerAttr(Combiner(combiner)),
                 "init": FloatAttr(float(init), f64),
             },
             result_types=[result_type],
@@ -335,7 +384,7 @@ class ReduceOp(_TensorExprOp):
 
     @property
     def combiner_name(self) -> str:
-        return self.combiner.data
+        return self.combiner.data.value
 
     @property
     def init_value(self) -> float:
@@ -390,7 +439,7 @@ class ReduceOp(_TensorExprOp):
             parser.Delimiter.SQUARE, lambda: parser.parse_integer(allow_boolean=False)
         )
         parser.parse_keyword("combiner")
-        combiner = parser.parse_str_literal()
+        combiner = _parse_combiner(parser, f'te.reduce "{name}" combiner')
         parser.parse_keyword("init")
         init = _parse_float(parser)
         parser.parse_punctuation(":")
@@ -404,7 +453,7 @@ class ReduceOp(_TensorExprOp):
             properties={
                 "name": StringAttr(name),
                 "over": DenseArrayBase.from_list(i64, extents),
-                "combiner": StringAttr(combiner),
+                "combiner": CombinerAttr(combiner),
                 "init": FloatAttr(init, f64),
             },
             result_types=[ty],
@@ -427,10 +476,6 @@ class ReduceOp(_TensorExprOp):
         if any(e < 1 for e in self.reduce_extents):
             raise VerifyException(
                 f"{what} reduction extents {list(self.reduce_extents)} must be >= 1"
-            )
-        if self.combiner_name not in COMBINERS:
-            raise VerifyException(
-                f"{what} combiner '{self.combiner_name}' is not one of {', '.join(COMBINERS)}"
             )
         if len(self.epilogue.blocks) > 1:
             raise VerifyException(f"{what} epilogue must have at most one block")
@@ -759,4 +804,4 @@ class BodyBuilder:
         return self.emit(scf.IfOp(cond, [ty], blocks[0], blocks[1]))
 
 
-Te = Dialect("te", [ComputeOp, ReduceOp, ReadOp, YieldOp], [])
+Te = Dialect("te", [ComputeOp, ReduceOp, ReadOp, YieldOp], [CombinerAttr])

@@ -46,17 +46,6 @@ func.func @f(%x: tensor<4x8xf32>) -> tensor<4xf32> {
 // -----
 
 func.func @f(%x: tensor<4x8xf32>) -> tensor<4xf32> {
-  %y = te.reduce "s" (%i0) reduce (%r0) over [8] combiner "sum" init 0.0 : tensor<4xf32> {
-    %v = te.read %x[%i0, %r0] : tensor<4x8xf32>
-    te.yield %v : f32
-  }
-  func.return %y : tensor<4xf32>
-}
-// CHECK: te.reduce "s" combiner 'sum' is not one of add, mul, max, min
-
-// -----
-
-func.func @f(%x: tensor<4x8xf32>) -> tensor<4xf32> {
   %y = te.reduce "s" (%i0) reduce (%r0, %r1) over [8] combiner "add" init 0.0 : tensor<4xf32> {
     %v = te.read %x[%i0, %r0] : tensor<4x8xf32>
     te.yield %v : f32
