@@ -77,3 +77,23 @@ def test_script_compute_at_local_is_the_local_primitive():
     compute_at(direct, "relu", "add", "i0", True)
     compute_at(plain, "relu", "add", "i0", False)
     assert str(scripted) == str(direct) != str(plain)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "split mm/i0 by 4 -> io, ii",
+        "fuse mm/i0, i1 -> f",
+        "fuse mm/i0, i1",
+        "unroll mm/i1 by 4",
+        "rfactor mm/r0 by 4",
+        "compute_at relu -> add/i0 local",
+        "serial mm/i0",
+    ],
+)
+def test_script_steps_print_as_written(line):
+    """A parsed step renders back to its line (tuning logs and error messages show it)."""
+    from dlpc.passes.schedule.script import parse_script
+
+    (step,) = parse_script(line)
+    assert str(step) == line
