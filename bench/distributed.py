@@ -12,9 +12,13 @@ Rows:
   and 16 MiB; the ratio raw / dlpc time (1.0: no overhead).
 - dp step: examples/mlp.dlpc, Adam, global batch 32, target numpy, median seconds per
   step on 1 rank (1 and 2 BLAS threads) and 2 ranks (1 thread each: the 2 cores).
-- pipeline: the 4-layer test MLP (dist_worker.DEEP) with 64 rows per micro-batch, 2
-  stages: step seconds for m = 1, 2, 4, 8 micro-batches under gpipe and 1f1b, and the
-  bubble fraction (p - 1) / (m + p - 1) the schedules' idealised cost model predicts.
+- pipeline: examples/mlp.dlpc's forward and loss, 32 rows per micro-batch, 2 stages (the
+  stage programs of graph-pipeline, gradients only): step seconds for m = 1, 2, 4, 8
+  micro-batches under gpipe and 1f1b; the idle fraction (time waiting in recv over the
+  step, averaged over the stages) beside the bubble (p - 1) / (m + p - 1) of the
+  schedules' idealised cost model; stage 0's peak traced memory (numpy's allocations,
+  tracemalloc) in one step: GPipe keeps every micro-batch's activations until its
+  backward, 1F1B at most p.
 The machine is shared: figures vary from run to run; the ratios are the point.
 """
 
@@ -91,41 +95,60 @@ def worker_dp(repeat: int) -> None:
         print(json.dumps({"ranks": C.size, "step": t}))
 
 
-def worker_pipeline(repeat: int) -> None:
+def worker_pipeline(repeat: int, opt_level: int = 0) -> None:
+    import tracemalloc
+
     from xdsl.dialects.builtin import ModuleOp, StringAttr
-    from xdsl.parser import Parser
 
     from dlpc import api
+    from dlpc.dist.pipeline import forward_and_loss
     from dlpc.model import Model
     from dlpc.passes.dist.pipeline import pipeline
-    from dlpc.passes.pipeline import context
+    from dlpc.passes.train.losses import Loss
     from dlpc.runtime.mpi import world
 
-    sys.path.insert(0, str(ROOT / "test" / "python"))
-    from dist_worker import DEEP
-
     C = world()
-    rows = 64
+    rows = 32
+    micro = api.load(ROOT / "examples" / "mlp.dlpc", batch=rows)
+    one = forward_and_loss(micro.module, Loss("cross_entropy"))
     rng = np.random.default_rng(0)
-    weights = {
-        n: (0.5 * rng.standard_normal(s)).astype(np.float32)
-        for n, s in (("w1", (6, 4)), ("w2", (6, 6)), ("w3", (6, 6)), ("w4", (3, 6)))
-    }
     out = []
     for schedule in ("gpipe", "1f1b"):
         for m in (1, 2, 4, 8):
-            module = Parser(context(), DEEP.replace("BATCH", str(rows))).parse_module()
-            mine = pipeline(module, C.size, m, schedule)[C.rank]
+            # -O0: graph-fuse would gather the micro-batches' gradient sums into one kernel
+            # at the end of the program, keeping every micro-batch's weight gradient alive
+            # to it under either schedule (no fusion barrier at comm ops yet)
+            programs = pipeline(one.clone(), C.size, m, schedule)
+            mine = programs[C.rank]
             mine.sym_name = StringAttr("main")
             mine.detach()
-            fn = api.compile(Model(ModuleOp([mine]), weights, "stage"), target="numpy")
-            x = rng.standard_normal((m * rows, 4)).astype(np.float32)
-            t = rng.standard_normal((m * rows, 3)).astype(np.float32)
+            stage = Model(ModuleOp([mine]), micro.weights, "stage")
+            names = api.check_weights(stage)
+            fn = api.compile(stage, target="numpy", fold_weights=False, opt_level=opt_level)
+            x = rng.standard_normal((m * rows, 784)).astype(np.float32)
+            t = rng.integers(0, 10, m * rows).astype(np.int64)
+            fn(x, t)
+            C.recv_seconds = 0.0
             step = _median(lambda fn=fn, x=x, t=t: fn(x, t), repeat, C.world.Barrier)
-            p = C.size
-            out.append(
-                {"schedule": schedule, "m": m, "step": step, "bubble": (p - 1) / (m + p - 1)}
-            )
+            idle = C.recv_seconds / (repeat + 1)  # (the warm-up call of _median included)
+            tracemalloc.start()
+            fn(x, t)
+            peak = tracemalloc.get_traced_memory()[1]
+            tracemalloc.stop()
+            del names
+            rows_out = C.world.gather((step, idle, peak), root=0)
+            if C.rank == 0:
+                p = C.size
+                out.append(
+                    {
+                        "schedule": schedule,
+                        "m": m,
+                        "step": max(r[0] for r in rows_out),
+                        "idle": sum(r[1] / r[0] for r in rows_out) / p,
+                        "peak0": rows_out[0][2],
+                        "bubble": (p - 1) / (m + p - 1),
+                    }
+                )
     if C.rank == 0:
         print(json.dumps(out))
 
@@ -171,13 +194,15 @@ def main() -> None:
     for n, threads in ((1, 1), (1, 2), (2, 1)):
         r = mpirun(n, "dp", args.repeat, threads)
         print(f"| {n} | {threads} | {r['step'] * 1e3:.2f} ms | {32 / r['step']:.0f} |")
-    print("\npipeline, 2 stages, 64 rows per micro-batch (median per step)\n")
-    print("| schedule | m | step | step / m | (p-1)/(m+p-1) |")
-    print("|---|---|---|---|---|")
+    print("\npipeline, mlp, 2 stages, 32 rows per micro-batch (median per step)\n")
+    print(
+        "| schedule | m | step | idle (recv wait / step, mean of stages) | (p-1)/(m+p-1) | stage 0 peak MiB |"
+    )
+    print("|---|---|---|---|---|---|")
     for r in mpirun(2, "pipeline", args.repeat):
         print(
-            f"| {r['schedule']} | {r['m']} | {r['step'] * 1e3:.2f} ms | "
-            f"{r['step'] / r['m'] * 1e3:.2f} ms | {r['bubble']:.2f} |"
+            f"| {r['schedule']} | {r['m']} | {r['step'] * 1e3:.2f} ms | {r['idle']:.2f} | "
+            f"{r['bubble']:.2f} | {r['peak0'] / 2**20:.2f} |"
         )
 
 

@@ -18,6 +18,7 @@ rank on stderr and MPI_Abort, so the other ranks stop instead of waiting forever
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -66,6 +67,7 @@ class Communicator:
         self.rank: int = self.world.Get_rank()
         self.size: int = self.world.Get_size()
         self._groups: dict[tuple[int, ...], Any] = {}
+        self.recv_seconds = 0.0  # time spent waiting in recv, for bench/distributed.py
         self._scratch: dict[tuple[int, np.dtype], tuple[np.ndarray, np.ndarray]] = {}
         self._ops = {
             "sum": MPI.SUM,
@@ -189,7 +191,9 @@ class Communicator:
     def recv(self, shape: Sequence[int], dtype: str, peer: int, tag: int, group: Group):
         comm, _ = self._comm(group)
         buf = np.empty(tuple(shape), np.dtype(dtype))
+        start = time.perf_counter()
         comm.Recv(buf, source=peer, tag=tag)
+        self.recv_seconds += time.perf_counter() - start  # (a pipeline's idle time)
         return buf
 
     def barrier(self, group: Group) -> None:

@@ -250,7 +250,10 @@ def build_stage(
             params[p] = b.param(p, graph.shape_of(v), graph.element_type_of(v))
     rows = graph.shape_of(src.args[0])[0]
     saved: dict[int, dict[SSAValue, SSAValue]] = {}
-    per_mb: list[list[SSAValue]] = []
+    # running sums of each result over the micro-batches, added right after each backward
+    # (kept per micro-batch until the end, GPipe and 1F1B alike would hold m weight
+    # gradients at once)
+    sums: dict[int, SSAValue] = {}
 
     def rows_of(v: SSAValue, m: int) -> SSAValue:
         return b.op(graph.SliceOp, v, starts=[m * rows], ends=[(m + 1) * rows], axes=[0], steps=[1])
@@ -300,12 +303,12 @@ def build_stage(
                     early[after[1]] = recv_input(after[1])
                 d_in = outs[names.index(f"grad.{IN}")]
                 Rewriter.insert_op(comm.SendOp(d_in, stage - 1, 2 * m + 1, group), b.point)
-            per_mb.append(outs)
+            for k, v in enumerate(outs):
+                if (k > 0 or last) and names[k] not in (f"grad.{IN}", f"grad.{GOUT}"):
+                    sums[k] = b.add(sums[k], v) if k in sums else v
 
     def total(k: int, mean: bool) -> SSAValue:
-        acc = per_mb[0][k]
-        for outs in per_mb[1:]:
-            acc = b.add(acc, outs[k])
+        acc = sums[k]
         return b.mul(acc, 1.0 / microbatches) if mean and microbatches > 1 else acc
 
     # the loss: the micro-batches' mean; the metrics: their sum; the last stage's to all

@@ -3,7 +3,8 @@
 
 // Two stages (fc1 + relu | fc2 + loss) over two micro-batches (rows 0-1, 2-3). GPipe:
 // both forwards, then both backwards; each activation sent on (tags 0, 2), each input
-// gradient sent back (tags 1, 3); the gradients' mean over the micro-batches.
+// gradient sent back (tags 1, 3); the gradients summed as each backward ends, then their
+// mean over the micro-batches.
 // GPIPE-LABEL: func.func @stage0(%x: tensor<4x4xf32>, %t: tensor<4x3xf32>) -> (tensor<f32> {dlpc.name = "loss"}, tensor<6x4xf32> {dlpc.name = "grad.fc1.weight"})
 // GPIPE:       graph.slice %x {starts = array<i64: 0>, ends = array<i64: 2>
 // GPIPE:       %[[R0:.*]] = graph.relu
@@ -12,8 +13,8 @@
 // GPIPE-NEXT:  comm.send %[[R1]] to 1 tag 2 group <world 2> : tensor<2x6xf32>
 // GPIPE-NEXT:  %[[G0:.*]] = comm.recv from 1 tag 1 group <world 2> : tensor<2x6xf32>
 // GPIPE:       %[[G1:.*]] = comm.recv from 1 tag 3 group <world 2> : tensor<2x6xf32>
-// GPIPE:       %[[L:.*]] = comm.broadcast %{{.*}} root 1 group <world 2> : tensor<f32>
 // GPIPE:       %[[S:.*]] = graph.add %grad.fc1.weight, %grad.fc1.weight_1
+// GPIPE:       %[[L:.*]] = comm.broadcast %{{.*}} root 1 group <world 2> : tensor<f32>
 // GPIPE:       %[[M:.*]] = graph.mul %[[S]], %{{.*}} : (tensor<6x4xf32>, tensor<f32>) -> tensor<6x4xf32>
 // GPIPE-NEXT:  func.return %[[L]], %[[M]]
 // GPIPE-LABEL: func.func @stage1
