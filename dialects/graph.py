@@ -258,8 +258,15 @@ class GraphOp(IRDLOperation):
     inputs = var_operand_def(TensorType)
     output = result_def(TensorType)
     traits = traits_def(Pure())
+    # properties print in the attribute dictionary, as MLIR allows, a default left out:
+    # `{strides = array<i64: 2, 2>}` (the generic form keeps them apart: `<{...}>`)
     irdl_options = (ParsePropInAttrDict(),)
     assembly_format = "$inputs attr-dict `:` functional-type($inputs, $output)"
+
+    def has_default_properties(self) -> bool:
+        """Whether every property holds its default (as `make` without keywords builds)."""
+        defs = self.get_irdl_definition().properties
+        return all(self.properties.get(n) == d.default_value for n, d in defs.items())
 
     def prop_values(self) -> dict[str, PropValue]:
         """Every property as its Python value (the generic face; prefer the accessors)."""

@@ -71,7 +71,11 @@ def _pairs(f: func.FuncOp) -> list[tuple[Operation, list[Operation], Operation]]
             continue
         chain: list[Operation] = []
         user = _single_user(op.results[0])
-        while isinstance(user, graph.UnaryOp) and not user.properties and not user.attributes:
+        while (
+            isinstance(user, graph.UnaryOp)
+            and user.has_default_properties()
+            and not user.attributes
+        ):
             chain.append(user)
             user = _single_user(user.results[0])
         if (

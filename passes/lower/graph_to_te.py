@@ -422,7 +422,6 @@ def lower_winograd_output_transform(L: Lowering, op: g.GraphOp, xs):
 
 @lowers("max_pool2d", "avg_pool2d")
 def lower_pool(L: Lowering, op: g.GraphOp, xs):
-    assert isinstance(op, g.PoolOp)
     assert isinstance(op, g.PoolOp)  # LOWERINGS dispatches on the op name
     x = xs[0]
     h, wd = _nchw(op, shape(x))[2:]
@@ -505,7 +504,6 @@ def _pcg_hash(b: BodyBuilder, v: SSAValue) -> SSAValue:
 
 @lowers("dropout")
 def lower_dropout(L: Lowering, op: g.GraphOp, xs):
-    assert isinstance(op, g.DropoutOp)
     """keep = (pcg(pcg(pcg(seed) ^ step) ^ flat index) >> 8) >= threshold, in i64
     (graph.DropoutOp); y = keep ? x * (1 / (1 - p)) : 0. Without a step: the identity."""
     assert isinstance(op, g.DropoutOp)

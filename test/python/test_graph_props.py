@@ -92,3 +92,11 @@ def test_every_graph_op_is_a_documented_class():
     for cls in g.GRAPH_OPS:
         assert cls.__doc__ and cls.name in cls.__doc__, cls.__name__
         assert cls.__name__.endswith("Op")
+
+
+def test_has_default_properties():
+    (x,) = _args((4, 16))
+    assert g.GeluOp.make(x).has_default_properties()
+    assert g.GeluOp.make(x, approximate="none").has_default_properties()
+    assert not g.GeluOp.make(x, approximate="tanh").has_default_properties()
+    assert g.ReluOp.make(x).has_default_properties()
