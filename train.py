@@ -19,6 +19,12 @@ saved/loaded (`.npz`) at any time; a run resumed from a saved state continues bi
 as the uninterrupted run (same batches, same order: `fit` draws its shuffles from `seed`
 and the epoch number).
 
+Beyond the step: run-time hyper-parameters per param group (`trainer.param_groups`,
+written into the step's inputs before each call; `lr_scheduler` has torch's schedulers),
+freezing, gradient accumulation and gradients, any number of inputs and targets, custom
+graph losses (`graph_loss`), data sets and memory-mapped files (passes/train/data.py), and
+the validation loss and metric; see docs/training.md.
+
 `dlpc.train` is this module, callable: `dlpc.train(...)` is `dlpc.train.Trainer(...)`.
 """
 
