@@ -178,3 +178,29 @@ def test_a_module_whose_one_function_is_not_main():
     text = _one_kernel(args, body).replace("@main(", "@copy(")
     source, units = emit_c_units(parse_module(text), count=2, min_bytes=0)
     assert "int dlpc_main(void **args)" in source and units
+
+
+def test_a_heap_buffer_inside_a_parallel_loop_aborts_when_out_of_memory():
+    """`return` is not allowed inside an OpenMP loop: a failed allocation there calls
+    dlpc_oom() instead of returning 1 from the kernel."""
+    from dlpc.backends.c import emit_c
+
+    module = parse_module(f"""
+func.func @main(%x: memref<4xf32>, %y: memref<4xf32>, %out: memref<4xf32>) {ATTRS} {{
+  loop.kernel "k" {{
+    loop.for %i = 0 to 4 step 1 {{name = "i0", parallel}} {{
+      %t = memref.alloc() : memref<1000000xf32>
+      %a = memref.load %x[%i] : memref<4xf32>
+      %c0 = arith.constant 0 : index
+      memref.store %a, %t[%c0] : memref<1000000xf32>
+      %b = memref.load %t[%c0] : memref<1000000xf32>
+      memref.store %b, %out[%i] : memref<4xf32>
+      memref.dealloc %t : memref<1000000xf32>
+    }}
+  }}
+  func.return
+}}""")
+    source = emit_c(module)
+    assert "dlpc_oom();" in source
+    x = np.arange(4, dtype=np.float32)
+    np.testing.assert_array_equal(CFunction(module, name="omp_heap")(x, x)[0], x)
