@@ -282,11 +282,12 @@ class Optimizer:
         for k, group in enumerate(groups):
             h: dict[str, Any] = {key: state[hyper_name(k, key)] for key in self.runtime(group)}
             h["lr"] = self.schedule.build(b, group["lr"], h["lr"], t)
+            cache: dict = {}  # the group's scalars, built once for all its params
             for name in group["params"]:
                 p = params[name]
                 dt = graph.element_type_of(p)
                 slots = {s: state[self.slot(s, name)] for s in self.slots(group)}
-                u = _Update(b, work[name], h, group, n, t)
+                u = _Update(b, work[name], h, group, n, t, cache)
                 new_p, new_slots = self.update(u, _like(b, p, work[name]), grads[name], slots)
                 new_params[name] = _like(b, new_p, dt)
                 for s, v in new_slots.items():
@@ -314,10 +315,19 @@ class Optimizer:
 class _Update:
     """What one param's update reads: the builder, its work type, the group's run-time
     hyper-parameters (f64) and compile-time options, the 1-based step `n` (f64) and the
-    0-based `t` (f32)."""
+    0-based `t` (f32). Scalars that depend on the group only are built once per group
+    (`cache`): the graph has no common-subexpression pass."""
 
-    def __init__(self, b: Builder, work, h: dict, options: Mapping[str, Any], n, t):
+    def __init__(self, b: Builder, work, h: dict, options: Mapping[str, Any], n, t, cache=None):
         self.b, self.work, self.h, self.options, self.n, self.t = b, work, h, options, n, t
+        self.cache: dict = {} if cache is None else cache
+
+    def once(self, name: str, build):
+        """`build()` for this group and work type, built the first time only."""
+        key = (name, self.work)
+        if key not in self.cache:
+            self.cache[key] = build()
+        return self.cache[key]
 
     def __getitem__(self, key: str):
         """A hyper-parameter: the run-time value (f64) or the compiled-in float."""
@@ -329,7 +339,9 @@ class _Update:
 
     def w(self, value):
         """`value` (f64 scalar or float) in the work type."""
-        return _like(self.b, value, self.work)
+        if not isinstance(value, SSAValue):
+            return value
+        return self.once(f"w{id(value)}", lambda: _like(self.b, value, self.work))
 
     def decay(self, p: SSAValue, g: SSAValue) -> SSAValue:
         """g + wd p (L2 weight decay), when the group has a weight decay."""
@@ -342,10 +354,13 @@ class _Update:
         if not self.options.get("weight_decay"):
             return p
         b = self.b
-        return b.mul(p, self.w(b.sub(1.0, b.mul(self["lr"], self["weight_decay"]))))
+        factor = self.once("decoupled", lambda: b.sub(1.0, b.mul(self["lr"], self["weight_decay"])))
+        return b.mul(p, self.w(factor))
 
     def one_minus(self, key: str):
-        return self.b.sub(1.0, self[key]) if isinstance(self[key], SSAValue) else 1.0 - self[key]
+        if not isinstance(self[key], SSAValue):
+            return 1.0 - self[key]
+        return self.once(f"1-{key}", lambda: self.b.sub(1.0, self[key]))
 
     def moments(self, g, m, v):
         """Adam's first and second moments."""
@@ -358,7 +373,9 @@ class _Update:
 
     def correction(self, key: str) -> SSAValue:
         """1 - beta^n (f64)."""
-        return self.b.sub(1.0, self.b.pow(self._f64(self[key]), self.n))
+        return self.once(
+            f"correction-{key}", lambda: self.b.sub(1.0, self.b.pow(self._f64(self[key]), self.n))
+        )
 
     def _f64(self, value):
         return value if isinstance(value, SSAValue) else self.b.const(value, graph.f64)
@@ -420,8 +437,9 @@ class Adam(Optimizer):
         if u.options["amsgrad"]:
             v = new_slots["max_exp_avg_sq"] = b.maximum(slots["max_exp_avg_sq"], v)
         # the bias corrections in f64 (torch's Python floats), cast where they meet p
-        step_size = u.w(b.div(u["lr"], u.correction("beta1")))
-        denom = b.add(b.div(b.sqrt(v), u.w(b.sqrt(u.correction("beta2")))), u.options["eps"])
+        step_size = u.once("step_size", lambda: u.w(b.div(u["lr"], u.correction("beta1"))))
+        root = u.once("root_c2", lambda: u.w(b.sqrt(u.correction("beta2"))))
+        denom = b.add(b.div(b.sqrt(v), root), u.options["eps"])
         return b.sub(p, b.mul(b.div(m, denom), step_size)), new_slots
 
 
@@ -488,7 +506,8 @@ class Adagrad(Optimizer):
         g = u.decay(p, g)
         clr = u["lr"]
         if u.options["lr_decay"]:
-            clr = b.div(clr, b.add(b.mul(b.sub(u.n, 1.0), u.options["lr_decay"]), 1.0))
+            decay = u.options["lr_decay"]
+            clr = u.once("clr", lambda: b.div(u["lr"], b.add(b.mul(b.sub(u.n, 1.0), decay), 1.0)))
         s = b.add(slots["sum"], b.mul(g, g))
         std = b.add(b.sqrt(s), u.options["eps"])
         return b.sub(p, b.mul(b.div(g, std), u.w(clr))), {"sum": s}
@@ -518,11 +537,15 @@ class NAdam(Optimizer):
         def mu(step):  # beta1 (1 - 0.5 * 0.96^(step psi))
             return b.mul(b.sub(1.0, b.mul(b.pow(0.96, b.mul(step, psi)), 0.5)), beta1)
 
-        mu_t, mu_next = mu(u.n), mu(b.add(u.n, 1.0))
-        product = b.mul(slots["mu_product"], b.cast(mu_t, graph.f32))  # f32, as torch
+        mu_t = u.once("mu_t", lambda: mu(u.n))
+        mu_next = u.once("mu_next", lambda: mu(b.add(u.n, 1.0)))
+        mu32 = u.once("mu_t32", lambda: b.cast(mu_t, graph.f32))
+        product = b.mul(slots["mu_product"], mu32)  # f32, as torch
         product64 = b.cast(product, graph.f64)
         m, v = u.moments(g, slots["exp_avg"], slots["exp_avg_sq"])
-        denom = b.add(b.sqrt(b.div(v, u.w(u.correction("beta2")))), u.options["eps"])
+        denom = b.add(
+            b.sqrt(b.div(v, u.once("c2", lambda: u.w(u.correction("beta2"))))), u.options["eps"]
+        )
         lr = u["lr"]
         c_grad = u.w(b.div(b.mul(lr, b.sub(1.0, mu_t)), b.sub(1.0, product64)))
         c_avg = u.w(b.div(b.mul(lr, mu_next), b.sub(1.0, b.mul(product64, mu_next))))
@@ -543,8 +566,8 @@ class LAMB(Optimizer):
     def update(self, u, p, g, slots):
         b = u.b
         m, v = u.moments(g, slots["exp_avg"], slots["exp_avg_sq"])
-        m_hat = b.div(m, u.w(u.correction("beta1")))
-        v_hat = b.div(v, u.w(u.correction("beta2")))
+        m_hat = b.div(m, u.once("c1", lambda: u.w(u.correction("beta1"))))
+        v_hat = b.div(v, u.once("c2", lambda: u.w(u.correction("beta2"))))
         r = b.div(m_hat, b.add(b.sqrt(v_hat), u.options["eps"]))
         if u.options["weight_decay"]:
             r = b.add(r, b.mul(p, u.w(u["weight_decay"])))
