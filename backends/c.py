@@ -692,7 +692,7 @@ class FunctionWriter:
         name = self.names.fresh(op.result.name_hint, "buf")
         self.line(f"{t} *{name} = ({t} *)({src.name} + {offset});")
         start = (src.span[0] if src.span else 0) + offset
-        span = (start, start + math.prod(shape) * _size_of(elt))
+        span = (start, start + math.prod(shape) * size_of(elt))
         self.buffers[op.result] = Buffer(name, shape, root=src.root or src.name, span=span)
 
     def reinterpret(self, op: memref.ReinterpretCastOp) -> None:
@@ -713,15 +713,15 @@ class FunctionWriter:
         self.line(f"{t} *{name} = ({t} *){src.name} + {offsets[0]};")
         span = None
         if src.span is not None:
-            start = src.span[0] + offsets[0] * _size_of(elt)
-            span = (start, start + math.prod(shape) * _size_of(elt))
+            start = src.span[0] + offsets[0] * size_of(elt)
+            span = (start, start + math.prod(shape) * size_of(elt))
         self.buffers[op.result] = Buffer(name, shape, root=src.root or src.name, span=span)
 
     def alloc(self, op: memref.AllocOp | memref.AllocaOp) -> None:
         shape, elt = memref_info(op.memref.type)
         t = c_type(elt)
         name = self.names.fresh(op.memref.name_hint, "buf")
-        nbytes = math.prod(shape) * _size_of(elt)
+        nbytes = math.prod(shape) * size_of(elt)
         in_kernel = self.what != "@main"
         if not shape and in_kernel:
             self.line(f"{t} {name};")
@@ -883,7 +883,7 @@ class FunctionWriter:
         self.depth -= 1
 
 
-def _size_of(elt: Attribute) -> int:
+def size_of(elt: Attribute) -> int:
     return {
         "float": 4,
         "double": 8,

@@ -58,7 +58,7 @@ def check_divides(batch: int, ranks: int) -> None:
 
 
 @contextlib.contextmanager
-def _steps_distributed_by(distribute: Callable[[ModuleOp], None]):
+def steps_distributed_by(distribute: Callable[[ModuleOp], None]):
     """While the Trainer builds its step, build it with `distribute` applied after
     graph-autodiff (train_step_module's hook), without a second copy of the Trainer."""
     build = train_module.train_step_module
@@ -99,10 +99,10 @@ class DataParallelTrainer(train_module.Trainer):
                 f"{self.comm.size} (mpiexec -n {self.ranks})"
             )
         check_divides(batch_size, self.ranks)
-        if target != "numpy":
+        if target not in ("numpy", "c"):
             raise DlpcError(
-                f"error: data-parallel steps run on target numpy (comm ops through mpi4py), "
-                f"not '{target}'"
+                f"error: data-parallel steps run on targets numpy and c (comm ops through "
+                f"mpi4py), not '{target}'"
             )
         reduction = getattr(as_loss(loss), "reduction", "mean")
         if reduction != "mean":
@@ -113,7 +113,7 @@ class DataParallelTrainer(train_module.Trainer):
         self.global_batch = batch_size
         self.group = (self.ranks, (), (), "")
         self.bucket_mb = bucket_mb
-        with _steps_distributed_by(self._partition(batch_size)):
+        with steps_distributed_by(self._partition(batch_size)):
             super().__init__(
                 model,
                 loss,

@@ -23,7 +23,7 @@ import dlpc.train as train_module
 from dlpc import api
 from dlpc.diagnostics import DlpcError
 from dlpc.dialects import comm
-from dlpc.dist.data_parallel import _steps_distributed_by, check_divides
+from dlpc.dist.data_parallel import check_divides, steps_distributed_by
 from dlpc.model import Model
 from dlpc.passes.dist.data_parallel import data_parallel
 from dlpc.passes.dist.tensor_parallel import (
@@ -62,8 +62,8 @@ class HybridTrainer(train_module.Trainer):
                 f"{self.comm.size}"
             )
         check_divides(batch_size, dp)
-        if target != "numpy":
-            raise DlpcError(f"error: hybrid steps run on target numpy, not '{target}'")
+        if target not in ("numpy", "c"):
+            raise DlpcError(f"error: hybrid steps run on targets numpy and c, not '{target}'")
         self.dp, self.tp = dp, tp
         self.d, self.t = divmod(self.comm.rank, tp)
         mesh = (dp, tp, 1)
@@ -84,7 +84,7 @@ class HybridTrainer(train_module.Trainer):
             tensor_parallel_grads(m, tp, tp_group)
             data_parallel(m, dp, bucket_mb, batch_size, dp_group)
 
-        with _steps_distributed_by(distribute):
+        with steps_distributed_by(distribute):
             super().__init__(split, loss, optimizer, local, target, opt_level, **options)
         self.local_batch = local
         self.global_batch = self.batch_size = batch_size

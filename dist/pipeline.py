@@ -26,7 +26,7 @@ import dlpc.train as train_module
 from dlpc import api
 from dlpc.diagnostics import DlpcError
 from dlpc.dialects import graph
-from dlpc.dist.data_parallel import _steps_distributed_by
+from dlpc.dist.data_parallel import steps_distributed_by
 from dlpc.model import Model
 from dlpc.passes.dist.data_parallel import result_names
 from dlpc.passes.dist.pipeline import build_stage, partition, pipeline, stage_function
@@ -109,8 +109,8 @@ class PipelineTrainer(train_module.Trainer):
                 f"error: {self.stages} pipeline stages, but MPI started {self.comm.size} "
                 f"ranks (mpiexec -n {self.stages})"
             )
-        if target != "numpy":
-            raise DlpcError(f"error: pipeline steps run on target numpy, not '{target}'")
+        if target not in ("numpy", "c"):
+            raise DlpcError(f"error: pipeline steps run on targets numpy and c, not '{target}'")
         if batch_size % microbatches:
             raise DlpcError(
                 f"error: batch size {batch_size} does not divide into {microbatches} micro-batches"
@@ -126,7 +126,7 @@ class PipelineTrainer(train_module.Trainer):
             micro.module, checked, self.stages, microbatches, schedule, self.comm.rank
         )
         self.group = (self.stages, (), (), "")
-        with _steps_distributed_by(stage):
+        with steps_distributed_by(stage):
             super().__init__(
                 model, checked, optimizer, batch_size, target, opt_level, weights, **options
             )

@@ -21,7 +21,7 @@ import numpy as np
 import dlpc.train as train_module
 from dlpc import api
 from dlpc.diagnostics import DlpcError
-from dlpc.dist.data_parallel import _steps_distributed_by
+from dlpc.dist.data_parallel import steps_distributed_by
 from dlpc.model import Model
 from dlpc.passes.dist.tensor_parallel import (
     shard_weights,
@@ -56,9 +56,9 @@ class TensorParallelTrainer(train_module.Trainer):
                 f"error: tensor parallel over {self.ranks} ranks, but MPI started "
                 f"{self.comm.size} (mpiexec -n {self.ranks})"
             )
-        if target != "numpy":
+        if target not in ("numpy", "c"):
             raise DlpcError(
-                f"error: tensor-parallel steps run on target numpy (comm ops through "
+                f"error: tensor-parallel steps run on targets numpy and c (comm ops through "
                 f"mpi4py), not '{target}'"
             )
         if isinstance(model, str | os.PathLike):
@@ -75,7 +75,7 @@ class TensorParallelTrainer(train_module.Trainer):
         mine = shard_weights(full, self.sharded, self.comm.rank, self.ranks)
         split = Model(module, mine, whole.name, None)
         self.group = (self.ranks, (), (), "")
-        with _steps_distributed_by(lambda m: tensor_parallel_grads(m, self.ranks)):
+        with steps_distributed_by(lambda m: tensor_parallel_grads(m, self.ranks)):
             super().__init__(split, loss, optimizer, batch_size, target, opt_level, **options)
 
     def full_weights(self) -> dict[str, np.ndarray]:

@@ -40,7 +40,7 @@ class Chain:
 
 def _nbytes(value: SSAValue) -> int:
     shape, elt = cbe.memref_info(value.type)
-    return math.prod(shape) * cbe._size_of(elt)
+    return math.prod(shape) * cbe.size_of(elt)
 
 
 #: a kernel reading more resident bytes (weights) than this is no member of a split

@@ -225,7 +225,7 @@ def store_entry(key: str, name: str, function: cbuild.CFunction, loop_ir: str) -
             with os.fdopen(fd, "wb") as f:
                 save_npz(f, arrays)
             digest = cbuild.file_digest(Path(tmp))
-            cbuild._atomic_write(cbuild.hash_path(path), digest + "\n")
+            cbuild.atomic_write(cbuild.hash_path(path), digest + "\n")
             os.replace(tmp, path)
         finally:
             if os.path.exists(tmp):

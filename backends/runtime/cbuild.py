@@ -326,7 +326,7 @@ def build(c_source: str, *, name: str = "module", units: list[str] | None = None
                 damage = f"it does not load: {e}"
         warn_damaged(lib_path, damage)
     c_path = root / f"{stem}-{key}.c"
-    _atomic_write(c_path, c_source)
+    atomic_write(c_path, c_source)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{stem}-", suffix=".so.tmp", dir=root)
     os.close(fd)
     try:
@@ -342,7 +342,7 @@ def build(c_source: str, *, name: str = "module", units: list[str] | None = None
                 raise DlpcError(compile_error(res.stderr, c_source, c_path))
         # the hash first, then the library: a crash in between leaves a library-less hash
         # (a miss) or, with an old library, a mismatch (a rebuild), never a wrong load
-        _atomic_write(hash_path(lib_path), file_digest(Path(tmp_name)) + "\n")
+        atomic_write(hash_path(lib_path), file_digest(Path(tmp_name)) + "\n")
         os.replace(tmp_name, lib_path)
     finally:
         if os.path.exists(tmp_name):
@@ -434,7 +434,7 @@ def warn_damaged(path: Path, why: str, what: str = "cached library", then: str =
         print(f"dlpc: warning: {what} {path} is damaged ({why}); {then}", file=sys.stderr)
 
 
-def _atomic_write(path: Path, text: str) -> None:
+def atomic_write(path: Path, text: str) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
     with os.fdopen(fd, "w") as f:
         f.write(text)

@@ -29,7 +29,7 @@ import numpy as np
 from xdsl.dialects.builtin import MemRefType, ModuleOp
 from xdsl.ir import Block, Operation
 
-from dlpc.backends.c import _size_of, find_main, is_prepare, kernel_uses, memref_info
+from dlpc.backends.c import find_main, is_prepare, kernel_uses, memref_info, size_of
 from dlpc.backends.runtime import cbuild
 from dlpc.diagnostics import DlpcError
 from dlpc.dialects.loop import ForOp, KernelOp
@@ -78,7 +78,7 @@ def _bytes(k: Operation) -> int:
     for v in free:
         if isinstance(v.type, MemRefType):
             shape, elt = memref_info(v.type)
-            total += math.prod(shape) * _size_of(elt)
+            total += math.prod(shape) * size_of(elt)
     return total
 
 

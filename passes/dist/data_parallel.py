@@ -35,11 +35,12 @@ from dlpc.dialects.sizes import element_bytes
 MIB = 1 << 20
 
 
-def _main(module: ModuleOp) -> func.FuncOp:
+def main_of(module: ModuleOp, who: str = "graph-data-parallel") -> func.FuncOp:
+    """The module's func.func @main; else a diagnostic naming the pass `who`."""
     for op in module.ops:
         if isinstance(op, func.FuncOp) and op.sym_name.data == "main":
             return op
-    raise DiagnosticException("graph-data-parallel: the module has no func.func @main")
+    raise DiagnosticException(f"{who}: the module has no func.func @main")
 
 
 def check_batch(f: func.FuncOp, ranks: int, batch: int, who: str = "graph-data-parallel"):
@@ -97,7 +98,7 @@ def data_parallel(
         raise DiagnosticException(f"graph-data-parallel: ranks must be >= 1, got {ranks}")
     if bucket_mb <= 0:
         raise DiagnosticException(f"graph-data-parallel: bucket-mb must be > 0, got {bucket_mb}")
-    f = _main(module)
+    f = main_of(module)
     check_batch(f, ranks, batch)
     names = result_names(f)
     params = {op.pname for op in f.body.block.ops if isinstance(op, graph.ParamOp)}

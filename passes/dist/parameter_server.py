@@ -29,7 +29,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.utils.exceptions import DiagnosticException
 
 from dlpc.dialects import comm, graph
-from dlpc.passes.dist.data_parallel import _main, check_batch, result_names
+from dlpc.passes.dist.data_parallel import check_batch, main_of, result_names
 
 
 def parameter_server(module: ModuleOp, ranks: int, batch: int = 0, server: int = 0) -> None:
@@ -39,7 +39,7 @@ def parameter_server(module: ModuleOp, ranks: int, batch: int = 0, server: int =
         raise DiagnosticException(
             f"graph-parameter-server: server {server} is not a rank of {ranks}"
         )
-    f = _main(module)
+    f = main_of(module, "graph-parameter-server")
     check_batch(f, ranks, batch, "graph-parameter-server")
     names = result_names(f)
     params = [op for op in f.body.block.ops if isinstance(op, graph.ParamOp)]

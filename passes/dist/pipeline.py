@@ -37,7 +37,7 @@ from xdsl.utils.exceptions import DiagnosticException
 
 from dlpc.dialects import comm, graph
 from dlpc.dialects.sizes import element_bytes
-from dlpc.passes.dist.data_parallel import result_names
+from dlpc.passes.dist.data_parallel import main_of, result_names
 from dlpc.passes.train._build import Builder
 
 FORWARD = "dlpc.pipeline.forward"  # a forward op of a stage function
@@ -48,13 +48,6 @@ SCHEDULES = ("gpipe", "1f1b")
 
 def _fail(message: str) -> DiagnosticException:
     return DiagnosticException(f"graph-pipeline: {message}")
-
-
-def _main(module: ModuleOp) -> func.FuncOp:
-    for op in module.ops:
-        if isinstance(op, func.FuncOp) and op.sym_name.data == "main":
-            return op
-    raise _fail("the module has no func.func @main")
 
 
 def _bytes(v: SSAValue) -> int:
@@ -395,7 +388,7 @@ def pipeline(module: ModuleOp, stages: int, microbatches: int, schedule: str) ->
         raise _fail(f"stages and microbatches must be >= 1, got {stages} and {microbatches}")
     if schedule not in SCHEDULES:
         raise _fail(f"unknown schedule '{schedule}' (expected gpipe or 1f1b)")
-    main = _main(module)
+    main = main_of(module, "graph-pipeline")
     ret = main.body.block.last_op
     assert isinstance(ret, func.ReturnOp)
     parts = partition(list(main.body.block.ops)[:-1], stages)

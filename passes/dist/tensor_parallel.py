@@ -37,16 +37,10 @@ from xdsl.utils.exceptions import DiagnosticException
 
 from dlpc.dialects import comm, graph
 from dlpc.passes.dist import grad  # noqa: F401 - registers the comm ops' gradient rules
-from dlpc.passes.dist.data_parallel import result_names
+from dlpc.passes.dist.data_parallel import main_of, result_names
+from dlpc.passes.lower.te_inline import erase
 
 SHARD = "dlpc.shard_dim"
-
-
-def _main(module: ModuleOp) -> func.FuncOp:
-    for op in module.ops:
-        if isinstance(op, func.FuncOp) and op.sym_name.data == "main":
-            return op
-    raise DiagnosticException("graph-tensor-parallel: the module has no func.func @main")
 
 
 def _param(value: SSAValue) -> graph.ParamOp | None:
@@ -113,7 +107,7 @@ def tensor_parallel(
     `group`: the ranks that share a layer (default all; a mesh's tp axis for hybrids)."""
     if ranks < 1:
         raise DiagnosticException(f"graph-tensor-parallel: ranks must be >= 1, got {ranks}")
-    f = _main(module)
+    f = main_of(module, "graph-tensor-parallel")
     group = group or comm.GroupAttr.of(ranks)
     sharded: dict[str, int] = {}
     for col, chain, row in _pairs(f):
@@ -138,22 +132,16 @@ def tensor_parallel(
         row.results[0].replace_all_uses_with(y)
         y.name_hint = row.results[0].name_hint
         for op in [row, *reversed(chain), col]:
-            _erase(op)
+            erase(op)
     for op in list(f.body.block.ops):  # the unsplit params, now unused
         if isinstance(op, graph.ParamOp) and not op.output.uses and SHARD not in op.attributes:
-            _erase(op)
+            erase(op)
     return sharded
 
 
 def _insert(op: Operation, at: InsertPoint) -> SSAValue:
     Rewriter.insert_op(op, at)
     return op.results[0]
-
-
-def _erase(op: Operation) -> None:
-    parent = op.parent_block()
-    assert parent is not None
-    parent.erase_op(op)
 
 
 def sharded_params(module: ModuleOp) -> dict[str, int]:
@@ -184,7 +172,7 @@ def tensor_parallel_grads(
 ) -> None:
     """After graph-autodiff{aux=true}: a sharded param's gradient divided by `ranks`, a
     replicated param's averaged over the ranks (see the module docstring)."""
-    f = _main(module)
+    f = main_of(module, "graph-tensor-parallel")
     sharded = sharded_params(module)
     params = {op.pname for op in f.body.block.ops if isinstance(op, graph.ParamOp)}
     ret = f.body.block.last_op

@@ -72,7 +72,7 @@ from dlpc.passes.lower._te_builder import (
     window_checks,
     window_index,
 )
-from dlpc.passes.lower.te_inline import _erase, fold_into_epilogue, inline_compute
+from dlpc.passes.lower.te_inline import erase, fold_into_epilogue, inline_compute
 from dlpc.reference.graph import dropout_threshold, pcg_hash
 
 # ------------------------------------------------------------------- elementwise
@@ -832,7 +832,7 @@ def lower_fused(L: Lowering, op: g.FusedOp) -> SSAValue:
             value = L.lower(clone)
             clone.results[0].replace_all_uses_with(value)
             mapper[inner.results[0]] = value
-            _erase(clone)
+            erase(clone)
     result = mapper[op.yield_op.values[0]]
     ops = [o for o in L.created[start:] if o.parent is not None]
     for producer in ops:
@@ -889,7 +889,7 @@ class GraphToTe(ModulePass):
                 if te_op.parent is not None and "origin" not in te_op.attributes:
                     te_op.attributes["origin"] = origin
             inner.results[0].replace_all_uses_with(value)
-            _erase(inner)
+            erase(inner)
         names: set[str] = set()
         for te_op in op.walk():
             if isinstance(te_op, ComputeOp | ReduceOp):

@@ -47,7 +47,7 @@ from xdsl.utils.exceptions import DiagnosticException
 from dlpc.dialects.te import ComputeOp, ReadOp, ReduceOp
 
 
-def _erase(op: Operation) -> None:
+def erase(op: Operation) -> None:
     op.detach()
     op.erase()
 
@@ -72,7 +72,7 @@ def inline_read(producer: ComputeOp, read: ReadOp) -> SSAValue:
     value = producer.yield_op.value
     value = mapper.get(value, value)
     read.result.replace_all_uses_with(value)
-    _erase(read)
+    erase(read)
     return value
 
 
@@ -83,7 +83,7 @@ def inline_compute(producer: ComputeOp) -> bool:
         return False
     for read in uses:
         inline_read(producer, read)
-    _erase(producer)
+    erase(producer)
     return True
 
 
@@ -119,7 +119,7 @@ def fold_into_epilogue(anchor: ReduceOp, consumer: ComputeOp) -> ReduceOp | None
         value = mapper.get(last.operands[0], last.operands[0])
     for read in uses:
         read.result.replace_all_uses_with(value)
-        _erase(read)
+        erase(read)
     body, epilogue = Region(), Region()
     anchor.body.move_blocks(body)
     consumer.body.move_blocks(epilogue)
@@ -136,8 +136,8 @@ def fold_into_epilogue(anchor: ReduceOp, consumer: ComputeOp) -> ReduceOp | None
     assert parent is not None
     parent.insert_op_before(fused, consumer)
     consumer.result.replace_all_uses_with(fused.result)
-    _erase(consumer)
-    _erase(anchor)
+    erase(consumer)
+    erase(anchor)
     return fused
 
 

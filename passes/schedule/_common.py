@@ -93,7 +93,7 @@ def fresh_name(kernel: KernelOp, wanted: str | None, base: str) -> str:
 # -------------------------------------------------------------------- loop chains
 
 
-def _index_arith(op: Operation) -> bool:
+def index_arith(op: Operation) -> bool:
     return op.dialect_name() == "arith" and all(isinstance(r.type, IndexType) for r in op.results)
 
 
@@ -102,7 +102,7 @@ def child_loop(loop: ForOp) -> ForOp | None:
     sunk into it (so the nest becomes perfect); None if there is no such loop."""
     ops = list(loop.block.ops)
     loops = [op for op in ops if isinstance(op, ForOp)]
-    if len(loops) != 1 or not all(op is loops[0] or _index_arith(op) for op in ops):
+    if len(loops) != 1 or not all(op is loops[0] or index_arith(op) for op in ops):
         return None
     child = loops[0]
     first = child.block.first_op

@@ -52,12 +52,12 @@ from dlpc.dialects.loop import ForOp, KernelOp
 from dlpc.dialects.typed import element_type, shape_of
 from dlpc.passes.schedule._common import (
     ScheduleError,
-    _index_arith,
     block_of,
     child_loop,
     erase,
     get_kernel,
     get_loop,
+    index_arith,
     is_reduction,
 )
 
@@ -97,7 +97,7 @@ def _hoist_index_ops(loop: ForOp) -> None:
             for o in op.operands
             if isinstance(o.owner, Operation) and o.owner.parent_block() is block
         ]
-        if _index_arith(op) and all(owner in hoisted for owner in local):
+        if index_arith(op) and all(owner in hoisted for owner in local):
             hoisted.append(op)
     first = block.first_op
     for op in hoisted:
@@ -178,7 +178,7 @@ def decompose_reduction(root, kernel: str, loop: str | None = None) -> list[ForO
             f"output element, found {len(final)} stores"
         )
     if accs and not all(
-        _index_arith(i.owner) if isinstance(i.owner, Operation) else True for i in final[0].indices
+        index_arith(i.owner) if isinstance(i.owner, Operation) else True for i in final[0].indices
     ):
         raise DecomposeAccumulatorError(
             f"the output element of loop {kernel}/{inner.loop_name} is not indexed by the "
@@ -234,12 +234,12 @@ def decompose_reduction(root, kernel: str, loop: str | None = None) -> list[ForO
             keep = [op for op in side if isinstance(op, memref.StoreOp)]
         _prune(body_loop, keep)
     result = [init_top, top]
-    post_body = [op for op in _innermost(post_top, depth).block.ops if not _index_arith(op)]
+    post_body = [op for op in _innermost(post_top, depth).block.ops if not index_arith(op)]
     if _is_self_copy(post_body):
         erase(post_top)
     else:
         result.append(post_top)
-    init_body = [op for op in _innermost(init_top, depth).block.ops if not _index_arith(op)]
+    init_body = [op for op in _innermost(init_top, depth).block.ops if not index_arith(op)]
     if not init_body:
         erase(init_top)
         result.pop(0)
