@@ -336,6 +336,11 @@ def compile(
         )
         return _compile_per_value(model, target, settings, options)
     weights = check_weights(model)
+    if target != "numpy" and _has_comm(model):
+        split = _compile_split(model, target, opt_level, tuning_log, fold_weights, options)
+        assert split.artifact is not None
+        split.artifact.bind_params(weights)  # resident, as for one compiled function
+        return split
     settings = {
         "opt_level": opt_level,
         "tuning_log": tuning_log,
@@ -381,6 +386,33 @@ def compile(
     if target in ("c", "opencl"):  # (their runtimes take the checked arrays as they are)
         compiled._direct = function
     return compiled
+
+
+def _has_comm(model: Model) -> bool:
+    from dlpc.runtime.comm_split import has_comm
+
+    return has_comm(model.module)
+
+
+def _compile_split(
+    model: Model, target: str, opt_level: int, tuning_log, fold_weights: bool, options: dict
+) -> CompiledModel:
+    """A graph with comm ops on a compiled target: each run of ops between two comm ops
+    compiled on its own, the collectives between them on MPI (runtime/comm_split.py)."""
+    if target != "c":
+        raise DlpcError(f"error: comm ops run on targets numpy and c, not '{target}'")
+    from dlpc.runtime.comm_split import SplitFunction
+
+    def build(segment: ModuleOp, k: int):
+        part = Model(segment, model.weights, f"{model.name}_seg{k}", model.path)
+        one = compile(part, target, opt_level, tuning_log, fold_weights, **options)
+        assert one.artifact is not None  # (a C compile always has its runtime)
+        return one.artifact
+
+    function = SplitFunction(model.module, build)
+    return CompiledModel(
+        model, target, function.source, model.module, lambda arrays: function(*arrays), function
+    )
 
 
 def _checker(weights: dict[str, np.ndarray]):

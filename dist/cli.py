@@ -49,12 +49,13 @@ def check(args, argv: list[str]) -> None:
             f"{args.microbatches} micro-batches"
         )
     explicit_target = any(a == "--target" or a.startswith("--target=") for a in argv)
-    if explicit_target and args.target != "numpy":
+    if explicit_target and args.target not in ("numpy", "c"):
         raise DlpcError(
-            f"{TOOL}: error: --{name} runs the step on --target numpy (comm ops through "
+            f"{TOOL}: error: --{name} runs the step on --target numpy or c (comm ops through "
             f"mpi4py), not {args.target}"
         )
-    args.target = "numpy"
+    if not explicit_target:
+        args.target = "numpy"
 
 
 def launch(args, argv: list[str]) -> int:

@@ -1,0 +1,180 @@
+"""Comm ops on a compiled target: the graph function cut at its comm ops into segments,
+each compiled for the target (C), run in order with the collectives between them.
+
+    fn = SplitFunction(module, build)     # build(segment_module, k) -> a ModuleFunction
+    outputs = fn(*inputs, params={...})   # @main's outputs, as one compiled function
+
+A segment is a run of graph ops between two comm ops: its own graph function whose
+arguments are the values it reads from before it (@main's inputs, results of earlier
+segments or comm ops) and whose results are the values read after it. graph.param and
+graph.constant ops are copied into every segment that reads them (a segment's params are
+the step's params by name), so a weight is never carried from segment to segment. Each
+comm op runs through the rank's communicator (`dlpc.runtime.mpi`, mpi4py) on the numpy
+arrays the previous segment's compiled code wrote, and its results are the arrays the
+next segment's code reads: no copy between a kernel and a collective beyond the
+communicator's own (all_reduce packs a bucket into one message). Since fusion and
+scheduling run per segment, no kernel spans a comm op.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Block, Operation, Region, SSAValue
+
+from dlpc.backends.runtime.callconv import ModuleFunction
+from dlpc.dialects import graph
+from dlpc.reference import comm as comm_ref
+from dlpc.reference import graph as ref
+
+
+def has_comm(module: ModuleOp) -> bool:
+    """Whether @main holds a comm op (at its top level: where a partition pass puts them)."""
+    main = ref.main_func(module)
+    return any(op.name.startswith("comm.") for op in main.body.block.ops)
+
+
+def _free(op: Operation) -> bool:
+    """An op copied into every segment that reads it instead of carried across."""
+    return isinstance(op, graph.ParamOp | graph.ConstantOp)
+
+
+@dataclass
+class Segment:
+    """One compiled run of graph ops: reads `inputs`, defines `outputs` (@main's values)."""
+
+    module: ModuleOp
+    inputs: list[SSAValue]
+    outputs: list[SSAValue]
+    function: ModuleFunction | None = None
+    params: list[tuple[str, np.ndarray | None]] = field(default_factory=list)
+
+
+def _segment(ops: list[Operation], later: set[Operation]) -> Segment | None:
+    """The graph function of `ops` (with the free ops they read copied in), or None
+    when nothing after it reads what it defines."""
+    inside = set(ops)
+    defined = {r for op in ops for r in op.results}
+    outputs: list[SSAValue] = [
+        r for op in ops for r in op.results if any(u.operation in later for u in r.uses)
+    ]
+    if not outputs:
+        return None
+    inputs: list[SSAValue] = []
+    copied: list[Operation] = []
+    for op in ops:
+        for v in op.operands:
+            owner = v.owner
+            if v in defined or v in inputs:
+                continue
+            if isinstance(owner, Operation) and _free(owner) and owner not in inside:
+                if owner not in copied:
+                    copied.append(owner)
+                continue
+            inputs.append(v)
+    block = Block(arg_types=[v.type for v in inputs])
+    mapping: dict[SSAValue, SSAValue] = dict(zip(inputs, block.args))
+    for op in [*copied, *ops]:
+        block.add_op(op.clone(value_mapper=mapping))
+    block.add_op(func.ReturnOp(*[mapping[v] for v in outputs]))
+    fn = func.FuncOp("main", ([v.type for v in inputs], [v.type for v in outputs]), Region(block))
+    return Segment(ModuleOp([fn]), inputs, outputs)
+
+
+class SplitFunction(ModuleFunction):
+    """@main of a graph module with comm ops, as compiled segments and collectives."""
+
+    def __init__(self, module: ModuleOp, build: Callable[[ModuleOp, int], ModuleFunction]):
+        from dlpc.runtime.mpi import world
+
+        main = ref.main_func(module)
+        body = list(main.body.block.ops)
+        ret = body[-1]
+        self.comm = world()
+        self.args = list(main.args)
+        self.returned = list(ret.operands)
+        self.param_names = ref.param_names(module)
+        self.num_inputs = len(self.args)
+        self.num_outputs = len(self.returned)
+        self.arg_specs = [(ref.graph.shape_of(a), np.dtype(ref.result_dtype(a))) for a in self.args]
+        param_of: dict[str, SSAValue] = {}
+        for op in main.walk():
+            if isinstance(op, graph.ParamOp) and op.pname not in param_of:
+                param_of[op.pname] = op.results[0]
+        self.arg_specs += [
+            (ref.graph.shape_of(param_of[n]), np.dtype(ref.result_dtype(param_of[n])))
+            for n in self.param_names
+        ]
+        # the free ops a comm op or the return reads straight: evaluated per call
+        self.free: list[Operation] = [op for op in body if _free(op)]
+        # the plan: segments and comm ops in program order
+        self.steps: list[Segment | Operation] = []
+        run: list[Operation] = []
+        order: list[list[Operation] | Operation] = []
+        for op in body[:-1]:
+            if _free(op):
+                continue
+            if op.name.startswith("comm."):
+                if run:
+                    order.append(run)
+                run = []
+                order.append(op)
+            else:
+                run.append(op)
+        if run:
+            order.append(run)
+        for k, item in enumerate(order):
+            if isinstance(item, Operation):
+                self.steps.append(item)
+                continue
+            later = {ret}
+            for after in order[k + 1 :]:
+                later.update([after] if isinstance(after, Operation) else after)
+            seg = _segment(item, later)
+            if seg is not None:
+                self.steps.append(seg)
+        self.segments = [s for s in self.steps if isinstance(s, Segment)]
+        for k, seg in enumerate(self.segments):
+            seg.function = build(seg.module, k)
+            bound = seg.function.bound_params or []
+            # a param the step does not name is one the segment's compile folded
+            seg.params = [
+                (n, None if n in self.param_names else bound[i])
+                for i, n in enumerate(seg.function.param_names)
+            ]
+        self.source = "\n".join(
+            f"// ---- segment {k} of {len(self.segments)}\n{getattr(s.function, 'source', '')}"
+            for k, s in enumerate(self.segments)
+        )
+
+    def __call__(self, *inputs, params=None) -> list[np.ndarray]:
+        arrays = self.arguments(inputs, params)
+        values: dict[str, np.ndarray] = dict(zip(self.param_names, arrays[self.num_inputs :]))
+        env: dict[SSAValue, np.ndarray] = dict(zip(self.args, arrays[: self.num_inputs]))
+        for op in self.free:
+            if isinstance(op, graph.ParamOp):
+                env[op.results[0]] = values[op.pname]
+            else:
+                env[op.results[0]] = ref.evaluate_op(op, [])
+        for step in self.steps:
+            if isinstance(step, Segment):
+                fn = step.function
+                assert fn is not None
+                ps = [values[n] if w is None else w for n, w in step.params]
+                outs = fn(*[env[v] for v in step.inputs], params=ps)
+                env.update(zip(step.outputs, outs))
+                continue
+            method = getattr(self.comm, step.name.removeprefix("comm."))
+            args = [env[v] for v in step.operands]
+            kw = comm_ref.op_args(step)
+            if step.name == "comm.all_reduce":  # one bucket: the operands as one list
+                env.update(zip(step.results, method(args, **kw)))
+            elif step.results:
+                env[step.results[0]] = method(*args, **kw)
+            else:
+                method(*args, **kw)
+        return [np.asarray(env[v]) for v in self.returned]
