@@ -1,0 +1,37 @@
+"""Tests written against surviving mutants of autodiff and training (issue 35,
+bench/mutation.py --area train)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dlpc.passes.pipeline import parse_module
+from dlpc.passes.train.autodiff import differentiate
+from dlpc.reference.graph import run_reference
+
+
+@pytest.mark.parametrize("param_first", [True, False], ids=["w@x", "x@w"])
+def test_matmul_gradient_of_one_operand(param_first):
+    """Only the param's gradient is wanted (the input's is not): each side of the matmul
+    rule computes its own operand's gradient."""
+    mm = "%w, %x : (tensor<2x3xf32>, tensor<3x4xf32>) -> tensor<2x4xf32>"
+    if not param_first:
+        mm = "%x, %w : (tensor<4x2xf32>, tensor<2x3xf32>) -> tensor<4x3xf32>"
+    xt = "tensor<3x4xf32>" if param_first else "tensor<4x2xf32>"
+    yt = "tensor<2x4xf32>" if param_first else "tensor<4x3xf32>"
+    module = parse_module(f"""
+func.func @main(%x: {xt}) -> tensor<f32> {{
+  %w = graph.param "w" : tensor<2x3xf32>
+  %y = graph.matmul {mm}
+  %l = graph.reduce_sum %y : ({yt}) -> tensor<f32>
+  func.return %l : tensor<f32>
+}}""")
+    differentiate(module)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((3, 4) if param_first else (4, 2)).astype(np.float32)
+    w = rng.standard_normal((2, 3)).astype(np.float32)
+    _, gw = run_reference(module, [x], {"w": w})
+    # d/dw sum(w @ x) = 1 @ x^T; d/dw sum(x @ w) = x^T @ 1
+    want = np.ones((2, 4)) @ x.T if param_first else x.T @ np.ones((4, 3))
+    np.testing.assert_allclose(gw, want, rtol=1e-5)
