@@ -40,6 +40,11 @@ matmul fuses: both users of the matmul are inside). An anchor is only ever the f
 fused op has at most one reduction with the rest as its epilogue. Ops on static values
 only (weights and constants, e.g. the rescaled weights of batch-norm folding) are left
 for `fold_params`/`graph-fold-constants` and never fused.
+
+Comm ops are fusion barriers: a chain and a horizontal group take ops between the same
+two comm ops only, so no work moves across a collective or a send/recv (a pipeline's
+running gradient sums stay after each backward instead of gathering into one kernel at
+the end, which would keep every micro-batch's gradient alive to it).
 """
 
 from __future__ import annotations
@@ -159,14 +164,24 @@ def _fuse_horizontal(block: Block, group: list[g.LinearOp | g.MatMulOp]) -> None
         block.erase_op(op)
 
 
+def _zones(block: Block) -> dict[Operation, int]:
+    """Each op's count of comm ops before it: ops of one zone may fuse (the barrier)."""
+    zone, out = 0, {}
+    for op in block.ops:
+        zone += op.name.startswith("comm.")
+        out[op] = zone
+    return out
+
+
 def fuse_horizontal(block: Block) -> int:
     groups: dict[object, list[g.LinearOp | g.MatMulOp]] = defaultdict(list)
+    zone = _zones(block)
     for op in block.ops:
         if not isinstance(op, g.LinearOp | g.MatMulOp):
             continue
         key = _horizontal_key(op)
         if key is not None:
-            groups[key].append(op)
+            groups[(key, zone[op])].append(op)
     fused = 0
     for group in groups.values():
         if len(group) >= 2:
@@ -179,7 +194,11 @@ def fuse_horizontal(block: Block) -> int:
 
 
 def _chain(
-    position: dict[Operation, int], seed: Operation, taken: set[Operation], max_chain: int
+    position: dict[Operation, int],
+    seed: Operation,
+    taken: set[Operation],
+    max_chain: int,
+    zone: dict[Operation, int] | None = None,
 ) -> list[Operation]:
     """The longest fusable chain starting at `seed` using no op of `taken`.
 
@@ -201,6 +220,7 @@ def _chain(
             not isinstance(user, ELEMENTWISE)
             or user in taken
             or g.shape_of(user.results[0]) != shape
+            or (zone is not None and zone[user] != zone[seed])  # across a comm op
         ):
             rejected.add(user)
             continue
@@ -244,12 +264,13 @@ def fuse_vertical(block: Block, start: int = 0, max_chain: int = 32) -> int:
     static = {op for op in block.ops if op.results and u.is_static(op.results[0], memo)}
     taken: set[Operation] = set(static)  # weight-only work is folded, not fused
     position = {op: i for i, op in enumerate(block.ops)}
+    zone = _zones(block)
     chains = []
     for seeds in (ANCHORS, ELEMENTWISE):  # anchors first: they take their epilogues
         for op in block.ops:
             if op in taken or not isinstance(op, seeds):
                 continue
-            chain = _chain(position, op, taken, max_chain)
+            chain = _chain(position, op, taken, max_chain, zone)
             if len(chain) >= 2:
                 taken.update(chain)
                 chains.append(chain)
