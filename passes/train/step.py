@@ -127,7 +127,7 @@ def _training_dropout(f: func.FuncOp) -> None:
     b = Builder.before(first)
     step = b.param(STEP, (), graph.f32)
     for op in drops:
-        new = Builder.before(op).op(graph.DropoutOp, op.operands[0], step, **op.attrs())
+        new = Builder.before(op).op(graph.DropoutOp, op.operands[0], step, p=op.p, seed=op.seed)
         op.results[0].replace_all_uses_with(new)
         f.body.block.erase_op(op)
 
@@ -159,7 +159,7 @@ def _training_batch_norm(f: func.FuncOp) -> dict[str, tuple[int, ...]]:
         mu = b.mean(x, axes, keepdims=True)
         centred = b.sub(x, mu)
         sigma2 = b.mean(b.mul(centred, centred), axes, keepdims=True)
-        y = b.mul(centred, b.op(graph.RsqrtOp, b.add(sigma2, op.attr("epsilon"))))
+        y = b.mul(centred, b.op(graph.RsqrtOp, b.add(sigma2, op.epsilon)))
         y = b.add(b.mul(y, b.reshape(scale, shape)), b.reshape(bias, shape))
         mu.owner.attributes[BN_STAT] = StringAttr(f"mean:{names[0]}")  # type: ignore[union-attr]
         sigma2.owner.attributes[BN_STAT] = StringAttr(f"var:{names[1]}")  # type: ignore[union-attr]
