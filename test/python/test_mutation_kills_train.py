@@ -35,3 +35,15 @@ func.func @main(%x: {xt}) -> tensor<f32> {{
     # d/dw sum(w @ x) = 1 @ x^T; d/dw sum(x @ w) = x^T @ 1
     want = np.ones((2, 4)) @ x.T if param_first else x.T @ np.ones((4, 3))
     np.testing.assert_allclose(gw, want, rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "kind, x", [("bce_with_logits", [2.0, -1.0, -0.5, -3.0]), ("bce", [0.9, 0.2, 0.4, 0.1])]
+)
+def test_binary_accuracy_thresholds_outputs_and_labels(kind, x):
+    """The binary losses' metric: outputs above 0 (logits) or 0.5 (probabilities) against
+    labels above 0.5; here predictions 1, 0, 0, 0 against labels 1, 0, 0, 1: 3 of 4."""
+    from dlpc.passes.train.losses import Loss, numpy_metric
+
+    y = np.array([1.0, 0.0, 0.0, 1.0])
+    assert numpy_metric(Loss(kind), np.array(x), y) == 0.75
