@@ -198,7 +198,10 @@ AREAS: dict[str, Area] = {
     "reference": Area(
         ["reference/graph.py", "reference/te.py", "backends/numpy.py"],
         [],
-        ["test/python/test_numpy_backend.py test/python/test_mutation_kills_reference.py"],
+        [
+            "test/python/test_numpy_backend.py test/python/test_mutation_kills_reference.py "
+            "test/python/test_mutation_kills_dialects.py"
+        ],
     ),
     "comm": Area(
         ["dialects/comm.py", "reference/comm.py", "passes/dist/*.py"],
