@@ -42,3 +42,15 @@ def test_te_integer_comparisons():
     for pred in g.CompareOp.PREDICATES:
         build = lambda x, y: g.CompareOp.make(x, y, predicate=pred)  # noqa: B023, E731
         lower_and_check(module_of([a, b], build), [a, b])
+
+
+def test_pad_crops_with_negative_ends():
+    """Negative pads at the end crop: 2 of 5 columns (not only the one the numpy backend's
+    test crops at the start), 1 of 4 rows."""
+    from test_numpy_backend import rand, run_op
+
+    from dlpc.dialects import graph as g
+
+    x = rand(4, 5)
+    out = run_op(g.PadOp, [x], pads=(1, 0, -1, -2), value=3.0)
+    np.testing.assert_array_equal(out, np.pad(x[:3, :3], ((1, 0), (0, 0)), constant_values=3))
