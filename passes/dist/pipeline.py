@@ -13,7 +13,17 @@ gradients are accumulated over the micro-batches (their mean: the loss is the me
 the micro-batches' mean losses); the last stage broadcasts the loss and metrics.
 Stages: cut where one activation crosses, balancing the ops' result bytes and params.
 Schedules: gpipe (all forwards, then all backwards), 1f1b (S - s - 1 warm-up forwards,
-then one forward one backward, then the rest of the backwards).
+then one forward one backward, then the rest of the backwards), 2bw (PipeDream-2BW: 1F1B's
+order on two weight versions; see below).
+2bw: each stage holds two versions of its params, the newest W(t) (`graph.param "<p>"`)
+and the one the in-flight micro-batches started on, W(t-1) (`graph.param
+"pipeline.stash.<p>"`). This step's micro-batches run forward and backward on the
+stashed version (in a pipeline without flushes, the newest version is not ready when
+they start: its update needs the previous step's last gradient); their gradients are
+coalesced (the mean over the m micro-batches) into grad.<p>, which the caller applies
+to the newest version, W(t+1) = W(t) - lr * grad f(W(t-1)) (2BW's delayed-by-one
+update); the step also returns `pipeline.stash.<p>` = W(t), the next step's stashed
+version (the double buffer's rotation). At the first step both versions are W(0).
 Requires: `stages` <= the cut points + 1; a param used by one stage only.
 Guarantees: every send has its recv (same peer and tag) in an order that completes with
 blocking sends (`check_schedule`, run on the output; a violation names both ops).
@@ -43,7 +53,8 @@ from dlpc.passes.train._build import Builder
 FORWARD = "dlpc.pipeline.forward"  # a forward op of a stage function
 OUTPUT = "dlpc.pipeline.output"  # the stage's activation sent on
 IN, GOUT = "pipeline.in", "pipeline.g_out"
-SCHEDULES = ("gpipe", "1f1b")
+SCHEDULES = ("gpipe", "1f1b", "2bw")
+STASH = "pipeline.stash."  # 2bw: the older weight version of a param
 
 
 def _fail(message: str) -> DiagnosticException:
@@ -130,7 +141,7 @@ class StageFunction:
 
 def stage_function(main: func.FuncOp, part: list[Operation], first: bool, last: bool):
     """The differentiated function of one stage (`part`: its compute ops, in order)."""
-    from dlpc.passes.dist import grad  # noqa: F401 - comm rules (none needed here)
+    from dlpc.passes.train import comm_grad  # noqa: F401 - comm rules (none needed here)
     from dlpc.passes.train.autodiff import differentiate
 
     block = Block(arg_types=[a.type for a in main.args])
@@ -196,6 +207,7 @@ def order(schedule: str, stage: int, stages: int, microbatches: int) -> list[tup
     m = microbatches
     if schedule == "gpipe":
         return [("F", i) for i in range(m)] + [("B", i) for i in range(m)]
+    # 1f1b and 2bw (which differs in the weight versions, not the order)
     warm = min(stages - stage - 1, m)
     out = [("F", i) for i in range(warm)]
     f, bw = warm, 0
@@ -217,10 +229,11 @@ def build_stage(
     schedule: str,
     n_metrics: int,
     grads_for: dict[str, graph.TensorType],
-) -> None:
+) -> list[str]:
     """Write stage `stage`'s program into `target` (its body replaced; its args x and
     target hold `microbatches` micro-batches): it returns the loss, grad.<p> for each p of
-    `grads_for` (zeros for the params of other stages) and `n_metrics` metrics."""
+    `grads_for` (zeros for the params of other stages), `n_metrics` metrics and, under
+    2bw, pipeline.stash.<p> for each of its own params p (whose names it returns)."""
     block = target.body.block
     for op in reversed(list(block.ops)):
         op.detach()
@@ -241,6 +254,14 @@ def build_stage(
     for p, v in specials.items():
         if p not in params and p not in (IN, GOUT):
             params[p] = b.param(p, graph.shape_of(v), graph.element_type_of(v))
+    # 2bw: the micro-batches compute on the stashed version; the newest goes out as
+    # the next step's stash
+    newest: dict[str, SSAValue] = {}
+    if schedule == "2bw":
+        for p in grads_for:
+            if f"grad.{p}" in names:
+                newest[p] = params[p]
+                params[p] = b.param(STASH + p, graph.shape_of(newest[p]), graph.element_type_of(newest[p]))
     rows = graph.shape_of(src.args[0])[0]
     saved: dict[int, dict[SSAValue, SSAValue]] = {}
     # running sums of each result over the micro-batches, added right after each backward
@@ -320,7 +341,8 @@ def build_stage(
         else:
             zero = b.const(0.0, ty.get_element_type())
             grads.append(b.op(graph.BroadcastOp, zero, shape=list(ty.get_shape())))
-    block.add_op(func.ReturnOp(shown[0], *grads, *shown[1:]))
+    block.add_op(func.ReturnOp(shown[0], *grads, *shown[1:], *newest.values()))
+    return list(newest)
 
 
 # --------------------------------------------------------- the deadlock check
@@ -387,7 +409,7 @@ def pipeline(module: ModuleOp, stages: int, microbatches: int, schedule: str) ->
     if stages < 1 or microbatches < 1:
         raise _fail(f"stages and microbatches must be >= 1, got {stages} and {microbatches}")
     if schedule not in SCHEDULES:
-        raise _fail(f"unknown schedule '{schedule}' (expected gpipe or 1f1b)")
+        raise _fail(f"unknown schedule '{schedule}' (expected gpipe, 1f1b or 2bw)")
     main = main_of(module, "graph-pipeline")
     ret = main.body.block.last_op
     assert isinstance(ret, func.ReturnOp)
@@ -415,9 +437,10 @@ def pipeline(module: ModuleOp, stages: int, microbatches: int, schedule: str) ->
         f = func.FuncOp(f"stage{s}", (arg_types, []), arg_attrs=main.arg_attrs)
         for new, old in zip(f.args, main.args):
             new.name_hint = old.name_hint
-        build_stage(f, fn, s, stages, microbatches, schedule, n_metrics, own)
+        stashed = build_stage(f, fn, s, stages, microbatches, schedule, n_metrics, own)
         f.update_function_type()
         names = ["loss", *(f"grad.{p}" for p in own), *(f"metric{k}" for k in range(n_metrics))]
+        names += [STASH + p for p in stashed]
         f.res_attrs = ArrayAttr([DictionaryAttr({"dlpc.name": StringAttr(n)}) for n in names])
         programs.append(f)
     check_schedule(programs)

@@ -14,7 +14,7 @@ has no other use. Linears in no such pair stay whole (replicated).
 Requires: H divides by `ranks` (else one line naming the param and both numbers).
 Guarantees: forward results equal the unsplit model's (up to summation order).
 
-Backward (graph-autodiff with the comm rules of `grad`): the all_reduce's adjoint is an
+Backward (graph-autodiff with the comm rules of passes/train/comm_grad.py): the all_reduce's adjoint is an
 all_reduce of the loss's adjoint, so the objective is the sum of the ranks' (equal)
 losses, n times the loss. `tensor_parallel_grads` (after graph-autodiff) restores the
 loss's gradients: a sharded param's gradient divided by n; a replicated one averaged
@@ -36,7 +36,6 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.utils.exceptions import DiagnosticException
 
 from dlpc.dialects import comm, graph
-from dlpc.passes.dist import grad  # noqa: F401 - registers the comm ops' gradient rules
 from dlpc.passes.dist.data_parallel import main_of, result_names
 from dlpc.passes.lower.te_inline import erase
 

@@ -52,6 +52,7 @@ from xdsl.utils.exceptions import DiagnosticException
 
 from dlpc.dialects import graph
 from dlpc.passes.train import _grad
+from dlpc.passes.train import comm_grad as _comm_grad  # noqa: F401 - the comm ops' rules
 from dlpc.passes.train._build import Builder
 
 # forward ops that `recompute` re-evaluates in the backward instead of keeping their result

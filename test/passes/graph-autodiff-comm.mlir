@@ -1,7 +1,7 @@
-// RUN: dlpc-opt %s -p 'graph-tensor-parallel{ranks=2},graph-autodiff' | filecheck %s
+// RUN: dlpc-opt %s -p graph-autodiff | filecheck %s
 
-// The comm ops' gradient rules (passes/dist/grad.py; graph-tensor-parallel registers them
-// and finds no linear pair here): each adjoint is the transposed communication.
+// The comm ops' gradient rules (passes/train/comm_grad.py, part of graph-autodiff's own
+// table: no partition pass needed first): each adjoint is the transposed communication.
 // test/python/test_comm_mpi.py checks these gradients against central differences on 2
 // ranks.
 // CHECK:      %d_e = comm.all_reduce avg %d_f group <world 2> : tensor<2x4xf32>

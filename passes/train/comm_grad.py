@@ -1,6 +1,7 @@
-"""Gradient rules of the comm ops, registered into graph-autodiff's table
-(`dlpc.passes.train._grad.RULES`) when this module is imported (every pass that makes
-comm ops imports it).
+"""Gradient rules of the comm ops, part of graph-autodiff's table
+(`dlpc.passes.train._grad.RULES`): autodiff.py imports this module, so a bare
+`dlpc-opt -p graph-autodiff` differentiates IR with comm ops (the comm dialect lies below
+passes/train, the partition passes above it).
 
 The objective is the sum of every rank's loss (each rank runs graph-autodiff on its own
 program, its adjoints being its share of the sum), so a comm op's adjoint is the
@@ -16,9 +17,10 @@ transposed communication:
     y = gather(x, dim, root)     dx = scatter(dy, dim, root)
     y = all_to_all(x, s, c)      dx = all_to_all(dy, c, s)
 
-send/recv pair across programs (a recv has no operand for graph-autodiff to hand an
-adjoint to): graph-pipeline writes their adjoints itself, a recv of dy for each send of
-y and a send of dy for each recv.
+send/recv pair across programs and have no rule here: a recv has no operand to hand an
+adjoint to and a send no result to take one from, so graph-autodiff's per-op sweep cannot
+express them; graph-pipeline writes their adjoints itself, a recv of dy for each send of
+y and a send of dy for each recv (to graph-autodiff a recv is a constant).
 
 min / max / prod reductions have no rule here (graph-autodiff names the op). A value
 every rank holds the same copy of (a replicated loss) therefore counts once per rank:
