@@ -52,6 +52,9 @@ class Segment:
     outputs: list[SSAValue]
     function: ModuleFunction | None = None
     params: list[tuple[str, np.ndarray | None]] = field(default_factory=list)
+    # per output: a buffer kept across calls (a value only this call reads: a comm op's
+    # operand or a later segment's input), or None (returned by @main: fresh per call)
+    kept: list[np.ndarray | None] = field(default_factory=list)
 
 
 def _segment(ops: list[Operation], later: set[Operation]) -> Segment | None:
@@ -109,8 +112,13 @@ class SplitFunction(ModuleFunction):
             (ref.graph.shape_of(param_of[n]), np.dtype(ref.result_dtype(param_of[n])))
             for n in self.param_names
         ]
-        # the free ops a comm op or the return reads straight: evaluated per call
-        self.free: list[Operation] = [op for op in body if _free(op)]
+        # the free ops, for a comm op or the return that reads one: a param's name (its
+        # value bound per call) or a constant's value (evaluated once)
+        self.free: list[tuple[SSAValue, str | np.ndarray]] = [
+            (op.results[0], op.pname if isinstance(op, graph.ParamOp) else ref.evaluate_op(op, []))
+            for op in body
+            if _free(op)
+        ]
         # the plan: segments and comm ops in program order
         self.steps: list[Segment | Operation] = []
         run: list[Operation] = []
@@ -138,6 +146,12 @@ class SplitFunction(ModuleFunction):
             if seg is not None:
                 self.steps.append(seg)
         self.segments = [s for s in self.steps if isinstance(s, Segment)]
+        # each comm op's call, its properties read once (xDSL attributes are slow to read)
+        self.calls = {
+            op: (op.name.removeprefix("comm."), comm_ref.op_args(op))
+            for op in self.steps
+            if isinstance(op, Operation)
+        }
         for k, seg in enumerate(self.segments):
             seg.function = build(seg.module, k)
             bound = seg.function.bound_params or []
@@ -145,6 +159,16 @@ class SplitFunction(ModuleFunction):
             seg.params = [
                 (n, None if n in self.param_names else bound[i])
                 for i, n in enumerate(seg.function.param_names)
+            ]
+        returned = set(self.returned)
+        for seg in self.segments:
+            fn = seg.function
+            assert fn is not None
+            specs = fn.arg_specs[fn.num_inputs + len(fn.param_names) :]
+            native = hasattr(fn, "library")  # a CFunction: its library takes our outputs
+            seg.kept = [
+                None if v in returned or not native else np.empty(shape, dtype)
+                for v, (shape, dtype) in zip(seg.outputs, specs)
             ]
         self.source = "\n".join(
             f"// ---- segment {k} of {len(self.segments)}\n{getattr(s.function, 'source', '')}"
@@ -155,23 +179,33 @@ class SplitFunction(ModuleFunction):
         arrays = self.arguments(inputs, params)
         values: dict[str, np.ndarray] = dict(zip(self.param_names, arrays[self.num_inputs :]))
         env: dict[SSAValue, np.ndarray] = dict(zip(self.args, arrays[: self.num_inputs]))
-        for op in self.free:
-            if isinstance(op, graph.ParamOp):
-                env[op.results[0]] = values[op.pname]
-            else:
-                env[op.results[0]] = ref.evaluate_op(op, [])
+        for value, source in self.free:
+            env[value] = values[source] if isinstance(source, str) else source
         for step in self.steps:
             if isinstance(step, Segment):
                 fn = step.function
                 assert fn is not None
                 ps = [values[n] if w is None else w for n, w in step.params]
-                outs = fn(*[env[v] for v in step.inputs], params=ps)
+                ins = [env[v] for v in step.inputs]
+                library = getattr(fn, "library", None)
+                if library is None:
+                    env.update(zip(step.outputs, fn(*ins, params=ps)))
+                    continue
+                # the C code writes the kept buffers in place: no fresh pages per call for
+                # values (a bucket's gradients) that only this call reads
+                outs = [
+                    np.empty(shape, dtype) if k is None else k
+                    for k, (shape, dtype) in zip(
+                        step.kept, fn.arg_specs[fn.num_inputs + len(fn.param_names) :]
+                    )
+                ]
+                library.call(fn.arguments(ins, ps) + outs)
                 env.update(zip(step.outputs, outs))
                 continue
-            method = getattr(self.comm, step.name.removeprefix("comm."))
+            name, kw = self.calls[step]
+            method = getattr(self.comm, name)
             args = [env[v] for v in step.operands]
-            kw = comm_ref.op_args(step)
-            if step.name == "comm.all_reduce":  # one bucket: the operands as one list
+            if name == "all_reduce":  # one bucket: the operands as one list
                 env.update(zip(step.results, method(args, **kw)))
             elif step.results:
                 env[step.results[0]] = method(*args, **kw)

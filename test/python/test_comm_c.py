@@ -24,17 +24,22 @@ MLP = Path(__file__).resolve().parents[2] / "examples" / "mlp.dlpc"
 
 needs_mpi = pytest.mark.skipif(shutil.which("mpiexec") is None, reason="needs the dist extra")
 
-# compute on both sides of every collective; %h and %w cross them
+# compute on both sides of every collective; %h, %w and the constant %c cross them (%c
+# also straight into an all_reduce)
 PROGRAM = """
 func.func @main(%x: tensor<4x5xf32>) -> (tensor<4x5xf32>, tensor<{n4}x5xf32>, tensor<4x5xf32>) {
   %w = graph.param "w" : tensor<5x5xf32>
   %h = graph.matmul %x, %w : (tensor<4x5xf32>, tensor<5x5xf32>) -> tensor<4x5xf32>
   %r = graph.relu %h : (tensor<4x5xf32>) -> tensor<4x5xf32>
+  %c = graph.constant dense<2.0> : tensor<4x5xf32>
   %s = comm.all_reduce sum %r group <world {n}> : tensor<4x5xf32>
-  %t = graph.add %s, %h : (tensor<4x5xf32>, tensor<4x5xf32>) -> tensor<4x5xf32>
+  %cs = comm.all_reduce sum %c group <world {n}> : tensor<4x5xf32>
+  %t0 = graph.add %s, %h : (tensor<4x5xf32>, tensor<4x5xf32>) -> tensor<4x5xf32>
+  %t = graph.mul %t0, %cs : (tensor<4x5xf32>, tensor<4x5xf32>) -> tensor<4x5xf32>
   %g = comm.all_gather %t dim 0 group <world {n}> : tensor<4x5xf32> -> tensor<{n4}x5xf32>
   %b = comm.broadcast %t root 1 group <world {n}> : tensor<4x5xf32>
-  %y = graph.mul %b, %t : (tensor<4x5xf32>, tensor<4x5xf32>) -> tensor<4x5xf32>
+  %y0 = graph.mul %b, %t : (tensor<4x5xf32>, tensor<4x5xf32>) -> tensor<4x5xf32>
+  %y = graph.add %y0, %c : (tensor<4x5xf32>, tensor<4x5xf32>) -> tensor<4x5xf32>
   %z = graph.matmul %y, %w : (tensor<4x5xf32>, tensor<5x5xf32>) -> tensor<4x5xf32>
   func.return %z, %g, %s : tensor<4x5xf32>, tensor<{n4}x5xf32>, tensor<4x5xf32>
 }
@@ -117,10 +122,10 @@ def program() -> int:
     # reference.comm: every rank's values, the collectives by their definitions
     hs = [x @ w for x in xs]
     ss = ref.all_reduce([np.maximum(h, 0) for h in hs], "sum")
-    ts = [s + h for s, h in zip(ss, hs)]
+    ts = [(s + h) * (2.0 * n) for s, h in zip(ss, hs)]
     gs = ref.all_gather(ts, 0)
     bs = ref.broadcast(ts, 1)
-    zs = [(b * t) @ w for b, t in zip(bs, ts)]
+    zs = [(b * t + 2.0) @ w for b, t in zip(bs, ts)]
     for a, b, what in zip(got, (zs[r], gs[r], ss[r]), ("z", "g", "s")):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4, err_msg=f"c vs reference: {what}")
     print(f"ok {r} program", flush=True)
