@@ -47,3 +47,15 @@ def test_binary_accuracy_thresholds_outputs_and_labels(kind, x):
 
     y = np.array([1.0, 0.0, 0.0, 1.0])
     assert numpy_metric(Loss(kind), np.array(x), y) == 0.75
+
+
+def test_samples_of_different_lengths_are_refused():
+    """A sample longer than the first one is as wrong as a shorter one."""
+    from dlpc.diagnostics import DlpcError
+    from dlpc.passes.train.data import gather
+
+    samples = [(np.zeros(2), 0), (np.ones(2), 1, "extra")]
+    with pytest.raises(DlpcError, match="samples have different lengths"):
+        gather(samples, np.array([0, 1]))
+    with pytest.raises(DlpcError, match="samples have different lengths"):
+        gather(samples[::-1], np.array([0, 1]))
