@@ -261,7 +261,9 @@ def build_stage(
         for p in grads_for:
             if f"grad.{p}" in names:
                 newest[p] = params[p]
-                params[p] = b.param(STASH + p, graph.shape_of(newest[p]), graph.element_type_of(newest[p]))
+                params[p] = b.param(
+                    STASH + p, graph.shape_of(newest[p]), graph.element_type_of(newest[p])
+                )
     rows = graph.shape_of(src.args[0])[0]
     saved: dict[int, dict[SSAValue, SSAValue]] = {}
     # running sums of each result over the micro-batches, added right after each backward

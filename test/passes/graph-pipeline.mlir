@@ -1,5 +1,6 @@
 // RUN: dlpc-opt %s -p 'graph-pipeline{stages=2 microbatches=2 schedule=gpipe}' | filecheck %s --check-prefix=GPIPE
 // RUN: dlpc-opt %s -p 'graph-pipeline{stages=2 microbatches=2 schedule=1f1b}' | filecheck %s --check-prefix=ONEF
+// RUN: dlpc-opt %s -p 'graph-pipeline{stages=2 microbatches=2 schedule=2bw}' | filecheck %s --check-prefix=TWOBW
 
 // Two stages (fc1 + relu | fc2 + loss) over two micro-batches (rows 0-1, 2-3). GPipe:
 // both forwards, then both backwards; each activation sent on (tags 0, 2), each input
@@ -38,6 +39,27 @@
 // ONEF:       comm.recv from 0 tag 2
 // ONEF-NEXT:  comm.send %grad.pipeline.in to 0 tag 1
 // ONEF:       comm.send %grad.pipeline.in_1 to 0 tag 3
+
+// 2BW: 1F1B's order on two weight versions; every micro-batch's forward and backward
+// read the stashed version (pipeline.stash.<p>, W(t-1)); the gradients' mean is the
+// step's grad.<p> (for the newest version), and the newest W(t) goes out as the next
+// step's stash
+// TWOBW-LABEL: func.func @stage0({{.*}}) -> (tensor<f32> {dlpc.name = "loss"}, tensor<6x4xf32> {dlpc.name = "grad.fc1.weight"}, tensor<6x4xf32> {dlpc.name = "pipeline.stash.fc1.weight"})
+// TWOBW-NEXT:  %[[NEW:.*]] = graph.param "fc1.weight" : tensor<6x4xf32>
+// TWOBW-NEXT:  %[[OLD:.*]] = graph.param "pipeline.stash.fc1.weight" : tensor<6x4xf32>
+// TWOBW:       graph.linear %{{.*}}, %[[OLD]]
+// TWOBW:       comm.send %{{.*}} to 1 tag 0
+// TWOBW:       graph.linear %{{.*}}, %[[OLD]]
+// TWOBW:       comm.send %{{.*}} to 1 tag 2
+// TWOBW-NOT:   graph.linear %{{.*}}, %[[NEW]]
+// TWOBW:       %[[M:.*]] = graph.mul %{{.*}}, %{{.*}} : (tensor<6x4xf32>, tensor<f32>) -> tensor<6x4xf32>
+// TWOBW-NEXT:  func.return %{{.*}}, %[[M]], %[[NEW]]
+// TWOBW-LABEL: func.func @stage1
+// TWOBW:       %[[OLD1:.*]] = graph.param "pipeline.stash.fc2.weight"
+// TWOBW:       comm.recv from 0 tag 0
+// TWOBW-NEXT:  graph.linear %{{.*}}, %[[OLD1]]
+// TWOBW:       comm.recv from 0 tag 2
+// TWOBW:       comm.send %grad.pipeline.in to 0 tag 1
 func.func @main(%x: tensor<2x4xf32>, %t: tensor<2x3xf32>) -> tensor<f32> {
   %w1 = graph.param "fc1.weight" : tensor<6x4xf32>
   %w2 = graph.param "fc2.weight" : tensor<3x6xf32>
