@@ -1,6 +1,7 @@
 """Comm ops on the C target (dlpc.runtime.comm_split): a program cut at its collectives
 into compiled C segments equals the numpy backend and reference.comm on 2 ranks, and the
-data-parallel trainer compiled for C equals one device after 10 steps.
+data-parallel, tensor-parallel, pipeline and dp x tp trainers compiled for C equal one
+device after 10 steps.
 
 Each multi-rank case runs this file as the rank's program under mpiexec:
 
@@ -77,6 +78,13 @@ def test_tensor_and_pipeline_parallel_on_c_equal_one_device(strategy):
     assert result.returncode == 0, result.stderr[-3000:]
     found = re.findall(rf"ok (\d) {strategy}", result.stdout)
     assert sorted(found) == ["0", "1"], result.stdout
+
+
+@needs_mpi
+def test_hybrid_dp_x_tp_on_c_on_4_ranks_equals_one_device():
+    result = mpirun(4, "hybrid")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert sorted(re.findall(r"ok (\d) hybrid", result.stdout)) == ["0", "1", "2", "3"]
 
 
 def test_comm_ops_on_another_compiled_target_is_one_line(tmp_path):
@@ -166,11 +174,12 @@ def dp() -> int:
 
 
 def split(strategy: str) -> int:
-    """TensorParallelTrainer (Adam) or PipelineTrainer (1F1B, 2 micro-batches, SGD) on C
-    against one device, 10 steps of the MLP."""
+    """TensorParallelTrainer (Adam), PipelineTrainer (1F1B, 2 micro-batches, SGD) or
+    HybridTrainer (dp 2 x tp 2, SGD) on C against one device, 10 steps of the MLP."""
     import dlpc
     import dlpc.train
     from dlpc.dist import TensorParallelTrainer
+    from dlpc.dist.hybrid import HybridTrainer
     from dlpc.dist.pipeline import PipelineTrainer
     from dlpc.runtime.comm_split import SplitFunction
     from dlpc.runtime.mpi import world
@@ -183,6 +192,8 @@ def split(strategy: str) -> int:
     optimizer = "adam" if strategy == "tp" else "sgd"
     if strategy == "tp":
         trainer = TensorParallelTrainer(MLP, "cross_entropy", optimizer, batch, target="c")
+    elif strategy == "hybrid":
+        trainer = HybridTrainer(MLP, "cross_entropy", optimizer, batch, dp=2, tp=2, target="c")
     else:
         trainer = PipelineTrainer(
             MLP, "cross_entropy", optimizer, batch, target="c", microbatches=2, schedule="1f1b"
@@ -204,5 +215,6 @@ def split(strategy: str) -> int:
 if __name__ == "__main__":
     from dlpc.runtime.mpi import guard
 
-    cases = {"program": program, "dp": dp, "tp": lambda: split("tp"), "pp": lambda: split("pp")}
+    cases = {"program": program, "dp": dp}
+    cases.update({s: lambda s=s: split(s) for s in ("tp", "pp", "hybrid")})
     sys.exit(guard(cases[sys.argv[1]]))
