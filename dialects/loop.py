@@ -178,11 +178,19 @@ class KernelOp(NamedKernelSyntax, IRDLOperation):
             if name in seen:
                 raise VerifyException(f"loop name '{name}' is used twice in kernel '{self.sym}'")
             seen.add(name)
+        # the block's kernel names are checked once, by its first kernel (each kernel
+        # comparing itself with all the others is quadratic in a training step's kernels)
+        prev = self.prev_op
+        while prev is not None and not isinstance(prev, KernelOp):
+            prev = prev.prev_op
         parent = self.parent_block()
-        if parent is not None:
+        if prev is None and parent is not None:
+            names: set[str] = set()
             for other in parent.ops:
-                if other is not self and isinstance(other, KernelOp) and other.sym == self.sym:
-                    raise VerifyException(f"kernel name '{self.sym}' is used twice")
+                if isinstance(other, KernelOp):
+                    if other.sym in names:
+                        raise VerifyException(f"kernel name '{other.sym}' is used twice")
+                    names.add(other.sym)
 
 
 # --------------------------------------------------------------------------- for
@@ -414,7 +422,10 @@ def kernels(root: Operation) -> Iterator[KernelOp]:
     for region in root.regions:
         for block in region.blocks:
             for op in block.ops:
-                yield from kernels(op)
+                if isinstance(op, KernelOp):
+                    yield op
+                elif op.regions:  # (no generator per op without regions: most of them)
+                    yield from kernels(op)
 
 
 def find_kernel(root: Operation, name: str) -> KernelOp:

@@ -35,6 +35,7 @@ alignment, a cache line).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
@@ -48,7 +49,7 @@ from xdsl.dialects.builtin import (
     UnitAttr,
     i8,
 )
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import VerifyException
 
@@ -135,6 +136,14 @@ def _free_values(k: Operation) -> list[SSAValue]:
     return free
 
 
+def _ops_after(op: Operation) -> Iterator[Operation]:
+    """The ops after `op` in its block, in order (`op.is_before_in_block(o)`, walked once)."""
+    o = op.next_op
+    while o is not None:
+        yield o
+        o = o.next_op
+
+
 def _dealloc_of(value: SSAValue, fn: func.FuncOp) -> memref.DeallocOp | None:
     for use in value.uses:
         if isinstance(use.operation, memref.DeallocOp):
@@ -145,6 +154,15 @@ def _dealloc_of(value: SSAValue, fn: func.FuncOp) -> memref.DeallocOp | None:
 def alias_reshapes(fn: func.FuncOp) -> int:
     """Replace reshape copy kernels into fresh intermediates by aliases; the count."""
     removed = 0
+    # each top-level op's writes, walked once (not once per reshape kernel: quadratic in
+    # a training step); an entry is dropped when an alias rewrites that op's operands
+    cached: dict[Operation, set[SSAValue]] = {}
+
+    def writes(o: Operation) -> set[SSAValue]:
+        if o not in cached:
+            cached[o] = _writes(o)
+        return cached[o]
+
     for k in [op for op in fn.body.block.ops if isinstance(op, KernelOp)]:
         pair = is_reshape_copy(k)
         if pair is None:
@@ -153,10 +171,10 @@ def alias_reshapes(fn: func.FuncOp) -> int:
         alloc = dst.owner
         if not isinstance(alloc, memref.AllocOp) or alloc.parent_block() is not fn.body.block:
             continue  # an output of @main, or a kernel-local buffer: the copy stays
-        if any(dst in _writes(o) for o in fn.body.block.ops if o is not k):
+        if any(dst in writes(o) for o in fn.body.block.ops if o is not k):
             continue  # written again later: not a value, keep the copy
         source = set(_aliases(src))
-        if any(source & _writes(o) for o in fn.body.block.ops if k.is_before_in_block(o)):
+        if any(source & writes(o) for o in _ops_after(k)):
             continue  # the source is overwritten later: an alias would read the new data
         if not isinstance(src.type, MemRefType) or not isinstance(src.type.layout, NoneAttr):
             continue
@@ -182,8 +200,11 @@ def alias_reshapes(fn: func.FuncOp) -> int:
         if dst_free is not None:
             dst_free.detach()
             dst_free.erase()
+        cached.pop(k, None)
         k.detach()
         k.erase()
+        for use in dst.uses:  # their writes name dst: walked again when next asked
+            cached.pop(ancestor_in(use.operation, fn.body.block), None)
         dst.replace_all_uses_with(cast.result)
         alloc.detach()
         alloc.erase()
@@ -397,6 +418,17 @@ def _is_intermediate(value: SSAValue, fn: func.FuncOp) -> bool:
     return isinstance(alloc, memref.AllocOp) and alloc.parent_block() is fn.body.block
 
 
+def _written_after(value: SSAValue, at: int, where: dict[Operation, int], block: Block) -> bool:
+    """Does a store or copy into `value` sit in a top-level op after position `at`?
+    (`value in _writes(op)` for those ops, found from value's uses, not by walking them.)"""
+    for use in value.uses:
+        op = use.operation
+        if isinstance(op, memref.StoreOp | memref.CopyOp) and use.index == 1:
+            if where[ancestor_in(op, block)] > at:
+                return True
+    return False
+
+
 def read_through(c: CopyMap, fn: func.FuncOp) -> bool:
     """Remove copy kernel `c` by making every reader of dst load src at `f` (the view
     is in the consumers' index arithmetic). Requires dst to be an intermediate only
@@ -422,9 +454,7 @@ def read_through(c: CopyMap, fn: func.FuncOp) -> bool:
             # transpose -> flatten read the pool's NHWC buffer as NCHW)
             return False
         loads.append(user)
-    later = [op for op in block.ops if where[op] > at]
-    written = {w for op in later for w in _writes(op)}
-    if any(v in written for v in _aliases(c.src)):
+    if any(_written_after(v, at, where, block) for v in _aliases(c.src)):
         return False
     for load in loads:
         subst = dict(zip(c.ivs, load.indices))
