@@ -25,7 +25,7 @@ from xdsl.dialects.builtin import ModuleOp
 import dlpc.train as train_module
 from dlpc import api
 from dlpc.diagnostics import DlpcError
-from dlpc.dialects import graph
+from dlpc.dialects import comm, graph
 from dlpc.dist.data_parallel import steps_distributed_by
 from dlpc.model import Model
 from dlpc.passes.dist.data_parallel import result_names
@@ -62,10 +62,17 @@ def forward_and_loss(module: ModuleOp, loss: Loss) -> ModuleOp:
 
 
 def stage_hook(
-    micro: ModuleOp, loss: Loss, stages: int, microbatches: int, schedule: str, rank: int
+    micro: ModuleOp,
+    loss: Loss,
+    stages: int,
+    microbatches: int,
+    schedule: str,
+    rank: int,
+    group: comm.GroupAttr | None = None,
 ) -> tuple[Callable[[ModuleOp], None], dict[str, int]]:
     """The distribute hook that makes a training step rank `rank`'s stage program, and
-    the stage of every param. `micro`: the model at the micro-batch size."""
+    the stage of every param. `micro`: the model at the micro-batch size; `group`: the
+    stages' group (default the world), `rank` the index in it."""
     one = forward_and_loss(micro, loss)
     pipeline(one.clone(), stages, microbatches, schedule)  # checks the schedule
     main = next(op for op in one.ops if isinstance(op, func.FuncOp))
@@ -79,7 +86,7 @@ def stage_hook(
         names = result_names(f)
         types = dict(zip(names, f.function_type.outputs))
         grads = {n[5:]: types[n] for n in names if n.startswith("grad.")}
-        build_stage(f, fns[rank], rank, stages, microbatches, schedule, n_metrics, grads)  # type: ignore[arg-type]
+        build_stage(f, fns[rank], rank, stages, microbatches, schedule, n_metrics, grads, group)  # type: ignore[arg-type]
 
     return stage, owner
 

@@ -229,17 +229,20 @@ def build_stage(
     schedule: str,
     n_metrics: int,
     grads_for: dict[str, graph.TensorType],
+    group: comm.GroupAttr | None = None,
 ) -> list[str]:
     """Write stage `stage`'s program into `target` (its body replaced; its args x and
     target hold `microbatches` micro-batches): it returns the loss, grad.<p> for each p of
     `grads_for` (zeros for the params of other stages), `n_metrics` metrics and, under
-    2bw, pipeline.stash.<p> for each of its own params p (whose names it returns)."""
+    2bw, pipeline.stash.<p> for each of its own params p (whose names it returns).
+    `group`: the stages' group (default: the world of `stages` ranks; a device mesh's pp
+    axis in a hybrid), `stage` the rank's index in it."""
     block = target.body.block
     for op in reversed(list(block.ops)):
         op.detach()
         op.erase(safe_erase=False)
     b = Builder.at_end(block)
-    group = comm.GroupAttr.of(stages)
+    group = group or comm.GroupAttr.of(stages)
     first, last = stage == 0, stage == stages - 1
     src = fn.module.ops.first
     assert isinstance(src, func.FuncOp)
