@@ -10,7 +10,8 @@ summed), starts from rank 0's params and optimizer state (broadcast once), and t
 its slice of each global batch (`shard`): disjoint per rank, reshuffled per epoch by the
 epoch's seed exactly as one device's `fit` shuffles. So the ranks stay identical, and
 after k steps they hold the params one device reaches on the same global batches (up to
-the order of the sums). The step runs on the numpy target (its comm ops call mpi4py).
+the order of the sums). The step runs on the numpy or the C target (its comm ops call
+mpi4py; on C between compiled segments, dlpc.runtime.comm_split).
 """
 
 from __future__ import annotations
