@@ -255,6 +255,12 @@ class _Evaluator:
             self.main = namespace["main"]
         self.batch = ref.graph.shape_of(ref.main_func(model.module).args[0])[0]
 
+    def outputs(self, inputs: list[np.ndarray], params: dict[str, np.ndarray]) -> list:
+        """Every output of one batch of exactly the batch size."""
+        if self.fn is None:
+            return [np.asarray(y) for y in self.main(*inputs, params=params)]
+        return [np.array(y) for y in self.fn(*inputs, params=params)]
+
     def __call__(self, inputs: list[np.ndarray], params: dict[str, np.ndarray]) -> np.ndarray:
         """The first output for every row of the inputs, batch by batch (the last one
         padded)."""
@@ -325,6 +331,7 @@ class Trainer:
         )
         self._resident = _Resident(self.compiled, self.spec, self.step_model.weights)
         self._evaluator: _Evaluator | None = None
+        self._loss_module = None  # a graph loss alone (validation), built when first used
         self._frozen = frozen
         self._bn_momentum = bn_momentum
         self._partial: dict[int, _Resident] = {}  # steps at a last partial batch's size
@@ -537,9 +544,9 @@ class Trainer:
         return self._evaluator(arrays, self.weights)
 
     def evaluate(self, *arrays) -> dict[str, float]:
-        """The loss (built-in losses) and the metric that fits it (`Loss.metric`:
-        accuracy, else mse) of the current weights on (inputs..., targets...), arrays or
-        a data set."""
+        """The loss and the metric that fits it (`Loss.metric`: accuracy, else mse; a
+        graph loss: its value only) of the current weights on (inputs..., targets...),
+        arrays or a data set."""
         n_in = len(self.spec.input_names)
         if len(arrays) == 1 and is_dataset(arrays[0]):
             data = arrays[0]
@@ -549,14 +556,40 @@ class Trainer:
                 f"error: evaluate takes {n_in} inputs and {len(self.spec.target_names)} "
                 f"targets, got {len(arrays)} arrays"
             )
-        if not isinstance(self.loss, Loss):
-            return {}  # a graph loss: no numpy formula to evaluate it with
+        if isinstance(self.loss, GraphLoss):
+            return {"loss": self._graph_loss_value(list(arrays), n_in)}
         out = self.predict(*arrays[:n_in])
         y = np.asarray(arrays[n_in])
         return {
             "loss": numpy_loss(self.loss, out, y),
             self.loss.metric: numpy_metric(self.loss, out, y),
         }
+
+    def _graph_loss_value(self, arrays: list, n_in: int) -> float:
+        """A graph loss over (inputs..., targets...): its graph run by the reference
+        interpreter on the model's predictions, batch by batch of `batch_size` rows (the
+        loss is built for that size; a last partial batch is completed with the first
+        rows, wrapping around), the batches' values weighted by their new rows."""
+        if self._evaluator is None:
+            self._evaluator = _Evaluator(self.model, self.target, self.opt_level)
+        if self._loss_module is None:
+            assert isinstance(self.loss, GraphLoss)
+            self._loss_module = _loss_module(self.model, self.loss)
+        inputs = self._cast(arrays[:n_in], 0)
+        targets = [np.asarray(a) for a in arrays[n_in:]]
+        main = ref.main_func(self._loss_module)
+        n_pred = len(main.args) - len(targets)
+        dtypes = [np.dtype(ref.result_dtype(a)) for a in main.args[n_pred:]]
+        rows, weights, total = len(inputs[0]), self.weights, 0.0
+        if rows == 0:
+            raise DlpcError("error: evaluate got no samples")
+        for start in range(0, rows, self.batch_size):
+            idx = (start + np.arange(self.batch_size)) % rows
+            outs = self._evaluator.outputs([np.asarray(x)[idx] for x in inputs], weights)
+            batch = [np.asarray(t)[idx].astype(d, copy=False) for t, d in zip(targets, dtypes)]
+            (value,) = ref.run_reference(self._loss_module, [*outs[:n_pred], *batch], {})
+            total += float(value) * min(self.batch_size, rows - start)
+        return total / rows
 
     def _input_dtype(self):
         return ref.result_dtype(ref.main_func(self.model.module).args[0])
@@ -684,7 +717,8 @@ class Trainer:
                 raise DlpcError(f"error: no batch of {self.batch_size} samples in the data")
             self.epoch += 1
             history["loss"].append(total / seen)
-            history["accuracy"].append(correct / seen if self.loss.classifies else float("nan"))
+            accurate = self.loss.metric == "accuracy"  # class ids, or thresholded binary
+            history["accuracy"].append(correct / seen if accurate else float("nan"))
             scores = self.evaluate(*_as_tuple(validation)) if validation is not None else {}
             for key in ("loss", "accuracy", "mse"):
                 history[f"val_{key}"].append(scores.get(key, float("nan")))
@@ -721,6 +755,27 @@ class Trainer:
             f"error: fit takes arrays with targets, a data set, batches or a path, got "
             f"{type(data).__name__}"
         )
+
+
+def _loss_module(model: Model, loss: GraphLoss):
+    """`loss` alone as a graph module: @main(predictions..., targets...) -> the loss."""
+    from xdsl.dialects import func
+    from xdsl.dialects.builtin import ModuleOp
+    from xdsl.ir import Block, Region
+
+    from dlpc.passes.train._build import Builder
+
+    ret = ref.main_func(model.module).get_return_op()
+    assert ret is not None  # a verified model's @main returns
+    results = [v.type for v in ret.operands]
+    n_pred = loss.predictions or len(results)
+    types = [*results[:n_pred], *loss.target_types(n_pred)]
+    block = Block(arg_types=types)
+    b = Builder.at_end(block)
+    value = loss.apply(b, list(block.args[:n_pred]), list(block.args[n_pred:]))
+    block.add_op(func.ReturnOp(value))
+    f = func.FuncOp("main", (types, [value.type]), Region(block))
+    return ModuleOp([f])
 
 
 def _as_tuple(value) -> tuple:

@@ -320,8 +320,17 @@ def _count(value: SSAValue) -> int:
 
 def build_correct(b: Builder, loss: Loss, prediction: SSAValue, target: SSAValue) -> SSAValue:
     """How many samples the prediction classifies right (rank 0, float): the label's
-    score equals the row's maximum (a tie counts as right; no argmax is needed)."""
+    score equals the row's maximum (a tie counts as right; no argmax is needed). Binary
+    losses: the outputs thresholded (logit 0, probability 0.5) that agree with the 0/1
+    targets, over the elements of a sample (an [N, k] output's sample counts 1/k each)."""
     dtype = graph.element_type_of(prediction)
+    if loss.kind in BINARY_KINDS:
+        threshold = 0.0 if loss.kind == "bce_with_logits" else 0.5
+        said = b.compare(prediction, threshold, "gt")
+        truth = b.compare(target, 0.5, "gt")
+        agree = b.cast(b.compare(b.cast(said, dtype), b.cast(truth, dtype), "eq"), dtype)
+        per_sample = _count(prediction) // max(1, graph.shape_of(prediction)[0])
+        return b.div(b.sum(agree), float(per_sample))
     classes = graph.shape_of(prediction)[1]
     is_max = b.compare(prediction, b.max(prediction, axes=[1], keepdims=True), "eq")
     hit = b.sum(b.mul(b.cast(is_max, dtype), _class_one_hot(b, target, classes, dtype)), [1])

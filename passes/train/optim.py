@@ -36,6 +36,9 @@ PyTorch's step by step; t is the 1-based step, scalars in f64 as torch's Python 
 - LAMB (You et al. 2019, no clipping of the trust ratio; torch has none): m, v as Adam;
   r = m / (1 - b1^t) / (sqrt(v / (1 - b2^t)) + eps) + wd p; p -= lr ||p|| / ||r|| r
   (the ratio 1 where either norm is 0).
+- LARS (You et al. 2017; torch has none): r = eta ||p|| / (||g|| + wd ||p|| + eps) (1
+  where either norm is 0); b = mu b + lr r (g + wd p); p -= b (without momentum: p -= lr
+  r (g + wd p)).
 
 Gradient clipping by global norm (`clip_norm`, as `torch.nn.utils.clip_grad_norm_`) scales
 every gradient by min(1, clip_norm / (||g||_2 + 1e-6)) before the update.
@@ -581,6 +584,40 @@ class LAMB(Optimizer):
         return b.sub(p, b.mul(r, b.mul(trust, u.w(u["lr"])))), {"exp_avg": m, "exp_avg_sq": v}
 
 
+@dataclass(frozen=True)
+class LARS(Optimizer):
+    """LARS (You, Gitman, Ginsburg 2017, "Large batch training of convolutional
+    networks"): a layer-wise local rate eta ||p|| / (||g|| + wd ||p|| + eps) (1 where
+    either norm is 0) scales the step of SGD with momentum on g + wd p; torch has none."""
+
+    lr: float = 0.1
+    momentum: float = 0.9
+    eta: float = 1e-3
+    eps: float = 1e-8
+    name = "lars"
+
+    def slots(self, options):
+        return ("momentum",) if options["momentum"] else ()
+
+    def update(self, u, p, g, slots):
+        b = u.b
+        p_norm, g_norm = b.sqrt(b.sum(b.mul(p, p))), b.sqrt(b.sum(b.mul(g, g)))
+        denom = b.add(g_norm, u.options["eps"])
+        if u.options["weight_decay"]:
+            denom = b.add(denom, b.mul(p_norm, u.w(u["weight_decay"])))
+        ratio = b.div(b.mul(p_norm, u.options["eta"]), b.maximum(denom, 1e-30))
+        both = b.mul(
+            b.cast(b.compare(p_norm, 0.0, "gt"), u.work),
+            b.cast(b.compare(g_norm, 0.0, "gt"), u.work),
+        )
+        local = b.mul(b.where(b.compare(both, 0.0, "gt"), ratio, 1.0), u.w(u["lr"]))
+        step = b.mul(u.decay(p, g), local)
+        if not u.options["momentum"]:
+            return b.sub(p, step), {}
+        buf = b.add(b.mul(slots["momentum"], u.w(u["momentum"])), step)
+        return b.sub(p, buf), {"momentum": buf}
+
+
 OPTIMIZERS: dict[str, type[Optimizer]] = {
     "sgd": SGD,
     "adam": Adam,
@@ -589,6 +626,7 @@ OPTIMIZERS: dict[str, type[Optimizer]] = {
     "adagrad": Adagrad,
     "nadam": NAdam,
     "lamb": LAMB,
+    "lars": LARS,
 }
 
 

@@ -1,0 +1,139 @@
+"""Training gaps closed against torch (or a float64 numpy reference where torch has
+none): a custom graph loss's validation loss, BCE's training accuracy during `fit`, LARS,
+and OneCycleLR cycling the momentum of an SGD built with momentum 0."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from test_train_optim import BATCH, batches, small_model, torch_small
+
+import dlpc
+
+F = torch.nn.functional
+
+
+def _l1_plus(b, predictions, targets):
+    (p,), (y,) = predictions, targets
+    return b.add(b.mean(b.abs(b.sub(p, y))), b.mul(b.mean(b.mul(p, p)), 0.1))
+
+
+def _torch_l1_plus(p, y):
+    return (p - y).abs().mean() + 0.1 * (p * p).mean()
+
+
+def _torch_val_loss(net, x, y, fn):
+    """The validation loss as evaluate defines it: batches of BATCH rows (the last one
+    completed by wrapping around), each weighted by its new rows."""
+    total, rows = 0.0, len(x)
+    for start in range(0, rows, BATCH):
+        idx = (start + np.arange(BATCH)) % rows
+        with torch.no_grad():
+            value = fn(net(torch.tensor(x[idx])), torch.tensor(y[idx])).item()
+        total += value * min(BATCH, rows - start)
+    return total / rows
+
+
+@pytest.mark.parametrize("form", ["builder", "dlpc"])
+def test_graph_loss_validation(tmp_path, form):
+    """A custom loss (builder callable or .dlpc file) reports its validation loss: the
+    loss graph on the validation batches (10 rows: a partial last batch) equals torch's."""
+    if form == "builder":
+        loss = dlpc.train.GraphLoss(_l1_plus, targets=[((BATCH, 3), "float32")])
+    else:
+        path = tmp_path / "myloss.dlpc"
+        path.write_text(
+            "model myloss(p: f32[B, 3], y: f32[B, 3]) {\n"
+            "  return reduce_mean(abs(p - y)) + reduce_mean(p * p) * 0.1\n}\n"
+        )
+        loss = str(path)
+    trainer = dlpc.train(small_model(tmp_path), loss=loss, optimizer="sgd", batch_size=BATCH)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((16, 6)).astype(np.float32)
+    y = rng.standard_normal((16, 3)).astype(np.float32)
+    vx = rng.standard_normal((10, 6)).astype(np.float32)
+    vy = rng.standard_normal((10, 3)).astype(np.float32)
+    history = trainer.fit(x, y, epochs=2, validation=(vx, vy))
+    net, _ = torch_small(trainer.weights)
+    want = _torch_val_loss(net, vx, vy, _torch_l1_plus)
+    assert history["val_loss"][-1] == pytest.approx(want, rel=1e-5)
+    assert trainer.evaluate(vx, vy) == {"loss": pytest.approx(want, rel=1e-5)}
+    # the first epoch's value is that of the weights after it (not the final ones)
+    assert history["val_loss"][0] != pytest.approx(want, rel=1e-9)
+
+
+def test_bce_training_accuracy(tmp_path):
+    """BCE's training accuracy during fit: the thresholded outputs that agree with the
+    0/1 targets, as the steps saw them (torch recomputed step by step)."""
+    logits = small_model(tmp_path)
+    probs = tmp_path / "small_sigmoid.dlpc"  # plain BCE reads probabilities
+    text = open(logits).read().replace("return linear(", "return sigmoid(linear(")
+    probs.write_text(text.replace("fc2.bias)\n}", "fc2.bias))\n}"))
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((4 * BATCH, 6)).astype(np.float32)
+    y = (rng.random((4 * BATCH, 3)) > 0.5).astype(np.float32)
+    for kind, model, wrap, threshold in (
+        ("bce_with_logits", logits, lambda t: t, 0.0),
+        ("bce", str(probs), torch.sigmoid, 0.5),
+    ):
+        trainer = dlpc.train(model, loss=kind, optimizer=dlpc.optim.SGD(lr=0.5), batch_size=BATCH)
+        net, _ = torch_small(trainer.weights)
+        opt = torch.optim.SGD(net.parameters(), lr=0.5)
+        history = trainer.fit(x, y, epochs=1, shuffle=False)
+        hits = 0.0
+        fn = (
+            F.binary_cross_entropy_with_logits
+            if kind == "bce_with_logits"
+            else F.binary_cross_entropy
+        )
+        for start in range(0, len(x), BATCH):
+            out = wrap(net(torch.tensor(x[start : start + BATCH])))
+            target = torch.tensor(y[start : start + BATCH])
+            hits += float(((out > threshold) == (target > 0.5)).double().mean(dim=1).sum())
+            opt.zero_grad()
+            fn(out, target).backward()
+            opt.step()
+        assert not np.isnan(history["accuracy"][0]), kind
+        assert history["accuracy"][0] == pytest.approx(hits / len(x), abs=1e-6), kind
+
+
+def _lars_reference(weights, data, lr, momentum, weight_decay, eta, eps):
+    """LARS in float64 numpy (gradients from torch in float64): the paper's formula."""
+    net, names = torch_small(weights, torch.float64)
+    params = {names[n]: p.detach().numpy().copy() for n, p in net.named_parameters()}
+    bufs = {k: np.zeros_like(v) for k, v in params.items()}
+    for x, y in data:
+        for tname, p in net.named_parameters():
+            p.data = torch.tensor(params[names[tname]])
+            p.grad = None
+        F.cross_entropy(net(torch.tensor(x)), torch.tensor(y)).backward()
+        for tname, p in net.named_parameters():
+            name = names[tname]
+            w, g = params[name], p.grad.numpy()
+            wn, gn = np.linalg.norm(w), np.linalg.norm(g)
+            ratio = eta * wn / (gn + weight_decay * wn + eps) if wn > 0 and gn > 0 else 1.0
+            step = lr * ratio * (g + weight_decay * w)
+            bufs[name] = momentum * bufs[name] + step if momentum else step
+            params[name] = w - bufs[name]
+    return params
+
+
+@pytest.mark.parametrize(("momentum", "weight_decay"), [(0.9, 0.01), (0.0, 0.0), (0.5, 0.0)])
+def test_lars_matches_numpy(tmp_path, momentum, weight_decay):
+    """LARS over 20 steps of an f64 model against the formula in float64 numpy."""
+    opt = dlpc.optim.LARS(lr=0.5, momentum=momentum, weight_decay=weight_decay, eta=0.02)
+    trainer = dlpc.train(small_model(tmp_path, "f64"), optimizer=opt, batch_size=BATCH)
+    start = trainer.weights
+    data = batches(dtype=np.float64)
+    for x, y in data:
+        trainer.step(x, y)
+    want = _lars_reference(start, data, 0.5, momentum, weight_decay, 0.02, 1e-8)
+    got = trainer.weights
+    for name, value in want.items():
+        np.testing.assert_allclose(got[name], value, rtol=1e-10, atol=1e-12, err_msg=name)
+        assert not np.allclose(value, start[name]), name  # the params moved
+    if momentum:  # the buffer is kept only when there is momentum
+        assert "opt.momentum.fc1.weight" in trainer.state
+    else:
+        assert "opt.momentum.fc1.weight" not in trainer.state
