@@ -216,8 +216,9 @@ AREAS: dict[str, Area] = {
         ["tools/*.py", "diagnostics.py"],
         ["test/e2e/tool-bad-options.mlir", "test/e2e/tool-dlpc-opt-invalid.mlir"],
         [
-            "test/python/test_tools.py -k 'bad_options or diagnostics or difference "
-            "or invalid or failure or atomically'"
+            "test/python/test_mutation_kills_tools.py test/python/test_tools.py "
+            "-k 'mutation or bad_options or diagnostics or difference or invalid or failure "
+            "or atomically or output_file'"
         ],
     ),
 }
