@@ -6,7 +6,9 @@
     trainer.full_weights()               # the sharded params gathered (every rank)
 
 Every rank compiles the model through `graph-tensor-parallel` (its MLP linear pairs split
-column- then row-parallel, one all-reduce forward and one backward per pair) with its
+column- then row-parallel, one all-reduce forward and one backward per pair; attention
+split by heads, with one all-reduce each way; convs split by output channels, with an
+all-gather forward and a reduce-scatter backward) with its
 part of each sharded param; the step's gradients are restored to the loss's by
 `tensor_parallel_grads`. Every rank sees the whole batch; so after k steps the gathered
 params are one device's (up to the order of the sums). Target numpy.
@@ -68,8 +70,8 @@ class TensorParallelTrainer(train_module.Trainer):
         self.sharded = tensor_parallel(module, self.ranks)
         if not self.sharded:
             raise DlpcError(
-                f"error: {whole.name} has no linear pair (linear, elementwise, linear) to "
-                f"split over ranks"
+                f"error: {whole.name} has no linear pair (linear, elementwise, linear), "
+                f"attention or conv to split over ranks"
             )
         full = api.check_weights(whole)
         mine = shard_weights(full, self.sharded, self.comm.rank, self.ranks)
