@@ -12,8 +12,10 @@ averaged and the metrics summed over every rank, as graph-data-parallel.
 Requires: as graph-data-parallel; `server` a rank.
 Guarantees: the server's params after k steps are one device's on the same global
 batches; the others' stored copies are stale, and never read (every step pulls).
-The server also computes a share of the batch (it is worker 0 as well). Asynchronous
-updates with bounded staleness are not built.
+The server also computes a share of the batch (it is worker 0 as well). The
+asynchronous server with bounded staleness orders pushes and pulls at run time, which
+no static program expresses: dlpc.dist.parameter_server (its staleness 0 is this pass's
+synchronous run).
 """
 
 from __future__ import annotations
