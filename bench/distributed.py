@@ -19,6 +19,13 @@ Rows:
   schedules' idealised cost model; stage 0's peak traced memory (numpy's allocations,
   tracemalloc) in one step: GPipe keeps every micro-batch's activations until its
   backward, 1F1B at most p.
+- ps staleness (`--ps-staleness`, this section alone): dlpc.dist.parameter_server on 3
+  ranks (a server, 2 workers, worker 1 slowed by 5 ms a step) training a 64-32-10 MLP
+  on scikit-learn's digits with SGD (lr 0.5 and 1.0, global batch 32, 112 steps, 2 epochs)
+  for staleness s = 0, 1, 4: the loss on all 1797 digits of the server's params after every
+  round of 2 updates (numpy, in float64), and the staleness the pulls saw (the pulling
+  worker's clock minus the slowest's). Which updates a pull sees depends on timing: the
+  curves vary from run to run for s > 0.
 The machine is shared: figures vary from run to run; the ratios are the point.
 """
 
@@ -153,6 +160,78 @@ def worker_pipeline(repeat: int, opt_level: int = 0) -> None:
         print(json.dumps(out))
 
 
+PS_MODEL = """model digits_mlp(x: f32[B, 64]) {
+  param fc1.weight: f32[32, 64] = kaiming(seed=1)
+  param fc1.bias: f32[32] = zeros()
+  param fc2.weight: f32[10, 32] = kaiming(seed=2, gain=1.0)
+  param fc2.bias: f32[10] = zeros()
+  return linear(relu(linear(x, fc1.weight, fc1.bias)), fc2.weight, fc2.bias)
+}
+"""
+PS_STALENESS, PS_STEPS, PS_BATCH, PS_LRS = (0, 1, 4), 112, 32, (0.5, 1.0)
+
+
+def _digits_loss(w: dict, x: np.ndarray, y: np.ndarray) -> float:
+    """The mean cross-entropy of PS_MODEL with weights w on (x, y)."""
+    w = {k: np.asarray(v, np.float64) for k, v in w.items()}
+    h = np.maximum(x @ w["fc1.weight"].T + w["fc1.bias"], 0)
+    z = h @ w["fc2.weight"].T + w["fc2.bias"]
+    z = z - z.max(axis=1, keepdims=True)
+    logp = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+    return float(-logp[np.arange(len(y)), y].mean())
+
+
+def worker_ps(repeat: int) -> None:
+    """Each staleness of PS_STALENESS on the same batches (`repeat` unused)."""
+    from sklearn.datasets import load_digits
+
+    from dlpc.dist.parameter_server import AsyncParameterServer
+    from dlpc.runtime.mpi import world
+
+    C = world()
+    digits = load_digits()
+    x = (np.asarray(digits.data) / 16.0).astype(np.float32)  # type: ignore[union-attr]
+    y = np.asarray(digits.target, np.int64)  # type: ignore[union-attr]
+    rng = np.random.default_rng(0)
+    order = np.concatenate([rng.permutation(len(x)) for _ in range(2)])[: PS_STEPS * PS_BATCH]
+    xs = x[order].reshape(PS_STEPS, PS_BATCH, 64)
+    ys = y[order].reshape(PS_STEPS, PS_BATCH)
+    with tempfile.TemporaryDirectory() as tmp:
+        model = Path(tmp) / "digits_mlp.dlpc"
+        model.write_text(PS_MODEL)
+        out = []
+        for lr, s in [(lr, s) for lr in PS_LRS for s in PS_STALENESS]:
+            ps = AsyncParameterServer(
+                model, lr=lr, batch_size=PS_BATCH, staleness=s, delay={1: 0.005}
+            )
+            run = ps.run(xs, ys)
+            seen = [p.clock - p.slowest for p in run.pulls]
+            out.append(
+                {
+                    "lr": lr,
+                    "s": s,
+                    "curve": [_digits_loss(h, x, y) for h in run.history],
+                    "max": max(seen),
+                    "mean": float(np.mean(seen)),
+                }
+            )
+    if C.rank == 0:
+        print(json.dumps(out))
+
+
+def ps_staleness_table() -> None:
+    rows = mpirun(3, "ps", 1)
+    marks = [1, 7, 14, 28, 56, 84, 112]
+    print("parameter server, digits MLP, SGD, 2 workers (worker 1 +5 ms a step)\n")
+    print("loss on all digits after round k (2 updates a round)\n")
+    print("| lr | s | staleness seen (max / mean) | " + " | ".join(f"k={k}" for k in marks) + " |")
+    print("|---|---|---|" + "---|" * len(marks))
+    for r in rows:
+        curve = r["curve"]
+        cells = " | ".join(f"{curve[k - 1]:.3f}" for k in marks if k <= len(curve))
+        print(f"| {r['lr']} | {r['s']} | {r['max']} / {r['mean']:.2f} | {cells} |")
+
+
 def mpirun(n: int, what: str, repeat: int, threads: int = 1):
     """The worker on n ranks, each with `threads` BLAS threads (one per core: more
     ranks x threads than cores and the spinning threads starve the computing ones)."""
@@ -169,12 +248,24 @@ def mpirun(n: int, what: str, repeat: int, threads: int = 1):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=30)
-    parser.add_argument("--worker", choices=("allreduce", "dp", "pipeline"))
+    parser.add_argument("--worker", choices=("allreduce", "dp", "pipeline", "ps"))
+    parser.add_argument(
+        "--ps-staleness",
+        action="store_true",
+        help="only the parameter server's convergence for staleness 0, 1, 4",
+    )
     args = parser.parse_args()
     if args.worker:
-        {"allreduce": worker_allreduce, "dp": worker_dp, "pipeline": worker_pipeline}[args.worker](
-            args.repeat
-        )
+        workers = {
+            "allreduce": worker_allreduce,
+            "dp": worker_dp,
+            "pipeline": worker_pipeline,
+            "ps": worker_ps,
+        }
+        workers[args.worker](args.repeat)
+        return
+    if args.ps_staleness:
+        ps_staleness_table()
         return
     print("all_reduce, 2 ranks (median per call)\n")
     print(
