@@ -122,7 +122,9 @@ def train_step_model(
 ) -> tuple[Model, TrainStep]:
     """The training step of `model` (batch dim already bound) as a Model: its weights
     are the model's plus the initial optimizer state. `options`: train_step_module's
-    (accumulate, return_grads)."""
+    (accumulate, return_grads). The module is verified by api.compile's pipeline (after
+    its first pass; a warm-cache hit is IR that compiled before), not here too."""
+    options.setdefault("verify", False)
     step = train_step_module(model.module, loss, optimizer, model.weights, frozen=frozen, **options)
     weights = {**api.check_weights(model), **step.initial_state}
     return Model(step.module, weights, f"{model.name}_train", model.path), step
@@ -302,6 +304,7 @@ class Trainer:
         accumulate: int = 1,
         return_grads: bool = False,
         bn_momentum: float = 0.1,
+        cycle_momentum: bool = False,
     ):
         if isinstance(model, str | os.PathLike) and weights is not None:
             model = api.load(model, weights=weights, batch=batch_size)
@@ -314,6 +317,10 @@ class Trainer:
         self.optimizer = make_optimizer(optimizer)
         if param_groups is not None:
             self.optimizer = dataclasses.replace(self.optimizer, groups=tuple(param_groups))
+        # momentum a schedule cycles is a run-time input: built in even where it is 0
+        declared = self.optimizer
+        if cycle_momentum:
+            self.optimizer = _momentum_built_in(self.optimizer)
         self.batch_size = batch_size
         self.target = target
         self.opt_level = opt_level
@@ -344,6 +351,13 @@ class Trainer:
         self._compiled_groups = [dict(g) for g in self.spec.groups]
         self._hyper = self._hyper_slots()
         self._written: list[float] = [float(a) for _, _, _, a in self._hyper]
+        if cycle_momentum:  # the declared momenta (0 included), written before step 1
+            for k, group in enumerate(self.param_groups):
+                extra = declared.groups[k] if k < len(declared.groups) else {}
+                options = {**declared.defaults(), **dict(extra)}
+                if "momentum" in options:
+                    group["momentum"] = options["momentum"]
+            self._push_hyper()
         self._lambda = None
         if lr_lambda is not None:
             from dlpc.passes.train.schedule import LambdaLR
@@ -418,6 +432,10 @@ class Trainer:
                     out.append((k, key, name, current[name]))
         return out
 
+    def runtime_hyper(self) -> list[list[str]]:
+        """Per param group, the hyper-parameters the compiled step reads at run time."""
+        return [self.optimizer.runtime(group) for group in self._compiled_groups]
+
     def _push_hyper(self) -> None:
         """Write the param groups' run-time hyper-parameters into the step's inputs;
         a compile-time option changed is an error."""
@@ -435,6 +453,8 @@ class Trainer:
                     continue
                 zero = key in ("weight_decay", "momentum") and not value
                 how = "compiled out (0 when built)" if zero else "compiled in"
+                if zero and key == "momentum":
+                    how += "; build the trainer with cycle_momentum=True to set it"
                 raise DlpcError(
                     f"error: param group {k}: '{key}' is {how}; only "
                     f"{', '.join(runtime) or 'nothing'} can change between steps"
@@ -755,6 +775,27 @@ class Trainer:
             f"error: fit takes arrays with targets, a data set, batches or a path, got "
             f"{type(data).__name__}"
         )
+
+
+def _momentum_built_in(optimizer: Optimizer) -> Optimizer:
+    """`optimizer` with a momentum term in its step for every group (Trainer's
+    `cycle_momentum`): a momentum of 0 becomes a placeholder (the trainer writes the
+    declared 0 before the first step; with momentum 0 the buffer is the gradient, the
+    update plain SGD's). Adam's family cycles beta1, always a run-time input."""
+    defaults = optimizer.defaults()
+    if "betas" in defaults:
+        return optimizer
+    if "momentum" not in defaults:
+        raise DlpcError(
+            f"error: cycle_momentum needs an optimizer with momentum or betas, not {optimizer.name}"
+        )
+    placeholder = 0.9  # any value > 0: the step reads the run-time one
+    groups = tuple(
+        {**g, "momentum": placeholder} if "momentum" in g and not g["momentum"] else g
+        for g in optimizer.groups
+    )
+    momentum = optimizer.momentum or placeholder  # type: ignore[attr-defined]
+    return dataclasses.replace(optimizer, momentum=momentum, groups=groups)  # type: ignore[call-arg]
 
 
 def _loss_module(model: Model, loss: GraphLoss):

@@ -291,8 +291,10 @@ def main(argv: list[str] | None = None) -> int:
                 ) from None
         if not Path(args.model).is_file():
             raise DlpcError(f"error: no such file: {args.model}")
-        if args.momentum and args.optimizer not in ("sgd", "rmsprop"):
-            raise DlpcError("dlpc-train: error: --momentum applies to --optimizer sgd, rmsprop")
+        if args.momentum and args.optimizer not in ("sgd", "rmsprop", "lars"):
+            raise DlpcError(
+                "dlpc-train: error: --momentum applies to --optimizer sgd, rmsprop, lars"
+            )
         if args.accumulate < 1:
             raise DlpcError(f"dlpc-train: error: --accumulate must be >= 1, got {args.accumulate}")
         if args.step_size is not None and args.step_size < 1:
@@ -376,6 +378,8 @@ def _optimizer(args, total_steps: int):
     if args.optimizer == "sgd":
         options.update(momentum=args.momentum, nesterov=args.nesterov)
     elif args.optimizer == "rmsprop":
+        options.update(momentum=args.momentum)
+    elif args.optimizer == "lars" and args.momentum:  # else LARS's own 0.9
         options.update(momentum=args.momentum)
     return optim.make_optimizer(args.optimizer, **options)
 

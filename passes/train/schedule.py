@@ -49,6 +49,20 @@ def _per_group(value, groups: list, what: str) -> list:
     return [value] * len(groups)
 
 
+def _check_momentum_runtime(trainer: Any, who: str) -> None:
+    """A one-line error where `trainer`'s step was built without the momentum term (the
+    momentum was 0 at construction), so a schedule cannot set it."""
+    runtime = getattr(trainer, "runtime_hyper", None)
+    if runtime is None:
+        return
+    for k, keys in enumerate(runtime()):
+        if "momentum" not in keys:
+            raise DlpcError(
+                f"error: {who} cycles the momentum, but param group {k} was built with "
+                f"momentum 0 (compiled out); build the trainer with cycle_momentum=True"
+            )
+
+
 class LRScheduler:
     """The base: `lr_at(e, base_lr)` gives a group's lr at step e (override it)."""
 
@@ -248,6 +262,8 @@ class OneCycleLR(LRScheduler):
                 raise DlpcError(
                     "error: OneCycleLR cycle_momentum needs an optimizer with momentum or betas"
                 )
+            if not self.use_beta1:
+                _check_momentum_runtime(optimizer, "OneCycleLR")
             tops = _per_group(max_momentum, groups, "max_momentum")
             bases = _per_group(base_momentum, groups, "base_momentum")
             if last_epoch == -1:

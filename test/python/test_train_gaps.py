@@ -7,7 +7,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from test_train_optim import BATCH, batches, small_model, torch_small
+from test_train_optim import (
+    BATCH,
+    assert_same_params,
+    batches,
+    run_both,
+    small_model,
+    torch_small,
+)
 
 import dlpc
 
@@ -137,3 +144,67 @@ def test_lars_matches_numpy(tmp_path, momentum, weight_decay):
         assert "opt.momentum.fc1.weight" in trainer.state
     else:
         assert "opt.momentum.fc1.weight" not in trainer.state
+
+
+def _onecycle_both(tmp_path, dlpc_opt, torch_opt, **options):
+    trainer = dlpc.train(
+        small_model(tmp_path), optimizer=dlpc_opt, batch_size=BATCH, cycle_momentum=True
+    )
+    net, names = torch_small(trainer.weights)
+    topt = torch_opt(net.parameters())
+    ours = dlpc.train.lr_scheduler.OneCycleLR(trainer, max_lr=0.3, total_steps=20, **options)
+    theirs = torch.optim.lr_scheduler.OneCycleLR(topt, max_lr=0.3, total_steps=20, **options)
+    momenta = []
+
+    def after(_):
+        ours.step()
+        theirs.step()
+        momenta.append((trainer.param_groups[0]["momentum"], topt.param_groups[0]["momentum"]))
+
+    mine, torch_losses = run_both(trainer, net, topt, batches(), after)
+    np.testing.assert_allclose(mine, torch_losses, rtol=1e-5, atol=1e-6)
+    assert_same_params(trainer, net, names)
+    return trainer, momenta
+
+
+def test_onecycle_cycles_momentum_of_sgd_built_without(tmp_path):
+    """SGD built with momentum 0 and cycle_momentum=True: OneCycleLR switches momentum
+    on and cycles it as torch does over 20 steps (same losses, same params)."""
+    trainer, momenta = _onecycle_both(
+        tmp_path,
+        dlpc.optim.SGD(lr=0.1),
+        lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.0),
+    )
+    assert all(a == pytest.approx(b) for a, b in momenta)
+    assert len({round(a, 6) for a, _ in momenta}) > 5  # it did cycle
+    assert "opt.momentum.fc1.weight" in trainer.state
+
+
+def test_cycle_momentum_keeps_plain_sgd(tmp_path):
+    """cycle_momentum=True without a scheduler: momentum stays 0 and the steps are plain
+    SGD's (torch's momentum-0 SGD over 20 steps); weight decay too."""
+    trainer = dlpc.train(
+        small_model(tmp_path),
+        optimizer=dlpc.optim.SGD(lr=0.1, weight_decay=0.01),
+        batch_size=BATCH,
+        cycle_momentum=True,
+    )
+    assert trainer.param_groups[0]["momentum"] == 0.0
+    net, names = torch_small(trainer.weights)
+    topt = torch.optim.SGD(net.parameters(), lr=0.1, weight_decay=0.01)
+    mine, theirs = run_both(trainer, net, topt, batches())
+    np.testing.assert_allclose(mine, theirs, rtol=1e-5, atol=1e-6)
+    assert_same_params(trainer, net, names)
+
+
+def test_onecycle_momentum_without_cycle_momentum_is_an_error(tmp_path):
+    """Without cycle_momentum, OneCycleLR on SGD built with momentum 0 is a one-line
+    error naming the fix, at the scheduler's construction; cycle_momentum on an
+    optimizer with neither momentum nor betas is one too."""
+    trainer = dlpc.train(small_model(tmp_path), optimizer=dlpc.optim.SGD(lr=0.1), batch_size=BATCH)
+    with pytest.raises(dlpc.diagnostics.DlpcError, match="cycle_momentum=True"):
+        dlpc.train.lr_scheduler.OneCycleLR(trainer, max_lr=0.3, total_steps=20)
+    with pytest.raises(dlpc.diagnostics.DlpcError, match="momentum or betas"):
+        dlpc.train(
+            small_model(tmp_path), optimizer="adagrad", batch_size=BATCH, cycle_momentum=True
+        )
