@@ -11,6 +11,15 @@ order, activations and gradients sent between stages, the gradients' mean); the 
 then updates every param, those of other stages by a zero gradient (unchanged under
 SGD and Adam without weight decay), so rank s holds stage s's params. The loss and the
 metrics are the last stage's, broadcast. Target numpy.
+
+schedule="2bw" (PipeDream-2BW) keeps the two weight versions on the host: each step runs
+1F1B's program on the stashed version W(t-1) (the optimizer's update lands on it), then
+moves the newest version W(t) by that update, W(t+1) = W(t) + (U(W(t-1)) - W(t-1)), and
+stashes W(t): for SGD, W(t) - lr * grad f(W(t-1)); for Adam, its step from the gradient
+at W(t-1) (an update that does not read W itself: no weight decay). graph-pipeline's
+2bw program reads both versions as params; the Trainer's step has no slot for a second
+version, so here it is the host's. The stash is not in `state`: a resumed run starts
+with both versions equal.
 """
 
 from __future__ import annotations
@@ -74,6 +83,8 @@ def stage_hook(
     the stage of every param. `micro`: the model at the micro-batch size; `group`: the
     stages' group (default the world), `rank` the index in it."""
     one = forward_and_loss(micro, loss)
+    if schedule == "2bw":  # the same program; the two versions are the trainer's
+        schedule = "1f1b"
     pipeline(one.clone(), stages, microbatches, schedule)  # checks the schedule
     main = next(op for op in one.ops if isinstance(op, func.FuncOp))
     parts = partition(list(main.body.block.ops)[:-1], stages)
@@ -133,10 +144,26 @@ class PipelineTrainer(train_module.Trainer):
             micro.module, checked, self.stages, microbatches, schedule, self.comm.rank
         )
         self.group = (self.stages, (), (), "")
+        self.schedule = schedule
+        self._stash: dict[str, np.ndarray] | None = None  # 2bw: W(t-1)
         with steps_distributed_by(stage):
             super().__init__(
                 model, checked, optimizer, batch_size, target, opt_level, weights, **options
             )
+
+    def _step(self, *arrays) -> list[np.ndarray]:
+        """One step; under 2bw on the stashed version, its update moved to the newest."""
+        if self.schedule != "2bw":
+            return super()._step(*arrays)
+        current = self._resident.current()
+        newest = {n: np.array(current[n]) for n in self.owner}
+        stash = self._stash if self._stash is not None else newest
+        self._resident.assign(stash)
+        out = super()._step(*arrays)
+        after = self._resident.current()
+        self._resident.assign({n: newest[n] + (after[n] - stash[n]) for n in newest})
+        self._stash = newest
+        return out
 
     @property
     def weights(self) -> dict[str, np.ndarray]:

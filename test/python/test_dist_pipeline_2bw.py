@@ -5,7 +5,9 @@ on the weight version one step older, coalesced over the step's micro-batches).
 Each rank runs its stage's program for STEPS steps, feeding it its two weight versions
 (the newest as `<p>`, the stashed one as `pipeline.stash.<p>`), applying the returned
 gradient to the newest version and taking the returned `pipeline.stash.<p>` as the next
-step's stash. The worker is this file, run under mpiexec.
+step's stash. PipelineTrainer(schedule="2bw") keeps the versions on the host; 8 SGD
+steps of it match a one-device simulation of the same rule. The workers are this file,
+run under mpiexec.
 """
 
 from __future__ import annotations
@@ -91,6 +93,69 @@ def test_2bw_on_2_stages_equals_the_simulated_update_rule():
     assert sorted(re.findall(r"ok (\d) 2bw", result.stdout)) == ["0", "1"], result.stdout
 
 
+TINY = """model tiny(x: f32[B, 8]) {
+  param fc1.weight: f32[6, 8] = kaiming(seed=1)
+  param fc1.bias: f32[6] = normal(seed=2, std=0.1)
+  param fc2.weight: f32[4, 6] = kaiming(seed=3)
+  param fc2.bias: f32[4] = zeros()
+
+  return linear(relu(linear(x, fc1.weight, fc1.bias)), fc2.weight, fc2.bias)
+}
+"""
+
+
+@needs_mpi
+def test_2bw_pipeline_trainer_equals_one_device_simulation(tmp_path):
+    pytest.importorskip("mpi4py")
+    model = tmp_path / "tiny.dlpc"
+    model.write_text(TINY)
+    command = ["mpiexec", "-n", "2", sys.executable, __file__, "trainer", str(model)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert sorted(re.findall(r"ok (\d) 2bw-trainer", result.stdout)) == ["0", "1"]
+
+
+def trainer(model: str) -> int:
+    """PipelineTrainer(schedule=2bw, 2 micro-batches) against one device's Trainer
+    computing each step's gradient on W(t-1) and applying it to W(t) by hand."""
+    import dlpc.train
+    from dlpc.dist.pipeline import PipelineTrainer
+    from dlpc.passes.train.optim import SGD
+    from dlpc.runtime.mpi import world
+
+    C = world()
+    steps, batch, lr = 8, 8, 0.5
+    rng = np.random.default_rng(31)
+    xs = rng.standard_normal((steps, batch, 8)).astype(np.float32)
+    ys = rng.integers(0, 4, (steps, batch)).astype(np.int64)
+    pipe = PipelineTrainer(
+        model, "cross_entropy", SGD(lr=lr), batch, microbatches=2, schedule="2bw"
+    )
+    losses = [pipe.step(xs[k], ys[k]) for k in range(steps)]
+    full = pipe.full_weights()
+    one = dlpc.train.Trainer(
+        model, "cross_entropy", SGD(lr=lr), batch, target="numpy", return_grads=True
+    )
+    cur = {n: np.array(v) for n, v in one.weights.items()}
+    prev = dict(cur)
+    want = []
+    for k in range(steps):
+        one._resident.assign(prev)
+        want.append(one.step(xs[k], ys[k]))
+        g = one.grads
+        prev, cur = cur, {n: cur[n] - np.float32(lr) * g[n] for n in cur}
+    np.testing.assert_allclose(losses, want, rtol=1e-5, atol=1e-6)
+    plain = dlpc.train.Trainer(model, "cross_entropy", SGD(lr=lr), batch, target="numpy")
+    for k in range(steps):
+        plain.step(xs[k], ys[k])
+    for name, value in cur.items():
+        np.testing.assert_allclose(full[name], value, rtol=1e-4, atol=1e-6, err_msg=name)
+    # the delayed rule is not plain SGD's on these steps
+    assert max(float(np.abs(plain.weights[n] - cur[n]).max()) for n in cur) > 1e-3
+    print(f"ok {C.rank} 2bw-trainer", flush=True)
+    return 0
+
+
 def worker() -> int:
     from xdsl.dialects.builtin import ModuleOp, StringAttr
     from xdsl.parser import Parser
@@ -138,7 +203,8 @@ def worker() -> int:
     return 0
 
 
-if __name__ == "__main__" and sys.argv[1:] == ["worker"]:
+if __name__ == "__main__" and sys.argv[1:2] in (["worker"], ["trainer"]):
     from dlpc.runtime.mpi import guard
 
-    sys.exit(guard(worker, "test_dist_pipeline_2bw"))
+    run = worker if sys.argv[1] == "worker" else lambda: trainer(sys.argv[2])
+    sys.exit(guard(run, "test_dist_pipeline_2bw"))
