@@ -84,6 +84,33 @@ def test_2bw_rule_is_not_plain_sgd():
     assert max(float(np.abs(two[n] - plain[n]).max()) for n in two) > 1e-3
 
 
+def test_2bw_programs_cannot_deadlock_and_read_the_stash():
+    """2bw on 2-4 stages and 1-5 micro-batches passes graph-pipeline's blocking-send
+    check; every stage's ops read only the stashed version of its params, and it
+    returns the newest as the next stash."""
+    from xdsl.parser import Parser
+
+    from dlpc.dialects import graph
+    from dlpc.passes.dist.data_parallel import result_names
+    from dlpc.passes.dist.pipeline import STASH, pipeline
+    from dlpc.passes.pipeline import context
+
+    sys.path.insert(0, str(HERE))
+    from dist_worker import DEEP
+
+    for stages in (2, 3, 4):
+        for m in (1, 2, 5):
+            module = Parser(context(), DEEP.replace("BATCH", "2")).parse_module()
+            for f in pipeline(module, stages, m, "2bw"):
+                names = result_names(f)
+                own = [n[5:] for n in names if n.startswith("grad.")]
+                assert [n for n in names if n.startswith(STASH)] == [STASH + p for p in own]
+                for op in f.walk():
+                    if isinstance(op, graph.ParamOp) and op.pname in own:
+                        users = {u.operation.name for u in op.output.uses}
+                        assert users == {"func.return"}, (op.pname, users)
+
+
 @needs_mpi
 def test_2bw_on_2_stages_equals_the_simulated_update_rule():
     pytest.importorskip("mpi4py")
