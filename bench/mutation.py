@@ -204,11 +204,14 @@ AREAS: dict[str, Area] = {
         ],
     ),
     "comm": Area(
-        ["dialects/comm.py", "reference/comm.py", "passes/dist/*.py"],
+        ["dialects/comm.py", "reference/comm.py", "passes/dist/*.py", "passes/comm/*.py"],
         [
             "test/dialects/comm",
-            "test/passes/graph-data-parallel.mlir",
-            "test/passes/graph-data-parallel-invalid.mlir",
+            "test/passes/comm-*.mlir",
+            "test/passes/graph-*-comm*.mlir",
+            "test/passes/graph-data-parallel*.mlir",
+            "test/passes/graph-tensor-parallel*.mlir",
+            "test/passes/graph-pipeline*.mlir",
         ],
         ["test/python/test_mutation_kills_comm.py"],
     ),
