@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+from xdsl.dialects.builtin import BytesAttr, DenseIntOrFPElementsAttr, IntegerType, TensorType
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
@@ -49,6 +50,8 @@ class Builder:
     def const(self, value, element_type: Attribute = graph.f32) -> SSAValue:
         """A constant tensor (a Python number: rank 0) of `element_type`."""
         array = np.asarray(value, dtype=graph.numpy_dtype(element_type))
+        if array.dtype in (np.int32, np.int64) and array.size > 1:
+            return self.insert(_int_constant(array, element_type))
         return self.insert(graph.ConstantOp.from_numpy(array))
 
     def param(
@@ -130,3 +133,15 @@ class Builder:
         column = self.reshape(labels, (*n, 1))
         iota = self.const(np.arange(classes), graph.element_type_of(labels))
         return self.cast(self.compare(column, iota, "eq"), element_type)
+
+
+def _int_constant(array: np.ndarray, element_type: Attribute) -> graph.ConstantOp:
+    """`ConstantOp.from_numpy(array)` for an int32/int64 array (im2col's index tables:
+    tens of thousands of entries), packed in one call: the same attribute, without
+    xdsl's per-element normalisation, the identity on values of the signed range (all of
+    an int32/int64 array's)."""
+    assert isinstance(element_type, IntegerType)
+    graph.check_size(array.shape, element_type)
+    kind = TensorType(element_type, array.shape)
+    packed = element_type.pack(array.reshape(-1).tolist())
+    return graph.ConstantOp(DenseIntOrFPElementsAttr(kind, BytesAttr(packed)))
