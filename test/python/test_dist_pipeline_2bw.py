@@ -1,4 +1,4 @@
-"""PipeDream-2BW (graph-pipeline{schedule=2bw}) on 2 MPI ranks against a numpy simulation
+"""PipeDream-2BW (graph-pipeline{schedule=2bw}) on 2 and 4 MPI ranks against a numpy simulation
 of 2BW's update rule, W(t+1) = W(t) - lr * grad f(W(t-1)) (the gradient of step t taken
 on the weight version one step older, coalesced over the step's micro-batches).
 
@@ -112,12 +112,14 @@ def test_2bw_programs_cannot_deadlock_and_read_the_stash():
 
 
 @needs_mpi
-def test_2bw_on_2_stages_equals_the_simulated_update_rule():
+@pytest.mark.parametrize("stages", [2, 4])
+def test_2bw_stages_equal_the_simulated_update_rule(stages):
     pytest.importorskip("mpi4py")
-    command = ["mpiexec", "-n", "2", sys.executable, __file__, "worker"]
+    command = ["mpiexec", "-n", str(stages), sys.executable, __file__, "worker"]
     result = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT, cwd=ROOT)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert sorted(re.findall(r"ok (\d) 2bw", result.stdout)) == ["0", "1"], result.stdout
+    found = sorted(re.findall(r"ok (\d) 2bw ", result.stdout))
+    assert found == [str(r) for r in range(stages)], result.stdout
 
 
 TINY = """model tiny(x: f32[B, 8]) {
