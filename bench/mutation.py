@@ -348,6 +348,36 @@ def summary(session: Path) -> dict:
     }
 
 
+def recheck(area: str, workdir: Path, command: str) -> None:
+    """Each survivor of the area's last run applied again (`cosmic-ray apply`) to its copy
+    and `command` run there: which survivors other tests (outside the area's subset) kill."""
+    base = workdir / area
+    copy = base / "dlpc"
+    db = sqlite3.connect(base / "session.sqlite")
+    rows = db.execute(
+        "select s.module_path, s.operator_name, s.occurrence, s.start_pos_row from work_results r "
+        "join mutation_specs s on r.job_id = s.job_id where lower(r.test_outcome) = 'survived' "
+        "and lower(r.worker_outcome) != 'timeout'"
+    ).fetchall()
+    db.close()
+    env = f"PYTHONHASHSEED=0 PYTHONPATH={base} DLPC_CACHE_DIR={workdir / 'cache'}"
+    for module, operator, occurrence, row in rows:
+        path = base / module
+        saved = path.read_text()
+        try:
+            subprocess.run(
+                ["cosmic-ray", "apply", module, operator, str(occurrence)],
+                cwd=base,
+                check=True,
+                capture_output=True,
+            )
+            done = subprocess.run(f"cd {copy} && {env} {command}", shell=True, capture_output=True)
+            verdict = "killed" if done.returncode else "survived"
+            print(f"{verdict:8} {module}:{row} ({operator})", flush=True)
+        finally:
+            path.write_text(saved)
+
+
 def report(workdir: Path, show_survivors: bool = True) -> None:
     lines = [
         "| area | mutants run | killed | survived | incompetent | score |",
@@ -384,10 +414,16 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0, help="seed of the sample")
     p.add_argument("--timeout", type=float, default=None, help="seconds per mutant (the area's)")
     p.add_argument("--workdir", default="/tmp/dlpc-mutation", help="copies and sessions")
+    p.add_argument("--recheck", metavar="CMD", help="run CMD (in the area's copy) on each survivor")
     p.add_argument("--rev", default="HEAD", help="the commit whose tree is mutated")
     p.add_argument("--report", action="store_true", help="print the table of every area run")
     args = p.parse_args(argv)
     workdir = Path(args.workdir)
+    if args.recheck:
+        for area in AREAS if args.area in (None, "all") else [args.area]:
+            if (workdir / area / "session.sqlite").exists():
+                recheck(area, workdir, args.recheck)
+        return 0
     if args.area:
         for area in AREAS if args.area == "all" else [args.area]:
             start = time.perf_counter()
