@@ -127,7 +127,7 @@ def build_parser() -> ToolArgumentParser:
     p.add_argument("--pp", type=int, default=0, help="pipeline of N stages on N MPI ranks")
     p.add_argument("--microbatches", type=int, default=2, help="--pp: micro-batches a batch")
     p.add_argument(
-        "--pp-schedule", default="1f1b", choices=("gpipe", "1f1b"), help="--pp: schedule"
+        "--pp-schedule", default="1f1b", choices=("gpipe", "1f1b", "2bw"), help="--pp: schedule"
     )
     p.add_argument(
         "--stats",
