@@ -10,6 +10,8 @@ A group is `(world, ranks, mesh, axis)` as `comm.group` prints it; a sub-communi
 distinct set of world ranks is made once (MPI_Comm_create_group: collective over the
 group's members only) and kept. Several all_reduce operands travel as one message (a
 bucket): packed into one contiguous buffer per dtype, reduced, unpacked.
+`all_reduce_start` is the same as MPI_Iallreduce: it returns a `PendingAllReduce` whose
+`wait()` gives the results, so computation can run while the bucket is in flight.
 
 Faults: `guard(fn)` runs a rank's work and turns an exception into one line naming the
 rank on stderr and MPI_Abort, so the other ranks stop instead of waiting forever.
@@ -68,7 +70,7 @@ class Communicator:
         self.size: int = self.world.Get_size()
         self._groups: dict[tuple[int, ...], Any] = {}
         self.recv_seconds = 0.0  # time spent waiting in recv, for bench/distributed.py
-        self._scratch: dict[tuple[int, np.dtype], tuple[np.ndarray, np.ndarray]] = {}
+        self._scratch: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
         self._ops = {
             "sum": MPI.SUM,
             "avg": MPI.SUM,
@@ -124,8 +126,35 @@ class Communicator:
                 offset += size
         return outs
 
-    def _buffers(self, size: int, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
-        key = (size, dtype)
+    def all_reduce_start(
+        self, xs: Sequence[np.ndarray], kind: str, group: Group, key: object = None
+    ) -> PendingAllReduce:
+        """`all_reduce` as MPI_Iallreduce: the operands are packed (so the caller may
+        overwrite them at once) and the request started; `.wait()` returns the results.
+        `key` names the bucket: its buffers stay its own while other buckets are in
+        flight (the blocking call's buffers are shared by size)."""
+        comm, ranks = self._comm(group)
+        pending = PendingAllReduce(len(xs), kind, len(ranks))
+        by_dtype: dict[np.dtype, list[int]] = {}
+        for k, x in enumerate(xs):
+            by_dtype.setdefault(np.asarray(x).dtype, []).append(k)
+        for dtype, ks in by_dtype.items():
+            total = sum(np.asarray(xs[k]).size for k in ks)
+            send, recv = self._buffers(total, dtype, key)
+            offset = 0
+            shapes = []
+            for k in ks:
+                size = np.asarray(xs[k]).size
+                send[offset : offset + size] = np.asarray(xs[k]).reshape(-1)
+                shapes.append((k, offset, size, np.shape(xs[k])))
+                offset += size
+            pending.parts.append((comm.Iallreduce(send, recv, op=self._op(kind)), recv, shapes))
+        return pending
+
+    def _buffers(
+        self, size: int, dtype: np.dtype, bucket: object = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        key = (size, dtype) if bucket is None else (size, dtype, bucket)
         if key not in self._scratch:
             self._scratch[key] = (np.empty(size, dtype), np.empty(size, dtype))
         return self._scratch[key]
@@ -199,6 +228,28 @@ class Communicator:
     def barrier(self, group: Group) -> None:
         comm, _ = self._comm(group)
         comm.Barrier()
+
+
+class PendingAllReduce:
+    """An all_reduce in flight (`Communicator.all_reduce_start`): `wait()` completes its
+    requests (one per dtype) and returns the results as new arrays, as `all_reduce`."""
+
+    def __init__(self, n: int, kind: str, size: int):
+        self.n, self.kind, self.size = n, kind, size
+        self.parts: list[tuple[Any, np.ndarray, list]] = []
+        self.results: list[np.ndarray] | None = None
+
+    def wait(self) -> list[np.ndarray]:
+        if self.results is None:
+            outs: list[np.ndarray] = [np.empty(0)] * self.n
+            for request, recv, shapes in self.parts:
+                request.Wait()
+                if self.kind == "avg":
+                    recv /= np.asarray(self.size, dtype=recv.dtype)
+                for k, offset, size, shape in shapes:
+                    outs[k] = recv[offset : offset + size].reshape(shape).copy()
+            self.results = outs
+        return self.results
 
 
 _WORLD: Communicator | None = None
