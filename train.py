@@ -305,6 +305,7 @@ class Trainer:
         return_grads: bool = False,
         bn_momentum: float = 0.1,
         cycle_momentum: bool = False,
+        scheduler: Callable[[Trainer], object] | None = None,
     ):
         if isinstance(model, str | os.PathLike) and weights is not None:
             model = api.load(model, weights=weights, batch=batch_size)
@@ -319,6 +320,8 @@ class Trainer:
             self.optimizer = dataclasses.replace(self.optimizer, groups=tuple(param_groups))
         # momentum a schedule cycles is a run-time input: built in even where it is 0
         declared = self.optimizer
+        if scheduler is not None and lr_scheduler.cycles_momentum(scheduler):
+            cycle_momentum = True
         if cycle_momentum:
             self.optimizer = _momentum_built_in(self.optimizer)
         self.batch_size = batch_size
@@ -358,6 +361,9 @@ class Trainer:
                 if "momentum" in options:
                     group["momentum"] = options["momentum"]
             self._push_hyper()
+        # a scheduler factory (OneCycleLR, or functools.partial(OneCycleLR, ...)) made on
+        # this trainer; stepped by the user, as torch's
+        self.scheduler = scheduler(self) if scheduler is not None else None
         self._lambda = None
         if lr_lambda is not None:
             from dlpc.passes.train.schedule import LambdaLR

@@ -20,6 +20,7 @@ OneCycleLR, ReduceLROnPlateau and SequentialLR follow torch's code.
 from __future__ import annotations
 
 import bisect
+import functools
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -47,6 +48,16 @@ def _per_group(value, groups: list, what: str) -> list:
             raise DlpcError(f"error: {len(value)} values of {what} for {len(groups)} param groups")
         return list(value)
     return [value] * len(groups)
+
+
+def cycles_momentum(factory: Any) -> bool:
+    """Whether a scheduler factory given to a Trainer (a scheduler class, or a
+    functools.partial of one) will cycle the momentum: OneCycleLR, unless its
+    cycle_momentum is False."""
+    func, keywords = factory, {}
+    if isinstance(factory, functools.partial):
+        func, keywords = factory.func, factory.keywords
+    return func is OneCycleLR and bool(keywords.get("cycle_momentum", True))
 
 
 def _check_momentum_runtime(trainer: Any, who: str) -> None:

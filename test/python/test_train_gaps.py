@@ -4,6 +4,8 @@ and OneCycleLR cycling the momentum of an SGD built with momentum 0."""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 import torch
@@ -146,13 +148,24 @@ def test_lars_matches_numpy(tmp_path, momentum, weight_decay):
         assert "opt.momentum.fc1.weight" not in trainer.state
 
 
-def _onecycle_both(tmp_path, dlpc_opt, torch_opt, **options):
-    trainer = dlpc.train(
-        small_model(tmp_path), optimizer=dlpc_opt, batch_size=BATCH, cycle_momentum=True
+def _onecycle_both(tmp_path, dlpc_opt, torch_opt, attached=False, **options):
+    """OneCycleLR over 20 steps on both: made after the trainer built with
+    cycle_momentum=True, or (`attached`) given to the Trainer as a factory."""
+    onecycle = functools.partial(
+        dlpc.train.lr_scheduler.OneCycleLR, max_lr=0.3, total_steps=20, **options
     )
+    if attached:
+        trainer = dlpc.train(
+            small_model(tmp_path), optimizer=dlpc_opt, batch_size=BATCH, scheduler=onecycle
+        )
+        ours = trainer.scheduler
+    else:
+        trainer = dlpc.train(
+            small_model(tmp_path), optimizer=dlpc_opt, batch_size=BATCH, cycle_momentum=True
+        )
+        ours = onecycle(trainer)
     net, names = torch_small(trainer.weights)
     topt = torch_opt(net.parameters())
-    ours = dlpc.train.lr_scheduler.OneCycleLR(trainer, max_lr=0.3, total_steps=20, **options)
     theirs = torch.optim.lr_scheduler.OneCycleLR(topt, max_lr=0.3, total_steps=20, **options)
     momenta = []
 
@@ -167,13 +180,16 @@ def _onecycle_both(tmp_path, dlpc_opt, torch_opt, **options):
     return trainer, momenta
 
 
-def test_onecycle_cycles_momentum_of_sgd_built_without(tmp_path):
-    """SGD built with momentum 0 and cycle_momentum=True: OneCycleLR switches momentum
-    on and cycles it as torch does over 20 steps (same losses, same params)."""
+@pytest.mark.parametrize("attached", [False, True])
+def test_onecycle_cycles_momentum_of_sgd_built_without(tmp_path, attached):
+    """SGD built with momentum 0 and cycle_momentum=True (or the OneCycleLR given to the
+    Trainer): OneCycleLR switches momentum on and cycles it as torch does over 20 steps
+    (same losses, same params)."""
     trainer, momenta = _onecycle_both(
         tmp_path,
         dlpc.optim.SGD(lr=0.1),
         lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.0),
+        attached,
     )
     assert all(a == pytest.approx(b) for a, b in momenta)
     assert len({round(a, 6) for a, _ in momenta}) > 5  # it did cycle
@@ -204,6 +220,12 @@ def test_onecycle_momentum_without_cycle_momentum_is_an_error(tmp_path):
     trainer = dlpc.train(small_model(tmp_path), optimizer=dlpc.optim.SGD(lr=0.1), batch_size=BATCH)
     with pytest.raises(dlpc.diagnostics.DlpcError, match="cycle_momentum=True"):
         dlpc.train.lr_scheduler.OneCycleLR(trainer, max_lr=0.3, total_steps=20)
+    sched = dlpc.train.lr_scheduler
+    assert sched.cycles_momentum(functools.partial(sched.OneCycleLR, max_lr=0.1))
+    assert not sched.cycles_momentum(
+        functools.partial(sched.OneCycleLR, max_lr=0.1, cycle_momentum=False)
+    )
+    assert not sched.cycles_momentum(functools.partial(sched.StepLR, step_size=2))
     with pytest.raises(dlpc.diagnostics.DlpcError, match="momentum or betas"):
         dlpc.train(
             small_model(tmp_path), optimizer="adagrad", batch_size=BATCH, cycle_momentum=True
