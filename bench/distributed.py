@@ -12,6 +12,10 @@ Rows:
   and 16 MiB; the ratio raw / dlpc time (1.0: no overhead).
 - dp step: examples/mlp.dlpc, Adam, global batch 32, target numpy, median seconds per
   step on 1 rank (1 and 2 BLAS threads) and 2 ranks (1 thread each: the 2 cores).
+- dp overlap (`--overlap`, or within the full run): the same step on the C target on 2
+  ranks, its gradient all-reduce blocking against overlapped (MPI_Iallreduce started after
+  the segment that computes a bucket, waited for before the update:
+  dlpc.runtime.comm_split), with 0.25 MiB buckets (several) and 25 MiB (one).
 - pipeline: examples/mlp.dlpc's forward and loss, 32 rows per micro-batch, 2 stages (the
   stage programs of graph-pipeline, gradients only): step seconds for m = 1, 2, 4, 8
   micro-batches under gpipe and 1f1b; the idle fraction (time waiting in recv over the
@@ -100,6 +104,44 @@ def worker_dp(repeat: int) -> None:
     t = _median(lambda: trainer.step(x, y), repeat, C.world.Barrier)
     if C.rank == 0:
         print(json.dumps({"ranks": C.size, "step": t}))
+
+
+def worker_overlap(repeat: int) -> None:
+    """The data-parallel step on C with its gradient all-reduce blocking and overlapped
+    (SplitFunction.overlap), interleaved so that both see the same load."""
+    from dlpc.dist import DataParallelTrainer
+    from dlpc.runtime.mpi import world
+
+    C = world()
+    out = {}
+    for bucket in (0.25, 25.0):
+        trainer = DataParallelTrainer(
+            ROOT / "examples" / "mlp.dlpc", "cross_entropy", "adam", 32, target="c",
+            bucket_mb=bucket,
+        )  # fmt: skip
+        fn = trainer.compiled.artifact
+        rng = np.random.default_rng(0)
+        x = rng.standard_normal((32, 784)).astype(np.float32)
+        y = rng.integers(0, 10, 32).astype(np.int64)
+        times: dict[bool, list[float]] = {False: [], True: []}
+        for _ in range(5):
+            for overlap in (False, True):
+                fn.overlap = overlap
+                times[overlap].append(
+                    _median(
+                        lambda t=trainer, x=x, y=y: t.step(x, y),
+                        max(1, repeat // 5),
+                        C.world.Barrier,
+                    )
+                )
+        buckets = sum(1 for s in fn.steps if getattr(s, "name", "") == "comm.all_reduce") - 2
+        out[bucket] = {
+            "buckets": buckets,
+            "blocking": statistics.median(times[False]),
+            "overlap": statistics.median(times[True]),
+        }
+    if C.rank == 0:
+        print(json.dumps(out))
 
 
 def worker_pipeline(repeat: int, opt_level: int = 0) -> None:
@@ -232,6 +274,17 @@ def ps_staleness_table() -> None:
         print(f"| {r['lr']} | {r['s']} | {r['max']} / {r['mean']:.2f} | {cells} |")
 
 
+def overlap_table(repeat: int) -> None:
+    print("data-parallel step on C, mlp, Adam, global batch 32, 2 ranks (median per step)\n")
+    print("| bucket MiB | gradient buckets | blocking | overlapped | blocking / overlapped |")
+    print("|---|---|---|---|---|")
+    for bucket, r in mpirun(2, "overlap", repeat).items():
+        print(
+            f"| {bucket} | {r['buckets']} | {r['blocking'] * 1e3:.2f} ms | "
+            f"{r['overlap'] * 1e3:.2f} ms | {r['blocking'] / r['overlap']:.2f} |"
+        )
+
+
 def mpirun(n: int, what: str, repeat: int, threads: int = 1):
     """The worker on n ranks, each with `threads` BLAS threads (one per core: more
     ranks x threads than cores and the spinning threads starve the computing ones)."""
@@ -248,7 +301,12 @@ def mpirun(n: int, what: str, repeat: int, threads: int = 1):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=30)
-    parser.add_argument("--worker", choices=("allreduce", "dp", "pipeline", "ps"))
+    parser.add_argument("--worker", choices=("allreduce", "dp", "overlap", "pipeline", "ps"))
+    parser.add_argument(
+        "--overlap",
+        action="store_true",
+        help="only the data-parallel step on C with blocking vs overlapped all-reduce",
+    )
     parser.add_argument(
         "--ps-staleness",
         action="store_true",
@@ -259,6 +317,7 @@ def main() -> None:
         workers = {
             "allreduce": worker_allreduce,
             "dp": worker_dp,
+            "overlap": worker_overlap,
             "pipeline": worker_pipeline,
             "ps": worker_ps,
         }
@@ -266,6 +325,9 @@ def main() -> None:
         return
     if args.ps_staleness:
         ps_staleness_table()
+        return
+    if args.overlap:
+        overlap_table(args.repeat)
         return
     print("all_reduce, 2 ranks (median per call)\n")
     print(
@@ -285,6 +347,8 @@ def main() -> None:
     for n, threads in ((1, 1), (1, 2), (2, 1)):
         r = mpirun(n, "dp", args.repeat, threads)
         print(f"| {n} | {threads} | {r['step'] * 1e3:.2f} ms | {32 / r['step']:.0f} |")
+    print()
+    overlap_table(args.repeat)
     print("\npipeline, mlp, 2 stages, 32 rows per micro-batch (median per step)\n")
     print(
         "| schedule | m | step | idle (recv wait / step, mean of stages) | (p-1)/(m+p-1) | stage 0 peak MiB |"
