@@ -25,6 +25,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 
 import dlpc.train as train_module
+from dlpc import api
 from dlpc.diagnostics import DlpcError
 from dlpc.model import Model
 from dlpc.passes.dist.data_parallel import GraphDataParallel
@@ -150,6 +151,26 @@ class DataParallelTrainer(train_module.Trainer):
         if self.comm.rank == 0:
             super().save(path)
         self.comm.barrier(self.group)
+
+    def load(self, path_or_state) -> None:
+        """Rank 0 reads the state and every rank takes it (a collective). The state does
+        not depend on the rank count (params and optimizer state are replicated, the
+        sampler is the epoch's global permutation): a run saved on any number of ranks,
+        or by one device's Trainer, resumes on this one. A read error is raised on every
+        rank."""
+        state, error = None, None
+        if self.comm.rank == 0:
+            try:
+                if isinstance(path_or_state, str | os.PathLike):
+                    state = dict(api.load_weights(path_or_state))
+                else:
+                    state = dict(path_or_state)
+            except DlpcError as e:
+                error = str(e)
+        state, error = self.comm.world.bcast((state, error), root=0)
+        if error is not None:
+            raise DlpcError(error)
+        super().load(state)
 
 
 class ParameterServerTrainer(DataParallelTrainer):
