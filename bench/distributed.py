@@ -18,9 +18,9 @@ Rows:
   dlpc.runtime.comm_split), with 0.25 MiB buckets (several) and 25 MiB (one).
 - pipeline: examples/mlp.dlpc's forward and loss, 32 rows per micro-batch, 2 stages (the
   stage programs of graph-pipeline, gradients only): step seconds for m = 1, 2, 4, 8
-  micro-batches under gpipe and 1f1b; the idle fraction (time waiting in recv over the
-  step, averaged over the stages) beside the bubble (p - 1) / (m + p - 1) of the
-  schedules' idealised cost model; stage 0's peak traced memory (numpy's allocations,
+  micro-batches under gpipe, 1f1b and 2bw (`--pipeline` alone); each stage's idle
+  fraction (its time waiting in recv over its step) and their mean, beside the bubble
+  (p - 1) / (m + p - 1) of the schedules' idealised cost model; stage 0's peak traced memory (numpy's allocations,
   tracemalloc) in one step: GPipe keeps every micro-batch's activations until its
   backward, 1F1B at most p.
 - ps staleness (`--ps-staleness`, this section alone): dlpc.dist.parameter_server on 3
@@ -162,7 +162,7 @@ def worker_pipeline(repeat: int, opt_level: int = 0) -> None:
     one = forward_and_loss(micro.module, Loss("cross_entropy"))
     rng = np.random.default_rng(0)
     out = []
-    for schedule in ("gpipe", "1f1b"):
+    for schedule in ("gpipe", "1f1b", "2bw"):
         for m in (1, 2, 4, 8):
             # -O0: graph-fuse would gather the micro-batches' gradient sums into one kernel
             # at the end of the program, keeping every micro-batch's weight gradient alive
@@ -171,15 +171,24 @@ def worker_pipeline(repeat: int, opt_level: int = 0) -> None:
             mine = programs[C.rank]
             mine.sym_name = StringAttr("main")
             mine.detach()
-            stage = Model(ModuleOp([mine]), micro.weights, "stage")
+            weights = dict(micro.weights)
+            if schedule == "2bw":  # the stashed version W(t-1): W(0) at the first step
+                weights.update({f"pipeline.stash.{n}": v for n, v in micro.weights.items()})
+            stage = Model(ModuleOp([mine]), weights, "stage")
             names = api.check_weights(stage)
             fn = api.compile(stage, target="numpy", fold_weights=False, opt_level=opt_level)
             x = rng.standard_normal((m * rows, 784)).astype(np.float32)
             t = rng.integers(0, 10, m * rows).astype(np.int64)
             fn(x, t)
-            C.recv_seconds = 0.0
             step = _median(lambda fn=fn, x=x, t=t: fn(x, t), repeat, C.world.Barrier)
-            idle = C.recv_seconds / (repeat + 1)  # (the warm-up call of _median included)
+            # idle: the time in recv over the time in the step, summed over the same calls
+            C.recv_seconds, busy = 0.0, 0.0
+            for _ in range(repeat):
+                C.world.Barrier()
+                start = time.perf_counter()
+                fn(x, t)
+                busy += time.perf_counter() - start
+            idle = C.recv_seconds / busy * step  # (as seconds of the median step)
             tracemalloc.start()
             fn(x, t)
             peak = tracemalloc.get_traced_memory()[1]
@@ -194,6 +203,7 @@ def worker_pipeline(repeat: int, opt_level: int = 0) -> None:
                         "m": m,
                         "step": max(r[0] for r in rows_out),
                         "idle": sum(r[1] / r[0] for r in rows_out) / p,
+                        "stages": [r[1] / r[0] for r in rows_out],
                         "peak0": rows_out[0][2],
                         "bubble": (p - 1) / (m + p - 1),
                     }
@@ -303,6 +313,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=30)
     parser.add_argument("--worker", choices=("allreduce", "dp", "overlap", "pipeline", "ps"))
     parser.add_argument(
+        "--pipeline", action="store_true", help="only the pipeline's step, idle and bubble"
+    )
+    parser.add_argument(
         "--overlap",
         action="store_true",
         help="only the data-parallel step on C with blocking vs overlapped all-reduce",
@@ -329,6 +342,9 @@ def main() -> None:
     if args.overlap:
         overlap_table(args.repeat)
         return
+    if args.pipeline:
+        pipeline_table(args.repeat)
+        return
     print("all_reduce, 2 ranks (median per call)\n")
     print(
         "| bytes | raw mpi4py | dlpc COMM | dlpc program | raw/COMM | raw/program | GB/s raw | GB/s COMM |"
@@ -349,15 +365,22 @@ def main() -> None:
         print(f"| {n} | {threads} | {r['step'] * 1e3:.2f} ms | {32 / r['step']:.0f} |")
     print()
     overlap_table(args.repeat)
-    print("\npipeline, mlp, 2 stages, 32 rows per micro-batch (median per step)\n")
+    print()
+    pipeline_table(args.repeat)
+
+
+def pipeline_table(repeat: int) -> None:
+    print("pipeline, mlp, 2 stages, 32 rows per micro-batch (median per step)\n")
     print(
-        "| schedule | m | step | idle (recv wait / step, mean of stages) | (p-1)/(m+p-1) | stage 0 peak MiB |"
+        "| schedule | m | step | idle stage 0 | idle stage 1 | idle (mean) | (p-1)/(m+p-1) "
+        "| stage 0 peak MiB |"
     )
-    print("|---|---|---|---|---|---|")
-    for r in mpirun(2, "pipeline", args.repeat):
+    print("|---|---|---|---|---|---|---|---|")
+    for r in mpirun(2, "pipeline", repeat):
+        idle = " | ".join(f"{i:.2f}" for i in r["stages"])
         print(
-            f"| {r['schedule']} | {r['m']} | {r['step'] * 1e3:.2f} ms | {r['idle']:.2f} | "
-            f"{r['bubble']:.2f} | {r['peak0'] / 2**20:.2f} |"
+            f"| {r['schedule']} | {r['m']} | {r['step'] * 1e3:.2f} ms | {idle} | "
+            f"{r['idle']:.2f} | {r['bubble']:.2f} | {r['peak0'] / 2**20:.2f} |"
         )
 
 
