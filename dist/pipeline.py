@@ -38,7 +38,7 @@ from dlpc.dialects import comm, graph
 from dlpc.dist.data_parallel import steps_distributed_by
 from dlpc.model import Model
 from dlpc.passes.dist.data_parallel import result_names
-from dlpc.passes.dist.pipeline import build_stage, partition, pipeline, stage_function
+from dlpc.passes.dist.pipeline import STASH, build_stage, partition, pipeline, stage_function
 from dlpc.passes.train._build import Builder
 from dlpc.passes.train.losses import Loss, as_loss, build_correct, build_loss, target_type
 from dlpc.passes.train.optim import Optimizer
@@ -186,7 +186,23 @@ class PipelineTrainer(train_module.Trainer):
             param = next((p for p in self.owner if name.endswith("." + p)), None)
             if name.startswith("opt.") and param is not None:
                 out[name] = self.comm.broadcast(value, self.owner[param], self.group)
+        if self._stash is not None:  # 2bw: W(t-1), which the next step runs on
+            for name, value in self._stash.items():
+                out[STASH + name] = self.comm.broadcast(value, self.owner[name], self.group)
         return out
+
+    def load(self, path_or_state) -> None:
+        """`Trainer.load`, and under 2bw the stashed version W(t-1) saved beside the
+        params (`pipeline.stash.<param>`; without it the next step runs on W(t))."""
+        state = (
+            dict(api.load_weights(path_or_state))
+            if isinstance(path_or_state, str | os.PathLike)
+            else dict(path_or_state)
+        )
+        stash = {n[len(STASH) :]: v for n, v in state.items() if n.startswith(STASH)}
+        super().load({n: v for n, v in state.items() if not n.startswith(STASH)})
+        if self.schedule == "2bw":
+            self._stash = {n: np.array(v) for n, v in stash.items()} or None
 
     def save(self, path) -> None:
         """Rank 0 writes the gathered state; every rank takes part in gathering it."""

@@ -3,7 +3,8 @@ one epoch of 5 steps, save on rank 0, a fresh run that loads it and trains one m
 epoch equals 2 epochs without a stop: on 2 ranks bit for bit, 2 ranks -> 1 and
 1 -> 2 within fp32 tolerance (the ranks' average of per-rank mean gradients sums in
 another order than one device's mean). The resumed epoch is the next one: its shuffle
-(the epoch's seed) is the uninterrupted run's second epoch.
+(the epoch's seed) is the uninterrupted run's second epoch. A pipeline (1f1b, 2bw)
+resumes on as many ranks through dlpc-train.
 
     mpiexec -n 2 python test/python/test_dist_resume.py first DIR
     mpiexec -n 1 python test/python/test_dist_resume.py resume DIR
@@ -58,6 +59,42 @@ def test_resume_from_a_missing_file_stops_every_rank(tmp_path):
     )
     assert result.returncode != 0
     assert re.search(r"dlpc: rank \d: error: no such weights file: .*epoch1\.npz", result.stderr)
+
+
+def _epochs(result: subprocess.CompletedProcess) -> list[str]:
+    """The epoch lines without their samples/s."""
+    text = result.stdout + result.stderr
+    lines = [re.sub(r", \d+ samples/s", "", line) for line in text.splitlines()]
+    return [line.split(":", 1)[1] for line in lines if line.startswith("epoch ")]
+
+
+@needs_mpi
+@pytest.mark.parametrize("schedule", ["1f1b", "2bw"])
+def test_pipeline_resumes_through_dlpc_train(tmp_path, schedule):
+    """`dlpc-train --pp 2 --pp-schedule S --save --resume`: epoch 1, then epoch 2
+    resumed, prints the uninterrupted run's epochs; under 2bw the checkpoint carries
+    the stashed version W(t-1) the next step runs on (without it epoch 2 differed)."""
+    pytest.importorskip("mpi4py")
+    x, y = _data()
+    np.savez(tmp_path / "d.npz", x=x, y=y)
+    common = ["dlpc-train", str(MLP), "--data", str(tmp_path / "d.npz"), "--batch", str(BATCH), "--optimizer", "sgd", "--lr", "0.05", "--ranks", "2", "--pp", "2", "--pp-schedule", schedule]  # fmt: skip
+
+    def train(save: str, *more: str) -> subprocess.CompletedProcess:
+        result = subprocess.run(
+            [*common, "--save", str(tmp_path / save), *more],
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+        )
+        assert result.returncode == 0, result.stderr[-3000:]
+        return result
+
+    whole = _epochs(train("whole.npz", "--epochs", "2"))
+    first = _epochs(train("run.npz", "--epochs", "1"))
+    resumed = train("run.npz", "--epochs", "2", "--resume")
+    assert "resumed from" in resumed.stdout + resumed.stderr
+    assert len(whole) == 2 and whole[0] != whole[1]
+    assert [*first, *_epochs(resumed)] == whole
 
 
 def _data() -> tuple[np.ndarray, np.ndarray]:
