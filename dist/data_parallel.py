@@ -17,8 +17,10 @@ mpi4py; on C between compiled segments, dlpc.runtime.comm_split).
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import numpy as np
 from xdsl.context import Context
@@ -191,3 +193,22 @@ class ParameterServerTrainer(DataParallelTrainer):
     def weights(self) -> dict[str, np.ndarray]:
         local = train_module.Trainer.weights.fget(self)  # type: ignore[attr-defined]
         return {n: self.comm.broadcast(v, self.server, self.group) for n, v in local.items()}
+
+    @property
+    def state(self) -> dict[str, np.ndarray]:
+        """The server's state: its params and optimizer state (a collective)."""
+        local = train_module.Trainer.state.fget(self)  # type: ignore[attr-defined]
+        return {n: self.comm.broadcast(v, self.server, self.group) for n, v in local.items()}
+
+    def save(self, path) -> None:
+        """Every rank gathers the server's state (a collective), rank 0 writes it."""
+        from dlpc.diagnostics import save_npz, write_atomically
+
+        state = self.state
+        if self.comm.rank == 0:
+            if not str(path).endswith(".npz"):
+                raise DlpcError(f"error: save path {path} must end in .npz")
+            buffer = io.BytesIO()
+            save_npz(buffer, state)
+            write_atomically(Path(path), buffer.getvalue())
+        self.comm.barrier(self.group)

@@ -41,10 +41,14 @@ def mpirun(n: int, *args: str) -> subprocess.CompletedProcess:
 
 
 @needs_mpi
-@pytest.mark.parametrize("before, after", [(2, 2), (2, 1), (1, 2)])
-def test_save_and_resume_equals_an_uninterrupted_run(tmp_path, before, after):
-    mpirun(before, "first", str(tmp_path))
-    result = mpirun(after, "resume", str(tmp_path), str(before))
+@pytest.mark.parametrize(
+    "kind, before, after", [("dp", 2, 2), ("dp", 2, 1), ("dp", 1, 2), ("ps", 2, 2)]
+)
+def test_save_and_resume_equals_an_uninterrupted_run(tmp_path, kind, before, after):
+    """ps: the synchronous parameter server, whose save gathers the server's state (it
+    hung before: rank 0 alone ran the collective)."""
+    mpirun(before, "first", str(tmp_path), kind)
+    result = mpirun(after, "resume", str(tmp_path), str(before), kind)
     assert sorted(re.findall(r"ok (\d) resume", result.stdout)) == [str(r) for r in range(after)]
 
 
@@ -103,18 +107,20 @@ def _data() -> tuple[np.ndarray, np.ndarray]:
     return x, rng.integers(0, 10, SAMPLES).astype(np.int64)
 
 
-def _trainer():
-    from dlpc.dist import DataParallelTrainer
+def _trainer(kind: str):
+    from dlpc.dist import DataParallelTrainer, ParameterServerTrainer
 
+    if kind == "ps":
+        return ParameterServerTrainer(MLP, "cross_entropy", "adam", batch_size=BATCH)
     return DataParallelTrainer(MLP, "cross_entropy", "adam", batch_size=BATCH, bucket_mb=0.5)
 
 
-def first(directory: str) -> int:
+def first(directory: str, kind: str) -> int:
     """Epoch 1, saved; epoch 2 on, saved: the uninterrupted run."""
     from dlpc.runtime.mpi import world
 
     x, y = _data()
-    trainer = _trainer()
+    trainer = _trainer(kind)
     trainer.fit(x, y, epochs=1, seed=4)
     assert trainer.epoch == 1 and trainer.steps_done == 5
     trainer.save(Path(directory) / "epoch1.npz")
@@ -124,14 +130,14 @@ def first(directory: str) -> int:
     return 0
 
 
-def resume(directory: str, before: str) -> int:
+def resume(directory: str, before: str, kind: str = "dp") -> int:
     """A fresh trainer on this run's ranks loads epoch 1 and trains epoch 2: the
     uninterrupted run's state (bit for bit on as many ranks)."""
     from dlpc.runtime.mpi import world
 
     C = world()
     x, y = _data()
-    trainer = _trainer()
+    trainer = _trainer(kind)
     trainer.load(Path(directory) / "epoch1.npz")
     assert trainer.epoch == 1 and trainer.steps_done == 5
     trainer.fit(x, y, epochs=1, seed=4)
