@@ -17,14 +17,16 @@ import subprocess
 import sys
 
 from dlpc.diagnostics import DlpcError, install_hint
-from dlpc.dist.data_parallel import DataParallelTrainer, check_divides
+from dlpc.dist.data_parallel import DataParallelTrainer, ParameterServerTrainer, check_divides
 
 TOOL = "dlpc-train"
 
 
 def strategy(args) -> tuple[str, int]:
-    """("dp" | "tp" | "pp", ranks) of the command line (one strategy; --ranks alone: dp)."""
-    given = [(name, getattr(args, name)) for name in ("dp", "tp", "pp") if getattr(args, name)]
+    """("dp" | "tp" | "pp" | "ps", ranks) of the command line (one strategy; --ranks
+    alone: dp)."""
+    names = ("dp", "tp", "pp", "ps")
+    given = [(name, getattr(args, name)) for name in names if getattr(args, name, 0)]
     if len(given) > 1:
         names = " and ".join(f"--{n} {v}" for n, v in given)
         raise DlpcError(f"{TOOL}: error: {names}: one strategy at a time (no hybrids yet)")
@@ -39,7 +41,7 @@ def check(args, argv: list[str]) -> None:
     name, n = strategy(args)
     if n < 1:
         raise DlpcError(f"{TOOL}: error: --{name} must be >= 1, got {n}")
-    if name == "dp":
+    if name in ("dp", "ps"):
         check_divides(args.batch, n)
     if args.bucket_mb <= 0:
         raise DlpcError(f"{TOOL}: error: --bucket-mb must be > 0, got {args.bucket_mb}")
@@ -73,7 +75,7 @@ def launch(args, argv: list[str]) -> int:
             skip = True
         elif not a.startswith("--ranks="):
             rest.append(a)
-    if not (args.dp or args.tp or args.pp):
+    if not (args.dp or args.tp or args.pp or args.ps):
         rest += ["--dp", str(args.ranks)]
     command = [mpiexec, "-n", str(args.ranks), sys.executable, "-m", "dlpc.tools.dlpc_train"]
     # a core's share of BLAS threads per rank unless set: ranks x threads beyond the
@@ -98,6 +100,8 @@ def trainer_class(args):
         return functools.partial(
             PipelineTrainer, stages=n, microbatches=args.microbatches, schedule=args.pp_schedule
         )
+    if name == "ps":
+        return functools.partial(ParameterServerTrainer, ranks=n)
     return functools.partial(DataParallelTrainer, ranks=n, bucket_mb=args.bucket_mb)
 
 
@@ -129,8 +133,8 @@ def run(args, argv: list[str], load_data, train_fn, optimizer) -> int:
 
 
 def emit(args, optimizer) -> int:
-    """Each rank's training step at the `--emit` stage: dp, the step at the rank's share
-    of the batch through graph-data-parallel; tp, through graph-tensor-parallel (the ranks
+    """Each rank's training step at the `--emit` stage: dp (ps), the step at the rank's
+    share of the batch through graph-data-parallel (graph-parameter-server); tp, through graph-tensor-parallel (the ranks
     run the same program on their shards); pp, each stage's program."""
     from xdsl.context import Context
 
@@ -158,6 +162,13 @@ def emit(args, optimizer) -> int:
             module, weights = model.module, model.weights
             hook = lambda m, dp=dp: dp.apply(Context(), m)  # noqa: E731
             what = f"data parallel, batch {args.batch // n} of {args.batch}"
+        elif name == "ps":
+            from dlpc.passes.dist.parameter_server import parameter_server
+
+            model = api.load(args.model, weights=args.weights, batch=args.batch // n)
+            module, weights = model.module, model.weights
+            hook = lambda m: parameter_server(m, n, args.batch, 0)  # noqa: E731
+            what = f"{'parameter server and ' if rank == 0 else ''}worker, batch {args.batch // n}"
         elif name == "tp":
             model = api.load(args.model, weights=args.weights, batch=args.batch)
             module = model.module.clone()

@@ -127,6 +127,9 @@ def build_parser() -> ToolArgumentParser:
     p.add_argument("--pp", type=int, default=0, help="pipeline of N stages on N MPI ranks")
     p.add_argument("--microbatches", type=int, default=2, help="--pp: micro-batches a batch")
     p.add_argument(
+        "--ps", type=int, default=0, help="synchronous parameter server (rank 0) on N MPI ranks"
+    )
+    p.add_argument(
         "--pp-schedule", default="1f1b", choices=("gpipe", "1f1b", "2bw"), help="--pp: schedule"
     )
     p.add_argument(
@@ -301,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
             raise DlpcError(f"dlpc-train: error: --step-size must be >= 1, got {args.step_size}")
         if args.schedule in ("warmup", "warmup_cosine") and args.warmup < 1:
             raise DlpcError(f"dlpc-train: error: --schedule {args.schedule} needs --warmup N")
-        if args.dp or args.ranks or args.tp or args.pp:  # dlpc.dist (docs/distributed.md)
+        if args.dp or args.ranks or args.tp or args.pp or args.ps:  # dlpc.dist (distributed.md)
             from dlpc.dist import cli as dist
 
             line = argv if argv is not None else sys.argv[1:]
@@ -339,7 +342,7 @@ def emit_step(args) -> int:
 
 def _trainer_class(args):
     """dlpc.train.Trainer, or under --dp / --tp / --pp the distributed one."""
-    if getattr(args, "dp", 0) or getattr(args, "tp", 0) or getattr(args, "pp", 0):
+    if any(getattr(args, name, 0) for name in ("dp", "tp", "pp", "ps")):
         from dlpc.dist import cli as dist
 
         return dist.trainer_class(args)

@@ -3,8 +3,8 @@ one epoch of 5 steps, save on rank 0, a fresh run that loads it and trains one m
 epoch equals 2 epochs without a stop: on 2 ranks bit for bit, 2 ranks -> 1 and
 1 -> 2 within fp32 tolerance (the ranks' average of per-rank mean gradients sums in
 another order than one device's mean). The resumed epoch is the next one: its shuffle
-(the epoch's seed) is the uninterrupted run's second epoch. A pipeline (1f1b, 2bw)
-resumes on as many ranks through dlpc-train.
+(the epoch's seed) is the uninterrupted run's second epoch. A pipeline (1f1b, 2bw) and
+the parameter server resume on as many ranks through dlpc-train.
 
     mpiexec -n 2 python test/python/test_dist_resume.py first DIR
     mpiexec -n 1 python test/python/test_dist_resume.py resume DIR
@@ -73,19 +73,25 @@ def _epochs(result: subprocess.CompletedProcess) -> list[str]:
 
 
 @needs_mpi
-@pytest.mark.parametrize("schedule", ["1f1b", "2bw"])
-def test_pipeline_resumes_through_dlpc_train(tmp_path, schedule):
-    """`dlpc-train --pp 2 --pp-schedule S --save --resume`: epoch 1, then epoch 2
+@pytest.mark.parametrize(
+    "strategy",
+    [["--pp", "2", "--pp-schedule", "1f1b"], ["--pp", "2", "--pp-schedule", "2bw"], ["--ps", "2"]],
+    ids=["1f1b", "2bw", "ps"],
+)
+def test_resume_through_dlpc_train(tmp_path, strategy):
+    """`dlpc-train --ranks 2 <strategy> --save --resume`: epoch 1, then epoch 2
     resumed, prints the uninterrupted run's epochs; under 2bw the checkpoint carries
-    the stashed version W(t-1) the next step runs on (without it epoch 2 differed)."""
+    the stashed version W(t-1) the next step runs on (without it epoch 2 differed). The
+    parameter server (`--ps 2`) also prints one device's epochs (SGD: linear in the
+    gradient, the ranks' summation order stays in the last bits)."""
     pytest.importorskip("mpi4py")
     x, y = _data()
     np.savez(tmp_path / "d.npz", x=x, y=y)
-    common = ["dlpc-train", str(MLP), "--data", str(tmp_path / "d.npz"), "--batch", str(BATCH), "--optimizer", "sgd", "--lr", "0.05", "--ranks", "2", "--pp", "2", "--pp-schedule", schedule]  # fmt: skip
+    common = ["dlpc-train", str(MLP), "--data", str(tmp_path / "d.npz"), "--batch", str(BATCH), "--optimizer", "sgd", "--lr", "0.05", "--target", "numpy"]  # fmt: skip
 
-    def train(save: str, *more: str) -> subprocess.CompletedProcess:
+    def train(save: str, *more: str, ranks=("--ranks", "2", *strategy)):
         result = subprocess.run(
-            [*common, "--save", str(tmp_path / save), *more],
+            [*common, *ranks, "--save", str(tmp_path / save), *more],
             capture_output=True,
             text=True,
             timeout=TIMEOUT,
@@ -99,6 +105,8 @@ def test_pipeline_resumes_through_dlpc_train(tmp_path, schedule):
     assert "resumed from" in resumed.stdout + resumed.stderr
     assert len(whole) == 2 and whole[0] != whole[1]
     assert [*first, *_epochs(resumed)] == whole
+    if strategy[0] == "--ps":
+        assert _epochs(train("one.npz", "--epochs", "2", ranks=())) == whole
 
 
 def _data() -> tuple[np.ndarray, np.ndarray]:
