@@ -167,18 +167,13 @@ AREAS: dict[str, Area] = {
     ),
     "opencl": Area(
         ["backends/opencl.py", "backends/opencl/*.py", "backends/opencl_winograd.py"],
-        [
-            "test/e2e/emit-opencl.mlir",
-            "test/e2e/emit-opencl-lanes.mlir",
-            "test/e2e/emit-opencl-local.mlir",
-            "test/e2e/emit-opencl-masked-load.mlir",
-            "test/e2e/emit-opencl-padding.mlir",
-            "test/e2e/emit-opencl-partial-vector.mlir",
-        ],
+        ["test/e2e/emit-opencl*"],
         [
             "test/python/test_opencl.py -k 'lanes_and_partials or masked or integer_pow "
-            "or ndrange or independent'"
+            "or ndrange or independent'",
+            "test/python/test_opencl_winograd.py",
         ],
+        timeout=180.0,
     ),
     "train": Area(
         ["passes/train/*.py"],
