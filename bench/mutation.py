@@ -1,9 +1,10 @@
 """Mutation testing of dlpc with cosmic-ray (issue 18), per area with its own test subset.
 
-    pip install cosmic-ray==8.7.0
+    pip install -e '.[mutation]'                                   # cosmic-ray 8.7.0
     python bench/mutation.py --area graph-rewrites --sample 40     # one area, 40 mutants
     python bench/mutation.py --area all --sample 30                # every area
     python bench/mutation.py --report                              # the table so far
+    python bench/mutation.py --area comm --recheck 'CMD'           # survivors vs CMD
 
 Each area is a set of modules and the tests that should catch their bugs (AREAS below).
 The run works on a copy of the committed tree (`git archive HEAD`) under --workdir, never
@@ -133,6 +134,13 @@ AREAS: dict[str, Area] = {
                 "default-schedule-invalid",
                 "schedule",
                 "schedule-invalid",
+                "cache-read-deinterleave",
+                "cache-read-deinterleave-invalid",
+                "cache-read-padded",
+                "compute-at-local",
+                "compute-at-reshape",
+                "compute-at-dealloc",
+                "default-schedule-conv",
             )  # fmt: skip
         ],
         [
