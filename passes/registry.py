@@ -83,6 +83,4 @@ PASSES["graph-pipeline"] = lazy_class("passes.dist.pipeline", "GraphPipeline", M
 PASSES["graph-parameter-server"] = lazy_class(
     "passes.dist.parameter_server", "GraphParameterServer", ModulePass
 )
-PASSES["comm-check-schedule"] = lazy_class(
-    "passes.dist.pipeline", "CommCheckSchedule", ModulePass
-)
+PASSES["comm-check-schedule"] = lazy_class("passes.dist.pipeline", "CommCheckSchedule", ModulePass)
