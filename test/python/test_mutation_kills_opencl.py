@@ -1,0 +1,175 @@
+"""Tests written against surviving mutants of the OpenCL backend's lane plan, launch and
+chains (issue 35, bench/mutation.py --area opencl): hand-written loop IR, the plan
+object a heuristic returns (`plan_launch`'s Launch, `_ragged`) or the emitted source,
+the expected choice read off the heuristic's documented rule."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from dlpc.backends.opencl import OpenCLEmitter, plan_launch
+from dlpc.backends.opencl.lanes import _ragged
+from dlpc.dialects.loop import ForOp, KernelOp
+from dlpc.passes.pipeline import parse_module
+
+
+def _kernels(text: str) -> list[KernelOp]:
+    return [k for k in parse_module(text).walk() if isinstance(k, KernelOp)]
+
+
+def _lanes(kernel: KernelOp) -> dict[str, int]:
+    return {lp.loop_name or "": u for lp, u in plan_launch(kernel, "k").lanes.items()}
+
+
+# out[b, h, m, n] = sum_r a[b, h, m, r] * w[b, h, r, n]: the attention's batched matmul,
+# batch b (parallel) and heads h on the NDRange, rows m between them and the columns n
+# (the inner lanes, whose loads of w the rows share: the middle lanes)
+BMM = """
+func.func @main(%a: memref<2xHx12x8xf32>, %w: memref<2xHx8x16xf32>, %out: memref<2xHx12x16xf32>)
+    attributes {dlpc.num_inputs = 2 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "bmm" {
+    loop.for %b = 0 to 2 step 1 {name = "i0", parallel} {
+      loop.for %h = 0 to H step 1 {name = "i1"} {
+        loop.for %m = 0 to 12 step 1 {name = "i2"} {
+          loop.for %n = 0 to 16 step 1 {name = "i3"} {
+            %acc = memref.alloca() : memref<f32>
+            %z = arith.constant 0.000000e+00 : f32
+            memref.store %z, %acc[] : memref<f32>
+            loop.for %r = 0 to 8 step 1 {name = "r0", reduction} {
+              %x = memref.load %a[%b, %h, %m, %r] : memref<2xHx12x8xf32>
+              %y = memref.load %w[%b, %h, %r, %n] : memref<2xHx8x16xf32>
+              %p = arith.mulf %x, %y : f32
+              %o = memref.load %acc[] : memref<f32>
+              %s = arith.addf %o, %p : f32
+              memref.store %s, %acc[] : memref<f32>
+            }
+            %v = memref.load %acc[] : memref<f32>
+            memref.store %v, %out[%b, %h, %m, %n] : memref<2xHx12x16xf32>
+          }
+        }
+      }
+    }
+  }
+  func.return
+}"""
+
+
+def _bmm(heads: int) -> KernelOp:
+    (kernel,) = _kernels(BMM.replace("H", str(heads)))
+    return kernel
+
+
+def test_middle_lanes_take_no_three_step_count():
+    """lanes.py:336: the rows' (middle) lanes are the widest of the profile's inner counts
+    within the budget whose step count is 1, 2, 4, 5 or 6 (3 steps: slow code from PoCL's
+    LLVM). 2 heads give no mapped lanes (2 would leave one work-item), the 16 columns take
+    8 lanes, 64 / 8 = 8 are left: 12 rows are 0 steps of 8, 3 steps of 4, 6 of 2 -> 2."""
+    assert _lanes(_bmm(2)) == {"i3": 8, "i2": 2}
+
+
+def test_inner_lanes_stay_8_wide_while_middle_lanes_remain():
+    """lanes.py:204: the inner lanes widen to 16 only when the middle loop would get no
+    lanes: with 4 heads as 2 mapped lanes and 8 column lanes, 64 / (8 * 2) = 4 lanes are
+    left (> 1) for the rows, so the columns stay 8 wide; the 12 rows take 2 (4 would be
+    3 steps)."""
+    assert _lanes(_bmm(4)) == {"i1": 2, "i3": 8, "i2": 2}
+
+
+def _loop(trips: int) -> ForOp:
+    text = f"""
+func.func @main(%x: memref<{trips}xf32>, %y: memref<{trips}xf32>)
+    attributes {{dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64}} {{
+  loop.kernel "k" {{
+    loop.for %i = 0 to {trips} step 1 {{name = "i0"}} {{
+      %v = memref.load %x[%i] : memref<{trips}xf32>
+      memref.store %v, %y[%i] : memref<{trips}xf32>
+    }}
+  }}
+  func.return
+}}"""
+    (kernel,) = _kernels(text)
+    return next(op for op in kernel.walk() if isinstance(op, ForOp))
+
+
+@pytest.mark.parametrize("trips, lanes, ragged", [(32, 16, False), (48, 16, False), (28, 16, True)])
+def test_ragged_lanes_are_lanes_that_do_not_divide(trips, lanes, ragged):
+    """lanes.py:282: `_ragged` is for lane counts that do not divide the loop (lenet's 28
+    columns as 16 + 16 from column 12: 2 steps, 4 of 28 redone); 16 lanes dividing 32 or
+    48 are plain lanes, not ragged ones."""
+    assert _ragged(_loop(trips), lanes) is ragged
+
+
+# a __local stage (a row of a) inside the parallel rows i0 of each image b: the NDRange
+# is (images, rows x columns), work-groups over the rows and work-items over the columns
+STAGED = """
+func.func @main(%a: memref<3x4x8xf32>, %bm: memref<8x16xf32>, %out0: memref<3x4x16xf32>)
+    attributes {dlpc.num_inputs = 2 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "mm_0" {
+    loop.for %b = 0 to 3 step 1 {name = "ib", parallel} {
+      loop.for %i0 = 0 to 4 step 1 {name = "i0", parallel} {
+        %al = memref.alloca() : memref<8xf32>
+        loop.for %c0 = 0 to 8 step 1 {name = "al_0"} {
+          %v = memref.load %a[%b, %i0, %c0] : memref<3x4x8xf32>
+          memref.store %v, %al[%c0] : memref<8xf32>
+        }
+        loop.for %i1 = 0 to 16 step 1 {name = "i1", parallel} {
+          %acc = memref.alloca() : memref<f32>
+          %zero = arith.constant 0.000000e+00 : f32
+          memref.store %zero, %acc[] : memref<f32>
+          loop.for %r0 = 0 to 8 step 1 {name = "r0", reduction} {
+            %x = memref.load %al[%r0] : memref<8xf32>
+            %y = memref.load %bm[%r0, %i1] : memref<8x16xf32>
+            %p = arith.mulf %x, %y : f32
+            %o = memref.load %acc[] : memref<f32>
+            %q = arith.addf %o, %p : f32
+            memref.store %q, %acc[] : memref<f32>
+          }
+          %s = memref.load %acc[] : memref<f32>
+          memref.store %s, %out0[%b, %i0, %i1] : memref<3x4x16xf32>
+        }
+      }
+    }
+  }
+  func.return
+}"""
+
+
+def test_a_staged_launch_keeps_its_leading_ndrange_dims():
+    """launch.py:122: a kernel with a __local stage under two NDRange loops: the leading
+    dim keeps its 3 images, the last is the 4 rows' groups x 16 columns each."""
+    (kernel,) = _kernels(STAGED)
+    launch = plan_launch(kernel, "mm_0")
+    assert launch.global_size == (3, 4 * 16)
+    assert launch.local_size == (1, 16)
+
+
+def test_a_buffer_no_chain_member_writes_stays_const():
+    """chains.py:145: two kernels of a chain both read x and write their own outputs: x's
+    chain parameter keeps `const` (only a buffer some member writes loses it), the
+    outputs do not have it."""
+    kernel = """loop.kernel "NAME" {
+    loop.for %i = 0 to 8 step 1 {name = "i0", parallel} {
+      %v = memref.load %x[%i] : memref<8xf32>
+      %w = arith.negf %v : f32
+      memref.store %w, %DST[%i] : memref<8xf32>
+    }
+  }"""
+    text = f"""
+func.func @main(%x: memref<8xf32>, %y: memref<8xf32>, %z: memref<8xf32>)
+    attributes {{dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 2 : i64}} {{
+  {kernel.replace("NAME", "neg_0").replace("DST", "y")}
+  {kernel.replace("NAME", "neg_1").replace("DST", "z")}
+  func.return
+}}"""
+    module = parse_module(text)
+    kernels = [k for k in module.walk() if isinstance(k, KernelOp)]
+    emitter = OpenCLEmitter(module)
+    source = emitter.emit([kernels])
+    assert len(emitter.chains) == 1
+    (head,) = re.findall(r"__kernel void kernel_chain\w*\(([^)]*)\)", source)
+    params = [p.strip() for p in head.split(",")]
+    xs = [p for p in params if re.search(r"\bv_x\b", p)]
+    assert len(xs) == 1 and "const float" in xs[0], params
+    assert all("const" not in p for p in params if re.search(r"\bv_[yz]\b", p)), params
