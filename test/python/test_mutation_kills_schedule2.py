@@ -1,0 +1,165 @@
+"""Tests written against surviving mutants of the default schedules' heuristics (issue 35,
+bench/mutation.py --area schedule, the survivors `test_mutation_kills_schedule.py` left):
+mutants that keep the numbers but change which schedule is picked. Each pins the choice
+(the script a template writes, the annotations left on the loops, the kernels a spent
+budget leaves alone), the expected choice read off the heuristic's documented rule."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import dlpc
+from dlpc import api
+from dlpc.dialects.loop import ForOp, kernels
+from dlpc.passes import pipeline
+from dlpc.passes.pipeline import parse_module
+from dlpc.passes.schedule import default
+from dlpc.passes.schedule.conv import conv_script
+from dlpc.passes.schedule.nest import analyse
+
+
+def _model(tmp_path, text: str, batch: int = 1) -> api.Model:
+    path = tmp_path / "m.dlpc"
+    path.write_text(text)
+    return dlpc.load(path, batch=batch)
+
+
+def test_register_tiled_conv_caches_its_accumulator_inside_the_tile_loops(tmp_path):
+    """conv.py:73: `conv_script(register_tile=True)` keeps the output tile (a block of
+    output channels x the row) in `acc` across all the reductions: the cache_write is at
+    the innermost tile loop, the one the reorder puts right before the reduction loops
+    (one loop further out, the accumulator would hold every channel block of the row)."""
+    model = _model(
+        tmp_path,
+        "model c(x: f32[B, 4, 10, 12]) {\n"
+        "  param k: f32[8, 4, 3, 3] = kaiming(seed=5)\n"
+        "  return conv2d(x, k)\n}\n",
+    )
+    module = pipeline.lower(model.module.clone(), "loop", pipeline.PipelineOptions(opt_level=0))
+    (kernel,) = [k for k in kernels(module) if (n := analyse(k)) is not None and n.reduce]
+    nest = analyse(kernel)
+    assert nest is not None
+    script = conv_script(kernel, nest, register_tile=True).splitlines()
+    K = kernel.sym
+    (order,) = [ln.split(": ")[1].split(", ") for ln in script if ln.startswith("reorder ")]
+    tile_loop = order[order.index(nest.reduce[0]) - 1]
+    assert tile_loop not in nest.reduce and tile_loop != order[0]
+    (cached,) = [ln for ln in script if ln.startswith("cache_write ")]
+    assert cached.startswith(f"cache_write {K}/{tile_loop} ")
+
+
+# out[i, j] = x[j] + 1 over ROWS x 16384: `ROWS * 16384` iterations, 16384 elements read
+STREAM = """
+func.func @main(%x: memref<16384xf32>, %out: memref<ROWSx16384xf32>)
+    attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "k" {
+    loop.for %i = 0 to ROWS step 1 {name = "i0", parallel} {
+      loop.for %j = 0 to 16384 step 1 {name = "i1"} {
+        %v = memref.load %x[%j] : memref<16384xf32>
+        %one = arith.constant 1.0 : f32
+        %w = arith.addf %v, %one : f32
+        memref.store %w, %out[%i, %j] : memref<ROWSx16384xf32>
+      }
+    }
+  }
+  func.return
+}"""
+
+
+@pytest.mark.parametrize("rows, parallel", [(2, True), (4, True), (8, False)])
+def test_a_small_kernel_stays_parallel_only_while_it_streams(rows, parallel):
+    """default.py:667: a kernel below SERIAL_WORK (2^18 iterations) runs serial unless it
+    streams: at least STREAM_SERIAL_WORK (2^15) iterations and at most STREAM_RATIO (4)
+    per element read. 16384 elements read: 2 and 4 rows (2^15 and 2^16 iterations, 2 and 4 per element)
+    stream and keep their parallel loop, 8 rows (8 per element) are serialised."""
+    (kernel,) = kernels(parse_module(STREAM.replace("ROWS", str(rows))))
+    assert default.STREAM_SERIAL_WORK <= rows * 16384 < default.SERIAL_WORK
+    default.finish_kernel(kernel)
+    (outer,) = [lp for lp in kernel.loops() if lp.loop_name == "i0"]
+    assert (outer.parallel is not None) == parallel
+
+
+def _winograd_module(tmp_path, width: int):
+    model = _model(
+        tmp_path,
+        f"model w(x: f32[B, 4, {width}, {width}]) {{\n"
+        "  param k: f32[8, 4, 3, 3] = kaiming(seed=5)\n"
+        "  return relu(conv2d(x, k, padding=1))\n}\n",
+    )
+    opts = pipeline.PipelineOptions(
+        opt_level=3,
+        schedule=True,
+        extra={
+            "graph-winograd": {"where": "all"},
+            "loop-default-schedule": {"winograd_fuse": True},
+        },
+    )
+    return pipeline.lower(
+        model.module.clone(), "loop", opts, weights=dict(api.check_weights(model))
+    )
+
+
+@pytest.mark.parametrize("width, unrolled", [(32, True), (16, False)])
+def test_fused_winograd_unrolls_the_copy_out_of_rows_of_whole_vectors(tmp_path, width, unrolled):
+    """winograd.py:255: the fused Winograd schedule unrolls the register tile's copy-out
+    vector loop (the accumulator's last dim) for rows of whole vectors of tiles, tiles // 2
+    >= LANES (16): an output 32 wide is 16 tiles per row (unrolled), 16 wide is 8 (not)."""
+    module = _winograd_module(tmp_path, width)
+    found = {lp.loop_name: lp for lp in module.walk() if isinstance(lp, ForOp) and lp.loop_name}
+    acc = sorted(n for n in found if re.fullmatch(r"\w+_b_acc_out\d", n))
+    assert acc, sorted(found)  # the fused schedule took the conv
+    last = found[acc[-1]]
+    assert (last.attributes.get("unroll") is not None) == unrolled
+
+
+MANY = """
+func.func @main(%x: memref<64x64xf32>, %y: memref<64x64xf32>, %z: memref<64x64xf32>)
+    attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 2 : i64} {
+  MM(mm_0, y)
+  MM(mm_1, z)
+  func.return
+}"""
+
+
+def _mm(match) -> str:
+    name, out = (p.strip() for p in match.group(1).split(","))
+    return f"""loop.kernel "{name}" {{
+    loop.for %i = 0 to 64 step 1 {{name = "i0"}} {{
+      loop.for %j = 0 to 64 step 1 {{name = "i1"}} {{
+        %acc = memref.alloca() : memref<f32>
+        %z0 = arith.constant 0.000000e+00 : f32
+        memref.store %z0, %acc[] : memref<f32>
+        loop.for %r = 0 to 64 step 1 {{name = "r0", reduction}} {{
+          %a = memref.load %x[%i, %r] : memref<64x64xf32>
+          %b = memref.load %x[%r, %j] : memref<64x64xf32>
+          %p = arith.mulf %a, %b : f32
+          %c = memref.load %acc[] : memref<f32>
+          %s = arith.addf %c, %p : f32
+          memref.store %s, %acc[] : memref<f32>
+        }}
+        %v = memref.load %acc[] : memref<f32>
+        memref.store %v, %{out}[%i, %j] : memref<64x64xf32>
+      }}
+    }}
+  }}"""
+
+
+def test_a_spent_search_budget_leaves_every_remaining_kernel_unscheduled(monkeypatch, capsys):
+    """default.py:856: once the search budget is spent, every kernel reached after it keeps
+    the identity schedule (`"none"`), not only the first, and the note counts them all."""
+    monkeypatch.setattr(default, "SEARCH_BUDGET", 0.0)
+    module = parse_module(re.sub(r"MM\(([^)]*)\)", _mm, MANY))
+    how = default.apply_tuned_or_default(module)
+    assert how == {"mm_0": "none", "mm_1": "none"}
+    assert "2 of 2 kernels keep the identity schedule" in capsys.readouterr().err
+
+
+def test_a_spent_budget_in_the_default_schedule_counts_every_kernel(capsys):
+    """The same rule in `apply_default` (its own `continue`, default.py:816): a budget of 0 s
+    leaves both kernels with te-to-loop's nests, and the note counts both."""
+    module = parse_module(re.sub(r"MM\(([^)]*)\)", _mm, MANY))
+    default.apply_default(module, budget=0.0)
+    assert "2 of 2 kernels keep the identity schedule" in capsys.readouterr().err
+    assert [lp.loop_name for lp in module.walk() if isinstance(lp, ForOp)] == ["i0", "i1", "r0"] * 2
