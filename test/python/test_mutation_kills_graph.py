@@ -1,0 +1,186 @@
+"""Tests written against surviving mutants of the graph rewrites, graph-to-te and the ONNX
+importer (issue 35's named survivors, bench/mutation.py --area graph-rewrites / lowering):
+a simplification whose condition holds on only some elements of a constant, reductions
+over booleans, and an importer diagnostic naming its node. Expected values are numpy
+written out in the test."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from xdsl.context import Context
+from xdsl.passes import PassPipeline
+from xdsl.transforms import get_all_passes
+
+import dlpc
+from dlpc.model import Model
+from dlpc.passes.pipeline import parse_module
+from dlpc.universe import PASSES
+
+TARGETS = ["numpy", "c"]
+
+
+def compiled(src: str, target: str, level: int):
+    return dlpc.compile(Model(parse_module(src), {}, "m"), target, opt_level=level)
+
+
+def op_names(src: str, spec: str = "graph-simplify") -> list[str]:
+    """The ops of `src` after the pass pipeline `spec`."""
+    module = parse_module(src)
+    PassPipeline.parse_spec({**get_all_passes(), **PASSES}, spec).apply(Context(), module)
+    return [op.name for op in module.walk()]
+
+
+# ---------------------------------------- a unit that only some elements of a constant are
+
+PARTIAL_UNITS = [
+    # (graph op, constant, numpy): the constant's first element is the unit, not the rest
+    ("graph.mul", "[1.0, 2.0]", lambda x, c: x * c),
+    ("graph.add", "[0.0, 3.0]", lambda x, c: x + c),
+    ("graph.sub", "[0.0, 3.0]", lambda x, c: x - c),
+    ("graph.div", "[1.0, 4.0]", lambda x, c: x / c),
+]
+
+
+@pytest.mark.parametrize("op,const,ref", PARTIAL_UNITS, ids=[p[0] for p in PARTIAL_UNITS])
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_constant_with_only_some_units_is_not_forwarded(op, const, ref, target):
+    """`x * [1, 2]` is not x: the unit rule needs every element to be the unit."""
+    src = f"""
+func.func @main(%x: tensor<3x2xf32>) -> tensor<3x2xf32> {{
+  %c = graph.constant dense<{const}> : tensor<2xf32>
+  %y = {op} %x, %c : (tensor<3x2xf32>, tensor<2xf32>) -> tensor<3x2xf32>
+  func.return %y : tensor<3x2xf32>
+}}"""
+    x = np.arange(6, dtype=np.float32).reshape(3, 2) - 2.5
+    c = np.array(eval(const), np.float32)
+    (got,) = compiled(src, target, 2)(x)
+    np.testing.assert_allclose(got, ref(x, c), rtol=1e-6)
+
+
+def test_a_constant_with_only_some_zeros_does_not_zero_a_product():
+    """`[0, 2] * x` keeps the mul: x * 0 -> 0 needs every element 0."""
+    src = """
+func.func @main(%x: tensor<2xf32>) -> tensor<2xf32> {
+  %c = graph.constant dense<[0.0, 2.0]> : tensor<2xf32>
+  %y = graph.mul %c, %x : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+  func.return %y : tensor<2xf32>
+}"""
+    assert "graph.mul" in op_names(src)
+    x = np.array([3.0, -1.5], np.float32)
+    for target in TARGETS:
+        (got,) = compiled(src, target, 2)(x)
+        np.testing.assert_array_equal(got, np.array([0.0, -3.0], np.float32))
+
+
+def test_exp_log_of_a_constant_with_a_negative_element_keeps_its_nan():
+    """exp(log(c)) -> c only for c >= 0 everywhere: exp(log(-1)) is nan, not -1."""
+    src = """
+func.func @main(%x: tensor<2xf32>) -> tensor<2xf32> {
+  %c = graph.constant dense<[4.0, -1.0]> : tensor<2xf32>
+  %l = graph.log %c : (tensor<2xf32>) -> tensor<2xf32>
+  %e = graph.exp %l : (tensor<2xf32>) -> tensor<2xf32>
+  %y = graph.add %x, %e : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+  func.return %y : tensor<2xf32>
+}"""
+    assert "graph.exp" in op_names(src)
+    x = np.array([1.0, 1.0], np.float32)
+    for target in TARGETS:
+        (got,) = compiled(src, target, 0)(x)
+        assert got[0] == pytest.approx(5.0) and np.isnan(got[1])
+
+
+# ------------------------------------------------------------- reductions over booleans
+
+# an all-true, an all-false and a mixed row (axis 1); the transpose has them as columns
+BOOL_X = np.array(
+    [[True, True, True, True], [False, False, False, False], [True, False, True, False]]
+)
+
+BOOL_REDUCTIONS = [
+    ("graph.reduce_max", 1, BOOL_X, lambda x: x.any(axis=1)),
+    ("graph.reduce_min", 1, BOOL_X, lambda x: x.all(axis=1)),
+    ("graph.reduce_max", 0, BOOL_X.T.copy(), lambda x: x.any(axis=0)),
+    ("graph.reduce_min", 0, BOOL_X.T.copy(), lambda x: x.all(axis=0)),
+]
+
+
+@pytest.mark.parametrize("op,axis,x,ref", BOOL_REDUCTIONS)
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("level", [0, 2])
+def test_max_and_min_over_booleans_are_any_and_all(op, axis, x, ref, target, level):
+    """An all-true row's min is true and an all-false row's max false: the i1
+    accumulator starts at false (max) or true (min), not at a signed i1's -1 / 0."""
+    rows, cols = x.shape
+    src = f"""
+func.func @main(%x: tensor<{rows}x{cols}xi1>) -> tensor<3xi1> {{
+  %y = {op} %x {{axes = array<i64: {axis}>}} : (tensor<{rows}x{cols}xi1>) -> tensor<3xi1>
+  func.return %y : tensor<3xi1>
+}}"""
+    (got,) = compiled(src, target, level)(x)
+    np.testing.assert_array_equal(np.asarray(got, bool), ref(x))
+    assert np.asarray(got).dtype == np.bool_
+
+
+def test_counting_booleans_through_a_cast():
+    """sum(cast(mask, f32)) counts the trues; mean is their fraction."""
+    src = """
+func.func @main(%x: tensor<3x4xi1>) -> (tensor<3xf32>, tensor<4xf32>) {
+  %f = graph.cast %x {to = f32} : (tensor<3x4xi1>) -> tensor<3x4xf32>
+  %s = graph.reduce_sum %f {axes = array<i64: 1>} : (tensor<3x4xf32>) -> tensor<3xf32>
+  %m = graph.reduce_mean %f {axes = array<i64: 0>} : (tensor<3x4xf32>) -> tensor<4xf32>
+  func.return %s, %m : tensor<3xf32>, tensor<4xf32>
+}"""
+    for target in TARGETS:
+        s, m = compiled(src, target, 2)(BOOL_X)
+        np.testing.assert_array_equal(s, BOOL_X.sum(axis=1).astype(np.float32))
+        np.testing.assert_allclose(m, BOOL_X.mean(axis=0).astype(np.float32), rtol=1e-6)
+
+
+# ------------------------------------------------------------- an importer diagnostic
+
+
+def _onnx_model(nodes):
+    onnx = pytest.importorskip("onnx", reason="onnx is not installed (pip install -e '.[onnx]')")
+    h = onnx.helper
+    f = onnx.TensorProto.FLOAT
+    graph = h.make_graph(
+        nodes,
+        "g",
+        [h.make_tensor_value_info("x", f, [2])],
+        [h.make_tensor_value_info("z", f, [2])],
+    )
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
+
+
+def test_an_unnamed_node_reading_an_undefined_input_is_one_line_naming_it():
+    """The node is named by its index and first output when it has no name."""
+    from onnx import helper
+
+    from dlpc.diagnostics import DlpcError
+    from dlpc.frontends.onnx import load_model
+
+    model = _onnx_model(
+        [helper.make_node("Relu", ["x"], ["y"]), helper.make_node("Add", ["y", "w"], ["z"])]
+    )
+    with pytest.raises(DlpcError) as info:
+        load_model(model)
+    text = str(info.value)
+    assert "\n" not in text
+    assert "node #1 (Add -> 'z'): error: input 'w' is not defined before its use" in text
+
+
+def test_a_function_attribute_reference_is_one_line_naming_the_node():
+    from onnx import AttributeProto, helper
+
+    from dlpc.diagnostics import DlpcError
+    from dlpc.frontends.onnx import load_model
+
+    node = helper.make_node("LeakyRelu", ["x"], ["z"], name="act")
+    ref = AttributeProto(name="alpha", ref_attr_name="a", type=AttributeProto.FLOAT)
+    node.attribute.append(ref)
+    with pytest.raises(DlpcError) as info:
+        load_model(_onnx_model([node]))
+    text = str(info.value)
+    assert "\n" not in text
+    assert "node 'act' (LeakyRelu): error: attribute 'alpha' refers to a function attribute" in text
