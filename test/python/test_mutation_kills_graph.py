@@ -184,3 +184,92 @@ def test_a_function_attribute_reference_is_one_line_naming_the_node():
     text = str(info.value)
     assert "\n" not in text
     assert "node 'act' (LeakyRelu): error: attribute 'alpha' refers to a function attribute" in text
+
+
+# ------------------------------------- graph-rewrites survivors of the seed-36 sample
+
+
+def _reference(src: str, spec: str, inputs, weights=None):
+    """The numpy reference of `src` before and after the pipeline `spec`, and its ops."""
+    from dlpc.reference.graph import run_reference
+
+    module = parse_module(src)
+    before = run_reference(module, inputs, weights or {})
+    PassPipeline.parse_spec({**get_all_passes(), **PASSES}, spec).apply(Context(), module)
+    module.verify()
+    after = run_reference(module, inputs, weights or {})
+    return before, after, [op.name for op in module.walk()]
+
+
+def test_a_rank_3_spatial_mean_is_a_global_average_pool():
+    """mean over axis 2 of [N, C, L], keepdims, is global_avg_pool at rank 3 too
+    (simplify.py:250, `rank >= 3`)."""
+    src = """
+func.func @main(%x: tensor<2x3x5xf32>) -> tensor<2x3x1xf32> {
+  %y = graph.reduce_mean %x {axes = array<i64: 2>, keepdims = true} : (tensor<2x3x5xf32>) -> tensor<2x3x1xf32>
+  func.return %y : tensor<2x3x1xf32>
+}"""
+    x = np.random.default_rng(0).standard_normal((2, 3, 5)).astype(np.float32)
+    _, (after,), ops = _reference(src, "graph-simplify", [x])
+    assert "graph.global_avg_pool" in ops and "graph.reduce_mean" not in ops
+    np.testing.assert_allclose(after, x.mean(axis=2, keepdims=True), rtol=1e-5, atol=1e-6)
+
+
+def test_zero_times_x_is_zero_with_the_constant_first():
+    """0 * x -> 0 with the zero on the left as well as the right (simplify.py:107)."""
+    src = """
+func.func @main(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %z = graph.constant dense<0.0> : tensor<2x3xf32>
+  %y = graph.mul %z, %x : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  func.return %y : tensor<2x3xf32>
+}"""
+    x = np.ones((2, 3), np.float32)
+    _, (after,), ops = _reference(src, "graph-simplify", [x])
+    assert "graph.mul" not in ops
+    np.testing.assert_array_equal(after, np.zeros((2, 3), np.float32))
+
+
+def test_constants_added_after_an_add_of_x_are_summed_once():
+    """(x + c2) + c1 -> x + (c1 + c2): the inner add on the left is tried too
+    (substitute.py:78, the operand-order loop)."""
+    src = """
+func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %c2 = graph.constant dense<[1.0, 2.0, 3.0, 4.0]> : tensor<4xf32>
+  %c1 = graph.constant dense<0.5> : tensor<4xf32>
+  %a = graph.add %x, %c2 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %b = graph.add %a, %c1 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  func.return %b : tensor<4xf32>
+}"""
+    x = np.array([0.0, -1.0, 2.0, 8.0], np.float32)
+    _, (after,), ops = _reference(src, "graph-substitute,graph-fold-constants", [x])
+    assert ops.count("graph.add") == 1
+    np.testing.assert_array_equal(after, x + np.array([1.5, 2.5, 3.5, 4.5], np.float32))
+
+
+def test_an_nchw_batch_norm_after_an_nhwc_conv_is_not_folded():
+    """The batch norm normalises the NHWC conv's axis 1 (H), not its channels: folding it
+    into the conv's weight would scale channels instead (substitute.py:253, layouts
+    compared with `!=`; the lit test has the other order)."""
+    src = """
+func.func @main(%x: tensor<1x6x6x3xf32>) -> tensor<1x4x4x4xf32> {
+  %w = graph.param "w" : tensor<4x3x3x3xf32>
+  %g = graph.param "g" : tensor<4xf32>
+  %b = graph.param "b" : tensor<4xf32>
+  %m = graph.param "m" : tensor<4xf32>
+  %v = graph.param "v" : tensor<4xf32>
+  %c = graph.conv2d %x, %w {layout = "nhwc"} : (tensor<1x6x6x3xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x4x4xf32>
+  %y = graph.batch_norm %c, %g, %b, %m, %v : (tensor<1x4x4x4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<1x4x4x4xf32>
+  func.return %y : tensor<1x4x4x4xf32>
+}"""
+    rng = np.random.default_rng(1)
+    weights = {
+        "w": rng.standard_normal((4, 3, 3, 3)).astype(np.float32),
+        "g": np.array([1.0, 2.0, 3.0, 4.0], np.float32),
+        "b": np.array([0.5, -1.0, 0.0, 2.0], np.float32),
+        "m": np.array([0.1, 0.2, -0.3, 0.0], np.float32),
+        "v": np.array([1.0, 4.0, 0.25, 2.0], np.float32),
+    }
+    x = rng.standard_normal((1, 6, 6, 3)).astype(np.float32)
+    (before,), (after,), ops = _reference(src, "graph-substitute", [x], weights)
+    assert "graph.batch_norm" in ops
+    np.testing.assert_allclose(after, before, rtol=1e-5, atol=1e-5)
