@@ -8,15 +8,18 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 
 import dlpc
 from dlpc import api
+from dlpc.backends.runtime.cbuild import CFunction
 from dlpc.dialects.loop import ForOp, kernels
 from dlpc.passes import pipeline
 from dlpc.passes.pipeline import parse_module
 from dlpc.passes.schedule import default
 from dlpc.passes.schedule.conv import conv_script
+from dlpc.passes.schedule.deinterleave import cache_read_deinterleaved
 from dlpc.passes.schedule.nest import analyse
 
 
@@ -163,3 +166,139 @@ def test_a_spent_budget_in_the_default_schedule_counts_every_kernel(capsys):
     default.apply_default(module, budget=0.0)
     assert "2 of 2 kernels keep the identity schedule" in capsys.readouterr().err
     assert [lp.loop_name for lp in module.walk() if isinstance(lp, ForOp)] == ["i0", "i1", "r0"] * 2
+
+
+# y[i] = sum over r of x[2 * i + C +- r] (r from LO to HI): a stride-2 window read, the
+# output loop i innermost, for cache_read ... deinterleave at the outer loop o
+WINDOW = """
+func.func @main(%x: memref<20xf32>, %y: memref<8xf32>)
+    attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "k" {
+    loop.for %i = 0 to 8 step 1 {name = "init"} {
+      %z = arith.constant 0.000000e+00 : f32
+      memref.store %z, %y[%i] : memref<8xf32>
+    }
+    loop.for %o = 0 to 1 step 1 {name = "o"} {
+      loop.for %r = LO to HI step 1 {name = "r0", reduction} {
+        loop.for %i = 0 to 8 step 1 {name = "i0"} {
+          %two = arith.constant 2 : index
+          %c = arith.constant C : index
+          %i2 = arith.muli %i, %two : index
+          %q0 = arith.addi %i2, %c : index
+          %q = OP %q0, %r : index
+          %v = memref.load %x[%q] : memref<20xf32>
+          %p = memref.load %y[%i] : memref<8xf32>
+          %s = arith.addf %p, %v : f32
+          memref.store %s, %y[%i] : memref<8xf32>
+        }
+      }
+    }
+  }
+  func.return
+}"""
+
+
+@pytest.mark.parametrize(
+    "lo, hi, c, op",
+    [
+        (0, 3, 2, "arith.subi"),  # x[2i + 2 - r]: a reversed window (coefficient -1)
+        (3, 6, 0, "arith.addi"),  # x[2i + r], r from 3: a window loop not starting at 0
+    ],
+)
+def test_deinterleave_takes_reversed_and_offset_windows(lo, hi, c, op):
+    """deinterleave.py:85: `_minimum` of the part of the last index that the stride does
+    not divide is the least over each loop's first and last iteration (lower and
+    lower + (trips - 1) * stride). Here it is 0 (2 - r over r = 0..2; r - 3 over r =
+    3..5): both nests deinterleave (no refusal) and compute what they did before."""
+    text = WINDOW.replace("LO", str(lo)).replace("HI", str(hi)).replace("C", str(c))
+    text = text.replace("OP", op)
+    x = (np.arange(20, dtype=np.float32) - 7) ** 2
+    (want,) = CFunction(parse_module(text), name="window")(x)
+    module = parse_module(text)
+    cache_read_deinterleaved(module, "k", "o", "x")
+    assert "x_q" in str(module)
+    (got,) = CFunction(module, name="window_q")(x)
+    np.testing.assert_array_equal(got, want)
+
+
+# y[i] = sum over r < R of x[2 * i + r - P] (0 outside x): a padded stride-2 window
+PADDED = """
+func.func @main(%x: memref<Nxf32>, %y: memref<Ixf32>)
+    attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "k" {
+    loop.for %o = 0 to 1 step 1 {name = "o"} {
+      loop.for %r = 0 to R step 1 {name = "r0", reduction} {
+        loop.for %i = 0 to I step 1 {name = "i0"} {
+          %two = arith.constant 2 : index
+          %pad = arith.constant P : index
+          %zi = arith.constant 0 : index
+          %n = arith.constant N : index
+          %i2 = arith.muli %i, %two : index
+          %q0 = arith.addi %i2, %r : index
+          %q = arith.subi %q0, %pad : index
+          %c0 = arith.cmpi sge, %q, %zi : index
+          %c1 = arith.cmpi slt, %q, %n : index
+          %in = arith.andi %c0, %c1 : i1
+          %v = scf.if %in -> (f32) {
+            %l = memref.load %x[%q] : memref<Nxf32>
+            scf.yield %l : f32
+          } else {
+            %zz = arith.constant 0.000000e+00 : f32
+            scf.yield %zz : f32
+          }
+          %p = memref.load %y[%i] : memref<Ixf32>
+          %s = arith.addf %p, %v : f32
+          memref.store %s, %y[%i] : memref<Ixf32>
+        }
+      }
+    }
+  }
+  func.return
+}"""
+
+
+def _padded_loops(n: int, i: int, r: int, p: int) -> dict[str, ForOp]:
+    text = PADDED.replace("N", str(n)).replace("I", str(i)).replace("R", str(r))
+    module = parse_module(text.replace("P", str(p)))
+    cache_read_deinterleaved(module, "k", "o", "x")
+    return {lp.loop_name or "": lp for lp in module.walk() if isinstance(lp, ForOp)}
+
+
+def test_a_phase_wholly_in_the_padding_gets_no_copy_loop():
+    """deinterleave.py:300: a phase with nothing in bounds gets no copy loop. The box
+    2i + r - 5 (i, r < 2) is columns -5..-2 of a 4-long x: phase 0 (-5, -3) and phase 1
+    (-4, -2) are both padding, so only the fill loops are written, each 0 to 2."""
+    loops = _padded_loops(4, 2, 2, 5)
+    assert sorted(n for n in loops if n.startswith("x_q")) == ["x_q_fill0p0", "x_q_fill0p1"]
+    assert all(lp.lower < lp.upper for lp in loops.values())
+
+
+@pytest.mark.parametrize("outputs, edges", [(8192, True), (8193, False)])
+def test_edge_fill_is_for_phase_planes_up_to_64_kib(outputs, edges):
+    """deinterleave.py:230: a padded box's phase planes of at most EDGE_FILL_BYTES (64 KiB)
+    get the fill value only where the copies do not write (`_fill_nest`: per phase,
+    `x_q_fill0p<phase>`); larger ones are filled whole first (`x_q_fill0`, `x_q_fill1`).
+    8192 outputs: the box 2i + r - 1 is 16384 columns, 2 planes of 8192 floats = 64 KiB
+    exactly (edges); 8193 outputs: 2 x 8193 floats (whole)."""
+    loops = _padded_loops(16384, outputs, 2, 1)
+    fills = sorted(n for n in loops if "_fill" in n)
+    assert fills == (["x_q_fill0p0"] if edges else ["x_q_fill0", "x_q_fill1"])
+
+
+def test_deinterleaved_phase_copies_sit_in_the_innermost_row_loop():
+    """deinterleave.py:243: the phase copies go in the innermost of the box's outer loops
+    (they index the plane with every outer loop's variable). loop-cache-read-deinterleave's
+    conv staged at i0: a box of 1 x 2 x 7 rows, loops xq_in0 > xq_in1 > xq_in2, the copies
+    xq_in3p0 and xq_in3p1 in xq_in2. (The lit file checks it too; bench/fastlit.py hands a
+    failing lit file to lit, whose environment drops PYTHONPATH, so a mutation run sees
+    it pass.)"""
+    from pathlib import Path
+
+    path = Path(__file__).parent.parent / "passes" / "loop-cache-read-deinterleave.mlir"
+    text = "\n".join(ln for ln in path.read_text().splitlines() if not ln.startswith("//"))
+    module = parse_module(text)
+    cache_read_deinterleaved(module, "cs", "i0", "x", "xq")
+    loops = {lp.loop_name: lp for lp in module.walk() if isinstance(lp, ForOp)}
+    for phase in ("xq_in3p0", "xq_in3p1"):
+        parent = loops[phase].parent_op()
+        assert isinstance(parent, ForOp) and parent.loop_name == "xq_in2"
