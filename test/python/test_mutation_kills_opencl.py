@@ -5,11 +5,12 @@ the expected choice read off the heuristic's documented rule."""
 
 from __future__ import annotations
 
+import math
 import re
 
 import pytest
 
-from dlpc.backends.opencl import OpenCLEmitter, plan_launch
+from dlpc.backends.opencl import OpenCLEmitter, emit_opencl, plan_launch
 from dlpc.backends.opencl.lanes import _ragged
 from dlpc.dialects.loop import ForOp, KernelOp
 from dlpc.passes.pipeline import parse_module
@@ -173,3 +174,69 @@ func.func @main(%x: memref<8xf32>, %y: memref<8xf32>, %z: memref<8xf32>)
     xs = [p for p in params if re.search(r"\bv_x\b", p)]
     assert len(xs) == 1 and "const float" in xs[0], params
     assert all("const" not in p for p in params if re.search(r"\bv_[yz]\b", p)), params
+
+
+# y[i, j] = -x[i, j, j]: the 16 columns j are one float16 vector (8 inner lanes widened:
+# no middle loop, 2 mapped lanes over the 4 rows i)
+DIAGONAL = """
+func.func @main(%x: memref<4x16x16xf32>, %y: memref<4x16xf32>)
+    attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "diag" {
+    loop.for %i = 0 to 4 step 1 {name = "i0", parallel} {
+      loop.for %j = 0 to 16 step 1 {name = "i1"} {
+        %v = memref.load %x[%i, %j, %j] : memref<4x16x16xf32>
+        %w = arith.negf %v : f32
+        memref.store %w, %y[%i, %j] : memref<4x16xf32>
+      }
+    }
+  }
+  func.return
+}"""
+
+
+def test_a_diagonal_read_is_no_contiguous_vector_access():
+    """kernel_writer.py:240: a 16-lane access is one unaligned vector load or store only
+    when the vector loop's variable is in the last index and in no other: y[i, j] is
+    (one dlpc_float16u store per mapped lane), x[i, j, j] is not (the middle index moves
+    with j too: 16 scalar loads per mapped lane)."""
+    module = parse_module(DIAGONAL)
+    (kernel,) = [k for k in module.walk() if isinstance(k, KernelOp)]
+    launch = plan_launch(kernel, "diag")
+    assert launch.vector is not None and launch.lanes[launch.vector] == 16
+    source = emit_opencl(module)
+    assert source.count("*(__global dlpc_float16u *)&v_y[") == 2
+    assert "dlpc_float16u *)&v_x[" not in source
+    assert len(re.findall(r"= v_x\[", source)) == 2 * 16
+
+
+# y[i, j] = x[i, j] where it is positive: an scf.if with no result under 8 vector lanes
+GUARDED_STORE = """
+func.func @main(%x: memref<4x8xf32>, %y: memref<4x8xf32>)
+    attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "pos" {
+    loop.for %i = 0 to 4 step 1 {name = "i0", parallel} {
+      loop.for %j = 0 to 8 step 1 {name = "i1"} {
+        %v = memref.load %x[%i, %j] : memref<4x8xf32>
+        %z = arith.constant 0.000000e+00 : f32
+        %c = arith.cmpf ogt, %v, %z : f32
+        scf.if %c {
+          memref.store %v, %y[%i, %j] : memref<4x8xf32>
+        }
+      }
+    }
+  }
+  func.return
+}"""
+
+
+def test_a_guarded_store_under_vector_lanes_is_no_masked_load():
+    """kernel_writer.py:283: only an scf.if yielding one f32 (a padded read) is a masked
+    load; a guarded store under the 8 vector lanes (no result) is written per lane, one
+    `if` around each lane's store."""
+    module = parse_module(GUARDED_STORE)
+    (kernel,) = [k for k in module.walk() if isinstance(k, KernelOp)]
+    launch = plan_launch(kernel, "pos")
+    assert launch.vector is not None and launch.lanes[launch.vector] == 8
+    source = emit_opencl(module)
+    lanes = math.prod(launch.lanes.values())
+    assert len(re.findall(r"if \(v_c\w*\) \{\n\s*v_y\[", source)) == lanes
