@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import io
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from dlpc.diagnostics import DlpcError
+
+MLP = Path(__file__).parents[2] / "examples" / "mlp.dlpc"
 
 TINY = """model tiny(x: f32[B, 4]) {
   param w: f32[3, 4] = kaiming(seed=1)
@@ -159,7 +162,7 @@ def test_tune_timing_table_in_milliseconds(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(dlpc_tune, "bound_weights", lambda m: None)
     monkeypatch.setattr(dlpc_tune, "replay_note", lambda *a: "")
     log_path = str(tmp_path / "t.json")
-    assert dlpc_tune.main(["examples/mlp.dlpc", "--log", log_path, "--trials", "1"]) == 0
+    assert dlpc_tune.main([str(MLP), "--log", log_path, "--trials", "1"]) == 0
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if line.startswith("k0"))
     assert row.split() == ["k0", "2.0000", "1.0000", "2.00x"]
