@@ -265,7 +265,9 @@ def _padded_loops(n: int, i: int, r: int, p: int) -> dict[str, ForOp]:
 
 
 def test_a_phase_wholly_in_the_padding_gets_no_copy_loop():
-    """deinterleave.py:300: a phase with nothing in bounds gets no copy loop. The box
+    """deinterleave.py:256 (the copy's phase test; the sampled :300 is the fill's, which
+    is equivalent: `_fill_nest` never passes it a start past its end): a phase with nothing
+    in bounds gets no copy loop. The box
     2i + r - 5 (i, r < 2) is columns -5..-2 of a 4-long x: phase 0 (-5, -3) and phase 1
     (-4, -2) are both padding, so only the fill loops are written, each 0 to 2."""
     loops = _padded_loops(4, 2, 2, 5)
