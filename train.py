@@ -41,6 +41,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import numpy as np
+from xdsl.dialects.builtin import ModuleOp
 
 from dlpc import api
 from dlpc.backends.runtime.cbuild import CFunction
@@ -287,7 +288,10 @@ class _Evaluator:
 
 
 class Trainer:
-    """A compiled training step with resident state; see the module docstring."""
+    """A compiled training step with resident state; see the module docstring.
+
+    `distribute`: applied to every step module after graph-autodiff (the partition passes'
+    hook: `dlpc.dist`'s trainers pass their data/tensor/pipeline split)."""
 
     def __init__(
         self,
@@ -306,6 +310,7 @@ class Trainer:
         bn_momentum: float = 0.1,
         cycle_momentum: bool = False,
         scheduler: Callable[[Trainer], object] | None = None,
+        distribute: Callable[[ModuleOp], None] | None = None,
     ):
         if isinstance(model, str | os.PathLike) and weights is not None:
             model = api.load(model, weights=weights, batch=batch_size)
@@ -335,6 +340,7 @@ class Trainer:
             accumulate=accumulate,
             return_grads=return_grads,
             bn_momentum=bn_momentum,
+            distribute=distribute,
         )
         self.compiled = api.compile(
             self.step_model, target=target, opt_level=opt_level, fold_weights=False
@@ -343,6 +349,7 @@ class Trainer:
         self._evaluator: _Evaluator | None = None
         self._loss_module = None  # a graph loss alone (validation), built when first used
         self._frozen = frozen
+        self._distribute = distribute  # (every step built later is partitioned the same way)
         self._bn_momentum = bn_momentum
         self._partial: dict[int, _Resident] = {}  # steps at a last partial batch's size
         self.epoch = 0  # completed epochs of `fit` (saved with the state)
@@ -650,6 +657,7 @@ class Trainer:
                 self._frozen,
                 accumulate=self.spec.accumulate,
                 bn_momentum=self._bn_momentum,
+                distribute=self._distribute,
             )
             compiled = api.compile(
                 step_model, target=self.target, opt_level=self.opt_level, fold_weights=False

@@ -16,7 +16,6 @@ mpi4py; on C between compiled segments, dlpc.runtime.comm_split).
 
 from __future__ import annotations
 
-import contextlib
 import io
 import os
 from collections.abc import Callable, Iterator
@@ -61,22 +60,6 @@ def check_divides(batch: int, ranks: int) -> None:
         )
 
 
-@contextlib.contextmanager
-def steps_distributed_by(distribute: Callable[[ModuleOp], None]):
-    """While the Trainer builds its step, build it with `distribute` applied after
-    graph-autodiff (train_step_module's hook), without a second copy of the Trainer."""
-    build = train_module.train_step_module
-
-    def distributed(*args, **kwargs):
-        return build(*args, **kwargs, distribute=distribute)
-
-    train_module.train_step_module = distributed  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        train_module.train_step_module = build  # type: ignore[assignment]
-
-
 class DataParallelTrainer(train_module.Trainer):
     """`dlpc.train.Trainer` on every rank of MPI_COMM_WORLD (see the module docstring):
     `batch_size` is the global batch; `step(x, y)` and `fit` take global batches."""
@@ -117,17 +100,17 @@ class DataParallelTrainer(train_module.Trainer):
         self.global_batch = batch_size
         self.group = (self.ranks, (), (), "")
         self.bucket_mb = bucket_mb
-        with steps_distributed_by(self._partition(batch_size)):
-            super().__init__(
-                model,
-                loss,
-                optimizer,
-                batch_size // self.ranks,
-                target,
-                opt_level,
-                weights,
-                **options,
-            )
+        super().__init__(
+            model,
+            loss,
+            optimizer,
+            batch_size // self.ranks,
+            target,
+            opt_level,
+            weights,
+            distribute=self._partition(batch_size),
+            **options,
+        )
         self.local_batch = self.batch_size
         self.batch_size = batch_size  # `fit` cuts global batches; `_step` takes its share
         # rank 0's initial params and optimizer state on every rank

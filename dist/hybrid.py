@@ -33,7 +33,7 @@ import dlpc.train as train_module
 from dlpc import api
 from dlpc.diagnostics import DlpcError
 from dlpc.dialects import comm
-from dlpc.dist.data_parallel import check_divides, steps_distributed_by
+from dlpc.dist.data_parallel import check_divides
 from dlpc.dist.pipeline import stage_hook
 from dlpc.model import Model
 from dlpc.passes.dist.data_parallel import data_parallel
@@ -95,8 +95,9 @@ class HybridTrainer(train_module.Trainer):
             tensor_parallel_grads(m, tp, tp_group)
             data_parallel(m, dp, bucket_mb, batch_size, dp_group)
 
-        with steps_distributed_by(distribute):
-            super().__init__(split, loss, optimizer, local, target, opt_level, **options)
+        super().__init__(
+            split, loss, optimizer, local, target, opt_level, distribute=distribute, **options
+        )
         self.local_batch = local
         self.global_batch = self.batch_size = batch_size
         # the first dp row's initial state (params and optimizer state) down every column
@@ -181,10 +182,17 @@ class HybridPipelineTrainer(train_module.Trainer):
             stage(m)
             data_parallel(m, dp, bucket_mb, batch_size, dp_group)
 
-        with steps_distributed_by(distribute):
-            super().__init__(
-                model, checked, optimizer, local, target, opt_level, weights, **options
-            )
+        super().__init__(
+            model,
+            checked,
+            optimizer,
+            local,
+            target,
+            opt_level,
+            weights,
+            distribute=distribute,
+            **options,
+        )
         self.local_batch = local
         self.global_batch = self.batch_size = batch_size
         state = self._resident.current()

@@ -35,7 +35,6 @@ import dlpc.train as train_module
 from dlpc import api
 from dlpc.diagnostics import DlpcError
 from dlpc.dialects import comm, graph
-from dlpc.dist.data_parallel import steps_distributed_by
 from dlpc.model import Model
 from dlpc.passes.dist.data_parallel import result_names
 from dlpc.passes.dist.pipeline import STASH, build_stage, partition, pipeline, stage_function
@@ -146,10 +145,17 @@ class PipelineTrainer(train_module.Trainer):
         self.group = (self.stages, (), (), "")
         self.schedule = schedule
         self._stash: dict[str, np.ndarray] | None = None  # 2bw: W(t-1)
-        with steps_distributed_by(stage):
-            super().__init__(
-                model, checked, optimizer, batch_size, target, opt_level, weights, **options
-            )
+        super().__init__(
+            model,
+            checked,
+            optimizer,
+            batch_size,
+            target,
+            opt_level,
+            weights,
+            distribute=stage,
+            **options,
+        )
 
     def _step(self, *arrays) -> list[np.ndarray]:
         """One step; under 2bw on the stashed version, its update moved to the newest."""

@@ -23,7 +23,6 @@ import numpy as np
 import dlpc.train as train_module
 from dlpc import api
 from dlpc.diagnostics import DlpcError
-from dlpc.dist.data_parallel import steps_distributed_by
 from dlpc.model import Model
 from dlpc.passes.dist.tensor_parallel import (
     shard_weights,
@@ -77,8 +76,16 @@ class TensorParallelTrainer(train_module.Trainer):
         mine = shard_weights(full, self.sharded, self.comm.rank, self.ranks)
         split = Model(module, mine, whole.name, None)
         self.group = (self.ranks, (), (), "")
-        with steps_distributed_by(lambda m: tensor_parallel_grads(m, self.ranks)):
-            super().__init__(split, loss, optimizer, batch_size, target, opt_level, **options)
+        super().__init__(
+            split,
+            loss,
+            optimizer,
+            batch_size,
+            target,
+            opt_level,
+            distribute=lambda m: tensor_parallel_grads(m, self.ranks),
+            **options,
+        )
 
     def full_weights(self) -> dict[str, np.ndarray]:
         """The params with the sharded ones gathered from every rank (a collective: every
