@@ -9,7 +9,9 @@ config.suffixes = [".mlir", ".dlpc", ".test"]
 config.test_source_root = os.path.dirname(__file__)
 config.excludes = ["python", "Inputs", "Output", "examples", "docs", "bench", "build"]
 config.environment["PYTHONHASHSEED"] = "0"
-for var in ("PATH", "HOME", "CI", "DLPC_CACHE_DIR", "CC", "VIRTUAL_ENV"):
+# PYTHONPATH: a checkout run without installing it (bench/mutation.py's copies) is the dlpc
+# that dlpc-opt in the RUN lines imports
+for var in ("PATH", "HOME", "CI", "DLPC_CACHE_DIR", "CC", "VIRTUAL_ENV", "PYTHONPATH"):
     if var in os.environ:
         config.environment[var] = os.environ[var]
 config.substitutions.append(("%examples", os.path.join(os.path.dirname(__file__), "examples")))

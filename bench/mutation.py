@@ -288,10 +288,6 @@ def prepare(
             ["git", "archive", "HEAD", *own], cwd=ROOT, capture_output=True, check=True
         )
         subprocess.run(["tar", "-x", "-C", str(copy)], input=archive.stdout, check=True)
-    lit_cfg = copy / "lit.cfg.py"  # lit passes PYTHONPATH on to dlpc-opt in the copy
-    lit_cfg.write_text(
-        lit_cfg.read_text().replace('"VIRTUAL_ENV")', '"VIRTUAL_ENV", "PYTHONPATH")')
-    )
     modules = resolve(copy, patterns)
     if not modules:
         sys.exit(f"{area}: no module at HEAD matches {patterns}")
