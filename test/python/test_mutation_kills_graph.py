@@ -273,3 +273,43 @@ func.func @main(%x: tensor<1x6x6x3xf32>) -> tensor<1x4x4x4xf32> {
     (before,), (after,), ops = _reference(src, "graph-substitute", [x], weights)
     assert "graph.batch_norm" in ops
     np.testing.assert_allclose(after, before, rtol=1e-5, atol=1e-5)
+
+
+# ------------------------------------------------ lowering survivors of the seed-36 sample
+
+WINO_G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], np.float32)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_winograd_filter_transform_of_a_run_time_weight(target):
+    """U[4a + b, o, i] = (G w[o, i] G^T)[a, b] lowered to te, as a weight that is an input
+    (not folded at compile time) needs: every point a, b (graph_to_te.py:341, `a == 3`;
+    :350, `t / 4`)."""
+    src = """
+func.func @main(%w: tensor<2x3x3x3xf32>) -> tensor<16x2x3xf32> {
+  %u = graph.winograd_filter_transform %w : (tensor<2x3x3x3xf32>) -> tensor<16x2x3xf32>
+  func.return %u : tensor<16x2x3xf32>
+}"""
+    w = np.random.default_rng(2).standard_normal((2, 3, 3, 3)).astype(np.float32)
+    want = np.einsum("ak,oikj,bj->aboi", WINO_G, w, WINO_G).reshape(16, 2, 3)
+    (got,) = compiled(src, target, 0)(w)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_an_average_pool_window_clipped_on_the_right_of_a_tall_input(target):
+    """Without count_include_pad the last column window holds one cell of two: its mean
+    divides by 2 cells, not 4; the width check bounds by the width 3, not the height 6
+    (graph_to_te.py:456, `hi[1]`)."""
+    src = """
+func.func @main(%x: tensor<1x1x6x3xf32>) -> tensor<1x1x3x2xf32> {
+  %y = graph.avg_pool2d %x {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 1>} : (tensor<1x1x6x3xf32>) -> tensor<1x1x3x2xf32>
+  func.return %y : tensor<1x1x3x2xf32>
+}"""
+    x = np.arange(18, dtype=np.float32).reshape(1, 1, 6, 3)
+    want = np.empty((1, 1, 3, 2), np.float32)
+    for i in range(3):
+        for j in range(2):
+            want[0, 0, i, j] = x[0, 0, 2 * i : 2 * i + 2, 2 * j : min(2 * j + 2, 3)].mean()
+    (got,) = compiled(src, target, 0)(x)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
