@@ -313,3 +313,48 @@ func.func @main(%x: tensor<1x1x6x3xf32>) -> tensor<1x1x3x2xf32> {
             want[0, 0, i, j] = x[0, 0, 2 * i : 2 * i + 2, 2 * j : min(2 * j + 2, 3)].mean()
     (got,) = compiled(src, target, 0)(x)
     np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+# ------------------------------------------ frontends-text survivors of the seed-36 sample
+
+
+def _text_error(src: str) -> str:
+    from dlpc.diagnostics import DlpcError
+    from dlpc.frontends.text import parse_model
+
+    with pytest.raises(DlpcError) as info:
+        parse_model(src, "m.dlpc")
+    return str(info.value)
+
+
+def test_end_of_file_is_located_on_the_last_line():
+    """The column is one past the last line's text, not the second line's
+    (parser.py:189, `lines[-1]`)."""
+    msg = _text_error("model m(x: f32[2]) {\n  let y = x\n  let z = relu(x\n  ")
+    assert msg.startswith("m.dlpc:4:3: error: unexpected end of file")
+
+
+@pytest.mark.parametrize("name", ["f32", "i32", "inf", "true"])
+def test_a_type_or_constant_name_cannot_name_a_dimension(name):
+    """Either kind of reserved name is refused (irgen.py:93, `or`)."""
+    msg = _text_error(f"model m(x: f32[{name}]) {{\n  return x\n}}\n")
+    assert msg.startswith(f"m.dlpc:1:16: error: '{name}' cannot name a dimension")
+
+
+def test_the_nesting_limit_counts_from_the_root():
+    """A chain of MAX_NESTING + 1 trees (depth MAX_NESTING) passes, one more does not
+    (parser.py:206, the root at depth 0)."""
+    from lark import Tree
+
+    from dlpc.diagnostics import DlpcError
+    from dlpc.frontends.text.parser import MAX_NESTING, _check_nesting
+
+    def chain(n: int) -> Tree:
+        tree = Tree("leaf", [])
+        for _ in range(n - 1):
+            tree = Tree("neg", [tree])
+        return tree
+
+    _check_nesting(chain(MAX_NESTING + 1), "m.dlpc", "x")
+    with pytest.raises(DlpcError, match=f"nested more than {MAX_NESTING} levels"):
+        _check_nesting(chain(MAX_NESTING + 2), "m.dlpc", "x")
