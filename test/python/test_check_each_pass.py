@@ -70,9 +70,28 @@ def _lit_runs():
     return runs
 
 
-# inputs the check cannot evaluate, with why (a test's IR that is not meant to be run)
+# inputs the check cannot evaluate, with why (a test's IR that is not meant to be run):
+# a pattern every "not evaluated" note of the file must match
 UNEVALUATED = {
     "te-inline.mlir": "@guarded",  # reads %a[8] of a tensor<8xf32> (only the lower bound is guarded)
+}
+# a rank's program: a collective needs every rank, and a sharded param is not the model's
+# (test_dist*.py and test_comm_*.py compare the ranks with one device under mpiexec)
+RANK_PROGRAM = (
+    r"no definition of 'comm\.\w+'|weight '[\w.]+' has shape \S+ but graph\.param declares"
+)
+UNEVALUATED |= {
+    name: RANK_PROGRAM
+    for name in (
+        "comm-check-schedule.mlir",
+        "graph-autodiff-comm.mlir",
+        "graph-data-parallel.mlir",
+        "graph-fuse-comm.mlir",
+        "graph-parameter-server.mlir",
+        "graph-tensor-parallel.mlir",
+        "graph-tensor-parallel-conv.mlir",
+        "graph-tensor-parallel-heads.mlir",
+    )
 }
 
 
@@ -83,7 +102,7 @@ def test_lit_inputs_pass_the_check(name, argv, capsys):
     err = capsys.readouterr().err
     notes = [line for line in err.splitlines() if "not evaluated" in line]
     allowed = UNEVALUATED.get(name)
-    assert all(allowed and allowed in line for line in notes), notes
+    assert all(allowed and re.search(allowed, line) for line in notes), notes
     assert "error" not in err
 
 
