@@ -79,7 +79,7 @@ def launch(args, argv: list[str]) -> int:
         rest += ["--dp", str(args.ranks)]
     command = [mpiexec, "-n", str(args.ranks), sys.executable, "-m", "dlpc.tools.dlpc_train"]
     # a core's share of BLAS threads per rank unless set: ranks x threads beyond the
-    # cores spin against each other (mlp step on 2 ranks of 2 cores: 541 ms, 17 ms)
+    # cores spin against each other (figures: docs/distributed.md)
     env = dict(os.environ)
     share = str(max(1, (os.cpu_count() or 1) // args.ranks))
     for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):

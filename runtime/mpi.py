@@ -107,8 +107,8 @@ class Communicator:
             by_dtype.setdefault(np.asarray(x).dtype, []).append(k)
         for dtype, ks in by_dtype.items():
             # one bucket, one message, through buffers kept per size: MPI on fresh
-            # buffers costs their pages' faults and registration on every call (1 MiB
-            # on 2 ranks: 0.25 ms on kept buffers, 5-8 ms on fresh ones)
+            # buffers pays their pages' faults and registration on every call
+            # (figures: docs/distributed.md)
             total = sum(np.asarray(xs[k]).size for k in ks)
             send, recv = self._buffers(total, dtype)
             offset = 0
