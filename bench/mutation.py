@@ -219,7 +219,7 @@ AREAS: dict[str, Area] = {
             "test/passes/graph-tensor-parallel*.mlir",
             "test/passes/graph-pipeline*.mlir",
         ],
-        ["test/python/test_mutation_kills_comm.py"],
+        ["test/python/test_mutation_kills_comm.py test/python/test_mutation_kills_comm2.py"],
     ),
     "tools": Area(
         ["tools/*.py", "diagnostics.py"],
@@ -227,7 +227,8 @@ AREAS: dict[str, Area] = {
         [
             "test/python/test_mutation_kills_tools.py test/python/test_tools.py "
             "-k 'mutation or bad_options or diagnostics or difference or invalid or failure "
-            "or atomically or output_file'"
+            "or atomically or output_file'",
+            "test/python/test_mutation_kills_tools2.py",
         ],
     ),
 }
