@@ -12,7 +12,7 @@ axis of a device mesh dp x tp x pp. Values are graph-level tensors, as in `graph
 Order within a rank's program is the order of execution: comm ops have effects, so no
 pass may drop or reorder them. The numpy definition of each op (a function of every rank's
 inputs giving every rank's outputs) is `dlpc.reference.comm`; their gradient rules are in
-`dlpc.passes.train.comm_grad`.
+`dlpc.passes.train._comm_grad`.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ group (in group order) giving every rank's outputs (in the same order).
 The MPI runtime (`dlpc.runtime.mpi`) is checked against these on 2, 3 and 4 ranks.
 Reductions combine in group order in the inputs' dtype; `avg` is the sum divided by the
 group size. Ranks that a rooted op gives nothing (gather's and reduce's non-roots) get
-zeros: the value that makes reduce the adjoint of broadcast (`dlpc.passes.train.comm_grad`).
+zeros: the value that makes reduce the adjoint of broadcast (`dlpc.passes.train._comm_grad`).
 """
 
 from __future__ import annotations

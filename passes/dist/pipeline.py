@@ -141,7 +141,7 @@ class StageFunction:
 
 def stage_function(main: func.FuncOp, part: list[Operation], first: bool, last: bool):
     """The differentiated function of one stage (`part`: its compute ops, in order)."""
-    from dlpc.passes.train import comm_grad  # noqa: F401 - comm rules (none needed here)
+    from dlpc.passes.train import _comm_grad  # noqa: F401 - comm rules (none needed here)
     from dlpc.passes.train.autodiff import differentiate
 
     block = Block(arg_types=[a.type for a in main.args])

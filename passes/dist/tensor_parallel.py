@@ -33,7 +33,7 @@ Every all_reduce / all_gather's adjoint sums the ranks' adjoints (all_reduce sum
 reduce_scatter sum), so a sharded param's gradient is n times the loss's and the ranks'
 copies of a replicated one average to the loss's, for every split above alike.
 
-Backward (graph-autodiff with the comm rules of passes/train/comm_grad.py): the all_reduce's adjoint is an
+Backward (graph-autodiff with the comm rules of passes/train/_comm_grad.py): the all_reduce's adjoint is an
 all_reduce of the loss's adjoint, so the objective is the sum of the ranks' (equal)
 losses, n times the loss. `tensor_parallel_grads` (after graph-autodiff) restores the
 loss's gradients: a sharded param's gradient divided by n; a replicated one averaged

@@ -79,8 +79,7 @@ from dlpc.passes.schedule._common import (
     name_iv,
     rows_in_bounds,
 )
-from dlpc.passes.schedule.deinterleave import cache_read_deinterleaved
-from dlpc.passes.schedule.footprint import (
+from dlpc.passes.schedule._footprint import (
     STACK_BYTES,
     CacheGuardedAccessError,
     CacheNoAccessError,
@@ -93,6 +92,7 @@ from dlpc.passes.schedule.footprint import (
     padding,
     read_only_loads,
 )
+from dlpc.passes.schedule.deinterleave import cache_read_deinterleaved
 
 
 class CachePackError(ScheduleError):

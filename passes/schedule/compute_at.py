@@ -58,7 +58,7 @@ from dlpc.passes.schedule._common import (
     get_loop,
     memref_type,
 )
-from dlpc.passes.schedule.footprint import footprint
+from dlpc.passes.schedule._footprint import footprint
 
 
 class ComputeAtOrderError(ScheduleError):

@@ -57,7 +57,7 @@ from dlpc.passes.schedule._common import (
     name_iv,
     rows_in_bounds,
 )
-from dlpc.passes.schedule.footprint import (
+from dlpc.passes.schedule._footprint import (
     STACK_BYTES,
     footprint,
     guard_of,

@@ -51,8 +51,10 @@ from xdsl.traits import Pure
 from xdsl.utils.exceptions import DiagnosticException
 
 from dlpc.dialects import graph
-from dlpc.passes.train import _grad
-from dlpc.passes.train import comm_grad as _comm_grad  # noqa: F401 - the comm ops' rules
+from dlpc.passes.train import (
+    _comm_grad,  # noqa: F401 - the comm ops' rules
+    _grad,
+)
 from dlpc.passes.train._build import Builder
 
 # forward ops that `recompute` re-evaluates in the backward instead of keeping their result

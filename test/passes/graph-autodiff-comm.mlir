@@ -1,6 +1,6 @@
 // RUN: dlpc-opt %s -p graph-autodiff | filecheck %s
 
-// The comm ops' gradient rules (passes/train/comm_grad.py, part of graph-autodiff's own
+// The comm ops' gradient rules (passes/train/_comm_grad.py, part of graph-autodiff's own
 // table: no partition pass needed first): each adjoint is the transposed communication.
 // test/python/test_comm_mpi.py checks these gradients against central differences on 2
 // ranks.

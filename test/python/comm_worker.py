@@ -171,7 +171,7 @@ def grad() -> int:
     rank's loss, each rank's params perturbed in turn. The program is linear in w, so
     the differences are exact up to rounding."""
     import dlpc
-    from dlpc.passes.train import comm_grad as _rules  # noqa: F401 - the comm ops' rules
+    from dlpc.passes.train import _comm_grad as _rules  # noqa: F401 - the comm ops' rules
     from dlpc.passes.train.autodiff import differentiate
 
     C = world()

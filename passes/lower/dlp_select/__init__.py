@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from xdsl.dialects.builtin import Float32Type
 
+from dlpc.passes.lower.dlp_select._matching import NoMatch, work_nest
 from dlpc.passes.lower.dlp_select.elementwise import ElementwiseSelection, match_elementwise
-from dlpc.passes.lower.dlp_select.matching import NoMatch, work_nest
 from dlpc.passes.lower.dlp_select.matmul import match_matmul
 from dlpc.passes.lower.dlp_select.reduce import match_reduce
 from dlpc.passes.lower.dlp_select.window import match_conv, match_pool

@@ -27,7 +27,7 @@ from dlpc.dialects import dlp
 from dlpc.dialects.loop import ForOp
 from dlpc.dialects.typed import element_type, float_type
 from dlpc.passes.lower._dlp_build import BufferPlan, Cloner, Selection
-from dlpc.passes.lower.dlp_select.matching import (
+from dlpc.passes.lower.dlp_select._matching import (
     NoMatch,
     const_index,
     const_value,

@@ -19,8 +19,7 @@ from dlpc.dialects import dlp
 from dlpc.dialects.loop import ForOp
 from dlpc.dialects.typed import element_type
 from dlpc.passes.lower._dlp_build import BufferPlan, Selection
-from dlpc.passes.lower.dlp_select.elementwise import Elementwise, ScalarEpilogue, match_epilogue
-from dlpc.passes.lower.dlp_select.matching import (
+from dlpc.passes.lower.dlp_select._matching import (
     NoMatch,
     const_index,
     const_value,
@@ -28,6 +27,7 @@ from dlpc.passes.lower.dlp_select.matching import (
     tile_bytes,
     work_nest,
 )
+from dlpc.passes.lower.dlp_select.elementwise import Elementwise, ScalarEpilogue, match_epilogue
 
 
 @dataclass

@@ -18,20 +18,20 @@ from dlpc.dialects import dlp
 from dlpc.dialects.loop import ForOp
 from dlpc.dialects.typed import element_type
 from dlpc.passes.lower._dlp_build import Selection
-from dlpc.passes.lower.dlp_select.elementwise import (
-    Elementwise,
-    ScalarEpilogue,
-    check_expr,
-    emit_elementwise,
-    match_epilogue,
-)
-from dlpc.passes.lower.dlp_select.matching import (
+from dlpc.passes.lower.dlp_select._matching import (
     NoMatch,
     const_value,
     loop_chain,
     scratch_elems,
     tile_bytes,
     work_nest,
+)
+from dlpc.passes.lower.dlp_select.elementwise import (
+    Elementwise,
+    ScalarEpilogue,
+    check_expr,
+    emit_elementwise,
+    match_epilogue,
 )
 
 COMBINERS = {

@@ -25,13 +25,7 @@ from dlpc.dialects import dlp
 from dlpc.dialects.loop import ForOp
 from dlpc.dialects.typed import element_type
 from dlpc.passes.lower._dlp_build import BufferPlan, KernelPlan, Selection
-from dlpc.passes.lower.dlp_select.elementwise import (
-    BINARY,
-    Elementwise,
-    ScalarEpilogue,
-    match_epilogue,
-)
-from dlpc.passes.lower.dlp_select.matching import (
+from dlpc.passes.lower.dlp_select._matching import (
     NoMatch,
     const_value,
     linear_form,
@@ -39,6 +33,12 @@ from dlpc.passes.lower.dlp_select.matching import (
     scratch_elems,
     tile_bytes,
     work_nest,
+)
+from dlpc.passes.lower.dlp_select.elementwise import (
+    BINARY,
+    Elementwise,
+    ScalarEpilogue,
+    match_epilogue,
 )
 
 
