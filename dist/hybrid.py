@@ -47,7 +47,32 @@ from dlpc.passes.train.optim import Optimizer
 from dlpc.runtime import mpi
 
 
-class HybridTrainer(train_module.Trainer):
+class _DataRows(train_module.Trainer):
+    """What both hybrids share: `dp` rows, each the data-parallel share of a global batch."""
+
+    d: int
+    dp_group: tuple
+    comm: mpi.Communicator
+
+    def _rows_share(self, local: int, batch_size: int) -> None:
+        """After the step is built: batch sizes, and the first dp row's initial state
+        (params and optimizer state) down every column."""
+        self.local_batch = local
+        self.global_batch = self.batch_size = batch_size
+        state = self._resident.current()
+        self._resident.assign(
+            {name: self.comm.broadcast(v, 0, self.dp_group) for name, v in state.items()}
+        )
+
+    def _step(self, x, y) -> list[np.ndarray]:
+        """One step on a global batch: this rank's row takes its share."""
+        if len(x) != self.global_batch:
+            raise DlpcError(f"error: a global batch has {self.global_batch} samples, got {len(x)}")
+        d, b = self.d, self.local_batch
+        return super()._step(x[d * b : (d + 1) * b], y[d * b : (d + 1) * b])
+
+
+class HybridTrainer(_DataRows):
     """Data parallel over `dp` rows of `tp` tensor-parallel ranks each (see above)."""
 
     def __init__(
@@ -98,20 +123,7 @@ class HybridTrainer(train_module.Trainer):
         super().__init__(
             split, loss, optimizer, local, target, opt_level, distribute=distribute, **options
         )
-        self.local_batch = local
-        self.global_batch = self.batch_size = batch_size
-        # the first dp row's initial state (params and optimizer state) down every column
-        state = self._resident.current()
-        self._resident.assign(
-            {name: self.comm.broadcast(v, 0, self.dp_group) for name, v in state.items()}
-        )
-
-    def _step(self, x, y) -> list[np.ndarray]:
-        """One step on a global batch: this rank's row takes its share."""
-        if len(x) != self.global_batch:
-            raise DlpcError(f"error: a global batch has {self.global_batch} samples, got {len(x)}")
-        d, b = self.d, self.local_batch
-        return super()._step(x[d * b : (d + 1) * b], y[d * b : (d + 1) * b])
+        self._rows_share(local, batch_size)
 
     def full_weights(self) -> dict[str, np.ndarray]:
         """The params, the sharded ones gathered along the tp axis (a collective)."""
@@ -123,7 +135,7 @@ class HybridTrainer(train_module.Trainer):
         return out
 
 
-class HybridPipelineTrainer(train_module.Trainer):
+class HybridPipelineTrainer(_DataRows):
     """Data parallel over `dp` rows, each a pipeline of `pp` stages (see above)."""
 
     def __init__(
@@ -193,19 +205,7 @@ class HybridPipelineTrainer(train_module.Trainer):
             distribute=distribute,
             **options,
         )
-        self.local_batch = local
-        self.global_batch = self.batch_size = batch_size
-        state = self._resident.current()
-        self._resident.assign(
-            {name: self.comm.broadcast(v, 0, self.dp_group) for name, v in state.items()}
-        )
-
-    def _step(self, x, y) -> list[np.ndarray]:
-        """One step on a global batch: this rank's row takes its share."""
-        if len(x) != self.global_batch:
-            raise DlpcError(f"error: a global batch has {self.global_batch} samples, got {len(x)}")
-        d, b = self.d, self.local_batch
-        return super()._step(x[d * b : (d + 1) * b], y[d * b : (d + 1) * b])
+        self._rows_share(local, batch_size)
 
     def full_weights(self) -> dict[str, np.ndarray]:
         """Each param from the rank of its stage in this rank's row (a collective)."""
