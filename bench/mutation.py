@@ -12,13 +12,17 @@ on the checkout: cosmic-ray rewrites the module on disk for each mutant, runs th
 test command with `PYTHONPATH` pointing at the copy, and restores it. A mutant the tests
 fail on (or time out on) is killed; one they pass on survived. With --sample N only N
 mutants per area, drawn with --seed, are run (an area has hundreds; each costs one run
-of its tests). The score is killed / (killed + survived); the survivors' diffs are
-printed, to be given a test or shown equivalent (docs/testing.md). Slow: not in CI.
+of its tests); mutants inside annotations Python never evaluates (a signature's
+`int | None` under `from __future__ import annotations`) are dropped before sampling,
+equivalent by construction. The score is killed / (killed + survived); the survivors'
+diffs are printed, to be given a test or shown equivalent (docs/testing.md). Slow: not
+in CI.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import fnmatch
 import json
 import random
@@ -261,6 +265,52 @@ def present(copy: Path, command: str) -> str | None:
     return " ".join(words) if any(w.startswith("test/") for w in words) else None
 
 
+def unevaluated_annotations(source: str) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """(start, end) (row from 1, column from 0, as cosmic-ray counts) of the annotations
+    Python never evaluates: a function's parameter and return annotations under
+    `from __future__ import annotations`, and a local variable's annotation in a function
+    body. Class-level annotations are left alone (xDSL and dataclasses read them)."""
+    tree = ast.parse(source)
+    future = any(
+        isinstance(n, ast.ImportFrom)
+        and n.module == "__future__"
+        and any(a.name == "annotations" for a in n.names)
+        for n in tree.body
+    )
+    found: list[ast.expr] = []
+    for fn in ast.walk(tree):
+        if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        if future:
+            args = fn.args
+            every = [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]
+            found += [a.annotation for a in every if a is not None and a.annotation]
+            found += [fn.returns] if fn.returns else []
+        found += [n.annotation for n in ast.walk(fn) if isinstance(n, ast.AnnAssign)]
+    return [
+        ((a.lineno, a.col_offset), (a.end_lineno or a.lineno, a.end_col_offset or 0)) for a in found
+    ]
+
+
+def drop_annotation_mutants(db: sqlite3.Connection, copy: Path) -> int:
+    """Deletes the mutants inside annotations Python never evaluates (equivalent by
+    construction: `int | None` -> `int // None` in a signature); how many."""
+    spans: dict[str, list] = {}
+    drop = []
+    rows = db.execute(
+        "select job_id, module_path, start_pos_row, start_pos_col from mutation_specs"
+    )
+    for job, module, row, col in rows.fetchall():
+        if module not in spans:  # module_path is dlpc/<path in the copy>
+            spans[module] = unevaluated_annotations((copy / module.split("/", 1)[1]).read_text())
+        if any(a <= (row, col) < b for a, b in spans[module]):
+            drop.append((job,))
+    db.executemany("delete from mutation_specs where job_id = ?", drop)
+    db.executemany("delete from work_items where job_id = ?", drop)
+    db.commit()
+    return len(drop)
+
+
 OWN_TESTS = ["test/python/test_mutation_kills_*.py", "test/dialects/*/invalid-mutation*.mlir"]
 
 
@@ -309,8 +359,10 @@ def prepare(
     session = base / "session.sqlite"
     session.unlink(missing_ok=True)
     subprocess.run(["cosmic-ray", "init", str(config), str(session)], cwd=base, check=True)
+    db = sqlite3.connect(session)
+    skipped = drop_annotation_mutants(db, copy)
+    print(f"{area}: {skipped} mutants in unevaluated annotations skipped", file=sys.stderr)
     if sample is not None:
-        db = sqlite3.connect(session)
         jobs = [  # in source order (job ids are random): the same sample for the same seed
             r[0]
             for r in db.execute(
@@ -323,7 +375,7 @@ def prepare(
         db.executemany("delete from mutation_specs where job_id = ?", drop)
         db.executemany("delete from work_items where job_id = ?", drop)
         db.commit()
-        db.close()
+    db.close()
     baseline = subprocess.run(f"cd {copy} && {test}", shell=True, capture_output=True, text=True)
     if baseline.returncode != 0:
         sys.exit(f"{area}: the tests fail without any mutation:\n{baseline.stdout[-2000:]}")
