@@ -233,6 +233,12 @@ AREAS: dict[str, Area] = {
             "-k 'mutation or bad_options or diagnostics or difference or invalid or failure "
             "or atomically or output_file'",
             "test/python/test_mutation_kills_tools2.py",
+            # the tools' in-process CLI tests, and one dlpc-tune and dlpc-train run each
+            "test/python/test_cli_newcomer.py -k 'version or usage or has_help or checks_options "
+            "or missing_tuning or verdict or never_overwrites or extra_file or symlink "
+            "or any_name or device or umask'",
+            "test/python/test_tuner.py test/python/test_train.py -k 'dlpc_tune or dlpc_train "
+            "or log_ or best_ranks or resumes'",
         ],
     ),
 }
