@@ -112,12 +112,33 @@ def train(args, data, train_fn) -> int:
 
     def body() -> int:
         rank = mpi.world().rank
+        _limit_blas_threads()
         if rank:
             sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - for the rank's lifetime
             sys.stderr = sys.stdout
         return train_fn(args, data())
 
     return mpi.guard(body, TOOL)
+
+
+def _limit_blas_threads() -> None:
+    """Under a bare `mpiexec -n N` (no OPENBLAS_NUM_THREADS / OMP_NUM_THREADS set; `--ranks`
+    sets them before the ranks start) each rank takes a core's share of BLAS threads: the
+    ranks of one host share its cores, and more threads than cores spin against each other
+    (figures: docs/distributed.md). A collective (every rank counts its host's ranks)."""
+    if any(name in os.environ for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")):
+        return
+    from dlpc.runtime import mpi
+
+    comm = mpi.world()
+    local = comm.world.Split_type(comm.MPI.COMM_TYPE_SHARED)
+    share = max(1, (os.cpu_count() or 1) // local.Get_size())
+    local.Free()
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # scikit-learn brings it; without it BLAS keeps its own count
+        return
+    threadpool_limits(limits=share, user_api="blas")
 
 
 def run(args, argv: list[str], load_data, train_fn, optimizer) -> int:
