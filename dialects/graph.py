@@ -56,11 +56,13 @@ from xdsl.irdl import (
     attr_def,
     irdl_op_definition,
     lazy_traits_def,
+    operand_def,
     prop_def,
     region_def,
     result_def,
     traits_def,
     var_operand_def,
+    var_result_def,
 )
 from xdsl.parser import Parser
 from xdsl.traits import ConstantLike, HasParent, IsolatedFromAbove, IsTerminator, Pure
@@ -1786,7 +1788,7 @@ class YieldOp(IRDLOperation):
 
     name = "graph.yield"
     values = var_operand_def(TensorType)
-    traits = lazy_traits_def(lambda: (IsTerminator(), Pure(), HasParent(FusedOp)))
+    traits = lazy_traits_def(lambda: (IsTerminator(), Pure(), HasParent(FusedOp, IfOp, LoopOp)))
     assembly_format = "$values attr-dict `:` type($values)"
 
 
@@ -1857,6 +1859,202 @@ class FusedOp(IRDLOperation):
             )
 
 
+# ------------------------------------------------------------------- control flow
+#
+# The textbook's static-graph control flow (Switch / Merge / Enter / Exit / NextIteration)
+# in its structured form: an op holding regions. Regions are isolated from above: every
+# value a branch or a body reads comes in as an operand (the ONNX importer passes the
+# outer values a subgraph captures explicitly), so a pass that does not look into
+# regions sees an ordinary op with operands and results, and cannot mis-optimise across
+# the region boundary. A graph.param inside a region is refused (pass it as an operand).
+
+
+def _region_types(block_args: Sequence[SSAValue]) -> list[Attribute]:
+    return [a.type for a in block_args]
+
+
+def _check_region(op: Operation, what: str, region: Region, args: Sequence[Attribute]) -> Any:
+    """The region's one block takes `args` and ends in graph.yield (returned)."""
+    if len(region.blocks) != 1:
+        raise VerifyException(f"{op.name} {what} region must have one block")
+    block = region.block
+    got = _region_types(block.args)
+    if got != list(args):
+        raise VerifyException(
+            f"{op.name} {what} region arguments {_show_types(got)} do not match {_show_types(args)}"
+        )
+    term = block.last_op
+    if not isinstance(term, YieldOp):
+        raise VerifyException(f"{op.name} {what} region must end in graph.yield")
+    for inner in block.walk():
+        if isinstance(inner, ParamOp):
+            raise VerifyException(
+                f'{op.name} {what} region holds graph.param "{inner.pname}"; pass it in '
+                f"as an operand"
+            )
+    return term
+
+
+def _check_tensor_i1(op: Operation, what: str, ty: Attribute) -> None:
+    if not isa(ty, TensorType[Attribute]) or ty.get_shape() or ty.get_element_type() != i1:
+        raise VerifyException(f"{op.name} {what} must be tensor<i1>, got {ty}")
+
+
+class ControlOp(IRDLOperation):
+    """Common base of graph.if and graph.loop: tensor operands, several results."""
+
+    inputs = var_operand_def(TensorType)
+    outputs = var_result_def(TensorType)
+
+    def region_ops(self) -> list[Operation]:
+        """Every op inside the regions (nested ones included)."""
+        return [o for r in self.regions for o in r.walk()]
+
+
+@irdl_op_definition
+class IfOp(ControlOp):
+    """Structured conditional: the `then` region when the i1 scalar `cond` is true, else
+    the `else` region; both take the operands after `cond` and yield the results' types.
+
+        %r = graph.if %c, %a : (tensor<i1>, tensor<4xf32>) -> (tensor<4xf32>) {
+        ^bb0(%x: tensor<4xf32>):
+          %y = graph.relu %x : (tensor<4xf32>) -> tensor<4xf32>
+          graph.yield %y : tensor<4xf32>
+        } else {
+        ^bb0(%x: tensor<4xf32>):
+          graph.yield %x : tensor<4xf32>
+        }
+    """
+
+    name = "graph.if"
+    cond = operand_def(TensorType)
+    inputs = var_operand_def(TensorType)
+    outputs = var_result_def(TensorType)
+    then_region = region_def("single_block")
+    else_region = region_def("single_block")
+    traits = traits_def(IsolatedFromAbove())
+    assembly_format = (
+        "$cond (`,` $inputs^)? attr-dict `:` `(` type($cond) (`,` type($inputs)^)? `)` "
+        "`->` `(` type($outputs) `)` $then_region `else` $else_region"
+    )
+
+    def __init__(
+        self,
+        cond: SSAValue,
+        inputs: Sequence[SSAValue],
+        result_types: Sequence[Attribute],
+        then_region: Region,
+        else_region: Region,
+    ):
+        super().__init__(
+            operands=[cond, inputs],
+            result_types=[result_types],
+            regions=[then_region, else_region],
+        )
+
+    def verify_(self) -> None:
+        _check_tensor_i1(self, "condition", self.cond.type)
+        args = [v.type for v in self.inputs]
+        outs = [r.type for r in self.outputs]
+        for what, region in (("then", self.then_region), ("else", self.else_region)):
+            term = _check_region(self, what, region, args)
+            got = [v.type for v in term.values]
+            if got != outs:
+                raise VerifyException(
+                    f"graph.if {what} region yields {_show_types(got)} but the results are "
+                    f"{_show_types(outs)}"
+                )
+
+
+@irdl_op_definition
+class LoopOp(ControlOp):
+    """Structured loop (ONNX Loop's form, a while loop with an optional trip bound):
+
+        i = 0; c = cond; v = inputs
+        while c and (trip_count < 0 or i < trip_count):
+            c, v = body(i, v); i += 1
+        results = v
+
+    The body takes the iteration number (tensor<i64>) and the loop-carried values and
+    yields the next condition (tensor<i1>) and the next carried values; the results are
+    the carried values after the last iteration. `trip_count` = -1: no bound.
+
+        %r = graph.loop %c, %a {trip_count = 3} : (tensor<i1>, tensor<4xf32>) -> (tensor<4xf32>) {
+        ^bb0(%i: tensor<i64>, %x: tensor<4xf32>):
+          %y = graph.add %x, %x : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+          graph.yield %t, %y : tensor<i1>, tensor<4xf32>
+        }
+    """
+
+    name = "graph.loop"
+    cond = operand_def(TensorType)
+    inputs = var_operand_def(TensorType)
+    outputs = var_result_def(TensorType)
+    trip_count = prop_def(INT, IntegerAttr(-1, i64))
+    body = region_def("single_block")
+    traits = traits_def(IsolatedFromAbove())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = (
+        "$cond (`,` $inputs^)? attr-dict `:` `(` type($cond) (`,` type($inputs)^)? `)` "
+        "`->` `(` type($outputs) `)` $body"
+    )
+
+    def __init__(
+        self,
+        cond: SSAValue,
+        inputs: Sequence[SSAValue],
+        body: Region,
+        trip_count: int = -1,
+    ):
+        super().__init__(
+            operands=[cond, inputs],
+            result_types=[[v.type for v in inputs]],
+            regions=[body],
+            properties={"trip_count": IntegerAttr(trip_count, i64)},
+        )
+
+    @property
+    def trips(self) -> int:
+        """The trip bound (-1: none)."""
+        return self.trip_count.value.data
+
+    def verify_(self) -> None:
+        _check_tensor_i1(self, "condition", self.cond.type)
+        if self.trips < -1:
+            raise VerifyException(f"graph.loop trip_count {self.trips} must be -1 or at least 0")
+        carried = [v.type for v in self.inputs]
+        outs = [r.type for r in self.outputs]
+        if outs != carried:
+            raise VerifyException(
+                f"graph.loop results {_show_types(outs)} differ from its carried operands "
+                f"{_show_types(carried)}"
+            )
+        term = _check_region(self, "body", self.body, [TensorType(i64, []), *carried])
+        got = [v.type for v in term.values]
+        if not got:
+            raise VerifyException("graph.loop body must yield the next condition first")
+        _check_tensor_i1(self, "body's first yielded value (the condition)", got[0])
+        if got[1:] != carried:
+            raise VerifyException(
+                f"graph.loop body yields {_show_types(got[1:])} after the condition but the "
+                f"carried values are {_show_types(carried)}"
+            )
+
+
+def _parse_naming_loop(parser: Parser) -> LoopOp:
+    """graph.loop's format parse, a property of the wrong kind named after the op."""
+    try:
+        return _loop_format_parse(parser)
+    except VerifyException as e:
+        raise VerifyException(f"graph.loop: {e}") from e
+
+
+_loop_format_parse = LoopOp.parse
+LoopOp.parse = staticmethod(_parse_naming_loop)  # pyright: ignore[reportAttributeAccessIssue]
+
+CONTROL_OPS: tuple[type[ControlOp], ...] = (IfOp, LoopOp)
+
+
 # ------------------------------------------------------------------------- dialect
 
 GRAPH_OPS: list[type[IRDLOperation]] = [
@@ -1914,6 +2112,8 @@ GRAPH_OPS: list[type[IRDLOperation]] = [
     GatherOp,
     FusedOp,
     YieldOp,
+    IfOp,
+    LoopOp,
 ]
 
 UNARY_OPS: list[type[UnaryOp]] = [
