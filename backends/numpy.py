@@ -99,6 +99,9 @@ class _Emitter:
             if op.name.startswith("comm."):
                 lines.append(indent + self.emit_comm(op, names))
                 continue
+            if isinstance(op, graph.ControlOp):
+                lines += self.emit_control(op, names, indent)
+                continue
             hint = op.results[0].name_hint
             if isinstance(op, graph.ConstantOp):  # a module-level constant, used by name
                 const = self.namer.fresh(hint, kind="const")
@@ -147,6 +150,52 @@ class _Emitter:
         doc = "    " + py_comment(f"graph.fused {_fused_name(op)}")
         self.fused.append("\n".join([header, doc, *body]))
         return fn
+
+    def emit_region(self, block, kind: str) -> str:
+        """A region as a module-level function of its block arguments, returning the
+        values its graph.yield gives."""
+        fn = self.namer.fresh(kind, kind="fused")
+        names: dict[SSAValue, str] = {a: self.namer.fresh(a.name_hint, "a") for a in block.args}
+        body = self.emit_block(block.ops, names, "    ")
+        header = f"def {fn}({', '.join(names[a] for a in block.args)}):"
+        self.fused.append("\n".join([header, "    " + py_comment(f"graph.{kind} region"), *body]))
+        return fn
+
+    def emit_control(self, op: Operation, names: dict[SSAValue, str], indent: str) -> list[str]:
+        """graph.if as a Python if/else, graph.loop as a while loop, over region functions."""
+        targets = [self.namer.fresh(r.name_hint) for r in op.results]
+        names.update(zip(op.results, targets))
+        cond, args = names[op.operands[0]], [names[v] for v in op.operands[1:]]
+        out = ", ".join(targets) + ("," if len(targets) == 1 else "")
+        if isinstance(op, graph.IfOp):
+            then_fn = self.emit_region(op.then_region.block, "if_then")
+            else_fn = self.emit_region(op.else_region.block, "if_else")
+            call = ", ".join(args)
+            return [
+                f"{indent}if bool({cond}):",
+                f"{indent}    ({out}) = ({then_fn}({call}),)"
+                if len(targets) == 1
+                else f"{indent}    {out} = {then_fn}({call})",
+                f"{indent}else:",
+                f"{indent}    ({out}) = ({else_fn}({call}),)"
+                if len(targets) == 1
+                else f"{indent}    {out} = {else_fn}({call})",
+            ]
+        assert isinstance(op, graph.LoopOp)
+        body_fn = self.emit_region(op.body.block, "loop_body")
+        go, i = self.namer.fresh("go"), self.namer.fresh("i")
+        bound = "" if op.trips < 0 else f" and {i} < {op.trips}"
+        lines = [f"{indent}{go}, {i} = bool({cond}), 0"]
+        if targets:
+            lines.append(f"{indent}{out} = {', '.join(args)},")
+        lines += [
+            f"{indent}while {go}{bound}:",
+            f"{indent}    {go}, {out} = {body_fn}(np.asarray({i}, dtype=np.int64), {out})"
+            if targets
+            else f"{indent}    ({go},) = ({body_fn}(np.asarray({i}, dtype=np.int64)),)",
+            f"{indent}    {go}, {i} = bool({go}), {i} + 1",
+        ]
+        return lines
 
     def emit(self) -> str:
         arg_names = input_names(self.func)

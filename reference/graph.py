@@ -11,7 +11,8 @@ Every other backend and every lowering is checked against this module.
 - `REFERENCE`: op name -> `fn(op, *arrays) -> np.ndarray` (a tuple for a multi-result
   graph.fused) for every graph op,
   including `graph.param` (its one array is the bound weight, checked against the
-  declared type) and `graph.fused` (its region is evaluated).
+  declared type), `graph.fused` (its region is evaluated) and the control flow,
+  `graph.if` and `graph.loop` (`run_region` evaluates a branch or one iteration).
 - `evaluate_op(op, arrays)` (`evaluate_results` for several results),
   `run_reference(module, inputs, weights)`,
   (`dlpc.backends.numpy.emit_numpy` turns a module into Python source from these kernels).
@@ -620,6 +621,38 @@ REFERENCE: dict[str, Callable[..., np.ndarray | tuple[np.ndarray, ...]]] = {
 REFERENCE["graph.constant"] = _constant
 REFERENCE["graph.param"] = _param
 REFERENCE["graph.fused"] = _fused
+
+
+def run_region(block, arrays: Sequence[np.ndarray]) -> tuple[np.ndarray, ...]:
+    """The values a region's graph.yield gives for `arrays` on its block arguments."""
+    env: dict[SSAValue, np.ndarray] = dict(zip(block.args, arrays))
+    for inner in block.ops:
+        if inner.name == "graph.yield":
+            return tuple(env[v] for v in inner.operands)
+        env.update(zip(inner.results, evaluate_results(inner, [env[v] for v in inner.operands])))
+    raise DlpcError(f"error: a {block.parent_op().name} region has no graph.yield")
+
+
+def _if(op: Operation, cond: np.ndarray, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
+    """graph.if: the then region's values when `cond` is true, else the else region's."""
+    assert isinstance(op, graph.IfOp)
+    region = op.then_region if bool(cond) else op.else_region
+    return run_region(region.block, arrays)
+
+
+def _loop(op: Operation, cond: np.ndarray, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
+    """graph.loop: the body while the condition holds and fewer than trip_count (when
+    not -1) iterations ran; the carried values after the last one."""
+    assert isinstance(op, graph.LoopOp)
+    values, go, i = tuple(arrays), bool(cond), 0
+    while go and (op.trips < 0 or i < op.trips):
+        out = run_region(op.body.block, (np.asarray(i, dtype=np.int64), *values))
+        go, values, i = bool(out[0]), out[1:], i + 1
+    return values
+
+
+REFERENCE["graph.if"] = _if
+REFERENCE["graph.loop"] = _loop
 
 
 def evaluate_results(op: Operation, arrays: Sequence[np.ndarray]) -> tuple[np.ndarray, ...]:

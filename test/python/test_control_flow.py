@@ -1,0 +1,110 @@
+"""graph.if and graph.loop: the numpy reference and the numpy backend against plain
+Python, and the compiled backends against the reference (issue 29, control flow)."""
+
+import numpy as np
+import pytest
+
+import dlpc
+from dlpc.backends.numpy import emit_numpy
+from dlpc.model import Model
+from dlpc.passes import pipeline
+from dlpc.reference import graph as ref
+
+RNG = np.random.default_rng(0)
+
+# if c: relu(a) * b else: a - b   (two results: the second counts the branch)
+IF = """
+func.func @main(%c: tensor<i1>, %a: tensor<4x8xf32>, %b: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<i64>) {
+  %r:2 = graph.if %c, %a, %b : (tensor<i1>, tensor<4x8xf32>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<i64>) {
+  ^bb0(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>):
+    %0 = graph.relu %x : (tensor<4x8xf32>) -> tensor<4x8xf32>
+    %1 = graph.mul %0, %y : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+    %k = graph.constant dense<1> : tensor<i64>
+    graph.yield %1, %k : tensor<4x8xf32>, tensor<i64>
+  } else {
+  ^bb0(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>):
+    %0 = graph.sub %x, %y : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+    %k = graph.constant dense<2> : tensor<i64>
+    graph.yield %0, %k : tensor<4x8xf32>, tensor<i64>
+  }
+  func.return %r#0, %r#1 : tensor<4x8xf32>, tensor<i64>
+}
+"""
+
+# x = a; s = 0; for i < 5 while sum(x) < limit: x = tanh(x @ w) + i; s = s + sum(x)
+LOOP = """
+func.func @main(%a: tensor<2x4xf32>, %w: tensor<4x4xf32>, %limit: tensor<f32>) -> (tensor<2x4xf32>, tensor<f32>) {
+  %t = graph.constant dense<true> : tensor<i1>
+  %z = graph.constant dense<0.0> : tensor<f32>
+  %r:4 = graph.loop %t, %a, %z, %w, %limit {trip_count = 5 : i64} : (tensor<i1>, tensor<2x4xf32>, tensor<f32>, tensor<4x4xf32>, tensor<f32>) -> (tensor<2x4xf32>, tensor<f32>, tensor<4x4xf32>, tensor<f32>) {
+  ^bb0(%i: tensor<i64>, %x: tensor<2x4xf32>, %s: tensor<f32>, %m: tensor<4x4xf32>, %l: tensor<f32>):
+    %0 = graph.matmul %x, %m : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+    %1 = graph.tanh %0 : (tensor<2x4xf32>) -> tensor<2x4xf32>
+    %fi = graph.cast %i {to = f32} : (tensor<i64>) -> tensor<f32>
+    %2 = graph.add %1, %fi : (tensor<2x4xf32>, tensor<f32>) -> tensor<2x4xf32>
+    %3 = graph.reduce_sum %2 : (tensor<2x4xf32>) -> tensor<f32>
+    %4 = graph.add %s, %3 : (tensor<f32>, tensor<f32>) -> tensor<f32>
+    %go = graph.compare %4, %l {predicate = "lt"} : (tensor<f32>, tensor<f32>) -> tensor<i1>
+    graph.yield %go, %2, %4, %m, %l : tensor<i1>, tensor<2x4xf32>, tensor<f32>, tensor<4x4xf32>, tensor<f32>
+  }
+  func.return %r#0, %r#1 : tensor<2x4xf32>, tensor<f32>
+}
+"""
+
+
+def plain_if(c, a, b):
+    return [np.maximum(a, 0) * b, np.int64(1)] if c else [a - b, np.int64(2)]
+
+
+def plain_loop(a, w, limit):
+    x, s = a, np.float32(0)
+    for i in range(5):
+        x = np.tanh(x @ w) + np.float32(i)
+        s = s + x.sum(dtype=np.float32)
+        if not s < limit:
+            break
+    return [x, s]
+
+
+def if_inputs(c):
+    return [np.array(c), RNG.standard_normal((4, 8), np.float32), RNG.standard_normal((4, 8), np.float32)]
+
+
+def loop_inputs(limit):
+    a = RNG.standard_normal((2, 4), np.float32)
+    w = (RNG.standard_normal((4, 4)) * 0.5).astype(np.float32)
+    return [a, w, np.array(limit, np.float32)]
+
+
+def model(text):
+    return Model(pipeline.parse_module(text))
+
+
+def check(got, want, rtol=1e-5, atol=1e-5):
+    assert len(got) == len(want)
+    for g_, w_ in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g_), np.asarray(w_), rtol=rtol, atol=atol)
+
+
+CASES = [
+    (IF, plain_if, lambda: if_inputs(True)),
+    (IF, plain_if, lambda: if_inputs(False)),
+    # the limit stops the loop after 1, 2 or 3 iterations, or never (trip_count 5)
+    (LOOP, plain_loop, lambda: loop_inputs(-100.0)),
+    (LOOP, plain_loop, lambda: loop_inputs(3.0)),
+    (LOOP, plain_loop, lambda: loop_inputs(12.0)),
+    (LOOP, plain_loop, lambda: loop_inputs(1e9)),
+]
+
+
+@pytest.mark.parametrize("text,plain,make", CASES)
+def test_reference_and_numpy_backend(text, plain, make):
+    m = model(text)
+    inputs = make()
+    want = ref.run_reference(m.module, inputs, {})
+    check(want, plain(*inputs))
+    namespace: dict = {}
+    exec(emit_numpy(m.module), namespace)
+    got = namespace["main"](*inputs, params={})
+    for g_, w_ in zip(got, want):
+        np.testing.assert_array_equal(g_, w_)
