@@ -300,15 +300,23 @@ def _load(path: Path) -> ctypes.CDLL:
 PARALLEL_SOURCE_BYTES = 200_000
 
 
-def build(c_source: str, *, name: str = "module", units: list[str] | None = None) -> Library:
+def build(
+    c_source: str,
+    *,
+    name: str = "module",
+    units: list[str] | None = None,
+    link: tuple[str, ...] = (),
+) -> Library:
     """Compile `c_source` into a shared library (or reuse the cached one) and load it.
     `units`, the same program as several translation units (`backends.c.emit_c_units`),
     are compiled in parallel instead when the source is large; any failure there falls
-    back to the one unit (whose diagnostics name `c_source`'s lines)."""
+    back to the one unit (whose diagnostics name `c_source`'s lines). `link`: arguments
+    after the libraries (the MPI driver's `-I<dir>`, its libmpi and rpath), in the key."""
     cmd = compiler()
     version = _compiler_version(tuple(cmd))  # first: a missing compiler is a clear error
     opts = flags(cmd)
-    digest = hashlib.sha256("\0".join([c_source, *cmd, version, *opts, *libs(cmd)]).encode())
+    key_parts = [c_source, *cmd, version, *opts, *libs(cmd), *link]
+    digest = hashlib.sha256("\0".join(key_parts).encode())
     if "-march=native" in opts:  # (a cache directory shared by machines of other CPUs)
         from dlpc.passes.schedule.tuning_log import cpu_fingerprint
 
@@ -333,7 +341,7 @@ def build(c_source: str, *, name: str = "module", units: list[str] | None = None
         parallel = units is not None and len(units) > 2 and len(c_source) >= PARALLEL_SOURCE_BYTES
         if not (parallel and units is not None and _build_units(cmd, opts, units, tmp_name)):
             res = subprocess.run(
-                [*cmd, *opts, str(c_path), "-o", tmp_name, *libs(cmd)],
+                [*cmd, *opts, str(c_path), "-o", tmp_name, *libs(cmd), *link],
                 capture_output=True,
                 text=True,
                 env={**os.environ, "LC_ALL": "C"},  # plain ASCII quotes in messages
