@@ -24,6 +24,16 @@ def compile(model, target="c", **options):  # noqa: A001 - mirrors iree/tvm nami
     return _compile(model, target=target, **options)
 
 
+_EAGER = (
+    "Tensor", "tensor", "from_numpy", "from_dlpack", "empty", "zeros", "ones", "full",
+    "no_grad", "enable_grad", "jit", "ops", "register_kernel", "unregister_kernel",
+)  # fmt: skip
+_RUNTIME = (
+    "device", "devices", "device_count", "set_device", "current_device", "current_stream",
+    "use_stream", "synchronize", "memory_stats", "empty_cache", "Stream", "Event",
+)  # fmt: skip
+
+
 def __getattr__(name):
     """`dlpc.train(...)` (the training API, a callable module) and `dlpc.optim.Adam(...)`,
     imported on first use."""
@@ -35,4 +45,12 @@ def __getattr__(name):
         from dlpc.passes.train import optim
 
         return optim
+    if name in _EAGER:  # the execution runtime and eager mode (docs/runtime.md)
+        import dlpc.eager as eager
+
+        return getattr(eager, name)
+    if name in _RUNTIME:
+        from dlpc.runtime import device
+
+        return getattr(device, name)
     raise AttributeError(f"module 'dlpc' has no attribute '{name}'")

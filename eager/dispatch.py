@@ -1,0 +1,303 @@
+"""The dispatcher: an eager op call -> the kernel for its dispatch key -> output tensors.
+
+    dispatch.call("conv2d", (x, w), {"stride": 2})
+
+The dispatch key is the device type of the tensor operands (one device per call); the
+table `KERNELS[(op, device type)]` holds a kernel factory per key: for every graph op on
+`cpu`, `opencl` and `dlp`, `compiled` (dlpc's own pipeline builds the one-op graph for the
+call's shapes, dtypes, numbers and attributes, for that device's target: C, OpenCL, DLP
+C on the simulator), and whatever a user registered with `register_kernel`. A kernel is
+made once per (op, signature, attributes, device) and cached: a call that hits the cache
+builds no IR and runs no pass, it computes a tuple key and calls the kernel. A call with
+no kernel for its key is a one-line error naming the op and the device.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from dlpc.diagnostics import DlpcError
+from dlpc.frontends.builder import OPS, SUGAR, FrontendError, GraphBuilder
+from dlpc.runtime.device import Device
+from dlpc.runtime.tensor import TensorView
+
+DTYPE_NAMES = {
+    np.dtype(np.float32): "f32",
+    np.dtype(np.float64): "f64",
+    np.dtype(np.float16): "f16",
+    np.dtype(np.int64): "i64",
+    np.dtype(np.int32): "i32",
+    np.dtype(np.int8): "i8",
+    np.dtype(np.bool_): "i1",
+}
+TARGET_OF = {"cpu": "c", "opencl": "opencl", "dlp": "dlp"}
+
+
+def dtype_name(dtype: np.dtype) -> str:
+    name = DTYPE_NAMES.get(dtype)
+    if name is None:
+        raise DlpcError(f"error: dtype {dtype} has no graph element type")
+    return name
+
+
+def freeze(value: Any) -> Any:
+    """A hashable form of an attribute value (lists become tuples)."""
+    if isinstance(value, list | tuple):
+        return tuple(freeze(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, freeze(v)) for k, v in value.items()))
+    return value
+
+
+# ------------------------------------------------------------------ building graphs
+
+
+def build_op(gb: GraphBuilder, name: str, operands: list, attrs: dict[str, Any]) -> Any:
+    """`name` applied in `gb` (operands: SSA values, numbers or None), a one-line error
+    naming the op for a bad call."""
+    if name == "index":  # a view: slice then drop/insert unit dims (runtime/tensor.py)
+        (x,) = operands
+        rank = len(attrs["starts"])
+        y = gb.op(
+            "slice",
+            x,
+            starts=list(attrs["starts"]),
+            ends=list(attrs["ends"]),
+            axes=list(range(rank)),
+            steps=list(attrs["steps"]),
+        )
+        return gb.op("reshape", y, shape=list(attrs["shape"]))
+    if name == "identity":
+        (x,) = operands
+        return gb.op("reshape", x, shape=list(graph_shape(x)))
+    while operands and operands[-1] is None:
+        operands = operands[:-1]
+    try:
+        return gb.op(name, *operands, **{k: _plain(v) for k, v in attrs.items()})
+    except FrontendError as e:
+        raise DlpcError(f"error: {name}: {e.message}") from None
+
+
+def graph_shape(value) -> tuple[int, ...]:
+    from dlpc.dialects import graph
+
+    return tuple(graph.shape_of(value))
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+@dataclass
+class Signature:
+    """What a kernel is made for: per positional operand a (shape, dtype) for a tensor,
+    else the number or None; the attributes."""
+
+    name: str
+    operands: tuple
+    attrs: dict[str, Any]
+
+    def build(self, gb: GraphBuilder) -> tuple[list, Any]:
+        """The graph inputs (one per tensor operand) and the op's result."""
+        values, inputs = [], []
+        for k, o in enumerate(self.operands):
+            if isinstance(o, tuple):
+                shape, dtype = o
+                v = gb.input(f"a{k}", shape, dtype_name(dtype))
+                values.append(v)
+                inputs.append(v)
+            else:
+                values.append(o)
+        return inputs, build_op(gb, self.name, values, self.attrs)
+
+
+# ------------------------------------------------------------------ kernels
+
+
+class Kernel:
+    """A compiled graph on a device: `run(inputs) -> outputs` (tensors on the device)."""
+
+    def __init__(self, device: Device, model, name: str) -> None:
+        from dlpc import api
+
+        self.device = device
+        self.out_specs = _out_specs(model)
+        target = TARGET_OF[device.type]
+        try:
+            if target == "opencl":
+                self.fn = _opencl_function(model, device, name)
+                self.run = self._run_opencl  # type: ignore[method-assign]
+            else:
+                compiled = api.compile(model, target=target)
+                self.fn = compiled._direct or compiled.artifact or compiled
+                if target == "dlp":
+                    self.run = self._run_dlp  # type: ignore[method-assign]
+        except DlpcError as e:
+            raise DlpcError(f"error: no kernel for '{name}' on {device}: {e}") from None
+
+    def run(self, inputs: list[TensorView], cls) -> list:
+        outs = self.fn(*[t._host() for t in inputs])
+        dev = self.device
+        return [cls._wrap_host(dev, o) for o in outs]
+
+    def _run_dlp(self, inputs: list[TensorView], cls) -> list:
+        outs = self.fn(*[t._host() for t in inputs])
+        result = []
+        for o in outs:
+            t = cls.empty(o.shape, o.dtype, self.device)
+            np.copyto(t._host(), o)
+            result.append(t)
+        return result
+
+    def _run_opencl(self, inputs: list[TensorView], cls) -> list:
+        """Device buffers end to end: each input copied into the kernel's argument
+        buffer, the kernels enqueued, each output copied into a fresh block, all on the
+        current stream (in order, no host round trip)."""
+        from dlpc.runtime.device import current_stream
+
+        fn = self.fn
+        stream = current_stream(self.device)
+        queue = stream.handle
+        cl = self.device.backend.cl  # type: ignore[attr-defined]
+        copy = cl.enqueue_copy
+        for k, t in enumerate(inputs):
+            if not t.is_contiguous():
+                t = t.contiguous()
+            n = t.nbytes
+            if n:
+                block = t._storage.block
+                off = block.offset + t._offset * t.dtype.itemsize
+                copy(queue, fn.arg_buffers[k], block.handle, byte_count=n, src_offset=off)
+                t._storage.record_stream(stream)
+        fn._enqueue(queue, fn.steps, None)
+        first = fn.num_inputs + len(fn.param_names)
+        outs = []
+        for k, (shape, dtype) in enumerate(self.out_specs):
+            t = cls.empty(shape, dtype, self.device, stream)
+            if t.nbytes:
+                block = t._storage.block
+                copy(
+                    queue,
+                    block.handle,
+                    fn.arg_buffers[first + k],
+                    byte_count=t.nbytes,
+                    dst_offset=block.offset,
+                )
+            outs.append(t)
+        return outs
+
+
+def _out_specs(model) -> list[tuple[tuple[int, ...], np.dtype]]:
+    from dlpc.reference import graph as ref
+
+    main = ref.main_func(model.module)
+    rets = main.body.block.last_op.operands  # type: ignore[union-attr]
+    return [(tuple(ref.graph.shape_of(v)), np.dtype(ref.result_dtype(v))) for v in rets]
+
+
+@contextlib.contextmanager
+def _no_svm() -> Iterator[None]:
+    """Device kernels keep every argument in a device buffer: the copies in and out are
+    device copies (DLPC_OPENCL_SVM=0 while the function is made)."""
+    before = os.environ.get("DLPC_OPENCL_SVM")
+    os.environ["DLPC_OPENCL_SVM"] = "0"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["DLPC_OPENCL_SVM"]
+        else:
+            os.environ["DLPC_OPENCL_SVM"] = before
+
+
+def _opencl_function(model, device: Device, name: str):
+    """The one-op model through the pipeline for the OpenCL target, on `device`."""
+    from dlpc.backends.runtime.opencl_rt import OpenCLFunction
+    from dlpc.passes import pipeline
+
+    opts = pipeline.PipelineOptions(
+        opt_level=2, schedule=pipeline.schedules_for("opencl"), target="opencl"
+    )
+    lowered = pipeline.lower(model.module.clone(), "loop", opts, weights=None)
+    with _no_svm():
+        fn = OpenCLFunction(lowered, name=name, device=device.backend.cl_device)  # type: ignore[attr-defined]
+    fn.bind_params({})
+    return fn
+
+
+def compile_graph(gb: GraphBuilder, device: Device, name: str) -> Kernel:
+    from dlpc.model import Model
+
+    try:
+        module = gb.module()
+    except FrontendError as e:
+        raise DlpcError(f"error: {name}: {e.message}") from None
+    return Kernel(device, Model(module, {}, name), name)
+
+
+# ------------------------------------------------------------------ the table
+
+KernelFactory = Callable[[Signature, Device], Kernel]
+
+
+def compiled(sig: Signature, device: Device) -> Kernel:
+    """dlpc's pipeline on the one-op graph of `sig`, for `device`'s target."""
+    gb = GraphBuilder(f"eager_{sig.name}")
+    _, result = sig.build(gb)
+    gb.output(result)
+    return compile_graph(gb, device, sig.name)
+
+
+KERNELS: dict[tuple[str, str], Any] = {
+    (op, kind): compiled
+    for op in [*OPS, *SUGAR, "index", "identity"]
+    for kind in ("cpu", "opencl", "dlp")
+}
+USER: dict[tuple[str, str], Callable] = {}
+_CACHE: dict[tuple, Any] = {}
+
+
+def register_kernel(op: str, device_type: str, fn: Callable) -> None:
+    """Run `fn(*tensor operands, **attributes)` for `op` on devices of `device_type`
+    (returning a tensor or a tuple of them) instead of a compiled kernel."""
+    if device_type not in ("cpu", "opencl", "dlp"):
+        raise DlpcError(f"error: unknown device type '{device_type}' (cpu, opencl, dlp)")
+    USER[(op, device_type)] = fn
+    KERNELS[(op, device_type)] = fn
+    for key in [k for k in _CACHE if k[0] == op]:
+        del _CACHE[key]
+
+
+def unregister_kernel(op: str, device_type: str) -> None:
+    USER.pop((op, device_type), None)
+    if op in OPS or op in SUGAR:
+        KERNELS[(op, device_type)] = compiled
+    else:
+        KERNELS.pop((op, device_type), None)
+    for key in [k for k in _CACHE if k[0] == op]:
+        del _CACHE[key]
+
+
+def kernel_for(key: tuple, name: str, operands: tuple, attrs: dict, device: Device):
+    """The cached kernel of `key`, made on a miss."""
+    factory = KERNELS.get((name, device.type))
+    if factory is None:
+        raise DlpcError(f"error: no kernel for op '{name}' on device {device}")
+    if factory is not compiled:
+        kernel = ("user", factory)
+    else:
+        kernel = compiled(Signature(name, operands, attrs), device)
+    _CACHE[key] = kernel
+    return kernel
+
+
+def cache_size() -> int:
+    return len(_CACHE)

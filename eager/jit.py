@@ -1,0 +1,195 @@
+"""`dlpc.jit(fn)`: trace an eager function into graph IR and compile it whole.
+
+    fast = dlpc.jit(model)           # any callable on dlpc tensors
+    y = fast(x)                      # first call per signature: trace + compile
+    print(fast.graph)                # the captured graph IR
+
+A call's signature (each tensor argument's shape, dtype and device; every other
+argument's value) is the guard: a new signature is traced again (the function runs once
+on traced tensors, each op call appending a graph op instead of running) and compiled
+with the whole pipeline for the device's target. Tensors the function reads that are not
+arguments (a model's weights) become graph.params: compiled resident, re-bound when one
+of them was updated in place since (an optimizer step; `Tensor._version`). Python control
+flow runs at trace time, so it is specialised to the signature; reading a traced value
+(`item()`, `numpy()`) is an error that says to run eagerly. A call that must record
+gradients (grad mode on and an argument or weight requiring grad) runs the function
+eagerly, so `backward()` sees the tape.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from dlpc.diagnostics import DlpcError
+from dlpc.eager import autograd, dispatch
+from dlpc.eager import tensor as tensor_module
+from dlpc.eager.tensor import Tensor, from_numpy
+from dlpc.frontends.builder import GraphBuilder
+from dlpc.model import Model
+from dlpc.runtime.tensor import Storage, TensorView
+
+
+class Trace:
+    """One trace in progress: the builder, and the concrete tensors met (params)."""
+
+    def __init__(self, name: str, device) -> None:
+        self.gb = GraphBuilder(name)
+        self.device = device
+        self.params: list[tuple[str, Tensor]] = []
+        self._by_id: dict[int, Any] = {}
+
+    def value(self, t: TensorView):
+        v = getattr(t, "_value", None)
+        if v is not None:
+            return v
+        v = self._by_id.get(id(t))
+        if v is None:
+            name = f"w{len(self.params)}"
+            v = self.gb.param(name, t.shape, dispatch.dtype_name(t.dtype))
+            self.params.append((name, t))  # type: ignore[arg-type]
+            self._by_id[id(t)] = v
+        return v
+
+    def wrap(self, value) -> Tensor:
+        from dlpc.reference import graph as ref
+
+        shape = tuple(dispatch.graph_shape(value))
+        t = Tensor._make(Storage(self.device, 0), shape, (), 0, np.dtype(ref.result_dtype(value)))
+        t._value = value
+        return t
+
+    def op(self, name: str, args: tuple, kwargs: dict) -> Tensor:
+        values = [self.value(a) if isinstance(a, TensorView) else a for a in args]
+        return self.wrap(dispatch.build_op(self.gb, name, values, kwargs))
+
+    def view(self, t: Tensor, op: tuple[str, dict]) -> Tensor:
+        name, attrs = op
+        return self.wrap(dispatch.build_op(self.gb, name, [t._value], attrs))
+
+
+class Entry:
+    """One signature's graph, compiled function and weights."""
+
+    def __init__(self, module, compiled, params: list[tuple[str, Tensor]], single: bool):
+        self.module = module
+        self.compiled = compiled
+        self.params = params
+        self.versions: list[tuple[int, int]] | None = None
+        self.single = single
+
+    def bind(self) -> None:
+        versions = [(id(t._storage), t._version) for _, t in self.params]
+        if versions != self.versions:
+            self.compiled.artifact.bind_params({n: t.numpy() for n, t in self.params})
+            self.versions = versions
+
+
+def _key(args: tuple) -> tuple:
+    out = []
+    for a in args:
+        if isinstance(a, TensorView):
+            out.append(("tensor", a.shape, a.dtype, a.device.name))
+        else:
+            try:
+                hash(a)
+            except TypeError:
+                raise DlpcError(
+                    f"error: dlpc.jit: argument {a!r} is neither a tensor nor hashable"
+                ) from None
+            out.append(("value", type(a).__name__, a))
+    return tuple(out)
+
+
+class JitFunction:
+    """`fn` compiled per input signature; see the module docstring."""
+
+    def __init__(self, fn, name: str | None = None) -> None:
+        self.fn = fn
+        self.name = name or getattr(fn, "__name__", type(fn).__name__)
+        self.entries: dict[tuple, Entry] = {}
+        self._last: Entry | None = None
+        self.traces = 0
+
+    @property
+    def graph(self) -> str:
+        """The graph IR of the latest traced signature."""
+        if self._last is None:
+            raise DlpcError(f"error: dlpc.jit: '{self.name}' has not been called yet")
+        return str(self._last.module)
+
+    def _needs_grad(self, args: tuple, entry: Entry | None) -> bool:
+        if not autograd.GradMode.enabled:
+            return False
+        if any(getattr(a, "requires_grad", False) for a in args):
+            return True
+        return entry is not None and any(t.requires_grad for _, t in entry.params)
+
+    def __call__(self, *args):
+        key = _key(args)
+        entry = self.entries.get(key)
+        if self._needs_grad(args, entry) or (entry is None and self._grad_probe(args)):
+            return self.fn(*args)
+        if entry is None:
+            entry = self.entries[key] = self._trace(args)
+        self._last = entry
+        entry.bind()
+        tensors = [a for a in args if isinstance(a, TensorView)]
+        device = tensors[0].device if tensors else None
+        outs = entry.compiled(*[t.numpy() for t in tensors])
+        wrapped = [from_numpy(o, device) for o in outs]
+        return wrapped[0] if entry.single else tuple(wrapped)
+
+    def _grad_probe(self, args: tuple) -> bool:
+        """Before the first trace of a signature with grad on: trace, then look."""
+        if not autograd.GradMode.enabled:
+            return False
+        entry = self._trace(args)
+        self.entries[_key(args)] = entry
+        return self._needs_grad(args, entry)
+
+    def _trace(self, args: tuple) -> Entry:
+        from dlpc import api
+
+        tensors = [a for a in args if isinstance(a, TensorView)]
+        if not tensors:
+            raise DlpcError(f"error: dlpc.jit: '{self.name}' got no tensor argument")
+        device = tensors[0].device
+        trace = Trace(self.name, device)
+        traced_args = []
+        for k, a in enumerate(args):
+            if isinstance(a, TensorView):
+                v = trace.gb.input(f"x{k}", a.shape, dispatch.dtype_name(a.dtype))
+                traced_args.append(trace.wrap(v))
+            else:
+                traced_args.append(a)
+        if tensor_module.TRACER is not None:
+            raise DlpcError("error: dlpc.jit: nested traces are not supported")
+        tensor_module.TRACER = trace
+        try:
+            out = self.fn(*traced_args)
+        finally:
+            tensor_module.TRACER = None
+        single = isinstance(out, TensorView)
+        outs = [out] if single else list(out)
+        if not all(isinstance(o, Tensor) and o._value is not None for o in outs):
+            raise DlpcError(f"error: dlpc.jit: '{self.name}' must return traced tensors")
+        trace.gb.output(*[o._value for o in outs])
+        module = trace.gb.module()
+        weights = {n: t.numpy() for n, t in trace.params}
+        model = Model(module, weights, self.name)
+        target = dispatch.TARGET_OF[device.type]
+        compiled = api.compile(model, target=target, fold_weights=False)
+        self.traces += 1
+        entry = Entry(module, compiled, trace.params, single)
+        entry.versions = [(id(t._storage), t._version) for _, t in trace.params]
+        self._last = entry
+        return entry
+
+
+def jit(fn=None, *, name: str | None = None):
+    """`dlpc.jit(fn)` or `@dlpc.jit`: see the module docstring."""
+    if fn is None:
+        return lambda f: JitFunction(f, name)
+    return JitFunction(fn, name)

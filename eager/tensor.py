@@ -1,0 +1,344 @@
+"""`dlpc.Tensor`: a runtime tensor view with eager ops, operators and autograd.
+
+    x = dlpc.tensor(np.ones((2, 3), np.float32), device="opencl:0", requires_grad=True)
+    y = (x @ w.T + b).relu().sum()
+    y.backward(); x.grad
+
+Every op call goes through `call`: the dispatcher runs the kernel for the call's key
+(`dispatch.py`), and when grad mode is on and an operand requires grad the output records
+a `Node` (`autograd.py`). While `dlpc.jit` traces (`TRACER` set), calls on traced tensors
+build graph IR instead of running.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from dlpc.diagnostics import DlpcError
+from dlpc.eager import autograd, dispatch
+from dlpc.frontends.builder import OPS, operand_names
+from dlpc.runtime import device as devices
+from dlpc.runtime.tensor import TensorView
+
+TRACER: Any = None  # the active dlpc.jit trace (jit.py), else None
+
+
+def _operands(name: str, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """Operands given by keyword (`bias=b`) moved to their positions."""
+    op = OPS.get(name)
+    if op is None or not kwargs:
+        return args, kwargs
+    names = operand_names(op)
+    if not any(k in names for k in kwargs):
+        return args, kwargs
+    args = list(args)
+    attrs = {}
+    for k, v in kwargs.items():
+        if k in names and not op.OPERANDS[0].startswith("*"):
+            i = names.index(k)
+            args += [None] * (i + 1 - len(args))
+            args[i] = v
+        else:
+            attrs[k] = v
+    return tuple(args), attrs
+
+
+def call(name: str, args: tuple, kwargs: dict | None = None):
+    """Run graph op `name` eagerly on `args` (tensors, numbers, None) with attributes
+    `kwargs`; one output tensor (or a list for several)."""
+    kwargs = kwargs or {}
+    if kwargs:
+        args, kwargs = _operands(name, args, kwargs)
+    if TRACER is not None:
+        return TRACER.op(name, args, kwargs)
+    sig = []
+    tensors = []
+    device = None
+    grad = False
+    for a in args:
+        if isinstance(a, TensorView):
+            tensors.append(a)
+            sig.append((a.shape, a.dtype))
+            if device is None:
+                device = a.device
+            elif a.device is not device:
+                raise DlpcError(f"error: {name}: operands on {device} and {a.device}")
+            grad = grad or a.requires_grad  # type: ignore[attr-defined]
+        else:
+            sig.append(a)
+    if device is None:
+        raise DlpcError(f"error: {name} needs at least one tensor operand")
+    operands = tuple(sig)
+    frozen = dispatch.freeze(kwargs) if kwargs else ()
+    key = (name, operands, frozen, device.name)
+    kernel = dispatch._CACHE.get(key)
+    if kernel is None:
+        kernel = dispatch.kernel_for(key, name, operands, kwargs, device)
+    if type(kernel) is tuple:  # a user's kernel
+        result = kernel[1](*tensors, **kwargs)
+        outs = list(result) if isinstance(result, list | tuple) else [result]
+    else:
+        outs = kernel.run(tensors, Tensor)
+    if grad and autograd.GradMode.enabled:
+        want = tuple(bool(t.requires_grad) for t in tensors)  # type: ignore[attr-defined]
+        node = autograd.Node(name, operands, kwargs, tensors, want)
+        for o in outs[:1]:
+            o.requires_grad = True
+            o._node = node
+    return outs[0] if len(outs) == 1 else outs
+
+
+def _number(x) -> bool:
+    return isinstance(x, int | float | np.integer | np.floating) and not isinstance(x, bool)
+
+
+class Tensor(TensorView):
+    """A view over a device storage (runtime/tensor.py) with eager ops and autograd."""
+
+    requires_grad: bool
+    grad: Tensor | None
+    _node: autograd.Node | None
+    _version: int
+    _value: Any  # the SSA value while traced by dlpc.jit
+
+    def _init_extra(self) -> None:
+        self.requires_grad = False
+        self.grad = None
+        self._node = None
+        self._version = 0
+        self._value = None
+
+    def __repr__(self) -> str:
+        if self._value is not None:
+            return f"tensor(traced {list(self.shape)} {self.dtype}, device='{self.device}')"
+        grad = ", requires_grad=True" if self.requires_grad else ""
+        return (
+            f"tensor({np.array2string(self.numpy(), separator=', ')}, device='{self.device}'{grad})"
+        )
+
+    # ------------------------------------------------------------------ autograd
+    def requires_grad_(self, flag: bool = True) -> Tensor:
+        if self._node is not None and not flag:
+            raise DlpcError("error: requires_grad_(False) on a tensor computed from others")
+        self.requires_grad = flag
+        return self
+
+    def detach(self) -> Tensor:
+        return type(self)._make(self._storage, self.shape, self._strides, self._offset, self.dtype)
+
+    @property
+    def is_leaf(self) -> bool:
+        return self._node is None
+
+    def backward(self, gradient: Tensor | None = None) -> None:
+        if not self.requires_grad:
+            raise DlpcError("error: backward() of a tensor that does not require grad")
+        if gradient is None and self.numel() != 1:
+            raise DlpcError("error: backward() without a gradient needs a one-element tensor")
+        autograd.backward(self, gradient, lambda t: full_like(t, 1.0))
+
+    def _as_view(self, shape, strides, offset, op):
+        if self._value is not None:
+            return TRACER.view(self, op)
+        view = TensorView._as_view(self, shape, strides, offset, op)
+        if self.requires_grad and autograd.GradMode.enabled:
+            name, attrs = op
+            view.requires_grad = True
+            view._node = autograd.Node(name, ((self.shape, self.dtype),), attrs, [self], (True,))
+        return view
+
+    def _copy_dense(self):
+        if self._value is not None:
+            return self
+        out = TensorView._copy_dense(self)
+        if self.requires_grad and autograd.GradMode.enabled:
+            out.requires_grad = True
+            out._node = autograd.Node("identity", ((self.shape, self.dtype),), {}, [self], (True,))
+        return out
+
+    def _set_(self, other: Tensor) -> None:
+        """Take `other`'s data in place (an optimizer's update): same tensor object."""
+        self._storage = other._storage
+        self.shape, self._strides, self._offset = other.shape, other._strides, other._offset
+        self.dtype = other.dtype
+        self._np = other._np
+        self._version += 1
+
+    def zero_(self) -> Tensor:
+        z = zeros(self.shape, self.dtype, self.device)
+        self._set_(z)
+        return self
+
+    def numpy(self) -> np.ndarray:
+        if self._value is not None:
+            raise DlpcError(
+                "error: dlpc.jit cannot trace reading a tensor's values (data-dependent "
+                "Python control flow); run the function eagerly"
+            )
+        return TensorView.numpy(self)
+
+    # ------------------------------------------------------------------ ops
+    def __add__(self, o):
+        return call("add", (self, o))
+
+    def __radd__(self, o):
+        return call("add", (o, self))
+
+    def __sub__(self, o):
+        return call("sub", (self, o))
+
+    def __rsub__(self, o):
+        return call("sub", (o, self))
+
+    def __mul__(self, o):
+        return call("mul", (self, o))
+
+    def __rmul__(self, o):
+        return call("mul", (o, self))
+
+    def __truediv__(self, o):
+        return call("div", (self, o))
+
+    def __rtruediv__(self, o):
+        return call("div", (o, self))
+
+    def __pow__(self, o):
+        return call("pow", (self, o))
+
+    def __neg__(self):
+        return call("neg", (self,))
+
+    def __matmul__(self, o):
+        return call("matmul", (self, o))
+
+    def _compare(self, o, predicate: str):
+        return call("compare", (self, o), {"predicate": predicate})
+
+    def __lt__(self, o):
+        return self._compare(o, "lt")
+
+    def __le__(self, o):
+        return self._compare(o, "le")
+
+    def __gt__(self, o):
+        return self._compare(o, "gt")
+
+    def __ge__(self, o):
+        return self._compare(o, "ge")
+
+    def eq(self, o):
+        return self._compare(o, "eq")
+
+    __hash__ = object.__hash__
+
+    def matmul(self, o):
+        return call("matmul", (self, o))
+
+    def relu(self):
+        return call("relu", (self,))
+
+    def exp(self):
+        return call("exp", (self,))
+
+    def log(self):
+        return call("log", (self,))
+
+    def sqrt(self):
+        return call("sqrt", (self,))
+
+    def abs(self):
+        return call("abs", (self,))
+
+    def tanh(self):
+        return call("tanh", (self,))
+
+    def sigmoid(self):
+        return call("sigmoid", (self,))
+
+    def softmax(self, dim: int = -1):
+        return call("softmax", (self,), {"axis": dim})
+
+    def log_softmax(self, dim: int = -1):
+        return call("log_softmax", (self,), {"axis": dim})
+
+    def _reduce(self, op: str, dim, keepdim: bool):
+        if dim is None:
+            dims: list[int] = []
+        elif isinstance(dim, int):
+            dims = [dim]
+        else:
+            dims = list(dim)
+        return call(op, (self,), {"axes": tuple(dims), "keepdims": keepdim})
+
+    def sum(self, dim=None, keepdim: bool = False):
+        return self._reduce("reduce_sum", dim, keepdim)
+
+    def mean(self, dim=None, keepdim: bool = False):
+        return self._reduce("reduce_mean", dim, keepdim)
+
+    def amax(self, dim=None, keepdim: bool = False):
+        return self._reduce("reduce_max", dim, keepdim)
+
+    def argmax(self, dim: int = -1):
+        """Host-side (no graph op): the indices of the maxima along `dim`."""
+        return from_numpy(np.argmax(self.numpy(), axis=dim), self.device)
+
+    def astype(self, dtype):
+        dt = np.dtype(dtype)
+        if dt == self.dtype:
+            return self
+        return call("cast", (self,), {"to": dispatch.dtype_name(dt)})
+
+    def float(self):
+        return self.astype(np.float32)
+
+
+# ------------------------------------------------------------------ factories
+
+
+def from_numpy(array, device=None, requires_grad: bool = False) -> Tensor:
+    """Share a C-contiguous host array (cpu), or upload it to `device`."""
+    t = Tensor.from_numpy(array, device)
+    t.requires_grad = requires_grad
+    return t
+
+
+def tensor(data, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """A new tensor holding a copy of `data` (a numpy array, a list, a number, a Tensor)."""
+    if isinstance(data, TensorView):
+        data = data.numpy()
+    array = np.array(data, dtype=dtype, copy=True)
+    if dtype is None and array.dtype == np.float64:
+        array = array.astype(np.float32)  # torch's default float
+    t = Tensor.from_numpy(array, device, copy=True)
+    t.requires_grad = requires_grad
+    return t
+
+
+def empty(shape, dtype=np.float32, device=None) -> Tensor:
+    return Tensor.empty(shape, dtype, devices.device(device or "cpu"))
+
+
+def full(shape, value: float, dtype=np.float32, device=None, requires_grad=False) -> Tensor:
+    t = Tensor.from_numpy(np.full(tuple(shape), value, dtype), device)
+    t.requires_grad = requires_grad
+    return t
+
+
+def zeros(shape, dtype=np.float32, device=None, requires_grad=False) -> Tensor:
+    return full(shape, 0.0, dtype, device, requires_grad)
+
+
+def ones(shape, dtype=np.float32, device=None, requires_grad=False) -> Tensor:
+    return full(shape, 1.0, dtype, device, requires_grad)
+
+
+def full_like(t: TensorView, value: float) -> Tensor:
+    return full(t.shape, value, t.dtype, t.device)
+
+
+def from_dlpack(x) -> Tensor:
+    """A CPU tensor sharing the memory of a DLPack producer (numpy, torch on CPU)."""
+    return Tensor._wrap_host(devices.device("cpu"), np.from_dlpack(x))
