@@ -585,6 +585,8 @@ class FunctionWriter:
             )
         if isinstance(op, scf.IfOp):
             return self.if_(op)
+        if isinstance(op, scf.WhileOp) and not op.results:
+            return self.while_(op)
         if isinstance(op, func.ReturnOp):
             return None
         if not op.results or not op.operands:
@@ -869,6 +871,23 @@ class FunctionWriter:
         self.line("}")
         for r, name in zip(op.results, results):
             self.expr[r] = name
+
+    def while_(self, op: scf.WhileOp) -> None:
+        """A while loop carrying nothing in registers (graph.loop's host loop keeps its
+        state in buffers: passes/lower/control_to_loop.py): `for (;;) { before; if
+        (!cond) break; after }`."""
+        self.line("for (;;) {")
+        self.depth += 1
+        self.scopes.append([])
+        for inner in op.before_region.block.ops:
+            if isinstance(inner, scf.ConditionOp):
+                self.line(f"if (!({self[inner.condition]})) break;")
+            else:
+                self.op(inner)
+        self.close_scope()
+        self.depth -= 1
+        self.branch(op.after_region.block, [])
+        self.line("}")
 
     def branch(self, block: Block, results: list[str]) -> None:
         self.depth += 1

@@ -870,6 +870,8 @@ class GraphToTe(ModulePass):
         for inner in list(op.walk()):
             if inner.parent is None or isinstance(inner.parent_op(), g.FusedOp):
                 continue  # already erased, or lowered together with its graph.fused
+            if isinstance(inner, g.ControlOp | g.YieldOp):
+                continue  # control flow stays (te-to-loop); its regions' ops lower in place
             start = len(L.created)
             if isinstance(inner, g.FusedOp):
                 value = lower_fused(L, inner)

@@ -471,7 +471,9 @@ def bufferize(
     if not isinstance(ret, func.ReturnOp):
         raise DiagnosticException(f"te-to-loop: @{fn.sym_name.data} must end with func.return")
     for op in old.ops:
-        if not isinstance(op, TeOp | g.ParamOp | g.ConstantOp | arith.ConstantOp | func.ReturnOp):
+        if not isinstance(
+            op, TeOp | g.ParamOp | g.ConstantOp | g.ControlOp | arith.ConstantOp | func.ReturnOp
+        ):
             raise DiagnosticException(
                 f"te-to-loop: unexpected op {op.name} in @{fn.sym_name.data}; run graph-to-te first"
             )
@@ -538,6 +540,13 @@ def bufferize(
             get.memref.name_hint = sym
             block.add_op(get)
             buffers[op.output] = get.memref
+        elif isinstance(op, g.ControlOp):  # host control flow around its regions' kernels
+            from dlpc.passes.lower.control_to_loop import Control
+
+            control = Control(module, builder, memref_of, _constant_global)
+            for r, buf in zip(op.results, control.lower(op, block)):
+                buffers[r] = buf
+                allocated.append(r)
         elif isinstance(op, te.ComputeOp | te.ReduceOp):
             out = direct.get(op.result)
             if out is None:

@@ -67,7 +67,11 @@ def plain_loop(a, w, limit):
 
 
 def if_inputs(c):
-    return [np.array(c), RNG.standard_normal((4, 8), np.float32), RNG.standard_normal((4, 8), np.float32)]
+    return [
+        np.array(c),
+        RNG.standard_normal((4, 8), np.float32),
+        RNG.standard_normal((4, 8), np.float32),
+    ]
 
 
 def loop_inputs(limit):
@@ -108,3 +112,24 @@ def test_reference_and_numpy_backend(text, plain, make):
     got = namespace["main"](*inputs, params={})
     for g_, w_ in zip(got, want):
         np.testing.assert_array_equal(g_, w_)
+
+
+@pytest.mark.parametrize("target", ["c"])
+@pytest.mark.parametrize("text,plain,make", CASES)
+def test_compiled_against_reference(target, text, plain, make):
+    """The control flow runs on the host (C if / while around the kernel calls)."""
+    m = model(text)
+    inputs = make()
+    want = ref.run_reference(m.module, inputs, {})
+    check(dlpc.compile(m, target=target)(*inputs), want, rtol=1e-4, atol=1e-5)
+
+
+def test_c_host_code_has_the_control_flow():
+    """`dlpc_main` holds an if/else and a loop around the kernels: no Python between."""
+    from dlpc.backends.c import emit_c
+
+    for text, words in ((IF, ("if (", "} else {")), (LOOP, ("for (;;) {", ") break;"))):
+        lowered = pipeline.lower(model(text).module.clone(), "loop", pipeline.PipelineOptions())
+        source = emit_c(lowered)
+        main = source[source.index("int dlpc_main(void **args)") :]
+        assert all(w in main for w in words), words
