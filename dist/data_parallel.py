@@ -60,6 +60,25 @@ def check_divides(batch: int, ranks: int) -> None:
         )
 
 
+def read_state(comm: mpi.Communicator, path_or_state) -> dict[str, np.ndarray]:
+    """A checkpoint (a path or a dict) read on rank 0 and broadcast to every rank (a
+    collective); a read error is raised on every rank."""
+    state, error = None, None
+    if comm.rank == 0:
+        try:
+            if isinstance(path_or_state, str | os.PathLike):
+                state = dict(api.load_weights(path_or_state))
+            else:
+                state = dict(path_or_state)
+        except DlpcError as e:
+            error = str(e)
+    state, error = comm.world.bcast((state, error), root=0)
+    if error is not None:
+        raise DlpcError(error)
+    assert state is not None
+    return state
+
+
 class DataParallelTrainer(train_module.Trainer):
     """`dlpc.train.Trainer` on every rank of MPI_COMM_WORLD (see the module docstring):
     `batch_size` is the global batch; `step(x, y)` and `fit` take global batches."""
@@ -143,19 +162,7 @@ class DataParallelTrainer(train_module.Trainer):
         sampler is the epoch's global permutation): a run saved on any number of ranks,
         or by one device's Trainer, resumes on this one. A read error is raised on every
         rank."""
-        state, error = None, None
-        if self.comm.rank == 0:
-            try:
-                if isinstance(path_or_state, str | os.PathLike):
-                    state = dict(api.load_weights(path_or_state))
-                else:
-                    state = dict(path_or_state)
-            except DlpcError as e:
-                error = str(e)
-        state, error = self.comm.world.bcast((state, error), root=0)
-        if error is not None:
-            raise DlpcError(error)
-        super().load(state)
+        super().load(read_state(self.comm, path_or_state))
 
 
 class ParameterServerTrainer(DataParallelTrainer):

@@ -10,7 +10,11 @@ backward (graph-pipeline: the micro-batches' forwards and backwards in the sched
 order, activations and gradients sent between stages, the gradients' mean); the optimizer
 then updates every param, those of other stages by a zero gradient (unchanged under
 SGD and Adam without weight decay), so rank s holds stage s's params. The loss and the
-metrics are the last stage's, broadcast. Target numpy.
+metrics are the last stage's, broadcast. Targets numpy and c.
+
+A checkpoint is one device's state: `state` takes each param and its optimizer slots
+from the rank of its stage, so a run saved on S stages resumes on another number of
+stages (the stages are cut again from the whole model) or on one device's `Trainer`.
 
 schedule="2bw" (PipeDream-2BW) keeps the two weight versions on the host: each step runs
 1F1B's program on the stashed version W(t-1) (the optimizer's update lands on it), then
@@ -18,8 +22,9 @@ moves the newest version W(t) by that update, W(t+1) = W(t) + (U(W(t-1)) - W(t-1
 stashes W(t): for SGD, W(t) - lr * grad f(W(t-1)); for Adam, its step from the gradient
 at W(t-1) (an update that does not read W itself: no weight decay). graph-pipeline's
 2bw program reads both versions as params; the Trainer's step has no slot for a second
-version, so here it is the host's. The stash is not in `state`: a resumed run starts
-with both versions equal.
+version, so here it is the host's. `state` carries the stash (`pipeline.stash.<p>`,
+whole params like the others), so a resumed 2bw run continues on W(t-1) as the
+uninterrupted one; only a PipelineTrainer under 2bw loads it.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import dlpc.train as train_module
 from dlpc import api
 from dlpc.diagnostics import DlpcError
 from dlpc.dialects import comm, graph
+from dlpc.dist.data_parallel import read_state
 from dlpc.model import Model
 from dlpc.passes.dist.data_parallel import result_names
 from dlpc.passes.dist.pipeline import STASH, build_stage, partition, pipeline, stage_function
@@ -200,11 +206,7 @@ class PipelineTrainer(train_module.Trainer):
     def load(self, path_or_state) -> None:
         """`Trainer.load`, and under 2bw the stashed version W(t-1) saved beside the
         params (`pipeline.stash.<param>`; without it the next step runs on W(t))."""
-        state = (
-            dict(api.load_weights(path_or_state))
-            if isinstance(path_or_state, str | os.PathLike)
-            else dict(path_or_state)
-        )
+        state = read_state(self.comm, path_or_state)
         stash = {n[len(STASH) :]: v for n, v in state.items() if n.startswith(STASH)}
         super().load({n: v for n, v in state.items() if not n.startswith(STASH)})
         if self.schedule == "2bw":

@@ -4,7 +4,10 @@ epoch equals 2 epochs without a stop: on 2 ranks bit for bit, 2 ranks -> 1 and
 1 -> 2 within fp32 tolerance (the ranks' average of per-rank mean gradients sums in
 another order than one device's mean). The resumed epoch is the next one: its shuffle
 (the epoch's seed) is the uninterrupted run's second epoch. A pipeline (1f1b, 2bw) and
-the parameter server resume on as many ranks through dlpc-train.
+the parameter server resume on as many ranks through dlpc-train. Tensor parallel (Adam)
+and a pipeline (1F1B, SGD with momentum) save one device's state: saved on 2 ranks, they
+resume on 1 and on 4 (the MLP's hidden sizes divide by 4; 4 stages of its layers), and a
+tensor-parallel checkpoint resumes in one device's Trainer ("one").
 
     mpiexec -n 2 python test/python/test_dist_resume.py first DIR
     mpiexec -n 1 python test/python/test_dist_resume.py resume DIR
@@ -42,13 +45,19 @@ def mpirun(n: int, *args: str) -> subprocess.CompletedProcess:
 
 @needs_mpi
 @pytest.mark.parametrize(
-    "kind, before, after", [("dp", 2, 2), ("dp", 2, 1), ("dp", 1, 2), ("ps", 2, 2)]
-)
+    "kind, before, after",
+    [
+        ("dp", 2, 2), ("dp", 2, 1), ("dp", 1, 2), ("ps", 2, 2),
+        ("tp", 2, 2), ("tp", 2, 1), ("tp", 2, 4), ("tp:one", 2, 1),
+        ("pp", 2, 1), ("pp", 2, 4),
+    ],
+)  # fmt: skip
 def test_save_and_resume_equals_an_uninterrupted_run(tmp_path, kind, before, after):
     """ps: the synchronous parameter server, whose save gathers the server's state (it
     hung before: rank 0 alone ran the collective)."""
-    mpirun(before, "first", str(tmp_path), kind)
-    result = mpirun(after, "resume", str(tmp_path), str(before), kind)
+    saved, resumed = (kind.split(":") * 2)[:2]
+    mpirun(before, "first", str(tmp_path), saved)
+    result = mpirun(after, "resume", str(tmp_path), str(before), resumed)
     assert sorted(re.findall(r"ok (\d) resume", result.stdout)) == [str(r) for r in range(after)]
 
 
@@ -74,16 +83,25 @@ def _epochs(result: subprocess.CompletedProcess) -> list[str]:
 
 @needs_mpi
 @pytest.mark.parametrize(
-    "strategy",
-    [["--pp", "2", "--pp-schedule", "1f1b"], ["--pp", "2", "--pp-schedule", "2bw"], ["--ps", "2"]],
-    ids=["1f1b", "2bw", "ps"],
+    "strategy, resume_on",
+    [
+        (["--pp", "2", "--pp-schedule", "1f1b"], None),
+        (["--pp", "2", "--pp-schedule", "2bw"], None),
+        (["--ps", "2"], None),
+        (["--tp", "2"], None),
+        (["--tp", "2"], ()),
+        (["--pp", "2", "--pp-schedule", "gpipe"], ()),
+    ],
+    ids=["1f1b", "2bw", "ps", "tp", "tp-to-one-device", "gpipe-to-one-device"],
 )
-def test_resume_through_dlpc_train(tmp_path, strategy):
+def test_resume_through_dlpc_train(tmp_path, strategy, resume_on):
     """`dlpc-train --ranks 2 <strategy> --save --resume`: epoch 1, then epoch 2
-    resumed, prints the uninterrupted run's epochs; under 2bw the checkpoint carries
-    the stashed version W(t-1) the next step runs on (without it epoch 2 differed). The
-    parameter server (`--ps 2`) also prints one device's epochs (SGD: linear in the
-    gradient, the ranks' summation order stays in the last bits)."""
+    resumed (on the same ranks, or `resume_on`: () for one device's dlpc-train), prints
+    the uninterrupted run's epochs; under 2bw the checkpoint carries the stashed version
+    W(t-1) the next step runs on (without it epoch 2 differed). The parameter server
+    (`--ps 2`) also prints one device's epochs (SGD: linear in the gradient, the ranks'
+    summation order stays in the last bits). Tensor parallel's checkpoint is gathered
+    (before, both ranks wrote their shards to the one file)."""
     pytest.importorskip("mpi4py")
     x, y = _data()
     np.savez(tmp_path / "d.npz", x=x, y=y)
@@ -101,7 +119,8 @@ def test_resume_through_dlpc_train(tmp_path, strategy):
 
     whole = _epochs(train("whole.npz", "--epochs", "2"))
     first = _epochs(train("run.npz", "--epochs", "1"))
-    resumed = train("run.npz", "--epochs", "2", "--resume")
+    more = {} if resume_on is None else {"ranks": resume_on}
+    resumed = train("run.npz", "--epochs", "2", "--resume", **more)
     assert "resumed from" in resumed.stdout + resumed.stderr
     assert len(whole) == 2 and whole[0] != whole[1]
     assert [*first, *_epochs(resumed)] == whole
@@ -116,10 +135,24 @@ def _data() -> tuple[np.ndarray, np.ndarray]:
 
 
 def _trainer(kind: str):
-    from dlpc.dist import DataParallelTrainer, ParameterServerTrainer
+    import dlpc.train
+    from dlpc.dist import (
+        DataParallelTrainer,
+        ParameterServerTrainer,
+        PipelineTrainer,
+        TensorParallelTrainer,
+    )
+    from dlpc.passes.train.optim import SGD
 
     if kind == "ps":
         return ParameterServerTrainer(MLP, "cross_entropy", "adam", batch_size=BATCH)
+    if kind == "tp":
+        return TensorParallelTrainer(MLP, "cross_entropy", "adam", batch_size=BATCH)
+    if kind == "pp":
+        sgd = SGD(lr=0.05, momentum=0.9)
+        return PipelineTrainer(MLP, "cross_entropy", sgd, batch_size=BATCH, microbatches=2)
+    if kind == "one":
+        return dlpc.train.Trainer(MLP, "cross_entropy", "adam", batch_size=BATCH, target="numpy")
     return DataParallelTrainer(MLP, "cross_entropy", "adam", batch_size=BATCH, bucket_mb=0.5)
 
 
