@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 from xdsl.dialects import func
@@ -34,10 +35,14 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, Operation, Region, SSAValue
 
 from dlpc.backends.runtime.callconv import ModuleFunction
+from dlpc.diagnostics import DlpcError
 from dlpc.dialects import graph
 from dlpc.reference import comm as comm_ref
 from dlpc.reference import graph as ref
 from dlpc.runtime.mpi import PendingAllReduce
+
+if TYPE_CHECKING:
+    from dlpc.runtime.comm_native import NativeStep
 
 
 def has_comm(module: ModuleOp) -> bool:
@@ -99,7 +104,12 @@ def _segment(ops: list[Operation], later: set[Operation]) -> Segment | None:
 class SplitFunction(ModuleFunction):
     """@main of a graph module with comm ops, as compiled segments and collectives."""
 
-    def __init__(self, module: ModuleOp, build: Callable[[ModuleOp, int], ModuleFunction]):
+    def __init__(
+        self,
+        module: ModuleOp,
+        build: Callable[[ModuleOp, int], ModuleFunction],
+        native: bool | None = None,
+    ):
         from dlpc.runtime.mpi import world
 
         main = ref.main_func(module)
@@ -179,13 +189,71 @@ class SplitFunction(ModuleFunction):
                 None if v in returned or not native else np.empty(shape, dtype)
                 for v, (shape, dtype) in zip(seg.outputs, specs)
             ]
+        self._flat_buckets()
         self.source = "\n".join(
             f"// ---- segment {k} of {len(self.segments)}\n{getattr(s.function, 'source', '')}"
             for k, s in enumerate(self.segments)
         )
+        # the whole step in C (runtime/comm_native.py) where the MPI C library links
+        self.native: NativeStep | None = None
+        self.native_reason = "not asked for" if native is False else ""
+        if native is not False:
+            self._go_native()
+
+    def _go_native(self) -> None:
+        from dlpc.runtime.comm_native import NativeStep, find_mpi_c, supported
+
+        mpi, why = find_mpi_c()
+        why = why or supported(self)
+        if not why and not all(hasattr(s.function, "library") for s in self.segments):
+            why = "a segment is not compiled C"
+        if mpi is not None and not why:
+            try:
+                self.native = NativeStep(self, mpi)
+            except DlpcError as e:  # (e.g. the driver's MPI is not mpi4py's)
+                why = str(e)
+        self.native_reason = why
+        if self.native is not None:
+            self.source += f"\n// ---- the step: segments and MPI calls\n{self.native.source}"
+
+    def _flat_buckets(self) -> None:
+        """The kept buffers of a bucket's operands (per dtype) as views of one flat
+        buffer, laid end to end in operand order: mpi4py then sends the bucket as it is,
+        without packing it (`Communicator._bucket`)."""
+        kept = {
+            v: (seg, i)
+            for seg in self.segments
+            for i, v in enumerate(seg.outputs)
+            if seg.kept and seg.kept[i] is not None
+        }
+        laid: set[SSAValue] = set()
+        for op, (name, _) in self.calls.items():
+            if name != "all_reduce":
+                continue
+            by_dtype: dict[np.dtype, list[SSAValue]] = {}
+            for v in op.operands:
+                by_dtype.setdefault(np.dtype(ref.result_dtype(v)), []).append(v)
+            for dtype, xs in by_dtype.items():
+                if (
+                    len(xs) < 2
+                    or len(set(xs)) < len(xs)
+                    or any(x not in kept or x in laid for x in xs)
+                ):
+                    continue
+                flat = np.empty(sum(ref.value_bytes(x.type) for x in xs) // dtype.itemsize, dtype)
+                offset = 0
+                for x in xs:
+                    seg, i = kept[x]
+                    old = seg.kept[i]
+                    assert old is not None
+                    seg.kept[i] = flat[offset : offset + old.size].reshape(old.shape)
+                    offset += old.size
+                    laid.add(x)
 
     def __call__(self, *inputs, params=None) -> list[np.ndarray]:
         arrays = self.arguments(inputs, params)
+        if self.native is not None:
+            return self.native(arrays, self.overlap)
         values: dict[str, np.ndarray] = dict(zip(self.param_names, arrays[self.num_inputs :]))
         env: dict[SSAValue, np.ndarray] = dict(zip(self.args, arrays[: self.num_inputs]))
         for value, source in self.free:

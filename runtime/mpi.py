@@ -54,9 +54,46 @@ def members(group: Group, rank: int) -> tuple[int, ...]:
     return tuple(ranks) or tuple(range(world))
 
 
+POOLED = 4  # result buffers kept per size
+# sys.getrefcount of a pooled buffer nothing else references: the pool's list, the loop
+# variable, getrefcount's own argument
+_UNREFERENCED = 3
+
+
+def _contiguous(xs: list[np.ndarray]) -> np.ndarray | None:
+    """One flat array over `xs` when they lie end to end in one buffer (one C-contiguous
+    array, or views of one flat buffer in order), else None."""
+    if len(xs) == 1:
+        x = xs[0]
+        return x.reshape(-1) if x.flags.c_contiguous else None
+    base = xs[0].base
+    if not isinstance(base, np.ndarray) or base.ndim != 1 or not base.flags.c_contiguous:
+        return None
+    start = xs[0].ctypes.data
+    end = start
+    for x in xs:
+        if x.base is not base or not x.flags.c_contiguous or x.ctypes.data != end:
+            return None
+        end += x.nbytes
+    first = (start - base.ctypes.data) // base.itemsize
+    return base[first : first + (end - start) // base.itemsize]
+
+
 def _chunks(x: np.ndarray, n: int, dim: int) -> np.ndarray:
-    """[n, *chunk]: x split into n along `dim`, contiguous chunk by chunk."""
+    """[n, *chunk]: x split into n along `dim`, contiguous chunk by chunk (x itself,
+    reshaped, when the chunks already are: every dim before `dim` of size 1)."""
+    if x.flags.c_contiguous and all(d == 1 for d in x.shape[:dim]):
+        return x.reshape(n, *x.shape[:dim], x.shape[dim] // n, *x.shape[dim + 1 :])
     return np.ascontiguousarray(np.stack(np.split(x, n, axis=dim)))
+
+
+def _concat(chunks: np.ndarray, dim: int) -> np.ndarray:
+    """[n, *chunk] joined along `dim` of the chunk (a view when every dim before `dim`
+    has size 1, else a new array)."""
+    n, shape = chunks.shape[0], chunks.shape[1:]
+    if all(d == 1 for d in shape[:dim]):
+        return chunks.reshape(*shape[:dim], n * shape[dim], *shape[dim + 1 :])
+    return np.concatenate(list(chunks), axis=dim)
 
 
 class Communicator:
@@ -70,7 +107,8 @@ class Communicator:
         self.size: int = self.world.Get_size()
         self._groups: dict[tuple[int, ...], Any] = {}
         self.recv_seconds = 0.0  # time spent waiting in recv, for bench/distributed.py
-        self._scratch: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+        self._scratch: dict[tuple, np.ndarray] = {}  # send staging, per size and dtype
+        self._results: dict[tuple, list[np.ndarray]] = {}  # result buffers (`_result`)
         self._ops = {
             "sum": MPI.SUM,
             "avg": MPI.SUM,
@@ -102,105 +140,127 @@ class Communicator:
     def all_reduce(self, xs: Sequence[np.ndarray], kind: str, group: Group) -> list[np.ndarray]:
         comm, ranks = self._comm(group)
         outs: list[np.ndarray] = [np.empty(0)] * len(xs)
-        by_dtype: dict[np.dtype, list[int]] = {}
-        for k, x in enumerate(xs):
-            by_dtype.setdefault(np.asarray(x).dtype, []).append(k)
-        for dtype, ks in by_dtype.items():
-            # one bucket, one message, through buffers kept per size: MPI on fresh
-            # buffers pays their pages' faults and registration on every call
-            # (figures: docs/distributed.md)
-            total = sum(np.asarray(xs[k]).size for k in ks)
-            send, recv = self._buffers(total, dtype)
-            offset = 0
-            for k in ks:
-                size = np.asarray(xs[k]).size
-                send[offset : offset + size] = np.asarray(xs[k]).reshape(-1)
-                offset += size
+        for send, recv, parts in self._bucket(xs):
             comm.Allreduce(send, recv, op=self._op(kind))
             if kind == "avg":
-                recv /= np.asarray(len(ranks), dtype=dtype)
-            offset = 0
-            for k in ks:
-                size = np.asarray(xs[k]).size
-                outs[k] = recv[offset : offset + size].reshape(np.shape(xs[k])).copy()
-                offset += size
+                recv /= np.asarray(len(ranks), dtype=recv.dtype)
+            for k, offset, size, shape in parts:
+                outs[k] = recv[offset : offset + size].reshape(shape)
         return outs
 
     def all_reduce_start(
         self, xs: Sequence[np.ndarray], kind: str, group: Group, key: object = None
     ) -> PendingAllReduce:
-        """`all_reduce` as MPI_Iallreduce: the operands are packed (so the caller may
-        overwrite them at once) and the request started; `.wait()` returns the results.
-        `key` names the bucket: its buffers stay its own while other buckets are in
-        flight (the blocking call's buffers are shared by size)."""
+        """`all_reduce` as MPI_Iallreduce: the request started; `.wait()` returns the
+        results. MPI reads an operand (or a bucket already contiguous) in place while the
+        request is in flight, so the caller leaves the operands unchanged until `wait()`
+        (the request keeps them alive). `key` names the bucket: a bucket that must be
+        packed gets a send buffer of its own, apart from other buckets in flight."""
         comm, ranks = self._comm(group)
         pending = PendingAllReduce(len(xs), kind, len(ranks))
-        by_dtype: dict[np.dtype, list[int]] = {}
-        for k, x in enumerate(xs):
-            by_dtype.setdefault(np.asarray(x).dtype, []).append(k)
-        for dtype, ks in by_dtype.items():
-            total = sum(np.asarray(xs[k]).size for k in ks)
-            send, recv = self._buffers(total, dtype, key)
-            offset = 0
-            shapes = []
-            for k in ks:
-                size = np.asarray(xs[k]).size
-                send[offset : offset + size] = np.asarray(xs[k]).reshape(-1)
-                shapes.append((k, offset, size, np.shape(xs[k])))
-                offset += size
-            pending.parts.append((comm.Iallreduce(send, recv, op=self._op(kind)), recv, shapes))
+        for send, recv, parts in self._bucket(xs, key if key is not None else object()):
+            request = comm.Iallreduce(send, recv, op=self._op(kind))
+            pending.parts.append((request, send, recv, parts))
         return pending
 
-    def _buffers(
-        self, size: int, dtype: np.dtype, bucket: object = None
-    ) -> tuple[np.ndarray, np.ndarray]:
-        key = (size, dtype) if bucket is None else (size, dtype, bucket)
+    def _bucket(self, xs: Sequence[np.ndarray], key: object = None):
+        """Per dtype of the operands: (send, recv, [(k, offset, size, shape)]). MPI reads
+        the operands' own memory when they are one array, or views laid end to end in one
+        buffer (comm_split's bucket buffers); otherwise they are packed into one send
+        buffer kept per size (one copy, one message). The results are views of `recv`,
+        a buffer reused once nothing holds a view of it (`_result`): no copy out, and no
+        fresh pages per call (MPI on fresh buffers pays their faults and registration:
+        docs/distributed.md)."""
+        by_dtype: dict[np.dtype, list[int]] = {}
+        arrays = [np.asarray(x) for x in xs]
+        for k, x in enumerate(arrays):
+            by_dtype.setdefault(x.dtype, []).append(k)
+        for dtype, ks in by_dtype.items():
+            parts, offset = [], 0
+            for k in ks:
+                parts.append((k, offset, arrays[k].size, arrays[k].shape))
+                offset += arrays[k].size
+            send = _contiguous([arrays[k] for k in ks])
+            if send is None:
+                send = self._staging(offset, dtype, key)
+                for k, start, size, _ in parts:
+                    send[start : start + size] = arrays[k].reshape(-1)
+            yield send, self._result(offset, dtype), parts
+
+    def _staging(self, size: int, dtype: np.dtype, bucket: object = None) -> np.ndarray:
+        key = (size, dtype, bucket)
         if key not in self._scratch:
-            self._scratch[key] = (np.empty(size, dtype), np.empty(size, dtype))
+            self._scratch[key] = np.empty(size, dtype)
         return self._scratch[key]
+
+    def _result(self, size: int, dtype: np.dtype) -> np.ndarray:
+        """A flat buffer for results: one of this size that nothing else references any
+        more (every view of it dropped: its refcount is the pool's alone), else a new one,
+        pooled up to POOLED per size."""
+        pool = self._results.setdefault((size, dtype), [])
+        for buf in pool:
+            if sys.getrefcount(buf) <= _UNREFERENCED:
+                return buf
+        buf = np.empty(size, dtype)
+        if len(pool) < POOLED:
+            pool.append(buf)
+        return buf
+
+    def _out(self, shape: Sequence[int], dtype: np.dtype) -> np.ndarray:
+        """A result array of `shape` (a view of a pooled buffer: `_result`)."""
+        return self._result(int(np.prod(shape, dtype=np.int64)), np.dtype(dtype)).reshape(shape)
 
     def broadcast(self, x: np.ndarray, root: int, group: Group) -> np.ndarray:
         comm, _ = self._comm(group)
-        buf = np.array(x, copy=True, order="C")
+        x = np.asarray(x)
+        buf = self._out(x.shape, x.dtype)
+        if comm.Get_rank() == root:  # (the others receive straight into it)
+            buf[...] = x
         comm.Bcast(buf, root=root)
         return buf
 
     def reduce(self, x: np.ndarray, kind: str, root: int, group: Group) -> np.ndarray:
         comm, ranks = self._comm(group)
         send = np.ascontiguousarray(x)
-        recv = np.zeros_like(send)
+        recv = self._out(send.shape, send.dtype)
         comm.Reduce(send, recv, op=self._op(kind), root=root)
-        if kind == "avg" and comm.Get_rank() == root:
+        if comm.Get_rank() != root:
+            recv[...] = 0
+        elif kind == "avg":
             recv /= np.asarray(len(ranks), dtype=recv.dtype)
         return recv
 
     def scatter(self, x: np.ndarray, dim: int, root: int, group: Group) -> np.ndarray:
         comm, ranks = self._comm(group)
-        n = len(ranks)
-        chunks = _chunks(np.asarray(x), n, dim)
-        recv = np.empty_like(chunks[0])
-        comm.Scatter(chunks if comm.Get_rank() == root else None, recv, root=root)
+        n, x = len(ranks), np.asarray(x)
+        shape = list(x.shape)
+        shape[dim] //= n
+        recv = self._out(shape, x.dtype)
+        send = _chunks(x, n, dim) if comm.Get_rank() == root else None
+        comm.Scatter(send, recv, root=root)
         return recv
 
     def gather(self, x: np.ndarray, dim: int, root: int, group: Group) -> np.ndarray:
         comm, ranks = self._comm(group)
         send = np.ascontiguousarray(x)
-        recv = np.empty((len(ranks), *send.shape), send.dtype)
+        recv = self._out((len(ranks), *send.shape), send.dtype)
         comm.Gather(send, recv if comm.Get_rank() == root else None, root=root)
-        whole = np.concatenate(list(recv), axis=dim)
-        return whole if comm.Get_rank() == root else np.zeros_like(whole)
+        whole = _concat(recv, dim)
+        if comm.Get_rank() != root:
+            whole[...] = 0
+        return whole
 
     def all_gather(self, x: np.ndarray, dim: int, group: Group) -> np.ndarray:
         comm, ranks = self._comm(group)
         send = np.ascontiguousarray(x)
-        recv = np.empty((len(ranks), *send.shape), send.dtype)
+        recv = self._out((len(ranks), *send.shape), send.dtype)
         comm.Allgather(send, recv)
-        return np.concatenate(list(recv), axis=dim)
+        return _concat(recv, dim)
 
     def reduce_scatter(self, x: np.ndarray, kind: str, dim: int, group: Group) -> np.ndarray:
         comm, ranks = self._comm(group)
         chunks = _chunks(np.asarray(x), len(ranks), dim)
-        recv = np.empty_like(chunks[0])
+        recv = self._out(chunks.shape[1:], chunks.dtype)
         comm.Reduce_scatter_block(chunks, recv, op=self._op(kind))
         if kind == "avg":
             recv /= np.asarray(len(ranks), dtype=recv.dtype)
@@ -209,9 +269,9 @@ class Communicator:
     def all_to_all(self, x: np.ndarray, split_dim: int, concat_dim: int, group: Group):
         comm, ranks = self._comm(group)
         send = _chunks(np.asarray(x), len(ranks), split_dim)
-        recv = np.empty_like(send)
+        recv = self._out(send.shape, send.dtype)
         comm.Alltoall(send, recv)
-        return np.concatenate(list(recv), axis=concat_dim)
+        return _concat(recv, concat_dim)
 
     def send(self, x: np.ndarray, peer: int, tag: int, group: Group) -> None:
         comm, _ = self._comm(group)
@@ -232,22 +292,23 @@ class Communicator:
 
 class PendingAllReduce:
     """An all_reduce in flight (`Communicator.all_reduce_start`): `wait()` completes its
-    requests (one per dtype) and returns the results as new arrays, as `all_reduce`."""
+    requests (one per dtype) and returns the results, as `all_reduce`."""
 
     def __init__(self, n: int, kind: str, size: int):
         self.n, self.kind, self.size = n, kind, size
-        self.parts: list[tuple[Any, np.ndarray, list]] = []
+        self.parts: list[tuple[Any, np.ndarray, np.ndarray, list]] = []
         self.results: list[np.ndarray] | None = None
 
     def wait(self) -> list[np.ndarray]:
         if self.results is None:
             outs: list[np.ndarray] = [np.empty(0)] * self.n
-            for request, recv, shapes in self.parts:
+            for request, _send, recv, parts in self.parts:
                 request.Wait()
                 if self.kind == "avg":
                     recv /= np.asarray(self.size, dtype=recv.dtype)
-                for k, offset, size, shape in shapes:
-                    outs[k] = recv[offset : offset + size].reshape(shape).copy()
+                for k, offset, size, shape in parts:
+                    outs[k] = recv[offset : offset + size].reshape(shape)
+            self.parts = []  # (the operands and buffers released)
             self.results = outs
         return self.results
 

@@ -65,6 +65,13 @@ def test_program_with_collectives_on_c_equals_numpy_and_reference():
 
 
 @needs_mpi
+def test_program_on_c_without_the_mpi_header_runs_segments_between_mpi4py_calls():
+    result = mpirun(2, "program-python")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert sorted(re.findall(r"ok (\d) program", result.stdout)) == ["0", "1"], result.stdout
+
+
+@needs_mpi
 def test_data_parallel_on_c_equals_one_device():
     result = mpirun(2, "dp")
     assert result.returncode == 0, result.stderr[-3000:]
@@ -103,13 +110,24 @@ def test_comm_ops_on_another_compiled_target_is_one_line(tmp_path):
 # ---- the ranks' programs ----------------------------------------------------------------
 
 
-def program() -> int:
+def program(native: bool = True) -> int:
+    """The program on C: `native`, the step in one C driver linked with libmpi (the dist
+    extra's wheel has mpi.h); else as if the header were absent: segments between
+    mpi4py's collectives."""
     import dlpc
     from dlpc.reference import comm as ref
+    from dlpc.runtime import comm_native
     from dlpc.runtime.comm_split import SplitFunction
     from dlpc.runtime.mpi import world
 
     C = world()
+    if not native:  # no MPI header: discovery says why, the split falls back
+        real = comm_native._loaded_libmpi
+        comm_native._loaded_libmpi = lambda: Path("/nonexistent/lib/libmpi.so.12")
+        comm_native.find_mpi_c.cache_clear()
+        mpi, why = comm_native.find_mpi_c()
+        assert mpi is None and "no mpi.h of MPICH" in why, why
+        comm_native._loaded_libmpi = real
     r, n = C.rank, C.size
     rng = np.random.default_rng(5)
     w = rng.standard_normal((5, 5)).astype(np.float32)
@@ -119,10 +137,19 @@ def program() -> int:
         path.write_text(PROGRAM.replace("{n4}", str(4 * n)).replace("{n}", str(n)))
         model = dlpc.load(path, weights={"w": w})
     on_c = dlpc.compile(model, target="c")
-    assert isinstance(on_c.artifact, SplitFunction)
+    fn = on_c.artifact
+    assert isinstance(fn, SplitFunction)
     # three segments around the all_reduce, and the all_gather/broadcast pair
-    assert len(on_c.artifact.segments) == 3, len(on_c.artifact.segments)
-    assert "comm" not in on_c.source and on_c.source.count("// ---- segment") == 3
+    assert len(fn.segments) == 3, len(fn.segments)
+    assert on_c.source.count("// ---- segment") == 3
+    if native:
+        assert fn.native is not None, fn.native_reason
+        for call in ("MPI_Iallreduce", "MPI_Allgather", "MPI_Bcast", "seg_main[2]"):
+            assert call in on_c.source, call
+    else:
+        assert fn.native is None and "no mpi.h" in fn.native_reason, fn.native_reason
+        assert "MPI_" not in on_c.source
+    comm_native.find_mpi_c.cache_clear()
     got = on_c(xs[r])
     want = dlpc.compile(model, target="numpy")(xs[r])
     for a, b, what in zip(got, want, ("z", "g", "s")):
@@ -215,6 +242,6 @@ def split(strategy: str) -> int:
 if __name__ == "__main__":
     from dlpc.runtime.mpi import guard
 
-    cases = {"program": program, "dp": dp}
+    cases = {"program": program, "program-python": lambda: program(native=False), "dp": dp}
     cases.update({s: lambda s=s: split(s) for s in ("tp", "pp", "hybrid")})
     sys.exit(guard(cases[sys.argv[1]]))
