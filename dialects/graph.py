@@ -23,11 +23,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self, TypeAlias, TypeVar, cast
 
 from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
     I64,
     AnyFloat,
+    ArrayAttr,
     DenseArrayBase,
     DenseIntOrFPElementsAttr,
     Float16Type,
@@ -69,6 +71,7 @@ from xdsl.traits import ConstantLike, HasParent, IsolatedFromAbove, IsTerminator
 from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.hints import isa
 
+from dlpc.dialects import symdims
 from dlpc.dialects.sizes import MAX_TENSOR_BYTES as MAX_TENSOR_BYTES
 from dlpc.dialects.sizes import element_bytes as element_bytes
 from dlpc.dialects.sizes import size_error
@@ -90,16 +93,27 @@ def check_size(shape: Sequence[int], element_type: Attribute) -> None:
 
 
 def tensor_type(shape: Sequence[int], element_type: Attribute = f32) -> TensorType:
-    """A static tensor type; over `MAX_TENSOR_BYTES` it is a VerifyException."""
+    """A tensor type; over `MAX_TENSOR_BYTES` it is a VerifyException. A symbolic dim
+    (`dialects.symdims.SymDim`) becomes `?`, its expression in the encoding."""
+    if symdims.is_symbolic(shape):
+        dims = [DYNAMIC_INDEX if isinstance(d, symdims.SymDim) else d for d in shape]
+        texts = [StringAttr(str(d)) for d in shape if isinstance(d, symdims.SymDim)]
+        check_size(dims, element_type)
+        return TensorType(element_type, dims, ArrayAttr(texts))
     check_size(shape, element_type)
     return TensorType(element_type, list(shape))
 
 
 def shape_of(value: SSAValue | Attribute) -> Shape:
+    """The shape, a symbolic dim (`?`) as the SymDim its type's encoding names (one the
+    encoding does not name is the anonymous symbol `?`)."""
     ty = value.type if isinstance(value, SSAValue) else value
     if not isinstance(ty, TensorType):
         raise VerifyException(f"expected a tensor, got {ty}")
-    return ty.get_shape()
+    shape = ty.get_shape()
+    if DYNAMIC_INDEX not in shape:
+        return shape
+    return cast(Shape, symdims.shape_from_type(shape, ty.encoding))
 
 
 def element_type_of(value: SSAValue | Attribute) -> Attribute:
@@ -113,7 +127,10 @@ def is_float_type(ty: Attribute) -> bool:
 
 
 def fmt_shape(shape: Sequence[int]) -> str:
-    return "x".join(str(d) for d in shape) if shape else "scalar"
+    """`2x8`; a symbolic dim in braces: `{batch}x{2*seq}x64`."""
+    if not shape:
+        return "scalar"
+    return "x".join(f"{{{d}}}" if isinstance(d, symdims.SymDim) else str(d) for d in shape)
 
 
 def ssa_name_hint(name: str) -> str | None:
@@ -316,12 +333,12 @@ class GraphOp(IRDLOperation):
                 raise
             raise VerifyException(f"{self.name}: {e}") from e
         actual = self.results[0].type
-        if not isinstance(actual, TensorType):
+        if not isa(actual, TensorType[Attribute]):
             raise VerifyException(f"{self.name} must produce a tensor, got {actual}")
-        if expected.get_shape() != actual.get_shape():
+        if shape_of(expected) != shape_of(actual):
             raise VerifyException(
-                f"{self.name}: inferred result shape {fmt_shape(expected.get_shape())} "
-                f"but result type has shape {fmt_shape(actual.get_shape())}"
+                f"{self.name}: inferred result shape {fmt_shape(shape_of(expected))} "
+                f"but result type has shape {fmt_shape(shape_of(actual))}"
             )
         if expected.get_element_type() != actual.get_element_type():
             raise VerifyException(
