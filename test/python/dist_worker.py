@@ -217,7 +217,36 @@ def ps(optimizer: str) -> int:
     return 0
 
 
-MODES = {"ps": ps, "dp": dp, "tp": tp, "pp": pp, "pptrain": pptrain, "hybrid": hybrid}
+def fault(strategy: str) -> int:
+    """One step on every rank, then rank 1 alone fails (a batch of the wrong size) while
+    rank 0 runs the next step, waiting in its collective or recv: guard prints rank 1's
+    one line and MPI_Aborts, so rank 0 stops too."""
+    from dlpc.dist import PipelineTrainer
+
+    C = world()
+    rng = np.random.default_rng(23)
+    x = rng.standard_normal((GLOBAL_BATCH, 784)).astype(np.float32)
+    y = rng.integers(0, 10, GLOBAL_BATCH).astype(np.int64)
+    kinds = {"dp": DataParallelTrainer, "tp": TensorParallelTrainer, "pp": PipelineTrainer}
+    trainer = kinds[strategy](MLP, "cross_entropy", "sgd", batch_size=GLOBAL_BATCH)
+    trainer.step(x, y)
+    if C.rank == 1:
+        trainer.step(x[:3], y[:3])
+    else:
+        trainer.step(x, y)
+    print(f"ok {C.rank} fault (unexpected)", flush=True)
+    return 0
+
+
+MODES = {
+    "fault": fault,
+    "ps": ps,
+    "dp": dp,
+    "tp": tp,
+    "pp": pp,
+    "pptrain": pptrain,
+    "hybrid": hybrid,
+}
 
 if __name__ == "__main__":
     sys.exit(guard(lambda: MODES[sys.argv[1]](*sys.argv[2:]), "dist_worker"))

@@ -110,6 +110,19 @@ def test_a_rank_error_stops_every_rank():
 
 
 @needs_mpi
+@pytest.mark.parametrize("strategy", ["dp", "tp", "pp"])
+def test_one_failing_rank_stops_every_rank(strategy):
+    """Rank 1 alone raises in a step while rank 0 waits in the step's collective (dp,
+    tp) or recv (pp): one line naming rank 1, a non-zero exit, no hang (the timeout)."""
+    result = run(["mpiexec", "-n", "2", sys.executable, str(WORKER), "fault", strategy])
+    assert result.returncode != 0
+    lines = [line for line in result.stderr.splitlines() if "dist_worker: rank" in line]
+    assert len(lines) == 1, result.stderr[-3000:]
+    assert re.fullmatch(r"dist_worker: rank 1: error: .*", lines[0]), lines
+    assert "unexpected" not in result.stdout
+
+
+@needs_mpi
 @pytest.mark.parametrize("optimizer", ["adam", "sgd"])
 def test_tensor_parallel_equals_one_device(optimizer):
     result = run(["mpiexec", "-n", "2", sys.executable, str(WORKER), "tp", optimizer])
