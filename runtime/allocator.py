@@ -259,18 +259,20 @@ class CachingAllocator:
         if not self.pending:
             return
         ready = [b for b, events in self.pending if all(self.event_done(e) for e in events)]
-        self.pending = [(b, e) for b, e in self.pending if all(b is not r for r in ready)]
-        for block in ready:
-            self._cache(block)
+        self._cache_pending(ready)
 
     def synchronize_pending(self) -> None:
         """Wait for the streams of every pending free, then cache those blocks."""
         for _, events in self.pending:
             for e in events:
                 e.wait()
-        blocks = [b for b, _ in self.pending]
-        self.pending = []
-        for block in blocks:
+        self._cache_pending([b for b, _ in self.pending])
+
+    def _cache_pending(self, ready: list[Block]) -> None:
+        """Cache the `ready` pending blocks one by one: a block still pending is no
+        free neighbour to merge with (it is in no pool yet)."""
+        for block in ready:
+            self.pending = [(b, e) for b, e in self.pending if b is not block]
             self._cache(block)
 
     def _release(self, segment: Segment) -> None:

@@ -305,9 +305,13 @@ class TensorView:
         n = self.numel()
         if not n:
             return out
-        program = getattr(backend, "copy_program", None)
-        if program is None:
-            program = backend.copy_program = cl.Program(backend.ctx, COPY_KERNEL).build()
+        kernel = getattr(backend, "copy_kernel", None)
+        if kernel is None:
+            from dlpc.backends.runtime.opencl_rt import build
+
+            kernel = backend.copy_kernel = cl.Kernel(
+                build(backend.ctx, COPY_KERNEL), "dlpc_strided_copy"
+            )
         geom_key = (self.shape, self._strides)
         cache = backend.__dict__.setdefault("geom_buffers", {})
         geom = cache.get(geom_key)
@@ -317,10 +321,7 @@ class TensorView:
             geom = cache[geom_key] = cl.Buffer(backend.ctx, flags, hostbuf=values)
         src, dst = self._storage.block, out._storage.block
         item = self.dtype.itemsize
-        program.dlpc_strided_copy(
-            self._queue(),
-            (n,),
-            None,
+        kernel.set_args(
             src.handle,
             np.uint64(src.offset + self._offset * item),
             dst.handle,
@@ -329,6 +330,7 @@ class TensorView:
             np.int32(max(self.ndim, 1) if self.ndim else 1),
             np.int32(item),
         )
+        cl.enqueue_nd_range_kernel(self._queue(), kernel, (n,), None)
         return out
 
     # ------------------------------------------------------------------ views
@@ -347,7 +349,8 @@ class TensorView:
         if Ellipsis in index:
             k = index.index(Ellipsis)
             index = (*index[:k], *[slice(None)] * (self.ndim - used), *index[k + 1 :])
-        index = (*index, *[slice(None)] * (self.ndim - used))
+        else:
+            index = (*index, *[slice(None)] * (self.ndim - used))
         shape, strides, offset = [], [], self._offset
         starts, ends, steps, dropped = [], [], [], []
         d = 0
