@@ -94,6 +94,19 @@ def test_hybrid_dp_x_tp_on_c_on_4_ranks_equals_one_device():
     assert sorted(re.findall(r"ok (\d) hybrid", result.stdout)) == ["0", "1", "2", "3"]
 
 
+@needs_mpi
+@pytest.mark.parametrize("n", [2, 3])
+def test_every_collective_on_c_matches_its_definition(n):
+    """Each collective (every reduction, f32/f64/i64, odd sizes, splits and concats along
+    an inner dim, in place and not, a sub-group in another order on 3 ranks) on the C
+    driver and on the segmented fallback equals reference.comm and the numpy backend."""
+    result = mpirun(n, "collectives")
+    assert result.returncode == 0, result.stderr[-3000:]
+    oks = re.findall(r"ok (\d) collectives (\d+)", result.stdout)
+    assert sorted(r for r, _ in oks) == [str(r) for r in range(n)], result.stdout
+    assert all(int(count) >= 40 for _, count in oks), oks
+
+
 def test_comm_ops_on_another_compiled_target_is_one_line(tmp_path):
     """OpenCL and DLP do not run comm ops: one line naming the targets that do."""
     import dlpc
@@ -167,6 +180,154 @@ def program(native: bool = True) -> int:
     return 0
 
 
+KINDS = ("sum", "prod", "min", "max", "avg")
+
+
+def collectives_program(n: int, r: int):
+    """Rank r's program holding every collective, and for each returned value a function
+    of every rank's inputs (a, y, d, i) giving its expected value on rank r. One segment
+    computes the operands of the in-place cases (read by their collective alone) and one
+    after reads the in-place results (which therefore are not returned)."""
+    from dlpc.reference import comm as ref
+
+    def t(shape, e="f32"):
+        return f"tensor<{'x'.join(map(str, shape))}x{e}>"
+
+    A, Y, D, I = t((3 * n, 5)), t((3, 5 * n)), t((n, 7), "f64"), t((2 * n, 3), "i64")
+    g = f"group <world {n}>"
+    pre, ops, post, out = [], [], [], []  # out: (value, type, expected(a, y, d, i))
+
+    def ret(value, ty, want):
+        out.append((value, ty, want))
+
+    for k in KINDS:  # in place: a bucket of two segment values, results read by a segment
+        pre += [
+            f"%a2_{k} = graph.add %a, %a : ({A}, {A}) -> {A}",
+            f"%y2_{k} = graph.add %y, %y : ({Y}, {Y}) -> {Y}",
+        ]
+        ops.append(f"%ra_{k}, %ry_{k} = comm.all_reduce {k} %a2_{k}, %y2_{k} {g} : {A}, {Y}")
+        post += [
+            f"%pa_{k} = graph.add %ra_{k}, %ra_{k} : ({A}, {A}) -> {A}",
+            f"%py_{k} = graph.add %ry_{k}, %ry_{k} : ({Y}, {Y}) -> {Y}",
+        ]
+        ret(f"%pa_{k}", A, lambda a, y, d, i, k=k: 2 * ref.all_reduce([2 * x for x in a], k)[r])
+        ret(f"%py_{k}", Y, lambda a, y, d, i, k=k: 2 * ref.all_reduce([2 * x for x in y], k)[r])
+        # from an input, straight into @main's output
+        ops.append(f"%ri_{k} = comm.all_reduce {k} %a {g} : {A}")
+        ret(f"%ri_{k}", A, lambda a, y, d, i, k=k: ref.all_reduce(a, k)[r])
+        ops.append(f"%rd_{k} = comm.reduce {k} %a root {1 % n} {g} : {A}")
+        ret(f"%rd_{k}", A, lambda a, y, d, i, k=k: ref.reduce(a, k, 1 % n)[r])
+        ops.append(f"%rs_{k} = comm.reduce_scatter {k} %a dim 0 {g} : {A} -> {t((3, 5))}")
+        ret(f"%rs_{k}", t((3, 5)), lambda a, y, d, i, k=k: ref.reduce_scatter(a, k, 0)[r])
+        if k != "avg":
+            ops.append(f"%ii_{k} = comm.all_reduce {k} %i {g} : {I}")
+            ret(f"%ii_{k}", I, lambda a, y, d, i, k=k: ref.all_reduce(i, k)[r])
+    # a bucket of three dtypes; a bucket packed (its operands are inputs)
+    ops.append(f"%ma, %mi, %md = comm.all_reduce sum %a, %i, %d {g} : {A}, {I}, {D}")
+    ret("%ma", A, lambda a, y, d, i: ref.all_reduce(a, "sum")[r])
+    ret("%mi", I, lambda a, y, d, i: ref.all_reduce(i, "sum")[r])
+    ret("%md", D, lambda a, y, d, i: ref.all_reduce(d, "sum")[r])
+    ops.append(f"%pa, %py = comm.all_reduce max %a, %y {g} : {A}, {Y}")
+    ret("%pa", A, lambda a, y, d, i: ref.all_reduce(a, "max")[r])
+    ret("%py", Y, lambda a, y, d, i: ref.all_reduce(y, "max")[r])
+    ops.append(f"%rsy = comm.reduce_scatter avg %y dim 1 {g} : {Y} -> {t((3, 5))}")
+    ret("%rsy", t((3, 5)), lambda a, y, d, i: ref.reduce_scatter(y, "avg", 1)[r])
+    # broadcast: copied from an input on the root; in place on a segment value
+    ops.append(f"%ba = comm.broadcast %a root {n - 1} {g} : {A}")
+    ret("%ba", A, lambda a, y, d, i: ref.broadcast(a, n - 1)[r])
+    pre.append(f"%b2 = graph.add %a, %a : ({A}, {A}) -> {A}")
+    ops.append(f"%bb = comm.broadcast %b2 root 0 {g} : {A}")
+    post.append(f"%pb = graph.add %bb, %bb : ({A}, {A}) -> {A}")
+    ret("%pb", A, lambda a, y, d, i: 2 * ref.broadcast([2 * x for x in a], 0)[r])
+    ops.append(f"%sa = comm.scatter %a dim 0 root {n - 1} {g} : {A} -> {t((3, 5))}")
+    ret("%sa", t((3, 5)), lambda a, y, d, i: ref.scatter(a, 0, n - 1)[r])
+    ops.append(f"%sy = comm.scatter %y dim 1 root 0 {g} : {Y} -> {t((3, 5))}")
+    ret("%sy", t((3, 5)), lambda a, y, d, i: ref.scatter(y, 1, 0)[r])
+    ops.append(f"%ga = comm.gather %a dim 0 root 0 {g} : {A} -> {t((3 * n * n, 5))}")
+    ret("%ga", t((3 * n * n, 5)), lambda a, y, d, i: ref.gather(a, 0, 0)[r])
+    ops.append(f"%gb = comm.gather %a dim 1 root {1 % n} {g} : {A} -> {t((3 * n, 5 * n))}")
+    ret("%gb", t((3 * n, 5 * n)), lambda a, y, d, i: ref.gather(a, 1, 1 % n)[r])
+    ops.append(f"%aga = comm.all_gather %d dim 0 {g} : {D} -> {t((n * n, 7), 'f64')}")
+    ret("%aga", t((n * n, 7), "f64"), lambda a, y, d, i: ref.all_gather(d, 0)[r])
+    ops.append(f"%agy = comm.all_gather %y dim 1 {g} : {Y} -> {t((3, 5 * n * n))}")
+    ret("%agy", t((3, 5 * n * n)), lambda a, y, d, i: ref.all_gather(y, 1)[r])
+    ops.append(f"%ta = comm.all_to_all %a split 0 concat 1 {g} : {A} -> {t((3, 5 * n))}")
+    ret("%ta", t((3, 5 * n)), lambda a, y, d, i: ref.all_to_all(a, 0, 1)[r])
+    ops.append(f"%ty = comm.all_to_all %y split 1 concat 0 {g} : {Y} -> {t((3 * n, 5))}")
+    ret("%ty", t((3 * n, 5)), lambda a, y, d, i: ref.all_to_all(y, 1, 0)[r])
+    # a ring of int64 (the even ranks send first: blocking sends cannot all wait)
+    nxt, prv = (r + 1) % n, (r - 1) % n
+    ring = [
+        f"comm.send %i to {nxt} tag 3 {g} : {I}",
+        f"%ring = comm.recv from {prv} tag 3 {g} : {I}",
+    ]
+    ops += ring if r % 2 == 0 else ring[::-1]
+    ret("%ring", I, lambda a, y, d, i: i[prv])
+    ops.append(f"comm.barrier {g}")
+    if n == 3 and r != 1:  # a sub-group in another order than the world's
+        ops.append(f"%sub = comm.all_reduce prod %a group <world 3, ranks [2, 0]> : {A}")
+        me = [2, 0].index(r)
+        ret("%sub", A, lambda a, y, d, i: ref.all_reduce([a[2], a[0]], "prod")[me])
+    values, types = ", ".join(v for v, _, _ in out), ", ".join(ty for _, ty, _ in out)
+    text = "\n".join(
+        [
+            f"func.func @main(%a: {A}, %y: {Y}, %d: {D}, %i: {I}) -> ({types}) {{",
+            *[f"  {line}" for line in pre + ops + post],
+            f"  func.return {values} : {types}",
+            "}",
+        ]
+    )
+    return text, [want for _, _, want in out]
+
+
+def collectives() -> int:
+    import dlpc
+    from dlpc.runtime import comm_native
+    from dlpc.runtime.mpi import world
+
+    C = world()
+    r, n = C.rank, C.size
+    rng = np.random.default_rng(3)
+    inputs = [  # every rank's (a, y, d, i); near 1, so a product over 3 ranks stays tame
+        (
+            (1 + 0.25 * rng.standard_normal((3 * n, 5))).astype(np.float32),
+            (1 + 0.25 * rng.standard_normal((3, 5 * n))).astype(np.float32),
+            (1 + 0.25 * rng.standard_normal((n, 7))).astype(np.float64),
+            rng.integers(-3, 4, (2 * n, 3)).astype(np.int64),
+        )
+        for _ in range(n)
+    ]
+    every = [list(x) for x in zip(*inputs)]  # a, y, d, i: lists over the ranks
+    text, wants = collectives_program(n, r)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "collectives.mlir"
+        path.write_text(text)
+        model = dlpc.load(path)
+    expected = [want(*every) for want in wants]
+    numpy = dlpc.compile(model, target="numpy")(*inputs[r])
+    native = dlpc.compile(model, target="c")
+    assert native.artifact.native is not None, native.artifact.native_reason
+    find = comm_native.find_mpi_c
+    comm_native.find_mpi_c = lambda: (None, "test: the MPI C library is absent")
+    try:
+        python = dlpc.compile(model, target="c")
+    finally:
+        comm_native.find_mpi_c = find
+    assert python.artifact.native is None
+    count = 0
+    for how, fn in (("c driver", native), ("c segments", python)):
+        for call in range(2):  # (a second call reuses every kept buffer)
+            got = fn(*inputs[r])
+            for k, (a, b, c) in enumerate(zip(got, expected, numpy)):
+                what = f"{how} call {call}: output {k} ({wants[k].__name__})"
+                assert a.dtype == b.dtype and a.shape == b.shape, (what, a.shape, b.shape)
+                np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=what)
+                np.testing.assert_allclose(c, b, rtol=1e-5, atol=1e-6, err_msg=f"numpy {k}")
+                count += 1
+    print(f"ok {r} collectives {count // 4}", flush=True)
+    return 0
+
+
 def dp() -> int:
     import dlpc
     import dlpc.train
@@ -182,7 +343,8 @@ def dp() -> int:
     trainer = DataParallelTrainer(
         MLP, "cross_entropy", "adam", batch_size=batch, bucket_mb=0.5, target="c"
     )
-    assert isinstance(trainer.compiled.artifact, SplitFunction)
+    fn = trainer.compiled.artifact
+    assert isinstance(fn, SplitFunction) and fn.native is not None, fn.native_reason
     losses = [trainer.step(xs[k], ys[k]) for k in range(steps)]
     mine = trainer.weights
     for name, value in mine.items():
@@ -243,5 +405,6 @@ if __name__ == "__main__":
     from dlpc.runtime.mpi import guard
 
     cases = {"program": program, "program-python": lambda: program(native=False), "dp": dp}
+    cases["collectives"] = collectives
     cases.update({s: lambda s=s: split(s) for s in ("tp", "pp", "hybrid")})
     sys.exit(guard(cases[sys.argv[1]]))
