@@ -24,6 +24,7 @@ from xdsl.dialects.func import FuncOp
 
 from dlpc.backends.runtime.callconv import ModuleFunction
 from dlpc.diagnostics import DlpcError
+from dlpc.dialects import symdims
 from dlpc.model import Model
 from dlpc.passes import pipeline
 from dlpc.reference import graph as ref
@@ -219,8 +220,15 @@ def _check_against(names: list[str], specs: list, arrays: list[np.ndarray]) -> l
             f"error: the model takes {len(specs)} inputs ({', '.join(names)}) "
             f"but {len(arrays)} were given"
         )
+    if any(symdims.is_symbolic(shape) for shape, _ in specs):  # the dims bind per call
+        try:
+            symdims.bind_inputs(names, [s for s, _ in specs], [x.shape for x in arrays])
+        except symdims.SymbolicError as e:
+            raise DlpcError(f"error: {e}") from None
     for name, (shape, dtype), x in zip(names, specs, arrays):
-        if x.shape != shape:
+        if symdims.is_symbolic(shape):
+            pass
+        elif x.shape != shape:
             raise DlpcError(
                 f"error: input '{name}' has shape {ref.graph.fmt_shape(x.shape)} "
                 f"but the model expects {ref.graph.fmt_shape(shape)}"

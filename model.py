@@ -18,12 +18,13 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
 from dlpc.diagnostics import DlpcError
+from dlpc.dialects.symdims import is_symbolic
 from dlpc.reference import graph as ref
 
 
 @dataclass(frozen=True)
 class InputSpec:
-    """One input a call passes: its name, shape and dtype."""
+    """One input a call passes: its name, shape and dtype (a dim may be symbolic)."""
 
     name: str
     shape: tuple[int, ...]
@@ -44,8 +45,11 @@ class Specialiser:
     build: Callable[[Mapping[str, np.ndarray]], Model]
 
     def key(self, values: Mapping[str, np.ndarray]) -> tuple:
-        """What a specialisation is cached by: the frozen inputs' dtypes, shapes and bytes."""
-        out = []
+        """What a specialisation is cached by: the frozen inputs' dtypes, shapes and bytes,
+        and the shapes of the inputs with symbolic dims (`dialects.symdims`)."""
+        out: list[tuple] = [
+            (s.name, np.shape(values[s.name])) for s in self.inputs if is_symbolic(s.shape)
+        ]
         for name in self.shape_inputs:
             a = np.ascontiguousarray(values[name])
             out.append((name, a.dtype.str, a.shape, a.tobytes()))
@@ -67,6 +71,12 @@ class Model:
 
     @property
     def module(self) -> ModuleOp:
+        if self.ir is None and self.specialiser and not self.specialiser.shape_inputs:
+            raise DlpcError(
+                f"{self.path or self.name}: error: the model's inputs have symbolic dims, so "
+                f"it has one graph per input shape: dlpc.compile(model) builds them at call "
+                f"time (or load it with input_shapes=...)"
+            )
         if self.ir is None:
             frozen = self.specialiser.shape_inputs if self.specialiser else []
             names = ", ".join(f"'{n}'" for n in frozen)

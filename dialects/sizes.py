@@ -35,7 +35,7 @@ def element_bytes(element_type: Attribute) -> int:
 def size_error(shape: Sequence[int], element_type: Attribute) -> str | None:
     """Why a tensor of this shape and element type is too big (None: it fits). The byte
     count is compared with the limit without ever being formed from an unbounded product."""
-    if any(d < 0 for d in shape):  # a symbolic (batch) dim: checked once it is bound
+    if any(type(d) is not int or d < 0 for d in shape):  # symbolic: checked once bound
         return None
     size, limit = element_bytes(element_type), MAX_TENSOR_BYTES
     for d in shape:

@@ -393,3 +393,73 @@ def shape_from_type(shape: Sequence[int], encoding: object) -> tuple[Dim, ...]:
         out.append(parse(texts[k]) if k < len(texts) else sym("?"))
         k += 1
     return tuple(out)
+
+
+def name_of(d: Dim) -> str | None:
+    """The symbol a dim is, when it is one symbol alone (`seq`; not `2*seq`)."""
+    if isinstance(d, SymDim) and len(d.terms) == 1:
+        ((mono, coeff),) = d.terms.items()
+        if coeff == 1 and len(mono) == 1 and isinstance(mono[0], str):
+            return mono[0]
+    return None
+
+
+def bind_inputs(
+    names: Sequence[str],
+    declared: Sequence[Sequence[Dim]],
+    actual: Sequence[Sequence[int]],
+    maxima: Mapping[str, int] | None = None,
+) -> dict[str, int]:
+    """The value of every symbol, read off the shapes a call passes; a shape that breaks
+    the declared relations (a rank, a static dim, a symbol two inputs share, an expression
+    such as `2*seq`, a declared maximum) is a SymbolicError naming the input and the dim.
+
+    A dim that is a lone symbol binds it (the first input that has it decides); dims that
+    are expressions are checked once every symbol is bound."""
+    bound: dict[str, int] = {}
+    source: dict[str, tuple[str, int]] = {}
+    later: list[tuple[str, int, Dim, int]] = []
+    for name, want, got in zip(names, declared, actual):
+        if len(want) != len(got):
+            raise SymbolicError(
+                f"input '{name}' has rank {len(got)} but the model expects rank {len(want)} "
+                f"({', '.join(str(d) for d in want)})"
+            )
+        for axis, (d, n) in enumerate(zip(want, got)):
+            if isinstance(d, int):
+                if d != n:
+                    raise SymbolicError(
+                        f"input '{name}' dim {axis} is {n} but the model expects {d}"
+                    )
+                continue
+            s = name_of(d)
+            if s is None:
+                later.append((name, axis, d, n))
+            elif s in bound:
+                if bound[s] != n:
+                    first, first_axis = source[s]
+                    raise SymbolicError(
+                        f"input '{name}' dim {axis} ('{s}') is {n} but input '{first}' "
+                        f"dim {first_axis} gives '{s}' = {bound[s]}"
+                    )
+            elif n < 1:
+                raise SymbolicError(
+                    f"input '{name}' dim {axis} ('{s}') is {n}: a symbolic dim must be at least 1"
+                )
+            elif maxima and s in maxima and n > maxima[s]:
+                raise SymbolicError(
+                    f"input '{name}' dim {axis} ('{s}') is {n}, above its declared "
+                    f"maximum {maxima[s]}"
+                )
+            else:
+                bound[s], source[s] = n, (name, axis)
+    for name, axis, d, n in later:
+        try:
+            want = evaluate(d, bound)
+        except KeyError as e:
+            raise SymbolicError(
+                f"input '{name}' dim {axis} is '{d}', but no input binds '{e.args[0]}'"
+            ) from None
+        if want != n:
+            raise SymbolicError(f"input '{name}' dim {axis} is {n} but '{d}' = {want}")
+    return bound
