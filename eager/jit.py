@@ -131,6 +131,7 @@ class JitFunction:
         entry = self.entries.get(key)
         if self._needs_grad(args, entry) or (entry is None and self._grad_probe(args)):
             return self.fn(*args)
+        entry = self.entries.get(key)
         if entry is None:
             entry = self.entries[key] = self._trace(args)
         self._last = entry
