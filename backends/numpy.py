@@ -82,12 +82,27 @@ class _Emitter:
         deleted after its last reader, so the reference never holds them all."""
         lines = []
         previous = None
+        waits: dict[SSAValue, str] = {}  # an all_reduce's result -> its wait line (@main)
         for op in block_ops:
             if dead and previous in dead and not isinstance(op, ReturnOp):
                 gone = [names[v] for v in dead[previous] if _deletable(v, names)]
                 if gone:
                     lines.append(f"{indent}del {', '.join(gone)}")
             previous = op
+            for v in op.operands:  # first reader of a started all_reduce: wait for it
+                if v in waits:
+                    wait = waits[v]
+                    lines.append(indent + wait)
+                    for r in [r for r, w in waits.items() if w == wait]:
+                        del waits[r]
+            if dead is not None and op.name == "comm.all_reduce":
+                # started (MPI_Iallreduce), waited for before the first reader, so the ops
+                # between compute while it is in flight; blocking when a result is unread
+                if not set(op.results) & set(dead.get(op, [])):
+                    start, wait = self.emit_all_reduce_start(op, names)
+                    lines.append(indent + start)
+                    waits.update(dict.fromkeys(op.results, wait))
+                    continue
             if isinstance(op, ReturnOp) or op.name == "graph.yield":
                 outs = ", ".join(names[v] for v in op.operands)
                 lines.append(
@@ -140,6 +155,17 @@ class _Emitter:
         if not targets:
             return call
         return f"{', '.join(targets)}{',' if method == 'all_reduce' else ''} = {call}"
+
+    def emit_all_reduce_start(self, op: Operation, names: dict[SSAValue, str]) -> tuple[str, str]:
+        """An all_reduce as `request = COMM.all_reduce_start(...)` and its `wait()` line."""
+        self.uses_comm = True
+        args = ", ".join(names[v] for v in op.operands)
+        kw = [f"{k}={py_literal(v)}" for k, v in comm_ref.op_args(op).items()]
+        request = self.namer.fresh("request")
+        targets = [self.namer.fresh(r.name_hint) for r in op.results]
+        names.update(zip(op.results, targets))
+        start = f"{request} = COMM.all_reduce_start([{args}], {', '.join(kw)})"
+        return start, f"{', '.join(targets)}, = {request}.wait()"
 
     def emit_fused(self, op: Operation) -> str:
         fn = self.namer.fresh(_fused_name(op), kind="fused")

@@ -299,7 +299,7 @@ class SplitFunction(ModuleFunction):
             args = [env[v] for v in step.operands]
             if name == "all_reduce" and self.overlap:
                 results = tuple(step.results)
-                requests[results] = self.comm.all_reduce_start(args, key=step, **kw)
+                requests[results] = self.comm.all_reduce_start(args, **kw)
                 pending.update(dict.fromkeys(results, results))
             elif name == "all_reduce":  # one bucket: the operands as one list
                 env.update(zip(step.results, method(args, **kw)))

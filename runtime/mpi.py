@@ -4,14 +4,19 @@
     a, b = COMM.all_reduce([ga, gb], kind="avg", group=(2, (), (), ""))
 
 Every method takes the op's inputs as numpy arrays and its properties as plain values
-(`dlpc.reference.comm.op_args`), and returns its results as new arrays, with the meaning
-of `dlpc.reference.comm` (checked on 2, 3 and 4 ranks in test/python/test_comm_mpi.py).
+(`dlpc.reference.comm.op_args`), and returns its results, with the meaning of
+`dlpc.reference.comm` (checked on 2, 3 and 4 ranks in test/python/test_comm_mpi.py).
 A group is `(world, ranks, mesh, axis)` as `comm.group` prints it; a sub-communicator per
 distinct set of world ranks is made once (MPI_Comm_create_group: collective over the
 group's members only) and kept. Several all_reduce operands travel as one message (a
-bucket): packed into one contiguous buffer per dtype, reduced, unpacked.
+bucket, per dtype). MPI reads the operands where they are (one array, or views laid end
+to end in one buffer; other buckets are packed once) and writes the results into pooled
+buffers (`_result`: reused once nothing references them), which the results are views
+of: no copy out and no fresh pages per call, as raw mpi4py on preallocated buffers.
 `all_reduce_start` is the same as MPI_Iallreduce: it returns a `PendingAllReduce` whose
-`wait()` gives the results, so computation can run while the bucket is in flight.
+`wait()` gives the results, so computation can run while the bucket is in flight (the
+numpy backend starts each all_reduce where the program has it and waits before the first
+reader of a result).
 
 Faults: `guard(fn)` runs a rank's work and turns an exception into one line naming the
 rank on stderr and MPI_Abort, so the other ranks stop instead of waiting forever.
@@ -107,7 +112,6 @@ class Communicator:
         self.size: int = self.world.Get_size()
         self._groups: dict[tuple[int, ...], Any] = {}
         self.recv_seconds = 0.0  # time spent waiting in recv, for bench/distributed.py
-        self._scratch: dict[tuple, np.ndarray] = {}  # send staging, per size and dtype
         self._results: dict[tuple, list[np.ndarray]] = {}  # result buffers (`_result`)
         self._ops = {
             "sum": MPI.SUM,
@@ -149,25 +153,25 @@ class Communicator:
         return outs
 
     def all_reduce_start(
-        self, xs: Sequence[np.ndarray], kind: str, group: Group, key: object = None
+        self, xs: Sequence[np.ndarray], kind: str, group: Group
     ) -> PendingAllReduce:
         """`all_reduce` as MPI_Iallreduce: the request started; `.wait()` returns the
         results. MPI reads an operand (or a bucket already contiguous) in place while the
         request is in flight, so the caller leaves the operands unchanged until `wait()`
-        (the request keeps them alive). `key` names the bucket: a bucket that must be
-        packed gets a send buffer of its own, apart from other buckets in flight."""
+        (the request keeps them alive; a packed bucket's buffer is pooled, so no other
+        request takes it while this one holds it)."""
         comm, ranks = self._comm(group)
         pending = PendingAllReduce(len(xs), kind, len(ranks))
-        for send, recv, parts in self._bucket(xs, key if key is not None else object()):
+        for send, recv, parts in self._bucket(xs):
             request = comm.Iallreduce(send, recv, op=self._op(kind))
             pending.parts.append((request, send, recv, parts))
         return pending
 
-    def _bucket(self, xs: Sequence[np.ndarray], key: object = None):
+    def _bucket(self, xs: Sequence[np.ndarray]):
         """Per dtype of the operands: (send, recv, [(k, offset, size, shape)]). MPI reads
         the operands' own memory when they are one array, or views laid end to end in one
-        buffer (comm_split's bucket buffers); otherwise they are packed into one send
-        buffer kept per size (one copy, one message). The results are views of `recv`,
+        buffer (comm_split's bucket buffers); otherwise they are packed into one pooled
+        send buffer (one copy, one message). The results are views of `recv`,
         a buffer reused once nothing holds a view of it (`_result`): no copy out, and no
         fresh pages per call (MPI on fresh buffers pays their faults and registration:
         docs/distributed.md)."""
@@ -181,17 +185,11 @@ class Communicator:
                 parts.append((k, offset, arrays[k].size, arrays[k].shape))
                 offset += arrays[k].size
             send = _contiguous([arrays[k] for k in ks])
-            if send is None:
-                send = self._staging(offset, dtype, key)
+            if send is None:  # (a pooled buffer: not reused while a request holds it)
+                send = self._result(offset, dtype)
                 for k, start, size, _ in parts:
                     send[start : start + size] = arrays[k].reshape(-1)
             yield send, self._result(offset, dtype), parts
-
-    def _staging(self, size: int, dtype: np.dtype, bucket: object = None) -> np.ndarray:
-        key = (size, dtype, bucket)
-        if key not in self._scratch:
-            self._scratch[key] = np.empty(size, dtype)
-        return self._scratch[key]
 
     def _result(self, size: int, dtype: np.dtype) -> np.ndarray:
         """A flat buffer for results: one of this size that nothing else references any
