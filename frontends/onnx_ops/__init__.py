@@ -10,12 +10,14 @@ them (see `dlpc.frontends.onnx`).
 
 One module per operator family, each registering its handlers with `@handles` (registry.py)
 when imported here: elementwise.py, nn.py (MatMul, Gemm, convolutions, pooling),
-normalization.py, reduce.py, tensor.py (data movement and shapes), resize.py.
+normalization.py, reduce.py, tensor.py (data movement and shapes), resize.py, control.py
+(If, Loop, Scan onto graph.if / graph.loop).
 """
 
 from __future__ import annotations
 
 from dlpc.frontends.onnx_ops import (  # noqa: F401 - imported to register their handlers
+    control,
     elementwise,
     nn,
     normalization,
