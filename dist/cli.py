@@ -1,6 +1,7 @@
 """`dlpc-train`'s distributed options, kept out of the tool's own module:
 
     mpiexec -n 2 dlpc-train examples/mlp.dlpc --data digits --dp 2   # ranks started by you
+    mpiexec -n 3 dlpc-train ... --ps 3 --ps-async --staleness 1 --optimizer sgd --lr 0.1
     dlpc-train examples/mlp.dlpc --data digits --ranks 2              # mpiexec started here
     dlpc-train examples/mlp.dlpc --emit=graph --dp 2                  # each rank's program
 
@@ -41,7 +42,9 @@ def check(args, argv: list[str]) -> None:
     name, n = strategy(args)
     if n < 1:
         raise DlpcError(f"{TOOL}: error: --{name} must be >= 1, got {n}")
-    if name in ("dp", "ps"):
+    if args.ps_async or args.staleness:
+        check_async(args, name, n)
+    elif name in ("dp", "ps"):
         check_divides(args.batch, n)
     if args.bucket_mb <= 0:
         raise DlpcError(f"{TOOL}: error: --bucket-mb must be > 0, got {args.bucket_mb}")
@@ -58,6 +61,42 @@ def check(args, argv: list[str]) -> None:
         )
     if not explicit_target:
         args.target = "numpy"
+
+
+def check_async(args, name: str, n: int) -> None:
+    """`--ps N --ps-async [--staleness S]`: a server and N - 1 workers running plain SGD."""
+    if not args.ps_async:
+        raise DlpcError(f"{TOOL}: error: --staleness applies to --ps-async")
+    if name != "ps":
+        raise DlpcError(f"{TOOL}: error: --ps-async needs --ps N (a server and N - 1 workers)")
+    if n < 2:
+        raise DlpcError(f"{TOOL}: error: --ps-async needs --ps 2 or more (1 server), got {n}")
+    if args.staleness < 0:
+        raise DlpcError(f"{TOOL}: error: --staleness must be >= 0, got {args.staleness}")
+    if args.batch % (n - 1):
+        raise DlpcError(
+            f"{TOOL}: error: batch size {args.batch} does not divide by {n - 1} workers "
+            f"(--ps {n}: rank 0 serves)"
+        )
+    plain = {
+        "--optimizer": args.optimizer != "sgd",
+        "--momentum": args.momentum,
+        "--nesterov": args.nesterov,
+        "--weight-decay": args.weight_decay,
+        "--schedule": args.schedule != "constant",
+        "--clip-norm": args.clip_norm is not None,
+        "--accumulate": args.accumulate != 1,
+        "--freeze": args.freeze,
+        "--keep-last": args.keep_last,
+        "--emit": args.emit,
+    }
+    given = next((option for option, set_ in plain.items() if set_), None)
+    if given:
+        raise DlpcError(
+            f"{TOOL}: error: --ps-async runs plain SGD on the server (--optimizer sgd, a "
+            f"constant --lr), not with {given}"
+            + (f" {args.optimizer}" if given == "--optimizer" else "")
+        )
 
 
 def launch(args, argv: list[str]) -> int:
@@ -100,6 +139,10 @@ def trainer_class(args):
         return functools.partial(
             PipelineTrainer, stages=n, microbatches=args.microbatches, schedule=args.pp_schedule
         )
+    if name == "ps" and args.ps_async:
+        from dlpc.dist.parameter_server import AsyncParameterServerTrainer
+
+        return functools.partial(AsyncParameterServerTrainer, ranks=n, staleness=args.staleness)
     if name == "ps":
         return functools.partial(ParameterServerTrainer, ranks=n)
     return functools.partial(DataParallelTrainer, ranks=n, bucket_mb=args.bucket_mb)

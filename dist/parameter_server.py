@@ -29,13 +29,15 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
 import dlpc.train as train_module
 from dlpc.diagnostics import DlpcError
 from dlpc.model import Model
-from dlpc.passes.train.optim import SGD
+from dlpc.passes.train.losses import Loss
+from dlpc.passes.train.optim import SGD, Optimizer, make_optimizer
 from dlpc.runtime import mpi
 
 PULL, PARAMS, PUSH = 11, 12, 13  # the message tags
@@ -61,6 +63,7 @@ class Run:
     pulls: list[Pull] = field(default_factory=list)
     history: list[dict[str, np.ndarray]] = field(default_factory=list)
     losses: list[list[float]] = field(default_factory=list)
+    correct: list[list[float]] = field(default_factory=list)  # a classifier's, per step
 
     @property
     def max_staleness(self) -> int:
@@ -73,7 +76,7 @@ class AsyncParameterServer:
     def __init__(
         self,
         model: Model | str | os.PathLike,
-        loss: str = "cross_entropy",
+        loss: str | Loss = "cross_entropy",
         lr: float = 0.1,
         batch_size: int = 32,
         staleness: int = 0,
@@ -117,10 +120,11 @@ class AsyncParameterServer:
             )
         world = self.comm.world
         run = self._serve(len(xs)) if self.worker < 0 else None
-        losses = [] if run is not None else self._work(xs, ys)
-        all_losses = world.allgather(losses)
+        mine = ([], []) if run is not None else self._work(xs, ys)
+        every = world.allgather(mine)
         run = world.bcast(run, root=self.server)
-        run.losses = [all_losses[self._worker_rank(w)] for w in range(self.workers)]
+        run.losses = [every[self._worker_rank(w)][0] for w in range(self.workers)]
+        run.correct = [every[self._worker_rank(w)][1] for w in range(self.workers)]
         return run
 
     def _serve(self, steps: int) -> Run:
@@ -158,14 +162,171 @@ class AsyncParameterServer:
                 world.send(params, dest=self._worker_rank(w), tag=PARAMS)
         return run
 
-    def _work(self, xs: np.ndarray, ys: np.ndarray) -> list[float]:
+    def _work(self, xs: np.ndarray, ys: np.ndarray) -> tuple[list[float], list[float]]:
+        """This worker's steps: (its losses, its correct counts, per step)."""
         world, w, b = self.comm.world, self.worker, self.local
-        losses = []
+        losses, correct = [], []
         for c in range(len(xs)):
             world.send(c, dest=self.server, tag=PULL)
             params = world.recv(source=self.server, tag=PARAMS)
             self.trainer._resident.assign(params)
-            losses.append(self.trainer.step(xs[c, w * b : (w + 1) * b], ys[c, w * b : (w + 1) * b]))
+            arrays = [xs[c, w * b : (w + 1) * b], ys[c, w * b : (w + 1) * b]]
+            metrics = self.trainer._step(*self.trainer._cast(arrays, 0))
+            losses.append(float(metrics[0]))
+            correct.append(float(metrics[1]) if len(metrics) > 1 else float("nan"))
             time.sleep(self.delay.get(w, 0.0))
             world.send((c, self.trainer.grads), dest=self.server, tag=PUSH)
-        return losses
+        return losses, correct
+
+
+class AsyncParameterServerTrainer:
+    """`AsyncParameterServer` behind the part of `dlpc.train.Trainer` that `dlpc-train`
+    drives (`fit` by epochs, `evaluate`, `save`, `load`): `dlpc-train --ps N --ps-async
+    --staleness S`. Each epoch's global batches are one device's (the permutation of
+    `default_rng([seed, epoch])`, a last partial batch left out); after an epoch every
+    rank holds the server's params, so `evaluate` and `predict` run anywhere. SGD only:
+    the server's update is W -= lr / workers * g with a constant lr. A checkpoint is one
+    device's state of the same SGD (params, `opt.step`, `trainer.epoch`): it resumes
+    here on any number of workers, or in one device's Trainer."""
+
+    def __init__(
+        self,
+        model: Model | str | os.PathLike,
+        loss: str | Loss = "cross_entropy",
+        optimizer: Optimizer | str = "sgd",
+        batch_size: int = 32,
+        target: str = "numpy",
+        opt_level: int = 2,
+        weights=None,
+        ranks: int | None = None,
+        staleness: int = 0,
+        comm: mpi.Communicator | None = None,
+        frozen=(),
+        accumulate: int = 1,
+        bn_momentum: float = 0.1,
+    ):
+        self.comm = comm or mpi.world()
+        if ranks is not None and ranks != self.comm.size:
+            raise DlpcError(
+                f"error: a parameter server over {ranks} ranks, but MPI started "
+                f"{self.comm.size} (mpiexec -n {ranks})"
+            )
+        lr = _plain_sgd_lr(optimizer)
+        if frozen or accumulate != 1:
+            raise DlpcError(
+                "error: the asynchronous parameter server trains every param, one update "
+                "a batch (no frozen params, no accumulation)"
+            )
+        del opt_level, bn_momentum  # the workers' step: the Trainer's defaults
+        self.ps = AsyncParameterServer(
+            model, loss, lr, batch_size, staleness, target, weights, comm=self.comm
+        )
+        self.trainer = self.ps.trainer  # every rank's step (and evaluator)
+        self.batch_size, self.epoch, self.steps_done = batch_size, 0, 0
+        self.runs: list[Run] = []  # each epoch's run: pulls and staleness seen
+
+    @property
+    def spec(self):
+        return self.trainer.spec
+
+    @property
+    def weights(self) -> dict[str, np.ndarray]:
+        return self.trainer.weights
+
+    @property
+    def state(self) -> dict[str, np.ndarray]:
+        """One device's SGD state: the server's params, the steps done, the epoch."""
+        out = self.trainer.state
+        out["opt.step"] = np.asarray(self.steps_done, out["opt.step"].dtype)
+        out["trainer.epoch"] = np.asarray(self.epoch, np.int64)
+        return out
+
+    def fit(
+        self, x, y, epochs=1, validation=None, seed=0, callback=None, drop_last=True
+    ) -> dict[str, list[float]]:
+        """`epochs` more epochs on every rank (a collective); the history as
+        `Trainer.fit`'s, its loss and accuracy the workers' as their steps saw them."""
+        if not drop_last:
+            raise DlpcError(
+                "error: the asynchronous parameter server leaves a last partial batch out"
+            )
+        x, y = np.asarray(x), np.asarray(y)
+        history: dict[str, list[float]] = {k: [] for k in ("loss", "accuracy", "val_accuracy")}
+        b = self.batch_size
+        for _ in range(epochs):
+            start = time.perf_counter()
+            order = np.random.default_rng([seed, self.epoch]).permutation(len(x))
+            steps = len(x) // b
+            if steps == 0:
+                raise DlpcError(f"error: {len(x)} samples are fewer than one batch of {b}")
+            take = order[: steps * b]
+            run = self.ps.run(
+                x[take].reshape(steps, b, *x.shape[1:]), y[take].reshape(steps, b, *y.shape[1:])
+            )
+            self.runs.append(run)
+            self.trainer._resident.assign(run.weights)
+            self.epoch += 1
+            self.steps_done += steps
+            loss = float(np.mean(run.losses))
+            accuracy = float(np.sum(run.correct)) / (steps * b)
+            scores = self.evaluate(*validation) if validation is not None else {}
+            history["loss"].append(loss)
+            history["accuracy"].append(accuracy)
+            history["val_accuracy"].append(scores.get("accuracy", float("nan")))
+            if callback:
+                callback(
+                    "epoch",
+                    {
+                        "epoch": self.epoch - 1,
+                        "loss": loss,
+                        "accuracy": accuracy,
+                        "val_accuracy": history["val_accuracy"][-1],
+                        "seconds": time.perf_counter() - start,
+                    },
+                )
+        return history
+
+    def evaluate(self, *arrays) -> dict[str, float]:
+        return self.trainer.evaluate(*arrays)
+
+    def save(self, path) -> None:
+        """Rank 0 writes the state (every rank holds the server's params after an epoch)."""
+        from dlpc.diagnostics import save_npz, write_atomically
+
+        if self.comm.rank == 0:
+            if not str(path).endswith(".npz"):
+                raise DlpcError(f"error: save path {path} must end in .npz")
+            state = self.state
+            write_atomically(Path(path), lambda f: save_npz(f, state))
+        self.comm.barrier((self.comm.size, (), (), ""))
+
+    def load(self, path_or_state) -> None:
+        """A state saved here or by one device's SGD Trainer (a collective: rank 0
+        reads); the server starts the next epoch from its params."""
+        from dlpc.dist.data_parallel import read_state
+
+        state = read_state(self.comm, path_or_state)
+        self.trainer.load(state)
+        self.epoch = self.trainer.epoch
+        self.steps_done = int(state.get("opt.step", 0))
+
+
+def _plain_sgd_lr(optimizer: Optimizer | str) -> float:
+    """The lr of plain SGD with a constant lr (what the server applies), else one line."""
+    if isinstance(optimizer, str):
+        optimizer = SGD() if optimizer == "sgd" else make_optimizer(optimizer)
+    plain = (
+        isinstance(optimizer, SGD)
+        and not optimizer.momentum
+        and not optimizer.weight_decay
+        and optimizer.schedule.kind == "constant"
+        and optimizer.clip_norm is None
+        and not optimizer.groups
+    )
+    if not plain:
+        raise DlpcError(
+            f"error: the asynchronous parameter server applies plain SGD (a constant lr, no "
+            f"momentum, weight decay or clipping), not {optimizer.name}"
+            + (" with those options" if isinstance(optimizer, SGD) else "")
+        )
+    return optimizer.lr

@@ -130,6 +130,14 @@ def build_parser() -> ToolArgumentParser:
         "--ps", type=int, default=0, help="synchronous parameter server (rank 0) on N MPI ranks"
     )
     p.add_argument(
+        "--ps-async",
+        action="store_true",
+        help="--ps: asynchronous server on rank 0 (N - 1 workers; SGD)",
+    )
+    p.add_argument(
+        "--staleness", type=int, default=0, help="--ps-async: staleness bound (default 0)"
+    )
+    p.add_argument(
         "--pp-schedule", default="1f1b", choices=("gpipe", "1f1b", "2bw"), help="--pp: schedule"
     )
     p.add_argument(
@@ -304,7 +312,8 @@ def main(argv: list[str] | None = None) -> int:
             raise DlpcError(f"dlpc-train: error: --step-size must be >= 1, got {args.step_size}")
         if args.schedule in ("warmup", "warmup_cosine") and args.warmup < 1:
             raise DlpcError(f"dlpc-train: error: --schedule {args.schedule} needs --warmup N")
-        if args.dp or args.ranks or args.tp or args.pp or args.ps:  # dlpc.dist (distributed.md)
+        distributed = (args.dp, args.ranks, args.tp, args.pp, args.ps, args.ps_async)
+        if any(distributed) or args.staleness:  # dlpc.dist (distributed.md)
             from dlpc.dist import cli as dist
 
             line = argv if argv is not None else sys.argv[1:]

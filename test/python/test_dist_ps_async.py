@@ -1,7 +1,9 @@
 """The asynchronous parameter server with bounded staleness (dlpc.dist.parameter_server)
 on 3 MPI ranks (a server and 2 workers): staleness 0 equals one device's SGD on the same
 global batches; with staleness 1 and 2 (a slowed worker) every pull the server served
-kept the bound. The worker is this file, run under mpiexec."""
+kept the bound. The worker is this file, run under mpiexec. From the command line,
+`dlpc-train --ps 3 --ps-async --staleness S`: at S = 0 one device's epochs, resumed
+from its checkpoint as the uninterrupted run; its bad options are one line each."""
 
 from __future__ import annotations
 
@@ -40,6 +42,61 @@ def test_async_parameter_server_staleness(tmp_path):
     result = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT, cwd=ROOT)
     assert result.returncode == 0, result.stderr[-3000:]
     assert sorted(re.findall(r"ok (\d) ps-async", result.stdout)) == ["0", "1", "2"]
+
+
+def _epochs(result: subprocess.CompletedProcess) -> list[str]:
+    """The epoch and test lines without their samples/s."""
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = [re.sub(r", \d+ samples/s", "", line) for line in (result.stderr + result.stdout).splitlines()]  # fmt: skip
+    return [line for line in lines if line.startswith(("epoch ", "test accuracy"))]
+
+
+@needs_mpi
+def test_async_parameter_server_from_dlpc_train(tmp_path):
+    """Staleness 0 prints one device's SGD epochs (the workers' losses and correct
+    counts, the server's params evaluated); 1 epoch, saved, then resumed to 2 prints the
+    uninterrupted run's; staleness 2 trains too (its pull order is timing's)."""
+    pytest.importorskip("mpi4py")
+    (tmp_path / "tiny.dlpc").write_text(TINY)
+    rng = np.random.default_rng(31)
+    x = rng.standard_normal((90, 8)).astype(np.float32)
+    np.savez(tmp_path / "d.npz", x=x, y=(x[:, :4].argmax(axis=1)).astype(np.int64))
+    common = ["dlpc-train", str(tmp_path / "tiny.dlpc"), "--data", str(tmp_path / "d.npz"), "--batch", "8", "--optimizer", "sgd", "--lr", "0.5", "--target", "numpy"]  # fmt: skip
+    ps = ["mpiexec", "-n", "3", *common, "--ps", "3", "--ps-async"]
+
+    def run(command: list[str]) -> subprocess.CompletedProcess:
+        return subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT, cwd=ROOT)
+
+    one = _epochs(run([*common, "--epochs", "2"]))
+    assert len(one) == 3
+    assert _epochs(run([*ps, "--staleness", "0", "--epochs", "2"])) == one
+    save = ["--save", str(tmp_path / "w.npz")]
+    first = _epochs(run([*ps, "--epochs", "1", *save]))
+    resumed = run([*ps, "--epochs", "2", *save, "--resume"])
+    assert "resumed from" in resumed.stderr
+    assert first[0].split(":")[1] == one[0].split(":")[1]  # epoch 1/1, epoch 1/2
+    assert _epochs(resumed) == one[1:]
+    stale = _epochs(run([*ps, "--staleness", "2", "--epochs", "2"]))
+    assert [line.split(":")[0] for line in stale] == ["epoch 1/2", "epoch 2/2", "test accuracy"]
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (["--ps", "3", "--ps-async"], "--ps-async runs plain SGD on the server (--optimizer sgd, a constant --lr), not with --optimizer adam"),
+        (["--ps", "3", "--ps-async", "--optimizer", "sgd", "--momentum", "0.9"], "--ps-async runs plain SGD on the server (--optimizer sgd, a constant --lr), not with --momentum"),
+        (["--ps", "3", "--staleness", "1"], "--staleness applies to --ps-async"),
+        (["--dp", "2", "--ps-async"], "--ps-async needs --ps N (a server and N - 1 workers)"),
+        (["--ps", "1", "--ps-async"], "--ps-async needs --ps 2 or more (1 server), got 1"),
+        (["--ps", "3", "--ps-async", "--optimizer", "sgd", "--batch", "7"], "batch size 7 does not divide by 2 workers (--ps 3: rank 0 serves)"),
+        (["--ps", "3", "--ps-async", "--optimizer", "sgd", "--staleness", "-1"], "--staleness must be >= 0, got -1"),
+    ],
+)  # fmt: skip
+def test_async_parameter_server_bad_options(options, message):
+    """One line before any rank starts (no mpiexec here)."""
+    command = ["dlpc-train", "examples/mlp.dlpc", "--data", "digits", *options]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT, cwd=ROOT)
+    assert (result.returncode, result.stderr.strip()) == (1, f"dlpc-train: error: {message}")
 
 
 def worker(model: str) -> int:
