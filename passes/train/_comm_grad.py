@@ -17,10 +17,14 @@ transposed communication:
     y = gather(x, dim, root)     dx = scatter(dy, dim, root)
     y = all_to_all(x, s, c)      dx = all_to_all(dy, c, s)
 
-send/recv pair across programs and have no rule here: a recv has no operand to hand an
-adjoint to and a send no result to take one from, so graph-autodiff's per-op sweep cannot
-express them; graph-pipeline writes their adjoints itself, a recv of dy for each send of
-y and a send of dy for each recv (to graph-autodiff a recv is a constant).
+send/recv pair across programs and have no rule here, because graph-autodiff's sweep
+never calls one for them: it seeds adjoints from @main's scalar loss only (a stage before
+the last has none: its share of the objective leaves through a send), visits an op only
+when its single result has an adjoint (a send has no result), and marks a result active
+only when an operand is (a recv has none, so it is a constant). Their adjoints (dx = a
+recv of the gradient from the send's destination; a send of dy back to the recv's
+source) need a sweep that also starts at sends and treats recvs as sources; graph-pipeline
+writes them itself, a recv of dy for each send of y and a send of dy for each recv.
 
 min / max / prod reductions have no rule here (graph-autodiff names the op). A value
 every rank holds the same copy of (a replicated loss) therefore counts once per rank:
