@@ -15,6 +15,7 @@ no kernel for its key is a one-line error naming the op and the device.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -22,10 +23,11 @@ from typing import Any
 
 import numpy as np
 
+from dlpc.backends.runtime.cbuild import address
 from dlpc.diagnostics import DlpcError
 from dlpc.frontends.builder import OPS, SUGAR, FrontendError, GraphBuilder
 from dlpc.runtime.device import Device
-from dlpc.runtime.tensor import TensorView
+from dlpc.runtime.tensor import Storage, TensorView, contiguous_strides
 
 DTYPE_NAMES = {
     np.dtype(np.float32): "f32",
@@ -140,13 +142,70 @@ class Kernel:
                 self.fn = compiled._direct or compiled.artifact or compiled
                 if target == "dlp":
                     self.run = self._run_dlp  # type: ignore[method-assign]
+                else:
+                    self._prepare_cpu()
         except DlpcError as e:
             raise DlpcError(f"error: no kernel for '{name}' on {device}: {e}") from None
+
+    def _prepare_cpu(self) -> None:
+        """The C library called straight through one reused pointer vector (the
+        arguments of a one-op kernel are all inputs and outputs: no params to bind)."""
+        import ctypes
+
+        from dlpc.backends.runtime.cbuild import CFunction
+
+        fn = self.fn
+        lib = getattr(fn, "library", None)
+        if not isinstance(fn, CFunction) or lib is None or lib.prepare_entry is not None:
+            return
+        self._argv = (ctypes.c_void_p * (fn.num_inputs + fn.num_outputs))()
+        self._entry = lib.entry
+        self._lib = lib
+        self._outs = [
+            (shape, dtype, contiguous_strides(shape), math.prod(shape) * dtype.itemsize)
+            for shape, dtype in self.out_specs
+        ]
+        self.run = self._run_cpu  # type: ignore[method-assign]
 
     def run(self, inputs: list[TensorView], cls) -> list:
         outs = self.fn(*[t._host() for t in inputs])
         dev = self.device
         return [cls._wrap_host(dev, o) for o in outs]
+
+    def _run_cpu(self, inputs: list[TensorView], cls) -> list:
+        """One call: pointers into the reused vector (a storage's address is taken
+        once, `Storage.addr`), fresh output arrays, the library's entry."""
+        argv = self._argv
+        k = 0
+        keep = []
+        for t in inputs:
+            a = t._np
+            if a is None:
+                a = t._host()
+            if not a.flags.c_contiguous:
+                a = np.ascontiguousarray(a)
+                keep.append(a)
+                argv[k] = address(a)
+            else:
+                st = t._storage
+                addr = st.addr
+                if not addr:
+                    addr = st.addr = address(st.array)
+                argv[k] = addr + t._offset * a.itemsize
+            k += 1
+        dev = self.device
+        result = []
+        make = cls._make
+        for shape, dtype, strides, nbytes in self._outs:
+            o = np.empty(shape, dtype)
+            st = Storage(dev, nbytes, o)
+            argv[k] = st.addr = address(o)
+            k += 1
+            result.append(make(st, shape, strides, 0, dtype, o))
+        status = self._entry(argv)
+        if status:
+            self._lib._check(status)
+        return result
 
     def _run_dlp(self, inputs: list[TensorView], cls) -> list:
         outs = self.fn(*[t._host() for t in inputs])

@@ -47,7 +47,7 @@ class Storage:
     allocation: dlp, opencl), freed to the allocator with the last reference; `stream`
     is the stream it was allocated on."""
 
-    __slots__ = ("device", "nbytes", "array", "block", "stream", "__weakref__")
+    __slots__ = ("device", "nbytes", "array", "block", "stream", "addr", "__weakref__")
 
     def __init__(self, device: Device, nbytes: int, array=None, block=None, stream=None):
         self.device = device
@@ -55,6 +55,7 @@ class Storage:
         self.array = array
         self.block = block
         self.stream = stream
+        self.addr = 0  # the host array's address, once a kernel asked for it
 
     @staticmethod
     def allocate(device: Device, nbytes: int, stream: Stream | None = None) -> Storage:
