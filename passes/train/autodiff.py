@@ -53,6 +53,7 @@ from xdsl.utils.exceptions import DiagnosticException
 from dlpc.dialects import graph
 from dlpc.passes.train import (
     _comm_grad,  # noqa: F401 - the comm ops' rules
+    _control_grad,
     _grad,
 )
 from dlpc.passes.train._build import Builder
@@ -187,11 +188,17 @@ def differentiate(
         adjoints[loss] = [_grad.const(b, np.ones(graph.shape_of(loss)), loss)]
     for index in range(len(forward) - 1, -1, -1):
         op = forward[index]
-        if not op.results or op.results[0] not in adjoints:
+        if not any(r in adjoints for r in op.results):
             continue
         want = [v in active for v in op.operands]
         if not any(want):
             continue  # a param (its uses' adjoints are summed below) or a constant path
+        if isinstance(op, graph.ControlOp):  # several results: an adjoint each (or None)
+            parts = [_total(b, adjoints[r], r) if r in adjoints else None for r in op.results]
+            for v, grad in zip(op.operands, _control_grad.vjp(b, op, parts, want)):
+                if grad is not None:
+                    adjoints.setdefault(v, []).append(grad)
+            continue
         g = _total(b, adjoints[op.results[0]], op.results[0])
         rule = _grad.RULES.get(op.name)
         if rule is None or len(op.results) != 1:
