@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self, TypeAlias, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self, TypeAlias, TypeGuard, TypeVar, cast
 
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
@@ -108,7 +108,7 @@ def shape_of(value: SSAValue | Attribute) -> Shape:
     """The shape, a symbolic dim (`?`) as the SymDim its type's encoding names (one the
     encoding does not name is the anonymous symbol `?`)."""
     ty = value.type if isinstance(value, SSAValue) else value
-    if not isinstance(ty, TensorType):
+    if not _is_tensor(ty):
         raise VerifyException(f"expected a tensor, got {ty}")
     shape = ty.get_shape()
     if DYNAMIC_INDEX not in shape:
@@ -116,9 +116,15 @@ def shape_of(value: SSAValue | Attribute) -> Shape:
     return cast(Shape, symdims.shape_from_type(shape, ty.encoding))
 
 
+def _is_tensor(ty: Attribute) -> TypeGuard[TensorType[Attribute]]:
+    """`isa(ty, TensorType[Attribute])`, which builds its constraint on every call: a
+    third of the graph verifier's time (every tensor's element type is an Attribute)."""
+    return isinstance(ty, TensorType)
+
+
 def element_type_of(value: SSAValue | Attribute) -> Attribute:
     ty = value.type if isinstance(value, SSAValue) else value
-    assert isa(ty, TensorType[Attribute])
+    assert _is_tensor(ty)
     return ty.get_element_type()
 
 
@@ -221,6 +227,23 @@ def type_prop(name: str) -> TypeAttribute:
     return prop_def(TYPE, prop_name=name)
 
 
+def sym_ints_attr(values: Sequence[Any]) -> tuple[list[int], ArrayAttr[StringAttr]]:
+    """An ints property with symbolic entries: each is `?` (DYNAMIC_INDEX) in the property,
+    its expression in order in the op's `sym_<name>` attribute, as in a tensor type's
+    encoding: `{shape = array<i64: 0, ?>, sym_shape = ["seq"]}` (graph-bind-dims writes
+    the values once the dims are bound)."""
+    ints = [DYNAMIC_INDEX if isinstance(v, symdims.SymDim) else int(v) for v in values]
+    texts = [StringAttr(str(v)) for v in values if isinstance(v, symdims.SymDim)]
+    return ints, ArrayAttr(texts)
+
+
+def sym_ints(op: Operation, name: str, values: tuple[int, ...]) -> tuple[int, ...]:
+    """An ints property's values with its `?` entries read from `sym_<name>` (SymDims)."""
+    if DYNAMIC_INDEX not in values:
+        return values
+    return cast(tuple[int, ...], symdims.from_marked(values, op.attributes.get(f"sym_{name}")))
+
+
 def to_attr(kind: str, value: Any) -> Attribute:
     """The property of `kind` holding the Python value `value`."""
     if kind == "int":
@@ -302,7 +325,7 @@ class GraphOp(IRDLOperation):
     @property
     def out_type(self) -> TensorType[Attribute]:
         ty = self.results[0].type
-        assert isa(ty, TensorType[Attribute])
+        assert _is_tensor(ty)
         return ty
 
     # ---- inference -------------------------------------------------------------
@@ -321,7 +344,7 @@ class GraphOp(IRDLOperation):
         self.check_elements()
         for v in self.operands:
             ty = v.type
-            if not isa(ty, TensorType[Attribute]):
+            if not _is_tensor(ty):
                 raise VerifyException(f"{self.name} expects tensor operands, got {ty}")
             message = size_error(ty.get_shape(), ty.get_element_type())
             if message:
@@ -333,7 +356,7 @@ class GraphOp(IRDLOperation):
                 raise
             raise VerifyException(f"{self.name}: {e}") from e
         actual = self.results[0].type
-        if not isa(actual, TensorType[Attribute]):
+        if not _is_tensor(actual):
             raise VerifyException(f"{self.name} must produce a tensor, got {actual}")
         if shape_of(expected) != shape_of(actual):
             raise VerifyException(
@@ -350,7 +373,7 @@ class GraphOp(IRDLOperation):
         if self.ELEMENTS is None or not self.operands:
             return
         elt = self.operands[0].type
-        elt = elt.get_element_type() if isa(elt, TensorType[Attribute]) else elt
+        elt = elt.get_element_type() if _is_tensor(elt) else elt
         if self.ELEMENTS == "float" and not is_float_type(elt):
             raise VerifyException(f"{self.name} needs a floating-point operand, got {elt}")
         if self.ELEMENTS == "numeric" and elt == i1:
@@ -375,22 +398,33 @@ class GraphOp(IRDLOperation):
         inferred."""
         operand_values = [SSAValue.get(o) for o in operands]
         properties: dict[str, Attribute] = {}
+        attributes: dict[str, Attribute] = {}
         for name, value in values.items():
             if name not in cls.ATTRS:
                 raise VerifyException(f"{cls.name} has no attribute '{name}'")
+            if cls.ATTRS[name][0] == "ints" and value is not None and symdims.is_symbolic(value):
+                value, attributes[f"sym_{name}"] = sym_ints_attr(value)
             if value is not None:
                 properties[name] = to_attr(cls.ATTRS[name][0], value)
         for name, (_, default) in cls.ATTRS.items():
             if default is REQUIRED and name not in properties:
                 raise VerifyException(f"{cls.name} requires attribute '{name}'")
-        probe = cls.create(operands=operand_values, result_types=[f32], properties=properties)
+        probe = cls.create(
+            operands=operand_values,
+            result_types=[f32],
+            properties=properties,
+            attributes=attributes,
+        )
         try:
             probe.check_arity()
             result_type = probe.infer_type()
         finally:
             probe.drop_all_references()
         return cls.create(
-            operands=operand_values, result_types=[result_type], properties=properties
+            operands=operand_values,
+            result_types=[result_type],
+            properties=properties,
+            attributes=attributes,
         )
 
 
@@ -463,7 +497,7 @@ class ConstantOp(IRDLOperation):
         import numpy as np
 
         ty = self.output.type
-        assert isa(ty, TensorType[Attribute])
+        assert _is_tensor(ty)
         dtype = numpy_dtype(ty.get_element_type())
         vals = self.value.get_values()
         arr = np.asarray(vals, dtype=dtype)
@@ -535,7 +569,7 @@ class ParamOp(IRDLOperation):
 
 def _check_result_size(op: Operation) -> None:
     ty = op.results[0].type
-    if isa(ty, TensorType[Attribute]):
+    if _is_tensor(ty):
         message = size_error(ty.get_shape(), ty.get_element_type())
         if message:
             raise VerifyException(f"{op.name}: {message}")
@@ -1564,7 +1598,7 @@ class ReshapeOp(GraphOp):
     @property
     def shape(self) -> tuple[int, ...]:
         """The shape as written (with -1 and 0); `out_shape` is the inferred one."""
-        return self.shape_attr.get_values()
+        return sym_ints(self, "shape", self.shape_attr.get_values())
 
     def infer_shape(self, shapes: list[Shape]) -> Shape:
         x = shapes[0]
@@ -1674,11 +1708,11 @@ class SliceOp(GraphOp):
 
     @property
     def starts(self) -> tuple[int, ...]:
-        return self.starts_attr.get_values()
+        return sym_ints(self, "starts", self.starts_attr.get_values())
 
     @property
     def ends(self) -> tuple[int, ...]:
-        return self.ends_attr.get_values()
+        return sym_ints(self, "ends", self.ends_attr.get_values())
 
     @property
     def axes(self) -> tuple[int, ...]:
@@ -1706,11 +1740,16 @@ class SliceOp(GraphOp):
             if st == 0:
                 raise VerifyException("graph.slice step must not be 0")
             a = normalize_axis(a, len(x))
-            out[a] = slice(s, e, st).indices(x[a])
+            if symdims.is_symbolic((s, e, x[a])):
+                out[a] = cast(tuple[int, int, int], symdims.slice_indices(s, e, st, x[a]))
+            else:
+                out[a] = slice(s, e, st).indices(x[a])
         return out
 
     def infer_shape(self, shapes: list[Shape]) -> Shape:
-        return tuple(len(range(*t)) for t in self.normalized())
+        return tuple(
+            t[1] - t[0] if symdims.is_symbolic(t) else len(range(*t)) for t in self.normalized()
+        )
 
 
 @graph_op
@@ -1758,7 +1797,7 @@ class BroadcastOp(GraphOp):
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return self.shape_attr.get_values()
+        return sym_ints(self, "shape", self.shape_attr.get_values())
 
     def infer_shape(self, shapes: list[Shape]) -> Shape:
         target = self.shape
@@ -1913,7 +1952,7 @@ def _check_region(op: Operation, what: str, region: Region, args: Sequence[Attri
 
 
 def _check_tensor_i1(op: Operation, what: str, ty: Attribute) -> None:
-    if not isa(ty, TensorType[Attribute]) or ty.get_shape() or ty.get_element_type() != i1:
+    if not _is_tensor(ty) or ty.get_shape() or ty.get_element_type() != i1:
         raise VerifyException(f"{op.name} {what} must be tensor<i1>, got {ty}")
 
 

@@ -463,3 +463,43 @@ def bind_inputs(
         if want != n:
             raise SymbolicError(f"input '{name}' dim {axis} is {n} but '{d}' = {want}")
     return bound
+
+
+MARK = -(2**63)  # xDSL's DYNAMIC_INDEX: a `?` in a shape or an ints property
+
+
+def from_marked(values: Sequence[int], encoding: object) -> tuple[Dim, ...]:
+    """Ints with `?` entries (MARK) read from `encoding`, a list of expression strings in
+    order (an ints property's `sym_<name>` attribute)."""
+    from xdsl.dialects.builtin import ArrayAttr, StringAttr
+    from xdsl.ir import Attribute
+    from xdsl.utils.hints import isa
+
+    texts: list[str] = []
+    if isa(encoding, ArrayAttr[Attribute]):
+        texts = [a.data for a in encoding.data if isinstance(a, StringAttr)]
+    marks = sum(v == MARK for v in values)
+    if marks != len(texts):
+        raise SymbolicError(f"{marks} symbolic entries but {len(texts)} expressions")
+    it = iter(texts)
+    return tuple(parse(next(it)) if v == MARK else v for v in values)
+
+
+def slice_indices(start: Dim, stop: Dim, step: int, size: Dim) -> tuple[Dim, Dim, int]:
+    """Python's slice(start, stop, step).indices(size) with a symbolic operand, for step 1:
+    a negative int counts from the end, an int stop past 2^62 (ONNX's "to the end") is the
+    size; a symbolic bound is taken to lie within [0, size] (a bound call re-checks)."""
+    if step != 1:
+        raise SymbolicError(f"a slice with symbolic bounds needs step 1, got {step}")
+
+    def clamp(v: Dim) -> Dim:
+        if isinstance(v, int):
+            if v >= 2**62:
+                return size
+            if v < 0:
+                return size + v
+            if isinstance(size, int):
+                return min(v, size)
+        return v
+
+    return clamp(start), clamp(stop), 1
