@@ -62,7 +62,7 @@ from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
 from dlpc.diagnostics import DlpcError, install_hint
-from dlpc.dialects import graph
+from dlpc.dialects import graph, symdims
 from dlpc.frontends.onnx_ops import HANDLERS
 from dlpc.frontends.onnx_values import Const, Value, onnx_dtype_to_numpy, onnx_type_name
 from dlpc.model import InputSpec, Model, Specialiser
@@ -526,6 +526,8 @@ class Importer:
             value = self._constant_value(node)
             if value is not None:
                 return [Const(value, node.output[0])]
+        if node.op_type == "GatherElements":
+            return [Const(self._gather_elements(node), node.output[0])]
         from onnx.reference import ReferenceEvaluator
 
         feeds: dict[str, np.ndarray] = {}
@@ -542,6 +544,39 @@ class Importer:
             raise self.error(f"cannot evaluate at import time: {e}") from None
         # (the evaluator answers every output position, an omitted one included)
         return [Const(np.asarray(a), n) if n else None for a, n in zip(outs, node.output)]
+
+    def _gather_elements(self, node) -> np.ndarray:
+        """GatherElements on import-time values, folded here: onnx's evaluator (1.23) takes
+        the data's extent off every axis, so an index smaller than the data on another axis
+        (BERT's token types gathered at `pos[:, :seq]`) fails there. Outside `axis` the
+        index reads the data's leading part; negative indices count from the end."""
+        data, index = (self._const_of(n) for n in node.input[:2])
+        axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+        if data.ndim != index.ndim or not -data.ndim <= axis < max(data.ndim, 1):
+            raise self.error(
+                f"cannot evaluate at import time: GatherElements of data {list(data.shape)} "
+                f"by indices {list(index.shape)} on axis {axis}"
+            )
+        axis %= max(data.ndim, 1)
+        region = tuple(slice(None) if i == axis else slice(0, n) for i, n in enumerate(index.shape))
+        part = data[region]
+        outside = part.shape[:axis] + part.shape[axis + 1 :]
+        if outside != index.shape[:axis] + index.shape[axis + 1 :]:
+            raise self.error(
+                f"cannot evaluate at import time: GatherElements indices {list(index.shape)} "
+                f"exceed data {list(data.shape)} outside axis {axis}"
+            )
+        n = data.shape[axis]
+        if index.size and (index.min() < -n or index.max() >= n):
+            raise self.error(
+                f"cannot evaluate at import time: GatherElements index out of range [-{n}, {n})"
+            )
+        return np.take_along_axis(part, np.where(index < 0, index + n, index), axis=axis)
+
+    def _const_of(self, name: str) -> np.ndarray:
+        c = self.env[name]
+        assert isinstance(c, Const), "only nodes of import-time values are folded"
+        return c.array
 
     @staticmethod
     def _constant_value(node) -> np.ndarray | None:
@@ -581,7 +616,10 @@ class Importer:
         # (np.ascontiguousarray would give a 0-d initializer shape (1,): a wrong rank)
         return arr if arr.flags.c_contiguous else arr.copy(order="C")
 
-    def _input_type(self, vi) -> TensorType:
+    def _input_type(self, vi, symbolic: bool = False) -> TensorType:
+        """The type of a graph input; a dim that is not a number (a `dim_param`, or none)
+        is symbolic when `symbolic`, named for its `dim_param` (else `<input>_<axis>`),
+        and an error otherwise."""
         t = vi.type
         if not t.HasField("tensor_type"):
             raise DlpcError(f"{self.source}: error: graph input '{vi.name}' is not a tensor")
@@ -600,7 +638,10 @@ class Importer:
                     f"shape; pass input_shapes={{'{vi.name}': ...}}"
                 )
             shape = []
-            for d in t.tensor_type.shape.dim:
+            for axis, d in enumerate(t.tensor_type.shape.dim):
+                if not d.HasField("dim_value") and symbolic:
+                    shape.append(symdims.sym(_symbol_name(d.dim_param or f"{vi.name}_{axis}")))
+                    continue
                 if not d.HasField("dim_value"):
                     sym = d.dim_param or "?"
                     raise DlpcError(
@@ -610,7 +651,7 @@ class Importer:
                     )
                 shape.append(d.dim_value)
             shape = tuple(shape)
-        if any(d < 0 for d in shape):
+        if any(isinstance(d, int) and d < 0 for d in shape):
             raise DlpcError(
                 f"{self.source}: error: graph input '{vi.name}' has a negative dim in {list(shape)}"
             )
@@ -640,6 +681,12 @@ def _graph_input_source(v: SSAValue) -> BlockArgument | None:
             todo.extend(x.owner.operands)
     ints = [a for a in found if not graph.is_float_type(graph.element_type_of(a))]
     return (ints or found or [None])[0]
+
+
+def _symbol_name(dim_param: str) -> str:
+    """A `dim_param` as a symbol name (letters, digits, `_` and `.`; not a digit first)."""
+    name = "".join(c if c.isascii() and (c.isalnum() or c in "_.") else "_" for c in dim_param)
+    return name if name and not name[0].isdigit() else f"_{name}"
 
 
 def _elt(arr: np.ndarray):
@@ -693,9 +740,13 @@ def load_model(
     freeze = dict(freeze_inputs or {})
     inputs = call_inputs(model, source, freeze, input_shapes)
     names = {s.name for s in inputs}
+    symbolic = {s.name for s in inputs if symdims.is_symbolic(s.shape)}
+    found: list[str] = []
     try:
-        module, params = import_onnx(model, source, weights, freeze, input_shapes)
-        found: list[str] = []
+        if symbolic:  # one graph per shape of these inputs (built at call time)
+            module, params = None, {}
+        else:
+            module, params = import_onnx(model, source, weights, freeze, input_shapes)
     except NeedsConstantInput as e:
         if e.input_name not in names:
             raise
@@ -704,10 +755,11 @@ def load_model(
         return Model(module, params, name, path)
 
     def build(values: Mapping[str, np.ndarray]) -> Model:
+        shapes = {**(input_shapes or {}), **{n: np.shape(values[n]) for n in symbolic}}
         while True:
             frozen = {n: np.asarray(values[n]) for n in spec.shape_inputs}
             try:
-                m, p = import_onnx(model, source, weights, {**freeze, **frozen}, input_shapes)
+                m, p = import_onnx(model, source, weights, {**freeze, **frozen}, shapes)
             except NeedsConstantInput as e:
                 if e.input_name in spec.shape_inputs or e.input_name not in values:
                     raise
@@ -728,7 +780,7 @@ def call_inputs(model, source: str, freeze: dict, input_shapes: dict | None) -> 
     for vi in model.graph.input:
         if vi.name in inits or vi.name in freeze:
             continue
-        ty = imp._input_type(vi)
+        ty = imp._input_type(vi, symbolic=True)
         dt = np.dtype(graph.numpy_dtype(ty.get_element_type()))
-        out.append(InputSpec(vi.name, tuple(ty.get_shape()), dt))
+        out.append(InputSpec(vi.name, graph.shape_of(ty), dt))
     return out
