@@ -222,8 +222,8 @@ class CachingAllocator:
         events = [s.marker() for s in block.used_on]
         block.used_on = set()
         events = [e for e in events if e is not None]
-        if not self.caching:
-            for e in events:
+        if not self.caching and block.prev is None and block.next is None:
+            for e in events:  # (a whole segment: one made while caching was off)
                 e.wait()
             self._release(block.segment)
             return
