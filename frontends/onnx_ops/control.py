@@ -189,7 +189,7 @@ def _loop(
     term.operands = [*term.operands, *passed]  # the captured values pass through
     op = graph.LoopOp(cond, [*carried, *inits, *sub.captured], region, trip)
     imp._append(op)
-    results = list(op.results)
+    results: list[SSAValue] = list(op.results)
     return results[:n], results[n : n + len(inits)]
 
 
@@ -210,7 +210,7 @@ def loop(imp: NodeContext) -> list[Value]:
     n = 1 + len(inits)  # cond is carried too: the body reads it
 
     def bind(args: list[SSAValue]) -> list[Value]:
-        return args[: 1 + n]
+        return list[Value](args[: 1 + n])
 
     def step(args: list[SSAValue], outs: list[Value]) -> list[Value]:
         c = _scalar(imp, outs[0], "the body's condition output")

@@ -172,8 +172,10 @@ class Control:
             elif isinstance(op, g.YieldOp):
                 self.yield_(op, outs, block, name, local)
             elif not isinstance(op, arith.ConstantOp):  # (scalars: copied into kernels)
+                owner = body.parent_op()
+                where = owner.name if owner is not None else "control"
                 raise DiagnosticException(
-                    f"te-to-loop: unexpected op {op.name} in a {body.parent_op().name} region"
+                    f"te-to-loop: unexpected op {op.name} in a {where} region"
                 )
         for buf in local:
             block.add_op(memref.DeallocOp.get(buf))
