@@ -57,6 +57,7 @@ Output: one C translation unit:
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass
 from typing import IO
@@ -930,6 +931,9 @@ class CEmitter:
         self.tail: list[str] = []
         self.kernel_names: dict[KernelOp, str] = {}
         self.called: list[KernelOp] = []  # kernels in the order dlpc_main calls them
+        # a kernel function by its text with its name and parameters' names left out:
+        # a kernel like an earlier one calls that one's function (`call_kernel`)
+        self.functions: dict[tuple[str, ...], str] = {}
         self.arena_bytes = 0  # the memory plan's arena, when @main has one
         self.packed_bytes = 0  # the resident packed weights, when @main has them
         self.num_args = 0  # @main's arguments (the packed block's pointer comes after)
@@ -1085,22 +1089,28 @@ static void dlpc_arena_release(unsigned char *arena)
         free, stored = kernel_uses(k)
         fname = self.kernel_names[k]
         w = FunctionWriter(self, Scope(self.top.used), f"kernel '{k.sym}'")
-        params, call_args = [], []
+        params, call_args, names = [], [], []
         shared = may_share_bytes(caller, free)
         for v in free:
             prefix, name, arg = w.parameter(caller, v, v in stored)
             restrict = "" if v in shared else "restrict "
             params.append(f"{prefix}{restrict}{name}" if prefix.endswith("*") else prefix + name)
             call_args.append(arg)
+            names.append(name)
         w.block(k.block)
         w.free_heap()
         if w.may_fail:  # 1: an allocation failed (recorded by dlpc_alloc), 0: done
             w.line("return 0;")
         kind = "int" if w.may_fail else "void"
-        signature = f"{KERNEL_ATTRIBUTES} static {kind} {fname}({', '.join(params) or 'void'})"
-        self.parts.append(w.function(c_comment(kernel_note(k)), signature))
-        hidden = f"{KERNEL_ATTRIBUTES} {HIDDEN} {kind} {fname}({', '.join(params) or 'void'})"
-        self.split.append((f"{hidden};", w.function(c_comment(kernel_note(k)), hidden)))
+        key = function_key(kind, params, w.lines, names)
+        if key in self.functions:  # the same function up to names: call that one
+            fname = self.functions[key]
+        else:
+            self.functions[key] = fname
+            signature = f"{KERNEL_ATTRIBUTES} static {kind} {fname}({', '.join(params) or 'void'})"
+            self.parts.append(w.function(c_comment(kernel_note(k)), signature))
+            hidden = f"{KERNEL_ATTRIBUTES} {HIDDEN} {kind} {fname}({', '.join(params) or 'void'})"
+            self.split.append((f"{hidden};", w.function(c_comment(kernel_note(k)), hidden)))
         if PREPARE in k.attributes:  # in dlpc_prepare: no part of a call's profile
             call = f"{fname}({', '.join(call_args)})"
             caller.line(f"if ({call}) {caller.fail()}" if w.may_fail else f"{call};")
@@ -1111,6 +1121,19 @@ static void dlpc_arena_release(unsigned char *arena)
         call = f"{fname}({', '.join(call_args)})"
         caller.line(f"if ({call}) {caller.fail()}" if w.may_fail else f"{call};")
         caller.line(f"DLPC_PROF_END({index});")
+
+
+def function_key(kind: str, params: list[str], lines: list[str], names: list[str]):
+    """A kernel function's text with its parameters' names numbered in order (its own name
+    is not in it): two kernels with one key compute the same on their arguments, so one
+    function serves both (a training step's backward repeats its kernels: resnet's has
+    354, 210 distinct, ~30 % less C to compile)."""
+    if not names:
+        return (kind, *params, *lines)
+    number = {n: f"\0{i}" for i, n in enumerate(names)}
+    pattern = re.compile(r"\b(?:" + "|".join(map(re.escape, names)) + r")\b")
+    text = "\n".join([*params, *lines])
+    return (kind, pattern.sub(lambda m: number[m.group(0)], text))
 
 
 def may_share_bytes(caller: FunctionWriter, values: list[SSAValue]) -> set[SSAValue]:

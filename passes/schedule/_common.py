@@ -57,10 +57,27 @@ def loop_name(loop: ForOp) -> str:
     return loop.loop_name
 
 
+# the last root looked up and its kernels by name (the first of each name), for
+# get_kernel; one module is held until another root is looked up
+_index: tuple[Operation, dict[str, KernelOp]] | None = None
+
+
 def get_kernel(root: Operation, name: str) -> KernelOp:
-    for k in kernels(root):
-        if k.sym == name:
+    """The first kernel called `name` under `root`. From an index of `root`'s kernels,
+    taken when a kernel is still `name` and under `root` (kernel names are unique: the
+    verifier says so), else rebuilt: a scan per lookup made scheduling quadratic in the
+    kernel count (resnet's training step: 2,000 lookups among 350 kernels)."""
+    global _index
+    if _index is not None and _index[0] is root:
+        k = _index[1].get(name)
+        if k is not None and k.sym == name and (k is root or root.is_ancestor(k)):
             return k
+    found: dict[str, KernelOp] = {}
+    for k in kernels(root):
+        found.setdefault(k.sym, k)
+    _index = (root, found)
+    if name in found:
+        return found[name]
     known = ", ".join(k.sym for k in kernels(root)) or "none"
     raise KernelNotFoundError(f"no kernel named '{name}' (kernels: {known})")
 
