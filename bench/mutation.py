@@ -198,6 +198,10 @@ AREAS: dict[str, Area] = {
             "-k 'mutation or rule_matches or every_differentiable or ties or fused_body "
             "or unused_param or result_and_aux'",
             "test/python/test_train_sched.py",
+            # the losses against torch (numpy backend), the step's signature, the optimizers'
+            # schedules against torch
+            "test/python/test_losses.py test/python/test_step.py test/python/test_optim.py "
+            "-k 'numpy or other_losses or test_step or test_optim'",
         ],
     ),
     "onnx": Area(
