@@ -102,7 +102,10 @@ AREAS: dict[str, Area] = {
             "test/passes/graph-infer-shapes.mlir",
             "test/passes/graph-infer-shapes-invalid.mlir",
         ],
-        ["test/python/test_mutation_kills_dialects.py"],
+        [  # the graph ops' shapes and properties as the lowering and the frontends read them
+            "test/python/test_mutation_kills_dialects.py test/python/test_graph_props.py "
+            "test/python/test_graph_to_te.py"
+        ],
     ),
     "schedule": Area(
         ["passes/schedule/*.py"],
@@ -150,25 +153,30 @@ AREAS: dict[str, Area] = {
                 "default-schedule-conv",
             )  # fmt: skip
         ],
-        [
-            "test/python/test_mutation_kills_schedule.py test/python/test_schedule.py "
-            "-k 'primitive_preserves or compute_at or default_schedule or mutation'"
+        [  # all of test_schedule (5 s of CPU), the nest analysis and the schedule scripts
+            "test/python/test_mutation_kills_schedule.py "
+            "test/python/test_mutation_kills_schedule2.py test/python/test_schedule.py "
+            "test/python/test_nest.py test/python/test_schedule_script.py"
         ],
     ),
     "dlp-lowering": Area(
         ["passes/lower/loop_to_dlp.py", "passes/lower/_dlp_*.py", "passes/lower/*dlp*/*.py"],
         ["test/passes/loop-to-dlp*.mlir"],
-        [
+        [  # test_dlp and each pattern family's test (dlp_select), the resnet example left out
             "test/python/test_mutation_kills_dlp.py test/python/test_dlp.py "
-            "-k 'mutation or lit_inputs'"
+            "test/python/test_dlp_select_elementwise.py test/python/test_dlp_select_reduce.py "
+            "test/python/test_dlp_select_window.py "
+            "-k 'not resnet and not description and not report and not checks'"
         ],
     ),
     "dlp-c-sim": Area(
         ["backends/dlp_c.py", "backends/runtime/dlp_sim.py"],
         ["test/e2e/emit-dlp-c.mlir"],
-        [
+        [  # as dlp-lowering, with the report and checks and the DLP rows of test_ieee
             "test/python/test_mutation_kills_dlp.py test/python/test_dlp.py "
-            "-k 'mutation or report or checks or lit_inputs'"
+            "test/python/test_dlp_select_elementwise.py test/python/test_dlp_select_reduce.py "
+            "test/python/test_dlp_select_window.py test/python/test_ieee.py "
+            "-k 'not resnet and not description and not opencl and not c-O'"
         ],
     ),
     "c-backend": Area(
@@ -184,8 +192,10 @@ AREAS: dict[str, Area] = {
         ["backends/opencl.py", "backends/opencl/*.py", "backends/opencl_winograd.py"],
         ["test/e2e/emit-opencl*"],
         [
-            "test/python/test_opencl.py -k 'lanes_and_partials or masked or integer_pow "
-            "or ndrange or independent'",
+            "test/python/test_mutation_kills_opencl.py test/python/test_opencl.py "
+            "-k 'mutation or lanes or masked or integer_pow or ndrange or independent "
+            "or padded_convs or padding_guards or batched or transposed or chain or local_cache "
+            "or uninitialized'",
             "test/python/test_opencl_winograd.py",
         ],
         timeout=180.0,
@@ -214,7 +224,7 @@ AREAS: dict[str, Area] = {
         [],
         [
             "test/python/test_numpy_backend.py test/python/test_mutation_kills_reference.py "
-            "test/python/test_mutation_kills_dialects.py"
+            "test/python/test_mutation_kills_dialects.py test/python/test_reference_memory.py"
         ],
     ),
     "comm": Area(
