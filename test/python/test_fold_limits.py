@@ -71,3 +71,13 @@ def test_nothing_above_the_eval_limit_is_evaluated(monkeypatch):
     monkeypatch.setattr(fold_constants, "EVAL_LIMIT", 16)
     pipeline.run("graph-fold-constants", module, pipeline.PipelineOptions())
     assert "graph.broadcast" not in _ops(module)
+
+
+@pytest.mark.parametrize("rows, foldable", [(1 << 22, True), ((1 << 22) + 1, False)])
+def test_default_eval_limit_is_2_to_the_24(rows, foldable):
+    """An op of 2^24 elements is evaluated, one of 2^24 + 4 is not (the default EVAL_LIMIT);
+    asked of the predicate, so that no 64 MB value is built."""
+    module = pipeline.parse_module(_broadcast_module(rows))
+    const = next(op for op in module.walk() if isinstance(op, g.ConstantOp))
+    bcast = next(op for op in module.walk() if op.name == "graph.broadcast")
+    assert fold_constants._foldable(bcast, {const.output: const.to_numpy()}) is foldable
