@@ -217,10 +217,11 @@ def ps(optimizer: str) -> int:
     return 0
 
 
-def fault(strategy: str) -> int:
+def fault(strategy: str, killed: str = "") -> int:
     """One step on every rank, then rank 1 alone fails (a batch of the wrong size) while
     rank 0 runs the next step, waiting in its collective or recv: guard prints rank 1's
-    one line and MPI_Aborts, so rank 0 stops too."""
+    one line and MPI_Aborts, so rank 0 stops too. `killed`: rank 1 dies by SIGKILL
+    instead (mpiexec ends the others)."""
     from dlpc.dist import PipelineTrainer
 
     C = world()
@@ -230,6 +231,11 @@ def fault(strategy: str) -> int:
     kinds = {"dp": DataParallelTrainer, "tp": TensorParallelTrainer, "pp": PipelineTrainer}
     trainer = kinds[strategy](MLP, "cross_entropy", "sgd", batch_size=GLOBAL_BATCH)
     trainer.step(x, y)
+    if C.rank == 1 and strategy == "dp" and killed == "killed":
+        import os
+        import signal
+
+        os.kill(os.getpid(), signal.SIGKILL)
     if C.rank == 1:
         trainer.step(x[:3], y[:3])
     else:

@@ -123,6 +123,17 @@ def test_one_failing_rank_stops_every_rank(strategy):
 
 
 @needs_mpi
+def test_a_killed_rank_stops_every_rank():
+    """Rank 1 dies (SIGKILL, no Python left to abort) while rank 0 waits in the step's
+    all-reduce: mpiexec (Hydra) ends rank 0 and exits non-zero, no hang. Its message
+    names the process id and the signal, not the rank."""
+    result = run(["mpiexec", "-n", "2", sys.executable, str(WORKER), "fault", "dp", "killed"])
+    assert result.returncode != 0
+    assert "unexpected" not in result.stdout
+    assert "dist_worker: rank" not in result.stderr
+
+
+@needs_mpi
 @pytest.mark.parametrize("optimizer", ["adam", "sgd"])
 def test_tensor_parallel_equals_one_device(optimizer):
     result = run(["mpiexec", "-n", "2", sys.executable, str(WORKER), "tp", optimizer])
