@@ -127,6 +127,8 @@ class Signature:
 class Kernel:
     """A compiled graph on a device: `run(inputs) -> outputs` (tensors on the device)."""
 
+    fn: Any  # the compiled function: CFunction, OpenCLFunction, DlpFunction
+
     def __init__(self, device: Device, model, name: str) -> None:
         from dlpc import api
 
@@ -190,7 +192,7 @@ class Kernel:
                 st = t._storage
                 addr = st.addr
                 if not addr:
-                    addr = st.addr = address(st.array)
+                    addr = st.addr = address(a if st.array is None else st.array)
                 argv[k] = addr + t._offset * a.itemsize
             k += 1
         dev = self.device
@@ -232,7 +234,7 @@ class Kernel:
                 t = t.contiguous()
             n = t.nbytes
             if n:
-                block = t._storage.block
+                block: Any = t._storage.block
                 off = block.offset + t._offset * t.dtype.itemsize
                 copy(queue, fn.arg_buffers[k], block.handle, byte_count=n, src_offset=off)
                 t._storage.record_stream(stream)
@@ -242,7 +244,8 @@ class Kernel:
         for k, (shape, dtype) in enumerate(self.out_specs):
             t = cls.empty(shape, dtype, self.device, stream)
             if t.nbytes:
-                block = t._storage.block
+                out_block: Any = t._storage.block
+                block = out_block
                 copy(
                     queue,
                     block.handle,

@@ -173,8 +173,8 @@ class JitFunction:
         finally:
             tensor_module.TRACER = None
         single = isinstance(out, TensorView)
-        outs = [out] if single else list(out)
-        if not all(isinstance(o, Tensor) and o._value is not None for o in outs):
+        outs: list[Any] = [out] if single else list(out)
+        if not all(getattr(o, "_value", None) is not None for o in outs):
             raise DlpcError(f"error: dlpc.jit: '{self.name}' must return traced tensors")
         trace.gb.output(*[o._value for o in outs])
         module = trace.gb.module()

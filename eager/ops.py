@@ -10,6 +10,8 @@ attributes as keywords with the builder's spellings: `stride`, `padding`, `axis`
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from dlpc.eager.tensor import Tensor, call, from_numpy
@@ -20,17 +22,18 @@ _FUNCTIONS: dict = {}
 
 def op(name: str):
     """The eager function of graph op `name`."""
-    fn = _FUNCTIONS.get(name)
-    if fn is None:
-        if name not in OPS and name not in SUGAR:
-            raise AttributeError(f"dlpc.ops has no op '{name}'")
+    found = _FUNCTIONS.get(name)
+    if found is not None:
+        return found
+    if name not in OPS and name not in SUGAR:
+        raise AttributeError(f"dlpc.ops has no op '{name}'")
 
-        def fn(*args, **kwargs):
-            return call(name, args, kwargs)
+    def fn(*args, **kwargs):
+        return call(name, args, kwargs)
 
-        fn.__name__ = fn.__qualname__ = name
-        fn.__doc__ = f"graph.{name}, run eagerly (see docs/ops.md)."
-        _FUNCTIONS[name] = fn
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"graph.{name}, run eagerly (its semantics: reference/graph.py)."
+    _FUNCTIONS[name] = fn
     return fn
 
 
@@ -40,22 +43,22 @@ def __getattr__(name: str):
     return op(name)
 
 
-def one_hot(labels: Tensor, classes: int, dtype=np.float32) -> Tensor:
+def one_hot(labels: Tensor, classes: int, dtype: Any = np.float32) -> Tensor:
     """labels [N] (integers) -> [N, classes] of 0/1, as graph-autodiff's losses build it:
     compare with an iota, then cast."""
     iota = from_numpy(np.arange(classes, dtype=labels.dtype), labels.device)
     column = labels.reshape(*labels.shape, 1)
-    hot = call("compare", (column, iota), {"predicate": "eq"})
+    hot: Any = call("compare", (column, iota), {"predicate": "eq"})
     return hot.astype(dtype)
 
 
 def cross_entropy(logits: Tensor, labels: Tensor) -> Tensor:
     """The mean over the batch of -log_softmax(logits)[label] (torch's cross_entropy;
     dlpc-train's `cross_entropy` loss)."""
-    picked = logits.log_softmax(1) * one_hot(labels, logits.shape[1], logits.dtype)
+    picked: Any = logits.log_softmax(1) * one_hot(labels, logits.shape[1], logits.dtype)
     return -(picked.sum(1).mean())
 
 
 def mse_loss(prediction: Tensor, target: Tensor) -> Tensor:
-    d = prediction - target
+    d: Any = prediction - target
     return (d * d).mean()

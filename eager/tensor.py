@@ -33,19 +33,19 @@ def _operands(name: str, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     names = operand_names(op)
     if not any(k in names for k in kwargs):
         return args, kwargs
-    args = list(args)
+    moved: list[Any] = list(args)
     attrs = {}
     for k, v in kwargs.items():
         if k in names and not op.OPERANDS[0].startswith("*"):
             i = names.index(k)
-            args += [None] * (i + 1 - len(args))
-            args[i] = v
+            moved += [None] * (i + 1 - len(moved))
+            moved[i] = v
         else:
             attrs[k] = v
-    return tuple(args), attrs
+    return tuple(moved), attrs
 
 
-def call(name: str, args: tuple, kwargs: dict | None = None):
+def call(name: str, args: tuple, kwargs: dict | None = None) -> Any:
     """Run graph op `name` eagerly on `args` (tensors, numbers, None) with attributes
     `kwargs`; one output tensor (or a list for several)."""
     kwargs = kwargs or {}
@@ -73,7 +73,7 @@ def call(name: str, args: tuple, kwargs: dict | None = None):
     operands = tuple(sig)
     frozen = dispatch.freeze(kwargs) if kwargs else ()
     key = (name, operands, frozen, device.name)
-    kernel = dispatch._CACHE.get(key)
+    kernel: Any = dispatch._CACHE.get(key)
     if kernel is None:
         kernel = dispatch.kernel_for(key, name, operands, kwargs, device)
     if type(kernel) is tuple:  # a user's kernel
@@ -142,7 +142,7 @@ class Tensor(TensorView):
     def _as_view(self, shape, strides, offset, op):
         if self._value is not None:
             return TRACER.view(self, op)
-        view = TensorView._as_view(self, shape, strides, offset, op)
+        view: Any = TensorView._as_view(self, shape, strides, offset, op)
         if self.requires_grad and autograd.GradMode.enabled:
             name, attrs = op
             view.requires_grad = True
@@ -152,7 +152,7 @@ class Tensor(TensorView):
     def _copy_dense(self):
         if self._value is not None:
             return self
-        out = TensorView._copy_dense(self)
+        out: Any = TensorView._copy_dense(self)
         if self.requires_grad and autograd.GradMode.enabled:
             out.requires_grad = True
             out._node = autograd.Node("identity", ((self.shape, self.dtype),), {}, [self], (True,))
@@ -317,21 +317,21 @@ def tensor(data, dtype=None, device=None, requires_grad: bool = False) -> Tensor
     return t
 
 
-def empty(shape, dtype=np.float32, device=None) -> Tensor:
+def empty(shape, dtype: Any = np.float32, device=None) -> Tensor:
     return Tensor.empty(shape, dtype, devices.device(device or "cpu"))
 
 
-def full(shape, value: float, dtype=np.float32, device=None, requires_grad=False) -> Tensor:
+def full(shape, value: float, dtype: Any = np.float32, device=None, requires_grad=False) -> Tensor:
     t = Tensor.from_numpy(np.full(tuple(shape), value, dtype), device)
     t.requires_grad = requires_grad
     return t
 
 
-def zeros(shape, dtype=np.float32, device=None, requires_grad=False) -> Tensor:
+def zeros(shape, dtype: Any = np.float32, device=None, requires_grad=False) -> Tensor:
     return full(shape, 0.0, dtype, device, requires_grad)
 
 
-def ones(shape, dtype=np.float32, device=None, requires_grad=False) -> Tensor:
+def ones(shape, dtype: Any = np.float32, device=None, requires_grad=False) -> Tensor:
     return full(shape, 1.0, dtype, device, requires_grad)
 
 

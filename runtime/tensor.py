@@ -258,7 +258,7 @@ class TensorView:
             return
         if array.nbytes:
             cl = self.device.backend.cl  # type: ignore[attr-defined]
-            block = self._storage.block
+            block: Any = self._storage.block
             off = block.offset + self._offset * self.dtype.itemsize
             cl.enqueue_copy(self._queue(), block.handle, array, dst_offset=off)
 
@@ -267,7 +267,7 @@ class TensorView:
         out = np.empty(self.shape, self.dtype)
         if out.nbytes:
             cl = self.device.backend.cl  # type: ignore[attr-defined]
-            block = src._storage.block
+            block: Any = src._storage.block
             off = block.offset + src._offset * self.dtype.itemsize
             cl.enqueue_copy(src._queue(), out, block.handle, src_offset=off, is_blocking=True)
         return out
@@ -320,7 +320,8 @@ class TensorView:
             values = np.array([*self.shape, *self._strides] or [1, 0], np.int64)
             flags = cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR
             geom = cache[geom_key] = cl.Buffer(backend.ctx, flags, hostbuf=values)
-        src, dst = self._storage.block, out._storage.block
+        src: Any = self._storage.block
+        dst: Any = out._storage.block
         item = self.dtype.itemsize
         kernel.set_args(
             src.handle,
