@@ -514,6 +514,7 @@ def bufferize(
     }
     builder = KernelBuilder(buffers, vectorize_reductions)
     allocated: list[SSAValue] = []
+    control = None  # graph.if / graph.loop: passes/lower/control_to_loop.py (names if<k>, loop<k>)
     for op in old.ops:
         if op in grouped:
             grp = grouped[op]
@@ -543,7 +544,7 @@ def bufferize(
         elif isinstance(op, g.ControlOp):  # host control flow around its regions' kernels
             from dlpc.passes.lower.control_to_loop import Control
 
-            control = Control(module, builder, memref_of, _constant_global)
+            control = control or Control(module, builder, memref_of, _constant_global)
             for r, buf in zip(op.results, control.lower(op, block)):
                 buffers[r] = buf
                 allocated.append(r)

@@ -11,14 +11,24 @@ rules as @main's. The adjoint branch recomputes its forward values from the oper
     %r = graph.if %c, %x { f } else { g }
         ->  %dx = graph.if %c, %x, %dr { vjp(f) } else { vjp(g) }
 
-graph.loop has no rule yet: graph-autodiff names it (a loop's reverse replays its
-iterations backwards from a stack of its carried values: docs/control-flow.md).
+The reverse of a loop replays its iterations backwards with the values it saved, as the
+textbook describes: the forward graph.loop is rebuilt to also carry its iteration count
+and a stack [trip_count, ...] of every carried value, row i holding the values iteration
+i started from (a one-hot where); the reverse is a graph.loop over the same bound that
+reads row n - 1 - j of the stacks and applies the body's VJP (built as a branch's is) to
+the carried adjoints. The stack needs a static bound: a loop without trip_count is named.
+
+    %r = graph.loop %c, %v {trip_count = T} { body }
+        ->  %r, %n, %stack = graph.loop %c, %v, 0, zeros {T} { body; stack[i] = v; n = i + 1 }
+            %dv = graph.loop (%n > 0), %dr, %n, %stack {T} {
+                    v = stack[n - 1 - j]; dv = vjp(body)(n - 1 - j, v, dv) }
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 from xdsl.dialects import func
 from xdsl.dialects.builtin import FunctionType, ModuleOp
 from xdsl.ir import Block, Region, SSAValue
@@ -30,7 +40,8 @@ from dlpc.passes.train._grad import is_float, zeros
 
 
 def _branch_vjp(block: Block, cot_types: list, floats: list[int]) -> Region:
-    """The region (operands..., cotangents...) -> grads of the float operands `floats`."""
+    """The region (block arguments..., cotangents of the float yields...) -> gradients of
+    the block arguments at positions `floats`."""
     from dlpc.passes.train.autodiff import differentiate
 
     n = len(block.args)
@@ -76,11 +87,9 @@ def vjp(
     b: Builder, op: graph.ControlOp, gs: Sequence[SSAValue | None], want: Sequence[bool]
 ) -> list[SSAValue | None]:
     """The adjoints of `op`'s operands from those of its results (None: no adjoint)."""
-    if not isinstance(op, graph.IfOp):
-        raise DiagnosticException(
-            f"graph-autodiff has no gradient rule for {op.name} (differentiate through a "
-            f"loop: not yet supported)"
-        )
+    if isinstance(op, graph.LoopOp):
+        return _loop_vjp(b, op, gs, want)
+    assert isinstance(op, graph.IfOp)
     inputs = list(op.inputs)
     floats = [k for k, v in enumerate(inputs) if want[1 + k] and is_float(v)]
     out_floats = [r for r in op.results if is_float(r)]
@@ -99,4 +108,114 @@ def vjp(
     out: list[SSAValue | None] = [None] * len(op.operands)
     for k, r in zip(floats, adj.results):
         out[1 + k] = r
+    return out
+
+
+def _clone_into(block: Block, src: Block, mapping: dict[SSAValue, SSAValue]) -> list[SSAValue]:
+    """`src`'s ops cloned at the end of `block` with `mapping` for its arguments; the
+    values its graph.yield gives."""
+    for inner in src.ops:
+        if isinstance(inner, graph.YieldOp):
+            return [mapping.get(v, v) for v in inner.values]
+        clone = inner.clone(value_mapper=mapping)
+        block.add_op(clone)
+        mapping.update(zip(inner.results, clone.results))
+    raise DiagnosticException("graph-autodiff: a region without graph.yield")
+
+
+def _stacked_forward(op: graph.LoopOp) -> graph.LoopOp:
+    """`op` rebuilt before itself to also carry its iteration count and a stack of
+    every carried value (row i: the values iteration i started from); `op`'s results
+    are the first of the new loop's."""
+    trips = op.trips
+    at = Builder.before(op)
+    carried = list(op.inputs)
+    n0 = at.const(0, graph.i64)
+    stacks0 = [
+        zeros(at, (trips, *graph.shape_of(v)), v) if is_float(v) else _int_zeros(at, trips, v)
+        for v in carried
+    ]
+    types = [graph.TensorType(graph.i64, []), *(v.type for v in carried)]
+    types += [n0.type, *(s.type for s in stacks0)]
+    body = Block(arg_types=types)
+    i, args = body.args[0], list(body.args[1 : 1 + len(carried)])
+    stacks = list(body.args[2 + len(carried) :])
+    ys = _clone_into(body, op.body.block, {**dict(zip(op.body.block.args, [i, *args]))})
+    tail = graph.ConstantOp.from_numpy(np.zeros((), dtype=np.int64))  # (an anchor, erased)
+    body.add_op(tail)
+    b = Builder.before(tail)
+    hot = b.compare(b.const(np.arange(trips, dtype=np.int64), graph.i64), i, "eq")
+    new_stacks = []
+    for v, stack in zip(args, stacks):
+        shape = graph.shape_of(v)
+        mask = b.reshape(hot, (trips,) + (1,) * len(shape))
+        new_stacks.append(b.where(mask, b.reshape(v, (1, *shape)), stack))
+    count = b.add(i, b.const(1, graph.i64))
+    tail.detach()
+    tail.erase()
+    body.add_op(graph.YieldOp.create(operands=[*ys, count, *new_stacks]))
+    new = graph.LoopOp(op.cond, [*carried, n0, *stacks0], Region(body), trips)
+    at.insert(new)
+    for old, r in zip(op.results, new.results):
+        old.replace_all_uses_with(r)
+    return new
+
+
+def _int_zeros(b: Builder, trips: int, like: SSAValue) -> SSAValue:
+    dtype = graph.numpy_dtype(graph.element_type_of(like))
+    return b.insert(graph.ConstantOp.from_numpy(np.zeros((trips, *graph.shape_of(like)), dtype)))
+
+
+def _loop_vjp(
+    b: Builder, op: graph.LoopOp, gs: Sequence[SSAValue | None], want: Sequence[bool]
+) -> list[SSAValue | None]:
+    """The reverse of a loop: its iterations replayed backwards from the saved stack."""
+    if op.trips < 0:
+        raise DiagnosticException(
+            "graph-autodiff: the reverse of a graph.loop needs a trip_count bound (the "
+            "stack of its iterations' values is sized by it)"
+        )
+    carried = list(op.inputs)
+    nv = len(carried)
+    floats = [k for k, v in enumerate(carried) if is_float(v)]
+    wanted = [k for k in floats if want[1 + k]]
+    if not wanted:
+        return [None] * len(op.operands)
+    body_block = op.body.block
+    cot_types = [carried[k].type for k in floats]
+    vjp_region = _branch_vjp(body_block, cot_types, [1 + k for k in floats])
+    forward = _stacked_forward(op)
+    count = forward.results[nv]
+    stacks = list(forward.results[nv + 1 :])
+    adj0: list[SSAValue] = []
+    for k in floats:
+        g = gs[k]
+        adj0.append(g if g is not None else zeros(b, graph.shape_of(carried[k]), carried[k]))
+    go0 = b.compare(count, b.const(0, graph.i64), "gt")
+    types = [graph.TensorType(graph.i64, []), *(a.type for a in adj0)]
+    types += [count.type, *(s.type for s in stacks)]
+    body = Block(arg_types=types)
+    j, adjs = body.args[0], list(body.args[1 : 1 + len(floats)])
+    n, saved = body.args[1 + len(floats)], list(body.args[2 + len(floats) :])
+    tail = graph.ConstantOp.from_numpy(np.zeros((), dtype=np.int64))  # (an anchor, erased)
+    body.add_op(tail)
+    rb = Builder.before(tail)
+    one = rb.const(1, graph.i64)
+    idx = rb.sub(rb.sub(n, one), j)  # the iteration replayed: n - 1 - j
+    values = [rb.op(graph.GatherOp, s, idx, axis=0) for s in saved]
+    go = rb.compare(rb.add(j, one), n, "lt")
+    tail.detach()
+    tail.erase()
+    vjp_block = vjp_region.block
+    mapping: dict[SSAValue, SSAValue] = dict(zip(vjp_block.args, [idx, *values, *adjs]))
+    grads = _clone_into(body, vjp_block, mapping)
+    body.add_op(graph.YieldOp.create(operands=[go, *grads, n, *saved]))
+    reverse = graph.LoopOp(go0, [*adj0, count, *stacks], Region(body), op.trips)
+    b.insert(reverse)
+    out: list[SSAValue | None] = [None] * len(op.operands)
+    op.detach()
+    op.erase()
+    for k, r in zip(floats, reverse.results):
+        if k in wanted:
+            out[1 + k] = r
     return out

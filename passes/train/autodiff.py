@@ -195,7 +195,8 @@ def differentiate(
             continue  # a param (its uses' adjoints are summed below) or a constant path
         if isinstance(op, graph.ControlOp):  # several results: an adjoint each (or None)
             parts = [_total(b, adjoints[r], r) if r in adjoints else None for r in op.results]
-            for v, grad in zip(op.operands, _control_grad.vjp(b, op, parts, want)):
+            operands = list(op.operands)  # (a loop's rule replaces the op: read them first)
+            for v, grad in zip(operands, _control_grad.vjp(b, op, parts, want)):
                 if grad is not None:
                     adjoints.setdefault(v, []).append(grad)
             continue

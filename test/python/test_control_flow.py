@@ -185,15 +185,49 @@ def test_if_gradient_against_finite_differences_and_torch(c):
             assert abs(fd - grad[idx]) < 2e-2 * max(1.0, abs(fd)), (which, idx, fd, grad[idx])
 
 
-def test_loop_gradient_is_named_not_a_traceback():
-    """graph.loop has no reverse rule yet: graph-autodiff says so, naming the op."""
-    from xdsl.utils.exceptions import DiagnosticException
-
-    text = LOOP.replace(
+def _loop_loss(text):
+    """LOOP with loss sum(x_final * x_final) + s_final (both carried values reach it)."""
+    return text.replace(
         "-> (tensor<2x4xf32>, tensor<f32>) {\n  %t", "-> tensor<f32> {\n  %t"
     ).replace(
         "  func.return %r#0, %r#1 : tensor<2x4xf32>, tensor<f32>",
-        "  func.return %r#1 : tensor<f32>",
+        "  %sq = graph.mul %r#0, %r#0 : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>\n"
+        "  %q = graph.reduce_sum %sq : (tensor<2x4xf32>) -> tensor<f32>\n"
+        "  %l = graph.add %q, %r#1 : (tensor<f32>, tensor<f32>) -> tensor<f32>\n"
+        "  func.return %l : tensor<f32>",
     )
-    with pytest.raises(DiagnosticException, match="graph.loop"):
-        _gradients(text, loop_inputs(3.0))
+
+
+def plain_loop_torch(torch, a, w, limit):
+    x, s = a, torch.zeros((), dtype=a.dtype)
+    for i in range(5):
+        x = torch.tanh(x @ w) + i
+        s = s + x.sum()
+        if not s.item() < limit:
+            break
+    return (x * x).sum() + s
+
+
+@pytest.mark.parametrize("limit", [-100.0, 3.0, 1e9])
+def test_loop_gradient_replays_the_iterations_backwards(limit):
+    """The reverse of a loop replays its iterations from the stack it saved: gradients of
+    the initial value and of the loop-invariant weight against torch and differences."""
+    torch = pytest.importorskip("torch")
+    inputs = loop_inputs(limit)
+    text = _loop_loss(LOOP)
+    loss, da, dw, _ = _gradients(text, inputs)
+    ta, tw = (torch.tensor(x, dtype=torch.float64, requires_grad=True) for x in inputs[:2])
+    plain_loop_torch(torch, ta, tw, float(inputs[2])).backward()
+    np.testing.assert_allclose(da, ta.grad.numpy(), rtol=1e-3, atol=1e-4)
+    np.testing.assert_allclose(dw, tw.grad.numpy(), rtol=1e-3, atol=1e-4)
+    m = model(text)
+    for which, grad, idx in ((0, da, (1, 2)), (1, dw, (2, 3))):
+        hi = [x.copy() for x in inputs]
+        lo = [x.copy() for x in inputs]
+        hi[which][idx] += 1e-2
+        lo[which][idx] -= 1e-2
+        fd = (
+            float(ref.run_reference(m.module, hi, {})[0])
+            - float(ref.run_reference(m.module, lo, {})[0])
+        ) / 2e-2
+        assert abs(fd - grad[idx]) < 3e-2 * max(1.0, abs(fd)), (which, fd, grad[idx])
