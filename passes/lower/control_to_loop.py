@@ -29,6 +29,7 @@ calls (backends/c.py), so the control flow itself runs on the host.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 from xdsl.dialects import arith, memref, scf
@@ -74,14 +75,18 @@ class Control:
         assert isinstance(ty, MemRefType)
         block.add_op(self.builder.copy(name, src, dst, ty.get_shape()))
 
-    def lower(self, op: g.ControlOp, block: Block) -> list[SSAValue]:
-        """The op's control flow appended to `block`; the buffers of its results."""
+    def lower(
+        self, op: g.ControlOp, block: Block, given: Sequence[SSAValue | None] = ()
+    ) -> list[SSAValue]:
+        """The op's control flow appended to `block`; the buffers of its results (those
+        `given`, @main's outputs, else allocated here)."""
         k = self.count
         self.count += 1
         kind = "if" if isinstance(op, g.IfOp) else "loop"
+        given = list(given) or [None] * len(op.results)
         outs = [
-            self.alloc(block, r.type, f"result #{n} of {op.name}", f"{kind}{k}_out{n}")
-            for n, r in enumerate(op.results)
+            buf or self.alloc(block, r.type, f"result #{n} of {op.name}", f"{kind}{k}_out{n}")
+            for n, (r, buf) in enumerate(zip(op.results, given))
         ]
         if isinstance(op, g.IfOp):
             self.lower_if(op, block, outs, f"if{k}")

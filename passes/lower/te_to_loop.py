@@ -504,7 +504,7 @@ def bufferize(
     # the first return position of a te value receives it directly; others are copies
     direct: dict[SSAValue, SSAValue] = {}
     for k, v in enumerate(returned):
-        if isinstance(v.owner, te.ComputeOp | te.ReduceOp) and v not in direct:
+        if isinstance(v.owner, te.ComputeOp | te.ReduceOp | g.ControlOp) and v not in direct:
             direct[v] = outs[k]
     groups = row_groups(old) if fuse_rows else {}
     grouped: dict[Operation, RowGroup] = {m: grp for grp in groups.values() for m in grp.members}
@@ -545,9 +545,11 @@ def bufferize(
             from dlpc.passes.lower.control_to_loop import Control
 
             control = control or Control(module, builder, memref_of, _constant_global)
-            for r, buf in zip(op.results, control.lower(op, block)):
+            given = [direct.get(r) for r in op.results]  # returned: the output itself
+            for r, buf in zip(op.results, control.lower(op, block, given)):
                 buffers[r] = buf
-                allocated.append(r)
+                if direct.get(r) is None:
+                    allocated.append(r)
         elif isinstance(op, te.ComputeOp | te.ReduceOp):
             out = direct.get(op.result)
             if out is None:

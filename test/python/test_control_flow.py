@@ -114,10 +114,11 @@ def test_reference_and_numpy_backend(text, plain, make):
         np.testing.assert_array_equal(g_, w_)
 
 
-@pytest.mark.parametrize("target", ["c"])
+@pytest.mark.parametrize("target", ["c", "dlp"])
 @pytest.mark.parametrize("text,plain,make", CASES)
 def test_compiled_against_reference(target, text, plain, make):
-    """The control flow runs on the host (C if / while around the kernel calls)."""
+    """The control flow runs on the host: C if / while around the kernel calls (in
+    `dlpc_main` of the C library, and of the DLP C program around its kernel launches)."""
     m = model(text)
     inputs = make()
     want = ref.run_reference(m.module, inputs, {})
@@ -125,12 +126,20 @@ def test_compiled_against_reference(target, text, plain, make):
 
 
 def test_c_host_code_has_the_control_flow():
-    """`dlpc_main` holds an if/else and a loop around the kernels: no Python between."""
+    """`dlpc_main` holds an if/else and a loop around the kernels: no Python between
+    (the C library's, and the DLP C program's around its kernel launches)."""
     from dlpc.backends.c import emit_c
+    from dlpc.backends.dlp_c import emit_dlp_c
 
     for text, words in ((IF, ("if (", "} else {")), (LOOP, ("for (;;) {", ") break;"))):
         lowered = pipeline.lower(model(text).module.clone(), "loop", pipeline.PipelineOptions())
         source = emit_c(lowered)
+        main = source[source.index("int dlpc_main(void **args)") :]
+        assert all(w in main for w in words), words
+        lowered = pipeline.lower(
+            model(text).module.clone(), "dlp", pipeline.PipelineOptions(target="dlp")
+        )
+        source = emit_dlp_c(lowered)
         main = source[source.index("int dlpc_main(void **args)") :]
         assert all(w in main for w in words), words
 
