@@ -7,10 +7,11 @@ The host glue interprets `@main`: its arguments and `memref.alloc`s become devic
 buffers, `memref.global`s are uploaded once, each `loop.kernel` is enqueued with the
 NDRange from `plan_launch`, `memref.copy` is a device copy; outputs are read back.
 The platform is the first OpenCL platform pyopencl finds that builds a program for its
-devices, PoCL first (`$DLPC_OPENCL_PLATFORM` picks one by a substring of its name); on a
-CPU-only machine that is PoCL from the `pocl-binary-distribution` wheel, or, on a CPU its
-LLVM 14 does not know, Intel's CPU runtime from the `intel-opencl-rt` wheel (both in
-`pip install -e '.[opencl]'` from the dlpc checkout; `platforms()`).
+devices, a platform with a GPU first, then PoCL (`$DLPC_OPENCL_PLATFORM` picks one by a
+substring of its name); on a CPU-only machine that is PoCL from the
+`pocl-binary-distribution` wheel, or, on a CPU its LLVM 14 does not know, Intel's CPU
+runtime from the `intel-opencl-rt` wheel (both in `pip install -e '.[opencl]'` from the
+dlpc checkout; `platforms()`).
 """
 
 from __future__ import annotations
@@ -191,13 +192,24 @@ def _is_pocl(platform) -> bool:
     return "portable computing language" in platform.name.lower()
 
 
+CL_DEVICE_TYPE_GPU = 1 << 2
+
+
+def _has_gpu(platform) -> bool:
+    try:
+        found = platform.get_devices()
+    except _cl().Error:
+        return False
+    return any(int(getattr(d, "type", 0)) & CL_DEVICE_TYPE_GPU for d in found)
+
+
 def platforms() -> list:
     """The OpenCL platforms pyopencl lists (the wheels' drivers made visible first,
-    `_icd_vendors`), PoCL first."""
+    `_icd_vendors`): those with a GPU first (a user with a GPU gets it), then PoCL."""
     cl = _cl()
     _icd_vendors()
     try:
-        return sorted(cl.get_platforms(), key=lambda p: not _is_pocl(p))
+        return sorted(cl.get_platforms(), key=lambda p: (not _has_gpu(p), not _is_pocl(p)))
     except cl.Error as e:
         raise DlpcError(f"error: no OpenCL platform available: {e}") from None
 

@@ -280,3 +280,26 @@ def test_opencl_memory_stats_and_empty_cache():
     assert after["reserved_bytes"] >= st["reserved_bytes"] - 0  # cached, not given back
     dlpc.empty_cache(name)
     assert dlpc.memory_stats(name)["reserved_bytes"] <= after["reserved_bytes"]
+
+
+def test_opencl_platform_with_a_gpu_comes_first(monkeypatch):
+    cl = pytest.importorskip("pyopencl")
+    from dlpc.backends.runtime import opencl_rt
+
+    class Platform:
+        def __init__(self, name: str, gpu: bool) -> None:
+            self.name, self.gpu = name, gpu
+
+        def get_devices(self):
+            kind = cl.device_type.GPU if self.gpu else cl.device_type.CPU
+            return [type("Device", (), {"type": kind})()]
+
+    found = [
+        Platform("Portable Computing Language", False),
+        Platform("Intel(R) OpenCL", False),
+        Platform("NVIDIA CUDA", True),
+    ]
+    monkeypatch.setattr(opencl_rt, "_icd_vendors", lambda: None)
+    monkeypatch.setattr(cl, "get_platforms", lambda: list(found))
+    names = [p.name for p in opencl_rt.platforms()]
+    assert names == ["NVIDIA CUDA", "Portable Computing Language", "Intel(R) OpenCL"]
