@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self, TypeAlias, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self, TypeAlias, TypeGuard, TypeVar, cast
 
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
@@ -108,7 +108,7 @@ def shape_of(value: SSAValue | Attribute) -> Shape:
     """The shape, a symbolic dim (`?`) as the SymDim its type's encoding names (one the
     encoding does not name is the anonymous symbol `?`)."""
     ty = value.type if isinstance(value, SSAValue) else value
-    if not isinstance(ty, TensorType):
+    if not _is_tensor(ty):
         raise VerifyException(f"expected a tensor, got {ty}")
     shape = ty.get_shape()
     if DYNAMIC_INDEX not in shape:
@@ -116,9 +116,15 @@ def shape_of(value: SSAValue | Attribute) -> Shape:
     return cast(Shape, symdims.shape_from_type(shape, ty.encoding))
 
 
+def _is_tensor(ty: Attribute) -> TypeGuard[TensorType[Attribute]]:
+    """`isa(ty, TensorType[Attribute])`, which builds its constraint on every call: a
+    third of the graph verifier's time (every tensor's element type is an Attribute)."""
+    return isinstance(ty, TensorType)
+
+
 def element_type_of(value: SSAValue | Attribute) -> Attribute:
     ty = value.type if isinstance(value, SSAValue) else value
-    assert isa(ty, TensorType[Attribute])
+    assert _is_tensor(ty)
     return ty.get_element_type()
 
 
@@ -319,7 +325,7 @@ class GraphOp(IRDLOperation):
     @property
     def out_type(self) -> TensorType[Attribute]:
         ty = self.results[0].type
-        assert isa(ty, TensorType[Attribute])
+        assert _is_tensor(ty)
         return ty
 
     # ---- inference -------------------------------------------------------------
@@ -338,7 +344,7 @@ class GraphOp(IRDLOperation):
         self.check_elements()
         for v in self.operands:
             ty = v.type
-            if not isa(ty, TensorType[Attribute]):
+            if not _is_tensor(ty):
                 raise VerifyException(f"{self.name} expects tensor operands, got {ty}")
             message = size_error(ty.get_shape(), ty.get_element_type())
             if message:
@@ -350,7 +356,7 @@ class GraphOp(IRDLOperation):
                 raise
             raise VerifyException(f"{self.name}: {e}") from e
         actual = self.results[0].type
-        if not isa(actual, TensorType[Attribute]):
+        if not _is_tensor(actual):
             raise VerifyException(f"{self.name} must produce a tensor, got {actual}")
         if shape_of(expected) != shape_of(actual):
             raise VerifyException(
@@ -367,7 +373,7 @@ class GraphOp(IRDLOperation):
         if self.ELEMENTS is None or not self.operands:
             return
         elt = self.operands[0].type
-        elt = elt.get_element_type() if isa(elt, TensorType[Attribute]) else elt
+        elt = elt.get_element_type() if _is_tensor(elt) else elt
         if self.ELEMENTS == "float" and not is_float_type(elt):
             raise VerifyException(f"{self.name} needs a floating-point operand, got {elt}")
         if self.ELEMENTS == "numeric" and elt == i1:
@@ -491,7 +497,7 @@ class ConstantOp(IRDLOperation):
         import numpy as np
 
         ty = self.output.type
-        assert isa(ty, TensorType[Attribute])
+        assert _is_tensor(ty)
         dtype = numpy_dtype(ty.get_element_type())
         vals = self.value.get_values()
         arr = np.asarray(vals, dtype=dtype)
@@ -563,7 +569,7 @@ class ParamOp(IRDLOperation):
 
 def _check_result_size(op: Operation) -> None:
     ty = op.results[0].type
-    if isa(ty, TensorType[Attribute]):
+    if _is_tensor(ty):
         message = size_error(ty.get_shape(), ty.get_element_type())
         if message:
             raise VerifyException(f"{op.name}: {message}")
@@ -1946,7 +1952,7 @@ def _check_region(op: Operation, what: str, region: Region, args: Sequence[Attri
 
 
 def _check_tensor_i1(op: Operation, what: str, ty: Attribute) -> None:
-    if not isa(ty, TensorType[Attribute]) or ty.get_shape() or ty.get_element_type() != i1:
+    if not _is_tensor(ty) or ty.get_shape() or ty.get_element_type() != i1:
         raise VerifyException(f"{op.name} {what} must be tensor<i1>, got {ty}")
 
 
