@@ -21,7 +21,9 @@ Output: one C translation unit:
 
 - memory-space qualifiers `__nram__`, `__wram__`, `__mlu_shared__`; scratchpad buffers
   are placed by the emitter at fixed offsets of their space (a static memory plan) and
-  the plan's size is checked against the capacity (`__dlp_reserve`);
+  the plan's size is checked against the capacity (`__dlp_reserve`), and each buffer is
+  registered (`__dlp_scratch`) so that the simulator checks every operand against the
+  buffer it points into;
 - `__memcpy(dst, src, bytes, DIR)` / `__memcpy_async` + `__sync_io()`, `__bang_*`
   intrinsics, `taskId`/`clusterId`/`coreId`, `__sync_cluster()`/`__sync_all()`;
 - the target's facts are `#define`d at the top (`DLP_NRAM_BYTES`, `DLP_TP_add`, ...)
@@ -181,6 +183,9 @@ class DlpFunctionWriter(FunctionWriter):
             f"{QUALIFIER[space]} {t} *{name} = ({t} *)(__{space}_base + {offset});  "
             f"{c_comment(f'{n} x {t}')}"
         )
+        # the simulator checks each operand against the buffer it points into
+        nbytes = math.prod(shape) * dlp.element_bytes(ty)
+        self.line(f"__dlp_scratch({name}, {nbytes}, {c_string(name)});")
         self.buffers[op.memref] = Buffer(name, shape)
 
     def for_(self, op: scf.ForOp) -> None:

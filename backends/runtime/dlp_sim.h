@@ -10,7 +10,8 @@
  * skipped; dlpc_main returns 2 and the Python runtime raises it):
  *   - capacities: a kernel's scratchpad reservation must fit the space;
  *   - ranges: every copy and intrinsic operand lies inside its space's arena, GDRAM
- *     operands inside a registered GDRAM buffer;
+ *     operands inside a registered GDRAM buffer, on-chip operands inside the scratchpad
+ *     buffer they point into, as the kernel allocated it (`__dlp_scratch`);
  *   - directions: the spaces of source and destination match the copy's direction;
  *   - alignment: on-chip DMA addresses on DLP_DMA_ALIGN, intrinsic operands on
  *     DLP_VECTOR_ALIGN.
@@ -151,6 +152,44 @@ static int dlp_space_of(const void *p)
   return DLP_GDRAM;
 }
 
+/* this task's scratchpad buffers as the kernel allocated them: an operand that starts in
+ * one must end in it (a buffer placed too small would otherwise run into its neighbour
+ * or into unused arena and still compute) */
+#define DLP_MAX_SCRATCH 256
+static __thread struct { const char *p; size_t n; const char *name; } dlp_scratch[DLP_MAX_SCRATCH];
+static __thread int dlp_num_scratch, dlp_scratch_overflow;
+
+static void __dlp_scratch(const void *p, size_t bytes, const char *name)
+{
+  for (int k = 0; k < dlp_num_scratch; k++)  /* an allocation inside a loop: once */
+    if (dlp_scratch[k].p == (const char *)p && dlp_scratch[k].name == name) return;
+  if (dlp_num_scratch == DLP_MAX_SCRATCH) { dlp_scratch_overflow = 1; return; }
+  dlp_scratch[dlp_num_scratch].p = (const char *)p;
+  dlp_scratch[dlp_num_scratch].n = bytes;
+  dlp_scratch[dlp_num_scratch].name = name;
+  dlp_num_scratch++;
+}
+
+/* does [p, p+bytes) stay inside the scratchpad buffer p points into? */
+static int dlp_in_buffer(const char *c, size_t bytes, int space, const char *what, const char *op)
+{
+  if (!bytes || dlp_scratch_overflow) return 1;
+  for (int k = 0; k < dlp_num_scratch; k++) {
+    const char *lo = dlp_scratch[k].p;
+    if (c < lo || c >= lo + dlp_scratch[k].n) continue;
+    if (c + bytes <= lo + dlp_scratch[k].n) return 1;
+    dlp_fail("%s: %s [%zu, %zu) overruns %s buffer '%s' (%zu bytes)", op, what, (size_t)(c - lo),
+             (size_t)(c - lo) + bytes, dlp_space_names[space], dlp_scratch[k].name, dlp_scratch[k].n);
+    return 0;
+  }
+  for (int k = 0; k < dlp_num_scratch; k++)  /* the kernel allocates in this space */
+    if (dlp_space_of(dlp_scratch[k].p) == space) {
+      dlp_fail("%s: %s (%zu bytes) lies in no allocated %s buffer", op, what, bytes, dlp_space_names[space]);
+      return 0;
+    }
+  return 1;
+}
+
 /* is [p, p+bytes) inside this task's instance of `space`? */
 static int dlp_in_space(const void *p, size_t bytes, int space, const char *what, const char *op)
 {
@@ -176,7 +215,7 @@ static int dlp_in_space(const void *p, size_t bytes, int space, const char *what
              (size_t)(c - lo), (size_t)(c - lo) + bytes, dlp_space_names[space], cap);
     return 0;
   }
-  return 1;
+  return dlp_in_buffer(c, bytes, space, what, op);
 }
 
 static int dlp_aligned(const void *p, int align, const char *what, const char *op)
@@ -419,6 +458,7 @@ static void *dlp_task_main(void *p)
   __wram_base = dlp_wram_arena + (size_t)taskId * DLP_WRAM_BYTES;
   __sram_base = dlp_sram_arena + (size_t)clusterId * DLP_SRAM_BYTES;
   dlp_here = &s->rec->task[taskId];
+  dlp_num_scratch = dlp_scratch_overflow = 0;
   dlp_kernel_name = s->rec->name;
   s->fn(s->args);
   return 0;

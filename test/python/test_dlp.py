@@ -310,6 +310,7 @@ func.func @main(%x: memref<64xf32>, %out: memref<64xf32>) attributes {{dlpc.num_
         (64, 0, 2048, "needs 8192 bytes of nram but the target has 4096"),
         (65, 0, 128, r"__memcpy: source \(260 bytes\) is not inside a gdram buffer"),
         (64, 1, 128, "__bang_active_relu: dst is not aligned to 64 bytes"),
+        (64, 0, 32, r"__memcpy: destination \[0, 256\) overruns nram buffer 'v_a' \(128 bytes\)"),
     ],
 )
 def test_simulator_checks(count, offset, size, message):
@@ -317,6 +318,41 @@ def test_simulator_checks(count, offset, size, message):
     f = compile_dlp(module, "tiny", name="checks")
     with pytest.raises(DlpcError, match=message):
         f(np.ones(64, np.float32))
+
+
+MATMUL = """
+func.func @main(%x: memref<64xf32>, %w: memref<256xf32>, %out: memref<64xf32>) attributes {{dlpc.num_inputs = 2 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64}} {{
+  dlp.kernel "mm" attributes {{tasks = 1 : i64, dma_align = 64 : i64, vector_align = 64 : i64}} {{
+    %c0 = arith.constant 0 : index
+    %c4 = arith.constant 4 : index
+    %c16 = arith.constant 16 : index
+    %c64 = arith.constant 64 : index
+    %c256 = arith.constant 256 : index
+    %a = memref.alloc() : memref<64xf32, #dlp.space<nram>>
+    %wb = memref.alloc() : memref<256xf32, #dlp.space<wram>>
+    %acc = memref.alloc() : memref<{acc}xf32, #dlp.space<nram>>
+    dlp.memcpy GDRAM2NRAM %a[%c0], %x[%c0], %c64 : memref<64xf32, #dlp.space<nram>>, memref<64xf32>
+    dlp.memcpy GDRAM2WRAM %wb[%c0], %w[%c0], %c256 : memref<256xf32, #dlp.space<wram>>, memref<256xf32>
+    dlp.matmul %acc[%c0], %a[%c0], %wb[%c0], %c4, %c16, %c16 : memref<{acc}xf32, #dlp.space<nram>>, memref<64xf32, #dlp.space<nram>>, memref<256xf32, #dlp.space<wram>>
+    dlp.memcpy NRAM2GDRAM %out[%c0], %acc[%c0], %c64 : memref<64xf32>, memref<{acc}xf32, #dlp.space<nram>>
+  }}
+  func.return
+}}
+"""
+
+
+def test_an_operand_past_its_buffer_is_an_error_naming_op_and_buffer():
+    """A 4x16 matmul result into an accumulator allocated for 32 floats: the NRAM arena
+    holds the overrun (right answers without the check); the simulator refuses it."""
+    x = np.arange(64, dtype=np.float32).reshape(4, 16) / 64
+    w = np.eye(16, dtype=np.float32)[::-1].copy()
+    ok = compile_dlp(pipeline.parse_module(MATMUL.format(acc=64)), "tiny", name="mm")
+    (out,) = ok(x.ravel(), w.ravel())
+    assert np.allclose(out.reshape(4, 16), x @ w)
+    small = compile_dlp(pipeline.parse_module(MATMUL.format(acc=32)), "tiny", name="mm")
+    message = r"kernel 'mm' task 0: __bang_matmul: dst \[0, 256\) overruns nram buffer 'v_acc' \(128 bytes\)$"
+    with pytest.raises(DlpcError, match=message):
+        small(x.ravel(), w.ravel())
 
 
 def test_good_kernel_passes_checks():
