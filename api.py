@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
@@ -28,6 +29,9 @@ from dlpc.dialects import symdims
 from dlpc.model import Model
 from dlpc.passes import pipeline
 from dlpc.reference import graph as ref
+
+if TYPE_CHECKING:
+    from dlpc.runtime.dynamic import DynamicFunction
 
 TARGETS = ("numpy", "c", "opencl", "dlp")
 STAGE_OF = {"numpy": "graph", "c": "loop", "opencl": "loop", "dlp": "dlp"}  # what it runs
@@ -317,6 +321,8 @@ def compile(
     tuning_log: str | None = None,
     fold_weights: bool = True,
     check_each_pass: bool = False,
+    buckets: dict[str, list[int]] | None = None,
+    max_dims: dict[str, int] | None = None,
     **options,
 ) -> CompiledModel:
     """Lower `model` through the pipeline and build it for `target`.
@@ -335,6 +341,17 @@ def compile(
         raise DlpcError(f"error: unsupported target '{target}' (expected {', '.join(TARGETS)})")
     if tuning_log and target != "c":
         raise DlpcError(f"error: a tuning log applies to target 'c', not '{target}'")
+    from dlpc.runtime import dynamic
+
+    if buckets or max_dims or dynamic.is_dynamic(model):
+        settings = dict(
+            target=target,
+            opt_level=opt_level,
+            tuning_log=tuning_log,
+            fold_weights=fold_weights,
+            check_each_pass=check_each_pass,
+        )
+        return _compile_dynamic(model, settings, options, buckets or {}, max_dims or {})
     if model.specialiser is not None:
         settings = dict(
             opt_level=opt_level,
@@ -394,6 +411,57 @@ def compile(
     if target in ("c", "opencl"):  # (their runtimes take the checked arrays as they are)
         compiled._direct = function
     return compiled
+
+
+def _compile_dynamic(
+    model: Model, settings: dict, options: dict, buckets: dict, max_dims: dict
+) -> CompiledModel:
+    """A model with symbolic dims: one compiled program per binding of its dims (per
+    bucket with `buckets`), built on first use and cached; a guard per call checks the
+    shapes against the declared relations and maxima (`runtime/dynamic.py`)."""
+    from dlpc.runtime.dynamic import DynamicFunction, is_dynamic
+
+    if not is_dynamic(model):
+        raise DlpcError(
+            "error: buckets= and max_dims= apply to a model with symbolic dims; this "
+            "model's shapes are static"
+        )
+
+    def compile_static(static: Model):
+        one = compile(static, **settings, **options)
+        function.last = one
+        return one
+
+    function = DynamicFunction(model, compile_static, buckets, max_dims)
+    compiled = DynamicCompiledModel(
+        model, settings["target"], "", ModuleOp([]), lambda arrays: function(*arrays)
+    )
+    compiled.function = function
+    return compiled
+
+
+class DynamicCompiledModel(CompiledModel):
+    """A compiled model over symbolic dims (`runtime/dynamic.py`): a call binds the dims
+    (the guard), pads to a bucket if asked, and runs the program compiled for that binding.
+    `source`, `lowered` are the newest program's; `stats` counts calls and compiles."""
+
+    function: DynamicFunction  # (set by _compile_dynamic)
+
+    @property
+    def stats(self) -> dict[str, int]:
+        return dict(self.function.stats, programs=len(self.function.cache))
+
+    def __call__(self, *inputs: np.ndarray) -> list[np.ndarray]:
+        outputs = self.function(*inputs)
+        last = self.function.last
+        if isinstance(last, CompiledModel):
+            self.source, self._lowered = last.source, last._lowered
+        return outputs
+
+    def check_inputs(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        arrays = [np.asarray(x) for x in inputs]
+        self.function.bind(arrays)
+        return arrays
 
 
 def _has_comm(model: Model) -> bool:

@@ -43,6 +43,9 @@ class Specialiser:
     inputs: tuple[InputSpec, ...]
     shape_inputs: list[str]
     build: Callable[[Mapping[str, np.ndarray]], Model]
+    # inputs with symbolic dims whose graph could not stay symbolic: why (the frontend's
+    # error); such a model is built per input shape
+    symbolic_error: str | None = None
 
     def key(self, values: Mapping[str, np.ndarray]) -> tuple:
         """What a specialisation is cached by: the frozen inputs' dtypes, shapes and bytes,

@@ -116,12 +116,14 @@ class Importer:
         weights: dict | None,
         freeze: dict | None,
         input_shapes: dict | None,
+        symbolic: bool = False,
     ):
         self.model = model
         self.source = source
         self.user_weights = dict(weights or {})
         self.freeze = {k: np.asarray(v) for k, v in (freeze or {}).items()}
         self.input_shapes = dict(input_shapes or {})
+        self.symbolic = symbolic  # dims without a value stay symbolic (onnx_symbolic.py)
         self.weights: dict[str, np.ndarray] = {}
         self.ops: list[Operation] = []
         self.env: dict[str, Value] = {}
@@ -294,7 +296,9 @@ class Importer:
         return Const(np.asarray(value, dtype=self.dtype(like)))
 
     def reshape(self, v: Value, shape: Sequence[int]) -> Value:
-        shape = tuple(int(d) for d in shape)
+        shape = tuple(d if isinstance(d, symdims.SymDim) else int(d) for d in shape)
+        if isinstance(v, Const) and symdims.is_symbolic(shape):
+            raise self.error(f"cannot reshape an import-time value to the symbolic {shape}")
         if isinstance(v, Const):  # (a new value: it must not take the initializer's name)
             return Const(v.array.reshape(shape), v.name and f"{v.name}_reshaped")
         if graph.shape_of(v) == shape:
@@ -344,7 +348,7 @@ class Importer:
             if vi.name in self.freeze:
                 self.env[vi.name] = Const(self.freeze[vi.name], vi.name)
                 continue
-            ty = self._input_type(vi)
+            ty = self._input_type(vi, symbolic=self.symbolic)
             if math.prod(ty.get_shape()) == 0:  # an empty tensor has no values: a constant
                 dt = graph.numpy_dtype(ty.get_element_type())
                 self.env[vi.name] = Const(np.zeros(ty.get_shape(), dtype=dt), vi.name)
@@ -376,12 +380,17 @@ class Importer:
             if name and name not in self.env:
                 raise self.error(f"input '{name}' is not defined before its use")
         outputs: Sequence[Value | None]
-        if self._foldable(node):  # (onnx's evaluator knows every opset)
+        if self._foldable(node) and not self._symbolic_extent(
+            node
+        ):  # (onnx's evaluator knows every opset)
             outputs = self._fold(node)
         elif node.op_type in HANDLERS:
             if node.op_type not in LEGACY:
                 self._check_legacy_opset(node)
-            outputs = HANDLERS[node.op_type](self)
+            try:
+                outputs = HANDLERS[node.op_type](self)
+            except symdims.SymbolicError as e:  # (a handler's arithmetic over a symbol)
+                raise self.error(str(e)) from None
         else:
             body = self._function_body(node)
             if body is None:
@@ -512,6 +521,20 @@ class Importer:
             raise DlpcError(f"{self.source}: error: imported IR does not verify: {e}") from None
         return module
 
+    def _symbolic_extent(self, node) -> bool:
+        """Import-time data cut or spread by a symbolic dim (a position buffer sliced up to
+        `seq`): its result has a symbolic shape, so its handler emits a graph op."""
+        names = [n for n in node.input if n]
+        if not names or node.op_type not in ("Slice", "Expand", "Tile", "Reshape"):
+            return False
+        arrays = [self.env[n] for n in names]
+        first = arrays[0]
+        return (
+            isinstance(first, Const)
+            and first.array.dtype != object
+            and any(isinstance(a, Const) and a.array.dtype == object for a in arrays[1:])
+        )
+
     def _foldable(self, node) -> bool:
         if node.op_type in NONDETERMINISTIC:
             return False
@@ -528,6 +551,8 @@ class Importer:
                 return [Const(value, node.output[0])]
         if node.op_type == "GatherElements":
             return [Const(self._gather_elements(node), node.output[0])]
+        if any(self._const_of(n).dtype == object for n in node.input if n):
+            return self._fold_symbolic(node)
         from onnx.reference import ReferenceEvaluator
 
         feeds: dict[str, np.ndarray] = {}
@@ -572,6 +597,20 @@ class Importer:
                 f"cannot evaluate at import time: GatherElements index out of range [-{n}, {n})"
             )
         return np.take_along_axis(part, np.where(index < 0, index + n, index), axis=axis)
+
+    def _fold_symbolic(self, node) -> list[Const | None]:
+        """Shape arithmetic over symbolic dims (`onnx_symbolic.fold`)."""
+        from onnx import helper
+
+        from dlpc.frontends import onnx_symbolic
+
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        inputs = [self._const_of(n) if n else None for n in node.input]
+        try:
+            outs = onnx_symbolic.fold(node.op_type, attrs, inputs)
+        except ValueError as e:
+            raise self.error(f"cannot evaluate at import time: {e}") from None
+        return [Const(a, n) if n else None for a, n in zip(outs, node.output)]
 
     def _const_of(self, name: str) -> np.ndarray:
         c = self.env[name]
@@ -699,9 +738,11 @@ def import_onnx(
     weights: dict | None = None,
     freeze_inputs: dict | None = None,
     input_shapes: dict | None = None,
+    symbolic: bool = False,
 ):
-    """ModelProto -> (graph-level ModuleOp, weights dict)."""
-    imp = Importer(model, source, weights, freeze_inputs, input_shapes)
+    """ModelProto -> (graph-level ModuleOp, weights dict); `symbolic` keeps the dims with
+    no value symbolic (else they are an error)."""
+    imp = Importer(model, source, weights, freeze_inputs, input_shapes, symbolic)
     module = imp.run()
     return module, imp.weights
 
@@ -742,9 +783,15 @@ def load_model(
     names = {s.name for s in inputs}
     symbolic = {s.name for s in inputs if symdims.is_symbolic(s.shape)}
     found: list[str] = []
+    reason = None
     try:
-        if symbolic:  # one graph per shape of these inputs (built at call time)
-            module, params = None, {}
+        if symbolic:  # one symbolic graph; else one graph per input shape, at call time
+            try:
+                module, params = import_onnx(
+                    model, source, weights, freeze, input_shapes, symbolic=True
+                )
+            except (DlpcError, VerifyException, symdims.SymbolicError) as e:
+                module, params, reason = None, {}, str(e)
         else:
             module, params = import_onnx(model, source, weights, freeze, input_shapes)
     except NeedsConstantInput as e:
@@ -767,7 +814,7 @@ def load_model(
                 continue
             return Model(m, p, name, path)
 
-    spec = Specialiser(tuple(inputs), found, build)
+    spec = Specialiser(tuple(inputs), found, build, symbolic_error=reason)
     return Model(module, params, name, path, spec)
 
 

@@ -14,6 +14,7 @@ def _graph_pass(module: str, cls: str):
 GRAPH_PASSES = {
     "graph-infer-shapes": _graph_pass("infer_shapes", "GraphInferShapes"),
     "graph-bind-dims": _graph_pass("bind_dims", "GraphBindDims"),
+    "graph-mask-padding": _graph_pass("mask_padding", "GraphMaskPadding"),
     "graph-fold-constants": _graph_pass("fold_constants", "GraphFoldConstants"),
     "graph-simplify": _graph_pass("simplify", "GraphSimplify"),
     "graph-substitute": _graph_pass("substitute", "GraphSubstitute"),

@@ -5,17 +5,18 @@ Trilu, Pad, Shape, Size, and the import-time-only ConstantOfShape / Range."""
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import numpy as np
 
-from dlpc.dialects import graph
+from dlpc.dialects import graph, symdims
 from dlpc.frontends.onnx_ops.elementwise import cast_to
 from dlpc.frontends.onnx_ops.registry import handles, norm_axis
 from dlpc.frontends.onnx_values import Const, NodeContext, Value
 
 
 def _resolve_shape(imp: NodeContext, in_shape, target, allowzero: bool) -> tuple[int, ...]:
-    target = [int(d) for d in target]
+    target = [dim(d) for d in target]
     if allowzero and 0 in target:
         raise imp.error(
             "attribute 'allowzero' = 1 with a 0 dim gives an empty tensor, "
@@ -35,6 +36,12 @@ def _resolve_shape(imp: NodeContext, in_shape, target, allowzero: bool) -> tuple
     if math.prod(target) != total:
         raise imp.error(f"cannot reshape {list(in_shape)} into {target}")
     return tuple(target)
+
+
+def dim(d) -> int:
+    """An entry of a shape value: an int, or a symbolic dim (`dialects.symdims`; it acts
+    as an int in shape arithmetic)."""
+    return cast(int, d) if isinstance(d, symdims.SymDim) else int(d)
 
 
 @handles("Reshape")
@@ -199,7 +206,7 @@ def gather_elements(imp: NodeContext):
 def expand(imp: NodeContext):
     imp.attrs({})
     x = imp.required(0)
-    target = tuple(int(d) for d in imp.required_const(1, "shape").reshape(-1))
+    target = tuple(dim(d) for d in imp.required_const(1, "shape").reshape(-1))
     try:
         out = graph.broadcast_shapes(imp.shape(x), target)
     except Exception:  # noqa: BLE001 - VerifyException with the shapes
@@ -330,8 +337,8 @@ def _pad_piece(imp: NodeContext, x: Value, ax: int, n: int, k: int, mode: str, f
 @handles("Shape")
 def shape(imp: NodeContext):
     a = imp.attrs({"start": 0, "end": None})
-    s = imp.shape(imp.required(0))
-    return [Const(np.asarray(s[a["start"] : a["end"]], dtype=np.int64))]
+    s = imp.shape(imp.required(0))[a["start"] : a["end"]]
+    return [Const(np.asarray(s, dtype=object if symdims.is_symbolic(s) else np.int64))]
 
 
 @handles("Size")

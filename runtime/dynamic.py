@@ -1,0 +1,239 @@
+"""Calling a model with symbolic dims: bind the dims per call, one compiled program per
+distinct binding (or per bucket), guarded, cached.
+
+A model whose inputs have symbolic dims (`dialects.symdims`: an ONNX `dim_param`, a
+`.dlpc` named dim, `tensor<?x784xf32, ["batch"]>`) is called through a `DynamicFunction`:
+
+1. guard: the call's shapes bind the symbols (`symdims.bind_inputs`): a rank, a static
+   dim, a symbol two inputs share, an expression (`2*seq`) or a declared maximum that the
+   call breaks is one line naming the input and the dim, before any kernel runs;
+2. bucketing (`buckets={"seq": [32, 64, 128]}`): a bucketed symbol's value is rounded up
+   to the nearest bucket; inputs are padded with zeros along the axes that are that
+   symbol, and the ops that would read the padding (softmax over it, reductions over it,
+   a matmul contracting over it) are masked by `graph-mask-padding`, which gives the
+   graph one more input: the mask of valid positions; outputs are sliced back;
+3. dispatch: the binding (after bucketing) keys a cache of compiled programs; a miss
+   builds the static graph (`graph-bind-dims` on the symbolic graph, or the frontend's
+   per-shape build when the graph could not stay symbolic) and compiles it.
+
+`stats` counts calls, compiles (cache misses) and guard hits.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from xdsl.dialects.builtin import ModuleOp, TensorType
+
+from dlpc.diagnostics import DlpcError
+from dlpc.dialects import symdims
+from dlpc.model import Model
+from dlpc.reference import graph as ref
+
+# what compiles one static model: api.compile with the caller's options
+CompileStatic = Callable[[Model], Callable[..., list[np.ndarray]]]
+
+
+@dataclass(frozen=True)
+class Signature:
+    """The inputs a call passes (name, symbolic shape, dtype) and the outputs' shapes
+    (None when unknown: a model built per shape)."""
+
+    names: tuple[str, ...]
+    shapes: tuple[tuple[symdims.Dim, ...], ...]
+    dtypes: tuple[np.dtype, ...]
+    outputs: tuple[tuple[symdims.Dim, ...], ...] | None
+
+
+def signature(model: Model) -> Signature:
+    if model.ir is not None:
+        main = ref.main_func(model.module)
+        return Signature(
+            tuple(ref.input_names(main)),
+            tuple(ref.graph.shape_of(a) for a in main.args),
+            tuple(np.dtype(ref.result_dtype(a)) for a in main.args),
+            tuple(ref.graph.shape_of(t) for t in main.function_type.outputs.data),
+        )
+    spec = model.specialiser
+    assert spec is not None
+    return Signature(
+        tuple(s.name for s in spec.inputs),
+        tuple(s.shape for s in spec.inputs),
+        tuple(np.dtype(s.dtype) for s in spec.inputs),
+        None,
+    )
+
+
+def is_dynamic(model: Model) -> bool:
+    """Whether a call of `model` binds symbolic dims."""
+    if model.ir is None:
+        spec = model.specialiser
+        return spec is not None and any(symdims.is_symbolic(s.shape) for s in spec.inputs)
+    try:
+        main = ref.main_func(model.module)
+    except DlpcError:
+        return False
+    return any(
+        isinstance(a.type, TensorType) and symdims.is_symbolic(ref.graph.shape_of(a))
+        for a in main.args
+    )
+
+
+@dataclass
+class DynamicFunction:
+    model: Model
+    compile_static: CompileStatic
+    buckets: Mapping[str, Sequence[int]] = field(default_factory=dict)
+    maxima: Mapping[str, int] = field(default_factory=dict)
+    cache: dict[tuple, Callable[..., list[np.ndarray]]] = field(default_factory=dict)
+    stats: dict[str, int] = field(default_factory=lambda: {"calls": 0, "compiles": 0})
+    last: object = None  # the newest compiled program (api's CompiledModel)
+
+    def __post_init__(self) -> None:
+        self.sig = signature(self.model)
+        known = set().union(*(symdims.symbols(s) for s in self.sig.shapes))
+        self.buckets = {k: sorted(int(v) for v in vs) for k, vs in self.buckets.items()}
+        for name, sizes in self.buckets.items():
+            if name not in known:
+                raise DlpcError(
+                    f"error: bucketed dim '{name}' is not a symbolic dim of the model's inputs "
+                    f"(they have: {', '.join(sorted(known)) or 'none'})"
+                )
+            if not sizes or sizes[0] < 1:
+                raise DlpcError(f"error: the buckets of '{name}' must be positive sizes")
+        if self.buckets:
+            self._plan_buckets()
+
+    # ---- buckets -------------------------------------------------------------------
+    def _plan_buckets(self) -> None:
+        """Which axes of each input and output are a bucketed symbol (padded / sliced)."""
+        if self.model.ir is None or self.sig.outputs is None:
+            reason = self.model.specialiser.symbolic_error if self.model.specialiser else None
+            raise DlpcError(
+                f"error: bucketing needs the model's symbolic graph, which the import could "
+                f"not keep ({reason})"
+            )
+        for name, shape in zip(self.sig.names, self.sig.shapes):
+            self._check_bucketed(shape, f"input '{name}'")
+        for k, shape in enumerate(self.sig.outputs):
+            self._check_bucketed(shape, f"output {k}")
+        from dlpc.passes.graph.mask_padding import mask_padding
+
+        self.masked: ModuleOp = self.model.module.clone()
+        self.mask_inputs = mask_padding(self.masked, list(self.buckets))
+
+    def _check_bucketed(self, shape, what: str) -> None:
+        for axis, d in enumerate(shape):
+            if isinstance(d, symdims.SymDim) and d.symbols() & set(self.buckets):
+                if symdims.name_of(d) is None:
+                    raise DlpcError(
+                        f"error: {what} dim {axis} is '{d}', an expression of a bucketed "
+                        f"dim: it cannot be padded and sliced back"
+                    )
+
+    def _bucket(self, name: str, n: int, where: str) -> int:
+        sizes = self.buckets[name]
+        k = bisect.bisect_left(sizes, n)
+        if k == len(sizes):
+            raise DlpcError(
+                f"error: {where} ('{name}') is {n}, above the largest bucket {sizes[-1]}"
+            )
+        return sizes[k]
+
+    # ---- calls ---------------------------------------------------------------------
+    def bind(self, arrays: Sequence[np.ndarray]) -> dict[str, int]:
+        """The guard: the symbols' values, or a one-line DlpcError naming the input."""
+        sig = self.sig
+        if len(arrays) != len(sig.names):
+            raise DlpcError(
+                f"error: the model takes {len(sig.names)} inputs ({', '.join(sig.names)}) "
+                f"but {len(arrays)} were given"
+            )
+        for name, dtype, x in zip(sig.names, sig.dtypes, arrays):
+            if x.dtype != dtype:
+                raise DlpcError(
+                    f"error: input '{name}' has dtype {x.dtype} but the model expects {dtype}"
+                )
+        try:
+            bound = symdims.bind_inputs(
+                sig.names, sig.shapes, [x.shape for x in arrays], self.maxima
+            )
+        except symdims.SymbolicError as e:
+            raise DlpcError(f"error: {e}") from None
+        for name, x in zip(sig.names, arrays):
+            message = ref.graph.size_error(x.shape, ref.graph.NUMPY_TO_ELT[x.dtype.name])
+            if message:
+                raise DlpcError(f"error: input '{name}': {message}")
+        return bound
+
+    def __call__(self, *inputs: np.ndarray) -> list[np.ndarray]:
+        arrays = [np.asarray(x) for x in inputs]
+        bound = self.bind(arrays)
+        self.stats["calls"] += 1
+        if not self.buckets:
+            key = tuple(sorted(bound.items()))
+            fn = self.cache.get(key) or self._build(key, bound, arrays)
+            return fn(*arrays)
+        padded = dict(bound)
+        for name in self.buckets:
+            where = next(
+                f"input '{n}' dim {a}"
+                for n, s in zip(self.sig.names, self.sig.shapes)
+                for a, d in enumerate(s)
+                if symdims.name_of(d) == name
+            )
+            padded[name] = self._bucket(name, bound[name], where)
+        key = tuple(sorted(padded.items()))
+        args = [self._pad(x, s, padded) for x, s in zip(arrays, self.sig.shapes)]
+        for name in self.mask_inputs:
+            mask = np.zeros(padded[name], np.float32)
+            mask[: bound[name]] = 1.0
+            args.append(mask)
+        fn = self.cache.get(key) or self._build(key, padded, args)
+        outputs = fn(*args)
+        assert self.sig.outputs is not None
+        return [self._slice(y, s, bound) for y, s in zip(outputs, self.sig.outputs)]
+
+    def _bucketed(self, d: symdims.Dim) -> str | None:
+        name = symdims.name_of(d)
+        return name if name in self.buckets else None
+
+    def _pad(self, x: np.ndarray, shape, padded: Mapping[str, int]) -> np.ndarray:
+        widths = [
+            (0, padded[name] - n) if (name := self._bucketed(d)) else (0, 0)
+            for d, n in zip(shape, x.shape)
+        ]
+        return np.pad(x, widths) if any(w for _, w in widths) else x
+
+    def _slice(self, y: np.ndarray, shape, bound: Mapping[str, int]) -> np.ndarray:
+        index = tuple(
+            slice(0, bound[name]) if (name := self._bucketed(d)) else slice(None) for d in shape
+        )
+        return np.ascontiguousarray(y[index])
+
+    def _build(self, key: tuple, bound: Mapping[str, int], arrays: Sequence[np.ndarray]):
+        """The static program of one binding, compiled and cached."""
+        from xdsl.utils.exceptions import VerifyException
+
+        from dlpc.passes.graph.bind_dims import bind_module
+
+        model = self.model
+        if model.ir is not None:
+            module = (self.masked if self.buckets else model.module).clone()
+            try:
+                bind_module(module, bound)
+            except VerifyException as e:
+                dims = ", ".join(f"{k}={v}" for k, v in bound.items())
+                raise DlpcError(f"error: the model does not hold at {dims}: {e}") from None
+            static = Model(module, model.weights, model.name, model.path)
+        else:
+            spec = model.specialiser
+            assert spec is not None
+            static = spec.build(dict(zip(self.sig.names, arrays)))
+        fn = self.compile_static(static)
+        self.cache[key] = fn
+        self.stats["compiles"] += 1
+        return fn
