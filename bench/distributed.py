@@ -3,26 +3,32 @@ raw mpi4py on the same buffers (2 ranks), the data-parallel training step on 1 a
 ranks, and pipeline step times against the bubble's (p - 1) / (m + p - 1).
 
     python bench/distributed.py [--repeat 30]        # starts its own mpiexec runs
+    python bench/distributed.py --allreduce          # that section alone (also --overlap,
+                                                     # --pipeline, --ps-staleness)
 
 Rows:
-- all_reduce: median seconds per call of `comm.Allreduce` on preallocated buffers (raw),
-  of dlpc's communicator (what a compiled program's comm op calls: `COMM.all_reduce`)
-  and of a compiled numpy program holding one `comm.all_reduce` (dlpc.compile); latency
-  on 8 bytes, bandwidth (algorithm bytes / s: the buffer's size over the time) at 1, 4
-  and 16 MiB; the ratio raw / dlpc time (1.0: no overhead).
-- dp step: examples/mlp.dlpc, Adam, global batch 32, target numpy, median seconds per
-  step on 1 rank (1 and 2 BLAS threads) and 2 ranks (1 thread each: the 2 cores).
+- all_reduce (float32 sum, 2 ranks, 8 B to 16 MiB): seconds per call of
+  `comm.Allreduce(x, out)` on preallocated buffers (raw), of dlpc's communicator (what a
+  compiled numpy program's comm op calls: `COMM.all_reduce`), of a compiled numpy
+  program holding one `comm.all_reduce`, and of the same program compiled for C (the MPI
+  C driver, dlpc.runtime.comm_native), all on the same input array. The four are timed
+  in turns (each turn a barrier then a run of calls of one, the starting one rotating),
+  so that they share the load; the median and the minimum over the turns, the ratio
+  raw / dlpc time (1.0: no overhead), and the bandwidth (the buffer's size over the time).
+- dp step: examples/mlp.dlpc, Adam, global batch 32, median seconds per step: numpy on
+  1 rank (1 and 2 BLAS threads) and 2 ranks (1 thread each: the 2 cores); C (the driver)
+  on 1 and 2 ranks.
 - dp overlap (`--overlap`, or within the full run): the same step on the C target on 2
   ranks, its gradient all-reduce blocking against overlapped (MPI_Iallreduce started after
-  the segment that computes a bucket, waited for before the update:
-  dlpc.runtime.comm_split), with 0.25 MiB buckets (several) and 25 MiB (one).
-- pipeline: examples/mlp.dlpc's forward and loss, 32 rows per micro-batch, 2 stages (the
-  stage programs of graph-pipeline, gradients only): step seconds for m = 1, 2, 4, 8
-  micro-batches under gpipe, 1f1b and 2bw (`--pipeline` alone); each stage's idle
-  fraction (its time waiting in recv over its step) and their mean, beside the bubble
-  (p - 1) / (m + p - 1) of the schedules' idealised cost model; stage 0's peak traced memory (numpy's allocations,
-  tracemalloc) in one step: GPipe keeps every micro-batch's activations until its
-  backward, 1F1B at most p.
+  the segment that computes a bucket, waited for before the update, all inside the C
+  driver), with 0.25 MiB buckets (several) and 25 MiB (one).
+- pipeline: examples/mlp.dlpc's forward and loss, PIPELINE_ROWS rows per micro-batch,
+  p = 2, 3, 4 stages (the stage programs of graph-pipeline, gradients only, numpy):
+  step seconds for m = 1, 2, 4, 8 micro-batches under gpipe and 1f1b (and 2bw on 2);
+  each stage's idle fraction (its time waiting in recv over its step) and their mean,
+  beside the bubble (p - 1) / (m + p - 1) of the schedules' idealised cost model;
+  stage 0's peak traced memory (numpy's allocations, tracemalloc) in one step: GPipe
+  keeps every micro-batch's activations until its backward, 1F1B at most p.
 - ps staleness (`--ps-staleness`, this section alone): dlpc.dist.parameter_server on 3
   ranks (a server, 2 workers, worker 1 slowed by 5 ms a step) training a 64-32-10 MLP
   on scikit-learn's digits with SGD (lr 0.5 and 1.0, global batch 32, 112 steps, 2 epochs)
@@ -48,7 +54,8 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-SIZES = [8, 1 << 20, 4 << 20, 16 << 20]
+PIPELINE_ROWS = 128  # rows per micro-batch: stage work well above the per-op overheads
+SIZES = [8, 1 << 10, 16 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20]
 PROGRAM = """
 func.func @main(%x: tensor<Nxf32>) -> tensor<Nxf32> {
   %y = comm.all_reduce sum %x group <world 2> : tensor<Nxf32>
@@ -68,7 +75,28 @@ def _median(fn, repeat: int, barrier) -> float:
     return statistics.median(times)
 
 
+def _interleaved(fns: dict, repeat: int, barrier, calls: int = 1) -> dict[str, list[float]]:
+    """Seconds per call of each of `fns`, measured in turns: every turn runs `calls`
+    calls of each in a row (after a barrier), starting with a different one each turn,
+    so that all of them see the same load; one figure per turn and name."""
+    names = list(fns)
+    for name in names:
+        fns[name]()
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for k in range(repeat):
+        for name in names[k % len(names) :] + names[: k % len(names)]:
+            fn = fns[name]
+            barrier()
+            start = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            times[name].append((time.perf_counter() - start) / calls)
+    return times
+
+
 def worker_allreduce(repeat: int) -> None:
+    """raw mpi4py, dlpc's communicator, a compiled numpy program and a compiled C program
+    (the MPI C driver: dlpc.runtime.comm_native) on the same input buffer each size."""
     import dlpc
     from dlpc.runtime.mpi import world
 
@@ -80,24 +108,40 @@ def worker_allreduce(repeat: int) -> None:
         n = max(size // 4, 2)
         x = np.ones(n, np.float32)
         out = np.empty_like(x)
-        t_raw = _median(lambda x=x, out=out: raw.Allreduce(x, out), repeat, raw.Barrier)
-        t_dlpc = _median(lambda x=x: C.all_reduce([x], "sum", group), repeat, raw.Barrier)
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "ar.mlir"
             path.write_text(PROGRAM.replace("N", str(n)))
-            fn = dlpc.compile(dlpc.load(path), target="numpy")
-        t_prog = _median(lambda fn=fn, x=x: fn(x), repeat, raw.Barrier)
-        rows.append({"bytes": n * 4, "raw": t_raw, "dlpc": t_dlpc, "program": t_prog})
+            model = dlpc.load(path)
+        on_numpy = dlpc.compile(model, target="numpy")
+        on_c = dlpc.compile(model, target="c")
+        assert on_c.artifact.native is not None, on_c.artifact.native_reason
+        fns = {
+            "raw": lambda x=x, out=out: raw.Allreduce(x, out),
+            "dlpc": lambda x=x: C.all_reduce([x], "sum", group),
+            "program": lambda fn=on_numpy, x=x: fn(x),
+            "c": lambda fn=on_c, x=x: fn(x),
+        }
+        # calls in a row per turn: a turn of at least ~1 MiB moved (fewer timer and
+        # barrier effects on the small sizes)
+        calls = max(1, min(100, (1 << 20) // (n * 4)))
+        times = _interleaved(fns, repeat, raw.Barrier, calls)
+        row = {"bytes": n * 4}
+        for name, ts in times.items():
+            row[name] = statistics.median(ts)
+            row[f"{name}_min"] = min(ts)
+        rows.append(row)
     if C.rank == 0:
         print(json.dumps(rows))
 
 
-def worker_dp(repeat: int) -> None:
+def worker_dp(repeat: int, target: str = "numpy") -> None:
     from dlpc.dist import DataParallelTrainer
     from dlpc.runtime.mpi import world
 
     C = world()
-    trainer = DataParallelTrainer(ROOT / "examples" / "mlp.dlpc", "cross_entropy", "adam", 32)
+    trainer = DataParallelTrainer(
+        ROOT / "examples" / "mlp.dlpc", "cross_entropy", "adam", 32, target=target
+    )
     rng = np.random.default_rng(0)
     x = rng.standard_normal((32, 784)).astype(np.float32)
     y = rng.integers(0, 10, 32).astype(np.int64)
@@ -157,16 +201,16 @@ def worker_pipeline(repeat: int, opt_level: int = 0) -> None:
     from dlpc.runtime.mpi import world
 
     C = world()
-    rows = 32
+    rows = PIPELINE_ROWS
     micro = api.load(ROOT / "examples" / "mlp.dlpc", batch=rows)
     one = forward_and_loss(micro.module, Loss("cross_entropy"))
     rng = np.random.default_rng(0)
     out = []
-    for schedule in ("gpipe", "1f1b", "2bw"):
+    repeat = max(repeat // 3, 5)  # (a step of 8 micro-batches takes tens of ms)
+    for schedule in ("gpipe", "1f1b", "2bw") if C.size == 2 else ("gpipe", "1f1b"):
         for m in (1, 2, 4, 8):
-            # -O0: graph-fuse would gather the micro-batches' gradient sums into one kernel
-            # at the end of the program, keeping every micro-batch's weight gradient alive
-            # to it under either schedule (no fusion barrier at comm ops yet)
+            # -O0 by default: the stage program as graph-pipeline wrote it, each value
+            # alive from its op to its last reader (what the schedule decides)
             programs = pipeline(one.clone(), C.size, m, schedule)
             mine = programs[C.rank]
             mine.sym_name = StringAttr("main")
@@ -200,6 +244,7 @@ def worker_pipeline(repeat: int, opt_level: int = 0) -> None:
                 out.append(
                     {
                         "schedule": schedule,
+                        "p": p,
                         "m": m,
                         "step": max(r[0] for r in rows_out),
                         "idle": sum(r[1] / r[0] for r in rows_out) / p,
@@ -311,9 +356,14 @@ def mpirun(n: int, what: str, repeat: int, threads: int = 1):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=30)
-    parser.add_argument("--worker", choices=("allreduce", "dp", "overlap", "pipeline", "ps"))
+    parser.add_argument(
+        "--worker", choices=("allreduce", "dp", "dp-c", "overlap", "pipeline", "ps")
+    )
     parser.add_argument(
         "--pipeline", action="store_true", help="only the pipeline's step, idle and bubble"
+    )
+    parser.add_argument(
+        "--allreduce", action="store_true", help="only all_reduce through dlpc vs raw mpi4py"
     )
     parser.add_argument(
         "--overlap",
@@ -330,6 +380,7 @@ def main() -> None:
         workers = {
             "allreduce": worker_allreduce,
             "dp": worker_dp,
+            "dp-c": lambda repeat: worker_dp(repeat, "c"),
             "overlap": worker_overlap,
             "pipeline": worker_pipeline,
             "ps": worker_ps,
@@ -345,43 +396,68 @@ def main() -> None:
     if args.pipeline:
         pipeline_table(args.repeat)
         return
-    print("all_reduce, 2 ranks (median per call)\n")
-    print(
-        "| bytes | raw mpi4py | dlpc COMM | dlpc program | raw/COMM | raw/program | GB/s raw | GB/s COMM |"
-    )
-    print("|---|---|---|---|---|---|---|---|")
-    for r in mpirun(2, "allreduce", args.repeat):
-        gb = lambda t, r=r: r["bytes"] / t / 1e9  # noqa: E731
-        print(
-            f"| {r['bytes']} | {r['raw'] * 1e6:.1f} us | {r['dlpc'] * 1e6:.1f} us | "
-            f"{r['program'] * 1e6:.1f} us | {r['raw'] / r['dlpc']:.2f} | "
-            f"{r['raw'] / r['program']:.2f} | {gb(r['raw']):.2f} | {gb(r['dlpc']):.2f} |"
-        )
-    print("\ndata-parallel step, mlp, Adam, global batch 32, numpy (median per step)\n")
-    print("| ranks | BLAS threads per rank | step | samples/s |")
-    print("|---|---|---|---|")
-    for n, threads in ((1, 1), (1, 2), (2, 1)):
-        r = mpirun(n, "dp", args.repeat, threads)
-        print(f"| {n} | {threads} | {r['step'] * 1e3:.2f} ms | {32 / r['step']:.0f} |")
+    if args.allreduce:
+        allreduce_table(args.repeat)
+        return
+    allreduce_table(args.repeat)
+    print("\ndata-parallel step, mlp, Adam, global batch 32 (median per step)\n")
+    print("| target | ranks | BLAS threads per rank | step | samples/s |")
+    print("|---|---|---|---|---|")
+    for what, n, threads in (
+        ("dp", 1, 1),
+        ("dp", 1, 2),
+        ("dp", 2, 1),
+        ("dp-c", 1, 1),
+        ("dp-c", 2, 1),
+    ):
+        r = mpirun(n, what, args.repeat, threads)
+        target = "c" if what == "dp-c" else "numpy"
+        print(f"| {target} | {n} | {threads} | {r['step'] * 1e3:.2f} ms | {32 / r['step']:.0f} |")
     print()
     overlap_table(args.repeat)
     print()
     pipeline_table(args.repeat)
 
 
-def pipeline_table(repeat: int) -> None:
-    print("pipeline, mlp, 2 stages, 32 rows per micro-batch (median per step)\n")
+def allreduce_table(repeat: int) -> None:
+    print("all_reduce sum of float32, 2 ranks, seconds per call interleaved in turns:")
+    print("median over the turns; the ratios raw/dlpc of the medians, and of the")
+    print("minima in brackets (the least loaded turn of each)\n")
     print(
-        "| schedule | m | step | idle stage 0 | idle stage 1 | idle (mean) | (p-1)/(m+p-1) "
+        "| bytes | raw mpi4py | dlpc COMM | numpy program | C program | raw/COMM | raw/numpy "
+        "| raw/C | GB/s raw | GB/s C |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for r in mpirun(2, "allreduce", repeat):
+        gb = lambda t, r=r: r["bytes"] / t / 1e9  # noqa: E731
+        us = lambda t: f"{t * 1e6:.1f} us"  # noqa: E731
+        ratio = lambda k, r=r: (  # noqa: E731
+            f"{r['raw'] / r[k]:.2f} ({r['raw_min'] / r[k + '_min']:.2f})"
+        )
+        print(
+            f"| {r['bytes']} | {us(r['raw'])} | {us(r['dlpc'])} | {us(r['program'])} | "
+            f"{us(r['c'])} | {ratio('dlpc')} | {ratio('program')} | {ratio('c')} | "
+            f"{gb(r['raw']):.2f} | {gb(r['c']):.2f} |"
+        )
+
+
+def pipeline_table(repeat: int) -> None:
+    print(
+        f"pipeline, mlp, p stages, {PIPELINE_ROWS} rows per micro-batch (median per step); "
+        "idle: each stage's time in recv over its step\n"
+    )
+    print(
+        "| p | schedule | m | step | idle per stage | idle (mean) | (p-1)/(m+p-1) "
         "| stage 0 peak MiB |"
     )
     print("|---|---|---|---|---|---|---|---|")
-    for r in mpirun(2, "pipeline", repeat):
-        idle = " | ".join(f"{i:.2f}" for i in r["stages"])
-        print(
-            f"| {r['schedule']} | {r['m']} | {r['step'] * 1e3:.2f} ms | {idle} | "
-            f"{r['idle']:.2f} | {r['bubble']:.2f} | {r['peak0'] / 2**20:.2f} |"
-        )
+    for p in (2, 3, 4):
+        for r in mpirun(p, "pipeline", repeat):
+            idle = " / ".join(f"{i:.2f}" for i in r["stages"])
+            print(
+                f"| {r['p']} | {r['schedule']} | {r['m']} | {r['step'] * 1e3:.2f} ms | {idle} | "
+                f"{r['idle']:.2f} | {r['bubble']:.2f} | {r['peak0'] / 2**20:.2f} |"
+            )
 
 
 if __name__ == "__main__":

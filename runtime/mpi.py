@@ -113,6 +113,7 @@ class Communicator:
         self._groups: dict[tuple[int, ...], Any] = {}
         self.recv_seconds = 0.0  # time spent waiting in recv, for bench/distributed.py
         self._results: dict[tuple, list[np.ndarray]] = {}  # result buffers (`_result`)
+        self._resolved: dict[Group, tuple[Any, tuple[int, ...]]] = {}  # group -> comm, ranks
         self._ops = {
             "sum": MPI.SUM,
             "avg": MPI.SUM,
@@ -123,6 +124,12 @@ class Communicator:
 
     # ---- groups ----------------------------------------------------------------
     def _comm(self, group: Group) -> tuple[Any, tuple[int, ...]]:
+        found = self._resolved.get(group)
+        if found is None:
+            found = self._resolved[group] = self._resolve(group)
+        return found
+
+    def _resolve(self, group: Group) -> tuple[Any, tuple[int, ...]]:
         if group[0] != self.size:
             raise DlpcError(
                 f"error: the program was built for {group[0]} ranks but runs on {self.size}"
@@ -143,6 +150,13 @@ class Communicator:
     # ---- collectives -------------------------------------------------------------
     def all_reduce(self, xs: Sequence[np.ndarray], kind: str, group: Group) -> list[np.ndarray]:
         comm, ranks = self._comm(group)
+        if len(xs) == 1 and type(x := xs[0]) is np.ndarray and x.flags.c_contiguous:
+            # (the common case without the bucket's bookkeeping: a few us a call)
+            recv = self._result(x.size, x.dtype)
+            comm.Allreduce(x, recv, op=self._ops[kind])
+            if kind == "avg":
+                recv /= np.asarray(len(ranks), dtype=recv.dtype)
+            return [recv if x.ndim == 1 else recv.reshape(x.shape)]
         outs: list[np.ndarray] = [np.empty(0)] * len(xs)
         for send, recv, parts in self._bucket(xs):
             comm.Allreduce(send, recv, op=self._op(kind))
