@@ -53,7 +53,7 @@ def enable_grad() -> Iterator[None]:
 class Node:
     """One recorded call: what produced a tensor that requires grad."""
 
-    __slots__ = ("name", "operands", "attrs", "inputs", "want")
+    __slots__ = ("name", "operands", "attrs", "inputs", "want", "custom")
 
     def __init__(self, name: str, operands: tuple, attrs: dict, inputs: list, want: tuple):
         self.name = name
@@ -61,6 +61,8 @@ class Node:
         self.attrs = attrs
         self.inputs = inputs  # the tensor operands, in order
         self.want = want  # per tensor operand: does it need a gradient
+        # dy -> the wanted gradients, for a node that is no one op (a dlpc.jit graph)
+        self.custom: Any = None
 
 
 def backward_graph(node: Node) -> GraphBuilder:
@@ -114,6 +116,8 @@ _BACKWARD: dict[tuple, dispatch.Kernel] = {}
 
 def run_backward(node: Node, dy: TensorView) -> list:
     """The gradients of the node's wanted operands for the adjoint `dy`."""
+    if node.custom is not None:
+        return node.custom(dy)
     device = dy.device
     key = (node.name, node.operands, dispatch.freeze(node.attrs), node.want, device.name)
     kernel = _BACKWARD.get(key)

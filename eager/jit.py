@@ -12,8 +12,10 @@ arguments (a model's weights) become graph.params: compiled resident, re-bound w
 of them was updated in place since (an optimizer step; `Tensor._version`). Python control
 flow runs at trace time, so it is specialised to the signature; reading a traced value
 (`item()`, `numpy()`) is an error that says to run eagerly. A call that must record
-gradients (grad mode on and an argument or weight requiring grad) runs the function
-eagerly, so `backward()` sees the tape.
+gradients (grad mode on and an argument or weight requiring grad) runs the compiled
+graph and records one node on its output, whose backward is `graph-autodiff` of the
+traced graph (sum(output * dy) differentiated with respect to the weights and
+arguments), compiled whole on first use.
 """
 
 from __future__ import annotations
@@ -70,7 +72,8 @@ class Trace:
 
 
 class Entry:
-    """One signature's graph, compiled function and weights."""
+    """One signature's graph, compiled function and weights; its backward graphs (per
+    set of inputs wanting a gradient), compiled on first use."""
 
     def __init__(self, module, compiled, params: list[tuple[str, Tensor]], single: bool):
         self.module = module
@@ -78,12 +81,74 @@ class Entry:
         self.params = params
         self.versions: list[tuple[int, int]] | None = None
         self.single = single
+        self.target = compiled.target
+        self.backwards: dict[tuple, Any] = {}
 
     def bind(self) -> None:
         versions = [(id(t._storage), t._version) for _, t in self.params]
         if versions != self.versions:
+            assert self.compiled.artifact is not None
             self.compiled.artifact.bind_params({n: t.numpy() for n, t in self.params})
             self.versions = versions
+
+    def backward(self, want: tuple, tensors: list, dy: TensorView) -> list:
+        """The gradients of the wanted inputs (the tensor arguments, then the weights)
+        for the output's adjoint `dy`: graph-autodiff of the traced graph."""
+        compiled = self.backwards.get(want)
+        if compiled is None:
+            compiled = self.backwards[want] = self._compile_backward(want, len(tensors))
+        assert compiled.artifact is not None  # (c, opencl, dlp: a runtime each)
+        compiled.artifact.bind_params({n: t.numpy() for n, t in self.params})
+        outs = compiled(*[t.numpy() for t in tensors], dy.numpy())
+        return [from_numpy(o, dy.device) for o in outs]
+
+    def _compile_backward(self, want: tuple, n_args: int):
+        """sum(output * dy) differentiated by graph-autodiff (params and inputs), the
+        wanted gradients kept, compiled whole."""
+        from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, StringAttr
+
+        from dlpc import api
+        from dlpc.passes.train._build import Builder
+        from dlpc.passes.train.autodiff import differentiate
+        from dlpc.reference import graph as ref
+
+        module = self.module.clone()
+        main = ref.main_func(module)
+        block = main.body.block
+        ret = block.last_op
+        assert ret is not None
+        out = ret.operands[0]
+        dy = block.insert_arg(out.type, len(block.args))
+        names = [
+            *(main.arg_attrs.data if main.arg_attrs is not None else ()),
+            DictionaryAttr({"dlpc.name": StringAttr("dy")}),
+        ]  # type: ignore[union-attr]
+        main.arg_attrs = ArrayAttr(names)
+        b = Builder.before(ret)
+        ret.operands = [b.sum(b.mul(out, dy))]
+        main.res_attrs = None
+        main.update_function_type()
+        differentiate(module, wrt_inputs=True)
+        results = dict(zip(_result_names(main), ret.operands))
+        wanted_names = [f"grad.x{k}" for k in range(n_args)] + [f"grad.{n}" for n, _ in self.params]
+        keep = [results[n] for n, w in zip(wanted_names, want) if w]
+        ret.operands = keep
+        main.res_attrs = None
+        main.update_function_type()
+        weights = {n: t.numpy() for n, t in self.params}
+        return api.compile(
+            Model(module, weights, "jit_grad"), target=self.target, fold_weights=False
+        )
+
+
+def _result_names(main) -> list[str]:
+    from xdsl.dialects.builtin import DictionaryAttr, StringAttr
+
+    out = []
+    for a in main.res_attrs.data if main.res_attrs is not None else ():
+        name = a.data.get("dlpc.name") if isinstance(a, DictionaryAttr) else None
+        out.append(name.data if isinstance(name, StringAttr) else "")
+    return out
 
 
 def _key(args: tuple) -> tuple:
@@ -129,26 +194,24 @@ class JitFunction:
     def __call__(self, *args):
         key = _key(args)
         entry = self.entries.get(key)
-        if self._needs_grad(args, entry) or (entry is None and self._grad_probe(args)):
-            return self.fn(*args)
-        entry = self.entries.get(key)
         if entry is None:
             entry = self.entries[key] = self._trace(args)
         self._last = entry
         entry.bind()
         tensors = [a for a in args if isinstance(a, TensorView)]
-        device = tensors[0].device if tensors else None
+        device = tensors[0].device
         outs = entry.compiled(*[t.numpy() for t in tensors])
         wrapped = [from_numpy(o, device) for o in outs]
+        if self._needs_grad(args, entry):
+            if not entry.single:
+                return self.fn(*args)  # (one traced output records one node)
+            inputs = [*tensors, *(t for _, t in entry.params)]
+            want = tuple(bool(getattr(t, "requires_grad", False)) for t in inputs)
+            node = autograd.Node(f"jit:{self.name}", (), {}, inputs, want)
+            node.custom = lambda dy, e=entry, w=want, ts=tensors: e.backward(w, ts, dy)
+            wrapped[0].requires_grad = True
+            wrapped[0]._node = node
         return wrapped[0] if entry.single else tuple(wrapped)
-
-    def _grad_probe(self, args: tuple) -> bool:
-        """Before the first trace of a signature with grad on: trace, then look."""
-        if not autograd.GradMode.enabled:
-            return False
-        entry = self._trace(args)
-        self.entries[_key(args)] = entry
-        return self._needs_grad(args, entry)
 
     def _trace(self, args: tuple) -> Entry:
         from dlpc import api

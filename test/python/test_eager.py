@@ -266,6 +266,27 @@ def test_jit_sees_weight_updates_and_guards_python_values():
     assert "eagerly" in str(e.value)
 
 
+def test_jit_records_one_node_with_graph_autodiff_backward():
+    w = dlpc.tensor(_r(3, 4), requires_grad=True)
+    b = dlpc.tensor(_r(3), requires_grad=True)
+
+    def f(x, y):
+        return dlpc.ops.cross_entropy(dlpc.ops.linear(x, w, b).relu(), y)
+
+    x, y = dlpc.tensor(_r(5, 4)), dlpc.tensor(np.array([0, 1, 2, 1, 0]))
+    loss = f(x, y)
+    loss.backward()
+    eager = [np.asarray(w.grad).copy(), np.asarray(b.grad).copy()]
+    w.grad = b.grad = None
+    fast = dlpc.jit(f)
+    jitted = fast(x, y)
+    assert jitted._node is not None and jitted._node.name == "jit:f"
+    jitted.backward()
+    np.testing.assert_allclose(jitted.item(), loss.item(), rtol=1e-6)
+    for got, want in zip([w.grad, b.grad], eager):
+        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-7)
+
+
 # ------------------------------------------------------------------ done means
 
 
