@@ -525,8 +525,25 @@ def main(argv=None) -> int:
         default="all",
         help="run only the float32 cases of the wider or core set (the summary lines)",
     )
+    p.add_argument(
+        "--ops",
+        help="run only the cases of these operators (comma-separated) and print their rows "
+        "of the per-operator table",
+    )
     args = p.parse_args(argv)
 
+    if args.ops:
+        ops = args.ops.split(",")
+        groups = by_operator()
+        results = run_all(args.backends.split(","), [c for op in ops for c in groups.get(op, [])])
+        for op in ops:
+            run = [c for c in groups.get(op, []) if runnable(c)]
+            cells = [
+                f"{sum(rs[c.name].status == 'pass' for c in run)}/{len(run)}"
+                for rs in results.values()
+            ]
+            print(f"| {op} | {len(groups.get(op, []))} | {len(run)} | " + " | ".join(cells) + " |")
+        return 0
     sets = {"wider": WIDER_OPS, "core": CORE_OPS}
     cases = None if args.set == "all" else [c for c in collect() if in_set(c, sets[args.set])]
     results = run_all(args.backends.split(","), cases)
