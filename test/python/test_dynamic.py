@@ -1,0 +1,206 @@
+"""Symbolic dims (issue 29): dynamic-axes ONNX exports from PyTorch load with no shapes,
+keep their dims symbolic, compile per binding (or per bucket) and match onnxruntime at
+every size tried; bad shapes are one line naming the input and the dim."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0)")
+ort = pytest.importorskip("onnxruntime", reason="onnxruntime is not installed (dlpc[test])")
+onnx = pytest.importorskip("onnx", reason="onnx is not installed (dlpc[onnx])")
+
+from onnx import TensorProto, helper  # noqa: E402
+from torch import nn  # noqa: E402
+
+import dlpc  # noqa: E402
+from dlpc.api import compile as dlpc_compile  # noqa: E402
+from dlpc.diagnostics import DlpcError  # noqa: E402
+from dlpc.frontends.onnx import load_model  # noqa: E402
+
+
+class SmallCNN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(1, 4, 3, padding=1)
+        self.c2 = nn.Conv2d(4, 8, 3, stride=2, padding=1)
+        self.fc = nn.Linear(8 * 4 * 4, 10)
+
+    def forward(self, x):
+        x = nn.functional.max_pool2d(torch.relu(self.c1(x)), 2)
+        x = torch.relu(self.c2(x))
+        return torch.softmax(self.fc(x.flatten(1)), -1)
+
+
+class SmallEncoder(nn.Module):
+    """One pre-written attention block: position embeddings sliced to the sequence length,
+    heads split by reshapes of the input's own dims (as a dynamic-axes export needs)."""
+
+    def __init__(self, d=16, heads=2, vocab=50, maxlen=64):
+        super().__init__()
+        self.h, self.dh = heads, d // heads
+        self.emb = nn.Embedding(vocab, d)
+        self.pos = nn.Parameter(torch.randn(1, maxlen, d) * 0.1)
+        self.qkv, self.o = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.n1, self.n2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.f1, self.f2 = nn.Linear(d, 2 * d), nn.Linear(2 * d, d)
+        self.head = nn.Linear(d, 3)
+
+    def forward(self, ids):
+        b, n = ids.shape
+        x = self.emb(ids) + self.pos[:, :n]
+        q, k, v = self.qkv(x).split(self.h * self.dh, dim=-1)
+        q, k, v = (t.reshape(b, n, self.h, self.dh).transpose(1, 2) for t in (q, k, v))
+        att = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(self.dh), dim=-1)
+        o = (att @ v).transpose(1, 2).reshape(b, n, self.h * self.dh)
+        x = self.n1(x + self.o(o))
+        x = self.n2(x + self.f2(torch.relu(self.f1(x))))
+        return self.head(x)
+
+
+class BertEmbeddingRepro(nn.Module):
+    """The issue's ten-line repro: token types gathered at positions sliced to ids.shape[1]."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("tt", torch.zeros(1, 64, dtype=torch.long))
+        self.register_buffer("pos", torch.arange(64).expand((1, -1)))
+        self.emb = nn.Embedding(64, 8)
+
+    def forward(self, ids):
+        p = self.pos[:, : ids.shape[1]]
+        t = torch.gather(self.tt.expand(p.shape[0], -1), dim=1, index=p)
+        return self.emb(ids) + self.emb(p) + self.emb(t)
+
+
+def _export(module: nn.Module, example, path, name: str, axes: dict) -> str:
+    torch.manual_seed(0)
+    module.eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(
+            module,
+            (example,),
+            str(path),
+            input_names=[name],
+            output_names=["y"],
+            dynamic_axes={name: axes, "y": {k: v for k, v in axes.items() if k < 2}},
+            dynamo=False,
+        )
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    torch.manual_seed(0)
+    d = tmp_path_factory.mktemp("dynamic")
+    ids = torch.randint(0, 50, (2, 7))
+    return {
+        "cnn": _export(SmallCNN(), torch.randn(2, 1, 16, 16), d / "cnn.onnx", "x", {0: "batch"}),
+        "enc": _export(SmallEncoder(), ids, d / "enc.onnx", "ids", {0: "batch", 1: "seq"}),
+        "bert": _export(BertEmbeddingRepro(), ids, d / "bert.onnx", "ids", {0: "batch", 1: "seq"}),
+    }
+
+
+def _ort(path: str, x: np.ndarray) -> np.ndarray:
+    sess = ort.InferenceSession(path)
+    return sess.run(None, {sess.get_inputs()[0].name: x})[0]
+
+
+def _ids(b: int, n: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 50, (b, n)).astype(np.int64)
+
+
+def test_cnn_dynamic_batch_is_symbolic_and_matches_onnxruntime(files):
+    model = dlpc.load(files["cnn"])
+    text = str(model.module)
+    assert 'tensor<?x1x16x16xf32, ["batch"]>' in text  # no shape given: the dim stays symbolic
+    assert 'tensor<?x10xf32, ["batch"]>' in text
+    fn = dlpc_compile(model, target="c")
+    rng = np.random.default_rng(1)
+    for b in (1, 5, 2, 5):
+        x = rng.standard_normal((b, 1, 16, 16)).astype(np.float32)
+        np.testing.assert_allclose(fn(x)[0], _ort(files["cnn"], x), rtol=1e-4, atol=1e-5)
+    assert fn.stats == {"calls": 4, "compiles": 3, "programs": 3}  # batch 5 hit its guard
+
+
+@pytest.mark.parametrize("target", ["numpy", "c"])
+def test_encoder_dynamic_seq_matches_onnxruntime(files, target):
+    model = dlpc.load(files["enc"])
+    main = str(model.module)
+    assert 'tensor<?x?xi64, ["batch", "seq"]>' in main
+    assert 'sym_ends = ["seq"]' in main  # the position slice kept its symbolic end
+    fn = dlpc_compile(model, target=target)
+    for b, n in ((2, 1), (1, 5), (3, 17)):
+        x = _ids(b, n)
+        np.testing.assert_allclose(fn(x)[0], _ort(files["enc"], x), rtol=1e-4, atol=1e-5)
+
+
+def test_bucketed_encoder_equals_the_unpadded_run(files):
+    model = dlpc.load(files["enc"])
+    fn = dlpc_compile(model, target="c", buckets={"seq": [8, 32]})
+    for n in (3, 8, 20, 5):
+        x = _ids(2, n, seed=n)
+        got = fn(x)[0]
+        assert got.shape == (2, n, 3)  # sliced back to the call's length
+        np.testing.assert_allclose(got, _ort(files["enc"], x), rtol=1e-4, atol=1e-5)
+    assert fn.stats["compiles"] == 2  # one program per bucket
+    assert fn.function.mask_inputs == ["seq"]  # softmax over keys needed the mask
+    with pytest.raises(DlpcError, match=r"input 'ids' dim 1 \('seq'\) is 40, above the largest"):
+        fn(_ids(2, 40))
+
+
+def test_bad_shapes_are_one_line_naming_input_and_dim(files, tmp_path):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "seq"])
+    out = helper.make_tensor_value_info("z", TensorProto.FLOAT, ["batch", "seq"])
+    graph = helper.make_graph([helper.make_node("Add", ["x", "y"], ["z"])], "g", [x, y], [out])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    fn = dlpc_compile(load_model(proto), target="numpy", max_dims={"seq": 16})
+    a = np.ones((2, 4), np.float32)
+    np.testing.assert_array_equal(fn(a, a)[0], a + a)
+    cases = [
+        ((2, 4), (2, 5), "input 'y' dim 1 ('seq') is 5 but input 'x' dim 1 gives 'seq' = 4"),
+        ((2, 20), (2, 20), "input 'x' dim 1 ('seq') is 20, above its declared maximum 16"),
+        ((2,), (2, 4), "input 'x' has rank 1 but the model expects rank 2"),
+    ]
+    for sx, sy, message in cases:
+        with pytest.raises(DlpcError) as info:
+            fn(np.ones(sx, np.float32), np.ones(sy, np.float32))
+        assert message in str(info.value) and "\n" not in str(info.value)
+    assert fn.stats["compiles"] == 1  # (no kernel ran for the bad calls)
+
+
+def test_bert_repro_loads_and_runs_per_shape(files):
+    """GatherElements over a buffer expanded to ids.shape: the graph is built per call shape
+    (the importer says why it could not stay symbolic) and matches onnxruntime."""
+    model = dlpc.load(files["bert"])
+    assert model.ir is None and model.specialiser is not None
+    assert "GatherElements" in (model.specialiser.symbolic_error or "")
+    fn = dlpc_compile(model, target="c")
+    for b, n in ((1, 16), (2, 5)):
+        x = _ids(b, n)
+        np.testing.assert_allclose(fn(x)[0], _ort(files["bert"], x), rtol=1e-5, atol=1e-6)
+    assert fn.stats["compiles"] == 2
+    with pytest.raises(DlpcError, match="bucketing needs the model's symbolic graph"):
+        dlpc_compile(model, target="c", buckets={"seq": [8]})
+
+
+def test_opencl_serves_two_batches(files):
+    pytest.importorskip("pyopencl", reason="pyopencl is not installed")
+    model = dlpc.load(files["cnn"])
+    try:
+        fn = dlpc_compile(model, target="opencl")
+        x = np.random.default_rng(2).standard_normal((1, 1, 16, 16)).astype(np.float32)
+        fn(x)
+    except DlpcError as e:
+        if "platform" in str(e).lower() or "not available" in str(e):
+            pytest.skip(str(e))
+        raise
+    for b in (1, 3):
+        x = np.random.default_rng(b).standard_normal((b, 1, 16, 16)).astype(np.float32)
+        np.testing.assert_allclose(fn(x)[0], _ort(files["cnn"], x), rtol=1e-4, atol=1e-5)
