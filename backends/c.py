@@ -1027,8 +1027,7 @@ static void dlpc_arena_release(unsigned char *arena)
         values = [v for v in raw if not isinstance(v, tuple)]
         if len(values) != len(raw):  # (a complex element: no memref dlpc makes has one)
             raise DlpcError(f"error: memref.global @{op.sym_name.data}: complex values")
-        if len(values) == 1 and n > 1:
-            values = values * n
+        # (a splat's get_values has every element: test_a_splat_global_fills_every_element)
         if isinstance(elt, IntegerType | IndexType):
             body = ", ".join(int_literal(int(v), elt) for v in values)
         else:

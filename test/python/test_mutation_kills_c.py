@@ -204,3 +204,85 @@ func.func @main(%x: memref<4xf32>, %y: memref<4xf32>, %out: memref<4xf32>) {ATTR
     assert "dlpc_oom();" in source
     x = np.arange(4, dtype=np.float32)
     np.testing.assert_array_equal(CFunction(module, name="omp_heap")(x, x)[0], x)
+
+
+ARENA_VIEWS = f"""
+func.func @main(%x: memref<4xf32>, %y: memref<4xf32>, %out: memref<4xf32>) {ATTRS} {{
+  %arena = memref.alloc() {{dlpc.arena}} : memref<64xi8>
+  %b0 = arith.constant 0 : index
+  %b8 = arith.constant 8 : index
+  %b20 = arith.constant 20 : index
+  %b24 = arith.constant 24 : index
+  %d = memref.view %arena[%b0][] : memref<64xi8> to memref<2xf32>
+  %a = memref.view %arena[%b8][] : memref<64xi8> to memref<2x2xf32>
+  %r = memref.reinterpret_cast %a to offset: [0], sizes: [4], strides: [1] : memref<2x2xf32> to memref<4xf32>
+  %e = memref.view %arena[%b20][] : memref<64xi8> to memref<1xf32>
+  %c = memref.view %arena[%b24][] : memref<64xi8> to memref<2xf32>
+  loop.kernel "disjoint" {{
+    loop.for %i = 0 to 2 step 1 {{name = "i0"}} {{
+      %v = memref.load %x[%i] : memref<4xf32>
+      memref.store %v, %c[%i] : memref<2xf32>
+      memref.store %v, %r[%i] : memref<4xf32>
+      memref.store %v, %d[%i] : memref<2xf32>
+    }}
+  }}
+  loop.kernel "overlap" {{
+    %z = arith.constant 0 : index
+    %t = arith.constant 3 : index
+    %v = memref.load %x[%t] : memref<4xf32>
+    memref.store %v, %e[%z] : memref<1xf32>
+    %w = memref.load %r[%t] : memref<4xf32>
+    memref.store %w, %out[%z] : memref<4xf32>
+  }}
+  func.return
+}}"""
+
+
+def test_arena_views_are_restrict_exactly_when_their_bytes_are_disjoint():
+    """`restrict` only on buffers whose bytes no other parameter shares: d [0, 8), the
+    reshape r of a [8, 24), c [24, 32) are adjacent, not shared (all restrict); e [20, 24)
+    lies inside r (neither restrict, and r[3] reads what e[0] stored)."""
+    from dlpc.backends.c import emit_c
+
+    module = parse_module(ARENA_VIEWS)
+    source = emit_c(module)
+    disjoint = next(ln for ln in source.splitlines() if "void kernel_disjoint(" in ln)
+    for name in ("v_c", "v_r", "v_d"):
+        assert f"float *restrict {name}" in disjoint, disjoint
+    overlap = next(ln for ln in source.splitlines() if "void kernel_overlap(" in ln)
+    assert "float *v_e" in overlap and "float *v_r" in overlap, overlap
+    x = np.arange(4, dtype=np.float32) + 1
+    (out,) = CFunction(module, name="arena_views")(x, x)
+    assert out[0] == x[3]
+
+
+def test_a_scalar_defined_in_main_is_a_kernel_parameter():
+    """A value of @main used inside a kernel is passed by value (`float v_k`)."""
+    from dlpc.backends.c import emit_c
+
+    module = parse_module(f"""
+func.func @main(%x: memref<4xf32>, %y: memref<4xf32>, %out: memref<4xf32>) {ATTRS} {{
+  %k = arith.constant 3.0 : f32
+  loop.kernel "k" {{
+    loop.for %i = 0 to 4 step 1 {{name = "i0"}} {{
+      %a = memref.load %x[%i] : memref<4xf32>
+      %s = arith.mulf %a, %k : f32
+      memref.store %s, %out[%i] : memref<4xf32>
+    }}
+  }}
+  func.return
+}}""")
+    assert "float v_k" in emit_c(module)
+    x = np.arange(4, dtype=np.float32)
+    np.testing.assert_array_equal(CFunction(module, name="scalar_param")(x, x)[0], x * 3)
+
+
+def test_parameters_take_their_names_from_dlpc_params():
+    """One input, three params, one output, no dlpc.name: in order x, p, q, s, out0."""
+    from dlpc.backends.c import argument_names, find_main
+
+    module = parse_module("""
+func.func @main(%x: memref<1xf32>, %p: memref<1xf32>, %q: memref<1xf32>, %s: memref<1xf32>, %o: memref<1xf32>) attributes {dlpc.num_inputs = 1 : i64, dlpc.params = ["w.p", "w.q", "w.s"], dlpc.num_outputs = 1 : i64} {
+  func.return
+}""")
+    assert argument_names(find_main(module)) == ["x", "w.p", "w.q", "w.s", "out0"]
