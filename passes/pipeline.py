@@ -316,6 +316,12 @@ def lower(
             # would be transformed on every call) and for the targets its cost rule was
             # measured on (loop-to-dlp cannot tile its output transform's reads)
             continue
+        if (
+            name in ("graph-conv-layout", "graph-layout")
+            and name not in options.extra
+            and target_of(options, stop_at) == "dlp"
+        ):
+            continue  # their rule is a CPU's vector width; dlp.conv2d and dlp.pool read NCHW
         if name != FOLD_PARAMS:  # shapes first, then -O graph rewrites
             fixed = {**level_options.get(name, {}), **options.extra.get(name, {})}
             if name == "graph-winograd":  # its rule is the target's (c or opencl)
