@@ -237,3 +237,37 @@ def test_kernels_allocate_within_nram(tmp_path, expr):
     lowered = lower_to_dlp(module, "tiny")
     kernels = [op for op in lowered.walk() if isinstance(op, dlp.KernelOp)]
     assert kernels and all(_nram_bytes(k) <= resolve("tiny").capacity("nram") for k in kernels)
+
+
+def _conv_of_differences(tmp_path):
+    """The 16-channel conv of test_dlp_select_window lowered to loop IR, its window
+    product `x * w` replaced by `x - w` (a window sum that is no convolution)."""
+    from xdsl.dialects import arith
+    from xdsl.rewriter import Rewriter
+
+    from dlpc.backends.dlp_c import lower_to_dlp
+
+    path = tmp_path / "m.dlpc"
+    path.write_text(
+        "model m(x: f32[1, 16, 8, 8]) {\n  param w: f32[16, 16, 3, 3] = kaiming(seed=1)\n"
+        "  return conv2d(x, w, padding=1)\n}\n"
+    )
+    model = dlpc.load(path)
+    module = pipeline.lower(model.module.clone(), "loop", pipeline.PipelineOptions())
+    assert any(op.name == "dlp.conv2d" for op in lower_to_dlp(module.clone()).walk())
+    (mul,) = [op for op in module.walk() if isinstance(op, arith.MulfOp)]
+    Rewriter.replace_op(mul, arith.SubfOp(*mul.operands))
+    return model, module
+
+
+def test_a_window_sum_of_differences_is_no_convolution(tmp_path):
+    """sum(x - w) over the window is not conv2d: scalar loops, as the C backend computes."""
+    from dlpc.backends.dlp_c import lower_to_dlp
+    from dlpc.backends.runtime.cbuild import CFunction
+
+    model, module = _conv_of_differences(tmp_path)
+    assert not any(op.name == "dlp.conv2d" for op in lower_to_dlp(module.clone()).walk())
+    inputs, weights = dlpc.api.random_inputs(model), dlpc.api.check_weights(model)
+    (ref,) = CFunction(module.clone(), name="window_sub")(*inputs, params=weights)
+    (out,) = compile_dlp(module, name="window_sub")(*inputs, params=weights)
+    close(out, ref)
