@@ -53,6 +53,7 @@ class KernelReport:
     dma_count: int = 0
     intrinsic_cycles: float = 0.0  # summed over tasks
     ops: float = 0.0  # flops done (intrinsics + scalar)
+    intrinsic_ops: float = 0.0  # of which by intrinsics (scalar ops count index arithmetic too)
     compute_cycles: float = 0.0  # slowest task
     transfer_cycles: float = 0.0  # slowest task
     cycles: float = 0.0  # estimated kernel time in cycles
@@ -95,6 +96,7 @@ def model_kernel(
         rep.dma_count += int(dma)
         rep.intrinsic_cycles += icycles
         rep.ops += iops + sops
+        rep.intrinsic_ops += iops
         compute = icycles + sops / desc.scalar_ops_per_cycle
         transfer = (
             dma * desc.dma_latency_cycles
