@@ -524,8 +524,33 @@ def _compile_per_value(model: Model, target: str, settings: dict, options: dict)
     return compiled
 
 
+def bind_dims(
+    model: Model, dims: dict[str, int] | None = None, inputs: Sequence[np.ndarray] | None = None
+) -> Model:
+    """The static model of a model with symbolic dims at `dims` (name -> size) or at the
+    shapes of `inputs` (checked by the guard); a symbol neither gives is 1. A static model
+    is returned as it is."""
+    from dlpc.runtime.dynamic import DynamicFunction, is_dynamic
+
+    if not is_dynamic(model):
+        return model
+    function = DynamicFunction(model, lambda static: static)  # pyright: ignore[reportArgumentType]
+    bound = function.bind([np.asarray(x) for x in inputs]) if inputs is not None else {}
+    names = set().union(*(symdims.symbols(s) for s in function.sig.shapes))
+    bound = {n: 1 for n in names} | dict(dims or {}) | bound
+    if inputs is None:
+        inputs = [
+            np.zeros(symdims.bind_shape(s, bound), d)
+            for s, d in zip(function.sig.shapes, function.sig.dtypes)
+        ]
+    static = function._build((), bound, list(inputs))
+    assert isinstance(static, Model)
+    return static
+
+
 def reference(model: Model, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     """The numpy reference's outputs for `model` on `inputs` (no optimisation)."""
+    model = bind_dims(model, inputs=inputs)  # (symbolic dims: bound by the inputs' shapes)
     _require_graph_level(model)
     return ref.run_reference(model.module, inputs, check_weights(model))
 

@@ -106,9 +106,34 @@ def parser() -> ToolArgumentParser:
         help="DLP target description for --target dlp: a .toml/.json file or a "
         "built-in name (dlp, tiny)",
     )
+    p.add_argument(
+        "--dims",
+        metavar="NAME=N,...",
+        help="sizes of a model's symbolic dims for the random inputs (unbound ones are 1; "
+        "with --input the files' shapes give them)",
+    )
+    p.add_argument(
+        "--buckets",
+        metavar="NAME=N:N:...,...",
+        help="pad a symbolic dim up to the nearest of these sizes (seq=8:16:32): one "
+        "compile per bucket, padding masked, outputs sliced back",
+    )
     add_format_option(p)
     add_batch_option(p)
     return p
+
+
+def parse_dims(text: str | None, what: str, many: bool) -> dict:
+    """`--dims seq=16,batch=2` -> {"seq": 16, ...}; `--buckets seq=8:16` -> {"seq": [8, 16]}."""
+    out: dict = {}
+    for part in filter(None, (p.strip() for p in (text or "").split(","))):
+        name, eq, value = part.partition("=")
+        sizes = value.split(":") if many else [value]
+        if not eq or not name or not all(v.strip().isdigit() and int(v) > 0 for v in sizes):
+            form = "NAME=N:N:..." if many else "NAME=N"
+            raise DlpcError(f"dlpc-run: error: {what} entry '{part}' is not {form} (N > 0)")
+        out[name.strip()] = [int(v) for v in sizes] if many else int(value)
+    return out
 
 
 def target_desc_options(desc: str | None, target: str) -> dict:
@@ -268,19 +293,26 @@ def run(argv: list[str] | None) -> int:
     check_file(args.weights, "weights file")
     check_file(args.tuning_log, "tuning log")
     dlp_options = target_desc_options(args.target_desc, args.target)
+    dims = parse_dims(args.dims, "--dims", many=False)
+    buckets = parse_dims(args.buckets, "--buckets", many=True)
     files = load_inputs(args.input)
     model = load_model(args.model, args.format, args.weights, args.batch)
-    check_memory(model, f"running {model.name}")  # before any input or buffer is made
-    inputs = files if args.input else api.random_inputs(model, args.seed)
+    # a model with symbolic dims: its static graph at --dims (or the files' shapes) for
+    # the memory check, the random inputs and the reference; the compiled one stays dynamic
+    static = api.bind_dims(model, dims, files if args.input else None)
+    check_memory(static, f"running {model.name}")  # before any input or buffer is made
+    inputs = files if args.input else api.random_inputs(static, args.seed)
+    extra = {"buckets": buckets} if buckets else {}
     compiled = api.compile(
         model,
         target=args.target,
         opt_level=args.opt_level,
         tuning_log=args.tuning_log,
+        **extra,
         **dlp_options,
     )
     outputs = compiled(*inputs)
-    expected = api.reference(model, inputs)
+    expected = api.reference(static, inputs)
     ok = True
     print(
         f"{model.name}: target {args.target}, -O{args.opt_level}, "
@@ -301,6 +333,9 @@ def run(argv: list[str] | None) -> int:
     outputs = expected = y = r = None
     seconds = compiled.time(*inputs, repeat=args.repeat)
     print(f"time: {seconds * 1e3:.4g} ms per run (median of {args.repeat})")
+    if isinstance(compiled, api.DynamicCompiledModel):
+        stats = compiled.stats
+        print(f"dims: {stats['calls']} guarded calls, {stats['compiles']} compile(s)")
     if args.profile and args.target == "opencl":  # OpenCL profiling events per kernel
         from dlpc.backends.runtime.opencl_rt import OpenCLFunction, opencl_profile
         from dlpc.backends.runtime.profile import format_profile

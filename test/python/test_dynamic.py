@@ -204,3 +204,14 @@ def test_opencl_serves_two_batches(files):
     for b in (1, 3):
         x = np.random.default_rng(b).standard_normal((b, 1, 16, 16)).astype(np.float32)
         np.testing.assert_allclose(fn(x)[0], _ort(files["cnn"], x), rtol=1e-4, atol=1e-5)
+
+
+def test_dlpc_run_dims_and_buckets(files, capsys):
+    from dlpc.tools.dlpc_run import main
+
+    args = [files["enc"], "--target", "c", "--dims", "batch=2,seq=9", "--check", "--repeat", "2"]
+    assert main([*args, "--buckets", "seq=8:16"]) == 0
+    out = capsys.readouterr().out
+    assert "output 0: 2x9x3 float32" in out and "dims: 4 guarded calls, 1 compile(s)" in out
+    assert main([*args, "--buckets", "seq=8:x"]) != 0
+    assert "--buckets entry 'seq=8:x' is not NAME=N:N:..." in capsys.readouterr().err
