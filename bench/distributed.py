@@ -12,8 +12,8 @@ Rows:
   compiled numpy program's comm op calls: `COMM.all_reduce`), of a compiled numpy
   program holding one `comm.all_reduce`, and of the same program compiled for C (the MPI
   C driver, dlpc.runtime.comm_native), all on the same input array. The four are timed
-  in turns (each turn a barrier then a run of calls of one, the starting one rotating),
-  so that they share the load; the median and the minimum over the turns, the ratio
+  in turns (each turn a barrier then a run of calls of each, in a random order), so
+  that they share the load; the median and the minimum over the turns, the ratio
   raw / dlpc time (1.0: no overhead), and the bandwidth (the buffer's size over the time).
 - dp step: examples/mlp.dlpc, Adam, global batch 32, median seconds per step: numpy on
   1 rank (1 and 2 BLAS threads) and 2 ranks (1 thread each: the 2 cores); C (the driver)
@@ -44,6 +44,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -77,14 +78,17 @@ def _median(fn, repeat: int, barrier) -> float:
 
 def _interleaved(fns: dict, repeat: int, barrier, calls: int = 1) -> dict[str, list[float]]:
     """Seconds per call of each of `fns`, measured in turns: every turn runs `calls`
-    calls of each in a row (after a barrier), starting with a different one each turn,
-    so that all of them see the same load; one figure per turn and name."""
+    calls of each in a row (after a barrier), in a new random order each turn, so that
+    all of them see the same load and none always follows the same one; one figure per
+    turn and name."""
     names = list(fns)
     for name in names:
         fns[name]()
     times: dict[str, list[float]] = {name: [] for name in names}
-    for k in range(repeat):
-        for name in names[k % len(names) :] + names[: k % len(names)]:
+    order = random.Random(0)  # (the same order on every rank)
+    for _ in range(repeat):
+        order.shuffle(names)
+        for name in names:
             fn = fns[name]
             barrier()
             start = time.perf_counter()

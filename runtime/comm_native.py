@@ -40,7 +40,7 @@ from dlpc.diagnostics import DlpcError
 from dlpc.reference import graph as ref
 from dlpc.runtime.mpi import members
 
-# sys.getrefcount of an output only `NativeStep.outputs` holds: the list, the loop
+# sys.getrefcount of an output only `NativeStep.outputs` holds: the list, the local
 # variable, getrefcount's argument
 _UNREFERENCED = 3
 # where mpi.h is looked for, besides <libmpi's prefix>/include (tests may change it)
@@ -438,9 +438,11 @@ class NativeStep:
         # an output nothing references any more (the caller dropped the last call's) is
         # written again: no fresh pages per call (`Communicator._result`'s rule)
         outputs = self.outputs
-        for k, a in enumerate(outputs):
+        for k in range(len(outputs)):
+            a = outputs[k]  # (not enumerate: its tuple would hold one more reference)
             if sys.getrefcount(a) > _UNREFERENCED:
                 outputs[k] = np.empty(a.shape, a.dtype)
+            del a
         table = self.table
         for k, a in enumerate(arrays):
             table[k] = address(a)

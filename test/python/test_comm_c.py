@@ -317,11 +317,13 @@ def collectives() -> int:
     assert "COMM.all_reduce_start(" in dlpc.compile(model, target="numpy").source
     count = 0
     for how, fn in (("c driver", native), ("c segments", python)):
-        held = None
+        held, ids = None, []
         for call in range(3):  # (later calls reuse every kept buffer, and free outputs)
             got = fn(*inputs[r])
-            if call == 1:  # outputs still held are not written again
+            if call == 1:  # outputs still held are not written again; dropped ones are
                 held = got
+                if fn is native:
+                    assert [id(a) for a in got] == ids, "the driver did not reuse its outputs"
             elif call == 2 and held is not None:
                 assert all(a is not b for a, b in zip(got, held))
             for k, (a, b, c) in enumerate(zip(got, expected, numpy)):
@@ -330,7 +332,8 @@ def collectives() -> int:
                 np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=what)
                 np.testing.assert_allclose(c, b, rtol=1e-5, atol=1e-6, err_msg=f"numpy {k}")
                 count += 1
-            del got
+            ids = [id(a) for a in got]
+            del got, a  # (nothing holds this call's outputs now)
     print(f"ok {r} collectives {count // 6}", flush=True)
     return 0
 
