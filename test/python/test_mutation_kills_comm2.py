@@ -174,3 +174,20 @@ def test_parameter_server_returns_the_summed_metric(capsys):
     assert isinstance(loss, comm.AllReduceOp) and isinstance(metric, comm.AllReduceOp)
     assert (loss.kind.data.value, metric.kind.data.value) == ("avg", "sum")
     assert metric.operands[0].name_hint == "c"
+
+
+@pytest.mark.parametrize("nbytes, reduces", [(100, 1), (99, 2)])
+def test_bucket_mb_counts_mebibytes(nbytes, reduces):
+    """graph-data-parallel's bucket-mb is in MiB (2^20 bytes): fc1's and fc2's gradients
+    (60 + 40 bytes) share one all_reduce in a bucket of 100 / 2^20 MiB, not of 99."""
+    from dlpc.passes.dist.data_parallel import data_parallel
+
+    module = parse_module((PASSES / "graph-data-parallel.mlir").read_text())
+    data_parallel(module, 2, nbytes / 2**20)
+    grads = [
+        op
+        for op in module.walk()
+        if isinstance(op, comm.AllReduceOp)
+        and any(v.owner.name == "graph.matmul" for v in op.operands)
+    ]
+    assert len(grads) == reduces
