@@ -49,7 +49,15 @@ def accuracy(forward, x: np.ndarray, y: np.ndarray, device: str, batch: int) -> 
     return 100.0 * correct / len(x)
 
 
-def train(device: str = "cpu", epochs: int = 10, batch: int = 32, jit: bool = False, say=print):
+def train(
+    device: str = "cpu",
+    epochs: int = 10,
+    batch: int = 32,
+    jit: bool = False,
+    say=print,
+    max_steps: int | None = None,
+    step_losses: list | None = None,
+):
     """(per-epoch losses, final test accuracy %, the model): trained eagerly; with
     `jit`, the loss and the evaluation are `dlpc.jit` functions of the same code (the
     forward and its graph-autodiff backward compiled whole; the optimizer eager)."""
@@ -70,6 +78,8 @@ def train(device: str = "cpu", epochs: int = 10, batch: int = 32, jit: bool = Fa
         order = np.random.default_rng([0, epoch]).permutation(len(x))
         total, start = 0.0, time.perf_counter()
         n = len(x) - len(x) % batch
+        if max_steps is not None:  # (a test's short run: the first batches only)
+            n = min(n, max_steps * batch)
         for k in range(0, n, batch):
             idx = order[k : k + batch]
             xb = dlpc.tensor(x[idx], device=device)
@@ -79,13 +89,18 @@ def train(device: str = "cpu", epochs: int = 10, batch: int = 32, jit: bool = Fa
             loss.backward()
             opt.step()
             total += loss.item()
+            if step_losses is not None:
+                step_losses.append(loss.item())
         losses.append(total / (n // batch))
+        if max_steps is not None:
+            continue  # (no evaluation in a short run)
         acc = accuracy(forward, x_test, y_test, device, batch)
         say(
             f"epoch {epoch + 1}/{epochs}: loss {losses[-1]:.4f}, test accuracy {acc:.1f} %, "
             f"{n / (time.perf_counter() - start):.0f} samples/s"
         )
-    return losses, accuracy(forward, x_test, y_test, device, batch), model
+    acc = accuracy(forward, x_test, y_test, device, batch) if max_steps is None else None
+    return losses, acc, model
 
 
 def main(argv: list[str] | None = None) -> int:
