@@ -271,3 +271,16 @@ def test_a_window_sum_of_differences_is_no_convolution(tmp_path):
     (ref,) = CFunction(module.clone(), name="window_sub")(*inputs, params=weights)
     (out,) = compile_dlp(module, name="window_sub")(*inputs, params=weights)
     close(out, ref)
+
+
+def test_a_depthwise_conv_takes_the_conv_intrinsic(tmp_path):
+    """groups == channels: output channel c reads input channel c (channel form {co: 1})."""
+    from dlp_select_cases import lowered, matches_reference
+
+    text = (
+        "model m(x: f32[1, 16, 8, 8]) {\n  param w: f32[16, 1, 3, 3] = kaiming(seed=2)\n"
+        "  return conv2d(x, w, padding=1, groups=16)\n}\n"
+    )
+    model, module, ops = lowered(tmp_path, text)
+    assert ops["dlp.conv2d"] == 1, ops
+    matches_reference(model, module)
