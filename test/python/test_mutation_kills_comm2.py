@@ -191,3 +191,45 @@ def test_bucket_mb_counts_mebibytes(nbytes, reduces):
         and any(v.owner.name == "graph.matmul" for v in op.operands)
     ]
     assert len(grads) == reduces
+
+
+def _attention_without_batch(heads: int, dh: int) -> str:
+    """Self-attention on x: [3, heads * dh] (no batch dim): the heads are dim 1 of the
+    projections' [3, heads, dh] reshape, dim -2 but not dim 2."""
+    d, s = heads * dh, 3
+    lines = [f"func.func @main(%x: tensor<{s}x{d}xf32>) -> tensor<f32> {{"]
+    lines += [f'  %w{n} = graph.param "w{n}" : tensor<{d}x{d}xf32>' for n in "qkvo"]
+    for n in "qkv":
+        lines += [
+            f"  %l{n} = graph.linear %x, %w{n} : (tensor<{s}x{d}xf32>, tensor<{d}x{d}xf32>) -> tensor<{s}x{d}xf32>",
+            f"  %r{n} = graph.reshape %l{n} {{shape = array<i64: {s}, {heads}, {dh}>}} : (tensor<{s}x{d}xf32>) -> tensor<{s}x{heads}x{dh}xf32>",
+            f"  %{n} = graph.transpose %r{n} {{perm = array<i64: 1, 0, 2>}} : (tensor<{s}x{heads}x{dh}xf32>) -> tensor<{heads}x{s}x{dh}xf32>",
+        ]
+    hsd, hss = f"tensor<{heads}x{s}x{dh}xf32>", f"tensor<{heads}x{s}x{s}xf32>"
+    lines += [
+        f"  %qk = graph.matmul %q, %k {{transpose_b = true}} : ({hsd}, {hsd}) -> {hss}",
+        f"  %p = graph.softmax %qk : ({hss}) -> {hss}",
+        f"  %a = graph.matmul %p, %v : ({hss}, {hsd}) -> {hsd}",
+        f"  %t = graph.transpose %a {{perm = array<i64: 1, 0, 2>}} : ({hsd}) -> tensor<{s}x{heads}x{dh}xf32>",
+        f"  %m = graph.reshape %t {{shape = array<i64: {s}, {d}>}} : (tensor<{s}x{heads}x{dh}xf32>) -> tensor<{s}x{d}xf32>",
+        f"  %o = graph.linear %m, %wo : (tensor<{s}x{d}xf32>, tensor<{d}x{d}xf32>) -> tensor<{s}x{d}xf32>",
+        f"  %l = graph.reduce_mean %o : (tensor<{s}x{d}xf32>) -> tensor<f32>",
+        "  func.return %l : tensor<f32>",
+        "}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def test_heads_of_an_attention_without_batch_dim(tmp_path, capsys):
+    """3 heads of 2 (no batch dim) do not divide by 2 ranks: the heads are the reshape's
+    dim -2 (3), not its dim 2 (2, the head size); 2 heads of 3 split."""
+    code, _, err = _opt(
+        tmp_path, _attention_without_batch(3, 2), "graph-tensor-parallel{ranks=2}", capsys
+    )
+    assert code == 1
+    assert "the attention projection wq has 3 heads, which do not divide by ranks 2" in err
+    code, out, err = _opt(
+        tmp_path, _attention_without_batch(2, 3), "graph-tensor-parallel{ranks=2}", capsys
+    )
+    assert code == 0, err
+    assert "tensor<3x1x3xf32>" in out  # each rank's projection reshaped to its 1 head of 3
