@@ -59,3 +59,23 @@ def test_samples_of_different_lengths_are_refused():
         gather(samples, np.array([0, 1]))
     with pytest.raises(DlpcError, match="samples have different lengths"):
         gather(samples[::-1], np.array([0, 1]))
+
+
+@pytest.mark.parametrize(
+    "options, ok",
+    [
+        ({"momentum": 0.9}, True),
+        ({"momentum": 0.9, "dampening": 0.1}, False),
+        ({"momentum": 0.0}, False),
+    ],
+)
+def test_nesterov_needs_momentum_and_no_dampening(options, ok):
+    """SGD(nesterov=True) as torch takes it: momentum > 0 and dampening 0."""
+    from dlpc.diagnostics import DlpcError
+    from dlpc.passes.train.optim import SGD
+
+    if ok:
+        SGD(lr=0.1, nesterov=True, **options)
+    else:
+        with pytest.raises(DlpcError, match="nesterov momentum needs momentum > 0"):
+            SGD(lr=0.1, nesterov=True, **options)
