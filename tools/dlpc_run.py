@@ -336,6 +336,11 @@ def run(argv: list[str] | None) -> int:
     if isinstance(compiled, api.DynamicCompiledModel):
         stats = compiled.stats
         print(f"dims: {stats['calls']} guarded calls, {stats['compiles']} compile(s)")
+        last = compiled.function.last
+        assert isinstance(last, api.CompiledModel)  # (the program these inputs ran)
+        compiled = last
+        if buckets:  # (its inputs are padded: the profile below would need them too)
+            args.profile = False
     if args.profile and args.target == "opencl":  # OpenCL profiling events per kernel
         from dlpc.backends.runtime.opencl_rt import OpenCLFunction, opencl_profile
         from dlpc.backends.runtime.profile import format_profile

@@ -1,0 +1,144 @@
+"""Compiles and latency while the sequence length sweeps, one dynamic-axes ONNX file:
+per binding (the symbolic graph bound per length), bucketed, specialised per length (a
+static import with input_shapes) and onnxruntime, side by side in one run.
+
+    python bench/dynamic.py [--lengths 1,3,8,17,32,50,64,100,128] [--buckets 16,32,64,128]
+                            [--d 64] [--heads 4] [--reps 50]
+
+The model is an attention encoder block exported by PyTorch's TorchScript exporter with
+dynamic batch and sequence axes (test_dynamic.SmallEncoder, wider). Compiles run against
+a fresh DLPC_CACHE_DIR (a temporary folder), so each is a real C compile; "compile s" is
+the wall time of the calls that compiled (import + pipeline + C compiler). Latency is the
+median of `--reps` calls at batch 1 after 3 warm-up calls, in ms, per length; every
+strategy's output is checked against onnxruntime first (max abs difference printed).
+`--threads` (default 1) sets OMP_NUM_THREADS and onnxruntime's thread counts.
+Figures taken on a loaded machine are noisy; the columns of one row are interleaved.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def export(path: str, d: int, heads: int, maxlen: int) -> None:
+    import torch
+
+    sys.path.insert(0, str(ROOT / "test" / "python"))
+    from test_dynamic import SmallEncoder  # (the test's model, wider)
+
+    torch.manual_seed(0)
+    model = SmallEncoder(d=d, heads=heads, vocab=100, maxlen=maxlen).eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(
+            model,
+            (torch.randint(0, 100, (1, 7)),),
+            path,
+            input_names=["ids"],
+            output_names=["y"],
+            dynamic_axes={"ids": {0: "batch", 1: "seq"}, "y": {0: "batch", 1: "seq"}},
+            dynamo=False,
+        )
+
+
+def median_ms(fn, x, reps: int) -> float:
+    for _ in range(3):
+        fn(x)
+    times = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn(x)
+        times.append(time.perf_counter() - t)
+    return statistics.median(times) * 1e3
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--lengths", default="1,3,8,17,32,50,64,100,128")
+    p.add_argument("--buckets", default="16,32,64,128")
+    p.add_argument("--d", type=int, default=64)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--reps", type=int, default=50)
+    p.add_argument("--threads", type=int, default=1, help="OpenMP and onnxruntime threads")
+    args = p.parse_args()
+    lengths = [int(v) for v in args.lengths.split(",")]
+    buckets = [int(v) for v in args.buckets.split(",")]
+    # one thread each: on a shared machine an OpenMP barrier waits for a descheduled
+    # thread (calls of 0.03 ms took 170 ms at load 20 with two threads)
+    os.environ["OMP_NUM_THREADS"] = str(args.threads)
+    tmp = tempfile.mkdtemp(prefix="dlpc-dynamic-")
+    os.environ["DLPC_CACHE_DIR"] = str(Path(tmp) / "cache")  # every compile is a real one
+
+    import onnxruntime as ort
+
+    import dlpc
+    from dlpc.api import compile as dlpc_compile
+    from dlpc.frontends.onnx import load_model
+
+    path = str(Path(tmp) / "encoder.onnx")
+    export(path, args.d, args.heads, max(max(lengths), max(buckets)))
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = options.inter_op_num_threads = args.threads
+    sess = ort.InferenceSession(path, options)
+    symbolic = dlpc.load(path)
+    print(
+        f"encoder d={args.d} heads={args.heads}: symbolic graph "
+        f"{'kept' if symbolic.ir is not None else 'not kept'}; batch 1; lengths {lengths}; "
+        f"buckets {buckets}"
+    )
+    per_binding = dlpc_compile(symbolic, target="c")
+    bucketed = dlpc_compile(symbolic, target="c", buckets={"seq": buckets})
+    compile_s = {"binding": 0.0, "bucketed": 0.0, "specialised": 0.0}
+    compiles = {"binding": 0, "bucketed": 0, "specialised": 0}
+    header = (
+        f"{'seq':>4} | {'per binding ms':>14} | {'bucketed ms':>11} (bucket) | "
+        f"{'specialised ms':>14} | {'onnxruntime ms':>14} | max |diff| vs ort"
+    )
+    print(header)
+    print("-" * len(header))
+    rng = np.random.default_rng(0)
+    for n in lengths:
+        x = rng.integers(0, 100, (1, n)).astype(np.int64)
+        expected = sess.run(None, {"ids": x})[0]
+        row = {}
+        for name, fn in (("binding", per_binding), ("bucketed", bucketed)):
+            before = fn.stats["compiles"]
+            t = time.perf_counter()
+            got = fn(x)[0]
+            if fn.stats["compiles"] > before:
+                compile_s[name] += time.perf_counter() - t
+                compiles[name] += 1
+            row[name] = (fn, float(np.abs(got - expected).max()))
+        t = time.perf_counter()
+        static = dlpc_compile(load_model(path, input_shapes={"ids": (1, n)}), target="c")
+        compile_s["specialised"] += time.perf_counter() - t
+        compiles["specialised"] += 1
+        got = static(x)[0]
+        row["specialised"] = (static, float(np.abs(got - expected).max()))
+        ms = {k: median_ms(fn, x, args.reps) for k, (fn, _) in row.items()}
+        ms["ort"] = median_ms(lambda a: sess.run(None, {"ids": a}), x, args.reps)
+        bucket = next(b for b in buckets if b >= n)
+        worst = max(err for _, err in row.values())
+        print(
+            f"{n:>4} | {ms['binding']:>14.3f} | {ms['bucketed']:>11.3f} ({bucket:>6}) | "
+            f"{ms['specialised']:>14.3f} | {ms['ort']:>14.3f} | {worst:.2g}"
+        )
+    print()
+    for name in ("binding", "bucketed", "specialised"):
+        print(f"{name:>12}: {compiles[name]} compiles, {compile_s[name]:.1f} s compiling")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
