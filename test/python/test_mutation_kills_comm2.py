@@ -233,3 +233,25 @@ def test_heads_of_an_attention_without_batch_dim(tmp_path, capsys):
     )
     assert code == 0, err
     assert "tensor<3x1x3xf32>" in out  # each rank's projection reshaped to its 1 head of 3
+
+
+def test_an_op_that_mixes_heads_keeps_the_attention_whole(tmp_path, capsys):
+    """A reduce_sum over the heads axis (not a head-local op) inside the attention: the
+    attention stays whole (no param sharded, no comm op), as every other rank needs
+    every head."""
+    text = (PASSES / "graph-tensor-parallel-heads.mlir").read_text()
+    softmax = "  %p = graph.softmax %s : (tensor<1x2x3x3xf32>) -> tensor<1x2x3x3xf32>\n"
+    assert softmax in text
+    mixed = (
+        "  %h = graph.reduce_sum %s {axes = array<i64: 1>, keepdims = true} : "
+        "(tensor<1x2x3x3xf32>) -> tensor<1x1x3x3xf32>\n"
+        "  %p = graph.sub %s, %h : (tensor<1x2x3x3xf32>, tensor<1x1x3x3xf32>) -> "
+        "tensor<1x2x3x3xf32>\n"
+    )
+    body = "\n".join(
+        ln for ln in text.replace(softmax, mixed).splitlines() if not ln.startswith("//")
+    )
+    code, out, err = _opt(tmp_path, body, "graph-tensor-parallel{ranks=2}", capsys)
+    assert code == 0, err
+    assert "graph.reduce_sum %s {axes = array<i64: 1>, keepdims = true}" in out
+    assert "comm." not in out and "dlpc.shard_dim" not in out
