@@ -107,6 +107,42 @@ def test_every_collective_on_c_matches_its_definition(n):
     assert all(int(count) >= 40 for _, count in oks), oks
 
 
+def test_driver_printer_prints_each_instruction():
+    """backends/c_comm.py: a plan's instructions as C (no MPI needed to print)."""
+    from dlpc.backends import c_comm as P
+
+    plan = P.DriverPlan(slots=8, segments=1, comms=1, requests=1)
+    plan.steps = [
+        P.Segment(0, (0, 1, 2)),
+        P.Mpi("Iallreduce", 0, "float32", None, 2, 12, "avg", request=0),
+        P.Mpi("Wait", request=0),
+        P.Divide(2, 12, "float32", 3),
+        P.OnRoot(0, 1, then=(P.Chunks(3, 2, 2, 3, 8, join=True),), other=(P.Zero(3, 48),)),
+        P.Mpi("Recv", 0, "int64", None, 4, 5, peer=2, tag=7),
+        P.Copy(5, 4, 40),
+    ]
+    plan.notes = ["segment 0", "comm.all_reduce avg"]
+    text = P.emit_driver(plan)
+    for line in (
+        "#include <mpi.h>",
+        "int dlpc_comm_step(void **S, int overlap) {",
+        "void *a[] = {S[0], S[1], S[2]};",
+        "if (overlap) MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, S[2], 12, MPI_FLOAT, MPI_SUM, "
+        "comm[0], &request[0])",
+        "else MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, S[2], 12, MPI_FLOAT, MPI_SUM, comm[0])",
+        "if (overlap) MPI_CHECK(MPI_Wait(&request[0], MPI_STATUS_IGNORE)",
+        "((float *)S[2])[i] /= 3;",
+        "if (comm_rank[0] == 1) {",
+        "dlpc_chunks(S[3], S[2], 2, 3, 8, 1);",
+        "memset(S[3], 0, 48);",
+        "MPI_Recv(S[4], 5, MPI_INT64_T, 2, 7, comm[0], MPI_STATUS_IGNORE)",
+        "memcpy(S[5], S[4], 40);",
+        "/* comm.all_reduce avg */",
+        "int dlpc_main(void **S) { return dlpc_comm_step(S, 1); }",
+    ):
+        assert line in text, line
+
+
 def test_comm_ops_on_another_compiled_target_is_one_line(tmp_path):
     """OpenCL and DLP do not run comm ops: one line naming the targets that do."""
     import dlpc
