@@ -239,12 +239,9 @@ def test_kernels_allocate_within_nram(tmp_path, expr):
     assert kernels and all(_nram_bytes(k) <= resolve("tiny").capacity("nram") for k in kernels)
 
 
-def _conv_of_differences(tmp_path):
-    """The 16-channel conv of test_dlp_select_window lowered to loop IR, its window
-    product `x * w` replaced by `x - w` (a window sum that is no convolution)."""
-    from xdsl.dialects import arith
-    from xdsl.rewriter import Rewriter
-
+def _lowered_conv(tmp_path):
+    """The 16-channel conv of test_dlp_select_window lowered to loop IR (it takes
+    dlp.conv2d as it is), to be changed by hand into a nest that is no convolution."""
     from dlpc.backends.dlp_c import lower_to_dlp
 
     path = tmp_path / "m.dlpc"
@@ -255,22 +252,30 @@ def _conv_of_differences(tmp_path):
     model = dlpc.load(path)
     module = pipeline.lower(model.module.clone(), "loop", pipeline.PipelineOptions())
     assert any(op.name == "dlp.conv2d" for op in lower_to_dlp(module.clone()).walk())
-    (mul,) = [op for op in module.walk() if isinstance(op, arith.MulfOp)]
-    Rewriter.replace_op(mul, arith.SubfOp(*mul.operands))
     return model, module
 
 
-def test_a_window_sum_of_differences_is_no_convolution(tmp_path):
-    """sum(x - w) over the window is not conv2d: scalar loops, as the C backend computes."""
+def _scalar_loops_as_on_c(model, module, name):
+    """The changed nest takes no dlp.conv2d and computes as the C backend does."""
     from dlpc.backends.dlp_c import lower_to_dlp
     from dlpc.backends.runtime.cbuild import CFunction
 
-    model, module = _conv_of_differences(tmp_path)
     assert not any(op.name == "dlp.conv2d" for op in lower_to_dlp(module.clone()).walk())
     inputs, weights = dlpc.api.random_inputs(model), dlpc.api.check_weights(model)
-    (ref,) = CFunction(module.clone(), name="window_sub")(*inputs, params=weights)
-    (out,) = compile_dlp(module, name="window_sub")(*inputs, params=weights)
+    (ref,) = CFunction(module.clone(), name=name)(*inputs, params=weights)
+    (out,) = compile_dlp(module, name=name)(*inputs, params=weights)
     close(out, ref)
+
+
+def test_a_window_sum_of_differences_is_no_convolution(tmp_path):
+    """sum(x - w) over the window (the product replaced) is not conv2d."""
+    from xdsl.dialects import arith
+    from xdsl.rewriter import Rewriter
+
+    model, module = _lowered_conv(tmp_path)
+    (mul,) = [op for op in module.walk() if isinstance(op, arith.MulfOp)]
+    Rewriter.replace_op(mul, arith.SubfOp(*mul.operands))
+    _scalar_loops_as_on_c(model, module, "window_sub")
 
 
 def test_a_depthwise_conv_takes_the_conv_intrinsic(tmp_path):
