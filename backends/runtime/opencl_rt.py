@@ -800,6 +800,69 @@ def plan_function(
     )
 
 
+HOST_STEPS = ("load", "store", "scalar", "if", "else", "end", "while", "do")
+
+
+def _host_flow(block, steps: list):
+    """The ops of `block` for `_plan_buffers`, host control flow (scf.if / scf.while over
+    buffer state: passes/lower/control_to_loop.py) flattened: the ops of its regions in
+    order, with the host's own steps appended to `steps` around them: ("if", cond) ...
+    ("else",) ... ("end",); ("while",) ... ("do", cond) ... ("end",); ("load", value,
+    memref), ("store", value, memref) and ("scalar", arith op) on the host's scalars.
+    `OpenCLFunction._bind` nests them (`_nest`), `_enqueue` runs them."""
+    from xdsl.dialects import arith, memref, scf
+
+    for op in block.ops:
+        if isinstance(op, scf.IfOp) and not op.results:
+            steps.append(("if", op.cond))
+            yield from _host_flow(op.true_region.block, steps)
+            steps.append(("else",))
+            if op.false_region.blocks:
+                yield from _host_flow(op.false_region.block, steps)
+            steps.append(("end",))
+        elif isinstance(op, scf.WhileOp) and not op.results:
+            steps.append(("while",))
+            yield from _host_flow(op.before_region.block, steps)
+            yield from _host_flow(op.after_region.block, steps)
+            steps.append(("end",))
+        elif isinstance(op, scf.ConditionOp):
+            steps.append(("do", op.condition))
+        elif isinstance(op, scf.YieldOp):
+            continue
+        elif isinstance(op, memref.LoadOp):
+            steps.append(("load", op.res, op.memref))
+        elif isinstance(op, memref.StoreOp):
+            steps.append(("store", op.value, op.memref))
+        elif isinstance(op, arith.ConstantOp | arith.CmpiOp | arith.AndIOp | arith.AddiOp):
+            steps.append(("scalar", op))
+        else:
+            yield op
+
+
+def _nest(steps: list) -> list:
+    """Flat steps with `_host_flow`'s markers as nested ones: ("if", cond, then steps,
+    else steps), ("while", condition steps, cond, body steps)."""
+    return _nest_from(steps, 0, "")[0]
+
+
+def _nest_from(steps: list, i: int, stop: str) -> tuple[list, int]:
+    out: list = []
+    while i < len(steps) and steps[i][0] != stop:
+        step = steps[i]
+        if step[0] == "if":
+            then, i = _nest_from(steps, i + 1, "else")
+            other, i = _nest_from(steps, i + 1, "end")
+            step = ("if", step[1], then, other)
+        elif step[0] == "while":
+            before, i = _nest_from(steps, i + 1, "do")
+            cond = steps[i][1]
+            after, i = _nest_from(steps, i + 1, "end")
+            step = ("while", before, cond, after)
+        out.append(step)
+        i += 1
+    return out, i
+
+
 def _plan_buffers(module, fn, aliases: dict, split: bool):
     """@main's buffers and steps (`OpenCLPlan`): arguments and globals where they are,
     each intermediate in a slot, a slot whose every memref was deallocated reused by a
@@ -837,7 +900,7 @@ def _plan_buffers(module, fn, aliases: dict, split: bool):
         if kind == "slot" and where in owners:
             owners[where] += 1
 
-    for op in fn.body.block.ops:
+    for op in _host_flow(fn.body.block, steps):  # (scf.if / scf.while: marker steps)
         if isinstance(op, KernelOp) and op in aliases:
             source, result = aliases[op]
             share(result, source)
@@ -989,6 +1052,17 @@ class OpenCLFunction(ModuleFunction):
         self.kernel_ops: list = []
         self.aliased: list = list(plan.aliased)
         for what, *step in plan.steps:
+            if what in HOST_STEPS:  # the host's control flow (`_host_flow`)
+                host = (what, *step)
+                if what in ("load", "store"):
+                    from dlpc.backends.c import memref_info
+                    from dlpc.dialects.graph import numpy_dtype
+
+                    _, elt = memref_info(step[1].type)
+                    host = (what, step[0], buffer_of(step[1]), np.dtype(numpy_dtype(elt)))
+                self.steps.append(host)
+                self.kernel_steps.append(host)
+                continue
             if what == "copy":
                 destination, source, nbytes = step
                 copy = ("copy", buffer_of(destination), buffer_of(source), nbytes)
@@ -1031,6 +1105,7 @@ class OpenCLFunction(ModuleFunction):
             kernel.set_args(*chain_args)
             bound.append((kernel, chain_args))
             self.steps.append(("kernel", kernel, (chain.parts,), (1,), sym))
+        self.steps, self.kernel_steps = _nest(self.steps), _nest(self.kernel_steps)
         # per call (the aliased reshapes are free, a chain is one)
         self.num_launches = sum(1 for step in self.steps if step[0] in ("kernel", "team"))
         # the kernels' arguments hold no reference to their buffers: keep every one alive
@@ -1185,14 +1260,19 @@ class OpenCLFunction(ModuleFunction):
                 else:  # (blocking: the transposed host array is a temporary)
                     _cl().enqueue_copy(queue, copy, moved)
 
-    def _enqueue(self, queue, steps, events) -> None:
+    def _enqueue(self, queue, steps, events, env: dict | None = None) -> None:
         """Enqueue `steps` in order (kernel launches with their planned sizes, device
-        copies), the kernels' events appended to `events` when it is a list."""
+        copies, the host's control flow over `env`, its scalars), the kernels' events
+        appended to `events` when it is a list."""
         cl = _cl()
         launch, copy = cl.enqueue_nd_range_kernel, cl.enqueue_copy
+        env = {} if env is None else env
         step = steps[0] if steps else None
         try:
             for step in steps:
+                if step[0] in HOST_STEPS:
+                    self._host_step(queue, step, events, env)
+                    continue
                 if step[0] == "copy":
                     copy(queue, step[1], step[2], byte_count=step[3])
                     continue
@@ -1210,6 +1290,28 @@ class OpenCLFunction(ModuleFunction):
             raise DlpcError(
                 f"error: opencl: kernel '{step[4]}' failed: {e.what.routine()} {code}{oom}"
             ) from None
+
+    def _host_step(self, queue, step, events, env: dict) -> None:
+        """One step of the host's control flow: a scalar read from (or written to) a
+        device buffer, an arith op on scalars, an if / while over nested steps."""
+        cl = _cl()
+        what = step[0]
+        if what == "load":  # (blocking: the kernels before it have run)
+            host = np.empty(1, dtype=step[3])
+            cl.enqueue_copy(queue, host, step[2])
+            env[step[1]] = host[0]
+        elif what == "store":
+            cl.enqueue_copy(queue, step[2], np.asarray([env[step[1]]], dtype=step[3]))
+        elif what == "scalar":
+            env[step[1].results[0]] = _host_scalar(step[1], env)
+        elif what == "if":
+            self._enqueue(queue, step[2] if env[step[1]] else step[3], events, env)
+        else:  # while
+            while True:
+                self._enqueue(queue, step[1], events, env)
+                if not env[step[2]]:
+                    break
+                self._enqueue(queue, step[3], events, env)
 
     def _team(self, chain, chain_args: list, helper_queue) -> list:
         """The caller's arguments of a team chain (`chain.team` > 1), its helper's kernel
@@ -1309,15 +1411,37 @@ def _host_view(buffer) -> np.ndarray:
     return buffer.mem.reshape(-1).view(np.uint8)
 
 
+def _host_scalar(op, env: dict):
+    """The value of an arith op of the host's control flow (`_host_flow`)."""
+    from xdsl.dialects import arith
+    from xdsl.dialects.builtin import IntegerAttr
+
+    if isinstance(op, arith.ConstantOp):
+        value = op.value
+        if not isinstance(value, IntegerAttr):
+            raise DlpcError(f"error: opencl backend: constant {value} in @main")
+        return value.value.data
+    a, b = (env[v] for v in op.operands)
+    if isinstance(op, arith.AndIOp):
+        return a & b
+    if isinstance(op, arith.AddiOp):
+        return a + b
+    pred = arith.CMPI_COMPARISON_OPERATIONS[op.predicate.value.data]
+    compare = {"eq": a == b, "ne": a != b, "slt": a < b, "sle": a <= b, "sgt": a > b}
+    if pred not in compare:
+        raise DlpcError(f"error: opencl backend: comparison '{pred}' in @main")
+    return bool(compare[pred])
+
+
 def team_run(fn, aliases) -> list | None:
     """The kernels of @main `fn` (the reshapes in `aliases` left out) when a call is
     nothing but them (no `memref.copy`), in order: one team chain's members; else None."""
-    from xdsl.dialects import memref
+    from xdsl.dialects import memref, scf
 
     from dlpc.dialects.loop import KernelOp
 
-    if any(isinstance(op, memref.CopyOp) for op in fn.body.block.ops):
-        return None
+    if any(isinstance(op, memref.CopyOp | scf.IfOp | scf.WhileOp) for op in fn.body.block.ops):
+        return None  # (a copy, or host control flow between the kernels)
     run = [op for op in fn.body.block.ops if isinstance(op, KernelOp) and op not in aliases]
     return run or None
 
@@ -1356,7 +1480,7 @@ def cpu_local_size(global_size: tuple[int, ...], units: int) -> tuple[int, ...]:
 def kernel_runs(fn, aliases) -> list[list]:
     """The runs of consecutive kernels of @main `fn` (no `memref.copy` between them; the
     reshape kernels in `aliases` are no launch and left out), of two kernels or more."""
-    from xdsl.dialects import memref
+    from xdsl.dialects import memref, scf
 
     from dlpc.dialects.loop import KernelOp
 
@@ -1364,8 +1488,8 @@ def kernel_runs(fn, aliases) -> list[list]:
     for op in fn.body.block.ops:
         if isinstance(op, KernelOp) and op not in aliases:
             runs[-1].append(op)
-        elif isinstance(op, memref.CopyOp):
-            runs.append([])
+        elif isinstance(op, memref.CopyOp | scf.IfOp | scf.WhileOp):
+            runs.append([])  # (host control flow: its kernels run between)
     return [run for run in runs if len(run) > 1]
 
 
@@ -1385,6 +1509,9 @@ def reshape_aliases(fn) -> dict:
     for op in ops:
         if isinstance(op, KernelOp):
             writes.append(kernel_uses(op)[1])
+        elif op.regions:  # host control flow: what its kernels write
+            inner = [kernel_uses(k)[1] for k in op.walk() if isinstance(k, KernelOp)]
+            writes.append(set().union(*inner))
         else:
             writes.append({op.destination} if isinstance(op, memref.CopyOp) else set())
     aliases = {}

@@ -114,11 +114,14 @@ def test_reference_and_numpy_backend(text, plain, make):
         np.testing.assert_array_equal(g_, w_)
 
 
-@pytest.mark.parametrize("target", ["c", "dlp"])
+@pytest.mark.parametrize("target", ["c", "dlp", "opencl"])
 @pytest.mark.parametrize("text,plain,make", CASES)
 def test_compiled_against_reference(target, text, plain, make):
     """The control flow runs on the host: C if / while around the kernel calls (in
-    `dlpc_main` of the C library, and of the DLP C program around its kernel launches)."""
+    `dlpc_main` of the C library, and of the DLP C program around its kernel launches);
+    on OpenCL the Python host reads the condition back from the device."""
+    if target == "opencl":
+        pytest.importorskip("pyopencl", reason="the opencl extra is not installed")
     m = model(text)
     inputs = make()
     want = ref.run_reference(m.module, inputs, {})
@@ -156,17 +159,26 @@ IF_LOSS = IF.replace(
 )
 
 
-def _gradients(text, inputs):
-    """The loss and input gradients by the reference; the C backend runs the backward
-    (an if of the adjoint branches) to the same values."""
+def _gradients(text, inputs, targets=("c",)):
+    """The loss and input gradients by the reference; the compiled backends run the
+    backward (an if of the adjoint branches, a reverse loop) to the same values."""
     from dlpc.passes.train.autodiff import differentiate
 
     module = pipeline.parse_module(text)
     differentiate(module, wrt_inputs=True)
     module.verify()
     want = ref.run_reference(module, inputs, {})
-    check(dlpc.compile(Model(module), target="c")(*inputs), want, rtol=1e-4, atol=1e-5)
+    for target in targets:
+        check(dlpc.compile(Model(module), target=target)(*inputs), want, rtol=1e-4, atol=1e-5)
     return want
+
+
+def _compiled_targets() -> tuple[str, ...]:
+    try:
+        import pyopencl  # noqa: F401
+    except ImportError:
+        return ("c", "dlp")
+    return ("c", "dlp", "opencl")
 
 
 @pytest.mark.parametrize("c", [True, False])
@@ -174,7 +186,7 @@ def test_if_gradient_against_finite_differences_and_torch(c):
     """The adjoint of an if is an if of the branches' adjoints."""
     torch = pytest.importorskip("torch")
     inputs = if_inputs(c)
-    loss, da, db = _gradients(IF_LOSS, inputs)
+    loss, da, db = _gradients(IF_LOSS, inputs, _compiled_targets())
     ta, tb = (torch.tensor(x, dtype=torch.float64, requires_grad=True) for x in inputs[1:])
     y = torch.relu(ta) * tb if c else ta - tb
     (y * y).sum().backward()
@@ -224,7 +236,7 @@ def test_loop_gradient_replays_the_iterations_backwards(limit):
     torch = pytest.importorskip("torch")
     inputs = loop_inputs(limit)
     text = _loop_loss(LOOP)
-    loss, da, dw, _ = _gradients(text, inputs)
+    loss, da, dw, _ = _gradients(text, inputs, _compiled_targets() if limit == 3.0 else ("c",))
     ta, tw = (torch.tensor(x, dtype=torch.float64, requires_grad=True) for x in inputs[:2])
     plain_loop_torch(torch, ta, tw, float(inputs[2])).backward()
     np.testing.assert_allclose(da, ta.grad.numpy(), rtol=1e-3, atol=1e-4)
