@@ -71,7 +71,13 @@ def call(name: str, args: tuple, kwargs: dict | None = None) -> Any:
     if device is None:
         raise DlpcError(f"error: {name} needs at least one tensor operand")
     operands = tuple(sig)
-    frozen = dispatch.freeze(kwargs) if kwargs else ()
+    frozen: Any = ()
+    if kwargs:
+        frozen = tuple(kwargs.items())
+        try:
+            hash(frozen)
+        except TypeError:  # (a list attribute: axes=[1])
+            frozen = dispatch.freeze(kwargs)
     key = (name, operands, frozen, device.name)
     kernel: Any = dispatch._CACHE.get(key)
     if kernel is None:
@@ -109,6 +115,27 @@ class Tensor(TensorView):
         self._node = None
         self._version = 0
         self._value = None
+
+    @classmethod
+    def _make(cls, storage, shape, strides, offset, dtype, host=None):
+        # (TensorView._make with the autograd fields inline: a kernel's outputs and every
+        # view are made here)
+        t = cls.__new__(cls)
+        t.__dict__.update(
+            _storage=storage,
+            shape=shape,
+            _strides=strides,
+            _offset=offset,
+            dtype=dtype,
+            device=storage.device,
+            _np=host,
+            requires_grad=False,
+            grad=None,
+            _node=None,
+            _version=0,
+            _value=None,
+        )
+        return t
 
     def __repr__(self) -> str:
         if self._value is not None:
