@@ -323,6 +323,7 @@ def compile(
     check_each_pass: bool = False,
     buckets: dict[str, list[int]] | None = None,
     max_dims: dict[str, int] | None = None,
+    tiles: dict[str, int] | None = None,
     **options,
 ) -> CompiledModel:
     """Lower `model` through the pipeline and build it for `target`.
@@ -343,7 +344,7 @@ def compile(
         raise DlpcError(f"error: a tuning log applies to target 'c', not '{target}'")
     from dlpc.runtime import dynamic
 
-    if buckets or max_dims or dynamic.is_dynamic(model):
+    if buckets or max_dims or tiles or dynamic.is_dynamic(model):
         settings = dict(
             target=target,
             opt_level=opt_level,
@@ -351,7 +352,9 @@ def compile(
             fold_weights=fold_weights,
             check_each_pass=check_each_pass,
         )
-        return _compile_dynamic(model, settings, options, buckets or {}, max_dims or {})
+        return _compile_dynamic(
+            model, settings, options, buckets or {}, max_dims or {}, tiles or {}
+        )
     if model.specialiser is not None:
         settings = dict(
             opt_level=opt_level,
@@ -414,16 +417,17 @@ def compile(
 
 
 def _compile_dynamic(
-    model: Model, settings: dict, options: dict, buckets: dict, max_dims: dict
+    model: Model, settings: dict, options: dict, buckets: dict, max_dims: dict, tiles: dict
 ) -> CompiledModel:
     """A model with symbolic dims: one compiled program per binding of its dims (per
-    bucket with `buckets`), built on first use and cached; a guard per call checks the
-    shapes against the declared relations and maxima (`runtime/dynamic.py`)."""
+    bucket with `buckets`; with `tiles={"batch": T}` two programs, at T and 1, serve every
+    batch), built on first use and cached; a guard per call checks the shapes against
+    the declared relations and maxima (`runtime/dynamic.py`)."""
     from dlpc.runtime.dynamic import DynamicFunction, is_dynamic
 
     if not is_dynamic(model):
         raise DlpcError(
-            "error: buckets= and max_dims= apply to a model with symbolic dims; this "
+            "error: buckets=, max_dims= and tiles= apply to a model with symbolic dims; this "
             "model's shapes are static"
         )
 
@@ -432,7 +436,7 @@ def _compile_dynamic(
         function.last = one
         return one
 
-    function = DynamicFunction(model, compile_static, buckets, max_dims)
+    function = DynamicFunction(model, compile_static, buckets, max_dims, tiles)
     compiled = DynamicCompiledModel(
         model, settings["target"], "", ModuleOp([]), lambda arrays: function(*arrays)
     )

@@ -88,6 +88,7 @@ class DynamicFunction:
     compile_static: CompileStatic
     buckets: Mapping[str, Sequence[int]] = field(default_factory=dict)
     maxima: Mapping[str, int] = field(default_factory=dict)
+    tiles: Mapping[str, int] = field(default_factory=dict)
     cache: dict[tuple, Callable[..., list[np.ndarray]]] = field(default_factory=dict)
     stats: dict[str, int] = field(default_factory=lambda: {"calls": 0, "compiles": 0})
     last: object = None  # the newest compiled program (api's CompiledModel)
@@ -106,6 +107,55 @@ class DynamicFunction:
                 raise DlpcError(f"error: the buckets of '{name}' must be positive sizes")
         if self.buckets:
             self._plan_buckets()
+        self._plan_tiles(known)
+        self._fast: tuple[tuple, Callable[..., list[np.ndarray]]] | None = None
+
+    # ---- tiles -----------------------------------------------------------------------
+    def _plan_tiles(self, known: set[str]) -> None:
+        """A tiled dim (`tiles={"batch": 8}`) is served by two programs, at T and at 1:
+        a call of n runs n // T chunks of T and n % T chunks of 1 (views along axis 0),
+        outputs joined. Only for a dim that leads every value it is in and that no op
+        mixes positions along (`leading_independent`)."""
+        if not self.tiles:
+            return
+        if len(self.tiles) > 1:
+            raise DlpcError("error: tiles= takes one dim (the batch)")
+        ((name, size),) = self.tiles.items()
+        if name not in known or size < 1:
+            raise DlpcError(
+                f"error: tiled dim '{name}' must be a symbolic dim of the model's inputs "
+                f"with a tile size >= 1"
+            )
+        if self.model.ir is None:
+            raise DlpcError(
+                "error: tiling needs the model's symbolic graph, which the import could not keep"
+            )
+        module = self.masked if self.buckets else self.model.module
+        reason = leading_independent(module, name)
+        if reason is not None:
+            raise DlpcError(f"error: dim '{name}' cannot be tiled: {reason}")
+        self.lead = [symdims.name_of(s[0]) == name if s else False for s in self.sig.shapes]
+        self.lead += [False] * len(getattr(self, "mask_inputs", []))
+
+    def _run(self, bound: Mapping[str, int], args: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """The program(s) of a binding on its arguments (chunked when a dim is tiled)."""
+        if not self.tiles:
+            key = tuple(sorted(bound.items()))
+            fn = self.cache.get(key) or self._build(key, bound, args)
+            return fn(*args)
+        ((name, tile),) = self.tiles.items()
+        n, start, parts = bound[name], 0, []
+        while start < n:
+            size = tile if n - start >= tile else 1
+            one = {**bound, name: size}
+            chunk = [a[start : start + size] if lead else a for a, lead in zip(args, self.lead)]
+            key = tuple(sorted(one.items()))
+            fn = self.cache.get(key) or self._build(key, one, chunk)
+            parts.append(fn(*chunk))
+            start += size
+        if len(parts) == 1:
+            return parts[0]
+        return [np.concatenate(ys, axis=0) for ys in zip(*parts)]
 
     # ---- buckets -------------------------------------------------------------------
     def _plan_buckets(self) -> None:
@@ -170,13 +220,24 @@ class DynamicFunction:
         return bound
 
     def __call__(self, *inputs: np.ndarray) -> list[np.ndarray]:
+        fast = self._fast  # the previous call's shapes and program: no binding to redo
+        if fast is not None and len(inputs) == len(fast[0]):
+            for x, (shape, dtype) in zip(inputs, fast[0]):
+                if type(x) is not np.ndarray or x.shape != shape or x.dtype != dtype:
+                    break
+            else:
+                self.stats["calls"] += 1
+                return fast[1](*inputs)
         arrays = [np.asarray(x) for x in inputs]
         bound = self.bind(arrays)
         self.stats["calls"] += 1
         if not self.buckets:
-            key = tuple(sorted(bound.items()))
-            fn = self.cache.get(key) or self._build(key, bound, arrays)
-            return fn(*arrays)
+            if not self.tiles:
+                key = tuple(sorted(bound.items()))
+                fn = self.cache.get(key) or self._build(key, bound, arrays)
+                self._fast = (tuple((x.shape, x.dtype) for x in arrays), fn)
+                return fn(*arrays)
+            return self._run(bound, arrays)
         padded = dict(bound)
         for name in self.buckets:
             where = next(
@@ -192,8 +253,7 @@ class DynamicFunction:
             mask = np.zeros(padded[name], np.float32)
             mask[: bound[name]] = 1.0
             args.append(mask)
-        fn = self.cache.get(key) or self._build(key, padded, args)
-        outputs = fn(*args)
+        outputs = self._run(padded, args)
         assert self.sig.outputs is not None
         return [self._slice(y, s, bound) for y, s in zip(outputs, self.sig.outputs)]
 
@@ -237,3 +297,50 @@ class DynamicFunction:
         self.cache[key] = fn
         self.stats["compiles"] += 1
         return fn
+
+
+def leading_independent(module: ModuleOp, name: str) -> str | None:
+    """None when `name` is axis 0 of every value it appears in (and nowhere else) and no op
+    mixes positions along it (reduces, normalises or gathers over axis 0, moves it), so
+    the rows of a call can be computed in chunks; else why not, naming the op."""
+    from xdsl.dialects import func
+
+    from dlpc.dialects import graph as g
+
+    def leads(v) -> bool | None:
+        """True: leads with `name`; False: has no `name`; None: has it elsewhere."""
+        if not isinstance(v.type, TensorType):
+            return False
+        shape = g.shape_of(v)
+        found = [a for a, d in enumerate(shape) if name in symdims.symbols((d,))]
+        if not found:
+            return False
+        return True if found == [0] and symdims.name_of(shape[0]) == name else None
+
+    main = ref.main_func(module)
+    for op in main.walk():
+        if op is main:
+            continue
+        if op.regions:
+            return f"{op.name} has regions"
+        ins = [leads(v) for v in op.operands]
+        outs = [leads(v) for v in op.results]
+        if None in ins + outs:
+            return f"{op.name} has '{name}' off axis 0 or inside an expression"
+        if isinstance(op, func.ReturnOp):
+            if not all(ins):
+                return "an output of @main does not lead with it"
+            continue
+        if any(ins) and not all(outs):
+            return f"{op.name} reduces over it"
+        if any(ins) and isinstance(op, g.AxisOp | g.LayerNormOp):
+            axis = g.normalize_axis(op.axis, len(g.shape_of(op.operands[0])))
+            if axis == 0:
+                return f"{op.name} works along axis 0"
+        if (
+            isinstance(op, g.GatherOp)
+            and ins[0]
+            and op.axis % max(len(g.shape_of(op.operands[0])), 1) == 0
+        ):
+            return f"{op.name} gathers along it"
+    return None

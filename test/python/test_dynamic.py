@@ -215,3 +215,17 @@ def test_dlpc_run_dims_and_buckets(files, capsys):
     assert "output 0: 2x9x3 float32" in out and "dims: 4 guarded calls, 1 compile(s)" in out
     assert main([*args, "--buckets", "seq=8:x"]) != 0
     assert "--buckets entry 'seq=8:x' is not NAME=N:N:..." in capsys.readouterr().err
+
+
+def test_tiled_batch_two_programs_serve_every_batch(files):
+    """tiles={"batch": 8}: programs at batch 8 and 1 serve batches 1..64 (chunks of the
+    call along axis 0); a dim some op mixes positions along cannot be tiled."""
+    fn = dlpc_compile(dlpc.load(files["cnn"]), target="c", tiles={"batch": 8})
+    rng = np.random.default_rng(3)
+    for b in (1, 13, 64, 7):
+        x = rng.standard_normal((b, 1, 16, 16)).astype(np.float32)
+        np.testing.assert_allclose(fn(x)[0], _ort(files["cnn"], x), rtol=1e-4, atol=1e-5)
+    assert fn.stats["compiles"] == 2
+    enc = dlpc.load(files["enc"])
+    with pytest.raises(DlpcError, match="dim 'seq' cannot be tiled: graph.gather has 'seq' off"):
+        dlpc_compile(enc, target="c", tiles={"seq": 8})
