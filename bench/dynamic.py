@@ -3,7 +3,10 @@ per binding (the symbolic graph bound per length), bucketed, specialised per len
 static import with input_shapes) and onnxruntime, side by side in one run.
 
     python bench/dynamic.py [--lengths 1,3,8,17,32,50,64,100,128] [--buckets 16,32,64,128]
-                            [--d 64] [--heads 4] [--reps 50]
+                            [--d 64] [--heads 4] [--reps 50] [--batches 1,2,4,8,13,32,64]
+
+A second table sweeps the batch of a small CNN: one program per batch against
+`tiles={"batch": 8}` (two programs serve every batch) and onnxruntime.
 
 The model is an attention encoder block exported by PyTorch's TorchScript exporter with
 dynamic batch and sequence axes (test_dynamic.SmallEncoder, wider). Compiles run against
@@ -71,6 +74,9 @@ def main() -> int:
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--reps", type=int, default=50)
     p.add_argument("--threads", type=int, default=1, help="OpenMP and onnxruntime threads")
+    p.add_argument(
+        "--batches", default="1,2,4,8,13,32,64", help="the CNN batch sweep ('' skips it)"
+    )
     args = p.parse_args()
     lengths = [int(v) for v in args.lengths.split(",")]
     buckets = [int(v) for v in args.buckets.split(",")]
@@ -137,7 +143,58 @@ def main() -> int:
     print()
     for name in ("binding", "bucketed", "specialised"):
         print(f"{name:>12}: {compiles[name]} compiles, {compile_s[name]:.1f} s compiling")
+    if args.batches:
+        print()
+        batch_sweep(tmp, [int(v) for v in args.batches.split(",")], args)
     return 0
+
+
+def batch_sweep(tmp: str, batches: list[int], args) -> None:
+    """The CNN of test_dynamic with a dynamic batch: per binding against tiles={"batch": 8}
+    (two programs, at 8 and 1, serve every batch) and onnxruntime."""
+    import onnxruntime as ort
+    import torch
+
+    import dlpc
+    from dlpc.api import compile as dlpc_compile
+
+    sys.path.insert(0, str(ROOT / "test" / "python"))
+    from test_dynamic import SmallCNN
+
+    path = str(Path(tmp) / "cnn.onnx")
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(
+            SmallCNN().eval(),
+            (torch.randn(2, 1, 16, 16),),
+            path,
+            input_names=["x"],
+            output_names=["y"],
+            dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}},
+            dynamo=False,
+        )
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = options.inter_op_num_threads = args.threads
+    sess = ort.InferenceSession(path, options)
+    model = dlpc.load(path)
+    per_binding = dlpc_compile(model, target="c")
+    tiled = dlpc_compile(model, target="c", tiles={"batch": 8})
+    header = f"{'batch':>5} | {'per binding ms':>14} | {'tiled (8, 1) ms':>15} | {'onnxruntime ms':>14} | max |diff|"
+    print(header)
+    print("-" * len(header))
+    rng = np.random.default_rng(0)
+    for b in batches:
+        x = rng.standard_normal((b, 1, 16, 16)).astype(np.float32)
+        expected = sess.run(None, {"x": x})[0]
+        worst = max(float(np.abs(fn(x)[0] - expected).max()) for fn in (per_binding, tiled))
+        ms = [median_ms(fn, x, args.reps) for fn in (per_binding, tiled)]
+        ms.append(median_ms(lambda a: sess.run(None, {"x": a}), x, args.reps))
+        print(f"{b:>5} | {ms[0]:>14.3f} | {ms[1]:>15.3f} | {ms[2]:>14.3f} | {worst:.2g}")
+    print()
+    print(
+        f"per binding: {per_binding.stats['compiles']} compiles; tiled: {tiled.stats['compiles']}"
+    )
 
 
 if __name__ == "__main__":
