@@ -42,7 +42,7 @@ from dlpc.passes.train._grad import is_float, zeros
 def _branch_vjp(block: Block, cot_types: list, floats: list[int]) -> Region:
     """The region (block arguments..., cotangents of the float yields...) -> gradients of
     the block arguments at positions `floats`."""
-    from dlpc.passes.train.autodiff import differentiate
+    from dlpc.passes.train.autodiff import _erase_dead, differentiate
 
     n = len(block.args)
     body = Block(arg_types=[*(a.type for a in block.args), *cot_types])
@@ -79,6 +79,7 @@ def _branch_vjp(block: Block, cot_types: list, floats: list[int]) -> Region:
     end.detach()
     end.erase()
     block2.add_op(graph.YieldOp.create(operands=yielded))
+    _erase_dead(block2)  # the loss and the cotangents' own gradients
     fn.body.detach_block(block2)
     return Region(block2)
 

@@ -177,8 +177,8 @@ def _compiled_targets() -> tuple[str, ...]:
     try:
         import pyopencl  # noqa: F401
     except ImportError:
-        return ("c", "dlp")
-    return ("c", "dlp", "opencl")
+        return ("numpy", "c", "dlp")
+    return ("numpy", "c", "dlp", "opencl")
 
 
 @pytest.mark.parametrize("c", [True, False])
