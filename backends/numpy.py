@@ -83,7 +83,8 @@ class _Emitter:
         lines = []
         previous = None
         waits: dict[SSAValue, str] = {}  # an all_reduce's result -> its wait line (@main)
-        for op in block_ops:
+        block_ops = list(block_ops)
+        for k, op in enumerate(block_ops):
             if dead and previous in dead and not isinstance(op, ReturnOp):
                 gone = [names[v] for v in dead[previous] if _deletable(v, names)]
                 if gone:
@@ -98,7 +99,10 @@ class _Emitter:
             if dead is not None and op.name == "comm.all_reduce":
                 # started (MPI_Iallreduce), waited for before the first reader, so the ops
                 # between compute while it is in flight; blocking when a result is unread
-                if not set(op.results) & set(dead.get(op, [])):
+                # or the next op reads one (nothing to overlap)
+                after = block_ops[k + 1] if k + 1 < len(block_ops) else None
+                read_next = after is not None and set(after.operands) & set(op.results)
+                if not read_next and not set(op.results) & set(dead.get(op, [])):
                     start, wait = self.emit_all_reduce_start(op, names)
                     lines.append(indent + start)
                     waits.update(dict.fromkeys(op.results, wait))

@@ -26,6 +26,7 @@ into a kept buffer (one copy); a split or concat along an inner dim is a C copy 
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import functools
 import re
 import sys
@@ -104,6 +105,25 @@ def supported(split) -> str:
             if _dtype(v).name not in P.MPI_TYPES:
                 return f"{op.name} on {_dtype(v).name} (no MPI type in the driver)"
     return ""
+
+
+def _blocking_where_nothing_overlaps(plan: P.DriverPlan) -> None:
+    """An Iallreduce whose Wait comes right after it (nothing to overlap) as a blocking
+    MPI_Allreduce: one MPI call instead of two, and MPICH's blocking algorithms."""
+    steps, notes = plan.steps, plan.notes
+    k = 0
+    while k + 1 < len(steps):
+        a, b = steps[k], steps[k + 1]
+        if (
+            isinstance(a, P.Mpi)
+            and isinstance(b, P.Mpi)
+            and a.fn == "Iallreduce"
+            and b.fn == "Wait"
+            and a.request == b.request
+        ):
+            steps[k] = dataclasses.replace(a, fn="Allreduce", request=-1)
+            del steps[k + 1], notes[k + 1]
+        k += 1
 
 
 class NativeStep:
@@ -196,6 +216,7 @@ class NativeStep:
         for k, v in enumerate(returned):
             if slot[v] != self.n_args + k:
                 emit(P.Copy(self.n_args + k, slot[v], _size(v) * _dtype(v).itemsize), f"output {k}")
+        _blocking_where_nothing_overlaps(plan)
         plan.slots = self.count
         self.source = P.emit_driver(plan)
         self.library = build(self.source, name="comm_driver", link=mpi.link_args())
