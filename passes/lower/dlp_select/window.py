@@ -46,12 +46,12 @@ def _window_nest(
     plan: KernelPlan, n_reduce: int
 ) -> tuple[list[ForOp], list[ForOp], memref.StoreOp, memref.LoadOp, list[Operation], SSAValue]:
     """The shape conv and pooling kernels share: three unit-stride spatial loops from 0
-    around `acc = alloca; store init; <n_reduce reduction loops>; load acc; ...`.
-    Returns (spatial loops, reduction loops, the init store, the load of the total, the
-    ops after it, acc)."""
+    (four when the work loop is the batch: n, c, oh, ow) around `acc = alloca; store
+    init; <n_reduce reduction loops>; load acc; ...`. Returns (spatial loops, reduction
+    loops, the init store, the load of the total, the ops after it, acc)."""
     assert plan.work is not None  # select_compute matches only kernels with a work loop
     spatial = work_nest(plan.work)
-    if len(spatial) != 3 or any(lp.lower != 0 or lp.stride != 1 for lp in spatial):
+    if len(spatial) not in (3, 4) or any(lp.lower != 0 or lp.stride != 1 for lp in spatial):
         raise NoMatch
     ops = [op for op in spatial[-1].block.ops if not isinstance(op, arith.ConstantOp)]
     loops_in = [op for op in ops if isinstance(op, ForOp)]
@@ -143,19 +143,27 @@ class Window:
 
 
 def match_window(
-    plan: KernelPlan, cell: Operation, fill: float, loops: tuple[ForOp, ForOp, ForOp, ForOp]
+    plan: KernelPlan,
+    cell: Operation,
+    fill: float,
+    loops: tuple[ForOp, ForOp, ForOp, ForOp],
+    batch: ForOp | None = None,
 ) -> tuple[BufferPlan, dict, Window]:
-    """The window `cell` reads over the loops (oh, ow, kh, kw): `x[0, c, oh*sh - pt + kh,
-    ow*sw - pl + kw]`, guarded by `if (inside) .. else fill` wherever it reaches past the
-    plane. Returns x's buffer plan, the linear form of the channel index and the window."""
+    """The window `cell` reads over the loops (oh, ow, kh, kw): `x[n, c, oh*sh - pt + kh,
+    ow*sw - pl + kw]`, n = 0 or the `batch` loop (the work loop, x then tiled by whole
+    images), guarded by `if (inside) .. else fill` wherever it reaches past the plane.
+    Returns x's buffer plan, the linear form of the channel index and the window."""
     oh_l, ow_l, kh_l, kw_l = loops
     x_load, guarded = _cell_load(cell, fill)
     px = plan.buffers.get(x_load.memref)
-    if px is None or len(px.shape) != 4 or px.shape[0] != 1:
+    if px is None or len(px.shape) != 4 or (batch is None and px.shape[0] != 1):
         raise NoMatch
     forms = [linear_form(plan, v) for v in x_load.indices]
     xi = [f for f in forms if f is not None]  # used only when none is None
-    if len(xi) < len(forms) or xi[0] != {1: 0}:
+    image: dict[SSAValue | int, int] = {1: 0} if batch is None else {batch.induction_var: 1}
+    if len(xi) < len(forms) or xi[0] not in (image, {**image, 1: 0}):
+        raise NoMatch
+    if batch is not None and not (px.kind == "tiled" and px.dim == 0 and _unit(px)):
         raise NoMatch
     _, _, h, w = px.shape
     hy, wx = xi[2], xi[3]
@@ -180,9 +188,15 @@ def match_window(
     return px, xi[1], Window(h, w, kh, kw, sh, sw, pt, pl, pb, pr, oh, ow)
 
 
+def _unit(p: BufferPlan) -> bool:
+    """A tile of the work loop is one whole row of p's tiled dim per iteration."""
+    return p.a == 1 and p.rlo == p.rhi == 0
+
+
 def match_conv(plan) -> ConvSelection:
     spatial, (ci_l, kh_l, kw_l), init, total, rest, acc = _window_nest(plan, 3)
-    co_l, oh_l, ow_l = spatial
+    batch = spatial[0] if len(spatial) == 4 else None
+    co_l, oh_l, ow_l = spatial[-3:]
     if const_value(init.value) != 0.0:
         raise NoMatch
     body = [op for op in kw_l.block.ops if not isinstance(op, arith.ConstantOp)]
@@ -196,7 +210,8 @@ def match_conv(plan) -> ConvSelection:
             for o in loads
             if isinstance(o, memref.LoadOp)
             and o.memref in plan.buffers
-            and plan.buffers[o.memref].kind == "tiled"
+            and len(o.indices) == 4
+            and list(o.indices)[0] is co_l.induction_var
         ),
         None,
     )
@@ -206,15 +221,21 @@ def match_conv(plan) -> ConvSelection:
     _only_index_arith(body, (*body[-3:], mul, w_load, cell))
     pw = plan.buffers[w_load.memref]
     iv = [lp.induction_var for lp in (co_l, ci_l, kh_l, kw_l)]
-    if list(w_load.indices) != iv or pw.dim != 0 or pw.a != 1 or (pw.rlo, pw.rhi) != (0, 0):
+    if list(w_load.indices) != iv:
         raise NoMatch
-    px, channel, win = match_window(plan, cell, 0.0, (oh_l, ow_l, kh_l, kw_l))
+    if batch is None and not (pw.kind == "tiled" and pw.dim == 0 and _unit(pw)):
+        raise NoMatch  # the work loop over output channels: a tile of filters
+    if batch is not None and pw.kind != "whole":
+        raise NoMatch  # the work loop over images: every filter, loaded once
+    px, channel, win = match_window(plan, cell, 0.0, (oh_l, ow_l, kh_l, kw_l), batch)
     cin = px.shape[1]
     ci, co = ci_l.induction_var, co_l.induction_var
     depthwise = (
         channel in ({co: 1, ci: 1}, {co: 1, ci: 1, 1: 0}, {co: 1}, {co: 1, 1: 0})
         and ci_l.trip_count == 1
     )
+    if batch is not None and depthwise:
+        raise NoMatch  # (a batched depthwise conv keeps its scalar loops)
     if depthwise:  # channel c of the output reads channel c of the input
         if not (
             px.kind == "tiled"
@@ -225,7 +246,7 @@ def match_conv(plan) -> ConvSelection:
         ):
             raise NoMatch
     elif (
-        px.kind != "whole"
+        (px.kind != "whole" if batch is None else False)
         or channel not in ({ci: 1}, {ci: 1, 1: 0})
         or pw.shape[1:] != (cin, win.kernel_h, win.kernel_w)
         or ci_l.trip_count != cin
@@ -263,6 +284,8 @@ def match_conv(plan) -> ConvSelection:
         pw.direct = True
         return DepthwiseSelection(ew, px, pw, total.res, params)
     pw.space = "wram"
+    if batch is not None:
+        return BatchConvSelection(ew, px, pw, total.res, params, co_l.trip_count)
     return ConvSelection(ew, px, pw, total.res, params)
 
 
@@ -270,7 +293,8 @@ def match_pool(plan) -> PoolSelection:
     """`acc = init; for kh, kw: acc = max/add(acc, x[c, oh*sh - pt + kh, ow*sw - pl + kw]);
     out[c, oh, ow] = epilogue(acc)` over NCHW planes, the work loop over channels."""
     spatial, (kh_l, kw_l), init_store, total, rest, acc = _window_nest(plan, 2)
-    c_l, oh_l, ow_l = spatial
+    batch = spatial[0] if len(spatial) == 4 else None
+    c_l, oh_l, ow_l = spatial[-3:]
     body = [op for op in kw_l.block.ops if not isinstance(op, arith.ConstantOp)]
     comb, cell = _accumulation(body, acc)
     mode = {"arith.maximumf": "max", "arith.maxnumf": "max", "arith.addf": "sum"}.get(comb.name)
@@ -280,8 +304,8 @@ def match_pool(plan) -> PoolSelection:
     if const_value(init_store.value) != init:
         raise NoMatch
     _only_index_arith(body, (*body[-3:], cell))
-    px, channel, win = match_window(plan, cell, init, (oh_l, ow_l, kh_l, kw_l))
-    if not (px.kind == "tiled" and px.dim == 1 and px.a == 1 and px.rlo == px.rhi == 0) or (
+    px, channel, win = match_window(plan, cell, init, (oh_l, ow_l, kh_l, kw_l), batch)
+    if not (px.kind == "tiled" and px.dim == (1 if batch is None else 0) and _unit(px)) or (
         channel not in ({c_l.induction_var: 1}, {c_l.induction_var: 1, 1: 0})
     ):
         raise NoMatch
@@ -302,7 +326,9 @@ def match_pool(plan) -> PoolSelection:
         out_h=win.out_h,
         out_w=win.out_w,
     )
-    return PoolSelection(mode, ew, px, total.res, params)
+    # a batch tile is whole images, their planes contiguous: one dlp.pool for them all
+    planes = c_l.trip_count if batch is not None else 1
+    return PoolSelection(mode, ew, px, total.res, params, planes)
 
 
 @dataclass
@@ -398,6 +424,7 @@ class PoolSelection(Selection):
     src: BufferPlan  # the input tile (whole channels), NRAM
     acc: SSAValue
     params: dict
+    planes: int = 1  # planes per work iteration (the channels of an image when batched)
 
     def scratch_bytes(
         self, plan, tile: int
@@ -412,5 +439,52 @@ class PoolSelection(Selection):
             element_type(self.src.value),
             "acc_nram",
         )
-        b.op(dlp.PoolOp(self.mode, acc, b.c(0), self.src.local, self.src.slot, n, **self.params))
+        planes = b.mul(n, b.c(self.planes))
+        b.op(
+            dlp.PoolOp(self.mode, acc, b.c(0), self.src.local, self.src.slot, planes, **self.params)
+        )
         self.ew.emit_after(lowering, b, b.mul(n, b.c(self.ew.inner)), acc, t0, n, self.acc)
+
+
+@dataclass
+class BatchConvSelection(ConvSelection):
+    """The work loop over images: every filter in WRAM once, one `dlp.conv2d` per image
+    of the tile (all output channels). An image or output that does not start on the
+    vector alignment keeps the tile to one image (each tile slot starts aligned)."""
+
+    channels_out: int = 0
+
+    def image_elems(self) -> tuple[int, int]:
+        p = self.params
+        return p["channels_in"] * p["height"] * p["width"], self.ew.inner
+
+    def max_tile(self, plan) -> int | None:
+        align = plan.desc.vector_align
+        if any((e * 4) % align for e in self.image_elems()):
+            return 1
+        return None
+
+    def emit(self, lowering, b, t0: SSAValue, n: SSAValue) -> None:
+        plan = lowering.plan
+        image, out = self.image_elems()
+        acc = b.alloc(
+            "nram",
+            scratch_elems(plan, plan.tile * out),
+            element_type(self.src.value),
+            "acc_nram",
+        )
+        _, body, i = b.for_(b.c(0), n, b.c(1))
+        body.op(
+            dlp.Conv2dOp(
+                acc,
+                body.mul(i, body.c(out)),
+                self.src.local,
+                body.add(self.src.slot, body.mul(i, body.c(image))),
+                self.weight.local,
+                body.c(0),
+                body.c(self.channels_out),
+                **self.params,
+            )
+        )
+        body.op(scf.YieldOp())
+        self.ew.emit_after(lowering, b, b.mul(n, b.c(out)), acc, t0, n, self.acc)
