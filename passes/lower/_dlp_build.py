@@ -179,6 +179,10 @@ class Selection:
         """WRAM the pattern stages itself (weights it moves directly)."""
         return 0
 
+    def max_tile(self, plan: KernelPlan) -> int | None:
+        """The most work iterations one tile may hold (None: as many as fit)."""
+        return None
+
     def emit(self, lowering: Lowering, b: Builder, t0: SSAValue, n: SSAValue) -> None:
         """The body of the tile of `n` work iterations from `t0`."""
         raise NotImplementedError

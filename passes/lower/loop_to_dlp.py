@@ -374,6 +374,8 @@ def plan_kernel(
 def _choose_tile(plan: KernelPlan, double_buffer: bool) -> bool:
     """Pick tile size, double buffering and SRAM staging; False if nothing fits."""
     chunk = plan.chunk
+    if plan.selection is not None:
+        chunk = min(chunk, plan.selection.max_tile(plan) or chunk)
     has_whole = any(b.kind == "whole" and b.read for b in plan.buffers.values())
     sram_options = (
         [True, False]

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import dlpc
 
@@ -34,3 +35,38 @@ def test_lenet_convolutions_run_on_the_intrinsic_without_relayout_kernels():
     convs = [r for r in report if "conv2d" in r.origin]
     assert len(convs) == 2
     assert all(r.intrinsic_cycles > 0 for r in convs), [(r.name, r.intrinsic_cycles) for r in convs]
+
+
+BATCHED = {  # every kernel on intrinsics at batch > 1 (the work loop over images)
+    # 5 x 6 x 6 outputs and 3 x 6 x 6 images are not 64-byte multiples: one image a tile
+    "conv_bias_relu": (
+        "x: f32[3, 3, 6, 6]",
+        "param w: f32[5, 3, 3, 3] = kaiming(seed=1)\n  param b: f32[5] = normal(seed=2, std=0.1)",
+        "relu(conv2d(x, w, b, padding=1))",
+    ),
+    "conv_aligned": (
+        "x: f32[4, 4, 4, 4]",
+        "param w: f32[4, 4, 3, 3] = kaiming(seed=3)",
+        "conv2d(x, w, padding=1)",
+    ),
+    "max_pool": ("x: f32[3, 4, 8, 8]", "", "max_pool2d(x, kernel=2, stride=2)"),
+    "avg_pool": ("x: f32[2, 3, 6, 6]", "", "avg_pool2d(x, kernel=3, strides=1)"),
+}
+
+
+@pytest.mark.parametrize("desc", [None, "tiny"])
+@pytest.mark.parametrize("case", BATCHED)
+def test_batched_windows_run_on_intrinsics(tmp_path, case, desc):
+    args, params, expr = BATCHED[case]
+    path = tmp_path / "m.dlpc"
+    path.write_text(f"model m({args}) {{\n  {params}\n  return {expr}\n}}\n")
+    model = dlpc.load(path)
+    inputs = dlpc.api.random_inputs(model)
+    options = {"target_desc": desc} if desc else {}
+    compiled = dlpc.compile(model, target="dlp", loop_to_dlp=options)
+    (out,) = compiled(*inputs)
+    (ref,) = dlpc.api.reference(model, inputs)
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5 * max(1.0, float(np.abs(ref).max())))
+    assert compiled.artifact is not None
+    (rep,) = compiled.artifact.report
+    assert rep.intrinsic_cycles > 0, (case, rep.name)

@@ -76,6 +76,7 @@ class Operand:
     value: SSAValue | None = None  # scalar: the original SSA value
     local: SSAValue | None = None  # vec: a temp buffer (None: the buffer's own tile)
     index: int = 0  # scalar load: flat element index
+    period: int = 0  # row of a whole buffer: rows repeat every `period` (0: they do not)
 
 
 @dataclass
@@ -193,6 +194,17 @@ def _classify_load(plan, load: memref.LoadOp, loops: list[ForOp]) -> Operand:
     if p.kind != "whole":
         raise NoMatch
     ivs = _ivs(loops)
+    extents = [lp.trip_count for lp in loops]
+    for j in range(2, len(loops)):  # indexed by loops[1:j] (a bias per channel of an image)
+        lead = idx[: len(idx) - (j - 1)]
+        if (
+            idx[len(idx) - (j - 1) :] == ivs[1:j]
+            and all(const_index(plan, x) == 0 for x in lead)
+            and math.prod(shape) == math.prod(extents[1:j])
+        ):
+            seg = math.prod(extents[j:])
+            if (seg * 4) % plan.desc.vector_align == 0:
+                return Operand("row", p, seg=seg, period=math.prod(extents[1:j]))
     # whole buffer indexed by the trailing loop variables (leading indices 0): broadcast
     for k in range(1, len(loops) + 1):
         tail = ivs[k:]
@@ -287,7 +299,7 @@ def emit_elementwise(
     tile_elems = scratch_elems(plan, plan.tile * ew.inner)
     vec: dict[SSAValue, tuple[SSAValue, SSAValue]] = dict(preset)  # value -> (buffer, offset)
     cyc: dict[SSAValue, tuple[SSAValue, int]] = {}
-    rows: dict[SSAValue, tuple[BufferPlan, int]] = {}
+    rows: dict[SSAValue, tuple[BufferPlan, int, int]] = {}
     scal: dict[SSAValue, SSAValue] = {}
     ops = [op for op in ew.body if not isinstance(op, arith.ConstantOp)]
     if result is None:
@@ -325,7 +337,7 @@ def emit_elementwise(
             elif o.kind == "cycle":
                 cyc[op.res] = (p.local, o.seg)
             elif o.kind == "row":
-                rows[op.res] = (p, o.seg)
+                rows[op.res] = (p, o.seg, o.period)
             else:
                 scal[op.res] = b.v(memref.LoadOp.get(p.local, [b.c(o.index)]))
             continue
@@ -384,11 +396,13 @@ def emit_elementwise(
         b.op(dlp.MemcpyOp(into[0], into[1], got[0], got[1], count))
 
 
-def _emit_rows(b, name: str, d, v_, p, inner: int, count: SSAValue) -> None:
-    """d[r*inner + i] = v[r*inner + i] (+|-|*) p[r] for every row r of the tile."""
+def _emit_rows(b, name: str, d, v_, p, inner: int, period: int, count: SSAValue) -> None:
+    """d[r*inner + i] = v[r*inner + i] (+|-|*) p[r] (p[r % period] for a whole buffer's
+    rows repeating per image) for every row r of the tile."""
     rows_n = b.v(arith.DivSIOp(count, b.c(inner)))
     loop, body, r = b.for_(b.c(0), rows_n, b.c(1))
-    s = body.v(memref.LoadOp.get(p.local, [body.add(p.slot, r)]))
+    row = body.v(arith.RemSIOp(r, body.c(period))) if period else r
+    s = body.v(memref.LoadOp.get(p.local, [body.add(p.slot, row)]))
     off = body.mul(r, body.c(inner))
     dst, src = (d[0], body.add(d[1], off)), (v_[0], body.add(v_[1], off))
     n = body.c(inner)
