@@ -128,6 +128,7 @@ class Kernel:
     """A compiled graph on a device: `run(inputs) -> outputs` (tensors on the device)."""
 
     fn: Any  # the compiled function: CFunction, OpenCLFunction, DlpFunction
+    _last: Any = None  # OpenCL: (queue, event) of the latest call's last command
 
     def __init__(self, device: Device, model, name: str) -> None:
         from dlpc import api
@@ -229,6 +230,9 @@ class Kernel:
         queue = stream.handle
         cl = self.device.backend.cl  # type: ignore[attr-defined]
         copy = cl.enqueue_copy
+        last = self._last
+        if last is not None and last[0] is not queue:  # the argument buffers are shared:
+            cl.enqueue_barrier(queue, wait_for=[last[1]])  # after the other stream's call
         for k, t in enumerate(inputs):
             if not t.is_contiguous():
                 t = t.contiguous()
@@ -241,12 +245,13 @@ class Kernel:
         fn._enqueue(queue, fn.steps, None)
         first = fn.num_inputs + len(fn.param_names)
         outs = []
+        event = None
         for k, (shape, dtype) in enumerate(self.out_specs):
             t = cls.empty(shape, dtype, self.device, stream)
             if t.nbytes:
                 out_block: Any = t._storage.block
                 block = out_block
-                copy(
+                event = copy(
                     queue,
                     block.handle,
                     fn.arg_buffers[first + k],
@@ -254,6 +259,7 @@ class Kernel:
                     dst_offset=block.offset,
                 )
             outs.append(t)
+        self._last = (queue, event if event is not None else cl.enqueue_marker(queue))
         return outs
 
 

@@ -263,6 +263,7 @@ class TensorView:
             cl.enqueue_copy(self._queue(), block.handle, array, dst_offset=off)
 
     def _download(self) -> np.ndarray:
+        devices.synchronize(self.device)  # (work on any of its streams may write it)
         src = self if self.is_contiguous() else self.contiguous()
         out = np.empty(self.shape, self.dtype)
         if out.nbytes:

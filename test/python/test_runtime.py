@@ -303,3 +303,23 @@ def test_opencl_platform_with_a_gpu_comes_first(monkeypatch):
     monkeypatch.setattr(cl, "get_platforms", lambda: list(found))
     names = [p.name for p in opencl_rt.platforms()]
     assert names == ["NVIDIA CUDA", "Portable Computing Language", "Intel(R) OpenCL"]
+
+
+@pytest.mark.skipif(not OPENCL, reason="no OpenCL platform")
+def test_opencl_streams_share_kernels_in_order():
+    """The same kernel called on two streams (queues) in turn: each call reads its own
+    inputs (its argument buffers are shared, the second call waits for the first)."""
+    name = OPENCL[0]
+    dev = device(name)
+    s1, s2 = dev.new_stream(), dev.new_stream()
+    a = np.arange(4096, dtype=np.float32)
+    x = dlpc.tensor(a, device=name)
+    scales = [dlpc.tensor(np.float32(k), device=name) for k in range(6)]  # (one kernel)
+    dlpc.synchronize(name)
+    outs = []
+    for k in range(6):
+        with dlpc.use_stream(s1 if k % 2 else s2):
+            outs.append(x * scales[k])
+    dlpc.synchronize(name)
+    for k, o in enumerate(outs):
+        np.testing.assert_array_equal(np.asarray(o), a * k)
