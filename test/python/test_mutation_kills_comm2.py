@@ -255,3 +255,28 @@ def test_an_op_that_mixes_heads_keeps_the_attention_whole(tmp_path, capsys):
     assert code == 0, err
     assert "graph.reduce_sum %s {axes = array<i64: 1>, keepdims = true}" in out
     assert "comm." not in out and "dlpc.shard_dim" not in out
+
+
+def test_no_cut_where_no_activation_crosses():
+    """A metric of the input computed first (used only by the return): after it nothing
+    defined before crosses, so the pipeline's cut points are after the linear and the
+    relu only (one activation each), not after the metric."""
+    from dlpc.passes.dist.pipeline import cut_points
+
+    module = parse_module("""
+func.func @main(%x: tensor<4x3xf32>) -> (tensor<f32>, tensor<f32>) {
+  %c = graph.reduce_sum %x : (tensor<4x3xf32>) -> tensor<f32>
+  %w = graph.param "w" : tensor<5x3xf32>
+  %h = graph.linear %x, %w : (tensor<4x3xf32>, tensor<5x3xf32>) -> tensor<4x5xf32>
+  %r = graph.relu %h : (tensor<4x5xf32>) -> tensor<4x5xf32>
+  %l = graph.reduce_mean %r : (tensor<4x5xf32>) -> tensor<f32>
+  func.return %l, %c : tensor<f32>, tensor<f32>
+}""")
+    ops = [op for op in module.walk() if op.name.startswith("graph.") and op.name != "graph.param"]
+    assert [op.name for op in ops] == [
+        "graph.reduce_sum",
+        "graph.linear",
+        "graph.relu",
+        "graph.reduce_mean",
+    ]
+    assert cut_points(ops) == [2, 3]
