@@ -308,9 +308,10 @@ def present(copy: Path, command: str) -> str | None:
 
 def unevaluated_annotations(source: str) -> list[tuple[tuple[int, int], tuple[int, int]]]:
     """(start, end) (row from 1, column from 0, as cosmic-ray counts) of the annotations
-    Python never evaluates: a function's parameter and return annotations under
-    `from __future__ import annotations`, and a local variable's annotation in a function
-    body. Class-level annotations are left alone (xDSL and dataclasses read them)."""
+    Python never evaluates: a function's parameter and return annotations and a
+    module-level variable's under `from __future__ import annotations`, and a local
+    variable's annotation in a function body. Class-level annotations are left alone
+    (xDSL and dataclasses read them)."""
     tree = ast.parse(source)
     future = any(
         isinstance(n, ast.ImportFrom)
@@ -328,6 +329,15 @@ def unevaluated_annotations(source: str) -> list[tuple[tuple[int, int], tuple[in
             found += [a.annotation for a in every if a is not None and a.annotation]
             found += [fn.returns] if fn.returns else []
         found += [n.annotation for n in ast.walk(fn) if isinstance(n, ast.AnnAssign)]
+    if future:  # module level (also under if / try), not inside a class or function
+        todo: list[ast.AST] = [tree]
+        while todo:
+            node = todo.pop()
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, ast.AnnAssign):
+                    found.append(child.annotation)
+                elif not isinstance(child, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+                    todo.append(child)
     return [
         ((a.lineno, a.col_offset), (a.end_lineno or a.lineno, a.end_col_offset or 0)) for a in found
     ]
