@@ -286,3 +286,24 @@ func.func @main(%x: memref<1xf32>, %p: memref<1xf32>, %q: memref<1xf32>, %s: mem
   func.return
 }""")
     assert argument_names(find_main(module)) == ["x", "w.p", "w.q", "w.s", "out0"]
+
+
+def test_fma_and_infinite_constants():
+    """math.fma reads its three operands; +inf and -inf constants keep their signs."""
+    body = """
+      %a = memref.load %x[%i] : memref<4xf32>
+      %b = memref.load %y[%i] : memref<4xf32>
+      %f = math.fma %a, %b, %b : f32
+      %inf = arith.constant 0x7F800000 : f32
+      %ninf = arith.constant 0xFF800000 : f32
+      %lo = arith.minimumf %a, %inf : f32
+      %hi = arith.maximumf %b, %ninf : f32
+      %s1 = arith.addf %f, %lo : f32
+      %s = arith.addf %s1, %hi : f32
+      memref.store %s, %out[%i] : memref<4xf32>"""
+    args = "%x: memref<4xf32>, %y: memref<4xf32>, %out: memref<4xf32>"
+    module = parse_module(_one_kernel(args, body))
+    x = np.array([0.5, 1.5, 2.0, 3.0], np.float32)
+    y = np.array([-2.0, 0.5, 1.5, -0.25], np.float32)
+    (out,) = CFunction(module, name="fma_inf")(x, y)
+    np.testing.assert_allclose(out, x * y + y + x + y, rtol=1e-6)
