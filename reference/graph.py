@@ -633,22 +633,29 @@ def run_region(block, arrays: Sequence[np.ndarray]) -> tuple[np.ndarray, ...]:
     raise DlpcError(f"error: a {block.parent_op().name} region has no graph.yield")
 
 
-def _if(op: Operation, cond: np.ndarray, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
-    """graph.if: the then region's values when `cond` is true, else the else region's."""
-    assert isinstance(op, graph.IfOp)
-    region = op.then_region if bool(cond) else op.else_region
-    return run_region(region.block, arrays)
-
-
-def _loop(op: Operation, cond: np.ndarray, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
-    """graph.loop: the body while the condition holds and fewer than trip_count (when
-    not -1) iterations ran; the carried values after the last one."""
+def control(op: Operation, arrays: Sequence[np.ndarray], run=None) -> tuple[np.ndarray, ...]:
+    """graph.if: the then region's values when the condition is true, else the else
+    region's; graph.loop: the body while the condition holds and fewer than trip_count
+    (when not -1) iterations ran, the carried values after the last one. `run(block,
+    arrays)` evaluates a region (`run_region`; the te evaluator passes its own)."""
+    run = run or run_region
+    cond, *values = arrays
+    if isinstance(op, graph.IfOp):
+        return run((op.then_region if bool(cond) else op.else_region).block, values)
     assert isinstance(op, graph.LoopOp)
-    values, go, i = tuple(arrays), bool(cond), 0
+    go, i = bool(cond), 0
     while go and (op.trips < 0 or i < op.trips):
-        out = run_region(op.body.block, (np.asarray(i, dtype=np.int64), *values))
-        go, values, i = bool(out[0]), out[1:], i + 1
-    return values
+        out = run(op.body.block, (np.asarray(i, dtype=np.int64), *values))
+        go, values, i = bool(out[0]), list(out[1:]), i + 1
+    return tuple(values)
+
+
+def _if(op: Operation, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
+    return control(op, arrays)
+
+
+def _loop(op: Operation, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
+    return control(op, arrays)
 
 
 REFERENCE["graph.if"] = _if

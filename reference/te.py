@@ -3,7 +3,8 @@
     outputs = run_te(module, inputs, weights)
 
 interprets `@main` op by op: graph.param/graph.constant (and any graph op still left,
-through the numpy reference), te.compute and te.reduce. A te body is evaluated once
+through the numpy reference), te.compute and te.reduce, and graph.if / graph.loop
+(the reference's semantics, their regions' te ops evaluated here). A te body is evaluated once
 for the whole index space, vectorised with numpy: each index argument is an
 `np.indices` array, every body value is either a scalar or an array over that space.
 `scf.if` evaluates each branch only on the points where it is taken, so a guarded
@@ -232,7 +233,7 @@ def run_te(
     module: ModuleOp, inputs: Sequence[np.ndarray], weights: dict[str, np.ndarray] | None = None
 ) -> list[np.ndarray]:
     """Interpret te-level @main on numpy inputs; returns the outputs."""
-    from dlpc.reference.graph import check_inputs, evaluate_op, evaluate_results, main_func
+    from dlpc.reference.graph import check_inputs, main_func
 
     weights = weights or {}
     func = main_func(module)
@@ -240,16 +241,36 @@ def run_te(
     for op in func.body.block.ops:
         if isinstance(op, ReturnOp):
             return [env[v] for v in op.operands]
-        if isinstance(op, ComputeOp):
-            env[op.result] = eval_compute(op, env)
-        elif isinstance(op, ReduceOp):
-            env[op.result] = eval_reduce(op, env)
-        elif isinstance(op, graph.ParamOp):
-            if op.pname not in weights:
-                raise DlpcError(f"error: no value for weight '{op.pname}' (graph.param)")
-            env[op.output] = evaluate_op(op, [weights[op.pname]])
-        elif isinstance(op, arith.ConstantOp):  # a scalar the bodies read
-            env[op.result] = _Body(env).op(op, {})
-        else:
-            env.update(zip(op.results, evaluate_results(op, [env[v] for v in op.operands])))
+        _step(op, env, weights)
     raise DlpcError("error: @main has no func.return")
+
+
+def _region(block: Block, arrays: Sequence[np.ndarray]) -> tuple[np.ndarray, ...]:
+    """A graph.if / graph.loop region at the te level: its te ops evaluated, the values
+    its graph.yield gives."""
+    env: dict[SSAValue, np.ndarray] = dict(zip(block.args, arrays))
+    for op in block.ops:
+        if isinstance(op, graph.YieldOp):
+            return tuple(env[v] for v in op.values)
+        _step(op, env, {})
+    raise DlpcError("error: a region without graph.yield")
+
+
+def _step(op, env: dict[SSAValue, np.ndarray], weights: dict[str, np.ndarray]) -> None:
+    """Evaluate one op of a te-level block into `env`."""
+    from dlpc.reference.graph import control, evaluate_op, evaluate_results
+
+    if isinstance(op, graph.ControlOp):
+        env.update(zip(op.results, control(op, [env[v] for v in op.operands], _region)))
+    elif isinstance(op, ComputeOp):
+        env[op.result] = eval_compute(op, env)
+    elif isinstance(op, ReduceOp):
+        env[op.result] = eval_reduce(op, env)
+    elif isinstance(op, graph.ParamOp):
+        if op.pname not in weights:
+            raise DlpcError(f"error: no value for weight '{op.pname}' (graph.param)")
+        env[op.output] = evaluate_op(op, [weights[op.pname]])
+    elif isinstance(op, arith.ConstantOp):  # a scalar the bodies read
+        env[op.result] = _Body(env).op(op, {})
+    else:
+        env.update(zip(op.results, evaluate_results(op, [env[v] for v in op.operands])))
