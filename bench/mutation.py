@@ -232,7 +232,8 @@ AREAS: dict[str, Area] = {
         [],
         [
             "test/python/test_numpy_backend.py test/python/test_mutation_kills_reference.py "
-            "test/python/test_mutation_kills_dialects.py test/python/test_reference_memory.py"
+            "test/python/test_mutation_kills_dialects.py test/python/test_reference_memory.py "
+            "test/python/test_graph_to_te.py"  # te evaluator against the graph reference
         ],
     ),
     "comm": Area(
