@@ -98,7 +98,7 @@ class Elementwise:
             for op in self.body
             if op.name in BINARY or op.name in UNARY or op.name == "arith.negf"
         )
-        return n + 2  # intermediates, plus room for sign flips
+        return n  # one fresh buffer per vector op at most (sign flips work in place)
 
     def emit_after(self, lowering, b, count, acc, t0, n, sum_value) -> None:
         """The epilogue as vector intrinsics over the accumulator tile `acc`."""

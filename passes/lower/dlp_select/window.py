@@ -448,9 +448,11 @@ class PoolSelection(Selection):
 
 @dataclass
 class BatchConvSelection(ConvSelection):
-    """The work loop over images: every filter in WRAM once, one `dlp.conv2d` per image
-    of the tile (all output channels). An image or output that does not start on the
-    vector alignment keeps the tile to one image (each tile slot starts aligned)."""
+    """The work loop over images: every filter in WRAM once; per image of the tile one
+    `dlp.conv2d` over all output channels into a one-image accumulator, then the epilogue
+    over that image (so the scratch is one image's, whatever the tile). An image or
+    output that is not a vector-alignment multiple keeps the tile to one image (each
+    tile slot starts aligned)."""
 
     channels_out: int = 0
 
@@ -464,20 +466,18 @@ class BatchConvSelection(ConvSelection):
             return 1
         return None
 
+    def scratch_bytes(self, plan, tile: int) -> int:
+        return tile_bytes(plan, self.ew.inner) * (self.ew.temps() + 1)
+
     def emit(self, lowering, b, t0: SSAValue, n: SSAValue) -> None:
         plan = lowering.plan
         image, out = self.image_elems()
-        acc = b.alloc(
-            "nram",
-            scratch_elems(plan, plan.tile * out),
-            element_type(self.src.value),
-            "acc_nram",
-        )
+        acc = b.alloc("nram", scratch_elems(plan, out), element_type(self.src.value), "acc_nram")
         _, body, i = b.for_(b.c(0), n, b.c(1))
         body.op(
             dlp.Conv2dOp(
                 acc,
-                body.mul(i, body.c(out)),
+                body.c(0),
                 self.src.local,
                 body.add(self.src.slot, body.mul(i, body.c(image))),
                 self.weight.local,
@@ -486,5 +486,16 @@ class BatchConvSelection(ConvSelection):
                 **self.params,
             )
         )
+        if isinstance(self.ew, ScalarEpilogue):  # its stores index the tile by t0 + i
+            self.ew.emit_after(
+                lowering, body, body.c(out), acc, body.add(t0, i), body.c(1), self.acc
+            )
+        else:  # the tile's operands from image i on: every tiled slot moved by i images
+            tiled = [p for p in plan.buffers.values() if p.kind == "tiled" and not p.direct]
+            slots = {p: p.slot for p in tiled}
+            for p in tiled:
+                p.slot = body.add(slots[p], body.mul(i, body.c(p.inner)))
+            self.ew.emit_after(lowering, body, body.c(out), acc, t0, n, self.acc)
+            for p in tiled:
+                p.slot = slots[p]
         body.op(scf.YieldOp())
-        self.ew.emit_after(lowering, b, b.mul(n, b.c(out)), acc, t0, n, self.acc)
