@@ -99,7 +99,6 @@ class CachingAllocator:
         raw_alloc: Callable[[int], Any],
         raw_free: Callable[[Any], None],
         event_done: Callable[[Any], bool] | None = None,
-        marker: Any = None,  # (kept for backends that pass it; streams give markers)
         caching: bool = True,
     ) -> None:
         self.name = name

@@ -98,7 +98,8 @@ class Stream:
             self.handle.finish()
 
     def __repr__(self) -> str:
-        return f"<Stream {len(self.device.streams) and self.device.streams.index(self)} of {self.device}>"
+        index = next((k for k, s in enumerate(self.device.streams) if s is self), "?")
+        return f"<stream {index} of {self.device}>"
 
 
 class Device:
@@ -218,7 +219,6 @@ class OpenCLBackend(Backend):
             raw_alloc=lambda nbytes: cl.Buffer(self.ctx, flags, nbytes),
             raw_free=lambda handle: handle.release(),
             event_done=self.event_done,
-            marker=self.marker,
         )
 
 

@@ -355,7 +355,7 @@ class TensorView:
         else:
             index = (*index, *[slice(None)] * (self.ndim - used))
         shape, strides, offset = [], [], self._offset
-        starts, ends, steps, dropped = [], [], [], []
+        starts, ends, steps = [], [], []
         d = 0
         final = []
         for i in index:
@@ -386,7 +386,6 @@ class TensorView:
                 starts.append(k)
                 ends.append(k + 1)
                 steps.append(1)
-                dropped.append(d)
             d += 1
         op = (
             "index",
