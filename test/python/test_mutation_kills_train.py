@@ -79,3 +79,22 @@ def test_nesterov_needs_momentum_and_no_dampening(options, ok):
     else:
         with pytest.raises(DlpcError, match="nesterov momentum needs momentum > 0"):
             SGD(lr=0.1, nesterov=True, **options)
+
+
+def test_what_counts_as_a_data_set():
+    """A sequence of samples is a data set; an array, a string, bytes or a path (things
+    with a length that are data or where to find it) are not."""
+    from pathlib import Path
+
+    from dlpc.passes.train.data import is_dataset
+
+    class Samples:
+        def __len__(self):
+            return 2
+
+        def __getitem__(self, i):
+            return (np.zeros(3), i)
+
+    assert is_dataset([(np.zeros(3), 0)]) and is_dataset(Samples())
+    for data in (np.zeros((2, 3)), "data.npz", b"data.npz", Path("data.npz")):
+        assert not is_dataset(data)
