@@ -216,17 +216,19 @@ def test_grad_accumulates_and_no_grad():
         y.sum().backward()
 
 
-@pytest.mark.parametrize("name", ["sgd", "adam"])
-def test_optimizer_matches_torch(name):
+@pytest.mark.parametrize(
+    "name, device", [("sgd", "cpu"), ("adam", "cpu"), *(("adam", d) for d in OPENCL)]
+)
+def test_optimizer_matches_torch(name, device):
     torch = pytest.importorskip("torch")
     w0, g = _r(5, 3), _r(5, 3)
     opts = {"lr": 0.1, "momentum": 0.9} if name == "sgd" else {"lr": 0.01}
-    p = dlpc.tensor(w0, requires_grad=True)
+    p = dlpc.tensor(w0, device=device, requires_grad=True)
     opt = eager_optim.make(name, [p], **opts)
     tp = torch.tensor(w0, requires_grad=True)
     topt = (torch.optim.SGD if name == "sgd" else torch.optim.Adam)([tp], **opts)
     for k in range(3):
-        p.grad = dlpc.tensor(g * (k + 1))
+        p.grad = dlpc.tensor(g * (k + 1), device=device)
         opt.step()
         tp.grad = torch.tensor(g * (k + 1))
         topt.step()
