@@ -51,6 +51,9 @@ BATCHED = {  # every kernel on intrinsics at batch > 1 (the work loop over image
     ),
     "max_pool": ("x: f32[3, 4, 8, 8]", "", "max_pool2d(x, kernel=2, stride=2)"),
     "avg_pool": ("x: f32[2, 3, 6, 6]", "", "avg_pool2d(x, kernel=3, strides=1)"),
+    # the 1x1 output's unit loops: a row reduction (dlp.reduce_sum), batched or not
+    "global_avg_pool": ("x: f32[2, 4, 4, 4]", "", "global_avg_pool(x)"),
+    "global_avg_pool_1": ("x: f32[1, 4, 4, 4]", "", "global_avg_pool(x)"),
 }
 
 

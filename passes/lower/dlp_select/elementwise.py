@@ -162,16 +162,18 @@ def _ivs(loops: list[ForOp]) -> list[SSAValue]:
 
 
 def _tile_matches(p, indices, loops, shape) -> bool:
-    """indices == [prefix consts.., v, iv1, .., ivm] over full trailing dims."""
-    ivs = _ivs(loops)
+    """indices == [prefix consts.., v, iv1, .., ivm] over full trailing dims; dims of
+    extent 1 and loops of one iteration are left out on both sides (their index is 0:
+    global average pooling's 1x1 output, read by loops over the channel only)."""
     d = p.dim
+    if not (p.kind == "tiled" and p.a == 1 and p.rlo == 0 and p.rhi == 0 and len(indices) > d):
+        return False
+    rest = [lp for lp in loops[1:] if lp.trip_count != 1]
+    dims = [(x, n) for x, n in zip(indices[d + 1 :], shape[d + 1 :]) if n != 1]
     return (
-        p.kind == "tiled"
-        and p.a == 1
-        and p.rlo == 0
-        and p.rhi == 0
-        and list(indices[d:]) == ivs
-        and tuple(shape[d + 1 :]) == tuple(lp.trip_count for lp in loops[1:])
+        indices[d] is loops[0].induction_var
+        and [x for x, _ in dims] == _ivs(rest)
+        and [n for _, n in dims] == [lp.trip_count for lp in rest]
     )
 
 
