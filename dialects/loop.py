@@ -512,8 +512,11 @@ def loop_nest(
 # properties and attributes (no regions, successors, parent, or symbol table). Two such
 # ops alike in all of these verify alike, so `verify_ir` runs the verifier once per kind.
 # (memref.get_global looks its symbol up: not here.)
-_LOCAL_VERIFY_DIALECTS = ("arith.", "math.")
+# graph ops without regions too: their verifier infers the result type from the operand
+# types and properties (graph.constant's large value would cost more to hash than to check).
+_LOCAL_VERIFY_DIALECTS = ("arith.", "math.", "graph.")
 _LOCAL_VERIFY_OPS = frozenset({"memref.load", "memref.store", "memref.alloca"})
+_FULL_VERIFY_OPS = frozenset({"graph.constant"})
 
 
 # what makes two local ops verify alike: class, operand and result types, properties, attributes
@@ -555,7 +558,21 @@ def _verify_block(block: Block, seen: set[_VerifyKey]) -> None:
         if op.parent is not block:  # as Block.verify
             raise ValueError("Parent pointer of operation does not refer to containing region")
         name = op.name
-        local = name.startswith(_LOCAL_VERIFY_DIALECTS) or name in _LOCAL_VERIFY_OPS
+        local = (
+            name.startswith(_LOCAL_VERIFY_DIALECTS) or name in _LOCAL_VERIFY_OPS
+        ) and name not in _FULL_VERIFY_OPS
+        if type(op) is ForOp and op is not last:  # the loop once per kind, its body always
+            key = _loop_key(op)
+            if key is None or key not in seen:
+                _verify_op(op, seen)
+                if key is not None:
+                    seen.add(key)
+                continue
+            body = op.body.blocks[0]
+            _verify_block(body, seen)
+            if body.parent is not op.body:  # as Region.verify
+                raise ValueError("Parent pointer of block does not refer to containing region")
+            continue
         # a block's last op is checked for being a terminator: always in full
         if local and op is not last and not op.regions and not op.successors:
             operands = op.operands
@@ -572,6 +589,29 @@ def _verify_block(block: Block, seen: set[_VerifyKey]) -> None:
                     seen.add(key)
                 continue
         _verify_op(op, seen)
+
+
+def _loop_key(op: ForOp) -> _VerifyKey | None:
+    """What makes two loop.for inside kernels verify alike: body block argument types,
+    properties and annotations (its one non-local trait, being inside a kernel, is
+    checked per loop); None for one with operands, results or not one block."""
+    if op.operands or op.results or len(op.body.blocks) != 1 or not _in_kernel(op):
+        return None
+    block = op.body.blocks[0]
+    return (
+        ForOp,
+        tuple(a.type for a in block.args),
+        (),
+        tuple(op.properties.items()),
+        tuple(op.attributes.items()),
+    )
+
+
+def _in_kernel(op: Operation) -> bool:
+    parent = op.parent_op()
+    while parent is not None and not isinstance(parent, KernelOp):
+        parent = parent.parent_op()
+    return parent is not None
 
 
 Loop = Dialect("loop", [KernelOp, ForOp], [])
