@@ -88,8 +88,13 @@ def vjp(
     b: Builder, op: graph.ControlOp, gs: Sequence[SSAValue | None], want: Sequence[bool]
 ) -> list[SSAValue | None]:
     """The adjoints of `op`'s operands from those of its results (None: no adjoint)."""
-    if isinstance(op, graph.LoopOp):
-        return _loop_vjp(b, op, gs, want)
+    return RULES[op.name](b, op, gs, want)
+
+
+def _if_vjp(
+    b: Builder, op: graph.ControlOp, gs: Sequence[SSAValue | None], want: Sequence[bool]
+) -> list[SSAValue | None]:
+    """An if of the branches' adjoints."""
     assert isinstance(op, graph.IfOp)
     inputs = list(op.inputs)
     floats = [k for k, v in enumerate(inputs) if want[1 + k] and is_float(v)]
@@ -168,9 +173,10 @@ def _int_zeros(b: Builder, trips: int, like: SSAValue) -> SSAValue:
 
 
 def _loop_vjp(
-    b: Builder, op: graph.LoopOp, gs: Sequence[SSAValue | None], want: Sequence[bool]
+    b: Builder, op: graph.ControlOp, gs: Sequence[SSAValue | None], want: Sequence[bool]
 ) -> list[SSAValue | None]:
     """The reverse of a loop: its iterations replayed backwards from the saved stack."""
+    assert isinstance(op, graph.LoopOp)
     if op.trips < 0:
         raise DiagnosticException(
             "graph-autodiff: the reverse of a graph.loop needs a trip_count bound (the "
@@ -220,3 +226,7 @@ def _loop_vjp(
         if k in wanted:
             out[1 + k] = r
     return out
+
+
+# the control ops' rules (several results, an adjoint each): graph-autodiff calls `vjp`
+RULES = {"graph.if": _if_vjp, "graph.loop": _loop_vjp}
