@@ -320,7 +320,7 @@ def test_simulator_checks(count, offset, size, message):
         f(np.ones(64, np.float32))
 
 
-MATMUL = """
+SHRUNK_ACC = """
 func.func @main(%x: memref<64xf32>, %w: memref<256xf32>, %out: memref<64xf32>) attributes {{dlpc.num_inputs = 2 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64}} {{
   dlp.kernel "mm" attributes {{tasks = 1 : i64, dma_align = 64 : i64, vector_align = 64 : i64}} {{
     %c0 = arith.constant 0 : index
@@ -346,10 +346,10 @@ def test_an_operand_past_its_buffer_is_an_error_naming_op_and_buffer():
     holds the overrun (right answers without the check); the simulator refuses it."""
     x = np.arange(64, dtype=np.float32).reshape(4, 16) / 64
     w = np.eye(16, dtype=np.float32)[::-1].copy()
-    ok = compile_dlp(pipeline.parse_module(MATMUL.format(acc=64)), "tiny", name="mm")
+    ok = compile_dlp(pipeline.parse_module(SHRUNK_ACC.format(acc=64)), "tiny", name="mm")
     (out,) = ok(x.ravel(), w.ravel())
     assert np.allclose(out.reshape(4, 16), x @ w)
-    small = compile_dlp(pipeline.parse_module(MATMUL.format(acc=32)), "tiny", name="mm")
+    small = compile_dlp(pipeline.parse_module(SHRUNK_ACC.format(acc=32)), "tiny", name="mm")
     message = r"kernel 'mm' task 0: __bang_matmul: dst \[0, 256\) overruns nram buffer 'v_acc' \(128 bytes\)$"
     with pytest.raises(DlpcError, match=message):
         small(x.ravel(), w.ravel())
