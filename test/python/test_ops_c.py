@@ -421,10 +421,52 @@ def constant_cases() -> list[Case]:
     return [Case("param_and_constant", [rand(3, 4)], build, weights={"w": w})]
 
 
+def _region(arg_types, body) -> Region:
+    """A region whose block takes `arg_types`; `body(*args)` gives its ops, then the
+    values to yield."""
+    block = Block(arg_types=arg_types)
+    ops, values = body(*block.args)
+    block.add_ops([*ops, g.YieldOp.create(operands=values)])
+    return Region(block)
+
+
+def control_cases() -> list[Case]:
+    """graph.if on each branch and a graph.loop of 3 iterations (host control flow)."""
+
+    def unary(cls):
+        def body(x):
+            op = cls.make(x)
+            return [op], [op.results[0]]
+
+        return body
+
+    def build_if(c, a):
+        then, other = _region([a.type], unary(g.ReluOp)), _region([a.type], unary(g.NegOp))
+        return g.IfOp(c, [a], [a.type], then, other)
+
+    def build_loop(a):
+        true = g.ConstantOp.from_numpy(np.array(True))
+
+        def body(i, x):  # x + i, then go on
+            go = g.ConstantOp.from_numpy(np.array(True))
+            fi = g.CastOp.make(i, to=f32)
+            y = g.AddOp.make(x, fi)
+            return [go, fi, y], [go.results[0], y.results[0]]
+
+        loop = g.LoopOp(true.results[0], [a], _region([g.tensor_type((), i64), a.type], body), 3)
+        return [true, loop]
+
+    return [
+        Case("if_then", [np.array(True), rand(3, 4)], build_if),
+        Case("if_else", [np.array(False), rand(3, 4)], build_if),
+        Case("loop", [rand(3, 4)], build_loop),
+    ]
+
+
 FAMILIES = {
     "unary": unary_cases, "binary": binary_cases, "linalg": linalg_cases, "conv": conv_cases,
     "norm": norm_cases, "reduce": reduce_cases, "movement": movement_cases,
-    "constant": constant_cases,
+    "constant": constant_cases, "control": control_cases,
 }  # fmt: skip
 
 
