@@ -362,9 +362,8 @@ class Trainer:
         self._hyper = self._hyper_slots()
         self._written: list[float] = [float(a) for _, _, _, a in self._hyper]
         if cycle_momentum:  # the declared momenta (0 included), written before step 1
-            for k, group in enumerate(self.param_groups):
-                extra = declared.groups[k] if k < len(declared.groups) else {}
-                options = {**declared.defaults(), **dict(extra)}
+            trained = [n for g in self.spec.groups for n in g["params"]]
+            for group, options in zip(self.param_groups, declared.assign(trained)):
                 if "momentum" in options:
                     group["momentum"] = options["momentum"]
             self._push_hyper()

@@ -588,29 +588,71 @@ class LAMB(Optimizer):
 class LARS(Optimizer):
     """LARS (You, Gitman, Ginsburg 2017, "Large batch training of convolutional
     networks"): a layer-wise local rate eta ||p|| / (||g|| + wd ||p|| + eps) (1 where
-    either norm is 0) scales the step of SGD with momentum on g + wd p; torch has none."""
+    either norm is 0) scales the step of SGD with momentum on g + wd p; torch has none.
+
+    `exclude`: params left out of the layer adaptation and the weight decay (names or
+    glob patterns, or a predicate on the name), as LARS users exclude biases and batch
+    norm's scales and shifts (SimCLR's `exclude_from_weight_decay` and
+    `exclude_from_layer_adaptation`): each group's excluded params form a group of their
+    own after the others, with `adapt=False` and weight decay 0. A group's `adapt=False`
+    is the same by hand: its step is SGD with momentum's, lr (g + wd p)."""
 
     lr: float = 0.1
     momentum: float = 0.9
     eta: float = 1e-3
     eps: float = 1e-8
+    adapt: bool = True
+    exclude: Any = field(default=(), hash=False, compare=False)
     name = "lars"
+    _NOT_HYPER: ClassVar[tuple[str, ...]] = (*Optimizer._NOT_HYPER, "exclude")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not (callable(self.exclude) or isinstance(self.exclude, str | Sequence)):
+            raise DlpcError(
+                f"error: lars exclude must be names, glob patterns or a predicate, "
+                f"got {type(self.exclude).__name__}"
+            )
+
+    def excluded(self, name: str) -> bool:
+        """Whether `exclude` leaves the param `name` out of adaptation and decay."""
+        if callable(self.exclude):
+            return bool(self.exclude(name))
+        return _matches(name, self.exclude)
+
+    def assign(self, names: Sequence[str]) -> list[dict[str, Any]]:
+        groups = super().assign(names)
+        kept: list[dict[str, Any]] = []
+        split: list[dict[str, Any]] = []
+        for k, group in enumerate(groups):
+            out = [n for n in group["params"] if self.excluded(n)]
+            if not out:
+                kept.append(group)
+                continue
+            rest = [n for n in group["params"] if n not in out]
+            if rest or k < len(self.groups):  # a declared group stays, even empty
+                kept.append({**group, "params": rest})
+            split.append({**group, "weight_decay": 0.0, "adapt": False, "params": out})
+        return kept + split
 
     def slots(self, options):
         return ("momentum",) if options["momentum"] else ()
 
     def update(self, u, p, g, slots):
         b = u.b
-        p_norm, g_norm = b.sqrt(b.sum(b.mul(p, p))), b.sqrt(b.sum(b.mul(g, g)))
-        denom = b.add(g_norm, u.options["eps"])
-        if u.options["weight_decay"]:
-            denom = b.add(denom, b.mul(p_norm, u.w(u["weight_decay"])))
-        ratio = b.div(b.mul(p_norm, u.options["eta"]), b.maximum(denom, 1e-30))
-        both = b.mul(
-            b.cast(b.compare(p_norm, 0.0, "gt"), u.work),
-            b.cast(b.compare(g_norm, 0.0, "gt"), u.work),
-        )
-        local = b.mul(b.where(b.compare(both, 0.0, "gt"), ratio, 1.0), u.w(u["lr"]))
+        if u.options["adapt"]:
+            p_norm, g_norm = b.sqrt(b.sum(b.mul(p, p))), b.sqrt(b.sum(b.mul(g, g)))
+            denom = b.add(g_norm, u.options["eps"])
+            if u.options["weight_decay"]:
+                denom = b.add(denom, b.mul(p_norm, u.w(u["weight_decay"])))
+            ratio = b.div(b.mul(p_norm, u.options["eta"]), b.maximum(denom, 1e-30))
+            both = b.mul(
+                b.cast(b.compare(p_norm, 0.0, "gt"), u.work),
+                b.cast(b.compare(g_norm, 0.0, "gt"), u.work),
+            )
+            local = b.mul(b.where(b.compare(both, 0.0, "gt"), ratio, 1.0), u.w(u["lr"]))
+        else:
+            local = u.w(u["lr"])
         step = b.mul(u.decay(p, g), local)
         if not u.options["momentum"]:
             return b.sub(p, step), {}
