@@ -252,3 +252,42 @@ def test_loop_gradient_replays_the_iterations_backwards(limit):
             - float(ref.run_reference(m.module, lo, {})[0])
         ) / 2e-2
         assert abs(fd - grad[idx]) < 3e-2 * max(1.0, abs(fd)), (which, fd, grad[idx])
+
+
+# a conv + relu branch and a conv + max-pool loop body whose weight is carried unchanged
+CONV = """
+func.func @main(%c: tensor<i1>, %x: tensor<1x4x8x8xf32>, %w: tensor<4x4x3x3xf32>) -> tensor<1x4x8x8xf32> {
+  %r = graph.if %c, %x, %w : (tensor<i1>, tensor<1x4x8x8xf32>, tensor<4x4x3x3xf32>) -> (tensor<1x4x8x8xf32>) {
+  ^bb0(%a: tensor<1x4x8x8xf32>, %k: tensor<4x4x3x3xf32>):
+    %y = graph.conv2d %a, %k {pads = array<i64: 1, 1, 1, 1>} : (tensor<1x4x8x8xf32>, tensor<4x4x3x3xf32>) -> tensor<1x4x8x8xf32>
+    %z = graph.relu %y : (tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32>
+    graph.yield %z : tensor<1x4x8x8xf32>
+  } else {
+  ^bb0(%a: tensor<1x4x8x8xf32>, %k: tensor<4x4x3x3xf32>):
+    graph.yield %a : tensor<1x4x8x8xf32>
+  }
+  %t = graph.constant dense<true> : tensor<i1>
+  %l:2 = graph.loop %t, %r, %w {trip_count = 2 : i64} : (tensor<i1>, tensor<1x4x8x8xf32>, tensor<4x4x3x3xf32>) -> (tensor<1x4x8x8xf32>, tensor<4x4x3x3xf32>) {
+  ^bb0(%i: tensor<i64>, %a: tensor<1x4x8x8xf32>, %k: tensor<4x4x3x3xf32>):
+    %y = graph.conv2d %a, %k {pads = array<i64: 1, 1, 1, 1>} : (tensor<1x4x8x8xf32>, tensor<4x4x3x3xf32>) -> tensor<1x4x8x8xf32>
+    %p = graph.max_pool2d %y {kernel = array<i64: 3, 3>, pads = array<i64: 1, 1, 1, 1>} : (tensor<1x4x8x8xf32>) -> tensor<1x4x8x8xf32>
+    %g = graph.constant dense<true> : tensor<i1>
+    graph.yield %g, %p, %k : tensor<i1>, tensor<1x4x8x8xf32>, tensor<4x4x3x3xf32>
+  }
+  func.return %l#0 : tensor<1x4x8x8xf32>
+}
+"""
+
+
+@pytest.mark.parametrize("opt_level", [0, 3])
+@pytest.mark.parametrize("c", [True, False])
+def test_graph_passes_inside_regions(c, opt_level):
+    """-O3's passes (layout, fusion, simplification) rewrite inside a region as in @main
+    and never across its boundary: C against the reference."""
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((1, 4, 8, 8)).astype(np.float32)
+    w = (rng.standard_normal((4, 4, 3, 3)) * 0.3).astype(np.float32)
+    inputs = [np.array(c), x, w]
+    m = model(CONV)
+    want = ref.run_reference(m.module, inputs, {})
+    check(dlpc.compile(m, target="c", opt_level=opt_level)(*inputs), want, rtol=1e-4, atol=1e-5)
