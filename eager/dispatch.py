@@ -125,7 +125,9 @@ class Signature:
 
 
 class Kernel:
-    """A compiled graph on a device: `run(inputs) -> outputs` (tensors on the device)."""
+    """A compiled graph on a device: `run(inputs) -> outputs` (tensors on the device).
+    A graph with params (a `dlpc.jit` graph's weights) keeps them bound on the device,
+    not folded: `bind(weights)` replaces them."""
 
     fn: Any  # the compiled function: CFunction, OpenCLFunction, DlpFunction
     _last: Any = None  # OpenCL: (queue, event) of the latest call's last command
@@ -141,7 +143,7 @@ class Kernel:
                 self.fn = _opencl_function(model, device, name)
                 self.run = self._run_opencl  # type: ignore[method-assign]
             else:
-                compiled = api.compile(model, target=target)
+                compiled = api.compile(model, target=target, fold_weights=False)
                 self.fn = compiled._direct or compiled.artifact or compiled
                 if target == "dlp":
                     self.run = self._run_dlp  # type: ignore[method-assign]
@@ -161,6 +163,8 @@ class Kernel:
         lib = getattr(fn, "library", None)
         if not isinstance(fn, CFunction) or lib is None or lib.prepare_entry is not None:
             return
+        if fn.param_names:  # (bound params: the function's own argument vector)
+            return
         self._argv = (ctypes.c_void_p * (fn.num_inputs + fn.num_outputs))()
         self._entry = lib.entry
         self._lib = lib
@@ -169,6 +173,10 @@ class Kernel:
             for shape, dtype in self.out_specs
         ]
         self.run = self._run_cpu  # type: ignore[method-assign]
+
+    def bind(self, weights: dict) -> None:
+        """New values for the graph's params (kept on the device until the next bind)."""
+        self.fn.bind_params(weights)
 
     def run(self, inputs: list[TensorView], cls) -> list:
         outs = self.fn(*[t._host() for t in inputs])
@@ -233,6 +241,9 @@ class Kernel:
         last = self._last
         if last is not None and last[0] is not queue:  # the argument buffers are shared:
             cl.enqueue_barrier(queue, wait_for=[last[1]])  # after the other stream's call
+        if fn.param_names and not fn.params_resident:  # (bound since the last call)
+            fn._upload(queue, fn.bound_params, fn.num_inputs, blocking=True)
+            fn.params_resident = True
         for k, t in enumerate(inputs):
             if not t.is_contiguous():
                 t = t.contiguous()
@@ -297,18 +308,20 @@ def _opencl_function(model, device: Device, name: str):
     lowered = pipeline.lower(model.module.clone(), "loop", opts, weights=None)
     with _no_svm():
         fn = OpenCLFunction(lowered, name=name, device=device.backend.cl_device)  # type: ignore[attr-defined]
-    fn.bind_params({})
+    fn.bind_params(dict(model.weights))
     return fn
 
 
-def compile_graph(gb: GraphBuilder, device: Device, name: str) -> Kernel:
+def compile_graph(
+    gb: GraphBuilder, device: Device, name: str, weights: dict | None = None
+) -> Kernel:
     from dlpc.model import Model
 
     try:
         module = gb.module()
     except FrontendError as e:
         raise DlpcError(f"error: {name}: {e.message}") from None
-    return Kernel(device, Model(module, {}, name), name)
+    return Kernel(device, Model(module, dict(weights or {}), name), name)
 
 
 # ------------------------------------------------------------------ the table

@@ -27,7 +27,7 @@ import numpy as np
 from dlpc.diagnostics import DlpcError
 from dlpc.eager import autograd, dispatch
 from dlpc.eager import tensor as tensor_module
-from dlpc.eager.tensor import Tensor, from_numpy
+from dlpc.eager.tensor import Tensor
 from dlpc.frontends.builder import GraphBuilder
 from dlpc.model import Model
 from dlpc.runtime.tensor import Storage, TensorView
@@ -75,39 +75,37 @@ class Entry:
     """One signature's graph, compiled function and weights; its backward graphs (per
     set of inputs wanting a gradient), compiled on first use."""
 
-    def __init__(self, module, compiled, params: list[tuple[str, Tensor]], single: bool):
+    def __init__(
+        self, module, kernel: dispatch.Kernel, params: list[tuple[str, Tensor]], single: bool
+    ):
         self.module = module
-        self.compiled = compiled
+        self.kernel = kernel
         self.params = params
         self.versions: list[tuple[int, int]] | None = None
         self.single = single
-        self.target = compiled.target
         self.backwards: dict[tuple, Any] = {}
 
     def bind(self) -> None:
         versions = [(id(t._storage), t._version) for _, t in self.params]
         if versions != self.versions:
-            assert self.compiled.artifact is not None
-            self.compiled.artifact.bind_params({n: t.numpy() for n, t in self.params})
+            self.kernel.bind({n: t.numpy() for n, t in self.params})
             self.versions = versions
 
     def backward(self, want: tuple, tensors: list, dy: TensorView) -> list:
         """The gradients of the wanted inputs (the tensor arguments, then the weights)
         for the output's adjoint `dy`: graph-autodiff of the traced graph."""
-        compiled = self.backwards.get(want)
-        if compiled is None:
-            compiled = self.backwards[want] = self._compile_backward(want, len(tensors))
-        assert compiled.artifact is not None  # (c, opencl, dlp: a runtime each)
-        compiled.artifact.bind_params({n: t.numpy() for n, t in self.params})
-        outs = compiled(*[t.numpy() for t in tensors], dy.numpy())
-        return [from_numpy(o, dy.device) for o in outs]
+        kernel = self.backwards.get(want)
+        if kernel is None:
+            kernel = self._compile_backward(want, len(tensors), dy.device)
+            self.backwards[want] = kernel
+        kernel.bind({n: t.numpy() for n, t in self.params})
+        return kernel.run([*tensors, dy], Tensor)
 
-    def _compile_backward(self, want: tuple, n_args: int):
+    def _compile_backward(self, want: tuple, n_args: int, device) -> dispatch.Kernel:
         """sum(output * dy) differentiated by graph-autodiff (params and inputs), the
         wanted gradients kept, compiled whole."""
         from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, StringAttr
 
-        from dlpc import api
         from dlpc.passes.train._build import Builder
         from dlpc.passes.train.autodiff import differentiate
         from dlpc.reference import graph as ref
@@ -136,9 +134,7 @@ class Entry:
         main.res_attrs = None
         main.update_function_type()
         weights = {n: t.numpy() for n, t in self.params}
-        return api.compile(
-            Model(module, weights, "jit_grad"), target=self.target, fold_weights=False
-        )
+        return dispatch.Kernel(device, Model(module, weights, "jit_grad"), "jit_grad")
 
 
 def _result_names(main) -> list[str]:
@@ -199,9 +195,7 @@ class JitFunction:
         self._last = entry
         entry.bind()
         tensors = [a for a in args if isinstance(a, TensorView)]
-        device = tensors[0].device
-        outs = entry.compiled(*[t.numpy() for t in tensors])
-        wrapped = [from_numpy(o, device) for o in outs]
+        wrapped = entry.kernel.run(tensors, Tensor)  # (on the arguments' device)
         if self._needs_grad(args, entry):
             if not entry.single:
                 return self.fn(*args)  # (one traced output records one node)
@@ -214,8 +208,6 @@ class JitFunction:
         return wrapped[0] if entry.single else tuple(wrapped)
 
     def _trace(self, args: tuple) -> Entry:
-        from dlpc import api
-
         tensors = [a for a in args if isinstance(a, TensorView)]
         if not tensors:
             raise DlpcError(f"error: dlpc.jit: '{self.name}' got no tensor argument")
@@ -243,10 +235,9 @@ class JitFunction:
         module = trace.gb.module()
         weights = {n: t.numpy() for n, t in trace.params}
         model = Model(module, weights, self.name)
-        target = dispatch.TARGET_OF[device.type]
-        compiled = api.compile(model, target=target, fold_weights=False)
+        kernel = dispatch.Kernel(device, model, self.name)
         self.traces += 1
-        entry = Entry(module, compiled, trace.params, single)
+        entry = Entry(module, kernel, trace.params, single)
         entry.versions = [(id(t._storage), t._version) for _, t in trace.params]
         self._last = entry
         return entry
