@@ -210,29 +210,40 @@ ARENA_VIEWS = f"""
 func.func @main(%x: memref<4xf32>, %y: memref<4xf32>, %out: memref<4xf32>) {ATTRS} {{
   %arena = memref.alloc() {{dlpc.arena}} : memref<64xi8>
   %b0 = arith.constant 0 : index
+  %b4 = arith.constant 4 : index
   %b8 = arith.constant 8 : index
   %b20 = arith.constant 20 : index
   %b24 = arith.constant 24 : index
+  %b32 = arith.constant 32 : index
   %d = memref.view %arena[%b0][] : memref<64xi8> to memref<2xf32>
+  %f = memref.view %arena[%b4][] : memref<64xi8> to memref<1xf32>
   %a = memref.view %arena[%b8][] : memref<64xi8> to memref<2x2xf32>
   %r = memref.reinterpret_cast %a to offset: [0], sizes: [4], strides: [1] : memref<2x2xf32> to memref<4xf32>
   %e = memref.view %arena[%b20][] : memref<64xi8> to memref<1xf32>
   %c = memref.view %arena[%b24][] : memref<64xi8> to memref<2xf32>
+  %g = memref.view %arena[%b32][] : memref<64xi8> to memref<2xf32>
   loop.kernel "disjoint" {{
     loop.for %i = 0 to 2 step 1 {{name = "i0"}} {{
       %v = memref.load %x[%i] : memref<4xf32>
       memref.store %v, %c[%i] : memref<2xf32>
       memref.store %v, %r[%i] : memref<4xf32>
       memref.store %v, %d[%i] : memref<2xf32>
+      memref.store %v, %g[%i] : memref<2xf32>
     }}
   }}
   loop.kernel "overlap" {{
     %z = arith.constant 0 : index
+    %one = arith.constant 1 : index
+    %two = arith.constant 2 : index
     %t = arith.constant 3 : index
     %v = memref.load %x[%t] : memref<4xf32>
     memref.store %v, %e[%z] : memref<1xf32>
     %w = memref.load %r[%t] : memref<4xf32>
     memref.store %w, %out[%z] : memref<4xf32>
+    %u = memref.load %x[%two] : memref<4xf32>
+    memref.store %u, %f[%z] : memref<1xf32>
+    %s = memref.load %d[%one] : memref<2xf32>
+    memref.store %s, %out[%one] : memref<4xf32>
   }}
   func.return
 }}"""
@@ -240,20 +251,22 @@ func.func @main(%x: memref<4xf32>, %y: memref<4xf32>, %out: memref<4xf32>) {ATTR
 
 def test_arena_views_are_restrict_exactly_when_their_bytes_are_disjoint():
     """`restrict` only on buffers whose bytes no other parameter shares: d [0, 8), the
-    reshape r of a [8, 24), c [24, 32) are adjacent, not shared (all restrict); e [20, 24)
-    lies inside r (neither restrict, and r[3] reads what e[0] stored)."""
+    reshape r of a [8, 24), c [24, 32), g [32, 40) are adjacent, not shared (all
+    restrict); e [20, 24) lies inside r and f [4, 8) inside d (none restrict, and r[3],
+    d[1] read what e[0], f[0] stored)."""
     from dlpc.backends.c import emit_c
 
     module = parse_module(ARENA_VIEWS)
     source = emit_c(module)
     disjoint = next(ln for ln in source.splitlines() if "void kernel_disjoint(" in ln)
-    for name in ("v_c", "v_r", "v_d"):
+    for name in ("v_c", "v_r", "v_d", "v_g"):
         assert f"float *restrict {name}" in disjoint, disjoint
     overlap = next(ln for ln in source.splitlines() if "void kernel_overlap(" in ln)
-    assert "float *v_e" in overlap and "float *v_r" in overlap, overlap
+    for name in ("v_e", "v_r", "v_f", "v_d"):
+        assert f"float *{name}" in overlap, overlap
     x = np.arange(4, dtype=np.float32) + 1
     (out,) = CFunction(module, name="arena_views")(x, x)
-    assert out[0] == x[3]
+    np.testing.assert_array_equal(out[:2], [x[3], x[2]])
 
 
 def test_a_scalar_defined_in_main_is_a_kernel_parameter():
@@ -307,3 +320,28 @@ def test_fma_and_infinite_constants():
     y = np.array([-2.0, 0.5, 1.5, -0.25], np.float32)
     (out,) = CFunction(module, name="fma_inf")(x, y)
     np.testing.assert_allclose(out, x * y + y + x + y, rtol=1e-6)
+
+
+@pytest.mark.parametrize("attr, omp", [("parallel", True), ("vectorize", True), ("", False)])
+def test_a_failed_allocation_returns_unless_inside_an_openmp_loop(attr, omp):
+    """Inside a `parallel` or `vectorize` loop (an OpenMP pragma) a failed heap
+    allocation calls dlpc_oom(); in a plain loop it returns 1 from the kernel."""
+    from dlpc.backends.c import emit_c
+
+    extra = f", {attr}" if attr else ""
+    module = parse_module(f"""
+func.func @main(%x: memref<4xf32>, %y: memref<4xf32>, %out: memref<4xf32>) {ATTRS} {{
+  loop.kernel "k" {{
+    loop.for %i = 0 to 4 step 1 {{name = "i0"{extra}}} {{
+      %t = memref.alloc() : memref<1000000xf32>
+      %a = memref.load %x[%i] : memref<4xf32>
+      %c0 = arith.constant 0 : index
+      memref.store %a, %t[%c0] : memref<1000000xf32>
+      %b = memref.load %t[%c0] : memref<1000000xf32>
+      memref.store %b, %out[%i] : memref<4xf32>
+      memref.dealloc %t : memref<1000000xf32>
+    }}
+  }}
+  func.return
+}}""")
+    assert ("dlpc_oom();" in emit_c(module)) == omp
