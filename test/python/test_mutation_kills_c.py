@@ -222,6 +222,7 @@ func.func @main(%x: memref<4xf32>, %y: memref<4xf32>, %out: memref<4xf32>) {ATTR
   %e = memref.view %arena[%b20][] : memref<64xi8> to memref<1xf32>
   %c = memref.view %arena[%b24][] : memref<64xi8> to memref<2xf32>
   %g = memref.view %arena[%b32][] : memref<64xi8> to memref<2xf32>
+  %rc = memref.reinterpret_cast %c to offset: [0], sizes: [2], strides: [1] : memref<2xf32> to memref<2xf32>
   loop.kernel "disjoint" {{
     loop.for %i = 0 to 2 step 1 {{name = "i0"}} {{
       %v = memref.load %x[%i] : memref<4xf32>
@@ -244,6 +245,10 @@ func.func @main(%x: memref<4xf32>, %y: memref<4xf32>, %out: memref<4xf32>) {ATTR
     memref.store %u, %f[%z] : memref<1xf32>
     %s = memref.load %d[%one] : memref<2xf32>
     memref.store %s, %out[%one] : memref<4xf32>
+    %q = memref.load %x[%z] : memref<4xf32>
+    memref.store %q, %rc[%one] : memref<2xf32>
+    %p = memref.load %c[%one] : memref<2xf32>
+    memref.store %p, %out[%two] : memref<4xf32>
   }}
   func.return
 }}"""
@@ -252,8 +257,8 @@ func.func @main(%x: memref<4xf32>, %y: memref<4xf32>, %out: memref<4xf32>) {ATTR
 def test_arena_views_are_restrict_exactly_when_their_bytes_are_disjoint():
     """`restrict` only on buffers whose bytes no other parameter shares: d [0, 8), the
     reshape r of a [8, 24), c [24, 32), g [32, 40) are adjacent, not shared (all
-    restrict); e [20, 24) lies inside r and f [4, 8) inside d (none restrict, and r[3],
-    d[1] read what e[0], f[0] stored)."""
+    restrict); e [20, 24) lies inside r, f [4, 8) inside d, the reshape rc of c is c
+    (none restrict, and r[3], d[1], c[1] read what e[0], f[0], rc[1] stored)."""
     from dlpc.backends.c import emit_c
 
     module = parse_module(ARENA_VIEWS)
@@ -262,11 +267,11 @@ def test_arena_views_are_restrict_exactly_when_their_bytes_are_disjoint():
     for name in ("v_c", "v_r", "v_d", "v_g"):
         assert f"float *restrict {name}" in disjoint, disjoint
     overlap = next(ln for ln in source.splitlines() if "void kernel_overlap(" in ln)
-    for name in ("v_e", "v_r", "v_f", "v_d"):
+    for name in ("v_e", "v_r", "v_f", "v_d", "v_rc", "v_c"):
         assert f"float *{name}" in overlap, overlap
     x = np.arange(4, dtype=np.float32) + 1
     (out,) = CFunction(module, name="arena_views")(x, x)
-    np.testing.assert_array_equal(out[:2], [x[3], x[2]])
+    np.testing.assert_array_equal(out[:3], [x[3], x[2], x[0]])
 
 
 def test_a_scalar_defined_in_main_is_a_kernel_parameter():
