@@ -483,10 +483,15 @@ class Importer:
                         ref.CopyFrom(attrs[a.ref_attr_name])
                         ref.name = a.name
                         new.attribute.append(ref)
-                elif a.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS):
+                elif a.type == AttributeProto.GRAPH:  # a branch or body: its names too
+                    sub = AttributeProto()
+                    sub.CopyFrom(a)
+                    _rename_graph(sub.g, rename)
+                    new.attribute.append(sub)
+                elif a.type == AttributeProto.GRAPHS:
                     raise self.error(
                         f"unsupported operator '{node.op_type}' (its ONNX function body "
-                        f"uses control flow, '{inner.op_type}')"
+                        f"has a graphs attribute, '{inner.op_type}')"
                     )
                 else:
                     new.attribute.append(a)
@@ -698,6 +703,23 @@ class Importer:
         if too_big:
             raise DlpcError(f"{self.source}: error: graph input '{vi.name}': {too_big}")
         return graph.tensor_type(shape, graph.NUMPY_TO_ELT[dt.name])
+
+
+def _rename_graph(g, rename) -> None:
+    """Rename every value name of a function body's subgraph (GraphProto `g`, nested
+    subgraphs included) as the body's own names are renamed when it is expanded."""
+    for vi in (*g.input, *g.output):
+        vi.name = rename(vi.name)
+    for init in g.initializer:
+        init.name = rename(init.name)
+    for n in g.node:
+        inputs, outputs = [rename(x) for x in n.input], [rename(x) for x in n.output]
+        del n.input[:], n.output[:]
+        n.input.extend(inputs)
+        n.output.extend(outputs)
+        for a in n.attribute:
+            if a.HasField("g"):
+                _rename_graph(a.g, rename)
 
 
 def _graph_input_source(v: SSAValue) -> BlockArgument | None:

@@ -67,12 +67,6 @@ EXPECTED_FAILURES = [
         r"max abs error nan",
         "Mod truncates through i64, so inf/nan dividends give garbage",
     ),
-    (
-        r"^test_(linear_attention|affine_grid)_(?!.*_expanded$)",
-        ALL,
-        r"function body uses control flow",
-        "LinearAttention's and AffineGrid's function bodies use Scan/If",
-    ),
     (r"^test_bernoulli", ALL, r"'RandomUniformLike'", "random number generation"),
     (
         r"^test_(if_opt|loop13_seq|loop16_seq_none)$",
