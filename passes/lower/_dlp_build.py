@@ -171,6 +171,8 @@ class Selection:
     """An intrinsic pattern `dlp_select` matched for a kernel: what it needs on chip
     besides the plan's buffers, and the code of one tile."""
 
+    matrix_unit = False  # its work runs on the matrix unit (matmul, conv), else vectors
+
     def scratch_bytes(self, plan: KernelPlan, tile: int) -> int:
         """NRAM for temporaries at this tile size."""
         raise NotImplementedError

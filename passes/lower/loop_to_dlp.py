@@ -64,7 +64,15 @@ from typing import NamedTuple
 
 from xdsl.context import Context
 from xdsl.dialects import arith, func, memref, scf
-from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp, StringAttr, UnitAttr, i64
+from xdsl.dialects.builtin import (
+    AnyFloat,
+    IntegerAttr,
+    MemRefType,
+    ModuleOp,
+    StringAttr,
+    UnitAttr,
+    i64,
+)
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import DiagnosticException
@@ -82,6 +90,7 @@ from dlpc.passes.lower._dlp_build import (
     round_up,
 )
 from dlpc.passes.lower.dlp_select import select_compute
+from dlpc.passes.lower.dlp_select.elementwise import ScalarEpilogue
 from dlpc.targets.dlp import DlpTarget, resolve
 
 INF = float("inf")
@@ -358,6 +367,8 @@ def plan_kernel(
         if not plan.fits(1, False, False) and plan.selection is not None:
             plan.selection = None  # intrinsic scratch may be what overflows
         if _choose_tile(plan, double_buffer):
+            if multicore and work is not None:
+                _choose_clusters(plan, double_buffer, _flops(kernel.block))
             return plan
         use = plan.space_bytes(1, False, False)
         for space, need in use.items():
@@ -393,6 +404,82 @@ def _choose_tile(plan: KernelPlan, double_buffer: bool) -> bool:
             plan.tile, plan.double, plan.sram = t, False, sram
             return True
     return False
+
+
+def _flops(block: Block) -> float:
+    """Floating-point operations of one execution of `block` (an scf.if: its larger
+    branch): the work the time estimate of `_choose_clusters` divides among tasks."""
+    n = 0.0
+    for op in block.ops:
+        if isinstance(op, ForOp):
+            n += op.trip_count * _flops(op.block)
+        elif isinstance(op, scf.IfOp):
+            n += max((_flops(r.block) for r in op.regions if r.blocks), default=0.0)
+        elif op.name.startswith(("arith.", "math.")) and not isinstance(op, arith.ConstantOp):
+            n += any(isinstance(r.type, AnyFloat) for r in op.results)
+    return n
+
+
+def _estimate(plan: KernelPlan, flops: float) -> float:
+    """Cycles the simulator's model (backends/runtime/dlp_sim.py) would give a plan whose
+    compute is intrinsics, roughly: whole buffers cross GDRAM once per cluster when staged in SRAM (else once
+    per task), tiles once; the kernel takes the longer of the shared GDRAM port and its
+    slowest task (compute, then DMA latency and bytes, overlapped when double-buffered)."""
+    d = plan.desc
+    tasks = plan.tasks
+    clusters = -(-tasks // d.cores_per_cluster)
+    whole = sum(
+        p.elements(1) * p.elt_bytes
+        for p in plan.buffers.values()
+        if p.kind == "whole" and not p.direct and (p.read or not p.full_write)
+    )
+    tiled = sum(
+        p.elements(plan.trip) * p.elt_bytes * (p.read + p.written)
+        for p in plan.buffers.values()
+        if p.kind == "tiled" and not p.direct
+    )
+    gdram = whole * (clusters if plan.sram else tasks) + tiled
+    per_cycle = d.gdram_bandwidth_gbs / d.clock_ghz
+    sel = plan.selection
+    rate = 2 * d.throughput("matmul") if getattr(sel, "matrix_unit", False) else d.vector_width
+    compute = flops / tasks / rate
+    tiles = -(-plan.chunk // plan.tile)
+    copies = sum(
+        p.read + p.written for p in plan.buffers.values() if p.kind == "tiled" and not p.direct
+    )
+    wholes = sum(1 for p in plan.buffers.values() if p.kind == "whole" and not p.direct)
+    transfer = (
+        (tiles * copies + wholes * (1 + plan.sram)) * d.dma_latency_cycles
+        + tiled / tasks / per_cycle
+        + whole / per_cycle  # (core 0 stages the whole buffers when sram)
+        + (whole / (d.sram_bandwidth_gbs / d.clock_ghz) if plan.sram else 0.0)
+    )
+    task = compute + transfer - (min(compute, transfer) if plan.double else 0.0)
+    return max(gdram / per_cycle, task)
+
+
+def _choose_clusters(plan: KernelPlan, double_buffer: bool, flops: float) -> None:
+    """Use fewer clusters where the whole buffers each cluster stages (a linear layer's
+    weights, a convolution's image) would cross GDRAM more times than the extra cores
+    save: the task count with the lowest `_estimate`."""
+    d = plan.desc
+    has_whole = any(p.kind == "whole" and not p.direct for p in plan.buffers.values())
+    sel = plan.selection
+    if not has_whole or d.clusters == 1 or sel is None:
+        return
+    if isinstance(getattr(sel, "ew", None), ScalarEpilogue):
+        return  # scalar loops (GELU's erf): their cost, index arithmetic included, is not modelled
+    best = (_estimate(plan, flops), plan.tasks, plan.tile, plan.double, plan.sram)
+    for k in range(1, d.clusters):
+        tasks = min(k * d.cores_per_cluster, plan.trip)
+        if tasks >= best[1]:
+            break
+        plan.tasks = tasks
+        if _choose_tile(plan, double_buffer):
+            cost = _estimate(plan, flops)
+            if cost < 0.9 * best[0]:  # (a rough model: only a clear gain)
+                best = (cost, plan.tasks, plan.tile, plan.double, plan.sram)
+    _, plan.tasks, plan.tile, plan.double, plan.sram = best
 
 
 def _largest_tile(plan: KernelPlan, limit: int, double: bool, sram: bool) -> int:

@@ -73,3 +73,24 @@ def test_batched_windows_run_on_intrinsics(tmp_path, case, desc):
     assert compiled.artifact is not None
     (rep,) = compiled.artifact.report
     assert rep.intrinsic_cycles > 0, (case, rep.name)
+
+
+def test_a_linear_layer_weight_crosses_gdram_about_once(tmp_path):
+    """32 rows over 16 cores would stage the 512 KiB weight in every cluster's SRAM (4x
+    its bytes over GDRAM); the plan keeps it to one cluster where that is faster."""
+    path = tmp_path / "m.dlpc"
+    path.write_text(
+        "model m(x: f32[32, 256]) {\n  param w: f32[512, 256] = kaiming(seed=1)\n"
+        "  return relu(linear(x, w))\n}\n"
+    )
+    model = dlpc.load(path)
+    inputs = dlpc.api.random_inputs(model)
+    compiled = dlpc.compile(model, target="dlp")
+    (out,) = compiled(*inputs)
+    (ref,) = dlpc.api.reference(model, inputs)
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5 * max(1.0, float(np.abs(ref).max())))
+    assert compiled.artifact is not None
+    (rep,) = compiled.artifact.report
+    operands = (32 * 256 + 512 * 256 + 32 * 512) * 4
+    assert rep.intrinsic_cycles > 0
+    assert rep.level_bytes()["gdram"] < 1.5 * operands, (rep.tasks, rep.level_bytes())

@@ -32,6 +32,8 @@ from dlpc.passes.lower.dlp_select.elementwise import Elementwise, ScalarEpilogue
 
 @dataclass
 class MatmulSelection(Selection):
+    matrix_unit = True
+
     ew: Elementwise | ScalarEpilogue  # the epilogue, over the output tile
     lhs: BufferPlan
     rhs: BufferPlan  # in WRAM

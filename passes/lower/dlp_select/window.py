@@ -333,6 +333,8 @@ def match_pool(plan) -> PoolSelection:
 
 @dataclass
 class ConvSelection(Selection):
+    matrix_unit = True
+
     ew: Elementwise | ScalarEpilogue  # the epilogue over the output channels of a tile
     src: BufferPlan  # the whole input image, NRAM
     weight: BufferPlan  # weight tiles, WRAM
