@@ -69,7 +69,8 @@ def load(path: str | os.PathLike, weights=None, batch=None, format=None) -> Mode
     """Load a model: `.dlpc` (text), `.onnx`, or `.mlir` (graph IR). `weights` (an .npz
     path or a dict) override the model's own; an .mlir model's weights are otherwise
     read from `<model>.npz` beside it. `batch` binds a .dlpc model's named batch dim
-    (`x: f32[B, 784]`; an int, or a dict of named dims); unbound, it is 1. `format`
+    (`x: f32[B, 784]`; an int, or a dict of named dims); unbound, it is 1; "symbolic"
+    keeps the named dims symbolic (docs/dynamic.md). `format`
     ("dlpc", "onnx" or "mlir") reads a file whose extension says otherwise."""
     path = Path(path)
     if not path.is_file():

@@ -27,7 +27,7 @@ import math
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeGuard
+from typing import Any, TypeGuard, cast
 
 import numpy as np
 from xdsl.dialects import func
@@ -51,6 +51,7 @@ from xdsl.utils.exceptions import VerifyException
 from dlpc.diagnostics import one_line
 from dlpc.dialects import graph
 from dlpc.dialects.graph import REQUIRED, GraphOp, ssa_name_hint
+from dlpc.dialects.symdims import SymDim
 from dlpc.model import Model
 
 DTYPES: dict[str, Attribute] = {
@@ -140,10 +141,12 @@ def _is_int(v: Any) -> TypeGuard[int | np.integer]:
 
 
 def _ints(v: Any) -> list[int] | None:
+    """An int or a list of them; an entry may be a symbolic dim (`dialects.symdims`: a
+    named dim of a model loaded with dims="symbolic"), kept as it is."""
     if _is_int(v):
         return [int(v)]
-    if isinstance(v, list | tuple) and all(_is_int(x) for x in v):
-        return [int(x) for x in v]
+    if isinstance(v, list | tuple) and all(_is_int(x) or isinstance(x, SymDim) for x in v):
+        return [cast(int, x) if isinstance(x, SymDim) else int(x) for x in v]
     return None
 
 

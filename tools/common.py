@@ -24,6 +24,19 @@ def add_format_option(p) -> None:
     )
 
 
+def parse_dims(text: str | None, what: str, many: bool) -> dict:
+    """`--dims seq=16,batch=2` -> {"seq": 16, ...}; `--buckets seq=8:16` -> {"seq": [8, 16]}."""
+    out: dict = {}
+    for part in filter(None, (p.strip() for p in (text or "").split(","))):
+        name, eq, value = part.partition("=")
+        sizes = value.split(":") if many else [value]
+        if not eq or not name or not all(v.strip().isdigit() and int(v) > 0 for v in sizes):
+            form = "NAME=N:N:..." if many else "NAME=N"
+            raise DlpcError(f"error: {what} entry '{part}' is not {form} (N > 0)")
+        out[name.strip()] = [int(v) for v in sizes] if many else int(value)
+    return out
+
+
 def add_batch_option(p) -> None:
     p.add_argument(
         "--batch",

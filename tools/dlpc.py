@@ -44,6 +44,7 @@ from dlpc.tools.common import (
     check_output_dir,
     load_model,
     model_inputs,
+    parse_dims,
     refuse_overwrite,
 )
 from dlpc.tools.dlpc_run import target_desc_options
@@ -128,6 +129,12 @@ def parser() -> ToolArgumentParser:
         )
     add_format_option(p)
     add_batch_option(p)
+    p.add_argument(
+        "--dims",
+        metavar="NAME=N,...",
+        help="sizes of a model's symbolic dims (dynamic axes) to emit a program for; "
+        "--emit graph without it prints the symbolic graph",
+    )
     return p
 
 
@@ -158,6 +165,31 @@ def weights_known(model) -> bool:
     return names <= set(model.weights)
 
 
+def _bind_symbolic(model, args):
+    """A model with symbolic dims at --dims (the graph stage may stay symbolic); without
+    --dims, a program cannot be emitted: one line naming the input and the dim."""
+    from dlpc import api
+    from dlpc.runtime.dynamic import is_dynamic, signature
+
+    dims = parse_dims(args.dims, "--dims", many=False)
+    if not is_dynamic(model) or (not dims and args.emit == "graph" and model.ir is not None):
+        return model
+    if not dims:
+        sig = signature(model)
+        name, axis, d = next(
+            (n, a, d)
+            for n, s in zip(sig.names, sig.shapes)
+            for a, d in enumerate(s)
+            if not isinstance(d, int)
+        )
+        raise DlpcError(
+            f"{model.path or model.name}: error: graph input '{name}' dim {axis} is the "
+            f"symbolic dim '{d}': pass --dims to emit a program for given sizes "
+            f"(dlpc.compile serves every size)"
+        )
+    return api.bind_dims(model, dims)
+
+
 def run(argv: list[str] | None) -> int:
     from dlpc import api
     from dlpc.passes import pipeline
@@ -184,6 +216,7 @@ def run(argv: list[str] | None) -> int:
             refuse_overwrite(npz, inputs, f"-o {args.output} (its folded weights {npz})")
 
     model = load_model(args.model, args.format, args.weights, args.batch)
+    model = _bind_symbolic(model, args)
     options = pipeline.PipelineOptions(
         opt_level=args.opt_level,
         tuning_log=args.tuning_log,

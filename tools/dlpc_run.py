@@ -37,6 +37,7 @@ from dlpc.tools.common import (
     check_memory,
     check_model_path,
     load_model,
+    parse_dims,
 )
 
 EXAMPLE = "dlpc-run examples/mlp.dlpc --target c --check"
@@ -121,19 +122,6 @@ def parser() -> ToolArgumentParser:
     add_format_option(p)
     add_batch_option(p)
     return p
-
-
-def parse_dims(text: str | None, what: str, many: bool) -> dict:
-    """`--dims seq=16,batch=2` -> {"seq": 16, ...}; `--buckets seq=8:16` -> {"seq": [8, 16]}."""
-    out: dict = {}
-    for part in filter(None, (p.strip() for p in (text or "").split(","))):
-        name, eq, value = part.partition("=")
-        sizes = value.split(":") if many else [value]
-        if not eq or not name or not all(v.strip().isdigit() and int(v) > 0 for v in sizes):
-            form = "NAME=N:N:..." if many else "NAME=N"
-            raise DlpcError(f"dlpc-run: error: {what} entry '{part}' is not {form} (N > 0)")
-        out[name.strip()] = [int(v) for v in sizes] if many else int(value)
-    return out
 
 
 def target_desc_options(desc: str | None, target: str) -> dict:

@@ -23,13 +23,16 @@ from dlpc.model import Model
 __all__ = ["load_model", "parse_model", "parse"]
 
 Weights = str | Path | Mapping[str, Any] | None
-Dims = Mapping[str, int] | int | None
+Dims = Mapping[str, int] | int | str | None
 
 
 def parse_model(text: str, filename: str = "<string>", weights: Weights = None, dims: Dims = None):
     """Source text -> `Model`; weights from `weights` (if given) and the initialisers.
     `dims` binds named dims (`x: f32[B, 784]`): a dict by name, or an int for every input's
-    named leading (batch) dim; unbound named dims are 1."""
+    named leading (batch) dim; unbound named dims are 1. `dims="symbolic"` keeps every
+    named dim symbolic (`tensor<?x784xf32, ["B"]>`, docs/dynamic.md)."""
+    if isinstance(dims, str) and dims != "symbolic":
+        raise DlpcError(f"error: dims must be a dict, an int or 'symbolic', not '{dims}'")
     tree = parse(text, filename)
     if isinstance(dims, int):
         dims = {

@@ -30,7 +30,7 @@ from xdsl.ir import SSAValue
 from xdsl.utils.exceptions import VerifyException
 
 from dlpc.diagnostics import DlpcError
-from dlpc.dialects import graph
+from dlpc.dialects import graph, symdims
 from dlpc.frontends import builder as bld
 from dlpc.frontends.builder import FrontendError, GraphBuilder
 from dlpc.frontends.text import ast
@@ -48,9 +48,12 @@ class _Binding:
 
 
 class IRGen:
-    def __init__(self, model: ast.Model, dims: Mapping[str, int] | None = None):
+    def __init__(self, model: ast.Model, dims: Mapping[str, int] | str | None = None):
         self.model = model
-        self.dims = dict(dims or {})  # named dims (`x: f32[B, 784]`) -> size; unbound: 1
+        self.symbolic = dims == "symbolic"  # unbound named dims stay symbolic
+        given: Mapping[str, int] = {} if isinstance(dims, str) or dims is None else dims
+        # named dims (`x: f32[B, 784]`) -> size (a SymDim when symbolic); unbound: 1
+        self.dims: dict[str, Any] = dict(given)
         self.b = GraphBuilder(model.name)
         self.env: dict[str, _Binding] = {}
         self.param_locs: dict[str, ast.Loc] = {}
@@ -92,7 +95,10 @@ class IRGen:
         for name, loc in ty.named.items():
             if name in bld.DTYPES or name in _CONSTANT_NAMES:
                 raise self.error(loc, f"'{name}' cannot name a dimension")
-            size = self.dims.setdefault(name, 1)  # an unbound named dim is 1
+            # an unbound named dim is 1, or itself with dims="symbolic" (dialects/symdims)
+            size = self.dims.setdefault(name, symdims.sym(name) if self.symbolic else 1)
+            if isinstance(size, symdims.SymDim):
+                continue
             if not isinstance(size, int) or isinstance(size, bool) or size < 1:
                 raise self.error(loc, f"dimension '{name}' must be bound to a positive int")
         too_big = graph.size_error(self.shape(ty), bld.DTYPES[ty.dtype])
@@ -296,8 +302,9 @@ class Generated:
         return out
 
 
-def generate(model: ast.Model, dims: Mapping[str, int] | None = None) -> Generated:
-    """Graph IR for `model`; `dims` binds its named dims (`{"B": 32}`; unbound ones are 1)."""
+def generate(model: ast.Model, dims: Mapping[str, int] | str | None = None) -> Generated:
+    """Graph IR for `model`; `dims` binds its named dims (`{"B": 32}`; unbound ones are 1;
+    "symbolic": every one stays symbolic)."""
     gen = IRGen(model, dims)
     module = gen.generate()
     return Generated(module, gen.b, gen.param_locs, model)
