@@ -195,7 +195,7 @@ def gather_elements(imp: NodeContext):
     idx = imp.emit(
         graph.WhereOp, neg, imp.emit(graph.AddOp, idx, Const(np.asarray(d[axis], np.int64))), idx
     )
-    grid = np.indices(i, dtype=np.int64) if i else np.zeros((0,), np.int64)
+    grid = np.indices(i, dtype=np.int64)  # (0,)-shaped for rank-0 indices: no case of its own
     base = sum((grid[k] * strides[k] for k in range(r) if k != axis), np.zeros(i, np.int64))
     flat = imp.emit(graph.MulOp, idx, Const(np.asarray(strides[axis], np.int64)))
     flat = imp.emit(graph.AddOp, flat, Const(np.asarray(base, np.int64)))

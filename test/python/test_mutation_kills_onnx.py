@@ -120,3 +120,52 @@ def test_resize_crop_and_resize_with_a_roi():
         [node], [vi("x", [1, 1, 5, 6])], [vi("y", [1, 1, 3, 4])], [("roi", roi), ("sizes", sizes)]
     )
     check_numerics(proto, np.arange(30, dtype=np.float32).reshape(1, 1, 5, 6))
+
+
+def test_concat_of_run_time_tensors():
+    """Concat of two inputs (not folded at import): x [2, 3] and y [2, 2] on axis 1."""
+    node = helper.make_node("Concat", ["x", "y"], ["z"], axis=1)
+    proto = make([node], [vi("x", [2, 3]), vi("y", [2, 2])], [vi("z", [2, 5])])
+    rng = np.random.default_rng(2)
+    check_numerics(
+        proto,
+        rng.standard_normal((2, 3)).astype(np.float32),
+        rng.standard_normal((2, 2)).astype(np.float32),
+    )
+
+
+def test_conv_transpose_with_output_shape_and_no_output_padding():
+    """output_shape (and SAME_UPPER auto_pad) give the pads; output_padding left out is
+    zeros: a 1x1x3x3 input, 3x3 kernel, stride 2, to 6x6."""
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((1, 2, 3, 3)).astype(np.float32)
+    for attrs in ({"output_shape": [6, 6]}, {"auto_pad": "SAME_UPPER"}):
+        node = helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[2, 2], **attrs)
+        proto = make([node], [vi("x", [1, 1, 3, 3])], [vi("y", [1, 2, 6, 6])], [("w", w)])
+        check_numerics(proto, rng.standard_normal((1, 1, 3, 3)).astype(np.float32))
+
+
+def test_gather_elements_folded_with_indices_smaller_than_the_data():
+    """GatherElements of two initializers is folded at import by dlpc's own evaluation
+    (onnx's evaluator needs the indices as large as the data off the axis): data [3, 5],
+    indices [2, 2] on axis 1 read the data's first 2 rows; a negative index counts from
+    the end."""
+    from onnx import TensorProto
+
+    from dlpc.frontends.onnx import load_model
+    from dlpc.reference.graph import run_reference
+
+    data = np.arange(15, dtype=np.float32).reshape(3, 5)
+    index = np.array([[4, 0], [-1, 2]], np.int64)
+    nodes = [
+        helper.make_node("GatherElements", ["d", "i"], ["g"], axis=1),
+        helper.make_node("Add", ["x", "g"], ["y"]),
+    ]
+    proto = make(
+        nodes, [vi("x", [2, 2])], [vi("y", [2, 2], TensorProto.FLOAT)], [("d", data), ("i", index)]
+    )
+    m = load_model(proto)
+    assert "graph.gather" not in [op.name for op in m.module.walk()]
+    x = np.ones((2, 2), np.float32)
+    (got,) = run_reference(m.module, [x], m.weights)
+    np.testing.assert_array_equal(got, x + np.array([[4, 0], [9, 7]], np.float32))
