@@ -169,3 +169,44 @@ def test_gather_elements_folded_with_indices_smaller_than_the_data():
     x = np.ones((2, 2), np.float32)
     (got,) = run_reference(m.module, [x], m.weights)
     np.testing.assert_array_equal(got, x + np.array([[4, 0], [9, 7]], np.float32))
+
+
+def test_resize_nearest_to_one_column_asymmetric():
+    """3 columns to 1 (asymmetric: output 0 reads column 0) is not a whole-factor
+    upsampling: there is no factor k >= 1 repeating each element."""
+    node = helper.make_node(
+        "Resize", ["x", "", "", "sizes"], ["y"], mode="nearest",
+        coordinate_transformation_mode="asymmetric",
+    )  # fmt: skip
+    sizes = np.array([1, 1, 2, 1], dtype=np.int64)
+    proto = make([node], [vi("x", [1, 1, 2, 3])], [vi("y", [1, 1, 2, 1])], [("sizes", sizes)])
+    check_numerics(proto, np.arange(6, dtype=np.float32).reshape(1, 1, 2, 3))
+
+
+def test_depth_to_space_crd():
+    """CRD mode: [n, c', b, b, h, w] -> [n, c', h, b, w, b] (8 channels, blocksize 2)."""
+    node = helper.make_node("DepthToSpace", ["x"], ["y"], blocksize=2, mode="CRD")
+    proto = make([node], [vi("x", [1, 8, 2, 3])], [vi("y", [1, 2, 4, 6])])
+    check_numerics(proto, np.arange(48, dtype=np.float32).reshape(1, 8, 2, 3))
+
+
+def test_resize_nearest_selects_so_infinities_stay():
+    """Nearest 2 -> 3 columns selects one input per output (a gather): an infinite input
+    is copied, not multiplied by the 0s of a selection matrix (inf * 0 = nan)."""
+    from dlpc.frontends.onnx import load_model
+
+    node = helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode="nearest")
+    sizes = np.array([1, 1, 1, 3], dtype=np.int64)
+    proto = make([node], [vi("x", [1, 1, 1, 2])], [vi("y", [1, 1, 1, 3])], [("sizes", sizes)])
+    names = [op.name for op in load_model(proto).module.walk()]
+    assert "graph.gather" in names and "graph.matmul" not in names
+    check_numerics(proto, np.array([[[[np.inf, -1.0]]]], np.float32))
+
+
+def test_dilated_strided_max_pool_without_ceil_mode():
+    """Dilation 2, stride 2, floor: an 8-wide input has (8 - 3) // 2 + 1 = 3 windows."""
+    node = helper.make_node(
+        "MaxPool", ["x"], ["y"], kernel_shape=[2, 2], strides=[2, 2], dilations=[2, 2]
+    )
+    proto = make([node], [vi("x", [1, 2, 8, 8])], [vi("y", [1, 2, 3, 3])])
+    check_numerics(proto, np.random.default_rng(4).standard_normal((1, 2, 8, 8)).astype(np.float32))
