@@ -143,6 +143,7 @@ static int comm_rank[DLPC_COMMS];
 static MPI_Request request[DLPC_REQUESTS];
 
 int dlpc_comm_segment = -1;      /* the segment whose status stopped the step */
+double dlpc_comm_recv_seconds;   /* time spent in MPI_Recv (a pipeline stage's idle) */
 char dlpc_comm_message[512];     /* the MPI error that stopped it */
 
 static int dlpc_mpi_failed(int code, const char *where) {
@@ -217,6 +218,8 @@ def _mpi(i: Mpi) -> str:
         return f'if (overlap) {check} else MPI_CHECK({blocking}, "MPI_Allreduce");'
     if i.fn == "Wait":
         return f"if (overlap) {check}"
+    if i.fn == "Recv":
+        return f"{{ double t0 = MPI_Wtime(); {check} dlpc_comm_recv_seconds += MPI_Wtime() - t0; }}"
     return check
 
 

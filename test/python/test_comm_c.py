@@ -136,6 +136,7 @@ def test_driver_printer_prints_each_instruction():
         "dlpc_chunks(S[3], S[2], 2, 3, 8, 1);",
         "memset(S[3], 0, 48);",
         "MPI_Recv(S[4], 5, MPI_INT64_T, 2, 7, comm[0], MPI_STATUS_IGNORE)",
+        "dlpc_comm_recv_seconds += MPI_Wtime() - t0;",
         "memcpy(S[5], S[4], 40);",
         "/* comm.all_reduce avg */",
         "int dlpc_main(void **S) { return dlpc_comm_step(S, 1); }",
@@ -354,6 +355,7 @@ def collectives() -> int:
     count = 0
     for how, fn in (("c driver", native), ("c segments", python)):
         held, ids = None, []
+        C.recv_seconds = 0.0
         for call in range(3):  # (later calls reuse every kept buffer, and free outputs)
             got = fn(*inputs[r])
             if call == 1:  # outputs still held are not written again; dropped ones are
@@ -370,6 +372,7 @@ def collectives() -> int:
                 count += 1
             ids = [id(a) for a in got]
             del got, a  # (nothing holds this call's outputs now)
+        assert C.recv_seconds > 0, f"{how}: the time waiting in recv was not counted"
     print(f"ok {r} collectives {count // 6}", flush=True)
     return 0
 
