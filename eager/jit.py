@@ -30,7 +30,7 @@ from dlpc.eager import tensor as tensor_module
 from dlpc.eager.tensor import Tensor
 from dlpc.frontends.builder import GraphBuilder
 from dlpc.model import Model
-from dlpc.runtime.tensor import Storage, TensorView
+from dlpc.runtime.tensor import Storage, TensorView, contiguous_strides
 
 
 class Trace:
@@ -58,7 +58,8 @@ class Trace:
         from dlpc.reference import graph as ref
 
         shape = tuple(dispatch.graph_shape(value))
-        t = Tensor._make(Storage(self.device, 0), shape, (), 0, np.dtype(ref.result_dtype(value)))
+        dtype = np.dtype(ref.result_dtype(value))  # (row-major strides: views compute on them)
+        t = Tensor._make(Storage(self.device, 0), shape, contiguous_strides(shape), 0, dtype)
         t._value = value
         return t
 

@@ -180,6 +180,22 @@ def test_grads_equal_torch(device):
         np.testing.assert_allclose(np.asarray(p[k].grad), tp[k].grad.numpy(), rtol=1e-4, atol=1e-6)
 
 
+def test_grads_through_views_equal_torch():
+    """Every view records its graph op (slice + reshape, transpose, reshape, broadcast):
+    the gradient through a chain of them is torch's."""
+    torch = pytest.importorskip("torch")
+    a, c = _r(3, 4), _r(6)
+
+    def chain(x):
+        return x[1:, ::2].T.unsqueeze(2).expand(2, 2, 3)[:, :1].squeeze(1).reshape(6)
+
+    x = dlpc.tensor(a, requires_grad=True)
+    (chain(x) * dlpc.tensor(c)).sum().backward()
+    tx = torch.tensor(a, requires_grad=True)
+    (chain(tx) * torch.tensor(c)).sum().backward()
+    np.testing.assert_allclose(np.asarray(x.grad), tx.grad.numpy(), rtol=1e-6)
+
+
 def test_grads_equal_graph_autodiff():
     from dlpc.passes.train.autodiff import differentiate
 
@@ -282,6 +298,12 @@ def test_jit_sees_weight_updates_and_guards_python_values():
     assert fast.traces == 2
     w._set_(dlpc.tensor(_r(3, 4)))  # an in-place update (as an optimizer step)
     np.testing.assert_allclose(np.asarray(fast(x, 1)), np.asarray(f(x, 1)), rtol=1e-5)
+
+    def views(x):  # every kind of view, traced
+        return x[1:, ::2].T.unsqueeze(2).expand(2, 2, 3)[:, :1].squeeze(1).reshape(6) * 2.0
+
+    xv = dlpc.tensor(_r(3, 4))
+    np.testing.assert_allclose(np.asarray(dlpc.jit(views)(xv)), np.asarray(views(xv)), rtol=1e-6)
 
     def bad(x):
         return x * 2.0 if x.sum().item() > 0 else x
