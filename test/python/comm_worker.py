@@ -102,6 +102,18 @@ def collectives() -> int:
             check(got, xs[prv], "send/recv ring")
             C.barrier(group)
             count += 9
+    # results land in pooled buffers: a dropped result's buffer is written again (no
+    # fresh pages per call), a held one never is
+    group = (n, (), (), "")
+    x = np.ones(1 << 14, np.float32)
+    a = C.all_reduce([x], "sum", group)[0]
+    where = a.ctypes.data
+    del a
+    b = C.all_reduce([x], "avg", group)[0]
+    c = C.all_reduce([x], "sum", group)[0]
+    assert b.ctypes.data == where and c.ctypes.data != where, "result buffers not pooled"
+    check(b, np.ones_like(x), "pooled avg")
+    check(c, np.full_like(x, n), "pooled sum")
     print(f"ok {r} {count}", flush=True)
     return 0
 
