@@ -98,3 +98,26 @@ def test_what_counts_as_a_data_set():
     assert is_dataset([(np.zeros(3), 0)]) and is_dataset(Samples())
     for data in (np.zeros((2, 3)), "data.npz", b"data.npz", Path("data.npz")):
         assert not is_dataset(data)
+
+
+@pytest.mark.parametrize(
+    "kind, option, want",
+    [
+        ("huber", {"delta": 2.0}, lambda d: np.where(d < 2, 0.5 * d * d, 2 * (d - 1))),
+        ("smooth_l1", {"beta": 0.5}, lambda d: np.where(d < 0.5, d * d, d - 0.25)),
+    ],
+)
+def test_huber_and_smooth_l1_away_from_one(kind, option, want):
+    """Huber (0.5 d^2 inside delta, delta (d - delta / 2) outside) and smooth L1 (its
+    quadratic divided by beta) with delta, beta != 1, per element on numpy."""
+    from test_losses import _loss_model
+    from xdsl.dialects.builtin import f32
+
+    from dlpc import api
+    from dlpc.passes.train.losses import Loss
+
+    x = np.array([0.0, 0.3, 1.0, -1.5, 3.0, -4.0], np.float32)
+    y = np.zeros(6, np.float32)
+    loss = Loss(kind=kind, reduction="none", **option)
+    (out,) = api.compile(_loss_model(loss, (6,), (6,), f32), target="numpy")(x, y)
+    np.testing.assert_allclose(out, want(np.abs(x)), rtol=1e-6)
