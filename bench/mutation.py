@@ -156,7 +156,10 @@ AREAS: dict[str, Area] = {
         [  # all of test_schedule (5 s of CPU), the nest analysis and the schedule scripts
             "test/python/test_mutation_kills_schedule.py "
             "test/python/test_mutation_kills_schedule2.py test/python/test_schedule.py "
-            "test/python/test_nest.py test/python/test_schedule_script.py"
+            "test/python/test_nest.py test/python/test_schedule_script.py",
+            # the tuning log (passes/schedule/tuning_log.py): records written and read back
+            "test/python/test_tuner.py -k 'best_ranks or log_refuses or log_keeps "
+            "or signature_ignores'",
         ],
     ),
     "dlp-lowering": Area(
