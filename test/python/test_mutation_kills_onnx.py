@@ -210,3 +210,12 @@ def test_dilated_strided_max_pool_without_ceil_mode():
     )
     proto = make([node], [vi("x", [1, 2, 8, 8])], [vi("y", [1, 2, 3, 3])])
     check_numerics(proto, np.random.default_rng(4).standard_normal((1, 2, 8, 8)).astype(np.float32))
+
+
+def test_conv_3d_dilated_depth():
+    """A 3-D conv with dilation 2 on depth 6 (kernel 2: span 3): 4 output planes."""
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((2, 1, 2, 2, 2)).astype(np.float32)
+    node = helper.make_node("Conv", ["x", "w"], ["y"], dilations=[2, 1, 1])
+    proto = make([node], [vi("x", [1, 1, 6, 3, 3])], [vi("y", [1, 2, 4, 2, 2])], [("w", w)])
+    check_numerics(proto, rng.standard_normal((1, 1, 6, 3, 3)).astype(np.float32))
