@@ -7,10 +7,12 @@ are moved out of the region and passed in too.
 
 - If: a condition known at import time imports the chosen branch inline; otherwise a
   graph.if over the union of the values both branches capture.
-- Loop: graph.loop with carried values (cond, v..., captured..., scan accumulators...);
-  the trip count M must be known at import time (a graph input is specialised on, as
-  Reshape's shape is). A scan output is a [M, ...] accumulator written at row i by a
-  one-hot where (rows after an early exit stay zero: ONNX would return fewer rows).
+- Loop: graph.loop with carried values (cond, v..., scan accumulators..., captured...).
+  A run-time trip count M is carried too (the condition is cond and i < M: one program
+  for every M) unless the loop has scan outputs, whose rows M bounds: then M must be
+  known at import time (a graph input is specialised on, as Reshape's shape is). A scan
+  output is a [M, ...] accumulator written at row i by a one-hot where (rows after an
+  early exit stay zero: ONNX would return fewer rows).
 - Scan (opset 9+): graph.loop over the scan axis; each iteration gathers its slice of
   every scan input (reversed for direction 1) and writes each scan output's row (at the
   mirrored row for direction 1), moved to its output axis at the end.
@@ -200,24 +202,47 @@ TensorI64 = graph.TensorType(graph.i64, [])
 def loop(imp: NodeContext) -> list[Value]:
     a = imp.attrs({"body": None})
     body = a["body"]
-    m = imp.const(0, "M")
-    trip = -1 if m is None else int(np.asarray(m).reshape(-1)[0])
+    inits = [imp.value(imp.required(k)) for k in range(2, len(imp.node.input))]
+    n = 1 + len(inits)  # cond is carried too: the body reads it
     cond_in = imp.input(1)
     cond = (
         _scalar(imp, cond_in, "cond") if cond_in is not None else imp.value(Const(np.asarray(True)))
     )
-    inits = [imp.value(imp.required(k)) for k in range(2, len(imp.node.input))]
-    n = 1 + len(inits)  # cond is carried too: the body reads it
+    m_in = imp.input(0)
+    if isinstance(m_in, SSAValue) and len(body.output) == n:  # M carried: one program
+        m = _scalar(imp, m_in, "M")
+        cond = _and(
+            imp,
+            cond,
+            imp.emit(graph.CompareOp, Const(np.asarray(0, dtype=np.int64)), m, predicate="lt"),
+        )
+        trip = -1
+    else:  # M bounds the scan outputs' rows: known at import (or specialised on)
+        m = None
+        known = imp.const(0, "M")
+        trip = -1 if known is None else int(np.asarray(known).reshape(-1)[0])
 
     def bind(args: list[SSAValue]) -> list[Value]:
         return list[Value](args[: 1 + n])
 
     def step(args: list[SSAValue], outs: list[Value]) -> list[Value]:
         c = _scalar(imp, outs[0], "the body's condition output")
-        return [c, c, *outs[1:]]
+        if m is None:
+            return [c, c, *outs[1:]]
+        # cond and i + 1 < M; M passes through
+        m_arg = args[1 + n]
+        more = imp.emit(graph.AddOp, args[0], Const(np.asarray(1, dtype=np.int64)))
+        c = _and(imp, c, imp.emit(graph.CompareOp, more, m_arg, predicate="lt"))
+        return [c, c, *outs[1:n], m_arg, *outs[n:]]
 
-    carried, accs = _loop(imp, body, trip, cond, [cond, *inits], bind, step, lambda i, k: i)
-    return [*carried[1:], *accs]
+    carried_in = [cond, *inits] if m is None else [cond, *inits, m]
+    carried, accs = _loop(imp, body, trip, cond, carried_in, bind, step, lambda i, k: i)
+    return [*carried[1:n], *accs]
+
+
+def _and(imp: NodeContext, a: SSAValue, b: SSAValue) -> SSAValue:
+    """a and b, of two i1 scalars."""
+    return imp.emit(graph.WhereOp, a, b, Const(np.asarray(False)))
 
 
 @handles("Scan")

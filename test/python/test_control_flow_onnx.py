@@ -150,3 +150,61 @@ def test_torchscript_if_and_while_against_onnxruntime(target):
             got = compiled(x)
             got = got[0] if isinstance(got, list | tuple) else got
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def _runtime_m_model():
+    """Loop whose trip count M is a graph input: x = x * 1.5 + i, while sum(x) < 100."""
+    from onnx import TensorProto, helper
+
+    body = helper.make_graph(
+        [
+            helper.make_node("Constant", [], ["k"], value_float=1.5),
+            helper.make_node("Mul", ["x_in", "k"], ["xk"]),
+            helper.make_node("Cast", ["i"], ["fi"], to=TensorProto.FLOAT),
+            helper.make_node("Add", ["xk", "fi"], ["x_out"]),
+            helper.make_node("ReduceSum", ["x_out"], ["s"], keepdims=0),
+            helper.make_node("Constant", [], ["limit"], value_float=100.0),
+            helper.make_node("Less", ["s", "limit"], ["cond_out"]),
+        ],
+        "body",
+        [
+            helper.make_tensor_value_info("i", TensorProto.INT64, []),
+            helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("x_in", TensorProto.FLOAT, [3]),
+        ],
+        [
+            helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("x_out", TensorProto.FLOAT, [3]),
+        ],
+    )
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["m", "", "x"], ["y"], body=body)],
+        "g",
+        [
+            helper.make_tensor_value_info("m", TensorProto.INT64, []),
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [3]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_loop_trip_count_from_an_input_is_one_program(target):
+    """A run-time M is carried (cond and i < M), not specialised on: one compiled program
+    serves M = 0, 1, 3, 20 (the last stopped by the condition), as onnxruntime runs them."""
+    ort = pytest.importorskip("onnxruntime")
+    model = _runtime_m_model()
+    session = ort.InferenceSession(model.SerializeToString())
+    with tempfile.TemporaryDirectory() as d:
+        path = str(Path(d) / "m.onnx")
+        onnx.save(model, path)
+        loaded = dlpc.load(path)
+        assert loaded.specialiser is None and loaded.ir is not None
+        compiled = dlpc.compile(loaded, target=target)
+    x = np.array([0.5, -1.0, 2.0], np.float32)
+    for m in (0, 1, 3, 20):
+        (want,) = session.run(None, {"m": np.array(m, np.int64), "x": x})
+        got = compiled(np.array(m, np.int64), x)
+        got = got[0] if isinstance(got, list | tuple) else got
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
