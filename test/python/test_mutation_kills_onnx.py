@@ -219,3 +219,32 @@ def test_conv_3d_dilated_depth():
     node = helper.make_node("Conv", ["x", "w"], ["y"], dilations=[2, 1, 1])
     proto = make([node], [vi("x", [1, 1, 6, 3, 3])], [vi("y", [1, 2, 4, 2, 2])], [("w", w)])
     check_numerics(proto, rng.standard_normal((1, 1, 6, 3, 3)).astype(np.float32))
+
+
+def test_average_pool_has_no_indices_output():
+    """MaxPool's second output (Indices) is supported; AveragePool has none to give."""
+    from dlpc.diagnostics import DlpcError
+    from dlpc.frontends.onnx import load_model
+
+    node = helper.make_node("AveragePool", ["x"], ["y", "z"], kernel_shape=[2])
+    proto = make([node], [vi("x", [1, 1, 4])], [vi("y", [1, 1, 3]), vi("z", [1, 1, 3])])
+    with pytest.raises(DlpcError, match=r"AveragePool -> 'y'\): error: output 1 \('z'\)"):
+        load_model(proto)
+
+
+def test_constant_with_a_misnamed_tensor_attribute_is_refused():
+    """A Constant's tensor must be its `value` attribute: one named otherwise is not read
+    as the value (onnx's evaluator finds no constant: a one-line error)."""
+    from onnx import numpy_helper
+
+    from dlpc.diagnostics import DlpcError
+    from dlpc.frontends.onnx import load_model
+
+    node = helper.make_node("Constant", [], ["c"])
+    node.attribute.append(
+        helper.make_attribute("valu", numpy_helper.from_array(np.ones(2, np.float32)))
+    )
+    add = helper.make_node("Add", ["x", "c"], ["y"])
+    proto = make([node, add], [vi("x", [2])], [vi("y", [2])])
+    with pytest.raises(DlpcError, match=r"Constant -> 'c'\): error: cannot evaluate"):
+        load_model(proto)
