@@ -280,3 +280,11 @@ func.func @main(%x: tensor<4x3xf32>) -> (tensor<f32>, tensor<f32>) {
         "graph.reduce_mean",
     ]
     assert cut_points(ops) == [2, 3]
+
+
+def test_a_mesh_of_a_thousand_ranks():
+    """8 x 16 x 8 = 1024 ranks (ints past CPython's small-int cache): the mesh's product
+    equals the world by value."""
+    group = comm.GroupAttr.of(1024, mesh=(8, 16, 8), axis="tp")
+    group.verify()
+    assert group.members(1023) == tuple(range(1023 - 15 * 8, 1024, 8))
