@@ -45,6 +45,7 @@ class BufferPlan:
     rhi: int = 0
     prefix: tuple[int, ...] = ()  # constant indices of the dims before `dim`
     direct: bool = False  # moved by the intrinsic selection itself (no generic DMA)
+    outer: bool = False  # indexed by the plan's outer (batch) loop in dim 0: one image a pass
     # set by the kernel builder (KernelBuilder.build and its tile loops) before any use;
     # read through the properties below, which say so if one is read too early
     _local: SSAValue | None = None  # the NRAM/WRAM copy
@@ -118,9 +119,14 @@ class BufferPlan:
         """Rows of `dim` a tile of `tile` work iterations touches (at most)."""
         return min(self.shape[self.dim], self.a * (tile - 1) + self.rhi - self.rlo + 1)
 
+    @property
+    def image(self) -> int:
+        """Elements of one index of dim 0 (an image of an `outer` buffer)."""
+        return math.prod(self.shape[1:])
+
     def elements(self, tile: int) -> int:
         if self.kind == "whole":
-            return math.prod(self.shape)
+            return self.image if self.outer else math.prod(self.shape)
         return self.rows(tile) * self.inner
 
 
@@ -136,6 +142,9 @@ class KernelPlan:
     double: bool = False
     sram: bool = False
     selection: Selection | None = None  # an intrinsic pattern (dlp_select/) or None
+    # a batch loop around the work loop, run by every task in turn (its variable fixed at
+    # 0 for the analysis; `outer` buffers are offset by one image per iteration)
+    outer: ForOp | None = None
     local_bytes: int = 0  # allocations inside the kernel (accumulators, caches)
 
     @property

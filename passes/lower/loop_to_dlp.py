@@ -344,9 +344,19 @@ def plan_kernel(
     nest = spine(kernel)
     candidates: list[tuple[ForOp | None, dict[SSAValue, int]]] = []
     fixed: dict[SSAValue, int] = {}
-    for loop in nest:
+    # (batch, work loop, fixed): the first loop of several iterations as a batch around
+    # the next one, tried when the first gives no intrinsic selection
+    outer: tuple[ForOp, ForOp, dict[SSAValue, int]] | None = None
+    for k, loop in enumerate(nest):
         if loop.trip_count > 1:
             candidates.append((loop, dict(fixed)))
+            below = {loop.induction_var: 0}
+            for inner in nest[k + 1 :]:
+                if inner.trip_count > 1:
+                    if loop.lower == 0 and loop.stride == 1:
+                        outer = (loop, inner, {**fixed, **below})
+                    break
+                below[inner.induction_var] = inner.lower
         if loop.trip_count != 1:
             break
         fixed[loop.induction_var] = loop.lower
@@ -369,6 +379,10 @@ def plan_kernel(
         if _choose_tile(plan, double_buffer):
             if multicore and work is not None:
                 _choose_clusters(plan, double_buffer, _flops(kernel.block))
+            if intrinsics and plan.selection is None and outer is not None:
+                batched = _outer_plan(kernel, desc, double_buffer, multicore, outer, local)
+                if batched is not None:
+                    return batched  # intrinsics image by image beat scalar loops
             return plan
         use = plan.space_bytes(1, False, False)
         for space, need in use.items():
@@ -380,6 +394,52 @@ def plan_kernel(
         f"kernel '{kernel.sym}' needs {need} bytes of {space} but the target "
         f"'{desc.name}' has {desc.capacity(space)}"
     )
+
+
+def _outer_plan(
+    kernel: KernelOp,
+    desc: DlpTarget,
+    double_buffer: bool,
+    multicore: bool,
+    outer: tuple[ForOp, ForOp, dict[SSAValue, int]],
+    local: int,
+) -> KernelPlan | None:
+    """The plan with the batch loop outside the work loop (every task runs the images in
+    turn, each image as at batch 1), when it finds an intrinsic selection that fits;
+    buffers indexed by the batch in dim 0 are offset one image per iteration."""
+    batch, work, fixed = outer
+    try:
+        buffers = plan_buffers(kernel, work, fixed)
+        _mark_outer(kernel, batch, buffers)
+    except PlanError:
+        return None
+    plan = KernelPlan(kernel, desc, work, fixed, buffers, local_bytes=local, outer=batch)
+    plan.tasks = min(desc.cores, plan.trip) if multicore else 1
+    plan.selection = select_compute(plan)
+    if plan.selection is None or not _choose_tile(plan, double_buffer):
+        return None
+    if multicore:
+        _choose_clusters(plan, double_buffer, _flops(kernel.block) / batch.trip_count)
+    return plan
+
+
+def _mark_outer(kernel: KernelOp, batch: ForOp, buffers: dict[SSAValue, BufferPlan]) -> None:
+    """Mark the buffers every access of which indexes dim 0 by the batch loop (PlanError
+    when only some do, or a buffer written is not one of them)."""
+    uses: dict[SSAValue, set[bool]] = {}
+    for op in _accesses(kernel):
+        if op.memref in buffers:
+            idx = list(op.indices)
+            uses.setdefault(op.memref, set()).add(bool(idx) and idx[0] is batch.induction_var)
+    for m, p in buffers.items():
+        kinds = uses.get(m, {False})
+        if len(kinds) != 1:
+            raise PlanError(f"buffer {p.name} is read both per image and across images")
+        p.outer = kinds == {True}
+        if p.outer and p.shape[0] != batch.trip_count:
+            raise PlanError(f"buffer {p.name} is not one image per batch iteration")
+        if p.written and not p.outer:
+            raise PlanError(f"buffer {p.name} is written by every image")
 
 
 def _choose_tile(plan: KernelPlan, double_buffer: bool) -> bool:
@@ -521,6 +581,7 @@ class KernelLowering:
             attrs["double_buffered"] = UnitAttr()
         self.op = dlp.KernelOp(k.sym, **attrs)
         self.b = Builder(self.op.block)
+        self.image: dict[BufferPlan, SSAValue] = {}  # outer buffer -> this image's offset
 
     def build(self) -> dlp.KernelOp:
         plan, b = self.plan, self.b
@@ -539,10 +600,21 @@ class KernelLowering:
                 f"{p.name}_{p.space}",
             )
             p.slot = c0
-        self.load_whole(whole, c0)
+        self.load_whole([p for p in whole if not p.outer], c0)
         if plan.work is None:
             self.untiled(tid, whole, c0)
             return self.op
+        batch = plan.outer
+        if batch is not None:  # every task runs the images in turn
+            _, inner, n = b.for_(b.c(0), b.c(batch.trip_count), b.c(1))
+            _hint(n, "image")
+            for p in plan.buffers.values():
+                if p.outer:
+                    self.image[p] = inner.mul(n, inner.c(p.image))
+            b = self.b = inner
+            for p in whole:
+                if p.outer and (p.read or not p.full_write):
+                    b.op(dlp.MemcpyOp(p.local, c0, p.value, self.image[p], b.c(p.elements(1))))
         trip = b.c(plan.trip)
         lo = b.min(b.mul(tid, b.c(plan.chunk)), trip)
         hi = b.min(b.add(lo, b.c(plan.chunk)), trip)
@@ -562,7 +634,11 @@ class KernelLowering:
             finish_for(inner)
         for p in whole:
             if p.written:
-                b.op(dlp.MemcpyOp(p.value, c0, p.local, c0, b.c(p.elements(1))))
+                at = self.image.get(p, c0)
+                b.op(dlp.MemcpyOp(p.value, at, p.local, c0, b.c(p.elements(1))))
+        if batch is not None:
+            finish_for(b)
+            self.b = b.parent if b.parent is not None else self.b
         return self.op
 
     # ---- pieces ---------------------------------------------------------------
@@ -627,10 +703,11 @@ class KernelLowering:
 
     def copies(self, b: Builder, tiled: list[BufferPlan], way: str, n: SSAValue, op_cls) -> None:
         for p in tiled:
+            base = b.add(p.base, self.image[p]) if p in self.image else p.base
             if way == "in" and (p.read or not p.full_write):
-                b.op(op_cls(p.local, p.slot, p.value, p.base, p.count))
+                b.op(op_cls(p.local, p.slot, p.value, base, p.count))
             if way == "out" and p.written:
-                b.op(op_cls(p.value, p.base, p.local, p.slot, p.count))
+                b.op(op_cls(p.value, base, p.local, p.slot, p.count))
 
     def compute(self, b: Builder, t0: SSAValue, n: SSAValue) -> None:
         plan = self.plan

@@ -109,3 +109,69 @@ func.func @batch_pool(%x: memref<2x4x4x4xf32>, %out: memref<2x4x2x2xf32>) attrib
   }
   func.return
 }
+
+// A batched depthwise conv (no conv of all channels per image): the batch is a loop
+// around the work loop (channels), run by every task in turn; x and the output are
+// offset by one image (64 elements) per iteration, each channel one dlp.conv2d.
+
+// CHECK-LABEL: func.func @batch_depthwise
+// CHECK: dlp.kernel "conv2d_0"
+// CHECK: scf.for %[[IMG:image]] = %{{.*}} to %{{.*}} step
+// CHECK: %[[OFF:.*]] = arith.muli %[[IMG]], %{{.*}} : index
+// CHECK: dlp.memcpy_async GDRAM2NRAM %{{.*}}, %x[%{{.*}}], %{{.*}} : memref<{{[0-9]+}}xf32, #dlp.space<nram>>, memref<2x4x4x4xf32>
+// CHECK: dlp.conv2d
+// CHECK: dlp.memcpy_async NRAM2GDRAM %out0[%{{.*}}]
+
+func.func @batch_depthwise(%x: memref<2x4x4x4xf32> {dlpc.name = "x"}, %w: memref<4x1x3x3xf32> {dlpc.name = "w"}, %out0: memref<2x4x4x4xf32>) attributes {dlpc.num_inputs = 1 : i64, dlpc.params = ["w"], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "conv2d_0" attributes {origin = "graph.conv2d"} {
+    loop.for %i0 = 0 to 2 step 1 {name = "i0", parallel} {
+      loop.for %i1 = 0 to 4 step 1 {name = "i1"} {
+        loop.for %i2 = 0 to 4 step 1 {name = "i2"} {
+          loop.for %i3 = 0 to 4 step 1 {name = "i3"} {
+            %acc = memref.alloca() : memref<f32>
+            %0 = arith.constant 0.000000e+00 : f32
+            memref.store %0, %acc[] : memref<f32>
+            loop.for %r0 = 0 to 1 step 1 {name = "r0", reduction} {
+              loop.for %r1 = 0 to 3 step 1 {name = "r1", reduction} {
+                loop.for %r2 = 0 to 3 step 1 {name = "r2", reduction} {
+                  %1 = arith.addi %i2, %r1 : index
+                  %2 = arith.constant 1 : index
+                  %3 = arith.subi %1, %2 : index
+                  %4 = arith.addi %i3, %r2 : index
+                  %5 = arith.constant 1 : index
+                  %6 = arith.subi %4, %5 : index
+                  %7 = arith.constant 0 : index
+                  %8 = arith.cmpi sge, %3, %7 : index
+                  %9 = arith.constant 4 : index
+                  %10 = arith.cmpi slt, %3, %9 : index
+                  %11 = arith.andi %8, %10 : i1
+                  %12 = arith.constant 0 : index
+                  %13 = arith.cmpi sge, %6, %12 : index
+                  %14 = arith.constant 4 : index
+                  %15 = arith.cmpi slt, %6, %14 : index
+                  %16 = arith.andi %13, %15 : i1
+                  %17 = arith.andi %11, %16 : i1
+                  %18 = scf.if %17 -> (f32) {
+                    %19 = memref.load %x[%i0, %i1, %3, %6] : memref<2x4x4x4xf32>
+                    scf.yield %19 : f32
+                  } else {
+                    %20 = arith.constant 0.000000e+00 : f32
+                    scf.yield %20 : f32
+                  }
+                  %21 = memref.load %w[%i1, %r0, %r1, %r2] : memref<4x1x3x3xf32>
+                  %22 = arith.mulf %18, %21 : f32
+                  %23 = memref.load %acc[] : memref<f32>
+                  %24 = arith.addf %23, %22 : f32
+                  memref.store %24, %acc[] : memref<f32>
+                }
+              }
+            }
+            %sum = memref.load %acc[] : memref<f32>
+            memref.store %sum, %out0[%i0, %i1, %i2, %i3] : memref<2x4x4x4xf32>
+          }
+        }
+      }
+    }
+  }
+  func.return
+}

@@ -37,7 +37,7 @@ def test_lenet_convolutions_run_on_the_intrinsic_without_relayout_kernels():
     assert all(r.intrinsic_cycles > 0 for r in convs), [(r.name, r.intrinsic_cycles) for r in convs]
 
 
-BATCHED = {  # every kernel on intrinsics at batch > 1 (the work loop over images)
+BATCHED = {  # every kernel on intrinsics at batch > 1
     # 5 x 6 x 6 outputs and 3 x 6 x 6 images are not 64-byte multiples: one image a tile
     "conv_bias_relu": (
         "x: f32[3, 3, 6, 6]",
@@ -54,6 +54,17 @@ BATCHED = {  # every kernel on intrinsics at batch > 1 (the work loop over image
     # the 1x1 output's unit loops: a row reduction (dlp.reduce_sum), batched or not
     "global_avg_pool": ("x: f32[2, 4, 4, 4]", "", "global_avg_pool(x)"),
     "global_avg_pool_1": ("x: f32[1, 4, 4, 4]", "", "global_avg_pool(x)"),
+    # no intrinsic over whole images: the batch loop around the work loop, image by image
+    "depthwise": (  # (planes of 16 floats: a depthwise plane must start vector-aligned)
+        "x: f32[2, 4, 4, 4]",
+        "param w: f32[4, 1, 3, 3] = kaiming(seed=4)",
+        "conv2d(x, w, padding=1, groups=4)",
+    ),
+    "linear_3d": (
+        "x: f32[3, 4, 16]",
+        "param w: f32[16, 16] = kaiming(seed=5)\n  param b: f32[16] = normal(seed=6, std=0.1)",
+        "linear(x, w, b)",
+    ),
 }
 
 

@@ -156,7 +156,7 @@ def match_window(
     oh_l, ow_l, kh_l, kw_l = loops
     x_load, guarded = _cell_load(cell, fill)
     px = plan.buffers.get(x_load.memref)
-    if px is None or len(px.shape) != 4 or (batch is None and px.shape[0] != 1):
+    if px is None or len(px.shape) != 4 or (batch is None and px.shape[0] != 1 and not px.outer):
         raise NoMatch
     forms = [linear_form(plan, v) for v in x_load.indices]
     xi = [f for f in forms if f is not None]  # used only when none is None
