@@ -35,6 +35,7 @@ from xdsl.ir import Block, Region, SSAValue
 from xdsl.utils.exceptions import DiagnosticException
 
 from dlpc.dialects import graph
+from dlpc.dialects.sizes import size_error
 from dlpc.passes.train._build import Builder
 from dlpc.passes.train._grad import is_float, zeros
 
@@ -183,6 +184,13 @@ def _loop_vjp(
             "stack of its iterations' values is sized by it)"
         )
     carried = list(op.inputs)
+    for v in carried:  # (a while loop exported with M = 2**63 - 1 has no usable bound)
+        message = size_error((op.trips, *graph.shape_of(v)), graph.element_type_of(v))
+        if message:
+            raise DiagnosticException(
+                f"graph-autodiff: the stack of graph.loop's iterations (trip_count "
+                f"{op.trips}) is too large: {message}"
+            )
     nv = len(carried)
     floats = [k for k, v in enumerate(carried) if is_float(v)]
     wanted = [k for k in floats if want[1 + k]]

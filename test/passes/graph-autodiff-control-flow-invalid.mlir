@@ -15,3 +15,19 @@ func.func @main(%a: tensor<4xf32>) -> tensor<f32> {
   func.return %l : tensor<f32>
 }
 // CHECK: graph-autodiff: the reverse of a graph.loop needs a trip_count bound
+
+// -----
+
+// a while loop exported with M = 2**63 - 1: the stack would be too large
+func.func @main(%a: tensor<4xf32>) -> tensor<f32> {
+  %t = graph.constant dense<true> : tensor<i1>
+  %r = graph.loop %t, %a {trip_count = 9223372036854775807 : i64} : (tensor<i1>, tensor<4xf32>) -> (tensor<4xf32>) {
+  ^bb0(%i: tensor<i64>, %x: tensor<4xf32>):
+    %y = graph.tanh %x : (tensor<4xf32>) -> tensor<4xf32>
+    %k = graph.constant dense<true> : tensor<i1>
+    graph.yield %k, %y : tensor<i1>, tensor<4xf32>
+  }
+  %l = graph.reduce_sum %r : (tensor<4xf32>) -> tensor<f32>
+  func.return %l : tensor<f32>
+}
+// CHECK: graph-autodiff: the stack of graph.loop's iterations (trip_count 9223372036854775807) is too large
