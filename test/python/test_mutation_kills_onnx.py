@@ -248,3 +248,14 @@ def test_constant_with_a_misnamed_tensor_attribute_is_refused():
     proto = make([node, add], [vi("x", [2])], [vi("y", [2])])
     with pytest.raises(DlpcError, match=r"Constant -> 'c'\): error: cannot evaluate"):
         load_model(proto)
+
+
+def test_dilated_average_pool_counts_only_the_input():
+    """Dilation 2 with 1 pad each side, count_include_pad 0: each window divides by the
+    taps that fall inside the input (corners: 4 of 4 taps, 1 padded row: fewer)."""
+    node = helper.make_node(
+        "AveragePool", ["x"], ["y"], kernel_shape=[2, 2], strides=[2, 2], dilations=[2, 2],
+        pads=[1, 1, 1, 1],
+    )  # fmt: skip
+    proto = make([node], [vi("x", [1, 1, 6, 6])], [vi("y", [1, 1, 3, 3])], opset=19)
+    check_numerics(proto, np.random.default_rng(6).standard_normal((1, 1, 6, 6)).astype(np.float32))
