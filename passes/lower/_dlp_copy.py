@@ -6,7 +6,7 @@ is evaluated at compile time over the whole (static) iteration space, with numpy
 for each element written its destination offset and its source (buffer, offset). Maximal
 runs contiguous in both are *pieces*; a reshape is one piece, a concatenation one per
 input, a slice one per kept row. When the pieces are few (at most `MAX_PIECES_PER_TASK`
-per task) the kernel becomes one `dlp.memcpy GDRAM2GDRAM` per piece, the elements split
+per task, or `MAX_LONG_PIECES_PER_TASK` averaging `MIN_PIECE_ELEMENTS`) the kernel becomes one `dlp.memcpy GDRAM2GDRAM` per piece, the elements split
 evenly over the tasks; otherwise (a transpose: pieces of one element) it returns None and
 the kernel is staged through NRAM as before.
 
@@ -38,6 +38,11 @@ from dlpc.dialects.typed import element_type, shape_of
 
 MAX_ELEMENTS = 1 << 22  # iteration spaces evaluated at compile time
 MAX_PIECES_PER_TASK = 8
+# more pieces a task where they average at least this many elements (a batch of slices or
+# head splits: one DMA latency per 16-element row beats staging through NRAM as scalar
+# loops), up to a ceiling on the copies written out per task
+MIN_PIECE_ELEMENTS = 16
+MAX_LONG_PIECES_PER_TASK = 64
 MIN_ELEMENTS_PER_TASK = 64  # below this a task is not worth its DMA latency
 
 
@@ -262,7 +267,9 @@ def lower_copy(kernel: KernelOp, desc, multicore: bool) -> dlp.KernelOp | None:
     total = sum(p[3] for p in pieces)
     tasks = max(1, min(desc.cores if multicore else 1, total // MIN_ELEMENTS_PER_TASK))
     parts = _split(pieces, tasks)
-    if max(len(p) for p in parts) > MAX_PIECES_PER_TASK:
+    most = max(len(p) for p in parts)
+    long_pieces = most <= MAX_LONG_PIECES_PER_TASK and total >= MIN_PIECE_ELEMENTS * len(pieces)
+    if most > MAX_PIECES_PER_TASK and not long_pieces:
         return None
     attrs: dict[str, Attribute] = {
         "tasks": IntegerAttr(len(parts), i64),

@@ -105,3 +105,19 @@ def test_a_linear_layer_weight_crosses_gdram_about_once(tmp_path):
     operands = (32 * 256 + 512 * 256 + 32 * 512) * 4
     assert rep.intrinsic_cycles > 0
     assert rep.level_bytes()["gdram"] < 1.5 * operands, (rep.tasks, rep.level_bytes())
+
+
+def test_a_batch_of_row_slices_is_copied_gdram_to_gdram(tmp_path):
+    """512 kept rows of 32 elements (32 per task): direct copies, no NRAM staging."""
+    path = tmp_path / "m.dlpc"
+    path.write_text(
+        "model m(x: f32[32, 16, 96]) {\n  return slice(x, starts=[32], ends=[64], axes=[2])\n}\n"
+    )
+    model = dlpc.load(path)
+    inputs = dlpc.api.random_inputs(model)
+    compiled = dlpc.compile(model, target="dlp")
+    (out,) = compiled(*inputs)
+    np.testing.assert_array_equal(out, dlpc.api.reference(model, inputs)[0])
+    assert compiled.artifact is not None
+    (rep,) = compiled.artifact.report
+    assert set(rep.bytes) == {"gdram->gdram"}, rep.bytes
