@@ -304,3 +304,60 @@ def test_deinterleaved_phase_copies_sit_in_the_innermost_row_loop():
     for phase in ("xq_in3p0", "xq_in3p1"):
         parent = loops[phase].parent_op()
         assert isinstance(parent, ForOp) and parent.loop_name == "xq_in2"
+
+
+def test_a_register_tile_holds_at_most_256_accumulators(tmp_path):
+    """conv.py: the register tile is cb x the row's width, at most 256 values: an output
+    row of 257 (prime: not split) with cb = 1 is one too many; 256 with cb = 1 fits."""
+    for width, cached in ((257, False), (256, True)):
+        model = _model(
+            tmp_path,
+            f"model c(x: f32[B, 1, 3, {width + 2}]) {{\n"
+            "  param k: f32[1, 1, 3, 3] = kaiming(seed=5)\n"
+            "  return conv2d(x, k)\n}\n",
+        )
+        opts = pipeline.PipelineOptions(opt_level=0)
+        module = pipeline.lower(model.module.clone(), "loop", opts)
+        (kernel,) = [k for k in kernels(module) if (n := analyse(k)) is not None and n.reduce]
+        nest = analyse(kernel)
+        assert nest is not None and nest.trips[nest.spatial[-1]] == width
+        script = conv_script(kernel, nest, cb=1, register_tile=True)
+        assert ("cache_write " in script) == cached, script
+
+
+BATCHED_DOT = """
+func.func @main(%x: memref<2x16x16xf32>, %y: memref<2x16x16xf32>, %out: memref<2x16x16xf32>)
+    attributes {dlpc.num_inputs = 2 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "k" {
+    loop.for %b = 0 to 2 step 1 {name = "i0"} {
+      loop.for %i = 0 to 16 step 1 {name = "i1"} {
+        loop.for %j = 0 to 16 step 1 {name = "i2"} {
+          %zero = arith.constant 0.0 : f32
+          memref.store %zero, %out[%b, %i, %j] : memref<2x16x16xf32>
+          loop.for %r = 0 to 16 step 1 {name = "r0", reduction} {
+            %a = memref.load %x[%b, %i, %r] : memref<2x16x16xf32>
+            %w = memref.load %y[%b, %j, %r] : memref<2x16x16xf32>
+            %p = arith.mulf %a, %w : f32
+            %o = memref.load %out[%b, %i, %j] : memref<2x16x16xf32>
+            %s = arith.addf %o, %p : f32
+            memref.store %s, %out[%b, %i, %j] : memref<2x16x16xf32>
+          }
+        }
+      }
+    }
+  }
+  func.return
+}"""
+
+
+@pytest.mark.parametrize("parallel, loop", [("auto", "i1o"), ("outer", "i0"), ("none", None)])
+def test_dot_script_parallel_loop(parallel, loop):
+    """default.dot_script over a batch of 2 with 16 / 4 = 4 row blocks, 2 threads: "auto"
+    takes the first tile loop of >= 2 * threads iterations (the row blocks), "outer" the
+    outermost of >= 2 (the batch), "none" none."""
+    (kernel,) = kernels(parse_module(BATCHED_DOT))
+    nest = analyse(kernel)
+    assert nest is not None
+    script = default.dot_script(kernel, nest, tile=(4, 16), threads=2, parallel=parallel)
+    found = [ln for ln in script.splitlines() if ln.startswith("parallel ")]
+    assert found == ([f"parallel k/{loop}"] if loop else []), script
