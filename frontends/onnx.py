@@ -530,6 +530,10 @@ class Importer:
         """Import-time data cut or spread by a symbolic dim (a position buffer sliced up to
         `seq`): its result has a symbolic shape, so its handler emits a graph op."""
         names = [n for n in node.input if n]
+        if node.op_type in ("ConstantOfShape", "Range"):  # (a symbolic shape or limit)
+            return any(
+                isinstance(c := self.env[n], Const) and c.array.dtype == object for n in names
+            )
         if not names or node.op_type not in ("Slice", "Expand", "Tile", "Reshape"):
             return False
         arrays = [self.env[n] for n in names]

@@ -258,6 +258,14 @@ def trilu(imp: NodeContext):
     k = imp.const(1, "k")
     k = 0 if k is None else int(k.reshape(-1)[0])
     rows, cols = imp.shape(x)[-2:]
+    zeros = imp.scalar(0, x)
+    if symdims.is_symbolic((rows, cols)):  # the mask from two aranges: j - i >= k (upper)
+        i = _arange(imp, rows, (rows, 1))
+        j = _arange(imp, cols, (1, cols))
+        diff = imp.emit(graph.SubOp, j, i)
+        bound = Const(np.asarray(k, np.int64))
+        keep = imp.emit(graph.CompareOp, diff, bound, predicate="ge" if a["upper"] else "le")
+        return [imp.emit(graph.WhereOp, keep, x, zeros)]
     mask = (
         np.triu(np.ones((rows, cols), bool), k)
         if a["upper"]
@@ -265,6 +273,15 @@ def trilu(imp: NodeContext):
     )
     zeros = Const(np.zeros(imp.shape(x), dtype=imp.dtype(x)))
     return [imp.emit(graph.WhereOp, Const(mask), x, zeros)]
+
+
+def _arange(imp: NodeContext, n, shape) -> Value:
+    """0..n-1 (int64) reshaped to `shape`; n may be symbolic (a slice of an arange)."""
+    if not isinstance(n, symdims.SymDim):
+        return Const(np.arange(n, dtype=np.int64).reshape(shape))
+    ramp = Const(np.arange(SYMBOLIC_RANGE, dtype=np.int64))
+    part = imp.emit(graph.SliceOp, ramp, starts=(0,), ends=(n,), axes=(0,))
+    return imp.reshape(part, shape)
 
 
 @handles("Pad")
@@ -347,11 +364,37 @@ def size(imp: NodeContext):
     return [Const(np.asarray(math.prod(imp.shape(imp.required(0))), dtype=np.int64))]
 
 
+# the longest Range over a symbolic dim: a slice of an arange of this many values
+SYMBOLIC_RANGE = 8192
+
+
 @handles("ConstantOfShape", "Range")
 def import_time_only(imp: NodeContext):
-    """Their output shape depends on their input values: they only fold, so reaching this
-    handler means an input is computed at run time (or is a graph input to freeze)."""
+    """Their output shape depends on their input values: they fold, or, over symbolic dims
+    (import-time values holding SymDims), become a broadcast of the value to the symbolic
+    shape / a slice of an arange up to the symbolic limit (position ids from `seq`);
+    otherwise reaching this handler means an input is computed at run time (or is a graph
+    input to freeze)."""
     names = {"ConstantOfShape": ["input"], "Range": ["start", "limit", "delta"]}
-    for i, what in enumerate(names[imp.node.op_type]):
-        imp.const(i, what)
+    values = [imp.const(i, what) for i, what in enumerate(names[imp.node.op_type])]
+    if any(v is not None and v.dtype == object for v in values):
+        return [_symbolic(imp, values)]
     raise imp.error("all inputs must be known at import time")
+
+
+def _symbolic(imp: NodeContext, values: list) -> Value:
+    if imp.node.op_type == "ConstantOfShape":
+        a = imp.attrs({"value": None})
+        fill = np.zeros(1, np.float32) if a["value"] is None else a["value"]
+        from onnx import numpy_helper
+
+        fill = fill if isinstance(fill, np.ndarray) else numpy_helper.to_array(fill)
+        shape = tuple(dim(d) for d in values[0].reshape(-1))
+        return imp.emit(graph.BroadcastOp, Const(fill.reshape(())), shape=shape)
+    imp.attrs({})
+    start, limit, delta = (v.reshape(()).item() for v in values)
+    if isinstance(start, symdims.SymDim) or isinstance(delta, symdims.SymDim) or delta != 1:
+        raise imp.error("a Range over a symbolic dim needs a constant start and delta 1")
+    dtype = values[0].dtype if values[0].dtype != object else np.dtype(np.int64)
+    ramp = Const(np.arange(start, start + SYMBOLIC_RANGE, dtype=dtype))
+    return imp.emit(graph.SliceOp, ramp, starts=(0,), ends=(dim(limit) - start,), axes=(0,))

@@ -57,6 +57,19 @@ def _bound(shape, bound: Mapping[str, int], where: str) -> tuple[int, ...]:
         ) from None
 
 
+def _check_ends(op: g.SliceOp, ends: tuple[int, ...]) -> None:
+    """A symbolic end past its input would be clamped silently by the slice: an error."""
+    shape = g.shape_of(op.operands[0])
+    axes = op.axes or tuple(range(len(ends)))
+    for end, axis in zip(ends, axes):
+        size = shape[g.normalize_axis(axis, len(shape))]
+        if isinstance(size, int) and end > size:
+            raise VerifyException(
+                f"graph-bind-dims: graph.slice end {end} is past its input's {size} along "
+                f"axis {axis} (a bound dim larger than the model allows)"
+            )
+
+
 def bind_module(module: ModuleOp, bound: Mapping[str, int]) -> None:
     """Bind in place: argument types, then symbolic properties, then inference."""
     for fn in module.ops:
@@ -80,6 +93,8 @@ def bind_module(module: ModuleOp, bound: Mapping[str, int]) -> None:
                     continue
                 values = g.sym_ints(op, prop, raw.get_values())  # pyright: ignore[reportUnknownArgumentType, reportUnknownMemberType]
                 ints = _bound(values, bound, f"{op.name} property '{prop}'")
+                if isinstance(op, g.SliceOp) and prop == "ends":
+                    _check_ends(op, ints)
                 op.properties[prop] = DenseArrayBase.from_list(i64, list(ints))
                 del op.attributes[name]
     infer_module(module)

@@ -77,6 +77,23 @@ class BertEmbeddingRepro(nn.Module):
         return self.emb(ids) + self.emb(p) + self.emb(t)
 
 
+class TinyGPT(nn.Module):
+    """Position ids from the length (Range), a causal mask from it (ConstantOfShape, Trilu)."""
+
+    def __init__(self, d=16, vocab=50, maxlen=64):
+        super().__init__()
+        self.tok, self.pos = nn.Embedding(vocab, d), nn.Embedding(maxlen, d)
+        self.qkv, self.out = nn.Linear(d, 3 * d), nn.Linear(d, vocab)
+
+    def forward(self, ids):
+        n = ids.shape[1]
+        x = self.tok(ids) + self.pos(torch.arange(n).unsqueeze(0))
+        q, k, v = self.qkv(x).split(x.shape[-1], -1)
+        att = q @ k.transpose(-1, -2) / math.sqrt(x.shape[-1])
+        att = att.masked_fill(torch.ones(n, n).tril() == 0, float("-inf"))
+        return self.out(torch.softmax(att, -1) @ v)
+
+
 def _export(module: nn.Module, example, path, name: str, axes: dict) -> str:
     torch.manual_seed(0)
     module.eval()
@@ -103,6 +120,7 @@ def files(tmp_path_factory):
         "cnn": _export(SmallCNN(), torch.randn(2, 1, 16, 16), d / "cnn.onnx", "x", {0: "batch"}),
         "enc": _export(SmallEncoder(), ids, d / "enc.onnx", "ids", {0: "batch", 1: "seq"}),
         "bert": _export(BertEmbeddingRepro(), ids, d / "bert.onnx", "ids", {0: "batch", 1: "seq"}),
+        "gpt": _export(TinyGPT(), ids, d / "gpt.onnx", "ids", {0: "batch", 1: "seq"}),
     }
 
 
@@ -246,3 +264,18 @@ def test_dlpc_named_dims_stay_symbolic_on_request(example):
         xs = dlpc.api.random_inputs(static, seed=b)
         for got, want in zip(fn(*xs), dlpc.api.reference(static, xs)):
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_gpt_position_ids_and_causal_mask_stay_symbolic(files):
+    """Range(0, seq) and the causal mask's ConstantOfShape / Trilu over seq become graph
+    ops over the symbol; per binding and bucketed both match onnxruntime."""
+    model = dlpc.load(files["gpt"])
+    assert model.ir is not None, model.specialiser and model.specialiser.symbolic_error
+    fn = dlpc_compile(model, target="c")
+    bucketed = dlpc_compile(model, target="c", buckets={"seq": [8, 32]})
+    for b, n in ((1, 1), (2, 7), (3, 20)):
+        x = _ids(b, n, seed=n)
+        want = _ort(files["gpt"], x)
+        np.testing.assert_allclose(fn(x)[0], want, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(bucketed(x)[0], want, rtol=1e-4, atol=1e-5)
+    assert bucketed.stats["compiles"] == 3  # (1, 8), (2, 8), (3, 32)
