@@ -4,8 +4,8 @@
 
 // A symbol with no value names the argument and the dim.
 // CHECK: dlpc-opt: error: graph-bind-dims: @main argument 0 has symbolic dim 'seq' with no value (given: batch=2)
-// A value that breaks an op (a slice of 512 positions cut at 600) is named at that op.
-// SLICE: dlpc-opt: error: cannot infer the type of graph.add (%a): shapes 1x512, 2x600 cannot be broadcast together
+// A value the model cannot hold (a slice of 512 positions cut at 600) is named at that op.
+// SLICE: dlpc-opt: error: graph-bind-dims: graph.slice end 600 is past its input's 512 along axis 1 (a bound dim larger than the model allows)
 // OPTION: dlpc-opt: error: graph-bind-dims: dims entry 'batch' is not name=int
 func.func @main(%x: tensor<?x?xf32, ["batch", "seq"]>) -> tensor<?x?xf32, ["batch", "seq"]> {
   %p = graph.param "pos" : tensor<1x512xf32>
