@@ -446,6 +446,17 @@ def packed_stats(module: ModuleOp) -> int | None:
     return None
 
 
+def dlp_scalar_kernels(module: ModuleOp) -> list[tuple[str, str]]:
+    """(kernel, why) for each dlp.kernel whose compute loop-to-dlp left as scalar loops
+    (its `dlpc.scalar` attribute)."""
+    out = []
+    for op in module.walk():
+        why = op.attributes.get("dlpc.scalar") if op.name == "dlp.kernel" else None
+        if why is not None:
+            out.append((op.properties["name"].data, why.data))
+    return out
+
+
 def stats(module: ModuleOp) -> tuple[Counter, int]:
     """(op counts by name, kernel count) of the top level of each function: a graph
     op (other than param/constant) or a fused op is one kernel; so is a te compute or

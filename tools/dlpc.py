@@ -228,6 +228,7 @@ def run(argv: list[str] | None) -> int:
 
     memory: list[tuple[int, int]] = []
     packs: list[int] = []  # loop-prepack-weights' resident block
+    scalar: list[tuple[str, str]] = []  # dlp kernels left (partly) as scalar loops, and why
 
     def record(stage, module):
         if args.stats:
@@ -236,6 +237,8 @@ def run(argv: list[str] | None) -> int:
             memory.extend([planned] if planned else [])
             packed = pipeline.packed_stats(module) if stage == "loop" else None
             packs.extend([packed] if packed else [])
+            if stage == "dlp":
+                scalar.extend(pipeline.dlp_scalar_kernels(module))
 
     fold = args.fold_weights
     if fold is None:  # the default: fold whenever every weight is known
@@ -255,6 +258,8 @@ def run(argv: list[str] | None) -> int:
         print(pipeline.format_timing(timings), file=sys.stderr)
     if args.stats:
         print(stats_table(rows), file=sys.stderr)
+        for kernel, why in scalar:
+            print(f"dlp: kernel '{kernel}' runs scalar loops: {why}", file=sys.stderr)
         for arena, total in memory:  # loop-memory-plan's arena against no plan at all
             print(
                 f"memory plan: arena {arena} bytes for {total} bytes of intermediates "

@@ -145,6 +145,7 @@ class KernelPlan:
     # a batch loop around the work loop, run by every task in turn (its variable fixed at
     # 0 for the analysis; `outer` buffers are offset by one image per iteration)
     outer: ForOp | None = None
+    scalar: str | None = None  # why the tile's compute (or its epilogue) is scalar loops
     local_bytes: int = 0  # allocations inside the kernel (accumulators, caches)
 
     @property

@@ -66,6 +66,7 @@ from xdsl.context import Context
 from xdsl.dialects import arith, func, memref, scf
 from xdsl.dialects.builtin import (
     AnyFloat,
+    Float32Type,
     IntegerAttr,
     MemRefType,
     ModuleOp,
@@ -374,8 +375,10 @@ def plan_kernel(
         plan.tasks = min(desc.cores, plan.trip) if (multicore and work is not None) else 1
         if intrinsics:
             plan.selection = select_compute(plan)
-        if not plan.fits(1, False, False) and plan.selection is not None:
+        dropped = not plan.fits(1, False, False) and plan.selection is not None
+        if dropped:
             plan.selection = None  # intrinsic scratch may be what overflows
+        plan.scalar = scalar_reason(plan, intrinsics, dropped)
         if _choose_tile(plan, double_buffer):
             if multicore and work is not None:
                 _choose_clusters(plan, double_buffer, _flops(kernel.block))
@@ -418,6 +421,7 @@ def _outer_plan(
     plan.selection = select_compute(plan)
     if plan.selection is None or not _choose_tile(plan, double_buffer):
         return None
+    plan.scalar = scalar_reason(plan, True, False)
     if multicore:
         _choose_clusters(plan, double_buffer, _flops(kernel.block) / batch.trip_count)
     return plan
@@ -440,6 +444,25 @@ def _mark_outer(kernel: KernelOp, batch: ForOp, buffers: dict[SSAValue, BufferPl
             raise PlanError(f"buffer {p.name} is not one image per batch iteration")
         if p.written and not p.outer:
             raise PlanError(f"buffer {p.name} is written by every image")
+
+
+def scalar_reason(plan: KernelPlan, intrinsics: bool, dropped: bool) -> str | None:
+    """Why the plan's compute runs as scalar loops, or None where it runs on intrinsics
+    (what `dlpc --stats` reports per kernel)."""
+    sel = plan.selection
+    if sel is not None:
+        if isinstance(getattr(sel, "ew", None), ScalarEpilogue):
+            return "its epilogue is not vector intrinsics (an op without one, or rows not vector-aligned)"
+        return None
+    if plan.work is None:
+        return "no loop whose iterations write disjoint parts of its outputs (one task)"
+    if not intrinsics:
+        return "intrinsics are off"
+    if dropped:
+        return "the intrinsic's scratch does not fit the scratchpad"
+    if any(not isinstance(element_type(p.value), Float32Type) for p in plan.buffers.values()):
+        return "a buffer is not f32"
+    return "no intrinsic pattern matches its loop nest"
 
 
 def _choose_tile(plan: KernelPlan, double_buffer: bool) -> bool:
@@ -579,6 +602,8 @@ class KernelLowering:
             attrs["origin"] = StringAttr(k.origin.data)
         if plan.double:
             attrs["double_buffered"] = UnitAttr()
+        if plan.scalar is not None:
+            attrs["dlpc.scalar"] = StringAttr(plan.scalar)
         self.op = dlp.KernelOp(k.sym, **attrs)
         self.b = Builder(self.op.block)
         self.image: dict[BufferPlan, SSAValue] = {}  # outer buffer -> this image's offset

@@ -121,3 +121,25 @@ def test_a_batch_of_row_slices_is_copied_gdram_to_gdram(tmp_path):
     assert compiled.artifact is not None
     (rep,) = compiled.artifact.report
     assert set(rep.bytes) == {"gdram->gdram"}, rep.bytes
+
+
+def test_stats_names_each_kernel_left_as_scalar_loops(tmp_path, capsys):
+    """`dlpc --stats` lists the dlp kernels whose compute (or epilogue) is scalar loops,
+    with the reason: GELU's erf has no vector intrinsic; the relu layer has none listed."""
+    from dlpc.tools.dlpc import main
+
+    path = tmp_path / "m.dlpc"
+    path.write_text(
+        "model m(x: f32[4, 64]) {\n  param w: f32[64, 64] = kaiming(seed=1)\n"
+        "  param v: f32[64, 64] = kaiming(seed=2)\n"
+        "  return linear(relu(linear(x, w)), v)\n}\n"
+    )
+    assert main([str(path), "--emit=dlp-c", "--stats", "-o", str(tmp_path / "a.c")]) == 0
+    assert "runs scalar loops" not in capsys.readouterr().err
+    path.write_text(
+        "model m(x: f32[4, 64]) {\n  param w: f32[64, 64] = kaiming(seed=1)\n"
+        "  return gelu(linear(x, w))\n}\n"
+    )
+    assert main([str(path), "--emit=dlp-c", "--stats", "-o", str(tmp_path / "b.c")]) == 0
+    err = capsys.readouterr().err
+    assert "dlp: kernel 'linear_gelu_0' runs scalar loops: its epilogue is not vector" in err, err
