@@ -230,7 +230,10 @@ AREAS: dict[str, Area] = {
             # control-flow ops (If, Loop, Scan) on both targets
             "test/python/test_onnx_api.py test/python/test_control_flow_onnx.py "
             "-k 'not torchscript and not conformance_if'",
+            # onnx's own node tests of every supported operator, on numpy (~25 s of CPU)
+            "test/python/test_onnx_conformance.py -k test_numpy",
         ],
+        timeout=600.0,
     ),
     "reference": Area(
         ["reference/graph.py", "reference/te.py", "backends/numpy.py"],

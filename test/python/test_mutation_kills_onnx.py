@@ -259,3 +259,9 @@ def test_dilated_average_pool_counts_only_the_input():
     )  # fmt: skip
     proto = make([node], [vi("x", [1, 1, 6, 6])], [vi("y", [1, 1, 3, 3])], opset=19)
     check_numerics(proto, np.random.default_rng(6).standard_normal((1, 1, 6, 6)).astype(np.float32))
+
+
+def test_thresholded_relu():
+    node = helper.make_node("ThresholdedRelu", ["x"], ["y"], alpha=0.5)
+    proto = make([node], [vi("x", [6])], [vi("y", [6])])
+    check_numerics(proto, np.array([-1, 0, 0.25, 0.5, 0.75, 2], np.float32))
