@@ -172,6 +172,20 @@ class DynamicFunction:
             self._check_bucketed(shape, f"output {k}")
         from dlpc.passes.graph.mask_padding import mask_padding
 
+        self.masks: dict[tuple[str, int, int], np.ndarray] = {}
+        # per input and output, the bucketed symbol of each axis (None: not bucketed)
+        self.in_axes = [[self._bucketed(d) for d in s] for s in self.sig.shapes]
+        self.out_axes = [[self._bucketed(d) for d in s] for s in self.sig.outputs]
+        self.where = {  # the input and dim a bucketed symbol is read from, for errors
+            name: next(
+                f"input '{n}' dim {a}"
+                for n, s in zip(self.sig.names, self.sig.shapes)
+                for a, d in enumerate(s)
+                if symdims.name_of(d) == name
+            )
+            for name in self.buckets
+        }
+
         self.masked: ModuleOp = self.model.module.clone()
         self.mask_inputs = mask_padding(self.masked, list(self.buckets))
 
@@ -240,38 +254,35 @@ class DynamicFunction:
             return self._run(bound, arrays)
         padded = dict(bound)
         for name in self.buckets:
-            where = next(
-                f"input '{n}' dim {a}"
-                for n, s in zip(self.sig.names, self.sig.shapes)
-                for a, d in enumerate(s)
-                if symdims.name_of(d) == name
-            )
-            padded[name] = self._bucket(name, bound[name], where)
-        key = tuple(sorted(padded.items()))
-        args = [self._pad(x, s, padded) for x, s in zip(arrays, self.sig.shapes)]
+            padded[name] = self._bucket(name, bound[name], self.where[name])
+        args = [self._pad(x, axes, padded) for x, axes in zip(arrays, self.in_axes)]
         for name in self.mask_inputs:
-            mask = np.zeros(padded[name], np.float32)
-            mask[: bound[name]] = 1.0
+            key = (name, padded[name], bound[name])
+            mask = self.masks.get(key)
+            if mask is None:  # (one per length: calls of one length reuse it)
+                mask = self.masks[key] = np.zeros(padded[name], np.float32)
+                mask[: bound[name]] = 1.0
             args.append(mask)
         outputs = self._run(padded, args)
         assert self.sig.outputs is not None
-        return [self._slice(y, s, bound) for y, s in zip(outputs, self.sig.outputs)]
+        return [self._slice(y, axes, bound) for y, axes in zip(outputs, self.out_axes)]
 
     def _bucketed(self, d: symdims.Dim) -> str | None:
         name = symdims.name_of(d)
         return name if name in self.buckets else None
 
-    def _pad(self, x: np.ndarray, shape, padded: Mapping[str, int]) -> np.ndarray:
-        widths = [
-            (0, padded[name] - n) if (name := self._bucketed(d)) else (0, 0)
-            for d, n in zip(shape, x.shape)
-        ]
-        return np.pad(x, widths) if any(w for _, w in widths) else x
+    def _pad(self, x: np.ndarray, axes, padded: Mapping[str, int]) -> np.ndarray:
+        """x in zeros of the bucket's shape (x itself when it already has it); `axes`
+        names the bucketed symbol of each axis (None: not bucketed)."""
+        full = tuple(padded[name] if name else n for name, n in zip(axes, x.shape))
+        if full == x.shape:
+            return x
+        out = np.zeros(full, x.dtype)
+        out[tuple(slice(0, n) for n in x.shape)] = x
+        return out
 
-    def _slice(self, y: np.ndarray, shape, bound: Mapping[str, int]) -> np.ndarray:
-        index = tuple(
-            slice(0, bound[name]) if (name := self._bucketed(d)) else slice(None) for d in shape
-        )
+    def _slice(self, y: np.ndarray, axes, bound: Mapping[str, int]) -> np.ndarray:
+        index = tuple(slice(0, bound[name]) if name else slice(None) for name in axes)
         return np.ascontiguousarray(y[index])
 
     def _build(self, key: tuple, bound: Mapping[str, int], arrays: Sequence[np.ndarray]):
