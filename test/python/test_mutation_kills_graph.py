@@ -358,3 +358,39 @@ def test_the_nesting_limit_counts_from_the_root():
     _check_nesting(chain(MAX_NESTING + 1), "m.dlpc", "x")
     with pytest.raises(DlpcError, match=f"nested more than {MAX_NESTING} levels"):
         _check_nesting(chain(MAX_NESTING + 2), "m.dlpc", "x")
+
+
+def test_a_scale_that_broadcasts_the_conv_input_stays_on_the_input():
+    """conv2d(c * x, w) with x of 1 channel broadcast to c's 3: the scale cannot move into
+    w (x * c has another type than x); -O2 computes the conv of the broadcast product."""
+    src = """
+func.func @main(%x: tensor<1x1x4x4xf32>) -> tensor<1x2x4x4xf32> {
+  %c = graph.constant dense<[[[[1.0]], [[2.0]], [[-3.0]]]]> : tensor<1x3x1x1xf32>
+  %w = graph.constant dense<[[[[1.0]], [[0.5]], [[2.0]]], [[[-1.0]], [[1.0]], [[0.25]]]]> : tensor<2x3x1x1xf32>
+  %xs = graph.mul %c, %x : (tensor<1x3x1x1xf32>, tensor<1x1x4x4xf32>) -> tensor<1x3x4x4xf32>
+  %y = graph.conv2d %xs, %w : (tensor<1x3x4x4xf32>, tensor<2x3x1x1xf32>) -> tensor<1x2x4x4xf32>
+  func.return %y : tensor<1x2x4x4xf32>
+}"""
+    x = np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4) - 7.5
+    c = np.array([1.0, 2.0, -3.0], np.float32)
+    w = np.array([[1.0, 0.5, 2.0], [-1.0, 1.0, 0.25]], np.float32)
+    want = np.einsum("oc,c,nhw->nohw", w, c, x[:, 0])
+    (got,) = compiled(src, "numpy", 2)(x)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_concat_of_three_hundred_operands_groups_its_constants():
+    """graph-substitute walks a concat's operands by index: 300 operands (past CPython's
+    small-int cache), every third a constant pair grouped into one inner concat."""
+    lines, operands = ["func.func @main(%x: tensor<1xf32>) -> tensor<300xf32> {"], []
+    for k in range(100):
+        lines.append(f"  %a{k} = graph.constant dense<{k}.0> : tensor<1xf32>")
+        lines.append(f"  %b{k} = graph.constant dense<-{k}.0> : tensor<1xf32>")
+        operands += ["%x", f"%a{k}", f"%b{k}"]
+    types = ", ".join(["tensor<1xf32>"] * 300)
+    lines.append(
+        f"  %y = graph.concat {', '.join(operands)} {{axis = 0 : i64}} : ({types}) -> tensor<300xf32>"
+    )
+    lines += ["  func.return %y : tensor<300xf32>", "}"]
+    names = op_names("\n".join(lines), "graph-substitute")
+    assert names.count("graph.concat") == 101
