@@ -68,6 +68,12 @@ SETTINGS: dict[str, Setting] = {
             "0: never run a model on a team of two serial devices; 1: also on sub-devices",
         ),
         Setting(
+            "DLPC_OPENCL_PROFILE",
+            "text",
+            "",
+            "OpenCL launch plans: gpu or cpu (default: gpu on a GPU device, else cpu)",
+        ),
+        Setting(
             "DLPC_OPENCL_SVM",
             "tristate",
             "",

@@ -18,6 +18,7 @@ from dlpc.backends import c as cbe
 from dlpc.backends.c import Buffer, c_type
 from dlpc.backends.names import Scope, c_comment
 from dlpc.backends.opencl.chains import Chain, ChainWriter, batch_split
+from dlpc.backends.opencl.gpu_launch import GpuProfile, plan_gpu_launch
 from dlpc.backends.opencl.kernel_writer import KernelWriter, PermutedBuffer
 from dlpc.backends.opencl.lanes import WIDTH_8, lane_profile
 from dlpc.backends.opencl.launch import Launch, plan_launch, resident_values
@@ -32,8 +33,12 @@ class OpenCLEmitter(ChainWriter):
     planned by `plan_launch`, and the chains asked of `emit`; records what the runtime
     enqueues (`launches`, `chains`). The module is only read."""
 
-    def __init__(self, module: ModuleOp, vector_width: int = WIDTH_8):
+    def __init__(
+        self, module: ModuleOp, vector_width: int = WIDTH_8, gpu: GpuProfile | None = None
+    ):
         self.module = module
+        # GPU-shaped launch plans (`gpu_launch`) when given, else the CPU's (`plan_launch`)
+        self.gpu = gpu
         # the lanes by the device's float vector width (`lane_profile`)
         self.profile = lane_profile(vector_width)
         self.top = Scope()
@@ -80,10 +85,13 @@ class OpenCLEmitter(ChainWriter):
         return "\n".join([*out, *self.parts])
 
     def kernel(self, k: KernelOp, chained: bool = False) -> None:
-        if write_fused(self, k, chained):  # a Winograd chain as one kernel (opencl_winograd)
-            return
+        if self.gpu is None and write_fused(self, k, chained):  # a Winograd chain as one
+            return  # kernel (opencl_winograd; a GPU plan writes its nests as they are)
         fname = self.top.fresh(k.sym, kind="kernel")
-        launch = plan_launch(k, fname, resident=self.resident, profile=self.profile)
+        if self.gpu is not None:
+            launch = plan_gpu_launch(k, fname, self.gpu, self.resident)
+        else:
+            launch = plan_launch(k, fname, resident=self.resident, profile=self.profile)
         self.launches[k] = launch
         free, stored = cbe.kernel_uses(k)
         w = KernelWriter(self, Scope(self.top.used), f"kernel '{k.sym}'", launch)

@@ -726,6 +726,13 @@ class KernelWriter(FunctionWriter):
                 else f"{op.lower} + {op.stride} * (long){gid}"
             )
             self.line(f"const long {iv} = (long){expr};")
+            if op in self.launch.bounds:  # (an NDRange rounded up to whole work-groups)
+                self.line(f"if ({iv} < {op.lower + op.stride * self.launch.bounds[op]}) {{")
+                self.depth += 1
+                self.block(op.block)
+                self.depth -= 1
+                self.line("}")
+                return
             self.block(op.block)
             return
         local = self.launch.local_size

@@ -51,6 +51,9 @@ class Launch:
     # layout: buffer -> the permutation of its dims (`plan_relayout`); the runtime passes
     # a copy of the buffer transposed by it (`numpy.transpose(a, perm)`, made once)
     relayout: dict[SSAValue, tuple[int, ...]] = field(default_factory=dict)
+    # mapped loops whose NDRange dimension is rounded up to whole work-groups (GPU
+    # plans, `gpu_launch`): loop -> its trip count; a work-item past it does nothing
+    bounds: dict[ForOp, int] = field(default_factory=dict)
 
 
 def _local_stage_plan(g: ForOp):

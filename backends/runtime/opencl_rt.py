@@ -737,11 +737,16 @@ def plan_function(
     device: Any = None,
     team: list | None = None,
     vector_width: int | None = None,
+    profile: str | None = None,
 ) -> OpenCLPlan:
     """The plan of `module` (@main `fn`, its arguments' `(shape, dtype)`s): the device
     (`choose_device`) or a team (`choose_team`), the program emitted for it (chains,
-    split by images, team chains), then the buffers (`_plan_buffers`)."""
+    split by images, team chains), then the buffers (`_plan_buffers`). `profile`
+    "gpu" (`launch_profile`): GPU-shaped launches on `device` or the default device."""
     from dlpc.backends.opencl import OpenCLEmitter
+
+    if launch_profile(profile, device) == "gpu":
+        return _gpu_plan(module, fn, device, vector_width)
 
     # the lanes' width: the device's (`device_vector_width`), or the caller's (8: the plan
     # `dlpc --emit=opencl` writes)
@@ -792,6 +797,49 @@ def plan_function(
         source,
         dict(emitter.launches),
         tuple(emitter.chains),
+        homes,
+        slots,
+        global_values,
+        steps,
+        aliased,
+    )
+
+
+PROFILES = ("cpu", "gpu")
+
+
+def launch_profile(profile: str | None, device=None) -> str:
+    """The launch plans a model gets: `profile` ("cpu" or "gpu"), else
+    `$DLPC_OPENCL_PROFILE`, else "gpu" when the device (`device`, else the default
+    device) is a GPU and "cpu" otherwise; a one-line error for any other name."""
+    chosen = profile or settings.get("DLPC_OPENCL_PROFILE")
+    if chosen and chosen not in PROFILES:
+        where = "profile=" if profile else "DLPC_OPENCL_PROFILE="
+        raise DlpcError(f"error: opencl: {where}{chosen!r} is no launch profile (cpu or gpu)")
+    if chosen:
+        return chosen
+    return "cpu" if _cpu(device if device is not None else default_device()) else "gpu"
+
+
+def _gpu_plan(module, fn, device, vector_width) -> OpenCLPlan:
+    """`plan_function` under the GPU profile: every kernel its own launch on one
+    in-order queue (`backends.opencl.gpu_launch`), no chains or teams."""
+    from dlpc.backends.opencl import OpenCLEmitter
+    from dlpc.backends.opencl.gpu_launch import GpuProfile
+
+    if device is None:
+        device = default_device()
+    gpu = GpuProfile(int(device.max_work_group_size), int(device.max_compute_units))
+    emitter = OpenCLEmitter(module, gpu=gpu)  # (no lanes: `vector_width` is unused)
+    source = emitter.emit()
+    aliases = reshape_aliases(fn)
+    homes, slots, global_values, steps, aliased = _plan_buffers(module, fn, aliases, False)
+    return OpenCLPlan(
+        device,
+        None,
+        source,
+        dict(emitter.launches),
+        (),
         homes,
         slots,
         global_values,
@@ -959,14 +1007,29 @@ class OpenCLFunction(ModuleFunction):
     kernels and copies, and reads the outputs back. Calls are serialised by a lock: the
     buffers are shared."""
 
-    def __init__(self, module, *, name: str = "module", device=None, team=None, vector_width=None):
+    def __init__(
+        self,
+        module,
+        *,
+        name: str = "module",
+        device=None,
+        team=None,
+        vector_width=None,
+        profile: str | None = None,
+    ):
         from dlpc.backends.c import find_main
 
         self.lock = threading.Lock()
         self.fn = find_main(module)
         self.bind_signature(self.fn)
         plan = plan_function(
-            module, self.fn, self.arg_specs, device=device, team=team, vector_width=vector_width
+            module,
+            self.fn,
+            self.arg_specs,
+            device=device,
+            team=team,
+            vector_width=vector_width,
+            profile=profile,
         )
         self._bind(module, plan, name)
 
@@ -1583,10 +1646,15 @@ def _nbytes(value) -> int:
 
 
 def compile_opencl(
-    loop_module, *, name: str = "module", vector_width: int | None = None
+    loop_module,
+    *,
+    name: str = "module",
+    vector_width: int | None = None,
+    profile: str | None = None,
 ) -> OpenCLFunction:
     """Emit OpenCL C for a module lowered for the OpenCL target (`pipeline.lower` with
     `PipelineOptions(target="opencl")`) and build it; call the result on
     `(*inputs, params=...)`. `vector_width`: the lanes' plan (`backends.opencl.
-    lane_profile`), the device's when None."""
-    return OpenCLFunction(loop_module, name=name, vector_width=vector_width)
+    lane_profile`), the device's when None. `profile`: "gpu" or "cpu" launch plans
+    (`launch_profile`)."""
+    return OpenCLFunction(loop_module, name=name, vector_width=vector_width, profile=profile)

@@ -1,0 +1,121 @@
+"""GPU-shaped launch plans (`plan_gpu_launch` -> `Launch`): the plan a kernel gets under
+the `gpu` profile (`GpuProfile`; the runtime's default on a GPU device, selectable on
+any OpenCL device so that CI checks its numerics on the CPU platforms).
+
+What holds for a GPU plan:
+- every leading independent loop of the kernel's perfect nest (`spine`; `independent`:
+  the iterations write disjoint elements and read none another writes) is a work-item
+  dimension, one iteration per work-item: many light work-items, not the CPU plan's few
+  fat ones (`plan_launch`);
+- the innermost of them is NDRange dimension 0, so that consecutive work-items of a
+  work-group write consecutive outputs and read consecutive inputs (coalesced); the one
+  above it dimension 1; any further outer ones (a batch and channels above rows and
+  columns) are collapsed into dimension 2 (`get_global_id(2)` split by `/` and `%`);
+- a resident buffer (weights) that dimension 0's work-items read along an index other
+  than its last is passed transposed (`plan_relayout`), so those reads are coalesced too
+  (a linear's `W[feature, k]` read by work-items over the features: `W^T[k, feature]`);
+- work-groups of 64-256 work-items (dimension 0 first, then 1), fewer work-items per
+  group while there are fewer groups than the device's compute units; the NDRange is
+  rounded up to whole groups, and the work-items past a loop's end do nothing
+  (`Launch.bounds`);
+- no lanes, vectors or partial sums: every output is computed by the same operations in
+  the same order as the loop IR (the reference's order within a sum).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from xdsl.ir import SSAValue
+
+from dlpc.backends.opencl.lanes import independent
+from dlpc.backends.opencl.launch import Launch, plan_relayout
+from dlpc.dialects.loop import ForOp, KernelOp, spine
+
+#: work-items per work-group the plan aims at, and the fewest it goes down to while the
+#: groups are fewer than the compute units (a GPU schedules warps / wavefronts of 32-64)
+GROUP_ITEMS = 256
+MIN_GROUP_ITEMS = 64
+
+
+@dataclass(frozen=True)
+class GpuProfile:
+    """The device facts a GPU plan is sized by: the largest work-group
+    (`max_work_group_size`) and the compute units to fill (`max_compute_units`)."""
+
+    max_group: int = 1024
+    units: int = 1
+
+
+def _pow2_at_least(n: int) -> int:
+    return 1 << max(n - 1, 0).bit_length()
+
+
+def work_items(kernel: KernelOp) -> list[ForOp]:
+    """The loops of `kernel` a GPU plan maps to work-items, outermost first: the leading
+    loops of its perfect nest that are independent (extent-1 loops in between stay
+    ordinary loops), up to the first that is not."""
+    loops: list[ForOp] = []
+    for loop in spine(kernel):
+        if loop.trip_count == 1 and loop.parallel is None:
+            continue
+        if not independent(loop):
+            break
+        loops.append(loop)
+    return loops
+
+
+def group_shape(extents: tuple[int, ...], profile: GpuProfile) -> tuple[int, ...]:
+    """The work-group size for NDRange `extents` (dimension 0 first): up to
+    `GROUP_ITEMS` work-items, dimension 0 first, then 1; halved (down to
+    `MIN_GROUP_ITEMS`) while the groups are fewer than the compute units."""
+    cap = max(1, min(GROUP_ITEMS, profile.max_group))
+    local = [1] * len(extents)
+    local[0] = min(_pow2_at_least(extents[0]), cap)
+    if len(extents) > 1:
+        local[1] = min(_pow2_at_least(extents[1]), max(1, cap // local[0]))
+
+    def groups() -> int:
+        return math.prod(-(-e // w) for e, w in zip(extents, local))
+
+    while math.prod(local) > MIN_GROUP_ITEMS and groups() < profile.units:
+        d = max(range(len(local)), key=lambda k: local[k])
+        local[d] //= 2
+    return tuple(local)
+
+
+def plan_gpu_launch(
+    kernel: KernelOp,
+    fname: str,
+    profile: GpuProfile,
+    resident: set[SSAValue] | None = None,
+) -> Launch:
+    """How `kernel` is launched under the GPU profile (see the module docstring)."""
+    loops = work_items(kernel)
+    if not loops:
+        return Launch(fname, (1,), (1,))
+    inner = loops[::-1][:2]  # dimension 0: the innermost loop, 1: the one above it
+    outer = loops[: len(loops) - len(inner)]
+    launch = Launch(fname, (), None)
+    extents = [lp.trip_count for lp in inner]
+    for d, lp in enumerate(inner):
+        launch.mapped[lp] = f"get_global_id({d})"
+    if outer:  # collapsed into dimension 2: the outermost varies slowest
+        stride = 1
+        for lp in reversed(outer):
+            gid = "get_global_id(2)"
+            expr = f"({gid} / {stride})" if stride > 1 else gid
+            launch.mapped[lp] = f"({expr} % {lp.trip_count})" if lp is not outer[0] else expr
+            stride *= lp.trip_count
+        if len(extents) == 1:  # (dimension 1 unused)
+            extents.append(1)
+        extents.append(stride)
+    local = group_shape(tuple(extents), profile)
+    launch.global_size = tuple(-(-e // w) * w for e, w in zip(extents, local))
+    launch.local_size = local
+    launch.bounds = {
+        lp: lp.trip_count for d, lp in enumerate(inner) if launch.global_size[d] != lp.trip_count
+    }
+    launch.relayout = plan_relayout(kernel, inner[0], resident or set())
+    return launch

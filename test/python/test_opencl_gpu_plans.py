@@ -1,0 +1,113 @@
+"""The GPU launch plans (`backends/opencl/gpu_launch.py`, `profile="gpu"`) checked on
+the CPU OpenCL platform: every example at batch 1, 4 and 32 and at an odd batch against
+the numpy reference, the plans' shapes (coalesced dimension 0, work-groups of 64-256,
+rounded-up NDRanges guarded), and how the profile is chosen."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import dlpc
+from dlpc.diagnostics import DlpcError
+from dlpc.passes import pipeline
+
+pytest.importorskip("pyopencl", reason="the opencl extra is not installed")
+
+from dlpc.backends.opencl import OpenCLEmitter  # noqa: E402
+from dlpc.backends.opencl.gpu_launch import (  # noqa: E402
+    MIN_GROUP_ITEMS,
+    GpuProfile,
+    group_shape,
+)
+from dlpc.backends.runtime.opencl_rt import compile_opencl, launch_profile  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+OPENCL = pipeline.PipelineOptions(target="opencl")
+EXAMPLES = ["mlp", "lenet", "resnet", "transformer", "mobilenet"]
+H200 = GpuProfile(max_group=1024, units=132)
+
+
+def _lowered(name: str, batch: int):
+    model = dlpc.load(ROOT / "examples" / f"{name}.dlpc", batch=batch)
+    return model, pipeline.lower(model.module.clone(), "loop", OPENCL)
+
+
+def _check(model, f, runs: int = 2) -> None:
+    weights = dlpc.api.check_weights(model)
+    f.bind_params(weights)
+    for seed in range(runs):  # (a second call: resident weights, reused buffers)
+        inputs = dlpc.api.random_inputs(model, seed=seed)
+        for out, ref in zip(f(*inputs), dlpc.api.reference(model, inputs)):
+            np.testing.assert_allclose(
+                out, ref, rtol=1e-4, atol=1e-5 * max(1.0, float(np.abs(ref).max()))
+            )
+
+
+@pytest.mark.parametrize("batch", [1, 4, 32, 3])
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_gpu_plan_matches_reference(name, batch):
+    """Every example under the GPU profile on this (CPU) device, against the reference."""
+    model, module = _lowered(name, batch)
+    f = compile_opencl(module, name=name, profile="gpu")
+    assert not f.chains and f.team_devices is None  # (a launch per kernel, one queue)
+    _check(model, f)
+
+
+def test_gpu_plan_shapes():
+    """The MLP's linears at batch 32: features on dimension 0 (coalesced stores, and the
+    weight read transposed so its loads are too), the batch on dimension 1, groups of
+    64-256; the last linear's 10 features rounded up to whole groups and guarded."""
+    _, module = _lowered("mlp", 32)
+    emitter = OpenCLEmitter(module, gpu=H200)
+    source = emitter.emit()
+    launches = {k.sym: launch for k, launch in emitter.launches.items()}
+    first = launches["linear_relu_0"]
+    assert [lp.loop_name for lp in first.mapped] == ["i1", "i0"]
+    assert first.mapped[next(iter(first.mapped))] == "get_global_id(0)"
+    assert first.global_size == (256, 32) and first.local_size is not None
+    assert MIN_GROUP_ITEMS <= np.prod(first.local_size) <= 256
+    assert [perm for perm in first.relayout.values()] == [(1, 0)]
+    last = launches["linear_4"]
+    assert last.global_size[0] % last.local_size[0] == 0 and last.global_size[0] > 10
+    assert list(last.bounds.values()) == [10]
+    assert "if (v_i1 < 10) {" in source
+
+
+def test_gpu_plan_collapses_outer_loops():
+    """A conv at batch 4 (image, channel, row, column): columns on dimension 0, rows on
+    1, images x channels collapsed into dimension 2."""
+    _, module = _lowered("lenet", 4)
+    emitter = OpenCLEmitter(module, gpu=H200)
+    emitter.emit()
+    conv = next(launch for k, launch in emitter.launches.items() if k.sym.startswith("conv2d"))
+    assert len(conv.mapped) == 4 and len(conv.global_size) == 3
+    assert sum("get_global_id(2)" in expr for expr in conv.mapped.values()) == 2
+
+
+def test_group_shape_fills_compute_units():
+    """Fewer groups than compute units: the groups shrink, to 64 work-items at least."""
+    assert group_shape((65536,), H200) == (256,)
+    assert group_shape((4096,), H200) == (64,)  # (16 groups of 256 for 132 units)
+    assert group_shape((256, 32), H200) == (64, 1)
+    assert group_shape((1000,), GpuProfile(1024, 1)) == (256,)
+    assert np.prod(group_shape((16, 16), H200)) == MIN_GROUP_ITEMS
+    assert group_shape((8,), GpuProfile(4, 1)) == (4,)  # (the device's largest group)
+
+
+def test_profile_choice(monkeypatch):
+    """profile= first, then DLPC_OPENCL_PROFILE, then the device's type (a CPU: cpu);
+    another name is a one-line error."""
+    monkeypatch.delenv("DLPC_OPENCL_PROFILE", raising=False)
+    assert launch_profile(None) == "cpu"  # (CI's devices are CPUs)
+    assert launch_profile("gpu") == "gpu"
+    monkeypatch.setenv("DLPC_OPENCL_PROFILE", "gpu")
+    assert launch_profile(None) == "gpu"
+    assert launch_profile("cpu") == "cpu"
+    monkeypatch.setenv("DLPC_OPENCL_PROFILE", "tpu")
+    with pytest.raises(DlpcError, match="DLPC_OPENCL_PROFILE='tpu' is no launch profile"):
+        launch_profile(None)
+    with pytest.raises(DlpcError, match="profile='fast'"):
+        launch_profile("fast")
