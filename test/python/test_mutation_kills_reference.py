@@ -54,3 +54,41 @@ def test_pad_crops_with_negative_ends():
     x = rand(4, 5)
     out = run_op(g.PadOp, [x], pads=(1, 0, -1, -2), value=3.0)
     np.testing.assert_array_equal(out, np.pad(x[:3, :3], ((1, 0), (0, 0)), constant_values=3))
+
+
+def test_te_rsqrt():
+    """The te evaluator's math.rsqrt is 1 / sqrt (graph-to-te writes div(1, sqrt), so
+    only te IR written by hand has it)."""
+    from dlpc.reference.te import run_te
+
+    module = parse_module("""func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %y = te.compute "rsqrt_0" (%i0) : tensor<4xf32> {
+    %v = te.read %x[%i0] : tensor<4xf32>
+    %r = math.rsqrt %v : f32
+    te.yield %r : f32
+  }
+  func.return %y : tensor<4xf32>
+}""")
+    x = np.array([0.25, 1.0, 4.0, 16.0], np.float32)
+    (out,) = run_te(module, [x])
+    np.testing.assert_allclose(out, [2.0, 1.0, 0.5, 0.25], rtol=1e-6)
+
+
+def test_winograd_input_transform_tile_by_tile():
+    """V[4a+b, n, c, th, tw] = (B^T d B)[a, b] for the 4x4 tile d at (2 th, 2 tw) of the
+    padded input, computed here one tile at a time (3 x 5 tiles of a 5 x 9 input)."""
+    from dlpc.reference.graph import winograd_input_transform
+
+    x = np.random.default_rng(7).standard_normal((1, 2, 5, 9)).astype(np.float32)
+    pads = (1, 1, 1, 1)
+    v = winograd_input_transform(x, pads)
+    th, tw = (5 + 2 - 1) // 2, (9 + 2 - 1) // 2
+    assert v.shape == (16, 1, 2, th, tw)
+    xp = np.zeros((1, 2, 2 * th + 2, 2 * tw + 2), np.float32)
+    xp[:, :, 1:6, 1:10] = x
+    bt = np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], np.float32)
+    for i in range(th):
+        for j in range(tw):
+            for c in range(2):
+                tile = bt @ xp[0, c, 2 * i : 2 * i + 4, 2 * j : 2 * j + 4] @ bt.T
+                np.testing.assert_allclose(v[:, 0, c, i, j], tile.ravel(), rtol=1e-5, atol=1e-5)
