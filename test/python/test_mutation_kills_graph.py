@@ -394,3 +394,55 @@ def test_concat_of_three_hundred_operands_groups_its_constants():
     lines += ["  func.return %y : tensor<300xf32>", "}"]
     names = op_names("\n".join(lines), "graph-substitute")
     assert names.count("graph.concat") == 101
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_factor_common_of_terms_sharing_both_factors(target):
+    """x*a + a*x: both factors are common to every term; the sum is factored once,
+    x * (a + a), and stays right."""
+    src = """
+func.func @main(%x: tensor<3xf32>, %a: tensor<3xf32>) -> tensor<3xf32> {
+  %p = graph.mul %x, %a : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  %q = graph.mul %a, %x : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  %y = graph.add %p, %q : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  func.return %y : tensor<3xf32>
+}"""
+    assert op_names(src, "graph-substitute").count("graph.mul") == 1
+    x, a = np.array([1.0, -2.0, 3.0], np.float32), np.array([0.5, 4.0, -1.0], np.float32)
+    (got,) = compiled(src, target, 2)(x, a)
+    np.testing.assert_allclose(got, 2 * x * a, rtol=1e-6)
+
+
+WINO_BT = np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], np.float32)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_winograd_input_transform_of_every_point(target):
+    """V[4a + b, n, c, ti, tj] = (B^T d B)[a, b], d the 4x4 tile at (2 ti, 2 tj) of the
+    input padded by 1: every point a, b of the transform as graph-to-te lowers it."""
+    src = """
+func.func @main(%x: tensor<1x2x6x6xf32>) -> tensor<16x1x2x3x3xf32> {
+  %v = graph.winograd_input_transform %x {pads = array<i64: 1, 1, 1, 1>} : (tensor<1x2x6x6xf32>) -> tensor<16x1x2x3x3xf32>
+  func.return %v : tensor<16x1x2x3x3xf32>
+}"""
+    x = np.random.default_rng(3).standard_normal((1, 2, 6, 6)).astype(np.float32)
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    tiles = np.stack(
+        [
+            np.stack([xp[:, :, 2 * i : 2 * i + 4, 2 * j : 2 * j + 4] for j in range(3)], 2)
+            for i in range(3)
+        ],
+        2,
+    )  # [n, c, ti, tj, 4, 4]
+    want = np.einsum("ak,nctukj,bj->abnctu", WINO_BT, tiles, WINO_BT).reshape(16, 1, 2, 3, 3)
+    (got,) = compiled(src, target, 0)(x)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_one_operand_concat_is_its_operand():
+    src = """
+func.func @main(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %y = graph.concat %x {axis = 1 : i64} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  func.return %y : tensor<2x3xf32>
+}"""
+    assert "graph.concat" not in op_names(src)
