@@ -143,3 +143,20 @@ def test_stats_names_each_kernel_left_as_scalar_loops(tmp_path, capsys):
     assert main([str(path), "--emit=dlp-c", "--stats", "-o", str(tmp_path / "b.c")]) == 0
     err = capsys.readouterr().err
     assert "dlp: kernel 'linear_gelu_0' runs scalar loops: its epilogue is not vector" in err, err
+
+
+def test_softmax_division_by_the_row_sum_is_vector_intrinsics(tmp_path):
+    """softmax's last kernel multiplies by 1 / sum: a scalar op of a per-row value is
+    still a per-row value (one add_scalar/mul_scalar per row), not scalar loops."""
+    path = tmp_path / "m.dlpc"
+    path.write_text("model m(x: f32[2, 4, 16]) {\n  return softmax(x, axis=-1)\n}\n")
+    model = dlpc.load(path)
+    inputs = dlpc.api.random_inputs(model)
+    compiled = dlpc.compile(model, target="dlp")
+    (out,) = compiled(*inputs)
+    np.testing.assert_allclose(out, dlpc.api.reference(model, inputs)[0], rtol=1e-5, atol=1e-6)
+    assert compiled.artifact is not None
+    reports = compiled.artifact.report
+    assert reports and all(r.intrinsic_cycles > 0 for r in reports), [
+        (r.name, r.intrinsic_cycles) for r in reports
+    ]

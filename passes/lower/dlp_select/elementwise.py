@@ -245,6 +245,9 @@ def check_expr(plan, loops: list[ForOp], ops: list[Operation], kinds: dict[SSAVa
             if pair == {"scalar"}:
                 kinds[op.results[0]] = "scalar"
                 continue
+            if pair == {"row", "scalar"}:  # a per-row scalar of a row value (softmax's 1 / sum)
+                kinds[op.results[0]] = "row"
+                continue
             if "cycle" in pair and (pair != {"vec", "cycle"} or name not in CYCLE):
                 raise NoMatch
             if "row" in pair and (
@@ -301,7 +304,8 @@ def emit_elementwise(
     tile_elems = scratch_elems(plan, plan.tile * ew.inner)
     vec: dict[SSAValue, tuple[SSAValue, SSAValue]] = dict(preset)  # value -> (buffer, offset)
     cyc: dict[SSAValue, tuple[SSAValue, int]] = {}
-    rows: dict[SSAValue, tuple[BufferPlan, int, int]] = {}
+    # a row value: (buffer, row length, period, the scalar ops applied to each row's value)
+    rows: dict[SSAValue, tuple[BufferPlan, int, int, tuple]] = {}
     scal: dict[SSAValue, SSAValue] = {}
     ops = [op for op in ew.body if not isinstance(op, arith.ConstantOp)]
     if result is None:
@@ -339,7 +343,7 @@ def emit_elementwise(
             elif o.kind == "cycle":
                 cyc[op.res] = (p.local, o.seg)
             elif o.kind == "row":
-                rows[op.res] = (p, o.seg, o.period)
+                rows[op.res] = (p, o.seg, o.period, ())
             else:
                 scal[op.res] = b.v(memref.LoadOp.get(p.local, [b.c(o.index)]))
             continue
@@ -353,6 +357,11 @@ def emit_elementwise(
             continue
         name = BINARY[op.name]
         x, y = op.operands
+        if (x in rows) != (y in rows) and not {x, y} & (set(vec) | set(cyc)):
+            r, other = (x, y) if x in rows else (y, x)  # row with scalar: still a row
+            p_, seg, period, derived = rows[r]
+            rows[op.results[0]] = (p_, seg, period, (*derived, (op, r, other, scalar(other))))
+            continue
         if x not in vec and x not in cyc and y not in vec and y not in cyc:  # scalar op
             new = op.clone(value_mapper={x: scalar(x), y: scalar(y)})
             b.op(new)
@@ -398,13 +407,20 @@ def emit_elementwise(
         b.op(dlp.MemcpyOp(into[0], into[1], got[0], got[1], count))
 
 
-def _emit_rows(b, name: str, d, v_, p, inner: int, period: int, count: SSAValue) -> None:
-    """d[r*inner + i] = v[r*inner + i] (+|-|*) p[r] (p[r % period] for a whole buffer's
-    rows repeating per image) for every row r of the tile."""
+def _emit_rows(
+    b, name: str, d, v_, p, inner: int, period: int, derived: tuple, count: SSAValue
+) -> None:
+    """d[r*inner + i] = v[r*inner + i] (+|-|*) f(p[r]) (p[r % period] for a whole
+    buffer's rows repeating per image) for every row r of the tile, f the `derived`
+    scalar ops (op, row operand, other operand, its value) applied to the row's value."""
     rows_n = b.v(arith.DivSIOp(count, b.c(inner)))
     loop, body, r = b.for_(b.c(0), rows_n, b.c(1))
     row = body.v(arith.RemSIOp(r, body.c(period))) if period else r
     s = body.v(memref.LoadOp.get(p.local, [body.add(p.slot, row)]))
+    for op, was, other, value in derived:
+        new = op.clone(value_mapper={was: s, other: value})
+        body.op(new)
+        s = new.results[0]
     off = body.mul(r, body.c(inner))
     dst, src = (d[0], body.add(d[1], off)), (v_[0], body.add(v_[1], off))
     n = body.c(inner)
