@@ -446,3 +446,16 @@ func.func @main(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
   func.return %y : tensor<2x3xf32>
 }"""
     assert "graph.concat" not in op_names(src)
+
+
+def test_gather_clamps_an_out_of_range_index_on_c():
+    """graph-to-te clamps a gather index into [0, n): an index past the end (or before
+    the start, after the negative wrap) reads the nearest element, never outside data."""
+    src = """
+func.func @main(%d: tensor<4xf32>, %i: tensor<3xi64>) -> tensor<3xf32> {
+  %y = graph.gather %d, %i {axis = 0 : i64} : (tensor<4xf32>, tensor<3xi64>) -> tensor<3xf32>
+  func.return %y : tensor<3xf32>
+}"""
+    d = np.array([10.5, 20.5, 30.5, 40.5], np.float32)
+    (got,) = compiled(src, "c", 0)(d, np.array([4, 7, -9], np.int64))
+    np.testing.assert_array_equal(got, [40.5, 40.5, 10.5])
