@@ -361,3 +361,43 @@ def test_dot_script_parallel_loop(parallel, loop):
     script = default.dot_script(kernel, nest, tile=(4, 16), threads=2, parallel=parallel)
     found = [ln for ln in script.splitlines() if ln.startswith("parallel ")]
     assert found == ([f"parallel k/{loop}"] if loop else []), script
+
+
+def test_reduction_script_unrolls_the_split_second_loop(tmp_path):
+    """default.reduction_script over 4 spatial loops, the second of 8 iterations: split
+    by 4, its inner part unrolled next to the vectorized innermost loop."""
+    model = _model(
+        tmp_path, "model r(x: f32[2, 8, 3, 16, 8]) {\n  return reduce_sum(x, axes=[2])\n}\n"
+    )
+    module = pipeline.lower(model.module.clone(), "loop", pipeline.PipelineOptions(opt_level=0))
+    (kernel,) = kernels(module)
+    nest = analyse(kernel)
+    assert nest is not None and nest.spatial == ["i0", "i1", "i2", "i3"]
+    script = default.reduction_script(kernel, nest).splitlines()
+    K = kernel.sym
+    assert f"unroll {K}/i1i" in script and f"vectorize {K}/i3" in script, script
+
+
+INIT_LOOPS = """
+func.func @main(%x: memref<4xf32>, %out: memref<4xf32>, %one: memref<1xf32>)
+    attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 2 : i64} {
+  loop.kernel "k" {
+    loop.for %i = 0 to 4 step 1 {name = "a_init"} {
+      %v = memref.load %x[%i] : memref<4xf32>
+      memref.store %v, %out[%i] : memref<4xf32>
+    }
+    loop.for %j = 0 to 1 step 1 {name = "b_init"} {
+      %w = memref.load %x[%j] : memref<4xf32>
+      memref.store %w, %one[%j] : memref<1xf32>
+    }
+  }
+  func.return
+}"""
+
+
+def test_finish_kernel_vectorizes_init_loops_of_two_or_more_iterations():
+    """An init/epilogue loop is vectorized when it has more than one iteration."""
+    (kernel,) = kernels(parse_module(INIT_LOOPS))
+    default.finish_kernel(kernel)
+    vec = {lp.loop_name: lp.vectorize is not None for lp in kernel.loops()}
+    assert vec == {"a_init": True, "b_init": False}
