@@ -92,3 +92,15 @@ def test_winograd_input_transform_tile_by_tile():
             for c in range(2):
                 tile = bt @ xp[0, c, 2 * i : 2 * i + 4, 2 * j : 2 * j + 4] @ bt.T
                 np.testing.assert_allclose(v[:, 0, c, i, j], tile.ravel(), rtol=1e-5, atol=1e-5)
+
+
+def test_one_input_too_many_is_an_error():
+    """check_inputs refuses more inputs than the model takes, as it refuses fewer."""
+    module = parse_module("""func.func @main(%x: tensor<2xf32>) -> tensor<2xf32> {
+  %y = graph.relu %x : (tensor<2xf32>) -> tensor<2xf32>
+  func.return %y : tensor<2xf32>
+}""")
+    x = np.ones(2, np.float32)
+    for given in ([], [x, x]):
+        with pytest.raises(DlpcError, match=rf"takes 1 inputs \(.*\) but {len(given)} were given"):
+            run_reference(module, given, {})
