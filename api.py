@@ -252,7 +252,7 @@ def _numpy_runner(source: str, weights: dict) -> Callable:
     return lambda arrays: list(main(*arrays, params=weights))
 
 
-def _runtime(target: str, lowered: ModuleOp, name: str):
+def _runtime(target: str, lowered: ModuleOp, name: str, profile: str | None = None):
     """The compiled artifact for a lowered module: source text, callable on
     `(*inputs, params=...)`. C: cbuild (cached shared library); OpenCL: pyopencl;
     dlp: DLP C on the simulator."""
@@ -265,6 +265,8 @@ def _runtime(target: str, lowered: ModuleOp, name: str):
             from dlpc.backends.runtime.dlp_sim import DlpFunction as Function
     except ImportError as e:
         raise DlpcError(f"error: target '{target}' is not available ({e})") from None
+    if target == "opencl":  # (its launch plans: "cpu", "gpu" or the device's)
+        return Function(lowered, name=name, profile=profile)  # pyright: ignore[reportCallIssue]
     return Function(lowered, name=name)
 
 
@@ -364,6 +366,10 @@ def compile(
             check_each_pass=check_each_pass,
         )
         return _compile_per_value(model, target, settings, options)
+    # target opencl: its launch plans, "cpu" or "gpu" (`opencl_rt.launch_profile`)
+    profile = options.pop("profile", None)
+    if profile is not None and target != "opencl":
+        raise DlpcError(f"error: profile= applies to target 'opencl', not '{target}'")
     weights = check_weights(model)
     if target != "numpy" and _has_comm(model):
         split = _compile_split(model, target, opt_level, tuning_log, fold_weights, options)
@@ -396,7 +402,7 @@ def compile(
     if target == "numpy":
         source = pipeline.emit(lowered, target)
         return CompiledModel(model, target, source, lowered, _numpy_runner(source, weights))
-    function = _runtime(target, lowered, model.name)
+    function = _runtime(target, lowered, model.name, profile)
     function.bind_params(weights)  # resident: checked and converted once, not per call
     if key is not None:
         from dlpc.backends.runtime import artifact

@@ -102,6 +102,12 @@ def parser() -> ToolArgumentParser:
         "bytes moved",
     )
     p.add_argument(
+        "--opencl-profile",
+        choices=("cpu", "gpu"),
+        help="target opencl: the launch plans (default: gpu on a GPU device, else cpu; "
+        "DLPC_OPENCL_PROFILE)",
+    )
+    p.add_argument(
         "--target-desc",
         metavar="DESC",
         help="DLP target description for --target dlp: a .toml/.json file or a "
@@ -290,7 +296,13 @@ def run(argv: list[str] | None) -> int:
     static = api.bind_dims(model, dims, files if args.input else None)
     check_memory(static, f"running {model.name}")  # before any input or buffer is made
     inputs = files if args.input else api.random_inputs(static, args.seed)
-    extra = {"buckets": buckets} if buckets else {}
+    extra: dict = {"buckets": buckets} if buckets else {}
+    if args.opencl_profile and args.target != "opencl":
+        raise DlpcError(
+            f"dlpc-run: error: --opencl-profile needs --target opencl, not '{args.target}'"
+        )
+    if args.opencl_profile:
+        extra["profile"] = args.opencl_profile
     compiled = api.compile(
         model,
         target=args.target,
@@ -306,6 +318,11 @@ def run(argv: list[str] | None) -> int:
         f"{model.name}: target {args.target}, -O{args.opt_level}, "
         f"{len(inputs)} input(s) {'from files' if args.input else f'seed {args.seed}'}"
     )
+    if args.target == "opencl":  # the device it ran on, and its launch plans
+        function = _opencl_function(compiled)
+        if hasattr(function, "plans"):  # (a split model's parts: none to name)
+            name, plans = getattr(function, "device_name", "?"), getattr(function, "plans", "?")
+            print(f"device: {name} ({plans} launch plans)")
     for i, (y, r) in enumerate(zip(outputs, expected)):
         abs_diff, rel_diff = difference(y, r)
         good, said, worst = verdict(y, r, args.rtol, args.atol)
@@ -359,6 +376,15 @@ def run(argv: list[str] | None) -> int:
         )
         return 1
     return 0
+
+
+def _opencl_function(compiled):
+    """The OpenCL function a compiled model ran (a dynamic model's last), or None."""
+    from dlpc import api
+
+    if isinstance(compiled, api.DynamicCompiledModel):
+        compiled = compiled.function.last
+    return getattr(compiled, "artifact", None)
 
 
 def main(argv: list[str] | None = None) -> int:

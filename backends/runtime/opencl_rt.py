@@ -1022,6 +1022,7 @@ class OpenCLFunction(ModuleFunction):
         self.lock = threading.Lock()
         self.fn = find_main(module)
         self.bind_signature(self.fn)
+        self.plans = launch_profile(profile, device)  # "cpu" or "gpu" launch plans
         plan = plan_function(
             module,
             self.fn,
@@ -1029,7 +1030,7 @@ class OpenCLFunction(ModuleFunction):
             device=device,
             team=team,
             vector_width=vector_width,
-            profile=profile,
+            profile=self.plans,
         )
         self._bind(module, plan, name)
 

@@ -111,3 +111,26 @@ def test_profile_choice(monkeypatch):
         launch_profile(None)
     with pytest.raises(DlpcError, match="profile='fast'"):
         launch_profile("fast")
+
+
+def test_compile_profile_and_dlpc_run_prints_the_device(capsys):
+    """dlpc.compile(..., profile="gpu") runs the GPU plans; `dlpc-run --target opencl`
+    names the device and the plans; a profile for another target is a one-line error."""
+    from dlpc.backends.runtime.opencl_rt import OpenCLFunction
+    from dlpc.tools import dlpc_run
+
+    model = dlpc.load(ROOT / "examples" / "mlp.dlpc", batch=2)
+    compiled = dlpc.compile(model, target="opencl", profile="gpu")
+    assert isinstance(compiled.artifact, OpenCLFunction) and compiled.artifact.plans == "gpu"
+    assert not compiled.artifact.chains
+    inputs = dlpc.api.random_inputs(model)
+    (out,) = compiled(*inputs)
+    (ref,) = dlpc.api.reference(model, inputs)
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5 * max(1.0, float(np.abs(ref).max())))
+    with pytest.raises(DlpcError, match="profile= applies to target 'opencl', not 'c'"):
+        dlpc.compile(model, target="c", profile="gpu")
+    argv = [str(ROOT / "examples" / "mlp.dlpc"), "--target", "opencl", "--repeat", "1"]
+    assert dlpc_run.main([*argv, "--opencl-profile", "gpu", "--check"]) == 0
+    assert f"device: {compiled.artifact.device_name} (gpu launch plans)" in capsys.readouterr().out
+    assert dlpc_run.main([*argv[:1], "--opencl-profile", "gpu"]) != 0
+    assert "--opencl-profile needs --target opencl" in capsys.readouterr().err
