@@ -82,8 +82,9 @@ def median_ms(fn: Callable[[], object], repeat: int, warmup: int) -> float:
 # ------------------------------------------------------------ torch interpreter
 
 
-def torch_model(module, weights):
-    """An nn.Module running @main op by op with torch / torch.nn.functional."""
+def torch_model(module, weights, device="cpu"):
+    """An nn.Module running @main op by op with torch / torch.nn.functional, its weights
+    and constants on `device` (bench/opencl_gpu.py: "cuda")."""
     import torch
     import torch.nn.functional as F
 
@@ -96,7 +97,7 @@ def torch_model(module, weights):
         return F.pad(x, (left, right, top, bottom), value=value)
 
     def avg_pool(x, a):
-        ones = torch.ones((1, 1, *x.shape[2:]), dtype=x.dtype)
+        ones = torch.ones((1, 1, *x.shape[2:]), dtype=x.dtype, device=x.device)
         if a["count_include_pad"]:
             top, left, bottom, right = a["pads"]
             ones = F.pad(ones, (left, right, top, bottom), value=1.0)
@@ -116,7 +117,8 @@ def torch_model(module, weights):
     def strided_slice(x, index):
         for dim, (start, stop, step) in enumerate(index):
             picks = list(range(start, -1 if stop is None else stop, step))
-            x = torch.index_select(x, dim, torch.tensor(picks, dtype=torch.long))
+            picked = torch.tensor(picks, dtype=torch.long, device=x.device)
+            x = torch.index_select(x, dim, picked)
         return x
 
     def gather(data, idx, axis):
@@ -227,8 +229,10 @@ def torch_model(module, weights):
             args = [env[v] for v in op.operands]
             if isinstance(op, g.ParamOp):
                 out = params[op.pname]
-            elif isinstance(op, g.ConstantOp):
-                out = torch.from_numpy(op.to_numpy().copy())
+            elif isinstance(op, g.ConstantOp):  # (made on the device once)
+                if op not in constants:
+                    constants[op] = torch.from_numpy(op.to_numpy().copy()).to(device)
+                out = constants[op]
             elif isinstance(op, g.FusedOp):
                 (out,) = run_block(op.body.block, dict(zip(op.body.block.args, args)))
             else:
@@ -237,7 +241,8 @@ def torch_model(module, weights):
         raise AssertionError("block without terminator")
 
     func = ref.main_func(module)
-    params = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in weights.items()}
+    params = {k: torch.from_numpy(np.ascontiguousarray(v)).to(device) for k, v in weights.items()}
+    constants: dict = {}
 
     class Interpreted(torch.nn.Module):
         def forward(self, *inputs):
