@@ -56,7 +56,7 @@ class ReduceSelection(Selection):
     def scratch_bytes(self, plan, tile: int) -> int:
         rows = tile_bytes(plan, tile * self.ew.inner)
         full = tile_bytes(plan, tile * self.ew.inner * self.cols)
-        return rows * (self.ew.temps() + 1) + full * self.prologue.temps()
+        return rows * (self.ew.temps() + 1) + full * (self.prologue.temps() + 1)  # + row_nram
 
     def emit(self, lowering, b, t0: SSAValue, n: SSAValue) -> None:
         plan = lowering.plan
