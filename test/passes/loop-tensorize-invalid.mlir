@@ -9,6 +9,7 @@
 // RUN: not dlpc-opt %s -p 'loop-tensorize{kernel=once loop=i0 intrinsic=gemm_pipe}' 2>&1 | filecheck %s --check-prefix=PIPEONCE
 // RUN: not dlpc-opt %s -p 'loop-tensorize{kernel=stepped loop=i0 intrinsic=gemm_pipe}' 2>&1 | filecheck %s --check-prefix=PIPESTEP
 // RUN: not dlpc-opt %s -p 'loop-tensorize{kernel=rowdep loop=i0 intrinsic=gemm_pipe}' 2>&1 | filecheck %s --check-prefix=PIPEROW
+// RUN: not dlpc-opt %s -p 'loop-tensorize{kernel=elsewhere loop=i0 intrinsic=gemm}' 2>&1 | filecheck %s --check-prefix=ELSEWHERE
 
 // INTRIN: dlpc-opt: error: unknown intrinsic 'conv' for loop mm/i0 (known: gemm, gemmN, gemmNxM, gemm_pipe, dot)
 // SHAPE: dlpc-opt: error: loop mm/i1 must head a perfect nest of exactly three loops for 'gemm'
@@ -21,6 +22,7 @@
 // PIPEONCE: dlpc-opt: error: gemm_pipe at loop once/i0 needs a reduction of at least 2 iterations
 // PIPESTEP: dlpc-opt: error: the rows and columns loops of the gemm_pipe at loop stepped/i0 must step by 1
 // PIPEROW: dlpc-opt: error: the factor read along the columns of the gemm_pipe at loop rowdep/i0 must not depend on its rows and must have affine indices
+// ELSEWHERE: dlpc-opt: error: the nest at loop elsewhere/i0 does not accumulate into the element it stores
 func.func @main(%A: memref<64x8xf32>, %B: memref<8x32xf32>, %C: memref<64x32xf32>,
                 %X: memref<5x32xf32>, %W: memref<5x32xf32>, %Y: memref<5x5xf32>, %V: memref<32x5xf32>) {
   loop.kernel "mm" {
@@ -30,6 +32,20 @@ func.func @main(%A: memref<64x8xf32>, %B: memref<8x32xf32>, %C: memref<64x32xf32
           %a = memref.load %A[%i0, %r0] : memref<64x8xf32>
           %b = memref.load %B[%r0, %i1] : memref<8x32xf32>
           %c = memref.load %C[%i0, %i1] : memref<64x32xf32>
+          %p = arith.mulf %a, %b : f32
+          %s = arith.addf %c, %p : f32
+          memref.store %s, %C[%i0, %i1] : memref<64x32xf32>
+        }
+      }
+    }
+  }
+  loop.kernel "elsewhere" {
+    loop.for %i0 = 0 to 16 step 1 {name = "i0"} {
+      loop.for %i1 = 0 to 32 step 1 {name = "i1"} {
+        loop.for %r0 = 0 to 8 step 1 {name = "r0", reduction} {
+          %a = memref.load %A[%i0, %r0] : memref<64x8xf32>
+          %b = memref.load %B[%r0, %i1] : memref<8x32xf32>
+          %c = memref.load %C[%i0, %r0] : memref<64x32xf32>
           %p = arith.mulf %a, %b : f32
           %s = arith.addf %c, %p : f32
           memref.store %s, %C[%i0, %i1] : memref<64x32xf32>
