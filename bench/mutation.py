@@ -169,8 +169,7 @@ AREAS: dict[str, Area] = {
             "test/python/test_mutation_kills_dlp.py test/python/test_dlp.py "
             "test/python/test_dlp_select_elementwise.py test/python/test_dlp_select_reduce.py "
             "test/python/test_dlp_select_window.py "
-            "-k 'not resnet and not description and not report and not checks "
-            "and not allocate_within_nram'"  # (fails at HEAD since 14d6db8..c4b28ca: NRAM overflow)
+            "-k 'not resnet and not description and not report and not checks'"
         ],
     ),
     "dlp-c-sim": Area(
@@ -180,8 +179,7 @@ AREAS: dict[str, Area] = {
             "test/python/test_mutation_kills_dlp.py test/python/test_dlp.py "
             "test/python/test_dlp_select_elementwise.py test/python/test_dlp_select_reduce.py "
             "test/python/test_dlp_select_window.py test/python/test_ieee.py "
-            "-k 'not resnet and not description and not opencl and not c-O "
-            "and not allocate_within_nram'"  # (as dlp-lowering)
+            "-k 'not resnet and not description and not opencl and not c-O'"
         ],
     ),
     "c-backend": Area(
