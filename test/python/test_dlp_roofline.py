@@ -8,8 +8,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from xdsl.dialects import memref
 
 import dlpc
+from dlpc.targets.dlp import resolve
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -84,6 +86,13 @@ def test_batched_windows_run_on_intrinsics(tmp_path, case, desc):
     assert compiled.artifact is not None
     (rep,) = compiled.artifact.report
     assert rep.intrinsic_cycles > 0, (case, rep.name)
+    # the tile chosen from the selection's scratch keeps the kernel's NRAM in capacity
+    nram = sum(
+        int(np.prod(op.memref.type.get_shape())) * 4
+        for op in compiled.lowered.walk()
+        if isinstance(op, memref.AllocOp) and "nram" in str(op.memref.type)
+    )
+    assert nram <= resolve(desc).capacity("nram"), nram
 
 
 def test_a_linear_layer_weight_crosses_gdram_about_once(tmp_path):

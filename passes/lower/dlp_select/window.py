@@ -469,7 +469,10 @@ class BatchConvSelection(ConvSelection):
         return None
 
     def scratch_bytes(self, plan, tile: int) -> int:
-        return tile_bytes(plan, self.ew.inner) * (self.ew.temps() + 1)
+        # a one-image accumulator; the epilogue's temporaries are sized by the tile
+        return tile_bytes(plan, self.ew.inner) + tile_bytes(plan, tile * self.ew.inner) * (
+            self.ew.temps()
+        )
 
     def emit(self, lowering, b, t0: SSAValue, n: SSAValue) -> None:
         plan = lowering.plan
