@@ -513,10 +513,11 @@ def loop_nest(
 # ops alike in all of these verify alike, so `verify_ir` runs the verifier once per kind.
 # (memref.get_global looks its symbol up: not here.)
 # graph ops without regions too: their verifier infers the result type from the operand
-# types and properties (graph.constant's large value would cost more to hash than to check).
+# types and properties (graph.constant's large value would cost more to hash than to check;
+# graph.yield checks its parent).
 _LOCAL_VERIFY_DIALECTS = ("arith.", "math.", "graph.")
 _LOCAL_VERIFY_OPS = frozenset({"memref.load", "memref.store", "memref.alloca"})
-_FULL_VERIFY_OPS = frozenset({"graph.constant"})
+_FULL_VERIFY_OPS = frozenset({"graph.constant", "graph.yield"})
 
 
 # what makes two local ops verify alike: class, operand and result types, properties, attributes
@@ -554,6 +555,13 @@ def _verify_block(block: Block, seen: set[_VerifyKey]) -> None:
     if last is None:
         block.verify()  # an empty block: whether its region needs a terminator
         return
+    # the last op of a block needs no check for being a terminator where the block is the
+    # one block of an op that takes none (loop.kernel, loop.for): it verifies as the others
+    region = block.parent
+    parent = region.parent if region is not None else None
+    if region is not None and len(region.blocks) == 1 and parent is not None:
+        if parent.has_trait(NoTerminator):
+            last = None
     for op in block.ops:
         if op.parent is not block:  # as Block.verify
             raise ValueError("Parent pointer of operation does not refer to containing region")
