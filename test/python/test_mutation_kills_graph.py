@@ -459,3 +459,21 @@ func.func @main(%d: tensor<4xf32>, %i: tensor<3xi64>) -> tensor<3xf32> {
     d = np.array([10.5, 20.5, 30.5, 40.5], np.float32)
     (got,) = compiled(src, "c", 0)(d, np.array([4, 7, -9], np.int64))
     np.testing.assert_array_equal(got, [40.5, 40.5, 10.5])
+
+
+@pytest.mark.parametrize("seed", [-1, 2**32 - 1, 2**32 + 5])
+def test_dropout_seed_keeps_its_low_32_bits_on_c(seed):
+    """graph-to-te hashes a dropout seed's low 32 bits (seed & 0xFFFFFFFF), as the numpy
+    reference does: negative and wide seeds draw the reference's mask on C."""
+    from dlpc.reference.graph import dropout_keep
+
+    src = f"""
+func.func @main(%x: tensor<4x8xf32>, %step: tensor<f32>) -> tensor<4x8xf32> {{
+  %y = graph.dropout %x, %step {{p = 0.5 : f64, seed = {seed} : i64}} : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+  func.return %y : tensor<4x8xf32>
+}}"""
+    x = np.ones((4, 8), np.float32)
+    (got,) = compiled(src, "c", 0)(x, np.array(3.0, np.float32))
+    keep = dropout_keep((4, 8), 3, seed, 0.5)
+    assert 0 < keep.sum() < 32
+    np.testing.assert_array_equal(got, np.where(keep, 2.0, 0.0))
