@@ -134,3 +134,19 @@ def test_compile_profile_and_dlpc_run_prints_the_device(capsys):
     assert f"device: {compiled.artifact.device_name} (gpu launch plans)" in capsys.readouterr().out
     assert dlpc_run.main([*argv[:1], "--opencl-profile", "gpu"]) != 0
     assert "--opencl-profile needs --target opencl" in capsys.readouterr().err
+
+
+def test_bench_opencl_gpu_dry_run(capsys):
+    """bench/opencl_gpu.py on this CPU platform without torch: the table's row, the
+    device's name, exit 0 within the tolerance."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("opencl_gpu", ROOT / "bench" / "opencl_gpu.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    argv = ["--device", "none", "--dry-run", "--models", "mlp", "--batches", "1"]
+    assert bench.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "OpenCL device: " in out and "plans gpu" in out
+    assert "| mlp | 1 | " in out and "| n/a | n/a |" in out

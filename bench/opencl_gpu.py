@@ -1,0 +1,177 @@
+"""dlpc's OpenCL backend on a GPU against PyTorch eager on the same card (issue 33).
+
+    python bench/opencl_gpu.py --wheels wheels/                 # on the GPU machine
+    python bench/opencl_gpu.py --device none --dry-run          # here: CPU OpenCL, no torch
+
+Made for a GPU machine with no network whose Python has torch (CUDA), numpy and
+onnxruntime but not pyopencl, xDSL, lark or dlpc: `--wheels DIR` first installs whichever
+of those is missing from the wheel files in DIR (`pip install --no-index --find-links
+DIR`; build them with `pip wheel . xdsl lark pyopencl -w wheels/` in the dlpc checkout,
+docs/opencl.md). Then, per example and batch (default 1 and 32), it prints the median
+time of `--repeat` (30) calls of:
+
+- dlpc OpenCL: `dlpc.compile(model, target="opencl", profile=...)` (default "gpu"),
+  a whole call: the input uploaded, the kernels on one in-order queue, the output read
+  back (weights resident on the device);
+- torch eager: the same graph op by op with torch.nn.functional (bench/models.py's
+  interpreter) on `--device` (default cuda when available), inputs already on the
+  device, timed to `torch.cuda.synchronize()`;
+
+with the OpenCL device's name, and checks dlpc's output against the numpy reference:
+max |dlpc - reference| / max |reference| <= `--tolerance` (1e-6), or <= torch's own error
+on the same inputs when that is larger (the reference is float32 numpy, summing in its
+own order: torch on lenet at batch 32 is 1.1e-6 from it). The exit status is 1 when a
+check fails. `--device none` leaves torch out (a machine without it or without
+CUDA); `--dry-run` takes 3 calls per figure (a check of the script, not a measure).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ("mlp", "lenet", "transformer", "mobilenet", "resnet")
+#: module -> its distribution's name on PyPI (what the wheels are called)
+NEEDED = {"pyopencl": "pyopencl", "xdsl": "xdsl", "lark": "lark", "dlpc": "dlpc"}
+
+
+def install_wheels(wheels: Path) -> None:
+    """pip-install, from the wheel files in `wheels` only, the modules not importable."""
+    missing = [dist for mod, dist in NEEDED.items() if importlib.util.find_spec(mod) is None]
+    if not missing:
+        return
+    if not wheels.is_dir():
+        sys.exit(f"opencl_gpu.py: error: --wheels {wheels}: no such directory")
+    print(f"installing {', '.join(missing)} from {wheels}", flush=True)
+    cmd = [sys.executable, "-m", "pip", "install", "--no-index", "--find-links", str(wheels)]
+    done = subprocess.run([*cmd, *missing], check=False)
+    if done.returncode:
+        sys.exit(f"opencl_gpu.py: error: pip could not install {', '.join(missing)}")
+    importlib.invalidate_caches()
+
+
+def median_ms(call, repeat: int, sync=None) -> float:
+    """Median wall time of `repeat` calls (after 3 warm-up calls), in ms."""
+    for _ in range(3):
+        call()
+    if sync:
+        sync()
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        call()
+        if sync:
+            sync()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e3
+
+
+def torch_column(model, inputs, device: str, repeat: int):
+    """(ms, max error against the reference) of the model run op by op by torch."""
+    import torch
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from models import torch_model
+
+    from dlpc import api
+
+    net = torch_model(model.module, api.check_weights(model), device=device)
+    xs = [torch.from_numpy(x).to(device) for x in inputs]
+    sync = torch.cuda.synchronize if device.startswith("cuda") else None
+    with torch.no_grad():
+        out = net(*xs)
+        ms = median_ms(lambda: net(*xs), repeat, sync)
+    out = out[0] if isinstance(out, tuple) else out
+    return ms, out.cpu().numpy()
+
+
+def relative_error(out, ref) -> float:
+    import numpy as np
+
+    scale = float(np.abs(ref).max()) or 1.0
+    return float(np.abs(out.astype(np.float64) - ref).max()) / scale
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--wheels", type=Path, help="install missing modules from this directory")
+    p.add_argument("--models", default=",".join(EXAMPLES))
+    p.add_argument("--batches", default="1,32")
+    p.add_argument("--repeat", type=int, default=30)
+    p.add_argument("--profile", default="gpu", choices=("gpu", "cpu"), help="dlpc's plans")
+    p.add_argument(
+        "--device", default="auto", help="torch's device: cuda, cpu, none (auto: cuda or none)"
+    )
+    p.add_argument("--platform", help="DLPC_OPENCL_PLATFORM (e.g. NVIDIA)")
+    p.add_argument("--tolerance", type=float, default=1e-6)
+    p.add_argument("--dry-run", action="store_true", help="3 calls a figure")
+    args = p.parse_args(argv)
+    started = time.perf_counter()
+    if args.wheels is not None:
+        install_wheels(args.wheels)
+    if args.platform:
+        os.environ["DLPC_OPENCL_PLATFORM"] = args.platform
+    repeat = 3 if args.dry_run else args.repeat
+    device = args.device
+    if device == "auto":
+        try:
+            import torch
+
+            device = "cuda" if torch.cuda.is_available() else "none"
+        except ImportError:
+            device = "none"
+
+    import dlpc
+    from dlpc.backends.runtime import opencl_rt
+
+    models = [m for m in args.models.split(",") if m]
+    batches = [int(b) for b in args.batches.split(",") if b]
+    opencl = opencl_rt.default_device()
+    print(f"OpenCL device: {opencl.name} ({opencl.platform.name.strip()}), plans {args.profile}")
+    if device.startswith("cuda"):
+        import torch
+
+        print(f"torch {torch.__version__} on {torch.cuda.get_device_name()}")
+    elif device != "none":
+        print(f"torch on {device}")
+    print(f"median of {repeat} calls, ms; error: max |out - ref| / max |ref|")
+    print()
+    print("| model | batch | dlpc OpenCL | torch | dlpc / torch | dlpc error | torch error |")
+    print("|---|---|---|---|---|---|---|")
+    failed = []
+    for name in models:
+        for batch in batches:
+            model = dlpc.load(ROOT / "examples" / f"{name}.dlpc", batch=batch)
+            inputs = dlpc.api.random_inputs(model)
+            (ref,) = dlpc.api.reference(model, inputs)
+            compiled = dlpc.compile(model, target="opencl", profile=args.profile)
+            (out,) = compiled(*inputs)
+            error = relative_error(out, ref)
+            ms = median_ms(lambda c=compiled, x=inputs: c(*x), repeat)
+            row = [name, str(batch), f"{ms:.3f}", "n/a", "n/a", f"{error:.2g}", "n/a"]
+            bound = args.tolerance
+            if device != "none":
+                torch_ms, torch_out = torch_column(model, inputs, device, repeat)
+                torch_error = relative_error(torch_out, ref)
+                row[3:5] = [f"{torch_ms:.3f}", f"{ms / torch_ms:.2f}"]
+                row[6] = f"{torch_error:.2g}"
+                bound = max(bound, torch_error)  # (float32's floor against this reference)
+            if error > bound:
+                failed.append(f"{name} batch {batch}: error {error:.3g} > {bound:.3g}")
+            print("| " + " | ".join(row) + " |", flush=True)
+    print(f"\n{time.perf_counter() - started:.0f} s in all")
+    for line in failed:
+        print(f"opencl_gpu.py: error: {line}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
