@@ -52,9 +52,14 @@ def install_wheels(wheels: Path) -> None:
         sys.exit(f"opencl_gpu.py: error: --wheels {wheels}: no such directory")
     print(f"installing {', '.join(missing)} from {wheels}", flush=True)
     cmd = [sys.executable, "-m", "pip", "install", "--no-index", "--find-links", str(wheels)]
-    done = subprocess.run([*cmd, *missing], check=False)
-    if done.returncode:
-        sys.exit(f"opencl_gpu.py: error: pip could not install {', '.join(missing)}")
+    # dlpc without its pinned dependencies (its numpy pin would replace the one torch
+    # was installed with); the others with theirs, from the same directory
+    others = [dist for dist in missing if dist != "dlpc"]
+    runs = [[*cmd, *others]] if others else []
+    runs += [[*cmd, "--no-deps", "dlpc"]] if "dlpc" in missing else []
+    for run in runs:
+        if subprocess.run(run, check=False).returncode:
+            sys.exit(f"opencl_gpu.py: error: pip could not install {', '.join(missing)}")
     importlib.invalidate_caches()
 
 
