@@ -35,6 +35,7 @@ import ctypes
 import dataclasses
 import os
 import sys
+import threading
 import time
 import types
 from collections.abc import Callable, Iterable
@@ -44,6 +45,7 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
 from dlpc import api
+from dlpc.backends.runtime import cbuild
 from dlpc.backends.runtime.cbuild import CFunction
 from dlpc.backends.runtime.dlp_sim import DlpFunction
 from dlpc.diagnostics import DlpcError
@@ -315,6 +317,8 @@ class Trainer:
         if isinstance(model, str | os.PathLike) and weights is not None:
             model = api.load(model, weights=weights, batch=batch_size)
         self.model = bind_batch(model, batch_size)
+        if target == "c":
+            _probe_compiler_early()
         if isinstance(loss, str | os.PathLike) and (
             str(loss).endswith(".dlpc") or str(loss).lstrip().startswith("model")
         ):
@@ -788,6 +792,20 @@ class Trainer:
             f"error: fit takes arrays with targets, a data set, batches or a path, got "
             f"{type(data).__name__}"
         )
+
+
+def _probe_compiler_early() -> None:
+    """The C compiler's optional flags and libraries (three small compiles, cached per
+    process) probed on a thread while the step is built and lowered, rather than after
+    it, when the build first asks for them; a failure is left for the build to report."""
+
+    def probe() -> None:
+        try:
+            cbuild.flags(cbuild.compiler())
+        except Exception:  # noqa: BLE001, S110 - the build says what is wrong
+            pass
+
+    threading.Thread(target=probe, name="dlpc-probe-cc", daemon=True).start()
 
 
 def _momentum_built_in(optimizer: Optimizer) -> Optimizer:
