@@ -228,8 +228,10 @@ AREAS: dict[str, Area] = {
             # control-flow ops (If, Loop, Scan) on both targets
             "test/python/test_onnx_api.py test/python/test_control_flow_onnx.py "
             "-k 'not torchscript and not conformance_if'",
-            # onnx's own node tests of every supported operator, on numpy (~25 s of CPU)
-            "test/python/test_onnx_conformance.py -k test_numpy",
+            # onnx's own node tests, on numpy, of the operators whose import is index
+            # arithmetic (~8 s of CPU; all of them, ~25 s, is too slow a mutant here)
+            "test/python/test_onnx_conformance.py -k 'test_numpy and (resize or pool or conv "
+            "or gather or concat or depth or space or pad or slice or split or tile or trilu)'",
         ],
         timeout=600.0,
     ),
