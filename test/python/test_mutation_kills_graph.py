@@ -477,3 +477,17 @@ func.func @main(%x: tensor<4x8xf32>, %step: tensor<f32>) -> tensor<4x8xf32> {{
     keep = dropout_keep((4, 8), 3, seed, 0.5)
     assert 0 < keep.sum() < 32
     np.testing.assert_array_equal(got, np.where(keep, 2.0, 0.0))
+
+
+def test_a_let_may_shadow_a_let_but_not_an_input_or_a_param():
+    """Rebinding a let name is allowed; a let naming an input or a param is a duplicate
+    (irgen.py:83: both bindings must be lets)."""
+    msg = _text_error("model m(x: f32[1, 4]) {\n  let x = relu(x)\n  return x\n}\n")
+    assert msg.startswith("m.dlpc:2:7: error: duplicate name 'x' (already defined as an input")
+    src = "model m(x: f32[1, 4]) {\n  param w: f32[4]\n  let w = relu(x)\n  return w\n}\n"
+    assert "duplicate name 'w' (already defined as a parameter at line 2)" in _text_error(src)
+    from dlpc.frontends.text import parse_model
+
+    parse_model(
+        "model m(x: f32[1, 4]) {\n  let y = relu(x)\n  let y = relu(y)\n  return y\n}\n", "m.dlpc"
+    )
