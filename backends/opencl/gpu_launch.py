@@ -18,8 +18,12 @@ What holds for a GPU plan:
   group while there are fewer groups than the device's compute units; the NDRange is
   rounded up to whole groups, and the work-items past a loop's end do nothing
   (`Launch.bounds`);
-- no lanes, vectors or partial sums: every output is computed by the same operations in
-  the same order as the loop IR (the reference's order within a sum).
+- register blocking (`row_lanes`): in a kernel with a reduction and no padding guards, a
+  work-item computes 4 (or 2) consecutive iterations of dimension 1's loop as lanes
+  (`Launch.lanes`, unrolled and jammed as on a CPU): a linear's weight element is loaded
+  once for 4 batch rows. Dimension 1 is then never rounded up (its group size divides its
+  work-items). No vectors or partial sums: every output is computed by the same
+  operations in the same order as the loop IR (the reference's order within a sum).
 """
 
 from __future__ import annotations
@@ -27,9 +31,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from xdsl.dialects import scf
 from xdsl.ir import SSAValue
 
-from dlpc.backends.opencl.lanes import independent
+from dlpc.backends.opencl.lanes import _laneable, independent
 from dlpc.backends.opencl.launch import Launch, plan_relayout
 from dlpc.dialects.loop import ForOp, KernelOp, spine
 
@@ -37,6 +42,10 @@ from dlpc.dialects.loop import ForOp, KernelOp, spine
 #: groups are fewer than the compute units (a GPU schedules warps / wavefronts of 32-64)
 GROUP_ITEMS = 256
 MIN_GROUP_ITEMS = 64
+#: register blocking: the iterations of dimension 1's loop a work-item computes (a
+#: linear's batch rows, a conv's output rows), tried widest first; its lanes share the
+#: loads that do not vary with them (the weight's), each lane its own accumulator
+ROW_LANES = (4, 2)
 
 
 @dataclass(frozen=True)
@@ -118,4 +127,25 @@ def plan_gpu_launch(
         lp: lp.trip_count for d, lp in enumerate(inner) if launch.global_size[d] != lp.trip_count
     }
     launch.relayout = plan_relayout(kernel, inner[0], resident or set())
+    if len(inner) == 2:
+        lanes = row_lanes(kernel, inner[1], inner[0])
+        if lanes > 1:
+            launch.lanes = {inner[1]: lanes}
+            rows = inner[1].trip_count // lanes
+            local = (local[0], min(local[1], rows & -rows), *local[2:])  # (divides rows)
+            launch.local_size = local
+            launch.global_size = (launch.global_size[0], rows, *launch.global_size[2:])
+            launch.bounds.pop(inner[1], None)  # (not rounded up)
     return launch
+
+
+def row_lanes(kernel: KernelOp, rows: ForOp, inner: ForOp) -> int:
+    """The lanes of dimension 1's loop `rows` (module docstring), 1 for none: when a
+    reduction sits below dimension 0's loop `inner`, the kernel has no `scf.if` (padding
+    guards: the CPU plan's interior/border split is not written for these plans), the
+    body can be unrolled (`_laneable`) and the lanes divide the loop."""
+    if any(isinstance(op, scf.IfOp) for op in kernel.walk()) or not _laneable(rows):
+        return 1
+    if not any(isinstance(op, ForOp) and op.reduction is not None for op in inner.walk()):
+        return 1
+    return next((u for u in ROW_LANES if rows.trip_count % u == 0), 1)

@@ -58,8 +58,9 @@ def test_gpu_plan_matches_reference(name, batch):
 
 def test_gpu_plan_shapes():
     """The MLP's linears at batch 32: features on dimension 0 (coalesced stores, and the
-    weight read transposed so its loads are too), the batch on dimension 1, groups of
-    64-256; the last linear's 10 features rounded up to whole groups and guarded."""
+    weight read transposed so its loads are too), the batch on dimension 1 in blocks of
+    4 rows, groups of 64-256; the last linear's 10 features rounded up to whole groups
+    and guarded."""
     _, module = _lowered("mlp", 32)
     emitter = OpenCLEmitter(module, gpu=H200)
     source = emitter.emit()
@@ -67,13 +68,19 @@ def test_gpu_plan_shapes():
     first = launches["linear_relu_0"]
     assert [lp.loop_name for lp in first.mapped] == ["i1", "i0"]
     assert first.mapped[next(iter(first.mapped))] == "get_global_id(0)"
-    assert first.global_size == (256, 32) and first.local_size is not None
+    # 4 batch rows a work-item (register blocking), each weight load shared by them
+    assert {lp.loop_name: u for lp, u in first.lanes.items()} == {"i0": 4}
+    assert first.global_size == (256, 8) and first.local_size is not None
+    assert first.global_size[1] % first.local_size[1] == 0 and not first.bounds
     assert MIN_GROUP_ITEMS <= np.prod(first.local_size) <= 256
     assert [perm for perm in first.relayout.values()] == [(1, 0)]
     last = launches["linear_4"]
     assert last.global_size[0] % last.local_size[0] == 0 and last.global_size[0] > 10
     assert list(last.bounds.values()) == [10]
     assert "if (v_i1 < 10) {" in source
+    body = source[source.index("kernel_linear_relu_0(") :]
+    body = body[: body.index("\n}\n")]
+    assert body.count("v_fc1_weight[") == 1 and body.count("v_x[") == 4
 
 
 def test_gpu_plan_collapses_outer_loops():
@@ -84,6 +91,7 @@ def test_gpu_plan_collapses_outer_loops():
     emitter.emit()
     conv = next(launch for k, launch in emitter.launches.items() if k.sym.startswith("conv2d"))
     assert len(conv.mapped) == 4 and len(conv.global_size) == 3
+    assert not conv.lanes  # (padded: no row lanes)
     assert sum("get_global_id(2)" in expr for expr in conv.mapped.values()) == 2
 
 
