@@ -168,8 +168,8 @@ AREAS: dict[str, Area] = {
         [  # test_dlp and each pattern family's test (dlp_select), the resnet example left out
             "test/python/test_mutation_kills_dlp.py test/python/test_dlp.py "
             "test/python/test_dlp_select_elementwise.py test/python/test_dlp_select_reduce.py "
-            "test/python/test_dlp_select_window.py "
-            "-k 'not resnet and not description and not report and not checks'"
+            "test/python/test_dlp_select_window.py test/python/test_dlp_roofline.py "
+            "-k 'not resnet and not lenet and not description and not report and not checks'"
         ],
     ),
     "dlp-c-sim": Area(
