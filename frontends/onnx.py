@@ -318,6 +318,8 @@ class Importer:
             val = helper.get_attribute_value(a)
             if isinstance(val, bytes):
                 val = val.decode()
+            if isinstance(val, float):  # a float32: its shortest decimal (1e-05, not 9.99e-06)
+                val = float(str(np.float32(val)))
             out[a.name] = val
         return out
 

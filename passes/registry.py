@@ -17,6 +17,7 @@ GRAPH_PASSES = {
     "graph-mask-padding": _graph_pass("mask_padding", "GraphMaskPadding"),
     "graph-fold-constants": _graph_pass("fold_constants", "GraphFoldConstants"),
     "graph-simplify": _graph_pass("simplify", "GraphSimplify"),
+    "graph-canonicalize": _graph_pass("canonicalize", "GraphCanonicalize"),
     "graph-substitute": _graph_pass("substitute", "GraphSubstitute"),
     "graph-layout": _graph_pass("layout", "GraphLayout"),
     "graph-conv-layout": _graph_pass("conv_layout", "GraphConvLayout"),

@@ -41,6 +41,8 @@ fire); values are preserved under the assumptions stated per rule:
     avg_pool2d(pad(x, 0)) -> avg_pool2d(x, pads + p)        none negative); pools only
                                                             without ceil_mode, average
                                                             pools only counting the pads
+    and graph-canonicalize's rules (erf GELU -> gelu, matmul by a weight [+ bias] ->
+    linear, softmax axes counted from the end)
 
     %z = graph.constant dense<0.0> : tensor<4xf32>
     %y = graph.add %x, %z : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>    // -> %x
@@ -64,6 +66,7 @@ from xdsl.pattern_rewriter import (
 
 from dlpc.dialects import graph as g
 from dlpc.passes.graph import _util as u
+from dlpc.passes.graph.canonicalize import canonical_patterns
 
 
 def _is(value: SSAValue, x: float) -> bool:
@@ -294,6 +297,7 @@ def simplify_patterns(assume_finite: bool = True) -> list[RewritePattern]:
         MatmulTransposeSwap(),
         MeanToGlobalAvgPool(),
         FoldPadIntoWindow(),
+        *canonical_patterns(),  # exporters' idioms -> whole ops (graph-canonicalize)
     ]
 
 
