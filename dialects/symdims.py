@@ -8,9 +8,10 @@ one canonical form, so two dims are equal exactly when their forms are: `2*seq` 
 
 A SymDim behaves as an int in the shape arithmetic of `graph` ops (`+`, `-`, `*`, `//`,
 `%`, `math.prod`, set membership), so an op's `infer_shape` works on symbolic shapes
-unchanged. Comparisons with an order (`<`, `>=`) assume every symbol is at least 1 and
-answer False when that does not decide them (the check happens when the dim is bound);
-`==` is proof: True only when the forms are equal.
+unchanged. Comparisons with an order (`<`, `>=`) assume every symbol is at least 1; when
+that does not decide them, `<` and `<=` answer False and `>` and `>=` True (a symbolic
+size is taken to be large: `oh < 1` passes; the check is made again once the dims are
+bound). `==` is proof: True only when the forms are equal.
 
 In a type a symbolic dim is MLIR's dynamic `?`, and the tensor's `encoding` lists the
 expressions of its `?` dims in order:

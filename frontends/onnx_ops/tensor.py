@@ -195,9 +195,18 @@ def gather_elements(imp: NodeContext):
     idx = imp.emit(
         graph.WhereOp, neg, imp.emit(graph.AddOp, idx, Const(np.asarray(d[axis], np.int64))), idx
     )
+    flat = imp.emit(graph.MulOp, idx, Const(np.asarray(strides[axis], np.int64)))
+    if symdims.is_symbolic(i):  # the offsets as broadcast aranges, one per other axis
+        if symdims.is_symbolic(strides):
+            raise imp.error(f"indices {list(i)} give symbolic strides {strides}")
+        for k in range(r):
+            if k != axis and i[k] != 1:
+                ramp = _arange(imp, i[k], tuple(i[k] if j == k else 1 for j in range(r)))
+                step = Const(np.asarray(strides[k], np.int64))
+                flat = imp.emit(graph.AddOp, flat, imp.emit(graph.MulOp, ramp, step))
+        return [imp.emit(graph.GatherOp, imp.reshape(data, (math.prod(cut),)), flat, axis=0)]
     grid = np.indices(i, dtype=np.int64)  # (0,)-shaped for rank-0 indices: no case of its own
     base = sum((grid[k] * strides[k] for k in range(r) if k != axis), np.zeros(i, np.int64))
-    flat = imp.emit(graph.MulOp, idx, Const(np.asarray(strides[axis], np.int64)))
     flat = imp.emit(graph.AddOp, flat, Const(np.asarray(base, np.int64)))
     return [imp.emit(graph.GatherOp, imp.reshape(data, (math.prod(cut),)), flat, axis=0)]
 
