@@ -104,3 +104,43 @@ def test_one_input_too_many_is_an_error():
     for given in ([], [x, x]):
         with pytest.raises(DlpcError, match=rf"takes 1 inputs \(.*\) but {len(given)} were given"):
             run_reference(module, given, {})
+
+
+def test_conv2d_adds_a_wider_bias():
+    """An f16 convolution with an f32 bias: the sum is f32 (not added in place), y + b."""
+    from dlpc.reference.graph import conv2d
+
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((1, 2, 4, 4)).astype(np.float16)
+    w = rng.standard_normal((3, 2, 1, 1)).astype(np.float16)
+    b = np.array([1.0, -2.0, 3.0], np.float32)
+    y = conv2d(x, w, b, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), groups=1)
+    plain = conv2d(x, w, None, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), groups=1)
+    assert y.dtype == np.float32
+    np.testing.assert_allclose(y, plain.astype(np.float32) + b.reshape(1, 3, 1, 1), rtol=1e-6)
+
+
+def test_winograd_output_transform_tile_by_tile_with_bias():
+    """y[n, o, 2 th + a, 2 tw + b] = (A^T m A)[a, b] + bias[o], cropped to (3, 5)."""
+    from dlpc.reference.graph import winograd_output_transform
+
+    m = np.random.default_rng(9).standard_normal((16, 1, 2, 2, 3)).astype(np.float32)
+    b = np.array([0.5, -1.5], np.float32)
+    y = winograd_output_transform(m, b, output=(3, 5))
+    at = np.array([[1, 1, 1, 0], [0, 1, -1, -1]], np.float32)
+    full = np.zeros((1, 2, 4, 6), np.float32)
+    for o in range(2):
+        for i in range(2):
+            for j in range(3):
+                tile = at @ m[:, 0, o, i, j].reshape(4, 4) @ at.T
+                full[0, o, 2 * i : 2 * i + 2, 2 * j : 2 * j + 2] = tile + b[o]
+    np.testing.assert_allclose(y, full[:, :, :3, :5], rtol=1e-5, atol=1e-5)
+
+
+def test_dropout_seed_is_taken_modulo_2_to_the_32():
+    """graph.dropout's seed enters the hash as a 32-bit value."""
+    from dlpc.reference.graph import dropout_keep
+
+    a = dropout_keep((4, 8), 3, 2**32 + 5, 0.5)
+    assert np.array_equal(a, dropout_keep((4, 8), 3, 5, 0.5))
+    assert not np.array_equal(a, dropout_keep((4, 8), 3, 6, 0.5))
