@@ -68,6 +68,75 @@ from dlpc.reference import graph as ref
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
+def mobilenetv2_text(expand: int = 6) -> str:
+    """A MobileNetV2-style network as .dlpc text (issue 31): a 3x3 stem (3 -> 16, stride 2),
+    three inverted residual blocks (1x1 expand, batch norm, ReLU6; depthwise 3x3 of stride
+    1 or 2, batch norm, ReLU6; 1x1 project, batch norm; the residual add where stride 1
+    keeps the shape) and a pooled linear head, on a B x 3 x 64 x 64 image."""
+    params, body, seed = [], [], [100]
+
+    def conv_bn(name: str, x: str, cin: int, cout: int, k: int, stride: int, groups: int) -> str:
+        seed[0] += 10
+        s = seed[0]
+        params.append(
+            f"  param {name}.w: f32[{cout}, {cin // groups}, {k}, {k}] = kaiming(seed={s})"
+        )
+        for i, (field, init) in enumerate(
+            [
+                ("scale", "uniform(seed={}, low=0.8, high=1.2)"),
+                ("bias", "normal(seed={}, std=0.1)"),
+                ("mean", "normal(seed={}, std=0.1)"),
+                ("var", "uniform(seed={}, low=0.5, high=1.5)"),
+            ]
+        ):
+            params.append(f"  param {name}.bn.{field}: f32[{cout}] = {init.format(s + 1 + i)}")
+        opts = "".join(
+            [f", stride={stride}" if stride > 1 else "", f", padding={k // 2}" if k > 1 else ""]
+        )
+        opts += f", groups={groups}" if groups > 1 else ""
+        bn = ", ".join(f"{name}.bn.{f}" for f in ("scale", "bias", "mean", "var"))
+        body.append(f"  let {name} = batch_norm(conv2d({x}, {name}.w{opts}), {bn})")
+        return name
+
+    h = conv_bn("stem", "x", 3, 16, 3, 2, 1)
+    body.append("  let stem = clip(stem, min=0, max=6)")
+    cin = 16
+    for i, (cout, stride) in enumerate([(16, 1), (24, 2), (24, 1)]):
+        hidden = cin * expand
+        e = conv_bn(f"b{i}e", h, cin, hidden, 1, 1, 1)
+        body.append(f"  let {e} = clip({e}, min=0, max=6)")
+        d = conv_bn(f"b{i}d", e, hidden, hidden, 3, stride, hidden)
+        body.append(f"  let {d} = clip({d}, min=0, max=6)")
+        p = conv_bn(f"b{i}p", d, hidden, cout, 1, 1, 1)
+        if stride == 1 and cin == cout:
+            body.append(f"  let {p} = {p} + {h}")
+        h, cin = p, cout
+    params.append(f"  param fc.weight: f32[10, {cin}] = kaiming(seed=199, gain=1.0)")
+    params.append("  param fc.bias: f32[10] = normal(seed=198, std=0.1)")
+    body.append(f"  let h = reshape(global_avg_pool({h}), shape=[B, {cin}])")
+    body.append("  return linear(h, fc.weight, fc.bias)")
+    lines = ["model mobilenetv2(x: f32[B, 3, 64, 64]) {", *params, "", *body, "}", ""]
+    return "\n".join(lines)
+
+
+# models bench/models.py writes itself (not in examples/): name -> .dlpc text
+GENERATED: dict[str, Callable[[], str]] = {"mobilenetv2": mobilenetv2_text}
+
+
+def example_path(name: str, where: Path) -> Path:
+    """examples/<name>.dlpc, or a GENERATED model's text written into `where`."""
+    if name not in GENERATED:
+        return EXAMPLES / f"{name}.dlpc"
+    path = where / f"{name}.dlpc"
+    if not path.exists():
+        path.write_text(GENERATED[name]())
+    return path
+
+
+def example_names() -> list[str]:
+    return sorted(q.stem for q in EXAMPLES.glob("*.dlpc")) + sorted(GENERATED)
+
+
 def median_ms(fn: Callable[[], object], repeat: int, warmup: int) -> float:
     for _ in range(warmup):
         fn()
@@ -732,7 +801,7 @@ def worker(argv: list[str]) -> int:
 
         base = _memory_baseline()
         if source == "dlpc":
-            model = api.load(EXAMPLES / f"{name}.dlpc", batch=int(batch))
+            model = api.load(example_path(name, case.parent), batch=int(batch))
         else:
             model = api.load(case / f"{name}-{source}.onnx")
         compiled = api.compile(model, target="c")
@@ -755,7 +824,7 @@ def worker(argv: list[str]) -> int:
 
         torch.set_num_threads(int(threads))
         torch.set_num_interop_threads(1)
-        model = api.load(EXAMPLES / f"{name}.dlpc", batch=int(batch))
+        model = api.load(example_path(name, case.parent), batch=int(batch))
         base = _memory_baseline()  # (after the weights are loaded: the figure is torch's own)
         run = torch_runner(model)[1]
     outs = run(inputs)
@@ -890,7 +959,7 @@ def bench_batches(
         for name, b in cases:
             case = tmp / f"{name}-{b}"
             case.mkdir()
-            model = api.load(EXAMPLES / f"{name}.dlpc", batch=b)
+            model = api.load(example_path(name, tmp), batch=b)
             xs = api.random_inputs(model, seed=0)
             ys = api.reference(model, xs)
             np.savez(
@@ -986,10 +1055,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads:
         os.environ["OMP_NUM_THREADS"] = str(args.threads)
     export = args.onnx_from or ("torch" if have("torch") else "graph")
-    paths = sorted(EXAMPLES.glob("*.dlpc"))
+    names = example_names()
     if args.models:
         wanted = set(args.models.split(","))
-        paths = [q for q in paths if q.stem in wanted]
+        names = [n for n in names if n in wanted]
     try:
         levels = [int(level) for level in args.levels.split(",")]
         assert all(0 <= level <= 3 for level in levels)
@@ -1004,6 +1073,7 @@ def main(argv: list[str] | None = None) -> int:
         *(f"kernels -O{level}" for level in levels),
     ]
     with tempfile.TemporaryDirectory() as tmp:
+        paths = [example_path(n, Path(tmp)) for n in names]
         rows = [header, *bench_models(paths, levels, args.repeat, args.warmup, Path(tmp), export)]
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     print(
@@ -1033,9 +1103,7 @@ def batches_table(args) -> int:
         kinds = ["ts", "dyn"] if found("onnxscript") else ["ts"]
     if not found("onnxruntime"):
         print("note: onnxruntime is not installed: its columns print 'fail'")
-    names = (
-        args.models.split(",") if args.models else sorted(q.stem for q in EXAMPLES.glob("*.dlpc"))
-    )
+    names = args.models.split(",") if args.models else example_names()
     batches = [int(b) for b in args.batches.split(",")]
     threads = [int(t) for t in args.thread_counts.split(",")]
     with tempfile.TemporaryDirectory() as tmp:

@@ -1,4 +1,5 @@
-"""The three paths into dlpc give one graph: every example as `.dlpc` text, as its
+"""The three paths into dlpc give one graph: every example (and bench/models.py's
+MobileNetV2-style network) as `.dlpc` text, as its
 TorchScript export and as its dynamo export (torch.onnx, `dynamo=False` / `dynamo=True`)
 reaches the same graph IR after -O2, up to names (issue 31), and each export computes in
 dlpc what onnxruntime computes on the same file.
@@ -35,7 +36,8 @@ from dlpc.dialects import graph as g
 from dlpc.passes import pipeline
 
 ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = ("mlp", "lenet", "mobilenet", "resnet", "transformer")
+# the examples and bench/models.py's MobileNetV2-style network (inverted residual blocks)
+EXAMPLES = ("mlp", "lenet", "mobilenet", "resnet", "transformer", "mobilenetv2")
 KINDS = ("ts", "dyn")
 BATCH = 2
 
@@ -131,7 +133,7 @@ def exports(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("exports")
     out = {}
     for name in EXAMPLES:
-        model = api.load(ROOT / "examples" / f"{name}.dlpc", batch=BATCH)
+        model = api.load(bench.example_path(name, tmp), batch=BATCH)
         xs = api.random_inputs(model, seed=0)
         paths = bench.onnx_exports(model, xs, tmp, list(KINDS))
         out[name] = (model, xs, paths)
