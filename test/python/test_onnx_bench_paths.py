@@ -110,12 +110,12 @@ def _kernels(model: api.Model) -> list[tuple[str, str]]:
     ]
 
 
-# (not the transformer: torch.onnx writes its rank-3 linears as MatMul by the transposed
-# weight, then Add; dlpc keeps them matmuls, which its schedules run faster today than
-# linear with the [N, K] weight, so its kernels are matmul_* where the example's are
-# linear_*, and the Q/K/V bias adds stay three small kernels after the slices)
+# (the transformer too: torch.onnx writes its rank-3 linears as MatMul by the transposed
+# weight, then Add, which graph-canonicalize turns back into linear)
 @pytest.mark.parametrize("kind", ["ts", "dyn"])
-@pytest.mark.parametrize("name,batch", [("mlp", 4), ("lenet", 4), ("resnet", 1), ("mobilenet", 1)])
+@pytest.mark.parametrize(
+    "name,batch", [("mlp", 4), ("lenet", 4), ("resnet", 1), ("mobilenet", 1), ("transformer", 1)]
+)
 def test_torch_exports_compile_to_the_examples_kernels(name, batch, kind, tmp_path):
     pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0)")
     pytest.importorskip("onnx", reason="onnx is not installed (dlpc[onnx])")
