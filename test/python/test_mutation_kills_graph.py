@@ -491,3 +491,22 @@ def test_a_let_may_shadow_a_let_but_not_an_input_or_a_param():
     parse_model(
         "model m(x: f32[1, 4]) {\n  let y = relu(x)\n  let y = relu(y)\n  return y\n}\n", "m.dlpc"
     )
+
+
+def test_a_variadic_op_takes_its_operands_as_one_list_and_a_let_names_its_value():
+    """concat([x, y], axis=1): the list is the operands (irgen.py:256); `let h = ...`
+    names the op's result %h (irgen.py:130: a value without a name takes the let's)."""
+    from dlpc.frontends.text import parse_model
+
+    model = parse_model(
+        "model m(x: f32[1, 4]) {\n  let h = relu(x)\n  return concat([x, h], axis=1)\n}\n", "m.dlpc"
+    )
+    text = str(model.module)
+    assert "%h = graph.relu %x" in text
+    assert (
+        "graph.concat %x, %h {axis = 1 : i64} : (tensor<1x4xf32>, tensor<1x4xf32>) -> tensor<1x8xf32>"
+        in text
+    )
+    # a list followed by more operands is not the operands (irgen.py:256, `len(args) == 1`)
+    msg = _text_error("model m(x: f32[1, 4]) {\n  return concat([x, x], x, axis=1)\n}\n")
+    assert msg.startswith("m.dlpc:2:17: error: concat operand 1 must be a tensor")
