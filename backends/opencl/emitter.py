@@ -129,6 +129,10 @@ class OpenCLEmitter(ChainWriter):
             name = w.names.fresh(stage.name_hint, "stage")
             w.line(f"__local {c_type(elt)} {name}[{max(math.prod(shape), 1)}];")
             w.buffers[stage] = Buffer(name, shape)
+        if launch.split is not None and launch.local_size is not None:  # (a group's partials)
+            _, elt = cbe.memref_info(launch.split[1].type)
+            w.sums = w.names.fresh("group_sums", "sums")
+            w.line(f"__local {c_type(elt)} {w.sums}[{launch.local_size[0]}];")
         w.block(k.block)
         local = "(" + ", ".join(map(str, launch.local_size)) + ")" if launch.local_size else "(-)"
         note = (

@@ -31,12 +31,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from xdsl.dialects import scf
+from xdsl.dialects import arith, memref, scf
+from xdsl.dialects.builtin import Float32Type, Float64Type, FloatAttr
 from xdsl.ir import SSAValue
 
-from dlpc.backends.opencl.lanes import _laneable, independent
+from dlpc.backends.opencl.lanes import PARTIAL_IDENTITY, _laneable, accumulators, independent
 from dlpc.backends.opencl.launch import Launch, plan_relayout
 from dlpc.dialects.loop import ForOp, KernelOp, spine
+from dlpc.dialects.typed import element_type
 
 #: work-items per work-group the plan aims at, and the fewest it goes down to while the
 #: groups are fewer than the compute units (a GPU schedules warps / wavefronts of 32-64)
@@ -46,6 +48,10 @@ MIN_GROUP_ITEMS = 64
 #: linear's batch rows, a conv's output rows), tried widest first; its lanes share the
 #: loads that do not vary with them (the weight's), each lane its own accumulator
 ROW_LANES = (4, 2)
+#: a kernel with fewer work-items than the compute units x `GROUP_ITEMS` whose outputs
+#: each sum at least `SPLIT_ITEMS` terms in one loop (a linear at batch 1, a global
+#: average pool) splits each sum over a work-group of `SPLIT_ITEMS` (`split_reduction`)
+SPLIT_ITEMS = 64
 
 
 @dataclass(frozen=True)
@@ -104,6 +110,9 @@ def plan_gpu_launch(
     loops = work_items(kernel)
     if not loops:
         return Launch(fname, (1,), (1,))
+    split = split_reduction(loops, profile)
+    if split is not None:
+        return _split_launch(fname, loops, split, profile)
     inner = loops[::-1][:2]  # dimension 0: the innermost loop, 1: the one above it
     outer = loops[: len(loops) - len(inner)]
     launch = Launch(fname, (), None)
@@ -149,3 +158,60 @@ def row_lanes(kernel: KernelOp, rows: ForOp, inner: ForOp) -> int:
     if not any(isinstance(op, ForOp) and op.reduction is not None for op in inner.walk()):
         return 1
     return next((u for u in ROW_LANES if rows.trip_count % u == 0), 1)
+
+
+def split_reduction(loops: list[ForOp], profile: GpuProfile) -> tuple[ForOp, SSAValue, str] | None:
+    """(reduction loop, accumulator, combining op) when the work-items `loops` make are
+    too few to fill the device (fewer than its units x `GROUP_ITEMS`) and the innermost
+    one's body holds one loop, a reduction of at least `SPLIT_ITEMS` iterations
+    updating one float accumulator (`accumulators`) that starts at the combining op's
+    identity (each work-item's partial starts there too); else None."""
+    inner = loops[-1]
+    if math.prod(lp.trip_count for lp in loops) >= profile.units * GROUP_ITEMS:
+        return None
+    nested = [op for op in inner.block.walk() if isinstance(op, ForOp)]
+    if len(nested) != 1 or nested[0].parent_op() is not inner:
+        return None
+    red = nested[0]
+    found = accumulators(red) if red.trip_count >= SPLIT_ITEMS else None
+    if not found or len(found) != 1:
+        return None
+    acc, combine = found[0]
+    if element_type(acc) not in (Float32Type(), Float64Type()):
+        return None
+    ops = list(inner.block.ops)
+    init = [o for o in ops[: ops.index(red)] if isinstance(o, memref.StoreOp) and o.memref is acc]
+    if len(init) != 1 or not isinstance(init[0].value.owner, arith.ConstantOp):
+        return None
+    value = init[0].value.owner.value
+    if not isinstance(value, FloatAttr) or abs(value.value.data) != abs(PARTIAL_IDENTITY[combine]):
+        return None  # (0.0 or -0.0 for a sum: the same total)
+    return red, acc, combine
+
+
+def _split_launch(
+    fname: str, loops: list[ForOp], split: tuple[ForOp, SSAValue, str], profile: GpuProfile
+) -> Launch:
+    """The launch of a split reduction: a work-group of `SPLIT_ITEMS` per iteration of
+    the innermost loop (dimension 0's group id), the loop above it on dimension 1, any
+    further ones collapsed into 2 (groups of one there)."""
+    group = min(SPLIT_ITEMS, profile.max_group)
+    launch = Launch(fname, (), None)
+    inner, rest = loops[-1], loops[:-1]
+    launch.mapped[inner] = "get_group_id(0)"
+    extents = [inner.trip_count * group]
+    if rest:
+        launch.mapped[rest[-1]] = "get_global_id(1)"
+        extents.append(rest[-1].trip_count)
+    outer = rest[:-1]
+    stride = 1
+    for lp in reversed(outer):
+        expr = f"(get_global_id(2) / {stride})" if stride > 1 else "get_global_id(2)"
+        launch.mapped[lp] = f"({expr} % {lp.trip_count})" if lp is not outer[0] else expr
+        stride *= lp.trip_count
+    if outer:
+        extents.append(stride)
+    launch.global_size = tuple(extents)
+    launch.local_size = (group, *([1] * (len(extents) - 1)))
+    launch.split = split
+    return launch

@@ -120,6 +120,7 @@ class KernelWriter(FunctionWriter):
         # (`split_interior`'s `bound_tests`): masked loads need no per-lane fallback
         self.in_bounds = False
         self.masked = 0  # masked loads written (`masked_load`)
+        self.sums = ""  # the `__local` partials of a split reduction (`split_reduction`)
 
     def op(self, op: Operation) -> None:
         if not self.active or self.fixed or isinstance(op, ForOp):
@@ -438,6 +439,38 @@ class KernelWriter(FunctionWriter):
         self.buffers[op.memref] = Buffer(name, shape)
         return None
 
+    def split_reduction(self, op: ForOp) -> None:
+        """A reduction loop split over the work-items of a group (`Launch.split`): each
+        sums every group-size-th iteration from its local id into its own accumulator
+        (which starts at the identity), the partials meet in `__local` memory (`sums`,
+        declared by the emitter) pairwise, and work-item 0 alone goes on with the total."""
+        assert self.launch.split is not None and self.launch.local_size is not None
+        _, acc, combine = self.launch.split
+        group = self.launch.local_size[0]
+        iv = self.names.fresh(op.loop_name or op.induction_var.name_hint, "i")
+        self.expr[op.induction_var] = iv
+        lid = "(long)get_local_id(0)"
+        start = lid if (op.lower, op.stride) == (0, 1) else f"{op.lower} + {op.stride} * {lid}"
+        self.line(f"for (long {iv} = {start}; {iv} < {op.upper}; {iv} += {op.stride * group}) {{")
+        self.depth += 1
+        self.block(op.block)
+        self.depth -= 1
+        self.line("}")
+        total, sums = self.buffers[acc].name, self.sums
+        pair = f"{sums}[get_local_id(0)], {sums}[get_local_id(0) + s]"
+        if combine in cbe.BINARY:
+            both = pair.replace(", ", f" {cbe.BINARY[combine]} ", 1)
+        else:
+            both = f"{cbe.MACRO_BINARY[combine]}({pair})"
+        self.line(f"{sums}[get_local_id(0)] = {total};")
+        self.line("barrier(CLK_LOCAL_MEM_FENCE);")
+        self.line(f"for (int s = {group // 2}; s > 0; s >>= 1) {{")
+        self.line(f"  if ((int)get_local_id(0) < s) {sums}[get_local_id(0)] = {both};")
+        self.line("  barrier(CLK_LOCAL_MEM_FENCE);")
+        self.line("}")
+        self.line("if (get_local_id(0) != 0) return;  /* (no barrier follows) */")
+        self.line(f"{total} = {sums}[0];")
+
     def laned(self, op: ForOp) -> None:
         """A laned loop: U iterations per step (per work-item when mapped), its body
         written once per lane (see the class docstring); a reduction loop's lanes sum
@@ -710,6 +743,8 @@ class KernelWriter(FunctionWriter):
     def for_(self, op: ForOp) -> None:
         if op in self.launch.lanes:
             return self.laned(op)
+        if self.launch.split is not None and op is self.launch.split[0]:
+            return self.split_reduction(op)
         if self.active and op.reduction is not None and not self.splitting:
             guards = padding_guards(op)
             if guards:

@@ -54,6 +54,9 @@ class Launch:
     # mapped loops whose NDRange dimension is rounded up to whole work-groups (GPU
     # plans, `gpu_launch`): loop -> its trip count; a work-item past it does nothing
     bounds: dict[ForOp, int] = field(default_factory=dict)
+    # a reduction loop split over the work-items of a group (GPU plans, `gpu_launch`):
+    # (loop, its accumulator, the combining op's name); its partials meet in `__local`
+    split: tuple[ForOp, SSAValue, str] | None = None
 
 
 def _local_stage_plan(g: ForOp):

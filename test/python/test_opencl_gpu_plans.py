@@ -56,13 +56,29 @@ def test_gpu_plan_matches_reference(name, batch):
     _check(model, f)
 
 
+@pytest.mark.parametrize("batch", [1, 32])
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_gpu_plan_for_a_big_gpu_matches_reference(name, batch, monkeypatch):
+    """The plans sized for an H200 (132 compute units), run on this device: the linears
+    and layer norms with fewer outputs than it can hold busy split each sum over a
+    work-group (`split_reduction`), partials meeting in `__local` memory."""
+    from dlpc.backends.opencl import gpu_launch
+
+    monkeypatch.setattr(gpu_launch, "GpuProfile", lambda max_group, units: H200)
+    model, module = _lowered(name, batch)
+    f = compile_opencl(module, name=name, profile="gpu")
+    split = [launch for launch in f.plan.launches.values() if launch.split is not None]
+    assert bool(split) == (name in ("mlp", "lenet", "transformer"))
+    _check(model, f, runs=1)
+
+
 def test_gpu_plan_shapes():
     """The MLP's linears at batch 32: features on dimension 0 (coalesced stores, and the
     weight read transposed so its loads are too), the batch on dimension 1 in blocks of
     4 rows, groups of 64-256; the last linear's 10 features rounded up to whole groups
     and guarded."""
     _, module = _lowered("mlp", 32)
-    emitter = OpenCLEmitter(module, gpu=H200)
+    emitter = OpenCLEmitter(module, gpu=GpuProfile(1024, 1))  # (1 unit: no split sums)
     source = emitter.emit()
     launches = {k.sym: launch for k, launch in emitter.launches.items()}
     first = launches["linear_relu_0"]
@@ -81,6 +97,26 @@ def test_gpu_plan_shapes():
     body = source[source.index("kernel_linear_relu_0(") :]
     body = body[: body.index("\n}\n")]
     assert body.count("v_fc1_weight[") == 1 and body.count("v_x[") == 4
+
+
+def test_gpu_plan_splits_short_sums_over_a_group():
+    """The MLP at batch 1 on 132 units (256 outputs): each dot product over a work-group
+    of 64, its work-items striding the reduction from their local id (coalesced), the
+    partials combined in `__local` memory, work-item 0 writing the output."""
+    from dlpc.backends.opencl.gpu_launch import SPLIT_ITEMS
+
+    _, module = _lowered("mlp", 1)
+    emitter = OpenCLEmitter(module, gpu=H200)
+    source = emitter.emit()
+    first = next(launch for k, launch in emitter.launches.items() if k.sym == "linear_relu_0")
+    assert first.split is not None and first.split[2] == "arith.addf"
+    assert first.global_size == (256 * SPLIT_ITEMS,) and first.local_size == (SPLIT_ITEMS,)
+    assert not first.relayout  # (the group's loads run along k: no transposed copy)
+    body = source[source.index("kernel_linear_relu_0(") :]
+    body = body[: body.index("\n}\n")]
+    assert f"__local float v_group_sums[{SPLIT_ITEMS}];" in body
+    assert "v_r0 = (long)get_local_id(0); v_r0 < 784; v_r0 += 64)" in body
+    assert body.count("barrier(CLK_LOCAL_MEM_FENCE);") == 2
 
 
 def test_gpu_plan_collapses_outer_loops():
