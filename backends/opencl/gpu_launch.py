@@ -18,6 +18,11 @@ What holds for a GPU plan:
   group while there are fewer groups than the device's compute units; the NDRange is
   rounded up to whole groups, and the work-items past a loop's end do nothing
   (`Launch.bounds`);
+- reductions inside a work-group (`split_reduction`): where the work-items are fewer than
+  the units x `GROUP_ITEMS` and each output sums `SPLIT_ITEMS` or more terms in one loop,
+  a work-group of `SPLIT_ITEMS` per output strides that loop from its local ids and
+  combines its partials in `__local` memory (the sum's order changes: within the
+  reference's tolerance, as the CPU plan's partial sums);
 - register blocking (`row_lanes`): in a kernel with a reduction and no padding guards, a
   work-item computes 4 (or 2) consecutive iterations of dimension 1's loop as lanes
   (`Launch.lanes`, unrolled and jammed as on a CPU): a linear's weight element is loaded
