@@ -7,7 +7,7 @@ pads each input with zeros along every axis whose dim is `S`, `runtime/dynamic.p
 Requires: symbolic dims on `@main`'s arguments (the dims to mask are named by the option).
 Guarantees: every op that mixes positions along an axis of dim `S` reads the padding as
 absent:
-- softmax / log_softmax along S: a bias of -1e9 at the padding before it;
+- softmax / log_softmax along S: a bias of -80 at the padding before it (see BIG);
 - reduce_sum / reduce_mean / reduce_max / reduce_min / reduce_prod over S: the padding
   replaced by the reduction's identity (a mean divides by the valid count);
 - matmul / linear contracting over S: the lhs multiplied by the mask along that axis;
@@ -18,7 +18,7 @@ expression of S such as 16*S) is an error naming the op:
 
     %s = graph.softmax %x : (tensor<?x?xf32, ["b", "seq"]>) -> tensor<?x?xf32, ["b", "seq"]>
 
-becomes, with dims="seq", (mask_seq - 1) * 1e9 added along the last axis before it.
+becomes, with dims="seq", (mask_seq - 1) * 80 added along the last axis before it.
 """
 
 from __future__ import annotations
@@ -45,7 +45,12 @@ from dlpc.dialects import graph as g
 from dlpc.dialects import symdims
 from dlpc.passes.graph.infer_shapes import infer_module
 
-BIG = 1e9  # exp(-1e9 + x) is 0 in f32 for any activation a model produces
+# the padding's bias: e^-80 (1.8e-35) is below f32's resolution next to any valid term
+# unless a padded score exceeds the valid maximum by about 60. Far larger biases
+# (-1e9, or -inf through a where) give exact zeros but send exp down its underflow path:
+# 2.4x the whole call at seq 100 in bucket 128 (bench/dynamic.py); -80 costs 1.2x.
+BIG = 80.0
+FAR = 1e30  # a max / min over the padding: no exp, so the bias may be far beyond any value
 
 
 class _Masker:
@@ -65,16 +70,18 @@ class _Masker:
 
     def along(self, before: Operation, name: str, kind: str, rank: int, axis: int) -> SSAValue:
         """The mask of `name` as a tensor of `rank` dims, S at `axis` and 1 elsewhere:
-        kind "mul" (1 valid, 0 padding) or "bias" (0 valid, -BIG padding)."""
+        kind "mul" (1 valid, 0 padding), "bias" (0 valid, -BIG padding) or "far" (0
+        valid, -FAR padding)."""
         key = (name, kind, rank, axis)
         if key in self.cache:
             return self.cache[key]
         first = self.block.first_op
         assert first is not None
         m = self.masks[name]
-        if kind == "bias":
+        if kind in ("bias", "far"):
             m = self.insert(first, g.SubOp.make(m, self.const(first, 1.0)))
-            m = self.insert(first, g.MulOp.make(m, self.const(first, BIG)))
+            scale = BIG if kind == "bias" else FAR
+            m = self.insert(first, g.MulOp.make(m, self.const(first, scale)))
         shape = [1] * rank
         shape[axis] = g.shape_of(self.masks[name])[0]
         out = self.insert(first, g.ReshapeOp.make(m, shape=shape))
@@ -119,8 +126,8 @@ def _mask_op(m: _Masker, op: Operation, names: Sequence[str]) -> None:
                 one = m.const(op, 1.0)
                 x = m.insert(op, g.MulOp.make(x, mul))
                 x = m.insert(op, g.AddOp.make(x, m.insert(op, g.SubOp.make(one, mul))))
-            else:  # max: x + (m - 1) * BIG; min: x - (m - 1) * BIG
-                bias = m.along(op, name, "bias", len(shape), axis)
+            else:  # max: x + (m - 1) * FAR; min: x - (m - 1) * FAR
+                bias = m.along(op, name, "far", len(shape), axis)
                 make = g.AddOp if isinstance(op, g.ReduceMaxOp) else g.SubOp
                 x = m.insert(op, make.make(x, bias))
             if isinstance(op, g.ReduceMeanOp):  # mean over S = sum * S_padded / S_valid

@@ -1,7 +1,7 @@
 // RUN: dlpc-opt %s -p 'graph-mask-padding{dims="seq"}' | filecheck %s
 
 // @main gains mask_seq (1 at valid positions, 0 at the padding). A softmax along seq
-// reads a bias of (mask - 1) * 1e9 along its axis; a mean over seq reads the masked input
+// reads a bias of (mask - 1) * 80 along its axis; a mean over seq reads the masked input
 // scaled by padded/valid counts; a matmul contracting over seq reads a masked lhs.
 // CHECK-LABEL: func.func @main(%x: tensor<?x?x8xf32, ["b", "seq"]>, %0: tensor<?xf32, ["seq"]> {dlpc.name = "mask_seq"})
 // CHECK:         %[[MUL:.*]] = graph.reshape %0 {sym_shape = ["seq"], shape = array<i64: 1, -9223372036854775808, 1>}
