@@ -510,3 +510,41 @@ def test_a_variadic_op_takes_its_operands_as_one_list_and_a_let_names_its_value(
     # a list followed by more operands is not the operands (irgen.py:256, `len(args) == 1`)
     msg = _text_error("model m(x: f32[1, 4]) {\n  return concat([x, x], x, axis=1)\n}\n")
     assert msg.startswith("m.dlpc:2:17: error: concat operand 1 must be a tensor")
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_vector_times_a_batch_of_matrices(target):
+    """[3] @ [2, 3, 4] -> [2, 4] (numpy's matmul: the vector is one row of every batch)."""
+    src = """
+func.func @main(%a: tensor<3xf32>, %b: tensor<2x3x4xf32>) -> tensor<2x4xf32> {
+  %y = graph.matmul %a, %b : (tensor<3xf32>, tensor<2x3x4xf32>) -> tensor<2x4xf32>
+  func.return %y : tensor<2x4xf32>
+}"""
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal(3).astype(np.float32)
+    b = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    (got,) = compiled(src, target, 0)(a, b)
+    np.testing.assert_allclose(got, np.matmul(a, b), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_winograd_input_transform_unpadded_of_an_odd_size(target):
+    """No pads on a 5x5 input: 2 tiles of 4 reach row and column 5, past the input, so
+    those reads are guarded (zeros), though no pad asks for it."""
+    src = """
+func.func @main(%x: tensor<1x1x5x5xf32>) -> tensor<16x1x1x2x2xf32> {
+  %v = graph.winograd_input_transform %x {pads = array<i64: 0, 0, 0, 0>} : (tensor<1x1x5x5xf32>) -> tensor<16x1x1x2x2xf32>
+  func.return %v : tensor<16x1x1x2x2xf32>
+}"""
+    x = np.random.default_rng(8).standard_normal((1, 1, 5, 5)).astype(np.float32)
+    xp = np.pad(x, ((0, 0), (0, 0), (0, 1), (0, 1)))
+    tiles = np.stack(
+        [
+            np.stack([xp[:, :, 2 * i : 2 * i + 4, 2 * j : 2 * j + 4] for j in range(2)], 2)
+            for i in range(2)
+        ],
+        2,
+    )
+    want = np.einsum("ak,nctukj,bj->abnctu", WINO_BT, tiles, WINO_BT).reshape(16, 1, 1, 2, 2)
+    (got,) = compiled(src, target, 0)(x)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
