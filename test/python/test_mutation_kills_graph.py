@@ -548,3 +548,22 @@ func.func @main(%x: tensor<1x1x5x5xf32>) -> tensor<16x1x1x2x2xf32> {
     want = np.einsum("ak,nctukj,bj->abnctu", WINO_BT, tiles, WINO_BT).reshape(16, 1, 1, 2, 2)
     (got,) = compiled(src, target, 0)(x)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_rank_4_per_channel_scale_moves_into_the_conv_weight():
+    """conv2d([1, 3, 1, 1] * x, w) -> conv2d(x, w * scale): a scale of rank 4 (NCHW, one
+    value per input channel) is taken, as one of rank 1 or 3 is."""
+    src = """
+func.func @main(%x: tensor<1x3x4x4xf32>) -> tensor<1x2x4x4xf32> {
+  %c = graph.constant dense<[[[[1.0]], [[2.0]], [[-3.0]]]]> : tensor<1x3x1x1xf32>
+  %w = graph.param "w" : tensor<2x3x1x1xf32>
+  %xs = graph.mul %c, %x : (tensor<1x3x1x1xf32>, tensor<1x3x4x4xf32>) -> tensor<1x3x4x4xf32>
+  %y = graph.conv2d %xs, %w : (tensor<1x3x4x4xf32>, tensor<2x3x1x1xf32>) -> tensor<1x2x4x4xf32>
+  func.return %y : tensor<1x2x4x4xf32>
+}"""
+    module = parse_module(src)
+    PassPipeline.parse_spec({**get_all_passes(), **PASSES}, "graph-substitute").apply(
+        Context(), module
+    )
+    conv = next(op for op in module.walk() if op.name == "graph.conv2d")
+    assert conv.operands[0].name_hint == "x"
