@@ -289,3 +289,12 @@ def test_a_depthwise_conv_takes_the_conv_intrinsic(tmp_path):
     model, module, ops = lowered(tmp_path, text)
     assert ops["dlp.conv2d"] == 1, ops
     matches_reference(model, module)
+
+
+def test_report_seconds_are_cycles_at_the_clock(tmp_path):
+    """A kernel's simulated time is its cycles over the description's clock."""
+    from dlpc.targets.dlp import resolve
+
+    rep, _ = _run_small(tmp_path, "relu(x)", "tiny", "x: f32[4, 64]")
+    assert rep.cycles > 0
+    assert rep.seconds == pytest.approx(rep.cycles / (resolve("tiny").clock_ghz * 1e9))
