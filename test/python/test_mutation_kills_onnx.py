@@ -265,3 +265,19 @@ def test_thresholded_relu():
     node = helper.make_node("ThresholdedRelu", ["x"], ["y"], alpha=0.5)
     proto = make([node], [vi("x", [6])], [vi("y", [6])])
     check_numerics(proto, np.array([-1, 0, 0.25, 0.5, 0.75, 2], np.float32))
+
+
+@pytest.mark.parametrize("fmod", [0, 1])
+def test_float_mod_truncates_the_quotient(fmod):
+    """Float Mod: r = a - trunc(a / b) * b, with a's sign (fmod 1, C's fmod) or b's
+    (fmod 0, Python's %; onnxruntime refuses it for floats: numpy's mod is the oracle)."""
+    from dlpc.frontends.onnx import load_model
+    from dlpc.reference.graph import run_reference
+
+    node = helper.make_node("Mod", ["a", "b"], ["r"], fmod=fmod)
+    proto = make([node], [vi("a", [4]), vi("b", [4])], [vi("r", [4])])
+    a = np.array([7.5, -7.5, 7.5, -7.5], np.float32)
+    b = np.array([2.0, 2.0, -2.0, -2.0], np.float32)
+    m = load_model(proto)
+    (got,) = run_reference(m.module, [a, b], m.weights)
+    np.testing.assert_allclose(got, np.fmod(a, b) if fmod else np.mod(a, b), rtol=1e-6)
