@@ -36,10 +36,9 @@ class TensorTypeExpr:
 
 @dataclass(frozen=True)
 class Number:
-    """An int or float literal; `is_int` tells `2` from `2.0` (attributes care)."""
+    """An int or float literal: `value`'s type tells `2` from `2.0` (attributes care)."""
 
     value: int | float
-    is_int: bool
     loc: Loc = (0, 0)
 
 

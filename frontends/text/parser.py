@@ -106,11 +106,11 @@ class _ToAst(Transformer):
 
     def int(self, children):
         (tok,) = children
-        return ast.Number(int(tok), True, _loc(tok))
+        return ast.Number(int(tok), _loc(tok))
 
     def float(self, children):
         (tok,) = children
-        return ast.Number(float(tok), False, _loc(tok))
+        return ast.Number(float(tok), _loc(tok))
 
     def string(self, children):
         (tok,) = children
