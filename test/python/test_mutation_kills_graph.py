@@ -332,6 +332,8 @@ def test_end_of_file_is_located_on_the_last_line():
     (parser.py:189, `lines[-1]`)."""
     msg = _text_error("model m(x: f32[2]) {\n  let y = x\n  let z = relu(x\n  ")
     assert msg.startswith("m.dlpc:4:3: error: unexpected end of file")
+    msg = _text_error("model m(x: f32[2]) {\n  let z = relu(x\n   ")  # 3 columns
+    assert msg.startswith("m.dlpc:3:4: error: unexpected end of file")
 
 
 @pytest.mark.parametrize("name", ["f32", "i32", "inf", "true"])

@@ -281,3 +281,10 @@ def test_float_mod_truncates_the_quotient(fmod):
     m = load_model(proto)
     (got,) = run_reference(m.module, [a, b], m.weights)
     np.testing.assert_allclose(got, np.fmod(a, b) if fmod else np.mod(a, b), rtol=1e-6)
+
+
+@pytest.mark.parametrize("opset", [7, 13])
+def test_inference_dropout_of_any_opset_from_7_is_the_identity(opset):
+    node = helper.make_node("Dropout", ["x"], ["y"])
+    proto = make([node], [vi("x", [3])], [vi("y", [3])], opset=opset)
+    check_numerics(proto, np.array([1.0, -2.0, 3.0], np.float32))
