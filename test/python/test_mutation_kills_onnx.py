@@ -288,3 +288,12 @@ def test_inference_dropout_of_any_opset_from_7_is_the_identity(opset):
     node = helper.make_node("Dropout", ["x"], ["y"])
     proto = make([node], [vi("x", [3])], [vi("y", [3])], opset=opset)
     check_numerics(proto, np.array([1.0, -2.0, 3.0], np.float32))
+
+
+def test_conv_transpose_3d_with_a_different_end_pad_per_axis():
+    """3-D ConvTranspose, end pads (1, 0, 1): each axis takes its own end pad."""
+    rng = np.random.default_rng(9)
+    w = rng.standard_normal((1, 1, 2, 2, 2)).astype(np.float32)
+    node = helper.make_node("ConvTranspose", ["x", "w"], ["y"], pads=[0, 0, 0, 1, 0, 1])
+    proto = make([node], [vi("x", [1, 1, 3, 3, 3])], [vi("y", [1, 1, 3, 4, 3])], [("w", w)])
+    check_numerics(proto, rng.standard_normal((1, 1, 3, 3, 3)).astype(np.float32))
