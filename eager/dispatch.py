@@ -14,10 +14,8 @@ no kernel for its key is a one-line error naming the op and the device.
 
 from __future__ import annotations
 
-import contextlib
 import math
-import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -282,21 +280,6 @@ def _out_specs(model) -> list[tuple[tuple[int, ...], np.dtype]]:
     return [(tuple(ref.graph.shape_of(v)), np.dtype(ref.result_dtype(v))) for v in rets]
 
 
-@contextlib.contextmanager
-def _no_svm() -> Iterator[None]:
-    """Device kernels keep every argument in a device buffer: the copies in and out are
-    device copies (DLPC_OPENCL_SVM=0 while the function is made)."""
-    before = os.environ.get("DLPC_OPENCL_SVM")
-    os.environ["DLPC_OPENCL_SVM"] = "0"
-    try:
-        yield
-    finally:
-        if before is None:
-            del os.environ["DLPC_OPENCL_SVM"]
-        else:
-            os.environ["DLPC_OPENCL_SVM"] = before
-
-
 def _opencl_function(model, device: Device, name: str):
     """The one-op model through the pipeline for the OpenCL target, on `device`."""
     from dlpc.backends.runtime.opencl_rt import OpenCLFunction
@@ -306,8 +289,8 @@ def _opencl_function(model, device: Device, name: str):
         opt_level=2, schedule=pipeline.schedules_for("opencl"), target="opencl"
     )
     lowered = pipeline.lower(model.module.clone(), "loop", opts, weights=None)
-    with _no_svm():
-        fn = OpenCLFunction(lowered, name=name, device=device.backend.cl_device)  # type: ignore[attr-defined]
+    # device kernels keep every argument in a device buffer: copies in and out are device copies
+    fn = OpenCLFunction(lowered, name=name, device=device.backend.cl_device, svm=False)  # type: ignore[attr-defined]
     fn.bind_params(dict(model.weights))
     return fn
 

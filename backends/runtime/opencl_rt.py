@@ -1016,10 +1016,12 @@ class OpenCLFunction(ModuleFunction):
         team=None,
         vector_width=None,
         profile: str | None = None,
+        svm: bool = True,
     ):
         from dlpc.backends.c import find_main
 
         self.lock = threading.Lock()
+        self.svm = svm  # False: every argument in a device buffer (device copies in and out)
         self.fn = find_main(module)
         self.bind_signature(self.fn)
         self.plans = launch_profile(profile, device)  # "cpu" or "gpu" launch plans
@@ -1213,7 +1215,7 @@ class OpenCLFunction(ModuleFunction):
             fine = bool(device.svm_capabilities & cl.device_svm_capabilities.FINE_GRAIN_BUFFER)
         except (cl.Error, AttributeError):  # OpenCL 1.x: no SVM
             fine = False
-        if not fine or settings.get("DLPC_OPENCL_SVM") == "0":
+        if not fine or not self.svm or settings.get("DLPC_OPENCL_SVM") == "0":
             return {}
         args = self.fn.body.block.args
         copies = [o for o in module.walk() if isinstance(o, memref.CopyOp)]
