@@ -193,3 +193,25 @@ def test_canonicalize_preserves_results():
     assert count(module, "graph.gelu") == 1 and count(module, "graph.linear") == 1
     assert count(module, "graph.erf") == 0 and count(module, "graph.matmul") == 0
     assert str(check(parse(str(module)), "graph-canonicalize")) == str(module)  # a fixed point
+
+
+RENAMED = """
+func.func @f(%{x}: tensor<2x8xf32>) -> tensor<2x3xf32> {{
+  %{b} = graph.param "{bn}" : tensor<3xf32>
+  %{w} = graph.param "{wn}" : tensor<3x8xf32>
+  %{y} = graph.linear %{x}, %{w}, %{b} : (tensor<2x8xf32>, tensor<3x8xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  %{r} = graph.{act} %{y} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  func.return %{r} : tensor<2x3xf32>
+}}
+"""
+
+
+def test_canonical_is_up_to_names_only():
+    """SSA, argument and param names do not count; an op that differs does."""
+    from test_graph_passes import parse
+
+    one = dict(x="x", b="b", w="w", bn="fc.bias", wn="fc.weight", y="y", r="r", act="relu")
+    two = dict(x="in0", b="1", w="0", bn="p1", wn="p0", y="2", r="3", act="relu")
+    assert canonical(parse(RENAMED.format(**one))) == canonical(parse(RENAMED.format(**two)))
+    other = canonical(parse(RENAMED.format(**{**one, "act": "sigmoid"})))
+    assert other != canonical(parse(RENAMED.format(**one)))
