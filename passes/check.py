@@ -51,7 +51,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from dlpc.diagnostics import DlpcError
-from dlpc.dialects import graph
+from dlpc.dialects import graph, symdims
 
 LEVELS = ("graph", "te", "loop", "dlp")
 Evaluator = Callable[[ModuleOp, list[np.ndarray]], None]
@@ -87,10 +87,27 @@ def convention(fn: func.FuncOp) -> tuple[int, list[str], int]:
     return n_args - len(params) - n_out, params, n_out
 
 
+# the size every symbolic dim (dialects/symdims) takes when a function is evaluated
+SYMBOL_SIZE = 3
+
+
+def _symbolic_sizes() -> dict[str, int]:
+    from collections import defaultdict
+
+    return defaultdict(lambda: SYMBOL_SIZE)
+
+
 def _shape_dtype(ty) -> tuple[tuple[int, ...], np.dtype]:
+    if isinstance(ty, TensorType) and graph.DYNAMIC_INDEX in ty.get_shape():
+        shape = symdims.bind_shape(graph.shape_of(ty), _symbolic_sizes())
+        return shape, np.dtype(graph.numpy_dtype(ty.get_element_type()))
     if isinstance(ty, TensorType | MemRefType):
         return tuple(ty.get_shape()), np.dtype(graph.numpy_dtype(ty.get_element_type()))
     return (), np.dtype(graph.numpy_dtype(ty))
+
+
+def _symbolic(ty) -> bool:
+    return isinstance(ty, TensorType) and graph.DYNAMIC_INDEX in ty.get_shape()
 
 
 def _int_bound(value: SSAValue, default: int = 10) -> int:
@@ -337,6 +354,15 @@ class Checker:
         single = ModuleOp(ops)
         main = next(op for op in single.ops if isinstance(op, func.FuncOp))
         main.sym_name = StringAttr("main")
+        if any(_symbolic(a.type) for a in main.args):  # every symbol at SYMBOL_SIZE
+            from xdsl.utils.exceptions import VerifyException
+
+            from dlpc.passes.graph.bind_dims import bind_module
+
+            try:
+                bind_module(single, _symbolic_sizes())
+            except VerifyException as e:
+                raise DlpcError(f"symbolic dims at {SYMBOL_SIZE}: {e}") from None
         values = self._params(fn.sym_name.data)
         if level == "graph":
             from dlpc.reference.graph import run_reference
