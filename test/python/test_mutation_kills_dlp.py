@@ -298,3 +298,16 @@ def test_report_seconds_are_cycles_at_the_clock(tmp_path):
     rep, _ = _run_small(tmp_path, "relu(x)", "tiny", "x: f32[4, 64]")
     assert rep.cycles > 0
     assert rep.seconds == pytest.approx(rep.cycles / (resolve("tiny").clock_ghz * 1e9))
+    peak = resolve("tiny").peak_ops_per_second()
+    assert rep.utilisation == pytest.approx(rep.ops / (rep.seconds * peak))
+
+
+def test_a_module_lowered_for_a_named_description_records_it(tmp_path):
+    """lower_to_dlp(module, "tiny") records the description's name on @main, so that
+    emitting the lowered module later without one targets tiny again."""
+    from dlpc.backends.dlp_c import lower_to_dlp, module_target
+
+    path = tmp_path / "m.dlpc"
+    path.write_text("model m(x: f32[4, 64]) {\n  return relu(x)\n}\n")
+    module = pipeline.lower(dlpc.load(path).module.clone(), "loop", pipeline.PipelineOptions())
+    assert module_target(lower_to_dlp(module, "tiny")).name == "tiny"
