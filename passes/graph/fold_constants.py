@@ -24,8 +24,9 @@ is deliberately no `params=true` option in `dlpc-opt`). When the weights are kno
 subgraphs over params and constants (the concatenated Q/K/V weights of horizontal fusion,
 the rescaled conv weights of batch-norm folding): each folded value becomes a new
 `graph.param "folded.N"` whose array is added to the returned weights, so the IR stays
-small however big the weights are. It also drops the bias of a linear / conv2d that the
-weights make all zero (exact; the dynamo exporter writes such a layer without it).
+small however big the weights are. A param's value is never used to drop an op: a
+compiled model may be called with other weights (`params=`), so only folded subgraphs
+depend on the values bound here.
 """
 
 from __future__ import annotations
@@ -128,27 +129,8 @@ def fold_params(
             assert isinstance(value.owner, Operation)
             u.insert_before(value.owner, new)
             value.replace_all_uses_with(new.results[0])
-        _drop_zero_biases(block, known, out)
         u.erase_dead(block)
     return out
-
-
-def _drop_zero_biases(
-    block: Block, known: dict[SSAValue, np.ndarray], weights: dict[str, np.ndarray]
-) -> None:
-    """linear / conv2d with a bias the weights make all zero -> the op without it
-    (exact: + 0; torch.onnx's dynamo exporter drops such a bias, so both paths agree)."""
-    for op in list(block.ops):
-        if isinstance(op, g.LinearOp | g.Conv2DOp) and len(op.operands) == 3:
-            b = op.operands[2]
-            bias = known.get(b, u.const_array(b))
-            if isinstance(b.owner, g.ParamOp) and b.owner.pname in weights:
-                bias = weights[b.owner.pname]
-            if bias is not None and not np.any(bias):
-                new = u.rebuild(op, list(op.operands[:2]))
-                u.insert_before(op, new)
-                op.results[0].replace_all_uses_with(new.results[0])
-                block.erase_op(op)
 
 
 @dataclass(frozen=True)
