@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.parser import Parser
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import DiagnosticException, ParseError
@@ -452,8 +452,9 @@ def dlp_scalar_kernels(module: ModuleOp) -> list[tuple[str, str]]:
     out = []
     for op in module.walk():
         why = op.attributes.get("dlpc.scalar") if op.name == "dlp.kernel" else None
-        if why is not None:
-            out.append((op.properties["name"].data, why.data))
+        name = op.properties.get("name")
+        if isinstance(why, StringAttr) and isinstance(name, StringAttr):
+            out.append((name.data, why.data))
     return out
 
 
