@@ -401,3 +401,16 @@ def test_finish_kernel_vectorizes_init_loops_of_two_or_more_iterations():
     default.finish_kernel(kernel)
     vec = {lp.loop_name: lp.vectorize is not None for lp in kernel.loops()}
     assert vec == {"a_init": True, "b_init": False}
+
+
+@pytest.mark.parametrize("time", ["NaN", "Infinity"])
+def test_a_tuning_log_refuses_an_ok_record_timed_nan_or_infinite(tmp_path, time):
+    """tuning_log.py: an ok record needs 0 < time < inf; JSON's NaN and Infinity are not."""
+    from dlpc.diagnostics import DlpcError
+    from dlpc.passes.schedule.tuning_log import TuningLog
+
+    line = '{"sig": "s", "kernel": "k", "target": "c", "script": "a", "ok": true, "time": %s}\n'
+    path = tmp_path / "t.jsonl"
+    path.write_text(line % "1.0" + line % time)
+    with pytest.raises(DlpcError, match=r"t\.jsonl line 2: not a tuning record"):
+        TuningLog(str(path))
