@@ -875,7 +875,7 @@ class FunctionWriter:
 
     def while_(self, op: scf.WhileOp) -> None:
         """A while loop carrying nothing in registers (graph.loop's host loop keeps its
-        state in buffers: passes/lower/control_to_loop.py): `for (;;) { before; if
+        state in buffers: passes/lower/_control_to_loop.py): `for (;;) { before; if
         (!cond) break; after }`."""
         self.line("for (;;) {")
         self.depth += 1

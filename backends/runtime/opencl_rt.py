@@ -853,7 +853,7 @@ HOST_STEPS = ("load", "store", "scalar", "if", "else", "end", "while", "do")
 
 def _host_flow(block, steps: list):
     """The ops of `block` for `_plan_buffers`, host control flow (scf.if / scf.while over
-    buffer state: passes/lower/control_to_loop.py) flattened: the ops of its regions in
+    buffer state: passes/lower/_control_to_loop.py) flattened: the ops of its regions in
     order, with the host's own steps appended to `steps` around them: ("if", cond) ...
     ("else",) ... ("end",); ("while",) ... ("do", cond) ... ("end",); ("load", value,
     memref), ("store", value, memref) and ("scalar", arith op) on the host's scalars.

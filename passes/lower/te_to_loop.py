@@ -514,7 +514,7 @@ def bufferize(
     }
     builder = KernelBuilder(buffers, vectorize_reductions)
     allocated: list[SSAValue] = []
-    control = None  # graph.if / graph.loop: passes/lower/control_to_loop.py (names if<k>, loop<k>)
+    control = None  # graph.if / graph.loop: passes/lower/_control_to_loop.py (names if<k>, loop<k>)
     for op in old.ops:
         if op in grouped:
             grp = grouped[op]
@@ -542,7 +542,7 @@ def bufferize(
             block.add_op(get)
             buffers[op.output] = get.memref
         elif isinstance(op, g.ControlOp):  # host control flow around its regions' kernels
-            from dlpc.passes.lower.control_to_loop import Control
+            from dlpc.passes.lower._control_to_loop import Control
 
             control = control or Control(module, builder, memref_of, _constant_global)
             given = [direct.get(r) for r in op.results]  # returned: the output itself
