@@ -80,8 +80,8 @@ def main() -> int:
     args = p.parse_args()
     lengths = [int(v) for v in args.lengths.split(",")]
     buckets = [int(v) for v in args.buckets.split(",")]
-    # one thread each: on a shared machine an OpenMP barrier waits for a descheduled
-    # thread (calls of 0.03 ms took 170 ms at load 20 with two threads)
+    # one thread each by default: on a shared machine an OpenMP barrier waits for a
+    # descheduled thread, which times the scheduler rather than the program
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
     tmp = tempfile.mkdtemp(prefix="dlpc-dynamic-")
     os.environ["DLPC_CACHE_DIR"] = str(Path(tmp) / "cache")  # every compile is a real one
