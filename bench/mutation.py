@@ -58,7 +58,7 @@ AREAS: dict[str, Area] = {
             "test/python/test_wrong_answers.py -k 'literal or tensor_operands or frontend'",
             "test/python/test_differential.py -k literal",
             "test/python/test_mutation_kills_graph.py -k 'end_of_file or dimension or nesting or shadow "
-            "or variadic'",
+            "or variadic or built_string'",
         ],
     ),
     "graph-rewrites": Area(

@@ -569,3 +569,13 @@ func.func @main(%x: tensor<1x3x4x4xf32>) -> tensor<1x2x4x4xf32> {
     )
     conv = next(op for op in module.walk() if op.name == "graph.conv2d")
     assert conv.operands[0].name_hint == "x"
+
+
+def test_dims_symbolic_given_as_a_built_string():
+    """dims="symbolic" is compared by value: a string built at run time (a CLI's) keeps the
+    named dim symbolic too (irgen.py:53, `is`)."""
+    from dlpc.frontends.text import parse_model
+
+    dims = "".join(["sym", "bolic"])
+    model = parse_model("model m(x: f32[B, 4]) {\n  return relu(x)\n}\n", "m.dlpc", dims=dims)
+    assert 'tensor<?x4xf32, ["B"]>' in str(model.module)

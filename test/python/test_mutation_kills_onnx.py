@@ -297,3 +297,20 @@ def test_conv_transpose_3d_with_a_different_end_pad_per_axis():
     node = helper.make_node("ConvTranspose", ["x", "w"], ["y"], pads=[0, 0, 0, 1, 0, 1])
     proto = make([node], [vi("x", [1, 1, 3, 3, 3])], [vi("y", [1, 1, 3, 4, 3])], [("w", w)])
     check_numerics(proto, rng.standard_normal((1, 1, 3, 3, 3)).astype(np.float32))
+
+
+def test_concat_keeps_one_element_pieces():
+    """Only empty pieces are dropped: [1, 1] and [1, 2] concatenate to [1, 3]."""
+    node = helper.make_node("Concat", ["x", "y"], ["z"], axis=1)
+    proto = make([node], [vi("x", [1, 1]), vi("y", [1, 2])], [vi("z", [1, 3])])
+    check_numerics(proto, np.array([[5.0]], np.float32), np.array([[1.0, 2.0]], np.float32))
+
+
+def test_gemm_with_a_bias_scaled_by_beta():
+    """x @ w^T + 0.5 c (transB, beta 0.5): not a plain linear with bias c."""
+    rng = np.random.default_rng(10)
+    w = rng.standard_normal((3, 4)).astype(np.float32)
+    c = rng.standard_normal(3).astype(np.float32)
+    node = helper.make_node("Gemm", ["x", "w", "c"], ["y"], transB=1, beta=0.5)
+    proto = make([node], [vi("x", [2, 4])], [vi("y", [2, 3])], [("w", w), ("c", c)])
+    check_numerics(proto, rng.standard_normal((2, 4)).astype(np.float32))
