@@ -579,3 +579,32 @@ def test_dims_symbolic_given_as_a_built_string():
     dims = "".join(["sym", "bolic"])
     model = parse_model("model m(x: f32[B, 4]) {\n  return relu(x)\n}\n", "m.dlpc", dims=dims)
     assert 'tensor<?x4xf32, ["B"]>' in str(model.module)
+
+
+# ---------------------------------------- three fused ops of one kernel name (graph_to_te.py:902)
+
+_TWICE = """
+  %{out} = graph.fused "twice" %{arg} : (tensor<4x4xf32>) -> tensor<4x4xf32> {{
+  ^bb0(%a: tensor<4x4xf32>):
+    %r = graph.add %a, %a : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+    graph.yield %r : tensor<4x4xf32>
+  }}"""
+THREE_FUSED = (
+    "func.func @main(%x: tensor<4x4xf32>) -> tensor<4x4xf32> {"
+    + _TWICE.format(out="y0", arg="x")
+    + _TWICE.format(out="y1", arg="y0")
+    + _TWICE.format(out="y2", arg="y1")
+    + "\n  func.return %y2 : tensor<4x4xf32>\n}"
+)
+
+
+def test_three_fused_ops_of_one_kernel_name_get_three_names():
+    """The third kernel named like two before it is numbered past the second: twice,
+    twice_1, twice_2 (the counter must advance, else the renaming never ends)."""
+    module = parse_module(THREE_FUSED)
+    PassPipeline.parse_spec({**get_all_passes(), **PASSES}, "graph-to-te").apply(Context(), module)
+    names = [op.compute_name for op in module.walk() if hasattr(op, "compute_name")]
+    assert names == ["twice", "twice_1", "twice_2"]
+    x = np.arange(16, dtype=np.float32).reshape(4, 4)
+    (got,) = compiled(THREE_FUSED, "numpy", 0)(x)
+    np.testing.assert_allclose(got, x * 8)
