@@ -314,3 +314,52 @@ def test_gemm_with_a_bias_scaled_by_beta():
     node = helper.make_node("Gemm", ["x", "w", "c"], ["y"], transB=1, beta=0.5)
     proto = make([node], [vi("x", [2, 4])], [vi("y", [2, 3])], [("w", w), ("c", c)])
     check_numerics(proto, rng.standard_normal((2, 4)).astype(np.float32))
+
+
+def test_conv_transpose_valid_auto_pad_with_output_shape_pads_the_start_more():
+    """auto_pad VALID with output_shape splits an odd total pad like NOTSET, the larger
+    half at the start (only SAME_UPPER puts it at the end; nn.py:134): 3x3 input, 3x3
+    kernel, stride 2 gives 7, output_shape 6 crops one row and column."""
+    rng = np.random.default_rng(11)
+    w = rng.standard_normal((1, 2, 3, 3)).astype(np.float32)
+    node = helper.make_node(
+        "ConvTranspose", ["x", "w"], ["y"], strides=[2, 2], auto_pad="VALID", output_shape=[6, 6]
+    )
+    proto = make([node], [vi("x", [1, 1, 3, 3])], [vi("y", [1, 2, 6, 6])], [("w", w)])
+    check_numerics(proto, rng.standard_normal((1, 1, 3, 3)).astype(np.float32))
+
+
+def test_symbolic_squeeze_of_a_later_axis():
+    """Squeeze of axis 1 (and -1) of shape entries holding a symbolic dim takes that axis
+    (onnx_symbolic.py:64, the axis is taken modulo the rank)."""
+    from dlpc.dialects.symdims import sym
+    from dlpc.frontends.onnx_symbolic import fold
+
+    n = sym("n")
+    data = np.array([[n], [4]], dtype=object)  # shape (2, 1)
+    for axes in ([1], [-1]):
+        (out,) = fold("Squeeze", {}, [data, np.array(axes, np.int64)])
+        assert out.shape == (2,) and out[0] == n and out[1] == 4
+
+
+def test_symbolic_range_from_a_nonzero_start(tmp_path):
+    """Range(2, n, 1) over a symbolic n has n - 2 entries 2 .. n - 1 (tensor.py:400)."""
+    import onnx
+
+    import dlpc
+
+    i64 = onnx.TensorProto.INT64
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Gather", ["s", "zero"], ["n"], axis=0),
+        helper.make_node("Range", ["two", "n", "one"], ["y"]),
+    ]
+    consts = [(k, np.array(v, np.int64)) for k, v in (("zero", 0), ("two", 2), ("one", 1))]
+    proto = make(nodes, [vi("x", ["n"])], [vi("y", ["m"], i64)], consts)
+    onnx.save(proto, str(tmp_path / "range.onnx"))
+    model = dlpc.load(str(tmp_path / "range.onnx"))
+    assert model.ir is not None and '["n + -2"]' in str(model.ir)
+    fn = dlpc.api.compile(model, target="numpy")
+    for length in (3, 6):
+        (got,) = fn(np.zeros(length, np.float32))
+        np.testing.assert_array_equal(got, np.arange(2, length))
