@@ -311,3 +311,16 @@ def test_a_module_lowered_for_a_named_description_records_it(tmp_path):
     path.write_text("model m(x: f32[4, 64]) {\n  return relu(x)\n}\n")
     module = pipeline.lower(dlpc.load(path).module.clone(), "loop", pipeline.PipelineOptions())
     assert module_target(lower_to_dlp(module, "tiny")).name == "tiny"
+
+
+def test_report_levels_and_table_of_a_known_kernel():
+    """level_bytes counts a copy at both ends (GDRAM2GDRAM: read and written), and the
+    table prints time in microseconds and utilisation in percent."""
+    from dlpc.backends.runtime.dlp_sim import KernelReport, format_report
+
+    rep = KernelReport("k", "graph.relu", 2, False)
+    rep.bytes = {"gdram->nram": 100.0, "nram->gdram": 40.0, "gdram->gdram": 8.0, "nram->wram": 4.0}
+    rep.seconds, rep.utilisation, rep.intrinsic_cycles = 0.5, 0.125, 7.0
+    assert rep.level_bytes() == {"gdram": 156.0, "sram": 0.0, "nram": 144.0, "wram": 4.0}
+    row = format_report([rep]).splitlines()[2].split()
+    assert row[-3:] == ["7", "500000.00", "12.50"], row
