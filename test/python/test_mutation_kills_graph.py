@@ -608,3 +608,45 @@ def test_three_fused_ops_of_one_kernel_name_get_three_names():
     x = np.arange(16, dtype=np.float32).reshape(4, 4)
     (got,) = compiled(THREE_FUSED, "numpy", 0)(x)
     np.testing.assert_allclose(got, x * 8)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_winograd_input_transform_padded_at_the_start_only(target):
+    """Pads top/left 1, bottom/right 0 on 5x5: 2 tiles of 4 end at row 5, inside the
+    input, yet row -1 is the padding: the pad alone asks for the guard (graph_to_te.py:383)."""
+    src = """
+func.func @main(%x: tensor<1x1x5x5xf32>) -> tensor<16x1x1x2x2xf32> {
+  %v = graph.winograd_input_transform %x {pads = array<i64: 1, 1, 0, 0>} : (tensor<1x1x5x5xf32>) -> tensor<16x1x1x2x2xf32>
+  func.return %v : tensor<16x1x1x2x2xf32>
+}"""
+    x = np.random.default_rng(12).standard_normal((1, 1, 5, 5)).astype(np.float32)
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 0), (1, 0)))
+    tiles = np.stack(
+        [
+            np.stack([xp[:, :, 2 * i : 2 * i + 4, 2 * j : 2 * j + 4] for j in range(2)], 2)
+            for i in range(2)
+        ],
+        2,
+    )
+    want = np.einsum("ak,nctukj,bj->abnctu", WINO_BT, tiles, WINO_BT).reshape(16, 1, 1, 2, 2)
+    (got,) = compiled(src, target, 0)(x)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_winograd_output_transform_with_a_bias(target):
+    """Y[n, o, 2 ti + r, 2 tj + s] = (A^T M A)[r, s] + bias[o], A^T = [[1, 1, 1, 0],
+    [0, 1, -1, -1]] (graph_to_te.py:406 the bias operand, :416 all three rows of M)."""
+    src = """
+func.func @main(%m: tensor<16x1x2x2x2xf32>, %b: tensor<2xf32>) -> tensor<1x2x4x4xf32> {
+  %y = graph.winograd_output_transform %m, %b {output = array<i64: 4, 4>} : (tensor<16x1x2x2x2xf32>, tensor<2xf32>) -> tensor<1x2x4x4xf32>
+  func.return %y : tensor<1x2x4x4xf32>
+}"""
+    rng = np.random.default_rng(13)
+    m = rng.standard_normal((16, 1, 2, 2, 2)).astype(np.float32)
+    bias = np.array([0.5, -2.0], np.float32)
+    at = np.array([[1, 1, 1, 0], [0, 1, -1, -1]], np.float32)
+    y = np.einsum("ra,abnouv,sb->nourvs", at, m.reshape(4, 4, 1, 2, 2, 2), at)
+    want = y.reshape(1, 2, 4, 4) + bias[None, :, None, None]
+    (got,) = compiled(src, target, 0)(m, bias)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
