@@ -363,3 +363,79 @@ def test_symbolic_range_from_a_nonzero_start(tmp_path):
     for length in (3, 6):
         (got,) = fn(np.zeros(length, np.float32))
         np.testing.assert_array_equal(got, np.arange(2, length))
+
+
+def _reference(proto, *inputs):
+    """dlpc's numpy reference of an imported model (for operators onnxruntime lacks)."""
+    from dlpc.frontends.onnx import load_model
+    from dlpc.reference.graph import run_reference
+
+    m = load_model(proto)
+    return run_reference(m.module, list(inputs), m.weights)
+
+
+def test_swish_with_alpha_below_one():
+    """Swish(x) = x * sigmoid(alpha x): alpha 0.5 scales the sigmoid's input
+    (elementwise.py:123)."""
+    node = helper.make_node("Swish", ["x"], ["y"], alpha=0.5)
+    proto = make([node], [vi("x", [5])], [vi("y", [5])], opset=24)
+    x = np.array([-4, -1, 0, 1, 4], np.float32)
+    (got,) = _reference(proto, x)
+    np.testing.assert_allclose(got, x / (1 + np.exp(-0.5 * x)), rtol=1e-6)
+
+
+def test_xor_is_not_and():
+    """Xor is a != b: true for (true, false), false for (true, true) (elementwise.py:311)."""
+    from onnx import TensorProto
+
+    t = TensorProto.BOOL
+    node = helper.make_node("Xor", ["a", "b"], ["y"])
+    proto = make([node], [vi("a", [4], t), vi("b", [4], t)], [vi("y", [4], t)])
+    x = np.array([True, True, False, False])
+    y = np.array([True, False, True, False])
+    (got,) = _reference(proto, x, y)
+    np.testing.assert_array_equal(got, x != y)
+
+
+def test_group_normalization_of_a_batch_of_two():
+    """Batch 2, 4 channels in 2 groups: each image's groups normalised apart
+    (normalization.py:97 the batch dim; :112 the default stash_type 1 is taken)."""
+    rng = np.random.default_rng(14)
+    scale = np.array([1.0, 2.0, 0.5, -1.0], np.float32)
+    bias = np.array([0.0, 1.0, -1.0, 0.5], np.float32)
+    node = helper.make_node("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=2)
+    proto = make(
+        [node], [vi("x", [2, 4, 3])], [vi("y", [2, 4, 3])], [("s", scale), ("b", bias)], opset=21
+    )
+    x = rng.standard_normal((2, 4, 3)).astype(np.float32)
+    g = x.reshape(2, 2, 6)
+    norm = (g - g.mean(-1, keepdims=True)) / np.sqrt(g.var(-1, keepdims=True) + 1e-5)
+    want = norm.reshape(2, 4, 3) * scale[:, None] + bias[:, None]
+    (got,) = _reference(proto, x)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_depth_to_space_dcr_of_odd_height():
+    """DCR, blocksize 2 on 3x3: the output is 6x6 (h * b, not h + b; tensor.py:260)."""
+    node = helper.make_node("DepthToSpace", ["x"], ["y"], blocksize=2, mode="DCR")
+    proto = make([node], [vi("x", [1, 8, 3, 3])], [vi("y", [1, 2, 6, 6])])
+    check_numerics(proto, np.arange(72, dtype=np.float32).reshape(1, 8, 3, 3))
+
+
+def test_flatten_at_the_rank():
+    """axis = rank is allowed: [2, 3] flattens to [6, 1] (tensor.py:63, axis <= rank)."""
+    node = helper.make_node("Flatten", ["x"], ["y"], axis=2)
+    proto = make([node], [vi("x", [2, 3])], [vi("y", [6, 1])])
+    check_numerics(proto, np.arange(6, dtype=np.float32).reshape(2, 3))
+
+
+def test_rms_normalization_with_the_default_stash_type():
+    """RMSNormalization (opset 23) with stash_type left at its default 1 is imported:
+    x / sqrt(mean(x^2) + eps) * scale over the last axis (normalization.py:112)."""
+    scale = np.array([1.0, -2.0, 0.5], np.float32)
+    node = helper.make_node("RMSNormalization", ["x", "s"], ["y"])
+    proto = make([node], [vi("x", [2, 3])], [vi("y", [2, 3])], [("s", scale)], opset=23)
+    x = np.array([[1, 2, 3], [-1, 0, 4]], np.float32)
+    want = x / np.sqrt((x * x).mean(-1, keepdims=True) + 1e-5) * scale
+    (got,) = _reference(proto, x)
+    np.testing.assert_allclose(got, want, rtol=1e-5)
