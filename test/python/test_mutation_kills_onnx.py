@@ -439,3 +439,19 @@ def test_rms_normalization_with_the_default_stash_type():
     want = x / np.sqrt((x * x).mean(-1, keepdims=True) + 1e-5) * scale
     (got,) = _reference(proto, x)
     np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+def test_resize_nearest_crop_and_resize_outside_the_input():
+    """tf_crop_and_resize (nearest) over a roi reaching past the input: the points
+    outside take extrapolation_value 7 (resize.py:196, the where over those points)."""
+    node = helper.make_node(
+        "Resize", ["x", "roi", "", "sizes"], ["y"], mode="nearest",
+        coordinate_transformation_mode="tf_crop_and_resize", extrapolation_value=7.0,
+    )  # fmt: skip
+    roi = np.array([0, 0, -0.5, 0, 1, 1, 1.5, 1], dtype=np.float32)
+    sizes = np.array([1, 1, 5, 4], dtype=np.int64)
+    proto = make(
+        [node], [vi("x", [1, 1, 4, 4])], [vi("y", [1, 1, 5, 4])], [("roi", roi), ("sizes", sizes)]
+    )
+    m = check_numerics(proto, np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4))
+    assert "graph.where" in [op.name for op in m.module.walk()]
