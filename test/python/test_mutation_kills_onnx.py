@@ -455,3 +455,23 @@ def test_resize_nearest_crop_and_resize_outside_the_input():
     )
     m = check_numerics(proto, np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4))
     assert "graph.where" in [op.name for op in m.module.walk()]
+
+
+def test_symbolic_gather_elements_along_a_later_axis(tmp_path):
+    """GatherElements on axis 1 of [n, 3] by [n, 2] indices, n symbolic: each row's own
+    offsets (the arange over the axis before the gathered one; tensor.py:203)."""
+    import onnx
+
+    import dlpc
+
+    i64 = onnx.TensorProto.INT64
+    node = helper.make_node("GatherElements", ["x", "i"], ["y"], axis=1)
+    proto = make([node], [vi("x", ["n", 3]), vi("i", ["n", 2], i64)], [vi("y", ["n", 2])])
+    onnx.save(proto, str(tmp_path / "ge.onnx"))
+    model = dlpc.load(str(tmp_path / "ge.onnx"))
+    assert model.ir is not None and '["n"]' in str(model.ir)
+    fn = dlpc.api.compile(model, target="numpy")
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    i = np.array([[0, 2], [1, 1], [2, 0], [-1, 0]], np.int64)
+    (got,) = fn(x, i)
+    np.testing.assert_array_equal(got, np.take_along_axis(x, i % 3, axis=1))
