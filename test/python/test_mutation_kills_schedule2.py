@@ -414,3 +414,88 @@ def test_a_tuning_log_refuses_an_ok_record_timed_nan_or_infinite(tmp_path, time)
     path.write_text(line % "1.0" + line % time)
     with pytest.raises(DlpcError, match=r"t\.jsonl line 2: not a tuning record"):
         TuningLog(str(path))
+
+
+def _conv_kernel(x: str, k: str, y: str, groups: int = 1):
+    """The conv kernel of a graph conv2d (no padding, stride 1) lowered to loops, its nest."""
+    o = k.split("x")[0]
+    text = f"""
+func.func @main(%x: tensor<{x}xf32>, %w: tensor<{k}xf32>, %b: tensor<{o}xf32>) -> tensor<{y}xf32> {{
+  %y = graph.conv2d %x, %w, %b {{strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>,
+    groups = {groups} : i64}} : (tensor<{x}xf32>, tensor<{k}xf32>, tensor<{o}xf32>) -> tensor<{y}xf32>
+  func.return %y : tensor<{y}xf32>
+}}"""
+    module = pipeline.lower(parse_module(text), "loop", pipeline.PipelineOptions(opt_level=0))
+    (kernel,) = [k for k in kernels(module) if (n := analyse(k)) is not None and n.reduce]
+    nest = analyse(kernel)
+    assert nest is not None
+    return kernel, nest
+
+
+def test_conv_tile_splits_a_wide_row_into_tiles_of_at_most_four_vectors():
+    """conv.py:113: a row of more than 4 vectors is tiled by its largest divisor of at most
+    4 * lanes that is a multiple of lanes: 48 wide at 8 lanes by 24 (not whole, 48); and
+    conv.py:220: a small conv (8 * 8 * 48 * 36 MACs < CONV_PARALLEL_MACS) of 8 rows stays
+    serial even with 2 threads (its row loop is not made parallel)."""
+    from dlpc.passes.schedule.conv import conv_tile_script
+
+    kernel, nest = _conv_kernel("1x4x10x50", "8x4x3x3", "1x8x8x48")
+    script = conv_tile_script(kernel, nest, threads=2, lanes=8).splitlines()
+    K, w = kernel.sym, nest.spatial[-1]
+    assert f"split {K}/{w} by 24 -> {w}o, {w}i" in script
+    assert not [ln for ln in script if ln.startswith("parallel ")], script
+
+
+def test_depthwise_tile_splits_a_wide_row_into_tiles_of_at_most_four_vectors():
+    """depthwise.py:68: a depthwise row wider than 4 vectors (80 at 16 lanes) is tiled by
+    its largest divisor of at most 64 that is a multiple of 16: 16 (80 is not <= 64)."""
+    from dlpc.passes.schedule.conv import conv_tile_script
+
+    kernel, nest = _conv_kernel("1x2x5x82", "2x1x3x3", "1x2x3x80", groups=2)
+    script = conv_tile_script(kernel, nest).splitlines()
+    K, w = kernel.sym, nest.spatial[-1]
+    assert f"split {K}/{w} by 16 -> {w}o, {w}i" in script
+
+
+ROWSUM = """
+func.func @main(%x: memref<4x8xf32>, %y: memref<4x8xf32>) {
+  %t = memref.alloc() : memref<4xf32>
+  loop.kernel "rowsum" {
+    loop.for %i0 = 0 to 4 step 1 {name = "i0", parallel} {
+      %z = arith.constant 0.000000e+00 : f32
+      memref.store %z, %t[%i0] : memref<4xf32>
+      loop.for %r0 = 0 to 8 step 1 {name = "r0", reduction} {
+        %v = memref.load %x[%i0, %r0] : memref<4x8xf32>
+        %o = memref.load %t[%i0] : memref<4xf32>
+        %s = arith.addf %o, %v : f32
+        memref.store %s, %t[%i0] : memref<4xf32>
+      }
+    }
+  }
+  loop.kernel "add" {
+    loop.for %i0 = 0 to 4 step 1 {name = "i0"} {
+      loop.for %i1 = 0 to 8 step 1 {name = "i1"} {
+        %a = memref.load %t[%i0] : memref<4xf32>
+        %b = memref.load %x[%i0, %i1] : memref<4x8xf32>
+        %s = arith.addf %a, %b : f32
+        memref.store %s, %y[%i0, %i1] : memref<4x8xf32>
+      }
+    }
+  }
+  memref.dealloc %t : memref<4xf32>
+  func.return
+}"""
+
+
+def test_compute_at_renames_the_producers_inner_loops():
+    """compute_at.py:178: the producer's loops inside its recomputed nest (its reduction
+    loop r0 here) are cloned under the producer's prefix, rowsum_r0, serial."""
+    from dlpc.passes.schedule import compute_at
+
+    module = parse_module(ROWSUM)
+    compute_at.compute_at(module, "rowsum", "add", "i0")
+    (kernel,) = kernels(module)
+    names = [lp.loop_name for lp in kernel.loops()]
+    assert "rowsum_r0" in names and "r0" not in names, names
+    (inner,) = [lp for lp in kernel.loops() if lp.loop_name == "rowsum_r0"]
+    assert inner.parallel is None
