@@ -499,3 +499,61 @@ def test_compute_at_renames_the_producers_inner_loops():
     assert "rowsum_r0" in names and "r0" not in names, names
     (inner,) = [lp for lp in kernel.loops() if lp.loop_name == "rowsum_r0"]
     assert inner.parallel is None
+
+
+def _linear(batch: int, m: int, n: int, k: int, b_transposed: bool) -> str:
+    """out[b, i, j] = sum_r a[b, i, r] * w[r, j] (w[j, r] when b_transposed): a linear
+    layer over [batch, m, k], its B shared by the batch."""
+    wshape = f"{n}x{k}" if b_transposed else f"{k}x{n}"
+    widx = "%j, %r" if b_transposed else "%r, %j"
+    return f"""
+func.func @main(%a: memref<{batch}x{m}x{k}xf32>, %w: memref<{wshape}xf32>,
+    %out: memref<{batch}x{m}x{n}xf32>)
+    attributes {{dlpc.num_inputs = 2 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64}} {{
+  loop.kernel "lin" {{
+    loop.for %b = 0 to {batch} step 1 {{name = "i0"}} {{
+      loop.for %i = 0 to {m} step 1 {{name = "i1"}} {{
+        loop.for %j = 0 to {n} step 1 {{name = "i2"}} {{
+          %acc = memref.alloca() : memref<f32>
+          %z = arith.constant 0.000000e+00 : f32
+          memref.store %z, %acc[] : memref<f32>
+          loop.for %r = 0 to {k} step 1 {{name = "r0", reduction}} {{
+            %x = memref.load %a[%b, %i, %r] : memref<{batch}x{m}x{k}xf32>
+            %y = memref.load %w[{widx}] : memref<{wshape}xf32>
+            %p = arith.mulf %x, %y : f32
+            %o = memref.load %acc[] : memref<f32>
+            %s = arith.addf %o, %p : f32
+            memref.store %s, %acc[] : memref<f32>
+          }}
+          %v = memref.load %acc[] : memref<f32>
+          memref.store %v, %out[%b, %i, %j] : memref<{batch}x{m}x{n}xf32>
+        }}
+      }}
+    }}
+  }}
+  func.return
+}}"""
+
+
+def test_a_shared_b_counts_the_batch_rows_for_the_dot_kernel():
+    """default.py:571: B shared by the batch, the gemm has batch * m rows: 2 x 3 = 6 <=
+    DOT_ROWS (8), so the dot kernel comes first (3 ** 2 = 9 rows would not take it)."""
+    (kernel,) = kernels(parse_module(_linear(2, 3, 32, 32, b_transposed=True)))
+    nest = analyse(kernel)
+    assert nest is not None
+    plans = default.gemm_plans(kernel, nest)
+    assert isinstance(plans[0], default.DotParams), plans
+
+
+def test_the_row_tail_gemm_puts_a_shared_bs_batch_inside_its_panel_loops():
+    """default.py:460: a gemm of M = 29 rows (a prime: rows_tail) over a batch of 2 with B
+    shared: the batch loop goes right inside the B panel loops (after r0c), so each panel
+    is packed once per call."""
+    (kernel,) = kernels(parse_module(_linear(2, 29, 32, 32, b_transposed=False)))
+    nest = analyse(kernel)
+    assert nest is not None
+    p = default.gemm_default_params(29, 32, 32)
+    assert p.rows_tail
+    script = default.gemm_script(kernel, nest, p).splitlines()
+    (order,) = [ln.split(": ")[1].split(", ") for ln in script if ln.startswith("reorder ")]
+    assert order.index("i0") == order.index("r0c") + 1, order
