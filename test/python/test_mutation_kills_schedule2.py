@@ -557,3 +557,90 @@ def test_the_row_tail_gemm_puts_a_shared_bs_batch_inside_its_panel_loops():
     script = default.gemm_script(kernel, nest, p).splitlines()
     (order,) = [ln.split(": ")[1].split(", ") for ln in script if ln.startswith("reorder ")]
     assert order.index("i0") == order.index("r0c") + 1, order
+
+
+def test_a_whole_fill_stores_in_its_innermost_loop():
+    """deinterleave.py:238: phase planes over EDGE_FILL_BYTES are filled whole by a nest
+    x_q_fill0 > x_q_fill1 whose store indexes with both loops' variables: it sits in the
+    innermost loop (x_q_fill0 holds that loop alone)."""
+    from xdsl.dialects import memref
+
+    loops = _padded_loops(16384, 8193, 2, 1)
+    outer, inner = loops["x_q_fill0"], loops["x_q_fill1"]
+    assert list(outer.block.ops) == [inner]
+    (store,) = [op for op in inner.block.ops if isinstance(op, memref.StoreOp)]
+    assert list(store.indices) == [outer.induction_var, inner.induction_var]
+
+
+@pytest.mark.parametrize("co, w, fused", [(4, 256, True), (2, 258, False)])
+def test_fusable_winograd_takes_at_most_max_nr_tiles_per_row(co, w, fused):
+    """winograd.py:214: the fused Winograd schedule takes a row of at most MAX_NR (128)
+    tiles (and mr * tiles <= MAX_TILE): 256 wide (128 tiles of 4 channels, 512) is fused,
+    258 wide (129 tiles of 2 channels, 258 <= 512) is not."""
+    from dlpc.passes.schedule.nest import Nest
+    from dlpc.passes.schedule.winograd import fusable
+
+    (kernel,) = kernels(parse_module(STREAM.replace("ROWS", "2")))
+    nest = Nest(["n", "o", "h", "w"], [], {"n": 1, "o": co, "h": 2, "w": w})
+    assert fusable(kernel, nest) == fused
+
+
+@pytest.mark.parametrize("co, fused", [(16, True), (25, False)])
+def test_winograd_matmul_is_fused_only_into_a_fusable_output_transform(tmp_path, co, fused):
+    """winograd.py:375: `fused_into` names the output transform that computes the
+    Winograd matmul (and its reshapes) inside itself only when that transform is
+    `fusable`: 16 output channels (a multiple of CO_BLOCK) are, 25 (> MAX_MR, no multiple
+    of 16) are not, and then every kernel keeps its own template."""
+    from dlpc.passes.schedule.winograd import _origin, fused_into
+
+    model = _model(
+        tmp_path,
+        f"model w(x: f32[B, 4, 8, 8]) {{\n  param k: f32[{co}, 4, 3, 3] = kaiming(seed=5)\n"
+        "  return conv2d(x, k, padding=1)\n}\n",
+    )
+    opts = pipeline.PipelineOptions(
+        opt_level=3, schedule=False, extra={"graph-winograd": {"where": "all"}}
+    )
+    module = pipeline.lower(
+        model.module.clone(), "loop", opts, weights=dict(api.check_weights(model))
+    )
+    (mm,) = [k for k in kernels(module) if _origin(k) == "graph.matmul"]
+    (out,) = [k for k in kernels(module) if _origin(k) == "graph.winograd_output_transform"]
+    assert fused_into(module, mm.sym) == (out.sym if fused else None)
+
+
+INLINE = """
+func.func @main(%x: memref<8xf32>, %y: memref<8xf32>) {
+  %t = memref.alloc() : memref<8xf32>
+  loop.kernel "neg" {
+    loop.for %i0 = LO to 8 step 1 {name = "i0"} {
+      %v = memref.load %x[%i0] : memref<8xf32>
+      %r = arith.negf %v : f32
+      memref.store %r, %t[%i0] : memref<8xf32>
+    }
+  }
+  loop.kernel "add" {
+    loop.for %i0 = 0 to 8 step 1 {name = "i0"} {
+      %a = memref.load %t[%i0] : memref<8xf32>
+      %b = memref.load %x[%i0] : memref<8xf32>
+      %s = arith.addf %a, %b : f32
+      memref.store %s, %y[%i0] : memref<8xf32>
+    }
+  }
+  memref.dealloc %t : memref<8xf32>
+  func.return
+}"""
+
+
+@pytest.mark.parametrize("lo", [-1, 1])
+def test_compute_inline_refuses_a_producer_loop_not_from_zero(lo):
+    """compute_at.py:226: compute_inline takes a producer nest from 0 only: one from -1
+    (whose store at its loop variable writes t[-1], out of bounds) or from 1 is refused,
+    the IR left as it was."""
+    from dlpc.passes.schedule.compute_at import ComputeAtProducerError, compute_inline
+
+    module = parse_module(INLINE.replace("LO", str(lo)))
+    before = str(module)
+    with pytest.raises(ComputeAtProducerError, match="perfect nest from 0 step 1"):
+        compute_inline(module, "neg")
+    assert str(module) == before
