@@ -394,3 +394,24 @@ def test_cluster_estimate_is_the_simulated_time_and_picks_the_fastest(tmp_path, 
     )
     if case == "linear":
         assert rep.tasks == 4, simulated  # 1 cluster: the weight crosses GDRAM once
+
+
+def test_a_scratchpad_dealloc_in_a_dlp_kernel_releases_no_gdram(tmp_path):
+    """A dlp-level module is emitted as is; a memref.dealloc of an NRAM scratch buffer
+    inside a kernel frees nothing (only @main's GDRAM buffers are released: the NRAM
+    scratchpad is carved out of the core's reserve, not allocated)."""
+    from dlpc.backends.dlp_c import emit_dlp_c, lower_to_dlp
+
+    path = tmp_path / "m.dlpc"
+    path.write_text("model m(x: f32[4, 64]) {\n  return relu(x)\n}\n")
+    module = pipeline.lower(dlpc.load(path).module, "loop", pipeline.PipelineOptions())
+    text = str(lower_to_dlp(module, "tiny"))
+    end = "      dlp.wait_dma\n    }\n    func.return"
+    assert text.count(end) == 1, text
+    free = "      memref.dealloc %x_nram : memref<128xf32, #dlp.space<nram>>\n"
+    lowered = pipeline.parse_module(text.replace(end, free + end))
+    kernels = emit_dlp_c(lowered.clone()).split("int dlpc_main")[0]
+    assert "kernel_relu_0" in kernels and "__dlp_gdram_release" not in kernels
+    x = np.random.default_rng(6).standard_normal((4, 64)).astype(np.float32)
+    (out,) = compile_dlp(lowered, None, name="dealloc")(x)
+    close(out, np.maximum(x, 0))
