@@ -240,3 +240,72 @@ def test_a_guarded_store_under_vector_lanes_is_no_masked_load():
     source = emit_opencl(module)
     lanes = math.prod(launch.lanes.values())
     assert len(re.findall(r"if \(v_c\w*\) \{\n\s*v_y\[", source)) == lanes
+
+
+def test_ragged_lanes_may_redo_exactly_a_quarter():
+    """lanes.py:284: `_ragged` allows up to RAGGED_WASTE (1/4) of the iterations redone,
+    the bound included: 5 lanes over 8 iterations are 2 steps redoing 2 = 8 / 4."""
+    assert _ragged(_loop(8), 5)
+
+
+@pytest.mark.parametrize("n, pow2", [(0, 1), (1, 1), (2, 2), (3, 4), (5, 8), (64, 64), (65, 128)])
+def test_gpu_group_sizes_round_up_to_a_power_of_two(n, pow2):
+    """gpu_launch.py:72: a work-group's extent is the least power of two >= the loop's."""
+    from dlpc.backends.opencl.gpu_launch import _pow2_at_least
+
+    assert _pow2_at_least(n) == pow2
+
+
+# y[i, j] = -x[i, j] over the odd rows i = 1, 3, 5 (the NDRange, 8 inner lanes on j)
+ODD_ROWS = """
+func.func @main(%x: memref<7x8xf32>, %y: memref<7x8xf32>)
+    attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "odd" {
+    loop.for %i = 1 to 7 step 2 {name = "i0", parallel} {
+      loop.for %j = 0 to 8 step 1 {name = "i1"} {
+        %v = memref.load %x[%i, %j] : memref<7x8xf32>
+        %w = arith.negf %v : f32
+        memref.store %w, %y[%i, %j] : memref<7x8xf32>
+      }
+    }
+  }
+  func.return
+}"""
+
+
+def test_a_mapped_loop_not_from_zero_step_one_offsets_its_global_id():
+    """kernel_writer.py:760: a mapped loop (no lanes of its own) from 1 step 2 reads its
+    variable as 1 + 2 * the global id, not the id itself."""
+    module = parse_module(ODD_ROWS)
+    (kernel,) = [k for k in module.walk() if isinstance(k, KernelOp)]
+    launch = plan_launch(kernel, "odd")
+    assert launch.global_size == (3,) and "i0" not in _lanes(kernel)
+    assert "const long v_i0 = (long)1 + 2 * (long)get_global_id(0);" in emit_opencl(module)
+
+
+# a sum whose accumulator is read twice per step (acc = acc + acc * x): no `acc = acc + x`
+TWICE_READ = """
+func.func @main(%x: memref<8xf32>, %y: memref<f32>)
+    attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "k" {
+    loop.for %r = 0 to 8 step 1 {name = "r0", reduction} {
+      %v = memref.load %x[%r] : memref<8xf32>
+      %a = memref.load %y[] : memref<f32>
+      %b = memref.load %y[] : memref<f32>
+      %p = arith.mulf %b, %v : f32
+      %s = arith.addf %a, %p : f32
+      memref.store %s, %y[] : memref<f32>
+    }
+  }
+  func.return
+}"""
+
+
+def test_an_accumulator_read_twice_takes_no_partials():
+    """lanes.py:153: a reduction's accumulator qualifies for partials only when the loop
+    touches it exactly twice (one load, one store); read twice, it is none."""
+    from dlpc.backends.opencl.lanes import accumulators
+
+    (kernel,) = _kernels(TWICE_READ)
+    loop = next(op for op in kernel.walk() if isinstance(op, ForOp))
+    assert accumulators(loop) is None
