@@ -415,3 +415,27 @@ def test_a_scratchpad_dealloc_in_a_dlp_kernel_releases_no_gdram(tmp_path):
     x = np.random.default_rng(6).standard_normal((4, 64)).astype(np.float32)
     (out,) = compile_dlp(lowered, None, name="dealloc")(x)
     close(out, np.maximum(x, 0))
+
+
+def test_a_copy_over_the_element_limit_is_not_evaluated(tmp_path, monkeypatch):
+    """A copy kernel's index space is evaluated at compile time (numpy arrays of its
+    size) only up to MAX_ELEMENTS = 2**22: a slice of 2049 x 2048 elements is not, and
+    is lowered as a staged (GDRAM-NRAM-GDRAM) kernel instead."""
+    from dlpc.backends.dlp_c import lower_to_dlp
+    from dlpc.passes.lower import _dlp_copy
+
+    assert 2049 * 2048 > _dlp_copy.MAX_ELEMENTS == 2**22
+
+    def no_eval(*args):
+        raise AssertionError("evaluated a copy over MAX_ELEMENTS")
+
+    monkeypatch.setattr(_dlp_copy, "_Eval", no_eval)
+    path = tmp_path / "m.dlpc"
+    path.write_text(
+        "model m(x: f32[2049, 2049]) {\n  return slice(x, starts=[0], ends=[2048], axes=[1])\n}\n"
+    )
+    module = pipeline.lower(
+        dlpc.load(path).module, "loop", pipeline.PipelineOptions(schedule=False)
+    )
+    lowered = lower_to_dlp(module, None)
+    assert any(op.name == "dlp.memcpy_async" for op in lowered.walk())
