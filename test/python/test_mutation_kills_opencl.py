@@ -309,3 +309,48 @@ def test_an_accumulator_read_twice_takes_no_partials():
     (kernel,) = _kernels(TWICE_READ)
     loop = next(op for op in kernel.walk() if isinstance(op, ForOp))
     assert accumulators(loop) is None
+
+
+# y[i, j] = -x[i, j] over 4 x W: i the NDRange, j inner lanes
+ROWS = """
+func.func @main(%x: memref<4xWxf32>, %y: memref<4xWxf32>)
+    attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "k" {
+    loop.for %i = 0 to 4 step 1 {name = "i0", parallel} {
+      loop.for %j = 0 to W step 1 {name = "i1"} {
+        %w0 = memref.load %x[%i, %j] : memref<4xWxf32>
+BODY
+        memref.store %wN, %y[%i, %j] : memref<4xWxf32>
+      }
+    }
+  }
+  func.return
+}"""
+
+
+def _rows(width: int, ops: int) -> str:
+    """ROWS with `ops` negations chained between the load and the store."""
+    chain = "\n".join(f"        %w{k + 1} = arith.negf %w{k} : f32" for k in range(ops))
+    return ROWS.replace("W", str(width)).replace("BODY", chain).replace("%wN", f"%w{ops}")
+
+
+def test_ragged_inner_lanes_end_their_last_step_at_the_loops_end():
+    """kernel_writer.py:496: on a 16-wide device 28 columns take 16 ragged inner lanes (not
+    mapped): 2 steps, the second clamped to start at column 28 - 16 = 12."""
+    from dlpc.backends.opencl.lanes import LANES_16
+
+    module = parse_module(_rows(28, 1))
+    (kernel,) = [k for k in module.walk() if isinstance(k, KernelOp)]
+    lanes = plan_launch(kernel, "k", profile=LANES_16).lanes
+    assert {lp.loop_name: u for lp, u in lanes.items()}["i1"] == 16
+    source = OpenCLEmitter(module, vector_width=16).emit()
+    assert "const long v_i1 = DLPC_MIN(v_i1_step, 12);" in source
+
+
+def test_a_long_body_halves_its_widest_lanes_until_it_fits():
+    """lanes.py:353: a body of ~600 ops under 16 x 2 lanes is over MAX_LANE_OPS (8000):
+    the widest lanes are halved, 16 -> 8 -> 4 (4 x 2 x 603 fits), never cut to a third."""
+    (kernel,) = _kernels(_rows(16, 600))
+    assert _lanes(kernel) == {"i1": 4, "i0": 2}
+    (kernel,) = _kernels(_rows(16, 10))
+    assert _lanes(kernel) == {"i1": 16, "i0": 2}
