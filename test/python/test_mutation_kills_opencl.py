@@ -328,10 +328,11 @@ BODY
 }"""
 
 
-def _rows(width: int, ops: int) -> str:
-    """ROWS with `ops` negations chained between the load and the store."""
+def _rows(width: int, ops: int, rows: int = 4) -> str:
+    """ROWS (`rows` of them) with `ops` negations chained between the load and the store."""
     chain = "\n".join(f"        %w{k + 1} = arith.negf %w{k} : f32" for k in range(ops))
-    return ROWS.replace("W", str(width)).replace("BODY", chain).replace("%wN", f"%w{ops}")
+    text = ROWS.replace("W", str(width)).replace("BODY", chain).replace("%wN", f"%w{ops}")
+    return text.replace("0 to 4 step", f"0 to {rows} step").replace("<4x", f"<{rows}x")
 
 
 def test_ragged_inner_lanes_end_their_last_step_at_the_loops_end():
@@ -354,3 +355,12 @@ def test_a_long_body_halves_its_widest_lanes_until_it_fits():
     assert _lanes(kernel) == {"i1": 4, "i0": 2}
     (kernel,) = _kernels(_rows(16, 10))
     assert _lanes(kernel) == {"i1": 16, "i0": 2}
+
+
+@pytest.mark.parametrize("rows, mapped, inner", [(10, 5, 16), (12, 6, 8)])
+def test_inner_lanes_widen_to_16_under_at_most_5_mapped_lanes(rows, mapped, inner):
+    """lanes.py:191: 8 inner lanes widen to 16 (a float16) while the mapped lanes are at
+    most WIDE_MAPPED (5): 10 rows take 5 mapped lanes and 16 columns as 16 inner lanes,
+    12 rows take 6 and the columns stay 8."""
+    (kernel,) = _kernels(_rows(16, 1, rows))
+    assert _lanes(kernel) == {"i1": inner, "i0": mapped}
