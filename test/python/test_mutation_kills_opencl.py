@@ -364,3 +364,46 @@ def test_inner_lanes_widen_to_16_under_at_most_5_mapped_lanes(rows, mapped, inne
     12 rows take 6 and the columns stay 8."""
     (kernel,) = _kernels(_rows(16, 1, rows))
     assert _lanes(kernel) == {"i1": inner, "i0": mapped}
+
+
+# a batch-1 pointwise conv, out[c, h, q] = sum_k w[c, k] * x[k, h, q]: the channels c
+# the last NDRange dim (after the batch), the rows h between them and the 16 columns q
+POINTWISE = """
+func.func @main(%x: memref<8x4x16xf32>, %w: memref<Cx8xf32>, %out: memref<Cx4x16xf32>)
+    attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "pw" {
+    loop.for %n = 0 to 1 step 1 {name = "b0", parallel} {
+      loop.for %c = 0 to C step 1 {name = "i0"} {
+        loop.for %h = 0 to 4 step 1 {name = "i1"} {
+          loop.for %q = 0 to 16 step 1 {name = "i2"} {
+            %acc = memref.alloca() : memref<f32>
+            %z = arith.constant 0.000000e+00 : f32
+            memref.store %z, %acc[] : memref<f32>
+            loop.for %k = 0 to 8 step 1 {name = "r0", reduction} {
+              %a = memref.load %x[%k, %h, %q] : memref<8x4x16xf32>
+              %b = memref.load %w[%c, %k] : memref<Cx8xf32>
+              %p = arith.mulf %a, %b : f32
+              %o = memref.load %acc[] : memref<f32>
+              %s = arith.addf %o, %p : f32
+              memref.store %s, %acc[] : memref<f32>
+            }
+            %v = memref.load %acc[] : memref<f32>
+            memref.store %v, %out[%c, %h, %q] : memref<Cx4x16xf32>
+          }
+        }
+      }
+    }
+  }
+  func.return
+}"""
+
+
+@pytest.mark.parametrize("channels, mapped, inner", [(12, 6, 16), (16, 8, 8)])
+def test_a_pointwise_conv_takes_the_wide_tile_when_6_lanes_cover_its_channels(
+    channels, mapped, inner
+):
+    """lanes.py:264: the pointwise conv's WIDE_TILE (6 channels x 16 columns) needs at
+    least 12 channels with at most 1/16 of the last work-item's lanes spare: 12 channels
+    (2 x 6, none spare) take it, 16 (3 x 6 with 2 spare, 2 * 16 > 16) keep 8 x 8."""
+    (kernel,) = _kernels(POINTWISE.replace("C", str(channels)))
+    assert _lanes(kernel) == {"i2": inner, "i0": mapped}
