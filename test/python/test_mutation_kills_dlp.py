@@ -439,3 +439,87 @@ def test_a_copy_over_the_element_limit_is_not_evaluated(tmp_path, monkeypatch):
     )
     lowered = lower_to_dlp(module, None)
     assert any(op.name == "dlp.memcpy_async" for op in lowered.walk())
+
+
+def _rows_module(xshape, index, col="%j", guard=""):
+    """out[i, j] = 2 * x[%row, col] (i < 64, j < 16), `index` computing %row; with
+    `guard` (computing %g), x is read only where %g holds, else 0."""
+    ty = f"memref<{xshape[0]}x{xshape[1]}xf32>"
+    load = f"%a = memref.load %x[%row, {col}] : {ty}"
+    if guard:
+        load = f"""{guard}
+        %a = scf.if %g -> (f32) {{
+          {load}
+          scf.yield %a : f32
+        }} else {{
+          %z = arith.constant 0.0 : f32
+          scf.yield %z : f32
+        }}"""
+    return f"""
+func.func @main(%x: {ty}, %out: memref<64x16xf32>)
+    attributes {{dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64}} {{
+  loop.kernel "k" {{
+    loop.for %i = 0 to 64 step 1 {{name = "i0"}} {{
+      loop.for %j = 0 to 16 step 1 {{name = "i1"}} {{
+        {index}
+        {load}
+        %two = arith.constant 2.0 : f32
+        %m = arith.mulf %a, %two : f32
+        memref.store %m, %out[%i, %j] : memref<64x16xf32>
+      }}
+    }}
+  }}
+  func.return
+}}"""
+
+
+I, J = np.arange(64)[:, None], np.arange(16)[None, :]
+ROWS = {
+    # x[i + (j + 6) / 4]: the quotient's interval is [6 // 4, 21 // 4] = [1, 5]
+    "quotient": (
+        (69, 16),
+        "%c6 = arith.constant 6 : index\n%c4 = arith.constant 4 : index\n"
+        "%s = arith.addi %j, %c6 : index\n%q = arith.divsi %s, %c4 : index\n"
+        "%row = arith.addi %i, %q : index",
+        {},
+        "tiny",
+        lambda x: x[I + (J + 6) // 4, J],
+    ),
+    # x[3i - i]: rows 2i (a = 3 - 1)
+    "difference": (
+        (127, 16),
+        "%c3 = arith.constant 3 : index\n%t = arith.muli %i, %c3 : index\n"
+        "%row = arith.subi %t, %i : index",
+        {},
+        "tiny",
+        lambda x: x[2 * I, J],
+    ),
+    # x[i / 2, i]: the row is not affine in i, so x is no tile of columns of row 0
+    "diagonal": (
+        (32, 64),
+        "%c2 = arith.constant 2 : index\n%row = arith.divsi %i, %c2 : index",
+        {"col": "%i"},
+        None,
+        lambda x: np.broadcast_to(x[I // 2, I], (64, 16)),
+    ),
+    # x[i + 1] where i + 1 < 64: the last tile's rows reach past x, clamped to it
+    "guarded": (
+        (64, 16),
+        "%c1 = arith.constant 1 : index\n%row = arith.addi %i, %c1 : index",
+        {"guard": "%c64 = arith.constant 64 : index\n%g = arith.cmpi slt, %row, %c64 : index"},
+        "tiny",
+        lambda x: np.concatenate([x[1:], np.zeros((1, 16), np.float32)]),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", ROWS)
+def test_rows_of_an_index_expression(case):
+    """The rows a tile reads, from the index analysis of hand-written loop IR (the
+    interval of a quotient, the coefficient of a difference, a non-affine row, a guarded
+    read past the end), checked on the simulator against numpy."""
+    shape, index, extra, desc, reference = ROWS[case]
+    module = pipeline.parse_module(_rows_module(shape, index, **extra))
+    x = np.random.default_rng(7).standard_normal(shape).astype(np.float32)
+    (out,) = compile_dlp(module, desc, name=f"rows_{case}")(x)
+    close(out, 2 * reference(x))
