@@ -644,3 +644,59 @@ def test_compute_inline_refuses_a_producer_loop_not_from_zero(lo):
     with pytest.raises(ComputeAtProducerError, match="perfect nest from 0 step 1"):
         compute_inline(module, "neg")
     assert str(module) == before
+
+
+# schedule --seed 41 survivors
+
+
+def test_gemm_tile_takes_6_rows_before_4():
+    """default.py:309: the register tile's rows are the first of 8, 6, 4 dividing M:
+    M = 12 takes 6 rows (12 x 32 in tiles of 6 x 32)."""
+    assert default._gemm_tile(12, 32) == (6, 32)
+
+
+def test_a_two_row_tile_is_pipelined():
+    """default.py:389: a tile of 2 to PIPE_ROWS rows and whole vectors (2 x 32) carries B's
+    row in registers: `tensorize .. gemm_pipe` at the reduction loop, not `gemm`."""
+    (kernel,) = kernels(parse_module(_linear(1, 4, 32, 32, b_transposed=False)))
+    nest = analyse(kernel)
+    assert nest is not None
+    p = default.GemmParams(4, 32, 32, 2, 32, pack_a=False, pack_b=False)
+    script = default.gemm_script(kernel, nest, p).splitlines()
+    assert "tensorize lin/r0 gemm_pipe" in script, script
+
+
+def test_gemm_parallel_loop_is_the_first_with_two_iterations_per_thread():
+    """default.py:419: the parallel loop is the first blocked loop of >= 2 x threads (4)
+    iterations: N = 64 in column blocks of 32 is 2 (too few), M = 32 in row blocks of 8
+    is 4: the row blocks i1c run in parallel."""
+    (kernel,) = kernels(parse_module(_linear(1, 32, 64, 32, b_transposed=False)))
+    nest = analyse(kernel)
+    assert nest is not None
+    p = default.GemmParams(8, 32, 32, 8, 32, pack_a=False, pack_b=False)
+    script = default.gemm_script(kernel, nest, p, threads=2).splitlines()
+    assert [ln for ln in script if ln.startswith("parallel ")] == ["parallel lin/i1c"]
+
+
+def test_a_weight_gemm_whose_a_fits_in_l2_is_one_k_block():
+    """default.py:588: B a weight and A (16 rows x 1024 = 64 KiB) within A_IN_PLACE_BYTES:
+    one k block of all 1024 (not the default 512), A read in place."""
+    text = _linear(1, 16, 32, 1024, b_transposed=False).replace(
+        "dlpc.num_inputs = 2 : i64, dlpc.params = []",
+        'dlpc.num_inputs = 1 : i64, dlpc.params = ["w"]',
+    )
+    (kernel,) = kernels(parse_module(text))
+    nest = analyse(kernel)
+    assert nest is not None
+    (plan,) = default.gemm_plans(kernel, nest)
+    assert isinstance(plan, default.GemmParams)
+    assert (plan.kc, plan.pack_a, plan.pack_b) == (1024, False, True)
+
+
+def test_a_kernel_signature_is_16_hex_digits():
+    """tuning_log.py:145: a kernel's signature, the tuning log's key, is the first 16 hex
+    digits of its sha256 (logs written before keep matching only at that length)."""
+    from dlpc.passes.schedule.tuning_log import kernel_signature
+
+    (kernel,) = kernels(parse_module(_linear(1, 4, 32, 32, b_transposed=False)))
+    assert re.fullmatch(r"[0-9a-f]{16}", kernel_signature(kernel))
