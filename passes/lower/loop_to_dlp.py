@@ -436,7 +436,7 @@ def _mark_outer(kernel: KernelOp, batch: ForOp, buffers: dict[SSAValue, BufferPl
             idx = list(op.indices)
             uses.setdefault(op.memref, set()).add(bool(idx) and idx[0] is batch.induction_var)
     for m, p in buffers.items():
-        kinds = uses.get(m, {False})
+        kinds = uses[m]  # (plan_buffers plans only the buffers the kernel accesses)
         if len(kinds) != 1:
             raise PlanError(f"buffer {p.name} is read both per image and across images")
         p.outer = kinds == {True}
