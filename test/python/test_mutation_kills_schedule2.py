@@ -416,12 +416,12 @@ def test_a_tuning_log_refuses_an_ok_record_timed_nan_or_infinite(tmp_path, time)
         TuningLog(str(path))
 
 
-def _conv_kernel(x: str, k: str, y: str, groups: int = 1):
-    """The conv kernel of a graph conv2d (no padding, stride 1) lowered to loops, its nest."""
+def _conv_kernel(x: str, k: str, y: str, groups: int = 1, stride: int = 1):
+    """The conv kernel of a graph conv2d (no padding) lowered to loops, its nest."""
     o = k.split("x")[0]
     text = f"""
 func.func @main(%x: tensor<{x}xf32>, %w: tensor<{k}xf32>, %b: tensor<{o}xf32>) -> tensor<{y}xf32> {{
-  %y = graph.conv2d %x, %w, %b {{strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>,
+  %y = graph.conv2d %x, %w, %b {{strides = array<i64: {stride}, {stride}>, pads = array<i64: 0, 0, 0, 0>,
     groups = {groups} : i64}} : (tensor<{x}xf32>, tensor<{k}xf32>, tensor<{o}xf32>) -> tensor<{y}xf32>
   func.return %y : tensor<{y}xf32>
 }}"""
@@ -700,3 +700,62 @@ def test_a_kernel_signature_is_16_hex_digits():
 
     (kernel,) = kernels(parse_module(_linear(1, 4, 32, 32, b_transposed=False)))
     assert re.fullmatch(r"[0-9a-f]{16}", kernel_signature(kernel))
+
+
+def test_a_strided_pointwise_conv_stages_its_im2col_rows():
+    """conv.py:146: a 1x1 stride-2 conv stages its im2col rows (`pack`), 8 rows x 8
+    columns x 8 channels x 4 bytes = 2 KiB, well within CONV_PACK_BYTES."""
+    from dlpc.passes.schedule.conv import conv_tile_script
+
+    kernel, nest = _conv_kernel("1x8x16x16", "8x8x1x1", "1x8x8x8", stride=2)
+    script = conv_tile_script(kernel, nest).splitlines()
+    assert [ln for ln in script if ln.startswith("cache_read ") and ln.endswith(" pack")], script
+
+
+# C[i, j] = sum_r A[i, r] * B[r, j] over the rows 8 .. 18 (11 rows, a loop not from 0)
+ROWS_FROM_8 = """
+func.func @main(%A: memref<19x16xf32>, %B: memref<16x32xf32>, %C: memref<19x32xf32>) {
+  loop.kernel "mm" {
+    loop.for %i0 = 8 to 19 step 1 {name = "i0", parallel} {
+      loop.for %i1 = 0 to 32 step 1 {name = "i1"} {
+        %acc = memref.alloca() : memref<f32>
+        %z = arith.constant 0.000000e+00 : f32
+        memref.store %z, %acc[] : memref<f32>
+        loop.for %r0 = 0 to 16 step 1 {name = "r0", reduction} {
+          %a = memref.load %A[%i0, %r0] : memref<19x16xf32>
+          %b = memref.load %B[%r0, %i1] : memref<16x32xf32>
+          %p = arith.mulf %a, %b : f32
+          %c = memref.load %acc[] : memref<f32>
+          %s = arith.addf %c, %p : f32
+          memref.store %s, %acc[] : memref<f32>
+        }
+        %v = memref.load %acc[] : memref<f32>
+        memref.store %v, %C[%i0, %i1] : memref<19x32xf32>
+      }
+    }
+  }
+  func.return
+}"""
+
+
+def test_gemm_rows_remainder_starts_after_the_whole_tiles():
+    """tensorize.py:388: `gemm8` over rows 8 .. 18 (11 rows): one tile of 8 rows (8 .. 15)
+    and a remainder copy over rows 16 .. 18 (its lower bound is the loop's lower + 8)."""
+    from dlpc.passes.schedule.script import apply_script
+
+    module = parse_module(ROWS_FROM_8)
+    apply_script(module, "decompose mm\ntensorize mm/i0 gemm8")
+    bounds = {lp.loop_name: (lp.lower, lp.upper) for lp in module.walk() if isinstance(lp, ForOp)}
+    assert bounds["i0_tail"] == (16, 19), bounds
+
+
+def test_compute_inline_erases_the_inlined_buffer():
+    """compute_at.py:265: once inlined, the producer's buffer has no use left: its alloc
+    (and dealloc) are erased too."""
+    from xdsl.dialects import memref
+
+    from dlpc.passes.schedule.compute_at import compute_inline
+
+    module = parse_module(INLINE.replace("LO", "0"))
+    compute_inline(module, "neg")
+    assert not [op for op in module.walk() if isinstance(op, memref.AllocOp | memref.DeallocOp)]
