@@ -523,3 +523,31 @@ def test_rows_of_an_index_expression(case):
     x = np.random.default_rng(7).standard_normal(shape).astype(np.float32)
     (out,) = compile_dlp(module, desc, name=f"rows_{case}")(x)
     close(out, 2 * reference(x))
+
+
+REPEAT = """
+func.func @main(%x: memref<32x16xf32>, %out: memref<64x16xf32>)
+    attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "k" {
+    loop.for %i = 0 to 64 step 1 {name = "i0"} {
+      loop.for %j = 0 to 16 step 1 {name = "i1"} {
+        %c2 = arith.constant 2 : index
+        %r = arith.floordivsi %i, %c2 : index
+        %a = memref.load %x[%r, %j] : memref<32x16xf32>
+        memref.store %a, %out[%i, %j] : memref<64x16xf32>
+      }
+    }
+  }
+  func.return
+}"""
+
+
+def test_a_copy_through_a_floor_division_repeats_rows():
+    """out[i] = x[floor(i / 2)]: a pure copy, its pieces found by evaluating the index
+    space at compile time (integer floor division), copied GDRAM to GDRAM."""
+    module = pipeline.parse_module(REPEAT)
+    x = np.random.default_rng(8).standard_normal((32, 16)).astype(np.float32)
+    f = compile_dlp(module, "tiny", name="repeat")
+    (out,) = f(x)
+    np.testing.assert_array_equal(out, np.repeat(x, 2, axis=0))
+    assert set(f.report[0].bytes) == {"gdram->gdram"}, f.report[0].bytes
