@@ -759,3 +759,17 @@ def test_compute_inline_erases_the_inlined_buffer():
     module = parse_module(INLINE.replace("LO", "0"))
     compute_inline(module, "neg")
     assert not [op for op in module.walk() if isinstance(op, memref.AllocOp | memref.DeallocOp)]
+
+
+@pytest.mark.parametrize("at, columns", [("i0", 1), ("r0", 8)])
+def test_a_guarded_phase_copy_vectorizes_rows_of_two_or_more(at, columns):
+    """deinterleave.py:348: PADDED staged inside r0 (the box's columns move with r: one
+    guarded copy nest x_q_in0 over the 2 phases > x_q_in1 over the columns per phase)
+    vectorizes the column loop only when it has more than one iteration: staged at i0
+    the box is 1 column (not vectorized), at r0 it is 8 per phase (vectorized)."""
+    text = PADDED.replace("N", "16").replace("I", "8").replace("R", "3").replace("P", "1")
+    module = parse_module(text)
+    cache_read_deinterleaved(module, "k", at, "x")
+    loops = {lp.loop_name: lp for lp in module.walk() if isinstance(lp, ForOp)}
+    assert loops["x_q_in0"].trip_count == 2 and loops["x_q_in1"].trip_count == columns
+    assert (loops["x_q_in1"].vectorize is not None) == (columns > 1)
