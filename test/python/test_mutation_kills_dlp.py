@@ -551,3 +551,42 @@ def test_a_copy_through_a_floor_division_repeats_rows():
     (out,) = f(x)
     np.testing.assert_array_equal(out, np.repeat(x, 2, axis=0))
     assert set(f.report[0].bytes) == {"gdram->gdram"}, f.report[0].bytes
+
+
+GEMM = """
+func.func @main(%x: memref<256x16xf32>, %w: memref<16x8xf32>, %out: memref<256x8xf32>)
+    attributes {dlpc.num_inputs = 2 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "mm" {
+    loop.for %i = 0 to 256 step 1 {name = "i0"} {
+      loop.for %n = 0 to 8 step 1 {name = "i1"} {
+        %acc = memref.alloca() : memref<f32>
+        %zero = arith.constant 0.000000e+00 : f32
+        memref.store %zero, %acc[] : memref<f32>
+        loop.for %r = 0 to 16 step 1 {name = "r0", reduction} {
+          %a = memref.load %x[%i, %r] : memref<256x16xf32>
+          %b = memref.load %w[%r, %n] : memref<16x8xf32>
+          %p = arith.mulf %a, %b : f32
+          %o = memref.load %acc[] : memref<f32>
+          %q = arith.addf %o, %p : f32
+          memref.store %q, %acc[] : memref<f32>
+        }
+        %s = memref.load %acc[] : memref<f32>
+        memref.store %s, %out[%i, %n] : memref<256x8xf32>
+      }
+    }
+  }
+  func.return
+}"""
+
+
+def test_a_matmul_tile_counts_its_accumulator_in_nram():
+    """256 rows of x @ w on tiny (4 KiB NRAM): the row tile is limited by NRAM, where the
+    accumulator tile (rows x 8) sits beside x's tile; the simulator refuses a kernel
+    whose buffers overrun it."""
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((256, 16)).astype(np.float32)
+    w = rng.standard_normal((16, 8)).astype(np.float32)
+    f = compile_dlp(pipeline.parse_module(GEMM), "tiny", name="gemm")
+    (out,) = f(x, w)
+    close(out, x @ w)
+    assert f.report[0].intrinsic_cycles > 0
