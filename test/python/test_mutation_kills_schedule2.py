@@ -773,3 +773,53 @@ def test_a_guarded_phase_copy_vectorizes_rows_of_two_or_more(at, columns):
     loops = {lp.loop_name: lp for lp in module.walk() if isinstance(lp, ForOp)}
     assert loops["x_q_in0"].trip_count == 2 and loops["x_q_in1"].trip_count == columns
     assert (loops["x_q_in1"].vectorize is not None) == (columns > 1)
+
+
+@pytest.mark.parametrize("m, n, tile", [(25, 16, (5, 16)), (75, 10, (15, 10)), (26, 32, (2, 32))])
+def test_gemm_tile_search_keeps_within_the_row_and_accumulator_limits(m, n, tile):
+    """default.py:319: the fallback tile search tries rows up to min(M, MAX_MR (24),
+    ACC_VECTORS // vectors per row) only: M = 25 or 75 never take a 25-row tile, M = 26
+    at 2 vectors a row (12 rows at most) not 13."""
+    assert default._gemm_tile(m, n) == tile
+
+
+def test_a_tuning_log_looks_records_up_by_their_exact_target(tmp_path):
+    """tuning_log.py:253: `for_kernel` returns the records of the signature on the asked
+    target only (the opencl record of the same kernel is not one of the c target's)."""
+    from dlpc.passes.schedule.tuning_log import TuningLog
+
+    line = '{"sig": "s", "kernel": "k", "target": "%s", "script": "a", "ok": true, "time": 1.0}\n'
+    path = tmp_path / "t.jsonl"
+    path.write_text(line % "c" + line % "opencl")
+    log = TuningLog(str(path))
+    assert [r.target for r in log.for_kernel("s", "c")] == ["c"]
+    assert [r.target for r in log.for_kernel("s", "opencl")] == ["opencl"]
+
+
+# y[I, J] = x[I, J] under loops i > j: a copy along rows (I, J = i, j) or along columns
+COPY = """
+func.func @main(%x: memref<4x4xf32>, %y: memref<4x4xf32>)
+    attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "k" {
+    loop.for %i = 0 to 4 step 1 {name = "i0"} {
+      loop.for %j = 0 to 4 step 1 {name = "i1"} {
+        %v = memref.load %x[%I, %J] : memref<4x4xf32>
+        memref.store %v, %y[%I, %J] : memref<4x4xf32>
+      }
+    }
+  }
+  func.return
+}"""
+
+
+def test_a_copy_along_columns_has_another_kernel_signature():
+    """tuning_log.py:139: the signature numbers each loop's variable where the loop
+    opens, so a copy along rows and one along columns (x[i, j] vs x[j, i], y alike)
+    differ (numbered at their first use instead, both would read `x[v1, v2]`)."""
+    from dlpc.passes.schedule.tuning_log import kernel_signature
+
+    same = COPY.replace("%I", "%i").replace("%J", "%j")
+    swapped = COPY.replace("%I", "%j").replace("%J", "%i")
+    (a,) = kernels(parse_module(same))
+    (b,) = kernels(parse_module(swapped))
+    assert kernel_signature(a) != kernel_signature(b)
