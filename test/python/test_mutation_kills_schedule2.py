@@ -823,3 +823,27 @@ def test_a_copy_along_columns_has_another_kernel_signature():
     (a,) = kernels(parse_module(same))
     (b,) = kernels(parse_module(swapped))
     assert kernel_signature(a) != kernel_signature(b)
+
+
+@pytest.mark.parametrize("b_transposed", [True, False])
+def test_a_contiguous_reduction_reads_every_varying_load_along_its_last_index(b_transposed):
+    """default.py:185: a row reduction needs every load varying along r to read along its
+    last index: a[b, i, r] * w[j, r] does, a[b, i, r] * w[r, j] (down w's columns) not."""
+    (kernel,) = kernels(parse_module(_linear(1, 4, 16, 32, b_transposed)))
+    nest = analyse(kernel)
+    assert nest is not None
+    assert default.contiguous_reduction(kernel, nest) == b_transposed
+
+
+def test_a_batch_staged_over_conv_pack_bytes_is_not_batched():
+    """conv.py:168: a batch is staged at once (one parallel (image, row) loop) only while
+    N x the bytes staged per image <= CONV_PACK_BYTES (8 MiB): 2 images of 16 x 258 x 258
+    floats (4.26 MB each) are not (no split of the batch loop)."""
+    from dlpc.passes.schedule.conv import conv_tile_script
+
+    kernel, nest = _conv_kernel("2x16x258x258", "8x16x3x3", "2x8x128x128", stride=2)
+    script = conv_tile_script(kernel, nest, threads=1).splitlines()
+    assert not [ln for ln in script if ln.startswith(f"split {kernel.sym}/{nest.spatial[0]} ")]
+    kernel, nest = _conv_kernel("2x4x34x34", "8x4x3x3", "2x8x16x16", stride=2)
+    script = conv_tile_script(kernel, nest, threads=1).splitlines()
+    assert [ln for ln in script if ln.startswith(f"split {kernel.sym}/{nest.spatial[0]} ")]
