@@ -847,3 +847,16 @@ def test_a_batch_staged_over_conv_pack_bytes_is_not_batched():
     kernel, nest = _conv_kernel("2x4x34x34", "8x4x3x3", "2x8x16x16", stride=2)
     script = conv_tile_script(kernel, nest, threads=1).splitlines()
     assert [ln for ln in script if ln.startswith(f"split {kernel.sym}/{nest.spatial[0]} ")]
+
+
+def test_a_one_row_conv_keeps_its_channel_block_by_whole_vectors():
+    """conv.py:121: the ragged-row rule (a tile counted in GCC's vector pieces) is for
+    outputs of more than one row; a one-row output 28 wide counts ceil(28 / 16) = 2
+    vectors, so its 24 channels go in blocks of 24 // 2 = 12 (counted as the 3 pieces
+    16 + 8 + 4, they would go in blocks of 8)."""
+    from dlpc.passes.schedule.conv import conv_tile_script
+
+    kernel, nest = _conv_kernel("1x2x3x30", "24x2x3x3", "1x24x1x28")
+    script = conv_tile_script(kernel, nest).splitlines()
+    c = nest.spatial[1]
+    assert f"split {kernel.sym}/{c} by 12 -> {c}o, {c}i" in script
