@@ -610,3 +610,42 @@ def test_intrinsic_tiles_fit_nram_and_keep_operand_order(tmp_path, expr, args):
     runs on intrinsics and matches numpy."""
     rep, _ = _run_small(tmp_path, expr, "tiny", args)
     assert rep.intrinsic_cycles > 0
+
+
+BMM = """
+func.func @main(%a: memref<3x8x16xf32>, %b: memref<3x8x20xf32>, %out: memref<3x8x8xf32>)
+    attributes {dlpc.num_inputs = 2 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "bmm" {
+    loop.for %e = 0 to 3 step 1 {name = "i0"} {
+      loop.for %m = 0 to 8 step 1 {name = "i1"} {
+        loop.for %n = 0 to 8 step 1 {name = "i2"} {
+          %acc = memref.alloca() : memref<f32>
+          %zero = arith.constant 0.000000e+00 : f32
+          memref.store %zero, %acc[] : memref<f32>
+          loop.for %r = 0 to 16 step 1 {name = "r0", reduction} {
+            %x = memref.load %a[%e, %m, %r] : memref<3x8x16xf32>
+            %y = memref.load %b[%e, %n, %r] : memref<3x8x20xf32>
+            %p = arith.mulf %x, %y : f32
+            %o = memref.load %acc[] : memref<f32>
+            %q = arith.addf %o, %p : f32
+            memref.store %q, %acc[] : memref<f32>
+          }
+          %s = memref.load %acc[] : memref<f32>
+          memref.store %s, %out[%e, %m, %n] : memref<3x8x8xf32>
+        }
+      }
+    }
+  }
+  func.return
+}"""
+
+
+def test_a_batched_matmul_over_part_of_b_rows_is_no_intrinsic():
+    """out[e] = a[e] @ b[e, :, :16].T where b's rows hold 20 elements: a batch entry of b
+    is no contiguous 8 x 16 block, so the batched intrinsic (which reads it as one) is not
+    selected; the result matches numpy."""
+    rng = np.random.default_rng(10)
+    a = rng.standard_normal((3, 8, 16)).astype(np.float32)
+    b = rng.standard_normal((3, 8, 20)).astype(np.float32)
+    (out,) = compile_dlp(pipeline.parse_module(BMM), "tiny", name="bmm_part")(a, b)
+    close(out, a @ b[:, :, :16].transpose(0, 2, 1))
