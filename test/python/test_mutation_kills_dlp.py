@@ -649,3 +649,39 @@ def test_a_batched_matmul_over_part_of_b_rows_is_no_intrinsic():
     b = rng.standard_normal((3, 8, 20)).astype(np.float32)
     (out,) = compile_dlp(pipeline.parse_module(BMM), "tiny", name="bmm_part")(a, b)
     close(out, a @ b[:, :, :16].transpose(0, 2, 1))
+
+
+DIAG_MM = """
+func.func @main(%x: memref<32x16x16xf32>, %w: memref<16x8xf32>, %out: memref<32x8xf32>)
+    attributes {dlpc.num_inputs = 2 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "mm" {
+    loop.for %i = 0 to 32 step 1 {name = "i0"} {
+      loop.for %n = 0 to 8 step 1 {name = "i1"} {
+        %acc = memref.alloca() : memref<f32>
+        %zero = arith.constant 0.000000e+00 : f32
+        memref.store %zero, %acc[] : memref<f32>
+        loop.for %r = 0 to 16 step 1 {name = "r0", reduction} {
+          %a = memref.load %x[%i, %r, %r] : memref<32x16x16xf32>
+          %b = memref.load %w[%r, %n] : memref<16x8xf32>
+          %p = arith.mulf %a, %b : f32
+          %o = memref.load %acc[] : memref<f32>
+          %q = arith.addf %o, %p : f32
+          memref.store %q, %acc[] : memref<f32>
+        }
+        %s = memref.load %acc[] : memref<f32>
+        memref.store %s, %out[%i, %n] : memref<32x8xf32>
+      }
+    }
+  }
+  func.return
+}"""
+
+
+def test_a_matmul_over_a_diagonal_is_no_intrinsic():
+    """out[i] = diag(x[i]) @ w: x's rows are read as x[i, r, r], not one row of k
+    elements, so the row-tiled matmul intrinsic is not selected; matches numpy."""
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((32, 16, 16)).astype(np.float32)
+    w = rng.standard_normal((16, 8)).astype(np.float32)
+    (out,) = compile_dlp(pipeline.parse_module(DIAG_MM), "tiny", name="diag_mm")(x, w)
+    close(out, np.einsum("mrr,rn->mn", x, w))
