@@ -685,3 +685,30 @@ def test_a_matmul_over_a_diagonal_is_no_intrinsic():
     w = rng.standard_normal((16, 8)).astype(np.float32)
     (out,) = compile_dlp(pipeline.parse_module(DIAG_MM), "tiny", name="diag_mm")(x, w)
     close(out, np.einsum("mrr,rn->mn", x, w))
+
+
+def test_a_depthwise_tile_is_limited_by_nram_not_the_filter_slots(tmp_path):
+    """A 3x3 depthwise conv over 16 channels on tiny: each channel's filter takes one
+    aligned WRAM slot (tile slots in all, far under tiny's 4 KiB WRAM), so the channel
+    tile is the largest whose NRAM buffers fit: one channel more overruns NRAM."""
+    from dlpc.dialects.loop import KernelOp
+    from dlpc.passes.lower import loop_to_dlp as lower
+    from dlpc.targets.dlp import resolve
+
+    path = tmp_path / "m.dlpc"
+    path.write_text(
+        "model m(x: f32[1, 16, 8, 8]) {\n  param w: f32[16, 1, 3, 3] = kaiming(seed=2)\n"
+        "  return conv2d(x, w, padding=1, groups=16)\n}\n"
+    )
+    module = pipeline.lower(
+        dlpc.load(path).module, "loop", pipeline.PipelineOptions(schedule=False)
+    )
+    (kernel,) = [op for op in module.walk() if isinstance(op, KernelOp)]
+    desc = resolve("tiny")
+    plan = lower.plan_kernel(kernel, desc, True, True, True)
+    assert type(plan.selection).__name__ == "DepthwiseSelection"
+    assert 1 < plan.tile < plan.chunk, (plan.tile, plan.chunk)
+    used = plan.space_bytes(plan.tile, plan.double, plan.sram)
+    more = plan.space_bytes(plan.tile + 1, plan.double, plan.sram)
+    assert used["wram"] == plan.tile * 16 * 4  # 9 taps in a 16-float (64-byte) slot
+    assert more["wram"] <= desc.capacity("wram") and more["nram"] > desc.capacity("nram")
