@@ -712,3 +712,62 @@ def test_a_depthwise_tile_is_limited_by_nram_not_the_filter_slots(tmp_path):
     more = plan.space_bytes(plan.tile + 1, plan.double, plan.sram)
     assert used["wram"] == plan.tile * 16 * 4  # 9 taps in a 16-float (64-byte) slot
     assert more["wram"] <= desc.capacity("wram") and more["nram"] > desc.capacity("nram")
+
+
+def _scalar_module(xtype, index, op, const, step=1, setup=""):
+    """out[i, j] = x[index] `op` const over i < 64 (step `step`), j < 16, on 64x16 out."""
+    return f"""
+func.func @main(%x: memref<{xtype}>, %out: memref<64x16xf32>)
+    attributes {{dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64}} {{
+  loop.kernel "k" {{
+    loop.for %i = 0 to 64 step {step} {{name = "i0"}} {{
+      loop.for %j = 0 to 16 step 1 {{name = "i1"}} {{
+        {setup}
+        %a = memref.load %x[{index}] : memref<{xtype}>
+        %c = arith.constant {const} : f32
+        %m = arith.{op} %a, %c : f32
+        memref.store %m, %out[%i, %j] : memref<64x16xf32>
+      }}
+    }}
+  }}
+  func.return
+}}"""
+
+
+SCALAR_CASES = {
+    # x[1, 2, i, :]: the tile's base is 1 * (3 * 64 * 16) + 2 * (64 * 16) + its rows
+    "two-dim-prefix": (
+        (2, 3, 64, 16),
+        ("2x3x64x16xf32", "%c1, %c2, %i, %j", "mulf", "2.0", 1),
+        "%c1 = arith.constant 1 : index\n%c2 = arith.constant 2 : index",
+        lambda x: 2 * x[1, 2],
+        slice(None),
+    ),
+    # a work loop of step 2: rows i = 2t (a = 1 * 2); the odd rows are not written
+    "step-two": (
+        (64, 16),
+        ("64x16xf32", "%i, %j", "mulf", "2.0", 2),
+        "",
+        lambda x: 2 * x[::2],
+        slice(None, None, 2),
+    ),
+    # x + 0.0 is an add, not a relu (which only max(x, 0.0) is)
+    "plus-zero": (
+        (64, 16),
+        ("64x16xf32", "%i, %j", "addf", "0.0", 1),
+        "",
+        lambda x: x,
+        slice(None),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", SCALAR_CASES)
+def test_tiled_vector_scalar_kernels(case):
+    """Hand-written loop IR of a vector-scalar op over rows tiled on tiny, checked on
+    the simulator against numpy (on the rows the loop writes)."""
+    shape, (xtype, index, op, const, step), setup, reference, rows = SCALAR_CASES[case]
+    module = pipeline.parse_module(_scalar_module(xtype, index, op, const, step, setup))
+    x = np.random.default_rng(12).standard_normal(shape).astype(np.float32)
+    (out,) = compile_dlp(module, "tiny", name=f"scalar_{case}".replace("-", "_"))(x)
+    close(out[rows], reference(x))
