@@ -771,3 +771,51 @@ def test_tiled_vector_scalar_kernels(case):
     x = np.random.default_rng(12).standard_normal(shape).astype(np.float32)
     (out,) = compile_dlp(module, "tiny", name=f"scalar_{case}".replace("-", "_"))(x)
     close(out[rows], reference(x))
+
+
+def _gemv_module(wfirst, diag):
+    wt = "64x16x16xf32" if diag else "64x16xf32"
+    wi = "%n, %r, %r" if diag else "%n, %r"
+    la = "%a = memref.load %x[%r] : memref<16xf32>"
+    lb = f"%b = memref.load %w[{wi}] : memref<{wt}>"
+    loads = f"{lb}\n          {la}" if wfirst else f"{la}\n          {lb}"
+    return f"""
+func.func @main(%x: memref<16xf32>, %w: memref<{wt}>, %out: memref<64xf32>)
+    attributes {{dlpc.num_inputs = 2 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64}} {{
+  loop.kernel "gemv" {{
+    loop.for %n = 0 to 64 step 1 {{name = "i0"}} {{
+      %acc = memref.alloca() : memref<f32>
+      %zero = arith.constant 0.000000e+00 : f32
+      memref.store %zero, %acc[] : memref<f32>
+      loop.for %r = 0 to 16 step 1 {{name = "r0", reduction}} {{
+          {loads}
+          %p = arith.mulf %a, %b : f32
+          %o = memref.load %acc[] : memref<f32>
+          %q = arith.addf %o, %p : f32
+          memref.store %q, %acc[] : memref<f32>
+      }}
+      %s = memref.load %acc[] : memref<f32>
+      memref.store %s, %out[%n] : memref<64xf32>
+    }}
+  }}
+  func.return
+}}"""
+
+
+@pytest.mark.parametrize(
+    "w_first, diagonal", [(True, False), (False, True)], ids=["w-first", "diagonal"]
+)
+def test_gemv_over_columns(w_first, diagonal):
+    """out[n] = sum_r x[r] * w[n, r] with x whole and w tiled by n: one matmul intrinsic
+    whichever load comes first (the product commutes); w[n, r, r] is no row of w, so it
+    is no matmul. Checked on the simulator against numpy."""
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal(16).astype(np.float32)
+    w = rng.standard_normal((64, 16, 16) if diagonal else (64, 16)).astype(np.float32)
+    from dlpc.backends.dlp_c import emit_dlp_c
+    from dlpc.targets.dlp import resolve
+
+    module = pipeline.parse_module(_gemv_module(w_first, diagonal))
+    assert ("__bang_matmul(" in emit_dlp_c(module.clone(), resolve("tiny"))) == (not diagonal)
+    (out,) = compile_dlp(module, "tiny", name="gemv_cols")(x, w)
+    close(out, np.einsum("nrr,r->n", w, x) if diagonal else w @ x)
