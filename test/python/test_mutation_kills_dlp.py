@@ -819,3 +819,21 @@ def test_gemv_over_columns(w_first, diagonal):
     assert ("__bang_matmul(" in emit_dlp_c(module.clone(), resolve("tiny"))) == (not diagonal)
     (out,) = compile_dlp(module, "tiny", name="gemv_cols")(x, w)
     close(out, np.einsum("nrr,r->n", w, x) if diagonal else w @ x)
+
+
+def test_double_buffering_splits_a_task_into_two_tiles(tmp_path, monkeypatch):
+    """relu over 16 rows on tiny's 2 cores: 8 rows a task, double-buffered as 2 tiles of 4
+    (the fewest that overlap a load with compute); 3 tiles of at most 3 rows run slower
+    on the simulator (one more DMA latency per buffer)."""
+    from dlpc.passes.lower import loop_to_dlp as lower
+
+    rep, _ = _run_small(tmp_path, "relu(x)", "tiny", "x: f32[16, 16]")
+    largest = lower._largest_tile
+
+    def at_most_3(plan, limit, double, sram):
+        return largest(plan, min(limit, 3), double, sram)
+
+    monkeypatch.setattr(lower, "_largest_tile", at_most_3)
+    capped, _ = _run_small(tmp_path, "relu(x)", "tiny", "x: f32[16, 16]")
+    assert rep.double_buffered and capped.double_buffered
+    assert rep.cycles < capped.cycles, (rep.cycles, capped.cycles)
