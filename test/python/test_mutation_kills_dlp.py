@@ -837,3 +837,21 @@ def test_double_buffering_splits_a_task_into_two_tiles(tmp_path, monkeypatch):
     capped, _ = _run_small(tmp_path, "relu(x)", "tiny", "x: f32[16, 16]")
     assert rep.double_buffered and capped.double_buffered
     assert rep.cycles < capped.cycles, (rep.cycles, capped.cycles)
+
+
+def test_kernel_model_shares_the_gdram_port_among_tasks():
+    """Two tasks each moving 4096 bytes GDRAM->NRAM with no DMA count or compute: each
+    alone takes 4096 bytes at the port's rate, but they share the port, so the kernel
+    takes the 8192 bytes' time; a kernel with no work takes 0 cycles."""
+    from dlpc.backends.runtime.dlp_sim import NUM_COUNTERS, SPACES, model_kernel
+    from dlpc.targets.dlp import resolve
+
+    desc = resolve("tiny")
+    c = [0.0] * NUM_COUNTERS
+    c[SPACES.index("gdram") * 4 + SPACES.index("nram")] = 4096.0
+    rep = model_kernel("k", "o", 2, True, [c, list(c)], desc)
+    per_cycle = desc.gdram_bandwidth_gbs / desc.clock_ghz
+    assert rep.transfer_cycles == pytest.approx(4096.0 / per_cycle)
+    assert rep.cycles == pytest.approx(8192.0 / per_cycle, rel=1e-9)
+    idle = model_kernel("k", "o", 1, False, [[0.0] * NUM_COUNTERS], desc)
+    assert idle.cycles == 0.0 and idle.seconds == 0.0
