@@ -407,3 +407,40 @@ def test_a_pointwise_conv_takes_the_wide_tile_when_6_lanes_cover_its_channels(
     (2 x 6, none spare) take it, 16 (3 x 6 with 2 spare, 2 * 16 > 16) keep 8 x 8."""
     (kernel,) = _kernels(POINTWISE.replace("C", str(channels)))
     assert _lanes(kernel) == {"i2": inner, "i0": mapped}
+
+
+# y[i, j] = -x[i, j] through a private array t, declared in the vector loop's body (one
+# per lane) and accessed in a loop below it
+PRIVATE = """
+func.func @main(%x: memref<4x16xf32>, %y: memref<4x16xf32>)
+    attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "priv" {
+    loop.for %i = 0 to 4 step 1 {name = "i0", parallel} {
+      loop.for %j = 0 to 16 step 1 {name = "i1"} {
+        %t = memref.alloca() : memref<16xf32>
+        loop.for %r = 0 to 1 step 1 {name = "i2"} {
+          %v = memref.load %x[%i, %j] : memref<4x16xf32>
+          memref.store %v, %t[%j] : memref<16xf32>
+          %w = memref.load %t[%j] : memref<16xf32>
+          %n = arith.negf %w : f32
+          memref.store %n, %y[%i, %j] : memref<4x16xf32>
+        }
+      }
+    }
+  }
+  func.return
+}"""
+
+
+def test_a_private_array_is_no_global_vector_access():
+    """kernel_writer.py:244: an access is a global vector access only for a buffer not
+    defined in the kernel: the private array t (one per lane of the 16 vector lanes),
+    though defined outside the access's own loop, is written lane by lane, never through
+    a `__global dlpc_float16u *` (x and y still are)."""
+    module = parse_module(PRIVATE)
+    (kernel,) = [k for k in module.walk() if isinstance(k, KernelOp)]
+    assert _lanes(kernel)["i1"] == 16
+    source = emit_opencl(module)
+    assert "dlpc_float16u *)&v_t" not in source
+    assert "v_t_2[(v_i1 + 1)] = " in source
+    assert "*(__global dlpc_float16u *)&v_y[" in source
