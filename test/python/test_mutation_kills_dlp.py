@@ -855,3 +855,25 @@ def test_kernel_model_shares_the_gdram_port_among_tasks():
     assert rep.cycles == pytest.approx(8192.0 / per_cycle, rel=1e-9)
     idle = model_kernel("k", "o", 1, False, [[0.0] * NUM_COUNTERS], desc)
     assert idle.cycles == 0.0 and idle.seconds == 0.0
+
+
+def test_scalar_loops_charge_their_ops_in_kernels():
+    """A kernel left as scalar loops (x[i + 1] under a guard) charges each loop's scalar
+    ops per iteration (`__dlp_scalar_ops(n)`, n > 0: a loop without scalar work charges
+    nothing); the report counts them as compute, with no intrinsic cycles, and its time
+    is its cycles at the clock; the table marks the kernel double-buffered or not."""
+    from dlpc.backends.dlp_c import emit_dlp_c
+    from dlpc.backends.runtime.dlp_sim import format_report
+    from dlpc.targets.dlp import resolve
+
+    shape, index, extra, desc, _ = ROWS["guarded"]
+    module = pipeline.parse_module(_rows_module(shape, index, **extra))
+    c = emit_dlp_c(module.clone(), resolve(desc))
+    assert "__dlp_scalar_ops(" in c and "__dlp_scalar_ops(0)" not in c
+    f = compile_dlp(module, desc, name="scalar_ops")
+    f(np.zeros(shape, np.float32))
+    (rep,) = f.report
+    assert rep.intrinsic_cycles == 0 and rep.ops > 0 and rep.compute_cycles > 0
+    assert rep.seconds == rep.cycles / (resolve(desc).clock_ghz * 1e9)
+    row = format_report([rep]).splitlines()[2].split()
+    assert row[:3] == ["k", str(rep.tasks), "y" if rep.double_buffered else "n"], row
