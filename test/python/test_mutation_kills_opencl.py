@@ -366,13 +366,13 @@ def test_inner_lanes_widen_to_16_under_at_most_5_mapped_lanes(rows, mapped, inne
     assert _lanes(kernel) == {"i1": inner, "i0": mapped}
 
 
-# a batch-1 pointwise conv, out[c, h, q] = sum_k w[c, k] * x[k, h, q]: the channels c
-# the last NDRange dim (after the batch), the rows h between them and the 16 columns q
+# a pointwise conv, out[n, c, h, q] = sum_k w[c, k] * x[n, k, h, q]: the channels c
+# the last NDRange dim (after the batch n), the rows h between them and the 16 columns q
 POINTWISE = """
-func.func @main(%x: memref<8x4x16xf32>, %w: memref<Cx8xf32>, %out: memref<Cx4x16xf32>)
+func.func @main(%x: memref<Nx8x4x16xf32>, %w: memref<Cx8xf32>, %out: memref<NxCx4x16xf32>)
     attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
   loop.kernel "pw" {
-    loop.for %n = 0 to 1 step 1 {name = "b0", parallel} {
+    loop.for %n = 0 to N step 1 {name = "b0", parallel} {
       loop.for %c = 0 to C step 1 {name = "i0"} {
         loop.for %h = 0 to 4 step 1 {name = "i1"} {
           loop.for %q = 0 to 16 step 1 {name = "i2"} {
@@ -380,7 +380,7 @@ func.func @main(%x: memref<8x4x16xf32>, %w: memref<Cx8xf32>, %out: memref<Cx4x16
             %z = arith.constant 0.000000e+00 : f32
             memref.store %z, %acc[] : memref<f32>
             loop.for %k = 0 to 8 step 1 {name = "r0", reduction} {
-              %a = memref.load %x[%k, %h, %q] : memref<8x4x16xf32>
+              %a = memref.load %x[%n, %k, %h, %q] : memref<Nx8x4x16xf32>
               %b = memref.load %w[%c, %k] : memref<Cx8xf32>
               %p = arith.mulf %a, %b : f32
               %o = memref.load %acc[] : memref<f32>
@@ -388,7 +388,7 @@ func.func @main(%x: memref<8x4x16xf32>, %w: memref<Cx8xf32>, %out: memref<Cx4x16
               memref.store %s, %acc[] : memref<f32>
             }
             %v = memref.load %acc[] : memref<f32>
-            memref.store %v, %out[%c, %h, %q] : memref<Cx4x16xf32>
+            memref.store %v, %out[%n, %c, %h, %q] : memref<NxCx4x16xf32>
           }
         }
       }
@@ -398,14 +398,18 @@ func.func @main(%x: memref<8x4x16xf32>, %w: memref<Cx8xf32>, %out: memref<Cx4x16
 }"""
 
 
-@pytest.mark.parametrize("channels, mapped, inner", [(12, 6, 16), (16, 8, 8)])
+@pytest.mark.parametrize(
+    "batch, channels, mapped, inner", [(1, 12, 6, 16), (1, 16, 8, 8), (2, 6, 6, 8)]
+)
 def test_a_pointwise_conv_takes_the_wide_tile_when_6_lanes_cover_its_channels(
-    channels, mapped, inner
+    batch, channels, mapped, inner
 ):
     """lanes.py:264: the pointwise conv's WIDE_TILE (6 channels x 16 columns) needs at
     least 12 channels with at most 1/16 of the last work-item's lanes spare: 12 channels
-    (2 x 6, none spare) take it, 16 (3 x 6 with 2 spare, 2 * 16 > 16) keep 8 x 8."""
-    (kernel,) = _kernels(POINTWISE.replace("C", str(channels)))
+    (2 x 6, none spare) take it, 16 (3 x 6 with 2 spare, 2 * 16 > 16) keep 8 x 8, and so
+    do 6 channels at batch 2 (6 mapped lanes, fewer than 2 x 6 channels: seed 41's
+    lanes.py:264 2 * u -> 2 | u)."""
+    (kernel,) = _kernels(POINTWISE.replace("C", str(channels)).replace("N", str(batch)))
     assert _lanes(kernel) == {"i2": inner, "i0": mapped}
 
 
@@ -444,3 +448,22 @@ def test_a_private_array_is_no_global_vector_access():
     assert "dlpc_float16u *)&v_t" not in source
     assert "v_t_2[(v_i1 + 1)] = " in source
     assert "*(__global dlpc_float16u *)&v_y[" in source
+
+
+def test_ragged_lanes_take_at_most_6_steps():
+    """lanes.py:281 (opencl --seed 41): `_ragged` counts the steps as ceil(n / lanes): 97
+    iterations at 16 lanes are 7 steps, over the 6 allowed (81 are 6: allowed)."""
+    assert not _ragged(_loop(97), 16)
+    assert _ragged(_loop(81), 16)
+
+
+def test_two_vector_lanes_are_a_float2():
+    """lanes.py:361 (opencl --seed 41): 2 lanes are a vector width (VECTOR_WIDTHS): rows of
+    2 columns under 2 vector lanes negate one float2 per row (the loads gathered into it)."""
+    module = parse_module(_rows(2, 1, 3))
+    (kernel,) = [k for k in module.walk() if isinstance(k, KernelOp)]
+    launch = plan_launch(kernel, "k")
+    assert launch.vector is not None and launch.lanes[launch.vector] == 2
+    source = emit_opencl(module)
+    body = source[source.index("__kernel") :]
+    assert "const float2 v_w1 = -(float2)(v_w0, v_w0_2);" in body, body
