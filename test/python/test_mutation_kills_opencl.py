@@ -467,3 +467,30 @@ def test_two_vector_lanes_are_a_float2():
     source = emit_opencl(module)
     body = source[source.index("__kernel") :]
     assert "const float2 v_w1 = -(float2)(v_w0, v_w0_2);" in body, body
+
+
+def test_a_team_chain_splits_each_member_into_chunks_of_its_work_items():
+    """chains.py:284 (opencl --seed 41): a team chain (team > 1) hands out each member's
+    work-items in chunks of ceil(total / TEAM_CHUNKS): 2 negations of 320 floats are 40
+    work-items each (8 lanes), chunks of 3, so 14 chunks a member."""
+    kernel = """loop.kernel "NAME" {
+    loop.for %i = 0 to 320 step 1 {name = "i0", parallel} {
+      %v = memref.load %x[%i] : memref<320xf32>
+      %w = arith.negf %v : f32
+      memref.store %w, %DST[%i] : memref<320xf32>
+    }
+  }"""
+    text = f"""
+func.func @main(%x: memref<320xf32>, %y: memref<320xf32>, %z: memref<320xf32>)
+    attributes {{dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 2 : i64}} {{
+  {kernel.replace("NAME", "neg_0").replace("DST", "y")}
+  {kernel.replace("NAME", "neg_1").replace("DST", "z")}
+  func.return
+}}"""
+    module = parse_module(text)
+    members = [k for k in module.walk() if isinstance(k, KernelOp)]
+    emitter = OpenCLEmitter(module)
+    emitter.emit([members], team=2)
+    assert [emitter.launches[k].global_size for k in members] == [(40,), (40,)]
+    (chain,) = emitter.chains
+    assert chain.team == 2 and chain.chunks == (14, 14)
