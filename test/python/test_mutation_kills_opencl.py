@@ -494,3 +494,43 @@ func.func @main(%x: memref<320xf32>, %y: memref<320xf32>, %z: memref<320xf32>)
     assert [emitter.launches[k].global_size for k in members] == [(40,), (40,)]
     (chain,) = emitter.chains
     assert chain.team == 2 and chain.chunks == (14, 14)
+
+
+# out[i, j] = sum_r a[i, r] * w[j, r]: 4 x 8 outputs, each a sum of 256 terms
+SHORT_ROWS = """
+func.func @main(%a: memref<4x256xf32>, %w: memref<8x256xf32>, %out: memref<4x8xf32>)
+    attributes {dlpc.num_inputs = 2 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "mm" {
+    loop.for %i = 0 to 4 step 1 {name = "i0", parallel} {
+      loop.for %j = 0 to 8 step 1 {name = "i1"} {
+        %acc = memref.alloca() : memref<f32>
+        %z = arith.constant 0.000000e+00 : f32
+        memref.store %z, %acc[] : memref<f32>
+        loop.for %r = 0 to 256 step 1 {name = "r0", reduction} {
+          %x = memref.load %a[%i, %r] : memref<4x256xf32>
+          %y = memref.load %w[%j, %r] : memref<8x256xf32>
+          %p = arith.mulf %x, %y : f32
+          %o = memref.load %acc[] : memref<f32>
+          %s = arith.addf %o, %p : f32
+          memref.store %s, %acc[] : memref<f32>
+        }
+        %v = memref.load %acc[] : memref<f32>
+        memref.store %v, %out[%i, %j] : memref<4x8xf32>
+      }
+    }
+  }
+  func.return
+}"""
+
+
+def test_a_split_reduction_launch_has_groups_of_one_above_dimension_0():
+    """gpu_launch.py:220 (opencl --seed 41): 32 sums of 256 terms on a 132-unit GPU are
+    split over work-groups of SPLIT_ITEMS (64) on dimension 0, one group per column j;
+    the rows i on dimension 1 in groups of 1 (not 0, which no device takes)."""
+    from dlpc.backends.opencl.gpu_launch import SPLIT_ITEMS, GpuProfile, plan_gpu_launch
+
+    (kernel,) = _kernels(SHORT_ROWS)
+    launch = plan_gpu_launch(kernel, "mm", GpuProfile(max_group=1024, units=132))
+    assert launch.split is not None
+    assert launch.global_size == (8 * SPLIT_ITEMS, 4)
+    assert launch.local_size == (SPLIT_ITEMS, 1)
