@@ -201,6 +201,9 @@ AREAS: dict[str, Area] = {
             "or padded_convs or padding_guards or batched or transposed or chain or local_cache "
             "or uninitialized'",
             "test/python/test_opencl_winograd.py",
+            # the GPU launch plans' shapes (gpu_launch.py), without running the examples
+            "test/python/test_opencl_gpu_plans.py -k 'shapes or splits or collapses "
+            "or group_shape'",
         ],
         timeout=180.0,
     ),
