@@ -534,3 +534,43 @@ def test_a_split_reduction_launch_has_groups_of_one_above_dimension_0():
     assert launch.split is not None
     assert launch.global_size == (8 * SPLIT_ITEMS, 4)
     assert launch.local_size == (SPLIT_ITEMS, 1)
+
+
+# z = -(-x) through an intermediate t, two kernels over a batch of B images of C floats
+BATCH_CHAIN = """
+func.func @main(%x: memref<BxCxf32>, %z: memref<BxCxf32>)
+    attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  %t = memref.alloc() : memref<BxCxf32>
+  KERNEL(neg_0, x, t)
+  KERNEL(neg_1, t, z)
+  memref.dealloc %t : memref<BxCxf32>
+  func.return
+}"""
+
+
+def _batch_kernel(match) -> str:
+    name, src, dst = (p.strip() for p in match.group(1).split(","))
+    return f"""loop.kernel "{name}" {{
+    loop.for %b = 0 to B step 1 {{name = "i0", parallel}} {{
+      loop.for %c = 0 to C step 1 {{name = "i1"}} {{
+        %v = memref.load %{src}[%b, %c] : memref<BxCxf32>
+        %w = arith.negf %v : f32
+        memref.store %w, %{dst}[%b, %c] : memref<BxCxf32>
+      }}
+    }}
+  }}"""
+
+
+def test_a_split_chain_takes_8_4_2_or_1_groups_per_unit():
+    """chains.py:89 (opencl --seed 41, twice): a chain split over 2 compute units runs
+    2 x m work-groups, m the first of SPLIT_GROUPS_PER_UNIT (8, 4, 2, 1) that every
+    member's batch and first NDRange dimension divide into: 48 images as 6 work-items (8
+    mapped lanes) take 2 x 1 (6 groups, 3 per unit, is not one of them)."""
+    text = re.sub(r"KERNEL\(([^)]*)\)", _batch_kernel, BATCH_CHAIN)
+    module = parse_module(text.replace("B", "48").replace("C", "3"))
+    members = [k for k in module.walk() if isinstance(k, KernelOp)]
+    emitter = OpenCLEmitter(module)
+    emitter.emit([members], parts=2)
+    assert [emitter.launches[k].global_size for k in members] == [(6,), (6,)]
+    (chain,) = emitter.chains
+    assert chain.parts == 2
