@@ -574,3 +574,23 @@ def test_a_split_chain_takes_8_4_2_or_1_groups_per_unit():
     assert [emitter.launches[k].global_size for k in members] == [(6,), (6,)]
     (chain,) = emitter.chains
     assert chain.parts == 2
+
+
+def test_a_team_chain_by_images_counts_its_ranges_in_their_own_counters():
+    """chains.py:341 (opencl --seed 41): a team chain split by images takes its ranges
+    from sync[TEAM_COUNTERS] (8) and counts the ranges done in sync[TEAM_COUNTERS + 1]
+    (9), not in sync[4], the count of ranges helpers ran (TEAM_HELPED)."""
+    from dlpc.backends.opencl.chains import TEAM_COUNTERS, TEAM_HELPED
+
+    text = re.sub(r"KERNEL\(([^)]*)\)", _batch_kernel, BATCH_CHAIN)
+    module = parse_module(text.replace("B", "48").replace("C", "3"))
+    members = [k for k in module.walk() if isinstance(k, KernelOp)]
+    emitter = OpenCLEmitter(module)
+    source = emitter.emit([members], parts=2, team=2)
+    (chain,) = emitter.chains
+    assert chain.parts == 2 and chain.team == 2
+    taken, done = TEAM_COUNTERS, TEAM_COUNTERS + 1
+    assert done != TEAM_HELPED
+    assert f"atom_cmpxchg(&v_sync[{taken}]," in source
+    assert f"atom_inc(&v_sync[{done}]);" in source
+    assert f"(ulong)v_sync[{done}];" in source
