@@ -877,3 +877,31 @@ def test_scalar_loops_charge_their_ops_in_kernels():
     assert rep.seconds == rep.cycles / (resolve(desc).clock_ghz * 1e9)
     row = format_report([rep]).splitlines()[2].split()
     assert row[:3] == ["k", str(rep.tasks), "y" if rep.double_buffered else "n"], row
+
+
+def test_a_host_loop_in_main_charges_no_task(tmp_path):
+    """A dlp-level module (emitted as is) with a loop in @main: host code runs outside
+    every task, so its loop charges no scalar ops (the counters are a task's, unset on
+    the host); the kernel's loops do."""
+    from dlpc.backends.dlp_c import emit_dlp_c, lower_to_dlp
+
+    path = tmp_path / "m.dlpc"
+    path.write_text("model m(x: f32[4, 64]) {\n  return relu(x)\n}\n")
+    module = pipeline.lower(dlpc.load(path).module, "loop", pipeline.PipelineOptions())
+    text = str(lower_to_dlp(module, "tiny"))
+    end = "    }\n    func.return"
+    assert text.count(end) == 1, text
+    host = """    }
+    %h0 = arith.constant 0 : index
+    %h1 = arith.constant 1 : index
+    %h4 = arith.constant 4 : index
+    scf.for %q = %h0 to %h4 step %h1 {
+      %v = memref.load %x[%q, %h0] : memref<4x64xf32>
+      memref.store %v, %out0[%q, %h0] : memref<4x64xf32>
+    }
+    func.return"""
+    kernels, main = emit_dlp_c(pipeline.parse_module(text.replace(end, host))).split(
+        "int dlpc_main"
+    )
+    assert "__dlp_scalar_ops(" in kernels
+    assert "for (int64_t" in main and "__dlp_scalar_ops" not in main, main
