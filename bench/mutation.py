@@ -492,7 +492,10 @@ def recheck(area: str, workdir: Path, command: str) -> None:
                 check=True,
                 capture_output=True,
             )
-            done = subprocess.run(f"cd {copy} && {env} {command}", shell=True, capture_output=True)
+            # exported: CMD may be several commands (`cp .. && pytest ..`), each needs them
+            done = subprocess.run(
+                f"cd {copy} && export {env} && {command}", shell=True, capture_output=True
+            )
             verdict = "killed" if done.returncode else "survived"
             print(f"{verdict:8} {module}:{row} ({operator})", flush=True)
         finally:
