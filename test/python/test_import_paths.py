@@ -139,7 +139,7 @@ def graph_o2(model: api.Model) -> str:
 @pytest.fixture(scope="module")
 def exports(tmp_path_factory):
     """Per example: the .dlpc model, its inputs and its two exports (kind -> path)."""
-    pytest.importorskip("torch", reason="torch is not installed (pip install dlpc[test])")
+    pytest.importorskip("torch", reason="torch is not installed (pip install -e '.[test]')")
     pytest.importorskip("onnx", reason="onnx is not installed (dlpc[onnx])")
     pytest.importorskip("onnxscript", reason="the dynamo exporter needs onnxscript (dlpc[test])")
     bench = _bench()
