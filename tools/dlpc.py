@@ -209,7 +209,11 @@ def run(argv: list[str] | None) -> int:
     extra = api.pass_options(target_desc_options(args.target_desc, args.emit))
     desc = args.target_desc if args.target_desc and Path(args.target_desc).is_file() else None
     inputs = model_inputs(args.model, args.weights, args.tuning_log, desc)
-    npz = Path(args.output).with_suffix(".npz") if args.output else None
+    out = Path(args.output) if args.output else None
+    # a device or FIFO (-o /dev/null) gets no weights file beside it
+    npz = (
+        out.with_suffix(".npz") if out is not None and (out.is_file() or not out.exists()) else None
+    )
     if args.output:
         refuse_overwrite(args.output, inputs, f"-o {args.output}")
         if args.fold_weights and npz is not None:

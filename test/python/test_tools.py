@@ -417,6 +417,25 @@ def test_dlpc_fold_weights_writes_what_the_output_needs(tmp_path, capsys):
     )
 
 
+def test_dlpc_output_to_a_fifo_writes_no_weights_beside_it(tmp_path, capsys):
+    """-o naming a device or FIFO (as -o /dev/null does) is written in place, and no
+    `<output>.npz` is made beside it (before: /dev/null.npz)."""
+    import os
+    import threading
+
+    mlp = Path(__file__).resolve().parents[2] / "examples" / "mlp.dlpc"
+    fifo = tmp_path / "out.c"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    assert dlpc_tool.main([str(mlp), "--fold-weights", "-o", str(fifo)]) == 0
+    reader.join(timeout=60)
+    assert got and b"dlpc_main" in got[0]
+    assert not (tmp_path / "out.npz").exists()
+    assert "out.npz" not in capsys.readouterr().err
+
+
 def test_loop_level_ir_is_compiled_not_run(tmp_path, capsys):
     """A loop-level module (memref arguments) compiles to C with `dlpc`; `dlpc-run` and a
     compiled model's call say in one line that only graph-level models run (the call
