@@ -48,7 +48,7 @@ from dataclasses import dataclass
 import numpy as np
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, ModuleOp, f32, i64
+from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, ModuleOp, i64
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
@@ -56,6 +56,7 @@ from xdsl.utils.exceptions import DiagnosticException
 
 from dlpc.dialects import comm, graph
 from dlpc.passes.dist.data_parallel import main_of, result_names
+from dlpc.passes.graph._util import rebuild
 from dlpc.passes.lower.te_inline import erase
 
 SHARD = "dlpc.shard_dim"
@@ -126,24 +127,6 @@ _HEAD_LOCAL = (
     graph.BinaryOp,
     graph.ReshapeOp,
 )
-
-
-def _rebuild(
-    op: graph.GraphOp, operands: list[SSAValue], properties: dict[str, Attribute]
-) -> graph.GraphOp:
-    """`op` on new operands (and properties), its result type inferred again."""
-    cls = type(op)
-    probe = cls.create(operands=operands, result_types=[f32], properties=properties)
-    try:
-        result_type = probe.infer_type()
-    finally:
-        probe.drop_all_references()
-    return cls.create(
-        operands=operands,
-        result_types=[result_type],
-        properties=properties,
-        attributes=dict(op.attributes),
-    )
 
 
 def _projection(op: Operation | None) -> bool:
@@ -267,13 +250,13 @@ def _attention(f: func.FuncOp, ranks: int, group: comm.GroupAttr, sharded: dict[
             new[p.results[0]] = _insert(graph.LinearOp.make(*operands), InsertPoint.before(p))
             new[p.results[0]].name_hint = p.results[0].name_hint
         for op in region:
-            props = dict(op.properties)
+            override: dict[str, Attribute] = {}
             if isinstance(op, graph.ReshapeOp):
                 shape = list(graph.shape_of(op.results[0]))
                 shape[axes[op.results[0]]] //= ranks
-                props["shape"] = DenseArrayBase.from_list(i64, shape)
+                override["shape"] = DenseArrayBase.from_list(i64, shape)
             assert isinstance(op, graph.GraphOp)
-            clone = _rebuild(op, [new.get(v, v) for v in op.operands], props)
+            clone = rebuild(op, [new.get(v, v) for v in op.operands], **override)
             new[op.results[0]] = _insert(clone, InsertPoint.before(op))
             new[op.results[0]].name_hint = op.results[0].name_hint
         wo = _shard_param(row.operands[1].owner, 1, ranks)  # type: ignore[arg-type]
@@ -303,7 +286,7 @@ def _convs(f: func.FuncOp, ranks: int, group: comm.GroupAttr, sharded: dict[str,
             operands.append(_shard_param(param.owner, 0, ranks))  # type: ignore[arg-type]
             sharded[param.owner.pname] = 0  # type: ignore[union-attr]
         at = InsertPoint.before(conv)
-        h = _insert(_rebuild(conv, operands, dict(conv.properties)), at)
+        h = _insert(rebuild(conv, operands), at)
         last: Operation = conv
         chain: list[Operation] = []
         user = _single_user(conv.results[0])
