@@ -71,6 +71,17 @@ def _single_user(value: SSAValue) -> Operation | None:
     return next(iter(value.uses)).operation if value.has_one_use() else None
 
 
+def _unary_chain(op: Operation) -> tuple[list[Operation], Operation | None]:
+    """The plain elementwise ops that follow `op`, each the single user of the one
+    before (they commute with a split along the channels), and the user after them."""
+    chain: list[Operation] = []
+    user = _single_user(op.results[0])
+    while isinstance(user, graph.UnaryOp) and user.has_default_properties() and not user.attributes:
+        chain.append(user)
+        user = _single_user(user.results[0])
+    return chain, user
+
+
 def _pairs(f: func.FuncOp) -> list[tuple[Operation, list[Operation], Operation]]:
     """(column linear, elementwise chain, row linear) triples, in program order."""
     pairs = []
@@ -82,15 +93,7 @@ def _pairs(f: func.FuncOp) -> list[tuple[Operation, list[Operation], Operation]]
             continue
         if len(op.operands) == 3 and _param(op.operands[2]) is None:
             continue
-        chain: list[Operation] = []
-        user = _single_user(op.results[0])
-        while (
-            isinstance(user, graph.UnaryOp)
-            and user.has_default_properties()
-            and not user.attributes
-        ):
-            chain.append(user)
-            user = _single_user(user.results[0])
+        chain, user = _unary_chain(op)
         if (
             not isinstance(user, graph.LinearOp)
             or user.operands[0] is not (chain[-1] if chain else op).results[0]
@@ -287,17 +290,8 @@ def _convs(f: func.FuncOp, ranks: int, group: comm.GroupAttr, sharded: dict[str,
             sharded[param.owner.pname] = 0  # type: ignore[union-attr]
         at = InsertPoint.before(conv)
         h = _insert(rebuild(conv, operands), at)
-        last: Operation = conv
-        chain: list[Operation] = []
-        user = _single_user(conv.results[0])
-        while (
-            isinstance(user, graph.UnaryOp)
-            and user.has_default_properties()
-            and not user.attributes
-        ):
-            chain.append(user)
-            last = user
-            user = _single_user(user.results[0])
+        chain, _ = _unary_chain(conv)
+        last = chain[-1] if chain else conv
         for op in chain:
             unary = type(op)
             assert issubclass(unary, graph.UnaryOp)
