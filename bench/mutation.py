@@ -291,6 +291,64 @@ AREAS: dict[str, Area] = {
             "or log_ or best_ranks or resumes'",
         ],
     ),
+    # the rooms that landed in the second round (issues 29 and 30): the device runtime, the
+    # eager layer above it, control flow through every layer, symbolic dims
+    "runtime": Area(
+        ["runtime/allocator.py", "runtime/device.py", "runtime/tensor.py"],
+        [],
+        [  # devices, streams, events, views and the caching allocator on cpu, dlp:0, opencl:0
+            "test/python/test_runtime.py test/python/test_mutation_kills_runtime3.py",
+            "test/python/test_eager.py -k 'views or operators_and_methods'",
+        ],
+    ),
+    "eager": Area(
+        ["eager/*.py"],
+        [],
+        [  # every op against the reference, grads and optimizers against torch, jit vs eager
+            "test/python/test_eager.py test/python/test_mutation_kills_eager3.py",
+        ],
+        timeout=240.0,
+    ),
+    "control-flow": Area(
+        [
+            "passes/lower/_control_to_loop.py",
+            "passes/train/_control_grad.py",
+            "frontends/onnx_ops/control.py",
+        ],
+        [
+            "test/passes/te-to-loop-control-flow.mlir",
+            "test/passes/te-to-loop-control-flow-invalid.mlir",
+            "test/passes/graph-autodiff-control-flow.mlir",
+            "test/passes/graph-autodiff-control-flow-invalid.mlir",
+            "test/dialects/graph/control-flow.mlir",
+            "test/dialects/graph/control-flow-invalid.mlir",
+        ],
+        [  # graph.if / graph.loop on the reference, numpy and C, their gradients, ONNX If/Loop/Scan
+            "test/python/test_control_flow.py test/python/test_mutation_kills_controlflow3.py",
+            "test/python/test_control_flow_onnx.py -k 'not torchscript'",
+        ],
+        timeout=240.0,
+    ),
+    "dynamic": Area(
+        [
+            "dialects/symdims.py",
+            "passes/graph/bind_dims.py",
+            "passes/graph/mask_padding.py",
+            "frontends/onnx_symbolic.py",
+            "runtime/dynamic.py",
+        ],
+        [
+            "test/passes/graph-bind-dims.mlir",
+            "test/passes/graph-bind-dims-invalid.mlir",
+            "test/passes/graph-mask-padding.mlir",
+            "test/passes/graph-mask-padding-invalid.mlir",
+            "test/passes/graph-infer-shapes-symbolic-invalid.mlir",
+        ],
+        [  # dynamic-axes exports vs onnxruntime, buckets, bad shapes, per-shape fallback
+            "test/python/test_dynamic.py test/python/test_mutation_kills_dynamic3.py",
+        ],
+        timeout=240.0,
+    ),
 }
 
 
