@@ -213,9 +213,7 @@ def test_device_names():
     assert rdev.device(" DLP ") is rdev.device("dlp:0")
     assert rdev.device("cpu:0") is rdev.device("cpu") is rdev.devices()[0]
     assert str(rdev.device("dlp")) == "dlp:0" and repr(rdev.device("cpu")) == "device('cpu')"
-    assert (
-        rdev.device_count("dlp") == 1 and rdev.device_count("opencl") == len(OPENCL[:1]) or OPENCL
-    )
+    assert rdev.device_count("dlp") == 1 and rdev.device_count("opencl") >= len(OPENCL)
     with pytest.raises(DlpcError, match=r"^error: unknown device 'dlp:-1' \(devices: cpu, "):
         rdev.device("dlp:-1")
     with pytest.raises(DlpcError, match=r"^error: no device 'dlp:1' \(devices: cpu"):
