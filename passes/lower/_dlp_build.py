@@ -145,6 +145,10 @@ class KernelPlan:
     # a batch loop around the work loop, run by every task in turn (its variable fixed at
     # 0 for the analysis; `outer` buffers are offset by one image per iteration)
     outer: ForOp | None = None
+    # with `outer`: the tasks form `groups` groups, each running its own share of the
+    # images (so an image is read by one group's tasks, not by every task), and the tasks
+    # of a group split the work loop
+    groups: int = 1
     scalar: str | None = None  # why the tile's compute (or its epilogue) is scalar loops
     local_bytes: int = 0  # allocations inside the kernel (accumulators, caches)
 
@@ -154,7 +158,7 @@ class KernelPlan:
 
     @property
     def chunk(self) -> int:
-        return -(-self.trip // self.tasks)
+        return -(-self.trip // (self.tasks // self.groups))
 
     def space_bytes(self, tile: int, double: bool, sram: bool) -> dict[str, int]:
         align = self.desc.dma_align

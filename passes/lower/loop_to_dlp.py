@@ -418,11 +418,18 @@ def _outer_plan(
         return None
     plan = KernelPlan(kernel, desc, work, fixed, buffers, local_bytes=local, outer=batch)
     plan.tasks = min(desc.cores, plan.trip) if multicore else 1
+    if multicore and batch.trip_count > 1:
+        # images split over groups of tasks: each image crosses GDRAM once per task of
+        # its group instead of once per task
+        plan.groups = max(
+            g for g in range(1, desc.cores + 1) if desc.cores % g == 0 and g <= batch.trip_count
+        )
+        plan.tasks = plan.groups * min(desc.cores // plan.groups, plan.trip)
     plan.selection = select_compute(plan)
     if plan.selection is None or not _choose_tile(plan, double_buffer):
         return None
     plan.scalar = scalar_reason(plan, True, False)
-    if multicore:
+    if multicore and plan.groups == 1:
         _choose_clusters(plan, double_buffer, _flops(kernel.block) / batch.trip_count)
     return plan
 
@@ -630,8 +637,18 @@ class KernelLowering:
             self.untiled(tid, whole, c0)
             return self.op
         batch = plan.outer
-        if batch is not None:  # every task runs the images in turn
-            _, inner, n = b.for_(b.c(0), b.c(batch.trip_count), b.c(1))
+        if batch is not None:  # every task of a group runs the group's images in turn
+            images = b.c(batch.trip_count)
+            first, last = b.c(0), images
+            if plan.groups > 1:
+                per_group = plan.tasks // plan.groups
+                group = b.v(arith.DivSIOp(tid, b.c(per_group)))
+                _hint(group, "group")
+                tid = b.sub(tid, b.mul(group, b.c(per_group)))  # the task within its group
+                share = b.c(-(-batch.trip_count // plan.groups))
+                first = b.min(b.mul(group, share), images)
+                last = b.min(b.add(first, share), images)
+            _, inner, n = b.for_(first, last, b.c(1))
             _hint(n, "image")
             for p in plan.buffers.values():
                 if p.outer:
