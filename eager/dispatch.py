@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from sys import getrefcount
 from typing import Any
 
 import numpy as np
@@ -25,7 +26,7 @@ from dlpc.backends.runtime.cbuild import address
 from dlpc.diagnostics import DlpcError
 from dlpc.frontends.builder import OPS, SUGAR, FrontendError, GraphBuilder
 from dlpc.runtime.device import Device
-from dlpc.runtime.tensor import Storage, TensorView, contiguous_strides
+from dlpc.runtime.tensor import Storage, TensorView, contiguous_strides, meta
 
 DTYPE_NAMES = {
     np.dtype(np.float32): "f32",
@@ -167,7 +168,7 @@ class Kernel:
         self._entry = lib.entry
         self._lib = lib
         self._outs = [
-            (shape, dtype, contiguous_strides(shape), math.prod(shape) * dtype.itemsize)
+            _OutSlot(shape, dtype, meta(shape, dtype, self.device))
             for shape, dtype in self.out_specs
         ]
         self.run = self._run_cpu  # type: ignore[method-assign]
@@ -182,35 +183,35 @@ class Kernel:
         return [cls._wrap_host(dev, o) for o in outs]
 
     def _run_cpu(self, inputs: list[TensorView], cls) -> list:
-        """One call: pointers into the reused vector (a storage's address is taken
-        once, `Storage.addr`), fresh output arrays, the library's entry."""
+        """One call: the inputs' addresses (each tensor's `_ptr`, taken once), the
+        outputs' (a pooled block no tensor or array holds any more, else a fresh one),
+        one call of the library's entry through the reused pointer vector."""
         argv = self._argv
         k = 0
-        keep = []
+        keep = []  # (dense copies of strided inputs, alive for the call)
         for t in inputs:
-            a = t._np
-            if a is None:
-                a = t._host()
-            if not a.flags.c_contiguous:
-                a = np.ascontiguousarray(a)
-                keep.append(a)
-                argv[k] = address(a)
-            else:
-                st = t._storage
-                addr = st.addr
-                if not addr:
-                    addr = st.addr = address(a if st.array is None else st.array)
-                argv[k] = addr + t._offset * a.itemsize
+            p = t._ptr
+            if not p:
+                p = _pointer(t, keep)
+            argv[k] = p
             k += 1
-        dev = self.device
         result = []
-        make = cls._make
-        for shape, dtype, strides, nbytes in self._outs:
-            o = np.empty(shape, dtype)
-            st = Storage(dev, nbytes, o)
-            argv[k] = st.addr = address(o)
+        new = cls.__new__
+        for slot in self._outs:
+            st, addr = slot.take()
+            argv[k] = addr
             k += 1
-            result.append(make(st, shape, strides, 0, dtype, o))
+            t = new(cls)
+            t._storage = st
+            t.shape = slot.shape
+            t._strides = slot.strides
+            t._offset = 0
+            t.dtype = slot.dtype
+            t.device = slot.device
+            t._np = st.array
+            t._meta = slot.meta
+            t._ptr = addr
+            result.append(t)
         status = self._entry(argv)
         if status:
             self._lib._check(status)
@@ -270,6 +271,58 @@ class Kernel:
             outs.append(t)
         self._last = (queue, event if event is not None else cl.enqueue_marker(queue))
         return outs
+
+
+POOLED_BYTES = 1 << 18  # outputs up to this size are pooled per kernel
+POOL = 4  # blocks per pooled output
+
+
+class _OutSlot:
+    """One output of a CPU kernel: its layout, and a few host blocks reused once no
+    tensor view (the storage's references) and no numpy array (the array's: views of it
+    keep it as their base) holds them. A call that drops its result, or a tape step that
+    freed last step's intermediates, then allocates nothing and takes no address."""
+
+    __slots__ = ("shape", "dtype", "strides", "nbytes", "device", "meta", "pool")
+
+    def __init__(self, shape, dtype, m) -> None:
+        self.shape, self.dtype, self.meta, self.device = shape, dtype, m, m.device
+        self.strides = contiguous_strides(shape)
+        self.nbytes = math.prod(shape) * dtype.itemsize
+        self.pool: list[tuple[Storage, int]] = []
+
+    def take(self) -> tuple[Storage, int]:
+        for entry in self.pool:
+            st = entry[0]
+            # (free: referenced by the pool's tuple and the call's argument only; its
+            # array by the storage and the argument only)
+            if getrefcount(st) == 3 and getrefcount(st.array) == 2:
+                return entry
+        o = np.empty(self.shape, self.dtype)
+        st = Storage(self.device, self.nbytes, o)
+        addr = st.addr = address(o) if self.nbytes else 0
+        entry = (st, addr)
+        if self.nbytes <= POOLED_BYTES and len(self.pool) < POOL:
+            self.pool.append(entry)
+        return entry
+
+
+def _pointer(t: TensorView, keep: list) -> int:
+    """The address of `t`'s first element for a kernel, cached on a contiguous view
+    (`_ptr`); a strided view is copied dense into `keep`."""
+    if not t.is_contiguous():
+        a = np.ascontiguousarray(t._host())
+        keep.append(a)
+        return address(a)
+    st = t._storage
+    addr = st.addr
+    if not addr:
+        base = st.array if st.array is not None else t._host()
+        if base.nbytes == 0:
+            return 0
+        addr = st.addr = address(base)
+    t._ptr = p = addr + t._offset * t.dtype.itemsize
+    return p
 
 
 def _out_specs(model) -> list[tuple[tuple[int, ...], np.dtype]]:

@@ -45,55 +45,107 @@ def _operands(name: str, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     return tuple(moved), attrs
 
 
-def call(name: str, args: tuple, kwargs: dict | None = None) -> Any:
+def call(name: str, args: tuple, kwargs: dict | None = None, frozen: Any = None) -> Any:
     """Run graph op `name` eagerly on `args` (tensors, numbers, None) with attributes
-    `kwargs`; one output tensor (or a list for several)."""
-    kwargs = kwargs or {}
+    `kwargs`; one output tensor (or a list for several). `frozen`: the attributes'
+    hashable form, when the caller has it (a method's constant attributes).
+
+    The cache key is (name, attributes, per operand its `Meta` or value): metas are one
+    object per (shape, dtype, device), so a hit hashes identities, builds nothing."""
     if kwargs:
-        args, kwargs = _operands(name, args, kwargs)
+        if frozen is None:
+            args, kwargs = _operands(name, args, kwargs)
+            frozen = tuple(kwargs.items())
+            try:
+                hash(frozen)
+            except TypeError:  # (a list attribute: axes=[1])
+                frozen = dispatch.freeze(kwargs)
+    else:
+        kwargs = _NO_ATTRS
     if TRACER is not None:
         return TRACER.op(name, args, kwargs)
-    sig = []
+    key = [name, frozen]
     tensors = []
     device = None
     grad = False
     for a in args:
         if isinstance(a, TensorView):
             tensors.append(a)
-            sig.append((a.shape, a.dtype))
+            m = a._meta or a.key_meta()
+            key.append(m)
             if device is None:
-                device = a.device
-            elif a.device is not device:
-                raise DlpcError(f"error: {name}: operands on {device} and {a.device}")
-            grad = grad or a.requires_grad  # type: ignore[attr-defined]
+                device = m.device
+            elif m.device is not device:
+                raise DlpcError(f"error: {name}: operands on {device} and {m.device}")
+            if a.requires_grad:  # type: ignore[attr-defined]
+                grad = True
         else:
-            sig.append(a)
+            key.append(a)
     if device is None:
         raise DlpcError(f"error: {name} needs at least one tensor operand")
-    operands = tuple(sig)
-    frozen: Any = ()
-    if kwargs:
-        frozen = tuple(kwargs.items())
-        try:
-            hash(frozen)
-        except TypeError:  # (a list attribute: axes=[1])
-            frozen = dispatch.freeze(kwargs)
-    key = (name, operands, frozen, device.name)
-    kernel: Any = dispatch._CACHE.get(key)
+    tkey = tuple(key)
+    kernel: Any = _CACHE.get(tkey)
     if kernel is None:
-        kernel = dispatch.kernel_for(key, name, operands, kwargs, device)
+        kernel = _miss(tkey, name, args, kwargs, device)
     if type(kernel) is tuple:  # a user's kernel
         result = kernel[1](*tensors, **kwargs)
         outs = list(result) if isinstance(result, list | tuple) else [result]
     else:
         outs = kernel.run(tensors, Tensor)
     if grad and autograd.GradMode.enabled:
-        want = tuple(bool(t.requires_grad) for t in tensors)  # type: ignore[attr-defined]
-        node = autograd.Node(name, operands, kwargs, tensors, want)
-        for o in outs[:1]:
-            o.requires_grad = True
-            o._node = node
+        _record(name, args, kwargs, tensors, outs)
     return outs[0] if len(outs) == 1 else outs
+
+
+def call1(name: str, x: Tensor) -> Any:
+    """`call(name, (x,))`: a unary op without attributes, its cache hit inline."""
+    kernel = _CACHE.get((name, None, x._meta or x.key_meta()))
+    if kernel is None or TRACER is not None or type(kernel) is tuple:
+        return call(name, (x,))
+    outs = kernel.run([x], Tensor)
+    if x.requires_grad and autograd.GradMode.enabled:
+        _record(name, (x,), _NO_ATTRS, [x], outs)
+    return outs[0] if len(outs) == 1 else outs
+
+
+def call2(name: str, x: Tensor, y: Any) -> Any:
+    """`call(name, (x, y))`: a binary op without attributes (`y` a tensor or a
+    number), its cache hit inline."""
+    if isinstance(y, TensorView):
+        kernel = _CACHE.get((name, None, x._meta or x.key_meta(), y._meta or y.key_meta()))
+        grad = x.requires_grad or y.requires_grad  # type: ignore[attr-defined]
+        tensors = [x, y]
+    else:
+        kernel = _CACHE.get((name, None, x._meta or x.key_meta(), y))
+        grad = x.requires_grad
+        tensors = [x]
+    if kernel is None or TRACER is not None or type(kernel) is tuple:
+        return call(name, (x, y))
+    outs = kernel.run(tensors, Tensor)
+    if grad and autograd.GradMode.enabled:
+        _record(name, (x, y), _NO_ATTRS, tensors, outs)
+    return outs[0] if len(outs) == 1 else outs
+
+
+_NO_ATTRS: dict[str, Any] = {}  # (shared: read only)
+_EVERY_AXIS: dict[str, Any] = {"axes": (), "keepdims": False}  # (shared: read only)
+_EVERY_AXIS_KEY = tuple(_EVERY_AXIS.items())
+_CACHE = dispatch._CACHE
+
+
+def _miss(key: tuple, name: str, args: tuple, kwargs: dict, device) -> Any:
+    operands = tuple((a.shape, a.dtype) if isinstance(a, TensorView) else a for a in args)
+    return dispatch.kernel_for(key, name, operands, kwargs, device)
+
+
+def _record(name: str, args: tuple, kwargs: dict, tensors: list, outs: list) -> None:
+    """The tape's node of a call whose operand requires grad (its first output)."""
+    operands = tuple((a.shape, a.dtype) if isinstance(a, TensorView) else a for a in args)
+    want = tuple(bool(t.requires_grad) for t in tensors)  # type: ignore[attr-defined]
+    node = autograd.Node(name, operands, kwargs, tensors, want)
+    for o in outs[:1]:
+        o.requires_grad = True
+        o._node = node
 
 
 def _number(x) -> bool:
@@ -103,39 +155,13 @@ def _number(x) -> bool:
 class Tensor(TensorView):
     """A view over a device storage (runtime/tensor.py) with eager ops and autograd."""
 
-    requires_grad: bool
-    grad: Tensor | None
-    _node: autograd.Node | None
-    _version: int
-    _value: Any  # the SSA value while traced by dlpc.jit
-
-    def _init_extra(self) -> None:
-        self.requires_grad = False
-        self.grad = None
-        self._node = None
-        self._version = 0
-        self._value = None
-
-    @classmethod
-    def _make(cls, storage, shape, strides, offset, dtype, host=None):
-        # (TensorView._make with the autograd fields inline: a kernel's outputs and every
-        # view are made here)
-        t = cls.__new__(cls)
-        t.__dict__.update(
-            _storage=storage,
-            shape=shape,
-            _strides=strides,
-            _offset=offset,
-            dtype=dtype,
-            device=storage.device,
-            _np=host,
-            requires_grad=False,
-            grad=None,
-            _node=None,
-            _version=0,
-            _value=None,
-        )
-        return t
+    # the autograd fields: class defaults, set on the instance only when they differ
+    # (a kernel's output is made with the runtime's slots alone)
+    requires_grad: bool = False
+    grad: Tensor | None = None
+    _node: autograd.Node | None = None
+    _version: int = 0
+    _value: Any = None  # the SSA value while traced by dlpc.jit
 
     def __repr__(self) -> str:
         if self._value is not None:
@@ -191,6 +217,7 @@ class Tensor(TensorView):
         self.shape, self._strides, self._offset = other.shape, other._strides, other._offset
         self.dtype = other.dtype
         self._np = other._np
+        self._meta, self._ptr = other._meta, other._ptr
         self._version += 1
 
     def zero_(self) -> Tensor:
@@ -208,37 +235,37 @@ class Tensor(TensorView):
 
     # ------------------------------------------------------------------ ops
     def __add__(self, o):
-        return call("add", (self, o))
+        return call2("add", self, o)
 
     def __radd__(self, o):
         return call("add", (o, self))
 
     def __sub__(self, o):
-        return call("sub", (self, o))
+        return call2("sub", self, o)
 
     def __rsub__(self, o):
         return call("sub", (o, self))
 
     def __mul__(self, o):
-        return call("mul", (self, o))
+        return call2("mul", self, o)
 
     def __rmul__(self, o):
         return call("mul", (o, self))
 
     def __truediv__(self, o):
-        return call("div", (self, o))
+        return call2("div", self, o)
 
     def __rtruediv__(self, o):
         return call("div", (o, self))
 
     def __pow__(self, o):
-        return call("pow", (self, o))
+        return call2("pow", self, o)
 
     def __neg__(self):
-        return call("neg", (self,))
+        return call1("neg", self)
 
     def __matmul__(self, o):
-        return call("matmul", (self, o))
+        return call2("matmul", self, o)
 
     def _compare(self, o, predicate: str):
         return call("compare", (self, o), {"predicate": predicate})
@@ -261,28 +288,28 @@ class Tensor(TensorView):
     __hash__ = object.__hash__
 
     def matmul(self, o):
-        return call("matmul", (self, o))
+        return call2("matmul", self, o)
 
     def relu(self):
-        return call("relu", (self,))
+        return call1("relu", self)
 
     def exp(self):
-        return call("exp", (self,))
+        return call1("exp", self)
 
     def log(self):
-        return call("log", (self,))
+        return call1("log", self)
 
     def sqrt(self):
-        return call("sqrt", (self,))
+        return call1("sqrt", self)
 
     def abs(self):
-        return call("abs", (self,))
+        return call1("abs", self)
 
     def tanh(self):
-        return call("tanh", (self,))
+        return call1("tanh", self)
 
     def sigmoid(self):
-        return call("sigmoid", (self,))
+        return call1("sigmoid", self)
 
     def softmax(self, dim: int = -1):
         return call("softmax", (self,), {"axis": dim})
@@ -291,6 +318,8 @@ class Tensor(TensorView):
         return call("log_softmax", (self,), {"axis": dim})
 
     def _reduce(self, op: str, dim, keepdim: bool):
+        if dim is None and not keepdim:
+            return call(op, (self,), _EVERY_AXIS, _EVERY_AXIS_KEY)
         if dim is None:
             dims: list[int] = []
         elif isinstance(dim, int):

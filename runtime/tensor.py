@@ -97,8 +97,51 @@ def _dim(d: int, rank: int, what: str = "dim") -> int:
     return d % rank if rank else 0
 
 
+class Meta:
+    """What a dispatch key needs of a tensor: shape, dtype, device; one object per
+    distinct triple (`meta`), so a key of metas hashes by identity, not by contents."""
+
+    __slots__ = ("shape", "dtype", "device", "sig", "__weakref__")
+
+    def __init__(self, shape: tuple[int, ...], dtype: np.dtype, device: Device) -> None:
+        self.shape = shape
+        self.dtype = dtype
+        self.device = device
+        self.sig = (shape, dtype)  # (a kernel signature's operand)
+
+
+_METAS: dict[tuple, Meta] = {}
+
+
+def meta(shape: tuple[int, ...], dtype: np.dtype, device: Device) -> Meta:
+    """The one `Meta` of (shape, dtype, device)."""
+    key = (shape, dtype, device)
+    m = _METAS.get(key)
+    if m is None:
+        m = _METAS[key] = Meta(shape, dtype, device)
+    return m
+
+
+_SWAP = ("transpose", {"perm": (1, 0)})  # (shared: read only)
+
+
 class TensorView:
-    """A logical view (shape, strides, offset, dtype, device) of a `Storage`."""
+    """A logical view (shape, strides, offset, dtype, device) of a `Storage`. Slots:
+    a tensor is made per op call; `_meta` (its dispatch-key part) and `_ptr` (the host
+    address of its first element when it is contiguous, 0 until a kernel asked) are
+    filled on first use."""
+
+    __slots__ = (
+        "_storage",
+        "shape",
+        "_strides",
+        "_offset",
+        "dtype",
+        "device",
+        "_np",
+        "_meta",
+        "_ptr",
+    )
 
     _storage: Storage
     shape: tuple[int, ...]
@@ -107,6 +150,8 @@ class TensorView:
     dtype: np.dtype
     device: Device
     _np: np.ndarray | None
+    _meta: Meta | None
+    _ptr: int
 
     # ------------------------------------------------------------------ making
     @classmethod
@@ -119,11 +164,16 @@ class TensorView:
         t.dtype = dtype
         t.device = storage.device
         t._np = host
-        t._init_extra()
+        t._meta = None
+        t._ptr = 0
         return t
 
-    def _init_extra(self) -> None:
-        """Subclasses set their own fields (autograd's) here."""
+    def key_meta(self) -> Meta:
+        """This tensor's `Meta` (made once per tensor)."""
+        m = self._meta
+        if m is None:
+            m = self._meta = meta(self.shape, self.dtype, self.device)
+        return m
 
     @classmethod
     def _wrap_host(cls, device: Device, array: np.ndarray):
@@ -416,6 +466,9 @@ class TensorView:
 
     @property
     def T(self):  # noqa: N802 - torch's name
+        if len(self.shape) == 2:  # (the common case, without permute's checks)
+            (m, n), (s, t) = self.shape, self._strides
+            return self._as_view((n, m), (t, s), self._offset, _SWAP)
         return self.permute(*reversed(range(self.ndim)))
 
     def _shape_arg(self, shape) -> tuple[int, ...]:
