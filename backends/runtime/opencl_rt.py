@@ -1184,6 +1184,7 @@ class OpenCLFunction(ModuleFunction):
             *transposed.values(),
         ]
         self.params_resident = False  # the bound parameters are in their device buffers
+        self.bound_args = bound  # (kernel, its arguments): dlpc.runtime rebinds arguments
         # outputs in SVM are handed to the caller as they are (`_svm_output`): where each
         # one is a kernel argument, to bind another array of its pool
         first_output = self.num_inputs + len(self.param_names)
