@@ -6,6 +6,7 @@ and caches (runtime/dynamic.py); the import-time shape arithmetic of onnx_symbol
 
 from __future__ import annotations
 
+import dataclasses
 import operator
 
 import numpy as np
@@ -209,6 +210,14 @@ def _on_reference(static: Model):
     return lambda *xs: ref.run_reference(static.module, list(xs), static.weights)
 
 
+def _dyn(model: Model, **options) -> DynamicFunction:
+    """One program per binding, on the reference (the one-compile mode, where the runtime
+    has it, is another area's: passes/lower/_symbolic.py)."""
+    if "symbolic" in {f.name for f in dataclasses.fields(DynamicFunction)}:
+        options.setdefault("symbolic", False)
+    return DynamicFunction(model, _on_reference, **options)
+
+
 def _inputs(b: int, n: int, seed: int = 0) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
     x = rng.uniform(0.1, 1.0, (b, n, 3)).astype(np.float32)  # exp(x) > 1 > padding's 1
@@ -218,8 +227,8 @@ def _inputs(b: int, n: int, seed: int = 0) -> list[np.ndarray]:
 
 @pytest.mark.parametrize("n", [3, 4, 6])
 def test_bucketed_masked_call_equals_the_unpadded_one(n):
-    exact = DynamicFunction(_model(MASKED), _on_reference)
-    padded = DynamicFunction(_model(MASKED), _on_reference, buckets={"seq": [8, 4]})
+    exact = _dyn(_model(MASKED))
+    padded = _dyn(_model(MASKED), buckets={"seq": [8, 4]})
     assert padded.buckets == {"seq": [4, 8]} and padded.mask_inputs == ["seq"]
     args = _inputs(2, n)
     want = exact(*args)
@@ -233,7 +242,7 @@ def test_bucketed_masked_call_equals_the_unpadded_one(n):
 
 
 def test_buckets_share_programs_and_masks():
-    f = DynamicFunction(_model(MASKED), _on_reference, buckets={"seq": [4, 8]})
+    f = _dyn(_model(MASKED), buckets={"seq": [4, 8]})
     for n in (3, 4, 2, 3):
         f(*_inputs(1, n))
     assert f.stats == {"calls": 4, "compiles": 1}  # one bucket, one binding
@@ -257,7 +266,7 @@ def test_bucket_and_tile_options_are_checked():
         ({"tiles": {"seq": 2}}, "dim 'seq' cannot be tiled: graph.exp has 'seq' off axis 0"),
     ):
         with pytest.raises(DlpcError, match=message):
-            DynamicFunction(m, _on_reference, **kwargs)
+            _dyn(m, **kwargs)
 
 
 TILED = """
@@ -272,7 +281,7 @@ func.func @main(%x: tensor<?x4xf32, ["b"]>) -> (tensor<?x4xf32, ["b"]>, tensor<?
 @pytest.mark.parametrize("b", [1, 2, 5, 6])
 def test_tiled_calls_run_chunks_of_the_tile_and_of_one(b):
     x = np.random.default_rng(b).standard_normal((b, 4)).astype(np.float32)
-    f = DynamicFunction(_model(TILED), _on_reference, tiles={"b": 2})
+    f = _dyn(_model(TILED), tiles={"b": 2})
     got = f(x)
     np.testing.assert_allclose(got[0], np.exp(x), rtol=1e-6)
     np.testing.assert_allclose(got[1], np.exp(x).sum(1), rtol=1e-5)
@@ -309,7 +318,7 @@ def test_leading_independent_names_the_op():
 
 
 def test_the_guard_names_the_input():
-    f = DynamicFunction(_model(TILED), _on_reference)
+    f = _dyn(_model(TILED))
     x = np.ones((3, 4), np.float32)
     with pytest.raises(
         DlpcError, match="^error: the model takes 1 inputs \\(x\\) but 2 were given$"
