@@ -152,11 +152,18 @@ AREAS: dict[str, Area] = {
                 "compute-at-reshape",
                 "compute-at-dealloc",
                 "default-schedule-conv",
+                "compute-inline",
+                "compute-inline-invalid",
+                "apply-tuning-log",
+                "apply-tuning-log-invalid",
+                "decompose-reduction-nest",
+                "fold-init-epilogue-nested",
             )  # fmt: skip
         ],
         [  # all of test_schedule (5 s of CPU), the nest analysis and the schedule scripts
             "test/python/test_mutation_kills_schedule.py "
-            "test/python/test_mutation_kills_schedule2.py test/python/test_schedule.py "
+            "test/python/test_mutation_kills_schedule2.py test/python/test_mutation_kills_schedule3.py "
+            "test/python/test_schedule.py "
             "test/python/test_nest.py test/python/test_schedule_script.py",
             # the tuning log (passes/schedule/tuning_log.py): records written and read back
             "test/python/test_tuner.py -k 'best_ranks or log_refuses or log_keeps "
