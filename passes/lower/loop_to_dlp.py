@@ -92,6 +92,7 @@ from dlpc.passes.lower._dlp_build import (
 )
 from dlpc.passes.lower.dlp_select import select_compute
 from dlpc.passes.lower.dlp_select.elementwise import ScalarEpilogue
+from dlpc.passes.lower.dlp_select.permute import PermuteSelection
 from dlpc.targets.dlp import DlpTarget, resolve
 
 INF = float("inf")
@@ -832,7 +833,15 @@ def lower_kernel(
 
     direct = lower_copy(kernel, desc, multicore)
     if direct is not None:
-        return direct
+        copies = sum(isinstance(op, dlp.MemcpyOp) for op in direct.walk())
+        if copies <= 2 * direct.num_tasks or not intrinsics:
+            return direct
+        # many short pieces a task (a head split): staged whole items and dlp.transpose
+        # pay two DMA latencies a tile instead of one a piece
+        plan = plan_kernel(kernel, desc, double_buffer, multicore, intrinsics)
+        if not isinstance(plan.selection, PermuteSelection):
+            return direct
+        return KernelLowering(plan).build()
     plan = plan_kernel(kernel, desc, double_buffer, multicore, intrinsics)
     return KernelLowering(plan).build()
 

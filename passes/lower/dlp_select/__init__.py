@@ -8,6 +8,7 @@ the scalar loops:
 - `window.py`: convolution (`dlp.conv2d`, depthwise as one per channel) and max / sum
   pooling (`dlp.pool`), one window matcher for both;
 - `reduce.py`: row reductions (`dlp.reduce_sum` / `dlp.reduce_max`);
+- `permute.py`: a copy that permutes dims (transposes, head splits) as `dlp.transpose`;
 - `elementwise.py`: elementwise nests, one vector intrinsic per op (and the epilogues
   the other patterns end with).
 
@@ -22,6 +23,7 @@ from xdsl.dialects.builtin import Float32Type
 from dlpc.passes.lower.dlp_select._matching import NoMatch, work_nest
 from dlpc.passes.lower.dlp_select.elementwise import ElementwiseSelection, match_elementwise
 from dlpc.passes.lower.dlp_select.matmul import match_matmul
+from dlpc.passes.lower.dlp_select.permute import match_permute
 from dlpc.passes.lower.dlp_select.reduce import match_reduce
 from dlpc.passes.lower.dlp_select.window import match_conv, match_pool
 
@@ -34,7 +36,7 @@ def select_compute(plan):
         not isinstance(p.value.type.get_element_type(), Float32Type) for p in plan.buffers.values()
     ):
         return None  # the intrinsics are f32
-    for matcher in (match_matmul, match_conv, match_pool, match_reduce):
+    for matcher in (match_matmul, match_conv, match_pool, match_reduce, match_permute):
         try:
             return matcher(plan)
         except NoMatch:
