@@ -211,6 +211,7 @@ AREAS: dict[str, Area] = {
             # the GPU launch plans' shapes (gpu_launch.py), without running the examples
             "test/python/test_opencl_gpu_plans.py -k 'shapes or splits or collapses "
             "or group_shape'",
+            "test/python/test_mutation_kills_opencl3.py",
         ],
         timeout=180.0,
     ),

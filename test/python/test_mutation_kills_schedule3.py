@@ -185,3 +185,28 @@ def test_fold_peels_a_tile_whose_unit_dim_has_its_own_loop():
     assert "r0_first" in names and "b_first" in names and "acc_in0" not in names
     (red,) = [lp for k in kernels(module) for lp in k.loops() if lp.loop_name == "r0"]
     assert red.lower == 1
+
+
+# ---------------------------------------------------------------- gemm's k blocks
+
+
+@pytest.mark.parametrize("m, kc", [(64, 1024), (80, 512)])
+def test_a_weight_gemm_reads_a_in_place_only_while_it_fits_a_quarter_of_l2(m, kc):
+    """default.py:588 (`rows * k * 4` -> `rows * k % 4`): A of 64 x 1024 floats is
+    256 KiB (A_IN_PLACE_BYTES): one k block of all 1024, read in place; 80 rows (320 KiB)
+    would not stay in L2 for the whole call: the default blocks of 512 and a packed A."""
+    from test_mutation_kills_schedule2 import _linear
+
+    from dlpc.passes.schedule import default
+
+    text = _linear(1, m, 32, 1024, b_transposed=False).replace(
+        "dlpc.num_inputs = 2 : i64, dlpc.params = []",
+        'dlpc.num_inputs = 1 : i64, dlpc.params = ["w"]',
+    )
+    (kernel,) = kernels(parse_module(text))
+    nest = analyse(kernel)
+    assert nest is not None
+    (plan,) = default.gemm_plans(kernel, nest)
+    assert isinstance(plan, default.GemmParams)
+    assert m * 1024 * 4 <= default.A_IN_PLACE_BYTES or kc < 1024
+    assert (plan.kc, plan.pack_a) == (kc, kc < 1024)

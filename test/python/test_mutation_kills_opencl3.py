@@ -1,0 +1,230 @@
+"""Tests written against the GPU launch plans' decisions (issue 35, bench/mutation.py
+--area opencl, third round: `backends/opencl/gpu_launch.py` read rule by rule and each
+rule pinned on a small model): which loops are work-items and how the outer ones fold
+into dimension 2, the work-group shape filling the compute units, the row lanes, the
+split reductions' thresholds; and the plans run on this (CPU) device against the numpy
+reference."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dlpc
+from dlpc.passes import pipeline
+
+pytest.importorskip("pyopencl", reason="the opencl extra is not installed")
+
+from dlpc.backends.opencl import (
+    OpenCLEmitter,  # noqa: E402
+    gpu_launch,  # noqa: E402
+)
+from dlpc.backends.opencl.gpu_launch import (  # noqa: E402
+    GROUP_ITEMS,
+    MIN_GROUP_ITEMS,
+    SPLIT_ITEMS,
+    GpuProfile,
+    _pow2_at_least,
+    group_shape,
+)
+
+OPENCL = pipeline.PipelineOptions(target="opencl")
+H200 = GpuProfile(max_group=1024, units=132)
+ONE = GpuProfile(max_group=1024, units=1)
+
+
+def _lowered(tmp_path, text: str, batch: int):
+    (tmp_path / "m.dlpc").write_text(text)
+    model = dlpc.load(tmp_path / "m.dlpc", batch=batch)
+    return model, pipeline.lower(model.module.clone(), "loop", OPENCL)
+
+
+def _launch(tmp_path, text: str, batch: int, profile: GpuProfile):
+    """The one kernel's launch under `profile`, its loops by name, and the source."""
+    _, module = _lowered(tmp_path, text, batch)
+    emitter = OpenCLEmitter(module, gpu=profile)
+    source = emitter.emit()
+    ((kernel, launch),) = emitter.launches.items()
+    return launch, source
+
+
+def _names(d: dict) -> dict:
+    return {lp.loop_name: v for lp, v in d.items()}
+
+
+def _run(tmp_path, text: str, batch: int, profile: GpuProfile, monkeypatch) -> None:
+    """The model compiled under the GPU profile sized as `profile`, against the reference."""
+    from dlpc.backends.runtime.opencl_rt import compile_opencl
+
+    monkeypatch.setattr(gpu_launch, "GpuProfile", lambda max_group, units: profile)
+    model, module = _lowered(tmp_path, text, batch)
+    f = compile_opencl(module, name="m", profile="gpu")
+    f.bind_params(dlpc.api.check_weights(model))
+    inputs = dlpc.api.random_inputs(model, seed=1)
+    for out, ref in zip(f(*inputs), dlpc.api.reference(model, inputs)):
+        np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5 * max(1.0, np.abs(ref).max()))
+
+
+# ------------------------------------------------------------------- group shapes
+
+
+@pytest.mark.parametrize("n, pow2", [(0, 1), (1, 1), (2, 2), (3, 4), (64, 64), (65, 128)])
+def test_pow2_at_least(n, pow2):
+    assert _pow2_at_least(n) == pow2
+
+
+@pytest.mark.parametrize(
+    "extents, profile, local",
+    [
+        # one unit: the largest group up to GROUP_ITEMS, dimension 0 first (a power of 2
+        # covering it), then dimension 1 within what is left
+        ((100,), ONE, (128,)),
+        ((3, 5), ONE, (4, 8)),
+        ((300, 7), ONE, (256, 1)),
+        ((16, 16), ONE, (16, 16)),
+        ((10, 10, 5), ONE, (16, 16, 1)),
+        # 132 units: halved (the largest dimension first) while the groups are fewer
+        # than the units, down to MIN_GROUP_ITEMS
+        ((16, 16), H200, (8, 8)),
+        ((300, 7), H200, (64, 1)),
+        ((32768,), H200, (128,)),  # 256 groups of 128 >= 132: stop there
+        ((65536,), H200, (256,)),  # 256 groups of 256 already
+        ((8,), GpuProfile(4, 1), (4,)),  # the device's largest group
+    ],
+)
+def test_group_shape_rule(extents, profile, local):
+    """gpu_launch.group_shape: the rule in its docstring, case by case."""
+    got = group_shape(extents, profile)
+    assert got == local
+    # why: a group smaller than on one unit only where the groups of that shape are too
+    # few for the units, and never below MIN_GROUP_ITEMS
+    whole = group_shape(extents, GpuProfile(profile.max_group, 1))
+    if got != whole:
+        assert np.prod(got) >= MIN_GROUP_ITEMS
+        assert np.prod([-(-e // w) for e, w in zip(extents, got)]) <= 2 * profile.units
+    assert np.prod(got) <= GROUP_ITEMS
+
+
+# -------------------------------------------------------------------- work-items
+
+RELU5 = "model r(x: f32[B, 3, 5, 7, 9]) {\n  return relu(x)\n}\n"
+
+
+def test_outer_loops_fold_into_dimension_2_slowest_outermost(tmp_path):
+    """relu over [2, 3, 5, 7, 9]: columns on dimension 0, rows on 1, the other three
+    loops folded into dimension 2 (30 work-items): the innermost of them `% 5`, the
+    middle `(/ 5) % 3`, the outermost `/ 15` (no modulo: it is below 2 anyway)."""
+    launch, _ = _launch(tmp_path, RELU5, 2, ONE)
+    assert _names(launch.mapped) == {
+        "i4": "get_global_id(0)",
+        "i3": "get_global_id(1)",
+        "i2": "(get_global_id(2) % 5)",
+        "i1": "((get_global_id(2) / 5) % 3)",
+        "i0": "(get_global_id(2) / 15)",
+    }
+    # 9 columns and 7 rows rounded up to the groups (16, 8): both guarded
+    assert launch.global_size == (16, 8, 30) and launch.local_size == (16, 8, 1)
+    assert _names(launch.bounds) == {"i4": 9, "i3": 7}
+
+
+def test_a_vector_of_work_items_takes_dimension_1_of_one(tmp_path):
+    """relu over [B, 5] with B = 1 (an extent-1 loop is no work-item): one loop, the
+    NDRange (8,) rounded up from 5 and guarded."""
+    launch, source = _launch(tmp_path, "model r(x: f32[B, 5]) {\n  return relu(x)\n}\n", 1, ONE)
+    assert list(_names(launch.mapped)) == ["i1"]
+    assert launch.global_size == (8,) and _names(launch.bounds) == {"i1": 5}
+    assert "< 5) {" in source
+
+
+def test_folded_outer_loops_run_right(tmp_path, monkeypatch):
+    _run(tmp_path, RELU5, 2, ONE, monkeypatch)
+
+
+# ------------------------------------------------------------------------- lanes
+
+LINEAR = "model l(x: f32[B, 64]) {\n  param w: f32[300, 64] = kaiming(seed=1)\n  return linear(x, w)\n}\n"
+
+
+@pytest.mark.parametrize("batch, lanes", [(8, 4), (6, 2), (5, 1), (12, 4)])
+def test_row_lanes_are_the_widest_of_4_and_2_dividing_the_rows(tmp_path, batch, lanes):
+    """A linear's batch rows (dimension 1) in lanes of 4, else 2, else none: the lanes
+    divide the loop, so dimension 1 is rows / lanes work-items, never rounded up."""
+    launch, _ = _launch(tmp_path, LINEAR, batch, ONE)
+    assert _names(launch.lanes) == ({"i0": lanes} if lanes > 1 else {})
+    assert launch.global_size == (512, batch // lanes)
+    assert _names(launch.bounds) == {"i1": 300}  # (300 features rounded up to 512)
+
+
+def test_row_lanes_need_a_reduction(tmp_path):
+    """relu over [8, 16]: no reduction below dimension 0, no load to share: no lanes."""
+    launch, _ = _launch(tmp_path, "model r(x: f32[B, 16]) {\n  return relu(x)\n}\n", 8, ONE)
+    assert not launch.lanes and launch.global_size == (16, 8)
+
+
+def test_row_lanes_run_right(tmp_path, monkeypatch):
+    _run(tmp_path, LINEAR, 6, ONE, monkeypatch)
+
+
+# ------------------------------------------------------------- split reductions
+
+
+def _linear(k: int, n: int = 8, shape: str = "B") -> str:
+    return (
+        f"model l(x: f32[{shape}, {k}]) {{\n  param w: f32[{n}, {k}] = kaiming(seed=1)\n"
+        "  return linear(x, w)\n}\n"
+    )
+
+
+@pytest.mark.parametrize("k, split", [(63, False), (64, True)])
+def test_a_sum_splits_over_a_group_from_64_terms(tmp_path, k, split):
+    """16 outputs on 132 units (far fewer work-items than 132 x 256): each sum of at
+    least SPLIT_ITEMS (64) terms is split over a work-group of 64; 63 terms are not."""
+    launch, _ = _launch(tmp_path, _linear(k), 2, H200)
+    assert (launch.split is not None) is split
+    if split:
+        assert launch.split[2] == "arith.addf"
+        assert launch.global_size == (8 * SPLIT_ITEMS, 2)
+        assert launch.local_size == (SPLIT_ITEMS, 1)
+        assert _names(launch.mapped) == {"i1": "get_group_id(0)", "i0": "get_global_id(1)"}
+
+
+@pytest.mark.parametrize("n, split", [(127, True), (128, False)])
+def test_a_sum_splits_only_while_the_work_items_cannot_fill_the_device(tmp_path, n, split):
+    """One unit x GROUP_ITEMS = 256 work-items fill the device: 2 x 127 = 254 outputs
+    of 64 terms split their sums over groups, 2 x 128 = 256 are one work-item each."""
+    profile = GpuProfile(1024, 1)  # 1 unit: 256 work-items fill it
+    launch, _ = _launch(tmp_path, _linear(64, n), 2, profile)
+    assert (launch.split is not None) is split
+
+
+def test_a_max_reduction_splits_with_its_own_identity(tmp_path):
+    """reduce_max over 64 terms on 132 units: split, partials combined with max."""
+    text = "model r(x: f32[B, 5, 64]) {\n  return reduce_max(x, axes=[2])\n}\n"
+    launch, _ = _launch(tmp_path, text, 2, H200)
+    assert launch.split is not None and launch.split[2] == "arith.maximumf"
+    assert launch.global_size == (5 * SPLIT_ITEMS, 2)
+
+
+def test_a_split_group_is_at_most_the_devices_largest(tmp_path):
+    """A linear over [2, 3, 64] on a device of groups of at most 32: groups of 32 per
+    output, the rows on dimension 1, the batch on 2."""
+    launch, _ = _launch(tmp_path, _linear(64, 8, "B, 3"), 2, GpuProfile(32, 132))
+    assert launch.split is not None
+    assert launch.global_size == (8 * 32, 3, 2) and launch.local_size == (32, 1, 1)
+    assert _names(launch.mapped) == {
+        "i2": "get_group_id(0)",
+        "i1": "get_global_id(1)",
+        "i0": "get_global_id(2)",
+    }
+
+
+@pytest.mark.parametrize(
+    "text, batch",
+    [
+        (_linear(64, 8, "B, 3"), 2),
+        ("model r(x: f32[B, 5, 64]) {\n  return reduce_max(x, axes=[2])\n}\n", 2),
+    ],
+    ids=["linear-3d", "max"],
+)
+def test_split_sums_run_right(tmp_path, monkeypatch, text, batch):
+    _run(tmp_path, text, batch, GpuProfile(32, 132), monkeypatch)
