@@ -203,15 +203,14 @@ AREAS: dict[str, Area] = {
         ["backends/opencl.py", "backends/opencl/*.py", "backends/opencl_winograd.py"],
         ["test/e2e/emit-opencl*"],
         [
-            "test/python/test_mutation_kills_opencl.py test/python/test_opencl.py "
-            "-k 'mutation or lanes or masked or integer_pow or ndrange or independent "
+            "test/python/test_mutation_kills_opencl.py test/python/test_mutation_kills_opencl3.py "
+            "test/python/test_opencl.py -k 'mutation or lanes or masked or integer_pow or ndrange or independent "
             "or padded_convs or padding_guards or batched or transposed or chain or local_cache "
             "or uninitialized'",
             "test/python/test_opencl_winograd.py",
             # the GPU launch plans' shapes (gpu_launch.py), without running the examples
             "test/python/test_opencl_gpu_plans.py -k 'shapes or splits or collapses "
             "or group_shape'",
-            "test/python/test_mutation_kills_opencl3.py",
         ],
         timeout=180.0,
     ),
