@@ -26,6 +26,7 @@ from dlpc.backends.runtime.cbuild import address
 from dlpc.diagnostics import DlpcError
 from dlpc.frontends.builder import OPS, SUGAR, FrontendError, GraphBuilder
 from dlpc.runtime.device import Device
+from dlpc.runtime.device_call import DeviceCall
 from dlpc.runtime.tensor import Storage, TensorView, contiguous_strides, meta
 
 DTYPE_NAMES = {
@@ -129,7 +130,6 @@ class Kernel:
     not folded: `bind(weights)` replaces them."""
 
     fn: Any  # the compiled function: CFunction, OpenCLFunction, DlpFunction
-    _last: Any = None  # OpenCL: (queue, event) of the latest call's last command
 
     def __init__(self, device: Device, model, name: str) -> None:
         from dlpc import api
@@ -140,12 +140,12 @@ class Kernel:
         try:
             if target == "opencl":
                 self.fn = _opencl_function(model, device, name)
-                self.run = self._run_opencl  # type: ignore[method-assign]
+                self.run = DeviceCall(self.fn, device).run  # type: ignore[method-assign]
             else:
                 compiled = api.compile(model, target=target, fold_weights=False)
                 self.fn = compiled._direct or compiled.artifact or compiled
                 if target == "dlp":
-                    self.run = self._run_dlp  # type: ignore[method-assign]
+                    self.run = DeviceCall(self.fn, device).run  # type: ignore[method-assign]
                 else:
                     self._prepare_cpu()
         except DlpcError as e:
@@ -216,61 +216,6 @@ class Kernel:
         if status:
             self._lib._check(status)
         return result
-
-    def _run_dlp(self, inputs: list[TensorView], cls) -> list:
-        outs = self.fn(*[t._host() for t in inputs])
-        result = []
-        for o in outs:
-            t = cls.empty(o.shape, o.dtype, self.device)
-            np.copyto(t._host(), o)
-            result.append(t)
-        return result
-
-    def _run_opencl(self, inputs: list[TensorView], cls) -> list:
-        """Device buffers end to end: each input copied into the kernel's argument
-        buffer, the kernels enqueued, each output copied into a fresh block, all on the
-        current stream (in order, no host round trip)."""
-        from dlpc.runtime.device import current_stream
-
-        fn = self.fn
-        stream = current_stream(self.device)
-        queue = stream.handle
-        cl = self.device.backend.cl  # type: ignore[attr-defined]
-        copy = cl.enqueue_copy
-        last = self._last
-        if last is not None and last[0] is not queue:  # the argument buffers are shared:
-            cl.enqueue_barrier(queue, wait_for=[last[1]])  # after the other stream's call
-        if fn.param_names and not fn.params_resident:  # (bound since the last call)
-            fn._upload(queue, fn.bound_params, fn.num_inputs, blocking=True)
-            fn.params_resident = True
-        for k, t in enumerate(inputs):
-            if not t.is_contiguous():
-                t = t.contiguous()
-            n = t.nbytes
-            if n:
-                block: Any = t._storage.block
-                off = block.offset + t._offset * t.dtype.itemsize
-                copy(queue, fn.arg_buffers[k], block.handle, byte_count=n, src_offset=off)
-                t._storage.record_stream(stream)
-        fn._enqueue(queue, fn.steps, None)
-        first = fn.num_inputs + len(fn.param_names)
-        outs = []
-        event = None
-        for k, (shape, dtype) in enumerate(self.out_specs):
-            t = cls.empty(shape, dtype, self.device, stream)
-            if t.nbytes:
-                out_block: Any = t._storage.block
-                block = out_block
-                event = copy(
-                    queue,
-                    block.handle,
-                    fn.arg_buffers[first + k],
-                    byte_count=t.nbytes,
-                    dst_offset=block.offset,
-                )
-            outs.append(t)
-        self._last = (queue, event if event is not None else cl.enqueue_marker(queue))
-        return outs
 
 
 POOLED_BYTES = 1 << 18  # outputs up to this size are pooled per kernel

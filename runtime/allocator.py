@@ -61,6 +61,9 @@ class Segment:
     small: bool
     serial: int
     head: Block | None = None  # its first block (offset 0: splits and merges keep it)
+    # device handles of [offset, end) made by the device (OpenCL sub-buffers): dropped
+    # before the segment goes back to the device
+    views: dict[int, Any] = field(default_factory=dict)
 
 
 @dataclass(eq=False)
@@ -275,6 +278,7 @@ class CachingAllocator:
             self._cache(block)
 
     def _release(self, segment: Segment) -> None:
+        segment.views.clear()
         self.raw_free(segment.handle)
         self.segments.remove(segment)
         self.counters["device_frees"] += 1

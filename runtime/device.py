@@ -29,6 +29,7 @@ from dlpc.diagnostics import DlpcError
 from dlpc.runtime.allocator import CachingAllocator
 
 DEVICE_TYPES = ("cpu", "opencl", "dlp")
+TRANSFER_KEYS: tuple[str, ...] = ("to_device", "to_device_bytes", "to_host", "to_host_bytes")
 
 
 class Event:
@@ -76,6 +77,17 @@ class Stream:
     def __init__(self, device: Device, handle: Any = None) -> None:
         self.device = device
         self.handle = handle
+        # copies from host memory still in flight: their events keep the host arrays
+        # alive (pyopencl's NannyEvent waits when dropped), so they are held until done
+        self.pending: list = []
+
+    def hold(self, event) -> None:
+        """Keep `event` (an upload's) until it is done, so the host never waits for it."""
+        pending = self.pending
+        pending.append(event)
+        if len(pending) > 16:
+            done = self.device.backend.event_done
+            self.pending = [e for e in pending if not done(e)]
 
     def marker(self) -> Any:
         return self.device.backend.marker(self.handle)
@@ -96,6 +108,7 @@ class Stream:
     def synchronize(self) -> None:
         if self.handle is not None:
             self.handle.finish()
+            self.pending = []
 
     def __repr__(self) -> str:
         index = next((k for k, s in enumerate(self.device.streams) if s is self), "?")
@@ -113,6 +126,14 @@ class Device:
         self.name = f"{type}:{index}" if type != "cpu" else "cpu"
         self.streams: list[Stream] = [Stream(self, backend.new_queue())]
         self.allocator = backend.make_allocator(self)
+        # copies between the host and this device made by the runtime (tensor uploads
+        # and downloads, a compiled model's weights and host inputs): `transfer_stats`
+        self.transfers: dict[str, int] = dict.fromkeys(TRANSFER_KEYS, 0)
+
+    def count_transfer(self, direction: str, nbytes: int) -> None:
+        """One copy `direction` ("to_device", "to_host") of `nbytes`."""
+        self.transfers[direction] += 1
+        self.transfers[f"{direction}_bytes"] += nbytes
 
     @property
     def default_stream(self) -> Stream:
@@ -210,6 +231,26 @@ class OpenCLBackend(Backend):
     def event_done(self, handle) -> bool:
         status = handle.command_execution_status
         return status == self.cl.command_execution_status.COMPLETE
+
+    def buffer_at(self, block, offset: int) -> Any:
+        """A buffer whose first byte is byte `offset` of `block`'s storage: the segment
+        itself at offset 0, else a sub-buffer of the rest of the segment, made once per
+        (segment, offset) (kept with the segment); None where the offset is not aligned
+        to the device's base address alignment (the caller copies instead)."""
+        at = block.offset + offset
+        if at == 0:
+            return block.segment.handle
+        views = block.segment.views
+        buf = views.get(at)
+        if buf is None:
+            if at % self.align:
+                return None
+            buf = views[at] = block.segment.handle.get_sub_region(at, block.segment.size - at)
+        return buf
+
+    @property
+    def align(self) -> int:
+        return max(self.cl_device.mem_base_addr_align // 8, 1)
 
     def make_allocator(self, device: Device) -> CachingAllocator:
         cl = self.cl
@@ -328,6 +369,12 @@ def memory_stats(dev: str | Device | None = None) -> dict[str, int]:
     if d.allocator is None:
         return {}
     return d.allocator.stats()
+
+
+def transfer_stats(dev: str | Device | None = None) -> dict[str, int]:
+    """Copies between the host and `dev` so far (count and bytes each way): what the
+    runtime copies, tensors' `to`/`numpy` and compiled models' uploads."""
+    return dict(device(dev).transfers)
 
 
 def empty_cache(dev: str | Device | None = None) -> None:

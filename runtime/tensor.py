@@ -310,7 +310,12 @@ class TensorView:
             cl = self.device.backend.cl  # type: ignore[attr-defined]
             block: Any = self._storage.block
             off = block.offset + self._offset * self.dtype.itemsize
-            cl.enqueue_copy(self._queue(), block.handle, array, dst_offset=off)
+            stream = devices.current_stream(self.device)
+            event = cl.enqueue_copy(
+                stream.handle, block.handle, array, dst_offset=off, is_blocking=False
+            )
+            stream.hold(event)  # (no host wait: later work on the stream is after it)
+            self.device.count_transfer("to_device", array.nbytes)
 
     def _download(self) -> np.ndarray:
         devices.synchronize(self.device)  # (work on any of its streams may write it)
@@ -321,6 +326,7 @@ class TensorView:
             block: Any = src._storage.block
             off = block.offset + src._offset * self.dtype.itemsize
             cl.enqueue_copy(src._queue(), out, block.handle, src_offset=off, is_blocking=True)
+            self.device.count_transfer("to_host", out.nbytes)
         return out
 
     def to(self, device: Device | str, copy: bool = False):
