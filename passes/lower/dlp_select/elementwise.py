@@ -67,6 +67,22 @@ VECTOR = {
 
 CYCLE = {"add": dlp.CycleAddOp, "sub": dlp.CycleSubOp, "mul": dlp.CycleMulOp}
 
+# erfc(a) = t * exp(-a*a + P(t)), t = 1 / (1 + a/2), a >= 0: fractional error below
+# 1.2e-7 everywhere (Numerical Recipes' erfcc); P's coefficients, highest degree first
+ERFC_POLY = (
+    0.17087277,
+    -0.82215223,
+    1.48851587,
+    -1.13520398,
+    0.27886807,
+    -0.18628806,
+    0.09678418,
+    0.37409196,
+    1.00002368,
+    -1.26551223,
+)
+ERF_TEMPS = 4  # the scratch buffers `_emit_erf` uses besides its destination
+
 
 @dataclass
 class Operand:
@@ -96,9 +112,11 @@ class Elementwise:
         n = sum(
             1
             for op in self.body
-            if op.name in BINARY or op.name in UNARY or op.name == "arith.negf"
+            if op.name in BINARY or op.name in UNARY or op.name in ("arith.negf", "math.erf")
         )
-        return n  # one fresh buffer per vector op at most (sign flips work in place)
+        erfs = sum(op.name == "math.erf" for op in self.body)
+        # one fresh buffer per vector op at most (sign flips work in place), and erf's
+        return n + ERF_TEMPS * erfs
 
     def emit_after(self, lowering, b, count, acc, t0, n, sum_value) -> None:
         """The epilogue as vector intrinsics over the accumulator tile `acc`."""
@@ -257,7 +275,7 @@ def check_expr(plan, loops: list[ForOp], ops: list[Operation], kinds: dict[SSAVa
             if a == "scalar" and name in ("div",):
                 raise NoMatch
             kinds[op.results[0]] = "vec"
-        elif op.name in UNARY or op.name == "arith.negf":
+        elif op.name in UNARY or op.name in ("arith.negf", "math.erf"):
             if kinds.get(op.operands[0]) != "vec":
                 raise NoMatch
             kinds[op.results[0]] = "vec"
@@ -347,10 +365,14 @@ def emit_elementwise(
             else:
                 scal[op.res] = b.v(memref.LoadOp.get(p.local, [b.c(o.index)]))
             continue
-        if op.name in UNARY or op.name == "arith.negf":
+        if op.name in UNARY or op.name in ("arith.negf", "math.erf"):
             d = dest(op)
             if op.name == "arith.negf":
                 neg(vec[op.operands[0]], d)
+            elif op.name == "math.erf":
+                _emit_erf(
+                    b, d, vec[op.operands[0]], [fresh("erf") for _ in range(ERF_TEMPS)], count
+                )
             else:
                 b.op(UNARY[op.name](*d, *vec[op.operands[0]], count))
             vec[op.results[0]] = d
@@ -405,6 +427,45 @@ def emit_elementwise(
     got = vec[result]
     if got != into:  # the stored value is a plain load: copy it
         b.op(dlp.MemcpyOp(into[0], into[1], got[0], got[1], count))
+
+
+Slot = tuple[SSAValue, SSAValue]  # an NRAM buffer and an element offset into it
+
+
+def _emit_erf(b, d: Slot, y: Slot, temps: list[Slot], count: SSAValue) -> None:
+    """d = erf(y) in vector intrinsics: sign(y) * (1 - erfc(|y|)), erfc by `ERFC_POLY`;
+    1 / (1 + a/2) as exp(-log(..)) (no vector reciprocal), sign(y) as y * 1e30 clamped
+    to [-1, 1] (exact but where |y| < 1e-30, where erf(y) is below 1.2e-30 anyway)."""
+    elt = float_type(element_type(y[0]))
+
+    def k(value: float) -> SSAValue:
+        return b.v(arith.ConstantOp(FloatAttr(value, elt)))
+
+    a, t, p, q = temps
+    b.op(dlp.MulScalarOp(*a, *y, k(-1.0), count))
+    b.op(dlp.MaxOp(*a, *a, *y, count))  # a = |y|
+    b.op(dlp.MulScalarOp(*t, *a, k(0.5), count))
+    b.op(dlp.AddScalarOp(*t, *t, k(1.0), count))
+    b.op(dlp.LogOp(*t, *t, count))
+    b.op(dlp.MulScalarOp(*t, *t, k(-1.0), count))
+    b.op(dlp.ExpOp(*t, *t, count))  # t = 1 / (1 + a/2)
+    b.op(dlp.MulScalarOp(*p, *t, k(ERFC_POLY[0]), count))
+    for c in ERFC_POLY[1:-1]:
+        b.op(dlp.AddScalarOp(*p, *p, k(c), count))
+        b.op(dlp.MulOp(*p, *p, *t, count))
+    b.op(dlp.AddScalarOp(*p, *p, k(ERFC_POLY[-1]), count))
+    b.op(dlp.MulOp(*q, *a, *a, count))
+    b.op(dlp.SubOp(*p, *p, *q, count))
+    b.op(dlp.ExpOp(*p, *p, count))
+    b.op(dlp.MulOp(*p, *p, *t, count))  # erfc(a)
+    b.op(dlp.MulScalarOp(*p, *p, k(-1.0), count))
+    b.op(dlp.AddScalarOp(*p, *p, k(1.0), count))  # erf(a)
+    b.op(dlp.MulScalarOp(*q, *y, k(1e30), count))
+    b.op(dlp.MaxScalarOp(*q, *q, k(-1.0), count))
+    b.op(dlp.MulScalarOp(*q, *q, k(-1.0), count))
+    b.op(dlp.MaxScalarOp(*q, *q, k(-1.0), count))
+    b.op(dlp.MulScalarOp(*q, *q, k(-1.0), count))  # sign(y)
+    b.op(dlp.MulOp(*d, *p, *q, count))
 
 
 def _emit_rows(
