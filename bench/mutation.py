@@ -233,7 +233,8 @@ AREAS: dict[str, Area] = {
         ["frontends/onnx*.py", "frontends/onnx/*.py", "frontends/onnx_ops/*.py"],
         [],
         [
-            "test/python/test_onnx_import.py test/python/test_mutation_kills_onnx.py",
+            "test/python/test_onnx_import.py test/python/test_mutation_kills_onnx.py "
+            "test/python/test_mutation_kills_onnx3.py",
             # the public API's ONNX cases (3-D conv and pool, weights as inputs) and the
             # control-flow ops (If, Loop, Scan) on both targets
             "test/python/test_onnx_api.py test/python/test_control_flow_onnx.py "

@@ -147,6 +147,11 @@ def _resize_matrix(imp: NodeContext, a: dict, n_in: int, n_out: int, scale: floa
     if n_in * n_out > 1 << 22:
         raise imp.error(f"Resize of an axis from {n_in} to {n_out} is too large for dlpc")
     mode = a["mode"]
+    if mode == "nearest" and a["coordinate_transformation_mode"] == "tf_half_pixel_for_nn":
+        # (onnx's 1-D interpolation does not know this opset-11-to-17 mode: a selection)
+        m = np.zeros((n_out, n_in))
+        m[np.arange(n_out), _nearest_source(a, n_in, n_out, scale)] = 1.0
+        return m, np.zeros(n_out)
     if mode == "nearest":
 
         def coeffs(ratio, scale):

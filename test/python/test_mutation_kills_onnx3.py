@@ -1,0 +1,733 @@
+"""The ONNX importer's decisions, third round (issue 35, bench/mutation.py --area onnx):
+each operator family imported over the attribute forms and edge values its handler
+branches on, against onnxruntime; and the choices that leave the numbers alone (no
+no-op broadcast, a small constant as graph.constant) pinned on the imported IR with why."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnx", reason="onnx is not installed (pip install -e '.[onnx]')")
+ort = pytest.importorskip("onnxruntime", reason="onnxruntime is the oracle here")
+
+import onnx  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from dlpc.diagnostics import DlpcError  # noqa: E402
+from dlpc.frontends.onnx import load_model  # noqa: E402
+from dlpc.reference.graph import run_reference  # noqa: E402
+
+F = TensorProto.FLOAT
+# the values the elementwise handlers branch on: both signs, 0, between and around the
+# thresholds (0.2 .. 0.5), and large enough to saturate
+X = np.array([[-3.0, -1.5, -0.5, -0.3, 0.0], [0.2, 0.45, 1.0, 1.5, 3.0]], np.float32)
+
+
+def model(nodes, feeds, inits=(), opset=18, outputs=("y",)):
+    """A model of `nodes` over graph inputs `feeds` (name -> array) and initializers
+    `inits` (name -> array), its outputs typed by onnx's shape inference."""
+    inputs = [
+        helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
+        for n, a in feeds.items()
+    ]
+    g = helper.make_graph(
+        nodes,
+        "g",
+        inputs,
+        [helper.make_empty_tensor_value_info(o) for o in outputs],
+        [numpy_helper.from_array(np.asarray(a), n) for n, a in dict(inits).items()],
+    )
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+    # (no outputs: a model the importer must refuse, which shape inference refuses too)
+    return onnx.shape_inference.infer_shapes(m, strict_mode=True) if outputs else m
+
+
+def check(nodes, feeds, inits=(), opset=18, outputs=("y",), atol=1e-5):
+    """dlpc's import, run on the numpy reference, gives onnxruntime's outputs: same shape,
+    same dtype, same values (NaN where it has NaN); returns the loaded Model."""
+    proto = model(nodes, feeds, inits, opset, outputs)
+    m = load_model(proto)
+    got = run_reference(m.module, list(feeds.values()), m.weights)
+    sess = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = sess.run(None, feeds)
+    assert len(got) == len(want)
+    for g_, w in zip(got, want):
+        g_ = np.asarray(g_)
+        assert g_.shape == w.shape and g_.dtype == w.dtype, (g_.shape, g_.dtype, w.shape, w.dtype)
+        np.testing.assert_allclose(g_, w, rtol=1e-5, atol=atol)
+    return m
+
+
+def op_names(m) -> list[str]:
+    return [op.name for op in m.module.walk()]
+
+
+def node(op, ins, outs=("y",), **attrs):
+    return helper.make_node(op, list(ins), list(outs), **attrs)
+
+
+# ------------------------------------------------------------------ elementwise
+
+UNARY = [
+    ("Elu", {"alpha": 0.5}),
+    ("Selu", {}),
+    ("Selu", {"alpha": 2.0, "gamma": 1.5}),
+    ("Celu", {"alpha": 2.0}),
+    ("HardSigmoid", {}),
+    ("HardSigmoid", {"alpha": 0.3, "beta": 0.4}),
+    ("HardSwish", {}),
+    ("Mish", {}),
+    ("Shrink", {}),
+    ("Shrink", {"bias": 0.3, "lambd": 0.4}),
+    ("Sign", {}),
+    ("ThresholdedRelu", {}),
+    ("ThresholdedRelu", {"alpha": 0.4}),
+    ("LeakyRelu", {}),
+    ("LeakyRelu", {"alpha": 0.3}),
+    ("Reciprocal", {}),
+    ("Softplus", {}),
+    ("Softsign", {}),
+    ("Relu", {}),
+    ("Sigmoid", {}),
+    ("Tanh", {}),
+    ("Exp", {}),
+    ("Erf", {}),
+    ("Neg", {}),
+    ("Abs", {}),
+    ("Log", {}),
+    ("Sqrt", {}),
+]
+
+
+@pytest.mark.parametrize(
+    "op,attrs", UNARY, ids=[f"{o}-{'-'.join(map(str, a.values())) or 'default'}" for o, a in UNARY]
+)
+def test_unary_activations_with_default_and_given_attributes(op, attrs):
+    """Each activation over values on both sides of its thresholds, with its defaults and
+    with other attribute values (Selu's alpha and gamma apply in different branches)."""
+    check([node(op, ["x"], **attrs)], {"x": X})
+
+
+@pytest.mark.parametrize("pos,neg", [(1, 1), (1, 0), (0, 1), (0, 0)])
+def test_is_inf_detects_the_signs_asked_for(pos, neg):
+    x = np.array([np.inf, -np.inf, np.nan, 0.0, 1e30, -1e30], np.float32)
+    check([node("IsInf", ["x"], detect_positive=pos, detect_negative=neg)], {"x": x})
+
+
+def test_is_nan():
+    x = np.array([np.nan, np.inf, 0.0, -1.0], np.float32)
+    check([node("IsNaN", ["x"])], {"x": x})
+
+
+@pytest.mark.parametrize(
+    "ins,inits",
+    [
+        (["x", "lo", "hi"], {"lo": np.float32(-0.4), "hi": np.float32(0.9)}),
+        (["x", "lo"], {"lo": np.float32(-0.4)}),
+        (["x", "", "hi"], {"hi": np.float32(0.9)}),
+        (["x"], {}),
+    ],
+    ids=["both", "min", "max", "none"],
+)
+def test_clip_with_import_time_bounds(ins, inits):
+    check([node("Clip", ins)], {"x": X}, inits)
+
+
+@pytest.mark.parametrize(
+    "given", [("lo", "hi"), ("lo", ""), ("", "hi")], ids=["both", "min", "max"]
+)
+def test_clip_with_run_time_bounds(given):
+    """Bounds that are graph inputs are data: max(x, lo) then min(., hi)."""
+    feeds = {"x": X}
+    feeds.update({n: np.asarray(v, np.float32) for n, v in zip(given, (-0.4, 0.9)) if n})
+    check([node("Clip", ["x", *given])], feeds)
+
+
+def test_gelu_tanh_and_exact():
+    check([node("Gelu", ["x"], approximate="tanh")], {"x": X}, opset=20)
+    check([node("Gelu", ["x"])], {"x": X}, opset=20)
+
+
+def test_pow_with_an_integer_exponent_casts_it_to_the_base_type():
+    e = np.array([0, 1, 2, 3, 2], np.int64)
+    check([node("Pow", ["x", "e"])], {"x": X}, {"e": e})
+
+
+def test_binary_operands_of_two_types_are_refused():
+    proto = model([node("Add", ["x", "k"])], {"x": X}, {"k": np.int64(1)}, outputs=())
+    with pytest.raises(DlpcError, match="element types"):
+        load_model(proto)
+
+
+@pytest.mark.parametrize("op", ["Max", "Min", "Sum", "Mean"])
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_variadic_ops_of_one_two_and_three_operands(op, n):
+    """Mean divides by the operand count (not by 2); one operand is itself."""
+    feeds = {f"x{i}": X * (i + 1) - i for i in range(n)}
+    check([node(op, list(feeds))], feeds)
+
+
+def test_variadic_of_one_import_time_operand_is_materialised():
+    """Sum of one initializer: the graph output must be an op result, not a Const."""
+    m = check([node("Sum", ["c"], ["s"]), node("Add", ["x", "s"], ["y"])], {"x": X}, {"c": X})
+    assert "graph.add" in op_names(m)
+    c = np.arange(3, dtype=np.float32)
+    m2 = load_model(model([node("Sum", ["c"])], {}, {"c": c}))
+    np.testing.assert_array_equal(run_reference(m2.module, [], m2.weights)[0], c)
+
+
+@pytest.mark.parametrize("op", ["Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual"])
+def test_comparisons_broadcast(op):
+    check([node(op, ["x", "t"])], {"x": X, "t": np.array([0.0, 0.2, 0.45, -3, 3], np.float32)})
+
+
+@pytest.mark.parametrize("op", ["And", "Or", "Xor"])
+def test_logic_broadcasts_the_second_operand(op):
+    a = np.array([[True, False, True], [False, False, True]])
+    b = np.array([True, False, False])
+    check([node(op, ["a", "b"])], {"a": a, "b": b})
+    check([node(op, ["b", "a"])], {"b": b, "a": a})
+
+
+def test_not_and_where():
+    c = np.array([[True, False, True, False, True]] * 2)
+    check([node("Not", ["c"], ["n"]), node("Where", ["n", "x", "z"])], {"c": c, "x": X, "z": -X})
+
+
+@pytest.mark.parametrize(
+    "to,x",
+    [
+        (TensorProto.INT64, X * 1.7),  # truncation toward 0
+        (TensorProto.INT32, X * 1.7),
+        (TensorProto.BOOL, X),
+        (TensorProto.FLOAT, np.array([-3, 0, 7], np.int64)),
+        (TensorProto.FLOAT, X),  # to its own type: the identity
+    ],
+)
+def test_cast(to, x):
+    check([node("Cast", ["x"], to=to)], {"x": x.astype(x.dtype)})
+
+
+def test_cast_to_an_unsupported_type_names_it():
+    proto = model([node("Cast", ["x"], to=TensorProto.STRING)], {"x": X}, outputs=())
+    with pytest.raises(DlpcError, match="'to' = string"):
+        load_model(proto)
+
+
+def test_cast_like():
+    check([node("CastLike", ["x", "t"])], {"x": X * 2.5}, {"t": np.array([1], np.int64)})
+
+
+@pytest.mark.parametrize("fmod", [0, 1])
+def test_integer_mod_of_every_sign(fmod):
+    a = np.array([7, -7, 7, -7, 6, -6, 0], np.int64)
+    b = np.array([3, 3, -3, -3, 3, -3, 5], np.int64)
+    check([node("Mod", ["a", "b"], fmod=fmod)], {"a": a, "b": b})
+
+
+# ------------------------------------------------------------------- reductions
+
+REDUCES = [
+    "ReduceSum",
+    "ReduceMean",
+    "ReduceMax",
+    "ReduceMin",
+    "ReduceProd",
+    "ReduceSumSquare",
+    "ReduceL1",
+    "ReduceL2",
+    "ReduceLogSum",
+    "ReduceLogSumExp",
+]
+R = np.abs(np.random.default_rng(3).standard_normal((2, 3, 4))).astype(np.float32) + 0.5
+
+
+@pytest.mark.parametrize("op", REDUCES)
+@pytest.mark.parametrize("axes,keep", [([1], 1), ([0, -1], 0), (None, 1), (None, 0)])
+def test_reductions_over_given_and_all_axes(op, axes, keep):
+    inits = {} if axes is None else {"axes": np.array(axes, np.int64)}
+    ins = ["x"] + ([] if axes is None else ["axes"])
+    check([node(op, ins, keepdims=keep)], {"x": R}, inits, atol=1e-4)
+
+
+def test_reduce_with_empty_axes_and_noop_is_the_identity():
+    m = check(
+        [node("ReduceSum", ["x", "axes"], noop_with_empty_axes=1)],
+        {"x": R},
+        {"axes": np.array([], np.int64)},
+    )
+    assert "graph.reduce_sum" not in op_names(m)
+
+
+def test_reduce_axes_as_an_attribute_at_opset_13():
+    check([node("ReduceMean", ["x"], axes=[2], keepdims=0)], {"x": R}, opset=13)
+
+
+@pytest.mark.parametrize("op", ["ArgMax", "ArgMin"])
+@pytest.mark.parametrize("last", [0, 1])
+@pytest.mark.parametrize("axis,keep", [(1, 1), (-1, 0), (0, 1)])
+def test_arg_extremes_with_ties(op, last, axis, keep):
+    """Ties: the first position, or the last with select_last_index."""
+    x = np.array([[[1, 3, 3, 0], [2, 2, 1, 3], [3, 0, 3, 3]]] * 2, np.float32)
+    x[1] = -x[1]
+    check([node(op, ["x"], axis=axis, keepdims=keep, select_last_index=last)], {"x": x})
+
+
+# ---------------------------------------------------------------- normalisation
+
+B = np.random.default_rng(4).standard_normal((2, 4, 3, 3)).astype(np.float32)
+C4 = np.array([0.5, -1.0, 2.0, 1.5], np.float32)
+
+
+def test_batch_norm_in_training_mode_gives_running_stats():
+    inits = {"s": C4, "b": -C4, "m": C4 / 3, "v": np.abs(C4)}
+    check(
+        [
+            node(
+                "BatchNormalization",
+                ["x", "s", "b", "m", "v"],
+                ["y", "rm", "rv"],
+                momentum=0.7,
+                training_mode=1,
+            )
+        ],  # fmt: skip
+        {"x": B},
+        inits,
+        outputs=("y", "rm", "rv"),
+        atol=1e-4,
+    )
+
+
+def test_batch_norm_inference_with_epsilon():
+    inits = {"s": C4, "b": -C4, "m": C4 / 3, "v": np.abs(C4) * 0.01}
+    check([node("BatchNormalization", ["x", "s", "b", "m", "v"], epsilon=0.1)], {"x": B}, inits)
+
+
+@pytest.mark.parametrize("axis", [1, -1, -2])
+def test_layer_norm_with_its_mean_and_inverse_std_outputs(axis):
+    shape = B.shape[axis:] if axis < 0 else B.shape[axis:]
+    scale = np.linspace(0.5, 1.5, int(np.prod(shape)), dtype=np.float32).reshape(shape)
+    check(
+        [node("LayerNormalization", ["x", "s"], ["y", "mean", "inv"], axis=axis, epsilon=0.01)],
+        {"x": B},
+        {"s": scale},
+        outputs=("y", "mean", "inv"),
+        atol=1e-4,
+    )
+
+
+def test_instance_norm():
+    check([node("InstanceNormalization", ["x", "s", "b"], epsilon=0.01)], {"x": B},
+          {"s": C4, "b": C4 * 2}, atol=1e-4)  # fmt: skip
+
+
+def test_group_norm_with_two_groups():
+    check([node("GroupNormalization", ["x", "s", "b"], num_groups=2, epsilon=0.01)], {"x": B},
+          {"s": C4, "b": -C4}, opset=21, atol=1e-4)  # fmt: skip
+
+
+def test_group_norm_refuses_groups_that_do_not_divide_the_channels():
+    proto = model([node("GroupNormalization", ["x", "s", "b"], num_groups=3)], {"x": B},
+                  {"s": C4[:3], "b": C4[:3]}, opset=21, outputs=())  # fmt: skip
+    with pytest.raises(DlpcError, match="'num_groups' = 3 must divide 4"):
+        load_model(proto)
+
+
+@pytest.mark.parametrize("p", [1, 2])
+@pytest.mark.parametrize("axis", [1, -1])
+def test_lp_norm_with_a_zero_row(p, axis):
+    x = B[0, :, :, 0].copy()
+    x[1, :] = 0
+    x[:, 2] = 0
+    check([node("LpNormalization", ["x"], p=p, axis=axis)], {"x": x})
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+def test_softmax_along_the_first_axis(op):
+    check([node(op, ["x"], axis=0)], {"x": B[0]}, atol=1e-5)
+
+
+# ------------------------------------------------------------------------ tensor
+
+
+def test_expand_to_the_same_shape_adds_no_broadcast():
+    """Expand whose target broadcasts to x's own shape is x: a graph.broadcast to the same
+    shape would be a copy kernel for nothing."""
+    m = check([node("Expand", ["x", "s"])], {"x": X}, {"s": np.array([1, 5], np.int64)})
+    assert "graph.broadcast" not in op_names(m)
+    m = check([node("Expand", ["x", "s"])], {"x": X}, {"s": np.array([3, 2, 5], np.int64)})
+    assert "graph.broadcast" in op_names(m)
+
+
+def test_transpose_by_the_identity_is_its_input():
+    m = check([node("Transpose", ["x"], perm=[0, 1])], {"x": X})
+    assert "graph.transpose" not in op_names(m)
+    check([node("Transpose", ["x"])], {"x": R})  # default: the reversed axes
+
+
+@pytest.mark.parametrize(
+    "target", [[0, -1], [-1], [2, 0, 4], [4, 0]], ids=["copy-infer", "flat", "copy-mid", "bad"]
+)
+def test_reshape_zero_copies_the_input_dim(target):
+    x = np.arange(24, dtype=np.float32).reshape(4, 3, 2)
+    if target == [4, 0]:
+        proto = model([node("Reshape", ["x", "s"])], {"x": x},
+                      {"s": np.array(target, np.int64)}, outputs=())  # fmt: skip
+        with pytest.raises(DlpcError, match="cannot reshape"):
+            load_model(proto)
+        return
+    check([node("Reshape", ["x", "s"])], {"x": x}, {"s": np.array(target, np.int64)})
+
+
+@pytest.mark.parametrize("axis", [0, 2, -1, -3, 3])
+def test_flatten_at_every_axis(axis):
+    check([node("Flatten", ["x"], axis=axis)], {"x": R})
+
+
+def test_squeeze_without_axes_and_with_negative_axes():
+    x = np.arange(6, dtype=np.float32).reshape(1, 3, 1, 2)
+    check([node("Squeeze", ["x"])], {"x": x})
+    check([node("Squeeze", ["x", "a"])], {"x": x}, {"a": np.array([-2], np.int64)})
+    check([node("Unsqueeze", ["x", "a"])], {"x": x}, {"a": np.array([-1, 0], np.int64)})
+
+
+@pytest.mark.parametrize(
+    "extra,outs",
+    [({"num_outputs": 3}, 3), ({}, 2), ({"num_outputs": 2}, 2)],  # (none: opset 13)
+    ids=["three-uneven", "two-by-outputs", "two"],
+)
+def test_split_into_equal_chunks_with_a_short_last(extra, outs):
+    x = np.arange(14 if extra else 16, dtype=np.float32).reshape(2, -1)  # (13: even only)
+    names = [f"y{i}" for i in range(outs)]
+    opset = 18 if extra else 13
+    check([node("Split", ["x"], names, axis=1, **extra)], {"x": x}, opset=opset, outputs=names)
+
+
+def test_split_by_given_sizes():
+    x = np.arange(14, dtype=np.float32).reshape(7, 2)
+    names = ["a", "b", "c"]
+    check([node("Split", ["x", "s"], names)], {"x": x}, {"s": np.array([1, 4, 2], np.int64)},
+          outputs=names)  # fmt: skip
+
+
+def test_slice_with_negative_steps_axes_and_ends():
+    x = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
+    inits = {
+        "st": np.array([-1, 3], np.int64),
+        "en": np.array([-100, 0], np.int64),
+        "ax": np.array([2, -2], np.int64),
+        "sp": np.array([-2, -1], np.int64),
+    }
+    check([node("Slice", ["x", "st", "en", "ax", "sp"])], {"x": x}, inits)
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_gather_of_negative_indices(axis):
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    idx = np.array([[0, -1], [1, -2]], np.int64)
+    check([node("Gather", ["x", "i"], axis=axis)], {"x": x}, {"i": idx})
+    check([node("Gather", ["x", "i"], axis=axis)], {"x": x}, {"i": idx.astype(np.int32)})
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_gather_elements_of_run_time_indices(axis):
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    n = x.shape[axis]
+    idx = np.arange(12).reshape(2, 3, 2) % n - (np.arange(12).reshape(2, 3, 2) % 2) * n
+    check([node("GatherElements", ["x", "i"], axis=axis)], {"x": x, "i": idx.astype(np.int64)})
+
+
+def test_tile():
+    check([node("Tile", ["x", "r"])], {"x": X}, {"r": np.array([2, 3], np.int64)})
+
+
+@pytest.mark.parametrize("upper", [0, 1])
+@pytest.mark.parametrize("k", [None, 1, -2])
+def test_trilu(upper, k):
+    x = np.arange(1, 25, dtype=np.float32).reshape(2, 3, 4)
+    inits = {} if k is None else {"k": np.array(k, np.int64)}
+    check([node("Trilu", ["x"] + ([] if k is None else ["k"]), upper=upper)], {"x": x}, inits)
+
+
+def test_pad_constant_with_a_value_and_axes():
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    check([node("Pad", ["x", "p", "v"])], {"x": x},
+          {"p": np.array([1, 0, 2, 3], np.int64), "v": np.float32(-2.5)})  # fmt: skip
+    check([node("Pad", ["x", "p", "", "a"])], {"x": x},
+          {"p": np.array([2, 1], np.int64), "a": np.array([-1], np.int64)})  # fmt: skip
+    check([node("Pad", ["x", "p"])], {"x": x}, {"p": np.array([-1, 1, 0, -2], np.int64)})
+
+
+@pytest.mark.parametrize("mode", ["reflect", "edge", "wrap"])
+def test_pad_modes_with_axes_and_a_wrap_wider_than_the_input(mode):
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    pads = [0, 2, 0, 3] if mode == "reflect" else [1, 5, 2, 6]
+    check([node("Pad", ["x", "p"], mode=mode)], {"x": x}, {"p": np.array(pads, np.int64)})
+
+
+def test_pad_count_must_match_the_axes():
+    proto = model([node("Pad", ["x", "p"])], {"x": X}, {"p": np.array([1, 1], np.int64)},
+                  outputs=())  # fmt: skip
+    with pytest.raises(DlpcError, match="'pads' has 2 values; 2 axes need 4"):
+        load_model(proto)
+
+
+def test_shape_start_end_and_size_feed_a_reshape():
+    """Shape(start=1, end=3) of (2, 3, 4) is [3, 4] and Size is 24: the target [24 / 12, 12]."""
+    nodes = [
+        node("Shape", ["x"], ["s"], start=1, end=3),
+        node("ReduceProd", ["s"], ["p"], keepdims=1),
+        node("Size", ["x"], ["n"]),
+        node("Div", ["n", "p"], ["d"]),
+        node("Concat", ["d", "p"], ["t"], axis=0),
+        node("Reshape", ["x", "t"]),
+    ]
+    m = check(nodes, {"x": R})
+    assert [op.name for op in m.module.walk() if op.name.startswith("graph.")] == ["graph.reshape"]
+
+
+# ------------------------------------------------------------------------- layers
+
+W3 = np.random.default_rng(5).standard_normal((4, 3, 3, 3)).astype(np.float32)
+XC = np.random.default_rng(6).standard_normal((1, 3, 7, 8)).astype(np.float32)
+
+
+def same_pads(mode, sizes, kernel, strides, dil):
+    """The ONNX spec's SAME pads: (ceil(size / s) - 1) * s + (k - 1) * d + 1 - size in all,
+    the odd cell at the end (UPPER) or the start (LOWER)."""
+    begin, end = [], []
+    for n, k, st, d in zip(sizes, kernel, strides, dil):
+        total = max(0, (-(-n // st) - 1) * st + (k - 1) * d + 1 - n)
+        lo, hi = (total // 2, total - total // 2)
+        begin.append(lo if mode == "SAME_UPPER" else hi)
+        end.append(hi if mode == "SAME_UPPER" else lo)
+    return begin + end
+
+
+@pytest.mark.parametrize("mode", ["SAME_UPPER", "SAME_LOWER"])
+@pytest.mark.parametrize("op", ["Conv", "MaxPool"])
+def test_same_auto_pad_with_stride_and_dilation(mode, op):
+    """onnxruntime refuses (Conv) or mis-sizes (MaxPool) SAME with dilations: the oracle
+    is onnxruntime on the explicit pads the spec gives; k = 3 with a dilation of 3 spans
+    7 cells (not 2 ** 3 + 1), k = 2 with a dilation of 2 spans 3 (not 1 ** 2 + 1)."""
+    kernel, strides = [3, 2], [2, 1]
+    dil = [3, 2] if op == "Conv" else [2, 2]  # (onnxruntime's pools need pads < kernel)
+    extra = {"kernel_shape": kernel} if op == "MaxPool" else {}
+    w = W3[:, :, :, :2]
+    inits = {"w": w} if op == "Conv" else {}
+    ins = ["x", "w"] if op == "Conv" else ["x"]
+    auto = node(op, ins, auto_pad=mode, strides=strides, dilations=dil, **extra)
+    m = load_model(model([auto], {"x": XC}, inits))
+    (got,) = run_reference(m.module, [XC], m.weights)
+    pads = same_pads(mode, XC.shape[2:], kernel, strides, dil)
+    explicit = model([node(op, ins, pads=pads, strides=strides, dilations=dil, **extra)],
+                     {"x": XC}, inits)  # fmt: skip
+    sess = ort.InferenceSession(explicit.SerializeToString(), providers=["CPUExecutionProvider"])
+    (want,) = sess.run(None, {"x": XC})
+    assert got.shape == (1, W3.shape[0] if op == "Conv" else 3, 4, 8)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+
+
+def test_conv_valid_auto_pad_and_groups():
+    w = np.random.default_rng(7).standard_normal((4, 1, 2, 3)).astype(np.float32)
+    x = np.random.default_rng(8).standard_normal((1, 2, 5, 6)).astype(np.float32)
+    check([node("Conv", ["x", "w"], auto_pad="VALID", group=2)], {"x": x}, {"w": w}, atol=1e-4)
+
+
+def test_conv_1d_with_stride_dilation_pads_and_bias():
+    w = np.random.default_rng(9).standard_normal((3, 2, 3)).astype(np.float32)
+    x = np.random.default_rng(10).standard_normal((2, 2, 11)).astype(np.float32)
+    b = np.array([0.5, -1, 2], np.float32)
+    check([node("Conv", ["x", "w", "b"], strides=[2], dilations=[2], pads=[1, 3])],
+          {"x": x}, {"w": w, "b": b}, atol=1e-4)  # fmt: skip
+
+
+@pytest.mark.parametrize("weight_input", [False, True])
+def test_conv_3d_strided_padded_with_bias(weight_input):
+    rng = np.random.default_rng(11)
+    w = rng.standard_normal((2, 2, 3, 2, 2)).astype(np.float32)
+    x = rng.standard_normal((1, 2, 7, 4, 5)).astype(np.float32)
+    b = np.array([0.25, -0.5], np.float32)
+    n = node("Conv", ["x", "w", "b"], strides=[2, 1, 2], pads=[1, 0, 1, 2, 1, 0],
+             dilations=[2, 1, 1])  # fmt: skip
+    feeds, inits = ({"x": x, "w": w}, {"b": b}) if weight_input else ({"x": x}, {"w": w, "b": b})
+    check([n], feeds, inits, atol=1e-4)
+
+
+def test_conv_kernel_shape_must_match_the_weight():
+    proto = model([node("Conv", ["x", "w"], kernel_shape=[2, 2])], {"x": XC}, {"w": W3},
+                  outputs=())  # fmt: skip
+    with pytest.raises(DlpcError, match="differs from the weight's"):
+        load_model(proto)
+
+
+CT = [
+    ("1d", (1, 2, 5), (2, 3, 3), {"strides": [2], "pads": [1, 0], "output_padding": [1]}),
+    ("2d-dil", (1, 2, 4, 3), (2, 2, 2, 3), {"strides": [2, 3], "dilations": [2, 1]}),
+    ("2d-same-upper", (1, 2, 4, 3), (2, 2, 3, 3), {"strides": [2, 2], "auto_pad": "SAME_UPPER"}),
+    ("2d-same-lower", (1, 2, 4, 3), (2, 2, 3, 3), {"strides": [2, 2], "auto_pad": "SAME_LOWER"}),
+    ("2d-shape", (1, 2, 3, 3), (2, 1, 3, 3), {"strides": [2, 2], "output_shape": [8, 7]}),
+    ("3d", (1, 2, 3, 2, 3), (2, 2, 2, 2, 2), {"strides": [2, 1, 2], "pads": [1, 0, 0, 0, 1, 1]}),
+    ("group", (1, 4, 3, 3), (4, 1, 2, 2), {"group": 2, "strides": [1, 2], "pads": [0, 1, 1, 0]}),
+]
+
+
+@pytest.mark.parametrize("weight_input", [False, True])
+@pytest.mark.parametrize("case", CT, ids=[c[0] for c in CT])
+def test_conv_transpose_forms(case, weight_input):
+    _, xs, ws, attrs = case
+    rng = np.random.default_rng(12)
+    x, w = rng.standard_normal(xs).astype(np.float32), rng.standard_normal(ws).astype(np.float32)
+    b = np.linspace(-1, 1, ws[1] * attrs.get("group", 1)).astype(np.float32)
+    feeds, inits = ({"x": x, "w": w}, {"b": b}) if weight_input else ({"x": x}, {"w": w, "b": b})
+    check([node("ConvTranspose", ["x", "w", "b"], **attrs)], feeds, inits, atol=1e-4)
+
+
+POOLS = [
+    ("1d-avg-pads", "AveragePool", (1, 2, 9), {"kernel_shape": [3], "strides": [2], "pads": [1, 2]}),
+    ("1d-avg-incl", "AveragePool", (1, 2, 9),
+     {"kernel_shape": [3], "strides": [2], "pads": [1, 2], "count_include_pad": 1}),
+    ("2d-avg-incl-ceil", "AveragePool", (1, 2, 6, 7),
+     {"kernel_shape": [3, 2], "strides": [2, 2], "pads": [1, 0, 1, 1], "count_include_pad": 1,
+      "ceil_mode": 1}),
+    ("2d-avg-dil-incl", "AveragePool", (1, 2, 7, 7),  # (dilations: opset 19)
+     {"kernel_shape": [2, 3], "dilations": [2, 2], "pads": [1, 1, 0, 2], "count_include_pad": 1}),
+    ("3d-max", "MaxPool", (1, 2, 5, 4, 6), {"kernel_shape": [2, 2, 3], "strides": [2, 1, 2],
+                                            "pads": [0, 1, 1, 1, 0, 1]}),
+    ("3d-avg-ceil", "AveragePool", (1, 2, 5, 4, 6),
+     {"kernel_shape": [2, 3, 2], "strides": [2, 2, 3], "ceil_mode": 1}),
+    ("2d-max-dil-ceil", "MaxPool", (1, 2, 9, 8),
+     {"kernel_shape": [3, 2], "strides": [3, 2], "dilations": [2, 3], "ceil_mode": 1,
+      "pads": [1, 0, 0, 1]}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", POOLS, ids=[c[0] for c in POOLS])
+def test_pool_forms(case):
+    _, op, xs, attrs = case
+    x = np.random.default_rng(13).standard_normal(xs).astype(np.float32)
+    check([node(op, ["x"], **attrs)], {"x": x}, opset=19)
+
+
+@pytest.mark.parametrize("order", [0, 1])
+@pytest.mark.parametrize(
+    "attrs",
+    [
+        {"kernel_shape": [2, 3], "strides": [2, 2], "pads": [1, 1, 0, 1]},
+        {"kernel_shape": [2, 2], "dilations": [2, 1], "ceil_mode": 1, "strides": [2, 2]},
+    ],
+    ids=["padded", "dilated-ceil"],
+)
+def test_max_pool_indices_in_both_storage_orders(order, attrs):
+    """Indices count from the start of the batch (n * c * h * w), row- or column-major
+    within an image; ties go to the first position."""
+    x = np.random.default_rng(14).integers(-3, 4, (2, 2, 5, 6)).astype(np.float32)
+    check([node("MaxPool", ["x"], ["y", "i"], storage_order=order, **attrs)], {"x": x},
+          outputs=("y", "i"))  # fmt: skip
+
+
+def test_indices_of_a_1d_max_pool():
+    x = np.random.default_rng(15).standard_normal((2, 3, 8)).astype(np.float32)
+    check([node("MaxPool", ["x"], ["y", "i"], kernel_shape=[3], strides=[2], pads=[1, 1])],
+          {"x": x}, outputs=("y", "i"))  # fmt: skip
+
+
+def test_column_major_indices_need_a_2d_pool():
+    x = np.zeros((1, 1, 6), np.float32)
+    proto = model([node("MaxPool", ["x"], ["y", "i"], kernel_shape=[2], storage_order=1)],
+                  {"x": x}, outputs=())  # fmt: skip
+    with pytest.raises(DlpcError, match="storage_order"):
+        load_model(proto)
+
+
+@pytest.mark.parametrize("op", ["GlobalAveragePool", "GlobalMaxPool"])
+@pytest.mark.parametrize("shape", [(2, 3, 5), (1, 2, 3, 4, 2)])
+def test_global_pools_of_1d_and_3d_inputs(op, shape):
+    x = np.random.default_rng(16).standard_normal(shape).astype(np.float32)
+    check([node(op, ["x"])], {"x": x})
+
+
+GEMMS = [
+    ({"transA": 1}, (4, 2), (4, 3), (3,)),
+    ({"transB": 1, "alpha": 0.5}, (2, 4), (3, 4), (3,)),
+    ({"transB": 1, "beta": 2.0}, (2, 4), (3, 4), (1, 3)),
+    ({"transB": 1}, (2, 4), (3, 4), (2, 1)),  # a column bias: not nn.Linear's
+    ({"transB": 1}, (2, 4), (3, 4), ()),
+    ({"transB": 1}, (2, 4), (3, 4), None),
+    ({}, (2, 4), (4, 3), (2, 3)),
+]
+
+
+@pytest.mark.parametrize("attrs,a,b,c", GEMMS)
+def test_gemm_forms(attrs, a, b, c):
+    rng = np.random.default_rng(17)
+    inits = {"b": rng.standard_normal(b).astype(np.float32)}
+    if c is not None:
+        inits["c"] = rng.standard_normal(c).astype(np.float32)
+    ins = ["a", "b"] + (["c"] if c is not None else [])
+    check([node("Gemm", ins, **attrs)], {"a": rng.standard_normal(a).astype(np.float32)}, inits)
+
+
+def test_gemm_of_a_vector_is_refused():
+    proto = model([node("Gemm", ["a", "b"])], {"a": np.zeros(4, np.float32)},
+                  {"b": np.zeros((4, 2), np.float32)}, outputs=())  # fmt: skip
+    with pytest.raises(DlpcError, match="must be matrices"):
+        load_model(proto)
+
+
+# ------------------------------------------------------------------------- resize
+
+RESIZES = [
+    ("nearest-x2", {"mode": "nearest"}, None, [1, 1, 2, 3]),
+    ("nearest-half", {"mode": "nearest", "nearest_mode": "floor"}, None, [1, 1, 0.5, 0.5]),
+    ("nearest-ceil-asym", {"mode": "nearest", "nearest_mode": "ceil",
+                           "coordinate_transformation_mode": "asymmetric"}, None, [1, 1, 1.5, 1.7]),
+    ("nearest-prefer-ceil-align", {"mode": "nearest", "nearest_mode": "round_prefer_ceil",
+                                   "coordinate_transformation_mode": "align_corners"},
+     [1, 2, 7, 5], None),
+    ("nearest-tf-half", {"mode": "nearest",
+                         "coordinate_transformation_mode": "tf_half_pixel_for_nn"}, None,
+     [1, 1, 1.5, 2.5]),
+    ("linear-align", {"mode": "linear", "coordinate_transformation_mode": "align_corners"},
+     [1, 2, 6, 1], None),
+    ("linear-half", {"mode": "linear"}, None, [1, 1, 0.6, 2.0]),
+    ("cubic", {"mode": "cubic", "cubic_coeff_a": -0.5, "exclude_outside": 1}, None,
+     [1, 1, 1.5, 0.8]),
+    ("linear-antialias", {"mode": "linear", "antialias": 1}, None, [1, 1, 0.5, 0.7]),
+    ("not-larger", {"mode": "linear", "keep_aspect_ratio_policy": "not_larger", "axes": [2, 3]},
+     [7, 9], None),
+    ("not-smaller", {"mode": "nearest", "keep_aspect_ratio_policy": "not_smaller", "axes": [3, 2]},
+     [5, 6], None),
+    ("axes-scales", {"mode": "nearest", "axes": [-1]}, None, [2.0]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", RESIZES, ids=[c[0] for c in RESIZES])
+def test_resize_forms(case):
+    _, attrs, sizes, scales = case
+    x = np.random.default_rng(18).standard_normal((1, 2, 4, 5)).astype(np.float32)
+    inits = {"roi": np.array([], np.float32)}
+    if scales is not None:
+        inits["scales"] = np.array(scales, np.float32)
+    else:
+        inits["scales"] = np.array([], np.float32)
+        inits["sizes"] = np.array(sizes, np.int64)
+    ins = ["x", "roi", "scales"] + (["sizes"] if sizes is not None else [])
+    opset = 13 if "tf_half_pixel_for_nn" in attrs.values() else 19  # (dropped at 18)
+    check([node("Resize", ins, **attrs)], {"x": x}, inits, opset=opset, atol=1e-4)
+
+
+def test_resize_by_one_is_its_input():
+    x = np.random.default_rng(19).standard_normal((1, 2, 4, 5)).astype(np.float32)
+    m = check([node("Resize", ["x", "", "s"], mode="nearest")], {"x": x},
+              {"s": np.ones(4, np.float32)}, opset=19)  # fmt: skip
+    assert [n for n in op_names(m) if n.startswith("graph.") and n != "graph.param"] == []
+
+
+def test_resize_counts_its_scales_against_the_axes():
+    x = np.zeros((1, 2, 4, 5), np.float32)
+    proto = model([node("Resize", ["x", "", "s"], axes=[2, 3])], {"x": x},
+                  {"s": np.ones(3, np.float32)}, opset=19, outputs=())  # fmt: skip
+    with pytest.raises(DlpcError, match="'scales' has 3 values for 2 axes"):
+        load_model(proto)
