@@ -174,7 +174,8 @@ AREAS: dict[str, Area] = {
         ["passes/lower/loop_to_dlp.py", "passes/lower/_dlp_*.py", "passes/lower/*dlp*/*.py"],
         ["test/passes/loop-to-dlp*.mlir"],
         [  # test_dlp and each pattern family's test (dlp_select), the resnet example left out
-            "test/python/test_mutation_kills_dlp.py test/python/test_dlp.py "
+            "test/python/test_mutation_kills_dlp.py test/python/test_mutation_kills_dlplowering3.py "
+            "test/python/test_dlp.py "
             "test/python/test_dlp_select_elementwise.py test/python/test_dlp_select_reduce.py "
             "test/python/test_dlp_select_window.py test/python/test_dlp_roofline.py "
             "test/python/test_dlp_select_permute.py "

@@ -1,0 +1,108 @@
+"""Tests written against the DLP lowering's decisions (issue 35, bench/mutation.py --area
+dlp-lowering, third round: an exploration sample drawn before the scoring one, and
+loop_to_dlp read rule by rule): hand-written loop kernels lowered for the `tiny` target,
+the plan's choice pinned with its reason (the `dlpc.scalar` reason `dlpc --stats`
+prints, the tasks, the tiles) and run on the simulator against numpy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dlpc.backends.runtime.dlp_sim import compile_dlp
+from dlpc.passes import pipeline
+from dlpc.passes.pipeline import parse_module
+
+
+def close(out, ref):
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5 * max(1.0, float(np.abs(ref).max())))
+
+
+MAIN = """
+func.func @main(%x: memref<64xTY>, %y: memref<64xTY>, %out: memref<OUTxTY>)
+    attributes {dlpc.num_inputs = 2 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "k" {
+    BODY
+  }
+  func.return
+}"""
+
+ADD = """loop.for %i = 0 to 64 step 1 {name = "i0", parallel} {
+      %a = memref.load %x[%i] : memref<64xTY>
+      %b = memref.load %y[%i] : memref<64xTY>
+      %s = arith.addf %a, %b : TY
+      memref.store %s, %out[%i] : memref<64xTY>
+    }"""
+
+# x read backwards (index 63 - i: no tile of x follows the work loop, x is loaded whole)
+REVERSED = """loop.for %i = 0 to 64 step 1 {name = "i0", parallel} {
+      %c63 = arith.constant 63 : index
+      %j = arith.subi %c63, %i : index
+      %a = memref.load %x[%j] : memref<64xTY>
+      %b = memref.load %y[%i] : memref<64xTY>
+      %s = arith.addf %a, %b : TY
+      memref.store %s, %out[%i] : memref<64xTY>
+    }"""
+
+# a sum of x into out[0]: no loop writes disjoint parts of the output
+SUM = """%c0 = arith.constant 0 : index
+    %zero = arith.constant 0.0 : TY
+    memref.store %zero, %out[%c0] : memref<1xTY>
+    loop.for %i = 0 to 64 step 1 {name = "r0", reduction} {
+      %a = memref.load %x[%i] : memref<64xTY>
+      %o = memref.load %out[%c0] : memref<1xTY>
+      %s = arith.addf %a, %o : TY
+      memref.store %s, %out[%c0] : memref<1xTY>
+    }"""
+
+KERNELS = {"add": (ADD, 64), "reversed": (REVERSED, 64), "sum": (SUM, 1)}
+
+
+def _module(kernel: str, ty: str = "f32"):
+    body, out = KERNELS[kernel]
+    text = MAIN.replace("BODY", body).replace("OUT", str(out)).replace("TY", ty)
+    return parse_module(text)
+
+
+def _lowered(kernel: str, ty: str = "f32", **options):
+    module = _module(kernel, ty)
+    pipeline.run("loop-to-dlp", module, pipeline.PipelineOptions(), target_desc="tiny", **options)
+    (k,) = [op for op in module.walk() if op.name == "dlp.kernel"]
+    reason = k.attributes.get("dlpc.scalar")
+    return (reason.data if reason is not None else None), k.attributes["tasks"].value.data
+
+
+@pytest.mark.parametrize(
+    "kernel, ty, options, reason, tasks",
+    [
+        ("add", "f32", {}, None, 2),  # dlp.add on both of tiny's cores
+        ("add", "f32", {"intrinsics": False}, "intrinsics are off", 2),
+        # intrinsics off is the reason whatever else would stop them
+        ("add", "f64", {"intrinsics": False}, "intrinsics are off", 2),
+        ("add", "f64", {}, "a buffer is not f32", 2),
+        ("reversed", "f32", {}, "no intrinsic pattern matches its loop nest", 2),
+        (
+            "sum",
+            "f32",
+            {},
+            "no loop whose iterations write disjoint parts of its outputs (one task)",
+            1,
+        ),
+        ("add", "f32", {"multicore": False}, None, 1),
+    ],
+)
+def test_scalar_reason_and_tasks(kernel, ty, options, reason, tasks):
+    """The reason a kernel's compute stays scalar loops (`scalar_reason`, what `dlpc
+    --stats` lists), checked in its order: no work loop, intrinsics off, a non-f32
+    buffer, no pattern; and the tasks (one without a work loop or multicore)."""
+    assert _lowered(kernel, ty, **options) == (reason, tasks)
+
+
+@pytest.mark.parametrize("kernel", ["add", "reversed", "sum"])
+def test_scalar_and_intrinsic_kernels_run_right(kernel):
+    module = _module(kernel)
+    rng = np.random.default_rng(7)
+    x, y = (rng.standard_normal(64).astype(np.float32) for _ in range(2))
+    (out,) = compile_dlp(module, "tiny", name=f"k_{kernel}")(x, y)
+    ref = {"add": x + y, "reversed": x[::-1] + y, "sum": np.array([x.sum()])}[kernel]
+    close(out, ref)
