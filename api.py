@@ -327,6 +327,8 @@ def compile(
     buckets: dict[str, list[int]] | None = None,
     max_dims: dict[str, int] | None = None,
     tiles: dict[str, int] | None = None,
+    symbolic: bool = True,
+    specialise: int = 0,
     **options,
 ) -> CompiledModel:
     """Lower `model` through the pipeline and build it for `target`.
@@ -355,8 +357,9 @@ def compile(
             fold_weights=fold_weights,
             check_each_pass=check_each_pass,
         )
+        dims = dict(symbolic=symbolic, specialise=specialise)
         return _compile_dynamic(
-            model, settings, options, buckets or {}, max_dims or {}, tiles or {}
+            model, settings, options, buckets or {}, max_dims or {}, tiles or {}, **dims
         )
     if model.specialiser is not None:
         settings = dict(
@@ -424,12 +427,20 @@ def compile(
 
 
 def _compile_dynamic(
-    model: Model, settings: dict, options: dict, buckets: dict, max_dims: dict, tiles: dict
+    model: Model,
+    settings: dict,
+    options: dict,
+    buckets: dict,
+    max_dims: dict,
+    tiles: dict,
+    symbolic: bool = True,
+    specialise: int = 0,
 ) -> CompiledModel:
-    """A model with symbolic dims: one compiled program per binding of its dims (per
-    bucket with `buckets`; with `tiles={"batch": T}` two programs, at T and 1, serve every
-    batch), built on first use and cached; a guard per call checks the shapes against
-    the declared relations and maxima (`runtime/dynamic.py`)."""
+    """A model with symbolic dims: one program with runtime extents serving every value
+    of the dims (`symbolic=False`: one compiled program per binding; per bucket with
+    `buckets`; with `tiles={"batch": T}` two programs, at T and 1, serve every batch),
+    built on first use and cached; a guard per call checks the shapes against the
+    declared relations and maxima (`runtime/dynamic.py`)."""
     from dlpc.runtime.dynamic import DynamicFunction, is_dynamic
 
     if not is_dynamic(model):
@@ -443,7 +454,16 @@ def _compile_dynamic(
         function.last = one
         return one
 
-    function = DynamicFunction(model, compile_static, buckets, max_dims, tiles)
+    function = DynamicFunction(
+        model,
+        compile_static,
+        buckets,
+        max_dims,
+        tiles,
+        symbolic=symbolic,
+        target=settings["target"],
+        specialise=specialise,
+    )
     compiled = DynamicCompiledModel(
         model, settings["target"], "", ModuleOp([]), lambda arrays: function(*arrays)
     )
@@ -460,7 +480,7 @@ class DynamicCompiledModel(CompiledModel):
 
     @property
     def stats(self) -> dict[str, int]:
-        return dict(self.function.stats, programs=len(self.function.cache))
+        return dict(self.function.stats, programs=self.function.programs)
 
     def __call__(self, *inputs: np.ndarray) -> list[np.ndarray]:
         outputs = self.function(*inputs)

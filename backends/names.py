@@ -34,6 +34,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+from dlpc.dialects import symdims
+
 #: prefixes of identifiers made from input text, by what they name
 KINDS = ("v", "const", "kernel", "task", "args", "g", "fused")
 #: characters of the spelled-out name kept after the prefix: with the longest prefix and a
@@ -149,4 +151,6 @@ def py_literal(value) -> str:
         return repr(value)
     if isinstance(value, str | bytes):
         return ascii(text_of(value))
+    if isinstance(value, symdims.SymDim):  # the call's value (emit_numpy binds the names)
+        return symdims.python_expr(value)
     raise AssertionError(f"no Python literal for {value!r}")

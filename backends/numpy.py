@@ -13,13 +13,13 @@ import inspect
 from collections.abc import Callable
 
 import numpy as np
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.dialects.func import ReturnOp
 from xdsl.ir import Operation, SSAValue
 
 from dlpc.backends.names import Scope, py_comment, py_literal
 from dlpc.diagnostics import DlpcError
-from dlpc.dialects import graph
+from dlpc.dialects import graph, symdims
 from dlpc.reference import comm as comm_ref
 from dlpc.reference import graph as ref
 from dlpc.reference.graph import (
@@ -256,8 +256,28 @@ class _Emitter:
             parts.append("\n".join(self.constants))
         main = ["def main(*inputs, params):"]
         main.append(f"    ({unpack},) = inputs" if unpack else "    assert not inputs")
+        main += self.bind_dims(names)
         parts.append("\n".join(main + body))
         return "\n\n\n".join(parts) + "\n"
+
+
+    def bind_dims(self, names: dict[SSAValue, str]) -> list[str]:
+        """Symbolic dims: each symbol's value read off the first input dim that is it
+        (module globals, so the fused functions' shape arguments see them too)."""
+        found: dict[str, str] = {}
+        for a in self.func.args:
+            shape = graph.shape_of(a) if isinstance(a.type, TensorType) else ()
+            for axis, d in enumerate(shape):
+                name = symdims.name_of(d)
+                if name is not None and name not in found:
+                    found[name] = f"{names[a]}.shape[{axis}]"
+        if not found:
+            return []
+        variables = [symdims.python_name(n) for n in found]
+        return [
+            f"    global {', '.join(variables)}",
+            *(f"    {v} = {e}" for v, e in zip(variables, found.values())),
+        ]
 
 
 def _deletable(v: SSAValue, names: dict[SSAValue, str]) -> bool:

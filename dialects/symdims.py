@@ -396,6 +396,25 @@ def shape_from_type(shape: Sequence[int], encoding: object) -> tuple[Dim, ...]:
     return tuple(out)
 
 
+def python_name(symbol: str) -> str:
+    """The Python variable holding a symbol's value in emitted code (`dim_seq`)."""
+    return "dim_" + re.sub(r"\W", "_", symbol)
+
+
+def python_expr(d: Dim) -> str:
+    """`d` as a Python int expression over `python_name` variables."""
+    if isinstance(d, int):
+        return repr(d)
+    terms = []
+    for mono, coeff in sorted(d.terms.items(), key=lambda t: [_key(a) for a in t[0]]):
+        factors = [
+            python_name(a) if isinstance(a, str) else f"(({python_expr(a.num)}) // {a.den})"
+            for a in mono
+        ]
+        terms.append("*".join(([] if coeff == 1 and factors else [f"({coeff})"]) + factors))
+    return "(" + " + ".join(terms) + ")"
+
+
 def name_of(d: Dim) -> str | None:
     """The symbol a dim is, when it is one symbol alone (`seq`; not `2*seq`)."""
     if isinstance(d, SymDim) and len(d.terms) == 1:

@@ -38,12 +38,13 @@ from __future__ import annotations
 
 import math as pymath
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from xdsl.dialects import arith, scf
 from xdsl.dialects import math as xmath
 from xdsl.dialects.builtin import (
     AnyFloat,
+    ArrayAttr,
     DenseArrayBase,
     FloatAttr,
     IndexType,
@@ -83,9 +84,13 @@ from xdsl.traits import HasParent, IsTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.str_enum import StrEnum
 
+from dlpc.dialects.symdims import SymDim
 from dlpc.dialects.typed import dense_ints, float_type, is_integer_type, tensor_type
 
 index = IndexType()
+# a te.reduce's attribute: the expressions of its symbolic reduction extents (`-1` in
+# `over`), "" for a static one: `over [-1, 16] ... attributes {dlpc.over = ["seq", ""]}`
+SYMBOLIC_OVER = "dlpc.over"
 
 # ------------------------------------------------------------------- attributes
 
@@ -183,7 +188,10 @@ def _name_of(op: Operation) -> str:
 
 
 def _check_static(op: _TensorExprOp) -> None:
-    if not op.result_type.has_static_shape():
+    # a symbolic dim (`?` named by the type's encoding: dialects/symdims.py) is allowed;
+    # its value is the call's (graph-to-te reads it from the function's dlpc_dims)
+    ty = op.result_type
+    if not ty.has_static_shape() and not isinstance(ty.encoding, ArrayAttr):
         raise VerifyException(
             f'{op.name} "{op.compute_name}" result {op.result_type} must have a static shape'
         )
@@ -473,7 +481,8 @@ class ReduceOp(_TensorExprOp):
                 f"dims + {nred} reduction dims"
             )
         _check_index_args(self, block)
-        if any(e < 1 for e in self.reduce_extents):
+        symbolic = isinstance(self.attributes.get(SYMBOLIC_OVER), ArrayAttr)
+        if any(e < 1 and not (symbolic and e == -1) for e in self.reduce_extents):
             raise VerifyException(
                 f"{what} reduction extents {list(self.reduce_extents)} must be >= 1"
             )
@@ -633,7 +642,13 @@ class BodyBuilder:
         return op.results[0]
 
     # ---- constants and conversion ------------------------------------------------
+    # set by a lowering over symbolic shapes (graph-to-te): materialises a SymDim operand
+    # (a stride or bound that is a dim of the call) as an index value in the body
+    symbolic: ClassVar[Callable[[BodyBuilder, SymDim], SSAValue] | None] = None
+
     def const(self, value: float | int | bool, ty: Attribute = f32) -> SSAValue:
+        if isinstance(value, SymDim) and BodyBuilder.symbolic is not None:
+            return self.cast(BodyBuilder.symbolic(self, value), ty)
         if isinstance(ty, IndexType):
             return self.emit(arith.ConstantOp(IntegerAttr(int(value), ty)))
         if is_integer_type(ty):

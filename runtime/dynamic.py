@@ -16,6 +16,16 @@ A model whose inputs have symbolic dims (`dialects.symdims`: an ONNX `dim_param`
    builds the static graph (`graph-bind-dims` on the symbolic graph, or the frontend's
    per-shape build when the graph could not stay symbolic) and compiles it.
 
+One compile (`symbolic=True`, the default without buckets or tiles): the symbolic graph
+itself is compiled once, with runtime extents (passes/lower/_symbolic.py): its buffers
+are sized for each symbol's maximum (`max_dims`, else DEFAULT_MAX, doubled by a new
+compile when a call goes above an undeclared one), the call's dims go in as one more
+input (`dlpc_dims`), inputs are copied into max-shaped buffers and outputs sliced back.
+A model that cannot compile so (a graph the import could not keep symbolic, a target
+without runtime extents) falls back to one program per binding; `symbolic_error` says why.
+With `specialise=N`, a binding called N times gets its own static program as well
+(`stats["specialised"]`), the generic one serving every other.
+
 `stats` counts calls, compiles (cache misses) and guard hits.
 """
 
@@ -33,8 +43,14 @@ from dlpc.dialects import symdims
 from dlpc.model import Model
 from dlpc.reference import graph as ref
 
+MAX_ATTR = "dlpc.max_dims"  # (passes/lower/_symbolic.py: the program's buffers' maxima)
+
 # what compiles one static model: api.compile with the caller's options
 CompileStatic = Callable[[Model], Callable[..., list[np.ndarray]]]
+# a symbol's buffers' size when max_dims does not declare it (grown by doubling)
+DEFAULT_MAX = 128
+# targets whose pipeline takes runtime extents (te-to-loop's guards)
+SYMBOLIC_TARGETS = ("c", "opencl", "numpy")
 
 
 @dataclass(frozen=True)
@@ -76,6 +92,8 @@ def is_dynamic(model: Model) -> bool:
         main = ref.main_func(model.module)
     except DlpcError:
         return False
+    if MAX_ATTR in main.attributes:  # the one-compile program's module (`_generic`)
+        return False
     return any(
         isinstance(a.type, TensorType) and symdims.is_symbolic(ref.graph.shape_of(a))
         for a in main.args
@@ -92,10 +110,24 @@ class DynamicFunction:
     cache: dict[tuple, Callable[..., list[np.ndarray]]] = field(default_factory=dict)
     stats: dict[str, int] = field(default_factory=lambda: {"calls": 0, "compiles": 0})
     last: object = None  # the newest compiled program (api's CompiledModel)
+    symbolic: bool = True  # one compile with runtime extents when the model allows it
+    target: str = "c"
+    specialise: int = 0  # calls of one binding after which it gets its own program
 
     def __post_init__(self) -> None:
         self.sig = signature(self.model)
         known = set().union(*(symdims.symbols(s) for s in self.sig.shapes))
+        self.symbolic_error: str | None = None
+        self.generic: Generic | None = None
+        self.hits: dict[tuple, int] = {}
+        if self.symbolic and not self.buckets and not self.tiles:
+            if self.model.ir is None:
+                spec = self.model.specialiser
+                self.symbolic_error = spec.symbolic_error if spec else "no symbolic graph"
+            elif self.target not in SYMBOLIC_TARGETS:
+                self.symbolic_error = f"target '{self.target}' takes no runtime extents"
+            else:
+                self.generic = Generic(self, sorted(known))
         self.buckets = {k: sorted(int(v) for v in vs) for k, vs in self.buckets.items()}
         for name, sizes in self.buckets.items():
             if name not in known:
@@ -109,6 +141,12 @@ class DynamicFunction:
             self._plan_buckets()
         self._plan_tiles(known)
         self._fast: tuple[tuple, Callable[..., list[np.ndarray]]] | None = None
+
+    @property
+    def programs(self) -> int:
+        """Compiled programs held: one per binding or bucket, plus the generic one."""
+        generic = self.generic is not None and self.generic.fn is not None
+        return len(self.cache) + generic
 
     # ---- tiles -----------------------------------------------------------------------
     def _plan_tiles(self, known: set[str]) -> None:
@@ -245,6 +283,8 @@ class DynamicFunction:
         arrays = [np.asarray(x) for x in inputs]
         bound = self.bind(arrays)
         self.stats["calls"] += 1
+        if self.generic is not None:
+            return self._call_generic(bound, arrays)
         if not self.buckets:
             if not self.tiles:
                 key = tuple(sorted(bound.items()))
@@ -266,6 +306,25 @@ class DynamicFunction:
         outputs = self._run(padded, args)
         assert self.sig.outputs is not None
         return [self._slice(y, axes, bound) for y, axes in zip(outputs, self.out_axes)]
+
+    def _call_generic(self, bound: dict[str, int], arrays: list[np.ndarray]) -> list[np.ndarray]:
+        generic = self.generic
+        assert generic is not None
+        key = tuple(sorted(bound.items()))
+        if self.specialise:
+            fn = self.cache.get(key)
+            if fn is not None:
+                return fn(*arrays)
+            self.hits[key] = self.hits.get(key, 0) + 1
+            if self.hits[key] >= self.specialise:  # a hot binding: its own static program
+                self.stats["specialised"] = self.stats.get("specialised", 0) + 1
+                return self._build(key, bound, arrays)(*arrays)
+        try:
+            return generic(bound, arrays)
+        except GenericUnavailable as e:  # fall back to one program per binding
+            self.symbolic_error, self.generic = str(e), None
+            fn = self.cache.get(key) or self._build(key, bound, arrays)
+            return fn(*arrays)
 
     def _bucketed(self, d: symdims.Dim) -> str | None:
         name = symdims.name_of(d)
@@ -355,3 +414,70 @@ def leading_independent(module: ModuleOp, name: str) -> str | None:
         ):
             return f"{op.name} gathers along it"
     return None
+
+
+class GenericUnavailable(Exception):
+    """The model does not compile with runtime extents (why: the message)."""
+
+
+class Generic:
+    """The one-compile program of a DynamicFunction: the symbolic graph compiled once
+    with its dims as an input (passes/lower/_symbolic.py), buffers at the maxima."""
+
+    def __init__(self, owner: DynamicFunction, names: list[str]):
+        self.owner = owner
+        self.names = names  # the order of dlpc_dims (graph-to-te sorts them)
+        self.declared = dict(owner.maxima)
+        self.max = {n: self.declared.get(n, DEFAULT_MAX) for n in names}
+        self.fn: Callable[..., list[np.ndarray]] | None = None
+        self.padded: list[np.ndarray] = []  # per input: its max-shaped buffer
+
+    def compile(self) -> None:
+        from dlpc.passes.lower._symbolic import MAX_ATTR as attr
+        from dlpc.passes.lower._symbolic import integer_maxima
+
+        owner, model = self.owner, self.owner.model
+        module = model.module.clone()
+        ref.main_func(module).attributes[attr] = integer_maxima(self.max)
+        try:
+            compiled = owner.compile_static(Model(module, model.weights, model.name, model.path))
+        except DlpcError as e:
+            raise GenericUnavailable(str(e)) from None
+        owner.stats["compiles"] += 1
+        self.fn = getattr(compiled, "_direct", None) or compiled
+        if owner.target == "numpy":
+            runner = compiled.runner  # (its inputs are the model's, symbolic shapes)
+            self.fn = lambda *arrays: runner(list(arrays))
+        self.padded = [] if owner.target == "numpy" else [
+            np.zeros(symdims.bind_shape(shape, self.max), dtype)
+            for shape, dtype in zip(owner.sig.shapes, owner.sig.dtypes)
+        ]
+
+    def __call__(self, bound: Mapping[str, int], arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+        grow = {n: v for n, v in bound.items() if v > self.max[n]}
+        if grow:  # above an undeclared maximum (a declared one is refused by the guard)
+            for n, v in grow.items():
+                self.max[n] = max(2 * self.max[n], 1 << (v - 1).bit_length())
+            self.fn = None
+        if self.fn is None:
+            self.compile()
+        assert self.fn is not None
+        if self.owner.target == "numpy":  # the graph's own numpy code: shapes as given
+            return self.fn(*arrays)
+        args = []
+        for x, buf in zip(arrays, self.padded):
+            if x.shape == buf.shape:
+                args.append(x)
+            else:
+                buf[tuple(slice(0, n) for n in x.shape)] = x
+                args.append(buf)
+        args.append(np.array([bound[n] for n in self.names], np.int64))
+        outputs = self.fn(*args)
+        shapes = self.owner.sig.outputs
+        assert shapes is not None
+        return [
+            y
+            if y.shape == (want := symdims.bind_shape(s, bound))
+            else np.ascontiguousarray(y[tuple(slice(0, n) for n in want)])
+            for y, s in zip(outputs, shapes)
+        ]

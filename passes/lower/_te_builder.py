@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from xdsl.dialects.builtin import IntegerType, TensorType, UnregisteredOp
+from xdsl.dialects.builtin import ArrayAttr, IntegerType, TensorType, UnregisteredOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.utils.exceptions import DiagnosticException
 
 from dlpc.dialects import graph as g
-from dlpc.dialects.te import BodyBuilder, ComputeOp, ReduceOp
+from dlpc.dialects.te import SYMBOLIC_OVER, BodyBuilder, ComputeOp, ReduceOp
+from dlpc.passes.lower._symbolic import mark_extents
 
 Idx = list  # a list of index values (SSAValue or Python int)
 Lower = Callable[["Lowering", g.GraphOp, list[SSAValue]], SSAValue]
@@ -95,16 +96,19 @@ class Lowering:
                 else (-(2 ** (e.width.data - 1)), 2 ** (e.width.data - 1) - 1)
             )
             init = float(lo if combiner == "max" else hi)
+        over, symbolic = mark_extents(extents)  # (passes/lower/_symbolic.py)
         op = ReduceOp.from_fn(
             self.base + suffix,
             ty,
-            extents,
+            over,
             combiner,
             fn,
             init=init,
             epilogue=epilogue,
             acc_type=acc_type,
         )
+        if symbolic is not None:
+            op.attributes[SYMBOLIC_OVER] = symbolic
         return self.emit(op)
 
     def lower(self, op: Operation) -> SSAValue:
@@ -112,7 +116,8 @@ class Lowering:
         if fn is None:
             raise DiagnosticException(f"graph-to-te cannot lower {op_name(op)}: no lowering")
         for v in (*op.operands, *op.results):
-            if not isinstance(v.type, TensorType) or not v.type.has_static_shape():
+            symbolic = isinstance(v.type, TensorType) and isinstance(v.type.encoding, ArrayAttr)
+            if not isinstance(v.type, TensorType) or not (v.type.has_static_shape() or symbolic):
                 raise DiagnosticException(
                     f"graph-to-te needs static shapes; {op.name} has type {v.type} "
                     f"(run graph-infer-shapes first)"

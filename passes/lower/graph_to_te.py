@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from xdsl.context import Context
-from xdsl.dialects import arith
+from xdsl.dialects import arith, func
 from xdsl.dialects.builtin import (
     Float16Type,
     IndexType,
@@ -56,9 +56,11 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.transforms.dead_code_elimination import region_dce
+from xdsl.utils.exceptions import DiagnosticException
 
 from dlpc.dialects import graph as g
 from dlpc.dialects.te import BodyBuilder, ComputeOp, ReduceOp
+from dlpc.passes.lower._symbolic import SymbolicFunction
 from dlpc.passes.lower._te_builder import (
     Idx,
     Lowering,
@@ -773,6 +775,25 @@ def lower_slice(L: Lowering, op: g.GraphOp, xs):
     return L.compute(op.out_type, body)
 
 
+@lowers("dynamic_slice")
+def lower_dynamic_slice(L: Lowering, op: g.GraphOp, xs):
+    assert isinstance(op, g.DynamicSliceOp)
+    x, starts = xs
+    dims = shape(x)
+    at = dict(zip(op.axes, zip(range(len(op.axes)), op.sizes)))
+
+    def body(b: BodyBuilder, idx: Idx):
+        where: list[Any] = list(idx)
+        for a, (k, n) in at.items():  # the start read per element: a run-time offset
+            s = b.read(starts, [k])
+            s = b.select(b.cmp("lt", s, 0), b.add(s, dims[a]), s)  # negative: from the end
+            s = b.min(b.max(b.cast(s, IndexType()), 0), dims[a] - n)  # stays in bounds
+            where[a] = b.add(idx[a], s)
+        return b.read(x, where)
+
+    return L.compute(op.out_type, body)
+
+
 @lowers("pad")
 def lower_pad(L: Lowering, op: g.GraphOp, xs):
     assert isinstance(op, g.PadOp)
@@ -866,6 +887,22 @@ class GraphToTe(ModulePass):
     name = "graph-to-te"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        # symbolic dims: the function gains dlpc_dims, bodies read the call's values
+        # from it (passes/lower/_symbolic.py); one function with symbols per module
+        symbolic = [
+            s
+            for fn in op.body.block.ops
+            if isinstance(fn, func.FuncOp) and (s := SymbolicFunction.prepare(fn)) is not None
+        ]
+        if len(symbolic) > 1:
+            raise DiagnosticException("graph-to-te: symbolic dims in more than one function")
+        BodyBuilder.symbolic = symbolic[0].materialise if symbolic else None
+        try:
+            self.lower_all(op)
+        finally:
+            BodyBuilder.symbolic = None
+
+    def lower_all(self, op: ModuleOp) -> None:
         L = Lowering()
         for inner in list(op.walk()):
             if inner.parent is None or isinstance(inner.parent_op(), g.FusedOp):

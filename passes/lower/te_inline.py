@@ -44,7 +44,8 @@ from xdsl.ir import Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import DiagnosticException
 
-from dlpc.dialects.te import ComputeOp, ReadOp, ReduceOp
+from dlpc.dialects import graph as g
+from dlpc.dialects.te import SYMBOLIC_OVER, ComputeOp, ReadOp, ReduceOp
 
 
 def erase(op: Operation) -> None:
@@ -95,7 +96,7 @@ def fold_into_epilogue(anchor: ReduceOp, consumer: ComputeOp) -> ReduceOp | None
     te.reduce (inserted where the consumer was), or None when it does not apply.
     """
     uses = readers(anchor)
-    if not uses or anchor.shape != consumer.shape:
+    if not uses or g.shape_of(anchor.result) != g.shape_of(consumer.result):
         return None
     cblock = consumer.body.block
     if not all(_inside(u, consumer) for u in uses):
@@ -132,6 +133,8 @@ def fold_into_epilogue(anchor: ReduceOp, consumer: ComputeOp) -> ReduceOp | None
         body,
         epilogue,
     )
+    if SYMBOLIC_OVER in anchor.attributes:  # (symbolic reduction extents)
+        fused.attributes[SYMBOLIC_OVER] = anchor.attributes[SYMBOLIC_OVER]
     parent = consumer.parent_block()
     assert parent is not None
     parent.insert_op_before(fused, consumer)

@@ -70,9 +70,10 @@ from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import DiagnosticException
 
 from dlpc.dialects import graph as g
-from dlpc.dialects import te
+from dlpc.dialects import symdims, te
 from dlpc.dialects.loop import ForOp, KernelOp, defined_inside
 from dlpc.dialects.typed import float_type
+from dlpc.passes.lower._symbolic import DIMS_ATTR, Maxima, guard, reduce_extents
 
 TeOp = te.ComputeOp | te.ReduceOp
 
@@ -87,10 +88,13 @@ INT_COMBINE = {"add": arith.AddiOp, "mul": arith.MuliOp, "max": arith.MaxSIOp, "
 BOOL_COMBINE = {"max": arith.MaxUIOp, "min": arith.MinUIOp}
 
 
-def memref_of(ty: Attribute, what: str) -> MemRefType:
-    """The memref type of a static tensor type; `what` names the culprit on error."""
+def memref_of(ty: Attribute, what: str, maxima: Maxima | None = None) -> MemRefType:
+    """The memref type of a static tensor type (of a symbolic one, at the `maxima`:
+    passes/lower/_symbolic.py); `what` names the culprit on error."""
     if not isinstance(ty, TensorType):
         raise DiagnosticException(f"te-to-loop: {what} has type {ty}, expected a tensor")
+    if maxima is not None and not ty.has_static_shape() and isinstance(ty.encoding, ArrayAttr):
+        return MemRefType(ty.get_element_type(), maxima.shape(ty, what))
     shape = ty.get_shape()
     if any(d < 0 for d in shape):
         raise DiagnosticException(
@@ -120,9 +124,17 @@ GRAPH_OP_NAMES = {op.name for op in g.Graph.operations}
 class KernelBuilder:
     """Builds the loop.kernel of one te op, given the buffer of every tensor it reads."""
 
-    def __init__(self, buffers: dict[SSAValue, SSAValue], vectorize_reductions: bool = False):
+    def __init__(
+        self,
+        buffers: dict[SSAValue, SSAValue],
+        vectorize_reductions: bool = False,
+        maxima: Maxima | None = None,
+    ):
         self.buffers = buffers
         self.vectorize_reductions = vectorize_reductions
+        # symbolic dims: loops run to the maxima, guarded by the call's extents
+        self.maxima = maxima
+        self.guards: list[tuple[ForOp, symdims.SymDim]] = []
         self.outer: dict[SSAValue, SSAValue] = {}  # function-level constants -> kernel copies
 
     def hoist_constants(self, op: TeOp, kernel: KernelOp) -> None:
@@ -151,7 +163,11 @@ class KernelBuilder:
         block = parent if parent is not None else kernel.block
         ivs: list[SSAValue] = []
         parallel_done = reduction or parent is not None
-        for n, (extent, name) in enumerate(zip(extents, names)):
+        for n, (dim, name) in enumerate(zip(extents, names)):
+            extent = dim
+            if isinstance(dim, symdims.SymDim):
+                assert self.maxima is not None  # (te-to-loop made one for symbolic types)
+                extent = self.maxima.bound(dim, f"kernel '{kernel.sym}'")
             par = not parallel_done and extent > 1
             parallel_done |= par
             vec = innermost_vectorize and n == len(extents) - 1 and extent > 1
@@ -160,7 +176,19 @@ class KernelBuilder:
             block.add_op(loop)
             block = loop.block
             ivs.append(loop.induction_var)
+            if isinstance(dim, symdims.SymDim):
+                self.guards.append((loop, dim))
         return block, ivs
+
+    def guarded(self, kernel: KernelOp) -> KernelOp:
+        """`kernel` with the body of each loop over a symbolic extent under its guard
+        (outer loops first; passes/lower/_symbolic.py)."""
+        if self.guards:
+            assert self.maxima is not None and self.maxima.dims is not None
+            for loop, dim in self.guards:
+                guard(loop, dim, self.maxima.dims, self.maxima.names)
+            self.guards = []
+        return kernel
 
     def inline_body(self, body: Block, target: Block, args: list[SSAValue]) -> SSAValue:
         """Clone `body` (minus its te.yield) into `target` with block args -> `args`,
@@ -196,16 +224,18 @@ class KernelBuilder:
         kernel = KernelOp(op.compute_name, origin=origin_of(op))
         self.hoist_constants(op, kernel)
         rank = len(op.shape)
-        block, ivs = self.nest(kernel, op.shape, [f"i{n}" for n in range(rank)], True)
+        shape = g.shape_of(op.result)
+        block, ivs = self.nest(kernel, shape, [f"i{n}" for n in range(rank)], True)
         value = self.inline_body(op.body.block, block, ivs)
         block.add_op(memref.StoreOp.get(value, out, ivs))
-        return kernel
+        return self.guarded(kernel)
 
     def reduce(self, op: te.ReduceOp, out: SSAValue) -> KernelOp:
         kernel = KernelOp(op.compute_name, origin=origin_of(op))
         self.hoist_constants(op, kernel)
         rank = len(op.shape)
-        block, ivs = self.nest(kernel, op.shape, [f"i{n}" for n in range(rank)], False)
+        shape = g.shape_of(op.result)
+        block, ivs = self.nest(kernel, shape, [f"i{n}" for n in range(rank)], False)
         acc_t = op.acc_type
         acc = memref.AllocaOp.get(acc_t, shape=[])
         acc.memref.name_hint = "acc"
@@ -214,7 +244,7 @@ class KernelBuilder:
         nred = len(op.reduce_extents)
         inner, rivs = self.nest(
             kernel,
-            op.reduce_extents,
+            reduce_extents(op),
             [f"r{n}" for n in range(nred)],
             self.vectorize_reductions,
             reduction=True,
@@ -231,7 +261,7 @@ class KernelBuilder:
         if op.has_epilogue:
             result = self.inline_body(op.epilogue.block, block, [final.res, *ivs])
         block.add_op(memref.StoreOp.get(result, out, ivs))
-        return kernel
+        return self.guarded(kernel)
 
     def row_group(self, group: RowGroup, out: SSAValue) -> KernelOp:
         """One kernel for a row group (see `row_groups`). The rows go in blocks of
@@ -434,7 +464,7 @@ def row_groups(block: Block) -> dict[Operation, RowGroup]:
         if not isinstance(first, te.ReduceOp):
             continue
         rows, tail = first.shape, first.reduce_extents
-        if not rows or not tail or math.prod(tail) > ROW_BUFFER_LIMIT:
+        if not rows or not tail or math.prod(tail) > ROW_BUFFER_LIMIT or min(rows + tail) < 0:
             continue
         run: list[TeOp] = [first]
         for op in ops[n:]:
@@ -468,6 +498,11 @@ def bufferize(
     """The loop-level replacement of `fn` (globals for constants go into `module`)."""
     old = fn.body.block
     ret = old.last_op
+    maxima = Maxima(fn) if DIMS_ATTR in fn.attributes else None
+
+    def mem(ty: Attribute, what: str) -> MemRefType:
+        return memref_of(ty, what, maxima)
+
     if not isinstance(ret, func.ReturnOp):
         raise DiagnosticException(f"te-to-loop: @{fn.sym_name.data} must end with func.return")
     for op in old.ops:
@@ -479,7 +514,7 @@ def bufferize(
             )
         for r in [] if isinstance(op, arith.ConstantOp) else op.results:
             what = _describe(op) if isinstance(op, g.ParamOp) else f"the result of {_describe(op)}"
-            memref_of(r.type, what)
+            mem(r.type, what)
 
     params: dict[str, g.ParamOp] = {}
     for op in old.ops:
@@ -487,9 +522,9 @@ def bufferize(
             params[op.pname] = op
     returned = list(ret.operands)
     fname = fn.sym_name.data
-    in_types = [memref_of(a.type, f"argument #{k} of @{fname}") for k, a in enumerate(old.args)]
-    par_types = [memref_of(p.output.type, f'graph.param "{n}"') for n, p in params.items()]
-    out_types = [memref_of(v.type, f"returned value #{k}") for k, v in enumerate(returned)]
+    in_types = [mem(a.type, f"argument #{k} of @{fname}") for k, a in enumerate(old.args)]
+    par_types = [mem(p.output.type, f'graph.param "{n}"') for n, p in params.items()]
+    out_types = [mem(v.type, f"returned value #{k}") for k, v in enumerate(returned)]
     block = Block(arg_types=[*in_types, *par_types, *out_types])
     n_in, n_par = len(in_types), len(par_types)
     for new, arg in zip(block.args, old.args):
@@ -512,7 +547,9 @@ def bufferize(
     last_use = {
         v: grouped[op].members[-1] if op in grouped else op for v, op in _last_uses(old).items()
     }
-    builder = KernelBuilder(buffers, vectorize_reductions)
+    builder = KernelBuilder(buffers, vectorize_reductions, maxima)
+    if maxima is not None:  # the guards read the call's dims from the dlpc_dims input
+        maxima.dims = block.args[n_in - 1]
     allocated: list[SSAValue] = []
     control = None  # graph.if / graph.loop: passes/lower/_control_to_loop.py (names if<k>, loop<k>)
     for op in old.ops:
@@ -523,7 +560,7 @@ def bufferize(
                 assert isinstance(last, te.ComputeOp)
                 out = direct.get(last.result)
                 if out is None:
-                    alloc = memref.AllocOp([], [], memref_of(last.result.type, _describe(last)))
+                    alloc = memref.AllocOp([], [], mem(last.result.type, _describe(last)))
                     alloc.memref.name_hint = g.ssa_name_hint(last.compute_name)
                     block.add_op(alloc)
                     out = alloc.memref
@@ -544,7 +581,7 @@ def bufferize(
         elif isinstance(op, g.ControlOp):  # host control flow around its regions' kernels
             from dlpc.passes.lower._control_to_loop import Control
 
-            control = control or Control(module, builder, memref_of, _constant_global)
+            control = control or Control(module, builder, mem, _constant_global)
             given = [direct.get(r) for r in op.results]  # returned: the output itself
             for r, buf in zip(op.results, control.lower(op, block, given)):
                 buffers[r] = buf
@@ -553,7 +590,7 @@ def bufferize(
         elif isinstance(op, te.ComputeOp | te.ReduceOp):
             out = direct.get(op.result)
             if out is None:
-                alloc = memref.AllocOp([], [], memref_of(op.result.type, _describe(op)))
+                alloc = memref.AllocOp([], [], mem(op.result.type, _describe(op)))
                 alloc.memref.name_hint = g.ssa_name_hint(op.compute_name)
                 block.add_op(alloc)
                 out = alloc.memref
@@ -571,7 +608,7 @@ def bufferize(
             allocated.remove(v)
     for k, v in enumerate(returned):
         if direct.get(v) is not outs[k]:
-            shape = memref_of(v.type, "returned value").get_shape()
+            shape = mem(v.type, "returned value").get_shape()
             block.add_op(builder.copy(f"copy_out{k}", buffers[v], outs[k], shape))
     for v in allocated:
         block.add_op(memref.DeallocOp.get(buffers[v]))

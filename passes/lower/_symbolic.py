@@ -1,0 +1,235 @@
+"""Runtime extents below the graph: one compiled program for every value of a dim.
+
+A function whose types have symbolic dims (`tensor<?x16xf32, ["seq"]>`, dialects/symdims)
+lowers as follows.
+
+graph-to-te (`SymbolicFunction.prepare`):
+- the function gains a last input `dlpc_dims: tensor<Kxi64>`, the values of its K
+  symbols in the order of its `dlpc.dims` attribute (sorted names); a caller passes them;
+- te ops keep the symbolic result types; a te.reduce over a symbolic extent has -1 in
+  `over` and the extent's expression in `dlpc.over` (te.SYMBOLIC_OVER);
+- a symbolic dim inside a body (a reshape's stride, a concat's offset, a gather's wrap
+  bound) is computed from `dlpc_dims` (te.read, index_cast, arith): the call's value.
+
+te-to-loop (`Maxima`, `guard`):
+- every buffer is allocated at the declared maximum of its dims (`dlpc.max_dims` on the
+  function): element (i, j) of a tensor lives at (i, j) of its buffer whatever the
+  call's dims, so strides, the memory plan and views stay static; a call reads and
+  writes only the prefix its dims cover (the caller pads inputs into max-shaped
+  buffers and slices outputs back: runtime/dynamic.py);
+- a loop over a symbolic extent runs to the maximum with its body under
+  `scf.if iv < extent`, the extent computed from `dlpc_dims` at the top of the body:
+  correct under any schedule (the guard moves with the body), and a C compiler splits
+  the loop at the guard (GCC -fsplit-loops), so the work is the call's, not the maximum's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+from xdsl.dialects import arith, func, scf
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    DictionaryAttr,
+    FunctionType,
+    IndexType,
+    IntegerAttr,
+    StringAttr,
+    TensorType,
+    i64,
+)
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+from xdsl.utils.exceptions import DiagnosticException
+
+from dlpc.dialects import graph as g
+from dlpc.dialects import symdims, te
+from dlpc.dialects.loop import ForOp
+
+DIMS_ARG = "dlpc_dims"  # the function's input holding the symbols' values
+DIMS_ATTR = "dlpc.dims"  # the function's attribute: the symbols, in that input's order
+MAX_ATTR = "dlpc.max_dims"  # the function's attribute: each symbol's maximum
+
+
+def is_symbolic_type(ty: Attribute) -> bool:
+    """A tensor type with `?` dims that its encoding names (a bare `?` is not symbolic:
+    graph-to-te refuses it, asking for graph-infer-shapes)."""
+    return (
+        isinstance(ty, TensorType)
+        and not ty.has_static_shape()
+        and isinstance(ty.encoding, ArrayAttr)
+    )
+
+
+def function_symbols(fn: func.FuncOp) -> list[str]:
+    """The symbols of `fn`'s symbolic types (arguments, results and every op), sorted."""
+    found: set[str] = set()
+    types = [*fn.function_type.inputs.data, *fn.function_type.outputs.data]
+    types += [r.type for op in fn.walk() for r in op.results]
+    for ty in types:
+        if is_symbolic_type(ty):
+            found |= symdims.symbols(g.shape_of(ty))
+    return sorted(found)
+
+
+def build_dim(
+    d: symdims.Dim, symbol: Callable[[str], SSAValue], add: Callable[[Operation], SSAValue]
+) -> SSAValue:
+    """`d` as an index value: `symbol(name)` gives a symbol's value, `add(op)` inserts an
+    arith op and returns its result."""
+
+    def const(n: int) -> SSAValue:
+        return add(arith.ConstantOp(IntegerAttr(n, IndexType())))
+
+    def poly(p: symdims.Dim) -> SSAValue:
+        if isinstance(p, int):
+            return const(p)
+        total: SSAValue | None = None
+        for mono, coeff in p.terms.items():
+            factors = [
+                symbol(a)
+                if isinstance(a, str)
+                else add(arith.FloorDivSIOp(poly(a.num), const(a.den)))
+                for a in mono
+            ]
+            if coeff != 1 or not factors:
+                factors.append(const(coeff))
+            term = factors[0]
+            for f in factors[1:]:
+                term = add(arith.MuliOp(term, f))
+            total = term if total is None else add(arith.AddiOp(total, term))
+        assert total is not None  # (a SymDim has at least one term)
+        return total
+
+    return poly(d)
+
+
+class SymbolicFunction:
+    """graph-to-te's view of one function with symbolic dims (see the module docstring)."""
+
+    def __init__(self, fn: func.FuncOp, names: list[str]):
+        self.fn = fn
+        self.names = names
+        block = fn.body.block
+        self.dims = block.insert_arg(TensorType(i64, [len(names)]), len(block.args))
+        self.dims.name_hint = DIMS_ARG
+        inputs = [*fn.function_type.inputs.data, self.dims.type]
+        fn.function_type = FunctionType.from_lists(inputs, list(fn.function_type.outputs.data))
+        if isinstance(fn.arg_attrs, ArrayAttr):
+            attrs = list(fn.arg_attrs.data)
+            attrs += [DictionaryAttr({})] * (len(inputs) - 1 - len(attrs))
+            fn.arg_attrs = ArrayAttr([*attrs, DictionaryAttr({"dlpc.name": StringAttr(DIMS_ARG)})])
+        fn.attributes[DIMS_ATTR] = ArrayAttr([StringAttr(n) for n in names])
+
+    @staticmethod
+    def prepare(fn: func.FuncOp) -> SymbolicFunction | None:
+        names = function_symbols(fn)
+        if not names:
+            return None
+        if "?" in names:
+            raise DiagnosticException(
+                f"graph-to-te: @{fn.sym_name.data} has an anonymous symbolic dim '?': "
+                f"name it (an ONNX dim_param, a .dlpc named dim) or bind it"
+            )
+        if DIMS_ATTR in fn.attributes:
+            raise DiagnosticException(
+                f"graph-to-te: @{fn.sym_name.data} already has {DIMS_ATTR}: lowered twice?"
+            )
+        return SymbolicFunction(fn, names)
+
+    def materialise(self, b: te.BodyBuilder, d: symdims.SymDim) -> SSAValue:
+        """The call's value of `d` inside a te body."""
+
+        def symbol(name: str) -> SSAValue:
+            k = b.index(self.names.index(name))
+            return b.cast(b.emit(te.ReadOp(self.dims, [k])), IndexType())
+
+        return build_dim(d, symbol, b.emit)
+
+
+def reduce_extents(op: te.ReduceOp) -> tuple[symdims.Dim, ...]:
+    """A te.reduce's extents with the symbolic ones as their expressions."""
+    exprs = op.attributes.get(te.SYMBOLIC_OVER)
+    ints = op.reduce_extents
+    if not isinstance(exprs, ArrayAttr):
+        return ints
+    texts = [a.data for a in exprs.data if isinstance(a, StringAttr)]
+    return tuple(symdims.parse(t) if e == -1 else e for e, t in zip(ints, texts))
+
+
+def mark_extents(extents: Sequence[symdims.Dim]) -> tuple[list[int], ArrayAttr | None]:
+    """`over` for a te.reduce (-1 for a symbolic extent) and its `dlpc.over` (or None)."""
+    if not any(isinstance(e, symdims.SymDim) for e in extents):
+        return [int(e) for e in extents], None
+    ints = [-1 if isinstance(e, symdims.SymDim) else int(e) for e in extents]
+    texts = [StringAttr(str(e) if isinstance(e, symdims.SymDim) else "") for e in extents]
+    return ints, ArrayAttr(texts)
+
+
+class Maxima:
+    """te-to-loop's view of a function with symbolic dims: each symbol's maximum (its
+    buffers' sizes) and the `dlpc_dims` buffer the guards read."""
+
+    def __init__(self, fn: func.FuncOp):
+        names = fn.attributes.get(DIMS_ATTR)
+        self.names = [a.data for a in names.data] if isinstance(names, ArrayAttr) else []  # type: ignore[union-attr]
+        given = fn.attributes.get(MAX_ATTR)
+        self.max: dict[str, int] = {}
+        if isinstance(given, DictionaryAttr):
+            for k, v in given.data.items():
+                if isinstance(v, IntegerAttr):
+                    self.max[k] = v.value.data
+        self.fname = fn.sym_name.data
+        self.dims: SSAValue | None = None  # the loop-level buffer of dlpc_dims
+
+    def bound(self, d: symdims.Dim, what: str) -> int:
+        """The largest value of `d` the program serves (its buffers' extent)."""
+        if isinstance(d, int):
+            return d
+        missing = sorted(d.symbols() - set(self.max))
+        if missing:
+            raise DiagnosticException(
+                f"te-to-loop: {what} has symbolic dim '{d}' but @{self.fname} declares no "
+                f"maximum of '{missing[0]}' ({MAX_ATTR} = {{{missing[0]} = N}})"
+            )
+        n = symdims.evaluate(d, self.max)
+        if n < 1 or n < symdims.evaluate(d, dict.fromkeys(d.symbols(), 1)):
+            raise DiagnosticException(
+                f"te-to-loop: {what}: dim '{d}' is {n} at the maxima, not its largest value"
+            )
+        return n
+
+    def shape(self, ty: Attribute, what: str) -> list[int]:
+        assert isinstance(ty, TensorType)
+        return [self.bound(d, what) for d in g.shape_of(ty)]
+
+
+def guard(loop: ForOp, extent: symdims.SymDim, dims: SSAValue, names: list[str]) -> None:
+    """Put `loop`'s body under `scf.if iv < extent` (the extent read from `dims`)."""
+    ops = list(loop.block.ops)
+    then = Block()
+    for op in ops:
+        op.detach()
+        then.add_op(op)
+    then.add_op(scf.YieldOp())
+    head: list[Operation] = []
+
+    def add(op: Operation) -> SSAValue:
+        head.append(op)
+        return op.results[0]
+
+    def symbol(name: str) -> SSAValue:
+        from xdsl.dialects import memref
+
+        k = add(arith.ConstantOp(IntegerAttr(names.index(name), IndexType())))
+        load = memref.LoadOp.get(dims, [k])
+        load.res.name_hint = name
+        value = add(load)
+        return add(arith.IndexCastOp(value, IndexType()))
+
+    n = build_dim(extent, symbol, add)
+    cond = add(arith.CmpiOp(loop.induction_var, n, "slt"))
+    loop.block.add_ops([*head, scf.IfOp(cond, [], Region(then))])
+
+
+def integer_maxima(values: Mapping[str, int]) -> DictionaryAttr:
+    return DictionaryAttr({k: IntegerAttr(int(v), i64) for k, v in sorted(values.items())})
