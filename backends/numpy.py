@@ -260,7 +260,6 @@ class _Emitter:
         parts.append("\n".join(main + body))
         return "\n\n\n".join(parts) + "\n"
 
-
     def bind_dims(self, names: dict[SSAValue, str]) -> list[str]:
         """Symbolic dims: each symbol's value read off the first input dim that is it
         (module globals, so the fused functions' shape arguments see them too)."""

@@ -448,10 +448,14 @@ class Generic:
         if owner.target == "numpy":
             runner = compiled.runner  # (its inputs are the model's, symbolic shapes)
             self.fn = lambda *arrays: runner(list(arrays))
-        self.padded = [] if owner.target == "numpy" else [
-            np.zeros(symdims.bind_shape(shape, self.max), dtype)
-            for shape, dtype in zip(owner.sig.shapes, owner.sig.dtypes)
-        ]
+        self.padded = (
+            []
+            if owner.target == "numpy"
+            else [
+                np.zeros(symdims.bind_shape(shape, self.max), dtype)
+                for shape, dtype in zip(owner.sig.shapes, owner.sig.dtypes)
+            ]
+        )
 
     def __call__(self, bound: Mapping[str, int], arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
         grow = {n: v for n, v in bound.items() if v > self.max[n]}
