@@ -210,3 +210,20 @@ def test_a_weight_gemm_reads_a_in_place_only_while_it_fits_a_quarter_of_l2(m, kc
     assert isinstance(plan, default.GemmParams)
     assert m * 1024 * 4 <= default.A_IN_PLACE_BYTES or kc < 1024
     assert (plan.kc, plan.pack_a) == (kc, kc < 1024)
+
+
+# ------------------------------------------------------------ deinterleaved planes
+
+
+def test_a_whole_fill_covers_every_column_of_each_phase_plane():
+    """deinterleave.py:206 (`-(-extent // s)` -> `+(-extent // s)`): phase planes above
+    EDGE_FILL_BYTES are filled whole before the copies, a nest over (phase, column) with
+    ceil(extent / s) columns a phase: the box 2i + r - 1 (8193 outputs, r < 2) spans 16386
+    columns, 2 planes of 8193, so the fill's column loop runs 0 to 8193, vectorized."""
+    from test_mutation_kills_schedule2 import _padded_loops
+
+    loops = _padded_loops(16384, 8193, 2, 1)
+    phase, column = loops["x_q_fill0"], loops["x_q_fill1"]
+    assert (phase.lower, phase.upper) == (0, 2)
+    assert (column.lower, column.upper) == (0, 8193)
+    assert column.vectorize is not None
