@@ -8,9 +8,10 @@ A call's signature (each tensor argument's shape, dtype and device; every other
 argument's value) is the guard: a new signature is traced again (the function runs once
 on traced tensors, each op call appending a graph op instead of running) and compiled
 with the whole pipeline for the device's target. Tensors the function reads that are not
-arguments (a model's weights) become graph.params: compiled resident, re-bound when one
-of them was updated in place since (an optimizer step; `Tensor._version`). Python control
-flow runs at trace time, so it is specialised to the signature; reading a traced value
+arguments (a model's weights) become more graph inputs (`w0`, `w1`, ...): a call passes
+the weight tensors as they are now, where they live (device buffers on `opencl`), so an
+optimizer's update is seen without re-binding or copying anything through the host.
+Python control flow runs at trace time, so it is specialised to the signature; reading a traced value
 (`item()`, `numpy()`) is an error that says to run eagerly. A call that must record
 gradients (grad mode on and an argument or weight requiring grad) runs the compiled
 graph and records one node on its output, whose backward is `graph-autodiff` of the
@@ -48,8 +49,13 @@ class Trace:
             return v
         v = self._by_id.get(id(t))
         if v is None:
+            if t.device is not self.device:
+                raise DlpcError(
+                    f"error: dlpc.jit: a tensor the function reads is on {t.device}, "
+                    f"its arguments on {self.device}"
+                )
             name = f"w{len(self.params)}"
-            v = self.gb.param(name, t.shape, dispatch.dtype_name(t.dtype))
+            v = self.gb.input(name, t.shape, dispatch.dtype_name(t.dtype))
             self.params.append((name, t))  # type: ignore[arg-type]
             self._by_id[id(t)] = v
         return v
@@ -82,15 +88,9 @@ class Entry:
         self.module = module
         self.kernel = kernel
         self.params = params
-        self.versions: list[tuple[int, int]] | None = None
+        self.weights = [t for _, t in params]  # (the graph's last inputs, in this order)
         self.single = single
         self.backwards: dict[tuple, Any] = {}
-
-    def bind(self) -> None:
-        versions = [(id(t._storage), t._version) for _, t in self.params]
-        if versions != self.versions:
-            self.kernel.bind({n: t.numpy() for n, t in self.params})
-            self.versions = versions
 
     def backward(self, want: tuple, tensors: list, dy: TensorView) -> list:
         """The gradients of the wanted inputs (the tensor arguments, then the weights)
@@ -99,8 +99,7 @@ class Entry:
         if kernel is None:
             kernel = self._compile_backward(want, len(tensors), dy.device)
             self.backwards[want] = kernel
-        kernel.bind({n: t.numpy() for n, t in self.params})
-        return kernel.run([*tensors, dy], Tensor)
+        return kernel.run([*tensors, *self.weights, dy], Tensor)
 
     def _compile_backward(self, want: tuple, n_args: int, device) -> dispatch.Kernel:
         """sum(output * dy) differentiated by graph-autodiff (params and inputs), the
@@ -134,8 +133,7 @@ class Entry:
         ret.operands = keep
         main.res_attrs = None
         main.update_function_type()
-        weights = {n: t.numpy() for n, t in self.params}
-        return dispatch.Kernel(device, Model(module, weights, "jit_grad"), "jit_grad")
+        return dispatch.Kernel(device, Model(module, {}, "jit_grad"), "jit_grad")
 
 
 def _result_names(main) -> list[str]:
@@ -194,9 +192,8 @@ class JitFunction:
         if entry is None:
             entry = self.entries[key] = self._trace(args)
         self._last = entry
-        entry.bind()
         tensors = [a for a in args if isinstance(a, TensorView)]
-        wrapped = entry.kernel.run(tensors, Tensor)  # (on the arguments' device)
+        wrapped = entry.kernel.run([*tensors, *entry.weights], Tensor)  # (args' device)
         if self._needs_grad(args, entry):
             if not entry.single:
                 return self.fn(*args)  # (one traced output records one node)
@@ -234,12 +231,9 @@ class JitFunction:
             raise DlpcError(f"error: dlpc.jit: '{self.name}' must return traced tensors")
         trace.gb.output(*[o._value for o in outs])
         module = trace.gb.module()
-        weights = {n: t.numpy() for n, t in trace.params}
-        model = Model(module, weights, self.name)
-        kernel = dispatch.Kernel(device, model, self.name)
+        kernel = dispatch.Kernel(device, Model(module, {}, self.name), self.name)
         self.traces += 1
         entry = Entry(module, kernel, trace.params, single)
-        entry.versions = [(id(t._storage), t._version) for _, t in trace.params]
         self._last = entry
         return entry
 
