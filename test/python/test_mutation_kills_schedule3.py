@@ -227,3 +227,69 @@ def test_a_whole_fill_covers_every_column_of_each_phase_plane():
     assert (phase.lower, phase.upper) == (0, 2)
     assert (column.lower, column.upper) == (0, 8193)
     assert column.vectorize is not None
+
+
+# ------------------------------------------------------------ gemm tiles and blocks
+
+
+@pytest.mark.parametrize(
+    "m, n, tile",
+    [
+        ((64), 64, (8, 32)),  # GotoBLAS's 8 x 32: 16 accumulators, each B vector 8 FMAs
+        (4, 128, (4, 64)),  # one row block of 4 rows: 16 accumulators, not 8
+        (6, 64, (6, 64)),  # ... of 6: 24
+        (4, 32, (4, 32)),  # 32 columns: no 64-wide tile
+        (12, 48, (6, 16)),  # the first of 8, 6, 4 rows and of 32, 16 columns dividing
+        (17, 16, (17, 16)),  # M = 17: one 17 x 16 tile, not 1 x 16 strips
+        (8, 10, (8, 10)),  # N = 10: one masked vector a row, not 2-wide ones
+        (37, 64, (1, 64)),  # M prime above 24 (MAX_MR): no row tile (gemm8 then)
+    ],
+)
+def test_gemm_register_tile(m, n, tile):
+    """default._gemm_tile: the tile divides the shape and holds at most ACC_VECTORS
+    accumulator vectors; the cases of its docstring."""
+    from dlpc.passes.schedule import default
+    from dlpc.passes.schedule.tensorize import LANES
+
+    mr, nr = default._gemm_tile(m, n)
+    assert (mr, nr) == tile
+    assert m % mr == 0 and n % nr == 0 and mr * -(-nr // LANES) <= default.ACC_VECTORS
+
+
+@pytest.mark.parametrize(
+    "m, n, tile",
+    [(8, 64, (8, 2)), (3, 64, (3, 8)), (1, 1000, (1, 8)), (5, 12, (5, 4)), (16, 16, (8, 2))],
+)
+def test_dot_tile(m, n, tile):
+    """default.dot_tile: all rows up to DOT_ROWS (else its largest divisor), then the
+    widest column block dividing n with mr * nr <= MAX_DOT and nr <= DOT_COLS."""
+    from dlpc.passes.schedule import default
+    from dlpc.passes.schedule.tensorize import MAX_DOT
+
+    mr, nr = default.dot_tile(m, n)
+    assert (mr, nr) == tile
+    assert mr <= default.DOT_ROWS and nr <= default.DOT_COLS and mr * nr <= MAX_DOT
+    wider = [c for c in range(nr + 1, n + 1) if n % c == 0]
+    assert all(c > default.DOT_COLS or mr * c > MAX_DOT for c in wider)
+
+
+@pytest.mark.parametrize(
+    "m, n, k, mc, kc",
+    [
+        (256, 64, 256, 256, 256),  # A block 256 x 256 floats = 256 KiB (A_BLOCK_BYTES)
+        (256, 64, 512, 128, 512),  # 256 x 512 would be 512 KiB: 128 rows
+        (256, 256, 1024, 128, 512),  # k in blocks of 512
+        (64, 64, 33344, 64, 64),  # 64 x 521: its largest divisor <= 512 is 64: blocks of 64
+        (64, 64, 1031, 64, 1031),  # k prime: one block, not 1031 blocks of 1
+        (2, 32, 2048, 2, 2048),  # one row block (m <= mr) up to 2048: one k block
+        (2, 32, 4096, 2, 512),  # beyond: blocks of 512
+    ],
+)
+def test_gemm_blocks(m, n, k, mc, kc):
+    """default.gemm_default_params' blocks (docs/design/schedules.md#gemm-blocks)."""
+    from dlpc.passes.schedule import default
+
+    p = default.gemm_default_params(m, n, k)
+    assert (p.mc, p.kc) == (mc, kc)
+    assert k % p.kc == 0 and m % p.mc == 0
+    assert p.mc <= 128 or p.mc * p.kc * 4 <= default.A_BLOCK_BYTES
