@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
@@ -205,6 +205,11 @@ class CompiledModel:
             return ref.check_inputs(self._main, inputs)  # the one-line error naming the input
         return _check_against(self._names, self._specs, arrays)
 
+    def to(self, device) -> CompiledModel:
+        """The model compiled for runtime device `device` (`compile(model, device=)`,
+        default options): weights resident there, called on its tensors."""
+        return compile(self.model, device=device)
+
     def time(self, *inputs: np.ndarray, repeat: int = 10, warmup: int = 1) -> float:
         """Median wall time of one call in seconds, after `warmup` calls."""
         arrays = self.check_inputs(inputs)
@@ -252,7 +257,7 @@ def _numpy_runner(source: str, weights: dict) -> Callable:
     return lambda arrays: list(main(*arrays, params=weights))
 
 
-def _runtime(target: str, lowered: ModuleOp, name: str, profile: str | None = None):
+def _runtime(target: str, lowered: ModuleOp, name: str, profile: str | None = None, place=None):
     """The compiled artifact for a lowered module: source text, callable on
     `(*inputs, params=...)`. C: cbuild (cached shared library); OpenCL: pyopencl;
     dlp: DLP C on the simulator."""
@@ -265,6 +270,9 @@ def _runtime(target: str, lowered: ModuleOp, name: str, profile: str | None = No
             from dlpc.backends.runtime.dlp_sim import DlpFunction as Function
     except ImportError as e:
         raise DlpcError(f"error: target '{target}' is not available ({e})") from None
+    if target == "opencl" and place is not None:  # (a runtime device: device buffers)
+        cl_device = place.backend.cl_device
+        return Function(lowered, name=name, profile=profile, device=cl_device, svm=False)  # pyright: ignore[reportCallIssue]
     if target == "opencl":  # (its launch plans: "cpu", "gpu" or the device's)
         return Function(lowered, name=name, profile=profile)  # pyright: ignore[reportCallIssue]
     return Function(lowered, name=name)
@@ -329,6 +337,7 @@ def compile(
     tiles: dict[str, int] | None = None,
     symbolic: bool = True,
     specialise: int = 0,
+    device=None,
     **options,
 ) -> CompiledModel:
     """Lower `model` through the pipeline and build it for `target`.
@@ -342,7 +351,13 @@ def compile(
     and after every pass (numpy reference, te evaluator, C for loop IR, the simulator for
     dlp IR) and raises a DlpcError naming the first pass that changes a result
     (`dlpc.passes.check`).
+
+    `device="opencl:0"` (a runtime device: `cpu`, `opencl:N`, `dlp:N`; the target is
+    its) gives a `DeviceModel`: weights resident on that device, called on `dlpc.Tensor`s.
     """
+    place = None
+    if device is not None:  # (compiled for that device's target, run there)
+        place, target = _placement(device, target, model, bool(buckets or max_dims or tiles))
     if target not in TARGETS:
         raise DlpcError(f"error: unsupported target '{target}' (expected {', '.join(TARGETS)})")
     if tuning_log and target != "c":
@@ -390,7 +405,7 @@ def compile(
     if key is not None:
         hit = _warm_compile(model, key)
         if hit is not None:
-            return hit
+            return hit if place is None else DeviceModel.of(hit, place)
     opts = pipeline.PipelineOptions(
         opt_level=opt_level,
         tuning_log=tuning_log,
@@ -405,7 +420,7 @@ def compile(
     if target == "numpy":
         source = pipeline.emit(lowered, target)
         return CompiledModel(model, target, source, lowered, _numpy_runner(source, weights))
-    function = _runtime(target, lowered, model.name, profile)
+    function = _runtime(target, lowered, model.name, profile, place)
     function.bind_params(weights)  # resident: checked and converted once, not per call
     if key is not None:
         from dlpc.backends.runtime import artifact
@@ -423,7 +438,73 @@ def compile(
     )
     if target in ("c", "opencl"):  # (their runtimes take the checked arrays as they are)
         compiled._direct = function
-    return compiled
+    return compiled if place is None else DeviceModel.of(compiled, place)
+
+
+DEVICE_TARGETS = {"cpu": "c", "opencl": "opencl", "dlp": "dlp"}
+
+
+def _placement(device, target: str, model: Model, dynamic: bool):
+    """The runtime device `device` names and the target compiled for it; a one-line
+    error for a target of another device or a model compiled per binding."""
+    from dlpc.runtime import device as devices
+    from dlpc.runtime import dynamic as dyn
+
+    place = devices.device(device)
+    wanted = DEVICE_TARGETS[place.type]
+    if target not in ("c", wanted):  # ("c": the default, taken as unset)
+        raise DlpcError(f"error: target '{target}' does not run on device {place}")
+    if dynamic or dyn.is_dynamic(model) or model.specialiser is not None:
+        raise DlpcError("error: device= takes a model of static shapes")
+    return place, wanted
+
+
+@dataclass
+class DeviceModel(CompiledModel):
+    """A compiled model placed on a runtime device (`compile(..., device=)`,
+    `CompiledModel.to`): its weights and buffers stay there between calls. Called on
+    tensors (`dlpc.Tensor`) it returns tensors of the same class on its device, an input
+    on another device (or a numpy array) moved there first; called on numpy arrays
+    alone it returns numpy arrays. It runs through `runtime/device_call.DeviceCall`."""
+
+    device: Any = None
+    _call: Any = field(default=None, init=False, repr=False)
+
+    @classmethod
+    def of(cls, compiled: CompiledModel, device) -> DeviceModel:
+        from dataclasses import fields
+
+        from dlpc.runtime.device_call import DeviceCall
+
+        placed = cls(**{f.name: getattr(compiled, f.name) for f in fields(compiled) if f.init})
+        placed.device = device
+        placed._call = DeviceCall(compiled._direct or compiled.artifact, device)
+        placed.runner = lambda arrays: placed(*arrays)  # (the kernels use tensors' buffers)
+        return placed
+
+    def __call__(self, *inputs) -> list:  # pyright: ignore[reportIncompatibleMethodOverride]
+        from dlpc.runtime.tensor import TensorView
+
+        dev = self.device
+        cls = next((type(x) for x in inputs if isinstance(x, TensorView)), None)
+        fn = self._call.fn
+        specs = fn.arg_specs[: fn.num_inputs]
+        if len(inputs) != len(specs):
+            raise DlpcError(f"error: the model takes {len(specs)} inputs, {len(inputs)} given")
+        tensors = []
+        for k, (x, (shape, dtype)) in enumerate(zip(inputs, specs)):
+            if not isinstance(x, TensorView):
+                x = TensorView.from_numpy(np.asarray(x), dev)
+            elif x.device is not dev:
+                x = x.to(dev)
+            if x.shape != tuple(shape) or x.dtype != dtype:
+                raise DlpcError(
+                    f"error: input {k} is {list(x.shape)} {x.dtype}, the model takes "
+                    f"{list(shape)} {dtype}"
+                )
+            tensors.append(x)
+        outs = self._call.run(tensors, cls or TensorView)
+        return outs if cls is not None else [o.numpy() for o in outs]
 
 
 def _compile_dynamic(
