@@ -542,7 +542,7 @@ def _estimate(plan: KernelPlan, flops: float) -> float:
     transfer = (
         (tiles * copies + wholes * (1 + plan.sram)) * d.dma_latency_cycles
         + tiled / tasks / per_cycle
-        + whole / per_cycle  # (core 0 stages the whole buffers when sram)
+        + whole / (_stagers(plan) if plan.sram else 1) / per_cycle  # (staged by shares)
         + (whole / (d.sram_bandwidth_gbs / d.clock_ghz) if plan.sram else 0.0)
     )
     task = compute + transfer - (min(compute, transfer) if plan.double else 0.0)
@@ -571,6 +571,15 @@ def _choose_clusters(plan: KernelPlan, double_buffer: bool, flops: float) -> Non
             if cost < 0.9 * best[0]:  # (a rough model: only a clear gain)
                 best = (cost, plan.tasks, plan.tile, plan.double, plan.sram)
     _, plan.tasks, plan.tile, plan.double, plan.sram = best
+
+
+def _stagers(plan: KernelPlan) -> int:
+    """Cores of each cluster that stage the whole buffers in SRAM, a share each: every
+    core of the cluster where all clusters of the launch are alike, else core 0 alone."""
+    cpc = plan.desc.cores_per_cluster
+    if plan.tasks <= cpc:
+        return plan.tasks
+    return cpc if plan.tasks % cpc == 0 else 1
 
 
 def _largest_tile(plan: KernelPlan, limit: int, double: bool, sram: bool) -> int:
@@ -690,19 +699,33 @@ class KernelLowering:
         reads = [p for p in whole if p.read or not p.full_write]
         if plan.sram and reads:
             core = b.v(dlp.CoreIdOp())
-            is_first = b.v(arith.CmpiOp(core, c0, "eq"))
-            core.name_hint, is_first.name_hint = "core", "is_core0"
+            core.name_hint = "core"
             staged = []
             for p in reads:
                 n = round_up(p.elements(1) * p.elt_bytes, self.desc.dma_align) // p.elt_bytes
                 p.staged = b.alloc("sram", n, element_type(p.value), f"{p.name}_sram")
                 staged.append(p)
-            first = Block()
-            b.op(scf.IfOp(is_first, [], Region(first)))
-            fb = b.nested(first)
-            for p in staged:
-                fb.op(dlp.MemcpyOp(p.staged, fb.c(0), p.value, fb.c(0), fb.c(p.elements(1))))
-            fb.op(scf.YieldOp())
+            here = _stagers(plan)
+            if here == 1:
+                is_first = b.v(arith.CmpiOp(core, c0, "eq"))
+                is_first.name_hint = "is_core0"
+                first = Block()
+                b.op(scf.IfOp(is_first, [], Region(first)))
+                fb = b.nested(first)
+                for p in staged:
+                    fb.op(dlp.MemcpyOp(p.staged, fb.c(0), p.value, fb.c(0), fb.c(p.elements(1))))
+                fb.op(scf.YieldOp())
+            for p in staged if here > 1 else []:
+                # every core of the cluster stages its DMA-aligned share of the buffer
+                n = p.elements(1)
+                piece = round_up(-(-n // here), self.desc.dma_align // p.elt_bytes)
+                start = b.min(b.mul(core, b.c(piece)), b.c(n))
+                count = b.min(b.c(piece), b.sub(b.c(n), start))
+                share = Block()
+                b.op(scf.IfOp(b.v(arith.CmpiOp(count, c0, "sgt")), [], Region(share)))
+                sb = b.nested(share)
+                sb.op(dlp.MemcpyOp(p.staged, start, p.value, start, count))
+                sb.op(scf.YieldOp())
             b.op(dlp.SyncClusterOp())
             for p in staged:
                 b.op(dlp.MemcpyOp(p.local, c0, p.staged, c0, b.c(p.elements(1))))

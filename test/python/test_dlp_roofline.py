@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from xdsl.dialects import memref
+from xdsl.dialects import arith, memref
 
 import dlpc
 from dlpc.targets.dlp import resolve
@@ -195,3 +195,33 @@ def test_images_are_split_over_groups_of_tasks_each_read_once(tmp_path):
     # x once (2 images of 16 x 4 x 4), b's 32 values with each image's channel tiles
     assert rep.bytes["gdram->nram"] == 2 * 16 * 4 * 4 * 4 + 2 * 32 * 4, rep.bytes
     assert rep.bytes["nram->gdram"] == 2 * 32 * 4 * 4 * 4
+
+
+def test_a_weight_staged_by_shares_of_the_cluster_cores(tmp_path):
+    """A 100 x 30 weight (3000 floats, not a multiple of 4 cores' 64-byte shares) staged
+    in SRAM by every core of each cluster, a share each: right numerics, and its bytes
+    cross GDRAM once per cluster (the shares add up to the whole buffer)."""
+    path = tmp_path / "m.dlpc"
+    path.write_text(
+        "model m(x: f32[32, 30]) {\n  param w: f32[100, 30] = kaiming(seed=1)\n"
+        "  return relu(linear(x, w))\n}\n"
+    )
+    model = dlpc.load(path)
+    inputs = dlpc.api.random_inputs(model)
+    compiled = dlpc.compile(model, target="dlp")
+    (out,) = compiled(*inputs)
+    (ref,) = dlpc.api.reference(model, inputs)
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5 * max(1.0, float(np.abs(ref).max())))
+    assert compiled.artifact is not None
+    (rep,) = compiled.artifact.report
+    clusters = -(-rep.tasks // resolve(None).cores_per_cluster)
+    assert rep.bytes["gdram->sram"] == clusters * 100 * 30 * 4, (rep.tasks, rep.bytes)
+    from dlpc.dialects import dlp
+
+    staging = [
+        op
+        for op in compiled.lowered.walk()
+        if isinstance(op, dlp.MemcpyOp) and dlp.space_of(op.operands[0].type) == "sram"
+    ]
+    assert len(staging) == 1  # one copy, of this core's share (its count is not a constant)
+    assert not isinstance(staging[0].operands[-1].owner, arith.ConstantOp)

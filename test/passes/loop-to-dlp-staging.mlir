@@ -1,0 +1,37 @@
+// RUN: dlpc-opt %s -p 'loop-to-dlp' | filecheck %s
+
+// A whole buffer staged in a cluster's SRAM (the bias, read by all 16 tasks) is copied
+// from GDRAM by every core of the cluster, a DMA-aligned share each (4 cores: 64 of its
+// 256 floats from core * 64), before the cluster's barrier; then each core copies it
+// whole to its NRAM. (Core 0 alone staging it would move all its bytes on one task's
+// critical path.)
+
+// CHECK-LABEL: func.func @bias_relu
+// CHECK: %[[CORE:.*]] = dlp.core_id
+// CHECK: %[[S:.*]] = memref.alloc() : memref<256xf32, #dlp.space<sram>>
+// CHECK: %[[P:.*]] = arith.constant 64 : index
+// CHECK: %[[OFF:.*]] = arith.muli %[[CORE]], %[[P]] : index
+// CHECK: %[[START:.*]] = arith.minsi %[[OFF]], %{{.*}} : index
+// CHECK: %[[COUNT:.*]] = arith.minsi %[[P]], %{{.*}} : index
+// CHECK: %[[ANY:.*]] = arith.cmpi sgt, %[[COUNT]], %{{.*}} : index
+// CHECK-NEXT: scf.if %[[ANY]] {
+// CHECK-NEXT: dlp.memcpy GDRAM2SRAM %[[S]][%[[START]]], %b[%[[START]]], %[[COUNT]] :
+// CHECK-NEXT: }
+// CHECK-NEXT: dlp.sync_cluster
+// CHECK-NEXT: dlp.memcpy SRAM2NRAM %{{.*}}[%{{.*}}], %[[S]][%{{.*}}], %{{.*}} :
+
+func.func @bias_relu(%x: memref<64x256xf32>, %b: memref<256xf32>, %out: memref<64x256xf32>) attributes {dlpc.num_inputs = 1 : i64, dlpc.params = ["b"], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "bias_relu_0" attributes {origin = "graph.relu"} {
+    loop.for %i0 = 0 to 64 step 1 {name = "i0", parallel} {
+      loop.for %i1 = 0 to 256 step 1 {name = "i1", vectorize} {
+        %v = memref.load %x[%i0, %i1] : memref<64x256xf32>
+        %c = memref.load %b[%i1] : memref<256xf32>
+        %s = arith.addf %v, %c : f32
+        %z = arith.constant 0.000000e+00 : f32
+        %r = arith.maximumf %s, %z : f32
+        memref.store %r, %out[%i0, %i1] : memref<64x256xf32>
+      }
+    }
+  }
+  func.return
+}
