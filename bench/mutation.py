@@ -75,7 +75,8 @@ AREAS: dict[str, Area] = {
         ["test/passes/graph-to-te.mlir", "test/passes/graph-to-te-nhwc.mlir"],
         [
             # all of test_graph_to_te (the -k below selected 6 of its 225 tests)
-            "test/python/test_graph_to_te.py test/python/test_mutation_kills_graph.py",
+            "test/python/test_graph_to_te.py test/python/test_mutation_kills_graph.py "
+            "test/python/test_mutation_kills_lowering3.py",
             "test/python/test_wrong_answers.py -k 'lowering or ceil_mode'",
         ],
     ),
@@ -189,6 +190,7 @@ AREAS: dict[str, Area] = {
             "test/python/test_mutation_kills_dlp.py test/python/test_dlp.py "
             "test/python/test_dlp_select_elementwise.py test/python/test_dlp_select_reduce.py "
             "test/python/test_dlp_select_window.py test/python/test_ieee.py "
+            "test/python/test_mutation_kills_dlpcsim3.py "
             "-k 'not resnet and not description and not opencl and not c-O'"
         ],
     ),

@@ -568,6 +568,9 @@ CT = [
     ("2d-same-upper", (1, 2, 4, 3), (2, 2, 3, 3), {"strides": [2, 2], "auto_pad": "SAME_UPPER"}),
     ("2d-same-lower", (1, 2, 4, 3), (2, 2, 3, 3), {"strides": [2, 2], "auto_pad": "SAME_LOWER"}),
     ("2d-shape", (1, 2, 3, 3), (2, 1, 3, 3), {"strides": [2, 2], "output_shape": [8, 7]}),
+    # pads of 2 and 4 in all: split 1 + 1 and 2 + 2 (the odd cell: none)
+    ("2d-same-even", (1, 2, 4, 3), (2, 2, 4, 4), {"strides": [2, 2], "auto_pad": "SAME_LOWER"}),
+    ("2d-shape-even", (1, 2, 3, 3), (2, 1, 3, 3), {"strides": [2, 2], "output_shape": [5, 4]}),
     ("3d", (1, 2, 3, 2, 3), (2, 2, 2, 2, 2), {"strides": [2, 1, 2], "pads": [1, 0, 0, 0, 1, 1]}),
     ("group", (1, 4, 3, 3), (4, 1, 2, 2), {"group": 2, "strides": [1, 2], "pads": [0, 1, 1, 0]}),
 ]
