@@ -1753,6 +1753,50 @@ class SliceOp(GraphOp):
 
 
 @graph_op
+class DynamicSliceOp(GraphOp):
+    """A slice at run-time offsets: on axis axes[k], sizes[k] elements from starts[k] (a
+    negative start counts from the end; the start is then clamped to [0, dim - size],
+    so the slice stays in bounds whatever the offset).
+
+    %y = graph.dynamic_slice %x, %s {axes = array<i64: 0>, sizes = array<i64: 1>} : (tensor<5xf32>, tensor<1xi64>) -> tensor<1xf32>
+    """
+
+    name = "graph.dynamic_slice"
+    OPERANDS: ClassVar[tuple[str, ...]] = ("input", "starts")
+    axes_attr = ints_prop("axes")
+    sizes_attr = ints_prop("sizes")
+
+    @property
+    def axes(self) -> tuple[int, ...]:
+        """The sliced axes, normalised."""
+        rank = len(shape_of(self.operands[0]))
+        return tuple(normalize_axis(a, rank) for a in self.axes_attr.get_values())
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        return self.sizes_attr.get_values()
+
+    def infer_shape(self, shapes: list[Shape]) -> Shape:
+        x, starts = shapes
+        axes, sizes = self.axes, self.sizes
+        if not isinstance(element_type_of(self.operands[1]), IntegerType):
+            raise VerifyException("graph.dynamic_slice starts must be integers")
+        if len(axes) != len(sizes) or starts != (len(axes),) or len(set(axes)) != len(axes):
+            raise VerifyException(
+                f"graph.dynamic_slice needs distinct axes, one size and one start each: axes "
+                f"{list(axes)}, sizes {list(sizes)}, starts {fmt_shape(starts)}"
+            )
+        out = list(x)
+        for a, n in zip(axes, sizes):
+            if symdims.is_symbolic((x[a],)) or not 0 <= n <= x[a]:
+                raise VerifyException(
+                    f"graph.dynamic_slice size {n} does not fit axis {a} of {fmt_shape(x)}"
+                )
+            out[a] = n
+        return tuple(out)
+
+
+@graph_op
 class PadOp(GraphOp):
     """Constant padding: pads = [begin_0, ..., begin_n, end_0, ..., end_n] (ONNX order).
 
@@ -2163,6 +2207,7 @@ GRAPH_OPS: list[type[IRDLOperation]] = [
     TransposeOp,
     ConcatOp,
     SliceOp,
+    DynamicSliceOp,
     PadOp,
     BroadcastOp,
     GatherOp,

@@ -33,8 +33,9 @@ gives
   constant by itself (a call still passes it).
 - An operator without a handler whose schema defines it by an ONNX function is imported
   as the nodes of that function.
-- A model below opset 13 is accepted node by node: a node whose operator has not changed
-  between the model's opset and 13 means what it means at 13; any other is an error.
+- A model below opset 13 is accepted node by node: a node whose operator means at the
+  model's opset what it means at 13 (`onnx_opsets.py`: unchanged, or changed only in types
+  or in where an argument is given) is imported in its opset-13 form; any other is an error.
 
 The operator handlers live in `dlpc.frontends.onnx_ops`.
 """
@@ -63,6 +64,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from dlpc.diagnostics import DlpcError, install_hint
 from dlpc.dialects import graph, symdims
+from dlpc.frontends import onnx_opsets
 from dlpc.frontends.onnx_ops import HANDLERS
 from dlpc.frontends.onnx_values import Const, Value, onnx_dtype_to_numpy, onnx_type_name
 from dlpc.model import InputSpec, Model, Specialiser
@@ -168,23 +170,19 @@ class Importer:
             )
         return v
 
-    def _check_legacy_opset(self, node) -> None:
-        """Below opset 13 a node is accepted only if its operator is unchanged since:
-        then its semantics are those of the same operator at opset 13."""
-        from onnx import defs
-
+    def _check_legacy_opset(self, node):
+        """Below opset 13 a node is accepted where its operator means what it means at 13
+        (`onnx_opsets.SAME_SINCE`); it is returned in its opset-13 form."""
         if self.opset >= MIN_OPSET:
-            return
-        try:
-            old = defs.get_schema(node.op_type, self.opset, node.domain).since_version
-            new = defs.get_schema(node.op_type, MIN_OPSET, node.domain).since_version
-        except Exception:  # noqa: BLE001 - unknown operator: reported by the dispatcher
-            return
-        if old != new:
+            return node
+        ok, new = onnx_opsets.accepted(node.op_type, self.opset, node.domain, MIN_OPSET)
+        if not ok:
             raise self.error(
                 f"opset {self.opset} is not supported for this operator (dlpc imports "
                 f"opsets {MIN_OPSET} and up; '{node.op_type}' changed at opset {new})"
             )
+        old = onnx_opsets.version_of(node.op_type, self.opset, node.domain)
+        return onnx_opsets.upgrade(self, node, old or new)
 
     def op_version(self) -> int:
         """The version of the current node's operator schema under the model's opset."""
@@ -382,17 +380,25 @@ class Importer:
             if name and name not in self.env:
                 raise self.error(f"input '{name}' is not defined before its use")
         outputs: Sequence[Value | None]
-        if self._foldable(node) and not self._symbolic_extent(
-            node
-        ):  # (onnx's evaluator knows every opset)
-            outputs = self._fold(node)
+        outer, at = self.opset, self.opset
+        if node.op_type in HANDLERS and node.op_type not in LEGACY and self.opset < MIN_OPSET:
+            # an older node in its opset-13 form, folded or handled as at 13 (onnx_opsets.py)
+            self._node = node = self._check_legacy_opset(node)
+            at = MIN_OPSET
+        if self._foldable(node) and not self._symbolic_extent(node):
+            self.opset = at
+            try:
+                outputs = self._fold(node)
+            finally:
+                self.opset = outer
         elif node.op_type in HANDLERS:
-            if node.op_type not in LEGACY:
-                self._check_legacy_opset(node)
+            self.opset = at
             try:
                 outputs = HANDLERS[node.op_type](self)
             except symdims.SymbolicError as e:  # (a handler's arithmetic over a symbol)
                 raise self.error(str(e)) from None
+            finally:
+                self.opset = outer
         else:
             body = self._function_body(node)
             if body is None:
@@ -672,7 +678,14 @@ class Importer:
         and an error otherwise."""
         t = vi.type
         if not t.HasField("tensor_type"):
-            raise DlpcError(f"{self.source}: error: graph input '{vi.name}' is not a tensor")
+            kind = (t.WhichOneof("value") or "unknown").removesuffix("_type")
+            users = sorted({n.op_type for n in self.model.graph.node if vi.name in n.input})
+            raise DlpcError(
+                f"{self.source}: error: graph input '{vi.name}' is not a tensor but "
+                f"{'an' if kind[0] in 'aeiou' else 'a'} {kind} "
+                f"(read by {', '.join(users) or 'no node'}; sequences and optionals are not "
+                "supported)"
+            )
         dt = onnx_dtype_to_numpy(t.tensor_type.elem_type)
         if dt is None:
             raise DlpcError(

@@ -413,6 +413,19 @@ def strided_slice(x, index):
     return x[tuple(slice(*t) for t in index)]
 
 
+def dynamic_slice(x, starts, axes, sizes):
+    # sizes[k] elements from starts[k] on axes[k]: a negative start counts from the end,
+    # then the start is clamped to [0, dim - size]
+    index = [slice(None)] * x.ndim
+    for k, (a, n) in enumerate(zip(axes, sizes)):
+        a = a + x.ndim if a < 0 else a
+        s = int(starts[k])
+        s = s + x.shape[a] if s < 0 else s
+        s = min(max(s, 0), x.shape[a] - n)
+        index[a] = slice(s, s + n)
+    return x[tuple(index)]
+
+
 def pad(x, pads, value):
     rank = x.ndim
     begin, end = pads[:rank], pads[rank:]
@@ -515,6 +528,7 @@ KERNELS: dict[str, Callable] = {
     "graph.transpose": transpose,
     "graph.concat": concat,
     "graph.slice": strided_slice,
+    "graph.dynamic_slice": dynamic_slice,
     "graph.pad": pad,
     "graph.broadcast": broadcast,
     "graph.gather": gather,

@@ -13,6 +13,7 @@ are moved out of the region and passed in too.
   known at import time (a graph input is specialised on, as Reshape's shape is). A scan
   output is a [M, ...] accumulator written at row i by a one-hot where (rows after an
   early exit stay zero: ONNX would return fewer rows).
+- Scan-8 (a leading batch axis, `sequence_lens`): one opset-9 scan per batch element.
 - Scan (opset 9+): graph.loop over the scan axis; each iteration gathers its slice of
   every scan input (reversed for direction 1) and writes each scan output's row (at the
   mirrored row for direction 1), moved to its output axis at the end.
@@ -107,6 +108,7 @@ def _scalar(imp: NodeContext, v: Value, what: str) -> SSAValue:
 def if_(imp: NodeContext) -> list[Value]:
     a = imp.attrs({"then_branch": None, "else_branch": None})
     cond = imp.required(0)
+    _no_optionals(imp, a["then_branch"], a["else_branch"])
     if isinstance(cond, Const):  # known at import time: the chosen branch, inline
         return _inline(
             imp, a["then_branch"] if bool(cond.array.reshape(-1)[0]) else a["else_branch"]
@@ -126,6 +128,16 @@ def if_(imp: NodeContext) -> list[Value]:
     op = graph.IfOp(c, union, then_types, subs[0].close(union), subs[1].close(union))
     imp._append(op)  # type: ignore[attr-defined]
     return list(op.results)
+
+
+def _no_optionals(imp: NodeContext, *graphs) -> None:
+    """A subgraph output that is an optional: refused (no optional values in dlpc)."""
+    for g in graphs:
+        for vi in g.output:
+            if vi.type.HasField("optional_type"):
+                raise imp.error(
+                    f"{imp.node.op_type} yielding an optional ('{vi.name}') is not supported"
+                )
 
 
 def _inline(imp: Any, g) -> list[Value]:
@@ -202,6 +214,7 @@ TensorI64 = graph.TensorType(graph.i64, [])
 def loop(imp: NodeContext) -> list[Value]:
     a = imp.attrs({"body": None})
     body = a["body"]
+    _no_optionals(imp, body)
     inits = [imp.value(imp.required(k)) for k in range(2, len(imp.node.input))]
     n = 1 + len(inits)  # cond is carried too: the body reads it
     cond_in = imp.input(1)
@@ -221,6 +234,16 @@ def loop(imp: NodeContext) -> list[Value]:
         m = None
         known = imp.const(0, "M")
         trip = -1 if known is None else int(np.asarray(known).reshape(-1)[0])
+        if len(body.output) > n:  # rows = iterations run: M, or 0 if cond starts false
+            if not _cond_invariant(body):
+                raise imp.error(
+                    "a Loop with scan outputs whose condition may end it early is not "
+                    "supported (the scan outputs' row count is known only at run time)"
+                )
+            start = imp.const(1, "cond")  # (a graph input: specialised on)
+            if start is not None and not bool(np.asarray(start).reshape(-1)[0]):
+                trip = 0
+            cond = imp.value(Const(np.asarray(True)))
 
     def bind(args: list[SSAValue]) -> list[Value]:
         return list[Value](args[: 1 + n])
@@ -236,8 +259,38 @@ def loop(imp: NodeContext) -> list[Value]:
         return [c, c, *outs[1:n], m_arg, *outs[n:]]
 
     carried_in = [cond, *inits] if m is None else [cond, *inits, m]
+    if trip == 0:  # no iteration: the initial values and empty scans
+        _, accs = _loop(imp, body, 1, cond, carried_in, bind, step, lambda i, k: i)
+        importer: Any = imp  # (the Importer: its op list)
+        op = importer.ops.pop()  # (imported for its scan outputs' row shapes only)
+        empty = [Const(np.zeros((0, *imp.shape(v)[1:]), imp.dtype(v))) for v in accs]
+        op.erase()
+        return [*inits, *empty]
     carried, accs = _loop(imp, body, trip, cond, carried_in, bind, step, lambda i, k: i)
     return [*carried[1:n], *accs]
+
+
+def _cond_invariant(body) -> bool:
+    """Whether the body's condition output is its condition input or a constant true
+    (through Identity nodes): then the loop runs M times or, if cond starts false, none."""
+    from onnx import numpy_helper
+
+    made = {out: node for node in body.node for out in node.output}
+    name = body.output[0].name
+    while name != body.input[1].name:
+        node = made.get(name)
+        if node is None:
+            return False
+        if node.op_type == "Identity":
+            name = node.input[0]
+            continue
+        value = [a.t for a in node.attribute if a.name == "value"]
+        return (
+            node.op_type == "Constant"
+            and bool(value)
+            and bool(numpy_helper.to_array(value[0]).all())
+        )
+    return True
 
 
 def _and(imp: NodeContext, a: SSAValue, b: SSAValue) -> SSAValue:
@@ -247,6 +300,8 @@ def _and(imp: NodeContext, a: SSAValue, b: SSAValue) -> SSAValue:
 
 @handles("Scan")
 def scan(imp: NodeContext) -> list[Value]:
+    if imp.op_version() < 9:
+        return _scan8(imp)
     a = imp.attrs(
         {
             "body": None,
@@ -257,14 +312,72 @@ def scan(imp: NodeContext) -> list[Value]:
             "scan_output_directions": None,
         }
     )
-    if imp.op_version() < 9:
-        raise imp.error("Scan before opset 9 (with sequence_lens) is not supported")
     m = int(a["num_scan_inputs"])
     values = [imp.value(imp.required(k)) for k in range(len(imp.node.input))]
     n = len(values) - m
-    states, xs = values[:n], values[n:]
-    in_axes = list(a["scan_input_axes"] or [0] * m)
-    in_dirs = list(a["scan_input_directions"] or [0] * m)
+    n_out = len(a["body"].output) - n
+    return _scan(
+        imp,
+        a["body"],
+        values[:n],
+        values[n:],
+        list(a["scan_input_axes"] or [0] * m),
+        list(a["scan_input_directions"] or [0] * m),
+        list(a["scan_output_axes"] or [0] * n_out),
+        list(a["scan_output_directions"] or [0] * n_out),
+    )
+
+
+def _scan8(imp: NodeContext) -> list[Value]:
+    """Scan-8: every state and scan input has a leading batch axis (scan inputs scan
+    their axis 1) and the body sees one batch element; `sequence_lens` may shorten a
+    batch element's scan. Imported as one opset-9 scan per batch element (the batch is
+    static), stacked back on axis 0; a sequence_lens below the scan length is refused."""
+    a = imp.attrs({"body": None, "num_scan_inputs": None, "directions": None})
+    m = int(a["num_scan_inputs"])
+    values = [imp.value(imp.required(k)) for k in range(1, len(imp.node.input))]
+    n = len(values) - m
+    xs = values[n:]
+    n_out = len(a["body"].output) - n
+    batches = {imp.shape(v)[0] for v in values if imp.shape(v)}
+    if len(batches) != 1 or any(not imp.shape(v) for v in values):
+        raise imp.error(f"Scan-8 inputs need one leading batch axis, got {sorted(batches)}")
+    batch = batches.pop()
+    lens = imp.const(0, "sequence_lens")
+    if lens is not None:
+        full = {imp.shape(x)[1] for x in xs if len(imp.shape(x)) > 1}
+        if lens.size != batch or any(int(v) not in full for v in lens.reshape(-1)):
+            raise imp.error(
+                f"Scan-8 with sequence_lens {lens.reshape(-1).tolist()} shorter than the "
+                f"scan length {sorted(full)} is not supported"
+            )
+    dirs = list(a["directions"] or [0] * m)
+    per: list[list[Value]] = []
+    for b in range(batch):
+        at = Const(np.asarray(b, dtype=np.int64))
+        pick = [imp.emit(graph.GatherOp, v, at, axis=0) for v in values]
+        per.append(
+            _scan(imp, a["body"], pick[:n], pick[n:], [0] * m, dirs, [0] * n_out, [0] * n_out)
+        )
+    outs: list[Value] = []
+    for k in range(n + n_out):
+        rows = [imp.reshape(p[k], (1, *imp.shape(p[k]))) for p in per]
+        outs.append(rows[0] if batch == 1 else imp.emit(graph.ConcatOp, *rows, axis=0))
+    return outs
+
+
+def _scan(
+    imp: NodeContext,
+    body,
+    states: list[SSAValue],
+    xs: list[SSAValue],
+    in_axes: list[int],
+    in_dirs: list[int],
+    out_axes: list[int],
+    out_dirs: list[int],
+) -> list[Value]:
+    """Scan (opset 9+) of `body` over states and scan inputs."""
+    n, m = len(states), len(xs)
     in_axes = [
         norm_axis(imp, ax, len(imp.shape(x)), "scan_input_axes") for ax, x in zip(in_axes, xs)
     ]
@@ -272,9 +385,6 @@ def scan(imp: NodeContext) -> list[Value]:
     if len(lengths) != 1:
         raise imp.error(f"scan inputs have different lengths {sorted(lengths)}")
     trip = lengths.pop()
-    n_out = len(a["body"].output) - n
-    out_axes = list(a["scan_output_axes"] or [0] * n_out)
-    out_dirs = list(a["scan_output_directions"] or [0] * n_out)
     true = imp.value(Const(np.asarray(True)))
 
     def bind(args: list[SSAValue]) -> list[Value]:
@@ -292,7 +402,7 @@ def scan(imp: NodeContext) -> list[Value]:
     def scan_row(i: SSAValue, k: int) -> SSAValue:
         return _flip(imp, i, trip) if out_dirs[k] else i
 
-    carried, accs = _loop(imp, a["body"], trip, true, [*states, *xs], bind, step, scan_row)
+    carried, accs = _loop(imp, body, trip, true, [*states, *xs], bind, step, scan_row)
     outs: list[Value] = list(carried[:n])
     for acc, ax in zip(accs, out_axes):
         rank = len(imp.shape(acc))

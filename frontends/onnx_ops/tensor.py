@@ -8,8 +8,10 @@ import math
 from typing import cast
 
 import numpy as np
+from xdsl.ir import SSAValue
 
 from dlpc.dialects import graph, symdims
+from dlpc.frontends.onnx_ops.dynamic_slice import dynamic_slice
 from dlpc.frontends.onnx_ops.elementwise import cast_to
 from dlpc.frontends.onnx_ops.registry import handles, norm_axis
 from dlpc.frontends.onnx_values import Const, NodeContext, Value
@@ -152,6 +154,10 @@ def split(imp: NodeContext):
 def slice_(imp: NodeContext):
     imp.attrs({})
     x = imp.required(0)
+    if any(isinstance(imp.input(k), SSAValue) for k in (1, 2)):  # run-time offsets
+        y = dynamic_slice(imp)
+        if y is not None:
+            return [y]
     starts = imp.required_const(1, "starts").reshape(-1).tolist()
     ends = imp.required_const(2, "ends").reshape(-1).tolist()
     axes = imp.const(3, "axes")

@@ -22,10 +22,14 @@ the carried adjoints. The stack needs a static bound: a loop without trip_count 
         ->  %r, %n, %stack = graph.loop %c, %v, 0, zeros {T} { body; stack[i] = v; n = i + 1 }
             %dv = graph.loop (%n > 0), %dr, %n, %stack {T} {
                     v = stack[n - 1 - j]; dv = vjp(body)(n - 1 - j, v, dv) }
+
+The rule of graph.dynamic_slice (a loop body's read at its iteration, ONNX Slice at a
+run-time offset) is here too: a scatter through the one-hot of the rows it read.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -37,7 +41,28 @@ from xdsl.utils.exceptions import DiagnosticException
 from dlpc.dialects import graph
 from dlpc.dialects.sizes import size_error
 from dlpc.passes.train._build import Builder
-from dlpc.passes.train._grad import is_float, zeros
+from dlpc.passes.train._grad import as_float, is_float, reshape, rule, shape, zeros
+
+
+@rule("dynamic_slice")
+def _dynamic_slice(b, op, g, want):
+    # per sliced axis, the scatter of a gather at start + arange(size): with the one-hot
+    # of those rows, d x [A, D, B] = onehot[N, D]^T @ g [A, N, B] (the start clamped as
+    # the op clamps it)
+    x, starts = op.operands
+    elt = graph.element_type_of(starts)
+    for k, (axis, n) in enumerate(zip(op.axes, op.sizes)):
+        gs, d = shape(g), shape(x)[axis]
+        s = b.op(graph.GatherOp, starts, b.const(np.asarray(k), elt), axis=0)
+        s = b.where(b.compare(s, 0, "lt"), b.add(s, d), s)
+        s = b.op(graph.MinOp, s, b.const(np.asarray(d - n), elt))
+        s = b.op(graph.MaxOp, s, b.const(np.asarray(0), elt))
+        rows = reshape(b, b.add(b.const(np.arange(n), elt), s), (n, 1))
+        onehot = as_float(b, b.compare(rows, b.const(np.arange(d), elt), "eq"), g)  # [N, D]
+        g3 = reshape(b, g, (math.prod(gs[:axis]), n, math.prod(gs[axis + 1 :])))
+        g3 = b.op(graph.MatMulOp, onehot, g3, transpose_a=True)
+        g = reshape(b, g3, (*gs[:axis], d, *gs[axis + 1 :]))
+    return [g, None]
 
 
 def _branch_vjp(block: Block, cot_types: list, floats: list[int]) -> Region:

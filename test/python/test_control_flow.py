@@ -291,3 +291,49 @@ def test_graph_passes_inside_regions(c, opt_level):
     m = model(CONV)
     want = ref.run_reference(m.module, inputs, {})
     check(dlpc.compile(m, target="c", opt_level=opt_level)(*inputs), want, rtol=1e-4, atol=1e-5)
+
+
+# acc = a; for i < 5: acc = acc * x[i] + x[i], the row read by graph.dynamic_slice at the
+# iteration (a run-time offset: ONNX Slice at [i, i + 1) in a Loop body)
+ROWS = """
+func.func @main(%x: tensor<5x3xf32>, %a: tensor<1x3xf32>) -> tensor<f32> {
+  %t = graph.constant dense<true> : tensor<i1>
+  %r:2 = graph.loop %t, %a, %x {trip_count = 5 : i64} : (tensor<i1>, tensor<1x3xf32>, tensor<5x3xf32>) -> (tensor<1x3xf32>, tensor<5x3xf32>) {
+  ^bb0(%i: tensor<i64>, %acc: tensor<1x3xf32>, %xs: tensor<5x3xf32>):
+    %s = graph.reshape %i {shape = array<i64: 1>} : (tensor<i64>) -> tensor<1xi64>
+    %row = graph.dynamic_slice %xs, %s {axes = array<i64: 0>, sizes = array<i64: 1>} : (tensor<5x3xf32>, tensor<1xi64>) -> tensor<1x3xf32>
+    %p = graph.mul %acc, %row : (tensor<1x3xf32>, tensor<1x3xf32>) -> tensor<1x3xf32>
+    %n = graph.add %p, %row : (tensor<1x3xf32>, tensor<1x3xf32>) -> tensor<1x3xf32>
+    %go = graph.constant dense<true> : tensor<i1>
+    graph.yield %go, %n, %xs : tensor<i1>, tensor<1x3xf32>, tensor<5x3xf32>
+  }
+  %sq = graph.mul %r#0, %r#0 : (tensor<1x3xf32>, tensor<1x3xf32>) -> tensor<1x3xf32>
+  %l = graph.reduce_sum %sq : (tensor<1x3xf32>) -> tensor<f32>
+  func.return %l : tensor<f32>
+}
+"""
+
+
+def test_dynamic_slice_in_a_loop_body_and_its_gradient():
+    """graph.dynamic_slice reads row i of a carried tensor: every backend against plain
+    Python, and the gradients (a scatter of each row's adjoint, replayed backwards) against
+    torch in float64 on every backend."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((5, 3)) * 0.7).astype(np.float32)
+    a = rng.standard_normal((1, 3)).astype(np.float32)
+    acc = a.astype(np.float64)
+    for i in range(5):
+        acc = acc * x[i] + x[i]
+    m = model(ROWS)
+    check(ref.run_reference(m.module, [x, a], {}), [(acc * acc).sum()], rtol=1e-5)
+    for target in _compiled_targets():
+        check(dlpc.compile(m, target=target)(x, a), [(acc * acc).sum()], rtol=1e-4)
+    _, dx, da = _gradients(ROWS, [x, a], _compiled_targets())
+    tx, ta = (torch.tensor(v, dtype=torch.float64, requires_grad=True) for v in (x, a))
+    t = ta
+    for i in range(5):
+        t = t * tx[i] + tx[i]
+    (t * t).sum().backward()
+    np.testing.assert_allclose(dx, tx.grad.numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(da, ta.grad.numpy(), rtol=1e-4, atol=1e-5)

@@ -2,6 +2,7 @@
 onnx's own backend test cases, and a TorchScript model with a data-dependent if and a
 while loop against onnxruntime, on the numpy and C backends."""
 
+import re
 import sys
 import tempfile
 import warnings
@@ -32,33 +33,170 @@ def run(model, inputs, target):
     return list(out) if isinstance(out, list | tuple) else [out]
 
 
-@pytest.mark.parametrize("target", TARGETS)
-def test_conformance_if(target):
-    """test_if: the condition is a graph input, so the import keeps a graph.if."""
-    assert oc.run_case(case("test_if"), target).status == "pass"
+# every If / Loop / Scan case onnxruntime runs (test_loop11 and test_scan9_* have bodies at
+# opset 11 / 9, test_scan_sum is Scan-8 with its batch axis)
+PASSING = [
+    "test_if",
+    "test_if_seq",
+    "test_loop11",
+    "test_scan9_sum",
+    "test_scan9_scalar",
+    "test_scan9_multi_state",
+    "test_scan_sum",
+]
+# the rest: one line naming the operator (sequences and optionals)
+REFUSED = {
+    "test_if_opt": r"node #0 \(If -> 'sequence'\): error: If yielding an optional",
+    "test_loop13_seq": r"'seq_empty' is not a tensor but a sequence \(read by Loop;",
+    "test_loop16_seq_none": r"'opt_seq' is not a tensor but an optional \(read by Loop;",
+}
+
+
+def test_every_case_is_listed():
+    names = {c.name for op in ("If", "Loop", "Scan") for c in oc.by_operator()[op]}
+    assert names == set(PASSING) | set(REFUSED)
 
 
 @pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.parametrize("name", ["test_scan9_sum", "test_scan9_scalar", "test_scan9_multi_state"])
-def test_conformance_scan(name, target):
-    """Scan-9 cases; their body nodes (Add at opset 9) are older than the importer's opset
-    policy accepts, so the model is converted to opset 13 first (same semantics)."""
-    from onnx import version_converter
-
-    c = case(name)
-    got = run(version_converter.convert_version(c.model, 13), c.inputs, target)
-    for g_, e in zip(got, c.outputs, strict=True):
-        np.testing.assert_allclose(g_, e, rtol=oc.RTOL, atol=oc.ATOL)
+@pytest.mark.parametrize("name", PASSING)
+def test_conformance_case(name, target):
+    """onnx's own If / Loop / Scan cases, as the model files are (no conversion)."""
+    result = oc.run_case(case(name), target)
+    assert result.status == "pass", result.detail
 
 
-def test_loop_with_a_runtime_slice_is_one_line():
-    """test_loop11's body slices at the loop index (a run-time offset): refused, naming
-    the node, not a traceback."""
-    from onnx import version_converter
+@pytest.mark.parametrize("name", sorted(REFUSED))
+def test_conformance_refusal_is_one_line(name):
+    result = oc.run_case(case(name), "numpy")
+    assert result.status == "error" and "\n" not in result.detail, result.detail
+    assert re.search(REFUSED[name], result.detail), result.detail
 
-    c = case("test_loop11")
-    with pytest.raises(DlpcError, match=r"Slice.*computed at run time"):
-        run(version_converter.convert_version(c.model, 13), c.inputs, "numpy")
+
+def _save(model, d):
+    path = str(Path(d) / "m.onnx")
+    onnx.save(model, path)
+    return path
+
+
+def _model(nodes, inputs, outputs, opset=13):
+    from onnx import helper
+
+    graph = helper.make_graph(nodes, "g", inputs, outputs)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+
+
+def _vi(name, shape, elem=None):
+    from onnx import TensorProto, helper
+
+    return helper.make_tensor_value_info(name, elem or TensorProto.FLOAT, shape)
+
+
+def _slice_loop(start_from_i=True, cond_from_body=False, opset=11):
+    """test_loop11's form: y += x[i:i+1] (or x[i:i+2] read at a start not tied to the
+    end), a scan output of y, trip count and cond graph inputs."""
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor("x", TensorProto.FLOAT, [6], [1, 2, 3, 4, 5, 6])
+    body_nodes = [
+        helper.make_node("Constant", [], ["one"], value=helper.make_tensor("o", 7, [], [1])),
+        helper.make_node("Add", ["i", "one"], ["end"]),
+        helper.make_node("Unsqueeze", ["i" if start_from_i else "one"], ["s"], axes=[0]),
+        helper.make_node("Unsqueeze", ["end"], ["e"], axes=[0]),
+        helper.make_node("Slice", ["x", "s", "e"], ["piece"]),
+        helper.make_node("Add", ["y_in", "piece"], ["y_out"]),
+        helper.make_node("Identity", ["y_out"], ["scan"]),
+    ]
+    if cond_from_body:
+        body_nodes += [
+            helper.make_node("Constant", [], ["lim"], value_float=6.0),
+            helper.make_node("ReduceSum", ["y_out"], ["tot"], keepdims=0),
+            helper.make_node("Less", ["tot", "lim"], ["cond_out"]),
+        ]
+    else:
+        body_nodes.append(helper.make_node("Identity", ["cond_in"], ["cond_out"]))
+    body = helper.make_graph(
+        body_nodes,
+        "body",
+        [_vi("i", [], TensorProto.INT64), _vi("cond_in", [], TensorProto.BOOL), _vi("y_in", [1])],
+        [_vi("cond_out", [], TensorProto.BOOL), _vi("y_out", [1]), _vi("scan", [1])],
+        initializer=[x],
+    )
+    return _model(
+        [helper.make_node("Loop", ["m", "c", "y"], ["y_final", "ys"], body=body)],
+        [_vi("m", [], TensorProto.INT64), _vi("c", [], TensorProto.BOOL), _vi("y", [1])],
+        [_vi("y_final", [1]), _vi("ys", None)],
+        opset,
+    )
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_loop_slice_at_the_iteration_and_cond_input(target):
+    """Slice at a run-time offset (graph.dynamic_slice) in an opset-11 body; the scan
+    output has as many rows as iterations run: M, or none when cond starts false (the
+    model is specialised on M and cond, both graph inputs), as onnxruntime gives."""
+    ort = pytest.importorskip("onnxruntime")
+    model = _slice_loop()
+    session = ort.InferenceSession(model.SerializeToString())
+    with tempfile.TemporaryDirectory() as d:
+        compiled = dlpc.compile(dlpc.load(_save(model, d)), target=target)
+    y = np.array([-2.0], np.float32)
+    for m, c in ((5, True), (2, True), (4, False)):
+        feeds = [np.array(m, np.int64), np.array(c), y]
+        want = session.run(None, dict(zip(("m", "c", "y"), feeds)))
+        got = compiled(*feeds)
+        assert [g_.shape for g_ in got] == [w_.shape for w_ in want], (m, c)
+        for g_, w_ in zip(got, want, strict=True):
+            np.testing.assert_allclose(g_, w_, rtol=1e-6)
+
+
+def test_loop_refusals_are_one_line():
+    """A scan output after a condition the body computes (its row count is known only at
+    run time), and a Slice whose size ends - starts is not known at import time."""
+    with tempfile.TemporaryDirectory() as d:
+        feeds = {"m": np.array(3, np.int64), "c": np.array(True), "y": np.zeros(1, np.float32)}
+        for model, message in (
+            (_slice_loop(cond_from_body=True), r"Loop with scan outputs whose condition may end"),
+            (_slice_loop(start_from_i=False), r"Slice.*'ends' must be known at import time"),
+        ):
+            with pytest.raises(DlpcError, match=message) as e:
+                dlpc.load(_save(model, d)).specialiser.build(feeds)
+            assert "\n" not in str(e.value)
+
+
+def test_scan8_sequence_lens_and_older_opsets():
+    """Scan-8 with a sequence_lens below the scan length is refused in one line; an older
+    node whose meaning differs (Softmax-11 over a leading axis flattens to 2-D) names the
+    operator and opset; Softmax-11 over the last axis and Unsqueeze-11's axes attribute
+    import as at opset 13."""
+    from onnx import TensorProto, helper
+
+    c = case("test_scan_sum")
+    g_ = onnx.GraphProto()
+    g_.CopyFrom(c.model.graph)
+    g_.node[0].input[0] = "lens"
+    g_.initializer.append(helper.make_tensor("lens", TensorProto.INT64, [1], [2]))
+    model = helper.make_model(g_, opset_imports=[helper.make_opsetid("", 8)], ir_version=8)
+    with tempfile.TemporaryDirectory() as d:
+        with pytest.raises(DlpcError, match=r"Scan-8 with sequence_lens \[2\] shorter"):
+            dlpc.load(_save(model, d))
+        x = np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32)
+        for axis, ok in ((1, True), (-1, True), (0, False)):
+            model = _model(
+                [
+                    helper.make_node("Softmax", ["x"], ["p"], axis=axis),
+                    helper.make_node("Unsqueeze", ["p"], ["y"], axes=[0]),
+                ],
+                [_vi("x", [2, 3])],
+                [_vi("y", [1, 2, 3])],
+                opset=11,
+            )
+            if not ok:
+                with pytest.raises(DlpcError, match=r"opset 11 is not supported for 'Softmax'"):
+                    dlpc.load(_save(model, d))
+                continue
+            (got,) = run(model, [x], "numpy")
+            e = np.exp(x - x.max(1, keepdims=True))
+            np.testing.assert_allclose(got, (e / e.sum(1, keepdims=True))[None], rtol=1e-5)
 
 
 def _loop_model():
