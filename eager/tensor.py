@@ -190,7 +190,7 @@ class Tensor(TensorView):
             raise DlpcError("error: backward() of a tensor that does not require grad")
         if gradient is None and self.numel() != 1:
             raise DlpcError("error: backward() without a gradient needs a one-element tensor")
-        autograd.backward(self, gradient, lambda t: full_like(t, 1.0))
+        autograd.backward(self, gradient, _seed)
 
     def _as_view(self, shape, strides, offset, op):
         if self._value is not None:
@@ -389,6 +389,19 @@ def zeros(shape, dtype: Any = np.float32, device=None, requires_grad=False) -> T
 
 def ones(shape, dtype: Any = np.float32, device=None, requires_grad=False) -> Tensor:
     return full(shape, 1.0, dtype, device, requires_grad)
+
+
+_SEEDS: dict[Any, Tensor] = {}
+
+
+def _seed(t: TensorView) -> Tensor:
+    """Ones like `t` for `backward()`: made (uploaded) once per shape, dtype and device,
+    each call a new tensor object over it (nothing writes a tensor's storage in place)."""
+    m = t._meta or t.key_meta()
+    ones = _SEEDS.get(m)
+    if ones is None:
+        ones = _SEEDS[m] = full_like(t, 1.0)
+    return ones.detach()
 
 
 def full_like(t: TensorView, value: float) -> Tensor:
