@@ -116,3 +116,51 @@ def test_a_copy_at_offset_zero_names_the_buffer_and_others_add_the_offset():
     np.testing.assert_array_equal(y[:3], x[1:])
     (rep,) = f.report
     assert rep.bytes == {"gdram->gdram": 12.0} and rep.dma_count == 1
+
+
+def test_a_constant_tensor_is_a_registered_gdram_global():
+    """A graph.constant of several elements becomes a memref.global: @main registers it
+    as GDRAM (the simulator checks every GDRAM operand against a registered buffer)."""
+    src = """
+func.func @main(%x: tensor<8xf32>) -> tensor<8xf32> {
+  %c = graph.constant dense<[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.5]> : tensor<8xf32>
+  %y = graph.mul %x, %c : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  func.return %y : tensor<8xf32>
+}"""
+    loop = pipeline.lower(pipeline.parse_module(src), "loop", pipeline.PipelineOptions())
+    f = compile_dlp(loop, name="global_const")
+    assert re.search(r"__dlp_gdram\(\w+, 8 \* sizeof\(float\)\);", f.source)
+    x = np.linspace(-1, 1, 8, dtype=np.float32)
+    (y,) = f(x)
+    np.testing.assert_array_equal(y, x * np.array([1, 2, 3, 4, 5, 6, 7, 8.5], np.float32))
+
+
+def test_the_kernel_header_states_tasks_plan_and_double_buffering():
+    """The comment above each kernel (the emitter's documented output) gives the tasks,
+    the bytes planned per space used (none for a space it does not use) and whether the
+    kernel is double-buffered; the launch passes the same flag to the time model (relu
+    of 16 x 16 on tiny's two cores is double-buffered, the linear + relu is not)."""
+    single = compile_dlp(linear_relu(), name="hdr_single")
+    head = re.search(r'/\* kernel "fc1_relu_0" \(from graph.linear\): (.*) \*/', single.source)[1]
+    assert re.fullmatch(r"\d+ tasks; nram \d+ bytes, wram \d+ bytes, sram \d+ bytes", head), head
+    rng = np.random.default_rng(1)
+    x, w = (
+        rng.standard_normal((1, 16)).astype(np.float32),
+        rng.standard_normal((8, 16)).astype(np.float32),
+    )
+    (y,) = single(x, params={"fc1.weight": w})
+    np.testing.assert_allclose(y, np.maximum(x @ w.T, 0), rtol=1e-5, atol=1e-5)
+    assert [r.double_buffered for r in single.report] == [False]
+    src = """
+func.func @main(%x: tensor<16x16xf32>) -> tensor<16x16xf32> {
+  %y = graph.relu %x : (tensor<16x16xf32>) -> tensor<16x16xf32>
+  func.return %y : tensor<16x16xf32>
+}"""
+    loop = pipeline.lower(pipeline.parse_module(src), "loop", pipeline.PipelineOptions())
+    double = compile_dlp(loop, "tiny", name="hdr_double")
+    head = re.search(r'/\* kernel "\w+" \(from graph.relu\): (.*) \*/', double.source)[1]
+    assert re.fullmatch(r"2 tasks; nram \d+ bytes; double-buffered", head), head
+    x = rng.standard_normal((16, 16)).astype(np.float32)
+    (y,) = double(x)
+    np.testing.assert_array_equal(y, np.maximum(x, 0))
+    assert [r.double_buffered for r in double.report] == [True]
