@@ -734,3 +734,87 @@ def test_resize_counts_its_scales_against_the_axes():
                   {"s": np.ones(3, np.float32)}, opset=19, outputs=())  # fmt: skip
     with pytest.raises(DlpcError, match="'scales' has 3 values for 2 axes"):
         load_model(proto)
+
+
+# ------------------------------------------------------- symbolic shape arithmetic
+
+
+def _sym_fold(op, attrs, *inputs):
+    from dlpc.frontends import onnx_symbolic
+
+    (out,) = onnx_symbolic.fold(op, attrs, list(inputs))
+    return out
+
+
+def _o(*values):
+    return np.asarray(values, dtype=object)
+
+
+def test_symbolic_folds_keep_symbols_and_settle_plain_ints():
+    """Shape arithmetic over [n, 3, 4]: entries holding n stay objects; those that lost
+    every symbol come back as int64 (the other import paths read those)."""
+    from dlpc.dialects import symdims
+
+    n = symdims.sym("n")
+    shape = _o(n, 3, 4)
+    assert _sym_fold("Identity", {}, shape) is shape
+    first = _sym_fold("Gather", {}, shape, np.asarray(0, np.int64))
+    assert first.shape == () and first.item() == n
+    tail = _sym_fold("Gather", {"axis": 0}, shape, np.array([1, 2], np.int64))
+    assert tail.dtype == np.int64 and tail.tolist() == [3, 4]
+    cut = _sym_fold("Slice", {}, shape, np.array([1]), np.array([3]), None, None)
+    assert cut.dtype == np.int64 and cut.tolist() == [3, 4]
+    rev = _sym_fold(
+        "Slice", {}, shape, np.array([-1]), np.array([-4]), np.array([0]), np.array([-1])
+    )
+    assert rev.tolist() == [4, 3, n]
+    up = _sym_fold("Unsqueeze", {}, _o(n, 3), np.array([-1, 0]))
+    assert up.shape == (1, 2, 1)
+    assert _sym_fold("Squeeze", {}, _o([n], [3])).shape == (2,)
+    assert _sym_fold("Squeeze", {}, np.asarray([[n, 3]], dtype=object), np.array([0])).shape == (2,)
+    both = _sym_fold("Concat", {"axis": 0}, _o(n), np.array([3, 4], np.int64))
+    assert both.dtype == object and both.tolist() == [n, 3, 4]
+    assert _sym_fold("Add", {}, _o(n, 3), np.array([1, 1])).tolist() == [n + 1, 4]
+    assert _sym_fold("Sub", {}, _o(n, 3), np.array(1)).tolist() == [n - 1, 2]
+    assert _sym_fold("Mul", {}, _o(n, 3), np.array(2)).tolist() == [n * 2, 6]
+    assert _sym_fold("Div", {}, _o(n, 3), np.array(2)).tolist() == [n // 2, 1]
+    # integer Div truncates toward zero (ONNX's), and a 0 divisor gives 0, not an error
+    assert _sym_fold("Div", {}, np.array([-7, 7, 5]), _o(2, -2, 0)).tolist() == [-3, -3, 0]
+    eq = _sym_fold("Equal", {}, _o(n, 3), np.array([-1, 3]))
+    assert eq.dtype == bool and eq.tolist() == [False, True]
+    w = _sym_fold("Where", {}, eq, np.array([9, 9]), _o(n, 3))
+    assert w.tolist() == [n, 9]
+    r = _sym_fold("Reshape", {}, _o(n, 3, 4, 5), np.array([2, 2]))
+    assert r.shape == (2, 2)
+    assert _sym_fold("Cast", {"to": 7}, shape) is shape
+    assert _sym_fold("Cast", {"to": 6}, shape) is shape
+    empty = _sym_fold("Slice", {}, _o(n, 3), np.array([2]), np.array([2]))
+    assert empty.dtype == np.int64 and empty.shape == (0,)
+
+
+@pytest.mark.parametrize(
+    "op,attrs,args,message",
+    [
+        ("Cast", {"to": 1}, ("shape",), "cast to a non-integer type"),
+        ("Concat", {}, ("shape", "shape"), "Concat needs 'axis'"),
+        ("Reshape", {}, ("shape", "shape"), "'shape' must not be symbolic"),
+        ("Slice", {}, ("shape", "sym", "two"), "symbolic bounds"),
+        ("Slice", {}, ("shape", "zero", "two", "sym"), "'axes' must not be symbolic"),
+        ("Gather", {}, ("shape", "five"), "'Gather' of a symbolic dim: "),
+        ("Pow", {}, ("shape", "two"), "'Pow' of a symbolic dim is not evaluated"),
+    ],
+)
+def test_symbolic_folds_name_what_they_cannot_evaluate(op, attrs, args, message):
+    from dlpc.dialects import symdims
+    from dlpc.frontends import onnx_symbolic
+
+    n = symdims.sym("n")
+    values = {
+        "shape": _o(n, 3),
+        "sym": _o(n),
+        "two": np.array([2]),
+        "zero": np.array([0]),
+        "five": np.array([5]),
+    }
+    with pytest.raises(ValueError, match=message):
+        onnx_symbolic.fold(op, attrs, [values[a] for a in args])
