@@ -396,3 +396,21 @@ def test_opencl_strided_views_copy_to_the_host():
         t.__dlpack_device__()
     i = dlpc.tensor(np.arange(12, dtype=np.int64).reshape(3, 4), device=OPENCL[0])
     np.testing.assert_array_equal(np.asarray(i.T), np.arange(12).reshape(3, 4).T)
+
+
+def test_elapsed_time_is_in_milliseconds():
+    """Inline events: host seconds -> ms; OpenCL markers: profiling nanoseconds -> ms."""
+    from types import SimpleNamespace
+
+    s = rdev.device("cpu").default_stream
+    a, b = s.record_event(), s.record_event()
+    a.host_time, b.host_time = 2.0, 2.25
+    assert a.elapsed_time(b) == 250.0 and b.elapsed_time(a) == -250.0
+
+    def marker(ns: int):
+        return SimpleNamespace(profile=SimpleNamespace(end=ns), wait=lambda: None)
+
+    c, d = rdev.Event(), rdev.Event()
+    c.stream = d.stream = s
+    c.handle, d.handle = marker(2_000_000), marker(5_500_000)
+    assert c.elapsed_time(d) == 3.5
