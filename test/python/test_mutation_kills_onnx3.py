@@ -818,3 +818,24 @@ def test_symbolic_folds_name_what_they_cannot_evaluate(op, attrs, args, message)
     }
     with pytest.raises(ValueError, match=message):
         onnx_symbolic.fold(op, attrs, [values[a] for a in args])
+
+
+def test_arg_max_positions_are_exact_up_to_two_to_the_24():
+    """ArgMax/ArgMin take positions as float32, exact up to 2**24: an axis of 2**24
+    imports (and its largest position is exact), one of 2**24 + 1 is refused."""
+    from dlpc.dialects import graph
+
+    for n in (2**24, 2**24 + 1):
+        proto = model([node("ArgMax", ["x"], axis=0)], {}, outputs=())
+        proto.graph.input.append(helper.make_tensor_value_info("x", F, [n]))
+        if n > 2**24:
+            with pytest.raises(DlpcError, match="has 16777217 elements; dlpc's ArgMax takes 2"):
+                load_model(proto)
+            continue
+        m = load_model(proto)
+        iota = next(
+            op for op in m.module.walk() if isinstance(op, graph.ParamOp | graph.ConstantOp)
+            and graph.shape_of(op.results[0]) == (n,)
+        )  # fmt: skip
+        values = m.weights[iota.pname] if isinstance(iota, graph.ParamOp) else None
+        assert values is not None and values[-1] == n - 1
