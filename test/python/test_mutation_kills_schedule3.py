@@ -293,3 +293,211 @@ def test_gemm_blocks(m, n, k, mc, kc):
     assert (p.mc, p.kc) == (mc, kc)
     assert k % p.kc == 0 and m % p.mc == 0
     assert p.mc <= 128 or p.mc * p.kc * 4 <= default.A_BLOCK_BYTES
+
+
+# ------------------------------------------------------------- direct conv template
+
+# (batch, channels in, out, height, width, kernel, stride, padding): the script's lines
+# that carry each decision of conv_tile_script (default.py's first choice for an NCHW
+# conv), every other line as in the case before
+CONV_CASES = {
+    # 147 456 MACs < CONV_PARALLEL_MACS: serial; 8 channels x 1 vector within the 24
+    # accumulators: no channel split; padded: a padded copy staged per image
+    "small": (
+        (1, 8, 8, 16, 16, 3, 1, 1),
+        [
+            "reorder K: i0, i2, r0, r1, r2, i1, i3",
+            "cache_read K/i0 @0 -> K_xp",
+            "cache_write K/i2 @2 -> K_acc",
+            "unroll K/i1",
+            "vectorize K/i3",
+            "serial K",
+        ],
+    ),
+    # a 28-wide row is 3 pieces (16 + 8 + 4): 7 rows a tile (the largest divisor of 28
+    # within CONV_RAGGED_ROWS and 24 // 3), 21 vectors, so one channel a tile; one image,
+    # 4 row blocks over 2 threads: blocks of 2, each thread staging its own rows
+    "ragged": (
+        (1, 8, 8, 28, 28, 3, 1, 1),
+        [
+            "split K/i1 by 1 -> i1o, i1i",
+            "split K/i2 by 7 -> i2o, i2i",
+            "split K/i2o by 2 -> i2t, i2r",
+            "reorder K: i0, i2t, i2r, i1o, r0, r1, r2, i2i, i1i, i3",
+            "cache_read K/i2t @0 -> K_xp",
+            "cache_write K/i1o @2 -> K_acc",
+            "unroll K/i2i",
+            "unroll K/i1i",
+            "vectorize K/i3",
+            "serial K",
+            "parallel K/i2t",
+        ],
+    ),
+    # a 128-wide row (8 vectors > 4): tiles of 64 (4 vectors), 24 // 4 = 6: 4 channels
+    "wide": (
+        (1, 16, 16, 32, 128, 3, 1, 1),
+        [
+            "split K/i1 by 4 -> i1o, i1i",
+            "split K/i3 by 64 -> i3o, i3i",
+            "split K/i2 by 16 -> i2t, i2r",
+            "reorder K: i0, i2t, i2r, i1o, i3o, r0, r1, r2, i1i, i3i",
+            "cache_read K/i2t @0 -> K_xp",
+            "cache_write K/i3o @2 -> K_acc",
+            "unroll K/i1i",
+            "vectorize K/i3i",
+            "serial K",
+            "parallel K/i2t",
+        ],
+    ),
+    # 2 images over 2 threads, each image's padded copy 64 KiB >= CONV_STAGE_SPLIT_BYTES:
+    # the images parallel, each staged by its thread
+    "per-image": (
+        (2, 16, 16, 32, 32, 3, 1, 1),
+        [
+            "split K/i1 by 8 -> i1o, i1i",
+            "reorder K: i0, i2, i1o, r0, r1, r2, i1i, i3",
+            "cache_read K/i0 @0 -> K_xp",
+            "cache_write K/i1o @2 -> K_acc",
+            "unroll K/i1i",
+            "vectorize K/i3",
+            "serial K",
+            "parallel K/i0",
+        ],
+    ),
+    # 3 images do not split over 2 threads: all staged at once, (image, row) one
+    # parallel loop
+    "batched": (
+        (3, 16, 16, 32, 32, 3, 1, 1),
+        [
+            "split K/i1 by 8 -> i1o, i1i",
+            "split K/i0 by 3 -> i0b, i0n",
+            "reorder K: i0b, i0n, i2, i1o, r0, r1, r2, i1i, i3",
+            "cache_read K/i0b @0 -> K_xp",
+            "cache_write K/i1o @2 -> K_acc",
+            "unroll K/i1i",
+            "vectorize K/i3",
+            "serial K",
+            "fuse K/i0n, i2 -> i0i2",
+            "parallel K/i0i2",
+        ],
+    ),
+    # 4 small images (3 KiB copies) but 221 184 MACs: batched, serial
+    "batched-serial": (
+        (4, 3, 8, 16, 16, 3, 1, 1),
+        [
+            "split K/i0 by 4 -> i0b, i0n",
+            "reorder K: i0b, i0n, i2, r0, r1, r2, i1, i3",
+            "cache_read K/i0b @0 -> K_xp",
+            "cache_write K/i2 @2 -> K_acc",
+            "unroll K/i1",
+            "vectorize K/i3",
+            "serial K",
+            "fuse K/i0n, i2 -> i0i2",
+        ],
+    ),
+    # 3x3 stride 2: stride-1 phase planes, 16 rows in blocks of 8 per thread
+    "strided": (
+        (1, 16, 16, 32, 32, 3, 2, 1),
+        [
+            "split K/i2 by 8 -> i2t, i2r",
+            "reorder K: i0, i2t, i2r, r0, r1, r2, i1, i3",
+            "cache_read K/i2t @0 -> K_xq deinterleave",
+            "cache_write K/i2r @2 -> K_acc",
+            "unroll K/i1",
+            "vectorize K/i3",
+            "serial K",
+            "parallel K/i2t",
+        ],
+    ),
+    # 1x1 stride 2: im2col rows (the strided subsample)
+    "strided-1x1": (
+        (1, 8, 8, 16, 16, 1, 2, 0),
+        [
+            "reorder K: i0, i2, r0, r1, r2, i1, i3",
+            "cache_read K/i0 @0 -> K_xp pack",
+            "cache_write K/i2 @2 -> K_acc",
+            "unroll K/i1",
+            "vectorize K/i3",
+            "serial K",
+        ],
+    ),
+    # 1x1 stride 1 unpadded: the input read where it is
+    "direct": (
+        (1, 8, 8, 16, 16, 1, 1, 0),
+        [
+            "reorder K: i0, i2, r0, r1, r2, i1, i3",
+            "cache_write K/i2 @2 -> K_acc",
+            "unroll K/i1",
+            "vectorize K/i3",
+            "serial K",
+        ],
+    ),
+    # a 56-wide row is 4 vectors (not above 4): not tiled (56 has no multiple of 16 to
+    # tile by), a ragged row of 4 pieces: 4 rows a tile (of 8, within 24 // 4)
+    "four-vectors": (
+        (1, 4, 4, 8, 56, 3, 1, 1),
+        [
+            "split K/i1 by 1 -> i1o, i1i",
+            "split K/i2 by 4 -> i2o, i2i",
+            "reorder K: i0, i2o, i1o, r0, r1, r2, i2i, i1i, i3",
+            "cache_read K/i0 @0 -> K_xp",
+            "cache_write K/i1o @2 -> K_acc",
+            "unroll K/i2i",
+            "unroll K/i1i",
+            "vectorize K/i3",
+            "serial K",
+        ],
+    ),
+    # each image's copy exactly CONV_STAGE_SPLIT_BYTES (8 x 32 x 32 floats): per image
+    "per-image-32k": (
+        (2, 8, 16, 32, 32, 3, 1, 1),
+        [
+            "split K/i1 by 8 -> i1o, i1i",
+            "reorder K: i0, i2, i1o, r0, r1, r2, i1i, i3",
+            "cache_read K/i0 @0 -> K_xp",
+            "cache_write K/i1o @2 -> K_acc",
+            "unroll K/i1i",
+            "vectorize K/i3",
+            "serial K",
+            "parallel K/i0",
+        ],
+    ),
+    # read directly (nothing staged per thread), 2 rows for 2 threads: the rows parallel
+    "direct-rows": (
+        (1, 64, 64, 2, 1024, 1, 1, 0),
+        [
+            "split K/i1 by 4 -> i1o, i1i",
+            "split K/i3 by 64 -> i3o, i3i",
+            "reorder K: i0, i2, i1o, i3o, r0, r1, r2, i1i, i3i",
+            "cache_write K/i3o @2 -> K_acc",
+            "unroll K/i1i",
+            "vectorize K/i3i",
+            "serial K",
+            "parallel K/i2",
+        ],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", CONV_CASES)
+def test_direct_conv_template_decisions(tmp_path, case):
+    """conv.py conv_tile_script on NCHW convs (2 threads): the row tile, the channel
+    block, ragged rows, the staging (padded copy, phase planes, im2col, none) and where
+    it happens, and which loop runs parallel, each case's reason in CONV_CASES."""
+    from dlpc.passes.schedule.conv import conv_tile_script
+
+    (n, c, o, h, w, k, s, p), lines = CONV_CASES[case]
+    (tmp_path / "c.dlpc").write_text(
+        f"model c(x: f32[B, {c}, {h}, {w}]) {{\n"
+        f"  param k: f32[{o}, {c}, {k}, {k}] = kaiming(seed=5)\n"
+        f"  return conv2d(x, k, strides={s}, padding={p})\n}}\n"
+    )
+    model = dlpc.load(tmp_path / "c.dlpc", batch=n)
+    module = pipeline.lower(model.module.clone(), "loop", pipeline.PipelineOptions(opt_level=0))
+    (kernel,) = [k for k in kernels(module) if (nest := analyse(k)) is not None and nest.reduce]
+    nest = analyse(kernel)
+    assert nest is not None
+    script = conv_tile_script(kernel, nest, threads=2)
+    assert script.splitlines() == [f"decompose {kernel.sym}"] + [
+        ln.replace("K", kernel.sym) for ln in lines
+    ]
