@@ -1,11 +1,14 @@
 """passes/lower/dlp_select/elementwise.py: elementwise nests become vector intrinsics."""
 
+from collections import Counter
+
 import numpy as np
 from dlp_select_cases import lowered, matches_reference
 
 import dlpc
 from dlpc.backends.dlp_c import lower_to_dlp
 from dlpc.backends.runtime.dlp_sim import compile_dlp
+from dlpc.passes import pipeline
 
 
 def test_a_product_takes_the_vector_mul(tmp_path):
@@ -52,3 +55,34 @@ model m(x: f32[2, 64]) {
     (ref,) = dlpc.api.reference(model, [x])
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5 * max(1.0, float(np.abs(ref).max())))
     np.testing.assert_allclose(out[0, :4] - ref[0, :4], 0.0, atol=1e-6)
+
+
+ROWS_T = {
+    # 10 x 10 output planes (400 bytes: rows not 64-byte aligned) of a conv's bias:
+    # channels as the work loop at batch 1 (the bias tiled), whole images at batch 2
+    # (the bias a whole buffer repeating per image)
+    "conv_b1": "x: f32[1, 6, 14, 14]",
+    "conv_b2": "x: f32[2, 6, 14, 14]",
+}
+
+
+def test_unaligned_bias_rows_go_through_a_transpose(tmp_path):
+    for case, args in ROWS_T.items():
+        text = f"""
+model m({args}) {{
+  param w: f32[16, 6, 5, 5] = kaiming(seed=1)
+  param b: f32[16] = normal(seed=2, std=0.5)
+  return relu(conv2d(x, w, b))
+}}
+"""
+        path = tmp_path / f"{case}.dlpc"
+        path.write_text(text)
+        model = dlpc.load(path)
+        options = pipeline.PipelineOptions(target="dlp")  # NCHW, as dlpc.compile lowers it
+        module = pipeline.lower(model.module.clone(), "loop", options)
+        dlp_module = lower_to_dlp(module.clone())
+        ops = Counter(op.name for op in dlp_module.walk())
+        assert ops["dlp.transpose"] >= 2 and ops["dlp.cycle_add"] >= 1, (case, ops)
+        scalar = [op for op in dlp_module.walk() if "dlpc.scalar" in op.attributes]
+        assert not scalar, case
+        matches_reference(model, module)

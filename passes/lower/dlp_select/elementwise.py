@@ -103,6 +103,7 @@ class Elementwise:
     body: list[Operation]  # the innermost ops, in order, ending with the store
     out: BufferPlan
     preset: dict[SSAValue, Operand] = field(default_factory=dict)  # e.g. the matmul result
+    transposed_rows: int = 0  # ops with a "rowT" operand: a scratch buffer each
 
     @property
     def inner(self) -> int:
@@ -116,7 +117,7 @@ class Elementwise:
         )
         erfs = sum(op.name == "math.erf" for op in self.body)
         # one fresh buffer per vector op at most (sign flips work in place), and erf's
-        return n + ERF_TEMPS * erfs
+        return n + ERF_TEMPS * erfs + self.transposed_rows
 
     def emit_after(self, lowering, b, count, acc, t0, n, sum_value) -> None:
         """The epilogue as vector intrinsics over the accumulator tile `acc`."""
@@ -209,8 +210,8 @@ def _classify_load(plan, load: memref.LoadOp, loops: list[ForOp]) -> Operand:
         for j in range(1, len(loops)):  # indexed by loops[:j], broadcast over loops[j:]
             if idx[p.dim :] == ivs[:j] and tuple(shape[p.dim + 1 :]) == tuple(extents[1:j]):
                 seg = math.prod(extents[j:])
-                if (seg * 4) % plan.desc.vector_align == 0:
-                    return Operand("row", p, seg=seg)
+                aligned = (seg * 4) % plan.desc.vector_align == 0
+                return Operand("row" if aligned else "rowT", p, seg=seg)
     if p.kind != "whole":
         raise NoMatch
     ivs = _ivs(loops)
@@ -223,8 +224,8 @@ def _classify_load(plan, load: memref.LoadOp, loops: list[ForOp]) -> Operand:
             and math.prod(shape) == math.prod(extents[1:j])
         ):
             seg = math.prod(extents[j:])
-            if (seg * 4) % plan.desc.vector_align == 0:
-                return Operand("row", p, seg=seg, period=math.prod(extents[1:j]))
+            aligned = (seg * 4) % plan.desc.vector_align == 0
+            return Operand("row" if aligned else "rowT", p, seg=seg, period=math.prod(extents[1:j]))
     # whole buffer indexed by the trailing loop variables (leading indices 0): broadcast
     for k in range(1, len(loops) + 1):
         tail = ivs[k:]
@@ -248,7 +249,9 @@ def _classify_load(plan, load: memref.LoadOp, loops: list[ForOp]) -> Operand:
 
 
 def check_expr(plan, loops: list[ForOp], ops: list[Operation], kinds: dict[SSAValue, str]) -> None:
-    """Kinds ("vec", "cycle", "row", "scalar") of every value `ops` compute, or NoMatch."""
+    """Kinds ("vec", "cycle", "row", "scalar") of every value `ops` compute, or NoMatch.
+    "rowT": a row operand whose rows do not start vector-aligned, added to, subtracted
+    from or multiplied into a vector by transposing it (`_emit_rows_transposed`)."""
     for op in ops:
         if isinstance(op, memref.LoadOp):
             kinds[op.res] = _classify_load(plan, op, loops).kind
@@ -263,6 +266,8 @@ def check_expr(plan, loops: list[ForOp], ops: list[Operation], kinds: dict[SSAVa
             if pair == {"scalar"}:
                 kinds[op.results[0]] = "scalar"
                 continue
+            if "rowT" in pair and (pair != {"vec", "rowT"} or name not in CYCLE or b != "rowT"):
+                raise NoMatch
             if pair == {"row", "scalar"}:  # a per-row scalar of a row value (softmax's 1 / sum)
                 kinds[op.results[0]] = "row"
                 continue
@@ -297,7 +302,10 @@ def match_elementwise(plan, loops: list[ForOp], body: list[Operation], preset=No
     check_expr(plan, loops, ops[:-1], kinds)
     if kinds.get(store.value) != "vec":
         raise NoMatch
-    return Elementwise(loops, body, out, dict(preset or {}))
+    transposed = sum(
+        any(kinds.get(x) == "rowT" for x in op.operands) for op in ops if op.name in BINARY
+    )
+    return Elementwise(loops, body, out, dict(preset or {}), transposed)
 
 
 @dataclass
@@ -324,6 +332,9 @@ def emit_elementwise(
     cyc: dict[SSAValue, tuple[SSAValue, int]] = {}
     # a row value: (buffer, row length, period, the scalar ops applied to each row's value)
     rows: dict[SSAValue, tuple[BufferPlan, int, int, tuple]] = {}
+    rows_t: dict[
+        SSAValue, tuple[BufferPlan, int, int]
+    ] = {}  # unaligned rows: (buffer, length, period)
     scal: dict[SSAValue, SSAValue] = {}
     ops = [op for op in ew.body if not isinstance(op, arith.ConstantOp)]
     if result is None:
@@ -362,6 +373,8 @@ def emit_elementwise(
                 cyc[op.res] = (p.local, o.seg)
             elif o.kind == "row":
                 rows[op.res] = (p, o.seg, o.period, ())
+            elif o.kind == "rowT":
+                rows_t[op.res] = (p, o.seg, o.period)
             else:
                 scal[op.res] = b.v(memref.LoadOp.get(p.local, [b.c(o.index)]))
             continue
@@ -390,6 +403,10 @@ def emit_elementwise(
             scal[op.results[0]] = new.results[0]
             continue
         d = dest(op)
+        if y in rows_t:
+            _emit_rows_transposed(b, name, d, vec[x], *rows_t[y], count, fresh("rows_t"))
+            vec[op.results[0]] = d
+            continue
         if y in rows:  # per-row scalar: one intrinsic per row of the tile
             _emit_rows(b, name, d, vec[x], *rows[y], count)
             vec[op.results[0]] = d
@@ -466,6 +483,21 @@ def _emit_erf(b, d: Slot, y: Slot, temps: list[Slot], count: SSAValue) -> None:
     b.op(dlp.MaxScalarOp(*q, *q, k(-1.0), count))
     b.op(dlp.MulScalarOp(*q, *q, k(-1.0), count))  # sign(y)
     b.op(dlp.MulOp(*d, *p, *q, count))
+
+
+def _emit_rows_transposed(
+    b, name: str, d: Slot, v_: Slot, p: BufferPlan, inner: int, period: int, count, t: Slot
+) -> None:
+    """d = v (+|-|*) p's row values where rows of `inner` elements do not start aligned
+    (a 5 x 5 conv's 100-element output planes): v's R rows transposed into t (`inner`
+    rows of R, every one starting with row 0), one `dlp.cycle_*` of the R row values (the
+    tile's, contiguous in p's slot; a whole buffer's `period` values repeating), and t
+    transposed back into d."""
+    rows_n = b.v(arith.DivSIOp(count, b.c(inner)))
+    b.op(dlp.TransposeOp(*t, *v_, rows_n, b.c(inner)))
+    seg = b.c(period) if period else rows_n
+    b.op(CYCLE[name](*t, *t, p.local, p.slot, count, seg))
+    b.op(dlp.TransposeOp(*d, *t, b.c(inner), rows_n))
 
 
 def _emit_rows(
