@@ -45,7 +45,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from xdsl.dialects import func
@@ -568,6 +568,10 @@ class Importer:
                 return [Const(value, node.output[0])]
         if node.op_type == "GatherElements":
             return [Const(self._gather_elements(node), node.output[0])]
+        if node.op_type == "Optional":  # an optional imports as its value (onnx_ops/control.py)
+            if not node.input or not node.input[0]:
+                raise self.error("an empty optional is not supported")
+            return [cast(Const, self.env[node.input[0]])]
         if any(self._const_of(n).dtype == object for n in node.input if n):
             return self._fold_symbolic(node)
         from onnx.reference import ReferenceEvaluator

@@ -108,7 +108,10 @@ def _scalar(imp: NodeContext, v: Value, what: str) -> SSAValue:
 def if_(imp: NodeContext) -> list[Value]:
     a = imp.attrs({"then_branch": None, "else_branch": None})
     cond = imp.required(0)
-    _no_optionals(imp, a["then_branch"], a["else_branch"])
+    if _optional_outputs(a["then_branch"], a["else_branch"]) and not isinstance(cond, Const):
+        # an optional has no tensor form: the branch is chosen at import time (a graph
+        # input condition is specialised on; one computed at run time is refused)
+        cond = Const(np.asarray(imp.const(0, "cond")))
     if isinstance(cond, Const):  # known at import time: the chosen branch, inline
         return _inline(
             imp, a["then_branch"] if bool(cond.array.reshape(-1)[0]) else a["else_branch"]
@@ -130,14 +133,19 @@ def if_(imp: NodeContext) -> list[Value]:
     return list(op.results)
 
 
-def _no_optionals(imp: NodeContext, *graphs) -> None:
-    """A subgraph output that is an optional: refused (no optional values in dlpc)."""
-    for g in graphs:
-        for vi in g.output:
-            if vi.type.HasField("optional_type"):
-                raise imp.error(
-                    f"{imp.node.op_type} yielding an optional ('{vi.name}') is not supported"
-                )
+def _optional_outputs(*graphs) -> bool:
+    """Whether a subgraph yields an optional."""
+    return any(vi.type.HasField("optional_type") for g in graphs for vi in g.output)
+
+
+@handles("Optional")
+def optional(imp: NodeContext) -> list[Value]:
+    """An optional holding a value is that value; an empty one is refused."""
+    imp.attrs({"type": None})
+    v = imp.input(0)
+    if v is None:
+        raise imp.error("an empty optional is not supported (an optional imports as its value)")
+    return [v]
 
 
 def _inline(imp: Any, g) -> list[Value]:
@@ -214,7 +222,8 @@ TensorI64 = graph.TensorType(graph.i64, [])
 def loop(imp: NodeContext) -> list[Value]:
     a = imp.attrs({"body": None})
     body = a["body"]
-    _no_optionals(imp, body)
+    if _optional_outputs(body):
+        raise imp.error("Loop carrying an optional is not supported")
     inits = [imp.value(imp.required(k)) for k in range(2, len(imp.node.input))]
     n = 1 + len(inits)  # cond is carried too: the body reads it
     cond_in = imp.input(1)

@@ -69,10 +69,10 @@ EXPECTED_FAILURES = [
     ),
     (r"^test_bernoulli", ALL, r"'RandomUniformLike'", "random number generation"),
     (
-        r"^test_(if_opt|loop13_seq|loop16_seq_none)$",
+        r"^test_(loop13_seq|loop16_seq_none)$",
         ALL,
-        r"is not a tensor but an? (sequence|optional) \(read by Loop|If yielding an optional",
-        "If / Loop over sequences or optionals",
+        r"is not a tensor but an? (sequence|optional) \(read by Loop",
+        "Loop over sequences or optionals",
     ),
     (
         r"^test_dynamicquantizelinear",
