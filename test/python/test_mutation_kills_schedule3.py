@@ -501,3 +501,102 @@ def test_direct_conv_template_decisions(tmp_path, case):
     assert script.splitlines() == [f"decompose {kernel.sym}"] + [
         ln.replace("K", kernel.sym) for ln in lines
     ]
+
+
+# ------------------------------------------------------------------ gemm template
+
+# (batch, m, n, k, b transposed, b a weight): the first default script of the linear
+# out[b, i, j] = sum_r a[b, i, r] * w[r, j], and why
+GEMM_CASES = {
+    # a weight B: packed (loop-prepack-weights hoists the pack); one k block (A of 16 KiB
+    # in place, no A pack); the 8 x 32 tile; the parallel loop the first of >= 4 trips
+    # (none: the largest, the 2 column panels i2r), B's pack loop inside it parallel too
+    "weight": (
+        (1, 64, 64, 64, False, True),
+        "split lin/i2 by 64 -> i2c, i21\nsplit lin/i1 by 64 -> i1c, i11\n"
+        "split lin/i21 by 32 -> i2r, i2j\nsplit lin/i11 by 8 -> i1r, i1i\n"
+        "reorder lin: i2c, i0, i1c, i2r, i1r, i1i, i2j, r0\ntensorize lin/i1i gemm\n"
+        "cache_read lin/i2c @1 -> lin_Bp pack\nserial lin\nparallel lin/i2r\n"
+        "parallel lin/lin_Bp_i2r",
+    ),
+    # 2 rows of whole vectors: B's row carried in registers (gemm_pipe, the reduction
+    # outside the tile); an activation B of one block is read in place
+    "pipe": (
+        (1, 2, 64, 64, False, False),
+        "split lin/i2 by 64 -> i2c, i21\nsplit lin/i1 by 2 -> i1c, i11\n"
+        "split lin/i21 by 64 -> i2r, i2j\nsplit lin/i11 by 2 -> i1r, i1i\n"
+        "reorder lin: i2c, i0, i1c, i2r, i1r, r0, i1i, i2j\ntensorize lin/r0 gemm_pipe\n"
+        "serial lin\nparallel lin/i0",
+    ),
+    # B shared by a batch of 4: the batch inside B's panel loop; parallel over the batch
+    "batch": (
+        (4, 16, 64, 32, False, False),
+        "split lin/i2 by 64 -> i2c, i21\nsplit lin/i1 by 16 -> i1c, i11\n"
+        "split lin/i21 by 32 -> i2r, i2j\nsplit lin/i11 by 8 -> i1r, i1i\n"
+        "reorder lin: i2c, i0, i1c, i2r, i1r, i1i, i2j, r0\ntensorize lin/i1i gemm\n"
+        "serial lin\nparallel lin/i0",
+    ),
+    # M = 37 and N = 131 primes: tiles of 8 x 16 plus remainder tiles both ways
+    "tails": (
+        (1, 37, 131, 64, False, True),
+        "split lin/r0 by 64 -> r0c, r01\nreorder lin: r0c, i0, i1, r01, i2\n"
+        "cache_read lin/r0c @1 -> lin_Bp pack\ntensorize lin/i1 gemm8x16\nserial lin\n"
+        "parallel lin/i2r",
+    ),
+    # 256 x 512 x 1024 with a weight: k in blocks of 512 (A of 1 MiB not in place, A
+    # packed too), A blocks of 128 rows; both packs run inside the parallel panel loop
+    "blocked": (
+        (1, 256, 512, 1024, False, True),
+        "split lin/i2 by 512 -> i2c, i21\nsplit lin/r0 by 512 -> r0c, r01\n"
+        "split lin/i1 by 128 -> i1c, i11\nsplit lin/i21 by 32 -> i2r, i2j\n"
+        "split lin/i11 by 8 -> i1r, i1i\n"
+        "reorder lin: i2c, r0c, i0, i1c, i2r, i1r, i1i, i2j, r01\ntensorize lin/i1i gemm\n"
+        "cache_read lin/r0c @1 -> lin_Bp pack\ncache_read lin/i1c @0 -> lin_Ap pack\n"
+        "serial lin\nparallel lin/i2r\nparallel lin/lin_Bp_i2r\nparallel lin/lin_Ap_i1r",
+    ),
+    # 2 rows against a B contiguous along k (not a weight): the dot kernel, 8 dot
+    # products a block (of 64 columns: 8 blocks, parallel)
+    "dot": (
+        (1, 2, 64, 64, True, False),
+        "split lin/i2 by 8 -> i2o, i2i\nreorder lin: i0, i2o, i1, i2i, r0\n"
+        "tensorize lin/i1 dot\nserial lin\nparallel lin/i2o",
+    ),
+    # 4 panels of 512 columns: the panel loop itself parallel, each thread packing its
+    # own panels (the pack is inside it: no parallel pack loop)
+    "panels": (
+        (1, 64, 2048, 64, False, True),
+        "split lin/i2 by 512 -> i2c, i21\nsplit lin/i1 by 64 -> i1c, i11\n"
+        "split lin/i21 by 32 -> i2r, i2j\nsplit lin/i11 by 8 -> i1r, i1i\n"
+        "reorder lin: i2c, i0, i1c, i2r, i1r, i1i, i2j, r0\ntensorize lin/i1i gemm\n"
+        "cache_read lin/i2c @1 -> lin_Bp pack\nserial lin\nparallel lin/i2c",
+    ),
+    # a weight read along k by 2 rows: the packed gemm (from 2 rows a weight's packed
+    # panels win; one row would stay the dot kernel)
+    "weight-rows-2": (
+        (1, 2, 64, 64, True, True),
+        "split lin/i2 by 64 -> i2c, i21\nsplit lin/i1 by 2 -> i1c, i11\n"
+        "split lin/i21 by 64 -> i2r, i2j\nsplit lin/i11 by 2 -> i1r, i1i\n"
+        "reorder lin: i2c, i0, i1c, i2r, i1r, r0, i1i, i2j\n"
+        "cache_read lin/i2c @1 -> lin_Bp pack\ntensorize lin/r0 gemm_pipe\nserial lin\n"
+        "parallel lin/i0\nparallel lin/lin_Bp_i2r",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", GEMM_CASES)
+def test_gemm_template_decisions(case):
+    """default.default_scripts' first script for linear layers (gemm_plans, gemm_script,
+    _gemm_tail_script, dot_script), each case's reason in GEMM_CASES."""
+    from test_mutation_kills_schedule2 import _linear
+
+    from dlpc.passes.schedule import default
+
+    (batch, m, n, k, transposed, weight), script = GEMM_CASES[case]
+    text = _linear(batch, m, n, k, b_transposed=transposed)
+    if weight:
+        text = text.replace(
+            "dlpc.num_inputs = 2 : i64, dlpc.params = []",
+            'dlpc.num_inputs = 1 : i64, dlpc.params = ["w"]',
+        )
+    got = default.default_scripts(parse_module(text), "lin")[0]
+    assert got == "decompose lin\n" + script
