@@ -839,3 +839,66 @@ def test_arg_max_positions_are_exact_up_to_two_to_the_24():
         )  # fmt: skip
         values = m.weights[iota.pname] if isinstance(iota, graph.ParamOp) else None
         assert values is not None and values[-1] == n - 1
+
+
+# ------------------------------------------------------------------ older opsets
+
+A = np.arange(24, dtype=np.float32).reshape(2, 3, 4) - 11.5
+
+LEGACY_FORMS = [
+    # (opset, node, inputs, initializers): an attribute that became an input at 13
+    (11, node("Unsqueeze", ["x"], axes=[-1, 0]), {"x": A}, {}),
+    (11, node("Squeeze", ["x"], axes=[0]), {"x": A[:1]}, {}),
+    (11, node("ReduceSum", ["x"], axes=[1], keepdims=0), {"x": A}, {}),
+    (11, node("Split", ["x"], ["y", "z"], axis=2, split=[1, 3]), {"x": A}, {}),
+    (9, node("Slice", ["x"], starts=[1, -3], ends=[3, 100], axes=[1, 2]), {"x": A}, {}),
+    (9, node("Slice", ["x"], starts=[1], ends=[3]), {"x": A}, {}),  # axes: the first ones
+    (10, node("Pad", ["x"], pads=[0, 1, 2, 0, 0, 1], value=-2.0), {"x": A}, {}),
+    (10, node("Clip", ["x"], min=-3.0, max=4.0), {"x": A}, {}),
+    (10, node("Clip", ["x"], max=4.0), {"x": A}, {}),
+    (11, node("Softmax", ["x"], axis=-1), {"x": A}, {}),
+    (11, node("LogSoftmax", ["x"], axis=2), {"x": A}, {}),
+    # changed only in types or broadcasting rules the handlers already follow
+    (7, node("Add", ["x", "b"]), {"x": A}, {"b": np.float32([1, 2, 3, 4])}),
+    (8, node("Max", ["x", "b"]), {"x": A}, {"b": np.float32([1, 2, 3, 4])}),
+    (6, node("Relu", ["x"]), {"x": A}, {}),
+    (9, node("BatchNormalization", ["x", "s", "b", "m", "v"]), {"x": A},
+     {"s": np.float32([1, 2, 3]), "b": np.float32([0, 1, 0]), "m": np.float32([0, 1, 2]),
+      "v": np.float32([1, 4, 9])}),
+    (11, node("Gather", ["x", "i"], axis=1), {"x": A}, {"i": np.int64([-1, 0])}),
+    (6, node("Cast", ["x"], to=TensorProto.INT64), {"x": A}, {}),
+    (5, node("Reshape", ["x", "s"]), {"x": A}, {"s": np.int64([4, -1])}),
+    (6, node("Tile", ["x", "r"]), {"x": A}, {"r": np.int64([1, 2, 1])}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "opset,n,feeds,inits", LEGACY_FORMS, ids=[f"{c[1].op_type}-{c[0]}" for c in LEGACY_FORMS]
+)
+def test_older_opset_forms_import_as_their_opset_13_meaning(opset, n, feeds, inits):
+    """An older node whose meaning is the opset-13 one imports (its moved attributes as
+    constant inputs) and gives onnxruntime's answer at that opset."""
+    check([n], feeds, inits, opset=opset, outputs=tuple(n.output))
+
+
+LEGACY_REFUSED = [
+    # Add-6's `broadcast` attribute, Max-6 without broadcasting, Gather-1's undefined
+    # negative indices, BatchNormalization-7's `spatial`
+    (6, node("Add", ["x", "x"]), "opset 6 is not supported for this operator"),
+    (7, node("Max", ["x", "x"]), "opset 7 is not supported for this operator"),
+    (10, node("Gather", ["x", "i"]), "opset 10 is not supported for this operator"),
+    (7, node("BatchNormalization", ["x", "s", "b", "m", "v"]), "opset 7 is not supported"),
+    (11, node("Softmax", ["x"], axis=1), "over axis 1 of a rank-3 input"),
+    (11, node("LogSoftmax", ["x"]), "over axis 1 of a rank-3 input"),
+]
+
+
+@pytest.mark.parametrize(
+    "opset,n,message", LEGACY_REFUSED, ids=[f"{c[1].op_type}-{c[0]}" for c in LEGACY_REFUSED]
+)
+def test_older_opset_forms_of_another_meaning_are_refused(opset, n, message):
+    inits = {k: np.ones(3, np.float32) for k in "sbmv"} | {"i": np.int64([0])}
+    proto = model([n], {"x": A}, {k: v for k, v in inits.items() if k in n.input}, opset=opset,
+                  outputs=())  # fmt: skip
+    with pytest.raises(DlpcError, match=message):
+        load_model(proto)
