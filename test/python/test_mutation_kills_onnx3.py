@@ -902,3 +902,60 @@ def test_older_opset_forms_of_another_meaning_are_refused(opset, n, message):
                   outputs=())  # fmt: skip
     with pytest.raises(DlpcError, match=message):
         load_model(proto)
+
+
+# ------------------------------------------------------------- run-time slices
+
+X5 = np.arange(20, dtype=np.float32).reshape(5, 4)
+
+
+def _offsets(kind):
+    """Nodes computing starts `s` and ends `e` from the run-time `i` (sizes 2)."""
+    two, one = "two", "one"
+    if kind == "add":  # s = i, e = i + 2
+        return [node("Identity", ["i"], ["s"]), node("Add", ["i", two], ["e"])]
+    if kind == "const-first":  # s = 1 + i, e = reshape(3 + i)
+        return [
+            node("Add", [one, "i"], ["s"]),
+            node("Add", ["three", "i"], ["e0"]),
+            node("Reshape", ["e0", "shape1"], ["e"]),
+        ]
+    # s = i - 1, e = i + 1
+    return [node("Sub", ["i", one], ["s"]), node("Add", ["i", one], ["e"])]
+
+
+@pytest.mark.parametrize("kind", ["add", "const-first", "sub"])
+@pytest.mark.parametrize("i", [1, 2, -3])
+def test_slice_at_a_run_time_offset_is_a_dynamic_slice(kind, i):
+    """starts and ends computed from a run-time value with a constant difference (2 rows):
+    a graph.dynamic_slice of that size, whatever the offset (one import, no specialising)."""
+    inits = {
+        "one": np.int64([1]),
+        "two": np.int64([2]),
+        "three": np.int64([3]),
+        "shape1": np.int64([1]),
+        "axes": np.int64([0]),
+    }
+    nodes = [*_offsets(kind), node("Slice", ["x", "s", "e", "axes"])]
+    m = check(nodes, {"x": X5, "i": np.int64([i])}, inits)
+    assert "graph.dynamic_slice" in op_names(m) and m.specialiser is None
+
+
+def test_a_run_time_slice_of_steps_or_sizes_not_known_is_specialised():
+    """A step of 2, or ends not a constant away from the starts: no dynamic_slice; the
+    starts must be known at import time, so the model is imported per value of `i`."""
+    inits = {"two": np.int64([2]), "axes": np.int64([0]), "steps": np.int64([2])}
+    nodes = [node("Add", ["i", "two"], ["e"]), node("Slice", ["x", "i", "e", "axes", "steps"])]
+    m = load_model(model(nodes, {"x": X5, "i": np.int64([1])}, inits))
+    assert m.specialiser is not None and m.specialiser.shape_inputs == ["i"]
+    nodes = [node("Mul", ["i", "two"], ["e"]), node("Slice", ["x", "i", "e", "axes"])]
+    m = load_model(model(nodes, {"x": X5, "i": np.int64([1])}, inits))
+    assert m.specialiser is not None and m.specialiser.shape_inputs == ["i"]
+
+
+def test_a_run_time_slice_larger_than_its_axis_is_refused():
+    inits = {"seven": np.int64([7]), "axes": np.int64([0])}
+    nodes = [node("Add", ["i", "seven"], ["e"]), node("Slice", ["x", "i", "e", "axes"])]
+    proto = model(nodes, {"x": X5, "i": np.int64([0])}, inits, outputs=())
+    with pytest.raises(DlpcError, match="Slice size ends - starts = 7 does not fit axis 0"):
+        load_model(proto)
