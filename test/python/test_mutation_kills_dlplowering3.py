@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import dlpc
 from dlpc.backends.runtime.dlp_sim import compile_dlp
 from dlpc.passes import pipeline
 from dlpc.passes.pipeline import parse_module
@@ -106,3 +107,41 @@ def test_scalar_and_intrinsic_kernels_run_right(kernel):
     (out,) = compile_dlp(module, "tiny", name=f"k_{kernel}")(x, y)
     ref = {"add": x + y, "reversed": x[::-1] + y, "sum": np.array([x.sum()])}[kernel]
     close(out, ref)
+
+
+LINEAR6 = "model m(x: f32[6, 256]) {\n  param w: f32[512, 256] = kaiming(seed=1)\n  return relu(linear(x, w))\n}\n"
+
+
+@pytest.mark.parametrize("tasks, stagers", [(6, 1), (3, 3), (8, 4), (4, 4)])
+def test_whole_buffers_staged_by_shares_or_by_core_0(tmp_path, monkeypatch, tasks, stagers):
+    """_stagers: a linear's weight staged once per cluster in SRAM (the dlp target, 4
+    cores a cluster) is copied by every core of the cluster, a DMA-aligned share each,
+    when the launch's clusters are alike (8 tasks: 2 full clusters; 3 or 4 tasks: one
+    cluster, every core with a task), else by core 0 alone (6 tasks: a full cluster and
+    one of 2). Each split computes the right rows, and `_estimate` (which divides the
+    staging among the stagers) is the simulated time."""
+    from dlpc.passes.lower import loop_to_dlp as lower
+
+    path = tmp_path / "m.dlpc"
+    path.write_text(LINEAR6)
+    module = pipeline.lower(
+        dlpc.load(path).module, "loop", pipeline.PipelineOptions(schedule=False)
+    )
+    estimates = {}
+
+    def forced(plan, double_buffer, flops):
+        plan.tasks = tasks
+        assert lower._choose_tile(plan, double_buffer) and plan.sram
+        estimates["cycles"] = lower._estimate(plan, flops)
+        estimates["stagers"] = lower._stagers(plan)
+
+    monkeypatch.setattr(lower, "_choose_clusters", forced)
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((6, 256)).astype(np.float32)
+    w = rng.standard_normal((512, 256)).astype(np.float32)
+    f = compile_dlp(module, None, name=f"stage{tasks}")
+    (out,) = f(x, params=[w])
+    close(out, np.maximum(x @ w.T, 0))
+    (rep,) = f.report
+    assert rep.tasks == tasks and estimates["stagers"] == stagers
+    assert estimates["cycles"] == pytest.approx(rep.cycles, rel=0.01)
