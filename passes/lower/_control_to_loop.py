@@ -8,8 +8,11 @@ buffers, the regions' kernels inside them, and copy kernels moving a region's yi
 values into the op's result buffers. Called by te-to-loop (`bufferize`) for each control
 op of @main, and recursively for control ops inside regions.
 Guarantees: every result of the op has a buffer allocated before the control flow
-(returned, for te-to-loop to free after its last use); buffers allocated inside a region
-are freed at its end; a loop's carried buffers are written only after its body's last
+(returned, for te-to-loop to free after its last use); the buffers of a loop body (its
+kernels' outputs, temporaries, nested loops' and ifs' buffers) are allocated once before
+the outermost loop and freed after it, so iterations reuse them (and, at @main's top
+level, the memory plan places them in the arena); buffers allocated inside an if branch
+outside any loop are freed at its end; a loop's carried buffers are written only after its body's last
 kernel, through a temporary when the body permutes its carried values, so no kernel reads
 a carried value the same iteration already overwrote; a loop copies its initial values
 into its carried buffers (inputs and params are never written).
@@ -63,12 +66,25 @@ class Control:
         self.memref_of = memref_of
         self.constant_global = constant_global
         self.count = 0
+        # inside a loop: (the block of the outermost loop, the buffers allocated there)
+        self.hoist: tuple[Block, list[SSAValue]] | None = None
 
     def alloc(self, block: Block, ty, what: str, hint: str) -> SSAValue:
+        """A buffer allocated in `block`, or, inside a loop, once before the outermost
+        loop (freed after it): every iteration reuses it."""
         alloc = memref.AllocOp([], [], self.memref_of(ty, what))
         alloc.memref.name_hint = g.ssa_name_hint(hint)
-        block.add_op(alloc)
+        if self.hoist is None:
+            block.add_op(alloc)
+        else:
+            self.hoist[0].add_op(alloc)
+            self.hoist[1].append(alloc.memref)
         return alloc.memref
+
+    def dealloc(self, block: Block, buf: SSAValue) -> None:
+        """Free `buf` at the end of `block` unless it was hoisted out of a loop."""
+        if self.hoist is None or buf not in self.hoist[1]:
+            block.add_op(memref.DeallocOp.get(buf))
 
     def copy(self, block: Block, name: str, src: SSAValue, dst: SSAValue) -> None:
         ty = dst.type
@@ -134,7 +150,12 @@ class Control:
             go = both.result
         before.add_op(scf.ConditionOp(go))
 
-        # do: the body over (i, carried) into (cond, carried), then i += 1
+        # do: the body over (i, carried) into (cond, carried), then i += 1; the body's
+        # buffers (and those of loops and ifs inside it) allocated before the outermost
+        # loop and freed after it
+        outermost = self.hoist is None
+        if outermost:
+            self.hoist = (block, [])
         after = Block()
         self.region(op.body.block, [count, *outs], [flag, *outs], after, f"{name}_body")
         i = self.load_flag(after, count)
@@ -142,8 +163,13 @@ class Control:
         inc = arith.AddiOp(i, one)
         after.add_ops([one, inc, memref.StoreOp.get(inc, count, []), scf.YieldOp()])
         block.add_op(scf.WhileOp([], [], Region(before), Region(after)))
-        block.add_op(memref.DeallocOp.get(flag))
-        block.add_op(memref.DeallocOp.get(count))
+        if outermost:
+            assert self.hoist is not None
+            hoisted, self.hoist = self.hoist[1], None
+            for buf in hoisted:
+                block.add_op(memref.DeallocOp.get(buf))
+        self.dealloc(block, flag)
+        self.dealloc(block, count)
 
     def region(
         self, body: Block, ins: list[SSAValue], outs: list[SSAValue], block: Block, name: str
@@ -183,7 +209,7 @@ class Control:
                     f"te-to-loop: unexpected op {op.name} in a {where} region"
                 )
         for buf in local:
-            block.add_op(memref.DeallocOp.get(buf))
+            self.dealloc(block, buf)
 
     def yield_(
         self, op: g.YieldOp, outs: list[SSAValue], block: Block, name: str, local: list

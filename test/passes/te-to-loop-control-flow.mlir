@@ -5,7 +5,8 @@
 // graph-to-te lowers the regions' ops in place and keeps graph.if / graph.loop; te-to-loop
 // makes them host control flow in @main (passes/lower/control_to_loop.py): scf.if over the
 // condition buffer, scf.while over (cond, i < trip_count), kernels inside, the yields
-// copied into the result (here: the output) buffers after the body's last kernel.
+// copied into the result (here: the output) buffers after the body's last kernel; the
+// body's buffers allocated once before the loop and freed after it.
 
 func.func @main(%c: tensor<i1>, %a: tensor<4xf32>) -> tensor<4xf32> {
   %r = graph.if %c, %a : (tensor<i1>, tensor<4xf32>) -> (tensor<4xf32>) {
@@ -52,7 +53,9 @@ func.func @main(%c: tensor<i1>, %a: tensor<4xf32>) -> tensor<4xf32> {
 // CHECK: loop.kernel "loop1_init0"
 // CHECK: memref.store %{{.*}}, %[[OUT]]
 // CHECK: memref.store %{{.*}}, %[[I]][] : memref<i64>
-// CHECK: scf.while
+// the body's buffer: allocated once before the loop, reused by every iteration
+// CHECK: %[[ADD:.*]] = memref.alloc() : memref<4xf32>
+// CHECK-NEXT: scf.while
 // CHECK: memref.load %[[FLAG]][] : memref<i1>
 // CHECK: memref.load %[[I]][] : memref<i64>
 // CHECK: arith.cmpi slt
@@ -67,4 +70,7 @@ func.func @main(%c: tensor<i1>, %a: tensor<4xf32>) -> tensor<4xf32> {
 // CHECK: arith.addi
 // CHECK: memref.store %{{.*}}, %[[I]][] : memref<i64>
 // CHECK: scf.yield
+// CHECK-NOT: memref.alloc
+// CHECK: memref.dealloc %[[ADD]] : memref<4xf32>
+// CHECK-NEXT: memref.dealloc %[[FLAG]] : memref<i1>
 // CHECK: func.return

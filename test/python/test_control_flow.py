@@ -337,3 +337,34 @@ def test_dynamic_slice_in_a_loop_body_and_its_gradient():
     (t * t).sum().backward()
     np.testing.assert_allclose(dx, tx.grad.numpy(), rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(da, ta.grad.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def _loop_bodies(source: str) -> list[str]:
+    """The text of every `for (;;) { ... }` in `source` (braces matched)."""
+    bodies, at = [], source.find("for (;;) {")
+    while at >= 0:
+        depth, end = 0, at + len("for (;;) ")
+        for end in range(end, len(source)):
+            depth += {"{": 1, "}": -1}.get(source[end], 0)
+            if depth == 0:
+                break
+        bodies.append(source[at : end + 1])
+        at = source.find("for (;;) {", at + 1)
+    return bodies
+
+
+@pytest.mark.parametrize("opt_level", [0, 3])
+def test_loop_body_buffers_are_allocated_once(opt_level):
+    """A loop body's intermediates (and a gradient's reverse loop's, nested ifs' and
+    loops') are allocated before the outermost loop, not per iteration: no allocation or
+    free inside a host loop of dlpc_main."""
+    from dlpc.backends.c import emit_c
+    from dlpc.passes.train.autodiff import differentiate
+
+    grad = pipeline.parse_module(_loop_loss(LOOP))
+    differentiate(grad, wrt_inputs=True)
+    for module in (model(LOOP).module, model(CONV).module, grad):
+        options = pipeline.PipelineOptions(opt_level=opt_level)
+        source = emit_c(pipeline.lower(module.clone(), "loop", options))
+        bodies = _loop_bodies(source[source.index("int dlpc_main(void **args)") :])
+        assert bodies and all("dlpc_alloc(" not in b and "free(" not in b for b in bodies)
