@@ -344,10 +344,11 @@ def _loop_bodies(source: str) -> list[str]:
     bodies, at = [], source.find("for (;;) {")
     while at >= 0:
         depth, end = 0, at + len("for (;;) ")
-        for end in range(end, len(source)):
+        while True:
             depth += {"{": 1, "}": -1}.get(source[end], 0)
             if depth == 0:
                 break
+            end += 1
         bodies.append(source[at : end + 1])
         at = source.find("for (;;) {", at + 1)
     return bodies
