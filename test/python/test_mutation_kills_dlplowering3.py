@@ -145,3 +145,93 @@ def test_whole_buffers_staged_by_shares_or_by_core_0(tmp_path, monkeypatch, task
     (rep,) = f.report
     assert rep.tasks == tasks and estimates["stagers"] == stagers
     assert estimates["cycles"] == pytest.approx(rep.cycles, rel=0.01)
+
+
+def _nram_bytes(kernel) -> int:
+    """Bytes of the NRAM buffers a dlp.kernel allocates."""
+    from xdsl.dialects import memref
+
+    total = 0
+    for op in kernel.walk():
+        if isinstance(op, memref.AllocOp | memref.AllocaOp) and "nram" in str(op.memref.type):
+            t = op.memref.type
+            total += int(np.prod(t.get_shape())) * (t.get_element_type().bitwidth // 8)
+    return total
+
+
+@pytest.mark.parametrize(
+    "expr, cols", [("reduce_sum(x, axes=[1])", 64), ("reduce_max(x, axes=[1])", 64)]
+)
+def test_a_row_reduction_tile_is_the_largest_that_fits_nram(tmp_path, expr, cols):
+    """dlp_select/reduce.py:59 (`full * (temps + 1)` -> `full << (temps + 1)`): the rows
+    a reduction's tile takes are the most whose buffers fit tiny's 4 KiB of NRAM: x's
+    rows and the staged row copy (`row_nram`) grow by a row of `cols` floats each, so a
+    tile one row larger would not fit (an overcounted scratch halves the tile)."""
+    from dlpc.backends.dlp_c import lower_to_dlp
+    from dlpc.dialects import dlp
+    from dlpc.targets.dlp import resolve
+
+    path = tmp_path / "m.dlpc"
+    path.write_text(f"model m(x: f32[256, {cols}]) {{\n  return {expr}\n}}\n")
+    model = dlpc.load(path)
+    module = pipeline.lower(model.module.clone(), "loop", pipeline.PipelineOptions(schedule=False))
+    (kernel,) = [op for op in lower_to_dlp(module, "tiny").walk() if isinstance(op, dlp.KernelOp)]
+    assert "dlp.reduce_" in str(kernel)
+    cap, row = resolve("tiny").capacity("nram"), 2 * cols * 4
+    assert cap - row - 64 < _nram_bytes(kernel) <= cap
+    inputs = dlpc.api.random_inputs(model)
+    (out,) = compile_dlp(module, "tiny", name="rows")(*inputs, params={})
+    close(out, dlpc.api.reference(model, inputs)[0])
+
+
+# max_pool2d(x, kernel=2, strides=2) over [1, 2, 8, 8] as te-to-loop writes it, but the
+# row index 2 i2 + r0 computed as (2 i2 + r0 + i3) - i3: i3's coefficient cancels
+POOL_CANCELLING = """
+func.func @main(%x: memref<1x2x8x8xf32>, %out0: memref<1x2x4x4xf32>)
+    attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "max_pool2d_0" {
+    loop.for %i0 = 0 to 1 step 1 {name = "i0"} {
+      loop.for %i1 = 0 to 2 step 1 {name = "i1", parallel} {
+        loop.for %i2 = 0 to 4 step 1 {name = "i2"} {
+          loop.for %i3 = 0 to 4 step 1 {name = "i3"} {
+            %acc = memref.alloca() : memref<f32>
+            %0 = arith.constant 0xff800000 : f32
+            memref.store %0, %acc[] : memref<f32>
+            loop.for %r0 = 0 to 2 step 1 {name = "r0", reduction} {
+              loop.for %r1 = 0 to 2 step 1 {name = "r1", reduction} {
+                %1 = arith.constant 2 : index
+                %2 = arith.muli %i2, %1 : index
+                %3 = arith.addi %2, %r0 : index
+                %a = arith.addi %3, %i3 : index
+                %b = arith.subi %a, %i3 : index
+                %4 = arith.constant 2 : index
+                %5 = arith.muli %i3, %4 : index
+                %6 = arith.addi %5, %r1 : index
+                %7 = memref.load %x[%i0, %i1, %b, %6] : memref<1x2x8x8xf32>
+                %8 = memref.load %acc[] : memref<f32>
+                %9 = arith.maximumf %8, %7 : f32
+                memref.store %9, %acc[] : memref<f32>
+              }
+            }
+            %max = memref.load %acc[] : memref<f32>
+            memref.store %max, %out0[%i0, %i1, %i2, %i3] : memref<1x2x4x4xf32>
+          }
+        }
+      }
+    }
+  }
+  func.return
+}"""
+
+
+def test_a_window_index_whose_terms_cancel_is_still_the_pool_window():
+    """_matching.py:82 (`v or k == 1` -> `v or k < 1`): a linear form drops the loop
+    variables whose coefficients cancel ((2 i2 + r0 + i3) - i3 is 2 i2 + r0), so the
+    pooling window is recognised (dlp.pool) and pools the right rows."""
+    module = parse_module(POOL_CANCELLING)
+    lowered = module.clone()
+    pipeline.run("loop-to-dlp", lowered, pipeline.PipelineOptions(), target_desc="tiny")
+    assert "dlp.pool" in str(lowered)
+    x = np.random.default_rng(2).standard_normal((1, 2, 8, 8)).astype(np.float32)
+    (out,) = compile_dlp(module, "tiny", name="pool_cancel")(x)
+    close(out, x.reshape(1, 2, 4, 2, 4, 2).max(axis=(3, 5)))
