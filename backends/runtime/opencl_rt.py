@@ -1174,6 +1174,7 @@ class OpenCLFunction(ModuleFunction):
         self.steps, self.kernel_steps = _nest(self.steps), _nest(self.kernel_steps)
         # per call (the aliased reshapes are free, a chain is one)
         self.num_launches = sum(1 for step in self.steps if step[0] in ("kernel", "team"))
+        self.launches_per_call = [1] * len(self.kernel_ops)  # (profile_kernels counts them)
         # the kernels' arguments hold no reference to their buffers: keep every one alive
         self.device_buffers = [
             *self.arg_buffers,
@@ -1329,8 +1330,8 @@ class OpenCLFunction(ModuleFunction):
 
     def _enqueue(self, queue, steps, events, env: dict | None = None) -> None:
         """Enqueue `steps` in order (kernel launches with their planned sizes, device
-        copies, the host's control flow over `env`, its scalars), the kernels' events
-        appended to `events` when it is a list."""
+        copies, the host's control flow over `env`, its scalars), each launch's (kernel
+        name, event) appended to `events` when it is a list."""
         cl = _cl()
         launch, copy = cl.enqueue_nd_range_kernel, cl.enqueue_copy
         env = {} if env is None else env
@@ -1348,7 +1349,7 @@ class OpenCLFunction(ModuleFunction):
                     continue
                 event = launch(queue, step[1], step[2], step[3])
                 if events is not None:
-                    events.append(event)
+                    events.append((step[4], event))
         except cl.Error as e:  # (a device may allocate buffers when first used)
             if step is None or step[0] == "copy":
                 raise
@@ -1416,22 +1417,32 @@ class OpenCLFunction(ModuleFunction):
     def profile_kernels(self, inputs, repeat: int = 20, warmup: int = 2):
         """(seconds per kernel in launch order, median over `repeat` calls; median seconds
         of a whole call): the kernels' device times from OpenCL profiling events, on a
-        queue of their own with `PROFILING_ENABLE`."""
+        queue of their own with `PROFILING_ENABLE`. A kernel's seconds are those of all
+        its launches in a call (a loop body's kernel runs once per iteration, one in the
+        branch not taken not at all); `self.launches_per_call` gets the median count."""
         cl = _cl()
         queue = cl.CommandQueue(
             self.ctx, self.device, properties=cl.command_queue_properties.PROFILING_ENABLE
         )
         for _ in range(warmup):
             self._call(queue, inputs, None, steps=self.kernel_steps)
+        index = {op.sym: k for k, op in enumerate(self.kernel_ops)}
         per_kernel: list[list[float]] = [[] for _ in self.kernel_ops]
+        counts: list[list[int]] = [[] for _ in self.kernel_ops]
         calls = []
         for _ in range(max(repeat, 1)):
             events: list = []
             start = time.perf_counter()
             self._call(queue, inputs, None, events, steps=self.kernel_steps)
             calls.append(time.perf_counter() - start)
-            for k, event in enumerate(events):
-                per_kernel[k].append((event.profile.end - event.profile.start) * 1e-9)
+            seconds, launches = [0.0] * len(per_kernel), [0] * len(per_kernel)
+            for name, event in events:
+                seconds[index[name]] += (event.profile.end - event.profile.start) * 1e-9
+                launches[index[name]] += 1
+            for k, (t, n) in enumerate(zip(seconds, launches)):
+                per_kernel[k].append(t)
+                counts[k].append(n)
+        self.launches_per_call = [int(statistics.median(n)) for n in counts]
         return [statistics.median(t) for t in per_kernel], statistics.median(calls)
 
     def _device_alloc(self, nbytes: int, what: str) -> Any:
@@ -1636,7 +1647,12 @@ def opencl_profile(function: OpenCLFunction, module, inputs, repeat: int = 20):
     costs = [c for c in kernel_costs(module) if c.name in launched]
     if [c.name for c in costs] != [k.sym for k in function.kernel_ops]:
         raise DlpcError("error: profile: the kernels of the program and of the loop IR differ")
-    rows = [ProfileRow(c.name, c.origin, t, c.flops, c.bytes) for c, t in zip(costs, seconds)]
+    # a kernel launched n times a call (in a loop) does n times its work in its seconds
+    counts = function.launches_per_call
+    rows = [
+        ProfileRow(c.name, c.origin, t, c.flops * n, c.bytes * n)
+        for c, t, n in zip(costs, seconds, counts)
+    ]
     return rows, call
 
 

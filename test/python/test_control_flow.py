@@ -6,6 +6,7 @@ import pytest
 
 import dlpc
 from dlpc.backends.numpy import emit_numpy
+from dlpc.backends.runtime.profile import kernel_costs
 from dlpc.model import Model
 from dlpc.passes import pipeline
 from dlpc.reference import graph as ref
@@ -369,3 +370,40 @@ def test_loop_body_buffers_are_allocated_once(opt_level):
         source = emit_c(pipeline.lower(module.clone(), "loop", options))
         bodies = _loop_bodies(source[source.index("int dlpc_main(void **args)") :])
         assert bodies and all("dlpc_alloc(" not in b and "free(" not in b for b in bodies)
+
+
+def test_opencl_profile_counts_every_launch_of_a_loop_body():
+    """OpenCL profiling sums a kernel's launches in a call: the loop body's kernels run
+    once per iteration (their rows' work scaled by the count), the initial copies once,
+    the branch not taken never."""
+    pytest.importorskip("pyopencl", reason="the opencl extra is not installed")
+    from dlpc.backends.runtime.opencl_rt import opencl_profile
+
+    inputs = loop_inputs(12.0)
+    iterations = next(
+        n
+        for n in range(1, 6)
+        if n == 5 or not plain_loop_iterations(*inputs, n)  # the limit stopped it at n
+    )
+    compiled = dlpc.compile(model(LOOP), target="opencl")
+    rows, call = opencl_profile(compiled.artifact, compiled.lowered, inputs, repeat=2)
+    counts = dict(zip((r.name for r in rows), compiled.artifact.launches_per_call))
+    matmul = next(r for r in rows if r.name.startswith("matmul"))
+    assert counts[matmul.name] == iterations and call > 0
+    assert all(n == 1 for name, n in counts.items() if "_init" in name)
+    one = next(c for c in kernel_costs(compiled.lowered) if c.name == matmul.name)
+    assert matmul.flops == one.flops * iterations > 0
+    compiled = dlpc.compile(model(IF), target="opencl")
+    rows, _ = opencl_profile(compiled.artifact, compiled.lowered, if_inputs(False), repeat=2)
+    counts = dict(zip((r.name for r in rows), compiled.artifact.launches_per_call))
+    assert counts[next(n for n in counts if n.startswith("relu"))] == 0  # the then branch
+    assert counts[next(n for n in counts if n.startswith("sub"))] == 1
+
+
+def plain_loop_iterations(a, w, limit, n):
+    """Whether plain_loop's condition still holds after n iterations."""
+    x, s = a, np.float32(0)
+    for i in range(n):
+        x = np.tanh(x @ w) + np.float32(i)
+        s = s + x.sum(dtype=np.float32)
+    return bool(s < limit)
