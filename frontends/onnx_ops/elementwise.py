@@ -310,9 +310,8 @@ def logical(imp: NodeContext):
     op = imp.node.op_type
     if op == "Xor":  # a != b
         return [imp.emit(graph.CompareOp, a, b, predicate="ne")]
-    # and: a ? b : false    or: a ? true : b  (broadcast to the common shape)
+    # and: a ? b : false    or: a ? true : b  (graph.where broadcasts its three operands)
     out = graph.broadcast_shapes(imp.shape(a), imp.shape(b))
-    b = imp.emit(graph.BroadcastOp, b, shape=out) if imp.shape(b) != out else b
     fixed = Const(np.full(out, op == "Or"))
     return [
         imp.emit(graph.WhereOp, a, b, fixed)
