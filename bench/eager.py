@@ -3,10 +3,13 @@
     OPENBLAS_NUM_THREADS=1 python bench/eager.py [--repeat 2000] [--device opencl:0]
 
 1. Per-op overhead: microseconds per call of small ops (16x16), dlpc eager on `cpu` (and
-   on the OpenCL device) against torch eager (1 thread), interleaved rounds, medians.
+   on the OpenCL device) against torch eager (1 thread), interleaved rounds, the fastest
+   round of each (the overhead itself; on a loaded machine a median measures the load).
 2. Per model: a forward pass of examples/mlp.dlpc (batch 32) and examples/lenet.dlpc
    (batch 8) written with dlpc ops: torch eager, dlpc eager, dlpc.jit.
-3. A training step of the MLP (forward, backward, Adam): dlpc eager against torch.
+3. A training step of the MLP (forward, backward, Adam): dlpc eager and dlpc.jit against
+   torch; on the OpenCL device also with every op copying through its kernel's own
+   argument buffers (`runtime/device_call.BIND = False`: how eager OpenCL ran before).
 4. Device allocations per training step on the OpenCL device, with the caching allocator
    and without it (every block a device allocation).
 
@@ -26,6 +29,7 @@ import numpy as np
 
 import dlpc
 from dlpc.eager import optim as eager_optim
+from dlpc.runtime import device_call
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -38,12 +42,12 @@ def per_call(fn, n: int) -> float:
     return (time.perf_counter() - start) / n * 1e6
 
 
-def interleaved(fns: dict, n: int, rounds: int = 5) -> dict[str, float]:
+def interleaved(fns: dict, n: int, rounds: int = 5, stat=statistics.median) -> dict[str, float]:
     times: dict[str, list[float]] = {k: [] for k in fns}
     for _ in range(rounds):
         for k, fn in fns.items():
             times[k].append(per_call(fn, n))
-    return {k: statistics.median(v) for k, v in times.items()}
+    return {k: stat(v) for k, v in times.items()}
 
 
 def op_table(torch, devices: list[str], n: int) -> None:
@@ -65,7 +69,7 @@ def op_table(torch, devices: list[str], n: int) -> None:
         for d in devices:
             x = dlpc.tensor(a, device=d)
             fns[d] = lambda x=x, dl=dl: dl(x)
-        r = interleaved(fns, n)
+        r = interleaved(fns, max(n // 5, 20), rounds=15, stat=min)
         cells = " | ".join(f"{r[d]:.1f}" for d in devices)
         print(f"| {name} | {r['torch']:.1f} | {cells} | {r['cpu'] / r['torch']:.2f} |")
 
@@ -130,7 +134,7 @@ def model_table(torch, n: int) -> None:
         )
 
 
-def train_setup(device: str, batch: int = 32):
+def train_setup(device: str, batch: int = 32, jit: bool = False):
     w = dlpc.load(ROOT / "examples" / "mlp.dlpc", batch=batch).weights
     p = {k: dlpc.tensor(v, device=device, requires_grad=True) for k, v in w.items()}
     opt = eager_optim.Adam(list(p.values()), lr=1e-3)
@@ -138,8 +142,13 @@ def train_setup(device: str, batch: int = 32):
     x = dlpc.tensor(rng.standard_normal((batch, 784)).astype(np.float32), device=device)
     y = dlpc.tensor(rng.integers(0, 10, batch), device=device)
 
+    def loss_of(x, y):
+        return dlpc.ops.cross_entropy(mlp(p, x, dlpc.ops), y)
+
+    forward = dlpc.jit(loss_of) if jit else loss_of
+
     def step():
-        loss = dlpc.ops.cross_entropy(mlp(p, x, dlpc.ops), y)
+        loss = forward(x, y)
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -170,9 +179,37 @@ def train_table(torch, devices: list[str], n: int) -> None:
     for d in devices:
         step, _ = train_setup(d)
         fns[f"dlpc eager {d}"] = step
-    r = interleaved(fns, max(n // 100, 5), rounds=3)
+        if d != "cpu":
+            fns[f"dlpc eager {d}, copied through argument buffers"] = _copying(train_setup(d)[0])
+        fns[f"dlpc.jit {d}"] = train_setup(d, jit=True)[0]
+    synced = {k: _synced(fn, devices) for k, fn in fns.items()}
+    r = interleaved(synced, max(n // 100, 5), rounds=3)
     for k, v in r.items():
         print(f"| {k} | {v:.0f} |")
+
+
+def _copying(step):
+    """`step` with every OpenCL op copying in and out of its kernel's own buffers."""
+
+    def run():
+        device_call.BIND = False
+        try:
+            step()
+        finally:
+            device_call.BIND = True
+
+    return run
+
+
+def _synced(step, devices: list[str]):
+    """`step`, then a wait for every device (a step's time includes its device work)."""
+
+    def run():
+        step()
+        for d in devices:
+            dlpc.synchronize(d)
+
+    return run
 
 
 def alloc_table(device: str, steps: int = 20) -> None:

@@ -120,7 +120,8 @@ class DeviceCall:
             off = t._offset * t.dtype.itemsize
             buf = backend.buffer_at(block, off) if bindable else None
             if buf is None:  # (into the function's own buffer)
-                self._bind(k, fn.arg_buffers[k]) if bindable else None
+                if self.bindable:
+                    self._bind(k, fn.arg_buffers[k])
                 copy(
                     queue,
                     fn.arg_buffers[k],
@@ -141,12 +142,13 @@ class DeviceCall:
             k = self.first_output + j
             buf = backend.buffer_at(t._storage.block, 0) if bindable else None
             if buf is None:
-                self._bind(k, fn.arg_buffers[k]) if bindable else None
+                if self.bindable:
+                    self._bind(k, fn.arg_buffers[k])
                 copied.append((k, t))
             else:
                 self._bind(k, buf)
         steps = fn.steps
-        if self.copies and bindable:  # (device copies from or into an argument)
+        if self.copies and self.bindable:  # (device copies from or into an argument)
             steps = list(steps)
             for i in self.copies:
                 what, dst, src, n = steps[i]
