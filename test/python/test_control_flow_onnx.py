@@ -356,3 +356,67 @@ def test_loop_trip_count_from_an_input_is_one_program(target):
         got = compiled(np.array(m, np.int64), x)
         got = got[0] if isinstance(got, list | tuple) else got
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def _legacy_cases():
+    """(name, opset, nodes, inputs, output shape) of older-opset nodes the opset policy
+    accepts, each checked against onnxruntime at its own opset."""
+    from onnx import helper
+
+    n = helper.make_node
+    return [
+        ("squeeze-11", 11, [n("Squeeze", ["x"], ["y"], axes=[1])], [(3, 1, 4)], [3, 4]),
+        ("reducesum-11", 11, [n("ReduceSum", ["x"], ["y"], axes=[-1], keepdims=0)], [(3, 4)], [3]),
+        ("split-11", 11, [n("Split", ["x"], ["y", "z"], axis=1, split=[1, 3])], [(2, 4)], [2, 1]),
+        (
+            "slice-1",
+            9,
+            [n("Slice", ["x"], ["y"], starts=[1], ends=[3], axes=[1])],
+            [(2, 4)],
+            [2, 2],
+        ),
+        ("pad-2", 10, [n("Pad", ["x"], ["y"], pads=[0, 1, 0, 2], value=1.5)], [(2, 3)], [2, 6]),
+        ("clip-6", 10, [n("Clip", ["x"], ["y"], min=-0.5, max=0.25)], [(2, 3)], [2, 3]),
+        ("add-7", 8, [n("Add", ["x", "b"], ["y"])], [(2, 3), (3,)], [2, 3]),
+        ("concat-4", 10, [n("Concat", ["x", "b"], ["y"], axis=0)], [(2, 3), (1, 3)], [3, 3]),
+        ("logsoftmax-11", 12, [n("LogSoftmax", ["x"], ["y"], axis=-1)], [(2, 3)], [2, 3]),
+    ]
+
+
+@pytest.mark.parametrize("name,opset,nodes,shapes,out", _legacy_cases(), ids=lambda v: v)
+def test_older_opset_nodes_against_onnxruntime(name, opset, nodes, shapes, out):
+    """An older node whose operator means what it means at 13 imports in its opset-13
+    form (a moved attribute rewritten as an input): numbers as onnxruntime's."""
+    ort = pytest.importorskip("onnxruntime")
+    names = ["x", "b"][: len(shapes)]
+    outs = [o for o in nodes[0].output]
+    model = _model(
+        nodes,
+        [_vi(k, list(s)) for k, s in zip(names, shapes)],
+        [_vi(o, None) for o in outs],
+        opset,
+    )
+    rng = np.random.default_rng(5)
+    feeds = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    want = ort.InferenceSession(model.SerializeToString()).run(None, dict(zip(names, feeds)))
+    got = run(model, feeds, "numpy")
+    assert list(want[0].shape) == out
+    for g_, w_ in zip(got, want, strict=True):
+        np.testing.assert_allclose(g_, w_, rtol=1e-5, atol=1e-6)
+
+
+def test_an_older_operator_of_other_meaning_is_one_line():
+    """Resize-10 (Upsample's coordinates, no roi) means something else at 13: refused,
+    naming the operator and the opset."""
+    from onnx import helper
+
+    model = _model(
+        [helper.make_node("Resize", ["x", "s"], ["y"])],
+        [_vi("x", [1, 1, 2, 2]), _vi("s", [4])],
+        [_vi("y", None)],
+        10,
+    )
+    with tempfile.TemporaryDirectory() as d, pytest.raises(DlpcError) as e:
+        dlpc.load(_save(model, d))
+    assert "opset 10 is not supported for this operator" in str(e.value)
+    assert "'Resize' changed at opset 13" in str(e.value) and "\n" not in str(e.value)
