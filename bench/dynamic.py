@@ -1,12 +1,13 @@
 """Compiles and latency while the sequence length sweeps, one dynamic-axes ONNX file:
-per binding (the symbolic graph bound per length), bucketed, specialised per length (a
-static import with input_shapes) and onnxruntime, side by side in one run.
+symbolic (ONE program with runtime extents serves every length), per binding (the
+symbolic graph bound per length), bucketed, specialised per length (a static import
+with input_shapes) and onnxruntime, side by side in one run.
 
     python bench/dynamic.py [--lengths 1,3,8,17,32,50,64,100,128] [--buckets 16,32,64,128]
                             [--d 64] [--heads 4] [--reps 50] [--batches 1,2,4,8,13,32,64]
 
-A second table sweeps the batch of a small CNN: one program per batch against
-`tiles={"batch": 8}` (two programs serve every batch) and onnxruntime.
+A second table sweeps the batch of a small CNN: the symbolic program, one program per
+batch and `tiles={"batch": 8}` (two programs serve every batch) against onnxruntime.
 
 The model is an attention encoder block exported by PyTorch's TorchScript exporter with
 dynamic batch and sequence axes (test_dynamic.SmallEncoder, wider). Compiles run against
@@ -103,13 +104,16 @@ def main() -> int:
         f"{'kept' if symbolic.ir is not None else 'not kept'}; batch 1; lengths {lengths}; "
         f"buckets {buckets}"
     )
-    per_binding = dlpc_compile(symbolic, target="c")
+    longest = max(max(lengths), max(buckets))
+    one = dlpc_compile(symbolic, target="c", max_dims={"batch": 64, "seq": longest})
+    per_binding = dlpc_compile(symbolic, target="c", symbolic=False)
     bucketed = dlpc_compile(symbolic, target="c", buckets={"seq": buckets})
-    compile_s = {"binding": 0.0, "bucketed": 0.0, "specialised": 0.0}
-    compiles = {"binding": 0, "bucketed": 0, "specialised": 0}
+    compile_s = {"symbolic": 0.0, "binding": 0.0, "bucketed": 0.0, "specialised": 0.0}
+    compiles = {"symbolic": 0, "binding": 0, "bucketed": 0, "specialised": 0}
     header = (
-        f"{'seq':>4} | {'per binding ms':>14} | {'bucketed ms':>11} (bucket) | "
-        f"{'specialised ms':>14} | {'onnxruntime ms':>14} | max |diff| vs ort"
+        f"{'seq':>4} | {'symbolic ms':>11} | {'per binding ms':>14} | {'bucketed ms':>11} "
+        f"(bucket) | {'specialised ms':>14} | {'sym/spec':>8} | {'onnxruntime ms':>14} | "
+        f"max |diff| vs ort"
     )
     print(header)
     print("-" * len(header))
@@ -118,7 +122,7 @@ def main() -> int:
         x = rng.integers(0, 100, (1, n)).astype(np.int64)
         expected = sess.run(None, {"ids": x})[0]
         row = {}
-        for name, fn in (("binding", per_binding), ("bucketed", bucketed)):
+        for name, fn in (("symbolic", one), ("binding", per_binding), ("bucketed", bucketed)):
             before = fn.stats["compiles"]
             t = time.perf_counter()
             got = fn(x)[0]
@@ -136,12 +140,14 @@ def main() -> int:
         ms["ort"] = median_ms(lambda a: sess.run(None, {"ids": a}), x, args.reps)
         bucket = next(b for b in buckets if b >= n)
         worst = max(err for _, err in row.values())
+        ratio = ms["symbolic"] / ms["specialised"]
         print(
-            f"{n:>4} | {ms['binding']:>14.3f} | {ms['bucketed']:>11.3f} ({bucket:>6}) | "
-            f"{ms['specialised']:>14.3f} | {ms['ort']:>14.3f} | {worst:.2g}"
+            f"{n:>4} | {ms['symbolic']:>11.3f} | {ms['binding']:>14.3f} | "
+            f"{ms['bucketed']:>11.3f} ({bucket:>6}) | {ms['specialised']:>14.3f} | "
+            f"{ratio:>8.2f} | {ms['ort']:>14.3f} | {worst:.2g}"
         )
     print()
-    for name in ("binding", "bucketed", "specialised"):
+    for name in ("symbolic", "binding", "bucketed", "specialised"):
         print(f"{name:>12}: {compiles[name]} compiles, {compile_s[name]:.1f} s compiling")
     if args.batches:
         print()
@@ -178,22 +184,31 @@ def batch_sweep(tmp: str, batches: list[int], args) -> None:
     options.intra_op_num_threads = options.inter_op_num_threads = args.threads
     sess = ort.InferenceSession(path, options)
     model = dlpc.load(path)
-    per_binding = dlpc_compile(model, target="c")
+    one = dlpc_compile(model, target="c", max_dims={"batch": max(batches)})
+    per_binding = dlpc_compile(model, target="c", symbolic=False)
     tiled = dlpc_compile(model, target="c", tiles={"batch": 8})
-    header = f"{'batch':>5} | {'per binding ms':>14} | {'tiled (8, 1) ms':>15} | {'onnxruntime ms':>14} | max |diff|"
+    header = (
+        f"{'batch':>5} | {'symbolic ms':>11} | {'per binding ms':>14} | "
+        f"{'tiled (8, 1) ms':>15} | {'onnxruntime ms':>14} | max |diff|"
+    )
     print(header)
     print("-" * len(header))
     rng = np.random.default_rng(0)
     for b in batches:
         x = rng.standard_normal((b, 1, 16, 16)).astype(np.float32)
         expected = sess.run(None, {"x": x})[0]
-        worst = max(float(np.abs(fn(x)[0] - expected).max()) for fn in (per_binding, tiled))
-        ms = [median_ms(fn, x, args.reps) for fn in (per_binding, tiled)]
+        fns = (one, per_binding, tiled)
+        worst = max(float(np.abs(fn(x)[0] - expected).max()) for fn in fns)
+        ms = [median_ms(fn, x, args.reps) for fn in fns]
         ms.append(median_ms(lambda a: sess.run(None, {"x": a}), x, args.reps))
-        print(f"{b:>5} | {ms[0]:>14.3f} | {ms[1]:>15.3f} | {ms[2]:>14.3f} | {worst:.2g}")
+        print(
+            f"{b:>5} | {ms[0]:>11.3f} | {ms[1]:>14.3f} | {ms[2]:>15.3f} | {ms[3]:>14.3f} | "
+            f"{worst:.2g}"
+        )
     print()
     print(
-        f"per binding: {per_binding.stats['compiles']} compiles; tiled: {tiled.stats['compiles']}"
+        f"symbolic: {one.stats['compiles']} compiles; per binding: "
+        f"{per_binding.stats['compiles']}; tiled: {tiled.stats['compiles']}"
     )
 
 

@@ -93,10 +93,12 @@ TARGET_PASSES: dict[str, tuple[str, ...]] = {
         "loop-views",  # reshapes as aliases, copies as strided views
         "loop-memory-plan",  # intermediates in one arena
         "loop-prepack-weights",  # weights packed once, not per call
+        "loop-runtime-extents",  # symbolic dims: loops stop at the call's extents
     ),
     "opencl": (
         "loop-view-copies",  # copies as strided views (the runtime aliases reshapes)
         "loop-opencl-winograd",  # graph-winograd's chains as the printer writes them
+        "loop-runtime-extents",  # symbolic dims: loops stop at the call's extents
     ),
     "dlp": ("loop-to-dlp",),  # scratchpad tiles, DMA, intrinsics, cores
 }

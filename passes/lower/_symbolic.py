@@ -18,9 +18,16 @@ te-to-loop (`Maxima`, `guard`):
   writes only the prefix its dims cover (the caller pads inputs into max-shaped
   buffers and slices outputs back: runtime/dynamic.py);
 - a loop over a symbolic extent runs to the maximum with its body under
-  `scf.if iv < extent`, the extent computed from `dlpc_dims` at the top of the body:
-  correct under any schedule (the guard moves with the body), and a C compiler splits
-  the loop at the guard (GCC -fsplit-loops), so the work is the call's, not the maximum's.
+  `scf.if iv < extent`, the extent computed from `dlpc_dims` at the top of the body
+  (`guard`): correct under any schedule (the guard moves with the body); the C printer
+  prints such a loop with the extent as its bound, so the work is the call's;
+- which loops are guarded at once: reduction loops (a sum must not read padding) and
+  every loop of a kernel whose indices read the dims (a reshape's `i // seq` must not
+  run past the buffer); a spatial loop of any other kernel is only marked
+  `dlpc.extent = "<expr>"`: running past the extent there only computes padding nobody
+  reads, so the schedules see the plain static nest and tile it; after them,
+  loop-runtime-extents guards each loop still marked (a split keeps the mark on its
+  outer loop; the inner tile may compute up to a tile of padding).
 """
 
 from __future__ import annotations
@@ -48,6 +55,14 @@ from dlpc.dialects.loop import ForOp
 DIMS_ARG = "dlpc_dims"  # the function's input holding the symbols' values
 DIMS_ATTR = "dlpc.dims"  # the function's attribute: the symbols, in that input's order
 MAX_ATTR = "dlpc.max_dims"  # the function's attribute: each symbol's maximum
+# a loop's attribute: the symbolic extent of the dim it runs over; the iterations at and
+# past it compute nothing a result within the call's dims reads, so a backend may stop
+# there (loop-runtime-extents guards the loop); a schedule's split keeps it on the outer
+# loop (whose induction variable counts in the dim's own units)
+EXTENT_ATTR = "dlpc.extent"
+# with it, on a loop a split made: the loops whose ivs, added to this loop's, give the
+# dim's index (passes/schedule/_common.split_extent)
+BASE_ATTR = "dlpc.extent_base"
 
 
 def is_symbolic_type(ty: Attribute) -> bool:
@@ -203,8 +218,15 @@ class Maxima:
         return [self.bound(d, what) for d in g.shape_of(ty)]
 
 
-def guard(loop: ForOp, extent: symdims.SymDim, dims: SSAValue, names: list[str]) -> None:
-    """Put `loop`'s body under `scf.if iv < extent` (the extent read from `dims`)."""
+def guard(
+    loop: ForOp,
+    extent: symdims.SymDim,
+    dims: SSAValue,
+    names: list[str],
+    base: Sequence[SSAValue] = (),
+) -> None:
+    """Put `loop`'s body under `scf.if iv + sum(base) < extent` (the extent read from
+    `dims`; `base`: the ivs of the loops a split took the index's other parts to)."""
     ops = list(loop.block.ops)
     then = Block()
     for op in ops:
@@ -227,7 +249,10 @@ def guard(loop: ForOp, extent: symdims.SymDim, dims: SSAValue, names: list[str])
         return add(arith.IndexCastOp(value, IndexType()))
 
     n = build_dim(extent, symbol, add)
-    cond = add(arith.CmpiOp(loop.induction_var, n, "slt"))
+    index = loop.induction_var
+    for b in base:
+        index = add(arith.AddiOp(b, index))
+    cond = add(arith.CmpiOp(index, n, "slt"))
     loop.block.add_ops([*head, scf.IfOp(cond, [], Region(then))])
 
 

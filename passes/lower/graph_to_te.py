@@ -59,6 +59,7 @@ from xdsl.transforms.dead_code_elimination import region_dce
 from xdsl.utils.exceptions import DiagnosticException
 
 from dlpc.dialects import graph as g
+from dlpc.dialects import symdims
 from dlpc.dialects.te import BodyBuilder, ComputeOp, ReduceOp
 from dlpc.passes.lower._symbolic import SymbolicFunction
 from dlpc.passes.lower._te_builder import (
@@ -710,14 +711,22 @@ def lower_reduce(L: Lowering, op: g.GraphOp, xs):
 def lower_reshape(L: Lowering, op: g.GraphOp, xs):
     x = xs[0]
     sin, sout = shape(x), op.out_shape
+    # symbolic dims: leading dims the reshape keeps are indexed as they are (no division
+    # by a dim of the call: the index map stays static, the kernel schedulable)
+    keep = 0
+    if symdims.is_symbolic(sin):
+        while keep < min(len(sin), len(sout)) - 1 and sin[keep] == sout[keep]:
+            keep += 1
 
     def body(b: BodyBuilder, idx: Idx):
         flat = None  # row-major linear index of the output element
-        for i, d in zip(idx, sout):
+        for i, d in zip(idx[keep:], sout[keep:]):
             if d != 1:
                 flat = i if flat is None else b.add(b.mul(flat, d), i)
-        where, stride, leading = [], math.prod(sin), True
-        for d in sin:
+        if flat is None:  # (every dim after the kept ones is 1)
+            return b.read(x, [*idx[:keep], *[0] * (len(sin) - keep)])
+        where, stride, leading = list(idx[:keep]), math.prod(sin[keep:]), True
+        for d in sin[keep:]:
             stride //= d
             if d == 1:
                 where.append(0)

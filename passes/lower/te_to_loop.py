@@ -73,7 +73,13 @@ from dlpc.dialects import graph as g
 from dlpc.dialects import symdims, te
 from dlpc.dialects.loop import ForOp, KernelOp, defined_inside
 from dlpc.dialects.typed import float_type
-from dlpc.passes.lower._symbolic import DIMS_ATTR, Maxima, guard, reduce_extents
+from dlpc.passes.lower._symbolic import (
+    DIMS_ATTR,
+    EXTENT_ATTR,
+    Maxima,
+    guard,
+    reduce_extents,
+)
 
 TeOp = te.ComputeOp | te.ReduceOp
 
@@ -134,7 +140,7 @@ class KernelBuilder:
         self.vectorize_reductions = vectorize_reductions
         # symbolic dims: loops run to the maxima, guarded by the call's extents
         self.maxima = maxima
-        self.guards: list[tuple[ForOp, symdims.SymDim]] = []
+        self.guards: list[tuple[ForOp, symdims.SymDim, bool]] = []
         self.outer: dict[SSAValue, SSAValue] = {}  # function-level constants -> kernel copies
 
     def hoist_constants(self, op: TeOp, kernel: KernelOp) -> None:
@@ -177,16 +183,24 @@ class KernelBuilder:
             block = loop.block
             ivs.append(loop.induction_var)
             if isinstance(dim, symdims.SymDim):
-                self.guards.append((loop, dim))
+                self.guards.append((loop, dim, reduction))
         return block, ivs
 
     def guarded(self, kernel: KernelOp) -> KernelOp:
-        """`kernel` with the body of each loop over a symbolic extent under its guard
-        (outer loops first; passes/lower/_symbolic.py)."""
+        """`kernel` with its loops over symbolic extents bounded (passes/lower/_symbolic.py):
+        a reduction loop, and every loop of a kernel whose body reads the dims (its
+        indices depend on them), under its guard now (outer loops first); the spatial
+        loops of other kernels only marked `dlpc.extent`, so that schedules see plain
+        nests (loop-runtime-extents guards what is left of them after scheduling)."""
         if self.guards:
             assert self.maxima is not None and self.maxima.dims is not None
-            for loop, dim in self.guards:
-                guard(loop, dim, self.maxima.dims, self.maxima.names)
+            dims = self.maxima.dims
+            reads = any(isinstance(op, memref.LoadOp) and op.memref is dims for op in kernel.walk())
+            for loop, dim, reduction in self.guards:
+                if reduction or reads:
+                    guard(loop, dim, dims, self.maxima.names)
+                else:
+                    loop.attributes[EXTENT_ATTR] = StringAttr(str(dim))
             self.guards = []
         return kernel
 

@@ -15,7 +15,14 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from xdsl.dialects import arith, memref, scf
-from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, ModuleOp
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    IndexType,
+    IntegerAttr,
+    MemRefType,
+    ModuleOp,
+    StringAttr,
+)
 from xdsl.ir import Block, BlockArgument, Operation, OpResult, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
@@ -198,6 +205,20 @@ def copy_annotations(src: ForOp, dst: ForOp, keys: Sequence[str]) -> None:
     for key in keys:
         if key in src.attributes:
             dst.attributes[key] = src.attributes[key]
+
+
+def split_extent(target: ForOp, out: ForOp, inn: ForOp, outer: str) -> None:
+    """A loop over a symbolic extent (`dlpc.extent`, passes/lower/_symbolic.py) split:
+    both loops keep the extent; the original index is the inner iv plus the ivs of the
+    loops `dlpc.extent_base` names (the outer one's, and the target's own base)."""
+    if "dlpc.extent" not in target.attributes:
+        return
+    base = target.attributes.get("dlpc.extent_base")
+    names = list(base.data) if isinstance(base, ArrayAttr) else []
+    for loop, below in ((out, names), (inn, [*names, StringAttr(outer)])):
+        loop.attributes["dlpc.extent"] = target.attributes["dlpc.extent"]
+        if below:
+            loop.attributes["dlpc.extent_base"] = ArrayAttr(below)
 
 
 def move_ops(src: Block, dst: Block) -> None:

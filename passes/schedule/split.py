@@ -39,6 +39,7 @@ from dlpc.passes.schedule._common import (
     fresh_name,
     get_loop,
     name_iv,
+    split_extent,
 )
 
 
@@ -64,6 +65,7 @@ def split(
     inn = ForOp(0, step * factor, step, name=inner)
     copy_annotations(target, out, ("reduction", "parallel"))
     copy_annotations(target, inn, ("reduction", "vectorize"))
+    split_extent(target, out, inn, outer)
     out.block.add_op(inn)
     name_iv(out)
     name_iv(inn)

@@ -21,3 +21,10 @@ func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
   func.return %y : tensor<4xf32>
 }
 
+
+// -----
+
+// CHECK: te-to-loop: argument #0 of @main has symbolic dim 'seq' but @main declares no maximum of 'seq' (dlpc.max_dims = {seq = N})
+func.func @main(%x: tensor<?x8xf32, ["seq"]>, %dlpc_dims: tensor<1xi64>) -> tensor<?x8xf32, ["seq"]> attributes {dlpc.dims = ["seq"]} {
+  func.return %x : tensor<?x8xf32, ["seq"]>
+}

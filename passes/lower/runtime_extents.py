@@ -1,0 +1,113 @@
+"""Loops over symbolic extents stop at the call's dims (`loop-runtime-extents`).
+
+Input: loop IR of a function with symbolic dims, as te-to-loop writes it over a
+symbolic te function (passes/lower/_symbolic.py): buffers at the maxima, the dims in
+the input `dlpc_dims`, spatial loops over symbolic extents marked `dlpc.extent =
+"<expr>"`, after any schedules (a split keeps the mark on its outer loop).
+Output: loop IR.
+Requires: a `func.func @main` with the `dlpc.dims` attribute when any loop is marked.
+Guarantees: the same results; no loop keeps `dlpc.extent`; each marked loop's body is
+under `scf.if iv < extent` (the extent read from `dlpc_dims`), which the C printer
+prints as the loop's bound, so a call does the work of its own dims, not the maxima's;
+a marked loop with `unroll`, or in a `dlpc.prepare` kernel (run before any call gives
+dims), is left to run to its static bound (its iterations past the extent compute
+padding that nothing reads). A second run changes nothing.
+
+    loop.for %i1 = 0 to 128 step 1 {name = "i1", dlpc.extent = "seq"} { ... }
+
+becomes
+
+    loop.for %i1 = 0 to 128 step 1 {name = "i1"} {
+      %k = arith.constant 1 : index
+      %seq = memref.load %dlpc_dims[%k] : memref<2xi64>
+      %n = arith.index_cast %seq : i64 to index
+      %c = arith.cmpi slt, %i1, %n : index
+      scf.if %c { ... }
+    }
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, ModuleOp, StringAttr
+from xdsl.ir import SSAValue
+from xdsl.passes import ModulePass
+from xdsl.utils.exceptions import VerifyException
+
+from dlpc.dialects import symdims
+from dlpc.dialects.loop import ForOp, KernelOp
+from dlpc.passes.lower._symbolic import BASE_ATTR, DIMS_ATTR, EXTENT_ATTR, guard
+from dlpc.passes.lower.prepack import PREPARE
+from dlpc.passes.lower.view_copies import main_function
+
+
+@dataclass(frozen=True)
+class LoopRuntimeExtents(ModulePass):
+    """`loop-runtime-extents`: marked loops guarded by the call's extents (module
+    docstring)."""
+
+    name = "loop-runtime-extents"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        marked = [o for o in op.walk() if isinstance(o, ForOp) and EXTENT_ATTR in o.attributes]
+        if not marked:
+            return
+        fn = main_function(op, self.name)
+        names = fn.attributes.get(DIMS_ATTR)
+        n_in = fn.attributes.get("dlpc.num_inputs")
+        if not isinstance(names, ArrayAttr) or not isinstance(n_in, IntegerAttr):
+            raise VerifyException(
+                f"{self.name}: loops are marked {EXTENT_ATTR} but @{fn.sym_name.data} has no "
+                f"{DIMS_ATTR} (the symbols of its dlpc_dims input) or dlpc.num_inputs"
+            )
+        order = [a.data for a in names.data if isinstance(a, StringAttr)]
+        dims = fn.body.block.args[n_in.value.data - 1]
+        for loop in marked:
+            text = loop.attributes.pop(EXTENT_ATTR)
+            where = f"loop '{loop.loop_name}'"
+            if not isinstance(text, StringAttr):
+                raise VerifyException(f"{self.name}: {where}: {EXTENT_ATTR} must be a string")
+            try:
+                extent = symdims.parse(text.data)
+            except ValueError as e:  # (a SymbolicError too)
+                raise VerifyException(f"{self.name}: {where}: {e}") from None
+            unknown = sorted(symdims.symbols((extent,)) - set(order))
+            if unknown:
+                raise VerifyException(
+                    f"{self.name}: {where} runs over '{text.data}' but '{unknown[0]}' is not "
+                    f"one of @{fn.sym_name.data}'s dims ({', '.join(order)})"
+                )
+            if "unroll" in loop.attributes or isinstance(extent, int) or _prepares(loop):
+                loop.attributes.pop(BASE_ATTR, None)
+                continue  # (runs to its static bound: past the extent it computes padding)
+            base = _base(loop)
+            if base is not None:  # (None: a loop the index's other parts run in is inside)
+                guard(loop, extent, dims, order, base)
+
+
+def _base(loop: ForOp) -> list[SSAValue] | None:
+    """The ivs of the enclosing loops `dlpc.extent_base` names (a split's outer loops:
+    with `loop`'s iv they sum to the lowest original index of an iteration), or None
+    when one of them is not around `loop` (a reorder moved it inside)."""
+    names = loop.attributes.pop(BASE_ATTR, None)
+    wanted = [a.data for a in names.data] if isinstance(names, ArrayAttr) else []
+    found: dict[str, SSAValue] = {}
+    parent = loop.parent_op()
+    while parent is not None and not isinstance(parent, KernelOp):
+        if isinstance(parent, ForOp) and parent.loop_name in wanted:
+            found[parent.loop_name] = parent.induction_var
+        parent = parent.parent_op()
+    if len(found) != len(wanted):
+        return None
+    return [found[n] for n in wanted]
+
+
+def _prepares(loop: ForOp) -> bool:
+    """Whether `loop` is in a kernel that runs before any call (`dlpc.prepare`: it packs
+    weights, loop-prepack-weights), when no dims are given yet."""
+    parent = loop.parent_op()
+    while parent is not None and not isinstance(parent, KernelOp):
+        parent = parent.parent_op()
+    return parent is not None and PREPARE in parent.attributes

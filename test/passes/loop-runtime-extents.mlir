@@ -1,0 +1,54 @@
+// RUN: dlpc-opt %s --split-input-file -p loop-runtime-extents | filecheck %s
+// RUN: dlpc-opt %s --split-input-file -p loop-runtime-extents -p loop-runtime-extents | filecheck %s
+
+// A loop over a symbolic extent (dlpc.extent), split by a schedule into i0o (step 4)
+// and i0i (its index is i0o + i0i: dlpc.extent_base): each loop's body runs only below
+// the call's seq (read from dlpc_dims); the marks are gone, so a second run changes
+// nothing.
+
+// CHECK-LABEL: func.func @main
+// CHECK:         loop.for %[[O:.*]] = 0 to 16 step 4 {name = "i0o", parallel} {
+// CHECK-NEXT:      %[[K:.*]] = arith.constant 0 : index
+// CHECK-NEXT:      %[[SEQ:.*]] = memref.load %dlpc_dims[%[[K]]] : memref<1xi64>
+// CHECK-NEXT:      %[[N:.*]] = arith.index_cast %[[SEQ]] : i64 to index
+// CHECK-NEXT:      %[[C:.*]] = arith.cmpi slt, %[[O]], %[[N]] : index
+// CHECK-NEXT:      scf.if %[[C]] {
+// CHECK-NEXT:        loop.for %[[I:.*]] = 0 to 4 step 1 {name = "i0i"} {
+// CHECK-NEXT:          %{{.*}} = arith.constant 0 : index
+// CHECK-NEXT:          %[[SEQ2:.*]] = memref.load %dlpc_dims
+// CHECK-NEXT:          %[[N2:.*]] = arith.index_cast %[[SEQ2]] : i64 to index
+// CHECK-NEXT:          %[[IDX:.*]] = arith.addi %[[O]], %[[I]] : index
+// CHECK-NEXT:          %[[C2:.*]] = arith.cmpi slt, %[[IDX]], %[[N2]] : index
+// CHECK-NEXT:          scf.if %[[C2]] {
+// CHECK-NOT:     dlpc.extent
+func.func @main(%x: memref<16x8xf32>, %dlpc_dims: memref<1xi64>, %out0: memref<16x8xf32>) attributes {dlpc.dims = ["seq"], dlpc.num_inputs = 2 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "neg_0" {
+    loop.for %i0o = 0 to 16 step 4 {name = "i0o", parallel, dlpc.extent = "seq"} {
+      loop.for %i0i = 0 to 4 step 1 {name = "i0i", dlpc.extent = "seq", dlpc.extent_base = ["i0o"]} {
+        %i0 = arith.addi %i0o, %i0i : index
+        loop.for %i1 = 0 to 8 step 1 {name = "i1", vectorize} {
+          %v = memref.load %x[%i0, %i1] : memref<16x8xf32>
+          %n = arith.negf %v : f32
+          memref.store %n, %out0[%i0, %i1] : memref<16x8xf32>
+        }
+      }
+    }
+  }
+  func.return
+}
+
+// -----
+
+// An unrolled marked loop runs to its static bound (past seq it computes padding).
+// CHECK-LABEL: func.func @main
+// CHECK:         loop.for %{{.*}} = 0 to 4 step 1 {name = "i0", unroll = 4} {
+// CHECK-NEXT:      memref.load
+func.func @main(%x: memref<4xf32>, %dlpc_dims: memref<1xi64>, %out0: memref<4xf32>) attributes {dlpc.dims = ["seq"], dlpc.num_inputs = 2 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "neg_0" {
+    loop.for %i0 = 0 to 4 step 1 {name = "i0", unroll = 4 : i64, dlpc.extent = "seq"} {
+      %v = memref.load %x[%i0] : memref<4xf32>
+      memref.store %v, %out0[%i0] : memref<4xf32>
+    }
+  }
+  func.return
+}
