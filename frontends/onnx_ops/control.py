@@ -6,13 +6,17 @@ and passed in as operands. Large float constants a subgraph materialises (graph.
 are moved out of the region and passed in too.
 
 - If: a condition known at import time imports the chosen branch inline; otherwise a
-  graph.if over the union of the values both branches capture.
+  graph.if over the union of the values both branches capture. Branches that yield an
+  optional (no tensor form: an Optional holding a value is that value) need the
+  condition at import time (a graph input is specialised on).
 - Loop: graph.loop with carried values (cond, v..., scan accumulators..., captured...).
   A run-time trip count M is carried too (the condition is cond and i < M: one program
-  for every M) unless the loop has scan outputs, whose rows M bounds: then M must be
-  known at import time (a graph input is specialised on, as Reshape's shape is). A scan
-  output is a [M, ...] accumulator written at row i by a one-hot where (rows after an
-  early exit stay zero: ONNX would return fewer rows).
+  for every M) unless the loop has scan outputs, whose rows are the iterations run: then
+  M must be known at import time (a graph input is specialised on, as Reshape's shape
+  is), the body's condition must be its input passed through or a constant true (else
+  the row count is known only at run time: refused), and the initial cond known (a
+  graph input is specialised on): M rows, or none. A scan output is a [M, ...]
+  accumulator written at row i by a one-hot where.
 - Scan-8 (a leading batch axis, `sequence_lens`): one opset-9 scan per batch element.
 - Scan (opset 9+): graph.loop over the scan axis; each iteration gathers its slice of
   every scan input (reversed for direction 1) and writes each scan output's row (at the
