@@ -550,23 +550,29 @@ def _estimate(plan: KernelPlan, flops: float) -> float:
 
 
 def _choose_clusters(plan: KernelPlan, double_buffer: bool, flops: float) -> None:
-    """Use fewer clusters where the whole buffers each cluster stages (a linear layer's
-    weights, a convolution's image) would cross GDRAM more times than the extra cores
-    save: the task count with the lowest `_estimate`."""
+    """For a kernel with whole buffers (a linear layer's weights, a convolution's image):
+    fewer clusters where the whole buffers each cluster stages would cross GDRAM more
+    times than the extra cores save, and, where a task's share fits one tile, that tile
+    without ping-pong where a second tile's DMAs (weights, bias, output again) cost more
+    than the overlap saves (little compute, as at batch 1): the task count and buffering
+    with the lowest `_estimate`."""
     d = plan.desc
     has_whole = any(p.kind == "whole" and not p.direct for p in plan.buffers.values())
     sel = plan.selection
-    if not has_whole or d.clusters == 1 or sel is None:
+    if not has_whole or sel is None:
         return
     if isinstance(getattr(sel, "ew", None), ScalarEpilogue):
         return  # scalar loops (GELU's erf): their cost, index arithmetic included, is not modelled
     best = (_estimate(plan, flops), plan.tasks, plan.tile, plan.double, plan.sram)
-    for k in range(1, d.clusters):
-        tasks = min(k * d.cores_per_cluster, plan.trip)
-        if tasks >= best[1]:
-            break
+    fewer = (min(k * d.cores_per_cluster, plan.trip) for k in range(1, d.clusters))
+    counts = [plan.tasks, *sorted({t for t in fewer if t < plan.tasks}, reverse=True)]
+    for tasks in counts:
         plan.tasks = tasks
-        if _choose_tile(plan, double_buffer):
+        for double in [double_buffer, False] if double_buffer else [False]:
+            if not _choose_tile(plan, double):
+                continue
+            if double_buffer and not double and plan.tile < plan.chunk:
+                continue  # single-buffered over several tiles: ping-pong is the option asked
             cost = _estimate(plan, flops)
             if cost < 0.9 * best[0]:  # (a rough model: only a clear gain)
                 best = (cost, plan.tasks, plan.tile, plan.double, plan.sram)

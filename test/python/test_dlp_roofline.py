@@ -225,3 +225,25 @@ def test_a_weight_staged_by_shares_of_the_cluster_cores(tmp_path):
     ]
     assert len(staging) == 1  # one copy, of this core's share (its count is not a constant)
     assert not isinstance(staging[0].operands[-1].owner, arith.ConstantOp)
+
+
+def test_a_batch_1_conv_with_little_compute_runs_one_tile_a_task(tmp_path):
+    """A strided 1x1 conv at batch 1 (ResNet's shortcut): its whole input staged per
+    cluster, each task's 4 output channels as one tile without ping-pong: 5 DMAs a task
+    (its share of the staging, SRAM to NRAM, weights, bias, output), not 8 with two tiles
+    whose overlap hides almost nothing."""
+    path = tmp_path / "m.dlpc"
+    path.write_text(
+        "model m(x: f32[1, 16, 32, 32]) {\n  param w: f32[32, 16, 1, 1] = kaiming(seed=1)\n"
+        "  param b: f32[32] = normal(seed=2, std=0.1)\n  return conv2d(x, w, b, stride=2)\n}\n"
+    )
+    model = dlpc.load(path)
+    inputs = dlpc.api.random_inputs(model)
+    compiled = dlpc.compile(model, target="dlp")
+    (out,) = compiled(*inputs)
+    (ref,) = dlpc.api.reference(model, inputs)
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5 * max(1.0, float(np.abs(ref).max())))
+    assert compiled.artifact is not None
+    (rep,) = compiled.artifact.report
+    assert rep.intrinsic_cycles > 0 and not rep.double_buffered
+    assert rep.dma_count == 5 * rep.tasks, (rep.tasks, rep.dma_count)
