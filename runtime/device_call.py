@@ -19,12 +19,13 @@ bound params stay resident on the device (uploaded once, counted in the device's
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 from dlpc.runtime.device import Device, current_stream
-from dlpc.runtime.tensor import TensorView
+from dlpc.runtime.tensor import Storage, TensorView, contiguous_strides, meta
 
 BIND = True  # False: every call copies through the function's own buffers (bench/eager.py)
 HOST_STEPS = ("load", "store", "scalar", "if", "else", "end", "while", "do", "team")
@@ -64,6 +65,11 @@ class DeviceCall:
         use is neither."""
         fn = self.fn
         self.out_specs = [(tuple(s), np.dtype(d)) for s, d in _outputs(fn)]
+        # per output: shape, dtype, row-major strides, bytes, Meta (made once)
+        self.out_layouts = [
+            (s, d, contiguous_strides(s), math.prod(s) * d.itemsize, meta(s, d, self.device))
+            for s, d in self.out_specs
+        ]
         self.first_output = fn.num_inputs + len(fn.param_names)
         self.args = [*range(fn.num_inputs), *range(self.first_output, len(fn.arg_specs))]
         buffers = {id(fn.arg_buffers[k]): k for k in self.args}
@@ -114,9 +120,10 @@ class DeviceCall:
             if not t.is_contiguous():
                 t = t.contiguous()
                 keep.append(t)
-            if not t.nbytes:
+            st = t._storage
+            if not st.nbytes:
                 continue
-            block: Any = t._storage.block
+            block: Any = st.block
             off = t._offset * t.dtype.itemsize
             buf = backend.buffer_at(block, off) if bindable else None
             if buf is None:  # (into the function's own buffer)
@@ -129,23 +136,36 @@ class DeviceCall:
                     byte_count=t.nbytes,
                     src_offset=block.offset + off,
                 )
-            else:
+            elif self.bound[k] is not buf:
                 self._bind(k, buf)
-            t._storage.record_stream(stream)
+            if st.stream is not stream:
+                st.record_stream(stream)
         outs = []
         copied = []
-        for j, (shape, dtype) in enumerate(self.out_specs):
-            t = cls.empty(shape, dtype, dev, stream)
+        new = cls.__new__
+        first = self.first_output
+        for j, (shape, dtype, strides, nbytes, m) in enumerate(self.out_layouts):
+            st = Storage.allocate(dev, nbytes, stream)
+            t = new(cls)
+            t._storage = st
+            t.shape = shape
+            t._strides = strides
+            t._offset = 0
+            t.dtype = dtype
+            t.device = dev
+            t._np = None
+            t._meta = m
+            t._ptr = 0
             outs.append(t)
-            if not t.nbytes:
+            if not nbytes:
                 continue
-            k = self.first_output + j
-            buf = backend.buffer_at(t._storage.block, 0) if bindable else None
-            if buf is None:
+            k = first + j
+            buf = backend.buffer_at(st.block, 0) if bindable else None
+            if buf is None:  # (out of the function's own buffer)
                 if self.bindable:
                     self._bind(k, fn.arg_buffers[k])
                 copied.append((k, t))
-            else:
+            elif self.bound[k] is not buf:
                 self._bind(k, buf)
         steps = fn.steps
         if self.copies and self.bindable:  # (device copies from or into an argument)
