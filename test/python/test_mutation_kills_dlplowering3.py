@@ -294,3 +294,37 @@ def test_a_row_reduction_epilogue_counts_its_temporaries_in_nram(rows):
     x = np.random.default_rng(6).standard_normal((rows, 16)).astype(np.float32) * 0.1
     (out,) = compile_dlp(module, "tiny", name=f"rowexp{rows}")(x)
     close(out, np.exp(x.sum(axis=1)) * 2 + 1)
+
+
+# out[i, j] = x[i, j] * s[1, 2]: one element of a small whole buffer, at constant indices
+SCALAR_AT = """
+func.func @main(%x: memref<64x16xf32>, %s: memref<3x4xf32>, %out: memref<64x16xf32>)
+    attributes {dlpc.num_inputs = 2 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "k" {
+    loop.for %i = 0 to 64 step 1 {name = "i0", parallel} {
+      loop.for %j = 0 to 16 step 1 {name = "i1"} {
+        %c1 = arith.constant 1 : index
+        %c2 = arith.constant 2 : index
+        %a = memref.load %x[%i, %j] : memref<64x16xf32>
+        %b = memref.load %s[%c1, %c2] : memref<3x4xf32>
+        %m = arith.mulf %a, %b : f32
+        memref.store %m, %out[%i, %j] : memref<64x16xf32>
+      }
+    }
+  }
+  func.return
+}"""
+
+
+def test_a_constant_element_of_a_whole_buffer_is_a_scalar_operand():
+    """elementwise.py:245 (`shape[j + 1:]` -> `shape[j // 1:]`): s[1, 2] of a 3 x 4
+    buffer is element 1 * 4 + 2 = 6 of its NRAM copy, the scalar of dlp.mul_scalar."""
+    module = parse_module(SCALAR_AT)
+    lowered = module.clone()
+    pipeline.run("loop-to-dlp", lowered, pipeline.PipelineOptions(), target_desc="tiny")
+    assert "dlpc.scalar" not in str(lowered)
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((64, 16)).astype(np.float32)
+    s = rng.standard_normal((3, 4)).astype(np.float32)
+    (out,) = compile_dlp(module, "tiny", name="scalar_at")(x, s)
+    close(out, x * s[1, 2])
