@@ -5,6 +5,8 @@ no-op broadcast, a small constant as graph.constant) pinned on the imported IR w
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -40,7 +42,10 @@ def model(nodes, feeds, inits=(), opset=18, outputs=("y",)):
     )
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
     # (no outputs: a model the importer must refuse, which shape inference refuses too)
-    return onnx.shape_inference.infer_shapes(m, strict_mode=True) if outputs else m
+    if not outputs:
+        return m
+    # (not strict: onnx cannot infer inside some function bodies, MeanVarianceNormalization's)
+    return onnx.shape_inference.infer_shapes(m, strict_mode=False)
 
 
 def check(nodes, feeds, inits=(), opset=18, outputs=("y",), atol=1e-5):
@@ -959,3 +964,146 @@ def test_a_run_time_slice_larger_than_its_axis_is_refused():
     proto = model(nodes, {"x": X5, "i": np.int64([0])}, inits, outputs=())
     with pytest.raises(DlpcError, match="Slice size ends - starts = 7 does not fit axis 0"):
         load_model(proto)
+
+
+# ----------------------------------------------------------------- the importer
+
+
+def _error(proto, **kwargs) -> str:
+    with pytest.raises(DlpcError) as e:
+        load_model(proto, **kwargs)
+    return str(e.value)
+
+
+def test_errors_name_the_node_by_name_or_by_position_and_output():
+    """A named node is '<name>'; an unnamed one is #<index> with its first output."""
+    bad = node("Gemm", ["a", "b"], name="fc")
+    proto = model([bad], {"a": np.zeros(4, np.float32)}, {"b": np.zeros((4, 2), np.float32)},
+                  outputs=())  # fmt: skip
+    assert _error(proto).startswith("<onnx>: node 'fc' (Gemm): error: A and B must be matrices")
+    unnamed = [node("Relu", ["a"], ["r"]), node("Gemm", ["r", "b"], ["out"])]
+    proto = model(unnamed, {"a": np.zeros(4, np.float32)}, {"b": np.zeros((4, 2), np.float32)},
+                  outputs=())  # fmt: skip
+    assert _error(proto).startswith("<onnx>: node #1 (Gemm -> 'out'): error: A and B must be")
+
+
+def _with_input(type_proto, name="x"):
+    proto = model([node("Identity", [name])], {}, outputs=())
+    proto.graph.input.append(helper.make_value_info(name, type_proto))
+    proto.graph.output.append(helper.make_empty_tensor_value_info("y"))
+    return proto
+
+
+@pytest.mark.parametrize(
+    "type_proto,kwargs,message",
+    [
+        (helper.make_sequence_type_proto(helper.make_tensor_type_proto(F, [2])), {},
+         "graph input 'x' is not a tensor"),
+        (helper.make_tensor_type_proto(TensorProto.STRING, [2]), {},
+         "graph input 'x' has element type string, which dlpc does not support"),
+        (helper.make_tensor_type_proto(F, None), {},
+         r"graph input 'x' has no shape; pass input_shapes=\{'x': ...\}"),
+        (helper.make_tensor_type_proto(F, ["batch", 3]), {},
+         "graph input 'x' has symbolic dim 'batch'; dlpc needs static shapes"),
+        (helper.make_tensor_type_proto(F, [2, 3]), {"input_shapes": {"x": (2, -3)}},
+         r"graph input 'x' has a negative dim in \[2, -3\]"),
+        (helper.make_tensor_type_proto(F, [2**31, 2**31]), {}, "graph input 'x': "),
+    ],
+    ids=["sequence", "string", "no-shape", "symbolic", "negative", "too-big"],
+)  # fmt: skip
+def test_graph_inputs_dlpc_cannot_take_are_one_line(type_proto, kwargs, message):
+    from dlpc.frontends.onnx import import_onnx
+
+    with pytest.raises(DlpcError, match=message):
+        import_onnx(_with_input(type_proto), **kwargs)
+
+
+def test_input_shapes_fix_a_symbolic_dim():
+    proto = _with_input(helper.make_tensor_type_proto(F, ["batch", 3]))
+    m = load_model(proto, input_shapes={"x": (2, 3)})
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_array_equal(run_reference(m.module, [x], m.weights)[0], x)
+
+
+def test_a_model_without_the_default_domain_or_an_output_is_refused():
+    proto = model([node("Relu", ["x"])], {"x": X})
+    del proto.opset_import[:]
+    proto.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    assert "model imports no default-domain opset" in _error(proto)
+    proto = model([node("Relu", ["x"])], {"x": X})
+    proto.graph.output.append(helper.make_empty_tensor_value_info("nowhere"))
+    assert "graph output 'nowhere' is never computed" in _error(proto)
+
+
+def test_small_float_constants_are_graph_constants_and_larger_ones_named_params():
+    """A one-element float initializer is a graph.constant (a scalar in the body); one of
+    several elements a graph.param named after it (its value in the weights); a folded
+    value is a param named after its ONNX value, kept unique."""
+    inits = {"one": np.float32([2.0]), "w": np.float32([1, 2, 3, 4, 5])}
+    nodes = [
+        node("Mul", ["x", "one"], ["a"]),
+        node("Add", ["w", "w"], ["ww"]),  # folded at import: a new value "ww"
+        node("Add", ["a", "ww"], ["b"]),
+        node("Mul", ["w", "one"], ["w_2"]),  # folded too
+        node("Sub", ["b", "w_2"], ["y"]),
+    ]
+    m = check(nodes, {"x": X}, inits)
+    params = sorted(op.pname for op in m.module.walk() if op.name == "graph.param")
+    assert params == ["w_2", "ww"] and sorted(m.weights) == ["w_2", "ww"]
+    np.testing.assert_array_equal(m.weights["ww"], inits["w"] * 2)
+    consts = [op for op in m.module.walk() if op.name == "graph.constant"]
+    assert len(consts) == 1
+
+
+def test_weights_override_initializers_by_name():
+    w = np.float32([1, 2, 3, 4, 5])
+    proto = model([node("Mul", ["x", "w"])], {"x": X}, {"w": w})
+    m = load_model(proto, weights={"w": w * 10})
+    np.testing.assert_array_equal(m.weights["w"], w * 10)
+
+
+def test_an_empty_result_is_a_constant_and_adds_nothing_to_a_concat():
+    """x[1:1] has no values: an import-time constant, and a Concat piece with no values
+    adds nothing (x itself is the result, no concat op)."""
+    nodes = [node("Slice", ["x", "s", "t"], ["z"]), node("Concat", ["x", "z"], axis=0)]
+    m = check(nodes, {"x": X}, {"s": np.int64([1]), "t": np.int64([1])})
+    assert "graph.concat" not in op_names(m)
+
+
+def test_an_operator_defined_by_an_onnx_function_imports_its_body():
+    """MeanVarianceNormalization has no handler: its ONNX function (with the schema's
+    default axes [0, 2, 3] filled in) is imported node by node."""
+    x = np.random.default_rng(20).standard_normal((2, 3, 2, 2)).astype(np.float32)
+    check([node("MeanVarianceNormalization", ["x"])], {"x": x}, opset=13, atol=1e-4)
+    check([node("MeanVarianceNormalization", ["x"], axes=[1])], {"x": x}, opset=13, atol=1e-4)
+
+
+def test_an_import_time_node_that_cannot_be_evaluated_is_one_line():
+    inits = {"a": np.float32([1, 2]), "b": np.float32([1, 2, 3])}
+    proto = model([node("Add", ["a", "b"], ["c"]), node("Add", ["x", "c"])], {"x": X}, inits,
+                  outputs=())  # fmt: skip
+    assert "node #0 (Add -> 'c'): error: cannot evaluate at import time" in _error(proto)
+
+
+@pytest.mark.parametrize(
+    "data,index,axis,message",
+    [
+        ((3, 4), (2,), 0, r"GatherElements of data \[3, 4\] by indices \[2\] on axis 0"),
+        ((3, 4), (2, 4), 2, r"on axis 2"),
+        ((3, 4), (2, 5), 0, r"indices \[2, 5\] exceed data \[3, 4\] outside axis 0"),
+        ((3, 4), (2, 4), 0, r"index out of range \[-3, 3\)"),
+    ],
+)
+def test_gather_elements_folded_at_import_checks_its_indices(data, index, axis, message):
+    idx = np.full(index, 3 if "range" in message else 0, np.int64)
+    inits = {"d": np.arange(np.prod(data), dtype=np.float32).reshape(data), "i": idx}
+    proto = model([node("GatherElements", ["d", "i"], ["g"], axis=axis), node("Add", ["x", "g"])],
+                  {"x": np.zeros(index, np.float32)}, inits, outputs=())  # fmt: skip
+    assert re.search(message, _error(proto))
+
+
+def test_gather_elements_folded_at_import_counts_negative_indices_from_the_end():
+    d = np.arange(12, dtype=np.float32).reshape(3, 4)
+    i = np.array([[-1, 0, -3, 2]], np.int64)
+    nodes = [node("GatherElements", ["d", "i"], ["g"], axis=0), node("Add", ["x", "g"])]
+    check(nodes, {"x": np.zeros((1, 4), np.float32)}, {"d": d, "i": i})
