@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_graph_to_te import lower_and_check
+from test_graph_to_te import lower_and_check, te_ops
 
 from dlpc.passes.pipeline import parse_module
 
@@ -332,3 +332,22 @@ def test_symbolic_dims_lower_in_one_function_only_and_leave_no_hook():
     m = one_op("graph.relu", [("x", (3, 4), "f32")], (3, 4))
     lower_and_check(m, [x])
     assert "dlpc_dims" not in str(m)
+
+
+def test_a_fused_nhwc_conv_keeps_its_weight_relayout_as_its_own_kernel():
+    """Inside graph.fused the NHWC conv's (kh, kw, c, o) weight compute is hoisted, not
+    inlined into the reduction (it would be recomputed per output element): two te ops,
+    the fused one named after the graph.fused, equal to the reference."""
+    m = parse_module("""
+func.func @main(%x: tensor<1x6x6x3xf32>, %w: tensor<4x3x3x3xf32>, %c: tensor<1x1x1x4xf32>) -> tensor<1x4x4x4xf32> {
+  %y = graph.fused "conv_bias_relu" %x, %w, %c : (tensor<1x6x6x3xf32>, tensor<4x3x3x3xf32>, tensor<1x1x1x4xf32>) -> tensor<1x4x4x4xf32> {
+  ^bb0(%a: tensor<1x6x6x3xf32>, %k: tensor<4x3x3x3xf32>, %cc: tensor<1x1x1x4xf32>):
+    %0 = graph.conv2d %a, %k {layout = "nhwc"} : (tensor<1x6x6x3xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x4x4xf32>
+    %1 = graph.add %0, %cc : (tensor<1x4x4x4xf32>, tensor<1x1x1x4xf32>) -> tensor<1x4x4x4xf32>
+    %2 = graph.relu %1 : (tensor<1x4x4x4xf32>) -> tensor<1x4x4x4xf32>
+    graph.yield %2 : tensor<1x4x4x4xf32>
+  }
+  func.return %y : tensor<1x4x4x4xf32>
+}""")  # noqa: E501
+    lower_and_check(m, [rand(1, 6, 6, 3), rand(4, 3, 3, 3), rand(1, 1, 1, 4)], tol=1e-4)
+    assert [str(op.compute_name) for op in te_ops(m)] == ["conv2d_0_weight_hwio", "conv_bias_relu"]
