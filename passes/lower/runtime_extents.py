@@ -9,9 +9,10 @@ Requires: a `func.func @main` with the `dlpc.dims` attribute when any loop is ma
 Guarantees: the same results; no loop keeps `dlpc.extent`; each marked loop's body is
 under `scf.if iv < extent` (the extent read from `dlpc_dims`), which the C printer
 prints as the loop's bound, so a call does the work of its own dims, not the maxima's;
-a marked loop with `unroll`, or in a `dlpc.prepare` kernel (run before any call gives
-dims), is left to run to its static bound (its iterations past the extent compute
-padding that nothing reads). A second run changes nothing.
+a marked loop with `unroll` or `vectorize` (a register or vector tile: a guard inside
+it costs more than the padding it skips), or in a `dlpc.prepare` kernel (run before any
+call gives dims), is left to run to its static bound (its iterations past the extent
+compute padding that nothing reads). A second run changes nothing.
 
     loop.for %i1 = 0 to 128 step 1 {name = "i1", dlpc.extent = "seq"} { ... }
 
@@ -79,7 +80,8 @@ class LoopRuntimeExtents(ModulePass):
                     f"{self.name}: {where} runs over '{text.data}' but '{unknown[0]}' is not "
                     f"one of @{fn.sym_name.data}'s dims ({', '.join(order)})"
                 )
-            if "unroll" in loop.attributes or isinstance(extent, int) or _prepares(loop):
+            tile = "unroll" in loop.attributes or "vectorize" in loop.attributes
+            if tile or isinstance(extent, int) or _prepares(loop):
                 loop.attributes.pop(BASE_ATTR, None)
                 continue  # (runs to its static bound: past the extent it computes padding)
             base = _base(loop)

@@ -188,10 +188,11 @@ class KernelBuilder:
 
     def guarded(self, kernel: KernelOp) -> KernelOp:
         """`kernel` with its loops over symbolic extents bounded (passes/lower/_symbolic.py):
-        a reduction loop, and every loop of a kernel whose body reads the dims (its
-        indices depend on them), under its guard now (outer loops first); the spatial
-        loops of other kernels only marked `dlpc.extent`, so that schedules see plain
-        nests (loop-runtime-extents guards what is left of them after scheduling)."""
+        a reduction loop (a sum must not read padding), and every loop of a kernel whose
+        body reads the dims (its indices depend on them), under its guard now (outer
+        loops first); the spatial loops of other kernels only marked `dlpc.extent`, so
+        that schedules see plain nests (loop-runtime-extents guards what is left of them
+        after scheduling)."""
         if self.guards:
             assert self.maxima is not None and self.maxima.dims is not None
             dims = self.maxima.dims
