@@ -15,7 +15,7 @@
 // CHECK: __nram__ float *v_x_nram = (float *)(__nram_base + 0);
 // CHECK: __wram__ float *v_fc1_weight_wram = (float *)(__wram_base + 0);
 // CHECK: __mlu_shared__ float *v_x_sram = (float *)(__sram_base + 0);
-// CHECK: __memcpy(v_x_sram, v_x, 16 * sizeof(float), GDRAM2SRAM);
+// CHECK: __memcpy(v_x_sram + {{.*}}, v_x + {{.*}} * sizeof(float), GDRAM2SRAM);
 // CHECK: __sync_cluster();
 // CHECK: __memcpy(v_fc1_weight_wram, v_fc1_weight + {{.*}} * sizeof(float), GDRAM2WRAM);
 // CHECK: __bang_matmul({{.*}}, v_x_nram, v_fc1_weight_wram, 1, 16, v_n, 1);
