@@ -241,9 +241,11 @@ AREAS: dict[str, Area] = {
             "test/python/test_onnx_import.py test/python/test_mutation_kills_onnx.py "
             "test/python/test_mutation_kills_onnx3.py",
             # the public API's ONNX cases (3-D conv and pool, weights as inputs) and the
-            # control-flow ops (If, Loop, Scan) on both targets
+            # control-flow ops (If, Loop, Scan) on both targets, with the ONNX cases of the
+            # control-flow area's tests (every test of the first two has onnx in its name)
             "test/python/test_onnx_api.py test/python/test_control_flow_onnx.py "
-            "-k 'not torchscript and not conformance_if'",
+            "test/python/test_mutation_kills_controlflow3.py "
+            "-k 'not torchscript and not conformance_if and onnx'",
             # onnx's own node tests, on numpy, of the operators whose import is index
             # arithmetic (~8 s of CPU; all of them, ~25 s, is too slow a mutant here)
             "test/python/test_onnx_conformance.py -k 'test_numpy and (resize or pool or conv "
