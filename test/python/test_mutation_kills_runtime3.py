@@ -414,3 +414,60 @@ def test_elapsed_time_is_in_milliseconds():
     c.stream = d.stream = s
     c.handle, d.handle = marker(2_000_000), marker(5_500_000)
     assert c.elapsed_time(d) == 3.5
+
+
+# ------------------------------------------------------------------ runtime --seed 42
+
+
+def test_a_fresh_allocator_counts_nothing():
+    a, _ = _make()
+    assert all(v == 0 for v in a.stats().values()), a.stats()
+
+
+def test_uploads_are_pruned_only_past_16_in_flight():
+    """A stream holds its uploads' events and asks which are done only once more than 16
+    are held (no status query per upload)."""
+    from types import SimpleNamespace
+
+    asked: list = []
+
+    def done(event) -> bool:
+        asked.append(event)
+        return event[0]
+
+    dev = SimpleNamespace(backend=SimpleNamespace(event_done=done))
+    s = rdev.Stream(dev)  # type: ignore[arg-type]
+    for _ in range(16):
+        s.hold([True])
+    assert len(s.pending) == 16 and asked == []
+    s.hold([False])
+    assert s.pending == [[False]] and len(asked) == 17
+
+
+def test_opencl_event_is_done_only_when_complete():
+    """CL_COMPLETE is 0; queued, submitted, running (3, 2, 1) and an error (< 0) are not."""
+    from types import SimpleNamespace
+
+    status = SimpleNamespace(COMPLETE=0)
+    backend = rdev.OpenCLBackend.__new__(rdev.OpenCLBackend)
+    backend.cl = SimpleNamespace(command_execution_status=status)
+    for value, done in ((0, True), (1, False), (3, False), (-5, False)):
+        handle = SimpleNamespace(command_execution_status=value)
+        assert backend.event_done(handle) is done, value
+
+
+def test_large_reshapes_and_squeezing_empty_dims():
+    t = dlpc.tensor(np.arange(600, dtype=np.float32))
+    r = t.reshape(20, -1)
+    assert r.shape == (20, 30) and r.shares_storage(t)
+    assert _rec(np.zeros((2, 0, 1, 3))).squeeze().shape == (2, 0, 3)
+
+
+def test_no_opencl_platform_is_no_opencl_device(monkeypatch):
+    from dlpc.backends.runtime import opencl_rt
+
+    def missing():
+        raise DlpcError("error: no OpenCL platform")
+
+    monkeypatch.setattr(opencl_rt, "devices", missing)
+    assert rdev._opencl_devices() == []
