@@ -359,7 +359,7 @@ def _loop_bodies(source: str) -> list[str]:
 def test_loop_body_buffers_are_allocated_once(opt_level):
     """A loop body's intermediates (and a gradient's reverse loop's, nested ifs' and
     loops') are allocated before the outermost loop, not per iteration: no allocation or
-    free inside a host loop of dlpc_main."""
+    free inside a host loop of dlpc_main; C's memory plan then gives them arena slots."""
     from dlpc.backends.c import emit_c
     from dlpc.passes.train.autodiff import differentiate
 
@@ -370,6 +370,11 @@ def test_loop_body_buffers_are_allocated_once(opt_level):
         source = emit_c(pipeline.lower(module.clone(), "loop", options))
         bodies = _loop_bodies(source[source.index("int dlpc_main(void **args)") :])
         assert bodies and all("dlpc_alloc(" not in b and "free(" not in b for b in bodies)
+    # with C's memory plan the hoisted buffers are arena slots: no allocation per call
+    options = pipeline.PipelineOptions(opt_level=opt_level, target="c")
+    source = emit_c(pipeline.lower(model(LOOP).module.clone(), "loop", options))
+    main = source[source.index("int dlpc_main(void **args)") :]
+    assert "dlpc_alloc(" not in main and "(v_arena + " in main
 
 
 def test_opencl_profile_counts_every_launch_of_a_loop_body():
