@@ -200,3 +200,22 @@ def test_the_cpu_output_pool_never_hands_out_held_memory():
     np.testing.assert_array_equal(view_array, (a * 3.0).T)
     ids = {id(x.relu()._storage.array) for _ in range(5)}  # a dropped result's block: reused
     assert len(ids) == 1
+
+
+@needs_opencl
+def test_bound_sub_buffers_survive_empty_cache():
+    """Ops bound to sub-buffers of a segment; the segment freed by empty_cache (its
+    sub-buffers dropped first); the same ops on new blocks still equal numpy. (1.2 MB
+    tensors: the large pool, a segment of their own.)"""
+    dev = OPENCL[0]
+    a = _r(500, 600)
+    for _ in range(2):
+        xs = [dlpc.tensor(a + k, device=dev) for k in range(3)]  # (blocks at offsets > 0)
+        ys = [(x * 2.0).relu() for x in xs]
+        for k, y in enumerate(ys):
+            np.testing.assert_allclose(y.numpy(), np.maximum((a + k) * 2.0, 0), rtol=1e-6)
+        del xs, ys, y
+        dlpc.synchronize(dev)
+        freed = dlpc.memory_stats(dev)["device_frees"]
+        dlpc.empty_cache(dev)
+        assert dlpc.memory_stats(dev)["device_frees"] > freed  # (their segment went back)
