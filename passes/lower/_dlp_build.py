@@ -46,6 +46,10 @@ class BufferPlan:
     prefix: tuple[int, ...] = ()  # constant indices of the dims before `dim`
     direct: bool = False  # moved by the intrinsic selection itself (no generic DMA)
     outer: bool = False  # indexed by the plan's outer (batch) loop in dim 0: one image a pass
+    # tiled and read-only, the task's whole share loaded once before its tiles (a layer's
+    # weights and bias rows: one DMA a task instead of one a tile); `slot` is then the
+    # tile's offset in that share
+    resident: bool = False
     # set by the kernel builder (KernelBuilder.build and its tile loops) before any use;
     # read through the properties below, which say so if one is read too early
     _local: SSAValue | None = None  # the NRAM/WRAM copy
@@ -166,8 +170,9 @@ class KernelPlan:
         for b in self.buffers.values():
             if b.direct:
                 continue
-            nbytes = round_up(b.elements(tile) * b.elt_bytes, align)
-            copies = 2 if double and b.kind == "tiled" else 1
+            rows = self.chunk if b.resident else tile
+            nbytes = round_up(b.elements(rows) * b.elt_bytes, align)
+            copies = 2 if double and b.kind == "tiled" and not b.resident else 1
             use[b.space] += nbytes * copies
             if b.kind == "whole" and sram:
                 use["sram"] += nbytes

@@ -489,12 +489,34 @@ def _choose_tile(plan: KernelPlan, double_buffer: bool) -> bool:
             t = _largest_tile(plan, min(chunk, -(-chunk // 2)), True, sram)
             if t:
                 plan.tile, plan.double, plan.sram = t, True, sram
+                _mark_resident(plan)
                 return True
         t = _largest_tile(plan, chunk, False, sram)
         if t:
             plan.tile, plan.double, plan.sram = t, False, sram
+            _mark_resident(plan)
             return True
     return False
+
+
+def _mark_resident(plan: KernelPlan) -> None:
+    """On the matrix unit (conv, matmul) over several tiles a task: the read-only tiled
+    buffers one row a work iteration (weights, bias rows) whose task share fits beside
+    the rest are loaded once a task (`BufferPlan.resident`), each tile's rows starting
+    vector-aligned in it."""
+    for p in plan.buffers.values():
+        p.resident = False
+    if not getattr(plan.selection, "matrix_unit", False) or plan.tile >= plan.chunk:
+        return
+    align = plan.desc.vector_align
+    for p in plan.buffers.values():
+        if p.kind != "tiled" or p.direct or p.written or not p.read or p.outer:
+            continue
+        if p.a != 1 or p.rlo != 0 or p.rhi != 0 or (plan.tile * p.inner * p.elt_bytes) % align:
+            continue
+        p.resident = True
+        if not plan.fits(plan.tile, plan.double, plan.sram):
+            p.resident = False
 
 
 def _flops(block: Block) -> float:
@@ -536,9 +558,13 @@ def _estimate(plan: KernelPlan, flops: float) -> float:
     compute = flops / tasks / rate
     tiles = -(-plan.chunk // plan.tile)
     copies = sum(
-        p.read + p.written for p in plan.buffers.values() if p.kind == "tiled" and not p.direct
+        p.read + p.written
+        for p in plan.buffers.values()
+        if p.kind == "tiled" and not p.direct and not p.resident
     )
-    wholes = sum(1 for p in plan.buffers.values() if p.kind == "whole" and not p.direct)
+    wholes = sum(
+        1 for p in plan.buffers.values() if (p.kind == "whole" or p.resident) and not p.direct
+    )
     transfer = (
         (tiles * copies + wholes * (1 + plan.sram)) * d.dma_latency_cycles
         + tiled / tasks / per_cycle
@@ -577,6 +603,7 @@ def _choose_clusters(plan: KernelPlan, double_buffer: bool, flops: float) -> Non
             if cost < 0.9 * best[0]:  # (a rough model: only a clear gain)
                 best = (cost, plan.tasks, plan.tile, plan.double, plan.sram)
     _, plan.tasks, plan.tile, plan.double, plan.sram = best
+    _mark_resident(plan)
 
 
 def _stagers(plan: KernelPlan) -> int:
@@ -630,6 +657,7 @@ class KernelLowering:
         self.op = dlp.KernelOp(k.sym, **attrs)
         self.b = Builder(self.op.block)
         self.image: dict[BufferPlan, SSAValue] = {}  # outer buffer -> this image's offset
+        self.first: dict[BufferPlan, SSAValue] = {}  # resident buffer -> the task's first row
 
     def build(self) -> dlp.KernelOp:
         plan, b = self.plan, self.b
@@ -640,10 +668,11 @@ class KernelLowering:
         whole = [p for p in plan.buffers.values() if p.kind == "whole" and not p.direct]
         copies = 2 if plan.double else 1
         for p in (p for p in plan.buffers.values() if not p.direct):
-            n = round_up(p.elements(plan.tile) * p.elt_bytes, self.desc.dma_align) // p.elt_bytes
+            rows = plan.chunk if p.resident else plan.tile
+            n = round_up(p.elements(rows) * p.elt_bytes, self.desc.dma_align) // p.elt_bytes
             p.local = b.alloc(
                 p.space,
-                n * (copies if p.kind == "tiled" else 1),
+                n * (copies if p.kind == "tiled" and not p.resident else 1),
                 element_type(p.value),
                 f"{p.name}_{p.space}",
             )
@@ -678,6 +707,7 @@ class KernelLowering:
         hi = b.min(b.add(lo, b.c(plan.chunk)), trip)
         _hint(lo, "lo")
         _hint(hi, "hi")
+        self.load_resident(tiled, lo, hi)
         if plan.double:
             self.double_buffered(tiled, lo, hi)
         else:
@@ -754,6 +784,23 @@ class KernelLowering:
                 )
         inner.op(scf.YieldOp())
 
+    def load_resident(self, tiled: list[BufferPlan], lo: SSAValue, hi: SSAValue) -> None:
+        """The task's rows lo..hi of each resident buffer, one DMA each (none where the
+        task has no rows); `first` keeps where they start, for the tiles' slots."""
+        b = self.b
+        resident = [p for p in tiled if p.resident]
+        if not resident:
+            return
+        body = Block()
+        b.op(scf.IfOp(b.v(arith.CmpiOp(hi, lo, "sgt")), [], Region(body)))
+        inner = b.nested(body)
+        for p in resident:
+            self.first[p] = lo
+            start = inner.add(inner.c(p.prefix_offset), inner.mul(lo, inner.c(p.inner)))
+            count = inner.mul(inner.sub(hi, lo), inner.c(p.inner))
+            inner.op(dlp.MemcpyOp(p.local, inner.c(0), p.value, start, count))
+        inner.op(scf.YieldOp())
+
     def tile_bases(self, b: Builder, tiled: list[BufferPlan], t0: SSAValue, n: SSAValue) -> None:
         """Per tiled buffer: the flat GDRAM offset of this tile's box and its element count.
         Rows are `a*t0 + rlo .. a*(t0+n-1) + rhi`, clamped to the dimension when a halo
@@ -772,9 +819,13 @@ class KernelLowering:
             p.base = b.add(b.c(p.prefix_offset), b.mul(first, b.c(p.inner)))
             _hint(p.base, f"{p.name}_base")
             p.count = b.mul(rows, b.c(p.inner))
+            if p.resident:  # this tile's rows within the task's share
+                p.slot = b.mul(b.sub(t0, self.first[p]), b.c(p.inner))
 
     def copies(self, b: Builder, tiled: list[BufferPlan], way: str, n: SSAValue, op_cls) -> None:
         for p in tiled:
+            if p.resident:
+                continue  # loaded once a task (load_resident)
             base = b.add(p.base, self.image[p]) if p in self.image else p.base
             if way == "in" and (p.read or not p.full_write):
                 b.op(op_cls(p.local, p.slot, p.value, base, p.count))
@@ -808,7 +859,7 @@ class KernelLowering:
         span = b.sub(hi, lo)
         ntiles = b.v(arith.CeilDivSIOp(b.max(span, b.c(0)), b.c(T)))
         _hint(ntiles, "ntiles")
-        sizes = {p: shape_of(p.local)[0] // 2 for p in tiled}
+        sizes = {p: shape_of(p.local)[0] // 2 for p in tiled if not p.resident}
 
         def issue(bb: Builder, k: SSAValue) -> None:
             t0 = bb.add(lo, bb.mul(k, bb.c(T)))
@@ -816,7 +867,8 @@ class KernelLowering:
             slot = bb._fold(k, bb.c(2), lambda p, q: p % q, arith.RemSIOp)
             self.tile_bases(bb, tiled, t0, n)
             for p in tiled:
-                p.slot = bb.mul(slot, bb.c(sizes[p]))
+                if not p.resident:
+                    p.slot = bb.mul(slot, bb.c(sizes[p]))
             self.copies(bb, tiled, "in", n, dlp.MemcpyAsyncOp)
 
         # prologue: tile 0
@@ -841,7 +893,8 @@ class KernelLowering:
         slot = inner._fold(k, inner.c(2), lambda p, q: p % q, arith.RemSIOp)
         self.tile_bases(inner, tiled, t0, n)
         for p in tiled:
-            p.slot = inner.mul(slot, inner.c(sizes[p]))
+            if not p.resident:
+                p.slot = inner.mul(slot, inner.c(sizes[p]))
         self.compute(inner, t0, n)
         self.copies(inner, tiled, "out", n, dlp.MemcpyAsyncOp)
         finish_for(inner)

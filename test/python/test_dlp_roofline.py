@@ -247,3 +247,34 @@ def test_a_batch_1_conv_with_little_compute_runs_one_tile_a_task(tmp_path):
     (rep,) = compiled.artifact.report
     assert rep.intrinsic_cycles > 0 and not rep.double_buffered
     assert rep.dma_count == 5 * rep.tasks, (rep.tasks, rep.dma_count)
+
+
+def test_a_task_loads_its_filters_once_over_its_tiles(tmp_path):
+    """A 3x3 conv at batch 1 over 8 tasks of 2 output channels, ping-ponged one channel a
+    tile: the task's 2 filters (2 x 16 x 3 x 3 floats, each tile's starting 64-byte
+    aligned) are one synchronous GDRAM2WRAM copy before the tiles, not one a tile."""
+    path = tmp_path / "m.dlpc"
+    path.write_text(
+        "model m(x: f32[1, 16, 32, 32]) {\n  param w: f32[16, 16, 3, 3] = kaiming(seed=1)\n"
+        "  param b: f32[16] = normal(seed=2, std=0.1)\n"
+        "  return relu(conv2d(x, w, b, padding=1))\n}\n"
+    )
+    model = dlpc.load(path)
+    inputs = dlpc.api.random_inputs(model)
+    compiled = dlpc.compile(model, target="dlp")
+    (out,) = compiled(*inputs)
+    (ref,) = dlpc.api.reference(model, inputs)
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5 * max(1.0, float(np.abs(ref).max())))
+    assert compiled.artifact is not None
+    (rep,) = compiled.artifact.report
+    assert rep.double_buffered and rep.intrinsic_cycles > 0
+    assert rep.bytes["gdram->wram"] == 16 * 16 * 3 * 3 * 4  # every filter once
+    from dlpc.dialects import dlp
+
+    loads = [
+        op
+        for op in compiled.lowered.walk()
+        if isinstance(op, dlp.MemcpyOp | dlp.MemcpyAsyncOp)
+        and dlp.space_of(op.operands[0].type) == "wram"
+    ]
+    assert len(loads) == 1 and isinstance(loads[0], dlp.MemcpyOp), loads
