@@ -318,7 +318,7 @@ AREAS: dict[str, Area] = {
         ],
     ),
     "eager": Area(
-        ["eager/*.py"],
+        ["eager/*.py", "runtime/device_call.py"],  # (device_call: what eager kernels run through)
         [],
         [  # every op against the reference, grads and optimizers against torch, jit vs eager
             "test/python/test_eager.py test/python/test_mutation_kills_eager3.py",
@@ -353,8 +353,12 @@ AREAS: dict[str, Area] = {
             "passes/graph/mask_padding.py",
             "frontends/onnx_symbolic.py",
             "runtime/dynamic.py",
+            # one compile over runtime extents (issue 29)
+            "passes/lower/_symbolic.py",
+            "passes/lower/runtime_extents.py",
         ],
         [
+            "test/passes/loop-runtime-extents*.mlir",
             "test/passes/graph-bind-dims.mlir",
             "test/passes/graph-bind-dims-invalid.mlir",
             "test/passes/graph-mask-padding.mlir",
@@ -362,7 +366,8 @@ AREAS: dict[str, Area] = {
             "test/passes/graph-infer-shapes-symbolic-invalid.mlir",
         ],
         [  # dynamic-axes exports vs onnxruntime, buckets, bad shapes, per-shape fallback
-            "test/python/test_dynamic.py test/python/test_mutation_kills_dynamic3.py",
+            "test/python/test_dynamic.py test/python/test_mutation_kills_dynamic3.py "
+            "test/python/test_dynamic_symbolic.py",
         ],
         timeout=240.0,
     ),
