@@ -429,6 +429,12 @@ class Generic:
         self.names = names  # the order of dlpc_dims (graph-to-te sorts them)
         self.declared = dict(owner.maxima)
         self.max = {n: self.declared.get(n, DEFAULT_MAX) for n in names}
+        # a symbol that slices a static dim (pos[:, :seq] of a 64-long table) is at most
+        # that dim: the cap is a declared maximum, which the guard enforces per call
+        for name, cap in slice_caps(owner.model.module).items():
+            if name in self.max and cap < self.max[name]:
+                self.max[name] = self.declared[name] = cap
+        owner.maxima = dict(self.declared)
         self.fn: Callable[..., list[np.ndarray]] | None = None
         self.padded: list[np.ndarray] = []  # per input: its max-shaped buffer
 
@@ -485,3 +491,18 @@ class Generic:
             else np.ascontiguousarray(y[tuple(slice(0, n) for n in want)])
             for y, s in zip(outputs, shapes)
         ]
+
+
+def slice_caps(module: ModuleOp) -> dict[str, int]:
+    """For each symbol that is the extent of a slice of a static dim, that dim's size."""
+    from dlpc.dialects import graph as g
+
+    caps: dict[str, int] = {}
+    for op in module.walk():
+        if not isinstance(op, g.SliceOp):
+            continue
+        for n, d in zip(g.shape_of(op.operands[0]), g.shape_of(op.results[0])):
+            name = symdims.name_of(d)
+            if isinstance(n, int) and name is not None:
+                caps[name] = min(caps.get(name, n), n)
+    return caps
