@@ -219,3 +219,26 @@ def test_bound_sub_buffers_survive_empty_cache():
         freed = dlpc.memory_stats(dev)["device_frees"]
         dlpc.empty_cache(dev)
         assert dlpc.memory_stats(dev)["device_frees"] > freed  # (their segment went back)
+
+
+@needs_opencl
+def test_bound_ops_on_two_streams_ordered_by_events():
+    """A chain alternating between two streams, ordered by events as in torch
+    (`wait_event`): the kernels shared by both (their intermediate buffers too) and
+    the tensors' buffers bound per call give numpy's values."""
+    dev = devices.device(OPENCL[0])
+    a = _r(32, 32)
+    x = dlpc.tensor(a, device=dev)
+    s1, s2 = devices.current_stream(dev), dev.new_stream()
+    s2.wait_event(s1.record_event())
+    for _ in range(2):
+        with devices.use_stream(s2):
+            y = (x * 2.0).relu()
+        s1.wait_event(s2.record_event())
+        w = (y + x) @ x
+        s2.wait_event(s1.record_event())
+        with devices.use_stream(s2):
+            v = w.sum(1)
+        expected = (np.maximum(a * 2.0, 0) + a) @ a
+        np.testing.assert_allclose(w.numpy(), expected, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(v.numpy(), expected.sum(1), rtol=1e-4, atol=1e-3)
