@@ -228,3 +228,221 @@ def test_a_split_group_is_at_most_the_devices_largest(tmp_path):
 )
 def test_split_sums_run_right(tmp_path, monkeypatch, text, batch):
     _run(tmp_path, text, batch, GpuProfile(32, 132), monkeypatch)
+
+
+# --------------------------------------------------------------- CPU launch plans
+
+# The CPU plans (`plan_launch`: NDRange, lanes, partial sums, the vector loop) the
+# examples get on an 8-wide device (PoCL's) and a 16-wide one (Intel's), per kernel:
+# "global/local/lanes/partial loops/vector loop/__local stages/relaid-out buffers".
+# These are the plans the lane heuristics' constants were measured with
+# (docs/design/opencl-experiments.md): a change to a heuristic that changes one of them
+# is a change of plan to be measured, and this table updated with it.
+PLANS = {
+    ("resnet", 1, 8): [
+        "add_0 2/-/i0:8/-/-/0/0",
+        "rsqrt_1 2/-/i0:8/-/-/0/0",
+        "mul_2 2/-/i0:8/-/-/0/0",
+        "mul_4 16x1/-/i1:3/-/-/0/0",
+        "mul_5 2/-/i0:8/-/-/0/0",
+        "sub_6 2/-/i0:8/-/-/0/0",
+        "conv2d_relu_0 2/-/i3:8,i1:8/-/i3/0/0",
+        "add_9 2/-/i0:8/-/-/0/0",
+        "rsqrt_10 2/-/i0:8/-/-/0/0",
+        "mul_11 2/-/i0:8/-/-/0/0",
+        "mul_13 16x2/-/i1:8/-/-/0/0",
+        "mul_14 2/-/i0:8/-/-/0/0",
+        "sub_15 2/-/i0:8/-/-/0/0",
+        "conv2d_relu_1 2/-/i3:8,i1:8/-/i3/0/0",
+        "add_18 2/-/i0:8/-/-/0/0",
+        "rsqrt_19 2/-/i0:8/-/-/0/0",
+        "mul_20 2/-/i0:8/-/-/0/0",
+        "mul_22 16x2/-/i1:8/-/-/0/0",
+        "mul_23 2/-/i0:8/-/-/0/0",
+        "sub_24 2/-/i0:8/-/-/0/0",
+        "conv2d_add_relu_2 2/-/i3:8,i1:8/-/i3/0/0",
+        "add_28 4/-/i0:8/-/-/0/0",
+        "rsqrt_29 4/-/i0:8/-/-/0/0",
+        "mul_30 4/-/i0:8/-/-/0/0",
+        "mul_32 32x2/-/i1:8/-/-/0/0",
+        "mul_33 4/-/i0:8/-/-/0/0",
+        "sub_34 4/-/i0:8/-/-/0/0",
+        "conv2d_relu_3 4/-/i3:8,i1:8/-/i3/0/0",
+        "add_37 4/-/i0:8/-/-/0/0",
+        "rsqrt_38 4/-/i0:8/-/-/0/0",
+        "mul_39 4/-/i0:8/-/-/0/0",
+        "mul_41 32x4/-/i1:8/-/-/0/0",
+        "mul_42 4/-/i0:8/-/-/0/0",
+        "sub_43 4/-/i0:8/-/-/0/0",
+        "add_44 4/-/i0:8/-/-/0/0",
+        "rsqrt_45 4/-/i0:8/-/-/0/0",
+        "mul_46 4/-/i0:8/-/-/0/0",
+        "mul_48 4/-/i1:8,i0:8/-/i1/0/1",
+        "mul_49 4/-/i0:8/-/-/0/0",
+        "sub_50 4/-/i0:8/-/-/0/0",
+        "conv2d_51 4/-/i3:8,i1:8/-/i3/0/0",
+        "conv2d_add_relu_4 4/-/i3:8,i1:8/-/i3/0/0",
+        "global_avg_pool_55 4/-/i1:8,r1:8/r1/r1/0/0",
+        "linear_57 2/-/i1:5,r0:8/r0/r0/0/0",
+    ],
+    ("resnet", 2, 16): [
+        "add_0 2/-/i0:8/-/-/0/0",
+        "rsqrt_1 2/-/i0:8/-/-/0/0",
+        "mul_2 2/-/i0:8/-/-/0/0",
+        "mul_4 16x1/-/i1:3/-/-/0/0",
+        "mul_5 2/-/i0:8/-/-/0/0",
+        "sub_6 2/-/i0:8/-/-/0/0",
+        "conv2d_relu_0 2x2/-/i3:16,i1:8/-/i3/0/0",
+        "add_9 2/-/i0:8/-/-/0/0",
+        "rsqrt_10 2/-/i0:8/-/-/0/0",
+        "mul_11 2/-/i0:8/-/-/0/0",
+        "mul_13 16x2/-/i1:8/-/-/0/0",
+        "mul_14 2/-/i0:8/-/-/0/0",
+        "sub_15 2/-/i0:8/-/-/0/0",
+        "conv2d_relu_1 2x2/-/i3:16,i1:8/-/i3/0/0",
+        "add_18 2/-/i0:8/-/-/0/0",
+        "rsqrt_19 2/-/i0:8/-/-/0/0",
+        "mul_20 2/-/i0:8/-/-/0/0",
+        "mul_22 16x2/-/i1:8/-/-/0/0",
+        "mul_23 2/-/i0:8/-/-/0/0",
+        "sub_24 2/-/i0:8/-/-/0/0",
+        "conv2d_add_relu_2 2x2/-/i3:16,i1:8/-/i3/0/0",
+        "add_28 4/-/i0:8/-/-/0/0",
+        "rsqrt_29 4/-/i0:8/-/-/0/0",
+        "mul_30 4/-/i0:8/-/-/0/0",
+        "mul_32 32x2/-/i1:8/-/-/0/0",
+        "mul_33 4/-/i0:8/-/-/0/0",
+        "sub_34 4/-/i0:8/-/-/0/0",
+        "conv2d_relu_3 2x4/-/i3:16,i1:8/-/i3/0/0",
+        "add_37 4/-/i0:8/-/-/0/0",
+        "rsqrt_38 4/-/i0:8/-/-/0/0",
+        "mul_39 4/-/i0:8/-/-/0/0",
+        "mul_41 32x4/-/i1:8/-/-/0/0",
+        "mul_42 4/-/i0:8/-/-/0/0",
+        "sub_43 4/-/i0:8/-/-/0/0",
+        "add_44 4/-/i0:8/-/-/0/0",
+        "rsqrt_45 4/-/i0:8/-/-/0/0",
+        "mul_46 4/-/i0:8/-/-/0/0",
+        "mul_48 4/-/i1:16,i0:8/-/i1/0/1",
+        "mul_49 4/-/i0:8/-/-/0/0",
+        "sub_50 4/-/i0:8/-/-/0/0",
+        "conv2d_51 2x4/-/i3:16,i1:8/-/i3/0/0",
+        "conv2d_add_relu_4 2x4/-/i3:16,i1:8/-/i3/0/0",
+        "global_avg_pool_55 2/-/r1:8/r1/-/0/0",
+        "linear_57 2/-/i1:2/-/i1/0/1",
+    ],
+    ("lenet", 1, 16): [
+        "conv2d_relu_0 2/-/i3:16,i1:3/-/i3/0/0",
+        "max_pool2d_2 2/-/i3:8,i1:3/-/i3/0/0",
+        "conv2d_relu_1 2/-/i3:16,i1:5/-/i3/0/1",
+        "max_pool2d_6 5/-/i3:16/-/i3/0/0",
+        "reshape_8 50/-/i1:8/-/-/0/0",
+        "linear_relu_2 15/-/i1:8,r0:16/r0/r0/0/0",
+        "linear_relu_3 14/-/i1:6,r0:8/r0/r0/0/0",
+        "linear_13 2/-/i1:5,r0:4/r0/r0/0/0",
+    ],
+    ("lenet", 1, 8): [
+        "conv2d_relu_0 2/-/i3:4,i1:3/-/i3/0/0",
+        "max_pool2d_2 2/-/i3:2,i1:3/-/i3/0/0",
+        "conv2d_relu_1 2/-/i3:16,i1:5/-/i3/0/1",
+        "max_pool2d_6 5/-/i3:16/-/i3/0/0",
+        "reshape_8 50/-/i1:8/-/-/0/0",
+        "linear_relu_2 15/-/i1:8,r0:8/r0/r0/0/0",
+        "linear_relu_3 14/-/i1:6,r0:8/r0/r0/0/0",
+        "linear_13 2/-/i1:5,r0:4/r0/r0/0/0",
+    ],
+    ("lenet", 4, 16): [
+        "conv2d_relu_0 4x1/-/i3:16,i1:6/-/i3/0/0",
+        "max_pool2d_2 4x1/-/i3:8,i1:6/-/i3/0/0",
+        "conv2d_relu_1 4x2/-/i3:16,i1:5/-/i3/0/1",
+        "max_pool2d_6 4x1/-/i3:16,i1:5/-/i3/0/0",
+        "reshape_8 2/-/i1:16,i0:2/-/i1/0/0",
+        "linear_relu_2 2/-/i1:8,i0:2/-/i1/0/1",
+        "linear_relu_3 2/-/i1:16,i0:2/-/i1/0/1",
+        "linear_13 2/-/i1:2,i0:2/-/i1/0/1",
+    ],
+    ("mobilenet", 1, 8): [
+        "add_0 4/-/i0:8/-/-/0/0",
+        "rsqrt_1 4/-/i0:8/-/-/0/0",
+        "mul_2 4/-/i0:8/-/-/0/0",
+        "mul_4 32x1/-/i2:3/-/-/0/0",
+        "mul_5 4/-/i0:8/-/-/0/0",
+        "sub_6 4/-/i0:8/-/-/0/0",
+        "conv2d_clip_0 4/-/i3:8,i1:8/-/i3/0/0",
+        "add_9 8/-/i0:8/-/-/0/0",
+        "rsqrt_10 8/-/i0:8/-/-/0/0",
+        "mul_11 8/-/i0:8/-/-/0/0",
+        "mul_13 8/-/i1:8,i0:8/-/i1/0/1",
+        "mul_14 8/-/i0:8/-/-/0/0",
+        "sub_15 8/-/i0:8/-/-/0/0",
+        "conv2d_clip_1 11/-/i3:16,i1:6/-/i3/0/0",
+    ],
+    ("mobilenet", 2, 16): [
+        "add_0 4/-/i0:8/-/-/0/0",
+        "rsqrt_1 4/-/i0:8/-/-/0/0",
+        "mul_2 4/-/i0:8/-/-/0/0",
+        "mul_4 32x1/-/i2:3/-/-/0/0",
+        "mul_5 4/-/i0:8/-/-/0/0",
+        "sub_6 4/-/i0:8/-/-/0/0",
+        "conv2d_clip_0 2x16/-/i3:16,i1:2/-/i3/0/0",
+        "add_9 8/-/i0:8/-/-/0/0",
+        "rsqrt_10 8/-/i0:8/-/-/0/0",
+        "mul_11 8/-/i0:8/-/-/0/0",
+        "mul_13 8/-/i1:16,i0:8/-/i1/0/1",
+        "mul_14 8/-/i0:8/-/-/0/0",
+        "sub_15 8/-/i0:8/-/-/0/0",
+        "conv2d_clip_1 2x8/-/i3:16,i1:8/-/i3/0/0",
+    ],
+    ("transformer", 1, 8): [
+        "concat_0 24/-/i1:8,i0:8/-/i1/0/0",
+        "concat_1 24/-/i0:8/-/-/0/0",
+        "linear_2 2/-/i2:8,i1:8/-/i2/0/0",
+        "matmul_mul_0 2/-/i3:8,i1:2,i2:4/-/i3/0/0",
+        "softmax_14_max 2/-/i2:16,i1:2/-/i2/0/0",
+        "softmax_14_exp 2/-/i3:8,i1:2/-/i3/0/0",
+        "softmax_14_sum 2/-/i2:16,i1:2/-/i2/0/0",
+        "softmax_14 2/-/i3:16,i1:2/-/i3/0/0",
+        "matmul_15 2/-/i3:8,i1:2,i2:4/-/i3/0/0",
+        "reshape_17 2/-/i2:8,i1:8/-/i2/0/0",
+        "linear_add_1 2/-/i2:8,i1:8/-/i2/0/1",
+        "layer_norm_20_mean 2/-/i1:8,r0:8/r0/r0/0/0",
+        "layer_norm_20_rstd 2/-/i1:8,r0:8/r0/r0/0/0",
+        "layer_norm_20 2/-/i2:8,i1:8/-/i2/0/0",
+        "linear_gelu_2 2/-/i2:8,i1:8/-/i2/0/1",
+        "linear_add_3 2/-/i2:8,i1:8/-/i2/0/1",
+        "layer_norm_25_mean 2/-/i1:8,r0:8/r0/r0/0/0",
+        "layer_norm_25_rstd 2/-/i1:8,r0:8/r0/r0/0/0",
+        "layer_norm_25 2/-/i2:8,i1:8/-/i2/0/0",
+    ],
+    ("mlp", 4, 16): [
+        "linear_relu_0 2/-/i1:16,i0:2/-/i1/0/1",
+        "linear_relu_1 2/-/i1:16,i0:2/-/i1/0/1",
+        "linear_4 2/-/i1:2,i0:2/-/i1/0/1",
+    ],
+}
+
+
+def _plan_summary(launch) -> str:
+    lanes = ",".join(f"{lp.loop_name}:{u}" for lp, u in launch.lanes.items())
+    partial = ",".join(sorted(lp.loop_name for lp in launch.partials))
+    vector = launch.vector.loop_name if launch.vector is not None else "-"
+    size = "x".join(map(str, launch.global_size))
+    local = "x".join(map(str, launch.local_size)) if launch.local_size else "-"
+    return (
+        f"{size}/{local}/{lanes or '-'}/{partial or '-'}/{vector}/{len(launch.shared)}"
+        f"/{len(launch.relayout)}"
+    )
+
+
+@pytest.mark.parametrize("name, batch, width", PLANS)
+def test_cpu_launch_plans_of_the_examples(name, batch, width):
+    """Every kernel's CPU launch plan for the example (see PLANS)."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    model = dlpc.load(root / "examples" / f"{name}.dlpc", batch=batch)
+    module = pipeline.lower(model.module.clone(), "loop", OPENCL)
+    emitter = OpenCLEmitter(module, vector_width=width)
+    emitter.emit()
+    got = [f"{k.sym} {_plan_summary(launch)}" for k, launch in emitter.launches.items()]
+    assert got == PLANS[(name, batch, width)]
