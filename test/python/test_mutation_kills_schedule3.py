@@ -600,3 +600,24 @@ def test_gemm_template_decisions(case):
         )
     got = default.default_scripts(parse_module(text), "lin")[0]
     assert got == "decompose lin\n" + script
+
+
+@pytest.mark.parametrize("w, flat", [(4, True), (3, False)])
+def test_a_flat_reduction_needs_an_innermost_loop_of_4(tmp_path, w, flat):
+    """default.py:193 (`< 4` -> `< 5`): global average pooling over 4 x W planes is a
+    flat reduction (rfactor of its innermost loop into partial sums) from W = 4 on;
+    over 4 x 3 its innermost loop is too short to vectorize, so it keeps the other
+    templates."""
+    from dlpc.passes.schedule import default
+
+    (tmp_path / "g.dlpc").write_text(
+        f"model g(x: f32[B, 8, 4, {w}]) {{\n  return global_avg_pool(x)\n}}\n"
+    )
+    model = dlpc.load(tmp_path / "g.dlpc", batch=1)
+    module = pipeline.lower(model.module.clone(), "loop", pipeline.PipelineOptions(opt_level=0))
+    (kernel,) = [k for k in kernels(module) if (n := analyse(k)) is not None and n.reduce]
+    nest = analyse(kernel)
+    assert nest is not None and len(nest.reduce) == 2
+    assert default.flat_reduction(kernel, nest) is flat
+    script = default.default_scripts(module, kernel.sym)
+    assert (script == [default.flat_reduction_script(kernel, nest)]) is flat
