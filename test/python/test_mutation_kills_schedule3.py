@@ -621,3 +621,23 @@ def test_a_flat_reduction_needs_an_innermost_loop_of_4(tmp_path, w, flat):
     assert default.flat_reduction(kernel, nest) is flat
     script = default.default_scripts(module, kernel.sym)
     assert (script == [default.flat_reduction_script(kernel, nest)]) is flat
+
+
+@pytest.mark.parametrize("n, contiguous", [(8, True), (7, False)])
+def test_a_row_reduction_takes_rfactor_from_8_columns(tmp_path, n, contiguous):
+    """default.contiguous_reduction: a sum over the last axis reads along each row; from
+    8 columns on it is rfactored into a vector of partial sums (gemv_script), below that
+    the row is too short for one."""
+    from dlpc.passes.schedule import default
+
+    (tmp_path / "r.dlpc").write_text(
+        f"model r(x: f32[B, 16, {n}]) {{\n  return reduce_sum(x, axes=[2])\n}}\n"
+    )
+    model = dlpc.load(tmp_path / "r.dlpc", batch=1)
+    module = pipeline.lower(model.module.clone(), "loop", pipeline.PipelineOptions(opt_level=0))
+    (kernel,) = [k for k in kernels(module) if (m := analyse(k)) is not None and m.reduce]
+    nest = analyse(kernel)
+    assert nest is not None
+    assert default.contiguous_reduction(kernel, nest) is contiguous
+    script = default.default_scripts(module, kernel.sym)
+    assert (script == [default.gemv_script(kernel, nest)]) is contiguous
