@@ -372,9 +372,15 @@ def compile(
             fold_weights=fold_weights,
             check_each_pass=check_each_pass,
         )
-        dims = dict(symbolic=symbolic, specialise=specialise)
         return _compile_dynamic(
-            model, settings, options, buckets or {}, max_dims or {}, tiles or {}, **dims
+            model,
+            settings,
+            options,
+            buckets or {},
+            max_dims or {},
+            tiles or {},
+            symbolic=symbolic,
+            specialise=specialise,
         )
     if model.specialiser is not None:
         settings = dict(

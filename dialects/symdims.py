@@ -405,13 +405,14 @@ def python_expr(d: Dim) -> str:
     """`d` as a Python int expression over `python_name` variables."""
     if isinstance(d, int):
         return repr(d)
-    terms = []
+    terms: list[str] = []
     for mono, coeff in sorted(d.terms.items(), key=lambda t: [_key(a) for a in t[0]]):
         factors = [
             python_name(a) if isinstance(a, str) else f"(({python_expr(a.num)}) // {a.den})"
             for a in mono
         ]
-        terms.append("*".join(([] if coeff == 1 and factors else [f"({coeff})"]) + factors))
+        scale: list[str] = [] if coeff == 1 and factors else [f"({coeff})"]
+        terms.append("*".join(scale + factors))
     return "(" + " + ".join(terms) + ")"
 
 

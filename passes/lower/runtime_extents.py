@@ -98,8 +98,9 @@ def _base(loop: ForOp) -> list[SSAValue] | None:
     found: dict[str, SSAValue] = {}
     parent = loop.parent_op()
     while parent is not None and not isinstance(parent, KernelOp):
-        if isinstance(parent, ForOp) and parent.loop_name in wanted:
-            found[parent.loop_name] = parent.induction_var
+        name = parent.loop_name if isinstance(parent, ForOp) else None
+        if isinstance(parent, ForOp) and name is not None and name in wanted:
+            found[name] = parent.induction_var
         parent = parent.parent_op()
     if len(found) != len(wanted):
         return None
