@@ -99,6 +99,10 @@ class CachePackError(ScheduleError):
     pass
 
 
+LINE = 16  # elements a cache line or more apart: each read of the copy touches its own line
+ROW = 8  # the least contiguous run worth making the packing copy's inner loop
+
+
 def _pack(root, kernel: str, loop: str, buffer: str | SSAValue, name: str | None) -> SSAValue:
     """cache_read in packed layout: the local buffer is indexed by the loops inside
     `loop` that index the buffer, in nesting order (GotoBLAS panels: `Bp[jr][k][j]`;
@@ -154,16 +158,18 @@ def _pack(root, kernel: str, loop: str, buffer: str | SSAValue, name: str | None
     assert first is not None  # the loop holds the loads being packed
     target.block.insert_op_before(alloc, first)
     copies: list[ForOp] = []
-    for lp in used:
+    copy_of: dict[int, ForOp] = {}
+    for lp in _copy_order(used, forms[0], ty.get_shape()):
         c = ForOp(lp.lower, lp.upper, lp.stride, name=k.fresh_loop_name(f"{label}_{lp.loop_name}"))
         (copies[-1].block.add_op(c) if copies else target.block.insert_op_before(c, first))
         name_iv(c)
         copies.append(c)
+        copy_of[id(lp)] = c
     if copies[-1].trip_count > 1:
         copies[-1].annotate("vectorize")
     body = copies[-1].block
     mapper: dict[SSAValue, SSAValue] = {
-        lp.induction_var: c.induction_var for lp, c in zip(used, copies)
+        lp.induction_var: copy_of[id(lp)].induction_var for lp in used
     }
     for op in slice_ops + [template]:
         body.add_op(op.clone(value_mapper=mapper))
@@ -180,6 +186,29 @@ def _pack(root, kernel: str, loop: str, buffer: str | SSAValue, name: str | None
     if alloc_cls is memref.AllocOp:
         target.block.add_op(memref.DeallocOp.get(alloc.memref))
     return alloc.memref
+
+
+def _copy_order(used: list[ForOp], form: list[Affine], shape) -> list[ForOp]:
+    """The packing nest's loop order: the used loops in nesting order, except that when
+    the innermost one reads the source a cache line or more apart (B[n, k] packed along
+    n, A[m, k] along m: a transposed operand) and another unit-step loop of at least
+    ROW iterations reads it contiguously, that loop goes innermost, so the copy streams
+    along the source's rows and scatters into the packed buffer (which stays in cache)
+    instead of touching one line per element, all in the same cache set at a power-of-two
+    row length. The packed layout does not depend on this order."""
+    if len(used) < 2 or any(d < 0 for d in shape):
+        return used
+    rows = [math.prod(shape[d + 1 :]) for d in range(len(shape))]
+
+    def stride(lp: ForOp) -> int:
+        return abs(sum(f.terms.get(lp.induction_var, 0) * r for f, r in zip(form, rows)))
+
+    if stride(used[-1]) * used[-1].stride < LINE:
+        return used
+    best = [lp for lp in used[:-1] if lp.stride == 1 and stride(lp) == 1 and lp.trip_count >= ROW]
+    if not best:
+        return used
+    return [lp for lp in used if lp is not best[0]] + [best[0]]
 
 
 def _slice(unit: Operation, loop: ForOp, used: list[ForOp], what: str, buf) -> list[Operation]:

@@ -240,6 +240,10 @@ def gemv_script(kernel: KernelOp, nest: Nest, factor: int = RFACTOR) -> str:
 
 
 DOT_ROWS = 8  # up to this many rows (and B contiguous along k): the dot kernel
+# and up to twice as many when B is no weight and k is long (a weight gradient
+# g @ im2col(x)^T per sample: packing B, read by at most two row blocks, costs as much
+# as the products; measured 1.8 vs 3.3 ms for 16 x 144 x 1024 at batch 32)
+DOT_LONG_K = 256
 # dot products per row of a dot block at most: 8 independent FMA chains hide the FMA
 # latency; more only add register pressure
 DOT_COLS = 8
@@ -570,7 +574,8 @@ def gemm_plans(kernel: KernelOp, nest: Nest) -> list[GemmParams | DotParams]:
     outer = nest.spatial[:-2]
     rows = m if _b_follows(kernel, outer, b) else m * math.prod(nest.trips[x] for x in outer)
     weight = _is_weight(kernel, b)
-    dot = (rows <= DOT_ROWS or n < LANES) and k >= LANES and b_contiguous_in_k(kernel, nest, b)
+    few = rows <= DOT_ROWS or n < LANES or (rows <= 2 * DOT_ROWS and k >= DOT_LONG_K and not weight)
+    dot = few and k >= LANES and b_contiguous_in_k(kernel, nest, b)
     # a weight's panels are packed once (see below), so the packed gemm wins from 2 rows
     # on (its 2-4-row tiles carry B's row in registers, `gemm_pipe`; one row stays the dot
     # kernel), unless N is no multiple of 16 (a 10-wide tile row vectorizes as 8 + 2 with

@@ -9,9 +9,16 @@
 // CHECK-NEXT:       memref.store %[[V]], %Bl[%[[C0]], %[[C1]]] : memref<8x32xf32>
 // CHECK:        memref.load %Bl[%r0, %i1] : memref<8x32xf32>
 
+// The layout is Bp[i1][r0] (nesting order); the copy runs along i1 innermost, reading
+// B's rows contiguously (r0 innermost would read B 32 elements apart).
 // PACK:      %Bp = memref.alloca() : memref<256xf32>
-// PACK:      loop.for %{{.*}} = 0 to 32 step 1 {name = "Bp_i1"} {
-// PACK-NEXT:   loop.for %{{.*}} = 0 to 8 step 1 {name = "Bp_r0", vectorize} {
+// PACK:      loop.for %[[R:.*]] = 0 to 8 step 1 {name = "Bp_r0"} {
+// PACK-NEXT:   loop.for %[[I:.*]] = 0 to 32 step 1 {name = "Bp_i1", vectorize} {
+// PACK-NEXT:     %[[K:.*]] = arith.constant 8 : index
+// PACK-NEXT:     %[[M:.*]] = arith.muli %[[I]], %[[K]] : index
+// PACK-NEXT:     %[[L:.*]] = arith.addi %[[M]], %[[R]] : index
+// PACK-NEXT:     %[[V:.*]] = memref.load %B[%[[R]], %[[I]]] : memref<8x32xf32>
+// PACK-NEXT:     memref.store %[[V]], %Bp[%[[L]]] : memref<256xf32>
 // PACK:      memref.load %Bp[
 func.func @main(%A: memref<16x8xf32>, %B: memref<8x32xf32>, %C: memref<16x32xf32>) {
   loop.kernel "mm" {
