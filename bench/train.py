@@ -5,7 +5,7 @@ empty DLPC_CACHE_DIR) and warm (the same cache again), wall and CPU (this proces
 the C compilers').
 
     OPENBLAS_NUM_THREADS=1 python bench/train.py [--models mlp,lenet,...] [--repeat 20]
-        [--no-numpy] [--compile-only] [--profile resnet]
+        [--no-numpy] [--compile-only] [--profile resnet] [--clock cpu]
 
 Each row: one optimizer step (forward, loss, backward, Adam update) on a fixed batch, the
 median of `--repeat` steps after a warm-up, divided by the batch size. The examples'
@@ -32,13 +32,21 @@ import numpy as np
 BATCH = 32
 
 
+def _clock():
+    """The step clock: wall time, or with DLPC_BENCH_CLOCK=cpu (`--clock cpu`) this
+    process's CPU time, which on a loaded machine leaves out the time other processes
+    held the core (one thread only: with more it sums their CPU)."""
+    return time.process_time if os.environ.get("DLPC_BENCH_CLOCK") == "cpu" else time.perf_counter
+
+
 def _median_step(step, repeat: int) -> float:
+    clock = _clock()
     step()
     times = []
     for _ in range(repeat):
-        start = time.perf_counter()
+        start = clock()
         step()
-        times.append(time.perf_counter() - start)
+        times.append(clock() - start)
     return statistics.median(times)
 
 
@@ -86,8 +94,19 @@ def dlpc_time(example: str, target: str, repeat: int) -> float:
 
 def dlpc_profile(example: str, repeat: int) -> str:
     """The per-kernel profile of `example`'s C step (its kernels, slowest first)."""
+    from dlpc.backends.runtime import cbuild
     from dlpc.backends.runtime.profile import format_profile, profile
 
+    if os.environ.get("DLPC_BENCH_CLOCK") == "cpu":
+        # the kernel timers read the thread's CPU clock instead of the monotonic one
+        build = cbuild.build
+
+        def cpu_build(source: str, *args, **kwargs):
+            if source.startswith("#define DLPC_PROFILE"):
+                source = source.replace("CLOCK_MONOTONIC", "CLOCK_THREAD_CPUTIME_ID")
+            return build(source, *args, **kwargs)
+
+        cbuild.build = cpu_build
     trainer = _trainer(example, "c")
     fn = trainer.compiled.artifact
     fn.bind_params(trainer._resident.params)  # (this trainer is only profiled)
@@ -290,7 +309,15 @@ def main() -> int:
     p.add_argument("--no-numpy", action="store_true", help="skip the numpy reference column")
     p.add_argument("--compile-only", action="store_true", help="only the compile times")
     p.add_argument("--profile", default="", help="examples whose step to profile per kernel")
+    p.add_argument(
+        "--clock",
+        choices=("wall", "cpu"),
+        default="wall",
+        help="time steps and kernels by wall clock or by CPU time (a loaded machine; "
+        "the 2-thread columns then sum both threads' CPU)",
+    )
     args = p.parse_args()
+    os.environ["DLPC_BENCH_CLOCK"] = args.clock
     examples = [e for e in args.models.split(",") if e]
     unknown = [e for e in examples + args.profile.split(",") if e and e not in EXAMPLES]
     if unknown:

@@ -8,8 +8,9 @@ the forward values they need (operands or the result) and add their ops with `b`
 
     y = exp(x)          dx = g * y
     y = a @ b           da = g @ b^T, db = a^T @ g   (summed over broadcast batch dims)
-    y = conv2d(x, w)    dx = col2im(w^T g), dw = g @ im2col(x)^T over samples and positions
-                        (im2col/col2im: gathers with constant index tables)
+    y = conv2d(x, w)    dx = conv2d(g dilated by the stride, w flipped, channels swapped),
+                        dw = g @ im2col(x)^T per sample, summed over samples
+                        (im2col: a gather with a constant index table)
 
 Integer and boolean operands (gather's indices, where's condition, compare) take no
 adjoint. The rules table of docs/autodiff.md lists every rule.
@@ -300,8 +301,10 @@ def _erf(b, op, g, want):
 
 @rule("relu")
 def _relu(b, op, g, want):
-    # the result's sign (torch: result > 0): the forward keeps the result for the next layer
-    return [b.where(b.compare(op.results[0], 0.0, "gt"), g, 0.0)]
+    # the result's sign (torch: result > 0): the forward keeps the result for the next layer.
+    # g times a 0/1 float mask rather than where(mask, g, 0): the C backend vectorizes a
+    # float mask in a fused epilogue, a bool one it does not (4x the dx conv's time)
+    return [b.mul(g, as_float(b, b.compare(op.results[0], 0.0, "gt"), g))]
 
 
 @rule("gelu")
@@ -330,12 +333,15 @@ def _leaky_relu(b, op, g, want):
 
 @rule("clip")
 def _clip(b, op, g, want):
-    # g where min <= x <= max (torch.clamp), else 0
+    # g where min <= x <= max (torch.clamp), else 0: g times 0/1 float masks (see relu)
     x, lo, hi = op.operands[0], op.min, op.max
+    masks = []
     if hi != math.inf:
-        g = b.where(b.compare(x, hi, "gt"), 0.0, g)
+        masks.append(as_float(b, b.compare(x, hi, "le"), g))
     if lo != -math.inf:
-        g = b.where(b.compare(x, lo, "lt"), 0.0, g)
+        masks.append(as_float(b, b.compare(x, lo, "ge"), g))
+    for mask in masks:
+        g = b.mul(g, mask)
     return [g]
 
 
@@ -424,28 +430,58 @@ def _conv2d(b, op, g, want):
     oh, ow = shape(g)[2:]
     grads: Grads = [None] * len(op.operands)
     if want[0]:
-        # dx = col2im(w^T g): the columns' adjoint by one batched matmul per sample and
-        # group, then each padded input cell sums the column entries that read it (a
-        # gather with a constant index table, a zero entry padding the shorter lists)
-        w3 = reshape(b, w, (groups, o // groups, cg * kh * kw))
-        g4 = reshape(b, g, (n, groups, o // groups, oh * ow))
-        dcols = b.op(graph.MatMulOp, w3, g4, transpose_a=True)  # [N, G, C/G kk, P]
-        grads[0] = col2im(b, dcols, (n, c, h, wd), (kh, kw), (sh, sw), pads, (dh, dw), (oh, ow))
+        grads[0] = conv_transpose(b, g, w, (h, wd), (sh, sw), pads, (dh, dw), groups)
     if want[1]:
         # dw[o, c, i, j] = sum over (n, oh, ow) of g[n, o, oh, ow] xpad[n, c, oh*s + i*d, ..]:
-        # im2col (one gather with a constant index table), samples and positions moved
-        # together, one matmul per group contracting over both
+        # im2col (one gather with a constant index table), then per sample and group a
+        # matmul contracting over the positions (both operands read along them, no
+        # transpose), summed over the samples
         cols = im2col(b, x, (kh, kw), (sh, sw), pads, (dh, dw), (oh, ow))  # [N, C, kk, P]
         p = oh * ow
-        cols = reshape(b, cols, (n, groups, cg * kh * kw, p))
-        cols = reshape(b, transpose(b, cols, (1, 2, 0, 3)), (groups, cg * kh * kw, n * p))
-        g3 = reshape(b, g, (n, groups, o // groups, p))
-        g3 = reshape(b, transpose(b, g3, (1, 2, 0, 3)), (groups, o // groups, n * p))
-        dw = b.op(graph.MatMulOp, g3, cols, transpose_b=True)  # [G, O/G, C/G kk]
+        if cg == 1 and o == groups:  # depthwise: per channel, products summed
+            dw = b.sum(b.sum(b.mul(cols, reshape(b, g, (n, c, 1, p))), [3]), [0])  # [C, kk]
+        else:
+            cols = reshape(b, cols, (n, groups, cg * kh * kw, p))
+            g4 = reshape(b, g, (n, groups, o // groups, p))
+            dw = b.sum(b.op(graph.MatMulOp, g4, cols, transpose_b=True), [0])  # [G, O/G, C/G kk]
         grads[1] = reshape(b, dw, (o, cg, kh, kw))
     if len(op.operands) == 3 and want[2]:
         grads[2] = b.sum(g, [0, 2, 3])
     return grads
+
+
+def conv_transpose(b: Builder, g, w, x_hw, strides, pads, dilations, groups: int) -> SSAValue:
+    """dx of y = conv2d(x, w) as one conv2d (the transposed convolution), so it runs on
+    the convolution's schedule: per spatial dim, dx[r] = sum_i g[(r + top - i d) / s] w[i]
+    over the i where the division is exact. g dilated by the stride (s - 1 zeros after
+    each entry) and padded by (k - 1) d - top in front, convolved at stride 1 and
+    dilation d with w flipped in space and its two channel dims swapped within each
+    group ([O, C/G, kh, kw] -> [C, O/G, kh, kw], groups G)."""
+    n, o, oh, ow = shape(g)
+    _, cg, kh, kw = shape(w)
+    (sh, sw), (dh, dw) = strides, dilations
+    if sh > 1 or sw > 1:  # [N, O, OH, 1, OW, 1] padded to [.., sh, .., sw]
+        wide = pad(b, reshape(b, g, (n, o, oh, 1, ow, 1)), [0] * 6, [0, 0, 0, sh - 1, 0, sw - 1])
+        g = reshape(b, wide, (n, o, oh * sh, ow * sw))
+    before = [(kh - 1) * dh - pads[0], (kw - 1) * dw - pads[1]]
+    after = [
+        size + (k - 1) * d - lead - extent
+        for size, k, d, lead, extent in zip(x_hw, (kh, kw), (dh, dw), before, (oh * sh, ow * sw))
+    ]
+    # negative pads crop g (rows no output cell reads); the rest is the conv's padding
+    g = pad(b, g, [0, 0, *(min(p, 0) for p in before)], [0, 0, *(min(p, 0) for p in after)])
+    wt = reshape(b, w, (groups, o // groups, cg, kh, kw))
+    wt = flip(b, transpose(b, wt, (0, 2, 1, 3, 4)), [3, 4])
+    wt = reshape(b, wt, (groups * cg, o // groups, kh, kw))
+    return b.op(
+        graph.Conv2DOp,
+        g,
+        wt,
+        strides=[1, 1],
+        pads=[max(before[0], 0), max(before[1], 0), max(after[0], 0), max(after[1], 0)],
+        dilations=[dh, dw],
+        groups=groups,
+    )
 
 
 # ------------------------------------------------- Winograd F(2x2, 3x3) (graph-winograd)
@@ -537,6 +573,8 @@ def im2col(
     """cols[n, c, i*kw + j, oh*OW + ow] = xpad[n, c, oh*sh + i*dh, ow*sw + j*dw]: x padded
     (with `value`), flattened over H, W and gathered with a constant index table."""
     n, c, h, wd = shape(x)
+    if tuple(kernel) == (1, 1) and tuple(strides) == (1, 1) and not any(pads):
+        return reshape(b, x, (n, c, 1, h * wd))  # each cell is its own window
     bottom, right = _padded_extent((h, wd), kernel, strides, pads, dilations, out_hw)
     xp = pad(b, x, [0, 0, pads[0], pads[1]], [0, 0, bottom, right], value=value)
     hp, wp = shape(xp)[2:]
@@ -669,6 +707,52 @@ def _batch_norm(b, op, g, want):
     if want[3]:
         grads[3] = b.neg(b.mul(sum_g, b.mul(inv, scale)))
     return grads
+
+
+# The mark of a training-mode batch norm's last op (passes/train/step.py builds it from
+# primitives: y = (x - mean) * rsqrt(var + eps) * scale + bias, the batch's statistics).
+# graph-autodiff differentiates the whole of it at that op by the closed form (below)
+# instead of op by op: two reductions of g instead of four, one fused elementwise dx.
+BN_TRAIN = "dlpc.train.bn_train"
+
+
+def batch_norm_train_vjp(
+    b: Builder, op: Operation, g: SSAValue
+) -> list[tuple[SSAValue, SSAValue]] | None:
+    """Adjoints of (x, scale, bias) of a marked training batch norm (y = op's result),
+    PyTorch's closed form over the M reduced cells per channel, xhat = (x - mean) rstd:
+
+        dbias = sum(g), dscale = sum(g xhat)
+        dx = scale rstd (g - sum(g) / M - xhat sum(g xhat) / M)
+
+    The mean and variance depend on x; this is their adjoint summed in. None when `op`
+    is not the form step.py builds (then the ops are differentiated one by one)."""
+    scaled, bias_r = op.operands
+    mul, bias_op = scaled.owner, bias_r.owner
+    if not isinstance(mul, graph.MulOp) or not isinstance(bias_op, graph.ReshapeOp):
+        return None
+    xhat, scale_r = mul.operands
+    norm, scale_op = xhat.owner, scale_r.owner
+    if not isinstance(norm, graph.MulOp) or not isinstance(scale_op, graph.ReshapeOp):
+        return None
+    centred, rstd = norm.operands
+    sub = centred.owner
+    if not isinstance(sub, graph.SubOp) or not isinstance(rstd.owner, graph.RsqrtOp):
+        return None
+    x, mean = sub.operands
+    axes = [a for a, d in enumerate(shape(mean)) if d == 1]
+    count = math.prod(shape(x)) // math.prod(shape(mean))
+    scale, bias = scale_op.operands[0], bias_op.operands[0]
+    sum_g = b.sum(g, axes, keepdims=True)
+    sum_gx = b.sum(b.mul(g, xhat), axes, keepdims=True)
+    k = b.mul(scale_r, rstd)
+    mean_g, mean_gx = b.mul(sum_g, 1.0 / count), b.mul(sum_gx, 1.0 / count)
+    dx = b.mul(k, b.sub(b.sub(g, mean_g), b.mul(xhat, mean_gx)))
+    return [
+        (x, dx),
+        (scale, reshape(b, sum_gx, shape(scale))),
+        (bias, reshape(b, sum_g, shape(bias))),
+    ]
 
 
 @rule("layer_norm")

@@ -201,6 +201,12 @@ def differentiate(
                     adjoints.setdefault(v, []).append(grad)
             continue
         g = _total(b, adjoints[op.results[0]], op.results[0])
+        closed = _grad.batch_norm_train_vjp(b, op, g) if _grad.BN_TRAIN in op.attributes else None
+        if closed is not None:  # a training batch norm as a whole (its inner ops get none)
+            for v, grad in closed:
+                if v in active:
+                    adjoints.setdefault(v, []).append(grad)
+            continue
         rule = _grad.RULES.get(op.name)
         if rule is None or len(op.results) != 1:
             raise DiagnosticException(
@@ -211,6 +217,9 @@ def differentiate(
             if w and grad is not None:
                 assert graph.shape_of(grad) == graph.shape_of(v), (op.name, grad.type, v.type)
                 adjoints.setdefault(v, []).append(grad)
+
+    for op in forward:  # (the marks are for this sweep only)
+        op.attributes.pop(_grad.BN_TRAIN, None)
 
     # the gradients, by name; a param used twice sums its uses, an unused one is 0
     outputs: list[SSAValue] = [loss]

@@ -27,12 +27,13 @@ from typing import cast
 
 import numpy as np
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp, StringAttr
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp, StringAttr, UnitAttr
 from xdsl.ir import Operation, SSAValue
 
 from dlpc.diagnostics import DlpcError
 from dlpc.dialects import graph
 from dlpc.passes.train._build import Builder
+from dlpc.passes.train._grad import BN_TRAIN
 from dlpc.passes.train.losses import (
     GraphLoss,
     Loss,
@@ -178,6 +179,7 @@ def _training_batch_norm(f: func.FuncOp) -> dict[str, tuple[int, ...]]:
         sigma2 = b.mean(b.mul(centred, centred), axes, keepdims=True)
         y = b.mul(centred, b.op(graph.RsqrtOp, b.add(sigma2, op.epsilon)))
         y = b.add(b.mul(y, b.reshape(scale, shape)), b.reshape(bias, shape))
+        y.owner.attributes[BN_TRAIN] = UnitAttr()  # type: ignore[union-attr]
         mu.owner.attributes[BN_STAT] = StringAttr(f"mean:{names[0]}")  # type: ignore[union-attr]
         sigma2.owner.attributes[BN_STAT] = StringAttr(f"var:{names[1]}")  # type: ignore[union-attr]
         op.results[0].replace_all_uses_with(y)
