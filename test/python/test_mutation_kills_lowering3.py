@@ -351,3 +351,31 @@ func.func @main(%x: tensor<1x6x6x3xf32>, %w: tensor<4x3x3x3xf32>, %c: tensor<1x1
 }""")  # noqa: E501
     lower_and_check(m, [rand(1, 6, 6, 3), rand(4, 3, 3, 3), rand(1, 1, 1, 4)], tol=1e-4)
     assert [str(op.compute_name) for op in te_ops(m)] == ["conv2d_0_weight_hwio", "conv_bias_relu"]
+
+
+@pytest.mark.parametrize(
+    "sin,sout,shape,read",
+    [
+        ("?x4x6", "?x4x2x3", "-1, 4, 2, 3", "%x[%i0, %i1, %2]"),  # [n, 4] kept, 6 = 2 x 3
+        ("4x?x6", "4x?x2x3", "4, -1, 2, 3", "%x[%i0, %i1, %2]"),  # the symbol second
+        ("?x4x1", "?x4x1x1", "-1, 4, 1, 1", "%x[%i0, %i1, %0]"),  # nothing left but 1s
+    ],
+)
+def test_a_symbolic_reshape_indexes_its_kept_leading_dims_directly(sin, sout, shape, read):
+    """Over symbolic dims the leading dims a reshape keeps (all but the last common one)
+    are read at the output's own indices: no division or modulo by a dim of the call,
+    so the index map stays static and the kernel schedulable; the rest is the row-major
+    flat index as for static shapes (here i2 * 3 + i3, or the 0 of a unit dim)."""
+    from xdsl.context import Context
+
+    from dlpc.passes.lower.graph_to_te import GraphToTe
+
+    m = parse_module(f"""
+func.func @main(%x: tensor<{sin}xf32, ["n"]>) -> tensor<{sout}xf32, ["n"]> {{
+  %y = graph.reshape %x {{shape = array<i64: {shape}>}} : (tensor<{sin}xf32, ["n"]>) -> tensor<{sout}xf32, ["n"]>
+  func.return %y : tensor<{sout}xf32, ["n"]>
+}}""")  # noqa: E501
+    GraphToTe().apply(Context(), m)
+    names = body_names(m)
+    assert "arith.divsi" not in names and "arith.remsi" not in names
+    assert f"te.read {read}" in str(m)
