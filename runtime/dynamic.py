@@ -320,11 +320,15 @@ class DynamicFunction:
                 self.stats["specialised"] = self.stats.get("specialised", 0) + 1
                 return self._build(key, bound, arrays)(*arrays)
         try:
-            return generic(bound, arrays)
+            outputs = generic(bound, arrays)
         except GenericUnavailable as e:  # fall back to one program per binding
             self.symbolic_error, self.generic = str(e), None
             fn = self.cache.get(key) or self._build(key, bound, arrays)
             return fn(*arrays)
+        if not self.specialise:  # the next call of these shapes skips the binding
+            shapes = tuple((x.shape, x.dtype) for x in arrays)
+            self._fast = (shapes, lambda *xs: generic(bound, xs))
+        return outputs
 
     def _bucketed(self, d: symdims.Dim) -> str | None:
         name = symdims.name_of(d)
@@ -481,7 +485,7 @@ class Generic:
             else:
                 buf[tuple(slice(0, n) for n in x.shape)] = x
                 args.append(buf)
-        args.append(np.array([bound[n] for n in self.names], np.int64))
+        args.append(np.array([bound[n] for n in self.names], np.int64))  # (copied in C: fresh)
         outputs = self.fn(*args)
         shapes = self.owner.sig.outputs
         assert shapes is not None

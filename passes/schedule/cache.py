@@ -69,6 +69,7 @@ from dlpc.passes.schedule._common import (
     block_of,
     bound_tests,
     conjunction,
+    copy_annotations,
     emit_affine,
     erase,
     find_buffer,
@@ -161,6 +162,7 @@ def _pack(root, kernel: str, loop: str, buffer: str | SSAValue, name: str | None
     copy_of: dict[int, ForOp] = {}
     for lp in _copy_order(used, forms[0], ty.get_shape()):
         c = ForOp(lp.lower, lp.upper, lp.stride, name=k.fresh_loop_name(f"{label}_{lp.loop_name}"))
+        copy_annotations(lp, c, ("dlpc.extent", "dlpc.extent_base"))  # (symbolic dims)
         (copies[-1].block.add_op(c) if copies else target.block.insert_op_before(c, first))
         name_iv(c)
         copies.append(c)
