@@ -181,9 +181,14 @@ def test_nhwc_global_avg_pool_and_batch_norm():
     ids=["inside", "counted", "ceil-past-pad", "right-pad"],
 )  # fmt: skip
 def test_avg_pool_divisors(attrs, out):
+    """Where every window counts k_h * k_w cells (inside the input, or inside the counted
+    padding) the divisor is that constant, decided from the first and last window; else
+    each window's count is computed (min/max of its bounds) in the epilogue."""
     x = rand(1, 2, 6, 7)
     m = one_op("graph.avg_pool2d", [("x", (1, 2, 6, 7), "f32")], out, f"{{{attrs}}}")
     lower_and_check(m, [x])
+    counted = "arith.minsi" in body_names(m)
+    assert counted == (out in ((1, 2, 4, 4), (1, 2, 5, 4))), (out, counted)
 
 
 # ----------------------------------------------------------------- elementwise
@@ -351,6 +356,9 @@ func.func @main(%x: tensor<1x6x6x3xf32>, %w: tensor<4x3x3x3xf32>, %c: tensor<1x1
 }""")  # noqa: E501
     lower_and_check(m, [rand(1, 6, 6, 3), rand(4, 3, 3, 3), rand(1, 1, 1, 4)], tol=1e-4)
     assert [str(op.compute_name) for op in te_ops(m)] == ["conv2d_0_weight_hwio", "conv_bias_relu"]
+    # every kernel names the graph op it came from: the fused op's body, in order
+    origins = {str(op.attributes["origin"]) for op in te_ops(m)}
+    assert origins == {'"graph.fused(graph.conv2d, graph.add, graph.relu)"'}, origins
 
 
 @pytest.mark.parametrize(
@@ -379,3 +387,13 @@ func.func @main(%x: tensor<{sin}xf32, ["n"]>) -> tensor<{sout}xf32, ["n"]> {{
     names = body_names(m)
     assert "arith.divsi" not in names and "arith.remsi" not in names
     assert f"te.read {read}" in str(m)
+
+
+@pytest.mark.parametrize("bias", [(), (1, 4), (4,)])
+def test_linear_bias_of_every_accepted_shape(bias):
+    """The bias is [c], [1, c] or a scalar: read at the output channel, at [0, c], or at []."""
+    x, w, b = rand(3, 6), rand(4, 6), rand(*bias)
+    ins = [("x", (3, 6), "f32"), ("w", (4, 6), "f32"), ("b", bias, "f32")]
+    m = one_op("graph.linear", ins, (3, 4))
+    lower_and_check(m, [x, w, b], tol=1e-4)
+    assert [str(op.attributes["origin"]) for op in te_ops(m)] == ['"graph.linear"']
