@@ -1107,3 +1107,41 @@ def test_gather_elements_folded_at_import_counts_negative_indices_from_the_end()
     i = np.array([[-1, 0, -3, 2]], np.int64)
     nodes = [node("GatherElements", ["d", "i"], ["g"], axis=0), node("Add", ["x", "g"])]
     check(nodes, {"x": np.zeros((1, 4), np.float32)}, {"d": d, "i": i})
+
+
+def _symbolic_model(nodes, out="y"):
+    g = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", F, ["n", 3])],
+        [helper.make_tensor_value_info(out, F, ["n", 3])],
+    )  # fmt: skip
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
+
+
+def test_a_symbolic_import_that_fails_keeps_its_reason_and_builds_per_shape():
+    """x: [n, 3] scaled by the float of its own shape: the symbolic import cannot cast a
+    symbolic dim to float, so the model keeps that reason and is imported per call shape
+    (each of which folds the shape), giving onnxruntime's answer at two shapes."""
+    nodes = [
+        node("Shape", ["x"], ["s"]),
+        node("Cast", ["s"], ["f"], to=F),
+        node("ReduceSum", ["f"], ["t"]),
+        node("Mul", ["x", "t"]),
+    ]
+    proto = _symbolic_model(nodes)
+    m = load_model(proto)
+    assert m.specialiser is not None
+    assert "a symbolic dim cast to a non-integer type" in (m.specialiser.symbolic_error or "")
+    with pytest.raises(DlpcError, match="symbolic dims, so it has one graph per input shape"):
+        _ = m.module
+    sess = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    for n in (2, 5):
+        x = np.arange(3 * n, dtype=np.float32).reshape(n, 3)
+        one = m.specialiser.build({"x": x})
+        (got,) = run_reference(one.module, [x], one.weights)
+        np.testing.assert_allclose(got, sess.run(None, {"x": x})[0])
+
+
+def test_a_symbolic_import_that_succeeds_is_one_graph():
+    proto = _symbolic_model([node("Relu", ["x"])])
+    m = load_model(proto)
+    assert m.specialiser is None and "graph.relu" in op_names(m)
