@@ -580,6 +580,14 @@ GEMM_CASES = {
         "cache_read lin/i2c @1 -> lin_Bp pack\ntensorize lin/r0 gemm_pipe\nserial lin\n"
         "parallel lin/i0\nparallel lin/lin_Bp_i2r",
     ),
+    # 2 rows x 48 columns (3 whole vectors): gemm_pipe too (48 % 16 == 0)
+    "pipe-48": (
+        (1, 2, 48, 64, False, False),
+        "split lin/i2 by 48 -> i2c, i21\nsplit lin/i1 by 2 -> i1c, i11\n"
+        "split lin/i21 by 48 -> i2r, i2j\nsplit lin/i11 by 2 -> i1r, i1i\n"
+        "reorder lin: i2c, i0, i1c, i2r, i1r, r0, i1i, i2j\ntensorize lin/r0 gemm_pipe\n"
+        "serial lin\nparallel lin/i0",
+    ),
 }
 
 
@@ -641,3 +649,89 @@ def test_a_row_reduction_takes_rfactor_from_8_columns(tmp_path, n, contiguous):
     assert default.contiguous_reduction(kernel, nest) is contiguous
     script = default.default_scripts(module, kernel.sym)
     assert (script == [default.gemv_script(kernel, nest)]) is contiguous
+
+
+# a 2 x 2 max window whose outer window loop also scales (a mulf between the window
+# loops, none in the innermost): still a pooling window, not a convolution
+POOL_SCALED = """
+func.func @main(%x: memref<1x1x8x8xf32>, %out: memref<1x1x4x4xf32>) {
+  loop.kernel "pool" {
+    loop.for %n = 0 to 1 step 1 {name = "i0"} {
+      loop.for %c = 0 to 1 step 1 {name = "i1"} {
+        loop.for %h = 0 to 4 step 1 {name = "i2"} {
+          loop.for %w = 0 to 4 step 1 {name = "i3"} {
+            %acc = memref.alloca() : memref<f32>
+            %m = arith.constant 0xff800000 : f32
+            memref.store %m, %acc[] : memref<f32>
+            loop.for %r0 = 0 to 2 step 1 {name = "r0", reduction} {
+              %s = memref.load %acc[] : memref<f32>
+              %one = arith.constant 1.000000e+00 : f32
+              %t = arith.mulf %s, %one : f32
+              memref.store %t, %acc[] : memref<f32>
+              loop.for %r1 = 0 to 2 step 1 {name = "r1", reduction} {
+                %c2 = arith.constant 2 : index
+                %hh = arith.muli %h, %c2 : index
+                %y = arith.addi %hh, %r0 : index
+                %ww = arith.muli %w, %c2 : index
+                %z = arith.addi %ww, %r1 : index
+                %v = memref.load %x[%n, %c, %y, %z] : memref<1x1x8x8xf32>
+                %o = memref.load %acc[] : memref<f32>
+                %mx = arith.maximumf %o, %v : f32
+                memref.store %mx, %acc[] : memref<f32>
+              }
+            }
+            %r = memref.load %acc[] : memref<f32>
+            memref.store %r, %out[%n, %c, %h, %w] : memref<1x1x4x4xf32>
+          }
+        }
+      }
+    }
+  }
+  func.return
+}"""
+
+
+def test_a_pooling_is_told_from_a_conv_by_its_innermost_window_loop():
+    """conv.py:347 (`reduce[-1]` -> `reduce[-0]`): pool_script refuses a convolution by
+    a multiply in the innermost window loop (where a conv's product is); a multiply
+    only in the outer window loop's body keeps a 2 x 2 pooling: the window unrolled."""
+    from dlpc.passes.schedule.conv import pool_script
+
+    (kernel,) = kernels(parse_module(POOL_SCALED))
+    nest = analyse(kernel)
+    assert nest is not None and nest.reduce == ["r0", "r1"]
+    assert pool_script(kernel, nest) == "unroll pool/r0\nunroll pool/r1"
+
+
+# out = 0 over a nest whose store sits under an scf.if: no plain init nest
+FOLD_GUARDED_INIT = """
+func.func @k(%x: memref<8x4xf32>, %out: memref<8xf32>) {
+  loop.kernel "k" {
+    loop.for %i = 0 to 8 step 1 {name = "i_init"} {
+      %t = arith.constant true
+      scf.if %t {
+        %z = arith.constant 0.000000e+00 : f32
+        memref.store %z, %out[%i] : memref<8xf32>
+      }
+    }
+    loop.for %i = 0 to 8 step 1 {name = "i0"} {
+      loop.for %r = 0 to 4 step 1 {name = "r0", reduction} {
+        %v = memref.load %x[%i, %r] : memref<8x4xf32>
+        %o = memref.load %out[%i] : memref<8xf32>
+        %s = arith.addf %o, %v : f32
+        memref.store %s, %out[%i] : memref<8xf32>
+      }
+    }
+  }
+  func.return
+}"""
+
+
+def test_fold_leaves_an_init_nest_without_a_plain_store():
+    """fold_init_epilogue.py:105 (`len(stores) != 1` -> `> 1`): an init nest whose store
+    is under an scf.if (none directly in its body) is no init nest: the kernel is left
+    as it is (no error)."""
+    module = parse_module(FOLD_GUARDED_INIT)
+    before = str(module)
+    pipeline.run("loop-fold-init-epilogue", module, pipeline.PipelineOptions())
+    assert str(module) == before
