@@ -735,3 +735,127 @@ def test_fold_leaves_an_init_nest_without_a_plain_store():
     before = str(module)
     pipeline.run("loop-fold-init-epilogue", module, pipeline.PipelineOptions())
     assert str(module) == before
+
+
+# loop-fold-init-epilogue.mlir's @tile (init, tile with copy-in / reduction / copy-out,
+# epilogue bias + relu), to be changed one condition at a time
+FOLD_TILE = """
+func.func @tile(%x: memref<8x4xf32>, %bias: memref<8xf32>, %out: memref<8xf32>) {
+  loop.kernel "k" {
+    loop.for %i = 0 to 8 step 1 {name = "i_init"} {
+      %z = arith.constant 0.000000e+00 : f32
+      memref.store %z, %out[%i] : memref<8xf32>
+    }
+    loop.for %t = 0 to 8 step 4 {name = "t", parallel} {
+      %acc = memref.alloca() : memref<4xf32>
+      loop.for %a = 0 to 4 step 1 {name = "acc_in0"} {
+        %i = arith.addi %t, %a : index
+        %v = memref.load %out[%i] : memref<8xf32>
+        memref.store %v, %acc[%a] : memref<4xf32>
+      }
+      loop.for %r = 0 to 4 step 1 {name = "r0", reduction} {
+        loop.for %a = 0 to 4 step 1 {name = "a", vectorize} {
+          %i = arith.addi %t, %a : index
+          %xv = memref.load %x[%i, %r] : memref<8x4xf32>
+          %av = memref.load %acc[%a] : memref<4xf32>
+          %s = arith.addf %av, %xv : f32
+          memref.store %s, %acc[%a] : memref<4xf32>
+        }
+      }
+      loop.for %a = 0 to 4 step 1 {name = "acc_out0", vectorize} {
+        %i = arith.addi %t, %a : index
+        %s = memref.load %acc[%a] : memref<4xf32>
+        memref.store %s, %out[%i] : memref<8xf32>
+      }
+    }
+    loop.for %i = 0 to 8 step 1 {name = "i_post"} {
+      %s = memref.load %out[%i] : memref<8xf32>
+      %b = memref.load %bias[%i] : memref<8xf32>
+      %y = arith.addf %s, %b : f32
+      %z = arith.constant 0.000000e+00 : f32
+      %r = arith.maximumf %y, %z : f32
+      memref.store %r, %out[%i] : memref<8xf32>
+    }
+  }
+  func.return
+}"""
+
+FOLD_CHANGES = {
+    "folds": [],
+    # the init nest over part of out, or not from 0 / step 1: not every element
+    "init-partial": [
+        (
+            'loop.for %i = 0 to 8 step 1 {name = "i_init"}',
+            'loop.for %i = 0 to 7 step 1 {name = "i_init"}',
+        )
+    ],
+    "init-from-1": [
+        (
+            'loop.for %i = 0 to 8 step 1 {name = "i_init"}',
+            'loop.for %i = 1 to 8 step 1 {name = "i_init"}',
+        )
+    ],
+    "init-step-2": [
+        (
+            'loop.for %i = 0 to 8 step 1 {name = "i_init"}',
+            'loop.for %i = 0 to 8 step 2 {name = "i_init"}',
+        )
+    ],
+    # the init stores a loaded value, not a constant
+    "init-loaded": [
+        (
+            "      %z = arith.constant 0.000000e+00 : f32\n      memref.store %z, %out[%i]",
+            "      %z = memref.load %bias[%i] : memref<8xf32>\n      memref.store %z, %out[%i]",
+        )
+    ],
+    # the epilogue's store is not its last op, or reads out twice
+    "post-store-not-last": [
+        (
+            "      memref.store %r, %out[%i] : memref<8xf32>\n    }\n  }",
+            "      memref.store %r, %out[%i] : memref<8xf32>\n      %q = arith.addf %r, %r : f32\n    }\n  }",
+        )
+    ],
+    "post-two-loads": [
+        (
+            "      %b = memref.load %bias[%i] : memref<8xf32>",
+            "      %b = memref.load %out[%i] : memref<8xf32>",
+        )
+    ],
+    # the epilogue calls what is not arith/math (a store to another buffer)
+    "post-impure": [
+        (
+            "      %b = memref.load %bias[%i] : memref<8xf32>",
+            "      %b = memref.load %bias[%i] : memref<8xf32>\n      memref.store %b, %bias[%i] : memref<8xf32>",
+        )
+    ],
+    # a second epilogue nest
+    "two-posts": [
+        (
+            'loop.for %i = 0 to 8 step 1 {name = "i_post"}',
+            'loop.for %j = 0 to 8 step 1 {name = "j_post"} {\n'
+            "      %e = memref.load %out[%j] : memref<8xf32>\n"
+            "      %f = arith.addf %e, %e : f32\n"
+            "      memref.store %f, %out[%j] : memref<8xf32>\n"
+            "    }\n"
+            '    loop.for %i = 0 to 8 step 1 {name = "i_post"}',
+        )
+    ],
+}
+
+
+@pytest.mark.parametrize("case", FOLD_CHANGES)
+def test_fold_init_epilogue_conditions(case):
+    """loop-fold-init-epilogue folds @tile (the init and epilogue nests gone), and leaves
+    it as it is when one of its conditions fails (module docstring)."""
+    text = FOLD_TILE
+    for old, new in FOLD_CHANGES[case]:
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    module = parse_module(text)
+    before = str(module)
+    pipeline.run("loop-fold-init-epilogue", module, pipeline.PipelineOptions())
+    names = {lp.loop_name for k in kernels(module) for lp in k.loops()}
+    if case == "folds":
+        assert "i_init" not in names and "i_post" not in names
+    else:
+        assert str(module) == before
