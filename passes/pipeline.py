@@ -100,7 +100,10 @@ TARGET_PASSES: dict[str, tuple[str, ...]] = {
         "loop-opencl-winograd",  # graph-winograd's chains as the printer writes them
         "loop-runtime-extents",  # symbolic dims: loops stop at the call's extents
     ),
-    "dlp": ("loop-to-dlp",),  # scratchpad tiles, DMA, intrinsics, cores
+    "dlp": (
+        "dlp-reshape-aliases",  # reshapes as aliases of the same GDRAM bytes
+        "loop-to-dlp",  # scratchpad tiles, DMA, intrinsics, cores
+    ),
 }
 # the target of an emitter (`compile_to`)
 TARGET_OF_EMITTER = {"c": "c", "opencl": "opencl", "dlp-c": "dlp"}
