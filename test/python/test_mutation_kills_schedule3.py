@@ -7,6 +7,7 @@ fold's coverage rule."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from xdsl.dialects import arith
 
@@ -859,3 +860,58 @@ def test_fold_init_epilogue_conditions(case):
         assert "i_init" not in names and "i_post" not in names
     else:
         assert str(module) == before
+
+
+# Q = P[:, K0:K1] @ B[K0:K1, :] with the reduction loop from K0 (a 4 x 32 gemm_pipe tile)
+PIPE_FROM = """
+func.func @main(%P: memref<4x8xf32>, %B: memref<8x32xf32>, %Q: memref<4x32xf32>)
+    attributes {dlpc.num_inputs = 2 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "zero" {
+    loop.for %i0 = 0 to 4 step 1 {name = "i0"} {
+      loop.for %i1 = 0 to 32 step 1 {name = "i1"} {
+        %z = arith.constant 0.000000e+00 : f32
+        memref.store %z, %Q[%i0, %i1] : memref<4x32xf32>
+      }
+    }
+  }
+  loop.kernel "mmp" {
+    loop.for %i0 = 0 to 4 step 1 {name = "i0"} {
+      loop.for %i1 = 0 to 32 step 1 {name = "i1"} {
+        loop.for %r0 = K0 to K1 step 1 {name = "r0", reduction} {
+          %a = memref.load %P[%i0, %r0] : memref<4x8xf32>
+          %b = memref.load %B[%r0, %i1] : memref<8x32xf32>
+          %c = memref.load %Q[%i0, %i1] : memref<4x32xf32>
+          %p = arith.mulf %a, %b : f32
+          %s = arith.addf %c, %p : f32
+          memref.store %s, %Q[%i0, %i1] : memref<4x32xf32>
+        }
+      }
+    }
+  }
+  func.return
+}"""
+
+
+@pytest.mark.parametrize("k0, k1", [(0, 8), (3, 6)])
+def test_gemm_pipe_over_a_reduction_not_from_zero(k0, k1):
+    """tensorize.py:303 (`first_k + (trips - 1) * step` -> `first_k ^ ...`): gemm_pipe
+    carries B's row k + 1 into registers while row k is used; the last row it reads is
+    that of the loop's last iteration, K0 + (trips - 1): over k = 3..5 that is 5."""
+    from dlpc.backends.runtime.cbuild import CFunction
+
+    text = PIPE_FROM.replace("K0", str(k0)).replace("K1", str(k1))
+    module = parse_module(text)
+    pipeline.run(
+        "loop-tensorize",
+        module,
+        pipeline.PipelineOptions(),
+        kernel="mmp",
+        loop="i0",
+        intrinsic="gemm_pipe",
+    )
+    assert "B_row" in str(module)
+    rng = np.random.default_rng(11)
+    p = rng.standard_normal((4, 8)).astype(np.float32)
+    b = rng.standard_normal((8, 32)).astype(np.float32)
+    (q,) = CFunction(module, name=f"pipe{k0}")(p, b)
+    np.testing.assert_allclose(q, p[:, k0:k1] @ b[k0:k1], rtol=1e-5, atol=1e-5)
