@@ -1145,3 +1145,101 @@ def test_a_symbolic_import_that_succeeds_is_one_graph():
     proto = _symbolic_model([node("Relu", ["x"])])
     m = load_model(proto)
     assert m.specialiser is None and "graph.relu" in op_names(m)
+
+
+I64 = np.int64
+ERRORS = [
+    # (id, nodes, input shapes, initializers, opset, message)
+    ("concat-axis", [node("Concat", ["x", "x"])], {"x": (2, 3)}, {}, 18,
+     "attribute 'axis' is required"),
+    ("split-sizes", [node("Split", ["x", "s"], ["a", "b"], axis=1)], {"x": (2, 5)},
+     {"s": I64([2, 2])}, 18, r"split sizes \[2, 2\] do not partition axis 1 of size 5"),
+    ("squeeze-not-1", [node("Squeeze", ["x", "a"])], {"x": (2, 3)}, {"a": I64([1])}, 18,
+     "cannot squeeze axis 1 of size 3"),
+    ("flatten-axis", [node("Flatten", ["x"], axis=3)], {"x": (2, 3)}, {}, 18,
+     "attribute 'axis' = 3 is out of range for rank 2"),
+    ("unsqueeze-axis", [node("Unsqueeze", ["x", "a"])], {"x": (2, 3)}, {"a": I64([3])}, 18,
+     "attribute 'axes' = 3 is out of range for rank 3"),
+    ("expand", [node("Expand", ["x", "s"])], {"x": (2, 3)}, {"s": I64([4, 3])}, 18,
+     r"cannot expand \[2, 3\] to \[4, 3\]"),
+    ("gather-elements-rank", [node("GatherElements", ["x", "i"])], {"x": (2, 3)},
+     {"i": I64([0, 1])}, 18, "indices have rank 1 but data has rank 2"),
+    ("gather-elements-off-axis", [node("GatherElements", ["x", "i"], axis=0)], {"x": (2, 3)},
+     {"i": np.zeros((1, 4), np.int64)}, 18, r"indices shape \[1, 4\] exceeds data shape"),
+    ("reflect-pad-too-wide", [node("Pad", ["x", "p"], mode="reflect")], {"x": (2, 3)},
+     {"p": I64([0, 3, 0, 0])}, 18, "reflect pads .* must be smaller than dim 1"),
+    ("negative-edge-pad", [node("Pad", ["x", "p"], mode="edge")], {"x": (2, 3)},
+     {"p": I64([0, -1, 0, 0])}, 18, "negative pads .* with mode 'edge' are not supported"),
+    ("pad-mode", [node("Pad", ["x", "p"], mode="mirror")], {"x": (2, 3)},
+     {"p": I64([0, 1, 0, 0])}, 18, "attribute 'mode' = 'mirror' is not supported"),
+    ("window-count", [node("Conv", ["x", "w"], strides=[1])], {"x": (1, 2, 4, 4)},
+     {"w": np.zeros((1, 2, 2, 2), np.float32)}, 18,
+     "strides/dilations/pads do not match 2 spatial dims"),
+    ("conv-rank", [node("Conv", ["x", "w"])], {"x": (1, 2, 4, 4, 4, 4)},
+     {"w": np.zeros((1, 2, 2, 2, 2, 2), np.float32)}, 18,
+     "only 1-D, 2-D and 3-D convolutions are supported"),
+    ("conv-transpose-rank", [node("ConvTranspose", ["x", "w"])], {"x": (1, 2, 4, 4)},
+     {"w": np.zeros((2, 1, 2, 2, 2), np.float32)}, 18,
+     "only 1-D, 2-D and 3-D convolutions are supported"),
+    ("conv-transpose-kernel", [node("ConvTranspose", ["x", "w"], kernel_shape=[3, 3])],
+     {"x": (1, 2, 4, 4)}, {"w": np.zeros((2, 1, 2, 2), np.float32)}, 18,
+     "differs from the weight's"),
+    ("pool-kernel", [node("MaxPool", ["x"], kernel_shape=[2])], {"x": (1, 2, 4, 4)}, {}, 18,
+     r"attribute 'kernel_shape' = \[2\] does not match the input"),
+    ("conv-3d-depth", [node("Conv", ["x", "w"])], {"x": (1, 2, 2, 4, 4)},
+     {"w": np.zeros((1, 2, 3, 2, 2), np.float32)}, 18, "the kernel does not fit depth 2"),
+    ("pool-window", [node("MaxPool", ["x"], kernel_shape=[5], dilations=[2])],
+     {"x": (1, 2, 6)}, {}, 18, "the pool window does not fit spatial dim 0"),
+    ("mod-types", [node("Mod", ["x", "k"])], {"x": (2, 3)}, {"k": I64([2])}, 18,
+     "operands have element types"),
+    ("gelu", [node("Gelu", ["x"], approximate="fast")], {"x": (2, 3)}, {}, 20,
+     "attribute 'approximate' = 'fast' is not supported"),
+    ("layer-norm-stash", [node("LayerNormalization", ["x", "s"], stash_type=0)],
+     {"x": (2, 3)}, {"s": np.ones(3, np.float32)}, 18, "'stash_type' = 0 is not supported"),
+    ("batch-norm-mode", [node("BatchNormalization", ["x", "s", "s", "s", "s"], training_mode=2)],
+     {"x": (2, 3)}, {"s": np.ones(3, np.float32)}, 18, "'training_mode' = 2 is not supported"),
+    ("batch-norm-outputs", [node("BatchNormalization", ["x", "s", "s", "s", "s"],
+                                 ["y", "rm"])],
+     {"x": (2, 3)}, {"s": np.ones(3, np.float32)}, 18, "output 1 .* is not supported"),
+    ("lp-norm-p", [node("LpNormalization", ["x"], p=3)], {"x": (2, 3)}, {}, 18,
+     "attribute 'p' = 3 is not supported"),
+    ("resize-no-scales", [node("Resize", ["x"])], {"x": (1, 1, 2, 2)}, {}, 19,
+     "one of the inputs 'scales' and 'sizes' is required"),
+    ("resize-too-large", [node("Resize", ["x", "", "", "s"], mode="linear")],
+     {"x": (1, 1, 2, 4096)}, {"s": I64([1, 1, 2, 2048])}, 19,
+     "Resize of an axis from 4096 to 2048 is too large"),
+    ("dropout-training", [node("Dropout", ["x", "r", "t"])], {"x": (2, 3)},
+     {"r": np.float32(0.5), "t": np.bool_(True)}, 13, "training_mode = true is not supported"),
+    ("argmax-axis", [node("ArgMax", ["x"], axis=2)], {"x": (2, 3)}, {}, 18,
+     "attribute 'axis' = 2 is out of range for rank 2"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", ERRORS, ids=[c[0] for c in ERRORS])
+def test_what_a_handler_refuses_is_one_line(case):
+    """Each refusal names the node and what it cannot take, on one line."""
+    _, nodes, shapes, inits, opset, message = case
+    feeds = {k: np.zeros(v, np.float32) for k, v in shapes.items()}
+    proto = model(nodes, feeds, inits, opset=opset, outputs=())
+    text = _error(proto)
+    assert "\n" not in text and re.search(message, text), text
+
+
+def test_dropout_in_training_mode_with_ratio_zero_is_the_identity():
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    m = check([node("Dropout", ["x", "r", "t"], ["y", "mask"])], {"x": x},
+              {"r": np.float32(0.0), "t": np.bool_(True)}, opset=13, outputs=("y", "mask"))  # fmt: skip
+    assert "graph.dropout" not in op_names(m)
+
+
+def test_constant_of_shape_of_a_run_time_value_names_it():
+    """ConstantOfShape's shape computed at run time from a graph input: the model is
+    imported per value of that input (no single graph)."""
+    nodes = [
+        node("ReduceMax", ["x"], ["m"], keepdims=0),
+        node("Cast", ["m"], ["k"], to=TensorProto.INT64),
+        node("Unsqueeze", ["k", "z"], ["k1"]),
+        node("ConstantOfShape", ["k1"]),
+    ]
+    m = load_model(model(nodes, {"x": np.zeros((2, 3), np.float32)}, {"z": I64([0])}, outputs=()))
+    assert m.specialiser is not None and m.specialiser.shape_inputs == ["x"]
