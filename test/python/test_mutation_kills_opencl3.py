@@ -446,3 +446,24 @@ def test_cpu_launch_plans_of_the_examples(name, batch, width):
     emitter.emit()
     got = [f"{k.sym} {_plan_summary(launch)}" for k, launch in emitter.launches.items()]
     assert got == PLANS[(name, batch, width)]
+
+
+@pytest.mark.parametrize("features, split", [(64, True), (65, False)])
+def test_a_split_chain_member_reads_at_most_256_kib_of_weights(tmp_path, features, split):
+    """chains.batch_split: a linear at batch 8 whose weight is exactly MAX_SPLIT_RESIDENT
+    (64 x 1024 floats) may run in a split chain, each group its images; one feature more
+    (260 KiB) and every group would read the weights again: launched alone."""
+    from dlpc.backends.opencl import batch_split, plan_launch, resident_values
+    from dlpc.backends.opencl.chains import MAX_SPLIT_RESIDENT
+
+    assert 64 * 1024 * 4 == MAX_SPLIT_RESIDENT
+    (tmp_path / "l.dlpc").write_text(
+        f"model l(x: f32[B, 1024]) {{\n  param w: f32[{features}, 1024] = kaiming(seed=1)\n"
+        "  return linear(x, w)\n}\n"
+    )
+    model = dlpc.load(tmp_path / "l.dlpc", batch=8)
+    module = pipeline.lower(model.module.clone(), "loop", pipeline.PipelineOptions())
+    resident = resident_values(module)
+    (kernel,) = [k for k in module.walk() if k.name == "loop.kernel"]
+    launch = plan_launch(kernel, kernel.sym, resident=resident)
+    assert batch_split(kernel, launch, 2, resident) == (8 if split else None)
