@@ -682,6 +682,146 @@ class ErfOp(FloatUnaryOp):
 
 
 @graph_op
+class SinOp(FloatUnaryOp):
+    """Elementwise sin x.
+
+    %y = graph.sin %x : (tensor<4xf32>) -> tensor<4xf32>
+    """
+
+    name = "graph.sin"
+
+
+@graph_op
+class CosOp(FloatUnaryOp):
+    """Elementwise cos x.
+
+    %y = graph.cos %x : (tensor<4xf32>) -> tensor<4xf32>
+    """
+
+    name = "graph.cos"
+
+
+@graph_op
+class TanOp(FloatUnaryOp):
+    """Elementwise tan x.
+
+    %y = graph.tan %x : (tensor<4xf32>) -> tensor<4xf32>
+    """
+
+    name = "graph.tan"
+
+
+@graph_op
+class AsinOp(FloatUnaryOp):
+    """Elementwise arcsine.
+
+    %y = graph.asin %x : (tensor<4xf32>) -> tensor<4xf32>
+    """
+
+    name = "graph.asin"
+
+
+@graph_op
+class AcosOp(FloatUnaryOp):
+    """Elementwise arccosine.
+
+    %y = graph.acos %x : (tensor<4xf32>) -> tensor<4xf32>
+    """
+
+    name = "graph.acos"
+
+
+@graph_op
+class AtanOp(FloatUnaryOp):
+    """Elementwise arctangent.
+
+    %y = graph.atan %x : (tensor<4xf32>) -> tensor<4xf32>
+    """
+
+    name = "graph.atan"
+
+
+@graph_op
+class SinhOp(FloatUnaryOp):
+    """Elementwise sinh x.
+
+    %y = graph.sinh %x : (tensor<4xf32>) -> tensor<4xf32>
+    """
+
+    name = "graph.sinh"
+
+
+@graph_op
+class CoshOp(FloatUnaryOp):
+    """Elementwise cosh x.
+
+    %y = graph.cosh %x : (tensor<4xf32>) -> tensor<4xf32>
+    """
+
+    name = "graph.cosh"
+
+
+@graph_op
+class AsinhOp(FloatUnaryOp):
+    """Elementwise inverse hyperbolic sine.
+
+    %y = graph.asinh %x : (tensor<4xf32>) -> tensor<4xf32>
+    """
+
+    name = "graph.asinh"
+
+
+@graph_op
+class AcoshOp(FloatUnaryOp):
+    """Elementwise inverse hyperbolic cosine.
+
+    %y = graph.acosh %x : (tensor<4xf32>) -> tensor<4xf32>
+    """
+
+    name = "graph.acosh"
+
+
+@graph_op
+class AtanhOp(FloatUnaryOp):
+    """Elementwise inverse hyperbolic tangent.
+
+    %y = graph.atanh %x : (tensor<4xf32>) -> tensor<4xf32>
+    """
+
+    name = "graph.atanh"
+
+
+@graph_op
+class FloorOp(FloatUnaryOp):
+    """Elementwise floor: the largest integer <= x.
+
+    %y = graph.floor %x : (tensor<4xf32>) -> tensor<4xf32>
+    """
+
+    name = "graph.floor"
+
+
+@graph_op
+class CeilOp(FloatUnaryOp):
+    """Elementwise ceiling: the smallest integer >= x.
+
+    %y = graph.ceil %x : (tensor<4xf32>) -> tensor<4xf32>
+    """
+
+    name = "graph.ceil"
+
+
+@graph_op
+class RoundOp(FloatUnaryOp):
+    """Elementwise nearest integer, halves to even (ONNX Round, numpy.round).
+
+    %y = graph.round %x : (tensor<4xf32>) -> tensor<4xf32>
+    """
+
+    name = "graph.round"
+
+
+@graph_op
 class ReluOp(UnaryOp):
     """Elementwise max(x, 0).
 
@@ -2169,6 +2309,20 @@ GRAPH_OPS: list[type[IRDLOperation]] = [
     TanhOp,
     SigmoidOp,
     ErfOp,
+    SinOp,
+    CosOp,
+    TanOp,
+    AsinOp,
+    AcosOp,
+    AtanOp,
+    SinhOp,
+    CoshOp,
+    AsinhOp,
+    AcoshOp,
+    AtanhOp,
+    FloorOp,
+    CeilOp,
+    RoundOp,
     ReluOp,
     GeluOp,
     LeakyReluOp,
@@ -2227,6 +2381,20 @@ UNARY_OPS: list[type[UnaryOp]] = [
     TanhOp,
     SigmoidOp,
     ErfOp,
+    SinOp,
+    CosOp,
+    TanOp,
+    AsinOp,
+    AcosOp,
+    AtanOp,
+    SinhOp,
+    CoshOp,
+    AsinhOp,
+    AcoshOp,
+    AtanhOp,
+    FloorOp,
+    CeilOp,
+    RoundOp,
     ReluOp,
     GeluOp,
     LeakyReluOp,

@@ -607,6 +607,23 @@ IDENTITY = {"add": 0.0, "mul": 1.0, "max": -pymath.inf, "min": pymath.inf}
 
 _FLOAT_CMP = {"eq": "oeq", "ne": "une", "lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge"}
 _INT_CMP = {"eq": "eq", "ne": "ne", "lt": "slt", "le": "sle", "gt": "sgt", "ge": "sge"}
+# the float functions of one operand `BodyBuilder.math` emits, by name
+MATH_FUNCTIONS: dict[str, Callable[[SSAValue], Operation]] = {
+    "sin": xmath.SinOp,
+    "cos": xmath.CosOp,
+    "tan": xmath.TanOp,
+    "asin": xmath.AsinOp,
+    "acos": xmath.AcosOp,
+    "atan": xmath.AtanOp,
+    "sinh": xmath.SinhOp,
+    "cosh": xmath.CoshOp,
+    "asinh": xmath.AsinhOp,
+    "acosh": xmath.AcoshOp,
+    "atanh": xmath.AtanhOp,
+    "floor": xmath.FloorOp,
+    "ceil": xmath.CeilOp,
+    "roundeven": xmath.RoundEvenOp,
+}
 
 Value = SSAValue | float | int
 
@@ -773,6 +790,11 @@ class BodyBuilder:
 
     def erf(self, a: SSAValue) -> SSAValue:
         return self.emit(xmath.ErfOp(a))
+
+    def math(self, fn: str, a: SSAValue) -> SSAValue:
+        """A one-operand `math` dialect function of a float: sin, cos, ..., floor, ceil,
+        roundeven (`MATH_FUNCTIONS`)."""
+        return self.emit(MATH_FUNCTIONS[fn](a))
 
     def abs(self, a: SSAValue) -> SSAValue:
         if is_float(a.type):

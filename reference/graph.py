@@ -65,6 +65,63 @@ def tanh(x):
     return np.tanh(x)
 
 
+def sin(x):
+    return np.sin(x)
+
+
+def cos(x):
+    return np.cos(x)
+
+
+def tan(x):
+    return np.tan(x)
+
+
+def asin(x):
+    return np.arcsin(x)
+
+
+def acos(x):
+    return np.arccos(x)
+
+
+def atan(x):
+    return np.arctan(x)
+
+
+def sinh(x):
+    return np.sinh(x)
+
+
+def cosh(x):
+    return np.cosh(x)
+
+
+def asinh(x):
+    return np.arcsinh(x)
+
+
+def acosh(x):
+    return np.arccosh(x)
+
+
+def atanh(x):
+    return np.arctanh(x)
+
+
+def floor(x):
+    return np.floor(x)
+
+
+def ceil(x):
+    return np.ceil(x)
+
+
+def round_even(x):
+    # halves to even, as ONNX Round
+    return np.round(x)
+
+
 def sigmoid(x):
     # 1 / (1 + e^-x), written so that neither branch overflows
     e = np.exp(-np.abs(x))
@@ -490,6 +547,20 @@ KERNELS: dict[str, Callable] = {
     "graph.tanh": tanh,
     "graph.sigmoid": sigmoid,
     "graph.erf": erf,
+    "graph.sin": sin,
+    "graph.cos": cos,
+    "graph.tan": tan,
+    "graph.asin": asin,
+    "graph.acos": acos,
+    "graph.atan": atan,
+    "graph.sinh": sinh,
+    "graph.cosh": cosh,
+    "graph.asinh": asinh,
+    "graph.acosh": acosh,
+    "graph.atanh": atanh,
+    "graph.floor": floor,
+    "graph.ceil": ceil,
+    "graph.round": round_even,
     "graph.relu": relu,
     "graph.gelu": gelu,
     "graph.leaky_relu": leaky_relu,

@@ -11,7 +11,8 @@ them (see `dlpc.frontends.onnx`).
 One module per operator family, each registering its handlers with `@handles` (registry.py)
 when imported here: elementwise.py, nn.py (MatMul, Gemm, convolutions, pooling),
 normalization.py, reduce.py, tensor.py (data movement and shapes), resize.py, control.py
-(If, Loop, Scan onto graph.if / graph.loop).
+(If, Loop, Scan onto graph.if / graph.loop), math_ops.py (Sin ... Atanh, Floor, Ceil,
+Round).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 from dlpc.frontends.onnx_ops import (  # noqa: F401 - imported to register their handlers
     control,
     elementwise,
+    math_ops,
     nn,
     normalization,
     reduce,

@@ -299,6 +299,33 @@ def _erf(b, op, g, want):
     return [b.mul(g, _gauss(b, b.mul(x, math.sqrt(2.0)), 2.0 / math.sqrt(math.pi)))]
 
 
+@rule("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh")
+def _trig(b, op, g, want):
+    x, y, f = op.operands[0], op.results[0], op.name.removeprefix("graph.")
+    if f == "tan":  # 1 + tan^2
+        return [b.mul(g, b.add(1.0, b.mul(y, y)))]
+    if f in ("atan", "atanh"):  # 1 / (1 +- x^2)
+        x2 = b.mul(x, x)
+        return [b.div(g, b.add(1.0, x2) if f == "atan" else b.sub(1.0, x2))]
+    if f in ("asin", "acos", "asinh", "acosh"):  # +-1 / sqrt(1 - x^2), 1 / sqrt(x^2 +- 1)
+        x2 = b.mul(x, x)
+        if f in ("asin", "acos"):
+            root = b.sub(1.0, x2)
+        else:
+            root = b.add(x2, 1.0) if f == "asinh" else b.sub(x2, 1.0)
+        dx = b.div(g, b.sqrt(root))
+        return [b.neg(dx) if f == "acos" else dx]
+    partner = {"sin": graph.CosOp, "cos": graph.SinOp, "sinh": graph.CoshOp, "cosh": graph.SinhOp}
+    dx = b.mul(g, b.op(partner[f], x))
+    return [b.neg(dx) if f == "cos" else dx]
+
+
+@rule("floor", "ceil", "round")
+def _step(b, op, g, want):
+    # piecewise constant: zero almost everywhere (as torch gives)
+    return [b.mul(g, 0.0)]
+
+
 @rule("relu")
 def _relu(b, op, g, want):
     # the result's sign (torch: result > 0): the forward keeps the result for the next layer.
