@@ -3,9 +3,11 @@
     python bench/onnx_conformance.py                 # table on stdout
     python bench/onnx_conformance.py --backends numpy,c,onnxruntime --write docs/onnx-conformance.md
 
-The node test cases come from the installed `onnx` package
-(`onnx.backend.test.case.node.collect_testcases`: a one-node model, or the node's function
-expansion for `*_expanded` cases, with inputs and expected outputs). Each case runs the way
+The node test cases are the whole generated node suite of the installed `onnx` package
+(`onnx.backend.test.loader.load_model_tests(kind="node")`: a one-node model, or the node's
+function expansion for `*_expanded` cases, with inputs and expected outputs); every case
+runs, those with an operator dlpc does not support too (they fail at import, with the
+importer's one-line diagnostic). Each case runs the way
 a user runs a model: its model is saved as an `.onnx` file, then
 `dlpc.compile(dlpc.load(path), target=...)(*inputs)` with every graph input of the case
 (shape-deciding inputs such as Reshape's `shape` included: the compiled model specialises
@@ -14,8 +16,9 @@ tolerances (rtol 1e-3, atol 1e-7). The `onnxruntime` backend runs the same cases
 onnxruntime, for comparison.
 
 A case's *operator* is its node's op type (for an expanded case, that of the case it
-expands). Operators the importer neither handles nor expands are reported as
-unsupported; their cases are not run.
+expands); its *element types* are the dtypes of its input and output tensors (a case
+counts once under each). Besides the per-operator and per-element-type tables, the report
+lists the cases onnxruntime passes and a dlpc backend fails.
 
 Two summary sets: the *core* operators (those of MLPs, CNNs and transformers as PyTorch
 exports them) and a *wider* set (the core, every other operator the importer documents, and
@@ -58,11 +61,11 @@ class Result:
 @functools.cache
 def collect() -> tuple[Case, ...]:
     """All node test cases of the installed onnx, with their operator."""
-    import onnx.backend.test.case.node as node_cases
+    from onnx.backend.test.loader import load_model_tests
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        raw = [c for c in node_cases.collect_testcases(None) if c.kind == "node"]
+        raw = list(load_model_tests(kind="node"))
     single = {c.name: c.model.graph.node[0].op_type for c in raw if len(c.model.graph.node) == 1}
     cases = []
     for c in raw:
@@ -358,7 +361,7 @@ def run_all(backends: list[str], cases: list[Case] | None = None) -> dict[str, d
     from dlpc.diagnostics import progress
 
     if cases is None:
-        chosen = {c.name for c in collect() if runnable(c) or in_set(c, WIDER_OPS)}
+        chosen = {c.name for c in collect()}
     else:
         chosen = {c.name for c in cases}
     out: dict[str, dict[str, Result]] = {b: {} for b in backends}
@@ -395,8 +398,12 @@ def summary(results: dict[str, dict[str, Result]]) -> list[str]:
 def table(results: dict[str, dict[str, Result]]) -> str:
     """Markdown: per operator, passed/run per backend; failures; unsupported operators."""
     backends = list(results)
-    lines = summary(results) + ["", *set_failures(results), "## Per operator"]
+    lines = [*whole_suite(results), "", *summary(results)]
+    lines += ["", *set_failures(results), *ort_only(results), "## Per operator"]
     lines += [
+        "",
+        "The *run* column counts the cases whose operators dlpc supports; the pass counts "
+        "are over every case of the operator (an unsupported one fails at import).",
         "",
         "| operator | cases | run | " + " | ".join(f"{b} pass" for b in backends) + " |",
         "|---|---:|---:|" + "---:|" * len(backends),
@@ -404,21 +411,20 @@ def table(results: dict[str, dict[str, Result]]) -> str:
     totals = Counter()
     for op, cases in by_operator().items():
         run = [c for c in cases if runnable(c)]
-        if not run:
-            continue
         cells = []
         for b in backends:
-            n = sum(results[b][c.name].status == "pass" for c in run)
+            n = sum(_passed(results, b, c) for c in cases)
             totals[b] += n
-            cells.append(f"{n}/{len(run)}")
+            cells.append(f"{n}/{len(cases)}")
         totals["cases"] += len(cases)
         totals["run"] += len(run)
         lines.append(f"| {op} | {len(cases)} | {len(run)} | " + " | ".join(cells) + " |")
     lines.append(
         f"| **all** | {totals['cases']} | {totals['run']} | "
-        + " | ".join(f"**{totals[b]}/{totals['run']}**" for b in backends)
+        + " | ".join(f"**{totals[b]}/{totals['cases']}**" for b in backends)
         + " |"
     )
+    lines += ["", *type_table(results)]
     lines += ["", "## Failures, grouped by reason", ""]
     for b in backends:
         bad = {n: r for n, r in results[b].items() if r.status != "pass"}
@@ -443,6 +449,99 @@ def table(results: dict[str, dict[str, Result]]) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _passed(results: dict[str, dict[str, Result]], backend: str, case: Case) -> bool:
+    r = results[backend].get(case.name)
+    return r is not None and r.status == "pass"
+
+
+def element_types(case: Case) -> set[str]:
+    """The dtypes of the case's input and output tensors ('sequence' / 'optional' for
+    values that are not tensors)."""
+    out = set()
+    for a in case.inputs + case.outputs:
+        if isinstance(a, np.ndarray | np.generic):
+            out.add(str(np.asarray(a).dtype))
+        else:
+            out.add("optional" if a is None else type(a).__name__.lower())
+    return out
+
+
+def whole_suite(results: dict[str, dict[str, Result]]) -> list[str]:
+    """Totals over every case of the suite that ran: passes per backend, and how many cases
+    onnxruntime passes and each dlpc backend fails (over how many operators)."""
+    ran = [c for c in collect() if all(c.name in rs for rs in results.values())]
+    lines = [
+        f"Node suite: {len(ran)} of its {len(collect())} cases run, "
+        f"{len({c.op for c in ran})} operators."
+    ]
+    for b in results:
+        lines.append(f"- {b}: {sum(_passed(results, b, c) for c in ran)} pass")
+    if "onnxruntime" in results:
+        dl = [b for b in results if b != "onnxruntime"]
+        for label, bs in [(b, [b]) for b in dl] + (
+            [("any dlpc backend", dl)] if len(dl) > 1 else []
+        ):
+            bad = [
+                c
+                for c in ran
+                if _passed(results, "onnxruntime", c)
+                and not all(_passed(results, b, c) for b in bs)
+            ]
+            lines.append(
+                f"- onnxruntime passes and {label} fails: {len(bad)} cases over "
+                f"{len({c.op for c in bad})} operators"
+            )
+    return lines
+
+
+def ort_only(results: dict[str, dict[str, Result]]) -> list[str]:
+    """The cases onnxruntime passes and some dlpc backend fails, per operator, with the
+    first such case's reason."""
+    if "onnxruntime" not in results:
+        return []
+    dl = [b for b in results if b != "onnxruntime"]
+    per_op: dict[str, list[Case]] = defaultdict(list)
+    for c in collect():
+        if c.name in results["onnxruntime"] and _passed(results, "onnxruntime", c):
+            if any(c.name in results[b] and not _passed(results, b, c) for b in dl):
+                per_op[c.op].append(c)
+    lines = [
+        "## Passes in onnxruntime, fails in dlpc",
+        "",
+        f"{sum(map(len, per_op.values()))} cases over {len(per_op)} operators "
+        f"(failing on {' or '.join(dl)}); per operator, the first case's reason:",
+        "",
+    ]
+    for op, cs in sorted(per_op.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        first = next(results[b][cs[0].name] for b in dl if not _passed(results, b, cs[0]))
+        names = ", ".join(f"`{c.name}`" for c in cs)
+        lines.append(f"- **{op}** ({len(cs)}; {_reason(first)}): {names}")
+    return [*lines, ""]
+
+
+def type_table(results: dict[str, dict[str, Result]]) -> list[str]:
+    """Per element type: passed/cases per backend (a case counts under each of its
+    element types)."""
+    backends = list(results)
+    per_type: dict[str, list[Case]] = defaultdict(list)
+    for c in collect():
+        if all(c.name in rs for rs in results.values()):
+            for t in element_types(c):
+                per_type[t].append(c)
+    lines = [
+        "## Per element type",
+        "",
+        "A case counts under each element type of its inputs and outputs.",
+        "",
+        "| element type | cases | " + " | ".join(f"{b} pass" for b in backends) + " |",
+        "|---|---:|" + "---:|" * len(backends),
+    ]
+    for t, cs in sorted(per_type.items()):
+        cells = [f"{sum(_passed(results, b, c) for c in cs)}/{len(cs)}" for b in backends]
+        lines.append(f"| {t} | {len(cs)} | " + " | ".join(cells) + " |")
+    return [*lines, ""]
 
 
 def set_failures(results: dict[str, dict[str, Result]]) -> list[str]:
@@ -514,6 +613,17 @@ def header() -> str:
     )
 
 
+def _write_json(path: str | None, results: dict[str, dict[str, Result]]) -> None:
+    if path:
+        import json
+
+        with open(path, "w") as f:
+            json.dump(
+                {b: {n: [r.status, r.detail] for n, r in rs.items()} for b, rs in results.items()},
+                f,
+            )
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--backends", default="numpy,c,onnxruntime")
@@ -536,25 +646,20 @@ def main(argv=None) -> int:
         ops = args.ops.split(",")
         groups = by_operator()
         results = run_all(args.backends.split(","), [c for op in ops for c in groups.get(op, [])])
+        print("| operator | cases | run | " + " | ".join(f"{b} pass" for b in results) + " |")
         for op in ops:
-            run = [c for c in groups.get(op, []) if runnable(c)]
-            cells = [
-                f"{sum(rs[c.name].status == 'pass' for c in run)}/{len(run)}"
-                for rs in results.values()
-            ]
-            print(f"| {op} | {len(groups.get(op, []))} | {len(run)} | " + " | ".join(cells) + " |")
+            cs = groups.get(op, [])
+            run = [c for c in cs if runnable(c)]
+            cells = [f"{sum(_passed(results, b, c) for c in cs)}/{len(cs)}" for b in results]
+            print(f"| {op} | {len(cs)} | {len(run)} | " + " | ".join(cells) + " |")
+        print("\n".join(["", *whole_suite(results), "", *type_table(results)]))
+        print("\n".join(ort_only(results)))
+        _write_json(args.json, results)
         return 0
     sets = {"wider": WIDER_OPS, "core": CORE_OPS}
     cases = None if args.set == "all" else [c for c in collect() if in_set(c, sets[args.set])]
     results = run_all(args.backends.split(","), cases)
-    if args.json:
-        import json
-
-        with open(args.json, "w") as f:
-            json.dump(
-                {b: {n: [r.status, r.detail] for n, r in rs.items()} for b, rs in results.items()},
-                f,
-            )
+    _write_json(args.json, results)
     if cases is not None:  # only the summary means anything for a subset
         print("\n".join(summary(results)))
         return 0
