@@ -467,3 +467,26 @@ def test_a_split_chain_member_reads_at_most_256_kib_of_weights(tmp_path, feature
     (kernel,) = [k for k in module.walk() if k.name == "loop.kernel"]
     launch = plan_launch(kernel, kernel.sym, resident=resident)
     assert batch_split(kernel, launch, 2, resident) == (8 if split else None)
+
+
+@pytest.mark.parametrize("w, partials", [(120, False), (128, True)])
+def test_strided_vector_lanes_give_way_to_partials_from_128_terms(tmp_path, w, partials):
+    """launch.plan_launch: a global average pool at batch 2 first takes 16 channel lanes
+    as a vector, but its loads stride by a plane per channel; from LONG_REDUCTION (128)
+    terms per output on it sums in 8 partials along the contiguous plane instead (no
+    vector), below that the channel vector stays (docs/design/opencl-experiments.md)."""
+    from dlpc.backends.opencl import plan_launch
+
+    (tmp_path / "g.dlpc").write_text(
+        f"model g(x: f32[B, 16, 1, {w}]) {{\n  return global_avg_pool(x)\n}}\n"
+    )
+    model = dlpc.load(tmp_path / "g.dlpc", batch=2)
+    module = pipeline.lower(model.module.clone(), "loop", OPENCL)
+    (kernel,) = [k for k in module.walk() if k.name == "loop.kernel"]
+    launch = plan_launch(kernel, kernel.sym)
+    if partials:
+        assert launch.vector is None and _names(launch.lanes) == {"r1": 8}
+        assert list(_names(launch.partials)) == ["r1"]
+    else:
+        assert _names(launch.lanes) == {"i1": 16} and not launch.partials
+        assert launch.vector is not None and launch.vector.loop_name == "i1"
