@@ -187,34 +187,49 @@ def contiguous_reduction(kernel: KernelOp, nest: Nest) -> bool:
 
 def flat_reduction(kernel: KernelOp, nest: Nest) -> bool:
     """Two or more reduction loops, innermost, over which every load that varies along
-    them reads one contiguous block: its trailing indices are exactly the reduction
-    loops' induction variables, in order, over whole dimensions (global average pooling's
-    `x[n, c, r0, r1]`, a sum over the last axes)."""
+    them reads one contiguous block: its trailing indices are exactly the innermost
+    reduction loops' induction variables, in order, over whole dimensions (global average
+    pooling's `x[n, c, r0, r1]`, a sum over the last axes); outer reduction loops may
+    index the leading dims (batch norm's statistics, `x[r0, c, r1, r2]`: a block per
+    sample and channel)."""
     if len(nest.reduce) < 2 or nest.trips[nest.reduce[-1]] < 4:
         return False
     loops = {lp.loop_name: lp for lp in kernel.loops()}
-    ivs = [loops[r].induction_var for r in nest.reduce]
     if any(loops[r].lower != 0 or loops[r].stride != 1 for r in nest.reduce):
         return False
     inner = loops[nest.reduce[-1]]
     if any(isinstance(op, ForOp) for op in inner.block.ops):
         return False
+    every = [loops[r].induction_var for r in nest.reduce]
     varying = [
         op
         for op in inner.walk()
         if isinstance(op, memref.LoadOp)
-        and any(depends_on(i, iv) for i in op.indices for iv in ivs)
+        and any(depends_on(i, iv) for i in op.indices for iv in every)
     ]
-    n = len(ivs)
-    for op in varying:
-        shape = op.memref.type.get_shape()  # pyright: ignore[reportAttributeAccessIssue]
-        if len(op.indices) < n or list(shape[-n:]) != [nest.trips[r] for r in nest.reduce]:
-            return False
-        if any(op.indices[-n + d] is not ivs[d] for d in range(n)):
-            return False
-        if any(depends_on(i, iv) for i in op.indices[:-n] for iv in ivs):
-            return False
-    return bool(varying)
+    if not varying:
+        return False
+    for n in range(len(every), 1, -1):  # the longest block of trailing reduction loops
+        block, outer = every[-n:], every[:-n]
+        trips = [nest.trips[r] for r in nest.reduce[-n:]]
+        if all(_reads_block(op, block, outer, trips) for op in varying):
+            return True
+    return False
+
+
+def _reads_block(op: memref.LoadOp, block, outer, trips) -> bool:
+    """Are `op`'s trailing indices exactly `block`'s variables over whole dims, with the
+    other reduction variables (`outer`) only in the leading indices, each alone?"""
+    n = len(block)
+    shape = op.memref.type.get_shape()  # pyright: ignore[reportAttributeAccessIssue]
+    if len(op.indices) < n or list(shape[-n:]) != trips:
+        return False
+    if any(op.indices[-n + d] is not block[d] for d in range(n)):
+        return False
+    lead = op.indices[:-n]
+    if any(depends_on(i, iv) for i in lead for iv in block):
+        return False
+    return all(i in outer or not any(depends_on(i, iv) for iv in outer) for i in lead)
 
 
 def flat_reduction_script(kernel: KernelOp, nest: Nest) -> str:
