@@ -329,7 +329,8 @@ class Trainer:
             self.optimizer = dataclasses.replace(self.optimizer, groups=tuple(param_groups))
         # momentum a schedule cycles is a run-time input: built in even where it is 0
         declared = self.optimizer
-        if scheduler is not None and lr_scheduler.cycles_momentum(scheduler):
+        probe = self.optimizer.assign(list(self.model.param_names)) if scheduler else None
+        if scheduler is not None and lr_scheduler.cycles_momentum(scheduler, probe):
             cycle_momentum = True
         if cycle_momentum:
             self.optimizer = _momentum_built_in(self.optimizer)
@@ -371,8 +372,8 @@ class Trainer:
                 if "momentum" in options:
                     group["momentum"] = options["momentum"]
             self._push_hyper()
-        # a scheduler factory (OneCycleLR, or functools.partial(OneCycleLR, ...)) made on
-        # this trainer; stepped by the user, as torch's
+        # a scheduler factory (a scheduler class, a functools.partial of one, or any
+        # callable taking the trainer) made on this trainer; stepped by the user, as torch's
         self.scheduler = scheduler(self) if scheduler is not None else None
         self._lambda = None
         if lr_lambda is not None:

@@ -50,14 +50,41 @@ def _per_group(value, groups: list, what: str) -> list:
     return [value] * len(groups)
 
 
-def cycles_momentum(factory: Any) -> bool:
-    """Whether a scheduler factory given to a Trainer (a scheduler class, or a
-    functools.partial of one) will cycle the momentum: OneCycleLR, unless its
-    cycle_momentum is False."""
+def cycles_momentum(factory: Any, groups: list[dict[str, Any]] | None = None) -> bool:
+    """Whether a scheduler factory given to a Trainer will cycle the momentum: a
+    scheduler class or a functools.partial of one (OneCycleLR, unless its cycle_momentum
+    is False), or any callable taking the trainer (a lambda, a SequentialLR of a
+    OneCycleLR): that one is made on a stand-in trainer with `groups` (the optimizer's
+    declared groups) whose momentum is compiled out, and cycles the momentum if it says
+    so. (Any other error it raises is left to its construction on the real trainer.)"""
     func, keywords = factory, {}
     if isinstance(factory, functools.partial):
         func, keywords = factory.func, factory.keywords
-    return func is OneCycleLR and bool(keywords.get("cycle_momentum", True))
+    if isinstance(func, type):
+        return func is OneCycleLR and bool(keywords.get("cycle_momentum", True))
+    if groups is None:
+        return False
+    try:
+        factory(_StandIn(groups))
+    except DlpcError as e:
+        return MOMENTUM_COMPILED_OUT in str(e)
+    except Exception:  # noqa: BLE001 - reported when made on the real trainer
+        return False
+    return False
+
+
+MOMENTUM_COMPILED_OUT = "was built with momentum 0 (compiled out)"
+
+
+class _StandIn:
+    """A trainer as a scheduler sees it at construction: param groups (copies) and no
+    run-time momentum."""
+
+    def __init__(self, groups: list[dict[str, Any]]):
+        self.param_groups = [dict(g) for g in groups]
+
+    def runtime_hyper(self) -> list[list[str]]:
+        return [["lr"] for _ in self.param_groups]
 
 
 def _check_momentum_runtime(trainer: Any, who: str) -> None:
@@ -69,8 +96,8 @@ def _check_momentum_runtime(trainer: Any, who: str) -> None:
     for k, keys in enumerate(runtime()):
         if "momentum" not in keys:
             raise DlpcError(
-                f"error: {who} cycles the momentum, but param group {k} was built with "
-                f"momentum 0 (compiled out); build the trainer with cycle_momentum=True"
+                f"error: {who} cycles the momentum, but param group {k} "
+                f"{MOMENTUM_COMPILED_OUT}; build the trainer with cycle_momentum=True"
             )
 
 

@@ -5,12 +5,17 @@ The step tests run `graph-autodiff` (passes/train/autodiff.py)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
 
 import dlpc
 from dlpc.diagnostics import DlpcError
+
+# the repository's examples, wherever pytest runs from
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 torch.manual_seed(0)
 
@@ -77,7 +82,7 @@ def test_twenty_steps_track_torch(example, opt):
     """Same init, same batches: the loss at every step and the final weights agree."""
     batch, steps = 8, 20
     trainer = dlpc.train(
-        f"examples/{example}.dlpc",
+        str(EXAMPLES / f"{example}.dlpc"),
         loss="cross_entropy",
         optimizer=OPTIMIZERS[opt][0](),
         batch_size=batch,
@@ -117,7 +122,7 @@ def _batches(n, batch=8, seed=4):
 def test_save_then_resume_is_bit_identical(tmp_path, target):
     batches = _batches(6)
     make = lambda: dlpc.train(
-        "examples/mlp.dlpc", optimizer=dlpc.optim.Adam(lr=1e-3), batch_size=8, target=target
+        str(EXAMPLES / "mlp.dlpc"), optimizer=dlpc.optim.Adam(lr=1e-3), batch_size=8, target=target
     )
     straight = make()
     straight_losses = [straight.step(x, y) for x, y in batches]
@@ -135,7 +140,7 @@ def test_save_then_resume_is_bit_identical(tmp_path, target):
 
 
 def test_state_is_resident_and_readable():
-    trainer = dlpc.train("examples/mlp.dlpc", optimizer="sgd", batch_size=8, target="c")
+    trainer = dlpc.train(str(EXAMPLES / "mlp.dlpc"), optimizer="sgd", batch_size=8, target="c")
     before = trainer.weights
     ((x, y),) = _batches(1)
     trainer.step(x, y)
@@ -143,7 +148,7 @@ def test_state_is_resident_and_readable():
     assert not np.array_equal(before["fc1.weight"], after["fc1.weight"])
     assert {"opt.step", "fc3.bias"} <= set(trainer.state)
     # trained weights feed inference
-    fn = dlpc.compile(dlpc.load("examples/mlp.dlpc", weights=after), target="c")
+    fn = dlpc.compile(dlpc.load(str(EXAMPLES / "mlp.dlpc"), weights=after), target="c")
     (out,) = fn(x[:1])
     np.testing.assert_allclose(out, trainer.predict(x)[:1], rtol=1e-4, atol=1e-5)
 
@@ -154,7 +159,9 @@ def test_fit_lowers_the_loss_on_digits():
     x, y, xv, yv, *_ = load_data("digits")
     x = fit_to_input(x, (784,), "digits", lambda m: None)
     xv = fit_to_input(xv, (784,), "digits", lambda m: None)
-    trainer = dlpc.train("examples/mlp.dlpc", optimizer=dlpc.optim.Adam(lr=1e-3), batch_size=32)
+    trainer = dlpc.train(
+        str(EXAMPLES / "mlp.dlpc"), optimizer=dlpc.optim.Adam(lr=1e-3), batch_size=32
+    )
     history = trainer.fit(x, y, epochs=3, validation=(xv, yv))
     assert history["loss"][0] > history["loss"][1] > history["loss"][2]
     assert history["val_accuracy"][-1] > 0.85
@@ -167,8 +174,8 @@ def test_named_batch_dim_binds_and_defaults_to_one():
     from dlpc.reference import graph as ref
 
     shape = lambda m: ref.graph.shape_of(ref.main_func(m.module).args[0])
-    assert shape(dlpc.load("examples/lenet.dlpc")) == (1, 1, 28, 28)
-    lenet = dlpc.load("examples/lenet.dlpc", batch=4)
+    assert shape(dlpc.load(str(EXAMPLES / "lenet.dlpc"))) == (1, 1, 28, 28)
+    lenet = dlpc.load(str(EXAMPLES / "lenet.dlpc"), batch=4)
     assert shape(lenet) == (4, 1, 28, 28)
     x = np.random.default_rng(0).standard_normal((4, 1, 28, 28)).astype(np.float32)
     (y,) = dlpc.compile(lenet, target="numpy")(x)
@@ -195,12 +202,12 @@ def test_dlpc_train_is_callable_module():
 def test_dlpc_train_errors_are_one_line(tmp_path, capsys):
     from dlpc.tools.dlpc_train import main
 
-    assert main(["examples/mlp.dlpc", "--data", "digits", "--batch", "0"]) == 1
+    assert main([str(EXAMPLES / "mlp.dlpc"), "--data", "digits", "--batch", "0"]) == 1
     assert "--batch must be >= 1" in capsys.readouterr().err
-    assert main(["examples/mlp.dlpc", "--data", "nope.csv"]) == 1
+    assert main([str(EXAMPLES / "mlp.dlpc"), "--data", "nope.csv"]) == 1
     assert "--data must be 'digits' or an .npz" in capsys.readouterr().err
     np.savez(tmp_path / "d.npz", x=np.zeros((40, 5, 7, 3), np.float32), y=np.zeros(40, np.int64))
-    assert main(["examples/mlp.dlpc", "--data", str(tmp_path / "d.npz")]) == 1
+    assert main([str(EXAMPLES / "mlp.dlpc"), "--data", str(tmp_path / "d.npz")]) == 1
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "5x7x3" in err and "784" in err
 
@@ -209,7 +216,7 @@ def test_dlpc_train_digits_short_run(tmp_path, capsys):
     from dlpc.tools.dlpc_train import main
 
     args = [
-        "examples/mlp.dlpc",
+        str(EXAMPLES / "mlp.dlpc"),
         "--data",
         "digits",
         "--epochs",
@@ -230,7 +237,7 @@ def test_step_reads_a_non_contiguous_batch():
     rng = np.random.default_rng(6)
     x = np.asfortranarray(rng.standard_normal((8, 1, 28, 28)).astype(np.float32))
     y = rng.integers(0, 10, 8)
-    a = dlpc.train("examples/lenet.dlpc", optimizer="sgd", batch_size=8, target="c")
-    b = dlpc.train("examples/lenet.dlpc", optimizer="sgd", batch_size=8, target="c")
+    a = dlpc.train(str(EXAMPLES / "lenet.dlpc"), optimizer="sgd", batch_size=8, target="c")
+    b = dlpc.train(str(EXAMPLES / "lenet.dlpc"), optimizer="sgd", batch_size=8, target="c")
     assert not x.flags["C_CONTIGUOUS"]
     assert a.step(x, y) == b.step(np.ascontiguousarray(x), y)

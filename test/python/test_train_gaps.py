@@ -150,13 +150,15 @@ def test_lars_matches_numpy(tmp_path, momentum, weight_decay):
 
 def _onecycle_both(tmp_path, dlpc_opt, torch_opt, attached=False, **options):
     """OneCycleLR over 20 steps on both: made after the trainer built with
-    cycle_momentum=True, or (`attached`) given to the Trainer as a factory."""
+    cycle_momentum=True, or (`attached`) given to the Trainer as a factory: the partial,
+    or ("lambda") any callable taking the trainer."""
     onecycle = functools.partial(
         dlpc.train.lr_scheduler.OneCycleLR, max_lr=0.3, total_steps=20, **options
     )
     if attached:
+        factory = (lambda t: onecycle(t)) if attached == "lambda" else onecycle
         trainer = dlpc.train(
-            small_model(tmp_path), optimizer=dlpc_opt, batch_size=BATCH, scheduler=onecycle
+            small_model(tmp_path), optimizer=dlpc_opt, batch_size=BATCH, scheduler=factory
         )
         ours = trainer.scheduler
     else:
@@ -180,7 +182,7 @@ def _onecycle_both(tmp_path, dlpc_opt, torch_opt, attached=False, **options):
     return trainer, momenta
 
 
-@pytest.mark.parametrize("attached", [False, True])
+@pytest.mark.parametrize("attached", [False, True, "lambda"])
 def test_onecycle_cycles_momentum_of_sgd_built_without(tmp_path, attached):
     """SGD built with momentum 0 and cycle_momentum=True (or the OneCycleLR given to the
     Trainer): OneCycleLR switches momentum on and cycles it as torch does over 20 steps

@@ -5,6 +5,8 @@ own lr and weight decay; freezing by pattern; a user's callable; the one-line er
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -12,6 +14,9 @@ from test_train_optim import BATCH, assert_same_params, batches, run_both, small
 
 import dlpc
 from dlpc.diagnostics import DlpcError
+
+# the repository's examples, wherever pytest runs from
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 sched = dlpc.train.lr_scheduler
 tsched = torch.optim.lr_scheduler
@@ -265,7 +270,7 @@ def test_compiled_in_options_are_one_line_errors(sgd_trainer, model):
 def test_dlpc_train_freeze_and_step_schedule(capsys):
     from dlpc.tools.dlpc_train import main
 
-    args = ["examples/mlp.dlpc", "--emit", "graph", "--batch", "2", "--optimizer", "adam"]
+    args = [str(EXAMPLES / "mlp.dlpc"), "--emit", "graph", "--batch", "2", "--optimizer", "adam"]
     assert main([*args, "--freeze", "fc1.*", "--schedule", "step", "--step-size", "5"]) == 0
     out = capsys.readouterr().out
     assert "opt.exp_avg.fc2.weight" in out and "opt.exp_avg.fc1.weight" not in out
