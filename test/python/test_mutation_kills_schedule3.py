@@ -915,3 +915,49 @@ def test_gemm_pipe_over_a_reduction_not_from_zero(k0, k1):
     b = rng.standard_normal((8, 32)).astype(np.float32)
     (q,) = CFunction(module, name=f"pipe{k0}")(p, b)
     np.testing.assert_allclose(q, p[:, k0:k1] @ b[k0:k1], rtol=1e-5, atol=1e-5)
+
+
+def test_warnings_name_the_first_three_kernels():
+    """default._first_three: the tuning-log warnings name up to three kernels, then
+    `...` when there are more."""
+    from dlpc.passes.schedule.default import _first_three
+
+    assert _first_three(["a"]) == "a"
+    assert _first_three(["a", "b", "c"]) == "a, b, c"
+    assert _first_three(["a", "b", "c", "d"]) == "a, b, c, ..."
+
+
+# an init nest (out = 0) over OUT elements, then the reduction into out
+INIT_POST = """
+func.func @main(%x: memref<OUTx4xf32>, %out: memref<OUTxf32>)
+    attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "k" {
+    loop.for %i = 0 to OUT step 1 {name = "i0_init"} {
+      %z = arith.constant 0.000000e+00 : f32
+      memref.store %z, %out[%i] : memref<OUTxf32>
+    }
+    loop.for %i = 0 to OUT step 1 {name = "i0"} {
+      loop.for %r = 0 to 4 step 1 {name = "r0", reduction} {
+        %v = memref.load %x[%i, %r] : memref<OUTx4xf32>
+        %o = memref.load %out[%i] : memref<OUTxf32>
+        %s = arith.addf %o, %v : f32
+        memref.store %s, %out[%i] : memref<OUTxf32>
+      }
+    }
+  }
+  func.return
+}"""
+
+
+@pytest.mark.parametrize("n, vectorized", [(8, True), (1, False)])
+def test_finish_vectorizes_an_init_nest_of_more_than_one_element(n, vectorized):
+    """default.finish_kernel: an init (or epilogue) nest's innermost loop is vectorized
+    when it has more than one iteration (and no loop inside); the reduction's loops are
+    left as they are."""
+    from dlpc.passes.schedule.default import finish_kernel
+
+    (kernel,) = kernels(parse_module(INIT_POST.replace("OUT", str(n))))
+    finish_kernel(kernel)
+    loops = {lp.loop_name: lp for lp in kernel.loops()}
+    assert (loops["i0_init"].vectorize is not None) is vectorized
+    assert loops["i0"].vectorize is None and loops["r0"].vectorize is None
