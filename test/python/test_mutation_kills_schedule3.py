@@ -961,3 +961,52 @@ def test_finish_vectorizes_an_init_nest_of_more_than_one_element(n, vectorized):
     loops = {lp.loop_name: lp for lp in kernel.loops()}
     assert (loops["i0_init"].vectorize is not None) is vectorized
     assert loops["i0"].vectorize is None and loops["r0"].vectorize is None
+
+
+def _mm(m: int, n: int, k: int, b_transposed: bool = False) -> str:
+    bshape, bidx = (f"{n}x{k}", "%j, %r") if b_transposed else (f"{k}x{n}", "%r, %j")
+    return f"""
+func.func @main(%A: memref<{m}x{k}xf32>, %B: memref<{bshape}xf32>, %C: memref<{m}x{n}xf32>) {{
+  loop.kernel "mm" {{
+    loop.for %i = 0 to {m} step 1 {{name = "i0"}} {{
+      loop.for %j = 0 to {n} step 1 {{name = "i1"}} {{
+        loop.for %r = 0 to {k} step 1 {{name = "r0", reduction}} {{
+          %a = memref.load %A[%i, %r] : memref<{m}x{k}xf32>
+          %b = memref.load %B[{bidx}] : memref<{bshape}xf32>
+          %c = memref.load %C[%i, %j] : memref<{m}x{n}xf32>
+          %p = arith.mulf %a, %b : f32
+          %s = arith.addf %c, %p : f32
+          memref.store %s, %C[%i, %j] : memref<{m}x{n}xf32>
+        }}
+      }}
+    }}
+  }}
+  func.return
+}}"""
+
+
+@pytest.mark.parametrize(
+    "intrinsic, m, n, k, fits",
+    [
+        ("gemm", 24, 16, 4, True),  # MAX_MR rows
+        ("gemm", 25, 16, 4, False),
+        ("gemm", 2, 128, 4, True),  # MAX_NR columns
+        ("gemm", 2, 129, 4, False),
+        ("gemm", 16, 32, 4, True),  # 512 = MAX_TILE accumulators
+        ("gemm", 17, 32, 4, False),
+        ("dot", 4, 6, 16, True),  # 24 = MAX_DOT partial-sum vectors, k = LANES
+        ("dot", 5, 5, 16, False),
+        ("dot", 2, 2, 15, False),  # a reduction shorter than one vector
+    ],
+)
+def test_tensorize_tiles_within_the_register_file(intrinsic, m, n, k, fits):
+    """tensorize's extent limits, at and just past each bound: a gemm tile of at most
+    MAX_MR rows, MAX_NR columns and MAX_TILE accumulators; a dot block of at most
+    MAX_DOT partial sums over a reduction of at least LANES iterations."""
+    module = parse_module(_mm(m, n, k, b_transposed=intrinsic == "dot"))
+    options = dict(kernel="mm", loop="i0", intrinsic=intrinsic)
+    if fits:
+        pipeline.run("loop-tensorize", module, pipeline.PipelineOptions(), **options)
+    else:
+        with pytest.raises(Exception, match="exceeds the register file|at least 16"):
+            pipeline.run("loop-tensorize", module, pipeline.PipelineOptions(), **options)
