@@ -1243,3 +1243,21 @@ def test_constant_of_shape_of_a_run_time_value_names_it():
     ]
     m = load_model(model(nodes, {"x": np.zeros((2, 3), np.float32)}, {"z": I64([0])}, outputs=()))
     assert m.specialiser is not None and m.specialiser.shape_inputs == ["x"]
+
+
+@pytest.mark.parametrize(
+    "attrs", [{}, {"reduction": "sum"}, {"reduction": "none", "ignore_index": 1}], ids=str
+)
+def test_negative_log_likelihood_through_its_context_dependent_function(attrs):
+    """NegativeLogLikelihoodLoss has no handler: its context-dependent ONNX function
+    (built for these input types, the schema's default reduction 'mean' filled in) is
+    imported node by node."""
+    x = np.random.default_rng(21).standard_normal((4, 3)).astype(np.float32)
+    t = np.array([0, 2, 1, 2], np.int64)
+    check([node("NegativeLogLikelihoodLoss", ["x", "t"], **attrs)], {"x": x, "t": t}, opset=13)
+
+
+def test_center_crop_pad_through_its_function_with_axes():
+    x = np.arange(30, dtype=np.float32).reshape(5, 6)
+    check([node("CenterCropPad", ["x", "s"])], {"x": x}, {"s": I64([3, 8])})
+    check([node("CenterCropPad", ["x", "s"], axes=[-1])], {"x": x}, {"s": I64([4])})
