@@ -1010,3 +1010,42 @@ def test_tensorize_tiles_within_the_register_file(intrinsic, m, n, k, fits):
     else:
         with pytest.raises(Exception, match="exceeds the register file|at least 16"):
             pipeline.run("loop-tensorize", module, pipeline.PipelineOptions(), **options)
+
+
+@pytest.mark.parametrize(
+    "step, ok",
+    [
+        ("split k/i0 by 1 -> a, b", True),  # a factor of 1 divides any loop
+        ("split k/i0 by 8 -> a, b", True),  # the whole loop
+        ("split k/i0 by 0 -> a, b", False),
+        ("split k/i0 by 3 -> a, b", False),  # 3 does not divide 8
+        ("unroll k/i0 by 1", True),
+        ("unroll k/i0 by 8", True),  # the trip count: a full unroll
+        ("unroll k/i0 by 9", False),
+        ("unroll k/i0 by 0", False),
+    ],
+)
+def test_split_and_unroll_factors_at_their_bounds(step, ok):
+    """split's factor divides the loop (1 and the trip count included), unroll's is
+    between 1 and the trip count (both included); others are refused."""
+    from dlpc.passes.schedule.script import apply_script
+
+    module = parse_module(ADD8)
+    if ok:
+        apply_script(module, step)
+    else:
+        with pytest.raises(Exception, match="factor"):
+            apply_script(module, step)
+
+
+ADD8 = """
+func.func @main(%x: memref<8xf32>, %y: memref<8xf32>) {
+  loop.kernel "k" {
+    loop.for %i = 0 to 8 step 1 {name = "i0"} {
+      %v = memref.load %x[%i] : memref<8xf32>
+      %w = arith.addf %v, %v : f32
+      memref.store %w, %y[%i] : memref<8xf32>
+    }
+  }
+  func.return
+}"""
