@@ -56,6 +56,11 @@ func.func @main(%x: memref<64xf32>, %out: memref<4x2xf32>) {
         (8, 2, 7, 8, "divsi", None),
         # a negative value at i = 0 (truncating division): not affine
         (8, 2, -1, 8, "divsi", None),
+        # (8 i + j + 6) % 8 = j + 6 reaches 7 = K - 1 at most: still exact
+        (8, 2, 6, 8, "divsi", (0, {"i": 1})),
+        (8, 2, 6, 8, "remsi", (6, {"j": 1})),
+        # a division by 0 (or less) is no delinearization
+        (8, 2, 0, 0, "divsi", None),
     ],
 )
 def test_delinearized_division_is_exact_or_refused(c, j, off, k, op, expect):
