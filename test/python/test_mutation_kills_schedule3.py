@@ -1054,3 +1054,73 @@ func.func @main(%x: memref<8xf32>, %y: memref<8xf32>) {
   }
   func.return
 }"""
+
+
+# depthwise 3x3 convs (batch, channels, height, width): the script after "decompose K"
+DEPTHWISE_CASES = {
+    # a 64-wide row is 4 vectors: whole, one row a tile; 36 864 MACs: serial
+    "row-64": (
+        (1, 4, 16, 64),
+        "reorder K: i0, i1, i2, r0, r1, r2, i3\ncache_read K/i1 @0 -> K_xp\n"
+        "cache_write K/i2 @2 -> K_acc\nunroll K/r0\nunroll K/r1\nunroll K/r2\n"
+        "vectorize K/i3\nserial K",
+    ),
+    # 80 columns are more than 4 vectors: tiles of 16 columns, 4 rows each
+    "row-80": (
+        (1, 4, 16, 80),
+        "split K/i2 by 4 -> i2o, i2i\nsplit K/i3 by 16 -> i3o, i3i\n"
+        "reorder K: i0, i1, i2o, i3o, r0, r1, r2, i2i, i3i\ncache_read K/i1 @0 -> K_xp\n"
+        "cache_write K/i3o @2 -> K_acc\nunroll K/r0\nunroll K/r1\nunroll K/r2\n"
+        "unroll K/i2i\nvectorize K/i3i\nserial K",
+    ),
+    # a batch of 2 and 73 728 MACs (>= DEPTHWISE_PARALLEL_MACS): (image, channel) planes
+    # one parallel loop
+    "batch": (
+        (2, 4, 16, 64),
+        "reorder K: i0, i1, i2, r0, r1, r2, i3\ncache_read K/i1 @0 -> K_xp\n"
+        "cache_write K/i2 @2 -> K_acc\nunroll K/r0\nunroll K/r1\nunroll K/r2\n"
+        "vectorize K/i3\nserial K\nfuse K/i0, i1 -> i0i1\nparallel K/i0i1",
+    ),
+    # one vector a row (14 columns): 2 of the 14 rows a tile; (16 columns: 4 of 16)
+    "row-14": (
+        (1, 4, 14, 14),
+        "split K/i2 by 2 -> i2o, i2i\nreorder K: i0, i1, i2o, r0, r1, r2, i2i, i3\n"
+        "cache_read K/i1 @0 -> K_xp\ncache_write K/i2o @2 -> K_acc\nunroll K/r0\n"
+        "unroll K/r1\nunroll K/r2\nunroll K/i2i\nvectorize K/i3\nserial K",
+    ),
+    # 2x2 taps over 64 x 64 outputs of 4 channels: 65 536 MACs, exactly
+    # DEPTHWISE_PARALLEL_MACS: parallel over the channels (unpadded: no staged copy)
+    "macs-2-16": (
+        (1, 4, 65, 65, 2, 0),
+        "reorder K: i0, i1, i2, r0, r1, r2, i3\ncache_write K/i2 @2 -> K_acc\n"
+        "unroll K/r0\nunroll K/r1\nunroll K/r2\nvectorize K/i3\nserial K\nparallel K/i1",
+    ),
+    "row-16": (
+        (1, 16, 16, 16),
+        "split K/i2 by 4 -> i2o, i2i\nreorder K: i0, i1, i2o, r0, r1, r2, i2i, i3\n"
+        "cache_read K/i1 @0 -> K_xp\ncache_write K/i2o @2 -> K_acc\nunroll K/r0\n"
+        "unroll K/r1\nunroll K/r2\nunroll K/i2i\nvectorize K/i3\nserial K",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", DEPTHWISE_CASES)
+def test_depthwise_template_decisions(tmp_path, case):
+    """depthwise.depthwise_tile_script (through conv_tile_script): NCHW planes staged
+    per (image, channel), rows x the row in registers, each case's reason above."""
+    from dlpc.passes.schedule.conv import conv_tile_script
+
+    shape, script = DEPTHWISE_CASES[case]
+    n, c, h, w, taps, pad = (*shape, 3, 1)[:6] if len(shape) == 4 else shape
+    (tmp_path / "d.dlpc").write_text(
+        f"model d(x: f32[B, {c}, {h}, {w}]) {{\n"
+        f"  param k: f32[{c}, 1, {taps}, {taps}] = kaiming(seed=5)\n"
+        f"  return conv2d(x, k, padding={pad}, groups={c})\n}}\n"
+    )
+    model = dlpc.load(tmp_path / "d.dlpc", batch=n)
+    module = pipeline.lower(model.module.clone(), "loop", pipeline.PipelineOptions(opt_level=0))
+    (kernel,) = [k for k in kernels(module) if (m := analyse(k)) is not None and m.reduce]
+    nest = analyse(kernel)
+    assert nest is not None
+    got = conv_tile_script(kernel, nest, threads=2)
+    assert got == f"decompose {kernel.sym}\n" + script.replace("K", kernel.sym)
