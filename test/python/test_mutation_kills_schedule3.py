@@ -1124,3 +1124,20 @@ def test_depthwise_template_decisions(tmp_path, case):
     assert nest is not None
     got = conv_tile_script(kernel, nest, threads=2)
     assert got == f"decompose {kernel.sym}\n" + script.replace("K", kernel.sym)
+
+
+def test_a_nest_without_one_reduction_is_not_gemm_shaped():
+    """default.py:133 (`len(nest.reduce) != 1` -> `> 1`): gemm_operands is None for a
+    nest with no reduction loop (an elementwise add) as for one with two (a conv's
+    window), and gemm_script refuses either with a ScheduleError, not an IndexError."""
+    from dlpc.passes.schedule import default
+    from dlpc.passes.schedule._common import ScheduleError
+
+    (mm,) = kernels(parse_module(_mm(8, 8, 8)))
+    for nest in (
+        Nest(["i0", "i1"], [], {"i0": 8, "i1": 8}),
+        Nest(["i0"], ["i1", "r0"], {"i0": 8, "i1": 8, "r0": 8}),
+    ):
+        assert default.gemm_operands(mm, nest) is None
+        with pytest.raises(ScheduleError, match="not gemm-shaped"):
+            default.gemm_script(mm, nest, default.GemmParams(8, 8, 8, 8, 8))
