@@ -433,3 +433,52 @@ def test_onnx_scan_of_different_lengths_is_one_line(tmp_path):
     _, path = _save(_scan_graph(lengths=(4, 3)), tmp_path)
     with pytest.raises(DlpcError, match="scan inputs have different lengths \\[3, 4\\]"):
         dlpc.load(path)
+
+
+def _scan8_graph(lens: list[int] | None, batch: int = 2, length: int = 3):
+    """Scan-8 (opset 8): a batch of 2, each element s <- s + x over 3 steps, scan output s."""
+    body = helper.make_graph(
+        [
+            helper.make_node("Add", ["s_in", "x"], ["s_out"]),
+            helper.make_node("Identity", ["s_out"], ["o"]),
+        ],
+        "body",
+        [_vi("s_in", [2]), _vi("x", [2])],
+        [_vi("s_out", [2]), _vi("o", [2])],
+    )
+    init = []
+    if lens is not None:
+        init = [helper.make_tensor("lens", TensorProto.INT64, [batch], lens)]
+    node = helper.make_node(
+        "Scan",
+        ["lens" if lens is not None else "", "s0", "xs"],
+        ["s", "outs"],
+        body=body,
+        num_scan_inputs=1,
+    )
+    return helper.make_graph(
+        [node],
+        "g",
+        [_vi("s0", [batch, 2]), _vi("xs", [batch, length, 2])],
+        [_vi("s", [batch, 2]), _vi("outs", [batch, length, 2])],
+        initializer=init,
+    )
+
+
+@pytest.mark.parametrize("lens", [None, [3, 3]])
+def test_onnx_scan8_per_batch_element(lens, tmp_path):
+    model, path = _save(_scan8_graph(lens), tmp_path, opset=8)
+    rng = np.random.default_rng(4)
+    s0 = rng.standard_normal((2, 2)).astype(np.float32)
+    xs = rng.standard_normal((2, 3, 2)).astype(np.float32)
+    s, outs = dlpc.compile(dlpc.load(path), target="numpy")(s0, xs)
+    np.testing.assert_allclose(outs, s0[:, None, :] + np.cumsum(xs, axis=1), rtol=1e-6)
+    np.testing.assert_allclose(s, s0 + xs.sum(1), rtol=1e-6)
+
+
+def test_onnx_scan8_shorter_sequence_is_one_line(tmp_path):
+    _, path = _save(_scan8_graph([3, 2]), tmp_path, opset=8)
+    with pytest.raises(
+        DlpcError, match="Scan-8 with sequence_lens \\[3, 2\\] shorter than the scan length \\[3\\]"
+    ):
+        dlpc.load(path)
