@@ -440,18 +440,29 @@ class Generic:
                 self.max[name] = self.declared[name] = cap
         owner.maxima = dict(self.declared)
         self.fn: Callable[..., list[np.ndarray]] | None = None
+        self.guard_reductions = False  # (set when a schedule lost a reduction's mark)
         self.padded: list[np.ndarray] = []  # per input: its max-shaped buffer
 
     def compile(self) -> None:
+        from xdsl.dialects.builtin import UnitAttr
+
+        from dlpc.passes.lower._symbolic import GUARD_REDUCTIONS, integer_maxima
         from dlpc.passes.lower._symbolic import MAX_ATTR as attr
-        from dlpc.passes.lower._symbolic import integer_maxima
 
         owner, model = self.owner, self.owner.model
         module = model.module.clone()
-        ref.main_func(module).attributes[attr] = integer_maxima(self.max)
+        main = ref.main_func(module)
+        main.attributes[attr] = integer_maxima(self.max)
+        if self.guard_reductions:
+            main.attributes[GUARD_REDUCTIONS] = UnitAttr()
         try:
             compiled = owner.compile_static(Model(module, model.weights, model.name, model.path))
         except DlpcError as e:
+            owner.stats["compiles"] += 1
+            if GUARD_REDUCTIONS in str(e) and not self.guard_reductions:
+                # a schedule lost a reduction's mark: reductions guarded, unscheduled
+                self.guard_reductions = True
+                return self.compile()
             raise GenericUnavailable(str(e)) from None
         owner.stats["compiles"] += 1
         self.fn = getattr(compiled, "_direct", None) or compiled

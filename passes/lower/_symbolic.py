@@ -60,9 +60,15 @@ MAX_ATTR = "dlpc.max_dims"  # the function's attribute: each symbol's maximum
 # there (loop-runtime-extents guards the loop); a schedule's split keeps it on the outer
 # loop (whose induction variable counts in the dim's own units)
 EXTENT_ATTR = "dlpc.extent"
-# with it, on a loop a split made: the loops whose ivs, added to this loop's, give the
-# dim's index (passes/schedule/_common.split_extent)
+# with it, on a loop a split made: the ids (ID_ATTR) of the loops whose ivs, added to
+# this loop's, give the dim's index (passes/schedule/_common.split_extent)
 BASE_ATTR = "dlpc.extent_base"
+ID_ATTR = "dlpc.extent_id"  # a split's outer loop: its id in the kernel
+# a kernel's attribute: it reduces over a symbolic extent, so every loop that reads its
+# inputs at its own index must keep its mark and stop exactly (loop-runtime-extents)
+EXACT_ATTR = "dlpc.exact"
+# the function's attribute: guard reduction loops at te-to-loop instead (unscheduled)
+GUARD_REDUCTIONS = "dlpc.guard_reductions"
 
 
 def is_symbolic_type(ty: Attribute) -> bool:
@@ -195,6 +201,7 @@ class Maxima:
                     self.max[k] = v.value.data
         self.fname = fn.sym_name.data
         self.dims: SSAValue | None = None  # the loop-level buffer of dlpc_dims
+        self.guard_reductions = GUARD_REDUCTIONS in fn.attributes
 
     def bound(self, d: symdims.Dim, what: str) -> int:
         """The largest value of `d` the program serves (its buffers' extent)."""

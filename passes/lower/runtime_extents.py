@@ -32,14 +32,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
+from xdsl.dialects import memref
 from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, ModuleOp, StringAttr
-from xdsl.ir import SSAValue
+from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import VerifyException
 
 from dlpc.dialects import symdims
-from dlpc.dialects.loop import ForOp, KernelOp
-from dlpc.passes.lower._symbolic import BASE_ATTR, DIMS_ATTR, EXTENT_ATTR, guard
+from dlpc.dialects.loop import ForOp, KernelOp, defined_inside
+from dlpc.passes.lower._symbolic import (
+    BASE_ATTR,
+    DIMS_ATTR,
+    EXACT_ATTR,
+    EXTENT_ATTR,
+    GUARD_REDUCTIONS,
+    ID_ATTR,
+    guard,
+)
 from dlpc.passes.lower.prepack import PREPARE
 from dlpc.passes.lower.view_copies import main_function
 
@@ -52,6 +61,9 @@ class LoopRuntimeExtents(ModulePass):
     name = "loop-runtime-extents"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        exact: set[ForOp] = set()
+        for kernel in [k for k in op.walk() if isinstance(k, KernelOp)]:
+            exact |= _exact_loops(kernel, self.name)
         marked = [o for o in op.walk() if isinstance(o, ForOp) and EXTENT_ATTR in o.attributes]
         if not marked:
             return
@@ -81,30 +93,106 @@ class LoopRuntimeExtents(ModulePass):
                     f"one of @{fn.sym_name.data}'s dims ({', '.join(order)})"
                 )
             tile = "unroll" in loop.attributes or "vectorize" in loop.attributes
-            if tile or isinstance(extent, int) or _prepares(loop):
+            if (tile and loop not in exact) or isinstance(extent, int) or _prepares(loop):
                 loop.attributes.pop(BASE_ATTR, None)
                 continue  # (runs to its static bound: past the extent it computes padding)
             base = _base(loop)
             if base is not None:  # (None: a loop the index's other parts run in is inside)
                 guard(loop, extent, dims, order, base)
+            elif loop in exact:
+                raise VerifyException(
+                    f"{self.name}: loop '{loop.loop_name}' reduces over '{text.data}' but a "
+                    f"loop its index adds to is no longer around it; lower with "
+                    f"{GUARD_REDUCTIONS} on @main"
+                )
+        for loop in [o for o in op.walk() if isinstance(o, ForOp)]:
+            loop.attributes.pop(ID_ATTR, None)
 
 
 def _base(loop: ForOp) -> list[SSAValue] | None:
-    """The ivs of the enclosing loops `dlpc.extent_base` names (a split's outer loops:
-    with `loop`'s iv they sum to the lowest original index of an iteration), or None
-    when one of them is not around `loop` (a reorder moved it inside)."""
-    names = loop.attributes.pop(BASE_ATTR, None)
-    wanted = [a.data for a in names.data] if isinstance(names, ArrayAttr) else []
-    found: dict[str, SSAValue] = {}
+    """The ivs of the enclosing loops whose `dlpc.extent_id`s `dlpc.extent_base` lists
+    (a split's outer loops: with `loop`'s iv they sum to the lowest original index of
+    an iteration), or None when one of them is not around `loop` (a reorder moved it
+    inside)."""
+    ids = loop.attributes.pop(BASE_ATTR, None)
+    wanted = [_id(a) for a in ids.data] if isinstance(ids, ArrayAttr) else []
+    found: dict[int, SSAValue] = {}
     parent = loop.parent_op()
     while parent is not None and not isinstance(parent, KernelOp):
-        name = parent.loop_name if isinstance(parent, ForOp) else None
-        if isinstance(parent, ForOp) and name is not None and name in wanted:
-            found[name] = parent.induction_var
+        if isinstance(parent, ForOp):
+            own = _id(parent.attributes.get(ID_ATTR))
+            if own in wanted and own not in found:
+                found[own] = parent.induction_var
         parent = parent.parent_op()
     if len(found) != len(wanted):
         return None
     return [found[n] for n in wanted]
+
+
+def _id(attr: object) -> int:
+    return attr.value.data if isinstance(attr, IntegerAttr) else -1
+
+
+def _exact_loops(kernel: KernelOp, pass_name: str) -> set[ForOp]:
+    """The marked loops a schedule made from a kernel's reduction loops over symbolic
+    extents (`dlpc.exact` lists te-to-loop's names; a schedule's names extend them:
+    r0 -> r0o, r0_rf, r0_first): they are guarded whatever their annotations (a sum
+    must not read padding). Such a loop without a mark must not read outside the kernel
+    at an index that depends on it (r0_fold folds a local buffer: it may),
+    unless it runs once from 0 (a peeled first iteration, whose index is its marked
+    outer loops'); one that does (a schedule dropped its mark) is an error. Removes
+    `dlpc.exact`."""
+    roots = kernel.attributes.pop(EXACT_ATTR, None)
+    if not isinstance(roots, ArrayAttr):
+        return set()
+    names = [a.data for a in roots.data if isinstance(a, StringAttr)]
+    exact: set[ForOp] = set()
+    for loop in [o for o in kernel.walk() if isinstance(o, ForOp)]:
+        if not _derives(loop.loop_name, names):
+            continue
+        if EXTENT_ATTR in loop.attributes:
+            exact.add(loop)
+        elif not (loop.lower == 0 and loop.trip_count == 1) and _reads_outside(loop, kernel):
+            raise VerifyException(
+                f"{pass_name}: kernel '{kernel.sym}': loop '{loop.loop_name}' has no "
+                f"{EXTENT_ATTR} mark but reads the kernel's inputs at its index, in a "
+                f"kernel that reduces over a symbolic extent; lower with {GUARD_REDUCTIONS} "
+                f"on @main"
+            )
+    return exact
+
+
+def _derives(name: str | None, roots: list[str]) -> bool:
+    """Whether loop `name` is one of `roots` or a schedule's loop made from one."""
+    return name is not None and any(
+        name == r or (name.startswith(r) and not name[len(r)].isdigit()) for r in roots
+    )
+
+
+def _reads_outside(loop: ForOp, kernel: KernelOp) -> bool:
+    """Whether a load in `loop` of a buffer defined outside `kernel` has an index that
+    depends on `loop`'s induction variable."""
+    iv = loop.induction_var
+    for op in loop.walk():
+        if not isinstance(op, memref.LoadOp) or defined_inside(op.memref, kernel):
+            continue
+        if any(_depends(i, iv) for i in op.indices):
+            return True
+    return False
+
+
+def _depends(value: SSAValue, iv: SSAValue) -> bool:
+    todo: list[SSAValue] = [value]
+    seen: set[SSAValue] = set()
+    while todo:
+        v = todo.pop()
+        if v is iv:
+            return True
+        if v in seen or not isinstance(v.owner, Operation):
+            continue
+        seen.add(v)
+        todo += list(v.owner.operands)
+    return False
 
 
 def _prepares(loop: ForOp) -> bool:

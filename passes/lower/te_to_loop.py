@@ -75,6 +75,7 @@ from dlpc.dialects.loop import ForOp, KernelOp, defined_inside
 from dlpc.dialects.typed import float_type
 from dlpc.passes.lower._symbolic import (
     DIMS_ATTR,
+    EXACT_ATTR,
     EXTENT_ATTR,
     Maxima,
     guard,
@@ -188,20 +189,27 @@ class KernelBuilder:
 
     def guarded(self, kernel: KernelOp) -> KernelOp:
         """`kernel` with its loops over symbolic extents bounded (passes/lower/_symbolic.py):
-        a reduction loop (a sum must not read padding), and every loop of a kernel whose
-        body reads the dims (its indices depend on them), under its guard now (outer
-        loops first); the spatial loops of other kernels only marked `dlpc.extent`, so
-        that schedules see plain nests (loop-runtime-extents guards what is left of them
-        after scheduling)."""
+        every loop of a kernel whose body reads the dims (its indices depend on them)
+        under its guard now (outer loops first); the loops of other kernels only marked
+        `dlpc.extent`, so that schedules see plain nests (loop-runtime-extents guards
+        what is left of them after scheduling). A reduction must stop exactly (a sum
+        must not read padding): its kernel gets `dlpc.exact`, which loop-runtime-extents
+        checks; `dlpc.guard_reductions` on the function guards reductions at once
+        instead (unscheduled: the fallback when a schedule loses a mark)."""
         if self.guards:
             assert self.maxima is not None and self.maxima.dims is not None
             dims = self.maxima.dims
             reads = any(isinstance(op, memref.LoadOp) and op.memref is dims for op in kernel.walk())
+            exact: list[Attribute] = []
             for loop, dim, reduction in self.guards:
-                if reduction or reads:
+                if reads or (reduction and self.maxima.guard_reductions):
                     guard(loop, dim, dims, self.maxima.names)
-                else:
-                    loop.attributes[EXTENT_ATTR] = StringAttr(str(dim))
+                    continue
+                loop.attributes[EXTENT_ATTR] = StringAttr(str(dim))
+                if reduction:
+                    exact.append(StringAttr(loop.loop_name or ""))
+            if exact:
+                kernel.attributes[EXACT_ATTR] = ArrayAttr(exact)
             self.guards = []
         return kernel
 

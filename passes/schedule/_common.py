@@ -21,7 +21,6 @@ from xdsl.dialects.builtin import (
     IntegerAttr,
     MemRefType,
     ModuleOp,
-    StringAttr,
 )
 from xdsl.ir import Block, BlockArgument, Operation, OpResult, SSAValue
 from xdsl.utils.exceptions import VerifyException
@@ -207,18 +206,28 @@ def copy_annotations(src: ForOp, dst: ForOp, keys: Sequence[str]) -> None:
             dst.attributes[key] = src.attributes[key]
 
 
-def split_extent(target: ForOp, out: ForOp, inn: ForOp, outer: str) -> None:
+def split_extent(target: ForOp, out: ForOp, inn: ForOp) -> None:
     """A loop over a symbolic extent (`dlpc.extent`, passes/lower/_symbolic.py) split:
-    both loops keep the extent; the original index is the inner iv plus the ivs of the
-    loops `dlpc.extent_base` names (the outer one's, and the target's own base)."""
+    both loops keep the extent; the outer one gets a `dlpc.extent_id` fresh in the
+    kernel, and the original index is the inner iv plus the ivs of the loops whose ids
+    `dlpc.extent_base` lists (the outer one, and the target's own base): ids, not names,
+    since later schedules rename loops."""
     if "dlpc.extent" not in target.attributes:
         return
+    kernel = target.kernel()
+    taken = [
+        o.attributes["dlpc.extent_id"]
+        for o in kernel.walk()
+        if isinstance(o, ForOp) and "dlpc.extent_id" in o.attributes
+    ]
+    fresh = 1 + max((a.value.data for a in taken if isinstance(a, IntegerAttr)), default=0)
     base = target.attributes.get("dlpc.extent_base")
-    names = list(base.data) if isinstance(base, ArrayAttr) else []
-    for loop, below in ((out, names), (inn, [*names, StringAttr(outer)])):
+    ids = list(base.data) if isinstance(base, ArrayAttr) else []
+    for loop, below in ((out, ids), (inn, [*ids, IntegerAttr(fresh, 64)])):
         loop.attributes["dlpc.extent"] = target.attributes["dlpc.extent"]
         if below:
             loop.attributes["dlpc.extent_base"] = ArrayAttr(below)
+    out.attributes["dlpc.extent_id"] = IntegerAttr(fresh, 64)
 
 
 def move_ops(src: Block, dst: Block) -> None:

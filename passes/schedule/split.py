@@ -65,7 +65,7 @@ def split(
     inn = ForOp(0, step * factor, step, name=inner)
     copy_annotations(target, out, ("reduction", "parallel"))
     copy_annotations(target, inn, ("reduction", "vectorize"))
-    split_extent(target, out, inn, outer)
+    split_extent(target, out, inn)
     out.block.add_op(inn)
     name_iv(out)
     name_iv(inn)

@@ -36,3 +36,18 @@ func.func @main(%x: memref<4xf32>, %dlpc_dims: memref<1xi64>, %out0: memref<4xf3
   }
   func.return
 }
+
+// -----
+
+// CHECK: loop-runtime-extents: kernel 'sum_0': loop 'r0o' has no dlpc.extent mark but reads the kernel's inputs at its index, in a kernel that reduces over a symbolic extent; lower with dlpc.guard_reductions on @main
+func.func @main(%x: memref<16xf32>, %dlpc_dims: memref<1xi64>, %out0: memref<f32>) attributes {dlpc.dims = ["seq"], dlpc.num_inputs = 2 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "sum_0" attributes {dlpc.exact = ["r0"]} {
+    loop.for %r0o = 0 to 16 step 1 {name = "r0o"} {
+      %v = memref.load %x[%r0o] : memref<16xf32>
+      %a = memref.load %out0[] : memref<f32>
+      %s = arith.addf %a, %v : f32
+      memref.store %s, %out0[] : memref<f32>
+    }
+  }
+  func.return
+}

@@ -1,8 +1,9 @@
 // RUN: dlpc-opt %s --split-input-file -p loop-runtime-extents | filecheck %s
 // RUN: dlpc-opt %s --split-input-file -p loop-runtime-extents -p loop-runtime-extents | filecheck %s
 
-// A loop over a symbolic extent (dlpc.extent), split by a schedule into i0o (step 4)
-// and i0i (its index is i0o + i0i: dlpc.extent_base): each loop's body runs only below
+// A loop over a symbolic extent (dlpc.extent), split by a schedule into i0o (step 4,
+// dlpc.extent_id 1) and i0i (its index is i0o + i0i: dlpc.extent_base names id 1):
+// each loop's body runs only below
 // the call's seq (read from dlpc_dims); the marks are gone, so a second run changes
 // nothing.
 
@@ -23,8 +24,8 @@
 // CHECK-NOT:     dlpc.extent
 func.func @main(%x: memref<16x8xf32>, %dlpc_dims: memref<1xi64>, %out0: memref<16x8xf32>) attributes {dlpc.dims = ["seq"], dlpc.num_inputs = 2 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
   loop.kernel "neg_0" {
-    loop.for %i0o = 0 to 16 step 4 {name = "i0o", parallel, dlpc.extent = "seq"} {
-      loop.for %i0i = 0 to 4 step 1 {name = "i0i", dlpc.extent = "seq", dlpc.extent_base = ["i0o"]} {
+    loop.for %i0o = 0 to 16 step 4 {name = "i0o", parallel, dlpc.extent = "seq", dlpc.extent_id = 1 : i64} {
+      loop.for %i0i = 0 to 4 step 1 {name = "i0i", dlpc.extent = "seq", dlpc.extent_base = [1 : i64]} {
         %i0 = arith.addi %i0o, %i0i : index
         loop.for %i1 = 0 to 8 step 1 {name = "i1", vectorize} {
           %v = memref.load %x[%i0, %i1] : memref<16x8xf32>
@@ -48,6 +49,26 @@ func.func @main(%x: memref<4xf32>, %dlpc_dims: memref<1xi64>, %out0: memref<4xf3
     loop.for %i0 = 0 to 4 step 1 {name = "i0", unroll = 4 : i64, dlpc.extent = "seq"} {
       %v = memref.load %x[%i0] : memref<4xf32>
       memref.store %v, %out0[%i0] : memref<4xf32>
+    }
+  }
+  func.return
+}
+
+// -----
+
+// A kernel reducing over seq (dlpc.exact names r0): its marked reduction loop is
+// guarded even though vectorized (a sum must not read padding).
+// CHECK-LABEL: func.func @main
+// CHECK:         loop.for %[[R:.*]] = 0 to 16 step 1 {name = "r0", vectorize} {
+// CHECK:           arith.cmpi slt, %[[R]], %{{.*}} : index
+// CHECK-NEXT:      scf.if
+func.func @main(%x: memref<16xf32>, %dlpc_dims: memref<1xi64>, %out0: memref<f32>) attributes {dlpc.dims = ["seq"], dlpc.num_inputs = 2 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "sum_0" attributes {dlpc.exact = ["r0"]} {
+    loop.for %r0 = 0 to 16 step 1 {name = "r0", vectorize, dlpc.extent = "seq"} {
+      %v = memref.load %x[%r0] : memref<16xf32>
+      %a = memref.load %out0[] : memref<f32>
+      %s = arith.addf %a, %v : f32
+      memref.store %s, %out0[] : memref<f32>
     }
   }
   func.return

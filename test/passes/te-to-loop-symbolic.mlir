@@ -2,19 +2,15 @@
 // RUN: dlpc-opt %s --split-input-file -p te-to-loop | dlpc-opt --split-input-file | filecheck %s
 
 // Symbolic dims (passes/lower/_symbolic.py): buffers at the maxima (dlpc.max_dims); the
-// reduction over seq is guarded by the call's seq (read from dlpc_dims) at once; the
-// spatial loop over seq of a kernel whose indices do not read the dims is only marked
-// dlpc.extent (loop-runtime-extents guards it after the schedules).
+// loops over seq are only marked dlpc.extent (loop-runtime-extents guards them after
+// the schedules); the kernel reducing over seq lists its reduction loop in dlpc.exact
+// (it must stop exactly). A kernel whose indices read the dims is guarded at once
+// (second case), and dlpc.guard_reductions guards reductions at once (third case).
 
 // CHECK-LABEL: func.func @main(%x: memref<16x8xf32>, %dlpc_dims: memref<1xi64>, %out0: memref<16x8xf32>)
-// CHECK:         loop.kernel "max_0"
-// CHECK:           loop.for %[[R:.*]] = 0 to 16 step 1 {name = "r0", reduction} {
-// CHECK-NEXT:        %[[K:.*]] = arith.constant 0 : index
-// CHECK-NEXT:        %[[SEQ:.*]] = memref.load %dlpc_dims[%[[K]]] : memref<1xi64>
-// CHECK-NEXT:        %[[N:.*]] = arith.index_cast %[[SEQ]] : i64 to index
-// CHECK-NEXT:        %[[C:.*]] = arith.cmpi slt, %[[R]], %[[N]] : index
-// CHECK-NEXT:        scf.if %[[C]] {
-// CHECK-NEXT:          memref.load %x[%[[R]], %{{.*}}] : memref<16x8xf32>
+// CHECK:         loop.kernel "max_0" attributes {origin = "graph.max", dlpc.exact = ["r0"]} {
+// CHECK:           loop.for %{{.*}} = 0 to 16 step 1 {name = "r0", reduction, dlpc.extent = "seq"} {
+// CHECK-NOT:         scf.if
 // CHECK:         loop.kernel "sub_1"
 // CHECK-NEXT:      loop.for %{{.*}} = 0 to 16 step 1 {name = "i0", parallel, dlpc.extent = "seq"} {
 // CHECK-NEXT:        loop.for %{{.*}} = 0 to 8 step 1 {name = "i1", vectorize} {
@@ -31,4 +27,41 @@ func.func @main(%x: tensor<?x8xf32, ["seq"]>, %dlpc_dims: tensor<1xi64>) -> tens
     te.yield %3 : f32
   }
   func.return %y : tensor<?x8xf32, ["seq"]>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @main(%x: memref<16x8xf32>, %dlpc_dims: memref<1xi64>, %out0: memref<128xf32>)
+// CHECK:         loop.kernel "reshape_0"
+// CHECK-NEXT:      loop.for %[[I:.*]] = 0 to 128 step 1 {name = "i0", parallel, vectorize} {
+// CHECK-NEXT:        %[[K:.*]] = arith.constant 0 : index
+// CHECK-NEXT:        %[[SEQ:.*]] = memref.load %dlpc_dims[%[[K]]] : memref<1xi64>
+// CHECK-NEXT:        %[[N:.*]] = arith.index_cast %[[SEQ]] : i64 to index
+// CHECK:             %[[C:.*]] = arith.cmpi slt, %[[I]], %{{.*}} : index
+// CHECK-NEXT:        scf.if %[[C]] {
+func.func @main(%x: tensor<?x8xf32, ["seq"]>, %dlpc_dims: tensor<1xi64>) -> tensor<?xf32, ["8*seq"]> attributes {dlpc.dims = ["seq"], dlpc.max_dims = {seq = 16 : i64}} {
+  %y = te.compute "reshape_0" (%i0) : tensor<?xf32, ["8*seq"]> {
+    %c8 = arith.constant 8 : index
+    %r = arith.divsi %i0, %c8 : index
+    %c = arith.remsi %i0, %c8 : index
+    %c0 = arith.constant 0 : index
+    %n = te.read %dlpc_dims[%c0] : tensor<1xi64>
+    %v = te.read %x[%r, %c] : tensor<?x8xf32, ["seq"]>
+    te.yield %v : f32
+  }
+  func.return %y : tensor<?xf32, ["8*seq"]>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @main(%x: memref<16xf32>, %dlpc_dims: memref<1xi64>, %out0: memref<f32>)
+// CHECK:         loop.for %[[R:.*]] = 0 to 16 step 1 {name = "r0", reduction} {
+// CHECK:           arith.cmpi slt, %[[R]], %{{.*}} : index
+// CHECK-NEXT:      scf.if
+func.func @main(%x: tensor<?xf32, ["seq"]>, %dlpc_dims: tensor<1xi64>) -> tensor<f32> attributes {dlpc.dims = ["seq"], dlpc.max_dims = {seq = 16 : i64}, dlpc.guard_reductions} {
+  %s = te.reduce "sum_0" () reduce (%r0) over [-1] combiner "add" init 0.0 : tensor<f32> {
+    %v = te.read %x[%r0] : tensor<?xf32, ["seq"]>
+    te.yield %v : f32
+  } attributes {dlpc.over = ["seq"]}
+  func.return %s : tensor<f32>
 }
