@@ -19,15 +19,17 @@ te-to-loop (`Maxima`, `guard`):
   buffers and slices outputs back: runtime/dynamic.py);
 - a loop over a symbolic extent runs to the maximum with its body under
   `scf.if iv < extent`, the extent computed from `dlpc_dims` at the top of the body
-  (`guard`): correct under any schedule (the guard moves with the body); the C printer
-  prints such a loop with the extent as its bound, so the work is the call's;
-- which loops are guarded at once: reduction loops (a sum must not read padding) and
-  every loop of a kernel whose indices read the dims (a reshape's `i // seq` must not
-  run past the buffer); a spatial loop of any other kernel is only marked
-  `dlpc.extent = "<expr>"`: running past the extent there only computes padding nobody
-  reads, so the schedules see the plain static nest and tile it; after them,
-  loop-runtime-extents guards each loop still marked (a split keeps the mark on its
-  outer loop; the inner tile may compute up to a tile of padding).
+  (`guard`): correct under any schedule (the guard moves with the body); an iteration
+  past the extent costs a load and a compare (the C compiler may hoist the load and
+  split the loop at the guard), so the work is about the call's;
+- which loops are guarded at once: every loop of a kernel whose indices read the dims
+  (a reshape's `i // seq` must not run past the buffer). Every other loop over a
+  symbolic extent is only marked `dlpc.extent = "<expr>"`, so the schedules see the
+  plain static nest and tile it; after them, loop-runtime-extents guards what is left
+  of the marks (a split keeps them on both loops; a spatial tile may compute up to a
+  tile of padding nobody reads). A reduction must stop exactly: its kernel lists the
+  loop in `dlpc.exact`, and loop-runtime-extents refuses the kernel if a schedule lost
+  a mark there (then `dlpc.guard_reductions` guards reductions at once instead).
 """
 
 from __future__ import annotations

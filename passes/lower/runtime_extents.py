@@ -7,8 +7,8 @@ the input `dlpc_dims`, spatial loops over symbolic extents marked `dlpc.extent =
 Output: loop IR.
 Requires: a `func.func @main` with the `dlpc.dims` attribute when any loop is marked.
 Guarantees: the same results; no loop keeps `dlpc.extent`; each marked loop's body is
-under `scf.if iv < extent` (the extent read from `dlpc_dims`), which the C printer
-prints as the loop's bound, so a call does the work of its own dims, not the maxima's;
+under `scf.if iv < extent` (the extent read from `dlpc_dims`), so a call does the work
+of its own dims, not the maxima's (an iteration past the extent costs a compare);
 a marked loop with `unroll` or `vectorize` (a register or vector tile: a guard inside
 it costs more than the padding it skips), or in a `dlpc.prepare` kernel (run before any
 call gives dims), is left to run to its static bound (its iterations past the extent
