@@ -397,3 +397,21 @@ def test_linear_bias_of_every_accepted_shape(bias):
     m = one_op("graph.linear", ins, (3, 4))
     lower_and_check(m, [x, w, b], tol=1e-4)
     assert [str(op.attributes["origin"]) for op in te_ops(m)] == ['"graph.linear"']
+
+
+MATH = ["sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh",
+        "floor", "ceil", "round"]  # fmt: skip
+
+
+@pytest.mark.parametrize("op", MATH)
+def test_math_functions_lower_to_their_math_op(op):
+    """Each float math function is one math-dialect op (round: roundeven, halves to even),
+    equal to the reference inside its domain."""
+    x = np.array([-2.5, -0.5, -0.25, 0.0, 0.3, 0.5, 1.5, 2.5], np.float32)
+    if op in ("asin", "acos", "atanh"):
+        x = np.clip(x, -0.9, 0.9)
+    if op == "acosh":
+        x = np.abs(x) + 1
+    m = one_op(f"graph.{op}", [("x", (8,), "f32")], (8,))
+    lower_and_check(m, [x])
+    assert f"math.{'roundeven' if op == 'round' else op}" in body_names(m)
