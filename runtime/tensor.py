@@ -44,8 +44,9 @@ __kernel void dlpc_strided_copy(__global const uchar *src, ulong src_off,
 
 class Storage:
     """Bytes on a device: `array` (host memory: cpu, dlp) and/or `block` (a cached
-    allocation: dlp, opencl), freed to the allocator with the last reference; `stream`
-    is the stream it was allocated on."""
+    allocation: dlp, opencl), freed to the allocator with the last reference (on dlp,
+    to it or to a numpy view of its array: `_HostBlock`); `stream` is the stream it
+    was allocated on."""
 
     __slots__ = ("device", "nbytes", "array", "block", "stream", "addr", "__weakref__")
 
@@ -64,8 +65,8 @@ class Storage:
         stream = stream or devices.current_stream(device)
         block = device.allocator.malloc(nbytes, stream)
         array = None
-        if device.type == "dlp":  # host memory: a view of the segment
-            array = block.handle[block.offset : block.offset + nbytes]
+        if device.type == "dlp":  # host memory: a view of the segment, owning the block
+            array = np.asarray(_HostBlock(device.allocator, block, nbytes))
         return Storage(device, nbytes, array, block, stream)
 
     def record_stream(self, stream: Stream) -> None:
@@ -74,12 +75,38 @@ class Storage:
 
     def __del__(self) -> None:
         block = self.block
-        if block is not None:
+        if block is not None and self.array is None:  # (host memory: _HostBlock frees it)
             self.block = None
             try:
                 self.device.allocator.free(block)  # type: ignore[union-attr]
             except Exception:  # (interpreter shutdown: the allocator may be gone)
                 pass
+
+
+class _HostBlock:
+    """A block of host-memory device (dlp) memory as the owner of its numpy arrays: the
+    storage's array and every numpy view of it (`np.asarray(t)`) keep it, so the block
+    goes back to the allocator, to be handed out again, only when the last of them died
+    (not with the storage while a numpy view still reads it)."""
+
+    __slots__ = ("allocator", "block", "__array_interface__")
+
+    def __init__(self, allocator, block, nbytes: int) -> None:
+        self.allocator = allocator
+        self.block = block  # (holds its segment: the memory stays valid)
+        address = block.handle.ctypes.data + block.offset
+        self.__array_interface__ = {
+            "shape": (nbytes,),
+            "typestr": "|u1",
+            "data": (address, False),
+            "version": 3,
+        }
+
+    def __del__(self) -> None:
+        try:
+            self.allocator.free(self.block)
+        except Exception:  # (interpreter shutdown: the allocator may be gone)
+            pass
 
 
 def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
