@@ -193,10 +193,7 @@ AREAS: dict[str, Area] = {
             "test/python/test_dlp_select_elementwise.py test/python/test_dlp_select_reduce.py "
             "test/python/test_dlp_select_window.py test/python/test_ieee.py "
             "test/python/test_mutation_kills_dlpcsim3.py "
-            # (not special_values: its DLP rows fail at HEAD since 728bdcc, erf's vector
-            # intrinsics flushing a subnormal result to zero; back in once that is fixed)
-            "-k 'not resnet and not description and not opencl and not c-O "
-            "and not special_values'"
+            "-k 'not resnet and not description and not opencl and not c-O'"
         ],
     ),
     "c-backend": Area(
