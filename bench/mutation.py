@@ -212,7 +212,8 @@ AREAS: dict[str, Area] = {
             "test/python/test_mutation_kills_opencl.py test/python/test_mutation_kills_opencl3.py "
             "test/python/test_opencl.py -k 'mutation or lanes or masked or integer_pow or ndrange or independent "
             "or padded_convs or padding_guards or batched or transposed or chain or local_cache "
-            "or uninitialized'",
+            "or uninitialized or relayout_plan or copy_kernels_become or reshape_kernel_is "
+            "or double_precision or erf_is_within or f64_erf'",
             "test/python/test_opencl_winograd.py",
             # the GPU launch plans' shapes (gpu_launch.py), without running the examples
             "test/python/test_opencl_gpu_plans.py -k 'shapes or splits or collapses "
