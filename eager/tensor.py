@@ -140,6 +140,8 @@ def _miss(key: tuple, name: str, args: tuple, kwargs: dict, device) -> Any:
 
 def _record(name: str, args: tuple, kwargs: dict, tensors: list, outs: list) -> None:
     """The tape's node of a call whose operand requires grad (its first output)."""
+    if outs[0].dtype.kind != "f":  # integers and booleans carry no gradient (torch's rule)
+        return
     operands = tuple((a.shape, a.dtype) if isinstance(a, TensorView) else a for a in args)
     want = tuple(bool(t.requires_grad) for t in tensors)  # type: ignore[attr-defined]
     node = autograd.Node(name, operands, kwargs, tensors, want)
@@ -175,6 +177,10 @@ class Tensor(TensorView):
     def requires_grad_(self, flag: bool = True) -> Tensor:
         if self._node is not None and not flag:
             raise DlpcError("error: requires_grad_(False) on a tensor computed from others")
+        if flag and self.dtype.kind != "f":
+            raise DlpcError(
+                f"error: only floating-point tensors can require grad, this one is {self.dtype}"
+            )
         self.requires_grad = flag
         return self
 
@@ -356,9 +362,7 @@ class Tensor(TensorView):
 
 def from_numpy(array, device=None, requires_grad: bool = False) -> Tensor:
     """Share a C-contiguous host array (cpu), or upload it to `device`."""
-    t = Tensor.from_numpy(array, device)
-    t.requires_grad = requires_grad
-    return t
+    return Tensor.from_numpy(array, device).requires_grad_(requires_grad)
 
 
 def tensor(data, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
@@ -368,9 +372,7 @@ def tensor(data, dtype=None, device=None, requires_grad: bool = False) -> Tensor
     array = np.array(data, dtype=dtype, copy=True)
     if dtype is None and array.dtype == np.float64:
         array = array.astype(np.float32)  # torch's default float
-    t = Tensor.from_numpy(array, device, copy=True)
-    t.requires_grad = requires_grad
-    return t
+    return Tensor.from_numpy(array, device, copy=True).requires_grad_(requires_grad)
 
 
 def empty(shape, dtype: Any = np.float32, device=None) -> Tensor:
@@ -379,8 +381,7 @@ def empty(shape, dtype: Any = np.float32, device=None) -> Tensor:
 
 def full(shape, value: float, dtype: Any = np.float32, device=None, requires_grad=False) -> Tensor:
     t = Tensor.from_numpy(np.full(tuple(shape), value, dtype), device)
-    t.requires_grad = requires_grad
-    return t
+    return t.requires_grad_(requires_grad)
 
 
 def zeros(shape, dtype: Any = np.float32, device=None, requires_grad=False) -> Tensor:

@@ -691,3 +691,26 @@ def test_grad_on_opencl_equals_torch_and_finite_differences(case):
 
 def test_opencl_grad_subset_names_cases():
     assert set(OPENCL_GRAD) <= {c.id for c in GRAD_CASES}
+
+
+def test_integer_and_bool_results_carry_no_gradient():
+    """A comparison or an integer cast of a tensor that requires grad does not (torch's
+    rule): a float mask made of one is a constant of the backward pass, which went
+    through graph.compare's missing rule before (fixed); an integer leaf cannot
+    require grad."""
+    torch = pytest.importorskip("torch")
+    a = np.array([1.5, -2.0, 3.0, -0.5], np.float32)
+    x = dlpc.tensor(a, requires_grad=True)
+    assert not (x > 0).requires_grad and not x.astype(np.int32).requires_grad
+    mask = (x > 0).astype(np.float32)
+    (mask * x * x).sum().backward()
+    tx = torch.tensor(a, requires_grad=True)
+    ((tx > 0).float() * tx * tx).sum().backward()
+    np.testing.assert_allclose(np.asarray(x.grad), tx.grad.numpy(), rtol=1e-6)
+    for make in (
+        lambda: dlpc.tensor(np.arange(3), requires_grad=True),
+        lambda: dlpc.tensor(np.array([True])).requires_grad_(),
+    ):
+        with pytest.raises(DlpcError) as e:
+            make()
+        assert "floating-point" in str(e.value) and "\n" not in str(e.value)
