@@ -210,10 +210,12 @@ AREAS: dict[str, Area] = {
         ["test/e2e/emit-opencl*"],
         [
             "test/python/test_mutation_kills_opencl.py test/python/test_mutation_kills_opencl3.py "
-            "test/python/test_opencl.py -k 'mutation or lanes or masked or integer_pow or ndrange or independent "
+            "test/python/test_opencl.py test/python/test_opencl_depthwise.py "
+            "-k 'mutation or lanes or masked or integer_pow or ndrange or independent "
             "or padded_convs or padding_guards or batched or transposed or chain or local_cache "
             "or uninitialized or relayout_plan or copy_kernels_become or reshape_kernel_is "
-            "or double_precision or erf_is_within or f64_erf'",
+            "or double_precision or erf_is_within or f64_erf or keeps_its_plan or clampable "
+            "or blocks_short or border_tiles'",
             "test/python/test_opencl_winograd.py",
             # the GPU launch plans' shapes (gpu_launch.py), without running the examples
             "test/python/test_opencl_gpu_plans.py -k 'shapes or splits or collapses "
