@@ -8,9 +8,11 @@
   as operands, optional operands left out) equals the numpy reference, dtype and shape
   exactly, on `cpu`, the first OpenCL device and `dlp:0` (the DLP simulator). What the
   dlp target cannot compile is refused in one line naming the op and the device.
-- Gradients: each differentiable op's eager gradient (float64) equals torch's and a
-  central finite difference of the numpy reference, on cpu; a representative subset
-  also on the OpenCL device.
+- Gradients: each differentiable op's eager gradient (float64) equals torch's,
+  graph-autodiff's (the whole-graph pass, run by the numpy reference) and a central
+  finite difference of the numpy reference, on cpu; a representative subset also on
+  the OpenCL device. At ties and kinks (max pooling over equal values, relu at 0, ...)
+  they equal torch's.
 
 Shapes are small and each case compiles one kernel per device (two with its gradient).
 """
@@ -659,6 +661,30 @@ def _finite_difference(case: Case, dy: np.ndarray, k: int, v: np.ndarray) -> flo
     return (sides[0] - sides[1]) / (2 * eps)
 
 
+def _autodiff_grads(case: Case, dy: np.ndarray) -> list[np.ndarray]:
+    """graph-autodiff's gradients (`wrt-inputs`) of <dy, op(...)>, by the numpy reference."""
+    from dlpc.passes.train.autodiff import differentiate
+
+    arrays = _arrays(case)
+    gb = GraphBuilder("grad")
+    values: list[Any] = []
+    inputs = iter(arrays)
+    for o in case.operands:
+        if isinstance(o, np.ndarray):
+            a = next(inputs)
+            values.append(gb.input(f"a{len(values)}", a.shape, dispatch.dtype_name(a.dtype)))
+        else:
+            values.append(o)
+    y = dispatch.build_op(gb, case.name, values, dict(case.attrs))
+    dyv = gb.input("dy", dy.shape, dispatch.dtype_name(dy.dtype))
+    gb.output(gb.reduce_sum(gb.mul(y, dyv), axes=[]))
+    module = gb.module()
+    differentiate(module, wrt_inputs=True)
+    grads = api.reference(Model(module, {}, "grad"), [*arrays, dy])[1:]
+    floats = [k for k, a in enumerate(arrays) if a.dtype.kind == "f"]  # (then dy's)
+    return [grads[floats.index(k)] for k in _wanted(case)]
+
+
 def _check_grads(case: Case, device: str) -> None:
     arrays = _arrays(case)
     want = api.reference(_graph(case, arrays), arrays)[0]
@@ -669,6 +695,8 @@ def _check_grads(case: Case, device: str) -> None:
     tol = 1e-5 if arrays[_wanted(case)[0]].dtype == np.float32 else 1e-10
     for g, tg in zip(grads, _torch_grads(case, dy)):
         np.testing.assert_allclose(g, tg, rtol=tol, atol=tol)
+    for g, ag in zip(grads, _autodiff_grads(case, dy)):
+        np.testing.assert_allclose(g, ag, rtol=tol, atol=tol)
     for k, g in zip(_wanted(case), grads):
         v = local.standard_normal(arrays[k].shape)
         fd = _finite_difference(case, dy.astype(np.float64), k, v)
@@ -714,3 +742,40 @@ def test_integer_and_bool_results_carry_no_gradient():
         with pytest.raises(DlpcError) as e:
             make()
         assert "floating-point" in str(e.value) and "\n" not in str(e.value)
+
+
+TIES = [
+    C("max_pool2d", [np.zeros((1, 1, 2, 4))], {"kernel_size": 2, "stride": 2}, "equal-window"),
+    C(
+        "max_pool2d",
+        [np.array([[[[1.0, 2.0, 2.0], [2.0, 0.0, 2.0]]]])],
+        {"kernel_size": 2, "stride": 1},
+        "overlapping",
+    ),  # fmt: skip
+    C("reduce_max", [np.array([[1.0, 3.0, 3.0], [2.0, 2.0, 2.0]])], {"axes": [1]}),
+    C("reduce_min", [np.array([[1.0, 1.0, 3.0]])], {"axes": [0, 1]}),
+    C("max", [np.array([1.0, 2.0, 0.0]), np.array([1.0, 3.0, 0.0])]),
+    C("min", [np.array([1.0, 2.0]), np.array([[1.0], [3.0]])]),
+    C("relu", [np.array([0.0, 1.0, -1.0])]),
+    C("abs", [np.array([0.0, 1.0, -1.0])]),
+    C("leaky_relu", [np.array([0.0, 1.0, -1.0])], {"alpha": 0.1}),
+    C("prelu", [np.array([0.0, 1.0, -1.0]), np.array([0.1])]),
+    C("clip", [np.array([-1.0, 0.0, 1.0, 0.5, 2.0])], {"min": 0.0, "max": 1.0}),
+    C("reduce_prod", [np.array([[0.0, 2.0, 3.0], [0.0, 0.0, 1.0]])], {"axes": [1]}),
+    C("pow", [np.array([0.0, 2.0, 0.0]), np.array([2.0, 0.0, 1.0])]),
+]
+
+
+@pytest.mark.parametrize("case", TIES, ids=[c.id for c in TIES])
+def test_grad_at_ties_and_kinks_equals_torch(case):
+    """Where the derivative is not unique, the eager gradient is torch's choice (max
+    pooling: the first maximum of a window; reductions and max/min: shared evenly;
+    relu at 0: 0; clip at its bounds: 1), as graph-autodiff's."""
+    pytest.importorskip("torch")
+    arrays = _arrays(case)
+    want = api.reference(_graph(case, arrays), arrays)[0]
+    dy = np.arange(1.0, 1.0 + want.size).reshape(want.shape)
+    _, grads = _grads(case, "cpu", dy)
+    for g, tg, ag in zip(grads, _torch_grads(case, dy), _autodiff_grads(case, dy)):
+        np.testing.assert_allclose(g, tg, rtol=1e-12, atol=0)
+        np.testing.assert_allclose(g, ag, rtol=1e-12, atol=0)
