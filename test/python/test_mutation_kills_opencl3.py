@@ -490,3 +490,20 @@ def test_strided_vector_lanes_give_way_to_partials_from_128_terms(tmp_path, w, p
     else:
         assert _names(launch.lanes) == {"i1": 16} and not launch.partials
         assert launch.vector is not None and launch.vector.loop_name == "i1"
+
+
+@pytest.mark.parametrize("features, inner", [(96, 16), (80, 16), (48, 8), (64, 16)])
+def test_a_linears_feature_lanes_widen_to_16_unless_3_steps(tmp_path, features, inner):
+    """lanes._wide_inner: a linear at batch 4 (2 mapped lanes over the batch) widens its
+    8 feature lanes to WIDE_LANES (16, a float16) when 16 lanes take 1, 2, 4, 5 or 6
+    steps (96 features: 6, 80: 5, 64: 4), not 3 (48 features keep 8)."""
+    from dlpc.backends.opencl import plan_launch
+
+    (tmp_path / "l.dlpc").write_text(
+        f"model l(x: f32[B, 64]) {{\n  param w: f32[{features}, 64] = kaiming(seed=1)\n"
+        "  return linear(x, w)\n}\n"
+    )
+    model = dlpc.load(tmp_path / "l.dlpc", batch=4)
+    module = pipeline.lower(model.module.clone(), "loop", OPENCL)
+    (kernel,) = [k for k in module.walk() if k.name == "loop.kernel"]
+    assert _names(plan_launch(kernel, kernel.sym).lanes) == {"i1": inner, "i0": 2}
