@@ -364,3 +364,34 @@ def test_elementwise_kernels_on_intrinsics_match_numpy(tmp_path, case):
     inputs = dlpc.api.random_inputs(model)
     (out,) = compile_dlp(module, "tiny", name=case.replace("-", "_"))(*inputs, params={})
     close(out, dlpc.api.reference(model, inputs)[0])
+
+
+# out[i, j] = x[i + (j & 1), j]: the row offset (j & 1) is 0 or 1, an interval loop-to-dlp
+# does not bound (andi): x is no tile of rows i .. i + n - 1
+ANDI_ROWS = """
+func.func @main(%x: memref<33x16xf32>, %out: memref<32x16xf32>)
+    attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "k" {
+    loop.for %i = 0 to 32 step 1 {name = "i0"} {
+      loop.for %j = 0 to 16 step 1 {name = "i1"} {
+        %c1 = arith.constant 1 : index
+        %o = arith.andi %j, %c1 : index
+        %r = arith.addi %i, %o : index
+        %a = memref.load %x[%r, %j] : memref<33x16xf32>
+        memref.store %a, %out[%i, %j] : memref<32x16xf32>
+      }
+    }
+  }
+  func.return
+}"""
+
+
+def test_a_row_offset_of_unknown_range_loads_the_buffer_whole():
+    """loop_to_dlp.py:181 (`and args[0].lo >= 0` -> `or`): only a remainder by a
+    positive constant of a non-negative value is bounded (to [0, c - 1]); `j & 1` is of
+    unknown range to the interval analysis, so x is read whole (every row any tile may
+    reach), and out[i, j] = x[i + (j & 1), j] is right."""
+    x = np.random.default_rng(12).standard_normal((33, 16)).astype(np.float32)
+    (out,) = compile_dlp(parse_module(ANDI_ROWS), "tiny", name="andi_rows")(x)
+    rows = np.arange(32)[:, None] + (np.arange(16) & 1)[None, :]
+    close(out, x[rows, np.arange(16)[None, :]])
