@@ -32,6 +32,7 @@ With `specialise=N`, a binding called N times gets its own static program as wel
 from __future__ import annotations
 
 import bisect
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -441,6 +442,8 @@ class Generic:
         owner.maxima = dict(self.declared)
         self.fn: Callable[..., list[np.ndarray]] | None = None
         self.guard_reductions = False  # (set when a schedule lost a reduction's mark)
+        self.lock = threading.Lock()  # held by the call using `padded`
+        self.full: list[tuple[int, ...]] = []  # per input: its max shape
         self.padded: list[np.ndarray] = []  # per input: its max-shaped buffer
 
     def compile(self) -> None:
@@ -477,6 +480,7 @@ class Generic:
                 for shape, dtype in zip(owner.sig.shapes, owner.sig.dtypes)
             ]
         )
+        self.full = [symdims.bind_shape(shape, self.max) for shape in owner.sig.shapes]
 
     def __call__(self, bound: Mapping[str, int], arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
         grow = {n: v for n, v in bound.items() if v > self.max[n]}
@@ -489,13 +493,26 @@ class Generic:
         assert self.fn is not None
         if self.owner.target == "numpy":  # the graph's own numpy code: shapes as given
             return self.fn(*arrays)
+        # the max-shaped input buffers are reused; a call made while another thread's is
+        # running fills buffers of its own
+        own = self.lock.acquire(blocking=False)
+        try:
+            return self._run(bound, arrays, self.padded if own else None)
+        finally:
+            if own:
+                self.lock.release()
+
+    def _run(self, bound, arrays, padded: list[np.ndarray] | None) -> list[np.ndarray]:
+        assert self.fn is not None
         args = []
-        for x, buf in zip(arrays, self.padded):
-            if x.shape == buf.shape:
+        for k, x in enumerate(arrays):
+            full = self.full[k]
+            if x.shape == full:
                 args.append(x)
-            else:
-                buf[tuple(slice(0, n) for n in x.shape)] = x
-                args.append(buf)
+                continue
+            buf = padded[k] if padded is not None else np.zeros(full, x.dtype)
+            buf[tuple(slice(0, n) for n in x.shape)] = x
+            args.append(buf)
         args.append(np.array([bound[n] for n in self.names], np.int64))  # (copied in C: fresh)
         outputs = self.fn(*args)
         shapes = self.owner.sig.outputs

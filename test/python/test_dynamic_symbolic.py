@@ -121,3 +121,18 @@ def test_per_binding_stays_on_request(compiled):
     for b, n in ((1, 3), (2, 3), (1, 3)):
         fn(_ids(b, n))
     assert fn.stats == {"calls": 3, "compiles": 2, "programs": 2}
+
+
+def test_threads_calling_one_program_with_different_shapes(files, compiled):  # noqa: F811
+    """The reused max-shaped input buffers are one call's at a time: a concurrent call
+    fills its own (Generic's lock), so every thread gets its own batch's result."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    fn = compiled("cnn")
+    rng = np.random.default_rng(6)
+    xs = [rng.standard_normal((b, 1, 16, 16)).astype(np.float32) for b in (1, 5, 9, 3)] * 4
+    want = [_ort(files["cnn"], x) for x in xs[:4]]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda x: fn(x)[0], xs))
+    for k, y in enumerate(got):
+        np.testing.assert_allclose(y, want[k % 4], rtol=1e-4, atol=1e-5)
