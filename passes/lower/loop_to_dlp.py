@@ -93,6 +93,7 @@ from dlpc.passes.lower._dlp_build import (
 from dlpc.passes.lower.dlp_select import select_compute
 from dlpc.passes.lower.dlp_select.elementwise import ScalarEpilogue
 from dlpc.passes.lower.dlp_select.permute import PermuteSelection
+from dlpc.passes.lower.dlp_select.reduce import ReduceSelection
 from dlpc.targets.dlp import DlpTarget, resolve
 
 INF = float("inf")
@@ -578,20 +579,21 @@ def _estimate(plan: KernelPlan, flops: float) -> float:
 def _choose_clusters(plan: KernelPlan, double_buffer: bool, flops: float) -> None:
     """For a kernel with whole buffers (a linear layer's weights, a convolution's image):
     fewer clusters where the whole buffers each cluster stages would cross GDRAM more
-    times than the extra cores save, and, where a task's share fits one tile, that tile
+    times than the extra cores save; for it or a row reduction, where a task's share fits
+    one tile, that tile
     without ping-pong where a second tile's DMAs (weights, bias, output again) cost more
     than the overlap saves (little compute, as at batch 1): the task count and buffering
     with the lowest `_estimate`."""
     d = plan.desc
     has_whole = any(p.kind == "whole" and not p.direct for p in plan.buffers.values())
     sel = plan.selection
-    if not has_whole or sel is None:
+    if not (has_whole or isinstance(sel, ReduceSelection)) or sel is None:
         return
     if isinstance(getattr(sel, "ew", None), ScalarEpilogue):
         return  # scalar loops (GELU's erf): their cost, index arithmetic included, is not modelled
     best = (_estimate(plan, flops), plan.tasks, plan.tile, plan.double, plan.sram)
     fewer = (min(k * d.cores_per_cluster, plan.trip) for k in range(1, d.clusters))
-    counts = [plan.tasks, *sorted({t for t in fewer if t < plan.tasks}, reverse=True)]
+    counts = [plan.tasks, *sorted({t for t in fewer if t < plan.tasks and has_whole}, reverse=True)]
     for tasks in counts:
         plan.tasks = tasks
         for double in [double_buffer, False] if double_buffer else [False]:

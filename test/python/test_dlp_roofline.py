@@ -278,3 +278,21 @@ def test_a_task_loads_its_filters_once_over_its_tiles(tmp_path):
         and dlp.space_of(op.operands[0].type) == "wram"
     ]
     assert len(loads) == 1 and isinstance(loads[0], dlp.MemcpyOp), loads
+
+
+def test_a_batch_1_global_pool_is_one_tile_reduced_in_place(tmp_path):
+    """ResNet's global average pool at batch 1 (64 planes of 8 x 8 over 16 tasks): each
+    task's 4 planes are one tile without ping-pong, reduced where they were loaded (no
+    NRAM-to-NRAM copy into a row buffer): 2 DMAs a task, its load and its store."""
+    path = tmp_path / "m.dlpc"
+    path.write_text("model m(x: f32[1, 64, 8, 8]) {\n  return global_avg_pool(x)\n}\n")
+    model = dlpc.load(path)
+    inputs = dlpc.api.random_inputs(model)
+    compiled = dlpc.compile(model, target="dlp")
+    (out,) = compiled(*inputs)
+    np.testing.assert_allclose(out, dlpc.api.reference(model, inputs)[0], rtol=1e-5, atol=1e-6)
+    assert compiled.artifact is not None
+    (rep,) = compiled.artifact.report
+    assert rep.intrinsic_cycles > 0 and not rep.double_buffered
+    assert set(rep.bytes) == {"gdram->nram", "nram->gdram"}, rep.bytes
+    assert rep.dma_count == 2 * rep.tasks, (rep.tasks, rep.dma_count)

@@ -29,6 +29,7 @@ from dlpc.passes.lower.dlp_select._matching import (
 from dlpc.passes.lower.dlp_select.elementwise import (
     Elementwise,
     ScalarEpilogue,
+    _classify_load,
     check_expr,
     emit_elementwise,
     match_epilogue,
@@ -52,28 +53,41 @@ class ReduceSelection(Selection):
     cols: int  # elements per row (the reduction extent)
     ew: Elementwise | ScalarEpilogue  # the epilogue over the spatial loops
     acc: SSAValue  # the accumulator value read after the reduction
+    in_place: bool = False  # the combined value is a plain load of the tile: reduced there
 
     def scratch_bytes(self, plan, tile: int) -> int:
         rows = tile_bytes(plan, tile * self.ew.inner)
         full = tile_bytes(plan, tile * self.ew.inner * self.cols)
-        return rows * (self.ew.temps() + 1) + full * (self.prologue.temps() + 1)  # + row_nram
+        row_nram = 0 if self.in_place else 1
+        return rows * (self.ew.temps() + 1) + full * (self.prologue.temps() + row_nram)
 
     def emit(self, lowering, b, t0: SSAValue, n: SSAValue) -> None:
         plan = lowering.plan
         elt = element_type(self.prologue.out.value)
         rows = b.mul(n, b.c(self.ew.inner))
-        src = b.alloc("nram", scratch_elems(plan, plan.tile * self.prologue.inner), elt, "row_nram")
-        emit_elementwise(
-            lowering,
-            b,
-            self.prologue,
-            b.mul(rows, b.c(self.cols)),
-            {},
-            result=self.value,
-            final=(src, b.c(0)),
-        )
+        ops = [op for op in self.prologue.body if not isinstance(op, arith.ConstantOp)]
+        if self.in_place and isinstance(ops[0], memref.LoadOp):
+            # the combined value is the tile itself: reduce it there (a copy into a row
+            # buffer would be one more DMA)
+            tile = _classify_load(plan, ops[0], self.prologue.loops).buffer
+            assert tile is not None  # a "vec" load names its buffer
+            src, at = tile.local, tile.slot
+        else:
+            src = b.alloc(
+                "nram", scratch_elems(plan, plan.tile * self.prologue.inner), elt, "row_nram"
+            )
+            at = b.c(0)
+            emit_elementwise(
+                lowering,
+                b,
+                self.prologue,
+                b.mul(rows, b.c(self.cols)),
+                {},
+                result=self.value,
+                final=(src, at),
+            )
         acc = b.alloc("nram", scratch_elems(plan, plan.tile * self.ew.inner), elt, "acc_nram")
-        b.op(self.op(acc, b.c(0), src, b.c(0), rows, b.c(self.cols)))
+        b.op(self.op(acc, b.c(0), src, at, rows, b.c(self.cols)))
         self.ew.emit_after(lowering, b, rows, acc, t0, n, self.acc)
 
 
@@ -137,6 +151,14 @@ def match_reduce(plan) -> ReduceSelection:
         raise NoMatch
     prologue = Elementwise(loops, [*consts, *prologue_ops], out)
     ew = match_epilogue(plan, spatial, list(s.block.ops), post[1:], post[0].res)
+    loads = [op for op in prologue_ops if not isinstance(op, arith.ConstantOp)]
+    in_place = len(loads) == 1 and isinstance(loads[0], memref.LoadOp) and loads[0].res is value
     return ReduceSelection(
-        prologue, value, op_cls, math.prod(lp.trip_count for lp in red), ew, post[0].res
+        prologue,
+        value,
+        op_cls,
+        math.prod(lp.trip_count for lp in red),
+        ew,
+        post[0].res,
+        in_place,
     )
