@@ -395,3 +395,19 @@ def test_a_row_offset_of_unknown_range_loads_the_buffer_whole():
     (out,) = compile_dlp(parse_module(ANDI_ROWS), "tiny", name="andi_rows")(x)
     rows = np.arange(32)[:, None] + (np.arange(16) & 1)[None, :]
     close(out, x[rows, np.arange(16)[None, :]])
+
+
+def test_a_row_offset_by_a_remainder_is_a_halo_of_one_row():
+    """loop_to_dlp.py:180 (`args[1].lo == args[1].hi > 0` -> `== 0`): j % 2 of j >= 0 is
+    within [0, 1], so x[i + j % 2, j] is tiled by rows with one halo row per tile (each
+    task reads its 16 rows and the next, not all 33 rows of x), and is right."""
+    text = ANDI_ROWS.replace("arith.andi %j, %c1", "arith.remsi %j, %c2").replace(
+        "%c1 = arith.constant 1 : index", "%c2 = arith.constant 2 : index"
+    )
+    x = np.random.default_rng(14).standard_normal((33, 16)).astype(np.float32)
+    f = compile_dlp(parse_module(text), "tiny", name="rem_rows")
+    (out,) = f(x)
+    rows = np.arange(32)[:, None] + (np.arange(16) % 2)[None, :]
+    close(out, x[rows, np.arange(16)[None, :]])
+    (rep,) = f.report
+    assert rep.tasks == 2 and rep.bytes["gdram->nram"] < 2 * 33 * 16 * 4
