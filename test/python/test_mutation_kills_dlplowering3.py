@@ -411,3 +411,62 @@ def test_a_row_offset_by_a_remainder_is_a_halo_of_one_row():
     close(out, x[rows, np.arange(16)[None, :]])
     (rep,) = f.report
     assert rep.tasks == 2 and rep.bytes["gdram->nram"] < 2 * 33 * 16 * 4
+
+
+INDEX = """
+func.func @main(%x: memref<64xf32>, %out: memref<8x16xf32>)
+    attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "k" {
+    loop.for %i = 0 to 8 step 1 {name = "i0"} {
+      loop.for %j = 0 to 16 step 1 {name = "i1"} {
+        %c1 = arith.constant 1 : index
+        %c2 = arith.constant 2 : index
+        %c3 = arith.constant 3 : index
+        %c4 = arith.constant 4 : index
+        %c20 = arith.constant 20 : index
+        %cm2 = arith.constant -2 : index
+        %cm4 = arith.constant -4 : index
+        EXPR
+        %v = memref.load %x[%e] : memref<64xf32>
+        memref.store %v, %out[%i, %j] : memref<8x16xf32>
+      }
+    }
+  }
+  func.return
+}"""
+
+INF = float("inf")
+
+
+@pytest.mark.parametrize(
+    "expr, form",
+    [
+        ("%e = arith.remsi %j, %c4 : index", (0, 0, 3)),
+        ("%e = arith.divsi %j, %c4 : index", (0, 0, 3)),
+        ("%d = arith.subi %j, %c20 : index\n%e = arith.divsi %d, %c4 : index", (0, -5, -2)),
+        ("%d = arith.subi %j, %c1 : index\n%e = arith.remsi %d, %c4 : index", (0, -INF, INF)),
+        ("%e = arith.remsi %j, %cm4 : index", (0, -INF, INF)),
+        ("%e = arith.andi %j, %c1 : index", (0, -INF, INF)),
+        ("%e = arith.maxsi %j, %c3 : index", (0, 0, 15)),
+        ("%e = arith.minsi %j, %c20 : index", (0, 0, 20)),
+        ("%e = arith.subi %c3, %j : index", (0, -12, 3)),
+        ("%e = arith.muli %j, %cm2 : index", (0, -30, 0)),
+        ("%e = arith.muli %j, %j : index", (0, 0, 225)),
+        ("%d = arith.muli %i, %c2 : index\n%e = arith.addi %d, %j : index", (2, 0, 15)),
+        ("%d = arith.muli %c3, %i : index\n%e = arith.subi %d, %j : index", (3, -15, 0)),
+        ("%e = arith.muli %i, %j : index", None),
+    ],
+)
+def test_index_intervals_of_loop_to_dlp(expr, form):
+    """loop_to_dlp.IndexAnalysis: an index as a * i + r, i the work loop, r within
+    [lo, hi] over j in [0, 15] (remainders and quotients by positive constants of
+    non-negative values bounded, other ops of independent values unbounded, products
+    of intervals by their corners); a product of two loop variables is no such form."""
+    from dlpc.passes.lower.loop_to_dlp import IndexAnalysis
+
+    module = parse_module(INDEX.replace("EXPR", expr.replace("\n", "\n        ")))
+    loops = {op.loop_name: op for op in module.walk() if op.name == "loop.for"}
+    (load,) = [op for op in module.walk() if op.name == "memref.load"]
+    analysis = IndexAnalysis(loops["i0"].induction_var, {loops["i1"].induction_var: (0, 15)})
+    got = analysis(load.indices[0])
+    assert (None if got is None else (got.a, got.lo, got.hi)) == form
