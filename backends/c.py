@@ -78,6 +78,7 @@ from xdsl.dialects.builtin import (
     MemRefType,
     ModuleOp,
     NoneAttr,
+    Signedness,
     StringAttr,
 )
 from xdsl.ir import Attribute, Block, Operation, SSAValue
@@ -109,14 +110,19 @@ def c_type(ty: Attribute) -> str:
         width = ty.width.data
         if width == 1:
             return "bool"
-        if width in (8, 16, 32, 64):
-            return f"int{width}_t"
+        if width in (8, 16, 32, 64):  # ui8 ... ui64 (ONNX's unsigned types): uint8_t ...
+            unsigned = ty.signedness.data == Signedness.UNSIGNED
+            return f"{'u' if unsigned else ''}int{width}_t"
     raise DlpcError(f"error: c backend: unsupported type {ty}")
+
+
+def _is_int(ty: Attribute) -> bool:
+    return isinstance(ty, IntegerType) and ty.width.data > 1
 
 
 def _unsigned(ty: Attribute) -> str:
     t = c_type(ty)
-    return "uint64_t" if t == "int64_t" else "bool" if t == "bool" else f"u{t}"
+    return t if t == "bool" or t.startswith("u") else f"u{t}"
 
 
 def memref_info(ty: Attribute) -> tuple[tuple[int, ...], Attribute]:
@@ -630,6 +636,8 @@ class FunctionWriter:
             return self.bind(res, f"({t})({_unsigned(op.operands[0].type)}){args[0]}")
         if name in CASTS:
             return self.bind(res, f"({t}){args[0]}")
+        if name == "arith.bitcast" and _is_int(op.operands[0].type) and _is_int(res.type):
+            return self.bind(res, f"({t}){args[0]}")  # (i8 -> ui8: the same bits)
         raise self.unsupported(op)
 
     def math(self, op: Operation) -> None:

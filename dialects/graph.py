@@ -39,6 +39,7 @@ from xdsl.dialects.builtin import (
     IndexType,
     IntegerAttr,
     IntegerType,
+    Signedness,
     StringAttr,
     TensorType,
     f32,
@@ -521,6 +522,11 @@ NUMPY_TO_ELT: dict[str, IntegerType | AnyFloat] = {
     "int64": i64,
     "int32": IntegerType(32),
     "int8": IntegerType(8),
+    "int16": IntegerType(16),
+    "uint8": IntegerType(8, Signedness.UNSIGNED),
+    "uint16": IntegerType(16, Signedness.UNSIGNED),
+    "uint32": IntegerType(32, Signedness.UNSIGNED),
+    "uint64": IntegerType(64, Signedness.UNSIGNED),
     "bool": i1,
 }
 ELT_TO_NUMPY: dict[tuple[str, int], str] = {
@@ -530,6 +536,7 @@ ELT_TO_NUMPY: dict[tuple[str, int], str] = {
     ("IntegerType", 64): "int64",
     ("IntegerType", 32): "int32",
     ("IntegerType", 8): "int8",
+    ("IntegerType", 16): "int16",
     ("IntegerType", 1): "bool",
 }
 
@@ -537,6 +544,8 @@ ELT_TO_NUMPY: dict[tuple[str, int], str] = {
 def numpy_dtype(elt: Attribute) -> str:
     """The numpy dtype name of a tensor element type."""
     if isa(elt, IntegerType):
+        if elt.signedness.data == Signedness.UNSIGNED:  # ui8 ... ui64: uint8 ... uint64
+            return f"uint{elt.width.data}"
         return ELT_TO_NUMPY["IntegerType", elt.width.data]
     if isinstance(elt, Float16Type | Float32Type | Float64Type):
         return ELT_TO_NUMPY[type(elt).__name__, elt.bitwidth]

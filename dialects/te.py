@@ -50,6 +50,7 @@ from xdsl.dialects.builtin import (
     IndexType,
     IntegerAttr,
     IntegerType,
+    Signedness,
     StringAttr,
     TensorType,
     f32,
@@ -82,6 +83,7 @@ from xdsl.parser import AttrParser, Parser
 from xdsl.printer import Printer
 from xdsl.traits import HasParent, IsTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
+from xdsl.utils.hints import isa
 from xdsl.utils.str_enum import StrEnum
 
 from dlpc.dialects.symdims import SymDim
@@ -607,6 +609,24 @@ IDENTITY = {"add": 0.0, "mul": 1.0, "max": -pymath.inf, "min": pymath.inf}
 
 _FLOAT_CMP = {"eq": "oeq", "ne": "une", "lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge"}
 _INT_CMP = {"eq": "eq", "ne": "ne", "lt": "slt", "le": "sle", "gt": "sgt", "ge": "sge"}
+
+
+def is_unsigned(ty: Attribute) -> bool:
+    """Whether `ty` is an unsigned integer type (ui8 ... ui64: ONNX's uint types)."""
+    return isa(ty, IntegerType) and ty.signedness.data == Signedness.UNSIGNED
+
+
+def int_limit(ty: Attribute, upper: bool) -> int:
+    """The largest (`upper`) or smallest value of an integer type (ui8: 255 / 0)."""
+    assert isa(ty, IntegerType)
+    width = ty.bitwidth
+    if width == 1:
+        return int(upper)
+    if is_unsigned(ty):
+        return 2**width - 1 if upper else 0
+    return 2 ** (width - 1) - 1 if upper else -(2 ** (width - 1))
+
+
 # the float functions of one operand `BodyBuilder.math` emits, by name
 MATH_FUNCTIONS: dict[str, Callable[[SSAValue], Operation]] = {
     "sin": xmath.SinOp,
@@ -669,6 +689,14 @@ class BodyBuilder:
         if isinstance(ty, IndexType):
             return self.emit(arith.ConstantOp(IntegerAttr(int(value), ty)))
         if is_integer_type(ty):
+            if isinstance(value, float) and pymath.isinf(value):  # (max-pool's padding)
+                value = int_limit(ty, value > 0)
+            if isa(ty, IntegerType) and is_unsigned(ty):
+                # arith.constant is signless: the same bits, bitcast to the unsigned type
+                width = ty.bitwidth
+                bits = (int(value) + 2 ** (width - 1)) % 2**width - 2 ** (width - 1)
+                signless = self.emit(arith.ConstantOp(IntegerAttr(bits, IntegerType(width))))
+                return self.emit(arith.BitcastOp(signless, ty))
             return self.emit(arith.ConstantOp(IntegerAttr(int(value), ty)))
         return self.emit(arith.ConstantOp(FloatAttr(float(value), float_type(ty))))
 
@@ -700,17 +728,19 @@ class BodyBuilder:
         if isinstance(src, AnyFloat) and is_integer_type(to):
             if to == i1:
                 return self.cmp("ne", v, 0.0)
-            return self.emit(arith.FPToSIOp(v, to))
+            return self.emit((arith.FPToUIOp if is_unsigned(to) else arith.FPToSIOp)(v, to))
         if is_integer_type(src) and isinstance(to, AnyFloat):
-            if src == i1:
+            if src == i1 or is_unsigned(src):
                 return self.emit(arith.UIToFPOp(v, to))
             return self.emit(arith.SIToFPOp(v, to))
         if is_integer_type(src) and is_integer_type(to):
             if to == i1:
                 return self.cmp("ne", v, 0)
             if src.bitwidth < to.bitwidth:
-                op = arith.ExtUIOp if src == i1 else arith.ExtSIOp
+                op = arith.ExtUIOp if src == i1 or is_unsigned(src) else arith.ExtSIOp
                 return self.emit(op(v, to))
+            if src.bitwidth == to.bitwidth:  # i8 <-> ui8: the same bits
+                return self.emit(arith.BitcastOp(v, to))
             return self.emit(arith.TruncIOp(v, to))
         raise VerifyException(f"cannot convert {src} to {to}")
 

@@ -170,10 +170,13 @@ def mul(a, b):
 
 
 def div(a, b):
+    if np.issubdtype(a.dtype, np.unsignedinteger):
+        return np.floor_divide(a, b)
     if np.issubdtype(a.dtype, np.integer):
-        # integer division truncates toward zero, as in C
-        q = np.abs(a) // np.abs(b)
-        return (np.sign(a) * np.sign(b) * q).astype(a.dtype)
+        # integer division truncates toward zero, as in C; in int64, so that |int8 min|
+        # is no overflow (int8 -128 / -1 wraps to -128, as C's conversion back does)
+        x, y = a.astype(np.int64), b.astype(np.int64)
+        return (np.sign(x) * np.sign(y) * (np.abs(x) // np.abs(y))).astype(a.dtype)
     return np.divide(a, b)
 
 
@@ -345,9 +348,10 @@ def max_pool2d(x, *, kernel, strides, pads, ceil_mode, out_hw, layout="nchw"):
                 out_hw=out_hw,
             )
         )
-    # padding is -inf so it never wins the max
-    xp = _pad_hw(x, pads, -np.inf, out_hw, kernel, strides)
-    y = np.full(x.shape[:2] + tuple(out_hw), -np.inf, dtype=x.dtype)
+    # padding is -inf (an integer type's minimum) so it never wins the max
+    low = np.iinfo(x.dtype).min if x.dtype.kind in "iu" else -np.inf
+    xp = _pad_hw(x, pads, low, out_hw, kernel, strides)
+    y = np.full(x.shape[:2] + tuple(out_hw), low, dtype=x.dtype)
     for _, _, view in _windows(xp, kernel[0], kernel[1], strides, (1, 1), out_hw):
         np.maximum(y, view, out=y)
     return y

@@ -181,10 +181,13 @@ class _Body:
             | arith.SIToFPOp
             | arith.UIToFPOp
             | arith.FPToSIOp
+            | arith.FPToUIOp
             | arith.ExtFOp
             | arith.TruncFOp,
         ):
             return np.asarray(args[0]).astype(dtype_of(ty))
+        if isinstance(op, arith.BitcastOp) and np.asarray(args[0]).dtype.kind in "iu":
+            return np.asarray(args[0]).astype(dtype_of(ty))  # (i8 -> ui8: the same bits)
         if isinstance(op, scf.IfOp):
             return self.if_(op, args[0], local)
         raise DlpcError(f"error: te evaluator does not know {op.name}")

@@ -60,6 +60,7 @@ from xdsl.dialects.builtin import (
     IntegerType,
     MemRefType,
     ModuleOp,
+    Signedness,
     StringAttr,
     TensorType,
     UnitAttr,
@@ -262,8 +263,8 @@ class KernelBuilder:
         acc_t = op.acc_type
         acc = memref.AllocaOp.get(acc_t, shape=[])
         acc.memref.name_hint = "acc"
-        init = arith.ConstantOp(init_attr(op.init_value, acc_t))
-        block.add_ops([acc, init, memref.StoreOp.get(init, acc, [])])
+        init = init_ops(op.init_value, acc_t)
+        block.add_ops([acc, *init, memref.StoreOp.get(init[-1], acc, [])])
         nred = len(op.reduce_extents)
         inner, rivs = self.nest(
             kernel,
@@ -342,8 +343,8 @@ class KernelBuilder:
                 row, ivs = rows_loop(f"b{tag}")
                 acc = memref.AllocaOp.get(m.acc_type, shape=[])
                 acc.memref.name_hint = "acc"
-                init = arith.ConstantOp(init_attr(m.init_value, m.acc_type))
-                row.add_ops([acc, init, memref.StoreOp.get(init, acc, [])])
+                init = init_ops(m.init_value, m.acc_type)
+                row.add_ops([acc, *init, memref.StoreOp.get(init[-1], acc, [])])
                 names = [f"r{n}{tag}" for n in range(len(tail))]
                 inner, rivs = self.nest(kernel, tail, names, True, reduction=True, parent=row)
                 value = self.inline_body(m.body.block, inner, ivs + rivs)
@@ -400,12 +401,27 @@ class KernelBuilder:
         return kernel
 
 
+def init_ops(value: float, ty: Attribute) -> list[Operation]:
+    """The ops giving a reduction's initial value, the last one its result: a constant, then
+    for an unsigned type (arith.constant is signless) a bitcast of the same bits."""
+    if isinstance(ty, IntegerType) and ty.signedness.data == Signedness.UNSIGNED:
+        width = ty.width.data
+        top = 2**width - 1  # the unsigned range, clamped; then as the signless bits
+        unsigned = top if value >= top else 0 if value <= 0 else int(value)
+        bits = unsigned - 2**width if unsigned >= 2 ** (width - 1) else unsigned
+        const = arith.ConstantOp(IntegerAttr(bits, IntegerType(width)))
+        return [const, arith.BitcastOp(const.result, ty)]
+    return [arith.ConstantOp(init_attr(value, ty))]
+
+
 def init_attr(value: float, ty: Attribute) -> IntegerAttr | FloatAttr:
     if isinstance(ty, IntegerType | IndexType):
         width = ty.width.data if isinstance(ty, IntegerType) else 64
         lo, hi = -(2 ** (width - 1)), 2 ** (width - 1) - 1
         if width == 1:  # i1 is a bool: false < true (numpy's order), not signed -1 < 0
             lo, hi = 0, 1
+        elif isinstance(ty, IntegerType) and ty.signedness.data == Signedness.UNSIGNED:
+            lo, hi = 0, 2**width - 1
         # an integer min/max starts at the type's bound, which a float init value only
         # approximates (2**63 - 1 is 2**63 as a double): clamp, never wrap to the other end
         ivalue = hi if value >= hi else lo if value <= lo else int(value)
