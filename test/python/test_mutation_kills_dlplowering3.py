@@ -470,3 +470,33 @@ def test_index_intervals_of_loop_to_dlp(expr, form):
     analysis = IndexAnalysis(loops["i0"].induction_var, {loops["i1"].induction_var: (0, 15)})
     got = analysis(load.indices[0])
     assert (None if got is None else (got.a, got.lo, got.hi)) == form
+
+
+# out[i, j] = x[i, (j + 2^63) - 2^63]: an index constant no int64 holds (the sum wraps)
+BIG_CONSTANT = """
+func.func @main(%x: memref<64x16xf32>, %out: memref<64x16xf32>)
+    attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "k" {
+    loop.for %i = 0 to 64 step 1 {name = "i0"} {
+      loop.for %j = 0 to 16 step 1 {name = "i1"} {
+        %big = arith.constant 9223372036854775808 : index
+        %a = arith.addi %j, %big : index
+        %b = arith.subi %a, %big : index
+        %v = memref.load %x[%i, %b] : memref<64x16xf32>
+        memref.store %v, %out[%i, %j] : memref<64x16xf32>
+      }
+    }
+  }
+  func.return
+}"""
+
+
+def test_a_copy_with_an_index_constant_past_int64_is_no_direct_copy():
+    """_dlp_copy.py:129 (`value < 2**63` -> `< 2 << 63`): the copy planner evaluates
+    index arithmetic in int64; a constant of 2^63 is beyond it, so the kernel is no
+    direct GDRAM copy (planned through NRAM tiles, its index the affine j) and copies x."""
+    x = np.random.default_rng(1).standard_normal((64, 16)).astype(np.float32)
+    f = compile_dlp(parse_module(BIG_CONSTANT), "tiny", name="big_constant")
+    (out,) = f(x)
+    close(out, x)
+    assert "gdram->gdram" not in f.report[0].bytes
