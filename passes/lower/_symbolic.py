@@ -265,5 +265,48 @@ def guard(
     loop.block.add_ops([*head, scf.IfOp(cond, [], Region(then))])
 
 
+def guard_tile(
+    loop: ForOp,
+    extent: symdims.SymDim,
+    dims: SSAValue,
+    names: list[str],
+    base: Sequence[SSAValue],
+) -> None:
+    """A tile loop (vector or unrolled, static bounds) that must stop exactly, in two
+    versions: `scf.if sum(base) + upper <= extent` (the whole tile is inside) runs it as
+    it is, else `guard`'s version runs it with a guard per iteration, so only the last
+    tile of the extent pays for the guard."""
+    parent = loop.parent_block()
+    assert parent is not None  # (a loop of a kernel)
+    whole = loop.clone()
+    kernel = loop.kernel()
+    for inner in [o for o in whole.walk() if isinstance(o, ForOp)]:  # (names are unique)
+        inner.annotate("name", kernel.fresh_loop_name(f"{inner.loop_name or 'l'}_whole"))
+    head: list[Operation] = []
+
+    def add(op: Operation) -> SSAValue:
+        head.append(op)
+        return op.results[0]
+
+    def symbol(name: str) -> SSAValue:
+        from xdsl.dialects import memref
+
+        k = add(arith.ConstantOp(IntegerAttr(names.index(name), IndexType())))
+        load = memref.LoadOp.get(dims, [k])
+        load.res.name_hint = name
+        return add(arith.IndexCastOp(add(load), IndexType()))
+
+    n = build_dim(extent, symbol, add)
+    end = add(arith.ConstantOp(IntegerAttr(loop.upper, IndexType())))
+    for b in base:
+        end = add(arith.AddiOp(b, end))
+    inside = add(arith.CmpiOp(end, n, "sle"))
+    parent.insert_ops_before(head, loop)
+    loop.detach()
+    guard(loop, extent, dims, names, base)
+    fits, rest = Block([whole, scf.YieldOp()]), Block([loop, scf.YieldOp()])
+    parent.insert_op_after(scf.IfOp(inside, [], Region(fits), Region(rest)), head[-1])
+
+
 def integer_maxima(values: Mapping[str, int]) -> DictionaryAttr:
     return DictionaryAttr({k: IntegerAttr(int(v), i64) for k, v in sorted(values.items())})

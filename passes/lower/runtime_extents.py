@@ -48,6 +48,7 @@ from dlpc.passes.lower._symbolic import (
     GUARD_REDUCTIONS,
     ID_ATTR,
     guard,
+    guard_tile,
 )
 from dlpc.passes.lower.prepack import PREPARE
 from dlpc.passes.lower.view_copies import main_function
@@ -97,7 +98,9 @@ class LoopRuntimeExtents(ModulePass):
                 loop.attributes.pop(BASE_ATTR, None)
                 continue  # (runs to its static bound: past the extent it computes padding)
             base = _base(loop)
-            if base is not None:  # (None: a loop the index's other parts run in is inside)
+            if base is not None and tile:  # (an exact tile: guarded only in the last one)
+                guard_tile(loop, extent, dims, order, base)
+            elif base is not None:  # (None: a loop the index's other parts run in is inside)
                 guard(loop, extent, dims, order, base)
             elif loop in exact:
                 raise VerifyException(

@@ -56,12 +56,21 @@ func.func @main(%x: memref<4xf32>, %dlpc_dims: memref<1xi64>, %out0: memref<4xf3
 
 // -----
 
-// A kernel reducing over seq (dlpc.exact names r0): its marked reduction loop is
-// guarded even though vectorized (a sum must not read padding).
+// A kernel reducing over seq (dlpc.exact names r0): its marked reduction loop must stop
+// exactly even though it is a vector tile (a sum must not read padding): when the whole
+// tile is inside seq it runs as it is (r0_whole), else with a guard per iteration.
 // CHECK-LABEL: func.func @main
-// CHECK:         loop.for %[[R:.*]] = 0 to 16 step 1 {name = "r0", vectorize} {
-// CHECK:           arith.cmpi slt, %[[R]], %{{.*}} : index
-// CHECK-NEXT:      scf.if
+// CHECK:         %[[SEQ:.*]] = memref.load %dlpc_dims
+// CHECK-NEXT:    %[[N:.*]] = arith.index_cast %[[SEQ]] : i64 to index
+// CHECK-NEXT:    %[[END:.*]] = arith.constant 16 : index
+// CHECK-NEXT:    %[[FITS:.*]] = arith.cmpi sle, %[[END]], %[[N]] : index
+// CHECK-NEXT:    scf.if %[[FITS]] {
+// CHECK-NEXT:      loop.for %{{.*}} = 0 to 16 step 1 {name = "r0_whole", vectorize} {
+// CHECK-NEXT:        memref.load %x
+// CHECK:         } else {
+// CHECK-NEXT:      loop.for %[[R:.*]] = 0 to 16 step 1 {name = "r0", vectorize} {
+// CHECK:             arith.cmpi slt, %[[R]], %{{.*}} : index
+// CHECK-NEXT:        scf.if
 func.func @main(%x: memref<16xf32>, %dlpc_dims: memref<1xi64>, %out0: memref<f32>) attributes {dlpc.dims = ["seq"], dlpc.num_inputs = 2 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
   loop.kernel "sum_0" attributes {dlpc.exact = ["r0"]} {
     loop.for %r0 = 0 to 16 step 1 {name = "r0", vectorize, dlpc.extent = "seq"} {
