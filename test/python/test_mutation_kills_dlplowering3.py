@@ -500,3 +500,46 @@ def test_a_copy_with_an_index_constant_past_int64_is_no_direct_copy():
     (out,) = f(x)
     close(out, x)
     assert "gdram->gdram" not in f.report[0].bytes
+
+
+# out[n, c, h, w] = x[n, c, h, w] + b[0, c]: a bias per channel held as a 1 x 4 buffer
+BIAS_2D = """
+func.func @main(%x: memref<2x4x4x16xf32>, %b: memref<1x4xf32>, %out: memref<2x4x4x16xf32>)
+    attributes {dlpc.num_inputs = 2 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "k" {
+    loop.for %n = 0 to 2 step 1 {name = "i0", parallel} {
+      loop.for %c = 0 to 4 step 1 {name = "i1"} {
+        loop.for %h = 0 to 4 step 1 {name = "i2"} {
+          loop.for %w = 0 to 16 step 1 {name = "i3"} {
+            %c0 = arith.constant 0 : index
+            %v = memref.load %x[%n, %c, %h, %w] : memref<2x4x4x16xf32>
+            %bb = memref.load %b[%c0, %c] : memref<1x4xf32>
+            %s = arith.addf %v, %bb : f32
+            memref.store %s, %out[%n, %c, %h, %w] : memref<2x4x4x16xf32>
+          }
+        }
+      }
+    }
+  }
+  func.return
+}"""
+
+
+def test_a_bias_per_channel_with_a_leading_unit_dim_is_a_row_operand_of_the_nest():
+    """elementwise.py:233 (`len(idx) - (j - 1)` -> `len(idx) % (j - 1)`): b[0, c] is a
+    bias per channel (its leading index 0) repeating every image, a row operand of the
+    whole nest: the images are the work loop (no image-by-image outer plan, which the
+    simulator runs slower), and every plane gets its channel's b."""
+    from dlpc.dialects.loop import kernels
+    from dlpc.passes.lower.loop_to_dlp import plan_kernel
+    from dlpc.targets.dlp import resolve
+
+    module = parse_module(BIAS_2D)
+    (kernel,) = kernels(module.clone())
+    plan = plan_kernel(kernel, resolve("tiny"), True, True, True)
+    assert plan.selection is not None and plan.outer is None and plan.work.loop_name == "i0"
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal((2, 4, 4, 16)).astype(np.float32)
+    b = rng.standard_normal((1, 4)).astype(np.float32)
+    (out,) = compile_dlp(module, "tiny", name="bias2d")(x, b)
+    close(out, x + b[0][None, :, None, None])
