@@ -543,3 +543,32 @@ def test_a_bias_per_channel_with_a_leading_unit_dim_is_a_row_operand_of_the_nest
     b = rng.standard_normal((1, 4)).astype(np.float32)
     (out,) = compile_dlp(module, "tiny", name="bias2d")(x, b)
     close(out, x + b[0][None, :, None, None])
+
+
+@pytest.mark.parametrize(
+    "rows, cols, keep, direct",
+    [
+        (8, 16, 4, True),  # 8 pieces of 4 on one task: MAX_PIECES_PER_TASK
+        (9, 16, 4, False),  # 9 short pieces: staged through NRAM instead
+        (64, 32, 16, True),  # 32 pieces a task averaging 16 elements: long pieces
+        (64, 32, 15, False),  # ... averaging 15: too short for so many
+        (128, 32, 16, True),  # 64 pieces a task: MAX_LONG_PIECES_PER_TASK
+        (130, 32, 16, False),  # 65
+    ],
+)
+def test_a_slice_is_direct_copies_while_its_pieces_are_few_or_long(
+    tmp_path, rows, cols, keep, direct
+):
+    """_dlp_copy.lower_copy on tiny (2 cores, a task per 64 elements): x[:, :keep] is
+    one piece per row; it becomes direct GDRAM2GDRAM copies when each task copies at
+    most MAX_PIECES_PER_TASK pieces, or at most MAX_LONG_PIECES_PER_TASK averaging
+    MIN_PIECE_ELEMENTS or more (one DMA latency each beats staging through NRAM)."""
+    from test_dlp import _run_small
+
+    rep, _ = _run_small(
+        tmp_path,
+        f"slice(x, starts=[0], ends=[{keep}], axes=[1])",
+        "tiny",
+        f"x: f32[{rows}, {cols}]",
+    )
+    assert ("gdram->gdram" in rep.bytes) is direct
