@@ -74,6 +74,7 @@ def test_comparisons_assume_symbols_at_least_one():
     assert S >= 1 and S > 0 and not S < 1 and not S <= 0 and (S - 1 >= 0)
     assert S + 1 > S and not S + 1 <= S and S >= S and not S < S and S <= S
     assert not S > S and not S < S + 1 - 1
+    assert not S + 1 < S and S < S + 1 and not S + 2 <= S + 1 and S >= S - 3
     # undecided: >, >= True; <, <= False (a symbolic size is taken to be large)
     assert S > 1 and S >= 2 and not S < 2 and not S <= 1
     assert S - T > 0 and not S - T < 0 and (1 - S) >= 0 and not (1 - S) < 0
