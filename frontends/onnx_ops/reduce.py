@@ -63,6 +63,10 @@ def arg_extreme(imp: NodeContext):
     ext = graph.ReduceMaxOp if op == "ArgMax" else graph.ReduceMinOp
     m = imp.emit(ext, x, axes=(axis,), keepdims=True)
     hit = imp.emit(graph.CompareOp, x, m, predicate="eq")
+    if imp.dtype(x).kind == "f":  # a NaN is the extreme (reduce_max/min propagate it): its
+        # position is a hit, as numpy's and torch's argmax/argmin take it (x == NaN is false)
+        nan = imp.emit(graph.CompareOp, x, x, predicate="ne")
+        hit = imp.emit(graph.WhereOp, nan, Const(np.asarray(True)), hit)
     shape = [1] * len(s)
     shape[axis] = s[axis]
     if s[axis] > 2**24:

@@ -1308,3 +1308,19 @@ def test_slice_1_with_trailing_empty_inputs_keeps_its_ends():
     proto.graph.output.append(helper.make_empty_tensor_value_info("y"))
     m = load_model(proto)
     np.testing.assert_array_equal(run_reference(m.module, [A], m.weights)[0], A[1:3])
+
+
+@pytest.mark.parametrize("op", ["ArgMax", "ArgMin"])
+@pytest.mark.parametrize("last", [0, 1])
+def test_arg_extremes_point_at_a_nan(op, last):
+    """A row holding NaN: its extreme is NaN (reduce_max/min propagate it), so its index
+    is the first (or, select_last_index, the last) NaN, as numpy's and torch's argmax
+    take it; it was no position at all (4 or -1: x == NaN never holds). onnxruntime
+    skips NaN instead, so numpy is the oracle here (onnx seed 42 survivor reduce.py:73,
+    -1 -> -0, which only such a row tells)."""
+    x = np.array([[1, np.nan, 3, np.nan], [2, 5, 5, 1], [np.nan] * 4], np.float32)
+    m = load_model(model([node(op, ["x"], axis=1, select_last_index=last)], {"x": x}))
+    (got,) = run_reference(m.module, [x], m.weights)
+    f = np.argmax if op == "ArgMax" else np.argmin
+    want = f(x, axis=1, keepdims=True) if not last else 3 - f(x[:, ::-1], axis=1, keepdims=True)
+    np.testing.assert_array_equal(got, want)
