@@ -1141,3 +1141,29 @@ def test_a_nest_without_one_reduction_is_not_gemm_shaped():
         assert default.gemm_operands(mm, nest) is None
         with pytest.raises(ScheduleError, match="not gemm-shaped"):
             default.gemm_script(mm, nest, default.GemmParams(8, 8, 8, 8, 8))
+
+
+def test_divisor_helpers_at_their_bounds():
+    """nest.largest_divisor: the largest divisor of n within the limit (the limit and n
+    themselves included), a multiple of `multiple_of` when asked (that multiple itself
+    when none is within the limit, 1 when it does not divide n); first_divisor: the first
+    choice dividing n, else 1."""
+    from dlpc.passes.schedule.nest import first_divisor, largest_divisor
+
+    assert largest_divisor(12, 12) == 12 and largest_divisor(12, 100) == 12
+    assert largest_divisor(12, 6) == 6 and largest_divisor(12, 5) == 4
+    assert largest_divisor(1, 1) == 1
+    assert largest_divisor(64, 64, multiple_of=16) == 64
+    assert largest_divisor(32, 8, multiple_of=16) == 16
+    assert largest_divisor(24, 64, multiple_of=16) == 1
+    assert first_divisor(48, (32, 16)) == 16 and first_divisor(64, (32, 16)) == 32
+
+
+def test_kernel_work_counts_every_nests_iterations():
+    """nest.kernel_work: the iterations of each top-level nest summed, a loop's count its
+    trip count times its body's (at least 1): INIT_POST over 8 outputs is 8 (init) +
+    8 x 4 (reduction) = 40."""
+    from dlpc.passes.schedule.nest import kernel_work
+
+    (kernel,) = kernels(parse_module(INIT_POST.replace("OUT", "8")))
+    assert kernel_work(kernel) == 8 + 8 * 4
