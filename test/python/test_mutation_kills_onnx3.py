@@ -873,6 +873,9 @@ LEGACY_FORMS = [
     (11, node("Gather", ["x", "i"], axis=1), {"x": A}, {"i": np.int64([-1, 0])}),
     (6, node("Cast", ["x"], to=TensorProto.INT64), {"x": A}, {}),
     (5, node("Reshape", ["x", "s"]), {"x": A}, {"s": np.int64([4, -1])}),
+    (4, node("Concat", ["x", "x"], axis=1), {"x": A}, {}),  # from 4: axis required
+    (7, node("Split", ["x"], ["y", "z"], axis=1, split=[2, 1]), {"x": A}, {}),  # Split-2
+    (9, node("Clip", ["x"], min=-1.0), {"x": A}, {}),
     (6, node("Tile", ["x", "r"]), {"x": A}, {"r": np.int64([1, 2, 1])}),
 ]  # fmt: skip
 
@@ -894,6 +897,12 @@ LEGACY_REFUSED = [
     (10, node("Gather", ["x", "i"]), "opset 10 is not supported for this operator"),
     (7, node("BatchNormalization", ["x", "s", "b", "m", "v"]), "opset 7 is not supported"),
     (11, node("Softmax", ["x"], axis=1), "over axis 1 of a rank-3 input"),
+    # each first version of the opset-13 meaning is the boundary: one below is refused
+    (3, node("Concat", ["x", "x"], axis=0), "opset 3 is not supported for this operator"),
+    (4, node("Reshape", ["x"], shape=[4, 6]), "opset 4 is not supported for this operator"),
+    (10, node("Resize", ["x", "sc"], mode="nearest"), "opset 10 is not supported"),
+    (10, node("ConvTranspose", ["x", "w"]), "opset 10 is not supported for this operator"),
+    (5, node("Cast", ["x"], to=TensorProto.INT64), "opset 5 is not supported"),
     (11, node("LogSoftmax", ["x"]), "over axis 1 of a rank-3 input"),
 ]
 
@@ -903,6 +912,7 @@ LEGACY_REFUSED = [
 )
 def test_older_opset_forms_of_another_meaning_are_refused(opset, n, message):
     inits = {k: np.ones(3, np.float32) for k in "sbmv"} | {"i": np.int64([0])}
+    inits |= {"sc": np.float32([1, 1, 2]), "w": np.ones((3, 1, 2), np.float32)}
     proto = model([n], {"x": A}, {k: v for k, v in inits.items() if k in n.input}, opset=opset,
                   outputs=())  # fmt: skip
     with pytest.raises(DlpcError, match=message):
