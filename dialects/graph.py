@@ -192,8 +192,9 @@ KINDS: tuple[tuple[AttrConstraint[Any], Kind], ...] = (
 )
 
 # the element types an op's first operand may have: "float" (exp, softmax, ...: math
-# functions of floats), "numeric" (a mean: not i1), or None (any)
-Elements: TypeAlias = Literal["float", "numeric"] | None
+# functions of floats), "numeric" (a mean: not i1), "integer" (bit operations: i8 ... i64,
+# ui8 ... ui64), or None (any)
+Elements: TypeAlias = Literal["float", "numeric", "integer"] | None
 
 # the default of a property the op cannot do without (`make` and the builder check it)
 REQUIRED = object()
@@ -379,6 +380,8 @@ class GraphOp(IRDLOperation):
             raise VerifyException(f"{self.name} needs a floating-point operand, got {elt}")
         if self.ELEMENTS == "numeric" and elt == i1:
             raise VerifyException(f"{self.name} needs a numeric operand, got {elt}")
+        if self.ELEMENTS == "integer" and not (isa(elt, IntegerType) and elt.bitwidth > 1):
+            raise VerifyException(f"{self.name} needs an integer operand, got {elt}")
 
     def check_arity(self) -> None:
         if self.OPERANDS and self.OPERANDS[0].startswith("*"):
@@ -831,6 +834,17 @@ class RoundOp(FloatUnaryOp):
 
 
 @graph_op
+class BitNotOp(UnaryOp):
+    """Elementwise bitwise ~x, of integers.
+
+    %y = graph.bit_not %x : (tensor<4xi32>) -> tensor<4xi32>
+    """
+
+    name = "graph.bit_not"
+    ELEMENTS: ClassVar[Elements] = "integer"
+
+
+@graph_op
 class ReluOp(UnaryOp):
     """Elementwise max(x, 0).
 
@@ -992,6 +1006,61 @@ class PowOp(BinaryOp):
     """
 
     name = "graph.pow"
+
+
+@graph_op
+class BitAndOp(BinaryOp):
+    """Elementwise bitwise lhs & rhs, of integers (broadcasting).
+
+    %z = graph.bit_and %x, %y : (tensor<2x4xui8>, tensor<4xui8>) -> tensor<2x4xui8>
+    """
+
+    name = "graph.bit_and"
+    ELEMENTS: ClassVar[Elements] = "integer"
+
+
+@graph_op
+class BitOrOp(BinaryOp):
+    """Elementwise bitwise lhs | rhs, of integers (broadcasting).
+
+    %z = graph.bit_or %x, %y : (tensor<2x4xui8>, tensor<4xui8>) -> tensor<2x4xui8>
+    """
+
+    name = "graph.bit_or"
+    ELEMENTS: ClassVar[Elements] = "integer"
+
+
+@graph_op
+class BitXorOp(BinaryOp):
+    """Elementwise bitwise lhs ^ rhs, of integers (broadcasting).
+
+    %z = graph.bit_xor %x, %y : (tensor<2x4xui8>, tensor<4xui8>) -> tensor<2x4xui8>
+    """
+
+    name = "graph.bit_xor"
+    ELEMENTS: ClassVar[Elements] = "integer"
+
+
+@graph_op
+class ShiftLeftOp(BinaryOp):
+    """Elementwise lhs << rhs (bits shifted past the type's width are lost), of integers (broadcasting).
+
+    %z = graph.shift_left %x, %y : (tensor<2x4xui8>, tensor<4xui8>) -> tensor<2x4xui8>
+    """
+
+    name = "graph.shift_left"
+    ELEMENTS: ClassVar[Elements] = "integer"
+
+
+@graph_op
+class ShiftRightOp(BinaryOp):
+    """Elementwise lhs >> rhs (logical on unsigned types, arithmetic on signed ones), of integers (broadcasting).
+
+    %z = graph.shift_right %x, %y : (tensor<2x4xui8>, tensor<4xui8>) -> tensor<2x4xui8>
+    """
+
+    name = "graph.shift_right"
+    ELEMENTS: ClassVar[Elements] = "integer"
 
 
 @graph_op
@@ -2332,6 +2401,7 @@ GRAPH_OPS: list[type[IRDLOperation]] = [
     FloorOp,
     CeilOp,
     RoundOp,
+    BitNotOp,
     ReluOp,
     GeluOp,
     LeakyReluOp,
@@ -2344,6 +2414,11 @@ GRAPH_OPS: list[type[IRDLOperation]] = [
     MaxOp,
     MinOp,
     PowOp,
+    BitAndOp,
+    BitOrOp,
+    BitXorOp,
+    ShiftLeftOp,
+    ShiftRightOp,
     PReluOp,
     WhereOp,
     CompareOp,
@@ -2404,12 +2479,26 @@ UNARY_OPS: list[type[UnaryOp]] = [
     FloorOp,
     CeilOp,
     RoundOp,
+    BitNotOp,
     ReluOp,
     GeluOp,
     LeakyReluOp,
     ClipOp,
     CastOp,
 ]
-BINARY_OPS: list[type[BinaryOp]] = [AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp, PowOp]
+BINARY_OPS: list[type[BinaryOp]] = [
+    AddOp,
+    SubOp,
+    MulOp,
+    DivOp,
+    MaxOp,
+    MinOp,
+    PowOp,
+    BitAndOp,
+    BitOrOp,
+    BitXorOp,
+    ShiftLeftOp,
+    ShiftRightOp,
+]
 
 Graph = Dialect("graph", [*GRAPH_OPS], [])

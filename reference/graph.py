@@ -192,6 +192,36 @@ def power(a, b):
     return np.power(a, b)
 
 
+def bit_and(a, b):
+    return np.bitwise_and(a, b)
+
+
+def bit_or(a, b):
+    return np.bitwise_or(a, b)
+
+
+def bit_xor(a, b):
+    return np.bitwise_xor(a, b)
+
+
+def bit_not(x):
+    return np.invert(x)
+
+
+def shift_left(a, b):
+    # a shift by < 0 or >= the width gives 0 (ONNX BitShift)
+    ok = (b >= 0) & (b < a.dtype.itemsize * 8)
+    return np.where(ok, np.left_shift(a, np.where(ok, b, 0)), 0).astype(a.dtype)
+
+
+def shift_right(a, b):
+    # logical on unsigned types, arithmetic on signed ones; a shift by < 0 or >= the width
+    # gives the sign fill alone (-1 for a negative signed a, else 0)
+    ok = (b >= 0) & (b < a.dtype.itemsize * 8)
+    fill = np.where(a < 0, -1, 0) if a.dtype.kind == "i" else 0
+    return np.where(ok, np.right_shift(a, np.where(ok, b, 0)), fill).astype(a.dtype)
+
+
 def prelu(x, slope):
     return np.where(x > 0, x, slope * x).astype(x.dtype)
 
@@ -578,6 +608,12 @@ KERNELS: dict[str, Callable] = {
     "graph.min": minimum,
     "graph.pow": power,
     "graph.prelu": prelu,
+    "graph.bit_and": bit_and,
+    "graph.bit_or": bit_or,
+    "graph.bit_xor": bit_xor,
+    "graph.bit_not": bit_not,
+    "graph.shift_left": shift_left,
+    "graph.shift_right": shift_right,
     "graph.where": where,
     "graph.compare": compare,
     "graph.matmul": matmul,

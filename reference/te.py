@@ -73,6 +73,7 @@ _BINARY = {
     arith.XOrIOp: np.bitwise_xor,
     arith.ShLIOp: np.left_shift,
     arith.ShRSIOp: np.right_shift,
+    arith.ShRUIOp: np.right_shift,  # (on unsigned arrays: logical)
     xmath.PowFOp: np.power,
     xmath.IPowIOp: np.power,
 }

@@ -12,12 +12,13 @@ One module per operator family, each registering its handlers with `@handles` (r
 when imported here: elementwise.py, nn.py (MatMul, Gemm, convolutions, pooling),
 normalization.py, reduce.py, tensor.py (data movement and shapes), resize.py, control.py
 (If, Loop, Scan onto graph.if / graph.loop), math_ops.py (Sin ... Atanh, Floor, Ceil,
-Round).
+Round), bitwise.py (BitwiseAnd / Or / Xor / Not, BitShift).
 """
 
 from __future__ import annotations
 
 from dlpc.frontends.onnx_ops import (  # noqa: F401 - imported to register their handlers
+    bitwise,
     control,
     elementwise,
     math_ops,

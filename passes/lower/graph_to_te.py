@@ -46,7 +46,9 @@ from xdsl.dialects import arith, func
 from xdsl.dialects.builtin import (
     Float16Type,
     IndexType,
+    IntegerType,
     ModuleOp,
+    Signedness,
     StringAttr,
     TensorType,
     f16,
@@ -60,7 +62,7 @@ from xdsl.utils.exceptions import DiagnosticException
 
 from dlpc.dialects import graph as g
 from dlpc.dialects import symdims
-from dlpc.dialects.te import BodyBuilder, ComputeOp, ReduceOp
+from dlpc.dialects.te import BodyBuilder, ComputeOp, ReduceOp, is_unsigned
 from dlpc.passes.lower._symbolic import SymbolicFunction
 from dlpc.passes.lower._te_builder import (
     Idx,
@@ -122,6 +124,7 @@ UNARY: dict[str, Callable[[BodyBuilder, SSAValue, Any], SSAValue]] = {
     "floor": lambda b, x, op: b.math("floor", x),
     "ceil": lambda b, x, op: b.math("ceil", x),
     "round": lambda b, x, op: b.math("roundeven", x),
+    "bit_not": lambda b, x, op: b.emit(arith.XOrIOp(x, b.const(-1, x.type))),
     "relu": lambda b, x, op: b.max(x, 0),
     "gelu": lambda b, x, op: _gelu(b, x, op.approximate),
     "leaky_relu": lambda b, x, op: b.select(b.cmp("gt", x, 0), x, b.mul(op.alpha, x)),
@@ -138,7 +141,31 @@ BINARY: dict[str, Callable[[BodyBuilder, SSAValue, SSAValue], SSAValue]] = {
     "min": BodyBuilder.min,
     "pow": BodyBuilder.pow,
     "prelu": lambda b, x, s: b.select(b.cmp("gt", x, 0), x, b.mul(s, x)),
+    "bit_and": BodyBuilder.and_,
+    "bit_or": BodyBuilder.or_,
+    "bit_xor": lambda b, x, y: b.emit(arith.XOrIOp(x, y)),
+    "shift_left": lambda b, x, y: _shift(b, x, y, left=True),
+    "shift_right": lambda b, x, y: _shift(b, x, y, left=False),
 }
+
+
+def _shift(b: BodyBuilder, x: SSAValue, y: SSAValue, left: bool) -> SSAValue:
+    """ONNX BitShift: a shift by less than 0 or at least the width gives what the sign
+    fill alone gives (-1 for a right shift of a negative signed x, else 0); C's shift is
+    undefined there, so the amount is 0 then and the fill selected. A left shift runs on
+    the unsigned twin type (C's << of a negative signed value is undefined)."""
+    ty = x.type
+    assert isinstance(ty, IntegerType)
+    ok = b.and_(b.cmp("ge", y, 0), b.cmp("lt", y, ty.width.data))
+    amount = b.select(ok, y, 0)
+    if left:
+        twin = IntegerType(ty.width.data, Signedness.UNSIGNED)
+        shifted = b.cast(b.emit(arith.ShLIOp(b.cast(x, twin), b.cast(amount, twin))), ty)
+        return b.select(ok, shifted, 0)
+    if is_unsigned(ty):
+        return b.select(ok, b.emit(arith.ShRUIOp(x, amount)), 0)
+    fill = b.select(b.cmp("lt", x, 0), b.const(-1, ty), b.const(0, ty))
+    return b.select(ok, b.emit(arith.ShRSIOp(x, amount)), fill)
 
 
 def elementwise(L: Lowering, op: g.GraphOp, xs: list[SSAValue], fn) -> SSAValue:

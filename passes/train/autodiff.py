@@ -55,6 +55,7 @@ from dlpc.passes.train import (
     _comm_grad,  # noqa: F401 - the comm ops' rules
     _control_grad,
     _grad,
+    _int_grad,  # noqa: F401 - the bit operations' rules
 )
 from dlpc.passes.train._build import Builder
 

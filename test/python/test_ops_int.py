@@ -2,7 +2,8 @@
 `dlpc.load` + `dlpc.compile` on numpy and C, with ONNX's semantics: arithmetic wraps
 around, Div truncates toward zero (C's `/`), Mod takes the divisor's sign (fmod = 0) or
 the dividend's (fmod = 1), comparisons and Max/Min order unsigned values as unsigned, Cast
-between them wraps. One ONNX model per type holds every op (one C build each); the
+between them wraps, bit operations and BitShift (an amount < 0 or >= the width gives the
+sign fill alone, as opset 28 defines it). One ONNX model per type holds every op (one C build each); the
 expected values are computed here with Python integers, and onnxruntime's are checked
 against the same where its CPU provider has the kernels."""
 
@@ -49,6 +50,12 @@ def _model(dtype: str):
         helper.make_node("Less", ["a", "b"], ["less"]),
         helper.make_node("Greater", ["a", "b"], ["greater"]),
         helper.make_node("Equal", ["a", "b"], ["equal"]),
+        helper.make_node("BitwiseAnd", ["a", "b"], ["and"]),
+        helper.make_node("BitwiseOr", ["a", "b"], ["or"]),
+        helper.make_node("BitwiseXor", ["a", "b"], ["xor"]),
+        helper.make_node("BitwiseNot", ["a"], ["not"]),
+        helper.make_node("BitShift", ["a", "b"], ["shl"], direction="LEFT"),
+        helper.make_node("BitShift", ["a", "b"], ["shr"], direction="RIGHT"),
     ]
     nodes += [
         helper.make_node(
@@ -66,7 +73,14 @@ def _model(dtype: str):
         [helper.make_tensor_value_info(n, elem, [3, 4]) for n in ("a", "b")],
         [helper.make_tensor_value_info(o, types.get(o, elem), [3, 4]) for o in outs],
     )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
+
+
+def _shift(x: int, n: int, bits: int, left: bool) -> int:
+    """ONNX BitShift on Python ints: an amount < 0 or >= the width leaves the sign fill."""
+    if not 0 <= n < bits:
+        return -1 if x < 0 and not left else 0
+    return x << n if left else x >> n
 
 
 def _expected(dtype: str, a: np.ndarray, b: np.ndarray) -> dict[str, np.ndarray]:
@@ -100,6 +114,12 @@ def _expected(dtype: str, a: np.ndarray, b: np.ndarray) -> dict[str, np.ndarray]
         "greater": a > b,
         "equal": a == b,
         **{f"to_{t}": a.astype(t) for t in CASTS},
+        "and": a & b,
+        "or": a | b,
+        "xor": a ^ b,
+        "not": ~a,
+        "shl": wrap(_shift(x, y, bits, True) for x, y in zip(pa, pb)),
+        "shr": wrap(_shift(x, y, bits, False) for x, y in zip(pa, pb)),
     }
 
 
@@ -136,6 +156,8 @@ def test_expected_values_match_onnxruntime(case):
         out = node.output[0]
         if out == "fmod" and dtype == "uint64":
             continue  # (onnxruntime's fmod of 64-bit integers goes through double)
+        if out in ("shl", "shr") and dtype in ("int8", "int16"):
+            continue  # (BitShift on signed types is opset 28's, which onnxruntime lacks)
         single = helper.make_model(
             helper.make_graph(
                 [node],
@@ -143,7 +165,7 @@ def test_expected_values_match_onnxruntime(case):
                 list(model.graph.input),
                 [o for o in model.graph.output if o.name == out],
             ),
-            opset_imports=[helper.make_opsetid("", 13)],
+            opset_imports=[helper.make_opsetid("", 18)],
             ir_version=8,
         )
         try:
