@@ -1334,3 +1334,38 @@ def test_arg_extremes_point_at_a_nan(op, last):
     f = np.argmax if op == "ArgMax" else np.argmin
     want = f(x, axis=1, keepdims=True) if not last else 3 - f(x[:, ::-1], axis=1, keepdims=True)
     np.testing.assert_array_equal(got, want)
+
+
+def test_constant_nodes_of_every_attribute_form_fold():
+    """Constant's tensor `value` is read directly; value_float / value_ints / value_floats
+    go through onnx's evaluator; all are import-time values feeding a run-time Add."""
+    nodes = [
+        node("Constant", [], ["a"], value=numpy_helper.from_array(np.float32([1, 2, 3, 4, 5]))),
+        node("Constant", [], ["b"], value_float=0.5),
+        node("Constant", [], ["c"], value_floats=[1.0, -1.0, 2.0, -2.0, 0.0]),
+        node("Add", ["x", "a"], ["s"]),
+        node("Mul", ["s", "b"], ["t"]),
+        node("Sub", ["t", "c"]),
+    ]
+    m = check(nodes, {"x": X})
+    assert "graph.constant" in op_names(m) or "graph.param" in op_names(m)
+
+
+def test_the_ai_onnx_domain_is_the_default_domain():
+    """'ai.onnx' names the default domain, for the model's opset and for a node."""
+    n = helper.make_node("Relu", ["x"], ["y"], domain="ai.onnx")
+    proto = model([n], {"x": X}, outputs=())
+    proto.graph.output.append(helper.make_empty_tensor_value_info("y"))
+    del proto.opset_import[:]
+    proto.opset_import.append(helper.make_opsetid("ai.onnx", 18))
+    m = load_model(proto)
+    np.testing.assert_array_equal(run_reference(m.module, [X], m.weights)[0], np.maximum(X, 0))
+
+
+@pytest.mark.parametrize("op", ["RandomNormal", "RandomUniform"])
+def test_random_operators_are_never_folded(op):
+    """Their value is not a function of their inputs: not evaluated at import time (which
+    would freeze one draw into the model), and dlpc has no handler for them."""
+    proto = model([node(op, [], ["r"], shape=[2, 5]), node("Add", ["x", "r"])], {"x": X},
+                  outputs=())  # fmt: skip
+    assert f"unsupported operator '{op}'" in _error(proto)
