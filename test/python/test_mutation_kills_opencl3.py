@@ -507,3 +507,52 @@ def test_a_linears_feature_lanes_widen_to_16_unless_3_steps(tmp_path, features, 
     module = pipeline.lower(model.module.clone(), "loop", OPENCL)
     (kernel,) = [k for k in module.walk() if k.name == "loop.kernel"]
     assert _names(plan_launch(kernel, kernel.sym).lanes) == {"i1": inner, "i0": 2}
+
+
+EXPRS = """
+func.func @main(%x: memref<64xf32>, %y: memref<8x8xf32>) {
+  loop.kernel "k" {
+    loop.for %i = 0 to 8 step 1 {name = "i0"} {
+      loop.for %j = 0 to 8 step 1 {name = "i1"} {
+        %c2 = arith.constant 2 : index
+        %c4 = arith.constant 4 : index
+        %ipc = arith.addi %i, %c2 : index
+        %cpi = arith.addi %c2, %i : index
+        %cmi = arith.subi %c2, %i : index
+        %imj = arith.subi %i, %j : index
+        %ipi = arith.addi %i, %i : index
+        %i4 = arith.muli %i, %c4 : index
+        %fouri = arith.muli %c4, %i : index
+        %ij = arith.muli %i, %j : index
+        %i4j = arith.addi %i4, %j : index
+        %id2 = arith.divsi %i, %c2 : index
+        %jp2 = arith.addi %j, %c2 : index
+        %v = memref.load %x[%ipc] : memref<64xf32>
+        memref.store %v, %y[%i, %j] : memref<8x8xf32>
+      }
+    }
+  }
+  func.return
+}"""
+
+
+def test_index_predicates_of_the_opencl_backend():
+    """backends/opencl/indices.py: affine_index (adds, subtractions and products by a
+    constant of loop variables and constants), varies_with (the variable plus or minus
+    what does not vary with it, a constant minus it not), depends_on (any use)."""
+    from dlpc.backends.opencl.indices import affine_index, depends_on, varies_with
+    from dlpc.passes.pipeline import parse_module
+
+    module = parse_module(EXPRS)
+    v = {op.results[0].name_hint: op.results[0] for op in module.walk() if op.results}
+    loops = {op.loop_name: op.induction_var for op in module.walk() if op.name == "loop.for"}
+    i, j = loops["i0"], loops["i1"]
+    v["i"], v["j"] = i, j
+    affine = {"i", "c2", "ipc", "cmi", "imj", "i4", "fouri", "i4j", "jp2"}
+    for name in ["i", "c2", "ipc", "cmi", "imj", "i4", "fouri", "i4j", "jp2", "ij", "id2"]:
+        assert affine_index(v[name]) is (name in affine), name
+    varying = {"i", "ipc", "cpi", "imj"}
+    for name in ["i", "ipc", "cpi", "cmi", "imj", "ipi", "i4", "j", "jp2"]:
+        assert varies_with(v[name], i) is (name in varying), name
+    for name, dep in [("i4j", True), ("jp2", False), ("id2", True), ("c2", False)]:
+        assert depends_on(v[name], i) is dep, name
