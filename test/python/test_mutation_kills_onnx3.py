@@ -1369,3 +1369,28 @@ def test_random_operators_are_never_folded(op):
     proto = model([node(op, [], ["r"], shape=[2, 5]), node("Add", ["x", "r"])], {"x": X},
                   outputs=())  # fmt: skip
     assert f"unsupported operator '{op}'" in _error(proto)
+
+
+def test_an_empty_graph_input_is_a_constant_a_call_still_passes():
+    """A graph input with a 0 dim has no values: the graph takes x only, but a call
+    passes both (the Specialiser lists every input and freezes none)."""
+    e = np.zeros((0, 5), np.float32)
+    m = load_model(model([node("Concat", ["x", "e"], axis=0)], {"x": X, "e": e}))
+    assert m.input_names == ["x", "e"] and m.specialiser is not None
+    assert m.specialiser.shape_inputs == []
+    args = [a for op in m.module.walk() if op.name == "func.func" for a in op.regions[0].block.args]
+    assert len(args) == 1
+    np.testing.assert_array_equal(run_reference(m.module, [X], m.weights)[0], X)
+
+
+def test_frozen_inputs_are_values_and_the_model_is_named(tmp_path):
+    """freeze_inputs binds an input for good (no argument, no specialising); a model is
+    named after its file, a ModelProto after its graph."""
+    nodes = [node("Reshape", ["x", "shape"])]
+    proto = model(nodes, {"x": X, "shape": I64([5, 2])})
+    m = load_model(proto, freeze_inputs={"shape": I64([5, 2])})
+    assert m.specialiser is None and m.input_names == ["x"] and m.name == "g"
+    np.testing.assert_array_equal(run_reference(m.module, [X], m.weights)[0], X.reshape(5, 2))
+    path = tmp_path / "tiny_net.onnx"
+    path.write_bytes(proto.SerializeToString())
+    assert load_model(str(path), freeze_inputs={"shape": I64([10])}).name == "tiny_net"
