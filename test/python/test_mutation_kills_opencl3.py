@@ -556,3 +556,49 @@ def test_index_predicates_of_the_opencl_backend():
         assert varies_with(v[name], i) is (name in varying), name
     for name, dep in [("i4j", True), ("jp2", False), ("id2", True), ("c2", False)]:
         assert depends_on(v[name], i) is dep, name
+
+
+GUARDED = """
+func.func @main(%x: memref<16xf32>, %y: memref<8x8xf32>) {
+  loop.kernel "k" {
+    loop.for %i = 0 to 8 step 1 {name = "i0"} {
+      loop.for %j = 0 to 8 step 1 {name = "i1"} {
+        %c1 = arith.constant 1 : index
+        %c2 = arith.constant 2 : index
+        COND
+        %v = scf.if %g -> (f32) {
+          %l = memref.load %x[%i] : memref<16xf32>
+          scf.yield %l : f32
+        } else {
+          %z = arith.constant 0.000000e+00 : f32
+          scf.yield %z : f32
+        }
+        memref.store %v, %y[%i, %j] : memref<8x8xf32>
+      }
+    }
+  }
+  func.return
+}"""
+
+
+@pytest.mark.parametrize(
+    "cond, guard",
+    [
+        ("%d = arith.subi %i, %j : index\n%g = arith.cmpi slt, %d, %c1 : index", True),
+        ("%d = arith.muli %i, %c2 : index\n%g = arith.cmpi sge, %d, %c1 : index", True),
+        ("%d = arith.remsi %i, %c2 : index\n%g = arith.cmpi slt, %d, %c1 : index", False),
+        ("%d = arith.shli %i, %c1 : index\n%g = arith.cmpi slt, %d, %c2 : index", False),
+        ("%g = arith.cmpi eq, %i, %c1 : index", False),
+    ],
+)
+def test_padding_guards_are_inequalities_of_affine_indices(cond, guard):
+    """guards.padding_guards: an scf.if is a padding guard when its condition is signed
+    inequalities of affine functions of the loops (adds, subtractions, products by a
+    constant): i - j < 1 and 2 i >= 1 are; i % 2 < 1, (i << 1) < 2 (not convex in the
+    lanes) and i == 1 (no inequality) are not."""
+    from dlpc.backends.opencl.guards import padding_guards
+    from dlpc.passes.pipeline import parse_module
+
+    module = parse_module(GUARDED.replace("COND", cond.replace("\n", "\n        ")))
+    nest = next(op for op in module.walk() if op.name == "loop.for")
+    assert (padding_guards(nest) is not None) is guard
