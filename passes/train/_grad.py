@@ -213,11 +213,13 @@ def _max_min(b, op, g, want):
 
 @rule("pow")
 def _pow(b, op, g, want):
-    # y = a ** p: da = g * p * a ** (p - 1); dp = g * y * log(a) (0 where a == 0)
+    # y = a ** p: da = g * p * a ** (p - 1) (0 where p == 0: not 0 * 0 ** -1 = nan, as
+    # torch); dp = g * y * log(a) (0 where a == 0)
     a, p = _binary_operands(op)
     ga = gp = None
     if want[0]:
-        ga = b.mul(g, b.mul(p, b.pow(a, b.sub(p, 1.0))))
+        da = b.mul(p, b.pow(a, b.sub(p, 1.0)))
+        ga = b.mul(g, b.where(b.compare(p, 0.0, "eq"), 0.0, da))
     if want[1]:
         log_a = b.where(b.compare(a, 0.0, "eq"), 0.0, b.log(a))
         gp = b.mul(g, b.mul(op.results[0], log_a))
@@ -466,7 +468,8 @@ def _conv2d(b, op, g, want):
         cols = im2col(b, x, (kh, kw), (sh, sw), pads, (dh, dw), (oh, ow))  # [N, C, kk, P]
         p = oh * ow
         if cg == 1 and o == groups:  # depthwise: per channel, products summed
-            dw = b.sum(b.sum(b.mul(cols, reshape(b, g, (n, c, 1, p))), [3]), [0])  # [C, kk]
+            g4 = reshape(b, g, (n, c, 1, p))  # per (sample, channel): cols [kk, P] @ g [P]
+            dw = b.sum(b.op(graph.MatMulOp, cols, g4, transpose_b=True), [0])  # [C, kk, 1]
         else:
             cols = reshape(b, cols, (n, groups, cg * kh * kw, p))
             g4 = reshape(b, g, (n, groups, o // groups, p))
