@@ -1167,3 +1167,299 @@ def test_kernel_work_counts_every_nests_iterations():
 
     (kernel,) = kernels(parse_module(INIT_POST.replace("OUT", "8")))
     assert kernel_work(kernel) == 8 + 8 * 4
+
+
+# graph-winograd's chain for conv2d(x[1, C, H, W], k[O, C, 3, 3], padding=1), (C, O, H, W): each
+# kernel's winograd_scripts, best first ([] : computed inside its output transform; None:
+# not a Winograd transform kernel). 12 x 12: the fused block schedule; 11 rows: tiles by
+# two columns only, the transforms alone; 32 output channels: register tiles of 16
+# (CO_BLOCK), 24 one tile of 24 (MAX_MR); 32 columns: rows of 16 tiles, whole vectors;
+# 11 columns: an odd width keeps the output transform's plain nest
+WINOGRAD_SCRIPTS = {
+    (3, 24, 8, 8): [
+        ("winograd_input_transform_0", []),
+        ("reshape_1", []),
+        ("matmul_2", []),
+        ("reshape_3", []),
+        (
+            "winograd_output_transform_4",
+            [
+                "reorder winograd_output_transform_4: i0, i2t, i1, i3t"
+                "\n"
+                "compute_inline reshape_3"
+                "\n"
+                "compute_at matmul_2 -> winograd_output_transform_4/i2t local"
+                "\n"
+                "compute_inline reshape_1"
+                "\n"
+                "compute_at winograd_input_transform_0 -> winograd_output_transform_4/i2t local"
+                "\n"
+                "decompose winograd_output_transform_4/matmul_2_i0"
+                "\n"
+                "tensorize winograd_output_transform_4/matmul_2_i2 gemm"
+                "\n"
+                "unroll winograd_output_transform_4/matmul_b_acc_in2"
+                "\n"
+                "unroll winograd_output_transform_4/matmul_b_acc_out2"
+                "\n"
+                "cache_read winograd_output_transform_4/matmul_2_i0 folded.0 -> winograd_output_transform_4_up pack"
+                "\n"
+                "reorder winograd_output_transform_4: winograd_input_transform_0_i1, winograd_input_transform_0_i2, winograd_input_transform_0_i0, winograd_input_transform_0_i3, winograd_input_transform_0_i4"
+                "\n"
+                "cache_read winograd_output_transform_4/winograd_input_transform_0_i1 0 -> winograd_output_transform_4_xq deinterleave"
+                "\n"
+                "unroll winograd_output_transform_4/winograd_input_transform_0_i0"
+                "\n"
+                "vectorize winograd_output_transform_4/winograd_input_transform_0_i4"
+                "\n"
+                "vectorize winograd_output_transform_4/i3t"
+                "\n"
+                "serial winograd_output_transform_4"
+                "\n"
+                "parallel winograd_output_transform_4/i2t",
+                "reorder winograd_output_transform_4: i2t, i3t"
+                "\n"
+                "vectorize winograd_output_transform_4/i3t"
+                "\n"
+                "serial winograd_output_transform_4"
+                "\n"
+                "parallel winograd_output_transform_4/i1",
+            ],
+        ),
+    ],
+    (3, 4, 8, 32): [
+        ("winograd_input_transform_0", []),
+        ("reshape_1", []),
+        ("matmul_2", []),
+        ("reshape_3", []),
+        (
+            "winograd_output_transform_4",
+            [
+                "reorder winograd_output_transform_4: i0, i2t, i1, i3t"
+                "\n"
+                "compute_inline reshape_3"
+                "\n"
+                "compute_at matmul_2 -> winograd_output_transform_4/i2t local"
+                "\n"
+                "compute_inline reshape_1"
+                "\n"
+                "compute_at winograd_input_transform_0 -> winograd_output_transform_4/i2t local"
+                "\n"
+                "decompose winograd_output_transform_4/matmul_2_i0"
+                "\n"
+                "tensorize winograd_output_transform_4/matmul_2_i2 gemm"
+                "\n"
+                "unroll winograd_output_transform_4/matmul_b_acc_in2"
+                "\n"
+                "unroll winograd_output_transform_4/matmul_b_acc_out2"
+                "\n"
+                "unroll winograd_output_transform_4/matmul_b_acc_out3"
+                "\n"
+                "cache_read winograd_output_transform_4/matmul_2_i0 __constant -> winograd_output_transform_4_up pack"
+                "\n"
+                "reorder winograd_output_transform_4: winograd_input_transform_0_i1, winograd_input_transform_0_i2, winograd_input_transform_0_i0, winograd_input_transform_0_i3, winograd_input_transform_0_i4"
+                "\n"
+                "cache_read winograd_output_transform_4/winograd_input_transform_0_i1 0 -> winograd_output_transform_4_xq deinterleave"
+                "\n"
+                "unroll winograd_output_transform_4/winograd_input_transform_0_i0"
+                "\n"
+                "vectorize winograd_output_transform_4/winograd_input_transform_0_i4"
+                "\n"
+                "vectorize winograd_output_transform_4/i3t"
+                "\n"
+                "serial winograd_output_transform_4"
+                "\n"
+                "parallel winograd_output_transform_4/i2t",
+                "reorder winograd_output_transform_4: i2t, i3t"
+                "\n"
+                "vectorize winograd_output_transform_4/i3t"
+                "\n"
+                "serial winograd_output_transform_4"
+                "\n"
+                "parallel winograd_output_transform_4/i1",
+            ],
+        ),
+    ],
+    (3, 4, 12, 12): [
+        ("winograd_input_transform_0", []),
+        ("reshape_1", []),
+        ("matmul_2", []),
+        ("reshape_3", []),
+        (
+            "winograd_output_transform_4",
+            [
+                "reorder winograd_output_transform_4: i0, i2t, i1, i3t"
+                "\n"
+                "compute_inline reshape_3"
+                "\n"
+                "compute_at matmul_2 -> winograd_output_transform_4/i2t local"
+                "\n"
+                "compute_inline reshape_1"
+                "\n"
+                "compute_at winograd_input_transform_0 -> winograd_output_transform_4/i2t local"
+                "\n"
+                "decompose winograd_output_transform_4/matmul_2_i0"
+                "\n"
+                "tensorize winograd_output_transform_4/matmul_2_i2 gemm"
+                "\n"
+                "unroll winograd_output_transform_4/matmul_b_acc_in2"
+                "\n"
+                "unroll winograd_output_transform_4/matmul_b_acc_out2"
+                "\n"
+                "cache_read winograd_output_transform_4/matmul_2_i0 __constant -> winograd_output_transform_4_up pack"
+                "\n"
+                "reorder winograd_output_transform_4: winograd_input_transform_0_i1, winograd_input_transform_0_i2, winograd_input_transform_0_i0, winograd_input_transform_0_i3, winograd_input_transform_0_i4"
+                "\n"
+                "cache_read winograd_output_transform_4/winograd_input_transform_0_i1 0 -> winograd_output_transform_4_xq deinterleave"
+                "\n"
+                "unroll winograd_output_transform_4/winograd_input_transform_0_i0"
+                "\n"
+                "vectorize winograd_output_transform_4/winograd_input_transform_0_i4"
+                "\n"
+                "vectorize winograd_output_transform_4/i3t"
+                "\n"
+                "serial winograd_output_transform_4"
+                "\n"
+                "parallel winograd_output_transform_4/i2t",
+                "reorder winograd_output_transform_4: i2t, i3t"
+                "\n"
+                "vectorize winograd_output_transform_4/i3t"
+                "\n"
+                "serial winograd_output_transform_4"
+                "\n"
+                "parallel winograd_output_transform_4/i1",
+            ],
+        ),
+    ],
+    (3, 4, 11, 12): [
+        (
+            "winograd_input_transform_0",
+            [
+                "reorder winograd_input_transform_0: i1, i2, i0, i3, i4"
+                "\n"
+                "cache_read winograd_input_transform_0/i2 @0 -> winograd_input_transform_0_xq deinterleave"
+                "\n"
+                "unroll winograd_input_transform_0/i0"
+                "\n"
+                "vectorize winograd_input_transform_0/i4"
+                "\n"
+                "serial winograd_input_transform_0"
+                "\n"
+                "parallel winograd_input_transform_0/i2",
+            ],
+        ),
+        ("reshape_1", None),
+        ("matmul_2", None),
+        ("reshape_3", None),
+        (
+            "winograd_output_transform_4",
+            [
+                "reorder winograd_output_transform_4: i2, i3r, i3t"
+                "\n"
+                "unroll winograd_output_transform_4/i3r"
+                "\n"
+                "vectorize winograd_output_transform_4/i3t"
+                "\n"
+                "serial winograd_output_transform_4"
+                "\n"
+                "parallel winograd_output_transform_4/i1",
+            ],
+        ),
+    ],
+    (3, 32, 8, 8): [
+        ("winograd_input_transform_0", []),
+        ("reshape_1", []),
+        ("matmul_2", []),
+        ("reshape_3", []),
+        (
+            "winograd_output_transform_4",
+            [
+                "reorder winograd_output_transform_4: i0, i2t, i1, i3t"
+                "\n"
+                "compute_inline reshape_3"
+                "\n"
+                "compute_at matmul_2 -> winograd_output_transform_4/i2t local"
+                "\n"
+                "compute_inline reshape_1"
+                "\n"
+                "compute_at winograd_input_transform_0 -> winograd_output_transform_4/i2t local"
+                "\n"
+                "decompose winograd_output_transform_4/matmul_2_i0"
+                "\n"
+                "split winograd_output_transform_4/matmul_2_i2 by 16 -> matmul_2_co, matmul_2_ci"
+                "\n"
+                "reorder winograd_output_transform_4: matmul_2_i0, matmul_2_i1, matmul_2_co, matmul_2_ci, matmul_2_i3, matmul_2_r0"
+                "\n"
+                "tensorize winograd_output_transform_4/matmul_2_ci gemm"
+                "\n"
+                "unroll winograd_output_transform_4/matmul_b_acc_in2"
+                "\n"
+                "unroll winograd_output_transform_4/matmul_b_acc_out2"
+                "\n"
+                "cache_read winograd_output_transform_4/matmul_2_i0 folded.0 -> winograd_output_transform_4_up pack"
+                "\n"
+                "reorder winograd_output_transform_4: winograd_input_transform_0_i1, winograd_input_transform_0_i2, winograd_input_transform_0_i0, winograd_input_transform_0_i3, winograd_input_transform_0_i4"
+                "\n"
+                "cache_read winograd_output_transform_4/winograd_input_transform_0_i1 0 -> winograd_output_transform_4_xq deinterleave"
+                "\n"
+                "unroll winograd_output_transform_4/winograd_input_transform_0_i0"
+                "\n"
+                "vectorize winograd_output_transform_4/winograd_input_transform_0_i4"
+                "\n"
+                "vectorize winograd_output_transform_4/i3t"
+                "\n"
+                "serial winograd_output_transform_4"
+                "\n"
+                "parallel winograd_output_transform_4/i2t",
+                "reorder winograd_output_transform_4: i2t, i3t"
+                "\n"
+                "vectorize winograd_output_transform_4/i3t"
+                "\n"
+                "serial winograd_output_transform_4"
+                "\n"
+                "parallel winograd_output_transform_4/i1",
+            ],
+        ),
+    ],
+    (3, 4, 12, 11): [
+        (
+            "winograd_input_transform_0",
+            [
+                "reorder winograd_input_transform_0: i1, i2, i0, i3, i4"
+                "\n"
+                "cache_read winograd_input_transform_0/i2 @0 -> winograd_input_transform_0_xq deinterleave"
+                "\n"
+                "unroll winograd_input_transform_0/i0"
+                "\n"
+                "vectorize winograd_input_transform_0/i4"
+                "\n"
+                "serial winograd_input_transform_0"
+                "\n"
+                "parallel winograd_input_transform_0/i2",
+            ],
+        ),
+        ("reshape_1", None),
+        ("matmul_2", None),
+        ("reshape_3", None),
+        ("winograd_output_transform_4", []),
+    ],
+}
+
+
+@pytest.mark.parametrize("shape", WINOGRAD_SCRIPTS)
+def test_winograd_schedules_of_a_conv(tmp_path, shape):
+    """winograd.winograd_scripts for every kernel of graph-winograd's chain (see
+    WINOGRAD_SCRIPTS): fusable and whole tiles decide the fused schedule, the channel
+    blocks its register tile, an odd output dimension the transforms' own templates."""
+    c, o, h, w = shape
+    (tmp_path / "w.dlpc").write_text(
+        f"model wconv(x: f32[B, {c}, {h}, {w}]) {{\n"
+        f"  param k: f32[{o}, {c}, 3, 3] = kaiming(seed=5)\n"
+        "  return conv2d(x, k, padding=1)\n}\n"
+    )
+    model = dlpc.load(tmp_path / "w.dlpc", batch=1)
+    opts = pipeline.PipelineOptions(opt_level=3, extra={"graph-winograd": {"where": "all"}})
+    weights = dict(dlpc.api.check_weights(model))
+    module = pipeline.lower(model.module.clone(), "loop", opts, weights=weights)
+    got = [(k.sym, winograd.winograd_scripts(module, k.sym)) for k in kernels(module)]
+    assert got == WINOGRAD_SCRIPTS[shape]
