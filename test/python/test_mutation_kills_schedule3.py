@@ -1463,3 +1463,20 @@ def test_winograd_schedules_of_a_conv(tmp_path, shape):
     module = pipeline.lower(model.module.clone(), "loop", opts, weights=weights)
     got = [(k.sym, winograd.winograd_scripts(module, k.sym)) for k in kernels(module)]
     assert got == WINOGRAD_SCRIPTS[shape]
+
+
+@pytest.mark.parametrize(
+    "factor, ok", [(1, True), (2, True), (4, True), (0, False), (3, False), (8, False)]
+)
+def test_rfactor_factor_divides_the_reduction(factor, ok):
+    """rfactor's factor is at least 1 and divides the reduction loop (4 iterations):
+    1, 2 and 4 partial sums are accepted, 0, 3 and 8 refused."""
+    from dlpc.passes.schedule.script import apply_script
+
+    module = parse_module(INIT_POST.replace("OUT", "8"))
+    step = f"rfactor k/r0 by {factor}"
+    if ok:
+        apply_script(module, step)
+    else:
+        with pytest.raises(Exception, match="factor|divide"):
+            apply_script(module, step)
