@@ -465,7 +465,9 @@ def log_softmax(x, axis):
 
 
 def reduce_sum(x, axes, keepdims):
-    return np.sum(x, axis=axes, keepdims=keepdims)
+    # integers sum in their own type (numpy would widen int32 to int64), wrapping as C does
+    dtype = x.dtype if x.dtype.kind in "iu" else None
+    return np.sum(x, axis=axes, keepdims=keepdims, dtype=dtype)
 
 
 def reduce_mean(x, axes, keepdims):
@@ -481,7 +483,8 @@ def reduce_min(x, axes, keepdims):
 
 
 def reduce_prod(x, axes, keepdims):
-    return np.prod(x, axis=axes, keepdims=keepdims)
+    dtype = x.dtype if x.dtype.kind in "iu" else None  # (as reduce_sum)
+    return np.prod(x, axis=axes, keepdims=keepdims, dtype=dtype)
 
 
 # ---------------------------------------------------------------- data movement

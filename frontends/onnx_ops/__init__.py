@@ -12,7 +12,8 @@ One module per operator family, each registering its handlers with `@handles` (r
 when imported here: elementwise.py, nn.py (MatMul, Gemm, convolutions, pooling),
 normalization.py, reduce.py, tensor.py (data movement and shapes), resize.py, control.py
 (If, Loop, Scan onto graph.if / graph.loop), math_ops.py (Sin ... Atanh, Floor, Ceil,
-Round), bitwise.py (BitwiseAnd / Or / Xor / Not, BitShift).
+Round), bitwise.py (BitwiseAnd / Or / Xor / Not, BitShift), scan_ops.py (CumSum, CumProd,
+Hardmax, EyeLike).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from dlpc.frontends.onnx_ops import (  # noqa: F401 - imported to register their
     normalization,
     reduce,
     resize,
+    scan_ops,
     tensor,
 )
 from dlpc.frontends.onnx_ops.registry import HANDLERS, handles, supported_operators
