@@ -311,6 +311,20 @@ def test_leading_independent_names_the_op():
         )
         == "graph.reduce_sum reduces over it"
     )
+    # a gather along axis 0 given as -rank (by indices that lead with b themselves)
+    gather = (
+        'func.func @main(%x: tensor<?x4xf32, ["b"]>, %i: tensor<?xi64, ["b"]>) -> '
+        f"{b4} {{\n  %y = graph.gather %x, %i {{axis = -2 : i64}} : ({b4}, "
+        f'tensor<?xi64, ["b"]>) -> {b4}\n  func.return %y : {b4}\n}}'
+    )
+    assert (
+        leading_independent(pipeline.parse_module(gather), "b") == "graph.gather gathers along it"
+    )
+    c4 = 'tensor<?x4xf32, ["2*b"]>'
+    assert (
+        why(f"  %y = graph.concat %x, %x {{axis = 0 : i64}} : ({b4}, {b4}) -> {c4}", c4)
+        == "graph.concat has 'b' off axis 0 or inside an expression"
+    )
     t4 = 'tensor<4x?xf32, ["b"]>'
     assert (
         why(f"  %y = graph.transpose %x {{perm = array<i64: 1, 0>}} : ({b4}) -> {t4}", t4)
@@ -352,6 +366,8 @@ def test_shape_arithmetic_keeps_dims():
     shape = _obj(S, 4, T)
     (g,) = osym.fold("Gather", {"axis": 0}, [shape, np.array([2, 0])])
     assert g.tolist() == [T, S]
+    (rows,) = osym.fold("Gather", {}, [np.array([[S, 1], [T, 2]], dtype=object), np.array([1])])
+    assert rows.tolist() == [[T, 2]]  # axis 0 when the node gives none
     (u,) = osym.fold("Unsqueeze", {}, [np.asarray(S, dtype=object), np.array([0])])
     assert u.shape == (1,) and u[0] == S
     (c,) = osym.fold("Concat", {"axis": 0}, [_obj(S), np.array([-1], np.int64), _obj(8)])
