@@ -13,7 +13,7 @@ when imported here: elementwise.py, nn.py (MatMul, Gemm, convolutions, pooling),
 normalization.py, reduce.py, tensor.py (data movement and shapes), resize.py, control.py
 (If, Loop, Scan onto graph.if / graph.loop), math_ops.py (Sin ... Atanh, Floor, Ceil,
 Round), bitwise.py (BitwiseAnd / Or / Xor / Not, BitShift), scan_ops.py (CumSum, CumProd,
-Hardmax, EyeLike).
+Hardmax, EyeLike), linalg.py (Det of n <= 3).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from dlpc.frontends.onnx_ops import (  # noqa: F401 - imported to register their
     bitwise,
     control,
     elementwise,
+    linalg,
     math_ops,
     nn,
     normalization,

@@ -12,6 +12,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, Region
 
 import dlpc
+from dlpc.diagnostics import DlpcError
 from dlpc.dialects import graph
 from dlpc.passes.train._build import Builder
 from dlpc.passes.train.autodiff import differentiate
@@ -143,3 +144,37 @@ def test_gradient_matches_finite_differences_and_torch(op):
     assert float(t_loss.detach()) == pytest.approx(float(loss), rel=1e-12)
     t_loss.backward()
     np.testing.assert_allclose(grad, t.grad.numpy(), rtol=1e-9, atol=1e-12)
+
+
+def _det_model(shape):
+    node = helper.make_node("Det", ["x"], ["y"])
+    graph_ = helper.make_graph(
+        [node],
+        "det",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(shape[:-2]))],
+    )
+    return helper.make_model(graph_, opset_imports=[helper.make_opsetid("", 22)], ir_version=10)
+
+
+@pytest.mark.parametrize("target", ["numpy", "c"])
+@pytest.mark.parametrize("shape", [(1, 1), (4, 2, 2), (2, 3, 3, 3)], ids=str)
+def test_det_matches_onnxruntime(shape, target, tmp_path):
+    model = _det_model(shape)
+    path = tmp_path / "det.onnx"
+    path.write_bytes(model.SerializeToString())
+    x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    (want,) = sess.run(None, {"x": x})
+    (got,) = dlpc.compile(dlpc.load(str(path)), target=target)(x)
+    assert got.shape == want.shape and got.dtype == np.float32
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got, np.linalg.det(x.astype(np.float64)), rtol=1e-5, atol=1e-5)
+
+
+def test_det_of_a_4x4_matrix_is_refused_in_one_line(tmp_path):
+    path = tmp_path / "det4.onnx"
+    path.write_bytes(_det_model((4, 4)).SerializeToString())
+    with pytest.raises(DlpcError) as e:
+        dlpc.load(str(path))
+    assert "Det of 4x4 matrices is not supported" in str(e.value) and "\n" not in str(e.value)
