@@ -802,10 +802,18 @@ class FunctionWriter:
     def for_(self, op: ForOp, iv: str) -> None:
         """The `for` statement of `op` with its body (its pragmas already emitted)."""
         step = f"{iv}++" if op.stride == 1 else f"{iv} += {op.stride}"
-        self.line(f"for (int64_t {iv} = {op.lower}; {iv} < {op.upper}; {step}) {{")
-        self.depth += 1
-        self.block(op.block)
-        self.depth -= 1
+        body, upper = op.block, str(op.upper)
+        limit = clamped(op)
+        if limit is not None:  # `if (iv < limit)` around the whole body: stop at the limit
+            body, x = limit
+            upper = f"({self[x]} < {op.upper} ? {self[x]} : {op.upper})"
+        self.line(f"for (int64_t {iv} = {op.lower}; {iv} < {upper}; {step}) {{")
+        if body is op.block:
+            self.depth += 1
+            self.block(body)
+            self.depth -= 1
+        else:
+            self.branch(body, [])
         self.line("}")
 
     def parallel_loop(self, op: ForOp, iv: str, unroll: int) -> None:
@@ -837,7 +845,9 @@ class FunctionWriter:
         updated as `acc = acc <op> x` directly in its body (load, combine, store);
         None when some access does not fit, so the loop is not vectorised as a reduction."""
         accesses: dict[SSAValue, list[Operation]] = {}
-        for inner in op.block.walk():
+        limit = clamped(op)
+        body = op.block if limit is None else limit[0]  # (a clamped loop: the if's body)
+        for inner in body.walk():
             if isinstance(inner, memref.LoadOp | memref.StoreOp):
                 buf = self.buffers.get(inner.memref)
                 if buf is not None and buf.scalar:
@@ -850,8 +860,8 @@ class FunctionWriter:
             if (
                 not isinstance(load, memref.LoadOp)
                 or not isinstance(store, memref.StoreOp)
-                or load.parent is not op.block
-                or store.parent is not op.block
+                or load.parent is not body
+                or store.parent is not body
             ):
                 return None
             combine = store.value.owner
@@ -909,6 +919,32 @@ class FunctionWriter:
                 self.op(inner)
         self.close_scope()
         self.depth -= 1
+
+
+def clamped(op: ForOp) -> tuple[Block, SSAValue] | None:
+    """(the body, the limit) when `op`'s body is only `scf.if iv < limit { body }` with
+    `limit` defined outside the loop (passes/lower/_symbolic.guard): iterations at or past
+    the limit do nothing, so the loop may stop at min(upper, limit) (a positive step)."""
+    ops = list(op.block.ops)
+    if len(ops) != 2 or op.stride <= 0:
+        return None
+    cmp, branch = ops
+    if not (
+        isinstance(cmp, arith.CmpiOp)
+        and cmp.predicate.value.data == 2  # slt
+        and cmp.lhs is op.induction_var
+        and not defined_inside(cmp.rhs, op)
+        and isinstance(branch, scf.IfOp)
+        and branch.cond is cmp.result
+        and not branch.results
+        and len(list(cmp.result.uses)) == 1
+        and not (
+            branch.false_region.blocks
+            and any(not isinstance(o, scf.YieldOp) for o in branch.false_region.block.ops)
+        )
+    ):
+        return None
+    return branch.true_region.block, cmp.rhs
 
 
 def size_of(elt: Attribute) -> int:

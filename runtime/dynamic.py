@@ -468,6 +468,7 @@ class Generic:
                 return self.compile()
             raise GenericUnavailable(str(e)) from None
         owner.stats["compiles"] += 1
+        owner.last = compiled
         self.fn = getattr(compiled, "_direct", None) or compiled
         if owner.target == "numpy":
             runner = compiled.runner  # (its inputs are the model's, symbolic shapes)

@@ -18,10 +18,9 @@ te-to-loop (`Maxima`, `guard`):
   writes only the prefix its dims cover (the caller pads inputs into max-shaped
   buffers and slices outputs back: runtime/dynamic.py);
 - a loop over a symbolic extent runs to the maximum with its body under
-  `scf.if iv < extent`, the extent computed from `dlpc_dims` at the top of the body
-  (`guard`): correct under any schedule (the guard moves with the body); an iteration
-  past the extent costs a load and a compare (the C compiler may hoist the load and
-  split the loop at the guard), so the work is about the call's;
+  `scf.if iv < extent`, the extent computed from `dlpc_dims` just before the loop
+  (`guard`); the C printer stops such a loop at the extent (`iv < min(max, extent)`,
+  backends/c.py `clamped`), so the work is the call's;
 - which loops are guarded at once: every loop of a kernel whose indices read the dims
   (a reshape's `i // seq` must not run past the buffer). Every other loop over a
   symbolic extent is only marked `dlpc.extent = "<expr>"`, so the schedules see the
@@ -234,8 +233,10 @@ def guard(
     names: list[str],
     base: Sequence[SSAValue] = (),
 ) -> None:
-    """Put `loop`'s body under `scf.if iv + sum(base) < extent` (the extent read from
-    `dims`; `base`: the ivs of the loops a split took the index's other parts to)."""
+    """Put `loop`'s body under `scf.if iv < extent - sum(base)`, the limit computed from
+    `dims` just before the loop (`base`: the ivs of the loops a split took the index's
+    other parts to, all around `loop`). The body is then the compare and the `scf.if`
+    alone: the C printer stops such a loop at the limit (`iv < min(ub, limit)`)."""
     ops = list(loop.block.ops)
     then = Block()
     for op in ops:
@@ -257,12 +258,14 @@ def guard(
         value = add(load)
         return add(arith.IndexCastOp(value, IndexType()))
 
-    n = build_dim(extent, symbol, add)
-    index = loop.induction_var
+    limit = build_dim(extent, symbol, add)
     for b in base:
-        index = add(arith.AddiOp(b, index))
-    cond = add(arith.CmpiOp(index, n, "slt"))
-    loop.block.add_ops([*head, scf.IfOp(cond, [], Region(then))])
+        limit = add(arith.SubiOp(limit, b))
+    parent = loop.parent_block()
+    assert parent is not None  # (a loop of a kernel)
+    parent.insert_ops_before(head, loop)
+    cond = arith.CmpiOp(loop.induction_var, limit, "slt")
+    loop.block.add_ops([cond, scf.IfOp(cond, [], Region(then))])
 
 
 def guard_tile(
@@ -303,8 +306,8 @@ def guard_tile(
     inside = add(arith.CmpiOp(end, n, "sle"))
     parent.insert_ops_before(head, loop)
     loop.detach()
-    guard(loop, extent, dims, names, base)
     fits, rest = Block([whole, scf.YieldOp()]), Block([loop, scf.YieldOp()])
+    guard(loop, extent, dims, names, base)
     parent.insert_op_after(scf.IfOp(inside, [], Region(fits), Region(rest)), head[-1])
 
 

@@ -7,21 +7,25 @@ the input `dlpc_dims`, spatial loops over symbolic extents marked `dlpc.extent =
 Output: loop IR.
 Requires: a `func.func @main` with the `dlpc.dims` attribute when any loop is marked.
 Guarantees: the same results; no loop keeps `dlpc.extent`; each marked loop's body is
-under `scf.if iv < extent` (the extent read from `dlpc_dims`), so a call does the work
-of its own dims, not the maxima's (an iteration past the extent costs a compare);
-a marked loop with `unroll` or `vectorize` (a register or vector tile: a guard inside
-it costs more than the padding it skips), or in a `dlpc.prepare` kernel (run before any
-call gives dims), is left to run to its static bound (its iterations past the extent
-compute padding that nothing reads). A second run changes nothing.
+under `scf.if iv < limit`, the limit (the extent less the split's outer ivs) computed
+from `dlpc_dims` just before the loop, so the body is the compare and the `scf.if` alone
+and the C printer stops the loop at the limit: a call does the work of its own dims,
+not the maxima's. A vector loop is stopped so too (it stays one vector loop with a
+runtime trip count). An unrolled marked loop (a register tile: a guard inside it costs
+more than the padding it skips), or one in a `dlpc.prepare` kernel (run before any call
+gives dims), is left to run to its static bound (its iterations past the extent compute
+padding that nothing reads), unless it is exact (a reduction's): then it runs in two
+versions, unguarded when the whole tile is below the extent. A second run changes
+nothing.
 
     loop.for %i1 = 0 to 128 step 1 {name = "i1", dlpc.extent = "seq"} { ... }
 
 becomes
 
+    %k = arith.constant 1 : index
+    %seq = memref.load %dlpc_dims[%k] : memref<2xi64>
+    %n = arith.index_cast %seq : i64 to index
     loop.for %i1 = 0 to 128 step 1 {name = "i1"} {
-      %k = arith.constant 1 : index
-      %seq = memref.load %dlpc_dims[%k] : memref<2xi64>
-      %n = arith.index_cast %seq : i64 to index
       %c = arith.cmpi slt, %i1, %n : index
       scf.if %c { ... }
     }
@@ -94,11 +98,18 @@ class LoopRuntimeExtents(ModulePass):
                     f"one of @{fn.sym_name.data}'s dims ({', '.join(order)})"
                 )
             tile = "unroll" in loop.attributes or "vectorize" in loop.attributes
-            if (tile and loop not in exact) or isinstance(extent, int) or _prepares(loop):
+            # a vector loop stopped at its limit stays one vector loop (C: a clamped bound)
+            clamp = "vectorize" in loop.attributes and "unroll" not in loop.attributes
+            if (
+                (tile and not clamp and loop not in exact)
+                or isinstance(extent, int)
+                or _prepares(loop)
+            ):
                 loop.attributes.pop(BASE_ATTR, None)
                 continue  # (runs to its static bound: past the extent it computes padding)
             base = _base(loop)
-            if base is not None and tile:  # (an exact tile: guarded only in the last one)
+            if base is not None and tile and loop in exact and not clamp:
+                # (an exact register tile: guarded only in the last one)
                 guard_tile(loop, extent, dims, order, base)
             elif base is not None:  # (None: a loop the index's other parts run in is inside)
                 guard(loop, extent, dims, order, base)

@@ -3,24 +3,26 @@
 
 // A loop over a symbolic extent (dlpc.extent), split by a schedule into i0o (step 4,
 // dlpc.extent_id 1) and i0i (its index is i0o + i0i: dlpc.extent_base names id 1):
-// each loop's body runs only below
-// the call's seq (read from dlpc_dims); the marks are gone, so a second run changes
-// nothing.
+// each loop's body runs only below its limit, computed from the call's seq (read from
+// dlpc_dims) just before the loop (seq - i0o for i0i); the body is then the compare and
+// the scf.if alone (the C printer stops the loop at the limit); the marks are gone, so a
+// second run changes nothing.
 
 // CHECK-LABEL: func.func @main
-// CHECK:         loop.for %[[O:.*]] = 0 to 16 step 4 {name = "i0o", parallel} {
-// CHECK-NEXT:      %[[K:.*]] = arith.constant 0 : index
-// CHECK-NEXT:      %[[SEQ:.*]] = memref.load %dlpc_dims[%[[K]]] : memref<1xi64>
-// CHECK-NEXT:      %[[N:.*]] = arith.index_cast %[[SEQ]] : i64 to index
+// CHECK:         %[[K:.*]] = arith.constant 0 : index
+// CHECK-NEXT:    %[[SEQ:.*]] = memref.load %dlpc_dims[%[[K]]] : memref<1xi64>
+// CHECK-NEXT:    %[[N:.*]] = arith.index_cast %[[SEQ]] : i64 to index
+// CHECK-NEXT:    loop.for %[[O:.*]] = 0 to 16 step 4 {name = "i0o", parallel} {
 // CHECK-NEXT:      %[[C:.*]] = arith.cmpi slt, %[[O]], %[[N]] : index
 // CHECK-NEXT:      scf.if %[[C]] {
+// CHECK-NEXT:        %{{.*}} = arith.constant 0 : index
+// CHECK-NEXT:        %[[SEQ2:.*]] = memref.load %dlpc_dims
+// CHECK-NEXT:        %[[N2:.*]] = arith.index_cast %[[SEQ2]] : i64 to index
+// CHECK-NEXT:        %[[L:.*]] = arith.subi %[[N2]], %[[O]] : index
 // CHECK-NEXT:        loop.for %[[I:.*]] = 0 to 4 step 1 {name = "i0i"} {
-// CHECK-NEXT:          %{{.*}} = arith.constant 0 : index
-// CHECK-NEXT:          %[[SEQ2:.*]] = memref.load %dlpc_dims
-// CHECK-NEXT:          %[[N2:.*]] = arith.index_cast %[[SEQ2]] : i64 to index
-// CHECK-NEXT:          %[[IDX:.*]] = arith.addi %[[O]], %[[I]] : index
-// CHECK-NEXT:          %[[C2:.*]] = arith.cmpi slt, %[[IDX]], %[[N2]] : index
+// CHECK-NEXT:          %[[C2:.*]] = arith.cmpi slt, %[[I]], %[[L]] : index
 // CHECK-NEXT:          scf.if %[[C2]] {
+// CHECK-NEXT:            arith.addi %[[O]], %[[I]] : index
 // CHECK-NOT:     dlpc.extent
 func.func @main(%x: memref<16x8xf32>, %dlpc_dims: memref<1xi64>, %out0: memref<16x8xf32>) attributes {dlpc.dims = ["seq"], dlpc.num_inputs = 2 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
   loop.kernel "neg_0" {
@@ -57,24 +59,45 @@ func.func @main(%x: memref<4xf32>, %dlpc_dims: memref<1xi64>, %out0: memref<4xf3
 // -----
 
 // A kernel reducing over seq (dlpc.exact names r0): its marked reduction loop must stop
-// exactly even though it is a vector tile (a sum must not read padding): when the whole
-// tile is inside seq it runs as it is (r0_whole), else with a guard per iteration.
+// exactly; a vector loop is stopped at seq (the C printer clamps its bound, so it stays
+// one vector loop).
 // CHECK-LABEL: func.func @main
 // CHECK:         %[[SEQ:.*]] = memref.load %dlpc_dims
 // CHECK-NEXT:    %[[N:.*]] = arith.index_cast %[[SEQ]] : i64 to index
-// CHECK-NEXT:    %[[END:.*]] = arith.constant 16 : index
-// CHECK-NEXT:    %[[FITS:.*]] = arith.cmpi sle, %[[END]], %[[N]] : index
-// CHECK-NEXT:    scf.if %[[FITS]] {
-// CHECK-NEXT:      loop.for %{{.*}} = 0 to 16 step 1 {name = "r0_whole", vectorize} {
+// CHECK-NEXT:    loop.for %[[R:.*]] = 0 to 16 step 1 {name = "r0", vectorize} {
+// CHECK-NEXT:      %[[C:.*]] = arith.cmpi slt, %[[R]], %[[N]] : index
+// CHECK-NEXT:      scf.if %[[C]] {
 // CHECK-NEXT:        memref.load %x
-// CHECK:         } else {
-// CHECK-NEXT:      loop.for %[[R:.*]] = 0 to 16 step 1 {name = "r0", vectorize} {
-// CHECK:             arith.cmpi slt, %[[R]], %{{.*}} : index
-// CHECK-NEXT:        scf.if
 func.func @main(%x: memref<16xf32>, %dlpc_dims: memref<1xi64>, %out0: memref<f32>) attributes {dlpc.dims = ["seq"], dlpc.num_inputs = 2 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
   loop.kernel "sum_0" attributes {dlpc.exact = ["r0"]} {
     loop.for %r0 = 0 to 16 step 1 {name = "r0", vectorize, dlpc.extent = "seq"} {
       %v = memref.load %x[%r0] : memref<16xf32>
+      %a = memref.load %out0[] : memref<f32>
+      %s = arith.addf %a, %v : f32
+      memref.store %s, %out0[] : memref<f32>
+    }
+  }
+  func.return
+}
+
+// -----
+
+// An exact register tile (unrolled) runs in two versions: the whole tile unguarded when
+// it fits below seq (r0_whole), else with a guard per iteration.
+// CHECK-LABEL: func.func @main
+// CHECK:         %[[END:.*]] = arith.constant 4 : index
+// CHECK-NEXT:    %[[FITS:.*]] = arith.cmpi sle, %[[END]], %{{.*}} : index
+// CHECK-NEXT:    scf.if %[[FITS]] {
+// CHECK-NEXT:      loop.for %{{.*}} = 0 to 4 step 1 {name = "r0_whole", unroll = 4} {
+// CHECK-NEXT:        memref.load %x
+// CHECK:         } else {
+// CHECK:           loop.for %[[R:.*]] = 0 to 4 step 1 {name = "r0", unroll = 4} {
+// CHECK-NEXT:        arith.cmpi slt, %[[R]], %{{.*}} : index
+// CHECK-NEXT:        scf.if
+func.func @main(%x: memref<4xf32>, %dlpc_dims: memref<1xi64>, %out0: memref<f32>) attributes {dlpc.dims = ["seq"], dlpc.num_inputs = 2 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "sum_0" attributes {dlpc.exact = ["r0"]} {
+    loop.for %r0 = 0 to 4 step 1 {name = "r0", unroll = 4 : i64, dlpc.extent = "seq"} {
+      %v = memref.load %x[%r0] : memref<4xf32>
       %a = memref.load %out0[] : memref<f32>
       %s = arith.addf %a, %v : f32
       memref.store %s, %out0[] : memref<f32>

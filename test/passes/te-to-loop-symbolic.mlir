@@ -33,11 +33,13 @@ func.func @main(%x: tensor<?x8xf32, ["seq"]>, %dlpc_dims: tensor<1xi64>) -> tens
 
 // CHECK-LABEL: func.func @main(%x: memref<16x8xf32>, %dlpc_dims: memref<1xi64>, %out0: memref<128xf32>)
 // CHECK:         loop.kernel "reshape_0"
+// CHECK-NEXT:      %[[K:.*]] = arith.constant 0 : index
+// CHECK-NEXT:      %[[SEQ:.*]] = memref.load %dlpc_dims[%[[K]]] : memref<1xi64>
+// CHECK-NEXT:      %[[N:.*]] = arith.index_cast %[[SEQ]] : i64 to index
+// CHECK-NEXT:      %[[EIGHT:.*]] = arith.constant 8 : index
+// CHECK-NEXT:      %[[L:.*]] = arith.muli %[[N]], %[[EIGHT]] : index
 // CHECK-NEXT:      loop.for %[[I:.*]] = 0 to 128 step 1 {name = "i0", parallel, vectorize} {
-// CHECK-NEXT:        %[[K:.*]] = arith.constant 0 : index
-// CHECK-NEXT:        %[[SEQ:.*]] = memref.load %dlpc_dims[%[[K]]] : memref<1xi64>
-// CHECK-NEXT:        %[[N:.*]] = arith.index_cast %[[SEQ]] : i64 to index
-// CHECK:             %[[C:.*]] = arith.cmpi slt, %[[I]], %{{.*}} : index
+// CHECK-NEXT:        %[[C:.*]] = arith.cmpi slt, %[[I]], %[[L]] : index
 // CHECK-NEXT:        scf.if %[[C]] {
 func.func @main(%x: tensor<?x8xf32, ["seq"]>, %dlpc_dims: tensor<1xi64>) -> tensor<?xf32, ["8*seq"]> attributes {dlpc.dims = ["seq"], dlpc.max_dims = {seq = 16 : i64}} {
   %y = te.compute "reshape_0" (%i0) : tensor<?xf32, ["8*seq"]> {

@@ -1,0 +1,60 @@
+"""The fast paths of the one-compile program (issue 29, docs/dynamic.md): loops over
+runtime extents stop at the call's dims (loop-runtime-extents + the C printer's clamped
+bound), checked numerically at several extents, including the padding left untouched."""
+
+from __future__ import annotations
+
+import numpy as np
+from xdsl.context import Context
+
+from dlpc.backends.c import emit_c
+from dlpc.backends.runtime.cbuild import CFunction
+from dlpc.passes.lower.runtime_extents import LoopRuntimeExtents
+from dlpc.passes.pipeline import parse_module
+
+# a split row loop (i0o, i0i: index i0o + i0i) and an exact vector reduction over seq
+NEST = """
+func.func @main(%x: memref<16x8xf32>, %dlpc_dims: memref<1xi64>, %out0: memref<16x8xf32>,
+    %out1: memref<f32>) attributes {dlpc.dims = ["seq"], dlpc.num_inputs = 2 : i64,
+    dlpc.params = [], dlpc.num_outputs = 2 : i64} {
+  loop.kernel "neg_0" {
+    loop.for %i0o = 0 to 16 step 4 {name = "i0o", dlpc.extent = "seq", dlpc.extent_id = 1 : i64} {
+      loop.for %i0i = 0 to 4 step 1 {name = "i0i", dlpc.extent = "seq", dlpc.extent_base = [1 : i64]} {
+        %i0 = arith.addi %i0o, %i0i : index
+        loop.for %i1 = 0 to 8 step 1 {name = "i1", vectorize} {
+          %v = memref.load %x[%i0, %i1] : memref<16x8xf32>
+          %n = arith.negf %v : f32
+          memref.store %n, %out0[%i0, %i1] : memref<16x8xf32>
+        }
+      }
+    }
+  }
+  loop.kernel "sum_1" attributes {dlpc.exact = ["r0"]} {
+    %z = arith.constant 0.0 : f32
+    memref.store %z, %out1[] : memref<f32>
+    loop.for %r0 = 0 to 16 step 1 {name = "r0", vectorize, dlpc.extent = "seq"} {
+      %c0 = arith.constant 0 : index
+      %v = memref.load %x[%r0, %c0] : memref<16x8xf32>
+      %a = memref.load %out1[] : memref<f32>
+      %s = arith.addf %a, %v : f32
+      memref.store %s, %out1[] : memref<f32>
+    }
+  }
+  func.return
+}
+"""
+
+
+def test_loops_stop_at_the_calls_extent():
+    module = parse_module(NEST)
+    LoopRuntimeExtents().apply(Context(), module)
+    source = emit_c(module)
+    # every marked loop runs to min(its bound, its limit): no per-iteration guard left
+    kernels = source[source.index("kernel_neg_0(") : source.index("int dlpc_main")]
+    assert kernels.count(" ? ") == 3 and "if (" not in kernels
+    f = CFunction(module, name="dyn_clamp")
+    x = np.random.default_rng(0).standard_normal((16, 8)).astype(np.float32)
+    for n in (0, 1, 3, 4, 5, 16):
+        out0, out1 = f(x, np.array([n], np.int64))
+        np.testing.assert_array_equal(out0[:n], -x[:n])
+        np.testing.assert_allclose(out1, x[:n, 0].sum(), rtol=1e-5, atol=1e-6)
