@@ -530,11 +530,25 @@ class CFunction(ModuleFunction):
             self.library.prepare(self._argv)
 
     def __call__(self, *inputs, params=None) -> list[np.ndarray]:
-        outputs = self.empty_outputs()
         if params is None and self.bound_params is not None:
-            inputs = self._convert(inputs, 0) if len(inputs) == self.num_inputs else inputs
-            if len(inputs) != self.num_inputs:
-                raise DlpcError(f"error: expected {self.num_inputs} inputs, got {len(inputs)}")
+            # the common call, kept lean (a small model's call is ~10 us: each Python step
+            # shows; docs/design/c-backend.md#direct-call): arrays of @main's shape, dtype
+            # and C order pass as they are, anything else through `_convert`
+            n_in = self.num_inputs
+            if len(inputs) != n_in:
+                raise DlpcError(f"error: expected {n_in} inputs, got {len(inputs)}")
+            specs = self.arg_specs
+            for x, (shape, dtype) in zip(inputs, specs):
+                if (
+                    type(x) is not np.ndarray
+                    or x.shape != shape
+                    or x.dtype != dtype
+                    or not x.flags.c_contiguous
+                ):
+                    inputs = self._convert(inputs, 0)
+                    break
+            first = n_in + len(self.param_names)
+            outputs = [np.empty(shape, dtype) for shape, dtype in specs[first:]]
             # only the inputs' and outputs' pointers change per call; a call made while
             # another thread's is running (ctypes releases the GIL) fills a copy
             own = self._argv_lock.acquire(blocking=False)
@@ -542,14 +556,17 @@ class CFunction(ModuleFunction):
             try:
                 for k, a in enumerate(inputs):
                     argv[k] = address(a)
-                first = self.num_inputs + len(self.param_names)
                 for k, a in enumerate(outputs, first):
                     argv[k] = address(a)
-                self.library.call_argv(argv, (inputs, outputs))
+                keep_off_workers()
+                status = self.library.entry(argv)
             finally:
                 if own:
                     self._argv_lock.release()
+            if status != 0:
+                raise DlpcError(f"error: {self.library.failure(status)}")
             return outputs
+        outputs = self.empty_outputs()
         arrays = self.arguments(inputs, params)
         self.library.call(arrays + outputs)
         return outputs
