@@ -328,7 +328,7 @@ class DynamicFunction:
             return fn(*arrays)
         if not self.specialise:  # the next call of these shapes skips the binding
             shapes = tuple((x.shape, x.dtype) for x in arrays)
-            self._fast = (shapes, lambda *xs: generic(bound, xs))
+            self._fast = (shapes, generic.fast(bound))
         return outputs
 
     def _bucketed(self, d: symdims.Dim) -> str | None:
@@ -445,6 +445,7 @@ class Generic:
         self.lock = threading.Lock()  # held by the call using `padded`
         self.full: list[tuple[int, ...]] = []  # per input: its max shape
         self.padded: list[np.ndarray] = []  # per input: its max-shaped buffer
+        self.plans: dict[tuple[int, ...], Plan] = {}  # per binding (of this compile)
 
     def compile(self) -> None:
         from xdsl.dialects.builtin import UnitAttr
@@ -482,6 +483,8 @@ class Generic:
             ]
         )
         self.full = [symdims.bind_shape(shape, self.max) for shape in owner.sig.shapes]
+        self.plans = {}
+        owner._fast = None  # (a previous call's plan holds the old buffers)
 
     def __call__(self, bound: Mapping[str, int], arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
         grow = {n: v for n, v in bound.items() if v > self.max[n]}
@@ -494,36 +497,85 @@ class Generic:
         assert self.fn is not None
         if self.owner.target == "numpy":  # the graph's own numpy code: shapes as given
             return self.fn(*arrays)
+        return self.run(self.plan(bound), arrays)
+
+    def fast(self, bound: Mapping[str, int]) -> Callable[..., list[np.ndarray]]:
+        """The call for inputs of the shapes `bound` gives, after a call of them (the
+        program compiled, no growth): the numpy program, or `run` on their plan."""
+        if self.owner.target == "numpy":
+            fn = self.fn
+            assert fn is not None
+            return fn
+        plan, run = self.plan(bound), self.run
+        return lambda *xs: run(plan, xs)
+
+    def plan(self, bound: Mapping[str, int]) -> Plan:
+        """What a call of the binding `bound` copies and slices, made once per binding."""
+        key = tuple(bound[n] for n in self.names)
+        plan = self.plans.get(key)
+        if plan is not None:
+            return plan
+        shapes = self.owner.sig.outputs
+        assert shapes is not None
+        ins = []
+        for k, (shape, full) in enumerate(zip(self.owner.sig.shapes, self.full)):
+            want = symdims.bind_shape(shape, bound)
+            if want == full:
+                ins.append(None)  # (passed as it is)
+                continue
+            index = tuple(slice(0, n) for n in want)
+            ins.append((index, self.padded[k][index]))
+        outs = []
+        for s in shapes:
+            want, full = symdims.bind_shape(s, bound), symdims.bind_shape(s, self.max)
+            # the prefix of a max-shaped output is C-contiguous when every axis after the
+            # first one longer than 1 is whole: a view, no copy
+            first = next((a for a, n in enumerate(want) if n > 1), len(want))
+            whole = want[first + 1 :] == full[first + 1 :]
+            outs.append((tuple(slice(0, n) for n in want), whole))
+        plan = self.plans[key] = Plan(np.array(key, np.int64), ins, outs)
+        return plan
+
+    def run(self, plan: Plan, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """The program on `arrays` (of the plan's binding), its outputs sliced back."""
+        fn = self.fn
+        assert fn is not None
         # the max-shaped input buffers are reused; a call made while another thread's is
         # running fills buffers of its own
         own = self.lock.acquire(blocking=False)
         try:
-            return self._run(bound, arrays, self.padded if own else None)
+            args = []
+            for k, x in enumerate(arrays):
+                into = plan.ins[k]
+                if into is None:
+                    args.append(x)
+                elif own:
+                    into[1][...] = x
+                    args.append(self.padded[k])
+                else:
+                    buf = np.zeros(self.full[k], x.dtype)
+                    buf[into[0]] = x
+                    args.append(buf)
+            args.append(plan.dims)  # (read, never written: shared by the calls)
+            outputs = fn(*args)
         finally:
             if own:
                 self.lock.release()
-
-    def _run(self, bound, arrays, padded: list[np.ndarray] | None) -> list[np.ndarray]:
-        assert self.fn is not None
-        args = []
-        for k, x in enumerate(arrays):
-            full = self.full[k]
-            if x.shape == full:
-                args.append(x)
-                continue
-            buf = padded[k] if padded is not None else np.zeros(full, x.dtype)
-            buf[tuple(slice(0, n) for n in x.shape)] = x
-            args.append(buf)
-        args.append(np.array([bound[n] for n in self.names], np.int64))  # (copied in C: fresh)
-        outputs = self.fn(*args)
-        shapes = self.owner.sig.outputs
-        assert shapes is not None
         return [
-            y
-            if y.shape == (want := symdims.bind_shape(s, bound))
-            else np.ascontiguousarray(y[tuple(slice(0, n) for n in want)])
-            for y, s in zip(outputs, shapes)
+            y[index] if whole else np.ascontiguousarray(y[index])
+            for y, (index, whole) in zip(outputs, plan.outs)
         ]
+
+
+@dataclass
+class Plan:
+    """A binding's call: the dims argument, per input None (passed as it is) or (its
+    index in the max-shaped buffer, that view), per output (its index, whether the view
+    is C-contiguous as it is)."""
+
+    dims: np.ndarray
+    ins: list[tuple[tuple[slice, ...], np.ndarray] | None]
+    outs: list[tuple[tuple[slice, ...], bool]]
 
 
 def slice_caps(module: ModuleOp) -> dict[str, int]:
