@@ -415,3 +415,17 @@ def test_math_functions_lower_to_their_math_op(op):
     m = one_op(f"graph.{op}", [("x", (8,), "f32")], (8,))
     lower_and_check(m, [x])
     assert f"math.{'roundeven' if op == 'round' else op}" in body_names(m)
+
+
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+def test_a_depthwise_conv_with_a_channel_multiplier_reads_channel_oc_over_2(layout):
+    """groups = channels with two outputs per channel (o = 2c, c/g = 1, o/g = 2): output
+    channel oc reads input channel oc // 2, not oc (that is only depthwise with one
+    output per channel) (lowering seed 42 survivor graph_to_te.py:332 og == 1 -> og >= 1)."""
+    nchw = layout == "nchw"
+    sx, out = ((1, 3, 5, 5), (1, 6, 3, 3)) if nchw else ((1, 5, 5, 3), (1, 3, 3, 6))
+    m = one_op(
+        "graph.conv2d", [("x", sx, "f32"), ("w", (6, 1, 3, 3), "f32")], out,
+        f'{{groups = 3 : i64, layout = "{layout}"}}',
+    )  # fmt: skip
+    lower_and_check(m, [rand(*sx), rand(6, 1, 3, 3)], tol=1e-4)
