@@ -74,6 +74,10 @@ class _Emitter:
         self.fused: list[str] = []
         self.constants: list[str] = []
         self.uses_comm = False
+        # the symbols' variables (`bind_dims`): locals of main, passed on by keyword to
+        # each fused and region function, so that concurrent calls do not share them
+        self.dims = self.symbol_dims()
+        self.dim_vars = [symdims.python_name(n) for n in self.dims]
 
     def emit_block(
         self, block_ops, names: dict[SSAValue, str], indent: str, dead=None
@@ -136,7 +140,7 @@ class _Emitter:
                 lines.append(f"{indent}{target} = params[{py_literal(op.pname)}]")
             elif op.name == "graph.fused":
                 fn = self.emit_fused(op)
-                lines.append(f"{indent}{target} = {fn}({', '.join(args)})")
+                lines.append(f"{indent}{target} = {fn}({', '.join(args + self.dim_args())})")
             elif op.name in KERNELS:
                 kw = [f"{k}={py_literal(v)}" for k, v in kernel_args(op).items()]
                 call = f"{KERNELS[op.name].__name__}({', '.join(args + kw)})"
@@ -176,7 +180,7 @@ class _Emitter:
         block = op.regions[0].blocks[0]
         names: dict[SSAValue, str] = {a: self.namer.fresh(a.name_hint, "a") for a in block.args}
         body = self.emit_block(block.ops, names, "    ")
-        header = f"def {fn}({', '.join(names[a] for a in block.args)}):"
+        header = f"def {fn}({', '.join([names[a] for a in block.args] + self.dim_params())}):"
         doc = "    " + py_comment(f"graph.fused {_fused_name(op)}")
         self.fused.append("\n".join([header, doc, *body]))
         return fn
@@ -187,7 +191,7 @@ class _Emitter:
         fn = self.namer.fresh(kind, kind="fused")
         names: dict[SSAValue, str] = {a: self.namer.fresh(a.name_hint, "a") for a in block.args}
         body = self.emit_block(block.ops, names, "    ")
-        header = f"def {fn}({', '.join(names[a] for a in block.args)}):"
+        header = f"def {fn}({', '.join([names[a] for a in block.args] + self.dim_params())}):"
         self.fused.append("\n".join([header, "    " + py_comment(f"graph.{kind} region"), *body]))
         return fn
 
@@ -200,7 +204,7 @@ class _Emitter:
         if isinstance(op, graph.IfOp):
             then_fn = self.emit_region(op.then_region.block, "if_then")
             else_fn = self.emit_region(op.else_region.block, "if_else")
-            call = ", ".join(args)
+            call = ", ".join(args + self.dim_args())
             return [
                 f"{indent}if bool({cond}):",
                 f"{indent}    ({out}) = ({then_fn}({call}),)"
@@ -215,14 +219,15 @@ class _Emitter:
         body_fn = self.emit_region(op.body.block, "loop_body")
         go, i = self.namer.fresh("go"), self.namer.fresh("i")
         bound = "" if op.trips < 0 else f" and {i} < {op.trips}"
+        kw = "".join(f", {a}" for a in self.dim_args())
         lines = [f"{indent}{go}, {i} = bool({cond}), 0"]
         if targets:
             lines.append(f"{indent}{out} = {', '.join(args)},")
         lines += [
             f"{indent}while {go}{bound}:",
-            f"{indent}    {go}, {out} = {body_fn}(np.asarray({i}, dtype=np.int64), {out})"
+            f"{indent}    {go}, {out} = {body_fn}(np.asarray({i}, dtype=np.int64), {out}{kw})"
             if targets
-            else f"{indent}    ({go},) = ({body_fn}(np.asarray({i}, dtype=np.int64)),)",
+            else f"{indent}    ({go},) = ({body_fn}(np.asarray({i}, dtype=np.int64){kw}),)",
             f"{indent}    {go}, {i} = bool({go}), {i} + 1",
         ]
         return lines
@@ -260,22 +265,31 @@ class _Emitter:
         parts.append("\n".join(main + body))
         return "\n\n\n".join(parts) + "\n"
 
-    def bind_dims(self, names: dict[SSAValue, str]) -> list[str]:
-        """Symbolic dims: each symbol's value read off the first input dim that is it
-        (module globals, so the fused functions' shape arguments see them too)."""
-        found: dict[str, str] = {}
-        for a in self.func.args:
+    def symbol_dims(self) -> dict[str, tuple[int, int]]:
+        """Each symbol of @main's inputs: (the input, the axis) of its first occurrence."""
+        found: dict[str, tuple[int, int]] = {}
+        for k, a in enumerate(self.func.args):
             shape = graph.shape_of(a) if isinstance(a.type, TensorType) else ()
             for axis, d in enumerate(shape):
                 name = symdims.name_of(d)
                 if name is not None and name not in found:
-                    found[name] = f"{names[a]}.shape[{axis}]"
-        if not found:
-            return []
-        variables = [symdims.python_name(n) for n in found]
+                    found[name] = (k, axis)
+        return found
+
+    def dim_params(self) -> list[str]:
+        """A fused or region function's keyword parameters: the symbols' variables."""
+        return ["*", *self.dim_vars] if self.dim_vars else []
+
+    def dim_args(self) -> list[str]:
+        return [f"{v}={v}" for v in self.dim_vars]
+
+    def bind_dims(self, names: dict[SSAValue, str]) -> list[str]:
+        """Symbolic dims: each symbol's value read off the first input dim that is it, a
+        local of main (passed on to the functions that use it: `dim_params`)."""
+        args = list(self.func.args)
         return [
-            f"    global {', '.join(variables)}",
-            *(f"    {v} = {e}" for v, e in zip(variables, found.values())),
+            f"    {v} = {names[args[k]]}.shape[{axis}]"
+            for v, (k, axis) in zip(self.dim_vars, self.dims.values())
         ]
 
 

@@ -99,3 +99,34 @@ def test_host_path_copies_and_slices_right(small):
         for y, w in zip(got, want):
             np.testing.assert_allclose(y, w, rtol=1e-4, atol=1e-5)
     assert fn.stats["compiles"] == 1
+
+
+def test_numpy_program_binds_dims_per_call():
+    """The numpy program's dims are locals of the call (passed on to the functions that
+    use them): threads calling it with different shapes get their own."""
+    import threading
+
+    source = SOURCE.replace("softmax(h, axis=-1)", "reshape(softmax(h, axis=-1), shape=[-1, 8])")
+    model = parse_model(source, dims="symbolic")
+    fn = dlpc_compile(model, target="numpy")
+    rng = np.random.default_rng(2)
+    xs = [rng.standard_normal((b, s, 8)).astype(np.float32) for b, s in ((1, 2), (3, 7), (2, 5))]
+    wants = [reference(model, [x]) for x in xs]
+    fn(xs[0])
+    assert "global" not in fn.function.last.source
+    errors: list[str] = []
+
+    def work(k: int) -> None:
+        for _ in range(40):
+            got = fn(xs[k])
+            for y, w in zip(got, wants[k]):
+                if y.shape != w.shape or not np.allclose(y, w, rtol=1e-5, atol=1e-6):
+                    errors.append(f"thread {k}: {y.shape} against {w.shape}")
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert fn.stats["compiles"] == 1
