@@ -163,3 +163,14 @@ def test_dispatch_names():
     with pytest.raises(DlpcError, match="dtype complex64 has no graph element type"):
         dispatch.dtype_name(np.dtype(np.complex64))
     assert dispatch.freeze({"b": [1, [2]], "a": (3,)}) == (("a", (3,)), ("b", (1, (2,))))
+
+
+def test_mse_loss_and_its_gradient():
+    """mean((p - t)^2) and d/dp = 2 (p - t) / N (eager --seed 42 survivor ops.py:64)."""
+    p = _t([[1.0, 2.0], [0.5, -1.0]], grad=True)
+    t = _t([[0.0, 2.5], [0.5, 1.0]])
+    loss = dlpc.ops.mse_loss(p, t)
+    d = np.array([[1.0, -0.5], [0.0, -2.0]])
+    np.testing.assert_allclose(float(np.asarray(loss)), (d * d).mean(), rtol=1e-6)
+    loss.backward()
+    np.testing.assert_allclose(np.asarray(p.grad), 2 * d / 4, rtol=1e-6)
