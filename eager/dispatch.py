@@ -36,6 +36,11 @@ DTYPE_NAMES = {
     np.dtype(np.int64): "i64",
     np.dtype(np.int32): "i32",
     np.dtype(np.int8): "i8",
+    np.dtype(np.int16): "i16",
+    np.dtype(np.uint8): "ui8",
+    np.dtype(np.uint16): "ui16",
+    np.dtype(np.uint32): "ui32",
+    np.dtype(np.uint64): "ui64",
     np.dtype(np.bool_): "i1",
 }
 TARGET_OF = {"cpu": "c", "opencl": "opencl", "dlp": "dlp"}

@@ -28,7 +28,11 @@ def op(name: str):
     if name not in OPS and name not in SUGAR:
         raise AttributeError(f"dlpc.ops has no op '{name}'")
 
+    variadic = name in OPS and OPS[name].OPERANDS[0].startswith("*")
+
     def fn(*args, **kwargs):
+        if variadic and len(args) == 1 and isinstance(args[0], list | tuple):
+            args = tuple(args[0])  # concat([a, b]): the builder's (and torch.cat's) form
         return call(name, args, kwargs)
 
     fn.__name__ = fn.__qualname__ = name

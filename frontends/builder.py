@@ -38,6 +38,7 @@ from xdsl.dialects.builtin import (
     IntegerType,
     LocationAttr,
     ModuleOp,
+    Signedness,
     StringAttr,
     TensorType,
     f32,
@@ -61,8 +62,13 @@ DTYPES: dict[str, Attribute] = {
     "i1": i1,
     "bool": i1,
     "i8": IntegerType(8),
+    "i16": IntegerType(16),
     "i32": IntegerType(32),
     "i64": i64,
+    "ui8": IntegerType(8, Signedness.UNSIGNED),
+    "ui16": IntegerType(16, Signedness.UNSIGNED),
+    "ui32": IntegerType(32, Signedness.UNSIGNED),
+    "ui64": IntegerType(64, Signedness.UNSIGNED),
 }
 
 
