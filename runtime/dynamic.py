@@ -579,15 +579,45 @@ class Plan:
 
 
 def slice_caps(module: ModuleOp) -> dict[str, int]:
-    """For each symbol that is the extent of a slice of a static dim, that dim's size."""
+    """For each symbol that is the extent of a slice of a static dim, that dim's size; and
+    for each symbol S whose positions 0..S-1 index a static table (a gather's indices
+    are a leading slice of an arange constant, reshaped: the GPT's position embedding),
+    the table's length, so that a call past the table is refused, not clamped."""
     from dlpc.dialects import graph as g
 
     caps: dict[str, int] = {}
+
+    def cap(name: str | None, n: object) -> None:
+        if isinstance(n, int) and name is not None:
+            caps[name] = min(caps.get(name, n), n)
+
     for op in module.walk():
-        if not isinstance(op, g.SliceOp):
-            continue
-        for n, d in zip(g.shape_of(op.operands[0]), g.shape_of(op.results[0])):
-            name = symdims.name_of(d)
-            if isinstance(n, int) and name is not None:
-                caps[name] = min(caps.get(name, n), n)
+        if isinstance(op, g.SliceOp):
+            for n, d in zip(g.shape_of(op.operands[0]), g.shape_of(op.results[0])):
+                cap(symdims.name_of(d), n)
+        elif isinstance(op, g.GatherOp):
+            table = g.shape_of(op.operands[0])
+            axis = op.axis % max(len(table), 1)
+            if table:
+                cap(_positions(op.operands[1]), table[axis])
     return caps
+
+
+def _positions(v) -> str | None:
+    """The symbol S when `v` holds 0, 1, ..., S-1 (in any shape with one symbolic dim):
+    reshapes of a slice from 0 of a 1-d arange constant, its extent S."""
+    from dlpc.dialects import graph as g
+
+    while isinstance(v.owner, g.ReshapeOp):
+        v = v.owner.operands[0]
+    op = v.owner
+    if not isinstance(op, g.SliceOp) or tuple(op.starts) != (0,) or set(op.steps) - {1}:
+        return None
+    source = op.operands[0].owner
+    if not isinstance(source, g.ConstantOp):
+        return None
+    values = source.to_numpy()
+    if values.ndim != 1 or not np.array_equal(values, np.arange(values.size)):
+        return None
+    (d,) = g.shape_of(op.results[0])
+    return symdims.name_of(d)

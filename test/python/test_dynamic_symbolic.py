@@ -89,6 +89,13 @@ def test_guards_refuse_past_a_maximum_with_one_line(compiled):
     assert (
         str(info.value) == "error: input 'ids' dim 1 ('seq') is 65, above its declared maximum 64"
     )
+    # the GPT gathers positions 0..seq-1 from a 64-row table: past it is refused too
+    gpt = compiled("gpt")
+    with pytest.raises(DlpcError) as info:
+        gpt(_ids(1, 65))
+    assert str(info.value) == (
+        "error: input 'ids' dim 1 ('seq') is 65, above its declared maximum 64"
+    )
     declared = compiled("gpt", max_dims={"batch": 4, "seq": 8})
     with pytest.raises(DlpcError) as info:
         declared(_ids(5, 3))
