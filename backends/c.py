@@ -638,6 +638,9 @@ class FunctionWriter:
             return self.bind(res, f"({t}){args[0]}")
         if name == "arith.bitcast" and _is_int(op.operands[0].type) and _is_int(res.type):
             return self.bind(res, f"({t}){args[0]}")  # (i8 -> ui8: the same bits)
+        if name == "arith.bitcast":  # f32 <-> i32, ...: the bits through a union
+            src = c_type(op.operands[0].type)
+            return self.bind(res, f"((union {{ {src} a; {t} b; }}){{ .a = {args[0]} }}).b")
         raise self.unsupported(op)
 
     def math(self, op: Operation) -> None:
@@ -956,6 +959,10 @@ def size_of(elt: Attribute) -> int:
         "int32_t": 4,
         "int16_t": 2,
         "int8_t": 1,
+        "uint64_t": 8,
+        "uint32_t": 4,
+        "uint16_t": 2,
+        "uint8_t": 1,
         "bool": 1,
     }[c_type(elt)]
 

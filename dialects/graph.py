@@ -922,6 +922,39 @@ class CastOp(UnaryOp):
         return self.to
 
 
+@graph_op
+class BitcastOp(UnaryOp):
+    """Elementwise reinterpretation of the bits as element type `to`, of the same width
+    (ONNX BitCast; f32 <-> i32, i8 <-> ui8, ...).
+
+    %y = graph.bitcast %x {to = i32} : (tensor<4xf32>) -> tensor<4xi32>
+    """
+
+    name = "graph.bitcast"
+    to_attr = type_prop("to")
+
+    @property
+    def to(self) -> Attribute:
+        return self.to_attr
+
+    def infer_element_type(self) -> Attribute:
+        src = element_type_of(self.operands[0])
+        widths = [_bit_width(t) for t in (src, self.to)]
+        if None in widths or widths[0] != widths[1] or widths[0] == 1:
+            raise VerifyException(
+                f"{self.name} needs element types of one width (not i1), got {src} and {self.to}"
+            )
+        return self.to
+
+
+def _bit_width(ty: Attribute) -> int | None:
+    if isa(ty, IntegerType):
+        return ty.bitwidth
+    if isinstance(ty, Float16Type | Float32Type | Float64Type):
+        return ty.bitwidth
+    return None
+
+
 class BinaryOp(GraphOp):
     """Elementwise binary op with numpy broadcasting; both operands of one element type."""
 
@@ -2407,6 +2440,7 @@ GRAPH_OPS: list[type[IRDLOperation]] = [
     LeakyReluOp,
     ClipOp,
     CastOp,
+    BitcastOp,
     AddOp,
     SubOp,
     MulOp,
@@ -2485,6 +2519,7 @@ UNARY_OPS: list[type[UnaryOp]] = [
     LeakyReluOp,
     ClipOp,
     CastOp,
+    BitcastOp,
 ]
 BINARY_OPS: list[type[BinaryOp]] = [
     AddOp,

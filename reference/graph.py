@@ -157,6 +157,11 @@ def cast(x, to):
     return x.astype(to)
 
 
+def bitcast(x, to):
+    # the same bits read as `to` (of the same width)
+    return np.asarray(x).view(to)
+
+
 def add(a, b):
     return np.add(a, b)
 
@@ -603,6 +608,7 @@ KERNELS: dict[str, Callable] = {
     "graph.leaky_relu": leaky_relu,
     "graph.clip": clip,
     "graph.cast": cast,
+    "graph.bitcast": bitcast,
     "graph.add": add,
     "graph.sub": sub,
     "graph.mul": mul,
@@ -684,7 +690,7 @@ def _layout_free_args(op: Operation) -> dict:
     if isinstance(op, graph.SliceOp):
         # slice.indices gives stop -1 for a full negative-step slice; None says "to the end"
         return {"index": tuple((a, b if b >= 0 else None, s) for a, b, s in op.normalized())}
-    if isinstance(op, graph.CastOp):
+    if isinstance(op, graph.CastOp | graph.BitcastOp):
         return {"to": graph.numpy_dtype(op.to)}
     if isinstance(op, graph.SoftmaxOp | graph.LogSoftmaxOp | graph.ConcatOp | graph.GatherOp):
         return {"axis": graph.normalize_axis(op.axis, len(op.in_shapes[0]))}

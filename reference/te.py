@@ -187,8 +187,8 @@ class _Body:
             | arith.TruncFOp,
         ):
             return np.asarray(args[0]).astype(dtype_of(ty))
-        if isinstance(op, arith.BitcastOp) and np.asarray(args[0]).dtype.kind in "iu":
-            return np.asarray(args[0]).astype(dtype_of(ty))  # (i8 -> ui8: the same bits)
+        if isinstance(op, arith.BitcastOp):  # the same bits (i8 -> ui8, f32 -> i32)
+            return np.asarray(args[0]).view(dtype_of(ty))
         if isinstance(op, scf.IfOp):
             return self.if_(op, args[0], local)
         raise DlpcError(f"error: te evaluator does not know {op.name}")

@@ -130,6 +130,7 @@ UNARY: dict[str, Callable[[BodyBuilder, SSAValue, Any], SSAValue]] = {
     "leaky_relu": lambda b, x, op: b.select(b.cmp("gt", x, 0), x, b.mul(op.alpha, x)),
     "clip": lambda b, x, op: _clip(b, x, op.min, op.max),
     "cast": lambda b, x, op: b.cast(x, op.to),
+    "bitcast": lambda b, x, op: b.emit(arith.BitcastOp(x, op.to)),
 }
 
 BINARY: dict[str, Callable[[BodyBuilder, SSAValue, SSAValue], SSAValue]] = {

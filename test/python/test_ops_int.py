@@ -201,3 +201,32 @@ def test_max_pool_on_uint8(tmp_path, target):
     got = dlpc.compile(dlpc.load(str(path)), target=target)(x)
     assert got[0].dtype == np.uint8
     np.testing.assert_array_equal(got[0], want)
+
+
+@pytest.mark.parametrize("target", ["numpy", "c"])
+def test_bitcast_rereads_the_bits(tmp_path, target):
+    """BitCast between types of one width: f32 -> i32, f64 -> i64, i8 -> u8, u16 -> i16."""
+    pairs = [("float32", "int32"), ("float64", "int64"), ("int8", "uint8"), ("uint16", "int16")]
+    xs = [
+        np.array([1.0, -2.5, np.inf, 0.0], np.float32),
+        np.array([1.0, -0.0, 3.25, np.nan], np.float64),
+        np.array([-128, -1, 0, 127], np.int8),
+        np.array([0, 1, 32768, 65535], np.uint16),
+    ]
+    nodes, ins, outs = [], [], []
+    for k, (src, dst) in enumerate(pairs):
+        t = helper.np_dtype_to_tensor_dtype
+        nodes.append(helper.make_node("BitCast", [f"x{k}"], [f"y{k}"], to=t(np.dtype(dst))))
+        ins.append(helper.make_tensor_value_info(f"x{k}", t(np.dtype(src)), [4]))
+        outs.append(helper.make_tensor_value_info(f"y{k}", t(np.dtype(dst)), [4]))
+    model = helper.make_model(
+        helper.make_graph(nodes, "bitcast", ins, outs),
+        opset_imports=[helper.make_opsetid("", 26)],
+        ir_version=10,
+    )
+    path = tmp_path / "bitcast.onnx"
+    path.write_bytes(model.SerializeToString())
+    got = dlpc.compile(dlpc.load(str(path)), target=target)(*xs)
+    for (_, dst), x, g in zip(pairs, xs, got):
+        assert g.dtype == np.dtype(dst)
+        np.testing.assert_array_equal(g, x.view(dst))

@@ -36,3 +36,11 @@ func.func @f(%x: tensor<4xi32>) {
   func.return
 }
 // CHECK: graph.shift_right: inferred element type i32 but result type has i64
+
+// -----
+
+func.func @f(%x: tensor<4xf32>) {
+  %r = graph.bitcast %x {to = i64} : (tensor<4xf32>) -> tensor<4xi64>
+  func.return
+}
+// CHECK: graph.bitcast needs element types of one width (not i1), got f32 and i64

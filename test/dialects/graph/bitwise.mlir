@@ -28,3 +28,13 @@ func.func @signed(%x: tensor<3xi32>, %h: tensor<3xi16>) -> (tensor<3xi32>, tenso
   %z = graph.bit_not %h : (tensor<3xi16>) -> tensor<3xi16>
   func.return %y, %z : tensor<3xi32>, tensor<3xi16>
 }
+
+// bitcast: the same bits read as another type of the same width
+// CHECK-LABEL: func.func @bitcast
+// CHECK: graph.bitcast %{{.*}} {to = i32} : (tensor<4xf32>) -> tensor<4xi32>
+// CHECK: graph.bitcast %{{.*}} {to = ui8} : (tensor<4xi8>) -> tensor<4xui8>
+func.func @bitcast(%x: tensor<4xf32>, %b: tensor<4xi8>) -> (tensor<4xi32>, tensor<4xui8>) {
+  %y = graph.bitcast %x {to = i32} : (tensor<4xf32>) -> tensor<4xi32>
+  %z = graph.bitcast %b {to = ui8} : (tensor<4xi8>) -> tensor<4xui8>
+  func.return %y, %z : tensor<4xi32>, tensor<4xui8>
+}
