@@ -602,3 +602,45 @@ def test_padding_guards_are_inequalities_of_affine_indices(cond, guard):
     module = parse_module(GUARDED.replace("COND", cond.replace("\n", "\n        ")))
     nest = next(op for op in module.walk() if op.name == "loop.for")
     assert (padding_guards(nest) is not None) is guard
+
+
+def _indentation_errors(source: str) -> list[str]:
+    """Lines of the kernels (from the first `__kernel` on) not indented by two spaces per
+    unclosed brace (a closing line one level less)."""
+    lines = source.splitlines()
+    first = next(n for n, ln in enumerate(lines) if ln.startswith("__kernel"))
+    depth, bad = 0, []
+    for ln in lines[first:]:
+        text = ln.strip()
+        if not text:
+            continue
+        want = 2 * (depth - text.startswith("}"))
+        if len(ln) - len(ln.lstrip(" ")) != want and not text.startswith(("#", "//", "*")):
+            bad.append(ln)
+        depth += text.count("{") - text.count("}")
+    return bad
+
+
+def test_border_tiles_are_indented_by_their_braces(tmp_path):
+    """kernel_writer.border_tiles writes the in-bounds copy of a border tile inside an
+    `if (...) {` one level deeper and comes back out after it (its `} else {` and what
+    follows at the `if`'s level): every kernel line is indented two spaces per open brace
+    (a padded depthwise conv whose border tiles are in bounds at every lane and tap, and
+    the masked loads of emit-opencl-masked-load.mlir)."""
+    from pathlib import Path
+
+    from dlpc.backends.opencl import emit_opencl
+    from dlpc.passes.pipeline import parse_module
+
+    (tmp_path / "dw.dlpc").write_text(
+        "model dw(x: f32[B, 16, 9, 16]) {\n"
+        "  param w: f32[16, 1, 3, 3] = kaiming(seed=7)\n"
+        "  return conv2d(x, w, padding=1, groups=16)\n}\n"
+    )
+    model = dlpc.load(tmp_path / "dw.dlpc", batch=1)
+    source = OpenCLEmitter(pipeline.lower(model.module.clone(), "loop", OPENCL)).emit()
+    assert " = (int8)(-(int)(" in source and "} else {" in source
+    assert not _indentation_errors(source)
+    root = Path(__file__).resolve().parents[2]
+    module = parse_module((root / "test" / "e2e" / "emit-opencl-masked-load.mlir").read_text())
+    assert not _indentation_errors(emit_opencl(module))
