@@ -146,6 +146,22 @@ def test_integer_ops_follow_onnx(case, target):
         np.testing.assert_array_equal(g, w, err_msg=f"{dtype} {name} on {target}")
 
 
+@pytest.mark.parametrize("dtype", ["int16", "uint64"])
+def test_integer_ops_on_opencl(dtype, tmp_path):
+    """The same model on OpenCL (two types: the kernels are the C ones, printed for
+    OpenCL C, whose int16_t ... uint64_t are the prelude's typedefs)."""
+    pytest.importorskip("pyopencl", reason="the opencl extra is not installed")
+    model = _model(dtype)
+    path = tmp_path / f"{dtype}.onnx"
+    path.write_bytes(model.SerializeToString())
+    a, b = _inputs(dtype)
+    want = _expected(dtype, a, b)
+    got = dlpc.compile(dlpc.load(str(path)), target="opencl")(a, b)
+    for out, g in zip(model.graph.output, got):
+        assert g.dtype == want[out.name].dtype, out.name
+        np.testing.assert_array_equal(g, want[out.name], err_msg=f"{dtype} {out.name}")
+
+
 def test_expected_values_match_onnxruntime(case):
     """The hand-computed ONNX semantics are onnxruntime's, op by op where it has the
     kernel (its CPU provider lacks some, e.g. Div on int8)."""
@@ -203,9 +219,11 @@ def test_max_pool_on_uint8(tmp_path, target):
     np.testing.assert_array_equal(got[0], want)
 
 
-@pytest.mark.parametrize("target", ["numpy", "c"])
+@pytest.mark.parametrize("target", ["numpy", "c", "opencl"])
 def test_bitcast_rereads_the_bits(tmp_path, target):
     """BitCast between types of one width: f32 -> i32, f64 -> i64, i8 -> u8, u16 -> i16."""
+    if target == "opencl":
+        pytest.importorskip("pyopencl", reason="the opencl extra is not installed")
     pairs = [("float32", "int32"), ("float64", "int64"), ("int8", "uint8"), ("uint16", "int16")]
     xs = [
         np.array([1.0, -2.5, np.inf, 0.0], np.float32),
