@@ -644,3 +644,18 @@ def test_border_tiles_are_indented_by_their_braces(tmp_path):
     root = Path(__file__).resolve().parents[2]
     module = parse_module((root / "test" / "e2e" / "emit-opencl-masked-load.mlir").read_text())
     assert not _indentation_errors(emit_opencl(module))
+
+
+@pytest.mark.parametrize("team, chains", [(1, 0), (2, 1)])
+def test_a_run_of_one_kernel_is_a_chain_only_in_a_team(tmp_path, team, chains):
+    """chains.ChainWriter.chain_runs: a piece of one kernel is no chain (it is launched
+    as it is), except in a team of devices, whose chain hands its work-items out to the
+    helper (`team_chain`): relu at batch 4 as a run of one kernel."""
+    from dlpc.dialects.loop import KernelOp
+
+    (tmp_path / "r.dlpc").write_text("model r(x: f32[B, 64]) {\n  return relu(x)\n}\n")
+    model = dlpc.load(tmp_path / "r.dlpc", batch=4)
+    emitter = OpenCLEmitter(pipeline.lower(model.module.clone(), "loop", OPENCL))
+    kernels = [k for k in emitter.module.walk() if isinstance(k, KernelOp)]
+    emitter.emit(chains=[kernels], team=team)
+    assert len(emitter.chains) == chains
