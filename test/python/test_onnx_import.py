@@ -167,10 +167,10 @@ def import_error(proto, **kwargs) -> str:
 
 def test_unsupported_operator_names_node_and_op():
     proto = make(
-        [helper.make_node("Hardmax", ["x"], ["y"], name="hm")], [vi("x", [2, 3])], [vi("y", [2, 3])]
+        [helper.make_node("NonZero", ["x"], ["y"], name="hm")], [vi("x", [2, 3])], [vi("y", [2, 3])]
     )
     assert (
-        import_error(proto) == "<onnx>: node 'hm' (Hardmax): error: unsupported operator 'Hardmax'"
+        import_error(proto) == "<onnx>: node 'hm' (NonZero): error: unsupported operator 'NonZero'"
     )
 
 
