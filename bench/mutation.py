@@ -249,6 +249,11 @@ AREAS: dict[str, Area] = {
             "test/python/test_onnx_api.py test/python/test_control_flow_onnx.py "
             "test/python/test_mutation_kills_controlflow3.py "
             "-k 'not torchscript and not conformance_if and onnx'",
+            # the #34 handlers (math_ops, scan_ops, linalg, bitwise) on numpy against
+            # onnxruntime (~15 s)
+            "test/python/test_onnx_math_scan.py test/python/test_onnx_math.py "
+            "test/python/test_ops_int.py -k 'numpy and (onnxruntime or follow_onnx) "
+            "or specialised or refused or half_to_even'",
             # onnx's own node tests, on numpy, of the operators whose import is index
             # arithmetic (~8 s of CPU; all of them, ~25 s, is too slow a mutant here)
             "test/python/test_onnx_conformance.py -k 'test_numpy and (resize or pool or conv "
