@@ -209,8 +209,16 @@ def torch_model(module, weights, device="cpu"):
         return torch.matmul(a, b)
 
     def conv2d(x, w, b=None, *, strides, pads, dilations, groups):
-        x = F.pad(x, (pads[1], pads[3], pads[0], pads[2]))
-        return F.conv2d(x, w, b, stride=strides, dilation=dilations, groups=groups)
+        # symmetric pads as the conv's own (exported as Conv pads, as a torch model writes
+        # it); an explicit F.pad exports through TorchScript as a shape-computing Pad chain
+        # that onnxruntime runs per call (MobileNetV2-style net, batch 1: 0.32 ms against
+        # 0.14 ms for the dynamo file, which folds it)
+        top, left, bottom, right = pads
+        if (top, left) != (bottom, right):
+            x, (top, left) = F.pad(x, (left, right, top, bottom)), (0, 0)
+        return F.conv2d(
+            x, w, b, stride=strides, padding=(top, left), dilation=dilations, groups=groups
+        )
 
     def div(a, b):
         return torch.div(a, b, rounding_mode=None if a.is_floating_point() else "trunc")
