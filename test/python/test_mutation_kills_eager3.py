@@ -185,3 +185,20 @@ def test_operands_by_keyword_take_their_positions():
     want = np.array([[1.0 - 3.0 + 10.0, 3.0 + 20.0]])
     np.testing.assert_allclose(np.asarray(dlpc.ops.linear(x, w, bias=b)), want)
     np.testing.assert_allclose(np.asarray(dlpc.ops.linear(x, weight=w, bias=b)), want)
+
+
+def test_unregistering_a_user_kernel_drops_its_cached_calls():
+    """After unregister_kernel the op runs dlpc's compiled kernel again, even for a
+    signature the user kernel served (eager --seed 42 survivor dispatch.py:347)."""
+
+    def plus_one(x):
+        return dlpc.from_numpy(np.asarray(x) + 1.0)
+
+    x = _t([-1.0, 2.0])
+    assert np.asarray(x.exp()).tolist() == pytest.approx([np.exp(-1.0), np.exp(2.0)])
+    dlpc.register_kernel("exp", "cpu", plus_one)
+    try:
+        assert np.asarray(x.exp()).tolist() == [0.0, 3.0]
+    finally:
+        dlpc.unregister_kernel("exp", "cpu")
+    assert np.asarray(x.exp()).tolist() == pytest.approx([np.exp(-1.0), np.exp(2.0)])
