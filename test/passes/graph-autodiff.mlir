@@ -60,8 +60,8 @@ func.func @main(%fx: tensor<2x3xf32>) -> tensor<f32> {
 
 // CHECK-LABEL: func.func @main(%lx: tensor<4x8xf32>)
 // CHECK:         %[[M:.*]] = graph.compare %r, %{{.*}} {predicate = "gt"}
-// CHECK-NEXT:    %[[Z:.*]] = graph.constant dense<0.000000e+00>
-// CHECK-NEXT:    %[[DY:.*]] = graph.where %[[M]], %{{.*}}, %[[Z]]
+// CHECK-NEXT:    %[[F:.*]] = graph.cast %[[M]] {to = f32} : (tensor<4x3xi1>) -> tensor<4x3xf32>
+// CHECK-NEXT:    %[[DY:.*]] = graph.mul %{{.*}}, %[[F]] : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
 // CHECK-NEXT:    %[[GX:.*]] = graph.matmul %[[DY]], %w : (tensor<4x3xf32>, tensor<3x8xf32>) -> tensor<4x8xf32>
 // CHECK-NEXT:    %[[GW:.*]] = graph.matmul %[[DY]], %lx {transpose_a = true} : (tensor<4x3xf32>, tensor<4x8xf32>) -> tensor<3x8xf32>
 // CHECK-NEXT:    %[[GB:.*]] = graph.reduce_sum %[[DY]] {axes = array<i64: 0>}
@@ -99,8 +99,8 @@ func.func @main(%ma: tensor<2x3x4xf32>) -> tensor<f32> {
 // max_pool2d: the windows as columns (im2col: one gather with a constant table), the first
 // offset whose cell equals the maximum takes the adjoint (reduce_min over offsets), col2im
 // (a gather of the cells' readers and a sum) puts the columns back; conv2d: the input
-// adjoint is col2im(w^T dy), the weight adjoint one matmul of dy with im2col(x) contracting
-// over samples and positions together
+// adjoint is one conv2d of the zero-inserted dy with the flipped, transposed weight, the
+// weight adjoint a matmul per sample of dy with im2col(x), summed over samples
 // CHECK-LABEL: func.func @main(%cx: tensor<2x3x8x8xf32>)
 // CHECK:         %[[T:.*]] = graph.constant dense<{{\[\[}}0, 2, 8, 10], [1, 3, 9, 11], [4, 6, 12, 14], [5, 7, 13, 15]]> : tensor<4x4xi64>
 // CHECK-NEXT:    %[[YF:.*]] = graph.reshape %y {shape = array<i64: 2, 4, 16>}
@@ -110,22 +110,20 @@ func.func @main(%ma: tensor<2x3x4xf32>) -> tensor<f32> {
 // CHECK:         %[[FIRST:.*]] = graph.reduce_min %{{.*}} {axes = array<i64: 2>, keepdims = true} : (tensor<2x4x4x4xf32>) -> tensor<2x4x1x4xf32>
 // CHECK:         graph.gather %{{.*}}, %{{.*}} {axis = 2 : i64} : (tensor<2x4x17xf32>, tensor<16x1xi64>) -> tensor<2x4x16x1xf32>
 // CHECK:         %[[DY:d_y]] = graph.reshape %{{.*}} {shape = array<i64: 2, 4, 4, 4>}
-// CHECK-NEXT:    %[[W3:.*]] = graph.reshape %w {shape = array<i64: 1, 4, 27>}
-// CHECK-NEXT:    %[[G4:.*]] = graph.reshape %[[DY]] {shape = array<i64: 2, 1, 4, 16>}
-// CHECK-NEXT:    %[[DC:.*]] = graph.matmul %[[W3]], %[[G4]] {transpose_a = true} : (tensor<1x4x27xf32>, tensor<2x1x4x16xf32>) -> tensor<2x1x27x16xf32>
-// CHECK:         %[[GA:.*]] = graph.gather %{{.*}}, %{{.*}} {axis = 2 : i64} : (tensor<2x3x145xf32>, tensor<81x4xi64>) -> tensor<2x3x81x4xf32>
-// CHECK-NEXT:    %[[S:.*]] = graph.reduce_sum %[[GA]] {axes = array<i64: 3>}
-// CHECK-NEXT:    %[[XP:.*]] = graph.reshape %[[S]] {shape = array<i64: 2, 3, 9, 9>}
-// CHECK-NEXT:    %[[GX:.*]] = graph.pad %[[XP]] {pads = array<i64: 0, 0, -1, -1, 0, 0, 0, 0>} : (tensor<2x3x9x9xf32>) -> tensor<2x3x8x8xf32>
+// CHECK-NEXT:    %[[DY6:.*]] = graph.reshape %[[DY]] {shape = array<i64: 2, 4, 4, 1, 4, 1>}
+// CHECK-NEXT:    %[[ZI:.*]] = graph.pad %[[DY6]] {pads = array<i64: 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1>} : (tensor<2x4x4x1x4x1xf32>) -> tensor<2x4x4x2x4x2xf32>
+// CHECK-NEXT:    %[[DYZ:.*]] = graph.reshape %[[ZI]] {shape = array<i64: 2, 4, 8, 8>}
+// CHECK-NEXT:    %[[W5:.*]] = graph.reshape %w {shape = array<i64: 1, 4, 3, 3, 3>}
+// CHECK-NEXT:    %[[WT:.*]] = graph.transpose %[[W5]] {perm = array<i64: 0, 2, 1, 3, 4>}
+// CHECK-NEXT:    %[[WF:.*]] = graph.slice %[[WT]] {starts = array<i64: -1, -1>, ends = array<i64: -4, -4>, axes = array<i64: 3, 4>, steps = array<i64: -1, -1>}
+// CHECK-NEXT:    %[[WFT:.*]] = graph.reshape %[[WF]] {shape = array<i64: 3, 4, 3, 3>}
+// CHECK-NEXT:    %[[GX:.*]] = graph.conv2d %[[DYZ]], %[[WFT]] {pads = array<i64: 1, 1, 1, 1>} : (tensor<2x4x8x8xf32>, tensor<3x4x3x3xf32>) -> tensor<2x3x8x8xf32>
 // CHECK-NEXT:    %[[PX:.*]] = graph.pad %cx {pads = array<i64: 0, 0, 1, 1, 0, 0, 0, 0>
 // CHECK:         %[[IC:.*]] = graph.gather %{{.*}}, %{{.*}} {axis = 2 : i64} : (tensor<2x3x81xf32>, tensor<9x16xi64>) -> tensor<2x3x9x16xf32>
 // CHECK-NEXT:    %[[IC4:.*]] = graph.reshape %[[IC]] {shape = array<i64: 2, 1, 27, 16>}
-// CHECK-NEXT:    %[[ICT:.*]] = graph.transpose %[[IC4]] {perm = array<i64: 1, 2, 0, 3>}
-// CHECK-NEXT:    %[[IC3:.*]] = graph.reshape %[[ICT]] {shape = array<i64: 1, 27, 32>}
-// CHECK-NEXT:    %[[G4B:.*]] = graph.reshape %[[DY]] {shape = array<i64: 2, 1, 4, 16>}
-// CHECK-NEXT:    %[[GT:.*]] = graph.transpose %[[G4B]] {perm = array<i64: 1, 2, 0, 3>}
-// CHECK-NEXT:    %[[G3:.*]] = graph.reshape %[[GT]] {shape = array<i64: 1, 4, 32>}
-// CHECK-NEXT:    %[[DW:.*]] = graph.matmul %[[G3]], %[[IC3]] {transpose_b = true} : (tensor<1x4x32xf32>, tensor<1x27x32xf32>) -> tensor<1x4x27xf32>
+// CHECK-NEXT:    %[[G4:.*]] = graph.reshape %[[DY]] {shape = array<i64: 2, 1, 4, 16>}
+// CHECK-NEXT:    %[[DWN:.*]] = graph.matmul %[[G4]], %[[IC4]] {transpose_b = true} : (tensor<2x1x4x16xf32>, tensor<2x1x27x16xf32>) -> tensor<2x1x4x27xf32>
+// CHECK-NEXT:    %[[DW:.*]] = graph.reduce_sum %[[DWN]] {axes = array<i64: 0>} : (tensor<2x1x4x27xf32>) -> tensor<1x4x27xf32>
 // CHECK-NEXT:    %[[GW:.*]] = graph.reshape %[[DW]] {shape = array<i64: 4, 3, 3, 3>}
 // CHECK-NEXT:    %[[GB:.*]] = graph.reduce_sum %[[DY]] {axes = array<i64: 0, 2, 3>}
 // CHECK-NEXT:    func.return %l, %[[GW]], %[[GB]], %[[GX]]
