@@ -1480,3 +1480,22 @@ def test_rfactor_factor_divides_the_reduction(factor, ok):
     else:
         with pytest.raises(Exception, match="factor|divide"):
             apply_script(module, step)
+
+
+def test_dot_tile_loops_count_from_zero():
+    """tensorize.py:502 (`lp.lower != 0` -> `< 0`): the dot kernel's tile loops must
+    count from 0 by 1 (its partial-sum block is indexed from 0): rows 2..5 of a matmul
+    are refused with a one-line error."""
+    text = _mm(6, 4, 16, b_transposed=True).replace(
+        'loop.for %i = 0 to 6 step 1 {name = "i0"}', 'loop.for %i = 2 to 6 step 1 {name = "i0"}'
+    )
+    module = parse_module(text)
+    with pytest.raises(Exception, match="must count from 0 by 1"):
+        pipeline.run(
+            "loop-tensorize",
+            module,
+            pipeline.PipelineOptions(),
+            kernel="mm",
+            loop="i0",
+            intrinsic="dot",
+        )
