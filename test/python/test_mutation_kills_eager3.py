@@ -12,6 +12,7 @@ import dlpc
 from dlpc.diagnostics import DlpcError
 from dlpc.eager import dispatch
 from dlpc.eager import optim as eager_optim
+from dlpc.runtime.device import devices
 
 
 def _t(values, grad: bool = False):
@@ -202,3 +203,24 @@ def test_unregistering_a_user_kernel_drops_its_cached_calls():
     finally:
         dlpc.unregister_kernel("exp", "cpu")
     assert np.asarray(x.exp()).tolist() == pytest.approx([np.exp(-1.0), np.exp(2.0)])
+
+
+OPENCL = [d.name for d in devices("opencl")][:1]
+
+
+@pytest.mark.skipif(not OPENCL, reason="no OpenCL platform")
+def test_opencl_kernels_bind_the_tensors_own_buffers():
+    """An eager op on OpenCL binds its kernel's arguments to the tensors' own buffers
+    (no copy through the function's buffers; eager --seed 42 survivor device_call.py:30
+    BIND = False)."""
+    from dlpc.runtime.device_call import DeviceCall
+
+    x = dlpc.tensor(np.arange(4, dtype=np.float32), device=OPENCL[0])
+    np.testing.assert_allclose(np.asarray(x.sqrt()), np.sqrt(np.arange(4)), rtol=1e-6)
+    calls = [
+        k.run.__self__
+        for key, k in dispatch._CACHE.items()
+        if key[0] == "sqrt" and isinstance(getattr(k.run, "__self__", None), DeviceCall)
+    ]
+    assert calls and all(c.bindable for c in calls)
+    assert any(c.bound[0] is not c.fn.arg_buffers[0] for c in calls)
