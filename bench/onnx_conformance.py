@@ -268,17 +268,19 @@ def _compare(case: Case, got: list) -> str:
     if len(got) != len(case.outputs):
         return f"{len(got)} outputs, expected {len(case.outputs)}"
     for k, (g, e) in enumerate(zip(got, case.outputs)):
-        if not isinstance(e, np.ndarray | np.generic):  # a sequence or an optional
-            if isinstance(e, list) and isinstance(g, list) and len(g) == len(e):
+        if isinstance(e, list) and isinstance(g, list):  # sequences: element by element
+            if len(g) == len(e):
                 parts = [Case(case.name, case.op, None, [], [x]) for x in e]
                 diffs = [_compare(p, [y]) for p, y in zip(parts, g)]
                 if any(diffs):
                     return f"output {k}: {next(d for d in diffs if d)}"
                 continue
+            return f"output {k}: {len(g)} tensors, expected {len(e)}"
+        if e is None or g is None:  # an optional
             if e is None and g is None:
                 continue
             return f"output {k}: {type(g).__name__}, expected {type(e).__name__}"
-        g, e = np.asarray(g), np.asarray(e)
+        g, e = np.asarray(g), np.asarray(e)  # (a one-tensor sequence compares as its stack)
         if g.shape != e.shape:
             return f"output {k}: shape {g.shape}, expected {e.shape}"
         if g.dtype != e.dtype:
