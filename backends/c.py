@@ -403,6 +403,11 @@ ENTRIES = ("@main", "dlpc_prepare")  # the writers of the two entry points
 # A `parallel` loop whose nest runs fewer innermost iterations than this stays serial:
 # waking threads costs more than such a loop (tens of microseconds).
 PARALLEL_MIN_WORK = 1 << 16
+# A parallel loop whose nest runs at least this many innermost iterations (a millisecond or
+# so) is emitted once, `if(parallel: dlpc_parallel())` choosing the team: the one-thread
+# region's ~0.5 us is lost in it, and its serial copy would only cost compile time
+# (docs/design/c-backend.md#team-helper); smaller ones keep the serial copy.
+ONE_BODY_MIN_WORK = 1 << 20
 
 
 def loop_work(op: ForOp) -> int:
@@ -822,10 +827,22 @@ class FunctionWriter:
     def parallel_loop(self, op: ForOp, iv: str, unroll: int) -> None:
         """An OpenMP loop and a serial copy of it, the copy taken when the team would be one
         thread (`dlpc_parallel()`, see TEAM_HELPER): the same text twice, each in its own
-        block, so their locals do not clash."""
+        block, so their locals do not clash; a loop of ONE_BODY_MIN_WORK or more is the
+        OpenMP loop alone, its `if` clause giving a one-thread team instead."""
         vectorize = op.vectorize is not None
         if unroll > 1:
             self.line(c_comment(f"unroll {unroll} dropped: not expressible on an OpenMP loop"))
+        if loop_work(op) >= ONE_BODY_MIN_WORK:
+            omp = "omp parallel for simd" if vectorize else "omp parallel for"
+            self.line("{")  # (a block of its own, as the two-copy form)
+            self.depth += 1
+            self.pragma(f"{omp} if(parallel: dlpc_parallel())")
+            self.parallel_depth += 1
+            self.for_(op, iv)
+            self.parallel_depth -= 1
+            self.depth -= 1
+            self.line("}")
+            return
         self.line("if (dlpc_parallel()) {")
         self.depth += 1
         self.pragma("omp parallel for simd" if vectorize else "omp parallel for")

@@ -480,6 +480,46 @@ def test_parallel_loop_has_a_serial_copy():
     np.testing.assert_allclose(y, 2 * x * x, rtol=1e-6)
 
 
+BIG_PARALLEL = """
+func.func @main(%x: memref<16x256x256xf32>, %y: memref<16x256x256xf32>)
+    attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "big" {
+    loop.for %i = 0 to 16 step 1 {name = "i0", parallel} {
+      loop.for %j = 0 to 256 step 1 {name = "i1"} {
+        loop.for %k = 0 to 256 step 1 {name = "i2", vectorize} {
+          %v = memref.load %x[%i, %j, %k] : memref<16x256x256xf32>
+          %w = arith.mulf %v, %v : f32
+          memref.store %w, %y[%i, %j, %k] : memref<16x256x256xf32>
+        }
+      }
+    }
+  }
+  func.return
+}
+"""
+
+
+def test_big_parallel_loop_is_emitted_once():
+    """A parallel loop of ONE_BODY_MIN_WORK innermost iterations or more has no serial
+    copy: one OpenMP loop whose `if(parallel: ...)` clause gives a one-thread team when
+    `dlpc_parallel()` says no (the compile time of the copy saved, a region's cost lost
+    in the loop's)."""
+    from dlpc.backends.c import ONE_BODY_MIN_WORK
+
+    assert 16 * 256 * 256 >= ONE_BODY_MIN_WORK
+    source = emit_c(parse_module(BIG_PARALLEL))
+    big = source[source.index('/* kernel "big"') :]
+    big = big[: big.index("\n}\n")]
+    lines = [ln.strip() for ln in big.splitlines()]
+    assert "if (dlpc_parallel()) {" not in lines and "} else {" not in lines
+    head = lines.index("#pragma omp parallel for if(parallel: dlpc_parallel())")
+    assert lines[head + 1] == "for (int64_t v_i0 = 0; v_i0 < 16; v_i0++) {"
+    assert sum("omp parallel" in ln for ln in lines) == 1
+    x = np.random.default_rng(6).standard_normal((16, 256, 256)).astype(np.float32)
+    (y,) = CFunction(parse_module(BIG_PARALLEL), name="big_parallel")(x)
+    np.testing.assert_allclose(y, x * x, rtol=1e-6)
+
+
 # counts the parallel regions the emitted C enters: the program's own GOMP_parallel
 # interposes libgomp's and forwards to it
 GOMP_COUNTER = r"""
