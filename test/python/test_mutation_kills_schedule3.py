@@ -1499,3 +1499,25 @@ def test_dot_tile_loops_count_from_zero():
             loop="i0",
             intrinsic="dot",
         )
+
+
+@pytest.mark.parametrize("channels, split", [(8, True), (6, False), (4, False)])
+def test_im2col_rows_block_output_channels_by_4(tmp_path, channels, split):
+    """conv.py:57 (`trips[c] % cb == 0` -> `* cb`): the im2col fallback (conv_script)
+    blocks the output channels by 4, unrolled, when 4 divides them and there are more
+    than 4 (8: blocks of 4; 6: no block of 4 divides; 4: one block, nothing to split)."""
+    from dlpc.passes.schedule.conv import conv_script
+
+    (tmp_path / "c.dlpc").write_text(
+        f"model c(x: f32[B, 3, 8, 8]) {{\n  param k: f32[{channels}, 3, 3, 3] = kaiming(seed=5)\n"
+        "  return conv2d(x, k, padding=1)\n}\n"
+    )
+    model = dlpc.load(tmp_path / "c.dlpc", batch=1)
+    module = pipeline.lower(model.module.clone(), "loop", pipeline.PipelineOptions(opt_level=0))
+    (kernel,) = [k for k in kernels(module) if (m := analyse(k)) is not None and m.reduce]
+    nest = analyse(kernel)
+    assert nest is not None
+    lines = conv_script(kernel, nest).splitlines()
+    K = kernel.sym
+    assert (f"split {K}/i1 by 4 -> i1o, i1i" in lines) is split
+    assert (f"unroll {K}/i1i" in lines) is split
