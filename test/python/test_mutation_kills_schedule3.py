@@ -1521,3 +1521,75 @@ def test_im2col_rows_block_output_channels_by_4(tmp_path, channels, split):
     K = kernel.sym
     assert (f"split {K}/i1 by 4 -> i1o, i1i" in lines) is split
     assert (f"unroll {K}/i1i" in lines) is split
+
+
+# conv2d(x[1, 3, H, W], k[8, 3, 3, 3], padding=1) through conv_script (im2col rows):
+# (H, W, register_tile) -> the script after "decompose K"
+IM2COL_CASES = {
+    # a row over 64 wide: tiles of its largest divisor up to 64 (128: 64, 72: 36); the
+    # input rows an output row needs packed at the row loop, parallel over 8 rows
+    "row-128": (
+        (8, 128, False),
+        "split K/i1 by 4 -> i1o, i1i\nsplit K/i3 by 64 -> i3o, i3i\n"
+        "reorder K: i0, i2, i1o, i3o, r0, r1, r2, i1i, i3i\ncache_read K/i2 @0 -> K_xp pack\n"
+        "unroll K/i1i\nvectorize K/i3i\nserial K\nparallel K/i2",
+    ),
+    "row-72": (
+        (8, 72, False),
+        "split K/i1 by 4 -> i1o, i1i\nsplit K/i3 by 36 -> i3o, i3i\n"
+        "reorder K: i0, i2, i1o, i3o, r0, r1, r2, i1i, i3i\ncache_read K/i2 @0 -> K_xp pack\n"
+        "unroll K/i1i\nvectorize K/i3i\nserial K\nparallel K/i2",
+    ),
+    # a row of exactly 64: whole (tiled only above 64)
+    "row-64": (
+        (8, 64, False),
+        "split K/i1 by 4 -> i1o, i1i\nreorder K: i0, i2, i1o, r0, r1, r2, i1i, i3\n"
+        "cache_read K/i2 @0 -> K_xp pack\nunroll K/i1i\nvectorize K/i3\nserial K\nparallel K/i2",
+    ),
+    # two output rows for two threads: parallel
+    "two-rows": (
+        (2, 8, False),
+        "split K/i1 by 4 -> i1o, i1i\nreorder K: i0, i2, i1o, r0, r1, r2, i1i, i3\n"
+        "cache_read K/i2 @0 -> K_xp pack\nunroll K/i1i\nvectorize K/i3\nserial K\nparallel K/i2",
+    ),
+    # one output row: fewer rows than threads, serial
+    "one-row": (
+        (1, 8, False),
+        "split K/i1 by 4 -> i1o, i1i\nreorder K: i0, i2, i1o, r0, r1, r2, i1i, i3\n"
+        "cache_read K/i2 @0 -> K_xp pack\nunroll K/i1i\nvectorize K/i3\nserial K",
+    ),
+    # register tile: 4 channels x 16 columns (64 <= 256) accumulate in acc, unrolled
+    "register-16": (
+        (8, 16, True),
+        "split K/i1 by 4 -> i1o, i1i\nreorder K: i0, i2, i1o, r0, r1, r2, i1i, i3\n"
+        "cache_read K/i2 @0 -> K_xp pack\ncache_write K/i1o @2 -> K_acc\nunroll K/i1i\n"
+        "unroll K/i3\nserial K\nparallel K/i2",
+    ),
+    # 4 x 64 = 256 accumulators: still a register tile, at the column tile loop
+    "register-128": (
+        (8, 128, True),
+        "split K/i1 by 4 -> i1o, i1i\nsplit K/i3 by 64 -> i3o, i3i\n"
+        "reorder K: i0, i2, i1o, i3o, r0, r1, r2, i1i, i3i\ncache_read K/i2 @0 -> K_xp pack\n"
+        "cache_write K/i3o @2 -> K_acc\nunroll K/i1i\nunroll K/i3i\nserial K\nparallel K/i2",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", IM2COL_CASES)
+def test_im2col_template_decisions(tmp_path, case):
+    """conv.conv_script (im2col rows, the fallback of convs and pooling): the column tile,
+    the register tile's bound (cb x width <= 256), the parallel rows; reasons above."""
+    from dlpc.passes.schedule.conv import conv_script
+
+    (h, w, register), script = IM2COL_CASES[case]
+    (tmp_path / "c.dlpc").write_text(
+        f"model c(x: f32[B, 3, {h}, {w}]) {{\n  param k: f32[8, 3, 3, 3] = kaiming(seed=5)\n"
+        "  return conv2d(x, k, padding=1)\n}\n"
+    )
+    model = dlpc.load(tmp_path / "c.dlpc", batch=1)
+    module = pipeline.lower(model.module.clone(), "loop", pipeline.PipelineOptions(opt_level=0))
+    (kernel,) = [k for k in kernels(module) if (m := analyse(k)) is not None and m.reduce]
+    nest = analyse(kernel)
+    assert nest is not None
+    got = conv_script(kernel, nest, register_tile=register)
+    assert got == f"decompose {kernel.sym}\n" + script.replace("K", kernel.sym)
