@@ -1593,3 +1593,18 @@ def test_im2col_template_decisions(tmp_path, case):
     assert nest is not None
     got = conv_script(kernel, nest, register_tile=register)
     assert got == f"decompose {kernel.sym}\n" + script.replace("K", kernel.sym)
+
+
+def test_fold_peels_only_a_zero_init():
+    """fold_init_epilogue.py:294 (`len(stores) != 1 or not zero` -> `and`): the first
+    reduction step replaces the tile's init only when that init is 0 (0 + p is p); a
+    sum starting from 1.0 keeps its copy-in of 1.0 and the whole reduction loop."""
+    text = PEEL.replace(
+        "%z = arith.constant 0.000000e+00 : f32", "%z = arith.constant 1.000000e+00 : f32"
+    )
+    module = parse_module(text)
+    pipeline.run("loop-fold-init-epilogue", module, pipeline.PipelineOptions())
+    names = [lp.loop_name for k in kernels(module) for lp in k.loops()]
+    assert "i_init" not in names and "acc_in0" in names and "r0_first" not in names
+    (red,) = [lp for k in kernels(module) for lp in k.loops() if lp.loop_name == "r0"]
+    assert red.lower == 0
