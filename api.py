@@ -23,6 +23,7 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.func import FuncOp
 
+from dlpc import settings as dlpc_settings
 from dlpc.backends.runtime.callconv import ModuleFunction
 from dlpc.diagnostics import DlpcError
 from dlpc.dialects import symdims
@@ -419,6 +420,7 @@ def compile(
         target=target if target in pipeline.TARGET_PASSES else None,  # (its printer's IR)
         extra=pass_options(options),
         checker=_checker(weights) if check_each_pass else None,
+        verify_each=dlpc_settings.flag("DLPC_VERIFY_EACH"),  # else the input and the result
     )
     lowered = pipeline.lower(
         model.module.clone(), STAGE_OF[target], opts, weights=weights if fold_weights else None

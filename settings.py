@@ -44,6 +44,14 @@ SETTINGS: dict[str, Setting] = {
             "let an internal error escape as a Python traceback instead of one line",
         ),
         Setting(
+            "DLPC_VERIFY_EACH",
+            "flag",
+            "",
+            "dlpc.compile and dlpc.train (dlpc-run, dlpc-train) verify the IR after every pass,"
+            " naming a pass that leaves it invalid (else their input and final IR only;"
+            " dlpc-opt, dlpc and --check-each-pass always verify each pass; the tests set it)",
+        ),
+        Setting(
             "DLPC_TUNING_MACHINE",
             "text",
             "",

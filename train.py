@@ -125,8 +125,9 @@ def train_step_model(
 ) -> tuple[Model, TrainStep]:
     """The training step of `model` (batch dim already bound) as a Model: its weights
     are the model's plus the initial optimizer state. `options`: train_step_module's
-    (accumulate, return_grads). The module is verified by api.compile's pipeline (after
-    its first pass; a warm-cache hit is IR that compiled before), not here too."""
+    (accumulate, return_grads). The module is verified by api.compile's pipeline (as its
+    input, or after its first pass with DLPC_VERIFY_EACH; a warm-cache hit is IR that
+    compiled before), not here too."""
     options.setdefault("verify", False)
     step = train_step_module(model.module, loss, optimizer, model.weights, frozen=frozen, **options)
     weights = {**api.check_weights(model), **step.initial_state}

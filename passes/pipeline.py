@@ -130,6 +130,10 @@ class PipelineOptions:
     # the target lowered for: its `TARGET_PASSES` follow the common ones; None: the C
     # target's with `schedule`, else none (te-to-loop's nests as scheduled)
     target: str | None = None
+    # verify the IR after every pass (mlir-opt's -verify-each, its default); off, `lower`
+    # verifies its input and its result only (dlpc.compile's default, DLPC_VERIFY_EACH;
+    # docs/pipeline.md#verification). A checker always verifies each pass.
+    verify_each: bool = True
 
     def __post_init__(self):
         if self.opt_level not in GRAPH_PASSES_BY_LEVEL:
@@ -144,6 +148,8 @@ class PipelineOptions:
             from dlpc.passes.check import Checker
 
             object.__setattr__(self, "checker", Checker())
+        if self.checker:  # it evaluates each pass's output: that must be valid IR
+            object.__setattr__(self, "verify_each", True)
 
 
 # ----------------------------------------------------------------- IR plumbing
@@ -210,16 +216,17 @@ def make_pass(name: str, options: PipelineOptions, **fixed) -> ModulePass:
 
 
 def run(name: str, module: ModuleOp, options: PipelineOptions, **fixed) -> None:
-    """Apply one pass by name (its options from `options.extra`, then `fixed`) and
-    verify the result: every op of the module, after every pass, as mlir-opt's
+    """Apply one pass by name (its options from `options.extra`, then `fixed`) and, with
+    `options.verify_each`, verify the result: every op of the module, as mlir-opt's
     `-verify-each` (`verify_ir`: the same checks, cheaper)."""
     started = time.perf_counter()
     p = make_pass(name, options, **fixed)
     with _collector_paused():
         with boundary(f"pass {name}"):  # whatever escapes is one line naming the pass and op
             p.apply(context(), module)
-        with boundary(f"verifying the output of pass {name}"):
-            verify_ir(module)  # = module.verify(), each kind of arith/memref op checked once
+        if options.verify_each:
+            with boundary(f"verifying the output of pass {name}"):
+                verify_ir(module)  # = module.verify(), each kind of arith/memref op once
     _timed(name, started)
     if options.checker:
         options.checker.after(name, module, p)  # same results as before the pass?
@@ -290,6 +297,28 @@ def format_timing(rows: list[tuple[str, float]]) -> str:
 
 
 def lower(
+    module: ModuleOp,
+    stop_at: str = "loop",
+    options: PipelineOptions | None = None,
+    on_stage: Callable[[str, ModuleOp], None] = lambda stage, module: None,
+    weights: dict[str, np.ndarray] | None = None,
+    unscheduled: bool = False,
+) -> ModuleOp:
+    """`_lower` (below); without `options.verify_each` the input and the result are
+    verified instead of each pass's output, and an invalid result names no pass: rerun
+    with DLPC_VERIFY_EACH=1 (or --check-each-pass) to find it."""
+    options = options or PipelineOptions()
+    if not options.verify_each:
+        with boundary("verifying the input of the pipeline"):
+            verify_ir(module)
+    _lower(module, stop_at, options, on_stage, weights, unscheduled)
+    if not options.verify_each:
+        with boundary("verifying the output of the pipeline (DLPC_VERIFY_EACH=1 names the pass)"):
+            verify_ir(module)
+    return module
+
+
+def _lower(
     module: ModuleOp,
     stop_at: str = "loop",
     options: PipelineOptions | None = None,

@@ -168,6 +168,35 @@ def test_compile_names_a_wrong_lowering(monkeypatch):
         dlpc.compile(model, "c", opt_level=0, check_each_pass=True)
 
 
+def _break_signature(module):
+    """@main's type without inputs, its entry block keeping them: invalid IR."""
+    from xdsl.dialects import func
+    from xdsl.dialects.builtin import FunctionType
+
+    main = next(op for op in module.walk() if isinstance(op, func.FuncOp))
+    main.function_type = FunctionType.from_lists([], main.function_type.outputs.data)
+
+
+def test_invalid_ir_is_caught_after_the_pass_or_at_the_end(monkeypatch):
+    """A pass that leaves invalid IR: with DLPC_VERIFY_EACH (the test suite's, the CLI's
+    and --check-each-pass's mode) the diagnostic names the pass; dlpc.compile's default
+    verifies the pipeline's input and result, so the invalid IR is still refused, at the
+    end, in one line that says how to find the pass."""
+    from dlpc.passes.schedule.default import LoopDefaultSchedule
+
+    _plant(monkeypatch, LoopDefaultSchedule, _break_signature)
+    model = parse_model("model m(x: f32[2, 9]) { return x * 3.0 - x / 7.0 }")
+    monkeypatch.setenv("DLPC_VERIFY_EACH", "1")
+    with pytest.raises(DlpcError, match="verifying the output of pass loop-default-schedule") as e:
+        dlpc.compile(model, "c", opt_level=2)
+    assert "\n" not in str(e.value)
+    monkeypatch.setenv("DLPC_VERIFY_EACH", "0")
+    with pytest.raises(DlpcError, match=r"verifying the output of the pipeline \(DLPC_VERIFY_EA"):
+        dlpc.compile(model, "c", opt_level=2)
+    with pytest.raises(DlpcError, match="verifying the output of pass loop-default-schedule"):
+        dlpc.compile(model, "c", opt_level=2, check_each_pass=True)  # a checker verifies each
+
+
 def test_dlpc_tool_exits_1_naming_the_pass(monkeypatch, tmp_path, capsys):
     from dlpc.passes.graph.fold_constants import GraphFoldConstants
 
