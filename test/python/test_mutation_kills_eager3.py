@@ -243,3 +243,13 @@ def test_small_cpu_outputs_are_pooled():
     again = x.tanh()
     assert all(len(s.pool) == 1 for s in slots)  # the dropped block, reused
     np.testing.assert_allclose(np.asarray(again), np.tanh(np.arange(8.0)), rtol=1e-6)
+    big = _t(np.zeros(70_000)).tanh()  # 280 000 bytes: above POOLED_BYTES, never pooled
+    assert big.storage.nbytes == 280_000
+    slots = [
+        slot
+        for key, k in dispatch._CACHE.items()
+        if key[0] == "tanh"
+        for slot in getattr(k, "_outs", ())
+        if slot.shape == (70_000,)
+    ]
+    assert slots and all(not s.pool for s in slots)
