@@ -1608,3 +1608,33 @@ def test_fold_peels_only_a_zero_init():
     assert "i_init" not in names and "acc_in0" in names and "r0_first" not in names
     (red,) = [lp for k in kernels(module) for lp in k.loops() if lp.loop_name == "r0"]
     assert red.lower == 0
+
+
+PEEL_CHANGES = {
+    # the tile's update is a product, not a sum: 0 * p is no p
+    "mulf": [("%s = arith.addf %av, %xv : f32", "%s = arith.mulf %av, %xv : f32")],
+    # the accumulator read twice in the step
+    "read-twice": [
+        (
+            "%s = arith.addf %av, %xv : f32",
+            "%tt = arith.mulf %av, %xv : f32\n            %s = arith.addf %av, %xv : f32",
+        )
+    ],
+    # a reduction loop inside the reduction (a direct conv's nested sums)
+    "nested-reduction": [('{name = "b"}', '{name = "b", reduction}')],
+}
+
+
+@pytest.mark.parametrize("case", PEEL_CHANGES)
+def test_fold_peels_only_a_gemm_shaped_update(case):
+    """_peel_first: the zero fill is peeled into the first reduction step only for one
+    `acc = acc + p` per element of the tile, read once, under loops that are no
+    reductions; otherwise the copy-in of zeros and the whole reduction loop stay."""
+    text = PEEL
+    for old, new in PEEL_CHANGES[case]:
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    module = parse_module(text)
+    pipeline.run("loop-fold-init-epilogue", module, pipeline.PipelineOptions())
+    names = [lp.loop_name for k in kernels(module) for lp in k.loops()]
+    assert "r0_first" not in names and "acc_in0" in names
