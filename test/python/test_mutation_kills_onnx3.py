@@ -1394,3 +1394,15 @@ def test_frozen_inputs_are_values_and_the_model_is_named(tmp_path):
     path = tmp_path / "tiny_net.onnx"
     path.write_bytes(proto.SerializeToString())
     assert load_model(str(path), freeze_inputs={"shape": I64([10])}).name == "tiny_net"
+
+
+@pytest.mark.parametrize(
+    "op,mode", [("DepthToSpace", "DCR"), ("DepthToSpace", "CRD"), ("SpaceToDepth", None)]
+)
+def test_depth_and_space_with_a_blocksize_of_3(op, mode):
+    """Blocksize 3: b * b = 9 channels a block (with b = 2, b * b and b + b agree) (onnx
+    seed 43 survivor tensor.py:264 c // (b * b) -> c // (b + b))."""
+    shape = (1, 18, 2, 3) if op == "DepthToSpace" else (1, 2, 6, 9)
+    x = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+    extra = {"mode": mode} if mode else {}
+    check([node(op, ["x"], blocksize=3, **extra)], {"x": x})
