@@ -10,9 +10,8 @@ expressions (for footprints), and small IR builders.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
 
 from xdsl.dialects import arith, memref, scf
 from xdsl.dialects.builtin import (
@@ -26,8 +25,6 @@ from xdsl.ir import Block, BlockArgument, Operation, OpResult, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
 from dlpc.dialects.loop import ForOp, KernelOp, kernels
-
-_OpT = TypeVar("_OpT", bound=Operation)
 
 index = IndexType()
 
@@ -480,12 +477,6 @@ def memref_type(value: SSAValue) -> MemRefType:
     ty = value.type
     assert isinstance(ty, MemRefType)
     return ty
-
-
-def walk_ops(root: Operation, kind: type[_OpT]) -> Iterator[_OpT]:
-    for op in root.walk():
-        if isinstance(op, kind):
-            yield op
 
 
 def module_of(op: Operation) -> ModuleOp:
