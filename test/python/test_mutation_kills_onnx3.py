@@ -1406,3 +1406,12 @@ def test_depth_and_space_with_a_blocksize_of_3(op, mode):
     x = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
     extra = {"mode": mode} if mode else {}
     check([node(op, ["x"], blocksize=3, **extra)], {"x": x})
+
+
+def test_layer_norm_with_its_mean_output_alone():
+    """Outputs y and Mean (no InvStdDev): the statistics are computed when any optional
+    output is asked for, the first included (onnx seed 43 survivor normalization.py:49
+    output[1:] -> output[2:])."""
+    scale = np.linspace(0.5, 1.5, 3, dtype=np.float32)
+    check([node("LayerNormalization", ["x", "s"], ["y", "mean"], axis=-1)], {"x": B[0, 0]},
+          {"s": scale}, outputs=("y", "mean"), atol=1e-4)  # fmt: skip
