@@ -471,3 +471,16 @@ def test_no_opencl_platform_is_no_opencl_device(monkeypatch):
 
     monkeypatch.setattr(opencl_rt, "devices", missing)
     assert rdev._opencl_devices() == []
+
+
+def test_best_fit_past_every_free_block_of_a_large_pool():
+    """2048 free blocks of 512 bytes, none fits 1024: a new segment (runtime --seed 43
+    survivor allocator.py:151 `i is not len(keys)`, wrong once the pool holds over 256)."""
+    a, heap = _make()
+    s = Stream()
+    blocks = [a.malloc(512, s) for _ in range(4096)]  # the whole 2 MiB segment
+    assert len(heap) == 1
+    for b in blocks[::2]:
+        a.free(b)
+    got = a.malloc(1024, s)
+    assert len(heap) == 2 and got.segment is not blocks[0].segment
