@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 from xdsl.context import Context
-from xdsl.dialects.builtin import FunctionType, ModuleOp, f32, i1, i64
+from xdsl.dialects.builtin import FunctionType, ModuleOp, f32, i1, i32, i64
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Block, Operation, Region
 
@@ -463,8 +463,53 @@ def control_cases() -> list[Case]:
     ]
 
 
+def math_bit_cases() -> list[Case]:
+    """The float math functions on their domains (rounding at exact halves: to even), the
+    bit ops on signed and unsigned integers, bitcast both ways, and a slice at run-time
+    offsets (one negative, counted from the end)."""
+    cases = []
+    wide, unit = rand(3, 5) * np.float32(2), np.tanh(rand(3, 5)) * np.float32(0.9)
+    domains = {
+        "sin": wide, "cos": wide, "tan": unit, "sinh": wide, "cosh": wide, "asinh": wide,
+        "atan": wide, "asin": unit, "acos": unit, "atanh": unit,
+        "acosh": np.abs(wide) + np.float32(1),
+    }  # fmt: skip
+    for name, x in domains.items():
+        cls = getattr(g, f"{name.capitalize()}Op")
+        cases.append(Case(name, [x], lambda a, c=cls: c.make(a)))
+    halves = np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 0.49, -0.51, 7.25], np.float32)
+    for cls in (g.FloorOp, g.CeilOp, g.RoundOp):
+        cases.append(Case(cls.name, [halves], lambda a, c=cls: c.make(a)))
+    r = np.random.default_rng(3)
+    for dt in (np.int32, np.uint8):
+        info = np.iinfo(dt)
+        a = r.integers(info.min, info.max, (3, 4), endpoint=True).astype(dt)
+        b = r.integers(info.min, info.max, (4,), endpoint=True).astype(dt)
+        for cls in (g.BitAndOp, g.BitOrOp, g.BitXorOp):
+            cases.append(
+                Case(f"{cls.name}_{dt.__name__}", [a, b], lambda x, y, c=cls: c.make(x, y))
+            )
+        cases.append(Case(f"bit_not_{dt.__name__}", [a], lambda x: g.BitNotOp.make(x)))
+    v = r.integers(0, 2**32 - 1, (3, 4), endpoint=True).astype(np.uint32)
+    amounts = np.array([0, 1, 17, 31], np.uint32)
+    for cls in (g.ShiftLeftOp, g.ShiftRightOp):
+        cases.append(Case(cls.name, [v, amounts], lambda x, y, c=cls: c.make(x, y)))
+    cases.append(Case("bitcast_f32_i32", [rand(3, 4)], lambda a: g.BitcastOp.make(a, to=i32)))
+    bits = r.integers(0, 2**20, (3, 4)).astype(np.int32)  # positive subnormals and small floats
+    cases.append(Case("bitcast_i32_f32", [bits], lambda a: g.BitcastOp.make(a, to=f32)))
+    starts = np.array([1, -2], np.int64)
+    cases.append(
+        Case(
+            "dynamic_slice",
+            [rand(5, 6), starts],
+            lambda x, st: g.DynamicSliceOp.make(x, st, axes=(0, 1), sizes=(2, 3)),
+        )
+    )
+    return cases
+
+
 FAMILIES = {
-    "unary": unary_cases, "binary": binary_cases, "linalg": linalg_cases, "conv": conv_cases,
+    "unary": unary_cases, "math_bit": math_bit_cases, "binary": binary_cases, "linalg": linalg_cases, "conv": conv_cases,
     "norm": norm_cases, "reduce": reduce_cases, "movement": movement_cases,
     "constant": constant_cases, "control": control_cases,
 }  # fmt: skip
