@@ -1415,3 +1415,19 @@ def test_layer_norm_with_its_mean_output_alone():
     scale = np.linspace(0.5, 1.5, 3, dtype=np.float32)
     check([node("LayerNormalization", ["x", "s"], ["y", "mean"], axis=-1)], {"x": B[0, 0]},
           {"s": scale}, outputs=("y", "mean"), atol=1e-4)  # fmt: skip
+
+
+def test_conv_transpose_end_padding_adds_output_padding():
+    """k = 2, stride 2, output_padding 1: the end pad is (k - 1) + 1 = 2, a sum (1 | 1 would
+    be 1) (onnx seed 43 survivor nn.py:215 + outpad -> | outpad)."""
+    x = np.random.default_rng(22).standard_normal((1, 2, 3, 3)).astype(np.float32)
+    w = np.random.default_rng(23).standard_normal((2, 2, 2, 2)).astype(np.float32)
+    check([node("ConvTranspose", ["x", "w"], strides=[2, 2], output_padding=[1, 1])], {"x": x},
+          {"w": w}, atol=1e-4)  # fmt: skip
+
+
+def test_det_of_a_batch_whose_second_dim_is_not_n():
+    """Det over [2, 4, 3, 3]: n is the last dim (3), not dim 1 (4) (onnx seed 43 survivor
+    linalg.py:30 s[-1] -> s[1])."""
+    x = np.random.default_rng(24).standard_normal((2, 4, 3, 3)).astype(np.float32)
+    check([node("Det", ["x"])], {"x": x}, atol=1e-4)
