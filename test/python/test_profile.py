@@ -115,7 +115,7 @@ def test_dlpc_timing_prints_every_pass():
     assert lines[0].split() == ["seconds", "share", "pass"]
     passes = [ln.split()[2] for ln in lines[1:-1]]
     assert passes[0] == "graph-infer-shapes"
-    assert passes[-7:] == [
+    assert passes[-8:] == [
         "graph-to-te",
         "te-to-loop",
         "loop-default-schedule",
@@ -123,6 +123,7 @@ def test_dlpc_timing_prints_every_pass():
         "loop-views",
         "loop-memory-plan",
         "loop-prepack-weights",
+        "loop-runtime-extents",
     ]
     assert lines[-1].split()[1:] == ["100.0%", "total", f"({len(passes)}", "passes)"]
 
