@@ -222,6 +222,8 @@ def test_opencl_kernels_bind_the_tensors_own_buffers():
         for key, k in dispatch._CACHE.items()
         if key[0] == "sqrt" and isinstance(getattr(k.run, "__self__", None), DeviceCall)
     ]
+    # (another test in the process may have made a cpu sqrt: only opencl's bind buffers)
+    calls = [c for c in calls if c.device.type == "opencl"]
     assert calls and all(c.bindable for c in calls)
     assert any(c.bound[0] is not c.fn.arg_buffers[0] for c in calls)
 
