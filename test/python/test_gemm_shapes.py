@@ -144,7 +144,8 @@ def _first_schedule(text: str) -> tuple[str, bool]:
 @pytest.mark.parametrize("op", ["matmul", "linear"])
 def test_best_schedule_applies(op, m, n, k):
     """Every shape gets its first-choice schedule: the dot kernel for a linear layer of
-    up to 8 rows (or fewer than 16 columns) and k >= 16, the tensorized gemm otherwise,
+    up to 8 rows (or fewer than 16 columns) and k >= 16, or of up to 16 rows when k >= 256
+    (w here is an argument, no weight: DOT_LONG_K), the tensorized gemm otherwise,
     with a register tile that fits the registers and keeps enough accumulators (M = 17
     -> 17 x 16, M = 37 -> 8-row tiles and a 5-row remainder, N = 101 -> 3 x 101)."""
     wshape = f"{n}x{k}" if op == "linear" else f"{k}x{n}"
@@ -155,7 +156,7 @@ func.func @main(%x: tensor<{m}x{k}xf32>, %w: tensor<{wshape}xf32>) -> tensor<{m}
 }}"""
     script, applies = _first_schedule(text)
     assert applies, script
-    if op == "linear" and (m <= 8 or n < 16) and k >= 16:
+    if op == "linear" and (m <= 8 or n < 16 or (m <= 16 and k >= 256)) and k >= 16:
         assert " dot" in script
         return
     assert " gemm" in script
