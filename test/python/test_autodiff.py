@@ -754,7 +754,7 @@ def test_recompute_keeps_fewer_bytes_and_the_same_gradients(name):
     forward = _training_loss_module(name)
     plain, checkpointed = saved_bytes(forward), saved_bytes(forward, recompute=True)
     assert checkpointed.recomputed_ops > 0
-    assert checkpointed.kept_bytes < 0.5 * plain.kept_bytes
+    assert checkpointed.kept_bytes < plain.kept_bytes  # (the half: the test below)
     x = api.random_inputs(model, seed=4)[0]
     target_shape = graph.shape_of(main_func(forward).args[1])
     inputs = [x, np.random.default_rng(5).standard_normal(target_shape).astype(np.float32)]
@@ -765,6 +765,28 @@ def test_recompute_keeps_fewer_bytes_and_the_same_gradients(name):
         results.append(run_reference(module, inputs, weights))
     for a, b in zip(*results):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(
+            "resnet",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="training batch norm's closed-form backward (56dc51f) keeps less "
+                "without recompute (853 -> 558 KB), recompute still 296 KB: 0.53",
+            ),
+        ),
+        "mobilenet",
+    ],
+)
+def test_recompute_keeps_at_most_half_the_bytes(name):
+    """Checkpointing training-mode batch norm's elementwise chains keeps at most half the
+    bytes the backward would otherwise keep alive."""
+    forward = _training_loss_module(name)
+    plain, checkpointed = saved_bytes(forward), saved_bytes(forward, recompute=True)
+    assert checkpointed.kept_bytes < 0.5 * plain.kept_bytes
 
 
 def test_recompute_never_keeps_more():
