@@ -336,6 +336,9 @@ def world() -> Communicator:
     return _WORLD
 
 
+ABORT_GRACE_S = 0.5  # between a failing rank's line and its MPI_Abort (guard)
+
+
 def guard(fn: Callable[[], int], tool: str = "dlpc") -> int:
     """Run a rank's work: an exception is one line naming the rank on stderr, then
     MPI_Abort, so that every other rank stops (mpiexec ends them) instead of waiting in a
@@ -350,5 +353,8 @@ def guard(fn: Callable[[], int], tool: str = "dlpc") -> int:
         message = format_exception(e) or type(e).__name__
         # the process's own stderr: a silenced rank's errors are still seen
         print(f"{tool}: rank {rank}: {message}", file=sys.__stderr__, flush=True)
+        # Hydra ends every process (its output proxies too) on an abort: a line still in
+        # the pipe to the proxy is then lost, so the proxy gets a moment to forward it
+        time.sleep(ABORT_GRACE_S)
         MPI.COMM_WORLD.Abort(1)
         return 1
