@@ -403,10 +403,10 @@ ENTRIES = ("@main", "dlpc_prepare")  # the writers of the two entry points
 # A `parallel` loop whose nest runs fewer innermost iterations than this stays serial:
 # waking threads costs more than such a loop (tens of microseconds).
 PARALLEL_MIN_WORK = 1 << 16
-# A parallel loop whose nest runs at least this many innermost iterations (a millisecond or
-# so) is emitted once, `if(parallel: dlpc_parallel())` choosing the team: the one-thread
-# region's ~0.5 us is lost in it, and its serial copy would only cost compile time
-# (docs/design/c-backend.md#team-helper); smaller ones keep the serial copy.
+# A parallel loop whose nest runs at least this many innermost iterations is emitted once,
+# `if(parallel: dlpc_parallel())` choosing the team: the one-thread region's cost is small
+# beside such a loop, and its serial copy would only cost compile time
+# (docs/design/c-backend.md#team-helper has the figures); smaller ones keep the serial copy.
 ONE_BODY_MIN_WORK = 1 << 20
 
 

@@ -211,8 +211,8 @@ def torch_model(module, weights, device="cpu"):
     def conv2d(x, w, b=None, *, strides, pads, dilations, groups):
         # symmetric pads as the conv's own (exported as Conv pads, as a torch model writes
         # it); an explicit F.pad exports through TorchScript as a shape-computing Pad chain
-        # that onnxruntime runs per call (MobileNetV2-style net, batch 1: 0.32 ms against
-        # 0.14 ms for the dynamo file, which folds it)
+        # that onnxruntime runs on every call (the dynamo exporter folds it), which made the
+        # TorchScript file's onnxruntime figure unfairly slow (commit 18f0956)
         top, left, bottom, right = pads
         if (top, left) != (bottom, right):
             x, (top, left) = F.pad(x, (left, right, top, bottom)), (0, 0)

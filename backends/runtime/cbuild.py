@@ -531,8 +531,8 @@ class CFunction(ModuleFunction):
 
     def __call__(self, *inputs, params=None) -> list[np.ndarray]:
         if params is None and self.bound_params is not None:
-            # the common call, kept lean (a small model's call is ~10 us: each Python step
-            # shows; docs/design/c-backend.md#direct-call): arrays of @main's shape, dtype
+            # the common call, kept lean (a small model's call is a few Python steps long;
+            # docs/design/c-backend.md#direct-call): arrays of @main's shape, dtype
             # and C order pass as they are, anything else through `_convert`
             n_in = self.num_inputs
             if len(inputs) != n_in:
