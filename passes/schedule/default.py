@@ -257,7 +257,7 @@ def gemv_script(kernel: KernelOp, nest: Nest, factor: int = RFACTOR) -> str:
 DOT_ROWS = 8  # up to this many rows (and B contiguous along k): the dot kernel
 # and up to twice as many when B is no weight and k is long (a weight gradient
 # g @ im2col(x)^T per sample: packing B, read by at most two row blocks, costs as much
-# as the products; measured 1.8 vs 3.3 ms for 16 x 144 x 1024 at batch 32)
+# as the products; docs/design/schedules.md#dot-or-gemm)
 DOT_LONG_K = 256
 # dot products per row of a dot block at most: 8 independent FMA chains hide the FMA
 # latency; more only add register pressure
