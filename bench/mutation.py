@@ -166,6 +166,7 @@ AREAS: dict[str, Area] = {
         [  # all of test_schedule (5 s of CPU), the nest analysis and the schedule scripts
             "test/python/test_mutation_kills_schedule.py "
             "test/python/test_mutation_kills_schedule2.py test/python/test_mutation_kills_schedule3.py "
+            "test/python/test_mutation_kills_schedule4.py "
             "test/python/test_schedule.py "
             "test/python/test_nest.py test/python/test_schedule_script.py",
             # the tuning log (passes/schedule/tuning_log.py): records written and read back
@@ -178,6 +179,7 @@ AREAS: dict[str, Area] = {
         ["test/passes/loop-to-dlp*.mlir"],
         [  # test_dlp and each pattern family's test (dlp_select), the resnet example left out
             "test/python/test_mutation_kills_dlp.py test/python/test_mutation_kills_dlplowering3.py "
+            "test/python/test_mutation_kills_dlplowering4.py "
             "test/python/test_dlp.py "
             "test/python/test_dlp_select_elementwise.py test/python/test_dlp_select_reduce.py "
             "test/python/test_dlp_select_window.py test/python/test_dlp_roofline.py "
@@ -210,6 +212,7 @@ AREAS: dict[str, Area] = {
         ["test/e2e/emit-opencl*"],
         [
             "test/python/test_mutation_kills_opencl.py test/python/test_mutation_kills_opencl3.py "
+            "test/python/test_mutation_kills_opencl4.py "
             "test/python/test_opencl.py test/python/test_opencl_depthwise.py "
             "-k 'mutation or lanes or masked or integer_pow or ndrange or independent "
             "or padded_convs or padding_guards or batched or transposed or chain or local_cache "
