@@ -80,6 +80,7 @@ class Stats:
     kept_bytes: int = 0
     recomputed_ops: int = 0
     names: list[str] = field(default_factory=list)
+    sizes: list[int] = field(default_factory=list)  # bytes of each kept value, as `names`
 
 
 def _main(module: ModuleOp) -> func.FuncOp:
@@ -380,6 +381,7 @@ def _kept(block: Block, forward: set[Operation]) -> Stats:
             stats.kept_values += 1
             stats.kept_bytes += _bytes(v)
             stats.names.append(v.name_hint or owner.name)
+            stats.sizes.append(_bytes(v))
     return stats
 
 
