@@ -245,7 +245,7 @@ AREAS: dict[str, Area] = {
         [],
         [
             "test/python/test_onnx_import.py test/python/test_mutation_kills_onnx.py "
-            "test/python/test_mutation_kills_onnx3.py",
+            "test/python/test_mutation_kills_onnx3.py test/python/test_mutation_kills_onnx4.py",
             # the public API's ONNX cases (3-D conv and pool, weights as inputs) and the
             # control-flow ops (If, Loop, Scan) on both targets, with the ONNX cases of the
             # control-flow area's tests (every test of the first two has onnx in its name)
@@ -334,7 +334,8 @@ AREAS: dict[str, Area] = {
         ["eager/*.py", "runtime/device_call.py"],  # (device_call: what eager kernels run through)
         [],
         [  # every op against the reference, grads and optimizers against torch, jit vs eager
-            "test/python/test_eager.py test/python/test_mutation_kills_eager3.py",
+            "test/python/test_eager.py test/python/test_mutation_kills_eager3.py "
+            "test/python/test_mutation_kills_eager4.py",
         ],
         timeout=240.0,
     ),
@@ -380,7 +381,7 @@ AREAS: dict[str, Area] = {
         ],
         [  # dynamic-axes exports vs onnxruntime, buckets, bad shapes, per-shape fallback
             "test/python/test_dynamic.py test/python/test_mutation_kills_dynamic3.py "
-            "test/python/test_dynamic_symbolic.py",
+            "test/python/test_dynamic_symbolic.py test/python/test_mutation_kills_dynamic4.py",
         ],
         timeout=240.0,
     ),
