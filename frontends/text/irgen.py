@@ -50,9 +50,8 @@ class _Binding:
 class IRGen:
     def __init__(self, model: ast.Model, dims: Mapping[str, int] | str | None = None):
         self.model = model
-        self.symbolic = dims == "symbolic"  # unbound named dims stay symbolic
         given: Mapping[str, int] = {} if isinstance(dims, str) or dims is None else dims
-        # named dims (`x: f32[B, 784]`) -> size (a SymDim when symbolic); unbound: 1
+        # named dims (`x: f32[B, 784]`) -> size; an unbound one is a SymDim (symbolic)
         self.dims: dict[str, Any] = dict(given)
         self.b = GraphBuilder(model.name)
         self.env: dict[str, _Binding] = {}
@@ -95,8 +94,8 @@ class IRGen:
         for name, loc in ty.named.items():
             if name in bld.DTYPES or name in _CONSTANT_NAMES:
                 raise self.error(loc, f"'{name}' cannot name a dimension")
-            # an unbound named dim is 1, or itself with dims="symbolic" (dialects/symdims)
-            size = self.dims.setdefault(name, symdims.sym(name) if self.symbolic else 1)
+            # an unbound named dim stays symbolic (dialects/symdims)
+            size = self.dims.setdefault(name, symdims.sym(name))
             if isinstance(size, symdims.SymDim):
                 continue
             if not isinstance(size, int) or isinstance(size, bool) or size < 1:
@@ -303,8 +302,8 @@ class Generated:
 
 
 def generate(model: ast.Model, dims: Mapping[str, int] | str | None = None) -> Generated:
-    """Graph IR for `model`; `dims` binds its named dims (`{"B": 32}`; unbound ones are 1;
-    "symbolic": every one stays symbolic)."""
+    """Graph IR for `model`; `dims` binds its named dims (`{"B": 32}`); unbound ones stay
+    symbolic."""
     gen = IRGen(model, dims)
     module = gen.generate()
     return Generated(module, gen.b, gen.param_locs, model)
