@@ -71,19 +71,29 @@ def check_model_path(path: str, fmt: str | None) -> str:
 
 
 def load_model(
-    path: str, fmt: str | None = None, weights: str | None = None, batch: int | None = None
+    path: str,
+    fmt: str | None = None,
+    weights: str | None = None,
+    batch: int | None = None,
+    dims: dict[str, int] | None = None,
+    unbound: int | None = 1,
 ) -> Model:
     """`dlpc.load` for a tool's model argument: any file name with `--format`, and `-`
-    for stdin (read whole; errors then name `<stdin>`); `batch` (`--batch`) binds a .dlpc
-    model's named batch dim."""
+    for stdin (read whole; errors then name `<stdin>`). A .dlpc model's named dims are
+    bound by `batch` (`--batch`: the named leading dims) and `dims` (by name); the others
+    are `unbound` (None: they stay symbolic, one program for every value)."""
     from dlpc import api
 
     fmt = model_format(path, fmt)
     if batch is not None and (batch < 1 or fmt != "dlpc"):
         what = f"must be >= 1, got {batch}" if batch < 1 else f"applies to .dlpc models, not {fmt}"
         raise DlpcError(f"error: --batch {what}")
+    if fmt == "dlpc" and path != "-":
+        from dlpc.frontends.text import load_model as load_text
+
+        return load_text(path, weights=weights, dims=dims, batch=batch, unbound=unbound)
     if path != "-":
-        return api.load(path, weights=weights, format=fmt, batch=batch)
+        return api.load(path, weights=weights, format=fmt)
     data = sys.stdin.buffer.read()
     if fmt == "onnx":
         onnx = require("onnx", "onnx", "importing an ONNX model")
@@ -102,7 +112,9 @@ def load_model(
     if fmt == "dlpc":
         from dlpc.frontends.text import parse_model
 
-        return parse_model(text, "<stdin>", weights=weights, dims=batch)
+        return parse_model(
+            text, "<stdin>", weights=weights, dims=dims, batch=batch, unbound=unbound
+        )
     from dlpc.passes.pipeline import parse_module
 
     module = parse_module(text, "<stdin>")
