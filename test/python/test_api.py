@@ -120,7 +120,7 @@ def test_random_inputs_are_reproducible(small):
 
 
 def test_text_model_through_the_api():
-    model = dlpc.load(EXAMPLES / "mlp.dlpc")
+    model = dlpc.load(EXAMPLES / "mlp.dlpc", batch=1)
     x = api.random_inputs(model)[0]
     (y,) = dlpc.compile(model, target="numpy")(x)
     np.testing.assert_allclose(y, api.reference(model, [x])[0], rtol=1e-5, atol=1e-6)
@@ -148,7 +148,7 @@ def test_every_pass_in_the_level_table_is_registered():
 
 
 def test_compile_folds_static_weight_subgraphs():
-    model = dlpc.load(EXAMPLES / "resnet.dlpc")
+    model = dlpc.load(EXAMPLES / "resnet.dlpc", batch=1)
     x = api.random_inputs(model)[0]
     fn = dlpc.compile(model, target="numpy", opt_level=2)
     assert "params['folded.0']" in fn.source and "batch_norm(" not in fn.source
@@ -323,7 +323,7 @@ def test_other_targets_match_the_reference(small, target, tmp_path, monkeypatch)
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in EXAMPLES.glob("*.dlpc")))
 def test_examples_on_c_match_the_reference(name):
-    model = dlpc.load(EXAMPLES / f"{name}.dlpc")
+    model = dlpc.load(EXAMPLES / f"{name}.dlpc", batch=1)
     inputs = api.random_inputs(model, seed=1)
     outputs = dlpc.compile(model, target="c")(*inputs)
     for y, want in zip(outputs, api.reference(model, inputs)):

@@ -636,7 +636,7 @@ def _torch_grads(forward, inputs, weights):
 
 
 def _check_model_grads(name, targets, batch=None):
-    model = dlpc.load(EXAMPLES / f"{name}.dlpc", **({"batch": batch} if batch else {}))
+    model = dlpc.load(EXAMPLES / f"{name}.dlpc", batch=batch or 1)
     weights = api.check_weights(model)
     forward, grad_module = _model_loss_module(model, seed=7)
     inputs = api.random_inputs(model, seed=2)
@@ -727,7 +727,7 @@ def _training_loss_module(name: str) -> ModuleOp:
     mode (batch statistics: elementwise chains), before autodiff."""
     from dlpc.passes.train.step import _training_batch_norm
 
-    module = dlpc.load(EXAMPLES / f"{name}.dlpc").module.clone()
+    module = dlpc.load(EXAMPLES / f"{name}.dlpc", batch=1).module.clone()
     f = main_func(module)
     ret = f.body.block.last_op
     out = ret.operands[0]
@@ -749,7 +749,7 @@ def test_recompute_keeps_fewer_bytes_and_the_same_gradients(name):
 
     from dlpc.passes.train.autodiff import GraphAutodiff
 
-    model = dlpc.load(EXAMPLES / f"{name}.dlpc")
+    model = dlpc.load(EXAMPLES / f"{name}.dlpc", batch=1)
     weights = api.check_weights(model)
     forward = _training_loss_module(name)
     plain, checkpointed = saved_bytes(forward), saved_bytes(forward, recompute=True)
@@ -776,7 +776,7 @@ def test_recompute_keeps_one_activation_per_batch_norm(name):
     recompute the backward keeps more large activations than there are batch norms."""
     from dlpc.dialects import graph as G
 
-    model = dlpc.load(EXAMPLES / f"{name}.dlpc")
+    model = dlpc.load(EXAMPLES / f"{name}.dlpc", batch=1)
     bn_inputs = sorted(
         _bytes_of(op.operands[0]) for op in model.module.walk() if isinstance(op, G.BatchNormOp)
     )
@@ -798,7 +798,7 @@ def _bytes_of(v) -> int:
 def test_recompute_never_keeps_more():
     """Where recomputing would keep bigger operands alive (relu(r + s) of two inference
     batch norms) the value itself is kept."""
-    model = dlpc.load(EXAMPLES / "resnet.dlpc")
+    model = dlpc.load(EXAMPLES / "resnet.dlpc", batch=1)
     forward, _ = _model_loss_module(model, seed=3)
     assert saved_bytes(forward, recompute=True).kept_bytes <= saved_bytes(forward).kept_bytes
 
@@ -810,7 +810,7 @@ def test_train_step_reports_what_the_backward_keeps():
     from dlpc.tools.dlpc_train import activation_stats
 
     module = _training_loss_module("mobilenet")  # only for its shapes: (x, target) -> loss
-    model = dlpc.load(EXAMPLES / "mobilenet.dlpc")
+    model = dlpc.load(EXAMPLES / "mobilenet.dlpc", batch=1)
     step = train_step_module(model.module, "mse", "sgd", api.check_weights(model))
     assert step.kept_bytes == saved_bytes(module).kept_bytes
     assert step.kept_bytes_other == saved_bytes(module, recompute=True).kept_bytes

@@ -39,7 +39,7 @@ def test_examples_pass_the_check(example, level):
     """Graph rewrites, graph-to-te, te-to-loop and the default schedules keep every
     example's results (numpy reference, te evaluator, C)."""
     checker = make_checker()
-    _lower(dlpc.load(example), level, "loop", checker)
+    _lower(dlpc.load(example, batch=1), level, "loop", checker)
     assert checker.notes == []
     assert checker.checked >= 3  # -O0: infer-shapes, graph-to-te, te-to-loop
     assert {s.level for s in checker.states.values()} == {"loop"}
@@ -48,7 +48,7 @@ def test_examples_pass_the_check(example, level):
 @pytest.mark.parametrize("example", ["mlp", "lenet"])
 def test_dlp_lowering_passes_the_check(example):
     checker = make_checker()
-    _lower(dlpc.load(ROOT / "examples" / f"{example}.dlpc"), 2, "dlp", checker)
+    _lower(dlpc.load(ROOT / "examples" / f"{example}.dlpc", batch=1), 2, "dlp", checker)
     assert checker.notes == []
     assert {s.level for s in checker.states.values()} == {"dlp"}
 
@@ -269,7 +269,7 @@ def test_a_level_without_evaluator_is_noted_and_bridged():
 
 def test_random_params_and_bound_weights():
     """Unbound params are random (a batch-norm variance positive); bound ones are used."""
-    model = dlpc.load(ROOT / "examples" / "resnet.dlpc")
+    model = dlpc.load(ROOT / "examples" / "resnet.dlpc", batch=1)
     checker = check.Checker()
     checker.start(model.module)
     drawn = checker.random["main"]

@@ -22,7 +22,7 @@ TESTS = ROOT / "test"
 
 
 def loop_module(name: str):
-    model = dlpc.load(ROOT / "examples" / f"{name}.dlpc")
+    model = dlpc.load(ROOT / "examples" / f"{name}.dlpc", batch=1)
     module = pipeline.lower(model.module.clone(), "loop", pipeline.PipelineOptions())
     return model, module
 
