@@ -45,7 +45,7 @@ def random_inputs(module, seed=0) -> list[np.ndarray]:
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_example_parses_verifies_and_has_expected_shapes(name):
-    model = load_model(EXAMPLES / f"{name}.dlpc", weights={})
+    model = load_model(EXAMPLES / f"{name}.dlpc", weights={}, batch=1)
     model.module.verify()
     main = main_of(model.module)
     ins, outs = EXPECTED[name]
@@ -63,7 +63,7 @@ def test_example_parses_verifies_and_has_expected_shapes(name):
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_example_runs_on_numpy_reference(name):
-    model = load_model(EXAMPLES / f"{name}.dlpc", weights={})
+    model = load_model(EXAMPLES / f"{name}.dlpc", weights={}, batch=1)
     outputs = run_reference(model.module, random_inputs(model.module), model.weights)
     assert [o.shape for o in outputs] == EXPECTED[name][1]
     for o in outputs:
@@ -147,7 +147,7 @@ def build_mlp() -> GraphBuilder:
 
 
 def test_builder_builds_the_text_mlp():
-    text = load_model(EXAMPLES / "mlp.dlpc", weights={})
+    text = load_model(EXAMPLES / "mlp.dlpc", weights={}, batch=1)
     built = build_mlp().model()
     strip = [str(op.name) for op in main_of(text.module).walk()]
     assert strip == [str(op.name) for op in main_of(built.module).walk()]

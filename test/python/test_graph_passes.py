@@ -419,10 +419,10 @@ def test_examples_every_pass_and_o2_preserve_results(path):
     import dlpc
     from dlpc.passes.graph.fold_constants import fold_params
 
-    model = dlpc.load(path)
+    model = dlpc.load(path, batch=1)
     for spec in [*SINGLE_PASSES, _o_level(2)]:
-        check(dlpc.load(path).module, spec, weights=model.weights, rtol=1e-3, atol=1e-4)
-    module = dlpc.load(path).module
+        check(dlpc.load(path, batch=1).module, spec, weights=model.weights, rtol=1e-3, atol=1e-4)
+    module = dlpc.load(path, batch=1).module
     rng = np.random.default_rng(4)
     inputs = main_inputs(module, rng)
     before = run_reference(module, inputs, model.weights)
@@ -437,7 +437,7 @@ def test_o2_fuses_resnet_blocks_and_transformer_qkv():
     import dlpc
 
     resnet = run_passes(
-        dlpc.load(os.path.join(ROOT, "examples", "resnet.dlpc")).module, _o_level(2)
+        dlpc.load(os.path.join(ROOT, "examples", "resnet.dlpc"), batch=1).module, _o_level(2)
     )
     assert count(resnet, "graph.batch_norm") == 0
     kernels = [op.kernel_name for op in resnet.walk() if isinstance(op, g.FusedOp)]
@@ -451,7 +451,7 @@ def test_o2_fuses_resnet_blocks_and_transformer_qkv():
     assert sum(k.startswith("conv2d_add_relu_") for k in kernels) == 0
     assert sum(k.startswith("winograd_output_transform_add_relu_") for k in kernels) == 2
     transformer = run_passes(
-        dlpc.load(os.path.join(ROOT, "examples", "transformer.dlpc")).module, _o_level(2)
+        dlpc.load(os.path.join(ROOT, "examples", "transformer.dlpc"), batch=1).module, _o_level(2)
     )
     shared = [
         op
@@ -490,7 +490,7 @@ LAYOUT_EXAMPLES = [
 def test_layout_nhwc_examples(path, nhwc_reference):
     import dlpc
 
-    model = dlpc.load(path)
+    model = dlpc.load(path, batch=1)
     module = check(
         model.module,
         "graph-layout{to=nhwc},graph-simplify",
@@ -506,7 +506,7 @@ def test_layout_nhwc_examples(path, nhwc_reference):
 def test_layout_round_trip_and_o2(nhwc_reference):
     import dlpc
 
-    model = dlpc.load(os.path.join(ROOT, "examples", "resnet.dlpc"))
+    model = dlpc.load(os.path.join(ROOT, "examples", "resnet.dlpc"), batch=1)
     module = check(
         model.module,
         "graph-layout{to=nhwc},graph-layout{to=nchw},graph-simplify",
@@ -516,7 +516,7 @@ def test_layout_round_trip_and_o2(nhwc_reference):
     )
     assert count(module, "graph.transpose") == 0
     module = check(
-        dlpc.load(model.path).module,
+        dlpc.load(model.path, batch=1).module,
         f"graph-layout{{to=nhwc}},{_o_level(2)}",
         weights=model.weights,
         rtol=1e-3,

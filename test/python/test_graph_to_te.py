@@ -524,7 +524,7 @@ def test_examples_fused_and_lowered(example):
     from dlpc.universe import PASSES
 
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    model = load_model(os.path.join(root, "examples", f"{example}.dlpc"))
+    model = load_model(os.path.join(root, "examples", f"{example}.dlpc"), batch=1)
     module, weights = model.module, model.weights
     func = next(op for op in module.walk() if isinstance(op, FuncOp))
     inputs = [rand(*g.shape_of(a)) for a in func.args]

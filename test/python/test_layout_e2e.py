@@ -302,7 +302,7 @@ def test_fused_nhwc_kernels():
 
 
 def load(name: str) -> api.Model:
-    return dlpc.load(os.path.join(ROOT, "examples", f"{name}.dlpc"))
+    return dlpc.load(os.path.join(ROOT, "examples", f"{name}.dlpc"), batch=1)
 
 
 @pytest.mark.parametrize("name", EXAMPLES)

@@ -47,7 +47,7 @@ def check_compiled(model, **options) -> api.CompiledModel:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_every_example_is_planned_soundly_and_matches(name):
-    compiled = check_compiled(dlpc.load(EXAMPLES / f"{name}.dlpc"))
+    compiled = check_compiled(dlpc.load(EXAMPLES / f"{name}.dlpc", batch=1))
     arena, total = pipeline.memory_stats(compiled.lowered)
     assert 0 < arena <= total
     origins = [k.origin.data for k in kernels(compiled.lowered) if k.origin is not None]
@@ -68,7 +68,7 @@ def test_reshape_slice_and_transpose_kernels_are_gone():
     transposes) and the head merge (a transpose and a reshape) were 11 copy kernels;
     now the slices and transposes are read through their index maps (the merge's
     transpose is written through by P x V) and the reshapes are aliases."""
-    model = dlpc.load(EXAMPLES / "transformer.dlpc")
+    model = dlpc.load(EXAMPLES / "transformer.dlpc", batch=1)
     module = model.module.clone()
     pipeline.lower(module, "loop", pipeline.PipelineOptions(schedule=True), weights=None)
     before = model.module.clone()
@@ -195,7 +195,7 @@ def test_a_transpose_is_not_written_through_a_reshape_kernel(tmp_path, text):
 
 
 def test_two_threads_calling_one_model_get_their_own_results():
-    model = dlpc.load(EXAMPLES / "transformer.dlpc")
+    model = dlpc.load(EXAMPLES / "transformer.dlpc", batch=1)
     compiled = api.compile(model)
     inputs = [api.random_inputs(model, seed=s) for s in range(2)]
     expected = [compiled(*x)[0] for x in inputs]
