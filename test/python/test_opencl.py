@@ -29,7 +29,7 @@ EXAMPLES = ["mlp", "lenet", "resnet", "transformer", "mobilenet"]
 def test_example_matches_reference(name, width):
     """Every example on this device, with its own lanes (`device_vector_width`) and
     with the plans of an 8- and a 16-wide device (`backends.opencl.lane_profile`)."""
-    model = dlpc.load(ROOT / "examples" / f"{name}.dlpc")
+    model = dlpc.load(ROOT / "examples" / f"{name}.dlpc", batch=1)
     module = pipeline.lower(model.module.clone(), "loop", OPENCL)
     inputs, weights = dlpc.api.random_inputs(model), dlpc.api.check_weights(model)
     f = compile_opencl(module, name=name, vector_width=width)
@@ -196,7 +196,7 @@ def test_independent_loops():
 def test_resident_params_and_explicit_params():
     """Bound parameters are uploaded once; a call with `params=` uses those values, and
     the next call without them the bound ones again."""
-    model = dlpc.load(ROOT / "examples" / "mlp.dlpc")
+    model = dlpc.load(ROOT / "examples" / "mlp.dlpc", batch=1)
     compiled = dlpc.compile(model, target="opencl")
     f = compiled.artifact
     (x,) = dlpc.api.random_inputs(model)
@@ -213,7 +213,7 @@ def test_resident_params_and_explicit_params():
 def test_profile_rows():
     from dlpc.backends.runtime.opencl_rt import opencl_profile
 
-    model = dlpc.load(ROOT / "examples" / "lenet.dlpc")
+    model = dlpc.load(ROOT / "examples" / "lenet.dlpc", batch=1)
     compiled = dlpc.compile(model, target="opencl")
     rows, call = opencl_profile(
         compiled.artifact, compiled.lowered, dlpc.api.random_inputs(model), repeat=3
@@ -376,7 +376,7 @@ def test_svm_arguments_see_each_call_and_copied_ones_keep_their_buffers(monkeypa
     call writes the inputs before its kernels and reads the outputs after; an argument a
     `memref.copy` reads or writes keeps a device buffer. With DLPC_OPENCL_SVM=0 every
     input is uploaded and every output read back, with the same results."""
-    model = dlpc.load(ROOT / "examples" / "mlp.dlpc")
+    model = dlpc.load(ROOT / "examples" / "mlp.dlpc", batch=1)
     weights = dlpc.api.check_weights(model)
     module = pipeline.lower(model.module.clone(), "loop", OPENCL)
     f = compile_opencl(module, name="mlp")
@@ -416,7 +416,7 @@ def test_svm_outputs_are_handed_over_and_never_rewritten_while_held():
     values, whichever way it was made, and matches the reference."""
     from dlpc.backends.runtime.opencl_rt import SVM_POOL
 
-    model = dlpc.load(ROOT / "examples" / "mlp.dlpc")
+    model = dlpc.load(ROOT / "examples" / "mlp.dlpc", batch=1)
     weights = dlpc.api.check_weights(model)
     module = pipeline.lower(model.module.clone(), "loop", OPENCL)
     f = compile_opencl(module, name="mlp")
@@ -483,7 +483,7 @@ def test_masked_guarded_loads_match_a_padded_conv():
 def test_copy_kernels_become_views():
     """The OpenCL target's strided views (`loop-view-copies`, pipeline.TARGET_PASSES):
     the transformer's head split/merge transposes and slices are no launches."""
-    model = dlpc.load(ROOT / "examples" / "transformer.dlpc")
+    model = dlpc.load(ROOT / "examples" / "transformer.dlpc", batch=1)
     plain = pipeline.lower(model.module.clone(), "loop", pipeline.PipelineOptions())
     before = [k for k in plain.walk() if isinstance(k, KernelOp)]
     copies = [k for k in before if k.origin is not None and k.origin.data == "graph.transpose"]
@@ -712,7 +712,7 @@ def test_padding_guards_need_affine_inequalities():
         kernel = next(k for k in module.walk() if isinstance(k, KernelOp) and k.sym == sym)
         return next(lp for lp in kernel.walk() if isinstance(lp, ForOp) and lp.reduction)
 
-    lenet = dlpc.load(ROOT / "examples" / "lenet.dlpc")
+    lenet = dlpc.load(ROOT / "examples" / "lenet.dlpc", batch=1)
     module = pipeline.lower(lenet.module.clone(), "loop", pipeline.PipelineOptions())
     assert padding_guards(first_nest(module, "conv2d_relu_0")) is not None  # padding=2
     assert padding_guards(first_nest(module, "conv2d_relu_1")) is None  # no padding
@@ -785,8 +785,8 @@ def test_small_models_run_on_the_serial_cpu_device_and_large_ones_on_the_paralle
         pytest.skip("the OpenCL platform has no serial CPU device beside a parallel one")
     assert os.environ.get("POCL_DEVICES") != opencl_rt.POCL_CPU_DRIVERS
     assert opencl_rt.default_device().max_compute_units > 1
-    small = dlpc.load(ROOT / "examples" / "mlp.dlpc")
-    medium = dlpc.load(ROOT / "examples" / "resnet.dlpc")
+    small = dlpc.load(ROOT / "examples" / "mlp.dlpc", batch=1)
+    medium = dlpc.load(ROOT / "examples" / "resnet.dlpc", batch=1)
     large = dlpc.load(ROOT / "examples" / "resnet.dlpc", batch=32)
     teams = opencl_rt.team_devices()
     assert (teams is not None) == (team == "1")
@@ -820,7 +820,7 @@ def test_a_serial_device_runs_consecutive_kernels_as_one_launch():
     if serial is None:
         pytest.skip("the OpenCL platform has no serial CPU device beside a parallel one")
     for name in ("lenet", "transformer"):
-        model = dlpc.load(ROOT / "examples" / f"{name}.dlpc")
+        model = dlpc.load(ROOT / "examples" / f"{name}.dlpc", batch=1)
         module = pipeline.lower(model.module.clone(), "loop", OPENCL)
         f = opencl_rt.OpenCLFunction(module, name=name, device=serial)
         assert [c.kernels for c in f.chains] == [f.kernel_ops]
@@ -835,7 +835,7 @@ def test_a_serial_device_runs_consecutive_kernels_as_one_launch():
         seconds, _ = f.profile_kernels(inputs, repeat=2, warmup=1)
         assert len(seconds) == len(f.kernel_ops) and all(t > 0 for t in seconds)
     parallel = opencl_rt.default_device()
-    model = dlpc.load(ROOT / "examples" / "lenet.dlpc")
+    model = dlpc.load(ROOT / "examples" / "lenet.dlpc", batch=1)
     module = pipeline.lower(model.module.clone(), "loop", OPENCL)
     f = opencl_rt.OpenCLFunction(module, name="lenet", device=parallel)
     assert not f.chains and f.num_launches == len(f.kernel_ops)
@@ -973,7 +973,7 @@ def test_the_plan_is_data_the_binding_makes_the_objects():
     from dlpc.backends.c import find_main
     from dlpc.backends.runtime import opencl_rt
 
-    model = dlpc.load(ROOT / "examples" / "lenet.dlpc")
+    model = dlpc.load(ROOT / "examples" / "lenet.dlpc", batch=1)
     module = pipeline.lower(model.module.clone(), "loop", OPENCL)
     device = opencl_rt.serial_device() or opencl_rt.default_device()
     f = opencl_rt.OpenCLFunction(module, name="lenet", device=device)

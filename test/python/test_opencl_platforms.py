@@ -37,7 +37,7 @@ def test_the_chosen_platform_builds_and_runs_a_program():
 
     device = opencl_rt.devices()[0]
     assert opencl_rt._builds(device.platform) is None
-    model = dlpc.load(ROOT / "examples" / "mlp.dlpc")
+    model = dlpc.load(ROOT / "examples" / "mlp.dlpc", batch=1)
     compiled = dlpc.compile(model, target="opencl")
     inputs = dlpc.api.random_inputs(model)
     (out,) = compiled(*inputs)
@@ -236,7 +236,7 @@ def test_this_machines_devices_have_a_serial_one():
     if not any(opencl_rt._cpu(d) for d in found):
         pytest.skip("the OpenCL platform has no CPU device")
     assert opencl_rt.serial_device() is not None
-    model = dlpc.load(ROOT / "examples" / "transformer.dlpc")
+    model = dlpc.load(ROOT / "examples" / "transformer.dlpc", batch=1)
     compiled = dlpc.compile(model, target="opencl")
     assert compiled.artifact.device == opencl_rt.serial_device()
     assert compiled.artifact.num_launches == 1
@@ -305,7 +305,7 @@ def test_serial_sub_devices_run_commands_in_the_waiting_thread():
         pytest.skip("no serial sub-device with cl_intel_exec_by_local_thread here")
     # (the runtime does not echo the vendor flag in CL_QUEUE_PROPERTIES: the queue is
     # the serial device's, made with `_queue_flags`)
-    model = dlpc.load(ROOT / "examples" / "lenet.dlpc")
+    model = dlpc.load(ROOT / "examples" / "lenet.dlpc", batch=1)
     compiled = dlpc.compile(model, target="opencl")
     assert compiled.artifact.device == serial
     assert compiled.artifact.queue is opencl_rt.context(serial)[1]
@@ -322,7 +322,7 @@ def test_a_compiled_opencl_model_calls_its_runtime_directly():
     else through the checks: a wrong shape is still one line naming the input."""
     import dlpc
 
-    model = dlpc.load(ROOT / "examples" / "mlp.dlpc")
+    model = dlpc.load(ROOT / "examples" / "mlp.dlpc", batch=1)
     compiled = dlpc.compile(model, target="opencl")
     assert compiled._direct is compiled.artifact
     inputs = dlpc.api.random_inputs(model)

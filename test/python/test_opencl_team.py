@@ -115,7 +115,7 @@ def test_the_choice_of_a_team_follows_the_estimate(team, monkeypatch):
             assert compiled.artifact.device == opencl_rt.choose_device(compiled.lowered)
     monkeypatch.setenv("DLPC_OPENCL_TEAM", "0")
     assert opencl_rt.team_devices() is None
-    model = dlpc.load(ROOT / "examples" / "resnet.dlpc")
+    model = dlpc.load(ROOT / "examples" / "resnet.dlpc", batch=1)
     assert dlpc.compile(model, target="opencl").artifact.team is None
 
 
@@ -196,7 +196,7 @@ def test_a_stale_helper_leaves_the_call_alone_and_the_caller_runs_it(team):
 
 def test_profile_times_each_kernel_of_a_team_model(team):
     """The profile launches every member on its own (one device, profiling events)."""
-    model = dlpc.load(ROOT / "examples" / "mobilenet.dlpc")
+    model = dlpc.load(ROOT / "examples" / "mobilenet.dlpc", batch=1)
     compiled = dlpc.compile(model, target="opencl")
     f = compiled.artifact
     assert f.team is not None

@@ -127,7 +127,7 @@ def test_fused_kernel_is_a_team_member():
     """resnet at batch 1 runs on a team when the machine offers one (two basic devices):
     the fused kernels are members of its chain (their body functions); the outputs match
     the reference on every call."""
-    model = dlpc.load(os.path.join(ROOT, "examples", "resnet.dlpc"))
+    model = dlpc.load(os.path.join(ROOT, "examples", "resnet.dlpc"), batch=1)
     compiled = _check(model)
     source = compiled.artifact.source
     for k in _kernels(compiled):
