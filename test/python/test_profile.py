@@ -20,7 +20,7 @@ def mlp(tmp_path_factory):
     import os
 
     os.environ.setdefault("DLPC_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
-    model = dlpc.load(EXAMPLES / "mlp.dlpc")
+    model = dlpc.load(EXAMPLES / "mlp.dlpc", batch=1)
     return model, api.compile(model)
 
 

@@ -410,7 +410,7 @@ def test_dlpc_fold_weights_writes_what_the_output_needs(tmp_path, capsys):
     assert any(p.startswith("folded.") for p in namespace["PARAMS"])
     with np.load(tmp_path / "resnet.npz") as data:
         params = {k: data[k] for k in data.files}
-    model = api.load(resnet)
+    model = api.load(resnet, batch=1)
     x = api.random_inputs(model)[0]
     np.testing.assert_allclose(
         namespace["main"](x, params=params)[0], api.reference(model, [x])[0], rtol=1e-4, atol=1e-5

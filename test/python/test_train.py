@@ -148,7 +148,7 @@ def test_state_is_resident_and_readable():
     assert not np.array_equal(before["fc1.weight"], after["fc1.weight"])
     assert {"opt.step", "fc3.bias"} <= set(trainer.state)
     # trained weights feed inference
-    fn = dlpc.compile(dlpc.load(str(EXAMPLES / "mlp.dlpc"), weights=after), target="c")
+    fn = dlpc.compile(dlpc.load(str(EXAMPLES / "mlp.dlpc"), weights=after, batch=1), target="c")
     (out,) = fn(x[:1])
     np.testing.assert_allclose(out, trainer.predict(x)[:1], rtol=1e-4, atol=1e-5)
 

@@ -62,7 +62,7 @@ def test_gemm_points_render_scripts_that_preserve_results():
 
 
 def _lenet_loop():
-    model = load("examples/lenet.dlpc")
+    model = load("examples/lenet.dlpc", batch=1)
     module = model.module.clone()
     lower(module, "loop", PipelineOptions(opt_level=2), weights=dict(model.weights))
     return module
@@ -218,7 +218,7 @@ def _example_loop(name: str):
     import os
 
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    module = load(os.path.join(root, "examples", f"{name}.dlpc")).module
+    module = load(os.path.join(root, "examples", f"{name}.dlpc"), batch=1).module
     lower(module, "loop", PipelineOptions(opt_level=2))
     return module
 

@@ -161,7 +161,7 @@ def test_best_and_seen_count_only_the_machine_asked_for(tmp_path):
 def _mlp_log(tmp_path, machine: str | None, default: str | None = None) -> tuple:
     """examples/mlp.dlpc and a log of one record for its linear_0 at -O0 (a split the
     default does not make), measured on `machine` (None: a record without the field)."""
-    model = dlpc.load(EXAMPLES / "mlp.dlpc")
+    model = dlpc.load(EXAMPLES / "mlp.dlpc", batch=1)
     raw = model.module.clone()
     pipeline.lower(raw, "loop", pipeline.PipelineOptions(opt_level=0))
     (linear,) = [k for k in kernels(raw) if k.sym == "linear_0"]

@@ -38,8 +38,8 @@ def no_pipeline(monkeypatch):
     return arm
 
 
-def mlp(**kwargs):
-    return dlpc.load(EXAMPLES / "mlp.dlpc", **kwargs)
+def mlp(batch=1, **kwargs):
+    return dlpc.load(EXAMPLES / "mlp.dlpc", batch=batch, **kwargs)
 
 
 def test_warm_compile_skips_the_pipeline_and_gives_identical_outputs(cache, no_pipeline):
@@ -61,12 +61,12 @@ def test_warm_compile_skips_the_pipeline_and_gives_identical_outputs(cache, no_p
 
 def test_folded_weights_come_from_the_entry(cache, no_pipeline):
     """resnet folds batch norms into new weights (folded.N): the warm artifact has them."""
-    model = dlpc.load(EXAMPLES / "resnet.dlpc")
+    model = dlpc.load(EXAMPLES / "resnet.dlpc", batch=1)
     cold = api.compile(model)
     assert any(p.startswith("folded.") for p in cold.artifact.param_names)
     x = api.random_inputs(model, seed=1)
     no_pipeline()
-    warm = api.compile(dlpc.load(EXAMPLES / "resnet.dlpc"))
+    warm = api.compile(dlpc.load(EXAMPLES / "resnet.dlpc", batch=1))
     assert warm.cached and warm.artifact.param_names == cold.artifact.param_names
     np.testing.assert_array_equal(warm(*x)[0], cold(*x)[0])
 
