@@ -38,7 +38,7 @@ def main() -> None:
     )
     levels = {"O2": (2, {}), "O3": (3, {}), "forced": (3, {"graph_layout": {"where": "all"}})}
     for name in args.models.split(","):
-        model = api.load(EXAMPLES / f"{name}.dlpc")
+        model = api.load(EXAMPLES / f"{name}.dlpc", batch=1)
         inputs = api.random_inputs(model)
         expected = api.reference(model, inputs)
         compiled = {

@@ -193,7 +193,7 @@ def resnet_convs():
     from dlpc.passes.schedule.nest import analyse
     from dlpc.tune.measure import extract_kernel
 
-    m = dlpc.load(ROOT / "examples" / "resnet.dlpc").module.clone()
+    m = dlpc.load(ROOT / "examples" / "resnet.dlpc", batch=1).module.clone()
     lower(m, "loop", PipelineOptions(opt_level=2))
     out = []
     for k in kernels(m):

@@ -670,7 +670,7 @@ def bench_models(
 ) -> list[list[str]]:
     """One row per model. Backend by backend over all models, dlpc's first: importing
     torch loads its own OpenMP runtime, which then competes with the C backend's."""
-    models = [api.load(path) for path in paths]
+    models = [api.load(path, batch=1) for path in paths]  # (.dlpc: static, at batch 1)
     inputs = [api.random_inputs(model, seed=0) for model in models]
     expected = [api.reference(model, xs) for model, xs in zip(models, inputs)]
 
