@@ -832,7 +832,7 @@ class FunctionWriter:
         vectorize = op.vectorize is not None
         if unroll > 1:
             self.line(c_comment(f"unroll {unroll} dropped: not expressible on an OpenMP loop"))
-        if loop_work(op) >= ONE_BODY_MIN_WORK:
+        if loop_work(op) >= ONE_BODY_MIN_WORK and not runtime_bounded(op):
             omp = "omp parallel for simd" if vectorize else "omp parallel for"
             self.line("{")  # (a block of its own, as the two-copy form)
             self.depth += 1
@@ -939,6 +939,13 @@ class FunctionWriter:
                 self.op(inner)
         self.close_scope()
         self.depth -= 1
+
+
+def runtime_bounded(op: ForOp) -> bool:
+    """Whether a loop of the nest rooted at `op` stops at a runtime limit (`clamped`: a
+    symbolic program's extents): its static work is the maxima's, the call's may be tiny,
+    so a parallel loop keeps its serial copy (no one-thread region per call)."""
+    return any(isinstance(o, ForOp) and clamped(o) is not None for o in op.walk())
 
 
 def clamped(op: ForOp) -> tuple[Block, SSAValue] | None:
