@@ -162,7 +162,8 @@ def _pack(root, kernel: str, loop: str, buffer: str | SSAValue, name: str | None
     copy_of: dict[int, ForOp] = {}
     for lp in _copy_order(used, forms[0], ty.get_shape()):
         c = ForOp(lp.lower, lp.upper, lp.stride, name=k.fresh_loop_name(f"{label}_{lp.loop_name}"))
-        copy_annotations(lp, c, ("dlpc.extent", "dlpc.extent_base"))  # (symbolic dims)
+        # (symbolic dims: a split's outer loop keeps its id, which its inner loop's base lists)
+        copy_annotations(lp, c, ("dlpc.extent", "dlpc.extent_base", "dlpc.extent_id"))
         (copies[-1].block.add_op(c) if copies else target.block.insert_op_before(c, first))
         name_iv(c)
         copies.append(c)
