@@ -168,6 +168,10 @@ class CompiledModel:
 
     def __call__(self, *inputs: np.ndarray) -> list[np.ndarray]:
         direct, specs = self._direct, self._specs
+        fast = getattr(direct, "_fast", None)  # the C runtime's own check and call
+        if fast is not None and direct is not None:
+            outputs = fast(*inputs)  # None: an input to check, convert or refuse
+            return outputs if outputs is not None else direct(*self.check_inputs(inputs))
         if direct is not None and len(inputs) == len(specs):  # (specs: after a first call)
             for x, (shape, dtype) in zip(inputs, specs):
                 if type(x) is not np.ndarray or x.shape != shape or x.dtype != dtype:

@@ -44,12 +44,14 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from dlpc import settings
+from dlpc.backends.runtime import fastcall
 from dlpc.backends.runtime.callconv import ModuleFunction
 from dlpc.diagnostics import DlpcError
 from dlpc.passes.lower.memory_plan import ALIGN
@@ -478,6 +480,10 @@ def compile_error(stderr: str, source: str, c_path: Path) -> str:
 _BYTE = ctypes.c_char
 
 
+def _raise_failure(library: Library, status: int) -> None:
+    raise DlpcError(f"error: {library.failure(status)}")
+
+
 def address(a: np.ndarray) -> int:
     """The data pointer of a C-contiguous array. Through the buffer protocol: a third of
     the time of `a.ctypes.data` (docs/design/c-backend.md#address); a read-only or empty
@@ -494,6 +500,8 @@ class CFunction(ModuleFunction):
     f = CFunction(module)
     outputs = f(*inputs, params={"fc1.weight": w, ...})   # or params=[w, ...]
     """
+
+    _fast: Callable[..., list[np.ndarray] | None] | None = None  # (bind_params sets it)
 
     def __init__(self, module, *, name: str = "module"):
         from dlpc.backends.c import emit_c_units, find_main
@@ -528,8 +536,26 @@ class CFunction(ModuleFunction):
             self.packed = self.library.packed_block()
             self._argv[n] = self.packed.ctypes.data
             self.library.prepare(self._argv)
+        # the common call in C where the extension builds (fastcall.py); it holds what
+        # the vector points to, and nothing that holds it (no cycle through it)
+        self._fast = fastcall.caller(
+            ctypes.cast(self.library.entry, ctypes.c_void_p).value or 0,
+            ctypes.addressof(self._argv),
+            len(self._argv),
+            self.num_inputs,
+            self.num_inputs + len(self.param_names),
+            self.arg_specs[: self.num_inputs],
+            self.arg_specs[self.num_inputs + len(self.param_names) :],
+            keep_off_workers,
+            functools.partial(_raise_failure, self.library),
+            (self._argv, self.bound_params, getattr(self, "packed", None), self.library),
+        )
 
     def __call__(self, *inputs, params=None) -> list[np.ndarray]:
+        if params is None and self._fast is not None:
+            outputs = self._fast(*inputs)
+            if outputs is not None:
+                return outputs
         if params is None and self.bound_params is not None:
             # the common call, kept lean (a small model's call is a few Python steps long;
             # docs/design/c-backend.md#direct-call): arrays of @main's shape, dtype
