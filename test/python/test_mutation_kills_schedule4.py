@@ -430,3 +430,127 @@ def test_nhwc_conv_template_decisions(tmp_path, case):
         kernel,
         NHWC_CONV[case],
     )
+
+
+# ------------------------------------------------------------ default.py's predicates
+
+# out[i] = sum over r0 < 2, r1 < 4, r2 < 8 of LOAD (every loop a reduction loop)
+FLAT = """
+func.func @main(%x: memref<XT>, %out: memref<2xf32>) {
+  loop.kernel "s" {
+    loop.for %i = 0 to 2 step 1 {name = "i0"} {
+      %acc = memref.alloca() : memref<f32>
+      %z = arith.constant 0.000000e+00 : f32
+      memref.store %z, %acc[] : memref<f32>
+      loop.for %r0 = LO to 2 step 1 {name = "r0", reduction} {
+        loop.for %r1 = 0 to 4 step 1 {name = "r1", reduction} {
+          loop.for %r2 = 0 to R2 step 1 {name = "r2", reduction} {
+            %q = arith.addi %r0, %i : index
+            %v = LOAD
+            %o = memref.load %acc[] : memref<f32>
+            %s = arith.addf %o, %v : f32
+            memref.store %s, %acc[] : memref<f32>
+          }
+        }
+      }
+      %r = memref.load %acc[] : memref<f32>
+      memref.store %r, %out[%i] : memref<2xf32>
+    }
+  }
+  func.return
+}"""
+
+
+@pytest.mark.parametrize(
+    "xt, lo, r2, index, flat",
+    [
+        # x[i, r0, r1, r2]: one block over all three reduction loops
+        ("2x2x4x8", 0, 8, "%i, %r0, %r1, %r2", True),
+        # x[r0, i, r1, r2]: a block over r1, r2 per (r0, i), r0 alone in a leading index
+        ("2x2x4x8", 0, 8, "%r0, %i, %r1, %r2", True),
+        # the same with r0 from 1: a reduction loop not from 0 is no flat reduction
+        ("2x2x4x8", 1, 8, "%r0, %i, %r1, %r2", False),
+        # r0 + i in a leading index: r0 is not alone there
+        ("3x4x8", 0, 8, "%q, %r1, %r2", False),
+        # rows of 9 read 8 at a time: not whole dims, no contiguous block
+        ("2x2x4x9", 0, 8, "%i, %r0, %r1, %r2", False),
+        # x[.., r2, r1]: the trailing indices are not the loops in order
+        ("2x2x8x4", 0, 8, "%i, %r0, %r2, %r1", False),
+        # the same over 4 x 4 (the shape matches, the order does not)
+        ("2x2x4x4", 0, 4, "%i, %r0, %r2, %r1", False),
+        # x[i, r1, r1, r2]: a leading index moves with the block's r1
+        ("2x4x4x8", 0, 8, "%i, %r1, %r1, %r2", False),
+        # an innermost loop of 3: too short to vectorize
+        ("2x2x4x3", 0, 3, "%i, %r0, %r1, %r2", False),
+        # no load varies along the reduction (a count): nothing to read as a block
+        (None, 0, 8, None, False),
+    ],
+)
+def test_flat_reduction_reads_one_block_over_whole_dims(xt, lo, r2, index, flat):
+    """default.flat_reduction: a sum over several reduction loops is rfactored as one flat
+    loop only when every varying load reads a contiguous block: its trailing indices the
+    innermost reduction loops in order over whole dims, each loop from 0 by 1, any
+    other reduction variable alone in a leading index."""
+    from dlpc.passes.schedule import default
+
+    load = (
+        f"memref.load %x[{index}] : memref<{xt}xf32>"
+        if index
+        else "arith.constant 1.000000e+00 : f32"
+    )
+    text = (
+        FLAT.replace("XT", f"{xt or '2x2x4x8'}xf32")
+        .replace("LO to", f"{lo} to")
+        .replace("R2 step", f"{r2} step")
+        .replace("LOAD", load)
+    )
+    (kernel,) = kernels(parse_module(text))
+    nest = analyse(kernel)
+    assert nest is not None and nest.reduce == ["r0", "r1", "r2"]
+    assert default.flat_reduction(kernel, nest) is flat
+
+
+@pytest.mark.parametrize("swap", [False, True])
+def test_gemm_operands_whichever_order_the_product_takes(swap):
+    """default.gemm_operands: C[i, j] += A[i, k] * B[k, j] is a gemm with A the operand
+    read along i and B the one read along j, whichever side of the mulf each is on;
+    A * A (one buffer twice) is none."""
+    from dlpc.passes.schedule import default
+
+    text = _mm(4, 8, 4)
+    if swap:
+        text = text.replace("arith.mulf %a, %b", "arith.mulf %b, %a")
+    module = parse_module(text)
+    (kernel,) = kernels(module)
+    nest = analyse(kernel)
+    assert nest is not None
+    operands = default.gemm_operands(kernel, nest)
+    assert operands is not None
+    assert [v.name_hint for v in operands] == ["A", "B"]
+    # A[i, k] * A[k, j] (A @ A): one buffer on both sides is no gemm (the template packs
+    # A and B as two buffers)
+    square = _mm(4, 4, 4).replace("memref.load %B[%r, %j]", "memref.load %A[%r, %j]")
+    (kernel,) = kernels(parse_module(square))
+    nest = analyse(kernel)
+    assert nest is not None and default.gemm_operands(kernel, nest) is None
+
+
+def _mm(m: int, n: int, k: int) -> str:
+    return f"""
+func.func @main(%A: memref<{m}x{k}xf32>, %B: memref<{k}x{n}xf32>, %C: memref<{m}x{n}xf32>) {{
+  loop.kernel "mm" {{
+    loop.for %i = 0 to {m} step 1 {{name = "i0"}} {{
+      loop.for %j = 0 to {n} step 1 {{name = "i1"}} {{
+        loop.for %r = 0 to {k} step 1 {{name = "r0", reduction}} {{
+          %a = memref.load %A[%i, %r] : memref<{m}x{k}xf32>
+          %b = memref.load %B[%r, %j] : memref<{k}x{n}xf32>
+          %c = memref.load %C[%i, %j] : memref<{m}x{n}xf32>
+          %p = arith.mulf %a, %b : f32
+          %s = arith.addf %c, %p : f32
+          memref.store %s, %C[%i, %j] : memref<{m}x{n}xf32>
+        }}
+      }}
+    }}
+  }}
+  func.return
+}}"""
