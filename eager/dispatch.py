@@ -217,9 +217,7 @@ class Kernel:
             t._meta = slot.meta
             t._ptr = addr
             result.append(t)
-        status = self._entry(argv)
-        if status:
-            self._lib._check(status)
+        self._lib._check(self._entry(argv))  # (a nonzero status: the one-line out of memory)
         return result
 
 

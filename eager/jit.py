@@ -128,7 +128,11 @@ class Entry:
         main.update_function_type()
         differentiate(module, wrt_inputs=True)
         results = dict(zip(_result_names(main), ret.operands))
-        wanted_names = [f"grad.x{k}" for k in range(n_args)] + [f"grad.{n}" for n, _ in self.params]
+        # the inputs' own names, tensor arguments then weights (a tensor argument is
+        # x<its place among all the arguments>: a number before it shifts it)
+        inputs = [a.data["dlpc.name"].data for a in names[:-1]]  # type: ignore[union-attr]
+        assert len(inputs) == n_args + len(self.params)
+        wanted_names = [f"grad.{n}" for n in inputs]
         keep = [results[n] for n, w in zip(wanted_names, want) if w]
         ret.operands = keep
         main.res_attrs = None

@@ -1,0 +1,234 @@
+"""The eager layer's decisions, fourth round (issue 35, bench/mutation.py --area eager):
+the device call's binding (host control flow is never bound, device copy steps follow
+the bound buffers), the kernels' fast paths (a cache hit still records the tape, pooled
+outputs never reused while held, strided and offset operands), the signature of a call
+(numbers in the key, keyword operands), dlpc.jit's backward with a number before a tensor
+argument (a KeyError before), and each one-line error."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import dlpc
+from dlpc.diagnostics import DlpcError
+from dlpc.runtime.device import devices
+
+OPENCL = [d.name for d in devices("opencl")][:1]
+needs_opencl = pytest.mark.skipif(not OPENCL, reason="no OpenCL platform")
+
+
+def _t(values, grad: bool = False):
+    return dlpc.tensor(np.asarray(values, np.float32), requires_grad=grad)
+
+
+# ------------------------------------------------------------------ the device call
+
+
+@needs_opencl
+def test_a_placed_model_with_host_control_flow_reads_each_calls_inputs():
+    """graph.if on opencl: the host reads the condition from the function's own buffer,
+    so its inputs are copied there, never bound (eager --seed 42 survivor
+    device_call.py:90, `and` -> `or` in `bindable`); each call its own branch."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_control_flow import IF, model, plain_if
+
+    placed = dlpc.compile(model(IF), device=OPENCL[0])
+    assert not placed._call.bindable
+    rng = np.random.default_rng(4)
+    for c in (True, False, True, False):
+        a, b = (rng.standard_normal((4, 8)).astype(np.float32) for _ in range(2))
+        ins = [np.array(c), a, b]
+        got = placed(*[dlpc.tensor(v, device=OPENCL[0]) for v in ins])
+        for g, w in zip(got, plain_if(*ins)):
+            np.testing.assert_allclose(np.asarray(g), w, rtol=1e-5, atol=1e-6)
+
+
+COPY = """
+func.func @main(%x: memref<6xf32>, %y: memref<6xf32>)
+    attributes {dlpc.num_inputs = 1 : i64, dlpc.num_outputs = 1 : i64} {
+  "memref.copy"(%x, %y) : (memref<6xf32>, memref<6xf32>) -> ()
+  func.return
+}
+"""
+
+
+@needs_opencl
+def test_a_device_copy_step_reads_and_writes_the_bound_tensors():
+    """A function whose @main copies its input into its output (a `memref.copy` step),
+    run through DeviceCall on tensors: the copy step is rewritten to the buffers bound
+    for this call, the input tensor's and the output tensor's (eager --seed 42 survivor
+    device_call.py:173, the rewrite skipped: the copy read the function's own buffer)."""
+    from dlpc.backends.runtime.opencl_rt import OpenCLFunction
+    from dlpc.passes import pipeline
+    from dlpc.runtime.device import device
+    from dlpc.runtime.device_call import DeviceCall
+
+    dev = device(OPENCL[0])
+    fn = OpenCLFunction(pipeline.parse_module(COPY), name="copy", device=dev.backend.cl_device, svm=False)  # type: ignore[attr-defined]  # fmt: skip
+    call = DeviceCall(fn, dev)
+    assert call.bindable and call.copies == [0]
+    for k in range(3):
+        x = np.arange(6, dtype=np.float32) * (k + 1) - 2.5
+        (y,) = call.run([dlpc.tensor(x, device=OPENCL[0])], dlpc.Tensor)
+        np.testing.assert_array_equal(np.asarray(y), x)
+    # an input at an offset no buffer starts at is copied in, the output copied out
+    big = dlpc.tensor(np.arange(7, dtype=np.float32), device=OPENCL[0])
+    (y,) = call.run([big[1:]], dlpc.Tensor)
+    np.testing.assert_array_equal(np.asarray(y), np.arange(1, 7, dtype=np.float32))
+
+
+# ------------------------------------------------------------------ fast paths
+
+
+def test_a_cache_hit_still_records_the_tape():
+    """call1 / call2's inline cache hits record a node when an operand requires grad:
+    the kernels made by calls without grad, then hit by calls with it."""
+    a, b = np.array([1.0, -2.0, 0.5], np.float32), np.array([3.0, 0.25, -1.0], np.float32)
+    _t(a).tanh(), _t(a) * _t(b), _t(a) * 2.0  # (the kernels, cached)
+    x, y = _t(a, grad=True), _t(b, grad=True)
+    (x.tanh() + x * y + x * 2.0).sum().backward()
+    np.testing.assert_allclose(np.asarray(x.grad), 1 - np.tanh(a) ** 2 + b + 2, rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(y.grad), a, rtol=1e-6)
+
+
+def test_only_the_second_operand_requiring_grad_records_the_call():
+    """c * y, c a constant tensor, y requiring grad: y's gradient is c."""
+    c, y = _t([2.0, -3.0]), _t([5.0, 7.0], grad=True)
+    (c * y).sum().backward()
+    assert np.asarray(y.grad).tolist() == [2.0, -3.0] and c.grad is None
+    z = _t([5.0, 7.0], grad=True)
+    (c - z).sum().backward()
+    assert np.asarray(z.grad).tolist() == [-1.0, -1.0]
+
+
+def test_a_number_operand_is_part_of_the_kernel_key():
+    x = _t([1.0, 2.0])
+    assert np.asarray(x + 1.0).tolist() == [2.0, 3.0]
+    assert np.asarray(x + 2.0).tolist() == [3.0, 4.0]
+    assert np.asarray(x * 3).tolist() == [3.0, 6.0]
+
+
+def test_a_pooled_output_held_by_a_tensor_or_an_array_is_not_written_again():
+    a, b = np.array([0.5, -1.0, 2.0], np.float32), np.array([3.0, 0.0, -0.25], np.float32)
+    first = _t(a).exp()
+    second = _t(b).exp()  # (same kernel: the pool's block of `first` is held)
+    held = np.asarray(first)
+    del first
+    third = _t(a * 2).exp()  # (`first`'s block is held by `held`, an array over it)
+    np.testing.assert_allclose(held, np.exp(a), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(second), np.exp(b), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(third), np.exp(a * 2), rtol=1e-6)
+
+
+def test_strided_and_offset_operands_on_cpu():
+    """A transposed view is copied dense for the kernel; a view at an offset passes its
+    first element's address."""
+    a = np.arange(12, dtype=np.float32).reshape(3, 4) - 5
+    x = dlpc.tensor(a)
+    np.testing.assert_allclose(np.asarray(x.T.exp()), np.exp(a.T), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(x[1:].abs()), np.abs(a[1:]))
+    np.testing.assert_allclose(np.asarray(x[2] * x[1]), a[2] * a[1])
+
+
+# ------------------------------------------------------------------ tensors and ops
+
+
+def test_tensor_defaults_to_float32_and_keeps_a_given_dtype():
+    assert dlpc.tensor([1.0, 2.0]).dtype == np.float32
+    assert dlpc.tensor(np.array([1.0]), dtype=np.float64).dtype == np.float64
+    assert dlpc.tensor([1, 2]).dtype == np.array([1, 2]).dtype
+    x = _t([1.5, -2.5])
+    assert x.astype(np.float32) is x and x.float() is x
+    assert np.asarray(x.astype(np.int32)).tolist() == [1, -2]
+
+
+@pytest.mark.parametrize(
+    "dim,keep",
+    [(None, True), (None, False), (1, False), (0, True), ((0, 2), False), ([1, 2], True)],
+)
+def test_reductions_over_every_dim_form(dim, keep):
+    a = np.arange(24, dtype=np.float32).reshape(2, 3, 4) - 7
+    x = dlpc.tensor(a)
+    axis = tuple(dim) if isinstance(dim, list) else dim
+    for got, want in [
+        (x.sum(dim, keep), a.sum(axis, keepdims=keep)),
+        (x.mean(dim, keep), a.mean(axis, keepdims=keep)),
+        (x.amax(dim, keep), a.max(axis, keepdims=keep)),
+    ]:
+        got = np.asarray(got)
+        assert got.shape == np.shape(want)
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_argmax_along_a_dim():
+    a = np.array([[1.0, 5.0, 2.0], [7.0, 0.0, 3.0]], np.float32)
+    assert np.asarray(dlpc.tensor(a).argmax()).tolist() == [1, 0]
+    assert np.asarray(dlpc.tensor(a).argmax(0)).tolist() == [1, 0, 1]
+
+
+def test_keyword_and_list_operands():
+    x, w, b = _t([[1.0, 2.0]]), _t([[1.0, 0.0], [0.0, -1.0], [2.0, 2.0]]), _t([0.5, 0.5, -1.0])
+    np.testing.assert_allclose(np.asarray(dlpc.ops.linear(x, w, bias=b)), [[1.5, -1.5, 5.0]])
+    np.testing.assert_allclose(np.asarray(dlpc.ops.linear(x, weight=w)), [[1.0, -2.0, 6.0]])
+    got = dlpc.ops.concat([x, x * 2.0], axis=0)
+    np.testing.assert_allclose(np.asarray(got), [[1.0, 2.0], [2.0, 4.0]])
+
+
+def test_one_line_errors_of_a_call():
+    with pytest.raises(DlpcError, match="^error: add needs at least one tensor operand$"):
+        dlpc.ops.add(1.0, 2.0)
+    with pytest.raises(
+        DlpcError, match="^error: unknown device type 'gpu' \\(cpu, opencl, dlp\\)$"
+    ):
+        dlpc.register_kernel("relu", "gpu", lambda x: x)
+    with pytest.raises(DlpcError, match="only floating-point tensors can require grad"):
+        dlpc.tensor([1, 2]).requires_grad_(True)
+    with pytest.raises(AttributeError, match="dlpc.ops has no op 'nonesuch'"):
+        dlpc.ops.nonesuch  # noqa: B018
+
+
+def test_a_user_kernel_returning_a_tuple_gives_every_output():
+    def split(x):
+        a = np.asarray(x)
+        return dlpc.from_numpy(a * 2), dlpc.from_numpy(a + 1)
+
+    dlpc.register_kernel("sinh", "cpu", split)
+    try:
+        y, z = dlpc.ops.sinh(_t([1.0, 2.0]))
+        assert np.asarray(y).tolist() == [2.0, 4.0] and np.asarray(z).tolist() == [2.0, 3.0]
+    finally:
+        dlpc.unregister_kernel("sinh", "cpu")
+    np.testing.assert_allclose(np.asarray(dlpc.ops.sinh(_t([1.0]))), np.sinh([1.0]), rtol=1e-6)
+
+
+def test_backward_twice_from_one_shape_uses_a_fresh_seed():
+    """The ones seeded for backward() are made once per shape and reused: neither call
+    changes them (both gradients exact)."""
+    x = _t([3.0], grad=True)
+    (x * 4.0).sum().backward()
+    y = _t([5.0], grad=True)
+    (y * y).sum().backward()
+    assert np.asarray(x.grad).tolist() == [4.0] and np.asarray(y.grad).tolist() == [10.0]
+
+
+# ------------------------------------------------------------------ jit
+
+
+def test_jit_gradient_of_a_tensor_after_a_number_argument():
+    """A number before the tensor (the traced input is x1): its gradient, and a
+    weight's (it was KeyError 'grad.x0')."""
+    a = np.array([1.0, -2.0, 3.0], np.float32)
+    x = _t(a, grad=True)
+    w = _t([0.5, 2.0, -1.0], grad=True)
+    f = dlpc.jit(lambda s, v: (v * v * w * s).sum())
+    f(2.0, x).backward()
+    np.testing.assert_allclose(np.asarray(x.grad), 2 * a * np.array([0.5, 2.0, -1.0]) * 2)
+    np.testing.assert_allclose(np.asarray(w.grad), a * a * 2)
+    g = dlpc.jit(lambda v, s: (v * s).sum())  # (the tensor first: x0, as before)
+    y = _t(a, grad=True)
+    g(y, 3.0).backward()
+    assert np.asarray(y.grad).tolist() == [3.0, 3.0, 3.0]
