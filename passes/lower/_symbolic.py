@@ -311,5 +311,35 @@ def guard_tile(
     parent.insert_op_after(scf.IfOp(inside, [], Region(fits), Region(rest)), head[-1])
 
 
+def tile_fits(
+    extent: symdims.Dim,
+    dims: SSAValue,
+    names: list[str],
+    base: Sequence[SSAValue],
+    upper: int,
+    head: list[Operation],
+) -> SSAValue:
+    """`sum(base) + upper <= extent` as an i1, its ops appended to `head`: a tile of
+    `upper` iterations from the index `sum(base)` lies inside the extent."""
+
+    def add(op: Operation) -> SSAValue:
+        head.append(op)
+        return op.results[0]
+
+    def symbol(name: str) -> SSAValue:
+        from xdsl.dialects import memref
+
+        k = add(arith.ConstantOp(IntegerAttr(names.index(name), IndexType())))
+        load = memref.LoadOp.get(dims, [k])
+        load.res.name_hint = name
+        return add(arith.IndexCastOp(add(load), IndexType()))
+
+    n = build_dim(extent, symbol, add)
+    end = add(arith.ConstantOp(IntegerAttr(upper, IndexType())))
+    for b in base:
+        end = add(arith.AddiOp(b, end))
+    return add(arith.CmpiOp(end, n, "sle"))
+
+
 def integer_maxima(values: Mapping[str, int]) -> DictionaryAttr:
     return DictionaryAttr({k: IntegerAttr(int(v), i64) for k, v in sorted(values.items())})

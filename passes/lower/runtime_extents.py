@@ -11,12 +11,16 @@ under `scf.if iv < limit`, the limit (the extent less the split's outer ivs) com
 from `dlpc_dims` just before the loop, so the body is the compare and the `scf.if` alone
 and the C printer stops the loop at the limit: a call does the work of its own dims,
 not the maxima's. A vector loop is stopped so too (it stays one vector loop with a
-runtime trip count). An unrolled marked loop (a register tile: a guard inside it costs
-more than the padding it skips), or one in a `dlpc.prepare` kernel (run before any call
-gives dims), is left to run to its static bound (its iterations past the extent compute
-padding that nothing reads), unless it is exact (a reduction's): then it runs in two
-versions, unguarded when the whole tile is below the extent. A second run changes
-nothing.
+runtime trip count). A register tile (a marked, non-exact loop that is unrolled, or a
+vector loop inside an unrolled one, under the split loops its index adds) runs in two
+versions chosen once per iteration of its innermost split loop: a copy of that loop's
+body with the tile's static trip counts (accumulators stay in registers) when the whole
+tile lies inside the extent, else the body with the tile stopped at the extent (a short
+extent computes its own rows, not a tile's). Any other unrolled marked loop, or one in a
+`dlpc.prepare` kernel (run before any call gives dims), is left to run to its static
+bound (its iterations past the extent compute padding that nothing reads), unless it is
+exact (a reduction's): then it runs in two versions, unguarded when the whole tile is
+below the extent. A second run changes nothing.
 
     loop.for %i1 = 0 to 128 step 1 {name = "i1", dlpc.extent = "seq"} { ... }
 
@@ -36,9 +40,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects import memref
+from xdsl.dialects import arith, memref, scf
 from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, ModuleOp, StringAttr
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import VerifyException
 
@@ -53,6 +57,7 @@ from dlpc.passes.lower._symbolic import (
     ID_ATTR,
     guard,
     guard_tile,
+    tile_fits,
 )
 from dlpc.passes.lower.prepack import PREPARE
 from dlpc.passes.lower.view_copies import main_function
@@ -82,6 +87,8 @@ class LoopRuntimeExtents(ModulePass):
             )
         order = [a.data for a in names.data if isinstance(a, StringAttr)]
         dims = fn.body.block.args[n_in.value.data - 1]
+        rest = _version_tiles(op, dims, order, exact)
+        marked = [o for o in op.walk() if isinstance(o, ForOp) and EXTENT_ATTR in o.attributes]
         for loop in marked:
             text = loop.attributes.pop(EXTENT_ATTR)
             where = f"loop '{loop.loop_name}'"
@@ -101,7 +108,7 @@ class LoopRuntimeExtents(ModulePass):
             # a vector loop stopped at its limit stays one vector loop (C: a clamped bound)
             clamp = "vectorize" in loop.attributes and "unroll" not in loop.attributes
             if (
-                (tile and not clamp and loop not in exact)
+                (tile and not clamp and loop not in exact and loop not in rest)
                 or isinstance(extent, int)
                 or _prepares(loop)
             ):
@@ -121,6 +128,109 @@ class LoopRuntimeExtents(ModulePass):
                 )
         for loop in [o for o in op.walk() if isinstance(o, ForOp)]:
             loop.attributes.pop(ID_ATTR, None)
+
+
+def _version_tiles(op: ModuleOp, dims: SSAValue, order: list[str], exact: set[ForOp]) -> set[ForOp]:
+    """Register tiles over a symbolic extent in two versions, chosen once per tile: the
+    body of the tile's innermost split loop B (the last loop its index adds) becomes
+    `scf.if sum(base) + upper <= extent` (every tile of B's iteration lies inside the
+    extent) with a copy of the body whose tile loops lose their marks (static trip
+    counts: the accumulators stay in registers), else the body as it was, whose tile
+    loops are returned to be stopped at the extent like any marked loop (a call of a
+    short extent computes its own rows, not a whole tile's). A tile loop here is a
+    marked, non-exact loop that is unrolled or a vector loop inside an unrolled one.
+    Exact loops (copied with the body) stay exact in both versions."""
+    rest: set[ForOp] = set()
+    while True:
+        groups: dict[ForOp, list[tuple[ForOp, list[ForOp]]]] = {}
+        for loop in [o for o in op.walk() if isinstance(o, ForOp)]:
+            if loop in rest or loop in exact or EXTENT_ATTR not in loop.attributes:
+                continue
+            found = _tile_base(loop)
+            if found is not None:
+                groups.setdefault(found[-1], []).append((loop, found))
+        if not groups:
+            return rest
+        outer = next(iter(groups))  # (walk order: an enclosing B before the Bs inside it)
+        tiles = groups[outer]
+        now = {t for t, _ in tiles}
+        body = list(outer.block.ops)
+        mapper: dict[SSAValue, SSAValue] = {}
+        copies = [o.clone(value_mapper=mapper) for o in body]
+        kernel = outer.kernel()
+        originals = [o for b in body for o in b.walk() if isinstance(o, ForOp)]
+        cloned = [o for c in copies for o in c.walk() if isinstance(o, ForOp)]
+        for a, b in zip(originals, cloned, strict=True):
+            b.annotate("name", kernel.fresh_loop_name(f"{a.loop_name or 'l'}_tile"))
+            if a in exact:
+                exact.add(b)
+            elif a in now:  # (inside the extent: static)
+                b.attributes.pop(EXTENT_ATTR, None)
+                b.attributes.pop(BASE_ATTR, None)
+            elif a in rest:  # (a tile of an enclosing version's remainder)
+                rest.add(b)
+        rest |= now
+        # the condition: for each (extent, base) of the tiles, sum(base) + upper <= extent
+        head: list[Operation] = []
+        cond: SSAValue | None = None
+        keys: dict[tuple[str, tuple[int, ...]], tuple[ForOp, list[ForOp]]] = {}
+        for t, found in tiles:
+            text = t.attributes[EXTENT_ATTR]
+            assert isinstance(text, StringAttr)
+            key = (text.data, tuple(id(b) for b in found))
+            if key not in keys or t.upper > keys[key][0].upper:
+                keys[key] = (t, found)
+        for (text, _), (t, found) in keys.items():
+            fits = tile_fits(
+                symdims.parse(text), dims, order, [b.induction_var for b in found], t.upper, head
+            )
+            cond = fits if cond is None else _add(head, arith.AndIOp(cond, fits))
+        assert cond is not None
+        for o in body:
+            o.detach()
+        branch = scf.IfOp(
+            cond, [], Region(Block([*copies, scf.YieldOp()])), Region(Block([*body, scf.YieldOp()]))
+        )
+        outer.block.add_ops([*head, branch])
+
+
+def _add(head: list[Operation], op: Operation) -> SSAValue:
+    head.append(op)
+    return op.results[0]
+
+
+def _tile_base(loop: ForOp) -> list[ForOp] | None:
+    """The split loops (outermost first) whose ivs `loop`'s index adds, when `loop` is a
+    register tile over a symbolic extent (unrolled, or a vector loop in an unrolled loop
+    below them) and they are all around it; else None."""
+    ids = loop.attributes.get(BASE_ATTR)
+    if not isinstance(ids, ArrayAttr) or not ids.data:
+        return None
+    wanted = [_id(a) for a in ids.data]
+    found: dict[int, ForOp] = {}
+    unrolled = "unroll" in loop.attributes
+    vector = "vectorize" in loop.attributes
+    parent = loop.parent_op()
+    while parent is not None and not isinstance(parent, KernelOp):
+        if isinstance(parent, ForOp):
+            own = _id(parent.attributes.get(ID_ATTR))
+            if own in wanted and own not in found:
+                found[own] = parent
+            elif not found and "unroll" in parent.attributes:
+                unrolled = unrolled or vector
+        parent = parent.parent_op()
+    if not unrolled or len(found) != len(wanted) or _prepares(loop):
+        return None
+    loops = sorted(found.values(), key=_depth)
+    return loops
+
+
+def _depth(op: Operation) -> int:
+    n = 0
+    parent = op.parent_op()
+    while parent is not None:
+        n, parent = n + 1, parent.parent_op()
+    return n
 
 
 def _base(loop: ForOp) -> list[SSAValue] | None:

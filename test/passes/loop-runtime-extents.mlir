@@ -105,3 +105,73 @@ func.func @main(%x: memref<4xf32>, %dlpc_dims: memref<1xi64>, %out0: memref<f32>
   }
   func.return
 }
+
+// -----
+
+// A register tile over seq (i1i: unrolled, index i1r + i1i; j: a vector loop inside it)
+// under its split loop i1r runs in two versions chosen once per i1r iteration: when the
+// tile's 4 rows lie below seq (i1r + 4 <= seq), a copy of i1r's body whose tile loops
+// have static bounds (i1i_tile, j_tile: no guard, the accumulators stay in registers),
+// else the body as it was with the rows stopped at seq (a call of 1 row computes 1 row).
+// CHECK-LABEL: func.func @main
+// CHECK:         loop.for %[[R:.*]] = 0 to 16 step 4 {name = "i1r"} {
+// CHECK-NEXT:      arith.cmpi slt, %[[R]]
+// CHECK-NEXT:      scf.if
+// CHECK-NEXT:        %{{.*}} = arith.constant 0 : index
+// CHECK-NEXT:        %[[SEQ:.*]] = memref.load %dlpc_dims
+// CHECK-NEXT:        %[[N:.*]] = arith.index_cast %[[SEQ]] : i64 to index
+// CHECK-NEXT:        %[[FOUR:.*]] = arith.constant 4 : index
+// CHECK-NEXT:        %[[END:.*]] = arith.addi %[[R]], %[[FOUR]] : index
+// CHECK-NEXT:        %[[FITS:.*]] = arith.cmpi sle, %[[END]], %[[N]] : index
+// CHECK-NEXT:        scf.if %[[FITS]] {
+// CHECK:               loop.for %{{.*}} = 1 to 8 step 1 {name = "r0_tile", reduction} {
+// CHECK-NEXT:            loop.for %[[TI:.*]] = 0 to 4 step 1 {name = "i1i_tile", unroll = 4} {
+// CHECK-NEXT:              loop.for %{{.*}} = 0 to 8 step 1 {name = "j_tile", vectorize} {
+// CHECK-NEXT:                arith.addi %[[R]], %[[TI]]
+// CHECK:             } else {
+// CHECK:               loop.for %{{.*}} = 1 to 8 step 1 {name = "r0", reduction} {
+// CHECK:                 %[[L:.*]] = arith.subi %{{.*}}, %[[R]] : index
+// CHECK-NEXT:            loop.for %[[I:.*]] = 0 to 4 step 1 {name = "i1i", unroll = 4} {
+// CHECK-NEXT:              arith.cmpi slt, %[[I]], %[[L]] : index
+// CHECK-NEXT:              scf.if
+// CHECK-NEXT:                loop.for %{{.*}} = 0 to 8 step 1 {name = "j", vectorize} {
+// CHECK-NOT:     dlpc.extent
+func.func @main(%a: memref<16x8xf32>, %w: memref<8x8xf32>, %dlpc_dims: memref<1xi64>, %out0: memref<16x8xf32>) attributes {dlpc.dims = ["seq"], dlpc.num_inputs = 3 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "linear_0" {
+    loop.for %i1r = 0 to 16 step 4 {name = "i1r", dlpc.extent = "seq", dlpc.extent_id = 1 : i64} {
+      %acc = memref.alloca() : memref<4x8xf32>
+      loop.for %r0f = 0 to 1 step 1 {name = "r0_first"} {
+        loop.for %i1f = 0 to 4 step 1 {name = "i1i_first", unroll = 4 : i64, dlpc.extent = "seq", dlpc.extent_base = [1 : i64]} {
+          loop.for %jf = 0 to 8 step 1 {name = "j_first", vectorize} {
+            %row = arith.addi %i1r, %i1f : index
+            %x = memref.load %a[%row, %r0f] : memref<16x8xf32>
+            %y = memref.load %w[%r0f, %jf] : memref<8x8xf32>
+            %p = arith.mulf %x, %y : f32
+            memref.store %p, %acc[%i1f, %jf] : memref<4x8xf32>
+          }
+        }
+      }
+      loop.for %r0 = 1 to 8 step 1 {name = "r0", reduction} {
+        loop.for %i1i = 0 to 4 step 1 {name = "i1i", unroll = 4 : i64, dlpc.extent = "seq", dlpc.extent_base = [1 : i64]} {
+          loop.for %j = 0 to 8 step 1 {name = "j", vectorize} {
+            %row = arith.addi %i1r, %i1i : index
+            %x = memref.load %a[%row, %r0] : memref<16x8xf32>
+            %y = memref.load %w[%r0, %j] : memref<8x8xf32>
+            %p = arith.mulf %x, %y : f32
+            %s = memref.load %acc[%i1i, %j] : memref<4x8xf32>
+            %t = arith.addf %s, %p : f32
+            memref.store %t, %acc[%i1i, %j] : memref<4x8xf32>
+          }
+        }
+      }
+      loop.for %o1 = 0 to 4 step 1 {name = "acc_out1"} {
+        loop.for %o2 = 0 to 8 step 1 {name = "acc_out2", vectorize} {
+          %row = arith.addi %i1r, %o1 : index
+          %v = memref.load %acc[%o1, %o2] : memref<4x8xf32>
+          memref.store %v, %out0[%row, %o2] : memref<16x8xf32>
+        }
+      }
+    }
+  }
+  func.return
+}

@@ -1,0 +1,90 @@
+"""The one-compile program's kernels at short extents (issue 29, docs/dynamic.md): register
+tiles over a symbolic extent run in two versions (static when the tile lies inside the
+extent, stopped at the extent otherwise), packing stops at the extent, and a parallel
+loop over a runtime extent keeps its serial copy; each checked against numpy at the
+extents around a tile's edge (1, 7, 8, 9) and at the maximum."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from xdsl.context import Context
+
+from dlpc.api import compile as dlpc_compile
+from dlpc.api import reference
+from dlpc.backends.c import emit_c
+from dlpc.frontends.text import parse_model
+from dlpc.passes.lower.runtime_extents import LoopRuntimeExtents
+from dlpc.passes.pipeline import parse_module
+
+# one attention head over a symbolic length: linears (8-row register tiles over B*S),
+# q k^T (a tile over S by S), softmax over S, and att @ v (a reduction over S)
+SOURCE = """
+model t(x: f32[B, S, 32]) {
+  param wq: f32[32, 32] = normal(seed=1, std=0.2)
+  param wk: f32[32, 32] = normal(seed=2, std=0.2)
+  param wv: f32[32, 32] = normal(seed=3, std=0.2)
+  param b: f32[32] = normal(seed=4, std=0.1)
+  let q = linear(x, wq, b)
+  let k = linear(x, wk, b)
+  let v = linear(x, wv, b)
+  let a = softmax(matmul(q, k, transpose_b=true) * 0.25, axis=-1)
+  return a @ v, linear(relu(a @ v), wq, b)
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def head():
+    model = parse_model(SOURCE, dims="symbolic")
+    return model, dlpc_compile(model, target="c", max_dims={"B": 2, "S": 32})
+
+
+@pytest.mark.parametrize("b", [1, 2])
+def test_remainder_tiles_match_numpy(head, b):
+    model, fn = head
+    rng = np.random.default_rng(b)
+    for s in (1, 7, 8, 9, 32, 9, 1):
+        x = rng.standard_normal((b, s, 32)).astype(np.float32)
+        got, want = fn(x), reference(model, [x])
+        for y, w in zip(got, want):
+            assert y.shape == w.shape
+            np.testing.assert_allclose(y, w, rtol=1e-4, atol=1e-5)
+    assert fn.stats["compiles"] == 1
+
+
+def test_tiles_run_in_two_versions(head):
+    """The lowered program holds the static copies (`_tile` loops) beside the remainder."""
+    model, fn = head
+    fn(np.zeros((1, 3, 32), np.float32))
+    text = str(fn.lowered)
+    assert '_tile"' in text and "dlpc.extent" not in text
+
+
+# a parallel loop over a runtime extent whose static work (the maxima's) is large
+BIG = """
+func.func @main(%x: memref<1024x1024xf32>, %dlpc_dims: memref<1xi64>,
+    %out0: memref<1024x1024xf32>) attributes {dlpc.dims = ["seq"], dlpc.num_inputs = 2 : i64,
+    dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "neg_0" {
+    loop.for %i0 = 0 to 1024 step 1 {name = "i0", parallel, dlpc.extent = "seq"} {
+      loop.for %i1 = 0 to 1024 step 1 {name = "i1", vectorize} {
+        %v = memref.load %x[%i0, %i1] : memref<1024x1024xf32>
+        %n = arith.negf %v : f32
+        memref.store %n, %out0[%i0, %i1] : memref<1024x1024xf32>
+      }
+    }
+  }
+  func.return
+}
+"""
+
+
+def test_parallel_loop_over_a_runtime_extent_keeps_its_serial_copy():
+    """A call of seq 1 does not open a one-thread OpenMP region: the serial copy runs."""
+    module = parse_module(BIG)
+    LoopRuntimeExtents().apply(Context(), module)
+    source = emit_c(module)
+    kernel = source[source.index("kernel_neg_0(") : source.index("int dlpc_main")]
+    assert "if (dlpc_parallel()) {" in kernel and "} else {" in kernel
+    assert "if(parallel:" not in kernel
