@@ -385,6 +385,55 @@ AREAS: dict[str, Area] = {
         ],
         timeout=240.0,
     ),
+    # issue 35, fourth round: the public API and the drivers above the passes
+    "api": Area(
+        [
+            "api.py",
+            "model.py",
+            "train.py",
+            "settings.py",
+            "__main__.py",
+            "universe.py",
+            "passes/pipeline.py",
+            "passes/registry.py",
+            "passes/check.py",
+            "frontends/builder.py",
+            "frontends/text/ast.py",
+            "frontends/text/__main__.py",
+            "tune/*.py",
+        ],
+        [],
+        [  # compile/load/lower/call, the knobs, the pass table, the tuning space, the trainer
+            "test/python/test_mutation_kills_api4.py test/python/test_api.py "
+            "test/python/test_settings.py test/python/test_registry.py "
+            "test/python/test_tuner_space.py test/python/test_train_compile.py "
+            "test/python/test_check_each_pass.py -k 'not resnet and not examples_pass "
+            "and not dlp_lowering_passes and not lit_inputs'",
+            "test/python/test_train.py -k 'errors_are_one_line or named_batch_dim "
+            "or bit_identical'",
+        ],
+        timeout=180.0,
+    ),
+    # the comm runtime (one compiled program cut at its comm ops, the C driver, mpi4py) and
+    # the distributed trainers: single-process checks, then two short 2-rank runs
+    "comm-runtime": Area(
+        [
+            "runtime/comm_native.py",
+            "runtime/comm_split.py",
+            "runtime/mpi.py",
+            "backends/c_comm.py",
+            "dist/*.py",
+        ],
+        [],
+        [
+            "test/python/test_mutation_kills_commrt4.py test/python/test_dist.py "
+            "test/python/test_comm_c.py -k 'mutation or shard_is_disjoint or do_not_divide "
+            "or emit_prints or driver_printer or another_compiled or deadlock'",
+            "test/python/test_comm_c.py -k 'every_collective_on_c and 2'",
+            "test/python/test_dist.py -k 'data_parallel_equals and sgd'",
+        ],
+        timeout=180.0,
+    ),
 }
 
 
