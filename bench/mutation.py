@@ -336,6 +336,8 @@ AREAS: dict[str, Area] = {
         [  # every op against the reference, grads and optimizers against torch, jit vs eager
             "test/python/test_eager.py test/python/test_mutation_kills_eager3.py "
             "test/python/test_mutation_kills_eager4.py",
+            # placed models and eager OpenCL chains: binding, copies, pools (~3 s of CPU)
+            "test/python/test_eager_device.py",
         ],
         timeout=240.0,
     ),
