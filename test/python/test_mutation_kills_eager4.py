@@ -232,3 +232,30 @@ def test_jit_gradient_of_a_tensor_after_a_number_argument():
     y = _t(a, grad=True)
     g(y, 3.0).backward()
     assert np.asarray(y.grad).tolist() == [3.0, 3.0, 3.0]
+
+
+def test_a_mask_from_a_comparison_carries_no_gradient():
+    """(x > 0) is bool and records no node (torch's rule); the float mask times x
+    differentiates to the mask."""
+    x = _t([1.5, -2.0, 0.0, 3.0], grad=True)
+    m = x > 0
+    assert m.dtype == np.bool_ and not m.requires_grad and m.is_leaf
+    (m.float() * x).sum().backward()
+    assert np.asarray(x.grad).tolist() == [1.0, 0.0, 0.0, 1.0]
+
+
+def test_zero_in_place_and_dlpack_sharing():
+    p = _t([1.0, 2.0])
+    before = p._version
+    assert p.zero_() is p and np.asarray(p).tolist() == [0.0, 0.0]
+    assert p._version == before + 1  # (torch's version counter: one in-place write)
+    a = np.arange(3, dtype=np.float32)
+    t = dlpc.from_dlpack(a)
+    a[0] = 5.0
+    assert np.asarray(t).tolist() == [5.0, 1.0, 2.0]
+
+
+def test_repr_of_a_tensor():
+    x = _t([1.0, -2.5], grad=True)
+    assert repr(x) == "tensor([ 1. , -2.5], device='cpu', requires_grad=True)"
+    assert repr(_t([3.0])) == "tensor([3.], device='cpu')"
