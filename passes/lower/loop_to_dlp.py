@@ -474,8 +474,9 @@ def scalar_reason(plan: KernelPlan, intrinsics: bool, dropped: bool) -> str | No
     return "no intrinsic pattern matches its loop nest"
 
 
-def _choose_tile(plan: KernelPlan, double_buffer: bool) -> bool:
-    """Pick tile size, double buffering and SRAM staging; False if nothing fits."""
+def _choose_tile(plan: KernelPlan, double_buffer: bool, sram: bool | None = None) -> bool:
+    """Pick tile size, double buffering and SRAM staging (staged where it fits, or as
+    `sram` asks); False if nothing fits."""
     chunk = plan.chunk
     if plan.selection is not None:
         chunk = min(chunk, plan.selection.max_tile(plan) or chunk)
@@ -485,16 +486,18 @@ def _choose_tile(plan: KernelPlan, double_buffer: bool) -> bool:
         if (has_whole and plan.desc.cores_per_cluster > 1 and plan.tasks > 1)
         else [False]
     )
-    for sram in sram_options:
+    if sram is not None:
+        sram_options = [o for o in sram_options if o == sram]
+    for staged in sram_options:
         if double_buffer and plan.work is not None and chunk >= 2:
-            t = _largest_tile(plan, min(chunk, -(-chunk // 2)), True, sram)
+            t = _largest_tile(plan, min(chunk, -(-chunk // 2)), True, staged)
             if t:
-                plan.tile, plan.double, plan.sram = t, True, sram
+                plan.tile, plan.double, plan.sram = t, True, staged
                 _mark_resident(plan)
                 return True
-        t = _largest_tile(plan, chunk, False, sram)
+        t = _largest_tile(plan, chunk, False, staged)
         if t:
-            plan.tile, plan.double, plan.sram = t, False, sram
+            plan.tile, plan.double, plan.sram = t, False, staged
             _mark_resident(plan)
             return True
     return False
@@ -582,8 +585,9 @@ def _choose_clusters(plan: KernelPlan, double_buffer: bool, flops: float) -> Non
     times than the extra cores save; for it or a row reduction, where a task's share fits
     one tile, that tile
     without ping-pong where a second tile's DMAs (weights, bias, output again) cost more
-    than the overlap saves (little compute, as at batch 1): the task count and buffering
-    with the lowest `_estimate`."""
+    than the overlap saves (little compute, as at batch 1); and whole buffers staged in
+    SRAM or copied by each task from GDRAM (a small input: one DMA latency less a task):
+    the task count, buffering and staging with the lowest `_estimate`."""
     d = plan.desc
     has_whole = any(p.kind == "whole" and not p.direct for p in plan.buffers.values())
     sel = plan.selection
@@ -597,13 +601,16 @@ def _choose_clusters(plan: KernelPlan, double_buffer: bool, flops: float) -> Non
     for tasks in counts:
         plan.tasks = tasks
         for double in [double_buffer, False] if double_buffer else [False]:
-            if not _choose_tile(plan, double):
-                continue
-            if double_buffer and not double and plan.tile < plan.chunk:
-                continue  # single-buffered over several tiles: ping-pong is the option asked
-            cost = _estimate(plan, flops)
-            if cost < 0.9 * best[0]:  # (a rough model: only a clear gain)
-                best = (cost, plan.tasks, plan.tile, plan.double, plan.sram)
+            # whole buffers staged in SRAM or each task's own GDRAM2NRAM copy: staging
+            # saves GDRAM bytes and costs each task a second DMA latency
+            for sram in (True, False):
+                if not _choose_tile(plan, double, sram):
+                    continue
+                if double_buffer and not double and plan.tile < plan.chunk:
+                    continue  # single-buffered over several tiles: ping-pong is the option asked
+                cost = _estimate(plan, flops)
+                if cost < 0.9 * best[0]:  # (a rough model: only a clear gain)
+                    best = (cost, plan.tasks, plan.tile, plan.double, plan.sram)
     _, plan.tasks, plan.tile, plan.double, plan.sram = best
     _mark_resident(plan)
 

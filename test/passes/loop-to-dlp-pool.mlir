@@ -7,12 +7,18 @@
 // outside the image), which dlp.pool's implicit padding replaces; the average pool is a
 // "sum" pool and its division by the constant window size a dlp.mul_scalar.
 
+// The max pool's result is its output: pooled straight into the output tile's slot (no
+// accumulator, no NRAM2NRAM copy: one DMA latency less a tile).
+
 // CHECK-LABEL: dlp.kernel "max_pool2d_0"
 // CHECK: %[[X:.*]] = memref.alloc() : memref<128xf32, #dlp.space<nram>>
+// CHECK: %[[O:.*]] = memref.alloc() : memref<64xf32, #dlp.space<nram>>
 // CHECK: dlp.memcpy_async GDRAM2NRAM %[[X]]
-// CHECK: dlp.pool "max" %{{.*}}[%{{.*}}], %[[X]][%{{.*}}], %n {height = 8 : i64, width = 8 : i64, kernel_h = 3 : i64, kernel_w = 3 : i64, stride_h = 2 : i64, stride_w = 2 : i64, pad_top = 1 : i64, pad_left = 1 : i64, out_h = 5 : i64, out_w = 5 : i64}
+// CHECK-NOT: NRAM2NRAM
+// CHECK: dlp.pool "max" %[[O]][%[[SLOT:.*]]], %[[X]][%{{.*}}], %n {height = 8 : i64, width = 8 : i64, kernel_h = 3 : i64, kernel_w = 3 : i64, stride_h = 2 : i64, stride_w = 2 : i64, pad_top = 1 : i64, pad_left = 1 : i64, out_h = 5 : i64, out_w = 5 : i64}
 // CHECK-NOT: scf.if %{{.*}} -> (f32)
-// CHECK: dlp.memcpy_async NRAM2GDRAM %max_pool2d
+// CHECK-NOT: NRAM2NRAM
+// CHECK: dlp.memcpy_async NRAM2GDRAM %max_pool2d[%{{.*}}], %[[O]][%[[SLOT]]]
 // CHECK-LABEL: dlp.kernel "avg_pool2d_1"
 // CHECK: dlp.pool "sum" %[[ACC:.*]][%{{.*}}], %{{.*}}, %{{.*}} {height = 5 : i64, width = 5 : i64, kernel_h = 2 : i64, kernel_w = 2 : i64, stride_h = 2 : i64, stride_w = 2 : i64, pad_top = 0 : i64, pad_left = 0 : i64, out_h = 2 : i64, out_w = 2 : i64}
 // CHECK: dlp.mul_scalar %{{.*}}, %[[ACC]][%{{.*}}], %{{.*}}, %{{.*}}

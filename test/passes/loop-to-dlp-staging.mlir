@@ -35,3 +35,44 @@ func.func @bias_relu(%x: memref<64x256xf32>, %b: memref<256xf32>, %out: memref<6
   }
   func.return
 }
+
+// A small whole buffer (a 16-float input row read by 16 tasks, 64 bytes each) is copied
+// by every task straight from GDRAM: staging it would cost each task a second DMA
+// latency (GDRAM2SRAM, then SRAM2NRAM) to save 15 copies of 64 bytes. loop-to-dlp weighs
+// both by its time estimate. With no epilogue the product goes straight into the output
+// tile (no accumulator copied NRAM2NRAM).
+
+// CHECK-LABEL: func.func @small_linear
+// CHECK-NOT: #dlp.space<sram>
+// CHECK-NOT: dlp.sync_cluster
+// CHECK: %x_nram = memref.alloc() : memref<16xf32, #dlp.space<nram>>
+// CHECK: %[[O:.*]] = memref.alloc() : memref<16xf32, #dlp.space<nram>>
+// CHECK: dlp.memcpy GDRAM2NRAM %{{.*}}[%{{.*}}], %x[%{{.*}}], %{{.*}} : memref<16xf32, #dlp.space<nram>>, memref<1x16xf32>
+// CHECK-NOT: #dlp.space<sram>
+// CHECK: dlp.matmul %[[O]][%{{.*}}], %{{.*}}
+// CHECK-NOT: NRAM2NRAM
+// CHECK: dlp.memcpy NRAM2GDRAM %out[%{{.*}}], %[[O]][%{{.*}}]
+// CHECK: func.return
+
+func.func @small_linear(%x: memref<1x16xf32>, %w: memref<64x16xf32>, %out: memref<1x64xf32>) attributes {dlpc.num_inputs = 1 : i64, dlpc.params = ["w"], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "linear_0" attributes {origin = "graph.linear"} {
+    loop.for %i0 = 0 to 1 step 1 {name = "i0"} {
+      loop.for %i1 = 0 to 64 step 1 {name = "i1", parallel} {
+        %acc = memref.alloca() : memref<f32>
+        %zero = arith.constant 0.000000e+00 : f32
+        memref.store %zero, %acc[] : memref<f32>
+        loop.for %r0 = 0 to 16 step 1 {name = "r0", reduction} {
+          %a = memref.load %x[%i0, %r0] : memref<1x16xf32>
+          %b = memref.load %w[%i1, %r0] : memref<64x16xf32>
+          %p = arith.mulf %a, %b : f32
+          %o = memref.load %acc[] : memref<f32>
+          %q = arith.addf %o, %p : f32
+          memref.store %q, %acc[] : memref<f32>
+        }
+        %sum = memref.load %acc[] : memref<f32>
+        memref.store %sum, %out[%i0, %i1] : memref<1x64xf32>
+      }
+    }
+  }
+  func.return
+}

@@ -130,6 +130,12 @@ class Elementwise:
         # one fresh buffer per vector op at most (sign flips work in place), and erf's
         return n + ERF_TEMPS * erfs + self.transposed_rows
 
+    def passthrough(self, sum_value: SSAValue) -> bool:
+        """The body only stores `sum_value` (a max pool's window maximum): the intrinsic
+        producing it can write the output tile itself, no accumulator and no copy."""
+        ops = [op for op in self.body if not isinstance(op, arith.ConstantOp)]
+        return len(ops) == 1 and isinstance(ops[0], memref.StoreOp) and ops[0].value is sum_value
+
     def emit_after(self, lowering, b, count, acc, t0, n, sum_value) -> None:
         """The epilogue as vector intrinsics over the accumulator tile `acc`."""
         emit_elementwise(lowering, b, self, count, {sum_value: (acc, b.c(0))})

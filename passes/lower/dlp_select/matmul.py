@@ -44,23 +44,36 @@ class MatmulSelection(Selection):
     transpose_rhs: bool
     batch: tuple[int, int] | None = None  # batched (work loop over the batch): (m, n)
 
+    @property
+    def passthrough(self) -> bool:
+        """The product is the output (no bias, no activation): computed into the output
+        tile itself, no accumulator and no NRAM2NRAM copy (a DMA latency)."""
+        return isinstance(self.ew, Elementwise) and self.ew.passthrough(self.acc)
+
     def scratch_bytes(
         self, plan, tile: int
     ) -> int:  # the accumulator tile, the epilogue's temporaries
+        if self.passthrough:
+            return 0
         return tile_bytes(plan, tile * self.ew.inner) * (self.ew.temps() + 1)
 
     def emit(self, lowering, b, t0: SSAValue, n: SSAValue) -> None:
         plan = lowering.plan
         count = b.mul(n, b.c(self.ew.inner))
-        tile_elems = scratch_elems(plan, plan.tile * self.ew.inner)
-        acc = b.alloc("nram", tile_elems, element_type(self.lhs.value), "acc_nram")
+        if self.passthrough:
+            assert isinstance(self.ew, Elementwise)  # (passthrough says so)
+            acc, at0 = self.ew.out.local, self.ew.out.slot
+        else:
+            tile_elems = scratch_elems(plan, plan.tile * self.ew.inner)
+            acc = b.alloc("nram", tile_elems, element_type(self.lhs.value), "acc_nram")
+            at0 = b.c(0)
         if self.batch is not None:  # one matmul per batch entry of the tile
             m, cols = self.batch
             _, body, ii = b.for_(b.c(0), n, b.c(1))
             at = lambda buf, slot, size: (buf, body.add(slot, body.mul(ii, body.c(size))))  # noqa: E731
             body.op(
                 dlp.MatmulOp(
-                    *at(acc, body.c(0), m * cols),
+                    *at(acc, at0, m * cols),
                     *at(self.lhs.local, self.lhs.slot, m * self.k),
                     *at(self.rhs.local, self.rhs.slot, self.k * cols),
                     body.c(m),
@@ -70,7 +83,8 @@ class MatmulSelection(Selection):
                 )
             )
             body.op(scf.YieldOp())
-            self.ew.emit_after(lowering, b, count, acc, t0, n, self.acc)
+            if not self.passthrough:
+                self.ew.emit_after(lowering, b, count, acc, t0, n, self.acc)
             return
         if self.rows_tiled:
             m, cols = n, b.c(self.cols)
@@ -79,7 +93,7 @@ class MatmulSelection(Selection):
         b.op(
             dlp.MatmulOp(
                 acc,
-                b.c(0),
+                at0,
                 self.lhs.local,
                 self.lhs.slot,
                 self.rhs.local,
@@ -90,7 +104,8 @@ class MatmulSelection(Selection):
                 transpose_rhs=self.transpose_rhs,
             )
         )
-        self.ew.emit_after(lowering, b, count, acc, t0, n, self.acc)
+        if not self.passthrough:
+            self.ew.emit_after(lowering, b, count, acc, t0, n, self.acc)
 
 
 def match_matmul(plan) -> MatmulSelection:

@@ -428,20 +428,42 @@ class PoolSelection(Selection):
     params: dict
     planes: int = 1  # planes per work iteration (the channels of an image when batched)
 
+    @property
+    def passthrough(self) -> bool:
+        """The window result is the output (max pooling): pooled into the output tile."""
+        return isinstance(self.ew, Elementwise) and self.ew.passthrough(self.acc)
+
     def scratch_bytes(
         self, plan, tile: int
     ) -> int:  # the accumulator tile, the epilogue's temporaries
+        if self.passthrough:
+            return 0
         return tile_bytes(plan, tile * self.ew.inner) * (self.ew.temps() + 1)
 
     def emit(self, lowering, b, t0: SSAValue, n: SSAValue) -> None:
         plan = lowering.plan
+        planes = b.mul(n, b.c(self.planes))
+        if self.passthrough:  # (the epilogue would be one NRAM2NRAM copy: a DMA latency)
+            assert isinstance(self.ew, Elementwise)  # (passthrough says so)
+            out = self.ew.out
+            b.op(
+                dlp.PoolOp(
+                    self.mode,
+                    out.local,
+                    out.slot,
+                    self.src.local,
+                    self.src.slot,
+                    planes,
+                    **self.params,
+                )
+            )
+            return
         acc = b.alloc(
             "nram",
             scratch_elems(plan, plan.tile * self.ew.inner),
             element_type(self.src.value),
             "acc_nram",
         )
-        planes = b.mul(n, b.c(self.planes))
         b.op(
             dlp.PoolOp(self.mode, acc, b.c(0), self.src.local, self.src.slot, planes, **self.params)
         )
