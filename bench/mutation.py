@@ -97,6 +97,7 @@ AREAS: dict[str, Area] = {
             "dialects/dlp.py",
             "dialects/typed.py",
             "dialects/sizes.py",
+            "dialects/xdsl_fixes.py",
         ],
         [
             "test/dialects/graph",
@@ -433,6 +434,84 @@ AREAS: dict[str, Area] = {
             "or emit_prints or driver_printer or another_compiled or deadlock'",
             "test/python/test_comm_c.py -k 'every_collective_on_c and 2'",
             "test/python/test_dist.py -k 'data_parallel_equals and sgd'",
+        ],
+        timeout=180.0,
+    ),
+    # issue 35, fourth round (mut-e): the other graph passes, te-to-loop and the loop-level
+    # passes, the compiled functions' runtime
+    "graph-passes": Area(
+        [
+            "passes/graph/canonicalize.py",
+            "passes/graph/fuse.py",
+            "passes/graph/layout.py",
+            "passes/graph/conv_layout.py",
+            "passes/graph/winograd.py",
+            "passes/graph/infer_shapes.py",
+            "passes/graph/_util.py",
+            "passes/graph/_layout_rewrite.py",
+        ],
+        [
+            f"test/passes/graph-{p}{s}.mlir"
+            for p in ("canonicalize", "fuse", "layout", "conv-layout", "winograd", "infer-shapes")
+            for s in ("", "-invalid")
+        ],
+        [  # each pass on small graphs against the reference, without the resnet examples
+            "test/python/test_mutation_kills_graphpasses4.py test/python/test_graph_passes.py "
+            "test/python/test_winograd.py test/python/test_layout_e2e.py "
+            "-k 'not resnet and not other_targets and not training_step'",
+        ],
+        timeout=180.0,
+    ),
+    "loop-passes": Area(
+        [
+            "passes/lower/te_to_loop.py",
+            "passes/lower/te_inline.py",
+            "passes/lower/_te_builder.py",
+            "passes/lower/memory_plan.py",
+            "passes/lower/prepack.py",
+            "passes/lower/view_copies.py",
+            "passes/lower/opencl_winograd.py",
+            "passes/lower/dlp_reshape_aliases.py",
+        ],
+        [
+            f"test/passes/{p}{s}.mlir"
+            for p in (
+                "te-to-loop",
+                "te-inline",
+                "loop-memory-plan",
+                "loop-views",
+                "loop-prepack-weights",
+                "loop-view-copies",
+                "loop-opencl-winograd",
+                "dlp-reshape-aliases",
+            )
+            for s in ("", "-invalid")
+        ]
+        + ["test/e2e/emit-opencl-winograd.test"],
+        [  # te to loops against the te evaluator, the plans' soundness, prepacked weights
+            "test/python/test_mutation_kills_looppasses4.py test/python/test_graph_to_te.py "
+            "test/python/test_memory_plan.py test/python/test_prepack.py "
+            "test/python/test_opencl_winograd.py -k 'not resnet and not batch_32'",
+        ],
+        timeout=180.0,
+    ),
+    "backend-runtime": Area(
+        [
+            "backends/runtime/cbuild.py",
+            "backends/runtime/artifact.py",
+            "backends/runtime/callconv.py",
+            "backends/runtime/evaluate.py",
+            "backends/runtime/profile.py",
+            "backends/runtime/opencl_rt.py",
+            "backends/names.py",
+            "targets/dlp.py",
+        ],
+        [],
+        [  # the build cache, the calling convention, profiles, names, the OpenCL platforms
+            "test/python/test_mutation_kills_backendrt4.py test/python/test_callconv.py "
+            "test/python/test_build_cache.py test/python/test_profile.py "
+            "test/python/test_hostile_names.py test/python/test_opencl_platforms.py "
+            "-k 'not openmp_worker_gets and not dlp]'",
         ],
         timeout=180.0,
     ),
