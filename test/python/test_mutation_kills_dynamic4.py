@@ -1,0 +1,134 @@
+"""The dynamic area's decisions, fourth round (issue 35, bench/mutation.py --area dynamic):
+the one-compile program (runtime/dynamic.py's Generic) on small symbolic graphs compiled
+for C and numpy: its outputs sliced back exact and C-contiguous at every kind of binding,
+the previous call's fast path left for another dtype or a list, an undeclared maximum
+grown by doubling or to the next power of two, a declared one refused, a hot binding's own
+program; tiles= passing an input without the tiled dim whole to every chunk."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import dlpc
+from dlpc.diagnostics import DlpcError
+from dlpc.model import Model
+from dlpc.passes import pipeline
+from dlpc.reference import graph as ref
+from dlpc.runtime import dynamic
+from dlpc.runtime.dynamic import DynamicFunction
+
+TWO = """
+func.func @main(%x: tensor<?x?xf32, ["b", "seq"]>) -> (tensor<?x?xf32, ["b", "seq"]>, tensor<?xf32, ["b"]>) {
+  %e = graph.exp %x : (tensor<?x?xf32, ["b", "seq"]>) -> tensor<?x?xf32, ["b", "seq"]>
+  %s = graph.reduce_sum %e {axes = array<i64: 1>} : (tensor<?x?xf32, ["b", "seq"]>) -> tensor<?xf32, ["b"]>
+  func.return %e, %s : tensor<?x?xf32, ["b", "seq"]>, tensor<?xf32, ["b"]>
+}
+"""
+
+ONE = """
+func.func @main(%x: tensor<?x4xf32, ["b"]>) -> tensor<?x4xf32, ["b"]> {
+  %y = graph.tanh %x : (tensor<?x4xf32, ["b"]>) -> tensor<?x4xf32, ["b"]>
+  func.return %y : tensor<?x4xf32, ["b"]>
+}
+"""
+
+
+def _model(text: str) -> Model:
+    return Model(pipeline.parse_module(text))
+
+
+def _x(*shape, seed=0):
+    return np.random.default_rng(seed).uniform(-1, 1, shape).astype(np.float32)
+
+
+@pytest.mark.parametrize("target", ["c", "numpy"])
+def test_one_program_serves_every_binding_exact_and_contiguous(target):
+    """(3, 5): both dims cut (a copy); (1, 5): one row (a view of the prefix); (2, 128):
+    seq at its maximum, rows whole (a view); (5, 1): a column (a copy); (5, 3) after (3, 5):
+    the dims argument in graph-to-te's order, b then seq."""
+    c = dlpc.compile(_model(TWO), target=target)
+    for shape in [(3, 5), (1, 5), (2, 128), (5, 1), (5, 3), (3, 5)]:
+        x = _x(*shape, seed=shape[0] * 7 + shape[1])
+        e, s = c(x)
+        assert e.shape == shape and s.shape == shape[:1]
+        assert e.flags.c_contiguous and s.flags.c_contiguous
+        np.testing.assert_allclose(e, np.exp(x), rtol=1e-6)
+        np.testing.assert_allclose(s, np.exp(x).sum(1), rtol=1e-5)
+    assert c.function.stats["compiles"] == 1 and c.function.generic is not None
+
+
+def test_the_fast_path_is_left_for_another_dtype_or_a_list():
+    c = dlpc.compile(_model(ONE))
+    x = _x(3, 4)
+    for _ in range(2):  # (the second call takes the previous call's program and plan)
+        np.testing.assert_allclose(c(x)[0], np.tanh(x), rtol=1e-6)
+    with pytest.raises(DlpcError, match="^error: input 'x' has dtype float64 but the model expects float32$"):  # fmt: skip
+        c(x.astype(np.float64))
+    with pytest.raises(DlpcError, match="^error: input 'x' has dtype float64"):
+        c(x.tolist())
+    with pytest.raises(DlpcError, match="^error: the model takes 1 inputs \\(x\\) but 2 were given$"):  # fmt: skip
+        c(x, x)
+    y = _x(2, 4, seed=1)
+    np.testing.assert_allclose(c(y)[0], np.tanh(y), rtol=1e-6)
+    np.testing.assert_allclose(c(x)[0], np.tanh(x), rtol=1e-6)
+    assert c.function.stats["calls"] == 4
+
+
+def test_an_undeclared_maximum_grows_by_doubling_or_to_the_next_power_of_two(monkeypatch):
+    """From a maximum of 3: b = 4 gives max(2 * 3, 4) = 6; b = 7 gives max(12, 8) = 12;
+    b = 30 gives max(24, 32) = 32; each growth one compile, every result exact."""
+    monkeypatch.setattr(dynamic, "DEFAULT_MAX", 3)
+    c = dlpc.compile(_model(ONE))
+    f = c.function
+    for b, grown, compiles in [(2, 3, 1), (4, 6, 2), (7, 12, 3), (5, 12, 3), (30, 32, 4)]:
+        x = _x(b, 4, seed=b)
+        np.testing.assert_allclose(c(x)[0], np.tanh(x), rtol=1e-6)
+        assert f.generic.max == {"b": grown} and f.stats["compiles"] == compiles
+
+
+def test_a_declared_maximum_is_refused_and_a_call_at_it_is_exact():
+    c = dlpc.compile(_model(ONE), max_dims={"b": 4})
+    x = _x(4, 4)  # (the input has the buffer's shape: passed as it is)
+    np.testing.assert_allclose(c(x)[0], np.tanh(x), rtol=1e-6)
+    y = _x(2, 4, seed=2)
+    np.testing.assert_allclose(c(y)[0], np.tanh(y), rtol=1e-6)
+    with pytest.raises(
+        DlpcError, match="^error: input 'x' dim 0 \\('b'\\) is 5, above its declared maximum 4$"
+    ):
+        c(_x(5, 4))
+
+
+def test_a_hot_binding_gets_its_own_program_after_n_calls():
+    c = dlpc.compile(_model(ONE), specialise=2)
+    f = c.function
+    x = _x(3, 4)
+    for k in range(4):
+        np.testing.assert_allclose(c(x)[0], np.tanh(x), rtol=1e-6)
+        assert f.stats.get("specialised", 0) == (0 if k == 0 else 1)
+    assert f.stats["compiles"] == 2 and list(f.cache) == [(("b", 3),)]
+
+
+TILED_W = """
+func.func @main(%x: tensor<?x4xf32, ["b"]>, %w: tensor<4x3xf32>) -> tensor<?x3xf32, ["b"]> {
+  %y = graph.matmul %x, %w : (tensor<?x4xf32, ["b"]>, tensor<4x3xf32>) -> tensor<?x3xf32, ["b"]>
+  func.return %y : tensor<?x3xf32, ["b"]>
+}
+"""
+
+
+@pytest.mark.parametrize("b", [1, 3, 4])
+def test_tiles_pass_an_input_without_the_dim_whole_to_every_chunk(b):
+    def on_reference(static: Model):
+        return lambda *xs: ref.run_reference(static.module, list(xs), static.weights)
+
+    options = {"tiles": {"b": 2}}
+    if "symbolic" in {f.name for f in dataclasses.fields(DynamicFunction)}:
+        options["symbolic"] = False
+    f = DynamicFunction(_model(TILED_W), on_reference, **options)
+    assert f.lead == [True, False]
+    x, w = _x(b, 4), _x(4, 3, seed=9)
+    (y,) = f(x, w)
+    np.testing.assert_allclose(y, x @ w, rtol=1e-5, atol=1e-6)
