@@ -1,0 +1,230 @@
+"""Tests of the public API's and the drivers' decisions no other fast test pins (issue 35,
+bench/mutation.py --area api): load's formats and its diagnostics, the input checks,
+compile's option checks, random inputs, the settings, and the pipeline's pass table.
+Small models, in-process; numpy target unless a test needs C."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dlpc
+from dlpc import api
+from dlpc import settings as S
+from dlpc.diagnostics import DlpcError
+
+GATHER = """
+func.func @main(%t: tensor<5x3xf32>, %i: tensor<4xi64>, %b: tensor<2xi1>, %h: tensor<2xf64>)
+    -> tensor<4x3xf32> {
+  %w = graph.param "w" : tensor<5x3xf32>
+  %s = graph.add %t, %w : (tensor<5x3xf32>, tensor<5x3xf32>) -> tensor<5x3xf32>
+  %g = graph.gather %s, %i {axis = 0 : i64} : (tensor<5x3xf32>, tensor<4xi64>) -> tensor<4x3xf32>
+  func.return %g : tensor<4x3xf32>
+}
+"""
+
+ADD = """
+func.func @main(%x: tensor<2x3xf32>, %y: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %w = graph.param "w" : tensor<2x3xf32>
+  %s = graph.add %x, %y : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  %t = graph.mul %s, %w : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  func.return %t : tensor<2x3xf32>
+}
+"""
+
+
+@pytest.fixture
+def add(tmp_path):
+    path = tmp_path / "add.mlir"
+    path.write_text(ADD)
+    return path
+
+
+# ---- load -------------------------------------------------------------------------------
+
+
+def test_load_reads_weights_beside_an_mlir_model_unless_given(add, tmp_path):
+    w = np.full((2, 3), 2.0, np.float32)
+    np.savez(add.with_suffix(".npz"), w=w)
+    model = dlpc.load(add)
+    assert model.name == "add" and model.path == str(add)
+    np.testing.assert_array_equal(model.weights["w"], w)
+    other = tmp_path / "other.npz"
+    np.savez(other, w=3 * w)
+    np.testing.assert_array_equal(dlpc.load(add, weights=other).weights["w"], 3 * w)
+    np.testing.assert_array_equal(dlpc.load(add, weights={"w": w + 1}).weights["w"], w + 1)
+
+
+def test_load_by_format_and_its_diagnostics(add, tmp_path):
+    renamed = tmp_path / "model.txt"
+    renamed.write_text(ADD)
+    assert api.load(renamed, format="mlir").name == "model"
+    upper = tmp_path / "m.MLIR"
+    upper.write_text(ADD)
+    assert dlpc.load(upper).param_names == ["w"]
+    with pytest.raises(DlpcError, match=r"^error: unknown model format '\.txt' \(expected"):
+        dlpc.load(renamed)
+    bare = tmp_path / "README"
+    bare.write_text("")
+    with pytest.raises(DlpcError, match=r"^error: unknown model format 'README'"):
+        dlpc.load(bare)
+    with pytest.raises(DlpcError, match=r"^error: no such file: .*nope\.mlir$"):
+        dlpc.load(tmp_path / "nope.mlir")
+
+
+def test_weights_files_that_are_not_named_arrays(tmp_path):
+    with pytest.raises(DlpcError, match=r"^error: no such weights file: .*w\.npz$"):
+        api.load_weights(tmp_path / "w.npz")
+    npy = tmp_path / "w.npy"
+    np.save(npy, np.zeros(3))
+    with pytest.raises(DlpcError, match=r"must be an \.npz archive of named arrays"):
+        api.load_weights(npy)
+    bad = tmp_path / "bad.npz"
+    bad.write_bytes(b"not a zip")
+    with pytest.raises(DlpcError, match=r"^error: cannot read weights .*bad\.npz: "):
+        api.load_weights(bad)
+    good = tmp_path / "good.npz"
+    np.savez(good, a=np.arange(3), b=np.ones(2))
+    got = api.load_weights(good)
+    assert sorted(got) == ["a", "b"] and got["a"].tolist() == [0, 1, 2]
+
+
+def test_a_missing_or_misshapen_weight_is_one_line(add):
+    model = dlpc.load(add, weights={})
+    with pytest.raises(DlpcError, match=r"^error: no value for weight 'w' \(graph\.param in add\)"):
+        api.check_weights(model)
+    model = dlpc.load(add, weights={"w": np.ones((3, 2), np.float32)})
+    with pytest.raises(DlpcError):
+        api.check_weights(model)
+
+
+# ---- calls and their checks -------------------------------------------------------------------
+
+
+def test_calls_check_count_shape_and_dtype(add):
+    c = dlpc.compile(dlpc.load(add, weights={"w": np.full((2, 3), 2, np.float32)}), target="numpy")
+    x = np.ones((2, 3), np.float32)
+    np.testing.assert_array_equal(c(x, x)[0], np.full((2, 3), 4.0))
+    out = c(np.asfortranarray(np.arange(6, dtype=np.float32).reshape(2, 3)), x)
+    assert type(out) is list and type(out[0]) is np.ndarray
+    np.testing.assert_array_equal(out[0], 2 * (np.arange(6).reshape(2, 3) + 1))
+    with pytest.raises(DlpcError, match="2 inputs"):
+        c(x)
+    with pytest.raises(DlpcError, match=r"shape"):
+        c(x, np.ones((3, 2), np.float32))
+    with pytest.raises(DlpcError, match=r"f(loat)?64|dtype"):
+        c(x, np.ones((2, 3), np.float64))
+    np.testing.assert_array_equal(c(x, x)[0], np.full((2, 3), 4.0))  # after a refusal
+
+
+def test_check_against_names_each_mismatch():
+    specs = [((2,), np.dtype(np.float32)), ((3,), np.dtype(np.int64))]
+    a, b = np.zeros(2, np.float32), np.zeros(3, np.int64)
+    assert api._check_against(["a", "b"], specs, [a, b]) == [a, b]
+    with pytest.raises(
+        DlpcError, match=r"^error: the model takes 2 inputs \(a, b\) but 1 were given$"
+    ):
+        api._check_against(["a", "b"], specs, [a])
+    with pytest.raises(DlpcError, match=r"^error: input 'b' has shape 2 but the model expects 3$"):
+        api._check_against(["a", "b"], specs, [a, np.zeros(2, np.int64)])
+    with pytest.raises(
+        DlpcError, match=r"^error: input 'b' has dtype int32 but the model expects int64$"
+    ):
+        api._check_against(["a", "b"], specs, [a, np.zeros(3, np.int32)])
+
+
+def test_compile_refuses_options_of_another_target(add):
+    model = dlpc.load(add, weights={"w": np.ones((2, 3), np.float32)})
+    with pytest.raises(DlpcError, match=r"^error: unsupported target 'gpu' \(expected "):
+        dlpc.compile(model, target="gpu")
+    with pytest.raises(
+        DlpcError, match=r"^error: a tuning log applies to target 'c', not 'numpy'$"
+    ):
+        dlpc.compile(model, target="numpy", tuning_log="t.json")
+    with pytest.raises(
+        DlpcError, match=r"^error: profile= applies to target 'opencl', not 'numpy'$"
+    ):
+        dlpc.compile(model, target="numpy", profile="gpu")
+    with pytest.raises(DlpcError, match=r"^error: unknown compile option 'graph_fusee'"):
+        dlpc.compile(model, target="numpy", graph_fusee={})
+    with pytest.raises(DlpcError, match=r"^error: unknown compile option 'graph_fuse'"):
+        api.pass_options({"graph_fuse": True})
+    assert api.pass_options({"graph_fuse": {"horizontal": False}}) == {
+        "graph-fuse": {"horizontal": False}
+    }
+    with pytest.raises(DlpcError, match=r"^error: target 'opencl' does not run on device cpu$"):
+        dlpc.compile(model, target="opencl", device="cpu")
+
+
+def test_time_runs_warmup_and_repeat_calls(add):
+    c = dlpc.compile(dlpc.load(add, weights={"w": np.ones((2, 3), np.float32)}), target="numpy")
+    calls = []
+    runner = c.runner
+    c.runner = lambda arrays: calls.append(1) or runner(arrays)
+    x = np.ones((2, 3), np.float32)
+    assert c.time(x, x, repeat=3, warmup=2) >= 0
+    assert len(calls) == 5
+    calls.clear()
+    c.time(x, x, repeat=0, warmup=0)
+    assert len(calls) == 1
+
+
+# ---- random inputs and the reference ----------------------------------------------------------
+
+
+def test_random_inputs_per_dtype_and_gather_bound(tmp_path):
+    path = tmp_path / "g.mlir"
+    path.write_text(GATHER)
+    model = dlpc.load(path, weights={"w": np.zeros((5, 3), np.float32)})
+    t, i, b, h = api.random_inputs(model, seed=3)
+    assert t.dtype == np.float32 and t.shape == (5, 3) and t.std() > 0.3
+    assert h.dtype == np.float64
+    assert b.dtype == np.bool_
+    assert i.dtype == np.int64 and i.min() >= 0 and i.max() < 5
+    many = np.concatenate([api.random_inputs(model, seed=s)[1] for s in range(30)])
+    assert set(many.tolist()) == {0, 1, 2, 3, 4}  # the whole gathered dim, not [0, 10)
+    again = api.random_inputs(model, seed=3)
+    np.testing.assert_array_equal(again[0], t)
+    out = api.reference(model, [t, i, b, h])[0]
+    np.testing.assert_array_equal(out, t[i])
+
+
+def test_index_bound_is_the_gathered_dim_and_at_least_one(tmp_path):
+    text = GATHER.replace("5x3xf32>, %i", "5x3xf32>, %i").replace(
+        "{axis = 0 : i64}", "{axis = -2 : i64}"
+    )
+    path = tmp_path / "g.mlir"
+    path.write_text(text)
+    model = dlpc.load(path, weights={"w": np.zeros((5, 3), np.float32)})
+    main = model.module.body.block.first_op
+    assert api._index_bound(main.args[1]) == 5
+    assert api._index_bound(main.args[1], default=2) == 2
+    assert api._index_bound(main.args[2]) == 10  # not used as indices
+    assert api._index_bound(main.args[2], default=0) == 1
+
+
+# ---- settings ---------------------------------------------------------------------------------
+
+
+def test_settings_read_at_call_time(monkeypatch):
+    monkeypatch.setenv("DLPC_DEBUG", " 0 ")
+    assert S.is_set("DLPC_DEBUG") and not S.flag("DLPC_DEBUG")
+    monkeypatch.setenv("DLPC_DEBUG", "yes")
+    assert S.flag("DLPC_DEBUG") and S.get("DLPC_DEBUG") == "yes"
+    monkeypatch.setenv("DLPC_DEBUG", "   ")
+    assert not S.is_set("DLPC_DEBUG") and not S.flag("DLPC_DEBUG")
+    monkeypatch.setenv("DLPC_CACHE_DIR", "~/x")
+    assert not S.get("DLPC_CACHE_DIR").startswith("~") and S.get("DLPC_CACHE_DIR").endswith("/x")
+    monkeypatch.delenv("DLPC_CACHE_DIR")
+    assert S.get("DLPC_CACHE_DIR").endswith("/.cache/dlpc")
+    monkeypatch.setenv("DLPC_TUNING_MACHINE", "~m")
+    assert S.get("DLPC_TUNING_MACHINE") == "~m"  # only paths expand ~
+    with pytest.raises(KeyError):
+        S.get("DLPC_NOPE")
+    with pytest.raises(KeyError):
+        S.is_set("DLPC_NOPE")
+    rows = S.table().splitlines()
+    assert rows[0] == "| variable | kind | default | what it does |"
+    assert len(rows) == 2 + len(S.SETTINGS)
+    assert any(r.startswith("| `DLPC_CACHE_DIR` | path | `~/.cache/dlpc` |") for r in rows)
+    assert any(r.startswith("| `DLPC_DEBUG` | flag | (unset) |") for r in rows)
