@@ -931,10 +931,61 @@ def lower_kernel(
         # pay two DMA latencies a tile instead of one a piece
         plan = plan_kernel(kernel, desc, double_buffer, multicore, intrinsics)
         if not isinstance(plan.selection, PermuteSelection):
-            return direct
+            one = _one_item_plan(kernel, desc)
+            if one is None or _copy_cycles(direct, desc) <= _one_item_cycles(one):
+                return direct
+            plan = one
         return KernelLowering(plan).build()
     plan = plan_kernel(kernel, desc, double_buffer, multicore, intrinsics)
     return KernelLowering(plan).build()
+
+
+def _one_item_plan(kernel: KernelOp, desc: DlpTarget) -> KernelPlan | None:
+    """A permutation whose outer loop has one iteration (a head split at batch 1: no
+    whole items to split over tasks) as that one item on one task: loaded, transposed,
+    stored (two DMAs); None where it is no `PermuteSelection` or does not fit."""
+    nest = spine(kernel)
+    if not nest or nest[0].trip_count != 1:
+        return None
+    try:
+        buffers = plan_buffers(kernel, nest[0], {})
+    except PlanError:
+        return None
+    plan = KernelPlan(kernel, desc, nest[0], {}, buffers)
+    plan.selection = select_compute(plan)
+    if not isinstance(plan.selection, PermuteSelection) or not _choose_tile(plan, False):
+        return None
+    return plan
+
+
+def _copy_cycles(direct: dlp.KernelOp, desc: DlpTarget) -> float:
+    """The simulator's time of a direct copy kernel, roughly: its busiest task's DMAs
+    (latency, bytes read and written) or the GDRAM port."""
+    per_task = [0] * direct.num_tasks
+    elements = 0
+    for op in direct.walk():
+        if isinstance(op, dlp.MemcpyOp):
+            owner = op.parent_op()
+            task = 0
+            if isinstance(owner, scf.IfOp):  # `if (task == t)`: _dlp_copy's pieces of task t
+                cond = owner.cond.owner
+                if isinstance(cond, arith.CmpiOp):
+                    task = _const(cond.rhs) or 0
+            per_task[min(task, len(per_task) - 1)] += 1
+            elements += _const(op.operands[4]) or 0
+    per_cycle = desc.gdram_bandwidth_gbs / desc.clock_ghz
+    moved = 2 * elements * 4 / per_cycle
+    return max(max(per_task) * desc.dma_latency_cycles + moved / direct.num_tasks, moved)
+
+
+def _one_item_cycles(plan: KernelPlan) -> float:
+    """The same for a one-item plan: two DMAs, the item's bytes both ways, its
+    transposes at the vector width (twice where the item has a C block)."""
+    sel = plan.selection
+    assert isinstance(sel, PermuteSelection)
+    d = plan.desc
+    moved = 2 * sel.item * 4 / (d.gdram_bandwidth_gbs / d.clock_ghz)
+    return 2 * d.dma_latency_cycles + moved + sel.item * (1 + (sel.c > 1)) / d.vector_width
 
 
 def lower_module(

@@ -34,3 +34,34 @@ builtin.module {
     func.return
   }
 }
+
+// At batch 1 there is one item (the outer loop has one iteration): split over 16 tasks
+// the direct copy would be 4 GDRAM2GDRAM pieces of 16 floats a task (4 DMA latencies);
+// the one item on one task is two DMAs and its transposes.
+
+// CHECK-LABEL: func.func @one_item
+// CHECK: dlp.kernel "transpose_1" attributes {tasks = 1 : i64
+// CHECK: dlp.memcpy GDRAM2NRAM %x_nram[%{{.*}}], %x[%{{.*}}]
+// CHECK: dlp.transpose %perm_nram[%{{.*}}], %x_nram[%{{.*}}]
+// CHECK: dlp.transpose %out0_nram[%{{.*}}], %perm_nram[%{{.*}}]
+// CHECK: dlp.memcpy NRAM2GDRAM %out0[%{{.*}}], %out0_nram
+// CHECK-NOT: GDRAM2GDRAM
+// CHECK: func.return
+
+builtin.module {
+  func.func @one_item(%x: memref<1x16x4x16xf32> {dlpc.name = "x"}, %out0: memref<1x4x16x16xf32>) attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+    loop.kernel "transpose_1" attributes {origin = "graph.transpose"} {
+      loop.for %i0 = 0 to 1 step 1 {name = "i0"} {
+        loop.for %i1 = 0 to 4 step 1 {name = "i1", parallel} {
+          loop.for %i2 = 0 to 16 step 1 {name = "i2"} {
+            loop.for %i3 = 0 to 16 step 1 {name = "i3", vectorize} {
+              %0 = memref.load %x[%i0, %i2, %i1, %i3] : memref<1x16x4x16xf32>
+              memref.store %0, %out0[%i0, %i1, %i2, %i3] : memref<1x4x16x16xf32>
+            }
+          }
+        }
+      }
+    }
+    func.return
+  }
+}
