@@ -132,3 +132,41 @@ def test_tiles_pass_an_input_without_the_dim_whole_to_every_chunk(b):
     x, w = _x(b, 4), _x(4, 3, seed=9)
     (y,) = f(x, w)
     np.testing.assert_allclose(y, x @ w, rtol=1e-5, atol=1e-6)
+
+
+MIN = -9223372036854775808
+MIXED = f"""
+func.func @main(%x: tensor<?x?x8xf32, ["b", "seq"]>, %y: tensor<?x?x8xf32, ["b", "seq"]>) -> (tensor<?x8xf32, ["2*b*seq"]>, tensor<?x8xf32, ["b"]>, tensor<?x8x8xf32, ["b"]>, tensor<?x?x8xf32, ["b", "seq"]>) {{
+  %c = graph.concat %x, %y {{axis = 1 : i64}} : (tensor<?x?x8xf32, ["b", "seq"]>, tensor<?x?x8xf32, ["b", "seq"]>) -> tensor<?x?x8xf32, ["b", "2*seq"]>
+  %s = graph.softmax %c {{axis = 1 : i64}} : (tensor<?x?x8xf32, ["b", "2*seq"]>) -> tensor<?x?x8xf32, ["b", "2*seq"]>
+  %r = graph.reshape %s {{shape = array<i64: {MIN}, 8>, sym_shape = ["2*b*seq"]}} : (tensor<?x?x8xf32, ["b", "2*seq"]>) -> tensor<?x8xf32, ["2*b*seq"]>
+  %t = graph.reduce_max %x {{axes = array<i64: 1>}} : (tensor<?x?x8xf32, ["b", "seq"]>) -> tensor<?x8xf32, ["b"]>
+  %m = graph.matmul %x, %y {{transpose_a = true}} : (tensor<?x?x8xf32, ["b", "seq"]>, tensor<?x?x8xf32, ["b", "seq"]>) -> tensor<?x8x8xf32, ["b"]>
+  %p = graph.transpose %x {{perm = array<i64: 1, 0, 2>}} : (tensor<?x?x8xf32, ["b", "seq"]>) -> tensor<?x?x8xf32, ["seq", "b"]>
+  %q = graph.transpose %p {{perm = array<i64: 1, 0, 2>}} : (tensor<?x?x8xf32, ["seq", "b"]>) -> tensor<?x?x8xf32, ["b", "seq"]>
+  %e = graph.exp %q : (tensor<?x?x8xf32, ["b", "seq"]>) -> tensor<?x?x8xf32, ["b", "seq"]>
+  func.return %r, %t, %m, %e : tensor<?x8xf32, ["2*b*seq"]>, tensor<?x8xf32, ["b"]>, tensor<?x8x8xf32, ["b"]>, tensor<?x?x8xf32, ["b", "seq"]>
+}}
+"""
+
+
+def _mixed(x, y):
+    c = np.concatenate([x, y], 1)
+    s = np.exp(c - c.max(1, keepdims=True))
+    s = s / s.sum(1, keepdims=True)
+    return [s.reshape(-1, 8), x.max(1), np.swapaxes(x, 1, 2) @ y, np.exp(x)]
+
+
+@pytest.mark.parametrize("target", ["c", "numpy"])
+def test_expressions_of_two_symbols_under_runtime_extents(target):
+    """One program for a concat (2*seq), a softmax over it, a reshape to 2*b*seq, a max
+    and a matmul contracting over seq, a transpose moving seq first and back: exact at
+    seq 1, 3, 16, 17 (inside, at and past a vector tile) and b 1 to 3."""
+    c = dlpc.compile(_model(MIXED), target=target)
+    for b, s in [(2, 3), (1, 17), (3, 1), (2, 16), (1, 3)]:
+        rng = np.random.default_rng(b * 100 + s)
+        x, y = (rng.standard_normal((b, s, 8)).astype(np.float32) for _ in range(2))
+        for k, (g, w) in enumerate(zip(c(x, y), _mixed(x, y))):
+            assert g.shape == w.shape, (k, g.shape, w.shape)
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5, err_msg=f"output {k}")
+    assert c.function.stats["compiles"] == 1
