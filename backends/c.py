@@ -403,11 +403,14 @@ ENTRIES = ("@main", "dlpc_prepare")  # the writers of the two entry points
 # A `parallel` loop whose nest runs fewer innermost iterations than this stays serial:
 # waking threads costs more than such a loop (tens of microseconds).
 PARALLEL_MIN_WORK = 1 << 16
-# A parallel loop whose nest runs at least this many innermost iterations is emitted once,
-# `if(parallel: dlpc_parallel())` choosing the team: the one-thread region's cost is small
-# beside such a loop, and its serial copy would only cost compile time
+# A parallel loop whose nest runs at least this many innermost steps (`vector_work`) is
+# emitted once, `if(parallel: dlpc_parallel())` choosing the team: the one-thread region's
+# cost is small beside such a loop, and its serial copy would only cost compile time
 # (docs/design/c-backend.md#team-helper has the figures); smaller ones keep the serial copy.
 ONE_BODY_MIN_WORK = 1 << 20
+# elements per step of a vectorised innermost loop in `vector_work` (AVX2's f32 vector,
+# the narrowest x86 target -march=native meets; AVX-512 halves the steps again)
+VECTOR_STEP = 8
 
 
 def loop_work(op: ForOp) -> int:
@@ -417,6 +420,20 @@ def loop_work(op: ForOp) -> int:
     if not inner and nested:  # loops under scf.if etc.: count them all
         inner = nested
     return op.trip_count * max(1, sum(loop_work(o) for o in inner))
+
+
+def vector_work(op: ForOp) -> int:
+    """`loop_work` with a vectorised innermost loop counted in vectors of VECTOR_STEP:
+    counted per element, such a nest looks 8-16 times the time it takes
+    (docs/design/c-backend.md#team-helper)."""
+    inner = [o for o in op.block.ops if isinstance(o, ForOp)]
+    nested = [o for o in op.block.walk() if isinstance(o, ForOp) and o is not op]
+    if not inner and nested:
+        inner = nested
+    if not inner:
+        trips = op.trip_count
+        return -(-trips // VECTOR_STEP) if op.vectorize is not None else trips
+    return op.trip_count * sum(vector_work(o) for o in inner)
 
 
 # ------------------------------------------------------------------ the emitter
@@ -832,7 +849,7 @@ class FunctionWriter:
         vectorize = op.vectorize is not None
         if unroll > 1:
             self.line(c_comment(f"unroll {unroll} dropped: not expressible on an OpenMP loop"))
-        if loop_work(op) >= ONE_BODY_MIN_WORK and not runtime_bounded(op):
+        if vector_work(op) >= ONE_BODY_MIN_WORK and not runtime_bounded(op):
             omp = "omp parallel for simd" if vectorize else "omp parallel for"
             self.line("{")  # (a block of its own, as the two-copy form)
             self.depth += 1

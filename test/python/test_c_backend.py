@@ -10,6 +10,7 @@ from dlpc.backends.c import emit_c
 from dlpc.backends.names import c_comment, identifier
 from dlpc.backends.runtime.cbuild import CFunction, build
 from dlpc.diagnostics import DlpcError
+from dlpc.dialects.loop import ForOp
 from dlpc.passes.pipeline import parse_module
 
 E2E = Path(__file__).parent.parent / "e2e"
@@ -486,7 +487,7 @@ func.func @main(%x: memref<16x256x256xf32>, %y: memref<16x256x256xf32>)
   loop.kernel "big" {
     loop.for %i = 0 to 16 step 1 {name = "i0", parallel} {
       loop.for %j = 0 to 256 step 1 {name = "i1"} {
-        loop.for %k = 0 to 256 step 1 {name = "i2", vectorize} {
+        loop.for %k = 0 to 256 step 1 {name = "i2"} {
           %v = memref.load %x[%i, %j, %k] : memref<16x256x256xf32>
           %w = arith.mulf %v, %v : f32
           memref.store %w, %y[%i, %j, %k] : memref<16x256x256xf32>
@@ -504,10 +505,12 @@ def test_big_parallel_loop_is_emitted_once():
     copy: one OpenMP loop whose `if(parallel: ...)` clause gives a one-thread team when
     `dlpc_parallel()` says no (the compile time of the copy saved, a region's cost lost
     in the loop's)."""
-    from dlpc.backends.c import ONE_BODY_MIN_WORK
+    from dlpc.backends.c import ONE_BODY_MIN_WORK, vector_work
 
+    module = parse_module(BIG_PARALLEL)
+    assert vector_work(next(op for op in module.walk() if isinstance(op, ForOp))) == 16 * 256 * 256
     assert 16 * 256 * 256 >= ONE_BODY_MIN_WORK
-    source = emit_c(parse_module(BIG_PARALLEL))
+    source = emit_c(module)
     big = source[source.index('/* kernel "big"') :]
     big = big[: big.index("\n}\n")]
     lines = [ln.strip() for ln in big.splitlines()]
@@ -518,6 +521,22 @@ def test_big_parallel_loop_is_emitted_once():
     x = np.random.default_rng(6).standard_normal((16, 256, 256)).astype(np.float32)
     (y,) = CFunction(parse_module(BIG_PARALLEL), name="big_parallel")(x)
     np.testing.assert_allclose(y, x * x, rtol=1e-6)
+
+
+def test_vectorised_loop_counts_its_vectors_for_one_body():
+    """The same nest with its innermost loop vectorised runs 1/VECTOR_STEP of the steps
+    (tens of microseconds), below ONE_BODY_MIN_WORK: it keeps its serial copy, so a
+    one-thread call enters no OpenMP region for it."""
+    from dlpc.backends.c import ONE_BODY_MIN_WORK, VECTOR_STEP, vector_work
+
+    module = parse_module(BIG_PARALLEL.replace('{name = "i2"}', '{name = "i2", vectorize}'))
+    loop = next(op for op in module.walk() if isinstance(op, ForOp))
+    assert vector_work(loop) == 16 * 256 * (256 // VECTOR_STEP) < ONE_BODY_MIN_WORK
+    source = emit_c(module)
+    big = source[source.index('/* kernel "big"') :]
+    lines = [ln.strip() for ln in big[: big.index("\n}\n")].splitlines()]
+    assert "if (dlpc_parallel()) {" in lines and "} else {" in lines
+    assert "#pragma omp parallel for if(parallel: dlpc_parallel())" not in lines
 
 
 # counts the parallel regions the emitted C enters: the program's own GOMP_parallel
