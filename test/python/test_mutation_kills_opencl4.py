@@ -1,0 +1,234 @@
+"""Tests written against surviving mutants of the OpenCL backend (issue 35,
+bench/mutation.py --area opencl, fourth round), and from a read of backends/opencl/*.py
+for the decisions no opencl-area test reached before the seed-43 draw: which loop bodies
+can be laned, which reduction loops sum in partials, which reductions split over a
+work-group. Each pins the rule on a small hand-written loop nest with its reason."""
+
+from __future__ import annotations
+
+import pytest
+
+from dlpc.dialects.loop import kernels
+from dlpc.passes.pipeline import parse_module
+
+pytest.importorskip("pyopencl", reason="the opencl extra is not installed")
+
+from dlpc.backends.opencl.gpu_launch import SPLIT_ITEMS, GpuProfile, split_reduction  # noqa: E402
+from dlpc.backends.opencl.lanes import MAX_LANE_BUFFER, _laneable, accumulators  # noqa: E402
+
+H200 = GpuProfile(max_group=1024, units=132)
+
+
+def _loops(text: str) -> dict:
+    (kernel,) = kernels(parse_module(text))
+    return {lp.loop_name: lp for lp in kernel.loops()}
+
+
+# ------------------------------------------------------------------ accumulators
+
+# y[i] = COMBINE over r < K of x[i, r], the accumulator a 0-d buffer set to INIT
+SUM = """
+func.func @main(%x: memref<4x128xTY>, %y: memref<4xTY>, %b: memref<TY>) {
+  loop.kernel "k" {
+    loop.for %i = 0 to 4 step 1 {name = "i0"} {
+      %acc = memref.alloca() : memref<TY>
+      %z = arith.constant INIT : TY
+      memref.store %z, %acc[] : memref<TY>
+      loop.for %r = 0 to K step 1 {name = "r0", reduction} {
+        %v = memref.load %x[%i, %r] : memref<4x128xTY>
+        BODY
+      }
+      %res = memref.load %acc[] : memref<TY>
+      memref.store %res, %y[%i] : memref<4xTY>
+    }
+  }
+  func.return
+}"""
+
+UPDATE = """%o = memref.load %acc[] : memref<TY>
+        %s = arith.COMBINE %o, %v : TY
+        memref.store %s, %acc[] : memref<TY>"""
+
+
+def _sum(ty="f32", init="0.000000e+00", combine="addf", k=128, body=UPDATE, extra="") -> dict:
+    text = SUM.replace("BODY", body + extra).replace("COMBINE", combine)
+    text = text.replace("INIT", init).replace("TY", ty).replace("to K step", f"to {k} step")
+    return _loops(text)
+
+
+@pytest.mark.parametrize(
+    "ty, init, combine, acc, split",
+    [
+        # a float sum from 0 (or -0: the same total) splits over a work-group
+        ("f32", "0.000000e+00", "addf", "arith.addf", True),
+        ("f32", "-0.000000e+00", "addf", "arith.addf", True),
+        ("f64", "0.000000e+00", "addf", "arith.addf", True),
+        # a sum from 1: each work-item's partial would start at 1 too (one 1 a partial)
+        ("f32", "1.000000e+00", "addf", "arith.addf", False),
+        # a product from 1, a max from -inf: their identities
+        ("f32", "1.000000e+00", "mulf", "arith.mulf", True),
+        ("f32", "0xFF800000", "maximumf", "arith.maximumf", True),
+        ("f32", "0.000000e+00", "maximumf", "arith.maximumf", False),
+        # a difference does not reassociate: no partials
+        ("f32", "0.000000e+00", "subf", None, False),
+        # an f16 sum has partials but is not split (the split kernels are f32/f64)
+        ("f16", "0.000000e+00", "addf", "arith.addf", False),
+    ],
+)
+def test_partials_and_split_sums_need_a_reassociable_combine_from_its_identity(
+    ty, init, combine, acc, split
+):
+    """lanes.accumulators (acc = acc <op> x on a 0-d buffer, op in PARTIAL_IDENTITY) and
+    gpu_launch.split_reduction (one such float accumulator initialised to the op's
+    identity, a reduction of at least SPLIT_ITEMS terms, too few work-items)."""
+    loops = _sum(ty, init, combine)
+    found = accumulators(loops["r0"])
+    assert (found and [(a.name_hint, c) for a, c in found]) == (acc and [("acc", acc)])
+    got = split_reduction([loops["i0"]], H200)
+    assert (got is not None) == split
+    if split:
+        assert got is not None and (got[0].loop_name, got[2]) == ("r0", acc)
+
+
+@pytest.mark.parametrize("k, split", [(SPLIT_ITEMS, True), (SPLIT_ITEMS - 1, False)])
+def test_a_split_needs_split_items_terms(k, split):
+    """gpu_launch.split_reduction: a reduction of SPLIT_ITEMS (64) terms fills a work-group
+    of that many work-items, one fewer does not split."""
+    loops = _sum(k=k)
+    assert (split_reduction([loops["i0"]], H200) is not None) == split
+
+
+BIAS_UPDATE = """%o = memref.load %acc[] : memref<f32>
+        %bb = memref.load %b[] : memref<f32>
+        %s = arith.addf %o, %v : f32
+        memref.store %s, %acc[] : memref<f32>
+        %t = arith.addf %bb, %v : f32
+        memref.store %t, %b[] : memref<f32>"""
+
+
+@pytest.mark.parametrize(
+    "body, why",
+    [
+        # the accumulator's value read twice (acc + acc)
+        (UPDATE.replace("%o, %v", "%o, %o"), "load used twice"),
+        # the sum also squared: a second use of the combined value
+        (UPDATE + "\n        %w = arith.mulf %s, %s : TY", "value used twice"),
+        # the accumulator stored before it is read: x, not acc <op> x
+        (
+            "memref.store %v, %acc[] : memref<TY>\n"
+            "        %o = memref.load %acc[] : memref<TY>\n"
+            "        %w = arith.addf %o, %v : TY",
+            "store before load",
+        ),
+        # the accumulator updated under a condition: not directly in the loop's body
+        (
+            """%c = arith.constant true
+        scf.if %c {
+          %o = memref.load %acc[] : memref<TY>
+          %s = arith.addf %o, %v : TY
+          memref.store %s, %acc[] : memref<TY>
+        }""",
+            "under an scf.if",
+        ),
+        # stored before it is loaded: a store of x, then acc + x stored again
+        (
+            "memref.store %v, %acc[] : memref<TY>\n        " + UPDATE,
+            "three accesses",
+        ),
+    ],
+)
+def test_an_accumulator_is_one_load_one_combine_one_store(body, why):
+    """lanes.accumulators: partial sums reassociate `acc = acc <op> x` only; any other
+    access pattern of the 0-d buffer keeps the loop's order ({why})."""
+    loops = _sum(body=body)
+    assert accumulators(loops["r0"]) is None, why
+    assert split_reduction([loops["i0"]], H200) is None
+
+
+def test_two_accumulators_sum_in_partials_but_do_not_split():
+    """A reduction updating two 0-d buffers (acc and b) sums both in partials
+    (accumulators lists both), but a split work-group combines one accumulator only."""
+    loops = _loops(
+        SUM.replace("BODY", BIAS_UPDATE)
+        .replace("INIT", "0.000000e+00")
+        .replace("TY", "f32")
+        .replace("to K step", "to 128 step")
+    )
+    found = accumulators(loops["r0"])
+    assert found is not None and sorted((a.name_hint, c) for a, c in found) == [
+        ("acc", "arith.addf"),
+        ("b", "arith.addf"),
+    ]
+    assert split_reduction([loops["i0"]], H200) is None
+
+
+def test_a_split_needs_a_constant_initial_value():
+    """gpu_launch.split_reduction: an accumulator initialised from a buffer (not the
+    combine's identity as a constant) cannot start each work-item's partial there."""
+    text = (
+        SUM.replace("%z = arith.constant INIT : TY", "%z = memref.load %b[] : memref<TY>")
+        .replace("BODY", UPDATE)
+        .replace("COMBINE", "addf")
+        .replace("TY", "f32")
+        .replace("to K step", "to 128 step")
+    )
+    loops = _loops(text)
+    assert accumulators(loops["r0"]) is not None
+    assert split_reduction([loops["i0"]], H200) is None
+
+
+# ------------------------------------------------------------------------ laning
+
+LANED = """
+func.func @main(%x: memref<8xf32>, %y: memref<8xf32>) {
+  loop.kernel "k" {
+    loop.for %i = 0 to 8 step 1 {name = "i0"} {
+      %v = memref.load %x[%i] : memref<8xf32>
+      BODY
+      memref.store %v, %y[%i] : memref<8xf32>
+    }
+  }
+  func.return
+}"""
+
+
+@pytest.mark.parametrize(
+    "body, laneable",
+    [
+        ("", True),
+        # a private buffer of MAX_LANE_BUFFER elements a lane, not one more
+        (f"%t = memref.alloca() : memref<{MAX_LANE_BUFFER}xf32>", True),
+        (f"%t = memref.alloca() : memref<{MAX_LANE_BUFFER + 1}xf32>", False),
+        # a condition around plain ops is copied per lane; one around a loop is not
+        (
+            "%c = arith.constant true\n      scf.if %c {\n"
+            "        memref.store %v, %y[%i] : memref<8xf32>\n      }",
+            True,
+        ),
+        (
+            "%c = arith.constant true\n      scf.if %c {\n"
+            '        loop.for %j = 0 to 2 step 1 {name = "j"} {\n'
+            "          memref.store %v, %y[%j] : memref<8xf32>\n        }\n      }",
+            False,
+        ),
+        # an op with a region of its own (not a loop or a condition)
+        (
+            '"scf.execute_region"() ({\n'
+            "        memref.store %v, %y[%i] : memref<8xf32>\n"
+            '        "scf.yield"() : () -> ()\n      }) : () -> ()',
+            False,
+        ),
+        # a whole-buffer copy is not a per-lane scalar op
+        (
+            "%t = memref.alloca() : memref<8xf32>\n"
+            '      "memref.copy"(%x, %t) : (memref<8xf32>, memref<8xf32>) -> ()',
+            False,
+        ),
+    ],
+)
+def test_a_laned_body_holds_scalar_ops_small_buffers_and_loop_free_ifs(body, laneable):
+    """lanes._laneable: unroll-and-jam copies the body once per lane, so each copy's
+    private buffers stay small (MAX_LANE_BUFFER) and a nested loop under a condition or
+    a buffer copy (no scalar form) keeps the loop unlaned."""
+    loops = _loops(LANED.replace("BODY", body))
+    assert _laneable(loops["i0"]) is laneable
