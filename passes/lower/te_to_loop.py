@@ -75,9 +75,11 @@ from dlpc.dialects import symdims, te
 from dlpc.dialects.loop import ForOp, KernelOp, defined_inside
 from dlpc.dialects.typed import float_type
 from dlpc.passes.lower._symbolic import (
+    BASE_ATTR,
     DIMS_ATTR,
     EXACT_ATTR,
     EXTENT_ATTR,
+    ID_ATTR,
     Maxima,
     guard,
     reduce_extents,
@@ -308,11 +310,25 @@ class KernelBuilder:
             outer.update(self.outer)
         self.outer = outer
         a, B, tail = len(group.rows), group.block, list(group.tail)
-        extents = [*group.rows[:-1], group.rows[-1] // B]
+        last_row = group.rows[-1]
+        split = isinstance(last_row, symdims.SymDim)
+        extents = [*group.rows[:-1], last_row if split else last_row // B]
+        what = f"kernel '{kernel.sym}'"
+        sizes = [d if isinstance(d, int) else self.maxima.bound(d, what) for d in tail]  # type: ignore[union-attr]
         top, tops = self.nest(kernel, extents, [f"i{n}" for n in range(a)], False)
-        size = arith.ConstantOp(IntegerAttr(B, IndexType()))
-        start = arith.MuliOp(tops[-1], size.result)
-        top.add_ops([size, start])
+        start: SSAValue = tops[-1]
+        if split:  # a symbolic last row dim: the block loop steps by B (its iv is the
+            # block's first row) and each per-row loop stops at the extent, as a split
+            # (passes/lower/_symbolic.py: dlpc.extent_base names the block loop)
+            blocks = top.parent_op()
+            assert isinstance(blocks, ForOp)
+            blocks.properties["step"] = IntegerAttr(B, i64)
+            blocks.attributes[ID_ATTR] = IntegerAttr(1, i64)
+        else:
+            size = arith.ConstantOp(IntegerAttr(B, IndexType()))
+            mul = arith.MuliOp(tops[-1], size.result)
+            top.add_ops([size, mul])
+            start = mul.result
         block_ivs: set[SSAValue] = set()  # the ivs of the per-row loops (b, e)
         local: set[SSAValue] = set()
         own: set[memref.LoadOp] = set()  # loads of block buffers already at row b
@@ -320,9 +336,12 @@ class KernelBuilder:
         def rows_loop(name: str, vectorize: bool = False) -> tuple[Block, list[SSAValue]]:
             loop = ForOp(0, B, 1, name=name, vectorize=vectorize and B > 1)
             loop.induction_var.name_hint = name
+            if split and not vectorize:  # (an epilogue's vector over the block runs whole)
+                loop.attributes[EXTENT_ATTR] = StringAttr(str(last_row))
+                loop.attributes[BASE_ATTR] = ArrayAttr([IntegerAttr(1, i64)])
             top.add_op(loop)
             block_ivs.add(loop.induction_var)
-            row = arith.AddiOp(start.result, loop.induction_var)
+            row = arith.AddiOp(start, loop.induction_var)
             loop.block.add_op(row)
             return loop.block, [*tops[:-1], row.result]
 
@@ -364,7 +383,7 @@ class KernelBuilder:
                     post.add_op(memref.StoreOp.get(result, stat, [e]))
                 self.buffers[m.result] = stat
                 continue
-            buf = out if m is last else block_buffer(elt, [B, *tail], name)
+            buf = out if m is last else block_buffer(elt, [B, *sizes], name)
             row, ivs = rows_loop(f"b{tag}")
             names = [f"j{n}{tag}" for n in range(len(tail))]
             inner, jivs = self.nest(kernel, tail, names, True, parent=row)
@@ -391,7 +410,7 @@ class KernelBuilder:
             load.res.replace_all_uses_with(new.res)
             load.detach()
             load.erase()
-        return kernel
+        return self.guarded(kernel)
 
     def copy(self, name: str, src: SSAValue, dst: SSAValue, shape) -> KernelOp:
         kernel = KernelOp(name, origin="func.return")
@@ -449,9 +468,9 @@ class RowGroup:
     softmax (max, exp, sum, scale) and layer norm (mean, rstd, normalise) lower so."""
 
     members: list[TeOp]
-    rows: tuple[int, ...]
-    tail: tuple[int, ...]
-    block: int = 1  # rows per block: divides rows[-1]
+    rows: tuple[symdims.Dim, ...]
+    tail: tuple[symdims.Dim, ...]
+    block: int = 1  # rows per block: divides rows[-1] (at its maximum)
 
 
 def _row_args(op: Operation, a: int) -> list[SSAValue] | None:
@@ -471,7 +490,7 @@ def _row_args(op: Operation, a: int) -> list[SSAValue] | None:
     return args[:a]
 
 
-def _group_ok(members: list[TeOp], rows: tuple[int, ...]) -> bool:
+def _group_ok(members: list[TeOp], rows: tuple[symdims.Dim, ...]) -> bool:
     """Every member but the last is read only by later members, at its own row."""
     a = len(rows)
     inside = set(members)
@@ -490,10 +509,11 @@ def _group_ok(members: list[TeOp], rows: tuple[int, ...]) -> bool:
     return isinstance(members[-1], te.ComputeOp) and len(members) > 1
 
 
-def row_groups(block: Block) -> dict[Operation, RowGroup]:
+def row_groups(block: Block, maxima: Maxima | None = None) -> dict[Operation, RowGroup]:
     """The row groups of a te function (keyed by their first member): from a te.reduce
     over the trailing dims of a row, the longest run of te ops (scalar arith.constants
-    between them allowed) over (row) or (row, tail) that `_group_ok` accepts."""
+    between them allowed) over (row) or (row, tail) that `_group_ok` accepts. With the
+    `maxima` of a symbolic function, rows and tail may be symbolic (sized at them)."""
     ops = [op for op in block.ops if not isinstance(op, arith.ConstantOp)]
     groups: dict[Operation, RowGroup] = {}
     n = 0
@@ -502,26 +522,36 @@ def row_groups(block: Block) -> dict[Operation, RowGroup]:
         n += 1
         if not isinstance(first, te.ReduceOp):
             continue
-        rows, tail = first.shape, first.reduce_extents
-        if not rows or not tail or math.prod(tail) > ROW_BUFFER_LIMIT or min(rows + tail) < 0:
+        rows, tail = g.shape_of(first.result), reduce_extents(first)
+        try:  # (a symbolic dim at its maximum: the buffers' extent)
+            top = [maxima.bound(d, "") if maxima else d for d in rows + tail]
+        except DiagnosticException:
+            continue
+        if not all(isinstance(d, int) and d >= 0 for d in top):
+            continue
+        rows_max, tail_max = top[: len(rows)], top[len(rows) :]
+        if not rows or not tail or math.prod(tail_max) > ROW_BUFFER_LIMIT:
             continue
         run: list[TeOp] = [first]
         for op in ops[n:]:
-            if isinstance(op, te.ReduceOp) and op.shape == rows and op.reduce_extents == tail:
+            shape = g.shape_of(op.results[0]) if isinstance(op, TeOp) else None
+            if isinstance(op, te.ReduceOp) and shape == rows and reduce_extents(op) == tail:
                 run.append(op)
-            elif isinstance(op, te.ComputeOp) and op.shape == rows + tail:
+            elif isinstance(op, te.ComputeOp) and shape == rows + tail:
                 run.append(op)
             else:
                 break
         best = next((k for k in range(len(run), 1, -1) if _group_ok(run[:k], rows)), 0)
         if best:
             per_row = (
-                math.prod(tail) if any(isinstance(m, te.ComputeOp) for m in run[: best - 1]) else 1
+                math.prod(tail_max)
+                if any(isinstance(m, te.ComputeOp) for m in run[: best - 1])
+                else 1
             )
             size = max(
                 d
                 for d in range(1, ROW_BLOCK + 1)
-                if rows[-1] % d == 0 and d * per_row <= ROW_BUFFER_LIMIT or d == 1
+                if rows_max[-1] % d == 0 and d * per_row <= ROW_BUFFER_LIMIT or d == 1
             )
             groups[first] = RowGroup(run[:best], rows, tail, size)
             n += best - 1
@@ -580,7 +610,7 @@ def bufferize(
     for k, v in enumerate(returned):
         if isinstance(v.owner, te.ComputeOp | te.ReduceOp | g.ControlOp) and v not in direct:
             direct[v] = outs[k]
-    groups = row_groups(old) if fuse_rows else {}
+    groups = row_groups(old, maxima) if fuse_rows else {}
     grouped: dict[Operation, RowGroup] = {m: grp for grp in groups.values() for m in grp.members}
     # a value read by a row group is last read by its kernel, built at its last member
     last_use = {

@@ -13,23 +13,26 @@ from xdsl.context import Context
 from dlpc.api import compile as dlpc_compile
 from dlpc.api import reference
 from dlpc.backends.c import emit_c
+from dlpc.dialects.loop import KernelOp
 from dlpc.frontends.text import parse_model
 from dlpc.passes.lower.runtime_extents import LoopRuntimeExtents
 from dlpc.passes.pipeline import parse_module
 
 # one attention head over a symbolic length: linears (8-row register tiles over B*S),
-# q k^T (a tile over S by S), softmax over S, and att @ v (a reduction over S)
+# q k^T (a tile over S by S), softmax over S and layer norm (row groups: blocks of 16
+# rows over S), and att @ v (a reduction over S)
 SOURCE = """
 model t(x: f32[B, S, 32]) {
   param wq: f32[32, 32] = normal(seed=1, std=0.2)
   param wk: f32[32, 32] = normal(seed=2, std=0.2)
   param wv: f32[32, 32] = normal(seed=3, std=0.2)
   param b: f32[32] = normal(seed=4, std=0.1)
+  param g: f32[32] = normal(seed=5, std=1.0)
   let q = linear(x, wq, b)
   let k = linear(x, wk, b)
   let v = linear(x, wv, b)
   let a = softmax(matmul(q, k, transpose_b=true) * 0.25, axis=-1)
-  return a @ v, linear(relu(a @ v), wq, b)
+  return a @ v, linear(relu(a @ v), wq, b), layer_norm(a @ v, g, b)
 }
 """
 
@@ -44,7 +47,7 @@ def head():
 def test_remainder_tiles_match_numpy(head, b):
     model, fn = head
     rng = np.random.default_rng(b)
-    for s in (1, 7, 8, 9, 32, 9, 1):
+    for s in (1, 7, 8, 9, 15, 16, 17, 32, 9, 1):
         x = rng.standard_normal((b, s, 32)).astype(np.float32)
         got, want = fn(x), reference(model, [x])
         for y, w in zip(got, want):
@@ -54,11 +57,15 @@ def test_remainder_tiles_match_numpy(head, b):
 
 
 def test_tiles_run_in_two_versions(head):
-    """The lowered program holds the static copies (`_tile` loops) beside the remainder."""
+    """The lowered program holds the static copies (`_tile` loops) beside the remainder,
+    and softmax and layer norm over the symbolic rows are one row kernel each."""
     model, fn = head
     fn(np.zeros((1, 3, 32), np.float32))
     text = str(fn.lowered)
     assert '_tile"' in text and "dlpc.extent" not in text
+    kernels = [op.sym for op in fn.lowered.walk() if isinstance(op, KernelOp)]
+    for origin in ("softmax", "layer_norm"):
+        assert len([k for k in kernels if k.startswith(origin)]) == 1, kernels
 
 
 # a parallel loop over a runtime extent whose static work (the maxima's) is large
