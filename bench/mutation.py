@@ -523,6 +523,10 @@ AREAS: dict[str, Area] = {
             "test/python/test_build_cache.py test/python/test_profile.py "
             "test/python/test_hostile_names.py test/python/test_opencl_platforms.py "
             "-k 'not openmp_worker_gets and not dlp]'",
+            # OpenCLFunction on PoCL: buffers, aliases, chains, SVM outputs, resident params
+            "test/python/test_opencl.py -k 'uninitialized or wrong_shape or reshape_kernel_is "
+            "or build_failure or chain or svm or resident_params or plan_is_data or profile_rows "
+            "or example_matches_reference and mlp'",
         ],
         timeout=180.0,
     ),
