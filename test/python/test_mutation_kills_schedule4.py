@@ -554,3 +554,89 @@ func.func @main(%A: memref<{m}x{k}xf32>, %B: memref<{k}x{n}xf32>, %C: memref<{m}
   }}
   func.return
 }}"""
+
+
+# ------------------------------------------- schedule seed 44's survivors (after the draw)
+
+# C[i] += A[i, k] * B[k, l]: two loops (k and l) do not index C
+TWO_REDUCTIONS = """
+func.func @main(%A: memref<4x4xf32>, %B: memref<4x4xf32>, %C: memref<4xf32>) {
+  loop.kernel "mm" {
+    loop.for %i = 0 to 4 step 1 {name = "i0"} {
+      loop.for %k = 0 to 4 step 1 {name = "r0", reduction} {
+        loop.for %l = 0 to 4 step 1 {name = "r1", reduction} {
+          %a = memref.load %A[%i, %k] : memref<4x4xf32>
+          %b = memref.load %B[%k, %l] : memref<4x4xf32>
+          %c = memref.load %C[%i] : memref<4xf32>
+          %p = arith.mulf %a, %b : f32
+          %s = arith.addf %c, %p : f32
+          memref.store %s, %C[%i] : memref<4xf32>
+        }
+      }
+    }
+  }
+  func.return
+}"""
+
+
+def test_tensorize_refuses_a_nest_with_two_loops_outside_cs_index():
+    """tensorize.py:129 (`in_c.count(False) != 1` -> `< 1`, seed 44): a gemm tile has
+    exactly one reduction loop (k); a nest with two loops that do not index C is no
+    gemm and is refused with the rule's message."""
+    from dlpc.passes.schedule.tensorize import TensorizeMismatchError, tensorize
+
+    module = parse_module(TWO_REDUCTIONS)
+    with pytest.raises(TensorizeMismatchError) as e:
+        tensorize(module, "mm", "i0", "gemm")
+    assert str(e.value) == (
+        "exactly one loop of the nest at loop mm/i0 must be a reduction over C's index"
+    )
+
+
+@pytest.mark.parametrize(
+    "w, split", [(96, "split K/i3 by 48 -> i3o, i3i"), (80, "split K/i3 by 16 -> i3o, i3i")]
+)
+def test_a_wide_nchw_depthwise_row_tiles_by_up_to_4_vectors(tmp_path, w, split):
+    """depthwise.py:68 (`4 * lanes` -> `4 ^ lanes`, seed 44): a row wider than 4 vectors
+    (64 floats) is tiled by the largest multiple of 16 up to 64 dividing it: 48 of 96
+    (3 vectors a tile; 4 ^ 16 = 20 would give 16), 16 of 80."""
+    from dlpc.passes.schedule.conv import conv_tile_script
+
+    model = dlpc.load(
+        _write(
+            tmp_path,
+            f"model d(x: f32[B, 4, 4, {w}]) {{\n"
+            "  param k: f32[4, 1, 3, 3] = kaiming(seed=5)\n"
+            "  return conv2d(x, k, padding=1, groups=4)\n}\n",
+        ),
+        batch=1,
+    )
+    module = pipeline.lower(model.module.clone(), "loop", pipeline.PipelineOptions(opt_level=0))
+    (kernel,) = [k for k in kernels(module) if (m := analyse(k)) is not None and m.reduce]
+    nest = analyse(kernel)
+    assert nest is not None
+    script = conv_tile_script(kernel, nest, threads=2).replace(kernel.sym, "K").split("\n")
+    assert split in script
+
+
+def _mm_t(m: int, n: int, k: int) -> str:
+    """C = A B^T with B stored [n, k] (contiguous along k), B an input (not a weight)."""
+    return (
+        _mm(m, n, k)
+        .replace(f"memref<{k}x{n}xf32>", f"memref<{n}x{k}xf32>")
+        .replace("%B[%r, %j]", "%B[%j, %r]")
+    )
+
+
+@pytest.mark.parametrize("m, dot", [(16, True), (17, False)])
+def test_a_long_k_product_takes_the_dot_kernel_up_to_16_rows(m, dot):
+    """default.py:592 (`2 * DOT_ROWS` -> `2 + DOT_ROWS`, seed 44): a product with k >= 256
+    (DOT_LONG_K) and a B that is no weight (not packed once) takes the dot kernel up to
+    2 * DOT_ROWS = 16 rows; from 17 the blocked gemm comes first."""
+    from dlpc.passes.schedule import default
+
+    (kernel,) = kernels(parse_module(_mm_t(m, 16, 256)))
+    nest = analyse(kernel)
+    assert nest is not None
+    plans = default.gemm_plans(kernel, nest)
+    assert isinstance(plans[0], default.DotParams) is dot
