@@ -228,3 +228,107 @@ def test_settings_read_at_call_time(monkeypatch):
     assert len(rows) == 2 + len(S.SETTINGS)
     assert any(r.startswith("| `DLPC_CACHE_DIR` | path | `~/.cache/dlpc` |") for r in rows)
     assert any(r.startswith("| `DLPC_DEBUG` | flag | (unset) |") for r in rows)
+
+
+# ---- the trainer (train.py) on numpy -----------------------------------------------------------
+
+SMALL = """model small(x: f32[B, 6]) {
+  param fc1.weight: f32[5, 6] = kaiming(seed=1)
+  param fc1.bias: f32[5] = normal(seed=3, std=0.1)
+  param fc2.weight: f32[3, 5] = kaiming(seed=2)
+  param fc2.bias: f32[3] = normal(seed=4, std=0.1)
+  return linear(relu(linear(x, fc1.weight, fc1.bias)), fc2.weight, fc2.bias)
+}
+"""
+
+
+@pytest.fixture
+def small(tmp_path):
+    path = tmp_path / "small.dlpc"
+    path.write_text(SMALL)
+    return path
+
+
+def test_batch_binding_and_its_diagnostics(small, add):
+    from dlpc.train import bind_batch
+
+    for bad in (0, -1, True, 2.0):
+        with pytest.raises(DlpcError, match=r"^error: batch size must be a positive int, got "):
+            bind_batch(str(small), bad)  # type: ignore[arg-type]
+    assert bind_batch(str(small), 3).module.body.block.first_op.args[0].type.get_shape() == (3, 6)
+    loaded = api.load(small, batch=2)
+    loaded.name = "renamed"
+    again = bind_batch(loaded, 5)
+    assert again.name == "renamed"
+    assert again.module.body.block.first_op.args[0].type.get_shape() == (5, 6)
+    fixed = dlpc.load(add, weights={"w": np.ones((2, 3), np.float32)})
+    assert bind_batch(fixed, 2) is fixed
+    with pytest.raises(DlpcError, match=r"^error: model 'add' has batch size 2, not 4; load it"):
+        bind_batch(fixed, 4)
+
+
+def test_trainer_steps_by_name_and_refuses_wrong_arrays(small, tmp_path):
+    from dlpc.passes.train.optim import make_optimizer
+
+    sgd = make_optimizer("sgd", lr=0.1)
+    t = dlpc.train.Trainer(str(small), "mse", sgd, batch_size=2, target="numpy")
+    assert t.input_names == ["x"] and len(t.target_names) == 1
+    (y_name,) = t.target_names
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 6)).astype(np.float32)
+    y = rng.standard_normal((2, 3)).astype(np.float32)
+    before = t.weights
+    first = t.step(x=x, **{y_name: y})
+    assert t.steps_done == 1
+    assert any(not np.array_equal(before[n], v) for n, v in t.weights.items())
+    second = t.step(x, y)
+    assert second < first  # plain SGD at 0.1 on the same batch
+    with pytest.raises(DlpcError, match=r"^error: the step has no input 'z' \(it takes x, "):
+        t.step(z=x)
+    with pytest.raises(DlpcError, match=r"^error: no array for the step's input "):
+        t.step(x=x)
+    with pytest.raises(DlpcError, match=r"^error: the step takes 2 arrays .* got 1$"):
+        t.step(x)
+    with pytest.raises(
+        DlpcError, match=r"^error: no gradients: build the trainer with return_grads"
+    ):
+        t.grads  # noqa: B018
+    with pytest.raises(
+        DlpcError, match=r"^error: evaluate takes 1 inputs and 1 targets, got 1 arrays"
+    ):
+        t.evaluate(x)
+    with pytest.raises(DlpcError, match=r"^error: save path .*s\.txt must end in \.npz$"):
+        t.save(tmp_path / "s.txt")
+    t.save(tmp_path / "s.npz")
+    state = dict(np.load(tmp_path / "s.npz"))
+    assert int(state["trainer.epoch"]) == 0 and int(state["opt.step"]) == 2
+    other = dlpc.train.Trainer(str(small), "mse", sgd, batch_size=2, target="numpy")
+    other.load(tmp_path / "s.npz")
+    for n, v in t.weights.items():
+        np.testing.assert_array_equal(other.weights[n], v)
+    assert other.step(x, y) == t.step(x, y)
+    with pytest.raises(DlpcError, match=r"^error: saved state has 'nope', which this trainer"):
+        other.load({**state, "nope": np.zeros(1)})
+    state.pop("fc1.bias")
+    with pytest.raises(DlpcError, match=r"^error: saved state lacks 'fc1.bias'$"):
+        other.load(state)
+
+
+def test_grads_are_the_last_steps(small):
+    from dlpc.passes.train.optim import make_optimizer
+
+    sgd = make_optimizer("sgd", lr=1e-12)  # (the weights stay as they were)
+    t = dlpc.train.Trainer(str(small), "mse", sgd, batch_size=2, target="numpy", return_grads=True)
+    with pytest.raises(DlpcError, match=r"^error: no gradients before the first step$"):
+        t.grads  # noqa: B018
+    x = np.ones((2, 6), np.float32)
+    y = np.zeros((2, 3), np.float32)
+    t.step(x, y)
+    g = t.grads
+    assert sorted(g) == ["fc1.bias", "fc1.weight", "fc2.bias", "fc2.weight"]
+    w = t.weights
+    h = np.maximum(x @ w["fc1.weight"].T + w["fc1.bias"], 0)
+    p = h @ w["fc2.weight"].T + w["fc2.bias"]
+    dp = 2 * (p - y) / p.size  # mse: the mean over every element
+    np.testing.assert_allclose(g["fc2.bias"], dp.sum(0), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(g["fc2.weight"], dp.T @ h, rtol=1e-5, atol=1e-6)
