@@ -31,6 +31,7 @@ from dlpc.diagnostics import (
     run_guarded,
     write_atomically,
 )
+from dlpc.model import Model
 from dlpc.tools.common import (
     add_batch_option,
     add_format_option,
@@ -39,6 +40,7 @@ from dlpc.tools.common import (
     check_output_dir,
     load_model,
     model_inputs,
+    parse_dims,
     refuse_overwrite,
 )
 
@@ -108,6 +110,14 @@ def parser() -> ToolArgumentParser:
     p.add_argument(
         "--weights", help="weights (.npz) for the model's parameters (default: <model>.npz)"
     )
+    p.add_argument(
+        "--dims",
+        metavar="NAME=N,...",
+        help="a model with symbolic dims (ONNX dim_params; a .dlpc model's named dims with "
+        "this option): tune the kernels of its one program for every value of them, their "
+        "buffers at these sizes (its maxima; a dim not given: the default maximum); the "
+        "records apply to dlpc.compile(model, max_dims=<the same sizes>, tuning_log=...)",
+    )
     add_batch_option(p)
     add_format_option(p)
     return p
@@ -125,6 +135,7 @@ def check_options(args) -> None:
         if value is not None and not value > 0:
             raise DlpcError(f"dlpc-tune: error: {flag} must be > 0 seconds, got {value}")
     check_model_path(args.model, args.format)
+    args.dims = parse_dims(args.dims, "--dims", many=False)
     check_file(args.weights, "weights file")
     if Path(args.log).exists() and not Path(args.log).is_file():
         raise DlpcError(f"error: tuning log {args.log} is not a file")
@@ -249,6 +260,33 @@ def bound_weights(model) -> dict | None:
         return None
 
 
+def symbolic_maxima(model: Model, dims: dict[str, int]) -> dict[str, int] | None:
+    """The maxima at which the one program of a model with symbolic dims is tuned: `dims`
+    (--dims), else each dim's default maximum, capped as a compile caps it (a dim that
+    slices a static table); None for a static model (--dims then is one line)."""
+    from dlpc.dialects import symdims
+    from dlpc.reference import graph as ref
+    from dlpc.runtime.dynamic import DEFAULT_MAX, is_dynamic, slice_caps
+
+    if not is_dynamic(model):
+        if dims:
+            raise DlpcError("dlpc-tune: error: --dims names symbolic dims; this model has none")
+        return None
+    shapes = [ref.graph.shape_of(a) for a in ref.main_func(model.module).args]
+    names = sorted(set().union(*(symdims.symbols(s) for s in shapes)))
+    for name in dims:
+        if name not in names:
+            raise DlpcError(
+                f"dlpc-tune: error: --dims {name}: the model has no symbolic dim '{name}' "
+                f"(its symbolic dims: {', '.join(names)})"
+            )
+    maxima = {n: dims.get(n, DEFAULT_MAX) for n in names}
+    for name, cap in slice_caps(model.module).items():
+        if name in maxima and cap < maxima[name]:
+            maxima[name] = cap
+    return maxima
+
+
 def run(argv: list[str] | None) -> int:
     args = parser().parse_args(argv)
     check_options(args)
@@ -257,8 +295,24 @@ def run(argv: list[str] | None) -> int:
     from dlpc.tune.search import Tuner
 
     TuningLog(args.log)  # a malformed log is an error now, not after the lowering
-    model = load_model(args.model, args.format, args.weights, args.batch)
+    # (positional: tests stand in a model for load_model) a .dlpc model's named dims stay
+    # symbolic with --dims, else they are bound (--batch, 1 unbound): the static program
+    unbound = None if args.dims else 1
+    model = load_model(args.model, args.format, args.weights, args.batch, None, unbound)
     module = model.module.clone()
+    maxima = symbolic_maxima(model, args.dims) if isinstance(model, Model) else None
+    if maxima is not None:  # the one program (runtime/dynamic.Generic): buffers at maxima
+        from dlpc.passes.lower._symbolic import MAX_ATTR, integer_maxima
+        from dlpc.reference.graph import main_func
+
+        main_func(module).attributes[MAX_ATTR] = integer_maxima(maxima)
+        sizes = ", ".join(f"'{k}': {v}" for k, v in maxima.items())
+        print(
+            f"dlpc-tune: note: tuning the one program for every value of the model's "
+            f"symbolic dims at the maxima {{{sizes}}}; its records apply to "
+            f"dlpc.compile(model, max_dims={{{sizes}}}, tuning_log=...)",
+            file=sys.stderr,
+        )
     # as dlpc.compile lowers for the C target: with the weights bound (folded subgraphs,
     # graph-winograd), so a record's kernel is one the compiled model runs
     options = PipelineOptions(opt_level=args.opt_level, schedule=True)
