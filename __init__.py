@@ -9,12 +9,13 @@ fn = dlpc.compile(model, target="c")
 __version__ = "0.1.0"
 
 
-def load(path, weights=None, batch=None):
-    """Load a model (.dlpc text, .onnx, or .mlir graph IR) into a `dlpc.api.Model`;
-    `batch` binds a named batch dim (`x: f32[B, 784]`, 1 when unbound)."""
+def load(path, weights=None, batch=None, dims=None):
+    """Load a model (.dlpc text, .onnx, or .mlir graph IR) into a `dlpc.api.Model`. Named
+    dims (`x: f32[B, 784]`) stay symbolic unless bound: `batch=N` binds the named leading
+    dims, `dims={"B": N}` binds by name."""
     from dlpc.api import load as _load
 
-    return _load(path, weights=weights, batch=batch)
+    return _load(path, weights=weights, batch=batch, dims=dims)
 
 
 def compile(model, target="c", **options):  # noqa: A001 - mirrors iree/tvm naming

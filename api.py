@@ -66,23 +66,27 @@ def _as_model(result, path: Path, weights) -> Model:
     return Model(module, dict(found or {}), path.stem, str(path))
 
 
-def load(path: str | os.PathLike, weights=None, batch=None, format=None) -> Model:
+def load(path: str | os.PathLike, weights=None, batch=None, format=None, dims=None) -> Model:
     """Load a model: `.dlpc` (text), `.onnx`, or `.mlir` (graph IR). `weights` (an .npz
     path or a dict) override the model's own; an .mlir model's weights are otherwise
-    read from `<model>.npz` beside it. `batch` binds a .dlpc model's named batch dim
-    (`x: f32[B, 784]`; an int, or a dict of named dims); unbound, it is 1; "symbolic"
-    keeps the named dims symbolic (docs/dynamic.md). `format`
+    read from `<model>.npz` beside it. A .dlpc model's named dims (`x: f32[B, 784]`) stay
+    symbolic, as an ONNX `dim_param` does: `dlpc.compile` gives one program for every
+    value of them (docs/dynamic.md); `batch=N` binds each input's named leading dim and
+    `dims={"B": 32}` binds by name, for a program specialised to those sizes. `format`
     ("dlpc", "onnx" or "mlir") reads a file whose extension says otherwise."""
     path = Path(path)
     if not path.is_file():
         raise DlpcError(f"error: no such file: {path}")
     suffix = f".{format}" if format else path.suffix.lower()
+    if dims is not None and suffix != ".dlpc":
+        raise DlpcError(f"error: dims= binds a .dlpc model's named dims, not a {suffix} model's")
     if suffix == ".dlpc":  # the frontend reads an .npz itself, to name it in its errors
         try:
             from dlpc.frontends.text import load_model
         except ImportError as e:
             raise DlpcError(f"error: the text frontend is not available ({e})") from None
-        return _as_model(load_model(str(path), weights=weights, dims=batch), path, weights)
+        model = load_model(str(path), weights=weights, dims=dims, batch=batch)
+        return _as_model(model, path, weights)
     if isinstance(weights, str | os.PathLike):
         weights = load_weights(weights)
     if suffix == ".onnx":

@@ -42,7 +42,8 @@ def add_batch_option(p) -> None:
         "--batch",
         type=int,
         metavar="N",
-        help="bind a .dlpc model's named batch dim (x: f32[B, 784]) to N; unbound it is 1",
+        help="bind a .dlpc model's named batch dim (x: f32[B, 784]) to N (dlpc-run: unbound "
+        "it stays symbolic, one program for every batch; dlpc, dlpc-tune: unbound it is 1)",
     )
 
 

@@ -290,7 +290,8 @@ def run(argv: list[str] | None) -> int:
     dims = parse_dims(args.dims, "--dims", many=False)
     buckets = parse_dims(args.buckets, "--buckets", many=True)
     files = load_inputs(args.input)
-    model = load_model(args.model, args.format, args.weights, args.batch)
+    # a .dlpc model's named dims stay symbolic unless --batch binds them (as dlpc.load)
+    model = load_model(args.model, args.format, args.weights, args.batch, unbound=None)
     # a model with symbolic dims: its static graph at --dims (or the files' shapes) for
     # the memory check, the random inputs and the reference; the compiled one stays dynamic
     static = api.bind_dims(model, dims, files if args.input else None)

@@ -33,13 +33,13 @@ def parse_model(
     weights: Weights = None,
     dims: Dims = None,
     batch: Dims = None,
-    unbound: int | None = 1,
+    unbound: int | None = None,
 ):
     """Source text -> `Model`; weights from `weights` (if given) and the initialisers.
-    `dims` and `batch` bind named dims (`x: f32[B, 784]`): a dict by name, or an int for
-    every input's named leading (batch) dim. A named dim neither binds is `unbound` (an
-    int), or stays symbolic when `unbound` is None or a binding is "symbolic"
-    (`tensor<?x784xf32, ["B"]>`: one program serves every value of it, docs/dynamic.md).
+    A named dim (`x: f32[B, 784]`) stays symbolic (`tensor<?x784xf32, ["B"]>`: one
+    program serves every value of it, docs/dynamic.md) unless `dims` or `batch` binds it
+    (a dict by name, or an int for every input's named leading (batch) dim) or `unbound`
+    gives the size of every named dim left unbound ("symbolic": none bound).
     A binding that names no dim of the model, or a size that is not a positive int, is an
     error."""
     for given in (dims, batch):
@@ -93,7 +93,7 @@ def load_model(
     weights: Weights = None,
     dims: Dims = None,
     batch: Dims = None,
-    unbound: int | None = 1,
+    unbound: int | None = None,
 ):
     """Read a .dlpc file -> `Model`; weights: `weights` > `<model>.npz` beside it > initialisers;
     `dims`, `batch` and `unbound` as for `parse_model`."""
