@@ -332,3 +332,160 @@ def test_grads_are_the_last_steps(small):
     dp = 2 * (p - y) / p.size  # mse: the mean over every element
     np.testing.assert_allclose(g["fc2.bias"], dp.sum(0), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(g["fc2.weight"], dp.T @ h, rtol=1e-5, atol=1e-6)
+
+
+# ---- the pipeline (passes/pipeline.py): which passes run, in order ------------------------------
+
+COMMON_C = [
+    "loop-fold-init-epilogue",
+    "loop-views",
+    "loop-memory-plan",
+    "loop-prepack-weights",
+    "loop-runtime-extents",
+]
+O2_GRAPH = ["graph-infer-shapes", "graph-simplify", "graph-substitute", "graph-fold-constants"]
+
+
+@pytest.mark.parametrize(
+    ("level", "stop", "target", "schedule", "weights", "passes"),
+    [
+        (
+            0,
+            "loop",
+            "c",
+            True,
+            True,
+            ["graph-infer-shapes", "graph-to-te", "te-to-loop", *COMMON_C],
+        ),
+        (
+            1,
+            "loop",
+            "opencl",
+            False,
+            True,
+            [
+                "graph-infer-shapes",
+                "graph-simplify",
+                "graph-fold-constants",
+                "fold-params",
+                "graph-to-te",
+                "te-to-loop",
+                "loop-view-copies",
+                "loop-opencl-winograd",
+                "loop-runtime-extents",
+            ],
+        ),
+        (
+            2,
+            "loop",
+            "c",
+            True,
+            True,
+            [
+                *O2_GRAPH,
+                "fold-params",
+                "graph-conv-layout",
+                "graph-winograd",
+                "graph-fuse",
+                "fold-params",
+                "graph-to-te",
+                "te-to-loop",
+                "loop-default-schedule",
+                *COMMON_C,
+            ],
+        ),
+        # dlp: no layout passes (dlp.conv2d reads NCHW), no winograd
+        (
+            2,
+            "dlp",
+            None,
+            False,
+            True,
+            [
+                *O2_GRAPH,
+                "fold-params",
+                "graph-fuse",
+                "fold-params",
+                "graph-to-te",
+                "te-to-loop",
+                "dlp-reshape-aliases",
+                "loop-to-dlp",
+            ],
+        ),
+        # no weights: nothing to fold, and winograd (which needs them) is skipped
+        (
+            2,
+            "loop",
+            None,
+            False,
+            False,
+            [*O2_GRAPH, "graph-conv-layout", "graph-fuse", "graph-to-te", "te-to-loop"],
+        ),
+        # above the loop level for no target: no winograd rule
+        (
+            3,
+            "te",
+            None,
+            False,
+            True,
+            [*O2_GRAPH, "fold-params", "graph-layout", "graph-fuse", "fold-params", "graph-to-te"],
+        ),
+        (3, "graph", None, False, False, [*O2_GRAPH, "graph-layout", "graph-fuse"]),
+    ],
+)
+def test_each_level_and_target_runs_its_passes(level, stop, target, schedule, weights, passes):
+    from dlpc.passes import pipeline as PL
+
+    m = api.load("examples/mlp.dlpc", batch=1)
+    options = PL.PipelineOptions(opt_level=level, target=target, schedule=schedule)
+    with PL.timing() as rows:
+        PL.lower(m.module.clone(), stop, options, weights=dict(m.weights) if weights else None)
+    assert [name for name, _ in rows] == passes
+
+
+def test_unscheduled_and_forced_layout_and_emit_kinds():
+    from dlpc.passes import pipeline as PL
+
+    m = api.load("examples/mlp.dlpc", batch=1)
+    options = PL.PipelineOptions(opt_level=1, schedule=True)
+    stages = []
+    with PL.timing() as rows:
+        PL.lower(
+            m.module.clone(), "loop", options, lambda s, _m: stages.append(s), unscheduled=True
+        )
+    assert [n for n, _ in rows][-2:] == ["graph-to-te", "te-to-loop"]
+    assert stages == ["input", "graph", "te", "loop"]
+    forced = PL.PipelineOptions(opt_level=2, extra={"graph-layout": {}})
+    with PL.timing() as rows:
+        PL.lower(m.module.clone(), "dlp", forced, weights=dict(m.weights))
+    assert "graph-conv-layout" not in [n for n, _ in rows]
+    with pytest.raises(
+        DlpcError, match=r"^error: unknown stage 'x' \(expected graph, te, loop, dlp\)$"
+    ):
+        PL.lower(m.module.clone(), "x")
+    with pytest.raises(DlpcError, match=r"^error: unknown --emit kind 'x' \(expected graph, te, "):
+        PL.compile_to(m.module.clone(), "x")
+    with pytest.raises(DlpcError, match=r"^error: unsupported target 'x' \(expected numpy, c, "):
+        PL.emit(m.module.clone(), "x")
+    with pytest.raises(
+        DlpcError, match=r"^error: unknown optimisation level -O4 \(expected -O0 to -O3\)$"
+    ):
+        PL.PipelineOptions(opt_level=4)
+    with pytest.raises(
+        DlpcError, match=r"^error: unknown target 'numpy' \(expected c, opencl, dlp\)$"
+    ):
+        PL.PipelineOptions(target="numpy")
+    with pytest.raises(DlpcError, match=r"^error: pipeline pass 'nope' is not registered"):
+        PL.make_pass("nope", PL.PipelineOptions())
+    with pytest.raises(DlpcError, match=r"^error: bad options \{'x': 1\} for pass 'graph-fuse': "):
+        PL.make_pass("graph-fuse", PL.PipelineOptions(extra={"graph-fuse": {"x": 1}}))
+    assert PL.PipelineOptions(checker=True).verify_each
+    assert PL.schedules_for("c") and PL.schedules_for("loop") and not PL.schedules_for("opencl")
+    text = PL.format_timing([("a", 0.25), ("b", 0.75)])
+    assert text.splitlines() == [
+        "  seconds   share  pass",
+        "   0.2500   25.0%  a",
+        "   0.7500   75.0%  b",
+        "   1.0000  100.0%  total (2 passes)",
+    ]
+    assert PL.format_timing([]).splitlines()[-1].endswith("total (0 passes)")
