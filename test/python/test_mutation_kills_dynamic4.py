@@ -170,3 +170,87 @@ def test_expressions_of_two_symbols_under_runtime_extents(target):
             assert g.shape == w.shape, (k, g.shape, w.shape)
             np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5, err_msg=f"output {k}")
     assert c.function.stats["compiles"] == 1
+
+
+GEMM = """
+func.func @main(%x: tensor<?x32xf32, ["seq"]>, %w: tensor<32x24xf32>) -> (tensor<?x24xf32, ["seq"]>, tensor<24xf32>) {
+  %y = graph.matmul %x, %w : (tensor<?x32xf32, ["seq"]>, tensor<32x24xf32>) -> tensor<?x24xf32, ["seq"]>
+  %r = graph.relu %y : (tensor<?x24xf32, ["seq"]>) -> tensor<?x24xf32, ["seq"]>
+  %s = graph.reduce_sum %r {axes = array<i64: 0>} : (tensor<?x24xf32, ["seq"]>) -> tensor<24xf32>
+  func.return %r, %s : tensor<?x24xf32, ["seq"]>, tensor<24xf32>
+}
+"""
+
+
+def test_register_tiles_over_symbolic_rows_compute_only_the_calls_rows():
+    """A GEMM over seq rows (the schedule's register tiles split seq) and a sum over
+    them: exact at seq below, at and past a tile (1 to 33), the sum over exactly the
+    call's rows (the tiles' padding rows never reach it)."""
+    c = dlpc.compile(_model(GEMM))
+    w = _x(32, 24, seed=5)
+    for s in [1, 3, 4, 7, 8, 13, 33]:
+        x = _x(s, 32, seed=s)
+        r, total = c(x, w)
+        want = np.maximum(x @ w, 0)
+        np.testing.assert_allclose(r, want, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(total, want.sum(0), rtol=1e-5, atol=1e-4)
+    assert c.function.stats["compiles"] == 1
+
+
+UNMASKABLE = {
+    "avg_pool2d": (
+        'func.func @main(%x: tensor<1x3x?x8xf32, ["seq"]>) -> tensor<1x3x?x7xf32, ["seq + -1"]> {\n'
+        '  %a = graph.avg_pool2d %x {kernel = array<i64: 2, 2>} : (tensor<1x3x?x8xf32, ["seq"]>) -> tensor<1x3x?x7xf32, ["seq + -1"]>\n'
+        '  func.return %a : tensor<1x3x?x7xf32, ["seq + -1"]>\n}',
+        "graph.avg_pool2d mixes positions along the padded dim 'seq': it cannot be masked",
+    ),
+    "global_avg_pool": (
+        'func.func @main(%x: tensor<1x3x?x8xf32, ["seq"]>) -> tensor<1x3x1x1xf32> {\n'
+        '  %a = graph.global_avg_pool %x : (tensor<1x3x?x8xf32, ["seq"]>) -> tensor<1x3x1x1xf32>\n'
+        "  func.return %a : tensor<1x3x1x1xf32>\n}",
+        "graph.global_avg_pool mixes positions along the padded dim 'seq': it cannot be masked",
+    ),
+    "sum-over-2*seq": (
+        'func.func @main(%x: tensor<?x?x3xf32, ["b", "seq"]>) -> tensor<?x3xf32, ["b"]> {\n'
+        '  %c = graph.concat %x, %x {axis = 1 : i64} : (tensor<?x?x3xf32, ["b", "seq"]>, tensor<?x?x3xf32, ["b", "seq"]>) -> tensor<?x?x3xf32, ["b", "2*seq"]>\n'
+        '  %s = graph.reduce_sum %c {axes = array<i64: 1>} : (tensor<?x?x3xf32, ["b", "2*seq"]>) -> tensor<?x3xf32, ["b"]>\n'
+        '  func.return %s : tensor<?x3xf32, ["b"]>\n}',
+        "graph.reduce_sum mixes positions along '2*seq', an expression of a padded dim: it "
+        "cannot be masked",
+    ),
+    "layer_norm-axis-1": (
+        'func.func @main(%x: tensor<?x?xf32, ["b", "seq"]>) -> tensor<?x?xf32, ["b", "seq"]> {\n'
+        '  %g = graph.param "g" : tensor<1xf32>\n'
+        '  %y = graph.layer_norm %x, %g {axis = -1 : i64} : (tensor<?x?xf32, ["b", "seq"]>, tensor<1xf32>) -> tensor<?x?xf32, ["b", "seq"]>\n'
+        '  func.return %y : tensor<?x?xf32, ["b", "seq"]>\n}',
+        "graph.layer_norm mixes positions along the padded dim 'seq': it cannot be masked",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(UNMASKABLE))
+def test_what_graph_mask_padding_cannot_mask_is_named(case):
+    from xdsl.utils.exceptions import VerifyException
+
+    from dlpc.passes.graph.mask_padding import mask_padding
+
+    text, message = UNMASKABLE[case]
+    with pytest.raises(VerifyException) as e:
+        mask_padding(pipeline.parse_module(text), ["seq"])
+    assert str(e.value) == f"graph-mask-padding: {message}"
+
+
+def test_a_padded_dim_no_op_mixes_gets_no_mask_and_a_layer_norm_elsewhere_passes():
+    """Elementwise ops and a layer norm over a static axis need no mask: no argument."""
+    from dlpc.passes.graph.mask_padding import mask_padding
+
+    text = (
+        'func.func @main(%x: tensor<?x4xf32, ["seq"]>) -> tensor<?x4xf32, ["seq"]> {\n'
+        '  %g = graph.param "g" : tensor<4xf32>\n'
+        '  %y = graph.layer_norm %x, %g {axis = 1 : i64} : (tensor<?x4xf32, ["seq"]>, tensor<4xf32>) -> tensor<?x4xf32, ["seq"]>\n'
+        '  %e = graph.exp %y : (tensor<?x4xf32, ["seq"]>) -> tensor<?x4xf32, ["seq"]>\n'
+        '  func.return %e : tensor<?x4xf32, ["seq"]>\n}'
+    )
+    module = pipeline.parse_module(text)
+    assert mask_padding(module, ["seq"]) == []
+    assert len(ref.main_func(module).body.block.args) == 1
