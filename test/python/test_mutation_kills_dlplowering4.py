@@ -167,3 +167,81 @@ def test_a_pool_window_is_selected_only_where_its_preconditions_hold(case):
     colmul = rest[1] if len(rest) > 1 else None
     want = _pool_ref(x, oh, ow, kh, kw, sh, sw, oth, otw, comb, fill, chan == "%i0", colmul)
     _close(out, want)
+
+
+# ------------------------------------------------------------------ row reductions
+
+
+def _rows(init: str, comb: str, value: str, lo: int = 0, step: int = 1) -> str:
+    """out[i] = comb over j from lo by 1 of VALUE (x[i, j] by default), acc from init; the
+    row loop i over 8 rows by `step`."""
+    return f"""
+func.func @main(%x: memref<8x64xf32>, %out0: memref<8xf32>)
+    attributes {{dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64}} {{
+  loop.kernel "rows_0" {{
+    loop.for %i = 0 to 8 step {step} {{name = "i0", parallel}} {{
+      %acc = memref.alloca() : memref<f32>
+      %z = arith.constant {init} : f32
+      memref.store %z, %acc[] : memref<f32>
+      loop.for %j = {lo} to 64 step 1 {{name = "r0", reduction}} {{
+        %c0 = arith.constant 0 : index
+        %v = {value}
+        %o = memref.load %acc[] : memref<f32>
+        %s = arith.{comb} : f32
+        memref.store %s, %acc[] : memref<f32>
+      }}
+      %r = memref.load %acc[] : memref<f32>
+      memref.store %r, %out0[%i] : memref<8xf32>
+    }}
+  }}
+  func.return
+}}"""
+
+
+XIJ = "memref.load %x[%i, %j] : memref<8x64xf32>"
+X0 = "memref.load %x[%i, %c0] : memref<8x64xf32>"
+
+# name -> (init, combine, value, lo, step), the reduce op selected (None: scalar loops),
+# numpy's value of x (8 x 64)
+ROWS = {
+    "sum": (ZERO, "addf %o, %v", XIJ, 0, 1, "dlp.reduce_sum", lambda x: x.sum(1)),
+    "max": (NEG_INF, "maximumf %o, %v", XIJ, 0, 1, "dlp.reduce_max", lambda x: x.max(1)),
+    # a sum from 1: the reduce op starts from 0
+    "sum-from-1": ("1.000000e+00", "addf %o, %v", XIJ, 0, 1, None, lambda x: 1 + x.sum(1)),
+    # a max from 0 (max(0, row)): the reduce op starts from -inf
+    "max-from-0": (ZERO, "maximumf %o, %v", XIJ, 0, 1, None, lambda x: np.maximum(x.max(1), 0)),
+    # a reduction from column 1: not the row's whole tile
+    "from-column-1": (ZERO, "addf %o, %v", XIJ, 1, 1, None, lambda x: x[:, 1:].sum(1)),
+    # every other row: the work loop does not step by 1
+    "every-other-row": (
+        ZERO,
+        "addf %o, %v",
+        XIJ,
+        0,
+        2,
+        None,
+        lambda x: np.where(np.arange(8) % 2 == 0, x.sum(1), 0),
+    ),
+    # acc + acc: no value summed
+    "doubling": (ZERO, "addf %o, %o", XIJ, 0, 1, None, lambda x: np.zeros(8)),
+    # the row's first element 64 times: a scalar per row, not a vector
+    "one-element": (ZERO, "addf %o, %v", X0, 0, 1, None, lambda x: 64 * x[:, 0]),
+}
+
+
+@pytest.mark.parametrize("case", ROWS)
+def test_a_row_reduction_is_selected_only_where_its_preconditions_hold(case):
+    """dlp_select/reduce.py match_reduce: loops from 0 by 1, `acc = init; acc = acc <op>
+    v` with the op's identity as init (0 for a sum, -inf for a max) and v a vector over
+    the row; anything else keeps its scalar loops. Either way numpy's values."""
+    init, comb, value, lo, step, op, ref = ROWS[case]
+    text = _rows(init, comb, value, lo, step)
+    lowered = _lowered(text)
+    for name in ("dlp.reduce_sum", "dlp.reduce_max"):
+        assert (name in lowered) is (name == op)
+    x = np.random.default_rng(3).standard_normal((8, 64)).astype(np.float32)
+    (out,) = compile_dlp(parse_module(text), "tiny", name="rows_" + case.replace("-", "_"))(x)
+    want = ref(x)
+    if step == 2:  # rows the loop skips are left as the output buffer was (zeros)
+        out = np.where(np.arange(8) % 2 == 0, out, 0)
+    _close(out, want)
