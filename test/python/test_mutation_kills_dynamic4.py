@@ -254,3 +254,18 @@ def test_a_padded_dim_no_op_mixes_gets_no_mask_and_a_layer_norm_elsewhere_passes
     module = pipeline.parse_module(text)
     assert mask_padding(module, ["seq"]) == []
     assert len(ref.main_func(module).body.block.args) == 1
+
+
+def test_python_expr_evaluates_as_the_dim():
+    """The numpy backend's text of a dim (`python_expr`) is the dim's value for every
+    binding: coefficients, products, a floor division, a constant term."""
+    from dlpc.dialects import symdims as sd
+
+    s, t = sd.sym("s"), sd.sym("t")
+    dims = [s, 2 * s, s * t * 3 - 2, (s + -3) // 2 + 1, (2 * s + 1) // 4 * t, -s + 7, 5]
+    for d in dims:
+        text = sd.python_expr(d)
+        for sv, tv in [(1, 1), (5, 3), (8, 2), (13, 7)]:
+            env = {sd.python_name("s"): sv, sd.python_name("t"): tv}
+            assert eval(text, env) == sd.evaluate(d, {"s": sv, "t": tv}), (str(d), text)
+    assert sd.python_name("a.b-c") == "dim_a_b_c"
