@@ -489,3 +489,47 @@ def test_unscheduled_and_forced_layout_and_emit_kinds():
         "   1.0000  100.0%  total (2 passes)",
     ]
     assert PL.format_timing([]).splitlines()[-1].endswith("total (0 passes)")
+
+
+# ---- the per-pass check (passes/check.py): its tolerance and inputs ------------------------------
+
+
+def test_check_tolerance_scales_by_the_largest_finite_value():
+    from dlpc.passes import check
+
+    before = np.array([100.0, 1.0, np.inf], np.float64)
+    # (rtol, atol): atol * scale (100: the largest finite |before|) + rtol * |before|
+    assert check.compare(before, before + [0, 0.0109, 0], 1e-3, 1e-4) is None  # 0.01 + 0.001
+    worst = check.compare(before, before + [0, 0.0111, 0], 1e-3, 1e-4)
+    assert worst is not None and worst[0] == (1,)
+    assert check.compare(before, before + [0.09, 0, 0], 0.0, 1e-3) is None  # 0.1 at scale 100
+    assert check.compare(before, before + [0.11, 0, 0], 0.0, 1e-3) is not None
+    zeros = np.zeros(3)
+    assert check.compare(zeros, zeros + 1e-40, 0.0, 1e-9) is None  # scale 0 -> 1e-30
+    assert check.compare(zeros, zeros + 1e-20, 0.0, 1e-9) is not None
+    assert check.compare(np.zeros((0, 2)), np.zeros((2, 0)), 0, 0) is None
+    assert check.compare(np.zeros(2), np.zeros(3), 0, 0) == ((), (2,), (3,))
+    assert check.compare(np.array([True, False]), np.array([True, True]), 0, 0)[0] == (1,)
+    assert check.compare(np.zeros(0), np.zeros(0), 0, 0) is None
+
+
+def test_check_random_inputs_and_what_a_pass_keeps():
+    from dlpc.passes import check
+
+    rng = np.random.default_rng(0)
+    f = check.random_array(rng, (200,), "float16")
+    assert f.dtype == np.float16 and 0.7 < f.std() < 1.3
+    b = check.random_array(rng, (400,), np.bool_)
+    assert b.dtype == np.bool_ and 100 < b.sum() < 300
+    i = check.random_array(rng, (400,), np.int32, 3)
+    assert i.dtype == np.int32 and set(i.tolist()) == {0, 1, 2}
+    assert check.kept_results("graph-fuse", None, 3) == [(0, 0), (1, 1), (2, 2)]
+
+    class Autodiff:
+        result = 2
+
+    assert check.kept_results("graph-autodiff", Autodiff(), 3) == [(2, 0)]
+    assert check.kept_results("graph-autodiff", None, 3) == [(0, 0)]
+    assert check._fmt((2, 3)) == "shape (2, 3)"
+    assert check._fmt(np.float32(0.1)) == "0.1"
+    assert check._fmt(np.int64(7)) == "7"
