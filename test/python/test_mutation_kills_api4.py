@@ -533,3 +533,28 @@ def test_check_random_inputs_and_what_a_pass_keeps():
     assert check._fmt((2, 3)) == "shape (2, 3)"
     assert check._fmt(np.float32(0.1)) == "0.1"
     assert check._fmt(np.int64(7)) == "7"
+
+
+# ---- the tuner's cost model (tune/model.py) -----------------------------------------------------
+
+
+def test_ridge_model_trusts_itself_from_min_samples_and_learns_a_log_time():
+    from dlpc.tune.model import RidgeCostModel
+
+    m = RidgeCostModel(alpha=1e-6, min_samples=3)
+    assert m.predict([1.0, 2.0]) == 0.0 and not m.trained
+    np.testing.assert_array_equal(m._expand([2.0, 3.0]), [2.0, 3.0, 4.0, 6.0, 9.0])
+    m.update([1.0, 0.0], 1.0)
+    assert m.w is None  # one point: nothing fitted
+    m.update([2.0, 1.0], np.e)
+    assert m.w is not None and not m.trained  # fitted, not yet trusted
+    for x in ([3.0, 0.0], [1.0, 2.0], [0.0, 1.0], [2.0, 2.0], [4.0, 1.0]):
+        m.update(x, float(np.exp(0.5 * x[0] - 0.25 * x[1])))
+    assert m.trained and m.ys[0] == 0.0 and m.ys[1] == 1.0
+    # log(seconds) = 0.5 a - 0.25 b on the last points: the model follows them closely
+    assert abs(m.predict([3.0, 1.0]) - 1.25) < 0.3
+    assert m.predict([4.0, 0.0]) > m.predict([0.0, 2.0])
+    strong = RidgeCostModel(alpha=1e6, min_samples=1)
+    for x in ([0.0], [1.0], [2.0]):
+        strong.update(x, float(np.exp(x[0])))
+    assert abs(strong.predict([2.0]) - 1.0) < 0.05  # shrunk to the intercept: the mean log
