@@ -141,7 +141,8 @@ class DynamicFunction:
         if self.buckets:
             self._plan_buckets()
         self._plan_tiles(known)
-        self._fast: tuple[tuple, Callable[..., list[np.ndarray]]] | None = None
+        # the previous call's program for inputs of its shapes: None for other inputs
+        self._fast: Callable[..., list[np.ndarray] | None] | None = None
 
     @property
     def programs(self) -> int:
@@ -274,13 +275,11 @@ class DynamicFunction:
 
     def __call__(self, *inputs: np.ndarray) -> list[np.ndarray]:
         fast = self._fast  # the previous call's shapes and program: no binding to redo
-        if fast is not None and len(inputs) == len(fast[0]):
-            for x, (shape, dtype) in zip(inputs, fast[0]):
-                if type(x) is not np.ndarray or x.shape != shape or x.dtype != dtype:
-                    break
-            else:
+        if fast is not None:
+            outputs = fast(*inputs)
+            if outputs is not None:
                 self.stats["calls"] += 1
-                return fast[1](*inputs)
+                return outputs
         arrays = [np.asarray(x) for x in inputs]
         bound = self.bind(arrays)
         self.stats["calls"] += 1
@@ -290,7 +289,7 @@ class DynamicFunction:
             if not self.tiles:
                 key = tuple(sorted(bound.items()))
                 fn = self.cache.get(key) or self._build(key, bound, arrays)
-                self._fast = (tuple((x.shape, x.dtype) for x in arrays), fn)
+                self._fast = checked(tuple((x.shape, x.dtype) for x in arrays), fn)
                 return fn(*arrays)
             return self._run(bound, arrays)
         padded = dict(bound)
@@ -328,7 +327,7 @@ class DynamicFunction:
             return fn(*arrays)
         if not self.specialise:  # the next call of these shapes skips the binding
             shapes = tuple((x.shape, x.dtype) for x in arrays)
-            self._fast = (shapes, generic.fast(bound))
+            self._fast = generic.fast(bound, shapes)
         return outputs
 
     def _bucketed(self, d: symdims.Dim) -> str | None:
@@ -421,6 +420,22 @@ def leading_independent(module: ModuleOp, name: str) -> str | None:
     return None
 
 
+def checked(
+    shapes: tuple[tuple[tuple[int, ...], np.dtype], ...], fn: Callable[..., list[np.ndarray]]
+) -> Callable[..., list[np.ndarray] | None]:
+    """`fn` for inputs of `shapes` (shape and dtype each); None for any other inputs."""
+
+    def call(*xs: np.ndarray) -> list[np.ndarray] | None:
+        if len(xs) != len(shapes):
+            return None
+        for x, (shape, dtype) in zip(xs, shapes):
+            if type(x) is not np.ndarray or x.shape != shape or x.dtype != dtype:
+                return None
+        return fn(*xs)
+
+    return call
+
+
 class GenericUnavailable(Exception):
     """The model does not compile with runtime extents (why: the message)."""
 
@@ -499,15 +514,45 @@ class Generic:
             return self.fn(*arrays)
         return self.run(self.plan(bound), arrays)
 
-    def fast(self, bound: Mapping[str, int]) -> Callable[..., list[np.ndarray]]:
-        """The call for inputs of the shapes `bound` gives, after a call of them (the
-        program compiled, no growth): the numpy program, or `run` on their plan."""
+    def fast(
+        self, bound: Mapping[str, int], shapes: tuple[tuple[tuple[int, ...], np.dtype], ...]
+    ) -> Callable[..., list[np.ndarray] | None]:
+        """The call for inputs of `shapes` (whose dims are `bound`), after a call of them
+        (the program compiled, no growth): None for inputs of other shapes or dtypes."""
         if self.owner.target == "numpy":
             fn = self.fn
             assert fn is not None
-            return fn
-        plan, run = self.plan(bound), self.run
-        return lambda *xs: run(plan, xs)
+            return checked(shapes, fn)
+        plan, run, fn = self.plan(bound), self.run, self.fn
+        caller = getattr(fn, "_fast", None)  # (the C runtime's call: fastcall.py)
+        into = plan.ins[0] if len(plan.ins) == 1 else None
+        if caller is None or into is None:
+            return checked(shapes, lambda *xs: run(plan, xs))
+        # the common case, one input copied into its max-shaped buffer, in as few steps as
+        # possible (a call of a short length is a few microseconds)
+        ((shape, dtype),) = shapes
+        view, buf, dims, lock, outs = into[1], self.padded[0], plan.dims, self.lock, plan.outs
+
+        def call(*xs: np.ndarray) -> list[np.ndarray] | None:
+            if len(xs) != 1:
+                return None
+            x = xs[0]
+            if type(x) is not np.ndarray or x.shape != shape or x.dtype != dtype:
+                return None
+            if not lock.acquire(blocking=False):  # (another thread's call holds `buf`)
+                return run(plan, xs)
+            try:
+                view[...] = x
+                ys = caller(buf, dims)
+            finally:
+                lock.release()
+            if ys is None:  # (the extension refused the call: the Python path)
+                return run(plan, xs)
+            return [
+                y[i] if whole else np.ascontiguousarray(y[i]) for y, (i, whole) in zip(ys, outs)
+            ]
+
+        return call
 
     def plan(self, bound: Mapping[str, int]) -> Plan:
         """What a call of the binding `bound` copies and slices, made once per binding."""
