@@ -481,3 +481,44 @@ def test_shards_are_the_epochs_permutation_in_equal_slices():
     with pytest.raises(DlpcError, match=r"^error: batch size 8 does not divide by 3 ranks"):
         check_divides(8, 3)
     check_divides(8, 4)
+
+
+@pytest.mark.parametrize(
+    ("strategy", "headers", "shapes"),
+    [
+        (
+            ["--tp", "2"],
+            [
+                "// rank 0 of 2: tensor parallel, shards of fc1.weight, fc1.bias, fc2.weight",
+                "// rank 1 of 2: tensor parallel, shards of fc1.weight, fc1.bias, fc2.weight",
+            ],
+            {"tensor<8x784xf32>": 14, "tensor<4x784xf32>": 0},
+        ),
+        (
+            ["--pp", "2", "--microbatches", "2"],
+            [
+                "// rank 0 of 2: pipeline stage 0 (fc1.weight, fc1.bias), 1f1b",
+                "// rank 1 of 2: pipeline stage 1 (fc2.weight, fc2.bias, fc3.weight, fc3.bias), 1f1b",
+            ],
+            {"tensor<8x784xf32>": 4, "tensor<4x784xf32>": 8},
+        ),
+        (
+            ["--ps", "2"],
+            [
+                "// rank 0 of 2: parameter server and worker, batch 4",
+                "// rank 1 of 2: worker, batch 4",
+            ],
+            {"tensor<8x784xf32>": 0, "tensor<4x784xf32>": 10},
+        ),
+    ],
+)
+def test_emit_prints_each_strategys_rank_programs(strategy, headers, shapes, capsys):
+    """`dlpc-train --emit=graph` per strategy (in-process, no rank started): one header
+    per rank naming its share, and the batch each rank's step sees."""
+    from dlpc.tools.dlpc_train import main
+
+    assert main(["examples/mlp.dlpc", "--emit=graph", "--batch", "8", *strategy]) == 0
+    out = capsys.readouterr().out
+    assert [line for line in out.splitlines() if line.startswith("// rank")] == headers
+    for shape, count in shapes.items():
+        assert out.count(shape) == count, shape
