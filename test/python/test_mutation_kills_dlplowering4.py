@@ -245,3 +245,74 @@ def test_a_row_reduction_is_selected_only_where_its_preconditions_hold(case):
     if step == 2:  # rows the loop skips are left as the output buffer was (zeros)
         out = np.where(np.arange(8) % 2 == 0, out, 0)
     _close(out, want)
+
+
+# -------------------------------------------------------------------- convolutions
+
+# out[0, co, i, j] = INIT (+ or -) sum over ci, kh, kw of x[0, ci, i + kh, j + kw] * w[WIDX]
+CONV = """
+func.func @main(%x: memref<1x2x6x6xf32>, %w: memref<4x2x3x3xf32>, %out0: memref<1x4x4x4xf32>)
+    attributes {dlpc.num_inputs = 2 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "conv2d_0" {
+    loop.for %i0 = 0 to 1 step 1 {name = "i0"} {
+      loop.for %i1 = 0 to 4 step 1 {name = "i1", parallel} {
+        loop.for %i2 = 0 to 4 step 1 {name = "i2"} {
+          loop.for %i3 = 0 to 4 step 1 {name = "i3"} {
+            %acc = memref.alloca() : memref<f32>
+            %0 = arith.constant INIT : f32
+            memref.store %0, %acc[] : memref<f32>
+            loop.for %r0 = 0 to 2 step 1 {name = "r0", reduction} {
+              loop.for %r1 = 0 to 3 step 1 {name = "r1", reduction} {
+                loop.for %r2 = 0 to 3 step 1 {name = "r2", reduction} {
+                  %1 = arith.addi %i2, %r1 : index
+                  %2 = arith.addi %i3, %r2 : index
+                  %3 = memref.load %x[%i0, %r0, %1, %2] : memref<1x2x6x6xf32>
+                  %4 = memref.load %w[WIDX] : memref<4x2x3x3xf32>
+                  %5 = arith.mulf %3, %4 : f32
+                  %6 = memref.load %acc[] : memref<f32>
+                  %7 = arith.COMB %6, %5 : f32
+                  memref.store %7, %acc[] : memref<f32>
+                }
+              }
+            }
+            %sum = memref.load %acc[] : memref<f32>
+            memref.store %sum, %out0[%i0, %i1, %i2, %i3] : memref<1x4x4x4xf32>
+          }
+        }
+      }
+    }
+  }
+  func.return
+}"""
+
+W_OIHW = "%i1, %r0, %r1, %r2"
+
+# name -> (init, combine, weight index), whether dlp.conv2d is selected
+CONVS = {
+    "conv": ("0.000000e+00", "addf", W_OIHW, True),
+    # a sum from 1 (the conv op starts from 0)
+    "from-1": ("1.000000e+00", "addf", W_OIHW, False),
+    # acc - x * w
+    "subtracted": ("0.000000e+00", "subf", W_OIHW, False),
+    # w[co, ci, kw, kh]: the filter read transposed
+    "filter-transposed": ("0.000000e+00", "addf", "%i1, %r0, %r2, %r1", False),
+}
+
+
+@pytest.mark.parametrize("case", CONVS)
+def test_a_conv_is_selected_only_where_its_preconditions_hold(case):
+    """dlp_select/window.py match_conv: `acc = 0; acc += x * w[co, ci, kh, kw]` (the
+    filter in OIHW order, the sum from 0); anything else keeps its scalar loops. Either
+    way numpy's values."""
+    init, comb, widx, selected = CONVS[case]
+    text = CONV.replace("INIT", init).replace("COMB", comb).replace("WIDX", widx)
+    assert ("dlp.conv2d" in _lowered(text)) is selected
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((1, 2, 6, 6)).astype(np.float32)
+    w = rng.standard_normal((4, 2, 3, 3)).astype(np.float32)
+    (out,) = compile_dlp(parse_module(text), "tiny", name="conv_" + case.replace("-", "_"))(x, w)
+    wr = w.transpose(0, 1, 3, 2) if case == "filter-transposed" else w
+    sign = -1.0 if comb == "subf" else 1.0
+    windows = np.lib.stride_tricks.sliding_window_view(x[0], (3, 3), axis=(1, 2))
+    want = float(init) + sign * np.einsum("cijkl,ockl->oij", windows, wr)[None]
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
