@@ -558,3 +558,32 @@ def test_ridge_model_trusts_itself_from_min_samples_and_learns_a_log_time():
     for x in ([0.0], [1.0], [2.0]):
         strong.update(x, float(np.exp(x[0])))
     assert abs(strong.predict([2.0]) - 1.0) < 0.05  # shrunk to the intercept: the mean log
+
+
+def test_fit_reports_each_batch_on_a_fake_clock(small, monkeypatch):
+    """fit's progress events: the batch's place, the running mean loss, and samples per
+    second as seen / elapsed (on a clock that advances 0.5 s per reading: no real time)."""
+    import types
+
+    import dlpc.train as T
+    from dlpc.passes.train.optim import make_optimizer
+
+    ticks = iter(np.arange(0.0, 100.0, 0.5))
+    monkeypatch.setattr(T, "time", types.SimpleNamespace(perf_counter=lambda: float(next(ticks))))
+    t = T.Trainer(str(small), "mse", make_optimizer("sgd", lr=0.01), batch_size=2, target="numpy")
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((5, 6)).astype(np.float32)
+    y = rng.standard_normal((5, 3)).astype(np.float32)
+    events = []
+    history = t.fit(x, y, epochs=1, shuffle=False, callback=lambda e, i: events.append((e, i)))
+    batches = [i for e, i in events if e == "batch"]
+    assert [(i["epoch"], i["batch"], i["batches"]) for i in batches] == [(0, 0, 2), (0, 1, 2)]
+    assert [i["samples_per_s"] for i in batches] == [2 / 0.5, 4 / 1.0]
+    assert batches[0]["accuracy"] is None
+    assert batches[1]["mean_loss"] == pytest.approx((batches[0]["loss"] + batches[1]["loss"]) / 2)
+    (epoch,) = [i for e, i in events if e == "epoch"]
+    assert epoch["seconds"] == 1.5 and epoch["loss"] == history["loss"][0]
+    assert np.isnan(history["accuracy"][0]) and np.isnan(history["val_loss"][0])
+    assert t.epoch == 1
+    with pytest.raises(DlpcError, match=r"^error: 1 samples are fewer than one batch of 2$"):
+        t.fit(x[:1], y[:1])
