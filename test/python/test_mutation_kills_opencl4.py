@@ -232,3 +232,68 @@ def test_a_laned_body_holds_scalar_ops_small_buffers_and_loop_free_ifs(body, lan
     a buffer copy (no scalar form) keeps the loop unlaned."""
     loops = _loops(LANED.replace("BODY", body))
     assert _laneable(loops["i0"]) is laneable
+
+
+# ------------------------------------------------------------- GPU plans and guards
+
+# y[j] = x[j] for every i: i writes no element of its own (not independent), j does
+OUTER_DEPENDENT = """
+func.func @main(%x: memref<8xf32>, %y: memref<8xf32>) {
+  loop.kernel "k" {
+    loop.for %i = 0 to 4 step 1 {name = "i0"} {
+      loop.for %j = 0 to 8 step 1 {name = "i1"} {
+        %v = memref.load %x[%j] : memref<8xf32>
+        memref.store %v, %y[%j] : memref<8xf32>
+      }
+    }
+  }
+  func.return
+}"""
+
+
+def test_work_items_stop_at_the_first_dependent_loop():
+    """gpu_launch.work_items: the work-items are the leading independent loops of the
+    nest, up to the first that is not (i rewrites all of y each iteration): an
+    independent loop below it (j) runs inside each work-item, and a kernel without one
+    is a single work-item (global and local size 1)."""
+    from dlpc.backends.opencl.gpu_launch import plan_gpu_launch, work_items
+
+    (kernel,) = kernels(parse_module(OUTER_DEPENDENT))
+    assert work_items(kernel) == []
+    launch = plan_gpu_launch(kernel, "k", H200)
+    assert (launch.global_size, launch.local_size) == ((1,), (1,))
+    assert not launch.mapped
+
+
+GUARDED = """
+func.func @main(%x: memref<16xf32>, %y: memref<8x8xf32>) {
+  loop.kernel "k" {
+    loop.for %i = 0 to 8 step 1 {name = "i0"} {
+      loop.for %j = 0 to 8 step 1 {name = "i1"} {
+        %c2 = arith.constant 2 : index
+        %d = arith.muli %i, MUL : index
+        %g = arith.cmpi slt, %d, %c2 : index
+        %v = scf.if %g -> (f32) {
+          %l = memref.load %x[%i] : memref<16xf32>
+          scf.yield %l : f32
+        } else {
+          %z = arith.constant 0.000000e+00 : f32
+          scf.yield %z : f32
+        }
+        memref.store %v, %y[%i, %j] : memref<8x8xf32>
+      }
+    }
+  }
+  func.return
+}"""
+
+
+@pytest.mark.parametrize("mul, guard", [("%c2", True), ("%j", False)])
+def test_a_padding_guard_multiplies_by_constants_only(mul, guard):
+    """guards.padding_guards: 2 i < 2 is affine in the lanes (a padding guard, checked at
+    the box's corners); i * j < 2 is not (its set is not convex in (i, j))."""
+    from dlpc.backends.opencl.guards import padding_guards
+
+    module = parse_module(GUARDED.replace("MUL", mul))
+    nest = next(op for op in module.walk() if op.name == "loop.for")
+    assert (padding_guards(nest) is not None) is guard
