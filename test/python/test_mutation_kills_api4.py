@@ -587,3 +587,39 @@ def test_fit_reports_each_batch_on_a_fake_clock(small, monkeypatch):
     assert t.epoch == 1
     with pytest.raises(DlpcError, match=r"^error: 1 samples are fewer than one batch of 2$"):
         t.fit(x[:1], y[:1])
+
+
+def test_a_one_input_model_refuses_a_wrong_shape_on_every_path(tmp_path):
+    """The checks of a model of one input: a wrong shape is refused on the first call and
+    after a good call (the cached specs)."""
+    path = tmp_path / "one.mlir"
+    path.write_text(
+        "func.func @main(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {\n"
+        "  %y = graph.relu %x : (tensor<2x3xf32>) -> tensor<2x3xf32>\n"
+        "  func.return %y : tensor<2x3xf32>\n}\n"
+    )
+    c = dlpc.compile(dlpc.load(path), target="numpy")
+    with pytest.raises(
+        DlpcError, match=r"^error: input 'x' has shape 3x2 but the model expects 2x3$"
+    ):
+        c(np.ones((3, 2), np.float32))
+    good = np.asfortranarray(np.array([[1, -2, 3], [-4, 5, -6]], np.float32))
+    np.testing.assert_array_equal(c(good)[0], [[1, 0, 3], [0, 5, 0]])
+    with pytest.raises(
+        DlpcError, match=r"^error: input 'x' has shape 3x2 but the model expects 2x3$"
+    ):
+        c(np.ones((3, 2), np.float32))
+    with pytest.raises(
+        DlpcError, match=r"^error: input 'x' has shape 6 but the model expects 2x3$"
+    ):
+        c(np.ones(6, np.float32))
+
+
+def test_time_is_the_median_of_the_repeats_on_a_fake_clock(add, monkeypatch):
+    import types
+
+    c = dlpc.compile(dlpc.load(add, weights={"w": np.ones((2, 3), np.float32)}), target="numpy")
+    readings = iter([10.0, 10.5, 20.0, 23.0, 30.0, 30.25])  # calls of 0.5, 3 and 0.25 s
+    monkeypatch.setattr(api, "time", types.SimpleNamespace(perf_counter=lambda: next(readings)))
+    x = np.ones((2, 3), np.float32)
+    assert c.time(x, x, repeat=3, warmup=0) == 0.5
