@@ -142,9 +142,9 @@ def main() -> int:
         worst = max(err for _, err in row.values())
         ratio = ms["symbolic"] / ms["specialised"]
         print(
-            f"{n:>4} | {ms['symbolic']:>11.3f} | {ms['binding']:>14.3f} | "
-            f"{ms['bucketed']:>11.3f} ({bucket:>6}) | {ms['specialised']:>14.3f} | "
-            f"{ratio:>8.2f} | {ms['ort']:>14.3f} | {worst:.2g}"
+            f"{n:>4} | {ms['symbolic']:>11.4f} | {ms['binding']:>14.4f} | "
+            f"{ms['bucketed']:>11.4f} ({bucket:>6}) | {ms['specialised']:>14.4f} | "
+            f"{ratio:>8.2f} | {ms['ort']:>14.4f} | {worst:.2g}"
         )
     print()
     for name in ("symbolic", "binding", "bucketed", "specialised"):

@@ -67,3 +67,33 @@ func.func @main(%x: tensor<?xf32, ["seq"]>, %dlpc_dims: tensor<1xi64>) -> tensor
   } attributes {dlpc.over = ["seq"]}
   func.return %s : tensor<f32>
 }
+
+// -----
+
+// A row group (softmax's max and subtract) over symbolic rows and a symbolic row length
+// is one kernel: the block loop over the rows steps by the block (16) and carries a
+// split id, each per-row loop (b, b_1) is marked as its split (extent seq, base the
+// block loop), and the row's reduction is exact.
+// CHECK-LABEL: func.func @main(%x: memref<32x32xf32>, %dlpc_dims: memref<1xi64>, %out0: memref<32x32xf32>)
+// CHECK:         loop.kernel "softmax_0" attributes {origin = "graph.softmax", dlpc.exact = ["r0"]} {
+// CHECK-NEXT:      loop.for %[[I:.*]] = 0 to 32 step 16 {name = "i0", parallel, dlpc.extent_id = 1, dlpc.extent = "seq"} {
+// CHECK-NEXT:        memref.alloca() : memref<16xf32>
+// CHECK-NEXT:        loop.for %[[B:.*]] = 0 to 16 step 1 {name = "b", dlpc.extent = "seq", dlpc.extent_base = [1 : i64]} {
+// CHECK-NEXT:          arith.addi %[[I]], %[[B]] : index
+// CHECK:               loop.for %{{.*}} = 0 to 32 step 1 {name = "r0", vectorize, reduction, dlpc.extent = "seq"} {
+// CHECK:             loop.for %{{.*}} = 0 to 16 step 1 {name = "b_1", dlpc.extent = "seq", dlpc.extent_base = [1 : i64]} {
+// CHECK:               loop.for %{{.*}} = 0 to 32 step 1 {name = "j0_1", vectorize, dlpc.extent = "seq"} {
+// CHECK-NOT:     loop.kernel
+func.func @main(%x: tensor<?x?xf32, ["seq", "seq"]>, %dlpc_dims: tensor<1xi64>) -> tensor<?x?xf32, ["seq", "seq"]> attributes {dlpc.dims = ["seq"], dlpc.max_dims = {seq = 32 : i64}} {
+  %m = te.reduce "softmax_0_max" (%i0) reduce (%r0) over [-1] combiner "max" init -inf : tensor<?xf32, ["seq"]> {
+    %0 = te.read %x[%i0, %r0] : tensor<?x?xf32, ["seq", "seq"]>
+    te.yield %0 : f32
+  } attributes {dlpc.over = ["seq"]}
+  %y = te.compute "softmax_0" (%i1, %i2) : tensor<?x?xf32, ["seq", "seq"]> {
+    %1 = te.read %x[%i1, %i2] : tensor<?x?xf32, ["seq", "seq"]>
+    %2 = te.read %m[%i1] : tensor<?xf32, ["seq"]>
+    %3 = arith.subf %1, %2 : f32
+    te.yield %3 : f32
+  }
+  func.return %y : tensor<?x?xf32, ["seq", "seq"]>
+}
