@@ -623,3 +623,32 @@ def test_time_is_the_median_of_the_repeats_on_a_fake_clock(add, monkeypatch):
     monkeypatch.setattr(api, "time", types.SimpleNamespace(perf_counter=lambda: next(readings)))
     x = np.ones((2, 3), np.float32)
     assert c.time(x, x, repeat=3, warmup=0) == 0.5
+
+
+# ---- the tuner's search space (tune/space.py) -------------------------------------------------
+
+
+def test_gemm_features_end_with_the_working_sets():
+    """A gemm point's derived features: log2 of A's and B's panels in bytes against 32 KiB
+    and 1 MiB, whether they exceed 48 KiB and 1 MiB, and the register tile over 256."""
+    import math
+
+    from test_schedule import MATMUL
+
+    from dlpc.passes.pipeline import parse_module
+    from dlpc.tune.space import space_for
+
+    space = space_for(parse_module(MATMUL), "mm")
+    assert space is not None and space.template == "gemm"
+    point = dict(space.default(), mc=24, kc=16, nc=64, mr=4, nr=8)
+    tail = space.features(point)[-5:]
+    a_bytes, b_bytes = 24 * 16 * 4, 16 * 64 * 4
+    assert tail == [
+        math.log2(a_bytes) - 15,
+        math.log2(b_bytes) - 20,
+        0.0,
+        0.0,
+        4 * 8 / 256.0,
+    ]
+    big = dict(point, mc=1024, kc=64, nc=8192)  # 256 KiB of A, 2 MiB of B
+    assert space.features(big)[-3:-1] == [1.0, 1.0]
