@@ -652,3 +652,37 @@ def test_gemm_features_end_with_the_working_sets():
     ]
     big = dict(point, mc=1024, kc=64, nc=8192)  # 256 KiB of A, 2 MiB of B
     assert space.features(big)[-3:-1] == [1.0, 1.0]
+
+
+def test_a_measurement_runs_its_repeats_until_the_deadline(monkeypatch):
+    """tune/measure.py's child, in-process on a fake clock (1 s a reading): `repeat` timed
+    calls after `warmup`, stopping once a reading passes `max_seconds` from the start;
+    the best of them is the time."""
+    import types
+
+    from test_schedule import MATMUL
+
+    from dlpc.backends.runtime import cbuild
+    from dlpc.tune import measure
+
+    calls = []
+    real = cbuild.build
+
+    def counting_build(source, name, **kw):
+        lib = real(source, name=name, **kw)
+        if name != "tune":
+            return lib
+        return types.SimpleNamespace(call=lambda out: calls.append(1) or lib.call(out))
+
+    monkeypatch.setattr(cbuild, "build", counting_build)
+    clock = iter(np.arange(1000.0, 2000.0, 1.0))
+    monkeypatch.setattr(measure, "time", types.SimpleNamespace(perf_counter=lambda: next(clock)))
+    job = {"ir": MATMUL, "script": "", "repeat": 4, "warmup": 1, "max_seconds": 100.0}
+    assert measure._child(job) == {"ok": True, "time": 1.0}
+    assert len(calls) == 1 + 1 + 4  # the check, the warmup, the repeats
+    calls.clear()
+    # deadline t + 4.5 (t its reading): repeat 1 reads t+1, t+2, t+3 (before it), repeat 2
+    # reads t+4, t+5, t+6 (past it: the last)
+    job["max_seconds"] = 4.5
+    assert measure._child(job)["ok"]
+    assert len(calls) == 1 + 1 + 2
