@@ -297,3 +297,68 @@ def test_a_padding_guard_multiplies_by_constants_only(mul, guard):
     module = parse_module(GUARDED.replace("MUL", mul))
     nest = next(op for op in module.walk() if op.name == "loop.for")
     assert (padding_guards(nest) is not None) is guard
+
+
+# ------------------------------------------------------------------- relayout plans
+
+# y[f] = sum over k of LOADS (W an 8 x 8 x 8 parameter), the lanes over f
+RELAYOUT = """
+func.func @main(%W: memref<8x8x8xf32>, %y: memref<8xf32>) {
+  loop.kernel "k" {
+    loop.for %f = 0 to 8 step 1 {name = "i0", parallel} {
+      %acc = memref.alloca() : memref<f32>
+      %z = arith.constant 0.000000e+00 : f32
+      memref.store %z, %acc[] : memref<f32>
+      %c0 = arith.constant 0 : index
+      loop.for %k = 0 to 8 step 1 {name = "r0", reduction} {
+        %a = memref.load %W[A] : memref<8x8x8xf32>
+        %b = memref.load %W[B] : memref<8x8x8xf32>
+        %p = arith.addf %a, %b : f32
+        %o = memref.load %acc[] : memref<f32>
+        %s = arith.addf %o, %p : f32
+        memref.store %s, %acc[] : memref<f32>
+      }
+      %r = memref.load %acc[] : memref<f32>
+      memref.store %r, %y[%f] : memref<8xf32>
+      STORE
+    }
+  }
+  func.return
+}"""
+
+
+@pytest.mark.parametrize(
+    "a, b, store, perm",
+    [
+        # W[f, k, 0] twice: read as W^T with f last
+        ("%f, %k, %c0", "%f, %k, %c0", "", (1, 2, 0)),
+        # f as the last index already: nothing to transpose
+        ("%k, %c0, %f", "%k, %c0, %f", "", None),
+        # f in two indices: no single permutation makes it the last
+        ("%f, %f, %c0", "%f, %f, %c0", "", None),
+        # two loads wanting two layouts (f first, f second): neither
+        ("%f, %k, %c0", "%k, %f, %c0", "", None),
+        # a buffer the kernel stores to is not a fixed parameter copy
+        (
+            "%f, %k, %c0",
+            "%f, %k, %c0",
+            "memref.store %z, %W[%f, %c0, %c0] : memref<8x8x8xf32>",
+            None,
+        ),
+    ],
+)
+def test_a_resident_buffer_is_read_transposed_only_for_one_layout(a, b, store, perm):
+    """launch.plan_relayout: a resident, never-stored buffer loaded with the vector
+    loop's variable as one index other than the last gets the permutation moving that
+    index last (consecutive lanes read consecutive elements); none when the variable is
+    already last or in two indices, when two loads want different permutations, or when
+    the kernel stores to the buffer."""
+    from dlpc.backends.opencl.launch import plan_relayout
+
+    text = RELAYOUT.replace("[A]", f"[{a}]").replace("[B]", f"[{b}]").replace("STORE", store)
+    module = parse_module(text)
+    (kernel,) = kernels(module)
+    (w,) = [arg for arg in module.walk() if arg.name == "func.func"][0].body.block.args[:1]
+    vector = next(lp for lp in kernel.loops() if lp.loop_name == "i0")
+    plan = plan_relayout(kernel, vector, {w})
+    assert plan == ({w: perm} if perm else {})
