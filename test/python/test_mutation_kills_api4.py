@@ -686,3 +686,38 @@ def test_a_measurement_runs_its_repeats_until_the_deadline(monkeypatch):
     job["max_seconds"] = 4.5
     assert measure._child(job)["ok"]
     assert len(calls) == 1 + 1 + 2
+
+
+def test_the_tuner_stops_at_its_trials_and_its_time_budget(tmp_path, monkeypatch):
+    """tune/search.py with a stand-in measurement (no compile): `trials` measurements,
+    the best time so far in each progress, a record per trial in the log; and on a fake
+    clock (1 s a reading) a time budget of 2.5 s lets two trials start."""
+    import types
+
+    from test_schedule import MATMUL
+
+    from dlpc.passes.pipeline import parse_module
+    from dlpc.tune import search
+    from dlpc.tune.measure import Result
+
+    times = iter([3.0, 2.0, 5.0, 1.0, 4.0, 6.0, 7.0, 8.0])
+
+    def fake(ir, script, **kw):
+        return Result(True, next(times) * 1e-3)
+
+    log = tmp_path / "log.json"
+    tuner = search.Tuner(parse_module(MATMUL), log=str(log), measure_fn=fake, seed=1)
+    assert [t.kernel for t in tuner.tasks] == ["mm"]
+    progress = list(tuner.run(trials=5))
+    assert [p.trial for p in progress] == [1, 2, 3, 4, 5]
+    assert all(p.total == 5 and p.ok for p in progress)
+    assert [p.best for p in progress] == [3e-3, 2e-3, 2e-3, 1e-3, 1e-3]
+    assert len({p.script for p in progress}) == 5
+    assert [h[0] for h in tuner.history] == [1, 2, 3, 4, 5]
+    clock = iter(np.arange(0.0, 1000.0, 1.0))
+    monkeypatch.setattr(search, "time", types.SimpleNamespace(monotonic=lambda: next(clock)))
+    times = iter([3.0] * 10)
+    again = search.Tuner(parse_module(MATMUL), log=str(tmp_path / "b.json"), measure_fn=fake)
+    assert len(list(again.run(trials=5, time_budget=2.5))) == 2
+    with pytest.raises(ValueError, match=r"unknown search strategy 'x' \(expected evolutionary"):
+        search.Tuner(parse_module(MATMUL), strategy="x", tasks=[])
