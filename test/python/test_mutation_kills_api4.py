@@ -721,3 +721,55 @@ def test_the_tuner_stops_at_its_trials_and_its_time_budget(tmp_path, monkeypatch
     assert len(list(again.run(trials=5, time_budget=2.5))) == 2
     with pytest.raises(ValueError, match=r"unknown search strategy 'x' \(expected evolutionary"):
         search.Tuner(parse_module(MATMUL), strategy="x", tasks=[])
+
+
+# ---- the graph builder's attribute checks (frontends/builder.py) --------------------------------
+
+
+def test_attribute_values_are_checked_and_normalised():
+    from dlpc.frontends.builder import OPS, FrontendError, coerce_attr
+
+    conv, mm, softmax = OPS["conv2d"], OPS["matmul"], OPS["softmax"]
+    assert coerce_attr(conv, "pads", "pads", 1) == [1, 1, 1, 1]
+    assert coerce_attr(conv, "pads", "pads", [1, 2]) == [1, 2, 1, 2]
+    assert coerce_attr(conv, "pads", "pads", [1, 2, 3, 4]) == [1, 2, 3, 4]
+    with pytest.raises(
+        FrontendError, match=r"^conv2d argument 'pads' expects 1, 2 or 4 values, got"
+    ):
+        coerce_attr(conv, "pads", "pads", [1, 2, 3])
+    assert coerce_attr(conv, "strides", "strides", 2) == [2, 2]
+    assert coerce_attr(conv, "strides", "strides", [2, 3]) == [2, 3]
+    with pytest.raises(FrontendError, match=r"expects 1 or 2 values"):
+        coerce_attr(conv, "strides", "strides", [1, 2, 3])
+    wit = OPS["winograd_input_transform"]  # not a window op: its pads as given
+    assert coerce_attr(wit, "pads", "pads", [1, 2]) == [1, 2]
+    assert coerce_attr(conv, "groups", "groups", np.int64(2)) == 2
+    assert coerce_attr(conv, "groups", "groups", -(2**63)) == -(2**63)
+    for big in (2**63, -(2**63) - 1):
+        with pytest.raises(
+            FrontendError, match=r"^conv2d argument 'groups': -?\d+ does not fit in 64 bits$"
+        ):
+            coerce_attr(conv, "groups", "groups", big)
+    with pytest.raises(FrontendError, match=r"does not fit in 64 bits"):
+        coerce_attr(conv, "pads", "pads", [1, 2**63])
+    with pytest.raises(FrontendError, match=r"^softmax argument 'axis' expects an int, got"):
+        coerce_attr(softmax, "axis", "axis", 1.5)
+    assert coerce_attr(mm, "transpose_b", "transpose_b", True) is True
+    with pytest.raises(
+        FrontendError, match=r"^matmul argument 'transpose_b' expects true or false"
+    ):
+        coerce_attr(mm, "transpose_b", "transpose_b", 1)
+    leaky = OPS["leaky_relu"]
+    assert coerce_attr(leaky, "alpha", "alpha", 1) == 1.0
+    assert isinstance(coerce_attr(leaky, "alpha", "alpha", 1), float)
+    with pytest.raises(FrontendError, match=r"^leaky_relu argument 'alpha' expects a number"):
+        coerce_attr(leaky, "alpha", "alpha", "x")
+    gelu = OPS["gelu"]
+    assert coerce_attr(gelu, "approximate", "approximate", "tanh") == "tanh"
+    with pytest.raises(FrontendError, match=r"^gelu argument 'approximate' expects a string"):
+        coerce_attr(gelu, "approximate", "approximate", 1)
+    cast = OPS["cast"]
+    with pytest.raises(FrontendError, match=r"^cast argument 'to' expects an element type \("):
+        coerce_attr(cast, "to", "to", "f7")
+    with pytest.raises(FrontendError, match=r"expects an int or a list of ints"):
+        coerce_attr(conv, "pads", "pads", "x")
