@@ -362,3 +362,42 @@ def test_a_resident_buffer_is_read_transposed_only_for_one_layout(a, b, store, p
     vector = next(lp for lp in kernel.loops() if lp.loop_name == "i0")
     plan = plan_relayout(kernel, vector, {w})
     assert plan == ({w: perm} if perm else {})
+
+
+@pytest.mark.parametrize(
+    "ty, combine, init, lanes, vector",
+    [
+        # an f32 sum (or product) laned 8 wide: its partials are one float8
+        ("f32", "addf", "0.000000e+00", 8, True),
+        ("f32", "mulf", "1.000000e+00", 4, True),
+        # 3 lanes are no OpenCL vector width
+        ("f32", "addf", "0.000000e+00", 3, False),
+        # a max's partials stay scalars (only sums and products are vector ops here)
+        ("f32", "maximumf", "0xFF800000", 8, False),
+        # f64 partials stay scalars
+        ("f64", "addf", "0.000000e+00", 8, False),
+    ],
+)
+def test_partials_become_one_vector_for_f32_sums_and_products(ty, combine, init, lanes, vector):
+    """lanes.partial_vector: the only laned reduction loop, of a vector width, whose
+    accumulators are all f32 sums or products, writes its partials as the lanes of one
+    OpenCL vector; any other keeps scalar partials."""
+    from dlpc.backends.opencl.lanes import partial_vector
+
+    loops = _sum(ty, init, combine)
+    red = loops["r0"]
+    found = accumulators(red)
+    assert found is not None
+    got = partial_vector({red: lanes}, {red: found})
+    assert (got is red) if vector else (got is None)
+
+
+def test_partials_of_two_loops_are_not_one_vector():
+    """lanes.partial_vector: with two reduction loops summing in partials neither is
+    written as the vector (each accumulator is a scalar per partial)."""
+    from dlpc.backends.opencl.lanes import partial_vector
+
+    a, b = _sum()["r0"], _sum()["r0"]
+    found_a, found_b = accumulators(a), accumulators(b)
+    assert found_a is not None and found_b is not None
+    assert partial_vector({a: 8, b: 8}, {a: found_a, b: found_b}) is None
