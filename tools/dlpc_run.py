@@ -344,6 +344,16 @@ def run(argv: list[str] | None) -> int:
         print(f"dims: {stats['calls']} guarded calls, {stats['compiles']} compile(s)")
         last = compiled.function.last
         assert isinstance(last, api.CompiledModel)  # (the program these inputs ran)
+        if args.profile:  # (of the program that ran: the one program takes padded inputs)
+            given, inputs = inputs, generic_arguments(compiled, inputs)
+            if inputs is not given:
+                generic = compiled.function.generic
+                assert generic is not None  # (generic_arguments padded for it)
+                sizes = ", ".join(f"{k}={v}" for k, v in generic.max.items())
+                print(
+                    f"note: the one program for every value of the dims: the profile's "
+                    f"FLOPs and bytes are counted at its maxima ({sizes})"
+                )
         compiled = last
         if buckets:  # (its inputs are padded: the profile below would need them too)
             args.profile = False
@@ -377,6 +387,23 @@ def run(argv: list[str] | None) -> int:
         )
         return 1
     return 0
+
+
+def generic_arguments(compiled, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    """The arguments the one program of a model with symbolic dims (runtime/dynamic.py
+    Generic) takes for `inputs`: each input at the top-left of a buffer of its maximum
+    shape, then the dims; `inputs` themselves for a program of one binding."""
+    function = compiled.function
+    generic = getattr(function, "generic", None)
+    if generic is None or generic.fn is None or not generic.full:
+        return inputs
+    bound = function.bind(inputs)
+    out = []
+    for x, full in zip(inputs, generic.full):
+        buf = np.zeros(full, x.dtype)
+        buf[tuple(slice(0, n) for n in x.shape)] = x
+        out.append(buf)
+    return [*out, np.array([bound[n] for n in generic.names], np.int64)]
 
 
 def _opencl_function(compiled):
