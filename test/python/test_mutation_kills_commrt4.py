@@ -522,3 +522,77 @@ def test_emit_prints_each_strategys_rank_programs(strategy, headers, shapes, cap
     assert [line for line in out.splitlines() if line.startswith("// rank")] == headers
     for shape, count in shapes.items():
         assert out.count(shape) == count, shape
+
+
+# ---- dist/*.py: the trainers' checks before any step is built (a stand-in world) -------------
+
+
+def test_meshes_and_stages_must_match_the_world():
+    from dlpc.dist.hybrid import HybridPipelineTrainer, HybridTrainer
+    from dlpc.dist.pipeline import PipelineTrainer
+    from dlpc.passes.train.losses import Loss
+
+    mlp = "examples/mlp.dlpc"
+    with pytest.raises(
+        DlpcError, match=r"^error: a mesh of dp 2 x tp 2 needs 4 ranks, but MPI started 5$"
+    ):
+        HybridTrainer(mlp, comm_world=_world(5))
+    with pytest.raises(
+        DlpcError, match=r"^error: a mesh of dp 2 x pp 2 needs 4 ranks, but MPI started 5$"
+    ):
+        HybridPipelineTrainer(mlp, comm_world=_world(5))
+    with pytest.raises(
+        DlpcError, match=r"^error: a mesh of dp 2 x pp 2 needs 4 ranks, but MPI started 3$"
+    ):
+        HybridPipelineTrainer(mlp, comm_world=_world(3))
+    with pytest.raises(
+        DlpcError, match=r"^error: hybrid steps run on targets numpy and c, not 'dlp'$"
+    ):
+        HybridTrainer(mlp, target="dlp", comm_world=_world(4))
+    with pytest.raises(DlpcError, match=r"^error: hybrid pipelines run gpipe and 1f1b, not '2bw'$"):
+        HybridPipelineTrainer(mlp, schedule="2bw", comm_world=_world(4))
+    with pytest.raises(
+        DlpcError, match=r"^error: a row's batch 3 does not divide into 2 micro-batches$"
+    ):
+        HybridPipelineTrainer(mlp, batch_size=6, comm_world=_world(4))
+    with pytest.raises(DlpcError, match=r"^error: a pipeline needs a loss with reduction 'mean'$"):
+        HybridPipelineTrainer(mlp, loss=Loss("mse", reduction="sum"), comm_world=_world(4))
+    with pytest.raises(
+        DlpcError, match=r"^error: 2 pipeline stages, but MPI started 3 ranks \(mpiexec -n 2\)$"
+    ):
+        PipelineTrainer(mlp, stages=2, comm=_world(3))
+    with pytest.raises(DlpcError, match=r"^error: 3 pipeline stages, but MPI started 2 ranks"):
+        PipelineTrainer(mlp, stages=3, comm=_world(2))
+    with pytest.raises(
+        DlpcError, match=r"^error: batch size 6 does not divide into 4 micro-batches$"
+    ):
+        PipelineTrainer(mlp, batch_size=6, microbatches=4, comm=_world(2))
+
+
+def test_a_hybrid_row_takes_its_share_of_a_global_batch():
+    import types
+
+    from dlpc.dist.hybrid import _DataRows
+
+    row = types.SimpleNamespace(global_batch=8, d=1, local_batch=4)
+    with pytest.raises(DlpcError, match=r"^error: a global batch has 8 samples, got 4$"):
+        _DataRows._step(row, np.zeros((4, 2)), np.zeros(4))  # type: ignore[arg-type]
+    with pytest.raises(DlpcError, match=r"^error: a global batch has 8 samples, got 9$"):
+        _DataRows._step(row, np.zeros((9, 2)), np.zeros(9))  # type: ignore[arg-type]
+
+
+def test_the_async_server_counts_its_workers():
+    import types
+
+    from dlpc.dist.parameter_server import AsyncParameterServer
+
+    with pytest.raises(DlpcError, match=r"^error: a parameter server needs at least 2 ranks"):
+        AsyncParameterServer("examples/mlp.dlpc", comm=_world(1))
+    with pytest.raises(DlpcError, match=r"^error: server 3 is not a rank of 3$"):
+        AsyncParameterServer("examples/mlp.dlpc", server=3, comm=_world(3))
+    with pytest.raises(DlpcError, match=r"^error: staleness must be >= 0, got -1$"):
+        AsyncParameterServer("examples/mlp.dlpc", staleness=-1, comm=_world(3))
+    with pytest.raises(DlpcError, match=r"^error: batch size 3 does not divide by 2 workers$"):
+        AsyncParameterServer("examples/mlp.dlpc", batch_size=3, comm=_world(3))
+    ps = types.SimpleNamespace(server=1)
+    assert [AsyncParameterServer._worker_rank(ps, w) for w in range(3)] == [0, 2, 3]  # type: ignore[arg-type]
