@@ -773,3 +773,27 @@ def test_attribute_values_are_checked_and_normalised():
         coerce_attr(cast, "to", "to", "f7")
     with pytest.raises(FrontendError, match=r"expects an int or a list of ints"):
         coerce_attr(conv, "pads", "pads", "x")
+
+
+def test_a_conv_of_16_channels_blocks_them_by_1_2_4_or_8(tmp_path):
+    """The reduction template's channel blocks: the powers of two up to 8 that divide the
+    output channels (an NCHW conv at -O1); a 6x6 output row is too short to tile."""
+    from dlpc.dialects.loop import kernels
+    from dlpc.passes.pipeline import PipelineOptions, lower
+    from dlpc.tune.space import space_for
+
+    path = tmp_path / "c.dlpc"
+    path.write_text(
+        "model c(x: f32[1, 3, 8, 8]) {\n"
+        "  param w: f32[16, 3, 3, 3] = kaiming(seed=1)\n"
+        "  return relu(conv2d(x, w))\n}\n"
+    )
+    model = api.load(path)
+    module = model.module.clone()
+    lower(module, "loop", PipelineOptions(opt_level=1), weights=dict(model.weights))
+    (conv,) = [k.sym for k in kernels(module) if k.sym.startswith("conv2d")]
+    space = space_for(module, conv)
+    assert space is not None and space.template == "reduction"
+    assert space.knobs["cb"] == [1, 2, 4, 8]
+    assert space.knobs["wt"] == [0]
+    assert space.knobs["par"] == ["auto", "i1"]
