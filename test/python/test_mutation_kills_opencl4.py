@@ -401,3 +401,61 @@ def test_partials_of_two_loops_are_not_one_vector():
     found_a, found_b = accumulators(a), accumulators(b)
     assert found_a is not None and found_b is not None
     assert partial_vector({a: 8, b: 8}, {a: found_a, b: found_b}) is None
+
+
+# ------------------------------------------------------------------ ragged lanes
+
+ROW = """
+func.func @main(%x: memref<NxF32>, %y: memref<NxF32>) {
+  loop.kernel "k" {
+    loop.for %j = 0 to N step 1 {name = "i0"} {
+      %v = memref.load %x[%j] : memref<NxF32>
+      LOADY
+      memref.store %w, %y[%j] : memref<NxF32>
+    }
+  }
+  func.return
+}"""
+
+
+def _row(n: int, accumulate: bool = False):
+    loady = (
+        "%u = memref.load %y[%j] : memref<NxF32>\n      %w = arith.addf %u, %v : f32"
+        if accumulate
+        else "%w = arith.addf %v, %v : f32"
+    )
+    text = ROW.replace("LOADY", loady).replace("NxF32", f"{n}xf32").replace("to N", f"to {n}")
+    return _loops(text)["i0"]
+
+
+@pytest.mark.parametrize(
+    "n, lanes, ragged",
+    [
+        (28, 16, True),  # lenet's 28 columns: 2 steps of 16, the second from column 12
+        (24, 16, False),  # 2 steps redo 8 of 24: more than a quarter (6)
+        (24, 10, True),  # 3 steps redo 6 of 24: exactly a quarter
+        (32, 16, False),  # 16 divides 32: not ragged, plain lanes
+        (12, 16, False),  # fewer iterations than lanes
+        (15, 16, False),  # (one lane short: still fewer iterations than lanes)
+        (90, 16, True),  # 6 steps, 6 redone of 90
+        (97, 16, False),  # 7 steps: more than 6
+        (40, 12, True),  # 4 steps, 8 redone of 40 (<= a quarter: 10)
+        (20, 16, False),  # 2 steps redo 12 of 20 (more than a quarter: 5)
+    ],
+)
+def test_ragged_lanes_redo_at_most_a_quarter_in_at_most_6_steps(n, lanes, ragged):
+    """lanes._ragged: lanes that do not divide the loop are taken when the loop has at
+    least as many iterations, at most 6 steps, at most RAGGED_WASTE (1/4) of them run
+    twice, and running one twice is harmless (`clampable`)."""
+    from dlpc.backends.opencl.lanes import _ragged
+
+    assert _ragged(_row(n), lanes) is ragged
+
+
+def test_a_loop_that_reads_what_it_writes_is_not_clampable():
+    """lanes.clampable: y[j] = x[j] + x[j] may run an iteration twice (same bits stored);
+    y[j] += x[j] may not (the second run adds x[j] again), so it takes no ragged lanes."""
+    from dlpc.backends.opencl.lanes import _ragged, clampable
+
+    assert clampable(_row(28)) and _ragged(_row(28), 16)
+    assert not clampable(_row(28, accumulate=True)) and not _ragged(_row(28, True), 16)
