@@ -797,3 +797,18 @@ def test_a_conv_of_16_channels_blocks_them_by_1_2_4_or_8(tmp_path):
     assert space.knobs["cb"] == [1, 2, 4, 8]
     assert space.knobs["wt"] == [0]
     assert space.knobs["par"] == ["auto", "i1"]
+
+
+def test_a_variadic_op_takes_its_operands_as_a_list_or_one_by_one():
+    from dlpc.frontends.builder import GraphBuilder
+
+    b = GraphBuilder()
+    x = b.input("x", (2, 3))
+    y = b.input("y", (2, 1))
+    listed = b.op("concat", [x, y], axis=1)
+    spread = b.op("concat", x, y, axis=1)
+    single = b.op("concat", [x], axis=1)
+    for v in (listed, spread):
+        assert list(v.owner.operands) == [x, y]
+        assert v.type.get_shape() == (2, 4)
+    assert list(single.owner.operands) == [x]
