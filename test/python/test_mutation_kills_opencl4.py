@@ -459,3 +459,82 @@ def test_a_loop_that_reads_what_it_writes_is_not_clampable():
 
     assert clampable(_row(28)) and _ragged(_row(28), 16)
     assert not clampable(_row(28, accumulate=True)) and not _ragged(_row(28, True), 16)
+
+
+# ------------------------------------------------------------ wide tiles and lanes
+
+# y[c, h, w] = 2 x[c, h, w], c / h / w the nest; READ: y read at each channel too (its
+# first element, then unused: the channel loop then reads what it writes)
+TILE = """
+func.func @main(%x: memref<CxHxWxf32>, %y: memref<CxHxWxf32>) {
+  loop.kernel "k" {
+    loop.for %c = 0 to C step 1 {name = "i0", parallel} {
+      READ
+      loop.for %h = 0 to H step 1 {name = "i1"} {
+        loop.for %w = 0 to W step 1 {name = "i2"} {
+          %v = memref.load %x[%c, %h, %w] : memref<CxHxWxf32>
+          %s = arith.addf %v, %v : f32
+          memref.store %s, %y[%c, %h, %w] : memref<CxHxWxf32>
+        }
+      }
+    }
+  }
+  func.return
+}"""
+
+
+def _tile(c: int, h: int, w: int, read: bool = False) -> list:
+    first = "%c0 = arith.constant 0 : index\n      %t = memref.load %y[%c, %c0, %c0] : memref<CxHxWxf32>"
+    text = TILE.replace("READ", first if read else "").replace("CxHxW", f"{c}x{h}x{w}")
+    text = (
+        text.replace("to C ", f"to {c} ").replace("to H ", f"to {h} ").replace("to W ", f"to {w} ")
+    )
+    loops = _loops(text)
+    return [loops["i0"], loops["i1"], loops["i2"]]
+
+
+@pytest.mark.parametrize(
+    "c, h, w, last_lanes, inner_lanes, read, wide",
+    [
+        (64, 2, 16, 8, 8, False, True),  # 64 channels as 11 x 6, the last redoing 2
+        (12, 2, 16, 6, 8, False, True),  # 2 x 6 exactly
+        (11, 2, 16, 8, 8, False, False),  # fewer than 2 x 6 channels
+        (6, 2, 16, 6, 8, False, False),  # 6 channels: one work-item, none to share
+        (32, 2, 16, 8, 8, False, False),  # 4 of 32 redone: more than 1/16
+        (64, 2, 24, 8, 8, False, False),  # 16 columns do not divide 24
+        (64, 1, 16, 8, 8, False, False),  # no row loop between channels and columns
+        (64, 2, 16, 4, 8, False, False),  # 4 mapped lanes: not an 8 x 8 tile
+        (64, 2, 16, 8, 4, False, False),  # 4 inner lanes
+        (64, 2, 16, 8, 8, True, False),  # channels redone must be clampable (y read: not)
+        (66, 2, 16, 8, 8, True, True),  # 66 = 11 x 6: nothing redone, clampable or not
+    ],
+)
+def test_a_pointwise_tile_widens_to_6_by_16(c, h, w, last_lanes, inner_lanes, read, wide):
+    """lanes._wide_tile: an 8 x 8 (or 6 x 8) tile of channels x columns becomes 6 x 16
+    (WIDE_TILE) when a row loop lies between, 16 divides the columns, and the channels are
+    at least 2 x 6 with at most 1/16 of them redone by the last work-item (clampable)."""
+    from dlpc.backends.opencl.lanes import _wide_tile
+
+    nest = _tile(c, h, w, read)
+    last, _, inner = nest
+    lanes = {last: last_lanes, inner: inner_lanes}
+    assert _wide_tile(nest, last, inner, None, lanes, {}) is wide
+
+
+@pytest.mark.parametrize(
+    "w, last_lanes, wide",
+    [
+        (16, 4, True),  # one step of 16
+        (32, 5, True),  # two steps; 5 mapped lanes x 16 = WIDE_MAPPED x 16
+        (32, 6, False),  # 6 mapped lanes: too many registers
+        (48, 4, False),  # 3 steps (slow code under PoCL's LLVM)
+        (64, 4, True),  # 4 steps
+    ],
+)
+def test_inner_lanes_widen_to_16_with_few_mapped_lanes(w, last_lanes, wide):
+    """lanes._wide_inner: 8 inner lanes widen to 16 (a float16) when the steps are 1, 2,
+    4, 5 or 6 and the mapped lanes are at most WIDE_MAPPED (5)."""
+    from dlpc.backends.opencl.lanes import _wide_inner
+
+    last, _, inner = _tile(8, 2, w)
+    assert _wide_inner(inner, {last: last_lanes, inner: 8}, None, last) is wide
