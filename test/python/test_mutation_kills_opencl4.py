@@ -538,3 +538,33 @@ def test_inner_lanes_widen_to_16_with_few_mapped_lanes(w, last_lanes, wide):
 
     last, _, inner = _tile(8, 2, w)
     assert _wide_inner(inner, {last: last_lanes, inner: 8}, None, last) is wide
+
+
+# ------------------------------------------------------------------ batch splits
+
+IMAGES = """
+func.func @main(%x: memref<8x4xf32>, %y: memref<8x4xf32>) {
+  loop.kernel "k" {
+    loop.for %i = LO to HI step 1 {name = "i0", parallel} {
+      loop.for %j = 0 to 4 step 1 {name = "i1"} {
+        %v = memref.load %x[%i, %j] : memref<8x4xf32>
+        memref.store %v, %y[%i, %j] : memref<8x4xf32>
+      }
+    }
+  }
+  func.return
+}"""
+
+
+@pytest.mark.parametrize("lo, split", [(0, 8), (1, None)])
+def test_a_batch_split_needs_the_image_loop_from_0(lo, split):
+    """chains.batch_split: group g of a split chain runs images g * B / parts ...; that
+    is the loop's range only when it counts the B images from 0 by 1 (8 images of
+    x[i] / y[i] split into 2 groups; counted from 1 they are no such range)."""
+    from dlpc.backends.opencl.chains import batch_split
+    from dlpc.backends.opencl.launch import Launch
+
+    (kernel,) = kernels(parse_module(IMAGES.replace("LO", str(lo)).replace("HI", str(lo + 8))))
+    loop = next(lp for lp in kernel.loops() if lp.loop_name == "i0")
+    launch = Launch("k", (8,), None, mapped={loop: "get_global_id(0)"})
+    assert batch_split(kernel, launch, 2, set()) == split
