@@ -568,3 +568,30 @@ def test_a_batch_split_needs_the_image_loop_from_0(lo, split):
     loop = next(lp for lp in kernel.loops() if lp.loop_name == "i0")
     launch = Launch("k", (8,), None, mapped={loop: "get_global_id(0)"})
     assert batch_split(kernel, launch, 2, set()) == split
+
+
+OUTSIDE_SCALAR = """
+func.func @main(%x: memref<8xf32>, %y: memref<8xf32>) {
+  %two = arith.constant 2.000000e+00 : f32
+  loop.kernel "k" {
+    loop.for %i = 0 to 8 step 1 {name = "i0", parallel} {
+      %v = memref.load %x[%i] : memref<8xf32>
+      %w = arith.mulf %v, %two : f32
+      memref.store %w, %y[%i] : memref<8xf32>
+    }
+  }
+  func.return
+}"""
+
+
+def test_a_kernel_using_a_scalar_from_outside_is_refused_by_name():
+    """emitter.py: an OpenCL kernel's arguments are buffers; a scalar defined outside the
+    kernel (here a constant of @main) has no argument to pass it, so the backend refuses
+    the kernel with a diagnostic naming it."""
+    from dlpc.backends.opencl import OpenCLEmitter
+    from dlpc.diagnostics import DlpcError
+
+    with pytest.raises(
+        DlpcError, match=r"^error: opencl backend: kernel 'k' uses scalar .* from outside$"
+    ):
+        OpenCLEmitter(parse_module(OUTSIDE_SCALAR)).emit()
