@@ -537,7 +537,10 @@ def _compile_dynamic(
     of the dims (`symbolic=False`: one compiled program per binding; per bucket with
     `buckets`; with `tiles={"batch": T}` two programs, at T and 1, serve every batch),
     built on first use and cached; a guard per call checks the shapes against the
-    declared relations and maxima (`runtime/dynamic.py`)."""
+    declared relations and maxima (`runtime/dynamic.py`). A model whose dims were only
+    left unbound (`Model.specialise_first`: a .dlpc model loaded without a binding),
+    compiled with none of these options, gives its first call's binding a program of
+    its own and the one program serves every other binding (at most 2 compiles)."""
     from dlpc.runtime.dynamic import DynamicFunction, is_dynamic
 
     if not is_dynamic(model):
@@ -562,9 +565,11 @@ def _compile_dynamic(
         specialise=specialise,
     )
     compiled = DynamicCompiledModel(
-        model, settings["target"], "", ModuleOp([]), lambda arrays: function(*arrays)
+        model, settings["target"], "", ModuleOp([]), lambda arrays: compiled.dispatch(arrays)
     )
     compiled.function = function
+    if model.specialise_first and symbolic and not (buckets or max_dims or tiles or specialise):
+        compiled.build_first = lambda arrays: compile_static(bind_dims(model, inputs=arrays))
     return compiled
 
 
@@ -574,13 +579,38 @@ class DynamicCompiledModel(CompiledModel):
     `source`, `lowered` are the newest program's; `stats` counts calls and compiles."""
 
     function: DynamicFunction  # (set by _compile_dynamic)
+    # (set by _compile_dynamic for a `specialise_first` model) the static program of a
+    # binding, from a call's arrays; the first call's binding gets one, held in `first`
+    build_first: Callable[[list[np.ndarray]], CompiledModel] | None = None
+    first: tuple[tuple, CompiledModel] | None = None  # its (shape, dtype)s and program
 
     @property
     def stats(self) -> dict[str, int]:
-        return dict(self.function.stats, programs=self.function.programs)
+        return dict(self.function.stats, programs=self.function.programs + bool(self.first))
+
+    def dispatch(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """A call: the first binding's own program where it has one, else the function."""
+        if self.build_first is not None:
+            first = self.first
+            if first is None:  # (the guard first: bad shapes are its one line)
+                arrays = [np.asarray(x) for x in arrays]
+                self.function.bind(arrays)
+                shapes = tuple((x.shape, x.dtype) for x in arrays)
+                first = self.first = (shapes, self.build_first(arrays))
+                stats = self.function.stats
+                stats["compiles"] += 1
+                stats["specialised"] = stats.get("specialised", 0) + 1
+            shapes, one = first
+            if len(arrays) == len(shapes) and all(
+                isinstance(x, np.ndarray) and x.shape == s and x.dtype == d
+                for x, (s, d) in zip(arrays, shapes)
+            ):
+                self.function.stats["calls"] += 1
+                return one(*arrays)
+        return self.function(*arrays)
 
     def __call__(self, *inputs: np.ndarray) -> list[np.ndarray]:
-        outputs = self.function(*inputs)
+        outputs = self.dispatch(inputs)
         last = self.function.last
         if isinstance(last, CompiledModel):
             self.source, self._lowered = last.source, last._lowered

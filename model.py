@@ -71,6 +71,9 @@ class Model:
     name: str = "model"
     path: str | None = None
     specialiser: Specialiser | None = None
+    # symbolic dims that were only left unbound (a .dlpc model loaded without a binding),
+    # not declared dynamic: dlpc.compile gives the first call's binding its own program
+    specialise_first: bool = False
 
     @property
     def module(self) -> ModuleOp:

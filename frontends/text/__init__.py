@@ -55,7 +55,10 @@ def parse_model(
     where = "the weights" if not isinstance(weights, str | Path) else str(weights)
     found = gen.weights(weights, where)
     path = None if filename.startswith("<") else filename
-    return Model(gen.module, found, gen.model.name, path)
+    model = Model(gen.module, found, gen.model.name, path)
+    # dims left unbound, not asked to be symbolic: the first binding gets its own program
+    model.specialise_first = "symbolic" not in (dims, batch) and len(bound) < len(named_dims(tree))
+    return model
 
 
 def named_dims(tree: ast.Model) -> list[str]:

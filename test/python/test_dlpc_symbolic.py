@@ -34,18 +34,36 @@ def test_named_dims_are_symbolic_unless_bound():
     assert first_shape(api.load(MLP, batch=1)) == (1, 784)
 
 
-@pytest.mark.parametrize("target", ["c", "numpy"])
-def test_one_compile_serves_every_batch(target):
-    model = dlpc.load(MLP)
-    fn = dlpc.compile(model, target=target)
+def run_batches(fn, model, batches):
     rng = np.random.default_rng(0)
-    for batch in (1, 3, 64):
+    for batch in batches:
         x = rng.standard_normal((batch, 784)).astype(np.float32)
         (y,) = fn(x)
         (want,) = api.reference(model, [x])
         assert y.shape == (batch, 10)
         np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("target", ["c", "numpy"])
+def test_one_compile_serves_every_batch(target):
+    """Asked to be symbolic, the model compiles once: one program for every batch."""
+    model = dlpc.load(MLP, batch="symbolic")
+    fn = dlpc.compile(model, target=target)
+    run_batches(fn, model, (1, 3, 64))
     assert fn.stats["compiles"] == 1 and fn.stats["calls"] == 3
+
+
+@pytest.mark.parametrize("target", ["c", "numpy"])
+def test_the_first_binding_gets_its_own_program(target):
+    """Left unbound, the first call's batch gets its own (static, faster) program and the
+    one program serves every other batch: at most 2 compiles whatever the batches."""
+    model = dlpc.load(MLP)
+    assert model.specialise_first and not dlpc.load(MLP, batch="symbolic").specialise_first
+    fn = dlpc.compile(model, target=target)
+    run_batches(fn, model, (1, 1))
+    assert fn.stats["compiles"] == 1 and fn.stats["specialised"] == 1
+    run_batches(fn, model, (3, 64, 1, 5))
+    assert fn.stats == {"calls": 6, "compiles": 2, "specialised": 1, "programs": 2}
 
 
 def test_dlp_binds_at_call_time():
