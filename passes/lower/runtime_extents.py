@@ -11,12 +11,13 @@ under `scf.if iv < limit`, the limit (the extent less the split's outer ivs) com
 from `dlpc_dims` just before the loop, so the body is the compare and the `scf.if` alone
 and the C printer stops the loop at the limit: a call does the work of its own dims,
 not the maxima's. A vector loop is stopped so too (it stays one vector loop with a
-runtime trip count). A register tile (a marked, non-exact loop that is unrolled, or a
-vector loop inside an unrolled one, under the split loops its index adds) runs in two
-versions chosen once per iteration of its innermost split loop: a copy of that loop's
-body with the tile's static trip counts (accumulators stay in registers) when the whole
-tile lies inside the extent, else the body with the tile stopped at the extent (a short
-extent computes its own rows, not a tile's). Any other unrolled marked loop, or one in a
+runtime trip count), except a non-exact vector loop inside an unrolled one (the
+columns of a register tile), which runs to its static bound so that the tile's
+accumulators stay in registers. A register tile (a marked, non-exact unrolled loop
+under the split loops its index adds) runs in two versions chosen once per iteration of
+its innermost split loop: a copy of that loop's body with the tile's static trip counts
+when the whole tile lies inside the extent, else the body with the tile stopped at the
+extent (a short extent computes its own rows, not a tile's). Any other unrolled marked loop, or one in a
 `dlpc.prepare` kernel (run before any call gives dims), is left to run to its static
 bound (its iterations past the extent compute padding that nothing reads), unless it is
 exact (a reduction's): then it runs in two versions, unguarded when the whole tile is
@@ -105,8 +106,14 @@ class LoopRuntimeExtents(ModulePass):
                     f"one of @{fn.sym_name.data}'s dims ({', '.join(order)})"
                 )
             tile = "unroll" in loop.attributes or "vectorize" in loop.attributes
-            # a vector loop stopped at its limit stays one vector loop (C: a clamped bound)
-            clamp = "vectorize" in loop.attributes and "unroll" not in loop.attributes
+            # a vector loop stopped at its limit stays one vector loop (C: a clamped bound),
+            # except the columns of a register tile (inside an unrolled loop): with a
+            # runtime trip count its accumulators would leave the registers
+            clamp = (
+                "vectorize" in loop.attributes
+                and "unroll" not in loop.attributes
+                and (loop in exact or not _in_unrolled(loop))
+            )
             if (
                 (tile and not clamp and loop not in exact and loop not in rest)
                 or isinstance(extent, int)
@@ -138,8 +145,8 @@ def _version_tiles(op: ModuleOp, dims: SSAValue, order: list[str], exact: set[Fo
     counts: the accumulators stay in registers), else the body as it was, whose tile
     loops are returned to be stopped at the extent like any marked loop (a call of a
     short extent computes its own rows, not a whole tile's). A tile loop here is a
-    marked, non-exact loop that is unrolled or a vector loop inside an unrolled one.
-    Exact loops (copied with the body) stay exact in both versions."""
+    marked, non-exact unrolled loop. Exact loops (copied with the body) stay exact in
+    both versions."""
     rest: set[ForOp] = set()
     while True:
         groups: dict[ForOp, list[tuple[ForOp, list[ForOp]]]] = {}
@@ -201,28 +208,34 @@ def _add(head: list[Operation], op: Operation) -> SSAValue:
 
 def _tile_base(loop: ForOp) -> list[ForOp] | None:
     """The split loops (outermost first) whose ivs `loop`'s index adds, when `loop` is a
-    register tile over a symbolic extent (unrolled, or a vector loop in an unrolled loop
-    below them) and they are all around it; else None."""
+    register tile over a symbolic extent (unrolled) and they are all around it; else
+    None."""
     ids = loop.attributes.get(BASE_ATTR)
     if not isinstance(ids, ArrayAttr) or not ids.data:
         return None
     wanted = [_id(a) for a in ids.data]
     found: dict[int, ForOp] = {}
-    unrolled = "unroll" in loop.attributes
-    vector = "vectorize" in loop.attributes
     parent = loop.parent_op()
     while parent is not None and not isinstance(parent, KernelOp):
         if isinstance(parent, ForOp):
             own = _id(parent.attributes.get(ID_ATTR))
             if own in wanted and own not in found:
                 found[own] = parent
-            elif not found and "unroll" in parent.attributes:
-                unrolled = unrolled or vector
         parent = parent.parent_op()
-    if not unrolled or len(found) != len(wanted) or _prepares(loop):
+    if "unroll" not in loop.attributes or len(found) != len(wanted) or _prepares(loop):
         return None
     loops = sorted(found.values(), key=_depth)
     return loops
+
+
+def _in_unrolled(loop: ForOp) -> bool:
+    """Whether an unrolled loop of `loop`'s kernel is around it (a register tile)."""
+    parent = loop.parent_op()
+    while parent is not None and not isinstance(parent, KernelOp):
+        if isinstance(parent, ForOp) and "unroll" in parent.attributes:
+            return True
+        parent = parent.parent_op()
+    return False
 
 
 def _depth(op: Operation) -> int:

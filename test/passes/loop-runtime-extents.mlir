@@ -175,3 +175,25 @@ func.func @main(%a: memref<16x8xf32>, %w: memref<8x8xf32>, %dlpc_dims: memref<1x
   }
   func.return
 }
+
+// -----
+
+// The columns of a register tile (a vector loop over seq inside an unrolled loop) run to
+// their static bound, not stopped at seq: with a runtime trip count the tile's
+// accumulators would leave the registers; past seq they compute padding nobody reads.
+// CHECK-LABEL: func.func @main
+// CHECK:         loop.for %{{.*}} = 0 to 4 step 1 {name = "i", unroll = 4} {
+// CHECK-NEXT:      loop.for %{{.*}} = 0 to 16 step 1 {name = "j", vectorize} {
+// CHECK-NEXT:        memref.load %x
+func.func @main(%x: memref<4x16xf32>, %dlpc_dims: memref<1xi64>, %out0: memref<4x16xf32>) attributes {dlpc.dims = ["seq"], dlpc.num_inputs = 2 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "neg_0" {
+    loop.for %i = 0 to 4 step 1 {name = "i", unroll = 4 : i64} {
+      loop.for %j = 0 to 16 step 1 {name = "j", vectorize, dlpc.extent = "seq"} {
+        %v = memref.load %x[%i, %j] : memref<4x16xf32>
+        %n = arith.negf %v : f32
+        memref.store %n, %out0[%i, %j] : memref<4x16xf32>
+      }
+    }
+  }
+  func.return
+}
