@@ -161,3 +161,68 @@ def test_average_pool_by_slices_counts_the_end_pads_with_count_include_pad(xs, a
     x = np.random.default_rng(45).standard_normal(xs).astype(np.float32)
     attrs = {**attrs, "count_include_pad": 1}
     check(model([node("AveragePool", ["x"], **attrs)], {"x": x}), {"x": x})
+
+
+# ------------------------------------------------------------------ seed 45
+
+
+def test_a_constant_nodes_tensor_is_read_without_the_reference_evaluator(monkeypatch):
+    """A Constant's `value` tensor is read directly (onnx's ReferenceEvaluator, ~17 MB
+    of imports, is only for the other attribute forms): with the evaluator broken the
+    import still succeeds, and a `value_float` Constant still goes to it."""
+    import onnx.reference
+
+    class Broken:
+        def __init__(self, *args, **kwargs):
+            raise RuntimeError("the reference evaluator was called")
+
+    monkeypatch.setattr(onnx.reference, "ReferenceEvaluator", Broken)
+    x = np.array([1.0, -2.0], np.float32)
+    c = numpy_helper.from_array(np.array([0.5, 4.0], np.float32))
+    proto = model([node("Constant", [], ["c"], value=c), node("Add", ["x", "c"])], {"x": x})
+    m = load_model(proto)
+    (got,) = run_reference(m.module, [x], m.weights)
+    np.testing.assert_array_equal(got, [1.5, 2.0])
+    other = model([node("Constant", [], ["c"], value_float=0.5), node("Add", ["x", "c"])], {"x": x})
+    with pytest.raises(DlpcError, match="cannot evaluate at import time: the reference evaluator"):
+        load_model(other)
+
+
+@pytest.mark.parametrize(
+    "dim_param,symbol", [("batch2", "batch2"), ("2batch", "_2batch"), ("n-1 x", "n_1_x")]
+)
+def test_a_dim_param_becomes_a_symbol_with_no_digit_first(dim_param, symbol):
+    g = helper.make_graph(
+        [node("Relu", ["x"])],
+        "g",
+        [helper.make_tensor_value_info("x", F, [dim_param, 3])],
+        [helper.make_tensor_value_info("y", F, [dim_param, 3])],
+    )
+    proto = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
+    text = str(load_model(proto).module)
+    assert f'tensor<?x3xf32, ["{symbol}"]>' in text, text
+
+
+def test_an_unsupported_output_after_an_omitted_one_is_refused():
+    """BatchNormalization in inference computes Y alone: a running_var output named after
+    an omitted running_mean is refused (not only the output right after Y)."""
+    x = np.zeros((2, 3), np.float32)
+    s = np.ones(3, np.float32)
+    bn = node("BatchNormalization", ["x", "s", "s", "s", "s"], ["y", "", "rv"])
+    proto = model([bn], {"x": x}, {"s": s}, infer=False)
+    with pytest.raises(DlpcError) as e:
+        load_model(proto)
+    assert "output 2 ('rv') is not supported" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_cast_like_imports_as_one_cast_and_refuses_an_unknown_attribute():
+    """CastLike's handler (not its ONNX function body, which would take any attribute):
+    one graph.cast to the second input's type; an attribute it does not know refused."""
+    x = np.array([[-3.0, 1.5], [0.2, 2.7]], np.float32)
+    t = {"t": np.array([1], np.int64)}
+    m = load_model(model([node("CastLike", ["x", "t"])], {"x": x}, t))
+    (got,) = run_reference(m.module, [x], m.weights)
+    np.testing.assert_array_equal(got, x.astype(np.int64))
+    bad = model([node("CastLike", ["x", "t"], foo=1)], {"x": x}, t, infer=False)
+    with pytest.raises(DlpcError, match="\\(CastLike -> 'y'\\): error: unsupported attribute 'foo'$"):  # fmt: skip
+        load_model(bad)
