@@ -812,3 +812,22 @@ def test_a_variadic_op_takes_its_operands_as_a_list_or_one_by_one():
         assert list(v.owner.operands) == [x, y]
         assert v.type.get_shape() == (2, 4)
     assert list(single.owner.operands) == [x]
+
+
+def test_a_frontends_result_becomes_a_model_named_after_the_file(add, tmp_path):
+    """`_as_model`: a frontend may return a Model, a (module, weights) pair or an object
+    with `module` and `weights`; the model is named after the file's stem."""
+    import types
+
+    from dlpc.model import Model
+
+    module = dlpc.load(add).module
+    w = {"w": np.ones((2, 3), np.float32)}
+    path = tmp_path / "net.onnx"
+    pair = api._as_model((module, w), path, None)
+    assert (pair.name, pair.path, list(pair.weights)) == ("net", str(path), ["w"])
+    assert api._as_model((module, None), path, None).weights == {}
+    obj = api._as_model(types.SimpleNamespace(module=module, weights=w), path, None)
+    assert obj.name == "net" and list(obj.weights) == ["w"] and obj.weights is not w
+    given = Model(module, w, "given", None)
+    assert api._as_model(given, path, None) is given
