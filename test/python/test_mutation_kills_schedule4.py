@@ -640,3 +640,77 @@ def test_a_long_k_product_takes_the_dot_kernel_up_to_16_rows(m, dot):
     assert nest is not None
     plans = default.gemm_plans(kernel, nest)
     assert isinstance(plans[0], default.DotParams) is dot
+
+
+# ------------------------------------------------------------ decompose's diagnostics
+
+DECOMPOSE = """
+func.func @main(%x: memref<4x8xf32>, %y: memref<4xf32>, %z: memref<4xf32>, %ix: memref<4xindex>) {
+  loop.kernel "k" {
+    OUTER
+      %acc = memref.alloca() : memref<f32>
+      ACC2
+      %zero = arith.constant 0.0 : f32
+      memref.store %zero, %acc[] : memref<f32>
+      loop.for %r = 0 to 8 step 1 {name = "r0", reduction} {
+        %v = memref.load %x[%i, %r] : memref<4x8xf32>
+        %o = memref.load %acc[] : memref<f32>
+        %s = arith.addf %o, %v : f32
+        memref.store %s, %acc[] : memref<f32>
+      }
+      %t = memref.load %acc[] : memref<f32>
+      STORE
+    }
+  }
+  func.return
+}"""
+SPATIAL = 'loop.for %i = 0 to 4 step 1 {name = "i0"} {'
+STORE_Y = "memref.store %t, %y[%i] : memref<4xf32>"
+
+
+@pytest.mark.parametrize(
+    "outer, acc2, store, message",
+    [
+        # the kernel's nest starts with its reduction loop
+        (
+            'loop.for %i = 0 to 4 step 1 {name = "i0", reduction} {',
+            "",
+            STORE_Y,
+            "kernel 'k' has no spatial loop around its reduction",
+        ),
+        # two 0-d accumulators: which one is the output element's?
+        (
+            SPATIAL,
+            "%acc2 = memref.alloca() : memref<f32>",
+            STORE_Y,
+            "loop k/i0 has several accumulators",
+        ),
+        # the sum stored to two outputs: no one element to accumulate in
+        (
+            SPATIAL,
+            "",
+            STORE_Y + "\n      memref.store %t, %z[%i] : memref<4xf32>",
+            "the accumulator of loop k/i0 must be stored to exactly one output element, "
+            "found 2 stores",
+        ),
+        # y[ix[i]]: an output element chosen by data, not by the spatial loops
+        (
+            SPATIAL,
+            "",
+            "%j = memref.load %ix[%i] : memref<4xindex>\n"
+            "      memref.store %t, %y[%j] : memref<4xf32>",
+            "the output element of loop k/i0 is not indexed by the spatial loops",
+        ),
+    ],
+)
+def test_decompose_reduction_refuses_with_the_rules_message(outer, acc2, store, message):
+    """decompose.decompose_reduction accumulates in the output element itself, so it
+    needs a spatial loop around the reduction, one accumulator, stored to one element
+    indexed by the spatial loops; each refusal names the rule."""
+    from dlpc.passes.schedule.decompose import decompose_reduction
+
+    text = DECOMPOSE.replace("OUTER", outer).replace("ACC2", acc2).replace("STORE", store)
+    module = parse_module(text)
+    with pytest.raises(ScheduleError) as e:
+        decompose_reduction(module, "k")
+    assert str(e.value) == message
