@@ -81,23 +81,46 @@ from dlpc.passes.train.schedule import *  # noqa: E402, F403
 
 def bind_batch(model: Model | str | os.PathLike, batch_size: int) -> Model:
     """`model` with its batch dim bound to `batch_size`: a `.dlpc` file (or a Model loaded
-    from one) is read again with its named dim bound; any other model must already have
-    that batch size."""
+    from one, unless bound to that batch already) is read again with its named leading
+    dim bound, and another named dim left unbound is a one-line error; any other model
+    must already have that batch size."""
     if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
         raise DlpcError(f"error: batch size must be a positive int, got {batch_size!r}")
+    main = ref.main_func(model.module) if isinstance(model, Model) else None
+    first = ref.graph.shape_of(main.args[0]) if main is not None and main.args else ()
     if isinstance(model, str | os.PathLike):
-        return api.load(model, batch=batch_size)
+        return _static(api.load(model, batch=batch_size))
     if model.path and Path(model.path).suffix == ".dlpc" and Path(model.path).is_file():
+        if first[:1] == (batch_size,) and not _unbound(model):  # (bound at load: dims= too)
+            return model
         bound = api.load(model.path, weights=model.weights or None, batch=batch_size)
         bound.name = model.name
-        return bound
-    main = ref.main_func(model.module)
-    first = ref.graph.shape_of(main.args[0]) if main.args else ()
+        return _static(bound)
     if not first or first[0] != batch_size:
         raise DlpcError(
             f"error: model '{model.name}' has batch size {first[0] if first else 'none'}, "
             f"not {batch_size}; load it from a .dlpc file with a named batch dim "
             f"(x: f32[B, ...])"
+        )
+    return model
+
+
+def _unbound(model: Model) -> list[str]:
+    """The symbolic dims of a model's inputs (a .dlpc model's named dims left unbound)."""
+    from dlpc.dialects import symdims
+
+    shapes = [ref.graph.shape_of(a) for a in ref.main_func(model.module).args]
+    return sorted(set().union(*(symdims.symbols(s) for s in shapes)))
+
+
+def _static(model: Model) -> Model:
+    """`model`, refused in one line while a named dim other than the batch is unbound."""
+    left = _unbound(model)
+    if left:
+        dims = ", ".join(f"'{n}': N" for n in left)
+        raise DlpcError(
+            f"error: model '{model.name}' leaves named dim(s) {', '.join(left)} unbound; "
+            f"training needs static shapes: load it with dims={{{dims}}} and the batch bound"
         )
     return model
 

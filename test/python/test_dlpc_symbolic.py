@@ -126,6 +126,23 @@ def test_training_binds_the_batch_from_its_batch_size():
     assert np.isfinite(first) and trainer.step(x, y) < first
 
 
+def test_training_refuses_another_unbound_dim_in_one_line(tmp_path):
+    path = tmp_path / "t.dlpc"
+    path.write_text(
+        "model t(x: f32[B, S, 4]) {\n  param w: f32[3, 4] = kaiming(seed=1)\n"
+        "  return reduce_mean(linear(x, w), axes=[1])\n}\n"
+    )
+    with pytest.raises(DlpcError) as e:
+        dlpc.train.Trainer(str(path), "cross_entropy", "sgd", batch_size=2, target="numpy")
+    assert str(e.value) == (
+        "error: model 't' leaves named dim(s) S unbound; training needs static shapes: load "
+        "it with dims={'S': N} and the batch bound"
+    )
+    bound = dlpc.load(path, batch=2, dims={"S": 5})
+    trainer = dlpc.train.Trainer(bound, "cross_entropy", "sgd", batch_size=2, target="numpy")
+    assert np.isfinite(trainer.step(np.ones((2, 5, 4), np.float32), np.array([0, 1])))
+
+
 def test_dlpc_run_on_a_symbolic_model_takes_inputs_of_any_size(tmp_path, capsys):
     for batch in (2, 5):
         x = tmp_path / f"x{batch}.npy"
