@@ -150,10 +150,6 @@ def _record(name: str, args: tuple, kwargs: dict, tensors: list, outs: list) -> 
         o._node = node
 
 
-def _number(x) -> bool:
-    return isinstance(x, int | float | np.integer | np.floating) and not isinstance(x, bool)
-
-
 class Tensor(TensorView):
     """A view over a device storage (runtime/tensor.py) with eager ops and autograd."""
 

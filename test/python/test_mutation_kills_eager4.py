@@ -259,3 +259,42 @@ def test_repr_of_a_tensor():
     x = _t([1.0, -2.5], grad=True)
     assert repr(x) == "tensor([ 1. , -2.5], device='cpu', requires_grad=True)"
     assert repr(_t([3.0])) == "tensor([3.], device='cpu')"
+
+
+# ------------------------------------------------------------------ seed 43
+
+
+def test_a_trailing_none_operand_drops_only_itself():
+    """linear(x, w, None): the omitted bias is dropped, the weight kept (two dropped at
+    once lost it)."""
+    x, w = _t([[1.0, 2.0]]), _t([[1.0, 0.0], [0.0, -1.0], [2.0, 2.0]])
+    np.testing.assert_allclose(np.asarray(dlpc.ops.linear(x, w, None)), [[1.0, -2.0, 6.0]])
+    np.testing.assert_allclose(np.asarray(dlpc.ops.linear(x, w, bias=None)), [[1.0, -2.0, 6.0]])
+
+
+def test_full_requires_no_grad_unless_asked():
+    assert not dlpc.full((2,), 3.0).requires_grad
+    ints = dlpc.full((2,), 3, dtype=np.int32)  # (an integer tensor cannot require grad)
+    assert ints.dtype == np.int32 and np.asarray(ints).tolist() == [3, 3]
+    assert dlpc.full((2,), 1.0, requires_grad=True).requires_grad
+
+
+@needs_opencl
+def test_an_operand_used_on_another_stream_is_recorded_there():
+    """A tensor of the default stream read by a kernel on a second stream: its block
+    lists that stream (freeing it then waits for the stream's work); one read on its own
+    stream lists none."""
+    from dlpc.runtime import device as rt
+
+    dev = rt.device(OPENCL[0])
+    x = dlpc.tensor(np.arange(64, dtype=np.float32), device=dev)
+    y = x.exp()  # (its own stream: nothing to record)
+    assert not x.storage.block.used_on
+    s1, s2 = rt.current_stream(dev), dev.new_stream()
+    s2.wait_event(s1.record_event())
+    with rt.use_stream(s2):
+        z = x.sqrt()
+    assert s2 in x.storage.block.used_on
+    s1.wait_event(s2.record_event())
+    np.testing.assert_allclose(np.asarray(z), np.sqrt(np.arange(64)), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(y), np.exp(np.arange(64)), rtol=1e-5)
