@@ -298,3 +298,46 @@ def test_an_operand_used_on_another_stream_is_recorded_there():
     s1.wait_event(s2.record_event())
     np.testing.assert_allclose(np.asarray(z), np.sqrt(np.arange(64)), rtol=1e-6)
     np.testing.assert_allclose(np.asarray(y), np.exp(np.arange(64)), rtol=1e-5)
+
+
+def test_empty_tensors_through_a_cpu_kernel():
+    x = dlpc.tensor(np.zeros((0, 3), np.float32))
+    assert np.asarray(x.exp()).shape == (0, 3) and np.asarray(x + x).shape == (0, 3)
+
+
+def test_a_list_attribute_keys_its_kernel_by_value():
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    x = dlpc.tensor(a)
+    for _ in range(2):  # (the second call hits the kernel cached under the frozen list)
+        np.testing.assert_array_equal(np.asarray(dlpc.ops.transpose(x, perm=[1, 0])), a.T)
+    b = dlpc.tensor(np.arange(24, dtype=np.float32).reshape(2, 3, 4))
+    for perm in ([2, 0, 1], [1, 2, 0]):
+        got = np.asarray(dlpc.ops.transpose(b, perm=perm))
+        np.testing.assert_array_equal(got, np.transpose(np.asarray(b), perm))
+
+
+def test_jit_keys_a_number_by_its_type_too():
+    """2 and 2.0 are equal and hash alike: the guard keeps them apart (two traces)."""
+    f = dlpc.jit(lambda t, s: t * s)
+    x = _t([1.0, 2.0])
+    assert np.asarray(f(x, 2)).tolist() == [2.0, 4.0] and f.traces == 1
+    assert np.asarray(f(x, 2.0)).tolist() == [2.0, 4.0] and f.traces == 2
+    assert np.asarray(f(x, 2)).tolist() == [2.0, 4.0] and f.traces == 2
+
+
+def test_backward_through_an_op_without_a_gradient_rule_is_one_line():
+    y = _t([0.0, 1.0, 2.0, 3.0, 4.0], grad=True)
+    i = dlpc.tensor(np.array([1], np.int64))
+    with pytest.raises(
+        DlpcError, match="^error: no gradient rule for graph.dynamic_slice \\(graph-autodiff has none\\)$"
+    ):  # fmt: skip
+        dlpc.ops.dynamic_slice(y, i, axes=[0], sizes=[2]).sum().backward()
+
+
+def test_more_held_outputs_than_the_pool_keeps_are_each_their_own():
+    from dlpc.eager.dispatch import POOL
+
+    xs = [np.full(4, k, np.float32) for k in range(POOL + 2)]
+    held = [-dlpc.tensor(a) for a in xs]
+    for a, h in zip(xs, held):
+        np.testing.assert_array_equal(np.asarray(h), -a)
