@@ -595,3 +595,23 @@ def test_a_kernel_using_a_scalar_from_outside_is_refused_by_name():
         DlpcError, match=r"^error: opencl backend: kernel 'k' uses scalar .* from outside$"
     ):
         OpenCLEmitter(parse_module(OUTSIDE_SCALAR)).emit()
+
+
+def test_the_vector_loop_is_the_innermost_laned_loop_of_a_vector_width():
+    """lanes.plan_vector: the loop written as OpenCL vectors is the innermost laned loop
+    below the NDRange whose lanes are a vector width (8 columns, not 3 rows); none
+    without an NDRange loop, or when a reduction sums in partials (their accumulators
+    are scalars per partial)."""
+    from dlpc.backends.opencl.lanes import plan_vector
+
+    nest = _tile(12, 3, 16)
+    c, h, w = nest
+    assert plan_vector(nest, [c], {h: 3, w: 8}, {}) is w
+    assert plan_vector(nest, [c], {h: 4, w: 8}, {}) is w  # (both widths: the inner)
+    assert plan_vector(nest, [c], {h: 4, w: 3}, {}) is h
+    assert plan_vector(nest, [c], {h: 3, w: 3}, {}) is None
+    assert plan_vector(nest, [], {h: 3, w: 8}, {}) is None
+    red = _sum()["r0"]
+    found = accumulators(red)
+    assert found is not None
+    assert plan_vector(nest, [c], {h: 3, w: 8}, {red: found}) is None
