@@ -615,3 +615,49 @@ def test_the_vector_loop_is_the_innermost_laned_loop_of_a_vector_width():
     found = accumulators(red)
     assert found is not None
     assert plan_vector(nest, [c], {h: 3, w: 8}, {red: found}) is None
+
+
+# y[a, d, b, i] = sum over r < 64 of x[a, d, b, i, r]: 120 work-items, too few for a GPU
+SPLIT4 = """
+func.func @main(%x: memref<2x5x3x4x64xf32>, %y: memref<2x5x3x4xf32>) {
+  loop.kernel "k" {
+    loop.for %a = 0 to 2 step 1 {name = "i0", parallel} {
+      loop.for %d = 0 to 5 step 1 {name = "i1", parallel} {
+        loop.for %b = 0 to 3 step 1 {name = "i2", parallel} {
+          loop.for %i = 0 to 4 step 1 {name = "i3", parallel} {
+            %acc = memref.alloca() : memref<f32>
+            %z = arith.constant 0.000000e+00 : f32
+            memref.store %z, %acc[] : memref<f32>
+            loop.for %r = 0 to 64 step 1 {name = "r0", reduction} {
+              %v = memref.load %x[%a, %d, %b, %i, %r] : memref<2x5x3x4x64xf32>
+              %o = memref.load %acc[] : memref<f32>
+              %s = arith.addf %o, %v : f32
+              memref.store %s, %acc[] : memref<f32>
+            }
+            %t = memref.load %acc[] : memref<f32>
+            memref.store %t, %y[%a, %d, %b, %i] : memref<2x5x3x4xf32>
+          }
+        }
+      }
+    }
+  }
+  func.return
+}"""
+
+
+def test_a_split_reduction_collapses_the_outer_loops_into_dimension_2():
+    """gpu_launch._split_launch: a work-group of SPLIT_ITEMS (64) per iteration of the
+    innermost loop (group id 0), the loop above on dimension 1, the rest collapsed into
+    dimension 2 with the outermost varying slowest (a = id / 5, d = id % 5)."""
+    from dlpc.backends.opencl.gpu_launch import plan_gpu_launch
+
+    (kernel,) = kernels(parse_module(SPLIT4))
+    launch = plan_gpu_launch(kernel, "k", H200)
+    assert launch.split is not None and launch.split[0].loop_name == "r0"
+    assert {lp.loop_name: e for lp, e in launch.mapped.items()} == {
+        "i3": "get_group_id(0)",
+        "i2": "get_global_id(1)",
+        "i1": "(get_global_id(2) % 5)",
+        "i0": "(get_global_id(2) / 5)",
+    }
+    assert (launch.global_size, launch.local_size) == ((4 * 64, 3, 10), (64, 1, 1))
