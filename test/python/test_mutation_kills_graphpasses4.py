@@ -694,3 +694,56 @@ func.func @main(%x: tensor<2xf32>) -> tensor<2xf32> {
     i = u.constant_like(np.full((2, 3), 7), ops["c"].results[0])
     assert np.array_equal(i.to_numpy(), np.full((2, 3), 7.0, np.float32))
     assert u.result_dtype(ops["c"].results[0]) == np.float32
+
+
+# ------------------------------------------- survivors of graph-passes --seed 42 (e714a92)
+
+
+def test_a_chain_is_cut_to_its_longest_closed_prefix_one_op_shorter():
+    """matmul -> relu -> exp with relu also read by a reduction: [matmul, relu, exp] is
+    not closed (relu escapes), [matmul, relu] is: the cut tries every length (fuse.py's
+    `range(len, 1, -1)`), not every other one."""
+    src = """
+func.func @main(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>) {
+  %m = graph.matmul %x, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %r = graph.relu %m : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %e = graph.exp %r : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %s = graph.reduce_sum %r {axes = array<i64: 0>} : (tensor<4x8xf32>) -> tensor<8xf32>
+  func.return %e, %s : tensor<4x8xf32>, tensor<8xf32>
+}"""
+    module = same_values(src, "graph-fuse")
+    kernels = [op.kernel.data for op in module.walk() if op.name == "graph.fused"]
+    assert kernels == ["matmul_relu_0"]
+
+
+def test_evaluate_nhwc_refuses_an_nchw_op():
+    op = first(parse(conv(4, 3, 5, 6)), "graph.conv2d")
+    with pytest.raises(AssertionError):
+        evaluate_nhwc(op, [np.zeros((1, 5, 6, 3), np.float32), np.zeros((4, 3, 3, 3), np.float32)])
+
+
+def test_winograd_refuses_a_conv_of_a_symbolic_input():
+    """The input's shape is checked, not only the weight's (winograd.py `eligible`)."""
+    t = 'tensor<?x8x8x8xf32, ["batch"]>'
+    src = f"""
+func.func @main(%x: {t}) -> {t} {{
+  %k = graph.param "k" : tensor<8x8x3x3xf32>
+  %y = graph.conv2d %x, %k {{pads = array<i64: 1, 1, 1, 1>}} : ({t}, tensor<8x8x3x3xf32>) -> {t}
+  func.return %y : {t}
+}}"""
+    module = parse(src)
+    assert not winograd.eligible(first(module, "graph.conv2d"))
+    assert "conv2d" in names(run(module, "graph-winograd{where=all}"))
+
+
+def test_gelu_whose_result_is_read_twice_is_still_gelu():
+    """The root product's own users do not matter (canonicalize.py `_factors`, root=True):
+    only the inner products must have one user."""
+    src = gelu_src().replace(
+        "func.return %y : tensor<4x8xf32>",
+        "%z = graph.add %y, %y : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>\n"
+        "  %q = graph.mul %z, %y : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>\n"
+        "  func.return %q : tensor<4x8xf32>",
+    )
+    module = same_values(src, "graph-canonicalize")
+    assert "gelu" in names(module) and "erf" not in names(module)
