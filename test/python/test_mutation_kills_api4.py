@@ -831,3 +831,45 @@ def test_a_frontends_result_becomes_a_model_named_after_the_file(add, tmp_path):
     assert obj.name == "net" and list(obj.weights) == ["w"] and obj.weights is not w
     given = Model(module, w, "given", None)
     assert api._as_model(given, path, None) is given
+
+
+def test_a_graph_losss_value_weights_each_batch_by_its_new_rows(small):
+    """evaluate with a loss in the model language over 5 rows at batch 2: batches [0, 1],
+    [2, 3] and [4, 0] (completed by wrapping around), weighted 2, 2 and 1."""
+    from dlpc.passes.train.optim import make_optimizer
+
+    loss = "model l1(p: f32[B, 3], y: f32[B, 3]) {\n  return reduce_mean(abs(p - y))\n}\n"
+    t = dlpc.train.Trainer(
+        str(small), loss, make_optimizer("sgd", lr=0.1), batch_size=2, target="numpy"
+    )
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((5, 6)).astype(np.float32)
+    y = rng.standard_normal((5, 3)).astype(np.float32)
+    p = t.predict(x)
+    rows = [[0, 1], [2, 3], [4, 0]]
+    per = [float(np.abs(p[r] - y[r]).mean()) for r in rows]
+    want = (2 * per[0] + 2 * per[1] + 1 * per[2]) / 5
+    assert t.evaluate(x, y) == {"loss": pytest.approx(want, rel=1e-5)}
+
+
+def test_a_conv_row_of_16_is_tiled_by_8(tmp_path):
+    """The reduction template's row tiles: the divisors of the output row from 8 up,
+    short of the whole row."""
+    from dlpc.dialects.loop import kernels
+    from dlpc.passes.pipeline import PipelineOptions, lower
+    from dlpc.tune.space import space_for
+
+    path = tmp_path / "c.dlpc"
+    path.write_text(
+        "model c(x: f32[1, 3, 18, 18]) {\n"
+        "  param w: f32[4, 3, 3, 3] = kaiming(seed=1)\n"
+        "  return conv2d(x, w)\n}\n"
+    )
+    model = api.load(path)
+    module = model.module.clone()
+    lower(module, "loop", PipelineOptions(opt_level=1), weights=dict(model.weights))
+    (conv,) = [k.sym for k in kernels(module) if k.sym.startswith("conv2d")]
+    space = space_for(module, conv)
+    assert space is not None
+    assert space.knobs["wt"] == [0, 8]
+    assert space.knobs["cb"] == [1, 2, 4]
