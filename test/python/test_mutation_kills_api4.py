@@ -873,3 +873,106 @@ def test_a_conv_row_of_16_is_tiled_by_8(tmp_path):
     assert space is not None
     assert space.knobs["wt"] == [0, 8]
     assert space.knobs["cb"] == [1, 2, 4]
+
+
+# ---- for api seed 43's mutants: device and OpenCL calls, initialisers, operands, measure ------
+
+
+def test_a_device_model_refuses_a_wrong_shape_or_count(add):
+    model = dlpc.load(add, weights={"w": np.full((2, 3), 2, np.float32)})
+    on_cpu = dlpc.compile(model, device="cpu")
+    x = np.ones((2, 3), np.float32)
+    np.testing.assert_array_equal(on_cpu(x, x)[0], np.full((2, 3), 4.0))
+    for bad in (np.ones((3, 3), np.float32), np.ones((1, 3), np.float32)):
+        with pytest.raises(
+            DlpcError,
+            match=r"^error: input 1 is \[\d, 3\] float32, the model takes \[2, 3\] float32$",
+        ):
+            on_cpu(x, bad)
+    with pytest.raises(DlpcError, match=r"^error: input 0 is \[2, 3\] float64"):
+        on_cpu(x.astype(np.float64), x)
+    with pytest.raises(DlpcError, match=r"^error: the model takes 2 inputs, 1 given$"):
+        on_cpu(x)
+
+
+def test_an_opencl_model_checks_inputs_after_a_good_call(add):
+    pytest.importorskip("pyopencl")
+    model = dlpc.load(add, weights={"w": np.full((2, 3), 2, np.float32)})
+    try:
+        on_cl = dlpc.compile(model, target="opencl")
+    except DlpcError as e:  # no OpenCL device here
+        pytest.skip(str(e))
+    x = np.ones((2, 3), np.float32)
+    np.testing.assert_array_equal(on_cl(x, x)[0], np.full((2, 3), 4.0))
+    with pytest.raises(
+        DlpcError, match=r"^error: input 'y' has shape 3x2 but the model expects 2x3$"
+    ):
+        on_cl(x, np.ones((3, 2), np.float32))
+
+
+def test_initialiser_arguments_are_checked():
+    from dlpc.frontends.builder import FrontendError, make_initializer
+
+    assert dict(make_initializer("normal", 0).args)["seed"] == 0
+    assert dict(make_initializer("normal", seed=3, std=2).args) == {
+        "seed": 3,
+        "mean": 0.0,
+        "std": 2,
+    }
+    with pytest.raises(FrontendError, match=r"^normal\(\) takes 3 arguments, got 4$"):
+        make_initializer("normal", 1, 0.0, 1.0, 2.0)
+    make_initializer("normal", 1, 0.0, 1.0)
+    with pytest.raises(
+        FrontendError, match=r"^normal\(\) seed must be a non-negative int, got -1$"
+    ):
+        make_initializer("normal", seed=-1)
+    with pytest.raises(FrontendError, match=r"seed must be a non-negative int"):
+        make_initializer("uniform", seed=1.5)
+    with pytest.raises(FrontendError, match=r"^full\(\) is missing argument 'value'$"):
+        make_initializer("full")
+    with pytest.raises(
+        FrontendError, match=r"^full\(\) argument 'value' expects a number, got true$"
+    ):
+        make_initializer("full", True)
+    with pytest.raises(FrontendError, match=r"^normal\(\) got argument 'seed' twice$"):
+        make_initializer("normal", 1, seed=2)
+
+
+def test_an_operand_given_twice_is_refused():
+    from dlpc.frontends.builder import OPS, FrontendError, GraphBuilder, operand_names
+
+    b = GraphBuilder()
+    x = b.input("x", (2,))
+    y = b.input("y", (2,))
+    names = operand_names(OPS["add"])
+    with pytest.raises(FrontendError, match=rf"^add got operand '{names[0]}' twice$"):
+        b.op("add", x, y, **{names[0]: y})
+    s = b.op("add", x, **{names[1]: y})  # the second by name after the first by place
+    assert list(s.owner.operands) == [x, y]
+
+
+def test_a_measuring_process_that_fails_is_a_failed_candidate(monkeypatch):
+    import subprocess
+    import types
+
+    from dlpc.tune import measure
+
+    def fake(code, out, err=""):
+        return lambda *a, **k: types.SimpleNamespace(returncode=code, stdout=out, stderr=err)
+
+    monkeypatch.setattr(measure.subprocess, "run", fake(1, '{"ok": true, "time": 1.0}\n', "boom\n"))
+    r = measure.measure("ir", "")
+    assert (r.ok, r.error) == (False, "failed (exit 1): boom")
+    monkeypatch.setattr(measure.subprocess, "run", fake(0, "", "x\nlast words\n"))
+    assert measure.measure("ir", "").error == "failed (exit 0): last words"
+    monkeypatch.setattr(measure.subprocess, "run", fake(-11, ""))
+    assert measure.measure("ir", "").error == "crashed (signal 11)"
+    monkeypatch.setattr(measure.subprocess, "run", fake(0, 'noise\n{"ok": true, "time": 0.5}\n'))
+    r = measure.measure("ir", "")
+    assert (r.ok, r.time) == (True, 0.5)
+
+    def slow(*a, **k):
+        raise subprocess.TimeoutExpired("x", 3)
+
+    monkeypatch.setattr(measure.subprocess, "run", slow)
+    assert measure.measure("ir", "", timeout=3).error == "timed out after 3 s"
