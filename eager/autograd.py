@@ -20,7 +20,12 @@ from typing import Any
 from dlpc.diagnostics import DlpcError
 from dlpc.eager import dispatch
 from dlpc.frontends.builder import GraphBuilder
-from dlpc.passes.train import _grad
+from dlpc.passes.train import (
+    _comm_grad,  # noqa: F401 - registers the comm ops' rules
+    _control_grad,  # noqa: F401 - registers dynamic_slice's, graph.if's, graph.loop's
+    _grad,
+    _int_grad,  # noqa: F401 - registers the bit operations'
+)
 from dlpc.passes.train._build import Builder
 from dlpc.runtime.tensor import TensorView
 
