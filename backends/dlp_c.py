@@ -279,10 +279,12 @@ class DlpCEmitter(CEmitter):
         origin = k.origin.data if k.origin is not None else None
         note = cbe.kernel_note(k)
         plan = ", ".join(f"{s} {b} bytes" for s, b in used.items() if b)
+        fused = k.attributes.get("dlpc.fused")  # a chain loop-to-dlp made one kernel
         header = c_comment(
             f"{note}: {k.num_tasks} tasks"
             + (f"; {plan}" if plan else "")
             + ("; double-buffered" if k.double_buffered is not None else "")
+            + (f"; fuses {fused.data}" if isinstance(fused, StringAttr) else "")
         )
         # kernel_X, task_X and args_X: unique as kernel_X is (names.KINDS prefixes)
         task, args = (f"{kind}_{fname.removeprefix('kernel_')}" for kind in ("task", "args"))

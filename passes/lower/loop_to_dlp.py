@@ -920,24 +920,34 @@ def lower_kernel(
     multicore: bool = True,
     intrinsics: bool = True,
 ) -> dlp.KernelOp:
+    direct, plan = _prepare(kernel, desc, double_buffer, multicore, intrinsics)
+    if direct is not None:
+        return direct
+    assert plan is not None  # (_prepare: one or the other)
+    return KernelLowering(plan).build()
+
+
+def _prepare(
+    kernel: KernelOp, desc: DlpTarget, double_buffer: bool, multicore: bool, intrinsics: bool
+) -> tuple[dlp.KernelOp | None, KernelPlan | None]:
+    """The kernel as direct GDRAM2GDRAM copies (built), or its plan."""
     from dlpc.passes.lower._dlp_copy import lower_copy
 
     direct = lower_copy(kernel, desc, multicore)
     if direct is not None:
         copies = sum(isinstance(op, dlp.MemcpyOp) for op in direct.walk())
         if copies <= 2 * direct.num_tasks or not intrinsics:
-            return direct
+            return direct, None
         # many short pieces a task (a head split): staged whole items and dlp.transpose
         # pay two DMA latencies a tile instead of one a piece
         plan = plan_kernel(kernel, desc, double_buffer, multicore, intrinsics)
         if not isinstance(plan.selection, PermuteSelection):
             one = _one_item_plan(kernel, desc)
             if one is None or _copy_cycles(direct, desc) <= _one_item_cycles(one):
-                return direct
+                return direct, None
             plan = one
-        return KernelLowering(plan).build()
-    plan = plan_kernel(kernel, desc, double_buffer, multicore, intrinsics)
-    return KernelLowering(plan).build()
+        return None, plan
+    return None, plan_kernel(kernel, desc, double_buffer, multicore, intrinsics)
 
 
 def _one_item_plan(kernel: KernelOp, desc: DlpTarget) -> KernelPlan | None:
@@ -995,12 +1005,31 @@ def lower_module(
     double_buffer: bool = True,
     multicore: bool = True,
     intrinsics: bool = True,
+    fuse: bool = True,
 ) -> None:
-    """Lower every loop.kernel of `module` in place; record the description on @main."""
+    """Lower every loop.kernel of `module` in place; record the description on @main.
+    With `fuse`, chains of kernels passing tiles along become one kernel (_dlp_fuse.py)."""
     from xdsl.transforms.common_subexpression_elimination import cse
 
-    for kernel in [k for k in module.walk() if isinstance(k, KernelOp)]:
-        new = lower_kernel(kernel, desc, double_buffer, multicore, intrinsics)
+    from dlpc.passes.lower import _dlp_fuse
+
+    kernels = [k for k in module.walk() if isinstance(k, KernelOp)]
+    prepared = {k: _prepare(k, desc, double_buffer, multicore, intrinsics) for k in kernels}
+    plans = {k: plan for k, (direct, plan) in prepared.items() if plan is not None}
+    done: set[KernelOp] = set()
+    for run in _dlp_fuse.chains(kernels, plans) if intrinsics and fuse else []:
+        for fused in _dlp_fuse.segments(
+            run, plans, desc, multicore, lambda k: _flops(k.block), _estimate
+        ):
+            new = _dlp_fuse.build_chain(fused, KernelLowering)
+            _dlp_fuse.place(fused, new)
+            cse(new)
+            done.update(fused.kernels)
+    for kernel in kernels:
+        if kernel in done:
+            continue
+        direct, plan = prepared[kernel]
+        new = direct if direct is not None else KernelLowering(plan).build()  # type: ignore[arg-type]
         block = kernel.parent_block()
         assert block is not None  # found by walking the module
         block.insert_op_before(new, kernel)
@@ -1016,7 +1045,8 @@ def lower_module(
 
 @dataclass(frozen=True)
 class LoopToDlp(ModulePass):
-    """`loop-to-dlp{target-desc=tiny double-buffer=false multicore=false intrinsics=false}`"""
+    """`loop-to-dlp{target-desc=tiny double-buffer=false multicore=false intrinsics=false
+    fuse=false}`"""
 
     name = "loop-to-dlp"
 
@@ -1024,6 +1054,7 @@ class LoopToDlp(ModulePass):
     double_buffer: bool = True
     multicore: bool = True
     intrinsics: bool = True
+    fuse: bool = True
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         lower_module(
@@ -1033,4 +1064,5 @@ class LoopToDlp(ModulePass):
             self.double_buffer,
             self.multicore,
             self.intrinsics,
+            self.fuse,
         )

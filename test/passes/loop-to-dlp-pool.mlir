@@ -1,11 +1,12 @@
-// RUN: dlpc-opt %s -p 'loop-to-dlp{target-desc=tiny}' | filecheck %s
+// RUN: dlpc-opt %s -p 'loop-to-dlp{target-desc=tiny fuse=false}' | filecheck %s
 // RUN: dlpc-opt %s -p 'loop-to-dlp{target-desc=tiny intrinsics=false}' | filecheck %s --check-prefix=SCALAR
 
 // Pooling as te-to-loop emits it (graph: max_pool2d 3x3 stride 2, pads 1, ceil_mode, then
 // avg_pool2d 2x2 stride 2): channels are the work loop, each tile of channels is one
 // dlp.pool over its NRAM copy. The padded max pool reads through a guard (`scf.if`, -inf
 // outside the image), which dlp.pool's implicit padding replaces; the average pool is a
-// "sum" pool and its division by the constant window size a dlp.mul_scalar.
+// "sum" pool and its division by the constant window size a dlp.mul_scalar. (fuse=false:
+// each pool its own kernel; loop-to-dlp-fuse.mlir chains kernels like these two.)
 
 // The max pool's result is its output: pooled straight into the output tile's slot (no
 // accumulator, no NRAM2NRAM copy: one DMA latency less a tile).

@@ -55,11 +55,18 @@ class ReduceSelection(Selection):
     acc: SSAValue  # the accumulator value read after the reduction
     in_place: bool = False  # the combined value is a plain load of the tile: reduced there
 
+    @property
+    def passthrough(self) -> bool:
+        """The reduced value is the output (softmax's max and sum): reduced into the
+        output tile itself, no accumulator and no NRAM2NRAM copy (a DMA latency)."""
+        return isinstance(self.ew, Elementwise) and self.ew.passthrough(self.acc)
+
     def scratch_bytes(self, plan, tile: int) -> int:
         rows = tile_bytes(plan, tile * self.ew.inner)
         full = tile_bytes(plan, tile * self.ew.inner * self.cols)
         row_nram = 0 if self.in_place else 1
-        return rows * (self.ew.temps() + 1) + full * (self.prologue.temps() + row_nram)
+        acc = 0 if self.passthrough else self.ew.temps() + 1
+        return rows * acc + full * (self.prologue.temps() + row_nram)
 
     def emit(self, lowering, b, t0: SSAValue, n: SSAValue) -> None:
         plan = lowering.plan
@@ -86,6 +93,11 @@ class ReduceSelection(Selection):
                 result=self.value,
                 final=(src, at),
             )
+        if self.passthrough:
+            assert isinstance(self.ew, Elementwise)  # (passthrough says so)
+            out = self.ew.out
+            b.op(self.op(out.local, out.slot, src, at, rows, b.c(self.cols)))
+            return
         acc = b.alloc("nram", scratch_elems(plan, plan.tile * self.ew.inner), elt, "acc_nram")
         b.op(self.op(acc, b.c(0), src, at, rows, b.c(self.cols)))
         self.ew.emit_after(lowering, b, rows, acc, t0, n, self.acc)

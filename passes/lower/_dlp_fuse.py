@@ -1,0 +1,372 @@
+"""Kernel chains as one dlp kernel, for `loop-to-dlp`: a producer's tile stays in NRAM.
+
+Consecutive loop kernels whose plans split the same work loop the same way (softmax's
+max, exp, sum and scale; layer norm's mean, rstd and normalise; a convolution and the
+pooling of its channels) and pass intermediates tile by tile (the consumer reads, at
+each work iteration, exactly the rows its producer wrote there: both tiled in the same
+dimension, one row an iteration) become ONE `dlp.kernel`, named after the last member:
+per tile, each member in turn loads its other operands, computes on intrinsics and
+stores what is read after the chain; an intermediate is neither stored nor reloaded (its
+NRAM tile is the consumer's operand), a buffer several members read alike is loaded
+once. At batch 1 every kernel costs a few DMA latencies (the simulator's 200 cycles
+each, serially per task), so a chain of small kernels pays them once.
+
+Fused only where every member is on intrinsics, has no batch loop around its work loop
+and no operand moved by its selection itself, the members' task share fits one tile
+single-buffered side by side, and a member writes nothing an earlier member reads. The
+intermediates keep their GDRAM allocation (stored only where read after the chain).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from xdsl.dialects import arith, memref
+from xdsl.dialects.builtin import StringAttr
+from xdsl.ir import Operation, SSAValue
+
+from dlpc.dialects import dlp
+from dlpc.dialects.loop import KernelOp
+from dlpc.dialects.typed import element_type
+from dlpc.passes.lower._dlp_build import BufferPlan, Builder, KernelPlan, finish_for, round_up
+from dlpc.targets.dlp import DlpTarget
+
+
+def _tiling(p: BufferPlan) -> tuple:
+    return (p.dim, p.a, p.rlo, p.rhi, p.prefix)
+
+
+def _one_row(p: BufferPlan) -> bool:
+    """Tiled one row a work iteration, from the iteration's own row (no halo)."""
+    return p.kind == "tiled" and p.a == 1 and p.rlo == 0 and p.rhi == 0
+
+
+def _eligible(plan: KernelPlan) -> bool:
+    return (
+        plan.work is not None
+        and plan.outer is None
+        and plan.selection is not None
+        and not any(p.direct for p in plan.buffers.values())
+    )
+
+
+def chains(kernels: list[KernelOp], plans: dict[KernelOp, KernelPlan]) -> list[list[KernelOp]]:
+    """Runs of consecutive kernels (only allocations, deallocations and constants between
+    them) that can be one kernel: each member after the first reads an intermediate of
+    the run, tiled as its producer wrote it."""
+    runs: list[list[KernelOp]] = []
+    run: list[KernelOp] = []
+    for k in kernels:
+        if run and _joins(run, k, plans):
+            run.append(k)
+            continue
+        if len(run) > 1:
+            runs.append(run)
+        run = [k] if k in plans and _eligible(plans[k]) else []
+    if len(run) > 1:
+        runs.append(run)
+    return runs
+
+
+def _adjacent(a: KernelOp, b: KernelOp) -> bool:
+    op = a.next_op
+    while op is not None and op is not b:
+        if not isinstance(op, memref.AllocOp | memref.DeallocOp | arith.ConstantOp):
+            return False
+        op = op.next_op
+    return op is b
+
+
+def _joins(run: list[KernelOp], k: KernelOp, plans: dict[KernelOp, KernelPlan]) -> bool:
+    plan = plans.get(k)
+    first = plans[run[0]]
+    if plan is None or not _eligible(plan) or not _adjacent(run[-1], k):
+        return False
+    assert plan.work is not None and first.work is not None  # (_eligible)
+    if plan.work.trip_count != first.work.trip_count:
+        return False
+    written: dict[SSAValue, BufferPlan] = {}
+    read: set[SSAValue] = set()
+    for m in run:
+        for v, p in plans[m].buffers.items():
+            if p.written:
+                written[v] = p
+            if p.read:
+                read.add(v)
+    linked = False
+    for v, p in plan.buffers.items():
+        if p.written and (v in read or v in written):
+            return False  # an earlier member reads it (or writes it): order across tasks
+        if v in written:
+            q = written[v]
+            if not (_one_row(p) and _one_row(q) and _tiling(p) == _tiling(q) and q.full_write):
+                return False
+            linked = True
+    return linked
+
+
+@dataclass
+class Fused:
+    """The members' plans with a common task count and tile (one tile a task)."""
+
+    kernels: list[KernelOp]
+    plans: list[KernelPlan]
+    tasks: int
+    tile: int
+
+
+class _Common:
+    """The members of a candidate chain set to the common plan while it lives (every
+    member single-buffered, whole buffers per task, the task's share one tile); their
+    own plans are put back unless `keep` is called."""
+
+    def __init__(self, members: list[KernelPlan], tasks: int, chunk: int):
+        self.members = members
+        self.saved = [(p, p.tasks, p.groups, p.tile, p.double, p.sram) for p in members]
+        self.residents = {b: b.resident for p in members for b in p.buffers.values()}
+        self.kept = False
+        for p in members:
+            p.tasks, p.groups, p.tile, p.double, p.sram = tasks, 1, chunk, False, False
+            for b in p.buffers.values():
+                b.resident = False
+
+    def keep(self) -> None:
+        self.kept = True
+
+    def __enter__(self) -> _Common:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.kept:
+            return
+        for p, tasks, groups, tile, double, sram in self.saved:
+            p.tasks, p.groups, p.tile, p.double, p.sram = tasks, groups, tile, double, sram
+        for b, r in self.residents.items():
+            b.resident = r
+
+
+def _key(p: BufferPlan) -> tuple:
+    return (p.value, p.kind, _tiling(p) if p.kind == "tiled" else (), p.space)
+
+
+def _cycles(members: list[KernelPlan], flops: list[float], stored: set[SSAValue]) -> float:
+    """The simulator's model of the chain as one kernel, roughly (as loop_to_dlp's
+    `_estimate`): each buffer copy once a task (one tile), intermediates not moved."""
+    d = members[0].desc
+    tasks = members[0].tasks
+    per_cycle = d.gdram_bandwidth_gbs / d.clock_ghz
+    seen: set[tuple] = set()
+    whole = tiled = 0.0
+    dmas = 0
+    compute = 0.0
+    for plan, f in zip(members, flops):
+        rate = (
+            2 * d.throughput("matmul")
+            if getattr(plan.selection, "matrix_unit", False)
+            else d.vector_width
+        )
+        compute += f / tasks / rate
+        for p in plan.buffers.values():
+            nbytes = p.elements(plan.trip if p.kind == "tiled" else 1) * p.elt_bytes
+            if p.written and p.value in stored:
+                tiled += nbytes
+                dmas += 1
+            if (p.read or not p.full_write) and _key(p) not in seen:
+                if p.kind == "whole":
+                    whole += nbytes
+                else:
+                    tiled += nbytes
+                dmas += 1
+            seen.add(_key(p))
+    transfer = dmas * d.dma_latency_cycles + (whole + tiled / tasks) / per_cycle
+    return max((whole * tasks + tiled) / per_cycle, compute + transfer)
+
+
+def segments(
+    run: list[KernelOp],
+    plans: dict[KernelOp, KernelPlan],
+    desc: DlpTarget,
+    multicore: bool,
+    flops: Callable[[KernelOp], float],
+    alone: Callable[[KernelPlan, float], float],
+) -> list[Fused]:
+    """The chains of a run worth one kernel: the split of the run into stretches that
+    saves the most (each stretch's estimate as one kernel against the sum of its members'
+    own plans' `alone` estimates; a member alone saves nothing)."""
+    n = len(run)
+    saves: dict[tuple[int, int], float] = {}
+    for i in range(n):
+        for j in range(i + 1, n):
+            got = _try(run[i : j + 1], plans, desc, multicore, flops, alone)
+            if got is not None and got > 0:
+                saves[i, j] = got
+    best: list[tuple[float, list[tuple[int, int]]]] = [(0.0, [])] * (n + 1)
+    for i in range(n - 1, -1, -1):
+        best[i] = best[i + 1]
+        for j in range(i + 1, n):
+            if (i, j) in saves and saves[i, j] + best[j + 1][0] > best[i][0]:
+                best[i] = (saves[i, j] + best[j + 1][0], [(i, j), *best[j + 1][1]])
+    out: list[Fused] = []
+    for i, j in best[0][1]:
+        fused = plan_chain(run[i : j + 1], plans, desc, multicore)
+        assert fused is not None  # (_try planned the same)
+        out.append(fused)
+    return out
+
+
+def _try(chain, plans, desc, multicore, flops, alone) -> float | None:
+    """Cycles the chain saves against its members alone (None: it does not fit)."""
+    members = [plans[k] for k in chain]
+    fs = [flops(k) for k in chain]
+    before = sum(alone(p, f) for p, f in zip(members, fs))
+    common = _common(chain, plans, desc, multicore)
+    if common is None:
+        return None
+    with common:
+        stored = {
+            p.value
+            for plan in members
+            for p in plan.buffers.values()
+            if p.written and used_after(p.value, chain)
+        }
+        return before - _cycles(members, fs, stored)
+
+
+def _common(chain, plans, desc, multicore) -> _Common | None:
+    members = [plans[k] for k in chain]
+    trip = members[0].trip
+    tasks = min(desc.cores, trip) if multicore else 1
+    chunk = -(-trip // tasks)
+    spaces: dict[SSAValue, str] = {}
+    for p in members:
+        for b in p.buffers.values():
+            if spaces.setdefault(b.value, b.space) != b.space:
+                return None  # (an intermediate read from another scratchpad than written)
+        if p.selection is not None and (p.selection.max_tile(p) or chunk) < chunk:
+            return None
+    with _Common(members, tasks, chunk):
+        use = {"nram": 0, "wram": 0}
+        for p in members:
+            got = p.space_bytes(chunk, False, False)
+            for space in use:
+                use[space] += got[space]
+    if any(use[s] > desc.capacity(s) for s in use):
+        return None
+    return _Common(members, tasks, chunk)  # (after the trial's plans are put back)
+
+
+def plan_chain(
+    kernels: list[KernelOp], plans: dict[KernelOp, KernelPlan], desc: DlpTarget, multicore: bool
+) -> Fused | None:
+    """The chain's common plan, set on its members, or None where the members do not
+    fit side by side (their plans then as they were)."""
+    common = _common(kernels, plans, desc, multicore)
+    if common is None:
+        return None
+    common.keep()
+    return Fused(kernels, common.members, common.members[0].tasks, common.members[0].tile)
+
+
+def used_after(value: SSAValue, chain: list[KernelOp]) -> bool:
+    """Is `value` an output of the function, or read outside the chain's kernels (other
+    than by its deallocation)?"""
+    if not isinstance(value.owner, memref.AllocOp):
+        return True  # an argument: the function's output
+    inside = {id(op) for k in chain for op in k.walk()}
+    for use in value.uses:
+        op = use.operation
+        if id(op) not in inside and not isinstance(op, memref.DeallocOp):
+            return True
+    return False
+
+
+def build_chain(fused: Fused, lowering_cls) -> dlp.KernelOp:
+    """The one dlp.kernel of a chain (`lowering_cls`: loop_to_dlp.KernelLowering, whose
+    per-buffer pieces each member's lowering reuses)."""
+    last = fused.plans[-1]
+    op: dlp.KernelOp = lowering_cls(last).op
+    first = fused.kernels[0]
+    if first.origin is not None:
+        op.attributes["origin"] = StringAttr(first.origin.data)
+    op.attributes["dlpc.fused"] = StringAttr(",".join(k.sym for k in fused.kernels))
+    reasons = [p.scalar for p in fused.plans if p.scalar is not None]
+    if reasons:
+        op.attributes["dlpc.scalar"] = StringAttr(reasons[0])
+    elif "dlpc.scalar" in op.attributes:
+        del op.attributes["dlpc.scalar"]
+    b = Builder(op.block)
+    tid = b.v(dlp.TaskIdOp())
+    tid.name_hint = "task"
+    c0 = b.c(0)
+    desc = last.desc
+    lowerings = []
+    # buffers: one NRAM/WRAM copy per GDRAM buffer and tiling (shared by the members
+    # that read it alike; an intermediate's copy is its producer's output tile)
+    local: dict[tuple, SSAValue] = {}
+    stored: set[SSAValue] = set()
+    loaded: dict[BufferPlan, bool] = {}
+    for plan in fused.plans:
+        lw = lowering_cls(plan)
+        lw.op, lw.b = op, b
+        lowerings.append(lw)
+        for p in plan.buffers.values():
+            key = (p.value, p.kind, _tiling(p) if p.kind == "tiled" else (), p.space)
+            if key in local:
+                p.local, loaded[p] = local[key], False
+            else:
+                n = round_up(p.elements(plan.tile) * p.elt_bytes, desc.dma_align) // p.elt_bytes
+                p.local = b.alloc(p.space, n, element_type(p.value), f"{p.name}_{p.space}")
+                local[key] = p.local
+                loaded[p] = p.read or not p.full_write
+            p.slot = c0
+            if p.written and used_after(p.value, fused.kernels):
+                stored.add(p.value)
+    for plan in fused.plans:
+        for p in plan.buffers.values():
+            if p.kind == "whole" and loaded[p]:
+                b.op(dlp.MemcpyOp(p.local, c0, p.value, c0, b.c(p.elements(1))))
+    trip = b.c(last.trip)
+    lo = b.min(b.mul(tid, b.c(last.chunk)), trip)
+    hi = b.min(b.add(lo, b.c(last.chunk)), trip)
+    lo.name_hint, hi.name_hint = "lo", "hi"
+    _, inner, t0 = b.for_(lo, hi, b.c(fused.tile))
+    t0.name_hint = "t0"
+    n = inner.min(inner.c(fused.tile), inner.sub(hi, t0))
+    n.name_hint = "n"
+    for plan, lw in zip(fused.plans, lowerings):
+        tiled = [p for p in plan.buffers.values() if p.kind == "tiled"]
+        lw.tile_bases(inner, tiled, t0, n)
+        for p in tiled:
+            if loaded[p]:
+                inner.op(dlp.MemcpyOp(p.local, p.slot, p.value, p.base, p.count))
+        lw.compute(inner, t0, n)
+        for p in tiled:
+            if p.written and p.value in stored:
+                inner.op(dlp.MemcpyOp(p.value, p.base, p.local, p.slot, p.count))
+    finish_for(inner)  # (a written buffer is always tiled: plan_buffers)
+    return op
+
+
+def place(fused: Fused, new: Operation) -> None:
+    """Put the chain's kernel where its last member was, the deallocations between the
+    members after it, and remove the members."""
+    last = fused.kernels[-1]
+    block = last.parent_block()
+    assert block is not None  # a kernel of the module
+    block.insert_op_before(new, last)
+    moved: list[Operation] = []
+    op = fused.kernels[0].next_op
+    while op is not None and op is not last:
+        nxt = op.next_op
+        if isinstance(op, memref.DeallocOp):
+            op.detach()
+            moved.append(op)
+        op = nxt
+    for k in fused.kernels:
+        k.detach()
+        k.erase()
+    anchor: Operation = new
+    for d in moved:
+        block.insert_op_after(d, anchor)
+        anchor = d
