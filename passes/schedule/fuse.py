@@ -4,7 +4,8 @@ Input/Output: loop dialect.  Requires: `inner` is the only op in `outer`'s body
 (adjacent, perfect; index arithmetic between them is sunk into the body).  Guarantees:
 one loop over `trips(outer) * trips(inner)` iterations in the same order; the old
 induction variables are recovered with `divui`/`remui`; annotations are dropped except
-`parallel` of the outer loop and `reduction` of either.
+`parallel` of the outer loop, `reduction` of either and a symbolic extent's mark of the
+outer loop (`fuse_extent`).
 
 Before (`fuse k/i0, i1 -> f`):
 
@@ -30,7 +31,7 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
@@ -78,6 +79,7 @@ def fuse(root, kernel: str, outer: str, inner: str, fused: str | None = None) ->
     loop = ForOp(0, n_out * n_in, 1, name=name, parallel=out.parallel is not None)
     if out.reduction is not None or inn.reduction is not None:
         loop.annotate("reduction")
+    fuse_extent(out, inn, loop)
     name_iv(loop)
     c = const(n_in)
     div = arith.DivUIOp(loop.induction_var, c.result)
@@ -99,6 +101,27 @@ def fuse(root, kernel: str, outer: str, inner: str, fused: str | None = None) ->
     out.detach()
     out.erase()
     return loop
+
+
+def fuse_extent(out: ForOp, inn: ForOp, loop: ForOp) -> None:
+    """An outer loop over a symbolic extent (`dlpc.extent`, passes/lower/_symbolic.py)
+    from 0 by 1, fused with an unmarked inner one of n iterations: the fused loop keeps
+    the mark, its limit n times the outer's (`dlpc.extent_scale`), so it still stops at
+    the call's extent. (Other marked pairs lose the marks: the loop runs to its bound.)"""
+    marks = ("dlpc.extent", "dlpc.extent_base")
+    if (
+        "dlpc.extent" not in out.attributes
+        or any(k in inn.attributes for k in marks)
+        or "dlpc.extent_id" in out.attributes
+        or (out.lower, out.stride) != (0, 1)
+    ):
+        return
+    for key in marks:
+        if key in out.attributes:
+            loop.attributes[key] = out.attributes[key]
+    scale = out.attributes.get("dlpc.extent_scale")
+    times = scale.value.data if isinstance(scale, IntegerAttr) else 1
+    loop.attributes["dlpc.extent_scale"] = IntegerAttr(times * inn.trip_count, 64)
 
 
 @dataclass(frozen=True)
