@@ -65,6 +65,9 @@ EXTENT_ATTR = "dlpc.extent"
 # this loop's, give the dim's index (passes/schedule/_common.split_extent)
 BASE_ATTR = "dlpc.extent_base"
 ID_ATTR = "dlpc.extent_id"  # a split's outer loop: its id in the kernel
+# with it, on a loop a fuse made of a marked outer loop and a static inner one of n
+# iterations: the limit is n times the outer loop's (passes/schedule/fuse.py)
+SCALE_ATTR = "dlpc.extent_scale"
 # a kernel's attribute: it reduces over a symbolic extent, so every loop that reads its
 # inputs at its own index must keep its mark and stop exactly (loop-runtime-extents)
 EXACT_ATTR = "dlpc.exact"
@@ -232,11 +235,13 @@ def guard(
     dims: SSAValue,
     names: list[str],
     base: Sequence[SSAValue] = (),
+    scale: int = 1,
 ) -> None:
-    """Put `loop`'s body under `scf.if iv < extent - sum(base)`, the limit computed from
-    `dims` just before the loop (`base`: the ivs of the loops a split took the index's
-    other parts to, all around `loop`). The body is then the compare and the `scf.if`
-    alone: the C printer stops such a loop at the limit (`iv < min(ub, limit)`)."""
+    """Put `loop`'s body under `scf.if iv < (extent - sum(base)) * scale`, the limit
+    computed from `dims` just before the loop (`base`: the ivs of the loops a split took
+    the index's other parts to, all around `loop`; `scale`: the inner trip count a fuse
+    folded in). The body is then the compare and the `scf.if` alone: the C printer stops
+    such a loop at the limit (`iv < min(ub, limit)`)."""
     ops = list(loop.block.ops)
     then = Block()
     for op in ops:
@@ -261,6 +266,8 @@ def guard(
     limit = build_dim(extent, symbol, add)
     for b in base:
         limit = add(arith.SubiOp(limit, b))
+    if scale != 1:
+        limit = add(arith.MuliOp(limit, add(arith.ConstantOp(IntegerAttr(scale, IndexType())))))
     parent = loop.parent_block()
     assert parent is not None  # (a loop of a kernel)
     parent.insert_ops_before(head, loop)

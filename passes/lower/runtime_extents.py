@@ -56,6 +56,7 @@ from dlpc.passes.lower._symbolic import (
     EXTENT_ATTR,
     GUARD_REDUCTIONS,
     ID_ATTR,
+    SCALE_ATTR,
     guard,
     guard_tile,
     tile_fits,
@@ -120,9 +121,13 @@ class LoopRuntimeExtents(ModulePass):
                 or _prepares(loop)
             ):
                 loop.attributes.pop(BASE_ATTR, None)
+                loop.attributes.pop(SCALE_ATTR, None)
                 continue  # (runs to its static bound: past the extent it computes padding)
             base = _base(loop)
-            if base is not None and tile and loop in exact and not clamp:
+            scale = loop.attributes.pop(SCALE_ATTR, None)
+            if isinstance(scale, IntegerAttr) and base is not None:  # (a fused loop)
+                guard(loop, extent, dims, order, base, scale.value.data)
+            elif base is not None and tile and loop in exact and not clamp:
                 # (an exact register tile: guarded only in the last one)
                 guard_tile(loop, extent, dims, order, base)
             elif base is not None:  # (None: a loop the index's other parts run in is inside)
@@ -222,7 +227,12 @@ def _tile_base(loop: ForOp) -> list[ForOp] | None:
             if own in wanted and own not in found:
                 found[own] = parent
         parent = parent.parent_op()
-    if "unroll" not in loop.attributes or len(found) != len(wanted) or _prepares(loop):
+    if (
+        "unroll" not in loop.attributes
+        or SCALE_ATTR in loop.attributes
+        or len(found) != len(wanted)
+        or _prepares(loop)
+    ):
         return None
     loops = sorted(found.values(), key=_depth)
     return loops

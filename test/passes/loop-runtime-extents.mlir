@@ -197,3 +197,32 @@ func.func @main(%x: memref<4x16xf32>, %dlpc_dims: memref<1xi64>, %out0: memref<4
   }
   func.return
 }
+
+// -----
+
+// A loop a fuse made of a marked outer loop and a static inner one of 8 iterations
+// (dlpc.extent_scale = 8) stops at 8 times the outer limit: 8 * (seq - i0o).
+// CHECK-LABEL: func.func @main
+// CHECK:         loop.for %[[O:.*]] = 0 to 16 step 4 {name = "i0o"} {
+// CHECK:           %[[L:.*]] = arith.subi %{{.*}}, %[[O]] : index
+// CHECK-NEXT:      %[[EIGHT:.*]] = arith.constant 8 : index
+// CHECK-NEXT:      %[[S:.*]] = arith.muli %[[L]], %[[EIGHT]] : index
+// CHECK-NEXT:      loop.for %[[F:.*]] = 0 to 32 step 1 {name = "f"} {
+// CHECK-NEXT:        arith.cmpi slt, %[[F]], %[[S]] : index
+// CHECK-NOT:     dlpc.extent
+func.func @main(%x: memref<16x8xf32>, %dlpc_dims: memref<1xi64>, %out0: memref<16x8xf32>) attributes {dlpc.dims = ["seq"], dlpc.num_inputs = 2 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "neg_0" {
+    loop.for %i0o = 0 to 16 step 4 {name = "i0o", dlpc.extent = "seq", dlpc.extent_id = 1 : i64} {
+      loop.for %f = 0 to 32 step 1 {name = "f", dlpc.extent = "seq", dlpc.extent_base = [1 : i64], dlpc.extent_scale = 8 : i64} {
+        %c8 = arith.constant 8 : index
+        %i0i = arith.divui %f, %c8 : index
+        %i1 = arith.remui %f, %c8 : index
+        %i0 = arith.addi %i0o, %i0i : index
+        %v = memref.load %x[%i0, %i1] : memref<16x8xf32>
+        %n = arith.negf %v : f32
+        memref.store %n, %out0[%i0, %i1] : memref<16x8xf32>
+      }
+    }
+  }
+  func.return
+}

@@ -9,10 +9,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from xdsl.context import Context
+from xdsl.dialects.builtin import IntegerAttr
 
 from dlpc.api import compile as dlpc_compile
 from dlpc.api import reference
 from dlpc.backends.c import emit_c
+from dlpc.backends.runtime.cbuild import CFunction
 from dlpc.dialects.loop import KernelOp
 from dlpc.frontends.text import parse_model
 from dlpc.passes.lower.runtime_extents import LoopRuntimeExtents
@@ -95,3 +97,44 @@ def test_parallel_loop_over_a_runtime_extent_keeps_its_serial_copy():
     kernel = source[source.index("kernel_neg_0(") : source.index("int dlpc_main")]
     assert "if (dlpc_parallel()) {" in kernel and "} else {" in kernel
     assert "if(parallel:" not in kernel
+
+
+# a loop over seq split by 4 (i0o, i0i), i0i to be fused with the static i1
+SPLIT = """
+func.func @main(%x: memref<16x8xf32>, %dlpc_dims: memref<1xi64>, %out0: memref<16x8xf32>)
+    attributes {dlpc.dims = ["seq"], dlpc.num_inputs = 2 : i64, dlpc.params = [],
+    dlpc.num_outputs = 1 : i64} {
+  loop.kernel "neg_0" {
+    loop.for %i0o = 0 to 16 step 4 {name = "i0o", dlpc.extent = "seq", dlpc.extent_id = 1 : i64} {
+      loop.for %i0i = 0 to 4 step 1 {name = "i0i", dlpc.extent = "seq", dlpc.extent_base = [1 : i64]} {
+        loop.for %i1 = 0 to 8 step 1 {name = "i1"} {
+          %i0 = arith.addi %i0o, %i0i : index
+          %v = memref.load %x[%i0, %i1] : memref<16x8xf32>
+          %n = arith.negf %v : f32
+          memref.store %n, %out0[%i0, %i1] : memref<16x8xf32>
+        }
+      }
+    }
+  }
+  func.return
+}
+"""
+
+
+def test_a_fused_loop_keeps_its_extent():
+    """fuse(i0i, i1) keeps i0i's mark with the scale 8, so the fused loop stops at
+    8 * (seq - i0o): the rows below seq are computed, at every seq (the conv's batch tile
+    fused with its rows computed 32 images at batch 1 before)."""
+    from dlpc.passes.schedule.fuse import fuse
+
+    module = parse_module(SPLIT)
+    fused = fuse(module, "neg_0", "i0i", "i1", "f")
+    assert fused.attributes["dlpc.extent_scale"] == IntegerAttr(8, 64)
+    LoopRuntimeExtents().apply(Context(), module)
+    source = emit_c(module)
+    assert source[source.index("kernel_neg_0(") :].count(" ? ") >= 2  # (i0o and f clamped)
+    f = CFunction(module, name="dyn_fused")
+    x = np.random.default_rng(0).standard_normal((16, 8)).astype(np.float32)
+    for n in (1, 3, 4, 5, 7, 8, 9, 16):
+        (out,) = f(x, np.array([n], np.int64))
+        np.testing.assert_array_equal(out[:n], -x[:n])
