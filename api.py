@@ -347,6 +347,7 @@ def compile(
     symbolic: bool = True,
     specialise: int = 0,
     device=None,
+    batch_chunks: bool = True,
     **options,
 ) -> CompiledModel:
     """Lower `model` through the pipeline and build it for `target`.
@@ -363,6 +364,10 @@ def compile(
 
     `device="opencl:0"` (a runtime device: `cpu`, `opencl:N`, `dlp:N`; the target is
     its) gives a `DeviceModel`: weights resident on that device, called on `dlpc.Tensor`s.
+
+    `batch_chunks` (C, folded weights): a per-sample graph whose batch's intermediates
+    outgrow the caches is compiled for a chunk of the batch and run chunk after chunk
+    (passes/graph/rebatch.py); `lowered`, `source` and `artifact` are the chunk's.
     """
     place = None
     if device is not None:  # (compiled for that device's target, run there)
@@ -404,6 +409,10 @@ def compile(
     if profile is not None and target != "opencl":
         raise DlpcError(f"error: profile= applies to target 'opencl', not '{target}'")
     weights = check_weights(model)
+    if batch_chunks and target == "c" and place is None and fold_weights and not check_each_pass:
+        chunked = _compile_chunks(model, opt_level, tuning_log, options)
+        if chunked is not None:
+            return chunked
     if target != "numpy" and _has_comm(model):
         split = _compile_split(model, target, opt_level, tuning_log, fold_weights, options)
         assert split.artifact is not None
@@ -455,6 +464,35 @@ def compile(
     if target in ("c", "opencl"):  # (their runtimes take the checked arrays as they are)
         compiled._direct = function
     return compiled if place is None else DeviceModel.of(compiled, place)
+
+
+def _compile_chunks(
+    model: Model, opt_level: int, tuning_log: str | None, options: dict
+) -> CompiledModel | None:
+    """`model` as one chunk's C program run over its batch (`compile`'s batch_chunks),
+    or None where that does not apply (rebatch.chunk_plan) or the loop has no C runtime."""
+    from dlpc.backends.runtime import fastcall
+    from dlpc.backends.runtime.cbuild import CFunction
+    from dlpc.backends.runtime.chunks import BatchChunks
+    from dlpc.passes.graph.rebatch import CHUNK_BUDGET_BYTES, chunk_plan, rebatch
+
+    if model.ir is None or _has_comm(model) or fastcall.extension() is None:
+        return None
+    plan = chunk_plan(model.module, CHUNK_BUDGET_BYTES)
+    small = rebatch(model.module, plan[1]) if plan is not None else None
+    if plan is None or small is None:
+        return None
+    part = Model(small, model.weights, model.name, model.path)
+    one = compile(part, "c", opt_level, tuning_log, batch_chunks=False, **options)
+    function = one.artifact
+    if not isinstance(function, CFunction):
+        return None
+    run = BatchChunks(function, plan[0] // plan[1])
+    compiled = CompiledModel(
+        model, "c", one.source, one._lowered, lambda arrays: run(*arrays), function, one.cached
+    )
+    compiled._direct = run
+    return compiled
 
 
 DEVICE_TARGETS = {"cpu": "c", "opencl": "opencl", "dlp": "dlp"}

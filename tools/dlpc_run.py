@@ -367,9 +367,14 @@ def run(argv: list[str] | None) -> int:
         print(format_profile(rows, call))
     elif args.profile:  # the same C with a timer around every kernel call
         from dlpc.backends.runtime.cbuild import CFunction
+        from dlpc.backends.runtime.chunks import BatchChunks
         from dlpc.backends.runtime.profile import format_profile, profile
 
         assert isinstance(compiled.artifact, CFunction)  # (--profile is c or opencl, checked)
+        run = compiled._direct
+        if isinstance(run, BatchChunks):  # (the program of one chunk, on the first one)
+            print(f"note: the batch runs in chunks of {run.chunk}: the profile is one chunk's")
+            inputs = [x[: run.chunk] for x in inputs]
         rows, call = profile(
             compiled.artifact, compiled.lowered, inputs, repeat=args.repeat, name=model.name
         )

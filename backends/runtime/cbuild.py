@@ -546,7 +546,7 @@ class CFunction(ModuleFunction):
             self.num_inputs + len(self.param_names),
             self.arg_specs[: self.num_inputs],
             self.arg_specs[self.num_inputs + len(self.param_names) :],
-            keep_off_workers,
+            lambda: keep_off_workers(),  # (looked up per call, as the Python path does)
             functools.partial(_raise_failure, self.library),
             (self._argv, self.bound_params, getattr(self, "packed", None), self.library),
         )

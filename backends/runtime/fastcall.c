@@ -7,7 +7,9 @@
  * that concurrent calls never share it) and calls dlpc_main without the GIL; it returns
  * the list of outputs, or None when an input does not pass (the caller then takes the
  * Python path, which converts or reports it). A non-zero status goes to `fail`, which
- * raises. `pre`, when not None, runs before each call (cbuild.keep_off_workers). */
+ * raises. `pre`, when not None, runs before each call (cbuild.keep_off_workers).
+ * With `repeat` (a batch run chunk after chunk, passes/graph/rebatch.py), dlpc_main is
+ * the program of one chunk and runs once per chunk on the next slices. */
 #define PY_SSIZE_T_CLEAN
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #include <Python.h>
@@ -21,6 +23,7 @@ typedef int (*entry_fn)(void **);
 typedef struct {
     int ndim;
     int type_num;
+    int itemsize;
     npy_intp dims[NPY_MAXDIMS];
 } Spec;
 
@@ -33,16 +36,18 @@ typedef struct {
     Py_ssize_t n_in;     /* inputs are argv[0 .. n_in) */
     Py_ssize_t first_out;
     Py_ssize_t n_out;    /* outputs are argv[first_out .. first_out + n_out) */
+    Py_ssize_t repeat;   /* dlpc_main runs this many times, on consecutive chunks */
     Spec *specs;         /* n_in inputs, then n_out outputs */
+    Py_ssize_t *steps;   /* bytes of one chunk, per input then output */
     PyObject *pre;
     PyObject *fail;
     PyObject *keep;      /* whatever owns argv and the library */
 } Caller;
 
 static int parse_spec(PyObject *item, Spec *s) {
-    int ndim, type_num;
+    int ndim, type_num, itemsize;
     PyObject *shape;
-    if (!PyArg_ParseTuple(item, "Oi", &shape, &type_num))
+    if (!PyArg_ParseTuple(item, "Oii", &shape, &type_num, &itemsize))
         return -1;
     PyObject *seq = PySequence_Fast(shape, "a shape is a sequence");
     if (seq == NULL)
@@ -64,6 +69,7 @@ static int parse_spec(PyObject *item, Spec *s) {
     Py_DECREF(seq);
     s->ndim = ndim;
     s->type_num = type_num;
+    s->itemsize = itemsize;
     return 0;
 }
 
@@ -118,9 +124,18 @@ static PyObject *Caller_vectorcall(PyObject *self_, PyObject *const *args, size_
         PyList_SET_ITEM(outputs, j, y);
         argv[self->first_out + j] = PyArray_DATA((PyArrayObject *)y);
     }
-    int status;
+    int status = 0;
     Py_BEGIN_ALLOW_THREADS
-    status = self->entry(argv);
+    for (Py_ssize_t r = 0; r < self->repeat && status == 0; r++) {
+        if (r > 0) {
+            for (Py_ssize_t i = 0; i < n; i++)
+                argv[i] = (char *)argv[i] + self->steps[i];
+            for (Py_ssize_t j = 0; j < self->n_out; j++)
+                argv[self->first_out + j] =
+                    (char *)argv[self->first_out + j] + self->steps[n + j];
+        }
+        status = self->entry(argv);
+    }
     Py_END_ALLOW_THREADS
     if (argv != small)
         PyMem_Free(argv);
@@ -137,21 +152,28 @@ static PyObject *Caller_vectorcall(PyObject *self_, PyObject *const *args, size_
 
 static void Caller_dealloc(Caller *self) {
     PyMem_Free(self->specs);
+    PyMem_Free(self->steps);
     Py_XDECREF(self->pre);
     Py_XDECREF(self->fail);
     Py_XDECREF(self->keep);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* Caller(entry, argv, argc, n_in, first_out, in_specs, out_specs, pre, fail, keep):
- * entry and argv are addresses; a spec is (shape, numpy type number). */
+/* Caller(entry, argv, argc, n_in, first_out, in_specs, out_specs, pre, fail, keep
+ *        [, repeat]): entry and argv are addresses; a spec is (shape, numpy type
+ * number, item size), the whole call's; with repeat > 1 each call of dlpc_main takes the next
+ * 1/repeat of every input and output (split along dim 0, which repeat divides). */
 static PyObject *Caller_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     unsigned long long entry, argv;
-    Py_ssize_t argc, n_in, first_out;
+    Py_ssize_t argc, n_in, first_out, repeat = 1;
     PyObject *in_specs, *out_specs, *pre, *fail, *keep;
-    if (!PyArg_ParseTuple(args, "KKnnnOOOOO", &entry, &argv, &argc, &n_in, &first_out,
-                          &in_specs, &out_specs, &pre, &fail, &keep))
+    if (!PyArg_ParseTuple(args, "KKnnnOOOOO|n", &entry, &argv, &argc, &n_in, &first_out,
+                          &in_specs, &out_specs, &pre, &fail, &keep, &repeat))
         return NULL;
+    if (repeat < 1) {
+        PyErr_SetString(PyExc_ValueError, "repeat must be at least 1");
+        return NULL;
+    }
     Py_ssize_t n_out = PySequence_Size(out_specs);
     if (n_out < 0 || PySequence_Size(in_specs) != n_in || first_out + n_out > argc) {
         PyErr_SetString(PyExc_ValueError, "inconsistent argument layout");
@@ -167,14 +189,16 @@ static PyObject *Caller_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     self->n_in = n_in;
     self->first_out = first_out;
     self->n_out = n_out;
+    self->repeat = repeat;
     self->specs = PyMem_Calloc((size_t)(n_in + n_out) + 1, sizeof(Spec));
+    self->steps = PyMem_Calloc((size_t)(n_in + n_out) + 1, sizeof(Py_ssize_t));
     Py_INCREF(pre);
     self->pre = pre;
     Py_INCREF(fail);
     self->fail = fail;
     Py_INCREF(keep);
     self->keep = keep;
-    if (self->specs == NULL) {
+    if (self->specs == NULL || self->steps == NULL) {
         Py_DECREF(self);
         return PyErr_NoMemory();
     }
@@ -187,6 +211,16 @@ static PyObject *Caller_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
             Py_DECREF(self);
             return NULL;
         }
+        const Spec *s = &self->specs[i];
+        Py_ssize_t bytes = s->itemsize;
+        for (int k = 0; k < s->ndim; k++)
+            bytes *= s->dims[k];
+        if (repeat > 1 && (s->ndim == 0 || s->dims[0] % repeat != 0)) {
+            Py_DECREF(self);
+            PyErr_SetString(PyExc_ValueError, "repeat does not divide dim 0");
+            return NULL;
+        }
+        self->steps[i] = bytes / repeat;
     }
     return (PyObject *)self;
 }

@@ -108,10 +108,13 @@ def caller(
     pre: Callable[[], None] | None,
     fail: Callable[[int], None],
     keep: object,
+    repeat: int = 1,
 ) -> Callable[..., list[np.ndarray] | None] | None:
     """A Caller for dlpc_main at `entry` with the argument vector at `argv` (`argc`
     pointers: inputs from 0, outputs from `first_out`, the rest already set and kept
-    alive by `keep`); None without the extension."""
+    alive by `keep`); None without the extension. The specs are the whole call's; with
+    `repeat`, dlpc_main is one chunk's program and runs on each 1/repeat of them in turn
+    (split along dim 0)."""
     ext = extension()
     if ext is None:
         return None
@@ -121,9 +124,10 @@ def caller(
         argc,
         n_in,
         first_out,
-        [(tuple(shape), np.dtype(dt).num) for shape, dt in in_specs],
-        [(tuple(shape), np.dtype(dt).num) for shape, dt in out_specs],
+        [(tuple(shape), np.dtype(dt).num, np.dtype(dt).itemsize) for shape, dt in in_specs],
+        [(tuple(shape), np.dtype(dt).num, np.dtype(dt).itemsize) for shape, dt in out_specs],
         pre,
         fail,
         keep,
+        repeat,
     )
