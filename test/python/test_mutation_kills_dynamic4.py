@@ -269,3 +269,28 @@ def test_python_expr_evaluates_as_the_dim():
             env = {sd.python_name("s"): sv, sd.python_name("t"): tv}
             assert eval(text, env) == sd.evaluate(d, {"s": sv, "t": tv}), (str(d), text)
     assert sd.python_name("a.b-c") == "dim_a_b_c"
+
+
+NAMED = """
+func.func @main(%x: tensor<?x4xf32, ["b"]> {dlpc.name = "feat"}, %w: tensor<4x3xf32> {dlpc.name = "wt"}) -> tensor<?x3xf32, ["b"]> {
+  %y = graph.matmul %x, %w : (tensor<?x4xf32, ["b"]>, tensor<4x3xf32>) -> tensor<?x3xf32, ["b"]>
+  func.return %y : tensor<?x3xf32, ["b"]>
+}
+"""
+
+
+def test_the_dims_input_is_named_after_the_named_arguments():
+    """graph-to-te appends dlpc_dims with its name: one argument attribute per input of
+    the lowered @main (the names feat, wt, dlpc_dims), none padded in between."""
+    from xdsl.dialects import func
+
+    c = dlpc.compile(_model(NAMED))
+    x, w = _x(2, 4), _x(4, 3, seed=3)
+    np.testing.assert_allclose(c(x, w)[0], x @ w, rtol=1e-5, atol=1e-6)
+    main = next(
+        op for op in c.function.last.lowered.walk()
+        if isinstance(op, func.FuncOp) and op.sym_name.data == "main"
+    )  # fmt: skip
+    names = [a.data.get("dlpc.name") for a in main.arg_attrs.data]
+    assert len(names) == len(main.body.block.args)  # (the output buffer's: no name)
+    assert [n.data if n else None for n in names] == ["feat", "wt", "dlpc_dims", None]

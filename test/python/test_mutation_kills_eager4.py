@@ -351,3 +351,9 @@ def test_more_held_outputs_than_the_pool_keeps_are_each_their_own():
     held = [-dlpc.tensor(a) for a in xs]
     for a, h in zip(xs, held):
         np.testing.assert_array_equal(np.asarray(h), -a)
+
+
+def test_a_one_operand_op_takes_its_operand_by_keyword():
+    x = _t([-1.0, 4.0])
+    assert np.asarray(dlpc.ops.relu(input=x)).tolist() == [0.0, 4.0]
+    assert np.asarray(dlpc.ops.sqrt(input=_t([4.0, 9.0]))).tolist() == [2.0, 3.0]
