@@ -357,3 +357,15 @@ def test_a_one_operand_op_takes_its_operand_by_keyword():
     x = _t([-1.0, 4.0])
     assert np.asarray(dlpc.ops.relu(input=x)).tolist() == [0.0, 4.0]
     assert np.asarray(dlpc.ops.sqrt(input=_t([4.0, 9.0]))).tolist() == [2.0, 3.0]
+
+
+@needs_opencl
+def test_strided_and_empty_tensors_on_opencl():
+    """A transposed view is made dense for the kernel; an empty tensor has no buffer to
+    bind (its input skipped, its output allocated empty)."""
+    a = np.arange(12, dtype=np.float32).reshape(3, 4) - 5
+    x = dlpc.tensor(a, device=OPENCL[0])
+    np.testing.assert_allclose(np.asarray(x.T.abs()), np.abs(a.T))
+    np.testing.assert_allclose(np.asarray(x.T * 2.0), a.T * 2)
+    e = dlpc.tensor(np.zeros((0, 4), np.float32), device=OPENCL[0])
+    assert np.asarray(e.exp()).shape == (0, 4) and np.asarray(e + e).shape == (0, 4)
