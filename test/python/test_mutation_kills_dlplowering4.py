@@ -316,3 +316,43 @@ def test_a_conv_is_selected_only_where_its_preconditions_hold(case):
     windows = np.lib.stride_tricks.sliding_window_view(x[0], (3, 3), axis=(1, 2))
     want = float(init) + sign * np.einsum("cijkl,ockl->oij", windows, wr)[None]
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+
+
+# ------------------------------------------- dlp-lowering seed 43's survivors (after the draw)
+
+# out[i, :] = x[i OP 2, :]: one contiguous row a piece, a direct GDRAM2GDRAM copy each
+ROW_COPY = """
+func.func @main(%x: memref<5x16xf32>, %out0: memref<8x16xf32>)
+    attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "copy_0" {
+    loop.for %i = 0 to 8 step 1 {name = "i0", parallel} {
+      loop.for %j = 0 to 16 step 1 {name = "i1"} {
+        %c = arith.constant 2 : index
+        %r = arith.OP %i, %c : index
+        %v = memref.load %x[%r, %j] : memref<5x16xf32>
+        memref.store %v, %out0[%i, %j] : memref<8x16xf32>
+      }
+    }
+  }
+  func.return
+}"""
+
+
+@pytest.mark.parametrize(
+    "op, rows",
+    [
+        ("ceildivsi", [0, 1, 1, 2, 2, 3, 3, 4]),
+        ("floordivsi", [0, 0, 1, 1, 2, 2, 3, 3]),
+        ("divsi", [0, 0, 1, 1, 2, 2, 3, 3]),
+    ],
+)
+def test_direct_row_copies_evaluate_the_index_arithmetic_exactly(op, rows):
+    """_dlp_copy.py:69 (`-((-a) // b)` -> `-(a // b)`, seed 43): a copy kernel becomes
+    direct GDRAM2GDRAM copies of the pieces its index arithmetic evaluates to, so each
+    op is evaluated as the C backend would (ceil(i / 2) for ceildivsi); the simulator
+    then copies x's rows in numpy's order."""
+    text = ROW_COPY.replace("OP", op)
+    assert "GDRAM2GDRAM" in _lowered(text)
+    x = np.arange(80, dtype=np.float32).reshape(5, 16)
+    (out,) = compile_dlp(parse_module(text), "tiny", name=f"rowcopy_{op}")(x)
+    np.testing.assert_array_equal(out, x[rows])
