@@ -596,3 +596,58 @@ def test_the_async_server_counts_its_workers():
         AsyncParameterServer("examples/mlp.dlpc", batch_size=3, comm=_world(3))
     ps = types.SimpleNamespace(server=1)
     assert [AsyncParameterServer._worker_rank(ps, w) for w in range(3)] == [0, 2, 3]  # type: ignore[arg-type]
+
+
+# ---- runtime/comm_split.py and comm_native.py at one rank, in-process -------------------------
+
+BUCKET = """
+func.func @main(%x: tensor<4x5xf32>) -> (tensor<4x5xf32>) {
+  %w = graph.param "w" : tensor<5x5xf32>
+  %h = graph.matmul %x, %w : (tensor<4x5xf32>, tensor<5x5xf32>) -> tensor<4x5xf32>
+  %r = graph.relu %h : (tensor<4x5xf32>) -> tensor<4x5xf32>
+  %a, %b = comm.all_reduce sum %h, %r group <world 1> : tensor<4x5xf32>, tensor<4x5xf32>
+  %t = graph.add %a, %b : (tensor<4x5xf32>, tensor<4x5xf32>) -> tensor<4x5xf32>
+  func.return %t : tensor<4x5xf32>
+}
+"""
+
+
+@pytest.mark.parametrize("native", [False, True])
+def test_a_bucket_is_one_flat_buffer_and_runs_at_one_rank(native, tmp_path, monkeypatch):
+    """A two-operand all_reduce on C at world 1 (MPI's singleton: no mpiexec): without the
+    C driver the segment writes the bucket's operands into views of one flat buffer, laid
+    end to end (mpi4py sends it unpacked); with it, one blocking MPI_Allreduce of both
+    (its Wait would come right after it). Both equal the program's value."""
+    pytest.importorskip("mpi4py")
+    import dlpc
+    from dlpc.runtime import comm_native
+    from dlpc.runtime.comm_split import SplitFunction
+
+    if not native:
+        monkeypatch.setattr(comm_native, "_loaded_libmpi", lambda: None)
+    comm_native.find_mpi_c.cache_clear()
+    try:
+        path = tmp_path / "p.mlir"
+        path.write_text(BUCKET)
+        model = dlpc.load(path, weights={"w": np.eye(5, dtype=np.float32)})
+        compiled = dlpc.compile(model, target="c")
+    finally:
+        comm_native.find_mpi_c.cache_clear()
+    fn = compiled.artifact
+    assert isinstance(fn, SplitFunction) and len(fn.segments) == 2
+    x = np.arange(20, dtype=np.float32).reshape(4, 5) - 10
+    np.testing.assert_array_equal(compiled(x)[0], x + np.maximum(x, 0))
+    if not native:
+        assert fn.native is None
+        h, r = fn.segments[0].kept
+        assert h is not None and r is not None and h.base is r.base and h.base.shape == (40,)
+        assert r.ctypes.data == h.ctypes.data + h.nbytes
+        return
+    if fn.native is None:
+        pytest.skip(fn.native_reason)
+    import re
+
+    # %h is read by relu too: not in place; the two operands go as one message of 40
+    calls = re.findall(r"MPI_\w+\(S\[(\d+)\], S\[(\d+)\], 40, MPI_FLOAT, MPI_SUM", compiled.source)
+    assert len(calls) == 1 and calls[0][0] != calls[0][1], calls
+    assert "MPI_Allreduce(S[" in compiled.source and "MPI_Iallreduce" not in compiled.source
