@@ -976,3 +976,24 @@ def test_a_measuring_process_that_fails_is_a_failed_candidate(monkeypatch):
 
     monkeypatch.setattr(measure.subprocess, "run", slow)
     assert measure.measure("ir", "", timeout=3).error == "timed out after 3 s"
+
+
+def test_the_tuner_ranks_by_its_cost_model_once_trained(tmp_path):
+    """After the default and a first batch of 4 (5 measurements: the ridge model trusts
+    itself from 4), the next batch is the model's best 3 and one random point."""
+    from test_schedule import MATMUL
+
+    from dlpc.passes.pipeline import parse_module
+    from dlpc.tune import search
+    from dlpc.tune.measure import Result
+
+    seen = []
+
+    def fake(ir, script, **kw):
+        seen.append(script)
+        return Result(True, 1e-3 * (1 + len(seen) % 3))
+
+    tuner = search.Tuner(parse_module(MATMUL), log=str(tmp_path / "l.json"), measure_fn=fake)
+    progress = list(tuner.run(trials=9))
+    assert [p.trial for p in progress] == list(range(1, 10))
+    assert len(set(seen)) == 9 and min(p.best for p in progress if p.best) == 1e-3
