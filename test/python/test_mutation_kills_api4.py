@@ -997,3 +997,46 @@ def test_the_tuner_ranks_by_its_cost_model_once_trained(tmp_path):
     progress = list(tuner.run(trials=9))
     assert [p.trial for p in progress] == list(range(1, 10))
     assert len(set(seen)) == 9 and min(p.best for p in progress if p.best) == 1e-3
+
+
+def test_a_compiled_out_hyper_parameter_says_how_to_keep_it(small):
+    """Changing a hyper-parameter compiled out at 0: momentum names cycle_momentum,
+    weight decay does not; a run-time one (lr) changes freely."""
+    from dlpc.passes.train.optim import make_optimizer
+
+    x = np.ones((2, 6), np.float32)
+    y = np.zeros((2, 3), np.float32)
+    for key, hint in (("momentum", True), ("weight_decay", False)):
+        t = dlpc.train.Trainer(
+            str(small), "mse", make_optimizer("sgd", lr=0.1), batch_size=2, target="numpy"
+        )
+        t.param_groups[0]["lr"] = 0.05
+        t.step(x, y)
+        t.param_groups[0][key] = 0.5
+        with pytest.raises(DlpcError) as e:
+            t.step(x, y)
+        text = str(e.value)
+        assert text.startswith(f"error: param group 0: '{key}' is compiled out (0 when built)")
+        assert ("cycle_momentum=True" in text) == hint, text
+
+
+def test_fit_reads_an_npz_path_or_batches(small, tmp_path):
+    from dlpc.passes.train.optim import make_optimizer
+
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((4, 6)).astype(np.float32)
+    y = rng.standard_normal((4, 3)).astype(np.float32)
+    np.savez(tmp_path / "d.npz", x=x, y=y)
+
+    def trainer():
+        return dlpc.train.Trainer(
+            str(small), "mse", make_optimizer("sgd", lr=0.1), batch_size=2, target="numpy"
+        )
+
+    a, b, c = trainer(), trainer(), trainer()
+    ha = a.fit(x, y, shuffle=False)
+    hb = b.fit(str(tmp_path / "d.npz"), shuffle=False)
+    hc = c.fit(iter([(x[:2], y[:2]), (x[2:], y[2:])]))  # (a list would be a data set of rows)
+    assert ha["loss"] == hb["loss"] == hc["loss"]
+    with pytest.raises(DlpcError, match=r"^error: fit takes arrays with targets, a data set, "):
+        a.fit(3)
