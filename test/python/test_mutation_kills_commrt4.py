@@ -651,3 +651,45 @@ def test_a_bucket_is_one_flat_buffer_and_runs_at_one_rank(native, tmp_path, monk
     calls = re.findall(r"MPI_\w+\(S\[(\d+)\], S\[(\d+)\], 40, MPI_FLOAT, MPI_SUM", compiled.source)
     assert len(calls) == 1 and calls[0][0] != calls[0][1], calls
     assert "MPI_Allreduce(S[" in compiled.source and "MPI_Iallreduce" not in compiled.source
+
+
+BROADCAST = """
+func.func @main(%x: tensor<4x5xf32>) -> (tensor<4x5xf32>) {
+  %w = graph.param "w" : tensor<5x5xf32>
+  %h = graph.matmul %x, %w : (tensor<4x5xf32>, tensor<5x5xf32>) -> tensor<4x5xf32>
+  %b = comm.broadcast %h root 0 group <world 1> : tensor<4x5xf32>
+  %t = graph.add %b, %x : (tensor<4x5xf32>, tensor<4x5xf32>) -> tensor<4x5xf32>
+  func.return %t : tensor<4x5xf32>
+}
+"""
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_a_broadcast_overwrites_its_operand_when_nothing_else_reads_it(shared, tmp_path):
+    """The C driver at world 1: a broadcast whose operand only it reads runs in that
+    buffer (no copy on the root); one whose operand is read again copies it first."""
+    pytest.importorskip("mpi4py")
+    import dlpc
+    from dlpc.runtime import comm_native
+
+    text = BROADCAST
+    if shared:  # %h read after the broadcast too
+        text = text.replace(
+            "  func.return %t",
+            "  %u = graph.add %t, %h : (tensor<4x5xf32>, tensor<4x5xf32>) -> tensor<4x5xf32>\n"
+            "  func.return %u",
+        )
+    path = tmp_path / "b.mlir"
+    path.write_text(text)
+    comm_native.find_mpi_c.cache_clear()
+    model = dlpc.load(path, weights={"w": np.eye(5, dtype=np.float32)})
+    compiled = dlpc.compile(model, target="c")
+    fn = compiled.artifact
+    if fn.native is None:  # type: ignore[union-attr]
+        pytest.skip(fn.native_reason)  # type: ignore[union-attr]
+    x = np.arange(20, dtype=np.float32).reshape(4, 5)
+    want = 2 * x + (x if shared else 0)
+    np.testing.assert_array_equal(compiled(x)[0], want)
+    driver = compiled.source[compiled.source.index("int dlpc_comm_step") :]
+    assert "MPI_Bcast(" in driver
+    assert ("if (comm_rank[0] == 0) {" in driver) == shared, driver
