@@ -693,3 +693,54 @@ def test_a_broadcast_overwrites_its_operand_when_nothing_else_reads_it(shared, t
     driver = compiled.source[compiled.source.index("int dlpc_comm_step") :]
     assert "MPI_Bcast(" in driver
     assert ("if (comm_rank[0] == 0) {" in driver) == shared, driver
+
+
+def test_the_async_server_takes_plain_sgd_and_runs_the_epochs_batches(monkeypatch):
+    """dist/parameter_server.py on a stand-in world of 3 (no rank started; the run itself
+    replaced): plain SGD only; each epoch's global batches are the epoch's permutation,
+    a last partial batch left out; the history is the workers' mean loss and accuracy."""
+    from dlpc.dist import parameter_server as PS
+    from dlpc.passes.train.optim import make_optimizer
+
+    assert PS._plain_sgd_lr("sgd") == make_optimizer("sgd").lr
+    assert PS._plain_sgd_lr(make_optimizer("sgd", lr=0.25)) == 0.25
+    with pytest.raises(
+        DlpcError,
+        match=r"^error: the asynchronous parameter server applies plain SGD .*, not adam$",
+    ):
+        PS._plain_sgd_lr("adam")
+    with pytest.raises(DlpcError, match=r", not sgd with those options$"):
+        PS._plain_sgd_lr(make_optimizer("sgd", momentum=0.9))
+    with pytest.raises(
+        DlpcError, match=r"^error: a parameter server over 2 ranks, but MPI started 3"
+    ):
+        PS.AsyncParameterServerTrainer("examples/mlp.dlpc", ranks=2, comm=_world(3))
+    with pytest.raises(DlpcError, match=r"no frozen params, no accumulation"):
+        PS.AsyncParameterServerTrainer("examples/mlp.dlpc", accumulate=2, comm=_world(3))
+    t = PS.AsyncParameterServerTrainer("examples/mlp.dlpc", batch_size=4, comm=_world(3, rank=2))
+    assert t.ps.workers == 2 and t.ps.local == 2 and t.ps.worker == 1  # rank 0 serves
+    seen = []
+
+    def run(xs, ys):
+        seen.append((xs, ys))
+        steps = len(xs)
+        return PS.Run(
+            t.trainer.weights,
+            losses=[[1.0] * steps, [3.0] * steps],
+            correct=[[1.0] * steps, [2.0] * steps],
+        )
+
+    monkeypatch.setattr(t.ps, "run", run)
+    x = np.arange(10 * 784, dtype=np.float32).reshape(10, 784)
+    y = np.arange(10, dtype=np.int64)
+    history = t.fit(x, y, epochs=2, seed=3)
+    for epoch, (xs, ys) in enumerate(seen):
+        take = np.random.default_rng([3, epoch]).permutation(10)[:8]
+        np.testing.assert_array_equal(ys, take.reshape(2, 4))
+        np.testing.assert_array_equal(xs, x[take].reshape(2, 4, 784))
+    assert history["loss"] == [2.0, 2.0] and history["accuracy"] == [6.0 / 8, 6.0 / 8]
+    assert (t.epoch, t.steps_done) == (2, 4)
+    with pytest.raises(DlpcError, match=r"^error: 3 samples are fewer than one batch of 4$"):
+        t.fit(x[:3], y[:3])
+    with pytest.raises(DlpcError, match=r"leaves a last partial batch out"):
+        t.fit(x, y, drop_last=False)
