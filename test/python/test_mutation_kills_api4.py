@@ -797,6 +797,7 @@ def test_a_conv_of_16_channels_blocks_them_by_1_2_4_or_8(tmp_path):
     assert space.knobs["cb"] == [1, 2, 4, 8]
     assert space.knobs["wt"] == [0]
     assert space.knobs["par"] == ["auto", "i1"]
+    assert not space.strided and not space.default()["im2col"]  # stride 1: rows not packed
 
 
 def test_a_variadic_op_takes_its_operands_as_a_list_or_one_by_one():
