@@ -173,7 +173,7 @@ class CompiledModel:
     def __call__(self, *inputs: np.ndarray) -> list[np.ndarray]:
         direct, specs = self._direct, self._specs
         fast = getattr(direct, "_fast", None)  # the C runtime's own check and call
-        if fast is not None and direct is not None:
+        if fast is not None and direct is not None and specs:  # (specs: a first call checked)
             outputs = fast(*inputs)  # None: an input to check, convert or refuse
             return outputs if outputs is not None else direct(*self.check_inputs(inputs))
         if direct is not None and len(inputs) == len(specs):  # (specs: after a first call)

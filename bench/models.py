@@ -1141,7 +1141,9 @@ def batches_table(args) -> int:
         f"dlpc C runs the .dlpc example; 'ONNX ts'/'ONNX dyn': dlpc.load + dlpc.compile "
         f"(target c) of the torch.onnx export of the same model (TorchScript exporter "
         f"dynamo=False / dynamo=True, opset 18) and onnxruntime on that same file; the "
-        f"first dlpc/ort divides dlpc C on the .dlpc by onnxruntime on the ts export"
+        f"first dlpc/ort divides dlpc C on the .dlpc by onnxruntime on the ts export. "
+        f"dlpc.compile runs a per-sample batch whose intermediates outgrow 1 MB chunk "
+        f"after chunk (its batch_chunks; the kernels and the arena are one chunk's)"
     )
     print_table([header, *latency])
     if args.memory:
