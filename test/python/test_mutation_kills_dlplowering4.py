@@ -356,3 +356,46 @@ def test_direct_row_copies_evaluate_the_index_arithmetic_exactly(op, rows):
     x = np.arange(80, dtype=np.float32).reshape(5, 16)
     (out,) = compile_dlp(parse_module(text), "tiny", name=f"rowcopy_{op}")(x)
     np.testing.assert_array_equal(out, x[rows])
+
+
+# x[e] with e an index expression of j in [0, 15] (the work loop i0 not in it)
+INDEX = """
+func.func @main(%x: memref<64xf32>, %out: memref<8x16xf32>)
+    attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "k" {
+    loop.for %i = 0 to 8 step 1 {name = "i0"} {
+      loop.for %j = 0 to 16 step 1 {name = "i1"} {
+        %c5 = arith.constant 5 : index
+        %c7 = arith.constant 7 : index
+        %c8 = arith.constant 8 : index
+        EXPR
+        %v = memref.load %x[%e] : memref<64xf32>
+        memref.store %v, %out[%i, %j] : memref<8x16xf32>
+      }
+    }
+  }
+  func.return
+}"""
+
+
+@pytest.mark.parametrize(
+    "expr, form",
+    [
+        # j < 8 ? 5 : 7 is 5 or 7, whatever the condition's own 0 / 1
+        ("%b = arith.cmpi slt, %j, %c8 : index\n%e = arith.select %b, %c5, %c7 : index", (0, 5, 7)),
+        # j < 8 ? j : 7 lies in [0, 15]
+        ("%b = arith.cmpi slt, %j, %c8 : index\n%e = arith.select %b, %j, %c7 : index", (0, 0, 15)),
+    ],
+)
+def test_a_selects_interval_is_its_two_values(expr, form):
+    """loop_to_dlp.py:186 (`args[-2:]` -> `args[not 2:]`, seed 43): the interval of
+    `select(c, a, b)` spans a's and b's, not the condition's [0, 1] (x[5 or 7] reads
+    elements 5 to 7 only)."""
+    from dlpc.passes.lower.loop_to_dlp import IndexAnalysis
+
+    module = parse_module(INDEX.replace("EXPR", expr.replace("\n", "\n        ")))
+    loops = {op.loop_name: op for op in module.walk() if op.name == "loop.for"}
+    (load,) = [op for op in module.walk() if op.name == "memref.load"]
+    analysis = IndexAnalysis(loops["i0"].induction_var, {loops["i1"].induction_var: (0, 15)})
+    got = analysis(load.indices[0])
+    assert got is not None and (got.a, got.lo, got.hi) == form
