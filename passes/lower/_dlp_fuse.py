@@ -114,6 +114,7 @@ class Fused:
     plans: list[KernelPlan]
     tasks: int
     tile: int
+    sram: bool = False  # whole buffers staged once per cluster in SRAM
 
 
 class _Common:
@@ -150,15 +151,18 @@ def _key(p: BufferPlan) -> tuple:
     return (p.value, p.kind, _tiling(p) if p.kind == "tiled" else (), p.space)
 
 
-def _cycles(members: list[KernelPlan], flops: list[float], stored: set[SSAValue]) -> float:
+def _cycles(
+    members: list[KernelPlan], flops: list[float], stored: set[SSAValue], sram: bool
+) -> float:
     """The simulator's model of the chain as one kernel, roughly (as loop_to_dlp's
-    `_estimate`): each buffer copy once a task (one tile), intermediates not moved."""
+    `_estimate`): each buffer copy once a task (one tile), intermediates not moved; with
+    `sram` the whole buffers staged once per cluster (every core a share)."""
     d = members[0].desc
     tasks = members[0].tasks
     per_cycle = d.gdram_bandwidth_gbs / d.clock_ghz
     seen: set[tuple] = set()
     whole = tiled = 0.0
-    dmas = 0
+    dmas = wholes = 0
     compute = 0.0
     for plan, f in zip(members, flops):
         rate = (
@@ -175,12 +179,47 @@ def _cycles(members: list[KernelPlan], flops: list[float], stored: set[SSAValue]
             if (p.read or not p.full_write) and _key(p) not in seen:
                 if p.kind == "whole":
                     whole += nbytes
+                    wholes += 1
                 else:
                     tiled += nbytes
                 dmas += 1
             seen.add(_key(p))
-    transfer = dmas * d.dma_latency_cycles + (whole + tiled / tasks) / per_cycle
-    return max((whole * tasks + tiled) / per_cycle, compute + transfer)
+    if not sram:
+        transfer = dmas * d.dma_latency_cycles + (whole + tiled / tasks) / per_cycle
+        return max((whole * tasks + tiled) / per_cycle, compute + transfer)
+    cpc = d.cores_per_cluster
+    stagers = tasks if tasks <= cpc else (cpc if tasks % cpc == 0 else 1)
+    transfer = (
+        (dmas + wholes) * d.dma_latency_cycles
+        + (whole / stagers + tiled / tasks) / per_cycle
+        + whole / (d.sram_bandwidth_gbs / d.clock_ghz)
+    )
+    return max((whole * -(-tasks // cpc) + tiled) / per_cycle, compute + transfer)
+
+
+def _staging(members: list[KernelPlan]) -> list[bool]:
+    """The whole-buffer options of the chain: per task, and staged in SRAM where the
+    clusters have several cores and the buffers fit it."""
+    d = members[0].desc
+    sizes = {
+        _key(p): round_up(p.elements(1) * p.elt_bytes, d.dma_align)
+        for plan in members
+        for p in plan.buffers.values()
+        if p.kind == "whole" and p.read
+    }
+    fits = 0 < sum(sizes.values()) <= d.capacity("sram")
+    return [False, True] if fits and d.cores_per_cluster > 1 and members[0].tasks > 1 else [False]
+
+
+def _best(chain: list[KernelOp], members: list[KernelPlan], fs: list[float]) -> tuple[float, bool]:
+    """(cycles, staged in SRAM) of the chain's cheaper whole-buffer option."""
+    stored = {
+        p.value
+        for plan in members
+        for p in plan.buffers.values()
+        if p.written and used_after(p.value, chain)
+    }
+    return min((_cycles(members, fs, stored, sram), sram) for sram in _staging(members))
 
 
 def segments(
@@ -209,7 +248,7 @@ def segments(
                 best[i] = (saves[i, j] + best[j + 1][0], [(i, j), *best[j + 1][1]])
     out: list[Fused] = []
     for i, j in best[0][1]:
-        fused = plan_chain(run[i : j + 1], plans, desc, multicore)
+        fused = plan_chain(run[i : j + 1], plans, desc, multicore, flops)
         assert fused is not None  # (_try planned the same)
         out.append(fused)
     return out
@@ -224,13 +263,7 @@ def _try(chain, plans, desc, multicore, flops, alone) -> float | None:
     if common is None:
         return None
     with common:
-        stored = {
-            p.value
-            for plan in members
-            for p in plan.buffers.values()
-            if p.written and used_after(p.value, chain)
-        }
-        return before - _cycles(members, fs, stored)
+        return before - _best(chain, members, fs)[0]
 
 
 def _common(chain, plans, desc, multicore) -> _Common | None:
@@ -257,7 +290,11 @@ def _common(chain, plans, desc, multicore) -> _Common | None:
 
 
 def plan_chain(
-    kernels: list[KernelOp], plans: dict[KernelOp, KernelPlan], desc: DlpTarget, multicore: bool
+    kernels: list[KernelOp],
+    plans: dict[KernelOp, KernelPlan],
+    desc: DlpTarget,
+    multicore: bool,
+    flops: Callable[[KernelOp], float],
 ) -> Fused | None:
     """The chain's common plan, set on its members, or None where the members do not
     fit side by side (their plans then as they were)."""
@@ -265,7 +302,9 @@ def plan_chain(
     if common is None:
         return None
     common.keep()
-    return Fused(kernels, common.members, common.members[0].tasks, common.members[0].tile)
+    members = common.members
+    _, sram = _best(kernels, members, [flops(k) for k in kernels])
+    return Fused(kernels, members, members[0].tasks, members[0].tile, sram)
 
 
 def used_after(value: SSAValue, chain: list[KernelOp]) -> bool:
@@ -322,10 +361,10 @@ def build_chain(fused: Fused, lowering_cls) -> dlp.KernelOp:
             p.slot = c0
             if p.written and used_after(p.value, fused.kernels):
                 stored.add(p.value)
-    for plan in fused.plans:
-        for p in plan.buffers.values():
-            if p.kind == "whole" and loaded[p]:
-                b.op(dlp.MemcpyOp(p.local, c0, p.value, c0, b.c(p.elements(1))))
+    wholes = [p for plan in fused.plans for p in plan.buffers.values() if p.kind == "whole"]
+    lead = lowerings[0]  # (its plan has the chain's task count)
+    lead.plan.sram = fused.sram
+    lead.load_whole([p for p in wholes if loaded[p]], c0)
     trip = b.c(last.trip)
     lo = b.min(b.mul(tid, b.c(last.chunk)), trip)
     hi = b.min(b.add(lo, b.c(last.chunk)), trip)

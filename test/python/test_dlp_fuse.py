@@ -107,3 +107,20 @@ def test_a_chain_is_kept_apart_with_fuse_off():
     module = pipeline.parse_module(CHAIN)
     kernels = [k for k in lower_to_dlp(module.clone(), fuse=False).walk() if k.name == "dlp.kernel"]
     assert [k.sym for k in kernels] == ["k1", "k2", "k3"]
+
+
+def test_a_chain_stages_its_weights_in_sram(tmp_path):
+    """A linear (its 16 KiB weight whole, 16 tasks of 16 rows) and the layer norm of its
+    rows: one kernel whose weight crosses GDRAM once per cluster (staged in SRAM, every
+    core a share) rather than once per task."""
+    text = (
+        "model m(x: f32[256, 64]) {\n"
+        "  param w: f32[64, 64] = kaiming(seed=1)\n  param b: f32[64] = normal(seed=2)\n"
+        "  param g: f32[64] = normal(seed=3)\n  param beta: f32[64] = normal(seed=4)\n"
+        "  return layer_norm(linear(x, w, b), g, beta, eps=1e-5)\n}\n"
+    )
+    model, module, ops = lowered(tmp_path, text)
+    (members,) = fused(module).values()
+    assert members[0] == "linear_0" and len(members) == 4
+    assert ops["dlp.sync_cluster"] == 1
+    matches_reference(model, module)
