@@ -369,3 +369,20 @@ def test_strided_and_empty_tensors_on_opencl():
     np.testing.assert_allclose(np.asarray(x.T * 2.0), a.T * 2)
     e = dlpc.tensor(np.zeros((0, 4), np.float32), device=OPENCL[0])
     assert np.asarray(e.exp()).shape == (0, 4) and np.asarray(e + e).shape == (0, 4)
+
+
+@needs_opencl
+def test_a_jit_graph_on_opencl_is_compiled_at_o2_fused():
+    """dlpc.jit's graph goes through the -O2 pipeline for OpenCL: (a + 1) + 2 and
+    a * b + b * 3 are one kernel each (graph-substitute, graph-fuse), not two and three
+    (eager --seed 43 survivor dispatch.py:290, opt_level 2 -> 1)."""
+    rng = np.random.default_rng(6)
+    a, b = (rng.standard_normal((8, 8)).astype(np.float32) for _ in range(2))
+    x, y = dlpc.tensor(a, device=OPENCL[0]), dlpc.tensor(b, device=OPENCL[0])
+    for fn, want in [
+        (lambda p, q: (p + 1.0) + 2.0, a + 3),
+        (lambda p, q: p * q + q * 3.0, a * b + b * 3),
+    ]:
+        f = dlpc.jit(fn)
+        np.testing.assert_allclose(np.asarray(f(x, y)), want, rtol=1e-5, atol=1e-6)
+        assert len(f._last.kernel.fn.kernel_ops) == 1
