@@ -1041,3 +1041,26 @@ def test_fit_reads_an_npz_path_or_batches(small, tmp_path):
     assert ha["loss"] == hb["loss"] == hc["loss"]
     with pytest.raises(DlpcError, match=r"^error: fit takes arrays with targets, a data set, "):
         a.fit(3)
+
+
+def test_a_batch_1_linear_offers_gemv_with_the_divisors_of_k():
+    """A batch-1 linear (m < 4, along k): the gemv knob and its rfactor widths, the
+    powers of two 4..64 that divide k (784 = 16 x 49: up to 16)."""
+    from dlpc.dialects.loop import kernels
+    from dlpc.passes.pipeline import PipelineOptions, lower
+    from dlpc.tune.space import space_for
+
+    model = api.load("examples/mlp.dlpc", batch=1)
+    module = model.module.clone()
+    lower(module, "loop", PipelineOptions(opt_level=1), weights=dict(model.weights))
+    rf = {}
+    for k in kernels(module):
+        space = space_for(module, k.sym)
+        if space is not None:
+            assert space.knobs["gemv"] == [False, True]
+            rf[k.sym] = space.knobs["rf"]
+    assert rf == {
+        "linear_0": [4, 8, 16],
+        "linear_2": [4, 8, 16, 32, 64],
+        "linear_4": [4, 8, 16, 32, 64],
+    }
