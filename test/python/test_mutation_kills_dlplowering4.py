@@ -141,6 +141,8 @@ POOLS = {
     "last-past-plane": ((4, 4, 3, 2, 2, 2, 2, 2, 0, 0, "addf", ZERO, True), False),
     # every output column reads the same columns (a column stride of 0)
     "column-stride-0": ((8, 8, 4, 4, 2, 2, 2, 2, 0, 0, "addf", ZERO, False, "%i1", 0), False),
+    # every output row reads the same rows (a row stride of 0: window.py:176, seed 43)
+    "row-stride-0": ((8, 8, 4, 4, 2, 2, 0, 2, 0, 0, "addf", ZERO, False), False),
     # channel 0 read for every output channel (the channel index is not the work loop)
     "one-channel": ((8, 8, 4, 4, 2, 2, 2, 2, 0, 0, "addf", ZERO, False, "%i0"), False),
 }
