@@ -187,7 +187,7 @@ AREAS: dict[str, Area] = {
             "test/python/test_dlp.py "
             "test/python/test_dlp_select_elementwise.py test/python/test_dlp_select_reduce.py "
             "test/python/test_dlp_select_window.py test/python/test_dlp_roofline.py "
-            "test/python/test_dlp_select_permute.py "
+            "test/python/test_dlp_select_permute.py test/python/test_dlp_fuse.py "
             "-k 'not resnet and not lenet and not description and not report and not checks'"
         ],
     ),
