@@ -37,9 +37,10 @@ from xdsl.utils.exceptions import VerifyException
 from dlpc.dialects import graph as g
 from dlpc.passes.graph.infer_shapes import infer_module
 
-# The working set a chunk may have (`chunk_plan`): the L2 of one core of the x86 CPUs
-# measured (1 MB on Zen 4/5; Intel's 1.25-2 MB); docs/design/c-backend.md#batch-chunks
-CHUNK_BUDGET_BYTES = 1 << 20
+# The working set a chunk may have (`chunk_plan`): half the L2 of one core of the x86
+# CPUs measured (1 MB on Zen 4/5; Intel's 1.25-2 MB), room left for the weights and the
+# next kernel's output (docs/design/c-backend.md#batch-chunks)
+CHUNK_BUDGET_BYTES = 1 << 19
 
 # ops that act on their first operand per image when it is the only batch operand
 _FIRST_ONLY = (g.WindowOp, g.GlobalAvgPoolOp, g.BatchNormOp, g.LinearOp, g.MatMulOp)
