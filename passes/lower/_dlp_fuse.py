@@ -329,9 +329,9 @@ def build_chain(fused: Fused, lowering_cls) -> dlp.KernelOp:
     if first.origin is not None:
         op.attributes["origin"] = StringAttr(first.origin.data)
     op.attributes["dlpc.fused"] = StringAttr(",".join(k.sym for k in fused.kernels))
-    reasons = [p.scalar for p in fused.plans if p.scalar is not None]
-    if reasons:
-        op.attributes["dlpc.scalar"] = StringAttr(reasons[0])
+    reasons = [f"{k.sym}: {p.scalar}" for k, p in zip(fused.kernels, fused.plans) if p.scalar]
+    if reasons:  # (which member runs scalar loops, and why)
+        op.attributes["dlpc.scalar"] = StringAttr("; ".join(reasons))
     elif "dlpc.scalar" in op.attributes:
         del op.attributes["dlpc.scalar"]
     b = Builder(op.block)
