@@ -744,3 +744,30 @@ def test_the_async_server_takes_plain_sgd_and_runs_the_epochs_batches(monkeypatc
         t.fit(x[:3], y[:3])
     with pytest.raises(DlpcError, match=r"leaves a last partial batch out"):
         t.fit(x, y, drop_last=False)
+
+
+def test_outputs_written_in_place_need_no_copy(tmp_path):
+    """The C driver at world 1, a program of two outputs that the last segment writes
+    straight into @main's output buffers: no copy step for either."""
+    pytest.importorskip("mpi4py")
+    import dlpc
+    from dlpc.runtime import comm_native
+
+    text = BUCKET.replace("-> (tensor<4x5xf32>)", "-> (tensor<4x5xf32>, tensor<4x5xf32>)").replace(
+        "  func.return %t : tensor<4x5xf32>",
+        "  %u = graph.mul %a, %b : (tensor<4x5xf32>, tensor<4x5xf32>) -> tensor<4x5xf32>\n"
+        "  func.return %t, %u : tensor<4x5xf32>, tensor<4x5xf32>",
+    )
+    path = tmp_path / "two.mlir"
+    path.write_text(text)
+    comm_native.find_mpi_c.cache_clear()
+    compiled = dlpc.compile(dlpc.load(path, weights={"w": np.eye(5, dtype=np.float32)}), target="c")
+    fn = compiled.artifact
+    if fn.native is None:  # type: ignore[union-attr]
+        pytest.skip(fn.native_reason)  # type: ignore[union-attr]
+    x = np.arange(20, dtype=np.float32).reshape(4, 5) - 10
+    t, u = compiled(x)
+    np.testing.assert_array_equal(t, x + np.maximum(x, 0))
+    np.testing.assert_array_equal(u, x * np.maximum(x, 0))
+    driver = compiled.source[compiled.source.index("int dlpc_comm_step") :]
+    assert "/* output" not in driver, driver  # (no Copy step to an output slot)
