@@ -294,3 +294,15 @@ def test_the_dims_input_is_named_after_the_named_arguments():
     names = [a.data.get("dlpc.name") for a in main.arg_attrs.data]
     assert len(names) == len(main.body.block.args)  # (the output buffer's: no name)
     assert [n.data if n else None for n in names] == ["feat", "wt", "dlpc_dims", None]
+
+
+def test_a_static_zero_dim_is_not_read_as_a_symbol():
+    """shape_from_type: a 0 dim is static (only a negative one is `?`), so the encoding's
+    names go to the `?` dims after it."""
+    from xdsl.dialects.builtin import ArrayAttr, StringAttr
+
+    from dlpc.dialects import symdims as sd
+
+    enc = ArrayAttr([StringAttr("b")])
+    assert sd.shape_from_type((0, -1, 3), enc) == (0, sd.sym("b"), 3)
+    assert sd.shape_from_type((-1, 0), enc) == (sd.sym("b"), 0)
