@@ -537,3 +537,20 @@ def test_reshape_aliases_and_kernel_runs():
     assert opencl_rt.kernel_runs(fn, {}) == [
         [k for k in fn.body.block.ops if k.name == "loop.kernel"]
     ]
+
+
+# --------------------------------------- survivors of backend-runtime --seed 42 (7ce5bc6)
+
+
+def test_toolchain_identity_stamps_the_resolved_compiler():
+    """The cache key sees the compiler binary itself (a new gcc at the same path is
+    another key): its real path, size and modification time follow the command."""
+    import os
+    import shutil
+
+    cmd = cbuild.compiler()
+    identity = artifact.toolchain_identity()
+    assert identity[: len(cmd)] == cmd
+    real = os.path.realpath(shutil.which(cmd[0]) or "")
+    st = os.stat(real)
+    assert identity[len(cmd)] == f"{real}:{st.st_size}:{st.st_mtime_ns}"
