@@ -472,13 +472,16 @@ def _compile_chunks(
     """`model` as one chunk's C program run over its batch (`compile`'s batch_chunks),
     or None where that does not apply (rebatch.chunk_plan) or the loop has no C runtime."""
     from dlpc.backends.runtime import fastcall
-    from dlpc.backends.runtime.cbuild import CFunction
+    from dlpc.backends.runtime.cbuild import CFunction, omp_threads
     from dlpc.backends.runtime.chunks import BatchChunks
     from dlpc.passes.graph.rebatch import CHUNK_BUDGET_BYTES, chunk_plan, rebatch
 
     if model.ir is None or _has_comm(model) or fastcall.extension() is None:
         return None
-    plan = chunk_plan(model.module, CHUNK_BUDGET_BYTES)
+    # a chunk's kernels split over the team: each thread's part within its own core's
+    # caches (docs/design/c-backend.md#batch-chunks: smaller chunks lost the threads' work)
+    team = omp_threads(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
+    plan = chunk_plan(model.module, CHUNK_BUDGET_BYTES * max(1, team))
     small = rebatch(model.module, plan[1]) if plan is not None else None
     if plan is None or small is None:
         return None

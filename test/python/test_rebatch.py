@@ -81,11 +81,15 @@ def test_chunked_call_matches_whole_batch_and_reference(net, monkeypatch):
     import dlpc.passes.graph.rebatch as rb
 
     monkeypatch.setattr(rb, "CHUNK_BUDGET_BYTES", 400_000)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # (the budget is per thread of the team)
     chunked = api.compile(net, target="c")
     whole = api.compile(net, target="c", batch_chunks=False)
     run = chunked._direct
     assert isinstance(run, BatchChunks) and (run.chunk, run.repeat) == (2, 4)
     assert not isinstance(whole._direct, BatchChunks)
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")  # two threads' caches: chunks of 4
+    two = api.compile(net, target="c")
+    assert isinstance(two._direct, BatchChunks) and two._direct.chunk == 4
     x = api.random_inputs(net, seed=3)[0]
     got, want = chunked(x)[0], whole(x)[0]
     assert got.shape == (8, 3)
