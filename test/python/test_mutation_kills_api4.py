@@ -874,6 +874,10 @@ def test_a_conv_row_of_16_is_tiled_by_8(tmp_path):
     assert space is not None
     assert space.knobs["wt"] == [0, 8]
     assert space.knobs["cb"] == [1, 2, 4]
+    split = space.script(module, dict(space.default(), tile=False, wt=8))
+    assert [ln for ln in split.splitlines() if " by 8 -> " in ln]  # the row split by 8
+    whole = space.script(module, dict(space.default(), tile=False, wt=16))  # a whole row
+    assert not [ln for ln in whole.splitlines() if " by 16 -> " in ln]
 
 
 # ---- for api seed 43's mutants: device and OpenCL calls, initialisers, operands, measure ------
