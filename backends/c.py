@@ -125,6 +125,19 @@ def _unsigned(ty: Attribute) -> str:
     return t if t == "bool" or t.startswith("u") else f"u{t}"
 
 
+def _wide_unsigned(ty: Attribute) -> str:
+    """The unsigned C type an integer `ty`'s arithmetic wraps in: uint64_t for 64 bits,
+    else uint32_t (a narrower unsigned type is promoted to int, where 65535 * 65535
+    overflows); converting the result back to `ty` keeps its low bits."""
+    return "uint64_t" if c_type(ty) in ("int64_t", "uint64_t") else "uint32_t"
+
+
+def _wraps_unsigned(ty: Attribute) -> bool:
+    """Whether integer add/sub/mul on `ty` are printed through `_wide_unsigned` (`WRAPPING`):
+    every data integer type but uint32_t and uint64_t, which wrap as they are."""
+    return _is_int(ty) and c_type(ty) not in ("uint32_t", "uint64_t")
+
+
 def memref_info(ty: Attribute) -> tuple[tuple[int, ...], Attribute]:
     if not isinstance(ty, MemRefType):
         raise DlpcError(f"error: c backend: expected a memref, got {ty}")
@@ -181,6 +194,9 @@ BINARY = {
     "arith.remsi": "%", "arith.andi": "&", "arith.ori": "|", "arith.xori": "^",
     "arith.shli": "<<", "arith.shrsi": ">>",
 }  # fmt: skip
+# data integer add/sub/mul, printed in `_wide_unsigned` and converted back: they wrap as
+# ONNX says, without C's undefined signed overflow (`index` arithmetic stays plain)
+WRAPPING = ("arith.addi", "arith.subi", "arith.muli")
 UNSIGNED_BINARY = {"arith.divui": "/", "arith.remui": "%", "arith.shrui": ">>"}
 MACRO_BINARY = {
     "arith.maximumf": "DLPC_MAXIMUMF", "arith.minimumf": "DLPC_MINIMUMF",
@@ -625,6 +641,9 @@ class FunctionWriter:
     def scalar(self, op: Operation, res: SSAValue, args: list[str]) -> None:
         """Bind the result of an arith/math op to a C expression over `args`."""
         name, t = op.name, c_type(res.type)
+        if name in WRAPPING and _wraps_unsigned(res.type):
+            u = _wide_unsigned(res.type)  # (ONNX wraps; signed overflow is UB in C)
+            return self.bind(res, f"({t})(({u}){args[0]} {BINARY[name]} ({u}){args[1]})")
         if name in BINARY:
             return self.bind(res, f"{args[0]} {BINARY[name]} {args[1]}")
         if name in MACRO_BINARY:
@@ -684,8 +703,8 @@ class FunctionWriter:
         elif name == "math.fpowi":
             expr = f"pow{suffix}({args[0]}, ({'double' if suffix == '' else 'float'}){args[1]})"
         else:  # math.absi
-            a = args[0]
-            expr = f"({a} < 0 ? -{a} : {a})"
+            a, t = args[0], c_type(ty)  # (-INT_MIN wraps to INT_MIN, as ONNX's Abs does)
+            expr = f"({a} < 0 ? ({t})(({_wide_unsigned(ty)})0 - {a}) : {a})"
         if isinstance(ty, Float16Type):
             expr = f"(_Float16){expr}"
         self.bind(op.results[0], expr)
@@ -906,6 +925,9 @@ class FunctionWriter:
             uses = list(load.res.uses)
             if kind is None or len(uses) != 1 or uses[0].operation is not combine:
                 return None
+            if getattr(combine, "name", "") in WRAPPING and _wraps_unsigned(store.value.type):
+                return None  # (OpenMP would add the partial sums in the signed type,
+                # where overflow is UB; GCC's own vectoriser still takes the loop)
             if len(list(store.value.uses)) != 1:  # a partial result escapes the loop body
                 return None
             clauses.append(f"reduction({kind}:{self.buffers[acc].name})")

@@ -48,7 +48,7 @@
 // CHECK-NEXT:      const int32_t v_k = (int32_t)v_i0;
 // CHECK-NEXT:      const int32_t v_q = DLPC_FLOORDIV(v_k, 3);
 // CHECK-NEXT:      const int32_t v_u = (int32_t)((uint32_t)v_k % (uint32_t)3);
-// CHECK-NEXT:      const int32_t v_s = v_q + v_u;
+// CHECK-NEXT:      const int32_t v_s = (int32_t)((uint32_t)v_q + (uint32_t)v_u);
 // CHECK-NEXT:      v_out1[v_i0] = v_s;
 
 // CHECK:       /* kernel "big_3" */
