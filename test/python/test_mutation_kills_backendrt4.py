@@ -554,3 +554,20 @@ def test_toolchain_identity_stamps_the_resolved_compiler():
     real = os.path.realpath(shutil.which(cmd[0]) or "")
     st = os.stat(real)
     assert identity[len(cmd)] == f"{real}:{st.st_size}:{st.st_mtime_ns}"
+
+
+def test_team_argument_version_counts_up_and_wraps_within_int32():
+    """The helper's argument version is a kernel argument (an int): each rebind counts it
+    up by one, 2^31 - 1 wraps to 0 (never past int32), and sync[TEAM_VERSION] follows."""
+    import threading
+
+    from dlpc.backends.opencl import TEAM_VERSION
+
+    team = opencl_rt.Team.__new__(opencl_rt.Team)  # (no thread: rebind only)
+    team.lock, team.pending, team.version = threading.Lock(), {}, 0
+    team.sync = np.zeros(8, np.int64)
+    team.rebind(3, "a")
+    assert (team.version, int(team.sync[TEAM_VERSION]), team.pending) == (1, 1, {3: "a"})
+    team.version = 0x7FFFFFFF
+    team.rebind(3, "b")
+    assert (team.version, int(team.sync[TEAM_VERSION]), team.pending) == (0, 0, {3: "b"})
