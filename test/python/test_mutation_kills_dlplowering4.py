@@ -401,3 +401,16 @@ def test_a_selects_interval_is_its_two_values(expr, form):
     analysis = IndexAnalysis(loops["i0"].induction_var, {loops["i1"].induction_var: (0, 15)})
     got = analysis(load.indices[0])
     assert got is not None and (got.a, got.lo, got.hi) == form
+
+
+def test_two_unaligned_per_head_blocks_keep_scalar_loops(tmp_path):
+    """permute.py:120 (`bb > 1` -> `bb > 2`, dlp-lowering seed 44): [2, 3, 2, 5] ->
+    [2, 2, 3, 5] writes one 3 x 5 block per head, 60 bytes apart (not vector-aligned):
+    with 2 heads already the second block would start unaligned, so the permutation
+    keeps its scalar loops; against the reference."""
+    from dlp_select_cases import lowered, matches_reference
+
+    text = "model m(x: f32[2, 3, 2, 5]) {\n  return transpose(x, perm=[0, 2, 1, 3])\n}\n"
+    model, module, ops = lowered(tmp_path, text)
+    assert ops["dlp.transpose"] == 0, ops
+    matches_reference(model, module)
