@@ -18,7 +18,7 @@ from xdsl.utils.exceptions import DiagnosticException, VerifyException
 from dlpc.backends.runtime.cbuild import CFunction
 from dlpc.dialects.loop import ForOp, KernelOp
 from dlpc.passes.lower import memory_plan
-from dlpc.passes.lower.te_to_loop import ROW_BLOCK, ROW_BUFFER_LIMIT, init_attr
+from dlpc.passes.lower.te_to_loop import ROW_BLOCK, ROW_BUFFER_LIMIT, init_attr, init_ops
 from dlpc.passes.pipeline import parse_module
 from dlpc.universe import PASSES
 
@@ -498,3 +498,42 @@ func.func @main(%x: tensor<4x6xf32>) -> tensor<3x2xf32> {
     assert memory_plan.view_copies(find_main(module)) == 2
     x = np.linspace(-1, 1, 24, dtype=np.float32).reshape(4, 6)
     np.testing.assert_allclose(run_c(module, x)[0], -np.exp(x).T[0:6:2, 1:3], rtol=1e-6)
+
+
+def test_in_place_reuse_of_buffers_over_256_bytes():
+    """Sizes are compared by value (`head.size < b.size`), not identity: 512-byte
+    buffers (ints Python does not cache) are reused in place as 64-byte ones are."""
+    src = """
+func.func @main(%x: tensor<128xf32>) -> tensor<128xf32> {
+  %a = graph.exp %x : (tensor<128xf32>) -> tensor<128xf32>
+  %b = graph.neg %a : (tensor<128xf32>) -> tensor<128xf32>
+  %c = graph.sin %b : (tensor<128xf32>) -> tensor<128xf32>
+  %y = graph.add %c, %x : (tensor<128xf32>, tensor<128xf32>) -> tensor<128xf32>
+  func.return %y : tensor<128xf32>
+}"""
+    module = lower(src, "graph-to-te,te-to-loop,loop-memory-plan")
+    fn = next(op for op in module.walk() if op.name == "func.func")
+    assert fn.attributes["dlpc.arena_bytes"].value.data == 512
+    x = np.linspace(-1, 1, 128, dtype=np.float32)
+    np.testing.assert_allclose(run_c(module, x)[0], np.sin(-np.exp(x)) + x, rtol=1e-5, atol=1e-6)
+
+
+def test_unsigned_reduction_inits_are_the_signless_bits():
+    """An unsigned max starts at 0, an unsigned min at 255 (as i8 bits: -1), each a
+    signless constant bitcast to ui8 (te_to_loop.init_ops)."""
+    from xdsl.dialects.builtin import IntegerType, Signedness
+
+    ui8 = IntegerType(8, Signedness.UNSIGNED)
+    for value, bits in ((float("-inf"), 0), (float("inf"), -1), (200.0, -56), (5.0, 5)):
+        const, cast = init_ops(value, ui8)
+        assert const.value == IntegerAttr(bits, IntegerType(8))  # type: ignore[attr-defined]
+        assert cast.name == "arith.bitcast" and cast.results[0].type == ui8
+
+
+def test_opencl_winograd_folds_integer_division_as_c_does():
+    """The pass's index folder truncates toward zero, as C's / and % do."""
+    from dlpc.passes.lower.opencl_winograd import _INT
+
+    assert [_INT["arith.divsi"](a, b) for a, b in ((7, 2), (-7, 2), (7, -2))] == [3, -3, -3]
+    assert [_INT["arith.remsi"](a, b) for a, b in ((7, 3), (-7, 3), (7, -3))] == [1, -1, 1]
+    assert _INT["arith.remsi"](7, 0) is None and _INT["arith.divsi"](7, 0) is None
