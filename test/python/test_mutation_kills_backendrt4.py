@@ -571,3 +571,56 @@ def test_team_argument_version_counts_up_and_wraps_within_int32():
     team.version = 0x7FFFFFFF
     team.rebind(3, "b")
     assert (team.version, int(team.sync[TEAM_VERSION]), team.pending) == (0, 0, {3: "b"})
+
+
+def test_has_gpu_reads_the_gpu_bit_of_each_device_type():
+    class Device:
+        def __init__(self, t):
+            self.type = t
+
+    class Platform:
+        def __init__(self, *types):
+            self.types = types
+
+        def get_devices(self):
+            return [Device(t) for t in self.types]
+
+    assert opencl_rt.CL_DEVICE_TYPE_GPU == 4
+    assert opencl_rt._has_gpu(Platform(2, 4))  # a CPU and a GPU
+    assert not opencl_rt._has_gpu(Platform(2 | 1))  # a CPU that is the default device
+    assert not opencl_rt._has_gpu(Platform())
+
+
+def test_team_wait_idle():
+    import threading
+
+    team = opencl_rt.Team.__new__(opencl_rt.Team)  # (no thread)
+    team.armed, team.stopped, team.error, team.wake = False, False, 0, threading.Event()
+    assert team.wait_idle() is True
+    team.armed = True  # a launch spinning: not idle within the timeout
+    assert team.wait_idle(timeout=0.001) is False
+    team.error = -5  # a helper that failed spins no more
+    assert team.wait_idle() is True
+
+
+def test_icd_vendors_writes_the_wheels_drivers_once(monkeypatch, tmp_path):
+    """A wheel's driver gets an .icd file in a directory of dlpc's, which
+    $OCL_ICD_VENDORS then names; a second call rewrites nothing."""
+    monkeypatch.setenv("OCL_ICD_VENDORS", "")  # (restored to what it was after the test)
+    monkeypatch.delenv("OCL_ICD_VENDORS")
+    monkeypatch.setattr(opencl_rt, "_VENDORS", None)
+    monkeypatch.setattr(opencl_rt, "_wheel_icds", lambda: [tmp_path / "libpocl.so"])
+    monkeypatch.setattr(opencl_rt, "SYSTEM_VENDORS", tmp_path / "no-vendors")
+    monkeypatch.setattr(opencl_rt.tempfile, "gettempdir", lambda: str(tmp_path))
+    opencl_rt._icd_vendors()
+    directory = tmp_path / f"dlpc-opencl-vendors-{__import__('os').getuid()}"
+    assert opencl_rt.os.environ["OCL_ICD_VENDORS"] == str(directory)
+    icd = directory / "dlpc-wheel-0.icd"
+    assert icd.read_text() == f"{tmp_path / 'libpocl.so'}\n"
+    stamp = icd.stat().st_mtime_ns
+    monkeypatch.delenv("OCL_ICD_VENDORS")
+    monkeypatch.setattr(opencl_rt, "_VENDORS", None)
+    opencl_rt._icd_vendors()
+    assert icd.stat().st_mtime_ns == stamp and [p.name for p in directory.iterdir()] == [
+        "dlpc-wheel-0.icd"
+    ]
