@@ -747,3 +747,16 @@ def test_gelu_whose_result_is_read_twice_is_still_gelu():
     )
     module = same_values(src, "graph-canonicalize")
     assert "gelu" in names(module) and "erf" not in names(module)
+
+
+def test_an_empty_array_is_no_splat():
+    """(graph-passes --seed 43, _util.py:111: `size > 1`, not `size != 1`, which would
+    index the first element of an empty array)"""
+    assert not u.is_splat(np.zeros((0, 3), np.float32))
+    src = """
+func.func @main(%x: tensor<0x3xf32>) -> tensor<0x3xf32> {
+  func.return %x : tensor<0x3xf32>
+}"""
+    arg = first(parse(src), "func.func").body.block.args[0]
+    empty = u.constant_like(np.zeros((0, 3)), arg)
+    assert empty.to_numpy().shape == (0, 3)
