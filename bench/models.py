@@ -1142,8 +1142,9 @@ def batches_table(args) -> int:
         f"(target c) of the torch.onnx export of the same model (TorchScript exporter "
         f"dynamo=False / dynamo=True, opset 18) and onnxruntime on that same file; the "
         f"first dlpc/ort divides dlpc C on the .dlpc by onnxruntime on the ts export. "
-        f"dlpc.compile runs a per-sample batch whose intermediates outgrow 1 MB chunk "
-        f"after chunk (its batch_chunks; the kernels and the arena are one chunk's)"
+        f"dlpc.compile runs a per-sample batch whose intermediates outgrow 512 KB per "
+        f"thread chunk after chunk (its batch_chunks; the kernels and the arena are one "
+        f"chunk's)"
     )
     print_table([header, *latency])
     if args.memory:
