@@ -92,6 +92,7 @@ def toolchain_identity() -> list[str]:
         *cbuild.OPTIONAL_FLAGS,
         *cbuild.LIBS,
         *cbuild.OPTIONAL_LIBS,
+        *cbuild.extra_flags(),  # ($DLPC_CFLAGS: a sanitizer build is another library)
     ]
 
 
