@@ -414,3 +414,43 @@ def test_two_unaligned_per_head_blocks_keep_scalar_loops(tmp_path):
     model, module, ops = lowered(tmp_path, text)
     assert ops["dlp.transpose"] == 0, ops
     matches_reference(model, module)
+
+
+def _nram_bytes(kernel) -> int:
+    """Bytes of the NRAM buffers a dlp.kernel allocates."""
+    from xdsl.dialects import memref
+
+    total = 0
+    for op in kernel.walk():
+        if isinstance(op, memref.AllocOp | memref.AllocaOp) and "nram" in str(op.memref.type):
+            t = op.memref.type
+            total += int(np.prod(t.get_shape())) * (t.get_element_type().bitwidth // 8)
+    return total
+
+
+@pytest.mark.parametrize("channels, size", [(16, 16), (64, 8), (32, 16)])
+def test_an_average_pools_tile_counts_its_accumulator_planes_in_nram(tmp_path, channels, size):
+    """window.py:441 (`tile * inner` -> `tile // inner`, dlp-lowering seed 44): an
+    average pool is no passthrough (the sum is scaled after the window), so each channel
+    of the tile keeps an accumulator plane of `inner` output elements in NRAM; counted,
+    the tile's buffers fit tiny's 4 KiB, and the pool gives the reference's values."""
+    import dlpc
+    from dlpc.backends.dlp_c import lower_to_dlp
+    from dlpc.dialects import dlp
+    from dlpc.targets.dlp import resolve
+
+    path = tmp_path / "p.dlpc"
+    path.write_text(
+        f"model m(x: f32[1, {channels}, {size}, {size}]) {{\n"
+        "  return avg_pool2d(x, kernel=2, strides=2)\n}\n"
+    )
+    model = dlpc.load(path)
+    module = pipeline.lower(model.module.clone(), "loop", pipeline.PipelineOptions(schedule=False))
+    (kernel,) = [
+        op for op in lower_to_dlp(module.clone(), "tiny").walk() if isinstance(op, dlp.KernelOp)
+    ]
+    assert "dlp.pool" in str(kernel)
+    assert _nram_bytes(kernel) <= resolve("tiny").capacity("nram")
+    inputs = dlpc.api.random_inputs(model)
+    (out,) = compile_dlp(module, "tiny", name=f"avgpool_{channels}_{size}")(*inputs, params={})
+    _close(out, dlpc.api.reference(model, inputs)[0])
