@@ -10,7 +10,8 @@ results are of size `chunk` along dim 0 and whose other types are re-inferred
 Guarantees: per-sample means every op that reads a batch value (one computed from an
 argument) treats dim 0 as independent images: elementwise ops (a broadcast operand
 without dim 0), conv / pooling / batch norm / linear / matmul on the batch operand
-alone, reductions and softmax-like ops off axis 0, reshape keeping dim 0. Then
+alone, reductions and softmax-like ops off axis 0, padding off dim 0, reshape keeping
+dim 0. Then
 running the copy on images [k*chunk, (k+1)*chunk) gives those rows of every result,
 and calling it B/chunk times is the whole call. Anything else (a concat, a slice, a
 transpose, a gather, a reduction over dim 0, control flow, fused ops) leaves the
@@ -85,6 +86,8 @@ def _per_sample(op: Operation, batch: set[SSAValue], B: int) -> bool:
         return 0 not in op.reduced_axes()
     if isinstance(op, g.AxisOp):
         return op.axis % rank != 0
+    if isinstance(op, g.PadOp):  # (pads: begins then ends; none along dim 0)
+        return len(op.pads) == 2 * rank and op.pads[0] == 0 and op.pads[rank] == 0
     if isinstance(op, g.ReshapeOp):
         first = shapes[0]
         return first is not None and bool(first) and first[0] == B and op.shape[0] in (0, B)

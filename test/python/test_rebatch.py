@@ -66,6 +66,7 @@ def test_plan_and_chunk_graph(net):
         "return x + y",  # y: [8, 5], a batch-sized operand that is no batch value
         "return transpose(x, perm=[1, 0])",
         "return reshape(x, shape=[4, 10])",
+        "return pad(x, pads=[1, 0, 0, 0])",  # a padded batch
     ],
 )
 def test_not_per_sample(tmp_path, body):
