@@ -624,3 +624,21 @@ def test_icd_vendors_writes_the_wheels_drivers_once(monkeypatch, tmp_path):
     assert icd.stat().st_mtime_ns == stamp and [p.name for p in directory.iterdir()] == [
         "dlpc-wheel-0.icd"
     ]
+
+
+def test_opencl_kernels_without_a_local_size_get_cpu_work_groups():
+    """On a CPU device (type CL_DEVICE_TYPE_CPU alone, as PoCL's are) a launch whose
+    plan sets no work-group size gets `cpu_local_size`'s (opencl_rt.py:1086)."""
+    device = opencl_rt.default_device()
+    if not int(device.type) & 2:
+        pytest.skip("the default OpenCL device is no CPU")
+    f = opencl_rt.OpenCLFunction(lower(COSTS), name="backendrt4", device=device)
+    steps = [s for s in f.kernel_steps if s[0] == "kernel"]
+    planned = {op.sym: f.plan.launches[op].local_size for op in f.kernel_ops}
+    assert None in planned.values()
+    for _kind, _kernel, global_size, local, sym in steps:
+        want = planned[sym] or opencl_rt.cpu_local_size(global_size, device.max_compute_units)
+        assert local == want
+    x = np.linspace(-1, 1, 32, dtype=np.float32).reshape(4, 8)
+    w = np.linspace(1, -1, 24, dtype=np.float32).reshape(8, 3)
+    np.testing.assert_allclose(f(x, w)[0], np.tanh(np.maximum(x @ w, 0)), rtol=1e-5, atol=1e-6)
