@@ -661,3 +661,28 @@ def test_a_split_reduction_collapses_the_outer_loops_into_dimension_2():
         "i0": "(get_global_id(2) / 5)",
     }
     assert (launch.global_size, launch.local_size) == ((4 * 64, 3, 10), (64, 1, 1))
+
+
+# ------------------------------------------------------------------ chain arguments
+
+
+@pytest.mark.parametrize("second, chained", [(60, True), (61, False)])
+def test_a_chain_takes_at_most_max_chain_args_parameters(second, chained):
+    """chains.py:94 (MAX_CHAIN_ARGS = 120 -> 119, opencl seed 43): OpenCL guarantees 1024
+    bytes of kernel arguments (128 pointers); a run of kernels is one chain while its
+    distinct buffer parameters are at most 120: 60 + 60 chain, 60 + 61 do not (each
+    kernel is then launched alone: a piece of one kernel is no chain)."""
+    from types import SimpleNamespace
+
+    from dlpc.backends.opencl.chains import ChainWriter
+
+    keys = {"a": [("a", i) for i in range(60)], "b": [("b", i) for i in range(second)]}
+    pieces = []
+    writer = SimpleNamespace(
+        bodies={k: ("", ["float *"] * len(v), v) for k, v in keys.items()},
+        batches={},
+        team=1,
+        chain=lambda piece, args: pieces.append((list(piece), len(args))),
+    )
+    ChainWriter.chain_runs(writer, ["a", "b"])  # type: ignore[arg-type]
+    assert pieces == ([(["a", "b"], 120)] if chained else [])
