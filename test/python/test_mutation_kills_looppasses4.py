@@ -537,3 +537,31 @@ def test_opencl_winograd_folds_integer_division_as_c_does():
     assert [_INT["arith.divsi"](a, b) for a, b in ((7, 2), (-7, 2), (7, -2))] == [3, -3, -3]
     assert [_INT["arith.remsi"](a, b) for a, b in ((7, 3), (-7, 3), (7, -3))] == [1, -1, 1]
     assert _INT["arith.remsi"](7, 0) is None and _INT["arith.divsi"](7, 0) is None
+
+
+def test_index_forms_divide_by_one_and_split_dims():
+    """index_form of `iv / d` and `iv % d` (memory_plan._divmod): exact for d = 1 (the
+    quotient is iv, the remainder 0) and for a split dim; None for d = 0, or when the
+    remainder's terms leave [0, d)."""
+    from xdsl.dialects import arith
+    from xdsl.dialects.builtin import IndexType
+    from xdsl.ir import Block
+
+    block = Block(arg_types=[IndexType(), IndexType()])
+    i, h = block.args
+    ranges = {i: (0, 5), h: (0, 3)}
+
+    def const(n):
+        return arith.ConstantOp(IntegerAttr(n, IndexType())).result
+
+    def form(value):
+        f = memory_plan.index_form(value, ranges)
+        return None if f is None else (f.const, tuple(f.terms))
+
+    assert form(arith.DivSIOp(i, const(1)).result) == (0, ((i, 1),))
+    assert form(arith.RemSIOp(i, const(1)).result) == (0, ())
+    assert form(arith.DivSIOp(i, const(0)).result) is None
+    flat = arith.AddiOp(arith.MuliOp(i, const(4)).result, h).result  # i * 4 + h, h < 4
+    assert form(arith.DivSIOp(flat, const(4)).result) == (0, ((i, 1),))
+    assert form(arith.RemSIOp(flat, const(4)).result) == (0, ((h, 1),))
+    assert form(arith.DivSIOp(flat, const(3)).result) is None  # h reaches 3: not split
