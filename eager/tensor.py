@@ -55,7 +55,8 @@ def call(name: str, args: tuple, kwargs: dict | None = None, frozen: Any = None)
     if kwargs:
         if frozen is None:
             args, kwargs = _operands(name, args, kwargs)
-            frozen = tuple(kwargs.items())
+            # (every keyword an operand: no attributes, the positional call's key)
+            frozen = tuple(kwargs.items()) or None
             try:
                 hash(frozen)
             except TypeError:  # (a list attribute: axes=[1])

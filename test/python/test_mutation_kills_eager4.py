@@ -386,3 +386,21 @@ def test_a_jit_graph_on_opencl_is_compiled_at_o2_fused():
         f = dlpc.jit(fn)
         np.testing.assert_allclose(np.asarray(f(x, y)), want, rtol=1e-5, atol=1e-6)
         assert len(f._last.kernel.fn.kernel_ops) == 1
+
+
+# ------------------------------------------------------------------ seed 44
+
+
+def test_operands_by_keyword_hit_the_positional_calls_kernel():
+    """linear(x, weight=w, bias=b) is the call linear(x, w, b): the same cache key, so
+    the second form compiles nothing (the keywords' positions padded with exactly the
+    Nones between, no trailing ones)."""
+    from dlpc.eager import dispatch
+
+    x, w, b = _t([[1.0, 2.0, 3.0]]), _t(np.eye(3)[:2] * 2), _t([0.5, -0.5])
+    first = dlpc.ops.linear(x, weight=w, bias=b)
+    before = dispatch.cache_size()
+    again = dlpc.ops.linear(x, w, b)
+    assert dispatch.cache_size() == before
+    np.testing.assert_allclose(np.asarray(first), [[2.5, 3.5]])
+    np.testing.assert_allclose(np.asarray(again), [[2.5, 3.5]])
