@@ -642,3 +642,25 @@ def test_opencl_kernels_without_a_local_size_get_cpu_work_groups():
     x = np.linspace(-1, 1, 32, dtype=np.float32).reshape(4, 8)
     w = np.linspace(1, -1, 24, dtype=np.float32).reshape(8, 3)
     np.testing.assert_allclose(f(x, w)[0], np.tanh(np.maximum(x @ w, 0)), rtol=1e-5, atol=1e-6)
+
+
+def test_a_team_helper_has_the_second_device_and_its_version_argument_last(monkeypatch):
+    """The helper's queue is the second device's (opencl_rt.py:1052), and the argument
+    the helper's kernel reads its version from is its last (`n + 3`, opencl_rt.py:1399)."""
+    pytest.importorskip("pyopencl")
+    from test_opencl_team import _module
+
+    monkeypatch.setenv("DLPC_OPENCL_TEAM", "1")
+    team = opencl_rt.team_devices()
+    if team is None:
+        pytest.skip("the OpenCL platform has no two serial CPU devices (PoCL basic)")
+    f = opencl_rt.OpenCLFunction(_module(copy=False), name="team4", team=team)
+    assert f.team is not None
+    try:
+        assert f.queue.device == team[0] and f.team.queue.device == team[1]
+        cl = opencl_rt._cl()
+        assert f.team.version_pos == f.team.kernel.get_info(cl.kernel_info.NUM_ARGS) - 1
+        x = np.linspace(-3, 3, 64, dtype=np.float32)
+        np.testing.assert_array_equal(f(x)[0], 4 * x)
+    finally:
+        f.team.stop()
