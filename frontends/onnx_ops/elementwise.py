@@ -235,16 +235,28 @@ def binary(imp: NodeContext):
 def mod(imp: NodeContext):
     """r = a - trunc(a / b) * b (fmod = 1, C's fmod); for fmod = 0 (Python's %) r then takes
     the divisor's sign: r + b when r != 0 and sign(r) != sign(b). Float trunc goes through
-    i64, so float Mod needs |a / b| < 2**63."""
+    i64 only where |a / b| < 2**mantissa bits (beyond, a float is already an integer; inf
+    and nan never reach the cast), and fmod(x, ±inf) is x for a finite x, as np.fmod; a
+    quotient past 2**mantissa bits leaves r inexact (C's fmod is exact)."""
     a_ = imp.attrs({"fmod": 0})
     a, b = imp.required(0), imp.required(1)
     dt = imp.dtype(a)
     if dt != imp.dtype(b):
         raise imp.error(f"operands have element types {dt} and {imp.dtype(b)}")
     q = imp.emit(graph.DivOp, a, b)
-    if dt.kind == "f":  # trunc(q) = float(int(q))
-        q = cast_to(imp, cast_to(imp, q, np.dtype(np.int64)), dt)
+    if dt.kind == "f":  # trunc(q) = float(int(q)) where q is small, else q itself
+        big = imp.scalar(2.0 ** np.finfo(dt).nmant, a)
+        small = imp.emit(graph.CompareOp, imp.emit(graph.AbsOp, q), big, predicate="lt")
+        cut = imp.emit(graph.WhereOp, small, q, imp.scalar(0, a))
+        cut = cast_to(imp, cast_to(imp, cut, np.dtype(np.int64)), dt)
+        q = imp.emit(graph.WhereOp, small, cut, q)
     r = imp.emit(graph.SubOp, a, imp.emit(graph.MulOp, q, b))
+    if dt.kind == "f":  # (a - 0 * inf would be nan)
+        inf = imp.scalar(np.inf, a)
+        b_inf = imp.emit(graph.CompareOp, imp.emit(graph.AbsOp, b), inf, predicate="eq")
+        a_finite = imp.emit(graph.CompareOp, imp.emit(graph.AbsOp, a), inf, predicate="lt")
+        keep = imp.emit(graph.WhereOp, b_inf, a_finite, Const(np.asarray(False)))
+        r = imp.emit(graph.WhereOp, keep, a, r)
     if a_["fmod"]:
         return [r]
     zero = imp.scalar(0, a)

@@ -3,7 +3,8 @@ and OpenCL: the printers compute data integer add/sub/mul in the unsigned type o
 same width and convert back (backends/c.py `WRAPPING`), since signed overflow is
 undefined behaviour in C and OpenCL C. The expected values are Python integers reduced
 modulo 2**bits; one build runs under UBSan's signed-integer-overflow check in a child
-process, so undefined behaviour fails the test, not only a wrong value."""
+process, so undefined behaviour fails the test, not only a wrong value. Float Mod
+(fmod = 1) with infinite, nan and zero operands is np.fmod's on every target."""
 
 from __future__ import annotations
 
@@ -209,3 +210,43 @@ def test_signed_sum_has_no_openmp_reduction_clause(tmp_path):
     kernel = proc.stdout.partition('kernel "signed"')[2]
     assert "#pragma GCC ivdep" in kernel and "reduction(" not in kernel, kernel
     assert "const int32_t v_n = (int32_t)((uint32_t)v_s + (uint32_t)v_a);" in kernel, kernel
+
+
+def _fmod_model(dtype: str) -> bytes:
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph(
+        [helper.make_node("Mod", ["a", "b"], ["y"], fmod=1)],
+        f"fmod_{dtype}",
+        [vi("a", elem, [14]), vi("b", elem, [14])],
+        [vi("y", elem, [14])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
+    return model.SerializeToString()
+
+
+@pytest.mark.parametrize("target", ["numpy", "c", "opencl"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_float_fmod_with_inf_and_nan(dtype, target, tmp_path):
+    """Float Mod (fmod = 1) is np.fmod (and onnxruntime) on infinite, nan and zero operands:
+    fmod(±inf, y) and fmod(x, 0) are nan, fmod(x, ±inf) is x, and a quotient past the
+    mantissa is not cast to int64 (it was: fmod(inf, 2) gave inf, fmod(1, inf) nan)."""
+    if target == "opencl":
+        pytest.importorskip("pyopencl", reason="the opencl extra is not installed")
+    inf, nan = np.inf, np.nan
+    a = np.array([inf, -inf, nan, 1, -1, 5.5, 0, -0.0, 7, -7.5, 2.5, -inf, 3, 1e20], dtype)
+    b = np.array([2, 3, 2, inf, -inf, 0, nan, 2, -2, 2, -inf, inf, -0.0, 3], dtype)
+    path = tmp_path / "fmod.onnx"
+    path.write_bytes(_fmod_model(dtype))
+    with np.errstate(all="ignore"):
+        want = np.fmod(a, b)
+        (got,) = dlpc.compile(dlpc.load(str(path)), target=target)(a, b)
+    assert got.dtype == want.dtype
+    finite = np.isfinite(want)  # (1e20 mod 3: a - trunc(a / b) * b is not exact there)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg=f"{got} {want}")
+    np.testing.assert_array_equal(got[finite][:-1], want[finite][:-1])
+    assert np.isfinite(got[-1])
+    ort = pytest.importorskip("onnxruntime")
+    if dtype == "float32":  # (onnxruntime's CPU Mod has no float64 kernel everywhere)
+        sess = ort.InferenceSession(path.read_bytes(), providers=["CPUExecutionProvider"])
+        np.testing.assert_array_equal(sess.run(None, {"a": a, "b": b})[0], want)

@@ -61,12 +61,6 @@ EXPECTED_FAILURES = [
         "training dropout with a non-zero ratio draws random numbers",
     ),
     (r"^test_identity_(opt|sequence)$|^test_sequence_map", ALL, r"is not a tensor", "sequences"),
-    (
-        r"^test_mod_float_edge_cases_fmod_0_float(16|32|64)$",
-        ALL,
-        r"max abs error nan",
-        "Mod truncates through i64, so inf/nan dividends give garbage",
-    ),
     (r"^test_bernoulli", ALL, r"'RandomUniformLike'", "random number generation"),
     (
         r"^test_(loop13_seq|loop16_seq_none)$",
