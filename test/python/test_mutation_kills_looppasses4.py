@@ -7,6 +7,8 @@ against numpy written out in the test."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from xdsl.context import Context
@@ -565,3 +567,60 @@ def test_index_forms_divide_by_one_and_split_dims():
     assert form(arith.DivSIOp(flat, const(4)).result) == (0, ((i, 1),))
     assert form(arith.RemSIOp(flat, const(4)).result) == (0, ((h, 1),))
     assert form(arith.DivSIOp(flat, const(3)).result) is None  # h reaches 3: not split
+
+
+def test_a_ceil_mode_pool_guards_its_last_window():
+    """Without padding, a ceil_mode pool's last window reaches past the input: its loads
+    are guarded (_te_builder.window_checks: (o - 1) * s + (k - 1) * dil - p >= size)."""
+    src = """
+func.func @main(%x: tensor<1x1x5x5xf32>) -> tensor<1x1x3x3xf32> {
+  %y = graph.max_pool2d %x {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, ceil_mode = true} : (tensor<1x1x5x5xf32>) -> tensor<1x1x3x3xf32>
+  func.return %y : tensor<1x1x3x3xf32>
+}"""
+    module = lower(src)
+    x = -np.arange(25, dtype=np.float32).reshape(1, 1, 5, 5) - 1  # all negative
+    padded = np.full((1, 1, 6, 6), -np.inf, np.float32)
+    padded[..., :5, :5] = x
+    want = padded.reshape(1, 1, 3, 2, 3, 2).max(axis=(3, 5))
+    np.testing.assert_array_equal(run_c(module, x)[0], want)
+
+
+@pytest.mark.parametrize("op,hint", [("reduce_sum", "sum"), ("reduce_max", "max")])
+def test_a_reductions_result_is_named_after_its_combiner(op, hint):
+    src = f"""
+func.func @main(%x: tensor<3x5xf32>) -> tensor<3xf32> {{
+  %y = graph.{op} %x {{axes = array<i64: 1>}} : (tensor<3x5xf32>) -> tensor<3xf32>
+  func.return %y : tensor<3xf32>
+}}"""
+    (kernel,) = kernels(lower(src))
+    hints = [op.results[0].name_hint for op in kernel.walk() if op.name == "memref.load"]
+    assert hint in hints
+
+
+def test_check_plan_names_two_overlapping_views():
+    """check_plan (the plan's soundness, for tests) names both views, their byte ranges
+    and lifetimes."""
+    from xdsl.dialects import arith
+
+    from dlpc.backends.c import find_main
+
+    src = """
+func.func @main(%x: tensor<64xf32>) -> tensor<64xf32> {
+  %a = graph.exp %x : (tensor<64xf32>) -> tensor<64xf32>
+  %b = graph.neg %x : (tensor<64xf32>) -> tensor<64xf32>
+  %y = graph.add %a, %b : (tensor<64xf32>, tensor<64xf32>) -> tensor<64xf32>
+  func.return %y : tensor<64xf32>
+}"""
+    fn = find_main(lower(src, "graph-to-te,te-to-loop,loop-memory-plan"))
+    assert memory_plan.check_plan(fn) == []
+    views = [op for op in fn.body.block.ops if op.name == "memref.view"]
+    shifts = [v.byte_shift.owner for v in views]
+    assert sorted(s.value.value.data for s in shifts) == [0, 256]
+    moved = next(s for s in shifts if s.value.value.data == 256)
+    zero = arith.ConstantOp(IntegerAttr(0, moved.result.type))
+    fn.body.block.insert_op_before(zero, moved)
+    moved.result.replace_all_uses_with(zero.result)
+    (problem,) = memory_plan.check_plan(fn)
+    assert re.fullmatch(
+        r"%\w+ \[0, 256\) live \d+\.\.\d+ overlaps %\w+ \[0, 256\) live \d+\.\.\d+", problem
+    )
