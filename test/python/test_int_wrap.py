@@ -1,5 +1,5 @@
-"""Signed integer overflow wraps, as ONNX's Add/Sub/Mul/Neg/Abs and ReduceSum do, on C
-and OpenCL: the printers compute data integer add/sub/mul in the unsigned type of the
+"""Signed integer overflow wraps, as ONNX's Add/Sub/Mul/Neg/Abs and ReduceSum do, on C,
+OpenCL and DLP C: the printers compute data integer add/sub/mul in the unsigned type of the
 same width and convert back (backends/c.py `WRAPPING`), since signed overflow is
 undefined behaviour in C and OpenCL C. The expected values are Python integers reduced
 modulo 2**bits; one build runs under UBSan's signed-integer-overflow check in a child
@@ -112,7 +112,7 @@ def test_expected_values_are_numpys_wrapping_ones(case):
         np.testing.assert_array_equal(want["sum"], a.sum(axis=1, dtype=dtype))
 
 
-@pytest.mark.parametrize("target", ["numpy", "c", "opencl"])
+@pytest.mark.parametrize("target", ["numpy", "c", "opencl", "dlp"])
 def test_overflow_wraps(case, target):
     if target == "opencl":
         pytest.importorskip("pyopencl", reason="the opencl extra is not installed")
