@@ -404,3 +404,19 @@ def test_operands_by_keyword_hit_the_positional_calls_kernel():
     assert dispatch.cache_size() == before
     np.testing.assert_allclose(np.asarray(first), [[2.5, 3.5]])
     np.testing.assert_allclose(np.asarray(again), [[2.5, 3.5]])
+
+
+def test_a_cpu_kernel_pools_four_blocks_per_output():
+    """Six results of one kernel held at once: the first four blocks are the pool's
+    (handed out again once dropped), the other two plain allocations."""
+    from dlpc.eager import dispatch
+
+    xs = [_t(np.full(3, k + 1.0)) for k in range(6)]
+    held = [x.log() for x in xs]
+    slots = [
+        s for key, k in dispatch._CACHE.items() if key[0] == "log" for s in getattr(k, "_outs", ())
+        if s.shape == (3,)
+    ]  # fmt: skip
+    assert slots and all(len(s.pool) == 4 for s in slots)
+    for x, h in zip(xs, held):
+        np.testing.assert_allclose(np.asarray(h), np.log(np.asarray(x)), rtol=1e-6)
