@@ -624,3 +624,59 @@ func.func @main(%x: tensor<64xf32>) -> tensor<64xf32> {
     assert re.fullmatch(
         r"%\w+ \[0, 256\) live \d+\.\.\d+ overlaps %\w+ \[0, 256\) live \d+\.\.\d+", problem
     )
+
+
+def test_opencl_winograd_folds_integer_comparisons():
+    from dlpc.passes.lower.opencl_winograd import _CMP
+
+    pairs = [(1, 2), (2, 2), (3, 2)]
+    assert [[_CMP[p](a, b) for a, b in pairs] for p in range(6)] == [
+        [False, True, False],  # eq
+        [True, False, True],  # ne
+        [True, False, False],  # slt
+        [True, True, False],  # sle
+        [False, False, True],  # sgt
+        [False, True, True],  # sge
+    ]
+
+
+def test_an_nhwc_pool_with_padding_matches_numpy():
+    """Window ops read their spatial dims from the layout (_te_builder.spatial_dims),
+    compared by value: a layout parsed from text is not the literal's object."""
+    src = """
+func.func @main(%x: tensor<1x4x4x2xf32>) -> tensor<1x4x4x2xf32> {
+  %y = graph.max_pool2d %x {kernel = array<i64: 3, 3>, pads = array<i64: 1, 1, 1, 1>, layout = "nhwc"} : (tensor<1x4x4x2xf32>) -> tensor<1x4x4x2xf32>
+  func.return %y : tensor<1x4x4x2xf32>
+}"""
+    module = lower(src)
+    x = np.random.default_rng(3).standard_normal((1, 4, 4, 2)).astype(np.float32)
+    padded = np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)), constant_values=-np.inf)
+    want = np.stack([padded[:, i : i + 4, j : j + 4, :] for i in range(3) for j in range(3)]).max(0)
+    np.testing.assert_array_equal(run_c(module, x)[0], want)
+
+
+def test_check_plan_accepts_in_place_only_at_the_same_offset():
+    """An in-place pair (an elementwise kernel's output over its dying input) is sound at
+    the same offset only: shifted by 64 bytes it overlaps and is reported."""
+    from xdsl.dialects import arith
+
+    from dlpc.backends.c import find_main
+
+    src = """
+func.func @main(%x: tensor<64xf32>) -> tensor<64xf32> {
+  %a = graph.exp %x : (tensor<64xf32>) -> tensor<64xf32>
+  %b = graph.neg %a : (tensor<64xf32>) -> tensor<64xf32>
+  %y = graph.add %b, %x : (tensor<64xf32>, tensor<64xf32>) -> tensor<64xf32>
+  func.return %y : tensor<64xf32>
+}"""
+    fn = find_main(lower(src, "graph-to-te,te-to-loop,loop-memory-plan"))
+    assert memory_plan.check_plan(fn) == []
+    views = [op for op in fn.body.block.ops if op.name == "memref.view"]
+    shifts = [v.byte_shift.owner for v in views]
+    assert [s.value.value.data for s in shifts] == [0, 0]  # b over a, in place
+    later = shifts[-1]
+    moved = arith.ConstantOp(IntegerAttr(64, later.result.type))
+    fn.body.block.insert_op_before(moved, views[-1])
+    views[-1].operands[1] = moved.result
+    (problem,) = memory_plan.check_plan(fn)
+    assert "[0, 256)" in problem and "[64, 320)" in problem
