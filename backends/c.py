@@ -644,6 +644,12 @@ class FunctionWriter:
         if name in WRAPPING and _wraps_unsigned(res.type):
             u = _wide_unsigned(res.type)  # (ONNX wraps; signed overflow is UB in C)
             return self.bind(res, f"({t})(({u}){args[0]} {BINARY[name]} ({u}){args[1]})")
+        if name in ("arith.divsi", "arith.remsi") and _is_int(res.type) and t[0] != "u":
+            a, b, u = args[0], args[1], _unsigned(res.type)  # (x86 traps on x / 0 and on
+            # INT_MIN / -1: a data x / 0 is 0, as numpy's, and INT_MIN / -1 wraps)
+            q = f"({t})(({u})0 - ({u}){a})" if name == "arith.divsi" else f"({t})0"
+            expr = f"({b} == 0 ? ({t})0 : {b} == -1 ? {q} : {a} {BINARY[name]} {b})"
+            return self.bind(res, expr)
         if name in BINARY:
             return self.bind(res, f"{args[0]} {BINARY[name]} {args[1]}")
         if name in MACRO_BINARY:
