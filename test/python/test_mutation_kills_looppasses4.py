@@ -680,3 +680,18 @@ func.func @main(%x: tensor<64xf32>) -> tensor<64xf32> {
     views[-1].operands[1] = moved.result
     (problem,) = memory_plan.check_plan(fn)
     assert "[0, 256)" in problem and "[64, 320)" in problem
+
+
+def test_a_returned_reshape_adding_a_unit_dim_is_no_transpose():
+    """dst[i0, i1] = src[i1] (a [3] -> [1, 3] reshape into an output) is no permutation
+    (CopyMap.permutation: the src dims must use every dst iv once): the copy stays."""
+    src = """
+func.func @main(%x: tensor<3xf32>) -> tensor<1x3xf32> {
+  %e = graph.exp %x : (tensor<3xf32>) -> tensor<3xf32>
+  %u = graph.reshape %e {shape = array<i64: 1, 3>} : (tensor<3xf32>) -> tensor<1x3xf32>
+  func.return %u : tensor<1x3xf32>
+}"""
+    module = lower(src, "graph-to-te,te-to-loop,loop-views")
+    assert [k.sym for k in kernels(module)] == ["exp_0", "reshape_1"]
+    x = np.array([0.0, 1.0, -1.0], np.float32)
+    np.testing.assert_allclose(run_c(module, x)[0], np.exp(x)[None], rtol=1e-6)
