@@ -420,3 +420,48 @@ def test_a_cpu_kernel_pools_four_blocks_per_output():
     assert slots and all(len(s.pool) == 4 for s in slots)
     for x, h in zip(xs, held):
         np.testing.assert_allclose(np.asarray(h), np.log(np.asarray(x)), rtol=1e-6)
+
+
+def test_a_user_kernel_is_called_on_every_cache_hit():
+    """x.exp() twice with a user kernel: the second call hits the cached ('user', fn)
+    entry, which the inline fast path leaves to `call`."""
+    seen = []
+
+    def plus_one(x):
+        seen.append(1)
+        return dlpc.from_numpy(np.asarray(x) + 1.0)
+
+    dlpc.register_kernel("exp", "cpu", plus_one)
+    try:
+        x = _t([1.0, 2.0])
+        for _ in range(2):
+            assert np.asarray(x.exp()).tolist() == [2.0, 3.0]
+        assert len(seen) == 2
+    finally:
+        dlpc.unregister_kernel("exp", "cpu")
+
+
+WEIGHTED = """
+func.func @main(%x: tensor<2x4xf32>) -> tensor<2x3xf32> {
+  %w = graph.param "w" : tensor<4x3xf32>
+  %y = graph.matmul %x, %w : (tensor<2x4xf32>, tensor<4x3xf32>) -> tensor<2x3xf32>
+  func.return %y : tensor<2x3xf32>
+}
+"""
+
+
+@needs_opencl
+def test_a_placed_model_with_one_input_and_one_weight():
+    """The outputs of a placed model's function follow its inputs and its params (1 + 1
+    here, where 1 | 1 would take the param for an output)."""
+    from dlpc.model import Model
+    from dlpc.passes import pipeline
+
+    w = np.arange(12, dtype=np.float32).reshape(4, 3) / 10
+    model = Model(pipeline.parse_module(WEIGHTED), {"w": w})
+    placed = dlpc.compile(model, device=OPENCL[0], fold_weights=False)  # (w stays a param)
+    assert placed._call.fn.param_names == ["w"]
+    x = np.arange(8, dtype=np.float32).reshape(2, 4) - 3
+    (y,) = placed(dlpc.tensor(x, device=OPENCL[0]))
+    assert y.shape == (2, 3)
+    np.testing.assert_allclose(np.asarray(y), x @ w, rtol=1e-5, atol=1e-6)
