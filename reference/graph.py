@@ -178,10 +178,13 @@ def div(a, b):
     if np.issubdtype(a.dtype, np.unsignedinteger):
         return np.floor_divide(a, b)
     if np.issubdtype(a.dtype, np.integer):
-        # integer division truncates toward zero, as in C; in int64, so that |int8 min|
-        # is no overflow (int8 -128 / -1 wraps to -128, as C's conversion back does)
+        # integer division truncates toward zero, as in C: the floor, plus 1 where inexact
+        # with the signs apart (no |x|: |int64 min| overflows); in int64, so int8 -128 / -1
+        # wraps to -128 as C's conversion back does; x / 0 is 0, as the C backend's
         x, y = a.astype(np.int64), b.astype(np.int64)
-        return (np.sign(x) * np.sign(y) * (np.abs(x) // np.abs(y))).astype(a.dtype)
+        with np.errstate(divide="ignore", over="ignore"):
+            q = x // y + ((x % y != 0) & ((x < 0) != (y < 0)))
+        return q.astype(a.dtype)
     return np.divide(a, b)
 
 

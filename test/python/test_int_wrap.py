@@ -257,7 +257,7 @@ def test_float_fmod_with_inf_and_nan(dtype, target, tmp_path):
 def test_division_by_minus_one_and_zero_does_not_trap(dtype, target, tmp_path):
     """Div and Mod of the minimum by -1 wrap (Div gives the minimum, Mod 0) and x / 0
     gives 0 (numpy's value) instead of the SIGFPE x86's idiv raises, which killed the
-    calling process."""
+    calling process; the minimum / 3 truncates toward zero on numpy too."""
     elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
     vi = helper.make_tensor_value_info
     graph = helper.make_graph(
@@ -266,16 +266,17 @@ def test_division_by_minus_one_and_zero_does_not_trap(dtype, target, tmp_path):
             helper.make_node("Mod", ["a", "b"], ["r"], fmod=1),
         ],
         f"div_{dtype}",
-        [vi("a", elem, [4]), vi("b", elem, [4])],
-        [vi("q", elem, [4]), vi("r", elem, [4])],
+        [vi("a", elem, [5]), vi("b", elem, [5])],
+        [vi("q", elem, [5]), vi("r", elem, [5])],
     )
     path = tmp_path / "div.onnx"
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
     path.write_bytes(model.SerializeToString())
     lo = np.iinfo(dtype).min
-    a = np.array([lo, 7, -7, 5], dtype)
-    b = np.array([-1, 2, 2, 0], dtype)
+    a = np.array([lo, 7, -7, 5, lo], dtype)
+    b = np.array([-1, 2, 2, 0, 3], dtype)
     with np.errstate(all="ignore"):
         q, r = dlpc.compile(dlpc.load(str(path)), target=target)(a, b)
-    np.testing.assert_array_equal(q, [lo, 3, -3, 0])
-    np.testing.assert_array_equal(r[:3], [0, 1, -1])
+    third = -(-int(lo) // 3)  # (toward zero; the reference took |lo|, which overflows)
+    np.testing.assert_array_equal(q, [lo, 3, -3, 0, third])
+    np.testing.assert_array_equal(r[[0, 1, 2, 4]], [0, 1, -1, int(lo) - 3 * third])
