@@ -454,3 +454,18 @@ def test_an_average_pools_tile_counts_its_accumulator_planes_in_nram(tmp_path, c
     inputs = dlpc.api.random_inputs(model)
     (out,) = compile_dlp(module, "tiny", name=f"avgpool_{channels}_{size}")(*inputs, params={})
     _close(out, dlpc.api.reference(model, inputs)[0])
+
+
+@pytest.mark.parametrize("m, k, n, matmuls", [(1, 2, 16, 0), (3, 16, 16, 1)])
+def test_a_batched_matmul_needs_every_entry_aligned(tmp_path, m, k, n, matmuls):
+    """matmul.py:173 (`mm * k` -> `mm & k`, dlp-lowering seed 45): a batched matmul's
+    entries start m * k, k * n and m * n floats apart, each a multiple of the 64-byte
+    vector alignment or the product keeps its scalar loops: [2, 1, 2] x [2, 2, 16] has
+    A entries 8 bytes apart (1 & 2 = 0 would pass), [2, 3, 16] x [2, 16, 16] is aligned
+    (dlp.matmul). Both against the reference."""
+    from dlp_select_cases import lowered, matches_reference
+
+    text = f"model m(a: f32[2, {m}, {k}], b: f32[2, {k}, {n}]) {{\n  return matmul(a, b)\n}}\n"
+    model, module, ops = lowered(tmp_path, text)
+    assert ops["dlp.matmul"] == matmuls, ops
+    matches_reference(model, module)
