@@ -767,9 +767,24 @@ def _index_bound(value, default: int = 10) -> int:
     return max(bound, 1)
 
 
-def random_inputs(model: Model, seed: int = 0) -> list[np.ndarray]:
+def _concrete_shape(arg, dims: dict[str, int]) -> tuple[int, ...]:
+    shape = ref.graph.shape_of(arg)
+    missing = sorted(symdims.symbols(shape) - set(dims))
+    if missing:
+        name = arg.name_hint or "input"
+        raise DlpcError(
+            f"error: input '{name}' has symbolic dim(s) {', '.join(missing)}: give their "
+            f"values, e.g. random_inputs(model, dims={{{missing[0]!r}: 1}})"
+        )
+    return tuple(symdims.evaluate(d, dims) for d in shape)
+
+
+def random_inputs(
+    model: Model, seed: int = 0, dims: dict[str, int] | None = None
+) -> list[np.ndarray]:
     """Reproducible random inputs: floats ~ N(0, 1), bools 50/50, ints in [0, 10) or,
-    for gather indices, within the gathered dim."""
+    for gather indices, within the gathered dim. A model with symbolic dims needs their
+    values (`dims={"B": 4}`); one left without is a one-line error naming the input."""
     rng = np.random.default_rng(seed)
     arrays = []
     args = _require_graph_level(model).args
@@ -779,15 +794,15 @@ def random_inputs(model: Model, seed: int = 0) -> list[np.ndarray]:
             if s.name not in by_name:
                 arrays.append(np.zeros(s.shape, s.dtype))
                 continue
-            arrays += _random_like(rng, [by_name[s.name]])
+            arrays += _random_like(rng, [by_name[s.name]], dims or {})
         return arrays
-    return _random_like(rng, args)
+    return _random_like(rng, args, dims or {})
 
 
-def _random_like(rng: np.random.Generator, args) -> list[np.ndarray]:
+def _random_like(rng: np.random.Generator, args, dims: dict[str, int]) -> list[np.ndarray]:
     arrays = []
     for arg in args:
-        shape, dtype = ref.graph.shape_of(arg), ref.result_dtype(arg)
+        shape, dtype = _concrete_shape(arg, dims), ref.result_dtype(arg)
         if np.issubdtype(dtype, np.floating):
             arrays.append(rng.standard_normal(shape).astype(dtype))
         elif dtype == np.bool_:

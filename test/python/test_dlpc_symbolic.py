@@ -209,3 +209,15 @@ def test_dlpc_tune_bad_dims_is_one_line(tmp_path, capsys, text, dims, message):
     assert dlpc_tune.main([str(path), "--dims", dims, "--log", str(tmp_path / "t.jsonl")]) != 0
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].endswith(message), err
+
+
+def test_random_inputs_of_a_symbolic_model_take_the_dims():
+    """random_inputs on a model with an unbound named dim: the dims given, or one line
+    naming the input and the dim (it was a SymbolicError traceback)."""
+    model = dlpc.load(EXAMPLES / "mlp.dlpc")
+    (x,) = api.random_inputs(model, dims={"B": 3})
+    assert x.shape == (3, 784) and x.dtype == np.float32
+    with pytest.raises(DlpcError) as err:
+        api.random_inputs(model)
+    assert str(err.value).count("\n") == 0
+    assert "has symbolic dim(s) B" in str(err.value) and "dims={'B': 1}" in str(err.value)

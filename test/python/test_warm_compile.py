@@ -124,7 +124,7 @@ def only_entry(cache: Path) -> Path:
 CHILD = """
 import numpy as np, dlpc
 from dlpc import api
-model = dlpc.load({path!r})
+model = dlpc.load({path!r}, batch=1)
 fn = api.compile(model)
 (y,) = fn(*api.random_inputs(model))
 (r,) = api.reference(model, api.random_inputs(model))
