@@ -402,6 +402,13 @@ def _t(torch, name):
             index[a] = slice(s, e, st)
         return x[tuple(index)]
 
+    def dynamic_slice(x, starts, axes, sizes):
+        # starts read at run time: a negative one counts from the end, then clamped
+        for a, st, n in zip(axes, starts.tolist(), sizes):
+            st = st + x.shape[a] if st < 0 else st
+            x = x.narrow(a, min(max(st, 0), x.shape[a] - n), n)
+        return x
+
     def batch_norm(x, scale, bias, mean, var, eps=1e-5):
         shape = (1, -1, 1, 1)
         inv = (var.reshape(shape) + eps).rsqrt()
@@ -522,6 +529,7 @@ def _t(torch, name):
         "concat": lambda *xs, axis: torch.cat(xs, axis),
         "pad": graph_pad,
         "gather": gather,
+        "dynamic_slice": dynamic_slice,
     }[name]
 
 
@@ -624,6 +632,11 @@ GRAD_CASES = [
     C("pad", [_r(3, 4, dtype=D)], {"pads": [1, -1, -1, 2], "value": 2.5}),
     C("gather", [_r(5, 3, dtype=D), np.array([4, 0, 4], np.int64)], {"axis": 0}),  # repeated
     C("gather", [_r(3, 5, dtype=D), np.array([[1, 4], [0, 1]], np.int32)], {"axis": 1}),
+    C(
+        "dynamic_slice",
+        [_r(5, 4, dtype=D), np.array([2, -3], np.int64)],
+        {"axes": [0, 1], "sizes": [2, 2]},
+    ),  # fmt: skip
 ]
 GRAD_EXCLUDED = {
     "compare": "a boolean result carries no gradient",
@@ -632,7 +645,6 @@ GRAD_EXCLUDED = {
         "integers only: no gradient (their rules give none)",
     ),
     "bitcast": "bits reread as another type: no gradient (its rule gives none)",
-    "dynamic_slice": "graph-autodiff has no rule (no graph op writes dy back at a run-time offset)",
 }
 # on the OpenCL device too: one of each kind of rule
 OPENCL_GRAD = [
