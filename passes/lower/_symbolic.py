@@ -293,24 +293,7 @@ def guard_tile(
     for inner in [o for o in whole.walk() if isinstance(o, ForOp)]:  # (names are unique)
         inner.annotate("name", kernel.fresh_loop_name(f"{inner.loop_name or 'l'}_whole"))
     head: list[Operation] = []
-
-    def add(op: Operation) -> SSAValue:
-        head.append(op)
-        return op.results[0]
-
-    def symbol(name: str) -> SSAValue:
-        from xdsl.dialects import memref
-
-        k = add(arith.ConstantOp(IntegerAttr(names.index(name), IndexType())))
-        load = memref.LoadOp.get(dims, [k])
-        load.res.name_hint = name
-        return add(arith.IndexCastOp(add(load), IndexType()))
-
-    n = build_dim(extent, symbol, add)
-    end = add(arith.ConstantOp(IntegerAttr(loop.upper, IndexType())))
-    for b in base:
-        end = add(arith.AddiOp(b, end))
-    inside = add(arith.CmpiOp(end, n, "sle"))
+    inside = tile_fits(extent, dims, names, base, loop.upper, head)
     parent.insert_ops_before(head, loop)
     loop.detach()
     fits, rest = Block([whole, scf.YieldOp()]), Block([loop, scf.YieldOp()])
