@@ -2406,6 +2406,194 @@ LoopOp.parse = staticmethod(_parse_naming_loop)  # pyright: ignore[reportAttribu
 CONTROL_OPS: tuple[type[ControlOp], ...] = (IfOp, LoopOp)
 
 
+# ------------------------------------------------------------------ quantization
+# ONNX's linear quantization: q = saturate(round_half_even(x / scale) + zero_point) and
+# x = (q - zero_point) * scale, per tensor (a scale of shape [] or [1]) or per axis (a 1-D
+# scale of x.shape[axis] entries); the integer products of quantized operands accumulate
+# in i32 (graph.matmul_integer, graph.conv_integer).
+
+QUANT_TYPES = ("i8", "ui8", "i16", "ui16")
+
+
+def _is_quant_type(ty: Attribute) -> bool:
+    return isa(ty, IntegerType) and ty.bitwidth in (8, 16)
+
+
+def _check_quant_params(op: GraphOp, x: Shape, shapes: list[Shape], axis: int) -> None:
+    """scale and zero point: per tensor ([] or [1]) or per axis ([x.shape[axis]])."""
+    scale, zero = shapes[1], shapes[2]
+    if zero != scale:
+        raise VerifyException(
+            f"{op.name} zero point {fmt_shape(zero)} must have the scale's shape {fmt_shape(scale)}"
+        )
+    if scale in ((), (1,)):
+        return
+    a = normalize_axis(axis, len(x))
+    if len(scale) != 1 or scale[0] != x[a]:
+        raise VerifyException(
+            f"{op.name} scale {fmt_shape(scale)} is neither one value nor one per entry of "
+            f"axis {a} of {fmt_shape(x)}"
+        )
+
+
+class _LinearQuantOp(GraphOp):
+    OPERANDS: ClassVar[tuple[str, ...]] = ("input", "scale", "zero_point")
+    axis_attr = int_prop("axis", 1)
+
+    @property
+    def axis(self) -> int:
+        return self.axis_attr.value.data
+
+    def infer_shape(self, shapes: list[Shape]) -> Shape:
+        _check_quant_params(self, shapes[0], shapes, self.axis)
+        return shapes[0]
+
+
+@graph_op
+class QuantizeOp(_LinearQuantOp):
+    """saturate(round_half_even(x / scale) + zero_point) in the zero point's element type
+    (i8, ui8, i16 or ui16); ONNX QuantizeLinear.
+
+    %q = graph.quantize %x, %s, %z : (tensor<4xf32>, tensor<f32>, tensor<i8>) -> tensor<4xi8>
+    """
+
+    name = "graph.quantize"
+
+    def infer_element_type(self) -> Attribute:
+        x, scale, zero = (element_type_of(v) for v in self.operands)
+        if not is_float_type(x) or scale != x:
+            raise VerifyException(
+                f"{self.name} needs a float input and a scale of its type, got {x} and {scale}"
+            )
+        if not _is_quant_type(zero):
+            raise VerifyException(
+                f"{self.name} zero point must be one of {', '.join(QUANT_TYPES)}, got {zero}"
+            )
+        return zero
+
+
+@graph_op
+class DequantizeOp(_LinearQuantOp):
+    """(x - zero_point) * scale in the scale's (float) element type; x and the zero point
+    are i8, ui8, i16, ui16 or i32 (a quantized bias); ONNX DequantizeLinear.
+
+    %x = graph.dequantize %q, %s, %z : (tensor<4xi8>, tensor<f32>, tensor<i8>) -> tensor<4xf32>
+    """
+
+    name = "graph.dequantize"
+
+    def infer_element_type(self) -> Attribute:
+        x, scale, zero = (element_type_of(v) for v in self.operands)
+        if not (_is_quant_type(x) or x == IntegerType(32)) or zero != x:
+            raise VerifyException(
+                f"{self.name} needs an input of {', '.join(QUANT_TYPES)} or i32 and a zero "
+                f"point of its type, got {x} and {zero}"
+            )
+        if not is_float_type(scale):
+            raise VerifyException(f"{self.name} needs a float scale, got {scale}")
+        return scale
+
+
+def _check_int8_operand(op: GraphOp, what: str, value: SSAValue, zero: SSAValue) -> None:
+    ty, zt = element_type_of(value), element_type_of(zero)
+    if not (isa(ty, IntegerType) and ty.bitwidth == 8) or zt != ty:
+        raise VerifyException(
+            f"{op.name} {what} must be i8 or ui8 with a zero point of its type, got {ty} and {zt}"
+        )
+
+
+@graph_op
+class MatMulIntegerOp(GraphOp):
+    """(a - a_zero_point) @ (b - b_zero_point), accumulated in i32 (ONNX MatMulInteger):
+    a and b i8 or ui8 (numpy.matmul's shapes); a's zero point one value or one per row of
+    a ([M]), b's one value or one per column of b ([N]).
+
+    %c = graph.matmul_integer %a, %b, %za, %zb : (tensor<4x8xui8>, tensor<8x16xi8>, tensor<ui8>, tensor<i8>) -> tensor<4x16xi32>
+    """
+
+    name = "graph.matmul_integer"
+    OPERANDS: ClassVar[tuple[str, ...]] = ("lhs", "rhs", "lhs_zero_point", "rhs_zero_point")
+
+    def infer_element_type(self) -> Attribute:
+        _check_int8_operand(self, "lhs", self.operands[0], self.operands[2])
+        _check_int8_operand(self, "rhs", self.operands[1], self.operands[3])
+        return IntegerType(32)
+
+    def infer_shape(self, shapes: list[Shape]) -> Shape:
+        a, b, za, zb = shapes
+        if len(a) < 2 or len(b) < 2:
+            raise VerifyException(f"{self.name} operands must have rank >= 2")
+        if a[-1] != b[-2]:
+            raise VerifyException(
+                f"{self.name} contraction mismatch: lhs {fmt_shape(a)} has K={a[-1]} but rhs "
+                f"{fmt_shape(b)} has K={b[-2]}"
+            )
+        if za not in ((), (1,), (a[-2],)) or zb not in ((), (1,), (b[-1],)):
+            raise VerifyException(
+                f"{self.name} zero points {fmt_shape(za)}, {fmt_shape(zb)} must be one value "
+                f"or one per row of lhs ({a[-2]}) / column of rhs ({b[-1]})"
+            )
+        return (*broadcast_shapes(a[:-2], b[:-2]), a[-2], b[-1])
+
+
+@graph_op
+class ConvIntegerOp(WindowOp):
+    """conv2d of (x - x_zero_point) and (w - w_zero_point), accumulated in i32 (ONNX
+    ConvInteger): NCHW x and OIHW w of i8 or ui8; padding contributes 0 (the zero point);
+    x's zero point one value, w's one value or one per output channel ([O]).
+
+    %y = graph.conv_integer %x, %w, %zx, %zw {pads = array<i64: 1, 1, 1, 1>} : (tensor<1x3x8x8xui8>, tensor<4x3x3x3xi8>, tensor<ui8>, tensor<i8>) -> tensor<1x4x8x8xi32>
+    """
+
+    name = "graph.conv_integer"
+    OPERANDS: ClassVar[tuple[str, ...]] = (
+        "input",
+        "weight",
+        "input_zero_point",
+        "weight_zero_point",
+    )
+    dilations_attr = ints_prop("dilations", (1, 1))
+    groups_attr = int_prop("groups", 1)
+
+    @property
+    def dilations(self) -> tuple[int, int]:
+        return _pair(self.dilations_attr.get_values(), "dilations")
+
+    @property
+    def groups(self) -> int:
+        return self.groups_attr.value.data
+
+    def infer_element_type(self) -> Attribute:
+        _check_int8_operand(self, "input", self.operands[0], self.operands[2])
+        _check_int8_operand(self, "weight", self.operands[1], self.operands[3])
+        return IntegerType(32)
+
+    def infer_shape(self, shapes: list[Shape]) -> Shape:
+        x, w, zx, zw = shapes
+        if layout_of(self) != "nchw":
+            raise VerifyException(f"{self.name} takes NCHW activations only")
+        if len(x) != 4 or len(w) != 4:
+            raise VerifyException(
+                f"{self.name} expects NCHW input and OIHW weight, got {fmt_shape(x)} and "
+                f"{fmt_shape(w)}"
+            )
+        g = self.groups
+        n, c, h, wd = x
+        o, cg, kh, kw = w
+        if g < 1 or c % g or o % g or c != cg * g:
+            raise VerifyException(
+                f"{self.name} input has {c} channels but weight {fmt_shape(w)} with "
+                f"groups={g} expects {cg * g} (and groups must divide {o})"
+            )
+        if zx not in ((), (1,)) or zw not in ((), (1,), (o,)):
+            raise VerifyException(
+                f"{self.name} zero points {fmt_shape(zx)}, {fmt_shape(zw)}: the input's must be "
+                f"one value, the weight's one value or one per output channel ({o})"
+            )
+        oh, ow = self._spatial(h, wd, kh, kw)
+        return (n, o, oh, ow)
+
+
 # ------------------------------------------------------------------------- dialect
 
 GRAPH_OPS: list[type[IRDLOperation]] = [
@@ -2483,6 +2671,10 @@ GRAPH_OPS: list[type[IRDLOperation]] = [
     PadOp,
     BroadcastOp,
     GatherOp,
+    QuantizeOp,
+    DequantizeOp,
+    MatMulIntegerOp,
+    ConvIntegerOp,
     FusedOp,
     YieldOp,
     IfOp,

@@ -45,6 +45,9 @@ SAME_SINCE: dict[str, int] = {
     "Gather": 11,  # 11 defined negative indices
     "ConvTranspose": 11,  # 11 redefined output_shape / pads
     "Resize": 11,  # 10 had Upsample's coordinates and no roi
+    # 10 quantized per tensor only (13 added `axis` for per-axis scales)
+    **dict.fromkeys("QuantizeLinear DequantizeLinear".split(), 10),
+    **dict.fromkeys("MatMulInteger ConvInteger QLinearMatMul QLinearConv".split(), 10),
     # attribute -> input at 13 (rewritten by `upgrade`); same meaning since
     "Unsqueeze": 1,
     "Squeeze": 1,

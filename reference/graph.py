@@ -582,6 +582,50 @@ def dropout(x, step=None, *, p, seed):
     return np.where(keep, x * x.dtype.type(1.0 / (1.0 - p)), x.dtype.type(0))
 
 
+# ---------------------------------------------------------------- quantization
+
+
+def quantize(x, scale, zero_point, axis):
+    # saturate(round_half_even(x / scale) + zero_point), x / scale in x's float type; a
+    # parameter is one value ([] or [1]) or one per entry of `axis`
+    shape = [1] * x.ndim
+    if scale.size > 1:
+        shape[axis % x.ndim] = scale.size
+    q = np.rint(x / scale.reshape(shape)) + zero_point.reshape(shape).astype(x.dtype)
+    info = np.iinfo(zero_point.dtype)  # saturated; nan gives the minimum
+    q = np.where(q > info.min, q, info.min)
+    return np.where(q < info.max, q, info.max).astype(zero_point.dtype)
+
+
+def dequantize(x, scale, zero_point, axis):
+    # (x - zero_point) * scale, in f32 (then the scale's type)
+    shape = [1] * x.ndim
+    if scale.size > 1:
+        shape[axis % x.ndim] = scale.size
+    d = x.astype(np.float32) - zero_point.reshape(shape).astype(np.float32)
+    return (d * scale.reshape(shape).astype(np.float32)).astype(scale.dtype)
+
+
+def matmul_integer(a, b, a_zero_point, b_zero_point):
+    # (a - za) @ (b - zb) in int32: za one per row of a (or one), zb one per column of b
+    za = a_zero_point.astype(np.int32)
+    za = za.reshape(-1, 1) if za.size > 1 else za.reshape(())
+    zb = b_zero_point.astype(np.int32)
+    zb = zb.reshape(-1) if zb.size > 1 else zb.reshape(())
+    return np.matmul(a.astype(np.int32) - za, b.astype(np.int32) - zb)
+
+
+def conv_integer(x, w, x_zero_point, w_zero_point, *, strides, pads, dilations, groups):
+    # conv2d of (x - zx) and (w - zw) in int64 (exact) then int32: padding adds 0
+    zw = w_zero_point.astype(np.int64)
+    zw = zw.reshape(-1, 1, 1, 1) if zw.size > 1 else zw.reshape(())
+    xi = x.astype(np.int64) - x_zero_point.astype(np.int64).reshape(())
+    y = conv2d(
+        xi, w.astype(np.int64) - zw, strides=strides, pads=pads, dilations=dilations, groups=groups
+    )
+    return y.astype(np.int32)
+
+
 KERNELS: dict[str, Callable] = {
     "graph.neg": neg,
     "graph.abs": absolute,
@@ -655,6 +699,10 @@ KERNELS: dict[str, Callable] = {
     "graph.pad": pad,
     "graph.broadcast": broadcast,
     "graph.gather": gather,
+    "graph.quantize": quantize,
+    "graph.dequantize": dequantize,
+    "graph.matmul_integer": matmul_integer,
+    "graph.conv_integer": conv_integer,
 }
 
 
@@ -672,7 +720,7 @@ def _layout_free_args(op: Operation) -> dict:
     assert isinstance(op, graph.GraphOp)
     if isinstance(op, graph.WindowOp):
         args = {"strides": op.strides, "pads": op.pads}
-        if isinstance(op, graph.Conv2DOp):
+        if isinstance(op, graph.Conv2DOp | graph.ConvIntegerOp):
             return {**args, "dilations": op.dilations, "groups": op.groups}
         assert isinstance(op, graph.PoolOp)
         args["kernel"] = op.kernel

@@ -63,6 +63,7 @@ from xdsl.utils.exceptions import DiagnosticException
 from dlpc.dialects import graph as g
 from dlpc.dialects import symdims
 from dlpc.dialects.te import BodyBuilder, ComputeOp, ReduceOp, is_unsigned
+from dlpc.passes.lower import quant_to_te  # noqa: F401 - registers its lowerings
 from dlpc.passes.lower._symbolic import SymbolicFunction
 from dlpc.passes.lower._te_builder import (
     Idx,

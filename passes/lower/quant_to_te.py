@@ -1,0 +1,152 @@
+"""Lower the quantization ops of the graph dialect to te (registered in graph-to-te's
+table by importing this module).
+
+Input: graph.quantize, graph.dequantize, graph.matmul_integer, graph.conv_integer (static
+shapes, NCHW conv).  Output: te.compute / te.reduce.
+Guarantees: the numpy reference's values (reference/graph.py) bit for bit: quantize
+divides in x's float type, rounds half to even (math.roundeven: C's nearbyint), adds the
+zero point, saturates to the zero point type's range (nan gives the minimum) and only
+then converts; the integer products widen both operands to i32 and accumulate in i32
+(te.reduce of an i32 result), so a fused requantization after them is the reduce's
+epilogue. A zero point that is a graph.constant of zeros is not subtracted, and a scale
+that is a graph.constant of ones not divided by (what the QDQ rewrite emits).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from xdsl.dialects.builtin import IntegerType, f32, i32
+from xdsl.ir import SSAValue
+
+from dlpc.dialects import graph as g
+from dlpc.dialects.te import BodyBuilder, int_limit
+from dlpc.passes.lower._te_builder import (
+    Idx,
+    Lowering,
+    bcast,
+    elt,
+    lowers,
+    shape,
+    window_checks,
+    window_index,
+)
+
+
+def _const(v: SSAValue) -> np.ndarray | None:
+    owner = v.owner
+    return owner.to_numpy() if isinstance(owner, g.ConstantOp) else None
+
+
+def _all(v: SSAValue, value: float) -> bool:
+    array = _const(v)
+    return array is not None and bool((array == value).all())
+
+
+def _param_index(p: SSAValue, idx: Idx, axis: int) -> Idx:
+    """Where a per-tensor ([] or [1]) or per-axis ([n]) parameter is read for out[idx]."""
+    s = shape(p)
+    if s == ():
+        return []
+    return [0] if s == (1,) else [idx[axis]]
+
+
+def _widened(b: BodyBuilder, x: SSAValue, zero: SSAValue, zero_idx: Idx, skip: bool):
+    """x - zero as i32 (zero left out when it is a constant 0)."""
+    v = b.cast(x, i32)
+    return v if skip else b.sub(v, b.cast(b.read(zero, zero_idx), i32))
+
+
+@lowers("quantize")
+def lower_quantize(L: Lowering, op: g.GraphOp, xs):
+    assert isinstance(op, g.QuantizeOp)
+    x, scale, zero = xs
+    axis = g.normalize_axis(op.axis, len(shape(x))) if shape(x) else 0
+    to = elt(zero)
+    assert isinstance(to, IntegerType)
+    lo, hi = int_limit(to, False), int_limit(to, True)
+    unit, no_zero = _all(scale, 1.0), _all(zero, 0)
+
+    def body(b: BodyBuilder, idx: Idx):
+        v = b.read(x, idx)
+        where = _param_index(scale, idx, axis)
+        if not unit:
+            v = b.div(v, b.read(scale, where))
+        q = b.math("roundeven", v)
+        if not no_zero:
+            q = b.add(q, b.cast(b.read(zero, where), v.type))
+        q = b.select(b.cmp("gt", q, float(lo)), q, float(lo))  # (nan: the minimum)
+        q = b.select(b.cmp("lt", q, float(hi)), q, float(hi))
+        return b.cast(b.cast(q, i32), to)
+
+    return L.compute(op.out_type, body)
+
+
+@lowers("dequantize")
+def lower_dequantize(L: Lowering, op: g.GraphOp, xs):
+    assert isinstance(op, g.DequantizeOp)
+    x, scale, zero = xs
+    axis = g.normalize_axis(op.axis, len(shape(x))) if shape(x) else 0
+    out = op.out_type.get_element_type()
+
+    def body(b: BodyBuilder, idx: Idx):
+        where = _param_index(scale, idx, axis)
+        d = b.sub(b.cast(b.read(x, idx), f32), b.cast(b.read(zero, where), f32))
+        return b.cast(b.mul(d, b.cast(b.read(scale, where), f32)), out)
+
+    return L.compute(op.out_type, body)
+
+
+@lowers("matmul_integer")
+def lower_matmul_integer(L: Lowering, op: g.GraphOp, xs):
+    a, bm, za, zb = xs
+    sa, sb, out = shape(a), shape(bm), op.out_shape
+    skip_a, skip_b = _all(za, 0), _all(zb, 0)
+
+    def body(b: BodyBuilder, idx: Idx, r: Idx):
+        batch, m, n = list(idx[:-2]), idx[-2], idx[-1]
+        ia = bcast(batch, sa[:-2], out[:-2]) + [m, r[0]]
+        ib = bcast(batch, sb[:-2], out[:-2]) + [r[0], n]
+        va = _widened(b, b.read(a, ia), za, _param_index(za, [m], 0), skip_a)
+        vb = _widened(b, b.read(bm, ib), zb, _param_index(zb, [n], 0), skip_b)
+        return b.mul(va, vb)
+
+    return L.reduce(op.out_type, [sa[-1]], "add", body)
+
+
+@lowers("conv_integer")
+def lower_conv_integer(L: Lowering, op: g.GraphOp, xs):
+    assert isinstance(op, g.ConvIntegerOp)
+    # out[n, oc, oh, ow] = sum over (c, i, j) of (x - zx) * (w[oc] - zw[oc]); a padded
+    # position contributes 0 (x equal to its zero point)
+    x, w, zx, zw = xs
+    _, _, h, wd = shape(x)
+    o, cg, kh, kw = shape(w)
+    og = o // op.groups
+    checks = window_checks(op, (h, wd), op.out_shape[2:], (kh, kw))
+    skip_x, skip_w = _all(zx, 0), _all(zw, 0)
+
+    def body(b: BodyBuilder, idx: Idx, r: Idx):
+        n, oc, oh, ow = idx
+        c, i, j = r
+        ih, iw = window_index(b, op, oh, ow, i, j)
+        if og == o:
+            ic = c
+        elif og == 1 and cg == 1:
+            ic = oc
+        else:
+            ic = b.add(b.mul(b.div(oc, og), cg), c)
+        where = [n, ic, ih, iw]
+
+        def inside(t: BodyBuilder) -> SSAValue:
+            return _widened(t, t.read(x, where), zx, _param_index(zx, [], 0), skip_x)
+
+        if checks:
+            conds = [b.in_bounds(where[d], size) for d, size in checks]
+            cond = conds[0] if len(conds) == 1 else b.and_(conds[0], conds[1])
+            v = b.if_(cond, inside, lambda e: 0, i32)
+        else:
+            v = inside(b)
+        vw = _widened(b, b.read(w, [oc, c, i, j]), zw, _param_index(zw, [oc], 0), skip_w)
+        return b.mul(v, vw)
+
+    return L.reduce(op.out_type, [cg, kh, kw], "add", body)
