@@ -525,34 +525,17 @@ class Generic:
             return checked(shapes, fn)
         plan, run, fn = self.plan(bound), self.run, self.fn
         caller = getattr(fn, "_fast", None)  # (the C runtime's call: fastcall.py)
-        into = plan.ins[0] if len(plan.ins) == 1 else None
-        if caller is None or into is None:
-            return checked(shapes, lambda *xs: run(plan, xs))
-        # the common case, one input copied into its max-shaped buffer, in as few steps as
-        # possible (a call of a short length is a few microseconds)
-        ((shape, dtype),) = shapes
-        view, buf, dims, lock, outs = into[1], self.padded[0], plan.dims, self.lock, plan.outs
-
-        def call(*xs: np.ndarray) -> list[np.ndarray] | None:
-            if len(xs) != 1:
-                return None
-            x = xs[0]
-            if type(x) is not np.ndarray or x.shape != shape or x.dtype != dtype:
-                return None
-            if not lock.acquire(blocking=False):  # (another thread's call holds `buf`)
-                return run(plan, xs)
+        outputs = self.owner.sig.outputs
+        if caller is not None and outputs is not None:
+            # the whole call in C: the inputs checked and copied into max-shaped buffers,
+            # the dims passed, each output's leading block copied into an array of the
+            # binding's shape (fastcall.c, Bound)
+            ins = [shape for shape, _ in shapes] + [plan.dims]
             try:
-                view[...] = x
-                ys = caller(buf, dims)
-            finally:
-                lock.release()
-            if ys is None:  # (the extension refused the call: the Python path)
-                return run(plan, xs)
-            return [
-                y[i] if whole else np.ascontiguousarray(y[i]) for y, (i, whole) in zip(ys, outs)
-            ]
-
-        return call
+                return caller.bind(ins, [symdims.bind_shape(s, bound) for s in outputs])
+            except ValueError:  # (a program run chunk by chunk: the Python path)
+                pass
+        return checked(shapes, lambda *xs: run(plan, xs))
 
     def plan(self, bound: Mapping[str, int]) -> Plan:
         """What a call of the binding `bound` copies and slices, made once per binding."""

@@ -2,13 +2,17 @@
 
     call = caller(entry, argv, argc, n_in, first_out, in_specs, out_specs, pre, fail, keep)
     outputs = call(*inputs)      # a list of fresh arrays, or None: take the Python path
+    one = call.bind(ins, outs)   # one binding of a program sized for maxima (dynamic.py)
 
 fastcall.c is a CPython extension built once per cache directory (keyed by its source,
 the compiler, Python's and numpy's versions) with the C compiler and loaded with
 importlib. It does in C what `CFunction.__call__` does for inputs that need no
 conversion: check them, allocate the outputs, fill the argument vector and call
 dlpc_main without the GIL; a small model's call thereby loses about 2 us of Python
-(docs/design/c-backend.md#fastcall). Where the extension cannot be built (no Python
+(docs/design/c-backend.md#fastcall). `bind` gives the call of one binding of the
+one-compile program (runtime/dynamic.py): per input a fixed array (the dims) or the
+binding's shape, copied into the program's max-shaped buffer; each output's leading block
+of the binding's shape copied out into a new array. Where the extension cannot be built (no Python
 headers, no compiler) `caller` returns None, once decided per process, and the Python
 path runs as before.
 """
