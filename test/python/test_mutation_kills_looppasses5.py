@@ -1,0 +1,241 @@
+"""Tests of the loop-level passes (issue 35, fifth round, area loop-passes of
+bench/mutation.py): the memory plan's figures (`dlpc.arena_bytes`, `dlpc.intermediate_bytes`)
+on small graphs whose plan follows from the rules in memory_plan's docstring (in-place only
+over a dying input read at the same index, of the same type; views for copies), each run in
+C against numpy; loop-opencl-winograd's fused chain taken or refused at each bound of
+`fused_spec`, on OpenCL against the reference; loop-prepack-weights on a conv's weight tile
+and on weight-only kernels (lenet, mobilenet unfolded), new weights giving new results."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from xdsl.context import Context
+from xdsl.dialects import memref
+from xdsl.dialects.builtin import FunctionType, ModuleOp, f32, i32
+from xdsl.dialects.func import FuncOp, ReturnOp
+from xdsl.ir import Block, Region
+from xdsl.passes import PassPipeline
+from xdsl.transforms import get_all_passes
+
+import dlpc
+from dlpc import api
+from dlpc.backends.runtime.cbuild import CFunction
+from dlpc.dialects import graph as g
+from dlpc.dialects.loop import KernelOp
+from dlpc.passes.lower.memory_plan import ALIGN
+from dlpc.passes.lower.prepack import PACKED, PREPARE
+from dlpc.universe import PASSES
+
+PLAIN = "graph-to-te,te-to-loop,loop-memory-plan"
+VIEWS = "graph-to-te,te-to-loop,loop-views,loop-memory-plan"
+
+
+def build(shape, body) -> ModuleOp:
+    """@main(x: f32[shape]) returning the last op `body(x)` builds."""
+    ty = g.tensor_type(shape, f32)
+    block = Block(arg_types=[ty])
+    ops = body(block.args[0])
+    block.add_ops(ops)
+    block.add_op(ReturnOp(ops[-1].results[0]))
+    fn = FuncOp("main", FunctionType.from_lists([ty], [ops[-1].results[0].type]), Region(block))
+    module = ModuleOp([fn])
+    module.verify()
+    return module
+
+
+def lower(module: ModuleOp, spec: str) -> ModuleOp:
+    PassPipeline.parse_spec({**get_all_passes(), **PASSES}, spec).apply(Context(), module)
+    module.verify()
+    return module
+
+
+def figures(module: ModuleOp) -> tuple[int, int, list[str], int]:
+    fn = next(op for op in module.walk() if isinstance(op, FuncOp))
+    return (
+        fn.attributes["dlpc.arena_bytes"].value.data,  # type: ignore[union-attr]
+        fn.attributes["dlpc.intermediate_bytes"].value.data,  # type: ignore[union-attr]
+        [k.sym for k in module.walk() if isinstance(k, KernelOp)],
+        sum(1 for op in module.walk() if isinstance(op, memref.ReinterpretCastOp)),
+    )
+
+
+def _chain_used_twice(x):  # b = -a cannot go over a: a is read again by the add
+    a = g.ExpOp.make(x)
+    b = g.NegOp.make(a)
+    return [a, b, g.AddOp.make(a, b)]
+
+
+def _transpose(x):  # a transpose reads a at other indices: never in place
+    a = g.ExpOp.make(x)
+    t = g.TransposeOp.make(a, perm=(1, 0))
+    return [a, t, g.NegOp.make(t)]
+
+
+def _cast(x):  # f32 -> i32: the same bytes, another type: never in place
+    a = g.ExpOp.make(x)
+    b = g.CastOp.make(a, to=i32)
+    return [a, b, g.CastOp.make(b, to=f32)]
+
+
+def _reshape(x):
+    a = g.ExpOp.make(x)
+    r = g.ReshapeOp.make(a, shape=(64,))
+    return [a, r, g.NegOp.make(r)]
+
+
+def _strided_slice(x):  # 4 x 4 f32 = 64 bytes, live with a
+    a = g.ExpOp.make(x)
+    s = g.SliceOp.make(a, starts=(0, 1), ends=(8, 8), steps=(2, 2))
+    return [a, s, g.NegOp.make(s)]
+
+
+def _long_chain(x):  # a live to the end; b, c, d one slot (each over the last)
+    a = g.ExpOp.make(x)
+    b = g.NegOp.make(a)
+    c = g.SinOp.make(b)
+    d = g.ExpOp.make(c)
+    return [a, b, c, d, g.AddOp.make(d, a)]
+
+
+def _numpy(name: str, x: np.ndarray) -> np.ndarray:
+    a = np.exp(x)
+    return {
+        "used_twice": a - a,
+        "transpose": -a.T,
+        "cast": a.astype(np.int32).astype(np.float32),
+        "reshape": -a.reshape(64),
+        "slice": -a[0:8:2, 1:8:2],
+        "long_chain": np.exp(np.sin(-a)) + a,
+    }[name]
+
+
+# (name, body, plain: (arena, intermediates, kernels, casts), with loop-views: the same)
+PLANS = [
+    ("used_twice", _chain_used_twice, (512, 512, 3, 0), (512, 512, 3, 0)),
+    ("transpose", _transpose, (512, 512, 3, 0), (256, 256, 2, 0)),
+    ("cast", _cast, (512, 512, 3, 0), (512, 512, 3, 0)),
+    ("reshape", _reshape, (512, 512, 3, 0), (256, 256, 2, 1)),
+    ("slice", _strided_slice, (256 + ALIGN, 256 + ALIGN, 3, 0), (256, 256, 2, 0)),
+    ("long_chain", _long_chain, (512, 1024, 5, 0), (512, 1024, 5, 0)),
+]
+
+
+@pytest.mark.parametrize("name,body,plain,views", PLANS, ids=[p[0] for p in PLANS])
+def test_memory_plan_figures_and_values(name, body, plain, views):
+    """f32[8, 8] intermediates are 256 bytes: the arena holds what is live at once, less
+    what goes in place or becomes a view (loop-views), and the C program still computes
+    the same values."""
+    got = figures(lower(build((8, 8), body), PLAIN))
+    assert (got[0], got[1], len(got[2]), got[3]) == plain
+    module = lower(build((8, 8), body), VIEWS)
+    got = figures(module)
+    assert (got[0], got[1], len(got[2]), got[3]) == views
+    x = np.linspace(-1.5, 1.5, 64, dtype=np.float32).reshape(8, 8)
+    (y,) = CFunction(module, name=f"looppasses5_{name}")(x)
+    np.testing.assert_allclose(y, _numpy(name, x), rtol=1e-5, atol=1e-6)
+
+
+# ------------------------------------------------------------- loop-opencl-winograd
+
+
+def _conv_model(tmp_path, c: int, o: int, h: int, w: int, bias: bool = True):
+    b_param = f"  param b: f32[{o}] = normal(seed=6, std=0.1)\n" if bias else ""
+    conv = "conv2d(x, k, b, padding=1)" if bias else "conv2d(x, k, padding=1)"
+    text = (
+        f"model wconv(x: f32[B, {c}, {h}, {w}]) {{\n"
+        f"  param k: f32[{o}, {c}, 3, 3] = kaiming(seed=5)\n{b_param}"
+        f"  return relu({conv})\n}}\n"
+    )
+    path = tmp_path / "wconv.dlpc"
+    path.write_text(text)
+    return dlpc.load(str(path), batch=1)
+
+
+@pytest.mark.parametrize(
+    "c, o, h, w, bias, fused",
+    [
+        (8, 8, 2, 64, True, True),  # 16 (c + o) (w / 2) = 8192 floats: FUSED_MAX_FLOATS
+        (9, 8, 2, 64, True, False),  # 8704: over it
+        (8, 8, 4, 16, False, True),  # no bias: fused all the same
+        (8, 8, 4, 8, True, False),  # a width that is no multiple of 16
+    ],
+    ids=["at_limit", "over_limit", "no_bias", "narrow_w"],
+)
+def test_opencl_winograd_fuses_within_its_bounds(tmp_path, c, o, h, w, bias, fused):
+    pytest.importorskip("pyopencl")
+    from dlpc.passes.lower.opencl_winograd import is_fused
+
+    model = _conv_model(tmp_path, c, o, h, w, bias)
+    xs = api.random_inputs(model)
+    expected = api.reference(model, xs)
+    compiled = dlpc.compile(model, target="opencl", graph_winograd={"where": "all"})
+    for got, want in zip(compiled(*xs), expected):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    kernels = list(compiled.artifact.kernel_ops)
+    assert any(is_fused(k) for k in kernels) is fused
+    if fused:
+        assert len(kernels) == 1
+
+
+# ---------------------------------------------------------------- loop-prepack-weights
+
+
+def _prepared(compiled) -> tuple[list[KernelOp], list[int]]:
+    from dlpc.backends.c import find_main
+
+    main = find_main(compiled.lowered)
+    kernels = [op for op in main.walk() if isinstance(op, KernelOp) and PREPARE in op.attributes]
+    packed = [
+        op.memref.type.get_shape()[0]  # type: ignore[union-attr]
+        for op in main.walk()
+        if isinstance(op, memref.AllocOp) and PACKED in op.attributes
+    ]
+    return kernels, packed
+
+
+def _assert_matches(compiled, model, params=None):
+    from dlpc.model import Model
+
+    xs = api.random_inputs(model, seed=3)
+    got = compiled(*xs) if params is None else compiled.artifact(*xs, params=params)
+    ref_model = model if params is None else Model(model.module, params, model.name, model.path)
+    for y, r in zip(got, api.reference(ref_model, xs)):
+        np.testing.assert_allclose(y, r, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("fold", [True, False], ids=["folded", "no-fold"])
+def test_a_conv_weight_tile_is_packed_once(fold):
+    """lenet's second conv packs its weight tile into the resident block: a prepare
+    kernel named after the pack, a packed block holding at least that weight (16 x 6 x 5
+    x 5 f32), the values right, and right again with other weights bound per call."""
+    model = dlpc.load("examples/lenet.dlpc", batch=2)
+    compiled = api.compile(model, fold_weights=fold)
+    kernels, packed = _prepared(compiled)
+    packs = [k for k in kernels if k.sym.endswith("_prepack")]
+    assert packs and all(
+        k.origin is not None and k.origin.data.startswith("loop-prepack-weights: pack of conv")
+        for k in packs
+    )
+    assert len(packed) == 1 and packed[0] >= 16 * 6 * 5 * 5 * 4 and packed[0] % ALIGN == 0
+    _assert_matches(compiled, model)
+    rng = np.random.default_rng(7)
+    other = {k: rng.standard_normal(v.shape).astype(v.dtype) for k, v in model.weights.items()}
+    _assert_matches(compiled, model, params=other)
+    _assert_matches(compiled, model)  # (the bound weights' packs left alone)
+
+
+def test_weight_only_kernels_are_prepared_in_place_without_folding():
+    """mobilenet unfolded: its batch-norm weight arithmetic (add, rsqrt, mul, sub over
+    params only) runs in dlpc_prepare into the packed block; folded, those kernels are
+    gone into constants and nothing is packed. Both match the reference."""
+    model = dlpc.load("examples/mobilenet.dlpc", batch=1)
+    unfolded = api.compile(model, fold_weights=False)
+    kernels, packed = _prepared(unfolded)
+    origins = {k.origin.data for k in kernels if k.origin is not None}
+    assert kernels and origins <= {"graph.add", "graph.rsqrt", "graph.mul", "graph.sub"}
+    assert len(packed) == 1 and packed[0] % ALIGN == 0
+    _assert_matches(unfolded, model)
+    folded = api.compile(model, fold_weights=True)
+    assert _prepared(folded) == ([], [])
+    _assert_matches(folded, model)
