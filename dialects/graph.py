@@ -353,7 +353,7 @@ class GraphOp(IRDLOperation):
                 raise VerifyException(f"{self.name}: operand {message}")
         try:
             expected = self.infer_type()
-        except VerifyException as e:
+        except (VerifyException, symdims.SymbolicError) as e:  # (symbolic shapes it cannot take)
             if str(e).startswith(self.name):
                 raise
             raise VerifyException(f"{self.name}: {e}") from e
