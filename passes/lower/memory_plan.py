@@ -307,7 +307,11 @@ class CopyMap:
             if form.const or len(form.terms) != 1 or form.terms[0][1] != 1:
                 return None
             p.append(self.ivs.index(form.terms[0][0]))
-        return p if sorted(p) == list(range(len(self.ivs))) else None
+        if sorted(p) != list(range(len(self.ivs))):
+            return None
+        # a slice at offset 0 of a longer dim reads like one too: the extents must agree
+        src, dst = memref_type(self.src).get_shape(), memref_type(self.dst).get_shape()
+        return p if all(src[m] == dst[d] for m, d in enumerate(p)) else None
 
 
 INDEX_OPS = (

@@ -149,3 +149,58 @@ func.func @main(%x: memref<4x8xf32>, %out0: memref<8x4xf32>, %out1: memref<8x4xf
   }
   func.return
 }
+
+// -----
+
+// A slice at offset 0 that keeps the rank (rows 0..1 of 3) maps each index to itself but
+// is no transpose: the source keeps its own 3x2 buffer and the slice is read through
+// (with the other row read first, as a reversed LSTM reads its steps, exp_0 once stored
+// its 3x2 values into the 1x2 slice).
+// CHECK-LABEL: func.func @main
+// CHECK:         %a = memref.alloc() : memref<3x2xf32>
+// CHECK:         loop.kernel "exp_0"
+// CHECK:           memref.store %{{.*}}, %a[%{{.*}}, %{{.*}}] : memref<3x2xf32>
+// CHECK-NOT:     loop.kernel "slice_2"
+// CHECK:         loop.kernel "neg_3"
+// CHECK:           memref.load %a[%{{.*}}, %{{.*}}] : memref<3x2xf32>
+func.func @main(%x: memref<3x2xf32>, %out0: memref<2xf32>, %out1: memref<1x2xf32>) attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 2 : i64} {
+  %a = memref.alloc() : memref<3x2xf32>
+  loop.kernel "exp_0" attributes {origin = "graph.exp"} {
+    loop.for %i0 = 0 to 3 step 1 {name = "i0"} {
+      loop.for %i1 = 0 to 2 step 1 {name = "i1"} {
+        %v = memref.load %x[%i0, %i1] : memref<3x2xf32>
+        %e = math.exp %v : f32
+        memref.store %e, %a[%i0, %i1] : memref<3x2xf32>
+      }
+    }
+  }
+  loop.kernel "neg_1" attributes {origin = "graph.neg"} {
+    loop.for %i0 = 0 to 2 step 1 {name = "i0"} {
+      %c2 = arith.constant 2 : index
+      %v = memref.load %a[%c2, %i0] : memref<3x2xf32>
+      %n = arith.negf %v : f32
+      memref.store %n, %out0[%i0] : memref<2xf32>
+    }
+  }
+  %s = memref.alloc() : memref<1x2xf32>
+  loop.kernel "slice_2" attributes {origin = "graph.slice"} {
+    loop.for %i0 = 0 to 1 step 1 {name = "i0"} {
+      loop.for %i1 = 0 to 2 step 1 {name = "i1"} {
+        %v = memref.load %a[%i0, %i1] : memref<3x2xf32>
+        memref.store %v, %s[%i0, %i1] : memref<1x2xf32>
+      }
+    }
+  }
+  loop.kernel "neg_3" attributes {origin = "graph.neg"} {
+    loop.for %i0 = 0 to 1 step 1 {name = "i0"} {
+      loop.for %i1 = 0 to 2 step 1 {name = "i1"} {
+        %v = memref.load %s[%i0, %i1] : memref<1x2xf32>
+        %n = arith.negf %v : f32
+        memref.store %n, %out1[%i0, %i1] : memref<1x2xf32>
+      }
+    }
+  }
+  memref.dealloc %s : memref<1x2xf32>
+  memref.dealloc %a : memref<3x2xf32>
+  func.return
+}
