@@ -13,6 +13,7 @@ from __future__ import annotations
 import builtins
 import os
 import statistics
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -611,6 +612,7 @@ def _compile_dynamic(
     compiled.function = function
     if model.specialise_first and symbolic and not (buckets or max_dims or tiles or specialise):
         compiled.build_first = lambda arrays: compile_static(bind_dims(model, inputs=arrays))
+        compiled.first_lock = threading.Lock()
     return compiled
 
 
@@ -624,6 +626,7 @@ class DynamicCompiledModel(CompiledModel):
     # binding, from a call's arrays; the first call's binding gets one, held in `first`
     build_first: Callable[[list[np.ndarray]], CompiledModel] | None = None
     first: tuple[tuple, CompiledModel] | None = None  # its (shape, dtype)s and program
+    first_lock: Any = None  # (with build_first) held while the first binding compiles
 
     @property
     def stats(self) -> dict[str, int]:
@@ -636,11 +639,14 @@ class DynamicCompiledModel(CompiledModel):
             if first is None:  # (the guard first: bad shapes are its one line)
                 arrays = [np.asarray(x) for x in arrays]
                 self.function.bind(arrays)
-                shapes = tuple((x.shape, x.dtype) for x in arrays)
-                first = self.first = (shapes, self.build_first(arrays))
-                stats = self.function.stats
-                stats["compiles"] += 1
-                stats["specialised"] = stats.get("specialised", 0) + 1
+                with self.first_lock:  # threads racing on the first call: one compiles
+                    first = self.first
+                    if first is None:
+                        shapes = tuple((x.shape, x.dtype) for x in arrays)
+                        first = self.first = (shapes, self.build_first(arrays))
+                        stats = self.function.stats
+                        stats["compiles"] += 1
+                        stats["specialised"] = stats.get("specialised", 0) + 1
             shapes, one = first
             if len(arrays) == len(shapes) and all(
                 isinstance(x, np.ndarray) and x.shape == s and x.dtype == d

@@ -66,6 +66,32 @@ def test_the_first_binding_gets_its_own_program(target):
     assert fn.stats == {"calls": 6, "compiles": 2, "specialised": 1, "programs": 2}
 
 
+def test_threads_racing_on_the_first_call_compile_once():
+    """The first call of a model left unbound builds the first binding's program under a
+    lock: threads that make it at once share one compile, and each gets its answer."""
+    import threading
+
+    model = dlpc.load(MLP)
+    fn = dlpc.compile(model, target="numpy")
+    rng = np.random.default_rng(1)
+    xs = [rng.standard_normal((2, 784)).astype(np.float32) for _ in range(4)]
+    start, got = threading.Barrier(len(xs)), {}
+
+    def work(k: int) -> None:
+        start.wait()
+        got[k] = fn(xs[k])[0]
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(len(xs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for k, x in enumerate(xs):
+        np.testing.assert_allclose(got[k], api.reference(model, [x])[0], rtol=1e-4, atol=1e-5)
+    stats = fn.stats
+    assert (stats["compiles"], stats["specialised"], stats["programs"]) == (1, 1, 1)
+
+
 def test_dlp_binds_at_call_time():
     """DLP C has no runtime extents: one program per binding, built on first use."""
     from dlpc.api import TARGETS
