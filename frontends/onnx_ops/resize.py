@@ -21,8 +21,9 @@ def _nearest_source(a: dict, size: int, out: int, scale: float) -> np.ndarray:
         v = x / scale
     elif mode == "align_corners":
         v = x * (size - 1) / (out - 1) if out > 1 else 0 * x
-    elif mode == "tf_half_pixel_for_nn":
-        v = (x + 0.5) / scale
+    elif mode == "tf_half_pixel_for_nn":  # (an axis not resized stays as it is, as in
+        # onnxruntime: x + 0.5 rounded up would shift it by one)
+        v = (x + 0.5) / scale if scale != 1 else x
     else:  # half_pixel, pytorch_half_pixel
         v = (x + 0.5) / scale - 0.5 if out > 1 or mode == "half_pixel" else 0 * x
     rounding = {
