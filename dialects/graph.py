@@ -2505,14 +2505,20 @@ def _check_int8_operand(op: GraphOp, what: str, value: SSAValue, zero: SSAValue)
 @graph_op
 class MatMulIntegerOp(GraphOp):
     """(a - a_zero_point) @ (b - b_zero_point), accumulated in i32 (ONNX MatMulInteger):
-    a and b i8 or ui8 (numpy.matmul's shapes); a's zero point one value or one per row of
-    a ([M]), b's one value or one per column of b ([N]).
+    a and b i8 or ui8 (numpy.matmul's shapes; transpose_b reads b as [.., N, K], the
+    layout whose reduction is contiguous); a's zero point one value or one per row of a
+    ([M]), b's one value or one per column of the product ([N]).
 
     %c = graph.matmul_integer %a, %b, %za, %zb : (tensor<4x8xui8>, tensor<8x16xi8>, tensor<ui8>, tensor<i8>) -> tensor<4x16xi32>
     """
 
     name = "graph.matmul_integer"
     OPERANDS: ClassVar[tuple[str, ...]] = ("lhs", "rhs", "lhs_zero_point", "rhs_zero_point")
+    transpose_b_attr = bool_prop("transpose_b", False)
+
+    @property
+    def transpose_b(self) -> bool:
+        return bool(self.transpose_b_attr.value.data)
 
     def infer_element_type(self) -> Attribute:
         _check_int8_operand(self, "lhs", self.operands[0], self.operands[2])
@@ -2523,6 +2529,8 @@ class MatMulIntegerOp(GraphOp):
         a, b, za, zb = shapes
         if len(a) < 2 or len(b) < 2:
             raise VerifyException(f"{self.name} operands must have rank >= 2")
+        if self.transpose_b:
+            b = (*b[:-2], b[-1], b[-2])
         if a[-1] != b[-2]:
             raise VerifyException(
                 f"{self.name} contraction mismatch: lhs {fmt_shape(a)} has K={a[-1]} but rhs "

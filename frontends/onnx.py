@@ -557,6 +557,8 @@ class Importer:
             return False
         if any(a.type in (5, 10) for a in node.attribute):  # GRAPH / GRAPHS attributes
             return False
+        if node.op_type == "DequantizeLinear" and _quantized_weight(self.env[node.input[0]]):
+            return False  # the integers reach graph-fold-qdq's integer kernels
         return all(isinstance(self.env[n], Const) for n in node.input if n)
 
     def _fold(self, node) -> list[Const | None]:
@@ -771,6 +773,11 @@ def _symbol_name(dim_param: str) -> str:
     """A `dim_param` as a symbol name (letters, digits, `_` and `.`; not a digit first)."""
     name = "".join(c if c.isascii() and (c.isalnum() or c in "_.") else "_" for c in dim_param)
     return name if name and not name[0].isdigit() else f"_{name}"
+
+
+def _quantized_weight(v: Value) -> bool:
+    """An 8-bit integer initializer of more than one value (a quantized weight)."""
+    return isinstance(v, Const) and v.array.dtype in (np.int8, np.uint8) and v.array.size > 1
 
 
 def _elt(arr: np.ndarray):

@@ -58,9 +58,16 @@ EMITTERS = {"numpy": "graph", "c": "loop", "opencl": "loop", "dlp-c": "dlp"}
 FOLD_PARAMS = "fold-params"
 GRAPH_PASSES_BY_LEVEL: dict[int, tuple[str, ...]] = {
     0: ("graph-infer-shapes",),
-    1: ("graph-infer-shapes", "graph-simplify", "graph-fold-constants", FOLD_PARAMS),
+    1: (
+        "graph-infer-shapes",
+        "graph-fold-qdq",  # before constants fold a dequantized weight into floats
+        "graph-simplify",
+        "graph-fold-constants",
+        FOLD_PARAMS,
+    ),
     2: (
         "graph-infer-shapes",
+        "graph-fold-qdq",
         "graph-simplify",
         "graph-substitute",
         "graph-fold-constants",
@@ -75,6 +82,7 @@ GRAPH_PASSES_BY_LEVEL: dict[int, tuple[str, ...]] = {
     # schedules (figures: docs/graph-passes.md, bench/layout.py)
     3: (
         "graph-infer-shapes",
+        "graph-fold-qdq",
         "graph-simplify",
         "graph-substitute",
         "graph-fold-constants",

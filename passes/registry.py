@@ -23,6 +23,7 @@ GRAPH_PASSES = {
     "graph-conv-layout": _graph_pass("conv_layout", "GraphConvLayout"),
     "graph-fuse": _graph_pass("fuse", "GraphFuse"),
     "graph-winograd": _graph_pass("winograd", "GraphWinograd"),
+    "graph-fold-qdq": _graph_pass("qdq", "GraphFoldQdq"),
 }
 
 PASSES = {**GRAPH_PASSES}

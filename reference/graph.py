@@ -606,8 +606,10 @@ def dequantize(x, scale, zero_point, axis):
     return (d * scale.reshape(shape).astype(np.float32)).astype(scale.dtype)
 
 
-def matmul_integer(a, b, a_zero_point, b_zero_point):
+def matmul_integer(a, b, a_zero_point, b_zero_point, transpose_b):
     # (a - za) @ (b - zb) in int32: za one per row of a (or one), zb one per column of b
+    if transpose_b:
+        b = np.swapaxes(b, -1, -2)
     za = a_zero_point.astype(np.int32)
     za = za.reshape(-1, 1) if za.size > 1 else za.reshape(())
     zb = b_zero_point.astype(np.int32)

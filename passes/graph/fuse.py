@@ -63,8 +63,24 @@ from dlpc.dialects.typed import element_type
 from dlpc.passes.graph import _util as u
 
 # the Winograd output transform is a conv's result: its bias/activation/residual follow
-ANCHORS = (g.MatMulOp, g.LinearOp, g.Conv2DOp, g.WinogradOutputTransformOp)
-ELEMENTWISE = (*g.UNARY_OPS, *g.BINARY_OPS, g.PReluOp, g.WhereOp, g.CompareOp, g.BatchNormOp)
+ANCHORS = (
+    g.MatMulOp,
+    g.LinearOp,
+    g.Conv2DOp,
+    g.WinogradOutputTransformOp,
+    g.MatMulIntegerOp,  # (their rescale and requantization become the epilogue)
+    g.ConvIntegerOp,
+)
+ELEMENTWISE = (
+    *g.UNARY_OPS,
+    *g.BINARY_OPS,
+    g.PReluOp,
+    g.WhereOp,
+    g.CompareOp,
+    g.BatchNormOp,
+    g.QuantizeOp,
+    g.DequantizeOp,
+)
 
 
 def _short(op: Operation) -> str:

@@ -98,14 +98,16 @@ def lower_dequantize(L: Lowering, op: g.GraphOp, xs):
 
 @lowers("matmul_integer")
 def lower_matmul_integer(L: Lowering, op: g.GraphOp, xs):
+    assert isinstance(op, g.MatMulIntegerOp)
     a, bm, za, zb = xs
+    tb = op.transpose_b
     sa, sb, out = shape(a), shape(bm), op.out_shape
     skip_a, skip_b = _all(za, 0), _all(zb, 0)
 
     def body(b: BodyBuilder, idx: Idx, r: Idx):
         batch, m, n = list(idx[:-2]), idx[-2], idx[-1]
         ia = bcast(batch, sa[:-2], out[:-2]) + [m, r[0]]
-        ib = bcast(batch, sb[:-2], out[:-2]) + [r[0], n]
+        ib = bcast(batch, sb[:-2], out[:-2]) + ([n, r[0]] if tb else [r[0], n])
         va = _widened(b, b.read(a, ia), za, _param_index(za, [m], 0), skip_a)
         vb = _widened(b, b.read(bm, ib), zb, _param_index(zb, [n], 0), skip_b)
         return b.mul(va, vb)
