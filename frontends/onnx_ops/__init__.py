@@ -13,7 +13,8 @@ when imported here: elementwise.py, nn.py (MatMul, Gemm, convolutions, pooling),
 normalization.py, reduce.py, tensor.py (data movement and shapes), resize.py, control.py
 (If, Loop, Scan onto graph.if / graph.loop), math_ops.py (Sin ... Atanh, Floor, Ceil,
 Round), bitwise.py (BitwiseAnd / Or / Xor / Not, BitShift), scan_ops.py (CumSum, CumProd,
-Hardmax, EyeLike), linalg.py (Det of n <= 3).
+Hardmax, EyeLike), linalg.py (Det of n <= 3), quant.py (QuantizeLinear,
+DequantizeLinear, MatMulInteger, ConvInteger, QLinearMatMul, QLinearConv).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from dlpc.frontends.onnx_ops import (  # noqa: F401 - imported to register their
     math_ops,
     nn,
     normalization,
+    quant,
     reduce,
     resize,
     scan_ops,
