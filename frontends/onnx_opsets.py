@@ -45,6 +45,10 @@ SAME_SINCE: dict[str, int] = {
     "Gather": 11,  # 11 defined negative indices
     "ConvTranspose": 11,  # 11 redefined output_shape / pads
     "Resize": 11,  # 10 had Upsample's coordinates and no roi
+    "Scatter": 9,  # deprecated for ScatterElements; 11 defined negative indices
+    **dict.fromkeys("ScatterElements ScatterND GatherND".split(), 11),  # (the first)
+    "TopK": 10,  # 1 took `k` as an attribute; 11 added largest / sorted (default 1)
+    **dict.fromkeys("RNN GRU LSTM".split(), 7),  # 1 had `output_sequence`; 14 added layout
     # 10 quantized per tensor only (13 added `axis` for per-axis scales)
     **dict.fromkeys("QuantizeLinear DequantizeLinear".split(), 10),
     **dict.fromkeys("MatMulInteger ConvInteger QLinearMatMul QLinearConv".split(), 10),

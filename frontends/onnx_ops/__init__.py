@@ -14,7 +14,8 @@ normalization.py, reduce.py, tensor.py (data movement and shapes), resize.py, co
 (If, Loop, Scan onto graph.if / graph.loop), math_ops.py (Sin ... Atanh, Floor, Ceil,
 Round), bitwise.py (BitwiseAnd / Or / Xor / Not, BitShift), scan_ops.py (CumSum, CumProd,
 Hardmax, EyeLike), linalg.py (Det of n <= 3), quant.py (QuantizeLinear,
-DequantizeLinear, MatMulInteger, ConvInteger, QLinearMatMul, QLinearConv).
+DequantizeLinear, MatMulInteger, ConvInteger, QLinearMatMul, QLinearConv),
+recurrent.py (RNN, GRU, LSTM unrolled), indexing.py (ScatterElements, ScatterND, GatherND, TopK).
 """
 
 from __future__ import annotations
@@ -23,11 +24,13 @@ from dlpc.frontends.onnx_ops import (  # noqa: F401 - imported to register their
     bitwise,
     control,
     elementwise,
+    indexing,
     linalg,
     math_ops,
     nn,
     normalization,
     quant,
+    recurrent,
     reduce,
     resize,
     scan_ops,

@@ -1,0 +1,247 @@
+"""ONNX's indexing operators as compositions of graph ops (so every backend runs them and
+`graph-autodiff` differentiates them through where / gather / reduce):
+
+- ScatterElements (and the deprecated Scatter) and ScatterND as a one-hot mask between
+  every output position and every update (`mask[out, src] = index[src] == out`), reduced
+  over the updates: reduction `none` takes the last update that hits a position (as
+  onnxruntime does with duplicates, which ONNX leaves undefined), `add` / `mul` / `max` /
+  `min` fold every update into the data; O(outputs x updates) along the scattered axis;
+- GatherND (with batch_dims) as one graph.gather of the flattened leading dims;
+- TopK as a rank count: rank[i] = #{j: x[j] beats x[i]} (larger, or smaller with
+  largest=0; ties go to the lower index, as ONNX says), then output r takes the element of
+  rank r; O(n^2) along the axis. `sorted=0` gives the sorted order too (ONNX allows any).
+Negative indices count from the end."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from dlpc.dialects import graph
+from dlpc.frontends.onnx_ops.elementwise import cast_to
+from dlpc.frontends.onnx_ops.registry import handles, norm_axis
+from dlpc.frontends.onnx_values import Const, NodeContext, Value
+
+I64 = np.dtype(np.int64)
+
+
+def _i64(v) -> Const:
+    return Const(np.asarray(v, np.int64))
+
+
+def _wrap(imp: NodeContext, idx: Value, extent: Value) -> Value:
+    """Negative indices + extent (an int64 value broadcast against idx)."""
+    idx = cast_to(imp, idx, I64)
+    neg = imp.emit(graph.CompareOp, idx, _i64(0), predicate="lt")
+    return imp.emit(graph.WhereOp, neg, imp.emit(graph.AddOp, idx, extent), idx)
+
+
+def _extreme(dt: np.dtype, low: bool) -> Const:
+    if dt.kind == "f":
+        return Const(np.asarray(-np.inf if low else np.inf, dt))
+    if dt.kind == "b":
+        return Const(np.asarray(not low))
+    info = np.iinfo(dt)
+    return Const(np.asarray(info.min if low else info.max, dt))
+
+
+def _scatter(
+    imp: NodeContext, data: Value, mask: Value, upd: Value, src: Value, axis: int, red: str
+):
+    """`data` (shape S) with the updates folded in. `mask` and `upd` have S's shape with
+    the updates' axis inserted at `axis` (broadcastable); `src` is that axis's iota
+    (int64, broadcastable); mask[.., src, ..] says update src lands on that position."""
+    dt = imp.dtype(data)
+    if red == "add" or red == "mul":
+        ident = imp.scalar(0 if red == "add" else 1, data)
+        part = imp.emit(graph.WhereOp, mask, upd, ident)
+        reduce = graph.ReduceSumOp if red == "add" else graph.ReduceProdOp
+        folded = imp.emit(reduce, part, axes=(axis,), keepdims=False)
+        combine = graph.AddOp if red == "add" else graph.MulOp
+        return imp.emit(combine, data, folded)
+    if red in ("max", "min"):
+        low = red == "max"
+        part = imp.emit(graph.WhereOp, mask, upd, _extreme(dt, low))
+        reduce = graph.ReduceMaxOp if low else graph.ReduceMinOp
+        folded = imp.emit(reduce, part, axes=(axis,), keepdims=False)
+        hit = imp.emit(
+            graph.ReduceMaxOp,
+            imp.emit(graph.WhereOp, mask, _i64(1), _i64(0)),
+            axes=(axis,),
+            keepdims=False,
+        )
+        hit = imp.emit(graph.CompareOp, hit, _i64(0), predicate="gt")
+        both = imp.emit(graph.MaxOp if low else graph.MinOp, data, folded)
+        return imp.emit(graph.WhereOp, hit, both, data)
+    # none: the last update that hits a position
+    last = imp.emit(
+        graph.ReduceMaxOp, imp.emit(graph.WhereOp, mask, src, _i64(-1)), axes=(axis,), keepdims=True
+    )
+    pick = imp.emit(graph.CompareOp, src, last, predicate="eq")
+    pick = imp.emit(graph.WhereOp, mask, pick, Const(np.asarray(False)))
+    value = imp.emit(
+        graph.ReduceSumOp,
+        imp.emit(graph.WhereOp, pick, upd, imp.scalar(0, data)),
+        axes=(axis,),
+        keepdims=False,
+    )
+    shape = list(imp.shape(last))
+    del shape[axis]
+    hit = imp.emit(graph.CompareOp, imp.reshape(last, shape), _i64(0), predicate="ge")
+    return imp.emit(graph.WhereOp, hit, value, data)
+
+
+def _reduction(imp: NodeContext, a: dict) -> str:
+    imp.require(a, "reduction", ("none", "add", "mul", "max", "min"))
+    return a["reduction"]
+
+
+@handles("ScatterElements", "Scatter")
+def scatter_elements(imp: NodeContext):
+    scatter = imp.node.op_type == "Scatter"
+    a = imp.attrs({"axis": 0} if scatter else {"axis": 0, "reduction": "none"})
+    red = "none" if scatter else _reduction(imp, a)
+    data, idx, upd = imp.required(0), imp.required(1), imp.required(2)
+    d, i = imp.shape(data), imp.shape(idx)
+    r = len(d)
+    if len(i) != r or imp.shape(upd) != i:
+        raise imp.error(
+            f"indices {list(i)} and updates {list(imp.shape(upd))} must have the rank of "
+            f"data {list(d)} and one shape"
+        )
+    if r == 0:
+        raise imp.error("data must have at least one dimension")
+    ax = norm_axis(imp, a["axis"], r)
+    if any(i[k] > d[k] for k in range(r) if k != ax):
+        raise imp.error(f"indices shape {list(i)} exceeds data shape {list(d)} off the axis")
+    idx = _wrap(imp, idx, _i64(d[ax]))
+    # position j along the axis (data's extent) before the update's index (the indices')
+    ins = (*i[:ax], 1, *i[ax:])
+    mask = imp.emit(
+        graph.CompareOp,
+        imp.reshape(idx, ins),
+        _i64(np.arange(d[ax]).reshape((1,) * ax + (d[ax],) + (1,) * (r - ax))),
+        predicate="eq",
+    )
+    src = _i64(np.arange(i[ax]).reshape((1,) * (ax + 1) + (i[ax],) + (1,) * (r - ax - 1)))
+    region = tuple(d[k] if k == ax else i[k] for k in range(r))
+    part = data
+    if region != d:
+        part = imp.emit(
+            graph.SliceOp, data, starts=(0,) * r, ends=region, axes=tuple(range(r)), steps=(1,) * r
+        )
+    out = _scatter(imp, part, mask, imp.reshape(upd, ins), src, ax + 1, red)
+    if region == d:
+        return [out]
+    pads = [0] * r + [d[k] - region[k] for k in range(r)]
+    inside = np.zeros(d, bool)
+    inside[tuple(slice(0, n) for n in region)] = True
+    return [imp.emit(graph.WhereOp, Const(inside), imp.emit(graph.PadOp, out, pads=pads), data)]
+
+
+def _linear(imp: NodeContext, idx: Value, dims: tuple[int, ...]) -> Value:
+    """The row-major offset into dims of every index tuple (the last axis of idx)."""
+    strides = [math.prod(dims[m + 1 :]) for m in range(len(dims))]
+    idx = _wrap(imp, idx, _i64(dims))
+    scaled = imp.emit(graph.MulOp, idx, _i64(strides))
+    return imp.emit(graph.ReduceSumOp, scaled, axes=(len(imp.shape(idx)) - 1,), keepdims=False)
+
+
+@handles("ScatterND")
+def scatter_nd(imp: NodeContext):
+    a = imp.attrs({"reduction": "none"})
+    red = _reduction(imp, a)
+    data, idx, upd = imp.required(0), imp.required(1), imp.required(2)
+    d, q, u = imp.shape(data), imp.shape(idx), imp.shape(upd)
+    if not q or not 1 <= q[-1] <= len(d) or u != (*q[:-1], *d[q[-1] :]):
+        raise imp.error(
+            f"indices {list(q)} and updates {list(u)} do not fit data {list(d)} "
+            f"(updates must be indices.shape[:-1] + data.shape[indices.shape[-1]:])"
+        )
+    k = q[-1]
+    lead, tail = math.prod(d[:k]), d[k:]
+    n = math.prod(q[:-1])
+    flat = imp.reshape(_linear(imp, idx, d[:k]), (1, n) + (1,) * len(tail))
+    rows = _i64(np.arange(lead).reshape((lead, 1) + (1,) * len(tail)))
+    mask = imp.emit(graph.CompareOp, flat, rows, predicate="eq")  # [lead, n, 1...]
+    src = _i64(np.arange(n).reshape((1, n) + (1,) * len(tail)))
+    out = _scatter(
+        imp,
+        imp.reshape(data, (lead, *tail)),
+        mask,
+        imp.reshape(upd, (1, n, *tail)),
+        src,
+        1,
+        red,
+    )
+    return [imp.reshape(out, d)]
+
+
+@handles("GatherND")
+def gather_nd(imp: NodeContext):
+    a = imp.attrs({"batch_dims": 0})
+    data, idx = imp.required(0), imp.required(1)
+    d, q = imp.shape(data), imp.shape(idx)
+    b = a["batch_dims"]
+    if not q or not 0 <= b < len(q) or q[:b] != d[:b] or not 1 <= q[-1] <= len(d) - b:
+        raise imp.error(f"indices {list(q)} with batch_dims {b} do not fit data {list(d)}")
+    k = q[-1]
+    lin = _linear(imp, idx, d[b : b + k])  # [q[:-1]]
+    if b:
+        inner = math.prod(d[b : b + k])
+        grid = np.indices(q[:b], dtype=np.int64)
+        strides = [math.prod(q[m + 1 : b]) for m in range(b)]
+        batch = sum((grid[m] * strides[m] for m in range(b)), np.zeros(q[:b], np.int64))
+        offset = (batch * inner).reshape(q[:b] + (1,) * (len(q) - 1 - b))
+        lin = imp.emit(graph.AddOp, lin, _i64(offset))
+    rows = math.prod(d[: b + k])
+    flat = imp.reshape(data, (rows, *d[b + k :]))
+    return [imp.emit(graph.GatherOp, flat, lin, axis=0)]
+
+
+@handles("TopK")
+def top_k(imp: NodeContext):
+    a = imp.attrs({"axis": -1, "largest": 1, "sorted": 1})
+    x = imp.required(0)
+    s = imp.shape(x)
+    if not s:
+        raise imp.error("input 0 must have at least one dimension")
+    ax = norm_axis(imp, a["axis"], len(s))
+    k = int(imp.required_const(1, "k").reshape(-1)[0])
+    n = s[ax]
+    if not 0 <= k <= n:
+        raise imp.error(f"k = {k} is out of range for an axis of {n} elements")
+    if k == 0:
+        raise imp.error("k = 0 gives an empty tensor, which dlpc does not support")
+    tail = (1,) * (len(s) - ax - 1)
+    xi = imp.reshape(x, (*s[:ax], n, 1, *s[ax + 1 :]))  # element i at ax
+    xj = imp.reshape(x, (*s[:ax], 1, n, *s[ax + 1 :]))  # its rivals j at ax + 1
+    better = imp.emit(graph.CompareOp, xj, xi, predicate="gt" if a["largest"] else "lt")
+    same = imp.emit(graph.CompareOp, xj, xi, predicate="eq")
+    j_first = Const(
+        (np.arange(n).reshape(1, n) < np.arange(n).reshape(n, 1)).reshape((n, n) + tail)
+    )
+    beats = imp.emit(graph.WhereOp, same, j_first, better)
+    rank = imp.emit(
+        graph.ReduceSumOp,
+        imp.emit(graph.WhereOp, beats, _i64(1), _i64(0)),
+        axes=(ax + 1,),
+        keepdims=False,
+    )  # [s]: how many elements come before i
+    ranks = imp.reshape(rank, (*s[:ax], 1, n, *s[ax + 1 :]))
+    slot = _i64(np.arange(k).reshape((k, 1) + tail))
+    sel = imp.emit(graph.CompareOp, ranks, slot, predicate="eq")  # [.., k, n, ..]
+    values = imp.emit(
+        graph.ReduceSumOp,
+        imp.emit(graph.WhereOp, sel, xj, imp.scalar(0, x)),
+        axes=(ax + 1,),
+        keepdims=False,
+    )
+    where = imp.emit(
+        graph.ReduceSumOp,
+        imp.emit(graph.WhereOp, sel, _i64(np.arange(n).reshape((1, n) + tail)), _i64(0)),
+        axes=(ax + 1,),
+        keepdims=False,
+    )
+    return [values, where]
