@@ -732,3 +732,46 @@ def test_the_graph_builders_refusals_name_what_is_wrong(tmp_path):
         FrontendError, match=r"^parameter 'u' is missing from the weights and has no initializer$"
     ):
         h.weights({})
+
+
+# ---- model.py ----------------------------------------------------------------------------
+
+
+def test_a_model_without_a_graph_says_why():
+    from dlpc.model import InputSpec, Model, Specialiser
+
+    f32 = np.dtype(np.float32)
+    per_shape = Specialiser((InputSpec("x", (2,), f32),), [], lambda values: None)  # type: ignore[arg-type,return-value]
+    m = Model(None, {}, "m", "dir/m.onnx", specialiser=per_shape)
+    with pytest.raises(
+        DlpcError,
+        match=r"^dir/m\.onnx: error: the model's inputs have symbolic dims, so it has one graph "
+        r"per input shape: dlpc\.compile\(model\) builds them at call time \(or load it with "
+        r"input_shapes=\.\.\.\)$",
+    ):
+        m.module  # noqa: B018
+    per_value = Specialiser(
+        (InputSpec("x", (2,), f32), InputSpec("s", (2,), np.dtype(np.int64))),
+        ["s", "t"],
+        lambda values: None,  # type: ignore[arg-type,return-value]
+    )
+    m = Model(None, {}, "m", specialiser=per_value)
+    with pytest.raises(
+        DlpcError,
+        match=r"^m: error: the values of input\(s\) 's', 't' decide the model's shapes, so it has "
+        r"one graph per value: dlpc\.compile\(model\) builds them at call time$",
+    ):
+        m.module  # noqa: B018
+    assert m.input_names == ["x", "s"]
+    with pytest.raises(DlpcError, match=r"^model: error: the values of input\(s\)  decide"):
+        Model(None).module  # noqa: B018
+    from dlpc.passes import pipeline
+
+    module = pipeline.parse_module(ADD)
+    m.module = module
+    assert m.ir is module and m.module is module and m.param_names == ["w"]
+    key = per_value.key({"x": np.ones(2, f32), "s": np.array([1, 2]), "t": np.int32(3)})
+    assert key == (
+        ("s", "<i8", (2,), np.array([1, 2]).tobytes()),
+        ("t", "<i4", (1,), np.int32(3).tobytes()),  # (ascontiguousarray: at least 1-d)
+    )
