@@ -1047,3 +1047,506 @@ REFUSED.update(
         ),
     }
 )
+
+
+# ------------------------------------------------------------------ the driver (onnx.py)
+
+
+def graph_model(nodes, inputs, outputs=("y",), inits=(), opset=19, ir_version=8):
+    """A model of `nodes` over graph inputs `inputs` (name -> array or ValueInfoProto)
+    and initializers `inits` (name -> array or TensorProto)."""
+    vis = [
+        a
+        if isinstance(a, onnx.ValueInfoProto)
+        else helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
+        for n, a in inputs.items()
+    ]
+    tensors = [
+        a if isinstance(a, onnx.TensorProto) else numpy_helper.from_array(np.asarray(a), n)
+        for n, a in dict(inits).items()
+    ]
+    g = helper.make_graph(
+        nodes, "g", vis, [helper.make_empty_tensor_value_info(o) for o in outputs], tensors
+    )
+    opsets = [helper.make_opsetid("", opset)] if opset is not None else []
+    return helper.make_model(g, opset_imports=opsets, ir_version=ir_version)
+
+
+def import_error(proto, **kw) -> str:
+    with pytest.raises(DlpcError) as e:
+        load_model(proto, **kw)
+    text = str(e.value)
+    assert "\n" not in text and "error:" in text, text
+    return text
+
+
+def run(proto, *args, **kw):
+    m = load_model(proto, **kw)
+    return [np.asarray(v) for v in run_reference(m.module, list(args), m.weights)], m
+
+
+def test_a_node_without_name_is_named_by_index_and_first_output():
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"]),
+        helper.make_node("Concat", ["r", "x"], ["y"]),
+    ]
+    text = import_error(graph_model(nodes, {"x": f32(2)}))
+    assert "<onnx>: node #1 (Concat -> 'y'): error: attribute 'axis' is required" in text
+
+
+def test_a_named_node_gives_no_output_name():
+    nodes = [helper.make_node("Concat", ["x", "x"], ["y"], name="cc")]
+    text = import_error(graph_model(nodes, {"x": f32(2)}))
+    assert "<onnx>: node 'cc' (Concat): error: attribute 'axis' is required" in text
+
+
+def test_model_errors_name_the_source_without_a_node():
+    proto = graph_model([helper.make_node("Relu", ["x"], ["r"])], {"x": f32(2)})
+    assert import_error(proto) == "<onnx>: error: graph output 'y' is never computed"
+    none = graph_model([helper.make_node("Relu", ["x"], ["y"])], {"x": f32(2)}, opset=None)
+    del none.opset_import[:]
+    none.opset_import.append(helper.make_opsetid("com.other", 1))
+    assert import_error(none) == "<onnx>: error: model imports no default-domain opset"
+
+
+def test_the_newest_opset_is_accepted():
+    newest = onnx.defs.onnx_opset_version()
+    proto = graph_model([helper.make_node("Relu", ["x"], ["y"])], {"x": f32(3)}, opset=newest)
+    x = f32(3)
+    (y,), _ = run(proto, x)
+    np.testing.assert_array_equal(y, np.maximum(x, 0))
+
+
+def test_an_input_used_before_it_is_defined():
+    nodes = [
+        helper.make_node("Relu", ["later"], ["r"], name="first"),
+        helper.make_node("Relu", ["x"], ["later"], name="second"),
+        helper.make_node("Add", ["r", "later"], ["y"]),
+    ]
+    text = import_error(graph_model(nodes, {"x": f32(2)}))
+    assert "node 'first' (Relu): error: input 'later' is not defined before its use" in text
+
+
+def test_a_sparse_initializer_is_refused():
+    proto = graph_model([helper.make_node("Relu", ["x"], ["y"])], {"x": f32(2)})
+    values = numpy_helper.from_array(np.array([1.0], np.float32), "sp")
+    idx = numpy_helper.from_array(np.array([0], np.int64), "sp_idx")
+    proto.graph.sparse_initializer.append(helper.make_sparse_tensor(values, idx, [2]))
+    assert "sparse initializer 'sp' is not supported" in import_error(proto)
+
+
+def test_an_input_that_is_a_sequence_names_its_readers():
+    seq = helper.make_tensor_sequence_value_info("s", onnx.TensorProto.FLOAT, [2])
+    nodes = [helper.make_node("SequenceLength", ["s"], ["y"])]
+    text = import_error(graph_model(nodes, {"s": seq}))
+    assert (
+        "graph input 's' is not a tensor but a sequence (read by SequenceLength; sequences "
+        "and optionals are not supported)" in text
+    )
+    opt = helper.make_value_info(
+        "o",
+        helper.make_optional_type_proto(helper.make_tensor_type_proto(onnx.TensorProto.FLOAT, [2])),
+    )
+    text = import_error(
+        graph_model([helper.make_node("Relu", ["x"], ["y"])], {"o": opt, "x": f32(2)})
+    )
+    assert "graph input 'o' is not a tensor but an optional (read by no node;" in text
+
+
+def test_graph_input_types_and_shapes_refused():
+    vi = helper.make_tensor_value_info
+    relu = [helper.make_node("Identity", ["x"], ["y"])]
+    s = import_error(graph_model(relu, {"x": vi("x", onnx.TensorProto.STRING, [2])}))
+    assert "graph input 'x' has element type" in s and "which dlpc does not support" in s
+    s = import_error(graph_model(relu, {"x": vi("x", onnx.TensorProto.FLOAT, None)}))
+    assert "graph input 'x' has no shape; pass input_shapes={'x': ...}" in s
+    s = import_error(graph_model(relu, {"x": vi("x", onnx.TensorProto.FLOAT, [2, -3])}))
+    assert "graph input 'x' has a negative dim in [2, -3]" in s
+    big = vi("x", onnx.TensorProto.FLOAT, [1 << 20, 1 << 20])
+    assert "graph input 'x': " in import_error(graph_model(relu, {"x": big}))
+
+
+def test_input_shapes_override_the_declared_shape():
+    vi = helper.make_tensor_value_info
+    proto = graph_model(
+        [helper.make_node("Relu", ["x"], ["y"])], {"x": vi("x", onnx.TensorProto.FLOAT, ["n", 3])}
+    )
+    x = f32(2, 3)
+    (y,), m = run(proto, x, input_shapes={"x": (2, 3)})
+    assert "tensor<2x3xf32>" in str(m.module)
+    np.testing.assert_array_equal(y, np.maximum(x, 0))
+
+
+def test_symbolic_dims_are_named_after_their_dim_param():
+    vi = helper.make_tensor_value_info
+    proto = graph_model(
+        [helper.make_node("Relu", ["x"], ["y"])],
+        {"x": vi("x", onnx.TensorProto.FLOAT, ["2batch", None, "seq-len"])},
+    )
+    m = load_model(proto)
+    text = str(m.module)
+    assert "_2batch" in text and "x_1" in text and "seq_len" in text, text
+
+
+def test_an_empty_graph_input_is_a_constant():
+    nodes = [
+        helper.make_node("Concat", ["e", "x"], ["c"], axis=0),
+        helper.make_node("Relu", ["c"], ["y"]),
+    ]
+    proto = graph_model(nodes, {"e": np.zeros((0, 3), np.float32), "x": f32(2, 3)})
+    m = load_model(proto)
+    assert "tensor<0x3xf32>" not in str(m.module)
+
+
+def test_float_initializers_are_params_and_small_ones_constants():
+    inits = {
+        "w": f32(3),
+        "one": np.array([2.0], np.float32),
+        "k": i64(1, 2, 3),
+    }
+    nodes = [
+        helper.make_node("Mul", ["x", "w"], ["a"]),
+        helper.make_node("Mul", ["a", "one"], ["b"]),
+        helper.make_node("Cast", ["k"], ["kf"], to=onnx.TensorProto.FLOAT),
+        helper.make_node("Add", ["b", "kf"], ["y"]),
+    ]
+    x = f32(3)
+    (y,), m = run(graph_model(nodes, {"x": x}, inits=inits), x)
+    np.testing.assert_allclose(y, (x * inits["w"] * 2.0 + [1, 2, 3]).astype(np.float32), rtol=1e-6)
+    assert set(m.weights) == {"w", "kf"}, set(m.weights)  # the folded Cast: its value's name
+    text = str(m.module)
+    assert 'graph.param "w"' in text and 'graph.param "kf"' in text
+    assert 'graph.param "one"' not in text
+
+
+def test_unnamed_import_time_values_get_fresh_param_names():
+    """A float value a handler makes (Trilu's zeros) becomes a param named 'const', then
+    'const_1', ..., past the initializer names taken."""
+    nodes = [
+        helper.make_node("Trilu", ["x"], ["a"]),
+        helper.make_node("Trilu", ["x"], ["b"], upper=0),
+        helper.make_node("Add", ["a", "b"], ["c"]),
+        helper.make_node("Add", ["c", "const_1"], ["y"]),
+    ]
+    x = f32(3, 3)
+    k = f32(3, 3)
+    (y,), m = run(graph_model(nodes, {"x": x}, inits={"const_1": k}), x)
+    assert set(m.weights) == {"const", "const_1", "const_2"}, set(m.weights)
+    np.testing.assert_array_equal(m.weights["const_1"], k)
+    np.testing.assert_allclose(y, np.triu(x) + np.tril(x) + k, rtol=1e-6)
+
+
+def test_weights_override_initializers_by_name():
+    inits = {"w": f32(3)}
+    proto = graph_model([helper.make_node("Add", ["x", "w"], ["y"])], {"x": f32(3)}, inits=inits)
+    w = np.array([10.0, 20.0, 30.0], np.float32)
+    m = load_model(proto, weights={"w": w})
+    (y,) = run_reference(m.module, [np.zeros(3, np.float32)], m.weights)
+    np.testing.assert_array_equal(np.asarray(y), w)
+
+
+def test_freeze_inputs_binds_an_input_for_good():
+    proto = graph_model([helper.make_node("Add", ["x", "b"], ["y"])], {"x": f32(3), "b": f32(3)})
+    b = np.array([1.0, 2.0, 3.0], np.float32)
+    m = load_model(proto, freeze_inputs={"b": b})
+    x = f32(3)
+    (y,) = run_reference(m.module, [x], m.weights)
+    np.testing.assert_allclose(np.asarray(y), x + b)
+    assert 'dlpc.name = "b"' not in str(m.module)
+
+
+def test_float_attributes_print_their_shortest_decimal():
+    proto = graph_model([helper.make_node("LeakyRelu", ["x"], ["y"], alpha=0.1)], {"x": f32(3)})
+    text = str(load_model(proto).module)
+    assert "1.000000e-01" in text or "0.1" in text, text
+    assert "0.10000000149" not in text
+
+
+def test_an_attribute_referring_to_a_function_attribute():
+    a = helper.make_attribute_ref("alpha", onnx.AttributeProto.FLOAT)
+    n = helper.make_node("LeakyRelu", ["x"], ["y"], name="lr")
+    n.attribute.append(a)
+    text = import_error(graph_model([n], {"x": f32(3)}))
+    assert "node 'lr' (LeakyRelu): error: attribute 'alpha' refers to a function attribute" in text
+
+
+def test_string_attributes_are_decoded():
+    proto = graph_model(
+        [helper.make_node("Gelu", ["x"], ["y"], approximate=b"tanh")], {"x": f32(3)}, opset=20
+    )
+    x = f32(3)
+    (y,), _ = run(proto, x)
+    c = np.sqrt(2 / np.pi)
+    want = 0.5 * x * (1 + np.tanh(c * (x + 0.044715 * x**3)))
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6)
+
+
+def test_an_operator_defined_by_a_function_is_expanded():
+    """MeanVarianceNormalization has no handler: its ONNX function's nodes are imported,
+    its default axes [0, 2, 3] filled in."""
+    case = Case("MeanVarianceNormalization", [("x", f32(2, 3, 4, 5))])
+    check(case, atol=1e-4)
+    check(Case("MeanVarianceNormalization", [("x", f32(2, 3, 4, 5))], axes=[1, 3]), atol=1e-4)
+
+
+def test_a_context_dependent_function_is_expanded():
+    """NegativeLogLikelihoodLoss's function body depends on its inputs' types."""
+    x = f32(3, 4)
+    t = i64(0, 3, 1)
+    check(Case("NegativeLogLikelihoodLoss", [("x", x), ("t", t)]), atol=1e-5)
+    check(Case("NegativeLogLikelihoodLoss", [("x", x), ("t", t)], reduction="sum"), atol=1e-5)
+
+
+def test_an_unknown_operator_is_named():
+    text = import_error(
+        graph_model([helper.make_node("NoSuchOp", ["x"], ["y"], name="q")], {"x": f32(2)})
+    )
+    assert "node 'q' (NoSuchOp): error: unsupported operator 'NoSuchOp'" in text
+
+
+def test_constant_forms_fold():
+    nodes = [
+        helper.make_node("Constant", [], ["a"], value_float=2.5),
+        helper.make_node("Constant", [], ["b"], value_ints=[1, 2, 3]),
+        helper.make_node("Constant", [], ["c"], value=numpy_helper.from_array(f32(3))),
+        helper.make_node("Cast", ["b"], ["bf"], to=onnx.TensorProto.FLOAT),
+        helper.make_node("Mul", ["x", "a"], ["xa"]),
+        helper.make_node("Add", ["xa", "bf"], ["s"]),
+        helper.make_node("Add", ["s", "c"], ["y"]),
+    ]
+    x = f32(3)
+    proto = graph_model(nodes, {"x": x})
+    (y,), _ = run(proto, x)
+    c = numpy_helper.to_array(nodes[2].attribute[0].t)
+    np.testing.assert_allclose(y, x * 2.5 + [1, 2, 3] + c, rtol=1e-6)
+
+
+def test_gather_elements_folded_at_import():
+    data = np.arange(12, dtype=np.float32).reshape(3, 4)
+    idx = np.array([[1, -1], [0, 2]], np.int64)
+    nodes = [
+        helper.make_node("GatherElements", ["d", "i"], ["g"], axis=1),
+        helper.make_node("Add", ["x", "g"], ["y"]),
+    ]
+    x = f32(2, 2)
+    proto = graph_model(nodes, {"x": x}, inits={"d": data, "i": idx})
+    (y,), _ = run(proto, x)
+    np.testing.assert_allclose(y, x + np.array([[1, 3], [4, 6]], np.float32))
+    for i, message in [
+        (np.zeros((2,), np.int64), "GatherElements of data [3, 4] by indices [2] on axis 1"),
+        (
+            np.zeros((4, 2), np.int64),
+            "GatherElements indices [4, 2] exceed data [3, 4] outside axis 1",
+        ),
+        (np.array([[4, 0]], np.int64), "GatherElements index out of range [-4, 4)"),
+        (np.array([[-5, 0]], np.int64), "GatherElements index out of range [-4, 4)"),
+    ]:
+        proto = graph_model(nodes, {"x": x}, inits={"d": data, "i": i})
+        assert "cannot evaluate at import time: " + message in import_error(proto)
+
+
+def test_a_failing_fold_names_the_node():
+    nodes = [
+        helper.make_node("Reshape", ["c", "s"], ["r"], name="bad"),
+        helper.make_node("Add", ["x", "r"], ["y"]),
+    ]
+    proto = graph_model(nodes, {"x": f32(2)}, inits={"c": f32(3), "s": i64(2)})
+    assert "node 'bad' (Reshape): error: cannot evaluate at import time: " in import_error(proto)
+
+
+def test_an_empty_optional_is_refused():
+    nodes = [helper.make_node("Optional", [], ["o"], name="op",
+                              type=helper.make_tensor_type_proto(onnx.TensorProto.FLOAT, [2])),
+             helper.make_node("Relu", ["x"], ["y"])]  # fmt: skip
+    text = import_error(graph_model(nodes, {"x": f32(2)}))
+    assert "node 'op' (Optional): error: an empty optional is not supported" in text
+
+
+def test_an_unsupported_output_count_names_the_output():
+    proto = graph_model(
+        [helper.make_node("MaxPool", ["x"], ["y", "idx", "z"], kernel_shape=[2, 2], name="mp")],
+        {"x": IMG},
+        outputs=("y",),
+    )
+    assert "node 'mp' (MaxPool): error: output 2 ('z') is not supported" in import_error(proto)
+
+
+def test_a_shape_input_is_specialised_per_value():
+    proto = graph_model([helper.make_node("Reshape", ["x", "s"], ["y"])], {"x": T, "s": i64(6, 4)})
+    m = load_model(proto)
+    assert m.specialiser is not None
+    built = m.specialiser.build({"x": T, "s": i64(4, 6)})
+    (y,) = run_reference(built.module, [T], built.weights)
+    np.testing.assert_array_equal(np.asarray(y), T.reshape(4, 6))
+
+
+def test_a_value_computed_from_a_graph_input_is_named():
+    from dlpc.frontends.onnx import NeedsConstantInput, import_onnx
+
+    nodes = [
+        helper.make_node("Abs", ["s"], ["a"]),
+        helper.make_node("Reshape", ["x", "a"], ["y"], name="rs"),
+    ]
+    with pytest.raises(NeedsConstantInput) as e:
+        import_onnx(graph_model(nodes, {"x": T, "s": i64(6, 4)}))
+    assert e.value.input_name == "s"
+    assert (
+        "node 'rs' (Reshape): error: input 'shape' must be known at import time but is "
+        "computed from graph input 's' (pass freeze_inputs={'s': ...})" in str(e.value)
+    )
+    # two graph inputs: the integer one is named (freezing it may make the value known)
+    nodes = [
+        helper.make_node("Cast", ["f"], ["fi"], to=onnx.TensorProto.INT64),
+        helper.make_node("Add", ["fi", "s"], ["a"]),
+        helper.make_node("Reshape", ["x", "a"], ["y"], name="rs"),
+    ]
+    with pytest.raises(NeedsConstantInput) as e:
+        import_onnx(graph_model(nodes, {"x": T, "f": f32(2), "s": i64(6, 4)}))
+    assert e.value.input_name == "s"
+
+
+def test_a_bad_file_and_a_missing_file(tmp_path):
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"\x08\x07garbage\xff\xff")
+    text = import_error(str(bad))
+    assert text.startswith(f"{bad}: error: not a readable ONNX model")
+    with pytest.raises(FileNotFoundError):
+        load_model(str(tmp_path / "missing.onnx"))
+
+
+def test_a_model_file_is_named_in_its_errors(tmp_path):
+    proto = graph_model([helper.make_node("Concat", ["x", "x"], ["y"], name="cc")], {"x": f32(2)})
+    path = tmp_path / "m.onnx"
+    onnx.save(proto, str(path))
+    assert f"{path}: node 'cc' (Concat): error:" in import_error(str(path))
+    good = graph_model([helper.make_node("Relu", ["x"], ["y"])], {"x": f32(2)})
+    onnx.save(good, str(path))
+    m = load_model(path)
+    assert m.name == "m"
+
+
+U8 = np.array([0, 1, 7, 128, 255], np.uint8)
+I32 = np.array([-8, -1, 0, 5, 1 << 20], np.int32)
+BITS = {
+    "and-int32": Case("BitwiseAnd", [("a", I32), ("b", np.int32(6))], opset=18),
+    "or-uint8": Case("BitwiseOr", [("a", U8), ("b", U8[::-1].copy())], opset=18),
+    "xor-int32": Case("BitwiseXor", [("a", I32), ("b", I32[::-1].copy())], opset=18),
+    "not-uint8": Case("BitwiseNot", [("a", U8)], opset=18),
+    "not-int32": Case("BitwiseNot", [("a", I32)], opset=18),
+    "shift-left-uint8": Case("BitShift", [("a", U8), ("n", np.array([1, 2, 1, 1, 3], np.uint8))],
+                             direction="LEFT"),
+    "shift-right-uint32": Case("BitShift", [("a", U8.astype(np.uint32) * 1000),
+                                            ("n", np.array([0, 1, 2, 3, 4], np.uint32))],
+                               direction="RIGHT"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(BITS))
+def test_bit_operations_against_onnxruntime(name):
+    check(BITS[name])
+
+
+REFUSED.update(
+    {
+        "bitwise-float": (
+            Case("BitwiseAnd", [("a", X), ("b", X)], opset=18),
+            "operands must be integers, got float32",
+        ),
+        "bitwise-second-float": (
+            Case("BitShift", [("a", U8), ("b", np.float32(1))], direction="LEFT"),
+            "operands must be integers, got float32",
+        ),
+        "bitwise-not-float": (
+            Case("BitwiseNot", [("a", X)], opset=18),
+            "operands must be integers, got float32",
+        ),
+        "bitshift-direction": (
+            Case("BitShift", [("a", U8), ("b", U8)]),
+            "attribute 'direction' = None is not supported",
+        ),
+        "bitcast-width": (
+            Case("BitCast", [("a", I32)], opset=26, to=onnx.TensorProto.INT64),
+            "BitCast from int32 to int64: the widths must match (not bool)",
+        ),
+        "bitcast-to-bool": (
+            Case("BitCast", [("a", U8)], opset=26, to=onnx.TensorProto.BOOL),
+            "BitCast from uint8 to bool: the widths must match (not bool)",
+        ),
+        "bitcast-to": (
+            Case("BitCast", [("a", U8)], opset=26, to=onnx.TensorProto.STRING),
+            "attribute 'to' = ",
+        ),
+        "dropout-6": (
+            Case("Dropout", [("x", X)], opset=6, is_test=1),
+            "Dropout-6 (with 'is_test') is not supported",
+        ),
+    }
+)
+
+
+def test_bitcast_to_its_own_type_is_the_input():
+    proto, _ = Case("BitCast", [("a", I32)], opset=26, to=onnx.TensorProto.INT32).proto(False)
+    m = load_model(proto)
+    assert "graph.bitcast" not in str(m.module)
+    (y,) = run_reference(m.module, [I32], m.weights)
+    np.testing.assert_array_equal(np.asarray(y), I32)
+
+
+def _slice_model(ends_nodes, axes=None, steps=None, x=T):
+    """Slice(x, s, e[, axes[, steps]]) with e computed from the graph input s by `ends_nodes`."""
+    inits = {}
+    names = ["x", "s", "e"]
+    if axes is not None:
+        inits["ax"] = i64(*axes)
+        names.append("ax")
+    if steps is not None:
+        inits["st"] = i64(*steps)
+        names.append("st")
+    inits.update({"two": i64(2), "one": i64(1), "ten": i64(10)})
+    nodes = [*ends_nodes, helper.make_node("Slice", names, ["y"], name="sl")]
+    return graph_model(nodes, {"x": x, "s": i64(1)}, inits=inits)
+
+
+@pytest.mark.parametrize(
+    "ends,axes,size",
+    [
+        ([helper.make_node("Add", ["s", "two"], ["e"])], [1], 2),
+        ([helper.make_node("Add", ["two", "s"], ["e"])], [-1], 2),  # a constant lhs
+        ([helper.make_node("Sub", ["s", "one"], ["m"]), helper.make_node("Add", ["m", "two"], ["e"])],
+         [2], 1),
+        ([helper.make_node("Reshape", ["s", "one"], ["r"]), helper.make_node("Add", ["r", "one"], ["e"])],
+         None, 1),
+    ],
+)  # fmt: skip
+def test_a_slice_of_run_time_offset_and_known_size(ends, axes, size):
+    s = i64(1)
+    proto = _slice_model(ends, axes)
+    m = load_model(proto)
+    assert "graph.dynamic_slice" in str(m.module)
+    (y,) = run_reference(m.module, [T, s], m.weights)
+    sess = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    (want,) = sess.run(None, {"x": T, "s": s})
+    np.testing.assert_array_equal(np.asarray(y), want)
+    ax = (axes or [0])[0] % 3
+    assert np.asarray(y).shape[ax] == size
+
+
+def test_a_run_time_slice_too_long_or_strided():
+    proto = _slice_model([helper.make_node("Add", ["s", "ten"], ["e"])], [1])
+    text = import_error(proto)
+    assert "node 'sl' (Slice): error: Slice size ends - starts = 10 does not fit axis 1" in text
+    proto = _slice_model([helper.make_node("Sub", ["s", "one"], ["e"])], [1])
+    assert "Slice size ends - starts = -1 does not fit axis 1" in import_error(proto)
+    # a step of 2: the starts themselves are needed at import time (specialised per value)
+    proto = _slice_model([helper.make_node("Add", ["s", "two"], ["e"])], [1], steps=[2])
+    m = load_model(proto)
+    assert m.specialiser is not None and m.specialiser.shape_inputs == ["s"]
+
+
+def test_supported_operators_are_the_handled_ones():
+    from dlpc.frontends.onnx_ops.registry import supported_operators
+
+    ops = supported_operators()
+    assert ops == sorted(ops) and len(ops) == len(set(ops))
+    assert {"Conv", "Resize", "Relu", "Mod", "BitShift", "If"} <= set(ops)
+    assert "MeanVarianceNormalization" not in ops  # (imported through its function)
