@@ -11,6 +11,10 @@ is the torch model exported with torch.onnx when torch is installed, else (or wi
 whose outputs differ from the numpy reference (rtol 1e-3, atol 1e-4) prints "wrong".
 Each figure is the median wall time of `--repeat` calls after `--warmup` calls, in ms.
 Inputs are drawn from seed 0; weights are the models' own. Nothing here gates CI.
+The rows "mlp int8" and "lenet int8" (issue 34; with onnxruntime installed) run one file,
+the example quantized by onnxruntime's `quantize_static` (QDQ, int8, per-channel
+weights: bench/int8_models.py), in dlpc (`dlpc.load` + `dlpc.compile`) and in
+onnxruntime; "wrong" there means more than one quantum from onnxruntime's outputs.
 
 `--batches` (issue #11's table): per example, batch and thread count, dlpc C on the .dlpc
 example, onnxruntime, torch eager and their ratio; then the same model exported from
@@ -710,6 +714,55 @@ def bench_models(
     return rows
 
 
+INT8_EXAMPLES = ("mlp", "lenet")
+
+
+def bench_int8(
+    names: list[str], levels: list[int], repeat: int, warmup: int, tmp: Path
+) -> list[list[str]]:
+    """A row "<name> int8" per example of INT8_EXAMPLES in `names`: its int8 QDQ file
+    (int8_models.py) run by dlpc (numpy, C at each level) and onnxruntime; torch n/a."""
+    names = [n for n in names if n in INT8_EXAMPLES]
+    if not names or not have("onnxruntime"):
+        return []
+    import onnxruntime as ort
+    from int8_models import int8_model
+
+    rows = []
+    for name in names:
+        path = int8_model(name, tmp, batch=1)
+        model = api.load(path)
+        inputs = api.random_inputs(model, seed=0)
+        options = ort.SessionOptions()
+        options.log_severity_level = 3
+        session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        feed = dict(zip([i.name for i in session.get_inputs()], inputs))
+        want = session.run(None, feed)
+        row, kernels = [f"{name} int8"], []
+        for target, level in [("numpy", max(levels)), *(("c", lv) for lv in levels)]:
+            compiled = api.compile(model, target=target, opt_level=level)
+            run = lambda c=compiled, xs=inputs: c(*xs)  # noqa: E731
+            row.append(_int8_ms(run, want, repeat, warmup))
+            if target == "c":
+                kernels.append(str(pipeline.stats(compiled.lowered)[1]))
+        run = lambda s=session, f=feed: s.run(None, f)  # noqa: E731
+        row += ["n/a", _int8_ms(run, want, repeat, warmup), *kernels]
+        rows.append(row)
+    return rows
+
+
+def _int8_ms(run: Callable[[], object], want: list, repeat: int, warmup: int) -> str:
+    """Median ms of `run`, or "wrong" when an output is more than one quantum (the
+    smallest step between onnxruntime's output values) from onnxruntime's."""
+    outs = run()
+    assert isinstance(outs, list | tuple)
+    for out, w in zip(outs, want):
+        quantum = np.min(np.diff(np.unique(w)), initial=np.inf)
+        if np.abs(np.asarray(out) - w).max() > quantum * 1.001:
+            return "wrong"
+    return f"{median_ms(run, repeat, warmup):.3f}"
+
+
 # ------------------------------------------------- batches x threads (issue #11)
 #
 # Every figure of the --batches table comes from its own fresh Python process (a
@@ -1083,6 +1136,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         paths = [example_path(n, Path(tmp)) for n in names]
         rows = [header, *bench_models(paths, levels, args.repeat, args.warmup, Path(tmp), export)]
+        rows += bench_int8(names, levels, args.repeat, args.warmup, Path(tmp))
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     print(
         f"latency in ms, median of {args.repeat} runs after {args.warmup} warm-up runs; "
