@@ -343,7 +343,13 @@ COMMON_C = [
     "loop-prepack-weights",
     "loop-runtime-extents",
 ]
-O2_GRAPH = ["graph-infer-shapes", "graph-simplify", "graph-substitute", "graph-fold-constants"]
+O2_GRAPH = [
+    "graph-infer-shapes",
+    "graph-fold-qdq",
+    "graph-simplify",
+    "graph-substitute",
+    "graph-fold-constants",
+]
 
 
 @pytest.mark.parametrize(
@@ -365,6 +371,7 @@ O2_GRAPH = ["graph-infer-shapes", "graph-simplify", "graph-substitute", "graph-f
             True,
             [
                 "graph-infer-shapes",
+                "graph-fold-qdq",
                 "graph-simplify",
                 "graph-fold-constants",
                 "fold-params",
