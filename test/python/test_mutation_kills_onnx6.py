@@ -1550,3 +1550,91 @@ def test_supported_operators_are_the_handled_ones():
     assert ops == sorted(ops) and len(ops) == len(set(ops))
     assert {"Conv", "Resize", "Relu", "Mod", "BitShift", "If"} <= set(ops)
     assert "MeanVarianceNormalization" not in ops  # (imported through its function)
+
+
+LEGACY = {
+    "slice-9-attrs": Case("Slice", [("x", T)], opset=9, starts=[1, 0], ends=[2, -1], axes=[0, 2]),
+    "slice-9-no-axes": Case("Slice", [("x", T)], opset=9, starts=[0, 1], ends=[1, 3]),
+    "pad-2-attrs": Case("Pad", [("x", f32(2, 3))], opset=2, pads=[1, 0, 0, 2], value=1.5),
+    "clip-6-attrs": Case("Clip", [("x", X)], opset=6, min=-0.5, max=1.0),
+    "clip-6-default": Case("Clip", [("x", X)], opset=6),
+    "split-11-attr": Case("Split", [("x", f32(5, 2))], nout=2, opset=11, split=[2, 3]),
+    "reducesum-11-attr": Case("ReduceSum", [("x", R)], opset=11, axes=[-1], keepdims=0),
+    "softmax-11-last-axis": Case("Softmax", [("x", N)], opset=11, axis=3),
+    "logsoftmax-11-negative-axis": Case("LogSoftmax", [("x", N)], opset=11, axis=-1),
+    "softmax-11-2d-default": Case("Softmax", [("x", f32(3, 4))], opset=11),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LEGACY))
+def test_opsets_below_13_against_onnxruntime(name):
+    check(LEGACY[name])
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+@pytest.mark.parametrize("axis", [1, -2, None])
+def test_softmax_below_13_over_another_axis_is_refused(op, axis):
+    attrs = {} if axis is None else {"axis": axis}
+    text = import_error(Case(op, [("x", N)], opset=11, **attrs).proto(infer=False)[0])
+    shown = 1 if axis is None else axis
+    assert (
+        f"node 'n0' ({op}): error: opset 11 is not supported for '{op}' over axis {shown} of a "
+        f"rank-4 input (before opset 13 it flattens to 2-D; '{op}' changed at opset 13)"
+    ) in text
+
+
+SEQ = f32(3, 2, 4)  # [seq, batch, input]
+INDEXING = {
+    "rnn-default": Case("RNN", [("x", SEQ), ("=w", f32(1, 5, 4)), ("=r", f32(1, 5, 5))], nout=2,
+                        hidden_size=5),
+    "gru-default": Case("GRU", [("x", SEQ), ("=w", f32(1, 15, 4)), ("=r", f32(1, 15, 5))], nout=2,
+                        hidden_size=5),
+    "lstm-default": Case("LSTM", [("x", SEQ), ("=w", f32(1, 20, 4)), ("=r", f32(1, 20, 5))],
+                         nout=3, hidden_size=5),
+    "lstm-reverse-bias": Case("LSTM", [("x", SEQ), ("=w", f32(1, 20, 4)), ("=r", f32(1, 20, 5)),
+                                       ("=b", f32(1, 40))], nout=3, hidden_size=5,
+                              direction="reverse"),
+    "scatter-elements-default": Case(
+        "ScatterElements", [("x", f32(3, 4)), ("=i", i64(1, 0, 2, 0).reshape(1, 4)),
+                            ("u", f32(1, 4))]),
+    "scatter-elements-add-axis1": Case(
+        "ScatterElements", [("x", f32(3, 4)), ("=i", np.array([[0, 0], [3, -1], [1, 1]])),
+                            ("u", f32(3, 2))], axis=1, reduction="add"),
+    "scatter-elements-mul": Case(
+        "ScatterElements", [("x", f32(3, 4)), ("=i", np.array([[0, 0], [3, 3], [1, 2]])),
+                            ("u", f32(3, 2))], axis=-1, reduction="mul"),
+    "scatter-nd-default": Case(
+        "ScatterND", [("x", f32(4, 3)), ("=i", np.array([[1], [3]])), ("u", f32(2, 3))]),
+    "scatter-nd-add": Case(
+        "ScatterND", [("x", f32(4, 3)), ("=i", np.array([[1, 2], [1, 2]])), ("u", f32(2))],
+        reduction="add"),
+    "gather-nd-default": Case("GatherND", [("x", T), ("=i", np.array([[1, 2], [0, -1]]))]),
+    "gather-nd-batch-dims": Case(
+        "GatherND", [("x", T), ("=i", np.array([[[1]], [[2]]]))], batch_dims=1),
+    "topk-default": Case("TopK", [("x", TIES), ("=k", i64(2))], nout=2),
+    "topk-smallest-axis0": Case("TopK", [("x", TIES), ("=k", i64(1))], nout=2, largest=0, axis=0),
+    "quantize-default": Case("QuantizeLinear", [("x", X * 40), ("=s", np.float32(0.5))]),
+    "quantize-uint8-zero": Case(
+        "QuantizeLinear", [("x", X * 40), ("=s", np.float32(0.5)), ("=z", np.uint8(128))]),
+    "quantize-per-axis": Case(
+        "QuantizeLinear", [("x", X * 40), ("=s", np.array([0.5, 1, 2], np.float32)),
+                           ("=z", np.array([-3, 0, 4], np.int8))]),
+    "quantize-per-axis-last": Case(
+        "QuantizeLinear", [("x", X * 40), ("=s", np.array([0.5, 1, 2, 4], np.float32))], axis=-1),
+    "dequantize-default": Case(
+        "DequantizeLinear", [("x", np.array([-128, -1, 0, 5, 127], np.int8)),
+                             ("=s", np.float32(0.25))]),
+    "dequantize-per-axis": Case(
+        "DequantizeLinear", [("x", np.arange(12, dtype=np.uint8).reshape(3, 4)),
+                             ("=s", np.array([0.5, 2, 3], np.float32)),
+                             ("=z", np.array([1, 2, 250], np.uint8))], axis=0),
+    "matmul-integer": Case(
+        "MatMulInteger", [("a", np.array([[1, 200], [30, 4]], np.uint8)),
+                          ("b", np.array([[3, 255], [7, 1]], np.uint8)),
+                          ("=za", np.uint8(12)), ("=zb", np.uint8(1))]),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(INDEXING))
+def test_recurrent_indexing_quantization_against_onnxruntime(name):
+    check(INDEXING[name], atol=1e-4)
