@@ -535,12 +535,17 @@ AREAS: dict[str, Area] = {
         [  # the build cache, the calling convention, profiles, names (no CLI subprocesses)
             "test/python/test_mutation_kills_backendrt4.py test/python/test_callconv.py "
             "test/python/test_build_cache.py test/python/test_hostile_names.py "
-            "test/python/test_profile.py -k 'backendrt4 or callconv "
+            "test/python/test_mutation_kills_bkrt5.py "
+            "test/python/test_profile.py -k 'backendrt4 or bkrt5 or callconv "
             "or garbage_library or missing_hash or (matrix and mlir and not dlp]) "
             "or (test_profile and not dlpc_run and not openmp and not timing)'",
-            # OpenCLFunction on PoCL: buffers, aliases, SVM outputs, resident params
-            "test/python/test_opencl.py -k 'uninitialized or wrong_shape or reshape_kernel_is "
-            "or build_failure or svm or resident_params or example_matches_reference and None-mlp'",
+            # OpenCLFunction on PoCL: buffers, aliases, SVM outputs, resident params; the
+            # host's control flow (graph.if / graph.loop: `_host_flow`, `_enqueue`) and its
+            # profile (~2 s of CPU)
+            "test/python/test_opencl.py test/python/test_control_flow.py "
+            "-k 'uninitialized or wrong_shape or reshape_kernel_is "
+            "or build_failure or svm or resident_params or example_matches_reference and None-mlp "
+            "or opencl and compiled_against_reference or opencl_profile_counts'",
             # teams of two serial devices (Team, the helper's launches; ~7 s of CPU)
             "test/python/test_opencl_team.py",
         ],

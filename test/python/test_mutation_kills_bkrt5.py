@@ -1,0 +1,608 @@
+"""Tests of the compiled functions' runtime (issue 35, fifth round, area backend-runtime of
+bench/mutation.py): `CFunction.__call__`'s Python path (the one the C fast call,
+fastcall.c, hands back inputs it refuses, and the only one without the extension), forced
+here by dropping the fast caller; `Library.run`/`call_argv` packing weights for one call;
+the C build's cache names, its parallel units and their fallback, the compiler probes;
+the warm-compile entries written and read back (artifact); the per-pass checker's
+evaluators (evaluate); an OpenCL model's outputs held across more calls than its SVM pool
+and with SVM turned off."""
+
+from __future__ import annotations
+
+import ctypes
+import re
+
+import numpy as np
+import pytest
+from xdsl.context import Context
+from xdsl.passes import PassPipeline
+from xdsl.transforms import get_all_passes
+
+import dlpc
+from dlpc import api
+from dlpc.backends.runtime import artifact, cbuild, evaluate
+from dlpc.diagnostics import DlpcError
+from dlpc.passes.pipeline import parse_module
+from dlpc.universe import PASSES
+
+SRC = """
+func.func @main(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %w = graph.param "w" : tensor<8xf32>
+  %s = graph.add %x, %w : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %y = graph.tanh %s : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  func.return %y : tensor<4x8xf32>
+}"""
+W = np.linspace(-1, 1, 8, dtype=np.float32)
+X = np.linspace(-2, 2, 32, dtype=np.float32).reshape(4, 8)
+
+
+def lower(src: str = SRC, spec: str = "graph-to-te,te-to-loop"):
+    module = parse_module(src)
+    PassPipeline.parse_spec({**get_all_passes(), **PASSES}, spec).apply(Context(), module)
+    return module
+
+
+def want(x: np.ndarray, w: np.ndarray = W) -> np.ndarray:
+    return np.tanh(x.astype(np.float32) + w)
+
+
+@pytest.fixture
+def slow():
+    """A CFunction with its parameter bound and no fast caller: every call takes the
+    Python path."""
+    f = cbuild.CFunction(lower(), name="bkrt5")
+    f.bind_params({"w": W})
+    f._fast = None
+    return f
+
+
+# ------------------------------------------------------------- CFunction's Python path
+
+
+def test_python_path_passes_exact_arrays_and_converts_others(slow):
+    np.testing.assert_allclose(slow(X)[0], want(X), rtol=1e-6)
+    for x in (
+        X.astype(np.float64),  # another dtype
+        np.asfortranarray(X),  # not C order
+        X.tolist(),  # not an array
+        np.ascontiguousarray(X.T).T,  # a transposed view
+    ):
+        np.testing.assert_allclose(slow(x)[0], want(X), rtol=1e-6)
+    a, b = slow(X)[0], slow(-X)[0]  # each call's outputs are its own arrays
+    assert a is not b
+    np.testing.assert_allclose(a, want(X), rtol=1e-6)
+    np.testing.assert_allclose(b, want(-X), rtol=1e-6)
+    assert a.dtype == np.float32 and a.shape == (4, 8) and a.flags.c_contiguous
+
+
+def test_python_path_reports_bad_calls(slow):
+    with pytest.raises(DlpcError) as e:
+        slow()
+    assert str(e.value) == "error: expected 1 inputs, got 0"
+    with pytest.raises(DlpcError) as e:
+        slow(X, X)
+    assert str(e.value) == "error: expected 1 inputs, got 2"
+    with pytest.raises(DlpcError) as e:
+        slow(X.T)
+    assert str(e.value) == "error: input 0 has shape (8, 4), expected (4, 8)"
+
+
+def test_python_path_while_the_vector_is_busy_fills_a_copy(slow):
+    """A call made while another holds the argument vector (the lock taken) writes its
+    pointers into a copy: the shared vector keeps the bound parameter's pointer and the
+    last call's input pointer, and the results are right."""
+    slow(X)
+    before = list(slow._argv)
+    assert before[1] == slow.bound_params[0].ctypes.data
+    slow._argv_lock.acquire()
+    try:
+        y = slow(-X)[0]
+    finally:
+        slow._argv_lock.release()
+    np.testing.assert_allclose(y, want(-X), rtol=1e-6)
+    assert list(slow._argv) == before
+    x2 = X * 0.5
+    slow(x2)
+    assert slow._argv[0] == x2.ctypes.data and slow._argv[1] == before[1]
+
+
+def test_python_path_reports_a_failed_call(slow):
+    """A nonzero status of dlpc_main is the library's failure line; with params= the
+    call goes through Library.call, and reports the same."""
+    slow.library.entry = lambda argv: 3
+    with pytest.raises(DlpcError) as e:
+        slow(X)
+    assert (
+        str(e.value)
+        == f"error: {slow.library.path.name}: dlpc_main failed (status 3: out of memory)"
+    )
+    with pytest.raises(DlpcError) as e:
+        slow(X, params={"w": W})
+    assert "dlpc_main failed (status 3: out of memory)" in str(e.value)
+
+
+def test_params_per_call_and_unbound_calls():
+    f = cbuild.CFunction(lower(), name="bkrt5")
+    np.testing.assert_allclose(f(X, params={"w": W})[0], want(X), rtol=1e-6)
+    np.testing.assert_allclose(f(X, params=[-W])[0], want(X, -W), rtol=1e-6)
+    f.bind_params([W])
+    f._fast = None
+    np.testing.assert_allclose(f(X, params=[-W])[0], want(X, -W), rtol=1e-6)
+    np.testing.assert_allclose(f(X)[0], want(X), rtol=1e-6)  # the bound one again
+
+
+# ------------------------------------------------------------- packed weights per call
+
+
+@pytest.fixture(scope="module")
+def mlp():
+    model = dlpc.load("examples/mlp.dlpc", batch=2)
+    compiled = api.compile(model, fold_weights=False)
+    lib = compiled.artifact.library
+    assert lib.prepare_entry is not None and lib.packed_bytes > 0
+    return model, compiled, lib
+
+
+def _args(model, compiled, x):
+    fn = compiled.artifact
+    params = [np.ascontiguousarray(model.weights[n]) for n in fn.param_names]
+    outs = fn.empty_outputs()
+    return [np.ascontiguousarray(a) for a in x] + params + outs, outs
+
+
+def test_library_run_packs_for_the_call(mlp):
+    model, compiled, lib = mlp
+    x = api.random_inputs(model, seed=4)
+    expected = api.reference(model, x)
+    arrays, outs = _args(model, compiled, x)
+    assert lib.num_args == len(arrays)
+    assert lib.run(arrays) == 0  # no block given: a fresh one, packed for this call
+    np.testing.assert_allclose(outs[0], expected[0], rtol=1e-4, atol=1e-5)
+    arrays, outs = _args(model, compiled, x)  # a block of garbage given: packed first
+    block = lib.packed_block()
+    block[:] = 0xFF
+    assert block.ctypes.data % 64 == 0 and block.nbytes == lib.packed_bytes
+    assert lib.run([*arrays, block]) == 0
+    np.testing.assert_allclose(outs[0], expected[0], rtol=1e-4, atol=1e-5)
+    arrays, outs = _args(model, compiled, x)  # a pointer vector of @main's arguments
+    argv = (ctypes.c_void_p * len(arrays))(*[a.ctypes.data for a in arrays])
+    lib.call_argv(argv, keep_alive=arrays)
+    np.testing.assert_allclose(outs[0], expected[0], rtol=1e-4, atol=1e-5)
+
+
+def test_a_failing_prepare_stops_the_call(mlp, monkeypatch):
+    model, compiled, lib = mlp
+    x = api.random_inputs(model, seed=4)
+    arrays, outs = _args(model, compiled, x)
+    monkeypatch.setattr(lib, "prepare_entry", lambda argv: 5)
+    monkeypatch.setattr(lib, "entry", lambda argv: pytest.fail("dlpc_main after a failure"))
+    assert lib.run(arrays) == 5
+    argv = (ctypes.c_void_p * len(arrays))(*[a.ctypes.data for a in arrays])
+    with pytest.raises(DlpcError, match=r"dlpc_main failed \(status 5: out of memory\)"):
+        lib.call_argv(argv, keep_alive=arrays)
+    with pytest.raises(DlpcError, match=r"status 5"):
+        lib.prepare(argv)
+
+
+# ---------------------------------------------------------------------------- the build
+
+MAIN = "int dlpc_main(void **args) {{ (void)args; return {}; }}\n"
+
+
+def test_build_names_its_library_and_keeps_the_source(monkeypatch, tmp_path):
+    monkeypatch.setenv("DLPC_CACHE_DIR", str(tmp_path))
+    source = MAIN.format(0)
+    lib = cbuild.build(source, name="my model/v2.x")
+    assert re.fullmatch(r"my_model_v2_x-[0-9a-f]{20}\.so", lib.path.name)
+    assert not lib.cached and lib.run([]) == 0
+    assert (tmp_path / lib.path.name.replace(".so", ".c")).read_text() == source
+    again = cbuild.build(source, name="my model/v2.x")
+    assert again.cached and again.path == lib.path
+    assert cbuild.build(source, name="").path.name.startswith("module-")
+    assert cbuild.build(source, name="y" * 50).path.name.startswith("y" * 40 + "-")
+    # $DLPC_CFLAGS is part of the key: another library
+    monkeypatch.setenv("DLPC_CFLAGS", "-DDLPC_BKRT5=1")
+    assert cbuild.extra_flags() == ["-DDLPC_BKRT5=1"]
+    other = cbuild.build(source, name="my model/v2.x")
+    assert not other.cached and other.path != lib.path
+
+
+def _units(value: int, broken: bool = False) -> list[str]:
+    return [
+        "int bkrt5_one(void) { return 1; }\n",
+        "int bkrt5_two(void) { return 2; }\n" + ("syntax error here\n" if broken else ""),
+        "int bkrt5_one(void); int bkrt5_two(void);\n"
+        f"int dlpc_main(void **args) {{ (void)args; return bkrt5_one() + bkrt5_two() + {value}; }}\n",
+    ]
+
+
+def _sized(n: int) -> str:
+    """A one-unit program (its dlpc_main returns 0) of exactly `n` bytes."""
+    head = MAIN.format(0) + "/*"
+    return head + "x" * (n - len(head) - 3) + "*/\n"
+
+
+@pytest.mark.parametrize(
+    "size, units, status",
+    [
+        (cbuild.PARALLEL_SOURCE_BYTES, _units(4), 7),  # large, three units: the units
+        (cbuild.PARALLEL_SOURCE_BYTES - 1, _units(4), 0),  # one byte short: one unit
+        (cbuild.PARALLEL_SOURCE_BYTES, _units(4)[1:], 0),  # two units: one unit
+        (cbuild.PARALLEL_SOURCE_BYTES, _units(4, broken=True), 0),  # a unit fails
+    ],
+    ids=["units", "short", "two_units", "broken_unit"],
+)
+def test_build_compiles_large_sources_as_units(monkeypatch, tmp_path, size, units, status):
+    """The units are another program here (dlpc_main returns 7) so that the library
+    tells which was built: the units when the one source has PARALLEL_SOURCE_BYTES and
+    there are more than two of them, else (or when a unit fails) the one source."""
+    monkeypatch.setenv("DLPC_CACHE_DIR", str(tmp_path))
+    source = _sized(size)
+    assert len(source) == size
+    assert cbuild.build(source, name="bkrt5_units", units=units).run([]) == status
+
+
+def test_compiler_probes(monkeypatch):
+    with pytest.raises(DlpcError) as e:
+        cbuild._compiler_version(("/nonexistent/bkrt5-cc",))
+    assert str(e.value).startswith("error: cannot run the C compiler '/nonexistent/bkrt5-cc': ")
+    assert cbuild.supported_flags(("true",)) == cbuild.OPTIONAL_FLAGS  # accepts anything
+    assert cbuild.supported_flags(("false",)) == ()
+    assert cbuild.supported_libs(("true",)) == cbuild.OPTIONAL_LIBS
+    assert cbuild.supported_libs(("false",)) == ()
+    assert cbuild.flags(["false"])[: len(cbuild.BASE_FLAGS)] == list(cbuild.BASE_FLAGS)
+    assert "-DDLPC_HAVE_LIBMVEC" in cbuild.flags(["true"])
+    assert "-DDLPC_HAVE_LIBMVEC" not in cbuild.flags(["false"])
+    assert cbuild.libs(["false"]) == list(cbuild.LIBS)
+    monkeypatch.setenv("CC", "")
+    assert cbuild.compiler() == ["cc"]
+    monkeypatch.setenv("CC", "ccache  gcc -m64")
+    assert cbuild.compiler() == ["ccache", "gcc", "-m64"]
+
+
+# ----------------------------------------------------------------- warm-compile entries
+
+
+def test_an_entry_is_written_and_read_back(monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv("DLPC_CACHE_DIR", str(tmp_path))
+    f = cbuild.CFunction(lower(), name="bkrt5_entry")
+    f.bind_params({"w": W})
+    path = artifact.store_entry("k5", "bkrt5 entry", f, "loop ir text")
+    assert path == tmp_path / "bkrt5_entry-k5.model.npz" and path.exists()
+    assert cbuild.check_entry(path) is None
+    entry = artifact.load_entry("k5", "bkrt5 entry")
+    assert entry is not None and entry.path == path
+    assert entry.source == f.source and entry.loop_ir == "loop ir text"
+    assert entry.meta["format"] == artifact.FORMAT
+    assert entry.meta["library"] == f.library.path.name
+    assert len(entry.params) == 1
+    np.testing.assert_array_equal(entry.params[0], W)
+    g = entry.function("bkrt5_entry")
+    assert g.library.cached
+    np.testing.assert_allclose(g(X)[0], want(X), rtol=1e-6)
+    # the library gone: rebuilt from the entry's source
+    f.library.path.unlink()
+    g = entry.function("bkrt5_entry")
+    np.testing.assert_allclose(g(X)[0], want(X), rtol=1e-6)
+    assert artifact.load_entry("k6", "bkrt5 entry") is None  # a miss
+    assert capsys.readouterr().err == ""
+
+
+def test_a_damaged_or_foreign_entry_is_a_miss_with_one_warning(monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv("DLPC_CACHE_DIR", str(tmp_path))
+    f = cbuild.CFunction(lower(), name="bkrt5_entry")
+    f.bind_params({"w": W})
+    path = artifact.store_entry("k7", "m", f, "ir")
+    monkeypatch.setattr(artifact, "FORMAT", artifact.FORMAT + 1)
+    assert artifact.load_entry("k7", "m") is None
+    err = capsys.readouterr().err
+    assert f"dlpc: warning: cached model {path} is damaged" in err
+    assert f"format {artifact.FORMAT - 1}, expected {artifact.FORMAT}" in err
+    assert err.rstrip().endswith("recompiling it")
+    monkeypatch.setattr(artifact, "FORMAT", artifact.FORMAT - 1)
+    path2 = artifact.store_entry("k8", "m", f, "ir")
+    path2.write_bytes(path2.read_bytes()[:-10])
+    assert artifact.load_entry("k8", "m") is None
+    err = capsys.readouterr().err
+    assert "its content does not match its hash" in err
+
+
+# ------------------------------------------------------------------- the checker's evaluators
+
+
+def test_run_loop_c_runs_main_in_place():
+    module = lower()
+    out = np.zeros((4, 8), np.float32)
+    evaluate.run_loop_c(module, [X.copy(), W.copy(), out])
+    np.testing.assert_allclose(out, want(X), rtol=1e-6)
+
+
+def test_make_checker_has_every_level():
+    c = evaluate.make_checker({"w": W}, rtol=0.5)
+    assert c.evaluators == {"loop": evaluate.run_loop_c, "dlp": evaluate.run_dlp_sim}
+    assert c.weights["w"] is W and c.rtol == 0.5
+    assert evaluate.make_checker().weights == {}
+
+
+def test_run_dlp_sim_runs_main_in_place():
+    from dlpc.passes import pipeline
+
+    module = pipeline.lower(parse_module(SRC), "dlp", pipeline.PipelineOptions(target="dlp"))
+    out = np.zeros((4, 8), np.float32)
+    evaluate.run_dlp_sim(module, [X.copy(), W.copy(), out])
+    np.testing.assert_allclose(out, want(X), rtol=1e-3, atol=1e-3)
+
+
+# ------------------------------------------------------------------------------ OpenCL
+
+
+def test_opencl_outputs_held_past_the_svm_pool_keep_their_values(tmp_path):
+    """Six calls whose results are all held (more than SVM_POOL): each keeps its own
+    values; after they are dropped the pool's arrays are handed out again."""
+    pytest.importorskip("pyopencl")
+    from dlpc.backends.runtime import opencl_rt
+
+    path = tmp_path / "m.dlpc"
+    path.write_text(
+        "model m(x: f32[B, 8]) {\n  param w: f32[8] = normal(seed=1)\n  return tanh(x + w)\n}\n"
+    )
+    model = dlpc.load(str(path), batch=4)
+    compiled = dlpc.compile(model, target="opencl")
+    w = model.weights["w"]
+    xs = [X * k for k in range(opencl_rt.SVM_POOL + 2)]
+    held = [compiled(x)[0] for x in xs]
+    for x, y in zip(xs, held):
+        np.testing.assert_allclose(y, want(x, w), rtol=1e-5, atol=1e-6)
+    del held
+    for x in xs[:2]:
+        np.testing.assert_allclose(compiled(x)[0], want(x, w), rtol=1e-5, atol=1e-6)
+
+
+def test_opencl_without_svm(tmp_path, monkeypatch):
+    pytest.importorskip("pyopencl")
+    monkeypatch.setenv("DLPC_OPENCL_SVM", "0")
+    path = tmp_path / "m.dlpc"
+    path.write_text(
+        "model m(x: f32[B, 8]) {\n  param w: f32[8] = normal(seed=1)\n  return tanh(x + w)\n}\n"
+    )
+    model = dlpc.load(str(path), batch=4)
+    compiled = dlpc.compile(model, target="opencl")
+    assert compiled.artifact.svm_args == {}
+    w = model.weights["w"]
+    for x in (X, -X):
+        np.testing.assert_allclose(compiled(x)[0], want(x, w), rtol=1e-5, atol=1e-6)
+
+
+# ------------------------------------------------------ opencl_rt: the host's plan, as data
+
+
+def _ints(*values):
+    from xdsl.dialects import arith
+    from xdsl.dialects.builtin import IntegerAttr, i64
+
+    return [arith.ConstantOp(IntegerAttr(v, i64)) for v in values]
+
+
+def test_host_scalars():
+    from xdsl.dialects import arith
+    from xdsl.dialects.builtin import FloatAttr, f32
+
+    from dlpc.backends.runtime.opencl_rt import _host_scalar
+
+    a, b = _ints(6, 3)
+    assert _host_scalar(a, {}) == 6
+    env = {a.result: 6, b.result: 3}
+    assert _host_scalar(arith.AndIOp(a, b), env) == 2
+    assert _host_scalar(arith.AddiOp(a, b), env) == 9
+    got = {p: _host_scalar(arith.CmpiOp(a, b, p), env) for p in ("eq", "ne", "slt", "sle", "sgt")}
+    assert got == {"eq": False, "ne": True, "slt": False, "sle": False, "sgt": True}
+    same = {a.result: 3, b.result: 3}
+    got = {p: _host_scalar(arith.CmpiOp(a, b, p), same) for p in ("eq", "ne", "slt", "sle", "sgt")}
+    assert got == {"eq": True, "ne": False, "slt": False, "sle": True, "sgt": False}
+    assert _host_scalar(arith.CmpiOp(a, b, "slt"), {a.result: -1, b.result: 0}) is True
+    with pytest.raises(DlpcError) as e:
+        _host_scalar(arith.CmpiOp(a, b, "ult"), env)
+    assert str(e.value) == "error: opencl backend: comparison 'ult' in @main"
+    with pytest.raises(DlpcError) as e:
+        _host_scalar(arith.ConstantOp(FloatAttr(1.5, f32)), {})
+    assert str(e.value).startswith("error: opencl backend: constant ") and "in @main" in str(
+        e.value
+    )
+
+
+def test_nest_turns_markers_into_nested_steps():
+    from dlpc.backends.runtime.opencl_rt import _nest
+
+    flat = [
+        ("kernel", "k0"),
+        ("if", "c"),
+        ("kernel", "k1"),
+        ("else",),
+        ("kernel", "k2"),
+        ("end",),
+        ("while",),
+        ("load", "v", "m"),
+        ("do", "d"),
+        ("kernel", "k3"),
+        ("if", "e"),
+        ("else",),
+        ("kernel", "k4"),
+        ("end",),
+        ("end",),
+        ("kernel", "k5"),
+    ]
+    assert _nest(flat) == [
+        ("kernel", "k0"),
+        ("if", "c", [("kernel", "k1")], [("kernel", "k2")]),
+        (
+            "while",
+            [("load", "v", "m")],
+            "d",
+            [("kernel", "k3"), ("if", "e", [], [("kernel", "k4")])],
+        ),
+        ("kernel", "k5"),
+    ]
+
+
+def test_build_failure_line():
+    from dlpc.backends.runtime.opencl_rt import _build_failure
+
+    log = (
+        "clBuildProgram failed: BUILD_PROGRAM_FAILURE - clBuildProgram failed\n\n"
+        "Build on <pyopencl.Device 'cpu'>:\n\n"
+        "<kernel>:2:3: warning: unused\n"
+        "<kernel>:3:5: error: use of undeclared identifier 'y'\n"
+    )
+    assert (
+        _build_failure(RuntimeError(log))
+        == "clBuildProgram failed: BUILD_PROGRAM_FAILURE: <kernel>:3:5: error: use of undeclared identifier 'y'"
+    )
+    assert _build_failure(RuntimeError("status - x\nfirst line\nsecond")) == "status: first line"
+    assert _build_failure(RuntimeError("only a status - here")) == "only a status"
+    assert _build_failure(ValueError("")) == "ValueError"
+
+
+PLAN_SRC = """
+func.func @main(%x: tensor<8x8xf32>) -> tensor<8x8xf32> {
+  %a = graph.exp %x : (tensor<8x8xf32>) -> tensor<8x8xf32>
+  %b = graph.neg %a : (tensor<8x8xf32>) -> tensor<8x8xf32>
+  %c = graph.sin %b : (tensor<8x8xf32>) -> tensor<8x8xf32>
+  %s = graph.reduce_sum %c {axes = array<i64: 1>} : (tensor<8x8xf32>) -> tensor<8xf32>
+  %k = graph.constant dense<2.0> : tensor<8xf32>
+  %t = graph.mul %s, %k : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  %y = graph.add %x, %t : (tensor<8x8xf32>, tensor<8xf32>) -> tensor<8x8xf32>
+  func.return %y : tensor<8x8xf32>
+}"""
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_plan_buffers_reuses_freed_slots_of_a_size_class(split):
+    """a, b, c (256 bytes), s and t (32): c takes a's slot once a is freed, t takes
+    none of theirs (another size class); in a split chain nothing is reused. The splat
+    constant is a whole array."""
+    from dlpc.backends.c import find_main
+    from dlpc.backends.runtime.opencl_rt import _plan_buffers
+
+    module = lower(PLAN_SRC)
+    fn = find_main(module)
+    homes, slots, values, steps, aliased = _plan_buffers(module, fn, {}, split)
+    sizes = [size for size, _ in slots]
+    if split:
+        assert sorted(sizes) == [32, 32, 256, 256, 256]
+    else:
+        assert sorted(sizes) == [32, 32, 256, 256]
+    assert [s[0] for s in steps] == ["kernel"] * 6 and aliased == ()
+    (name,) = values
+    np.testing.assert_array_equal(values[name], np.full(8, 2.0, np.float32))
+    assert [k for k, _ in homes.values()].count("arg") == 2
+    assert [k for k, _ in homes.values()].count("global") == 1
+
+
+def test_plan_buffers_copies_and_refusals():
+    from dlpc.backends.c import find_main
+    from dlpc.backends.runtime.opencl_rt import _plan_buffers
+
+    module = parse_module(
+        """
+func.func @main(%x: memref<4xf32>, %e: memref<0xf32>, %y: memref<4xf32>, %z: memref<0xf32>) {
+  "memref.copy"(%x, %y) : (memref<4xf32>, memref<4xf32>) -> ()
+  "memref.copy"(%e, %z) : (memref<0xf32>, memref<0xf32>) -> ()
+  func.return
+}"""
+    )
+    fn = find_main(module)
+    args = fn.body.block.args
+    _, slots, _, steps, _ = _plan_buffers(module, fn, {}, False)
+    assert slots == () and steps == (("copy", args[2], args[0], 16),)
+    module = parse_module(
+        """
+func.func @main(%x: memref<4xf32>) {
+  %c = arith.constant 2 : index
+  %d = arith.muli %c, %c : index
+  func.return
+}"""
+    )
+    with pytest.raises(DlpcError) as e:
+        _plan_buffers(module, find_main(module), {}, False)
+    assert str(e.value) == "error: opencl backend: unsupported op 'arith.muli' in @main"
+
+
+@pytest.mark.parametrize(
+    "layout, ok",
+    [
+        ("offset: [0], sizes: [2, 8], strides: [8, 1]", True),
+        ("offset: [1], sizes: [2, 8], strides: [8, 1]", False),
+        ("offset: [0], sizes: [2, 8], strides: [1, 2]", False),
+        ("offset: [0], sizes: [2, 8], strides: [16, 1]", False),
+    ],
+)
+def test_a_reinterpret_cast_must_be_row_major_at_zero(layout, ok):
+    from xdsl.dialects import memref
+
+    from dlpc.backends.runtime.opencl_rt import _check_reinterpret
+
+    module = parse_module(
+        f"""
+func.func @main(%x: memref<16xf32>) {{
+  %r = memref.reinterpret_cast %x to {layout} : memref<16xf32> to memref<2x8xf32>
+  func.return
+}}"""
+    )
+    op = next(o for o in module.walk() if isinstance(o, memref.ReinterpretCastOp))
+    if ok:
+        _check_reinterpret(op)
+        return
+    with pytest.raises(DlpcError) as e:
+        _check_reinterpret(op)
+    assert str(e.value) == (
+        "error: opencl backend: a memref.reinterpret_cast in @main must be static, "
+        "row-major and at offset 0"
+    )
+
+
+def test_team_run_is_the_whole_call_or_nothing():
+    from dlpc.backends.c import find_main
+    from dlpc.backends.runtime.opencl_rt import team_run
+
+    fn = find_main(lower(PLAN_SRC))
+    run = team_run(fn, {})
+    assert run is not None and [k.sym for k in run] == [
+        k.sym for k in fn.body.block.ops if k.name == "loop.kernel"
+    ]
+    assert len(run) == 6
+    from xdsl.dialects import memref
+
+    args = fn.body.block.args  # a copy among the kernels: no team chain
+    last = fn.body.block.last_op
+    assert last is not None
+    fn.body.block.insert_op_before(memref.CopyOp(args[0], args[1]), last)
+    assert team_run(fn, {}) is None
+    empty = parse_module("func.func @main(%x: memref<4xf32>) {\n  func.return\n}")
+    assert team_run(find_main(empty), {}) is None  # no kernel
+
+
+def test_a_team_splits_by_the_first_arguments_images(tmp_path, monkeypatch):
+    """A team chain splits by images in the groups the first argument's batch allows
+    (4 at batch 4), whatever the other arguments' first dims (the conv's 5 filters would
+    allow none); the team's call matches the reference."""
+    pytest.importorskip("pyopencl")
+    from dlpc.backends.runtime import opencl_rt
+
+    monkeypatch.setenv("DLPC_OPENCL_TEAM", "1")
+    team = opencl_rt.team_devices()
+    if team is None:
+        pytest.skip("the OpenCL platform has no two serial CPU devices")
+    path = tmp_path / "m.dlpc"
+    path.write_text(
+        "model m(x: f32[B, 1, 12, 12]) {\n  param k: f32[5, 1, 3, 3] = kaiming(seed=1)\n"
+        "  param b: f32[5] = normal(seed=2)\n  return relu(conv2d(x, k, b))\n}\n"
+    )
+    model = dlpc.load(str(path), batch=4)
+    lowered = dlpc.compile(model, target="opencl").lowered
+    f = opencl_rt.OpenCLFunction(lowered, name="bkrt5_team", team=team)
+    assert f.team is not None and [c.parts for c in f.chains] == [4]
+    f.bind_params(model.weights)
+    xs = api.random_inputs(model)
+    for _ in range(2):
+        np.testing.assert_allclose(f(*xs)[0], api.reference(model, xs)[0], rtol=1e-4, atol=1e-5)
+    f.team.stop()
