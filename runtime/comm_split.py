@@ -184,9 +184,9 @@ class SplitFunction(ModuleFunction):
             fn = seg.function
             assert fn is not None
             specs = fn.arg_specs[fn.num_inputs + len(fn.param_names) :]
-            native = hasattr(fn, "library")  # a CFunction: its library takes our outputs
+            in_c = hasattr(fn, "library")  # a CFunction: its library takes our outputs
             seg.kept = [
-                None if v in returned or not native else np.empty(shape, dtype)
+                None if v in returned or not in_c else np.empty(shape, dtype)
                 for v, (shape, dtype) in zip(seg.outputs, specs)
             ]
         self._flat_buckets()
