@@ -1,0 +1,340 @@
+"""Tests of the comm runtime's decisions no single-process test pinned before the fifth
+round of issue 35 (bench/mutation.py --area comm-runtime): the C driver the planner prints
+for each collective on a stand-in world of 2 ranks (no mpiexec: the driver is planned,
+not built), which buffer each op reads and writes, the split program's Python path on
+that world, and SplitFunction(native=False). Fast: no rank is started."""
+
+from __future__ import annotations
+
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dlpc.runtime import mpi
+
+pytest.importorskip("mpi4py")
+
+from test_mutation_kills_commrt4 import _world  # noqa: E402
+
+# every collective on a [4, 6] value, each along an inner dim where it has one
+CHAIN = """
+func.func @main(%x: tensor<4x6xf32>) -> (tensor<4x6xf32>) {
+  %w = graph.param "w" : tensor<4x6xf32>
+  %h = graph.mul %x, %w : (tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<4x6xf32>
+  %a = comm.all_reduce avg %h group <world 2> : tensor<4x6xf32>
+  %g = comm.all_gather %a dim 1 group <world 2> : tensor<4x6xf32> -> tensor<4x12xf32>
+  %s = comm.reduce_scatter avg %g dim 1 group <world 2> : tensor<4x12xf32> -> tensor<4x6xf32>
+  %t = comm.all_to_all %s split 1 concat 0 group <world 2> : tensor<4x6xf32> -> tensor<8x3xf32>
+  %b = comm.broadcast %t root 1 group <world 2> : tensor<8x3xf32>
+  %r = comm.reduce max %b root 1 group <world 2> : tensor<8x3xf32>
+  %c = comm.scatter %r dim 0 root 0 group <world 2> : tensor<8x3xf32> -> tensor<4x3xf32>
+  %d = comm.gather %c dim 1 root 1 group <world 2> : tensor<4x3xf32> -> tensor<4x6xf32>
+  %e = graph.relu %d : (tensor<4x6xf32>) -> tensor<4x6xf32>
+  func.return %e : tensor<4x6xf32>
+}
+"""
+
+SEGMENT = [
+    "{",
+    "  void *a[] = {ARGS};",
+    "  int st = seg_prepare[K] ? seg_prepare[K](a) : 0;",
+    "  if (!st) st = seg_main[K](a);",
+    "  if (st) { dlpc_comm_segment = K; return st; }",
+    "}",
+]
+
+
+def _segment(k: int, args: str) -> list[str]:
+    return [f"  /* segment {k} */"] + [
+        "  " + line.replace("ARGS", args).replace("K", str(k)) for line in SEGMENT
+    ]
+
+
+def _split(text: str, monkeypatch, tmp_path, size=2, rank=0, weights=None, native=False):
+    """The SplitFunction of `text` on a stand-in world of `size` (segments compiled for C)."""
+    import dlpc
+    from dlpc import api
+    from dlpc.model import Model
+    from dlpc.runtime.comm_split import SplitFunction
+
+    world = _world(size, rank)
+    monkeypatch.setattr(mpi, "world", lambda: world)
+    path = tmp_path / "m.mlir"
+    path.write_text(text)
+    model = dlpc.load(path, weights=weights or {})
+
+    def build(segment, k):
+        return api.compile(Model(segment, model.weights, f"m_seg{k}"), "c").artifact
+
+    return SplitFunction(model.module, build, native=native), model
+
+
+def _plan(split, monkeypatch):
+    """The driver NativeStep plans for `split`, without building or binding it."""
+    from dlpc.backends.runtime import cbuild
+    from dlpc.runtime import comm_native
+
+    monkeypatch.setattr(cbuild, "build", lambda source, name, link: types.SimpleNamespace())
+    monkeypatch.setattr(comm_native.NativeStep, "_bind", lambda self, split: None)
+    mpic = comm_native.MpiC(Path("/x/include"), Path("/x/lib/libmpi.so"))
+    return comm_native.NativeStep(split, mpic)
+
+
+def _body(step) -> list[str]:
+    text = step.source
+    return text[text.index("int dlpc_comm_step") :].splitlines()
+
+
+def test_every_collective_of_a_chain_on_two_ranks(monkeypatch, tmp_path):
+    """The driver of CHAIN at rank 0 of 2, line by line: the all_reduce in place on the
+    segment's output (blocking: its Wait would follow it), inner-dim gathers joined and
+    scatters split by dlpc_chunks, a broadcast's operand copied on its root, a reduce's
+    and a gather's result zeroed off the root, the last segment writing @main's output."""
+    split, _ = _split(CHAIN, monkeypatch, tmp_path, weights={"w": np.ones((4, 6), np.float32)})
+    step = _plan(split, monkeypatch)
+    assert (step.n_args, step.count, step.plan.slots) == (2, 15, 15)
+    assert [(k, step.fixed[k].shape) for k in sorted(step.fixed)] == [
+        (3, (4, 6)),
+        (4, (4, 12)),
+        (5, (48,)),
+        (6, (48,)),
+        (7, (4, 6)),
+        (8, (24,)),
+        (9, (8, 3)),
+        (10, (8, 3)),
+        (11, (8, 3)),
+        (12, (4, 3)),
+        (13, (4, 6)),
+        (14, (24,)),
+    ]
+    assert _body(step) == [
+        "int dlpc_comm_step(void **S, int overlap) {",
+        "  dlpc_comm_segment = -1;",
+        *_segment(0, "S[0], S[1], S[3]"),
+        "  /* comm.all_reduce avg */",
+        '  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, S[3], 24, MPI_FLOAT, MPI_SUM, comm[0]), "MPI_Allreduce");',
+        "  for (long i = 0; i < 24; i++) ((float *)S[3])[i] /= 2;",
+        "  /* comm.all_gather */",
+        '  MPI_CHECK(MPI_Allgather(S[3], 24, MPI_FLOAT, S[5], 24, MPI_FLOAT, comm[0]), "MPI_Allgather");',
+        "  dlpc_chunks(S[4], S[5], 4, 2, 24, 1);",
+        "  dlpc_chunks(S[6], S[4], 4, 2, 24, 0);",
+        "  /* comm.reduce_scatter avg */",
+        '  MPI_CHECK(MPI_Reduce_scatter_block(S[6], S[7], 24, MPI_FLOAT, MPI_SUM, comm[0]), "MPI_Reduce_scatter_block");',
+        "  for (long i = 0; i < 24; i++) ((float *)S[7])[i] /= 2;",
+        "  dlpc_chunks(S[8], S[7], 4, 2, 12, 0);",
+        "  /* comm.all_to_all */",
+        '  MPI_CHECK(MPI_Alltoall(S[8], 12, MPI_FLOAT, S[9], 12, MPI_FLOAT, comm[0]), "MPI_Alltoall");',
+        "  if (comm_rank[0] == 1) {",
+        "    memcpy(S[10], S[9], 96);",
+        "  }",
+        "  /* comm.broadcast */",
+        '  MPI_CHECK(MPI_Bcast(S[10], 24, MPI_FLOAT, 1, comm[0]), "MPI_Bcast");',
+        "  /* comm.reduce max */",
+        '  MPI_CHECK(MPI_Reduce(S[10], S[11], 24, MPI_FLOAT, MPI_MAX, 1, comm[0]), "MPI_Reduce");',
+        "  if (comm_rank[0] == 1) {",
+        "  } else {",
+        "    memset(S[11], 0, 96);",
+        "  }",
+        "  /* comm.scatter */",
+        '  MPI_CHECK(MPI_Scatter(S[11], 12, MPI_FLOAT, S[12], 12, MPI_FLOAT, 0, comm[0]), "MPI_Scatter");',
+        "  /* comm.gather */",
+        '  MPI_CHECK(MPI_Gather(S[12], 12, MPI_FLOAT, S[14], 12, MPI_FLOAT, 1, comm[0]), "MPI_Gather");',
+        "  if (comm_rank[0] == 1) {",
+        "    dlpc_chunks(S[13], S[14], 4, 2, 12, 1);",
+        "  } else {",
+        "    memset(S[13], 0, 96);",
+        "  }",
+        *_segment(1, "S[13], S[2]"),
+        "  return 0;",
+        "}",
+        "",
+        "int dlpc_main(void **S) { return dlpc_comm_step(S, 1); }",
+    ]
+
+
+MIXED = """
+func.func @main(%x: tensor<4x6xf32>, %i: tensor<4xi32>)
+    -> (tensor<4x6xf32>, tensor<4x6xf32>, tensor<4xi32>, tensor<4x6xf32>) {
+  %w = graph.param "w" : tensor<4x6xf32>
+  %h = graph.mul %x, %w : (tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<4x6xf32>
+  %r = graph.relu %h : (tensor<4x6xf32>) -> tensor<4x6xf32>
+  %j = graph.add %i, %i : (tensor<4xi32>, tensor<4xi32>) -> tensor<4xi32>
+  %a, %b, %k = comm.all_reduce avg %h, %r, %j group <world 2> : tensor<4x6xf32>, tensor<4x6xf32>, tensor<4xi32>
+  %u = graph.add %h, %x : (tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<4x6xf32>
+  %m = comm.reduce avg %u root 0 group <world 2> : tensor<4x6xf32>
+  %v = graph.neg %m : (tensor<4x6xf32>) -> tensor<4x6xf32>
+  %q = comm.broadcast %v root 0 group <world 2> : tensor<4x6xf32>
+  %sc = comm.scatter %q dim 1 root 0 group <world 2> : tensor<4x6xf32> -> tensor<4x3xf32>
+  %aa = comm.all_to_all %sc split 0 concat 1 group <world 2> : tensor<4x3xf32> -> tensor<2x6xf32>
+  comm.send %aa to 0 tag 7 group <world 2> : tensor<2x6xf32>
+  %rv = comm.recv from 0 tag 8 group <world 2> : tensor<4x6xf32>
+  comm.barrier group <world 2>
+  %o = graph.add %a, %rv : (tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<4x6xf32>
+  func.return %o, %b, %k, %x : tensor<4x6xf32>, tensor<4x6xf32>, tensor<4xi32>, tensor<4x6xf32>
+}
+"""
+
+
+def test_a_packed_bucket_overlaps_and_rooted_ops_on_a_non_root_rank(monkeypatch, tmp_path):
+    """MIXED at rank 1 of 2: a bucket whose operand %h is read again is packed (one copy
+    per operand) and sent as one f32 message, its i32 operand as another straight into
+    its output; both stay non-blocking while the segments and ops between run, each
+    waited for (and averaged) before its first reader; a reduce's average on the root
+    only; a broadcast in its operand's buffer (only it reads it); a scatter's split on
+    the root only; an all-to-all joined along its inner dim; send, recv, barrier; a
+    returned bucket result and a returned input copied into their outputs."""
+    split, _ = _split(
+        MIXED, monkeypatch, tmp_path, rank=1, weights={"w": np.ones((4, 6), np.float32)}
+    )
+    step = _plan(split, monkeypatch)
+    assert (step.n_args, step.count) == (3, 24)
+    assert {k: a.dtype.name for k, a in step.fixed.items() if a.dtype != np.float32} == {9: "int32"}
+    assert step.fixed[12].base is step.fixed[10] and step.fixed[14].base is step.fixed[10]
+    assert step.fixed[13].base is step.fixed[11] and step.fixed[15].base is step.fixed[11]
+    assert step.fixed[14].ctypes.data == step.fixed[10].ctypes.data + 96
+    assert step.fixed[15].ctypes.data == step.fixed[11].ctypes.data + 96
+    iallreduce = (
+        "  if (overlap) MPI_CHECK(MPI_Iallreduce({s}, {r}, {n}, {t}, MPI_SUM, comm[0], "
+        '&request[{q}]), "MPI_Iallreduce"); else MPI_CHECK(MPI_Allreduce({s}, {r}, {n}, {t}, '
+        'MPI_SUM, comm[0]), "MPI_Allreduce");'
+    )
+    assert _body(step) == [
+        "int dlpc_comm_step(void **S, int overlap) {",
+        "  dlpc_comm_segment = -1;",
+        *_segment(0, "S[0], S[1], S[2], S[7], S[8], S[9]"),
+        "  memcpy(S[12], S[7], 96);",
+        "  memcpy(S[14], S[8], 96);",
+        "  /* comm.all_reduce avg */",
+        iallreduce.format(s="S[10]", r="S[11]", n=48, t="MPI_FLOAT", q=0),
+        "  /* comm.all_reduce avg */",
+        iallreduce.format(s="S[9]", r="S[5]", n=4, t="MPI_INT32_T", q=1),
+        *_segment(1, "S[7], S[0], S[16]"),
+        "  /* comm.reduce avg */",
+        '  MPI_CHECK(MPI_Reduce(S[16], S[17], 24, MPI_FLOAT, MPI_SUM, 0, comm[0]), "MPI_Reduce");',
+        "  if (comm_rank[0] == 0) {",
+        "    for (long i = 0; i < 24; i++) ((float *)S[17])[i] /= 2;",
+        "  } else {",
+        "    memset(S[17], 0, 96);",
+        "  }",
+        *_segment(2, "S[17], S[18]"),
+        "  /* comm.broadcast */",
+        '  MPI_CHECK(MPI_Bcast(S[18], 24, MPI_FLOAT, 0, comm[0]), "MPI_Bcast");',
+        "  if (comm_rank[0] == 0) {",
+        "    dlpc_chunks(S[19], S[18], 4, 2, 12, 0);",
+        "  }",
+        "  /* comm.scatter */",
+        '  MPI_CHECK(MPI_Scatter(S[19], 12, MPI_FLOAT, S[20], 12, MPI_FLOAT, 0, comm[0]), "MPI_Scatter");',
+        "  /* comm.all_to_all */",
+        '  MPI_CHECK(MPI_Alltoall(S[20], 6, MPI_FLOAT, S[22], 6, MPI_FLOAT, comm[0]), "MPI_Alltoall");',
+        "  dlpc_chunks(S[21], S[22], 2, 2, 12, 1);",
+        "  /* comm.send */",
+        '  MPI_CHECK(MPI_Send(S[21], 12, MPI_FLOAT, 0, 7, comm[0]), "MPI_Send");',
+        "  /* comm.recv */",
+        "  { double t0 = MPI_Wtime(); MPI_CHECK(MPI_Recv(S[23], 24, MPI_FLOAT, 0, 8, comm[0], "
+        'MPI_STATUS_IGNORE), "MPI_Recv"); dlpc_comm_recv_seconds += MPI_Wtime() - t0; }',
+        "  /* comm.barrier */",
+        '  MPI_CHECK(MPI_Barrier(comm[0]), "MPI_Barrier");',
+        "  /* wait for request 0 */",
+        '  if (overlap) MPI_CHECK(MPI_Wait(&request[0], MPI_STATUS_IGNORE), "MPI_Wait");',
+        "  for (long i = 0; i < 48; i++) ((float *)S[11])[i] /= 2;",
+        *_segment(3, "S[13], S[23], S[3]"),
+        "  /* wait for request 1 */",
+        '  if (overlap) MPI_CHECK(MPI_Wait(&request[1], MPI_STATUS_IGNORE), "MPI_Wait");',
+        "  for (long i = 0; i < 4; i++) ((int32_t *)S[5])[i] /= 2;",
+        "  /* output 1 */",
+        "  memcpy(S[4], S[15], 96);",
+        "  /* output 3 */",
+        "  memcpy(S[6], S[0], 96);",
+        "  return 0;",
+        "}",
+        "",
+        "int dlpc_main(void **S) { return dlpc_comm_step(S, 1); }",
+    ]
+    assert step.source.splitlines()[1:4] == [
+        "#define DLPC_SEGMENTS 4",
+        "#define DLPC_COMMS 1",
+        "#define DLPC_REQUESTS 2",
+    ]
+
+
+GROUPS = """
+func.func @main(%x: tensor<4xf32>) -> (tensor<4xf32>) {
+  %w = graph.param "w" : tensor<4xf32>
+  %h = graph.mul %x, %w : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %a = comm.all_reduce avg %h group <world 4, mesh [2, 2, 1], axis "dp"> : tensor<4xf32>
+  %b = comm.all_reduce avg %a group <world 4, ranks [2, 3]> : tensor<4xf32>
+  %c = comm.broadcast %b root 1 group <world 4, mesh [2, 2, 1], axis "dp"> : tensor<4xf32>
+  %d = comm.all_reduce avg %c group <world 4> : tensor<4xf32>
+  func.return %d : tensor<4xf32>
+}
+"""
+
+
+def test_each_set_of_ranks_has_one_communicator_in_program_order(monkeypatch, tmp_path):
+    """GROUPS at world rank 2 of 4: the dp axis of a 2x2 mesh is ranks 0 and 2 (comm 0),
+    ranks [2, 3] comm 1, the dp axis again comm 0 (its rank there is 1: the root), the
+    world comm 2; each average divides by its own group's size; a result returned
+    straight into @main's output."""
+    split, _ = _split(
+        GROUPS, monkeypatch, tmp_path, size=4, rank=2, weights={"w": np.ones(4, np.float32)}
+    )
+    step = _plan(split, monkeypatch)
+    assert [c.size for c in step.comms] == [2, 2, 4]
+    assert step.comms[2] is split.comm.world
+    body = [line for line in _body(step) if "MPI_" in line or "/=" in line or "memcpy" in line]
+    assert body == [
+        '  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, S[3], 4, MPI_FLOAT, MPI_SUM, comm[0]), "MPI_Allreduce");',
+        "  for (long i = 0; i < 4; i++) ((float *)S[3])[i] /= 2;",
+        '  MPI_CHECK(MPI_Allreduce(S[3], S[4], 4, MPI_FLOAT, MPI_SUM, comm[1]), "MPI_Allreduce");',
+        "  for (long i = 0; i < 4; i++) ((float *)S[4])[i] /= 2;",
+        "    memcpy(S[5], S[4], 16);",
+        '  MPI_CHECK(MPI_Bcast(S[5], 4, MPI_FLOAT, 1, comm[0]), "MPI_Bcast");',
+        '  MPI_CHECK(MPI_Allreduce(S[5], S[2], 4, MPI_FLOAT, MPI_SUM, comm[2]), "MPI_Allreduce");',
+        "  for (long i = 0; i < 4; i++) ((float *)S[2])[i] /= 4;",
+    ]
+    assert "  if (comm_rank[0] == 1) {" in _body(step)
+
+
+# ---- runtime/comm_split.py: the Python path on a stand-in world ---------------------------
+
+SUM = """
+func.func @main(%x: tensor<2x3xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>) {
+  %w = graph.param "w" : tensor<2x3xf32>
+  %h = graph.mul %x, %w : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  %a = comm.all_reduce sum %h group <world 2> : tensor<2x3xf32>
+  %g = comm.all_gather %x dim 0 group <world 2> : tensor<2x3xf32> -> tensor<4x3xf32>
+  %s = comm.reduce_scatter sum %g dim 0 group <world 2> : tensor<4x3xf32> -> tensor<2x3xf32>
+  %t = graph.add %a, %x : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  func.return %t, %s : tensor<2x3xf32>, tensor<2x3xf32>
+}
+"""
+
+
+def test_native_false_keeps_the_python_path_on_c_segments(monkeypatch, tmp_path):
+    """SplitFunction(native=False) with C segments runs its collectives through the
+    communicator (the stand-in world of 2: a sum is twice this rank's value), started
+    and waited with `overlap`, blocking without; it never plans the C driver (before,
+    the segment loop's own `native` shadowed the argument)."""
+    from dlpc.runtime import comm_native
+
+    def refuse(*a, **k):
+        raise AssertionError("the C driver was planned")
+
+    monkeypatch.setattr(comm_native, "NativeStep", refuse)
+    w = np.full((2, 3), 3.0, np.float32)
+    split, _ = _split(SUM, monkeypatch, tmp_path, weights={"w": w})
+    assert split.native is None and split.native_reason == "not asked for"
+    assert all(s.function is not None and hasattr(s.function, "library") for s in split.segments)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    stub = split.comm.world
+    t, s = split(x, params=[w])
+    np.testing.assert_array_equal(t, 2 * x * w + x)
+    np.testing.assert_array_equal(s, 2 * x)  # (the stub gathers this rank's rows only)
+    assert stub.calls == ["Iallreduce", "Wait"]
+    stub.calls.clear()
+    split.overlap = False
+    t, s = split(x, params=[w])
+    np.testing.assert_array_equal(t, 2 * x * w + x)
+    assert stub.calls == ["Allreduce"]
