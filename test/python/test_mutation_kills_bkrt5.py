@@ -10,6 +10,7 @@ and with SVM turned off."""
 from __future__ import annotations
 
 import ctypes
+import os
 import re
 
 import numpy as np
@@ -606,3 +607,215 @@ def test_a_team_splits_by_the_first_arguments_images(tmp_path, monkeypatch):
     for _ in range(2):
         np.testing.assert_allclose(f(*xs)[0], api.reference(model, xs)[0], rtol=1e-4, atol=1e-5)
     f.team.stop()
+
+
+# -------------------------------------------- opencl_rt: platforms and devices (stand-ins)
+
+
+class _Device:
+    """A stand-in for a pyopencl device: what the choice functions read."""
+
+    def __init__(self, name, units, cpu=True, parent=None, extensions="", platform=None):
+        import pyopencl as cl
+
+        self.name = name
+        self.max_compute_units = units
+        self.type = cl.device_type.CPU if cpu else cl.device_type.GPU
+        self.parent_device = parent
+        self.extensions = extensions
+        self.platform = platform
+        self.native_vector_width_float = 8
+
+    def __repr__(self):
+        return self.name
+
+
+class _Platform:
+    def __init__(self, name, found):
+        self.name = name
+        self.found = found
+
+    def get_devices(self):
+        return self.found
+
+
+@pytest.fixture
+def rt(monkeypatch):
+    pytest.importorskip("pyopencl")
+    from dlpc.backends.runtime import opencl_rt
+
+    for name in ("DLPC_OPENCL_PLATFORM", "DLPC_OPENCL_TEAM", "DLPC_OPENCL_SUBDEVICES"):
+        monkeypatch.delenv(name, raising=False)
+    return opencl_rt
+
+
+def _use(monkeypatch, rt, found):
+    monkeypatch.setattr(rt, "devices", lambda: found)
+
+
+def test_choose_platform_by_name_and_by_build(rt, monkeypatch):
+    a = _Platform("Portable Computing Language", [_Device("p0", 2)])
+    b = _Platform("Intel(R) OpenCL", [_Device("i0", 2)])
+    empty = _Platform("Empty PoCL", [])
+    monkeypatch.setattr(rt, "_builds", lambda p: None if p is b else "unknown target CPU")
+    assert rt._choose_platform([empty, a, b]) is b
+    monkeypatch.setenv("DLPC_OPENCL_PLATFORM", "INTEL")
+    assert rt._choose_platform([a, b]) is b
+    monkeypatch.setenv("DLPC_OPENCL_PLATFORM", "nvidia")
+    with pytest.raises(DlpcError) as e:
+        rt._choose_platform([a, b])
+    assert str(e.value) == (
+        "error: no OpenCL platform named like DLPC_OPENCL_PLATFORM='nvidia' "
+        "(platforms: 'Portable Computing Language', 'Intel(R) OpenCL')"
+    )
+    with pytest.raises(DlpcError, match=r"\(platforms: none\)"):
+        rt._choose_platform([])
+    monkeypatch.setenv("DLPC_OPENCL_PLATFORM", "portable")
+    with pytest.raises(DlpcError) as e:
+        rt._choose_platform([a])
+    assert str(e.value).startswith(
+        "error: no OpenCL platform builds programs here "
+        "(Portable Computing Language: unknown target CPU; "
+    )
+    monkeypatch.setenv("DLPC_OPENCL_PLATFORM", "empty")
+    with pytest.raises(DlpcError) as e:
+        rt._choose_platform([empty])
+    assert str(e.value).startswith("error: no OpenCL platform builds programs here (no devices; ")
+
+
+def test_platforms_put_gpus_then_pocl_first(rt, monkeypatch):
+    import types
+
+    import pyopencl as cl
+
+    gpu = _Platform("Vendor GPU", [_Device("g", 40, cpu=False)])
+    pocl = _Platform("Portable Computing Language", [_Device("p", 2)])
+    other = _Platform("Other CPU", [_Device("o", 2)])
+    fake = types.SimpleNamespace(get_platforms=lambda: [other, pocl, gpu], Error=cl.Error)
+    monkeypatch.setattr(rt, "_cl", lambda: fake)
+    monkeypatch.setattr(rt, "_icd_vendors", lambda: None)
+    assert [p.name for p in rt.platforms()] == [
+        "Vendor GPU",
+        "Portable Computing Language",
+        "Other CPU",
+    ]
+
+
+def test_serial_devices_and_the_default(rt, monkeypatch):
+    parallel, basic1, basic2 = _Device("pthread", 4), _Device("basic1", 1), _Device("basic2", 1)
+    gpu = _Device("gpu", 64, cpu=False)
+    _use(monkeypatch, rt, [gpu, basic1, parallel, basic2])
+    assert rt.default_device() is parallel  # the CPU with the most units
+    assert rt.serial_device() is basic1
+    assert rt.serial_devices() == [basic1, basic2]
+    assert rt.team_devices() == [basic1, basic2]
+    monkeypatch.setenv("DLPC_OPENCL_TEAM", "0")
+    assert rt.team_devices() is None
+    monkeypatch.delenv("DLPC_OPENCL_TEAM")
+    _use(monkeypatch, rt, [gpu, basic1])  # no parallel CPU beside it: no serial device
+    assert rt.serial_device() is None and rt.team_devices() is None
+    assert rt.default_device() is gpu  # one CPU: the platform's first
+    _use(monkeypatch, rt, [basic1, basic2])
+    assert rt.serial_device() is None
+    assert rt.default_device() is basic1  # (equal units: the first)
+
+
+def test_sub_devices_join_a_team_only_with_local_execution(rt, monkeypatch):
+    parent = _Device("parent", 4)
+    local = "cl_khr_fp64 cl_intel_exec_by_local_thread"
+    s1, s2 = _Device("s1", 1, parent=parent, extensions=local), _Device("s2", 1, parent=parent)
+    assert rt._subdevice(s1) and not rt._subdevice(parent)
+    assert rt._queue_flags(s1) == rt.CL_QUEUE_THREAD_LOCAL_EXEC_ENABLE_INTEL
+    assert rt._queue_flags(s2) == 0  # no such extension
+    assert rt._queue_flags(parent) == 0  # no sub-device
+    assert rt._queue_flags(_Device("s4", 2, parent=parent, extensions=local)) == 0
+    _use(monkeypatch, rt, [parent, s1, s2])
+    assert rt.team_devices() is None  # s2 runs its launches on worker threads
+    s2.extensions = local
+    assert rt.team_devices() == [s1, s2]
+    s2.extensions = ""
+    monkeypatch.setenv("DLPC_OPENCL_TEAM", "1")
+    assert rt.team_devices() == [s1, s2]  # any sub-devices
+
+    class Raising(_Device):
+        @property
+        def parent_device(self):
+            raise RuntimeError("no parent")
+
+        @parent_device.setter
+        def parent_device(self, value):
+            pass
+
+    assert not rt._subdevice(Raising("r", 1))
+
+
+def test_serial_subdevices_only_where_no_serial_device_exists(rt, monkeypatch):
+    class Splittable(_Device):
+        def create_sub_devices(self, props):
+            self.asked = props
+            return [_Device(f"sub{k}", 1, parent=self) for k in range(self.max_compute_units)]
+
+    intel = _Platform("Intel(R) OpenCL", [])
+    pocl = _Platform("Portable Computing Language", [])
+    small, big = Splittable("small", 2, platform=intel), Splittable("big", 4, platform=intel)
+    subs = rt._serial_subdevices([small, big])
+    assert [d.name for d in subs] == ["sub0", "sub1", "sub2", "sub3"]  # the largest split
+    import pyopencl as cl
+
+    assert big.asked == [cl.device_partition_property.EQUALLY, 1]
+    assert rt._serial_subdevices([big, _Device("one", 1, platform=intel)]) == []
+    assert rt._serial_subdevices([Splittable("p", 4, platform=pocl)]) == []
+    assert rt._serial_subdevices([_Device("gpu", 8, cpu=False, platform=intel)]) == []
+    monkeypatch.setenv("DLPC_OPENCL_SUBDEVICES", "0")
+    assert rt._serial_subdevices([big]) == []
+    monkeypatch.delenv("DLPC_OPENCL_SUBDEVICES")
+    unsplittable = _Device("flat", 4, platform=intel)  # (no create_sub_devices)
+    assert rt._serial_subdevices([unsplittable]) == []
+
+
+def test_choose_device_by_estimate_and_by_launches(rt, monkeypatch):
+    from dlpc.backends.runtime import profile
+
+    parallel, basic = _Device("pthread", 4), _Device("basic", 1)
+    monkeypatch.setattr(rt, "serial_device", lambda: basic)
+    monkeypatch.setattr(rt, "default_device", lambda: parallel)
+
+    class Cost:
+        def __init__(self, flops):
+            self.flops = flops
+
+    for seconds, want in ((rt.PARALLEL_SECONDS / 2, basic), (rt.PARALLEL_SECONDS, parallel)):
+        flops = (seconds - rt.ESTIMATED_LAUNCH) * rt.ESTIMATED_FLOPS
+        monkeypatch.setattr(profile, "kernel_costs", lambda m, f=flops: [Cost(f)])
+        assert rt._choose_device(object(), 8) == (want, None)
+    monkeypatch.setattr(rt, "serial_device", lambda: None)
+    assert rt._choose_device(object(), 8) == (parallel, None)
+    sub = _Device("sub", 1, parent=parallel)
+    monkeypatch.setattr(rt, "serial_device", lambda: sub)
+    for launches, want in ((1, (parallel, ("emitter", "source"))), (2, (sub, None))):
+        monkeypatch.setattr(
+            rt, "_parallel_emission", lambda m, d, w, n=launches: (n, "emitter", "source")
+        )
+        assert rt._choose_device(object(), 8) == want
+
+
+def test_pocl_cache_falls_back_to_a_writable_directory(rt, monkeypatch, tmp_path):
+    monkeypatch.delenv("POCL_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    rt._pocl_cache()  # writable: left to PoCL
+    assert "POCL_CACHE_DIR" not in os.environ
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file, not a directory")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
+    monkeypatch.setenv("DLPC_CACHE_DIR", str(tmp_path / "cache"))
+    rt._pocl_cache()
+    assert os.environ["POCL_CACHE_DIR"] == str(tmp_path / "cache" / f"pocl-{os.getuid()}")
+    monkeypatch.delenv("POCL_CACHE_DIR")
+    monkeypatch.setenv("DLPC_CACHE_DIR", str(blocked / "x"))
+    monkeypatch.setattr(rt.tempfile, "gettempdir", lambda: str(tmp_path / "tmp"))
+    rt._pocl_cache()
+    assert os.environ["POCL_CACHE_DIR"] == str(tmp_path / "tmp" / f"pocl-{os.getuid()}")
+    monkeypatch.setenv("POCL_CACHE_DIR", "/the/users/choice")
+    rt._pocl_cache()
+    assert os.environ["POCL_CACHE_DIR"] == "/the/users/choice"
+    assert not rt._writable(blocked / "sub")
