@@ -12,11 +12,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dlpc.diagnostics import DlpcError
 from dlpc.runtime import mpi
 
 pytest.importorskip("mpi4py")
 
-from test_mutation_kills_commrt4 import _world  # noqa: E402
+from test_mutation_kills_commrt4 import _Stub, _world  # noqa: E402
 
 # every collective on a [4, 6] value, each along an inner dim where it has one
 CHAIN = """
@@ -338,3 +339,150 @@ def test_native_false_keeps_the_python_path_on_c_segments(monkeypatch, tmp_path)
     t, s = split(x, params=[w])
     np.testing.assert_array_equal(t, 2 * x * w + x)
     assert stub.calls == ["Allreduce"]
+
+
+# ---- dist/*.py on a stand-in world: every rank sends what this one sends --------------------
+
+SMALL = """model small(x: f32[B, 6]) {
+  param fc1.weight: f32[4, 6] = kaiming(seed=1)
+  param fc1.bias: f32[4] = normal(seed=3, std=0.1)
+  param fc2.weight: f32[3, 4] = kaiming(seed=2)
+  param fc2.bias: f32[3] = normal(seed=4, std=0.1)
+  return linear(relu(linear(x, fc1.weight, fc1.bias)), fc2.weight, fc2.bias)
+}
+"""
+
+
+class _Barrier(_Stub):
+    def Barrier(self):
+        self.calls.append("Barrier")
+
+
+@pytest.fixture
+def small(tmp_path):
+    path = tmp_path / "small.dlpc"
+    path.write_text(SMALL)
+    return path
+
+
+def _batch(rows=4, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((rows, 6)).astype(np.float32), rng.integers(0, 3, rows)
+
+
+def test_a_data_parallel_rank_steps_on_its_slice_of_the_global_batch(small, monkeypatch, tmp_path):
+    """On a stand-in world of 2 an average over the ranks is this rank's own value, so
+    rank 1's data-parallel step on a global batch of 4 is one device's step on rows 2..3
+    (the rank's slice), bit for bit; a batch of another size is refused; only rank 0
+    writes a checkpoint, every rank waits at the barrier."""
+    import dlpc
+    from dlpc.dist.data_parallel import DataParallelTrainer
+    from dlpc.passes.train.optim import make_optimizer
+
+    world = mpi.Communicator(_Barrier(2, 1))
+    monkeypatch.setattr(mpi, "world", lambda: world)
+    # (rank 0's initial state: the same seeded initialisers here; the stub's Bcast is none)
+    monkeypatch.setattr(world, "broadcast", lambda x, root, group: np.array(x))
+    sgd = make_optimizer("sgd", lr=0.1)
+    dp = DataParallelTrainer(str(small), "cross_entropy", sgd, batch_size=4, comm=world)
+    one = dlpc.train.Trainer(str(small), "cross_entropy", sgd, batch_size=2, target="numpy")
+    assert (dp.global_batch, dp.local_batch, dp.batch_size) == (4, 2, 4)
+    x, y = _batch()
+    for _ in range(2):
+        assert dp.step(x, y) == one.step(x[2:4], y[2:4])
+    for name, value in one.weights.items():
+        np.testing.assert_array_equal(dp.weights[name], value)
+    with pytest.raises(DlpcError, match=r"^error: a global batch has 4 samples, got 2$"):
+        dp.step(x[:2], y[:2])
+    world.world.calls.clear()
+    dp.save(tmp_path / "s.npz")
+    assert not (tmp_path / "s.npz").exists() and world.world.calls == ["Barrier"]
+    with pytest.raises(
+        DlpcError, match=r"^error: data parallel over 3 ranks, but MPI started 2 \(mpiexec -n 3\)$"
+    ):
+        DataParallelTrainer(str(small), batch_size=4, ranks=3, comm=world)
+    with pytest.raises(
+        DlpcError, match=r"^error: data-parallel steps run on targets numpy and c .*not 'dlp'$"
+    ):
+        DataParallelTrainer(str(small), batch_size=4, target="dlp", comm=world)
+    from dlpc.passes.train.losses import Loss
+
+    with pytest.raises(DlpcError, match=r"the loss reduction must be 'mean', not 'sum'$"):
+        DataParallelTrainer(
+            str(small), Loss("cross_entropy", reduction="sum"), batch_size=4, comm=world
+        )
+
+
+def test_a_data_parallel_checkpoint_is_read_on_rank_0_and_shared(small, monkeypatch, tmp_path):
+    from dlpc.dist.data_parallel import DataParallelTrainer, read_state
+
+    zero = mpi.Communicator(_Barrier(2, 0))
+    monkeypatch.setattr(mpi, "world", lambda: zero)
+    dp = DataParallelTrainer(str(small), "mse", "sgd", batch_size=2, comm=zero)
+    x, _ = _batch(2)
+    dp.step(x, np.zeros((2, 3), np.float32))
+    dp.save(tmp_path / "s.npz")
+    assert (tmp_path / "s.npz").exists() and zero.world.calls[-1] == "Barrier"
+    with pytest.raises(DlpcError, match=r"^error: save path .*s\.txt must end in \.npz$"):
+        dp.save(tmp_path / "s.txt")
+    state = read_state(zero, tmp_path / "s.npz")
+    assert int(state["opt.step"]) == 1
+    other = DataParallelTrainer(str(small), "mse", "sgd", batch_size=2, comm=zero)
+    other.load(tmp_path / "s.npz")
+    for name, value in dp.weights.items():
+        np.testing.assert_array_equal(other.weights[name], value)
+    with pytest.raises(DlpcError, match=r"^error: no such weights file: .*none\.npz$"):
+        read_state(zero, tmp_path / "none.npz")
+    one = mpi.Communicator(_Barrier(2, 1))  # not rank 0: reads nothing, takes rank 0's
+    sent = []
+    monkeypatch.setattr(one.world, "bcast", lambda obj, root: sent.append(obj) or (state, None))
+    assert read_state(one, tmp_path / "none.npz") is state and sent == [(None, None)]
+    monkeypatch.setattr(one.world, "bcast", lambda obj, root: (None, "error: rank 0's"))
+    with pytest.raises(DlpcError, match=r"^error: rank 0's$"):
+        read_state(one, tmp_path / "s.npz")
+
+
+def test_a_tensor_parallel_trainer_shards_and_gathers_its_state(small, monkeypatch):
+    """On a stand-in world of 2 (rank 1): the hidden layer's weight and bias cut along
+    dim 0, the second weight along dim 1; an optimizer slot cut as its param; the state
+    gathered to whole shapes; a saved state cut back into this rank's shards."""
+    from dlpc.dist.tensor_parallel import TensorParallelTrainer
+
+    world = mpi.Communicator(_Barrier(2, 1))
+    monkeypatch.setattr(mpi, "world", lambda: world)
+    tp = TensorParallelTrainer(str(small), "cross_entropy", "adam", batch_size=2, comm=world)
+    assert tp.sharded == {"fc1.weight": 0, "fc1.bias": 0, "fc2.weight": 1}
+    assert tp.weights["fc1.weight"].shape == (2, 6) and tp.weights["fc2.weight"].shape == (3, 2)
+    assert tp._sharded_dim("opt.exp_avg.fc2.weight") == 1
+    assert tp._sharded_dim("opt.exp_avg.fc2.bias") is None
+    assert tp._sharded_dim("opt.step") is None and tp._sharded_dim("fc1.bias") == 0
+    state = tp.state
+    assert state["fc1.weight"].shape == (4, 6) and state["opt.exp_avg_sq.fc2.weight"].shape == (
+        3,
+        4,
+    )
+    full = tp.full_weights()
+    assert full["fc2.weight"].shape == (3, 4) and full["fc2.bias"].shape == (3,)
+    whole = {n: np.arange(v.size, dtype=v.dtype).reshape(v.shape) for n, v in state.items()}
+    box = {"state": whole}  # what rank 0 reads and broadcasts
+    monkeypatch.setattr(world.world, "bcast", lambda obj, root: (box["state"], None))
+    tp.load(None)
+    np.testing.assert_array_equal(tp.weights["fc1.weight"], whole["fc1.weight"][2:])
+    np.testing.assert_array_equal(tp.weights["fc2.weight"], whole["fc2.weight"][:, 2:])
+    np.testing.assert_array_equal(tp.weights["fc2.bias"], whole["fc2.bias"])
+    box["state"] = dict(whole, **{"fc2.weight": np.zeros((3, 3), np.float32)})
+    with pytest.raises(
+        DlpcError,
+        match=r"^error: saved state 'fc2\.weight' of shape \(3, 3\) does not split into 2 "
+        r"shards along dim 1$",
+    ):
+        tp.load(None)
+    box["state"] = dict(whole, **{"fc1.bias": np.zeros((), np.float32)})
+    with pytest.raises(DlpcError, match=r"does not split into 2 shards along dim 0$"):
+        tp.load(None)
+    with pytest.raises(DlpcError, match=r"^error: tensor parallel over 4 ranks, but MPI started 2"):
+        TensorParallelTrainer(str(small), batch_size=2, ranks=4, comm=world)
+    with pytest.raises(
+        DlpcError, match=r"^error: tensor-parallel steps run on targets numpy and c"
+    ):
+        TensorParallelTrainer(str(small), batch_size=2, target="opencl", comm=world)
