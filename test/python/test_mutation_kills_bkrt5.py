@@ -819,3 +819,91 @@ def test_pocl_cache_falls_back_to_a_writable_directory(rt, monkeypatch, tmp_path
     rt._pocl_cache()
     assert os.environ["POCL_CACHE_DIR"] == "/the/users/choice"
     assert not rt._writable(blocked / "sub")
+
+
+def _bare_team(rt, next_id=1):
+    import threading
+
+    team = rt.Team.__new__(rt.Team)  # (no thread: start's bookkeeping only)
+    team.sync = np.zeros(16, np.int64)
+    team.next_id, team.avoided, team.tid = next_id, -1, 4321
+    team.allowed = {0, 1, 2}
+    team.armed, team.error, team.stopped = False, 0, False
+    team.wake = threading.Event()
+    return team
+
+
+def test_team_start_publishes_the_call_and_keeps_the_helper_off_the_callers_cpu(rt, monkeypatch):
+    from dlpc.backends.opencl import TEAM_GO
+
+    moves = []
+    monkeypatch.setattr(rt.os, "sched_setaffinity", lambda tid, cpus: moves.append((tid, cpus)))
+    monkeypatch.setattr(rt, "_current_cpu", lambda: 1)
+    team = _bare_team(rt, next_id=7)
+    team.start()
+    assert int(team.sync[TEAM_GO]) == 7 and team.next_id == 8 and team.wake.is_set()
+    assert moves == [(4321, {0, 2})] and team.avoided == 1
+    team.wake.clear()
+    team.armed = True  # an armed helper is not woken; the same CPU: no move
+    team.start()
+    assert int(team.sync[TEAM_GO]) == 8 and not team.wake.is_set() and len(moves) == 1
+    monkeypatch.setattr(rt, "_current_cpu", lambda: 5)  # a CPU the process may not use
+    team.start()
+    assert len(moves) == 1
+    team = _bare_team(rt, next_id=0x7FFFFFFFFFFFFFFF)  # the id wraps to 1, never 0
+    team.error = -5  # a failed helper is not woken
+    team.allowed = {1}  # one CPU: nowhere to move
+    monkeypatch.setattr(rt, "_current_cpu", lambda: 1)
+    team.start()
+    assert int(team.sync[TEAM_GO]) == 0x7FFFFFFFFFFFFFFF and team.next_id == 1
+    assert not team.wake.is_set() and len(moves) == 1
+    team = _bare_team(rt)
+    team.tid = 0  # the helper thread not started yet
+    team.start()
+    assert len(moves) == 1
+
+    def refuse(tid, cpus):
+        raise OSError("not permitted")
+
+    monkeypatch.setattr(rt.os, "sched_setaffinity", refuse)
+    team = _bare_team(rt)
+    team.start()
+    assert team.allowed == set() and team.avoided == -1
+
+
+def test_team_close_stops_and_waits_for_the_helper(rt):
+    import threading
+
+    team = _bare_team(rt)
+    ran = threading.Event()
+
+    def helper():
+        team.wake.wait(5)
+        ran.set()
+
+    team.thread = threading.Thread(target=helper)
+    team.thread.start()
+    team.close()
+    assert team.stopped and team.wake.is_set() and ran.is_set()
+    assert not team.thread.is_alive()
+
+
+def test_keep_off_workers_moves_the_caller_off_a_workers_cpu(monkeypatch):
+    calls = []
+    monkeypatch.setattr(cbuild.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    monkeypatch.setattr(cbuild.os, "sched_setaffinity", lambda pid, cpus: calls.append(cpus))
+    monkeypatch.setattr(cbuild, "worker_cpus", frozenset({1, 2}))
+    monkeypatch.setattr(cbuild, "_getcpu", lambda: 2)  # on a worker's CPU: moved off, back
+    cbuild.keep_off_workers()
+    assert calls == [{0, 3}, {0, 1, 2, 3}]
+    calls.clear()
+    monkeypatch.setattr(cbuild, "_getcpu", lambda: 3)  # on its own CPU: left alone
+    cbuild.keep_off_workers()
+    assert calls == []
+    monkeypatch.setattr(cbuild, "_getcpu", lambda: 1)
+    monkeypatch.setattr(cbuild.os, "sched_getaffinity", lambda pid: {1, 2})  # nowhere else
+    cbuild.keep_off_workers()
+    assert calls == []
+    monkeypatch.setattr(cbuild, "worker_cpus", frozenset())  # no bound workers
+    monkeypatch.setattr(cbuild, "_getcpu", lambda: pytest.fail("asked for the CPU"))
+    cbuild.keep_off_workers()
