@@ -21,12 +21,21 @@ as it is (the float op on dequantized values).
 A graph.quantize of the result (the next layer's input, as onnxruntime's quantize_static
 writes) then follows the rescale as elementwise ops, so graph-fuse makes the product, the
 rescale, a bias add, an activation and the requantization one kernel.
+
+Two exact rewrites remove the pairs QDQ puts around ops that only move or select values:
+
+    max_pool2d / reshape (dequantize(q, s, z))  ->  dequantize(max_pool2d / reshape (q), s, z)
+        per tensor, every scale > 0 (dequantize is then increasing, so the max of the
+        dequantized values is the dequantized max), q of i8;
+    quantize(dequantize(q, s, z), s, z)  ->  q
+        the same scale and zero point (the same values or equal constants), per tensor.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 from xdsl.context import Context
 from xdsl.dialects.builtin import IntegerType, ModuleOp, f32
 from xdsl.ir import Operation, SSAValue
@@ -47,7 +56,7 @@ def _dequantized(v: SSAValue) -> g.DequantizeOp | None:
     return op if g.element_type_of(op.operands[1]) == f32 else None
 
 
-def _per_tensor(dq: g.DequantizeOp) -> bool:
+def _per_tensor(dq: g.DequantizeOp | g.QuantizeOp) -> bool:
     return g.shape_of(dq.operands[1]) in ((), (1,))
 
 
@@ -126,6 +135,47 @@ def _rewrite(op: Operation) -> SSAValue | None:
     return y
 
 
+def _same(a: SSAValue, b: SSAValue) -> bool:
+    if a is b:
+        return True
+    x, y = u.const_array(a), u.const_array(b)
+    return x is not None and y is not None and x.dtype == y.dtype and np.array_equal(x, y)
+
+
+def _requantized(op: Operation) -> SSAValue | None:
+    """q for quantize(dequantize(q, s, z), s, z), else None."""
+    if not isinstance(op, g.QuantizeOp):
+        return None
+    dq = u.producer(op.operands[0])
+    if not isinstance(dq, g.DequantizeOp) or not (_per_tensor(dq) and _per_tensor(op)):
+        return None
+    q, s, z = dq.operands
+    if g.element_type_of(q) != op.out_type.get_element_type():
+        return None
+    return q if _same(s, op.operands[1]) and _same(z, op.operands[2]) else None
+
+
+def _hoisted(op: Operation) -> SSAValue | None:
+    """dequantize(f(q)) for f(dequantize(q)), f a max pool or a reshape, else None."""
+    if not isinstance(op, g.MaxPool2DOp | g.ReshapeOp) or len(op.operands) != 1:
+        return None
+    dq = u.producer(op.operands[0])
+    if not isinstance(dq, g.DequantizeOp) or not _per_tensor(dq):
+        return None
+    q, s, z = dq.operands
+    scale = u.const_array(s)
+    if g.element_type_of(q) != IntegerType(8) or scale is None or not (scale > 0).all():
+        return None
+    emit = _Emitter(op)
+    moved = u.rebuild(op, [q])
+    u.insert_before(op, moved)
+    return emit(g.DequantizeOp, moved.results[0], s, z)
+
+
+def _rewrite_any(op: Operation) -> SSAValue | None:
+    return _rewrite(op) or _requantized(op) or _hoisted(op)
+
+
 @dataclass(frozen=True)
 class GraphFoldQdq(ModulePass):
     """Dequantized matmul / linear / conv2d -> integer product + rescale."""
@@ -135,8 +185,8 @@ class GraphFoldQdq(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for fn in u.funcs(op):
             block = fn.body.block
-            for inner in list(block.ops):
-                value = _rewrite(inner)
+            for inner in list(block.ops):  # (in order: a rewrite feeds its users')
+                value = _rewrite_any(inner)
                 if value is None:
                     continue
                 assert value.type == inner.results[0].type, (value.type, inner.results[0].type)
@@ -144,5 +194,5 @@ class GraphFoldQdq(ModulePass):
                 dequantized = [u.producer(v) for v in inner.operands[:2]]
                 block.erase_op(inner)
                 for dq in dequantized:  # (a dequantize another op reads stays)
-                    if dq is not None and dq.parent is block and not dq.results[0].uses:
+                    if isinstance(dq, g.DequantizeOp) and not dq.results[0].uses:
                         block.erase_op(dq)

@@ -104,3 +104,38 @@ func.func @runtime_weight(%xq: tensor<2x8xi8>, %wq: tensor<8x4xi8>) -> tensor<2x
   %y = graph.matmul %x, %w : (tensor<2x8xf32>, tensor<8x4xf32>) -> tensor<2x4xf32>
   func.return %y : tensor<2x4xf32>
 }
+
+// QDQ around a max pool and a reshape (what quantize_static writes around them): the
+// pool and the reshape move onto the int8 values (dequantize with a positive scale is
+// increasing), and a quantize with the dequantize's own scale and zero point cancels it
+// CHECK-LABEL: func.func @pool_reshape
+// CHECK:         %[[P:.*]] = graph.max_pool2d %q {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>} : (tensor<1x2x4x4xi8>) -> tensor<1x2x2x2xi8>
+// CHECK-NEXT:    %[[R:.*]] = graph.reshape %[[P]] {shape = array<i64: 1, 8>} : (tensor<1x2x2x2xi8>) -> tensor<1x8xi8>
+// CHECK-NEXT:    func.return %[[R]] : tensor<1x8xi8>
+func.func @pool_reshape(%q: tensor<1x2x4x4xi8>) -> tensor<1x8xi8> {
+  %s = graph.constant dense<0.5> : tensor<f32>
+  %z = graph.constant dense<-3> : tensor<i8>
+  %s2 = graph.constant dense<0.5> : tensor<f32>
+  %x = graph.dequantize %q, %s, %z : (tensor<1x2x4x4xi8>, tensor<f32>, tensor<i8>) -> tensor<1x2x4x4xf32>
+  %p = graph.max_pool2d %x {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>} : (tensor<1x2x4x4xf32>) -> tensor<1x2x2x2xf32>
+  %r = graph.reshape %p {shape = array<i64: 1, 8>} : (tensor<1x2x2x2xf32>) -> tensor<1x8xf32>
+  %y = graph.quantize %r, %s2, %z : (tensor<1x8xf32>, tensor<f32>, tensor<i8>) -> tensor<1x8xi8>
+  func.return %y : tensor<1x8xi8>
+}
+
+// kept: a negative scale (the max of the dequantized values is the dequantized min) and
+// a requantization to another scale
+// CHECK-LABEL: func.func @pool_kept
+// CHECK:         graph.dequantize
+// CHECK-NEXT:    graph.max_pool2d %{{.*}} : (tensor<1x2x4x4xf32>)
+// CHECK-NEXT:    graph.quantize
+// CHECK-NEXT:    func.return
+func.func @pool_kept(%q: tensor<1x2x4x4xi8>) -> tensor<1x2x2x2xi8> {
+  %s = graph.constant dense<-0.5> : tensor<f32>
+  %z = graph.constant dense<0> : tensor<i8>
+  %s2 = graph.constant dense<0.25> : tensor<f32>
+  %x = graph.dequantize %q, %s, %z : (tensor<1x2x4x4xi8>, tensor<f32>, tensor<i8>) -> tensor<1x2x4x4xf32>
+  %p = graph.max_pool2d %x {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>} : (tensor<1x2x4x4xf32>) -> tensor<1x2x2x2xf32>
+  %y = graph.quantize %p, %s2, %z : (tensor<1x2x2x2xf32>, tensor<f32>, tensor<i8>) -> tensor<1x2x2x2xi8>
+  func.return %y : tensor<1x2x2x2xi8>
+}
