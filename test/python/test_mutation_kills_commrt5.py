@@ -486,3 +486,161 @@ def test_a_tensor_parallel_trainer_shards_and_gathers_its_state(small, monkeypat
         DlpcError, match=r"^error: tensor-parallel steps run on targets numpy and c"
     ):
         TensorParallelTrainer(str(small), batch_size=2, target="opencl", comm=world)
+
+
+# ---- dist/parameter_server.py: the server's event loop and a worker, on a scripted world ----
+
+
+class _Scripted:
+    """A world whose `recv` returns scripted (message, source, tag) and whose `send` and
+    `recv` calls are logged: the server's and a worker's loops without other ranks."""
+
+    ANY_SOURCE, ANY_TAG = -1, -2
+
+    def __init__(self, messages):
+        self.messages = list(messages)
+        self.sent: list[tuple[int, int, object]] = []
+        self.asked: list[tuple[int, int]] = []
+        scripted = self
+
+        class Status:
+            def Get_source(self):
+                return scripted.source
+
+            def Get_tag(self):
+                return scripted.tag
+
+        self.Status = Status
+
+    def recv(self, source, tag, status=None):
+        self.asked.append((source, tag))
+        message, self.source, self.tag = self.messages.pop(0)
+        return message
+
+    def send(self, obj, dest, tag):
+        self.sent.append((dest, tag, obj))
+
+
+def _server(small, messages, staleness, rank=0, server=0):
+    from dlpc.dist.parameter_server import AsyncParameterServer
+
+    comm = mpi.Communicator(_Stub(3, rank))
+    ps = AsyncParameterServer(
+        str(small),
+        "cross_entropy",
+        lr=0.5,
+        batch_size=4,
+        staleness=staleness,
+        comm=comm,
+        server=server,
+    )
+    scripted = _Scripted(messages)
+    comm.world = scripted  # type: ignore[assignment]
+    comm.MPI = scripted  # (Status, ANY_SOURCE, ANY_TAG)
+    return ps, scripted
+
+
+def _g(k: float) -> dict:
+    return {"fc1.bias": np.full(4, k, np.float32)}
+
+
+def test_the_synchronous_server_serves_each_step_after_every_push(small):
+    """Staleness 0, two workers (ranks 1, 2), two steps: a pull for step 1 waits until
+    every worker pushed step 0; both step-0 gradients are applied then (lr / workers
+    each), a round's params kept in the history; each reply goes to the puller's rank."""
+    from dlpc.dist.parameter_server import PARAMS, PULL, PUSH, Pull
+
+    ps, w = _server(
+        small,
+        [
+            (0, 1, PULL),
+            (0, 2, PULL),
+            ((0, _g(1.0)), 1, PUSH),
+            (1, 1, PULL),  # held: worker 1 has not pushed step 0
+            ((0, _g(2.0)), 2, PUSH),
+            (1, 2, PULL),
+            ((1, _g(4.0)), 1, PUSH),
+            ((1, _g(8.0)), 2, PUSH),
+        ],
+        staleness=0,
+    )
+    assert (ps.workers, ps.local, ps.worker) == (2, 2, -1)
+    start = ps.trainer.weights["fc1.bias"].astype(np.float32)
+    run = ps._serve(2)
+    assert not w.messages and w.asked == [(-1, -2)] * 8
+    assert run.pulls == [Pull(0, 0, 0, 0), Pull(1, 0, 0, 0), Pull(0, 1, 1, 2), Pull(1, 1, 1, 2)]
+    assert [(dest, tag) for dest, tag, _ in w.sent] == [
+        (1, PARAMS),
+        (2, PARAMS),
+        (1, PARAMS),
+        (2, PARAMS),
+    ]
+    assert run.max_staleness == 0
+    step = np.float32(0.5 / 2)
+    np.testing.assert_array_equal(run.history[0]["fc1.bias"], start - step * 1 - step * 2)
+    np.testing.assert_array_equal(
+        run.weights["fc1.bias"], start - step * 1 - step * 2 - step * 4 - step * 8
+    )
+    assert len(run.history) == 2
+    np.testing.assert_array_equal(run.weights["fc2.bias"], ps.trainer.weights["fc2.bias"])
+
+
+def test_a_stale_server_lets_a_worker_run_ahead_by_its_bound(small):
+    """Staleness 1: worker 0 pulls step 1 before worker 1 pushed anything (1 - 0 <= 1);
+    a step-0 gradient is applied at once (k < slowest + 1), the step-1 one only once the
+    slowest worker has pushed step 0; the history is every second update."""
+    from dlpc.dist.parameter_server import PULL, PUSH, Pull
+
+    ps, w = _server(
+        small,
+        [
+            (0, 1, PULL),
+            ((0, _g(1.0)), 1, PUSH),
+            (1, 1, PULL),
+            ((1, _g(2.0)), 1, PUSH),
+            (0, 2, PULL),
+            ((0, _g(4.0)), 2, PUSH),
+            (1, 2, PULL),
+            ((1, _g(8.0)), 2, PUSH),
+        ],
+        staleness=1,
+    )
+    start = ps.trainer.weights["fc1.bias"].astype(np.float32)
+    run = ps._serve(2)
+    assert run.pulls == [Pull(0, 0, 0, 0), Pull(0, 1, 0, 1), Pull(1, 0, 0, 1), Pull(1, 1, 1, 3)]
+    assert run.max_staleness == 1 and [d for d, _, _ in w.sent] == [1, 1, 2, 2]
+    step = np.float32(0.25)
+    # applied: 1 (at once), then 2 and 4 once worker 1 pushed step 0, then 8
+    np.testing.assert_array_equal(run.history[0]["fc1.bias"], start - step * 1 - step * 2)
+    np.testing.assert_array_equal(
+        run.weights["fc1.bias"], start - step * 1 - step * 2 - step * 4 - step * 8
+    )
+
+
+def test_a_worker_pulls_steps_on_its_rows_and_pushes_its_gradients(small):
+    """Worker 1 (rank 2 of 3, server 0): for each step it asks for the params (PULL with
+    its clock), steps on rows [2, 4) of the global batch with them and pushes (clock,
+    gradients); its loss is one device's on those rows."""
+    import dlpc
+    from dlpc.dist.parameter_server import PARAMS, PULL, PUSH
+    from dlpc.passes.train.optim import SGD
+
+    x, y = _batch(4, seed=5)
+    xs, ys = np.stack([x, x[::-1]]), np.stack([y, y[::-1]])
+    ps, w = _server(small, [], staleness=0, rank=2)
+    assert ps.worker == 1
+    params = ps.trainer.weights
+    w.messages = [(params, 0, PARAMS), (params, 0, PARAMS)]
+    losses, correct = ps._work(xs, ys)
+    one = dlpc.train.Trainer(str(small), "cross_entropy", SGD(), 2, "numpy", return_grads=True)
+    assert losses[0] == one.step(x[2:4], y[2:4])
+    one.load({**one.state, **params})
+    assert losses[1] == one.step(x[::-1][2:4], y[::-1][2:4])
+    assert w.asked == [(0, PARAMS), (0, PARAMS)]
+    assert [(d, t) for d, t, _ in w.sent] == [(0, PULL), (0, PUSH), (0, PULL), (0, PUSH)]
+    assert [w.sent[0][2], w.sent[2][2]] == [0, 1]
+    clock, grads = w.sent[3][2]
+    assert clock == 1 and sorted(grads) == ["fc1.bias", "fc1.weight", "fc2.bias", "fc2.weight"]
+    for name, g in one.grads.items():
+        np.testing.assert_array_equal(grads[name], g)
+    assert len(correct) == 2 and all(0 <= c <= 2 for c in correct)
