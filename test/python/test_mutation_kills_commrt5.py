@@ -644,3 +644,83 @@ def test_a_worker_pulls_steps_on_its_rows_and_pushes_its_gradients(small):
     for name, g in one.grads.items():
         np.testing.assert_array_equal(grads[name], g)
     assert len(correct) == 2 and all(0 <= c <= 2 for c in correct)
+
+
+# ---- dist/hybrid.py on a stand-in world of 4 ------------------------------------------------
+
+
+def test_a_hybrid_rank_knows_its_row_column_and_shards(small, monkeypatch):
+    """dp 2 x tp 2 at world rank 3: row 1, column 1; its tensor-parallel shards are the
+    second halves; its row's share of a global batch of 4 is rows 2..3; the mesh, the
+    target and a global batch of another size are refused in one line."""
+    from dlpc.dist.hybrid import HybridTrainer
+
+    world = mpi.Communicator(_Barrier(4, 3))
+    monkeypatch.setattr(mpi, "world", lambda: world)
+    monkeypatch.setattr(world, "broadcast", lambda x, root, group: np.array(x))
+    h = HybridTrainer(
+        str(small), "cross_entropy", "sgd", batch_size=4, dp=2, tp=2, comm_world=world
+    )
+    assert (h.d, h.t, h.local_batch, h.global_batch) == (1, 1, 2, 4)
+    assert h.tp_group == (4, (), (2, 2, 1), "tp") and h.dp_group == (4, (), (2, 2, 1), "dp")
+    assert h.sharded == {"fc1.weight": 0, "fc1.bias": 0, "fc2.weight": 1}
+    assert h.weights["fc1.weight"].shape == (2, 6)
+    taken = []
+    monkeypatch.setattr(
+        HybridTrainer.__mro__[2], "_step", lambda self, x, y: taken.append((x, y)) or [0.0]
+    )
+    x, y = _batch(4)
+    h._step(x, y)
+    np.testing.assert_array_equal(taken[0][0], x[2:4])
+    np.testing.assert_array_equal(taken[0][1], y[2:4])
+    with pytest.raises(DlpcError, match=r"^error: a global batch has 4 samples, got 3$"):
+        h._step(x[:3], y[:3])
+    with pytest.raises(
+        DlpcError, match=r"^error: a mesh of dp 2 x tp 1 needs 2 ranks, but MPI started 4$"
+    ):
+        HybridTrainer(str(small), batch_size=4, dp=2, tp=1, comm_world=world)
+    with pytest.raises(
+        DlpcError, match=r"^error: hybrid steps run on targets numpy and c, not 'dlp'$"
+    ):
+        HybridTrainer(str(small), batch_size=4, target="dlp", comm_world=world)
+    with pytest.raises(DlpcError, match=r"^error: batch size 5 does not divide by 2 ranks"):
+        HybridTrainer(str(small), batch_size=5, comm_world=world)
+
+
+def test_a_hybrid_pipeline_checks_its_mesh_schedule_and_micro_batches(small, monkeypatch):
+    from dlpc.dist.hybrid import HybridPipelineTrainer
+    from dlpc.passes.train.losses import Loss
+
+    world = mpi.Communicator(_Barrier(4, 2))
+    monkeypatch.setattr(mpi, "world", lambda: world)
+    monkeypatch.setattr(world, "broadcast", lambda x, root, group: np.array(x))
+    for kw, message in [
+        ({"pp": 1}, r"^error: a mesh of dp 2 x pp 1 needs 2 ranks, but MPI started 4$"),
+        ({"target": "opencl"}, r"^error: hybrid steps run on targets numpy and c, not 'opencl'$"),
+        ({"schedule": "zb"}, r"^error: hybrid pipelines run gpipe and 1f1b, not 'zb'$"),
+        ({"microbatches": 3}, r"^error: a row's batch 4 does not divide into 3 micro-batches$"),
+        (
+            {"loss": Loss("mse", reduction="sum")},
+            r"^error: a pipeline needs a loss with reduction 'mean'$",
+        ),
+    ]:
+        args = {"batch_size": 8, "comm_world": world, **kw}
+        with pytest.raises(DlpcError, match=message):
+            HybridPipelineTrainer(str(small), **args)
+    h = HybridPipelineTrainer(
+        str(small), "cross_entropy", "sgd", batch_size=8, microbatches=2, comm_world=world
+    )
+    assert (h.d, h.s, h.local_batch, h.global_batch) == (1, 0, 4, 8)
+    assert h.group == h.pp_group == (4, (), (2, 1, 2), "pp") and h.dp_group == (
+        4,
+        (),
+        (2, 1, 2),
+        "dp",
+    )
+    h.owner = {"fc1.weight": 1, "fc2.bias": 0}  # (each param from its stage's rank; 0 else)
+    roots = []
+    monkeypatch.setattr(world, "broadcast", lambda x, root, group: roots.append((root, group)) or x)
+    full = h.full_weights()
+    assert list(full) == list(h.weights)
+    assert roots == [(h.owner.get(n, 0), h.pp_group) for n in h.weights]
+    assert (1, h.pp_group) in roots
