@@ -230,7 +230,8 @@ class JitFunction:
         finally:
             tensor_module.TRACER = None
         single = isinstance(out, TensorView)
-        outs: list[Any] = [out] if single else list(out)
+        # (anything but a tuple or list of outputs is one, refused below unless traced)
+        outs: list[Any] = list(out) if isinstance(out, tuple | list) else [out]
         if not all(getattr(o, "_value", None) is not None for o in outs):
             raise DlpcError(f"error: dlpc.jit: '{self.name}' must return traced tensors")
         trace.gb.output(*[o._value for o in outs])
