@@ -48,15 +48,15 @@ def _take(imp: NodeContext, v: Value, axis: int, i: int) -> Value:
 
 
 def _cut(imp: NodeContext, v: Value, axis: int, start: int, end: int) -> Value:
-    if isinstance(v, Const):
-        return Const(np.take(v.array, np.arange(start, end), axis=axis))
+    # (a graph op even on an initializer: W, R and B stay the params they are, trainable)
     return imp.emit(graph.SliceOp, v, starts=(start,), ends=(end,), axes=(axis,), steps=(1,))
 
 
 def _activations(imp: NodeContext, a: dict, per_dir: tuple[str, ...], dirs: int):
     """[(name, alpha, beta)] per direction; alphas and betas are taken in order by the
     activations that use them (onnxruntime's reading), defaults where the list runs out."""
-    names = list(a["activations"] or per_dir * dirs)
+    names = [n.decode() if isinstance(n, bytes) else str(n) for n in a["activations"] or ()]
+    names = names or list(per_dir * dirs)
     if len(names) != len(per_dir) * dirs:
         raise imp.error(
             f"attribute 'activations' lists {len(names)} functions, "
@@ -65,7 +65,7 @@ def _activations(imp: NodeContext, a: dict, per_dir: tuple[str, ...], dirs: int)
     alphas, betas = list(a["activation_alpha"] or ()), list(a["activation_beta"] or ())
     out = []
     for n in names:
-        key = str(n).lower()
+        key = n.lower()
         if key not in ACTIVATIONS:
             raise imp.error(f"activation '{n}' is not supported")
         da, db = ACTIVATIONS[key]
@@ -174,7 +174,8 @@ def recurrent(imp: NodeContext):
             s = imp.emit(graph.TransposeOp, s, perm=(1, 0, 2))
         states.append(s)
     p = imp.input(7) if op == "LSTM" else None
-    zero = Const(np.zeros((batch, hid), dt))
+    # zeros as a broadcast scalar: a [batch, hid] float constant would import as a param
+    zero = imp.emit(graph.BroadcastOp, Const(np.zeros((), dt)), shape=(batch, hid))
 
     ys, yh, yc = [], [], []
     for d in range(dirs):
