@@ -724,3 +724,183 @@ def test_a_hybrid_pipeline_checks_its_mesh_schedule_and_micro_batches(small, mon
     assert list(full) == list(h.weights)
     assert roots == [(h.owner.get(n, 0), h.pp_group) for n in h.weights]
     assert (1, h.pp_group) in roots
+
+
+# ---- dist/pipeline.py: 2BW's two versions; dist/data_parallel.py: the synchronous server ----
+
+
+def test_a_2bw_stage_steps_on_the_stashed_version_and_moves_its_update(monkeypatch):
+    """PipelineTrainer's 2bw step on a stand-in world of 2 (the step itself replaced by
+    an update of +1 that records the weights it ran on): the first step runs on W0, each
+    later one on the version before the newest, its update added to the newest; the
+    state carries the stash (from each param's stage), and load takes it back (a state
+    without one leaves none)."""
+    import dlpc.train as T
+    from dlpc.dist.pipeline import PipelineTrainer
+
+    world = _world(2)
+    t = PipelineTrainer("examples/mlp.dlpc", "cross_entropy", "sgd", batch_size=4, comm=world)
+    t.schedule = "2bw"
+    seen = []
+
+    def update(self, *arrays):
+        current = self._resident.current()
+        seen.append(np.array(current["fc1.bias"]))
+        self._resident.assign({n: np.array(current[n]) + 1 for n in self.owner})
+        return [np.float32(0.5)]
+
+    monkeypatch.setattr(T.Trainer, "_step", update)
+    w0 = np.array(t._resident.current()["fc1.bias"])
+    assert t._step() == [0.5] and t._stash is not None
+    np.testing.assert_array_equal(t._stash["fc1.bias"], w0)
+    t._step()
+    t._step()
+    # (newest + (after - stash) rounds in float32: within an ulp of the sums)
+    for k, ran in enumerate(seen):  # W0, W0, W1
+        np.testing.assert_allclose(ran, w0 + max(k - 1, 0), rtol=0, atol=1e-6)
+    np.testing.assert_allclose(t._resident.current()["fc1.bias"], w0 + 3, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(t._stash["fc1.bias"], w0 + 2, rtol=0, atol=1e-6)
+    w2 = t._stash["fc1.bias"]
+    roots = []
+    monkeypatch.setattr(world, "broadcast", lambda x, root, group: roots.append(root) or x)
+    state = t.state
+    np.testing.assert_array_equal(state["pipeline.stash.fc1.bias"], w2)
+    assert sorted(n for n in state if n.startswith("pipeline.stash.")) == [
+        f"pipeline.stash.{n}" for n in sorted(t.owner)
+    ]
+    assert roots.count(1) == 2 * sum(1 for s in t.owner.values() if s == 1)  # stash and slot
+    t._stash = None
+    t.load({n: np.array(v) for n, v in state.items()})
+    np.testing.assert_array_equal(t._stash["fc1.bias"], w2)
+    t.load({n: np.array(v) for n, v in state.items() if not n.startswith("pipeline.")})
+    assert t._stash is None
+    t.schedule = "1f1b"
+    t.load({n: np.array(v) for n, v in state.items()})
+    assert t._stash is None  # only 2bw keeps a second version
+    monkeypatch.setattr(T.Trainer, "_step", lambda self, *a: ["plain"])
+    assert t._step() == ["plain"]
+
+
+def test_the_synchronous_servers_state_is_the_servers(small, monkeypatch, tmp_path):
+    """ParameterServerTrainer (graph-parameter-server) on a stand-in world of 2 with the
+    server on rank 1: weights and state are broadcast from it; rank 0 writes a checkpoint
+    (an .npz path only) and every rank waits at the barrier."""
+    from dlpc.dist.data_parallel import ParameterServerTrainer
+
+    world = mpi.Communicator(_Barrier(2, 0))
+    monkeypatch.setattr(mpi, "world", lambda: world)
+    t = ParameterServerTrainer(str(small), "mse", "sgd", batch_size=2, server=1, comm=world)
+    roots = []
+    monkeypatch.setattr(
+        world, "broadcast", lambda x, root, group: roots.append((root, group)) or np.array(x)
+    )
+    assert sorted(t.weights) == ["fc1.bias", "fc1.weight", "fc2.bias", "fc2.weight"]
+    assert roots == [(1, (2, (), (), ""))] * 4
+    roots.clear()
+    state = t.state
+    # (Trainer.state reads the weights property too: 4 more)
+    assert "opt.step" in state and len(roots) == len(state) + 4 and {r for r, _ in roots} == {1}
+    with pytest.raises(DlpcError, match=r"^error: save path .*s\.txt must end in \.npz$"):
+        t.save(tmp_path / "s.txt")
+    t.save(tmp_path / "s.npz")
+    assert world.world.calls[-1] == "Barrier"
+    assert sorted(np.load(tmp_path / "s.npz").files) == sorted(state)
+    other = mpi.Communicator(_Barrier(2, 1))
+    monkeypatch.setattr(mpi, "world", lambda: other)
+    monkeypatch.setattr(other, "broadcast", lambda x, root, group: np.array(x))
+    u = ParameterServerTrainer(str(small), "mse", "sgd", batch_size=2, server=1, comm=other)
+    u.save(tmp_path / "u.npz")
+    assert not (tmp_path / "u.npz").exists() and other.world.calls[-1] == "Barrier"
+
+
+# ---- runtime/mpi.py: the point-to-point ops and all_to_all on a stand-in world --------------
+
+
+class _PointToPoint(_Barrier):
+    def Send(self, buf, dest, tag):
+        self.calls.append(("Send", buf.copy(), dest, tag))
+
+    def Recv(self, buf, source, tag):
+        self.calls.append(("Recv", buf.shape, buf.dtype.name, source, tag))
+        buf[...] = 7
+
+
+def test_send_recv_barrier_and_all_to_all(monkeypatch):
+    c = mpi.Communicator(_PointToPoint(2, 0))
+    g = (2, (), (), "")
+    x = np.arange(24, dtype=np.float32).reshape(4, 6)
+    c.send(x.T, 1, 5, g)
+    kind, sent, dest, tag = c.world.calls[-1]
+    assert (kind, dest, tag) == ("Send", 1, 5) and sent.flags.c_contiguous
+    np.testing.assert_array_equal(sent, x.T)
+    clock = iter([10.0, 12.5, 20.0, 20.25])
+    monkeypatch.setattr(mpi, "time", types.SimpleNamespace(perf_counter=lambda: next(clock)))
+    got = c.recv([2, 3], "int32", 1, 6, g)
+    assert c.world.calls[-1] == ("Recv", (2, 3), "int32", 1, 6)
+    assert got.dtype == np.int32 and (got == 7).all() and c.recv_seconds == 2.5
+    c.recv([1], "float64", 1, 7, g)
+    assert c.recv_seconds == 2.75
+    c.barrier(g)
+    assert c.world.calls[-1] == "Barrier"
+    # the stub's Alltoall returns what it sends: the chunks along split_dim joined along
+    # concat_dim
+    out = c.all_to_all(x, 1, 0, g)
+    np.testing.assert_array_equal(out, np.concatenate(np.split(x, 2, axis=1), axis=0))
+    out = c.all_to_all(x, 0, 1, g)
+    np.testing.assert_array_equal(out, np.concatenate(np.split(x, 2, axis=0), axis=1))
+
+
+# ---- dist/cli.py: a rank's body ---------------------------------------------------------------
+
+
+def test_a_rank_other_than_0_is_silent_and_blas_takes_a_cores_share(monkeypatch):
+    import io
+    import sys
+
+    from dlpc.dist import cli
+
+    outs = []
+    monkeypatch.setattr(mpi, "guard", lambda fn, tool: fn())
+    monkeypatch.setattr(sys, "stdout", io.StringIO())
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    for rank in (0, 1):
+        world = _world(2, rank)
+        monkeypatch.setattr(mpi, "world", lambda world=world: world)
+
+        def train_fn(args, data):
+            print("hello")
+            outs.append((args, data, sys.stdout.name if hasattr(sys.stdout, "name") else "kept"))
+            return 3
+
+        assert cli.train("ARGS", lambda: "DATA", train_fn) == 3
+    assert outs[0] == ("ARGS", "DATA", "kept") and outs[1][2] == "/dev/null"
+    limits = []
+
+    class Local:
+        def Get_size(self):
+            return 3
+
+        def Free(self):
+            limits.append("Free")
+
+    world = _world(2)
+    world.world.Split_type = lambda kind: Local()  # type: ignore[attr-defined]
+    monkeypatch.setattr(mpi, "world", lambda: world)
+    import threadpoolctl
+
+    monkeypatch.setattr(
+        threadpoolctl,
+        "threadpool_limits",
+        lambda limits=None, user_api=None: outs.append((limits, user_api)),
+    )
+    cli._limit_blas_threads()  # OMP_NUM_THREADS set: nothing
+    assert limits == []
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    monkeypatch.setattr(cli.os, "cpu_count", lambda: 8)
+    cli._limit_blas_threads()
+    assert limits == ["Free"] and outs[-1] == (8 // 3, "blas")
+    monkeypatch.setattr(cli.os, "cpu_count", lambda: 2)
+    cli._limit_blas_threads()
+    assert outs[-1] == (1, "blas")
