@@ -904,3 +904,74 @@ def test_a_rank_other_than_0_is_silent_and_blas_takes_a_cores_share(monkeypatch)
     monkeypatch.setattr(cli.os, "cpu_count", lambda: 2)
     cli._limit_blas_threads()
     assert outs[-1] == (1, "blas")
+
+
+# ---- runtime/comm_split.py: why not native, and the Python path's other steps ----------------
+
+UNREAD = """
+func.func @main(%x: tensor<2x3xf32>) -> (tensor<2x3xf32>) {
+  %w = graph.param "w" : tensor<2x3xf32>
+  %h = graph.mul %x, %w : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  %n = graph.neg %x : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %a = comm.all_reduce sum %h group <world 2> : tensor<2x3xf32>
+  comm.send %h to 1 tag 3 group <world 2> : tensor<2x3xf32>
+  comm.barrier group <world 2>
+  %t = graph.add %h, %x : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  %u = graph.relu %t : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  func.return %t : tensor<2x3xf32>
+}
+"""
+
+
+def test_the_python_path_runs_sends_barriers_and_unread_all_reduces(monkeypatch, tmp_path):
+    """A run of ops whose values nothing after it reads is no segment (%n; %u at the
+    end); send and barrier have no results; an all_reduce whose results nothing reads
+    is still started and completed before the call returns."""
+    w = np.full((2, 3), 2.0, np.float32)
+    split, _ = _split(UNREAD, monkeypatch, tmp_path, weights={"w": w})
+    stub = _PointToPoint(2, 0)
+    split.comm = mpi.Communicator(stub)
+    assert len(split.segments) == 2  # (x*w, neg x) and (h + x, relu: only %t returned)
+    assert [len(s.outputs) for s in split.segments] == [1, 1]
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    (t,) = split(x, params=[w])
+    np.testing.assert_array_equal(t, x * w + x)
+    kinds = [c if isinstance(c, str) else c[0] for c in stub.calls]
+    assert kinds == ["Iallreduce", "Send", "Barrier", "Wait"]
+    np.testing.assert_array_equal(stub.calls[1][1], x * w)
+
+
+HALF = """
+func.func @main(%x: tensor<4xf16>) -> (tensor<4xf16>) {
+  %h = graph.neg %x : (tensor<4xf16>) -> tensor<4xf16>
+  %a = comm.all_reduce sum %h group <world 2> : tensor<4xf16>
+  func.return %a : tensor<4xf16>
+}
+"""
+
+
+def test_why_a_split_program_has_no_c_driver(monkeypatch, tmp_path):
+    from dlpc.runtime import comm_native
+
+    mpic = comm_native.MpiC(Path("/x/include"), Path("/x/lib/libmpi.so"))
+    monkeypatch.setattr(comm_native, "find_mpi_c", lambda: (mpic, ""))
+    split, _ = _split(HALF, monkeypatch, tmp_path, native=None)
+    assert split.native is None
+    assert split.native_reason == "comm.all_reduce on float16 (no MPI type in the driver)"
+
+    def refuse(split, mpi):
+        raise DlpcError("error: comm_driver.so does not see mpi4py's MPI (another libmpi?)")
+
+    monkeypatch.setattr(comm_native, "NativeStep", refuse)
+    split, _ = _split(
+        SUM, monkeypatch, tmp_path, weights={"w": np.ones((2, 3), np.float32)}, native=None
+    )
+    assert split.native is None and split.native_reason.startswith("error: comm_driver.so")
+    monkeypatch.setattr(comm_native, "find_mpi_c", lambda: (None, "no mpi.h here"))
+    split, _ = _split(
+        SUM, monkeypatch, tmp_path, weights={"w": np.ones((2, 3), np.float32)}, native=None
+    )
+    assert split.native is None and split.native_reason == "no mpi.h here"
+    assert "// ---- the step" not in split.source and split.source.startswith(
+        "// ---- segment 0 of 2\n"
+    )
