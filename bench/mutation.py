@@ -342,7 +342,7 @@ AREAS: dict[str, Area] = {
         [],
         [  # every op against the reference, grads and optimizers against torch, jit vs eager
             "test/python/test_eager.py test/python/test_mutation_kills_eager3.py "
-            "test/python/test_mutation_kills_eager4.py",
+            "test/python/test_mutation_kills_eager4.py test/python/test_mutation_kills_eager5.py",
             # placed models and eager OpenCL chains: binding, copies, pools (~3 s of CPU)
             "test/python/test_eager_device.py",
         ],
@@ -440,8 +440,9 @@ AREAS: dict[str, Area] = {
         ],
         [],
         [
-            "test/python/test_mutation_kills_commrt4.py test/python/test_dist.py "
-            "test/python/test_comm_c.py test/python/test_dist_pipeline_2bw.py -k 'mutation "
+            "test/python/test_mutation_kills_commrt4.py test/python/test_mutation_kills_commrt5.py "
+            "test/python/test_dist.py test/python/test_comm_c.py "
+            "test/python/test_dist_pipeline_2bw.py -k 'mutation "
             "or shard_is_disjoint or do_not_divide or emit_prints or driver_printer "
             "or another_compiled or deadlock or not_plain'",
             # under mpiexec, 2 ranks (hybrid: 4), ~70 s in all at load 17: every collective
