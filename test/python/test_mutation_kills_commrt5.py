@@ -975,3 +975,34 @@ def test_why_a_split_program_has_no_c_driver(monkeypatch, tmp_path):
     assert "// ---- the step" not in split.source and split.source.startswith(
         "// ---- segment 0 of 2\n"
     )
+
+
+def test_a_run_gathers_every_workers_losses_in_worker_order(small):
+    """AsyncParameterServer.run at worker 0 (rank 1 of 3, server 2): its steps, then every
+    rank's (losses, correct) gathered and the server's Run broadcast from the server;
+    the losses listed by worker (ranks 0 and 1), the server's entry skipped."""
+    from dlpc.dist.parameter_server import PARAMS, Run
+
+    ps, w = _server(small, [], staleness=0, rank=1, server=2)
+    assert (ps.worker, ps._worker_rank(0), ps._worker_rank(1)) == (1, 0, 1)
+    params = ps.trainer.weights
+    w.messages = [(params, 2, PARAMS)]
+    x, y = _batch(4, seed=6)
+    gathered = []
+
+    def allgather(mine):
+        gathered.append(mine)
+        return [([9.0], [1.0]), mine, ([], [])]  # ranks 0 (worker 0), 1 (us), 2 (server)
+
+    w.allgather = allgather  # type: ignore[attr-defined]
+    w.bcast = lambda run, root: Run(weights={}, pulls=[]) if root == 2 else None  # type: ignore[attr-defined]
+    run = ps.run(x[None], y[None])
+    (mine,) = gathered
+    assert run.losses == [[9.0], mine[0]] and run.correct == [[1.0], mine[1]]
+    assert [(d, t) for d, t, _ in w.sent][0] == (2, 11)  # PULL to the server's rank
+    with pytest.raises(DlpcError, match=r"^error: a global batch has 4 samples, got 2$"):
+        ps.run(x[None, :2], y[None, :2])
+    with pytest.raises(DlpcError, match=r"^error: server 3 is not a rank of 3$"):
+        _server(small, [], staleness=0, server=3)
+    with pytest.raises(DlpcError, match=r"^error: staleness must be >= 0, got -1$"):
+        _server(small, [], staleness=-1)
