@@ -1,0 +1,185 @@
+"""ScatterElements (every reduction, a middle axis, indices smaller than data off the axis,
+negative and duplicate indices), ScatterND (every reduction, element and slice updates,
+duplicates), GatherND (batch_dims 0 to 2, negative indices) and TopK (largest / smallest,
+ties, a middle axis, int64) imported from ONNX (frontends/onnx_ops/indexing.py) and run
+through `dlpc.load` + `dlpc.compile` against onnxruntime, all in one model (one build per
+target): numpy, C, DLP C and OpenCL. TopK's gradient (graph-autodiff through the
+composition, via dlpc.train) against torch.topk's."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dlpc
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+from onnx import TensorProto, helper  # noqa: E402
+
+F, L = TensorProto.FLOAT, TensorProto.INT64
+
+
+def _t(name, arr):
+    return helper.make_tensor(name, L, arr.shape, arr.reshape(-1).tolist())
+
+
+def _model(keep=None):
+    """The model; `keep`: only the nodes giving these outputs (OpenCL's smaller build)."""
+    nodes, outs, inits = [], [], []
+
+    def out(name, elem=F):
+        outs.append(helper.make_tensor_value_info(name, elem, None))
+
+    # ScatterElements on data d [3, 4, 5], axis 1, indices [2, 3, 5] (smaller off the axis
+    # on dim 0), with a duplicate (3 twice in a column) and negative indices
+    idx = np.array(
+        [
+            [[0, 1, 2, 3, -1], [3, 0, -4, 1, 2], [1, 2, 3, 0, 1]],
+            [[2, 3, 0, 1, 3], [0, -1, 1, 2, 0], [3, 3, 2, 3, 1]],
+        ]
+    )
+    inits.append(_t("se_idx", idx))
+    for red in ("add", "mul", "max", "min"):
+        nodes.append(
+            helper.make_node(
+                "ScatterElements", ["d", "se_idx", "u"], [f"se_{red}"], axis=1, reduction=red
+            )
+        )
+        out(f"se_{red}")
+    # reduction none without duplicates: the transpose's columns are a permutation
+    perm = np.array([[[1, 0, 3, 2, 0], [0, 2, 1, 3, 1], [2, 1, 0, 1, 3]]])
+    inits.append(_t("se_perm", perm))
+    nodes.append(helper.make_node("Slice", ["u", "s0", "s1", "s0"], ["u1"]))
+    inits += [_t("s0", np.array([0])), _t("s1", np.array([1]))]
+    nodes.append(helper.make_node("ScatterElements", ["d", "se_perm", "u1"], ["se_none"], axis=1))
+    out("se_none")
+    # ScatterND: slices of d [3, 4, 5] at index pairs (one duplicate), and elements
+    nd_idx = np.array([[[0, 1]], [[2, -1]], [[0, 1]]])  # [3, 1, 2] -> updates [3, 1, 5]
+    inits.append(_t("nd_idx", nd_idx))
+    for red in ("add", "mul", "max", "min"):
+        nodes.append(
+            helper.make_node("ScatterND", ["d", "nd_idx", "v"], [f"nd_{red}"], reduction=red)
+        )
+        out(f"nd_{red}")
+    el_idx = np.array([[0, 0, 0], [2, 3, 4], [1, -2, 2]])
+    inits.append(_t("el_idx", el_idx))
+    nodes.append(helper.make_node("ScatterND", ["d", "el_idx", "e"], ["nd_none"]))
+    out("nd_none")
+    # GatherND on d [3, 4, 5]
+    for b, gi in (
+        (0, np.array([[1, -1], [0, 2], [2, 0]])),  # -> [3, 5]
+        (1, np.array([[[1, 4], [3, 0]], [[0, 0], [2, 2]], [[3, 3], [1, -1]]])),  # -> [3, 2]
+        (2, np.array([[[1], [0], [3], [2]]] * 3)),  # [3, 4, 1] -> [3, 4]
+    ):
+        inits.append(_t(f"g_idx{b}", gi))
+        nodes.append(helper.make_node("GatherND", ["d", f"g_idx{b}"], [f"g{b}"], batch_dims=b))
+        out(f"g{b}")
+    # TopK along a middle axis with ties; smallest; int64
+    inits.append(_t("k3", np.array([3])))
+    for largest in (1, 0):
+        nodes.append(
+            helper.make_node(
+                "TopK", ["t", "k3"], [f"topv{largest}", f"topi{largest}"], axis=1, largest=largest
+            )
+        )
+        out(f"topv{largest}")
+        out(f"topi{largest}", L)
+    nodes.append(helper.make_node("TopK", ["ti", "k3"], ["tiv", "tii"], axis=-1))
+    out("tiv", L)
+    out("tii", L)
+    if keep is not None:
+        nodes = [n for n in nodes if set(n.output) & keep]
+        outs = [o for o in outs if o.name in keep]
+    graph = helper.make_graph(
+        nodes,
+        "indexing",
+        [
+            helper.make_tensor_value_info("d", F, [3, 4, 5]),
+            helper.make_tensor_value_info("u", F, [2, 3, 5]),
+            helper.make_tensor_value_info("v", F, [3, 1, 5]),
+            helper.make_tensor_value_info("e", F, [3]),
+            helper.make_tensor_value_info("t", F, [2, 5, 3]),
+            helper.make_tensor_value_info("ti", L, [3, 6]),
+        ],
+        outs,
+        initializer=inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
+
+
+def _inputs():
+    rng = np.random.default_rng(7)
+    d = rng.uniform(-2, 2, (3, 4, 5)).astype(np.float32)
+    u = rng.uniform(-2, 2, (2, 3, 5)).astype(np.float32)
+    v = rng.uniform(-2, 2, (3, 1, 5)).astype(np.float32)
+    e = rng.uniform(-2, 2, (3,)).astype(np.float32)
+    t = rng.integers(0, 3, (2, 5, 3)).astype(np.float32)  # many ties
+    ti = rng.integers(-3, 3, (3, 6)).astype(np.int64)
+    return [d, u, v, e, t, ti]
+
+
+# OpenCL builds one program per kernel (PoCL: ~0.3 s each): one output of each operator
+OPENCL = {"se_max", "nd_none", "g1", "topv1", "topi1"}
+
+
+def _case(tmp_path_factory, keep=None):
+    model = _model(keep)
+    path = tmp_path_factory.mktemp("indexing") / "indexing.onnx"
+    path.write_bytes(model.SerializeToString())
+    xs = _inputs()
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    feeds = dict(zip(("d", "u", "v", "e", "t", "ti"), xs))
+    return path, xs, [o.name for o in model.graph.output], sess.run(None, feeds)
+
+
+@pytest.fixture(scope="module")
+def case(tmp_path_factory):
+    return _case(tmp_path_factory)
+
+
+@pytest.mark.parametrize("target", ["numpy", "c", "dlp", "opencl"])
+def test_indexing_ops_match_onnxruntime(case, target, tmp_path_factory):
+    if target == "opencl":
+        pytest.importorskip("pyopencl")
+        case = _case(tmp_path_factory, OPENCL)
+    path, xs, names, want = case
+    got = dlpc.compile(dlpc.load(str(path)), target=target)(*xs)
+    assert len(got) == len(want)
+    for name, g, w in zip(names, got, want):
+        assert g.dtype == w.dtype and g.shape == w.shape, name
+        np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6, err_msg=name)
+
+
+def test_topk_values_gradient_flows_to_the_chosen_elements(tmp_path):
+    """TopK's values through dlpc.train (mse against zeros): the gradient of the loss is
+    2 * value / n at each chosen element and 0 elsewhere, as torch.topk's."""
+    torch = pytest.importorskip("torch")
+    from dlpc.passes.train.optim import SGD
+
+    x0 = np.array([[0.5, -1.0, 2.0, 0.25, 1.5]], np.float64)
+    node = helper.make_node("TopK", ["xw", "k"], ["vals", "idx"], axis=1)
+    mul = helper.make_node("Mul", ["x", "w"], ["xw"])
+    graph = helper.make_graph(
+        [mul, node],
+        "topk",
+        [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [1, 5])],
+        [helper.make_tensor_value_info("vals", TensorProto.DOUBLE, [1, 2])],
+        initializer=[
+            helper.make_tensor("k", L, [1], [2]),
+            helper.make_tensor("w", TensorProto.DOUBLE, [5], [1.0, 2.0, 3.0, 4.0, 5.0]),
+        ],
+    )
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
+    path = tmp_path / "topk.onnx"
+    path.write_bytes(m.SerializeToString())
+    trainer = dlpc.train.Trainer(
+        dlpc.load(str(path)), "mse", SGD(lr=1e-3), batch_size=1, target="numpy", return_grads=True
+    )
+    loss = trainer.step(x0, np.zeros((1, 2)))
+    w = torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0], dtype=torch.float64, requires_grad=True)
+    vals, _ = torch.topk(torch.from_numpy(x0) * w, 2, dim=1)
+    t_loss = (vals**2).mean()
+    t_loss.backward()
+    assert loss == pytest.approx(t_loss.item(), rel=1e-12)
+    np.testing.assert_allclose(trainer.grads["w"], w.grad.numpy(), rtol=1e-12)
