@@ -611,3 +611,21 @@ def test_one_kernel_called_on_two_streams_in_turn():
     np.testing.assert_allclose(_np(y3), np.exp(a * 3), rtol=1e-5)
     for y in (y1, y2, y4):
         np.testing.assert_allclose(_np(y), np.exp(a * 2), rtol=1e-5)
+
+
+def test_jit_reads_a_weight_used_twice_as_one_input():
+    w = _t([1.0, 2.0])
+    f = dlpc.jit(lambda x: x * w + w, name="twice")
+    assert _np(f(_t([3.0, 4.0]))).tolist() == [4.0, 10.0]
+    assert "w0" in f.graph and "w1" not in f.graph
+    assert len(f._last.params) == 1
+
+
+@needs_opencl
+def test_jit_keys_a_signature_by_device_too():
+    f = dlpc.jit(lambda x: x * 2.0 + 1.0, name="dev2")
+    a = np.array([1.0, 2.0], np.float32)
+    assert _np(f(dlpc.tensor(a))).tolist() == [3.0, 5.0]
+    y = f(dlpc.tensor(a, device=OPENCL[0]))
+    assert f.traces == 2 and y.device.name == OPENCL[0]
+    assert _np(y).tolist() == [3.0, 5.0]
