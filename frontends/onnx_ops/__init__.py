@@ -15,7 +15,8 @@ normalization.py, reduce.py, tensor.py (data movement and shapes), resize.py, co
 Round), bitwise.py (BitwiseAnd / Or / Xor / Not, BitShift), scan_ops.py (CumSum, CumProd,
 Hardmax, EyeLike), linalg.py (Det of n <= 3), quant.py (QuantizeLinear,
 DequantizeLinear, MatMulInteger, ConvInteger, QLinearMatMul, QLinearConv),
-recurrent.py (RNN, GRU, LSTM unrolled), indexing.py (ScatterElements, ScatterND, GatherND, TopK).
+recurrent.py (RNN, GRU, LSTM unrolled), indexing.py (ScatterElements, ScatterND, GatherND, TopK),
+vision.py (LpPool, LRN, Col2Im, GridSample as compositions of graph ops).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from dlpc.frontends.onnx_ops import (  # noqa: F401 - imported to register their
     resize,
     scan_ops,
     tensor,
+    vision,
 )
 from dlpc.frontends.onnx_ops.registry import HANDLERS, handles, supported_operators
 
