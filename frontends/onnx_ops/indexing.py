@@ -10,6 +10,8 @@
 - TopK as a rank count: rank[i] = #{j: x[j] beats x[i]} (larger, or smaller with
   largest=0; ties go to the lower index, as ONNX says), then output r takes the element of
   rank r; O(n^2) along the axis. `sorted=0` gives the sorted order too (ONNX allows any).
+- NonZero at import time: its count is data-dependent, so a compiled model whose NonZero
+  reads graph inputs (directly or computed from them) is specialised on their values.
 Negative indices count from the end."""
 
 from __future__ import annotations
@@ -245,3 +247,17 @@ def top_k(imp: NodeContext):
         keepdims=False,
     )
     return [values, where]
+
+
+@handles("NonZero")
+def nonzero(imp: NodeContext):
+    """The indices of the non-zero elements, [rank, count]: the count depends on the values,
+    so the input must be known when the model is built. When it comes from graph inputs
+    the compiled model is specialised on their values (one build per distinct value, as
+    for Reshape's shape); elsewhere (a loop body's value) it is refused in one line."""
+    imp.attrs({})
+    x = imp.required_const(0, "X")
+    found = np.asarray(np.nonzero(x), np.int64).reshape(x.ndim, -1)
+    if found.shape[1] == 0:
+        raise imp.error("no element is non-zero: an empty result, which dlpc does not support")
+    return [Const(found)]

@@ -183,3 +183,38 @@ def test_topk_values_gradient_flows_to_the_chosen_elements(tmp_path):
     t_loss.backward()
     assert loss == pytest.approx(t_loss.item(), rel=1e-12)
     np.testing.assert_allclose(trainer.grads["w"], w.grad.numpy(), rtol=1e-12)
+
+
+def _nonzero_model(tmp_path, computed: bool):
+    nodes = [helper.make_node("NonZero", ["xr" if computed else "x"], ["nz"])]
+    if computed:
+        nodes.insert(0, helper.make_node("Relu", ["x"], ["xr"]))
+    graph = helper.make_graph(
+        nodes,
+        "nonzero",
+        [helper.make_tensor_value_info("x", F, [2, 3])],
+        [helper.make_tensor_value_info("nz", L, None)],
+    )
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
+    path = tmp_path / "nonzero.onnx"
+    path.write_bytes(m.SerializeToString())
+    return str(path)
+
+
+@pytest.mark.parametrize("computed", [False, True], ids=["input", "relu_of_input"])
+@pytest.mark.parametrize("target", ["numpy", "c"])
+def test_nonzero_is_specialised_on_its_inputs_value(tmp_path, target, computed):
+    """Each value of the input gets its own program, so the [rank, count] output can
+    change size between calls (NonZero of a graph input, or of a value computed from one:
+    the model is specialised on that input)."""
+    f = dlpc.compile(dlpc.load(_nonzero_model(tmp_path, computed)), target=target)
+    for x in (
+        np.array([[0, 1.5, 0], [-2, 0, 3]], np.float32),
+        np.array([[1, 0, 0], [0, 0, 0]], np.float32),
+        np.array([[0, 1.5, 0], [-2, 0, 3]], np.float32),
+    ):
+        (got,) = f(x)
+        assert got.dtype == np.int64
+        np.testing.assert_array_equal(
+            got, np.array(np.nonzero(np.maximum(x, 0) if computed else x))
+        )
