@@ -281,8 +281,8 @@ def timing():
     _timings.append(found)
     try:
         yield found
-    finally:
-        _timings.remove(found)
+    finally:  # (by identity: list.remove takes the first equal list, another collector's)
+        del _timings[next(k for k, f in enumerate(_timings) if f is found)]
 
 
 def _timed(name: str, started: float) -> None:
