@@ -775,3 +775,34 @@ def test_a_model_without_a_graph_says_why():
         ("s", "<i8", (2,), np.array([1, 2]).tobytes()),
         ("t", "<i4", (1,), np.int32(3).tobytes()),  # (ascontiguousarray: at least 1-d)
     )
+
+
+# ---- written after the api seed-44 draw, for its survivors ------------------------------------
+
+
+def test_a_passs_time_is_its_end_minus_its_start_on_a_fake_clock(monkeypatch):
+    """pipeline.timing on a fake clock: fold-params started at 100 and ended at 100.25
+    takes 0.25 s (seed 44's pipeline.py:290, `-` -> `//`, gave 1.0); every open collector
+    gets the row, none once closed (nested collectors of equal rows: before, the inner's
+    exit removed the outer one); format_timing's table."""
+    import types
+
+    from dlpc.passes import pipeline
+
+    clock = iter([100.0, 100.25, 7.0, 9.5, 50.0])
+    monkeypatch.setattr(pipeline, "time", types.SimpleNamespace(perf_counter=lambda: next(clock)))
+    module = pipeline.parse_module(ADD)
+    with pipeline.timing() as outer:
+        with pipeline.timing() as inner:
+            pipeline.fold_weights(module, {"w": np.ones((2, 3), np.float32)})
+        pipeline.fold_weights(module, {"w": np.ones((2, 3), np.float32)})
+    assert inner == [("fold-params", 0.25)]
+    assert outer == [("fold-params", 0.25), ("fold-params", 2.5)]
+    pipeline.fold_weights(module, {})  # no collector open: the end is not read
+    assert next(clock, None) is None
+    assert pipeline.format_timing(outer).splitlines() == [
+        "  seconds   share  pass",
+        "   0.2500    9.1%  fold-params",
+        "   2.5000   90.9%  fold-params",
+        "   2.7500  100.0%  total (2 passes)",
+    ]
