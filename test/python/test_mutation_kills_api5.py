@@ -782,14 +782,38 @@ def test_a_model_without_a_graph_says_why():
 
 def test_a_passs_time_is_its_end_minus_its_start_on_a_fake_clock(monkeypatch):
     """pipeline.timing on a fake clock: fold-params started at 100 and ended at 100.25
-    takes 0.25 s (seed 44's pipeline.py:290, `-` -> `//`, gave 1.0); every open collector
-    gets the row, none once closed (nested collectors of equal rows: before, the inner's
-    exit removed the outer one); format_timing's table."""
+    takes 0.25 s (seed 44's pipeline.py:290, `-` -> `//`, gave 1.0); none once the
+    collector is closed; format_timing's table."""
     import types
 
     from dlpc.passes import pipeline
 
     clock = iter([100.0, 100.25, 7.0, 9.5, 50.0])
+    monkeypatch.setattr(pipeline, "time", types.SimpleNamespace(perf_counter=lambda: next(clock)))
+    module = pipeline.parse_module(ADD)
+    with pipeline.timing() as rows:
+        pipeline.fold_weights(module, {"w": np.ones((2, 3), np.float32)})
+        pipeline.fold_weights(module, {"w": np.ones((2, 3), np.float32)})
+    assert rows == [("fold-params", 0.25), ("fold-params", 2.5)]
+    pipeline.fold_weights(module, {})  # no collector open: the end is not read
+    assert next(clock, None) is None and len(rows) == 2
+    assert pipeline.format_timing(rows).splitlines() == [
+        "  seconds   share  pass",
+        "   0.2500    9.1%  fold-params",
+        "   2.5000   90.9%  fold-params",
+        "   2.7500  100.0%  total (2 passes)",
+    ]
+
+
+def test_nested_timing_collectors_each_get_every_row_inside_them(monkeypatch):
+    """Two nested timing() blocks whose rows are equal when the inner one closes: the
+    inner's exit closes the inner one (before d845cdf, list.remove took the outer one
+    and the outer's exit raised ValueError)."""
+    import types
+
+    from dlpc.passes import pipeline
+
+    clock = iter([100.0, 100.25, 7.0, 9.5])
     monkeypatch.setattr(pipeline, "time", types.SimpleNamespace(perf_counter=lambda: next(clock)))
     module = pipeline.parse_module(ADD)
     with pipeline.timing() as outer:
@@ -798,11 +822,3 @@ def test_a_passs_time_is_its_end_minus_its_start_on_a_fake_clock(monkeypatch):
         pipeline.fold_weights(module, {"w": np.ones((2, 3), np.float32)})
     assert inner == [("fold-params", 0.25)]
     assert outer == [("fold-params", 0.25), ("fold-params", 2.5)]
-    pipeline.fold_weights(module, {})  # no collector open: the end is not read
-    assert next(clock, None) is None
-    assert pipeline.format_timing(outer).splitlines() == [
-        "  seconds   share  pass",
-        "   0.2500    9.1%  fold-params",
-        "   2.5000   90.9%  fold-params",
-        "   2.7500  100.0%  total (2 passes)",
-    ]
