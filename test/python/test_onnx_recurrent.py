@@ -297,3 +297,31 @@ def test_lstm_trains():
         losses.append(trainer.step(x, y))
     assert np.all(np.isfinite(losses))
     assert np.mean(losses[-10:]) < 0.3 * np.mean(losses[:5]), losses
+
+
+def test_dynamic_sequence_length_is_specialised_per_length(tmp_path):
+    """An exported dynamic axis on X: the unrolled layer cannot stay symbolic, so the
+    model falls back to one program per call shape (model.specialiser says why)."""
+    rng = np.random.default_rng(8)
+    w, r = (rng.standard_normal(s).astype(np.float32) for s in ((1, 4 * H, I), (1, 4 * H, H)))
+    inits = [
+        helper.make_tensor(n, TensorProto.FLOAT, v.shape, v.reshape(-1))
+        for n, v in (("W", w), ("R", r))
+    ]
+    g = helper.make_graph(
+        [helper.make_node("LSTM", ["X", "W", "R"], ["Y", "Y_h"], hidden_size=H)],
+        "dyn",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["seq", "batch", I])],
+        [helper.make_tensor_value_info("Y_h", TensorProto.FLOAT, None)],
+        initializer=inits,
+    )
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 22)], ir_version=10)
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    model = _load(m)
+    assert "sequence length seq must be static" in model.specialiser.symbolic_error
+    f = dlpc.compile(model, target="numpy")
+    for t, b in ((2, 1), (5, 3)):
+        x = rng.standard_normal((t, b, I)).astype(np.float32)
+        (got,) = f(x)
+        np.testing.assert_allclose(got, sess.run(None, {"X": x})[0], rtol=1e-5, atol=1e-6)
+    assert f.stats["programs"] == 2
