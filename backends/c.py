@@ -424,6 +424,9 @@ PARALLEL_MIN_WORK = 1 << 16
 # cost is small beside such a loop, and its serial copy would only cost compile time
 # (docs/design/c-backend.md#team-helper has the figures); smaller ones keep the serial copy.
 ONE_BODY_MIN_WORK = 1 << 20
+# a vector loop stopped at a runtime limit takes a copy in vectors of 8 below this many
+# iterations (CEmitter.short_and_long)
+SHORT_TRIP = 16
 # elements per step of a vectorised innermost loop in `vector_work` (AVX2's f32 vector,
 # the narrowest x86 target -march=native meets; AVX-512 halves the steps again)
 VECTOR_STEP = 8
@@ -842,12 +845,40 @@ class FunctionWriter:
         if op.vectorize is not None:
             clauses = self.simd_reductions(op) if reduction and unroll <= 1 else None
             if clauses:
-                self.pragma("omp simd " + " ".join(clauses))
+                simd = "omp simd " + " ".join(clauses)
             else:
-                self.pragma("GCC ivdep" if reduction or unroll > 1 else "omp simd")
+                simd = "GCC ivdep" if reduction or unroll > 1 else "omp simd"
+            limit = clamped(op)
+            if (
+                limit is not None
+                and simd.startswith("omp simd")
+                and op.stride == 1
+                and op.upper - op.lower > SHORT_TRIP
+            ):
+                return self.short_and_long(op, iv, simd, limit[1])
+            self.pragma(simd)
         if unroll > 1:
             self.pragma(f"GCC unroll {unroll}")
         self.for_(op, iv)
+
+    def short_and_long(self, op: ForOp, iv: str, simd: str, limit: SSAValue) -> None:
+        """A vector loop stopped at a runtime limit, in two copies: below SHORT_TRIP
+        iterations one in vectors of 8 (`simdlen(8)`), else the compiler's widest. With
+        AVX-512 a runtime trip count of 8 skipped the 16-wide loop and ran its
+        epilogues: a softmax row of 8 cost 0.6 us per 32 rows against 0.22 static."""
+        self.line(f"if ({self[limit]} - {op.lower} < {SHORT_TRIP}) {{")
+        self.depth += 1
+        self.pragma(simd.replace("omp simd", "omp simd simdlen(8)", 1))
+        start = len(self.lines)
+        self.for_(op, iv)
+        body = self.lines[start:]
+        self.depth -= 1
+        self.line("} else {")
+        self.depth += 1
+        self.pragma(simd)
+        self.lines.extend(body)
+        self.depth -= 1
+        self.line("}")
 
     def for_(self, op: ForOp, iv: str) -> None:
         """The `for` statement of `op` with its body (its pragmas already emitted)."""

@@ -64,6 +64,63 @@ def test_loops_stop_at_the_calls_extent():
         np.testing.assert_allclose(out1, x[:n, 0].sum(), rtol=1e-5, atol=1e-6)
 
 
+# a row of 64 whose length is the call's (seq): a vector map (marked) and a sum over it
+# (guarded already, as loop-runtime-extents leaves an exact reduction)
+ROW = """
+func.func @main(%x: memref<64xf32>, %dlpc_dims: memref<1xi64>, %out0: memref<64xf32>,
+    %out1: memref<f32>) attributes {dlpc.dims = ["seq"], dlpc.num_inputs = 2 : i64,
+    dlpc.params = [], dlpc.num_outputs = 2 : i64} {
+  loop.kernel "exp_0" {
+    loop.for %j = 0 to 64 step 1 {name = "j", vectorize, dlpc.extent = "seq"} {
+      %v = memref.load %x[%j] : memref<64xf32>
+      %e = math.exp %v : f32
+      memref.store %e, %out0[%j] : memref<64xf32>
+    }
+  }
+  loop.kernel "sum_1" {
+    %c0 = arith.constant 0 : index
+    %seq = memref.load %dlpc_dims[%c0] : memref<1xi64>
+    %n = arith.index_cast %seq : i64 to index
+    %acc = memref.alloca() : memref<f32>
+    %z = arith.constant 0.0 : f32
+    memref.store %z, %acc[] : memref<f32>
+    loop.for %r0 = 0 to 64 step 1 {name = "r0", vectorize, reduction} {
+      %in = arith.cmpi slt, %r0, %n : index
+      scf.if %in {
+        %v = memref.load %x[%r0] : memref<64xf32>
+        %a = memref.load %acc[] : memref<f32>
+        %s = arith.addf %a, %v : f32
+        memref.store %s, %acc[] : memref<f32>
+      }
+    }
+    %t = memref.load %acc[] : memref<f32>
+    memref.store %t, %out1[] : memref<f32>
+  }
+  func.return
+}
+"""
+
+
+def test_short_vector_loops_take_vectors_of_8():
+    """A vector loop stopped at a runtime limit is printed twice: below SHORT_TRIP
+    iterations in vectors of 8, else the widest; both give the same answers."""
+    from dlpc.backends.c import SHORT_TRIP
+
+    module = parse_module(ROW)
+    LoopRuntimeExtents().apply(Context(), module)
+    source = emit_c(module)
+    kernels = source[source.index("kernel_exp_0(") : source.index("int dlpc_main")]
+    assert kernels.count(f" < {SHORT_TRIP}) {{") == 2
+    assert kernels.count("#pragma omp simd simdlen(8)") == 2
+    assert kernels.count("#pragma omp simd simdlen(8) reduction(+:") == 1
+    f = CFunction(module, name="dyn_short")
+    x = np.random.default_rng(5).standard_normal(64).astype(np.float32)
+    for n in (0, 1, 7, 8, 9, 15, 16, 17, 40, 64):
+        out0, out1 = f(x, np.array([n], np.int64))
+        np.testing.assert_allclose(out0[:n], np.exp(x[:n]), rtol=1e-5)
+        np.testing.assert_allclose(out1, x[:n].sum(), rtol=1e-5, atol=1e-5)
+
+
 SOURCE = """
 model t(x: f32[B, S, 8]) {
   param w: f32[8, 8] = normal(seed=1, std=0.5)
