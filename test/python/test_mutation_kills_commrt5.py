@@ -1006,3 +1006,101 @@ def test_a_run_gathers_every_workers_losses_in_worker_order(small):
         _server(small, [], staleness=0, server=3)
     with pytest.raises(DlpcError, match=r"^error: staleness must be >= 0, got -1$"):
         _server(small, [], staleness=-1)
+
+
+# ---- the trainers' checkpoints on a stand-in world ------------------------------------------
+
+
+def test_tensor_parallel_and_pipeline_checkpoints_are_rank_0s(small, monkeypatch, tmp_path):
+    """TP: rank 0 writes the gathered state (an .npz path only), rank 1 gathers and waits;
+    a model without a linear pair is refused. Pipeline: rank 1 still takes part in the
+    state's broadcasts and waits at the barrier; full_weights is its weights."""
+    from dlpc.dist.pipeline import PipelineTrainer
+    from dlpc.dist.tensor_parallel import TensorParallelTrainer
+
+    for rank in (0, 1):
+        world = mpi.Communicator(_Barrier(2, rank))
+        monkeypatch.setattr(mpi, "world", lambda world=world: world)
+        tp = TensorParallelTrainer(str(small), "cross_entropy", "sgd", batch_size=2, comm=world)
+        path = tmp_path / f"tp{rank}.npz"
+        tp.save(path)
+        assert path.exists() == (rank == 0) and world.world.calls[-1] == "Barrier"
+        if rank == 0:
+            saved = np.load(path)
+            assert saved["fc1.weight"].shape == (4, 6) and saved["fc2.weight"].shape == (3, 4)
+            with pytest.raises(DlpcError, match=r"^error: save path .*t\.txt must end in \.npz$"):
+                tp.save(tmp_path / "t.txt")
+    one = tmp_path / "one.dlpc"
+    one.write_text(
+        "model one(x: f32[B, 6]) {\n  param w: f32[3, 6] = kaiming(seed=1)\n"
+        "  return linear(x, w)\n}\n"
+    )
+    with pytest.raises(
+        DlpcError,
+        match=r"^error: one has no linear pair \(linear, elementwise, linear\), attention or conv "
+        r"to split over ranks$",
+    ):
+        TensorParallelTrainer(str(one), batch_size=2, comm=world)
+    world = mpi.Communicator(_Barrier(2, 1))
+    pp = PipelineTrainer("examples/mlp.dlpc", "cross_entropy", "sgd", batch_size=4, comm=world)
+    roots = []
+    monkeypatch.setattr(world, "broadcast", lambda x, root, group: roots.append(root) or x)
+    pp.save(tmp_path / "pp.npz")
+    assert not (tmp_path / "pp.npz").exists() and world.world.calls[-1] == "Barrier"
+    assert len(roots) == len(pp.owner) and roots.count(1) == list(pp.owner.values()).count(1)
+    roots.clear()
+    assert sorted(pp.full_weights()) == sorted(pp.owner) and len(roots) == len(pp.owner)
+
+
+def test_a_hybrid_row_gathers_its_shards_along_tp(small, monkeypatch):
+    from dlpc.dist.hybrid import HybridTrainer
+
+    world = mpi.Communicator(_Barrier(4, 1))
+    monkeypatch.setattr(mpi, "world", lambda: world)
+    monkeypatch.setattr(world, "broadcast", lambda x, root, group: np.array(x))
+    h = HybridTrainer(
+        str(small), "cross_entropy", "sgd", batch_size=4, dp=2, tp=2, comm_world=world
+    )
+    assert (h.d, h.t) == (0, 1)
+    gathered = []
+    monkeypatch.setattr(
+        world,
+        "all_gather",
+        lambda x, dim, group: gathered.append((dim, group)) or np.concatenate([x, x], axis=dim),
+    )
+    full = h.full_weights()
+    assert full["fc1.weight"].shape == (4, 6) and full["fc2.weight"].shape == (3, 4)
+    assert full["fc2.bias"].shape == (3,)
+    assert sorted(gathered) == [(0, h.tp_group), (0, h.tp_group), (1, h.tp_group)]
+
+
+def test_the_async_servers_checkpoint_is_one_devices_sgd_state(small, monkeypatch, tmp_path):
+    """AsyncParameterServerTrainer (a stand-in world of 3): its state is one device's
+    SGD state with the steps done and the epoch; rank 0 writes it; load restores the
+    params, the epoch and the steps; evaluate is the trainer's."""
+    from dlpc.dist import parameter_server as PS
+
+    world = mpi.Communicator(_Barrier(3, 0))
+    t = PS.AsyncParameterServerTrainer(str(small), "cross_entropy", "sgd", batch_size=4, comm=world)
+    assert t.spec is t.trainer.spec and t.weights.keys() == t.trainer.weights.keys()
+    t.steps_done, t.epoch = 6, 2
+    state = t.state
+    assert (
+        int(state["opt.step"]) == 6 and state["opt.step"].dtype == t.trainer.state["opt.step"].dtype
+    )
+    assert state["trainer.epoch"].dtype == np.int64 and int(state["trainer.epoch"]) == 2
+    with pytest.raises(DlpcError, match=r"^error: save path .*s\.txt must end in \.npz$"):
+        t.save(tmp_path / "s.txt")
+    t.save(tmp_path / "s.npz")
+    assert world.world.calls[-1] == "Barrier"
+    u = PS.AsyncParameterServerTrainer(str(small), "cross_entropy", "sgd", batch_size=4, comm=world)
+    u.load(tmp_path / "s.npz")
+    assert (u.epoch, u.steps_done) == (2, 6)
+    for name, value in t.weights.items():
+        np.testing.assert_array_equal(u.weights[name], value)
+    x, y = _batch(4, seed=7)
+    assert u.evaluate(x, y) == u.trainer.evaluate(x, y)
+    other = mpi.Communicator(_Barrier(3, 1))
+    w = PS.AsyncParameterServerTrainer(str(small), "cross_entropy", "sgd", batch_size=4, comm=other)
+    w.save(tmp_path / "w.npz")
+    assert not (tmp_path / "w.npz").exists() and other.world.calls[-1] == "Barrier"
