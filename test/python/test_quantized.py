@@ -109,14 +109,17 @@ def _ort(path: Path, x: np.ndarray) -> np.ndarray:
 
 @pytest.mark.parametrize("name", ["mlp", "lenet"])
 def test_qdq_example_matches_onnxruntime(int8_files, name):
-    """The same int8 file, the same inputs: dlpc on numpy and on C gives onnxruntime's
-    outputs (dequantized int8: equal, or one quantum apart where a float rounding tie
-    falls differently, on at most 2 % of them)."""
+    """The same int8 file, the same inputs: dlpc on numpy, C, OpenCL and DLP gives
+    onnxruntime's outputs (dequantized int8: equal, or one quantum apart where a float
+    rounding tie falls differently, on at most 2 % of them)."""
     model = dlpc.load(int8_files[name])
     (x,) = api.random_inputs(model, seed=3)
     want = _ort(int8_files[name], x)
     step = np.min(np.diff(np.unique(want)))  # one quantum of the output's scale
-    for target in ("numpy", "c"):
+    targets = ["numpy", "c", "dlp"]
+    if importlib.util.find_spec("pyopencl") is not None:
+        targets.append("opencl")
+    for target in targets:
         got = dlpc.compile(model, target=target)(x)[0]
         off = np.abs(got - want)
         assert off.max() <= step * 1.001, (target, off.max(), step)
