@@ -10,6 +10,7 @@
 - TopK as a rank count: rank[i] = #{j: x[j] beats x[i]} (larger, or smaller with
   largest=0; ties go to the lower index, as ONNX says), then output r takes the element of
   rank r; O(n^2) along the axis. `sorted=0` gives the sorted order too (ONNX allows any).
+- TensorScatter (a KV-cache write at per-batch offsets, linear or circular) as the same mask;
 - NonZero at import time: its count is data-dependent, so a compiled model whose NonZero
   reads graph inputs (directly or computed from them) is specialised on their values.
 Negative indices count from the end."""
@@ -261,3 +262,39 @@ def nonzero(imp: NodeContext):
     if found.shape[1] == 0:
         raise imp.error("no element is non-zero: an empty result, which dlpc does not support")
     return [Const(found)]
+
+
+@handles("TensorScatter")
+def tensor_scatter(imp: NodeContext):
+    """A KV-cache write: cache[b, .., (write_indices[b] + u) (mod S when circular), ..] =
+    update[b, .., u, ..] along `axis`, as ScatterElements' mask over the cache's axis (a
+    linear write past the end, undefined in ONNX, leaves those rows as they are)."""
+    a = imp.attrs({"axis": -2, "mode": "linear"})
+    imp.require(a, "mode", ("linear", "circular"))
+    cache, upd, wi = imp.required(0), imp.required(1), imp.input(2)
+    c, u = imp.shape(cache), imp.shape(upd)
+    r = len(c)
+    ax = norm_axis(imp, a["axis"], r)
+    if r < 2 or ax == 0 or len(u) != r or any(u[k] != c[k] for k in range(r) if k != ax):
+        raise imp.error(
+            f"update {list(u)} must match past_cache {list(c)} off the axis {a['axis']} "
+            f"(not the batch axis)"
+        )
+    if u[ax] > c[ax]:
+        raise imp.error(f"update has {u[ax]} rows on axis {ax}, the cache {c[ax]}")
+    steps = _i64(np.arange(u[ax]).reshape((1,) * (ax + 1) + (u[ax],) + (1,) * (r - ax - 1)))
+    if wi is None:
+        target: Value = steps
+    else:
+        if imp.shape(wi) != (c[0],):
+            raise imp.error(f"write_indices {list(imp.shape(wi))} must be [{c[0]}]")
+        start = imp.reshape(cast_to(imp, wi, I64), (c[0],) + (1,) * r)
+        target = imp.emit(graph.AddOp, start, steps)
+        if a["mode"] == "circular":  # start < S and u < S: one subtraction wraps
+            size = _i64(c[ax])
+            over = imp.emit(graph.CompareOp, target, size, predicate="ge")
+            target = imp.emit(graph.WhereOp, over, imp.emit(graph.SubOp, target, size), target)
+    rows = _i64(np.arange(c[ax]).reshape((1,) * ax + (c[ax],) + (1,) * (r - ax)))
+    mask = imp.emit(graph.CompareOp, target, rows, predicate="eq")
+    ins = (*u[:ax], 1, *u[ax:])
+    return [_scatter(imp, cache, mask, imp.reshape(upd, ins), steps, ax + 1, "none")]

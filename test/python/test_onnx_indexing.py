@@ -218,3 +218,51 @@ def test_nonzero_is_specialised_on_its_inputs_value(tmp_path, target, computed):
         np.testing.assert_array_equal(
             got, np.array(np.nonzero(np.maximum(x, 0) if computed else x))
         )
+
+
+@pytest.mark.parametrize("target", ["numpy", "c"])
+def test_tensor_scatter_matches_the_onnx_pseudocode(tmp_path, target):
+    """TensorScatter (opset 24) linear and circular on [batch, heads, S, D] with per-batch
+    write indices, and a 3-D cache without them, against ONNX's pseudocode (a linear write
+    past the end, which ONNX leaves undefined, leaves those rows as they are)."""
+    rng = np.random.default_rng(9)
+    cache = rng.standard_normal((3, 2, 5, 4)).astype(np.float32)
+    upd = rng.standard_normal((3, 2, 3, 4)).astype(np.float32)
+    wi = np.array([0, 2, 4], np.int64)
+    c3, u3 = cache[:, 0], upd[:, 0, :2]
+    nodes = [
+        helper.make_node("TensorScatter", ["c", "u", "w"], ["lin"], mode="linear"),
+        helper.make_node("TensorScatter", ["c", "u", "w"], ["circ"], mode="circular"),
+        helper.make_node("TensorScatter", ["c3", "u3"], ["flat"], axis=1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "ts",
+        [
+            helper.make_tensor_value_info("c", F, list(cache.shape)),
+            helper.make_tensor_value_info("u", F, list(upd.shape)),
+            helper.make_tensor_value_info("w", L, [3]),
+            helper.make_tensor_value_info("c3", F, list(c3.shape)),
+            helper.make_tensor_value_info("u3", F, list(u3.shape)),
+        ],
+        [helper.make_tensor_value_info(n, F, None) for n in ("lin", "circ", "flat")],
+    )
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 24)], ir_version=10)
+    path = tmp_path / "ts.onnx"
+    path.write_bytes(m.SerializeToString())
+
+    def expect(cache, upd, axis, wi, circular):
+        out = cache.copy()
+        for prefix in np.ndindex(cache.shape[:axis]):
+            for s in range(upd.shape[axis]):
+                j = (0 if wi is None else wi[prefix[0]]) + s
+                if circular:
+                    j %= cache.shape[axis]
+                if j < cache.shape[axis]:
+                    out[(*prefix, j)] = upd[(*prefix, s)]
+        return out
+
+    lin, circ, flat = dlpc.compile(dlpc.load(str(path)), target=target)(cache, upd, wi, c3, u3)
+    np.testing.assert_array_equal(lin, expect(cache, upd, 2, wi, False))
+    np.testing.assert_array_equal(circ, expect(cache, upd, 2, wi, True))
+    np.testing.assert_array_equal(flat, expect(c3, u3, 1, None, False))
