@@ -82,6 +82,7 @@ def target_macros(desc: DlpTarget) -> str:
         f"#define DLP_WRAM_BYTES {desc.wram_bytes}",
         f"#define DLP_SRAM_BYTES {desc.sram_bytes}",
         f"#define DLP_DMA_ALIGN {desc.dma_align}",
+        f"#define DLP_DMA_QUEUE_DEPTH {desc.dma_queue_depth}",
         f"#define DLP_VECTOR_ALIGN {desc.vector_align}",
     ]
     # macro names from dlpc's own list, numbers checked finite when the description was made

@@ -204,6 +204,8 @@ class KernelOp(NamedKernelSyntax, IRDLOperation):
 
     `origin` names the graph op the kernel came from; `tasks` is the launch size;
     `double_buffered` marks kernels whose loads overlap compute (for the time model).
+    A kernel that issues `dlp.memcpy_async` ends with `dlp.wait_dma`: its copies land
+    before the kernel is done.
     """
 
     name = "dlp.kernel"
@@ -237,6 +239,13 @@ class KernelOp(NamedKernelSyntax, IRDLOperation):
                 raise VerifyException(
                     f"kernel '{self.sym}' has {key} {attr}, expected a power of two"
                 )
+        last = self.body.block.last_op if self.body.blocks else None
+        if not isinstance(last, WaitDmaOp) and any(
+            isinstance(op, MemcpyAsyncOp) for op in self.walk()
+        ):
+            raise VerifyException(
+                f"kernel '{self.sym}' issues dlp.memcpy_async but does not end with dlp.wait_dma"
+            )
 
 
 # --------------------------------------------------------------- ids and barriers

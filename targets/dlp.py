@@ -77,6 +77,9 @@ class DlpTarget:
     gdram_bandwidth_gbs: float = 102.4  # whole chip, GB/s
     sram_bandwidth_gbs: float = 256.0  # per cluster, GB/s
     dma_latency_cycles: int = 200  # fixed cost of one __memcpy
+    # asynchronous copies a core keeps in flight: up to this many issued back to back
+    # before one wait share one latency (the simulator charges ceil(n / depth) of them)
+    dma_queue_depth: int = 8
     dma_align: int = 64  # bytes: on-chip buffers used by DMA start on this boundary
     vector_width: int = 64  # f32 lanes of the vector unit
     vector_align: int = 64  # bytes: intrinsic operands start on this boundary
@@ -181,6 +184,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "gdram_bandwidth_gbs": (1e-3, 1e6),
     "sram_bandwidth_gbs": (1e-3, 1e6),
     "dma_latency_cycles": (1, 10**9),
+    "dma_queue_depth": (1, 1024),
     "dma_align": (1, 4096),
     "vector_width": (1, 65536),
     "vector_align": (1, 4096),

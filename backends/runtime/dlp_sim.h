@@ -15,8 +15,16 @@
  *   - directions: the spaces of source and destination match the copy's direction;
  *   - alignment: on-chip DMA addresses on DLP_DMA_ALIGN, intrinsic operands on
  *     DLP_VECTOR_ALIGN.
+ *   - asynchronous copies: a copy completes when issued, so the simulator checks what
+ *     makes that equal to the machine's later completion: until `__sync_io()`, no DMA or
+ *     intrinsic operand may overlap the destination of an outstanding `__memcpy_async`,
+ *     nor write over its source; `__sync_cluster()` with a copy into SRAM outstanding
+ *     and a task that ends with copies outstanding are errors.
  * Counted per task: bytes moved per (source, destination) space pair, DMA count,
- * intrinsic cycles (work / throughput), scalar operations, intrinsic work (flops).
+ * intrinsic cycles (work / throughput), scalar operations, intrinsic work (flops), and
+ * the DMAs whose latency is hidden: the n copies issued between two waits take
+ * ceil(n / DLP_DMA_QUEUE_DEPTH) latencies (up to the queue depth in flight at once),
+ * so n - ceil(n / depth) of them add none.
  */
 #ifndef DLP_SIM_H
 #define DLP_SIM_H
@@ -69,6 +77,7 @@ typedef struct {
   double intrinsic_cycles;
   double intrinsic_ops; /* flops done by intrinsics (a MAC counts 2) */
   double scalar_ops;
+  double dma_hidden; /* DMAs whose latency ran under an earlier one's (async, same wait) */
 } dlp_counters;
 
 static __thread int taskId, clusterId, coreId;
@@ -121,7 +130,8 @@ int dlp_record_tasks(int i) { return dlp_records[i].tasks; }
 int dlp_record_double(int i) { return dlp_records[i].double_buffered; }
 const char *dlp_record_name(int i) { return dlp_records[i].name; }
 const char *dlp_record_origin(int i) { return dlp_records[i].origin; }
-/* 20 doubles per task: bytes[16], dma_count, intrinsic_cycles, intrinsic_ops, scalar_ops */
+/* 21 doubles per task: bytes[16], dma_count, intrinsic_cycles, intrinsic_ops, scalar_ops,
+ * dma_hidden */
 const double *dlp_record_counters(int i, int task) { return (const double *)&dlp_records[i].task[task]; }
 
 /* ------------------------------------------------------------------ GDRAM */
@@ -190,6 +200,36 @@ static int dlp_in_buffer(const char *c, size_t bytes, int space, const char *wha
   return 1;
 }
 
+/* this task's asynchronous copies issued since its last __sync_io() */
+#define DLP_MAX_PENDING 256
+static __thread struct { const char *dst, *src; size_t n; int dir; } dlp_pending[DLP_MAX_PENDING];
+static __thread int dlp_num_pending, dlp_pending_overflow;
+
+static int dlp_overlaps(const char *a, size_t na, const char *b, size_t nb)
+{
+  return na && nb && a < b + nb && b < a + na;
+}
+
+/* may [p, p+bytes) be read (and, with `writes`, written) now? Not while an outstanding
+ * asynchronous copy writes it, nor written while one reads it */
+static int dlp_no_hazard(const void *p, size_t bytes, int writes, const char *what, const char *op)
+{
+  const char *c = (const char *)p;
+  for (int k = 0; k < dlp_num_pending && !dlp_pending_overflow; k++) {
+    if (dlp_overlaps(c, bytes, dlp_pending[k].dst, dlp_pending[k].n)) {
+      dlp_fail("%s: %s overlaps the destination of an asynchronous copy not yet waited for "
+               "(__sync_io)", op, what);
+      return 0;
+    }
+    if (writes && dlp_overlaps(c, bytes, dlp_pending[k].src, dlp_pending[k].n)) {
+      dlp_fail("%s: %s overwrites the source of an asynchronous copy not yet waited for "
+               "(__sync_io)", op, what);
+      return 0;
+    }
+  }
+  return 1;
+}
+
 /* is [p, p+bytes) inside this task's instance of `space`? */
 static int dlp_in_space(const void *p, size_t bytes, int space, const char *what, const char *op)
 {
@@ -236,32 +276,70 @@ static void __dlp_reserve(int space, size_t bytes)
 
 /* ------------------------------------------------------------------ DMA */
 
-static void dlp_copy(void *dst, const void *src, size_t bytes, int dir, const char *op)
+static void dlp_copy(void *dst, const void *src, size_t bytes, int dir, int async, const char *op)
 {
   int s = dir / 4, d = dir % 4;
   if (!dlp_in_space(dst, bytes, d, "destination", op) || !dlp_in_space(src, bytes, s, "source", op)) return;
   if ((s != DLP_GDRAM && !dlp_aligned(src, DLP_DMA_ALIGN, "source", op))
       || (d != DLP_GDRAM && !dlp_aligned(dst, DLP_DMA_ALIGN, "destination", op)))
     return;
+  if (!dlp_no_hazard(dst, bytes, 1, "destination", op) || !dlp_no_hazard(src, bytes, 0, "source", op))
+    return;
   memmove(dst, src, bytes);
   dlp_here->bytes[dir] += (double)bytes;
   dlp_here->dma_count += 1;
+  if (!async) return;
+  if (dlp_num_pending == DLP_MAX_PENDING) {  /* (still counted; ranges no longer checked) */
+    dlp_pending_overflow = 1;
+    dlp_num_pending--;
+  }
+  dlp_pending[dlp_num_pending].dst = (const char *)dst;
+  dlp_pending[dlp_num_pending].src = (const char *)src;
+  dlp_pending[dlp_num_pending].n = bytes;
+  dlp_pending[dlp_num_pending].dir = dir;
+  dlp_num_pending++;
 }
 
-#define __memcpy(dst, src, bytes, dir) dlp_copy((dst), (src), (size_t)(bytes), (dir), "__memcpy")
-/* the simulator completes a copy when it is issued, so waiting is a no-op; the time
- * model credits the overlap of double-buffered kernels */
-#define __memcpy_async(dst, src, bytes, dir) dlp_copy((dst), (src), (size_t)(bytes), (dir), "__memcpy_async")
-#define __sync_io() ((void)0)
+/* the simulator completes a copy when it is issued; the checks above make that what the
+ * machine computes, and __sync_io charges the outstanding copies' latencies: n copies,
+ * up to DLP_DMA_QUEUE_DEPTH in flight, take ceil(n / depth) latencies */
+static __thread double dlp_issued; /* async copies since the last wait */
 
-static void __sync_cluster(void) { pthread_barrier_wait(&dlp_cluster_barrier[clusterId]); }
+static void dlp_copy_async(void *dst, const void *src, size_t bytes, int dir)
+{
+  double before = dlp_here->dma_count;
+  dlp_copy(dst, src, bytes, dir, 1, "__memcpy_async");
+  dlp_issued += dlp_here->dma_count - before;
+}
+
+static void __sync_io(void)
+{
+  if (dlp_issued > 0)
+    dlp_here->dma_hidden += dlp_issued - ceil(dlp_issued / DLP_DMA_QUEUE_DEPTH);
+  dlp_issued = 0;
+  dlp_num_pending = dlp_pending_overflow = 0;
+}
+
+#define __memcpy(dst, src, bytes, dir) dlp_copy((dst), (src), (size_t)(bytes), (dir), 0, "__memcpy")
+#define __memcpy_async(dst, src, bytes, dir) dlp_copy_async((dst), (src), (size_t)(bytes), (dir))
+
+static void __sync_cluster(void)
+{
+  for (int k = 0; k < dlp_num_pending; k++)
+    if (dlp_pending[k].dir % 4 == DLP_SRAM) {
+      dlp_fail("__sync_cluster: an asynchronous copy into SRAM is not yet waited for (__sync_io)");
+      break;
+    }
+  pthread_barrier_wait(&dlp_cluster_barrier[clusterId]);
+}
 static void __sync_all(void) { pthread_barrier_wait(&dlp_all_barrier); }
 
 /* ------------------------------------------------------------------ intrinsics */
 
 #define DLP_CYCLES(name, work) (dlp_here->intrinsic_cycles += ceil((double)(work) / (DLP_TP_##name)))
 #define DLP_VEC(p, n, what, op) \
-  (dlp_in_space((p), (size_t)(n) * sizeof(float), DLP_NRAM, what, op) && dlp_aligned((p), DLP_VECTOR_ALIGN, what, op))
+  (dlp_in_space((p), (size_t)(n) * sizeof(float), DLP_NRAM, what, op) && dlp_aligned((p), DLP_VECTOR_ALIGN, what, op) \
+   && dlp_no_hazard((p), (size_t)(n) * sizeof(float), what[0] == 'd', what, op))
 
 #define DLP_BINARY(fname, name, expr)                                                         \
   static void fname(float *dst, const float *a, const float *b, int64_t n)                    \
@@ -361,7 +439,8 @@ static void __bang_matmul(float *dst, const float *lhs, const float *rhs, int64_
 {
   const char *op = "__bang_matmul";
   if (!DLP_VEC(dst, m * n, "dst", op) || !DLP_VEC(lhs, m * k, "lhs", op)) return;
-  if (!dlp_in_space(rhs, (size_t)(k * n) * sizeof(float), DLP_WRAM, "rhs", op) || !dlp_aligned(rhs, DLP_VECTOR_ALIGN, "rhs", op))
+  if (!dlp_in_space(rhs, (size_t)(k * n) * sizeof(float), DLP_WRAM, "rhs", op) || !dlp_aligned(rhs, DLP_VECTOR_ALIGN, "rhs", op)
+      || !dlp_no_hazard(rhs, (size_t)(k * n) * sizeof(float), 0, "rhs", op))
     return;
   for (int64_t i = 0; i < m; i++)
     for (int64_t j = 0; j < n; j++) {
@@ -381,7 +460,8 @@ static void __bang_conv(float *dst, const float *src, const float *w, int64_t co
   const char *op = "__bang_conv";
   int64_t oh = (h + pt + pb - kh) / sh + 1, ow = (wd + pl + pr - kw) / sw + 1;
   if (!DLP_VEC(dst, co * oh * ow, "dst", op) || !DLP_VEC(src, ci * h * wd, "src", op)) return;
-  if (!dlp_in_space(w, (size_t)(co * ci * kh * kw) * sizeof(float), DLP_WRAM, "weight", op) || !dlp_aligned(w, DLP_VECTOR_ALIGN, "weight", op))
+  if (!dlp_in_space(w, (size_t)(co * ci * kh * kw) * sizeof(float), DLP_WRAM, "weight", op) || !dlp_aligned(w, DLP_VECTOR_ALIGN, "weight", op)
+      || !dlp_no_hazard(w, (size_t)(co * ci * kh * kw) * sizeof(float), 0, "weight", op))
     return;
   for (int64_t o = 0; o < co; o++)
     for (int64_t y = 0; y < oh; y++)
@@ -459,8 +539,12 @@ static void *dlp_task_main(void *p)
   __sram_base = dlp_sram_arena + (size_t)clusterId * DLP_SRAM_BYTES;
   dlp_here = &s->rec->task[taskId];
   dlp_num_scratch = dlp_scratch_overflow = 0;
+  dlp_num_pending = dlp_pending_overflow = 0;
+  dlp_issued = 0;
   dlp_kernel_name = s->rec->name;
   s->fn(s->args);
+  if (dlp_issued > 0)
+    dlp_fail("ends with %.0f asynchronous copies not waited for (__sync_io)", dlp_issued);
   return 0;
 }
 

@@ -12,8 +12,10 @@ check becomes a `DlpcError` naming the kernel, task and op.
 
 Time model, per kernel (cycles at the description's clock):
 - compute(task) = intrinsic cycles + scalar ops / scalar_ops_per_cycle
-- transfer(task) = DMA count * dma_latency + GDRAM bytes / GDRAM bandwidth (a GDRAM2GDRAM
-                   copy moves its bytes twice: read and write)
+- transfer(task) = (DMA count - hidden DMAs) * dma_latency + GDRAM bytes / GDRAM bandwidth
+                   (a GDRAM2GDRAM copy moves its bytes twice: read and write); the n
+                   asynchronous copies a task issues between two waits take
+                   ceil(n / dma_queue_depth) latencies, the rest are hidden
                    + on-chip bytes (SRAM, NRAM<->WRAM) / SRAM bandwidth
 - task time = compute + transfer - overlap, overlap = min(compute, transfer) when the
   kernel is double-buffered (loads of tile k+1 run under compute of tile k), else 0
@@ -38,7 +40,7 @@ from dlpc.targets.dlp import DlpTarget, resolve
 
 HEADER = Path(__file__).with_name("dlp_sim.h")
 SPACES = ("gdram", "sram", "nram", "wram")
-NUM_COUNTERS = 20  # bytes[16], dma_count, intrinsic_cycles, intrinsic_ops, scalar_ops
+NUM_COUNTERS = 21  # bytes[16], dma_count, intrinsic_cycles, intrinsic_ops, scalar_ops, dma_hidden
 
 
 @dataclass
@@ -51,6 +53,7 @@ class KernelReport:
     double_buffered: bool
     bytes: dict[str, float] = field(default_factory=dict)  # "gdram->nram": bytes
     dma_count: int = 0
+    dma_hidden: int = 0  # of which their latency ran under an earlier copy's (async)
     intrinsic_cycles: float = 0.0  # summed over tasks
     ops: float = 0.0  # flops done (intrinsics + scalar)
     intrinsic_ops: float = 0.0  # of which by intrinsics (scalar ops count index arithmetic too)
@@ -93,13 +96,15 @@ def model_kernel(
                 onchip_bytes += n
         total_gdram += gdram_bytes
         dma, icycles, iops, sops = c[16], c[17], c[18], c[19]
+        hidden = c[20]
         rep.dma_count += int(dma)
+        rep.dma_hidden += int(hidden)
         rep.intrinsic_cycles += icycles
         rep.ops += iops + sops
         rep.intrinsic_ops += iops
         compute = icycles + sops / desc.scalar_ops_per_cycle
         transfer = (
-            dma * desc.dma_latency_cycles
+            (dma - hidden) * desc.dma_latency_cycles
             + gdram_bytes / gdram_per_cycle
             + onchip_bytes / sram_per_cycle
         )

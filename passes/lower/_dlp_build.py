@@ -25,6 +25,13 @@ def round_up(x: int, a: int) -> int:
     return -(-x // a) * a
 
 
+def latencies(desc: DlpTarget, groups: list[int]) -> float:
+    """Cycles of DMA latency for copies issued in `groups` (each back to back, then one
+    wait): a group of n takes ceil(n / dma_queue_depth) latencies (the simulator's rule)."""
+    depth = desc.dma_queue_depth
+    return sum(-(-n // depth) for n in groups) * desc.dma_latency_cycles
+
+
 # -------------------------------------------------------------------------- plan
 
 

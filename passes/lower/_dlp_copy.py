@@ -294,10 +294,11 @@ def lower_copy(kernel: KernelOp, desc, multicore: bool) -> dlp.KernelOp | None:
     tid.results[0].name_hint = "task"
     for t, part in enumerate(parts):
         body = Block()
-        for d, b, s, n in part:
-            body.add_op(dlp.MemcpyOp(dst, c(d), sources[b], c(s), c(n)))
+        for d, b, s, n in part:  # (back to back: their latencies overlap, one wait)
+            body.add_op(dlp.MemcpyAsyncOp(dst, c(d), sources[b], c(s), c(n)))
         body.add_op(scf.YieldOp())
         cond = arith.CmpiOp(tid.results[0], c(t), "eq")
         block.add_op(cond)
         block.add_op(scf.IfOp(cond.result, [], Region(body)))
+    block.add_op(dlp.WaitDmaOp())
     return new

@@ -29,7 +29,14 @@ from xdsl.ir import Operation, SSAValue
 from dlpc.dialects import dlp
 from dlpc.dialects.loop import KernelOp
 from dlpc.dialects.typed import element_type
-from dlpc.passes.lower._dlp_build import BufferPlan, Builder, KernelPlan, finish_for, round_up
+from dlpc.passes.lower._dlp_build import (
+    BufferPlan,
+    Builder,
+    KernelPlan,
+    finish_for,
+    latencies,
+    round_up,
+)
 from dlpc.targets.dlp import DlpTarget
 
 
@@ -162,7 +169,7 @@ def _cycles(
     per_cycle = d.gdram_bandwidth_gbs / d.clock_ghz
     seen: set[tuple] = set()
     whole = tiled = 0.0
-    dmas = wholes = 0
+    loads = stores = wholes = 0
     compute = 0.0
     for plan, f in zip(members, flops):
         rate = (
@@ -175,22 +182,25 @@ def _cycles(
             nbytes = p.elements(plan.trip if p.kind == "tiled" else 1) * p.elt_bytes
             if p.written and p.value in stored:
                 tiled += nbytes
-                dmas += 1
+                stores += 1
             if (p.read or not p.full_write) and _key(p) not in seen:
                 if p.kind == "whole":
                     whole += nbytes
                     wholes += 1
                 else:
                     tiled += nbytes
-                dmas += 1
+                    loads += 1
             seen.add(_key(p))
+    # (build_chain: the whole buffers and the tile's loads back to back, one wait; the
+    # stores, one wait)
+    groups = [wholes + loads, stores]
     if not sram:
-        transfer = dmas * d.dma_latency_cycles + (whole + tiled / tasks) / per_cycle
+        transfer = latencies(d, groups) + (whole + tiled / tasks) / per_cycle
         return max((whole * tasks + tiled) / per_cycle, compute + transfer)
     cpc = d.cores_per_cluster
     stagers = tasks if tasks <= cpc else (cpc if tasks % cpc == 0 else 1)
     transfer = (
-        (dmas + wholes) * d.dma_latency_cycles
+        latencies(d, [wholes, *groups])
         + (whole / stagers + tiled / tasks) / per_cycle
         + whole / (d.sram_bandwidth_gbs / d.clock_ghz)
     )
@@ -257,19 +267,36 @@ def segments(
 def _try(chain, plans, desc, multicore, flops, alone) -> float | None:
     """Cycles the chain saves against its members alone (None: it does not fit)."""
     members = [plans[k] for k in chain]
-    fs = [flops(k) for k in chain]
-    before = sum(alone(p, f) for p, f in zip(members, fs))
-    common = _common(chain, plans, desc, multicore)
-    if common is None:
-        return None
-    with common:
-        return before - _best(chain, members, fs)[0]
+    before = sum(alone(p, flops(k)) for p, k in zip(members, chain))
+    got = _choose(chain, plans, desc, multicore, flops)
+    return None if got is None else before - got[0]
 
 
-def _common(chain, plans, desc, multicore) -> _Common | None:
+def _choose(chain, plans, desc, multicore, flops) -> tuple[float, int, bool] | None:
+    """(cycles, tasks, staged in SRAM) of the chain's cheapest common plan: on every core
+    the work loop has, or on fewer whole clusters where that is a clear (10 %) gain (a
+    small image copied by each task rather than staged: fewer copies over the GDRAM
+    port); None where the members do not fit side by side."""
+    trip = plans[chain[0]].trip
+    most = min(desc.cores, trip) if multicore else 1
+    fewer = {k * desc.cores_per_cluster for k in range(1, desc.clusters)}
+    best: tuple[float, int, bool] | None = None
+    for tasks in [most, *sorted((t for t in fewer if t < most), reverse=True)]:
+        common = _common(chain, plans, desc, multicore, tasks)
+        if common is None:
+            continue
+        with common:
+            cost, sram = _best(chain, common.members, [flops(k) for k in chain])
+        if best is None or cost < 0.9 * best[0]:
+            best = (cost, tasks, sram)
+    return best
+
+
+def _common(chain, plans, desc, multicore, tasks: int | None = None) -> _Common | None:
     members = [plans[k] for k in chain]
     trip = members[0].trip
-    tasks = min(desc.cores, trip) if multicore else 1
+    if tasks is None:
+        tasks = min(desc.cores, trip) if multicore else 1
     chunk = -(-trip // tasks)
     spaces: dict[SSAValue, str] = {}
     for p in members:
@@ -298,13 +325,13 @@ def plan_chain(
 ) -> Fused | None:
     """The chain's common plan, set on its members, or None where the members do not
     fit side by side (their plans then as they were)."""
-    common = _common(kernels, plans, desc, multicore)
-    if common is None:
+    got = _choose(kernels, plans, desc, multicore, flops)
+    common = None if got is None else _common(kernels, plans, desc, multicore, got[1])
+    if got is None or common is None:
         return None
     common.keep()
     members = common.members
-    _, sram = _best(kernels, members, [flops(k) for k in kernels])
-    return Fused(kernels, members, members[0].tasks, members[0].tile, sram)
+    return Fused(kernels, members, members[0].tasks, members[0].tile, got[2])
 
 
 def used_after(value: SSAValue, chain: list[KernelOp]) -> bool:
@@ -373,17 +400,28 @@ def build_chain(fused: Fused, lowering_cls) -> dlp.KernelOp:
     t0.name_hint = "t0"
     n = inner.min(inner.c(fused.tile), inner.sub(hi, t0))
     n.name_hint = "n"
-    for plan, lw in zip(fused.plans, lowerings):
-        tiled = [p for p in plan.buffers.values() if p.kind == "tiled"]
+    # the tile's loads of buffers no member writes go back to back, one wait (with the
+    # last tile's stores); a buffer a member stored is loaded after its store landed
+    written = {p.value for plan in fused.plans for p in plan.buffers.values() if p.written}
+    tiles = [[p for p in plan.buffers.values() if p.kind == "tiled"] for plan in fused.plans]
+    for lw, tiled in zip(lowerings, tiles):
         lw.tile_bases(inner, tiled, t0, n)
         for p in tiled:
-            if loaded[p]:
-                inner.op(dlp.MemcpyOp(p.local, p.slot, p.value, p.base, p.count))
+            if loaded[p] and p.value not in written:
+                inner.op(dlp.MemcpyAsyncOp(p.local, p.slot, p.value, p.base, p.count))
+    inner.op(dlp.WaitDmaOp())
+    for lw, tiled in zip(lowerings, tiles):
+        later = [p for p in tiled if loaded[p] and p.value in written]
+        if later:
+            inner.op(dlp.WaitDmaOp())
+        for p in later:
+            inner.op(dlp.MemcpyOp(p.local, p.slot, p.value, p.base, p.count))
         lw.compute(inner, t0, n)
         for p in tiled:
             if p.written and p.value in stored:
-                inner.op(dlp.MemcpyOp(p.value, p.base, p.local, p.slot, p.count))
+                inner.op(dlp.MemcpyAsyncOp(p.value, p.base, p.local, p.slot, p.count))
     finish_for(inner)  # (a written buffer is always tiled: plan_buffers)
+    b.op(dlp.WaitDmaOp())  # every copy lands before the kernel ends
     return op
 
 

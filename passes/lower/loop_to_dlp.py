@@ -88,6 +88,7 @@ from dlpc.passes.lower._dlp_build import (
     Cloner,
     KernelPlan,
     finish_for,
+    latencies,
     round_up,
 )
 from dlpc.passes.lower.dlp_select import select_compute
@@ -561,16 +562,18 @@ def _estimate(plan: KernelPlan, flops: float) -> float:
     rate = 2 * d.throughput("matmul") if getattr(sel, "matrix_unit", False) else d.vector_width
     compute = flops / tasks / rate
     tiles = -(-plan.chunk // plan.tile)
-    copies = sum(
-        p.read + p.written
-        for p in plan.buffers.values()
-        if p.kind == "tiled" and not p.direct and not p.resident
-    )
+    per_tile = [p for p in plan.buffers.values() if p.kind == "tiled" and not p.direct]
+    loads = sum(p.read or not p.full_write for p in per_tile if not p.resident)
+    stores = sum(p.written for p in per_tile if not p.resident)
     wholes = sum(
-        1 for p in plan.buffers.values() if (p.kind == "whole" or p.resident) and not p.direct
+        1
+        for p in plan.buffers.values()
+        if ((p.kind == "whole" and (p.read or not p.full_write)) or p.resident) and not p.direct
     )
     transfer = (
-        (tiles * copies + wholes * (1 + plan.sram)) * d.dma_latency_cycles
+        latencies(
+            d, [wholes] * plan.sram + [wholes + loads] + [stores + loads] * (tiles - 1) + [stores]
+        )
         + tiled / tasks / per_cycle
         + whole / (_stagers(plan) if plan.sram else 1) / per_cycle  # (staged by shares)
         + (whole / (d.sram_bandwidth_gbs / d.clock_ghz) if plan.sram else 0.0)
@@ -596,6 +599,7 @@ def _choose_clusters(plan: KernelPlan, double_buffer: bool, flops: float) -> Non
     if isinstance(getattr(sel, "ew", None), ScalarEpilogue):
         return  # scalar loops (GELU's erf): their cost, index arithmetic included, is not modelled
     best = (_estimate(plan, flops), plan.tasks, plan.tile, plan.double, plan.sram)
+    default, cheapest = best[0], best
     fewer = (min(k * d.cores_per_cluster, plan.trip) for k in range(1, d.clusters))
     counts = [plan.tasks, *sorted({t for t in fewer if t < plan.tasks and has_whole}, reverse=True)]
     for tasks in counts:
@@ -609,8 +613,10 @@ def _choose_clusters(plan: KernelPlan, double_buffer: bool, flops: float) -> Non
                 if double_buffer and not double and plan.tile < plan.chunk:
                     continue  # single-buffered over several tiles: ping-pong is the option asked
                 cost = _estimate(plan, flops)
-                if cost < 0.9 * best[0]:  # (a rough model: only a clear gain)
-                    best = (cost, plan.tasks, plan.tile, plan.double, plan.sram)
+                if cost < cheapest[0]:
+                    cheapest = (cost, plan.tasks, plan.tile, plan.double, plan.sram)
+    if cheapest[0] < 0.9 * default:  # (a rough model: only a clear gain over the default)
+        best = cheapest
     _, plan.tasks, plan.tile, plan.double, plan.sram = best
     _mark_resident(plan)
 
@@ -689,6 +695,7 @@ class KernelLowering:
         self.load_whole([p for p in whole if not p.outer], c0)
         if plan.work is None:
             self.untiled(tid, whole, c0)
+            b.op(dlp.WaitDmaOp())
             return self.op
         batch = plan.outer
         if batch is not None:  # every task of a group runs the group's images in turn
@@ -708,9 +715,11 @@ class KernelLowering:
                 if p.outer:
                     self.image[p] = inner.mul(n, inner.c(p.image))
             b = self.b = inner
+            if any(p.outer and p.written and (p.read or not p.full_write) for p in whole):
+                b.op(dlp.WaitDmaOp())  # (the last image's store reads what is loaded next)
             for p in whole:
                 if p.outer and (p.read or not p.full_write):
-                    b.op(dlp.MemcpyOp(p.local, c0, p.value, self.image[p], b.c(p.elements(1))))
+                    b.op(dlp.MemcpyAsyncOp(p.local, c0, p.value, self.image[p], b.c(p.elements(1))))
         trip = b.c(plan.trip)
         lo = b.min(b.mul(tid, b.c(plan.chunk)), trip)
         hi = b.min(b.add(lo, b.c(plan.chunk)), trip)
@@ -724,18 +733,22 @@ class KernelLowering:
             _hint(t0, "t0")
             n = inner.min(inner.c(plan.tile), inner.sub(hi, t0))
             _hint(n, "n")
+            # a tile's loads go back to back with the last tile's stores, one wait
             self.tile_bases(inner, tiled, t0, n)
-            self.copies(inner, tiled, "in", n, dlp.MemcpyOp)
+            self.copies(inner, tiled, "in", n, dlp.MemcpyAsyncOp)
+            inner.op(dlp.WaitDmaOp())
             self.compute(inner, t0, n)
-            self.copies(inner, tiled, "out", n, dlp.MemcpyOp)
+            self.copies(inner, tiled, "out", n, dlp.MemcpyAsyncOp)
             finish_for(inner)
         for p in whole:
             if p.written:
                 at = self.image.get(p, c0)
-                b.op(dlp.MemcpyOp(p.value, at, p.local, c0, b.c(p.elements(1))))
+                b.op(dlp.MemcpyAsyncOp(p.value, at, p.local, c0, b.c(p.elements(1))))
         if batch is not None:
             finish_for(b)
             self.b = b.parent if b.parent is not None else self.b
+        if not isinstance(self.b.block.last_op, dlp.WaitDmaOp):
+            self.b.op(dlp.WaitDmaOp())  # every copy lands before the kernel ends
         return self.op
 
     # ---- pieces ---------------------------------------------------------------
@@ -758,7 +771,9 @@ class KernelLowering:
                 b.op(scf.IfOp(is_first, [], Region(first)))
                 fb = b.nested(first)
                 for p in staged:
-                    fb.op(dlp.MemcpyOp(p.staged, fb.c(0), p.value, fb.c(0), fb.c(p.elements(1))))
+                    fb.op(
+                        dlp.MemcpyAsyncOp(p.staged, fb.c(0), p.value, fb.c(0), fb.c(p.elements(1)))
+                    )
                 fb.op(scf.YieldOp())
             for p in staged if here > 1 else []:
                 # every core of the cluster stages its DMA-aligned share of the buffer
@@ -769,14 +784,16 @@ class KernelLowering:
                 share = Block()
                 b.op(scf.IfOp(b.v(arith.CmpiOp(count, c0, "sgt")), [], Region(share)))
                 sb = b.nested(share)
-                sb.op(dlp.MemcpyOp(p.staged, start, p.value, start, count))
+                sb.op(dlp.MemcpyAsyncOp(p.staged, start, p.value, start, count))
                 sb.op(scf.YieldOp())
+            b.op(dlp.WaitDmaOp())  # the cluster's copies are in SRAM before the barrier
             b.op(dlp.SyncClusterOp())
             for p in staged:
-                b.op(dlp.MemcpyOp(p.local, c0, p.staged, c0, b.c(p.elements(1))))
+                b.op(dlp.MemcpyAsyncOp(p.local, c0, p.staged, c0, b.c(p.elements(1))))
         else:
+            # issued back to back: waited for with the first tile's loads
             for p in reads:
-                b.op(dlp.MemcpyOp(p.local, c0, p.value, c0, b.c(p.elements(1))))
+                b.op(dlp.MemcpyAsyncOp(p.local, c0, p.value, c0, b.c(p.elements(1))))
 
     def untiled(self, tid: SSAValue, whole: list[BufferPlan], c0: SSAValue) -> None:
         """No work loop: task 0 runs the whole kernel on its NRAM copies."""
@@ -784,12 +801,15 @@ class KernelLowering:
         body = Block()
         b.op(scf.IfOp(b.v(arith.CmpiOp(tid, c0, "eq")), [], Region(body)))
         inner = b.nested(body)
+        inner.op(dlp.WaitDmaOp())
         vmap: dict[SSAValue, SSAValue] = {}
         Cloner(self.plan, vmap).block(self.plan.kernel.block, inner)
         for p in whole:
             if p.written:
                 inner.op(
-                    dlp.MemcpyOp(p.value, inner.c(0), p.local, inner.c(0), inner.c(p.elements(1)))
+                    dlp.MemcpyAsyncOp(
+                        p.value, inner.c(0), p.local, inner.c(0), inner.c(p.elements(1))
+                    )
                 )
         inner.op(scf.YieldOp())
 
@@ -807,7 +827,7 @@ class KernelLowering:
             self.first[p] = lo
             start = inner.add(inner.c(p.prefix_offset), inner.mul(lo, inner.c(p.inner)))
             count = inner.mul(inner.sub(hi, lo), inner.c(p.inner))
-            inner.op(dlp.MemcpyOp(p.local, inner.c(0), p.value, start, count))
+            inner.op(dlp.MemcpyAsyncOp(p.local, inner.c(0), p.value, start, count))
         inner.op(scf.YieldOp())
 
     def tile_bases(self, b: Builder, tiled: list[BufferPlan], t0: SSAValue, n: SSAValue) -> None:
@@ -935,7 +955,7 @@ def _prepare(
 
     direct = lower_copy(kernel, desc, multicore)
     if direct is not None:
-        copies = sum(isinstance(op, dlp.MemcpyOp) for op in direct.walk())
+        copies = sum(isinstance(op, dlp.MemcpyOp | dlp.MemcpyAsyncOp) for op in direct.walk())
         if copies <= 2 * direct.num_tasks or not intrinsics:
             return direct, None
         # many short pieces a task (a head split): staged whole items and dlp.transpose
@@ -970,11 +990,12 @@ def _one_item_plan(kernel: KernelOp, desc: DlpTarget) -> KernelPlan | None:
 
 def _copy_cycles(direct: dlp.KernelOp, desc: DlpTarget) -> float:
     """The simulator's time of a direct copy kernel, roughly: its busiest task's DMAs
-    (latency, bytes read and written) or the GDRAM port."""
+    (issued back to back: their latencies overlap up to the queue depth; bytes read and
+    written) or the GDRAM port."""
     per_task = [0] * direct.num_tasks
     elements = 0
     for op in direct.walk():
-        if isinstance(op, dlp.MemcpyOp):
+        if isinstance(op, dlp.MemcpyOp | dlp.MemcpyAsyncOp):
             owner = op.parent_op()
             task = 0
             if isinstance(owner, scf.IfOp):  # `if (task == t)`: _dlp_copy's pieces of task t
@@ -985,7 +1006,7 @@ def _copy_cycles(direct: dlp.KernelOp, desc: DlpTarget) -> float:
             elements += _const(op.operands[4]) or 0
     per_cycle = desc.gdram_bandwidth_gbs / desc.clock_ghz
     moved = 2 * elements * 4 / per_cycle
-    return max(max(per_task) * desc.dma_latency_cycles + moved / direct.num_tasks, moved)
+    return max(latencies(desc, [max(per_task)]) + moved / direct.num_tasks, moved)
 
 
 def _one_item_cycles(plan: KernelPlan) -> float:

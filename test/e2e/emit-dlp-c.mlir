@@ -1,7 +1,9 @@
 // RUN: dlpc-opt %s -p loop-to-dlp -t dlp-c | filecheck %s
 
 // BANG-style C: the target's facts as macros, a commented kernel per graph op with
-// memory-space qualifiers, DMA with directions, intrinsics, taskId, sanitised names.
+// memory-space qualifiers, DMA with directions (asynchronous, each group waited for by
+// __sync_io before its data is used and before the kernel ends), intrinsics, taskId,
+// sanitised names.
 // The input is 8 KiB so that staging it once per cluster in SRAM beats every task's
 // own GDRAM copy (loop-to-dlp weighs both; a small input is copied directly).
 
@@ -17,12 +19,17 @@
 // CHECK: __nram__ float *v_x_nram = (float *)(__nram_base + 0);
 // CHECK: __wram__ float *v_fc1_weight_wram = (float *)(__wram_base + 0);
 // CHECK: __mlu_shared__ float *v_x_sram = (float *)(__sram_base + 0);
-// CHECK: __memcpy(v_x_sram + {{.*}}, v_x + {{.*}} * sizeof(float), GDRAM2SRAM);
-// CHECK: __sync_cluster();
-// CHECK: __memcpy(v_fc1_weight_wram, v_fc1_weight + {{.*}} * sizeof(float), GDRAM2WRAM);
+// CHECK: __memcpy_async(v_x_sram + {{.*}}, v_x + {{.*}} * sizeof(float), GDRAM2SRAM);
+// CHECK: __sync_io();
+// CHECK-NEXT: __sync_cluster();
+// CHECK-NEXT: __memcpy_async(v_x_nram, v_x_sram, 2048 * sizeof(float), SRAM2NRAM);
+// CHECK: __memcpy_async(v_fc1_weight_wram, v_fc1_weight + {{.*}} * sizeof(float), GDRAM2WRAM);
+// CHECK-NEXT: __sync_io();
 // CHECK: __bang_matmul({{.*}}, v_x_nram, v_fc1_weight_wram, 1, 2048, v_n, 1);
 // CHECK: __bang_active_relu(v_out0_nram, {{.*}});
-// CHECK: __memcpy(v_out0 + {{.*}}, v_out0_nram, {{.*}} * sizeof(float), NRAM2GDRAM);
+// CHECK: __memcpy_async(v_out0 + {{.*}}, v_out0_nram, {{.*}} * sizeof(float), NRAM2GDRAM);
+// CHECK: __sync_io();
+// CHECK-NEXT: }
 // CHECK: int dlpc_main(void **args)
 // CHECK: __dlp_gdram(v_fc1_weight, 16384 * sizeof(float));
 // CHECK: __dlp_launch("fc1_relu_0", "graph.linear", 8, 0, task_fc1_relu_0, &args_fc1_relu_0);

@@ -18,7 +18,7 @@
 // DLP-NOT: dlp.kernel "reshape_1"
 // DLP: memref.reinterpret_cast %relu
 // DLP: dlp.kernel "relu_2"
-// DLP: dlp.memcpy GDRAM2NRAM %{{.*}}[%{{.*}}], %reshape[
+// DLP: dlp.memcpy_async GDRAM2NRAM %{{.*}}[%{{.*}}], %reshape[
 
 builtin.module {
   func.func @main(%x: memref<2x4x4xf32> {dlpc.name = "x"}, %out0: memref<2x16xf32>) attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {

@@ -9,7 +9,7 @@
 // CHECK-LABEL: func.func @batch_conv
 // CHECK: dlp.kernel "conv2d_relu_0"
 // CHECK: %[[W:.*]] = memref.alloc() : memref<{{[0-9]+}}xf32, #dlp.space<wram>>
-// CHECK: dlp.memcpy {{.*}}2WRAM %[[W]][%{{.*}}], %{{.*}}[%{{.*}}], %{{.*}} : memref<{{[0-9]+}}xf32, #dlp.space<wram>>, memref<{{.*}}>
+// CHECK: dlp.memcpy_async {{.*}}2WRAM %[[W]][%{{.*}}], %{{.*}}[%{{.*}}], %{{.*}} : memref<{{[0-9]+}}xf32, #dlp.space<wram>>, memref<{{.*}}>
 // CHECK: scf.for %[[I:.*]] = %{{.*}} to %{{.*}} step
 // CHECK: dlp.conv2d %[[ACC:.*]][%{{.*}}], %{{.*}}[%{{.*}}], %[[W]][%{{.*}}], %{{.*}} {channels_in = 2 : i64, height = 4 : i64, width = 4 : i64, kernel_h = 3 : i64, kernel_w = 3 : i64, stride_h = 1 : i64, stride_w = 1 : i64, pad_top = 1 : i64, pad_left = 1 : i64, pad_bottom = 1 : i64, pad_right = 1 : i64}
 // CHECK: scf.for
@@ -74,7 +74,7 @@ func.func @batch_conv(%x: memref<2x2x4x4xf32>, %w: memref<4x2x3x3xf32>, %b: memr
 
 // CHECK-LABEL: func.func @batch_pool
 // CHECK: dlp.kernel "max_pool2d_0"
-// CHECK: dlp.memcpy GDRAM2NRAM %[[X:.*]][%{{.*}}], %{{.*}}[%{{.*}}], %{{.*}} : memref<64xf32, #dlp.space<nram>>, memref<2x4x4x4xf32>
+// CHECK: dlp.memcpy_async GDRAM2NRAM %[[X:.*]][%{{.*}}], %{{.*}}[%{{.*}}], %{{.*}} : memref<64xf32, #dlp.space<nram>>, memref<2x4x4x4xf32>
 // CHECK: %[[P:.*]] = arith.muli %{{.*}}, %{{.*}} : index
 // CHECK-NEXT: dlp.pool "max" %{{.*}}[%{{.*}}], %[[X]][%{{.*}}], %[[P]] {height = 4 : i64, width = 4 : i64, kernel_h = 2 : i64, kernel_w = 2 : i64, stride_h = 2 : i64, stride_w = 2 : i64, pad_top = 0 : i64, pad_left = 0 : i64, out_h = 2 : i64, out_w = 2 : i64}
 

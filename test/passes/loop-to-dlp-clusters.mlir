@@ -7,7 +7,7 @@
 
 // CHECK-LABEL: func.func @main
 // CHECK: dlp.kernel "linear_relu_0" attributes {{{.*}}tasks = 4 : i64
-// CHECK: dlp.memcpy GDRAM2SRAM %{{.*}}, %w[%{{.*}}], %{{.*}} : memref<131072xf32, #dlp.space<sram>>, memref<512x256xf32>
+// CHECK: dlp.memcpy_async GDRAM2SRAM %{{.*}}, %w[%{{.*}}], %{{.*}} : memref<131072xf32, #dlp.space<sram>>, memref<512x256xf32>
 // CHECK: dlp.matmul
 
 func.func @main(%x: memref<32x256xf32> {dlpc.name = "x"}, %w: memref<512x256xf32> {dlpc.name = "w"}, %out0: memref<32x512xf32>) attributes {dlpc.num_inputs = 1 : i64, dlpc.params = ["w"], dlpc.num_outputs = 1 : i64} {

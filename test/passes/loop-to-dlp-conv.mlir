@@ -77,7 +77,7 @@ func.func @conv(%x: memref<1x2x8x8xf32>, %w: memref<4x2x3x3xf32>, %b: memref<4xf
 // CHECK-LABEL: func.func @depthwise
 // CHECK: dlp.kernel "dw_0"
 // CHECK: scf.for %[[C:.*]] = %{{.*}} to %{{.*}} step
-// CHECK: dlp.memcpy GDRAM2WRAM %[[F:.*]][%{{.*}}], %{{.*}}[%{{.*}}], %{{.*}} : memref<{{[0-9]+}}xf32, #dlp.space<wram>>, memref<4x1x3x3xf32>
+// CHECK: dlp.memcpy_async GDRAM2WRAM %[[F:.*]][%{{.*}}], %{{.*}}[%{{.*}}], %{{.*}} : memref<{{[0-9]+}}xf32, #dlp.space<wram>>, memref<4x1x3x3xf32>
 // CHECK: dlp.conv2d %{{.*}}[%{{.*}}], %{{.*}}[%{{.*}}], %[[F]][%{{.*}}], %{{.*}} {channels_in = 1 : i64, height = 4 : i64, width = 4 : i64
 
 func.func @depthwise(%x: memref<1x4x4x4xf32>, %w: memref<4x1x3x3xf32>, %out: memref<1x4x4x4xf32>) attributes {dlpc.num_inputs = 1 : i64, dlpc.params = ["w"], dlpc.num_outputs = 1 : i64} {

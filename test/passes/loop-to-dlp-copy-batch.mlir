@@ -5,7 +5,7 @@
 
 // CHECK-LABEL: func.func @main
 // CHECK: dlp.kernel "slice_0" attributes {tasks = 16 : i64
-// CHECK-COUNT-16: dlp.memcpy GDRAM2GDRAM %{{.*}}[%{{.*}}], %x[%{{.*}}], %{{.*}} : memref<32x8x16xf32>, memref<32x8x32xf32>
+// CHECK-COUNT-16: dlp.memcpy_async GDRAM2GDRAM %{{.*}}[%{{.*}}], %x[%{{.*}}], %{{.*}} : memref<32x8x16xf32>, memref<32x8x32xf32>
 // CHECK-NOT: nram
 
 func.func @main(%x: memref<32x8x32xf32> {dlpc.name = "x"}, %out0: memref<32x8x16xf32>) attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {

@@ -12,16 +12,16 @@
 // CHECK: %[[T:.*]] = dlp.task_id
 // CHECK: arith.cmpi eq, %[[T]]
 // CHECK-NEXT: scf.if
-// CHECK-NEXT: dlp.memcpy GDRAM2GDRAM %concat[%{{.*}}], %x[%{{.*}}], %{{.*}} : memref<3x64xf32>, memref<2x64xf32>
+// CHECK-NEXT: dlp.memcpy_async GDRAM2GDRAM %concat[%{{.*}}], %x[%{{.*}}], %{{.*}} : memref<3x64xf32>, memref<2x64xf32>
 // CHECK: scf.if
-// CHECK-NEXT: dlp.memcpy GDRAM2GDRAM %concat[%{{.*}}], %x[%{{.*}}], %{{.*}} : memref<3x64xf32>, memref<2x64xf32>
-// CHECK-NEXT: dlp.memcpy GDRAM2GDRAM %concat[%{{.*}}], %y[%{{.*}}], %{{.*}} : memref<3x64xf32>, memref<1x64xf32>
+// CHECK-NEXT: dlp.memcpy_async GDRAM2GDRAM %concat[%{{.*}}], %x[%{{.*}}], %{{.*}} : memref<3x64xf32>, memref<2x64xf32>
+// CHECK-NEXT: dlp.memcpy_async GDRAM2GDRAM %concat[%{{.*}}], %y[%{{.*}}], %{{.*}} : memref<3x64xf32>, memref<1x64xf32>
 // CHECK-LABEL: dlp.kernel "slice_1"
 // CHECK-NOT: memref.alloc
-// CHECK: dlp.memcpy GDRAM2GDRAM %slice[%{{.*}}], %concat[%{{.*}}]
+// CHECK: dlp.memcpy_async GDRAM2GDRAM %slice[%{{.*}}], %concat[%{{.*}}]
 // CHECK-LABEL: dlp.kernel "reshape_2"
 // CHECK-NOT: memref.alloc
-// CHECK: dlp.memcpy GDRAM2GDRAM %reshape[%{{.*}}], %slice[%{{.*}}]
+// CHECK: dlp.memcpy_async GDRAM2GDRAM %reshape[%{{.*}}], %slice[%{{.*}}]
 // CHECK-LABEL: dlp.kernel "transpose_3"
 // CHECK-NOT: GDRAM2GDRAM
 // CHECK: memref.alloc() : memref<{{[0-9]+}}xf32, #dlp.space<nram>>
@@ -30,8 +30,8 @@
 // One task copies every piece of the concatenation.
 // SINGLE-LABEL: dlp.kernel "concat_0" attributes {tasks = 1 : i64
 // SINGLE: scf.if
-// SINGLE-NEXT: dlp.memcpy GDRAM2GDRAM %concat[%{{.*}}], %x[%{{.*}}], %{{.*}}
-// SINGLE-NEXT: dlp.memcpy GDRAM2GDRAM %concat[%{{.*}}], %y[%{{.*}}], %{{.*}}
+// SINGLE-NEXT: dlp.memcpy_async GDRAM2GDRAM %concat[%{{.*}}], %x[%{{.*}}], %{{.*}}
+// SINGLE-NEXT: dlp.memcpy_async GDRAM2GDRAM %concat[%{{.*}}], %y[%{{.*}}], %{{.*}}
 // SINGLE-NEXT: }
 
 builtin.module {

@@ -25,11 +25,18 @@
 // CHECK: }
 // CHECK-NEXT: dlp.wait_dma
 
+// Single-buffered: one slot; a tile's load is waited for at once (with the last tile's
+// store, still in flight), the store left in flight, one wait before the kernel ends.
 // SINGLE: dlp.kernel "scale_0" attributes {tasks = 2 : i64, dma_align = 64 : i64, vector_align = 64 : i64} {
-// SINGLE-NOT: memcpy_async
-// SINGLE: dlp.memcpy GDRAM2NRAM
+// SINGLE-NOT: arith.remsi
+// SINGLE: scf.for
+// SINGLE: dlp.memcpy_async GDRAM2NRAM
+// SINGLE-NEXT: dlp.wait_dma
 // SINGLE: dlp.mul_scalar
-// SINGLE: dlp.memcpy NRAM2GDRAM
+// SINGLE-NEXT: dlp.memcpy_async NRAM2GDRAM
+// SINGLE-NEXT: }
+// SINGLE-NEXT: dlp.wait_dma
+// SINGLE-NEXT: }
 
 // ONECORE: dlp.kernel "scale_0" attributes {tasks = 1 : i64,
 

@@ -18,7 +18,7 @@
 // CHECK: %[[SUM:.*]] = memref.alloc() : memref<16xf32, #dlp.space<nram>>
 // CHECK: %[[OUT:.*]] = memref.alloc() : memref<16xf32, #dlp.space<nram>>
 // CHECK: scf.for
-// CHECK: dlp.memcpy GDRAM2NRAM %[[X]][%{{.*}}], %x[%[[BASE:.*]]], %{{.*}}
+// CHECK: dlp.memcpy_async GDRAM2NRAM %[[X]][%{{.*}}], %x[%[[BASE:.*]]], %{{.*}}
 // CHECK-NOT: dlp.memcpy
 // CHECK: dlp.reduce_max %[[MAX]][%{{.*}}], %[[X]][%{{.*}}]
 // CHECK-NOT: dlp.memcpy
@@ -27,13 +27,13 @@
 // CHECK: dlp.reduce_sum %[[SUM]][%{{.*}}], %[[EXP]][%{{.*}}]
 // CHECK-NOT: dlp.memcpy
 // CHECK: dlp.mul_scalar %[[OUT]]
-// CHECK: dlp.memcpy NRAM2GDRAM %out0[%[[BASE]]], %[[OUT]][%{{.*}}]
+// CHECK: dlp.memcpy_async NRAM2GDRAM %out0[%[[BASE]]], %[[OUT]][%{{.*}}]
 // CHECK-NOT: dlp.memcpy
 // CHECK: memref.dealloc %softmax_0_max
 // CHECK: func.return
 
 // APART: dlp.kernel "softmax_0_max"
-// APART: dlp.memcpy NRAM2GDRAM %softmax_0_max
+// APART: dlp.memcpy_async NRAM2GDRAM %softmax_0_max
 // APART: dlp.kernel "softmax_0_exp"
 // APART: dlp.kernel "softmax_0_sum"
 // APART: dlp.kernel "softmax_0"

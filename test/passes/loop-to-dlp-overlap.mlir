@@ -5,8 +5,10 @@
 // the shared row; the simulator runs tasks in order and would not show it). It stays
 // whole, in one task.
 // CHECK:      dlp.kernel "smear" attributes {tasks = 1 : i64
-// CHECK-NOT:  memcpy_async
-// CHECK:      dlp.memcpy NRAM2GDRAM %s[%{{.*}}], %s_nram
+// CHECK-NOT:  double_buffered
+// CHECK:      dlp.wait_dma
+// CHECK:      dlp.memcpy_async NRAM2GDRAM %s[%{{.*}}], %s_nram
+// CHECK:      dlp.wait_dma
 func.func @main(%u: memref<6x32xf32>, %s: memref<7x32xf32>) {
   loop.kernel "smear" {
     loop.for %i0 = 0 to 6 step 1 {name = "i0"} {

@@ -9,7 +9,7 @@
 // CHECK-LABEL: func.func @main
 // CHECK: dlp.kernel "conv2d_relu_0"
 // CHECK-NOT: dlpc.scalar
-// CHECK: dlp.memcpy GDRAM2NRAM %[[B:b_nram]][%{{.*}}], %b[%t0], %n
+// CHECK: dlp.memcpy_async GDRAM2NRAM %[[B:b_nram]][%{{.*}}], %b[%t0], %n
 // CHECK: dlp.conv2d %[[ACC:acc_nram]][%{{.*}}]
 // CHECK: %[[T:rows_t_nram]] = memref.alloc() : memref<{{[0-9]+}}xf32, #dlp.space<nram>>
 // CHECK: %[[R:.*]] = arith.divsi %[[COUNT:.*]], %[[PLANE:.*]] : index

@@ -2,7 +2,7 @@
 
 // A whole buffer staged in a cluster's SRAM (the bias, read by all 16 tasks) is copied
 // from GDRAM by every core of the cluster, a DMA-aligned share each (4 cores: 64 of its
-// 256 floats from core * 64), before the cluster's barrier; then each core copies it
+// 256 floats from core * 64), waited for before the cluster's barrier; then each core copies it
 // whole to its NRAM. (Core 0 alone staging it would move all its bytes on one task's
 // critical path.)
 
@@ -15,10 +15,11 @@
 // CHECK: %[[COUNT:.*]] = arith.minsi %[[P]], %{{.*}} : index
 // CHECK: %[[ANY:.*]] = arith.cmpi sgt, %[[COUNT]], %{{.*}} : index
 // CHECK-NEXT: scf.if %[[ANY]] {
-// CHECK-NEXT: dlp.memcpy GDRAM2SRAM %[[S]][%[[START]]], %b[%[[START]]], %[[COUNT]] :
+// CHECK-NEXT: dlp.memcpy_async GDRAM2SRAM %[[S]][%[[START]]], %b[%[[START]]], %[[COUNT]] :
 // CHECK-NEXT: }
+// CHECK-NEXT: dlp.wait_dma
 // CHECK-NEXT: dlp.sync_cluster
-// CHECK-NEXT: dlp.memcpy SRAM2NRAM %{{.*}}[%{{.*}}], %[[S]][%{{.*}}], %{{.*}} :
+// CHECK-NEXT: dlp.memcpy_async SRAM2NRAM %{{.*}}[%{{.*}}], %[[S]][%{{.*}}], %{{.*}} :
 
 func.func @bias_relu(%x: memref<64x256xf32>, %b: memref<256xf32>, %out: memref<64x256xf32>) attributes {dlpc.num_inputs = 1 : i64, dlpc.params = ["b"], dlpc.num_outputs = 1 : i64} {
   loop.kernel "bias_relu_0" attributes {origin = "graph.relu"} {
@@ -47,11 +48,11 @@ func.func @bias_relu(%x: memref<64x256xf32>, %b: memref<256xf32>, %out: memref<6
 // CHECK-NOT: dlp.sync_cluster
 // CHECK: %x_nram = memref.alloc() : memref<16xf32, #dlp.space<nram>>
 // CHECK: %[[O:.*]] = memref.alloc() : memref<16xf32, #dlp.space<nram>>
-// CHECK: dlp.memcpy GDRAM2NRAM %{{.*}}[%{{.*}}], %x[%{{.*}}], %{{.*}} : memref<16xf32, #dlp.space<nram>>, memref<1x16xf32>
+// CHECK: dlp.memcpy_async GDRAM2NRAM %{{.*}}[%{{.*}}], %x[%{{.*}}], %{{.*}} : memref<16xf32, #dlp.space<nram>>, memref<1x16xf32>
 // CHECK-NOT: #dlp.space<sram>
 // CHECK: dlp.matmul %[[O]][%{{.*}}], %{{.*}}
 // CHECK-NOT: NRAM2NRAM
-// CHECK: dlp.memcpy NRAM2GDRAM %out[%{{.*}}], %[[O]][%{{.*}}]
+// CHECK: dlp.memcpy_async NRAM2GDRAM %out[%{{.*}}], %[[O]][%{{.*}}]
 // CHECK: func.return
 
 func.func @small_linear(%x: memref<1x16xf32>, %w: memref<64x16xf32>, %out: memref<1x64xf32>) attributes {dlpc.num_inputs = 1 : i64, dlpc.params = ["w"], dlpc.num_outputs = 1 : i64} {

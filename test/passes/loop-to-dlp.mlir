@@ -1,8 +1,10 @@
 // RUN: dlpc-opt %s -p 'loop-to-dlp{target-desc=tiny double-buffer=false}' | filecheck %s
 
 // Elementwise: rows of the work loop split over the 2 cores of `tiny`, tiled to fit its
-// 4 KiB NRAM, DMA in/out around vector intrinsics; the broadcast bias is staged once per
-// cluster through SRAM.
+// 4 KiB NRAM, DMA in/out around vector intrinsics. Every copy is asynchronous: the
+// broadcast bias (128 bytes: each task copies it from GDRAM, no SRAM staging and its
+// second latency) is issued before the tile loop and waited for with the first tile's
+// load; a tile's store stays in flight until the next tile's wait or the kernel's last.
 
 // CHECK-LABEL: func.func @bias_relu
 func.func @bias_relu(%x: memref<64x32xf32>, %b: memref<32xf32>, %out: memref<64x32xf32>) attributes {dlpc.num_inputs = 1 : i64, dlpc.params = ["b"], dlpc.num_outputs = 1 : i64} {
@@ -11,19 +13,21 @@ func.func @bias_relu(%x: memref<64x32xf32>, %b: memref<32xf32>, %out: memref<64x
   // CHECK: %[[X:.*]] = memref.alloc() : memref<{{[0-9]+}}xf32, #dlp.space<nram>>
   // CHECK: %[[B:.*]] = memref.alloc() : memref<32xf32, #dlp.space<nram>>
   // CHECK: %[[O:.*]] = memref.alloc() : memref<{{[0-9]+}}xf32, #dlp.space<nram>>
-  // CHECK: dlp.core_id
-  // CHECK: %[[S:.*]] = memref.alloc() : memref<32xf32, #dlp.space<sram>>
-  // CHECK: dlp.memcpy GDRAM2SRAM %[[S]]
-  // CHECK: dlp.sync_cluster
-  // CHECK: dlp.memcpy SRAM2NRAM %[[B]]
+  // CHECK-NOT: sram
+  // CHECK: dlp.memcpy_async GDRAM2NRAM %[[B]][%{{.*}}], %b[%{{.*}}]
+  // CHECK-NOT: dlp.wait_dma
   // CHECK: %[[LO:.*]] = arith.minsi
   // CHECK: %[[HI:.*]] = arith.minsi
   // CHECK: scf.for %[[T0:.*]] = %[[LO]] to %[[HI]] step
-  // CHECK: dlp.memcpy GDRAM2NRAM %[[X]][%{{.*}}], %{{.*}}[%{{.*}}], %[[N:.*]] :
+  // CHECK: dlp.memcpy_async GDRAM2NRAM %[[X]][%{{.*}}], %{{.*}}[%{{.*}}], %[[N:.*]] :
+  // CHECK-NEXT: dlp.wait_dma
   // CHECK-NOT: memref.load
   // CHECK: dlp.cycle_add %[[TMP:.*]][%{{.*}}], %[[X]][%{{.*}}], %[[B]][%{{.*}}], %[[N]], %{{.*}} :
   // CHECK-NEXT: dlp.relu %[[O]][%{{.*}}], %[[TMP]][%{{.*}}], %[[N]] :
-  // CHECK-NEXT: dlp.memcpy NRAM2GDRAM %{{.*}}[%{{.*}}], %[[O]][%{{.*}}], %[[N]] :
+  // CHECK-NEXT: dlp.memcpy_async NRAM2GDRAM %{{.*}}[%{{.*}}], %[[O]][%{{.*}}], %[[N]] :
+  // CHECK-NEXT: }
+  // CHECK-NEXT: dlp.wait_dma
+  // CHECK-NEXT: }
   loop.kernel "bias_relu_0" attributes {origin = "graph.relu"} {
     loop.for %i0 = 0 to 64 step 1 {name = "i0", parallel} {
       loop.for %i1 = 0 to 32 step 1 {name = "i1", vectorize} {
@@ -46,10 +50,10 @@ func.func @bias_relu(%x: memref<64x32xf32>, %b: memref<32xf32>, %out: memref<64x
 func.func @linear(%x: memref<1x16xf32>, %w: memref<8x16xf32>, %bias: memref<8xf32>, %out: memref<1x8xf32>) attributes {dlpc.num_inputs = 1 : i64, dlpc.params = ["w", "bias"], dlpc.num_outputs = 1 : i64} {
   // CHECK: dlp.kernel "linear_0"
   // CHECK: %[[W:.*]] = memref.alloc() : memref<{{[0-9]+}}xf32, #dlp.space<wram>>
-  // CHECK: dlp.memcpy GDRAM2WRAM %[[W]]
+  // CHECK: dlp.memcpy_async GDRAM2WRAM %[[W]]
   // CHECK: dlp.matmul %[[ACC:.*]][%{{.*}}], %{{.*}}[%{{.*}}], %[[W]][%{{.*}}], %{{.*}}, %{{.*}}, %{{.*}} {transpose_rhs}
   // CHECK-NEXT: dlp.add %{{.*}}, %[[ACC]][%{{.*}}], %{{.*}}
-  // CHECK: dlp.memcpy NRAM2GDRAM
+  // CHECK: dlp.memcpy_async NRAM2GDRAM
   loop.kernel "linear_0" attributes {origin = "graph.linear"} {
     loop.for %i0 = 0 to 1 step 1 {name = "i0"} {
       loop.for %i1 = 0 to 8 step 1 {name = "i1", parallel} {
@@ -81,12 +85,12 @@ func.func @linear(%x: memref<1x16xf32>, %w: memref<8x16xf32>, %bias: memref<8xf3
 func.func @transpose(%x: memref<8x16xf32>, %out: memref<16x8xf32>) attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
   // CHECK: dlp.kernel "transpose_0"
   // CHECK: %[[XN:.*]] = memref.alloc() : memref<128xf32, #dlp.space<nram>>
-  // CHECK: dlp.memcpy SRAM2NRAM %[[XN]]
+  // CHECK: dlp.memcpy_async SRAM2NRAM %[[XN]]
   // CHECK: scf.for
   // CHECK: scf.for
   // CHECK: memref.load %[[XN]][%{{.*}}] : memref<128xf32, #dlp.space<nram>>
   // CHECK: memref.store
-  // CHECK: dlp.memcpy NRAM2GDRAM
+  // CHECK: dlp.memcpy_async NRAM2GDRAM
   loop.kernel "transpose_0" attributes {origin = "graph.transpose"} {
     loop.for %i0 = 0 to 16 step 1 {name = "i0", parallel} {
       loop.for %i1 = 0 to 8 step 1 {name = "i1"} {
@@ -110,7 +114,7 @@ func.func @transpose(%x: memref<8x16xf32>, %out: memref<16x8xf32>) attributes {d
 // CHECK: dlp.exp %[[ROWS:[a-z_0-9]+]][%{{.*}}], %{{.*}}
 // CHECK: dlp.reduce_sum %[[OUT:[a-z_0-9]+]][%{{.*}}], %[[ROWS]][%{{.*}}], %{{.*}}, %{{.*}} :
 // CHECK-NOT: NRAM2NRAM
-// CHECK: dlp.memcpy NRAM2GDRAM %{{.*}}, %[[OUT]]
+// CHECK: dlp.memcpy_async NRAM2GDRAM %{{.*}}, %[[OUT]]
 func.func @exp_sum(%x: memref<32x16xf32>, %m: memref<32xf32>, %out: memref<32xf32>) attributes {dlpc.num_inputs = 2 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
   loop.kernel "exp_sum_0" attributes {origin = "graph.softmax"} {
     loop.for %i0 = 0 to 32 step 1 {name = "i0", parallel} {

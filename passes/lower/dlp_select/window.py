@@ -390,16 +390,20 @@ class DepthwiseSelection(ConvSelection):
         taps = self.params["kernel_h"] * self.params["kernel_w"]
         filters = b.alloc("wram", plan.tile * slot, elt, f"{self.weight.name}_wram")
         hw = self.params["height"] * self.params["width"]
-        _, body, c = b.for_(b.c(0), n, b.c(1))
-        body.op(
-            dlp.MemcpyOp(
+        # the tile's filters back to back (their latencies overlap), one wait, the convs
+        _, fetch, c = b.for_(b.c(0), n, b.c(1))
+        fetch.op(
+            dlp.MemcpyAsyncOp(
                 filters,
-                body.mul(c, body.c(slot)),
+                fetch.mul(c, fetch.c(slot)),
                 self.weight.value,
-                body.mul(body.add(t0, c), body.c(taps)),
-                body.c(taps),
+                fetch.mul(fetch.add(t0, c), fetch.c(taps)),
+                fetch.c(taps),
             )
         )
+        fetch.op(scf.YieldOp())
+        b.op(dlp.WaitDmaOp())
+        _, body, c = b.for_(b.c(0), n, b.c(1))
         body.op(
             dlp.Conv2dOp(
                 acc,

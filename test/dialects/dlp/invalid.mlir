@@ -167,3 +167,18 @@ func.func @mixed_element_types() {
   func.return
 }
 // CHECK: dlp.add mixes element types f32 and f16
+
+// -----
+
+func.func @async_copy_not_waited(%x: memref<64xf32>) {
+  dlp.kernel "k" attributes {tasks = 1 : i64} {
+    %c0 = arith.constant 0 : index
+    %c64 = arith.constant 64 : index
+    %a = memref.alloc() : memref<64xf32, #dlp.space<nram>>
+    dlp.memcpy_async GDRAM2NRAM %a[%c0], %x[%c0], %c64 : memref<64xf32, #dlp.space<nram>>, memref<64xf32>
+    dlp.wait_dma
+    dlp.memcpy_async NRAM2GDRAM %x[%c0], %a[%c0], %c64 : memref<64xf32>, memref<64xf32, #dlp.space<nram>>
+  }
+  func.return
+}
+// CHECK: kernel 'k' issues dlp.memcpy_async but does not end with dlp.wait_dma

@@ -87,6 +87,9 @@ func.func @ops(%x: memref<64x64xf32>, %out: memref<64x64xf32>) {
     dlp.memcpy GDRAM2GDRAM %out[%c0], %out[%c64], %c64 : memref<64x64xf32>, memref<64x64xf32>
     // CHECK-NEXT: dlp.sync_all
     dlp.sync_all
+    // a kernel that issued dlp.memcpy_async ends with dlp.wait_dma
+    // CHECK-NEXT: dlp.wait_dma
+    dlp.wait_dma
   }
   func.return
 }
