@@ -6,7 +6,7 @@
   and GRU with sequence_lens on C, the LSTM on DLP C, a reverse RNN on OpenCL;
 - LSTM gradients (graph-autodiff through the unrolled steps, via dlpc.train's
   return_grads) against central finite differences in float64 and against torch.nn.LSTM
-  with the same weights;
+  with the same weights; GRU's (linear_before_reset=1) against torch.nn.GRU;
 - a small LSTM regressor trained with dlpc.train: its loss falls.
 Tiny shapes: about a minute on a loaded 2-core machine (the DLP C build the most)."""
 
@@ -179,7 +179,7 @@ def test_unsupported_activation_is_one_line():
 # ------------------------------------------------------------------ gradients and training
 
 
-def _lstm_regressor(w, r, b, head, dtype=TensorProto.DOUBLE):
+def _lstm_regressor(w, r, b, head, dtype=TensorProto.DOUBLE, op="LSTM", lbr=0):
     """X [B, T, I] (layout 1) -> LSTM (weights as initializers, trainable params) -> the
     last hidden state [B, 1, H] -> reshape [B, H] -> @ head [H, 1] -> [B, 1]."""
     np_t = np.float64 if dtype == TensorProto.DOUBLE else np.float32
@@ -189,7 +189,14 @@ def _lstm_regressor(w, r, b, head, dtype=TensorProto.DOUBLE):
     ]
     inits.append(helper.make_tensor("shape", TensorProto.INT64, [2], [B, H]))
     nodes = [
-        helper.make_node("LSTM", ["X", "W", "R", "B"], ["", "h"], hidden_size=H, layout=1),
+        helper.make_node(
+            op,
+            ["X", "W", "R", "B"],
+            ["", "h"],
+            hidden_size=H,
+            layout=1,
+            **({"linear_before_reset": lbr} if op == "GRU" else {}),
+        ),
         helper.make_node("Reshape", ["h", "shape"], ["h2"]),
         helper.make_node("MatMul", ["h2", "head"], ["y"]),
     ]
@@ -280,6 +287,49 @@ def reorder_back(a):
     """torch's gate order i, f, g, o -> ONNX's i, o, f, c."""
     i, f, g, o = np.split(a, 4, axis=0)
     return np.concatenate([i, o, f, g], axis=0)
+
+
+def test_gru_gradient_matches_torch():
+    """ONNX GRU with linear_before_reset=1 is torch.nn.GRU (gates z, r, h against torch's
+    r, z, n): loss and every weight's gradient agree in float64."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(10)
+    w, r = rng.standard_normal((1, 3 * H, I)) * 0.5, rng.standard_normal((1, 3 * H, H)) * 0.5
+    b, head = rng.standard_normal((1, 6 * H)) * 0.5, rng.standard_normal((H, 1)) * 0.5
+    x, y = rng.standard_normal((B, T, I)), rng.standard_normal((B, 1))
+    m = _load(_lstm_regressor(w, r, b, head, op="GRU", lbr=1))
+    trainer = dlpc.train.Trainer(
+        m, "mse", SGD(lr=1e-3), batch_size=B, target="numpy", return_grads=True
+    )
+    loss = trainer.step(x, y)
+
+    def to_torch(a):  # z, r, h -> r, z, n
+        z, rr, h = np.split(a, 3, axis=0)
+        return np.concatenate([rr, z, h], axis=0)
+
+    gru = torch.nn.GRU(I, H, batch_first=True).double()
+    with torch.no_grad():
+        gru.weight_ih_l0.copy_(torch.from_numpy(to_torch(w[0])))
+        gru.weight_hh_l0.copy_(torch.from_numpy(to_torch(r[0])))
+        gru.bias_ih_l0.copy_(torch.from_numpy(to_torch(b[0, : 3 * H])))
+        gru.bias_hh_l0.copy_(torch.from_numpy(to_torch(b[0, 3 * H :])))
+    th = torch.from_numpy(head).requires_grad_()
+    _, hn = gru(torch.from_numpy(x))
+    t_loss = torch.nn.functional.mse_loss(hn[0] @ th, torch.from_numpy(y))
+    t_loss.backward()
+    assert loss == pytest.approx(t_loss.item(), rel=1e-10)
+    grads = trainer.grads
+    for name, tg in (("W", gru.weight_ih_l0.grad), ("R", gru.weight_hh_l0.grad)):
+        np.testing.assert_allclose(
+            to_torch(grads[name][0]), tg.numpy(), rtol=1e-9, atol=1e-12, err_msg=name
+        )
+    np.testing.assert_allclose(
+        to_torch(grads["B"][0, : 3 * H]), gru.bias_ih_l0.grad.numpy(), rtol=1e-9, atol=1e-12
+    )
+    np.testing.assert_allclose(
+        to_torch(grads["B"][0, 3 * H :]), gru.bias_hh_l0.grad.numpy(), rtol=1e-9, atol=1e-12
+    )
+    np.testing.assert_allclose(grads["head"], th.grad.numpy(), rtol=1e-9, atol=1e-12)
 
 
 def test_lstm_trains():
