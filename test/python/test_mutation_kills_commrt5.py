@@ -1104,3 +1104,44 @@ def test_the_async_servers_checkpoint_is_one_devices_sgd_state(small, monkeypatc
     w = PS.AsyncParameterServerTrainer(str(small), "cross_entropy", "sgd", batch_size=4, comm=other)
     w.save(tmp_path / "w.npz")
     assert not (tmp_path / "w.npz").exists() and other.world.calls[-1] == "Barrier"
+
+
+# ---- runtime/comm_native.py at world 1, in-process (MPI's singleton) --------------------------
+
+ONE = """
+func.func @main(%x: tensor<4x5xf32>) -> (tensor<4x5xf32>) {
+  %w = graph.param "w" : tensor<5x5xf32>
+  %h = graph.matmul %x, %w : (tensor<4x5xf32>, tensor<5x5xf32>) -> tensor<4x5xf32>
+  %a = comm.all_reduce avg %h group <world 1> : tensor<4x5xf32>
+  %t = graph.add %a, %x : (tensor<4x5xf32>, tensor<4x5xf32>) -> tensor<4x5xf32>
+  func.return %t : tensor<4x5xf32>
+}
+"""
+
+
+def test_the_drivers_output_is_reused_only_once_the_caller_drops_it(tmp_path):
+    """NativeStep at world 1: a call's output array is written again by the next call
+    only when the caller holds no reference to it; held, the next call gets a new one."""
+    import dlpc
+    from dlpc.runtime import comm_native
+
+    path = tmp_path / "one.mlir"
+    path.write_text(ONE)
+    comm_native.find_mpi_c.cache_clear()
+    compiled = dlpc.compile(dlpc.load(path, weights={"w": np.eye(5, dtype=np.float32)}), target="c")
+    fn = compiled.artifact
+    if fn.native is None:  # type: ignore[union-attr]
+        pytest.skip(fn.native_reason)  # type: ignore[union-attr]
+    x = np.arange(20, dtype=np.float32).reshape(4, 5)
+    (first,) = compiled(x)
+    np.testing.assert_array_equal(first, 2 * x)
+    (second,) = compiled(x + 1)  # `first` held: a new array
+    assert second.ctypes.data != first.ctypes.data
+    np.testing.assert_array_equal(first, 2 * x)
+    np.testing.assert_array_equal(second, 2 * (x + 1))
+    address = second.ctypes.data
+    del first, second
+    (third,) = compiled(x)  # nothing holds the last one: written again
+    assert third.ctypes.data == address
+    np.testing.assert_array_equal(third, 2 * x)
+    assert fn.native.split.comm.recv_seconds == 0.0  # type: ignore[union-attr]
