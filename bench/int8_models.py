@@ -7,7 +7,7 @@ ops, int8 activations and weights, per-channel weight scales, int32 biases) cali
 
     path = int8_model("mlp", tmp_dir, batch=1)     # -> tmp_dir / "mlp_int8.onnx"
 
-Used by `bench/models.py --int8` (dlpc against onnxruntime on the same file) and by
+Used by bench/models.py (its "int8" rows: dlpc against onnxruntime on the same file) and by
 test/python/test_quantized.py (dlpc's numerics against onnxruntime's)."""
 
 from __future__ import annotations
@@ -20,7 +20,10 @@ import numpy as np
 CALIBRATION = 8
 
 
-def int8_model(name: str, where: Path, batch: int = 1, seed: int = 0) -> Path:
+def int8_model(
+    name: str, where: Path, batch: int = 1, seed: int = 0, activations: str = "int8"
+) -> Path:
+    """The int8 QDQ file of example `name` (activations "int8" or "uint8")."""
     import onnx
     from onnxruntime.quantization import (
         CalibrationDataReader,
@@ -55,13 +58,13 @@ def int8_model(name: str, where: Path, batch: int = 1, seed: int = 0) -> Path:
         def get_next(self):
             return next(self.left, None)
 
-    out = where / f"{name}_int8.onnx"
+    out = where / (f"{name}_int8.onnx" if activations == "int8" else f"{name}_{activations}.onnx")
     quantize_static(
         str(pre_path),
         str(out),
         Reader(),
         quant_format=QuantFormat.QDQ,
-        activation_type=QuantType.QInt8,
+        activation_type=QuantType.QInt8 if activations == "int8" else QuantType.QUInt8,
         weight_type=QuantType.QInt8,
         per_channel=True,
     )

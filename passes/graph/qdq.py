@@ -26,7 +26,7 @@ Two exact rewrites remove the pairs QDQ puts around ops that only move or select
 
     max_pool2d / reshape (dequantize(q, s, z))  ->  dequantize(max_pool2d / reshape (q), s, z)
         per tensor, every scale > 0 (dequantize is then increasing, so the max of the
-        dequantized values is the dequantized max), q of i8;
+        dequantized values is the dequantized max), q of i8 or ui8;
     quantize(dequantize(q, s, z), s, z)  ->  q
         the same scale and zero point (the same values or equal constants), per tensor.
 """
@@ -164,7 +164,10 @@ def _hoisted(op: Operation) -> SSAValue | None:
         return None
     q, s, z = dq.operands
     scale = u.const_array(s)
-    if g.element_type_of(q) != IntegerType(8) or scale is None or not (scale > 0).all():
+    elt = g.element_type_of(q)
+    if not isinstance(elt, IntegerType) or elt.bitwidth != 8:
+        return None
+    if scale is None or not (scale > 0).all():
         return None
     emit = _Emitter(op)
     moved = u.rebuild(op, [q])

@@ -1,6 +1,7 @@
 """int8 quantized inference: the quantization ops on every backend against the numpy
 reference, and onnxruntime's QDQ-quantized examples (bench/int8_models.py: the mlp and
-lenet quantized by `quantize_static` over seeded calibration data) through
+lenet quantized by `quantize_static` over seeded calibration data, lenet also with uint8
+activations) through
 `dlpc.load` + `dlpc.compile` against onnxruntime on the same file, with the check that
 they run as integer kernels (graph-fold-qdq + graph-fuse), not as dequantized floats."""
 
@@ -97,7 +98,9 @@ def int8_files(tmp_path_factory):
     pytest.importorskip("onnxruntime.quantization")
     where = tmp_path_factory.mktemp("int8")
     make = _int8_models().int8_model
-    return {name: make(name, where, batch=2) for name in ("mlp", "lenet")}
+    files = {name: make(name, where, batch=2) for name in ("mlp", "lenet")}
+    files["lenet-uint8"] = make("lenet", where, batch=2, activations="uint8")
+    return files
 
 
 def _ort(path: Path, x: np.ndarray) -> np.ndarray:
@@ -107,7 +110,7 @@ def _ort(path: Path, x: np.ndarray) -> np.ndarray:
     return session.run(None, {session.get_inputs()[0].name: x})[0]
 
 
-@pytest.mark.parametrize("name", ["mlp", "lenet"])
+@pytest.mark.parametrize("name", ["mlp", "lenet", "lenet-uint8"])
 def test_qdq_example_matches_onnxruntime(int8_files, name):
     """The same int8 file, the same inputs: dlpc on numpy, C, OpenCL and DLP gives
     onnxruntime's outputs (dequantized int8: equal, or one quantum apart where a float
@@ -126,7 +129,7 @@ def test_qdq_example_matches_onnxruntime(int8_files, name):
         assert (off > 0).mean() <= 0.02, (target, (off > 0).mean())
 
 
-@pytest.mark.parametrize("name", ["mlp", "lenet"])
+@pytest.mark.parametrize("name", ["mlp", "lenet", "lenet-uint8"])
 def test_qdq_example_runs_integer_kernels(int8_files, name):
     """Every matmul / linear / conv of the QDQ model is an integer product in one kernel
     with its rescale and requantization (int32 accumulator in the C source); -O0 (no
