@@ -161,6 +161,20 @@ class Importer:
         newest = onnx.defs.onnx_opset_version()
         versions = [o.version for o in self.model.opset_import if o.domain in ("", "ai.onnx")]
         if not versions:
+            # a model of another domain's operators only (ai.onnx.ml's): name the first one
+            others = [
+                (i, n)
+                for i, n in enumerate(self.model.graph.node)
+                if n.domain not in ("", "ai.onnx")
+            ]
+            if others:
+                i, n = others[0]
+                label = f"'{n.name}'" if n.name else f"#{i}"
+                raise DlpcError(
+                    f"{self.source}: node {label} ({n.op_type}): error: operator "
+                    f"'{n.domain}.{n.op_type}' is not supported (only the default ONNX "
+                    "domain is)"
+                )
             raise DlpcError(f"{self.source}: error: model imports no default-domain opset")
         v = versions[0]
         if v > newest:
@@ -694,9 +708,11 @@ class Importer:
             )
         dt = onnx_dtype_to_numpy(t.tensor_type.elem_type)
         if dt is None:
+            users = sorted({n.op_type for n in self.model.graph.node if vi.name in n.input})
             raise DlpcError(
                 f"{self.source}: error: graph input '{vi.name}' has element type "
-                f"{onnx_type_name(t.tensor_type.elem_type)}, which dlpc does not support"
+                f"{onnx_type_name(t.tensor_type.elem_type)}, which dlpc does not support "
+                f"(read by {', '.join(users) or 'no node'})"
             )
         if vi.name in self.input_shapes:
             shape = tuple(int(d) for d in self.input_shapes[vi.name])

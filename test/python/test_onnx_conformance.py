@@ -141,6 +141,9 @@ def test_unsupported_operator_is_an_error(op):
         except DlpcError as e:
             message = str(e)
             assert "error:" in message and "\n" not in message, message
+            # the refusal names the operator (or, for a string / ml-domain / sequence case,
+            # the operator reading the input dlpc refuses)
+            assert any(re.search(rf"\b{o}\b", message) for o in H.missing_ops(case)), message
             if "unsupported operator" in message:
                 assert re.search(r"unsupported operator '(\w+)'", message)[1] in H.missing_ops(
                     case

@@ -181,3 +181,37 @@ def test_diagnostics_name_the_node(tmp_path, node, inputs, message):
         dlpc.load(str(path))
     text = str(err.value)
     assert message in text and "the_node" in text and "\n" not in text.strip()
+
+
+def test_ml_domain_and_string_models_are_refused_naming_the_operator(tmp_path):
+    """A model of ai.onnx.ml operators only (it imports no default-domain opset) is refused
+    naming its first operator; a string input names the operators that read it."""
+    node = helper.make_node("Binarizer", ["X"], ["Y"], domain="ai.onnx.ml", threshold=0.5)
+    g = helper.make_graph(
+        [node],
+        "ml",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [2])],
+    )
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("ai.onnx.ml", 3)])
+    onnx.save(m, str(tmp_path / "ml.onnx"))
+    with pytest.raises(DlpcError) as err:
+        dlpc.load(str(tmp_path / "ml.onnx"))
+    assert str(err.value).endswith(
+        "ml.onnx: node #0 (Binarizer): error: operator 'ai.onnx.ml.Binarizer' is not "
+        "supported (only the default ONNX domain is)"
+    )
+    node = helper.make_node("StringNormalizer", ["S"], ["T"], case_change_action="UPPER")
+    g = helper.make_graph(
+        [node],
+        "str",
+        [helper.make_tensor_value_info("S", TensorProto.STRING, [2])],
+        [helper.make_tensor_value_info("T", TensorProto.STRING, [2])],
+    )
+    onnx.save(helper.make_model(g), str(tmp_path / "s.onnx"))
+    with pytest.raises(DlpcError) as err:
+        dlpc.load(str(tmp_path / "s.onnx"))
+    assert str(err.value).endswith(
+        "s.onnx: error: graph input 'S' has element type string, which dlpc does not "
+        "support (read by StringNormalizer)"
+    )
