@@ -629,3 +629,23 @@ def test_jit_keys_a_signature_by_device_too():
     y = f(dlpc.tensor(a, device=OPENCL[0]))
     assert f.traces == 2 and y.device.name == OPENCL[0]
     assert _np(y).tolist() == [3.0, 5.0]
+
+
+def test_a_user_op_takes_its_attributes_as_keywords():
+    """An op outside the builder's table with an attribute: no operand to move, the
+    attribute reaches the kernel, and each value has its own cache entry."""
+    dlpc.register_kernel(
+        "my_scale", "cpu", lambda x, factor: dlpc.from_numpy(np.asarray(x) * factor)
+    )
+    try:
+        x = _t([1.0, 2.0])
+        assert _np(CALL("my_scale", (x,), {"factor": 3.0})).tolist() == [3.0, 6.0]
+        assert _np(CALL("my_scale", (x,), {"factor": 0.5})).tolist() == [0.5, 1.0]
+    finally:
+        dlpc.unregister_kernel("my_scale", "cpu")
+
+
+def test_jit_of_a_dense_copy_of_a_view():
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    f = dlpc.jit(lambda x: x.T.contiguous() * 2.0, name="dense")
+    np.testing.assert_array_equal(_np(f(dlpc.tensor(a))), a.T * 2.0)
