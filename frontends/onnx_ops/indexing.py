@@ -11,8 +11,10 @@
   largest=0; ties go to the lower index, as ONNX says), then output r takes the element of
   rank r; O(n^2) along the axis. `sorted=0` gives the sorted order too (ONNX allows any).
 - TensorScatter (a KV-cache write at per-batch offsets, linear or circular) as the same mask;
-- NonZero at import time: its count is data-dependent, so a compiled model whose NonZero
-  reads graph inputs (directly or computed from them) is specialised on their values.
+- OneHot as a compare against positions and a where; ReverseSequence as one gather;
+- Compress (its condition), NonZero and Unique at import time: their sizes depend on the
+  values, so a compiled model where they read graph inputs (directly or computed from
+  them) is specialised on those inputs' values.
 Negative indices count from the end."""
 
 from __future__ import annotations
@@ -298,3 +300,100 @@ def tensor_scatter(imp: NodeContext):
     mask = imp.emit(graph.CompareOp, target, rows, predicate="eq")
     ins = (*u[:ax], 1, *u[ax:])
     return [_scatter(imp, cache, mask, imp.reshape(upd, ins), steps, ax + 1, "none")]
+
+
+@handles("OneHot")
+def one_hot(imp: NodeContext):
+    """values[1] where index == position along the new axis, values[0] elsewhere (an index
+    out of [-depth, depth) gives a row of values[0]); depth is specialised on."""
+    a = imp.attrs({"axis": -1})
+    idx, vals = imp.required(0), imp.required(2)
+    depth = int(np.asarray(imp.required_const(1, "depth")).reshape(-1)[0])
+    if depth < 1:
+        raise imp.error(f"depth = {depth} must be positive")
+    if imp.shape(vals) != (2,):
+        raise imp.error(f"values must have shape [2], got {list(imp.shape(vals))}")
+    s = imp.shape(idx)
+    ax = norm_axis(imp, a["axis"], len(s) + 1)
+    idx = _wrap(imp, idx, _i64(depth))
+    spot = _i64(np.arange(depth).reshape((depth,) + (1,) * (len(s) - ax)))
+    hit = imp.emit(graph.CompareOp, imp.reshape(idx, (*s[:ax], 1, *s[ax:])), spot, predicate="eq")
+    off, on = (imp.reshape(_cut1(imp, vals, k), ()) for k in (0, 1))
+    return [imp.emit(graph.WhereOp, hit, on, off)]
+
+
+def _cut1(imp: NodeContext, v: Value, k: int) -> Value:
+    if isinstance(v, Const):
+        return Const(v.array[k : k + 1])
+    return imp.emit(graph.SliceOp, v, starts=(k,), ends=(k + 1,), axes=(0,), steps=(1,))
+
+
+@handles("ReverseSequence")
+def reverse_sequence(imp: NodeContext):
+    """Each batch entry's first sequence_lens[b] steps reversed along time_axis, the rest
+    kept: one graph.gather of the flattened input at computed flat indices."""
+    a = imp.attrs({"batch_axis": 1, "time_axis": 0})
+    x, lens = imp.required(0), imp.required(1)
+    s = imp.shape(x)
+    if len(s) < 2 or {a["batch_axis"], a["time_axis"]} not in ({0, 1}, {1, 0}):
+        raise imp.error("batch_axis and time_axis must be 0 and 1 (in either order)")
+    ba, ta = a["batch_axis"], a["time_axis"]
+    if imp.shape(lens) != (s[ba],):
+        raise imp.error(f"sequence_lens {list(imp.shape(lens))} must be [{s[ba]}]")
+    lens_e = imp.reshape(
+        cast_to(imp, lens, I64), tuple(s[ba] if k == ba else 1 for k in range(len(s)))
+    )
+    t = _i64(np.arange(s[ta]).reshape(tuple(s[ta] if k == ta else 1 for k in range(len(s)))))
+    inside = imp.emit(graph.CompareOp, t, lens_e, predicate="lt")
+    back = imp.emit(graph.SubOp, imp.emit(graph.SubOp, lens_e, _i64(1)), t)
+    src = imp.emit(graph.WhereOp, inside, back, t)  # the time step each element reads
+    strides = [math.prod(s[k + 1 :]) for k in range(len(s))]
+    grid = np.indices(s, dtype=np.int64)
+    base = sum((grid[k] * strides[k] for k in range(len(s)) if k != ta), np.zeros(s, np.int64))
+    flat = imp.emit(graph.AddOp, imp.emit(graph.MulOp, src, _i64(strides[ta])), _i64(base))
+    return [imp.emit(graph.GatherOp, imp.reshape(x, (math.prod(s),)), flat, axis=0)]
+
+
+@handles("Compress")
+def compress(imp: NodeContext):
+    """The slices along `axis` (of the flattened input without one) where condition is
+    true: a data-dependent size, so the condition is specialised on (a graph input's
+    value), then one graph.gather at those positions."""
+    a = imp.attrs({"axis": None})
+    x = imp.required(0)
+    cond = np.asarray(imp.required_const(1, "condition")).reshape(-1).astype(bool)
+    if a["axis"] is None:
+        x = imp.reshape(x, (math.prod(imp.shape(x)),))
+        ax = 0
+    else:
+        ax = norm_axis(imp, a["axis"], len(imp.shape(x)))
+    n = imp.shape(x)[ax]
+    keep = np.nonzero(cond[:n])[0]
+    if keep.size == 0:
+        raise imp.error("condition selects nothing: an empty result, which dlpc does not support")
+    return [imp.emit(graph.GatherOp, x, _i64(keep), axis=ax)]
+
+
+@handles("Unique")
+def unique(imp: NodeContext):
+    """np.unique at import time (its sizes depend on the values: a graph input is
+    specialised on): Y, the first occurrence of each, the inverse map and the counts;
+    `sorted=0` keeps the order of first occurrence."""
+    a = imp.attrs({"axis": None, "sorted": 1})
+    x = imp.required_const(0, "X")
+    ax = None if a["axis"] is None else norm_axis(imp, a["axis"], x.ndim)
+    if x.size == 0:
+        raise imp.error("an empty input gives empty outputs, which dlpc does not support")
+    y, first, inverse, counts = np.unique(
+        x, return_index=True, return_inverse=True, return_counts=True, axis=ax
+    )
+    inverse = inverse.reshape(-1)
+    if not a["sorted"]:
+        order = np.argsort(first, kind="stable")
+        rank = np.empty_like(order)
+        rank[order] = np.arange(order.size)
+        y = np.take(y, order, axis=0 if ax is None else ax)
+        first, counts, inverse = first[order], counts[order], rank[inverse]
+    return [Const(np.asarray(y, x.dtype))] + [
+        Const(np.asarray(v, np.int64)) for v in (first, inverse, counts)
+    ]

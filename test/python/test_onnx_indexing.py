@@ -266,3 +266,57 @@ def test_tensor_scatter_matches_the_onnx_pseudocode(tmp_path, target):
     np.testing.assert_array_equal(lin, expect(cache, upd, 2, wi, False))
     np.testing.assert_array_equal(circ, expect(cache, upd, 2, wi, True))
     np.testing.assert_array_equal(flat, expect(c3, u3, 1, None, False))
+
+
+def _more_model():
+    """OneHot (run-time values, negative and out-of-range indices, a middle axis),
+    ReverseSequence (both axis orders, 3-D), Compress (an axis, and flattened) and Unique
+    (sorted=0 along an axis), the last two specialised on their input's value."""
+    nodes = [
+        helper.make_node("OneHot", ["oi", "depth", "ov"], ["oh"], axis=1),
+        helper.make_node("ReverseSequence", ["rx", "rl"], ["rs_tb"], batch_axis=1, time_axis=0),
+        helper.make_node("Transpose", ["rx"], ["rxt"], perm=[1, 0, 2]),
+        helper.make_node("ReverseSequence", ["rxt", "rl"], ["rs_bt"], batch_axis=0, time_axis=1),
+        helper.make_node("Compress", ["cx", "cc"], ["c1"], axis=1),
+        helper.make_node("Compress", ["cx", "cc"], ["cflat"]),
+        helper.make_node("Unique", ["ux"], ["uy", "ui", "uinv", "ucnt"], axis=0, sorted=0),
+    ]
+    ins = [
+        helper.make_tensor_value_info("oi", L, [2, 3]),
+        helper.make_tensor_value_info("ov", F, [2]),
+        helper.make_tensor_value_info("rx", F, [4, 3, 2]),
+        helper.make_tensor_value_info("rl", L, [3]),
+        helper.make_tensor_value_info("cx", F, [2, 4]),
+        helper.make_tensor_value_info("cc", TensorProto.BOOL, [4]),
+        helper.make_tensor_value_info("ux", F, [4, 2]),
+    ]
+    outs = [
+        helper.make_tensor_value_info(n, L if n in ("ui", "uinv", "ucnt") else F, None)
+        for n in ("oh", "rs_tb", "rs_bt", "c1", "cflat", "uy", "ui", "uinv", "ucnt")
+    ]
+    depth = helper.make_tensor("depth", F, [], [4.0])
+    graph = helper.make_graph(nodes, "more", ins, outs, initializer=[depth])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
+
+
+@pytest.mark.parametrize("target", ["numpy", "c", "dlp"])
+def test_onehot_reversesequence_compress_unique_match_onnxruntime(tmp_path, target):
+    m = _more_model()
+    path = tmp_path / "more.onnx"
+    path.write_bytes(m.SerializeToString())
+    rng = np.random.default_rng(11)
+    xs = [
+        np.array([[0, -1, 5], [3, -4, 2]], np.int64),
+        np.array([-0.5, 2.0], np.float32),
+        rng.standard_normal((4, 3, 2)).astype(np.float32),
+        np.array([4, 1, 3], np.int64),
+        rng.standard_normal((2, 4)).astype(np.float32),
+        np.array([True, False, True, True]),
+        np.array([[2, 1], [0, 3], [2, 1], [0, 3]], np.float32),
+    ]
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = sess.run(None, {i.name: x for i, x in zip(m.graph.input, xs)})
+    got = dlpc.compile(dlpc.load(str(path)), target=target)(*xs)
+    for o, g, w in zip(m.graph.output, got, want):
+        assert g.dtype == w.dtype and g.shape == w.shape, o.name
+        np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6, err_msg=o.name)
