@@ -1,7 +1,8 @@
 """ONNX's remaining window and sampling operators, each as a composition of graph ops (so
 every backend that runs the parts runs them): LpPool (a sum pool of |x|^p), LRN (a sum of
 squares over a channel window), Col2Im (each kernel position's columns placed into the
-image and summed) and GridSample (gathers of the sampled pixels, weighted)."""
+image and summed), GridSample (gathers of the sampled pixels, weighted) and DeformConv
+(bilinear samples at offset kernel positions, then a matmul per group)."""
 
 from __future__ import annotations
 
@@ -340,3 +341,131 @@ def grid_sample(imp: NodeContext):
     assert acc is not None
     perm = (0, len(outs) + 1, *range(1, len(outs) + 1))
     return [imp.emit(graph.TransposeOp, acc, perm=perm)]
+
+
+def _bilinear_taps(s: _Sampler, y: Value, x: Value, h: int, w: int):
+    """The four taps (flat index y * w + x, weight) of a bilinear sample at pixel
+    coordinates (y, x); a tap outside the image weighs 0 (its index clamped inside)."""
+    taps = []
+    y0, x0 = s.op(graph.FloorOp, y), s.op(graph.FloorOp, x)
+    ty, tx = s.sub(y, y0), s.sub(x, x0)
+    for dy, dx in itertools.product((0, 1), (0, 1)):
+        py = y0 if dy == 0 else s.add(y0, s.k(1.0))
+        px = x0 if dx == 0 else s.add(x0, s.k(1.0))
+        wy = s.sub(s.k(1.0), ty) if dy == 0 else ty
+        wx = s.sub(s.k(1.0), tx) if dx == 0 else tx
+        weight = s.mul(wy, wx)
+        for pos, size in ((py, h), (px, w)):
+            weight = s.where(s.cmp(pos, s.k(0.0), "lt"), s.k(0.0), weight)
+            weight = s.where(s.cmp(pos, s.k(size - 1.0), "gt"), s.k(0.0), weight)
+        iy = s.imp.emit(graph.CastOp, s.clip(py, 0, h - 1), to=graph.NUMPY_TO_ELT["int64"])
+        ix = s.imp.emit(graph.CastOp, s.clip(px, 0, w - 1), to=graph.NUMPY_TO_ELT["int64"])
+        flat = s.imp.emit(graph.AddOp, s.imp.emit(graph.MulOp, iy, Const(np.asarray(w))), ix)
+        taps.append((flat, weight))
+    return taps
+
+
+@handles("DeformConv")
+def deform_conv(imp: NodeContext):
+    """A 2-D deformable convolution: each kernel position (a, b) of each output pixel reads
+    X bilinearly (zeros outside) at its regular position plus the offset of its offset
+    group, times the mask; the sampled columns (N * oH * oW, C * kH * kW) are multiplied
+    by each group's weight rows."""
+    a = imp.attrs(
+        {
+            "dilations": None,
+            "group": 1,
+            "kernel_shape": None,
+            "offset_group": 1,
+            "pads": None,
+            "strides": None,
+        }
+    )
+    x, w, off = imp.required(0), imp.required(1), imp.required(2)
+    b, mask = imp.input(3), imp.input(4)
+    _float_input(imp, x, "X")
+    xs, ws, os_ = imp.shape(x), imp.shape(w), imp.shape(off)
+    if len(xs) != 4 or len(ws) != 4:
+        raise imp.error(f"only 2-D deformable convolutions are supported (X has rank {len(xs)})")
+    n, c, h, wd = xs
+    oc, cg, kh, kw = ws
+    if a["kernel_shape"] and tuple(a["kernel_shape"]) != (kh, kw):
+        raise imp.error(
+            f"attribute 'kernel_shape' = {list(a['kernel_shape'])} differs from the weight's "
+            f"{[kh, kw]}"
+        )
+    g, og = a["group"], a["offset_group"]
+    if g < 1 or og < 1 or c != cg * g or oc % g or c % og:
+        raise imp.error(
+            f"X has {c} channels, W {list(ws)}: group = {g} and offset_group = {og} do not fit"
+        )
+    sth, stw = a["strides"] or (1, 1)
+    dh, dw = a["dilations"] or (1, 1)
+    pads = a["pads"] or (0, 0, 0, 0)
+    oh = (h + pads[0] + pads[2] - (kh - 1) * dh - 1) // sth + 1
+    ow = (wd + pads[1] + pads[3] - (kw - 1) * dw - 1) // stw + 1
+    k = kh * kw
+    if tuple(os_) != (n, og * 2 * k, oh, ow):
+        raise imp.error(f"offset shape {list(os_)} is not {[n, og * 2 * k, oh, ow]}")
+    if mask is not None and tuple(imp.shape(mask)) != (n, og * k, oh, ow):
+        raise imp.error(f"mask shape {list(imp.shape(mask))} is not {[n, og * k, oh, ow]}")
+    s = _Sampler(imp, x)
+    dt = imp.dtype(x)
+    off = imp.reshape(off, (n, og, k, 2, oh, ow))
+    if mask is not None:
+        mask = imp.reshape(mask, (n, og, k, oh, ow))
+    table = imp.reshape(imp.emit(graph.TransposeOp, x, perm=(0, 2, 3, 1)), (n * h * wd, c))
+    cpo = c // og
+    batch = Const((np.arange(n, dtype=np.int64) * h * wd).reshape(n, 1, 1))
+
+    def piece(v: Value, starts, ends, axes, shape) -> Value:
+        cut = imp.emit(graph.SliceOp, v, starts=starts, ends=ends, axes=axes)
+        return imp.reshape(cut, shape)
+
+    per_k: list[Value] = []  # per kernel position: the samples (n, oh, ow, c)
+    for kk, (ka, kb) in enumerate(itertools.product(range(kh), range(kw))):
+        base_y = Const((np.arange(oh) * sth - pads[0] + ka * dh).astype(dt).reshape(1, oh, 1))
+        base_x = Const((np.arange(ow) * stw - pads[1] + kb * dw).astype(dt).reshape(1, 1, ow))
+        groups = []
+        for gi in range(og):
+            dy = piece(off, (gi, kk, 0), (gi + 1, kk + 1, 1), (1, 2, 3), (n, oh, ow))
+            dx = piece(off, (gi, kk, 1), (gi + 1, kk + 1, 2), (1, 2, 3), (n, oh, ow))
+            y, xx = s.add(dy, base_y), s.add(dx, base_x)
+            chans = table
+            if og > 1:
+                chans = imp.emit(
+                    graph.SliceOp, table, starts=(gi * cpo,), ends=((gi + 1) * cpo,), axes=(1,)
+                )
+            acc: Value | None = None
+            for flat, weight in _bilinear_taps(s, y, xx, h, wd):
+                flat = imp.emit(graph.AddOp, flat, batch)
+                px = imp.emit(graph.GatherOp, chans, flat, axis=0)  # (n, oh, ow, cpo)
+                px = s.mul(px, imp.reshape(weight, (n, oh, ow, 1)))
+                acc = px if acc is None else s.add(acc, px)
+            assert acc is not None
+            if mask is not None:
+                m = piece(mask, (gi, kk), (gi + 1, kk + 1), (1, 2), (n, oh, ow, 1))
+                acc = s.mul(acc, m)
+            groups.append(acc)
+        v = groups[0] if og == 1 else imp.emit(graph.ConcatOp, *groups, axis=3)
+        per_k.append(imp.reshape(v, (n, oh, ow, c, 1)))
+    cols = per_k[0] if k == 1 else imp.emit(graph.ConcatOp, *per_k, axis=4)
+    cols = imp.reshape(cols, (n * oh * ow, c * k))  # columns ordered (channel, kh, kw)
+    ocg = oc // g
+    outs = []
+    for gi in range(g):
+        cg_cols = cols
+        if g > 1:
+            cg_cols = imp.emit(
+                graph.SliceOp, cols, starts=(gi * cg * k,), ends=((gi + 1) * cg * k,), axes=(1,)
+            )
+        wg = w
+        if g > 1:
+            wg = imp.emit(graph.SliceOp, w, starts=(gi * ocg,), ends=((gi + 1) * ocg,), axes=(0,))
+        wg = imp.reshape(wg, (ocg, cg * k))
+        outs.append(imp.emit(graph.MatMulOp, cg_cols, wg, transpose_b=True))
+    y = outs[0] if g == 1 else imp.emit(graph.ConcatOp, *outs, axis=1)
+    if b is not None:
+        y = s.add(y, b)
+    y = imp.reshape(y, (n, oh, ow, oc))
+    return [imp.emit(graph.TransposeOp, y, perm=(0, 3, 1, 2))]

@@ -215,3 +215,32 @@ def test_ml_domain_and_string_models_are_refused_naming_the_operator(tmp_path):
         "s.onnx: error: graph input 'S' has element type string, which dlpc does not "
         "support (read by StringNormalizer)"
     )
+
+
+@pytest.mark.parametrize(
+    ("group", "offset_group", "with_mask", "attrs"),
+    [
+        (1, 1, False, dict(pads=[1, 1, 1, 1])),
+        (2, 2, True, dict(strides=[2, 1], dilations=[1, 2], pads=[0, 2, 1, 0])),
+    ],
+)
+def test_deform_conv_against_onnxruntime(tmp_path, group, offset_group, with_mask, attrs):
+    """Offsets of several pixels (samples past every edge) and a mask, against onnxruntime."""
+    rng = np.random.default_rng(group)
+    n, c, h, w, oc, kh, kw = 2, 4, 5, 6, 4, 2, 3
+    s, d, p = attrs.get("strides", [1, 1]), attrs.get("dilations", [1, 1]), attrs["pads"]
+    oh = (h + p[0] + p[2] - (kh - 1) * d[0] - 1) // s[0] + 1
+    ow = (w + p[1] + p[3] - (kw - 1) * d[1] - 1) // s[1] + 1
+    feeds = {
+        "X": rng.standard_normal((n, c, h, w)).astype(np.float32),
+        "W": rng.standard_normal((oc, c // group, kh, kw)).astype(np.float32),
+        "O": rng.uniform(-3, 3, (n, offset_group * 2 * kh * kw, oh, ow)).astype(np.float32),
+        "B": rng.standard_normal(oc).astype(np.float32),
+    }
+    if with_mask:
+        feeds["M"] = rng.uniform(0, 1, (n, offset_group * kh * kw, oh, ow)).astype(np.float32)
+    node = helper.make_node(
+        "DeformConv", list(feeds), ["Y"], group=group, offset_group=offset_group, **attrs
+    )
+    model = _model(node, [(k, v.shape) for k, v in feeds.items()], "Y")
+    _check(tmp_path, model, feeds, targets=("numpy", "c"))
