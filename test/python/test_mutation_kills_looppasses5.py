@@ -239,3 +239,94 @@ def test_weight_only_kernels_are_prepared_in_place_without_folding():
     folded = api.compile(model, fold_weights=True)
     assert _prepared(folded) == ([], [])
     _assert_matches(folded, model)
+
+
+# ------------------------------------------------------ graph-to-te's reductions in C
+
+
+@pytest.mark.parametrize(
+    "op, dtype, values, ref",
+    [
+        ("reduce_max", "i32", [-(2**31)] * 3, -(2**31)),  # starts at INT_MIN itself
+        ("reduce_min", "i32", [2**31 - 1] * 3, 2**31 - 1),  # at INT_MAX itself
+        ("reduce_max", "i8", [-128, -128, -128], -128),
+        ("reduce_min", "i8", [127, 127, 127], 127),
+        ("reduce_max", "i1", [False, False, False], False),  # a bool: false < true
+        ("reduce_max", "i1", [False, True, False], True),
+        ("reduce_min", "i1", [True, True, True], True),
+        ("reduce_min", "i1", [True, False, True], False),
+    ],
+)
+def test_integer_reductions_start_at_their_types_bounds(op, dtype, values, ref):
+    src = f"""
+func.func @main(%x: tensor<3x{dtype}>) -> tensor<{dtype}> {{
+  %y = graph.{op} %x {{axes = array<i64: 0>}} : (tensor<3x{dtype}>) -> tensor<{dtype}>
+  func.return %y : tensor<{dtype}>
+}}"""
+    from dlpc.passes.pipeline import parse_module
+
+    module = lower(parse_module(src), "graph-to-te,te-to-loop")
+    np_t = {"i32": np.int32, "i8": np.int8, "i1": np.bool_}[dtype]
+    (got,) = CFunction(module, name="looppasses5_reduce")(np.array(values, np_t))
+    assert got.dtype == np_t and got.item() == ref
+
+
+# ---------------------------------------------- seed 43's survivors (written after it)
+
+MAX_SUB = """
+func.func @main(%x: tensor<32x512xf32>) -> tensor<32x512xf32> {
+  %m = te.reduce "rowmax_0" (%i0) reduce (%r0) over [512] combiner "max" init -inf : tensor<32xf32> {
+    %0 = te.read %x[%i0, %r0] : tensor<32x512xf32>
+    te.yield %0 : f32
+  }
+  %y = te.compute "centre_0" (%i0_1, %i1) : tensor<32x512xf32> {
+    %1 = te.read %x[%i0_1, %i1] : tensor<32x512xf32>
+    %2 = te.read %m[%i0_1] : tensor<32xf32>
+    %3 = arith.subf %1, %2 : f32
+    te.yield %3 : f32
+  }
+  func.return %y : tensor<32x512xf32>
+}"""
+
+
+def test_a_two_member_row_group_blocks_by_its_statistics_alone():
+    """x - max(x) by rows: the group is the reduction and its last compute, whose block
+    buffer holds one statistic a row (no compute of the tail before the last), so the
+    block is ROW_BLOCK rows however long the row (te_to_loop.py:548)."""
+    from dlpc.dialects.loop import ForOp
+    from dlpc.passes.pipeline import parse_module
+
+    module = lower(parse_module(MAX_SUB), "te-to-loop")
+    (kernel,) = [k for k in module.walk() if isinstance(k, KernelOp)]
+    nest = [lp for lp in kernel.walk() if isinstance(lp, ForOp)]
+    assert nest[0].loop_name == "i0" and nest[0].upper == 2
+    assert [lp.upper for lp in nest if lp.loop_name == "b"][:1] == [16]
+    x = np.random.default_rng(1).standard_normal((32, 512)).astype(np.float32)
+    (y,) = CFunction(module, name="looppasses5_rows")(x)
+    np.testing.assert_array_equal(y, x - x.max(1, keepdims=True))
+
+
+def test_alias_reshapes_counts_the_kernels_it_replaced():
+    """memory_plan.alias_reshapes' result (the count its docstring names; no caller in
+    the package reads it): one reshape kernel replaced, then none (memory_plan.py:156)."""
+    from dlpc.passes.lower.memory_plan import alias_reshapes
+
+    module = lower(build((8, 8), _reshape), "graph-to-te,te-to-loop")
+    fn = next(op for op in module.walk() if isinstance(op, FuncOp))
+    assert alias_reshapes(fn) == 1
+    assert alias_reshapes(fn) == 0
+    assert sum(1 for op in module.walk() if isinstance(op, memref.ReinterpretCastOp)) == 1
+
+
+def test_prepack_returns_the_packed_bytes_once():
+    """prepack's result (the packed bytes, recorded as dlpc.packed_bytes; the pass does
+    not read it): lenet's pack, then 0 when @main is already prepacked (prepack.py:377)."""
+    from dlpc.passes.lower.prepack import prepack
+
+    model = dlpc.load("examples/lenet.dlpc", batch=2)
+    lowered = api.compile(model).lowered
+    fn = next(op for op in lowered.walk() if isinstance(op, FuncOp))
+    total = fn.attributes["dlpc.packed_bytes"].value.data  # type: ignore[union-attr]
+    assert total > 0 and total % ALIGN == 0
+    assert prepack(lowered) == 0
+    assert fn.attributes["dlpc.packed_bytes"].value.data == total  # type: ignore[union-attr]
