@@ -822,3 +822,31 @@ def test_nested_timing_collectors_each_get_every_row_inside_them(monkeypatch):
         pipeline.fold_weights(module, {"w": np.ones((2, 3), np.float32)})
     assert inner == [("fold-params", 0.25)]
     assert outer == [("fold-params", 0.25), ("fold-params", 2.5)]
+
+
+def test_a_row_reduction_has_no_channel_blocks():
+    """A reduction of one spatial loop (a row sum) has no channel loop: its `cb` knob is
+    [1], no blocking, as its default point and the tuning log's records say (api seed
+    44's survivor space.py:223, `or [1]` -> `or [0]`, gave cb 0)."""
+    from dlpc.dialects.loop import kernels
+    from dlpc.passes.pipeline import PipelineOptions, lower, parse_module
+    from dlpc.tune.space import space_for
+
+    module = parse_module(
+        "func.func @main(%x: tensor<8x16xf32>) -> tensor<8xf32> {\n"
+        "  %s = graph.reduce_sum %x {axes = array<i64: 1>} : "
+        "(tensor<8x16xf32>) -> tensor<8xf32>\n"
+        "  func.return %s : tensor<8xf32>\n}\n"
+    )
+    lower(module, "loop", PipelineOptions(opt_level=1), weights={})
+    (k,) = [k.sym for k in kernels(module)]
+    space = space_for(module, k)
+    assert space is not None and space.template == "reduction"
+    assert space.knobs["cb"] == [1] and space.knobs["par"] == ["auto", "i0"]
+    assert space.default() == {
+        "cb": 1,
+        "wt": 0,
+        "unroll_r": False,
+        "par": "auto",
+        "im2col": False,
+    }
