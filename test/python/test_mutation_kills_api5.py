@@ -850,3 +850,30 @@ def test_a_row_reduction_has_no_channel_blocks():
         "par": "auto",
         "im2col": False,
     }
+
+
+def test_the_checkers_random_indices_stay_inside_the_gathered_dim():
+    """passes/check.py's `_int_bound`: an int input used as graph.gather's indices (its
+    operand 1) gets random values below the gathered dim, the smallest over its uses;
+    one used as gathered data keeps the default (api seed 44's survivors check.py:118,
+    `use.index == 1` -> `!= 1` and `> 1`)."""
+    from dlpc.passes import check
+    from dlpc.passes.pipeline import parse_module
+
+    module = parse_module(
+        "func.func @main(%t: tensor<5x3xf32>, %u: tensor<7x3xf32>, %i: tensor<4xi64>, "
+        "%j: tensor<2xi64>, %d: tensor<6x2xi64>) -> (tensor<4x3xf32>, tensor<2x3xf32>, "
+        "tensor<4x2xi64>) {\n"
+        "  %g = graph.gather %t, %i {axis = 0 : i64} : (tensor<5x3xf32>, tensor<4xi64>) -> "
+        "tensor<4x3xf32>\n"
+        "  %h = graph.gather %u, %j {axis = -2 : i64} : (tensor<7x3xf32>, tensor<2xi64>) -> "
+        "tensor<2x3xf32>\n"
+        "  %k = graph.gather %d, %i {axis = 0 : i64} : (tensor<6x2xi64>, tensor<4xi64>) -> "
+        "tensor<4x2xi64>\n"
+        "  func.return %g, %h, %k : tensor<4x3xf32>, tensor<2x3xf32>, tensor<4x2xi64>\n}\n"
+    )
+    t, u, i, j, d = module.body.block.first_op.args
+    assert check._int_bound(i) == 5  # min(5, 6) over its two uses
+    assert check._int_bound(j) == 7  # axis -2 of [7, 3]
+    assert check._int_bound(d) == 10  # gathered, not indices
+    assert check._int_bound(d, default=3) == 3
