@@ -512,8 +512,10 @@ AREAS: dict[str, Area] = {
             # models only: a mutant that changes the C recompiles every library, ~9 s of CPU)
             "test/python/test_mutation_kills_looppasses4.py test/python/test_memory_plan.py "
             "test/python/test_mutation_kills_looppasses5.py test/python/test_ops_c.py "
+            "test/python/test_mutation_kills_dynamic4.py "  # (te-to-loop's symbolic guards)
             "test/python/test_prepack.py test/python/test_opencl_winograd.py -k 'looppasses4 "
             "or looppasses5 or (ops_c and (test_family or fused_ops or returned_inputs)) "
+            "or dynamic4 "
             "or (memory_plan and not resnet and not batch_32 and not random_graphs "
             "and not every_example and not two_threads and not placement_never) "
             "or (prepack and (mlp or packing_runs_once or gemm_weights)) "

@@ -50,11 +50,17 @@ def lower(module: ModuleOp, spec: str) -> ModuleOp:
     return module
 
 
-def figures(module: ModuleOp) -> tuple[int, int, list[str], int]:
+def figures(module: ModuleOp) -> tuple[int | None, int | None, list[str], int]:
+    """(arena bytes, intermediate bytes: None when @main has no intermediate left,
+    kernels, reinterpret casts)."""
     fn = next(op for op in module.walk() if isinstance(op, FuncOp))
+    arena, total = (
+        fn.attributes.get("dlpc.arena_bytes"),
+        fn.attributes.get("dlpc.intermediate_bytes"),
+    )
     return (
-        fn.attributes["dlpc.arena_bytes"].value.data,  # type: ignore[union-attr]
-        fn.attributes["dlpc.intermediate_bytes"].value.data,  # type: ignore[union-attr]
+        arena.value.data if arena is not None else None,  # type: ignore[union-attr]
+        total.value.data if total is not None else None,  # type: ignore[union-attr]
         [k.sym for k in module.walk() if isinstance(k, KernelOp)],
         sum(1 for op in module.walk() if isinstance(op, memref.ReinterpretCastOp)),
     )
@@ -98,6 +104,21 @@ def _long_chain(x):  # a live to the end; b, c, d one slot (each over the last)
     return [a, b, c, d, g.AddOp.make(d, a)]
 
 
+def _reshape_out(x):  # a reshape into @main's output: the copy stays
+    a = g.ExpOp.make(x)
+    return [a, g.ReshapeOp.make(a, shape=(64,))]
+
+
+def _transpose_out(x):  # written through: exp stores into the output transposed
+    a = g.ExpOp.make(x)
+    return [a, g.TransposeOp.make(a, perm=(1, 0))]
+
+
+def _transpose_in(x):  # read through: exp reads the input transposed
+    t = g.TransposeOp.make(x, perm=(1, 0))
+    return [t, g.ExpOp.make(t)]
+
+
 def _numpy(name: str, x: np.ndarray) -> np.ndarray:
     a = np.exp(x)
     return {
@@ -107,6 +128,9 @@ def _numpy(name: str, x: np.ndarray) -> np.ndarray:
         "reshape": -a.reshape(64),
         "slice": -a[0:8:2, 1:8:2],
         "long_chain": np.exp(np.sin(-a)) + a,
+        "reshape_out": a.reshape(64),
+        "transpose_out": a.T,
+        "transpose_in": np.exp(x.T),
     }[name]
 
 
@@ -118,6 +142,9 @@ PLANS = [
     ("reshape", _reshape, (512, 512, 3, 0), (256, 256, 2, 1)),
     ("slice", _strided_slice, (256 + ALIGN, 256 + ALIGN, 3, 0), (256, 256, 2, 0)),
     ("long_chain", _long_chain, (512, 1024, 5, 0), (512, 1024, 5, 0)),
+    ("reshape_out", _reshape_out, (256, 256, 2, 0), (256, 256, 2, 0)),
+    ("transpose_out", _transpose_out, (256, 256, 2, 0), (None, None, 1, 0)),
+    ("transpose_in", _transpose_in, (256, 256, 2, 0), (None, None, 1, 0)),
 ]
 
 
@@ -330,3 +357,19 @@ def test_prepack_returns_the_packed_bytes_once():
     assert total > 0 and total % ALIGN == 0
     assert prepack(lowered) == 0
     assert fn.attributes["dlpc.packed_bytes"].value.data == total  # type: ignore[union-attr]
+
+
+def test_a_pack_as_large_as_its_weight_passes_max_ratio_one(monkeypatch, tmp_path):
+    """lenet's conv weight tile is the weight itself re-laid (16 x 6 x 5 x 5 f32, no
+    padding): a ratio of exactly 1, which max_ratio=1 still takes (`>`, not `>=`)."""
+    from dlpc.passes.lower import prepack as pp
+
+    monkeypatch.setenv("DLPC_CACHE_DIR", str(tmp_path))  # (no warm compile: the pass runs)
+    original = pp.prepack
+    monkeypatch.setattr(pp, "prepack", lambda module, max_ratio=4: original(module, 1))
+    model = dlpc.load("examples/lenet.dlpc", batch=2)
+    compiled = api.compile(model)
+    kernels, packed = _prepared(compiled)
+    assert [k for k in kernels if k.sym.endswith("_prepack")]
+    assert packed == [16 * 6 * 5 * 5 * 4]
+    _assert_matches(compiled, model)
