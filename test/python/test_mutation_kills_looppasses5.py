@@ -166,7 +166,7 @@ def test_memory_plan_figures_and_values(name, body, plain, views):
 # ------------------------------------------------------------- loop-opencl-winograd
 
 
-def _conv_model(tmp_path, c: int, o: int, h: int, w: int, bias: bool = True):
+def _conv_model(tmp_path, c: int, o: int, h: int, w: int, bias: bool = True, batch: int = 1):
     b_param = f"  param b: f32[{o}] = normal(seed=6, std=0.1)\n" if bias else ""
     conv = "conv2d(x, k, b, padding=1)" if bias else "conv2d(x, k, padding=1)"
     text = (
@@ -176,7 +176,7 @@ def _conv_model(tmp_path, c: int, o: int, h: int, w: int, bias: bool = True):
     )
     path = tmp_path / "wconv.dlpc"
     path.write_text(text)
-    return dlpc.load(str(path), batch=1)
+    return dlpc.load(str(path), batch=batch)
 
 
 @pytest.mark.parametrize(
@@ -373,3 +373,42 @@ def test_a_pack_as_large_as_its_weight_passes_max_ratio_one(monkeypatch, tmp_pat
     assert [k for k in kernels if k.sym.endswith("_prepack")]
     assert packed == [16 * 6 * 5 * 5 * 4]
     _assert_matches(compiled, model)
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+def test_an_unfused_chains_transforms_get_their_opencl_nests(tmp_path, batch):
+    """A chain the fused kernel refuses (a row of 8) runs as winograd_nests makes it: the
+    input transform's point loop unrolled, its NDRange the channels and, past one image,
+    the images; the output transform tiled by two in h and w (4 x 8 -> 2 x 4 tiles)."""
+    pytest.importorskip("pyopencl")
+    from dlpc.dialects.loop import ForOp
+    from dlpc.passes.lower.opencl_winograd import DONE
+
+    model = _conv_model(tmp_path, 8, 8, 4, 8, batch=batch)
+    compiled = dlpc.compile(model, target="opencl", graph_winograd={"where": "all"})
+    xs = api.random_inputs(model)
+    np.testing.assert_allclose(compiled(*xs)[0], api.reference(model, xs)[0], rtol=1e-4, atol=1e-4)
+    by_origin = {k.origin.data: k for k in compiled.artifact.kernel_ops if k.origin is not None}
+    it = by_origin["graph.winograd_input_transform"]
+    ot = by_origin["graph.fused(graph.winograd_output_transform, graph.relu)"]
+    assert DONE in it.attributes and DONE in ot.attributes
+
+    def marks(k):
+        return [
+            (lp.loop_name, lp.upper, "parallel" in lp.attributes, "vectorize" in lp.attributes)
+            for lp in k.walk()
+            if isinstance(lp, ForOp)
+        ]
+
+    assert marks(it) == [
+        ("i1", batch, batch > 1, False),
+        ("i2", 8, True, False),
+        ("i3", 2, False, False),
+        ("i4", 4, False, False),
+    ]
+    assert [(n, u, v) for n, u, _, v in marks(ot)[:4]] == [
+        ("i0", batch, False),
+        ("i1", 8, False),
+        ("i2t", 2, False),
+        ("i3t", 4, False),
+    ]
