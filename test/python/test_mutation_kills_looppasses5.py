@@ -412,3 +412,30 @@ def test_an_unfused_chains_transforms_get_their_opencl_nests(tmp_path, batch):
         ("i2t", 2, False),
         ("i3t", 4, False),
     ]
+
+
+@pytest.mark.parametrize(
+    "names, chosen", [(["f", "main"], "main"), (["g"], "g"), (["a", "b"], None)]
+)
+def test_the_main_function_of_a_module(names, chosen):
+    """@main when there is one, else the only function (view_copies.main_function,
+    memory_plan._main, prepack._main); with neither, a diagnostic / None."""
+    from xdsl.utils.exceptions import VerifyException
+
+    from dlpc.passes.lower import memory_plan, prepack, view_copies
+
+    fns = [FuncOp(n, FunctionType.from_lists([], []), Region(Block())) for n in names]
+    for fn in fns:
+        fn.body.block.add_op(ReturnOp())
+    module = ModuleOp(fns)
+    for find in (memory_plan._main, prepack._main):
+        got = find(module)
+        assert (got.sym_name.data if got is not None else None) == chosen
+    if chosen is None:
+        with pytest.raises(VerifyException) as e:
+            view_copies.main_function(module, "loop-x")
+        assert str(e.value) == (
+            "loop-x needs a func.func @main; the module has 2 functions, none named main"
+        )
+    else:
+        assert view_copies.main_function(module, "loop-x").sym_name.data == chosen
