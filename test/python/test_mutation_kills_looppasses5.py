@@ -439,3 +439,63 @@ def test_the_main_function_of_a_module(names, chosen):
         )
     else:
         assert view_copies.main_function(module, "loop-x").sym_name.data == chosen
+
+
+# --------------------------------------------------- memory_plan's affine index forms
+
+
+def test_affine_forms_add_scale_and_span():
+    from xdsl.dialects.builtin import IndexType
+
+    from dlpc.passes.lower.memory_plan import Lin, _divmod, _span
+
+    i, j = Block(arg_types=[IndexType(), IndexType()]).args
+    a = Lin(3, ((i, 2), (j, -1)))
+    b = Lin(1, ((j, -1),))
+    assert a.plus(b) == Lin(4, ((i, 2), (j, -2)))
+    assert a.plus(b, -1) == Lin(2, ((i, 2),))  # the j terms cancel: dropped
+    assert a.times(3) == Lin(9, ((i, 6), (j, -3)))
+    assert a.times(0) == Lin(0, ())
+    assert (a.coef(i), a.coef(j), Lin(0).coef(i)) == (2, -1, 0)
+    ranges = {i: (0, 3), j: (0, 15)}
+    assert _span(a, ranges) == (3 - 15, 3 + 6)
+    assert _span(Lin(5), ranges) == (5, 5)
+    # ((i * 16) + j) split by 16: i, j; by 8: refused (j reaches 15 >= 8)
+    f = Lin(0, ((i, 16), (j, 1)))
+    assert _divmod(f, 16, ranges) == (Lin(0, ((i, 1),)), Lin(0, ((j, 1),)))
+    assert _divmod(f, 8, ranges) is None
+    assert _divmod(Lin(35, ((i, 16),)), 16, ranges) == (Lin(2, ((i, 1),)), Lin(3))
+    assert _divmod(Lin(-1, ((i, 16),)), 16, ranges) is None  # may be negative
+    assert _divmod(f, 0, ranges) is None
+    g = Lin(0, ((i, 16), (j, 1)))
+    assert _divmod(g, 16, {i: (0, 3), j: (0, 16)}) is None  # j = 16 would carry
+
+
+def test_index_forms_of_arith_ops():
+    from xdsl.dialects import arith
+    from xdsl.dialects.builtin import IndexType, IntegerAttr
+
+    from dlpc.passes.lower.memory_plan import Lin, index_form
+
+    i, j = Block(arg_types=[IndexType(), IndexType()]).args
+    ranges = {i: (0, 3), j: (0, 15)}
+
+    def const(n):
+        return arith.ConstantOp(IntegerAttr(n, IndexType())).result
+
+    sixteen = const(16)
+    mul = arith.MuliOp(i, sixteen).result
+    flat = arith.AddiOp(mul, j).result
+    assert index_form(flat, ranges) == Lin(0, ((i, 16), (j, 1)))
+    assert index_form(arith.MuliOp(sixteen, i).result, ranges) == Lin(0, ((i, 16),))
+    assert index_form(arith.SubiOp(flat, j).result, ranges) == Lin(0, ((i, 16),))
+    assert index_form(arith.DivSIOp(flat, sixteen).result, ranges) == Lin(0, ((i, 1),))
+    assert index_form(arith.RemSIOp(flat, sixteen).result, ranges) == Lin(0, ((j, 1),))
+    assert index_form(arith.RemUIOp(flat, sixteen).result, ranges) == Lin(0, ((j, 1),))
+    assert index_form(arith.FloorDivSIOp(flat, sixteen).result, ranges) == Lin(0, ((i, 1),))
+    assert index_form(arith.MuliOp(i, j).result, ranges) is None  # not affine
+    assert index_form(arith.DivSIOp(flat, const(8)).result, ranges) is None
+    assert index_form(arith.DivSIOp(flat, j).result, ranges) is None  # by a variable
+    assert index_form(const(7), ranges) == Lin(7)
+    other = Block(arg_types=[IndexType()]).args[0]
+    assert index_form(arith.AddiOp(i, other).result, ranges) is None  # an unknown iv
