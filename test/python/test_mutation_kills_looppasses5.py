@@ -499,3 +499,34 @@ def test_index_forms_of_arith_ops():
     assert index_form(const(7), ranges) == Lin(7)
     other = Block(arg_types=[IndexType()]).args[0]
     assert index_form(arith.AddiOp(i, other).result, ranges) is None  # an unknown iv
+
+
+def _copy_kernel(body):
+    module = lower(build((8, 8), body), "graph-to-te,te-to-loop")
+    return [k for k in module.walk() if isinstance(k, KernelOp)]
+
+
+def test_copy_maps_of_slices_transposes_and_others():
+    from dlpc.passes.lower.memory_plan import Lin, copy_map
+
+    exp, sliced, _ = _copy_kernel(_strided_slice)
+    assert copy_map(exp) is None  # computes: no copy
+    m = copy_map(sliced)
+    assert m is not None and len(m.ivs) == 2
+    s0, s1 = m.ivs
+    assert m.forms == [Lin(0, ((s0, 2),)), Lin(1, ((s1, 2),))]
+    assert m.permutation() is None  # offsets and steps: no transpose
+    _, t, _ = _copy_kernel(_transpose)
+    m = copy_map(t)
+    assert m is not None and m.permutation() == [1, 0]
+    assert m.forms == [Lin(0, ((m.ivs[1], 1),)), Lin(0, ((m.ivs[0], 1),))]
+
+    def head(x):  # rows 0..3 of 8: reads like the identity, but is no permutation
+        a = g.ExpOp.make(x)
+        s = g.SliceOp.make(a, starts=(0,), ends=(4,), axes=(0,))
+        return [a, s, g.NegOp.make(s)]
+
+    _, h, _ = _copy_kernel(head)
+    m = copy_map(h)
+    assert m is not None and m.forms == [Lin(0, ((m.ivs[0], 1),)), Lin(0, ((m.ivs[1], 1),))]
+    assert m.permutation() is None
