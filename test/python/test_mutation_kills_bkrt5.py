@@ -907,3 +907,57 @@ def test_keep_off_workers_moves_the_caller_off_a_workers_cpu(monkeypatch):
     monkeypatch.setattr(cbuild, "worker_cpus", frozenset())  # no bound workers
     monkeypatch.setattr(cbuild, "_getcpu", lambda: pytest.fail("asked for the CPU"))
     cbuild.keep_off_workers()
+
+
+@pytest.mark.parametrize(
+    "env, gomp_before, bound",
+    [
+        ({"OMP_NUM_THREADS": "2"}, False, True),  # worker 1 on CPU 1 of 0-3
+        ({"OMP_NUM_THREADS": "4"}, False, True),  # workers on 1, 2, 3
+        ({"OMP_NUM_THREADS": "1"}, False, False),  # no team
+        ({"OMP_NUM_THREADS": "5"}, False, False),  # more threads than CPUs
+        ({"OMP_NUM_THREADS": "2", "OMP_PROC_BIND": "spread"}, False, False),  # the user's
+        ({"OMP_NUM_THREADS": "2", "GOMP_CPU_AFFINITY": "0-3"}, False, False),
+        ({"OMP_NUM_THREADS": "2"}, True, False),  # libgomp already loaded: too late
+    ],
+    ids=["two", "four", "one", "five", "proc_bind", "affinity", "loaded"],
+)
+def test_load_binds_openmp_workers_once(monkeypatch, env, gomp_before, bound):
+    """cbuild._load: libgomp's workers get CPUs of their own (OMP_PROC_BIND=close only
+    while it loads, the caller's CPU set restored at once), unless the user chose a
+    binding, the team is not 2..#CPUs threads, or libgomp was loaded before."""
+    for name in (*cbuild.BIND_VARS, "OMP_NUM_THREADS", "GOMP_SPINCOUNT", "OMP_WAIT_POLICY"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(cbuild.sys, "platform", "linux")
+    monkeypatch.setattr(cbuild.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    restored = []
+    monkeypatch.setattr(cbuild.os, "sched_setaffinity", lambda pid, cpus: restored.append(cpus))
+    loaded = [gomp_before]
+    monkeypatch.setattr(cbuild, "_gomp_loaded", lambda: loaded[0])
+    monkeypatch.setattr(cbuild, "worker_cpus", frozenset())
+    monkeypatch.setattr(cbuild, "_getcpu", cbuild._no_cpu)
+    seen = []
+
+    class Handle:
+        sched_getcpu = staticmethod(lambda: 2)
+
+    def cdll(path):
+        if path is not None:
+            seen.append(os.environ.get("OMP_PROC_BIND"))
+            loaded[0] = True
+        return Handle()
+
+    monkeypatch.setattr(cbuild.ctypes, "CDLL", cdll)
+    assert isinstance(cbuild._load(cbuild.Path("/lib/x.so")), Handle)
+    assert os.environ["GOMP_SPINCOUNT"] == cbuild.SPIN_COUNT == "10000"
+    if bound:
+        team = int(env["OMP_NUM_THREADS"])
+        assert seen == ["close"] and "OMP_PROC_BIND" not in os.environ
+        assert restored == [{0, 1, 2, 3}]
+        assert cbuild.worker_cpus == frozenset(range(1, team))
+        assert cbuild._getcpu() == 2
+    else:
+        assert seen == [env.get("OMP_PROC_BIND")] and restored == []
+        assert cbuild.worker_cpus == frozenset() and cbuild._getcpu is cbuild._no_cpu
