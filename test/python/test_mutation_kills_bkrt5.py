@@ -961,3 +961,44 @@ def test_load_binds_openmp_workers_once(monkeypatch, env, gomp_before, bound):
     else:
         assert seen == [env.get("OMP_PROC_BIND")] and restored == []
         assert cbuild.worker_cpus == frozenset() and cbuild._getcpu is cbuild._no_cpu
+
+
+COSTED = """
+func.func @main(%x: memref<4xf32>, %y: memref<4xf32>)
+    attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "pack_0" attributes {dlpc.prepare} {
+    loop.for %i = 0 to 4 step 1 {name = "i0"} {
+      %v = memref.load %x[%i] : memref<4xf32>
+      %w = arith.addf %v, %v : f32
+      memref.store %w, %y[%i] : memref<4xf32>
+    }
+  }
+  loop.kernel "k_1" attributes {origin = "graph.custom"} {
+    loop.for %i = 0 to 4 step 1 {name = "i0"} {
+      loop.for %j = 0 to 3 step 1 {name = "i1"} {
+        %v = memref.load %x[%i] : memref<4xf32>
+        %f = math.fma %v, %v, %v : f32
+        %c = arith.cmpf ogt, %f, %v : f32
+        %r = scf.if %c -> (f32) {
+          %a = arith.addf %f, %v : f32
+          scf.yield %a : f32
+        } else {
+          %b = arith.mulf %f, %v : f32
+          %d = arith.subf %b, %v : f32
+          scf.yield %d : f32
+        }
+        memref.store %r, %y[%i] : memref<4xf32>
+      }
+    }
+  }
+  func.return
+}"""
+
+
+def test_kernel_costs_count_fma_twice_both_branches_and_skip_prepare_kernels():
+    from dlpc.backends.runtime import profile
+
+    (cost,) = profile.kernel_costs(parse_module(COSTED))
+    assert (cost.name, cost.origin) == ("k_1", "graph.custom")
+    assert cost.flops == 4 * 3 * (2 + 1 + 2)  # fma, then branch, else branch; no cmpf
+    assert cost.bytes == 16 + 16
