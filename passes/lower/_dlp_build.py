@@ -192,6 +192,18 @@ class KernelPlan:
         use = self.space_bytes(tile, double, sram)
         return all(use[s] <= self.desc.capacity(s) for s in use)
 
+    def stages(self, p: BufferPlan) -> bool:
+        """With `sram`, is whole buffer `p` staged in SRAM (else each task copies it from
+        GDRAM)? Where every task's own copy would cost the GDRAM port more than a DMA's
+        share of a latency: staging costs a task two DMAs (into SRAM, out of it), a small
+        bias or scale is one more copy in the task's load group."""
+        d = self.desc
+        clusters = -(-self.tasks // d.cores_per_cluster)
+        extra = (self.tasks - clusters) * p.elements(1) * p.elt_bytes
+        return extra / (d.gdram_bandwidth_gbs / d.clock_ghz) > d.dma_latency_cycles / (
+            d.dma_queue_depth
+        )
+
 
 class Selection:
     """An intrinsic pattern `dlp_select` matched for a kernel: what it needs on chip

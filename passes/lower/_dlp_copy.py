@@ -302,3 +302,118 @@ def lower_copy(kernel: KernelOp, desc, multicore: bool) -> dlp.KernelOp | None:
         block.add_op(scf.IfOp(cond.result, [], Region(body)))
     block.add_op(dlp.WaitDmaOp())
     return new
+
+
+def _adjacent(a: Operation, b: Operation) -> bool:
+    """Only allocations, deallocations, constants and views (a reshape's
+    reinterpret_cast: no data read) between `a` and `b`."""
+    quiet = (
+        memref.AllocOp,
+        memref.DeallocOp,
+        memref.ReinterpretCastOp,
+        memref.GetGlobalOp,
+        arith.ConstantOp,
+    )
+    op = a.next_op
+    while op is not None and op is not b:
+        if not isinstance(op, quiet):
+            return False
+        op = op.next_op
+    return op is b
+
+
+def _root(v: SSAValue) -> SSAValue:
+    """The buffer a view (a reshape's reinterpret_cast, a subview, a cast) is of."""
+    views = (
+        memref.ReinterpretCastOp,
+        memref.SubviewOp,
+        memref.CastOp,
+        memref.ExpandShapeOp,
+        memref.CollapseShapeOp,
+    )
+    while isinstance(v.owner, views):
+        v = v.owner.operands[0]
+    return v
+
+
+def _touches(kernel: dlp.KernelOp) -> tuple[set[SSAValue], set[SSAValue]]:
+    """(GDRAM buffers read, written) by a direct copy kernel, views as their buffer."""
+    read: set[SSAValue] = set()
+    written: set[SSAValue] = set()
+    for op in kernel.walk():
+        if isinstance(op, dlp.MemcpyOp | dlp.MemcpyAsyncOp):
+            written.add(_root(op.dst))
+            read.add(_root(op.src))
+    return read, written
+
+
+def sibling_runs(kernels: list[dlp.KernelOp]) -> list[list[dlp.KernelOp]]:
+    """Runs of consecutive direct copy kernels (`kernels`, in program order) that are
+    independent: none reads or writes a buffer an earlier one of the run writes, nor
+    writes one it reads (attention's three slices of one projection, then the three head
+    splits): each run can be one kernel whose tasks issue every member's pieces back to
+    back, one DMA latency for all instead of one a kernel."""
+    runs: list[list[dlp.KernelOp]] = []
+    run: list[dlp.KernelOp] = []
+    read: set[SSAValue] = set()
+    written: set[SSAValue] = set()
+    for k in kernels:
+        r, w = _touches(k)
+        if run and _adjacent(run[-1], k) and not (r | w) & written and not w & read:
+            run.append(k)
+        else:
+            if len(run) > 1:
+                runs.append(run)
+            run, read, written = [k], set(), set()
+        read |= r
+        written |= w
+    if len(run) > 1:
+        runs.append(run)
+    return runs
+
+
+def merge_siblings(run: list[dlp.KernelOp]) -> dlp.KernelOp:
+    """One kernel for a run of `sibling_runs`, named after its last member (`dlpc.fused`
+    lists the members), put where the last member was; the deallocations between the
+    members move after it."""
+    last = run[-1]
+    attrs: dict[str, Attribute] = {
+        "tasks": IntegerAttr(max(k.num_tasks for k in run), i64),
+        "dlpc.fused": StringAttr(",".join(k.sym for k in run)),
+    }
+    for key in ("dma_align", "vector_align", "origin"):
+        if key in last.attributes:
+            attrs[key] = last.attributes[key]
+    new = dlp.KernelOp(last.sym, **attrs)
+    tid = dlp.TaskIdOp()
+    tid.results[0].name_hint = "task"
+    new.block.add_op(tid)
+    for k in run:
+        for op in list(k.block.ops):
+            if isinstance(op, dlp.TaskIdOp):
+                op.results[0].replace_all_uses_with(tid.results[0])
+                continue
+            if isinstance(op, dlp.WaitDmaOp) and op is k.block.last_op:
+                continue  # (one wait for every member's copies)
+            op.detach()
+            new.block.add_op(op)
+    new.block.add_op(dlp.WaitDmaOp())
+    block = last.parent_block()
+    assert block is not None  # a kernel of the module
+    block.insert_op_before(new, last)
+    moved: list[Operation] = []
+    op = run[0].next_op
+    while op is not None and op is not new:
+        nxt = op.next_op
+        if isinstance(op, memref.DeallocOp):
+            op.detach()
+            moved.append(op)
+        op = nxt
+    for k in run:
+        k.detach()
+        k.erase()
+    anchor: Operation = new
+    for d in moved:
+        block.insert_op_after(d, anchor)
+        anchor = d
+    return new

@@ -168,8 +168,8 @@ def _cycles(
     tasks = members[0].tasks
     per_cycle = d.gdram_bandwidth_gbs / d.clock_ghz
     seen: set[tuple] = set()
-    whole = tiled = 0.0
-    loads = stores = wholes = 0
+    whole = own = tiled = 0.0  # whole bytes staged in SRAM (with `sram`), copied per task
+    loads = stores = wholes = staged = 0
     compute = 0.0
     for plan, f in zip(members, flops):
         rate = (
@@ -185,26 +185,27 @@ def _cycles(
                 stores += 1
             if (p.read or not p.full_write) and _key(p) not in seen:
                 if p.kind == "whole":
-                    whole += nbytes
                     wholes += 1
+                    if sram and plan.stages(p):
+                        whole += nbytes
+                        staged += 1
+                    else:
+                        own += nbytes
                 else:
                     tiled += nbytes
                     loads += 1
             seen.add(_key(p))
     # (build_chain: the whole buffers and the tile's loads back to back, one wait; the
     # stores, one wait)
-    groups = [wholes + loads, stores]
-    if not sram:
-        transfer = latencies(d, groups) + (whole + tiled / tasks) / per_cycle
-        return max((whole * tasks + tiled) / per_cycle, compute + transfer)
+    groups = [staged] * bool(staged) + [wholes + loads, stores]
     cpc = d.cores_per_cluster
     stagers = tasks if tasks <= cpc else (cpc if tasks % cpc == 0 else 1)
     transfer = (
-        latencies(d, [wholes, *groups])
-        + (whole / stagers + tiled / tasks) / per_cycle
+        latencies(d, groups)
+        + (whole / stagers + own + tiled / tasks) / per_cycle
         + whole / (d.sram_bandwidth_gbs / d.clock_ghz)
     )
-    return max((whole * -(-tasks // cpc) + tiled) / per_cycle, compute + transfer)
+    return max((whole * -(-tasks // cpc) + own * tasks + tiled) / per_cycle, compute + transfer)
 
 
 def _staging(members: list[KernelPlan]) -> list[bool]:

@@ -546,17 +546,20 @@ def _estimate(plan: KernelPlan, flops: float) -> float:
     d = plan.desc
     tasks = plan.tasks
     clusters = -(-tasks // d.cores_per_cluster)
-    whole = sum(
-        p.elements(1) * p.elt_bytes
+    reads = [
+        p
         for p in plan.buffers.values()
         if p.kind == "whole" and not p.direct and (p.read or not p.full_write)
-    )
+    ]
+    staged = [p for p in reads if plan.sram and plan.stages(p)]
+    whole = sum(p.elements(1) * p.elt_bytes for p in staged)  # (staged once per cluster)
+    own = sum(p.elements(1) * p.elt_bytes for p in reads if p not in staged)
     tiled = sum(
         p.elements(plan.trip) * p.elt_bytes * (p.read + p.written)
         for p in plan.buffers.values()
         if p.kind == "tiled" and not p.direct
     )
-    gdram = whole * (clusters if plan.sram else tasks) + tiled
+    gdram = whole * clusters + own * tasks + tiled
     per_cycle = d.gdram_bandwidth_gbs / d.clock_ghz
     sel = plan.selection
     rate = 2 * d.throughput("matmul") if getattr(sel, "matrix_unit", False) else d.vector_width
@@ -565,18 +568,19 @@ def _estimate(plan: KernelPlan, flops: float) -> float:
     per_tile = [p for p in plan.buffers.values() if p.kind == "tiled" and not p.direct]
     loads = sum(p.read or not p.full_write for p in per_tile if not p.resident)
     stores = sum(p.written for p in per_tile if not p.resident)
-    wholes = sum(
-        1
-        for p in plan.buffers.values()
-        if ((p.kind == "whole" and (p.read or not p.full_write)) or p.resident) and not p.direct
-    )
+    wholes = len(reads) + sum(p.resident and not p.direct for p in plan.buffers.values())
     transfer = (
         latencies(
-            d, [wholes] * plan.sram + [wholes + loads] + [stores + loads] * (tiles - 1) + [stores]
+            d,
+            [len(staged)] * bool(staged)
+            + [wholes + loads]
+            + [stores + loads] * (tiles - 1)
+            + [stores],
         )
         + tiled / tasks / per_cycle
-        + whole / (_stagers(plan) if plan.sram else 1) / per_cycle  # (staged by shares)
-        + (whole / (d.sram_bandwidth_gbs / d.clock_ghz) if plan.sram else 0.0)
+        + whole / _stagers(plan) / per_cycle  # (staged by shares)
+        + own / per_cycle
+        + whole / (d.sram_bandwidth_gbs / d.clock_ghz)
     )
     task = compute + transfer - (min(compute, transfer) if plan.double else 0.0)
     return max(gdram / per_cycle, task)
@@ -755,14 +759,13 @@ class KernelLowering:
     def load_whole(self, whole: list[BufferPlan], c0: SSAValue) -> None:
         b, plan = self.b, self.plan
         reads = [p for p in whole if p.read or not p.full_write]
-        if plan.sram and reads:
+        staged = [p for p in reads if plan.sram and plan.stages(p)]
+        if staged:
             core = b.v(dlp.CoreIdOp())
             core.name_hint = "core"
-            staged = []
-            for p in reads:
+            for p in staged:
                 n = round_up(p.elements(1) * p.elt_bytes, self.desc.dma_align) // p.elt_bytes
                 p.staged = b.alloc("sram", n, element_type(p.value), f"{p.name}_sram")
-                staged.append(p)
             here = _stagers(plan)
             if here == 1:
                 is_first = b.v(arith.CmpiOp(core, c0, "eq"))
@@ -790,9 +793,9 @@ class KernelLowering:
             b.op(dlp.SyncClusterOp())
             for p in staged:
                 b.op(dlp.MemcpyAsyncOp(p.local, c0, p.staged, c0, b.c(p.elements(1))))
-        else:
-            # issued back to back: waited for with the first tile's loads
-            for p in reads:
+        # issued back to back: waited for with the first tile's loads
+        for p in reads:
+            if p not in staged:
                 b.op(dlp.MemcpyAsyncOp(p.local, c0, p.value, c0, b.c(p.elements(1))))
 
     def untiled(self, tid: SSAValue, whole: list[BufferPlan], c0: SSAValue) -> None:
@@ -1029,10 +1032,11 @@ def lower_module(
     fuse: bool = True,
 ) -> None:
     """Lower every loop.kernel of `module` in place; record the description on @main.
-    With `fuse`, chains of kernels passing tiles along become one kernel (_dlp_fuse.py)."""
+    With `fuse`, chains of kernels passing tiles along become one kernel (_dlp_fuse.py),
+    and so do runs of independent direct copies (_dlp_copy.sibling_runs)."""
     from xdsl.transforms.common_subexpression_elimination import cse
 
-    from dlpc.passes.lower import _dlp_fuse
+    from dlpc.passes.lower import _dlp_copy, _dlp_fuse
 
     kernels = [k for k in module.walk() if isinstance(k, KernelOp)]
     prepared = {k: _prepare(k, desc, double_buffer, multicore, intrinsics) for k in kernels}
@@ -1057,6 +1061,10 @@ def lower_module(
         kernel.detach()
         kernel.erase()
         cse(new)  # the per-buffer tile arithmetic repeats itself
+    direct_ops = {id(d) for d, _ in prepared.values() if d is not None}
+    copies = [k for k in module.walk() if isinstance(k, dlp.KernelOp) and id(k) in direct_ops]
+    for run in _dlp_copy.sibling_runs(copies) if fuse else []:
+        cse(_dlp_copy.merge_siblings(run))
     for fn in module.walk():
         if isinstance(fn, func.FuncOp):
             fn.attributes["dlpc.target"] = StringAttr(desc.name)

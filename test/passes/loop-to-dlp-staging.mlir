@@ -77,3 +77,38 @@ func.func @small_linear(%x: memref<1x16xf32>, %w: memref<64x16xf32>, %out: memre
   }
   func.return
 }
+
+// Staging is chosen per whole buffer: the 4096-float scale (16 KiB, read by 16 tasks) is
+// staged in each cluster's SRAM (waited for, then the barrier); the one-float shift is
+// copied by each task from GDRAM with its tile's loads (staging it would cost two DMAs
+// to save 12 copies of 4 bytes).
+
+// CHECK-LABEL: func.func @scale_shift
+// CHECK: %[[S:.*]] = memref.alloc() : memref<4096xf32, #dlp.space<sram>>
+// CHECK-NOT: #dlp.space<sram>
+// CHECK: dlp.memcpy_async GDRAM2SRAM %[[S]][%{{.*}}], %s[%{{.*}}]
+// CHECK-NOT: GDRAM2SRAM
+// CHECK: dlp.wait_dma
+// CHECK-NEXT: dlp.sync_cluster
+// CHECK-NEXT: dlp.memcpy_async SRAM2NRAM %{{.*}}[%{{.*}}], %[[S]][%{{.*}}]
+// CHECK: dlp.memcpy_async GDRAM2NRAM %{{.*}}[%{{.*}}], %c[%{{.*}}], %{{.*}} : memref<16xf32, #dlp.space<nram>>, memref<1xf32>
+// CHECK: dlp.memcpy_async GDRAM2NRAM %{{.*}}, %x[
+// CHECK: scf.for
+// CHECK-NEXT: dlp.wait_dma
+
+func.func @scale_shift(%x: memref<64x4096xf32>, %s: memref<4096xf32>, %c: memref<1xf32>, %out: memref<64x4096xf32>) attributes {dlpc.num_inputs = 1 : i64, dlpc.params = ["s", "c"], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "scale_shift_0" attributes {origin = "graph.mul"} {
+    loop.for %i0 = 0 to 64 step 1 {name = "i0", parallel} {
+      loop.for %i1 = 0 to 4096 step 1 {name = "i1", vectorize} {
+        %c0 = arith.constant 0 : index
+        %v = memref.load %x[%i0, %i1] : memref<64x4096xf32>
+        %m = memref.load %s[%i1] : memref<4096xf32>
+        %k = memref.load %c[%c0] : memref<1xf32>
+        %p = arith.mulf %v, %m : f32
+        %r = arith.addf %p, %k : f32
+        memref.store %r, %out[%i0, %i1] : memref<64x4096xf32>
+      }
+    }
+  }
+  func.return
+}

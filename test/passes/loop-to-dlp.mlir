@@ -79,13 +79,14 @@ func.func @linear(%x: memref<1x16xf32>, %w: memref<8x16xf32>, %bias: memref<8xf3
 }
 
 // No intrinsic matches a transpose: scalar loops over the NRAM copies; the source is
-// not tiled along the work loop, so it is loaded whole.
+// not tiled along the work loop, so it is loaded whole (512 bytes: each task copies it
+// from GDRAM, staging it in SRAM would save one copy for a second DMA).
 
 // CHECK-LABEL: func.func @transpose
 func.func @transpose(%x: memref<8x16xf32>, %out: memref<16x8xf32>) attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
   // CHECK: dlp.kernel "transpose_0"
   // CHECK: %[[XN:.*]] = memref.alloc() : memref<128xf32, #dlp.space<nram>>
-  // CHECK: dlp.memcpy_async SRAM2NRAM %[[XN]]
+  // CHECK: dlp.memcpy_async GDRAM2NRAM %[[XN]]
   // CHECK: scf.for
   // CHECK: scf.for
   // CHECK: memref.load %[[XN]][%{{.*}}] : memref<128xf32, #dlp.space<nram>>
