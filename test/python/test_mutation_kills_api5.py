@@ -877,3 +877,104 @@ def test_the_checkers_random_indices_stay_inside_the_gathered_dim():
     assert check._int_bound(j) == 7  # axis -2 of [7, 3]
     assert check._int_bound(d) == 10  # gathered, not indices
     assert check._int_bound(d, default=3) == 3
+
+
+# ---- more of the area's corners (after seed 44, before any later draw) ------------------------
+
+
+def test_the_grid_tuner_measures_consistent_grid_points_in_order(tmp_path):
+    """strategy="grid": after the default point, the grid's points in order, those that
+    are not `consistent` skipped, `batch` of them per round out of `pool` proposals."""
+    from dlpc.tune.space import consistent
+
+    tuner, calls = _tuner(tmp_path, iter([1.0] * 50), strategy="grid", pool=3, batch=2)
+    (task,) = tuner.tasks
+    space = task.space
+    from dlpc.passes.pipeline import parse_module
+
+    grid = [p for p in space.grid() if consistent(space, p)]
+    progress = list(tuner.run(trials=5))
+    assert len(progress) == 5
+    want = [space.script(parse_module(task.ir), p) for p in [space.default(), *grid]]
+    want = list(dict.fromkeys(want))  # (the default may be a grid point: measured once)
+    assert calls == want[:5]
+
+
+def test_a_damaged_cached_reference_is_recomputed_with_a_warning(capsys, monkeypatch, tmp_path):
+    from test_schedule import MATMUL
+
+    from dlpc.backends.c import find_main, memref_info
+    from dlpc.backends.runtime import cbuild
+    from dlpc.dialects.graph import numpy_dtype
+    from dlpc.passes.pipeline import parse_module
+    from dlpc.tune import measure
+
+    monkeypatch.setattr(cbuild, "cache_dir", lambda: tmp_path)
+    base = parse_module(MATMUL)
+    rng = np.random.default_rng(0)
+    specs = [memref_info(a.type) for a in find_main(base).body.block.args]
+    arrays = [rng.standard_normal(s).astype(numpy_dtype(e)) for s, e in specs]
+    first = measure._reference(base, arrays)
+    (cached,) = list(tmp_path.glob("tune-ref-*.npz"))
+    again = measure._reference(base, arrays)  # read back: no build
+    for a, b in zip(first, again):
+        np.testing.assert_array_equal(a, b)
+    cached.write_bytes(b"not an npz")
+    fixed = measure._reference(base, arrays)
+    err = capsys.readouterr().err
+    assert f"dlpc: warning: cached reference {cached} is damaged (" in err
+    assert err.rstrip().endswith("); recomputing it")
+    for a, b in zip(first, fixed):
+        np.testing.assert_array_equal(a, b)
+    assert np.load(cached).files == [f"a{n}" for n in range(len(arrays))]
+
+
+def test_the_trainers_state_and_option_checks(cls, tmp_path):
+    x, y = _data(4, seed=8)
+    t = dlpc.train.Trainer(str(cls), "cross_entropy", _sgd(), batch_size=4, target="numpy")
+    with pytest.raises(
+        DlpcError, match=r"^error: state 'fc\.bias' has shape \(2,\), expected \(3,\)$"
+    ):
+        t.load({**t.state, "fc.bias": np.zeros(2, np.float32)})
+    w = {"fc.weight": np.full((3, 4), 0.5, np.float32), "fc.bias": np.zeros(3, np.float32)}
+    np.savez(tmp_path / "w.npz", **w)
+    u = dlpc.train.Trainer(
+        str(cls), "cross_entropy", _sgd(), batch_size=4, target="numpy", weights=tmp_path / "w.npz"
+    )
+    np.testing.assert_array_equal(u.weights["fc.weight"], w["fc.weight"])
+    g = dlpc.train.Trainer(
+        str(cls),
+        "cross_entropy",
+        _sgd(lr=0.1),
+        batch_size=4,
+        target="numpy",
+        param_groups=[{"params": "fc.bias", "lr": 1e-30}],
+    )
+    before = g.weights
+    g.step(x, y)
+    np.testing.assert_array_equal(g.weights["fc.bias"], before["fc.bias"])  # lr 1e-30
+    assert not np.array_equal(g.weights["fc.weight"], before["fc.weight"])
+    assert [grp["lr"] for grp in g.param_groups] == [1e-30, 0.1]
+    loss = "model l(p: f32[B, 3], y: f32[B, 3]) {\n  return reduce_mean(abs(p - y))\n}\n"
+    gl = dlpc.train.Trainer(str(cls), loss, _sgd(), batch_size=4, target="numpy")
+    with pytest.raises(DlpcError, match=r"^error: evaluate got no samples$"):
+        gl.evaluate(x[:0], np.zeros((0, 3), np.float32))
+
+
+def test_levels_of_functions_the_checker_runs():
+    from xdsl.dialects import func
+    from xdsl.dialects.builtin import MemRefType, f32
+
+    from dlpc.passes import check
+    from dlpc.passes.pipeline import PipelineOptions, lower, parse_module
+
+    graph_module = parse_module(ADD)
+    (fn,) = [op for op in graph_module.ops if isinstance(op, func.FuncOp)]
+    assert check.level_of(fn) == "graph"
+    te = lower(parse_module(ADD), "te", PipelineOptions(), weights=None)
+    assert check.level_of(next(op for op in te.ops if isinstance(op, func.FuncOp))) == "te"
+    loop = lower(parse_module(ADD), "loop", PipelineOptions(), weights=None)
+    assert check.level_of(next(op for op in loop.ops if isinstance(op, func.FuncOp))) == "loop"
+    empty = func.FuncOp("f", ([MemRefType(f32, [2])], []))
+    empty.body.block.add_op(func.ReturnOp())
+    assert check.level_of(empty) == "loop"  # a memref argument, no op saying so
