@@ -25,6 +25,8 @@ from dlpc.passes.schedule.depthwise import depthwise_tile_script, nhwc_depthwise
 from dlpc.passes.schedule.nest import (
     CONV_PACK_BYTES,
     CONV_RAGGED_ROWS,
+    CONV_ROW_STAGE_BLOCKS,
+    CONV_ROWS_PANEL_BYTES,
     CONV_STAGE_SPLIT_BYTES,
     CONV_TILE_VECTORS,
     Nest,
@@ -91,7 +93,9 @@ def conv_tile_script(kernel: KernelOp, nest: Nest, threads: int = 2, lanes: int 
     stride-1 padded input as a padded copy (`cache_read` of a padded read), a strided one
     wider than 1 (3x3 stride 2) as stride-1 phase planes (`cache_read ... deinterleave`:
     column q at [q % s][q / s], padding resolved), a strided 1x1 as im2col rows
-    `xp[oh][ci][ow]`; an unpadded stride-1 input (1x1 conv) is read directly.
+    `xp[oh][ci][ow]`; an unpadded stride-1 input (1x1 conv) is read directly, or, with
+    `CONV_ROW_STAGE_BLOCKS` channel blocks or more, an output row's input rows are copied
+    together first (`xr`, per row: its channels lie a plane apart in place).
     The output rows are parallel (more work than the few channel blocks). Staging, each
     thread copying what its own work reads, inside the parallel loop: one image, per
     block of rows (the halo rows copied by both neighbours), one block per thread; a
@@ -116,16 +120,6 @@ def conv_tile_script(kernel: KernelOp, nest: Nest, threads: int = 2, lanes: int 
         nv = wt // lanes
     else:
         wt = W
-    rb = 1  # output rows per tile
-    pieces = W // lanes + bin(W % lanes).count("1")  # GCC: a 28-wide row is 16 + 8 + 4
-    if wt == W and pieces >= 3 and nest.trips[h] > 1:
-        # a ragged row: several rows per tile, so each broadcast weight feeds more FMAs
-        # and the tile's fixed costs (zeroing, copy-out) spread over more rows; measured
-        # on such rows only, hence only 3+ pieces (docs/design/schedules.md#conv-ragged-rows)
-        rows = max(1, min(CONV_RAGGED_ROWS, CONV_TILE_VECTORS // pieces))
-        rb = largest_divisor(nest.trips[h], rows)
-        nv = pieces * rb
-    cb = largest_divisor(nest.trips[c], max(1, CONV_TILE_VECTORS // nv))
     load = conv_load(kernel, x)
     assert load is not None
     loops = {lp.loop_name: lp for lp in kernel.loops()}
@@ -141,6 +135,22 @@ def conv_tile_script(kernel: KernelOp, nest: Nest, threads: int = 2, lanes: int 
     # subsample, smaller than the planes)
     phased = strided and kernel_width(kernel, nest, load) > 1
     direct = not guarded(load, kernel) and not strided
+    pointwise = direct and sum(nest.trips[r] > 1 for r in nest.reduce) <= 1  # a 1x1 conv
+    rb = 1  # output rows per tile
+    pieces = W // lanes + bin(W % lanes).count("1")  # GCC: a 28-wide row is 16 + 8 + 4
+    # a 1x1 conv over one-vector rows whose tile of rows reads few enough input rows to
+    # stay in L1 (a MobileNetV2 expand conv on 16x16): rows per tile as for a ragged row
+    # (docs/design/schedules.md#conv-pointwise-rows)
+    panel = math.prod(nest.trips[r] for r in nest.reduce) * CONV_RAGGED_ROWS * W * 4
+    short_rows = pointwise and pieces == 1 and panel <= CONV_ROWS_PANEL_BYTES
+    if wt == W and (pieces >= 3 or short_rows) and nest.trips[h] > 1:
+        # a ragged row: several rows per tile, so each broadcast weight feeds more FMAs
+        # and the tile's fixed costs (zeroing, copy-out) spread over more rows; measured
+        # on such rows only, hence only 3+ pieces (docs/design/schedules.md#conv-ragged-rows)
+        rows = max(1, min(CONV_RAGGED_ROWS, CONV_TILE_VECTORS // pieces))
+        rb = largest_divisor(nest.trips[h], rows)
+        nv = pieces * rb
+    cb = largest_divisor(nest.trips[c], max(1, CONV_TILE_VECTORS // nv))
     staged = 0  # bytes staged per image
     if strided and not phased:
         staged = nest.trips[h] * W * math.prod(nest.trips[r] for r in nest.reduce) * 4
@@ -201,6 +211,10 @@ def conv_tile_script(kernel: KernelOp, nest: Nest, threads: int = 2, lanes: int 
         lines.append(f"cache_read {K}/{stage_at} {buffer_token(kernel, x)} -> {K}_xp pack")
     elif not direct:  # stride 1, padded: a padded copy (1.1x the input, not im2col's 9x)
         lines.append(f"cache_read {K}/{stage_at} {buffer_token(kernel, x)} -> {K}_xp")
+    elif pointwise and nest.trips[c] >= CONV_ROW_STAGE_BLOCKS * cb and nest.trips[h] > 1:
+        # a 1x1 conv read in place: the input rows of an output row, copied together once
+        # for all its channel blocks (its channels lie a plane apart, thrashing L1)
+        lines.append(f"cache_read {K}/{row} {buffer_token(kernel, x)} -> {K}_xr")
     # the accumulator tile around the reduction loops (cb x rb rows x wt)
     lines.append(f"cache_write {K}/{tile[-1]} {buffer_token(kernel, out)} -> {K}_acc")
     lines += [f"unroll {K}/{hi}" for hi in inner_h]

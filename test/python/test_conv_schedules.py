@@ -152,6 +152,30 @@ CASES = {
         "param w: f32[16, 8, 5, 5] = kaiming(seed=26)\nreturn conv2d(x, w, padding=2)",
         1,
     ),
+    # 1x1 convs read in place whose many channel blocks share each output row's input
+    # rows: those rows copied together first (a MobileNetV2 expand conv, 16 -> 96); a
+    # ragged 48-wide row, the rows tiled 6 at a time, one channel per block
+    "pointwise": (
+        (16, 6, 32),
+        "param w: f32[96, 16, 1, 1] = kaiming(seed=27)\n"
+        "param b: f32[96] = normal(seed=28, std=0.1)\n"
+        "return clip(conv2d(x, w, b), min=0, max=6)",
+        0,
+    ),
+    "pointwise_rows": (
+        (8, 6, 48),
+        "param w: f32[64, 8, 1, 1] = kaiming(seed=29)\nreturn relu(conv2d(x, w))",
+        0,
+    ),
+    # one-vector rows whose tile of 8 rows stays in L1 (8 channels x 8 rows x 16): 8 rows
+    # x 3 channels per tile, not one row x 24 channels
+    "pointwise_short": (
+        (8, 8, 16),
+        "param w: f32[48, 8, 1, 1] = kaiming(seed=30)\n"
+        "param b: f32[48] = normal(seed=31, std=0.1)\n"
+        "return clip(conv2d(x, w, b), min=0, max=6)",
+        0,
+    ),
     # resnet's stem (3 -> 16 channels, 32x32): an image's padded copy is small (14 KB),
     # so a batch is staged in one block of images per thread
     "stem": (
@@ -217,6 +241,10 @@ def test_conv_matches_reference_on_c(tmp_path, name, batch):
         ("s1_5x5_nhwc", 1, "i1t", "i1t"),  # NHWC: rows are i1; one image, blocks of rows
         ("ragged_pad", 4, "i0t", "i0t"),  # NHWC, a batch: one block of images per thread
         ("ragged_pad", 32, "i0t", "i0t"),
+        ("pointwise", 1, "i2", "i2"),  # a 1x1 conv: its input rows per output row
+        ("pointwise", 4, "i0i2", "i2"),
+        ("pointwise_rows", 4, "i0i2", "i2o"),
+        ("pointwise_short", 32, "i0i2", "i2o"),
     ],
 )
 def test_conv_staging_goes_inside_the_parallel_loop(tmp_path, name, batch, parallel, staged_at):
