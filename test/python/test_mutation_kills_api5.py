@@ -978,3 +978,58 @@ def test_levels_of_functions_the_checker_runs():
     empty = func.FuncOp("f", ([MemRefType(f32, [2])], []))
     empty.body.block.add_op(func.ReturnOp())
     assert check.level_of(empty) == "loop"  # a memref argument, no op saying so
+
+
+BIG = """
+func.func @main(%x: tensor<64x4096xf32>) -> tensor<64x4096xf32> {
+  %r = graph.relu %x : (tensor<64x4096xf32>) -> tensor<64x4096xf32>
+  %s = graph.mul %r, %x : (tensor<64x4096xf32>, tensor<64x4096xf32>) -> tensor<64x4096xf32>
+  func.return %s : tensor<64x4096xf32>
+}
+"""
+
+
+def test_a_batch_that_outgrows_the_caches_runs_chunk_after_chunk(tmp_path):
+    """C with folded weights: a per-sample graph whose batch's working set exceeds the
+    budget (512 KiB per thread of the team) is compiled for the largest chunk that fits
+    and run chunk by chunk; batch_chunks=False, fold_weights=False or check_each_pass
+    compile the whole batch."""
+    import os
+    import re
+
+    from dlpc.backends.runtime.cbuild import CFunction, omp_threads
+    from dlpc.backends.runtime.chunks import BatchChunks
+    from dlpc.passes.graph.rebatch import CHUNK_BUDGET_BYTES, chunk_plan
+
+    path = tmp_path / "big.mlir"
+    path.write_text(BIG)
+    model = dlpc.load(path)
+    team = omp_threads(len(os.sched_getaffinity(0)))
+    plan = chunk_plan(model.module, CHUNK_BUDGET_BYTES * max(1, team))
+    assert plan is not None and plan[0] == 64 and 1 <= plan[1] < 64 and 64 % plan[1] == 0
+    fn = dlpc.compile(model, target="c")
+    assert isinstance(fn._direct, BatchChunks) and isinstance(fn.artifact, CFunction)
+    rows = {int(r) for r in re.findall(r"memref<(\d+)x4096xf32>", str(fn.lowered))}
+    assert rows == {plan[1]}
+    x = np.random.default_rng(0).standard_normal((64, 4096)).astype(np.float32)
+    np.testing.assert_array_equal(fn(x)[0], np.maximum(x, 0) * x)
+    for kw in ({"batch_chunks": False}, {"fold_weights": False}):
+        whole = dlpc.compile(model, target="c", **kw)
+        assert isinstance(whole._direct, CFunction), kw
+        assert {int(r) for r in re.findall(r"memref<(\d+)x4096xf32>", str(whole.lowered))} == {64}
+
+
+def test_a_compiled_model_moves_to_a_runtime_device(add):
+    fn = dlpc.compile(dlpc.load(add), target="c")
+    placed = fn.to("cpu")
+    assert isinstance(placed, api.DeviceModel) and str(placed.device) == "cpu"
+    x = np.ones((2, 3), np.float32)
+    (y,) = placed(x, x)
+    assert type(y) is np.ndarray
+    np.testing.assert_array_equal(y, np.full((2, 3), 4.0, np.float32))
+    with pytest.raises(DlpcError, match=r"^error: the model takes 2 inputs, 1 given$"):
+        placed(x)
+    with pytest.raises(
+        DlpcError, match=r"^error: input 1 is \[3, 2\] float32, the model takes \[2, 3\] float32$"
+    ):
+        placed(x, np.ones((3, 2), np.float32))
