@@ -50,6 +50,7 @@ SAME_SINCE: dict[str, int] = {
     "TopK": 10,  # 1 took `k` as an attribute; 11 added largest / sorted (default 1)
     **dict.fromkeys("OneHot Compress".split(), 9),  # 11 added negative indices / axis
     "ReverseSequence": 10,  # (the first)
+    "NonMaxSuppression": 10,  # (the first; 11 changed types only)
     "Unique": 11,  # (the first)
     **dict.fromkeys("RNN GRU LSTM".split(), 7),  # 1 had `output_sequence`; 14 added layout
     # 10 quantized per tensor only (13 added `axis` for per-axis scales)

@@ -12,9 +12,9 @@
   rank r; O(n^2) along the axis. `sorted=0` gives the sorted order too (ONNX allows any).
 - TensorScatter (a KV-cache write at per-batch offsets, linear or circular) as the same mask;
 - OneHot as a compare against positions and a where; ReverseSequence as one gather;
-- Compress (its condition), NonZero and Unique at import time: their sizes depend on the
-  values, so a compiled model where they read graph inputs (directly or computed from
-  them) is specialised on those inputs' values.
+- Compress (its condition), NonZero, Unique and NonMaxSuppression at import time: their
+  sizes depend on the values, so a compiled model where they read graph inputs (directly
+  or computed from them) is specialised on those inputs' values.
 Negative indices count from the end."""
 
 from __future__ import annotations
@@ -397,3 +397,66 @@ def unique(imp: NodeContext):
     return [Const(np.asarray(y, x.dtype))] + [
         Const(np.asarray(v, np.int64)) for v in (first, inverse, counts)
     ]
+
+
+def _suppresses(a: np.ndarray, b: np.ndarray, center: bool, iou_threshold: float) -> bool:
+    """Does box b overlap box a by more than iou_threshold (ONNX's IoU: corners in any
+    order, or center/size with center_point_box=1; an empty box overlaps nothing)?"""
+    if center:
+        lo_a, hi_a = a[:2] - a[2:] / 2, a[:2] + a[2:] / 2  # (x, y)
+        lo_b, hi_b = b[:2] - b[2:] / 2, b[:2] + b[2:] / 2
+    else:  # [y1, x1, y2, x2] -> (x, y)
+        lo_a, hi_a = np.minimum(a[[1, 0]], a[[3, 2]]), np.maximum(a[[1, 0]], a[[3, 2]])
+        lo_b, hi_b = np.minimum(b[[1, 0]], b[[3, 2]]), np.maximum(b[[1, 0]], b[[3, 2]])
+    lo, hi = np.maximum(lo_a, lo_b), np.minimum(hi_a, hi_b)
+    if np.any(hi <= lo):
+        return False
+    inter = float(np.prod(hi - lo))
+    area_a, area_b = float(np.prod(hi_a - lo_a)), float(np.prod(hi_b - lo_b))
+    union = area_a + area_b - inter
+    if inter <= 0 or area_a <= 0 or area_b <= 0 or union <= 0:
+        return False
+    return inter / union > iou_threshold
+
+
+@handles("NonMaxSuppression")
+def non_max_suppression(imp: NodeContext):
+    """ONNX's greedy NMS per batch and class at import time (the number of boxes kept
+    depends on the values: graph inputs are specialised on): [kept, 3] of (batch, class,
+    box), best score first (ties to the lower box index), a box dropped when its IoU with
+    a kept one exceeds iou_threshold, only scores above score_threshold considered."""
+    a = imp.attrs({"center_point_box": 0})
+    imp.require(a, "center_point_box", (0, 1))
+    boxes = np.asarray(imp.required_const(0, "boxes"), np.float64)
+    scores = np.asarray(imp.required_const(1, "scores"), np.float64)
+
+    def scalar(i: int, what: str, default):
+        v = imp.const(i, what) if imp.input(i) is not None else None
+        return default if v is None or v.size == 0 else v.reshape(-1)[0]
+
+    keep_max = max(int(scalar(2, "max_output_boxes_per_class", 0)), 0)
+    iou = float(scalar(3, "iou_threshold", 0.0))
+    floor = scalar(4, "score_threshold", None)
+    if boxes.ndim != 3 or boxes.shape[2] != 4 or scores.ndim != 3:
+        raise imp.error(f"boxes {list(boxes.shape)} must be [batches, boxes, 4], scores 3-D")
+    if scores.shape[0] != boxes.shape[0] or scores.shape[2] != boxes.shape[1]:
+        raise imp.error(f"scores {list(scores.shape)} do not match boxes {list(boxes.shape)}")
+    kept = []
+    for b in range(boxes.shape[0]):
+        for c in range(scores.shape[1]):
+            s = scores[b, c]
+            cand = [k for k in range(s.size) if floor is None or s[k] > float(floor)]
+            cand.sort(key=lambda k: (-s[k], k))
+            chosen: list[int] = []
+            for k in cand:
+                if len(chosen) >= keep_max:
+                    break
+                if not any(
+                    _suppresses(boxes[b, j], boxes[b, k], bool(a["center_point_box"]), iou)
+                    for j in chosen
+                ):
+                    chosen.append(k)
+            kept += [(b, c, k) for k in chosen]
+    if not kept:
+        raise imp.error("no box is selected: an empty result, which dlpc does not support")
+    return [Const(np.asarray(kept, np.int64))]

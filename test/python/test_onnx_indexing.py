@@ -320,3 +320,44 @@ def test_onehot_reversesequence_compress_unique_match_onnxruntime(tmp_path, targ
     for o, g, w in zip(m.graph.output, got, want):
         assert g.dtype == w.dtype and g.shape == w.shape, o.name
         np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6, err_msg=o.name)
+
+
+@pytest.mark.parametrize("center", [0, 1])
+def test_non_max_suppression_matches_onnxruntime(tmp_path, center):
+    """Random overlapping boxes in 2 batches x 3 classes with a score threshold: the kept
+    [n, 3] indices equal onnxruntime's, on a first call and on a second with other boxes
+    and scores (the model is specialised on their values)."""
+    node = helper.make_node(
+        "NonMaxSuppression",
+        ["boxes", "scores", "mx", "iou", "floor"],
+        ["sel"],
+        center_point_box=center,
+    )
+    graph = helper.make_graph(
+        [node],
+        "nms",
+        [
+            helper.make_tensor_value_info("boxes", F, [2, 8, 4]),
+            helper.make_tensor_value_info("scores", F, [2, 3, 8]),
+        ],
+        [helper.make_tensor_value_info("sel", L, None)],
+        initializer=[
+            helper.make_tensor("mx", L, [1], [3]),
+            helper.make_tensor("iou", F, [1], [0.3]),
+            helper.make_tensor("floor", F, [1], [0.2]),
+        ],
+    )
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
+    path = tmp_path / "nms.onnx"
+    path.write_bytes(m.SerializeToString())
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    f = dlpc.compile(dlpc.load(str(path)), target="numpy")
+    rng = np.random.default_rng(12 + center)
+    for _ in range(2):
+        corner = rng.uniform(0, 4, (2, 8, 2)).astype(np.float32)
+        size = rng.uniform(0.5, 3, (2, 8, 2)).astype(np.float32)
+        boxes = np.concatenate([corner, corner + size] if not center else [corner, size], -1)
+        scores = rng.uniform(0, 1, (2, 3, 8)).astype(np.float32)
+        (got,) = f(boxes, scores)
+        want = sess.run(None, {"boxes": boxes, "scores": scores})[0]
+        np.testing.assert_array_equal(got, want)
