@@ -311,14 +311,14 @@ def pool(imp: NodeContext):
 
 
 def _pool_by_slices(
-    imp: NodeContext, x: Value, a: dict, kernel, strides, dil, pads, is_max, indices, total=False
+    imp: NodeContext, x: Value, a: dict, kernel, strides, dil, pads, is_max, indices, sums=False
 ):
     """Any-rank pooling with dilations (and MaxPool's Indices) as one strided slice of the
     padded input per kernel position: max pool is their running maximum (Indices: the flat
     input position of the first maximum, row-major or, storage_order 1, column-major
     within each 2-D image), average pool their sum divided by the number of positions
     each window counts (pads too with count_include_pad, never the extra cells ceil_mode
-    adds); `total` gives the window sums undivided (LpPool's)."""
+    adds); `sums` gives the window sums undivided (LpPool's)."""
     shape = imp.shape(x)
     n, c, spatial = shape[0], shape[1], shape[2:]
     r = len(spatial)
@@ -373,7 +373,7 @@ def _pool_by_slices(
             ]
             counted = np.sum(taps, axis=0).reshape([-1 if j == i else 1 for j in range(r)])
             count1 = count1 * counted
-        if is_max or total:
+        if is_max or sums:
             return [y]
         return [imp.emit(graph.DivOp, y, Const(count1.astype(imp.dtype(x))))]
     # MaxPool's Indices: where a kernel position's slice beats the running maximum, it

@@ -56,7 +56,9 @@ def lp_pool(imp: NodeContext):
         else imp.emit(graph.PowOp, imp.emit(graph.AbsOp, x), imp.scalar(float(p), x))
     )
     spec = dict(a, count_include_pad=1)
-    [total] = _pool_by_slices(imp, powered, spec, kernel, strides, dil, pads, False, False, True)
+    [total] = _pool_by_slices(
+        imp, powered, spec, kernel, strides, dil, pads, False, False, sums=True
+    )
     if p == 1:
         return [total]
     if p == 2:
