@@ -17,7 +17,10 @@ accumulators stay in registers. A register tile (a marked, non-exact unrolled lo
 under the split loops its index adds) runs in two versions chosen once per iteration of
 its innermost split loop: a copy of that loop's body with the tile's static trip counts
 when the whole tile lies inside the extent, else the body with the tile stopped at the
-extent (a short extent computes its own rows, not a tile's). Any other unrolled marked loop, or one in a
+extent (a short extent computes its own rows, not a tile's); a marked loop of that body
+over the tile's range from the same base (its write-back: cache_write marks it) is
+static in the first version and stopped at the extent in the other. Any other unrolled
+marked loop, or one in a
 `dlpc.prepare` kernel (run before any call gives dims), is left to run to its static
 bound (its iterations past the extent compute padding that nothing reads), unless it is
 exact (a reduction's): then it runs in two versions, unguarded when the whole tile is
@@ -172,11 +175,15 @@ def _version_tiles(op: ModuleOp, dims: SSAValue, order: list[str], exact: set[Fo
         kernel = outer.kernel()
         originals = [o for b in body for o in b.walk() if isinstance(o, ForOp)]
         cloned = [o for c in copies for o in c.walk() if isinstance(o, ForOp)]
+        covered: dict[tuple[str, str], int] = {}  # (extent, base) of the tiles: trip count
+        for t, _ in tiles:
+            key = (str(t.attributes[EXTENT_ATTR]), str(t.attributes[BASE_ATTR]))
+            covered[key] = max(covered.get(key, 0), t.upper)
         for a, b in zip(originals, cloned, strict=True):
             b.annotate("name", kernel.fresh_loop_name(f"{a.loop_name or 'l'}_tile"))
             if a in exact:
                 exact.add(b)
-            elif a in now:  # (inside the extent: static)
+            elif a in now or _within(a, covered):  # (inside the extent: static)
                 b.attributes.pop(EXTENT_ATTR, None)
                 b.attributes.pop(BASE_ATTR, None)
             elif a in rest:  # (a tile of an enclosing version's remainder)
@@ -204,6 +211,20 @@ def _version_tiles(op: ModuleOp, dims: SSAValue, order: list[str], exact: set[Fo
             cond, [], Region(Block([*copies, scf.YieldOp()])), Region(Block([*body, scf.YieldOp()]))
         )
         outer.block.add_ops([*head, branch])
+
+
+def _within(loop: ForOp, covered: dict[tuple[str, str], int]) -> bool:
+    """Whether `loop` (not a tile: a tile's write-back, schedules/cache.py) runs over the
+    range of a tile of the version, from its base: inside the extent when the tile is."""
+    key = (str(loop.attributes.get(EXTENT_ATTR)), str(loop.attributes.get(BASE_ATTR)))
+    upper = covered.get(key)
+    return (
+        upper is not None
+        and BASE_ATTR in loop.attributes
+        and loop.lower == 0
+        and loop.stride > 0
+        and loop.upper <= upper
+    )
 
 
 def _add(head: list[Operation], op: Operation) -> SSAValue:

@@ -19,7 +19,10 @@ the border is stored with the constant and the interior copied with unguarded lo
 each a nest vectorized along the last dim (static ranges where the box's origin in a
 checked dim is a constant, one `scf.if` per row where it moves with a loop around the
 box; only a box whose columns move keeps a guarded copy, a check per element). Numerics
-unchanged.
+unchanged. Symbolic dims (passes/lower/_symbolic.py): cache_write's copy-back loop of a
+dim that one marked loop of the nest spans (`dlpc.extent`, from 0, a step of 1, the
+box's extent, every store moved by its iv alone) gets that loop's `dlpc.extent` and
+`dlpc.extent_base`, so it stops at the call's extent as that loop does.
 
 With `pack` (cache_read only) the local buffer is not the footprint box but a 1-D
 buffer indexed by the loops inside the loop that index the buffer, in nesting order
@@ -270,9 +273,11 @@ def _copy_nest(
     at,
     parent_block=None,
     pad: Padding | None = None,
+    marks: list[ForOp | None] | None = None,
 ):
     """A nest copying the box between `buf` and `local`, inserted before `at` (or at the
-    end of `parent_block`, by default the loop's body)."""
+    end of `parent_block`, by default the loop's body); the loop of dim d copies the
+    symbolic-extent marks of `marks[d]` (a loop of the body over the same range)."""
     kernel = loop.kernel()
     loops = []
     parent_block = parent_block or loop.block
@@ -284,6 +289,9 @@ def _copy_nest(
             0, extent, 1, name=kernel.fresh_loop_name(f"{name}_{'in' if into_local else 'out'}{d}")
         )
         name_iv(lp)
+        mark = marks[d] if marks else None
+        if mark is not None:
+            copy_annotations(mark, lp, ("dlpc.extent", "dlpc.extent_base"))
         if loops:
             loops[-1].block.add_op(lp)
         elif at is not None:
@@ -471,6 +479,7 @@ def stage(
     assert alloc.memref.type == local_ty
     label = name or f"{buf.name_hint or 'buf'}_l"
     alloc.memref.name_hint = label if label.isidentifier() else None
+    marks = _write_marks(target, stores, fp, around) if write else None
     # redirect the body's accesses (before adding the copies, which access `buf` too)
     for op in loads:
         unit = guard_of(op, target) if id(op) in padded else op
@@ -492,11 +501,63 @@ def stage(
     # the origin of the box is computed where the copies are, from the loops around them
     _copy_nest(target, buf, alloc.memref, fp, label, True, first, block, pad)
     if write:
-        _copy_nest(target, buf, alloc.memref, fp, label, False, after, block)
+        _copy_nest(target, buf, alloc.memref, fp, label, False, after, block, marks=marks)
     if alloc_cls is memref.AllocOp:
         dealloc = memref.DeallocOp.get(alloc.memref)
         block.insert_op_before(dealloc, after) if after is not None else block.add_op(dealloc)
     return alloc.memref
+
+
+def _write_marks(
+    target: ForOp, stores: list[memref.StoreOp], fp: Footprint, around: bool
+) -> list[ForOp | None]:
+    """Per dim of the box written back after `target` (in its body, or with `around`
+    next to it): the loop of `target`'s nest whose iv alone moves every store's index
+    in that dim over the box's extent, when it is marked over a symbolic extent
+    (`dlpc.extent`) and the split loops its index adds all enclose the write-back; else
+    None. The write-back loop of that dim then stops at the extent as that loop does (a
+    register tile's rows: at seq 1 one row written back, not eight)."""
+    outside = _ancestors(target) + ([] if around else [target])
+    enclosing = {
+        o.attributes["dlpc.extent_id"]
+        for o in outside
+        if isinstance(o, ForOp) and "dlpc.extent_id" in o.attributes
+    }
+    inner: dict[SSAValue, ForOp] = {
+        lp.induction_var: lp
+        for lp in target.walk()
+        if isinstance(lp, ForOp) and (around or lp is not target)
+    }
+    out: list[ForOp | None] = []
+    for d, extent in enumerate(fp.extents):
+        found: ForOp | None = None
+        for op in stores:
+            form = affine(op.indices[d])
+            moving = {v: c for v, c in (form.terms if form else {}).items() if v in inner}
+            lp = inner.get(next(iter(moving))) if len(moving) == 1 else None
+            if lp is None or moving[lp.induction_var] != 1 or found not in (None, lp):
+                found = None
+                break
+            found = lp
+        base = getattr(found.attributes.get("dlpc.extent_base"), "data", ()) if found else ()
+        ok = (
+            found is not None
+            and "dlpc.extent" in found.attributes
+            and "dlpc.extent_scale" not in found.attributes
+            and (found.lower, found.upper, found.stride) == (0, extent, 1)
+            and all(b in enclosing for b in base)
+        )
+        out.append(found if ok else None)
+    return out
+
+
+def _ancestors(op: Operation) -> list[Operation]:
+    out = []
+    parent = op.parent_op()
+    while parent is not None:
+        out.append(parent)
+        parent = parent.parent_op()
+    return out
 
 
 def cache_read(

@@ -226,3 +226,58 @@ func.func @main(%x: memref<16x8xf32>, %dlpc_dims: memref<1xi64>, %out0: memref<1
   }
   func.return
 }
+
+// -----
+
+// The tile's write-back marked by cache_write (acc_out1: the tile's rows from the same
+// base) is static in the version where the tile fits, and stopped at seq in the other:
+// at seq 1 one row is written back, not four.
+// CHECK-LABEL: func.func @main
+// CHECK:         scf.if %{{.*}} {
+// CHECK:           loop.for %{{.*}} = 0 to 4 step 1 {name = "acc_out1_tile"} {
+// CHECK-NEXT:        loop.for %{{.*}} = 0 to 8 step 1 {name = "acc_out2_tile", vectorize} {
+// CHECK:         } else {
+// CHECK:           loop.for %[[O:.*]] = 0 to 4 step 1 {name = "acc_out1"} {
+// CHECK-NEXT:        arith.cmpi slt, %[[O]], %{{.*}} : index
+// CHECK-NEXT:        scf.if
+// CHECK-NEXT:          loop.for %{{.*}} = 0 to 8 step 1 {name = "acc_out2", vectorize} {
+// CHECK-NOT:     dlpc.extent
+func.func @main(%a: memref<16x8xf32>, %w: memref<8x8xf32>, %dlpc_dims: memref<1xi64>, %out0: memref<16x8xf32>) attributes {dlpc.dims = ["seq"], dlpc.num_inputs = 3 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "linear_0" {
+    loop.for %i1r = 0 to 16 step 4 {name = "i1r", dlpc.extent = "seq", dlpc.extent_id = 1 : i64} {
+      %acc = memref.alloca() : memref<4x8xf32>
+      loop.for %r0f = 0 to 1 step 1 {name = "r0_first"} {
+        loop.for %i1f = 0 to 4 step 1 {name = "i1i_first", unroll = 4 : i64, dlpc.extent = "seq", dlpc.extent_base = [1 : i64]} {
+          loop.for %jf = 0 to 8 step 1 {name = "j_first", vectorize} {
+            %row = arith.addi %i1r, %i1f : index
+            %x = memref.load %a[%row, %r0f] : memref<16x8xf32>
+            %y = memref.load %w[%r0f, %jf] : memref<8x8xf32>
+            %p = arith.mulf %x, %y : f32
+            memref.store %p, %acc[%i1f, %jf] : memref<4x8xf32>
+          }
+        }
+      }
+      loop.for %r0 = 1 to 8 step 1 {name = "r0", reduction} {
+        loop.for %i1i = 0 to 4 step 1 {name = "i1i", unroll = 4 : i64, dlpc.extent = "seq", dlpc.extent_base = [1 : i64]} {
+          loop.for %j = 0 to 8 step 1 {name = "j", vectorize} {
+            %row = arith.addi %i1r, %i1i : index
+            %x = memref.load %a[%row, %r0] : memref<16x8xf32>
+            %y = memref.load %w[%r0, %j] : memref<8x8xf32>
+            %p = arith.mulf %x, %y : f32
+            %s = memref.load %acc[%i1i, %j] : memref<4x8xf32>
+            %t = arith.addf %s, %p : f32
+            memref.store %t, %acc[%i1i, %j] : memref<4x8xf32>
+          }
+        }
+      }
+      loop.for %o1 = 0 to 4 step 1 {name = "acc_out1", dlpc.extent = "seq", dlpc.extent_base = [1 : i64]} {
+        loop.for %o2 = 0 to 8 step 1 {name = "acc_out2", vectorize} {
+          %row = arith.addi %i1r, %o1 : index
+          %v = memref.load %acc[%o1, %o2] : memref<4x8xf32>
+          memref.store %v, %out0[%row, %o2] : memref<16x8xf32>
+        }
+      }
+    }
+  }
+  func.return
+}
