@@ -1034,3 +1034,36 @@ def test_a_compiled_model_moves_to_a_runtime_device(add):
         DlpcError, match=r"^error: input 1 is \[3, 2\] float32, the model takes \[2, 3\] float32$"
     ):
         placed(x, np.ones((3, 2), np.float32))
+
+
+def test_a_loaded_state_sets_the_groups_run_time_hyper_parameters(cls):
+    """Adam's run-time hyper-parameters live in the state (`opt.g0.beta1`, ...): loading
+    a state sets the param group's betas and lr from it; a state without
+    them keeps the trainer's."""
+    from dlpc.passes.train.optim import make_optimizer
+
+    t = dlpc.train.Trainer(
+        str(cls), "cross_entropy", make_optimizer("adam", lr=0.01), batch_size=4, target="numpy"
+    )
+    state = t.state
+    hyper = sorted(n for n in state if n.startswith("opt.g0."))
+    assert hyper == ["opt.g0.beta1", "opt.g0.beta2", "opt.g0.lr"]  # (weight decay 0: compiled out)
+    state["opt.g0.beta1"] = np.asarray(0.5, state["opt.g0.beta1"].dtype)
+    state["opt.g0.beta2"] = np.asarray(0.75, state["opt.g0.beta2"].dtype)
+    state["opt.g0.lr"] = np.asarray(0.125, state["opt.g0.lr"].dtype)
+    t.load(state)
+    group = t.param_groups[0]
+    assert group["betas"] == (0.5, 0.75) and group["lr"] == 0.125 and t.lr == 0.125
+    t.load({n: v for n, v in state.items() if not n.startswith("opt.g0.")})
+    assert t.param_groups[0]["betas"] == (0.5, 0.75)  # kept
+    x, y = _data(4, seed=9)
+    t.step(x, y)
+    assert float(t.state["opt.g0.beta1"]) == 0.5
+
+
+def test_a_c_trainer_predicts_as_the_numpy_one(cls):
+    x, _ = _data(6, seed=10)
+    c = dlpc.train.Trainer(str(cls), "cross_entropy", _sgd(), batch_size=4, target="c")
+    n = dlpc.train.Trainer(str(cls), "cross_entropy", _sgd(), batch_size=4, target="numpy")
+    np.testing.assert_allclose(c.predict(x), n.predict(x), rtol=1e-5, atol=1e-6)
+    assert c.predict(x).shape == (6, 3)
