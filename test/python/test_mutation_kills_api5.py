@@ -1067,3 +1067,37 @@ def test_a_c_trainer_predicts_as_the_numpy_one(cls):
     n = dlpc.train.Trainer(str(cls), "cross_entropy", _sgd(), batch_size=4, target="numpy")
     np.testing.assert_allclose(c.predict(x), n.predict(x), rtol=1e-5, atol=1e-6)
     assert c.predict(x).shape == (6, 3)
+
+
+def test_which_gemm_tiles_are_consistent():
+    """tune/space.consistent on the 24 x 64 (k 16) matmul: the dot kernel's block must
+    divide the output, have at most DOT_ROWS rows and MAX_DOT products; a gemm tile at
+    most MAX_MR x MAX_NR, dividing M and its mc block unless rows have a remainder tile,
+    N and nc unless both do; gemv points always."""
+    from test_schedule import MATMUL
+
+    from dlpc.passes.pipeline import parse_module
+    from dlpc.tune.space import consistent, space_for
+
+    space = space_for(parse_module(MATMUL), "mm")
+    assert space is not None
+    base = dict(space.default(), mc=24, nc=64, micro="gemm", tail="none", gemv=False)
+    assert consistent(space, dict(base, mr=4, nr=16))
+    assert not consistent(space, dict(base, mr=5, nr=16))  # 24 % 5
+    assert not consistent(space, dict(base, mr=4, nr=16, mc=6))  # mc 6 % 4
+    assert not consistent(space, dict(base, mr=4, nr=24))  # 64 % 24
+    assert not consistent(space, dict(base, mr=4, nr=16, nc=24))  # nc 24 % 16
+    assert consistent(space, dict(base, mr=5, nr=16, tail="rows"))
+    assert not consistent(space, dict(base, mr=4, nr=24, tail="rows"))
+    assert consistent(space, dict(base, mr=5, nr=24, tail="both"))
+    assert not consistent(space, dict(base, mr=25, nr=16, tail="both"))  # > MAX_MR 24
+    assert consistent(space, dict(base, mr=24, nr=128, tail="both"))
+    assert not consistent(space, dict(base, mr=24, nr=129, tail="both"))  # > MAX_NR 128
+    dot = dict(base, micro="dot")
+    assert consistent(space, dict(dot, mr=8, nr=2))  # 8 rows, 16 products
+    assert consistent(space, dict(dot, mr=6, nr=4))  # 24 products: MAX_DOT
+    assert not consistent(space, dict(dot, mr=12, nr=1))  # > DOT_ROWS 8
+    assert not consistent(space, dict(dot, mr=8, nr=4))  # 32 products
+    assert not consistent(space, dict(dot, mr=5, nr=1))  # 24 % 5
+    assert not consistent(space, dict(dot, mr=2, nr=3))  # 64 % 3
+    assert consistent(space, dict(base, gemv=True, mr=5, nr=3))
