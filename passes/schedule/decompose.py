@@ -7,8 +7,11 @@ whose innermost body holds exactly one loop nest (the reduction) besides scalar 
 2) the element is accumulated either directly in the output buffer or in a 0-d
 `memref.alloca` accumulator that is finally stored to an output element whose indices
 depend only on the spatial loops, with the output's element type (an f32 sum stored
-as f16 is not decomposed: accumulating in the output would round it).  Guarantees: three nests over the same spatial loops;
-the accumulator becomes the output element; the original (update) nest keeps the loop
+as f16 is not decomposed: accumulating in the output would round it), except an
+integer accumulator stored as another type (i32 sums requantized to i8, or dequantized to
+f32): its sums go to a kernel-local buffer `sums` indexed by the spatial loops (each from
+0 by 1), which the epilogue nest reads.  Guarantees: three nests over the same spatial loops;
+the accumulator becomes the output element (or its `sums` element); the original (update) nest keeps the loop
 names, the others get `_init` / `_post` suffixes; the epilogue nest is omitted when it
 would only copy the element onto itself. Numerics unchanged.
 
@@ -40,11 +43,12 @@ After:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import memref
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import IntegerType, ModuleOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
@@ -186,12 +190,17 @@ def decompose_reduction(root, kernel: str, loop: str | None = None) -> list[ForO
         )
     acc_type = element_type(accs[0].memref) if accs else None
     out_type = element_type(final[0].memref) if accs else None
-    if acc_type != out_type:
+    local = None  # an integer sum stored as another type: a kernel-local buffer of sums
+    if acc_type != out_type and not _local_sums(chain, acc_type):
         # accumulating in the output would round every partial sum to the output type
         raise DecomposeAccumulatorError(
             f"the accumulator of loop {kernel}/{inner.loop_name} has type "
             f"{acc_type}, its output element {out_type}: it cannot accumulate in the output"
         )
+    if acc_type != out_type:
+        assert isinstance(acc_type, IntegerType)
+        local = _sums_buffer(chain, acc_type)
+        block_of(chain[0]).insert_op_before(local, chain[0])
     top = chain[0]
     depth = len(chain)
     walk_all = list(top.walk())
@@ -221,7 +230,10 @@ def decompose_reduction(root, kernel: str, loop: str | None = None) -> list[ForO
         (post_top, "post", post_pair),
     ):
         body_loop = _innermost(loop_top, depth)
-        if pair is not None:
+        if pair is not None and local is not None:  # the sum of element [i0, i1, ..]
+            ivs: list[SSAValue] = [_innermost(loop_top, n + 1).induction_var for n in range(depth)]
+            _substitute_acc(pair[0], local.memref, ivs)
+        elif pair is not None:
             acc, store = pair
             _substitute_acc(acc, store.memref, list(store.indices))
         body = list(body_loop.block.ops)
@@ -244,6 +256,29 @@ def decompose_reduction(root, kernel: str, loop: str | None = None) -> list[ForO
         erase(init_top)
         result.pop(0)
     return result
+
+
+# an i32 sum stored as i8 (a fused requantization) or f32 (a dequantization) sums into a
+# kernel-local buffer over the spatial loops instead; larger ones go on the heap
+LOCAL_SUMS_BYTES = 1 << 20
+
+
+def _local_sums(chain: list[ForOp], acc_type) -> bool:
+    """Can the sums of an accumulator of `acc_type` live in a kernel-local buffer indexed
+    by the spatial loops `chain`? Integer sums only (a float sum stored narrower keeps the
+    refusal: its float schedules are unchanged), over loops from 0 by 1."""
+    return isinstance(acc_type, IntegerType) and all(
+        lp.lower == 0 and lp.stride == 1 and lp.trip_count > 0 for lp in chain
+    )
+
+
+def _sums_buffer(chain: list[ForOp], acc_type: IntegerType) -> memref.AllocaOp | memref.AllocOp:
+    shape = [lp.trip_count for lp in chain]
+    nbytes = math.prod(shape) * max(1, acc_type.width.data // 8)
+    alloc_cls = memref.AllocaOp if nbytes <= LOCAL_SUMS_BYTES else memref.AllocOp
+    alloc = alloc_cls.get(acc_type, shape=shape)
+    alloc.memref.name_hint = "sums"
+    return alloc
 
 
 def _is_self_copy(ops: list[Operation]) -> bool:
