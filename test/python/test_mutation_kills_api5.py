@@ -1101,3 +1101,24 @@ def test_which_gemm_tiles_are_consistent():
     assert not consistent(space, dict(dot, mr=5, nr=1))  # 24 % 5
     assert not consistent(space, dict(dot, mr=2, nr=3))  # 64 % 3
     assert consistent(space, dict(base, gemv=True, mr=5, nr=3))
+
+
+def test_one_tuning_task_per_kernel_signature_biggest_first(tmp_path):
+    """tune/search.tasks_of: two 16 -> 16 linears are one task (the first, linear_0), the
+    16 -> 32 one another; the task of more work first; elementwise kernels none."""
+    from dlpc.passes.pipeline import PipelineOptions, lower
+    from dlpc.tune.search import tasks_of
+
+    path = tmp_path / "m.dlpc"
+    path.write_text(
+        "model m(x: f32[8, 16]) {\n"
+        "  param w1: f32[16, 16] = kaiming(seed=1)\n"
+        "  param w2: f32[16, 16] = kaiming(seed=2)\n"
+        "  param w3: f32[32, 16] = kaiming(seed=3)\n"
+        "  return linear(relu(linear(relu(linear(x, w1)), w2)), w3)\n}\n"
+    )
+    module = api.load(path).module.clone()
+    lower(module, "loop", PipelineOptions(opt_level=1), weights=None)
+    tasks = tasks_of(module)
+    assert [(t.kernel, t.flops) for t in tasks] == [("linear_4", 8192), ("linear_0", 4096)]
+    assert len({t.sig for t in tasks}) == 2 and all(t.space.template == "gemm" for t in tasks)
