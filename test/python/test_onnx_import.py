@@ -167,10 +167,13 @@ def import_error(proto, **kwargs) -> str:
 
 def test_unsupported_operator_names_node_and_op():
     proto = make(
-        [helper.make_node("NonZero", ["x"], ["y"], name="hm")], [vi("x", [2, 3])], [vi("y", [2, 3])]
+        [helper.make_node("TfIdfVectorizer", ["x"], ["y"], name="hm")],
+        [vi("x", [2, 3])],
+        [vi("y", [2, 3])],
     )
     assert (
-        import_error(proto) == "<onnx>: node 'hm' (NonZero): error: unsupported operator 'NonZero'"
+        import_error(proto)
+        == "<onnx>: node 'hm' (TfIdfVectorizer): error: unsupported operator 'TfIdfVectorizer'"
     )
 
 
