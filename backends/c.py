@@ -132,6 +132,18 @@ def _wide_unsigned(ty: Attribute) -> str:
     return "uint64_t" if c_type(ty) in ("int64_t", "uint64_t") else "uint32_t"
 
 
+def _no_signed_wrap(op: Operation, t: str) -> bool:
+    """An `overflow<nsw>` add/sub/mul of a signed C type: its producer guarantees the
+    result in range (quant_to_te's 8-bit products), so plain signed C is defined, and
+    GCC vectorizes it where the uint32_t form of a widened product it did not."""
+    flags = op.properties.get("overflowFlags")
+    return (
+        t.startswith("int")
+        and isinstance(flags, arith.IntegerOverflowAttr)
+        and (arith.IntegerOverflowFlag.NSW in flags.data)
+    )
+
+
 def _wraps_unsigned(ty: Attribute) -> bool:
     """Whether integer add/sub/mul on `ty` are printed through `_wide_unsigned` (`WRAPPING`):
     every data integer type but uint32_t and uint64_t, which wrap as they are."""
@@ -644,7 +656,7 @@ class FunctionWriter:
     def scalar(self, op: Operation, res: SSAValue, args: list[str]) -> None:
         """Bind the result of an arith/math op to a C expression over `args`."""
         name, t = op.name, c_type(res.type)
-        if name in WRAPPING and _wraps_unsigned(res.type):
+        if name in WRAPPING and _wraps_unsigned(res.type) and not _no_signed_wrap(op, t):
             u = _wide_unsigned(res.type)  # (ONNX wraps; signed overflow is UB in C)
             return self.bind(res, f"({t})(({u}){args[0]} {BINARY[name]} ({u}){args[1]})")
         if name in ("arith.divsi", "arith.remsi") and _is_int(res.type) and t[0] != "u":

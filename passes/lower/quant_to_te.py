@@ -15,6 +15,7 @@ that is a graph.constant of ones not divided by (what the QDQ rewrite emits).
 from __future__ import annotations
 
 import numpy as np
+from xdsl.dialects import arith
 from xdsl.dialects.builtin import IntegerType, f32, i32
 from xdsl.ir import SSAValue
 
@@ -50,10 +51,31 @@ def _param_index(p: SSAValue, idx: Idx, axis: int) -> Idx:
     return [0] if s == (1,) else [idx[axis]]
 
 
+# no signed wrap: an i32 sub or mul of operands that cannot leave the int32 range (two
+# 8-bit values' difference, two such differences' product, |p| <= 255 * 255); the C
+# printer prints such ops in plain signed arithmetic, which GCC vectorizes (the wrapping
+# uint32_t form of a widened i8 product it did not, or in 32-bit lanes only)
+NSW = arith.IntegerOverflowAttr((arith.IntegerOverflowFlag.NSW,))
+
+
+def _narrow(v: SSAValue) -> bool:
+    return isinstance(v.type, IntegerType) and v.type.width.data <= 8
+
+
 def _widened(b: BodyBuilder, x: SSAValue, zero: SSAValue, zero_idx: Idx, skip: bool):
-    """x - zero as i32 (zero left out when it is a constant 0)."""
+    """x - zero as i32 (zero left out when it is a constant 0); nsw for 8-bit x."""
     v = b.cast(x, i32)
-    return v if skip else b.sub(v, b.cast(b.read(zero, zero_idx), i32))
+    if skip:
+        return v
+    z = b.read(zero, zero_idx)
+    if _narrow(x) and _narrow(z):
+        return b.emit(arith.SubiOp(v, b.cast(z, i32), overflow=NSW))
+    return b.sub(v, b.cast(z, i32))
+
+
+def _product(b: BodyBuilder, va: SSAValue, vb: SSAValue, narrow: bool) -> SSAValue:
+    """va * vb in i32; `narrow` (both from 8-bit operands): nsw."""
+    return b.emit(arith.MuliOp(va, vb, overflow=NSW)) if narrow else b.mul(va, vb)
 
 
 @lowers("quantize")
@@ -103,14 +125,16 @@ def lower_matmul_integer(L: Lowering, op: g.GraphOp, xs):
     tb = op.transpose_b
     sa, sb, out = shape(a), shape(bm), op.out_shape
     skip_a, skip_b = _all(za, 0), _all(zb, 0)
+    narrow_zero = all(e.width.data <= 8 for e in (elt(za), elt(zb)) if isinstance(e, IntegerType))
 
     def body(b: BodyBuilder, idx: Idx, r: Idx):
         batch, m, n = list(idx[:-2]), idx[-2], idx[-1]
         ia = bcast(batch, sa[:-2], out[:-2]) + [m, r[0]]
         ib = bcast(batch, sb[:-2], out[:-2]) + ([n, r[0]] if tb else [r[0], n])
-        va = _widened(b, b.read(a, ia), za, _param_index(za, [m], 0), skip_a)
-        vb = _widened(b, b.read(bm, ib), zb, _param_index(zb, [n], 0), skip_b)
-        return b.mul(va, vb)
+        ra, rb = b.read(a, ia), b.read(bm, ib)
+        va = _widened(b, ra, za, _param_index(za, [m], 0), skip_a)
+        vb = _widened(b, rb, zb, _param_index(zb, [n], 0), skip_b)
+        return _product(b, va, vb, _narrow(ra) and _narrow(rb) and narrow_zero)
 
     return L.reduce(op.out_type, [sa[-1]], "add", body)
 
@@ -126,6 +150,7 @@ def lower_conv_integer(L: Lowering, op: g.GraphOp, xs):
     og = o // op.groups
     checks = window_checks(op, (h, wd), op.out_shape[2:], (kh, kw))
     skip_x, skip_w = _all(zx, 0), _all(zw, 0)
+    narrow = all(isinstance(e, IntegerType) and e.width.data <= 8 for e in map(elt, (x, w, zx, zw)))
 
     def body(b: BodyBuilder, idx: Idx, r: Idx):
         n, oc, oh, ow = idx
@@ -142,13 +167,22 @@ def lower_conv_integer(L: Lowering, op: g.GraphOp, xs):
         def inside(t: BodyBuilder) -> SSAValue:
             return _widened(t, t.read(x, where), zx, _param_index(zx, [], 0), skip_x)
 
+        zero = _const(zx)
         if checks:
             conds = [b.in_bounds(where[d], size) for d, size in checks]
             cond = conds[0] if len(conds) == 1 else b.and_(conds[0], conds[1])
+        if checks and zero is not None and zero.size == 1:
+            # a padded read of x's own type, padding = the zero point (the form the
+            # schedule's padded staging copies); (x - zx) is then 0 there
+            pad = int(zero.reshape(-1)[0])
+            raw = b.if_(cond, lambda t: t.read(x, where), lambda e: pad, elt(x))
+            v = _widened(b, raw, zx, _param_index(zx, [], 0), skip_x)
+        elif checks:
             v = b.if_(cond, inside, lambda e: 0, i32)
         else:
             v = inside(b)
-        vw = _widened(b, b.read(w, [oc, c, i, j]), zw, _param_index(zw, [oc], 0), skip_w)
-        return b.mul(v, vw)
+        rw = b.read(w, [oc, c, i, j])
+        vw = _widened(b, rw, zw, _param_index(zw, [oc], 0), skip_w)
+        return _product(b, v, vw, narrow)
 
     return L.reduce(op.out_type, [cg, kh, kw], "add", body)
