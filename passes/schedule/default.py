@@ -35,6 +35,8 @@ is left as te-to-loop made it).  Guarantees: numerics unchanged; each kernel get
   NHWC vectorized over the channels. NHWC convs (`nhwc_conv_tile_script`): columns x
   channel vectors in registers, the weight packed once, the padded input staged as for
   NCHW. Convs under CONV_PARALLEL_MACS stay serial. The templates below are fallbacks;
+  an int8 conv (i32 sums requantized in the epilogue): the same tile over a local i32
+  buffer of sums (`int_conv.py`);
 - im2col rows (`conv_script`, a fallback, and pooling): the input a row of outputs needs is
   packed once per output row (`cache_read ... pack`, padding resolved in the packing),
   so the vectorized row reads it with unit stride; output channels blocked by 4 and
@@ -84,6 +86,7 @@ from dlpc.passes.schedule._common import (
     memref_type,
 )
 from dlpc.passes.schedule.conv import conv_script, pool_script, tile_script
+from dlpc.passes.schedule.int_conv import int_conv_script
 from dlpc.passes.schedule.nest import (
     Nest,
     analyse,
@@ -563,6 +566,10 @@ def default_scripts(module: ModuleOp, name: str, winograd_fuse: bool = True) -> 
             pass
         try:  # a small pooling window: the plain nest, the window unrolled
             out.insert(0, pool_script(kernel, nest))
+        except ScheduleError:
+            pass
+        try:  # an integer conv with requantized i32 sums: its register-tiled template
+            out.insert(0, int_conv_script(kernel, nest))
         except ScheduleError:
             pass
     return [s for s in out if s]

@@ -149,3 +149,28 @@ def test_qdq_example_runs_integer_kernels(int8_files, name):
     (x,) = api.random_inputs(model, seed=4)
     plain = dlpc.compile(model, target="numpy", opt_level=0)(x)[0]
     np.testing.assert_allclose(compiled(x)[0], plain, atol=np.abs(plain).max() * 0.05)
+
+
+@pytest.mark.parametrize("name", ["lenet", "lenet-uint8"])
+def test_int8_convs_are_scheduled(int8_files, name):
+    """The fused int8 convs take the integer conv template (passes/schedule/int_conv.py):
+    decompose gives their i32 sums a kernel-local buffer (`sums`), an output tile of them
+    accumulates in a local `_acc`; the 8-bit products print in plain signed C (quant_to_te
+    marks them nsw), which GCC vectorizes, not in the wrapping uint32_t form. With uint8
+    activations the padded conv's zero-point padding is a constant plus a bitcast, which
+    the padded staging copy does not take: only the unpadded conv is tiled."""
+    import re
+
+    model = dlpc.load(int8_files[name])
+    compiled = dlpc.compile(model, target="c")
+    convs = [
+        op
+        for op in compiled.lowered.walk()
+        if op.name == "loop.kernel" and "graph.conv_integer" in op.attributes["origin"].data
+    ]
+    assert len(convs) == 2
+    for kernel in convs[1:] if name == "lenet-uint8" else convs:
+        text = str(kernel)
+        assert "%sums = memref.alloca()" in text and "_acc = memref.alloca()" in text, text[:3000]
+    assert "%sums = memref.alloca()" in str(convs[0])  # (decomposed: the reduction template)
+    assert re.search(r"const int32_t v_\d+ = v_\d+ \* v_\d+;", compiled.source)
