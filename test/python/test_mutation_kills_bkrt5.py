@@ -1002,3 +1002,141 @@ def test_kernel_costs_count_fma_twice_both_branches_and_skip_prepare_kernels():
     assert (cost.name, cost.origin) == ("k_1", "graph.custom")
     assert cost.flops == 4 * 3 * (2 + 1 + 2)  # fma, then branch, else branch; no cmpf
     assert cost.bytes == 16 + 16
+
+
+# ----------------------------------- backend-runtime seed 43's survivors (written after it)
+
+
+def _kernel(name, src, dst, origin="graph.neg"):
+    return f"""  loop.kernel "{name}" attributes {{origin = "{origin}"}} {{
+    loop.for %i = 0 to 8 step 1 {{name = "i0"}} {{
+      %v = memref.load %{src}[%i] : memref<8xf32>
+      %w = arith.negf %v : f32
+      memref.store %w, %{dst}[%i] : memref<8xf32>
+    }}
+  }}
+"""
+
+
+def _main(body: str):
+    return parse_module(
+        "func.func @main(%x: memref<8xf32>, %y: memref<8xf32>)\n"
+        "    attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {\n"
+        "  %a = memref.alloc() : memref<8xf32>\n  %b = memref.alloc() : memref<8xf32>\n"
+        + body
+        + "  func.return\n}"
+    )
+
+
+def test_kernel_runs_are_cut_at_copies():
+    """(opencl_rt.py:1568: each kernel joins the last run, not the first)"""
+    from dlpc.backends.c import find_main
+    from dlpc.backends.runtime.opencl_rt import kernel_runs
+
+    module = _main(
+        _kernel("k0", "x", "a")
+        + _kernel("k1", "a", "b")
+        + '  "memref.copy"(%b, %a) : (memref<8xf32>, memref<8xf32>) -> ()\n'
+        + _kernel("k2", "a", "b")
+        + _kernel("k3", "b", "y")
+        + _kernel("k4", "y", "b")
+        + '  "memref.copy"(%b, %a) : (memref<8xf32>, memref<8xf32>) -> ()\n'
+        + _kernel("k5", "a", "y")
+    )
+    fn = find_main(module)
+    runs = kernel_runs(fn, {})
+    assert [[k.sym for k in run] for run in runs] == [["k0", "k1"], ["k2", "k3", "k4"]]
+    alias = next(k for k in fn.walk() if getattr(k, "sym", None) == "k3")
+    runs = kernel_runs(fn, {alias: None})  # (an aliased reshape is no launch)
+    assert [[k.sym for k in run] for run in runs] == [["k0", "k1"], ["k2", "k4"]]
+
+
+def test_a_reshape_kernel_storing_only_into_a_local_buffer_is_no_alias():
+    """A graph.reshape kernel whose one store goes to a buffer of its own (not one of
+    the two it uses from outside) aliases nothing (opencl_rt.py:1603, reshape_aliases'
+    `stored != {result}`; a hand-written kernel: te-to-loop's reshapes store their
+    result)."""
+    from dlpc.backends.c import find_main
+    from dlpc.backends.runtime.opencl_rt import reshape_aliases
+
+    local = """  loop.kernel "reshape_1" attributes {origin = "graph.reshape"} {
+    loop.for %i = 0 to 8 step 1 {name = "i0"} {
+      %t = memref.alloca() : memref<1xf32>
+      %v = memref.load %b[%i] : memref<8xf32>
+      %u = memref.load %a[%i] : memref<8xf32>
+      %w = arith.addf %v, %u : f32
+      %c0 = arith.constant 0 : index
+      memref.store %w, %t[%c0] : memref<1xf32>
+    }
+  }
+"""
+    fn = find_main(_main(_kernel("k0", "x", "a") + _kernel("k1", "x", "b") + local))
+    assert reshape_aliases(fn) == {}
+    plain = _kernel("reshape_1", "a", "b", origin="graph.reshape")
+    fn = find_main(_main(_kernel("k0", "x", "a") + plain + _kernel("k2", "b", "y")))
+    ((kernel, (source, result)),) = reshape_aliases(fn).items()
+    assert kernel.sym == "reshape_1" and source.name_hint == "a" and result.name_hint == "b"
+
+
+def test_writable_takes_an_existing_directory(tmp_path):
+    """(opencl_rt.py:79: an existing directory is writable, `exist_ok=True`)"""
+    pytest.importorskip("pyopencl")
+    from dlpc.backends.runtime.opencl_rt import _writable
+
+    assert _writable(tmp_path)
+    assert _writable(tmp_path / "a" / "b") and (tmp_path / "a" / "b").is_dir()
+    assert _writable(tmp_path / "a" / "b")  # (now it exists)
+
+
+def test_has_gpu_counts_a_device_without_a_type_as_none(rt):
+    """(opencl_rt.py:203: a device that reports no type is no GPU)"""
+
+    class Typeless:
+        pass
+
+    assert not rt._has_gpu(_Platform("p", [Typeless()]))
+    assert rt._has_gpu(_Platform("p", [Typeless(), _Device("g", 8, cpu=False)]))
+
+
+def test_icd_vendors_keeps_the_systems_drivers_visible(rt, monkeypatch, tmp_path):
+    """(opencl_rt.py:160: /etc/OpenCL/vendors/*.icd copied beside the wheel's, a stale
+    file of an earlier run removed)"""
+    monkeypatch.setenv("OCL_ICD_VENDORS", "")
+    monkeypatch.delenv("OCL_ICD_VENDORS")
+    monkeypatch.setattr(rt, "_VENDORS", None)
+    monkeypatch.setattr(rt, "_wheel_icds", lambda: [tmp_path / "libintelocl.so"])
+    system = tmp_path / "system"
+    system.mkdir()
+    (system / "pocl.icd").write_text("libpocl.so.2\n")
+    (system / "nvidia.icd").write_text("libnvidia-opencl.so.1\n")
+    (system / "readme.txt").write_text("not a driver\n")
+    monkeypatch.setattr(rt, "SYSTEM_VENDORS", system)
+    monkeypatch.setattr(rt.tempfile, "gettempdir", lambda: str(tmp_path))
+    directory = tmp_path / f"dlpc-opencl-vendors-{os.getuid()}"
+    directory.mkdir()
+    (directory / "old.icd").write_text("gone\n")
+    rt._icd_vendors()
+    assert os.environ["OCL_ICD_VENDORS"] == str(directory)
+    got = {p.name: p.read_text() for p in directory.iterdir()}
+    assert got == {
+        "dlpc-wheel-0.icd": f"{tmp_path / 'libintelocl.so'}\n",
+        "system-nvidia.icd": "libnvidia-opencl.so.1\n",
+        "system-pocl.icd": "libpocl.so.2\n",
+    }
+
+
+def test_the_default_dlp_targets_intrinsic_throughputs():
+    """The textbook DLP's vector and matrix units (targets/dlp.py:52: tanh's 16 a
+    cycle): elements a cycle a core, MACs for matmul and conv, window cells for pool."""
+    from dlpc.targets.dlp import DlpTarget
+
+    assert DlpTarget().to_dict()["intrinsics"] == {
+        **dict.fromkeys(["add", "sub", "mul", "max", "min", "relu", "pool"], 64),
+        **dict.fromkeys(["add_scalar", "mul_scalar", "max_scalar"], 64),
+        **dict.fromkeys(["cycle_add", "cycle_mul", "cycle_sub"], 64),
+        **dict.fromkeys(["div", "sigmoid", "tanh", "exp", "log", "sqrt"], 16),
+        **dict.fromkeys(["reduce_sum", "reduce_max", "transpose"], 32),
+        "matmul": 256,
+        "conv": 256,
+    }
+    assert DlpTarget().intrinsic_cycles("tanh", 64) == 4
