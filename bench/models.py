@@ -15,6 +15,8 @@ The rows "mlp int8" and "lenet int8" (issue 34; with onnxruntime installed) run 
 the example quantized by onnxruntime's `quantize_static` (QDQ, int8, per-channel
 weights: bench/int8_models.py), in dlpc (`dlpc.load` + `dlpc.compile`) and in
 onnxruntime; "wrong" there means more than one quantum from onnxruntime's outputs.
+`--int8-batch N` exports those files at batch N; onnxruntime then runs with `--threads`
+intra-op threads, and the int8 rows' runners are timed in turn, round after round.
 
 `--batches` (issue #11's table): per example, batch and thread count, dlpc C on the .dlpc
 example, onnxruntime, torch eager and their ratio; then the same model exported from
@@ -718,10 +720,18 @@ INT8_EXAMPLES = ("mlp", "lenet")
 
 
 def bench_int8(
-    names: list[str], levels: list[int], repeat: int, warmup: int, tmp: Path
+    names: list[str],
+    levels: list[int],
+    repeat: int,
+    warmup: int,
+    tmp: Path,
+    batch: int = 1,
+    threads: int | None = None,
 ) -> list[list[str]]:
     """A row "<name> int8" per example of INT8_EXAMPLES in `names`: its int8 QDQ file
-    (int8_models.py) run by dlpc (numpy, C at each level) and onnxruntime; torch n/a."""
+    (int8_models.py, exported at `batch`) run by dlpc (numpy, C at each level) and
+    onnxruntime (`threads` intra-op threads, as OMP_NUM_THREADS for dlpc; inter-op 1);
+    torch n/a. The dlpc and onnxruntime calls alternate, so both see the same load."""
     names = [n for n in names if n in INT8_EXAMPLES]
     if not names or not have("onnxruntime"):
         return []
@@ -730,37 +740,55 @@ def bench_int8(
 
     rows = []
     for name in names:
-        path = int8_model(name, tmp, batch=1)
+        where = tmp / f"int8_b{batch}"
+        where.mkdir(exist_ok=True)
+        path = int8_model(name, where, batch=batch)
         model = api.load(path)
         inputs = api.random_inputs(model, seed=0)
         options = ort.SessionOptions()
         options.log_severity_level = 3
+        if threads:
+            options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
         session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         feed = dict(zip([i.name for i in session.get_inputs()], inputs))
         want = session.run(None, feed)
-        row, kernels = [f"{name} int8"], []
+        runs, kernels = [], []
         for target, level in [("numpy", max(levels)), *(("c", lv) for lv in levels)]:
             compiled = api.compile(model, target=target, opt_level=level)
-            run = lambda c=compiled, xs=inputs: c(*xs)  # noqa: E731
-            row.append(_int8_ms(run, want, repeat, warmup))
+            runs.append(lambda c=compiled, xs=inputs: c(*xs))
             if target == "c":
                 kernels.append(str(pipeline.stats(compiled.lowered)[1]))
-        run = lambda s=session, f=feed: s.run(None, f)  # noqa: E731
-        row += ["n/a", _int8_ms(run, want, repeat, warmup), *kernels]
-        rows.append(row)
+        runs.append(lambda s=session, f=feed: s.run(None, f))
+        times = _int8_ms(runs, want, repeat, warmup)
+        rows.append([f"{name} int8", *times[:-1], "n/a", times[-1], *kernels])
     return rows
 
 
-def _int8_ms(run: Callable[[], object], want: list, repeat: int, warmup: int) -> str:
-    """Median ms of `run`, or "wrong" when an output is more than one quantum (the
-    smallest step between onnxruntime's output values) from onnxruntime's."""
-    outs = run()
-    assert isinstance(outs, list | tuple)
-    for out, w in zip(outs, want):
-        quantum = np.min(np.diff(np.unique(w)), initial=np.inf)
-        if np.abs(np.asarray(out) - w).max() > quantum * 1.001:
-            return "wrong"
-    return f"{median_ms(run, repeat, warmup):.3f}"
+def _int8_ms(runs: list[Callable[[], object]], want: list, repeat: int, warmup: int) -> list[str]:
+    """Median ms of each of `runs`, timed in turn round after round (all see the same
+    load), or "wrong" for one whose output is more than one quantum (the smallest step
+    between onnxruntime's output values) from onnxruntime's."""
+    ok = []
+    for run in runs:
+        outs = run()
+        assert isinstance(outs, list | tuple)
+        ok.append(
+            all(
+                np.abs(np.asarray(out) - w).max()
+                <= np.min(np.diff(np.unique(w)), initial=np.inf) * 1.001
+                for out, w in zip(outs, want)
+            )
+        )
+    for _ in range(warmup):
+        for run in runs:
+            run()
+    times: list[list[float]] = [[] for _ in runs]
+    for _ in range(repeat):
+        for run, t in zip(runs, times):
+            start = time.perf_counter()
+            run()
+            t.append(time.perf_counter() - start)
+    return [f"{np.median(t) * 1e3:.3f}" if good else "wrong" for good, t in zip(ok, times)]
 
 
 # ------------------------------------------------- batches x threads (issue #11)
@@ -1092,6 +1120,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--thread-counts", default="1,2", help="with --batches (default 1,2)")
     p.add_argument(
+        "--int8-batch",
+        type=int,
+        default=1,
+        help="batch of the int8 rows' files (default 1); onnxruntime gets --threads",
+    )
+    p.add_argument(
         "--rounds",
         type=int,
         default=1,
@@ -1136,7 +1170,9 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         paths = [example_path(n, Path(tmp)) for n in names]
         rows = [header, *bench_models(paths, levels, args.repeat, args.warmup, Path(tmp), export)]
-        rows += bench_int8(names, levels, args.repeat, args.warmup, Path(tmp))
+        rows += bench_int8(
+            names, levels, args.repeat, args.warmup, Path(tmp), args.int8_batch, args.threads
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     print(
         f"latency in ms, median of {args.repeat} runs after {args.warmup} warm-up runs; "
