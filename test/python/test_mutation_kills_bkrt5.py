@@ -1140,3 +1140,27 @@ def test_the_default_dlp_targets_intrinsic_throughputs():
         "conv": 256,
     }
     assert DlpTarget().intrinsic_cycles("tanh", 64) == 4
+
+
+@pytest.mark.parametrize("how", ["gpu_profile", "no_svm"])
+def test_opencl_function_under_the_gpu_profile_and_without_svm(how):
+    """The GPU launch plans run on the CPU device too (every kernel its own launch, no
+    chain or team); svm=False keeps every argument in a device buffer. Both match the
+    reference, twice."""
+    pytest.importorskip("pyopencl")
+    from dlpc.backends.runtime import opencl_rt
+
+    model = dlpc.load("examples/lenet.dlpc", batch=2)
+    lowered = dlpc.compile(model, target="opencl").lowered
+    if how == "gpu_profile":
+        f = opencl_rt.OpenCLFunction(lowered, name="bkrt5_gpu", profile="gpu")
+        assert f.plans == "gpu" and f.chains == [] and f.team is None
+        assert f.num_launches == len(f.kernel_ops) > 1
+    else:
+        f = opencl_rt.OpenCLFunction(lowered, name="bkrt5_nosvm", svm=False)
+        assert f.plans == "cpu" and f.svm_args == {} and f.svm_pools == {}
+    f.bind_params(model.weights)
+    xs = api.random_inputs(model)
+    (ref,) = api.reference(model, xs)
+    for _ in range(2):
+        np.testing.assert_allclose(f(*xs)[0], ref, rtol=1e-4, atol=1e-5)
