@@ -1164,3 +1164,18 @@ def test_opencl_function_under_the_gpu_profile_and_without_svm(how):
     (ref,) = api.reference(model, xs)
     for _ in range(2):
         np.testing.assert_allclose(f(*xs)[0], ref, rtol=1e-4, atol=1e-5)
+
+
+def test_a_failed_build_names_its_line_and_leaves_no_library(monkeypatch, tmp_path):
+    monkeypatch.setenv("DLPC_CACHE_DIR", str(tmp_path))
+    source = "int dlpc_main(void **args) {\n  return undeclared_bkrt5;\n}\n"
+    with pytest.raises(DlpcError) as e:
+        cbuild.build(source, name="broken")
+    message = str(e.value)
+    assert re.fullmatch(
+        rf"{re.escape(str(tmp_path))}/broken-[0-9a-f]{{20}}\.c:2: error: C compiler failed "
+        r"in dlpc_main: .*undeclared_bkrt5.*",
+        message,
+    )
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert len(names) == 1 and names[0].endswith(".c")  # the source kept, no library, no temp
