@@ -208,6 +208,11 @@ def recurrent(imp: NodeContext):
             else:
                 out[t] = h_new
             h, c = h_new, c_new
+        if lens is not None:  # an entry of length 0 ends at 0, not at its initial state
+            empty = imp.emit(graph.CompareOp, lens, Const(np.asarray(0, np.int64)), predicate="eq")
+            h = imp.emit(graph.WhereOp, empty, zero, h)
+            if c is not None:
+                c = imp.emit(graph.WhereOp, empty, zero, c)
         ys.append([imp.reshape(v, (1, 1, batch, hid)) for v in out if v is not None])
         yh.append(imp.reshape(h, (1, batch, hid)))
         if c is not None:

@@ -37,7 +37,7 @@ def _model(op, *, inputs, attrs, outputs=("Y", "Y_h"), dtype=TensorProto.FLOAT, 
     return m
 
 
-def _case(op, direction="forward", layout=0, extra=(), attrs=None, seed=0):
+def _case(op, direction="forward", layout=0, extra=(), attrs=None, seed=0, lens=(T, 1)):
     """(model, inputs) with X, W, R, B and the inputs named in `extra` (sequence_lens,
     initial_h, initial_c, P)."""
     rng = np.random.default_rng(seed)
@@ -61,7 +61,7 @@ def _case(op, direction="forward", layout=0, extra=(), attrs=None, seed=0):
             continue
         if n == "sequence_lens":
             inputs.append((n, TensorProto.INT32, list(s)))
-            values.append(np.array([T, 1], np.int32)[:B])
+            values.append(np.array(lens, np.int32)[:B])
         else:
             inputs.append((n, TensorProto.FLOAT, list(s)))
             v = rng.standard_normal(s).astype(np.float32) * 0.7
@@ -149,6 +149,17 @@ def test_matches_onnxruntime(case):
     got = _run(m, values, "numpy")
     assert len(got) == len(want)
     for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("direction", ["forward", "reverse"])
+@pytest.mark.parametrize("op", ["LSTM", "GRU", "RNN"])
+def test_zero_length_entry_matches_onnxruntime(op, direction):
+    """A batch entry of sequence length 0: zeros in Y, and its final states are 0 (not
+    the initial states), as onnxruntime gives."""
+    extra = ("sequence_lens", "initial_h") + (("initial_c",) if op == "LSTM" else ())
+    m, values = _case(op, direction, 0, extra, lens=(0, 2))
+    for g, w in zip(_run(m, values, "numpy"), _run_ort(m, values)):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
 
 
