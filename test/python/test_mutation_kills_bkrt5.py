@@ -1179,3 +1179,16 @@ def test_a_failed_build_names_its_line_and_leaves_no_library(monkeypatch, tmp_pa
     )
     names = sorted(p.name for p in tmp_path.iterdir())
     assert len(names) == 1 and names[0].endswith(".c")  # the source kept, no library, no temp
+
+
+def test_inputs_the_fast_call_refuses_take_the_python_path():
+    """With the fast caller kept (where the extension builds), inputs it hands back (another
+    dtype, not an array, not C order) still give the right answers through the Python
+    path; exact ones too."""
+    f = cbuild.CFunction(lower(), name="bkrt5")
+    f.bind_params({"w": W})
+    for x in (X, X.astype(np.float64), X.tolist(), np.asfortranarray(X)):
+        np.testing.assert_allclose(f(x)[0], want(X), rtol=1e-6)
+    with pytest.raises(DlpcError) as e:
+        f(X[:2])
+    assert str(e.value) == "error: input 0 has shape (2, 8), expected (4, 8)"
