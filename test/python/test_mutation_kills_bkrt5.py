@@ -1192,3 +1192,26 @@ def test_inputs_the_fast_call_refuses_take_the_python_path():
     with pytest.raises(DlpcError) as e:
         f(X[:2])
     assert str(e.value) == "error: input 0 has shape (2, 8), expected (4, 8)"
+
+
+def test_a_device_not_of_type_cpu_keeps_the_planned_local_sizes(monkeypatch):
+    """On a CPU device a launch without a local size gets `cpu_local_size`'s work-groups;
+    on a device of another type (here the CPU bit moved so that this device is not
+    one: last round's `opencl_rt.py:1086`, `&` -> `//`, which only a GPU tells apart)
+    it keeps the plan's (None: the runtime chooses), and the answers are the same."""
+    cl = pytest.importorskip("pyopencl")
+    from dlpc.backends.runtime import opencl_rt
+
+    model = dlpc.load("examples/mlp.dlpc", batch=2)
+    lowered = dlpc.compile(model, target="opencl").lowered
+    device = opencl_rt.default_device()
+    assert int(device.type) == int(cl.device_type.CPU) == 2
+    cpu = opencl_rt.OpenCLFunction(lowered, name="bkrt5_cpu", device=device, profile="cpu")
+    assert all(s[3] is not None for s in cpu.kernel_steps if s[0] == "kernel")
+    monkeypatch.setattr(cl.device_type, "CPU", 1)
+    other = opencl_rt.OpenCLFunction(lowered, name="bkrt5_other", device=device, profile="cpu")
+    kernels = [s for s in other.kernel_steps if s[0] == "kernel"]
+    assert kernels and all(s[3] is None for s in kernels) and other.chains == []
+    other.bind_params(model.weights)
+    xs = api.random_inputs(model)
+    np.testing.assert_allclose(other(*xs)[0], api.reference(model, xs)[0], rtol=1e-4, atol=1e-5)
