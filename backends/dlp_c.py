@@ -124,6 +124,14 @@ class DlpFunctionWriter(FunctionWriter):
             return self.line(
                 f"{fn}({dst}, {src}, {self[op.count]} * sizeof({t}), {op.direction.data.value});"
             )
+        if isinstance(op, dlp.MemcpyStridedAsyncOp):  # BANG's strided form, bytes
+            t = c_type(element_type(op.dst))
+            dst, src = self.at(op.dst, op.dst_offset), self.at(op.src, op.src_offset)
+            return self.line(
+                f"__memcpy_async({dst}, {src}, {self[op.count]} * sizeof({t}), "
+                f"{op.direction.data.value}, {self[op.dst_stride]} * sizeof({t}), "
+                f"{self[op.src_stride]} * sizeof({t}), {self[op.segments]} - 1);"
+            )
         if type(op) in INTRINSICS:  # (each a dlp vector op: the base of the intrinsics)
             assert isinstance(op, dlp.IntrinsicOp)
             return self.intrinsic(op)
@@ -316,7 +324,9 @@ def _dlp_writes(op: Operation) -> SSAValue | None:
     """The buffer a dlp-level op stores into (a `memref.store` or a copy's destination)."""
     if isinstance(op, memref.StoreOp):
         return op.memref
-    return op.dst if isinstance(op, dlp.MemcpyOp | dlp.MemcpyAsyncOp) else None
+    if isinstance(op, dlp.MemcpyOp | dlp.MemcpyAsyncOp | dlp.MemcpyStridedAsyncOp):
+        return op.dst
+    return None
 
 
 def module_target(module: ModuleOp) -> DlpTarget:

@@ -119,7 +119,7 @@ def kernel_operand_bytes(module) -> dict[str, float]:
         seen: set[tuple[int, str]] = set()
         total = 0.0
         for op in k.walk():
-            if not isinstance(op, dlp.MemcpyOp | dlp.MemcpyAsyncOp):
+            if not isinstance(op, dlp.MemcpyOp | dlp.MemcpyAsyncOp | dlp.MemcpyStridedAsyncOp):
                 continue
             for value, way in ((op.operands[0], "w"), (op.operands[2], "r")):
                 owner = value.owner

@@ -26,7 +26,7 @@ element offset into the buffer viewed as flat and row-major; counts are elements
 
 Ops, in the order of this file: `dlp.kernel`; `dlp.task_id`, `dlp.cluster_id`,
 `dlp.core_id`; `dlp.sync_cluster`, `dlp.sync_all`; `dlp.memcpy`, `dlp.memcpy_async`,
-`dlp.wait_dma`; vector intrinsics (`add sub mul max min div`, `add_scalar mul_scalar
+`dlp.memcpy_strided_async` (one DMA of equally strided segments), `dlp.wait_dma`; vector intrinsics (`add sub mul max min div`, `add_scalar mul_scalar
 max_scalar`, `cycle_add cycle_sub cycle_mul`, `relu sigmoid tanh exp log sqrt`,
 `reduce_sum reduce_max`, `transpose`); matrix intrinsics (`matmul`, `conv2d`); window
 pooling (`pool`, max or sum).
@@ -241,7 +241,7 @@ class KernelOp(NamedKernelSyntax, IRDLOperation):
                 )
         last = self.body.block.last_op if self.body.blocks else None
         if not isinstance(last, WaitDmaOp) and any(
-            isinstance(op, MemcpyAsyncOp) for op in self.walk()
+            isinstance(op, MemcpyAsyncOp | MemcpyStridedAsyncOp) for op in self.walk()
         ):
             raise VerifyException(
                 f"kernel '{self.sym}' issues dlp.memcpy_async but does not end with dlp.wait_dma"
@@ -447,6 +447,60 @@ class MemcpyAsyncOp(_MemcpyBase):
     """
 
     name = "dlp.memcpy_async"
+
+
+class _StrideOperands(IRDLOperation):
+    count = operand_def(IndexType)
+    segments = operand_def(IndexType)
+    dst_stride = operand_def(IndexType)
+    src_stride = operand_def(IndexType)
+
+
+@irdl_op_definition
+class MemcpyStridedAsyncOp(_DstSrcOperands, _StrideOperands):
+    """Start one DMA of `segments` segments of `count` elements, segment i from
+    `src[src_offset + i * src_stride]` to `dst[dst_offset + i * dst_stride]` (BANG's
+    strided `__memcpy_async(dst, src, bytes, DIR, dst_stride, src_stride, segments - 1)`,
+    strides in bytes); `dlp.wait_dma` waits for it. One DMA: one latency.
+
+    dlp.memcpy_strided_async GDRAM2GDRAM %q[%c0], %qkv[%c0], %c64 x %c16, %c64, %c192 : memref<16x64xf32>, memref<16x192xf32>
+    """
+
+    name = "dlp.memcpy_strided_async"
+    direction = prop_def(DirectionAttr)
+    assembly_format = (
+        "$direction $dst `[` $dst_offset `]` `,` $src `[` $src_offset `]` `,` $count `x` "
+        "$segments `,` $dst_stride `,` $src_stride attr-dict `:` type($dst) `,` type($src)"
+    )
+
+    def __init__(
+        self,
+        dst: SSAValue,
+        dst_offset: SSAValue,
+        src: SSAValue,
+        src_offset: SSAValue,
+        count: SSAValue,
+        segments: SSAValue,
+        dst_stride: SSAValue,
+        src_stride: SSAValue,
+    ):
+        d = direction(space_of(src.type), space_of(dst.type))
+        super().__init__(
+            operands=[dst, dst_offset, src, src_offset, count, segments, dst_stride, src_stride],
+            properties={"direction": d},
+        )
+
+    def verify_(self) -> None:
+        _MemcpyBase.verify_(self)  # type: ignore[arg-type]  # (spaces, direction, types)
+        segments = constant_index(self.segments)
+        if segments is not None and segments < 1:
+            raise VerifyException(f"{self.name} has {segments} segments, expected >= 1")
+        count, stride = constant_index(self.count), constant_index(self.dst_stride)
+        if (segments or 2) > 1 and count is not None and stride is not None and stride < count:
+            raise VerifyException(
+                f"{self.name} destination stride {stride} is less than the segment's "
+                f"{count} elements: segments would overlap"
+            )
 
 
 @irdl_op_definition
@@ -1088,6 +1142,7 @@ Dlp = Dialect(
         SyncAllOp,
         MemcpyOp,
         MemcpyAsyncOp,
+        MemcpyStridedAsyncOp,
         WaitDmaOp,
         *VECTOR_OPS,
         MatmulOp,

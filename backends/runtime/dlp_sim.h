@@ -312,6 +312,25 @@ static void dlp_copy_async(void *dst, const void *src, size_t bytes, int dir)
   dlp_issued += dlp_here->dma_count - before;
 }
 
+/* BANG's strided form: segnum + 1 segments of `bytes`, segment i from src + i *
+ * src_stride to dst + i * dst_stride; one DMA (one latency), every segment checked */
+static void dlp_copy_strided(void *dst, const void *src, size_t bytes, int dir, long dst_stride,
+                             long src_stride, long segnum)
+{
+  const char *op = "__memcpy_async (strided)";
+  if (segnum < 0 || (segnum > 0 && dst_stride < (long)bytes)) {
+    dlp_fail("%s: %ld segments of %zu bytes at destination stride %ld", op, segnum + 1, bytes, dst_stride);
+    return;
+  }
+  double before = dlp_here->dma_count;
+  for (long i = 0; i <= segnum; i++)
+    dlp_copy((char *)dst + i * dst_stride, (const char *)src + i * src_stride, bytes, dir, 1, op);
+  if (dlp_here->dma_count - before == (double)(segnum + 1)) {
+    dlp_here->dma_count = before + 1; /* one descriptor */
+    dlp_issued += 1;
+  }
+}
+
 static void __sync_io(void)
 {
   if (dlp_issued > 0)
@@ -321,7 +340,12 @@ static void __sync_io(void)
 }
 
 #define __memcpy(dst, src, bytes, dir) dlp_copy((dst), (src), (size_t)(bytes), (dir), 0, "__memcpy")
-#define __memcpy_async(dst, src, bytes, dir) dlp_copy_async((dst), (src), (size_t)(bytes), (dir))
+#define DLP_ASYNC4(dst, src, bytes, dir) dlp_copy_async((dst), (src), (size_t)(bytes), (dir))
+#define DLP_ASYNC7(dst, src, bytes, dir, ds, ss, segnum) \
+  dlp_copy_strided((dst), (src), (size_t)(bytes), (dir), (long)(ds), (long)(ss), (long)(segnum))
+#define DLP_PICK(a, b, c, d, e, f, g, name, ...) name
+/* `__memcpy_async(dst, src, bytes, DIR)` or BANG's strided 7-argument form */
+#define __memcpy_async(...) DLP_PICK(__VA_ARGS__, DLP_ASYNC7, _6, _5, DLP_ASYNC4, _3, _2, _1)(__VA_ARGS__)
 
 static void __sync_cluster(void)
 {

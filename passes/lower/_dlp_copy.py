@@ -258,8 +258,33 @@ def _split(pieces, tasks: int) -> list[list[tuple]]:
     return [o for o in out if o]
 
 
-def lower_copy(kernel: KernelOp, desc, multicore: bool) -> dlp.KernelOp | None:
-    """The kernel as direct GDRAM2GDRAM copies, or None (see the module docstring)."""
+def _strided(part: list[tuple]) -> list[tuple]:
+    """A task's pieces (dst, source, src, n) as runs (dst, source, src, n, segments,
+    dst stride, src stride): consecutive pieces of one source and length whose offsets
+    step by constant positive strides are one strided DMA (a slice's rows, a head split's
+    rows of one head)."""
+    out: list[tuple] = []
+    for d, b, s, n in part:
+        if out:
+            d0, b0, s0, n0, k, ds, ss = out[-1]
+            last_d, last_s = d0 + (k - 1) * ds, s0 + (k - 1) * ss
+            if b0 == b and n0 == n and d > last_d and s > last_s:
+                step = (d - last_d, s - last_s)
+                if k == 1 and step[0] >= n:
+                    out[-1] = (d0, b0, s0, n0, 2, *step)
+                    continue
+                if k > 1 and step == (ds, ss):
+                    out[-1] = (d0, b0, s0, n0, k + 1, ds, ss)
+                    continue
+        out.append((d, b, s, n, 1, 0, 0))
+    return out
+
+
+def lower_copy(
+    kernel: KernelOp, desc, multicore: bool, strided: bool = True
+) -> dlp.KernelOp | None:
+    """The kernel as direct GDRAM2GDRAM copies, or None (see the module docstring); with
+    `strided`, a task's equally spaced pieces are one strided DMA (`_strided`)."""
     found = copy_pieces(kernel)
     if found is None:
         return None
@@ -294,8 +319,15 @@ def lower_copy(kernel: KernelOp, desc, multicore: bool) -> dlp.KernelOp | None:
     tid.results[0].name_hint = "task"
     for t, part in enumerate(parts):
         body = Block()
-        for d, b, s, n in part:  # (back to back: their latencies overlap, one wait)
-            body.add_op(dlp.MemcpyAsyncOp(dst, c(d), sources[b], c(s), c(n)))
+        runs = _strided(part) if strided else [(*piece, 1, 0, 0) for piece in part]
+        for d, b, s, n, k, ds, ss in runs:  # (back to back, one wait)
+            if k == 1:
+                body.add_op(dlp.MemcpyAsyncOp(dst, c(d), sources[b], c(s), c(n)))
+            else:
+                copy = dlp.MemcpyStridedAsyncOp(
+                    dst, c(d), sources[b], c(s), c(n), c(k), c(ds), c(ss)
+                )
+                body.add_op(copy)
         body.add_op(scf.YieldOp())
         cond = arith.CmpiOp(tid.results[0], c(t), "eq")
         block.add_op(cond)
@@ -341,7 +373,7 @@ def _touches(kernel: dlp.KernelOp) -> tuple[set[SSAValue], set[SSAValue]]:
     read: set[SSAValue] = set()
     written: set[SSAValue] = set()
     for op in kernel.walk():
-        if isinstance(op, dlp.MemcpyOp | dlp.MemcpyAsyncOp):
+        if isinstance(op, dlp.MemcpyOp | dlp.MemcpyAsyncOp | dlp.MemcpyStridedAsyncOp):
             written.add(_root(op.dst))
             read.add(_root(op.src))
     return read, written

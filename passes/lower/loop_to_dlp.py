@@ -98,6 +98,7 @@ from dlpc.passes.lower.dlp_select.reduce import ReduceSelection
 from dlpc.targets.dlp import DlpTarget, resolve
 
 INF = float("inf")
+COPIES = (dlp.MemcpyOp, dlp.MemcpyAsyncOp, dlp.MemcpyStridedAsyncOp)
 
 # ------------------------------------------------------------------ index analysis
 
@@ -953,24 +954,27 @@ def lower_kernel(
 def _prepare(
     kernel: KernelOp, desc: DlpTarget, double_buffer: bool, multicore: bool, intrinsics: bool
 ) -> tuple[dlp.KernelOp | None, KernelPlan | None]:
-    """The kernel as direct GDRAM2GDRAM copies (built), or its plan."""
+    """The kernel as direct GDRAM2GDRAM copies (built), or its plan. The choice is made
+    on the copies one DMA a piece; a direct kernel chosen then issues each task's
+    equally spaced pieces as one strided DMA."""
     from dlpc.passes.lower._dlp_copy import lower_copy
 
-    direct = lower_copy(kernel, desc, multicore)
-    if direct is not None:
-        copies = sum(isinstance(op, dlp.MemcpyOp | dlp.MemcpyAsyncOp) for op in direct.walk())
-        if copies <= 2 * direct.num_tasks or not intrinsics:
-            return direct, None
-        # many short pieces a task (a head split): staged whole items and dlp.transpose
-        # pay two DMA latencies a tile instead of one a piece
-        plan = plan_kernel(kernel, desc, double_buffer, multicore, intrinsics)
-        if not isinstance(plan.selection, PermuteSelection):
-            one = _one_item_plan(kernel, desc)
-            if one is None or _copy_cycles(direct, desc) <= _one_item_cycles(one):
-                return direct, None
-            plan = one
-        return None, plan
-    return None, plan_kernel(kernel, desc, double_buffer, multicore, intrinsics)
+    direct = lower_copy(kernel, desc, multicore, strided=False)
+    if direct is None:
+        return None, plan_kernel(kernel, desc, double_buffer, multicore, intrinsics)
+    built = lower_copy(kernel, desc, multicore)
+    copies = sum(isinstance(op, COPIES) for op in direct.walk())
+    if copies <= 2 * direct.num_tasks or not intrinsics:
+        return built, None
+    # many short pieces a task (a head split): staged whole items and dlp.transpose
+    # pay two DMA latencies a tile instead of one a piece
+    plan = plan_kernel(kernel, desc, double_buffer, multicore, intrinsics)
+    if not isinstance(plan.selection, PermuteSelection):
+        one = _one_item_plan(kernel, desc)
+        if one is None or _copy_cycles(direct, desc) <= _one_item_cycles(one):
+            return built, None
+        plan = one
+    return None, plan
 
 
 def _one_item_plan(kernel: KernelOp, desc: DlpTarget) -> KernelPlan | None:
@@ -998,7 +1002,7 @@ def _copy_cycles(direct: dlp.KernelOp, desc: DlpTarget) -> float:
     per_task = [0] * direct.num_tasks
     elements = 0
     for op in direct.walk():
-        if isinstance(op, dlp.MemcpyOp | dlp.MemcpyAsyncOp):
+        if isinstance(op, COPIES):
             owner = op.parent_op()
             task = 0
             if isinstance(owner, scf.IfOp):  # `if (task == t)`: _dlp_copy's pieces of task t
@@ -1006,7 +1010,8 @@ def _copy_cycles(direct: dlp.KernelOp, desc: DlpTarget) -> float:
                 if isinstance(cond, arith.CmpiOp):
                     task = _const(cond.rhs) or 0
             per_task[min(task, len(per_task) - 1)] += 1
-            elements += _const(op.operands[4]) or 0
+            segments = _const(op.segments) if isinstance(op, dlp.MemcpyStridedAsyncOp) else 1
+            elements += (_const(op.operands[4]) or 0) * (segments or 1)
     per_cycle = desc.gdram_bandwidth_gbs / desc.clock_ghz
     moved = 2 * elements * 4 / per_cycle
     return max(latencies(desc, [max(per_task)]) + moved / direct.num_tasks, moved)

@@ -1,11 +1,15 @@
 // RUN: dlpc-opt %s -p 'loop-to-dlp' | filecheck %s
 
 // A batch of row slices: 256 kept rows of 16 elements, 16 per task (more than
-// MAX_PIECES_PER_TASK, but long enough pieces): direct GDRAM2GDRAM copies, no NRAM.
+// MAX_PIECES_PER_TASK, but long enough pieces): direct GDRAM2GDRAM copies, no NRAM. A
+// task's 16 rows step by 16 floats in the destination and 32 in the source: one strided
+// DMA of 16 segments each.
 
 // CHECK-LABEL: func.func @main
 // CHECK: dlp.kernel "slice_0" attributes {tasks = 16 : i64
-// CHECK-COUNT-16: dlp.memcpy_async GDRAM2GDRAM %{{.*}}[%{{.*}}], %x[%{{.*}}], %{{.*}} : memref<32x8x16xf32>, memref<32x8x32xf32>
+// CHECK: %[[C16:.*]] = arith.constant 16 : index
+// CHECK: %[[C32:.*]] = arith.constant 32 : index
+// CHECK-COUNT-16: dlp.memcpy_strided_async GDRAM2GDRAM %out0[%{{.*}}], %x[%{{.*}}], %[[C16]] x %[[C16]], %[[C16]], %[[C32]] : memref<32x8x16xf32>, memref<32x8x32xf32>
 // CHECK-NOT: nram
 
 func.func @main(%x: memref<32x8x32xf32> {dlpc.name = "x"}, %out0: memref<32x8x16xf32>) attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {

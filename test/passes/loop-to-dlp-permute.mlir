@@ -39,13 +39,15 @@ builtin.module {
 // At batch 1 there is one item (the outer loop has one iteration): split over 16 tasks
 // the direct copy is 4 GDRAM2GDRAM pieces of 16 floats a task. Issued back to back they
 // share one DMA latency (queue depth 8), so the direct copy wins; where each copy pays
-// its own latency (queue depth 1: 4 latencies a task) the one item on one task is
-// cheaper: two DMAs and its transposes.
+// its own latency (queue depth 1: 4 latencies a task, the choice counts one DMA a piece)
+// the one item on one task is cheaper: two DMAs and its transposes. The direct copy
+// chosen issues a task's 4 pieces (rows of one head: 16 floats apart in the output, 64
+// in the input) as one strided DMA.
 
 // CHECK-LABEL: func.func @one_item
 // CHECK: dlp.kernel "transpose_1" attributes {tasks = 16 : i64
 // CHECK: scf.if
-// CHECK-COUNT-4: dlp.memcpy_async GDRAM2GDRAM %out0[%{{.*}}], %x[%{{.*}}]
+// CHECK-NEXT: dlp.memcpy_strided_async GDRAM2GDRAM %out0[%{{.*}}], %x[%{{.*}}], %[[D:.*]] x %{{.*}}, %[[D]], %{{.*}} :
 // CHECK-NEXT: }
 // CHECK: dlp.wait_dma
 // CHECK-NEXT: }

@@ -182,3 +182,39 @@ func.func @async_copy_not_waited(%x: memref<64xf32>) {
   func.return
 }
 // CHECK: kernel 'k' issues dlp.memcpy_async but does not end with dlp.wait_dma
+
+// -----
+
+func.func @strided_copy_without_segments(%x: memref<64xf32>) {
+  %c0 = arith.constant 0 : index
+  %c16 = arith.constant 16 : index
+  %a = memref.alloc() : memref<64xf32, #dlp.space<nram>>
+  dlp.memcpy_strided_async GDRAM2NRAM %a[%c0], %x[%c0], %c16 x %c0, %c16, %c16 : memref<64xf32, #dlp.space<nram>>, memref<64xf32>
+  func.return
+}
+// CHECK: dlp.memcpy_strided_async has 0 segments, expected >= 1
+
+// -----
+
+func.func @strided_copy_overlapping_segments(%x: memref<64xf32>) {
+  %c0 = arith.constant 0 : index
+  %c2 = arith.constant 2 : index
+  %c8 = arith.constant 8 : index
+  %c16 = arith.constant 16 : index
+  %a = memref.alloc() : memref<64xf32, #dlp.space<nram>>
+  dlp.memcpy_strided_async GDRAM2NRAM %a[%c0], %x[%c0], %c16 x %c2, %c8, %c16 : memref<64xf32, #dlp.space<nram>>, memref<64xf32>
+  func.return
+}
+// CHECK: dlp.memcpy_strided_async destination stride 8 is less than the segment's 16 elements: segments would overlap
+
+// -----
+
+func.func @strided_copy_direction(%x: memref<64xf32>) {
+  %c0 = arith.constant 0 : index
+  %c2 = arith.constant 2 : index
+  %c16 = arith.constant 16 : index
+  %a = memref.alloc() : memref<64xf32, #dlp.space<nram>>
+  dlp.memcpy_strided_async GDRAM2WRAM %a[%c0], %x[%c0], %c16 x %c2, %c16, %c16 : memref<64xf32, #dlp.space<nram>>, memref<64xf32>
+  func.return
+}
+// CHECK: dlp.memcpy_strided_async direction GDRAM2WRAM does not match source in gdram and destination in nram (expected GDRAM2NRAM)

@@ -33,6 +33,9 @@ func.func @ops(%x: memref<64x64xf32>, %out: memref<64x64xf32>) {
     dlp.memcpy_async GDRAM2NRAM %a[%c64], %x[%c64], %c64 : memref<128xf32, #dlp.space<nram>>, memref<64x64xf32>
     // CHECK-NEXT: dlp.memcpy GDRAM2WRAM
     dlp.memcpy GDRAM2WRAM %w[%c0], %x[%c0], %c64 : memref<4096xf32, #dlp.space<wram>>, memref<64x64xf32>
+    // CHECK-NEXT: dlp.memcpy_strided_async GDRAM2SRAM %{{.*}}[%{{.*}}], %{{.*}}[%{{.*}}], %{{.*}} x %{{.*}}, %{{.*}}, %{{.*}} : memref<4096xf32, #dlp.space<sram>>, memref<64x64xf32>
+    // GENERIC: "dlp.memcpy_strided_async"(%sh, %c0, %x, %c0, %c16, %c2, %c16, %c64) <{direction = #dlp<dir GDRAM2SRAM>}> :
+    dlp.memcpy_strided_async GDRAM2SRAM %sh[%c0], %x[%c0], %c16 x %c2, %c16, %c64 : memref<4096xf32, #dlp.space<sram>>, memref<64x64xf32>
     // CHECK-NEXT: dlp.wait_dma
     dlp.wait_dma
     // CHECK-NEXT: dlp.add %{{.*}}[%{{.*}}], %{{.*}}[%{{.*}}], %{{.*}}[%{{.*}}], %{{.*}} : memref<64xf32, #dlp.space<nram>>, memref<128xf32, #dlp.space<nram>>, memref<128xf32, #dlp.space<nram>>
