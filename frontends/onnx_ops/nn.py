@@ -198,24 +198,32 @@ def conv_transpose(imp: NodeContext):
         )
         wg = imp.emit(graph.TransposeOp, wg, perm=(0, 2, 1, *range(3, 3 + r)))
         wt = imp.reshape(wg, (g * cout_g, cin // g, *kernel))
-    n, c, *sp = imp.shape(x)
-    if any(st > 1 for st in strides):  # zero-stuff: [n, c, d0, 1, d1, 1, ...] padded, merged
-        y = imp.reshape(x, (n, c, *[v for d in sp for v in (d, 1)]))
-        stuff = [0] * (2 + 2 * r) + [0, 0] + [v for st in strides for v in (0, st - 1)]
-        y = imp.emit(graph.PadOp, y, pads=tuple(stuff))
-        y = imp.reshape(y, (n, c, *[d * st for d, st in zip(sp, strides)]))
-        x = imp.emit(
-            graph.SliceOp,
-            y,
-            starts=(0,) * r,
-            ends=tuple((d - 1) * st + 1 for d, st in zip(sp, strides)),
-            axes=tuple(range(2, 2 + r)),
-        )
+    x = zero_stuff(imp, x, strides)
     lo = [dil[i] * (kernel[i] - 1) - pads[i] for i in range(r)]
     hi = [dil[i] * (kernel[i] - 1) - pads[r + i] + outpad[i] for i in range(r)]
     if any(lo + hi):
         x = imp.emit(graph.PadOp, x, pads=(0, 0, *lo, 0, 0, *hi))
     return [_conv(imp, x, wt, b, (1,) * r, dil, (0,) * (2 * r), g)]
+
+
+def zero_stuff(imp: NodeContext, x: Value, strides) -> Value:
+    """x (N, C, *L) with stride - 1 zeros between neighbours along each spatial dim:
+    (N, C, *((L - 1) * stride + 1)), as [n, c, l0, 1, l1, 1, ...] padded and merged."""
+    n, c, *sp = imp.shape(x)
+    r = len(sp)
+    if all(st == 1 for st in strides):
+        return x
+    y = imp.reshape(x, (n, c, *[v for d in sp for v in (d, 1)]))
+    stuff = [0] * (2 + 2 * r) + [0, 0] + [v for st in strides for v in (0, st - 1)]
+    y = imp.emit(graph.PadOp, y, pads=tuple(stuff))
+    y = imp.reshape(y, (n, c, *[d * st for d, st in zip(sp, strides)]))
+    return imp.emit(
+        graph.SliceOp,
+        y,
+        starts=(0,) * r,
+        ends=tuple((d - 1) * st + 1 for d, st in zip(sp, strides)),
+        axes=tuple(range(2, 2 + r)),
+    )
 
 
 def _conv(imp: NodeContext, x: Value, w: Value, b: Value | None, strides, dil, pads, groups):

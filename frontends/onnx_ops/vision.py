@@ -13,7 +13,7 @@ import numpy as np
 
 from dlpc.dialects import graph
 from dlpc.frontends.onnx_ops.elementwise import cast_to
-from dlpc.frontends.onnx_ops.nn import _pool_by_slices, _window
+from dlpc.frontends.onnx_ops.nn import _pool_by_slices, _window, zero_stuff
 from dlpc.frontends.onnx_ops.registry import handles
 from dlpc.frontends.onnx_values import Const, NodeContext, Value
 
@@ -97,22 +97,8 @@ def lrn(imp: NodeContext):
 
 def _place(imp: NodeContext, v: Value, starts, strides, padded) -> Value:
     """v (N, C, *L) written at positions start_d + stride_d * l of a zero (N, C, *padded)."""
-    n, c, *sp = imp.shape(v)
-    r = len(sp)
-    if any(s > 1 for s in strides):  # zero-stuff: [n, c, l0, 1, l1, 1, ...] padded, merged
-        y = imp.reshape(v, (n, c, *[e for d in sp for e in (d, 1)]))
-        stuff = [0] * (2 + 2 * r) + [0, 0] + [e for s in strides for e in (0, s - 1)]
-        y = imp.emit(graph.PadOp, y, pads=tuple(stuff))
-        y = imp.reshape(y, (n, c, *[d * s for d, s in zip(sp, strides)]))
-        v = imp.emit(
-            graph.SliceOp,
-            y,
-            starts=(0,) * r,
-            ends=tuple((d - 1) * s + 1 for d, s in zip(sp, strides)),
-            axes=tuple(range(2, 2 + r)),
-            steps=(1,) * r,
-        )
-    span = [(d - 1) * s + 1 for d, s in zip(sp, strides)]
+    v = zero_stuff(imp, v, strides)
+    span = imp.shape(v)[2:]
     after = [p - st - sz for p, st, sz in zip(padded, starts, span)]
     if any(starts) or any(after):
         v = imp.emit(graph.PadOp, v, pads=(0, 0, *starts, 0, 0, *after))
