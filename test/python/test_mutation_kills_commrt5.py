@@ -53,7 +53,7 @@ def _segment(k: int, args: str) -> list[str]:
     ]
 
 
-def _split(text: str, monkeypatch, tmp_path, size=2, rank=0, weights=None, native=False):
+def _split(text: str, monkeypatch, tmp_path, size=2, rank=0, weights=None, native=False, fold=True):
     """The SplitFunction of `text` on a stand-in world of `size` (segments compiled for C)."""
     import dlpc
     from dlpc import api
@@ -67,7 +67,8 @@ def _split(text: str, monkeypatch, tmp_path, size=2, rank=0, weights=None, nativ
     model = dlpc.load(path, weights=weights or {})
 
     def build(segment, k):
-        return api.compile(Model(segment, model.weights, f"m_seg{k}"), "c").artifact
+        part = Model(segment, model.weights, f"m_seg{k}")
+        return api.compile(part, "c", fold_weights=fold).artifact
 
     return SplitFunction(model.module, build, native=native), model
 
@@ -1145,3 +1146,31 @@ def test_the_drivers_output_is_reused_only_once_the_caller_drops_it(tmp_path):
     assert third.ctypes.data == address
     np.testing.assert_array_equal(third, 2 * x)
     assert fn.native.split.comm.recv_seconds == 0.0  # type: ignore[union-attr]
+
+
+# ---- written after the comm-runtime seed-44 draw, for its survivor ---------------------------
+
+SQUARE = """
+func.func @main(%x: tensor<2x3xf32>) -> (tensor<2x3xf32>) {
+  %w = graph.param "w" : tensor<3x3xf32>
+  %h = graph.matmul %x, %w : (tensor<2x3xf32>, tensor<3x3xf32>) -> tensor<2x3xf32>
+  %a = comm.all_reduce sum %h group <world 2> : tensor<2x3xf32>
+  %t = graph.add %a, %x : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  func.return %t : tensor<2x3xf32>
+}
+"""
+
+
+def test_a_segments_kept_buffers_have_its_outputs_shapes(monkeypatch, tmp_path):
+    """The Python path's kept buffer of a segment output is the output's own spec, after
+    the segment's one input and one unfolded param (a training step's) (comm-runtime seed 44's survivor
+    comm_split.py:186, `num_inputs + params` -> `num_inputs | params`: 1 | 1 took the
+    [3, 3] param's spec for the [2, 3] output)."""
+    w = (np.arange(9, dtype=np.float32).reshape(3, 3) - 4) / 4
+    split, _ = _split(SQUARE, monkeypatch, tmp_path, weights={"w": w}, fold=False)
+    (first, _) = split.segments
+    assert first.function is not None and first.function.param_names == ["w"]  # (not folded)
+    assert [k.shape for k in first.kept] == [(2, 3)]
+    x = np.arange(6, dtype=np.float32).reshape(2, 3) - 2
+    (t,) = split(x, params=[w])
+    np.testing.assert_allclose(t, 2 * (x @ w) + x, rtol=1e-6)
