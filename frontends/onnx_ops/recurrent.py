@@ -1,5 +1,6 @@
-"""ONNX's recurrent layers RNN, GRU and LSTM, unrolled over the sequence at import time into
-graph ops (matmul, slice, the activations, where): every backend that runs those runs them,
+"""ONNX's recurrent layers RNN, GRU and LSTM as graph ops (matmul, slice, the activations,
+where), unrolled over the sequence at import time, or for a sequence longer than
+UNROLL_MAX as one graph.loop over the step: every backend that runs those runs them,
 and `graph-autodiff` differentiates them with the existing rules, so a recurrent model
 trains as it runs. The input projection X @ W^T of every time step is one matmul; each
 step adds H @ R^T. ONNX's semantics: directions forward / reverse / bidirectional, layout 0
@@ -7,11 +8,13 @@ step adds H @ R^T. ONNX's semantics: directions forward / reverse / bidirectiona
 input_forget, `clip` on the gates' inputs, the `activations` list with its alphas and betas
 (onnxruntime's defaults), and `sequence_lens`: a batch entry past its length keeps its
 state and gives 0 in Y (a reverse direction starts at its own last step). The sequence
-length must be static: a symbolic one is refused in one line."""
+length must be static: a symbolic one is refused in one line (an exported dynamic axis
+then gets one program per length)."""
 
 from __future__ import annotations
 
 import numpy as np
+from xdsl.ir import SSAValue
 
 from dlpc.dialects import graph, symdims
 from dlpc.frontends.onnx_ops.elementwise import cast_to
@@ -32,6 +35,10 @@ ACTIVATIONS: dict[str, tuple[float | None, float | None]] = {
     "hardsigmoid": (0.2, 0.5),
     "affine": (1.0, 0.0),
 }
+# a longer sequence runs as one graph.loop over a step instead of unrolled steps: on C an
+# unrolled step costs ~0.5 us a call and ~0.6 s of build, a loop iteration ~1.5 us and
+# none (docs/design/recurrent-unroll.md)
+UNROLL_MAX = 32
 # gates per cell and its default activations (f, g[, h]) for one direction
 CELLS = {
     "RNN": (1, ("Tanh",)),
@@ -192,28 +199,37 @@ def recurrent(imp: NodeContext):
         if op == "LSTM":
             c = zero if states[1] is None else _take(imp, states[1], 0, d)
         peep = None if p is None else [_gate(imp, _take(imp, p, 0, d), k, hid) for k in range(3)]
-        out: list[Value | None] = [None] * steps
-        for t in reversed(range(steps)) if reverse else range(steps):
-            xt = _take(imp, xw, 0, t)
-            step = _CELL[op](imp, a, fns[d], clip, xt, h, c, rd, rb, peep, hid)
-            h_new, c_new = step
-            if lens is not None:
-                live = imp.emit(
-                    graph.CompareOp, Const(np.asarray(t, np.int64)), lens, predicate="lt"
+        if steps > UNROLL_MAX:
+            h, c, seq = _looped(
+                imp, op, a, fns[d], clip, xw, h, c, rd, rb, peep, lens, zero, reverse
+            )
+            ys.append([imp.reshape(seq, (steps, 1, batch, hid))])
+        else:
+            out: list[Value] = [zero] * steps
+            for t in reversed(range(steps)) if reverse else range(steps):
+                at = Const(np.asarray(t, np.int64))
+                h, c, out[t] = _advance(
+                    imp,
+                    op,
+                    a,
+                    fns[d],
+                    clip,
+                    _take(imp, xw, 0, t),
+                    at,
+                    h,
+                    c,
+                    rd,
+                    rb,
+                    peep,
+                    lens,
+                    zero,
                 )
-                out[t] = imp.emit(graph.WhereOp, live, h_new, zero)
-                h_new = imp.emit(graph.WhereOp, live, h_new, h)
-                if c_new is not None and c is not None:
-                    c_new = imp.emit(graph.WhereOp, live, c_new, c)
-            else:
-                out[t] = h_new
-            h, c = h_new, c_new
+            ys.append([imp.reshape(v, (1, 1, batch, hid)) for v in out])
         if lens is not None:  # an entry of length 0 ends at 0, not at its initial state
             empty = imp.emit(graph.CompareOp, lens, Const(np.asarray(0, np.int64)), predicate="eq")
             h = imp.emit(graph.WhereOp, empty, zero, h)
             if c is not None:
                 c = imp.emit(graph.WhereOp, empty, zero, c)
-        ys.append([imp.reshape(v, (1, 1, batch, hid)) for v in out if v is not None])
         yh.append(imp.reshape(h, (1, batch, hid)))
         if c is not None:
             yc.append(imp.reshape(c, (1, batch, hid)))
@@ -228,6 +244,59 @@ def recurrent(imp: NodeContext):
             imp.emit(graph.TransposeOp, v, perm=(1, 0, 2)) for v in results[1:]
         ]
     return results[: max(len(imp.node.output), 1)]
+
+
+def _advance(imp: NodeContext, op, a, fns, clip, xt, t, h, c, rd, rb, peep, lens, zero):
+    """One step at time t (an import-time int or the loop's i64 index): the new h and c,
+    and the step's row of Y; with sequence_lens, an entry past its length keeps its state
+    and gives 0."""
+    hid = imp.shape(h)[-1]
+    h_new, c_new = _CELL[op](imp, a, fns, clip, xt, h, c, rd, rb, peep, hid)
+    if lens is None:
+        return h_new, c_new, h_new
+    live = imp.emit(graph.CompareOp, t, lens, predicate="lt")
+    row = imp.emit(graph.WhereOp, live, h_new, zero)
+    h_new = imp.emit(graph.WhereOp, live, h_new, h)
+    if c_new is not None and c is not None:
+        c_new = imp.emit(graph.WhereOp, live, c_new, c)
+    return h_new, c_new, row
+
+
+class _NoBody:
+    """An empty ONNX body for control._loop: the step is built in Python (`step`)."""
+
+    name = "recurrent step"
+    input = initializer = node = output = ()
+
+
+def _looped(imp: NodeContext, op, a, fns, clip, xw, h, c, rd, rb, peep, lens, zero, reverse):
+    """The steps as one graph.loop of `steps` iterations carrying h (and c), Y's rows
+    stored by the loop's scan output: the same ops per step as the unrolled form, built
+    once (the loop's gradient replays it backwards, passes/train/_control_grad.py)."""
+    from dlpc.frontends.onnx_ops import control
+
+    steps = imp.shape(xw)[0]
+    lstm = c is not None
+    carried = [imp.value(h), *([imp.value(c)] if lstm else [])]
+
+    def at(i: SSAValue) -> SSAValue:
+        return control._flip(imp, i, steps) if reverse else i
+
+    def step(args: list[SSAValue], outs: list[Value]) -> list[Value]:
+        t = at(args[0])
+        xt = imp.emit(graph.GatherOp, xw, t, axis=0)  # [B, G*H]
+        cc = args[2] if lstm else None
+        h_new, c_new, row = _advance(
+            imp, op, a, fns, clip, xt, t, args[1], cc, rd, rb, peep, lens, zero
+        )
+        more = imp.value(Const(np.asarray(True)))
+        return [more, h_new, *([c_new] if c_new is not None else []), row]
+
+    true = imp.value(Const(np.asarray(True)))
+    out, scans = control._loop(
+        imp, _NoBody, steps, true, carried, lambda args: [], step, lambda i, k: at(i)
+    )
+    return out[0], out[1] if lstm else None, scans[0]
 
 
 def _hr(imp: NodeContext, h: Value, rd: Value, rb: Value | None) -> Value:

@@ -163,6 +163,48 @@ def test_zero_length_entry_matches_onnxruntime(op, direction):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
 
 
+@pytest.fixture
+def looped(monkeypatch):
+    """Sequences longer than 2 steps as a graph.loop (the form of long sequences)."""
+    from dlpc.frontends.onnx_ops import recurrent
+
+    monkeypatch.setattr(recurrent, "UNROLL_MAX", 2)
+
+
+@pytest.mark.parametrize("case", CASES[:3] + CASES[5:8], ids=lambda c: f"{c[0]}-{c[1]}")
+def test_looped_matches_onnxruntime(case, looped):
+    op, direction, layout, extra, attrs = case
+    m, values = _case(op, direction, layout, extra, attrs)
+    assert "graph.loop" in str(_load(m).ir)
+    for g, w in zip(_run(m, values, "numpy"), _run_ort(m, values, layout)):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("target", ["c", "dlp", "opencl"])
+def test_looped_backends(target, looped):
+    if target == "opencl":
+        pytest.importorskip("pyopencl")
+    m, values = _case("LSTM", "bidirectional", 0, ("sequence_lens", "initial_h"), seed=2)
+    for g, w in zip(_run(m, values, target), _run_ort(m, values)):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+def test_looped_lstm_gradient_matches_the_unrolled_one(monkeypatch):
+    """The graph.loop form differentiates (the loop's replay) to the unrolled form's
+    gradients, which match torch's (below)."""
+    from dlpc.frontends.onnx_ops import recurrent
+
+    w, r, b, head = _weights()
+    rng = np.random.default_rng(4)
+    x, y = rng.standard_normal((B, T, I)), rng.standard_normal((B, 1))
+    loss, grads = _grads(w, r, b, head, x, y)
+    monkeypatch.setattr(recurrent, "UNROLL_MAX", 2)
+    loss2, grads2 = _grads(w, r, b, head, x, y)
+    assert loss2 == pytest.approx(loss, rel=1e-12)
+    for name in ("W", "R", "B", "head"):
+        np.testing.assert_allclose(grads2[name], grads[name], rtol=1e-10, atol=1e-13)
+
+
 @pytest.mark.parametrize("op,target", [("LSTM", "c"), ("GRU", "c"), ("LSTM", "dlp")])
 def test_backends(op, target):
     m, values = _case(op, "bidirectional", 0, ("sequence_lens", "initial_h"), seed=1)
