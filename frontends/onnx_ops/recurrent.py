@@ -36,7 +36,7 @@ ACTIVATIONS: dict[str, tuple[float | None, float | None]] = {
     "affine": (1.0, 0.0),
 }
 # a longer sequence runs as one graph.loop over a step instead of unrolled steps: on C an
-# unrolled step costs ~0.5 us a call and ~0.6 s of build, a loop iteration ~1.5 us and
+# unrolled step costs ~0.5 us a call and ~0.5 s of build, a loop iteration ~1.5 us and
 # none (docs/design/recurrent-unroll.md)
 UNROLL_MAX = 32
 # gates per cell and its default activations (f, g[, h]) for one direction
