@@ -40,6 +40,10 @@ After:
           memref.store %y, %out[%t + %a] }
     }
 
+An integer sum requantized into another type accumulates in decompose's kernel-local
+`sums` buffer, and its epilogue stores into the output: then the copy-out stores the
+epilogue's value into the output itself, and `sums` goes with the two nests.
+
 A copy-in that then stores zeros in front of a gemm-shaped reduction (one reduction
 loop, the loops inside it spatial, each writing every element of the tile once with
 `acc = acc + p`) is peeled into that loop's first iteration (`_peel_first`): the tile
@@ -64,7 +68,7 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import arith, memref
-from xdsl.dialects.builtin import FloatAttr, IntegerAttr, ModuleOp, i64
+from xdsl.dialects.builtin import FloatAttr, IntegerAttr, IntegerType, ModuleOp, i64
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
@@ -121,7 +125,9 @@ def _epilogue(top: ForOp, out: SSAValue, written: set[SSAValue]):
         return None
     store = body[-1]
     loads = [op for op in body if isinstance(op, memref.LoadOp) and op.memref is out]
-    if store.memref is not out or not _indexed_by(store, loops) or len(loads) != 1:
+    if not (store.memref is out or _sums_to(out, store.memref)):
+        return None
+    if not _indexed_by(store, loops) or len(loads) != 1:
         return None
     if not _indexed_by(loads[0], loops):
         return None
@@ -132,6 +138,18 @@ def _epilogue(top: ForOp, out: SSAValue, written: set[SSAValue]):
         elif op.regions or not _pure(op):
             return None
     return loops, body, loads[0], store
+
+
+def _sums_to(out: SSAValue, target: SSAValue) -> bool:
+    """Is `out` a kernel-local buffer of sums (decompose's `sums`: an integer sum
+    requantized into another type) whose epilogue stores into `target` of its shape?
+    Then the copy-out stores the epilogue's value into `target` and `sums` goes."""
+    return (
+        isinstance(out.owner, memref.AllocaOp | memref.AllocOp)
+        and out.name_hint == "sums"
+        and isinstance(memref_type(out).get_element_type(), IntegerType)
+        and memref_type(target).get_shape() == memref_type(out).get_shape()
+    )
 
 
 def _pure(op: Operation) -> bool:
@@ -259,8 +277,18 @@ def _fold_block(kernel: KernelOp, region: Block) -> bool:
             for old, new in zip(op.results, copy.results):
                 mapping[old] = new
         store.operands[0] = mapping.get(final.value, final.value)
+        if final.memref is not out:  # the requantized value into the output, not sums
+            block = store.parent_block()
+            assert block is not None
+            block.insert_op_before(
+                memref.StoreOp.get(store.value, final.memref, store.indices), store
+            )
+            block.erase_op(store)
         region.erase_op(posts[0])
     region.erase_op(init)
+    if not out.uses and isinstance(out.owner, memref.AllocaOp | memref.AllocOp):
+        out.owner.detach()
+        out.owner.erase()
     return True
 
 
