@@ -85,6 +85,8 @@ class AsyncParameterServer:
         server: int = 0,
         delay: dict[int, float] | None = None,
         comm: mpi.Communicator | None = None,
+        opt_level: int = 2,
+        bn_momentum: float = 0.1,
     ):
         self.comm = comm or mpi.world()
         if self.comm.size < 2:
@@ -106,7 +108,15 @@ class AsyncParameterServer:
         # every rank builds the step (the server for the initial params): the same seeded
         # weights everywhere
         self.trainer = train_module.Trainer(
-            model, loss, SGD(), self.local, target, weights=weights, return_grads=True
+            model,
+            loss,
+            SGD(),
+            self.local,
+            target,
+            opt_level,
+            weights=weights,
+            return_grads=True,
+            bn_momentum=bn_momentum,
         )
 
     def _worker_rank(self, w: int) -> int:
@@ -217,9 +227,17 @@ class AsyncParameterServerTrainer:
                 "error: the asynchronous parameter server trains every param, one update "
                 "a batch (no frozen params, no accumulation)"
             )
-        del opt_level, bn_momentum  # the workers' step: the Trainer's defaults
         self.ps = AsyncParameterServer(
-            model, loss, lr, batch_size, staleness, target, weights, comm=self.comm
+            model,
+            loss,
+            lr,
+            batch_size,
+            staleness,
+            target,
+            weights,
+            comm=self.comm,
+            opt_level=opt_level,
+            bn_momentum=bn_momentum,
         )
         self.trainer = self.ps.trainer  # every rank's step (and evaluator)
         self.batch_size, self.epoch, self.steps_done = batch_size, 0, 0
