@@ -1174,3 +1174,18 @@ def test_a_segments_kept_buffers_have_its_outputs_shapes(monkeypatch, tmp_path):
     x = np.arange(6, dtype=np.float32).reshape(2, 3) - 2
     (t,) = split(x, params=[w])
     np.testing.assert_allclose(t, 2 * (x @ w) + x, rtol=1e-6)
+
+
+def test_the_async_servers_workers_take_the_options_they_are_given(small):
+    """AsyncParameterServerTrainer passes opt_level and bn_momentum (dlpc-train's
+    --bn-momentum) to the workers' step; before, it dropped both (comm-runtime seed 44's
+    equivalent survivor parameter_server.py:206: the default was never read)."""
+    from dlpc.dist import parameter_server as PS
+
+    world = mpi.Communicator(_Barrier(3, 1))
+    t = PS.AsyncParameterServerTrainer(
+        str(small), "cross_entropy", "sgd", batch_size=4, comm=world, opt_level=1, bn_momentum=0.3
+    )
+    assert (t.trainer.opt_level, t.trainer._bn_momentum) == (1, 0.3)
+    d = PS.AsyncParameterServerTrainer(str(small), "cross_entropy", "sgd", batch_size=4, comm=world)
+    assert (d.trainer.opt_level, d.trainer._bn_momentum) == (2, 0.1)
