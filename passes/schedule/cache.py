@@ -453,9 +453,12 @@ def stage(
     name: str | None,
     write: bool,
     around: bool = False,
+    marks_out: list[ForOp | None] | None = None,
 ) -> SSAValue:
     """Stage `buffer` for the body of `loop` (or, with `around`, for the loop itself:
-    the local buffer and copies are placed next to it in its parent block)."""
+    the local buffer and copies are placed next to it in its parent block). With
+    `marks_out` (cache_write), the loops whose symbolic-extent marks the copies of each
+    dim took (`_write_marks`) are appended to it."""
     target = get_loop(root, kernel, loop)
     k = target.kernel()
     buf = find_buffer(k, target, buffer)
@@ -480,6 +483,8 @@ def stage(
     label = name or f"{buf.name_hint or 'buf'}_l"
     alloc.memref.name_hint = label if label.isidentifier() else None
     marks = _write_marks(target, stores, fp, around) if write else None
+    if marks_out is not None and marks is not None:
+        marks_out.extend(marks)
     # redirect the body's accesses (before adding the copies, which access `buf` too)
     for op in loads:
         unit = guard_of(op, target) if id(op) in padded else op
@@ -499,7 +504,7 @@ def stage(
         block, first, after = target.block, target.block.first_op, None
     block.insert_op_before(alloc, first) if first is not None else block.add_op(alloc)
     # the origin of the box is computed where the copies are, from the loops around them
-    _copy_nest(target, buf, alloc.memref, fp, label, True, first, block, pad)
+    _copy_nest(target, buf, alloc.memref, fp, label, True, first, block, pad, marks=marks)
     if write:
         _copy_nest(target, buf, alloc.memref, fp, label, False, after, block, marks=marks)
     if alloc_cls is memref.AllocOp:

@@ -66,6 +66,7 @@ from dlpc.passes.schedule._common import (
     block_of,
     child_loop,
     const,
+    copy_annotations,
     depends_on,
     emit_affine,
     erase,
@@ -527,6 +528,7 @@ def tensorize_dot(root, kernel: str, loop: str) -> ForOp:
     kv.annotate("vectorize")
     ko, i, j, kv = reorder(root, kernel, [names[2], names[0], names[1], loop_name(kv)])
     label = f"{c_buf.name_hint}_acc" if c_buf.name_hint else "acc"
+    marks: list[ForOp | None] = []  # (symbolic dims: the tile's loop per dim of acc)
     acc = stage(
         root,
         kernel,
@@ -535,6 +537,7 @@ def tensorize_dot(root, kernel: str, loop: str) -> ForOp:
         label,
         write=True,
         around=True,
+        marks_out=marks,
     )
     # the staged tile's element accumulates LANES partials instead
     shape = [*memref_type(acc).get_shape(), LANES]
@@ -568,6 +571,13 @@ def tensorize_dot(root, kernel: str, loop: str) -> ForOp:
     s = arith.AddfOp(c.res, v.res)
     fold[-1].block.add_ops([v, c, s, memref.StoreOp.get(s.result, acc, ivs[:-1])])
     parent.insert_op_after(fold[0], ko)
+    # the partials' zeroing and folding stop at the call's extent as the tile does
+    zeros = [lp for lp in block_of(ko).ops if isinstance(lp, ForOp) and lp.next_op is ko]
+    nests = [[o for o in zeros[0].walk() if isinstance(o, ForOp)], fold] if zeros else [fold]
+    for nest in nests:
+        for lp, mark in zip(nest, marks):
+            if mark is not None:
+                copy_annotations(mark, lp, ("dlpc.extent", "dlpc.extent_base"))
     i.annotate("unroll", mr)
     i.annotate("vectorize", False)
     j.annotate("unroll", nr)

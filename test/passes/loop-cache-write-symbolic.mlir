@@ -1,12 +1,13 @@
 // RUN: dlpc-opt %s -p 'loop-cache-write{kernel=mm loop=i0o buffer=C local=acc}' | filecheck %s
 
-// Symbolic dims: the copy-back loop of the rows (spanned by the marked tile loop i0i,
-// whose base i0o encloses the copy) takes its extent marks, so loop-runtime-extents
-// stops it at the call's rows; the columns (a static loop) and the copy-in stay as
+// Symbolic dims: the copy-in and copy-back loops of the rows (spanned by the marked
+// tile loop i0i, whose base i0o encloses the copies) take its extent marks, so
+// loop-runtime-extents stops them at the call's rows; the columns (static) stay as
 // they were.
 // CHECK:      loop.for %i0o = 0 to 16 step 4 {name = "i0o", dlpc.extent = "seq", dlpc.extent_id = 1} {
 // CHECK-NEXT:   %acc = memref.alloca() : memref<4x32xf32>
-// CHECK-NEXT:   loop.for %{{.*}} = 0 to 4 step 1 {name = "acc_in0"} {
+// CHECK-NEXT:   loop.for %{{.*}} = 0 to 4 step 1 {name = "acc_in0", dlpc.extent = "seq", dlpc.extent_base = [1 : i64]} {
+// CHECK-NEXT:     loop.for %{{.*}} = 0 to 32 step 1 {name = "acc_in1", vectorize} {
 // CHECK:        loop.for %{{.*}} = 0 to 4 step 1 {name = "acc_out0", dlpc.extent = "seq", dlpc.extent_base = [1 : i64]} {
 // CHECK-NEXT:     loop.for %{{.*}} = 0 to 32 step 1 {name = "acc_out1", vectorize} {
 // CHECK-NOT:  dlpc.extent
