@@ -9,7 +9,9 @@
 - GatherND (with batch_dims) as one graph.gather of the flattened leading dims;
 - TopK as a rank count: rank[i] = #{j: x[j] beats x[i]} (larger, or smaller with
   largest=0; ties go to the lower index, as ONNX says), then output r takes the element of
-  rank r; O(n^2) along the axis. `sorted=0` gives the sorted order too (ONNX allows any).
+  rank r; O(n^2) along the axis, so an axis of more than RANK_TOPK_MAX elements takes its
+  k (at most SELECT_TOPK_MAX) elements one at a time instead. `sorted=0` gives the sorted
+  order too (ONNX allows any).
 - TensorScatter (a KV-cache write at per-batch offsets, linear or circular) as the same mask;
 - OneHot as a compare against positions and a where; ReverseSequence as one gather;
 - Compress (its condition), NonZero, Unique and NonMaxSuppression at import time: their
@@ -205,6 +207,75 @@ def gather_nd(imp: NodeContext):
     return [imp.emit(graph.GatherOp, flat, lin, axis=0)]
 
 
+def _ranked(imp: NodeContext, x: Value) -> Value:
+    """What TopK compares: x with a NaN as +inf (so every element has one rank; a NaN ties
+    with +inf, the lower index first; torch ranks a NaN above +inf, onnxruntime by mode)."""
+    if imp.dtype(x).kind != "f":
+        return x
+    nan = imp.emit(graph.CompareOp, x, x, predicate="ne")
+    return imp.emit(graph.WhereOp, nan, imp.scalar(float("inf"), x), x)
+
+
+# TopK's rank count holds an n x n comparison per row: past RANK_TOPK_MAX elements it picks
+# the k elements one at a time instead (O(n k), k <= SELECT_TOPK_MAX steps of a few ops)
+RANK_TOPK_MAX = 1024
+SELECT_TOPK_MAX = 64
+
+
+def _top_k_by_selection(imp: NodeContext, x: Value, ax: int, k: int, largest: bool):
+    """k steps, each taking the first extreme of the elements not taken yet (ties to the
+    lower index); the choice runs on _ranked(x), the values are read from x."""
+    s = imp.shape(x)
+    n = s[ax]
+    if n > 2**24:
+        raise imp.error(f"axis {ax} has {n} elements; dlpc's TopK takes 2**24")
+    dt = imp.dtype(x)
+    work = _ranked(imp, x)
+    if dt.kind == "f":
+        past = Const(np.asarray(-np.inf if largest else np.inf, dt))
+    else:
+        info = np.iinfo(dt) if dt.kind in "iu" else None
+        if info is None:
+            raise imp.error(f"input 0 has element type {dt.name}; TopK needs numbers")
+        past = Const(np.asarray(info.min if largest else info.max, dt))
+    shape = [1] * len(s)
+    shape[ax] = n
+    iota = Const(np.arange(n, dtype=np.float32).reshape(shape))  # exact below 2**24
+    beyond = Const(np.asarray(n, np.float32))
+    extreme = graph.ReduceMaxOp if largest else graph.ReduceMinOp
+    taken: Value | None = None  # bool: the elements already output
+    values, where = [], []
+    for _ in range(k):
+        cand = work if taken is None else imp.emit(graph.WhereOp, taken, past, work)
+        m = imp.emit(extreme, cand, axes=(ax,), keepdims=True)
+        hit = imp.emit(graph.CompareOp, cand, m, predicate="eq")
+        if taken is not None:  # a taken element equal to m (all left are `past`) is no hit
+            hit = imp.emit(graph.WhereOp, taken, Const(np.asarray(False)), hit)
+        pos = imp.emit(
+            graph.ReduceMinOp,
+            imp.emit(graph.WhereOp, hit, iota, beyond),
+            axes=(ax,),
+            keepdims=True,
+        )
+        sel = imp.emit(graph.CompareOp, iota, pos, predicate="eq")
+        values.append(
+            imp.emit(
+                graph.ReduceSumOp,
+                imp.emit(graph.WhereOp, sel, x, imp.scalar(0, x)),
+                axes=(ax,),
+                keepdims=True,
+            )
+        )
+        where.append(cast_to(imp, pos, I64))
+        taken = sel if taken is None else imp.emit(graph.WhereOp, sel, sel, taken)
+    if k == 1:
+        return [values[0], where[0]]
+    return [
+        imp.emit(graph.ConcatOp, *values, axis=ax),
+        imp.emit(graph.ConcatOp, *where, axis=ax),
+    ]
+
+
 @handles("TopK")
 def top_k(imp: NodeContext):
     a = imp.attrs({"axis": -1, "largest": 1, "sorted": 1})
@@ -219,11 +290,20 @@ def top_k(imp: NodeContext):
         raise imp.error(f"k = {k} is out of range for an axis of {n} elements")
     if k == 0:
         raise imp.error("k = 0 gives an empty tensor, which dlpc does not support")
+    if n > RANK_TOPK_MAX:
+        if k > SELECT_TOPK_MAX:
+            raise imp.error(
+                f"k = {k} over an axis of {n} elements: dlpc's TopK takes an axis of at most "
+                f"{RANK_TOPK_MAX} elements or k <= {SELECT_TOPK_MAX}"
+            )
+        return _top_k_by_selection(imp, x, ax, k, bool(a["largest"]))
     tail = (1,) * (len(s) - ax - 1)
-    xi = imp.reshape(x, (*s[:ax], n, 1, *s[ax + 1 :]))  # element i at ax
-    xj = imp.reshape(x, (*s[:ax], 1, n, *s[ax + 1 :]))  # its rivals j at ax + 1
-    better = imp.emit(graph.CompareOp, xj, xi, predicate="gt" if a["largest"] else "lt")
-    same = imp.emit(graph.CompareOp, xj, xi, predicate="eq")
+    key = _ranked(imp, x)
+    xi = imp.reshape(key, (*s[:ax], n, 1, *s[ax + 1 :]))  # element i at ax
+    kj = imp.reshape(key, (*s[:ax], 1, n, *s[ax + 1 :]))  # its rivals j at ax + 1
+    xj = imp.reshape(x, (*s[:ax], 1, n, *s[ax + 1 :]))
+    better = imp.emit(graph.CompareOp, kj, xi, predicate="gt" if a["largest"] else "lt")
+    same = imp.emit(graph.CompareOp, kj, xi, predicate="eq")
     j_first = Const(
         (np.arange(n).reshape(1, n) < np.arange(n).reshape(n, 1)).reshape((n, n) + tail)
     )
