@@ -45,6 +45,7 @@ SAME_SINCE: dict[str, int] = {
     "Gather": 11,  # 11 defined negative indices
     "ConvTranspose": 11,  # 11 redefined output_shape / pads
     "Resize": 11,  # 10 had Upsample's coordinates and no roi
+    "Upsample": 7,  # deprecated at 10 (Resize); 9 made 7's `scales` attribute an input
     "Scatter": 9,  # deprecated for ScatterElements; 11 defined negative indices
     **dict.fromkeys("ScatterElements ScatterND GatherND".split(), 11),  # (the first)
     "TopK": 10,  # 1 took `k` as an attribute; 11 added largest / sorted (default 1)
@@ -79,6 +80,7 @@ _MOVED: dict[str, list[tuple[str, int, Any]]] = {
     "Slice": [("starts", 1, np.int64), ("ends", 2, np.int64), ("axes", 3, np.int64)],
     "Pad": [("pads", 1, np.int64), ("value", 2, np.float32)],
     "Clip": [("min", 1, np.float32), ("max", 2, np.float32)],
+    "Upsample": [("scales", 1, np.float32)],
 }
 
 

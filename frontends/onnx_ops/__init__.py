@@ -16,7 +16,8 @@ Round), bitwise.py (BitwiseAnd / Or / Xor / Not, BitShift), scan_ops.py (CumSum,
 Hardmax, EyeLike), linalg.py (Det of n <= 3), quant.py (QuantizeLinear,
 DequantizeLinear, MatMulInteger, ConvInteger, QLinearMatMul, QLinearConv),
 recurrent.py (RNN, GRU, LSTM unrolled), indexing.py (ScatterElements, ScatterND, GatherND, TopK),
-vision.py (LpPool, LRN, Col2Im, GridSample as compositions of graph ops).
+vision.py (LpPool, LRN, Col2Im, GridSample, MaxUnpool as compositions of graph ops),
+text.py (TfIdfVectorizer over integer tokens), spectral.py (MelWeightMatrix at import time).
 """
 
 from __future__ import annotations
@@ -35,7 +36,9 @@ from dlpc.frontends.onnx_ops import (  # noqa: F401 - imported to register their
     reduce,
     resize,
     scan_ops,
+    spectral,
     tensor,
+    text,
     vision,
 )
 from dlpc.frontends.onnx_ops.registry import HANDLERS, handles, supported_operators

@@ -74,10 +74,38 @@ def resize(imp: NodeContext):
     imp.require(a, "nearest_mode", ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil"))
     imp.require(a, "keep_aspect_ratio_policy", ("stretch", "not_larger", "not_smaller"))
     x = imp.required(0)
+    roi, scales, sizes = imp.const(1, "roi"), imp.const(2, "scales"), imp.const(3, "sizes")
+    return _resize(imp, a, x, roi, scales, sizes)
+
+
+@handles("Upsample")
+def upsample(imp: NodeContext):
+    """The deprecated Upsample (opsets 7 to 9; its scales attribute becomes the input by
+    onnx_opsets.upgrade) is Resize-10: output size floor(in * scale), asymmetric
+    coordinates, nearest rounding down (onnxruntime's Upsample)."""
+    a = imp.attrs({"mode": "nearest"})
+    imp.require(a, "mode", ("nearest", "linear"))
+    spec = {
+        "mode": a["mode"],
+        "coordinate_transformation_mode": "asymmetric",
+        "nearest_mode": "floor",
+        "cubic_coeff_a": -0.75,
+        "exclude_outside": 0,
+        "extrapolation_value": 0.0,
+        "antialias": 0,
+        "keep_aspect_ratio_policy": "stretch",
+        "axes": None,
+    }
+    scales = imp.required_const(1, "scales")
+    if any(s < 1 for s in scales.reshape(-1)):
+        raise imp.error(f"'scales' {scales.reshape(-1).tolist()} must be at least 1")
+    return _resize(imp, spec, imp.required(0), None, scales, None)
+
+
+def _resize(imp: NodeContext, a: dict, x: Value, roi, scales, sizes) -> list[Value]:
     shape = imp.shape(x)
     r = len(shape)
     axes = [norm_axis(imp, int(v), r, "axes") for v in (a["axes"] or range(r))]
-    roi, scales, sizes = imp.const(1, "roi"), imp.const(2, "scales"), imp.const(3, "sizes")
     scale, out = [1.0] * r, list(shape)
     for what, given in (("sizes", sizes), ("scales", scales)):
         if given is not None and given.size and given.size != len(axes):

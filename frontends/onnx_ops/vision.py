@@ -457,3 +457,55 @@ def deform_conv(imp: NodeContext):
         y = s.add(y, b)
     y = imp.reshape(y, (n, oh, ow, oc))
     return [imp.emit(graph.TransposeOp, y, perm=(0, 3, 1, 2))]
+
+
+@handles("MaxUnpool")
+def max_unpool(imp: NodeContext):
+    """Y (zeros) with Y.flat[I.flat[k]] = X.flat[k]: the indices are offsets into the whole
+    output, as MaxPool's Indices are. A one-hot mask between every output element and
+    every input element, the last input to hit a position winning (onnxruntime's order);
+    O(outputs x inputs), so larger tensors are refused in one line. The output shape is
+    `output_shape` (known at import time) or (in - 1) * stride - pads + kernel."""
+    from dlpc.frontends.onnx_ops.indexing import _scatter, _wrap
+
+    a = imp.attrs({"kernel_shape": None, "pads": None, "strides": None})
+    x, idx = imp.required(0), imp.required(1)
+    shape = imp.shape(x)
+    kernel = tuple(int(k) for k in a["kernel_shape"] or ())
+    r = len(shape) - 2
+    if r < 1 or len(kernel) != r:
+        raise imp.error(f"attribute 'kernel_shape' = {list(kernel)} does not match the input")
+    if imp.shape(idx) != shape:
+        raise imp.error(f"indices {list(imp.shape(idx))} must have X's shape {list(shape)}")
+    strides = tuple(a["strides"] or (1,) * r)
+    pads = tuple(a["pads"] or (0,) * (2 * r))
+    if len(strides) != r or len(pads) != 2 * r:
+        raise imp.error(f"strides/pads do not match {r} spatial dims")
+    given = imp.const(2, "output_shape")
+    if given is not None:
+        out = tuple(int(d) for d in given.reshape(-1))
+        if len(out) != len(shape) or out[:2] != shape[:2]:
+            raise imp.error(f"'output_shape' {list(out)} does not fit X {list(shape)}")
+    else:
+        spatial = [
+            (n - 1) * s - pads[d] - pads[r + d] + k
+            for d, (n, s, k) in enumerate(zip(shape[2:], strides, kernel))
+        ]
+        out = (*shape[:2], *spatial)
+    m, k = math.prod(out), math.prod(shape)
+    if m * k > 1 << 24:
+        raise imp.error(
+            f"MaxUnpool of {k} elements into {m} is too large for dlpc (a one-hot mask of "
+            f"{m} x {k})"
+        )
+    flat = _wrap(imp, imp.reshape(idx, (1, k)), Const(np.asarray(m, np.int64)))
+    mask = imp.emit(
+        graph.CompareOp,
+        flat,
+        Const(np.arange(m, dtype=np.int64).reshape(m, 1)),
+        predicate="eq",
+    )
+    src = Const(np.arange(k, dtype=np.int64).reshape(1, k))
+    zeros = Const(np.zeros(m, imp.dtype(x)))
+    y = _scatter(imp, zeros, mask, imp.reshape(x, (1, k)), src, 1, "none")
+    return [imp.reshape(y, out)]

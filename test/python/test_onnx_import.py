@@ -167,13 +167,13 @@ def import_error(proto, **kwargs) -> str:
 
 def test_unsupported_operator_names_node_and_op():
     proto = make(
-        [helper.make_node("TfIdfVectorizer", ["x"], ["y"], name="hm")],
+        [helper.make_node("StringNormalizer", ["x"], ["y"], name="hm")],
         [vi("x", [2, 3])],
         [vi("y", [2, 3])],
     )
     assert (
         import_error(proto)
-        == "<onnx>: node 'hm' (TfIdfVectorizer): error: unsupported operator 'TfIdfVectorizer'"
+        == "<onnx>: node 'hm' (StringNormalizer): error: unsupported operator 'StringNormalizer'"
     )
 
 
