@@ -16,7 +16,9 @@ the example quantized by onnxruntime's `quantize_static` (QDQ, int8, per-channel
 weights: bench/int8_models.py), in dlpc (`dlpc.load` + `dlpc.compile`) and in
 onnxruntime; "wrong" there means more than one quantum from onnxruntime's outputs.
 `--int8-batch N` exports those files at batch N; onnxruntime then runs with `--threads`
-intra-op threads, and the int8 rows' runners are timed in turn, round after round.
+intra-op threads (with 2 or more its pool does not spin between calls: it took the
+cores from dlpc's team), and the int8 rows' runners are timed in turn, in blocks of
+calls (each after `--warmup` calls; each runner's thread team stays awake in its block).
 
 `--batches` (issue #11's table): per example, batch and thread count, dlpc C on the .dlpc
 example, onnxruntime, torch eager and their ratio; then the same model exported from
@@ -731,7 +733,7 @@ def bench_int8(
     """A row "<name> int8" per example of INT8_EXAMPLES in `names`: its int8 QDQ file
     (int8_models.py, exported at `batch`) run by dlpc (numpy, C at each level) and
     onnxruntime (`threads` intra-op threads, as OMP_NUM_THREADS for dlpc; inter-op 1);
-    torch n/a. The dlpc and onnxruntime calls alternate, so both see the same load."""
+    torch n/a. The runners are timed in turn, in blocks of calls (`_int8_ms`)."""
     names = [n for n in names if n in INT8_EXAMPLES]
     if not names or not have("onnxruntime"):
         return []
@@ -749,6 +751,10 @@ def bench_int8(
         options.log_severity_level = 3
         if threads:
             options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+        if threads and threads > 1:
+            # its pool spins between calls and took the cores from dlpc's team in the
+            # same process (a 2-thread mlp call, float or int8, took 61-68 ms, not 0.01)
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         feed = dict(zip([i.name for i in session.get_inputs()], inputs))
         want = session.run(None, feed)
@@ -765,7 +771,7 @@ def bench_int8(
 
 
 def _int8_ms(runs: list[Callable[[], object]], want: list, repeat: int, warmup: int) -> list[str]:
-    """Median ms of each of `runs`, timed in turn round after round (all see the same
+    """Median ms of each of `runs`, timed in turn in blocks of calls (all see the same
     load), or "wrong" for one whose output is more than one quantum (the smallest step
     between onnxruntime's output values) from onnxruntime's."""
     ok = []
@@ -779,15 +785,17 @@ def _int8_ms(runs: list[Callable[[], object]], want: list, repeat: int, warmup: 
                 for out, w in zip(outs, want)
             )
         )
-    for _ in range(warmup):
-        for run in runs:
-            run()
     times: list[list[float]] = [[] for _ in runs]
-    for _ in range(repeat):
+    blocks = max(1, min(10, repeat // 5))
+    for b in range(blocks):  # blocks of calls in turn: a thread team stays awake in its
+        # block (one woken after another runner's calls waited for a loaded core: ms)
         for run, t in zip(runs, times):
-            start = time.perf_counter()
-            run()
-            t.append(time.perf_counter() - start)
+            for _ in range(max(1, warmup)):
+                run()
+            for _ in range(repeat // blocks + (b < repeat % blocks)):
+                start = time.perf_counter()
+                run()
+                t.append(time.perf_counter() - start)
     return [f"{np.median(t) * 1e3:.3f}" if good else "wrong" for good, t in zip(ok, times)]
 
 
@@ -1169,10 +1177,13 @@ def main(argv: list[str] | None = None) -> int:
     ]
     with tempfile.TemporaryDirectory() as tmp:
         paths = [example_path(n, Path(tmp)) for n in names]
-        rows = [header, *bench_models(paths, levels, args.repeat, args.warmup, Path(tmp), export)]
-        rows += bench_int8(
+        # the int8 rows first: bench_models imports torch, whose OpenMP threads then
+        # took the cores from a 2-thread dlpc call (63-83 ms instead of 0.007)
+        int8 = bench_int8(
             names, levels, args.repeat, args.warmup, Path(tmp), args.int8_batch, args.threads
         )
+        rows = [header, *bench_models(paths, levels, args.repeat, args.warmup, Path(tmp), export)]
+        rows += int8
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     print(
         f"latency in ms, median of {args.repeat} runs after {args.warmup} warm-up runs; "
