@@ -186,7 +186,7 @@ class CompiledModel:
         outputs = self.runner(self.check_inputs(inputs))
         if all(type(y) is np.ndarray for y in outputs):
             return outputs if type(outputs) is list else list(outputs)
-        return [np.asarray(y) for y in outputs]
+        return [y if type(y) is list else np.asarray(y) for y in outputs]  # (list: a sequence)
 
     def check_inputs(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         """The inputs as arrays, checked against @main's signature (read once). Arrays
@@ -370,6 +370,16 @@ def compile(
     outgrow the caches is compiled for a chunk of the batch and run chunk after chunk
     (passes/graph/rebatch.py); `lowered`, `source` and `artifact` are the chunk's.
     """
+    layout = sequence_layout(model)
+    if layout:  # (a sequence output: the flat program, its results regrouped per call)
+        if device is not None:
+            raise DlpcError("error: device= takes a model whose outputs are all tensors")
+        flat = compile(
+            Model(_flat_module(model.module), model.weights, model.name, model.path),
+            target, opt_level, tuning_log, fold_weights, check_each_pass, buckets, max_dims,
+            tiles, symbolic, specialise, None, batch_chunks, **options,
+        )  # fmt: skip
+        return SequenceOutputs.of(model, flat, layout)
     place = None
     if device is not None:  # (compiled for that device's target, run there)
         place, target = _placement(device, target, model, bool(buckets or max_dims or tiles))
@@ -515,6 +525,62 @@ def _placement(device, target: str, model: Model, dynamic: bool):
     if dynamic or dyn.is_dynamic(model) or model.specialiser is not None:
         raise DlpcError("error: device= takes a model of static shapes")
     return place, wanted
+
+
+def sequence_layout(model: Model) -> tuple[int, ...]:
+    """Per graph output, how many of @main's results its sequence takes (-1: a tensor);
+    () when every output is a tensor (the ONNX importer's `dlpc.sequence_outputs`)."""
+    from xdsl.dialects.builtin import ArrayAttr, IntegerAttr
+
+    if model.ir is None:
+        return ()
+    attr = ref.main_func(model.ir).attributes.get("dlpc.sequence_outputs")
+    if not isinstance(attr, ArrayAttr):
+        return ()
+    return tuple(a.value.data for a in attr.data if isinstance(a, IntegerAttr))
+
+
+def _flat_module(module: ModuleOp) -> ModuleOp:
+    flat = module.clone()
+    ref.main_func(flat).attributes.pop("dlpc.sequence_outputs", None)
+    return flat
+
+
+def regroup(outputs: Sequence[Any], layout: tuple[int, ...]) -> list:
+    """@main's results grouped per `layout`: a tensor as it is, a sequence as a list."""
+    out: list = []
+    k = 0
+    for n in layout:
+        if n < 0:
+            out.append(outputs[k])
+            k += 1
+        else:
+            out.append(list(outputs[k : k + n]))
+            k += n
+    return out
+
+
+@dataclass
+class SequenceOutputs(CompiledModel):
+    """A compiled model with a sequence output: `inner` runs @main's flat results, which
+    each call regroups into a list per sequence output (as onnxruntime returns them)."""
+
+    inner: CompiledModel | None = None
+    layout: tuple[int, ...] = ()
+
+    @classmethod
+    def of(cls, model: Model, inner: CompiledModel, layout: tuple[int, ...]) -> SequenceOutputs:
+        def run(arrays: list[np.ndarray]) -> list:
+            return regroup(inner.runner(arrays), layout)
+
+        return cls(
+            model, inner.target, inner.source, inner._lowered, run, inner.artifact, inner.cached,
+            inner=inner, layout=layout,
+        )  # fmt: skip
+
+    def __call__(self, *inputs: np.ndarray) -> list:  # pyright: ignore[reportIncompatibleMethodOverride]
+        assert self.inner is not None
+        return regroup(self.inner(*inputs), self.layout)
 
 
 @dataclass

@@ -53,6 +53,7 @@ from xdsl.dialects.builtin import (
     ArrayAttr,
     DictionaryAttr,
     FunctionType,
+    IntegerAttr,
     ModuleOp,
     NameLoc,
     NoneAttr,
@@ -86,6 +87,11 @@ NONDETERMINISTIC = {
     "Multinomial",
     "Bernoulli",
 }
+# @main's attribute when a graph output is a sequence: per graph output, the number of
+# results its sequence takes (-1: a tensor, one result); dlpc.compile regroups them
+SEQUENCE_OUTPUTS = "dlpc.sequence_outputs"
+# operators whose output is a sequence: their handler builds it, never the folder
+SEQUENCE_MAKERS = {"SplitToSequence"}
 # float initializers/folded values up to this many elements become graph.constant
 SMALL_CONSTANT = 1
 
@@ -129,6 +135,8 @@ class Importer:
         self.weights: dict[str, np.ndarray] = {}
         self.ops: list[Operation] = []
         self.env: dict[str, Value] = {}
+        # sequence values of known length (SplitToSequence's): kept only as graph outputs
+        self.sequences: dict[str, list[Value]] = {}
         self.materialised: dict[int, tuple[Const, SSAValue]] = {}
         self.used_names: set[str] = set()
         self.initializers: set[str] = set()
@@ -374,12 +382,23 @@ class Importer:
         for idx, node in enumerate(g.node):
             self.import_node(node, idx)
         self._node = None
-        results = []
+        results, layout = [], []
         for vi in g.output:
+            if vi.name in self.sequences:  # its tensors in order; the layout groups them
+                items = self.sequences[vi.name]
+                results.extend(self.value(v) for v in items)
+                layout.append(len(items))
+                continue
             if vi.name not in self.env:
                 raise DlpcError(f"{self.source}: error: graph output '{vi.name}' is never computed")
             results.append(self.value(self.env[vi.name]))
-        return self._module(arg_names, results)
+            layout.append(-1)
+        module = self._module(arg_names, results)
+        if any(n >= 0 for n in layout):
+            main_func(module).attributes[SEQUENCE_OUTPUTS] = ArrayAttr(
+                [IntegerAttr(n, 64) for n in layout]
+            )
+        return module
 
     def import_node(self, node, idx: int) -> None:
         """Import one node: fold it, hand it to its handler, or expand it into the nodes
@@ -391,6 +410,11 @@ class Importer:
                 f"(only the default ONNX domain is)"
             )
         for name in node.input:
+            if name in self.sequences:
+                raise self.error(
+                    f"input '{name}' is a sequence; dlpc keeps a sequence only as a graph "
+                    f"output, and '{node.op_type}' does not read one"
+                )
             if name and name not in self.env:
                 raise self.error(f"input '{name}' is not defined before its use")
         outputs: Sequence[Value | None]
@@ -434,6 +458,9 @@ class Importer:
                 continue
             if val is None:  # (a handler computes every output it does not reject)
                 raise self.error(f"output '{name}' is not computed")
+            if isinstance(val, list):  # a sequence of tensors (onnx_ops/sequence.py)
+                self.sequences[name] = val
+                continue
             if isinstance(val, SSAValue) and 0 in graph.shape_of(val):
                 # an empty tensor has no values: keep it as an import-time constant
                 dt = graph.numpy_dtype(graph.element_type_of(val))
@@ -567,7 +594,7 @@ class Importer:
         )
 
     def _foldable(self, node) -> bool:
-        if node.op_type in NONDETERMINISTIC:
+        if node.op_type in NONDETERMINISTIC or node.op_type in SEQUENCE_MAKERS:
             return False
         if any(a.type in (5, 10) for a in node.attribute):  # GRAPH / GRAPHS attributes
             return False

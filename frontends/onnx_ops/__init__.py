@@ -17,7 +17,8 @@ Hardmax, EyeLike), linalg.py (Det of n <= 3), quant.py (QuantizeLinear,
 DequantizeLinear, MatMulInteger, ConvInteger, QLinearMatMul, QLinearConv),
 recurrent.py (RNN, GRU, LSTM unrolled), indexing.py (ScatterElements, ScatterND, GatherND, TopK),
 vision.py (LpPool, LRN, Col2Im, GridSample, MaxUnpool as compositions of graph ops),
-text.py (TfIdfVectorizer over integer tokens), spectral.py (MelWeightMatrix at import time).
+text.py (TfIdfVectorizer over integer tokens), spectral.py (MelWeightMatrix at import time),
+sequence.py (SplitToSequence as a list of tensors, a graph output only).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from dlpc.frontends.onnx_ops import (  # noqa: F401 - imported to register their
     reduce,
     resize,
     scan_ops,
+    sequence,
     spectral,
     tensor,
     text,
