@@ -19,8 +19,8 @@ F32 = np.dtype(np.float32)
 
 
 def _ngrams(imp: NodeContext, a: dict) -> dict[tuple[int, ...], int]:
-    """Each pool n-gram of a counted length -> its output column (a repeated n-gram takes
-    the later one's, as the reference's trie does)."""
+    """Each pool n-gram of a counted length -> its output column; a repeated n-gram is an
+    error (onnxruntime refuses it too)."""
     pool = [int(v) for v in a["pool_int64s"]]
     counts = [int(v) for v in a["ngram_counts"]]
     indexes = [int(v) for v in a["ngram_indexes"]]
@@ -33,8 +33,11 @@ def _ngrams(imp: NodeContext, a: dict) -> dict[tuple[int, ...], int]:
         for g in range((end - start) // size):
             if k >= len(indexes):
                 raise imp.error(f"attribute 'ngram_indexes' has {len(indexes)} entries, too few")
+            gram = tuple(pool[start + g * size : start + (g + 1) * size])
+            if gram in found:
+                raise imp.error(f"the pool holds the n-gram {list(gram)} twice")
             if a["min_gram_length"] <= size <= a["max_gram_length"]:
-                found[tuple(pool[start + g * size : start + (g + 1) * size])] = indexes[k]
+                found[gram] = indexes[k]
             k += 1
     return found
 
