@@ -1136,3 +1136,30 @@ def test_every_pass_but_autodiff_keeps_every_result():
     for name in ("fold-params", "dlp-reshape-aliases", "graph-a", "graph-autodiff-x", "te-to-loop"):
         assert check.kept_results(name, None, 3) == [(0, 0), (1, 1), (2, 2)], name
     assert check.kept_results("graph-autodiff", None, 3) == [(0, 0)]
+
+
+def test_the_chunk_budget_is_per_thread_of_the_team(tmp_path):
+    """A relu over [64, 2048] f32 holds 16 KiB a row (operand and result): on a team of
+    one thread the 512 KiB budget takes 32 rows exactly, on more the whole batch fits
+    (no chunks); the budget is CHUNK_BUDGET_BYTES times the team, not less (api seed
+    45's survivor api.py:485, `*` -> `-`, chunked 16 rows)."""
+    import os
+    import re
+
+    from dlpc.backends.runtime.cbuild import CFunction, omp_threads
+    from dlpc.backends.runtime.chunks import BatchChunks
+
+    path = tmp_path / "relu.mlir"
+    path.write_text(
+        "func.func @main(%x: tensor<64x2048xf32>) -> tensor<64x2048xf32> {\n"
+        "  %r = graph.relu %x : (tensor<64x2048xf32>) -> tensor<64x2048xf32>\n"
+        "  func.return %r : tensor<64x2048xf32>\n}\n"
+    )
+    fn = dlpc.compile(dlpc.load(path), target="c")
+    rows = {int(r) for r in re.findall(r"memref<(\d+)x2048xf32>", str(fn.lowered))}
+    if omp_threads(len(os.sched_getaffinity(0))) == 1:
+        assert isinstance(fn._direct, BatchChunks) and rows == {32}
+    else:
+        assert isinstance(fn._direct, CFunction) and rows == {64}
+    x = np.random.default_rng(1).standard_normal((64, 2048)).astype(np.float32)
+    np.testing.assert_array_equal(fn(x)[0], np.maximum(x, 0))
