@@ -211,9 +211,15 @@ def conv_tile_script(kernel: KernelOp, nest: Nest, threads: int = 2, lanes: int 
         lines.append(f"cache_read {K}/{stage_at} {buffer_token(kernel, x)} -> {K}_xp pack")
     elif not direct:  # stride 1, padded: a padded copy (1.1x the input, not im2col's 9x)
         lines.append(f"cache_read {K}/{stage_at} {buffer_token(kernel, x)} -> {K}_xp")
-    elif pointwise and nest.trips[c] >= CONV_ROW_STAGE_BLOCKS * cb and nest.trips[h] > 1:
+    elif (
+        pointwise
+        and nest.trips[c] >= CONV_ROW_STAGE_BLOCKS * cb
+        and nest.trips[h] > 1
+        and panel // CONV_RAGGED_ROWS * rb <= CONV_ROWS_PANEL_BYTES
+    ):
         # a 1x1 conv read in place: the input rows of an output row, copied together once
-        # for all its channel blocks (its channels lie a plane apart, thrashing L1)
+        # for all its channel blocks (its channels lie a plane apart, thrashing L1), when
+        # they fit L1
         lines.append(f"cache_read {K}/{row} {buffer_token(kernel, x)} -> {K}_xr")
     # the accumulator tile around the reduction loops (cb x rb rows x wt)
     lines.append(f"cache_write {K}/{tile[-1]} {buffer_token(kernel, out)} -> {K}_acc")

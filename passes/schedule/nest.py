@@ -102,13 +102,14 @@ CONV_STAGE_SPLIT_BYTES = 32 << 10
 # docs/design/schedules.md#conv-ragged-rows).
 CONV_RAGGED_ROWS = 8
 # Channel blocks of a 1x1 conv read in place from which each output row's input rows are
-# copied together first: the channels lie a plane apart (4 KB for 32x32, one L1 set), so
-# a tile's reduction thrashes L1; the copy pays where enough blocks reuse it
-# (docs/design/schedules.md#conv-row-stage).
+# copied together first (when they fit CONV_ROWS_PANEL_BYTES): the channels lie a plane
+# apart (4 KB for 32x32, one L1 set), so a tile's reduction thrashes L1; the copy pays
+# where enough blocks reuse it (docs/design/schedules.md#conv-row-stage).
 CONV_ROW_STAGE_BLOCKS = 4
 # Bytes of the input rows a tile of CONV_RAGGED_ROWS rows of a 1x1 conv reads (channels x
-# rows x row) up to which a one-vector row is tiled several rows at a time: beyond, the
-# rows leave L1 (docs/design/schedules.md#conv-pointwise-rows).
+# rows x row) up to which a one-vector row is tiled several rows at a time, and of a row
+# tile's input rows up to which they are copied together: beyond, the rows leave L1
+# (docs/design/schedules.md#conv-pointwise-rows).
 CONV_ROWS_PANEL_BYTES = 16 << 10
 
 

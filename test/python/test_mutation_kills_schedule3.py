@@ -427,13 +427,45 @@ CONV_CASES = {
             "serial K",
         ],
     ),
-    # 1x1 stride 1 unpadded: the input read where it is
+    # 1x1 stride 1 unpadded, one channel block of two-vector rows: the input read where
+    # it is
     "direct": (
-        (1, 8, 8, 16, 16, 1, 1, 0),
+        (1, 8, 8, 16, 32, 1, 1, 0),
         [
             "reorder K: i0, i2, r0, r1, r2, i1, i3",
             "cache_write K/i2 @2 -> K_acc",
             "unroll K/i1",
+            "vectorize K/i3",
+            "serial K",
+        ],
+    ),
+    # ... 8 blocks of 8 channels (CONV_ROW_STAGE_BLOCKS or more): each output row's input
+    # rows copied together first, at the row loop
+    "direct-row-stage": (
+        (1, 8, 64, 16, 32, 1, 1, 0),
+        [
+            "split K/i1 by 8 -> i1o, i1i",
+            "reorder K: i0, i2, i1o, r0, r1, r2, i1i, i3",
+            "cache_read K/i2 @0 -> K_xr",
+            "cache_write K/i1o @2 -> K_acc",
+            "unroll K/i1i",
+            "vectorize K/i3",
+            "serial K",
+            "parallel K/i2",
+        ],
+    ),
+    # ... one-vector rows whose 8-row tile reads 4 KB (<= CONV_ROWS_PANEL_BYTES): 8 rows x
+    # 2 channels a tile (24 // 8 = 3, the largest divisor of 8 within), 4 blocks: staged
+    "direct-short-rows": (
+        (1, 8, 8, 16, 16, 1, 1, 0),
+        [
+            "split K/i1 by 2 -> i1o, i1i",
+            "split K/i2 by 8 -> i2o, i2i",
+            "reorder K: i0, i2o, i1o, r0, r1, r2, i2i, i1i, i3",
+            "cache_read K/i2o @0 -> K_xr",
+            "cache_write K/i1o @2 -> K_acc",
+            "unroll K/i2i",
+            "unroll K/i1i",
             "vectorize K/i3",
             "serial K",
         ],
