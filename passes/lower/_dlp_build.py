@@ -32,6 +32,40 @@ def latencies(desc: DlpTarget, groups: list[int]) -> float:
     return sum(-(-n // depth) for n in groups) * desc.dma_latency_cycles
 
 
+@dataclass(frozen=True)
+class Work:
+    """A kernel's floating-point operations for the time estimates: `mac` inside reduction
+    loops (on the matrix unit where the kernel runs there), `other` the rest (vector ops)."""
+
+    mac: float
+    other: float
+
+    def per(self, k: int) -> Work:
+        return Work(self.mac / k, self.other / k)
+
+
+def compute_cycles(plan: KernelPlan, work: Work) -> float:
+    """Cycles of `work` on one core: a matrix-unit kernel's MACs at its rate, everything
+    else at the vector width (the simulator charges each intrinsic its work / throughput)."""
+    d = plan.desc
+    if getattr(plan.selection, "matrix_unit", False):
+        return work.mac / (2 * d.throughput("matmul")) + work.other / d.vector_width
+    return (work.mac + work.other) / d.vector_width
+
+
+def early_loads(
+    desc: DlpTarget, staged: list[BufferPlan], reads: list[BufferPlan]
+) -> list[BufferPlan]:
+    """The whole buffers a task copies from GDRAM itself (`reads` not `staged`) that are
+    issued with its SRAM staging copies, before their wait and the cluster barrier: as
+    many as the queue holds beside the staging copies, so they add no latency there and
+    that many fewer share the wait after the barrier. None where nothing is staged."""
+    if not staged:
+        return []
+    own = [p for p in reads if p not in staged]
+    return own[: max(0, desc.dma_queue_depth - len(staged))]
+
+
 # -------------------------------------------------------------------------- plan
 
 

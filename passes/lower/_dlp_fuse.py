@@ -33,6 +33,8 @@ from dlpc.passes.lower._dlp_build import (
     BufferPlan,
     Builder,
     KernelPlan,
+    Work,
+    compute_cycles,
     finish_for,
     latencies,
     round_up,
@@ -159,7 +161,7 @@ def _key(p: BufferPlan) -> tuple:
 
 
 def _cycles(
-    members: list[KernelPlan], flops: list[float], stored: set[SSAValue], sram: bool
+    members: list[KernelPlan], flops: list[Work], stored: set[SSAValue], sram: bool
 ) -> float:
     """The simulator's model of the chain as one kernel, roughly (as loop_to_dlp's
     `_estimate`): each buffer copy once a task (one tile), intermediates not moved; with
@@ -172,12 +174,7 @@ def _cycles(
     loads = stores = wholes = staged = 0
     compute = 0.0
     for plan, f in zip(members, flops):
-        rate = (
-            2 * d.throughput("matmul")
-            if getattr(plan.selection, "matrix_unit", False)
-            else d.vector_width
-        )
-        compute += f / tasks / rate
+        compute += compute_cycles(plan, f) / tasks
         for p in plan.buffers.values():
             nbytes = p.elements(plan.trip if p.kind == "tiled" else 1) * p.elt_bytes
             if p.written and p.value in stored:
@@ -196,8 +193,9 @@ def _cycles(
                     loads += 1
             seen.add(_key(p))
     # (build_chain: the whole buffers and the tile's loads back to back, one wait; the
-    # stores, one wait)
-    groups = [staged] * bool(staged) + [wholes + loads, stores]
+    # stores, one wait; with staging, `early_loads` of the own copies go before the barrier)
+    early = min(wholes - staged, max(0, d.dma_queue_depth - staged)) if staged else 0
+    groups = [staged + early] * bool(staged) + [wholes - early + loads, stores]
     cpc = d.cores_per_cluster
     stagers = tasks if tasks <= cpc else (cpc if tasks % cpc == 0 else 1)
     transfer = (
@@ -222,7 +220,7 @@ def _staging(members: list[KernelPlan]) -> list[bool]:
     return [False, True] if fits and d.cores_per_cluster > 1 and members[0].tasks > 1 else [False]
 
 
-def _best(chain: list[KernelOp], members: list[KernelPlan], fs: list[float]) -> tuple[float, bool]:
+def _best(chain: list[KernelOp], members: list[KernelPlan], fs: list[Work]) -> tuple[float, bool]:
     """(cycles, staged in SRAM) of the chain's cheaper whole-buffer option."""
     stored = {
         p.value
@@ -238,8 +236,8 @@ def segments(
     plans: dict[KernelOp, KernelPlan],
     desc: DlpTarget,
     multicore: bool,
-    flops: Callable[[KernelOp], float],
-    alone: Callable[[KernelPlan, float], float],
+    flops: Callable[[KernelOp], Work],
+    alone: Callable[[KernelPlan, Work], float],
 ) -> list[Fused]:
     """The chains of a run worth one kernel: the split of the run into stretches that
     saves the most (each stretch's estimate as one kernel against the sum of its members'
@@ -322,7 +320,7 @@ def plan_chain(
     plans: dict[KernelOp, KernelPlan],
     desc: DlpTarget,
     multicore: bool,
-    flops: Callable[[KernelOp], float],
+    flops: Callable[[KernelOp], Work],
 ) -> Fused | None:
     """The chain's common plan, set on its members, or None where the members do not
     fit side by side (their plans then as they were)."""

@@ -87,12 +87,15 @@ from dlpc.passes.lower._dlp_build import (
     Builder,
     Cloner,
     KernelPlan,
+    Work,
+    compute_cycles,
+    early_loads,
     finish_for,
     latencies,
     round_up,
 )
 from dlpc.passes.lower.dlp_select import select_compute
-from dlpc.passes.lower.dlp_select.elementwise import ScalarEpilogue
+from dlpc.passes.lower.dlp_select.elementwise import ERF_VECTOR_OPS, ScalarEpilogue
 from dlpc.passes.lower.dlp_select.permute import PermuteSelection
 from dlpc.passes.lower.dlp_select.reduce import ReduceSelection
 from dlpc.targets.dlp import DlpTarget, resolve
@@ -434,7 +437,7 @@ def _outer_plan(
         return None
     plan.scalar = scalar_reason(plan, True, False)
     if multicore and plan.groups == 1:
-        _choose_clusters(plan, double_buffer, _flops(kernel.block) / batch.trip_count)
+        _choose_clusters(plan, double_buffer, _flops(kernel.block).per(batch.trip_count))
     return plan
 
 
@@ -525,21 +528,33 @@ def _mark_resident(plan: KernelPlan) -> None:
             p.resident = False
 
 
-def _flops(block: Block) -> float:
+def _flops(block: Block, in_reduction: bool = False) -> Work:
     """Floating-point operations of one execution of `block` (an scf.if: its larger
-    branch): the work the time estimate of `_choose_clusters` divides among tasks."""
-    n = 0.0
+    branch): the work the time estimates divide among tasks, those inside a reduction
+    loop (a matmul's or convolution's MACs: the matrix unit's where it runs) apart from
+    the rest (epilogues: vector ops). An erf counts the vector ops its expansion takes."""
+    mac = other = 0.0
     for op in block.ops:
         if isinstance(op, ForOp):
-            n += op.trip_count * _flops(op.block)
+            inner = _flops(op.block, in_reduction or op.reduction is not None)
+            mac += op.trip_count * inner.mac
+            other += op.trip_count * inner.other
         elif isinstance(op, scf.IfOp):
-            n += max((_flops(r.block) for r in op.regions if r.blocks), default=0.0)
+            branches = [_flops(r.block, in_reduction) for r in op.regions if r.blocks]
+            if branches:
+                most = max(branches, key=lambda w: w.mac + w.other)
+                mac, other = mac + most.mac, other + most.other
         elif op.name.startswith(("arith.", "math.")) and not isinstance(op, arith.ConstantOp):
-            n += any(isinstance(r.type, AnyFloat) for r in op.results)
-    return n
+            if any(isinstance(r.type, AnyFloat) for r in op.results):
+                n = ERF_VECTOR_OPS if op.name == "math.erf" else 1
+                if in_reduction:
+                    mac += n
+                else:
+                    other += n
+    return Work(mac, other)
 
 
-def _estimate(plan: KernelPlan, flops: float) -> float:
+def _estimate(plan: KernelPlan, flops: Work) -> float:
     """Cycles the simulator's model (backends/runtime/dlp_sim.py) would give a plan whose
     compute is intrinsics, roughly: whole buffers cross GDRAM once per cluster when staged in SRAM (else once
     per task), tiles once; the kernel takes the longer of the shared GDRAM port and its
@@ -562,19 +577,18 @@ def _estimate(plan: KernelPlan, flops: float) -> float:
     )
     gdram = whole * clusters + own * tasks + tiled
     per_cycle = d.gdram_bandwidth_gbs / d.clock_ghz
-    sel = plan.selection
-    rate = 2 * d.throughput("matmul") if getattr(sel, "matrix_unit", False) else d.vector_width
-    compute = flops / tasks / rate
+    compute = compute_cycles(plan, flops) / tasks
     tiles = -(-plan.chunk // plan.tile)
     per_tile = [p for p in plan.buffers.values() if p.kind == "tiled" and not p.direct]
     loads = sum(p.read or not p.full_write for p in per_tile if not p.resident)
     stores = sum(p.written for p in per_tile if not p.resident)
     wholes = len(reads) + sum(p.resident and not p.direct for p in plan.buffers.values())
+    early = len(early_loads(d, staged, reads))
     transfer = (
         latencies(
             d,
-            [len(staged)] * bool(staged)
-            + [wholes + loads]
+            [len(staged) + early] * bool(staged)
+            + [wholes - early + loads]
             + [stores + loads] * (tiles - 1)
             + [stores],
         )
@@ -587,7 +601,7 @@ def _estimate(plan: KernelPlan, flops: float) -> float:
     return max(gdram / per_cycle, task)
 
 
-def _choose_clusters(plan: KernelPlan, double_buffer: bool, flops: float) -> None:
+def _choose_clusters(plan: KernelPlan, double_buffer: bool, flops: Work) -> None:
     """For a kernel with whole buffers (a linear layer's weights, a convolution's image):
     fewer clusters where the whole buffers each cluster stages would cross GDRAM more
     times than the extra cores save; for it or a row reduction, where a task's share fits
@@ -790,13 +804,18 @@ class KernelLowering:
                 sb = b.nested(share)
                 sb.op(dlp.MemcpyAsyncOp(p.staged, start, p.value, start, count))
                 sb.op(scf.YieldOp())
+            # the task's own loads fill the staging wait's queue (they do not read SRAM):
+            # that many fewer copies share the wait after the barrier
+            for p in early_loads(self.desc, staged, reads):
+                b.op(dlp.MemcpyAsyncOp(p.local, c0, p.value, c0, b.c(p.elements(1))))
             b.op(dlp.WaitDmaOp())  # the cluster's copies are in SRAM before the barrier
             b.op(dlp.SyncClusterOp())
             for p in staged:
                 b.op(dlp.MemcpyAsyncOp(p.local, c0, p.staged, c0, b.c(p.elements(1))))
         # issued back to back: waited for with the first tile's loads
+        early = early_loads(self.desc, staged, reads)
         for p in reads:
-            if p not in staged:
+            if p not in staged and p not in early:
                 b.op(dlp.MemcpyAsyncOp(p.local, c0, p.value, c0, b.c(p.elements(1))))
 
     def untiled(self, tid: SSAValue, whole: list[BufferPlan], c0: SSAValue) -> None:

@@ -1,4 +1,5 @@
 // RUN: dlpc-opt %s -p 'loop-to-dlp' | filecheck %s
+// RUN: dlpc-opt %s -p 'loop-to-dlp{target-desc="%S/Inputs/dlp-queue1.toml"}' | filecheck %s --check-prefix=DEPTH1
 
 // A whole buffer staged in a cluster's SRAM (the bias, read by all 16 tasks) is copied
 // from GDRAM by every core of the cluster, a DMA-aligned share each (4 cores: 64 of its
@@ -80,19 +81,30 @@ func.func @small_linear(%x: memref<1x16xf32>, %w: memref<64x16xf32>, %out: memre
 
 // Staging is chosen per whole buffer: the 4096-float scale (16 KiB, read by 16 tasks) is
 // staged in each cluster's SRAM (waited for, then the barrier); the one-float shift is
-// copied by each task from GDRAM with its tile's loads (staging it would cost two DMAs
-// to save 12 copies of 4 bytes).
+// copied by each task from GDRAM (staging it would cost two DMAs to save 12 copies of 4
+// bytes), issued with the staging copy before its wait (`early_loads`: the queue holds
+// both, so the wait after the barrier has one copy fewer).
 
 // CHECK-LABEL: func.func @scale_shift
 // CHECK: %[[S:.*]] = memref.alloc() : memref<4096xf32, #dlp.space<sram>>
 // CHECK-NOT: #dlp.space<sram>
 // CHECK: dlp.memcpy_async GDRAM2SRAM %[[S]][%{{.*}}], %s[%{{.*}}]
 // CHECK-NOT: GDRAM2SRAM
-// CHECK: dlp.wait_dma
+// CHECK: dlp.memcpy_async GDRAM2NRAM %{{.*}}[%{{.*}}], %c[%{{.*}}], %{{.*}} : memref<16xf32, #dlp.space<nram>>, memref<1xf32>
+// CHECK-NEXT: dlp.wait_dma
 // CHECK-NEXT: dlp.sync_cluster
 // CHECK-NEXT: dlp.memcpy_async SRAM2NRAM %{{.*}}[%{{.*}}], %[[S]][%{{.*}}]
-// CHECK: dlp.memcpy_async GDRAM2NRAM %{{.*}}[%{{.*}}], %c[%{{.*}}], %{{.*}} : memref<16xf32, #dlp.space<nram>>, memref<1xf32>
+// CHECK-NOT: %c[
 // CHECK: dlp.memcpy_async GDRAM2NRAM %{{.*}}, %x[
+
+// A queue of one copy holds only the staging copy: the shift waits after the barrier.
+// DEPTH1-LABEL: func.func @scale_shift
+// DEPTH1: dlp.memcpy_async GDRAM2SRAM
+// DEPTH1-NOT: %c[
+// DEPTH1: dlp.wait_dma
+// DEPTH1-NEXT: dlp.sync_cluster
+// DEPTH1-NEXT: dlp.memcpy_async SRAM2NRAM
+// DEPTH1: dlp.memcpy_async GDRAM2NRAM %{{.*}}[%{{.*}}], %c[%{{.*}}], %{{.*}} : memref<16xf32, #dlp.space<nram>>, memref<1xf32>
 // CHECK: scf.for
 // CHECK-NEXT: dlp.wait_dma
 

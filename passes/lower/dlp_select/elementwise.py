@@ -93,6 +93,7 @@ ERF_SERIES = (
     -1.492565035840625e-05,
 )
 ERF_TEMPS = 5  # the scratch buffers `_emit_erf` uses besides its destination
+ERF_VECTOR_OPS = 70  # the vector ops `_emit_erf` issues (the time estimates' cost of an erf)
 
 
 @dataclass
