@@ -80,6 +80,13 @@ EXPECTED_FAILURES = [
         r"blocked quantization \(block_size = \d+\) is not supported",
         "blocked quantization (a scale per block of an axis)",
     ),
+    (
+        r"^test_maxunpool_export_with_output_shape$",
+        ALL,
+        r"output 0: max abs error",
+        "its expected output reads the indices as (row, col) of the 4x4 grid; dlpc takes them "
+        "as offsets into the 5x5 output, as onnxruntime does (which fails the case too)",
+    ),
 ]
 
 CASES = [c for c in H.collect() if H.runnable(c)]
