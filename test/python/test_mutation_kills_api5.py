@@ -1181,3 +1181,18 @@ def test_a_graph_loss_builds_its_evaluator_once(cls):
     assert built is not None
     assert t.evaluate(x, y)["loss"] == pytest.approx(want, rel=1e-6)
     assert t._evaluator is built
+
+
+def test_the_first_program_serves_only_its_own_dtypes(unbound):
+    """After the first call (f32 [2, 3]), arrays of that shape in another dtype, even one
+    that casts safely to f32, do not go to the first call's program: the guard refuses
+    them and counts no call (api seed 45's survivor api.py:652, `x.dtype == d` -> `<=`,
+    sent them to it and counted each)."""
+    fn = dlpc.compile(dlpc.load(unbound), target="numpy")
+    fn(np.ones((2, 3), np.float32))
+    for dtype in (np.float16, np.int8, np.bool_):
+        with pytest.raises(
+            DlpcError, match=rf"^error: input 'x' has dtype {np.dtype(dtype).name} but the model"
+        ):
+            fn(np.ones((2, 3), dtype))
+    assert fn.stats == {"calls": 1, "compiles": 1, "specialised": 1, "programs": 1}
