@@ -534,10 +534,11 @@ def sequence_layout(model: Model) -> tuple[int, ...]:
 
     if model.ir is None:
         return ()
-    attr = ref.main_func(model.ir).attributes.get("dlpc.sequence_outputs")
-    if not isinstance(attr, ArrayAttr):
-        return ()
-    return tuple(a.value.data for a in attr.data if isinstance(a, IntegerAttr))
+    for op in model.ir.ops:  # (a module without @main: no layout, compile says the rest)
+        attr = op.attributes.get("dlpc.sequence_outputs") if isinstance(op, FuncOp) else None
+        if isinstance(attr, ArrayAttr):
+            return tuple(a.value.data for a in attr.data if isinstance(a, IntegerAttr))
+    return ()
 
 
 def _flat_module(module: ModuleOp) -> ModuleOp:
