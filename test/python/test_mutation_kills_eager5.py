@@ -698,3 +698,21 @@ def test_a_large_batch_op_runs_its_c_library_directly():
         if key[0] == "relu" and getattr(key[2], "shape", None) == (4, 65536)
     ]  # fmt: skip
     assert kernels and all(k.run == k._run_cpu for k in kernels)
+
+
+def test_registering_and_unregistering_drop_only_that_ops_kernels():
+    """dispatch.py:350 (`k[0] == op` -> `>=`): unregistering 'exp' evicts exp's cached
+    kernels only, not relu's or sqrt's (names after it); registering likewise."""
+    x = _t([1.0, 4.0])
+    x.relu(), x.sqrt(), x.abs()
+    others = {k for k in dispatch._CACHE if k[0] in ("relu", "sqrt", "abs")}
+    assert len(others) >= 3
+    dlpc.register_kernel("exp", "cpu", lambda t: dlpc.from_numpy(np.asarray(t) + 1.0))
+    try:
+        assert others <= set(dispatch._CACHE)
+        assert _np(x.exp()).tolist() == [2.0, 5.0]
+    finally:
+        dlpc.unregister_kernel("exp", "cpu")
+    assert others <= set(dispatch._CACHE)
+    assert not [k for k in dispatch._CACHE if k[0] == "exp"]
+    np.testing.assert_allclose(_np(x.exp()), np.exp([1.0, 4.0]), rtol=1e-6)
