@@ -1196,3 +1196,46 @@ def test_the_first_program_serves_only_its_own_dtypes(unbound):
         ):
             fn(np.ones((2, 3), dtype))
     assert fn.stats == {"calls": 1, "compiles": 1, "specialised": 1, "programs": 1}
+
+
+def test_a_cast_takes_its_element_type_by_name_or_as_a_type():
+    """coerce_attr of a `type` attribute: a DTYPES name becomes its type, a type is kept,
+    anything else is refused (api seed 45's survivor builder.py:190, `not isinstance`
+    -> `isinstance`, refused every name)."""
+    from xdsl.dialects.builtin import f16, i32
+
+    from dlpc.frontends.builder import OPS, FrontendError, GraphBuilder, coerce_attr
+
+    cast = OPS["cast"]
+    assert coerce_attr(cast, "to", "to", "f16") == f16
+    assert coerce_attr(cast, "to", "to", "i32") == i32
+    assert coerce_attr(cast, "to", "to", f16) is f16
+    with pytest.raises(FrontendError, match=r"^cast argument 'to' expects an element type \("):
+        coerce_attr(cast, "to", "to", 16)
+    g = GraphBuilder()
+    x = g.input("x", [2], "f32")
+    assert str(g.cast(x, to="f16").type) == "tensor<2xf16>"
+
+
+def test_a_reduction_over_a_row_of_4_has_a_tuning_space():
+    """space_for: a reduction whose last spatial loop runs 4 times has the reduction
+    template's space, one of 3 none (api seed 45's survivor space.py:220, `< 4` ->
+    `<= 4`)."""
+    from dlpc.dialects.loop import kernels
+    from dlpc.passes.pipeline import PipelineOptions, lower, parse_module
+    from dlpc.tune.space import space_for
+
+    def space(rows: int):
+        module = parse_module(
+            f"func.func @main(%x: tensor<{rows}x16xf32>) -> tensor<{rows}xf32> {{\n"
+            f"  %s = graph.reduce_sum %x {{axes = array<i64: 1>}} : "
+            f"(tensor<{rows}x16xf32>) -> tensor<{rows}xf32>\n"
+            f"  func.return %s : tensor<{rows}xf32>\n}}\n"
+        )
+        lower(module, "loop", PipelineOptions(opt_level=1), weights={})
+        (k,) = [k.sym for k in kernels(module)]
+        return space_for(module, k)
+
+    four = space(4)
+    assert four is not None and four.template == "reduction" and four.knobs["cb"] == [1]
+    assert space(3) is None
