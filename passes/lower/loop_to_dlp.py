@@ -634,7 +634,7 @@ def _choose_clusters(plan: KernelPlan, double_buffer: bool, flops: Work) -> None
                 cost = _estimate(plan, flops)
                 if cost < cheapest[0]:
                     cheapest = (cost, plan.tasks, plan.tile, plan.double, plan.sram)
-    if cheapest[0] < 0.9 * default:  # (a rough model: only a clear gain over the default)
+    if cheapest[0] < default:  # (the model splits matrix and vector work: the cheapest)
         best = cheapest
     _, plan.tasks, plan.tile, plan.double, plan.sram = best
     _mark_resident(plan)
