@@ -35,7 +35,8 @@ Input/Output: loop dialect.  Requires: te-to-loop's nest of a kernel whose `orig
   32-channel convs at any batch, on 1 and 2 threads, so graph-winograd's rule takes them
   (docs/design/schedules.md#winograd-fused).
   Blocks are one tile row (8 tiles on 16x16: half vectors; two rows would need `x / 8`
-  of a split loop stepping by 8, which `affine(..., delinearize=True)` does not fold).
+  of a split loop stepping by 8, which `affine(..., delinearize=True)` does not fold:
+  docs/design/schedules.md#winograd-two-rows).
 """
 
 from __future__ import annotations
