@@ -93,6 +93,10 @@ index = IndexType()
 # a te.reduce's attribute: the expressions of its symbolic reduction extents (`-1` in
 # `over`), "" for a static one: `over [-1, 16] ... attributes {dlpc.over = ["seq", ""]}`
 SYMBOLIC_OVER = "dlpc.over"
+# a unit attribute on an i32 `add` te.reduce whose producer bounds every partial sum
+# within the accumulator (quant_to_te's 8-bit products): its combining add is
+# `overflow<nsw>`, which C prints in signed arithmetic (the dot-product pattern of GCC)
+NSW_SUM = "dlpc.nsw_sum"
 
 # ------------------------------------------------------------------- attributes
 

@@ -916,7 +916,9 @@ def lower_fused(L: Lowering, op: g.FusedOp) -> SSAValue:
         ):
             inline_compute(producer)
     final = result.owner
-    reduces = [o for o in ops if isinstance(o, ReduceOp) and o.parent is not None]
+    reduces = [  # (a hoisted reduce, e.g. a weight's column sums, is a kernel of its own)
+        o for o in ops if isinstance(o, ReduceOp) and o.parent is not None and o not in L.hoisted
+    ]
     if isinstance(final, ComputeOp) and len(reduces) == 1:
         fused = fold_into_epilogue(reduces[0], final)
         if fused is not None:

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import numpy as np
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import IntegerType, f32, i32
-from xdsl.ir import SSAValue
+from xdsl.dialects.builtin import IntegerType, UnitAttr, f32, i32
+from xdsl.ir import Operation, SSAValue
 
 from dlpc.dialects import graph as g
-from dlpc.dialects.te import BodyBuilder, int_limit
+from dlpc.dialects.te import NSW_SUM, BodyBuilder, int_limit, is_unsigned
 from dlpc.passes.lower._te_builder import (
     Idx,
     Lowering,
@@ -127,6 +127,10 @@ def lower_matmul_integer(L: Lowering, op: g.GraphOp, xs):
     skip_a, skip_b = _all(za, 0), _all(zb, 0)
     narrow_zero = all(e.width.data <= 8 for e in (elt(za), elt(zb)) if isinstance(e, IntegerType))
 
+    dot = _u8_dot(L, op, xs)
+    if dot is not None:
+        return dot
+
     def body(b: BodyBuilder, idx: Idx, r: Idx):
         batch, m, n = list(idx[:-2]), idx[-2], idx[-1]
         ia = bcast(batch, sa[:-2], out[:-2]) + [m, r[0]]
@@ -137,6 +141,69 @@ def lower_matmul_integer(L: Lowering, op: g.GraphOp, xs):
         return _product(b, va, vb, _narrow(ra) and _narrow(rb) and narrow_zero)
 
     return L.reduce(op.out_type, [sa[-1]], "add", body)
+
+
+def _u8_dot(L: Lowering, op: g.MatMulIntegerOp, xs) -> SSAValue | None:
+    """An 8-bit activation times a constant 2-D int8 weight without a zero point, as
+    `sum_k u[m, k] * w[k, n] - (za + d) * colsum(w)[n]`, where `u = a + d` lies in
+    [0, 255] (d = 128 for int8 a, 0 for uint8) and colsum(w) is a constant: the sum of
+    an unsigned 8-bit value times a signed one in a signed (nsw: |sum| <= K * 255 * 128)
+    accumulator is what GCC turns into VNNI's `vpdpbusd` (the zero point inside the sum
+    it did not). None where that does not hold."""
+    a, bm, za, zb = xs
+    w, ea, eb, ez = _const(bm), elt(a), elt(bm), elt(za)
+    k = shape(a)[-1]
+    if (
+        len(shape(bm)) != 2
+        or not _all(zb, 0)
+        or not (isinstance(eb, IntegerType) and eb.width.data == 8 and not is_unsigned(eb))
+        or not (isinstance(ea, IntegerType) and ea.width.data == 8)
+        or not (isinstance(ez, IntegerType) and ez.width.data == 8)
+        or k * 255 * 128 >= 2**31
+    ):
+        return None
+    tb, sa, out = op.transpose_b, shape(a), op.out_shape
+    d = 0 if is_unsigned(ea) else 128
+    n = shape(bm)[0 if tb else 1]
+    if w is not None:  # a constant weight: its column sums are one too
+        sums = g.ConstantOp.from_numpy(w.astype(np.int32).sum(axis=1 if tb else 0, dtype=np.int32))
+        anchor = L.anchor
+        assert anchor is not None
+        block = anchor.parent_block()
+        assert block is not None
+        block.insert_op_before(sums, anchor)
+        colsum = sums.results[0]
+    else:  # a parameter: summed by a kernel of its own (as a weight re-layout)
+        colsum = L.reduce(
+            g.tensor_type((n,), i32),
+            [k],
+            "add",
+            lambda b, idx, r: b.cast(b.read(bm, [idx[0], r[0]] if tb else [r[0], idx[0]]), i32),
+            suffix="_colsum",
+        )
+        colsum.owner.attributes[NSW_SUM] = UnitAttr()  # pyright: ignore[reportAttributeAccessIssue]
+        L.hoisted.add(colsum.owner)  # pyright: ignore[reportArgumentType]
+
+    def body(b: BodyBuilder, idx: Idx, r: Idx):
+        batch, m, n = list(idx[:-2]), idx[-2], idx[-1]
+        u = b.cast(b.read(a, bcast(batch, sa[:-2], out[:-2]) + [m, r[0]]), i32)
+        if d:
+            u = b.emit(arith.AddiOp(u, b.const(d, i32), overflow=NSW))
+        vw = b.cast(b.read(bm, [n, r[0]] if tb else [r[0], n]), i32)
+        return b.emit(arith.MuliOp(u, vw, overflow=NSW))
+
+    def epilogue(b: BodyBuilder, acc: SSAValue, idx: Idx):
+        z = b.cast(b.read(za, _param_index(za, [idx[-2]], 0)), i32)
+        if d:
+            z = b.emit(arith.AddiOp(z, b.const(d, i32), overflow=NSW))
+        fix = b.emit(arith.MuliOp(z, b.read(colsum, [idx[-1]]), overflow=NSW))
+        return b.emit(arith.SubiOp(acc, fix, overflow=NSW))
+
+    result = L.reduce(op.out_type, [k], "add", body, epilogue=epilogue)
+    owner = result.owner
+    assert isinstance(owner, Operation)
+    owner.attributes[NSW_SUM] = UnitAttr()
+    return result
 
 
 @lowers("conv_integer")

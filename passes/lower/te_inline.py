@@ -45,7 +45,7 @@ from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import DiagnosticException
 
 from dlpc.dialects import graph as g
-from dlpc.dialects.te import SYMBOLIC_OVER, ComputeOp, ReadOp, ReduceOp
+from dlpc.dialects.te import NSW_SUM, SYMBOLIC_OVER, ComputeOp, ReadOp, ReduceOp
 
 
 def erase(op: Operation) -> None:
@@ -135,6 +135,8 @@ def fold_into_epilogue(anchor: ReduceOp, consumer: ComputeOp) -> ReduceOp | None
     )
     if SYMBOLIC_OVER in anchor.attributes:  # (symbolic reduction extents)
         fused.attributes[SYMBOLIC_OVER] = anchor.attributes[SYMBOLIC_OVER]
+    if NSW_SUM in anchor.attributes:  # (sums bounded by the producer)
+        fused.attributes[NSW_SUM] = anchor.attributes[NSW_SUM]
     parent = consumer.parent_block()
     assert parent is not None
     parent.insert_op_before(fused, consumer)

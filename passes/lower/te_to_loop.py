@@ -96,6 +96,7 @@ FLOAT_COMBINE = {
 INT_COMBINE = {"add": arith.AddiOp, "mul": arith.MuliOp, "max": arith.MaxSIOp, "min": arith.MinSIOp}
 # i1 max/min compare unsigned (true > false); signed i1 would order true (-1) below false
 BOOL_COMBINE = {"max": arith.MaxUIOp, "min": arith.MinUIOp}
+NSW_FLAGS = arith.IntegerOverflowAttr((arith.IntegerOverflowFlag.NSW,))
 
 
 def memref_of(ty: Attribute, what: str, maxima: Maxima | None = None) -> MemRefType:
@@ -279,6 +280,13 @@ class KernelBuilder:
         value = self.inline_body(op.body.block, inner, ivs + rivs)
         old = memref.LoadOp.get(acc, [])
         combine = combiner(op.combiner_name, acc_t)(old, value)
+        if te.NSW_SUM in op.attributes:  # sums the producer bounds: a signed add in C
+            if not isinstance(combine, arith.AddiOp) or acc_t == IntegerType(1):
+                raise DiagnosticException(
+                    f'te-to-loop: te.reduce "{op.compute_name}" has {te.NSW_SUM} but is '
+                    f'no integer add (combiner "{op.combiner_name}" of {acc_t})'
+                )
+            combine.properties["overflowFlags"] = NSW_FLAGS
         inner.add_ops([old, combine, memref.StoreOp.get(combine, acc, [])])
         final = memref.LoadOp.get(acc, [])
         final.res.name_hint = "sum" if op.combiner_name == "add" else op.combiner_name

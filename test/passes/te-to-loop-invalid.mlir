@@ -28,3 +28,15 @@ func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
 func.func @main(%x: tensor<?x8xf32, ["seq"]>, %dlpc_dims: tensor<1xi64>) -> tensor<?x8xf32, ["seq"]> attributes {dlpc.dims = ["seq"]} {
   func.return %x : tensor<?x8xf32, ["seq"]>
 }
+
+// -----
+
+// dlpc.nsw_sum (te.NSW_SUM: the producer bounds the sums) only marks an integer add
+// CHECK: te-to-loop: te.reduce "s" has dlpc.nsw_sum but is no integer add (combiner "add" of f32)
+func.func @main(%x: tensor<4x8xf32>) -> tensor<4xf32> {
+  %s = te.reduce "s" (%i) reduce (%r) over [8] combiner "add" init 0.000000e+00 : tensor<4xf32> {
+    %v = te.read %x[%i, %r] : tensor<4x8xf32>
+    te.yield %v : f32
+  } attributes {dlpc.nsw_sum}
+  func.return %s : tensor<4xf32>
+}

@@ -82,6 +82,52 @@ def test_quantization_ops_on_every_backend(tmp_path, target):
         np.testing.assert_array_equal(g, w)
 
 
+# matmul_integer without a weight zero point: quant_to_te sums (a + 128) * w (u8 x s8, nsw)
+# and subtracts (za + 128) * the weight's column sums (a kernel for the weight %c, a
+# constant for %k); per-row zero points, the extremes of both types, K = 300
+U8_DOT = """
+func.func @main(%a: tensor<3x300xi8>, %c: tensor<4x300xi8>, %u: tensor<2x5xui8>) -> (tensor<3x4xi32>, tensor<2x2xi32>) {
+  %za = graph.constant dense<[-128, 127, 5]> : tensor<3xi8>
+  %z0 = graph.constant dense<0> : tensor<i8>
+  %m = graph.matmul_integer %a, %c, %za, %z0 {transpose_b = true} : (tensor<3x300xi8>, tensor<4x300xi8>, tensor<3xi8>, tensor<i8>) -> tensor<3x4xi32>
+  %k = graph.constant dense<[[-128, 127], [1, -1], [-128, -128], [127, 0], [3, -7]]> : tensor<5x2xi8>
+  %zu = graph.constant dense<255> : tensor<ui8>
+  %n = graph.matmul_integer %u, %k, %zu, %z0 : (tensor<2x5xui8>, tensor<5x2xi8>, tensor<ui8>, tensor<i8>) -> tensor<2x2xi32>
+  func.return %m, %n : tensor<3x4xi32>, tensor<2x2xi32>
+}
+"""
+
+
+@pytest.mark.parametrize("target", ["numpy", "c", "opencl", "dlp"])
+def test_u8_dot_matmuls_match_reference(tmp_path, target):
+    """The u8 x s8 form with the column-sum correction equals the reference exactly, and
+    in C the sum is a signed accumulate (GCC's dot-product pattern: VNNI)."""
+    if target == "opencl":
+        pytest.importorskip("pyopencl")
+    path = tmp_path / "dot.mlir"
+    path.write_text(U8_DOT)
+    model = dlpc.load(path)
+    rng = np.random.default_rng(1)
+    a = rng.integers(-128, 128, (3, 300)).astype(np.int8)
+    a[0], a[1, :150] = -128, 127  # u = 0 and u = 255
+    c = rng.integers(-128, 128, (4, 300)).astype(np.int8)
+    c[0] = -128
+    u = rng.integers(0, 256, (2, 5)).astype(np.uint8)
+    u[0] = 255
+    inputs = [a, c, u]
+    want = api.reference(model, inputs)
+    compiled = dlpc.compile(model, target=target)
+    for g, w in zip(compiled(*inputs), want):
+        assert g.dtype == w.dtype
+        np.testing.assert_array_equal(g, w)
+    if target == "c":
+        import re
+
+        assert "kernel_matmul_integer_0_colsum" in compiled.source
+        assert re.search(r"const int32_t v_\d+ = v_\d+ \+ 128;", compiled.source)
+        assert re.search(r"const int32_t (v_\d+) = v_\d+ \+ v_\d+;\n *v_acc = \1;", compiled.source)
+
+
 # ------------------------------------------- onnxruntime's QDQ models of the examples
 
 
