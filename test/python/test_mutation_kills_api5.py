@@ -1275,3 +1275,27 @@ def test_initialisers_defaults_and_their_seeds(unbound):
     # the text frontend's `normal(seed=1)`, std omitted
     w = dlpc.load(unbound, batch=1).weights["w"]
     np.testing.assert_array_equal(w, np.random.default_rng(1).normal(0.0, 1.0, 3).astype(f32))
+
+
+def test_a_placed_model_takes_tensors_on_its_device_or_moves_them(add):
+    """DeviceModel called on tensors: one on its own device is used as it is, one on
+    another device is moved there first; tensors in, tensors of the same class out (api
+    seed 46's survivor api.py:623, `x.device is not dev` -> `x.device >= dev`: devices
+    have no order, a TypeError)."""
+    from dlpc.runtime import device as devices
+    from dlpc.runtime.tensor import TensorView
+
+    placed = dlpc.compile(dlpc.load(add), target="c").to("cpu")
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    a = TensorView.from_numpy(x, placed.device)
+    (y,) = placed(a, a)
+    assert isinstance(y, TensorView) and y.device is placed.device
+    np.testing.assert_array_equal(y.numpy(), 2 * (x + x))
+    try:
+        other = devices.device("opencl:0")
+    except Exception:  # noqa: BLE001 - no OpenCL device here: the same-device case only
+        return
+    b = TensorView.from_numpy(x, other)
+    (z,) = placed(b, a)
+    assert z.device is placed.device
+    np.testing.assert_array_equal(z.numpy(), 2 * (x + x))
