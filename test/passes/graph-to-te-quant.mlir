@@ -52,7 +52,14 @@
 // CHECK-LABEL: te.compute "quantize_4"
 // CHECK-NOT:     overflow<nsw>
 // CHECK:         te.yield
-func.func @main(%x: tensor<1x2x4x4xi8>, %w: tensor<3x2x3x3xi8>, %a: tensor<2x8xi8>, %b: tensor<4x8xi8>, %f: tensor<2x4xf32>, %u: tensor<2x2xui8>) -> (tensor<1x3x4x4xi32>, tensor<2x4xi32>, tensor<2x4xi8>, tensor<2x2xi32>, tensor<2x4xi32>) {
+// K = 65794: K * 255 * 128 >= 2**31 could overflow the i32 sum, so no u8 form (the
+// zero point subtracted inside the wrapping sum)
+// CHECK-LABEL: te.reduce "matmul_integer_5"
+// CHECK-NOT:     dlpc.nsw_sum
+// CHECK:         arith.subi %{{.*}}, %{{.*}} overflow<nsw> : i32
+// CHECK-NOT:     dlpc.nsw_sum
+// CHECK:       } attributes {origin
+func.func @main(%x: tensor<1x2x4x4xi8>, %w: tensor<3x2x3x3xi8>, %a: tensor<2x8xi8>, %b: tensor<4x8xi8>, %f: tensor<2x4xf32>, %u: tensor<2x2xui8>, %la: tensor<1x65794xi8>, %lb: tensor<2x65794xi8>) -> (tensor<1x3x4x4xi32>, tensor<2x4xi32>, tensor<2x4xi8>, tensor<2x2xi32>, tensor<2x4xi32>, tensor<1x2xi32>) {
   %zx = graph.constant dense<5> : tensor<i8>
   %zw = graph.constant dense<0> : tensor<3xi8>
   %y = graph.conv_integer %x, %w, %zx, %zw {pads = array<i64: 1, 1, 1, 1>} : (tensor<1x2x4x4xi8>, tensor<3x2x3x3xi8>, tensor<i8>, tensor<3xi8>) -> tensor<1x3x4x4xi32>
@@ -66,5 +73,6 @@ func.func @main(%x: tensor<1x2x4x4xi8>, %w: tensor<3x2x3x3xi8>, %a: tensor<2x8xi
   %m3 = graph.matmul_integer %a, %b, %za, %zb1 {transpose_b = true} : (tensor<2x8xi8>, tensor<4x8xi8>, tensor<i8>, tensor<i8>) -> tensor<2x4xi32>
   %s = graph.constant dense<0.5> : tensor<f32>
   %q = graph.quantize %f, %s, %za : (tensor<2x4xf32>, tensor<f32>, tensor<i8>) -> tensor<2x4xi8>
-  func.return %y, %m, %q, %m2, %m3 : tensor<1x3x4x4xi32>, tensor<2x4xi32>, tensor<2x4xi8>, tensor<2x2xi32>, tensor<2x4xi32>
+  %ml = graph.matmul_integer %la, %lb, %za, %zb {transpose_b = true} : (tensor<1x65794xi8>, tensor<2x65794xi8>, tensor<i8>, tensor<i8>) -> tensor<1x2xi32>
+  func.return %y, %m, %q, %m2, %m3, %ml : tensor<1x3x4x4xi32>, tensor<2x4xi32>, tensor<2x4xi8>, tensor<2x2xi32>, tensor<2x4xi32>, tensor<1x2xi32>
 }
