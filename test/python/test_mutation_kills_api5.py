@@ -1299,3 +1299,32 @@ def test_a_placed_model_takes_tensors_on_its_device_or_moves_them(add):
     (z,) = placed(b, a)
     assert z.device is placed.device
     np.testing.assert_array_equal(z.numpy(), 2 * (x + x))
+
+
+def test_the_tuners_trials_are_shared_by_each_tasks_work(tmp_path):
+    """Tuner.run splits `trials` over the tasks by their work: 3 trials over tasks of
+    8192 and 4096 flops are 2 and 1 (api seed 46's survivor search.py:158, `/` -> `<<`,
+    gave the first task every trial)."""
+    from dlpc.passes.pipeline import PipelineOptions, lower
+    from dlpc.tune import search
+    from dlpc.tune.measure import Result
+
+    path = tmp_path / "m.dlpc"
+    path.write_text(
+        "model m(x: f32[8, 16]) {\n"
+        "  param w1: f32[16, 16] = kaiming(seed=1)\n"
+        "  param w3: f32[32, 16] = kaiming(seed=3)\n"
+        "  return linear(relu(linear(x, w1)), w3)\n}\n"
+    )
+    module = api.load(path).module.clone()
+    lower(module, "loop", PipelineOptions(opt_level=1), weights=None)
+    times = iter([3.0, 2.0, 1.0, 4.0, 5.0])
+    tuner = search.Tuner(
+        module,
+        log=str(tmp_path / "log.json"),
+        measure_fn=lambda ir, script, **kw: Result(True, next(times) * 1e-3),
+    )
+    assert [(t.kernel, t.flops) for t in tuner.tasks] == [("linear_2", 8192), ("linear_0", 4096)]
+    progress = list(tuner.run(trials=3))
+    assert [p.kernel for p in progress] == ["linear_2", "linear_2", "linear_0"]
+    assert [p.trial for p in progress] == [1, 2, 3]
