@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 from xdsl.dialects import arith, memref, scf
 from xdsl.dialects.builtin import (
@@ -278,16 +279,21 @@ class Affine:
     """`const + sum(coef * iv)` over induction variables (block arguments of loop.for)."""
 
     const: int = 0
-    terms: dict[SSAValue, int] = field(default_factory=dict)
+    terms: dict[SSAValue, int | Fraction] = field(default_factory=dict)
 
     def add(self, other: Affine, scale: int = 1) -> Affine:
         terms = dict(self.terms)
         for v, c in other.terms.items():
-            terms[v] = terms.get(v, 0) + scale * c
+            terms[v] = _whole(terms.get(v, 0) + scale * c)
         return Affine(self.const + scale * other.const, {v: c for v, c in terms.items() if c})
 
     def scaled(self, k: int) -> Affine:
         return Affine(self.const * k, {v: c * k for v, c in self.terms.items() if c * k})
+
+
+def _whole(c: int | Fraction) -> int | Fraction:
+    """A coefficient as an int when it is one (a Fraction only from `_delinearized`)."""
+    return int(c) if isinstance(c, Fraction) and c.denominator == 1 else c
 
 
 def affine(value: SSAValue, delinearize: bool = False) -> Affine | None:
@@ -296,7 +302,10 @@ def affine(value: SSAValue, delinearize: bool = False) -> Affine | None:
     With `delinearize`, `x / K` and `x % K` (`arith.divsi`/`remsi` by a constant K > 0)
     are affine too when the loop ranges make them exact: x = K q + r with q, r affine,
     x >= 0 and 0 <= r < K over every iteration (a reshape copy's mixed-radix index,
-    `(16 a + b) / 16 = a` and `% 16 = b` for b in [0, 16))."""
+    `(16 a + b) / 16 = a` and `% 16 = b` for b in [0, 16)); a loop whose every value
+    makes its term a multiple of K goes whole into the quotient (a split's outer loop
+    `o` of `0 to 16 step 8`: `(o + i) / 8 = o / 8`, a Fraction coefficient that
+    `emit_affine` prints as an exact division)."""
     if isinstance(value, BlockArgument):
         if isinstance(value.block.parent_op(), ForOp):
             return Affine(0, {value: 1})
@@ -329,7 +338,7 @@ def affine_range(expr: Affine) -> tuple[int, int]:
         first, last = lp.lower, lp.lower + (lp.trip_count - 1) * lp.stride
         lo += min(c * first, c * last)
         hi += max(c * first, c * last)
-    return lo, hi
+    return int(lo), int(hi)  # whole: a Fraction term is whole on its loop's values
 
 
 def _delinearized(
@@ -342,10 +351,27 @@ def _delinearized(
     r = Affine(x.const % K, {v: c % K for v, c in x.terms.items() if c % K})
     if any(iv_loop(v).trip_count <= 0 for v in x.terms):
         return None
-    r_lo, r_hi = affine_range(r)
-    if affine_range(x)[0] < 0 or r_lo < 0 or r_hi >= K:
-        return None  # truncating division of a negative value, or r spills into q
+    if affine_range(x)[0] < 0:
+        return None  # truncating division of a negative value
+    if not _spills(r, K):
+        return q if isinstance(op, arith.DivSIOp) else r
+    whole = {  # terms that are multiples of K on every value of their loop
+        v: c
+        for v, c in x.terms.items()
+        if c % K and (c * iv_loop(v).stride) % K == 0 and (c * iv_loop(v).lower) % K == 0
+    }
+    if not whole:
+        return None
+    q = q.add(Affine(0, {v: _whole(Fraction(c) / K) - c // K for v, c in whole.items()}))
+    r = Affine(r.const, {v: c for v, c in r.terms.items() if v not in whole})
+    if _spills(r, K):
+        return None  # r spills into q
     return q if isinstance(op, arith.DivSIOp) else r
+
+
+def _spills(r: Affine, K: int) -> bool:
+    r_lo, r_hi = affine_range(r)
+    return r_lo < 0 or r_hi >= K
 
 
 def iv_loop(iv: SSAValue) -> ForOp:
@@ -397,6 +423,11 @@ def emit_affine(expr: Affine, block: Block, before: Operation | None = None) -> 
     acc: SSAValue | None = None
     for v, c in expr.terms.items():
         term = v
+        if isinstance(c, Fraction):  # (p / d) v, v a multiple of d (`_delinearized`)
+            d = const(c.denominator)
+            div = arith.DivSIOp(v, d.result)
+            ops += [d, div]
+            term, c = div.result, c.numerator
         if c != 1:
             k = const(c)
             mul = arith.MuliOp(v, k.result)

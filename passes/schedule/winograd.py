@@ -34,9 +34,9 @@ Input/Output: loop dialect.  Requires: te-to-loop's nest of a kernel whose `orig
   tiles its copy-out vector loop). It beats the direct conv on resnet's 16- and
   32-channel convs at any batch, on 1 and 2 threads, so graph-winograd's rule takes them
   (docs/design/schedules.md#winograd-fused).
-  Blocks are one tile row (8 tiles on 16x16: half vectors; two rows would need `x / 8`
-  of a split loop stepping by 8, which `affine(..., delinearize=True)` does not fold:
-  docs/design/schedules.md#winograd-two-rows).
+  Blocks are one tile row, or two where a row is half a vector (8 tiles, a 16x16
+  output): V's reshape is then a copy per block, split per row of tiles so its reads of
+  V are exact (docs/design/schedules.md#winograd-two-rows).
 """
 
 from __future__ import annotations
@@ -139,6 +139,8 @@ def output_transform_scripts(module, kernel: KernelOp, nest: Nest, fuse: bool = 
     out = []
     if chain is not None:
         tiles_inside(module, kernel, rows, wr, wt)
+        if _two_rows(nest, rows):  # else blocks of one row
+            out.append(fused_script(kernel, nest, chain, rows, wr, wt, two=True))
         out.append(fused_script(kernel, nest, chain, rows, wr, wt))
         out.append(output_transform_script(kernel, nest, rows, wr, wt, inside=True))
         return out
@@ -216,9 +218,16 @@ def fusable(kernel: KernelOp, nest: Nest) -> bool:
 
 
 def fused_script(
-    kernel: KernelOp, nest: Nest, chain: list[KernelOp], rows: list[str], wr: str, wt: str
+    kernel: KernelOp,
+    nest: Nest,
+    chain: list[KernelOp],
+    rows: list[str],
+    wr: str,
+    wt: str,
+    two: bool = False,
 ) -> str:
-    """One kernel per block of 2x2 output tiles (image, one row of tiles): the output
+    """One kernel per block of 2x2 output tiles (image, one row of tiles; two with `two`,
+    V's reshape then a copy per block, split per row so its reads of V are exact): the output
     transform's block loop computes its producers there (`compute_at ... local`: the
     input transform of the block's input rows into a stack array V[16][C][tiles], the
     reshapes, the 16 small gemms into M[16][Co][tiles]), then transforms M to y with the
@@ -229,14 +238,31 @@ def fused_script(
     K = kernel.sym
     n, o = nest.spatial[:2]
     r3, mm, r1, it = (p.sym for p in chain)
-    blk = rows[0]
-    lines = [f"reorder {K}: {', '.join([n, blk, o, wt])}"]  # (tiles_inside done)
-    lines += [
-        f"compute_inline {r3}",  # the reshapes read through (no copies)
-        f"compute_at {mm} -> {K}/{blk} local",
-        f"compute_inline {r1}",
-        f"compute_at {it} -> {K}/{blk} local",
-    ]
+    tiles = nest.trips[nest.spatial[3]] // 2
+    if two:  # blocks of two tile rows (`_two_rows`, #winograd-two-rows)
+        blk = f"{rows[0]}b"
+        lines = [
+            f"split {K}/{rows[0]} by 2 -> {blk}, {rows[0]}k",
+            f"reorder {K}: {', '.join([n, blk, f'{rows[0]}k', o, wt])}",
+            f"compute_inline {r3}",
+            f"compute_at {mm} -> {K}/{blk} local",
+            # V's reshape as a copy into the flat V[16][1][C][2 rows of tiles]: its
+            # reads of V exact per row of tiles (a split by the row's tiles)
+            f"compute_at {r1} -> {K}/{blk} local",
+            f"split {K}/{r1}_i3 by {tiles} -> {r1}_i3o, {r1}_i3i",
+            f"vectorize {K}/{r1}_i3i",
+            f"compute_at {it} -> {K}/{blk} local",
+        ]
+        tiles *= 2
+    else:
+        blk = rows[0]
+        lines = [f"reorder {K}: {', '.join([n, blk, o, wt])}"]  # (tiles_inside done)
+        lines += [
+            f"compute_inline {r3}",  # the reshapes read through (no copies)
+            f"compute_at {mm} -> {K}/{blk} local",
+            f"compute_inline {r1}",
+            f"compute_at {it} -> {K}/{blk} local",
+        ]
     lines.append(f"decompose {K}/{mm}_i0")
     if nest.trips[o] > MAX_MR:
         lines += [
@@ -253,7 +279,7 @@ def fused_script(
         # to the dead stack tile; rows of 8 gained nothing): docs/design/schedules.md#winograd-fused
         acc, rank = f"{m.name_hint}_b_acc", len(memref_type(m).get_shape())
         lines += [f"unroll {K}/{acc}_in{rank - 2}", f"unroll {K}/{acc}_out{rank - 2}"]
-        if nest.trips[nest.spatial[3]] // 2 >= LANES:  # rows of whole vectors of tiles
+        if tiles >= LANES:  # blocks of whole vectors of tiles
             lines.append(f"unroll {K}/{acc}_out{rank - 1}")
     u = buffers_accessed(chain[1], external=True)[0]  # U, [16][1][Co][C]
     if u.name_hint:  # packed [16][C][Co] (once per binding, loop-prepack-weights): the
@@ -270,6 +296,21 @@ def fused_script(
     ]
     lines += _tile_lines(kernel, rows, wr, wt, blk if nest.trips[n] == 1 else n, blk, True)
     return "\n".join(lines)
+
+
+def _two_rows(nest: Nest, rows: list[str]) -> bool:
+    """The fused block is two rows of tiles: a row is half a vector (8 tiles: the block's
+    gemm then fills whole vectors) and the tile rows pair up
+    (docs/design/schedules.md#winograd-two-rows)."""
+    n, o, h, w = nest.spatial
+    tiles = nest.trips[w] // 2
+    mr = nest.trips[o] if nest.trips[o] <= MAX_MR else CO_BLOCK
+    return (
+        len(rows) == 2
+        and 2 * tiles == LANES
+        and (nest.trips[h] // 2) % 2 == 0
+        and mr * 2 * tiles <= MAX_TILE
+    )
 
 
 def _stored(kernel: KernelOp) -> SSAValue:

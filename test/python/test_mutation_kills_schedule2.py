@@ -84,10 +84,10 @@ def test_a_small_kernel_stays_parallel_only_while_it_streams(rows, parallel):
     assert (outer.parallel is not None) == parallel
 
 
-def _winograd_module(tmp_path, width: int):
+def _winograd_module(tmp_path, width: int, height: int | None = None):
     model = _model(
         tmp_path,
-        f"model w(x: f32[B, 4, {width}, {width}]) {{\n"
+        f"model w(x: f32[B, 4, {height or width}, {width}]) {{\n"
         "  param k: f32[8, 4, 3, 3] = kaiming(seed=5)\n"
         "  return relu(conv2d(x, k, padding=1))\n}\n",
     )
@@ -104,12 +104,18 @@ def _winograd_module(tmp_path, width: int):
     )
 
 
-@pytest.mark.parametrize("width, unrolled", [(32, True), (16, False)])
-def test_fused_winograd_unrolls_the_copy_out_of_rows_of_whole_vectors(tmp_path, width, unrolled):
+@pytest.mark.parametrize(
+    "width, height, unrolled", [(32, 32, True), (16, 16, True), (16, 10, False)]
+)
+def test_fused_winograd_unrolls_the_copy_out_of_rows_of_whole_vectors(
+    tmp_path, width, height, unrolled
+):
     """winograd.py:255: the fused Winograd schedule unrolls the register tile's copy-out
-    vector loop (the accumulator's last dim) for rows of whole vectors of tiles, tiles // 2
-    >= LANES (16): an output 32 wide is 16 tiles per row (unrolled), 16 wide is 8 (not)."""
-    module = _winograd_module(tmp_path, width)
+    vector loop (the accumulator's last dim) for blocks of whole vectors of tiles (>= LANES,
+    16): an output 32 wide is 16 tiles per row (unrolled); 16 wide is 8 per row, in blocks
+    of two rows where the tile rows pair up (16 high: 16 tiles, unrolled), else one (10
+    high, 5 tile rows: 8 tiles, not)."""
+    module = _winograd_module(tmp_path, width, height)
     found = {lp.loop_name: lp for lp in module.walk() if isinstance(lp, ForOp) and lp.loop_name}
     acc = sorted(n for n in found if re.fullmatch(r"\w+_b_acc_out\d", n))
     assert acc, sorted(found)  # the fused schedule took the conv

@@ -7,6 +7,8 @@ fold's coverage rule."""
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
 import pytest
 from xdsl.dialects import arith
@@ -16,7 +18,7 @@ from dlpc.dialects.loop import kernels
 from dlpc.passes import pipeline
 from dlpc.passes.pipeline import parse_module
 from dlpc.passes.schedule import winograd
-from dlpc.passes.schedule._common import Affine, affine
+from dlpc.passes.schedule._common import Affine, affine, emit_affine
 from dlpc.passes.schedule.nest import Nest, analyse
 from dlpc.passes.schedule.tensorize import MAX_MR, MAX_NR, MAX_TILE
 
@@ -138,6 +140,82 @@ def test_fused_winograd_register_tile_is_the_gemm_kernels(co, w, fused):
     mr, nr = (co if co <= MAX_MR else winograd.CO_BLOCK), w // 2
     gemm_ok = mr <= MAX_MR and nr <= MAX_NR and mr * nr <= MAX_TILE
     assert fused == (gemm_ok and (co <= MAX_MR or co % winograd.CO_BLOCK == 0))
+
+
+@pytest.mark.parametrize(
+    "co, w, h, rows, two",
+    [
+        (32, 16, 16, 2, True),  # resnet's 32 -> 32 on 16x16: 8 tiles a row, 8 tile rows
+        (32, 16, 10, 2, False),  # 5 tile rows: no pairs
+        (32, 16, 15, 1, False),  # an odd height keeps its row loop (rows = [h])
+        (32, 32, 16, 2, False),  # 16 tiles a row: whole vectors already
+        (32, 12, 16, 2, False),  # 6 tiles a row: two rows are no whole vector either
+        (24, 16, 16, 2, True),  # 24 x 16 = 384 <= MAX_TILE
+    ],
+)
+def test_fused_winograd_blocks_two_rows_of_half_vectors(co, w, h, rows, two):
+    """winograd.py `_two_rows`: the fused block is two rows of tiles exactly when a row is
+    half a vector (8 tiles), the tile rows pair up and the register tile stays in bounds."""
+    names = ["ht", "hr"][:rows]
+    assert winograd._two_rows(_nest(co, w, h), names) is two
+
+
+STEPPED = """
+func.func @main(%x: memref<64xf32>, %out: memref<2x16xf32>) {
+  loop.kernel "k" {
+    loop.for %b = 0 to 2 step 1 {name = "b"} {
+      loop.for %o = 0 to 16 step STEP {name = "o"} {
+        loop.for %i = 0 to STEP step 1 {name = "i"} {
+          %t = arith.addi %o, %i : index
+          %c16 = arith.constant 16 : index
+          %m = arith.muli %b, %c16 : index
+          %x0 = arith.addi %m, %t : index
+          %k = arith.constant 8 : index
+          %q = arith.OP %x0, %k : index
+          %v = memref.load %x[%q] : memref<64xf32>
+          memref.store %v, %out[%b, %t] : memref<2x16xf32>
+        }
+      }
+    }
+  }
+  func.return
+}"""
+
+
+@pytest.mark.parametrize(
+    "step, op, expect",
+    [
+        # (16 b + o + i) / 8 with o in {0, 8}: 2 b + o / 8 (o goes whole to the quotient)
+        (8, "divsi", (0, {"b": 2, "o": Fraction(1, 8)})),
+        (8, "remsi", (0, {"i": 1})),
+        # o in {0, 4, 8, 12}: o is no multiple of 8, i + o reaches 15: not affine
+        (4, "divsi", None),
+        (4, "remsi", None),
+    ],
+)
+def test_delinearized_takes_a_split_outer_loop_whole(step, op, expect):
+    """_common.py `_delinearized`: a term whose every loop value is a multiple of K (a split
+    outer loop stepping by K) goes whole into the quotient as a Fraction coefficient, which
+    `emit_affine` prints as an exact division (the fused Winograd's two-row blocks)."""
+    text = STEPPED.replace("STEP", str(step)).replace("arith.OP", f"arith.{op}")
+    module = parse_module(text)
+    (div,) = [o for o in module.walk() if isinstance(o, arith.DivSIOp | arith.RemSIOp)]
+    got = affine(div.results[0], True)
+    if expect is None:
+        assert got is None
+        return
+    names = {lp.induction_var: lp.loop_name for k in kernels(module) for lp in k.loops()}
+    assert got is not None
+    assert (got.const, {names[v]: a for v, a in got.terms.items()}) == expect
+    (k,) = kernels(module)
+    (inner,) = [lp for lp in k.loops() if lp.loop_name == "i"]
+    emit_affine(got, inner.block, before=div)
+    divs = [o for o in inner.block.ops if isinstance(o, arith.DivSIOp) and o is not div]
+    if op == "divsi":  # o / 8 emitted as an exact division of o by 8
+        (d,) = divs
+        assert d.lhs.name_hint == "o" and affine(d.rhs) == Affine(8, {})
+    else:
+        assert not divs
 
 
 # ------------------------------------------------------------- init/epilogue fold

@@ -213,7 +213,9 @@ def test_fused_resnet_c_matches_reference(batch):
     "n, c, o, h, w, pad, fused",
     [
         (2, 16, 16, 32, 32, 1, True),  # resnet's 16 -> 16, batch 2: one block per tile row
-        (1, 32, 32, 16, 16, 1, True),  # 32 -> 32 on 16x16: blocks of 8 tiles
+        (1, 32, 32, 16, 16, 1, True),  # 32 -> 32 on 16x16: blocks of two rows of 8 tiles
+        (2, 8, 16, 12, 16, 1, True),  # two rows of 8 tiles, 6 tile rows, images parallel
+        (1, 32, 32, 10, 16, 1, True),  # 5 rows of 8 tiles: blocks of one row
         (1, 48, 48, 8, 8, 1, False),  # 48 channels (> FUSED_MAX_CHANNELS): three kernels
         (2, 32, 24, 6, 8, 1, True),  # 24 output channels: one 24-row register tile
         (3, 5, 7, 10, 12, 1, True),  # channels no multiple of 16, blocks of 6 tiles
