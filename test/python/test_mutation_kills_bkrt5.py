@@ -401,6 +401,9 @@ def test_host_scalars():
     got = {p: _host_scalar(arith.CmpiOp(a, b, p), same) for p in ("eq", "ne", "slt", "sle", "sgt")}
     assert got == {"eq": True, "ne": False, "slt": False, "sle": True, "sgt": False}
     assert _host_scalar(arith.CmpiOp(a, b, "slt"), {a.result: -1, b.result: 0}) is True
+    less = {a.result: -1, b.result: 0}  # (seed 44's opencl_rt.py:1508: sle is <=, not ==)
+    got = {p: _host_scalar(arith.CmpiOp(a, b, p), less) for p in ("eq", "ne", "slt", "sle", "sgt")}
+    assert got == {"eq": False, "ne": True, "slt": True, "sle": True, "sgt": False}
     with pytest.raises(DlpcError) as e:
         _host_scalar(arith.CmpiOp(a, b, "ult"), env)
     assert str(e.value) == "error: opencl backend: comparison 'ult' in @main"
@@ -1215,3 +1218,89 @@ def test_a_device_not_of_type_cpu_keeps_the_planned_local_sizes(monkeypatch):
     other.bind_params(model.weights)
     xs = api.random_inputs(model)
     np.testing.assert_allclose(other(*xs)[0], api.reference(model, xs)[0], rtol=1e-4, atol=1e-5)
+
+
+# ----------------------------------- backend-runtime seed 44's survivors (written after it)
+
+
+def test_the_helper_counts_its_launches_and_rearms_after_a_stale_one(rt, monkeypatch):
+    """Team._run on stand-ins: a launch that found its arguments stale (TEAM_STALE) is
+    armed again at once (seed 44's opencl_rt.py:675, `==` -> `>=`), one that found no
+    call (TEAM_IDLE, every started call seen) ends the spin and the thread sleeps; each
+    result counted once (:673, `Team.launches`)."""
+    import threading
+    import types
+
+    from dlpc.backends.opencl import TEAM_GO, TEAM_IDLE, TEAM_RESULT, TEAM_SEEN, TEAM_STALE
+
+    team = rt.Team.__new__(rt.Team)
+    team.queue = types.SimpleNamespace(int_ptr=0)
+    team.kernel = types.SimpleNamespace(int_ptr=0, set_arg=lambda pos, arg: None)
+    team.sync = np.zeros(16, np.int64)
+    team.sync[TEAM_GO] = team.sync[TEAM_SEEN] = 7
+    team.lock, team.pending, team.version, team.version_pos = threading.Lock(), {}, 0, 3
+    team.armed, team.stopped, team.error = False, False, 0
+    team.wake = threading.Event()
+    team.launches = {k: 0 for k in (1, 3, 4)}
+    results = [TEAM_STALE, TEAM_IDLE]
+
+    def launch(queue, kernel):
+        team.sync[TEAM_RESULT] = results.pop(0)
+        return 0
+
+    monkeypatch.setattr(rt, "_launch_one", launch)
+    team.wake.set()
+    thread = threading.Thread(target=team._run, daemon=True)
+    thread.start()
+    for _ in range(500):  # (until the thread sleeps again)
+        if not results and not team.wake.is_set() and not team.armed:
+            break
+        threading.Event().wait(0.01)
+    assert results == [] and team.launches == {1: 0, 3: 1, 4: 1}
+    assert thread.is_alive()  # asleep, woken by the next start
+    team.stopped = True
+    team.wake.set()
+    thread.join(timeout=5)
+    assert not thread.is_alive()
+
+
+def test_profile_kernels_runs_two_warmups_and_twenty_calls_by_default(tmp_path, monkeypatch):
+    """(seed 44's opencl_rt.py:1417: the default `repeat`; no caller in the package leaves
+    it out)"""
+    pytest.importorskip("pyopencl")
+    path = tmp_path / "m.dlpc"
+    path.write_text(
+        "model m(x: f32[B, 8]) {\n  param w: f32[8] = normal(seed=1)\n  return tanh(x + w)\n}\n"
+    )
+    model = dlpc.load(str(path), batch=4)
+    f = dlpc.compile(model, target="opencl").artifact
+    calls = []
+
+    def call(queue, inputs, params, events=None, steps=None):
+        calls.append(events)
+        return []
+
+    monkeypatch.setattr(f, "_call", call)
+    seconds, _ = f.profile_kernels(api.random_inputs(model))
+    assert calls[:2] == [None, None] and len(calls) == 22  # warmups without events
+    assert all(isinstance(e, list) for e in calls[2:])
+    assert seconds == [0.0] * len(f.kernel_ops) and f.launches_per_call == [0] * len(f.kernel_ops)
+
+
+def test_a_target_name_must_be_a_short_string():
+    """(seed 44's targets/dlp.py:248: `name` is checked like the ranged fields)"""
+    from dlpc.targets.dlp import MAX_NAME, DlpTarget
+
+    for bad in (3, "x" * (MAX_NAME + 1)):
+        with pytest.raises(DlpcError) as e:
+            DlpTarget.from_dict({"name": bad}, origin="t.toml")
+        assert str(e.value) == (
+            f"t.toml: error: 'name' must be a string of at most {MAX_NAME} characters"
+        )
+    assert DlpTarget.from_dict({"name": "x" * MAX_NAME}).name == "x" * MAX_NAME
+    for bad in (3, "x" * (MAX_NAME + 1)):  # built directly: checked in __post_init__
+        with pytest.raises(DlpcError) as e:
+            DlpTarget(name=bad)  # type: ignore[arg-type]
+        assert str(e.value) == (
+            f"target description: error: 'name' must be a string of at most {MAX_NAME} characters"
+        )
