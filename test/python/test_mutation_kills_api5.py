@@ -1348,6 +1348,7 @@ def test_an_extracted_kernel_keeps_the_globals_it_reads():
         "  func.return %y : tensor<4x8xf32>\n}\n"
     )
     lower(module, "loop", PipelineOptions(opt_level=1), weights={"w": np.eye(8, dtype=np.float32)})
+    module = parse_module(str(module))  # (as a loop-level file: names parsed apart)
     (k,) = [k.sym for k in kernels(module)]
     small = extract_kernel(module, k)
     globals_ = [op for op in small.ops if isinstance(op, memref.GlobalOp)]
