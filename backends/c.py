@@ -132,6 +132,16 @@ def _wide_unsigned(ty: Attribute) -> str:
     return "uint64_t" if c_type(ty) in ("int64_t", "uint64_t") else "uint32_t"
 
 
+def _nonzero_constant(v: SSAValue) -> bool:
+    """v is an integer constant other than 0 (a division by it needs no guard)."""
+    op = v.owner
+    return (
+        isinstance(op, arith.ConstantOp)
+        and isinstance(op.value, IntegerAttr)
+        and op.value.value.data != 0
+    )
+
+
 def _no_signed_wrap(op: Operation, t: str) -> bool:
     """An `overflow<nsw>` add/sub/mul of a signed C type: its producer guarantees the
     result in range (quant_to_te's 8-bit products), so plain signed C is defined, and
@@ -659,6 +669,16 @@ class FunctionWriter:
         if name in WRAPPING and _wraps_unsigned(res.type) and not _no_signed_wrap(op, t):
             u = _wide_unsigned(res.type)  # (ONNX wraps; signed overflow is UB in C)
             return self.bind(res, f"({t})(({u}){args[0]} {BINARY[name]} ({u}){args[1]})")
+        if name in ("arith.divui", "arith.remui", "arith.divsi", "arith.remsi") and (
+            _is_int(res.type) and (t[0] == "u" or name.endswith("ui"))
+        ):  # (unsigned data: x86 traps on x / 0, which is 0 as numpy's; x % 0 keeps x)
+            u = _unsigned(res.type)
+            op_ = "/" if "div" in name else "%"
+            a, b = f"({u}){args[0]}", f"({u}){args[1]}"
+            if _nonzero_constant(op.operands[1]):
+                return self.bind(res, f"({t})({a} {op_} {b})")
+            zero = f"({u})0" if op_ == "/" else a
+            return self.bind(res, f"({t})({b} == 0 ? {zero} : {a} {op_} {b})")
         if name in ("arith.divsi", "arith.remsi") and _is_int(res.type) and t[0] != "u":
             a, b, u = args[0], args[1], _unsigned(res.type)  # (x86 traps on x / 0 and on
             # INT_MIN / -1: a data x / 0 is 0, as numpy's, and INT_MIN / -1 wraps)

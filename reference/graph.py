@@ -176,7 +176,8 @@ def mul(a, b):
 
 def div(a, b):
     if np.issubdtype(a.dtype, np.unsignedinteger):
-        return np.floor_divide(a, b)
+        with np.errstate(divide="ignore"):  # x / 0 is 0, as the C backend's
+            return np.floor_divide(a, b)
     if np.issubdtype(a.dtype, np.integer):
         # integer division truncates toward zero, as in C: the floor, plus 1 where inexact
         # with the signs apart (no |x|: |int64 min| overflows); in int64, so int8 -128 / -1
