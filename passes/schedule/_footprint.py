@@ -197,6 +197,6 @@ def footprint(
                 first, last = lp.lower, lp.lower + (lp.trip_count - 1) * lp.stride
                 a += min(c * first, c * last)
                 b += max(c * first, c * last)
-            lo[d], hi[d] = min(lo[d], a), max(hi[d], b)
+            lo[d], hi[d] = min(lo[d], float(a)), max(hi[d], float(b))  # (whole: see affine_range)
     base = [Affine(int(lo[d]), dict(outer_parts[d] or {})) for d in range(rank)]
     return Footprint(base, [int(hi[d] - lo[d] + 1) for d in range(rank)])

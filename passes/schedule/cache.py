@@ -207,7 +207,7 @@ def _copy_order(used: list[ForOp], form: list[Affine], shape) -> list[ForOp]:
     rows = [math.prod(shape[d + 1 :]) for d in range(len(shape))]
 
     def stride(lp: ForOp) -> int:
-        return abs(sum(f.terms.get(lp.induction_var, 0) * r for f, r in zip(form, rows)))
+        return int(abs(sum(f.terms.get(lp.induction_var, 0) * r for f, r in zip(form, rows))))
 
     if stride(used[-1]) * used[-1].stride < LINE:
         return used

@@ -34,6 +34,7 @@ After:
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 from xdsl.dialects import arith, memref, scf
 from xdsl.dialects.builtin import FloatAttr
@@ -84,7 +85,7 @@ def _minimum(form: Affine) -> int:
         lp = iv_loop(v)
         first, last = lp.lower, lp.lower + (lp.trip_count - 1) * lp.stride
         low += min(c * first, c * last)
-    return low
+    return int(low)  # (whole: a Fraction term is whole on its loop's values)
 
 
 def cache_read_deinterleaved(
@@ -112,7 +113,7 @@ def cache_read_deinterleaved(
                 f"buffer '{buf.name_hint}' is read with step {form.terms[v]} along loop "
                 f"{kernel}/{iv_loop(v).loop_name} in loop {what}; deinterleave needs a step > 1"
             )
-        steps.add(form.terms[v])
+        steps.add(int(form.terms[v]))
     if len(steps) > 1:
         raise CacheDeinterleaveError(
             f"the accesses to buffer '{buf.name_hint}' in loop {what} step the last index "
@@ -181,7 +182,7 @@ def cache_read_deinterleaved(
 EDGE_FILL_BYTES = 64 << 10
 
 
-def _div(form: Affine, s: int) -> dict[SSAValue, int]:
+def _div(form: Affine, s: int) -> dict[SSAValue, int | Fraction]:
     return {v: c // s for v, c in form.terms.items()}
 
 

@@ -316,7 +316,8 @@ def _carry_row(k_loop: ForOp) -> None:
         index = []
         for f in forms:
             assert f is not None
-            c_k, c_j = f.terms.get(kv, 0), f.terms.get(jv, 0)
+            # (whole coefficients: these forms are not delinearized)
+            c_k, c_j = int(f.terms.get(kv, 0)), int(f.terms.get(jv, 0))
             rest = Affine(f.const, {v: c for v, c in f.terms.items() if v not in (kv, jv)})
             index.append(emit_affine(rest.add(at_k, c_k).add(Affine(0, {column: 1}), c_j), block))
         value = memref.LoadOp.get(b_buf, index)
