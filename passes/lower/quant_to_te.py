@@ -43,6 +43,14 @@ def _all(v: SSAValue, value: float) -> bool:
     return array is not None and bool((array == value).all())
 
 
+def _axis(axis: int, x: SSAValue, scale: SSAValue) -> int:
+    """The quantization axis of x; a per-tensor scale has none (ONNX ignores `axis` then,
+    so the default 1 on a rank-1 input is no error)."""
+    if shape(scale) in ((), (1,)) or not shape(x):
+        return 0
+    return g.normalize_axis(axis, len(shape(x)))
+
+
 def _param_index(p: SSAValue, idx: Idx, axis: int) -> Idx:
     """Where a per-tensor ([] or [1]) or per-axis ([n]) parameter is read for out[idx]."""
     s = shape(p)
@@ -82,7 +90,7 @@ def _product(b: BodyBuilder, va: SSAValue, vb: SSAValue, narrow: bool) -> SSAVal
 def lower_quantize(L: Lowering, op: g.GraphOp, xs):
     assert isinstance(op, g.QuantizeOp)
     x, scale, zero = xs
-    axis = g.normalize_axis(op.axis, len(shape(x))) if shape(x) else 0
+    axis = _axis(op.axis, x, scale)
     to = elt(zero)
     assert isinstance(to, IntegerType)
     lo, hi = int_limit(to, False), int_limit(to, True)
@@ -107,7 +115,7 @@ def lower_quantize(L: Lowering, op: g.GraphOp, xs):
 def lower_dequantize(L: Lowering, op: g.GraphOp, xs):
     assert isinstance(op, g.DequantizeOp)
     x, scale, zero = xs
-    axis = g.normalize_axis(op.axis, len(shape(x))) if shape(x) else 0
+    axis = _axis(op.axis, x, scale)
     out = op.out_type.get_element_type()
 
     def body(b: BodyBuilder, idx: Idx):

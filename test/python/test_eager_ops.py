@@ -228,6 +228,48 @@ CASES = [
     C("gather", [_i(5, dtype=np.int64), np.array([3, 3, 1], np.int64)], {"axis": 0}),
     C("dynamic_slice", [_r(5, 4), np.array([2, -3], np.int64)], {"axes": [0, 1], "sizes": [2, 2]}),
     C("dynamic_slice", [_i(6), np.array([9], np.int32)], {"axes": [0], "sizes": [3]}),
+    # integer quantization: per tensor and per axis, a tie and saturation
+    C(
+        "quantize",
+        [
+            np.array([0.5, 1.5, -2.5, 1e4, -1e4, 3.3], np.float32),
+            np.asarray(0.5, np.float32),
+            np.asarray(3, np.int8),
+        ],
+    ),
+    C(
+        "quantize",
+        [_r(3, 4) * 40, np.array([0.5, 0.25, 1.0, 2.0], np.float32), _u(4, hi=20)],
+        {"axis": 1},
+        "axis",
+    ),
+    C(
+        "dequantize",
+        [
+            _i(3, 4, lo=-128, hi=128, dtype=np.int8),
+            np.asarray(0.25, np.float32),
+            np.asarray(-2, np.int8),
+        ],
+    ),
+    C(
+        "matmul_integer",
+        [
+            _u(4, 8),
+            _i(8, 5, lo=-128, hi=128, dtype=np.int8),
+            np.asarray(128, np.uint8),
+            np.asarray(-3, np.int8),
+        ],
+    ),
+    C(
+        "conv_integer",
+        [
+            _u(1, 3, 6, 6),
+            _i(4, 3, 3, 3, lo=-128, hi=128, dtype=np.int8),
+            np.asarray(7, np.uint8),
+            np.asarray(0, np.int8),
+        ],
+        {"pads": [1, 1, 1, 1]},
+    ),
 ]
 
 # Every op has a forward case: an op may be left out only with its reason here.
@@ -645,6 +687,10 @@ GRAD_EXCLUDED = {
         "integers only: no gradient (their rules give none)",
     ),
     "bitcast": "bits reread as another type: no gradient (its rule gives none)",
+    **dict.fromkeys(
+        ["quantize", "dequantize", "matmul_integer", "conv_integer"],
+        "integer operands or results: no gradient (their rules give none)",
+    ),
 }
 # on the OpenCL device too: one of each kind of rule
 OPENCL_GRAD = [

@@ -430,6 +430,36 @@ def _region(arg_types, body) -> Region:
     return Region(block)
 
 
+def quant_cases() -> list[Case]:
+    """The integer quantization ops: per tensor and per axis, ties and saturation included."""
+    r = np.random.default_rng(11)
+    x = (r.standard_normal((3, 4)) * 40).astype(np.float32)
+    x[0, :3] = [0.5, 1.5, -2.5]  # halves round to even
+    x[1, :2] = [1e6, -1e6]  # saturate
+    scale, zp = np.asarray(0.5, np.float32), np.asarray(3, np.int8)
+    scales = np.asarray([0.5, 0.25, 1.0, 2.0], np.float32)
+    zps = np.asarray([0, 4, 7, 1], np.uint8)
+    q = r.integers(-128, 128, (3, 4)).astype(np.int8)
+    a, b = (
+        r.integers(0, 256, (4, 8)).astype(np.uint8),
+        r.integers(-128, 128, (8, 5)).astype(np.int8),
+    )
+    za, zb = np.asarray(128, np.uint8), np.asarray(-3, np.int8)
+    xi = r.integers(0, 256, (1, 3, 6, 6)).astype(np.uint8)
+    wi = r.integers(-128, 128, (4, 3, 3, 3)).astype(np.int8)
+    return [
+        Case("quantize", [x, scale, zp], lambda *v: g.QuantizeOp.make(*v)),
+        Case("quantize_axis", [x, scales, zps], lambda *v: g.QuantizeOp.make(*v, axis=1)),
+        Case("dequantize", [q, scale, zp], lambda *v: g.DequantizeOp.make(*v)),
+        Case("matmul_integer", [a, b, za, zb], lambda *v: g.MatMulIntegerOp.make(*v)),
+        Case(
+            "conv_integer",
+            [xi, wi, za, zb],
+            lambda *v: g.ConvIntegerOp.make(*v, pads=(1, 1, 1, 1)),
+        ),
+    ]
+
+
 def control_cases() -> list[Case]:
     """graph.if on each branch and a graph.loop of 3 iterations (host control flow)."""
 
@@ -511,7 +541,7 @@ def math_bit_cases() -> list[Case]:
 FAMILIES = {
     "unary": unary_cases, "math_bit": math_bit_cases, "binary": binary_cases, "linalg": linalg_cases, "conv": conv_cases,
     "norm": norm_cases, "reduce": reduce_cases, "movement": movement_cases,
-    "constant": constant_cases, "control": control_cases,
+    "constant": constant_cases, "control": control_cases, "quant": quant_cases,
 }  # fmt: skip
 
 
