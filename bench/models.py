@@ -752,8 +752,8 @@ def bench_int8(
         if threads:
             options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
         if threads and threads > 1:
-            # its pool spins between calls and took the cores from dlpc's team in the
-            # same process (a 2-thread mlp call, float or int8, took 61-68 ms, not 0.01)
+            # its pool would spin between calls and keep the cores from dlpc's team in the
+            # same process
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         feed = dict(zip([i.name for i in session.get_inputs()], inputs))
@@ -1177,8 +1177,8 @@ def main(argv: list[str] | None = None) -> int:
     ]
     with tempfile.TemporaryDirectory() as tmp:
         paths = [example_path(n, Path(tmp)) for n in names]
-        # the int8 rows first: bench_models imports torch, whose OpenMP threads then
-        # took the cores from a 2-thread dlpc call (63-83 ms instead of 0.007)
+        # the int8 rows first: bench_models imports torch, whose OpenMP threads would then
+        # keep the cores from a 2-thread dlpc call
         int8 = bench_int8(
             names, levels, args.repeat, args.warmup, Path(tmp), args.int8_batch, args.threads
         )

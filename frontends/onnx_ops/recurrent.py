@@ -35,9 +35,8 @@ ACTIVATIONS: dict[str, tuple[float | None, float | None]] = {
     "hardsigmoid": (0.2, 0.5),
     "affine": (1.0, 0.0),
 }
-# a longer sequence runs as one graph.loop over a step instead of unrolled steps: on C an
-# unrolled step costs ~0.5 us a call and ~0.5 s of build, a loop iteration ~1.5 us and
-# none (docs/design/recurrent-unroll.md)
+# a longer sequence runs as one graph.loop over a step instead of unrolled steps: unrolled
+# steps run faster but each adds build time (the measurements: docs/design/recurrent-unroll.md)
 UNROLL_MAX = 32
 # gates per cell and its default activations (f, g[, h]) for one direction
 CELLS = {
