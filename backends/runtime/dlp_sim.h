@@ -90,7 +90,8 @@ static pthread_barrier_t dlp_cluster_barrier[DLP_CLUSTERS];
 static pthread_barrier_t dlp_all_barrier;
 static pthread_mutex_t dlp_lock = PTHREAD_MUTEX_INITIALIZER;
 static char dlp_error_text[512];
-static int dlp_failed;
+static int dlp_failed, dlp_failed_task;
+static const char *dlp_failed_kernel;
 
 #define DLP_MAX_GDRAM 4096
 static struct { const char *p; size_t n; } dlp_gdram[DLP_MAX_GDRAM];
@@ -107,10 +108,13 @@ typedef struct {
 static dlp_record dlp_records[DLP_MAX_RECORDS];
 static int dlp_num_records;
 
+/* A launch's tasks run concurrently and each runs to its end, so the error kept is the
+   first one of the first failing launch's lowest-numbered failing task: the same message
+   whatever the threads' order. */
 static void dlp_fail(const char *fmt, ...)
 {
   pthread_mutex_lock(&dlp_lock);
-  if (!dlp_failed) {
+  if (!dlp_failed || (dlp_kernel_name == dlp_failed_kernel && taskId < dlp_failed_task)) {
     int k = snprintf(dlp_error_text, sizeof dlp_error_text, "kernel '%s' task %d: ",
                      dlp_kernel_name ? dlp_kernel_name : "?", taskId);
     va_list ap;
@@ -118,13 +122,15 @@ static void dlp_fail(const char *fmt, ...)
     vsnprintf(dlp_error_text + k, sizeof dlp_error_text - k, fmt, ap);
     va_end(ap);
     dlp_failed = 1;
+    dlp_failed_task = taskId;
+    dlp_failed_kernel = dlp_kernel_name;
   }
   pthread_mutex_unlock(&dlp_lock);
 }
 
 /* exported to the Python runtime */
 const char *dlp_error(void) { return dlp_failed ? dlp_error_text : ""; }
-void dlp_reset(void) { dlp_failed = 0; dlp_error_text[0] = 0; dlp_num_records = 0; dlp_num_gdram = 0; }
+void dlp_reset(void) { dlp_failed = 0; dlp_failed_kernel = 0; dlp_error_text[0] = 0; dlp_num_records = 0; dlp_num_gdram = 0; }
 int dlp_record_count(void) { return dlp_num_records; }
 int dlp_record_tasks(int i) { return dlp_records[i].tasks; }
 int dlp_record_double(int i) { return dlp_records[i].double_buffered; }
