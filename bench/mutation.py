@@ -515,8 +515,9 @@ AREAS: dict[str, Area] = {
             "test/python/test_mutation_kills_looppasses4.py test/python/test_memory_plan.py "
             "test/python/test_mutation_kills_looppasses5.py test/python/test_ops_c.py "
             "test/python/test_mutation_kills_dynamic4.py "  # (te-to-loop's symbolic guards)
+            "test/python/test_mutation_kills_looppasses6.py "
             "test/python/test_prepack.py test/python/test_opencl_winograd.py -k 'looppasses4 "
-            "or looppasses5 or (ops_c and (test_family or fused_ops or returned_inputs)) "
+            "or looppasses5 or looppasses6 or (ops_c and (test_family or fused_ops or returned_inputs)) "
             "or dynamic4 "
             "or (memory_plan and not resnet and not batch_32 and not random_graphs "
             "and not every_example and not two_threads and not placement_never) "
@@ -533,6 +534,8 @@ AREAS: dict[str, Area] = {
             "backends/runtime/evaluate.py",
             "backends/runtime/profile.py",
             "backends/runtime/opencl_rt.py",
+            "backends/runtime/fastcall.py",  # (the C call and the batch's chunks, session 5)
+            "backends/runtime/chunks.py",
             "backends/names.py",
             "targets/dlp.py",
         ],
@@ -540,8 +543,9 @@ AREAS: dict[str, Area] = {
         [  # the build cache, the calling convention, profiles, names (no CLI subprocesses)
             "test/python/test_mutation_kills_backendrt4.py test/python/test_callconv.py "
             "test/python/test_build_cache.py test/python/test_hostile_names.py "
-            "test/python/test_mutation_kills_bkrt5.py "
-            "test/python/test_profile.py -k 'backendrt4 or bkrt5 or callconv "
+            "test/python/test_mutation_kills_bkrt5.py test/python/test_fastcall.py "
+            "test/python/test_mutation_kills_bkrt6.py "
+            "test/python/test_profile.py -k 'backendrt4 or bkrt5 or bkrt6 or fastcall or callconv "
             "or garbage_library or missing_hash or (matrix and mlir and not dlp]) "
             "or (test_profile and not dlpc_run and not openmp and not timing)'",
             # OpenCLFunction on PoCL: buffers, aliases, SVM outputs, resident params; the
