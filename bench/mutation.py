@@ -344,7 +344,8 @@ AREAS: dict[str, Area] = {
         [],
         [  # every op against the reference, grads and optimizers against torch, jit vs eager
             "test/python/test_eager.py test/python/test_mutation_kills_eager3.py "
-            "test/python/test_mutation_kills_eager4.py test/python/test_mutation_kills_eager5.py",
+            "test/python/test_mutation_kills_eager4.py test/python/test_mutation_kills_eager5.py "
+            "test/python/test_mutation_kills_eager6.py",
             # placed models and eager OpenCL chains: binding, copies, pools (~3 s of CPU)
             "test/python/test_eager_device.py",
         ],
@@ -416,6 +417,7 @@ AREAS: dict[str, Area] = {
         [],
         [  # compile/load/lower/call, the knobs, the pass table, the tuning space, the trainer
             "test/python/test_mutation_kills_api4.py test/python/test_mutation_kills_api5.py "
+            "test/python/test_mutation_kills_api6.py "
             "test/python/test_api.py test/python/test_settings.py test/python/test_registry.py "
             "test/python/test_tuner_space.py test/python/test_train_compile.py "
             "test/python/test_check_each_pass.py test/python/test_frontend.py "
