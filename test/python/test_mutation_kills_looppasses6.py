@@ -1,0 +1,301 @@
+"""Tests of the loop-level passes (issue 35, sixth round, area loop-passes of
+bench/mutation.py), written from a branch-coverage run of the area's tests before the
+round's samples: graph-to-te's fold of a compute into a reduction's epilogue (composed with
+the reduction's own, refused where the compute is not a pointwise reader of it), on the te
+evaluator against numpy; te-to-loop's row groups refused where a later member reads
+another row, and kept where the read is guarded or sits in a reduction's epilogue, run in
+C against numpy; a row group over a symbolic number of rows; integer reductions' bounds
+and the `nsw` sum."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from xdsl.context import Context
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import IntegerAttr, IntegerType, ModuleOp, Signedness, UnitAttr
+from xdsl.passes import PassPipeline
+from xdsl.transforms import get_all_passes
+from xdsl.utils.exceptions import DiagnosticException
+
+import dlpc
+from dlpc.backends.runtime.cbuild import CFunction
+from dlpc.dialects import te
+from dlpc.dialects.loop import ForOp, KernelOp
+from dlpc.model import Model
+from dlpc.passes import pipeline
+from dlpc.passes.lower.te_inline import fold_into_epilogue
+from dlpc.passes.lower.te_to_loop import init_attr
+from dlpc.passes.pipeline import parse_module
+from dlpc.reference.te import run_te
+from dlpc.universe import PASSES
+
+
+def lower(module: ModuleOp, spec: str = "te-to-loop") -> ModuleOp:
+    PassPipeline.parse_spec({**get_all_passes(), **PASSES}, spec).apply(Context(), module)
+    module.verify()
+    return module
+
+
+def te_ops(module: ModuleOp) -> dict[str, te.ComputeOp | te.ReduceOp]:
+    return {o.compute_name: o for o in module.walk() if isinstance(o, te.ComputeOp | te.ReduceOp)}
+
+
+def kernels(module: ModuleOp) -> list[str]:
+    return [k.sym for k in module.walk() if isinstance(k, KernelOp)]
+
+
+RNG = np.random.default_rng(6)
+X48 = RNG.standard_normal((4, 8)).astype(np.float32)
+C4 = np.array([1.0, -10.0, 0.5, -0.25], np.float32)
+
+# ------------------------------------------------------ te-inline: fold into an epilogue
+
+SUM_THEN = """
+func.func @main(%x: tensor<4x8xf32>, %c: tensor<4xf32>) -> {out} {{
+  %s = te.reduce "sum_0" (%i0) reduce (%r0) over [8] combiner "add" init 0.0 : tensor<4xf32> {{
+    %a = te.read %x[%i0, %r0] : tensor<4x8xf32>
+    te.yield %a : f32
+  }}{epilogue}
+  {consumer}
+  func.return {ret}
+}}"""
+
+BIAS = """ epilogue (%acc : f32, %j0 : index) {
+    %cc = te.read %c[%j0] : tensor<4xf32>
+    %t = arith.addf %acc, %cc : f32
+    te.yield %t : f32
+  }"""
+
+RELU = """%y = te.compute "relu_1" (%i0) : tensor<4xf32> {
+    %v = te.read %s[%i0] : tensor<4xf32>
+    %z = arith.constant 0.0 : f32
+    %r = arith.maximumf %v, %z : f32
+    te.yield %r : f32
+  }"""
+
+
+def _fold_src(epilogue: str = BIAS, consumer: str = RELU, out: str = "tensor<4xf32>", ret=None):
+    return SUM_THEN.format(out=out, epilogue=epilogue, consumer=consumer, ret=ret or f"%y : {out}")
+
+
+@pytest.mark.parametrize("bias", [True, False], ids=["with-epilogue", "plain"])
+def test_a_pointwise_reader_becomes_the_reductions_epilogue(bias):
+    """relu(sum(x) + c): the relu is composed after the reduction's own epilogue (the bias)
+    into one te.reduce named after the consumer; without an epilogue it is the whole one."""
+    module = parse_module(_fold_src(BIAS if bias else ""))
+    ops = te_ops(module)
+    fused = fold_into_epilogue(ops["sum_0"], ops["relu_1"])
+    assert fused is not None and fused.compute_name == "relu_1" and fused.has_epilogue
+    assert list(te_ops(module)) == ["relu_1"]
+    (got,) = run_te(module, [X48, C4])
+    np.testing.assert_allclose(got, np.maximum(X48.sum(1) + (C4 if bias else 0), 0), rtol=1e-6)
+    (k,) = kernels(lower(module))
+    assert k == "relu_1"
+    (got,) = CFunction(module, name="looppasses6_fold")(X48, C4)
+    np.testing.assert_allclose(got, np.maximum(X48.sum(1) + (C4 if bias else 0), 0), rtol=1e-6)
+
+
+def test_the_fused_reduction_keeps_its_symbolic_and_nsw_marks():
+    module = parse_module(_fold_src())
+    ops = te_ops(module)
+    ops["sum_0"].attributes[te.NSW_SUM] = UnitAttr()
+    ops["sum_0"].attributes[te.SYMBOLIC_OVER] = IntegerAttr(7, 64)  # (any attribute)
+    fused = fold_into_epilogue(ops["sum_0"], ops["relu_1"])
+    assert fused is not None
+    assert fused.attributes[te.NSW_SUM] == UnitAttr()
+    assert fused.attributes[te.SYMBOLIC_OVER] == IntegerAttr(7, 64)
+    plain = parse_module(_fold_src())
+    ops = te_ops(plain)
+    fused = fold_into_epilogue(ops["sum_0"], ops["relu_1"])
+    assert fused is not None
+    assert te.NSW_SUM not in fused.attributes and te.SYMBOLIC_OVER not in fused.attributes
+
+
+TRANSPOSED = """%y = te.compute "flip_1" (%i0) : tensor<4xf32> {
+    %c3 = arith.constant 3 : index
+    %j = arith.subi %c3, %i0 : index
+    %v = te.read %s[%j] : tensor<4xf32>
+    te.yield %v : f32
+  }"""
+BROADCAST = """%y = te.compute "flip_1" (%i0, %i1) : tensor<4x8xf32> {
+    %v = te.read %s[%i0] : tensor<4xf32>
+    %w = te.read %x[%i0, %i1] : tensor<4x8xf32>
+    %r = arith.subf %w, %v : f32
+    te.yield %r : f32
+  }"""
+TWICE = """%y = te.compute "flip_1" (%i0) : tensor<4xf32> {
+    %v = te.read %s[%i0] : tensor<4xf32>
+    te.yield %v : f32
+  }
+  %u = te.compute "other_2" (%i0) : tensor<4xf32> {
+    %v = te.read %s[%i0] : tensor<4xf32>
+    %r = arith.negf %v : f32
+    te.yield %r : f32
+  }"""
+
+S = X48.sum(1) + C4
+REFUSED = [
+    ("another-index", TRANSPOSED, "tensor<4xf32>", None, [S[::-1]]),
+    ("another-shape", BROADCAST, "tensor<4x8xf32>", None, [X48 - S[:, None]]),
+    (
+        "read-elsewhere",
+        TWICE,
+        "(tensor<4xf32>, tensor<4xf32>)",
+        "%y, %u : tensor<4xf32>, tensor<4xf32>",
+        [S, -S],
+    ),
+    (
+        "returned",
+        RELU,
+        "(tensor<4xf32>, tensor<4xf32>)",
+        "%y, %s : tensor<4xf32>, tensor<4xf32>",
+        [np.maximum(S, 0), S],
+    ),
+]
+
+
+@pytest.mark.parametrize("name,consumer,out,ret,want", REFUSED, ids=[r[0] for r in REFUSED])
+def test_a_reader_that_is_not_pointwise_is_no_epilogue(name, consumer, out, ret, want):
+    """Read at another index, of another shape, the reduction read by another op too or
+    returned: no fold (None), the module as it was, and its answers."""
+    module = parse_module(_fold_src(consumer=consumer, out=out, ret=ret))
+    before = str(module)
+    ops = te_ops(module)
+    consumer_name = [n for n in ops if n != "sum_0" and n != "other_2"][0]
+    assert fold_into_epilogue(ops["sum_0"], ops[consumer_name]) is None  # type: ignore[arg-type]
+    assert str(module) == before
+    got = run_te(module, [X48, C4])
+    for g_, w in zip(got, want):
+        np.testing.assert_allclose(g_, w, rtol=1e-6)
+
+
+# ------------------------------------------------------------ te-to-loop: row groups
+
+ROWS = """
+func.func @main(%x: tensor<32x8xf32>) -> tensor<32x8xf32> {{
+  %s = te.reduce "sum_0" (%i0) reduce (%r0) over [8] combiner "add" init 0.0 : tensor<32xf32> {{
+    %a = te.read %x[%i0, %r0] : tensor<32x8xf32>
+    te.yield %a : f32
+  }}{second}
+  %y = te.compute "sub_1" (%i0, %i1) : tensor<32x8xf32> {{
+    %v = te.read %x[%i0, %i1] : tensor<32x8xf32>
+    {read}
+    %r = arith.subf %v, %m : f32
+    te.yield %r : f32
+  }}
+  func.return %y : tensor<32x8xf32>
+}}"""
+X328 = RNG.standard_normal((32, 8)).astype(np.float32)
+
+
+def _rows(read: str, second: str = ""):
+    module = lower(parse_module(ROWS.format(read=read, second=second)))
+    (y,) = CFunction(module, name="looppasses6_rows")(X328)
+    return kernels(module), module, y
+
+
+def test_a_member_read_at_its_own_row_makes_one_blocked_kernel():
+    names, module, y = _rows("%m = te.read %s[%i0] : tensor<32xf32>")
+    assert names == ["sub_1"]
+    assert [lp.upper for lp in module.walk() if isinstance(lp, ForOp) and lp.loop_name == "b"][
+        :1
+    ] == [16]
+    np.testing.assert_allclose(y, X328 - X328.sum(1, keepdims=True), rtol=1e-5, atol=1e-6)
+
+
+def test_a_member_read_at_another_row_is_no_group():
+    """sub_1 reads the sum of row 0 for every row: a block's buffer holds its own rows'
+    sums only, so the two stay kernels of their own (te_to_loop.py `_group_ok`)."""
+    names, _, y = _rows("%c0 = arith.constant 0 : index\n    %m = te.read %s[%c0] : tensor<32xf32>")
+    assert names == ["sum_0", "sub_1"]
+    np.testing.assert_allclose(y, X328 - X328[0].sum(), rtol=1e-5, atol=1e-6)
+
+
+def test_a_guarded_read_at_its_own_row_stays_in_the_group():
+    """The read sits in an scf.if of the compute's body: its owner is found through it."""
+    read = """%c0 = arith.constant 0 : index
+    %pos = arith.cmpi sge, %i1, %c0 : index
+    %m = scf.if %pos -> (f32) {
+      %q = te.read %s[%i0] : tensor<32xf32>
+      scf.yield %q : f32
+    } else {
+      %z = arith.constant 0.0 : f32
+      scf.yield %z : f32
+    }"""
+    names, _, y = _rows(read)
+    assert names == ["sub_1"]
+    np.testing.assert_allclose(y, X328 - X328.sum(1, keepdims=True), rtol=1e-5, atol=1e-6)
+
+
+def test_a_reduction_epilogue_reading_the_statistic_at_its_row_joins_the_group():
+    """t = sum(x * s) + s by rows: t's epilogue reads s at its output index (after the
+    accumulator argument), so sum, t and the last compute are one kernel."""
+    second = """
+  %t = te.reduce "dot_2" (%i0) reduce (%r0) over [8] combiner "add" init 0.0 : tensor<32xf32> {
+    %a = te.read %x[%i0, %r0] : tensor<32x8xf32>
+    %b = te.read %s[%i0] : tensor<32xf32>
+    %p = arith.mulf %a, %b : f32
+    te.yield %p : f32
+  } epilogue (%acc : f32, %j0 : index) {
+    %b = te.read %s[%j0] : tensor<32xf32>
+    %q = arith.addf %acc, %b : f32
+    te.yield %q : f32
+  }"""
+    names, _, y = _rows("%m = te.read %t[%i0] : tensor<32xf32>", second)
+    assert names == ["sub_1"]
+    s = X328.sum(1, keepdims=True)
+    np.testing.assert_allclose(y, X328 - ((X328 * s).sum(1, keepdims=True) + s), rtol=1e-4)
+
+
+SOFTMAX_ROWS = """
+func.func @main(%x: tensor<?x12xf32, ["b"]>) -> tensor<?x12xf32, ["b"]> {
+  %y = graph.softmax %x {axis = -1 : i64} : (tensor<?x12xf32, ["b"]>) -> tensor<?x12xf32, ["b"]>
+  func.return %y : tensor<?x12xf32, ["b"]>
+}"""
+
+
+def test_a_row_group_over_a_symbolic_number_of_rows():
+    """Softmax over b rows, b symbolic: the block loop steps by the block and each row loop
+    stops at the call's b (te_to_loop.py `row_group`'s split); any b, one program."""
+    c = dlpc.compile(Model(pipeline.parse_module(SOFTMAX_ROWS)))
+    for b in (1, 3, 16, 17, 40):
+        x = np.random.default_rng(b).standard_normal((b, 12)).astype(np.float32)
+        (y,) = c(x)
+        e = np.exp(x - x.max(1, keepdims=True))
+        np.testing.assert_allclose(y, e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-7)
+    assert c.function.stats["compiles"] == 1
+
+
+# ------------------------------------------------------- te-to-loop: integer reductions
+
+
+@pytest.mark.parametrize(
+    "width,lo,hi", [(8, 0, 255), (16, 0, 65535), (32, 0, 2**32 - 1), (64, 0, 2**64 - 1)]
+)
+def test_unsigned_max_and_min_start_at_the_unsigned_bounds(width, lo, hi):
+    ty = IntegerType(width, Signedness.UNSIGNED)
+    assert init_attr(float("-inf"), ty) == IntegerAttr(lo, ty)
+    assert init_attr(float("inf"), ty) == IntegerAttr(hi, ty)
+    assert init_attr(5.0, ty) == IntegerAttr(5, ty)
+
+
+NSW = """
+func.func @main(%x: tensor<2x3xi32>) -> tensor<2xi32> {{
+  %s = te.reduce "sum_0" (%i0) reduce (%r0) over [3] combiner "{combiner}" init {init} : tensor<2xi32> {{
+    %a = te.read %x[%i0, %r0] : tensor<2x3xi32>
+    te.yield %a : i32
+  }} attributes {{dlpc.nsw_sum}}
+  func.return %s : tensor<2xi32>
+}}"""
+
+
+def test_an_nsw_sum_is_a_signed_add_in_the_loop_ir():
+    module = lower(parse_module(NSW.format(combiner="add", init=0)))
+    (add,) = [op for op in module.walk() if isinstance(op, arith.AddiOp)]
+    assert "nsw" in str(add.properties["overflowFlags"])
+    x = np.array([[1, -2, 3], [2**30, 2**29, -5]], np.int32)
+    (got,) = CFunction(module, name="looppasses6_nsw")(x)
+    np.testing.assert_array_equal(got, x.sum(1))
+    with pytest.raises(DiagnosticException, match='te.reduce "sum_0" has dlpc.nsw_sum but is no'):
+        lower(parse_module(NSW.format(combiner="max", init=0)))
