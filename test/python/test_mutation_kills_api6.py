@@ -387,3 +387,109 @@ def test_the_checkers_random_arrays():
     assert floats.dtype == np.float16 and floats.min() < 0 < floats.max()
     default = check.random_array(rng, (400,), np.int64)
     assert default.min() == 0 and default.max() == 9  # [0, 10) by default
+
+
+# ---- the tuner's defaults, failures and resumption (tune/search.py) -------------------------
+
+
+def _fake_tuner(tmp_path, results, log="log.json", **kw):
+    from test_schedule import MATMUL
+
+    from dlpc.passes.pipeline import parse_module
+    from dlpc.tune import search
+
+    calls = []
+
+    def fake(ir, script, **options):
+        calls.append((script, options))
+        return next(results)
+
+    tuner = search.Tuner(parse_module(MATMUL), log=str(tmp_path / log), measure_fn=fake, **kw)
+    return tuner, calls
+
+
+def test_the_tuners_measurement_options_default_to_one_thread_five_runs_a_minute(tmp_path):
+    from dlpc.tune.measure import Result
+
+    tuner, calls = _fake_tuner(tmp_path, iter([Result(True, 2e-3)] * 10))
+    progress = list(tuner.run(trials=2))
+    assert [p.trial for p in progress] == [1, 2] and {p.total for p in progress} == {2}
+    assert all(options == {"timeout": 60.0, "repeat": 5, "threads": 1} for _, options in calls)
+    assert tuner.target == "c" and tuner.strategy == "evolutionary"
+    assert tuner.pool == 64 and tuner.batch == 4 and tuner.verify == 0
+    tuner, calls = _fake_tuner(
+        tmp_path, iter([Result(True, 2e-3)] * 10), log="b.json", threads=3, timeout=5.0, repeat=2
+    )
+    list(tuner.run(trials=1))
+    assert calls[0][1] == {"timeout": 5.0, "repeat": 2, "threads": 3}
+
+
+def test_failed_measurements_are_logged_and_reported_without_a_best(tmp_path):
+    from dlpc.tune.measure import Result
+
+    tuner, calls = _fake_tuner(tmp_path, iter([Result(False, None, "boom")] * 10), verify=2)
+    progress = list(tuner.run(trials=3))
+    assert len(progress) == 3  # (verify: nothing ok to re-measure)
+    assert all(not p.ok and p.error == "boom" and p.best is None for p in progress)
+    assert tuner.history == []
+    (task,) = tuner.tasks
+    records = tuner.log.for_kernel(task.sig, "c", tuner.machine)
+    assert [r.ok for r in records] == [False] * 3
+    assert {r.error for r in records} == {"boom"}
+    assert {r.template for r in records} == {"gemm"}
+
+
+def test_a_resumed_tuning_starts_from_the_logs_best(tmp_path):
+    from dlpc.tune.measure import Result
+
+    first, _ = _fake_tuner(tmp_path, iter([Result(True, 1e-3), Result(True, 3e-3)]))
+    list(first.run(trials=2))
+    tuner, calls = _fake_tuner(tmp_path, iter([Result(True, 5e-3)] * 10))
+    progress = list(tuner.run(trials=2))
+    # the default point was measured before: not again; the best so far is the log's
+    assert [p.best for p in progress] == [1e-3, 1e-3]
+    assert all(p.time == 5e-3 for p in progress)
+    assert [h[2] for h in tuner.history] == [1e-3, 1e-3]
+    assert len({script for script, _ in calls}) == 2
+
+
+# ---- the pipeline's stages and the timing helper ----------------------------------------------
+
+RELU = """func.func @main(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %y = graph.relu %x : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  func.return %y : tensor<4x8xf32>
+}
+"""
+
+
+@pytest.mark.parametrize(
+    "stop_at, stages, has_dlp",
+    [
+        ("loop", ["input", "graph", "te", "loop"], False),
+        ("dlp", ["input", "graph", "te", "loop", "dlp"], True),
+    ],
+)
+def test_the_dlp_target_stops_at_the_loop_stage_before_its_passes(stop_at, stages, has_dlp):
+    from dlpc.passes import pipeline
+
+    module = pipeline.parse_module(RELU)
+    seen = []
+    options = pipeline.PipelineOptions(opt_level=1, target="dlp")
+    pipeline.lower(module, stop_at, options, lambda stage, m: seen.append(stage))
+    assert seen == stages
+    assert any(op.name.startswith("dlp.") for op in module.walk()) is has_dlp
+
+
+def test_timing_a_compiled_model_calls_it_once_to_warm_up_and_ten_times(monkeypatch):
+    from dlpc.model import Model
+    from dlpc.passes import pipeline
+
+    compiled = dlpc.compile(Model(pipeline.parse_module(RELU), {}, "relu"), target="numpy")
+    calls = []
+    monkeypatch.setattr(compiled, "runner", lambda arrays: calls.append(len(arrays)) or [])
+    x = np.ones((4, 8), np.float32)
+    assert compiled.time(x) >= 0
+    assert len(calls) == 11
+    calls.clear()
+    compiled.time(x, repeat=0, warmup=0)  # at least one timed call
+    assert len(calls) == 1
