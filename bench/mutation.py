@@ -250,7 +250,7 @@ AREAS: dict[str, Area] = {
         [
             "test/python/test_onnx_import.py test/python/test_mutation_kills_onnx.py "
             "test/python/test_mutation_kills_onnx3.py test/python/test_mutation_kills_onnx4.py "
-            "test/python/test_mutation_kills_onnx6.py",
+            "test/python/test_mutation_kills_onnx6.py test/python/test_mutation_kills_onnx7.py",
             # the public API's ONNX cases (3-D conv and pool, weights as inputs) and the
             # control-flow ops (If, Loop, Scan) on both targets, with the ONNX cases of the
             # control-flow area's tests (every test of the first two has onnx in its name)
