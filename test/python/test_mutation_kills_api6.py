@@ -493,3 +493,161 @@ def test_timing_a_compiled_model_calls_it_once_to_warm_up_and_ten_times(monkeypa
     calls.clear()
     compiled.time(x, repeat=0, warmup=0)  # at least one timed call
     assert len(calls) == 1
+
+
+# ---- the gemm template's knobs, exactly, over shapes that reach each candidate ------------------
+
+
+def _gemm_space(m: int, k: int, n: int, b_rows: bool = False):
+    """The tuning space of one matmul (B [k, n]) or linear (B [n, k]: along k) kernel."""
+    from dlpc.dialects.loop import kernels
+    from dlpc.passes.pipeline import PipelineOptions, lower, parse_module
+    from dlpc.tune.space import space_for
+
+    op, b = ("linear", f"{n}x{k}") if b_rows else ("matmul", f"{k}x{n}")
+    module = parse_module(
+        f"func.func @main(%a: tensor<{m}x{k}xf32>, %b: tensor<{b}xf32>) -> tensor<{m}x{n}xf32> {{\n"
+        f"  %y = graph.{op} %a, %b : (tensor<{m}x{k}xf32>, tensor<{b}xf32>) -> tensor<{m}x{n}xf32>\n"
+        f"  func.return %y : tensor<{m}x{n}xf32>\n}}\n"
+    )
+    lower(module, "loop", PipelineOptions(opt_level=1), weights={})
+    (kernel,) = kernels(module)
+    space = space_for(module, kernel.sym)
+    assert space is not None and space.template == "gemm"
+    return space
+
+
+BOTH = {"pack_a": [True, False], "pack_b": [True, False], "par": ["auto", "outer"]}
+GEMM_SPACES = [
+    # (m, k, n, B along k): the knobs and the default point (the default schedule's)
+    (
+        (24, 16, 64, False),
+        {"mc": [1, 2, 3, 4, 6, 8, 12, 24], "nc": [16, 32, 64], "kc": [16],
+         "mr": [1, 2, 4, 6, 8, 12], "nr": [8, 16, 32, 64]},
+        {"mc": 24, "nc": 64, "kc": 16, "mr": 8, "nr": 32},
+    ),
+    (
+        (28, 32, 48, False),
+        {"mc": [1, 2, 4, 7, 14, 28], "nc": [16, 24, 48], "kc": [16, 32], "mr": [1, 2, 4, 14],
+         "nr": [8, 16, 48]},
+        {"mc": 28, "nc": 48, "kc": 32, "mr": 4, "nr": 16},
+    ),
+    (
+        (3, 64, 32, True),
+        {"mc": [1, 3], "nc": [16, 32], "kc": [16, 32, 64], "mr": [1, 3],
+         "nr": [1, 2, 4, 8, 16, 32], "micro": ["gemm", "dot"], "gemv": [False, True],
+         "rf": [4, 8, 16, 32, 64]},
+        {"mc": 3, "nc": 32, "kc": 64, "mr": 3, "nr": 8, "micro": "dot", "gemv": False, "rf": 16},
+    ),
+    (
+        (17, 32, 100, False),
+        {"mc": [1, 17], "nc": [20, 25, 50, 100], "kc": [16, 32], "mr": [1, 3, 4, 6, 8],
+         "nr": [1, 2, 4, 5, 10, 20, 25, 50, 100], "tail": ["none", "rows"]},
+        {"mc": 17, "nc": 100, "kc": 32, "mr": 3, "nr": 100, "tail": "rows"},
+    ),
+    (
+        (12, 64, 16, True),
+        {"mc": [1, 2, 3, 4, 6, 12], "nc": [16], "kc": [16, 32, 64], "mr": [1, 2, 3, 4, 6, 12],
+         "nr": [1, 2, 4, 8, 16], "micro": ["gemm", "dot"]},
+        {"mc": 12, "nc": 16, "kc": 64, "mr": 6, "nr": 16, "pack_a": True, "pack_b": True,
+         "micro": "gemm"},
+    ),
+    (
+        (11, 16, 32, False),
+        {"mc": [1, 11], "nc": [16, 32], "kc": [16], "mr": [1, 4, 6, 8, 11], "nr": [8, 16, 32],
+         "tail": ["none", "rows"]},
+        {"mc": 11, "nc": 32, "kc": 16, "mr": 11, "nr": 32, "tail": "none"},
+    ),
+    (
+        (10, 16, 32, False),
+        {"mc": [1, 2, 5, 10], "nc": [16, 32], "kc": [16], "mr": [1, 2, 10], "nr": [8, 16, 32]},
+        {"mc": 10, "nc": 32, "kc": 16, "mr": 10, "nr": 32},
+    ),
+    (
+        (8, 16, 131, False),
+        {"mc": [1, 2, 4, 8], "nc": [131], "kc": [16], "mr": [1, 2, 4, 6, 8],
+         "nr": [1, 16, 32, 48, 64], "tail": ["none", "rows", "both"]},
+        {"mc": 8, "nc": 131, "kc": 16, "mr": 8, "nr": 16, "tail": "both"},
+    ),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("shape, knobs, default", GEMM_SPACES, ids=lambda v: str(v))
+def test_the_gemm_templates_knobs_and_default_point(shape, knobs, default):
+    """Register tiles from (1, 2, 4, 6, 8, 12, 14) dividing M, column tiles from (8, 16,
+    32, 48, 64) dividing N, cache blocks dividing the extents (from 16 for nc and kc); a
+    rows tail when M > 8 has no divisor from 4 to 8, a columns tail when N > 128 has none
+    from 8; the dot micro-kernel when B is read along k (k >= 16), gemv below 4 rows."""
+    space = _gemm_space(*shape)
+    assert space.knobs == {**BOTH, **knobs}
+    assert space.default() == {"pack_a": False, "pack_b": False, "par": "auto", **default}
+
+
+def test_a_gemm_points_features():
+    """Per knob: log2 of a size, a flag as 0/1, a choice's position in its values; then
+    A's and B's panels in bytes (log2 against 32 KiB and 1 MiB, over 48 KiB, over 1 MiB)
+    and the register tile's share of 256."""
+    space = _gemm_space(17, 32, 100)
+    point = space.default()
+    assert space.features(point) == pytest.approx(
+        [np.log2(17), np.log2(100), 5.0, np.log2(3), np.log2(100), 0.0, 0.0, 0.0, 1.0,
+         np.log2(17 * 32 * 4) - 15, np.log2(32 * 100 * 4) - 20, 0.0, 0.0, 3 * 100 / 256.0]
+    )  # fmt: skip
+    other = {**point, "tail": "none", "par": "outer", "pack_a": True}
+    assert space.features(other)[5:9] == [1.0, 0.0, 1.0, 0.0]
+    linear = _gemm_space(3, 64, 32, True)
+    got = linear.features(linear.default())
+    # micro "dot" is the second of two choices: 1.0; gemv off; rf 16: log2
+    assert got[8:11] == pytest.approx([1.0, 0.0, 4.0])
+
+
+def _reduction_space(shape, axis: int):
+    from dlpc.dialects.loop import kernels
+    from dlpc.passes.pipeline import PipelineOptions, lower, parse_module
+    from dlpc.tune.space import space_for
+
+    out = [d for i, d in enumerate(shape) if i != axis]
+
+    def t(s):
+        return "tensor<" + "x".join(map(str, s)) + "xf32>"
+
+    module = parse_module(
+        f"func.func @main(%x: {t(shape)}) -> {t(out)} {{\n"
+        f"  %s = graph.reduce_sum %x {{axes = array<i64: {axis}>}} : ({t(shape)}) -> {t(out)}\n"
+        f"  func.return %s : {t(out)}\n}}\n"
+    )
+    lower(module, "loop", PipelineOptions(opt_level=1), weights={})
+    (kernel,) = kernels(module)
+    return space_for(module, kernel.sym)
+
+
+@pytest.mark.parametrize(
+    "shape, axis, cb, wt, unroll, par",
+    [
+        ((16, 32), 0, [1], [0, 8, 16], [False, True], ["auto", "i0"]),  # a reduction of 16
+        ((17, 32), 0, [1], [0, 8, 16], [False], ["auto", "i0"]),  # of 17: not unrolled
+        ((2, 16, 48), 1, [1], [0, 8, 12, 16, 24], [False, True], ["auto", "i0", "i1"]),
+        ((4, 5, 6, 16), 0, [1, 2], [0, 8], [False, True], ["auto", "i0", "i1"]),
+        ((3, 1, 4, 8), 0, [1, 2, 4], [0], [False, True], ["auto", "i1"]),  # (i0: one trip)
+        ((16, 4), 0, [1], [0], [False, True], ["auto", "i0"]),  # a last loop of 4: a space
+    ],
+)
+def test_the_reduction_templates_knobs(shape, axis, cb, wt, unroll, par):
+    """`cb` from (1, 2, 4, 8) dividing the second spatial loop of three or more, `wt`
+    the divisors of the last loop from 8 below its extent, the innermost reduction
+    unrolled up to 16 trips, parallel the first two spatial loops of more than one trip;
+    the default point blocks 4 channels where it can."""
+    space = _reduction_space(shape, axis)
+    assert space is not None and space.template == "reduction"
+    assert space.knobs == {"cb": cb, "wt": wt, "unroll_r": unroll, "par": par, "im2col": [False]}
+    assert space.default() == {
+        "cb": 4 if 4 in cb else cb[0],
+        "wt": 0,
+        "unroll_r": False,
+        "par": "auto",
+        "im2col": False,
+    }
+
+
+def test_a_reduction_whose_last_loop_is_under_four_has_no_space():
+    assert _reduction_space((16, 3), 0) is None
