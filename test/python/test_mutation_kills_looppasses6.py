@@ -299,3 +299,180 @@ def test_an_nsw_sum_is_a_signed_add_in_the_loop_ir():
     np.testing.assert_array_equal(got, x.sum(1))
     with pytest.raises(DiagnosticException, match='te.reduce "sum_0" has dlpc.nsw_sum but is no'):
         lower(parse_module(NSW.format(combiner="max", init=0)))
+
+
+# ------------------------------------------------- loop-prepack-weights: which packs
+
+PACK = """
+func.func @main(%x: memref<2x4xf32>, %w: memref<4xf32>, %y: memref<2x4xf32>) attributes {{dlpc.num_inputs = 1 : i64, dlpc.params = ["w"], dlpc.num_outputs = 1 : i64}} {{
+  %arena = memref.alloc() {{dlpc.arena}} : memref<64xi8>{main}
+  loop.kernel "scale" {{{pre}
+    %Cp = memref.alloca({n}) : {ty}{before}
+    loop.for %j = 0 to 4 step 1 {{name = "Cp_j"}} {{
+      %v0 = memref.load %w[%j] : memref<4xf32>
+      {fill}
+      memref.store %v, %Cp[%j] : {ty}{inside}
+    }}{after}
+    loop.for %i = 0 to 2 step 1 {{name = "si"}} {{
+      loop.for %j2 = 0 to 4 step 1 {{name = "sj"}} {{
+        %a = memref.load %x[%i, %j2] : memref<2x4xf32>
+        %c = memref.load %Cp[%j2] : {ty}
+        %p = arith.mulf %a, %c : f32
+        memref.store %p, %y[%i, %j2] : memref<2x4xf32>
+      }}
+    }}
+  }}
+  func.return
+}}"""
+PX = np.arange(8, dtype=np.float32).reshape(2, 4) - 3
+PW = np.array([1, 2, 3, 4], np.float32)
+PACK_DEFAULT = dict(
+    main="",
+    pre="",
+    n="",
+    ty="memref<4xf32>",
+    before="",
+    fill="%v = arith.addf %v0, %v0 : f32",
+    inside="",
+    after="",
+)
+TWICE_NEST = """
+    loop.for %k = 0 to 4 step 1 {name = "Cp_k"} {
+      %u = memref.load %Cp[%k] : memref<4xf32>
+      %u2 = arith.addf %u, %u : f32
+      memref.store %u2, %Cp[%k] : memref<4xf32>
+    }"""
+# name -> (the template's parts, packed bytes, y / x as a function of x)
+PACKS = {
+    "weights": ({}, 64, lambda x: 2 * PW),
+    "an-input": (
+        dict(
+            fill="%c0 = arith.constant 0 : index\n      "
+            "%xv = memref.load %x[%c0, %j] : memref<2x4xf32>\n      %v = arith.addf %v0, %xv : f32"
+        ),
+        0,
+        lambda x: PW + x[0],
+    ),
+    "dynamic-size": (
+        dict(pre="\n    %n4 = arith.constant 4 : index", n="%n4", ty="memref<?xf32>"),
+        0,
+        None,
+    ),
+    "strided": (dict(ty="memref<4xf32, strided<[1]>>"), 0, None),
+    "filled-twice": (dict(after=TWICE_NEST), 0, lambda x: 4 * PW),
+    "read-in-its-nest": (
+        dict(inside="\n      %r = memref.load %Cp[%j] : memref<4xf32>"),
+        0,
+        lambda x: 2 * PW,
+    ),
+    "read-before-filled": (
+        dict(
+            before="\n    %c0b = arith.constant 0 : index\n    %r = memref.load %Cp[%c0b] : memref<4xf32>"
+        ),
+        0,
+        lambda x: 2 * PW,
+    ),
+    "a-kernel-constant": (
+        dict(pre="\n    %k3 = arith.constant 3.0 : f32", fill="%v = arith.mulf %v0, %k3 : f32"),
+        64,
+        lambda x: 3 * PW,
+    ),
+    "a-kernel-load": (
+        dict(
+            pre="\n    %c0l = arith.constant 0 : index\n    %s = memref.load %x[%c0l, %c0l] : memref<2x4xf32>",
+            fill="%v = arith.mulf %v0, %s : f32",
+        ),
+        0,
+        lambda x: PW * x[0, 0],
+    ),
+    "a-main-scalar": (
+        dict(
+            main="\n  %one = arith.constant 1.5 : f32\n  %s = arith.addf %one, %one : f32",
+            fill="%v = arith.mulf %v0, %s : f32",
+        ),
+        0,
+        lambda x: 3 * PW,
+    ),
+    "a-main-constant": (
+        dict(main="\n  %s = arith.constant 1.5 : f32", fill="%v = arith.mulf %v0, %s : f32"),
+        64,
+        lambda x: 1.5 * PW,
+    ),
+    "stores-elsewhere": (
+        dict(
+            inside="\n      %c0o = arith.constant 0 : index\n      "
+            "memref.store %v, %y[%c0o, %j] : memref<2x4xf32>"
+        ),
+        0,
+        lambda x: 2 * PW,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(PACKS))
+def test_a_kernel_local_pack_is_resident_only_when_it_is_a_plain_weight_pack(name):
+    """A local buffer filled by one nest from weights (and constants, and pure ops of the
+    kernel) then only read is packed once (64 bytes: 16 rounded up to ALIGN); one filled
+    from an input or from a load in the kernel, of a dynamic size or a strided layout,
+    written by two nests, read inside or before its nest, filled from a scalar @main
+    computes, or whose nest stores elsewhere too, stays in the call. Each in C."""
+    from dlpc.passes.lower.prepack import PREPARE, prepack
+
+    parts, nbytes, scale = PACKS[name]
+    module = parse_module(PACK.format(**{**PACK_DEFAULT, **parts}))
+    assert prepack(module) == nbytes
+    prepared = [k.sym for k in module.walk() if isinstance(k, KernelOp) and PREPARE in k.attributes]
+    assert prepared == (["Cp_prepack"] if nbytes else [])
+    if scale is None:
+        return
+    (y,) = CFunction(module, name="looppasses6_pack")(PX, params={"w": PW})
+    np.testing.assert_array_equal(y, PX * scale(PX))
+    x = PX + 1  # another input: the pack of an input follows it
+    (y,) = CFunction(module, name="looppasses6_pack")(x, params={"w": PW})
+    np.testing.assert_array_equal(y, x * scale(x))
+    w2 = PW[::-1].copy()  # other weights: packed again for them
+    (y2,) = CFunction(module, name="looppasses6_pack")(x, params={"w": w2})
+    assert not np.array_equal(y2, y)
+
+
+ROWS_PACK = """
+func.func @main(%x: memref<3x4xf32>, %w: memref<3x4xf32>, %y: memref<3x4xf32>) attributes {{dlpc.num_inputs = 1 : i64, dlpc.params = ["w"], dlpc.num_outputs = 1 : i64}} {{
+  %arena = memref.alloc() {{dlpc.arena}} : memref<64xi8>
+  loop.kernel "rows" {{
+    loop.for %i = {lo} to {hi} step {st} {{name = "ri"}} {{
+      %lo = arith.constant {lo} : index
+      %st = arith.constant {st} : index
+      %d = arith.subi %i, %lo : index
+      %r = arith.divsi %d, %st : index
+      %Cp = memref.alloca() : memref<4xf32>
+      loop.for %j = 0 to 4 step 1 {{name = "Cp_j"}} {{
+        %v = memref.load %w[%r, %j] : memref<3x4xf32>
+        memref.store %v, %Cp[%j] : memref<4xf32>
+      }}
+      loop.for %j2 = 0 to 4 step 1 {{name = "sj"}} {{
+        %a = memref.load %x[%r, %j2] : memref<3x4xf32>
+        %c = memref.load %Cp[%j2] : memref<4xf32>
+        %p = arith.mulf %a, %c : f32
+        memref.store %p, %y[%r, %j2] : memref<3x4xf32>
+      }}
+    }}
+  }}
+  func.return
+}}"""
+
+
+@pytest.mark.parametrize("lo,hi,st", [(0, 3, 1), (2, 5, 1), (0, 6, 2), (1, 7, 2)])
+def test_a_pack_per_iteration_of_a_loop_is_at_its_trip_index(lo, hi, st):
+    """The pack depends on the row loop (lower bound lo, step st): the resident block holds
+    one pack a row, stored and loaded at (i - lo) / st, filled by the kernel's own pure
+    index ops cloned into the packing kernel."""
+    from dlpc.passes.lower.prepack import PREPARE, prepack
+
+    module = parse_module(ROWS_PACK.format(lo=lo, hi=hi, st=st))
+    assert prepack(module) == 64  # 3 x 4 floats, rounded up to ALIGN
+    prepared = [k for k in module.walk() if isinstance(k, KernelOp) and PREPARE in k.attributes]
+    assert [k.sym for k in prepared] == ["Cp_prepack"]
+    x = np.arange(12, dtype=np.float32).reshape(3, 4) - 5
+    w = np.arange(12, dtype=np.float32).reshape(3, 4)[::-1].copy()
+    (y,) = CFunction(module, name="looppasses6_rowpack")(x, params={"w": w})
+    np.testing.assert_array_equal(y, x * w)
