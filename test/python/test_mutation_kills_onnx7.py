@@ -931,3 +931,158 @@ def test_max_unpool_at_the_size_bound_is_accepted_and_past_it_refused():
     load_model(ok.proto(infer=False)[0])
     big = Case("MaxUnpool", [("x", x), ("i", i), ("=o", i64(1, 1, 65, 64))], kernel_shape=[1, 1])
     refused(big, "MaxUnpool of 4096 elements into 4160 is too large for dlpc")
+
+
+# ------------------------------------------------------------------ the smaller handlers
+
+MORE = {
+    "tfidf-a-length-with-no-ngram": tfidf(TOKENS, lo=1, hi=3, skip=1, ngram_counts=[0, 5, 5],
+                                          pool_int64s=[1, 2, 3, 5, 4, 1, 2, 3],
+                                          ngram_indexes=[0, 1, 2, 3, 4, 5]),
+    "col2im-block-1x1": Case("Col2Im", [("x", f32(1, 2, 9)), ("=i", i64(3, 3)), ("=b", i64(1, 1))],
+                             opset=18),
+    "squeeze-11-axes-attribute": Case("Squeeze", [("x", f32(2, 1, 3, 1))], opset=11, axes=[-1]),
+    "unsqueeze-11-axes-attribute": Case("Unsqueeze", [("x", f32(2, 3))], opset=11, axes=[0, -1]),
+    "split-11-split-attribute": Case("Split", [("x", f32(2, 5))], nout=2, opset=11, axis=1,
+                                     split=[2, 3]),
+    "pad-wrap-whole-copies": Case("Pad", [("x", f32(2, 3)), ("=p", i64(0, 3, 0, 6))], opset=19,
+                                  mode="wrap"),
+    "upsample-9-nearest": Case("Upsample", [("x", f32(1, 1, 2, 3)),
+                                            ("=s", np.array([1, 1, 2, 1.5], np.float32))], opset=9),
+    "upsample-9-linear": Case("Upsample", [("x", f32(1, 1, 2, 3)),
+                                           ("=s", np.array([1, 1, 2, 2], np.float32))], opset=9,
+                              mode="linear"),
+    "upsample-7-attribute": Case("Upsample", [("x", f32(1, 1, 2, 2))], opset=7,
+                                 scales=[1.0, 1.0, 3.0, 2.0]),
+    "conv-transpose-1x1-no-pad": Case("ConvTranspose", [("x", f32(1, 2, 3, 3)),
+                                                        ("=w", f32(2, 3, 1, 1))]),
+    "split-to-sequence-one-piece": Case("SplitToSequence", [("x", f32(2, 3)), ("=s", i64(3))],
+                                        opset=11, axis=1),
+    "eye-like-dtype-k": Case("EyeLike", [("x", f32(3, 4))], dtype=7, k=1),
+    "optional-of-a-graph-input": Case("Optional", [("x", f32(2, 3))], opset=18),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(MORE))
+def test_smaller_handlers_against_onnxruntime(name):
+    case = MORE[name]
+    if name.startswith("split-to-sequence"):
+        proto, feeds = case.proto(infer=False)
+        m = load_model(proto)
+        got = run_reference(m.module, list(feeds.values()), m.weights)
+        np.testing.assert_array_equal(np.asarray(got[0]), feeds["x"])  # (one piece: x itself)
+        return
+    if name.startswith("optional"):
+        proto, feeds = case.proto(infer=False)
+        m = load_model(proto)
+        (got,) = run_reference(m.module, list(feeds.values()), m.weights)
+        np.testing.assert_array_equal(np.asarray(got), feeds["x"])
+        return
+    check(case, atol=1e-5, oracle="onnx" if name.startswith("col2im") else "onnxruntime")
+
+
+def test_quantize_of_float32_by_a_float16_scale_divides_in_float32():
+    """x (float32) wider than its scale (float16): the scale is cast up (onnx's
+    reference, opset 23)."""
+    x = f32(2, 5) * 30
+    check(Case("QuantizeLinear", [("x", x), ("=s", np.float16(0.3)), ("=z", np.int8(-2))],
+               opset=23), atol=0, oracle="onnx")  # fmt: skip
+
+
+def test_scatter_elements_max_and_min_over_booleans():
+    """_extreme for bool data: max starts from False, min from True (onnx's reference:
+    onnxruntime has no boolean reductions here)."""
+    data = np.array([[True, False, False], [False, True, True]])
+    upd = np.array([[True, False], [False, False]])
+    idx = np.array([[1, 2], [0, 1]])
+    for red in ("max", "min"):
+        case = Case("ScatterElements", [("x", data), ("=i", idx), ("u", upd)], axis=1,
+                    reduction=red, opset=18)  # fmt: skip
+        check(case, oracle="onnx")
+
+
+MORE_REFUSED = {
+    "det-not-square": (Case("Det", [("x", f32(2, 3))]),
+                       "input 0 must be square matrices [..., n, n], got shape [2, 3]"),
+    "det-rank-1": (Case("Det", [("x", f32(3))]), "must be square matrices"),
+    "det-int": (Case("Det", [("x", np.zeros((2, 2), np.int32))]),
+                "input 0 must be floating-point, got int32"),
+    "cumsum-scalar": (Case("CumSum", [("x", np.float32(2)), ("=a", i64(0))]),
+                      "input 0 must have at least one dimension"),
+    "eye-like-rank": (Case("EyeLike", [("x", f32(2, 2, 2))]), "input 0 must be 2-D, got shape"),
+    "eye-like-dtype": (Case("EyeLike", [("x", f32(2, 2))], dtype=8),
+                       "attribute 'dtype' = string is not supported"),
+    "split-to-sequence-scalar": (Case("SplitToSequence", [("x", np.float32(1))], opset=11),
+                                 "input must have at least one dimension"),
+    "split-to-sequence-zero": (Case("SplitToSequence", [("x", f32(2, 3)), ("=s", i64(0)[0])],
+                                    opset=11), "'split' = 0 must be positive"),
+    "split-to-sequence-sum": (Case("SplitToSequence", [("x", f32(2, 3)), ("=s", i64(1, 2))],
+                                   opset=11),
+                              "'split' [1, 2] must be positive sizes that sum to the axis' extent 2"),
+    "split-to-sequence-negative": (Case("SplitToSequence", [("x", f32(2, 3)), ("=s", i64(3, -1))],
+                                        opset=11), "'split' [3, -1] must be positive"),
+    "bitwise-float": (Case("BitwiseAnd", [("a", f32(2)), ("b", f32(2))], opset=18),
+                      "operands must be integers, got float32"),
+    "bitwise-not-float": (Case("BitwiseNot", [("a", f32(2))], opset=18),
+                          "operands must be integers, got float32"),
+    "bitcast-string": (Case("BitCast", [("a", f32(2))], opset=26, to=8),
+                       "attribute 'to' = string is not supported"),
+    "upsample-below-1": (Case("Upsample", [("x", f32(1, 1, 2, 2)),
+                                           ("=s", np.array([1, 1, 0.5, 1], np.float32))],
+                              opset=9), "'scales' [1.0, 1.0, 0.5, 1.0] must be at least 1"),
+    "upsample-mode": (Case("Upsample", [("x", f32(1, 1, 2, 2)),
+                                        ("=s", np.array([1, 1, 2, 1], np.float32))], opset=9,
+                           mode="cubic"), "'cubic'"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(MORE_REFUSED))
+def test_smaller_handlers_refused(name):
+    case, message = MORE_REFUSED[name]
+    refused(case, message)
+
+
+# ------------------------------------------------------------------ the driver (onnx.py)
+
+
+def test_a_model_of_another_domain_only_names_its_first_node():
+    """No default-domain opset: the first node of another domain is named, by name or by
+    index."""
+    from test_mutation_kills_onnx6 import graph_model, import_error
+
+    x = f32(3)
+    for name, label in (("enc", "'enc'"), ("", "#1")):
+        nodes = [
+            helper.make_node("Relu", ["x"], ["r"], name="r0"),
+            helper.make_node("Normalizer", ["r"], ["y"], name=name, domain="ai.onnx.ml"),
+        ]
+        proto = graph_model(nodes, {"x": x}, opset=None)
+        proto.opset_import.append(helper.make_opsetid("ai.onnx.ml", 3))
+        text = import_error(proto)
+        assert (
+            f"node {label} (Normalizer): error: operator 'ai.onnx.ml.Normalizer' is not "
+            "supported (only the default ONNX domain is)"
+        ) in text, text
+
+
+def test_a_graph_op_that_does_not_verify_names_the_node():
+    from test_mutation_kills_onnx6 import graph_model, import_error
+
+    node = helper.make_node("MatMul", ["x", "y"], ["o"], name="mm")
+    proto = graph_model([node], {"x": f32(2, 3), "y": f32(4, 5)}, ("o",))
+    text = import_error(proto)
+    assert "node 'mm' (MatMul): error: graph.matmul contraction mismatch" in text, text
+
+
+def test_an_input_that_is_also_an_initializer_is_a_weight_not_an_argument():
+    """(IR version 3 lists initializers among the inputs): such an input is no argument of
+    @main; its initializer's value is used."""
+    from test_mutation_kills_onnx6 import graph_model
+
+    w = f32(3)
+    node = helper.make_node("Add", ["x", "w"], ["y"], name="a")
+    proto = graph_model([node], {"x": f32(3), "w": w}, inits={"w": w})
+    m = load_model(proto)
+    x = f32(3)
+    (got,) = run_reference(m.module, [x], m.weights)
+    np.testing.assert_allclose(np.asarray(got), x + w)
