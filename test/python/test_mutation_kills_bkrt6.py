@@ -1,16 +1,27 @@
 """Tests of the compiled functions' runtime (issue 35, sixth round, area backend-runtime of
 bench/mutation.py), written from a branch-coverage run of the area's tests before the
 round's samples: the DLP target description's ranges at both ends of every field (in
-range at the bound, refused one step past it, each one line naming the field)."""
+range at the bound, refused one step past it, each one line naming the field); a batch run
+chunk after chunk (chunks.py) in C and in Python; the fast call's extension built once per
+cache directory, loaded after, and absent without headers, with a failing compiler or a
+damaged file (fastcall.py)."""
 
 from __future__ import annotations
 
 import math
+import re
 
+import numpy as np
 import pytest
+from xdsl.context import Context
+from xdsl.passes import PassPipeline
+from xdsl.transforms import get_all_passes
 
+from dlpc.backends.runtime import cbuild, chunks, fastcall
 from dlpc.diagnostics import DlpcError
+from dlpc.passes.pipeline import parse_module
 from dlpc.targets import dlp as targets
+from dlpc.universe import PASSES
 
 INTEGER_KEYS = [k for k, d in vars(targets.DlpTarget()).items() if type(d) is int]
 FLOAT_KEYS = [k for k, d in vars(targets.DlpTarget()).items() if type(d) is float]
@@ -83,3 +94,140 @@ def test_a_direct_description_is_checked_as_a_loaded_one():
     assert targets.DlpTarget(clusters=16, cores_per_cluster=16).cores == 256
     with pytest.raises(DlpcError, match="'dma_align' must be a power of two, got 96"):
         targets.DlpTarget(dma_align=96)
+
+
+# ------------------------------------------------- the batch's chunks (chunks.py)
+
+CHUNK_SRC = """
+func.func @main(%x: tensor<4x8xf32>, %u: tensor<4xi32>) -> (tensor<4x8xf32>, tensor<4xi32>) {
+  %w = graph.param "w" : tensor<8xf32>
+  %s = graph.add %x, %w : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %y = graph.tanh %s : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %v = graph.neg %u : (tensor<4xi32>) -> tensor<4xi32>
+  func.return %y, %v : tensor<4x8xf32>, tensor<4xi32>
+}"""
+CW = np.linspace(-1, 1, 8, dtype=np.float32)
+
+
+@pytest.fixture(scope="module")
+def chunk_function():
+    module = parse_module(CHUNK_SRC)
+    PassPipeline.parse_spec({**get_all_passes(), **PASSES}, "graph-to-te,te-to-loop").apply(
+        Context(), module
+    )
+    f = cbuild.CFunction(module, name="bkrt6_chunk")
+    f.bind_params({"w": CW})
+    return f
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["in-C", "in-Python"])
+def test_batch_chunks_run_each_chunk_on_its_rows(chunk_function, fast):
+    """A chunk of 4 rows, 3 chunks: the whole call's specs are 12 rows (params left out),
+    each chunk's rows computed by the one-chunk program, in C (fastcall's repeat) or,
+    without the extension, in Python over slices."""
+    run = chunks.BatchChunks(chunk_function, 3)
+    assert run.chunk == 4 and run.repeat == 3 and run.source == chunk_function.source
+    assert run.in_specs == [((12, 8), np.dtype(np.float32)), ((12,), np.dtype(np.int32))]
+    assert run.out_specs == [((12, 8), np.dtype(np.float32)), ((12,), np.dtype(np.int32))]
+    assert (run._fast is not None) == (fastcall.extension() is not None)
+    if not fast:
+        run._fast = None
+    x = np.linspace(-3, 3, 96, dtype=np.float32).reshape(12, 8)
+    u = np.arange(12, dtype=np.int32) - 5
+    y, v = run(x, u)
+    np.testing.assert_allclose(y, np.tanh(x + CW), rtol=1e-6)
+    np.testing.assert_array_equal(v, -u)
+    assert y.shape == (12, 8) and y.dtype == np.float32 and v.dtype == np.int32
+    y2, _ = run(x[::-1].copy(), u)  # outputs of their own each call
+    assert y2 is not y
+    np.testing.assert_allclose(y2, np.tanh(x[::-1] + CW), rtol=1e-6)
+    np.testing.assert_allclose(y, np.tanh(x + CW), rtol=1e-6)
+
+
+def test_batch_chunks_refuse_a_wrong_call_in_one_line(chunk_function):
+    """The Python path (the one the C call hands what it refuses) names the culprit."""
+    run = chunks.BatchChunks(chunk_function, 3)
+    x = np.zeros((12, 8), np.float32)
+    u = np.zeros(12, np.int32)
+    with pytest.raises(DlpcError) as e:
+        run(x)
+    assert str(e.value) == "error: expected 2 inputs, got 1"
+    with pytest.raises(DlpcError) as e:
+        run(x, np.zeros(8, np.int32))
+    assert str(e.value) == "error: input 1: expected int32 of shape [12], got int32 of shape [8]"
+    with pytest.raises(DlpcError) as e:
+        run(x.astype(np.float64), u)
+    assert str(e.value) == (
+        "error: input 0: expected float32 of shape [12, 8], got float64 of shape [12, 8]"
+    )
+    strided = (np.arange(24, dtype=np.int32) - 7)[::2]
+    y, v = run(np.asfortranarray(x + 1), strided)  # (not C order: the Python path)
+    np.testing.assert_allclose(y, np.tanh(x + 1 + CW), rtol=1e-6)
+    np.testing.assert_array_equal(v, -strided)
+
+
+# ------------------------------------------------------------ the extension's build
+
+
+@pytest.fixture
+def fresh_extension(monkeypatch, tmp_path):
+    """`fastcall.extension()` decided again in an empty cache directory; decided again
+    after the test in the real one."""
+    monkeypatch.setenv("DLPC_CACHE_DIR", str(tmp_path))
+    fastcall.extension.cache_clear()
+    yield tmp_path
+    fastcall.extension.cache_clear()
+
+
+def _extension_files(root):
+    return sorted(p.name for p in root.iterdir())
+
+
+@pytest.mark.skipif(fastcall._build_command("x.so") is None, reason="no Python headers")
+def test_the_extension_is_built_once_per_cache_directory_and_loaded_after(
+    fresh_extension, monkeypatch
+):
+    root = fresh_extension
+    ext = fastcall.extension()
+    assert ext is not None and hasattr(ext, "Caller")
+    (name,) = _extension_files(root)
+    assert re.fullmatch(r"_dlpc_fastcall-[0-9a-f]{20}\.[-\w.]*so", name), name
+    fastcall.extension.cache_clear()
+
+    def no_compiler(*a, **k):
+        raise AssertionError("built again")
+
+    monkeypatch.setattr(fastcall.subprocess, "run", no_compiler)
+    assert fastcall.extension() is not None  # loaded from the file, not built
+    assert _extension_files(root) == [name]
+
+
+def test_without_headers_or_with_a_failing_compiler_there_is_no_extension(
+    fresh_extension, monkeypatch
+):
+    root = fresh_extension
+    monkeypatch.setattr(fastcall, "_build_command", lambda out: None)
+    assert fastcall.extension() is None
+    assert fastcall.caller(0, 0, 0, 0, 0, [], [], None, print, None) is None
+    assert _extension_files(root) == []  # (no temporary file left)
+    fastcall.extension.cache_clear()
+    monkeypatch.undo()
+    monkeypatch.setenv("DLPC_CACHE_DIR", str(root))
+    monkeypatch.setenv("CC", "false")  # a compiler that fails (and another key)
+    assert fastcall.extension() is None
+    assert _extension_files(root) == []
+
+
+def test_a_damaged_extension_file_is_no_extension(fresh_extension, monkeypatch, tmp_path_factory):
+    """The file named for this source, Python and compiler holds garbage: not loaded (in
+    another directory: the built one stays mapped in this process)."""
+    if fastcall._build_command("x.so") is None:
+        pytest.skip("no Python headers")
+    assert fastcall.extension() is not None
+    (name,) = _extension_files(fresh_extension)
+    other = tmp_path_factory.mktemp("damaged")
+    (other / name).write_bytes(b"not a shared object")
+    monkeypatch.setenv("DLPC_CACHE_DIR", str(other))
+    fastcall.extension.cache_clear()
+    assert fastcall.extension() is None
+    assert _extension_files(other) == [name]
