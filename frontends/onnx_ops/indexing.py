@@ -492,11 +492,10 @@ def _suppresses(a: np.ndarray, b: np.ndarray, center: bool, iou_threshold: float
     if np.any(hi <= lo):
         return False
     inter = float(np.prod(hi - lo))
-    area_a, area_b = float(np.prod(hi_a - lo_a)), float(np.prod(hi_b - lo_b))
-    union = area_a + area_b - inter
-    if inter <= 0 or area_a <= 0 or area_b <= 0 or union <= 0:
+    if inter <= 0:  # (underflow: each area is at least inter, so the union is positive)
         return False
-    return inter / union > iou_threshold
+    area_a, area_b = float(np.prod(hi_a - lo_a)), float(np.prod(hi_b - lo_b))
+    return inter / (area_a + area_b - inter) > iou_threshold
 
 
 @handles("NonMaxSuppression")

@@ -1086,3 +1086,17 @@ def test_an_input_that_is_also_an_initializer_is_a_weight_not_an_argument():
     x = f32(3)
     (got,) = run_reference(m.module, [x], m.weights)
     np.testing.assert_allclose(np.asarray(got), x + w)
+
+
+def test_nms_overlap_of_boxes_whose_intersection_underflows_is_none():
+    """_suppresses: boxes overlapping by 1e-200 on each side (float64, below float32's
+    range) have an intersection that underflows to 0: no overlap, not a division by
+    zero; an overlap above the threshold suppresses, one at it does not."""
+    from dlpc.frontends.onnx_ops.indexing import _suppresses
+
+    tiny = np.array([0.0, 0.0, 1e-200, 1e-200])
+    assert _suppresses(tiny, tiny, False, 0.0) is False
+    a, b = np.array([0.0, 0.0, 1.0, 1.0]), np.array([0.0, 0.5, 1.0, 1.5])  # IoU 1/3
+    assert _suppresses(a, b, False, 0.3) and not _suppresses(a, b, False, 1 / 3)
+    c = np.array([0.5, 0.5, 1.0, 1.0])  # center form of a
+    assert _suppresses(c, np.array([0.5, 1.0, 1.0, 1.0]), True, 0.3)
