@@ -231,3 +231,87 @@ def test_a_damaged_extension_file_is_no_extension(fresh_extension, monkeypatch, 
     fastcall.extension.cache_clear()
     assert fastcall.extension() is None
     assert _extension_files(other) == [name]
+
+
+# --------------------------------------------------------- the warm-compile cache key
+
+
+def test_artifact_key_sees_every_part_and_only_them(monkeypatch, tmp_path):
+    from dlpc.backends.runtime import artifact
+
+    w = {"w": np.ones(3, np.float32)}
+    base = artifact.artifact_key("ir", w, "c", {"opt": 1, "b": [1, 2]})
+    assert re.fullmatch(r"[0-9a-f]{24}", base)
+    assert artifact.artifact_key("ir", w, "c", {"b": (1, 2), "opt": 1}) == base  # canonical
+    for other in (
+        artifact.artifact_key("ir2", w, "c", {"opt": 1, "b": [1, 2]}),
+        artifact.artifact_key("ir", {"w": np.zeros(3, np.float32)}, "c", {"opt": 1, "b": [1, 2]}),
+        artifact.artifact_key("ir", w, "opencl", {"opt": 1, "b": [1, 2]}),
+        artifact.artifact_key("ir", w, "c", {"opt": 2, "b": [1, 2]}),
+        artifact.artifact_key("ir", w, "c", {"opt": 1, "b": [2, 1]}),
+    ):
+        assert other != base
+    # a named file counts by its content; the tuning machine only with a tuning log
+    log = tmp_path / "log.jsonl"
+    log.write_text("a\n")
+    monkeypatch.setenv("DLPC_TUNING_MACHINE", "m1")
+    with_log = artifact.artifact_key("ir", w, "c", {"tuning_log": str(log)})
+    without = artifact.artifact_key("ir", w, "c", {"tuning_log": None})
+    log.write_text("b\n")
+    assert artifact.artifact_key("ir", w, "c", {"tuning_log": str(log)}) != with_log
+    log.write_text("a\n")
+    assert artifact.artifact_key("ir", w, "c", {"tuning_log": str(log)}) == with_log
+    monkeypatch.setenv("DLPC_TUNING_MACHINE", "m2")
+    assert artifact.artifact_key("ir", w, "c", {"tuning_log": str(log)}) != with_log
+    assert artifact.artifact_key("ir", w, "c", {"tuning_log": None}) == without
+
+
+def test_settings_text_is_canonical_json_with_file_digests(tmp_path):
+    import hashlib
+    import json
+
+    from dlpc.backends.runtime import artifact
+
+    f = tmp_path / "t.toml"
+    f.write_bytes(b"x = 1\n")
+    text = artifact._settings_text(
+        {"z": (1, 2.5), "a": {"k": None, 3: True}, "f": str(f), "o": object, "s": "no-file"}
+    )
+    assert json.loads(text) == {
+        "a": {"3": True, "k": None},
+        "f": {"file": str(f), "sha256": hashlib.sha256(b"x = 1\n").hexdigest()},
+        "o": repr(object),
+        "s": "no-file",
+        "z": [1, 2.5],
+    }
+    assert text == json.dumps(json.loads(text), sort_keys=True)
+
+
+# ------------------------------------------------------------- names: Python literals
+
+
+def test_py_literal_of_every_attribute_value():
+    from dlpc.backends.names import py_literal
+    from dlpc.dialects import symdims
+
+    cases = [
+        ((), "()"),
+        ((1,), "(1,)"),
+        ([1, 2], "(1, 2)"),
+        ((1.5, (2,)), "(1.5, (2,))"),
+        (float("inf"), "np.inf"),
+        (float("-inf"), "-np.inf"),
+        (float("nan"), "np.nan"),
+        (True, "True"),
+        (None, "None"),
+        (-3, "-3"),
+        ("a'b\u00e9", ascii("a'b\u00e9")),
+        (b"x\n", ascii("x\n")),
+    ]
+    for value, text in cases:
+        assert py_literal(value) == text
+    dim = symdims.parse("2*seq")
+    assert isinstance(dim, symdims.SymDim)
+    assert py_literal(dim) == symdims.python_expr(dim) and "seq" in py_literal(dim)
+    with pytest.raises(AssertionError, match="no Python literal for"):
+        py_literal(object())
