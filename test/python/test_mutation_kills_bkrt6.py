@@ -315,3 +315,51 @@ def test_py_literal_of_every_attribute_value():
     assert py_literal(dim) == symdims.python_expr(dim) and "seq" in py_literal(dim)
     with pytest.raises(AssertionError, match="no Python literal for"):
         py_literal(object())
+
+
+# ------------------------------------------------------------------ OpenCL: SVM arguments
+
+SVM_SRC = """
+func.func @main(%x: tensor<4x8xf32>, %u: tensor<4xi32>) -> (tensor<4x8xf32>, tensor<4xi32>) {
+  %w = graph.param "w" : tensor<8xf32>
+  %s = graph.add %x, %w : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %y = graph.tanh %s : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %v = graph.neg %u : (tensor<4xi32>) -> tensor<4xi32>
+  func.return %y, %v : tensor<4x8xf32>, tensor<4xi32>
+}"""
+
+
+def test_svm_arguments_are_read_only_inputs_and_write_only_outputs(monkeypatch):
+    """The fine-grained SVM arrays the device gets for @main's arguments: each input
+    READ_ONLY, each output WRITE_ONLY (the param, in between, keeps its device buffer),
+    on a device that has them (PoCL's); the call's answers through them."""
+    cl = pytest.importorskip("pyopencl")
+    import dlpc
+    from dlpc.model import Model
+
+    made: list[tuple[int, tuple, str]] = []
+    svm_empty = cl.svm_empty
+
+    def recording(ctx, flags, shape, dtype, **kw):
+        made.append((int(flags), tuple(np.atleast_1d(shape)), np.dtype(dtype).name))
+        return svm_empty(ctx, flags, shape, dtype, **kw)
+
+    monkeypatch.setattr(cl, "svm_empty", recording)
+    model = Model(parse_module(SVM_SRC), weights={"w": CW})
+    compiled = dlpc.compile(model, target="opencl")
+    if not compiled.artifact.svm_args:
+        pytest.skip("the device has no fine-grained SVM")
+    fine = int(cl.svm_mem_flags.SVM_FINE_GRAIN_BUFFER)
+    read, write = int(cl.svm_mem_flags.READ_ONLY) | fine, int(cl.svm_mem_flags.WRITE_ONLY) | fine
+    assert sorted(compiled.artifact.svm_args) == [0, 1, 3, 4]
+    assert made[:4] == [
+        (read, (4, 8), "float32"),
+        (read, (4,), "int32"),
+        (write, (4, 8), "float32"),
+        (write, (4,), "int32"),
+    ]
+    x = np.linspace(-2, 2, 32, dtype=np.float32).reshape(4, 8)
+    u = np.arange(4, dtype=np.int32) - 2
+    y, v = compiled(x, u)
+    np.testing.assert_allclose(y, np.tanh(x + CW), rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(v, -u)
