@@ -8,6 +8,7 @@ damaged file (fastcall.py)."""
 
 from __future__ import annotations
 
+import ctypes
 import math
 import re
 
@@ -363,3 +364,40 @@ def test_svm_arguments_are_read_only_inputs_and_write_only_outputs(monkeypatch):
     y, v = compiled(x, u)
     np.testing.assert_allclose(y, np.tanh(x + CW), rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(v, -u)
+
+
+# --------------------------------------------------------- cbuild: a failed call's line
+
+OOM_C = """
+#include <stddef.h>
+size_t dlpc_oom_count = 3, dlpc_oom_size = 1000;
+const char *dlpc_oom_kernel = KERNEL;
+int dlpc_main(void **args) { (void)args; return 1; }
+"""
+
+
+@pytest.mark.parametrize(
+    "kernel,line",
+    [
+        ('"conv_3"', "error: out of memory: 3000 bytes for conv_3"),
+        ("NULL", "error: {lib}: dlpc_main failed (status 1: out of memory)"),
+        (None, "error: {lib}: dlpc_main failed (status 7: out of memory)"),
+    ],
+    ids=["recorded", "none-recorded", "no-prelude"],
+)
+def test_a_failed_call_names_the_allocation_it_recorded(kernel, line):
+    """The status of dlpc_main as one line: the bytes and kernel of the failed allocation
+    the generated code recorded (count x size), else the library and status."""
+    if kernel is None:
+        source = "int dlpc_main(void **args) { (void)args; return 7; }\n"
+    else:
+        source = OOM_C.replace("KERNEL", kernel)
+    lib = cbuild.build(source, name=f"bkrt6_oom_{kernel is None}")
+    x = np.zeros(1, np.float32)
+    with pytest.raises(DlpcError) as e:
+        lib.call([x])
+    assert str(e.value) == line.format(lib=lib.path.name)
+    argv = (ctypes.c_void_p * 1)(x.ctypes.data)
+    with pytest.raises(DlpcError) as e:
+        lib.call_argv(argv)
+    assert str(e.value) == line.format(lib=lib.path.name)
