@@ -1100,3 +1100,63 @@ def test_nms_overlap_of_boxes_whose_intersection_underflows_is_none():
     assert _suppresses(a, b, False, 0.3) and not _suppresses(a, b, False, 1 / 3)
     c = np.array([0.5, 0.5, 1.0, 1.0])  # center form of a
     assert _suppresses(c, np.array([0.5, 1.0, 1.0, 1.0]), True, 0.3)
+
+
+# ------------------------------------------------------------------ Loop (control.py)
+
+
+def _loop(m="m", cond="c", scan=True, cond_node=None, optional=False, inits=None):
+    """A Loop adding x to y each iteration (y carried), optionally with a scan output of y;
+    M and cond are initializers (a value), '' (omitted) or outer values."""
+    from onnx import TensorProto
+    from test_mutation_kills_onnx6 import graph_model
+
+    vi = helper.make_tensor_value_info
+    body_nodes = [
+        helper.make_node("Add", ["y_in", "x"], ["y_out"]),
+        cond_node or helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+    ]
+    outs = [vi("cond_out", TensorProto.BOOL, []), vi("y_out", TensorProto.FLOAT, [2])]
+    if optional:
+        opt = helper.make_optional_type_proto(helper.make_tensor_type_proto(TensorProto.FLOAT, [2]))
+        outs[1] = helper.make_value_info("y_out", opt)
+    if scan:
+        body_nodes.append(helper.make_node("Identity", ["y_out"], ["s"]))
+        outs.append(vi("s", TensorProto.FLOAT, [2]))
+    body = helper.make_graph(
+        body_nodes,
+        "body",
+        [
+            vi("i", TensorProto.INT64, []),
+            vi("cond_in", TensorProto.BOOL, []),
+            vi("y_in", TensorProto.FLOAT, [2]),
+        ],  # fmt: skip
+        outs,
+    )
+    results = ["y_final", "ys"] if scan else ["y_final"]
+    node = helper.make_node("Loop", [m, cond, "y"], results, name="n0", body=body)
+    inputs = {"x": np.array([1.0, -2.0], np.float32), "y": np.array([0.5, 0.25], np.float32)}
+    return graph_model([node], inputs, tuple(results), inits=inits or {}, opset=13)
+
+
+def test_loop_of_a_known_trip_count_without_scan_outputs_against_onnxruntime():
+    proto = _loop(scan=False, inits={"m": i64(3)[0], "c": np.array(True)})
+    m = load_model(proto)
+    x, y = np.array([1.0, -2.0], np.float32), np.array([0.5, 0.25], np.float32)
+    (got,) = run_reference(m.module, [x, y], m.weights)
+    sess = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    (want,) = sess.run(None, {"x": x, "y": y})
+    np.testing.assert_allclose(np.asarray(got), want)
+    np.testing.assert_allclose(want, y + 3 * x)
+
+
+def test_loop_refusals_name_the_node():
+    from test_mutation_kills_onnx6 import import_error
+
+    text = import_error(_loop(m="", inits={"c": np.array(True)}))
+    assert "node 'n0' (Loop): error: a scan output needs a trip count known at import" in text
+    text = import_error(_loop(optional=True, inits={"m": i64(2)[0], "c": np.array(True)}))
+    assert "node 'n0' (Loop): error: Loop carrying an optional is not supported" in text
+    outer = helper.make_node("Identity", ["c"], ["cond_out"])  # cond from outside the body
+    text = import_error(_loop(cond_node=outer, inits={"m": i64(2)[0], "c": np.array(True)}))
+    assert "node 'n0' (Loop): error: a Loop with scan outputs whose condition may end" in text
