@@ -401,3 +401,53 @@ def test_a_failed_call_names_the_allocation_it_recorded(kernel, line):
     with pytest.raises(DlpcError) as e:
         lib.call_argv(argv)
     assert str(e.value) == line.format(lib=lib.path.name)
+
+
+# ----------------------------------------------------- OpenCL: a failed launch, buffers
+
+TANH_SRC = """
+func.func @main(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %y = graph.tanh %x : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  func.return %y : tensor<4x8xf32>
+}"""
+
+
+@pytest.mark.parametrize(
+    "code,tail", [(-5, " (out of memory)"), (-4, " (out of memory)"), (-30, "")]
+)
+def test_a_failed_opencl_launch_is_one_line_naming_the_kernel(monkeypatch, code, tail):
+    cl = pytest.importorskip("pyopencl")
+    import dlpc
+    from dlpc.model import Model
+
+    compiled = dlpc.compile(Model(parse_module(TANH_SRC)), target="opencl")
+    x = np.linspace(-1, 1, 32, dtype=np.float32).reshape(4, 8)
+    np.testing.assert_allclose(compiled(x)[0], np.tanh(x), rtol=1e-5, atol=1e-6)
+
+    def failing(*args, **kwargs):
+        raise cl.MemoryError(cl._cl._ErrorRecord("clEnqueueNDRangeKernel", code, "x"))
+
+    monkeypatch.setattr(cl, "enqueue_nd_range_kernel", failing)
+    with pytest.raises(DlpcError) as e:
+        compiled(x)
+    assert str(e.value) == (
+        f"error: opencl: kernel 'tanh_0' failed: clEnqueueNDRangeKernel {code}{tail}"
+    )
+
+
+def test_an_empty_constant_gets_a_one_byte_buffer():
+    """OpenCL has no zero-byte buffers: an empty array gets one unused byte; any other
+    array a buffer of its bytes holding them."""
+    cl = pytest.importorskip("pyopencl")
+    import dlpc
+    from dlpc.model import Model
+
+    f = dlpc.compile(Model(parse_module(TANH_SRC)), target="opencl").artifact
+    assert f._buffer(cl.mem_flags.READ_ONLY, np.zeros(0, np.float32)).size == 1
+    values = np.arange(3, dtype=np.float32) + 0.5
+    buffer = f._buffer(cl.mem_flags.READ_ONLY, values)
+    assert buffer.size == 12
+    back = np.empty(3, np.float32)
+    cl.enqueue_copy(f.queue, back, buffer)
+    f.queue.finish()
+    np.testing.assert_array_equal(back, values)
