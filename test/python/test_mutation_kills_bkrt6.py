@@ -36,14 +36,40 @@ def _fields(key, value) -> dict:
     return data
 
 
-def test_every_number_of_a_description_has_a_range():
-    assert sorted(INTEGER_KEYS + FLOAT_KEYS + ["intrinsics"]) == sorted(targets.RANGES)
+# the range of every number of a description (targets/dlp.py RANGES, docs/dlp.md: sizes the
+# simulator can allocate, core counts it can start threads for, finite positive rates)
+LIMITS = {
+    "clusters": (1, 64),
+    "cores_per_cluster": (1, 64),
+    "nram_bytes": (1, 2**30),
+    "wram_bytes": (1, 2**30),
+    "sram_bytes": (1, 2**30),
+    "clock_ghz": (1e-3, 1e3),
+    "gdram_bandwidth_gbs": (1e-3, 1e6),
+    "sram_bandwidth_gbs": (1e-3, 1e6),
+    "dma_latency_cycles": (1, 10**9),
+    "dma_queue_depth": (1, 1024),
+    "dma_align": (1, 4096),
+    "vector_width": (1, 65536),
+    "vector_align": (1, 4096),
+    "scalar_ops_per_cycle": (1e-3, 1e6),
+    "intrinsics": (1e-3, 1e9),
+}
+
+
+def test_every_number_of_a_description_has_its_range():
+    assert sorted(INTEGER_KEYS + FLOAT_KEYS + ["intrinsics"]) == sorted(LIMITS)
     assert len(INTEGER_KEYS) == 10 and len(FLOAT_KEYS) == 4
+    assert targets.RANGES == LIMITS
+    assert (targets.MAX_CORES, targets.MAX_NAME) == (256, 200)
+    assert targets.DlpTarget.from_dict({"name": "n" * 200}).name == "n" * 200
+    with pytest.raises(DlpcError, match="'name' must be a string of at most 200 characters"):
+        targets.DlpTarget.from_dict({"name": "n" * 201})
 
 
 @pytest.mark.parametrize("key", INTEGER_KEYS)
 def test_an_integer_field_is_taken_at_both_bounds_and_refused_past_them(key):
-    low, high = targets.RANGES[key]
+    low, high = LIMITS[key]
     for v in (low, high):
         assert getattr(targets.DlpTarget.from_dict(_fields(key, v)), key) == v
     for v in (low - 1, high + 1, True, 2.0, "8"):
@@ -56,7 +82,7 @@ def test_an_integer_field_is_taken_at_both_bounds_and_refused_past_them(key):
 
 @pytest.mark.parametrize("key", FLOAT_KEYS)
 def test_a_rate_is_taken_at_both_bounds_and_refused_past_them(key):
-    low, high = targets.RANGES[key]
+    low, high = LIMITS[key]
     for v in (low, high, int(high)):
         got = getattr(targets.DlpTarget.from_dict({key: v}), key)
         assert got == v and type(got) is float
@@ -69,7 +95,7 @@ def test_a_rate_is_taken_at_both_bounds_and_refused_past_them(key):
 
 
 def test_an_intrinsic_throughput_is_taken_at_both_bounds_and_refused_past_them():
-    low, high = targets.RANGES["intrinsics"]
+    low, high = LIMITS["intrinsics"]
     for v in (low, high):
         t = targets.DlpTarget.from_dict({"intrinsics": {"exp": v}})
         assert t.throughput("exp") == v and t.throughput("matmul") == 256
