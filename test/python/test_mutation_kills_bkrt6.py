@@ -477,3 +477,22 @@ def test_an_empty_constant_gets_a_one_byte_buffer():
     cl.enqueue_copy(f.queue, back, buffer)
     f.queue.finish()
     np.testing.assert_array_equal(back, values)
+
+
+# -------------------------------------------------------------- the runtimes' constants
+
+
+def test_the_runtimes_documented_constants():
+    """The figures docs/opencl.md and docs/c-backend.md give for the runtimes' choices
+    (the tests of those choices read them by name, so a changed figure passed them)."""
+    pytest.importorskip("pyopencl")
+    from dlpc.backends.runtime import opencl_rt as rt
+
+    assert (rt.PARALLEL_SECONDS, rt.ESTIMATED_FLOPS, rt.ESTIMATED_LAUNCH) == (1e-3, 50e9, 1e-6)
+    assert (rt.TEAM_SECONDS, rt.TEAM_MAX_SECONDS) == (60e-6, 2e-3)
+    assert rt.TEAM_IMAGE_GROUPS == (16, 8, 4, 2, 1) and rt.TEAM_ARM_SPINS == 100_000
+    assert rt.SVM_POOL == 4 and rt.OUT_OF_MEMORY == (-4, -5, -6)
+    assert rt.CL_DEVICE_TYPE_GPU == 4 and rt.CL_QUEUE_THREAD_LOCAL_EXEC_ENABLE_INTEL == 2**31
+    assert rt.PROFILES == ("cpu", "gpu")
+    assert cbuild.PARALLEL_SOURCE_BYTES == 200_000
+    assert cbuild.BASE_FLAGS == ("-O3", "-fPIC", "-shared", "-std=gnu11")
