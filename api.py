@@ -492,7 +492,7 @@ def _compile_chunks(
     # a chunk's kernels split over the team: each thread's part within its own core's
     # caches (docs/design/c-backend.md#batch-chunks: smaller chunks lost the threads' work)
     team = omp_threads(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
-    plan = chunk_plan(model.module, CHUNK_BUDGET_BYTES * max(1, team))
+    plan = chunk_plan(model.module, CHUNK_BUDGET_BYTES * max(1, team), max(1, team))
     small = rebatch(model.module, plan[1]) if plan is not None else None
     if plan is None or small is None:
         return None

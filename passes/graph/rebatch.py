@@ -124,10 +124,12 @@ def batch_values(module: ModuleOp) -> tuple[int, set[SSAValue]] | None:
     return B, batch
 
 
-def chunk_plan(module: ModuleOp, budget: int) -> tuple[int, int] | None:
+def chunk_plan(module: ModuleOp, budget: int, team: int = 1) -> tuple[int, int] | None:
     """(B, chunk): the largest divisor of B whose working set (see the module docstring)
-    fits `budget` bytes, at least 1; None when the graph is not per-sample or the whole
-    batch fits."""
+    fits `budget` bytes, at least 1, and at least `team` (the threads that run a chunk's
+    kernels) when team divides B: one image a thread rather than one image split over
+    the team; None when the graph is not per-sample or the whole batch fits (or the
+    floor is the whole batch)."""
     found = batch_values(module)
     if found is None:
         return None
@@ -144,7 +146,13 @@ def chunk_plan(module: ModuleOp, budget: int) -> tuple[int, int] | None:
         return None
     per_image = largest / B
     chunk = max((d for d in range(1, B) if B % d == 0 and d * per_image <= budget), default=1)
-    return B, chunk
+    if chunk < team and B % team == 0:
+        # an image whose working set outgrows the team's budget (MobileNetV2 at 2 threads)
+        # still runs one a thread: split over the team, each kernel's rows or channels
+        # are shared between cores and every kernel forks per image
+        # (docs/design/c-backend.md#batch-chunks)
+        chunk = team
+    return (B, chunk) if chunk < B else None
 
 
 def _itemsize(v: SSAValue) -> int:

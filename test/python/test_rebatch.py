@@ -103,3 +103,23 @@ def test_chunked_call_matches_whole_batch_and_reference(net, monkeypatch):
     np.testing.assert_array_equal(chunked(np.asfortranarray(x))[0], got)
     with pytest.raises(DlpcError, match="shape"):
         chunked(x[:4])
+
+
+def test_an_image_over_the_budget_runs_one_a_thread(net, monkeypatch):
+    """An image of 192 KB against a budget of 100 KB: alone, a chunk of one image; on a
+    team of 2 (8 % 2 == 0), chunks of 2, one image a thread, not one image split over
+    both; a team of 3 does not divide the batch (chunks of one), a team of 8 is the
+    whole batch (no chunks)."""
+    import dlpc.passes.graph.rebatch as rb
+
+    assert chunk_plan(net.module, 100_000) == (8, 1)
+    assert chunk_plan(net.module, 200_000, 2) == (8, 2)
+    assert chunk_plan(net.module, 300_000, 3) == (8, 1)
+    assert chunk_plan(net.module, 800_000, 8) is None
+    monkeypatch.setattr(rb, "CHUNK_BUDGET_BYTES", 100_000)  # x 2 threads: 1 image fits
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    two = api.compile(net, target="c")
+    assert isinstance(two._direct, BatchChunks) and two._direct.chunk == 2
+    x = api.random_inputs(net, seed=5)[0]
+    ref = api.compile(net, target="numpy")(x)[0]
+    np.testing.assert_allclose(two(x)[0], ref, rtol=1e-4, atol=1e-5)
