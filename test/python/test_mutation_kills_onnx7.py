@@ -1160,3 +1160,148 @@ def test_loop_refusals_name_the_node():
     outer = helper.make_node("Identity", ["c"], ["cond_out"])  # cond from outside the body
     text = import_error(_loop(cond_node=outer, inits={"m": i64(2)[0], "c": np.array(True)}))
     assert "node 'n0' (Loop): error: a Loop with scan outputs whose condition may end" in text
+
+
+def _external_model(tmp_path):
+    """A weight initializer and a Constant's tensor both saved as external data."""
+    import onnx
+    from onnx import numpy_helper
+    from test_mutation_kills_onnx6 import graph_model
+
+    w = np.arange(64, dtype=np.float32).reshape(8, 8) / 10
+    c = np.arange(40, dtype=np.float32) / 3
+    nodes = [
+        helper.make_node("Constant", [], ["k"], value=numpy_helper.from_array(c, "kv")),
+        helper.make_node("MatMul", ["x", "w"], ["xw"]),
+        helper.make_node("ReduceSum", ["k"], ["ks"], keepdims=0),
+        helper.make_node("Add", ["xw", "ks"], ["y"]),
+    ]
+    proto = graph_model(nodes, {"x": np.zeros((2, 8), np.float32)}, inits={"w": w})
+    path = str(tmp_path / "m.onnx")
+    onnx.save_model(proto, path, save_as_external_data=True, all_tensors_to_one_file=True,
+                    location="d.bin", size_threshold=0, convert_attribute=True)  # fmt: skip
+    return path, w, c
+
+
+def test_external_data_read_from_the_model_file_and_from_the_working_directory(
+    tmp_path, monkeypatch
+):
+    """A model file's external data is read beside it; a ModelProto loaded without its
+    external data reads it relative to the working directory (the Constant's tensor
+    through onnx's evaluator)."""
+    import onnx
+
+    path, w, c = _external_model(tmp_path)
+    x = f32(2, 8)
+    m = load_model(path)
+    (got,) = run_reference(m.module, [x], m.weights)
+    np.testing.assert_allclose(np.asarray(got), x @ w + c.sum(), rtol=1e-5)
+    bare = onnx.load(path, load_external_data=False)
+    assert bare.graph.initializer[0].data_location == 1
+    monkeypatch.chdir(tmp_path)
+    m = load_model(bare)
+    (got,) = run_reference(m.module, [x], m.weights)
+    np.testing.assert_allclose(np.asarray(got), x @ w + c.sum(), rtol=1e-5)
+    assert np.array_equal(np.asarray(next(iter(m.weights.values()))), w)
+
+
+def test_an_optional_of_an_initializer_is_its_value():
+    from test_mutation_kills_onnx6 import graph_model
+
+    w = f32(3)
+    nodes = [
+        helper.make_node("Optional", ["w"], ["o"]),
+        helper.make_node("Add", ["x", "o"], ["y"]),
+    ]
+    proto = graph_model(nodes, {"x": f32(3)}, inits={"w": w}, opset=18)
+    m = load_model(proto)
+    x = f32(3)
+    (got,) = run_reference(m.module, [x], m.weights)
+    np.testing.assert_allclose(np.asarray(got), x + w)
+
+
+# ------------------------------------------------------------------ symbolic dims (tensor.py)
+
+
+def _symbolic_model(tail, extra_inputs=None):
+    """x [2, 'seq'] -> n = Shape(x)[1:2] (a symbolic value) -> `tail` nodes -> y."""
+    from onnx import TensorProto
+    from test_mutation_kills_onnx6 import graph_model
+
+    one = helper.make_tensor("i", TensorProto.INT64, [1], [1])
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Constant", [], ["idx"], value=one),
+        helper.make_node("Gather", ["s", "idx"], ["n"], axis=0),
+        helper.make_node("Concat", ["n", "n"], ["nn"], axis=0),
+        *tail,
+    ]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, "seq"])
+    return graph_model(nodes, {"x": x, **(extra_inputs or {})})
+
+
+def _bound_run(proto, *arrays):
+    from dlpc.api import bind_dims
+
+    m = load_model(proto)
+    assert "?" in str(m.module)  # imported over the symbol, not specialised
+    b = bind_dims(m, inputs=list(arrays))
+    return [np.asarray(v) for v in run_reference(b.module, list(arrays), b.weights)]
+
+
+@pytest.mark.parametrize("upper,k", [(0, 0), (1, 0), (1, 1), (0, -1)])
+def test_trilu_and_constant_of_shape_over_a_symbolic_dim(upper, k):
+    """ConstantOfShape([seq, seq]) (value 2.0) -> Trilu over the symbol: the mask from two
+    aranges (j - i >= k upper, <= k lower), bound at seq = 5 against numpy."""
+    from onnx import TensorProto
+
+    fill = helper.make_tensor("v", TensorProto.FLOAT, [1], [2.0])
+    tail = [
+        helper.make_node("ConstantOfShape", ["nn"], ["ones"], value=fill),
+        helper.make_node("Constant", [], ["k"], value=helper.make_tensor("k", 7, [], [k])),
+        helper.make_node("Trilu", ["ones", "k"], ["tri"], upper=upper),
+        helper.make_node("MatMul", ["x", "tri"], ["y"]),
+    ]
+    x = f32(2, 5)
+    full = np.full((5, 5), 2.0, np.float32)
+    mask = np.triu(full, k) if upper else np.tril(full, k)
+    (got,) = _bound_run(_symbolic_model(tail), x)
+    np.testing.assert_allclose(got, x @ mask, rtol=1e-5)
+
+
+def test_constant_of_shape_over_a_symbolic_dim_defaults_to_float_zeros():
+    tail = [
+        helper.make_node("ConstantOfShape", ["nn"], ["z"]),
+        helper.make_node("MatMul", ["x", "z"], ["xz"]),
+        helper.make_node("Add", ["xz", "x"], ["y"]),
+    ]
+    x = f32(2, 3)
+    (got,) = _bound_run(_symbolic_model(tail), x)
+    np.testing.assert_array_equal(got, x)
+
+
+def test_a_range_over_a_symbolic_dim_needs_delta_1():
+    """Range(0, seq, 1) is a slice of an arange; with a delta of 2 the symbolic import
+    fails naming the node (the model is then specialised per length)."""
+
+    def model(delta):
+        tail = [
+            helper.make_node("Constant", [], ["zero"], value=helper.make_tensor("z", 7, [], [0])),
+            helper.make_node("Constant", [], ["d"], value=helper.make_tensor("d", 7, [], [delta])),
+            helper.make_node("Squeeze", ["n"], ["lim"]),
+            helper.make_node("Range", ["zero", "lim", "d"], ["r"], name="rg"),
+            helper.make_node("Cast", ["r"], ["rf"], to=1),
+            helper.make_node("Add", ["x", "rf"], ["y"]),
+        ]
+        return _symbolic_model(tail)
+
+    x = f32(2, 4)
+    (got,) = _bound_run(model(1), x)
+    np.testing.assert_allclose(got, x + np.arange(4, dtype=np.float32))
+    m = load_model(model(2))  # (not imported over the symbol: specialised per length)
+    assert m.ir is None and m.specialiser is not None
+    text = str(m.specialiser.symbolic_error)
+    assert (
+        "node 'rg' (Range): error: a Range over a symbolic dim needs a constant start and "
+        "delta 1" in text
+    ), text
