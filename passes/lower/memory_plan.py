@@ -60,6 +60,7 @@ ALIGN = 64  # bytes: arena offsets and packed weights start at multiples (aligne
 ARENA = "dlpc.arena"
 RESHAPES = ("graph.reshape", "graph.squeeze", "graph.unsqueeze", "graph.flatten")
 ELEMENT_BYTES = {"f64": 8, "f32": 4, "f16": 2, "bf16": 2, "i64": 8, "i32": 4, "i16": 2, "i8": 1}
+ELEMENT_BYTES.update({f"ui{w}": w // 8 for w in (8, 16, 32, 64)})  # (unsigned: the same sizes)
 
 
 class MemoryPlanError(VerifyException):
