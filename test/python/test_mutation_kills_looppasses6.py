@@ -476,3 +476,39 @@ def test_a_pack_per_iteration_of_a_loop_is_at_its_trip_index(lo, hi, st):
     w = np.arange(12, dtype=np.float32).reshape(3, 4)[::-1].copy()
     (y,) = CFunction(module, name="looppasses6_rowpack")(x, params={"w": w})
     np.testing.assert_array_equal(y, x * w)
+
+
+# ------------------------------------------------ loop-memory-plan: bytes per element
+
+ELT_GRAPH = """
+func.func @main(%x: tensor<4x8x{t}>) -> tensor<4x8x{t}> {{
+  %a = graph.add %x, %x : (tensor<4x8x{t}>, tensor<4x8x{t}>) -> tensor<4x8x{t}>
+  %p = graph.transpose %a {{perm = array<i64: 1, 0>}} : (tensor<4x8x{t}>) -> tensor<8x4x{t}>
+  %b = graph.transpose %p {{perm = array<i64: 1, 0>}} : (tensor<8x4x{t}>) -> tensor<4x8x{t}>
+  %c = graph.add %b, %x : (tensor<4x8x{t}>, tensor<4x8x{t}>) -> tensor<4x8x{t}>
+  func.return %c : tensor<4x8x{t}>
+}}"""
+
+
+@pytest.mark.parametrize(
+    "t,size",
+    [("ui8", 1), ("i8", 1), ("ui16", 2), ("i16", 2), ("f16", 2), ("ui32", 4), ("f32", 4)]
+    + [("ui64", 8), ("i64", 8), ("f64", 8)],
+)
+def test_the_plan_sizes_each_element_type_by_its_bytes(t, size):
+    """Three 32-element intermediates (a, its transpose, b; two live at once): the arena
+    holds two, each rounded up to ALIGN, and the intermediates add up to 96 elements. An
+    unsigned type takes its width, as the signless one (it took 8 bytes each: ui8's plan
+    was 8 times its bytes). In C against numpy, wrapping in the type."""
+    from dlpc.passes.lower.memory_plan import ALIGN
+
+    module = lower(parse_module(ELT_GRAPH.format(t=t)), "graph-to-te,te-to-loop,loop-memory-plan")
+    fn = next(op for op in module.walk() if op.name == "func.func")
+    arena = fn.attributes["dlpc.arena_bytes"].value.data  # type: ignore[union-attr]
+    total = fn.attributes["dlpc.intermediate_bytes"].value.data  # type: ignore[union-attr]
+    assert total == 96 * size
+    assert arena == 2 * -(-32 * size // ALIGN) * ALIGN
+    dtype = {"ui": "uint", "i": "int", "f": "float"}[t.rstrip("0123456789")] + t.lstrip("uif")
+    x = (np.arange(32) * 37 % 251).astype(dtype).reshape(4, 8)
+    (got,) = CFunction(module, name="looppasses6_elt")(x)
+    np.testing.assert_array_equal(got, x + x + x)
