@@ -1305,3 +1305,35 @@ def test_a_range_over_a_symbolic_dim_needs_delta_1():
         "node 'rg' (Range): error: a Range over a symbolic dim needs a constant start and "
         "delta 1" in text
     ), text
+
+
+# ------------------------------------------------------------------ found by an unscored
+# exploratory sample (seed 777, the area's modules against onnx6 and onnx7 only)
+
+
+def test_an_extra_output_after_an_omitted_one_is_refused():
+    """no_extra_outputs: every named output past the ones kept is refused, not only the
+    first (AveragePool keeps 1: outputs 'y', '', 'z' name output 2)."""
+    case = Case("AveragePool", [("x", f32(1, 1, 4, 4))], nout=3, kernel_shape=[2, 2])
+    proto, _ = case.proto(infer=False)
+    proto.graph.node[0].output[1] = ""
+    with pytest.raises(DlpcError) as e:
+        load_model(proto)
+    assert "node 'n0' (AveragePool): error: output 2 ('y2') is not supported" in str(e.value)
+    bn = Case("BatchNormalization", [("x", f32(2, 3, 2)), *[(f"=p{i}", np.ones(3, np.float32))
+                                                           for i in range(4)]], nout=3)  # fmt: skip
+    proto, _ = bn.proto(infer=False)
+    proto.graph.node[0].output[1] = ""
+    with pytest.raises(DlpcError) as e:
+        load_model(proto)
+    assert "(BatchNormalization): error: output 2 ('y2') is not supported" in str(e.value)
+
+
+@pytest.mark.parametrize("pads", [[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]])
+def test_max_unpool_output_size_takes_each_axis_own_begin_and_end_pads(pads):
+    """(in - 1) * stride - pads[d] - pads[r + d] + kernel, axis by axis, against
+    onnxruntime."""
+    x = f32(1, 1, 3, 3)
+    i = np.array([[[[0, 3, 5], [9, 10, 12], [20, 22, 24]]]], np.int64)
+    case = Case("MaxUnpool", [("x", x), ("=i", i)], kernel_shape=[2, 2], strides=[2, 2], pads=pads)
+    check(case)
