@@ -25,6 +25,8 @@ def _resolve_shape(imp: NodeContext, in_shape, target, allowzero: bool) -> tuple
             "which dlpc does not support"
         )
     for i, d in enumerate(target):
+        if isinstance(d, int) and d < -1:  # (-1 is the one inferred dim)
+            raise imp.error(f"cannot reshape {list(in_shape)} into {target}")
         if d == 0:
             if i >= len(in_shape):  # 0 copies the input's dim i, which must exist
                 raise imp.error(f"cannot reshape {list(in_shape)} into {target}")

@@ -1337,3 +1337,11 @@ def test_max_unpool_output_size_takes_each_axis_own_begin_and_end_pads(pads):
     i = np.array([[[[0, 3, 5], [9, 10, 12], [20, 22, 24]]]], np.int64)
     case = Case("MaxUnpool", [("x", x), ("=i", i)], kernel_shape=[2, 2], strides=[2, 2], pads=pads)
     check(case)
+
+
+@pytest.mark.parametrize("shape", [[-1, -2], [-2, -3], [3, -2], [-3]])
+def test_a_reshape_to_a_negative_dim_other_than_minus_one_names_the_shape_given(shape):
+    """A dim below -1 is refused naming the shape given (it was caught later by
+    graph.reshape, which named a shape of its own: [-1, -2] became -3x-2)."""
+    case = Case("Reshape", [("x", f32(2, 3)), ("=s", np.array(shape, np.int64))])
+    refused(case, f"cannot reshape [2, 3] into {shape}")
