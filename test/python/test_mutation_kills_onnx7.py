@@ -1345,3 +1345,21 @@ def test_a_reshape_to_a_negative_dim_other_than_minus_one_names_the_shape_given(
     graph.reshape, which named a shape of its own: [-1, -2] became -3x-2)."""
     case = Case("Reshape", [("x", f32(2, 3)), ("=s", np.array(shape, np.int64))])
     refused(case, f"cannot reshape [2, 3] into {shape}")
+
+
+def test_a_run_time_slice_end_of_constant_minus_start_is_not_a_known_size():
+    """ends = 2 - s is no constant offset from s (only c + s is): the Slice needs its
+    starts and ends at import time, so the model is specialised on s; each value's
+    answer is onnxruntime's."""
+    from test_mutation_kills_onnx6 import T, _slice_model
+
+    import dlpc
+
+    proto = _slice_model([helper.make_node("Sub", ["ten", "s"], ["e"])], [1])
+    m = load_model(proto)
+    assert m.specialiser is not None and m.specialiser.shape_inputs == ["s"]
+    f = dlpc.compile(m, target="numpy")
+    sess = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    for s in (i64(1), i64(3)):
+        (want,) = sess.run(None, {"x": T, "s": s})
+        np.testing.assert_array_equal(np.asarray(f(T, s)[0]), want)
