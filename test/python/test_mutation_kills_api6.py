@@ -651,3 +651,74 @@ def test_the_reduction_templates_knobs(shape, axis, cb, wt, unroll, par):
 
 def test_a_reduction_whose_last_loop_is_under_four_has_no_space():
     assert _reduction_space((16, 3), 0) is None
+
+
+# ---- the trainer's refusals and run-time hyper-parameters -------------------------------------
+
+CLS = """model cls(x: f32[B, 4]) {
+  param fc.weight: f32[3, 4] = kaiming(seed=1)
+  param fc.bias: f32[3] = normal(seed=2, std=0.1)
+  return linear(x, fc.weight, fc.bias)
+}
+"""
+
+X = np.linspace(-1.0, 1.0, 8, dtype=np.float32).reshape(2, 4)
+Y = np.array([0, 2], np.int64)
+
+
+def _trainer(tmp_path, optimizer):
+    from dlpc import train
+
+    path = tmp_path / "cls.dlpc"
+    path.write_text(CLS)
+    return train.Trainer(dlpc.load(path), optimizer=optimizer, batch_size=2, target="numpy")
+
+
+def test_a_compile_time_option_changed_between_steps_is_refused(tmp_path):
+    from dlpc.passes.train import optim
+
+    sgd = _trainer(tmp_path, optim.SGD(lr=0.1, momentum=0.9, dampening=0.1))
+    assert sgd.runtime_hyper() == [["lr", "momentum"]]
+    sgd.param_groups[0]["dampening"] = 0.2
+    with pytest.raises(DlpcError) as info:
+        sgd.step(X, Y)
+    assert str(info.value) == (
+        "error: param group 0: 'dampening' is compiled in; only lr, momentum can change "
+        "between steps"
+    )
+    adam = _trainer(tmp_path, optim.Adam(lr=0.1, amsgrad=True))
+    assert adam.runtime_hyper() == [["lr", "beta1", "beta2"]]
+    adam.param_groups[0]["amsgrad"] = False
+    with pytest.raises(DlpcError, match=r"^error: param group 0: 'amsgrad' is compiled in; "):
+        adam.step(X, Y)
+
+
+def test_changed_betas_are_written_as_run_time_inputs(tmp_path):
+    """Adam's betas change between steps (beta1 and beta2 are run-time inputs): two
+    steps after setting them equal two steps of a trainer built with them."""
+    from dlpc.passes.train import optim
+
+    changed = _trainer(tmp_path, optim.Adam(lr=0.1))
+    changed.param_groups[0]["betas"] = (0.5, 0.75)
+    built = _trainer(tmp_path, optim.Adam(lr=0.1, betas=(0.5, 0.75)))
+    plain = _trainer(tmp_path, optim.Adam(lr=0.1))
+    for t in (changed, built, plain):
+        t.step(X, Y)
+        t.step(X[::-1].copy(), Y[::-1].copy())
+    for name, value in built.weights.items():
+        np.testing.assert_allclose(changed.weights[name], value, rtol=1e-6, atol=1e-7)
+    assert not np.allclose(plain.weights["fc.weight"], built.weights["fc.weight"])
+
+
+def test_the_trainers_save_path_and_an_unknown_saved_name(tmp_path):
+    from dlpc.passes.train import optim
+
+    trainer = _trainer(tmp_path, optim.SGD(lr=0.1))
+    with pytest.raises(DlpcError) as info:
+        trainer.save(tmp_path / "state.txt")
+    assert str(info.value) == f"error: save path {tmp_path / 'state.txt'} must end in .npz"
+    state = trainer.state
+    state["bogus"] = np.zeros(1, np.float32)
+    with pytest.raises(DlpcError) as info:
+        trainer.load(state)
+    assert str(info.value) == "error: saved state has 'bogus', which this trainer does not"
