@@ -284,9 +284,7 @@ def variadic(imp: NodeContext):
         y = imp.emit(VARIADIC[imp.node.op_type], y, b)
     if imp.node.op_type == "Mean" and len(args) > 1:
         y = imp.emit(graph.DivOp, y, imp.scalar(len(args), y))
-    elif len(args) == 1 and isinstance(y, Const):
-        y = imp.value(y)
-    return [y]
+    return [y]  # (one import-time input: the node was folded, it never gets here)
 
 
 COMPARE = {

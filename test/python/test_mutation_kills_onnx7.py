@@ -960,6 +960,9 @@ MORE = {
                                         opset=11, axis=1),
     "eye-like-dtype-k": Case("EyeLike", [("x", f32(3, 4))], dtype=7, k=1),
     "optional-of-a-graph-input": Case("Optional", [("x", f32(2, 3))], opset=18),
+    "dropout-7": Case("Dropout", [("x", f32(2, 3))], opset=7, ratio=0.3),
+    "sum-of-one-graph-input": Case("Sum", [("x", f32(2, 3))]),
+    "mean-of-one-graph-input": Case("Mean", [("x", f32(2, 3))]),
 }  # fmt: skip
 
 
@@ -1002,6 +1005,8 @@ def test_scatter_elements_max_and_min_over_booleans():
 
 
 MORE_REFUSED = {
+    "dropout-6-is-test": (Case("Dropout", [("x", f32(2, 3))], opset=6, is_test=1),
+                          "Dropout-6 (with 'is_test') is not supported"),
     "det-not-square": (Case("Det", [("x", f32(2, 3))]),
                        "input 0 must be square matrices [..., n, n], got shape [2, 3]"),
     "det-rank-1": (Case("Det", [("x", f32(3))]), "must be square matrices"),
@@ -1363,3 +1368,15 @@ def test_a_run_time_slice_end_of_constant_minus_start_is_not_a_known_size():
     for s in (i64(1), i64(3)):
         (want,) = sess.run(None, {"x": T, "s": s})
         np.testing.assert_array_equal(np.asarray(f(T, s)[0]), want)
+
+
+@pytest.mark.parametrize("op", ["Sum", "Max", "Min", "Mean"])
+def test_a_variadic_op_of_one_initializer_is_folded_to_its_value(op):
+    from test_mutation_kills_onnx6 import graph_model
+
+    w = f32(3)
+    nodes = [helper.make_node(op, ["w"], ["v"]), helper.make_node("Add", ["x", "v"], ["y"])]
+    m = load_model(graph_model(nodes, {"x": f32(3)}, inits={"w": w}))
+    x = f32(3)
+    (got,) = run_reference(m.module, [x], m.weights)
+    np.testing.assert_allclose(np.asarray(got), x + w)
