@@ -496,3 +496,46 @@ def test_the_runtimes_documented_constants():
     assert rt.PROFILES == ("cpu", "gpu")
     assert cbuild.PARALLEL_SOURCE_BYTES == 200_000
     assert cbuild.BASE_FLAGS == ("-O3", "-fPIC", "-shared", "-std=gnu11")
+
+
+# ------------------------------------------------------------- OpenCL: a team's helper
+
+
+def test_a_new_team_counts_ids_and_argument_versions(monkeypatch):
+    """Team on stand-ins (its thread asleep until woken): every result kind counted from
+    0, call ids from 1 wrapping past 2**63 - 1 to 1 (never 0, the idle word), argument
+    versions wrapping at 2**31; `close` ends the thread."""
+    pytest.importorskip("pyopencl")
+    import types
+
+    from dlpc.backends.opencl import TEAM_GO, TEAM_IDLE, TEAM_JOINED, TEAM_STALE, TEAM_VERSION
+    from dlpc.backends.runtime import opencl_rt as rt
+
+    def never(queue, kernel):
+        raise AssertionError("launched while asleep")
+
+    monkeypatch.setattr(rt, "_launch_one", never)
+    sync = np.zeros(16, np.int64)
+    kernel = types.SimpleNamespace(int_ptr=0, set_arg=lambda pos, arg: None)
+    team = rt.Team(types.SimpleNamespace(int_ptr=0), kernel, sync, 5)
+    try:
+        assert team.launches == {TEAM_JOINED: 0, TEAM_IDLE: 0, TEAM_STALE: 0}
+        assert (team.next_id, team.version, team.version_pos, team.avoided) == (1, 0, 5, -1)
+        assert not team.armed and not team.stopped and team.error == 0 and team.pending == {}
+        team.armed = True  # (so `start` does not wake it: the stand-in cannot launch)
+        team.start()
+        team.start()
+        assert sync[TEAM_GO] == 2 and team.next_id == 3
+        team.next_id = 2**63 - 1
+        team.start()
+        assert sync[TEAM_GO] == 2**63 - 1 and team.next_id == 1
+        team.rebind(2, "a")
+        team.rebind(3, "b")
+        assert team.pending == {2: "a", 3: "b"} and team.version == sync[TEAM_VERSION] == 2
+        team.version = 2**31 - 1
+        team.rebind(2, "c")
+        assert team.version == sync[TEAM_VERSION] == 0 and team.pending[2] == "c"
+        assert team.thread.is_alive()
+    finally:
+        team.close()
+    assert team.stopped and not team.thread.is_alive()
