@@ -798,6 +798,12 @@ VISION = {
     "deform-offset-groups-2-no-mask": deform(offset_group=2, mask=False),
     "deform-groups-and-offset-groups": deform(group=2, offset_group=2, bias=False),
     "deform-kernel-shape-given": deform(kernel_shape=[2, 2]),
+    # oh = (4 + 1 - 1 - 1) // 2 + 1 = 2, ow = (4 + 1 - 2 - 1) // 1 + 1 = 3
+    "deform-pads-strides-dilations": Case(
+        "DeformConv",
+        [("x", DEFORM_X), ("=w", f32(3, 4, 2, 2)), ("off", f32(1, 8, 2, 3, lo=-1, hi=1)),
+         ("=b", f32(3)), ("m", f32(1, 4, 2, 3, lo=0, hi=1))],
+        opset=19, pads=[1, 0, 0, 1], strides=[2, 1], dilations=[1, 2]),
     "col2im-no-padding-needed": Case("Col2Im", [("x", f32(1, 4, 4)), ("=i", i64(3, 3)),
                                                 ("=b", i64(2, 2))], opset=18),
 }  # fmt: skip
