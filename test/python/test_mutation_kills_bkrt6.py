@@ -539,3 +539,56 @@ def test_a_new_team_counts_ids_and_argument_versions(monkeypatch):
     finally:
         team.close()
     assert team.stopped and not team.thread.is_alive()
+
+
+# ------------------------------------------------ cbuild: the packed block of a library
+
+PACKED_C = """
+#include <stddef.h>
+#include <stdint.h>
+const size_t dlpc_packed_bytes = 100;
+const int dlpc_num_args = 2;
+int dlpc_prepare(void **args) {
+  const float *x = args[0];
+  float *block = args[2];
+  if ((uintptr_t)block % 64) return 9;
+  for (int i = 0; i < 25; i++) block[i] = 2 * x[i];
+  return 0;
+}
+int dlpc_main(void **args) {
+  const float *block = args[2];
+  float *y = args[1];
+  if ((uintptr_t)block % 64) return 8;
+  for (int i = 0; i < 25; i++) y[i] = block[i] + 1;
+  return 0;
+}
+"""
+
+
+def test_a_librarys_packed_block_is_aligned_and_packed_for_each_call():
+    """`dlpc_prepare` fills the packed block (ALIGN-aligned, `dlpc_packed_bytes` long) from
+    the arguments: `run` and `call_argv` on @main's arguments alone pack a fresh block
+    first; on a vector with the block, `prepare` then `call_argv` use the caller's."""
+    lib = cbuild.build(PACKED_C, name="bkrt6_packed")
+    assert (lib.packed_bytes, lib.num_args) == (100, 2) and lib.prepare_entry is not None
+    for _ in range(4):
+        block = lib.packed_block()
+        assert block.nbytes == 100 and block.ctypes.data % 64 == 0
+    x = np.arange(25, dtype=np.float32)
+    y = np.zeros(25, np.float32)
+    assert lib.run([x, y]) == 0
+    np.testing.assert_array_equal(y, 2 * x + 1)
+    argv = (ctypes.c_void_p * 2)(x.ctypes.data, y.ctypes.data)
+    x += 1
+    lib.call_argv(argv)
+    np.testing.assert_array_equal(y, 2 * x + 1)
+    block = lib.packed_block()
+    full = (ctypes.c_void_p * 3)(x.ctypes.data, y.ctypes.data, block.ctypes.data)
+    lib.prepare(full)
+    np.testing.assert_array_equal(block.view(np.float32), 2 * x)
+    x += 1  # (not packed again: the block holds the last prepare's)
+    lib.call_argv(full)
+    np.testing.assert_array_equal(y, 2 * (x - 1) + 1)
+    y[:] = 0
+    assert lib.run([x, y, block]) == 0  # (a block given: packed into it)
+    np.testing.assert_array_equal(y, 2 * x + 1)
