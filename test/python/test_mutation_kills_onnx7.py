@@ -1386,3 +1386,30 @@ def test_a_variadic_op_of_one_initializer_is_folded_to_its_value(op):
     x = f32(3)
     (got,) = run_reference(m.module, [x], m.weights)
     np.testing.assert_allclose(np.asarray(got), x + w)
+
+
+def test_scan_8_refusals():
+    """Scan-8's states and scan inputs need one leading batch axis; a body whose state
+    does not match the per-element state (a scalar here, [3] declared) fails the module
+    verifier in one line naming the source."""
+    from test_mutation_kills_onnx6 import graph_model, import_error
+
+    vi = helper.make_tensor_value_info
+    body = helper.make_graph(
+        [helper.make_node("Add", ["s_in", "x_in"], ["s_out"]),
+         helper.make_node("Identity", ["s_out"], ["o"])],
+        "b",
+        [vi("s_in", 1, [3]), vi("x_in", 1, [3])],
+        [vi("s_out", 1, [3]), vi("o", 1, [3])],
+    )  # fmt: skip
+
+    def model(state_shape):
+        node = helper.make_node("Scan", ["", "s", "x"], ["sf", "os"], name="sc", body=body,
+                                num_scan_inputs=1)  # fmt: skip
+        inputs = {"s": np.zeros(state_shape, np.float32), "x": np.zeros((3, 4, 3), np.float32)}
+        return graph_model([node], inputs, ("sf", "os"), opset=8)
+
+    text = import_error(model((2, 3)))
+    assert "node 'sc' (Scan): error: Scan-8 inputs need one leading batch axis, got [2, 3]" in text
+    text = import_error(model((3,)))
+    assert text.startswith("<onnx>: error: imported IR does not verify: graph.loop body"), text
