@@ -53,11 +53,12 @@ reduction nests more reduction loops, keeps its zeros.
 
 Conditions checked per kernel (otherwise it is left alone): one top-level init nest
 and at most one epilogue nest, each a perfect nest over the whole output (bounds 0 to
-the dim, step 1, the element indexed by the induction variables in order); the init
-stores a constant; the epilogue loads the element once, stores it last, and otherwise
-only computes or loads other buffers the kernel never writes; the rest of the kernel
-touches `out` exactly twice, one load (the copy-in) and one store (the copy-out), in
-the same nest and under no reduction loop.
+the dim, or short of it on a loop over a symbolic extent, step 1, the element indexed
+by the induction variables in order); the init stores a constant; the epilogue loads
+the element once, stores it last, and otherwise only computes or loads other buffers
+the kernel never writes; the rest of the kernel touches `out` exactly twice, one load
+(the copy-in) and one store (the copy-out), in the same nest and under no reduction
+loop.
 
     dlpc-opt model.loop.mlir -p 'loop-fold-init-epilogue{kernel=conv2d_relu_0}'
 """
@@ -83,7 +84,10 @@ def _perfect_nest(top: ForOp, shape: tuple[int, ...]) -> tuple[list[ForOp], Bloc
     while True:
         if loop.lower != 0 or loop.stride != 1 or len(loops) >= len(shape):
             return None
-        if loop.upper != shape[len(loops)]:
+        dim = shape[len(loops)]
+        # a loop over a symbolic extent may stop short of its buffer's dim (a short
+        # version's, loop-short-extents): past it lies padding no result reads
+        if loop.upper != dim and not ("dlpc.extent" in loop.attributes and loop.upper < dim):
             return None
         loops.append(loop)
         inner = [op for op in loop.block.ops if isinstance(op, ForOp)]
