@@ -693,6 +693,11 @@ RECURRENT = {
         "LSTM", dirs=2, direction="bidirectional",
         activations=["Sigmoid", "Tanh", "Softplus", "HardSigmoid", "Elu", "Tanh"],
         activation_alpha=[0.3, 0.9], activation_beta=[0.4]),
+    "lstm-zero-length-with-initial-states": rnn(
+        "LSTM", extra=["", ("=sl", np.array([0, 2], np.int32)), ("h", f32(1, 2, 5)),
+                       ("c", f32(1, 2, 5))]),
+    "gru-zero-length-with-initial-state": rnn(
+        "GRU", extra=["", ("=sl", np.array([2, 0], np.int32)), ("h", f32(1, 2, 5))]),
     "rnn-sequence-lens-all-full": rnn("RNN", extra=["", ("=sl", np.array([3, 3], np.int32))]),
     "rnn-sequence-lens-graph-input": rnn("RNN", extra=["", ("sl", np.array([2, 0], np.int32))]),
     "gru-sequence-lens-zero": rnn("GRU", extra=[("=b", f32(1, 30)),
