@@ -1426,3 +1426,13 @@ def test_scan_8_refusals():
     assert "node 'sc' (Scan): error: Scan-8 inputs need one leading batch axis, got [2, 3]" in text
     text = import_error(model((3,)))
     assert text.startswith("<onnx>: error: imported IR does not verify: graph.loop body"), text
+
+
+def test_a_3d_conv_whose_kernel_spans_the_whole_depth():
+    """Output depth exactly 1 imports (against onnxruntime); a kernel deeper than the
+    padded input is refused naming the node."""
+    check(Case("Conv", [("x", f32(1, 2, 3, 4, 4)), ("=w", f32(2, 2, 3, 2, 2))]), atol=1e-4)
+    check(Case("Conv", [("x", f32(1, 2, 2, 4, 4)), ("=w", f32(2, 2, 3, 2, 2))],
+               pads=[1, 0, 0, 0, 0, 0]), atol=1e-4)  # fmt: skip
+    refused(Case("Conv", [("x", f32(1, 2, 2, 4, 4)), ("=w", f32(2, 2, 3, 2, 2))]),
+            "the kernel does not fit depth 2")  # fmt: skip
