@@ -714,3 +714,115 @@ def test_an_output_goes_over_its_dying_input_only_for_plain_reads(name):
     x = np.linspace(-2, 2, 64, dtype=np.float32)
     (y,) = CFunction(module, name="looppasses6_in_place")(x)
     np.testing.assert_allclose(y, want(np.exp(x)), rtol=1e-6, atol=1e-6)
+
+
+# ------------------------------------------- loop-views: reshape copies become aliases
+
+RA = "memref<4x8xf32>"
+RR = "memref<2x16xf32>"
+
+
+def _nest2(v, shape, body):
+    return (
+        f'loop.for %{v}0 = 0 to {shape[0]} step 1 {{name = "{v}0"}} {{\n'
+        f'loop.for %{v}1 = 0 to {shape[1]} step 1 {{name = "{v}1"}} {{\n{body}\n}}\n}}'
+    )
+
+
+R_EXP = _nest2(
+    "i",
+    (4, 8),
+    f"%v = memref.load %x[%i0, %i1] : {RA}\n%e = math.exp %v : f32\nmemref.store %e, %a[%i0, %i1] : {RA}",
+)
+RESHAPE = _nest2(
+    "j",
+    (2, 16),
+    f"%c16 = arith.constant 16 : index\n%c8 = arith.constant 8 : index\n%f = arith.muli %j0, %c16 : index\n%g = arith.addi %f, %j1 : index\n%p = arith.divui %g, %c8 : index\n%q = arith.remui %g, %c8 : index\n%v = memref.load %a[%p, %q] : {RA}\nmemref.store %v, %r[%j0, %j1] : {RR}",
+)
+R_NEG = _nest2(
+    "k",
+    (2, 16),
+    f"%v = memref.load %r[%k0, %k1] : {RR}\n%n = arith.negf %v : f32\nmemref.store %n, %out0[%k0, %k1] : {RR}",
+)
+DBL = _nest2(
+    "d",
+    (2, 16),
+    f"%v = memref.load %out0[%d0, %d1] : {RR}\n%two = arith.constant 2.0 : f32\n%m = arith.mulf %v, %two : f32\nmemref.store %m, %c[%d0, %d1] : {RR}",
+)
+SUM = _nest2(
+    "s",
+    (2, 16),
+    f"%v = memref.load %r[%s0, %s1] : {RR}\n%w = memref.load %c[%s0, %s1] : {RR}\n%m = arith.addf %v, %w : f32\nmemref.store %m, %out1[%s0, %s1] : {RR}",
+)
+POKE = f"%z = arith.constant 0 : index\n%seven = arith.constant 7.0 : f32\nmemref.store %seven, %r[%z, %z] : {RR}"
+
+
+def _alias_module(poke=False, free_r=True):
+    poke_text = ('\n  loop.kernel "poke_5" {\n' + POKE + "\n  }") if poke else ""
+    return f"""
+func.func @main(%x: {RA}, %out0: {RR}, %out1: {RR}) attributes {{dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 2 : i64}} {{
+  %a = memref.alloc() : {RA}
+  loop.kernel "exp_0" attributes {{origin = "graph.exp"}} {{
+{R_EXP}
+  }}
+  %r = memref.alloc() : {RR}
+  loop.kernel "reshape_1" attributes {{origin = "graph.reshape"}} {{
+{RESHAPE}
+  }}
+  loop.kernel "neg_2" attributes {{origin = "graph.neg"}} {{
+{R_NEG}
+  }}
+  memref.dealloc %a : {RA}{poke_text}
+  %c = memref.alloc() : {RR}
+  loop.kernel "dbl_3" attributes {{origin = "graph.mul"}} {{
+{DBL}
+  }}
+  loop.kernel "sum_4" attributes {{origin = "graph.add"}} {{
+{SUM}
+  }}
+  memref.dealloc %c : {RR}{(chr(10) + "  memref.dealloc %r : " + RR) if free_r else ""}
+  func.return
+}}"""
+
+
+ALIASES = {
+    # name -> (the module's options, kernels and deallocs after loop-views)
+    "alias": (
+        {},
+        ["exp_0", "neg_2", "dbl_3", "sum_4", "free c", "free a"],
+    ),
+    "alias-never-freed": (
+        dict(free_r=False),
+        ["exp_0", "neg_2", "dbl_3", "sum_4", "free c"],
+    ),
+    "written-again": (
+        dict(poke=True),
+        ["exp_0", "reshape_1", "neg_2", "free a", "poke_5", "dbl_3", "sum_4", "free c", "free r"],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(ALIASES))
+def test_a_reshape_copy_is_an_alias_freed_with_it_unless_written_again(name):
+    """r = a reshaped 4x8 -> 2x16 by a copy kernel, read after a's dealloc: the kernel
+    becomes a reinterpret_cast of a, and a is freed where r was (after the last reader),
+    or never when r never is; a reshape written again later stays a copy. The plan
+    afterwards in C against numpy (r + 2 * -r, c placed while r lives)."""
+    options, order = ALIASES[name]
+    module = lower(parse_module(_alias_module(**options)), "loop-views")
+    fn = next(op for op in module.walk() if op.name == "func.func")
+    got = [
+        op.sym if isinstance(op, KernelOp) else f"free {op.operands[0].name_hint}"
+        for op in fn.body.block.ops  # type: ignore[union-attr]
+        if isinstance(op, KernelOp) or op.name == "memref.dealloc"
+    ]
+    assert got == order
+    lower(module, "loop-memory-plan")
+    x = np.linspace(-1, 1, 32, dtype=np.float32).reshape(4, 8)
+    y0, y1 = CFunction(module, name="looppasses6_alias")(x)
+    r = np.exp(x).reshape(2, 16)
+    np.testing.assert_allclose(y0, -r, rtol=1e-6)
+    if options.get("poke"):
+        r = r.copy()
+        r[0, 0] = 7
+    np.testing.assert_allclose(y1, r - 2 * np.exp(x).reshape(2, 16), rtol=1e-6, atol=1e-6)
