@@ -68,7 +68,7 @@ import time
 from dataclasses import dataclass, replace
 
 from xdsl.context import Context
-from xdsl.dialects import arith, memref
+from xdsl.dialects import arith, func, memref
 from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, ModuleOp
 from xdsl.ir import BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
@@ -657,6 +657,8 @@ def _is_weight(kernel: KernelOp, value: SSAValue) -> bool:
             for op in module.ops
         )
     fn = kernel.parent_op()
+    while fn is not None and not isinstance(fn, func.FuncOp):  # (a kernel in an scf.if)
+        fn = fn.parent_op()
     if not isinstance(value, BlockArgument) or fn is None or value.owner is not fn.regions[0].block:
         return False
     params, n_in = fn.attributes.get("dlpc.params"), fn.attributes.get("dlpc.num_inputs")

@@ -3,7 +3,7 @@
 
 // With its time budget spent, the search stops: every kernel keeps te-to-loop's nest, and
 // one note says so.
-// BUDGET: dlpc: note: loop-default-schedule: schedule search stopped after its budget of 0 s; 15 of 15 kernels keep the identity schedule
+// BUDGET: dlpc: note: loop-default-schedule: schedule search stopped after its budget of 0 s; 16 of 16 kernels keep the identity schedule
 // BUDGET-NOT: unroll
 // BUDGET: loop.for %r0 = 0 to 8 step 1 {name = "r0", reduction}
 
@@ -605,6 +605,42 @@ func.func @dwnhwc(%x: memref<1x5x6x16xf32>, %w: memref<3x3x1x16xf32>, %y: memref
             %o = memref.load %acc[] : memref<f32>
             memref.store %o, %y[%i0, %i1, %i2, %i3] : memref<1x5x6x16xf32>
           }
+        }
+      }
+    }
+  }
+  func.return
+}
+
+// lin4w in a branch of an scf.if of @main (loop-short-extents' copy of a kernel): W is
+// still a param of @main, so the packed gemm, as above.
+// CHECK-LABEL: loop.kernel "lin4wb"
+// CHECK-NOT:   _part
+// CHECK:       %lin4wb_Bp = memref.alloca() : memref<256xf32>
+// CHECK:       {name = "i0i", unroll = 4}
+func.func @lin4wb(%x: memref<4x16xf32>, %dlpc_dims: memref<1xi64>, %w: memref<16x16xf32>, %y: memref<4x16xf32>)
+    attributes {dlpc.num_inputs = 2 : i64, dlpc.params = ["w"], dlpc.num_outputs = 1 : i64} {
+  %c0 = arith.constant 0 : index
+  %n = memref.load %dlpc_dims[%c0] : memref<1xi64>
+  %four = arith.constant 4 : i64
+  %short = arith.cmpi eq, %n, %four : i64
+  scf.if %short {
+    loop.kernel "lin4wb" {
+      loop.for %i0 = 0 to 4 step 1 {name = "i0"} {
+        loop.for %i1 = 0 to 16 step 1 {name = "i1"} {
+          %acc = memref.alloca() : memref<f32>
+          %z = arith.constant 0.000000e+00 : f32
+          memref.store %z, %acc[] : memref<f32>
+          loop.for %r0 = 0 to 16 step 1 {name = "r0", reduction} {
+            %a = memref.load %x[%i0, %r0] : memref<4x16xf32>
+            %b = memref.load %w[%i1, %r0] : memref<16x16xf32>
+            %p = arith.mulf %a, %b : f32
+            %c = memref.load %acc[] : memref<f32>
+            %s = arith.addf %c, %p : f32
+            memref.store %s, %acc[] : memref<f32>
+          }
+          %v = memref.load %acc[] : memref<f32>
+          memref.store %v, %y[%i0, %i1] : memref<4x16xf32>
         }
       }
     }
