@@ -15,19 +15,25 @@ Fused only where every member is on intrinsics, has no batch loop around its wor
 and no operand moved by its selection itself, the members' task share fits one tile
 single-buffered side by side, and a member writes nothing an earlier member reads. The
 intermediates keep their GDRAM allocation (stored only where read after the chain).
+
+A convolution of a one-channel image and the pooling of its channels, with fewer
+channels than half the cores (LeNet's first layer: 6), may also be split into bands of
+output rows (`Bands`, where the estimate says it is cheaper): one channel and band a
+task, each reading only the image rows its band's windows reach.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from xdsl.dialects import arith, memref
-from xdsl.dialects.builtin import StringAttr
+from xdsl.dialects.builtin import IntegerAttr, StringAttr, i64
 from xdsl.ir import Operation, SSAValue
 
 from dlpc.dialects import dlp
-from dlpc.dialects.loop import KernelOp
+from dlpc.dialects.loop import ForOp, KernelOp
 from dlpc.dialects.typed import element_type
 from dlpc.passes.lower._dlp_build import (
     BufferPlan,
@@ -39,6 +45,8 @@ from dlpc.passes.lower._dlp_build import (
     latencies,
     round_up,
 )
+from dlpc.passes.lower.dlp_select.elementwise import Elementwise
+from dlpc.passes.lower.dlp_select.window import ConvSelection, PoolSelection
 from dlpc.targets.dlp import DlpTarget
 
 
@@ -124,6 +132,76 @@ class Fused:
     tasks: int
     tile: int
     sram: bool = False  # whole buffers staged once per cluster in SRAM
+    bands: int = 1  # each channel's output rows split over this many tasks (`Bands`)
+
+
+@dataclass
+class Bands:
+    """A convolution of a one-channel image and the pooling of its channels, split into
+    bands of output rows as well as by channel: one channel a task, each band a task of
+    its own, reading only the image rows its windows reach (with the padding clamped at
+    the image's edges: `ConvSelection.band_params`). A plane split by rows is the same
+    memory as `bands` times as many planes of `1 / bands` the rows, so a split buffer is
+    planned as that (`shape`: [1, C * bands, H / bands, W]) and tiled by `channel * bands
+    + band`; per-channel operands (filters, bias) are every band's."""
+
+    conv: ConvSelection
+    split: list[BufferPlan]  # the NCHW planes the members write and read, split by rows
+    rows: list[ForOp]  # the members' loops over their output rows
+    pools: list[PoolSelection]
+
+    def fraction(self, bands: int) -> float:
+        """Of the image, the most rows one band reads."""
+        height = self.conv.params["height"]
+        return max(p["height"] for p in self.conv.band_params(bands)) / height
+
+    def counts(self, desc: DlpTarget, trip: int) -> list[int]:
+        """Band counts that divide every member's output rows, one channel a task."""
+        heights = [lp.trip_count for lp in self.rows]
+        return [k for k in range(2, desc.cores // trip + 1) if all(h % k == 0 for h in heights)]
+
+
+def bands_of(members: list[KernelPlan]) -> Bands | None:
+    """The chain as a `Bands` split, or None where it is not a convolution of a
+    one-channel image (its vector epilogue over whole channels) followed by poolings
+    whose windows tile the rows (no padding, stride = window)."""
+    conv = members[0].selection
+    if (
+        type(conv) is not ConvSelection
+        or conv.params["channels_in"] != 1
+        or conv.src.kind != "whole"
+        or len(conv.src.shape) != 4
+        or not isinstance(conv.ew, Elementwise)
+        or len(conv.ew.loops) != 3
+    ):
+        return None
+    rows, pools = [conv.ew.loops[1]], []
+    height = conv.out_h
+    for plan in members[1:]:
+        pool = plan.selection
+        if type(pool) is not PoolSelection or pool.planes != 1 or len(pool.ew.loops) != 3:
+            return None
+        q = pool.params
+        if (
+            q["pad_top"]
+            or q["kernel_h"] != q["stride_h"]
+            or q["height"] != height
+            or q["out_h"] * q["stride_h"] != height
+            or not isinstance(pool.ew, Elementwise)
+        ):
+            return None
+        height = q["out_h"]
+        rows.append(pool.ew.loops[1])
+        pools.append(pool)
+    split: list[BufferPlan] = []
+    for plan in members:
+        for p in plan.buffers.values():
+            if p.kind != "tiled" or p.dim == 0:
+                continue  # whole, or a per-channel operand
+            if not (len(p.shape) == 4 and p.dim == 1 and p.prefix == (0,) and _one_row(p)):
+                return None
+            split.append(p)
+    return Bands(conv, split, rows, pools)
 
 
 class _Common:
@@ -161,22 +239,31 @@ def _key(p: BufferPlan) -> tuple:
 
 
 def _cycles(
-    members: list[KernelPlan], flops: list[Work], stored: set[SSAValue], sram: bool
+    members: list[KernelPlan],
+    flops: list[Work],
+    stored: set[SSAValue],
+    sram: bool,
+    bands: tuple[Bands, int] | None = None,
 ) -> float:
     """The simulator's model of the chain as one kernel, roughly (as loop_to_dlp's
     `_estimate`): each buffer copy once a task (one tile), intermediates not moved; with
-    `sram` the whole buffers staged once per cluster (every core a share)."""
+    `sram` the whole buffers staged once per cluster (every core a share); with `bands`
+    (no staging) every channel's task split in that many, each its band of the image."""
     d = members[0].desc
-    tasks = members[0].tasks
+    split, k = (bands[0], bands[1]) if bands is not None else (None, 1)
+    tasks = members[0].tasks * k
     per_cycle = d.gdram_bandwidth_gbs / d.clock_ghz
     seen: set[tuple] = set()
     whole = own = tiled = 0.0  # whole bytes staged in SRAM (with `sram`), copied per task
+    shared = 0.0  # per-channel tiles every band copies (counted once in `tiled`)
     loads = stores = wholes = staged = 0
     compute = 0.0
     for plan, f in zip(members, flops):
         compute += compute_cycles(plan, f) / tasks
         for p in plan.buffers.values():
             nbytes = p.elements(plan.trip if p.kind == "tiled" else 1) * p.elt_bytes
+            if split is not None and p.kind == "tiled" and p.dim == 0:
+                shared += nbytes * (k - 1) * (p.read or not p.full_write) * (_key(p) not in seen)
             if p.written and p.value in stored:
                 tiled += nbytes
                 stores += 1
@@ -186,12 +273,15 @@ def _cycles(
                     if sram and plan.stages(p):
                         whole += nbytes
                         staged += 1
+                    elif split is not None and p.value is split.conv.src.value:
+                        own += nbytes * split.fraction(k)
                     else:
                         own += nbytes
                 else:
                     tiled += nbytes
                     loads += 1
             seen.add(_key(p))
+    tiled += shared
     # (build_chain: the whole buffers and the tile's loads back to back, one wait; the
     # stores, one wait; with staging, `early_loads` of the own copies go before the barrier)
     early = min(wholes - staged, max(0, d.dma_queue_depth - staged)) if staged else 0
@@ -220,14 +310,18 @@ def _staging(members: list[KernelPlan]) -> list[bool]:
     return [False, True] if fits and d.cores_per_cluster > 1 and members[0].tasks > 1 else [False]
 
 
-def _best(chain: list[KernelOp], members: list[KernelPlan], fs: list[Work]) -> tuple[float, bool]:
-    """(cycles, staged in SRAM) of the chain's cheaper whole-buffer option."""
-    stored = {
+def _stored(chain: list[KernelOp], members: list[KernelPlan]) -> set[SSAValue]:
+    return {
         p.value
         for plan in members
         for p in plan.buffers.values()
         if p.written and used_after(p.value, chain)
     }
+
+
+def _best(chain: list[KernelOp], members: list[KernelPlan], fs: list[Work]) -> tuple[float, bool]:
+    """(cycles, staged in SRAM) of the chain's cheaper whole-buffer option."""
+    stored = _stored(chain, members)
     return min((_cycles(members, fs, stored, sram), sram) for sram in _staging(members))
 
 
@@ -271,15 +365,16 @@ def _try(chain, plans, desc, multicore, flops, alone) -> float | None:
     return None if got is None else before - got[0]
 
 
-def _choose(chain, plans, desc, multicore, flops) -> tuple[float, int, bool] | None:
-    """(cycles, tasks, staged in SRAM) of the chain's cheapest common plan: on every core
-    the work loop has, or on fewer whole clusters where that is a clear (10 %) gain (a
-    small image copied by each task rather than staged: fewer copies over the GDRAM
-    port); None where the members do not fit side by side."""
+def _choose(chain, plans, desc, multicore, flops) -> tuple[float, int, bool, int] | None:
+    """(cycles, tasks, staged in SRAM, bands) of the chain's cheapest common plan: on
+    every core the work loop has, or on fewer whole clusters where that is a clear (10 %)
+    gain (a small image copied by each task rather than staged: fewer copies over the
+    GDRAM port), or one channel a task split in bands of rows (`Bands`) where that is
+    cheaper; None where the members do not fit side by side."""
     trip = plans[chain[0]].trip
     most = min(desc.cores, trip) if multicore else 1
     fewer = {k * desc.cores_per_cluster for k in range(1, desc.clusters)}
-    best: tuple[float, int, bool] | None = None
+    best: tuple[float, int, bool, int] | None = None
     for tasks in [most, *sorted((t for t in fewer if t < most), reverse=True)]:
         common = _common(chain, plans, desc, multicore, tasks)
         if common is None:
@@ -287,7 +382,20 @@ def _choose(chain, plans, desc, multicore, flops) -> tuple[float, int, bool] | N
         with common:
             cost, sram = _best(chain, common.members, [flops(k) for k in chain])
         if best is None or cost < 0.9 * best[0]:
-            best = (cost, tasks, sram)
+            best = (cost, tasks, sram, 1)
+    if best is None or not multicore or 2 * trip > desc.cores:
+        return best
+    common = _common(chain, plans, desc, multicore, trip)
+    if common is None:
+        return best
+    with common:  # one channel a task, its rows split in bands (where cheaper)
+        split = bands_of(common.members)
+        for k in split.counts(desc, trip) if split is not None else []:
+            assert split is not None  # (no counts without it)
+            fs = [flops(m) for m in chain]
+            cost = _cycles(common.members, fs, _stored(chain, common.members), False, (split, k))
+            if cost < best[0]:
+                best = (cost, trip, False, k)
     return best
 
 
@@ -330,7 +438,7 @@ def plan_chain(
         return None
     common.keep()
     members = common.members
-    return Fused(kernels, members, members[0].tasks, members[0].tile, got[2])
+    return Fused(kernels, members, members[0].tasks, members[0].tile, got[2], got[3])
 
 
 def used_after(value: SSAValue, chain: list[KernelOp]) -> bool:
@@ -365,6 +473,50 @@ def build_chain(fused: Fused, lowering_cls) -> dlp.KernelOp:
     tid.name_hint = "task"
     c0 = b.c(0)
     desc = last.desc
+    split = bands_of(fused.plans) if fused.bands > 1 else None
+    band = None
+    if split is not None:  # task = channel * bands + band
+        op.attributes["tasks"] = IntegerAttr(fused.tasks * fused.bands, i64)
+        band = b.v(arith.RemSIOp(tid, b.c(fused.bands)))
+        band.name_hint = "band"
+        tid = b.v(arith.DivSIOp(tid, b.c(fused.bands)))
+        tid.name_hint = "channel_task"
+        with _banded(split, fused.bands, band):
+            _build_members(fused, lowering_cls, op, b, tid, c0, desc, split, band)
+    else:
+        _build_members(fused, lowering_cls, op, b, tid, c0, desc, None, None)
+    return op
+
+
+@contextmanager
+def _banded(split: Bands, bands: int, band: SSAValue) -> Iterator[None]:
+    """The members planned as `bands` times the planes of `1 / bands` the rows while the
+    chain is built (the conv told its band), as they were afterwards."""
+    shapes = [(p, p.shape) for p in split.split]
+    uppers = [(lp, lp.ub) for lp in split.rows]
+    params = [(q, q.params) for q in split.pools]
+    try:
+        for p, (n, c, h, w) in shapes:
+            p.shape = (n, c * bands, h // bands, w)
+        for lp, ub in uppers:
+            lp.ub = IntegerAttr(ub.value.data // bands, ub.type)
+        for q, ps in params:
+            q.params = {**ps, "height": ps["height"] // bands, "out_h": ps["out_h"] // bands}
+        split.conv.band = (band, split.conv.band_params(bands))
+        yield
+    finally:
+        for p, shape in shapes:
+            p.shape = shape
+        for lp, ub in uppers:
+            lp.ub = ub
+        for q, ps in params:
+            q.params = ps
+        split.conv.band = None
+
+
+def _build_members(fused, lowering_cls, op, b, tid, c0, desc, split, band) -> None:
+    """build_chain's body: the members' buffers, loads, tiles and stores."""
+    last = fused.plans[-1]
     lowerings = []
     # buffers: one NRAM/WRAM copy per GDRAM buffer and tiling (shared by the members
     # that read it alike; an intermediate's copy is its producer's output tile)
@@ -390,7 +542,13 @@ def build_chain(fused: Fused, lowering_cls) -> dlp.KernelOp:
     wholes = [p for plan in fused.plans for p in plan.buffers.values() if p.kind == "whole"]
     lead = lowerings[0]  # (its plan has the chain's task count)
     lead.plan.sram = fused.sram
-    lead.load_whole([p for p in wholes if loaded[p]], c0)
+    image = split.conv.src.value if split is not None else None
+    lead.load_whole([p for p in wholes if loaded[p] and p.value is not image], c0)
+    if split is not None and band is not None:  # the band's rows of the image
+        x = split.conv.src
+        top, rows = split.conv.band_rows(b, band, fused.bands)
+        width = b.c(x.shape[3])
+        b.op(dlp.MemcpyAsyncOp(x.local, c0, x.value, b.mul(top, width), b.mul(rows, width)))
     trip = b.c(last.trip)
     lo = b.min(b.mul(tid, b.c(last.chunk)), trip)
     hi = b.min(b.add(lo, b.c(last.chunk)), trip)
@@ -403,8 +561,11 @@ def build_chain(fused: Fused, lowering_cls) -> dlp.KernelOp:
     # last tile's stores); a buffer a member stored is loaded after its store landed
     written = {p.value for plan in fused.plans for p in plan.buffers.values() if p.written}
     tiles = [[p for p in plan.buffers.values() if p.kind == "tiled"] for plan in fused.plans]
+    banded = set(split.split) if split is not None else set()
+    t0b = inner.add(inner.mul(t0, inner.c(fused.bands)), band) if band is not None else t0
     for lw, tiled in zip(lowerings, tiles):
-        lw.tile_bases(inner, tiled, t0, n)
+        lw.tile_bases(inner, [p for p in tiled if p not in banded], t0, n)
+        lw.tile_bases(inner, [p for p in tiled if p in banded], t0b, n)
         for p in tiled:
             if loaded[p] and p.value not in written:
                 inner.op(dlp.MemcpyAsyncOp(p.local, p.slot, p.value, p.base, p.count))
@@ -421,7 +582,6 @@ def build_chain(fused: Fused, lowering_cls) -> dlp.KernelOp:
                 inner.op(dlp.MemcpyAsyncOp(p.value, p.base, p.local, p.slot, p.count))
     finish_for(inner)  # (a written buffer is always tiled: plan_buffers)
     b.op(dlp.WaitDmaOp())  # every copy lands before the kernel ends
-    return op
 
 
 def place(fused: Fused, new: Operation) -> None:

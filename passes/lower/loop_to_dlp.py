@@ -1060,9 +1060,11 @@ def lower_module(
     and so do runs of independent direct copies (_dlp_copy.sibling_runs)."""
     from xdsl.transforms.common_subexpression_elimination import cse
 
-    from dlpc.passes.lower import _dlp_copy, _dlp_fuse
+    from dlpc.passes.lower import _dlp_commute, _dlp_copy, _dlp_fuse
 
     kernels = [k for k in module.walk() if isinstance(k, KernelOp)]
+    if intrinsics and fuse:  # a conv's bias and ReLU on its max pool's (fewer) outputs
+        _dlp_commute.commute(kernels)
     prepared = {k: _prepare(k, desc, double_buffer, multicore, intrinsics) for k in kernels}
     plans = {k: plan for k, (direct, plan) in prepared.items() if plan is not None}
     done: set[KernelOp] = set()

@@ -391,6 +391,8 @@ def emit_elementwise(
                 cyc[op.res] = (p.local, o.seg)
             elif o.kind == "row":
                 rows[op.res] = (p, o.seg, o.period, ())
+            elif o.kind == "rowT" and plan.tile * ew.inner <= o.seg:
+                rows[op.res] = (p, o.seg, o.period, ())  # one row a tile: it starts aligned
             elif o.kind == "rowT":
                 rows_t[op.res] = (p, o.seg, o.period)
             else:

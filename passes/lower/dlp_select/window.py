@@ -16,10 +16,10 @@ strides and pads off the cell's indices for both:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from xdsl.dialects import arith, memref, scf
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Block, Operation, Region, SSAValue
 
 from dlpc.dialects import dlp
 from dlpc.dialects.loop import ForOp
@@ -340,34 +340,130 @@ class ConvSelection(Selection):
     weight: BufferPlan  # weight tiles, WRAM
     acc: SSAValue
     params: dict
+    # set by a chain split into bands of output rows while it is built (_dlp_fuse): the
+    # task's band and each band's parameters (`band_params`); the NRAM image holds the
+    # band's rows (`band_rows`)
+    band: tuple[SSAValue, list[dict]] | None = field(default=None, init=False)
+
+    @property
+    def out_h(self) -> int:
+        p = self.params
+        return (p["height"] + p["pad_top"] + p["pad_bottom"] - p["kernel_h"]) // p["stride_h"] + 1
+
+    def _band_span(self, k: int, bands: int) -> tuple[int, int]:
+        """Image rows [first, last) the windows of band k's output rows reach (may pass
+        the image's edges: that part is the padding)."""
+        p = self.params
+        rows = self.out_h // bands
+        first = k * rows * p["stride_h"] - p["pad_top"]
+        return first, first + (rows - 1) * p["stride_h"] + p["kernel_h"]
+
+    def band_params(self, bands: int) -> list[dict]:
+        """Per band of `out_h / bands` output rows: the conv over the image rows it reads
+        (clamped to the image), padded by the rows its windows reach past them."""
+        out = []
+        for k in range(bands):
+            first, last = self._band_span(k, bands)
+            top, bottom = max(first, 0), min(last, self.params["height"])
+            out.append(
+                {
+                    **self.params,
+                    "height": bottom - top,
+                    "pad_top": top - first,
+                    "pad_bottom": last - bottom,
+                }
+            )
+        return out
+
+    def band_rows(self, b, band: SSAValue, bands: int) -> tuple[SSAValue, SSAValue]:
+        """(first row, rows) of the image band `band` reads, as index values."""
+        p = self.params
+        rows = self.out_h // bands
+        first = b.sub(b.mul(band, b.c(rows * p["stride_h"])), b.c(p["pad_top"]))
+        last = b.add(first, b.c((rows - 1) * p["stride_h"] + p["kernel_h"]))
+        top = b.min(b.max(first, b.c(0)), b.c(p["height"]))
+        bottom = b.min(b.max(last, b.c(0)), b.c(p["height"]))
+        return top, b.sub(bottom, top)
+
+    @property
+    def passthrough(self) -> bool:
+        """The convolution is the output (its bias and activation applied after a pool
+        they commute with: _dlp_commute): convolved into the output tile."""
+        return type(self) in (ConvSelection, BatchConvSelection) and (
+            isinstance(self.ew, Elementwise) and self.ew.passthrough(self.acc)
+        )
 
     def scratch_bytes(
         self, plan, tile: int
     ) -> int:  # the accumulator tile, the epilogue's temporaries
+        if self.passthrough:
+            return 0
         return tile_bytes(plan, tile * self.ew.inner) * (self.ew.temps() + 1)
 
-    def emit(self, lowering, b, t0: SSAValue, n: SSAValue) -> None:
-        plan = lowering.plan
-        count = b.mul(n, b.c(self.ew.inner))
-        acc = b.alloc(
-            "nram",
-            scratch_elems(plan, plan.tile * self.ew.inner),
-            element_type(self.src.value),
-            "acc_nram",
-        )
+    def _conv(
+        self, b, acc: SSAValue, n: SSAValue, params: dict, at: SSAValue | None = None
+    ) -> None:
         b.op(
             dlp.Conv2dOp(
                 acc,
-                b.c(0),
+                at if at is not None else b.c(0),
                 self.src.local,
                 b.c(0),
                 self.weight.local,
                 self.weight.slot,
                 n,
-                **self.params,
+                **params,
             )
         )
-        self.ew.emit_after(lowering, b, count, acc, t0, n, self.acc)
+
+    def _banded(self, b, acc: SSAValue, n: SSAValue, at: SSAValue | None) -> None:
+        """One conv per distinct band geometry, chosen by the task's band (the first and
+        last bands are clamped at the image's edges, the ones between alike)."""
+        assert self.band is not None
+        band, params = self.band
+        groups: list[tuple[dict, list[int]]] = []
+        for k, p in enumerate(params):
+            same = next((g for g in groups if g[0] == p), None)
+            if same is None:
+                groups.append((p, [k]))
+            else:
+                same[1].append(k)
+        groups.sort(key=lambda g: len(g[1]))  # the largest group is the last `else`
+        opened = []
+        for p, ks in groups[:-1]:
+            for k in ks:
+                then, other = Block(), Block()
+                b.op(
+                    scf.IfOp(b.v(arith.CmpiOp(band, b.c(k), "eq")), [], Region(then), Region(other))
+                )
+                tb = b.nested(then)
+                self._conv(tb, acc, n, p, at)
+                tb.op(scf.YieldOp())
+                b = b.nested(other)
+                opened.append(b)
+        self._conv(b, acc, n, groups[-1][0], at)
+        for nb in opened:
+            nb.op(scf.YieldOp())
+
+    def emit(self, lowering, b, t0: SSAValue, n: SSAValue) -> None:
+        plan = lowering.plan
+        if self.passthrough:  # (the epilogue would be one NRAM2NRAM copy: a DMA latency)
+            assert isinstance(self.ew, Elementwise)  # (passthrough says so)
+            acc, at = self.ew.out.local, self.ew.out.slot
+        else:
+            acc = b.alloc(
+                "nram",
+                scratch_elems(plan, plan.tile * self.ew.inner),
+                element_type(self.src.value),
+                "acc_nram",
+            )
+            at = None
+        if self.band is None:
+            self._conv(b, acc, n, self.params, at)
+        else:
+            self._banded(b, acc, n, at)
+        if not self.passthrough:
+            self.ew.emit_after(lowering, b, b.mul(n, b.c(self.ew.inner)), acc, t0, n, self.acc)
 
 
 @dataclass
@@ -495,6 +591,8 @@ class BatchConvSelection(ConvSelection):
         return None
 
     def scratch_bytes(self, plan, tile: int) -> int:
+        if self.passthrough:
+            return 0
         # a one-image accumulator; the epilogue's temporaries are sized by the tile
         return tile_bytes(plan, self.ew.inner) + tile_bytes(plan, tile * self.ew.inner) * (
             self.ew.temps()
@@ -503,6 +601,23 @@ class BatchConvSelection(ConvSelection):
     def emit(self, lowering, b, t0: SSAValue, n: SSAValue) -> None:
         plan = lowering.plan
         image, out = self.image_elems()
+        if self.passthrough:  # each image convolved into its slot of the output tile
+            assert isinstance(self.ew, Elementwise)  # (passthrough says so)
+            _, body, i = b.for_(b.c(0), n, b.c(1))
+            body.op(
+                dlp.Conv2dOp(
+                    self.ew.out.local,
+                    body.add(self.ew.out.slot, body.mul(i, body.c(out))),
+                    self.src.local,
+                    body.add(self.src.slot, body.mul(i, body.c(image))),
+                    self.weight.local,
+                    body.c(0),
+                    body.c(self.channels_out),
+                    **self.params,
+                )
+            )
+            body.op(scf.YieldOp())
+            return
         acc = b.alloc("nram", scratch_elems(plan, out), element_type(self.src.value), "acc_nram")
         _, body, i = b.for_(b.c(0), n, b.c(1))
         body.op(
