@@ -19,6 +19,7 @@ from xdsl.transforms import get_all_passes
 from xdsl.utils.exceptions import DiagnosticException
 
 import dlpc
+from dlpc import api
 from dlpc.backends.runtime.cbuild import CFunction
 from dlpc.dialects import te
 from dlpc.dialects.loop import ForOp, KernelOp
@@ -826,3 +827,50 @@ def test_a_reshape_copy_is_an_alias_freed_with_it_unless_written_again(name):
         r = r.copy()
         r[0, 0] = 7
     np.testing.assert_allclose(y1, r - 2 * np.exp(x).reshape(2, 16), rtol=1e-6, atol=1e-6)
+
+
+# ------------------------------------------- loop-opencl-winograd: which chains fuse
+
+WINOGRAD = {
+    # name -> (c, o, h, w, the returned expression, batch, fused kernel or None)
+    "residual-relu": (8, 8, 2, 32, "relu(conv2d(x, k, b, padding=1) + x)", 1, "add_relu"),
+    "residual": (8, 8, 2, 32, "conv2d(x, k, b, padding=1) + x", 1, "add"),
+    "no-epilogue": (8, 8, 2, 32, "conv2d(x, k, b, padding=1)", 1, ""),
+    "batch-2": (8, 8, 2, 32, "relu(conv2d(x, k, b, padding=1))", 2, "relu"),
+    "four-channels-out": (8, 4, 2, 32, "relu(conv2d(x, k, b, padding=1))", 1, None),
+    "odd-rows": (8, 8, 3, 32, "relu(conv2d(x, k, b, padding=1))", 1, None),
+    "no-padding": (8, 8, 4, 34, "relu(conv2d(x, k, b))", 1, None),
+    "sigmoid": (8, 8, 2, 32, "sigmoid(conv2d(x, k, b, padding=1))", 1, None),
+}
+
+
+@pytest.mark.parametrize("name", list(WINOGRAD))
+def test_a_winograd_chain_fuses_only_in_the_shapes_and_epilogues_it_writes(tmp_path, name):
+    """The fused kernel (input transform, products and output transform in one launch)
+    for a residual add, with or without relu, no epilogue, a batch of 2; the three
+    kernels for 4 output channels (not a multiple of 8), an odd output height, no
+    padding (the input transform's pads are not 1) and an epilogue it has no code for.
+    On OpenCL against the reference."""
+    pytest.importorskip("pyopencl")
+    from dlpc.passes.lower.opencl_winograd import is_fused
+
+    c, o, h, w, body, batch, fused = WINOGRAD[name]
+    path = tmp_path / "wconv.dlpc"
+    path.write_text(
+        f"model wconv(x: f32[B, {c}, {h}, {w}]) {{\n"
+        f"  param k: f32[{o}, {c}, 3, 3] = kaiming(seed=5)\n"
+        f"  param b: f32[{o}] = normal(seed=6, std=0.1)\n"
+        f"  return {body}\n}}\n"
+    )
+    model = dlpc.load(str(path), batch=batch)
+    xs = api.random_inputs(model)
+    compiled = dlpc.compile(model, target="opencl", graph_winograd={"where": "all"})
+    for got, want in zip(compiled(*xs), api.reference(model, xs)):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    kernels_ = list(compiled.artifact.kernel_ops)
+    if fused is None:
+        assert not any(is_fused(k) for k in kernels_) and len(kernels_) == 3
+    else:
+        (k,) = kernels_
+        assert is_fused(k) and k.sym.startswith("winograd_output_transform")
+        assert ("_" + fused if fused else "") in k.sym
