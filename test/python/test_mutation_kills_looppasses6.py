@@ -874,3 +874,39 @@ def test_a_winograd_chain_fuses_only_in_the_shapes_and_epilogues_it_writes(tmp_p
         (k,) = kernels_
         assert is_fused(k) and k.sym.startswith("winograd_output_transform")
         assert ("_" + fused if fused else "") in k.sym
+
+
+# ------------------------------------------------------ te-to-loop: a kernel's origin
+
+ORIGIN = """
+func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {{
+  %y = te.compute "{name}" (%i0) : tensor<4xf32> {{
+    %v = te.read %x[%i0] : tensor<4xf32>
+    te.yield %v : f32
+  }}{attrs}
+  func.return %y : tensor<4xf32>
+}}"""
+
+
+@pytest.mark.parametrize(
+    "name,attrs,origin",
+    [
+        ("relu_0", "", "graph.relu"),
+        ("softmax_12_max", "", "graph.softmax"),
+        ("layer_norm_3_mean", "", "graph.layer_norm"),
+        ("relu_0", ' attributes {origin = "graph.exp"}', "graph.exp"),
+        ("frobnicate_1", "", None),
+        ("relu", "", None),
+        ("relu_x", "", None),
+    ],
+)
+def test_a_kernels_origin_is_its_graph_op(name, attrs, origin):
+    """The kernel's `origin`: the te op's attribute, else its name's stem when that names a
+    graph op (`softmax_12_max` -> graph.softmax), else none."""
+    (k,) = [
+        op
+        for op in lower(parse_module(ORIGIN.format(name=name, attrs=attrs))).walk()
+        if isinstance(op, KernelOp)
+    ]
+    assert k.sym == name
+    assert (k.origin.data if k.origin is not None else None) == origin
