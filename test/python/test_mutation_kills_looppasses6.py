@@ -910,3 +910,93 @@ def test_a_kernels_origin_is_its_graph_op(name, attrs, origin):
     ]
     assert k.sym == name
     assert (k.origin.data if k.origin is not None else None) == origin
+
+
+# --------------------------------------- loop-prepack-weights: weight-only kernels
+
+HOIST = """
+func.func @main(%x: memref<16xf32>, %b: memref<16xf32>, %y: memref<16xf32>) attributes {{dlpc.num_inputs = 1 : i64, dlpc.params = ["b"], dlpc.num_outputs = 1 : i64}} {{
+  %arena = memref.alloc() {{dlpc.arena}} : memref<64xi8>
+  %c0 = arith.constant 0 : index
+  %bs = memref.view %arena[%c0][] : memref<64xi8> to memref<16xf32>{main}
+  loop.kernel "bscale" {{
+    loop.for %j = 0 to 16 step 1 {{name = "j"}} {{
+      %bv0 = memref.load %b[%j] : memref<16xf32>
+      {scale}
+      memref.store %bv2, %bs[%j] : memref<16xf32>
+    }}{inside}
+  }}{between}
+  loop.kernel "mul" {{
+    loop.for %i = 0 to 16 step 1 {{name = "i"}} {{
+      %xv = memref.load %x[%i] : memref<16xf32>
+      %sv = memref.load %bs[%i] : memref<16xf32>
+      %p = arith.mulf %xv, %sv : f32
+      memref.store %p, %y[%i] : memref<16xf32>
+    }}
+  }}
+  func.return
+}}"""
+HOIST_DEFAULT = dict(
+    main="",
+    scale="%two = arith.constant 2.0 : f32\n      %bv2 = arith.mulf %bv0, %two : f32",
+    inside="",
+    between="",
+)
+HOISTS = {
+    "weights": ({}, 64, lambda x, b: x * 2 * b),
+    "an-input": (
+        dict(
+            scale="%c0i = arith.constant 0 : index\n      %xi = memref.load %x[%c0i] : memref<16xf32>\n      %bv2 = arith.mulf %bv0, %xi : f32"
+        ),
+        0,
+        lambda x, b: x * b * x[0],
+    ),
+    "a-main-scalar": (
+        dict(
+            main="\n  %one = arith.constant 1.0 : f32\n  %two = arith.addf %one, %one : f32",
+            scale="%bv2 = arith.mulf %bv0, %two : f32",
+        ),
+        0,
+        lambda x, b: x * 2 * b,
+    ),
+    "a-main-constant": (
+        dict(
+            main="\n  %two = arith.constant 2.0 : f32", scale="%bv2 = arith.mulf %bv0, %two : f32"
+        ),
+        64,
+        lambda x, b: x * 2 * b,
+    ),
+    "a-copy-inside": (
+        dict(inside='\n    "memref.copy"(%b, %bs) : (memref<16xf32>, memref<16xf32>) -> ()'),
+        0,
+        lambda x, b: x * b,
+    ),
+    "written-again": (
+        dict(
+            between='\n  loop.kernel "bump" {\n    loop.for %k = 0 to 16 step 1 {name = "k"} {\n      %u = memref.load %bs[%k] : memref<16xf32>\n      %u1 = arith.addf %u, %u : f32\n      memref.store %u1, %bs[%k] : memref<16xf32>\n    }\n  }'
+        ),
+        0,
+        lambda x, b: x * 4 * b,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(HOISTS))
+def test_a_kernel_over_weights_alone_runs_once_per_binding(name):
+    """bs = 2 * b (b a param) into an arena view, then y = x * bs: the kernel is a
+    `dlpc.prepare` kernel writing the packed block (64 bytes) when it reads weights and
+    @main's constants only; not when it reads an input, a scalar @main computes, holds a
+    memref.copy, or another kernel writes its view again. In C against numpy, for two
+    inputs and two weights."""
+    from dlpc.passes.lower.prepack import PREPARE, prepack
+
+    parts, nbytes, want = HOISTS[name]
+    module = parse_module(HOIST.format(**{**HOIST_DEFAULT, **parts}))
+    assert prepack(module) == nbytes
+    prepared = [k.sym for k in module.walk() if isinstance(k, KernelOp) and PREPARE in k.attributes]
+    assert prepared == (["bscale"] if nbytes else [])
+    x = np.arange(16, dtype=np.float32) - 4
+    b = np.linspace(-1, 1, 16, dtype=np.float32)
+    for x_, b_ in ((x, b), (x + 1, b[::-1].copy())):
+        (y,) = CFunction(module, name="looppasses6_hoist")(x_, params={"b": b_})
+        np.testing.assert_allclose(y, want(x_, b_), rtol=1e-6)
