@@ -518,8 +518,11 @@ AREAS: dict[str, Area] = {
             "test/python/test_mutation_kills_looppasses5.py test/python/test_ops_c.py "
             "test/python/test_mutation_kills_dynamic4.py "  # (te-to-loop's symbolic guards)
             "test/python/test_mutation_kills_looppasses6.py "
+            # (graph-to-te's helpers here, _te_builder and te_inline: on the te evaluator)
+            "test/python/test_graph_to_te.py test/python/test_mutation_kills_lowering3.py "
             "test/python/test_prepack.py test/python/test_opencl_winograd.py -k 'looppasses4 "
-            "or looppasses5 or looppasses6 or (ops_c and (test_family or fused_ops or returned_inputs)) "
+            "or looppasses5 or looppasses6 or graph_to_te or (lowering3 and (nhwc or pool "
+            "or conv)) or (ops_c and (test_family or fused_ops or returned_inputs)) "
             "or dynamic4 "
             "or (memory_plan and not resnet and not batch_32 and not random_graphs "
             "and not every_example and not two_threads and not placement_never) "
