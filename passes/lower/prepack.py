@@ -218,8 +218,8 @@ class _Finder:
 
     def packs(self) -> list[Pack]:
         found = []
-        for k in self.fn.body.block.ops:
-            if not isinstance(k, KernelOp) or PREPARE in k.attributes:
+        for k in _branch_kernels(self.fn.body.block):
+            if PREPARE in k.attributes:
                 continue
             if k in self.hoisted_kernels:
                 continue
@@ -316,6 +316,20 @@ class _Finder:
         pack.outer = [lp for lp in enclosing if id(lp) in used_loops]
         pack.local = [op for op in k.walk() if id(op) in local]
         return True
+
+
+def _branch_kernels(block: Block) -> list[KernelOp]:
+    """The kernels of `block` and of the scf.if branches in it (loop-short-extents'
+    versions of a kernel), in order."""
+    found: list[KernelOp] = []
+    for op in block.ops:
+        if isinstance(op, KernelOp):
+            found.append(op)
+        elif isinstance(op, scf.IfOp):
+            for region in op.regions:
+                for inner in region.blocks:
+                    found += _branch_kernels(inner)
+    return found
 
 
 def _inside(v: SSAValue, root: Operation) -> bool:
@@ -437,14 +451,16 @@ def _move_to_packed(v: SSAValue, packed: SSAValue, offset: int) -> None:
 
 
 def _rewrite(p: Pack, packed: SSAValue, offset: int) -> None:
-    block = p.kernel.parent_block()
+    block = packed.owner.parent_block() if isinstance(packed.owner, Operation) else None
     assert block is not None
+    # the resident view and the packing kernel, right before the consumer kernel (or the
+    # scf.if in @main it is a branch of: the packing kernel runs in dlpc_prepare)
+    anchor = ancestor_in(p.kernel, block)
     label = p.buffer.name_hint or "pack"
-    # the resident view, right before the consumer kernel
     at = arith.ConstantOp(IntegerAttr(offset, IndexType()))
     view = memref.ViewOp(packed, at.result, [], p.resident_type())
     view.result.name_hint = label
-    block.insert_ops_before([at, view], p.kernel)
+    block.insert_ops_before([at, view], anchor)
     # the packing kernel: the loops of D around the nest, the nest storing into the view
     kname = _unique_kernel_name(block, f"{label}_prepack")
     kernel = KernelOp(kname, origin=f"loop-prepack-weights: pack of {p.kernel.sym}")
@@ -472,7 +488,7 @@ def _rewrite(p: Pack, packed: SSAValue, offset: int) -> None:
             assert store_block is not None
             store_block.insert_op_before(new, store)
             store_block.erase_op(store)
-    block.insert_op_before(kernel, p.kernel)
+    block.insert_op_before(kernel, anchor)
     # the consumer: loads of the view at the iteration's position; no local, no nest
     alloc_block = p.alloc.parent_block()
     assert alloc_block is not None
