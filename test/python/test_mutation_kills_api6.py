@@ -564,6 +564,18 @@ GEMM_SPACES = [
         {"mc": 10, "nc": 32, "kc": 16, "mr": 10, "nr": 32},
     ),
     (
+        (44, 16, 32, False),  # (divisors of 44 up to 8: 4 at most, no rows tail)
+        {"mc": [1, 2, 4, 11, 22, 44], "nc": [16, 32], "kc": [16], "mr": [1, 2, 4],
+         "nr": [8, 16, 32]},
+        {"mc": 44, "nc": 32, "kc": 16, "mr": 4, "nr": 32},
+    ),
+    (
+        (8, 16, 1048, False),  # (divisors of 8 x 131 up to 128: 8 at most, no columns tail)
+        {"mc": [1, 2, 4, 8], "nc": [8, 131, 262, 524], "kc": [16], "mr": [1, 2, 4, 8],
+         "nr": [8]},
+        {"mc": 8, "nc": 8, "kc": 16, "mr": 8, "nr": 8},
+    ),
+    (
         (8, 16, 131, False),
         {"mc": [1, 2, 4, 8], "nc": [131], "kc": [16], "mr": [1, 2, 4, 6, 8],
          "nr": [1, 16, 32, 48, 64], "tail": ["none", "rows", "both"]},
@@ -722,3 +734,32 @@ def test_the_trainers_save_path_and_an_unknown_saved_name(tmp_path):
     with pytest.raises(DlpcError) as info:
         trainer.load(state)
     assert str(info.value) == "error: saved state has 'bogus', which this trainer does not"
+
+
+PARAMS = """func.func @main(%x: tensor<1x4x2x2xf32>) -> tensor<1x4x2x2xf32> {
+  %w = graph.param "w" : tensor<4xf32>
+  %v = graph.param "var" : tensor<4xf32>
+  %b = graph.param "bound" : tensor<4xf32>
+  %y = graph.batch_norm %x, %w, %b, %w, %v : (tensor<1x4x2x2xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<1x4x2x2xf32>
+  func.return %y : tensor<1x4x2x2xf32>
+}
+"""
+
+
+def test_the_checker_draws_the_unbound_params_a_variance_positive():
+    """Params not in the weights are drawn per function (a batch norm's variance,
+    its operand 4, made positive); bound ones are used as they are."""
+    from dlpc.passes import check, pipeline
+
+    module = pipeline.parse_module(PARAMS)
+    checker = check.Checker(seed=3)
+    bound = np.arange(4, dtype=np.float32)
+    checker.start(module, {"bound": bound})
+    drawn = checker.random["main"]
+    assert sorted(drawn) == ["var", "w"]
+    assert drawn["var"].shape == (4,) and drawn["var"].dtype == np.float32
+    assert drawn["var"].min() >= 0.5
+    assert checker._params("main")["bound"] is bound
+    results = checker.states["main"].results
+    assert results is not None and results[0].shape == (1, 4, 2, 2)
+    assert np.isfinite(results[0]).all() and not checker.notes
