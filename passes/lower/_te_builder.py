@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from xdsl.dialects.builtin import ArrayAttr, IntegerType, TensorType, UnregisteredOp
+from xdsl.dialects.builtin import ArrayAttr, IntegerType, Signedness, TensorType, UnregisteredOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.utils.exceptions import DiagnosticException
 
@@ -89,12 +89,15 @@ class Lowering:
         init = None
         e = acc_type or ty.get_element_type()
         if isinstance(e, IntegerType) and combiner in ("max", "min"):
-            # i1 is a bool (false < true, as numpy's), other integers are signed
-            lo, hi = (
-                (0, 1)
-                if e.width.data == 1
-                else (-(2 ** (e.width.data - 1)), 2 ** (e.width.data - 1) - 1)
-            )
+            # i1 is a bool (false < true, as numpy's), unsigned types start at 0 and
+            # 2**w - 1, the others are signed
+            w = e.width.data
+            if w == 1:
+                lo, hi = 0, 1
+            elif e.signedness.data == Signedness.UNSIGNED:
+                lo, hi = 0, 2**w - 1
+            else:
+                lo, hi = -(2 ** (w - 1)), 2 ** (w - 1) - 1
             init = float(lo if combiner == "max" else hi)
         over, symbolic = mark_extents(extents)  # (passes/lower/_symbolic.py)
         op = ReduceOp.from_fn(
