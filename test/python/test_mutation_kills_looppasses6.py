@@ -1000,3 +1000,45 @@ def test_a_kernel_over_weights_alone_runs_once_per_binding(name):
     for x_, b_ in ((x, b), (x + 1, b[::-1].copy())):
         (y,) = CFunction(module, name="looppasses6_hoist")(x_, params={"b": b_})
         np.testing.assert_allclose(y, want(x_, b_), rtol=1e-6)
+
+
+# ------------------------------------------ unsigned max / min: their initial values
+
+
+@pytest.mark.parametrize("t", ["ui8", "ui16", "ui32", "ui64"])
+@pytest.mark.parametrize("op", ["reduce_min", "reduce_max"])
+@pytest.mark.parametrize("target", ["c", "opencl"])
+def test_unsigned_min_and_max_over_the_upper_half_of_the_range(target, op, t):
+    """Values at and above 2**(w-1): a min starts at 2**w - 1, not at the signed maximum
+    (graph-to-te gave ui8's min 127 for [250, 255, 254]), a max at 0; against numpy."""
+    if target == "opencl":
+        pytest.importorskip("pyopencl")
+    src = f"""
+func.func @main(%x: tensor<2x3x{t}>) -> tensor<2x{t}> {{
+  %y = graph.{op} %x {{axes = array<i64: 1>}} : (tensor<2x3x{t}>) -> tensor<2x{t}>
+  func.return %y : tensor<2x{t}>
+}}"""
+    dtype = np.dtype("uint" + t[2:])
+    hi = int(np.iinfo(dtype).max)
+    x = np.array([[hi - 5, hi, hi - 1], [hi // 2 + 1, 7, hi // 2]], dtype)
+    (got,) = dlpc.compile(Model(pipeline.parse_module(src)), target=target)(x)
+    want = x.min(1) if op == "reduce_min" else x.max(1)
+    assert got.dtype == dtype
+    np.testing.assert_array_equal(got, want)
+
+
+def test_unsigned_min_and_max_inits_in_te():
+    """graph-to-te's te.reduce init for an unsigned min is 2**w - 1, for a max 0."""
+    for op, init in (("reduce_min", 255.0), ("reduce_max", 0.0)):
+        module = lower(
+            parse_module(
+                f"""
+func.func @main(%x: tensor<3xui8>) -> tensor<ui8> {{
+  %y = graph.{op} %x {{axes = array<i64: 0>}} : (tensor<3xui8>) -> tensor<ui8>
+  func.return %y : tensor<ui8>
+}}"""
+            ),
+            "graph-to-te",
+        )
+        (r,) = [o for o in module.walk() if isinstance(o, te.ReduceOp)]
+        assert r.init_value == init
