@@ -26,14 +26,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from xdsl.dialects import arith, memref
 from xdsl.dialects.builtin import IntegerAttr, StringAttr, i64
 from xdsl.ir import Operation, SSAValue
 
 from dlpc.dialects import dlp
-from dlpc.dialects.loop import ForOp, KernelOp
+from dlpc.dialects.loop import ForOp, KernelOp, spine
 from dlpc.dialects.typed import element_type
 from dlpc.passes.lower._dlp_build import (
     BufferPlan,
@@ -45,7 +45,9 @@ from dlpc.passes.lower._dlp_build import (
     latencies,
     round_up,
 )
-from dlpc.passes.lower.dlp_select.elementwise import Elementwise
+from dlpc.passes.lower.dlp_select.elementwise import Elementwise, ElementwiseSelection
+from dlpc.passes.lower.dlp_select.matmul import MatmulSelection
+from dlpc.passes.lower.dlp_select.reduce import ReduceSelection
 from dlpc.passes.lower.dlp_select.window import ConvSelection, PoolSelection
 from dlpc.targets.dlp import DlpTarget
 
@@ -145,13 +147,16 @@ class Bands:
     planned as that (`shape`: [1, C * bands, H / bands, W]) and tiled by `channel * bands
     + band`; per-channel operands (filters, bias) are every band's."""
 
-    conv: ConvSelection
+    conv: ConvSelection | None  # None: a chain of row-wise members (`row_bands_of`)
     split: list[BufferPlan]  # the NCHW planes the members write and read, split by rows
     rows: list[ForOp]  # the members' loops over their output rows
     pools: list[PoolSelection]
+    products: list[MatmulSelection] = field(default_factory=list)  # batched: m rows each
 
     def fraction(self, bands: int) -> float:
-        """Of the image, the most rows one band reads."""
+        """Of the image, the most rows one band reads (1: no image)."""
+        if self.conv is None:
+            return 1.0
         height = self.conv.params["height"]
         return max(p["height"] for p in self.conv.band_params(bands)) / height
 
@@ -161,11 +166,77 @@ class Bands:
         return [k for k in range(2, desc.cores // trip + 1) if all(h % k == 0 for h in heights)]
 
 
+def _uses(index: SSAValue, iv: SSAValue) -> bool:
+    """Does the index value depend on `iv`?"""
+    if index is iv:
+        return True
+    op = index.owner
+    return isinstance(op, Operation) and any(_uses(x, iv) for x in op.operands)
+
+
+def row_bands_of(members: list[KernelPlan]) -> Bands | None:
+    """The chain as a `Bands` split of row-wise members (attention over its heads: the
+    scores' product, softmax's max, exp, sum and scale, the product with the values),
+    each a batched product, a row reduction or an elementwise nest whose loop below the
+    work loop runs over rows, as many in every member; a buffer indexed by that loop
+    right after the work loop's dimension is split (the query rows, the scores, the
+    output), one not indexed by it at all is every band's (keys, values, constants);
+    None otherwise."""
+    rows: list[ForOp] = []
+    products: list[MatmulSelection] = []
+    kinds: dict[SSAValue, bool] = {}  # buffer -> split
+    for plan in members:
+        sel = plan.selection
+        if isinstance(sel, MatmulSelection):
+            if sel.batch is None or not isinstance(sel.ew, Elementwise):
+                return None
+            products.append(sel)
+        elif not isinstance(sel, ReduceSelection | ElementwiseSelection):
+            return None
+        assert plan.work is not None  # (_eligible)
+        nest = [plan.work, *spine(plan.work)]
+        if len(nest) < 2 or nest[1].lower != 0 or nest[1].stride != 1:
+            return None
+        row = nest[1]
+        if rows and row.trip_count != rows[0].trip_count:
+            return None
+        rows.append(row)
+        iv = row.induction_var
+        for op in plan.kernel.walk():
+            if not isinstance(op, memref.LoadOp | memref.StoreOp):
+                continue
+            p = plan.buffers.get(op.memref)
+            if p is None:
+                continue
+            idx = list(op.indices)
+            split = p.kind == "tiled" and len(idx) > p.dim + 1 and idx[p.dim + 1] is iv
+            others = [x for k, x in enumerate(idx) if not (split and k == p.dim + 1)]
+            if any(_uses(x, iv) for x in others):
+                return None
+            if kinds.setdefault(p.value, split) != split:
+                return None
+    for plan in members:
+        for p in plan.buffers.values():
+            if kinds.get(p.value) and (
+                p.prefix != (0,) * p.dim
+                or not _one_row(p)
+                or p.shape[p.dim + 1] != rows[0].trip_count  # (a band: rows / bands of them)
+            ):
+                return None
+    split_plans = [p for plan in members for p in plan.buffers.values() if kinds.get(p.value)]
+    if not split_plans:
+        return None
+    return Bands(None, split_plans, rows, [], products)
+
+
 def bands_of(members: list[KernelPlan]) -> Bands | None:
     """The chain as a `Bands` split, or None where it is not a convolution of a
     one-channel image (its vector epilogue over whole channels) followed by poolings
-    whose windows tile the rows (no padding, stride = window)."""
+    whose windows tile the rows (no padding, stride = window), nor row-wise members
+    (`row_bands_of`)."""
     conv = members[0].selection
+    if not isinstance(conv, ConvSelection):
+        return row_bands_of(members)
     if (
         type(conv) is not ConvSelection
         or conv.params["channels_in"] != 1
@@ -262,7 +333,7 @@ def _cycles(
         compute += compute_cycles(plan, f) / tasks
         for p in plan.buffers.values():
             nbytes = p.elements(plan.trip if p.kind == "tiled" else 1) * p.elt_bytes
-            if split is not None and p.kind == "tiled" and p.dim == 0:
+            if split is not None and p.kind == "tiled" and p not in split.split:
                 shared += nbytes * (k - 1) * (p.read or not p.full_write) * (_key(p) not in seen)
             if p.written and p.value in stored:
                 tiled += nbytes
@@ -273,7 +344,7 @@ def _cycles(
                     if sram and plan.stages(p):
                         whole += nbytes
                         staged += 1
-                    elif split is not None and p.value is split.conv.src.value:
+                    elif split is not None and split.conv and p.value is split.conv.src.value:
                         own += nbytes * split.fraction(k)
                     else:
                         own += nbytes
@@ -480,7 +551,7 @@ def build_chain(fused: Fused, lowering_cls) -> dlp.KernelOp:
         band = b.v(arith.RemSIOp(tid, b.c(fused.bands)))
         band.name_hint = "band"
         tid = b.v(arith.DivSIOp(tid, b.c(fused.bands)))
-        tid.name_hint = "channel_task"
+        tid.name_hint = "work_task"
         with _banded(split, fused.bands, band):
             _build_members(fused, lowering_cls, op, b, tid, c0, desc, split, band)
     else:
@@ -495,14 +566,20 @@ def _banded(split: Bands, bands: int, band: SSAValue) -> Iterator[None]:
     shapes = [(p, p.shape) for p in split.split]
     uppers = [(lp, lp.ub) for lp in split.rows]
     params = [(q, q.params) for q in split.pools]
+    products = [(m, m.batch) for m in split.products]
     try:
-        for p, (n, c, h, w) in shapes:
-            p.shape = (n, c * bands, h // bands, w)
+        for p, shape in shapes:
+            d = p.dim
+            p.shape = (*shape[:d], shape[d] * bands, shape[d + 1] // bands, *shape[d + 2 :])
         for lp, ub in uppers:
             lp.ub = IntegerAttr(ub.value.data // bands, ub.type)
         for q, ps in params:
             q.params = {**ps, "height": ps["height"] // bands, "out_h": ps["out_h"] // bands}
-        split.conv.band = (band, split.conv.band_params(bands))
+        for m, batch in products:
+            assert batch is not None  # (row_bands_of: batched products only)
+            m.batch = (batch[0] // bands, batch[1])
+        if split.conv is not None:
+            split.conv.band = (band, split.conv.band_params(bands))
         yield
     finally:
         for p, shape in shapes:
@@ -511,7 +588,10 @@ def _banded(split: Bands, bands: int, band: SSAValue) -> Iterator[None]:
             lp.ub = ub
         for q, ps in params:
             q.params = ps
-        split.conv.band = None
+        for m, batch in products:
+            m.batch = batch
+        if split.conv is not None:
+            split.conv.band = None
 
 
 def _build_members(fused, lowering_cls, op, b, tid, c0, desc, split, band) -> None:
@@ -542,9 +622,9 @@ def _build_members(fused, lowering_cls, op, b, tid, c0, desc, split, band) -> No
     wholes = [p for plan in fused.plans for p in plan.buffers.values() if p.kind == "whole"]
     lead = lowerings[0]  # (its plan has the chain's task count)
     lead.plan.sram = fused.sram
-    image = split.conv.src.value if split is not None else None
+    image = split.conv.src.value if split is not None and split.conv is not None else None
     lead.load_whole([p for p in wholes if loaded[p] and p.value is not image], c0)
-    if split is not None and band is not None:  # the band's rows of the image
+    if split is not None and split.conv is not None and band is not None:  # its image rows
         x = split.conv.src
         top, rows = split.conv.band_rows(b, band, fused.bands)
         width = b.c(x.shape[3])

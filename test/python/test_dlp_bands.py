@@ -109,3 +109,42 @@ def test_no_commute_past_an_average_pool(tmp_path):
     model, module, _ = lowered(tmp_path, text)
     assert _dlp_commute.commute([k for k in module.walk() if isinstance(k, KernelOp)]) == 0
     matches_reference(model, module)
+
+
+ATTENTION = """model m(q: f32[1, 4, 16, 16], k: f32[1, 4, 16, 16], v: f32[1, 4, 16, 16]) {
+  let s = matmul(q, k, transpose_b=true) * (1 / 4)
+  return softmax(s, axis=-1) @ v
+}
+"""
+
+
+def test_attention_heads_split_in_row_bands(tmp_path):
+    # 4 heads of 16 query rows: the chain (scores, softmax, product) on 4 x 4 tasks, each
+    # its head's 4 query rows against all 16 keys and values of the head
+    model, module, ops = lowered(tmp_path, ATTENTION)
+    ((tasks, _),) = kernels(module).values()
+    assert tasks == 16
+    dlp_module = lower_to_dlp(module.clone())
+    products = [op for op in dlp_module.walk() if op.name == "dlp.matmul"]
+    assert len(products) == 2
+    m = {int(p.operands[6].owner.value.value.data) for p in products}  # type: ignore[union-attr]
+    assert m == {4}  # each product over the band's 4 rows
+    matches_reference(model, module)
+
+
+def test_softmax_over_few_items_split_in_row_bands(tmp_path):
+    # 2 items of 32 rows: 2 x 8 tasks, each 4 rows
+    text = "model m(x: f32[2, 32, 16]) {\n  return softmax(x, axis=-1)\n}\n"
+    model, module, _ = lowered(tmp_path, text)
+    ((tasks, _),) = kernels(module).values()
+    assert tasks == 16
+    matches_reference(model, module)
+
+
+def test_many_rows_are_not_banded(tmp_path):
+    # 16 items: one a task already
+    text = "model m(x: f32[16, 8, 16]) {\n  return softmax(x, axis=-1)\n}\n"
+    model, module, _ = lowered(tmp_path, text)
+    ((tasks, _),) = kernels(module).values()
+    assert tasks == 16
+    matches_reference(model, module)
