@@ -1042,3 +1042,48 @@ func.func @main(%x: tensor<3xui8>) -> tensor<ui8> {{
         )
         (r,) = [o for o in module.walk() if isinstance(o, te.ReduceOp)]
         assert r.init_value == init
+
+
+TWO_PACKS = """
+func.func @main(%x: memref<4xf32>, %w: memref<4xf32>, %y: memref<4xf32>, %z: memref<4xf32>) attributes {dlpc.num_inputs = 1 : i64, dlpc.params = ["w"], dlpc.num_outputs = 2 : i64} {
+  %arena = memref.alloc() {dlpc.arena} : memref<64xi8>
+  KERNEL(first, y, addf)
+  KERNEL(second, z, mulf)
+  func.return
+}"""
+
+
+def _pack_kernel(name: str, out: str, combine: str) -> str:
+    return f"""loop.kernel "{name}" {{
+    %Cp = memref.alloca() : memref<4xf32>
+    loop.for %j = 0 to 4 step 1 {{name = "Cp_j"}} {{
+      %v = memref.load %w[%j] : memref<4xf32>
+      memref.store %v, %Cp[%j] : memref<4xf32>
+    }}
+    loop.for %i = 0 to 4 step 1 {{name = "i"}} {{
+      %a = memref.load %x[%i] : memref<4xf32>
+      %c = memref.load %Cp[%i] : memref<4xf32>
+      %p = arith.{combine} %a, %c : f32
+      memref.store %p, %{out}[%i] : memref<4xf32>
+    }}
+  }}"""
+
+
+def test_two_packs_of_one_name_get_kernels_of_their_own():
+    """Each kernel's %Cp gets its packing kernel, named Cp_prepack and Cp_prepack_1, and
+    its own 64 bytes of the block."""
+    import re
+
+    from dlpc.passes.lower.prepack import PREPARE, prepack
+
+    text = re.sub(r"KERNEL\((\w+), (\w+), (\w+)\)", lambda m: _pack_kernel(*m.groups()), TWO_PACKS)
+    module = parse_module(text)
+    assert prepack(module) == 128
+    module.verify()
+    prepared = [k.sym for k in module.walk() if isinstance(k, KernelOp) and PREPARE in k.attributes]
+    assert prepared == ["Cp_prepack", "Cp_prepack_1"]
+    x = np.array([1, 2, 3, 4], np.float32)
+    w = np.array([10, 20, 30, 40], np.float32)
+    y, z = CFunction(module, name="looppasses6_two_packs")(x, params={"w": w})
+    np.testing.assert_array_equal(y, x + w)
+    np.testing.assert_array_equal(z, x * w)
