@@ -37,6 +37,10 @@ if TYPE_CHECKING:
 
 TARGETS = ("numpy", "c", "opencl", "dlp")
 STAGE_OF = {"numpy": "graph", "c": "loop", "opencl": "loop", "dlp": "dlp"}  # what it runs
+# `compile(short=)`'s default: a symbolic model's one C program carries kernels of its
+# own for each dim that leads no input at 1..SHORT (the batch at 1); past it the
+# generic kernels' tiles are whole or mostly so (docs/design/dynamic-short-lengths.md)
+SHORT = 7
 
 
 # ----------------------------------------------------------------------- load
@@ -349,6 +353,7 @@ def compile(
     specialise: int = 0,
     device=None,
     batch_chunks: bool = True,
+    short: int | list[dict[str, int]] = SHORT,
     **options,
 ) -> CompiledModel:
     """Lower `model` through the pipeline and build it for `target`.
@@ -366,6 +371,12 @@ def compile(
     `device="opencl:0"` (a runtime device: `cpu`, `opencl:N`, `dlp:N`; the target is
     its) gives a `DeviceModel`: weights resident on that device, called on `dlpc.Tensor`s.
 
+    `short` (symbolic dims, C): the one program carries kernels of its own for small
+    values of a dim, picked per call by a guard in `dlpc_main` (`stats["short"]` counts
+    the calls that take them): K gives each dim that leads no input 1..K with the
+    leading dims (the batch) at 1; a list gives the bindings (`[{"batch": 1, "seq": 2}]`);
+    0 none (passes/lower/short_extents.py, docs/dynamic.md).
+
     `batch_chunks` (C, folded weights): a per-sample graph whose batch's intermediates
     outgrow the caches is compiled for a chunk of the batch and run chunk after chunk
     (passes/graph/rebatch.py); `lowered`, `source` and `artifact` are the chunk's.
@@ -377,7 +388,7 @@ def compile(
         flat = compile(
             Model(_flat_module(model.module), model.weights, model.name, model.path),
             target, opt_level, tuning_log, fold_weights, check_each_pass, buckets, max_dims,
-            tiles, symbolic, specialise, None, batch_chunks, **options,
+            tiles, symbolic, specialise, None, batch_chunks, short, **options,
         )  # fmt: skip
         return SequenceOutputs.of(model, flat, layout)
     place = None
@@ -406,6 +417,7 @@ def compile(
             tiles or {},
             symbolic=symbolic,
             specialise=specialise,
+            short=short,
         )
     if model.specialiser is not None:
         settings = dict(
@@ -641,6 +653,7 @@ def _compile_dynamic(
     tiles: dict,
     symbolic: bool = True,
     specialise: int = 0,
+    short: int | list[dict[str, int]] = 0,
 ) -> CompiledModel:
     """A model with symbolic dims: one program with runtime extents serving every value
     of the dims (`symbolic=False`: one compiled program per binding; per bucket with
@@ -672,6 +685,7 @@ def _compile_dynamic(
         symbolic=symbolic,
         target=settings["target"],
         specialise=specialise,
+        short=short,
     )
     compiled = DynamicCompiledModel(
         model, settings["target"], "", ModuleOp([]), lambda arrays: compiled.dispatch(arrays)
@@ -729,7 +743,7 @@ class DynamicCompiledModel(CompiledModel):
         if fast is not None:
             outputs = fast(*inputs)
             if outputs is not None:
-                function.stats["calls"] += 1
+                function.count_fast()
                 return outputs
         outputs = self.dispatch(inputs)
         last = self.function.last

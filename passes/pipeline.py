@@ -98,6 +98,7 @@ GRAPH_PASSES_BY_LEVEL: dict[int, tuple[str, ...]] = {
 TARGET_PASSES: dict[str, tuple[str, ...]] = {
     "c": (
         "loop-fold-init-epilogue",  # init/epilogue into the tiles
+        "loop-slide-rows",  # `tensorize ... slide` nests as vector code (C only)
         "loop-views",  # reshapes as aliases, copies as strided views
         "loop-memory-plan",  # intermediates in one arena
         "loop-prepack-weights",  # weights packed once, not per call
@@ -381,6 +382,9 @@ def _lower(
     # computes -> loop nests over buffers; softmax/layer-norm row groups as one blocked row
     # kernel for the CPU schedules (OpenCL wants the rows as work-items: separate kernels)
     run("te-to-loop", module, options, fuse_rows=options.schedule)
+    if any("dlpc.short_extents" in op.attributes for op in module.ops):
+        # symbolic dims: kernels of their own for the short bindings @main names
+        run("loop-short-extents", module, options)
     if unscheduled:
         on_stage("loop", module)
         return module

@@ -73,6 +73,7 @@ PASSES["loop-memory-plan"] = _lower_pass("memory_plan", "LoopMemoryPlan")
 PASSES["loop-prepack-weights"] = _lower_pass("prepack", "LoopPrepackWeights")
 PASSES["loop-view-copies"] = _lower_pass("view_copies", "LoopViewCopies")
 PASSES["loop-runtime-extents"] = _lower_pass("runtime_extents", "LoopRuntimeExtents")
+PASSES["loop-short-extents"] = _lower_pass("short_extents", "LoopShortExtents")
 PASSES["loop-opencl-winograd"] = _lower_pass("opencl_winograd", "LoopOpenCLWinograd")
 
 # training: reverse-mode autodiff (the losses and optimizers are builders, not passes)

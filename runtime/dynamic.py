@@ -114,6 +114,9 @@ class DynamicFunction:
     symbolic: bool = True  # one compile with runtime extents when the model allows it
     target: str = "c"
     specialise: int = 0  # calls of one binding after which it gets its own program
+    # the one program's kernels of their own for small dims (`Generic.versions`): K (each
+    # non-leading dim at 1..K, the leading ones at 1) or the bindings themselves
+    short: int | Sequence[Mapping[str, int]] = 0
 
     def __post_init__(self) -> None:
         self.sig = signature(self.model)
@@ -143,6 +146,19 @@ class DynamicFunction:
         self._plan_tiles(known)
         # the previous call's program for inputs of its shapes: None for other inputs
         self._fast: Callable[..., list[np.ndarray] | None] | None = None
+        self._fast_short = False  # (whether that binding is one of `short`'s)
+        if not isinstance(self.short, int):
+            for v in self.short:
+                bad = [f"{d}={n}" for d, n in v.items() if d not in known or int(n) < 1]
+                if bad or not v:
+                    raise DlpcError(
+                        f"error: short= binding {dict(v)} must give symbolic dims of the "
+                        f"model's inputs ({', '.join(sorted(known))}) values >= 1"
+                    )
+        elif self.short < 0:
+            raise DlpcError(
+                f"error: short= must be >= 0 (the largest short value), got {self.short}"
+            )
 
     @property
     def programs(self) -> int:
@@ -278,7 +294,7 @@ class DynamicFunction:
         if fast is not None:
             outputs = fast(*inputs)
             if outputs is not None:
-                self.stats["calls"] += 1
+                self.count_fast()
                 return outputs
         arrays = [np.asarray(x) for x in inputs]
         bound = self.bind(arrays)
@@ -307,6 +323,12 @@ class DynamicFunction:
         assert self.sig.outputs is not None
         return [self._slice(y, axes, bound) for y, axes in zip(outputs, self.out_axes)]
 
+    def count_fast(self) -> None:
+        """Count a call of the previous call's binding (`_fast`)."""
+        self.stats["calls"] += 1
+        if self._fast_short:
+            self.stats["short"] = self.stats.get("short", 0) + 1
+
     def _call_generic(self, bound: dict[str, int], arrays: list[np.ndarray]) -> list[np.ndarray]:
         generic = self.generic
         assert generic is not None
@@ -325,9 +347,13 @@ class DynamicFunction:
             self.symbolic_error, self.generic = str(e), None
             fn = self.cache.get(key) or self._build(key, bound, arrays)
             return fn(*arrays)
+        short = generic.serves(bound)
+        if short:  # (the guard chose kernels of the binding's own: counted)
+            self.stats["short"] = self.stats.get("short", 0) + 1
         if not self.specialise:  # the next call of these shapes skips the binding
             shapes = tuple((x.shape, x.dtype) for x in arrays)
             self._fast = generic.fast(bound, shapes)
+            self._fast_short = short
         return outputs
 
     def _bucketed(self, d: symdims.Dim) -> str | None:
@@ -461,17 +487,22 @@ class Generic:
         self.full: list[tuple[int, ...]] = []  # per input: its max shape
         self.padded: list[np.ndarray] = []  # per input: its max-shaped buffer
         self.plans: dict[tuple[int, ...], Plan] = {}  # per binding (of this compile)
+        self.short: list[dict[str, int]] = []  # the bindings with kernels of their own
 
     def compile(self) -> None:
-        from xdsl.dialects.builtin import UnitAttr
+        from xdsl.dialects.builtin import ArrayAttr, UnitAttr
 
         from dlpc.passes.lower._symbolic import GUARD_REDUCTIONS, integer_maxima
         from dlpc.passes.lower._symbolic import MAX_ATTR as attr
+        from dlpc.passes.lower.short_extents import SHORT_ATTR
 
         owner, model = self.owner, self.owner.model
         module = model.module.clone()
         main = ref.main_func(module)
         main.attributes[attr] = integer_maxima(self.max)
+        versions = self.short = self.versions()
+        if versions:  # kernels of their own for these small dims (loop-short-extents)
+            main.attributes[SHORT_ATTR] = ArrayAttr([integer_maxima(v) for v in versions])
         if self.guard_reductions:
             main.attributes[GUARD_REDUCTIONS] = UnitAttr()
         try:
@@ -500,6 +531,25 @@ class Generic:
         self.full = [symdims.bind_shape(shape, self.max) for shape in owner.sig.shapes]
         self.plans = {}
         owner._fast = None  # (a previous call's plan holds the old buffers)
+
+    def versions(self) -> list[dict[str, int]]:
+        """The bindings whose calls get kernels of their own in this program (the
+        owner's `short`, within the maxima): with `short=K`, each dim that leads no
+        input (a sequence, not a batch) at 1..K with the leading dims at 1."""
+        short = self.owner.short
+        if self.owner.target != "c":  # (the C pipeline's pass; OpenCL's is not measured)
+            return []
+        if isinstance(short, int):
+            lead = {
+                symdims.name_of(s[0]) for s in self.owner.sig.shapes if s and symdims.name_of(s[0])
+            }
+            short = [
+                {**{n: 1 for n in self.names if n in lead}, d: k}
+                for d in self.names
+                if d not in lead
+                for k in range(1, short + 1)
+            ]
+        return [dict(v) for v in short if all(1 <= n <= self.max.get(d, 0) for d, n in v.items())]
 
     def __call__(self, bound: Mapping[str, int], arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
         grow = {n: v for n, v in bound.items() if v > self.max[n]}
@@ -563,6 +613,10 @@ class Generic:
             outs.append((tuple(slice(0, n) for n in want), whole))
         plan = self.plans[key] = Plan(np.array(key, np.int64), ins, outs)
         return plan
+
+    def serves(self, bound: Mapping[str, int]) -> bool:
+        """Whether the program has kernels of its own for the binding `bound`."""
+        return any(all(bound.get(d) == n for d, n in v.items()) for v in self.short)
 
     def run(self, plan: Plan, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
         """The program on `arrays` (of the plan's binding), its outputs sliced back."""

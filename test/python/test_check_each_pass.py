@@ -82,6 +82,7 @@ UNEVALUATED |= {
         "graph-to-te-symbolic.mlir",
         "te-to-loop-symbolic.mlir",
         "loop-runtime-extents.mlir",
+        "loop-short-extents.mlir",
     )
 }
 # a rank's program: a collective needs every rank, and a sharded param is not the model's

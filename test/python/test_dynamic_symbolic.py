@@ -20,8 +20,10 @@ from dlpc.api import compile as dlpc_compile  # noqa: E402
 from dlpc.diagnostics import DlpcError  # noqa: E402
 from dlpc.runtime import dynamic  # noqa: E402
 
-# (batch, seq) pairs: batch 1-64 and seq 1-64 (the exports' position tables hold 64)
-SIZES = ((1, 1), (3, 17), (64, 2), (2, 64), (5, 33))
+# (batch, seq) pairs: batch 1-64 and seq 1-64 (the exports' position tables hold 64);
+# batch 1 at seq 1, 3 and 7 takes the program's short kernels (compile(short=))
+SIZES = ((1, 1), (3, 17), (64, 2), (2, 64), (5, 33), (1, 3), (1, 7))
+SHORT_CALLS = 3
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +46,8 @@ def test_sequence_models_compile_once_and_match_onnxruntime(files, compiled, nam
     for b, n in SIZES:
         x = _ids(b, n, seed=b + n)
         np.testing.assert_allclose(fn(x)[0], _ort(files[name], x), rtol=1e-4, atol=1e-5)
-    assert fn.stats == {"calls": len(SIZES), "compiles": 1, "programs": 1}
+    stats = {"calls": len(SIZES), "compiles": 1, "short": SHORT_CALLS, "programs": 1}
+    assert fn.stats == stats
     assert fn.function.symbolic_error is None
     assert "dlpc_dims" in fn.source  # the dims are an argument of the one program
 
