@@ -272,3 +272,22 @@ def test_the_factories_dtypes_and_devices():
     copy = dlpc.tensor(t)
     t.numpy()[0] = 9.0
     assert _np(copy).tolist() == [1.5, 2.5]  # (a copy of a tensor's data)
+
+
+def test_jit_gradients_with_a_number_before_the_tensor_argument():
+    """The backward graph names a tensor argument by its place among all the arguments
+    (x1 after a number): the gradients of the argument and of a weight the function
+    reads, each wanted alone and together."""
+    a = np.array([[1.0, -2.0], [0.5, 3.0]], np.float32)
+    wv = np.array([[2.0, 0.0], [1.0, -1.0]], np.float32)
+    w = dlpc.tensor(wv, requires_grad=True)
+    fast = dlpc.jit(lambda s, t: ((t @ w) * s).sum(), name="scaled")
+    x = dlpc.tensor(a, requires_grad=True)
+    fast(3.0, x).backward()
+    np.testing.assert_allclose(_np(x.grad), 3.0 * np.ones((2, 2)) @ wv.T, rtol=1e-6)
+    np.testing.assert_allclose(_np(w.grad), 3.0 * a.T @ np.ones((2, 2)), rtol=1e-6)
+    w.grad = None
+    plain = dlpc.tensor(a)  # (only the weight wants a gradient)
+    fast(3.0, plain).backward()
+    np.testing.assert_allclose(_np(w.grad), 3.0 * a.T @ np.ones((2, 2)), rtol=1e-6)
+    assert plain.grad is None
