@@ -1469,3 +1469,21 @@ def test_every_operator_of_the_docs_table_has_its_own_handler():
     assert len(named) > 100
     missing = sorted(named - set(supported_operators()))
     assert not missing, missing
+
+
+@pytest.mark.parametrize("n", [4, 1100])
+def test_topk_ranks_a_nan_as_infinity_with_the_lower_index_first(n):
+    """TopK compares NaN as +inf (so every element has one rank), a tie going to the lower
+    index: on the rank-count path and on the selection path (past 1024 elements)."""
+    x = np.zeros((1, n), np.float32) - 5
+    x[0, :4] = [1.0, np.nan, 3.0, np.inf]
+    proto, _ = Case("TopK", [("x", x), ("=k", i64(2))], nout=2).proto()
+    m = load_model(proto)
+    values, idx = (np.asarray(v) for v in run_reference(m.module, [x], m.weights))
+    np.testing.assert_array_equal(idx, [[1, 3]])
+    assert np.isnan(values[0, 0]) and values[0, 1] == np.inf
+    proto, _ = Case("TopK", [("x", x), ("=k", i64(2))], nout=2, largest=0).proto()
+    m = load_model(proto)
+    values, idx = (np.asarray(v) for v in run_reference(m.module, [x], m.weights))
+    want = [[4, 5]] if n > 4 else [[0, 2]]
+    np.testing.assert_array_equal(idx, want)
