@@ -341,7 +341,8 @@ def run(argv: list[str] | None) -> int:
     print(f"time: {seconds * 1e3:.4g} ms per run (median of {args.repeat})")
     if isinstance(compiled, api.DynamicCompiledModel):
         stats = compiled.stats
-        print(f"dims: {stats['calls']} guarded calls, {stats['compiles']} compile(s)")
+        short = f", {stats['short']} at its short kernels" if stats.get("short") else ""
+        print(f"dims: {stats['calls']} guarded calls, {stats['compiles']} compile(s){short}")
         last = compiled.function.last
         assert isinstance(last, api.CompiledModel)  # (the program these inputs ran)
         if args.profile:  # (of the program that ran: the one program takes padded inputs)
