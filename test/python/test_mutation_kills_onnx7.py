@@ -1487,3 +1487,18 @@ def test_topk_ranks_a_nan_as_infinity_with_the_lower_index_first(n):
     values, idx = (np.asarray(v) for v in run_reference(m.module, [x], m.weights))
     want = [[4, 5]] if n > 4 else [[0, 2]]
     np.testing.assert_array_equal(idx, want)
+
+
+NANS = np.array([[1, np.nan, 3, np.nan], [2, 5, 5, 1], [np.inf, 0, np.nan, 7]], np.float32)
+
+
+@pytest.mark.parametrize(
+    "op,attrs",
+    [("Hardmax", {}), ("Hardmax", {"axis": 0}), ("ArgMax", {}), ("ArgMin", {}),
+     ("ArgMax", {"select_last_index": 1}), ("ArgMin", {"axis": 1, "select_last_index": 1}),
+     ("ArgMax", {"axis": 1}), ("ArgMin", {"axis": 1})],
+)  # fmt: skip
+def test_a_nan_is_the_extreme_for_hardmax_argmax_and_argmin(op, attrs):
+    """A NaN is picked first (numpy's argmax / argmin, onnx's reference); onnxruntime skips
+    NaNs instead, so onnx's reference is the oracle here."""
+    check(Case(op, [("x", NANS)], **attrs), oracle="onnx")
