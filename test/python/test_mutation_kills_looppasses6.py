@@ -14,6 +14,7 @@ import pytest
 from xdsl.context import Context
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import IntegerAttr, IntegerType, ModuleOp, Signedness, UnitAttr
+from xdsl.ir import Block
 from xdsl.passes import PassPipeline
 from xdsl.transforms import get_all_passes
 from xdsl.utils.exceptions import DiagnosticException
@@ -1087,3 +1088,71 @@ def test_two_packs_of_one_name_get_kernels_of_their_own():
     y, z = CFunction(module, name="looppasses6_two_packs")(x, params={"w": w})
     np.testing.assert_array_equal(y, x + w)
     np.testing.assert_array_equal(z, x * w)
+
+
+# ------------------------------- loop-opencl-winograd: folding the unrolled points' index
+
+
+def _int_op(name: str, a: int, b: int):
+    from xdsl.dialects.builtin import IndexType
+
+    ca = arith.ConstantOp(IntegerAttr(a, IndexType()))
+    cb = arith.ConstantOp(IntegerAttr(b, IndexType()))
+    ops = {
+        "arith.addi": arith.AddiOp,
+        "arith.subi": arith.SubiOp,
+        "arith.muli": arith.MuliOp,
+        "arith.divsi": arith.DivSIOp,
+        "arith.remsi": arith.RemSIOp,
+    }
+    return ops[name](ca.result, cb.result)
+
+
+@pytest.mark.parametrize(
+    "name,a,b,want",
+    [
+        ("arith.addi", 7, -3, 4),
+        ("arith.subi", 7, -3, 10),
+        ("arith.muli", 7, -3, -21),
+        ("arith.divsi", 7, 2, 3),
+        ("arith.divsi", -7, 2, -3),  # C's division: towards zero
+        ("arith.divsi", 7, 0, None),  # (not folded: the program's own behaviour)
+        ("arith.remsi", 7, 2, 1),
+        ("arith.remsi", -7, 2, -1),  # the sign of the dividend, as C
+        ("arith.remsi", 7, -2, 1),
+        ("arith.remsi", 7, 0, None),
+    ],
+)
+def test_the_unrolled_points_integer_ops_fold_as_c_computes_them(name, a, b, want):
+    from dlpc.passes.lower.opencl_winograd import _fold
+
+    assert _fold(_int_op(name, a, b)) == want
+
+
+@pytest.mark.parametrize(
+    "predicate,want",
+    [("eq", [0, 1, 0]), ("ne", [1, 0, 1]), ("slt", [1, 0, 0]), ("sle", [1, 1, 0])]
+    + [("sgt", [0, 0, 1]), ("sge", [0, 1, 1])],
+)
+def test_integer_comparisons_and_selects_fold(predicate, want):
+    """cmpi of two constants folds to 0 / 1 for each predicate ((2, 3), (3, 3), (4, 3));
+    a select on a constant condition to the operand it picks; one on a computed
+    condition, or a cmpi of a non-constant, stays."""
+    from xdsl.dialects.builtin import IndexType, i1
+
+    from dlpc.passes.lower.opencl_winograd import _fold
+
+    three = arith.ConstantOp(IntegerAttr(3, IndexType()))
+    got = []
+    for a in (2, 3, 4):
+        ca = arith.ConstantOp(IntegerAttr(a, IndexType()))
+        got.append(_fold(arith.CmpiOp(ca.result, three.result, predicate)))
+    assert got == want
+    lhs, rhs = arith.ConstantOp(IntegerAttr(5, IndexType())), three
+    for cond, picked in ((1, lhs.result), (0, rhs.result)):
+        c = arith.ConstantOp(IntegerAttr(cond, i1))
+        assert _fold(arith.SelectOp(c.result, lhs.result, rhs.result)) is picked
+    block_arg = Block(arg_types=[i1, IndexType()]).args
+    assert _fold(arith.SelectOp(block_arg[0], lhs.result, rhs.result)) is None
+    assert _fold(arith.CmpiOp(block_arg[1], three.result, predicate)) is None
+    assert _fold(arith.AddiOp(block_arg[1], three.result)) is None
