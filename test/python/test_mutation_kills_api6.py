@@ -774,3 +774,19 @@ def test_a_choice_of_three_is_a_feature_in_halves():
     got = [space.features({**space.default(), "tail": t})[tail] for t in ("none", "rows", "both")]
     assert got == [0.0, 0.5, 1.0]
     assert space.features({**space.default(), "tail": "other"})[tail] == 0.0
+
+
+def test_the_checkers_comparison_of_infinities():
+    """A non-finite element differs unless both are NaN or both the same infinity: a
+    finite value become +inf, or -inf become +inf, is the worst element (found
+    surviving the exploratory api --seed 1047: `a == b` -> `a >= b` passed them)."""
+    from dlpc.passes import check
+
+    inf, nan = np.inf, np.nan
+    before = np.array([1.0, 2.0, -inf, inf, nan], np.float32)
+    assert check.compare(before, before.copy(), 1e-3, 1e-4) is None
+    for k, value in ((1, inf), (2, inf), (3, -inf), (0, nan), (4, 1.0)):
+        after = before.copy()
+        after[k] = value
+        worst = check.compare(before, after, 1e-3, 1e-4)
+        assert worst is not None and worst[0] == (k,), (k, value)
