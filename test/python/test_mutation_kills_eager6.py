@@ -291,3 +291,15 @@ def test_jit_gradients_with_a_number_before_the_tensor_argument():
     fast(3.0, plain).backward()
     np.testing.assert_allclose(_np(w.grad), 3.0 * a.T @ np.ones((2, 2)), rtol=1e-6)
     assert plain.grad is None
+
+
+def test_an_eager_op_function_is_named_documented_and_made_once():
+    relu = dlpc.ops.relu
+    assert relu is dlpc.ops.op("relu")
+    assert relu.__name__ == relu.__qualname__ == "relu"
+    assert relu.__doc__ == "graph.relu, run eagerly (its semantics: reference/graph.py)."
+    with pytest.raises(AttributeError, match="^__nothing__$"):
+        dlpc.ops.__nothing__  # noqa: B018
+    parts = [dlpc.tensor(np.array([1.0], np.float32)), dlpc.tensor(np.array([2.0], np.float32))]
+    assert _np(dlpc.ops.concat(parts, axis=0)).tolist() == [1.0, 2.0]
+    assert _np(dlpc.ops.concat(*parts, axis=0)).tolist() == [1.0, 2.0]
