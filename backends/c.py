@@ -63,7 +63,7 @@ from dataclasses import dataclass
 from typing import IO
 
 from xdsl.context import Context
-from xdsl.dialects import arith, func, memref, scf
+from xdsl.dialects import arith, func, memref, scf, vector
 from xdsl.dialects.builtin import (
     ArrayAttr,
     DenseIntOrFPElementsAttr,
@@ -80,6 +80,8 @@ from xdsl.dialects.builtin import (
     NoneAttr,
     Signedness,
     StringAttr,
+    VectorType,
+    f32,
 )
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.utils.target import Target
@@ -89,6 +91,7 @@ from dlpc.diagnostics import DlpcError
 from dlpc.dialects.loop import ForOp, KernelOp, NamedKernelSyntax, defined_inside
 from dlpc.dialects.sizes import size_error
 from dlpc.passes.lower.memory_plan import ALIGN
+from dlpc.passes.schedule.slide import CPP_IF
 
 ARENA = "dlpc.arena"  # the memory plan's arena alloc in @main (passes/lower/memory_plan.py)
 PACKED = "dlpc.packed"  # the resident packed weights in @main (passes/lower/prepack.py)
@@ -106,6 +109,8 @@ def c_type(ty: Attribute) -> str:
         return "_Float16"
     if isinstance(ty, IndexType):
         return "int64_t"
+    if isinstance(ty, VectorType) and ty.get_shape() == (16,) and ty.element_type == f32:
+        return "dlpc_v16f"
     if isinstance(ty, IntegerType):
         width = ty.width.data
         if width == 1:
@@ -361,6 +366,19 @@ static inline int dlpc_parallel(void) { return 0; }
 #endif
 """
 
+# vector<16xf32> values (`loop-slide-rows`' sliding windows): GCC's vector extension, 4-byte
+# aligned so that a load or store through it may be unaligned; a two-input shuffle with
+# constant lanes (GCC 12 and clang: __builtin_shufflevector, older GCC: __builtin_shuffle)
+VECTOR_TYPES = """
+typedef float dlpc_v16f __attribute__((vector_size(64), aligned(4)));
+#if defined(__clang__) || __GNUC__ >= 12
+#define DLPC_SHUFFLE16(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
+#else
+typedef int32_t dlpc_v16i __attribute__((vector_size(64)));
+#define DLPC_SHUFFLE16(a, b, ...) __builtin_shuffle(a, b, (dlpc_v16i){__VA_ARGS__})
+#endif
+"""
+
 PRELUDE = (
     """\
 #include <math.h>
@@ -373,6 +391,7 @@ PRELUDE = (
 """
     + VECTOR_MATH
     + SCALAR_HELPERS
+    + VECTOR_TYPES
     + PROFILE_HELPERS
     + TEAM_HELPER
     + """
@@ -604,6 +623,10 @@ class FunctionWriter:
             self.line(f"free({name});")
 
     def op(self, op: Operation) -> None:  # noqa: C901 - one dispatch table
+        if isinstance(op, ForOp) and isinstance(cond := op.attributes.get(CPP_IF), StringAttr):
+            self.lines.append(f"#if {cond.data}")  # (loop-slide-rows: per vector ISA)
+            self.loop(op)
+            return self.lines.append("#endif")
         if isinstance(op, ForOp):
             return self.loop(op)
         if isinstance(op, KernelOp):
@@ -627,6 +650,8 @@ class FunctionWriter:
         if isinstance(op, memref.StoreOp):
             buf = self.buffer(op.memref)
             return self.line(f"{buf.at([self[i] for i in op.indices])} = {self[op.value]};")
+        if isinstance(op, vector.LoadOp | vector.StoreOp | vector.BroadcastOp | vector.ShuffleOp):
+            return self.vector(op)
         if isinstance(op, memref.AllocOp) and ARENA in op.attributes and self.what == "@main":
             return self.arena(op)
         if isinstance(op, memref.AllocOp) and PACKED in op.attributes and self.what in ENTRIES:
@@ -724,6 +749,22 @@ class FunctionWriter:
             src = c_type(op.operands[0].type)
             return self.bind(res, f"((union {{ {src} a; {t} b; }}){{ .a = {args[0]} }}).b")
         raise self.unsupported(op)
+
+    def vector(self, op: Operation) -> None:
+        """vector<16xf32> ops (`loop-slide-rows`): a load or store of 16 consecutive
+        elements from an index, a splat, a two-input shuffle with constant lanes."""
+        if isinstance(op, vector.LoadOp):
+            at = self.buffer(op.base).at([self[i] for i in op.indices])
+            return self.bind(op.result, f"*(const dlpc_v16f *)&{at}")
+        if isinstance(op, vector.StoreOp):
+            at = self.buffer(op.base).at([self[i] for i in op.indices])
+            return self.line(f"*(dlpc_v16f *)&{at} = {self[op.vector]};")
+        if isinstance(op, vector.BroadcastOp):
+            x = self[op.source]
+            return self.bind(op.vector, f"(dlpc_v16f){{{', '.join([x] * 16)}}}")
+        assert isinstance(op, vector.ShuffleOp)
+        lanes = ", ".join(str(i) for i in op.mask.get_values())
+        return self.bind(op.result, f"DLPC_SHUFFLE16({self[op.v1]}, {self[op.v2]}, {lanes})")
 
     def math(self, op: Operation) -> None:
         ty = op.results[0].type

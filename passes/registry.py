@@ -51,6 +51,7 @@ SCHEDULE_PASSES = {
     "loop-compute-at": _schedule_pass("compute_at", "LoopComputeAt"),
     "loop-compute-inline": _schedule_pass("compute_at", "LoopComputeInline"),
     "loop-tensorize": _schedule_pass("tensorize", "LoopTensorize"),
+    "loop-slide-rows": _schedule_pass("slide", "LoopSlideRows"),
     "loop-rfactor": _schedule_pass("rfactor", "LoopRfactor"),
     "loop-schedule": _schedule_pass("script", "LoopSchedule"),
     "loop-default-schedule": _schedule_pass("default", "LoopDefaultSchedule"),

@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from xdsl.dialects.builtin import MemRefType, ModuleOp
+from xdsl.dialects.builtin import MemRefType, ModuleOp, VectorType
 from xdsl.ir import Block, Operation
 
 from dlpc.backends.c import find_main, is_prepare, kernel_uses, memref_info, size_of
@@ -65,7 +65,9 @@ def _flops(block: Block, times: int) -> int:
             total += _flops(op.block, times * op.trip_count)
             continue
         if op.name in FLOAT_OPS or op.name.startswith("math."):
-            total += times * (2 if op.name == "math.fma" else 1)
+            ty = op.results[0].type if op.results else None  # (a vector op: one per lane)
+            lanes = math.prod(ty.get_shape()) if isinstance(ty, VectorType) else 1
+            total += times * lanes * (2 if op.name == "math.fma" else 1)
         for region in op.regions:
             for inner in region.blocks:
                 total += _flops(inner, times)

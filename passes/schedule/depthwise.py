@@ -47,7 +47,10 @@ def depthwise_tile_script(kernel: KernelOp, nest: Nest, x, out, load, lanes: int
     that uses it); a tile of `rb` output rows x the whole row accumulates in registers
     (`cache_write`) across the fully unrolled window, the row vectorized, the window's
     weights broadcast once per tile. The (image, channel) pairs are one loop, parallel
-    when the work pays for a second thread.
+    when the work pays for a second thread. A row of whole vectors at stride 1 slides its
+    window in registers (`tensorize ... slide`: each input row of the tile loaded once,
+    the taps' shifted windows shuffled from it; the nest kept for compilers without
+    AVX-512, docs/design/schedules.md#depthwise-slide).
 
         for n, c:                        (fused, parallel)
           xp = padded copy of x[n, c]    (cache_read, when padded)
@@ -69,6 +72,9 @@ def depthwise_tile_script(kernel: KernelOp, nest: Nest, x, out, load, lanes: int
         if wt < lanes:
             raise ScheduleError(f"kernel '{K}': row of {W} does not tile by {lanes}")
     nv = wt // lanes + bin(wt % lanes).count("1")  # GCC's vector pieces per row
+    # a whole row of whole vectors, stride 1: the window slides in registers (slide.py;
+    # docs/design/schedules.md#depthwise-slide)
+    slide = not strided and wt == W and W % lanes == 0
     rb = largest_divisor(H, max(1, min(DEPTHWISE_ROWS, DEPTHWISE_TILE_VECTORS // nv)))
     lines = [f"decompose {K}"]
     row, inner_h = h, []
@@ -87,6 +93,8 @@ def depthwise_tile_script(kernel: KernelOp, nest: Nest, x, out, load, lanes: int
     lines.append(f"cache_write {K}/{tile[-1]} {buffer_token(kernel, out)} -> {K}_acc")
     lines += [f"unroll {K}/{r}" for r in nest.reduce + inner_h]
     lines.append(f"vectorize {K}/{inner_w}")
+    if slide:
+        lines.append(f"tensorize {K}/{nest.reduce[0]} slide")
     lines.append(f"serial {K}")
     top = c
     if nest.trips[n] > 1:

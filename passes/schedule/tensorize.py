@@ -5,7 +5,8 @@ one remainder tile, `tensorize_gemm_rows`), `gemmNxM` (the same over the columns
 tiles of M columns and a remainder, `tensorize_gemm_tiles`), `gemm_pipe` (`gemm` with
 B's row carried in registers from one k to the next, for tiles of few rows,
 `tensorize_gemm_pipe`) and `dot` (an mr x nr block of dot products along k for
-operands both contiguous along k, `tensorize_dot`).
+operands both contiguous along k, `tensorize_dot`), and `slide` (a depthwise conv's
+sliding-window row as vector values, `slide.py`: marked here, rewritten on the C target).
 
 Input/Output: loop dialect.  The micro-kernels ("intrinsics") are written as loop IR
 that the C backend turns into register-resident SIMD code, so no backend hook is
@@ -160,6 +161,10 @@ def tensorize(root, kernel: str, loop: str, intrinsic: str) -> ForOp:
         return tensorize_dot(root, kernel, loop)
     if intrinsic == "gemm_pipe":
         return tensorize_gemm_pipe(root, kernel, loop)
+    if intrinsic == "slide":  # a sliding-window row, marked for loop-slide-rows (slide.py)
+        from dlpc.passes.schedule.slide import mark
+
+        return mark(root, kernel, loop)
     tiles = re.fullmatch(r"gemm([1-9]\d*)(?:x([1-9]\d*))?", intrinsic)
     if tiles and tiles.group(2):
         return tensorize_gemm_tiles(root, kernel, loop, int(tiles.group(1)), int(tiles.group(2)))
@@ -168,7 +173,7 @@ def tensorize(root, kernel: str, loop: str, intrinsic: str) -> ForOp:
     if intrinsic != "gemm":
         raise TensorizeUnknownIntrinsicError(
             f"unknown intrinsic '{intrinsic}' for loop {kernel}/{loop} "
-            "(known: gemm, gemmN, gemmNxM, gemm_pipe, dot)"
+            "(known: gemm, gemmN, gemmNxM, gemm_pipe, dot, slide)"
         )
     what = f"{kernel}/{loop}"
     loops = _nest3(root, kernel, loop, "gemm")

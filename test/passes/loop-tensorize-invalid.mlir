@@ -11,7 +11,7 @@
 // RUN: not dlpc-opt %s -p 'loop-tensorize{kernel=rowdep loop=i0 intrinsic=gemm_pipe}' 2>&1 | filecheck %s --check-prefix=PIPEROW
 // RUN: not dlpc-opt %s -p 'loop-tensorize{kernel=elsewhere loop=i0 intrinsic=gemm}' 2>&1 | filecheck %s --check-prefix=ELSEWHERE
 
-// INTRIN: dlpc-opt: error: unknown intrinsic 'conv' for loop mm/i0 (known: gemm, gemmN, gemmNxM, gemm_pipe, dot)
+// INTRIN: dlpc-opt: error: unknown intrinsic 'conv' for loop mm/i0 (known: gemm, gemmN, gemmNxM, gemm_pipe, dot, slide)
 // SHAPE: dlpc-opt: error: loop mm/i1 must head a perfect nest of exactly three loops for 'gemm'
 // EXTENT: dlpc-opt: error: gemm tile 64x32 at loop big/i0 exceeds the register file (mr <= 24, nr <= 128, mr * nr <= 512)
 // MISMATCH: dlpc-opt: error: the nest at loop max/i0 does not store a sum C + A * B

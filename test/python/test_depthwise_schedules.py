@@ -135,3 +135,53 @@ def test_strided_depthwise_matches_reference_on_c(tmp_path, name, batch):
     assert got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=TOL, atol=TOL)
     assert "_xq[" in compiled.source  # the phase planes, not the reduction template
+
+
+# name -> (channels, rows, columns, padding): whole vectors a row at stride 1, so the window
+# slides in registers (`tensorize ... slide`, passes/schedule/slide.py): 16 and 32 columns
+# (the MobileNetV2-style net's), an unpadded 18 (the window reads the input's own rows of
+# 18: the last load clamped to the row's end), 64 columns with a batch norm + relu6
+SLIDING = {
+    "c16_16x16": (16, 16, 16, 1),
+    "c8_32x32": (8, 32, 32, 1),
+    "c4_18x18_nopad": (4, 18, 18, 0),
+    "c4_12x64_bn": (4, 12, 64, 1),
+}
+
+
+@pytest.mark.parametrize("isa", ["native", "no-avx512"])
+@pytest.mark.parametrize("batch", [1, 3])
+@pytest.mark.parametrize("name", sorted(SLIDING))
+def test_sliding_depthwise_matches_reference_on_c(tmp_path, monkeypatch, name, batch, isa):
+    """Both halves of a sliding nest against the reference: the vector code where the C
+    compiler targets AVX-512, the scalar nest it keeps under `#if !defined(__AVX512F__)`
+    (compiled with -mno-avx512f appended; on a host without AVX-512 both runs take it)."""
+    c, h, w, pad = SLIDING[name]
+    if isa == "no-avx512":
+        monkeypatch.setenv("DLPC_CFLAGS", "-mno-avx512f")
+    params = [f"param k: f32[{c}, 1, 3, 3] = kaiming(seed=3)"]
+    conv = f"conv2d(x, k, padding={pad}, groups={c})"
+    if name.endswith("_bn"):
+        params += [
+            f"param s: f32[{c}] = uniform(seed=3, low=0.8, high=1.2)",
+            f"param b: f32[{c}] = normal(seed=4, std=0.1)",
+            f"param m: f32[{c}] = normal(seed=5, std=0.1)",
+            f"param v: f32[{c}] = uniform(seed=6, low=0.5, high=1.5)",
+        ]
+        conv = f"relu6(batch_norm({conv}, s, b, m, v))"
+    path = tmp_path / f"{name}.dlpc"
+    path.write_text(
+        f"model {name}(x: f32[B, {c}, {h}, {w}]) {{\n"
+        + "\n".join(params)
+        + f"\nreturn {conv}\n}}\n"
+    )
+    model = api.load(path, batch=batch)
+    xs = api.random_inputs(model, seed=batch)
+    (want,) = api.reference(model, xs)
+    compiled = api.compile(model, target="c", batch_chunks=False)
+    (got,) = compiled(*xs)
+    np.testing.assert_allclose(got, want, rtol=TOL, atol=TOL)
+    # the window slid: the vector code and the scalar nest, one of them compiled
+    assert "#if defined(__AVX512F__)" in compiled.source
+    assert "#if !defined(__AVX512F__)" in compiled.source
+    assert "DLPC_SHUFFLE16(" in compiled.source.split("#if defined(__AVX512F__)", 1)[1]

@@ -1168,14 +1168,23 @@ func.func @main(%x: memref<8xf32>, %y: memref<8xf32>) {
 
 # depthwise 3x3 convs (batch, channels, height, width): the script after "decompose K"
 DEPTHWISE_CASES = {
-    # a 64-wide row is 4 vectors: whole, one row a tile; 36 864 MACs: serial
+    # a 64-wide row is 4 vectors: whole, one row a tile; whole vectors at stride 1, so the
+    # window slides in registers (`tensorize K/r0 slide`); 36 864 MACs: serial
     "row-64": (
         (1, 4, 16, 64),
         "reorder K: i0, i1, i2, r0, r1, r2, i3\ncache_read K/i1 @0 -> K_xp\n"
         "cache_write K/i2 @2 -> K_acc\nunroll K/r0\nunroll K/r1\nunroll K/r2\n"
+        "vectorize K/i3\ntensorize K/r0 slide\nserial K",
+    ),
+    # 63 columns are not whole vectors (48 + 8 + 4 + 2 + 1): one row a tile, no slide
+    "row-63": (
+        (1, 4, 16, 63),
+        "reorder K: i0, i1, i2, r0, r1, r2, i3\ncache_read K/i1 @0 -> K_xp\n"
+        "cache_write K/i2 @2 -> K_acc\nunroll K/r0\nunroll K/r1\nunroll K/r2\n"
         "vectorize K/i3\nserial K",
     ),
-    # 80 columns are more than 4 vectors: tiles of 16 columns, 4 rows each
+    # 80 columns are more than 4 vectors: tiles of 16 columns, 4 rows each (a split row:
+    # no slide)
     "row-80": (
         (1, 4, 16, 80),
         "split K/i2 by 4 -> i2o, i2i\nsplit K/i3 by 16 -> i3o, i3i\n"
@@ -1189,9 +1198,11 @@ DEPTHWISE_CASES = {
         (2, 4, 16, 64),
         "reorder K: i0, i1, i2, r0, r1, r2, i3\ncache_read K/i1 @0 -> K_xp\n"
         "cache_write K/i2 @2 -> K_acc\nunroll K/r0\nunroll K/r1\nunroll K/r2\n"
-        "vectorize K/i3\nserial K\nfuse K/i0, i1 -> i0i1\nparallel K/i0i1",
+        "vectorize K/i3\ntensorize K/r0 slide\nserial K\nfuse K/i0, i1 -> i0i1\n"
+        "parallel K/i0i1",
     ),
-    # one vector a row (14 columns): 2 of the 14 rows a tile; (16 columns: 4 of 16)
+    # one vector a row (14 columns): 2 of the 14 rows a tile, no slide (14 is not a
+    # whole vector); 16 columns: 4 of 16, sliding
     "row-14": (
         (1, 4, 14, 14),
         "split K/i2 by 2 -> i2o, i2i\nreorder K: i0, i1, i2o, r0, r1, r2, i2i, i3\n"
@@ -1199,17 +1210,29 @@ DEPTHWISE_CASES = {
         "unroll K/r1\nunroll K/r2\nunroll K/i2i\nvectorize K/i3\nserial K",
     ),
     # 2x2 taps over 64 x 64 outputs of 4 channels: 65 536 MACs, exactly
-    # DEPTHWISE_PARALLEL_MACS: parallel over the channels (unpadded: no staged copy)
+    # DEPTHWISE_PARALLEL_MACS: parallel over the channels (unpadded: no staged copy; the
+    # window slides over the input's own rows of 65)
     "macs-2-16": (
         (1, 4, 65, 65, 2, 0),
         "reorder K: i0, i1, i2, r0, r1, r2, i3\ncache_write K/i2 @2 -> K_acc\n"
-        "unroll K/r0\nunroll K/r1\nunroll K/r2\nvectorize K/i3\nserial K\nparallel K/i1",
+        "unroll K/r0\nunroll K/r1\nunroll K/r2\nvectorize K/i3\ntensorize K/r0 slide\n"
+        "serial K\nparallel K/i1",
     ),
     "row-16": (
         (1, 16, 16, 16),
         "split K/i2 by 4 -> i2o, i2i\nreorder K: i0, i1, i2o, r0, r1, r2, i2i, i3\n"
         "cache_read K/i1 @0 -> K_xp\ncache_write K/i2o @2 -> K_acc\nunroll K/r0\n"
-        "unroll K/r1\nunroll K/r2\nunroll K/i2i\nvectorize K/i3\nserial K",
+        "unroll K/r1\nunroll K/r2\nunroll K/i2i\nvectorize K/i3\ntensorize K/r0 slide\n"
+        "serial K",
+    ),
+    # the MobileNetV2-style net's 32 x 32 depthwise (2 vectors a row: 2 rows a tile),
+    # sliding; 73 728 MACs at 8 channels: parallel over the channels
+    "slide-32": (
+        (1, 8, 32, 32),
+        "split K/i2 by 2 -> i2o, i2i\nreorder K: i0, i1, i2o, r0, r1, r2, i2i, i3\n"
+        "cache_read K/i1 @0 -> K_xp\ncache_write K/i2o @2 -> K_acc\nunroll K/r0\n"
+        "unroll K/r1\nunroll K/r2\nunroll K/i2i\nvectorize K/i3\ntensorize K/r0 slide\n"
+        "serial K\nparallel K/i1",
     ),
 }
 

@@ -1,0 +1,407 @@
+"""Intrinsic `slide` (`tensorize K/L slide`) and pass `loop-slide-rows`: a sliding-window
+row (a depthwise conv's tile) as vector values, each input row loaded once per tile.
+
+A depthwise 3x3 tile vectorized along the row reads `x[row][w + kw]` for kw = 0, 1, 2:
+three unaligned 64-byte loads of almost the same bytes, one per multiply-add, which is
+what bounds the kernel (GCC does not reuse a load across the taps or the rows of a
+tile). Here each input row the tile reads is loaded once, as whole vectors, and every
+tap's shifted window is built from two of them by a two-input shuffle (`vpermt2ps`,
+`valignd`): per row, `ceil(E / 16)` loads feed `kw * rows-it-feeds` multiply-adds
+(docs/design/schedules.md#depthwise-slide).
+
+`tensorize K/L slide` (a schedule primitive) checks that loop L heads such a nest and
+marks it (`dlpc.slide`); the C target's `loop-slide-rows` rewrites each marked nest into
+straight-line vector ops (`vector.load`, `vector.shuffle`, `vector.broadcast`,
+`arith.mulf`/`addf` on `vector<16xf32>`, `vector.store`), which only the C printer reads:
+the OpenCL and DLP targets, scheduled by the same script, ignore the mark. The vector
+code is for AVX-512 (`#if defined(__AVX512F__)`, `CPP_IF`); the nest as scheduled stays
+beside it for other compilers, where GCC lowers 16-float vectors and their shuffles
+through memory (8x slower than the nest on AVX2).
+
+Input/Output: loop dialect.  Requires (`SlideShapeError`, `SlideMismatchError`): 1) L
+heads a perfect nest whose innermost loop `w` is vectorized, from 0 with step 1, its trip
+a multiple of 16, and whose other loops have at most `MAX_POINTS` iterations in all
+2) the innermost body is index/compare arithmetic, loads and one store
+`C[..] = C[..] + X[..] * K[..]` (either operand order), C read and written at the same
+element 3) C's last index moves with `w` by 1, its others not; X's last index is `w` +
+the nest's loops + a constant (no loop outside the nest), its others do not move with
+`w`, X's rows are at least 16 long; K does not move with `w` 4) C, X and K are distinct
+buffers.  Guarantees (`loop-slide-rows`): the nest is replaced by two trip-1 loops at its
+place, one marked `dlpc.cpp_if = "defined(__AVX512F__)"` holding straight-line code, the
+other `"!defined(__AVX512F__)"` holding the nest unchanged (its loops renamed fresh). In
+the straight-line code every distinct K element loaded and broadcast once, every input row's vectors
+loaded once (at 0, 16, ..., the last one clamped to end at the row's end: in bounds),
+each tap's window either such a vector or a shuffle of two, every C vector loaded once
+before its first multiply-add and stored once after the last. The iterations are
+visited row by row (grouped by X's row) when that keeps the order in which each C
+element receives its terms, else in the nest's order: each element sums its terms in
+the nest's order either way (numerics unchanged).
+
+Before (`tensorize k/r1 slide`, X rows of 34, a tile of 2 rows x 32):
+
+    loop.for %r1 = 0 to 3 {unroll = 3} { loop.for %r2 = 0 to 3 {unroll = 3} {
+      loop.for %hi = 0 to 2 {unroll = 2} { loop.for %w = 0 to 32 {vectorize} {
+        acc[%hi, %w] += xp[%ho + %hi + %r1, %w + %r2] * k[%c, %r1, %r2] }}}}
+
+After `loop-slide-rows` (one input row shown; then the nest as it was, `#if !defined`):
+
+    loop.for %v = 0 to 1 {dlpc.cpp_if = "defined(__AVX512F__)"} {
+    %a0 = vector.load %xp[%row, 0]  %a1 = vector.load %xp[%row, 16]  %a2 = ... [%row, 18]
+    %s = vector.shuffle %a0, %a1 [1, 2, ..., 16]        // the row at w + 1
+    %c0 = vector.load %acc[0, 0] ...  %m = arith.mulf %s, %k01 : vector<16xf32> ...
+    vector.store %c0, %acc[0, 0] ... }
+    loop.for %s = 0 to 1 {dlpc.cpp_if = "!defined(__AVX512F__)"} { (the nest) }
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import arith, memref, vector
+from xdsl.dialects.builtin import DenseArrayBase, ModuleOp, StringAttr, VectorType, i64
+from xdsl.ir import Block, Operation, SSAValue
+from xdsl.passes import ModulePass
+
+from dlpc.dialects.loop import ForOp
+from dlpc.passes.schedule._common import (
+    Affine,
+    ScheduleError,
+    affine,
+    affine_range,
+    block_of,
+    child_loop,
+    depends_on,
+    emit_affine,
+    erase,
+    get_loop,
+    loop_name,
+    memref_type,
+)
+
+LANES = 16  # floats per vector (`tensorize.LANES`: 512 bits; GCC splits it on AVX2)
+MAX_POINTS = 96  # iterations of the nest's unrolled loops (3 x 3 taps x 8 rows = 72)
+SLIDE = "dlpc.slide"  # the mark `tensorize ... slide` leaves on the nest's head
+# a loop the C printer wraps in `#if <value>` ... `#endif`: the vector code where the C
+# compiler targets AVX-512 (16-float vectors, two-input shuffles in one instruction), the
+# nest one row at a time elsewhere (GCC lowers 16-float vectors and their shuffles
+# through memory on AVX2: 8x slower than the scalar nest)
+CPP_IF = "dlpc.cpp_if"
+VECTOR_ISA = "defined(__AVX512F__)"
+
+
+class SlideShapeError(ScheduleError):
+    pass
+
+
+class SlideMismatchError(ScheduleError):
+    pass
+
+
+@dataclass
+class SlideNest:
+    loops: list[ForOp]  # the head ... the vectorized innermost loop
+    store: memref.StoreOp
+    acc: memref.LoadOp  # C[..], read where it is stored
+    x: memref.LoadOp  # the row read along w
+    k: memref.LoadOp  # the factor constant along w
+    acc_first: bool  # addf(C, product) (else addf(product, C))
+    x_first: bool  # mulf(X, K) (else mulf(K, X))
+
+
+def _form(value: SSAValue, inner: Collection[SSAValue], hoist: Callable[[SSAValue], SSAValue]):
+    """`value` as an Affine in the nest's loops, a part that moves with none of them (a
+    fused loop's `f / C`) as one opaque term (`hoist`'s value for it), else None."""
+    form = affine(value)
+    if form is not None:
+        return form
+    if not any(depends_on(value, iv) for iv in inner):
+        return Affine(0, {hoist(value): 1})
+    op = value.owner
+    if isinstance(op, arith.AddiOp | arith.SubiOp):
+        a, b = _form(op.lhs, inner, hoist), _form(op.rhs, inner, hoist)
+        if a is not None and b is not None:
+            return a.add(b, 1 if isinstance(op, arith.AddiOp) else -1)
+    return None
+
+
+def _forms(
+    op: Operation, what: str, inner: Collection[SSAValue], hoist: Callable[[SSAValue], SSAValue]
+) -> list[Affine]:
+    assert isinstance(op, memref.LoadOp | memref.StoreOp)
+    forms = [_form(i, inner, hoist) for i in op.indices]
+    if any(f is None for f in forms):
+        raise SlideMismatchError(f"the nest at loop {what} reads or writes at non-affine indices")
+    return [f for f in forms if f is not None]
+
+
+def _same(value: SSAValue) -> SSAValue:
+    return value
+
+
+def _load(value: SSAValue, body) -> memref.LoadOp | None:
+    op = value.owner
+    return op if isinstance(op, memref.LoadOp) and op.parent_block() is body else None
+
+
+def match(head: ForOp, what: str) -> SlideNest:
+    """The nest `head` heads, checked against requirements 1)-4) (module docstring)."""
+    loops = [head]
+    while (nxt := child_loop(loops[-1])) is not None:
+        loops.append(nxt)
+    w, chain = loops[-1], loops[:-1]
+    body = w.block
+    if (
+        not chain
+        or w.vectorize is None
+        or w.lower != 0
+        or w.stride != 1
+        or w.trip_count % LANES
+        or math.prod(lp.trip_count for lp in chain) > MAX_POINTS
+    ):
+        raise SlideShapeError(
+            f"loop {what} must head a perfect nest whose innermost loop is vectorized over "
+            f"a multiple of {LANES} from 0 by 1, the loops above it at most {MAX_POINTS} "
+            "iterations in all, for 'slide'"
+        )
+    stores = [op for op in body.ops if isinstance(op, memref.StoreOp)]
+    others = [
+        op
+        for op in body.ops
+        if not isinstance(op, memref.LoadOp | memref.StoreOp) and op.dialect_name() != "arith"
+    ]
+    mismatch = SlideMismatchError(f"the nest at loop {what} does not store a sum C + X * K")
+    if len(stores) != 1 or others:
+        raise mismatch
+    store = stores[0]
+    add = store.value.owner
+    if not isinstance(add, arith.AddfOp) or add.parent_block() is not body:
+        raise mismatch
+    for acc_first in (True, False):
+        acc, prod = (add.lhs, add.rhs) if acc_first else (add.rhs, add.lhs)
+        acc_load, mul = _load(acc, body), prod.owner
+        if acc_load is None or acc_load.memref != store.memref:
+            continue
+        if not isinstance(mul, arith.MulfOp) or mul.parent_block() is not body:
+            continue
+        a, b = _load(mul.lhs, body), _load(mul.rhs, body)
+        if a is None or b is None:
+            continue
+        iv, inner = w.induction_var, {lp.induction_var for lp in loops}
+        moves = [any(iv in f.terms for f in _forms(op, what, inner, _same)) for op in (a, b)]
+        if moves not in ([True, False], [False, True]):
+            continue
+        x, k = (a, b) if moves[0] else (b, a)
+        nest = SlideNest(loops, store, acc_load, x, k, acc_first, moves[0])
+        _check_indices(nest, what)
+        return nest
+    raise mismatch
+
+
+def _check_indices(nest: SlideNest, what: str) -> None:
+    iv = nest.loops[-1].induction_var
+    inner = {lp.induction_var for lp in nest.loops}
+    acc, stored = (_forms(op, what, inner, _same) for op in (nest.acc, nest.store))
+    if acc != stored:
+        raise SlideMismatchError(
+            f"the nest at loop {what} does not accumulate into the element it stores"
+        )
+    x = _forms(nest.x, what, inner, _same)
+    extent = memref_type(nest.x.memref).get_shape()[-1]
+    buffers = {nest.store.memref, nest.x.memref, nest.k.memref}
+    if (
+        len(buffers) != 3
+        or acc[-1].terms.get(iv) != 1
+        or any(iv in f.terms for f in acc[:-1])
+        or x[-1].terms.get(iv) != 1
+        or any(v not in inner for v in x[-1].terms)
+        or any(iv in f.terms for f in x[:-1])
+        or not LANES <= extent
+        or not 0 <= affine_range(x[-1])[0] <= affine_range(x[-1])[1] < extent
+    ):
+        raise SlideMismatchError(
+            f"the nest at loop {what} must read X's row along its vectorized loop (by 1, "
+            f"inside the nest and the row, rows of at least {LANES}) and write a distinct C's "
+            "row by 1"
+        )
+
+
+def mark(root, kernel: str, loop: str) -> ForOp:
+    """`tensorize K/L slide`: check the nest (`match`) and mark its head."""
+    head = get_loop(root, kernel, loop)
+    match(head, f"{kernel}/{loop}")
+    head.annotate(SLIDE)
+    return head
+
+
+# ---------------------------------------------------------------------- the rewrite
+
+
+def _at(form: Affine, env: dict[SSAValue, int]) -> Affine:
+    """`form` with the nest's loops at `env`'s values (the vectorized loop at 0)."""
+    value = form.const + sum(c * env.get(v, 0) for v, c in form.terms.items() if v in env)
+    return Affine(int(value), {v: c for v, c in form.terms.items() if v not in env})
+
+
+def _key(form: Affine):
+    return (form.const, frozenset(form.terms.items()))
+
+
+class _Emitter:
+    """Straight-line ops before `at`, each distinct index, load and window once."""
+
+    def __init__(self, block: Block, nest: SlideNest):
+        self.block = block
+        self.vec = VectorType(nest.acc.res.type, [LANES])
+        self.cache: dict = {}
+
+    def put(self, op: Operation) -> SSAValue:
+        self.block.add_op(op)
+        return op.results[0]
+
+    def once(self, key, make) -> SSAValue:
+        if key not in self.cache:
+            self.cache[key] = make()
+        return self.cache[key]
+
+    def index(self, form: Affine) -> SSAValue:
+        def make() -> SSAValue:
+            here = Block()  # (emit_affine's ops, appended in order)
+            value = emit_affine(form, here)
+            for op in list(here.ops):
+                op.detach()
+                self.block.add_op(op)
+            return value
+
+        return self.once(("i", _key(form)), make)
+
+    def indices(self, forms: list[Affine]) -> list[SSAValue]:
+        return [self.index(f) for f in forms]
+
+    def load(self, buf: SSAValue, forms: list[Affine]) -> SSAValue:
+        key = ("v", buf, tuple(_key(f) for f in forms))
+        return self.once(key, lambda: self.put(vector.LoadOp(buf, self.indices(forms), self.vec)))
+
+    def window(self, buf: SSAValue, row: list[Affine], start: int, extent: int) -> SSAValue:
+        """X[row..., start : start + LANES]: one vector, or a shuffle of the two loaded
+        vectors that hold it (the last clamped to end at `extent`)."""
+
+        def at(col: int) -> SSAValue:
+            return self.load(buf, [*row, Affine(col, {})])
+
+        def make() -> SSAValue:
+            a = min(start - start % LANES, extent - LANES)
+            if a == start:
+                return at(a)
+            b = min(a + LANES, extent - LANES)
+            lanes = [e - a if e < a + LANES else LANES + e - b for e in range(start, start + LANES)]
+            mask = DenseArrayBase.from_list(i64, lanes)
+            return self.put(vector.ShuffleOp(at(a), at(b), mask, result_type=self.vec))
+
+        return self.once(("w", buf, tuple(_key(f) for f in row), start), make)
+
+    def splat(self, buf: SSAValue, forms: list[Affine]) -> SSAValue:
+        def make() -> SSAValue:
+            scalar = self.put(memref.LoadOp.get(buf, self.indices(forms)))
+            return self.put(vector.BroadcastOp(scalar, self.vec))
+
+        return self.once(("k", buf, tuple(_key(f) for f in forms)), make)
+
+
+def _order(points: list[dict], nest: SlideNest, acc: list[Affine], x: list[Affine]) -> list[dict]:
+    """The iterations grouped by X's row where each C vector then still receives its
+    terms in the nest's order (its rows non-decreasing along the nest), else as is."""
+
+    def row(env):
+        return tuple(_at(f, env).const for f in x[:-1])
+
+    seen: dict = {}
+    for env in points:
+        target = tuple(_key(_at(f, env)) for f in acc)
+        if seen.get(target, row(env)) > row(env):
+            return points
+        seen[target] = row(env)
+    return sorted(points, key=row)  # (stable: the nest's order within a row)
+
+
+def rewrite(head: ForOp, what: str) -> None:
+    """Replace the nest `head` heads by straight-line vector code (module docstring)."""
+    nest = match(head, what)
+    chain, w = nest.loops[:-1], nest.loops[-1]
+    inner = {lp.induction_var for lp in nest.loops}
+    hoisted: dict[SSAValue, SSAValue] = {}
+
+    def hoist(value: SSAValue) -> SSAValue:
+        """`value` (moving with no loop of the nest) computed before the nest: its ops
+        inside the nest (index arithmetic sunk there) cloned before `head`."""
+        op = value.owner
+        if not isinstance(op, Operation) or not head.is_ancestor(op):
+            return value
+        if value not in hoisted:
+            operands = {v: hoist(v) for v in op.operands}
+            clone = op.clone(value_mapper=operands)
+            block_of(head).insert_op_before(clone, head)
+            hoisted[value] = clone.results[op.results.index(value)]
+        return hoisted[value]
+
+    acc, x, k = (_forms(op, what, inner, hoist) for op in (nest.acc, nest.x, nest.k))
+    extent = memref_type(nest.x.memref).get_shape()[-1]
+    ranges = [range(lp.lower, lp.upper, lp.stride) for lp in chain]
+    ivs = [lp.induction_var for lp in chain]
+    # (the vectorized loop at 0: a window's or C vector's first lane)
+    points = [
+        {**dict(zip(ivs, p, strict=True)), w.induction_var: 0} for p in itertools.product(*ranges)
+    ]
+    vec = ForOp(0, 1, 1, name=head.kernel().fresh_loop_name(f"{head.loop_name}_v{LANES}"))
+    block_of(head).insert_op_before(vec, head)
+    rows = _scalar_copy(head)
+    em = _Emitter(vec.block, nest)
+    sums: dict = {}  # C vector -> (its indices, its running sum)
+    for env in _order(points, nest, acc, x):
+        kv = em.splat(nest.k.memref, [_at(f, env) for f in k])
+        row = [_at(f, env) for f in x[:-1]]
+        for q in range(0, w.trip_count, LANES):
+            xv = em.window(nest.x.memref, row, _at(x[-1], env).const + q, extent)
+            c = [_at(f, env) for f in acc[:-1]] + [_at(acc[-1], env).add(Affine(q, {}))]
+            key = tuple(_key(f) for f in c)
+            if key not in sums:
+                sums[key] = (c, em.load(nest.store.memref, c))
+            prod = em.put(arith.MulfOp(xv, kv) if nest.x_first else arith.MulfOp(kv, xv))
+            old = sums[key][1]
+            new = em.put(arith.AddfOp(old, prod) if nest.acc_first else arith.AddfOp(prod, old))
+            sums[key] = (c, new)
+    for c, value in sums.values():
+        vec.block.add_op(vector.StoreOp(value, nest.store.memref, em.indices(c)))
+    vec.annotate(CPP_IF, VECTOR_ISA)
+    rows.annotate(CPP_IF, f"!{VECTOR_ISA}")
+    erase(head)
+
+
+def _scalar_copy(head: ForOp) -> ForOp:
+    """The nest as scheduled, in a trip-1 loop inserted before `head` (its loops renamed
+    fresh): what a compiler without AVX-512 runs, the same code as without `slide`."""
+    kernel = head.kernel()
+    top = ForOp(0, 1, 1, name=kernel.fresh_loop_name(f"{head.loop_name}_scalar"))
+    block_of(head).insert_op_before(top, head)
+    clone = head.clone()
+    clone.attributes.pop(SLIDE, None)
+    top.block.add_op(clone)
+    for lp in [op for op in clone.walk() if isinstance(op, ForOp)]:
+        lp.attributes["name"] = StringAttr(kernel.fresh_loop_name(loop_name(lp)))
+    return top
+
+
+@dataclass(frozen=True)
+class LoopSlideRows(ModulePass):
+    """`loop-slide-rows`: every nest marked by `tensorize ... slide` as vector code."""
+
+    name = "loop-slide-rows"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        marked = [lp for lp in op.walk() if isinstance(lp, ForOp) and SLIDE in lp.attributes]
+        for lp in marked:
+            what = f"{lp.kernel().sym}/{lp.loop_name}"
+            rewrite(lp, what)
