@@ -1156,3 +1156,56 @@ def test_integer_comparisons_and_selects_fold(predicate, want):
     assert _fold(arith.SelectOp(block_arg[0], lhs.result, rhs.result)) is None
     assert _fold(arith.CmpiOp(block_arg[1], three.result, predicate)) is None
     assert _fold(arith.AddiOp(block_arg[1], three.result)) is None
+
+
+# ------------------------------------------------ te-to-loop: the function's signature
+
+SIGNATURE = """
+"memref.global"() <{sym_name = "__constant_0", type = memref<1xf32>, initial_value = dense<9.0> : tensor<1xf32>, sym_visibility = "private", constant}> : () -> ()
+func.func @main(%x: tensor<4xf32> {dlpc.name = "input.x"}) -> (tensor<4xf32> {dlpc.name = "y"}, tensor<4xf32>, tensor<4xf32>) {
+  %w = graph.param "w" : tensor<4xf32>
+  %w2 = graph.param "w" : tensor<4xf32>
+  %c = graph.constant dense<[1.0, 2.0, 3.0, 4.0]> : tensor<4xf32>
+  %d = graph.constant dense<[0.5, 0.5, 0.5, 0.5]> : tensor<4xf32>
+  %y = te.compute "add_0" (%i0) : tensor<4xf32> {
+    %a = te.read %x[%i0] : tensor<4xf32>
+    %b = te.read %w[%i0] : tensor<4xf32>
+    %e = te.read %w2[%i0] : tensor<4xf32>
+    %f = te.read %c[%i0] : tensor<4xf32>
+    %g = te.read %d[%i0] : tensor<4xf32>
+    %s = arith.addf %a, %b : f32
+    %t = arith.mulf %e, %f : f32
+    %u = arith.addf %s, %t : f32
+    %v = arith.addf %u, %g : f32
+    te.yield %v : f32
+  }
+  func.return %y, %y, %x : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+}"""
+
+
+def test_the_loop_signature_params_outputs_and_constants():
+    """One argument per param name (read twice), the names of inputs, params and outputs
+    as dlpc.name (a result's moves to its output argument), a value returned twice stored
+    directly into the first output and copied to the second, an input returned copied;
+    constants become globals with the first free __constant_<k> names."""
+    module = lower(parse_module(SIGNATURE))
+    fn = next(op for op in module.walk() if op.name == "func.func")
+    head = str(fn).splitlines()[0]
+    assert head.startswith(
+        'func.func @main(%x: memref<4xf32> {dlpc.name = "input.x"}, %w: memref<4xf32> '
+        '{dlpc.name = "w"}, %out0: memref<4xf32> {dlpc.name = "y"}, %out1: memref<4xf32>, '
+        "%out2: memref<4xf32>) attributes {dlpc.num_inputs = 1 : i64, dlpc.params = "
+        '["w"], dlpc.num_outputs = 3 : i64}'
+    ), head
+    assert kernels(module) == ["add_0", "copy_out1", "copy_out2"]
+    globals_ = {
+        op.sym_name.data: op.type.get_shape() for op in module.walk() if op.name == "memref.global"
+    }
+    assert globals_ == {"__constant_0": (1,), "__constant_1": (4,), "__constant_2": (4,)}
+    x = np.arange(4, dtype=np.float32)
+    w = np.array([10, 20, 30, 40], np.float32)
+    y0, y1, y2 = CFunction(module, name="looppasses6_signature")(x, params={"w": w})
+    want = x + w + w * np.array([1, 2, 3, 4], np.float32) + 0.5
+    np.testing.assert_array_equal(y0, want)
+    np.testing.assert_array_equal(y1, want)
+    np.testing.assert_array_equal(y2, x)
