@@ -1209,3 +1209,34 @@ def test_the_loop_signature_params_outputs_and_constants():
     np.testing.assert_array_equal(y0, want)
     np.testing.assert_array_equal(y1, want)
     np.testing.assert_array_equal(y2, x)
+
+
+@pytest.mark.parametrize(
+    "shape,axis", [((2, 3, 4, 5), 2), ((3, 32, 8), 2), ((2, 6, 8), -1), ((4, 20, 3, 2), 2)]
+)
+def test_row_groups_over_several_row_dims_and_two_tail_dims(shape, axis):
+    """Layer norm over the trailing dims from `axis` (a tail of one or two dims) and
+    softmax over the last, with rows of one to three dims: each one row-group kernel,
+    compiled for C, against the reference."""
+    t = "tensor<" + "x".join(map(str, shape)) + "xf32>"
+    tail = shape[axis:]
+    tt = "tensor<" + "x".join(map(str, tail)) + "xf32>"
+    src = f"""
+func.func @main(%x: {t}) -> ({t}, {t}) {{
+  %g = graph.param "g" : {tt}
+  %b = graph.param "b" : {tt}
+  %y = graph.layer_norm %x, %g, %b {{axis = {axis} : i64, epsilon = 1.0e-05 : f64}} : ({t}, {tt}, {tt}) -> {t}
+  %s = graph.softmax %x {{axis = -1 : i64}} : ({t}) -> {t}
+  func.return %y, %s : {t}, {t}
+}}"""
+    n = int(np.prod(tail))
+    weights = {
+        "g": np.linspace(0.5, 1.5, n, dtype=np.float32).reshape(tail),
+        "b": np.linspace(-1, 1, n, dtype=np.float32).reshape(tail),
+    }
+    model = Model(pipeline.parse_module(src), weights=weights)
+    xs = api.random_inputs(model, seed=3)
+    compiled = dlpc.compile(model)
+    for got, want in zip(compiled(*xs), api.reference(model, xs)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-6)
+    assert kernels(compiled.lowered) == ["layer_norm_0", "softmax_1"]
