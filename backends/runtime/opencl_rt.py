@@ -1355,8 +1355,11 @@ class OpenCLFunction(ModuleFunction):
                 raise
             code = e.what.code()
             oom = " (out of memory)" if code in OUT_OF_MEMORY else ""
+            # (a launch names its kernel; a host step, a scalar's copy, names its kind)
+            launch = step[0] in ("kernel", "team")
+            what = f"kernel '{step[4]}'" if launch else f"the host's {step[0]}"
             raise DlpcError(
-                f"error: opencl: kernel '{step[4]}' failed: {e.what.routine()} {code}{oom}"
+                f"error: opencl: {what} failed: {e.what.routine()} {code}{oom}"
             ) from None
 
     def _host_step(self, queue, step, events, env: dict) -> None:
