@@ -592,3 +592,56 @@ def test_a_librarys_packed_block_is_aligned_and_packed_for_each_call():
     y[:] = 0
     assert lib.run([x, y, block]) == 0  # (a block given: packed into it)
     np.testing.assert_array_equal(y, 2 * x + 1)
+
+
+IF_SRC = """
+func.func @main(%c: tensor<i1>, %a: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %r = graph.if %c, %a : (tensor<i1>, tensor<4x8xf32>) -> (tensor<4x8xf32>) {
+  ^bb0(%x: tensor<4x8xf32>):
+    %0 = graph.relu %x : (tensor<4x8xf32>) -> tensor<4x8xf32>
+    graph.yield %0 : tensor<4x8xf32>
+  } else {
+  ^bb0(%x: tensor<4x8xf32>):
+    %0 = graph.neg %x : (tensor<4x8xf32>) -> tensor<4x8xf32>
+    graph.yield %0 : tensor<4x8xf32>
+  }
+  func.return %r : tensor<4x8xf32>
+}"""
+
+
+def test_a_failed_host_step_is_one_line_naming_it(monkeypatch):
+    """The host's read of graph.if's condition (a scalar copied off the device) failing
+    is one line naming the step (it was an IndexError: the line named the step's
+    kernel, which a host step has not); a failed launch inside a branch names its
+    kernel."""
+    cl = pytest.importorskip("pyopencl")
+    import dlpc
+    from dlpc.model import Model
+
+    compiled = dlpc.compile(Model(parse_module(IF_SRC)), target="opencl")
+    a = np.linspace(-1, 1, 32, dtype=np.float32).reshape(4, 8)
+    np.testing.assert_array_equal(compiled(np.array(True), a)[0], np.maximum(a, 0))
+    np.testing.assert_array_equal(compiled(np.array(False), a)[0], -a)
+    copy = cl.enqueue_copy
+
+    def failing_scalar_read(queue, dest, src, **kwargs):
+        if isinstance(dest, np.ndarray) and dest.size == 1:
+            raise cl.RuntimeError(cl._cl._ErrorRecord("clEnqueueReadBuffer", -5, "x"))
+        return copy(queue, dest, src, **kwargs)
+
+    monkeypatch.setattr(cl, "enqueue_copy", failing_scalar_read)
+    with pytest.raises(DlpcError) as e:
+        compiled(np.array(True), a)
+    assert str(e.value) == (
+        "error: opencl: the host's load failed: clEnqueueReadBuffer -5 (out of memory)"
+    )
+    monkeypatch.setattr(cl, "enqueue_copy", copy)
+
+    def failing_launch(*args, **kwargs):
+        raise cl.RuntimeError(cl._cl._ErrorRecord("clEnqueueNDRangeKernel", -52, "x"))
+
+    monkeypatch.setattr(cl, "enqueue_nd_range_kernel", failing_launch)
+    with pytest.raises(
+        DlpcError, match=r"^error: opencl: kernel '\w+' failed: clEnqueueNDRangeKernel -52$"
+    ):
+        compiled(np.array(False), a)
