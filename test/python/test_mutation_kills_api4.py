@@ -338,6 +338,7 @@ def test_grads_are_the_last_steps(small):
 
 COMMON_C = [
     "loop-fold-init-epilogue",
+    "loop-slide-rows",
     "loop-views",
     "loop-memory-plan",
     "loop-prepack-weights",

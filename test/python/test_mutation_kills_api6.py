@@ -790,3 +790,12 @@ def test_the_checkers_comparison_of_infinities():
         after[k] = value
         worst = check.compare(before, after, 1e-3, 1e-4)
         assert worst is not None and worst[0] == (k,), (k, value)
+
+
+def test_a_type_expression_prints_as_written():
+    from dlpc.frontends.text.ast import TensorTypeExpr
+
+    assert str(TensorTypeExpr("f32", (2, "B", 4))) == "f32[2, B, 4]"
+    assert str(TensorTypeExpr("i64", ())) == "i64[]"
+    named = TensorTypeExpr("f32", ("B",), named={"B": (1, 2)})
+    assert named == TensorTypeExpr("f32", ("B",))  # (where a name was written: not compared)
