@@ -799,3 +799,39 @@ def test_a_type_expression_prints_as_written():
     assert str(TensorTypeExpr("i64", ())) == "i64[]"
     named = TensorTypeExpr("f32", ("B",), named={"B": (1, 2)})
     assert named == TensorTypeExpr("f32", ("B",))  # (where a name was written: not compared)
+
+
+# ---- compile(short=): the symbolic program's kernels for short bindings ------------------------
+
+SHORT_MODEL = """
+model t(x: f32[B, S, 4]) {
+  param w: f32[4, 4] = normal(seed=1)
+  return relu(linear(x, w))
+}
+"""
+
+
+def _short_calls(fn, model, calls) -> dict:
+    rng = np.random.default_rng(0)
+    for b, s in calls:
+        x = rng.standard_normal((b, s, 4)).astype(np.float32)
+        np.testing.assert_allclose(fn(x)[0], api.reference(model, [x])[0], rtol=1e-5, atol=1e-6)
+    return fn.stats
+
+
+def test_a_symbolic_programs_short_bindings_by_default_and_given():
+    """By default (api.SHORT = 7) a dim that leads no input (S) has copies at 1..7 with
+    the batch at 1: (1, 7) and (1, 1) take them, (1, 8) and (2, 3) do not; short=0 has
+    none; a list gives the bindings (S = 2 at any batch). One compile each."""
+    from dlpc.frontends.text import parse_model
+
+    model = parse_model(SHORT_MODEL, dims="symbolic")
+    assert api.SHORT == 7
+    calls = [(1, 7), (1, 7), (1, 8), (1, 8), (2, 3), (1, 1)]
+    stats = _short_calls(dlpc.compile(model, target="c"), model, calls)
+    assert stats["short"] == 3 and stats["compiles"] == 1 and stats["calls"] == 6
+    stats = _short_calls(dlpc.compile(model, target="c", short=0), model, calls[:2])
+    assert stats.get("short", 0) == 0 and stats["calls"] == 2
+    given = dlpc.compile(model, target="c", short=[{"S": 2}])
+    stats = _short_calls(given, model, [(1, 2), (2, 2), (1, 3)])
+    assert stats["short"] == 2 and stats["compiles"] == 1
