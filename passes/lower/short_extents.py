@@ -18,7 +18,9 @@ nest of a program specialised to it and tile it so (a linear at seq 3 gets a 3-r
 tile, not the remainder of an 8-row one). When every marked loop's extent is a value of
 the binding (a loop from 0 by 1, or a row group's per-row loop whose block loop now
 runs once), the copy is static: its loops lose their marks and the kernel its
-`dlpc.exact`, so nothing is guarded or versioned at run time; else the marks stay. The
+`dlpc.exact`, so nothing is guarded or versioned at run time, and it is marked
+`dlpc.short` (its loops stop short of its buffers: loop-fold-init-epilogue still folds
+its init and epilogue); else the marks stay. The
 kernel becomes a chain of `scf.if dims == binding` (the dims the copy depends on) over
 its copies, in the order of the bindings, the kernel itself last; a copy is named
 `<kernel>_<dim><value>...`; a binding that would give a kernel the same copy as an
@@ -55,6 +57,7 @@ from xdsl.dialects.builtin import (
     IntegerAttr,
     ModuleOp,
     StringAttr,
+    UnitAttr,
     i64,
 )
 from xdsl.ir import Block, Operation, Region, SSAValue
@@ -74,6 +77,9 @@ from dlpc.passes.lower._symbolic import (
 from dlpc.passes.lower.view_copies import main_function
 
 SHORT_ATTR = "dlpc.short_extents"  # @main: dim -> the small values given kernels of their own
+# a static copy's attribute: its loops stop short of its buffers' dims, past them lies
+# padding no result reads (loop-fold-init-epilogue folds such init and epilogue nests)
+SHORT_KERNEL = "dlpc.short"
 
 
 @dataclass(frozen=True)
@@ -244,6 +250,7 @@ def _shortened(
             for attr in (EXTENT_ATTR, BASE_ATTR, ID_ATTR):
                 loop.attributes.pop(attr, None)
         copy.attributes.pop(EXACT_ATTR, None)
+        copy.attributes[SHORT_KERNEL] = UnitAttr()
     return used, copy
 
 

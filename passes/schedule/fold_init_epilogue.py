@@ -53,12 +53,12 @@ reduction nests more reduction loops, keeps its zeros.
 
 Conditions checked per kernel (otherwise it is left alone): one top-level init nest
 and at most one epilogue nest, each a perfect nest over the whole output (bounds 0 to
-the dim, or short of it on a loop over a symbolic extent, step 1, the element indexed
-by the induction variables in order); the init stores a constant; the epilogue loads
-the element once, stores it last, and otherwise only computes or loads other buffers
-the kernel never writes; the rest of the kernel touches `out` exactly twice, one load
-(the copy-in) and one store (the copy-out), in the same nest and under no reduction
-loop.
+the dim, or short of it on a loop over a symbolic extent or in a `dlpc.short` kernel,
+step 1, the element indexed by the induction variables in order); the init stores a
+constant; the epilogue loads the element once, stores it last, and otherwise only
+computes or loads other buffers the kernel never writes; the rest of the kernel touches
+`out` exactly twice, one load (the copy-in) and one store (the copy-out), in the same
+nest and under no reduction loop.
 
     dlpc-opt model.loop.mlir -p 'loop-fold-init-epilogue{kernel=conv2d_relu_0}'
 """
@@ -85,9 +85,11 @@ def _perfect_nest(top: ForOp, shape: tuple[int, ...]) -> tuple[list[ForOp], Bloc
         if loop.lower != 0 or loop.stride != 1 or len(loops) >= len(shape):
             return None
         dim = shape[len(loops)]
-        # a loop over a symbolic extent may stop short of its buffer's dim (a short
-        # version's, loop-short-extents): past it lies padding no result reads
-        if loop.upper != dim and not ("dlpc.extent" in loop.attributes and loop.upper < dim):
+        # a loop over a symbolic extent, or any loop of a short binding's static kernel
+        # (loop-short-extents' `dlpc.short`), may stop short of its buffer's dim: past it
+        # lies padding no result reads
+        short = "dlpc.extent" in loop.attributes or "dlpc.short" in top.kernel().attributes
+        if loop.upper != dim and not (short and loop.upper < dim):
             return None
         loops.append(loop)
         inner = [op for op in loop.block.ops if isinstance(op, ForOp)]

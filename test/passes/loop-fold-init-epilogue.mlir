@@ -206,6 +206,52 @@ func.func @short(%x: memref<8x4xf32>, %bias: memref<8xf32>, %out: memref<8xf32>)
   func.return
 }
 
+// A short binding's static kernel (dlpc.short, loop-short-extents): its loops lost their
+// marks but stop short of the buffer all the same: they fold.
+// CHECK-LABEL: func.func @static_short
+// CHECK-NOT:     i_init
+// CHECK:         loop.for %{{.*}} = 0 to 4 step 4 {name = "t", parallel} {
+// CHECK:           loop.for %{{.*}} = 0 to 1 step 1 {name = "r0_first"} {
+// CHECK-NOT:     i_post
+// CHECK:         func.return
+func.func @static_short(%x: memref<8x4xf32>, %bias: memref<8xf32>, %out: memref<8xf32>) {
+  loop.kernel "k" attributes {dlpc.short} {
+    loop.for %i = 0 to 4 step 1 {name = "i_init"} {
+      %z = arith.constant 0.000000e+00 : f32
+      memref.store %z, %out[%i] : memref<8xf32>
+    }
+    loop.for %t = 0 to 4 step 4 {name = "t", parallel} {
+      %acc = memref.alloca() : memref<4xf32>
+      loop.for %a = 0 to 4 step 1 {name = "acc_in0"} {
+        %i = arith.addi %t, %a : index
+        %v = memref.load %out[%i] : memref<8xf32>
+        memref.store %v, %acc[%a] : memref<4xf32>
+      }
+      loop.for %r = 0 to 4 step 1 {name = "r0", reduction} {
+        loop.for %a = 0 to 4 step 1 {name = "a", vectorize} {
+          %i = arith.addi %t, %a : index
+          %xv = memref.load %x[%i, %r] : memref<8x4xf32>
+          %av = memref.load %acc[%a] : memref<4xf32>
+          %s = arith.addf %av, %xv : f32
+          memref.store %s, %acc[%a] : memref<4xf32>
+        }
+      }
+      loop.for %a = 0 to 4 step 1 {name = "acc_out0", vectorize} {
+        %i = arith.addi %t, %a : index
+        %s = memref.load %acc[%a] : memref<4xf32>
+        memref.store %s, %out[%i] : memref<8xf32>
+      }
+    }
+    loop.for %i = 0 to 4 step 1 {name = "i_post"} {
+      %s = memref.load %out[%i] : memref<8xf32>
+      %b = memref.load %bias[%i] : memref<8xf32>
+      %y = arith.addf %s, %b : f32
+      memref.store %y, %out[%i] : memref<8xf32>
+    }
+  }
+  func.return
+}
+
 // The same nests without the mark cover part of the output: left as they are.
 // CHECK-LABEL: func.func @part
 // CHECK:         i_init

@@ -6,7 +6,8 @@
 // `scf.if dims == binding` over copies of it; each copy is static (every marked loop's
 // extent is a value of the binding: it runs to exactly that value and loses its mark,
 // the kernel its dlpc.exact), the kernel itself is the last `else`; a copy is named after
-// its binding. The attribute goes, so a second run changes nothing.
+// its binding and marked dlpc.short (its loops stop short of the buffers: past them lies
+// padding). The attribute goes, so a second run changes nothing.
 
 // CHECK-LABEL: func.func @main
 // CHECK-NOT:     dlpc.short_extents
@@ -18,12 +19,12 @@
 // CHECK-NEXT:    %[[CS:.*]] = arith.cmpi eq, %[[S]], %[[TWO]] : i64
 // CHECK-NEXT:    %[[C:.*]] = arith.andi %[[CB]], %[[CS]] : i1
 // CHECK-NEXT:    scf.if %[[C]] {
-// CHECK-NEXT:      loop.kernel "sum_0_batch1_seq2" {
+// CHECK-NEXT:      loop.kernel "sum_0_batch1_seq2" attributes {dlpc.short} {
 // CHECK-NEXT:        loop.for %{{.*}} = 0 to 1 step 1 {name = "i0", parallel} {
 // CHECK-NEXT:          loop.for %{{.*}} = 0 to 2 step 1 {name = "r0", reduction} {
 // CHECK:         } else {
 // CHECK:           scf.if %{{.*}} {
-// CHECK-NEXT:        loop.kernel "sum_0_batch1_seq3" {
+// CHECK-NEXT:        loop.kernel "sum_0_batch1_seq3" attributes {dlpc.short} {
 // CHECK-NEXT:          loop.for %{{.*}} = 0 to 1 step 1 {name = "i0", parallel} {
 // CHECK-NEXT:            loop.for %{{.*}} = 0 to 3 step 1 {name = "r0", reduction} {
 // CHECK:           } else {
@@ -88,7 +89,7 @@ func.func @main(%x: memref<4x16xf32>, %dlpc_dims: memref<2xi64>, %out0: memref<4
 // loop b, whose index adds i1's): at seq = 3 the block loop runs once from 0, so b runs
 // to exactly 3 and the copy is static (the marks and the split ids go).
 // CHECK-LABEL: func.func @main
-// CHECK:         loop.kernel "rows_0_seq3" {
+// CHECK:         loop.kernel "rows_0_seq3" attributes {dlpc.short} {
 // CHECK-NEXT:      loop.for %{{.*}} = 0 to 16 step 16 {name = "i1"} {
 // CHECK-NEXT:        loop.for %{{.*}} = 0 to 3 step 1 {name = "b"} {
 // CHECK-NEXT:          arith.addi
