@@ -40,7 +40,7 @@ STAGE_OF = {"numpy": "graph", "c": "loop", "opencl": "loop", "dlp": "dlp"}  # wh
 # `compile(short=)`'s default: a symbolic model's one C program carries kernels of its
 # own for each dim that leads no input at 1..SHORT (the batch at 1); past it the
 # generic kernels' tiles are whole or mostly so (docs/design/dynamic-short-lengths.md)
-SHORT = 7
+SHORT = 8
 
 
 # ----------------------------------------------------------------------- load

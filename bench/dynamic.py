@@ -1,6 +1,6 @@
 """Compiles and latency while the sequence length sweeps, one dynamic-axes ONNX file:
 symbolic (ONE program with runtime extents serves every length; at batch 1 and a length
-of 1-7 it takes kernels of its own, compile(short=)), per binding (the
+of 1-8 it takes kernels of its own, compile(short=)), per binding (the
 symbolic graph bound per length), bucketed, specialised per length (a static import
 with input_shapes) and onnxruntime, side by side in one run.
 

@@ -820,14 +820,14 @@ def _short_calls(fn, model, calls) -> dict:
 
 
 def test_a_symbolic_programs_short_bindings_by_default_and_given():
-    """By default (api.SHORT = 7) a dim that leads no input (S) has copies at 1..7 with
-    the batch at 1: (1, 7) and (1, 1) take them, (1, 8) and (2, 3) do not; short=0 has
+    """By default (api.SHORT = 8) a dim that leads no input (S) has copies at 1..8 with
+    the batch at 1: (1, 7) and (1, 1) take them, (1, 9) and (2, 3) do not; short=0 has
     none; a list gives the bindings (S = 2 at any batch). One compile each."""
     from dlpc.frontends.text import parse_model
 
     model = parse_model(SHORT_MODEL, dims="symbolic")
-    assert api.SHORT == 7
-    calls = [(1, 7), (1, 7), (1, 8), (1, 8), (2, 3), (1, 1)]
+    assert api.SHORT == 8
+    calls = [(1, 7), (1, 7), (1, 9), (1, 9), (2, 3), (1, 1)]
     stats = _short_calls(dlpc.compile(model, target="c"), model, calls)
     assert stats["short"] == 3 and stats["compiles"] == 1 and stats["calls"] == 6
     stats = _short_calls(dlpc.compile(model, target="c", short=0), model, calls[:2])
