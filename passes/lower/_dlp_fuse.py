@@ -24,6 +24,7 @@ task, each reading only the image rows its band's windows reach.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -34,7 +35,7 @@ from xdsl.ir import Operation, SSAValue
 
 from dlpc.dialects import dlp
 from dlpc.dialects.loop import ForOp, KernelOp, spine
-from dlpc.dialects.typed import element_type
+from dlpc.dialects.typed import element_type, shape_of
 from dlpc.passes.lower._dlp_build import (
     BufferPlan,
     Builder,
@@ -135,6 +136,7 @@ class Fused:
     tile: int
     sram: bool = False  # whole buffers staged once per cluster in SRAM
     bands: int = 1  # each channel's output rows split over this many tasks (`Bands`)
+    swapped: list[Swap] = field(default_factory=list)  # copies stored by the chain itself
 
 
 @dataclass
@@ -525,9 +527,13 @@ def used_after(value: SSAValue, chain: list[KernelOp]) -> bool:
     return False
 
 
-def build_chain(fused: Fused, lowering_cls) -> dlp.KernelOp:
+def build_chain(
+    fused: Fused, lowering_cls, swapped: dict[SSAValue, Swap] | None = None
+) -> dlp.KernelOp:
     """The one dlp.kernel of a chain (`lowering_cls`: loop_to_dlp.KernelLowering, whose
-    per-buffer pieces each member's lowering reuses)."""
+    per-buffer pieces each member's lowering reuses); an output one of `swapped` reads is
+    stored into that copy's destination where the tiles allow (the used ones are left in
+    `fused.swapped`)."""
     last = fused.plans[-1]
     op: dlp.KernelOp = lowering_cls(last).op
     first = fused.kernels[0]
@@ -553,9 +559,14 @@ def build_chain(fused: Fused, lowering_cls) -> dlp.KernelOp:
         tid = b.v(arith.DivSIOp(tid, b.c(fused.bands)))
         tid.name_hint = "work_task"
         with _banded(split, fused.bands, band):
-            _build_members(fused, lowering_cls, op, b, tid, c0, desc, split, band)
+            _build_members(fused, lowering_cls, op, b, tid, c0, desc, split, band, swapped or {})
     else:
-        _build_members(fused, lowering_cls, op, b, tid, c0, desc, None, None)
+        _build_members(fused, lowering_cls, op, b, tid, c0, desc, None, None, swapped or {})
+    merged = list({s.kernel.sym: None for s in fused.swapped})  # (the copies it does)
+    if merged:
+        op.attributes["dlpc.fused"] = StringAttr(
+            ",".join([*(k.sym for k in fused.kernels), *merged])
+        )
     return op
 
 
@@ -594,7 +605,7 @@ def _banded(split: Bands, bands: int, band: SSAValue) -> Iterator[None]:
             split.conv.band = None
 
 
-def _build_members(fused, lowering_cls, op, b, tid, c0, desc, split, band) -> None:
+def _build_members(fused, lowering_cls, op, b, tid, c0, desc, split, band, swapped) -> None:
     """build_chain's body: the members' buffers, loads, tiles and stores."""
     last = fused.plans[-1]
     lowerings = []
@@ -658,8 +669,13 @@ def _build_members(fused, lowering_cls, op, b, tid, c0, desc, split, band) -> No
             inner.op(dlp.MemcpyOp(p.local, p.slot, p.value, p.base, p.count))
         lw.compute(inner, t0, n)
         for p in tiled:
-            if p.written and p.value in stored:
-                inner.op(dlp.MemcpyAsyncOp(p.value, p.base, p.local, p.slot, p.count))
+            if not (p.written and p.value in stored):
+                continue
+            swap = swapped.get(p.value)
+            if swap is not None and fused.tile == 1 and _swapped_store(inner, p, swap, desc):
+                fused.swapped.append(swap)
+                continue
+            inner.op(dlp.MemcpyAsyncOp(p.value, p.base, p.local, p.slot, p.count))
     finish_for(inner)  # (a written buffer is always tiled: plan_buffers)
     b.op(dlp.WaitDmaOp())  # every copy lands before the kernel ends
 
@@ -686,3 +702,86 @@ def place(fused: Fused, new: Operation) -> None:
     for d in moved:
         block.insert_op_after(d, anchor)
         anchor = d
+
+
+@dataclass(frozen=True)
+class Swap:
+    """A copy kernel `dst[.., b, a, c..] = src[.., a, b, c..]` (attention's head merge)
+    right after the kernel that writes `src`, its only reader: a chain storing its tiles
+    of one `a` stores them into `dst` instead, one strided DMA a tile (its rows of b, each
+    a segment of the c.. elements), and the copy kernel goes (`build_chain`)."""
+
+    kernel: KernelOp
+    src: SSAValue
+    dst: SSAValue
+    axis: int  # the dimension of a in src
+
+
+def swaps(kernels: list[KernelOp]) -> dict[SSAValue, Swap]:
+    """The copy kernels of the form `Swap` describes, by the buffer they read."""
+    out: dict[SSAValue, Swap] = {}
+    for prev, k in zip(kernels, kernels[1:]):
+        nest = spine(k)
+        if not nest or not _adjacent(prev, k):
+            continue
+        body = [op for op in nest[-1].block.ops if not isinstance(op, arith.ConstantOp)]
+        if len(body) != 2:
+            continue
+        load, store = body
+        if not isinstance(load, memref.LoadOp) or not isinstance(store, memref.StoreOp):
+            continue
+        if store.value is not load.res:
+            continue
+        trips: dict[SSAValue, int] = {lp.induction_var: lp.trip_count for lp in nest}
+        src, dst = load.memref, store.memref
+        shape = shape_of(src)
+        got, put = list(load.indices), list(store.indices)
+        if sorted(map(id, got)) != sorted(map(id, trips)) or len(got) != len(trips):
+            continue  # (every loop indexes src once: it is read whole, element by element)
+        if [trips[v] for v in got] != list(shape):
+            continue
+        if any(lp.lower != 0 or lp.stride != 1 for lp in nest):
+            continue
+        axis = next(
+            (
+                j
+                for j in range(len(got) - 1)
+                if put == [*got[:j], got[j + 1], got[j], *got[j + 2 :]]
+            ),
+            None,
+        )
+        if axis is None or any(d != 1 for d in shape[:axis]):
+            continue
+        writes = [op for op in prev.walk() if isinstance(op, memref.StoreOp) and op.memref is src]
+        parent = k.parent_op()
+        assert parent is not None  # (a kernel of a function)
+        readers = [  # (in the function: loop-to-dlp's direct copies are not placed yet)
+            u.operation
+            for u in src.uses
+            if parent.is_ancestor(u.operation)
+            and not isinstance(u.operation, memref.DeallocOp)
+            and u.operation not in writes
+        ]
+        if isinstance(src.owner, memref.AllocOp) and writes and readers == [load]:
+            out[src] = Swap(k, src, dst, axis)
+    return out
+
+
+def _swapped_store(b: Builder, p: BufferPlan, swap: Swap, desc: DlpTarget) -> bool:
+    """Store p's tile (one index of the swap's axis: its rows of the next dimension) into
+    the swap's `dst` as one strided DMA; False where the tile is not of that form."""
+    shape = shape_of(swap.src)
+    a, rows = shape[swap.axis], shape[swap.axis + 1]
+    inner = math.prod(shape[swap.axis + 2 :])
+    if p.dim != swap.axis or (inner * p.elt_bytes) % desc.dma_align:
+        return False
+    item = b.v(arith.DivSIOp(p.base, b.c(rows * inner)))
+    row = b.v(arith.DivSIOp(b.v(arith.RemSIOp(p.base, b.c(rows * inner))), b.c(inner)))
+    at = b.add(b.mul(row, b.c(a * inner)), b.mul(item, b.c(inner)))
+    segments = b.v(arith.DivSIOp(p.count, b.c(inner)))
+    b.op(
+        dlp.MemcpyStridedAsyncOp(
+            swap.dst, at, p.local, p.slot, b.c(inner), segments, b.c(a * inner), b.c(inner)
+        )
+    )
+    return True

@@ -1068,14 +1068,31 @@ def lower_module(
     prepared = {k: _prepare(k, desc, double_buffer, multicore, intrinsics) for k in kernels}
     plans = {k: plan for k, (direct, plan) in prepared.items() if plan is not None}
     done: set[KernelOp] = set()
-    for run in _dlp_fuse.chains(kernels, plans) if intrinsics and fuse else []:
+    chains = [
+        fused
+        for run in (_dlp_fuse.chains(kernels, plans) if intrinsics and fuse else [])
         for fused in _dlp_fuse.segments(
             run, plans, desc, multicore, lambda k: _flops(k.block), _estimate
-        ):
-            new = _dlp_fuse.build_chain(fused, KernelLowering)
-            _dlp_fuse.place(fused, new)
-            cse(new)
-            done.update(fused.kernels)
+        )
+    ]
+    fused_kernels = {k for fused in chains for k in fused.kernels}
+    swaps = {  # (copies a chain may store itself: the head merge)
+        v: s for v, s in _dlp_fuse.swaps(kernels).items() if s.kernel not in fused_kernels
+    }
+    for fused in chains:
+        new = _dlp_fuse.build_chain(fused, KernelLowering, swaps)
+        _dlp_fuse.place(fused, new)
+        cse(new)
+        done.update(fused.kernels)
+        for swap in {id(s): s for s in fused.swapped}.values():
+            swap.kernel.detach()
+            swap.kernel.erase()
+            done.add(swap.kernel)
+            alloc = swap.dst.owner  # (allocated after the chain's last member: before it now)
+            block = new.parent_block()
+            if isinstance(alloc, memref.AllocOp) and block is not None and alloc.parent is block:
+                alloc.detach()
+                block.insert_op_before(alloc, new)
     for kernel in kernels:
         if kernel in done:
             continue

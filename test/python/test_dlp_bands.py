@@ -148,3 +148,31 @@ def test_many_rows_are_not_banded(tmp_path):
     ((tasks, _),) = kernels(module).values()
     assert tasks == 16
     matches_reference(model, module)
+
+
+MERGE = """model m(q: f32[1, {h}, 16, 16], k: f32[1, {h}, 16, 16], v: f32[1, {h}, 16, 16]) {{
+  let s = matmul(q, k, transpose_b=true) * (1 / 4)
+  let a = softmax(s, axis=-1) @ v
+  return {ret}
+}}
+"""
+
+
+def test_head_merge_stored_by_the_attention_chain(tmp_path):
+    # the merge (heads and rows swapped) is the chain's own strided store: one kernel
+    ret = "transpose(a, perm=[0, 2, 1, 3])"
+    model, module, ops = lowered(tmp_path, MERGE.format(h=4, ret=ret))
+    assert len(kernels(module)) == 1
+    assert ops["dlp.memcpy_strided_async"] == 1
+    matches_reference(model, module)
+
+
+def test_head_merge_kept_when_the_heads_are_read_again(tmp_path):
+    # a is an output as well: the chain stores it, the merge copies it
+    ret = "a, transpose(a, perm=[0, 2, 1, 3])"
+    model, module, _ = lowered(tmp_path, MERGE.format(h=2, ret=ret))
+    assert len(kernels(module)) == 2
+    inputs, weights = dlpc.api.random_inputs(model), dlpc.api.check_weights(model)
+    outs = compile_dlp(module, name="m")(*inputs, params=weights)
+    for out, ref in zip(outs, dlpc.api.reference(model, inputs)):
+        np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5)
