@@ -28,8 +28,14 @@ the nest's loops + a constant (no loop outside the nest), its others do not move
 `w`, X's rows are at least 16 long; K does not move with `w` 4) C, X and K are distinct
 buffers.  Guarantees (`loop-slide-rows`): the nest is replaced by two trip-1 loops at its
 place, one marked `dlpc.cpp_if = "defined(__AVX512F__)"` holding straight-line code, the
-other `"!defined(__AVX512F__)"` holding the nest unchanged (its loops renamed fresh). In
-the straight-line code every distinct K element loaded and broadcast once, every input row's vectors
+other `"!defined(__AVX512F__)"` holding the nest unchanged (its loops renamed fresh).
+Where the loop around the nest (the tile loop) holds only a setup writing its own local
+buffers (the accumulator tile, zeroed), the nest, and an epilogue writing nothing the
+setup or the nest reads, and the nest fills fewer than `MERGE_VECTORS` accumulator
+vectors, `m` consecutive tiles are merged instead: under the AVX-512 condition a tile
+loop stepping m times as far runs the m setups, one straight-line code for the m nests
+(a row two tiles read loaded once), the m epilogues; under the other, the tile loop as
+it was. In the straight-line code every distinct K element loaded and broadcast once, every input row's vectors
 loaded once (at 0, 16, ..., the last one clamped to end at the row's end: in bounds),
 each tap's window either such a vector or a shuffle of two, every C vector loaded once
 before its first multiply-add and stored once after the last. The iterations are
@@ -74,6 +80,7 @@ from dlpc.passes.schedule._common import (
     affine_range,
     block_of,
     child_loop,
+    const,
     depends_on,
     emit_affine,
     erase,
@@ -91,6 +98,10 @@ SLIDE = "dlpc.slide"  # the mark `tensorize ... slide` leaves on the nest's head
 # through memory on AVX2: 8x slower than the scalar nest)
 CPP_IF = "dlpc.cpp_if"
 VECTOR_ISA = "defined(__AVX512F__)"
+# accumulator vectors of a tile on AVX-512: consecutive tiles of fewer are merged into one
+# (`_merged`: the rows two tiles both read loaded once; 16 of the 32 zmm registers, the
+# rest for the row's vectors, windows and weights)
+MERGE_VECTORS = 16
 
 
 class SlideShapeError(ScheduleError):
@@ -311,73 +322,199 @@ class _Emitter:
         return self.once(("k", buf, tuple(_key(f) for f in forms)), make)
 
 
-def _order(points: list[dict], nest: SlideNest, acc: list[Affine], x: list[Affine]) -> list[dict]:
-    """The iterations grouped by X's row where each C vector then still receives its
-    terms in the nest's order (its rows non-decreasing along the nest), else as is."""
+def _row(x: list[Affine], env: dict) -> tuple:
+    return tuple(_at(f, env).const for f in x[:-1])
 
-    def row(env):
-        return tuple(_at(f, env).const for f in x[:-1])
 
+def _order(points: list[tuple]) -> list[tuple]:
+    """The iterations (forms, env) grouped by X's row where each C vector then still
+    receives its terms in the nest's order (its rows non-decreasing along the nest), else
+    as they are."""
     seen: dict = {}
-    for env in points:
-        target = tuple(_key(_at(f, env)) for f in acc)
-        if seen.get(target, row(env)) > row(env):
+    for forms, env in points:
+        target = (forms.c, tuple(_key(_at(f, env)) for f in forms.acc))
+        row = _row(forms.x, env)
+        if seen.get(target, row) > row:
             return points
-        seen[target] = row(env)
-    return sorted(points, key=row)  # (stable: the nest's order within a row)
+        seen[target] = row
+    return sorted(points, key=lambda p: _row(p[0].x, p[1]))  # (stable)
+
+
+@dataclass
+class _Forms:
+    nest: SlideNest
+    c: SSAValue  # C
+    acc: list[Affine]
+    x: list[Affine]
+    k: list[Affine]
+
+
+def _emit(vec: ForOp, heads: list[ForOp], what: str) -> None:
+    """Straight-line vector code for the nests `heads` head (the same X, K) into `vec`'s
+    body, their loop-invariant index parts computed before `vec`; the nests erased."""
+    points: list[tuple] = []
+    for head in heads:
+        nest = match(head, what)
+        inner = {lp.induction_var for lp in nest.loops}
+        hoisted: dict[SSAValue, SSAValue] = {}
+
+        def hoist(value: SSAValue, head=head, hoisted=hoisted) -> SSAValue:
+            """`value` (moving with no loop of the nest) computed before `vec`: its ops
+            inside the nest (index arithmetic sunk there) cloned there."""
+            op = value.owner
+            if not isinstance(op, Operation) or not head.is_ancestor(op):
+                return value
+            if value not in hoisted:
+                operands = {v: hoist(v) for v in op.operands}
+                clone = op.clone(value_mapper=operands)
+                block_of(vec).insert_op_before(clone, vec)
+                hoisted[value] = clone.results[op.results.index(value)]
+            return hoisted[value]
+
+        acc, x, k = (_forms(op, what, inner, hoist) for op in (nest.acc, nest.x, nest.k))
+        forms = _Forms(nest, nest.store.memref, acc, x, k)
+        chain, w = nest.loops[:-1], nest.loops[-1]
+        ranges = [range(lp.lower, lp.upper, lp.stride) for lp in chain]
+        ivs = [lp.induction_var for lp in chain]
+        # (the vectorized loop at 0: a window's or C vector's first lane)
+        for p in itertools.product(*ranges):
+            points.append((forms, {**dict(zip(ivs, p, strict=True)), w.induction_var: 0}))
+    first = points[0][0].nest
+    em = _Emitter(vec.block, first)
+    sums: dict = {}  # C vector -> (C, its indices, its running sum)
+    for forms, env in _order(points):
+        nest = forms.nest
+        kv = em.splat(nest.k.memref, [_at(f, env) for f in forms.k])
+        row = [_at(f, env) for f in forms.x[:-1]]
+        extent = memref_type(nest.x.memref).get_shape()[-1]
+        for q in range(0, nest.loops[-1].trip_count, LANES):
+            xv = em.window(nest.x.memref, row, _at(forms.x[-1], env).const + q, extent)
+            c = [_at(f, env) for f in forms.acc[:-1]]
+            c.append(_at(forms.acc[-1], env).add(Affine(q, {})))
+            key = (forms.c, tuple(_key(f) for f in c))
+            if key not in sums:
+                sums[key] = (forms.c, c, em.load(forms.c, c))
+            prod = em.put(arith.MulfOp(xv, kv) if nest.x_first else arith.MulfOp(kv, xv))
+            old = sums[key][2]
+            new = em.put(arith.AddfOp(old, prod) if nest.acc_first else arith.AddfOp(prod, old))
+            sums[key] = (forms.c, c, new)
+    for buf, c, value in sums.values():
+        vec.block.add_op(vector.StoreOp(value, buf, em.indices(c)))
+    for head in heads:
+        erase(head)
 
 
 def rewrite(head: ForOp, what: str) -> None:
-    """Replace the nest `head` heads by straight-line vector code (module docstring)."""
+    """Replace the nest `head` heads by the vector code and the nest (module docstring);
+    on AVX-512 `MERGE_VECTORS` accumulators' worth of consecutive tiles in one (`_merged`)."""
     nest = match(head, what)
-    chain, w = nest.loops[:-1], nest.loops[-1]
-    inner = {lp.induction_var for lp in nest.loops}
-    hoisted: dict[SSAValue, SSAValue] = {}
-
-    def hoist(value: SSAValue) -> SSAValue:
-        """`value` (moving with no loop of the nest) computed before the nest: its ops
-        inside the nest (index arithmetic sunk there) cloned before `head`."""
-        op = value.owner
-        if not isinstance(op, Operation) or not head.is_ancestor(op):
-            return value
-        if value not in hoisted:
-            operands = {v: hoist(v) for v in op.operands}
-            clone = op.clone(value_mapper=operands)
-            block_of(head).insert_op_before(clone, head)
-            hoisted[value] = clone.results[op.results.index(value)]
-        return hoisted[value]
-
-    acc, x, k = (_forms(op, what, inner, hoist) for op in (nest.acc, nest.x, nest.k))
-    extent = memref_type(nest.x.memref).get_shape()[-1]
-    ranges = [range(lp.lower, lp.upper, lp.stride) for lp in chain]
-    ivs = [lp.induction_var for lp in chain]
-    # (the vectorized loop at 0: a window's or C vector's first lane)
-    points = [
-        {**dict(zip(ivs, p, strict=True)), w.induction_var: 0} for p in itertools.product(*ranges)
-    ]
+    tile = head.parent_op()
+    merged = _merged(tile, head, nest, what) if isinstance(tile, ForOp) else None
+    if merged is not None:
+        return
     vec = ForOp(0, 1, 1, name=head.kernel().fresh_loop_name(f"{head.loop_name}_v{LANES}"))
     block_of(head).insert_op_before(vec, head)
     rows = _scalar_copy(head)
-    em = _Emitter(vec.block, nest)
-    sums: dict = {}  # C vector -> (its indices, its running sum)
-    for env in _order(points, nest, acc, x):
-        kv = em.splat(nest.k.memref, [_at(f, env) for f in k])
-        row = [_at(f, env) for f in x[:-1]]
-        for q in range(0, w.trip_count, LANES):
-            xv = em.window(nest.x.memref, row, _at(x[-1], env).const + q, extent)
-            c = [_at(f, env) for f in acc[:-1]] + [_at(acc[-1], env).add(Affine(q, {}))]
-            key = tuple(_key(f) for f in c)
-            if key not in sums:
-                sums[key] = (c, em.load(nest.store.memref, c))
-            prod = em.put(arith.MulfOp(xv, kv) if nest.x_first else arith.MulfOp(kv, xv))
-            old = sums[key][1]
-            new = em.put(arith.AddfOp(old, prod) if nest.acc_first else arith.AddfOp(prod, old))
-            sums[key] = (c, new)
-    for c, value in sums.values():
-        vec.block.add_op(vector.StoreOp(value, nest.store.memref, em.indices(c)))
+    _emit(vec, [head], what)
     vec.annotate(CPP_IF, VECTOR_ISA)
     rows.annotate(CPP_IF, f"!{VECTOR_ISA}")
-    erase(head)
+
+
+def _stores(ops) -> set[SSAValue]:
+    return {
+        op.operands[1]
+        for top in ops
+        for op in top.walk()
+        if isinstance(op, memref.StoreOp | vector.StoreOp)
+    }
+
+
+def _loads(ops) -> set[SSAValue]:
+    return {op.operands[0] for top in ops for op in top.walk() if isinstance(op, memref.LoadOp)}
+
+
+def _merged(tile: ForOp, head: ForOp, nest: SlideNest, what: str) -> ForOp | None:
+    """Where the nest fills few accumulators, `m` consecutive iterations of the tile loop
+    around it as one on AVX-512 (a tile loop stepping m times as far, the m copies' setup
+    first, one vector code for their m nests sharing the rows they read, then their
+    epilogues), the tile loop as it was beside it for other compilers; None (nothing
+    changed) where the tile's body is not `setup, nest, epilogue` with the setup writing
+    only its own local buffers and the epilogue writing nothing the setup or the nest
+    reads, or no m > 1 fits."""
+    from dlpc.passes.schedule.nest import largest_divisor
+
+    body = list(tile.block.ops)
+    at = body.index(head)
+    pre, post = body[:at], body[at + 1 :]
+    local = {op.results[0] for op in pre if isinstance(op, memref.AllocaOp)}
+    plain = all(
+        isinstance(op, memref.AllocaOp | ForOp) or (op.dialect_name() == "arith" and not op.regions)
+        for op in pre + post
+    )
+    acc_vectors = len(
+        {
+            tuple(_key(_at(f, env)) for f in _forms(nest.acc, what, set(), _same))
+            for env in _points(nest)
+        }
+    ) * (nest.loops[-1].trip_count // LANES)
+    m = largest_divisor(tile.trip_count, max(1, MERGE_VECTORS // max(1, acc_vectors)))
+    if (
+        m < 2
+        or not plain
+        or tile.parallel is not None
+        or tile.unroll is not None
+        or not _stores(pre) <= local
+        or _stores(post) & (_loads(pre) | _loads([head]) | {nest.x.memref, nest.k.memref})
+    ):
+        return None
+    kernel = tile.kernel()
+    scalar = tile.clone()
+    block_of(tile).insert_op_before(scalar, tile)
+    for lp in [op for op in scalar.walk() if isinstance(op, ForOp)]:
+        lp.attributes.pop(SLIDE, None)
+        lp.attributes["name"] = StringAttr(kernel.fresh_loop_name(loop_name(lp)))
+    big = ForOp(
+        tile.lower,
+        tile.upper,
+        tile.stride * m,
+        name=kernel.fresh_loop_name(f"{loop_name(tile)}_v{LANES}"),
+    )
+    block_of(tile).insert_op_before(big, tile)
+    mappers = []
+    for j in range(m):
+        step = const(j * tile.stride)
+        iv = arith.AddiOp(big.induction_var, step.result)
+        big.block.add_ops([step, iv])
+        mappers.append({tile.induction_var: iv.result})
+    for j in range(m):
+        for op in pre:
+            big.block.add_op(op.clone(value_mapper=mappers[j]))
+    vec = ForOp(0, 1, 1, name=kernel.fresh_loop_name(f"{head.loop_name}_v{LANES}"))
+    big.block.add_op(vec)
+    heads = []
+    for j in range(m):
+        clone = head.clone(value_mapper=mappers[j])
+        big.block.add_op(clone)
+        heads.append(clone)
+    for j in range(m):
+        for op in post:
+            big.block.add_op(op.clone(value_mapper=mappers[j]))
+    _emit(vec, heads, what)
+    for lp in [op for op in big.walk() if isinstance(op, ForOp) and op not in (big, vec)]:
+        lp.attributes["name"] = StringAttr(kernel.fresh_loop_name(loop_name(lp)))
+    big.annotate(CPP_IF, VECTOR_ISA)
+    scalar.annotate(CPP_IF, f"!{VECTOR_ISA}")
+    erase(tile)
+    return big
+
+
+def _points(nest: SlideNest) -> list[dict]:
+    chain, w = nest.loops[:-1], nest.loops[-1]
+    ranges = [range(lp.lower, lp.upper, lp.stride) for lp in chain]
+    ivs = [lp.induction_var for lp in chain]
+    return [
+        {**dict(zip(ivs, p, strict=True)), w.induction_var: 0} for p in itertools.product(*ranges)
+    ]
 
 
 def _scalar_copy(head: ForOp) -> ForOp:

@@ -7,10 +7,10 @@
 // CHECK-NEXT:   loop.for %r2 = 0 to 3 step 1 {name = "r2", reduction, unroll = 3} {
 // CHECK-NEXT:     loop.for %hi = 0 to 2 step 1 {name = "hi", unroll = 2} {
 // CHECK-NEXT:       loop.for %w = 0 to 16 step 1 {name = "w", vectorize} {
-// ROWS:       {name = "r1_v16", dlpc.cpp_if = "defined(__AVX512F__)"}
-// ROWS-COUNT-18: arith.mulf %{{.*}}, %{{.*}} : vector<16xf32>
+// ROWS:       {name = "ho.1", dlpc.cpp_if = "!defined(__AVX512F__)"}
+// ROWS:       {name = "ho_v16", dlpc.cpp_if = "defined(__AVX512F__)"}
+// ROWS-COUNT-36: arith.mulf %{{.*}}, %{{.*}} : vector<16xf32>
 // ROWS-NOT:   arith.mulf
-// ROWS:       {name = "r1_scalar", dlpc.cpp_if = "!defined(__AVX512F__)"}
 func.func @main(%X: memref<6x18xf32>, %K: memref<3x3xf32>, %C: memref<4x16xf32>) {
   loop.kernel "dw" {
     loop.for %ho = 0 to 4 step 2 {name = "ho"} {
