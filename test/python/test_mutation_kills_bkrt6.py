@@ -645,3 +645,70 @@ def test_a_failed_host_step_is_one_line_naming_it(monkeypatch):
         DlpcError, match=r"^error: opencl: kernel '\w+' failed: clEnqueueNDRangeKernel -52$"
     ):
         compiled(np.array(False), a)
+
+
+# --------------------------------------------- seed 45's survivors (written after it)
+
+
+def test_the_source_digest_reads_the_compilers_sources_only(monkeypatch, tmp_path):
+    """source_digest (the warm-compile key's part for dlpc itself) over a stand-in package:
+    every source file counts, by path and content; tests, benchmarks, examples, docs,
+    caches, build output and hidden directories do not, nor do other suffixes (seed 45's
+    artifact.py:64, `and` -> `or`: test/ and .git/ were read too)."""
+    from dlpc.backends.runtime import artifact
+
+    root = tmp_path / "pkg"
+    for rel in ("api.py", "passes/a.py", "backends/runtime/fastcall.c", "targets/t.toml"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(f"# {rel}\n")
+    monkeypatch.setattr(artifact, "PACKAGE_ROOT", root)
+
+    def digest() -> str:
+        artifact.source_digest.cache_clear()
+        return artifact.source_digest()
+
+    try:
+        base = digest()
+        for rel in [f"{d}/x.py" for d in sorted(artifact.NOT_SOURCE)] + [
+            ".git/hooks/x.py",
+            ".venv/x.py",
+            "passes/.hidden/x.py",
+            "passes/notes.md",
+            "passes/a.pyc",
+        ]:
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text("ignored\n")
+            assert digest() == base, rel
+        for rel in ("passes/a.py", "backends/runtime/fastcall.c", "targets/t.toml"):
+            old = (root / rel).read_text()
+            (root / rel).write_text(old + "# edited\n")
+            assert digest() != base, rel
+            (root / rel).write_text(old)
+            assert digest() == base
+        (root / "passes/new.lark").write_text("start: x\n")
+        assert digest() != base
+    finally:
+        monkeypatch.undo()
+        artifact.source_digest.cache_clear()
+
+
+def test_a_device_without_svm_capabilities_gets_device_buffers(monkeypatch):
+    """A device that reports no SVM capabilities (OpenCL 1.x: the query raises) gets no
+    SVM arguments: every input and output keeps its device buffer (seed 45's
+    opencl_rt.py:1219, `fine = False` -> `True`)."""
+    pytest.importorskip("pyopencl")
+    import types
+
+    import dlpc
+    from dlpc.model import Model
+
+    f = dlpc.compile(Model(parse_module(TANH_SRC)), target="opencl").artifact
+    module = parse_module(TANH_SRC)
+
+    class OldDevice:
+        @property
+        def svm_capabilities(self):
+            raise AttributeError("svm_capabilities")
+
+    monkeypatch.setattr(f, "ctx", types.SimpleNamespace(devices=[OldDevice()]))
+    assert f._svm_arguments(module) == {}
