@@ -739,6 +739,8 @@ def _layout_free_args(op: Operation) -> dict:
         return {"axes": op.reduced_axes(), "keepdims": op.keepdims}
     if isinstance(op, graph.ReshapeOp):
         return {"shape": op.out_shape}
+    if isinstance(op, graph.BroadcastOp):  # (its symbolic dims, not the property's `?`)
+        return {"shape": op.shape}
     if isinstance(op, graph.TransposeOp):
         return {"perm": op.permutation()}
     if isinstance(op, graph.SliceOp):

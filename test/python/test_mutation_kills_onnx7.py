@@ -1502,3 +1502,24 @@ def test_a_nan_is_the_extreme_for_hardmax_argmax_and_argmin(op, attrs):
     """A NaN is picked first (numpy's argmax / argmin, onnx's reference); onnxruntime skips
     NaNs instead, so onnx's reference is the oracle here."""
     check(Case(op, [("x", NANS)], **attrs), oracle="onnx")
+
+
+def test_a_symbolic_broadcast_runs_on_the_numpy_target():
+    """ConstantOfShape over a symbolic dim (a graph.broadcast whose shape is `?` plus
+    `sym_shape`) compiled once for the numpy target and called at two lengths: the
+    emitted broadcast takes the symbol's value (it took the `?` marker and numpy raised
+    'all elements of broadcast shape must be non-negative')."""
+    from onnx import TensorProto
+
+    import dlpc
+
+    fill = helper.make_tensor("v", TensorProto.FLOAT, [1], [2.0])
+    tail = [
+        helper.make_node("ConstantOfShape", ["nn"], ["ones"], value=fill),
+        helper.make_node("Trilu", ["ones"], ["tri"], upper=0),
+        helper.make_node("MatMul", ["x", "tri"], ["y"]),
+    ]
+    f = dlpc.compile(load_model(_symbolic_model(tail)), target="numpy")
+    for n in (3, 5):
+        x = f32(2, n)
+        np.testing.assert_allclose(f(x)[0], x @ np.tril(np.full((n, n), 2.0, np.float32)))
