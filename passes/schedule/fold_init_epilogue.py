@@ -88,8 +88,7 @@ def _perfect_nest(top: ForOp, shape: tuple[int, ...]) -> tuple[list[ForOp], Bloc
         # a loop over a symbolic extent, or any loop of a short binding's static kernel
         # (loop-short-extents' `dlpc.short`), may stop short of its buffer's dim: past it
         # lies padding no result reads
-        short = "dlpc.extent" in loop.attributes or "dlpc.short" in top.kernel().attributes
-        if loop.upper != dim and not (short and loop.upper < dim):
+        if loop.upper != dim and not (loop.upper < dim and _may_stop_short(loop)):
             return None
         loops.append(loop)
         inner = [op for op in loop.block.ops if isinstance(op, ForOp)]
@@ -99,6 +98,16 @@ def _perfect_nest(top: ForOp, shape: tuple[int, ...]) -> tuple[list[ForOp], Bloc
         if len(inner) != 1 or rest:
             return None
         loop = inner[0]
+
+
+def _may_stop_short(loop: ForOp) -> bool:
+    """Whether `loop` runs over a symbolic extent or sits in a `dlpc.short` kernel."""
+    if "dlpc.extent" in loop.attributes:
+        return True
+    op = loop.parent_op()
+    while op is not None and not isinstance(op, KernelOp):
+        op = op.parent_op()
+    return op is not None and "dlpc.short" in op.attributes
 
 
 def _indexed_by(op: memref.LoadOp | memref.StoreOp, loops: list[ForOp]) -> bool:
