@@ -835,3 +835,58 @@ def test_a_symbolic_programs_short_bindings_by_default_and_given():
     given = dlpc.compile(model, target="c", short=[{"S": 2}])
     stats = _short_calls(given, model, [(1, 2), (2, 2), (1, 3)])
     assert stats["short"] == 2 and stats["compiles"] == 1
+
+
+# ---- written after the api seed-47 draw (on 430dba4), for its survivors ------------------------
+
+
+def test_the_evolutionary_proposals_cross_over_only_between_two_good_points(tmp_path, monkeypatch):
+    """A proposal mutates one of the four best measured points, crossed with another
+    first (30 %) only when there are two or more (api seed 47's survivor search.py:143,
+    `len(good) > 1` -> `<= 1`: a lone point was crossed with itself)."""
+    from dlpc.tune.measure import Result
+
+    tuner, _ = _fake_tuner(tmp_path, iter([Result(True, 1e-3)] * 4), pool=16)
+    (task,) = tuner.tasks
+    space = task.space
+    crossed = []
+    real = type(space).crossover
+
+    def counting(self, a, b, rng):
+        crossed.append((a, b))
+        return real(self, a, b, rng)
+
+    monkeypatch.setattr(type(space), "crossover", counting)
+    one = [(space.default(), 1e-3)]
+    assert len(tuner._proposals(task, one, iter(()))) == 16
+    assert crossed == []
+    points = [space.sample(tuner.rng) for _ in range(3)]
+    three = [(p, 1e-3 * (k + 1)) for k, p in enumerate(points)]
+    assert tuner._proposals(task, three, iter(()))  # (inconsistent points dropped)
+    assert crossed and all(a in points and b in points for a, b in crossed)
+
+
+def test_relu6_is_a_clip_from_0_to_6():
+    """The builder's one sugar op, against numpy (api seed 47's survivor builder.py:109,
+    relu6's min 0.0 -> 1.0: no test of the area built one)."""
+    from dlpc.model import Model
+
+    gb = GraphBuilder("r6")
+    x = gb.input("x", [5], "f32")
+    gb.output(gb.op("relu6", x))
+    a = np.array([-2.0, 0.5, 3.0, 6.0, 9.0], np.float32)
+    (y,) = dlpc.compile(Model(gb.module(), {}, "r6"), target="numpy")(a)
+    np.testing.assert_array_equal(y, np.clip(a, 0.0, 6.0))
+    assert "graph.clip" in str(gb.module())
+
+
+def test_a_result_index_past_the_return_has_no_producer():
+    """check.result_producer on a graph function: "?" for every index past the return's
+    operands (api seed 47's survivor check.py:163, `k < len` -> `k is not len`: past it
+    by two it indexed out of range)."""
+    from dlpc.passes import check, pipeline
+
+    fn = pipeline.parse_module(SUB).body.block.first_op
+    assert check.result_producer(fn, 0) == "graph.sub"
+    assert check.result_producer(fn, 1) == "?"
+    assert check.result_producer(fn, 3) == "?"
