@@ -890,3 +890,24 @@ def test_a_result_index_past_the_return_has_no_producer():
     assert check.result_producer(fn, 0) == "graph.sub"
     assert check.result_producer(fn, 1) == "?"
     assert check.result_producer(fn, 3) == "?"
+
+
+def test_a_loaded_state_restores_the_epoch_and_one_without_keeps_it(tmp_path):
+    """`trainer.epoch` travels in the state (api seed 47's survivor train.py:460,
+    `epoch is not None` -> `is None`: a saved epoch was dropped, a state without one
+    failed)."""
+    from dlpc.passes.train import optim
+
+    trained = _trainer(tmp_path, optim.SGD(lr=0.1))
+    trained.fit(np.tile(X, (2, 1)), np.tile(Y, 2), epochs=2, shuffle=False)
+    assert trained.epoch == 2
+    state = trained.state
+    assert int(state["trainer.epoch"]) == 2
+    fresh = _trainer(tmp_path, optim.SGD(lr=0.1))
+    fresh.load(state)
+    assert fresh.epoch == 2
+    np.testing.assert_array_equal(fresh.weights["fc.bias"], trained.weights["fc.bias"])
+    del state["trainer.epoch"]
+    fresh.epoch = 5
+    fresh.load(state)
+    assert fresh.epoch == 5
