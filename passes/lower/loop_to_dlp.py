@@ -1060,13 +1060,21 @@ def lower_module(
     and so do runs of independent direct copies (_dlp_copy.sibling_runs)."""
     from xdsl.transforms.common_subexpression_elimination import cse
 
-    from dlpc.passes.lower import _dlp_commute, _dlp_copy, _dlp_fuse
+    from dlpc.passes.lower import _dlp_columns, _dlp_commute, _dlp_copy, _dlp_fuse
 
     kernels = [k for k in module.walk() if isinstance(k, KernelOp)]
     if intrinsics and fuse:  # a conv's bias and ReLU on its max pool's (fewer) outputs
         _dlp_commute.commute(kernels)
     prepared = {k: _prepare(k, desc, double_buffer, multicore, intrinsics) for k in kernels}
-    plans = {k: plan for k, (direct, plan) in prepared.items() if plan is not None}
+    columns = {}  # linears over a few rows split by output columns where that is cheaper
+    for k, (direct, plan) in prepared.items() if multicore and intrinsics else []:
+        c = _dlp_columns.match(k) if plan is not None and direct is None else None
+        got = _dlp_columns.choose(c, desc) if c is not None else None
+        if c is not None and got is not None and got < _estimate(plan, _flops(k.block)):  # type: ignore[arg-type]
+            columns[k] = c
+    plans = {
+        k: plan for k, (direct, plan) in prepared.items() if plan is not None and k not in columns
+    }
     done: set[KernelOp] = set()
     chains = [
         fused
@@ -1097,7 +1105,10 @@ def lower_module(
         if kernel in done:
             continue
         direct, plan = prepared[kernel]
-        new = direct if direct is not None else KernelLowering(plan).build()  # type: ignore[arg-type]
+        if kernel in columns:
+            new = _dlp_columns.build(columns[kernel], desc)
+        else:
+            new = direct if direct is not None else KernelLowering(plan).build()  # type: ignore[arg-type]
         block = kernel.parent_block()
         assert block is not None  # found by walking the module
         block.insert_op_before(new, kernel)
