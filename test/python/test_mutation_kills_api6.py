@@ -911,3 +911,41 @@ def test_a_loaded_state_restores_the_epoch_and_one_without_keeps_it(tmp_path):
     fresh.epoch = 5
     fresh.load(state)
     assert fresh.epoch == 5
+
+
+def test_proposals_mutate_the_four_best_points_and_random_search_never_does(tmp_path, monkeypatch):
+    """Evolutionary proposals mutate (70 %) one of the four best measured points, else
+    draw a fresh one; the random strategy only draws."""
+    from dlpc.tune.measure import Result
+
+    tuner, _ = _fake_tuner(tmp_path, iter([Result(True, 1e-3)] * 4), pool=64)
+    (task,) = tuner.tasks
+    space = task.space
+    mutated = []
+    real = type(space).mutate
+
+    def counting(self, point, rng):
+        mutated.append(point)
+        return real(self, point, rng)
+
+    monkeypatch.setattr(type(space), "mutate", counting)
+    monkeypatch.setattr(type(space), "crossover", lambda self, a, b, rng: dict(a))
+    points = []
+    while len(points) < 6:  # six distinct points, timed 1..6 ms
+        p = space.sample(tuner.rng)
+        if p not in points:
+            points.append(p)
+    measured = [(p, 1e-3 * (k + 1)) for k, p in enumerate(points)]
+    tuner._proposals(task, measured[::-1], iter(()))
+    assert mutated and all(p in points[:4] for p in mutated)
+    assert {tuple(sorted(p.items())) for p in mutated} == {
+        tuple(sorted(p.items())) for p in points[:4]
+    }
+    mutated.clear()
+    tuner._proposals(task, [], iter(()))  # nothing measured: fresh points only
+    assert mutated == []
+    random_tuner, _ = _fake_tuner(
+        tmp_path, iter([Result(True, 1e-3)] * 4), log="r.json", strategy="random"
+    )
+    random_tuner._proposals(random_tuner.tasks[0], measured, iter(()))
+    assert mutated == []
