@@ -41,6 +41,10 @@ Output: one C translation unit:
 - annotations: `parallel` -> `#pragma omp parallel for`, `vectorize` -> `#pragma omp simd`
   (on a reduction loop `#pragma omp simd reduction(+:acc)` when its accumulator update
   is recognised, `#pragma GCC ivdep` otherwise), `unroll = N` -> `#pragma GCC unroll N`;
+- one OpenMP region per call where @main's kernels allow it (`team_region`): on a team
+  of more than one thread, `dlpc_main` runs its kernels in `#pragma omp parallel`, each
+  kernel whose parallel loop the team shares as a copy (`kernel_X_team`, the loop an
+  `omp for`), each serial kernel in `omp single`; on one thread the calls as above;
 - memrefs are row-major and contiguous; a 0-d `memref.alloca` inside a kernel is a scalar
   local (the reduction accumulator), other allocations inside kernels are stack arrays
   (heap above 64 KiB; if that fails the kernel returns 1 to `dlpc_main`, or aborts with
@@ -364,6 +368,13 @@ static inline int dlpc_parallel(void)
 #ifndef _OPENMP
 static inline int dlpc_parallel(void) { return 0; }
 #endif
+/* in dlpc_main's team region (`team_region`): whether this is its first thread */
+#ifdef _OPENMP
+static inline int dlpc_team_first(void) { return omp_get_thread_num() == 0; }
+#endif
+#ifndef _OPENMP
+static inline int dlpc_team_first(void) { return 1; }
+#endif
 """
 
 # vector<16xf32> values (`loop-slide-rows`' sliding windows): GCC's vector extension, 4-byte
@@ -373,7 +384,8 @@ VECTOR_TYPES = """
 typedef float dlpc_v16f __attribute__((vector_size(64), aligned(4)));
 #if defined(__clang__) || __GNUC__ >= 12
 #define DLPC_SHUFFLE16(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
-#else
+#endif
+#if !defined(__clang__) && __GNUC__ < 12
 typedef int32_t dlpc_v16i __attribute__((vector_size(64)));
 #define DLPC_SHUFFLE16(a, b, ...) __builtin_shuffle(a, b, (dlpc_v16i){__VA_ARGS__})
 #endif
@@ -539,6 +551,12 @@ class FunctionWriter:
         self.arena_name = ""  # @main: the memory plan's arena, released before returning
         self.may_fail = False  # a kernel with a heap allocation it can return from: int
         self.parallel_depth = 0  # OpenMP parallel loops around the op being emitted
+        # the copy of a kernel that dlpc_main's team runs (`team_kind` "loop"): its
+        # parallel loop a worksharing loop of that team; @main: the op its team region
+        # opens at, and whether the calls being emitted are inside it
+        self.team_loop = False
+        self.team_start: Operation | None = None
+        self.in_team = False
 
     # ---- helpers -------------------------------------------------------------
     def line(self, text: str) -> None:
@@ -899,6 +917,37 @@ class FunctionWriter:
                 self.frees[op.memref] = name  # freed by memref.dealloc or at function end
         self.buffers[op.memref] = Buffer(name, shape)
 
+    def team_block(self, block: Block, start: Operation) -> None:
+        """@main's `block` with its ops from `start` on (`team_region`) twice: in one
+        OpenMP region when the team would have more than one thread (`dlpc_parallel()`),
+        each thread running every kernel call (a kernel's parallel loop shared, a serial
+        kernel by one thread; the DLPC_PROFILE timers on the first thread, after each
+        kernel's closing barrier), else the calls as without a region."""
+        ops = list(block.ops)
+        at = ops.index(start)
+        self.scopes.append([])
+        for op in ops[:at]:
+            self.op(op)
+        self.line("if (dlpc_parallel()) {")
+        self.depth += 1
+        self.pragma("omp parallel")
+        self.line("{")
+        self.depth += 1
+        self.in_team = True
+        for op in ops[at:]:
+            self.op(op)
+        self.in_team = False
+        self.depth -= 1
+        self.line("}")
+        self.depth -= 1
+        self.line("} else {")
+        self.depth += 1
+        for op in ops[at:]:
+            self.op(op)
+        self.depth -= 1
+        self.line("}")
+        self.close_scope()
+
     def loop(self, op: ForOp) -> None:
         iv = self.names.fresh(op.loop_name or op.induction_var.name_hint, "i")
         self.expr[op.induction_var] = iv
@@ -978,6 +1027,14 @@ class FunctionWriter:
         vectorize = op.vectorize is not None
         if unroll > 1:
             self.line(c_comment(f"unroll {unroll} dropped: not expressible on an OpenMP loop"))
+        if self.team_loop:
+            # every thread of dlpc_main's team reaches this loop (`team_kind`) and takes
+            # its share; the implicit barrier at its end orders the next kernel
+            self.pragma("omp for simd" if vectorize else "omp for")
+            self.parallel_depth += 1
+            self.for_(op, iv)
+            self.parallel_depth -= 1
+            return
         if vector_work(op) >= ONE_BODY_MIN_WORK and not runtime_bounded(op):
             omp = "omp parallel for simd" if vectorize else "omp parallel for"
             self.line("{")  # (a block of its own, as the two-copy form)
@@ -1088,6 +1145,98 @@ class FunctionWriter:
                 self.op(inner)
         self.close_scope()
         self.depth -= 1
+
+
+# dlpc_main's kernels run in one OpenMP region per call where they can
+# (docs/design/schedules.md#two-threads: a fork and a join per kernel cost more than
+# a barrier, and each kernel's threads start where the last left off): `team_region`
+# says where it opens, `team_kind` how each kernel runs in it.
+# A region needs this many kernels sharing loops in it (one is today's parallel loop)
+TEAM_MIN_KERNELS = 2
+# @main's ops a team region may hold besides its kernels: pointers and constants, which
+# every thread may compute (no allocation, copy or free)
+_TEAM_MAIN_OPS = (
+    memref.ViewOp,
+    memref.ReinterpretCastOp,
+    memref.GetGlobalOp,
+    arith.ConstantOp,
+    func.ReturnOp,
+)
+
+
+def emitted_parallel(op: ForOp) -> bool:
+    """Whether `FunctionWriter.loop` emits `op` as an OpenMP loop (outside another)."""
+    return op.parallel is not None and loop_work(op) >= PARALLEL_MIN_WORK
+
+
+def may_fail(k: KernelOp) -> bool:
+    """Whether kernel `k`'s function may return 1 (`FunctionWriter.alloc`: a heap buffer
+    outside an OpenMP loop)."""
+    for op in k.walk():
+        if isinstance(op, memref.AllocOp | memref.AllocaOp) and not in_omp_loop(op):
+            shape, elt = memref_info(op.memref.type)
+            if shape and math.prod(shape) * size_of(elt) > STACK_LIMIT:
+                return True
+    return False
+
+
+def team_kind(k: KernelOp) -> str | None:
+    """How kernel `k` runs in dlpc_main's team region: "loop" when its body is serial
+    loops and scalar arithmetic around exactly one parallel loop (every thread runs the
+    serial part, which writes nothing, and takes its share of the loop), "single" when
+    it has no parallel loop and cannot fail (one thread runs it, the others wait), else
+    None (no region for its call)."""
+    if not any(isinstance(op, ForOp) and emitted_parallel(op) for op in k.walk()):
+        return None if may_fail(k) else "single"
+    loops: list[ForOp] = []
+
+    def serial_around(block: Block) -> bool:
+        for op in block.ops:
+            if isinstance(op, ForOp) and emitted_parallel(op):
+                loops.append(op)
+            elif isinstance(op, ForOp) and not op.attributes.keys() - _PLAIN_LOOP_ATTRS:
+                if not serial_around(op.block):
+                    return False
+            elif not (op.dialect_name() in ("arith", "math") and not op.regions):
+                return False
+        return True
+
+    return "loop" if serial_around(k.block) and len(loops) == 1 else None
+
+
+# a serial loop around a kernel's parallel loop: its name, nothing the printer treats
+# specially (a `#if` copy, a vectorized or unrolled loop)
+_PLAIN_LOOP_ATTRS = {"name"}
+
+
+def team_region(fn: func.FuncOp) -> Operation | None:
+    """The kernel of @main at which one OpenMP region opens, running every kernel from
+    there to the end of the call (`team_kind`), or None: some op after it is no kernel
+    with a kind and none of `_TEAM_MAIN_OPS`, @main has heap buffers, or fewer than
+    TEAM_MIN_KERNELS kernels share loops."""
+    ops = list(fn.body.block.ops)
+    calls = [op for op in ops if isinstance(op, KernelOp) and PREPARE not in op.attributes]
+    if not calls:
+        return None
+    if any(
+        isinstance(op, memref.AllocOp)
+        and ARENA not in op.attributes
+        and PACKED not in op.attributes
+        for op in fn.walk()
+    ):
+        return None
+    kinds = []
+    for op in ops[ops.index(calls[0]) :]:
+        if isinstance(op, KernelOp):
+            if PREPARE in op.attributes:
+                continue
+            kind = team_kind(op)
+            if kind is None:
+                return None
+            kinds.append(kind)
+        elif not isinstance(op, _TEAM_MAIN_OPS):
+            return None
+    return calls[0] if kinds.count("loop") >= TEAM_MIN_KERNELS else None
 
 
 def runtime_bounded(op: ForOp) -> bool:
@@ -1266,7 +1415,11 @@ static void dlpc_arena_release(unsigned char *arena)
             role = "input" if k < n_in else "param" if k < n_in + len(params) else "output"
             dims = "x".join(str(d) for d in shape) or "scalar"
             doc.append(f"  args[{k}] {role:6} {hint}: {t}[{dims}]")
-        w.block(fn.body.block)
+        w.team_start = team_region(fn)
+        if w.team_start is None:
+            w.block(fn.body.block)
+        else:
+            w.team_block(fn.body.block, w.team_start)
         w.free_heap()
         if w.arena_name:
             w.line(f"dlpc_arena_release({w.arena_name});")
@@ -1308,10 +1461,43 @@ static void dlpc_arena_release(unsigned char *arena)
         return head + "\n" + w.function(c_comment("fills the packed weights"), signature)
 
     def call_kernel(self, caller: FunctionWriter, k: KernelOp) -> None:
-        """Emit `k` as a function (its free values become parameters) and call it."""
+        """Emit `k` as a function (its free values become parameters) and call it; inside
+        @main's team region a kernel whose loop the team shares calls a copy of it whose
+        parallel loop is a worksharing loop (`team_kind`), a serial kernel runs on one
+        thread (`omp single`)."""
+        role = team_kind(k) if caller.in_team else None
+        fname, call_args, fails = self.kernel_function(caller, k, role == "loop")
+        call = f"{fname}({', '.join(call_args)})"
+        if PREPARE in k.attributes:  # in dlpc_prepare: no part of a call's profile
+            caller.line(f"if ({call}) {caller.fail()}" if fails else f"{call};")
+            return
+        if k not in self.called:  # (called twice: in and out of @main's team region)
+            self.called.append(k)
+        index = self.called.index(k)  # its timer under DLPC_PROFILE
+        if caller.in_team and fails:  # (`team_kind` said no: no `return` may leave a region)
+            raise DlpcError(f"error: c backend: kernel '{k.sym}' may fail in a team region")
+        if role == "single":  # one thread of the team; the others wait at its end
+            caller.pragma("omp single")
+            caller.line("{")
+            caller.depth += 1
+        # (a kernel whose loop the team shares: timed on one thread, after its barrier)
+        first = "if (dlpc_team_first()) " if role == "loop" else ""
+        caller.line(f"{first}DLPC_PROF_BEGIN({index});")
+        caller.line(f"if ({call}) {caller.fail()}" if fails else f"{call};")
+        caller.line(f"{first}DLPC_PROF_END({index});")
+        if role == "single":
+            caller.depth -= 1
+            caller.line("}")
+
+    def kernel_function(
+        self, caller: FunctionWriter, k: KernelOp, team: bool
+    ) -> tuple[str, list[str], bool]:
+        """The function of kernel `k` (its team region copy when `team`), emitted unless
+        the same text up to names was: (its name, the call's arguments, whether it may
+        return 1)."""
         free, stored = kernel_uses(k)
-        fname = self.kernel_names[k]
         w = FunctionWriter(self, Scope(self.top.used), f"kernel '{k.sym}'")
+        w.team_loop = team
         params, call_args, names = [], [], []
         shared = may_share_bytes(caller, free)
         for v in free:
@@ -1327,23 +1513,15 @@ static void dlpc_arena_release(unsigned char *arena)
         kind = "int" if w.may_fail else "void"
         key = function_key(kind, params, w.lines, names)
         if key in self.functions:  # the same function up to names: call that one
-            fname = self.functions[key]
-        else:
-            self.functions[key] = fname
-            signature = f"{KERNEL_ATTRIBUTES} static {kind} {fname}({', '.join(params) or 'void'})"
-            self.parts.append(w.function(c_comment(kernel_note(k)), signature))
-            hidden = f"{KERNEL_ATTRIBUTES} {HIDDEN} {kind} {fname}({', '.join(params) or 'void'})"
-            self.split.append((f"{hidden};", w.function(c_comment(kernel_note(k)), hidden)))
-        if PREPARE in k.attributes:  # in dlpc_prepare: no part of a call's profile
-            call = f"{fname}({', '.join(call_args)})"
-            caller.line(f"if ({call}) {caller.fail()}" if w.may_fail else f"{call};")
-            return
-        index = len(self.called)  # its timer under DLPC_PROFILE
-        self.called.append(k)
-        caller.line(f"DLPC_PROF_BEGIN({index});")
-        call = f"{fname}({', '.join(call_args)})"
-        caller.line(f"if ({call}) {caller.fail()}" if w.may_fail else f"{call};")
-        caller.line(f"DLPC_PROF_END({index});")
+            return self.functions[key], call_args, w.may_fail
+        fname = self.top.fresh(f"{k.sym}_team", kind="kernel") if team else self.kernel_names[k]
+        self.functions[key] = fname
+        note = f"the team's copy of {kernel_note(k)}" if team else kernel_note(k)
+        signature = f"{KERNEL_ATTRIBUTES} static {kind} {fname}({', '.join(params) or 'void'})"
+        self.parts.append(w.function(c_comment(note), signature))
+        hidden = f"{KERNEL_ATTRIBUTES} {HIDDEN} {kind} {fname}({', '.join(params) or 'void'})"
+        self.split.append((f"{hidden};", w.function(c_comment(note), hidden)))
+        return fname, call_args, w.may_fail
 
 
 def function_key(kind: str, params: list[str], lines: list[str], names: list[str]):

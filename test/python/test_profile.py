@@ -115,11 +115,12 @@ def test_dlpc_timing_prints_every_pass():
     assert lines[0].split() == ["seconds", "share", "pass"]
     passes = [ln.split()[2] for ln in lines[1:-1]]
     assert passes[0] == "graph-infer-shapes"
-    assert passes[-8:] == [
+    assert passes[-9:] == [
         "graph-to-te",
         "te-to-loop",
         "loop-default-schedule",
         "loop-fold-init-epilogue",
+        "loop-slide-rows",
         "loop-views",
         "loop-memory-plan",
         "loop-prepack-weights",
