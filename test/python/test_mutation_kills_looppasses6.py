@@ -400,6 +400,13 @@ PACKS = {
         64,
         lambda x: 1.5 * PW,
     ),
+    # loop-passes seed 45's prepack.py:131 (`_pure`'s `and` -> `or`: every op without
+    # regions counted pure): an allocation in the nest is no plain pack (written after it)
+    "an-allocation-in-its-nest": (
+        dict(inside="\n      %tmp = memref.alloca() : memref<1xf32>"),
+        0,
+        lambda x: 2 * PW,
+    ),
     "stores-elsewhere": (
         dict(
             inside="\n      %c0o = arith.constant 0 : index\n      "
