@@ -481,6 +481,127 @@ def test_parallel_loop_has_a_serial_copy():
     np.testing.assert_allclose(y, 2 * x * x, rtol=1e-6)
 
 
+# two parallel kernels, a serial one (a sum over the rows) and a parallel one with a store
+# before its loop; `{EXTRA}` is where a test puts that last one
+TEAM = """
+func.func @main(%x: memref<64x4096xf32>, %y: memref<64x4096xf32>, %s: memref<64xf32>)
+    attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 2 : i64} {
+  loop.kernel "twice" {
+    loop.for %i = 0 to 64 step 1 {name = "i0", parallel} {
+      loop.for %j = 0 to 4096 step 1 {name = "i1", vectorize} {
+        %v = memref.load %x[%i, %j] : memref<64x4096xf32>
+        %w = arith.addf %v, %v : f32
+        memref.store %w, %y[%i, %j] : memref<64x4096xf32>
+      }
+    }
+  }
+  loop.kernel "square" {
+    loop.for %o = 0 to 1 step 1 {name = "o"} {
+      loop.for %i = 0 to 64 step 1 {name = "i0", parallel} {
+        loop.for %j = 0 to 4096 step 1 {name = "i1", vectorize} {
+          %v = memref.load %y[%i, %j] : memref<64x4096xf32>
+          %w = arith.mulf %v, %v : f32
+          memref.store %w, %y[%i, %j] : memref<64x4096xf32>
+        }
+      }
+    }
+  }
+  loop.kernel "rows" {
+    loop.for %i = 0 to 64 step 1 {name = "i0"} {
+      %z = arith.constant 0.0 : f32
+      memref.store %z, %s[%i] : memref<64xf32>
+      loop.for %j = 0 to 4096 step 1 {name = "i1"} {
+        %v = memref.load %y[%i, %j] : memref<64x4096xf32>
+        %a = memref.load %s[%i] : memref<64xf32>
+        %b = arith.addf %a, %v : f32
+        memref.store %b, %s[%i] : memref<64xf32>
+      }
+    }
+  }{EXTRA}
+  func.return
+}
+"""
+STORE_FIRST = """
+  loop.kernel "halve" {
+    %c0 = arith.constant 0 : index
+    %h = arith.constant 0.5 : f32
+    memref.store %h, %s[%c0] : memref<64xf32>
+    loop.for %i = 0 to 64 step 1 {name = "i0", parallel} {
+      loop.for %j = 0 to 4096 step 1 {name = "i1", vectorize} {
+        %v = memref.load %y[%i, %j] : memref<64x4096xf32>
+        %w = arith.mulf %v, %h : f32
+        memref.store %w, %y[%i, %j] : memref<64x4096xf32>
+      }
+    }
+  }"""
+
+
+def test_team_region():
+    """@main's kernels from the first one on run in one OpenMP region when the team
+    would have more than one thread (`team_region`): a kernel whose body is serial loops
+    around one parallel loop shares that loop with the team (`omp for`, `team_kind`
+    "loop"), a kernel with no parallel loop runs on one thread (`omp single`); else, in
+    the DLPC_PROFILE build and on one thread, the calls as before. A kernel storing
+    outside its parallel loop (every thread would run the store) leaves @main without a
+    region, as does a single parallel kernel (nothing to share a region with)."""
+    from dlpc.backends.c import team_kind, team_region
+    from dlpc.dialects.loop import KernelOp
+
+    module = parse_module(TEAM.replace("{EXTRA}", ""))
+    main = next(op for op in module.walk() if op.name == "func.func")
+    kernels = {k.sym: k for k in module.walk() if isinstance(k, KernelOp)}
+    assert {s: team_kind(k) for s, k in kernels.items()} == {
+        "twice": "loop",
+        "square": "loop",
+        "rows": "single",
+    }
+    assert team_region(main) is kernels["twice"]
+    source = emit_c(module)
+    body = source[source.index("int dlpc_main(void **args)") :]
+    lines = [ln.strip() for ln in body.splitlines()]
+    head = lines.index("if (dlpc_parallel()) {")
+    assert lines[head + 1 : head + 5] == [
+        "#pragma omp parallel",
+        "{",
+        "if (dlpc_team_first()) DLPC_PROF_BEGIN(0);",  # (timed on one thread, DLPC_PROFILE)
+        "kernel_twice_team(v_x, v_out0);",
+    ]
+    single = lines.index("#pragma omp single")
+    assert lines[single + 1 : single + 3] == ["{", "DLPC_PROF_BEGIN(2);"]
+    assert lines[single + 3].startswith("kernel_rows(") and lines.count("#pragma omp single") == 1
+    # the calls again, without the region, for a one-thread team
+    other = lines.index("} else {", head)
+    calls = [ln.split("(")[0] for ln in lines[other:] if ln.startswith("kernel_")]
+    assert calls == ["kernel_twice", "kernel_square", "kernel_rows"]
+    loop = "for (int64_t v_i0 = 0; v_i0 < 64; v_i0++) {"
+    for name in ("twice", "square"):
+        team = source[source.index(f"static void kernel_{name}_team(") :]
+        team = [ln.strip() for ln in team[: team.index("\n}\n")].splitlines()]
+        assert team[team.index("#pragma omp for") + 1] == loop
+        assert not any("omp parallel" in ln or "dlpc_parallel" in ln for ln in team)
+        plain = source[source.index(f"static void kernel_{name}(") :]
+        plain = [ln.strip() for ln in plain[: plain.index("\n}\n")].splitlines()]
+        assert "if (dlpc_parallel()) {" in plain and "#pragma omp for" not in plain
+    assert "kernel_rows_team" not in source
+    x = np.random.default_rng(7).standard_normal((64, 4096)).astype(np.float32)
+    y, s = CFunction(module, name="team_region")(x)
+    np.testing.assert_allclose(y, 4 * x * x, rtol=1e-6)
+    np.testing.assert_allclose(s, (4 * x * x).astype(np.float64).sum(axis=1), rtol=1e-4)
+
+    store_first = parse_module(TEAM.replace("{EXTRA}", STORE_FIRST))
+    halve = next(k for k in store_first.walk() if isinstance(k, KernelOp) and k.sym == "halve")
+    assert team_kind(halve) is None
+    source = emit_c(store_first)
+    assert "#pragma omp parallel\n" not in source and "_team(" not in source
+    alone = TEAM.replace("{EXTRA}", "")
+    alone = (
+        alone[: alone.index('  loop.kernel "square"')]
+        + alone[alone.index('  loop.kernel "rows"') :]
+    )
+    source = emit_c(parse_module(alone))
+    assert "#pragma omp parallel\n" not in source and "_team(" not in source
+
+
 BIG_PARALLEL = """
 func.func @main(%x: memref<16x256x256xf32>, %y: memref<16x256x256xf32>)
     attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
@@ -586,7 +707,8 @@ int main(void)
 def test_one_thread_enters_no_parallel_region(tmp_path):
     """On a one-thread team (omp_set_num_threads(1) between calls, or a call from inside
     the user's own parallel region) the kernels run their serial copies: no GOMP_parallel
-    call; on two threads each parallel loop enters one region; the results agree."""
+    call; on two threads the call enters one region, its two kernels' loops shared by
+    its team (`team_region`); the results agree."""
     import subprocess
 
     from dlpc.backends.runtime.cbuild import compiler
@@ -600,7 +722,7 @@ def test_one_thread_enters_no_parallel_region(tmp_path):
     assert res.returncode == 0, res.stderr
     out = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout
     serial, parallel, nested, fails = map(int, out.split())
-    assert (serial, parallel, nested, fails) == (0, 2, 0, 0)
+    assert (serial, parallel, nested, fails) == (0, 1, 0, 0)
 
 
 def test_kernels_are_out_of_line_in_the_plain_and_the_profile_build():
