@@ -4,8 +4,8 @@ Input: a loop kernel `out[0.., m, n] = sum_r x[0.., m, r] * w[n, r] (+ b[n])` (t
 linear over M rows: the row loop outside the column loop, f32, static shapes).
 Output (`build`): one `dlp.kernel` where each task owns a block of output columns: its
 weight rows (one contiguous GDRAM range) go straight to WRAM, so the weight crosses the
-GDRAM port once in all; the input is staged in SRAM once per cluster (core 0 copies it,
-`dlp.sync_cluster`, every core copies it SRAM2NRAM); one `dlp.matmul` (the input times the
+GDRAM port once in all; the input is staged in SRAM once per cluster (every core copies
+a DMA-aligned share, `dlp.sync_cluster`, every core copies it all SRAM2NRAM); one `dlp.matmul` (the input times the
 block's rows transposed: M x block), the bias as a `dlp.cycle_add` with period the block,
 and the M rows of the block stored as one `dlp.memcpy_strided_async` (a segment a row).
 The row split that loop-to-dlp plans otherwise needs every weight in every cluster that
@@ -138,6 +138,11 @@ def match(kernel: KernelOp) -> Columns | None:
     )
 
 
+def _stagers(c: Columns, desc: DlpTarget, tasks: int | None = None) -> int:
+    """Cores of a cluster that stage the input, a share each."""
+    return min(tasks if tasks is not None else c.tasks, desc.cores_per_cluster)
+
+
 def cycles(c: Columns, desc: DlpTarget, tasks: int) -> float:
     """The simulator's model of the kernel on `tasks` tasks (blocks of n / tasks)."""
     block = c.n // tasks
@@ -146,7 +151,7 @@ def cycles(c: Columns, desc: DlpTarget, tasks: int) -> float:
     x, w, out = c.m * c.k * 4, c.n * c.k * 4, c.m * c.n * 4
     b = c.n * 4 if c.b is not None else 0
     port = (x * clusters + w + b + out) / per_cycle
-    own = (block * c.k + block * (c.b is not None)) * 4 + x  # (core 0 stages the input)
+    own = (block * c.k + block * (c.b is not None)) * 4 + x / _stagers(c, desc, tasks)
     compute = c.m * c.k * block / desc.throughput("matmul") + (c.m * block / desc.vector_width) * (
         c.b is not None
     )
@@ -211,13 +216,16 @@ def build(c: Columns, desc: DlpTarget) -> dlp.KernelOp:
     acc = b.alloc("nram", round_up(c.m * c.block, align), f32, "acc_nram")
     first = b.mul(tid, b.c(c.block))
     first.name_hint = "col"
-    # the cluster's input into SRAM (core 0), the task's own weight rows and bias block
-    # with it: one wait, then the barrier
-    lead = Block()
-    b.op(scf.IfOp(b.v(arith.CmpiOp(core, c0, "eq")), [], Region(lead)))
-    lb = b.nested(lead)
-    lb.op(dlp.MemcpyAsyncOp(x_sram, lb.c(0), c.x, lb.c(0), lb.c(xs)))
-    lb.op(scf.YieldOp())
+    # the cluster's input into SRAM (every core of the cluster a DMA-aligned share), the
+    # task's own weight rows and bias block with it: one wait, then the barrier
+    piece = round_up(-(-xs // _stagers(c, desc)), align)
+    start = b.min(b.mul(core, b.c(piece)), b.c(xs))
+    count = b.min(b.c(piece), b.sub(b.c(xs), start))
+    share = Block()
+    b.op(scf.IfOp(b.v(arith.CmpiOp(count, c0, "sgt")), [], Region(share)))
+    sb = b.nested(share)
+    sb.op(dlp.MemcpyAsyncOp(x_sram, start, c.x, start, count))
+    sb.op(scf.YieldOp())
     b.op(dlp.MemcpyAsyncOp(w_wram, c0, c.w, b.mul(first, b.c(c.k)), b.c(c.block * c.k)))
     bias = None
     if c.b is not None:

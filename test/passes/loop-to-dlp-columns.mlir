@@ -6,7 +6,8 @@
 // weight (it would cross the GDRAM port once per cluster); split by output columns
 // (_dlp_columns), each of 12 tasks owns 16 columns: its 16 weight rows (4 KiB, one
 // contiguous range) go straight to WRAM, so the weight crosses the port once. The input
-// is staged once per cluster (core 0 into SRAM, the barrier, every core SRAM2NRAM); one
+// is staged once per cluster (each core a quarter into SRAM, the barrier, every core all
+// of it SRAM2NRAM); one
 // dlp.matmul of the 16 rows by the block's rows transposed, the bias as a dlp.cycle_add
 // of period 16, and the block's 16 rows of 16 floats stored as one strided DMA (stride:
 // a row of the output, 192).
@@ -20,9 +21,10 @@
 // CHECK: %[[W:w_wram]] = memref.alloc() : memref<1024xf32, #dlp.space<wram>>
 // CHECK: %[[ACC:acc_nram]] = memref.alloc() : memref<256xf32, #dlp.space<nram>>
 // CHECK: %[[COL:.*]] = arith.muli %[[TASK]], %[[C16:.*]] : index
+// CHECK: %[[START:.*]] = arith.minsi %{{.*}}, %[[C1024:.*]] : index
 // CHECK: scf.if
-// CHECK: dlp.memcpy_async GDRAM2SRAM %[[XS]][%{{.*}}], %x[%{{.*}}]
-// CHECK: dlp.memcpy_async GDRAM2WRAM %[[W]][%{{.*}}], %w[%{{.*}}], %[[C1024:.*]] :
+// CHECK: dlp.memcpy_async GDRAM2SRAM %[[XS]][%[[START]]], %x[%[[START]]]
+// CHECK: dlp.memcpy_async GDRAM2WRAM %[[W]][%{{.*}}], %w[%{{.*}}], %[[C1024]] :
 // CHECK: dlp.memcpy_async GDRAM2NRAM %[[B:.*]][%{{.*}}], %b[%[[COL]]], %[[C16]]
 // CHECK: dlp.wait_dma
 // CHECK-NEXT: dlp.sync_cluster
