@@ -949,3 +949,20 @@ def test_proposals_mutate_the_four_best_points_and_random_search_never_does(tmp_
     )
     random_tuner._proposals(random_tuner.tasks[0], measured, iter(()))
     assert mutated == []
+
+
+def test_random_inputs_draw_bools_half_and_half():
+    """random_inputs: floats N(0, 1), bools 50/50, ints in [0, 10) (found surviving the
+    exploratory api --seed 1048: `dtype == np.bool_` -> `is` drew ints cast to bool, 90 %
+    true)."""
+    from dlpc.model import Model
+    from dlpc.passes import pipeline
+
+    module = pipeline.parse_module(
+        "func.func @main(%b: tensor<400xi1>, %i: tensor<400xi32>, %f: tensor<400xf32>) -> "
+        "tensor<400xi1> {\n  func.return %b : tensor<400xi1>\n}\n"
+    )
+    b, i, f = api.random_inputs(Model(module, {}, "mixed"), seed=2)
+    assert b.dtype == np.bool_ and 150 < int(b.sum()) < 250
+    assert i.dtype == np.int32 and i.min() == 0 and i.max() == 9
+    assert f.dtype == np.float32 and -1.0 < float(f.mean()) < 1.0 and f.std() > 0.5
