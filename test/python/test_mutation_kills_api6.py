@@ -966,3 +966,36 @@ def test_random_inputs_draw_bools_half_and_half():
     assert b.dtype == np.bool_ and 150 < int(b.sum()) < 250
     assert i.dtype == np.int32 and i.min() == 0 and i.max() == 9
     assert f.dtype == np.float32 and -1.0 < float(f.mean()) < 1.0 and f.std() > 0.5
+
+
+def _spelled(word: str) -> str:
+    """`word` as a new string object (read from a file or a command line, not a literal)."""
+    return "".join(list(word))
+
+
+@pytest.mark.parametrize("target", ["numpy", "opencl", "dlp"])
+def test_a_target_name_made_at_run_time_compiles_like_the_literal(target):
+    """Target names compare by value: a name built at run time (a config file's, a
+    command line's) picks the same runtime as the literal."""
+    from dlpc.model import Model
+    from dlpc.passes import pipeline
+
+    name = _spelled(target)
+    assert name == target and name is not target
+    model = Model(pipeline.parse_module(RELU), {}, "relu")
+    options = {"profile": _spelled("cpu")} if target == "opencl" else {}
+    compiled = dlpc.compile(model, target=name, **options)
+    x = np.linspace(-1.0, 1.0, 32, dtype=np.float32).reshape(4, 8)
+    (y,) = compiled(x)
+    np.testing.assert_array_equal(y, np.maximum(x, 0.0))
+    if target == "numpy":
+        assert "def main(" in compiled.source and compiled.artifact is None
+    else:
+        assert (
+            compiled.artifact is not None
+            and type(compiled.artifact).__name__
+            == {
+                "opencl": "OpenCLFunction",
+                "dlp": "DlpFunction",
+            }[target]
+        )
