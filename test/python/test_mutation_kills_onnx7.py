@@ -1523,3 +1523,28 @@ def test_a_symbolic_broadcast_runs_on_the_numpy_target():
     for n in (3, 5):
         x = f32(2, n)
         np.testing.assert_allclose(f(x)[0], x @ np.tril(np.full((n, n), 2.0, np.float32)))
+
+
+# ------------------------------------------------------------------ onnx seed 49's survivors
+# (written after the seed-49 sample, drawn on 67f0ba8: same-sample kills, not its score)
+
+
+@pytest.mark.parametrize("x_rank,w_rank", [(4, 3), (3, 4), (5, 5)])
+def test_deform_conv_of_another_rank_is_refused_in_one_line(x_rank, w_rank):
+    """vision.py:376 (`or` -> `and`): X or W alone of another rank than 4 is refused
+    naming the node (it was a tuple-unpacking traceback)."""
+    x = f32(*(1, 4, 4, 4, 4)[:x_rank])
+    w = f32(*(4, 4, 2, 2, 2)[:w_rank])
+    case = Case("DeformConv", [("x", x), ("=w", w), ("off", f32(1, 8, 3, 3))], opset=19)
+    refused(case, f"only 2-D deformable convolutions are supported (X has rank {x_rank})")
+
+
+@pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
+def test_a_one_direction_one_step_recurrence_imports_no_concat(op):
+    """recurrent.py:237 (`len(parts) == 1` -> `< 1`): one direction of one step gives Y,
+    Y_h (and Y_c) as the step's value reshaped, with no graph.concat of a single operand;
+    the answers are onnxruntime's."""
+    case = rnn(op, x=f32(1, 2, 4, lo=-1, hi=1))
+    proto, _ = case.proto()
+    assert "graph.concat" not in str(load_model(proto).module)
+    check(case, atol=1e-5)
