@@ -973,7 +973,7 @@ def _spelled(word: str) -> str:
     return "".join(list(word))
 
 
-@pytest.mark.parametrize("target", ["numpy", "opencl", "dlp"])
+@pytest.mark.parametrize("target", ["numpy", "c", "opencl", "dlp"])
 def test_a_target_name_made_at_run_time_compiles_like_the_literal(target):
     """Target names compare by value: a name built at run time (a config file's, a
     command line's) picks the same runtime as the literal."""
@@ -995,7 +995,32 @@ def test_a_target_name_made_at_run_time_compiles_like_the_literal(target):
             compiled.artifact is not None
             and type(compiled.artifact).__name__
             == {
+                "c": "CFunction",
                 "opencl": "OpenCLFunction",
                 "dlp": "DlpFunction",
             }[target]
         )
+    if target == "c":  # (a C compile is warm the second time: the whole artifact reused)
+        again = dlpc.compile(model, target=_spelled("c"))
+        assert again.cached and again(x)[0].tolist() == y.tolist()
+
+
+def test_every_element_type_name_of_the_builder():
+    from dlpc.frontends.builder import DTYPES, tensor_of
+
+    got = {name: str(tensor_of([2], name)) for name in DTYPES}
+    assert got == {
+        "f16": "tensor<2xf16>",
+        "f32": "tensor<2xf32>",
+        "f64": "tensor<2xf64>",
+        "i1": "tensor<2xi1>",
+        "bool": "tensor<2xi1>",
+        "i8": "tensor<2xi8>",
+        "i16": "tensor<2xi16>",
+        "i32": "tensor<2xi32>",
+        "i64": "tensor<2xi64>",
+        "ui8": "tensor<2xui8>",
+        "ui16": "tensor<2xui16>",
+        "ui32": "tensor<2xui32>",
+        "ui64": "tensor<2xui64>",
+    }
