@@ -19,6 +19,7 @@ Shapes are small and each case compiles one kernel per device (two with its grad
 
 from __future__ import annotations
 
+import gc
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -369,6 +370,7 @@ def test_numpy_view_of_a_result_outlives_the_tensor(device):
     on dlp (host memory from the caching allocator) it is a view of the block, which the
     allocator handed out again to the next result until the view kept it (fixed); the
     block is freed once the last view has died."""
+    gc.collect()  # earlier tests' tensors in reference cycles must not be freed mid-count
     x = dlpc.tensor(np.arange(6, dtype=np.float32), device=device)
     active = dlpc.memory_stats(device)["active_blocks"] if device != "cpu" else 0
     y = np.asarray(x + 1.0)
