@@ -712,3 +712,64 @@ def test_a_device_without_svm_capabilities_gets_device_buffers(monkeypatch):
 
     monkeypatch.setattr(f, "ctx", types.SimpleNamespace(devices=[OldDevice()]))
     assert f._svm_arguments(module) == {}
+
+
+# --------------------------------------------- seed 46's survivors (written after it)
+
+
+def test_load_cached_returns_an_intact_library_only(tmp_path, monkeypatch):
+    """The warm-compile cache's library lookup: an intact entry loads (no build), a
+    missing one or one whose hash does not match is None (seed 46's cbuild.py:393)."""
+    monkeypatch.setenv("DLPC_CACHE_DIR", str(tmp_path))
+    lib = cbuild.build(OOM_C.replace("KERNEL", "NULL"), name="bkrt6_cached")
+    again = cbuild.load_cached(lib.path)
+    assert again is not None and again.cached and again.path == lib.path
+    assert cbuild.load_cached(tmp_path / "absent.so") is None
+    cbuild.hash_path(lib.path).write_text("0" * 64 + "\n")
+    assert cbuild.load_cached(lib.path) is None
+
+
+def test_a_description_file_may_set_intrinsic_throughputs(tmp_path):
+    """An `[intrinsics]` table read from TOML or JSON (keys the parser made, not the
+    literal's object: seed 46's targets/dlp.py:137, `==` -> `is`)."""
+    import json
+
+    toml = tmp_path / "t.toml"
+    toml.write_text('name = "t"\nclusters = 2\n\n[intrinsics]\nexp = 32\nmatmul = 512\n')
+    data = {"name": "j", "intrinsics": {"exp": 8.0}}
+    jpath = tmp_path / "t.json"
+    jpath.write_text(json.dumps(data))
+    for path, name, exp, matmul in ((toml, "t", 32.0, 512.0), (jpath, "j", 8.0, 256.0)):
+        t = targets.DlpTarget.load(str(path))
+        assert (t.name, t.throughput("exp"), t.throughput("matmul")) == (name, exp, matmul)
+    assert targets.DlpTarget.load(str(toml)).clusters == 2
+
+
+def test_format_profile_cuts_long_names_and_rounds_bandwidth_from_the_exact_rate():
+    """A kernel's name is cut at 32 characters and its origin at 28 (seed 46's
+    profile.py:153); GB/s is bytes / seconds, not its floor (at 5.0050000005 GB/s the
+    floor would print 5.00: seed 46's profile.py:155)."""
+    from dlpc.backends.runtime import profile
+
+    row = profile.ProfileRow("k" * 40, "graph.fused(" + "o" * 40 + ")", 2.0, 0, 10_010_000_001)
+    line = profile.format_profile([row]).splitlines()[1]
+    assert line.startswith("k" * 32 + " " + ("graph.fused(" + "o" * 40)[:28] + " ")
+    assert line.split()[-1] == "5.01" and line.split()[-2] == "10010000.0"
+
+
+def test_svm_needs_fine_grained_buffers_not_other_capabilities(monkeypatch):
+    """A device with coarse-grained and fine-grained system SVM but no fine-grained
+    buffers gets no SVM arguments (seed 46's opencl_rt.py:1217, `&` -> `>>`)."""
+    cl = pytest.importorskip("pyopencl")
+    import types
+
+    import dlpc
+    from dlpc.model import Model
+
+    f = dlpc.compile(Model(parse_module(TANH_SRC)), target="opencl").artifact
+    caps = cl.device_svm_capabilities
+    device = types.SimpleNamespace(
+        svm_capabilities=int(caps.COARSE_GRAIN_BUFFER) | int(caps.FINE_GRAIN_SYSTEM)
+    )
+    monkeypatch.setattr(f, "ctx", types.SimpleNamespace(devices=[device]))
+    assert f._svm_arguments(parse_module(TANH_SRC)) == {}
