@@ -331,3 +331,29 @@ def test_an_eager_opencl_kernel_is_compiled_at_o2():
     assert "graph-conv-layout" in names and "graph-layout" not in names
     assert "fold-params" not in names  # (no weights given: nothing folded)
     np.testing.assert_allclose(y.numpy(), np.tanh(a), rtol=1e-5, atol=1e-6)
+
+
+# ------------------------------------------------------------------ eager seed 46's survivors
+# (written after the seed-46 sample, drawn on 181e790: same-sample kills, not its score)
+
+
+def test_a_variadic_op_with_no_operand_is_one_line():
+    """eager/ops.py:34 (`len(args) == 1` -> `<= 1`): `dlpc.ops.concat()` read args[0] of
+    an empty call, an IndexError traceback instead of the call's one-line error."""
+    with pytest.raises(DlpcError, match="^error: concat needs at least one tensor operand$"):
+        dlpc.ops.concat(axis=0)
+
+
+def test_a_user_kernel_returning_no_tensor_returns_an_empty_list():
+    """eager/tensor.py:98 (`len(outs) == 1` -> `<= 1`): a user's kernel that returns an
+    empty tuple gives an empty list (one output: the tensor; several: the list)."""
+    dlpc.register_kernel("my_none6", "cpu", lambda t: ())
+    dlpc.register_kernel("my_two6", "cpu", lambda t: (t, t))
+    try:
+        x = dlpc.tensor(np.array([1.0, 2.0], np.float32))
+        assert TM.call("my_none6", (x,)) == []
+        two = TM.call("my_two6", (x,))
+        assert isinstance(two, list) and len(two) == 2 and two[0] is x
+    finally:
+        dlpc.unregister_kernel("my_none6", "cpu")
+        dlpc.unregister_kernel("my_two6", "cpu")
