@@ -41,7 +41,15 @@ each tap's window either such a vector or a shuffle of two, every C vector loade
 before its first multiply-add and stored once after the last. The iterations are
 visited row by row (grouped by X's row) when that keeps the order in which each C
 element receives its terms, else in the nest's order: each element sums its terms in
-the nest's order either way (numerics unchanged).
+the nest's order either way (numerics unchanged). Where X is a padded copy of a buffer S
+(`cache_read` of a padded read: loops right after X's allocation storing zeros and, in
+one place, `X[i] = S[i + offset]` over a box whose rows are S's whole rows of whole
+vectors), that nothing but the nest and code under `!defined` reads, and S is written
+nowhere in the kernel (`READ_IN_PLACE`), the vector code reads S in place: a window's
+lanes outside S's row are zero lanes shuffled in, a row outside the box a zero vector
+(tested at run time where the row moves: S's first row read, then zeros selected), and
+the copy's loops move into a trip-1 loop marked `!defined` (the nest as scheduled still
+reads X): no copy on AVX-512, the same sums (a zero lane adds 0 * k as the copy's zero).
 
 Before (`tensorize k/r1 slide`, X rows of 34, a tile of 2 rows x 32):
 
@@ -65,11 +73,20 @@ import itertools
 import math
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
+from typing import cast
 
 from xdsl.context import Context
 from xdsl.dialects import arith, memref, vector
-from xdsl.dialects.builtin import DenseArrayBase, ModuleOp, StringAttr, VectorType, i64
-from xdsl.ir import Block, Operation, SSAValue
+from xdsl.dialects.builtin import (
+    AnyFloat,
+    DenseArrayBase,
+    FloatAttr,
+    ModuleOp,
+    StringAttr,
+    VectorType,
+    i64,
+)
+from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from dlpc.dialects.loop import ForOp
@@ -80,11 +97,13 @@ from dlpc.passes.schedule._common import (
     affine_range,
     block_of,
     child_loop,
+    conjunction,
     const,
     depends_on,
     emit_affine,
     erase,
     get_loop,
+    iv_loop,
     loop_name,
     memref_type,
 )
@@ -102,6 +121,9 @@ VECTOR_ISA = "defined(__AVX512F__)"
 # (`_merged`: the rows two tiles both read loaded once; 16 of the 32 zmm registers, the
 # rest for the row's vectors, windows and weights)
 MERGE_VECTORS = 16
+# the vector code reads a padded copy's source in place (`_padded_source`; the copy kept
+# for the nest as scheduled): no copy on AVX-512 (docs/design/schedules.md#depthwise-slide)
+READ_IN_PLACE = True
 
 
 class SlideShapeError(ScheduleError):
@@ -264,10 +286,11 @@ def _key(form: Affine):
 class _Emitter:
     """Straight-line ops before `at`, each distinct index, load and window once."""
 
-    def __init__(self, block: Block, nest: SlideNest):
+    def __init__(self, block: Block, nest: SlideNest, source: _Source | None = None):
         self.block = block
         self.vec = VectorType(nest.acc.res.type, [LANES])
         self.cache: dict = {}
+        self.source = source  # X a padded copy: its windows read from its source in place
 
     def put(self, op: Operation) -> SSAValue:
         self.block.add_op(op)
@@ -298,7 +321,12 @@ class _Emitter:
 
     def window(self, buf: SSAValue, row: list[Affine], start: int, extent: int) -> SSAValue:
         """X[row..., start : start + LANES]: one vector, or a shuffle of the two loaded
-        vectors that hold it (the last clamped to end at `extent`)."""
+        vectors that hold it (the last clamped to end at `extent`); of a padded copy X,
+        the same lanes of its source's row (`_inplace`)."""
+        src = self.source
+        if src is not None and buf == src.copy:
+            key = ("w", buf, tuple(_key(f) for f in row), start)
+            return self.once(key, lambda: self._inplace(src, row, start))
 
         def at(col: int) -> SSAValue:
             return self.load(buf, [*row, Affine(col, {})])
@@ -313,6 +341,84 @@ class _Emitter:
             return self.put(vector.ShuffleOp(at(a), at(b), mask, result_type=self.vec))
 
         return self.once(("w", buf, tuple(_key(f) for f in row), start), make)
+
+    def zero(self) -> SSAValue:
+        def make() -> SSAValue:
+            z = self.put(arith.ConstantOp(FloatAttr(0.0, cast(AnyFloat, self.vec.element_type))))
+            return self.put(vector.BroadcastOp(z, self.vec))
+
+        return self.once(("zero",), make)
+
+    def _inplace(self, src: _Source, row: list[Affine], start: int) -> SSAValue:
+        """X[row..., start : start + LANES] of the padded copy X = pad(S) from S's row:
+        lanes outside S's row zero (shuffled in from a zero vector), a row outside S (in a
+        dim where X's row moves at run time: tested) zero."""
+        t = start + src.col_offset  # S's column of the window's first lane
+        a = t - t % LANES
+
+        def at(col: int) -> SSAValue:
+            return self.source_row(src, row, col) if 0 <= col < src.width else self.zero()
+
+        if a == t:
+            return at(a)
+        lanes = [e - a for e in range(t, t + LANES)]
+        mask = DenseArrayBase.from_list(i64, lanes)
+        return self.put(vector.ShuffleOp(at(a), at(a + LANES), mask, result_type=self.vec))
+
+    def source_row(self, src: _Source, row: list[Affine], col: int) -> SSAValue:
+        """S[row + offset..., col : col + LANES], zero where X's row lies in its border."""
+
+        def make() -> SSAValue:
+            where = self.source_index(src, row)
+            if where is None:
+                return self.zero()
+            cond, index = where
+            loaded = self.put(
+                vector.LoadOp(src.source, [*index, self.index(Affine(col, {}))], self.vec)
+            )
+            return loaded if cond is None else self.put(arith.SelectOp(cond, loaded, self.zero()))
+
+        return self.once(("s", tuple(_key(f) for f in row), col), make)
+
+    def source_index(
+        self, src: _Source, row: list[Affine]
+    ) -> tuple[SSAValue | None, list[SSAValue]] | None:
+        """(the test that X's row lies inside S or None where it always does, S's row
+        index: row `lo` of a dim where the test fails), or None where it never does."""
+
+        def make() -> tuple[SSAValue | None, list[SSAValue]] | None:
+            tests, index = [], []
+            for d, form in enumerate(row):
+                lo, hi = src.inside[d]
+                static = all(_is_iv(v) for v in form.terms)
+                first, last = affine_range(form) if static else (lo - 1, hi)
+                if static and (last < lo or first >= hi):
+                    return None
+                value = self.index(form)
+                if first < lo:
+                    tests.append((value, lo, "sge"))
+                if last >= hi:
+                    tests.append((value, hi, "slt"))
+                index.append(value)
+            cond = None
+            if tests:  # (a row in the border: read row `lo` instead, then zero)
+                ops, cond = conjunction(tests)
+                for op in ops:
+                    self.put(op)
+                for d, value in enumerate(index):
+                    if any(t[0] is value for t in tests):
+                        low = self.index(Affine(src.inside[d][0], {}))
+                        index[d] = self.put(arith.SelectOp(cond, value, low))
+            at = [
+                self.put(arith.AddiOp(value, self.index(src.offset[d])))
+                for d, value in enumerate(index)
+            ]
+            return cond, at
+
+        key = ("r", tuple(_key(f) for f in row))
+        if key not in self.cache:
+            self.cache[key] = make()
+        return self.cache[key]
 
     def splat(self, buf: SSAValue, forms: list[Affine]) -> SSAValue:
         def make() -> SSAValue:
@@ -349,9 +455,127 @@ class _Forms:
     k: list[Affine]
 
 
-def _emit(vec: ForOp, heads: list[ForOp], what: str) -> None:
+def _is_iv(value: SSAValue) -> bool:
+    return isinstance(value, BlockArgument) and isinstance(value.block.parent_op(), ForOp)
+
+
+@dataclass
+class _Source:
+    """X (`copy`) a padded copy of S (`source`): X[i] = S[i + offset] for i inside the box
+    `inside` (per dim but the last [lo, hi)), 0 elsewhere; X's last dim reads S's row at
+    `col_offset`, S's whole row (`width` columns, whole vectors)."""
+
+    copy: SSAValue
+    source: SSAValue
+    offset: list[Affine]  # (values defined before the copy)
+    inside: list[tuple[int, int]]
+    col_offset: int
+    width: int
+    loops: list[ForOp]  # the copy: consecutive loops in X's block
+
+
+def _padded_source(
+    x: SSAValue, heads: list[ForOp], gone: tuple[Operation, ...] = ()
+) -> _Source | None:
+    """Where the nests `heads` read X from a padded copy (`cache_read` of a padded read:
+    loops right after X's allocation storing zeros and, in one place, S[i + offset] at
+    X[i]) that nothing else reads but code for other compilers (`!defined` loops), and S
+    is written nowhere in the kernel (`gone`: ops erased next, not counted): that copy,
+    else None (the vector code reads X)."""
+    alloc = x.owner
+    if not READ_IN_PLACE or not isinstance(alloc, memref.AllocaOp | memref.AllocOp) or not heads:
+        return None
+    block = alloc.parent_block()
+    if block is None:
+        return None
+    ops = list(block.ops)
+    copy: list[ForOp] = []
+    for op in ops[ops.index(alloc) + 1 :]:
+        if not isinstance(op, ForOp) or x not in _stores([op]):
+            break
+        copy.append(op)
+    if not copy:
+        return None
+    inner = {lp.induction_var for top in copy for lp in top.walk() if isinstance(lp, ForOp)}
+    fills = []
+    for top in copy:
+        for op in top.walk():
+            if isinstance(op, vector.StoreOp | vector.LoadOp):
+                return None
+            if isinstance(op, memref.StoreOp):
+                if op.memref != x:
+                    return None
+                zero = op.value.owner
+                if not (
+                    isinstance(zero, arith.ConstantOp)
+                    and isinstance(zero.value, FloatAttr)
+                    and zero.value.value.data == 0.0
+                ):
+                    fills.append(op)
+    if len(fills) != 1 or not isinstance(fills[0].value.owner, memref.LoadOp):
+        return None
+    store, load = fills[0], fills[0].value.owner
+    s = load.memref
+    xs, ss = memref_type(x).get_shape(), memref_type(s).get_shape()
+    if s == x or len(xs) != len(ss) or len(store.indices) != len(xs):
+        return None
+    offset, inside = [], []
+    for at, read in zip(store.indices, load.indices, strict=True):
+        lp = iv_loop(at) if _is_iv(at) and at in inner else None
+        form = _form(read, inner, _same)
+        if lp is None or lp.stride != 1 or form is None or form.terms.get(at) != 1:
+            return None
+        off = form.add(Affine(0, {at: 1}), -1)
+        if any(v in inner for v in off.terms) or any(
+            not _is_iv(v) and copy[0].is_ancestor(v.owner)
+            for v in off.terms  # type: ignore[arg-type]
+        ):
+            return None
+        offset.append(off)
+        inside.append((lp.lower, lp.upper))
+    col = offset.pop()
+    lo, hi = inside.pop()
+    if (
+        col.terms
+        or lo + col.const != 0
+        or hi + col.const != ss[-1]
+        or ss[-1] % LANES
+        or any(
+            off.terms and (b - a, xs[d]) != (1, 1)
+            for d, (off, (a, b)) in enumerate(zip(offset, inside, strict=True))
+        )
+    ):
+        return None
+    kernel = heads[0].kernel()
+    scalar = f"!{VECTOR_ISA}"
+    for op in kernel.walk():
+        if isinstance(op, memref.StoreOp | vector.StoreOp) and op.operands[1] == s:
+            return None
+        if isinstance(op, memref.LoadOp | vector.LoadOp) and op.operands[0] == x:
+            if any(h.is_ancestor(op) for h in [*heads, *gone, *copy]):
+                continue
+            if not any(isinstance(a, ForOp) and _cpp_if(a) == scalar for a in _parents(op)):
+                return None
+    return _Source(x, s, offset, inside, col.const, ss[-1], copy)
+
+
+def _cpp_if(loop: ForOp) -> str | None:
+    attr = loop.attributes.get(CPP_IF)
+    return attr.data if isinstance(attr, StringAttr) else None
+
+
+def _parents(op: Operation) -> list[Operation]:
+    out, p = [], op.parent_op()
+    while p is not None:
+        out.append(p)
+        p = p.parent_op()
+    return out
+
+
+def _emit(vec: ForOp, heads: list[ForOp], what: str, gone: tuple[Operation, ...] = ()) -> None:
     """Straight-line vector code for the nests `heads` head (the same X, K) into `vec`'s
-    body, their loop-invariant index parts computed before `vec`; the nests erased."""
+    body, their loop-invariant index parts computed before `vec`; the nests erased (`gone`:
+    ops the caller erases next)."""
     points: list[tuple] = []
     for head in heads:
         nest = match(head, what)
@@ -380,7 +604,8 @@ def _emit(vec: ForOp, heads: list[ForOp], what: str) -> None:
         for p in itertools.product(*ranges):
             points.append((forms, {**dict(zip(ivs, p, strict=True)), w.induction_var: 0}))
     first = points[0][0].nest
-    em = _Emitter(vec.block, first)
+    source = _padded_source(first.x.memref, heads, gone)
+    em = _Emitter(vec.block, first, source)
     sums: dict = {}  # C vector -> (C, its indices, its running sum)
     for forms, env in _order(points):
         nest = forms.nest
@@ -402,6 +627,14 @@ def _emit(vec: ForOp, heads: list[ForOp], what: str) -> None:
         vec.block.add_op(vector.StoreOp(value, buf, em.indices(c)))
     for head in heads:
         erase(head)
+    if source is not None:  # the copy only for the nest as scheduled
+        kernel = vec.kernel()
+        top = ForOp(0, 1, 1, name=kernel.fresh_loop_name(f"{loop_name(source.loops[0])}_scalar"))
+        block_of(source.loops[0]).insert_op_before(top, source.loops[0])
+        for lp in source.loops:
+            lp.detach()
+            top.block.add_op(lp)
+        top.annotate(CPP_IF, f"!{VECTOR_ISA}")
 
 
 def rewrite(head: ForOp, what: str) -> None:
@@ -415,9 +648,9 @@ def rewrite(head: ForOp, what: str) -> None:
     vec = ForOp(0, 1, 1, name=head.kernel().fresh_loop_name(f"{head.loop_name}_v{LANES}"))
     block_of(head).insert_op_before(vec, head)
     rows = _scalar_copy(head)
+    rows.annotate(CPP_IF, f"!{VECTOR_ISA}")  # (before `_emit`: it reads the marks)
     _emit(vec, [head], what)
     vec.annotate(CPP_IF, VECTOR_ISA)
-    rows.annotate(CPP_IF, f"!{VECTOR_ISA}")
 
 
 def _stores(ops) -> set[SSAValue]:
@@ -499,11 +732,11 @@ def _merged(tile: ForOp, head: ForOp, nest: SlideNest, what: str) -> ForOp | Non
     for j in range(m):
         for op in post:
             big.block.add_op(op.clone(value_mapper=mappers[j]))
-    _emit(vec, heads, what)
+    scalar.annotate(CPP_IF, f"!{VECTOR_ISA}")  # (before `_emit`: it reads the marks)
+    _emit(vec, heads, what, gone=(tile,))
     for lp in [op for op in big.walk() if isinstance(op, ForOp) and op not in (big, vec)]:
         lp.attributes["name"] = StringAttr(kernel.fresh_loop_name(loop_name(lp)))
     big.annotate(CPP_IF, VECTOR_ISA)
-    scalar.annotate(CPP_IF, f"!{VECTOR_ISA}")
     erase(tile)
     return big
 
