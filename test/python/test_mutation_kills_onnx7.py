@@ -1548,3 +1548,89 @@ def test_a_one_direction_one_step_recurrence_imports_no_concat(op):
     proto, _ = case.proto()
     assert "graph.concat" not in str(load_model(proto).module)
     check(case, atol=1e-5)
+
+
+# ------------------------------------------------------------------ onnx seed 50's survivors
+# (written after the seed-50 sample, drawn on c726902: same-sample kills, not its score)
+
+
+def _three_value_loop(scan: bool, m_input: bool, cond_from_body: bool = False):
+    """A Loop carrying three values (a sum, a product, a counter), optionally with a scan
+    output of the sum; M an initializer (3) or a graph input; cond omitted, or the body's
+    own (counter < 2.5: it may end the loop early)."""
+    from onnx import TensorProto
+    from test_mutation_kills_onnx6 import graph_model
+
+    vi = helper.make_tensor_value_info
+    f = TensorProto.FLOAT
+    nodes = [
+        helper.make_node("Add", ["a_in", "x"], ["a_out"]),
+        helper.make_node("Mul", ["b_in", "x"], ["b_out"]),
+        helper.make_node("Add", ["c_in", "one"], ["c_out"]),
+        helper.make_node("Less", ["c_out", "lim"], ["cond_out"])
+        if cond_from_body
+        else helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+    ]
+    outs = [vi("cond_out", TensorProto.BOOL, []), vi("a_out", f, [2]), vi("b_out", f, [2]),
+            vi("c_out", f, [])]  # fmt: skip
+    if scan:
+        nodes.append(helper.make_node("Identity", ["a_out"], ["s"]))
+        outs.append(vi("s", f, [2]))
+    body = helper.make_graph(
+        nodes,
+        "body",
+        [
+            vi("i", TensorProto.INT64, []),
+            vi("cond_in", TensorProto.BOOL, []),
+            vi("a_in", f, [2]),
+            vi("b_in", f, [2]),
+            vi("c_in", f, []),
+        ],  # fmt: skip
+        outs,
+    )
+    results = ["a", "b", "c", *(["ss"] if scan else [])]
+    node = helper.make_node("Loop", ["m", "", "a0", "b0", "c0"], results, name="lp", body=body)
+    inputs = {"x": f32(2), "a0": f32(2), "b0": f32(2), "c0": np.array(0.5, np.float32)}
+    inits = {"one": np.float32(1.0), "lim": np.float32(2.5)}
+    if m_input:
+        inputs["m"] = i64(3)[0:1].reshape(())
+    else:
+        inits["m"] = i64(3)[0]
+    return graph_model([node], inputs, tuple(results), inits=inits, opset=13), inputs
+
+
+def _same_as_onnxruntime(proto, inputs):
+    m = load_model(proto)
+    got = run_reference(m.module, list(inputs.values()), m.weights)
+    sess = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = sess.run(None, inputs)
+    assert len(got) == len(want)
+    for g_, w in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g_), w, rtol=1e-6)
+
+
+@pytest.mark.parametrize("scan", [False, True])
+def test_a_loop_carrying_three_values_against_onnxruntime(scan):
+    """Three carried values, M = 3 known, with and without a scan output."""
+    _same_as_onnxruntime(*_three_value_loop(scan, m_input=False))
+
+
+def test_a_loop_of_three_values_with_a_run_time_trip_count_is_one_program():
+    """control.py:232 (`1 + len(inits)` -> `1 << len(inits)`, equal for 0 and 1 carried
+    values; the carried count decides the two paths): M a graph input and no scan output
+    is carried in the condition (one program, not one per value of M), at two values of M
+    against onnxruntime; a body that may stop early with a scan output is refused."""
+    proto, inputs = _three_value_loop(scan=False, m_input=True)
+    m = load_model(proto)
+    assert m.ir is not None and m.specialiser is None
+    for trips in (2, 4):
+        inputs["m"] = np.array(trips, np.int64)
+        _same_as_onnxruntime(proto, inputs)
+
+
+def test_a_loop_of_three_values_whose_body_may_stop_early_with_a_scan_is_refused():
+    from test_mutation_kills_onnx6 import import_error
+
+    proto, _ = _three_value_loop(scan=True, m_input=False, cond_from_body=True)
+    text = import_error(proto)
+    assert "node 'lp' (Loop): error: a Loop with scan outputs whose condition may end" in text
