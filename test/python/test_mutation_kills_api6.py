@@ -1074,3 +1074,32 @@ def test_the_checkers_int_inputs_are_below_ten_at_graph_level_and_two_at_loop_le
     checker.start(loop_level)
     (ints,) = checker.states["main"].inputs
     assert set(np.unique(ints).tolist()) == {0, 1}
+
+
+# ---- written after the api seed-48 draw (on 4953f97), for its survivors ------------------------
+
+
+def test_a_list_attribute_of_non_integers_is_refused():
+    """builder.py:154 (`and` -> `or` in `_ints`): a list of floats was taken as ints
+    (pads [1.5] became [1, 1, 1, 1]) instead of the one-line refusal."""
+    from dlpc.frontends.builder import OPS, coerce_attr
+
+    conv = OPS["conv2d"]
+    for bad in ([1.5], [2.0, 1]):
+        with pytest.raises(FrontendError) as info:
+            coerce_attr(conv, "pads", "pads", bad)
+        assert info.value.message == (
+            f"conv2d argument 'pads' expects an int or a list of ints, got {bad!r}"
+        )
+
+
+def test_a_variadic_ops_list_form_takes_one_list_alone():
+    """builder.py:455 (`len(args) == 1` -> `>= 1`): concat([a, b], c) took the list and
+    dropped c; only a lone list is the operands."""
+    gb = GraphBuilder("m")
+    x = gb.input("x", [2, 3], "f32")
+    with pytest.raises(FrontendError) as info:
+        gb.op("concat", [x, x], x, axis=0)
+    assert info.value.message.startswith("concat operand 1 must be a tensor, got [")
+    y = gb.op("concat", [x, x, x], axis=0)
+    assert str(y.type) == "tensor<6x3xf32>"
