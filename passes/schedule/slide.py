@@ -44,7 +44,7 @@ element receives its terms, else in the nest's order: each element sums its term
 the nest's order either way (numerics unchanged). Where X is a padded copy of a buffer S
 (`cache_read` of a padded read: loops right after X's allocation storing zeros and, in
 one place, `X[i] = S[i + offset]` over a box whose rows are S's whole rows of whole
-vectors), that nothing but the nest and code under `!defined` reads, and S is written
+vectors, every zero from the fill's loop on outside the box), that nothing but the nest and code under `!defined` reads, and S is written
 nowhere in the kernel (`READ_IN_PLACE`), the vector code reads S in place: a window's
 lanes outside S's row are zero lanes shuffled in, a row outside the box a zero vector
 (tested at run time where the row moves: S's first row read, then zeros selected), and
@@ -497,8 +497,8 @@ def _padded_source(
     if not copy:
         return None
     inner = {lp.induction_var for top in copy for lp in top.walk() if isinstance(lp, ForOp)}
-    fills = []
-    for top in copy:
+    fills, zeros = [], []  # (the stores, with their top loop's place in the copy)
+    for place, top in enumerate(copy):
         for op in top.walk():
             if isinstance(op, vector.StoreOp | vector.LoadOp):
                 return None
@@ -511,10 +511,12 @@ def _padded_source(
                     and isinstance(zero.value, FloatAttr)
                     and zero.value.value.data == 0.0
                 ):
-                    fills.append(op)
-    if len(fills) != 1 or not isinstance(fills[0].value.owner, memref.LoadOp):
+                    fills.append((op, place))
+                else:
+                    zeros.append((op, place))
+    if len(fills) != 1 or not isinstance(fills[0][0].value.owner, memref.LoadOp):
         return None
-    store, load = fills[0], fills[0].value.owner
+    (store, fill_at), load = fills[0], fills[0][0].value.owner
     s = load.memref
     xs, ss = memref_type(x).get_shape(), memref_type(s).get_shape()
     if s == x or len(xs) != len(ss) or len(store.indices) != len(xs):
@@ -533,6 +535,15 @@ def _padded_source(
             return None
         offset.append(off)
         inside.append((lp.lower, lp.upper))
+    for zero, place in zeros:  # a zero written at or after the fill lies outside the box
+        forms = [affine(i) for i in zero.indices]
+        if place >= fill_at and not any(
+            f is not None
+            and all(_is_iv(v) for v in f.terms)
+            and (affine_range(f)[1] < a or affine_range(f)[0] >= b)
+            for f, (a, b) in zip(forms, inside, strict=True)
+        ):
+            return None
     col = offset.pop()
     lo, hi = inside.pop()
     if (

@@ -70,7 +70,15 @@
 // CHECK-NOT:     %[[XP]]
 // CHECK:         arith.cmpi slt, %{{.*}}, %{{.*}} : index
 // CHECK-NOT:     %[[XP]]
-// CHECK:       func.return
+
+// A zero written into the box after the fill: X is no padded copy of S, the vector code
+// reads X and the copy stays where it was.
+// CHECK-LABEL: loop.kernel "rezeroed"
+// CHECK-NOT:   _scalar
+// CHECK:       %[[XQ:.*]] = memref.alloca() : memref<10x66xf32>
+// CHECK-NEXT:  loop.for %{{.*}} = 0 to 10 step 1 {name = "z0"} {
+// CHECK:       {name = "ho_v16", dlpc.cpp_if = "defined(__AVX512F__)"}
+// CHECK:         vector.load %[[XQ]][
 func.func @main(%X: memref<6x18xf32>, %K: memref<3x3xf32>, %C: memref<4x16xf32>, %S: memref<8x64xf32>, %D: memref<8x64xf32>) {
   loop.kernel "dw" {
     loop.for %ho = 0 to 4 step 2 {name = "ho"} {
@@ -151,6 +159,48 @@ func.func @main(%X: memref<6x18xf32>, %K: memref<3x3xf32>, %C: memref<4x16xf32>,
         %v = memref.load %S[%s0, %s1] : memref<8x64xf32>
         memref.store %v, %xp[%c0, %c1] : memref<10x66xf32>
       }
+    }
+    loop.for %ho = 0 to 8 step 2 {name = "ho"} {
+      loop.for %r1 = 0 to 3 step 1 {name = "r1", reduction, unroll = 3, dlpc.slide} {
+        loop.for %r2 = 0 to 3 step 1 {name = "r2", reduction, unroll = 3} {
+          loop.for %hi = 0 to 2 step 1 {name = "hi", unroll = 2} {
+            loop.for %w = 0 to 64 step 1 {name = "w", vectorize} {
+              %h = arith.addi %ho, %hi : index
+              %row = arith.addi %h, %r1 : index
+              %col = arith.addi %w, %r2 : index
+              %x = memref.load %xp[%row, %col] : memref<10x66xf32>
+              %k = memref.load %K[%r1, %r2] : memref<3x3xf32>
+              %c = memref.load %D[%h, %w] : memref<8x64xf32>
+              %p = arith.mulf %x, %k : f32
+              %s = arith.addf %c, %p : f32
+              memref.store %s, %D[%h, %w] : memref<8x64xf32>
+            }
+          }
+        }
+      }
+    }
+  }
+  loop.kernel "rezeroed" {
+    %xp = memref.alloca() : memref<10x66xf32>
+    loop.for %z0 = 0 to 10 step 1 {name = "z0"} {
+      loop.for %z1 = 0 to 66 step 1 {name = "z1"} {
+        %zero = arith.constant 0.000000e+00 : f32
+        memref.store %zero, %xp[%z0, %z1] : memref<10x66xf32>
+      }
+    }
+    loop.for %c0 = 1 to 9 step 1 {name = "c0"} {
+      loop.for %c1 = 1 to 65 step 1 {name = "c1"} {
+        %m1 = arith.constant -1 : index
+        %s0 = arith.addi %c0, %m1 : index
+        %s1 = arith.addi %c1, %m1 : index
+        %v = memref.load %S[%s0, %s1] : memref<8x64xf32>
+        memref.store %v, %xp[%c0, %c1] : memref<10x66xf32>
+      }
+    }
+    loop.for %y1 = 1 to 65 step 1 {name = "y1"} {
+      %zero2 = arith.constant 0.000000e+00 : f32
+      %one = arith.constant 4 : index
+      memref.store %zero2, %xp[%one, %y1] : memref<10x66xf32>
     }
     loop.for %ho = 0 to 8 step 2 {name = "ho"} {
       loop.for %r1 = 0 to 3 step 1 {name = "r1", reduction, unroll = 3, dlpc.slide} {
