@@ -1103,3 +1103,29 @@ def test_a_variadic_ops_list_form_takes_one_list_alone():
     assert info.value.message.startswith("concat operand 1 must be a tensor, got [")
     y = gb.op("concat", [x, x, x], axis=0)
     assert str(y.type) == "tensor<6x3xf32>"
+
+
+def test_the_kernels_after_a_fused_winograd_chain_are_tasks(tmp_path):
+    """tasks_of skips the kernels an output transform computes inside itself and goes on
+    to the rest (search.py:75, `continue` -> `break`: the first fused kernel ended the
+    list, and the conv after the chain was never tuned)."""
+    from dlpc.dialects.loop import kernels
+    from dlpc.passes.pipeline import PipelineOptions, lower
+    from dlpc.tools.dlpc_tune import bound_weights
+    from dlpc.tune.search import tasks_of
+
+    path = tmp_path / "w.dlpc"
+    path.write_text(
+        "model w(x: f32[1, 32, 8, 8]) {\n"
+        "  param k: f32[32, 32, 3, 3] = kaiming(seed=5)\n"
+        "  param b: f32[32] = normal(seed=6, std=0.1)\n"
+        "  param k2: f32[16, 32, 1, 1] = kaiming(seed=7)\n"
+        "  return conv2d(relu(conv2d(x, k, b, padding=1)), k2)\n}\n"
+    )
+    model = dlpc.load(path)
+    module = model.module.clone()
+    options = PipelineOptions(opt_level=2, schedule=True)
+    lower(module, "loop", options, weights=bound_weights(model), unscheduled=True)
+    names = [k.sym for k in kernels(module)]
+    assert names[0].startswith("winograd_input_transform") and names[-1].startswith("conv2d")
+    assert [t.kernel for t in tasks_of(module)] == [names[-1]]
