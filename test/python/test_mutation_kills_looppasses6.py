@@ -1247,3 +1247,79 @@ func.func @main(%x: {t}) -> ({t}, {t}) {{
     for got, want in zip(compiled(*xs), api.reference(model, xs)):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-6)
     assert kernels(compiled.lowered) == ["layer_norm_0", "softmax_1"]
+
+
+# ------------------------------------------ loop-passes seed 46's survivors (after it)
+
+THREE_OPERAND_PRODUCT = """
+func.func @main(%a: memref<16xf32>, %b: memref<16xf32>, %c: memref<16xf32>, %y: memref<1x1x2x2xf32>)
+    attributes {dlpc.num_inputs = 3 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  %m = memref.alloc() : memref<16xf32>
+  loop.kernel "mm_0" attributes {origin = "graph.matmul"} {
+    loop.for %k = 0 to 16 step 1 {name = "k"} {
+      %u = memref.load %a[%k] : memref<16xf32>
+      %v = memref.load %b[%k] : memref<16xf32>
+      %w = memref.load %c[%k] : memref<16xf32>
+      %p = arith.mulf %u, %v : f32
+      %q = arith.addf %p, %w : f32
+      memref.store %q, %m[%k] : memref<16xf32>
+    }
+  }
+  loop.kernel "ot_1" attributes {origin = "graph.winograd_output_transform"} {
+    loop.for %i = 0 to 2 step 1 {name = "i0"} {
+      loop.for %j = 0 to 2 step 1 {name = "i1"} {
+        %c0 = arith.constant 0 : index
+        %v = memref.load %m[%i] : memref<16xf32>
+        memref.store %v, %y[%c0, %c0, %i, %j] : memref<1x1x2x2xf32>
+      }
+    }
+  }
+  memref.dealloc %m : memref<16xf32>
+  func.return
+}"""
+
+
+def test_a_product_kernel_of_three_operands_is_no_winograd_chain():
+    """The output transform's product comes from a matmul kernel loading three buffers:
+    no chain (U and V are two), nothing fused, no error (seed 46's opencl_winograd.py:363,
+    `!= 2` -> `< 2` unpacked three operands into two; hand-written loop IR)."""
+    from dlpc.passes.lower.opencl_winograd import is_fused
+
+    module = lower(parse_module(THREE_OPERAND_PRODUCT), "loop-opencl-winograd")
+    found = [k for k in module.walk() if isinstance(k, KernelOp)]
+    assert [k.sym for k in found] == ["mm_0", "ot_1"]
+    assert not any(is_fused(k) for k in found)
+
+
+def test_check_plan_names_both_overlapping_views_with_their_byte_ranges():
+    """loop-memory-plan's checker (for tests) reports an overlap as two views' byte
+    ranges [offset, offset + size) and lifetimes (seed 46's memory_plan.py:777: the
+    second view's end printed as offset ^ size)."""
+    from dlpc.passes.lower.memory_plan import check_plan
+
+    src = """
+func.func @main(%x: memref<16xf32>, %y: memref<16xf32>) attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  %arena = memref.alloc() {dlpc.arena} : memref<192xi8>
+  %o1 = arith.constant 64 : index
+  %o2 = arith.constant 64 : index
+  %a = memref.view %arena[%o1][] : memref<192xi8> to memref<16xf32>
+  %b = memref.view %arena[%o2][] : memref<192xi8> to memref<16xf32>
+  loop.kernel "k_0" {
+    loop.for %i = 0 to 16 step 1 {name = "i"} {
+      %v = memref.load %x[%i] : memref<16xf32>
+      memref.store %v, %a[%i] : memref<16xf32>
+      memref.store %v, %b[%i] : memref<16xf32>
+    }
+  }
+  loop.kernel "k_1" {
+    loop.for %i = 0 to 16 step 1 {name = "i"} {
+      %v = memref.load %a[%i] : memref<16xf32>
+      %w = memref.load %b[%i] : memref<16xf32>
+      %s = arith.addf %v, %w : f32
+      memref.store %s, %y[%i] : memref<16xf32>
+    }
+  }
+  func.return
+}"""
+    fn = next(op for op in parse_module(src).walk() if op.name == "func.func")
+    assert check_plan(fn) == ["%a [64, 128) live 5..6 overlaps %b [64, 128) live 5..6"]
