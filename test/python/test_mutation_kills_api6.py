@@ -1129,3 +1129,47 @@ def test_the_kernels_after_a_fused_winograd_chain_are_tasks(tmp_path):
     names = [k.sym for k in kernels(module)]
     assert names[0].startswith("winograd_input_transform") and names[-1].startswith("conv2d")
     assert [t.kernel for t in tasks_of(module)] == [names[-1]]
+
+
+def test_a_measurement_reads_the_childs_last_line(monkeypatch):
+    """measure.py:205 (`lines[-1]` -> `lines[+1]`): the child's result is its last line
+    of output, after any other it printed, and its only line when it printed one."""
+    import types
+
+    from dlpc.tune import measure
+
+    def run(out):
+        return lambda *a, **k: types.SimpleNamespace(returncode=0, stdout=out, stderr="")
+
+    monkeypatch.setattr(measure.subprocess, "run", run('{"ok": false, "error": "wrong"}\n'))
+    assert measure.measure("ir", "") == measure.Result(False, None, "wrong")
+    three = 'one\ntwo\n{"ok": true, "time": 0.25}\n'
+    monkeypatch.setattr(measure.subprocess, "run", run(three))
+    assert measure.measure("ir", "") == measure.Result(True, 0.25, None)
+
+
+def test_an_extracted_kernel_has_only_the_globals_it_reads():
+    """measure.py:65 (`==` -> `<=` on the global's name): each kernel of two over folded
+    weights is extracted with its own memref.global alone, not every one named before."""
+    from xdsl.dialects import memref
+
+    from dlpc.dialects.loop import kernels
+    from dlpc.passes.pipeline import PipelineOptions, lower, parse_module
+    from dlpc.tune.measure import extract_kernel
+
+    module = parse_module(
+        "func.func @main(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {\n"
+        '  %w = graph.param "w" : tensor<8x8xf32>\n'
+        '  %v = graph.param "v" : tensor<8x8xf32>\n'
+        "  %y = graph.matmul %x, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>\n"
+        "  %z = graph.matmul %y, %v : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>\n"
+        "  func.return %z : tensor<4x8xf32>\n}\n"
+    )
+    weights = {"w": np.eye(8, dtype=np.float32), "v": 2 * np.eye(8, dtype=np.float32)}
+    lower(module, "loop", PipelineOptions(opt_level=1), weights=weights)
+    module = parse_module(str(module))  # (as a loop-level file: names parsed apart)
+    found = []
+    for k in kernels(module):
+        small = extract_kernel(module, k.sym)
+        found.append([op.sym_name.data for op in small.ops if isinstance(op, memref.GlobalOp)])
+    assert sorted(found) == [["__constant_0"], ["__constant_1"]]
