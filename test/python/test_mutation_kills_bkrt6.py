@@ -773,3 +773,31 @@ def test_svm_needs_fine_grained_buffers_not_other_capabilities(monkeypatch):
     )
     monkeypatch.setattr(f, "ctx", types.SimpleNamespace(devices=[device]))
     assert f._svm_arguments(parse_module(TANH_SRC)) == {}
+
+
+def test_parameters_are_uploaded_once_per_binding(tmp_path):
+    """An OpenCL function's parameters are not on the device when it is built
+    (`params_resident` False until a bound call uploads them; seed 47's
+    opencl_rt.py:1187), stay there across bound calls, and are uploaded again after
+    `bind_params` or a call with other `params=`."""
+    pytest.importorskip("pyopencl")
+    import dlpc
+    from dlpc.backends.runtime.opencl_rt import OpenCLFunction
+    from dlpc.model import Model
+
+    compiled = dlpc.compile(Model(parse_module(SVM_SRC), weights={"w": CW}), target="opencl")
+    f = OpenCLFunction(compiled.lowered, name="bkrt6_resident")
+    assert f.params_resident is False
+    x = np.linspace(-2, 2, 32, dtype=np.float32).reshape(4, 8)
+    u = np.arange(4, dtype=np.int32)
+    f.bind_params({"w": CW})
+    assert f.params_resident is False
+    for _ in range(2):
+        np.testing.assert_allclose(f(x, u)[0], np.tanh(x + CW), rtol=1e-5, atol=1e-6)
+        assert f.params_resident is True
+    other = -CW
+    np.testing.assert_allclose(
+        f(x, u, params={"w": other})[0], np.tanh(x + other), rtol=1e-5, atol=1e-6
+    )
+    assert f.params_resident is False
+    np.testing.assert_allclose(f(x, u)[0], np.tanh(x + CW), rtol=1e-5, atol=1e-6)
