@@ -1514,7 +1514,11 @@ static void dlpc_arena_release(unsigned char *arena)
         key = function_key(kind, params, w.lines, names)
         if key in self.functions:  # the same function up to names: call that one
             return self.functions[key], call_args, w.may_fail
-        fname = self.top.fresh(f"{k.sym}_team", kind="kernel") if team else self.kernel_names[k]
+        fname = self.kernel_names[k]
+        # the team's copy, or a second text of `k` (its calls in and out of @main's team
+        # region may name its parameters apart): a function name of its own
+        if team or fname in self.functions.values():
+            fname = self.top.fresh(f"{k.sym}_team" if team else k.sym, kind="kernel")
         self.functions[key] = fname
         note = f"the team's copy of {kernel_note(k)}" if team else kernel_note(k)
         signature = f"{KERNEL_ATTRIBUTES} static {kind} {fname}({', '.join(params) or 'void'})"
