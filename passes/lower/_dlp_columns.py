@@ -22,13 +22,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.dialects import arith, memref, scf
-from xdsl.dialects.builtin import Float32Type, FloatAttr, IntegerAttr, MemRefType, StringAttr, i64
+from xdsl.dialects.builtin import Float32Type, IntegerAttr, MemRefType, StringAttr, i64
 from xdsl.ir import Block, Region, SSAValue
 
 from dlpc.dialects import dlp
 from dlpc.dialects.loop import ForOp, KernelOp, spine
 from dlpc.dialects.typed import element_type
 from dlpc.passes.lower._dlp_build import Builder, latencies, round_up
+from dlpc.passes.lower.dlp_select._matching import const_value
 from dlpc.targets.dlp import DlpTarget
 
 
@@ -49,12 +50,8 @@ class Columns:
 
 
 def _zero(value: SSAValue) -> bool:
-    op = value.owner
-    return (
-        isinstance(op, arith.ConstantOp)
-        and isinstance(op.value, FloatAttr)
-        and op.value.value.data == 0.0
-    )
+    c = const_value(value)
+    return isinstance(c, float) and c == 0.0
 
 
 def match(kernel: KernelOp) -> Columns | None:

@@ -16,10 +16,10 @@ pool: LeNet's bias and ReLU after its two pools).
 from __future__ import annotations
 
 from xdsl.dialects import arith, memref
-from xdsl.dialects.builtin import FloatAttr
 from xdsl.ir import Operation, SSAValue
 
 from dlpc.dialects.loop import ForOp, KernelOp, defined_inside
+from dlpc.passes.lower.dlp_select._matching import const_value
 
 MAX = ("arith.maximumf", "arith.maxnumf")
 
@@ -43,13 +43,6 @@ def _outside_stores(kernel: KernelOp) -> list[memref.StoreOp]:
 
 def _const(value: SSAValue) -> bool:
     return isinstance(value.owner, arith.ConstantOp)
-
-
-def _constant(value: SSAValue) -> float | None:
-    op = value.owner
-    if isinstance(op, arith.ConstantOp) and isinstance(op.value, FloatAttr):
-        return op.value.value.data
-    return None
 
 
 def _per_channel(value: SSAValue, channel: SSAValue, kernel: KernelOp) -> bool:
@@ -136,7 +129,7 @@ def _max_pool(kernel: KernelOp, mid: SSAValue) -> tuple[memref.LoadOp, memref.St
         for op in kernel.walk()
         if isinstance(op, memref.StoreOp) and op.memref is acc and _const(op.value)
     ]
-    if len(inits) != 1 or _constant(inits[0].value) != float("-inf"):
+    if len(inits) != 1 or const_value(inits[0].value) != float("-inf"):
         return None
     return total, store
 

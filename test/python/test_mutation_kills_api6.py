@@ -931,7 +931,7 @@ def test_proposals_mutate_the_four_best_points_and_random_search_never_does(tmp_
     monkeypatch.setattr(type(space), "mutate", counting)
     monkeypatch.setattr(type(space), "crossover", lambda self, a, b, rng: dict(a))
     points = []
-    while len(points) < 6:  # six distinct points, timed 1..6 ms
+    while len(points) < 6:  # six distinct points, the k-th (from 1) measured at k / 1000
         p = space.sample(tuner.rng)
         if p not in points:
             points.append(p)
