@@ -633,9 +633,15 @@ def commands(area: Area, copy: Path) -> list[str]:
 
 
 def resolve(copy: Path, patterns: list[str]) -> list[str]:
-    """The modules the patterns name in the copy (a file moved into a package: both forms)."""
-    found = {str(f.relative_to(copy)) for p in patterns for f in copy.glob(p) if f.is_file()}
-    return sorted(m for m in found if m.endswith(".py") and not m.endswith("__init__.py"))
+    """The modules the patterns name in the copy (a file moved into a package: both forms);
+    an `__init__.py` only where a pattern names it, not through a wildcard."""
+    found = {
+        str(f.relative_to(copy))
+        for p in patterns
+        for f in copy.glob(p)
+        if f.is_file() and (f.name != "__init__.py" or p.endswith("__init__.py"))
+    }
+    return sorted(m for m in found if m.endswith(".py"))
 
 
 def present(copy: Path, command: str) -> str | None:
