@@ -66,24 +66,18 @@ def _param_index(p: SSAValue, idx: Idx, axis: int) -> Idx:
 NSW = arith.IntegerOverflowAttr((arith.IntegerOverflowFlag.NSW,))
 
 
-def _narrow(v: SSAValue) -> bool:
-    return isinstance(v.type, IntegerType) and v.type.width.data <= 8
-
-
 def _widened(b: BodyBuilder, x: SSAValue, zero: SSAValue, zero_idx: Idx, skip: bool):
-    """x - zero as i32 (zero left out when it is a constant 0); nsw for 8-bit x."""
+    """x - zero as i32, nsw (zero left out when it is a constant 0); x and zero are 8-bit
+    (the verifiers of matmul_integer and conv_integer refuse any other width)."""
     v = b.cast(x, i32)
     if skip:
         return v
-    z = b.read(zero, zero_idx)
-    if _narrow(x) and _narrow(z):
-        return b.emit(arith.SubiOp(v, b.cast(z, i32), overflow=NSW))
-    return b.sub(v, b.cast(z, i32))
+    return b.emit(arith.SubiOp(v, b.cast(b.read(zero, zero_idx), i32), overflow=NSW))
 
 
-def _product(b: BodyBuilder, va: SSAValue, vb: SSAValue, narrow: bool) -> SSAValue:
-    """va * vb in i32; `narrow` (both from 8-bit operands): nsw."""
-    return b.emit(arith.MuliOp(va, vb, overflow=NSW)) if narrow else b.mul(va, vb)
+def _product(b: BodyBuilder, va: SSAValue, vb: SSAValue) -> SSAValue:
+    """va * vb in i32, nsw (two 8-bit differences)."""
+    return b.emit(arith.MuliOp(va, vb, overflow=NSW))
 
 
 @lowers("quantize")
@@ -133,7 +127,6 @@ def lower_matmul_integer(L: Lowering, op: g.GraphOp, xs):
     tb = op.transpose_b
     sa, sb, out = shape(a), shape(bm), op.out_shape
     skip_a, skip_b = _all(za, 0), _all(zb, 0)
-    narrow_zero = all(e.width.data <= 8 for e in (elt(za), elt(zb)) if isinstance(e, IntegerType))
 
     dot = _u8_dot(L, op, xs)
     if dot is not None:
@@ -146,7 +139,7 @@ def lower_matmul_integer(L: Lowering, op: g.GraphOp, xs):
         ra, rb = b.read(a, ia), b.read(bm, ib)
         va = _widened(b, ra, za, _param_index(za, [m], 0), skip_a)
         vb = _widened(b, rb, zb, _param_index(zb, [n], 0), skip_b)
-        return _product(b, va, vb, _narrow(ra) and _narrow(rb) and narrow_zero)
+        return _product(b, va, vb)
 
     return L.reduce(op.out_type, [sa[-1]], "add", body)
 
@@ -225,7 +218,6 @@ def lower_conv_integer(L: Lowering, op: g.GraphOp, xs):
     og = o // op.groups
     checks = window_checks(op, (h, wd), op.out_shape[2:], (kh, kw))
     skip_x, skip_w = _all(zx, 0), _all(zw, 0)
-    narrow = all(isinstance(e, IntegerType) and e.width.data <= 8 for e in map(elt, (x, w, zx, zw)))
 
     def body(b: BodyBuilder, idx: Idx, r: Idx):
         n, oc, oh, ow = idx
@@ -258,6 +250,6 @@ def lower_conv_integer(L: Lowering, op: g.GraphOp, xs):
             v = inside(b)
         rw = b.read(w, [oc, c, i, j])
         vw = _widened(b, rw, zw, _param_index(zw, [oc], 0), skip_w)
-        return _product(b, v, vw, narrow)
+        return _product(b, v, vw)
 
     return L.reduce(op.out_type, [cg, kh, kw], "add", body)
