@@ -1,0 +1,294 @@
+"""Tests of the `api` area's decisions no fast test compared before the seventh round of
+issue 35 (bench/mutation.py --area api: `__init__.py`, api.py, model.py, settings.py, the
+drivers, the pass table, the pipeline and the per-pass checker), written from a
+branch-coverage run of the area's tests and a read of api.py before the seed-49 draw:
+the package's lazy attributes, the drivers run as scripts, the compiled model's call
+paths, the per-pass checker's helpers and the pipeline's pass choices. Small models,
+in-process unless a test runs a driver as `python -m`."""
+
+from __future__ import annotations
+
+import runpy
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import dlpc
+from dlpc import api
+from dlpc.diagnostics import DlpcError
+
+UNBOUND = """model small(x: f32[B, 3]) {
+  param w: f32[3] = normal(seed=1)
+  return relu(x + w)
+}
+"""
+
+ADD = """
+func.func @main(%x: tensor<2x3xf32>, %y: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %w = graph.param "w" : tensor<2x3xf32>
+  %s = graph.add %x, %y : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  %t = graph.mul %s, %w : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  func.return %t : tensor<2x3xf32>
+}
+"""
+
+
+@pytest.fixture
+def unbound(tmp_path):
+    path = tmp_path / "small.dlpc"
+    path.write_text(UNBOUND)
+    return path
+
+
+@pytest.fixture
+def add(tmp_path):
+    path = tmp_path / "add.mlir"
+    path.write_text(ADD)
+    np.savez(tmp_path / "add.npz", w=np.full((2, 3), 2.0, np.float32))
+    return path
+
+
+def _xy():
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    return x, np.full((2, 3), 0.5, np.float32)
+
+
+# ---- the package (__init__.py) and the drivers run as scripts -----------------------------
+
+
+def test_the_packages_lazy_attributes_are_each_their_own_module():
+    import dlpc.eager as eager
+    import dlpc.train as train_module
+    from dlpc.passes.train import optim
+    from dlpc.runtime import device
+
+    lazy = dlpc.__getattr__
+    assert lazy("train") is train_module
+    assert lazy("optim") is optim
+    for name in ("Tensor", "zeros", "ops", "unregister_kernel", "from_dlpack"):
+        assert lazy(name) is getattr(eager, name)
+    for name in ("device", "Stream", "synchronize", "use_stream", "empty_cache"):
+        assert lazy(name) is getattr(device, name)
+    for name in ("aaa", "zzz", "Train", "tensors"):  # (before and after every name listed)
+        with pytest.raises(AttributeError) as info:
+            lazy(name)
+        assert str(info.value) == f"module 'dlpc' has no attribute '{name}'"
+
+
+def test_the_packages_load_and_compile_are_the_apis(add):
+    model = dlpc.load(str(add))
+    assert model.name == "add" and model.weights["w"].shape == (2, 3)
+    f = dlpc.compile(model, target="numpy")
+    x, y = _xy()
+    np.testing.assert_array_equal(f(x, y)[0], (x + y) * 2.0)
+    assert dlpc.compile(model).target == "c"  # (the default target)
+
+
+@pytest.mark.parametrize("module", ["dlpc.__main__", "dlpc.frontends.text.__main__"])
+def test_importing_a_driver_runs_nothing(module, monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["x", "--version"])
+    runpy.run_module(module, run_name=module)  # (no SystemExit: main is not called)
+
+
+def test_the_drivers_run_as_scripts(unbound):
+    def run(*args):
+        return subprocess.run(
+            [sys.executable, "-m", *args], capture_output=True, text=True, timeout=120
+        )
+
+    done = run("dlpc", "--version")
+    assert done.returncode == 0 and done.stdout.startswith("dlpc "), done.stderr
+    done = run("dlpc")  # (no arguments: the usage, exit 1)
+    assert done.returncode == 1 and done.stderr.startswith("usage: python -m dlpc ")
+    done = run("dlpc.frontends.text", str(unbound))
+    assert done.returncode == 0 and "func.func @main" in done.stdout, done.stderr
+    assert done.stdout.endswith("}\n\n") or done.stdout.endswith("}\n")
+    done = run("dlpc.frontends.text", str(unbound) + ".missing")
+    assert done.returncode != 0 and len(done.stderr.strip().splitlines()) == 1
+
+
+# ---- model.py -------------------------------------------------------------------------------
+
+
+def test_an_input_spec_is_frozen_and_hashable_and_a_model_is_not_specialised_first(add):
+    import dataclasses
+
+    from dlpc.model import InputSpec, Model
+
+    spec = InputSpec("x", (2,), np.dtype(np.float32))
+    assert hash(spec) == hash(InputSpec("x", (2,), np.dtype(np.float32)))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        spec.name = "y"  # type: ignore[misc]
+    m = Model(dlpc.load(str(add)).module)
+    assert m.specialise_first is False and m.weights == {} and m.name == "model"
+    assert m.path is None and m.specialiser is None
+
+
+# ---- load (api.load) --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("suffix", [".bin", ".txt", ".a", ".zz", ".mlirx"])
+def test_an_unknown_format_is_one_line_whatever_it_sorts_next_to(add, suffix):
+    other = add.with_suffix(suffix)
+    other.write_text(ADD)
+    with pytest.raises(DlpcError) as info:
+        dlpc.load(str(other))
+    assert str(info.value) == (
+        f"error: unknown model format '{suffix}' (expected .dlpc, .onnx or .mlir)"
+    )
+
+
+def test_weights_given_as_a_dict_a_path_string_or_a_path(add, tmp_path):
+    x, y = _xy()
+    np.savez(tmp_path / "three.npz", w=np.full((2, 3), 3.0, np.float32))
+    for weights in (
+        {"w": np.full((2, 3), 3.0, np.float32)},
+        str(tmp_path / "three.npz"),
+        tmp_path / "three.npz",
+    ):
+        model = dlpc.load(add, weights=weights)
+        np.testing.assert_array_equal(model.weights["w"], np.full((2, 3), 3.0, np.float32))
+        f = dlpc.compile(model, target="numpy")
+        np.testing.assert_array_equal(f(x, y)[0], (x + y) * 3.0)
+
+
+# ---- the compiled model's call paths (CompiledModel.__call__, check_inputs) -------------------
+
+
+def _fake(add, outputs):
+    """A CompiledModel over the add model whose runner and direct call are recorded."""
+    calls: list[str] = []
+    model = dlpc.load(add)
+
+    def runner(arrays):
+        calls.append("runner")
+        return outputs
+
+    def direct(*arrays):
+        calls.append("direct")
+        return ["direct"]
+
+    c = api.CompiledModel(model, "c", "", model.module, runner)
+    c._direct = direct
+    return c, calls
+
+
+def test_the_direct_call_takes_exactly_the_checked_arrays(add):
+    """A runtime without its own fast check (OpenCL's) is called straight once a first call
+    read the signature, on arrays of @main's count, shapes and dtypes only."""
+    out = [np.zeros((2, 3), np.float32)]
+    c, calls = _fake(add, out)
+    x, y = _xy()
+    assert c(x, y) is out and calls == ["runner"]  # (a first call: the signature read)
+    assert c(x, y) == ["direct"] and calls[-1] == "direct"
+    for bad in ([x], [x, y, y]):  # too few or too many: the check's one line, no call
+        calls.clear()
+        with pytest.raises(DlpcError, match=r"^error: the model takes 2 inputs"):
+            c(*bad)
+        assert calls == []
+    calls.clear()
+    with pytest.raises(DlpcError, match=r"^error: input 'y' has shape 3x2"):
+        c(x, np.zeros((3, 2), np.float32))
+    with pytest.raises(DlpcError, match=r"^error: input 'y' has dtype float64"):
+        c(x, np.zeros((2, 3)))
+    assert calls == []
+
+    class Sub(np.ndarray):
+        pass
+
+    assert c(x.view(Sub), y) is out and calls == ["runner"]  # (not an ndarray: converted)
+    assert c(x, y.astype(np.float32)) == ["direct"]
+
+
+def test_outputs_come_back_as_a_list_of_arrays_or_sequences(add):
+    x, y = _xy()
+    out = [np.zeros(2)]
+    c, _ = _fake(add, out)
+    assert c(x, y) is out  # (a list of arrays: as the runner made it)
+    c, _ = _fake(add, (np.zeros(2), np.ones(1)))
+    got = c(x, y)
+    assert type(got) is list and [a.tolist() for a in got] == [[0.0, 0.0], [1.0]]
+    seq = [np.ones(1)]
+    c, _ = _fake(add, [seq, 2.5])
+    got = c(x, y)
+    assert got[0] is seq and type(got[1]) is np.ndarray and got[1] == 2.5
+
+
+def test_random_inputs_of_a_model_with_a_specialiser(add):
+    """Inputs a call passes that are not @main's arguments (frozen shape inputs) are
+    zeros; the arguments are drawn in order from the seed (0 by default)."""
+    from dlpc.model import InputSpec, Model, Specialiser
+
+    f32 = np.dtype(np.float32)
+    base = dlpc.load(add)
+    spec = Specialiser(
+        (
+            InputSpec("x", (2, 3), f32),
+            InputSpec("s", (2,), np.dtype(np.int64)),
+            InputSpec("y", (2, 3), f32),
+        ),
+        ["s"],
+        lambda values: base,
+    )
+    model = Model(base.module, base.weights, "add", specialiser=spec)
+    got = api.random_inputs(model)
+    rng = np.random.default_rng(0)
+    want_x = rng.standard_normal((2, 3)).astype(np.float32)
+    want_y = rng.standard_normal((2, 3)).astype(np.float32)
+    assert [a.dtype for a in got] == [f32, np.dtype(np.int64), f32]
+    np.testing.assert_array_equal(got[0], want_x)
+    np.testing.assert_array_equal(got[1], np.zeros(2, np.int64))
+    np.testing.assert_array_equal(got[2], want_y)
+    plain = api.random_inputs(base)
+    np.testing.assert_array_equal(plain[0], want_x)
+    np.testing.assert_array_equal(plain[1], want_y)
+    other = api.random_inputs(base, seed=1)
+    rng = np.random.default_rng(1)
+    np.testing.assert_array_equal(other[0], rng.standard_normal((2, 3)).astype(np.float32))
+
+
+# ---- compile's choices: batch chunks, the warm artifact, the comm split -------------------------
+
+
+def test_only_a_plain_c_compile_of_folded_weights_tries_batch_chunks(add, monkeypatch):
+    tried: list[str] = []
+
+    def chunks(model, opt_level, tuning_log, options):
+        tried.append(model.name)
+
+    monkeypatch.setattr(api, "_compile_chunks", chunks)
+    model = dlpc.load(add)
+    x, y = _xy()
+    f = dlpc.compile(model, target="c")
+    assert tried == ["add"]
+    np.testing.assert_array_equal(f(x, y)[0], (x + y) * 2.0)
+    for kw in (
+        {"target": "numpy"},
+        {"target": "opencl"},
+        {"target": "c", "batch_chunks": False},
+        {"target": "c", "fold_weights": False},
+        {"target": "c", "check_each_pass": True},
+        {"device": "cpu"},
+    ):
+        tried.clear()
+        f = dlpc.compile(model, **kw)
+        assert tried == [], kw
+        np.testing.assert_allclose(f(x, y)[0], (x + y) * 2.0, rtol=1e-6)
+
+
+def test_only_a_c_compile_without_checks_looks_for_a_warm_artifact(add, monkeypatch):
+    keys: list[str] = []
+
+    def key(model, weights, target, settings):
+        keys.append(target)
+
+    monkeypatch.setattr(api, "_artifact_key", key)
+    model = dlpc.load(add)
+    dlpc.compile(model, target="c")
+    assert keys == ["c"]
+    for kw in ({"target": "numpy"}, {"target": "opencl"}, {"check_each_pass": True}):
+        keys.clear()
+        dlpc.compile(model, **kw)
+        assert keys == [], kw
