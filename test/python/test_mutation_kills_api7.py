@@ -292,3 +292,126 @@ def test_only_a_c_compile_without_checks_looks_for_a_warm_artifact(add, monkeypa
         keys.clear()
         dlpc.compile(model, **kw)
         assert keys == [], kw
+
+
+def test_a_compile_that_ran_the_pipeline_is_not_cached(add):
+    model = dlpc.load(add)
+    assert dlpc.compile(model, target="numpy").cached is False
+    c = api.CompiledModel(model, "numpy", "", model.module, lambda arrays: [])
+    assert c.cached is False and c.artifact is None and c.specialisations == {}
+
+
+# ---- the pipeline's helpers (passes/pipeline.py) -------------------------------------------
+
+
+def test_which_target_a_lowering_is_for_and_winograds_rule():
+    from dlpc.passes import pipeline as PL
+
+    table = []
+    for target in (None, "c", "opencl", "dlp"):
+        for schedule in (False, True):
+            options = PL.PipelineOptions(target=target, schedule=schedule)
+            for stop in PL.STAGES:
+                table.append(
+                    (
+                        target,
+                        schedule,
+                        stop,
+                        PL.target_of(options, stop),
+                        PL._winograd_target(options, stop),
+                    )
+                )
+    want = []
+    for target in (None, "c", "opencl", "dlp"):
+        for schedule in (False, True):
+            for stop in PL.STAGES:
+                t = "dlp" if stop == "dlp" else target or ("c" if schedule else None)
+                w = t if t in ("c", "opencl") else None
+                if t is None and stop == "loop":
+                    w = "opencl"
+                want.append((target, schedule, stop, t, w))
+    assert table == want
+    assert PL.target_of(PL.PipelineOptions(), "loop") is None
+    assert PL._winograd_target(PL.PipelineOptions(), "te") is None
+
+
+def test_a_parser_failure_is_its_first_line_naming_the_file():
+    from xdsl.utils.exceptions import ParseError
+
+    from dlpc.passes import pipeline as PL
+
+    for exc, text in (
+        (ValueError("bad width\nmore"), "ValueError: bad width"),
+        (KeyError("k"), "KeyError: 'k'"),
+        (ZeroDivisionError(), "ZeroDivisionError: "),
+        (AttributeError("a"), "AttributeError: a"),
+        (TypeError("t"), "TypeError: t"),
+        (IndexError("i"), "IndexError: i"),
+    ):
+        with pytest.raises(DlpcError) as info:
+            with PL.parser_failures("f.mlir"):
+                raise exc
+        assert str(info.value) == f"f.mlir: error: malformed IR: the parser failed ({text})"
+    for passing in (DlpcError("error: x"), RuntimeError("r")):
+        with pytest.raises(type(passing)) as info:
+            with PL.parser_failures("f.mlir"):
+                raise passing
+        assert info.value is passing
+    with pytest.raises(ParseError):
+        PL.parse_module("func.func @main(", "g.mlir")
+
+
+def test_a_passs_fixed_options_override_the_compiles_own():
+    from dlpc.passes import pipeline as PL
+
+    options = PL.PipelineOptions(extra={"graph-layout": {"where": "all"}})
+    assert PL.make_pass("graph-layout", options).where == "all"
+    assert PL.make_pass("graph-layout", options, where="pays").where == "pays"
+    assert PL.make_pass("graph-layout", PL.PipelineOptions(), where="pays").where == "pays"
+
+
+def test_a_pass_that_does_not_import_is_one_line(monkeypatch):
+    from dlpc.passes import pipeline as PL
+
+    monkeypatch.setitem(sys.modules, "dlpc.passes.graph.layout", None)
+    with pytest.raises(
+        DlpcError, match=r"^error: pipeline pass 'graph-layout' is not available \("
+    ):
+        PL.make_pass("graph-layout", PL.PipelineOptions())
+    monkeypatch.setitem(sys.modules, "dlpc.backends.numpy", None)
+    with pytest.raises(DlpcError, match=r"^error: target 'numpy' is not available \("):
+        PL.emit(dlpc.load("examples/mlp.dlpc", batch=1).module, "numpy")
+
+
+@pytest.mark.parametrize("was_on", [True, False])
+def test_the_collector_is_off_during_a_pass_and_as_it_was_after(add, was_on, monkeypatch):
+    import gc
+
+    from dlpc.passes import pipeline as PL
+
+    seen = []
+
+    class Probe:
+        def apply(self, ctx, module):
+            seen.append(gc.isenabled())
+
+    monkeypatch.setattr(PL, "make_pass", lambda name, options, **fixed: Probe())
+    (gc.enable if was_on else gc.disable)()
+    try:
+        PL.run("probe", dlpc.load(add).module, PL.PipelineOptions())
+        assert seen == [False] and gc.isenabled() is was_on
+    finally:
+        gc.enable()
+
+
+def test_without_verify_each_the_input_and_the_result_are_verified(add, monkeypatch):
+    from dlpc.passes import pipeline as PL
+
+    verified = []
+    monkeypatch.setattr(PL, "verify_ir", lambda module: verified.append(len(verified)))
+    module = dlpc.load(add).module
+    PL.lower(module.clone(), "graph", PL.PipelineOptions(opt_level=0, verify_each=False))
+    assert verified == [0, 1]  # (the input, the result)
+    verified.clear()
+    PL.lower(module.clone(), "graph", PL.PipelineOptions(opt_level=0))
+    assert verified == [0]  # (after the one pass, graph-infer-shapes)
