@@ -56,6 +56,7 @@ of ms for sub-ms models); single-threaded figures are the stable ones:
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import os
 import statistics
@@ -937,8 +938,34 @@ def worker(argv: list[str]) -> int:
     return 0
 
 
-def run_worker(args: list[str], threads: int, wait_policy: str | None = None) -> dict:
-    """A worker's JSON result; {"ms": "fail"} (and its last stderr line) when it failed."""
+@functools.cache
+def peak_module():
+    """bench/peak.py (the FMA peak, a graph's FLOPs), loaded by path: this file also runs
+    as a module of another name (the tests load it by path)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_peak", Path(__file__).with_name("peak.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def peak_worker(argv: list[str]) -> int:
+    """The FMA peak of a team of argv[0] threads in this fresh process (as a dlpc worker
+    runs: libgomp loaded the way dlpc loads it); prints {"on_core", "wall"} in GFLOP/s."""
+    import json
+
+    result = peak_module().measure(int(argv[0]))
+    print(json.dumps({"on_core": result.on_core, "wall": result.wall}))
+    return 0
+
+
+def run_worker(
+    args: list[str], threads: int, wait_policy: str | None = None, mode: str = "--worker"
+) -> dict:
+    """A worker's JSON result; {"ms": "fail"} (and its last stderr line) when it failed.
+    `mode` "--peak-worker": the FMA peak of a team of `threads` (`peak_worker`)."""
     import json
     import subprocess
 
@@ -950,7 +977,7 @@ def run_worker(args: list[str], threads: int, wait_policy: str | None = None) ->
     env.pop("GOMP_SPINCOUNT", None)  # (this process's dlpc runtime set it: it overrides a policy)
     if wait_policy:
         env["OMP_WAIT_POLICY"] = wait_policy
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", *args]
+    cmd = [sys.executable, str(Path(__file__).resolve()), mode, *args]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True)
     lines = done.stdout.strip().splitlines()
     if done.returncode == 0 and lines:
@@ -984,8 +1011,14 @@ def case_rows(
     plan: list[tuple[str, str]],
     got: dict[tuple[str, str, int], dict],
     stats: dict[str, tuple[str, str, str]],
+    flops: tuple[int | None, int | None] = (None, None),
+    peaks: dict[int, float] | None = None,
 ) -> tuple[list[list[str]], list[str]]:
-    """One case's latency rows (one per thread count) and its memory row."""
+    """One case's latency rows (one per thread count) and its memory row. `flops`: the
+    model's FLOPs per call and those of the graph dlpc runs (bench/peak.py's
+    program_flops); `peaks`: the FMA peak per thread count, GFLOP/s. They give the last
+    columns: the FLOPs, the bound (dlpc's FLOPs at the peak, ms) and the share of the
+    peak that dlpc on the .dlpc and onnxruntime on the first export reach."""
 
     def ms(runner, src, t):
         value = got.get((runner, src, t), {"ms": "n/a"})["ms"]
@@ -1006,6 +1039,7 @@ def case_rows(
             d, o = ms("dlpc", k, t), ms("ort", k, t)
             row += [d, o, ratio(d, o)]
         row.append("/".join(stats.get(s, ("-",))[0] for s in ["dlpc", *kinds]))
+        row += peak_columns(flops, (peaks or {}).get(t), row[3], ort0)
         rows.append(row)
 
     def mb(result, key):
@@ -1019,6 +1053,29 @@ def case_rows(
             cold = "*" if result.get("cold") else ""
             mem.append(f"{mb(result, 'peak_kb')}/{mb(result, 'held_kb')}{cold}")
     return rows, mem
+
+
+def peak_columns(
+    flops: tuple[int | None, int | None], peak: float | None, dlpc_ms: str, ort_ms: str
+) -> list[str]:
+    """[MFLOP, bound ms, dlpc % of peak, onnxruntime % of peak] of one row: the model's
+    MFLOP per call ("model/dlpc" where the -O2 graph multiplies less: Winograd); the
+    bound, dlpc's FLOPs at the FMA `peak` (GFLOP/s); each runner's FLOPs (dlpc: its -O2
+    graph's, onnxruntime: the model's) over its time, as a share of the peak."""
+    model, ran = flops
+    if model is None or ran is None:
+        return ["-", "-", "-", "-"]
+    mflop = f"{model / 1e6:.2f}" + ("" if ran == model else f"/{ran / 1e6:.2f}")
+    if not peak:
+        return [mflop, "-", "-", "-"]
+
+    def share(count: int, ms: str) -> str:
+        try:
+            return f"{100 * count / peak / 1e6 / float(ms):.0f}"
+        except (ValueError, ZeroDivisionError):
+            return "-"
+
+    return [mflop, f"{ran / peak / 1e6:.3f}", share(ran, dlpc_ms), share(model, ort_ms)]
 
 
 def bench_batches(
@@ -1046,6 +1103,13 @@ def bench_batches(
     smallest of its rounds' medians, so a burst of load from elsewhere that hits one
     runner's round does not decide its figure)."""
     cases = [(name, b) for name in names for b in batches]
+    # the FMA peak per thread count: each worker's best on-core figure (bench/peak.py)
+    peaks: dict[int, float] = {}
+    for _ in range(rounds):
+        for t in threads:
+            value = run_worker([str(t)], t, wait_policy, "--peak-worker").get("on_core")
+            if isinstance(value, float):
+                peaks[t] = max(peaks.get(t, 0.0), value)
     sources = ["dlpc", *kinds]
     plan: list[tuple[str, str]] = [("dlpc", s) for s in sources]
     plan += [("ort", k) for k in kinds] + ([("torch", "dlpc")] if with_torch else [])
@@ -1065,6 +1129,7 @@ def bench_batches(
                 **{f"y{i:02d}": y for i, y in enumerate(ys)},
             )
             paths = onnx_exports(model, xs, case, kinds)
+            flops = peak_module().program_flops(model)
             stats: dict[str, tuple[str, str, str]] = {}
             for src in sources:
                 if src != "dlpc" and src not in paths:
@@ -1093,7 +1158,7 @@ def bench_batches(
                         merge_round(got.setdefault((runner, src, t), {}), result)
                         bar.update()
 
-            rows, mem = case_rows(name, b, threads, kinds, plan, got, stats)
+            rows, mem = case_rows(name, b, threads, kinds, plan, got, stats, flops, peaks)
             latency += rows
             memory.append(mem)
     return latency, memory
@@ -1103,6 +1168,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--worker"]:
         return worker(argv[1:])
+    if argv[:1] == ["--peak-worker"]:
+        return peak_worker(argv[1:])
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeat", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
@@ -1233,6 +1300,7 @@ def batches_table(args) -> int:
     for k in kinds:
         header += [f"{label[k]}: dlpc", "ort", "dlpc/ort"]
     header.append("kernels " + "/".join(["dlpc", *kinds]))
+    header += ["MFLOP", "bound", "dlpc %pk", "ort %pk"]
     print(
         f"latency in ms, median of {args.repeat} runs after {args.warmup} warm-up runs "
         f"(the smallest of {args.rounds} interleaved rounds' medians), each runner in its own process "
@@ -1245,7 +1313,13 @@ def batches_table(args) -> int:
         f"first dlpc/ort divides dlpc C on the .dlpc by onnxruntime on the ts export. "
         f"dlpc.compile runs a per-sample batch whose intermediates outgrow 512 KB per "
         f"thread chunk after chunk (its batch_chunks; the kernels and the arena are one "
-        f"chunk's)"
+        f"chunk's).\n"
+        f"MFLOP: 2 x the multiply-adds of the model's conv2d/linear/matmul per call "
+        f"('model/dlpc' where dlpc's -O2 graph multiplies less: Winograd); bound: dlpc's "
+        f"FLOPs at this CPU's FMA peak with `thr` threads (bench/peak.py, in a worker like "
+        f"the others, best on-core figure of the rounds), ms, the least time a call can "
+        f"take; %pk: the share of that peak a runner reaches (dlpc C on the .dlpc with "
+        f"its -O2 FLOPs, onnxruntime on the {kinds[0]} export with the model's)"
     )
     print_table([header, *latency])
     if args.memory:
