@@ -149,15 +149,13 @@ def _requantized(op: Operation) -> SSAValue | None:
     dq = u.producer(op.operands[0])
     if not isinstance(dq, g.DequantizeOp) or not (_per_tensor(dq) and _per_tensor(op)):
         return None
-    q, s, z = dq.operands
-    if g.element_type_of(q) != op.out_type.get_element_type():
-        return None
+    q, s, z = dq.operands  # (the same z: q's type is the quantize's, by both verifiers)
     return q if _same(s, op.operands[1]) and _same(z, op.operands[2]) else None
 
 
 def _hoisted(op: Operation) -> SSAValue | None:
     """dequantize(f(q)) for f(dequantize(q)), f a max pool or a reshape, else None."""
-    if not isinstance(op, g.MaxPool2DOp | g.ReshapeOp) or len(op.operands) != 1:
+    if not isinstance(op, g.MaxPool2DOp | g.ReshapeOp):  # (each of one operand)
         return None
     dq = u.producer(op.operands[0])
     if not isinstance(dq, g.DequantizeOp) or not _per_tensor(dq):
