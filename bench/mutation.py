@@ -468,7 +468,8 @@ AREAS: dict[str, Area] = {
             "test/passes/quant-to-te.mlir",
         ],
         [
-            "test/python/test_quantized.py test/python/test_int_conv.py",
+            "test/python/test_mutation_kills_quant1.py test/python/test_quantized.py "
+            "test/python/test_int_conv.py",
             "test/python/test_ops_c.py test/python/test_eager_ops.py -k 'quantize or integer'",
         ],
         timeout=240.0,

@@ -787,3 +787,74 @@ def test_a_float_weight_is_left_alone():
     folded = same_values(text, [i8(2, 8), RNG.standard_normal((8, 4)).astype(np.float32)])
     assert names(folded).count("graph.dequantize") == 1
     assert "graph.matmul_integer" not in names(folded)
+
+
+@pytest.mark.parametrize(
+    "xshape,wshape,out",
+    [("8", "8x4", "4"), ("2x8", "8", "2")],
+)
+def test_matmul_with_a_vector_operand_is_left_alone(xshape, wshape, out):
+    """matmul_integer takes operands of rank >= 2 only: a vector times a matrix, or a
+    matrix times a vector, stays a float matmul."""
+    text = matmul_text(xshape=xshape, wshape=wshape, out=out)
+    shape = tuple(map(int, xshape.split("x")))
+    wsh = tuple(map(int, wshape.split("x")))
+    folded = same_values(text, [i8(*shape)], {"wq": i8(*wsh)})
+    assert "graph.matmul_integer" not in names(folded)
+    assert names(folded).count("graph.dequantize") == 2
+
+
+def test_linear_of_a_vector_input_is_left_alone():
+    text = linear_text(False, xshape="8", out="4")
+    folded = same_values(text, [i8(8), i8(4, 8)])
+    assert "graph.matmul_integer" not in names(folded)
+
+
+def test_linear_with_a_row_bias_and_a_batch():
+    """A [1, O] bias and a [B, S, K] input: the add broadcasts as the float linear's."""
+    text = linear_text(True, xshape="3x2x8", out="3x2x4").replace(
+        "tensor<4xf32>", "tensor<1x4xf32>"
+    )
+    b = RNG.standard_normal((1, 4)).astype(np.float32)
+    folded = same_values(text, [i8(3, 2, 8), i8(4, 8), b])
+    assert names(folded)[-4:] == ["graph.cast", "graph.mul", "graph.mul", "graph.add"]
+
+
+@pytest.mark.parametrize(
+    "groups,xs,ws",
+    [
+        (2, "1x4x5x5", "2x2x3x3"),  # one output channel a group, two input channels
+        (2, "1x2x5x5", "4x1x3x3"),  # two output channels a group, one input channel
+    ],
+)
+def test_integer_convs_whose_groups_have_one_output_or_one_input_channel(groups, xs, ws):
+    o = ws.split("x")[0]
+    text = main(
+        f"%x: tensor<{xs}xi8>, %w: tensor<{ws}xi8>",
+        "  %zx = graph.constant dense<-3> : tensor<i8>\n  %zw = graph.constant dense<2> : tensor<i8>\n"
+        f"  %y = graph.conv_integer %x, %w, %zx, %zw {{groups = {groups} : i64}} : "
+        f"(tensor<{xs}xi8>, tensor<{ws}xi8>, tensor<i8>, tensor<i8>) -> tensor<1x{o}x3x3xi32>",
+        "%y",
+        f"tensor<1x{o}x3x3xi32>",
+    )
+    lower_check(text, [i8(*map(int, xs.split("x"))), i8(*map(int, ws.split("x")))])
+
+
+def test_u8_dot_with_a_constant_transposed_weight_sums_its_rows():
+    """transpose_b: the [N, K] constant's sums along K are per row."""
+    text = main(
+        "%a: tensor<2x4xui8>",
+        "  %w = graph.constant dense<[[1, -128, 127, 4], [5, 0, -1, 9], [-7, 3, 2, 1]]> : tensor<3x4xi8>\n"
+        "  %za = graph.constant dense<200> : tensor<ui8>\n  %zb = graph.constant dense<0> : tensor<i8>\n"
+        "  %y = graph.matmul_integer %a, %w, %za, %zb {transpose_b = true} : (tensor<2x4xui8>, tensor<3x4xi8>,"
+        " tensor<ui8>, tensor<i8>) -> tensor<2x3xi32>",
+        "%y",
+        "tensor<2x3xi32>",
+    )
+    module = lower_check(text, [i8(2, 4, lo=0, hi=256, dtype=np.uint8)])
+    sums = [
+        op
+        for op in module.walk()
+        if op.name == "graph.constant" and "xi32" in str(op.results[0].type)
+    ]
+    assert len(sums) == 1 and "dense<[4, 13, -1]>" in str(sums[0])
