@@ -415,3 +415,116 @@ def test_without_verify_each_the_input_and_the_result_are_verified(add, monkeypa
     verified.clear()
     PL.lower(module.clone(), "graph", PL.PipelineOptions(opt_level=0))
     assert verified == [0]  # (after the one pass, graph-infer-shapes)
+
+
+# ---- the per-pass checker (passes/check.py) at the loop level, on a fake evaluator -----------
+
+LOOP = """
+"memref.global"() <{sym_name = "g", type = memref<4xf32>, initial_value = dense<[1.0, 2.0, 3.0, 4.0]> : tensor<4xf32>, sym_visibility = "private", constant}> : () -> ()
+func.func @main(%a: memref<4xf32>, %b: memref<2x2xf32>, %w: memref<4xf32>, %o: memref<4xf32>)
+    attributes {dlpc.params = ["w"], dlpc.num_outputs = 1 : i64} {
+  func.return
+}
+func.func @other(%p: memref<3xi32>, %q: memref<3xi32>) {
+  func.return
+}
+"""
+
+
+def _loop_checker(**kw):
+    from dlpc.passes import check, pipeline
+
+    seen: list[tuple[list[str], list[np.ndarray]]] = []
+
+    def evaluate(module, arrays):
+        names = [op.sym_name.data for op in module.ops if hasattr(op, "sym_name")]
+        seen.append((names, [a.copy() for a in arrays]))
+        if len(arrays) == 4:  # @main: o = a + w + b's first row twice
+            arrays[3][:] = arrays[0] + arrays[2] + np.tile(arrays[1][0], 2)
+        else:  # @other: every argument a result, q = p + 1
+            arrays[1][:] = arrays[0] + 1
+
+    checker = check.Checker(evaluators={"loop": evaluate}, **kw)
+    return checker, pipeline.parse_module(LOOP), seen
+
+
+def test_the_checker_runs_each_loop_function_alone_with_its_params_and_zeroed_outputs():
+    w = np.array([10.0, 20.0, 30.0, 40.0], np.float32)
+    checker, module, seen = _loop_checker(seed=7)
+    checker.start(module, {"w": w})
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal(4).astype(np.float32)
+    b = rng.standard_normal((2, 2)).astype(np.float32)
+    p = rng.integers(0, 2, 3).astype(np.int32)  # (a loop buffer's ints: [0, 2))
+    (names_main, arrays_main), (names_other, arrays_other) = seen
+    # each function as @main of a module with the globals and no other function
+    assert names_main == ["g", "main"] and names_other == ["g", "main"]
+    np.testing.assert_array_equal(arrays_main[0], a)
+    np.testing.assert_array_equal(arrays_main[1], b)
+    assert arrays_main[2] is not w and arrays_main[2].dtype == np.float32
+    np.testing.assert_array_equal(arrays_main[2], w)
+    np.testing.assert_array_equal(arrays_main[3], np.zeros(4, np.float32))
+    assert len(arrays_other) == 2
+    np.testing.assert_array_equal(arrays_other[0], p)
+    (o,) = checker.states["main"].results
+    np.testing.assert_array_equal(o, a + w + np.tile(b[0], 2))
+    p_after, q_after = checker.states["other"].results  # (no convention: every buffer)
+    np.testing.assert_array_equal(q_after, p + 1)
+    np.testing.assert_array_equal(p_after, p)
+    assert checker.states["main"].producers == ["no kernel (never written)"]
+
+
+def test_the_checker_on_main_only_and_bound_weights_over_drawn_params():
+    checker, module, seen = _loop_checker(functions="main")
+    checker.random = {"main": {"w": np.zeros(4, np.float32)}}
+    checker.start(module, {"w": np.ones(4, np.float32)})
+    assert list(checker.states) == ["main"] and len(seen) == 1
+    np.testing.assert_array_equal(seen[0][1][2], np.ones(4, np.float32))
+    assert checker._params("main")["w"].tolist() == [1.0] * 4
+    checker.random["main"] = {"v": np.zeros(1)}
+    assert sorted(checker._params("main")) == ["v", "w"]
+
+
+def test_an_unchanged_function_is_not_evaluated_again_and_a_new_one_is_skipped():
+    from xdsl.dialects.builtin import StringAttr
+
+    checker, module, seen = _loop_checker()
+    checker.start(module, {"w": np.ones(4, np.float32)})
+    assert len(seen) == 2
+    checker.after("nothing", module)
+    assert len(seen) == 2 and checker.checked == 1  # (same text: the last results stand)
+    main = next(op for op in module.ops if getattr(op, "sym_name", None) == StringAttr("main"))
+    main.attributes["dlpc.note"] = StringAttr("changed")
+    checker.after("noted", module)
+    # (a loop function's text is the whole module's, its globals with it: both run again)
+    assert len(seen) == 4 and checker.checked == 2
+    fresh = type(checker)(evaluators=checker.evaluators)
+    fresh.after("before any start", module)  # (no state: nothing to compare)
+    assert fresh.checked == 0 and fresh.states == {}
+
+
+def test_after_a_new_signature_the_inputs_are_drawn_from_the_next_seed():
+    from dlpc.passes import check, pipeline
+
+    module = pipeline.parse_module(
+        "func.func @main(%x: tensor<3xf32>) -> tensor<3xf32> {\n"
+        "  %y = graph.relu %x : (tensor<3xf32>) -> tensor<3xf32>\n"
+        "  func.return %y : tensor<3xf32>\n}\n"
+    )
+    checker = check.Checker(seed=5)
+    checker.start(module)
+    np.testing.assert_array_equal(
+        checker.states["main"].inputs[0],
+        np.random.default_rng(5).standard_normal(3).astype(np.float32),
+    )
+    other = pipeline.parse_module(
+        "func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {\n"
+        "  %y = graph.relu %x : (tensor<4xf32>) -> tensor<4xf32>\n"
+        "  func.return %y : tensor<4xf32>\n}\n"
+    )
+    checker.after("reshaping", other)
+    (x,) = checker.states["main"].inputs
+    np.testing.assert_array_equal(x, np.random.default_rng(6).standard_normal(4).astype(np.float32))
+    np.testing.assert_array_equal(checker.states["main"].results[0], np.maximum(x, 0))
+    assert checker.notes == ["@main: pass 'reshaping' changed the inputs"]
+    assert checker.checked == 1
