@@ -528,3 +528,57 @@ def test_after_a_new_signature_the_inputs_are_drawn_from_the_next_seed():
     np.testing.assert_array_equal(checker.states["main"].results[0], np.maximum(x, 0))
     assert checker.notes == ["@main: pass 'reshaping' changed the inputs"]
     assert checker.checked == 1
+
+
+def test_inputs_checked_against_specs_with_symbolic_dims():
+    """_check_against (a model known by its input specs: the ONNX per-value models): the
+    symbols bind per call, one shared by two inputs must agree, a static spec still checks
+    its shape, and every dtype is checked."""
+    from dlpc.dialects.symdims import sym
+
+    f32, i64 = np.dtype(np.float32), np.dtype(np.int64)
+    b = sym("B")
+    specs = [((b, 3), f32), ((b,), i64), ((2,), f32)]
+    names = ["x", "n", "s"]
+    arrays = [np.zeros((5, 3), f32), np.zeros(5, i64), np.zeros(2, f32)]
+    assert api._check_against(names, specs, arrays) == arrays
+    arrays = [np.zeros((1, 3), f32), np.zeros(1, i64), np.zeros(2, f32)]
+    assert api._check_against(names, specs, arrays) == arrays
+    with pytest.raises(DlpcError) as info:
+        api._check_against(names, specs, [np.zeros((5, 3), f32), np.zeros(4, i64), arrays[2]])
+    assert str(info.value) == (
+        "error: input 'n' dim 0 ('B') is 4 but input 'x' dim 0 gives 'B' = 5"
+    )
+    with pytest.raises(DlpcError) as info:
+        api._check_against(
+            names, specs, [np.zeros((5, 3), f32), np.zeros(5, i64), np.zeros(3, f32)]
+        )
+    assert str(info.value) == "error: input 's' dim 0 is 3 but the model expects 2"  # (the guard)
+    with pytest.raises(DlpcError) as info:
+        api._check_against(
+            names, specs, [np.zeros((5, 3), np.float64), np.zeros(5, i64), arrays[2]]
+        )
+    assert str(info.value) == "error: input 'x' has dtype float64 but the model expects float32"
+
+
+def test_a_model_without_a_graph_has_no_sequence_layout():
+    from dlpc.model import Model
+
+    assert api.sequence_layout(Model(None)) == ()
+
+
+def test_random_inputs_name_the_first_missing_symbol(tmp_path):
+    path = tmp_path / "two.dlpc"
+    path.write_text("model two(x: f32[S, B]) {\n  return relu(x)\n}\n")
+    model = dlpc.load(path)
+    with pytest.raises(DlpcError) as info:
+        api.random_inputs(model)
+    assert str(info.value) == (
+        "error: input 'x' has symbolic dim(s) B, S: give their values, e.g. "
+        "random_inputs(model, dims={'B': 1})"
+    )
+    with pytest.raises(DlpcError) as info:
+        api.random_inputs(model, dims={"B": 2})
+    assert "has symbolic dim(s) S: give" in str(info.value)
+    (x,) = api.random_inputs(model, dims={"B": 2, "S": 3})
+    assert x.shape == (3, 2)
