@@ -443,7 +443,7 @@ AREAS: dict[str, Area] = {
         [],
         [  # compile/load/lower/call, the knobs, the pass table, the tuning space, the trainer
             "test/python/test_mutation_kills_api4.py test/python/test_mutation_kills_api5.py "
-            "test/python/test_mutation_kills_api6.py "
+            "test/python/test_mutation_kills_api6.py test/python/test_mutation_kills_ttb1.py "
             "test/python/test_api.py test/python/test_settings.py test/python/test_registry.py "
             "test/python/test_tuner_space.py test/python/test_train_compile.py "
             "test/python/test_check_each_pass.py test/python/test_frontend.py "
