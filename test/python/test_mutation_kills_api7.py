@@ -582,3 +582,22 @@ def test_random_inputs_name_the_first_missing_symbol(tmp_path):
     assert "has symbolic dim(s) S: give" in str(info.value)
     (x,) = api.random_inputs(model, dims={"B": 2, "S": 3})
     assert x.shape == (3, 2)
+
+
+def test_a_loop_results_producer_is_the_last_kernel_writing_its_buffer():
+    """At the loop level result k is argument n_in + len(params) + k: the add that writes
+    the output, not the mul that reads the param w (x, y, w, out)."""
+    from dlpc.passes import check, pipeline
+
+    module = pipeline.parse_module(
+        "func.func @main(%x: tensor<2x3xf32>, %y: tensor<2x3xf32>) -> tensor<2x3xf32> {\n"
+        '  %w = graph.param "w" : tensor<2x3xf32>\n'
+        "  %m = graph.mul %x, %w : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>\n"
+        "  %t = graph.add %m, %y : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>\n"
+        "  func.return %t : tensor<2x3xf32>\n}\n"
+    )
+    pipeline.lower(module, "loop", pipeline.PipelineOptions(opt_level=0))
+    fn = next(op for op in module.body.block.ops if getattr(op, "sym_name", None))
+    assert check.convention(fn) == (2, ["w"], 1)
+    got = check.result_producer(fn, 0)
+    assert got.startswith('loop.kernel "') and "add" in got and "mul" not in got, got
