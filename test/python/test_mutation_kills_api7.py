@@ -585,19 +585,24 @@ def test_random_inputs_name_the_first_missing_symbol(tmp_path):
 
 
 def test_a_loop_results_producer_is_the_last_kernel_writing_its_buffer():
-    """At the loop level result k is argument n_in + len(params) + k: the add that writes
-    the output, not the mul that reads the param w (x, y, w, out)."""
+    """At the loop level result k is argument n_in + len(params) + k (x, y, w, out0, out1):
+    result 0 the add that writes out0, result 1 the neg that writes out1, not the mul that
+    reads the param w."""
     from dlpc.passes import check, pipeline
 
+    t2 = "tensor<2x3xf32>"
     module = pipeline.parse_module(
-        "func.func @main(%x: tensor<2x3xf32>, %y: tensor<2x3xf32>) -> tensor<2x3xf32> {\n"
-        '  %w = graph.param "w" : tensor<2x3xf32>\n'
-        "  %m = graph.mul %x, %w : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>\n"
-        "  %t = graph.add %m, %y : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>\n"
-        "  func.return %t : tensor<2x3xf32>\n}\n"
+        f"func.func @main(%x: {t2}, %y: {t2}) -> ({t2}, {t2}) {{\n"
+        f'  %w = graph.param "w" : {t2}\n'
+        f"  %m = graph.mul %x, %w : ({t2}, {t2}) -> {t2}\n"
+        f"  %t = graph.add %m, %y : ({t2}, {t2}) -> {t2}\n"
+        f"  %n = graph.neg %m : ({t2}) -> {t2}\n"
+        f"  func.return %t, %n : {t2}, {t2}\n}}\n"
     )
     pipeline.lower(module, "loop", pipeline.PipelineOptions(opt_level=0))
     fn = next(op for op in module.body.block.ops if getattr(op, "sym_name", None))
-    assert check.convention(fn) == (2, ["w"], 1)
-    got = check.result_producer(fn, 0)
-    assert got.startswith('loop.kernel "') and "add" in got and "mul" not in got, got
+    assert check.convention(fn) == (2, ["w"], 2)
+    assert [check.result_producer(fn, k) for k in (0, 1)] == [
+        'loop.kernel "add_1"',
+        'loop.kernel "neg_2"',
+    ]
