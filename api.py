@@ -651,9 +651,10 @@ def _compile_dynamic(
     buckets: dict,
     max_dims: dict,
     tiles: dict,
-    symbolic: bool = True,
-    specialise: int = 0,
-    short: int | list[dict[str, int]] = 0,
+    *,
+    symbolic: bool,
+    specialise: int,
+    short: int | list[dict[str, int]],
 ) -> CompiledModel:
     """A model with symbolic dims: one program with runtime extents serving every value
     of the dims (`symbolic=False`: one compiled program per binding; per bucket with
