@@ -606,3 +606,37 @@ def test_a_loop_results_producer_is_the_last_kernel_writing_its_buffer():
         'loop.kernel "add_1"',
         'loop.kernel "neg_2"',
     ]
+
+
+def test_compiles_defaults_are_o2_folded_weights_and_no_checks(add, monkeypatch):
+    from dlpc.passes import pipeline as PL
+
+    text = (
+        "func.func @main(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {\n"
+        '  %w = graph.param "w" : tensor<2x3xf32>\n'
+        "  %v = graph.add %w, %w : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>\n"
+        "  %t = graph.mul %x, %v : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>\n"
+        "  func.return %t : tensor<2x3xf32>\n}\n"
+    )
+    model = api.Model(PL.parse_module(text), {"w": np.full((2, 3), 1.5, np.float32)}, "m")
+    monkeypatch.setattr(api, "_checker", lambda weights: pytest.fail("a checker by default"))
+    with PL.timing() as rows:
+        f = dlpc.compile(model, target="numpy")
+    assert [name for name, _ in rows] == [
+        "graph-infer-shapes",
+        "graph-fold-qdq",
+        "graph-simplify",
+        "graph-substitute",
+        "graph-fold-constants",
+        "fold-params",
+        "graph-conv-layout",
+        "graph-fuse",
+        "fold-params",
+    ]
+    names = [op.name for op in f.lowered.walk()]
+    assert "graph.param" not in names and "graph.constant" in names  # (w + w folded)
+    x, _ = _xy()
+    np.testing.assert_array_equal(f(x)[0], x * 3.0)
+    kept = dlpc.compile(model, target="numpy", fold_weights=False)
+    assert [op.pname for op in kept.lowered.walk() if op.name == "graph.param"] == ["w"]
+    np.testing.assert_array_equal(kept(x)[0], x * 3.0)
