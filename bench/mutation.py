@@ -480,7 +480,8 @@ AREAS: dict[str, Area] = {
         ["passes/graph/rebatch.py", "passes/lower/short_extents.py"],
         ["test/passes/loop-short-extents.mlir", "test/passes/loop-short-extents-invalid.mlir"],
         [
-            "test/python/test_rebatch.py test/python/test_dynamic_short.py",
+            "test/python/test_mutation_kills_batchext1.py test/python/test_rebatch.py "
+            "test/python/test_dynamic_short.py",
         ],
         timeout=240.0,
     ),
