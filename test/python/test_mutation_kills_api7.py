@@ -640,3 +640,21 @@ def test_compiles_defaults_are_o2_folded_weights_and_no_checks(add, monkeypatch)
     kept = dlpc.compile(model, target="numpy", fold_weights=False)
     assert [op.pname for op in kept.lowered.walk() if op.name == "graph.param"] == ["w"]
     np.testing.assert_array_equal(kept(x)[0], x * 3.0)
+
+
+def test_compile_to_a_stage_is_its_ir_and_a_newline_and_an_emitter_takes_its_target():
+    from dlpc.passes import pipeline as PL
+
+    m = dlpc.load("examples/mlp.dlpc", batch=1)
+    text = PL.compile_to(m.module.clone(), "graph", PL.PipelineOptions(opt_level=0))
+    lowered = PL.lower(m.module.clone(), "graph", PL.PipelineOptions(opt_level=0))
+    assert text == str(lowered) + "\n"
+    options = PL.PipelineOptions(opt_level=1)  # (unscheduled: only the target says "c")
+    c = PL.compile_to(m.module.clone(), "c", options, weights=dict(m.weights))
+    explicit = PL.PipelineOptions(opt_level=1, target="c")
+    assert c == PL.compile_to(m.module.clone(), "c", explicit, weights=dict(m.weights))
+    stages: list[str] = []
+    numpy_source = PL.compile_to(
+        m.module.clone(), "numpy", None, lambda stage, module: stages.append(stage)
+    )
+    assert "def main(" in numpy_source and stages == ["input", "graph"]
