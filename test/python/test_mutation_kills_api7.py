@@ -658,3 +658,29 @@ def test_compile_to_a_stage_is_its_ir_and_a_newline_and_an_emitter_takes_its_tar
         m.module.clone(), "numpy", None, lambda stage, module: stages.append(stage)
     )
     assert "def main(" in numpy_source and stages == ["input", "graph"]
+
+
+def test_the_checkers_drawn_params_in_order_a_variance_shifted_by_a_half():
+    """After the inputs, each unbound param is drawn in the order the function uses them:
+    w ~ N(0, 1) as drawn, the variance |N(0, 1)| + 0.5 (batch_norm's operand 4 only)."""
+    from dlpc.passes import check, pipeline
+
+    t = "tensor<4xf32>"
+    module = pipeline.parse_module(
+        "func.func @main(%x: tensor<1x4x2x2xf32>) -> tensor<1x4x2x2xf32> {\n"
+        f'  %w = graph.param "w" : {t}\n'
+        f'  %v = graph.param "var" : {t}\n'
+        f'  %m = graph.param "mean" : {t}\n'
+        f"  %y = graph.batch_norm %x, %v, %w, %m, %v : (tensor<1x4x2x2xf32>, {t}, {t}, {t}, {t})"
+        " -> tensor<1x4x2x2xf32>\n"
+        "  func.return %y : tensor<1x4x2x2xf32>\n}\n"
+    )
+    checker = check.Checker(seed=3)
+    checker.start(module)
+    rng = np.random.default_rng(3)
+    rng.standard_normal((1, 4, 2, 2))  # (the input first)
+    w, var, mean = (rng.standard_normal(4).astype(np.float32) for _ in range(3))
+    drawn = checker.random["main"]
+    np.testing.assert_array_equal(drawn["w"], w)
+    np.testing.assert_array_equal(drawn["var"], (np.abs(var) + 0.5).astype(np.float32))
+    np.testing.assert_array_equal(drawn["mean"], mean)  # (operand 3: not made positive)
