@@ -684,3 +684,41 @@ def test_the_checkers_drawn_params_in_order_a_variance_shifted_by_a_half():
     np.testing.assert_array_equal(drawn["w"], w)
     np.testing.assert_array_equal(drawn["var"], (np.abs(var) + 0.5).astype(np.float32))
     np.testing.assert_array_equal(drawn["mean"], mean)  # (operand 3: not made positive)
+
+
+def test_a_comm_model_on_c_is_split_at_its_collectives_with_its_weights_bound(tmp_path):
+    """One rank (a world of 1): the ops before and after the all_reduce are compiled
+    apart (runtime/comm_split.SplitFunction), the weights bound once, as on numpy."""
+    from dlpc.runtime.comm_split import SplitFunction
+
+    t = "tensor<4xf32>"
+    path = tmp_path / "ar.mlir"
+    path.write_text(
+        f"func.func @main(%x: {t}) -> {t} {{\n"
+        f'  %w = graph.param "w" : {t}\n'
+        f"  %a = graph.mul %x, %w : ({t}, {t}) -> {t}\n"
+        f"  %y = comm.all_reduce sum %a group <world 1> : {t}\n"
+        f"  %z = graph.relu %y : ({t}) -> {t}\n"
+        f"  func.return %z : {t}\n}}\n"
+    )
+    w = np.array([1.0, -2.0, 3.0, -4.0], np.float32)
+    model = dlpc.load(path, weights={"w": w})
+    x = np.array([1.0, 1.0, -1.0, -1.0], np.float32)
+    for target in ("c", "numpy"):
+        f = dlpc.compile(model, target=target)
+        assert f.target == target
+        np.testing.assert_array_equal(f(x)[0], np.maximum(x * w, 0))
+    f = dlpc.compile(model, target="c")
+    assert isinstance(f.artifact, SplitFunction) and f.lowered is model.module
+
+
+def test_an_opencl_profile_is_taken_with_a_target_name_built_at_run_time(add):
+    """compile compares target names by value: "opencl" made at run time takes profile=
+    (a literal is one object with the module's constant; a name from a command line or a
+    config file is not)."""
+    target = "".join(["open", "cl"])
+    assert target is not "opencl"  # noqa: F632  (the point of the test)
+    x, y = _xy()
+    f = dlpc.compile(dlpc.load(add), target=target, profile="cpu")
+    assert f.target == "opencl"
+    np.testing.assert_allclose(f(x, y)[0], (x + y) * 2.0, rtol=1e-6)
