@@ -13,6 +13,7 @@ import dataclasses
 import numpy as np
 import pytest
 
+from dlpc.diagnostics import DlpcError
 from dlpc.frontends.text import ast
 
 # ---- the text AST (frontends/text/ast.py) ----------------------------------------------
@@ -276,3 +277,52 @@ def test_reduction_features_of_sizes_flags_and_choices():
     ]
     two = _space({"par": ["auto", "i", "j"]})
     assert two.features({"par": "j"}) == [1.0] and two.features({"par": "i"}) == [0.5]
+
+
+def test_the_tuner_proposes_64_points_and_measures_them_4_at_a_time_by_default():
+    """Tuner's defaults pool=64, batch=4: after the default point, one round of 64
+    proposals whose first 4 are measured (the cost model untrained: no exploration pick),
+    then the next round."""
+    from test_schedule import MATMUL
+
+    from dlpc.passes.pipeline import parse_module
+    from dlpc.tune import search
+    from dlpc.tune.measure import Result
+
+    measured: list[str] = []
+    tuner = search.Tuner(
+        parse_module(MATMUL),
+        log=None,
+        strategy="random",
+        measure_fn=lambda ir, script, **_: measured.append(script) or Result(True, 1e-3),
+    )
+    rounds = []
+    real = tuner._proposals
+
+    def proposals(task, done, grid_iter):
+        out = real(task, done, grid_iter)
+        rounds.append((len(measured), len(out)))
+        return out
+
+    tuner._proposals = proposals
+    assert len(list(tuner.run(trials=6))) == 6
+    assert rounds == [(1, 64), (5, 64)]
+
+
+# ---- the trainer (train.py) ------------------------------------------------------------
+
+
+def test_a_graph_loss_text_may_open_with_a_comment(tmp_path):
+    """train.graph_loss takes model text that does not start with `model` (a comment
+    first) as text, not as a path: only a `.dlpc` suffix makes a path."""
+    from dlpc import train as T
+
+    text = "# mean abs\nmodel l(p: f32[B, 3], y: f32[B, 3]) { return reduce_mean(abs(p - y)) }"
+    loss = T.graph_loss(text, 2)
+    assert loss.name == "l" and loss.predictions is None
+    assert "tensor<2x3xf32>" in str(loss.module)
+    with pytest.raises(DlpcError, match=r"^error: no such file: .*nope\.dlpc$"):
+        T.graph_loss(str(tmp_path / "nope.dlpc"))
+    path = tmp_path / "l.dlpc"
+    path.write_text(text)
+    assert "tensor<4x3xf32>" in str(T.graph_loss(path, 4).module)
