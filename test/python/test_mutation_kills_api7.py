@@ -722,3 +722,21 @@ def test_an_opencl_profile_is_taken_with_a_target_name_built_at_run_time(add):
     f = dlpc.compile(dlpc.load(add), target=target, profile="cpu")
     assert f.target == "opencl"
     np.testing.assert_allclose(f(x, y)[0], (x + y) * 2.0, rtol=1e-6)
+
+
+def test_the_scalar_dlp_kernels_listed_are_those_marked():
+    from xdsl.dialects.builtin import StringAttr
+
+    from dlpc.passes import pipeline as PL
+
+    m = dlpc.load("examples/mlp.dlpc", batch=1)
+    module = PL.lower(m.module.clone(), "dlp", PL.PipelineOptions(opt_level=0))
+    kernels = [op for op in module.walk() if op.name == "dlp.kernel"]
+    assert len(kernels) >= 2
+    for k in kernels:
+        k.attributes.pop("dlpc.scalar", None)
+    assert PL.dlp_scalar_kernels(module) == []
+    kernels[1].attributes["dlpc.scalar"] = StringAttr("why not")
+    name = kernels[1].properties["name"]
+    assert isinstance(name, StringAttr)
+    assert PL.dlp_scalar_kernels(module) == [(name.data, "why not")]
