@@ -330,19 +330,21 @@ VECTOR_MATH = (
 # SIMD declaration; pow by a small integer constant becomes products in graph-to-te
 
 # per-kernel timers: `dlpc-run --profile` builds the same source with DLPC_PROFILE defined
-# (backends/runtime/profile.py); in the normal build the macros are empty
+# (backends/runtime/profile.py); in the normal build the macros are empty. Each kernel
+# has its own start time (`profile_table`): in @main's team region a serial kernel's
+# timer starts on whichever thread runs it while the first thread may still be stopping
+# the previous kernel's, which one shared start made about 0
 PROFILE_HELPERS = """
 #ifdef DLPC_PROFILE
 #include <time.h>
-static double dlpc_prof_t0;
 static inline double dlpc_now(void)
 {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
-#define DLPC_PROF_BEGIN(k) (dlpc_prof_t0 = dlpc_now())
-#define DLPC_PROF_END(k) (dlpc_kernel_seconds[k] += dlpc_now() - dlpc_prof_t0)
+#define DLPC_PROF_BEGIN(k) (dlpc_kernel_start[k] = dlpc_now())
+#define DLPC_PROF_END(k) (dlpc_kernel_seconds[k] += dlpc_now() - dlpc_kernel_start[k])
 #endif
 #ifndef DLPC_PROFILE
 #define DLPC_PROF_BEGIN(k) ((void)0)
@@ -1384,6 +1386,7 @@ static void dlpc_arena_release(unsigned char *arena)
             f"int dlpc_num_kernels = {n};\n"
             f"const char *dlpc_kernel_names[{max(n, 1)}] = {{{names}}};\n"
             f"double dlpc_kernel_seconds[{max(n, 1)}];\n"
+            f"static double dlpc_kernel_start[{max(n, 1)}];\n"
             "#endif\n"
         )
 

@@ -568,6 +568,13 @@ def test_team_region():
     ]
     single = lines.index("#pragma omp single")
     assert lines[single + 1 : single + 3] == ["{", "DLPC_PROF_BEGIN(2);"]
+    # each kernel's timer has its own start: "rows" starts on whichever thread runs the
+    # single while the first thread may still be stopping "square"'s
+    assert "static double dlpc_kernel_start[3];" in source
+    assert (
+        "#define DLPC_PROF_END(k) (dlpc_kernel_seconds[k] += dlpc_now() - dlpc_kernel_start[k])"
+        in source
+    )
     assert lines[single + 3].startswith("kernel_rows(") and lines.count("#pragma omp single") == 1
     # the calls again, without the region, for a one-thread team
     other = lines.index("} else {", head)
