@@ -1,0 +1,146 @@
+"""frontends/text/__init__.py (load_model / parse_model's weight sources and dim bindings),
+eighth round (issue 35, bench/mutation.py --area frontends-text): which weights win
+(explicit > `<model>.npz` beside the file > initialisers), how `dims`, `batch` and
+`unbound` bind named dims (and whether the first call gets its own program), and each
+refusal's exact one-line message."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dlpc.diagnostics import DlpcError
+from dlpc.frontends.text import binding, load_model, named_dims, parse, parse_model
+
+SOURCE = """model m(x: f32[B, S, 4], y: f32[B, 4]) {
+  param w: f32[4, K] = normal(seed=1)
+  return matmul(x, w), y
+}
+"""
+FIXED = """model fixed(x: f32[2, 3]) {
+  param w: f32[3, 3] = normal(seed=1)
+  return matmul(x, w)
+}
+"""
+
+
+def shapes(model) -> list[str]:
+    fn = next(iter(model.module.ops))
+    return [str(t) for t in fn.function_type.inputs.data]
+
+
+def test_named_dims_in_order_of_appearance():
+    assert named_dims(parse(SOURCE, "m.dlpc")) == ["B", "S", "K"]
+    assert named_dims(parse(FIXED, "f.dlpc")) == []
+
+
+def test_binding_forms():
+    tree = parse(SOURCE, "m.dlpc")
+    assert binding(tree, None) == {} and binding(tree, "symbolic") == {}
+    assert binding(tree, 3) == {"B": 3}  # each input's named leading dim
+    assert binding(tree, {"S": 5, "K": 2}) == {"S": 5, "K": 2}
+    with pytest.raises(DlpcError) as e:
+        binding(tree, {"B": 1, "N": 2})
+    assert str(e.value) == (
+        "m.dlpc: error: cannot bind 'N': the model has no such named dim (its named dims: B, S, K)"
+    )
+    with pytest.raises(DlpcError) as e:
+        binding(parse(FIXED, "f.dlpc"), {"N": 2})
+    assert str(e.value) == (
+        "f.dlpc: error: cannot bind 'N': the model has no such named dim (its named dims: none)"
+    )
+    with pytest.raises(DlpcError) as e:
+        binding(tree, True)  # (a bool is no size)
+    assert str(e.value) == "m.dlpc: error: dims must be a dict, an int or 'symbolic', not True"
+    with pytest.raises(DlpcError) as e:
+        binding(tree, [1, 2])
+    assert str(e.value) == "m.dlpc: error: dims must be a dict, an int or 'symbolic', not [1, 2]"
+
+
+def test_an_int_binds_only_named_leading_dims():
+    tree = parse("model n(x: f32[2, S], y: f32[B]) {\n  return x, y\n}\n", "n.dlpc")
+    assert binding(tree, 4) == {"B": 4}
+
+
+@pytest.mark.parametrize("where", ["dims", "batch"])
+def test_a_string_other_than_symbolic_is_refused(where):
+    with pytest.raises(DlpcError) as e:
+        parse_model(SOURCE, **{where: "static"})
+    assert str(e.value) == "error: dims must be a dict, an int or 'symbolic', not 'static'"
+
+
+def test_bindings_and_unbound():
+    """batch binds B, dims the rest (dims wins over batch); unbound sizes what is left;
+    'symbolic' keeps every dim named whatever unbound says."""
+    m = parse_model(SOURCE, batch=2, dims={"S": 3, "K": 5})
+    assert shapes(m) == ["tensor<2x3x4xf32>", "tensor<2x4xf32>"]
+    assert m.specialise_first is False  # every dim bound
+    m = parse_model(SOURCE, batch=2, dims={"B": 7, "S": 3, "K": 5})
+    assert shapes(m) == ["tensor<7x3x4xf32>", "tensor<7x4xf32>"]
+    m = parse_model(SOURCE, batch=2, unbound=6)
+    assert shapes(m) == ["tensor<2x6x4xf32>", "tensor<2x4xf32>"]
+    assert m.weights["w"].shape == (4, 6)
+    assert m.specialise_first is False  # (every dim has a size: unbound gives S and K)
+    m = parse_model(SOURCE, dims="symbolic", unbound=6, batch={"K": 3})
+    assert "?" in shapes(m)[0] and m.specialise_first is False
+    m = parse_model(SOURCE, batch="symbolic", unbound=6, dims={"K": 3})
+    assert "?" in shapes(m)[0] and m.specialise_first is False
+    m = parse_model(SOURCE, dims={"K": 3})
+    assert m.specialise_first is True  # B and S left unbound, not asked to be symbolic
+    m = parse_model(FIXED)
+    assert m.specialise_first is False and m.path is None and m.name == "fixed"
+
+
+def test_weights_explicit_beside_and_initialisers(tmp_path):
+    """An explicit dict or .npz wins; else `<model>.npz` beside the file; else the
+    initialisers. The model keeps its path and name."""
+    src = tmp_path / "fixed.dlpc"
+    src.write_text(FIXED)
+    init = load_model(src)
+    assert init.path == str(src) and init.name == "fixed"
+    beside = np.full((3, 3), 2.0, np.float32)
+    np.savez(tmp_path / "fixed.npz", w=beside)
+    np.testing.assert_array_equal(load_model(src).weights["w"], beside)
+    given = np.full((3, 3), 5.0, np.float32)
+    np.testing.assert_array_equal(load_model(src, weights={"w": given}).weights["w"], given)
+    other = tmp_path / "other.npz"
+    np.savez(other, w=given * 2)
+    np.testing.assert_array_equal(load_model(src, weights=other).weights["w"], given * 2)
+    np.testing.assert_array_equal(load_model(src, weights=str(other)).weights["w"], given * 2)
+    assert not np.array_equal(init.weights["w"], beside)
+
+
+def test_a_wrong_weight_names_its_source(tmp_path):
+    src = tmp_path / "fixed.dlpc"
+    src.write_text(FIXED)
+    bad = tmp_path / "bad.npz"
+    np.savez(bad, w=np.zeros((2, 2), np.float32))
+    with pytest.raises(DlpcError, match=str(bad).replace(".", r"\.")):
+        load_model(src, weights=bad)
+    with pytest.raises(DlpcError, match="the weights"):
+        load_model(src, weights={"w": np.zeros((2, 2), np.float32)})
+
+
+def test_load_model_binds_dims(tmp_path):
+    src = tmp_path / "m.dlpc"
+    src.write_text(SOURCE)
+    m = load_model(src, dims={"S": 3, "K": 2}, batch=1)
+    assert shapes(m) == ["tensor<1x3x4xf32>", "tensor<1x4xf32>"]
+    m = load_model(src, unbound=5)
+    assert shapes(m) == ["tensor<5x5x4xf32>", "tensor<5x4xf32>"]
+
+
+def test_unreadable_files_are_one_line_errors(tmp_path):
+    missing = tmp_path / "none.dlpc"
+    with pytest.raises(DlpcError) as e:
+        load_model(missing)
+    assert str(e.value) == f"error: no such file: {missing}"
+    binary = tmp_path / "bin.dlpc"
+    binary.write_bytes(b"\xff\xfe\x00model")
+    with pytest.raises(DlpcError) as e:
+        load_model(binary)
+    assert str(e.value).startswith(f"error: cannot read {binary}: ")
+    assert "\n" not in str(e.value)
+    with pytest.raises(DlpcError) as e:
+        load_model(tmp_path)  # a directory
+    assert str(e.value).startswith(f"error: cannot read {tmp_path}: ")
