@@ -11,6 +11,7 @@ from __future__ import annotations
 import runpy
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -759,3 +760,22 @@ def test_a_model_placed_on_an_opencl_device_is_built_for_that_device(add):
     assert f.artifact is not None
     assert f.artifact.device is f.device.backend.cl_device and f.artifact.svm is False
     np.testing.assert_allclose(f(x, y)[0], (x + y) * 2.0, rtol=1e-6)
+
+
+# ---- settings.py --------------------------------------------------------------------------------
+
+
+def test_only_a_path_setting_is_expanded_as_a_path(monkeypatch):
+    import dataclasses
+
+    from dlpc import settings
+
+    for name in ("DLPC_CFLAGS", "DLPC_TUNING_MACHINE", "DLPC_OPENCL_PLATFORM", "DLPC_DEBUG"):
+        monkeypatch.setenv(name, " ~/a//b/ ")
+        assert settings.get(name) == "~/a//b/", name
+    monkeypatch.setenv("DLPC_CACHE_DIR", "~/a//b/")
+    assert settings.get("DLPC_CACHE_DIR") == str(Path("~/a/b").expanduser())
+    monkeypatch.setenv("DLPC_CACHE_DIR", "  ")  # (blank: the default)
+    assert settings.get("DLPC_CACHE_DIR") == str(Path("~/.cache/dlpc").expanduser())
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        settings.SETTINGS["DLPC_DEBUG"].default = "1"  # type: ignore[misc]
