@@ -858,3 +858,18 @@ def test_u8_dot_with_a_constant_transposed_weight_sums_its_rows():
         if op.name == "graph.constant" and "xi32" in str(op.results[0].type)
     ]
     assert len(sums) == 1 and "dense<[4, 13, -1]>" in str(sums[0])
+
+
+def test_an_ungrouped_conv_reads_its_channel_directly_at_any_width():
+    """groups = 1 with 300 output channels (past CPython's small-int cache): the input
+    channel is the reduction's own index, no index division in the body (quant49)."""
+    text = main(
+        "%x: tensor<1x2x2x2xi8>, %w: tensor<300x2x1x1xi8>",
+        "  %zx = graph.constant dense<1> : tensor<i8>\n  %zw = graph.constant dense<0> : tensor<i8>\n"
+        "  %y = graph.conv_integer %x, %w, %zx, %zw : (tensor<1x2x2x2xi8>, tensor<300x2x1x1xi8>, "
+        "tensor<i8>, tensor<i8>) -> tensor<1x300x2x2xi32>",
+        "%y",
+        "tensor<1x300x2x2xi32>",
+    )
+    module = lower_check(text, [i8(1, 2, 2, 2), i8(300, 2, 1, 1)])
+    assert not any(op.name.startswith(("arith.div", "arith.floordiv")) for op in module.walk())
