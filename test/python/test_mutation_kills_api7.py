@@ -779,3 +779,28 @@ def test_only_a_path_setting_is_expanded_as_a_path(monkeypatch):
     assert settings.get("DLPC_CACHE_DIR") == str(Path("~/.cache/dlpc").expanduser())
     with pytest.raises(dataclasses.FrozenInstanceError):
         settings.SETTINGS["DLPC_DEBUG"].default = "1"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("exc", "reason"),
+    [
+        (DlpcError("error: no such op"), "no such op"),
+        (NotImplementedError("not yet"), "not yet"),
+        (KeyError("w"), "'w'"),
+        (IndexError("past the end"), "past the end"),
+        (ValueError("bad value"), "bad value"),
+    ],
+)
+def test_a_function_that_cannot_be_evaluated_is_noted_not_failed(exc, reason):
+    from dlpc.passes import check, pipeline
+
+    def evaluate(module, arrays):
+        raise exc
+
+    module = pipeline.parse_module("func.func @main(%a: memref<2xf32>) {\n  func.return\n}\n")
+    checker = check.Checker(evaluators={"loop": evaluate})
+    checker.start(module)
+    assert checker.notes == [f"@main after the input (loop): not evaluated: {reason}"]
+    assert checker.states["main"].results is None
+    checker.after("p", module)  # (still nothing to compare: not counted as a failure)
+    assert checker.checked == 1 and checker.states["main"].unchecked == ["p"]
