@@ -326,3 +326,100 @@ def test_a_graph_loss_text_may_open_with_a_comment(tmp_path):
     path = tmp_path / "l.dlpc"
     path.write_text(text)
     assert "tensor<4x3xf32>" in str(T.graph_loss(path, 4).module)
+
+
+LINEAR = "model lin(x: f32[B, 3]) {\n  param w: f32[2, 3] = normal(seed=1, std=0.5)\n  return linear(x, w)\n}\n"
+
+
+def _sgd_reference(w, x, y, epochs, batch, lr, seed, shuffle, drop_last):
+    """Plain-numpy SGD on mean squared error of x @ w.T, batches drawn as `fit` does:
+    per epoch a permutation from [seed, epoch], cut to whole batches unless a last
+    partial one is trained on; (the weights, the loss per epoch weighted by rows)."""
+    w, n = w.astype(np.float64), len(x)
+    losses = []
+    for epoch in range(epochs):
+        order = np.random.default_rng([seed, epoch]).permutation(n) if shuffle else np.arange(n)
+        cut = n if not drop_last else n - n % batch
+        total = 0.0
+        for k in range(0, cut, batch):
+            idx = order[k : k + batch]
+            xb, yb = x[idx].astype(np.float64), y[idx].astype(np.float64)
+            pred = xb @ w.T
+            total += np.mean((pred - yb) ** 2) * len(idx)
+            w = w - lr * 2 * (pred - yb).T @ xb / pred.size
+        losses.append(total / cut)
+    return w, losses
+
+
+@pytest.mark.parametrize("shuffle, drop_last", [(True, False), (False, True)])
+def test_fit_is_minibatch_sgd_with_its_history_and_events(tmp_path, shuffle, drop_last):
+    """Trainer.fit on 7 rows in batches of 3 against a numpy SGD: the weights, the
+    per-epoch loss, validation (mse: no accuracy), and each batch/epoch event's fields;
+    a last batch of 1 row is trained on (a step compiled at that size) or left out."""
+    from dlpc import train as T
+    from dlpc.passes.train.optim import make_optimizer
+
+    path = tmp_path / "lin.dlpc"
+    path.write_text(LINEAR)
+    t = T.Trainer(str(path), "mse", make_optimizer("sgd", lr=0.1), batch_size=3, target="numpy")
+    w0 = t.weights["w"].copy()
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((7, 3)).astype(np.float32)
+    y = rng.standard_normal((7, 2)).astype(np.float32)
+    events: list = []
+    history = t.fit(
+        x,
+        y,
+        epochs=2,
+        seed=4,
+        shuffle=shuffle,
+        drop_last=drop_last,
+        validation=(x, y),
+        callback=lambda event, info: events.append((event, dict(info))),
+    )
+    w, losses = _sgd_reference(w0, x, y, 2, 3, 0.1, 4, shuffle, drop_last)
+    np.testing.assert_allclose(t.weights["w"], w, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(history["loss"], losses, rtol=1e-5)
+    assert np.isnan(history["accuracy"]).all() and np.isnan(history["val_accuracy"]).all()
+    assert history["val_loss"] == history["val_mse"]
+    np.testing.assert_allclose(history["val_loss"][1], np.mean((x @ w.T - y) ** 2), rtol=1e-5)
+    assert t.epoch == 2 and t.steps_done == (4 if drop_last else 6)
+    per_epoch = 2 if drop_last else 3
+    batches = [i for e, i in events if e == "batch"]
+    assert [e for e, _ in events] == (["batch"] * per_epoch + ["epoch"]) * 2
+    assert [(i["epoch"], i["batch"], i["batches"]) for i in batches] == [
+        (e, k, per_epoch) for e in range(2) for k in range(per_epoch)
+    ]
+    assert all(i["accuracy"] is None and i["samples_per_s"] > 0 for i in batches)
+    for e in range(2):
+        mine = batches[e * per_epoch : (e + 1) * per_epoch]
+        sizes = [3, 3, 1][:per_epoch]
+        means = np.cumsum([i["loss"] * s for i, s in zip(mine, sizes)]) / np.cumsum(sizes)
+        np.testing.assert_allclose([i["mean_loss"] for i in mine], means, rtol=1e-6)
+        assert mine[-1]["mean_loss"] == history["loss"][e]
+    epochs = [i for ev, i in events if ev == "epoch"]
+    assert [i["epoch"] for i in epochs] == [0, 1]
+    for key in ("loss", "accuracy", "val_loss", "val_accuracy", "val_mse"):
+        np.testing.assert_array_equal([i[key] for i in epochs], history[key])
+    assert all(i["seconds"] >= 0 for i in epochs)
+
+
+def test_only_a_c_trainer_probes_the_compiler_early(tmp_path, monkeypatch):
+    """The C compiler's flags are probed on a thread while a C step is built, not for
+    another target (the probe stands in here: it stops the C trainer's construction)."""
+    from dlpc import train as T
+    from dlpc.passes.train.optim import make_optimizer
+
+    class Probed(Exception):
+        pass
+
+    def probe():
+        raise Probed
+
+    monkeypatch.setattr(T, "_probe_compiler_early", probe)
+    path = tmp_path / "lin.dlpc"
+    path.write_text(LINEAR)
+    sgd = make_optimizer("sgd", lr=0.1)
+    T.Trainer(str(path), "mse", sgd, batch_size=2, target="numpy")
+    with pytest.raises(Probed):
+        T.Trainer(str(path), "mse", sgd, batch_size=2, target="c")
