@@ -804,3 +804,11 @@ def test_a_function_that_cannot_be_evaluated_is_noted_not_failed(exc, reason):
     assert checker.states["main"].results is None
     checker.after("p", module)  # (still nothing to compare: not counted as a failure)
     assert checker.checked == 1 and checker.states["main"].unchecked == ["p"]
+
+
+def test_a_placed_model_refuses_each_binding_option_alone(add):
+    model = dlpc.load(add)
+    for kw in ({"buckets": {"B": [2]}}, {"max_dims": {"B": 4}}, {"tiles": {"batch": 2}}):
+        with pytest.raises(DlpcError) as info:
+            dlpc.compile(model, device="cpu", **kw)
+        assert str(info.value) == "error: device= takes a model of static shapes", kw
