@@ -402,6 +402,16 @@ def test_fit_is_minibatch_sgd_with_its_history_and_events(tmp_path, shuffle, dro
     for key in ("loss", "accuracy", "val_loss", "val_accuracy", "val_mse"):
         np.testing.assert_array_equal([i[key] for i in epochs], history[key])
     assert all(i["seconds"] >= 0 for i in epochs)
+    # the current weights' predictions, 7 rows in batches of 3 (the last one padded), and
+    # the evaluation of a data set
+    np.testing.assert_allclose(t.predict(x), x @ w.T, rtol=1e-5, atol=1e-6)
+    from dlpc.passes.train.data import ArrayDataset
+
+    scores = t.evaluate(ArrayDataset(x, y))
+    assert set(scores) == {"loss", "mse"} and scores["loss"] == scores["mse"]
+    np.testing.assert_allclose(scores["loss"], np.mean((x @ w.T - y) ** 2), rtol=1e-5)
+    with pytest.raises(DlpcError, match=r"^error: evaluate takes 1 inputs and 1 targets, got 3"):
+        t.evaluate(x, y, y)
 
 
 def test_only_a_c_trainer_probes_the_compiler_early(tmp_path, monkeypatch):
@@ -423,3 +433,49 @@ def test_only_a_c_trainer_probes_the_compiler_early(tmp_path, monkeypatch):
     T.Trainer(str(path), "mse", sgd, batch_size=2, target="numpy")
     with pytest.raises(Probed):
         T.Trainer(str(path), "mse", sgd, batch_size=2, target="c")
+
+
+# ---- the Python builder (frontends/builder.py) ------------------------------------------
+
+BUILT = """builtin.module {
+  func.func @main(%x: tensor<1x2x6x6xf32> {dlpc.name = "x"}, %i: tensor<3xi64> {dlpc.name = "i"}) -> (tensor<1x4x1x1xf32>, tensor<3xi64>) {
+    %w = graph.param "w" : tensor<4x2x3x3xf32>
+    %v = graph.param "v" : tensor<5xf32>
+    %0 = graph.conv2d %x, %w {strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>} : (tensor<1x2x6x6xf32>, tensor<4x2x3x3xf32>) -> tensor<1x4x3x3xf32>
+    %1 = graph.clip %0 {min = 0.000000e+00 : f64, max = 6.000000e+00 : f64} : (tensor<1x4x3x3xf32>) -> tensor<1x4x3x3xf32>
+    %2 = graph.max_pool2d %1 {kernel = array<i64: 2, 2>} : (tensor<1x4x3x3xf32>) -> tensor<1x4x2x2xf32>
+    %3 = graph.constant dense<2.000000e+00> : tensor<f32>
+    %4 = graph.add %2, %3 : (tensor<1x4x2x2xf32>, tensor<f32>) -> tensor<1x4x2x2xf32>
+    %5 = graph.mul %4, %3 : (tensor<1x4x2x2xf32>, tensor<f32>) -> tensor<1x4x2x2xf32>
+    %6 = graph.constant dense<2> : tensor<i64>
+    %7 = graph.add %i, %6 : (tensor<3xi64>, tensor<i64>) -> tensor<3xi64>
+    %8 = graph.reduce_mean %5 {axes = array<i64: 2, 3>, keepdims = true} : (tensor<1x4x2x2xf32>) -> tensor<1x4x1x1xf32>
+    func.return %8, %7 : tensor<1x4x1x1xf32>, tensor<3xi64>
+  }
+}"""
+
+
+def test_the_builders_ir_text_and_initial_weights():
+    """Friendly keywords (stride, padding, kernel_size, axis, keepdim), an int for a
+    pair, sugar (relu6), Python numbers as scalar constants of the tensor operands'
+    element type shared between uses; kaiming and a name-seeded normal against numpy."""
+    import math
+    import zlib
+
+    from dlpc.frontends.builder import GraphBuilder, kaiming, normal
+
+    b = GraphBuilder("m")
+    x = b.input("x", (1, 2, 6, 6))
+    w = b.param("w", (4, 2, 3, 3), init=kaiming(seed=1))
+    b.param("v", (5,), init=normal(std=0.5))
+    y = b.max_pool2d(b.relu6(b.conv2d(x, w, stride=2, padding=1)), kernel_size=2)
+    z = b.mul(b.add(y, 2), 2.0)
+    j = b.add(b.input("i", (3,), "i64"), 2)
+    b.output(b.reduce_mean(z, axis=[2, 3], keepdim=True), j)
+    assert str(b.module()) == BUILT
+    weights = b.weights()
+    want = np.random.default_rng(1).normal(0.0, math.sqrt(2.0) / math.sqrt(18), (4, 2, 3, 3))
+    np.testing.assert_array_equal(weights["w"], want.astype(np.float32))
+    want = np.random.default_rng(zlib.crc32(b"v")).normal(0.0, 0.5, (5,))
+    np.testing.assert_array_equal(weights["v"], want.astype(np.float32))
+    assert b.model().name == "m" and b.module() is b.module()
