@@ -106,7 +106,6 @@ def _child(job: dict) -> dict:
 
     if job.get("crash"):  # test hook: a candidate that kills its process
         os.abort()
-    os.environ.setdefault("OMP_NUM_THREADS", str(job.get("threads", 1)))
     base = parse_module(job["ir"])
     sched = parse_module(job["ir"])
     apply_script(sched, job["script"])
@@ -124,11 +123,11 @@ def _child(job: dict) -> dict:
     for a, b in zip(out, ref):
         if not np.allclose(a, b, rtol=1e-3, atol=1e-4, equal_nan=True):
             return {"ok": False, "error": "wrong result: differs from the unscheduled kernel"}
-    for _ in range(job.get("warmup", 2)):
+    for _ in range(job["warmup"]):
         lib.call(out)
     best = float("inf")
     deadline = time.perf_counter() + job.get("max_seconds", 2.0)
-    for _ in range(job.get("repeat", 5)):
+    for _ in range(job["repeat"]):
         t0 = time.perf_counter()
         lib.call(out)
         best = min(best, time.perf_counter() - t0)
@@ -181,10 +180,9 @@ def measure(
         "script": script,
         "repeat": repeat,
         "warmup": warmup,
-        "threads": threads,
         "crash": crash,
     }
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}  # the child's thread count
     try:
         proc = subprocess.run(
             [sys.executable, "-m", "dlpc.tune.measure"],
