@@ -479,3 +479,34 @@ def test_the_builders_ir_text_and_initial_weights():
     want = np.random.default_rng(zlib.crc32(b"v")).normal(0.0, 0.5, (5,))
     np.testing.assert_array_equal(weights["v"], want.astype(np.float32))
     assert b.model().name == "m" and b.module() is b.module()
+
+
+# ---- the measurement (tune/measure.py) ------------------------------------------------
+
+
+def test_a_measurements_timed_calls_stop_2_s_after_they_start_by_default(monkeypatch):
+    """tune/measure.py's child, in-process on a fake clock (0.5 s a reading), with no
+    `max_seconds` (measure() never passes one): the deadline is 2 s after the timed calls
+    start, so of 5 repeats 2 run (the second's end reads 1.5 s, its check 3 s)."""
+    import types
+
+    from test_schedule import MATMUL
+
+    from dlpc.backends.runtime import cbuild
+    from dlpc.tune import measure
+
+    calls = []
+    real = cbuild.build
+
+    def counting_build(source, name, **kw):
+        lib = real(source, name=name, **kw)
+        if name != "tune":
+            return lib
+        return types.SimpleNamespace(call=lambda out: calls.append(1) or lib.call(out))
+
+    monkeypatch.setattr(cbuild, "build", counting_build)
+    clock = iter(np.arange(1000.0, 2000.0, 0.5))
+    monkeypatch.setattr(measure, "time", types.SimpleNamespace(perf_counter=lambda: next(clock)))
+    job = {"ir": MATMUL, "script": "", "repeat": 5, "warmup": 1}
+    assert measure._child(job) == {"ok": True, "time": 0.5}
+    assert len(calls) == 1 + 1 + 2  # the check, the warmup, the repeats
