@@ -510,3 +510,30 @@ def test_a_measurements_timed_calls_stop_2_s_after_they_start_by_default(monkeyp
     job = {"ir": MATMUL, "script": "", "repeat": 5, "warmup": 1}
     assert measure._child(job) == {"ok": True, "time": 0.5}
     assert len(calls) == 1 + 1 + 2  # the check, the warmup, the repeats
+
+
+def test_a_measurements_job_and_its_defaults(monkeypatch):
+    """measure() sends the child its kernel, script, 5 repeats after 2 warm-up calls
+    (defaults), runs it with a 60 s timeout and OMP_NUM_THREADS=1 unless told."""
+    import json
+    import types
+
+    from dlpc.tune import measure
+
+    seen = []
+
+    def run(argv, input, timeout, env, **_):
+        seen.append((argv[1:], json.loads(input), timeout, env["OMP_NUM_THREADS"]))
+        return types.SimpleNamespace(returncode=0, stdout='{"ok": true, "time": 1.0}\n', stderr="")
+
+    monkeypatch.setattr(measure.subprocess, "run", run)
+    assert measure.measure("IR", "S") == measure.Result(True, 1.0, None)
+    job = {"ir": "IR", "script": "S", "repeat": 5, "warmup": 2, "crash": False}
+    assert seen == [(["-m", "dlpc.tune.measure"], job, 60.0, "1")]
+    measure.measure("IR", "S", timeout=3.0, repeat=7, warmup=0, threads=4, crash=True)
+    assert seen[1] == (
+        ["-m", "dlpc.tune.measure"],
+        {**job, "repeat": 7, "warmup": 0, "crash": True},
+        3.0,
+        "4",
+    )
