@@ -652,9 +652,6 @@ class Trainer:
             total += float(value) * min(self.batch_size, rows - start)
         return total / rows
 
-    def _input_dtype(self):
-        return ref.result_dtype(ref.main_func(self.model.module).args[0])
-
     def _cast(self, arrays: list, first: int) -> list[np.ndarray]:
         """Arrays in the step's dtypes where the kind agrees (int32/uint8 labels to the
         step's int64, f64 data to f32); others are left for the call's check."""
