@@ -221,8 +221,10 @@ def _shortened(
             exact.add(n)
     if not uppers:
         return None
-    ids = {
-        _id(lp.attributes.get(ID_ATTR)): n for n, lp in enumerate(loops) if ID_ATTR in lp.attributes
+    ids = {  # split id -> the loop's position (n >= 0)
+        a.value.data: n
+        for n, lp in enumerate(loops)
+        if isinstance(a := lp.attributes.get(ID_ATTR), IntegerAttr)
     }
 
     def once(n: int) -> bool:  # (runs once from 0 in the copy)
@@ -235,7 +237,9 @@ def _shortened(
         if ID_ATTR in loop.attributes:
             static = static and once(n)
         elif isinstance(base, ArrayAttr):
-            static = static and all(once(ids.get(_id(b), -1)) for b in base.data)
+            static = static and all(
+                isinstance(b, IntegerAttr) and once(ids.get(b.value.data, -1)) for b in base.data
+            )
         static = static and (loop.stride == 1 or ID_ATTR in loop.attributes)
     if not static and all(upper == loops[n].upper for n, upper in uppers.items()):
         return None
@@ -252,10 +256,6 @@ def _shortened(
         copy.attributes.pop(EXACT_ATTR, None)
         copy.attributes[SHORT_KERNEL] = UnitAttr()
     return used, copy
-
-
-def _id(attr: object) -> int:
-    return attr.value.data if isinstance(attr, IntegerAttr) else -1
 
 
 def _dispatch(
