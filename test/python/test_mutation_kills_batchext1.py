@@ -530,3 +530,42 @@ def test_grows_reads_floor_numerators_and_denominators():
     assert not _grows(symdims.SymDim.make({(symdims.Floor(shrinking, 2),): 1}))
     assert not _grows(symdims.SymDim.make({(symdims.Floor(seq + 1, -2),): 1}))
     assert not _grows(shrinking)
+
+
+# ---------------------------------------- the killable survivors of --seed 49 (e4ff67a)
+
+
+def test_a_binding_that_gives_no_copy_does_not_stop_the_next():
+    """{batch = 4} changes nothing (no copy); {seq = 2} after it still gets its copy."""
+    out = short(fn(rowsum(), "[{batch = 4 : i64}, {seq = 2 : i64}]"))
+    assert kernels(out) == ["sum_0_seq2", "sum_0"]
+
+
+def test_a_loop_whose_extent_does_not_evaluate_does_not_stop_the_next():
+    """The first marked loop's extent names a symbol with no value: skipped; the
+    reduction over seq after it still runs to 3 (the copy keeps its marks)."""
+    out = short(fn(rowsum(ei='"seq * other"'), "[{seq = 3 : i64}]"))
+    assert kernels(out) == ["sum_0_seq3", "sum_0"]
+    assert bounds(out, "sum_0_seq3") == ["0 to 4 step 1", "0 to 3 step 1"]
+    assert 'loop.kernel "sum_0_seq3" attributes {dlpc.exact' in out
+
+
+@pytest.mark.parametrize("block_id", [-1, -2])
+def test_a_non_integer_base_names_no_loop(block_id):
+    """A per-row loop whose base is no loop id is not a row group's (not static), whatever
+    id the block loop has: a negative id must not match the malformed entry."""
+    text = row_group(3).replace("dlpc.extent_id = 1 : i64", f"dlpc.extent_id = {block_id} : i64")
+    text = text.replace("dlpc.extent_base = [1 : i64]", 'dlpc.extent_base = ["x"]')
+    out = short(text)
+    copy = out.split('"rows_0_seq3"', 1)[1].split("loop.kernel", 1)[0]
+    assert not copy.startswith(" attributes {dlpc.short}") and "dlpc.extent_base" in copy
+
+
+@pytest.mark.parametrize("x", ["f32[4, 6]", "f32[4, 2, 6]"])
+def test_a_weight_with_the_batch_size_has_no_chunk_graph(x):
+    """matmul by a [4, 6, 3] weight: its dim 0 pairs with the batch (not per image), so
+    the chunk's graph gives a result of another batch or does not infer: None."""
+    m = model(
+        "return matmul(x, w)", args=f"x: {x}", params="  param w: f32[4, 6, 3] = normal(seed=1)\n"
+    )
+    assert rebatch(m.module, 2) is None
