@@ -836,3 +836,29 @@ def test_a_compiled_models_constructor_takes_only_its_public_fields():
     for hidden in ("specialisations", "_main", "_specs", "_names", "_direct"):
         assert f"{hidden}=" not in text, hidden
     assert "target='numpy'" in text and "source='src'" in text
+
+
+def test_a_frontend_or_the_artifact_cache_that_does_not_import(add, tmp_path, monkeypatch):
+    """load names a frontend that does not import in one line; without the artifact
+    module a C compile has no warm key and still compiles (cold)."""
+    import dlpc.backends.runtime as runtime_pkg
+
+    dlpc_file = tmp_path / "m.dlpc"
+    dlpc_file.write_text(UNBOUND)
+    onnx_file = tmp_path / "m.onnx"
+    onnx_file.write_bytes(b"")
+    model = dlpc.load(add)
+    with monkeypatch.context() as m:
+        m.setitem(sys.modules, "dlpc.frontends.text", None)
+        with pytest.raises(DlpcError, match=r"^error: the text frontend is not available \("):
+            dlpc.load(dlpc_file)
+        m.setitem(sys.modules, "dlpc.frontends.onnx", None)
+        with pytest.raises(DlpcError, match=r"^error: the ONNX frontend is not available \("):
+            dlpc.load(onnx_file)
+        m.setitem(sys.modules, "dlpc.backends.runtime.artifact", None)
+        m.delattr(runtime_pkg, "artifact", raising=False)
+        assert api._artifact_key(model, dict(model.weights), "c", {}) is None
+        f = dlpc.compile(model, target="c")
+        assert f.cached is False
+        x, y = _xy()
+        np.testing.assert_array_equal(f(x, y)[0], (x + y) * 2.0)
