@@ -568,3 +568,18 @@ def test_param_groups_train_each_param_at_its_groups_lr(tmp_path):
     np.testing.assert_allclose(t.weights["b"], b0 - 0.5 * 2 * err.sum(0) / err.size, rtol=1e-5)
     with pytest.raises(DlpcError, match=r"^error: no value for parameter 'w'$"):
         T._Resident(t.compiled, t.spec, {})
+
+
+def test_an_integer_constant_takes_the_ends_of_its_range_and_no_more():
+    from xdsl.dialects.builtin import IntegerType, Signedness
+
+    from dlpc.frontends.builder import FrontendError, GraphBuilder
+
+    i8, u8 = IntegerType(8), IntegerType(8, Signedness.UNSIGNED)
+    b = GraphBuilder()
+    for value, ty in ((127, i8), (-128, i8), (255, u8), (0, u8)):
+        b.constant(value, ty)
+    assert len(b._constants) == 4 and b.constant(127, i8) is b.constant(127.0, i8)
+    for value, ty in ((128, i8), (-129, i8), (256, u8), (-1, u8)):
+        with pytest.raises(FrontendError, match=rf"^{value} does not fit in {ty}$"):
+            b.constant(value, ty)
