@@ -862,3 +862,72 @@ def test_a_frontend_or_the_artifact_cache_that_does_not_import(add, tmp_path, mo
         assert f.cached is False
         x, y = _xy()
         np.testing.assert_array_equal(f(x, y)[0], (x + y) * 2.0)
+
+
+def _worst(before, after, rtol, atol):
+    """The checker's documented rule, written out element by element: |after - before| <=
+    atol * scale + rtol * |before| (scale: the largest finite |before|, 1e-30 if none is
+    above 0); NaN must stay NaN and an infinity the same infinity; the worst element is the
+    first of the largest error."""
+    finite_before = [abs(float(v)) for v in before if np.isfinite(v)]
+    scale = max(finite_before, default=0.0) or 1e-30
+    errors = []
+    for b, a in zip(before.tolist(), after.tolist()):
+        if np.isfinite(a) and np.isfinite(b):
+            errors.append(abs(a - b) / (atol * scale + rtol * abs(b)))
+        elif (np.isnan(a) and np.isnan(b)) or a == b:
+            errors.append(0.0)
+        else:
+            errors.append(float("inf"))
+    if max(errors, default=0.0) <= 1.0:
+        return None
+    k = errors.index(max(errors))
+    return (k,), before[k], after[k]
+
+
+def test_the_checkers_comparison_is_its_documented_rule_on_random_arrays():
+    from dlpc.passes import check
+
+    rng = np.random.default_rng(35)
+    special = np.array([np.inf, -np.inf, np.nan])
+    failed = passed = 0
+    for trial in range(300):
+        n = int(rng.integers(1, 6))
+        before = rng.standard_normal(n) * 10.0 ** rng.integers(-3, 3, n)
+        rtol, atol = 10.0 ** rng.uniform(-4, -1), 10.0 ** rng.uniform(-5, -1)
+        tol = atol * np.abs(before).max() + rtol * np.abs(before)
+        after = before + rng.choice([-1.0, 1.0], n) * tol * rng.uniform(0.5, 1.5, n)
+        if trial % 3 == 0:  # some elements non-finite on either side
+            for arr in (before, after):
+                k = int(rng.integers(0, n))
+                arr[k] = rng.choice(special)
+        if trial % 7 == 0:
+            after[int(rng.integers(0, n))] = before[int(rng.integers(0, n))]
+        want = _worst(before, after, rtol, atol)
+        got = check.compare(before, after, rtol, atol)
+        if want is None:
+            assert got is None, (before, after, rtol, atol)
+            passed += 1
+        else:
+            assert got is not None and got[0] == want[0], (before, after, rtol, atol, got)
+            np.testing.assert_array_equal([got[1], got[2]], [want[1], want[2]])
+            failed += 1
+    assert failed > 50 and passed > 50  # (both outcomes drawn often)
+
+
+def test_the_checkers_comparison_of_shapes_and_integers():
+    from dlpc.passes import check
+
+    assert check.compare(np.zeros((2, 3)), np.zeros((3, 2)), 0, 0) == ((), (2, 3), (3, 2))
+    assert check.compare(np.zeros(3), np.zeros(0), 0, 0) == ((), (3,), (0,))
+    assert check.compare(np.zeros(0), np.zeros(3), 0, 0) == ((), (0,), (3,))
+    assert check.compare(np.zeros((0, 3)), np.zeros((3, 0)), 0, 0) is None
+    ints = np.array([1, 5, 7])
+    for other in ([1, 3, 7], [1, 9, 7], [0, 5, 8]):
+        got = check.compare(ints, np.array(other), 0, 0)
+        k = next(i for i in range(3) if other[i] != ints[i])
+        assert got == ((k,), ints[k], other[k]), other
+    assert check.compare(ints, ints.copy(), 0, 0) is None
+    # an error of exactly 1 passes: 1 + 0.5 * 1 (atol x scale) + 0.5 * |1| (rtol) = 2
+    assert check.compare(np.array([1.0]), np.array([2.0]), 0.5, 0.5) is None
+    assert check.compare(np.array([1.0]), np.array([2.0000001]), 0.5, 0.5) is not None
