@@ -931,3 +931,17 @@ def test_the_checkers_comparison_of_shapes_and_integers():
     # an error of exactly 1 passes: 1 + 0.5 * 1 (atol x scale) + 0.5 * |1| (rtol) = 2
     assert check.compare(np.array([1.0]), np.array([2.0]), 0.5, 0.5) is None
     assert check.compare(np.array([1.0]), np.array([2.0000001]), 0.5, 0.5) is not None
+
+
+def test_the_text_drivers_output_into_a_closed_pipe_is_no_error(unbound):
+    """`python -m dlpc.frontends.text m.dlpc | head -c 0`: the reader gone before the IR is
+    written is a quiet exit 0, not a traceback (frontends/text/__main__.py's BrokenPipeError)."""
+    p = subprocess.Popen(
+        [sys.executable, "-m", "dlpc.frontends.text", str(unbound)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert p.stdout is not None and p.stderr is not None
+    p.stdout.close()  # (before the child has imported dlpc, let alone written)
+    err = p.stderr.read()
+    assert p.wait(timeout=120) == 0 and err == b""
