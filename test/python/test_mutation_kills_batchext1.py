@@ -17,7 +17,7 @@ from xdsl.utils.exceptions import VerifyException
 from dlpc import api
 from dlpc.dialects import symdims
 from dlpc.frontends.text import parse_model
-from dlpc.passes.graph.rebatch import batch_values, chunk_plan, rebatch
+from dlpc.passes.graph.rebatch import CHUNK_BUDGET_BYTES, batch_values, chunk_plan, rebatch
 from dlpc.passes.lower.short_extents import LoopShortExtents, _grows
 from dlpc.passes.pipeline import context, parse_module
 from dlpc.reference.graph import run_reference
@@ -569,3 +569,50 @@ def test_a_weight_with_the_batch_size_has_no_chunk_graph(x):
         "return matmul(x, w)", args=f"x: {x}", params="  param w: f32[4, 6, 3] = normal(seed=1)\n"
     )
     assert rebatch(m.module, 2) is None
+
+
+def test_booleans_count_one_byte_an_element():
+    """A cast of i1 [8, 16, 16] to f32: 256 + 1024 bytes an image (an i1 is a byte)."""
+    text = (
+        "func.func @main(%x: tensor<8x16x16xi1>) -> tensor<8x16x16xf32> {\n"
+        "  %y = graph.cast %x {to = f32} : (tensor<8x16x16xi1>) -> tensor<8x16x16xf32>\n"
+        "  func.return %y : tensor<8x16x16xf32>\n}\n"
+    )
+    module = parse_module(text)
+    assert chunk_plan(module, 8 * 1280) is None
+    assert chunk_plan(module, 8 * 1280 - 1) == (8, 4)
+    assert chunk_plan(module, 2 * 1280) == (8, 2)
+
+
+def test_the_budget_is_half_a_megabyte():
+    """CHUNK_BUDGET_BYTES = 512 KiB (half a Zen 4 core's L2): relu over [8, 128, 128]
+    floats, 128 KiB an image, runs four images a chunk."""
+    m = model("return relu(x)", args="x: f32[8, 128, 128]")
+    assert CHUNK_BUDGET_BYTES == 1 << 19
+    assert chunk_plan(m.module, CHUNK_BUDGET_BYTES) == (8, 4)
+
+
+def test_a_declared_main_a_rank_zero_result_and_an_empty_dim():
+    """A @main without a body, and a reduction to a scalar, are not per sample; a batch of
+    empty images ([4, 0]) is (a size of 0 is a size)."""
+    assert (
+        batch_values(parse_module("func.func private @main(tensor<4x6xf32>) -> tensor<4x6xf32>"))
+        is None
+    )
+    scalar = model("return reduce_sum(x, axes=[0, 1])")
+    assert batch_values(scalar.module) is None
+    empty = (
+        "func.func @main(%x: tensor<4x0xf32>) -> tensor<4x0xf32> {\n"
+        "  %y = graph.relu %x : (tensor<4x0xf32>) -> tensor<4x0xf32>\n"
+        "  func.return %y : tensor<4x0xf32>\n}\n"
+    )
+    found = batch_values(parse_module(empty))
+    assert found is not None and found[0] == 4
+
+
+def test_the_guard_loads_each_dim_at_its_index():
+    """dims (batch, seq): batch is dlpc_dims[0], seq dlpc_dims[1]; each compared with ==."""
+    out = short(fn(rowsum(), "[{batch = 2 : i64, seq = 5 : i64}]"))
+    assert re.search(r"arith.constant 0 : index\n\s*%batch = memref.load %dlpc_dims\[%\w+\]", out)
+    assert re.search(r"arith.constant 1 : index\n\s*%seq = memref.load %dlpc_dims\[%\w+\]", out)
+    assert out.count("arith.cmpi eq") == 2
