@@ -15,6 +15,7 @@ import os
 import statistics
 import threading
 import time
+import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,14 +52,20 @@ def load_weights(path: str | os.PathLike) -> dict[str, np.ndarray]:
     path = Path(path)
     if not path.is_file():
         raise DlpcError(f"error: no such weights file: {path}")
+    # (an empty file is an EOFError, a damaged archive a BadZipFile, an object array a
+    # ValueError when its member is read)
+    unreadable = (OSError, ValueError, EOFError, zipfile.BadZipFile)
     try:
         data = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as e:
+    except unreadable as e:
         raise DlpcError(f"error: cannot read weights {path}: {e}") from None
     if not isinstance(data, np.lib.npyio.NpzFile):
         raise DlpcError(f"error: weights {path} must be an .npz archive of named arrays")
     with data:
-        return {k: data[k] for k in data.files}
+        try:
+            return {k: data[k] for k in data.files}
+        except unreadable as e:
+            raise DlpcError(f"error: cannot read weights {path}: {e}") from None
 
 
 def _as_model(result, path: Path, weights) -> Model:
