@@ -945,3 +945,24 @@ def test_the_text_drivers_output_into_a_closed_pipe_is_no_error(unbound):
     p.stdout.close()  # (before the child has imported dlpc, let alone written)
     err = p.stderr.read()
     assert p.wait(timeout=120) == 0 and err == b""
+
+
+def test_an_unreadable_weights_file_is_one_line(tmp_path):
+    """An empty file, a damaged zip archive, an archive of object arrays (pickled: never
+    loaded) and a non-archive are each a one-line DlpcError naming the file (the empty file
+    was an EOFError traceback, the damaged archive a BadZipFile, the object array a
+    ValueError raised outside the handler)."""
+    empty = tmp_path / "empty.npz"
+    empty.write_bytes(b"")
+    damaged = tmp_path / "damaged.npz"
+    damaged.write_bytes(b"PK\x03\x04 not the rest of a zip")
+    objects = tmp_path / "objects.npz"
+    np.savez(objects, w=np.array([{"a": 1}], dtype=object))
+    for path, reason in (
+        (empty, "No data left in file"),
+        (damaged, "File is not a zip file"),
+        (objects, "Object arrays cannot be loaded when allow_pickle=False"),
+    ):
+        with pytest.raises(DlpcError) as info:
+            api.load_weights(path)
+        assert str(info.value) == f"error: cannot read weights {path}: {reason}"
