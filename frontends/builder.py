@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import zipfile
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -337,7 +338,7 @@ def load_weights(source: str | Mapping[str, Any]) -> dict[str, np.ndarray]:
             return {k: npz[k] for k in npz.files}
     except FileNotFoundError:
         raise FrontendError(f"no such weights file: {source}") from None
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:  # (empty, damaged)
         raise FrontendError(f"cannot read weights file {source}: {e}") from None
 
 
