@@ -966,3 +966,16 @@ def test_an_unreadable_weights_file_is_one_line(tmp_path):
         with pytest.raises(DlpcError) as info:
             api.load_weights(path)
         assert str(info.value) == f"error: cannot read weights {path}: {reason}"
+
+
+def test_a_dlpc_models_unreadable_weights_file_is_one_line(unbound, tmp_path):
+    """The text frontend reads a .dlpc model's .npz itself (frontends/builder.load_weights):
+    an empty or damaged one is its one line naming the model and the file."""
+    empty = tmp_path / "empty.npz"
+    empty.write_bytes(b"")
+    damaged = tmp_path / "damaged.npz"
+    damaged.write_bytes(b"PK\x03\x04 not the rest of a zip")
+    for path, reason in ((empty, "No data left in file"), (damaged, "File is not a zip file")):
+        with pytest.raises(DlpcError) as info:
+            dlpc.load(unbound, weights=str(path))
+        assert str(info.value) == (f"{unbound}: error: cannot read weights file {path}: {reason}")
