@@ -111,6 +111,7 @@ TARGET_PASSES: dict[str, tuple[str, ...]] = {
     ),
     "dlp": (
         "dlp-reshape-aliases",  # reshapes as aliases of the same GDRAM bytes
+        "dlp-pack-params",  # small weights in one buffer, folded (weights bound only)
         "loop-to-dlp",  # scratchpad tiles, DMA, intrinsics, cores
     ),
 }
@@ -398,6 +399,12 @@ def _lower(
         if stop_at == "loop":
             return module
     for name in TARGET_PASSES.get(target or "", ()):  # what the target's printer needs
+        if name == "dlp-pack-params":  # the pack is folded: only with the weights bound
+            if weights is not None:
+                desc = options.extra.get("loop-to-dlp", {}).get("target_desc", "")
+                fixed = {"target_desc": desc} if desc else {}
+                run(name, module, options, weights=weights, **fixed)
+            continue
         run(name, module, options)
     on_stage("dlp" if target == "dlp" else "loop", module)
     return module

@@ -36,6 +36,7 @@ from xdsl.ir import Operation, SSAValue
 from dlpc.dialects import dlp
 from dlpc.dialects.loop import ForOp, KernelOp, spine
 from dlpc.dialects.typed import element_type, shape_of
+from dlpc.passes.lower import _dlp_pack
 from dlpc.passes.lower._dlp_build import (
     BufferPlan,
     Builder,
@@ -614,6 +615,19 @@ def _build_members(fused, lowering_cls, op, b, tid, c0, desc, split, band, swapp
     local: dict[tuple, SSAValue] = {}
     stored: set[SSAValue] = set()
     loaded: dict[BufferPlan, bool] = {}
+    # adjacent views of one packed param read whole: one copy for them all
+    firsts: dict[tuple, BufferPlan] = {}
+    for plan in fused.plans:
+        for p in plan.buffers.values():
+            firsts.setdefault(_key(p), p)
+    packs = _dlp_pack.runs(list(firsts.values()), desc)
+    merged = [_dlp_pack.merge(run, fused.kernels[0], desc) for run in packs]
+    for run, m in zip(packs, merged):
+        m.local = b.alloc(m.space, m.elements(1), element_type(m.value), "packed_nram")
+        m.slot = c0
+        _dlp_pack.member_views(run, m, b, desc)
+        for p in run:
+            local[_key(p)] = p.local
     for plan in fused.plans:
         lw = lowering_cls(plan)
         lw.op, lw.b = op, b
@@ -634,7 +648,7 @@ def _build_members(fused, lowering_cls, op, b, tid, c0, desc, split, band, swapp
     lead = lowerings[0]  # (its plan has the chain's task count)
     lead.plan.sram = fused.sram
     image = split.conv.src.value if split is not None and split.conv is not None else None
-    lead.load_whole([p for p in wholes if loaded[p] and p.value is not image], c0)
+    lead.load_whole([p for p in wholes if loaded[p] and p.value is not image] + merged, c0)
     if split is not None and split.conv is not None and band is not None:  # its image rows
         x = split.conv.src
         top, rows = split.conv.band_rows(b, band, fused.bands)

@@ -82,6 +82,7 @@ from dlpc.dialects import dlp
 from dlpc.dialects.dlp import constant_index as _const
 from dlpc.dialects.loop import ForOp, KernelOp, defined_inside, spine
 from dlpc.dialects.typed import element_type, shape_of
+from dlpc.passes.lower import _dlp_pack
 from dlpc.passes.lower._dlp_build import (
     BufferPlan,
     Builder,
@@ -701,7 +702,12 @@ class KernelLowering:
         tiled = [p for p in plan.buffers.values() if p.kind == "tiled" and not p.direct]
         whole = [p for p in plan.buffers.values() if p.kind == "whole" and not p.direct]
         copies = 2 if plan.double else 1
-        for p in (p for p in plan.buffers.values() if not p.direct):
+        # adjacent views of one packed param read whole: one copy for them all
+        packs = _dlp_pack.runs(list(plan.buffers.values()), self.desc)
+        packed = {p for run in packs for p in run}
+        merged = [_dlp_pack.merge(run, plan.kernel, self.desc) for run in packs]
+        whole = [p for p in whole if p not in packed] + merged
+        for p in (p for p in [*plan.buffers.values(), *merged] if not p.direct and p not in packed):
             rows = plan.chunk if p.resident else plan.tile
             n = round_up(p.elements(rows) * p.elt_bytes, self.desc.dma_align) // p.elt_bytes
             p.local = b.alloc(
@@ -711,6 +717,10 @@ class KernelLowering:
                 f"{p.name}_{p.space}",
             )
             p.slot = c0
+        for run, m in zip(packs, merged):
+            _dlp_pack.member_views(run, m, b, self.desc)
+            for p in run:
+                p.slot = c0
         self.load_whole([p for p in whole if not p.outer], c0)
         if plan.work is None:
             self.untiled(tid, whole, c0)

@@ -417,6 +417,7 @@ O2_GRAPH = [
                 "graph-to-te",
                 "te-to-loop",
                 "dlp-reshape-aliases",
+                "dlp-pack-params",
                 "loop-to-dlp",
             ],
         ),
