@@ -979,3 +979,22 @@ def test_a_dlpc_models_unreadable_weights_file_is_one_line(unbound, tmp_path):
         with pytest.raises(DlpcError) as info:
             dlpc.load(unbound, weights=str(path))
         assert str(info.value) == (f"{unbound}: error: cannot read weights file {path}: {reason}")
+
+
+@pytest.mark.parametrize("stage", ["graph", "te", "loop", "dlp"])
+def test_lower_compares_stage_names_by_value(stage):
+    """A stage named at run time (dlpc --emit=te: argparse's string, not the module's
+    literal) stops where the literal does (pilot seed 1050's survivor pipeline.py:376,
+    `stop_at == "graph"` -> `is`)."""
+    from dlpc.passes import pipeline as PL
+
+    built = "".join(list(stage))
+    assert built == stage and (built is not stage or len(stage) == 1)
+    m = dlpc.load("examples/mlp.dlpc", batch=1)
+    for target in (None, "c"):
+        options = PL.PipelineOptions(opt_level=1, target=target)
+        want = PL.lower(m.module.clone(), stage, options, weights=dict(m.weights))
+        got = PL.lower(m.module.clone(), built, options, weights=dict(m.weights))
+        assert str(got) == str(want)
+    text = PL.compile_to(m.module.clone(), built, PL.PipelineOptions(opt_level=1))
+    assert text == PL.compile_to(m.module.clone(), stage, PL.PipelineOptions(opt_level=1))
