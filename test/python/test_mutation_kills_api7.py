@@ -998,3 +998,17 @@ def test_lower_compares_stage_names_by_value(stage):
         assert str(got) == str(want)
     text = PL.compile_to(m.module.clone(), built, PL.PipelineOptions(opt_level=1))
     assert text == PL.compile_to(m.module.clone(), stage, PL.PipelineOptions(opt_level=1))
+
+
+@pytest.mark.parametrize("target", ["c", "opencl", "dlp"])
+def test_lower_compares_target_names_by_value(target):
+    """A target named at run time (dlpc --target dlp) lowers as the literal does: to the
+    loop level for dlp stops before its own passes, C and OpenCL run theirs."""
+    from dlpc.passes import pipeline as PL
+
+    built = "".join(["", *target])
+    m = dlpc.load("examples/mlp.dlpc", batch=1)
+    for stop in ("loop", "dlp") if target == "dlp" else ("te", "loop"):
+        want = PL.lower(m.module.clone(), stop, PL.PipelineOptions(opt_level=1, target=target))
+        got = PL.lower(m.module.clone(), stop, PL.PipelineOptions(opt_level=1, target=built))
+        assert str(got) == str(want), stop
