@@ -1012,3 +1012,18 @@ def test_lower_compares_target_names_by_value(target):
         want = PL.lower(m.module.clone(), stop, PL.PipelineOptions(opt_level=1, target=target))
         got = PL.lower(m.module.clone(), stop, PL.PipelineOptions(opt_level=1, target=built))
         assert str(got) == str(want), stop
+
+
+def test_the_checker_compares_pass_and_function_choices_by_value():
+    """A pass named at run time (dlpc-opt -p graph-autodiff) and functions="main" read
+    from an option are compared by value."""
+    from dlpc.passes import check
+
+    class Autodiff:
+        result = 1
+
+    name = "-".join(["graph", "autodiff"])
+    assert check.kept_results(name, Autodiff(), 2) == [(1, 0)]
+    checker, module, seen = _loop_checker(functions="".join(["ma", "in"]))
+    checker.start(module, {"w": np.ones(4, np.float32)})
+    assert list(checker.states) == ["main"] and len(seen) == 1
