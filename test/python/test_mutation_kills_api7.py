@@ -81,6 +81,8 @@ def test_the_packages_lazy_attributes_are_each_their_own_module():
         assert lazy(name) is getattr(eager, name)
     for name in ("device", "Stream", "synchronize", "use_stream", "empty_cache"):
         assert lazy(name) is getattr(device, name)
+    for name in ("train", "optim", "zeros", "device"):  # (a name built at run time: getattr)
+        assert getattr(dlpc, "".join(["", *name])) is lazy(name)
     for name in ("aaa", "zzz", "Train", "tensors"):  # (before and after every name listed)
         with pytest.raises(AttributeError) as info:
             lazy(name)
@@ -1012,6 +1014,12 @@ def test_lower_compares_target_names_by_value(target):
         want = PL.lower(m.module.clone(), stop, PL.PipelineOptions(opt_level=1, target=target))
         got = PL.lower(m.module.clone(), stop, PL.PipelineOptions(opt_level=1, target=built))
         assert str(got) == str(want), stop
+    # -O2 on convolutions: no NHWC layout for dlp (its conv reads NCHW), whoever names it
+    lenet = dlpc.load("examples/lenet.dlpc", batch=1)
+    with PL.timing() as rows:
+        PL.lower(lenet.module.clone(), "loop", PL.PipelineOptions(target=built))
+    ran = [name for name, _ in rows]
+    assert ("graph-conv-layout" in ran) == (target != "dlp"), ran
 
 
 def test_the_checker_compares_pass_and_function_choices_by_value():
