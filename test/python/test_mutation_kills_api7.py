@@ -1035,3 +1035,36 @@ def test_the_checker_compares_pass_and_function_choices_by_value():
     checker, module, seen = _loop_checker(functions="".join(["ma", "in"]))
     checker.start(module, {"w": np.ones(4, np.float32)})
     assert list(checker.states) == ["main"] and len(seen) == 1
+
+
+def test_dlp_pack_params_runs_with_the_weights_and_loop_to_dlps_target(monkeypatch):
+    """The dlp target's dlp-pack-params folds weights: it runs only with them bound, on
+    loop-to-dlp's target description when one is given."""
+    from dlpc.passes import pipeline as PL
+
+    made: list[tuple[str, dict]] = []
+    make = PL.make_pass
+
+    def recording(name, options, **fixed):
+        made.append((name, fixed))
+        return make(name, options, **fixed)
+
+    monkeypatch.setattr(PL, "make_pass", recording)
+    m = dlpc.load("examples/mlp.dlpc", batch=1)
+    weights = dict(m.weights)
+    for extra, fixed in (
+        ({}, {}),
+        ({"loop-to-dlp": {"target_desc": "tiny"}}, {"target_desc": "tiny"}),
+        ({"loop-to-dlp": {"target_desc": ""}}, {}),
+    ):
+        made.clear()
+        PL.lower(
+            m.module.clone(), "dlp", PL.PipelineOptions(opt_level=0, extra=extra), weights=weights
+        )
+        packs = [kw for name, kw in made if name == "dlp-pack-params"]
+        assert len(packs) == 1 and packs[0].pop("weights") is weights
+        assert packs[0] == fixed, extra
+    made.clear()
+    PL.lower(m.module.clone(), "dlp", PL.PipelineOptions(opt_level=0))
+    assert "dlp-pack-params" not in [name for name, _ in made]
+    assert [name for name, _ in made][-2:] == ["dlp-reshape-aliases", "loop-to-dlp"]
