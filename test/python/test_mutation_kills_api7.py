@@ -1068,3 +1068,17 @@ def test_dlp_pack_params_runs_with_the_weights_and_loop_to_dlps_target(monkeypat
     PL.lower(m.module.clone(), "dlp", PL.PipelineOptions(opt_level=0))
     assert "dlp-pack-params" not in [name for name, _ in made]
     assert [name for name, _ in made][-2:] == ["dlp-reshape-aliases", "loop-to-dlp"]
+
+
+def test_an_unbound_loop_param_is_drawn_as_is_after_its_functions_inputs():
+    checker, module, seen = _loop_checker(seed=7)
+    checker.start(module)
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal(4).astype(np.float32)
+    rng.standard_normal((2, 2))
+    w = rng.standard_normal(4).astype(np.float32)  # (not made positive: no batch norm)
+    p = rng.integers(0, 2, 3).astype(np.int32)
+    np.testing.assert_array_equal(checker.random["main"]["w"], w)
+    np.testing.assert_array_equal(seen[0][1][2], w)
+    np.testing.assert_array_equal(seen[1][1][0], p)
+    np.testing.assert_array_equal(checker.states["main"].inputs[0], a)
