@@ -318,6 +318,11 @@ class Checker:
             shape, dtype = _shape_dtype(ty)
             value = random_array(rng, shape, dtype)
             drawn[name] = (np.abs(value) + 0.5).astype(dtype) if positive else value
+        from dlpc.passes.lower.dlp_pack_params import packed_values  # (dlp-pack-params)
+
+        for name, value in packed_values(fn, self._params(fn.sym_name.data)).items():
+            if name not in self.weights:  # a packed param holds its members' values
+                drawn[name] = value
 
     def _params(self, fn_name: str) -> dict[str, np.ndarray]:
         return {**self.random.get(fn_name, {}), **self.weights}

@@ -179,12 +179,9 @@ def pack_params(
                 block.insert_op_before(view, first)
             a.replace_all_uses_with(view.result)
         if weights is not None:
-            dtype = np.asarray(weights[params[members[0]]]).dtype
-            array = np.zeros(end, dtype=dtype)
-            for a, off in zip(members, offsets):
-                flat = np.asarray(weights[params[a]], dtype=dtype).ravel()
-                array[off : off + flat.size] = flat
-            weights[name] = array
+            weights[name] = pack_array(
+                [(params[a], o) for a, o in zip(members, offsets)], end, weights
+            )
         made.append(name)
     if made:
         fn.attributes["dlpc.params"] = ArrayAttr([StringAttr(s) for s in [*names, *made]])
@@ -192,6 +189,36 @@ def pack_params(
             list(block.arg_types), list(fn.function_type.outputs.data)
         )
     return made
+
+
+def pack_array(recipe: list[tuple[str, int]], size: int, values: dict) -> np.ndarray:
+    """A packed param of `size` elements: each member's values (by name) at its offset."""
+    dtype = np.asarray(values[recipe[0][0]]).dtype
+    array = np.zeros(size, dtype=dtype)
+    for member, off in recipe:
+        flat = np.asarray(values[member], dtype=dtype).ravel()
+        array[off : off + flat.size] = flat
+    return array
+
+
+def packed_values(fn: func.FuncOp, values: dict) -> dict[str, np.ndarray]:
+    """The packed params of `fn` (a `dlpc.pack` recipe on the argument) made from the
+    members' `values` by name (--check-each-pass's drawn params, a caller's weights)."""
+    out: dict[str, np.ndarray] = {}
+    for arg, attrs in zip(fn.body.block.args, fn.arg_attrs.data if fn.arg_attrs else ()):
+        recipe = attrs.data.get(PACK) if isinstance(attrs, DictionaryAttr) else None
+        name = attrs.data.get("dlpc.name") if isinstance(attrs, DictionaryAttr) else None
+        if not isinstance(recipe, ArrayAttr) or not isinstance(name, StringAttr):
+            continue
+        pairs = []
+        for entry in recipe.data:
+            assert isinstance(entry, ArrayAttr)  # (made by pack_params: [name, offset])
+            member, off = entry.data
+            assert isinstance(member, StringAttr) and isinstance(off, IntegerAttr)
+            pairs.append((member.data, off.value.data))
+        if all(m in values for m, _ in pairs) and isinstance(arg.type, MemRefType):
+            out[name.data] = pack_array(pairs, math.prod(arg.type.get_shape()), values)
+    return out
 
 
 def _name_arg(fn: func.FuncOp, at: int, attrs: dict[str, Attribute]) -> None:
