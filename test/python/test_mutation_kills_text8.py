@@ -144,3 +144,44 @@ def test_unreadable_files_are_one_line_errors(tmp_path):
     with pytest.raises(DlpcError) as e:
         load_model(tmp_path)  # a directory
     assert str(e.value).startswith(f"error: cannot read {tmp_path}: ")
+
+
+# ------------------------------ the killable survivors of frontends-text --seed 49 (81c32b2)
+
+
+def test_a_keyword_error_points_at_that_keyword():
+    """The builder names `padding`; an earlier keyword (`stride`, which sorts after it)
+    is not the one pointed at."""
+    src = (
+        "model m(x: f32[1, 2, 6, 6]) {\n  param w: f32[3, 2, 3, 3] = normal(seed=1)\n"
+        '  return conv2d(x, w, stride=1, padding="a")\n}\n'
+    )
+    with pytest.raises(DlpcError) as e:
+        parse_model(src, "m.dlpc")
+    assert str(e.value) == (
+        "m.dlpc:3:33: error: conv2d argument 'padding' expects an int or a list of ints, "
+        'got "a"\n  return conv2d(x, w, stride=1, padding="a")\n' + " " * 32 + "^"
+    )
+
+
+@pytest.mark.parametrize("operand,shown", [('"a"', '"a"'), ("[1, 2]", "[1, 2]"), ("true", "true")])
+def test_only_numbers_are_negated(operand, shown):
+    src = (
+        f"model m(x: f32[2]) {{\n  param w: f32[2] = normal(seed=-{operand})\n  return x + w\n}}\n"
+    )
+    with pytest.raises(DlpcError) as e:
+        parse_model(src, "m.dlpc")
+    assert str(e.value).split("\n")[0] == f"m.dlpc:2:33: error: cannot negate {shown}"
+
+
+def test_an_unreadable_weights_file_is_a_one_line_error(tmp_path):
+    src = "model m(x: f32[2]) {\n  param w: f32[2] = normal(seed=1)\n  return x + w\n}\n"
+    missing = tmp_path / "none.npz"
+    with pytest.raises(DlpcError) as e:
+        parse_model(src, "m.dlpc", weights=missing)
+    assert str(e.value) == f"m.dlpc: error: no such weights file: {missing}"
+    bad = tmp_path / "bad.npz"
+    bad.write_bytes(b"garbage")
+    with pytest.raises(DlpcError) as e:
+        parse_model(src, "m.dlpc", weights=str(bad))
+    assert str(e.value).startswith(f"m.dlpc: error: cannot read weights file {bad}: ")
