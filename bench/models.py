@@ -35,6 +35,12 @@ OMP_WAIT_POLICY as each library sets it (dlpc's runtime: a short spin, GOMP_SPIN
 call the wake-up of its sleeping thread per parallel loop: lenet batch 1, 2 threads, 0.038
 ms PASSIVE against 0.027 ms ACTIVE or libgomp's default; onnxruntime's pool spins) or as `--omp-wait-policy` sets it for all. Workers run one at a
 time.
+The last columns set each row against this CPU's FMA peak (bench/peak.py, measured in a
+worker per thread count, the best on-core figure of the rounds): the model's MFLOP per
+call (2 x the conv2d/linear/matmul multiply-adds; "model/dlpc" where dlpc's -O2 graph
+multiplies less, Winograd), the bound (dlpc's FLOPs at the peak, ms: the least time a
+call can take) and the share of the peak dlpc on the .dlpc and onnxruntime on the first
+export reach (docs/design/schedules.md#peak-bound).
 
 `--memory` adds a table per example and batch: dlpc's arena (the memory plan's peak) and
 the sum of its intermediates, and for each runner the peak and the held resident memory
