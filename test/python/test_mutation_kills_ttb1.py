@@ -583,3 +583,28 @@ def test_an_integer_constant_takes_the_ends_of_its_range_and_no_more():
     for value, ty in ((128, i8), (-129, i8), (256, u8), (-1, u8)):
         with pytest.raises(FrontendError, match=rf"^{value} does not fit in {ty}$"):
             b.constant(value, ty)
+
+
+SQRT = """
+func.func @main(%A: memref<16xf32>, %C: memref<16xf32>) {
+  loop.kernel "sq" {
+    loop.for %i0 = 0 to 16 step 1 {name = "i0"} {
+      %a = memref.load %A[%i0] : memref<16xf32>
+      %r = math.sqrt %a : f32
+      memref.store %r, %C[%i0] : memref<16xf32>
+    }
+  }
+  func.return
+}
+"""
+
+
+def test_a_candidate_whose_result_has_nans_where_the_reference_has_them_is_right():
+    """The child compares a candidate with the unscheduled kernel NaN for NaN: sqrt of
+    the standard-normal inputs is NaN at each negative one, in both (train-tune-builder
+    seed 49's survivor measure.py:124, `equal_nan=True` -> `False`: every such kernel
+    was a wrong result)."""
+    from dlpc.tune import measure
+
+    result = measure._child({"ir": SQRT, "script": "", "repeat": 1, "warmup": 0})
+    assert result["ok"] is True and result["time"] > 0
