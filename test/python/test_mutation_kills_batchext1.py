@@ -616,3 +616,28 @@ def test_the_guard_loads_each_dim_at_its_index():
     assert re.search(r"arith.constant 0 : index\n\s*%batch = memref.load %dlpc_dims\[%\w+\]", out)
     assert re.search(r"arith.constant 1 : index\n\s*%seq = memref.load %dlpc_dims\[%\w+\]", out)
     assert out.count("arith.cmpi eq") == 2
+
+
+# ---------------------------------------- the killable survivors of --seed 50 (ab5ffab)
+
+
+def test_a_block_loop_that_runs_once_but_not_from_zero_is_no_row_group():
+    """A block loop 2 to 16 step 16 runs once, from 2: its per-row loop's rows start at 2,
+    so the copy is not static (the marks stay). (Not what kills seed 50's `once` mutant,
+    `lower == 0` -> `>= 0`: that one is equivalent, a block loop from 2 is never in
+    `exact`, so `once` is not asked.)"""
+    text = row_group(3).replace("%i1 = 0 to 32 step 16", "%i1 = 2 to 16 step 16")
+    out = short(text)
+    copy = out.split('"rows_0_seq3"', 1)[1].split("loop.kernel", 1)[0]
+    assert not copy.startswith(" attributes {dlpc.short}") and "dlpc.extent_id" in copy
+
+
+def test_the_dims_argument_follows_the_inputs():
+    """Three inputs (x, y, dlpc_dims): the guard reads dlpc_dims, the last input."""
+    text = fn(rowsum(), "[{seq = 2 : i64}]").replace(
+        "%x: memref<4x16xf32>, %dlpc_dims", "%x: memref<4x16xf32>, %y: memref<4x16xi64>, %dlpc_dims"
+    )
+    text = text.replace("dlpc.num_inputs = 2 : i64", "dlpc.num_inputs = 3 : i64")
+    out = short(text)
+    assert re.search(r"%seq = memref.load %dlpc_dims\[", out)
+    assert "memref.load %y" not in out
