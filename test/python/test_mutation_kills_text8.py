@@ -185,3 +185,78 @@ def test_an_unreadable_weights_file_is_a_one_line_error(tmp_path):
     with pytest.raises(DlpcError) as e:
         parse_model(src, "m.dlpc", weights=str(bad))
     assert str(e.value).startswith(f"m.dlpc: error: cannot read weights file {bad}: ")
+
+
+# --------------------------------- irgen's refusals and forms the area's tests left unreached
+
+
+@pytest.mark.parametrize(
+    "src,message",
+    [
+        (
+            "model m(x: f33[2]) {\n  return x\n}\n",
+            "m.dlpc:1:12: error: unknown element type 'f33'; did you mean 'f32'?",
+        ),
+        (
+            "model m(x: f32[100000000000, 100000]) {\n  return x\n}\n",
+            "m.dlpc:1:12: error: tensor<100000000000x100000xf32> has 40000000000000000 bytes, over "
+            "dlpc's limit of 2^40 bytes (1 TiB) for one tensor",
+        ),
+        (
+            "model m(x: f32[2], x: f32[2]) {\n  return x\n}\n",
+            "m.dlpc:1:20: error: duplicate name 'x' (already defined as an input at line 1)",
+        ),
+        (
+            "model m(x: f32[2]) {\n  param x: f32[2] = normal(seed=1)\n  return x\n}\n",
+            "m.dlpc:2:9: error: duplicate name 'x' (already defined as an input at line 1)",
+        ),
+        (
+            'model m(x: f32[2]) {\n  return relu("a")\n}\n',
+            "m.dlpc:2:15: error: expected a tensor, got a string",
+        ),
+        (
+            "model m(x: f32[2]) {\n  return relu([1, 2])\n}\n",
+            "m.dlpc:2:15: error: expected a tensor, got a list",
+        ),
+        (
+            'model m(x: f32[2]) {\n  param w: f32[2] = normal(seed=1 + "a")\n  return x + w\n}\n',
+            "m.dlpc:2:35: error: '+' on constants needs two numbers",
+        ),
+        (
+            "model m(x: f32[2]) {\n  param w: f32[2] = normal(seed=relu(x))\n  return x + w\n}\n",
+            "m.dlpc:2:33: error: normal expects a constant here, not an operator call",
+        ),
+        (
+            "model m(x: f32[2]) {\n  param w: f32[2] = normal(seed=x)\n  return x + w\n}\n",
+            "m.dlpc:2:33: error: normal expects a constant here, but 'x' is a tensor",
+        ),
+        (
+            "model m(x: f32[1, 2, 6, 6]) {\n  param w: f32[3, 2, 3, 3] = normal(seed=1)\n"
+            "  return conv2d(x, w, stride=1, stride=2)\n}\n",
+            "m.dlpc:3:33: error: conv2d got argument 'stride' twice",
+        ),
+    ],
+)
+def test_irgen_refusals(src, message):
+    with pytest.raises(DlpcError) as e:
+        parse_model(src, "m.dlpc")
+    lines = str(e.value).split("\n")
+    assert lines[0] == message and len(lines) == 3 and lines[2].endswith("^")
+
+
+def test_negated_tensors_constant_results_dtype_names_and_named_operands():
+    """-x is graph.neg; a number returned is a constant output; a dtype name is a
+    constant (cast's `to`); an operand passed by name (bias=b) is an operand."""
+    from dlpc import api
+
+    m = parse_model(
+        "model m(x: f32[2]) {\n  param b: f32[3] = normal(seed=2)\n  param v: f32[3, 2] = normal(seed=3)\n"
+        "  return -x, 2.5, cast(x, to=f16), linear(x, v, bias=b)\n}\n"
+    )
+    x = np.array([1.5, -2.0], np.float32)
+    neg, c, h, lin = api.reference(m, [x])
+    np.testing.assert_array_equal(neg, -x)
+    assert c.shape == () and c == np.float32(2.5)
+    assert h.dtype == np.float16
+    want = m.weights["v"] @ x + m.weights["b"]
+    np.testing.assert_allclose(lin, want, rtol=1e-6)
