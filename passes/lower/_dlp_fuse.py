@@ -36,7 +36,7 @@ from xdsl.ir import Operation, SSAValue
 from dlpc.dialects import dlp
 from dlpc.dialects.loop import ForOp, KernelOp, spine
 from dlpc.dialects.typed import element_type, shape_of
-from dlpc.passes.lower import _dlp_pack
+from dlpc.passes.lower import _dlp_attn, _dlp_pack
 from dlpc.passes.lower._dlp_build import (
     BufferPlan,
     Builder,
@@ -138,6 +138,7 @@ class Fused:
     sram: bool = False  # whole buffers staged once per cluster in SRAM
     bands: int = 1  # each channel's output rows split over this many tasks (`Bands`)
     swapped: list[Swap] = field(default_factory=list)  # copies stored by the chain itself
+    attention: _dlp_attn.Attention | None = None  # computed by the chain itself (_dlp_attn)
 
 
 @dataclass
@@ -540,7 +541,10 @@ def build_chain(
     first = fused.kernels[0]
     if first.origin is not None:
         op.attributes["origin"] = StringAttr(first.origin.data)
-    op.attributes["dlpc.fused"] = StringAttr(",".join(k.sym for k in fused.kernels))
+    names = [k.sym for k in fused.kernels]
+    if fused.attention is not None:  # (the attention kernels and the merge it computes)
+        names += _dlp_attn.flops_names(fused.attention)
+    op.attributes["dlpc.fused"] = StringAttr(",".join(names))
     reasons = [f"{k.sym}: {p.scalar}" for k, p in zip(fused.kernels, fused.plans) if p.scalar]
     if reasons:  # (which member runs scalar loops, and why)
         op.attributes["dlpc.scalar"] = StringAttr("; ".join(reasons))
@@ -565,9 +569,7 @@ def build_chain(
         _build_members(fused, lowering_cls, op, b, tid, c0, desc, None, None, swapped or {})
     merged = list({s.kernel.sym: None for s in fused.swapped})  # (the copies it does)
     if merged:
-        op.attributes["dlpc.fused"] = StringAttr(
-            ",".join([*(k.sym for k in fused.kernels), *merged])
-        )
+        op.attributes["dlpc.fused"] = StringAttr(",".join([*names, *merged]))
     return op
 
 
@@ -644,11 +646,19 @@ def _build_members(fused, lowering_cls, op, b, tid, c0, desc, split, band, swapp
             p.slot = c0
             if p.written and used_after(p.value, fused.kernels):
                 stored.add(p.value)
+    attn = fused.attention
+    loc = _dlp_attn.prepare(attn, b, fused.tile, desc) if attn is not None else None
+    out = _dlp_attn.reader(attn, fused.plans) if attn is not None else None
+    merged_heads = attn.merged if attn is not None else set()
+    for p in loaded:
+        if p.value in merged_heads:  # (computed by the chain: never loaded)
+            loaded[p] = False
     wholes = [p for plan in fused.plans for p in plan.buffers.values() if p.kind == "whole"]
     lead = lowerings[0]  # (its plan has the chain's task count)
     lead.plan.sram = fused.sram
     image = split.conv.src.value if split is not None and split.conv is not None else None
-    lead.load_whole([p for p in wholes if loaded[p] and p.value is not image] + merged, c0)
+    extra = loc.whole if loc is not None else []
+    lead.load_whole([p for p in wholes if loaded[p] and p.value is not image] + merged + extra, c0)
     if split is not None and split.conv is not None and band is not None:  # its image rows
         x = split.conv.src
         top, rows = split.conv.band_rows(b, band, fused.bands)
@@ -674,7 +684,11 @@ def _build_members(fused, lowering_cls, op, b, tid, c0, desc, split, band, swapp
         for p in tiled:
             if loaded[p] and p.value not in written:
                 inner.op(dlp.MemcpyAsyncOp(p.local, p.slot, p.value, p.base, p.count))
+    if attn is not None and loc is not None:
+        _dlp_attn.load_q(attn, loc, inner, t0, n, fused.tile)
     inner.op(dlp.WaitDmaOp())
+    if attn is not None and loc is not None and out is not None:
+        _dlp_attn.compute(attn, loc, inner, out, fused.tile)
     for lw, tiled in zip(lowerings, tiles):
         later = [p for p in tiled if loaded[p] and p.value in written]
         if later:

@@ -82,7 +82,7 @@ from dlpc.dialects import dlp
 from dlpc.dialects.dlp import constant_index as _const
 from dlpc.dialects.loop import ForOp, KernelOp, defined_inside, spine
 from dlpc.dialects.typed import element_type, shape_of
-from dlpc.passes.lower import _dlp_pack
+from dlpc.passes.lower import _dlp_attn, _dlp_pack
 from dlpc.passes.lower._dlp_build import (
     BufferPlan,
     Builder,
@@ -1097,9 +1097,25 @@ def lower_module(
     swaps = {  # (copies a chain may store itself: the head merge)
         v: s for v, s in _dlp_fuse.swaps(kernels).items() if s.kernel not in fused_kernels
     }
+    folded: list[KernelOp] = []  # attention chains a later row chain computes itself
+    for fused in list(chains) if multicore else []:
+        attn = _dlp_attn.match(fused.kernels, swaps)
+        if attn is None:
+            continue
+        later = chains[chains.index(fused) + 1 :]
+        row = next((f for f in later if _dlp_attn.reader(attn, f.plans) is not None), None)
+        if row is None or row.attention is not None:
+            continue
+        if not _dlp_attn.fits(attn, row, desc):
+            continue
+        row.attention = attn
+        chains.remove(fused)
+        folded += attn.kernels
     for fused in chains:
         new = _dlp_fuse.build_chain(fused, KernelLowering, swaps)
         _dlp_fuse.place(fused, new)
+        if fused.attention is not None:  # q, k, v, scale live until the chain is done
+            _dlp_attn.keep_alive(fused.attention, new)
         cse(new)
         done.update(fused.kernels)
         for swap in {id(s): s for s in fused.swapped}.values():
@@ -1111,6 +1127,10 @@ def lower_module(
             if isinstance(alloc, memref.AllocOp) and block is not None and alloc.parent is block:
                 alloc.detach()
                 block.insert_op_before(alloc, new)
+    for kernel in folded:  # (computed by the chain that reads their result)
+        kernel.detach()
+        kernel.erase()
+        done.add(kernel)
     for kernel in kernels:
         if kernel in done:
             continue
