@@ -1082,3 +1082,13 @@ def test_an_unbound_loop_param_is_drawn_as_is_after_its_functions_inputs():
     np.testing.assert_array_equal(seen[0][1][2], w)
     np.testing.assert_array_equal(seen[1][1][0], p)
     np.testing.assert_array_equal(checker.states["main"].inputs[0], a)
+
+
+def test_time_defaults_to_one_warmup_and_ten_repeats(add):
+    c = dlpc.compile(dlpc.load(add), target="numpy")
+    calls = []
+    runner = c.runner
+    c.runner = lambda arrays: calls.append(1) or runner(arrays)
+    x, y = _xy()
+    assert c.time(x, y) >= 0
+    assert len(calls) == 11
