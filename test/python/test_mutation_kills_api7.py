@@ -1092,3 +1092,25 @@ def test_time_defaults_to_one_warmup_and_ten_repeats(add):
     x, y = _xy()
     assert c.time(x, y) >= 0
     assert len(calls) == 11
+
+
+def test_the_pipelines_and_the_checkers_defaults():
+    import dataclasses
+
+    from dlpc.passes import check
+    from dlpc.passes import pipeline as PL
+
+    options = PL.PipelineOptions()
+    assert (options.opt_level, options.tuning_log, options.schedule) == (2, None, False)
+    assert (options.extra, options.checker, options.target, options.verify_each) == (
+        {},
+        None,
+        None,
+        True,
+    )
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        options.opt_level = 1  # type: ignore[misc]
+    assert PL.PipelineOptions(checker=None, verify_each=False).verify_each is False
+    checker = check.Checker()
+    assert (checker.seed, checker.rtol, checker.atol, checker.functions) == (0, 1e-3, 1e-4, "all")
+    assert (checker.checked, checker.notes, checker.evaluators) == (0, [], {})
