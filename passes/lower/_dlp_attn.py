@@ -17,8 +17,10 @@ the difference, the row sum, the quotient) over the last axis, a batched product
 `o[0,h,i,e] = sum_r p[0,h,i,r] v[0,h,r,e]`; the merge `m[0,i,h,e] = o[0,h,i,e]` a `Swap`;
 a later chain reading `m` (or a row-major alias of it, `[1, S, H * D]`) one row per work
 iteration, on whole tiles (its rows divide evenly among its tasks), where rows of `S` and
-`D` floats start vector-aligned and the added buffers fit. The fold is taken whenever it
-matches: there is no estimate of it (measured on the transformer: docs/dlp.md).
+`D` floats start vector-aligned and the added buffers fit; taken where the attention
+chain's estimate is larger than what the fold adds to the row chain (`added_cycles`: a
+rough model of the same terms as the simulator's, measured on the transformer:
+docs/dlp.md).
 """
 
 from __future__ import annotations
@@ -223,6 +225,31 @@ def extra_bytes(attn: Attention, tile: int, desc: DlpTarget) -> dict[str, int]:
     nram += a  # the scale
     kv = 2 * round_up(h * s * d * 4, a)
     return {"nram": nram, "wram": kv, "sram": kv}
+
+
+def added_cycles(attn: Attention, fused, desc: DlpTarget) -> float:
+    """What the fold adds to the row chain `fused`, roughly: the longer of its slowest
+    task's added work (the products on the matrix unit, six vector passes over the
+    scores, two scalar loops over the rows; K and V's SRAM -> WRAM copies and staging
+    share, q's rows) and its GDRAM port's (K and V once per cluster, q, less the merged
+    rows no longer loaded). The chain is on both at batch 1."""
+    h, s, d, tile = attn.heads, attn.rows, attn.depth, fused.tile
+    clusters = -(-fused.tasks // desc.cores_per_cluster)
+    per_cycle = desc.gdram_bandwidth_gbs / desc.clock_ghz
+    kv = 2 * h * s * d * 4
+    compute = (
+        2 * h * tile * s * d / desc.throughput("matmul")
+        + 6 * h * tile * s / desc.vector_width
+        + 2 * h * tile * 3 / desc.scalar_ops_per_cycle
+    )
+    task = (
+        compute
+        + kv / (desc.sram_bandwidth_gbs / desc.clock_ghz)
+        + kv / min(fused.tasks, desc.cores_per_cluster) / per_cycle
+        + h * tile * d * 4 / per_cycle
+    )
+    port = (kv * clusters + h * s * d * 4 - s * h * d * 4) / per_cycle
+    return max(task, port)
 
 
 @dataclass

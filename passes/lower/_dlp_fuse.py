@@ -440,6 +440,13 @@ def _try(chain, plans, desc, multicore, flops, alone) -> float | None:
     return None if got is None else before - got[0]
 
 
+def estimate(chain, plans, desc, multicore, flops) -> float | None:
+    """Cycles of `chain` as one kernel by its cheapest common plan (None: does not fit);
+    its members' plans are left as they were."""
+    got = _choose(chain, plans, desc, multicore, flops)
+    return None if got is None else got[0]
+
+
 def _choose(chain, plans, desc, multicore, flops) -> tuple[float, int, bool, int] | None:
     """(cycles, tasks, staged in SRAM, bands) of the chain's cheapest common plan: on
     every core the work loop has, or on fewer whole clusters where that is a clear (10 %)

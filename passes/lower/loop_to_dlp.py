@@ -1108,6 +1108,11 @@ def lower_module(
             continue
         if not _dlp_attn.fits(attn, row, desc):
             continue
+        own = _dlp_fuse.estimate(  # (the attention chain alone, against what it adds)
+            fused.kernels, plans, desc, multicore, lambda k: _flops(k.block)
+        )
+        if own is None or own <= _dlp_attn.added_cycles(attn, row, desc):
+            continue
         row.attention = attn
         chains.remove(fused)
         folded += attn.kernels
