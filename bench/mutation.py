@@ -180,8 +180,13 @@ AREAS: dict[str, Area] = {
         ],
     ),
     "dlp-lowering": Area(
-        ["passes/lower/loop_to_dlp.py", "passes/lower/_dlp_*.py", "passes/lower/*dlp*/*.py"],
-        ["test/passes/loop-to-dlp*.mlir"],
+        [
+            "passes/lower/loop_to_dlp.py",
+            "passes/lower/_dlp_*.py",
+            "passes/lower/dlp_pack_params.py",
+            "passes/lower/*dlp*/*.py",
+        ],
+        ["test/passes/loop-to-dlp*.mlir", "test/passes/dlp-pack-params*.mlir"],
         [  # test_dlp and each pattern family's test (dlp_select), the resnet example left out
             "test/python/test_mutation_kills_dlp.py test/python/test_mutation_kills_dlplowering3.py "
             "test/python/test_mutation_kills_dlplowering4.py "
@@ -189,7 +194,9 @@ AREAS: dict[str, Area] = {
             "test/python/test_dlp_select_elementwise.py test/python/test_dlp_select_reduce.py "
             "test/python/test_dlp_select_window.py test/python/test_dlp_roofline.py "
             "test/python/test_dlp_select_permute.py test/python/test_dlp_fuse.py "
-            "-k 'not resnet and not lenet and not description and not report and not checks'"
+            "-k 'not resnet and not lenet and not description and not report and not checks'",
+            # the packed small params (dlp-pack-params)
+            "test/python/test_dlp_pack.py",
         ],
     ),
     "dlp-c-sim": Area(
