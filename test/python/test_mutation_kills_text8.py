@@ -260,3 +260,27 @@ def test_negated_tensors_constant_results_dtype_names_and_named_operands():
     assert h.dtype == np.float16
     want = m.weights["v"] @ x + m.weights["b"]
     np.testing.assert_allclose(lin, want, rtol=1e-6)
+
+
+# ------------------------------ the killable survivors of frontends-text --seed 50 (4328a6a)
+
+
+def test_an_operand_error_past_the_positional_arguments_points_at_the_call():
+    """add(lhs=x, rhs=1.5) on i32: the builder blames operand 2, which no positional
+    argument holds: the caret is at the call."""
+    src = "model m(x: i32[2]) {\n  return add(lhs=x, rhs=1.5)\n}\n"
+    with pytest.raises(DlpcError) as e:
+        parse_model(src, "m.dlpc")
+    assert str(e.value) == (
+        "m.dlpc:2:10: error: add operand 2: 1.5 is not an integer but the tensor operands are "
+        "i32\n  return add(lhs=x, rhs=1.5)\n         ^"
+    )
+
+
+def test_negative_constants_in_attributes():
+    """-1 in a shape and -0.5 as a bound are negated numbers (not their complements)."""
+    m = parse_model(
+        "model m(x: f32[2, 3]) {\n  return reshape(x, shape=[2, -1]), clip(x, min=-0.5, max=0.5)\n}\n"
+    )
+    text = str(m.module)
+    assert "shape = array<i64: 2, -1>" in text and "min = -5.000000e-01 : f64" in text
