@@ -1114,3 +1114,63 @@ def test_the_pipelines_and_the_checkers_defaults():
     checker = check.Checker()
     assert (checker.seed, checker.rtol, checker.atol, checker.functions) == (0, 1e-3, 1e-4, "all")
     assert (checker.checked, checker.notes, checker.evaluators) == (0, [], {})
+
+
+# ---- written after the api seed-49 draw (on 4328a6a), for its survivors ------------------------
+
+
+def test_the_checkers_indices_into_a_dim_of_one_are_all_zero():
+    """check._int_bound: gather indices into a dim of size 1 are drawn from [0, 1), and the
+    gather is checked, not noted as failing (seed 49's survivor check.py:122, `max(bound,
+    1)` -> `max(bound, 2)`: index 1 was out of range)."""
+    from dlpc.passes import check, pipeline
+
+    module = pipeline.parse_module(
+        "func.func @main(%t: tensor<1x3xf32>, %i: tensor<64xi64>) -> tensor<64x3xf32> {\n"
+        "  %g = graph.gather %t, %i {axis = 0 : i64} : (tensor<1x3xf32>, tensor<64xi64>) -> "
+        "tensor<64x3xf32>\n"
+        "  func.return %g : tensor<64x3xf32>\n}\n"
+    )
+    t, i = module.body.block.first_op.args
+    assert check._int_bound(i) == 1 and check._int_bound(t) == 10
+    checker = check.Checker()
+    checker.start(module)
+    _, indices = checker.states["main"].inputs
+    assert indices.tolist() == [0] * 64 and checker.notes == []
+    (g,) = checker.states["main"].results
+    np.testing.assert_array_equal(g, np.repeat(checker.states["main"].inputs[0], 64, axis=0))
+
+
+def test_a_bound_or_drawn_param_does_not_stop_the_drawing_of_the_next():
+    """Check._draw_params skips a param in the weights or drawn before and draws the ones
+    after it (seed 49's survivor check.py:317, `continue` -> `break`: a param after a bound
+    one stayed undrawn and the function was not evaluated)."""
+    from dlpc.passes import check, pipeline
+
+    t = "tensor<4xf32>"
+    module = pipeline.parse_module(
+        f"func.func @main(%x: {t}) -> {t} {{\n"
+        f'  %b = graph.param "bound" : {t}\n'
+        f'  %w = graph.param "w" : {t}\n'
+        f"  %s = graph.add %x, %b : ({t}, {t}) -> {t}\n"
+        f"  %y = graph.mul %s, %w : ({t}, {t}) -> {t}\n"
+        f"  func.return %y : {t}\n}}\n"
+    )
+    bound = np.arange(4, dtype=np.float32)
+    checker = check.Checker(seed=2)
+    checker.start(module, {"bound": bound})
+    assert sorted(checker.random["main"]) == ["w"] and checker.notes == []
+    (x,) = checker.states["main"].inputs
+    w = checker.random["main"]["w"]
+    np.testing.assert_allclose(checker.states["main"].results[0], (x + bound) * w, rtol=1e-6)
+    # a function that adds a param behind the drawn w: w kept, the new one drawn
+    module2 = pipeline.parse_module(
+        f"func.func @main(%x: {t}) -> {t} {{\n"
+        f'  %w = graph.param "w" : {t}\n'
+        f'  %v = graph.param "v" : {t}\n'
+        f"  %s = graph.mul %x, %w : ({t}, {t}) -> {t}\n"
+        f"  %y = graph.add %s, %v : ({t}, {t}) -> {t}\n"
+        f"  func.return %y : {t}\n}}\n"
+    )
+    checker._draw_params(module2.body.block.first_op, [], np.random.default_rng(0))
+    assert sorted(checker.random["main"]) == ["v", "w"] and checker.random["main"]["w"] is w
