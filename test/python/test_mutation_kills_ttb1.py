@@ -608,3 +608,40 @@ def test_a_candidate_whose_result_has_nans_where_the_reference_has_them_is_right
 
     result = measure._child({"ir": SQRT, "script": "", "repeat": 1, "warmup": 0})
     assert result["ok"] is True and result["time"] > 0
+
+
+def test_a_logged_points_tail_is_compared_by_value():
+    """tune/space.consistent on a point whose `tail` string was made at run time (as a
+    point read back from a tuning log is): "none" still asks the rows to divide, "both"
+    still lets the columns have a remainder (train-tune-builder seed 50's survivor
+    space.py:332, `tail != "none"` -> `is not`: a logged "none" let any mr through)."""
+    from test_schedule import MATMUL
+
+    from dlpc.passes.pipeline import parse_module
+    from dlpc.tune.space import consistent, space_for
+
+    space = space_for(parse_module(MATMUL), "mm")
+    assert space is not None
+    none, both = "".join(["no", "ne"]), "".join(["bo", "th"])
+    base = dict(space.default(), mc=24, nc=64, micro="gemm", tail=none, gemv=False)
+    assert consistent(space, dict(base, mr=4, nr=16))
+    assert not consistent(space, dict(base, mr=5, nr=16))  # 24 % 5
+    assert not consistent(space, dict(base, mr=4, nr=24))  # 64 % 24
+    assert consistent(space, dict(base, mr=5, nr=24, tail=both))
+
+
+@pytest.mark.parametrize("make", ["Trainer", "train"])
+def test_a_trainers_batch_size_is_32_by_default(tmp_path, make):
+    """Trainer(...) and dlpc.train(...) without batch_size bind the batch dim to 32
+    (seed 50's survivor train.py:327, `batch_size: int = 32` -> 33)."""
+    from dlpc import train as T
+    from dlpc.passes.train.optim import make_optimizer
+
+    path = tmp_path / "lin.dlpc"
+    path.write_text(LINEAR)
+    sgd = make_optimizer("sgd", lr=0.1)
+    t = getattr(T, make)(str(path), "mse", sgd, target="numpy")
+    assert t.batch_size == 32
+    assert "tensor<32x3xf32>" in str(t.model.module)
+    x, y = np.ones((32, 3), np.float32), np.zeros((32, 2), np.float32)
+    assert np.isfinite(t.step(x, y))
