@@ -89,6 +89,7 @@
 // CHECK-NEXT:  int dlpc_num_kernels = 5;
 // CHECK-NEXT:  const char *dlpc_kernel_names[5] = {"scale_0", "sum_1", "index_2", "big_3", "big_4"};
 // CHECK-NEXT:  double dlpc_kernel_seconds[5];
+// CHECK-NEXT:  static double dlpc_kernel_start[5];
 // CHECK-NEXT:  #endif
 // CHECK:       /* int dlpc_main(void **args): 3 arguments, 0 on success */
 // CHECK-NEXT:  /*   args[0] input  x: float[4x3] */
