@@ -645,3 +645,39 @@ def test_a_trainers_batch_size_is_32_by_default(tmp_path, make):
     assert "tensor<32x3xf32>" in str(t.model.module)
     x, y = np.ones((32, 3), np.float32), np.zeros((32, 2), np.float32)
     assert np.isfinite(t.step(x, y))
+
+
+def test_a_point_read_back_from_json_renders_as_the_literal_one():
+    """Space.script and the reduction template compare a point's strings by value: the
+    point as a tuning log gives it back (json: new string objects) renders the same
+    schedule as the literal point (the dot micro-kernel, the rows / both remainder tiles,
+    an outer parallel loop; a reduction's "auto" parallel loop adds no line)."""
+    import json
+
+    from test_schedule import MATMUL
+
+    from dlpc.passes.pipeline import parse_module
+    from dlpc.passes.schedule.nest import Nest
+    from dlpc.tune.space import reduction_template, space_for
+
+    module = parse_module(MATMUL)
+    space = space_for(module, "mm")
+    assert space is not None
+    base = dict(space.default())
+    cases = [
+        (dict(base, micro="dot", mr=4, nr=2), "split mm/i0 by 4 -> i0o, i0i"),
+        (dict(base, tail="rows", mr=5), "split mm/i1 by 64 -> i1c, i11"),
+        (dict(base, par="outer"), "split mm/i1 by 64 -> i1c, i11"),
+        (dict(base, tail="both", mr=5, nr=24), "split mm/r0 by 16 -> r0c, r01"),
+    ]
+    for point, second in cases:
+        literal = space.script(module, point)
+        assert literal.splitlines()[1] == second
+        assert space.script(module, json.loads(json.dumps(point))) == literal, point
+    conv = Nest(["n", "c", "h", "w"], ["r"], {"n": 1, "c": 8, "h": 6, "w": 16, "r": 9})
+    plain = '{"cb": 1, "wt": 0, "unroll_r": false, "par": "auto"}'
+    assert reduction_template("K", conv, json.loads(plain)).splitlines() == [
+        "decompose K",
+        "reorder K: n, c, h, r, w",
+        "vectorize K/w",
+    ]
