@@ -873,3 +873,46 @@ def test_an_ungrouped_conv_reads_its_channel_directly_at_any_width():
     )
     module = lower_check(text, [i8(1, 2, 2, 2), i8(300, 2, 1, 1)])
     assert not any(op.name.startswith(("arith.div", "arith.floordiv")) for op in module.walk())
+
+
+# ------------------------------------ the killable survivors of quant --seed 50 (ac227d2)
+
+
+def test_plain_integer_matmul_broadcasts_a_batch_of_one():
+    """A rank-3 weight takes the plain form; the activation's batch of 1 is read at 0
+    for each of the weight's 3."""
+    text = matmul_integer_text(
+        "1x2x5xi8", "3x5x4xi8", "dense<2> : tensor<i8>", "dense<-1> : tensor<i8>", out="3x2x4"
+    )
+    module = lower_check(text, [i8(1, 2, 5), i8(3, 5, 4)])
+    assert not any(NSW_SUM in op.attributes for op in module.walk() if op.name == "te.reduce")
+
+
+def test_a_weight_zero_point_of_ones_is_subtracted():
+    """Only a zero point of zeros is left out: ones are subtracted (the plain form)."""
+    text = matmul_integer_text(
+        "2x5xi8", "5x3xi8", "dense<0> : tensor<i8>", "dense<1> : tensor<i8>", out="2x3"
+    )
+    lower_check(text, [i8(2, 5), i8(5, 3)])
+
+
+def test_a_depthwise_conv_reads_its_own_channel_without_index_arithmetic():
+    """groups = channels, one input channel a group: the input channel is the output
+    channel itself: the window's two index sums and no other index arithmetic."""
+    text = main(
+        "%x: tensor<1x3x3x3xi8>, %w: tensor<3x1x2x2xi8>",
+        "  %zx = graph.constant dense<1> : tensor<i8>\n  %zw = graph.constant dense<0> : tensor<i8>\n"
+        "  %y = graph.conv_integer %x, %w, %zx, %zw {groups = 3 : i64} : (tensor<1x3x3x3xi8>, "
+        "tensor<3x1x2x2xi8>, tensor<i8>, tensor<i8>) -> tensor<1x3x2x2xi32>",
+        "%y",
+        "tensor<1x3x2x2xi32>",
+    )
+    module = lower_check(text, [i8(1, 3, 3, 3), i8(3, 1, 2, 2)])
+    index_ops = [
+        op.name
+        for op in module.walk()
+        if op.name in ("arith.divui", "arith.divsi", "arith.muli", "arith.addi")
+        and str(op.results[0].type) == "index"
+    ]
+    assert index_ops == ["arith.addi", "arith.addi"]  # (oh + i, ow + j)
+    assert re.search(r"te.read %x\[%i0, %i1, ", str(module))
