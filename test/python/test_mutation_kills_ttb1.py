@@ -82,6 +82,7 @@ def _trace(strategy: str, trials: int = 12, **kw):
     from dlpc.tune import search
     from dlpc.tune.measure import Result
 
+    strategy = "".join(list(strategy))  # made at run time, as a command line's is
     tuner = search.Tuner(
         parse_module(MATMUL), log=None, strategy=strategy, seed=3, pool=6, batch=3, **kw
     )
