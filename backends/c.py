@@ -95,6 +95,7 @@ from dlpc.diagnostics import DlpcError
 from dlpc.dialects.loop import ForOp, KernelOp, NamedKernelSyntax, defined_inside
 from dlpc.dialects.sizes import size_error
 from dlpc.passes.lower.memory_plan import ALIGN
+from dlpc.passes.schedule._common import TEAM_LOOP
 from dlpc.passes.schedule.slide import CPP_IF
 
 ARENA = "dlpc.arena"  # the memory plan's arena alloc in @main (passes/lower/memory_plan.py)
@@ -957,7 +958,7 @@ class FunctionWriter:
         unroll = op.unroll_factor
         # GCC accepts no pragma between an OpenMP loop pragma and its `for`, so an
         # unrolled loop is vectorised with `GCC ivdep`, and a parallel loop is not unrolled
-        parallel = op.parallel is not None
+        parallel = op.parallel is not None or (self.team_loop and TEAM_LOOP in op.attributes)
         if parallel and loop_work(op) < PARALLEL_MIN_WORK:
             self.line(c_comment(f"parallel: left serial, {loop_work(op)} iterations are too few"))
             parallel = False
@@ -1171,6 +1172,16 @@ def emitted_parallel(op: ForOp) -> bool:
     return op.parallel is not None and loop_work(op) >= PARALLEL_MIN_WORK
 
 
+def team_shared(op: ForOp) -> bool:
+    """Whether `op` is a kernel's loop the team region shares: parallel, or marked
+    TEAM_LOOP (independent iterations, too little work to wake a thread for: serial in
+    the kernel's plain function, `omp for` in its team copy, where the other thread is
+    awake and would otherwise wait out the kernel at the barrier), with enough work for
+    an OpenMP loop."""
+    marked = op.parallel is not None or TEAM_LOOP in op.attributes
+    return marked and loop_work(op) >= PARALLEL_MIN_WORK
+
+
 def may_fail(k: KernelOp) -> bool:
     """Whether kernel `k`'s function may return 1 (`FunctionWriter.alloc`: a heap buffer
     outside an OpenMP loop)."""
@@ -1187,23 +1198,35 @@ def team_kind(k: KernelOp) -> str | None:
     loops and scalar arithmetic around exactly one parallel loop (every thread runs the
     serial part, which writes nothing, and takes its share of the loop), "single" when
     it has no parallel loop and cannot fail (one thread runs it, the others wait), else
-    None (no region for its call)."""
+    None (no region for its call). A kernel without parallel loops around exactly one
+    TEAM_LOOP loop (`team_marked`) is "loop" too: its team copy shares that loop."""
     if not any(isinstance(op, ForOp) and emitted_parallel(op) for op in k.walk()):
+        if team_marked(k):  # its TEAM_LOOP loop is shared (a mark that does not fit: single)
+            return "loop"
         return None if may_fail(k) else "single"
     loops: list[ForOp] = []
+    return "loop" if _serial_around(k.block, loops, emitted_parallel) and len(loops) == 1 else None
 
-    def serial_around(block: Block) -> bool:
-        for op in block.ops:
-            if isinstance(op, ForOp) and emitted_parallel(op):
-                loops.append(op)
-            elif isinstance(op, ForOp) and not op.attributes.keys() - _PLAIN_LOOP_ATTRS:
-                if not serial_around(op.block):
-                    return False
-            elif not (op.dialect_name() in ("arith", "math") and not op.regions):
+
+def team_marked(k: KernelOp) -> bool:
+    """Whether kernel `k`, which has no parallel loop, is serial loops and scalar
+    arithmetic around exactly one TEAM_LOOP loop, which the team region shares."""
+    loops: list[ForOp] = []
+    return _serial_around(k.block, loops, team_shared) and len(loops) == 1 and not may_fail(k)
+
+
+def _serial_around(block: Block, loops: list[ForOp], shared: Callable[[ForOp], bool]) -> bool:
+    """Whether `block` is plain serial loops and scalar arithmetic around the loops
+    `shared` takes (collected into `loops`)."""
+    for op in block.ops:
+        if isinstance(op, ForOp) and shared(op):
+            loops.append(op)
+        elif isinstance(op, ForOp) and not op.attributes.keys() - _PLAIN_LOOP_ATTRS:
+            if not _serial_around(op.block, loops, shared):
                 return False
-        return True
-
-    return "loop" if serial_around(k.block) and len(loops) == 1 else None
+        elif not (op.dialect_name() in ("arith", "math") and not op.regions):
+            return False
+    return True
 
 
 # a serial loop around a kernel's parallel loop: its name, nothing the printer treats
@@ -1684,7 +1707,9 @@ def in_omp_loop(op: Operation) -> bool:
     parent = op.parent_op()
     while parent is not None and not isinstance(parent, NamedKernelSyntax):
         if isinstance(parent, ForOp) and (
-            parent.parallel is not None or parent.vectorize is not None
+            parent.parallel is not None
+            or parent.vectorize is not None
+            or TEAM_LOOP in parent.attributes
         ):
             return True
         parent = parent.parent_op()

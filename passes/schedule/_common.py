@@ -30,6 +30,13 @@ from dlpc.dialects.loop import ForOp, KernelOp, kernels
 index = IndexType()
 
 
+# The mark of a loop whose iterations are independent (it was `parallel`) in a kernel too
+# small to wake a thread for (default.py `finish_kernel`): the C backend runs it serially
+# in the kernel's function and shares it among the threads inside @main's team region
+# (docs/design/schedules.md#team-loops); passes after the schedule treat it as parallel.
+TEAM_LOOP = "dlpc.team"
+
+
 class ScheduleError(VerifyException):
     """A schedule primitive's requirement is violated (the message names the loop)."""
 

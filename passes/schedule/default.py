@@ -69,7 +69,7 @@ from dataclasses import dataclass, replace
 
 from xdsl.context import Context
 from xdsl.dialects import arith, func, memref
-from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, ModuleOp
+from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, ModuleOp, UnitAttr
 from xdsl.ir import BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import VerifyException
@@ -77,6 +77,7 @@ from xdsl.utils.exceptions import VerifyException
 from dlpc.diagnostics import DlpcError
 from dlpc.dialects.loop import ForOp, KernelOp, kernels, verify_ir
 from dlpc.passes.schedule._common import (
+    TEAM_LOOP,
     ScheduleError,
     affine,
     buffers_accessed,
@@ -109,6 +110,11 @@ SERIAL_WORK = 1 << 18
 # L2 caches and bandwidth (docs/design/schedules.md#stream-serial-work).
 STREAM_SERIAL_WORK = 1 << 15
 STREAM_RATIO = 4
+# ... but from TEAM_WORK iterations on, their parallel loop keeps a mark (TEAM_LOOP): the
+# C backend runs it serially in the kernel's function, and shares it with the other
+# thread inside @main's team region, where that thread is awake and would otherwise wait
+# for the kernel at the barrier (docs/design/schedules.md#team-loops).
+TEAM_WORK = 1 << 16
 
 
 # --------------------------------------------------------------- nest analysis
@@ -696,6 +702,8 @@ def finish_kernel(kernel: KernelOp) -> None:
     streams = work >= STREAM_SERIAL_WORK and work <= STREAM_RATIO * _elements_read(kernel)
     if work < SERIAL_WORK and not streams:
         for loop in kernel.loops():
+            if loop.parallel is not None and work >= TEAM_WORK:
+                loop.attributes[TEAM_LOOP] = UnitAttr()  # shared inside a team region only
             loop.annotate("parallel", False)
 
 

@@ -91,6 +91,7 @@ from xdsl.passes import ModulePass
 
 from dlpc.dialects.loop import ForOp
 from dlpc.passes.schedule._common import (
+    TEAM_LOOP,
     Affine,
     ScheduleError,
     affine,
@@ -706,6 +707,7 @@ def _merged(tile: ForOp, head: ForOp, nest: SlideNest, what: str) -> ForOp | Non
         m < 2
         or not plain
         or tile.parallel is not None
+        or TEAM_LOOP in tile.attributes  # (its iterations may run on two threads)
         or tile.unroll is not None
         or not _stores(pre) <= local
         or _stores(post) & (_loads(pre) | _loads([head]) | {nest.x.memref, nest.k.memref})

@@ -3,7 +3,7 @@
 
 // With its time budget spent, the search stops: every kernel keeps te-to-loop's nest, and
 // one note says so.
-// BUDGET: dlpc: note: loop-default-schedule: schedule search stopped after its budget of 0 s; 16 of 16 kernels keep the identity schedule
+// BUDGET: dlpc: note: loop-default-schedule: schedule search stopped after its budget of 0 s; 17 of 17 kernels keep the identity schedule
 // BUDGET-NOT: unroll
 // BUDGET: loop.for %r0 = 0 to 8 step 1 {name = "r0", reduction}
 
@@ -641,6 +641,35 @@ func.func @lin4wb(%x: memref<4x16xf32>, %dlpc_dims: memref<1xi64>, %w: memref<16
           }
           %v = memref.load %acc[] : memref<f32>
           memref.store %v, %y[%i0, %i1] : memref<4x16xf32>
+        }
+      }
+    }
+  }
+  func.return
+}
+
+// A kernel between TEAM_WORK (2^16) and SERIAL_WORK iterations that does not stream (a
+// 32 x 32 x 64 gemm reads 4K elements for 64K multiply-adds): its parallel loop loses
+// `parallel` and keeps the `dlpc.team` mark (the C backend shares it only inside @main's
+// team region); a smaller one (the "mm" gemm above, 4K) keeps no mark.
+// CHECK-LABEL: loop.kernel "mmteam"
+// CHECK:       {name = "i1c", dlpc.team}
+// CHECK-NOT:   parallel
+// CHECK-NOT:   dlpc.team
+// CHECK:       func.return
+func.func @mmteam(%A: memref<32x64xf32>, %B: memref<32x64xf32>, %C: memref<32x32xf32>) {
+  loop.kernel "mmteam" {
+    loop.for %i0 = 0 to 32 step 1 {name = "i0", parallel} {
+      loop.for %i1 = 0 to 32 step 1 {name = "i1"} {
+        %z = arith.constant 0.0 : f32
+        memref.store %z, %C[%i0, %i1] : memref<32x32xf32>
+        loop.for %r0 = 0 to 64 step 1 {name = "r0", reduction} {
+          %a = memref.load %A[%i0, %r0] : memref<32x64xf32>
+          %b = memref.load %B[%i1, %r0] : memref<32x64xf32>
+          %c = memref.load %C[%i0, %i1] : memref<32x32xf32>
+          %p = arith.mulf %a, %b : f32
+          %s = arith.addf %c, %p : f32
+          memref.store %s, %C[%i0, %i1] : memref<32x32xf32>
         }
       }
     }
