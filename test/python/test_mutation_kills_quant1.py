@@ -916,3 +916,34 @@ def test_a_depthwise_conv_reads_its_own_channel_without_index_arithmetic():
     ]
     assert index_ops == ["arith.addi", "arith.addi"]  # (oh + i, ow + j)
     assert re.search(r"te.read %x\[%i0, %i1, ", str(module))
+
+
+# ------------------------------------ the killable survivors of quant --seed 51 (e8dc44f)
+
+
+@pytest.mark.parametrize(
+    "a,b,out",
+    [
+        ("2x3x2x5xi8", "2x3x5x4xi8", "2x3x2x4"),  # two batch dims on both sides
+        ("3x2x5xi8", "1x5x4xi8", "3x2x4"),  # a weight batch of one, broadcast
+    ],
+)
+def test_plain_integer_matmul_reads_the_weight_at_its_batch(a, b, out):
+    def arr(spec):
+        return i8(*map(int, spec.split("x")[:-1]))
+
+    text = matmul_integer_text(a, b, "dense<1> : tensor<i8>", "dense<2> : tensor<i8>", out=out)
+    lower_check(text, [arr(a), arr(b)])
+
+
+def test_u8_dot_over_a_rank_five_activation():
+    """Three batch dims before (m, k): each read at its own index."""
+    text = matmul_integer_text(
+        "2x1x2x2x5xui8",
+        "5x3xi8",
+        "dense<7> : tensor<ui8>",
+        "dense<0> : tensor<i8>",
+        out="2x1x2x2x3",
+    )
+    module = lower_check(text, [i8(2, 1, 2, 2, 5, lo=0, hi=256, dtype=np.uint8), i8(5, 3)])
+    assert any(NSW_SUM in op.attributes for op in module.walk() if op.name == "te.reduce")
