@@ -199,7 +199,12 @@ AREAS: dict[str, Area] = {
             "-k 'not resnet and not lenet and not description and not report and not checks'",
             # the packed small params (dlp-pack-params)
             "test/python/test_dlp_pack.py",
+            # the attention fold, bands, columns, async copies, the estimate; pinned corners
+            "test/python/test_dlp_attn.py test/python/test_dlp_bands.py "
+            "test/python/test_dlp_columns.py test/python/test_dlp_async.py "
+            "test/python/test_dlp_estimate.py test/python/test_mutation_kills_dlplowering5.py",
         ],
+        timeout=600.0,  # (a passing run: about 4 minutes at a load of 10 on 2 cores)
     ),
     "dlp-c-sim": Area(
         ["backends/dlp_c.py", "backends/runtime/dlp_sim.py"],
