@@ -249,16 +249,25 @@ AREAS: dict[str, Area] = {
     ),
     "train": Area(
         ["passes/train/*.py"],
-        ["test/passes/graph-autodiff.mlir", "test/passes/graph-autodiff-invalid.mlir"],
+        [
+            "test/passes/graph-autodiff.mlir",
+            "test/passes/graph-autodiff-invalid.mlir",
+            # the gradients of graph.if / graph.loop (_control_grad.py)
+            "test/passes/graph-autodiff-control-flow.mlir",
+            "test/passes/graph-autodiff-control-flow-invalid.mlir",
+        ],
         [
             "test/python/test_mutation_kills_train.py test/python/test_autodiff.py "
+            "test/python/test_mutation_kills_train5.py "
             "-k 'mutation or rule_matches or every_differentiable or ties or fused_body "
             "or unused_param or result_and_aux'",
             "test/python/test_train_sched.py",
             # the losses against torch (numpy backend), the step's signature, the optimizers'
-            # schedules against torch
+            # schedules against torch, LARS (with excluded params) against its formula
             "test/python/test_losses.py test/python/test_step.py test/python/test_optim.py "
-            "-k 'numpy or other_losses or test_step or test_optim'",
+            "test/python/test_train_lars.py -k 'numpy or other_losses or test_step or test_optim "
+            "or lars_exclude or lars_momentum'",
+            "test/python/test_control_flow.py -k 'grad or autodiff or train'",
         ],
     ),
     "onnx": Area(
