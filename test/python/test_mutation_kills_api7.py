@@ -1174,3 +1174,29 @@ def test_a_bound_or_drawn_param_does_not_stop_the_drawing_of_the_next():
     )
     checker._draw_params(module2.body.block.first_op, [], np.random.default_rng(0))
     assert sorted(checker.random["main"]) == ["v", "w"] and checker.random["main"]["w"] is w
+
+
+# ---- written after the api seed-50 draw (on 7886fcf), for its survivor --------------------------
+
+
+def test_a_per_value_model_with_its_one_graph_is_compiled_at_once(add):
+    """A model with a specialiser but no input that decides its shapes (its graph known:
+    the empty optional inputs of an ONNX model) is compiled by `compile` itself, from its
+    own graph, not at the first call through `build` (seed 50's survivor api.py:823, the
+    condition negated)."""
+    from dlpc.model import InputSpec, Model, Specialiser
+
+    base = dlpc.load(add)
+    f32 = np.dtype(np.float32)
+
+    def build(values):
+        raise AssertionError("the graph is known: no build")
+
+    spec = Specialiser((InputSpec("x", (2, 3), f32), InputSpec("y", (2, 3), f32)), [], build)
+    model = Model(base.module, base.weights, "add", specialiser=spec)
+    f = dlpc.compile(model, target="numpy")
+    assert list(f.specialisations) == [()] and "def main(" in f.source
+    assert f.specialisations[()].model.ir is base.module
+    x, y = _xy()
+    np.testing.assert_array_equal(f(x, y)[0], (x + y) * 2.0)
+    assert list(f.specialisations) == [()]
