@@ -7,9 +7,10 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+import pytest
 
 from dlpc.backends.dlp_c import emit_dlp_c, target_macros
-from dlpc.backends.runtime.dlp_sim import compile_dlp
+from dlpc.backends.runtime.dlp_sim import NUM_COUNTERS, SPACES, compile_dlp, model_kernel
 from dlpc.passes import pipeline
 from dlpc.targets.dlp import resolve
 
@@ -75,3 +76,19 @@ def test_queue_depth_macro_from_the_description():
     i = macros.index("#define DLP_DMA_QUEUE_DEPTH 3")
     assert macros[i - 1] == "#define DLP_DMA_ALIGN 64"
     assert macros[i + 1] == "#define DLP_VECTOR_ALIGN 64"
+
+
+def test_onchip_bytes_cost_at_the_sram_bandwidth_per_cycle():
+    """NRAM->WRAM and SRAM bytes at sram_bandwidth / clock bytes a cycle (a clock of 2 GHz:
+    a ratio that differs from the bandwidth itself), GDRAM bytes at the GDRAM one's."""
+    desc = dataclasses.replace(resolve("tiny"), clock_ghz=2.0)
+    c = [0.0] * NUM_COUNTERS
+    c[SPACES.index("nram") * 4 + SPACES.index("wram")] = 4096.0
+    c[SPACES.index("sram") * 4 + SPACES.index("nram")] = 1024.0
+    c[SPACES.index("gdram") * 4 + SPACES.index("nram")] = 512.0
+    rep = model_kernel("k", "o", 1, False, [c], desc)
+    sram = (4096.0 + 1024.0) / (desc.sram_bandwidth_gbs / 2.0)
+    gdram = 512.0 / (desc.gdram_bandwidth_gbs / 2.0)
+    assert rep.transfer_cycles == pytest.approx(sram + gdram)
+    assert rep.cycles == pytest.approx(sram + gdram)
+    assert rep.seconds == pytest.approx((sram + gdram) / 2e9)
