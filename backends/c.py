@@ -1238,7 +1238,9 @@ def team_region(fn: func.FuncOp) -> Operation | None:
     """The kernel of @main at which one OpenMP region opens, running every kernel from
     there to the end of the call (`team_kind`), or None: some op after it is no kernel
     with a kind and none of `_TEAM_MAIN_OPS`, @main has heap buffers, or fewer than
-    TEAM_MIN_KERNELS kernels share loops."""
+    TEAM_MIN_KERNELS kernels share parallel loops (a kernel sharing a TEAM_LOOP loop
+    counts for none: without a region it runs on the calling thread alone, which a
+    loaded machine cannot slow through the other thread)."""
     ops = list(fn.body.block.ops)
     calls = [op for op in ops if isinstance(op, KernelOp) and PREPARE not in op.attributes]
     if not calls:
@@ -1250,7 +1252,7 @@ def team_region(fn: func.FuncOp) -> Operation | None:
         for op in fn.walk()
     ):
         return None
-    kinds = []
+    shared = 0  # kernels with a parallel loop: a TEAM_LOOP mark opens no region
     for op in ops[ops.index(calls[0]) :]:
         if isinstance(op, KernelOp):
             if PREPARE in op.attributes:
@@ -1258,10 +1260,12 @@ def team_region(fn: func.FuncOp) -> Operation | None:
             kind = team_kind(op)
             if kind is None:
                 return None
-            kinds.append(kind)
+            shared += kind == "loop" and any(
+                isinstance(lp, ForOp) and emitted_parallel(lp) for lp in op.walk()
+            )
         elif not isinstance(op, _TEAM_MAIN_OPS):
             return None
-    return calls[0] if kinds.count("loop") >= TEAM_MIN_KERNELS else None
+    return calls[0] if shared >= TEAM_MIN_KERNELS else None
 
 
 def runtime_bounded(op: ForOp) -> bool:

@@ -612,35 +612,40 @@ def test_team_region():
 def test_team_loop_is_shared_only_in_the_region():
     """A loop marked `dlpc.team` (TEAM_LOOP: independent iterations in a kernel too small
     to wake a thread for) is serial in its kernel's function and an `omp for` in the
-    kernel's team copy: "square" marked so is a shared kernel of the region beside
-    "twice"; a mark that does not fit one shared loop (two marked loops) leaves the kernel
-    serial, in `omp single`."""
+    kernel's team copy: "rows" marked so is shared in the region "twice" and "square"
+    open. A marked kernel opens no region (it counts for none of TEAM_MIN_KERNELS), and
+    a mark that does not fit one shared loop (two marked loops) leaves a kernel serial,
+    in `omp single`."""
     from dlpc.backends.c import team_kind, team_region
     from dlpc.dialects.loop import KernelOp
 
     text = TEAM.replace("{EXTRA}", "")
-    marked = text.replace(
-        '{name = "i0", parallel} {\n        loop.for %j = 0 to 4096 step 1 {name = "i1", vectorize} {\n          %v = memref.load %y',
-        '{name = "i0", dlpc.team} {\n        loop.for %j = 0 to 4096 step 1 {name = "i1", vectorize} {\n          %v = memref.load %y',
-    )
+    head = 'loop.for %i = 0 to 64 step 1 {name = "i0"} {\n      %z'
+    marked = text.replace(head, head.replace('"i0"}', '"i0", dlpc.team}'))
     assert marked.count("dlpc.team") == 1
     module = parse_module(marked)
     kernels = {k.sym: k for k in module.walk() if isinstance(k, KernelOp)}
-    assert team_kind(kernels["square"]) == "loop"
+    assert team_kind(kernels["rows"]) == "loop"
     main = next(op for op in module.walk() if op.name == "func.func")
     assert team_region(main) is kernels["twice"]
     source = emit_c(module)
-    team = source[source.index("static void kernel_square_team(") :]
+    team = source[source.index("static void kernel_rows_team(") :]
     team = [ln.strip() for ln in team[: team.index("\n}\n")].splitlines()]
     loop = "for (int64_t v_i0 = 0; v_i0 < 64; v_i0++) {"
     assert team[team.index("#pragma omp for") + 1] == loop
-    plain = source[source.index("static void kernel_square(") :]
+    plain = source[source.index("static void kernel_rows(") :]
     plain = [ln.strip() for ln in plain[: plain.index("\n}\n")].splitlines()]
     assert loop in plain and not any("omp for" in ln or "dlpc_parallel" in ln for ln in plain)
     x = np.random.default_rng(8).standard_normal((64, 4096)).astype(np.float32)
     y, s = CFunction(module, name="team_loop")(x)
     np.testing.assert_allclose(y, 4 * x * x, rtol=1e-6)
     np.testing.assert_allclose(s, (4 * x * x).astype(np.float64).sum(axis=1), rtol=1e-4)
+
+    # "square" marked instead of parallel: one parallel kernel left, no region
+    square = 'loop.for %i = 0 to 64 step 1 {name = "i0", parallel} {\n        loop.for %j = 0 to 4096 step 1 {name = "i1", vectorize} {\n          %v = memref.load %y'
+    assert marked.count(square) == 1
+    alone = parse_module(marked.replace(square, square.replace("parallel}", "dlpc.team}", 1)))
+    assert team_region(next(op for op in alone.walk() if op.name == "func.func")) is None
 
     # two marked loops side by side: no one shared loop, so one thread runs the kernel
     copy = (
