@@ -682,3 +682,107 @@ def test_a_point_read_back_from_json_renders_as_the_literal_one():
         "reorder K: n, c, h, r, w",
         "vectorize K/w",
     ]
+
+
+# ---- train-tune-builder seed 51's killable survivors ------------------------------------
+
+
+def _kernel_space(text: str):
+    from dlpc.dialects.loop import kernels
+    from dlpc.passes.pipeline import PipelineOptions, lower, parse_module
+    from dlpc.tune.space import space_for
+
+    module = parse_module(text)
+    lower(module, "loop", PipelineOptions(opt_level=1), weights={})
+    (kernel,) = kernels(module)
+    space = space_for(module, kernel.sym)
+    assert space is not None
+    return module, kernel.sym, space
+
+
+def _graph(op: str, a: str, b: str, y: str) -> str:
+    return (
+        f"func.func @main(%a: tensor<{a}xf32>, %b: tensor<{b}xf32>) -> tensor<{y}xf32> {{\n"
+        f"  %y = graph.{op} %a, %b : (tensor<{a}xf32>, tensor<{b}xf32>) -> tensor<{y}xf32>\n"
+        f"  func.return %y : tensor<{y}xf32>\n}}\n"
+    )
+
+
+def test_a_batched_matmuls_space_reads_n_from_the_last_spatial_loop():
+    """3 x (5 x 16) @ (16 x 32): N is the last spatial loop's 32, not the batch's
+    neighbour (space.py:253, `spatial[-1]` -> `spatial[1]` read M's 5 as N)."""
+    _, _, space = _kernel_space(_graph("matmul", "3x5x16", "3x16x32", "3x5x32"))
+    assert space.nest.spatial == ["i0", "i1", "i2"]
+    assert space.knobs["nc"] == [16, 32] and space.knobs["nr"] == [8, 16, 32]
+    assert space.knobs["mc"] == [1, 5] and space.knobs["mr"] == [1, 5]
+
+
+def test_nine_rows_have_a_remainder_tile_eight_do_not():
+    """M = 9 has no divisor from 4 to 8: rows get a remainder tile (`tail`); M = 8 does
+    not need one (space.py:258, `m > 8` -> `m > 9`)."""
+    _, _, nine = _kernel_space(_graph("matmul", "9x16", "16x32", "9x32"))
+    assert nine.knobs["tail"] == ["none", "rows"] and nine.knobs["mr"] == [1, 4, 6, 8, 9]
+    _, _, eight = _kernel_space(_graph("matmul", "8x16", "16x32", "8x32"))
+    assert "tail" not in eight.knobs
+
+
+def test_a_gemv_point_renders_the_rfactor_schedule():
+    """A batch-2 linear's point with `gemv` on renders gemv_script (rfactor of the dot
+    products), off the gemm one (space.py:125, `template == "gemm"` -> `<`)."""
+    from dlpc.dialects.loop import kernels
+    from dlpc.passes.schedule._common import get_kernel
+    from dlpc.passes.schedule.default import gemv_script
+
+    module, name, space = _kernel_space(_graph("linear", "2x32", "16x32", "2x16"))
+    assert [k.sym for k in kernels(module)] == [name]
+    point = dict(space.default(), gemv=True, rf=8)
+    want = gemv_script(get_kernel(module, name), space.nest, 8)
+    assert space.script(module, point) == want
+    assert space.script(module, dict(point, gemv=False)) != want
+
+
+def test_a_zero_trip_loop_is_no_parallel_choice():
+    """A reduction whose outer loop runs 0 times (hand-written loop IR): only loops of two
+    or more iterations are `par` values (space.py:226, `> 1` -> `!= 1` offered it)."""
+    from dlpc.passes.pipeline import parse_module
+    from dlpc.tune.space import space_for
+
+    ir = """
+func.func @main(%A: memref<0x16x4xf32>, %C: memref<0x16xf32>) {
+  loop.kernel "rs" {
+    loop.for %i0 = 0 to 0 step 1 {name = "i0", parallel} {
+      loop.for %i1 = 0 to 16 step 1 {name = "i1"} {
+        %acc = memref.alloca() : memref<f32>
+        %z = arith.constant 0.000000e+00 : f32
+        memref.store %z, %acc[] : memref<f32>
+        loop.for %r0 = 0 to 4 step 1 {name = "r0", reduction} {
+          %a = memref.load %A[%i0, %i1, %r0] : memref<0x16x4xf32>
+          %c = memref.load %acc[] : memref<f32>
+          %s = arith.addf %c, %a : f32
+          memref.store %s, %acc[] : memref<f32>
+        }
+        %v = memref.load %acc[] : memref<f32>
+        memref.store %v, %C[%i0, %i1] : memref<0x16xf32>
+      }
+    }
+  }
+  func.return
+}
+"""
+    space = space_for(parse_module(ir), "rs")
+    assert space is not None and space.knobs["par"] == ["auto", "i1"]
+
+
+def test_an_extracted_kernel_takes_every_buffer_as_an_input():
+    """extract_kernel's @main: every argument an input, no params, no outputs, so the C
+    backend's calling convention accepts it (measure.py:75, `num_outputs` 0 -> 1: the
+    attributes no longer added up and every candidate would fail to emit)."""
+    from test_schedule import MATMUL
+
+    from dlpc.backends.c import calling_convention, emit_c, find_main
+    from dlpc.passes.pipeline import parse_module
+    from dlpc.tune.measure import extract_kernel
+
+    small = extract_kernel(parse_module(MATMUL), "mm")
+    assert calling_convention(find_main(small)) == (4, [], 0)
+    assert "mm" in emit_c(small)
