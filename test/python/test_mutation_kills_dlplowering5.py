@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 import pytest
+from dlp_select_cases import lowered, matches_reference
 from xdsl.context import Context
 from xdsl.dialects import func, memref
 from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, Float32Type, MemRefType, StringAttr
@@ -372,3 +373,23 @@ def test_alias_at_an_offset_is_not_the_merge(attn_loop):
     got = _match(text)
     assert got is not None and len(got.merged) == 1
     assert not _row_chain_folds(_fused(text))
+
+
+# ---- window selection (dlp_select/window.py)
+
+
+@pytest.mark.parametrize("kernel", [(3, 1), (1, 3)])
+def test_window_with_a_pad_as_wide_as_the_kernel_stays_scalar(tmp_path, kernel):
+    """A conv whose left (3x1) or top (1x3) padding of 1 equals the kernel's width or
+    height is left to scalar loops (a window would start on padding only); a pad below the
+    kernel (3x3, padding 1) takes the intrinsic. Numerics against the reference either way."""
+    kh, kw = kernel
+    text = f"""
+model m(x: f32[1, 16, 6, 6]) {{
+  param w: f32[16, 16, {kh}, {kw}] = kaiming(seed=1)
+  return conv2d(x, w, padding=1)
+}}
+"""
+    model, module, ops = lowered(tmp_path, text)
+    assert ops["dlp.conv2d"] == 0 and ops["arith.mulf"] == 1, dict(ops)
+    matches_reference(model, module)
