@@ -284,3 +284,14 @@ def test_negative_constants_in_attributes():
     )
     text = str(m.module)
     assert "shape = array<i64: 2, -1>" in text and "min = -5.000000e-01 : f64" in text
+
+
+def test_a_param_may_not_shadow_a_let():
+    """Only a let may rebind a let's name (frontends-text --seed 51's survivor, cd92429:
+    `binding.kind == "let"` -> `>=`, under which "param" passed)."""
+    src = "model m(x: f32[2]) {\n  let h = relu(x)\n  param h: f32[2] = normal(seed=1)\n  return h\n}\n"
+    with pytest.raises(DlpcError) as e:
+        parse_model(src, "m.dlpc")
+    assert str(e.value).split("\n")[0] == (
+        "m.dlpc:3:9: error: duplicate name 'h' (already defined as a let binding at line 2)"
+    )
