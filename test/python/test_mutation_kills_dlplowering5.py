@@ -6,7 +6,9 @@ recipe) exactly."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -22,6 +24,7 @@ from dlpc.passes import pipeline
 from dlpc.passes.lower import _dlp_attn, _dlp_fuse
 from dlpc.passes.lower.dlp_pack_params import pack_params, packed_values
 from dlpc.passes.lower.dlp_reshape_aliases import DlpReshapeAliases
+from dlpc.targets.dlp import resolve
 
 # test_dlp_attn's model (scaled scores): two heads of 16 rows of 16
 ATTN = """model attn(x: f32[1, 16, 32]) {
@@ -393,3 +396,20 @@ model m(x: f32[1, 16, 6, 6]) {{
     model, module, ops = lowered(tmp_path, text)
     assert ops["dlp.conv2d"] == 0 and ops["arith.mulf"] == 1, dict(ops)
     matches_reference(model, module)
+
+
+def test_fold_bytes_and_cycles_of_the_rough_model(attn_loop):
+    """extra_bytes and added_cycles (the fold's cost the pass compares), exactly, on a
+    description with a 2 GHz clock and 4-byte alignment (no rounding hides a term): 2 heads
+    of 16 rows of 16, 4 or 8 tasks of 4 or 2 rows."""
+    attn = _match(attn_loop)
+    assert attn is not None
+    desc = dataclasses.replace(resolve(None), clock_ghz=2.0, dma_align=4)
+    # q tile 512 + 5 score tiles 2560 + 2 row vectors 64 + the scale 4; K and V 2 x 2048
+    assert _dlp_attn.extra_bytes(attn, 4, desc) == {"nram": 3140, "wram": 4096, "sram": 4096}
+    assert _dlp_attn.extra_bytes(attn, 2, desc) == {"nram": 1572, "wram": 4096, "sram": 4096}
+    # 4 tasks, one cluster: the task's 76 cycles of compute + K/V 32 (SRAM) + 20 (staging
+    # share) + q's rows 10 = 138 over the port's 80
+    assert _dlp_attn.added_cycles(attn, SimpleNamespace(tile=4, tasks=4), desc) == 138.0
+    # 8 tasks, two clusters: the port's K and V twice, 160, over the task's 95
+    assert _dlp_attn.added_cycles(attn, SimpleNamespace(tile=2, tasks=8), desc) == 160.0
