@@ -786,3 +786,57 @@ def test_an_extracted_kernel_takes_every_buffer_as_an_input():
     small = extract_kernel(parse_module(MATMUL), "mm")
     assert calling_convention(find_main(small)) == (4, [], 0)
     assert "mm" in emit_c(small)
+
+
+EDGE_SPACES = [
+    # (op, A, B, Y): the knobs but pack_a / pack_b / par, and the default point's
+    # 3 rows along k (B [n, k], k = 16 = LANES): the dot micro-kernel and gemv (M < 4)
+    (
+        ("linear", "3x16", "16x16", "3x16"),
+        {"mc": [1, 3], "nc": [16], "kc": [16], "mr": [1, 3], "nr": [1, 2, 4, 8, 16]}
+        | {"micro": ["gemm", "dot"], "gemv": [False, True], "rf": [4, 8, 16]},
+        {"mr": 3, "nr": 8, "micro": "dot", "gemv": False, "rf": 16},
+    ),
+    # 4 rows: no gemv
+    (
+        ("linear", "4x16", "16x16", "4x16"),
+        {"mc": [1, 2, 4], "nc": [16], "kc": [16], "mr": [1, 2, 4], "nr": [1, 2, 4, 8, 16]}
+        | {"micro": ["gemm", "dot"]},
+        {"mr": 4, "nr": 4, "micro": "dot"},
+    ),
+    # k = 15 < LANES: neither dot nor gemv
+    (
+        ("linear", "2x15", "16x15", "2x16"),
+        {"mc": [1, 2], "nc": [16], "kc": [15], "mr": [1, 2], "nr": [8, 16]},
+        {"mr": 2, "nr": 16},
+    ),
+    # N = 131 > MAX_NR with no divisor from 8: a remainder tile along the columns too
+    (
+        ("matmul", "8x16", "16x131", "8x131"),
+        {"mc": [1, 2, 4, 8], "nc": [131], "kc": [16], "mr": [1, 2, 4, 6, 8]}
+        | {"nr": [1, 16, 32, 48, 64], "tail": ["none", "rows", "both"]},
+        {"mr": 8, "nr": 16, "tail": "both"},
+    ),
+    # N = 8 x 131: its largest divisor up to MAX_NR is 8, enough: no tail
+    (
+        ("matmul", "8x16", "16x1048", "8x1048"),
+        {"mc": [1, 2, 4, 8], "nc": [8, 131, 262, 524], "kc": [16], "mr": [1, 2, 4, 8]}
+        | {"nr": [8]},
+        {"mr": 8, "nr": 8, "nc": 8},
+    ),
+    # N = 128: divisible, no tail
+    (
+        ("matmul", "8x16", "16x128", "8x128"),
+        {"mc": [1, 2, 4, 8], "nc": [16, 32, 64, 128], "kc": [16], "mr": [1, 2, 4, 8]}
+        | {"nr": [8, 16, 32, 64]},
+        {"mr": 8, "nr": 32},
+    ),
+]
+
+
+@pytest.mark.parametrize("graph_op, knobs, default", EDGE_SPACES)
+def test_the_gemm_spaces_at_the_edges_of_its_rules(graph_op, knobs, default):
+    _, _, space = _kernel_space(_graph(*graph_op))
+    got = {k: v for k, v in space.knobs.items() if k not in ("pack_a", "pack_b", "par")}
+    assert got == knobs
+    assert {k: space.default()[k] for k in default} == default
