@@ -413,3 +413,33 @@ def test_fold_bytes_and_cycles_of_the_rough_model(attn_loop):
     assert _dlp_attn.added_cycles(attn, SimpleNamespace(tile=4, tasks=4), desc) == 138.0
     # 8 tasks, two clusters: the port's K and V twice, 160, over the task's 95
     assert _dlp_attn.added_cycles(attn, SimpleNamespace(tile=2, tasks=8), desc) == 160.0
+
+
+def test_batched_conv_tiles_several_aligned_images(tmp_path):
+    """64 images of 16 x 4 x 5 (320 floats: a multiple of the 64-byte vector alignment in
+    bytes, not in elements) are tiled 8 images a task step (2560 floats in NRAM), not one
+    (window.py's BatchConvSelection.max_tile); numerics against the reference."""
+    path = tmp_path / "m.dlpc"
+    path.write_text(
+        """
+model m(x: f32[64, 16, 4, 5]) {
+  param w: f32[16, 16, 3, 3] = kaiming(seed=1)
+  return relu(conv2d(x, w, padding=1))
+}
+"""
+    )
+    model = dlpc.load(path)
+    compiled = dlpc.compile(model, target="dlp")
+    nram = {
+        str(op.memref.type)
+        for op in compiled.lowered.walk()
+        if isinstance(op, memref.AllocOp) and "nram" in str(op.memref.type)
+    }
+    assert nram == {
+        "memref<2560xf32, #dlp.space<nram>>",
+        "memref<320xf32, #dlp.space<nram>>",
+    }
+    inputs = dlpc.api.random_inputs(model)
+    (out,) = compiled(*inputs)
+    (ref,) = dlpc.api.reference(model, inputs)
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5 * max(1.0, float(np.abs(ref).max())))
