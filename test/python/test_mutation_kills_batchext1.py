@@ -529,6 +529,7 @@ def test_grows_reads_floor_numerators_and_denominators():
     assert _grows(symdims.SymDim.make({(symdims.Floor(seq + 1, 2),): 1}))
     assert not _grows(symdims.SymDim.make({(symdims.Floor(shrinking, 2),): 1}))
     assert not _grows(symdims.SymDim.make({(symdims.Floor(seq + 1, -2),): 1}))
+    assert not _grows(symdims.SymDim.make({(symdims.Floor(seq + 1, 0),): 1}))  # (seed 51)
     assert not _grows(shrinking)
 
 
