@@ -840,3 +840,31 @@ def test_the_gemm_spaces_at_the_edges_of_its_rules(graph_op, knobs, default):
     got = {k: v for k, v in space.knobs.items() if k not in ("pack_a", "pack_b", "par")}
     assert got == knobs
     assert {k: space.default()[k] for k in default} == default
+
+
+def _conv(stride: int) -> str:
+    o = 8 // stride
+    y = f"tensor<1x8x{o}x{o}xf32>"
+    return (
+        f"func.func @main(%a: tensor<1x4x8x8xf32>, %b: tensor<8x4x3x3xf32>) -> {y} {{\n"
+        f"  %y = graph.conv2d %a, %b {{strides = array<i64: {stride}, {stride}>, "
+        f"pads = array<i64: 1, 1, 1, 1>}} : (tensor<1x4x8x8xf32>, tensor<8x4x3x3xf32>) -> {y}\n"
+        f"  func.return %y : {y}\n}}\n"
+    )
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_a_strided_convs_default_point_packs_its_input_rows(stride):
+    """A stride-2 conv's space is `strided` and its default point has im2col on (the
+    default schedule packs its rows), a stride-1 one's off (train-tune-builder seed 52's
+    survivor space.py:242, `conv_input(...) is not None` -> `is None`)."""
+    _, _, space = _kernel_space(_conv(stride))
+    assert space.template == "reduction" and space.strided is (stride == 2)
+    assert space.default() == {
+        "cb": 4,
+        "wt": 0,
+        "unroll_r": False,
+        "par": "auto",
+        "im2col": stride == 2,
+        "tile": True,
+    }
