@@ -49,6 +49,26 @@ class Area(NamedTuple):
     timeout: float = 120.0  # a mutant that runs past it (loops forever) counts as killed
 
 
+def _api_tests(own: str) -> list[str]:
+    """The tests of the api and train-tune-builder areas (compile/load/lower/call, the
+    knobs, the pass table, the tuning space, the trainer), with the area's own file."""
+    return [
+        "test/python/test_mutation_kills_api4.py test/python/test_mutation_kills_api5.py "
+        f"test/python/test_mutation_kills_api6.py {own} "
+        "test/python/test_api.py test/python/test_settings.py test/python/test_registry.py "
+        "test/python/test_tuner_space.py test/python/test_train_compile.py "
+        "test/python/test_check_each_pass.py test/python/test_frontend.py "
+        "test/python/test_frontend_messages.py -k 'not resnet and not examples_pass "
+        "and not dlp_lowering_passes and not lit_inputs and not tile_point'",
+        # the trainer's step, save and resume; the tuning log and the tuner's driver;
+        # models compiled per value of a shape input (Model.specialiser)
+        "test/python/test_train.py test/python/test_tuner.py test/python/test_onnx_api.py "
+        "-k 'errors_are_one_line or named_batch_dim or bit_identical or best_ranks "
+        "or log_refuses or signature_ignores or resumes_from or reports_a_missing "
+        "or rejects_a_bad or specialised or slice_bounds or empty_optional'",
+    ]
+
+
 AREAS: dict[str, Area] = {
     "frontends-text": Area(
         ["frontends/text/irgen.py", "frontends/text/parser.py", "frontends/text/__init__.py"],
@@ -440,21 +460,7 @@ AREAS: dict[str, Area] = {
             "frontends/text/__main__.py",
         ],
         [],
-        [  # compile/load/lower/call, the knobs, the pass table, the tuning space, the trainer
-            "test/python/test_mutation_kills_api4.py test/python/test_mutation_kills_api5.py "
-            "test/python/test_mutation_kills_api6.py test/python/test_mutation_kills_api7.py "
-            "test/python/test_api.py test/python/test_settings.py test/python/test_registry.py "
-            "test/python/test_tuner_space.py test/python/test_train_compile.py "
-            "test/python/test_check_each_pass.py test/python/test_frontend.py "
-            "test/python/test_frontend_messages.py -k 'not resnet and not examples_pass "
-            "and not dlp_lowering_passes and not lit_inputs and not tile_point'",
-            # the trainer's step, save and resume; the tuning log and the tuner's driver;
-            # models compiled per value of a shape input (Model.specialiser)
-            "test/python/test_train.py test/python/test_tuner.py test/python/test_onnx_api.py "
-            "-k 'errors_are_one_line or named_batch_dim or bit_identical or best_ranks "
-            "or log_refuses or signature_ignores or resumes_from or reports_a_missing "
-            "or rejects_a_bad or specialised or slice_bounds or empty_optional'",
-        ],
+        _api_tests("test/python/test_mutation_kills_api7.py"),
         timeout=180.0,
     ),
     # the trainer, the auto-tuner's space / search / measurement and the Python builder;
@@ -467,21 +473,7 @@ AREAS: dict[str, Area] = {
             "tune/*.py",
         ],
         [],
-        [  # compile/load/lower/call, the knobs, the pass table, the tuning space, the trainer
-            "test/python/test_mutation_kills_api4.py test/python/test_mutation_kills_api5.py "
-            "test/python/test_mutation_kills_api6.py test/python/test_mutation_kills_ttb1.py "
-            "test/python/test_api.py test/python/test_settings.py test/python/test_registry.py "
-            "test/python/test_tuner_space.py test/python/test_train_compile.py "
-            "test/python/test_check_each_pass.py test/python/test_frontend.py "
-            "test/python/test_frontend_messages.py -k 'not resnet and not examples_pass "
-            "and not dlp_lowering_passes and not lit_inputs and not tile_point'",
-            # the trainer's step, save and resume; the tuning log and the tuner's driver;
-            # models compiled per value of a shape input (Model.specialiser)
-            "test/python/test_train.py test/python/test_tuner.py test/python/test_onnx_api.py "
-            "-k 'errors_are_one_line or named_batch_dim or bit_identical or best_ranks "
-            "or log_refuses or signature_ignores or resumes_from or reports_a_missing "
-            "or rejects_a_bad or specialised or slice_bounds or empty_optional'",
-        ],
+        _api_tests("test/python/test_mutation_kills_ttb1.py"),
         timeout=180.0,
     ),
     # session 7: modules that were in no area. QDQ models' integer kernels and the

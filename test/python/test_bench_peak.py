@@ -89,8 +89,8 @@ def test_bound_columns():
     """bench/models.py's row tail: MFLOP (model/dlpc), the bound at the peak (ms) and each
     runner's share of the peak with its own FLOPs."""
     models = _load("models")
-    # 2 MFLOP in the model, 1 in dlpc's graph, 100 GFLOP/s: bound 0.01 ms; dlpc 0.02 ms
-    # reaches 50 %, onnxruntime (2 MFLOP) in 0.04 ms 50 %
+    # made-up inputs: 2 MFLOP in the model, 1 in dlpc's graph, a 100 GFLOP/s peak, dlpc
+    # at 0.02 ms and onnxruntime at 0.04 ms give a 0.01 ms bound and 50 % each
     assert models.peak_columns((2_000_000, 1_000_000), 100.0, "0.020", "0.040") == [
         "2.00/1.00",
         "0.010",
