@@ -9,9 +9,9 @@ threads, next to the machine's measured peak. One run, side by side.
 layers); a bad value is a one-line argparse error (exit 2). `--tune-trials N` first tunes each kernel (N measurements, single-threaded, appended to
 the log); without it the log is only read (a kernel without a record shows the default
 schedule's figure in the "tuned" column, marked `*`). Each thread count runs in a child
-process with OMP_NUM_THREADS / OPENBLAS_NUM_THREADS set. The peak is a C loop of
-12 independent 512-bit FMA chains (GCC vector extensions), i.e. what the core can do, not a
-vendor figure. Conv layers for numpy are im2col + one OpenBLAS GEMM. Best of `--repeat`
+process with OMP_NUM_THREADS / OPENBLAS_NUM_THREADS set. The peak is bench/peak.py's:
+independent FMA chains on the widest vectors the compiler targets, i.e. what the core can
+do, not a vendor figure. Conv layers for numpy are im2col + one OpenBLAS GEMM. Best of `--repeat`
 calls after a warm-up; dlpc's two columns are measured round-robin in one process,
 OpenBLAS in another (OpenMP's and OpenBLAS's spinning worker threads starve each other in
 one process), the two processes alternating twice, best of both; nothing here gates CI.
@@ -30,34 +30,6 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-PEAK_C = r"""
-typedef float v16 __attribute__((vector_size(64)));
-#define FMA12(x, y) a0 = a0 * x + y; a1 = a1 * x + y; a2 = a2 * x + y; a3 = a3 * x + y; \
-  a4 = a4 * x + y; a5 = a5 * x + y; a6 = a6 * x + y; a7 = a7 * x + y; \
-  a8 = a8 * x + y; a9 = a9 * x + y; a10 = a10 * x + y; a11 = a11 * x + y;
-int dlpc_main(void **args)
-{
-  float *out = (float *)args[0];
-  long iters = (long)((float *)args[1])[0];
-  float total = 0.0f;
-  #pragma omp parallel reduction(+:total)
-  {
-    v16 x, y;
-    for (int j = 0; j < 16; j++) { x[j] = 0.999f; y[j] = 1e-7f * j; }
-    v16 a0 = y, a1 = y + 1, a2 = y + 2, a3 = y + 3, a4 = y + 4, a5 = y + 5, a6 = y + 6,
-        a7 = y + 7, a8 = y + 8, a9 = y + 9, a10 = y + 10, a11 = y + 11;
-    for (long i = 0; i < iters; i++) {
-      FMA12(x, y)
-      __asm__ volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5),
-                       "+v"(a6), "+v"(a7), "+v"(a8), "+v"(a9), "+v"(a10), "+v"(a11));
-    }
-    v16 s = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7 + a8 + a9 + a10 + a11;
-    for (int j = 0; j < 16; j++) total += s[j];
-  }
-  out[0] = total;
-  return 0;
-}
-"""
 
 
 def _positive(text: str, what: str) -> int:
@@ -140,14 +112,15 @@ def race(fns: dict, repeat: int) -> dict:
 
 
 def peak_gflops(threads: int) -> float:
-    from dlpc.backends.runtime.cbuild import build
+    """This CPU's FMA peak for a team of `threads` (bench/peak.py, loaded by path: bench/
+    is not a package), GFLOP/s from the team's wall time."""
+    import importlib.util
 
-    lib = build(PEAK_C, name="bench_peak")
-    iters = 20_000_000
-    out = np.zeros(1, np.float32)
-    arg = np.array([iters], np.float32)
-    t = best_time(lambda: lib.call([out, arg]), 3)
-    return iters * 12 * 16 * 2 * threads / t / 1e9
+    spec = importlib.util.spec_from_file_location("bench_peak", Path(__file__).with_name("peak.py"))
+    assert spec is not None and spec.loader is not None
+    peak = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(peak)
+    return peak.measure(threads).wall
 
 
 def matmul_module(n: int, shape: tuple[int, int, int] | None = None):
