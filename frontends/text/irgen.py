@@ -141,6 +141,14 @@ class IRGen:
 
     def param(self, p: ast.Param) -> None:
         self.check_type(p.type)
+        # a weight is one array: its dims are numbers (a symbolic one has no value to build it)
+        free = next((d for d in p.type.named if isinstance(self.dims[d], symdims.SymDim)), None)
+        if free is not None:
+            raise self.error(
+                p.type.named[free],
+                f"parameter '{p.name}' has the unbound named dim '{free}': a parameter's "
+                f"shape must be known (bind it: dims={{'{free}': n}})",
+            )
         if p.name in self.env:
             self.define(p.name, _Binding(0, "param", p.loc))
         init = None
