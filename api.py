@@ -16,7 +16,7 @@ import statistics
 import threading
 import time
 import zipfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -90,6 +90,9 @@ def load(path: str | os.PathLike, weights=None, batch=None, format=None, dims=No
     if not path.is_file():
         raise DlpcError(f"error: no such file: {path}")
     suffix = f".{format}" if format else path.suffix.lower()
+    if weights is not None and not isinstance(weights, str | os.PathLike | Mapping):
+        what = type(weights).__name__
+        raise DlpcError(f"error: weights must be an .npz path or a dict of arrays, not {what}")
     if dims is not None and suffix != ".dlpc":
         raise DlpcError(f"error: dims= binds a .dlpc model's named dims, not a {suffix} model's")
     if suffix == ".dlpc":  # the frontend reads an .npz itself, to name it in its errors

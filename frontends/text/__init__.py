@@ -11,6 +11,7 @@ gives, or a weight of the wrong shape, is a located error.  See docs/language.md
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,9 @@ def parse_model(
     for given in (dims, batch):
         if isinstance(given, str) and given != "symbolic":
             raise DlpcError(f"error: dims must be a dict, an int or 'symbolic', not '{given}'")
+    if weights is not None and not isinstance(weights, str | os.PathLike | Mapping):
+        what = type(weights).__name__
+        raise DlpcError(f"error: weights must be an .npz path or a dict of arrays, not {what}")
     if "symbolic" in (dims, batch):
         unbound = None
     tree = parse(text, filename)
