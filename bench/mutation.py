@@ -460,7 +460,9 @@ AREAS: dict[str, Area] = {
             "frontends/text/__main__.py",
         ],
         [],
-        _api_tests("test/python/test_mutation_kills_api7.py"),
+        _api_tests(
+            "test/python/test_mutation_kills_api7.py test/python/test_mutation_kills_api8.py"
+        ),
         timeout=180.0,
     ),
     # the trainer, the auto-tuner's space / search / measurement and the Python builder;
