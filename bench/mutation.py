@@ -188,14 +188,23 @@ AREAS: dict[str, Area] = {
                 "apply-tuning-log-invalid",
                 "decompose-reduction-nest",
                 "fold-init-epilogue-nested",
+                "fold-init-epilogue-sums",
+                "slide-rows",
+                "slide-rows-invalid",
+                "tensorize-slide",
+                "tensorize-slide-invalid",
             )  # fmt: skip
         ],
         [  # all of test_schedule (5 s of CPU), the nest analysis and the schedule scripts
             "test/python/test_mutation_kills_schedule.py "
             "test/python/test_mutation_kills_schedule2.py test/python/test_mutation_kills_schedule3.py "
-            "test/python/test_mutation_kills_schedule4.py "
+            "test/python/test_mutation_kills_schedule4.py test/python/test_mutation_kills_schedule5.py "
             "test/python/test_schedule.py "
             "test/python/test_nest.py test/python/test_schedule_script.py",
+            # slide.py's vector code and the scalar nest beside it, on the C target (16
+            # cached compiles); int_conv.py's template against the numpy target
+            "test/python/test_depthwise_schedules.py -k sliding",
+            "test/python/test_int_conv.py",
             # the tuning log (passes/schedule/tuning_log.py): records written and read back
             "test/python/test_tuner.py -k 'best_ranks or log_refuses or log_keeps "
             "or signature_ignores'",
