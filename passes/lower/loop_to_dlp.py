@@ -744,10 +744,10 @@ class KernelLowering:
                 if p.outer:
                     self.image[p] = inner.mul(n, inner.c(p.image))
             b = self.b = inner
-            if any(p.outer and p.written and (p.read or not p.full_write) for p in whole):
-                b.op(dlp.WaitDmaOp())  # (the last image's store reads what is loaded next)
+            # (a work loop's whole buffers are read-only: plan_buffers refuses a written
+            # one, so none is stored back, nor waited for before the next image's load)
             for p in whole:
-                if p.outer and (p.read or not p.full_write):
+                if p.outer:
                     b.op(dlp.MemcpyAsyncOp(p.local, c0, p.value, self.image[p], b.c(p.elements(1))))
         trip = b.c(plan.trip)
         lo = b.min(b.mul(tid, b.c(plan.chunk)), trip)
@@ -769,10 +769,6 @@ class KernelLowering:
             self.compute(inner, t0, n)
             self.copies(inner, tiled, "out", n, dlp.MemcpyAsyncOp)
             finish_for(inner)
-        for p in whole:
-            if p.written:
-                at = self.image.get(p, c0)
-                b.op(dlp.MemcpyAsyncOp(p.value, at, p.local, c0, b.c(p.elements(1))))
         if batch is not None:
             finish_for(b)
             self.b = b.parent if b.parent is not None else self.b
