@@ -167,16 +167,14 @@ def pack_params(
         )
         _name_arg(fn, at, {"dlpc.name": StringAttr(name), PACK: recipe})
         first = block.first_op
+        assert first is not None  # (the members are read in its kernels)
         for a, off in zip(members, offsets):
             shape = list(a.type.get_shape())  # type: ignore[union-attr]
             strides = [math.prod(shape[k + 1 :]) for k in range(len(shape))]
             view_type = MemRefType(elt, shape)  # (as dlp-reshape-aliases' casts: no layout)
             view = memref.ReinterpretCastOp.from_dynamic(packed, [off], shape, strides, view_type)
             view.result.name_hint = a.name_hint
-            if first is None:
-                block.add_op(view)
-            else:
-                block.insert_op_before(view, first)
+            block.insert_op_before(view, first)
             a.replace_all_uses_with(view.result)
         if weights is not None:
             weights[name] = pack_array(
