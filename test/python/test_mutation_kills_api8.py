@@ -89,3 +89,171 @@ def test_weights_as_a_path_or_a_mapping_still_load(tmp_path):
         np.testing.assert_array_equal(model.weights["w"], w)
     text = parse_model(NAMED_PARAM, weights={"w": np.ones(2, np.float32)}, batch=2)
     np.testing.assert_array_equal(text.weights["w"], np.ones(2, np.float32))
+
+
+# ---- the per-pass checker (passes/check.py): what branch coverage left ---------------------
+DLP_FN = """
+func.func @main(%x: memref<4xf32>, %o: memref<4xf32>) attributes {dlpc.num_outputs = 1 : i64} {
+  "memref.copy"(%x, %o) : (memref<4xf32>, memref<4xf32>) -> ()
+  dlp.kernel "k" attributes {tasks = 1 : i64, dma_align = 64 : i64, vector_align = 64 : i64} {
+    dlp.sync_cluster
+  }
+  func.return
+}
+"""
+
+
+def _fn(text: str, name: str = "main"):
+    from xdsl.dialects import func
+
+    from dlpc.passes import pipeline
+
+    module = pipeline.parse_module(text)
+    fn = next(op for op in module.ops if isinstance(op, func.FuncOp) and op.sym_name.data == name)
+    return module, fn
+
+
+def test_level_of_each_body():
+    from dlpc.passes import check
+
+    graph = (
+        "func.func @main(%x: tensor<3xf32>) -> tensor<3xf32> {\n  func.return %x : tensor<3xf32>\n}"
+    )
+    te = (
+        "func.func @main(%x: tensor<3xf32>) -> tensor<3xf32> {\n"
+        '  %y = te.compute "c" (%i) : tensor<3xf32> {\n'
+        "    %z = arith.constant 0.0 : f32\n"
+        "    te.yield %z : f32\n"
+        "  }\n"
+        "  func.return %y : tensor<3xf32>\n}"
+    )
+    args_only = "func.func @main(%a: memref<2xf32>) {\n  func.return\n}"
+    body = (
+        "func.func @main(%a: memref<2xf32>, %b: memref<2xf32>) {\n"
+        '  "memref.copy"(%a, %b) : (memref<2xf32>, memref<2xf32>) -> ()\n  func.return\n}'
+    )
+    levels = [check.level_of(_fn(t)[1]) for t in (graph, te, args_only, body, DLP_FN)]
+    assert levels == ["graph", "te", "loop", "loop", "dlp"]  # (a dlp op anywhere: dlp)
+
+
+def test_a_dlp_function_runs_on_the_dlp_evaluator_with_its_module():
+    from dlpc.passes import check
+
+    module, _ = _fn(DLP_FN)
+    calls = []
+
+    def dlp(single, arrays):
+        calls.append(("dlp", str(single).count("dlp.sync_cluster")))
+        arrays[1][:] = arrays[0] * 2
+
+    def loop(single, arrays):  # pragma: no cover - the mutant's choice
+        calls.append(("loop", 0))
+
+    checker = check.Checker(evaluators={"loop": loop, "dlp": dlp})
+    checker.start(module)
+    assert calls == [("dlp", 1)] and checker.states["main"].level == "dlp"
+    np.testing.assert_array_equal(
+        checker.states["main"].results[0], checker.states["main"].inputs[0] * 2
+    )
+    assert checker.states["main"].producers == ["memref.copy"]  # (o's only writer)
+    without = check.Checker(evaluators={"loop": loop})
+    without.start(module)
+    assert without.notes == [
+        "@main after the input (dlp): not evaluated: no evaluator for the dlp level"
+    ]
+
+
+def test_the_last_top_level_writer_of_an_output_is_its_producer():
+    from dlpc.passes import check
+
+    _, fn = _fn(
+        "func.func @main(%x: memref<4xf32>, %o: memref<4xf32>) "
+        "attributes {dlpc.num_outputs = 1 : i64} {\n"
+        '  "memref.copy"(%x, %o) {label = "first"} : (memref<4xf32>, memref<4xf32>) -> ()\n'
+        '  "memref.copy"(%x, %o) {label = "second"} : (memref<4xf32>, memref<4xf32>) -> ()\n'
+        '  "memref.copy"(%o, %x) {label = "reads"} : (memref<4xf32>, memref<4xf32>) -> ()\n'
+        "  func.return\n}"
+    )
+    # (a later use that only reads still counts as a writer: the last top-level user)
+    assert check.result_producer(fn, 0) == 'memref.copy "reads"'
+    _, fn = _fn(
+        "func.func @main(%x: memref<4xf32>, %o: memref<4xf32>) "
+        "attributes {dlpc.num_outputs = 1 : i64} {\n"
+        '  "memref.copy"(%x, %o) {label = "first"} : (memref<4xf32>, memref<4xf32>) -> ()\n'
+        '  "memref.copy"(%x, %o) {label = "second"} : (memref<4xf32>, memref<4xf32>) -> ()\n'
+        "  func.return\n}"
+    )
+    assert check.result_producer(fn, 0) == 'memref.copy "second"'
+    # a writer inserted before the others later (its use comes first): the block order rules
+    from xdsl.dialects.builtin import StringAttr
+
+    last = fn.body.block.first_op.next_op
+    early = last.clone()
+    early.attributes["label"] = StringAttr("inserted")
+    fn.body.block.insert_op_before(early, fn.body.block.first_op)
+    assert fn.args[1].uses and check.result_producer(fn, 0) == 'memref.copy "second"'
+
+
+LOOP_SCALE = """
+func.func @main(%a: memref<3xf32>, %o: memref<3xf32>) attributes {dlpc.num_outputs = 1 : i64} {
+  func.return
+}
+"""
+
+
+def _scaling_checker():
+    """A loop checker whose evaluator writes o = a * main's `scale` attribute (a pass
+    changes it), and fails while the attribute is missing."""
+    from xdsl.dialects.builtin import IntegerAttr
+
+    from dlpc.passes import check
+
+    def evaluate(single, arrays):
+        main = next(iter(single.ops))
+        scale = main.attributes.get("scale")
+        if not isinstance(scale, IntegerAttr):
+            raise NotImplementedError("no scale yet")
+        arrays[1][:] = arrays[0] * scale.value.data
+
+    return check.Checker(evaluators={"loop": evaluate})
+
+
+def _set_scale(module, value: int, name: str = "main"):
+    from xdsl.dialects.builtin import IntegerAttr, i64
+
+    fn = next(op for op in module.ops if op.sym_name.data == name)
+    fn.attributes["scale"] = IntegerAttr(value, i64)
+
+
+def test_a_function_first_evaluated_after_a_pass_is_compared_from_then_on():
+    module, _ = _fn(LOOP_SCALE)
+    checker = _scaling_checker()
+    checker.start(module)
+    assert checker.states["main"].results is None
+    _set_scale(module, 2)
+    checker.after("gives-scale", module)  # (first results: nothing to compare with)
+    assert checker.states["main"].unchecked == [] and checker.checked == 1
+    _set_scale(module, 3)
+    with pytest.raises(DlpcError) as e:
+        checker.after("rescale", module)
+    # only the pass since the last results is named: none left unevaluated before it
+    assert str(e.value).startswith(
+        "error: --check-each-pass: pass 'rescale' changed result 0 of @main (no kernel "
+        "(never written)): worst element ["
+    )
+
+
+def test_a_function_a_pass_adds_before_main_does_not_stop_mains_check():
+    from xdsl.dialects import func
+
+    module, _ = _fn(LOOP_SCALE)
+    _set_scale(module, 2)
+    checker = _scaling_checker()
+    checker.start(module)
+    added = func.FuncOp.from_region("added", [], [], func.Region(func.Block()))
+    added.body.block.add_op(func.ReturnOp())
+    module.body.block.insert_op_before(added, module.body.block.first_op)
+    _set_scale(module, 3)
+    with pytest.raises(DlpcError, match="pass 'outline' changed result 0 of @main"):
+        checker.after("outline", module)
+    assert "added" not in checker.states
