@@ -257,3 +257,35 @@ def test_a_function_a_pass_adds_before_main_does_not_stop_mains_check():
     with pytest.raises(DlpcError, match="pass 'outline' changed result 0 of @main"):
         checker.after("outline", module)
     assert "added" not in checker.states
+
+
+# ---- random inputs: a gather's data operand and other uses keep the default bound ----------
+GATHER_INTS = """
+func.func @main(%t: tensor<5x16xi64>, %i: tensor<4xi64>) -> (tensor<4x16xi64>, tensor<4xi64>) {
+  %g = graph.gather %t, %i {axis = 0 : i64} : (tensor<5x16xi64>, tensor<4xi64>) -> tensor<4x16xi64>
+  %s = graph.add %i, %i : (tensor<4xi64>, tensor<4xi64>) -> tensor<4xi64>
+  func.return %g, %s : tensor<4x16xi64>, tensor<4xi64>
+}
+"""
+
+
+def test_only_a_gathers_indices_are_bounded_by_the_gathered_dim(tmp_path):
+    from dlpc.passes import check
+
+    path = tmp_path / "g.mlir"
+    path.write_text(GATHER_INTS)
+    model = api.load(path)
+    t, i = api.random_inputs(model, seed=4)
+    # the table (the gather's operand 0) is drawn in [0, 10): 80 draws reach 5 and up
+    assert t.min() >= 0 and t.max() == 9 and i.min() >= 0 and i.max() < 5
+    rng = np.random.default_rng(4)
+    np.testing.assert_array_equal(t, rng.integers(0, 10, (5, 16)))
+    np.testing.assert_array_equal(i, rng.integers(0, 5, (4,)))
+    # the per-pass checker draws the same way
+    checker = check.Checker(seed=4)
+    checker.start(model.module)
+    t2, i2 = checker.states["main"].inputs
+    assert t2.max() == 9 and i2.max() < 5
+    (g, s) = checker.states["main"].results
+    np.testing.assert_array_equal(g, t2[i2])
+    np.testing.assert_array_equal(s, i2 + i2)
