@@ -529,8 +529,8 @@ def _padded_source(
         if lp is None or lp.stride != 1 or form is None or form.terms.get(at) != 1:
             return None
         off = form.add(Affine(0, {at: 1}), -1)
-        if any(v in inner for v in off.terms) or any(
-            not _is_iv(v) and copy[0].is_ancestor(v.owner)
+        if any(v in inner for v in off.terms) or any(  # (defined before the copy)
+            not _is_iv(v) and any(top.is_ancestor(v.owner) for top in copy)
             for v in off.terms  # type: ignore[arg-type]
         ):
             return None
