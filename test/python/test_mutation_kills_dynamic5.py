@@ -1,0 +1,848 @@
+"""The dynamic area's decisions, fifth round (issue 35, bench/mutation.py --area dynamic),
+on the lines added since seed 43: loop-runtime-extents on hand-written loop IR (register
+tiles in nested versions, a version's write-backs inside or past its tiles, tiles of two
+extents and sizes under one split, an exact loop in a tile's body, fused loops with and
+without their base, an exact vector loop in an unrolled one, extents that are
+expressions), each diagnostic exactly; graph-to-te's and te-to-loop's refusals of a
+symbolic function; the one-compile program's `short=` option (its checks, the bindings it
+gives, which calls it serves and counts) and the fast path's shape check."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from xdsl.utils.exceptions import VerifyException
+
+import dlpc
+from dlpc.diagnostics import DlpcError
+from dlpc.frontends.text import parse_model
+from dlpc.model import Model
+from dlpc.passes import pipeline
+from dlpc.passes.lower.runtime_extents import LoopRuntimeExtents
+from dlpc.passes.pipeline import PipelineOptions, context, parse_module
+from dlpc.reference import graph as ref
+from dlpc.runtime import dynamic
+from dlpc.runtime.dynamic import DynamicFunction, Generic
+
+# ------------------------------------------------------------ loop-runtime-extents
+
+
+def fn(body: str, dims: str = '["b", "seq"]', extra: str = "") -> str:
+    return (
+        "func.func @main(%x: memref<16x16xf32>, %dlpc_dims: memref<2xi64>, %out0: memref<16x16xf32>) "
+        f"attributes {{dlpc.dims = {dims}, dlpc.num_inputs = 2 : i64, dlpc.params = [], "
+        f"dlpc.num_outputs = 1 : i64{extra}}} {{\n{body}\n  func.return\n}}\n"
+    )
+
+
+def copy(i: str = "%i", j: str = "%j") -> str:
+    return (
+        f"            %v = memref.load %x[{i}, {j}] : memref<16x16xf32>\n"
+        f"            memref.store %v, %out0[{i}, {j}] : memref<16x16xf32>\n"
+    )
+
+
+# two split loops (rows over seq, columns over b), a 4x4 register tile under both
+NESTED = fn(
+    """  loop.kernel "k_0" {
+    loop.for %b1 = 0 to 16 step 4 {name = "ir", dlpc.extent = "seq", dlpc.extent_id = 1 : i64} {
+      loop.for %b2 = 0 to 16 step 4 {name = "jr", dlpc.extent = "b", dlpc.extent_id = 2 : i64} {
+        loop.for %t1 = 0 to 4 step 1 {name = "ii", unroll = 4 : i64, dlpc.extent = "seq", dlpc.extent_base = [1 : i64]} {
+          loop.for %t2 = 0 to 4 step 1 {name = "ji", unroll = 4 : i64, dlpc.extent = "b", dlpc.extent_base = [2 : i64]} {
+            %i = arith.addi %b1, %t1 : index
+            %j = arith.addi %b2, %t2 : index
+"""
+    + copy()
+    + """          }
+        }
+      }
+    }
+  }"""
+)
+
+# one split loop, tiles of two extents and two sizes under it, an exact loop in its body
+# and write-backs from the tile's base: within (3 <= 4), past (5), from 1, another base
+MIXED = fn("""  loop.kernel "k_0" attributes {dlpc.exact = ["r"]} {
+    loop.for %b1 = 0 to 16 step 4 {name = "ir", dlpc.extent = "seq", dlpc.extent_id = 1 : i64} {
+      loop.for %t0 = 0 to 2 step 1 {name = "ia", unroll = 2 : i64, dlpc.extent = "seq", dlpc.extent_base = [1 : i64]} {
+        %i = arith.addi %b1, %t0 : index
+        %v = memref.load %x[%i, %i] : memref<16x16xf32>
+        memref.store %v, %out0[%i, %i] : memref<16x16xf32>
+      }
+      loop.for %t1 = 0 to 4 step 1 {name = "ib", unroll = 4 : i64, dlpc.extent = "seq", dlpc.extent_base = [1 : i64]} {
+        %i = arith.addi %b1, %t1 : index
+        %v = memref.load %x[%i, %i] : memref<16x16xf32>
+        memref.store %v, %out0[%i, %i] : memref<16x16xf32>
+      }
+      loop.for %t2 = 0 to 4 step 1 {name = "jb", unroll = 4 : i64, dlpc.extent = "b", dlpc.extent_base = [1 : i64]} {
+        %i = arith.addi %b1, %t2 : index
+        %v = memref.load %x[%i, %i] : memref<16x16xf32>
+        memref.store %v, %out0[%i, %i] : memref<16x16xf32>
+      }
+      loop.for %r = 0 to 16 step 1 {name = "r", dlpc.extent = "seq"} {
+        %v = memref.load %x[%b1, %r] : memref<16x16xf32>
+        memref.store %v, %out0[%b1, %r] : memref<16x16xf32>
+      }
+      loop.for %w0 = 0 to 3 step 1 {name = "wa", dlpc.extent = "seq", dlpc.extent_base = [1 : i64]} {
+        %i = arith.addi %b1, %w0 : index
+        %v = memref.load %x[%i, %i] : memref<16x16xf32>
+        memref.store %v, %out0[%i, %i] : memref<16x16xf32>
+      }
+      loop.for %w1 = 0 to 5 step 1 {name = "wb", dlpc.extent = "seq", dlpc.extent_base = [1 : i64]} {
+        %i = arith.addi %b1, %w1 : index
+        %v = memref.load %x[%i, %i] : memref<16x16xf32>
+        memref.store %v, %out0[%i, %i] : memref<16x16xf32>
+      }
+      loop.for %w2 = 1 to 4 step 1 {name = "wc", dlpc.extent = "seq", dlpc.extent_base = [1 : i64]} {
+        %i = arith.addi %b1, %w2 : index
+        %v = memref.load %x[%i, %i] : memref<16x16xf32>
+        memref.store %v, %out0[%i, %i] : memref<16x16xf32>
+      }
+      loop.for %w3 = 0 to 4 step 1 {name = "wd", dlpc.extent = "seq"} {
+        %i = arith.addi %b1, %w3 : index
+        %v = memref.load %x[%i, %i] : memref<16x16xf32>
+        memref.store %v, %out0[%i, %i] : memref<16x16xf32>
+      }
+    }
+  }""")
+
+# a fused loop (scale 8) whose base loop is not around it: left to run to its bound;
+# an unrolled fused loop: not a tile (runs to its bound); an exact vector loop inside an
+# unrolled one with a base: stopped (clamped) at seq - base; an exact unrolled tile with a
+# base: two versions (guard_tile); an integer extent and a prepare kernel: static
+ODD = fn("""  loop.kernel "k_0" attributes {dlpc.exact = ["r", "rb"]} {
+    loop.for %f = 0 to 32 step 1 {name = "f", dlpc.extent = "seq", dlpc.extent_base = [7 : i64], dlpc.extent_scale = 8 : i64} {
+      %v = memref.load %x[%f, %f] : memref<16x16xf32>
+      memref.store %v, %out0[%f, %f] : memref<16x16xf32>
+    }
+    loop.for %b1 = 0 to 16 step 4 {name = "ir", dlpc.extent = "seq", dlpc.extent_id = 1 : i64} {
+      loop.for %g = 0 to 8 step 1 {name = "g", unroll = 8 : i64, dlpc.extent = "seq", dlpc.extent_base = [1 : i64], dlpc.extent_scale = 2 : i64} {
+        %v = memref.load %x[%g, %b1] : memref<16x16xf32>
+        memref.store %v, %out0[%g, %b1] : memref<16x16xf32>
+      }
+      loop.for %u = 0 to 2 step 1 {name = "u", unroll = 2 : i64} {
+        loop.for %r = 0 to 4 step 1 {name = "r", vectorize, dlpc.extent = "seq", dlpc.extent_base = [1 : i64]} {
+          %i = arith.addi %b1, %r : index
+          %v = memref.load %x[%u, %i] : memref<16x16xf32>
+          memref.store %v, %out0[%u, %i] : memref<16x16xf32>
+        }
+      }
+      loop.for %r2 = 0 to 4 step 1 {name = "rb", unroll = 4 : i64, dlpc.extent = "seq", dlpc.extent_base = [1 : i64]} {
+        %i = arith.addi %b1, %r2 : index
+        %v = memref.load %x[%i, %i] : memref<16x16xf32>
+        memref.store %v, %out0[%i, %i] : memref<16x16xf32>
+      }
+    }
+    loop.for %c = 0 to 4 step 1 {name = "c", dlpc.extent = "4", dlpc.extent_base = [1 : i64]} {
+      %v = memref.load %x[%c, %c] : memref<16x16xf32>
+      memref.store %v, %out0[%c, %c] : memref<16x16xf32>
+    }
+  }
+  loop.kernel "pack_0" attributes {dlpc.prepare} {
+    loop.for %p = 0 to 16 step 1 {name = "p", dlpc.extent = "seq"} {
+      %v = memref.load %x[%p, %p] : memref<16x16xf32>
+      memref.store %v, %out0[%p, %p] : memref<16x16xf32>
+    }
+  }""")
+
+# extents that are expressions: 2*b*seq + 1 (a product and a constant term),
+# floor((seq + 1) / 2) (a floor division), b*seq (a product alone)
+EXPRS = fn("""  loop.kernel "k_0" {
+    loop.for %i = 0 to 16 step 1 {name = "i", dlpc.extent = "2*b*seq + 1"} {
+      %v = memref.load %x[%i, %i] : memref<16x16xf32>
+      memref.store %v, %out0[%i, %i] : memref<16x16xf32>
+    }
+    loop.for %j = 0 to 16 step 1 {name = "j", dlpc.extent = "floor((seq + 1) / 2)"} {
+      %v = memref.load %x[%j, %j] : memref<16x16xf32>
+      memref.store %v, %out0[%j, %j] : memref<16x16xf32>
+    }
+    loop.for %k = 0 to 16 step 1 {name = "k", dlpc.extent = "b*seq"} {
+      %v = memref.load %x[%k, %k] : memref<16x16xf32>
+      memref.store %v, %out0[%k, %k] : memref<16x16xf32>
+    }
+  }""")
+
+
+NESTED_OUT = """\
+loop.kernel "k_0" {
+  %0 = arith.constant 1 : index
+  %seq = memref.load %dlpc_dims[%0] : memref<2xi64>
+  %1 = arith.index_cast %seq : i64 to index
+  loop.for %b1 = 0 to 16 step 4 {name = "ir"} {
+    %2 = arith.cmpi slt, %b1, %1 : index
+    scf.if %2 {
+      %3 = arith.constant 1 : index
+      %seq_1 = memref.load %dlpc_dims[%3] : memref<2xi64>
+      %4 = arith.index_cast %seq_1 : i64 to index
+      %5 = arith.constant 4 : index
+      %6 = arith.addi %b1, %5 : index
+      %7 = arith.cmpi sle, %6, %4 : index
+      scf.if %7 {
+        %8 = arith.constant 0 : index
+        %b = memref.load %dlpc_dims[%8] : memref<2xi64>
+        %9 = arith.index_cast %b : i64 to index
+        loop.for %b2 = 0 to 16 step 4 {name = "jr_tile"} {
+          %10 = arith.cmpi slt, %b2, %9 : index
+          scf.if %10 {
+            %11 = arith.constant 0 : index
+            %b_1 = memref.load %dlpc_dims[%11] : memref<2xi64>
+            %12 = arith.index_cast %b_1 : i64 to index
+            %13 = arith.constant 4 : index
+            %14 = arith.addi %b2, %13 : index
+            %15 = arith.cmpi sle, %14, %12 : index
+            scf.if %15 {
+              loop.for %t1 = 0 to 4 step 1 {name = "ii_tile_tile", unroll = 4} {
+                loop.for %t2 = 0 to 4 step 1 {name = "ji_tile_tile", unroll = 4} {
+                  %i = arith.addi %b1, %t1 : index
+                  %j = arith.addi %b2, %t2 : index
+            } else {
+              loop.for %t1_1 = 0 to 4 step 1 {name = "ii_tile", unroll = 4} {
+                %16 = arith.constant 0 : index
+                %b_2 = memref.load %dlpc_dims[%16] : memref<2xi64>
+                %17 = arith.index_cast %b_2 : i64 to index
+                %18 = arith.subi %17, %b2 : index
+                loop.for %t2_1 = 0 to 4 step 1 {name = "ji_tile", unroll = 4} {
+                  %19 = arith.cmpi slt, %t2_1, %18 : index
+                  scf.if %19 {
+                    %i_1 = arith.addi %b1, %t1_1 : index
+                    %j_1 = arith.addi %b2, %t2_1 : index
+      } else {
+        %20 = arith.constant 0 : index
+        %b_3 = memref.load %dlpc_dims[%20] : memref<2xi64>
+        %21 = arith.index_cast %b_3 : i64 to index
+        loop.for %b2_1 = 0 to 16 step 4 {name = "jr"} {
+          %22 = arith.cmpi slt, %b2_1, %21 : index
+          scf.if %22 {
+            %23 = arith.constant 0 : index
+            %b_4 = memref.load %dlpc_dims[%23] : memref<2xi64>
+            %24 = arith.index_cast %b_4 : i64 to index
+            %25 = arith.constant 4 : index
+            %26 = arith.addi %b2_1, %25 : index
+            %27 = arith.cmpi sle, %26, %24 : index
+            scf.if %27 {
+              %28 = arith.constant 1 : index
+              %seq_2 = memref.load %dlpc_dims[%28] : memref<2xi64>
+              %29 = arith.index_cast %seq_2 : i64 to index
+              %30 = arith.subi %29, %b1 : index
+              loop.for %t1_2 = 0 to 4 step 1 {name = "ii_tile.1", unroll = 4} {
+                %31 = arith.cmpi slt, %t1_2, %30 : index
+                scf.if %31 {
+                  loop.for %t2_2 = 0 to 4 step 1 {name = "ji_tile.1", unroll = 4} {
+                    %i_2 = arith.addi %b1, %t1_2 : index
+                    %j_2 = arith.addi %b2_1, %t2_2 : index
+            } else {
+              %32 = arith.constant 1 : index
+              %seq_3 = memref.load %dlpc_dims[%32] : memref<2xi64>
+              %33 = arith.index_cast %seq_3 : i64 to index
+              %34 = arith.subi %33, %b1 : index
+              loop.for %t1_3 = 0 to 4 step 1 {name = "ii", unroll = 4} {
+                %35 = arith.cmpi slt, %t1_3, %34 : index
+                scf.if %35 {
+                  %36 = arith.constant 0 : index
+                  %b_5 = memref.load %dlpc_dims[%36] : memref<2xi64>
+                  %37 = arith.index_cast %b_5 : i64 to index
+                  %38 = arith.subi %37, %b2_1 : index
+                  loop.for %t2_3 = 0 to 4 step 1 {name = "ji", unroll = 4} {
+                    %39 = arith.cmpi slt, %t2_3, %38 : index
+                    scf.if %39 {
+                      %i_3 = arith.addi %b1, %t1_3 : index
+                      %j_3 = arith.addi %b2_1, %t2_3 : index
+"""
+
+MIXED_OUT = """\
+loop.kernel "k_0" {
+  %0 = arith.constant 1 : index
+  %seq = memref.load %dlpc_dims[%0] : memref<2xi64>
+  %1 = arith.index_cast %seq : i64 to index
+  loop.for %b1 = 0 to 16 step 4 {name = "ir"} {
+    %2 = arith.cmpi slt, %b1, %1 : index
+    scf.if %2 {
+      %3 = arith.constant 1 : index
+      %seq_1 = memref.load %dlpc_dims[%3] : memref<2xi64>
+      %4 = arith.index_cast %seq_1 : i64 to index
+      %5 = arith.constant 4 : index
+      %6 = arith.addi %b1, %5 : index
+      %7 = arith.cmpi sle, %6, %4 : index
+      %8 = arith.constant 0 : index
+      %b = memref.load %dlpc_dims[%8] : memref<2xi64>
+      %9 = arith.index_cast %b : i64 to index
+      %10 = arith.constant 4 : index
+      %11 = arith.addi %b1, %10 : index
+      %12 = arith.cmpi sle, %11, %9 : index
+      %13 = arith.andi %7, %12 : i1
+      scf.if %13 {
+        loop.for %t0 = 0 to 2 step 1 {name = "ia_tile", unroll = 2} {
+          %i = arith.addi %b1, %t0 : index
+        loop.for %t1 = 0 to 4 step 1 {name = "ib_tile", unroll = 4} {
+          %i_1 = arith.addi %b1, %t1 : index
+        loop.for %t2 = 0 to 4 step 1 {name = "jb_tile", unroll = 4} {
+          %i_2 = arith.addi %b1, %t2 : index
+        %14 = arith.constant 1 : index
+        %seq_2 = memref.load %dlpc_dims[%14] : memref<2xi64>
+        %15 = arith.index_cast %seq_2 : i64 to index
+        loop.for %r = 0 to 16 step 1 {name = "r_tile"} {
+          %16 = arith.cmpi slt, %r, %15 : index
+          scf.if %16 {
+        loop.for %w0 = 0 to 3 step 1 {name = "wa_tile"} {
+          %i_3 = arith.addi %b1, %w0 : index
+        %17 = arith.constant 1 : index
+        %seq_3 = memref.load %dlpc_dims[%17] : memref<2xi64>
+        %18 = arith.index_cast %seq_3 : i64 to index
+        %19 = arith.subi %18, %b1 : index
+        loop.for %w1 = 0 to 5 step 1 {name = "wb_tile"} {
+          %20 = arith.cmpi slt, %w1, %19 : index
+          scf.if %20 {
+            %i_4 = arith.addi %b1, %w1 : index
+        %21 = arith.constant 1 : index
+        %seq_4 = memref.load %dlpc_dims[%21] : memref<2xi64>
+        %22 = arith.index_cast %seq_4 : i64 to index
+        %23 = arith.subi %22, %b1 : index
+        loop.for %w2 = 1 to 4 step 1 {name = "wc_tile"} {
+          %24 = arith.cmpi slt, %w2, %23 : index
+          scf.if %24 {
+            %i_5 = arith.addi %b1, %w2 : index
+        %25 = arith.constant 1 : index
+        %seq_5 = memref.load %dlpc_dims[%25] : memref<2xi64>
+        %26 = arith.index_cast %seq_5 : i64 to index
+        loop.for %w3 = 0 to 4 step 1 {name = "wd_tile"} {
+          %27 = arith.cmpi slt, %w3, %26 : index
+          scf.if %27 {
+            %i_6 = arith.addi %b1, %w3 : index
+      } else {
+        %28 = arith.constant 1 : index
+        %seq_6 = memref.load %dlpc_dims[%28] : memref<2xi64>
+        %29 = arith.index_cast %seq_6 : i64 to index
+        %30 = arith.subi %29, %b1 : index
+        loop.for %t0_1 = 0 to 2 step 1 {name = "ia", unroll = 2} {
+          %31 = arith.cmpi slt, %t0_1, %30 : index
+          scf.if %31 {
+            %i_7 = arith.addi %b1, %t0_1 : index
+        %32 = arith.constant 1 : index
+        %seq_7 = memref.load %dlpc_dims[%32] : memref<2xi64>
+        %33 = arith.index_cast %seq_7 : i64 to index
+        %34 = arith.subi %33, %b1 : index
+        loop.for %t1_1 = 0 to 4 step 1 {name = "ib", unroll = 4} {
+          %35 = arith.cmpi slt, %t1_1, %34 : index
+          scf.if %35 {
+            %i_8 = arith.addi %b1, %t1_1 : index
+        %36 = arith.constant 0 : index
+        %b_1 = memref.load %dlpc_dims[%36] : memref<2xi64>
+        %37 = arith.index_cast %b_1 : i64 to index
+        %38 = arith.subi %37, %b1 : index
+        loop.for %t2_1 = 0 to 4 step 1 {name = "jb", unroll = 4} {
+          %39 = arith.cmpi slt, %t2_1, %38 : index
+          scf.if %39 {
+            %i_9 = arith.addi %b1, %t2_1 : index
+        %40 = arith.constant 1 : index
+        %seq_8 = memref.load %dlpc_dims[%40] : memref<2xi64>
+        %41 = arith.index_cast %seq_8 : i64 to index
+        loop.for %r_1 = 0 to 16 step 1 {name = "r"} {
+          %42 = arith.cmpi slt, %r_1, %41 : index
+          scf.if %42 {
+        %43 = arith.constant 1 : index
+        %seq_9 = memref.load %dlpc_dims[%43] : memref<2xi64>
+        %44 = arith.index_cast %seq_9 : i64 to index
+        %45 = arith.subi %44, %b1 : index
+        loop.for %w0_1 = 0 to 3 step 1 {name = "wa"} {
+          %46 = arith.cmpi slt, %w0_1, %45 : index
+          scf.if %46 {
+            %i_10 = arith.addi %b1, %w0_1 : index
+        %47 = arith.constant 1 : index
+        %seq_10 = memref.load %dlpc_dims[%47] : memref<2xi64>
+        %48 = arith.index_cast %seq_10 : i64 to index
+        %49 = arith.subi %48, %b1 : index
+        loop.for %w1_1 = 0 to 5 step 1 {name = "wb"} {
+          %50 = arith.cmpi slt, %w1_1, %49 : index
+          scf.if %50 {
+            %i_11 = arith.addi %b1, %w1_1 : index
+        %51 = arith.constant 1 : index
+        %seq_11 = memref.load %dlpc_dims[%51] : memref<2xi64>
+        %52 = arith.index_cast %seq_11 : i64 to index
+        %53 = arith.subi %52, %b1 : index
+        loop.for %w2_1 = 1 to 4 step 1 {name = "wc"} {
+          %54 = arith.cmpi slt, %w2_1, %53 : index
+          scf.if %54 {
+            %i_12 = arith.addi %b1, %w2_1 : index
+        %55 = arith.constant 1 : index
+        %seq_12 = memref.load %dlpc_dims[%55] : memref<2xi64>
+        %56 = arith.index_cast %seq_12 : i64 to index
+        loop.for %w3_1 = 0 to 4 step 1 {name = "wd"} {
+          %57 = arith.cmpi slt, %w3_1, %56 : index
+          scf.if %57 {
+            %i_13 = arith.addi %b1, %w3_1 : index
+"""
+
+ODD_OUT = """\
+loop.kernel "k_0" {
+  loop.for %f = 0 to 32 step 1 {name = "f"} {
+  %0 = arith.constant 1 : index
+  %seq = memref.load %dlpc_dims[%0] : memref<2xi64>
+  %1 = arith.index_cast %seq : i64 to index
+  loop.for %b1 = 0 to 16 step 4 {name = "ir"} {
+    %2 = arith.cmpi slt, %b1, %1 : index
+    scf.if %2 {
+      loop.for %g = 0 to 8 step 1 {name = "g", unroll = 8} {
+      loop.for %u = 0 to 2 step 1 {name = "u", unroll = 2} {
+        %3 = arith.constant 1 : index
+        %seq_1 = memref.load %dlpc_dims[%3] : memref<2xi64>
+        %4 = arith.index_cast %seq_1 : i64 to index
+        %5 = arith.subi %4, %b1 : index
+        loop.for %r = 0 to 4 step 1 {name = "r", vectorize} {
+          %6 = arith.cmpi slt, %r, %5 : index
+          scf.if %6 {
+            %i = arith.addi %b1, %r : index
+      %7 = arith.constant 1 : index
+      %seq_2 = memref.load %dlpc_dims[%7] : memref<2xi64>
+      %8 = arith.index_cast %seq_2 : i64 to index
+      %9 = arith.constant 4 : index
+      %10 = arith.addi %b1, %9 : index
+      %11 = arith.cmpi sle, %10, %8 : index
+      scf.if %11 {
+        loop.for %r2 = 0 to 4 step 1 {name = "rb_whole", unroll = 4} {
+          %i_1 = arith.addi %b1, %r2 : index
+      } else {
+        %12 = arith.constant 1 : index
+        %seq_3 = memref.load %dlpc_dims[%12] : memref<2xi64>
+        %13 = arith.index_cast %seq_3 : i64 to index
+        %14 = arith.subi %13, %b1 : index
+        loop.for %r2_1 = 0 to 4 step 1 {name = "rb", unroll = 4} {
+          %15 = arith.cmpi slt, %r2_1, %14 : index
+          scf.if %15 {
+            %i_2 = arith.addi %b1, %r2_1 : index
+  loop.for %c = 0 to 4 step 1 {name = "c"} {
+loop.kernel "pack_0" attributes {dlpc.prepare} {
+  loop.for %p = 0 to 16 step 1 {name = "p"} {
+"""
+
+EXPRS_OUT = """\
+loop.kernel "k_0" {
+  %0 = arith.constant 0 : index
+  %b = memref.load %dlpc_dims[%0] : memref<2xi64>
+  %1 = arith.index_cast %b : i64 to index
+  %2 = arith.constant 1 : index
+  %seq = memref.load %dlpc_dims[%2] : memref<2xi64>
+  %3 = arith.index_cast %seq : i64 to index
+  %4 = arith.constant 2 : index
+  %5 = arith.muli %1, %3 : index
+  %6 = arith.muli %5, %4 : index
+  %7 = arith.constant 1 : index
+  %8 = arith.addi %6, %7 : index
+  loop.for %i = 0 to 16 step 1 {name = "i"} {
+    %9 = arith.cmpi slt, %i, %8 : index
+    scf.if %9 {
+  %10 = arith.constant 1 : index
+  %seq_1 = memref.load %dlpc_dims[%10] : memref<2xi64>
+  %11 = arith.index_cast %seq_1 : i64 to index
+  %12 = arith.constant 1 : index
+  %13 = arith.addi %11, %12 : index
+  %14 = arith.constant 2 : index
+  %15 = arith.floordivsi %13, %14 : index
+  loop.for %j = 0 to 16 step 1 {name = "j"} {
+    %16 = arith.cmpi slt, %j, %15 : index
+    scf.if %16 {
+  %17 = arith.constant 0 : index
+  %b_1 = memref.load %dlpc_dims[%17] : memref<2xi64>
+  %18 = arith.index_cast %b_1 : i64 to index
+  %19 = arith.constant 1 : index
+  %seq_2 = memref.load %dlpc_dims[%19] : memref<2xi64>
+  %20 = arith.index_cast %seq_2 : i64 to index
+  %21 = arith.muli %18, %20 : index
+  loop.for %k = 0 to 16 step 1 {name = "k"} {
+    %22 = arith.cmpi slt, %k, %21 : index
+    scf.if %22 {
+"""
+
+
+def extents(text: str) -> str:
+    """The pass's output without the data (loads of %x, stores, closing braces): the
+    loops, their guards and limits, the versions' conditions."""
+    module = parse_module(text)
+    LoopRuntimeExtents().apply(context(), module)
+    module.verify()
+    out = []
+    for line in str(module).splitlines()[2:-3]:
+        s = line.strip()
+        if s != "}" and "memref.load %x" not in s and "memref.store" not in s:
+            out.append(line[4:])
+    return "\n".join(out) + "\n"
+
+
+@pytest.mark.parametrize("name", ["NESTED", "MIXED", "ODD", "EXPRS"])
+def test_runtime_extents_output(name):
+    """NESTED: the rows' tile versioned once per row block, then the columns' in each
+    version; in the rows' remainder the rows stay stopped at seq even where the columns
+    fit (`ii_tile.1`). MIXED: one condition for the tiles of each extent (their largest
+    trip count, 4), anded; the write-back from the same base within 4 rows static where
+    the tiles fit, the others (5 rows, from 1, no base) stopped; the exact loop guarded in
+    both versions. ODD: see its input. EXPRS: each limit built from the dims."""
+    assert extents(globals()[name]) == globals()[name + "_OUT"]
+
+
+def test_a_second_run_changes_nothing():
+    for text in (NESTED, MIXED, ODD, EXPRS):
+        module = parse_module(text)
+        LoopRuntimeExtents().apply(context(), module)
+        once = str(module)
+        LoopRuntimeExtents().apply(context(), module)
+        assert str(module) == once and "dlpc.extent" not in once
+
+
+def test_a_module_with_no_marks_is_left_as_it_is():
+    """No marked loop: nothing to guard, no @main needed, the split ids stay."""
+    text = (
+        "func.func @f(%x: memref<4xf32>) {\n"
+        '  loop.kernel "k_0" {\n'
+        '    loop.for %i = 0 to 4 step 1 {name = "i", dlpc.extent_id = 1 : i64} {\n'
+        "      %v = memref.load %x[%i] : memref<4xf32>\n    }\n  }\n  func.return\n}\n"
+    )
+    module = parse_module(text)
+    before = str(module)
+    LoopRuntimeExtents().apply(context(), module)
+    assert str(module) == before
+
+
+def refused(text: str) -> str:
+    with pytest.raises(VerifyException) as e:
+        LoopRuntimeExtents().apply(context(), parse_module(text))
+    return str(e.value)
+
+
+REDUCES = (
+    "in a kernel that reduces over a symbolic extent; lower with dlpc.guard_reductions on @main"
+)
+
+
+def test_runtime_extents_diagnostics():
+    assert (
+        refused(
+            fn(
+                '  loop.kernel "k_0" {\n    loop.for %i = 0 to 16 step 1 {name = "i", dlpc.extent = 3 : i64} {\n    }\n  }'
+            )
+        )
+        == "loop-runtime-extents: loop 'i': dlpc.extent must be a string"
+    )
+    assert refused(
+        fn(
+            '  loop.kernel "k_0" attributes {dlpc.exact = ["r"]} {\n'
+            '    loop.for %r = 0 to 16 step 1 {name = "r", dlpc.extent = "seq", dlpc.extent_base = [5 : i64]} {\n'
+            "      %v = memref.load %x[%r, %r] : memref<16x16xf32>\n    }\n  }"
+        )
+    ) == (
+        "loop-runtime-extents: loop 'r' reduces over 'seq' but a loop its index adds to is no "
+        "longer around it; lower with dlpc.guard_reductions on @main"
+    )
+
+
+def exact_kernel(loops: str) -> str:
+    return fn(
+        '  loop.kernel "k_0" attributes {dlpc.exact = ["r0"]} {\n'
+        "    %acc = memref.alloca() : memref<16xf32>\n"
+        f"{loops}"
+        '    loop.for %r = 0 to 16 step 1 {name = "r0", dlpc.extent = "seq"} {\n    }\n  }'
+    )
+
+
+def test_unmarked_loops_of_a_reduction_kernel():
+    """Allowed: a peeled first iteration (0 to 1) reading at its index, a loop reading a
+    local buffer, a loop whose name only starts with the root's and a digit (r01: not
+    derived from r0), a derived loop reading at an index that does not depend on it. The
+    marked r0 is guarded; dlpc.exact is dropped."""
+    out = extents(
+        exact_kernel(
+            '    loop.for %a = 0 to 1 step 1 {name = "r0_first"} {\n'
+            "      %v = memref.load %x[%a, %a] : memref<16x16xf32>\n    }\n"
+            '    loop.for %b = 0 to 16 step 1 {name = "r0_fold"} {\n'
+            "      %v = memref.load %acc[%b] : memref<16xf32>\n    }\n"
+            '    loop.for %c = 0 to 16 step 1 {name = "r01"} {\n'
+            "      %v = memref.load %x[%c, %c] : memref<16x16xf32>\n    }\n"
+            '    loop.for %d = 0 to 16 step 1 {name = "r0o"} {\n'
+            "      %z = arith.constant 0 : index\n"
+            "      %v = memref.load %x[%z, %z] : memref<16x16xf32>\n    }\n"
+        )
+    )
+    assert "dlpc.exact" not in out
+    assert out.count("scf.if") == 1 and 'loop.for %r = 0 to 16 step 1 {name = "r0"}' in out
+    assert "memref.load %acc[%b]" in out
+
+
+@pytest.mark.parametrize("bounds", ["1 to 2", "0 to 2"])
+def test_a_derived_loop_reading_at_an_index_built_from_it_is_refused(bounds):
+    """Not a peeled first iteration (from 1, or two iterations); the index is the iv
+    through an addi and a muli with a constant."""
+    assert refused(
+        exact_kernel(
+            f'    loop.for %a = {bounds} step 1 {{name = "r0_first"}} {{\n'
+            "      %o = arith.constant 1 : index\n      %s = arith.addi %a, %o : index\n"
+            "      %t = arith.muli %s, %o : index\n"
+            "      %v = memref.load %x[%o, %t] : memref<16x16xf32>\n    }\n"
+        )
+    ) == (
+        "loop-runtime-extents: kernel 'k_0': loop 'r0_first' has no dlpc.extent mark but reads "
+        f"the kernel's inputs at its index, {REDUCES}"
+    )
+
+
+# ------------------------------------------- graph-to-te / te-to-loop over symbolic dims
+
+
+def tanh(sym: str, attrs: str = "") -> str:
+    ty = f'tensor<?x4xf32, ["{sym}"]>'
+    return (
+        f"func.func @main(%x: {ty}) -> {ty}{attrs} {{\n"
+        f"  %y = graph.tanh %x : ({ty}) -> {ty}\n  func.return %y : {ty}\n}}\n"
+    )
+
+
+def lowered(text: str) -> str:
+    module = parse_module(text)
+    pipeline.run("graph-to-te", module, PipelineOptions())
+    pipeline.run("te-to-loop", module, PipelineOptions())
+    return str(module)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (
+            tanh("?"),
+            "graph-to-te: @main has an anonymous symbolic dim '?': name it (an ONNX "
+            "dim_param, a .dlpc named dim) or bind it",
+        ),
+        (
+            tanh("s", ' attributes {dlpc.dims = ["s"]}'),
+            "graph-to-te: @main already has dlpc.dims: lowered twice?",
+        ),
+        (
+            tanh("s"),
+            "te-to-loop: the result of te.compute \"tanh_0\" has symbolic dim 's' but @main "
+            "declares no maximum of 's' (dlpc.max_dims = {s = N})",
+        ),
+        (
+            tanh("s", " attributes {dlpc.max_dims = {s = 0 : i64}}"),
+            "te-to-loop: the result of te.compute \"tanh_0\": dim 's' is 0 at the maxima, not "
+            "its largest value",
+        ),
+    ],
+)
+def test_symbolic_lowering_refusals(text, message):
+    with pytest.raises(DlpcError) as e:
+        lowered(text)
+    assert str(e.value) == f"error: {message}"
+
+
+def test_a_maximum_of_one_is_served_and_other_entries_are_ignored():
+    """s at most 1: buffers of one row; a non-integer entry of dlpc.max_dims is no
+    maximum (t names no dim of the function)."""
+    out = lowered(tanh("s", ' attributes {dlpc.max_dims = {s = 1 : i64, t = "x"}}'))
+    assert "memref<1x4xf32>" in out and "memref<2x4xf32>" not in out
+    with pytest.raises(DlpcError, match="declares no maximum of 's'"):
+        lowered(tanh("s", ' attributes {dlpc.max_dims = {s = "1"}}'))
+
+
+# ------------------------------------------------------------ short= and the fast path
+
+HEAD = """
+model t(x: f32[B, S, 4], m: f32[B, T]) {
+  return tanh(x), m * 2.0
+}
+"""
+
+
+def function(**options) -> DynamicFunction:
+    model = parse_model(HEAD, dims="symbolic")
+    return DynamicFunction(model, lambda m: m, **options)  # pyright: ignore[reportArgumentType]
+
+
+@pytest.mark.parametrize(
+    "short, shown",
+    [
+        ([{"U": 1}], "{'U': 1}"),
+        ([{"S": 0}], "{'S': 0}"),
+        ([{}], "{}"),
+        ([{"S": 1}, {"T": -2}], "{'T': -2}"),
+    ],
+)
+def test_a_bad_short_binding_is_one_line(short, shown):
+    with pytest.raises(DlpcError) as e:
+        function(short=short)
+    assert str(e.value) == (
+        f"error: short= binding {shown} must give symbolic dims of the model's inputs "
+        "(B, S, T) values >= 1"
+    )
+
+
+def test_short_k_must_not_be_negative():
+    with pytest.raises(DlpcError) as e:
+        function(short=-1)
+    assert str(e.value) == "error: short= must be >= 0 (the largest short value), got -1"
+    assert function(short=0).generic is not None
+
+
+def test_versions_of_short_k_and_of_a_list():
+    """B leads an input (at 1 in each binding), S and T lead none: each at 1..K within
+    its maximum (T at most 1); a list is kept where each value is within 1..max."""
+    fn = function(short=2, maxima={"S": 2, "T": 1})
+    generic = fn.generic
+    assert isinstance(generic, Generic)
+    assert generic.versions() == [{"B": 1, "S": 1}, {"B": 1, "S": 2}, {"B": 1, "T": 1}]
+    fn = function(short=[{"S": 2}, {"S": 3}, {"B": 1, "T": 1}, {"T": 2}], maxima={"S": 2, "T": 1})
+    assert fn.generic is not None
+    assert fn.generic.versions() == [{"S": 2}, {"B": 1, "T": 1}]
+    fn = function(short=1, target="numpy")  # (copies are the C pipeline's)
+    assert fn.generic is not None and fn.generic.versions() == []
+
+
+def test_a_dim_leading_any_input_gets_no_short_values():
+    model = parse_model(
+        "model t(x: f32[B, S], y: f32[S, 4]) {\n  return x * 2.0, y\n}\n", dims="symbolic"
+    )
+    fn = DynamicFunction(model, lambda m: m, short=3)  # pyright: ignore[reportArgumentType]
+    assert fn.generic is not None and fn.generic.versions() == []
+
+
+def test_serves_only_the_bindings_with_copies():
+    fn = function(short=[{"S": 2}, {"B": 1, "T": 1}])
+    generic = fn.generic
+    assert generic is not None
+    generic.short = generic.versions()
+    assert generic.serves({"B": 3, "S": 2, "T": 5})
+    assert generic.serves({"B": 1, "S": 7, "T": 1})
+    assert not generic.serves({"B": 2, "S": 3, "T": 1})
+    assert not generic.serves({"B": 1, "S": 3, "T": 2})
+    generic.short = []
+    assert not generic.serves({"B": 3, "S": 2, "T": 5})
+
+
+def test_checked_calls_only_for_the_same_shapes_and_dtypes():
+    shapes = (((2, 3), np.dtype(np.float32)), ((4,), np.dtype(np.int64)))
+    call = dynamic.checked(shapes, lambda *xs: [len(xs)])
+    a, b = np.zeros((2, 3), np.float32), np.zeros(4, np.int64)
+    assert call(a, b) == [2]
+    assert call(a) is None and call(a, b, b) is None
+    assert call(a.astype(np.float64), b) is None
+    assert call(a, b.astype(np.int32)) is None
+    assert call(a[:1], b) is None and call(a, np.zeros(5, np.int64)) is None
+    assert call(a.tolist(), b) is None
+
+
+def _x(*shape, seed=0):
+    return np.random.default_rng(seed).uniform(-1, 1, shape).astype(np.float32)
+
+
+def test_short_calls_are_counted_on_the_fast_path_too():
+    """A short binding's first call (the generic path) and its repeats (the fast path)
+    each count once in stats['short']; another binding's calls do not."""
+    model = Model(
+        pipeline.parse_module(
+            'func.func @main(%x: tensor<?x4xf32, ["s"]>) -> tensor<?x4xf32, ["s"]> {\n'
+            '  %y = graph.tanh %x : (tensor<?x4xf32, ["s"]>) -> tensor<?x4xf32, ["s"]>\n'
+            '  func.return %y : tensor<?x4xf32, ["s"]>\n}\n'
+        )
+    )
+    c = dlpc.compile(model, max_dims={"s": 8}, short=[{"s": 2}])
+    for n, short in [(2, 1), (2, 2), (2, 3), (3, 3), (3, 3), (2, 4), (1, 4)]:
+        x = _x(n, 4, seed=n)
+        np.testing.assert_allclose(c(x)[0], np.tanh(x), rtol=1e-6)
+        assert c.function.stats["short"] == short
+    assert c.function.stats["calls"] == 7 and c.function.stats["compiles"] == 1
+
+
+TANH = (
+    'func.func @main(%x: tensor<?x4xf32, ["s"]>) -> tensor<?x4xf32, ["s"]> {\n'
+    '  %y = graph.tanh %x : (tensor<?x4xf32, ["s"]>) -> tensor<?x4xf32, ["s"]>\n'
+    '  func.return %y : tensor<?x4xf32, ["s"]>\n}\n'
+)
+
+
+def test_a_lost_reduction_mark_compiles_again_with_reductions_guarded():
+    """The first compile of the one program fails naming dlpc.guard_reductions: it is
+    compiled again with the attribute on @main (two compiles), once only."""
+    c = dlpc.compile(Model(pipeline.parse_module(TANH)), target="numpy")
+    fn = c.function
+    real, seen = fn.compile_static, []
+
+    def compile_static(model):
+        seen.append("dlpc.guard_reductions" in ref.main_func(model.module).attributes)
+        if len(seen) == 1:
+            raise DlpcError("error: te-to-loop: lower with dlpc.guard_reductions on @main")
+        return real(model)
+
+    fn.compile_static = compile_static
+    x = _x(3, 4)
+    np.testing.assert_allclose(c(x)[0], np.tanh(x), rtol=1e-6)
+    assert seen == [False, True] and fn.stats["compiles"] == 2
+    assert fn.generic is not None and fn.generic.guard_reductions
+
+
+@pytest.mark.parametrize("message", ["error: no", "error: still dlpc.guard_reductions"])
+def test_a_one_program_that_does_not_compile_falls_back_to_a_program_per_binding(message):
+    """Any other failure (or a second one naming the attribute) leaves the one program:
+    `symbolic_error` says why and each binding gets its own static program."""
+    c = dlpc.compile(Model(pipeline.parse_module(TANH)), target="numpy")
+    fn = c.function
+    real = fn.compile_static
+
+    def compile_static(model):
+        if "dlpc.max_dims" in ref.main_func(model.module).attributes:
+            raise DlpcError(message)
+        return real(model)
+
+    fn.compile_static = compile_static
+    for n in (3, 5, 3):
+        x = _x(n, 4, seed=n)
+        np.testing.assert_allclose(c(x)[0], np.tanh(x), rtol=1e-6)
+    assert fn.symbolic_error == message and fn.generic is None
+    failed = 2 if "guard" in message else 1
+    assert fn.stats["compiles"] == failed + 2 and len(fn.cache) == 2
+
+
+def test_a_program_the_c_call_cannot_bind_takes_the_python_path():
+    """The C runtime's bind refusing the program (ValueError): the fast path checks the
+    shapes and runs the plan in Python instead; the calls stay exact and counted."""
+    c = dlpc.compile(Model(pipeline.parse_module(TANH)), max_dims={"s": 8})
+    fn = c.function
+    x = _x(3, 4)
+    np.testing.assert_allclose(c(x)[0], np.tanh(x), rtol=1e-6)
+    generic = fn.generic
+    assert generic is not None and getattr(generic.fn, "_fast", None) is not None
+
+    class Refusing:
+        def bind(self, ins, outs):
+            raise ValueError("chunked")
+
+    class Wrapped:
+        _fast = Refusing()
+
+        def __init__(self, inner):
+            self.inner = inner
+
+        def __call__(self, *args):
+            return self.inner(*args)
+
+    generic.fn = Wrapped(generic.fn)
+    fn._fast = None
+    for n in (2, 2, 5):
+        y = _x(n, 4, seed=n)
+        np.testing.assert_allclose(c(y)[0], np.tanh(y), rtol=1e-6)
+    assert fn._fast is not None and fn._fast(_x(5, 4)) is not None and fn._fast(x) is None
+    assert fn.stats["calls"] == 4 and fn.stats["compiles"] == 1
+
+
+def test_leading_independent_names_control_flow_and_a_static_output():
+    b4 = 'tensor<?x4xf32, ["b"]>'
+    text = (
+        f"func.func @main(%c: tensor<i1>, %x: {b4}) -> {b4} {{\n"
+        f"  %y = graph.if %c, %x : (tensor<i1>, {b4}) -> ({b4}) {{\n"
+        f"  ^bb0(%a: {b4}):\n    graph.yield %a : {b4}\n  }} else {{\n"
+        f"  ^bb0(%a: {b4}):\n    graph.yield %a : {b4}\n  }}\n  func.return %y : {b4}\n}}\n"
+    )
+    assert dynamic.leading_independent(parse_module(text), "b") == "graph.if has regions"
+    text = (
+        f"func.func @main(%x: {b4}, %w: tensor<4xf32>) -> ({b4}, tensor<4xf32>) {{\n"
+        f"  %y = graph.relu %x : ({b4}) -> {b4}\n"
+        f"  func.return %y, %w : {b4}, tensor<4xf32>\n}}\n"
+    )
+    assert (
+        dynamic.leading_independent(parse_module(text), "b")
+        == "an output of @main does not lead with it"
+    )
