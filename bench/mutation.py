@@ -448,7 +448,9 @@ AREAS: dict[str, Area] = {
         ],
         [  # dynamic-axes exports vs onnxruntime, buckets, bad shapes, per-shape fallback
             "test/python/test_dynamic.py test/python/test_mutation_kills_dynamic3.py "
-            "test/python/test_dynamic_symbolic.py test/python/test_mutation_kills_dynamic4.py",
+            "test/python/test_dynamic_symbolic.py test/python/test_mutation_kills_dynamic4.py "
+            # (runtime-extents' versions, short=, the fallbacks) and short= vs numpy
+            "test/python/test_mutation_kills_dynamic5.py test/python/test_dynamic_short.py",
         ],
         timeout=240.0,
     ),
