@@ -252,8 +252,8 @@ AREAS: dict[str, Area] = {
         ["backends/c.py"],
         ["test/e2e/emit-c.mlir", "test/e2e/emit-c-simd.mlir", "test/e2e/emit-c-names.mlir"],
         [  # all of test_c_backend, the C rows of test_ieee and test_c_units (no resnet)
-            "test/python/test_mutation_kills_c.py test/python/test_c_backend.py "
-            "test/python/test_ieee.py test/python/test_c_units.py "
+            "test/python/test_mutation_kills_c.py test/python/test_mutation_kills_c2.py "
+            "test/python/test_c_backend.py test/python/test_ieee.py test/python/test_c_units.py "
             "-k 'not opencl and not dlp and not resnet'"
         ],
     ),
