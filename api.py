@@ -68,6 +68,13 @@ def load_weights(path: str | os.PathLike) -> dict[str, np.ndarray]:
             raise DlpcError(f"error: cannot read weights {path}: {e}") from None
 
 
+def _check_weights_argument(weights: object) -> None:
+    """`load(weights=)`: an .npz path or a dict of arrays; anything else is one line."""
+    if weights is not None and not isinstance(weights, str | os.PathLike | Mapping):
+        what = type(weights).__name__
+        raise DlpcError(f"error: weights must be an .npz path or a dict of arrays, not {what}")
+
+
 def _as_model(result, path: Path, weights) -> Model:
     """Frontends return a Model or (module, weights)."""
     if isinstance(result, Model):
@@ -90,9 +97,7 @@ def load(path: str | os.PathLike, weights=None, batch=None, format=None, dims=No
     if not path.is_file():
         raise DlpcError(f"error: no such file: {path}")
     suffix = f".{format}" if format else path.suffix.lower()
-    if weights is not None and not isinstance(weights, str | os.PathLike | Mapping):
-        what = type(weights).__name__
-        raise DlpcError(f"error: weights must be an .npz path or a dict of arrays, not {what}")
+    _check_weights_argument(weights)
     if dims is not None and suffix != ".dlpc":
         raise DlpcError(f"error: dims= binds a .dlpc model's named dims, not a {suffix} model's")
     if suffix == ".dlpc":  # the frontend reads an .npz itself, to name it in its errors
