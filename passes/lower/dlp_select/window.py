@@ -225,8 +225,8 @@ def match_conv(plan) -> ConvSelection:
         raise NoMatch
     if batch is None and not (pw.kind == "tiled" and pw.dim == 0 and _unit(pw)):
         raise NoMatch  # the work loop over output channels: a tile of filters
-    if batch is not None and pw.kind != "whole":
-        raise NoMatch  # the work loop over images: every filter, loaded once
+    # (the work loop over images: w's load does not depend on it, so plan_buffers loads
+    # it whole, every filter once)
     px, channel, win = match_window(plan, cell, 0.0, (oh_l, ow_l, kh_l, kw_l), batch)
     cin = px.shape[1]
     ci, co = ci_l.induction_var, co_l.induction_var
