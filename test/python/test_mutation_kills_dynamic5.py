@@ -846,3 +846,26 @@ def test_leading_independent_names_control_flow_and_a_static_output():
         dynamic.leading_independent(parse_module(text), "b")
         == "an output of @main does not lead with it"
     )
+
+
+def test_a_vector_loop_outside_any_unrolled_loop_is_stopped_at_its_limit():
+    """Not the columns of a register tile: a marked vector loop under a plain loop is
+    stopped at seq (one vector loop with a clamped bound), exact or not."""
+    for exact in ("", ' attributes {dlpc.exact = ["j"]}'):
+        out = extents(
+            fn(
+                f'  loop.kernel "k_0"{exact} {{\n'
+                '    loop.for %i = 0 to 4 step 1 {name = "i"} {\n'
+                '      loop.for %j = 0 to 16 step 1 {name = "j", vectorize, dlpc.extent = "seq"} {\n'
+                "        %v = memref.load %x[%i, %j] : memref<16x16xf32>\n"
+                "        memref.store %v, %out0[%i, %j] : memref<16x16xf32>\n      }\n    }\n  }"
+            )
+        )
+        assert out == (
+            'loop.kernel "k_0" {\n  loop.for %i = 0 to 4 step 1 {name = "i"} {\n'
+            "    %0 = arith.constant 1 : index\n"
+            "    %seq = memref.load %dlpc_dims[%0] : memref<2xi64>\n"
+            "    %1 = arith.index_cast %seq : i64 to index\n"
+            '    loop.for %j = 0 to 16 step 1 {name = "j", vectorize} {\n'
+            "      %2 = arith.cmpi slt, %j, %1 : index\n      scf.if %2 {\n"
+        )
