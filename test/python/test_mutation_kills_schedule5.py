@@ -11,8 +11,13 @@ from xdsl.context import Context
 from xdsl.dialects import vector
 from xdsl.ir import BlockArgument
 
-from dlpc.dialects.loop import ForOp
+import dlpc
+from dlpc.dialects.loop import ForOp, kernels
+from dlpc.passes import pipeline
 from dlpc.passes.pipeline import parse_module
+from dlpc.passes.schedule._common import ScheduleError
+from dlpc.passes.schedule.int_conv import int_conv_script
+from dlpc.passes.schedule.nest import analyse
 from dlpc.passes.schedule.slide import CPP_IF, VECTOR_ISA, LoopSlideRows, SlideMismatchError
 from dlpc.passes.schedule.tensorize import tensorize
 
@@ -337,3 +342,212 @@ def test_slide_reads_in_place_only_at_an_offset_known_before_the_copy(where):
                 assert (
                     vec.is_ancestor(value.owner) or value.owner.parent_block() is vec.parent_block()
                 )
+
+
+# ------------------------------------------------------------ int_conv.py's template
+
+
+def _qdq_conv(tmp_path, n, c, h, w, o, pads=1, stride=1, groups=1) -> str:
+    """dequantize -> conv2d -> relu -> quantize (graph-fold-qdq: one int8 kernel with i32
+    sums requantized; test_int_conv's model), the weights all 1."""
+    oh, ow = (h + 2 * pads - 3) // stride + 1, (w + 2 * pads - 3) // stride + 1
+    x, wt, y = f"{n}x{c}x{h}x{w}", f"{o}x{c // groups}x3x3", f"{n}x{o}x{oh}x{ow}"
+    attrs = f"strides = array<i64: {stride}, {stride}>, pads = array<i64: {pads}, {pads}, {pads}, {pads}>"
+    if groups > 1:
+        attrs += f", groups = {groups} : i64"
+    path = tmp_path / "conv.mlir"
+    path.write_text(f"""
+func.func @main(%xq: tensor<{x}xi8>) -> tensor<{y}xi8> {{
+  %sx = graph.constant dense<0.05> : tensor<f32>
+  %zx = graph.constant dense<2> : tensor<i8>
+  %wq = graph.constant dense<1> : tensor<{wt}xi8>
+  %sw = graph.constant dense<0.02> : tensor<f32>
+  %zw = graph.constant dense<0> : tensor<i8>
+  %sy = graph.constant dense<0.1> : tensor<f32>
+  %zy = graph.constant dense<-3> : tensor<i8>
+  %x = graph.dequantize %xq, %sx, %zx : (tensor<{x}xi8>, tensor<f32>, tensor<i8>) -> tensor<{x}xf32>
+  %w = graph.dequantize %wq, %sw, %zw : (tensor<{wt}xi8>, tensor<f32>, tensor<i8>) -> tensor<{wt}xf32>
+  %c = graph.conv2d %x, %w {{{attrs}}} : (tensor<{x}xf32>, tensor<{wt}xf32>) -> tensor<{y}xf32>
+  %r = graph.relu %c : (tensor<{y}xf32>) -> tensor<{y}xf32>
+  %q = graph.quantize %r, %sy, %zy : (tensor<{y}xf32>, tensor<f32>, tensor<i8>) -> tensor<{y}xi8>
+  func.return %q : tensor<{y}xi8>
+}}
+""")
+    return str(path)
+
+
+def _conv_kernel(path: str):
+    """The loop kernel with a reduction (the conv) of the model at `path`, before any
+    schedule, and its nest."""
+    model = dlpc.load(path, batch=1) if path.endswith(".dlpc") else dlpc.load(path)
+    module = pipeline.lower(model.module.clone(), "loop", pipeline.PipelineOptions(opt_level=3))
+    (kernel,) = [k for k in kernels(module) if (m := analyse(k)) is not None and m.reduce]
+    nest = analyse(kernel)
+    assert nest is not None
+    return kernel, nest
+
+
+# (n, c, h, w, o[, pads]) -> the script (K the kernel), or "!" and the refusal
+INT_CONV = {
+    # a row of 10 (16-lane pieces: 8 + 2, 2 pieces), 8 channels of 24 // 2 = 12 at most:
+    # one block, no split; padded: the padded copy per image; two small images: serial
+    (2, 3, 9, 10, 8): """
+        decompose K
+        reorder K: i0, i2, r0, r1, r2, i1, i3
+        cache_read K/i0 @0 -> K_xp
+        cache_write K/i2 sums -> K_acc
+        unroll K/i1
+        vectorize K/i3
+        serial K
+    """,
+    # unpadded: read in place, no copy
+    (1, 3, 8, 12, 8, 0): """
+        decompose K
+        reorder K: i0, i2, r0, r1, r2, i1, i3
+        cache_write K/i2 sums -> K_acc
+        unroll K/i1
+        vectorize K/i3
+        serial K
+    """,
+    # 12 channels: a row of 24 (2 pieces) keeps them in one block of 12; a row of 28
+    # (16 + 8 + 4: 3 pieces) takes blocks of 24 // 3 = 8 at most, so 6
+    (1, 2, 4, 24, 12): """
+        decompose K
+        reorder K: i0, i2, r0, r1, r2, i1, i3
+        cache_read K/i0 @0 -> K_xp
+        cache_write K/i2 sums -> K_acc
+        unroll K/i1
+        vectorize K/i3
+        serial K
+    """,
+    (1, 2, 4, 28, 12): """
+        decompose K
+        split K/i1 by 6 -> i1o, i1i
+        reorder K: i0, i2, i1o, r0, r1, r2, i1i, i3
+        cache_read K/i0 @0 -> K_xp
+        cache_write K/i1o sums -> K_acc
+        unroll K/i1i
+        vectorize K/i3
+        serial K
+    """,
+    # a row of 64 (4 vectors) is one tile; of 80, tiles of 16 (the largest multiple of 16
+    # up to 64 dividing 80); of 96, tiles of 48
+    (1, 2, 3, 64, 4): """
+        decompose K
+        reorder K: i0, i2, r0, r1, r2, i1, i3
+        cache_read K/i0 @0 -> K_xp
+        cache_write K/i2 sums -> K_acc
+        unroll K/i1
+        vectorize K/i3
+        serial K
+    """,
+    (1, 2, 3, 80, 4): """
+        decompose K
+        split K/i3 by 16 -> i3o, i3i
+        reorder K: i0, i2, i3o, r0, r1, r2, i1, i3i
+        cache_read K/i0 @0 -> K_xp
+        cache_write K/i3o sums -> K_acc
+        unroll K/i1
+        vectorize K/i3i
+        serial K
+    """,
+    (1, 2, 3, 96, 4): """
+        decompose K
+        split K/i3 by 48 -> i3o, i3i
+        reorder K: i0, i2, i3o, r0, r1, r2, i1, i3i
+        cache_read K/i0 @0 -> K_xp
+        cache_write K/i3o sums -> K_acc
+        unroll K/i1
+        vectorize K/i3i
+        serial K
+    """,
+    # a row of 70: no multiple of 16 up to 64 divides it
+    (1, 2, 3, 70, 4): "!kernel 'K': row of 70 does not tile by 16",
+    # work enough for two threads: two images, one each; one image, its rows
+    (2, 16, 18, 18, 32): """
+        decompose K
+        split K/i1 by 8 -> i1o, i1i
+        reorder K: i0, i2, i1o, r0, r1, r2, i1i, i3
+        cache_read K/i0 @0 -> K_xp
+        cache_write K/i1o sums -> K_acc
+        unroll K/i1i
+        vectorize K/i3
+        serial K
+        parallel K/i0
+    """,
+    (1, 16, 34, 34, 32): """
+        decompose K
+        split K/i1 by 8 -> i1o, i1i
+        reorder K: i0, i2, i1o, r0, r1, r2, i1i, i3
+        cache_read K/i0 @0 -> K_xp
+        cache_write K/i1o sums -> K_acc
+        unroll K/i1i
+        vectorize K/i3
+        serial K
+        parallel K/i2
+    """,
+}
+
+
+@pytest.mark.parametrize("case", INT_CONV)
+def test_int_conv_template_decisions(tmp_path, case):
+    """int_conv.int_conv_script: the row tile (up to 4 vectors, whole vectors when
+    split), the channel block (INT_TILE_VECTORS over the row's vector pieces), the
+    padded copy, the parallel loop; each case's reason above."""
+    n, c, h, w, o, pads = (*case, 1)[:6]
+    kernel, nest = _conv_kernel(_qdq_conv(tmp_path, n, c, h, w, o, pads))
+    _check_script(lambda: int_conv_script(kernel, nest), kernel, INT_CONV[case])
+
+
+@pytest.mark.parametrize(
+    "model, message",
+    [
+        # stride 2; depthwise (groups = channels)
+        ("stride", "kernel 'K': a strided integer conv (no template)"),
+        ("depthwise", "kernel 'K': a depthwise integer conv (no template)"),
+        # float convs (a float product; stride 2's index products too); a float matmul
+        ("float", "kernel 'K' is no integer product with requantized i32 sums"),
+        ("float_stride", "kernel 'K' is no integer product with requantized i32 sums"),
+        ("matmul", "kernel 'K' is not convolution-shaped"),
+    ],
+)
+def test_int_conv_template_refusals(tmp_path, model, message):
+    """int_conv_script's refusals (int_conv.py:54-70), each with its one-line message."""
+    if model == "stride":
+        path = _qdq_conv(tmp_path, 1, 4, 9, 9, 4, stride=2)
+    elif model == "depthwise":
+        path = _qdq_conv(tmp_path, 1, 4, 8, 16, 4, groups=4)
+    elif model == "matmul":
+        path = _text(
+            tmp_path,
+            "model f(x: f32[B, 64]) {\n  param m: f32[8, 64] = kaiming(seed=6)\n"
+            "  return linear(x, m)\n}\n",
+        )
+    else:
+        stride = ", stride=2" if model == "float_stride" else ""
+        path = _text(
+            tmp_path,
+            "model f(x: f32[B, 4, 8, 8]) {\n"
+            "  param k: f32[8, 4, 3, 3] = kaiming(seed=5)\n"
+            f"  return conv2d(x, k, padding=1{stride})\n}}\n",
+        )
+    kernel, nest = _conv_kernel(path)
+    with pytest.raises(ScheduleError) as e:
+        int_conv_script(kernel, nest)
+    assert str(e.value).replace(kernel.sym, "K") == message
+
+
+def _text(tmp_path, source: str) -> str:
+    path = tmp_path / "f.dlpc"
+    path.write_text(source)
+    return str(path)
+
+
+def _check_script(make, kernel, expect: str) -> None:
+    if expect.startswith("!"):
+        with pytest.raises(ScheduleError) as e:
+            make()
+        assert str(e.value).replace(kernel.sym, "K") == expect[1:]
+        return
+    got = make().replace(kernel.sym, "K")
+    assert got.split("\n") == [ln.strip() for ln in expect.strip().split("\n")]
