@@ -193,6 +193,9 @@ AREAS: dict[str, Area] = {
                 "slide-rows-invalid",
                 "tensorize-slide",
                 "tensorize-slide-invalid",
+                "cache-write-symbolic",
+                "decompose-reduction-sums",
+                "tensorize-symbolic",
             )  # fmt: skip
         ],
         [  # all of test_schedule (5 s of CPU), the nest analysis and the schedule scripts
