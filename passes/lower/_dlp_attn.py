@@ -200,8 +200,9 @@ def fits(attn: Attention, fused, desc: DlpTarget) -> bool:
     """Whether the chain `fused` can compute the attention of its rows (see above)."""
     last = fused.plans[-1]
     vec = desc.vector_align // 4
-    if fused.bands != 1 or last.trip != attn.rows or attn.rows % fused.tasks:
+    if fused.bands != 1 or last.trip != attn.rows:
         return False
+    # (whole tiles: the rows divide evenly among the tasks)
     if fused.tile * fused.tasks != attn.rows or attn.rows % vec or attn.depth % vec:
         return False
     if not isinstance(element_type(attn.q), Float32Type):
