@@ -437,7 +437,7 @@ def emit_affine(expr: Affine, block: Block, before: Operation | None = None) -> 
             term, c = div.result, c.numerator
         if c != 1:
             k = const(c)
-            mul = arith.MuliOp(v, k.result)
+            mul = arith.MuliOp(term, k.result)  # (of v / d for a Fraction)
             ops += [k, mul]
             term = mul.result
         if acc is None:
