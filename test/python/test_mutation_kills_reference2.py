@@ -1,0 +1,471 @@
+"""The numpy reference's ops added since its seed-39 sample (issue 35, bench/mutation.py
+--area reference), each against an independent computation written here (plain Python
+on the elements): trig and rounding, bitcast, integer division, bit ops and shifts,
+integer max pool and sums, dynamic_slice, quantize / dequantize, matmul_integer and
+conv_integer; the emitted numpy program agrees with the reference; the te evaluator's
+new ops against numpy."""
+
+from __future__ import annotations
+
+import math
+import struct
+
+import numpy as np
+import pytest
+
+from dlpc.backends.numpy import emit_numpy
+from dlpc.passes.pipeline import parse_module
+from dlpc.reference.graph import run_reference
+
+
+def T(shape: str, elt: str) -> str:
+    return f"tensor<{shape}x{elt}>" if shape else f"tensor<{elt}>"
+
+
+def run(op: str, arrays: list[np.ndarray], result: str, props: str = "", types=None):
+    """`op` over `arrays` (their tensor types from their shapes and dtypes, or `types`)
+    on the reference and the emitted numpy program: both agree; the reference's answer."""
+    from dlpc.dialects import graph as g
+
+    if types is None:
+        types = [T("x".join(map(str, a.shape)), str(g.NUMPY_TO_ELT[a.dtype.name])) for a in arrays]
+    args = ", ".join(f"%a{n}: {t}" for n, t in enumerate(types))
+    names = ", ".join(f"%a{n}" for n in range(len(types)))
+    module = parse_module(
+        f"func.func @main({args}) -> {result} {{\n"
+        f"  %0 = {op} {names}{props} : ({', '.join(types)}) -> {result}\n"
+        f"  func.return %0 : {result}\n}}"
+    )
+    (out,) = run_reference(module, arrays, {})
+    namespace: dict = {}
+    exec(emit_numpy(module), namespace)
+    (emitted,) = namespace["main"](*arrays, params={})
+    assert emitted.dtype == out.dtype and emitted.shape == out.shape
+    np.testing.assert_array_equal(emitted, out)
+    return out
+
+
+def each(f, *arrays, dtype):
+    """f over the elements (Python scalars), as an array of `dtype`."""
+    flat = [f(*vals) for vals in zip(*(a.ravel().tolist() for a in arrays), strict=True)]
+    return np.array(flat, dtype=dtype).reshape(arrays[0].shape)
+
+
+def wrap(v: int, bits: int, signed: bool = True) -> int:
+    v %= 1 << bits
+    return v - (1 << bits) if signed and v >= 1 << (bits - 1) else v
+
+
+# ---------------------------------------------------------------- float elementwise
+
+UNARY = {
+    "sin": (math.sin, (-3.0, 3.0)),
+    "cos": (math.cos, (-3.0, 3.0)),
+    "tan": (math.tan, (-1.2, 1.2)),
+    "asin": (math.asin, (-0.9, 0.9)),
+    "acos": (math.acos, (-0.9, 0.9)),
+    "atan": (math.atan, (-5.0, 5.0)),
+    "sinh": (math.sinh, (-3.0, 3.0)),
+    "cosh": (math.cosh, (-3.0, 3.0)),
+    "asinh": (math.asinh, (-5.0, 5.0)),
+    "acosh": (math.acosh, (1.1, 5.0)),
+    "atanh": (math.atanh, (-0.9, 0.9)),
+}
+
+
+@pytest.mark.parametrize("name", UNARY)
+def test_trig_ops(name):
+    f, (lo, hi) = UNARY[name]
+    x = np.linspace(lo, hi, 7, dtype=np.float32)
+    out = run(f"graph.{name}", [x], "tensor<7xf32>")
+    assert out.dtype == np.float32
+    np.testing.assert_allclose(out, each(f, x, dtype=np.float64), rtol=2e-6, atol=1e-6)
+
+
+def test_floor_ceil_and_round_half_to_even():
+    x = np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 2.4, -2.6, 3.0], np.float32)
+    for name, f in (("floor", math.floor), ("ceil", math.ceil), ("round", round)):
+        out = run(f"graph.{name}", [x], "tensor<9xf32>")
+        np.testing.assert_array_equal(out, np.array([float(f(v)) for v in x.tolist()], np.float32))
+    assert run("graph.round", [x], "tensor<9xf32>").tolist()[:6] == [-2, -2, 0, 0, 2, 2]
+
+
+def test_bitcast_f32_to_i32_and_i8_to_ui8():
+    x = np.array([1.0, -2.5, 0.0, 3.0e-3], np.float32)
+    out = run("graph.bitcast", [x], "tensor<4xi32>", " {to = i32}")
+    bits = [struct.unpack("<i", struct.pack("<f", v))[0] for v in x.tolist()]
+    np.testing.assert_array_equal(out, np.array(bits, np.int32))
+    b = np.array([-128, -1, 0, 127], np.int8)
+    out = run("graph.bitcast", [b], "tensor<4xui8>", " {to = ui8}")
+    assert out.dtype == np.uint8 and out.tolist() == [128, 255, 0, 127]
+
+
+# ---------------------------------------------------------------- integers
+
+
+def _c_div(a: int, b: int, bits: int) -> int:
+    if b == 0:
+        return 0
+    q = abs(a) // abs(b)
+    return wrap(q if (a < 0) == (b < 0) else -q, bits)
+
+
+@pytest.mark.parametrize("dtype, bits", [(np.int8, 8), (np.int32, 32), (np.int64, 64)])
+def test_signed_division_truncates_and_divides_by_zero_to_zero(dtype, bits):
+    """C's division: toward zero, x / 0 = 0, MIN / -1 wraps to MIN."""
+    lo = int(np.iinfo(dtype).min)
+    a = np.array([7, -7, 7, -7, 6, -6, 5, lo, lo, 0, -1], dtype)
+    b = np.array([2, 2, -2, -2, 3, 3, 0, -1, 1, 3, 5], dtype)
+    n = len(a)
+    out = run("graph.div", [a, b], T(str(n), str(np.dtype(dtype)).replace("int", "i")))
+    np.testing.assert_array_equal(out, each(lambda x, y: _c_div(x, y, bits), a, b, dtype=dtype))
+
+
+def test_unsigned_division_by_zero_is_zero():
+    a = np.array([200, 7, 255, 9, 0], np.uint8)
+    b = np.array([3, 0, 16, 2, 0], np.uint8)
+    out = run("graph.div", [a, b], "tensor<5xui8>")
+    assert out.dtype == np.uint8 and out.tolist() == [66, 0, 15, 4, 0]
+
+
+def test_float_division_is_plain():
+    a = np.array([1.0, -3.0, 2.0], np.float32)
+    b = np.array([4.0, 2.0, 0.5], np.float32)
+    assert run("graph.div", [a, b], "tensor<3xf32>").tolist() == [0.25, -1.5, 4.0]
+
+
+def test_bit_ops():
+    a = np.array([0b1100, -1, 5, -128], np.int8)
+    b = np.array([0b1010, 3, -6, 127], np.int8)
+    t = "tensor<4xi8>"
+    for name, f in (
+        ("bit_and", lambda x, y: x & y),
+        ("bit_or", lambda x, y: x | y),
+        ("bit_xor", lambda x, y: x ^ y),
+    ):
+        np.testing.assert_array_equal(run(f"graph.{name}", [a, b], t), each(f, a, b, dtype=np.int8))
+    np.testing.assert_array_equal(
+        run("graph.bit_not", [a], t), each(lambda x: ~x, a, dtype=np.int8)
+    )
+
+
+SHIFTS = np.array([-1, 0, 1, 3, 7, 8, 9, 100], np.int64)
+
+
+@pytest.mark.parametrize("dtype, bits, signed", [(np.int8, 8, True), (np.uint8, 8, False)])
+def test_shifts_by_out_of_range_amounts(dtype, bits, signed):
+    """A shift by < 0 or >= the width: left gives 0, right gives the sign fill (-1 for a
+    negative signed value, else 0); right shifts are arithmetic on signed types,
+    logical on unsigned ones."""
+    vals = [-100, -1, 1, 77] if signed else [156, 255, 1, 77]
+    a = np.repeat(np.array(vals, dtype), len(SHIFTS))
+    raw = np.tile(SHIFTS, len(vals))
+    b = raw.astype(dtype) if signed else np.where(raw < 0, 200, raw).astype(dtype)
+    elt = "i8" if signed else "ui8"
+    t = f"tensor<{len(a)}x{elt}>"
+
+    def left(x, s):
+        return wrap(x << s, bits, signed) if 0 <= s < bits else 0
+
+    def right(x, s):
+        return x >> s if 0 <= s < bits else (-1 if x < 0 else 0)
+
+    np.testing.assert_array_equal(run("graph.shift_left", [a, b], t), each(left, a, b, dtype=dtype))
+    np.testing.assert_array_equal(
+        run("graph.shift_right", [a, b], t), each(right, a, b, dtype=dtype)
+    )
+
+
+def test_integer_max_pool_pads_with_the_minimum():
+    """An i8 max pool over all-negative values with padding: the pad never wins (it is
+    the type's minimum, as -inf for floats)."""
+    x = -np.arange(1, 17, dtype=np.int8).reshape(1, 1, 4, 4)
+    props = (
+        " {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>}"
+    )
+    out = run("graph.max_pool2d", [x], "tensor<1x1x3x3xi8>", props)
+    want = np.zeros((3, 3), np.int8)
+    for oh in range(3):
+        for ow in range(3):
+            cells = [
+                int(x[0, 0, h, w])
+                for h in range(2 * oh - 1, 2 * oh + 1)
+                for w in range(2 * ow - 1, 2 * ow + 1)
+                if 0 <= h < 4 and 0 <= w < 4
+            ]
+            want[oh, ow] = max(cells)
+    assert out.dtype == np.int8
+    np.testing.assert_array_equal(out[0, 0], want)
+    u = np.arange(16, dtype=np.uint8).reshape(1, 1, 4, 4)
+    out = run("graph.max_pool2d", [u], "tensor<1x1x3x3xui8>", props)
+    assert out[0, 0, 0, 0] == 0 and out[0, 0, 2, 2] == 15
+
+
+def test_integer_sums_and_products_wrap_in_their_type():
+    """reduce_sum / reduce_prod of i32 stay i32 and wrap (numpy would widen to int64)."""
+    x = np.array([[2**30, 2**30, 2**30], [-5, 7, 3]], np.int32)
+    s = run("graph.reduce_sum", [x], "tensor<2xi32>", " {axes = array<i64: 1>}")
+    p = run("graph.reduce_prod", [x], "tensor<2xi32>", " {axes = array<i64: 1>}")
+    assert s.dtype == np.int32 and p.dtype == np.int32
+    assert s.tolist() == [wrap(3 * 2**30, 32), 5]
+    assert p.tolist() == [wrap(2**90, 32), -105]
+    f = np.array([[0.5, 1.5], [2.0, 4.0]], np.float32)
+    assert run("graph.reduce_sum", [f], "tensor<2xf32>", " {axes = array<i64: 1>}").tolist() == [
+        2,
+        6,
+    ]
+    assert run("graph.reduce_prod", [f], "tensor<2xf32>", " {axes = array<i64: 0>}").tolist() == [
+        1,
+        6,
+    ]
+
+
+# ---------------------------------------------------------------- dynamic_slice
+
+
+@pytest.mark.parametrize(
+    "starts, axes, sizes",
+    [
+        ([1], [0], [2]),
+        ([-2], [1], [2]),  # from the end
+        ([-9], [1], [3]),  # clamped to 0
+        ([3], [0], [2]),  # clamped to dim - size
+        ([9, -1], [-1, 0], [1, 1]),  # negative axis; both clamped
+        ([0, 1], [1, 0], [5, 3]),  # the whole axis 1
+    ],
+)
+def test_dynamic_slice(starts, axes, sizes):
+    x = np.arange(20, dtype=np.float32).reshape(4, 5)
+    s = np.array(starts, np.int64)
+    shape = [4, 5]
+    for a, n in zip(axes, sizes, strict=True):
+        shape[a % 2] = n
+    props = (
+        f" {{axes = array<i64: {', '.join(map(str, axes))}>, "
+        f"sizes = array<i64: {', '.join(map(str, sizes))}>}}"
+    )
+    out = run("graph.dynamic_slice", [x, s], f"tensor<{shape[0]}x{shape[1]}xf32>", props)
+    rows, cols = list(range(4)), list(range(5))
+    for k, (a, n) in enumerate(zip(axes, sizes, strict=True)):
+        dim = 4 if a % 2 == 0 else 5
+        st = starts[k] + dim if starts[k] < 0 else starts[k]
+        st = min(max(st, 0), dim - n)
+        if a % 2 == 0:
+            rows = rows[st : st + n]
+        else:
+            cols = cols[st : st + n]
+    want = [[5 * r + c for c in cols] for r in rows]
+    np.testing.assert_array_equal(out, np.array(want, np.float32))
+
+
+# ---------------------------------------------------------------- quantization
+
+
+def _quant(v: float, s: float, z: int, lo: int, hi: int) -> int:
+    if math.isnan(v):
+        return lo
+    q = round(v / s) + z  # Python's round: halves to even
+    return min(max(q, lo), hi)
+
+
+def test_quantize_per_tensor_saturates_and_rounds_halves_to_even():
+    x = np.array([0.0, 0.5, 1.5, 2.5, -0.5, 100.0, -100.0, np.nan, 7.2], np.float32)
+    s, z = np.array(0.5, np.float32), np.array(3, np.int8)
+    out = run("graph.quantize", [x, s, z], "tensor<9xi8>")
+    want = each(lambda v: _quant(v, 0.5, 3, -128, 127), x, dtype=np.int8)
+    np.testing.assert_array_equal(out, want)
+    zu = np.array([250], np.uint8)
+    su = np.array([1.0], np.float32)
+    out = run("graph.quantize", [x, su, zu], "tensor<9xui8>")
+    np.testing.assert_array_equal(
+        out, each(lambda v: _quant(v, 1.0, 250, 0, 255), x, dtype=np.uint8)
+    )
+
+
+@pytest.mark.parametrize(
+    "axis, props", [(0, " {axis = 0 : i64}"), (1, ""), (0, " {axis = -2 : i64}")]
+)
+def test_quantize_and_dequantize_per_axis(axis, props):
+    x = np.array([[0.3, -1.7, 2.5], [4.0, -0.25, 9.0]], np.float32)
+    n = x.shape[axis]
+    s = np.array([0.5, 0.25, 2.0][:n], np.float32)
+    z = np.array([-3, 0, 5][:n], np.int8)
+    out = run("graph.quantize", [x, s, z], "tensor<2x3xi8>", props)
+    want = np.zeros((2, 3), np.int8)
+    for i in range(2):
+        for j in range(3):
+            k = i if axis == 0 else j
+            want[i, j] = _quant(float(x[i, j]), float(s[k]), int(z[k]), -128, 127)
+    np.testing.assert_array_equal(out, want)
+    back = run("graph.dequantize", [out, s, z], "tensor<2x3xf32>", props)
+    for i in range(2):
+        for j in range(3):
+            k = i if axis == 0 else j
+            assert back[i, j] == np.float32((int(out[i, j]) - int(z[k])) * float(s[k]))
+
+
+def test_dequantize_per_tensor_of_i32_and_ui8():
+    q = np.array([-7, 0, 2**20], np.int32)
+    out = run(
+        "graph.dequantize", [q, np.array(0.5, np.float32), np.array(1, np.int32)], "tensor<3xf32>"
+    )
+    assert out.dtype == np.float32 and out.tolist() == [-4.0, -0.5, (2**20 - 1) * 0.5]
+    u = np.array([0, 128, 255], np.uint8)
+    out = run(
+        "graph.dequantize",
+        [u, np.array([2.0], np.float32), np.array([128], np.uint8)],
+        "tensor<3xf32>",
+    )
+    assert out.tolist() == [-256.0, 0.0, 254.0]
+
+
+# ---------------------------------------------------------------- matmul / conv integer
+
+
+def _matmul_int(a, b, za, zb):
+    m, k = a.shape
+    n = b.shape[1]
+    return np.array(
+        [
+            [
+                sum((int(a[i, t]) - za[i]) * (int(b[t, j]) - zb[j]) for t in range(k))
+                for j in range(n)
+            ]
+            for i in range(m)
+        ],
+        np.int32,
+    )
+
+
+@pytest.mark.parametrize("per_row, transpose", [(False, False), (True, False), (True, True)])
+def test_matmul_integer(per_row, transpose):
+    rng = np.random.default_rng(4)
+    a = rng.integers(0, 256, (3, 4)).astype(np.uint8)
+    b = rng.integers(-128, 128, (4, 5)).astype(np.int8)
+    if per_row:
+        za, zb = np.array([1, 200, 7], np.uint8), np.array([3, -2, 0, 5, -128], np.int8)
+        zas, zbs = za.tolist(), zb.tolist()
+    else:
+        za, zb = np.array(129, np.uint8), np.array(-3, np.int8)
+        zas, zbs = [129] * 3, [-3] * 5
+    bt = np.ascontiguousarray(b.T) if transpose else b
+    props = " {transpose_b = true}" if transpose else ""
+    out = run("graph.matmul_integer", [a, bt, za, zb], "tensor<3x5xi32>", props)
+    assert out.dtype == np.int32
+    np.testing.assert_array_equal(out, _matmul_int(a, b, zas, zbs))
+
+
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_conv_integer(per_channel):
+    """(x - zx) conv (w - zw), padding adding 0 (not -zx), stride 2, zw per output channel."""
+    rng = np.random.default_rng(5)
+    x = rng.integers(0, 256, (1, 2, 5, 5)).astype(np.uint8)
+    w = rng.integers(-128, 128, (3, 2, 3, 3)).astype(np.int8)
+    zx = np.array(100, np.uint8)
+    zw = np.array([1, -5, 9], np.int8) if per_channel else np.array(-7, np.int8)
+    zws = zw.tolist() if per_channel else [-7] * 3
+    props = " {strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>}"
+    out = run("graph.conv_integer", [x, w, zx, zw], "tensor<1x3x3x3xi32>", props)
+    want = np.zeros((1, 3, 3, 3), np.int64)
+    for co in range(3):
+        for oh in range(3):
+            for ow in range(3):
+                acc = 0
+                for ci in range(2):
+                    for kh in range(3):
+                        for kw in range(3):
+                            h, v = 2 * oh - 1 + kh, 2 * ow - 1 + kw
+                            if 0 <= h < 5 and 0 <= v < 5:
+                                acc += (int(x[0, ci, h, v]) - 100) * (
+                                    int(w[co, ci, kh, kw]) - zws[co]
+                                )
+                want[0, co, oh, ow] = acc
+    assert out.dtype == np.int32
+    np.testing.assert_array_equal(out, want)
+
+
+# ---------------------------------------------------------------- the te evaluator
+
+
+def _te(body: str, arrays, in_types: list[str], out_type: str):
+    from dlpc.reference.te import run_te
+
+    args = ", ".join(f"%a{n}: {t}" for n, t in enumerate(in_types))
+    module = parse_module(f"""func.func @main({args}) -> {out_type} {{
+  %y = te.compute "k_0" (%i0) : {out_type} {{
+{body}
+  }}
+  func.return %y : {out_type}
+}}""")
+    (out,) = run_te(module, arrays)
+    return out
+
+
+def test_te_bitcast_shrui_fptoui():
+    """arith.bitcast reads the bits (f32 -> i32), arith.shrui shifts an unsigned value
+    logically, arith.fptoui converts a float to an unsigned integer."""
+    x = np.array([1.0, -2.5, 200.7, 3.0], np.float32)
+    body = """    %v = te.read %a0[%i0] : tensor<4xf32>
+    %b = arith.bitcast %v : f32 to i32
+    te.yield %b : i32"""
+    out = _te(body, [x], ["tensor<4xf32>"], "tensor<4xi32>")
+    np.testing.assert_array_equal(
+        out, [struct.unpack("<i", struct.pack("<f", v))[0] for v in x.tolist()]
+    )
+    body = """    %v = te.read %a0[%i0] : tensor<4xf32>
+    %u = arith.fptoui %v : f32 to ui8
+    te.yield %u : ui8"""
+    xp = np.array([1.0, 2.5, 200.7, 255.0], np.float32)
+    out = _te(body, [xp], ["tensor<4xf32>"], "tensor<4xui8>")
+    assert out.dtype == np.uint8 and out.tolist() == [1, 2, 200, 255]
+    body = """    %v = te.read %a0[%i0] : tensor<4xui8>
+    %s = te.read %a1[%i0] : tensor<4xui8>
+    %r = arith.shrui %v, %s : ui8
+    te.yield %r : ui8"""
+    u = np.array([255, 128, 7, 200], np.uint8)
+    sh = np.array([1, 7, 0, 3], np.uint8)
+    out = _te(body, [u, sh], ["tensor<4xui8>", "tensor<4xui8>"], "tensor<4xui8>")
+    assert out.tolist() == [127, 1, 7, 25]
+
+
+TE_UNARY = [
+    ("sin", math.sin, 0.5),
+    ("cos", math.cos, 0.5),
+    ("tan", math.tan, 0.5),
+    ("asin", math.asin, 0.5),
+    ("acos", math.acos, 0.5),
+    ("atan", math.atan, 0.5),
+    ("sinh", math.sinh, 0.5),
+    ("cosh", math.cosh, 0.5),
+    ("asinh", math.asinh, 0.5),
+    ("acosh", math.acosh, 1.5),
+    ("atanh", math.atanh, 0.5),
+    ("floor", math.floor, -1.5),
+    ("ceil", math.ceil, -1.5),
+    ("roundeven", round, 2.5),
+]
+
+
+@pytest.mark.parametrize("name, f, at", TE_UNARY)
+def test_te_math_unary(name, f, at):
+    x = np.array(
+        [at, -at if name not in ("acosh",) else at + 1, 0.25 if name != "acosh" else 3.0],
+        np.float32,
+    )
+    body = f"""    %v = te.read %a0[%i0] : tensor<3xf32>
+    %r = math.{name} %v : f32
+    te.yield %r : f32"""
+    out = _te(body, [x], ["tensor<3xf32>"], "tensor<3xf32>")
+    np.testing.assert_allclose(out, each(lambda v: float(f(v)), x, dtype=np.float64), rtol=2e-6)
+
+
+def test_quantize_and_dequantize_in_f16():
+    """x / scale in x's float type (f16), and dequantize's answer in the scale's type."""
+    x = np.array([0.1, 1.0, 3.3, -2.05], np.float16)
+    s, z = np.array(np.float16(0.1)), np.array(0, np.int8)
+    out = run("graph.quantize", [x, s, z], "tensor<4xi8>")
+    want = [round(float(np.float16(v) / np.float16(0.1))) for v in x.tolist()]
+    assert out.tolist() == want
+    back = run("graph.dequantize", [out, s, z], "tensor<4xf16>")
+    assert back.dtype == np.float16
+    np.testing.assert_array_equal(back, (out.astype(np.float32) * np.float32(s)).astype(np.float16))
