@@ -338,12 +338,15 @@ AREAS: dict[str, Area] = {
         [],
         [
             "test/python/test_numpy_backend.py test/python/test_mutation_kills_reference.py "
+            "test/python/test_mutation_kills_reference2.py "
             "test/python/test_mutation_kills_dialects.py test/python/test_reference_memory.py "
             "test/python/test_graph_to_te.py",  # te evaluator against the graph reference
             # the dropout mask's hash (pcg_hash) and the te evaluator's mask; graph.if and
             # graph.loop on the reference and the numpy backend
             "test/python/test_dropout.py test/python/test_control_flow.py "
             "-k 'pcg_hash or te_evaluator or reference_and_numpy'",
+            # the numpy program's symbolic dims (backends/numpy.py's bind_dims)
+            "test/python/test_dynamic_speedpaths.py -k numpy_program_binds",
         ],
     ),
     "comm": Area(
