@@ -6,6 +6,8 @@ hand-written case: the exact loop IR or diagnostic, or numbers against numpy."""
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import pytest
 from xdsl.context import Context
 from xdsl.dialects import vector
@@ -15,7 +17,8 @@ import dlpc
 from dlpc.dialects.loop import ForOp, kernels
 from dlpc.passes import pipeline
 from dlpc.passes.pipeline import parse_module
-from dlpc.passes.schedule._common import ScheduleError
+from dlpc.passes.schedule._common import ScheduleError, affine
+from dlpc.passes.schedule.fuse import fuse
 from dlpc.passes.schedule.int_conv import int_conv_script
 from dlpc.passes.schedule.nest import analyse
 from dlpc.passes.schedule.slide import CPP_IF, VECTOR_ISA, LoopSlideRows, SlideMismatchError
@@ -551,3 +554,154 @@ def _check_script(make, kernel, expect: str) -> None:
         return
     got = make().replace(kernel.sym, "K")
     assert got.split("\n") == [ln.strip() for ln in expect.strip().split("\n")]
+
+
+# ----------------------------------------------------- fuse's symbolic-extent mark
+
+FUSE = """
+func.func @main(%y: memref<8x4xf32>) {
+  loop.kernel "k" {
+    loop.for %i = LO to 8 step ST {name = "i"OUT} {
+      loop.for %j = 0 to 4 step 1 {name = "j"INN} {
+        %z = arith.constant 1.0 : f32
+        memref.store %z, %y[%i, %j] : memref<8x4xf32>
+      }
+    }
+  }
+  func.return
+}"""
+SEQ = ', dlpc.extent = "seq"'
+BASE = ", dlpc.extent_base = [1 : i64]"
+
+
+@pytest.mark.parametrize(
+    "outer, inner, lo, step, marks",
+    [
+        # the outer loop over a symbolic extent: the fused loop keeps the mark, its limit 4
+        # times the outer's (4 inner iterations)
+        (SEQ, "", 0, 1, {"dlpc.extent": '"seq"', "dlpc.extent_scale": "4 : i64"}),
+        # with its base and a scale already (a fused loop fused again): scales multiply
+        (
+            SEQ + BASE + ", dlpc.extent_scale = 2 : i64",
+            "",
+            0,
+            1,
+            {
+                "dlpc.extent": '"seq"',
+                "dlpc.extent_base": "[1 : i64]",
+                "dlpc.extent_scale": "8 : i64",
+            },
+        ),
+        # the inner loop marked too (either mark); the outer a split's outer loop
+        # (`dlpc.extent_id`); not from 0 by 1; only a base, no extent: no marks
+        (SEQ, SEQ, 0, 1, {}),
+        (SEQ, BASE, 0, 1, {}),
+        (SEQ + ", dlpc.extent_id = 1 : i64", "", 0, 1, {}),
+        (SEQ, "", 1, 1, {}),
+        (SEQ, "", 0, 2, {}),
+        (BASE, "", 0, 1, {}),
+    ],
+)
+def test_fuse_keeps_an_outer_symbolic_extents_mark_scaled(outer, inner, lo, step, marks):
+    """fuse.fuse_extent (fuse.py:106-124): the marks the fused loop carries, exactly."""
+    text = FUSE.replace("OUT", outer).replace("INN", inner)
+    module = parse_module(text.replace("LO", str(lo)).replace("ST", str(step)))
+    loop = fuse(module, "k", "i", "j", "f")
+    got = {k: str(v) for k, v in loop.attributes.items() if k != "name"}
+    assert got == marks
+
+
+# -------------------------------------------- `_delinearized`'s whole terms (Fractions)
+
+# y[jo + ji] = relu(x)[row, col], (row, col) = divmod(A jo + ji, 8), jo = 0, 8 (STEP 8)
+RESHAPED = """
+func.func @main(%x: memref<4x8xf32>, %y: memref<16xf32>) {
+  %t = memref.alloc() : memref<4x8xf32>
+  loop.kernel "relu" {
+    loop.for %i0 = 0 to 4 step 1 {name = "i0"} {
+      loop.for %i1 = 0 to 8 step 1 {name = "i1"} {
+        %v = memref.load %x[%i0, %i1] : memref<4x8xf32>
+        %z = arith.constant 0.000000e+00 : f32
+        %r = arith.maximumf %v, %z : f32
+        memref.store %r, %t[%i0, %i1] : memref<4x8xf32>
+      }
+    }
+  }
+  loop.kernel "use" {
+    loop.for %jo = LO to HI step STEP {name = "jo"} {
+      loop.for %ji = 0 to JI step 1 {name = "ji"} {
+        %c8 = arith.constant 8 : index
+        %ca = arith.constant A : index
+        %a = arith.muli %jo, %ca : index
+        %j = arith.addi %a, %ji : index
+        %row = arith.divsi %j, %c8 : index
+        %col = arith.remsi %j, %c8 : index
+        %v = memref.load %t[%row, %col] : memref<4x8xf32>
+        %o = arith.addi %jo, %ji : index
+        memref.store %v, %y[%o] : memref<16xf32>
+      }
+    }
+  }
+  memref.dealloc %t : memref<4x8xf32>
+  func.return
+}"""
+
+
+def _reshaped(a=1, lo=0, hi=16, step=8, ji=8):
+    text = RESHAPED.replace("LO", str(lo)).replace("HI", str(hi)).replace("STEP", str(step))
+    return parse_module(text.replace("JI", str(ji)).replace("A :", f"{a} :"))
+
+
+@pytest.mark.parametrize("a", [1, 3])
+def test_compute_at_over_a_whole_quotient_term_recomputes_the_rows_read(a):
+    """`(a jo + ji) / 8` with jo = 0, 8 and ji in [0, 8) is `a (jo / 8)` (`_delinearized`'s
+    whole term, a Fraction a / 8): compute_at recomputes row 0, then row a, of relu(x)
+    per jo; the row index is emitted as `(jo / 8) * a` (fixed in the commit after
+    477fd7a: it was `jo * a`, rows 0 and 24 of 4). Against numpy on the C target."""
+    import numpy as np
+
+    from dlpc.backends.runtime.evaluate import run_loop_c
+    from dlpc.passes.schedule.compute_at import compute_at
+
+    module = _reshaped(a)
+    compute_at(module, "relu", "use", "jo")
+    text = str(module)
+    assert 'loop.kernel "relu"' not in text
+    assert "arith.divsi %jo" in text  # the quotient jo / 8, once per recomputed row
+    x = np.random.default_rng(a).standard_normal((4, 8)).astype(np.float32)
+    y = np.zeros(16, np.float32)
+    run_loop_c(module, [x, y])
+    want = np.concatenate([np.maximum(x[0], 0), np.maximum(x[a], 0)])
+    np.testing.assert_array_equal(y, want)
+
+
+@pytest.mark.parametrize(
+    "kw, q, r",
+    [
+        # jo a multiple of 8 on every value: whole into the quotient, 1/8 and 3/8 of jo
+        ({}, {"jo": Fraction(1, 8)}, {"ji": 1}),
+        ({"a": 3}, {"jo": Fraction(3, 8)}, {"ji": 1}),
+        # 16 jo: a multiple of 8 already, 2 jo in the quotient (an int, no Fraction)
+        ({"a": 16, "hi": 2, "step": 1}, {"jo": 2}, {"ji": 1}),
+        # jo steps by 4 (4 a multiple of 8? no), from 4 by 8 (4 is not): not exact
+        ({"step": 4}, None, None),
+        ({"lo": 4, "hi": 20}, None, None),
+        # ji up to 8: the remainder still spills into the quotient after jo goes whole
+        ({"ji": 9}, None, None),
+    ],
+)
+def test_delinearized_takes_terms_whole_on_every_value_of_their_loop(kw, q, r):
+    """_common._delinearized (`:360-378`): a term whose every value is a multiple of K goes
+    whole into the quotient as a Fraction coefficient (an int when whole); the division
+    stays non-affine where no term does or the rest still spills."""
+    module = _reshaped(**kw)
+    (div,) = [op for op in module.walk() if op.name == "arith.divsi"]
+    (rem,) = [op for op in module.walk() if op.name == "arith.remsi"]
+    for op, want in ((div, q), (rem, r)):
+        form = affine(op.results[0], delinearize=True)
+        if want is None:
+            assert form is None
+            continue
+        assert form is not None and form.const == 0
+        assert {v.name_hint: c for v, c in form.terms.items()} == want
+        assert all(type(c) is type(want[v.name_hint]) for v, c in form.terms.items())
