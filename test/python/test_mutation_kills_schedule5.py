@@ -744,3 +744,27 @@ def test_slide_hoists_what_moves_with_no_loop_of_the_nest():
     got = c0.copy()
     run_loop_c(module, [x, k, got, np.zeros((4, 16), np.float32)])
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("name, folds", [("sums", True), ("part", False)])
+def test_fold_init_epilogue_takes_only_decompose_s_sums_buffer(name, folds):
+    """fold_init_epilogue._epilogue / _sums_to (fold_init_epilogue.py:143): an epilogue
+    that stores into another buffer than the one summed folds only where the summed
+    buffer is decompose's kernel-local `sums` (an integer sum requantized); the same
+    kernel with the buffer named otherwise is left as it is (init and epilogue nests,
+    the buffer kept). test/passes/loop-fold-init-epilogue-sums.mlir's kernel."""
+    from pathlib import Path
+
+    from dlpc.passes.schedule.fold_init_epilogue import LoopFoldInitEpilogue
+
+    text = (
+        Path(__file__).parents[1].joinpath("passes/loop-fold-init-epilogue-sums.mlir").read_text()
+    )
+    text = "\n".join(ln for ln in text.split("\n") if not ln.startswith("//"))
+    module = parse_module(text.replace("%sums", f"%{name}"))
+    LoopFoldInitEpilogue().apply(Context(), module)
+    out = str(module)
+    assert ("_post" not in out and "_init" not in out and f"%{name}" not in out) == folds
+    assert ("_post" in out and "_init" in out and f"%{name} = memref.alloca()" in out) == (
+        not folds
+    )
