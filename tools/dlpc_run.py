@@ -25,6 +25,7 @@ reference frees each value after its last reader, and comparisons go a chunk at 
 from __future__ import annotations
 
 import sys
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -148,10 +149,14 @@ def load_inputs(paths: list[str]) -> list[np.ndarray]:
     for path in paths:
         if not Path(path).is_file():
             raise DlpcError(f"error: no such input file: {path}")
-        try:
-            arrays.append(np.load(path, allow_pickle=False))
-        except (OSError, ValueError) as e:
+        try:  # (an empty file is an EOFError, a damaged archive a BadZipFile)
+            array = np.load(path, allow_pickle=False)
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
             raise DlpcError(f"error: cannot read input {path}: {e}") from None
+        if not isinstance(array, np.ndarray):  # an .npz archive of named arrays
+            array.close()
+            raise DlpcError(f"error: input {path} is an .npz archive: --input takes .npy files")
+        arrays.append(array)
     return arrays
 
 
