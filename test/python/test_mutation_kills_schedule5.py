@@ -768,3 +768,89 @@ def test_fold_init_epilogue_takes_only_decompose_s_sums_buffer(name, folds):
     assert ("_post" in out and "_init" in out and f"%{name} = memref.alloca()" in out) == (
         not folds
     )
+
+
+# ------------------------------------------ conv.py: a 1x1 conv's rows, at the thresholds
+
+# (c, o, h, w) of an unpadded 1x1 stride-1 conv -> its script after `decompose`
+POINTWISE = {
+    # one-vector rows whose 8-row tile reads 32 x 8 x 16 floats = 16 KB, exactly
+    # CONV_ROWS_PANEL_BYTES: 8 rows a tile (2 channels: 24 // 8 = 3, the largest divisor of
+    # 8 within); 8 channels = 4 blocks of 2, exactly CONV_ROW_STAGE_BLOCKS: staged (xr)
+    (32, 8, 8, 16): [
+        "split K/i1 by 2 -> i1o, i1i",
+        "split K/i2 by 8 -> i2o, i2i",
+        "reorder K: i0, i2o, i1o, r0, r1, r2, i2i, i1i, i3",
+        "cache_read K/i2o @0 -> K_xr",
+        "cache_write K/i1o @2 -> K_acc",
+        "unroll K/i2i",
+        "unroll K/i1i",
+        "vectorize K/i3",
+        "serial K",
+    ],
+    # 33 channels in: 16.5 KB, one row a tile, one block of all 8 outputs: nothing staged
+    (33, 8, 8, 16): [
+        "reorder K: i0, i2, r0, r1, r2, i1, i3",
+        "cache_write K/i2 @2 -> K_acc",
+        "unroll K/i1",
+        "vectorize K/i3",
+        "serial K",
+    ],
+    # 6 outputs in blocks of 3: 2 blocks, under 4: 8 rows a tile, not staged
+    (32, 6, 8, 16): [
+        "split K/i1 by 3 -> i1o, i1i",
+        "split K/i2 by 8 -> i2o, i2i",
+        "reorder K: i0, i2o, i1o, r0, r1, r2, i2i, i1i, i3",
+        "cache_write K/i1o @2 -> K_acc",
+        "unroll K/i2i",
+        "unroll K/i1i",
+        "vectorize K/i3",
+        "serial K",
+    ],
+    # two-vector rows, one a tile: a row's 128 input rows of 32 are 16 KB, exactly the
+    # bound; 44 outputs in blocks of 11 (24 // 2 = 12 at most): 4 blocks, staged
+    (128, 44, 2, 32): [
+        "split K/i1 by 11 -> i1o, i1i",
+        "reorder K: i0, i2, i1o, r0, r1, r2, i1i, i3",
+        "cache_read K/i2 @0 -> K_xr",
+        "cache_write K/i1o @2 -> K_acc",
+        "unroll K/i1i",
+        "vectorize K/i3",
+        "serial K",
+        "parallel K/i2",
+    ],
+    # ... 129 input rows: past the bound, not staged
+    (129, 44, 2, 32): [
+        "split K/i1 by 11 -> i1o, i1i",
+        "reorder K: i0, i2, i1o, r0, r1, r2, i1i, i3",
+        "cache_write K/i1o @2 -> K_acc",
+        "unroll K/i1i",
+        "vectorize K/i3",
+        "serial K",
+        "parallel K/i2",
+    ],
+}
+
+
+@pytest.mark.parametrize("case", POINTWISE)
+def test_a_pointwise_convs_row_tile_and_row_copy_at_their_thresholds(tmp_path, case):
+    """conv.conv_tile_script's 1x1 rules (conv.py:138-146, :214-223): rows per tile for
+    one-vector rows up to CONV_ROWS_PANEL_BYTES, the row copy (`K_xr`) from
+    CONV_ROW_STAGE_BLOCKS channel blocks where a tile's input rows fit the same bound;
+    each case at or one past a threshold (reasons above)."""
+    from dlpc.passes.schedule.conv import conv_tile_script
+
+    c, o, h, w = case
+    path = _text(
+        tmp_path,
+        f"model c(x: f32[B, {c}, {h}, {w}]) {{\n"
+        f"  param k: f32[{o}, {c}, 1, 1] = kaiming(seed=5)\n"
+        "  return conv2d(x, k, strides=1, padding=0)\n}\n",
+    )
+    model = dlpc.load(path, batch=1)
+    module = pipeline.lower(model.module.clone(), "loop", pipeline.PipelineOptions(opt_level=0))
+    (kernel,) = [k for k in kernels(module) if (m := analyse(k)) is not None and m.reduce]
+    nest = analyse(kernel)
+    assert nest is not None
+    script = conv_tile_script(kernel, nest, threads=2).replace(kernel.sym, "K").split("\n")
+    assert script == ["decompose K", *POINTWISE[case]]
