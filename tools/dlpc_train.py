@@ -24,6 +24,7 @@ graph-autodiff's recompute). The last line is `test accuracy: NN.N %`.
 from __future__ import annotations
 
 import sys
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -176,11 +177,19 @@ def load_data(spec: str):
         raise DlpcError(f"error: --data must be 'digits' or an .npz file, got '{spec}'")
     if not path.is_file():
         raise DlpcError(f"error: no such data file: {path}")
+    # (an empty file is an EOFError, a damaged archive a BadZipFile)
+    unreadable = (OSError, ValueError, EOFError, zipfile.BadZipFile)
     try:
-        with np.load(path, allow_pickle=False) as f:
-            arrays = {k: f[k] for k in f.files}
-    except (OSError, ValueError) as e:
+        data = np.load(path, allow_pickle=False)
+    except unreadable as e:
         raise DlpcError(f"error: cannot read data {path}: {e}") from None
+    if not isinstance(data, np.lib.npyio.NpzFile):  # (one .npy array, named .npz)
+        raise DlpcError(f"error: data {path} must be an .npz archive of named arrays")
+    with data:
+        try:
+            arrays = {k: data[k] for k in data.files}
+        except unreadable as e:
+            raise DlpcError(f"error: cannot read data {path}: {e}") from None
     for key in ("x", "y"):
         if key not in arrays:
             raise DlpcError(f"error: data {path} has no '{key}' array")
