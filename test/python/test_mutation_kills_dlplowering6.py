@@ -1,0 +1,621 @@
+"""dlp-lowering's decisions no test compared before seed 50 (issue 35), on hand-written loop
+IR: the window matcher (dlp_select/window.py) on a strided, padded conv and each near miss
+it must refuse (one edit each, every refusal reached once), a batched conv whose epilogue
+runs as scalar loops, numerics on the simulator against numpy; the attention fold's
+`reader` and `fits` refusals one condition at a time; and the cost model's choices (tasks,
+tile, ping-pong, SRAM staging, the estimate) pinned exactly per kernel and per chain."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections import Counter
+
+import numpy as np
+import pytest
+from test_mutation_kills_dlplowering5 import ATTN, _fused, _row_chain_folds
+from xdsl.context import Context
+from xdsl.dialects.builtin import Float64Type, MemRefType
+from xdsl.utils.test_value import create_ssa_value
+
+import dlpc
+from dlpc.backends.dlp_c import lower_to_dlp
+from dlpc.backends.runtime.dlp_sim import compile_dlp
+from dlpc.dialects.loop import ForOp, KernelOp
+from dlpc.passes import pipeline
+from dlpc.passes.lower import _dlp_attn, _dlp_fuse
+from dlpc.passes.lower import loop_to_dlp as ltd
+from dlpc.passes.lower.dlp_reshape_aliases import DlpReshapeAliases
+from dlpc.targets.dlp import resolve
+
+# x[1, 2, 5, 6] * w[3, 2, 3, 2], stride (2, 1), padding top 1 (bottom 1 reached), left 0
+CONV = """builtin.module {
+  func.func @main(%x: memref<1x2x5x6xf32> {dlpc.name = "x"}, %w: memref<3x2x3x2xf32> {dlpc.name = "w"}, %out0: memref<1x3x3x5xf32>) attributes {dlpc.num_inputs = 1 : i64, dlpc.params = ["w"], dlpc.num_outputs = 1 : i64} {
+    loop.kernel "conv" attributes {origin = "graph.conv2d"} {
+      loop.for %n = 0 to 1 step 1 {name = "n"} {
+        loop.for %co = 0 to 3 step 1 {name = "co", parallel} {
+          loop.for %oh = 0 to 3 step 1 {name = "oh"} {
+            loop.for %ow = 0 to 5 step 1 {name = "ow"} {
+              %acc = memref.alloca() : memref<f32>
+              %zero = arith.constant 0.000000e+00 : f32
+              memref.store %zero, %acc[] : memref<f32>
+              loop.for %ci = 0 to 2 step 1 {name = "ci", reduction} {
+                loop.for %kh = 0 to 3 step 1 {name = "kh", reduction} {
+                  loop.for %kw = 0 to 2 step 1 {name = "kw", reduction} {
+                    %c2 = arith.constant 2 : index
+                    %oh2 = arith.muli %oh, %c2 : index
+                    %ohk = arith.addi %oh2, %kh : index
+                    %c1 = arith.constant 1 : index
+                    %row = arith.subi %ohk, %c1 : index
+                    %col = arith.addi %ow, %kw : index
+                    %c0 = arith.constant 0 : index
+                    %above = arith.cmpi sge, %row, %c0 : index
+                    %c5 = arith.constant 5 : index
+                    %below = arith.cmpi slt, %row, %c5 : index
+                    %inside = arith.andi %above, %below : i1
+                    %cell = scf.if %inside -> (f32) {
+                      %xv = memref.load %x[%n, %ci, %row, %col] : memref<1x2x5x6xf32>
+                      scf.yield %xv : f32
+                    } else {
+                      %fill = arith.constant 0.000000e+00 : f32
+                      scf.yield %fill : f32
+                    }
+                    %wv = memref.load %w[%co, %ci, %kh, %kw] : memref<3x2x3x2xf32>
+                    %prod = arith.mulf %cell, %wv : f32
+                    %part = memref.load %acc[] : memref<f32>
+                    %next = arith.addf %part, %prod : f32
+                    memref.store %next, %acc[] : memref<f32>
+                  }
+                }
+              }
+              %total = memref.load %acc[] : memref<f32>
+              memref.store %total, %out0[%n, %co, %oh, %ow] : memref<1x3x3x5xf32>
+            }
+          }
+        }
+      }
+    }
+    func.return
+  }
+}
+"""
+# two images, the work loop over them (a BatchConvSelection)
+BATCHED = (
+    CONV.replace("1x2x5x6", "2x2x5x6")
+    .replace("1x3x3x5", "2x3x3x5")
+    .replace("loop.for %n = 0 to 1", "loop.for %n = 0 to 2")
+)
+NO_MATCH = "no intrinsic pattern matches its loop nest"
+PARAMS = {
+    "channels_in": 2,
+    "height": 5,
+    "width": 6,
+    "kernel_h": 3,
+    "kernel_w": 2,
+    "stride_h": 2,
+    "stride_w": 1,
+    "pad_top": 1,
+    "pad_left": 0,
+    "pad_bottom": 1,
+    "pad_right": 0,
+}
+
+
+def _dlp(text: str):
+    """(dlp ops by name, the conv2d's attributes, the kernel's dlpc.scalar or None)."""
+    out = lower_to_dlp(pipeline.parse_module(text))
+    ops = Counter(op.name for op in out.walk())
+    convs = [op for op in out.walk() if op.name == "dlp.conv2d"]
+    params = {k: v.value.data for k, v in convs[0].attributes.items()} if convs else None  # type: ignore[attr-defined]
+    (kernel,) = [op for op in out.walk() if op.name == "dlp.kernel"]
+    reason = kernel.attributes.get("dlpc.scalar")
+    return ops, params, reason.data if reason is not None else None  # type: ignore[attr-defined]
+
+
+def _conv_ref(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (0, 0)))
+    out = np.zeros((x.shape[0], 3, 3, 5), np.float32)
+    for n in range(x.shape[0]):
+        for co in range(3):
+            for oh in range(3):
+                for ow in range(5):
+                    out[n, co, oh, ow] = (xp[n, :, 2 * oh : 2 * oh + 3, ow : ow + 2] * w[co]).sum()
+    return out
+
+
+def _run(text: str, images: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(images)
+    x = rng.standard_normal((images, 2, 5, 6)).astype(np.float32)
+    w = rng.standard_normal((3, 2, 3, 2)).astype(np.float32)
+    (out,) = compile_dlp(pipeline.parse_module(text), name="m")(x, params={"w": w})
+    return out, x, w
+
+
+def test_strided_padded_conv_takes_the_intrinsic_with_its_window():
+    ops, params, reason = _dlp(CONV)
+    assert ops["dlp.conv2d"] == 1 and reason is None
+    assert params == PARAMS
+    out, x, w = _run(CONV, 1)
+    np.testing.assert_allclose(out, _conv_ref(x, w), rtol=1e-4, atol=1e-5)
+
+
+def test_batched_conv_with_a_scalar_epilogue():
+    """Two images a task step, each convolved into the scratch tile and its epilogue
+    (a compare and select: no vector intrinsic) run as scalar loops on it."""
+    text = BATCHED.replace(
+        "memref.store %total, %out0",
+        "%zr = arith.constant 0.000000e+00 : f32\n"
+        "%pos = arith.cmpf ogt, %total, %zr : f32\n"
+        "%relu = arith.select %pos, %total, %zr : f32\n"
+        "memref.store %relu, %out0",
+    )
+    ops, params, reason = _dlp(text)
+    assert ops["dlp.conv2d"] == 1 and params == PARAMS
+    assert reason is not None and reason.startswith("its epilogue is not vector intrinsics")
+    out, x, w = _run(text, 2)
+    np.testing.assert_allclose(out, np.maximum(_conv_ref(x, w), 0), rtol=1e-4, atol=1e-5)
+
+
+def test_batched_conv_takes_the_intrinsic():
+    ops, params, reason = _dlp(BATCHED)
+    assert ops["dlp.conv2d"] == 1 and params == PARAMS and reason is None
+    out, x, w = _run(BATCHED, 2)
+    np.testing.assert_allclose(out, _conv_ref(x, w), rtol=1e-4, atol=1e-5)
+
+
+_KW_BODY = (
+    "                    %c2 = arith.constant 2 : index\n",
+    "                    memref.store %next, %acc[] : memref<f32>\n",
+)
+
+
+def _kw_body(text: str, new: str) -> str:
+    start, end = text.index(_KW_BODY[0]), text.index(_KW_BODY[1]) + len(_KW_BODY[1])
+    return text[:start] + new + text[end:]
+
+
+# (base, old, new): one edit each; every one a refusal of its own in window.py
+NEAR_MISSES = {
+    "an op between the init and the reduction": (
+        CONV,
+        "memref.store %zero, %acc[] : memref<f32>\n",
+        "memref.store %zero, %acc[] : memref<f32>\n%early = arith.addi %oh, %ow : index\n",
+    ),
+    "the total read from another buffer": (
+        CONV,
+        "%total = memref.load %acc[] : memref<f32>",
+        "%total = memref.load %w[%co, %co, %co, %co] : memref<3x2x3x2xf32>",
+    ),
+    "the sum stored from the product": (
+        CONV,
+        "memref.store %next, %acc[] : memref<f32>",
+        "memref.store %prod, %acc[] : memref<f32>",
+    ),
+    "the sum doubled, no product": (
+        CONV,
+        "%next = arith.addf %part, %prod : f32",
+        "%next = arith.addf %part, %part : f32",
+    ),
+    "the product doubled, the sum dropped": (
+        CONV,
+        "%next = arith.addf %part, %prod : f32",
+        "%next = arith.addf %prod, %prod : f32",
+    ),
+    "a float op beside the product": (
+        CONV,
+        "%prod = arith.mulf %cell, %wv : f32",
+        "%neg = arith.negf %wv : f32\n%prod = arith.mulf %cell, %wv : f32",
+    ),
+    "padding of one": (
+        CONV,
+        "%fill = arith.constant 0.000000e+00 : f32",
+        "%fill = arith.constant 1.000000e+00 : f32",
+    ),
+    "the guard computes": (
+        CONV,
+        "scf.yield %xv : f32",
+        "%xv2 = arith.negf %xv : f32\nscf.yield %xv2 : f32",
+    ),
+    "a batch of two read at image 0": (CONV, "1x2x5x6", "2x2x5x6"),
+    "a 3-d input": (
+        CONV,
+        "%xv = memref.load %x[%n, %ci, %row, %col] : memref<1x2x5x6xf32>",
+        "%xv = memref.load %x3[%ci, %row, %col] : memref<2x5x6xf32>",
+    ),
+    "the image index by the channel": (
+        CONV,
+        "%x[%n, %ci, %row, %col]",
+        "%x[%ci, %ci, %row, %col]",
+    ),
+    "the row squared": (
+        CONV,
+        "%x[%n, %ci, %row, %col]",
+        "%x[%n, %ci, %rowsq, %col]",
+    ),
+    "rows from the kernel twice": (
+        CONV,
+        "%ohk = arith.addi %oh2, %kh : index",
+        "%kh2 = arith.muli %kh, %c2 : index\n%ohk = arith.addi %oh2, %kh2 : index",
+    ),
+    "columns from the row loop": (
+        CONV,
+        "%col = arith.addi %ow, %kw : index",
+        "%colw = arith.addi %ow, %kw : index\n%col = arith.addi %colw, %oh : index",
+    ),
+    "columns without the kernel": (
+        CONV,
+        "%col = arith.addi %ow, %kw : index",
+        "%col = arith.addi %ow, %ow : index",
+    ),
+    "rows shifted down": (
+        CONV,
+        "%row = arith.subi %ohk, %c1 : index",
+        "%row = arith.addi %ohk, %c1 : index",
+    ),
+    "a filter also read at channel 0": (
+        CONV,
+        "%total = memref.load %acc[] : memref<f32>",
+        "%total = memref.load %acc[] : memref<f32>\n%c0e = arith.constant 0 : index\n"
+        "%w0 = memref.load %w[%c0e, %c0e, %c0e, %c0e] : memref<3x2x3x2xf32>",
+    ),
+    "one input channel of two": (CONV, "loop.for %ci = 0 to 2", "loop.for %ci = 0 to 1"),
+    "the channel shifted": (CONV, "%x[%n, %ci, %row, %col]", "%x[%n, %cip, %row, %col]"),
+    "depthwise with the full filter": (
+        CONV,
+        "%x[%n, %ci, %row, %col]",
+        "%x[%n, %co, %row, %col]",
+    ),
+    "one column short": (CONV, "loop.for %ow = 0 to 5", "loop.for %ow = 0 to 4"),
+    "batched, the image also read at image 0": (
+        BATCHED,
+        "%total = memref.load %acc[] : memref<f32>",
+        "%total = memref.load %acc[] : memref<f32>\n%c0e = arith.constant 0 : index\n"
+        "%x0 = memref.load %x[%c0e, %c0e, %c0e, %c0e] : memref<2x2x5x6xf32>",
+    ),
+}
+# what an edit needs besides itself (a value it reads, the shapes it implies)
+_EXTRA = {
+    "a 3-d input": [
+        (
+            '    loop.kernel "conv"',
+            "    %x3 = memref.reinterpret_cast %x to offset: [0], sizes: [2, 5, 6], strides: "
+            "[30, 6, 1] : memref<1x2x5x6xf32> to memref<2x5x6xf32>\n"
+            '    loop.kernel "conv"',
+        )
+    ],
+    "the row squared": [
+        (
+            "%col = arith.addi %ow, %kw : index",
+            "%col = arith.addi %ow, %kw : index\n%rowsq = arith.muli %row, %row : index",
+        )
+    ],
+    "the channel shifted": [
+        (
+            "%col = arith.addi %ow, %kw : index",
+            "%col = arith.addi %ow, %kw : index\n%cip = arith.addi %ci, %c1 : index",
+        )
+    ],
+    "depthwise with the full filter": [
+        ("loop.for %ci = 0 to 2", "loop.for %ci = 0 to 1"),
+        ("1x2x5x6", "1x3x5x6"),
+    ],
+}
+# the refusals not reached by one edit of CONV
+WHOLE_EDITS = {
+    "an accumulation of three ops": _kw_body(
+        CONV,
+        "%part = memref.load %acc[] : memref<f32>\n%next = arith.addf %part, %part : f32\n"
+        "memref.store %next, %acc[] : memref<f32>\n",
+    ),
+    "depthwise over planes of 30 floats": CONV.replace(
+        "loop.for %ci = 0 to 2", "loop.for %ci = 0 to 1"
+    )
+    .replace("1x2x5x6", "1x3x5x6")
+    .replace("3x2x3x2", "3x1x3x2")
+    .replace("%x[%n, %ci, %row, %col]", "%x[%n, %co, %row, %col]"),
+    "padding read unguarded": CONV[: CONV.index("%cell = scf.if")]
+    + "%cell = memref.load %x[%n, %ci, %row, %col] : memref<1x2x5x6xf32>\n"
+    + CONV[CONV.index("%wv = memref.load") :],
+}
+
+
+def _near_miss(case: str) -> str:
+    if case in WHOLE_EDITS:
+        return WHOLE_EDITS[case]
+    base, old, new = NEAR_MISSES[case]
+    assert old in base, old
+    text = base.replace(old, new)
+    for a, b in _EXTRA.get(case, []):
+        assert a in text, a
+        text = text.replace(a, b)
+    return text
+
+
+@pytest.mark.parametrize("case", [*NEAR_MISSES, *WHOLE_EDITS])
+def test_window_near_misses_keep_scalar_loops(case):
+    ops, params, reason = _dlp(_near_miss(case))
+    assert ops["dlp.conv2d"] == 0 and ops["dlp.pool"] == 0 and params is None
+    assert reason == NO_MATCH
+
+
+def test_near_misses_refused_for_the_edit_alone():
+    """Each near miss but its edit is CONV or BATCHED, which match (the refusals above are
+    the edits')."""
+    for base in (CONV, BATCHED):
+        assert _dlp(base)[0]["dlp.conv2d"] == 1
+
+
+# ---- the attention fold's refusals (_dlp_attn.reader, fits) and its matcher's
+
+
+@pytest.fixture(scope="module")
+def attn_loop(tmp_path_factory) -> str:
+    """test_mutation_kills_dlplowering5's attention model as loop-to-dlp receives it."""
+    path = tmp_path_factory.mktemp("attn") / "m.dlpc"
+    path.write_text(ATTN)
+    model = dlpc.load(path)
+    opts = pipeline.PipelineOptions(target="dlp")
+    module = pipeline.lower(model.module.clone(), "loop", opts, weights=dict(model.weights))
+    DlpReshapeAliases().apply(Context(), module)
+    return str(module)
+
+
+def _chains(text: str):
+    """(the attention, the row chain reading it, the description) as lower_module finds them."""
+    desc = resolve(None)
+    module = pipeline.parse_module(text)
+    kernels = [k for k in module.walk() if isinstance(k, KernelOp)]
+    prepared = {k: ltd._prepare(k, desc, True, True, True) for k in kernels}
+    plans = {k: plan for k, (direct, plan) in prepared.items() if plan is not None}
+    chains = [
+        f
+        for run in _dlp_fuse.chains(kernels, plans)
+        for f in _dlp_fuse.segments(
+            run, plans, desc, True, lambda k: ltd._flops(k.block), ltd._estimate
+        )
+    ]
+    fused_kernels = {k for f in chains for k in f.kernels}
+    swaps = {v: s for v, s in _dlp_fuse.swaps(kernels).items() if s.kernel not in fused_kernels}
+    attn = _dlp_attn.match(chains[0].kernels, swaps)
+    assert attn is not None
+    (row,) = [f for f in chains[1:] if _dlp_attn.reader(attn, f.plans) is not None]
+    return attn, row, desc, chains, plans
+
+
+def test_fits_on_the_row_chain_and_each_refusal(attn_loop):
+    attn, row, desc, _, _ = _chains(attn_loop)
+    assert (row.tasks, row.tile, row.bands, row.sram) == (8, 2, 1, False)
+    assert _dlp_attn.fits(attn, row, desc)
+    assert not _dlp_attn.fits(attn, dataclasses.replace(row, bands=2), desc)
+    assert not _dlp_attn.fits(attn, dataclasses.replace(row, tile=1), desc)
+    # the last member's work loop of 32 iterations, not the 16 rows
+    last = copy.copy(row.plans[-1])
+    (wide,) = [
+        lp for k in row.kernels for lp in k.walk() if isinstance(lp, ForOp) and lp.trip_count == 32
+    ][:1]
+    last.work = wide
+    assert not _dlp_attn.fits(attn, dataclasses.replace(row, plans=[*row.plans[:-1], last]), desc)
+    # rows of 16 floats are not aligned to 128 bytes; heads of 32 would be
+    wide_vec = dataclasses.replace(desc, vector_align=128)
+    assert not _dlp_attn.fits(dataclasses.replace(attn, depth=32), row, wide_vec)
+    assert not _dlp_attn.fits(dataclasses.replace(attn, depth=8), row, desc)
+    f64 = create_ssa_value(MemRefType(Float64Type(), [1, 2, 16, 16]))
+    assert not _dlp_attn.fits(dataclasses.replace(attn, q=f64), row, desc)
+
+
+def test_fits_up_to_each_capacity_exactly(attn_loop):
+    attn, row, desc, _, _ = _chains(attn_loop)
+    extra = _dlp_attn.extra_bytes(attn, row.tile, desc)
+    use = {"nram": 0, "wram": 0, "sram": 0}
+    for plan in row.plans:
+        for space, n in plan.space_bytes(row.tile, False, row.sram).items():
+            use[space] += n
+    assert use == {"nram": 5260, "wram": 4096, "sram": 0}
+    assert extra == {"nram": 1728, "wram": 4096, "sram": 4096}
+    for space in use:
+        need = use[space] + extra[space]
+        exact = dataclasses.replace(desc, **{f"{space}_bytes": need})
+        short = dataclasses.replace(desc, **{f"{space}_bytes": need - 1})
+        assert _dlp_attn.fits(attn, row, exact)
+        assert not _dlp_attn.fits(attn, row, short)
+
+
+READER_MISSES = {
+    # the merged rows read by columns: tiled, not along the rows
+    "read by columns": (
+        "%49 = memref.load %reshape_3[%i0_14, %i1_14, %r0_5]",
+        "%49 = memref.load %reshape_3[%i0_14, %r0_5, %i1_14]",
+    ),
+    # the next row's: tiled at an offset
+    "read a row on": (
+        "%49 = memref.load %reshape_3[%i0_14, %i1_14, %r0_5]",
+        "%one = arith.constant 1 : index\n%i1n = arith.addi %i1_14, %one : index\n"
+        "%49 = memref.load %reshape_3[%i0_14, %i1n, %r0_5]",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(READER_MISSES))
+def test_reader_refuses_other_reads_of_the_merged_rows(attn_loop, case):
+    old, new = READER_MISSES[case]
+    assert attn_loop.count(old) == 1, old
+    text = attn_loop.replace(old, new)
+    fused = _fused(text)
+    assert not _row_chain_folds(fused), fused
+
+
+MATCH_MISSES = {
+    "scores over two images": ("loop.for %i0_7 = 0 to 1 step 1", "loop.for %i0_7 = 0 to 2 step 1"),
+    "scores stored twice": (
+        "memref.store %23, %matmul_mul[%i0_7, %i1_7, %i2_7, %i3_3] : memref<1x2x16x16xf32>",
+        "memref.store %23, %matmul_mul[%i0_7, %i1_7, %i2_7, %i3_3] : memref<1x2x16x16xf32>\n"
+        "memref.store %23, %matmul_mul[%i0_7, %i1_7, %i3_3, %i2_7] : memref<1x2x16x16xf32>",
+    ),
+    "sum starts at the scale": (
+        "%16 = arith.constant 0.000000e+00 : f32",
+        "%16 = memref.load %__constant[] : memref<f32>",
+    ),
+    "scaled by a constant": (
+        "%22 = memref.load %__constant[] : memref<f32>",
+        "%22 = arith.constant 2.500000e-01 : f32",
+    ),
+    "row maximum stored twice": (
+        "memref.store %max, %softmax_12_max[%i0_8, %i1_8, %i2_8] : memref<1x2x16xf32>",
+        "memref.store %max, %softmax_12_max[%i0_8, %i1_8, %i2_8] : memref<1x2x16xf32>\n"
+        "memref.store %max, %__constant[] : memref<f32>",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(MATCH_MISSES))
+def test_matcher_refuses(attn_loop, case):
+    old, new = MATCH_MISSES[case]
+    assert attn_loop.count(old) == 1, old
+    kernels = [
+        k
+        for k in pipeline.parse_module(attn_loop.replace(old, new)).walk()
+        if isinstance(k, KernelOp)
+    ]
+    by_name = {k.sym: k for k in kernels}
+    chain = [by_name[n] for n in _CHAIN]
+    assert _dlp_attn.match(chain, _dlp_fuse.swaps(kernels)) is None
+
+
+def test_matcher_refuses_rows_of_other_lengths(attn_loop):
+    # the softmax's per-row buffers of 17 rows, the scores of 16
+    text = attn_loop.replace("memref<1x2x16xf32>", "memref<1x2x17xf32>")
+    kernels = [k for k in pipeline.parse_module(text).walk() if isinstance(k, KernelOp)]
+    by_name = {k.sym: k for k in kernels}
+    assert _dlp_attn.match([by_name[n] for n in _CHAIN], _dlp_fuse.swaps(kernels)) is None
+
+
+_CHAIN = [
+    "matmul_mul_0",
+    "softmax_12_max",
+    "softmax_12_exp",
+    "softmax_12_sum",
+    "softmax_12",
+    "matmul_13",
+]
+
+
+# ---- the cost model's choices, exactly (loop_to_dlp._choose_tile / _choose_clusters /
+# _estimate, _dlp_fuse.segments / estimate) on the default description: 16 cores, 4 a cluster
+
+# (tasks, tile, ping-pong, SRAM staging, selection, the estimate in cycles) per kernel
+ATTN_PLANS = {
+    "linear_0": (4, 4, False, False, "MatmulSelection", 588.0),
+    "matmul_mul_0": (2, 1, False, True, "MatmulSelection", 450.0390625),
+    "softmax_12_max": (2, 1, False, False, "ReduceSelection", 414.625),
+    "softmax_12_exp": (2, 1, False, False, "ElementwiseSelection", 428.625),
+    "softmax_12_sum": (2, 1, False, False, "ReduceSelection", 414.625),
+    "softmax_12": (2, 1, False, False, "ElementwiseSelection", 428.625),
+    "matmul_13": (2, 1, False, False, "MatmulSelection", 446.0),
+    "linear_add_1": (8, 2, False, False, "MatmulSelection", 458.75),
+    "layer_norm_18_mean": (16, 1, False, False, "ReduceSelection", 401.8046875),
+    "layer_norm_18_rstd": (16, 1, False, False, "ReduceSelection", 402.890625),
+    "layer_norm_18": (16, 1, False, True, "ElementwiseSelection", 407.078125),
+}
+DIRECT = {"slice_1", "slice_2", "slice_3", "transpose_5", "transpose_7", "transpose_9"}
+
+
+def _figures(text: str) -> dict:
+    desc = resolve(None)
+    out = {}
+    for k in pipeline.parse_module(text).walk():
+        if not isinstance(k, KernelOp):
+            continue
+        direct, plan = ltd._prepare(k, desc, True, True, True)
+        if plan is None:
+            assert direct is not None
+            out[k.sym] = "direct"
+            continue
+        assert plan.groups == 1 or plan.outer is not None
+        out[k.sym] = (
+            plan.tasks,
+            plan.tile,
+            plan.double,
+            plan.sram,
+            type(plan.selection).__name__,
+            ltd._estimate(plan, ltd._flops(k.block)),
+        )
+    return out
+
+
+def test_each_kernel_plan_and_estimate(attn_loop):
+    got = _figures(attn_loop)
+    assert {k for k, v in got.items() if v == "direct"} == DIRECT | {"transpose_14"}
+    assert {k: v for k, v in got.items() if v != "direct"} == ATTN_PLANS
+
+
+def test_chains_and_their_estimates(attn_loop):
+    _, _, desc, chains, plans = _chains(attn_loop)
+    got = [
+        (
+            [k.sym for k in f.kernels],
+            f.tasks,
+            f.tile,
+            f.sram,
+            f.bands,
+            _dlp_fuse.estimate(f.kernels, plans, desc, True, lambda k: ltd._flops(k.block)),
+        )
+        for f in chains
+    ]
+    assert got == [
+        (
+            ["matmul_mul_0", *_CHAIN[1:]],
+            2,
+            1,
+            False,
+            8,
+            430.0390625,
+        ),
+        (
+            ["linear_add_1", "layer_norm_18_mean", "layer_norm_18_rstd", "layer_norm_18"],
+            8,
+            2,
+            False,
+            1,
+            469.40625,
+        ),
+    ]
+
+
+EW = """builtin.module {{
+  func.func @main(%x: memref<{r}x{c}xf32> {{dlpc.name = "x"}}, %b: memref<{c}xf32> {{dlpc.name = "b"}}, %out0: memref<{r}x{c}xf32>) attributes {{dlpc.num_inputs = 1 : i64, dlpc.params = ["b"], dlpc.num_outputs = 1 : i64}} {{
+    loop.kernel "bias_relu" attributes {{origin = "graph.add"}} {{
+      loop.for %i = 0 to {r} step 1 {{name = "i", parallel}} {{
+        loop.for %j = 0 to {c} step 1 {{name = "j", vectorize}} {{
+          %xv = memref.load %x[%i, %j] : memref<{r}x{c}xf32>
+          %bv = memref.load %b[%j] : memref<{c}xf32>
+          %s = arith.addf %xv, %bv : f32
+          %z = arith.constant 0.000000e+00 : f32
+          %r = arith.maximumf %s, %z : f32
+          memref.store %r, %out0[%i, %j] : memref<{r}x{c}xf32>
+        }}
+      }}
+    }}
+    func.return
+  }}
+}}
+"""
+
+
+@pytest.mark.parametrize(
+    "rows, cols, plan",
+    [
+        # long rows: one cluster, 8 rows a tile, ping-pong, the bias staged
+        (64, 1024, (4, 8, True, True, "ElementwiseSelection", 5160.0)),
+        # many short rows: every core, 128 rows a tile, ping-pong
+        (4096, 64, (16, 128, True, True, "ElementwiseSelection", 20490.0)),
+        # one row a core, nothing to overlap
+        (16, 16, (16, 1, False, True, "ElementwiseSelection", 402.375)),
+    ],
+)
+def test_elementwise_plans(rows, cols, plan):
+    assert _figures(EW.format(r=rows, c=cols)) == {"bias_relu": plan}
+
+
+def test_conv_plans():
+    assert _figures(CONV) == {"conv": (3, 1, False, True, "ConvSelection", 404.1015625)}
+    assert _figures(BATCHED) == {"conv": (2, 1, False, True, "BatchConvSelection", 407.6171875)}
