@@ -662,3 +662,48 @@ def test_short_and_long_copies_of_a_loop_not_from_0(lower, upper, split):
         for n in (2, 10, 19, 21, 30):
             (out,) = f(x, np.array([n], np.int64))
             np.testing.assert_array_equal(out[4:n], -x[4:n])
+
+
+# ---------------------------------------------------------------- seed 49's survivors
+
+
+def test_an_index_of_a_zero_stride_is_multiplied_by_0():
+    """A dimension after an empty one has stride 0 (row-major strides are products of the
+    later dims): its index is multiplied by 0, only a stride of 1 drops the product."""
+    from dlpc.backends.c import Buffer
+
+    assert Buffer("v", (4, 0)).at(["i", "j"]) == "v[i * 0 + j]"
+    assert Buffer("v", (4, 1, 3)).at(["i", "j", "k"]) == "v[i * 3 + j * 3 + k]"
+    assert Buffer("v", (2, 3)).at(["i", "j"]) == "v[i * 3 + j]"
+
+
+def test_an_empty_view_at_the_end_of_the_packed_block_shares_no_bytes():
+    """The packed weights' block spans [0, 16): an empty view at byte 16 shares no byte
+    with it (`restrict`); the block and a view at 8 do (neither)."""
+    module = parse_module(f"""
+func.func @main(%x: memref<4xf32>, %y: memref<4xf32>, %out: memref<4xf32>) {ATTRS} {{
+  %p = memref.alloc() {{dlpc.packed}} : memref<16xi8>
+  %c16 = arith.constant 16 : index
+  %c8 = arith.constant 8 : index
+  %e = memref.view %p[%c16][] : memref<16xi8> to memref<0xf32>
+  %h = memref.view %p[%c8][] : memref<16xi8> to memref<2xf32>
+  loop.kernel "k" {{
+    %c0 = arith.constant 0 : index
+    %b = memref.load %p[%c0] : memref<16xi8>
+    %f = arith.constant false
+    scf.if %f {{
+      %v = memref.load %e[%c0] : memref<0xf32>
+      memref.store %v, %out[%c0] : memref<4xf32>
+    }}
+    %w = memref.load %h[%c0] : memref<2xf32>
+    %bf = arith.sitofp %b : i8 to f32
+    %s = arith.addf %bf, %w : f32
+    memref.store %s, %out[%c0] : memref<4xf32>
+  }}
+  func.return
+}}""")
+    signature = _kernel_text(emit_c(module))[0]
+    assert signature == (
+        "static void kernel_k(const int8_t *v_p, const float *restrict v_e, "
+        "float *restrict v_out0, const float *v_h)"
+    )
