@@ -1,0 +1,293 @@
+"""Tests of the tools area's lines new since its seed-38 sample (issue 35, eighth round;
+bench/mutation.py --area tools: tools/*.py, diagnostics.py), written from a branch-coverage
+run of the area's tests before the seed-49 draw: `--dims` / `--buckets` parsing, a .dlpc
+model's named dims in each tool (symbolic in dlpc-run, bound or refused in dlpc),
+dlpc-tune's maxima of a symbolic program, dlpc-run's padded arguments of the one program,
+`--opencl-profile`'s check, dlpc-train's distributed switches; and two bad-input bugs
+fixed with them (an empty or damaged `--input` / `--data` file). Tools run in-process on
+small models."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from dlpc.diagnostics import DlpcError
+
+TINY = """model tiny(x: f32[B, 4]) {
+  param w: f32[3, 4] = kaiming(seed=1)
+  return linear(x, w)
+}
+"""
+
+
+@pytest.fixture
+def tiny(tmp_path):
+    path = tmp_path / "tiny.dlpc"
+    path.write_text(TINY)
+    return str(path)
+
+
+# ---- bad input files: one line, never an internal error ------------------------------------
+def _bad_files(tmp_path) -> dict[str, Path]:
+    empty = tmp_path / "empty.npy"
+    empty.write_bytes(b"")
+    damaged = tmp_path / "damaged.npy"
+    damaged.write_bytes(b"PK\x03\x04not a zip")
+    archive = tmp_path / "two.npz"
+    np.savez(archive, a=np.zeros(3, np.float32))
+    return {"empty": empty, "damaged": damaged, "archive": archive}
+
+
+def test_dlpc_run_input_files_that_are_not_one_array_are_one_line(tiny, tmp_path, capsys):
+    from dlpc.tools import dlpc_run
+
+    files = _bad_files(tmp_path)
+    expected = {
+        "empty": f"dlpc-run: error: cannot read input {files['empty']}: No data left in file",
+        "damaged": f"dlpc-run: error: cannot read input {files['damaged']}: File is not a zip file",
+        "archive": f"dlpc-run: error: input {files['archive']} is an .npz archive: --input "
+        "takes .npy files",
+    }
+    for kind, path in files.items():
+        argv = [tiny, "--target", "numpy", "--input", str(path)]
+        assert dlpc_run.main(argv) == 1
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == [expected[kind]], kind
+    good = tmp_path / "x.npy"
+    np.save(good, np.ones((2, 4), np.float32))
+    assert dlpc_run.load_inputs([str(good)])[0].tolist() == [[1.0] * 4] * 2
+
+
+def test_dlpc_train_data_files_that_are_not_an_archive_are_one_line(tmp_path):
+    from dlpc.tools.dlpc_train import load_data
+
+    empty = tmp_path / "empty.npz"
+    empty.write_bytes(b"")
+    damaged = tmp_path / "damaged.npz"
+    damaged.write_bytes(b"PK\x03\x04not a zip")
+    one = tmp_path / "one.npz"
+    with open(one, "wb") as f:  # one .npy array under an .npz name
+        np.save(f, np.zeros(3))
+    objects = tmp_path / "objects.npz"
+    np.savez(objects, x=np.array([{"a": 1}], dtype=object), y=np.zeros(1))
+    for path, message in [
+        (empty, f"error: cannot read data {empty}: No data left in file"),
+        (damaged, f"error: cannot read data {damaged}: File is not a zip file"),
+        (one, f"error: data {one} must be an .npz archive of named arrays"),
+    ]:
+        with pytest.raises(DlpcError) as e:
+            load_data(str(path))
+        assert str(e.value) == message
+    with pytest.raises(DlpcError, match=rf"^error: cannot read data {objects}: Object arrays"):
+        load_data(str(objects))
+
+
+# ---- --dims / --buckets ---------------------------------------------------------------------
+def test_parse_dims_one_size_or_many():
+    from dlpc.tools.common import parse_dims
+
+    assert parse_dims(None, "--dims", many=False) == {}
+    assert parse_dims("", "--dims", many=False) == {}
+    assert parse_dims(" seq=16 , batch=2,", "--dims", many=False) == {"seq": 16, "batch": 2}
+    assert parse_dims("seq= 7", "--dims", many=False) == {"seq": 7}
+    assert parse_dims("seq=8:16, b=1", "--buckets", many=True) == {"seq": [8, 16], "b": [1]}
+    out = parse_dims("s=3", "--dims", many=False)
+    assert type(out["s"]) is int
+    for text, what, many, form in [
+        ("seq", "--dims", False, "NAME=N"),
+        ("=4", "--dims", False, "NAME=N"),
+        ("seq=0", "--dims", False, "NAME=N"),
+        ("seq=-1", "--dims", False, "NAME=N"),
+        ("seq=x", "--dims", False, "NAME=N"),
+        ("seq=8:16", "--dims", False, "NAME=N"),
+        ("seq=8:0", "--buckets", True, "NAME=N:N:..."),
+        ("seq=8:", "--buckets", True, "NAME=N:N:..."),
+        ("seq:8", "--buckets", True, "NAME=N:N:..."),
+    ]:
+        with pytest.raises(DlpcError) as e:
+            parse_dims(f"a=1,{text}", what, many)
+        assert str(e.value) == f"error: {what} entry '{text}' is not {form} (N > 0)", text
+
+
+def test_load_model_binds_or_keeps_a_dlpc_models_named_dims(tiny, monkeypatch):
+    import io
+    import sys
+
+    from dlpc.runtime.dynamic import is_dynamic
+    from dlpc.tools.common import load_model
+
+    assert not is_dynamic(load_model(tiny))  # (unbound: 1)
+    assert load_model(tiny).weights["w"].shape == (3, 4)
+    symbolic = load_model(tiny, unbound=None)
+    assert is_dynamic(symbolic)
+    bound = load_model(tiny, dims={"B": 5}, unbound=None)
+    assert "tensor<5x4xf32>" in str(bound.module)
+    assert "tensor<6x4xf32>" in str(load_model(tiny, batch=6, unbound=None).module)
+    assert "tensor<2x4xf32>" in str(load_model(tiny, unbound=2).module)
+    monkeypatch.setattr(sys, "stdin", SimpleNamespace(buffer=io.BytesIO(TINY.encode())))
+    piped = load_model("-", "dlpc", dims={"B": 3}, unbound=None)
+    assert "tensor<3x4xf32>" in str(piped.module)
+    monkeypatch.setattr(sys, "stdin", SimpleNamespace(buffer=io.BytesIO(TINY.encode())))
+    assert is_dynamic(load_model("-", "dlpc", unbound=None))
+
+
+# ---- dlpc: a model with symbolic dims ------------------------------------------------------
+MLIR_SYMBOLIC = """func.func @main(%x: tensor<?x4xf32, ["B"]>) -> tensor<?x4xf32, ["B"]> {
+  %y = graph.relu %x : (tensor<?x4xf32, ["B"]>) -> tensor<?x4xf32, ["B"]>
+  func.return %y : tensor<?x4xf32, ["B"]>
+}
+"""
+
+
+def test_dlpc_on_a_symbolic_model_needs_dims_below_the_graph(tmp_path, capsys):
+    from dlpc.tools.dlpc import main
+
+    path = tmp_path / "sym.mlir"
+    path.write_text(MLIR_SYMBOLIC)
+    assert main([str(path), "--emit", "te"]) == 1
+    assert capsys.readouterr().err.strip() == (
+        f"{path}: error: graph input 'x' dim 0 is the symbolic dim 'B': pass --dims to "
+        "emit a program for given sizes (dlpc.compile serves every size)"
+    )
+    assert main([str(path), "--emit", "graph"]) == 0  # (the symbolic graph as it is)
+    assert 'tensor<?x4xf32, ["B"]>' in capsys.readouterr().out
+    assert main([str(path), "--emit", "graph", "--dims", "B=3"]) == 0
+    out = capsys.readouterr().out
+    assert "tensor<3x4xf32>" in out and "?" not in out
+    assert main([str(path), "--emit", "te", "--dims", "B=2"]) == 0
+    assert "tensor<2x4xf32>" in capsys.readouterr().out
+    static = tmp_path / "static.mlir"
+    static.write_text(MLIR_SYMBOLIC.replace('?x4xf32, ["B"]', "5x4xf32"))
+    assert main([str(static), "--emit", "graph", "--dims", "B=3"]) == 0  # (nothing to bind)
+    assert "tensor<5x4xf32>" in capsys.readouterr().out
+    assert main([str(path), "--emit", "te", "--dims", "B=0"]) == 1
+    assert (
+        capsys.readouterr().err.strip() == "dlpc: error: --dims entry 'B=0' is not NAME=N (N > 0)"
+    )
+
+
+def test_dlpc_writes_no_weights_beside_a_device_output(tiny, tmp_path, capsys):
+    from dlpc.tools.dlpc import main
+
+    out = tmp_path / "out.mlir"
+    assert main([tiny, "--emit", "graph", "--fold-weights", "-o", str(out)]) == 0
+    assert (tmp_path / "out.npz").is_file()
+    capsys.readouterr()
+    assert main([tiny, "--emit", "graph", "--fold-weights", "-o", "/dev/null"]) == 0
+    assert "wrote" not in capsys.readouterr().err and not Path("/dev/null.npz").exists()
+
+
+# ---- dlpc-tune: the maxima of a symbolic program ------------------------------------------
+SLICED = """func.func @main(%x: tensor<?x?xf32, ["batch", "seq"]>) -> tensor<1x?xf32, ["seq"]> {
+  %p = graph.param "pos" : tensor<1x48xf32>
+  %s = graph.slice %p {sym_ends = ["seq"], starts = array<i64: 0>, ends = array<i64: -9223372036854775808>, axes = array<i64: 1>} : (tensor<1x48xf32>) -> tensor<1x?xf32, ["seq"]>
+  func.return %s : tensor<1x?xf32, ["seq"]>
+}
+"""
+
+
+def test_dlpc_tunes_symbolic_maxima_default_given_and_capped():
+    from dlpc.model import Model
+    from dlpc.passes import pipeline
+    from dlpc.runtime.dynamic import DEFAULT_MAX
+    from dlpc.tools.dlpc_tune import symbolic_maxima
+
+    model = Model(pipeline.parse_module(SLICED), {}, "m", None)
+    # seq slices a table of 48: capped there; batch at the default maximum
+    assert symbolic_maxima(model, {}) == {"batch": DEFAULT_MAX, "seq": 48}
+    assert list(symbolic_maxima(model, {})) == ["batch", "seq"]  # (sorted)
+    assert symbolic_maxima(model, {"seq": 32, "batch": 4}) == {"batch": 4, "seq": 32}
+    assert symbolic_maxima(model, {"seq": 48}) == {"batch": DEFAULT_MAX, "seq": 48}
+    assert symbolic_maxima(model, {"seq": 64}) == {"batch": DEFAULT_MAX, "seq": 48}
+    with pytest.raises(DlpcError) as e:
+        symbolic_maxima(model, {"B": 2})
+    assert str(e.value) == (
+        "dlpc-tune: error: --dims B: the model has no symbolic dim 'B' (its symbolic dims: "
+        "batch, seq)"
+    )
+    static = Model(
+        pipeline.parse_module(MLIR_SYMBOLIC.replace('?x4xf32, ["B"]', "5x4xf32")), {}, "s", None
+    )
+    assert symbolic_maxima(static, {}) is None
+    with pytest.raises(
+        DlpcError, match="^dlpc-tune: error: --dims names symbolic dims; this model has none$"
+    ):
+        symbolic_maxima(static, {"B": 2})
+
+
+# ---- dlpc-run: the one program's arguments, the OpenCL function, --opencl-profile ----------
+def test_generic_arguments_pad_each_input_to_its_maximum_then_the_dims():
+    from dlpc.tools.dlpc_run import generic_arguments
+
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    y = np.array([7, 8], np.int32)
+    generic = SimpleNamespace(fn=print, full=[(4, 5), (3,)], names=["s", "b"])
+    function = SimpleNamespace(generic=generic, bind=lambda arrays: {"b": 2, "s": 3})
+    padded_x, padded_y, dims = generic_arguments(SimpleNamespace(function=function), [x, y])
+    want = np.zeros((4, 5), np.float32)
+    want[:2, :3] = x
+    np.testing.assert_array_equal(padded_x, want)
+    assert padded_x.dtype == np.float32 and padded_y.dtype == np.int32
+    np.testing.assert_array_equal(padded_y, [7, 8, 0])
+    assert dims.dtype == np.int64 and dims.tolist() == [3, 2]  # (in the program's order)
+    inputs = [x, y]
+    for other in (
+        SimpleNamespace(),  # (no generic program: a per-binding function)
+        SimpleNamespace(generic=None),
+        SimpleNamespace(generic=SimpleNamespace(fn=None, full=[(4, 5)])),
+        SimpleNamespace(generic=SimpleNamespace(fn=print, full=[])),
+    ):
+        assert generic_arguments(SimpleNamespace(function=other), inputs) is inputs
+
+
+def test_the_opencl_function_of_a_compiled_or_dynamic_model():
+    from dlpc import api
+    from dlpc.tools.dlpc_run import _opencl_function
+
+    artifact = object()
+    plain = SimpleNamespace(artifact=artifact)
+    assert _opencl_function(plain) is artifact
+    assert _opencl_function(SimpleNamespace()) is None
+    dynamic = api.DynamicCompiledModel.__new__(api.DynamicCompiledModel)
+    dynamic.function = SimpleNamespace(last=plain)  # type: ignore[attr-defined]
+    assert _opencl_function(dynamic) is artifact
+
+
+def test_opencl_profile_needs_the_opencl_target(tiny, capsys):
+    from dlpc.tools import dlpc_run
+
+    assert dlpc_run.main([tiny, "--target", "c", "--opencl-profile", "gpu"]) == 1
+    assert capsys.readouterr().err.strip() == (
+        "dlpc-run: error: --opencl-profile needs --target opencl, not 'c'"
+    )
+
+
+def test_dlpc_run_random_inputs_at_dims_and_its_dims_line(tiny, capsys):
+    from dlpc.tools import dlpc_run
+
+    argv = [tiny, "--target", "c", "--dims", "B=3", "--repeat", "1", "--check"]
+    assert dlpc_run.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "output 0: 3x3 float32" in out and ": ok" in out
+    # (the call, then the timing's warm-up and its one run; no short kernel: B leads x)
+    assert out.endswith("\ndims: 3 guarded calls, 1 compile(s)\n"), out
+    assert dlpc_run.main([tiny, "--target", "c", "--batch", "9", "--repeat", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "output 0: 9x3 float32" in out and "dims:" not in out  # (bound: static)
+
+
+# ---- dlpc-train: the asynchronous parameter server's switches -------------------------------
+@pytest.mark.parametrize("extra", [["--ps-async"], ["--staleness", "2"]])
+def test_dlpc_train_async_switches_take_the_distributed_path(tiny, monkeypatch, extra):
+    import dlpc.dist.cli as dist
+    from dlpc.tools import dlpc_train
+
+    seen = []
+    monkeypatch.setattr(dist, "run", lambda args, line, *rest: seen.append(line) or 0)
+    argv = [tiny, "--data", "digits", "--epochs", "1", *extra]
+    assert dlpc_train.main(argv) == 0
+    assert seen == [argv]
