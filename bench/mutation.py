@@ -384,7 +384,11 @@ AREAS: dict[str, Area] = {
             "test/python/test_mutation_kills_tools.py test/python/test_tools.py "
             "-k 'mutation or bad_options or diagnostics or difference or invalid or failure "
             "or atomically or output_file'",
-            "test/python/test_mutation_kills_tools2.py",
+            "test/python/test_mutation_kills_tools2.py test/python/test_mutation_kills_tools3.py",
+            # (session 8) dlpc-run / dlpc-tune on a symbolic model, dlpc --stats' scalar dlp
+            # kernels, dlpc-run on OpenCL with its launch plans
+            "test/python/test_dlpc_symbolic.py test/python/test_dlp_roofline.py "
+            "test/python/test_opencl_gpu_plans.py -k 'dlpc_run or dlpc_tune or stats_names'",
             # the tools' in-process CLI tests, and one dlpc-tune and dlpc-train run each
             "test/python/test_cli_newcomer.py -k 'version or usage or has_help or checks_options "
             "or missing_tuning or verdict or never_overwrites or extra_file or symlink "
