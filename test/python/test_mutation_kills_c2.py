@@ -707,3 +707,238 @@ func.func @main(%x: memref<4xf32>, %y: memref<4xf32>, %out: memref<4xf32>) {ATTR
         "static void kernel_k(const int8_t *v_p, const float *restrict v_e, "
         "float *restrict v_out0, const float *v_h)"
     )
+
+
+# ---------------------------------------------------------------- older lines no area test reached
+
+
+def test_memref_info_refusals():
+    """Each memref the C backend cannot lay out is a one-line diagnostic naming it."""
+    from xdsl.dialects.builtin import MemRefType, StridedLayoutAttr, f32
+
+    from dlpc.backends.c import memref_info
+
+    assert memref_info(MemRefType(f32, [2, 3])) == ((2, 3), f32)
+    cases = [
+        (f32, f"error: c backend: expected a memref, got {f32}"),
+        (MemRefType(f32, [-1]), "error: c backend: dynamic memref {} is not supported"),
+        (
+            MemRefType(f32, [4], StridedLayoutAttr([2], 0)),
+            "error: c backend: memref {} has a non-identity layout",
+        ),
+    ]
+    for ty, msg in cases:
+        with pytest.raises(DlpcError) as e:
+            memref_info(ty)
+        assert str(e.value) == msg.format(ty)
+    with pytest.raises(
+        DlpcError,
+        match=r"^error: c backend: memref<1099511627776x1099511627776xf32> has \d+ bytes, over dlpc.s limit of 2\^40 bytes \(1 TiB\) for one tensor$",
+    ):
+        memref_info(MemRefType(f32, [2**40, 2**40]))
+
+
+def test_float_and_bool_literals():
+    from xdsl.dialects.builtin import IntegerType, f16, f32, f64
+
+    from dlpc.backends.c import float_literal, int_literal
+
+    assert float_literal(float("nan"), f32) == "NAN"
+    assert float_literal(float("inf"), f64) == "INFINITY"
+    assert float_literal(float("-inf"), f32) == "(-INFINITY)"
+    assert float_literal(2.0, f32) == "2.0f" and float_literal(2.0, f64) == "2.0"
+    assert float_literal(1e20, f32) == "1e+20f" and float_literal(-0.5, f64) == "(-0.5)"
+    assert float_literal(0.5, f16) == "((_Float16)0.5f)"
+    assert int_literal(1, IntegerType(1)) == "true" and int_literal(0, IntegerType(1)) == "false"
+
+
+def test_unsigned_max_min_and_comparisons_of_signless_bits():
+    """arith.maxui / minui and the u* predicates of cmpi read i8 bits unsigned (-1 is 255)."""
+    body = """
+      %a = memref.load %x[%i] : memref<4xi8>
+      %b = memref.load %y[%i] : memref<4xi8>
+      %mx = arith.maxui %a, %b : i8
+      %mn = arith.minui %a, %b : i8
+      %lt = arith.cmpi ult, %a, %b : i8
+      %ge = arith.cmpi uge, %a, %b : i8
+      %slt = arith.cmpi slt, %a, %b : i8
+      %l = arith.extui %lt : i1 to i8
+      %g = arith.extui %ge : i1 to i8
+      %s = arith.extui %slt : i1 to i8
+      %c4 = arith.constant 4 : i8
+      %c16 = arith.constant 16 : i8
+      %g4 = arith.muli %g, %c4 : i8
+      %s16 = arith.muli %s, %c16 : i8
+      %f1 = arith.addi %l, %g4 : i8
+      %f = arith.addi %f1, %s16 : i8
+      %m = arith.subi %mx, %mn : i8
+      memref.store %m, %out[%i] : memref<4xi8>
+      memref.store %f, %flags[%i] : memref<4xi8>"""
+    args = "%x: memref<4xi8>, %y: memref<4xi8>, %out: memref<4xi8>, %flags: memref<4xi8>"
+    module = parse_module(
+        _one_loop(args, body).replace("dlpc.num_outputs = 1", "dlpc.num_outputs = 2")
+    )
+    lines = _kernel_text(emit_c(module))
+    assert "const int8_t v_mx = (int8_t)DLPC_MAX((uint8_t)v_a, (uint8_t)v_b);" in lines
+    assert "const int8_t v_mn = (int8_t)DLPC_MIN((uint8_t)v_a, (uint8_t)v_b);" in lines
+    assert "const bool v_lt = (uint8_t)v_a < (uint8_t)v_b;" in lines
+    x = np.array([-1, 3, 5, -128], np.int8)
+    y = np.array([1, 3, -2, 127], np.int8)
+    out, flags = CFunction(module, name="unsigned_cmp")(x, y)
+    ux, uy = x.view(np.uint8).astype(int), y.view(np.uint8).astype(int)
+    want = np.maximum(ux, uy) - np.minimum(ux, uy)
+    np.testing.assert_array_equal(out.view(np.uint8), want.astype(np.uint8))
+    want_flags = (ux < uy) * 1 + (ux >= uy) * 4 + (x < y) * 16
+    np.testing.assert_array_equal(flags, want_flags.astype(np.int8))
+
+
+def test_globals_uninitialised_and_integer():
+    """A memref.global without a value is a zeroed static array; an integer one lists its
+    values (not a splat)."""
+    module = parse_module(f"""
+"memref.global"() <{{sym_name = "z", type = memref<4xf32>, initial_value, sym_visibility = "private"}}> : () -> ()
+"memref.global"() <{{sym_name = "w", type = memref<4xi32>, initial_value = dense<[1, -2, 3, 70000]> : tensor<4xi32>, sym_visibility = "private", constant}}> : () -> ()
+func.func @main(%x: memref<4xf32>, %y: memref<4xf32>, %out: memref<4xf32>) {ATTRS} {{
+  %gz = memref.get_global @z : memref<4xf32>
+  %gw = memref.get_global @w : memref<4xi32>
+  loop.kernel "k" {{
+    loop.for %i = 0 to 4 step 1 {{name = "i0"}} {{
+      %a = memref.load %gz[%i] : memref<4xf32>
+      %b = memref.load %gw[%i] : memref<4xi32>
+      %bf = arith.sitofp %b : i32 to f32
+      %s = arith.addf %a, %bf : f32
+      memref.store %s, %out[%i] : memref<4xf32>
+    }}
+  }}
+  func.return
+}}""")
+    source = emit_c(module)
+    assert "static float g_z[4];" in source
+    assert "static const int32_t g_w[4] = {1, (-2), 3, 70000};" in source
+    x = np.zeros(4, np.float32)
+    (out,) = CFunction(module, name="int_global")(x, x)
+    np.testing.assert_array_equal(out, [1, -2, 3, 70000])
+
+
+def test_module_and_signature_refusals():
+    """Two functions, none @main; @main's attributes counting other arguments; a view at
+    a runtime offset: each one line."""
+    two = parse_module("""
+func.func @f(%x: memref<1xf32>) {
+  func.return
+}
+func.func @g(%x: memref<1xf32>) {
+  func.return
+}""")
+    with pytest.raises(DlpcError, match=r"^error: c backend: the module has no func.func @main$"):
+        emit_c(two)
+    bad = parse_module("""
+func.func @main(%x: memref<1xf32>, %y: memref<1xf32>) attributes {dlpc.num_inputs = 1 : i64, dlpc.params = ["w"], dlpc.num_outputs = 1 : i64} {
+  func.return
+}""")
+    with pytest.raises(DlpcError) as e:
+        emit_c(bad)
+    assert (
+        str(e.value)
+        == "error: @main has 2 arguments but its attributes say 1 inputs, 1 params and 1 outputs"
+    )
+    view = parse_module(f"""
+func.func @main(%x: memref<4xf32>, %y: memref<4xf32>, %out: memref<4xf32>) {ATTRS} {{
+  %arena = memref.alloc() {{dlpc.arena}} : memref<64xi8>
+  %c0 = arith.constant 0 : index
+  %v = memref.load %x[%c0] : memref<4xf32>
+  %o = arith.fptosi %v : f32 to i64
+  %off = arith.index_cast %o : i64 to index
+  %d = memref.view %arena[%off][] : memref<64xi8> to memref<2xf32>
+  func.return
+}}""")
+    with pytest.raises(DlpcError) as e:
+        emit_c(view)
+    assert str(e.value) == "error: c backend: memref.view needs a constant offset in @main"
+
+
+def test_an_unrolled_parallel_loop_drops_its_unroll():
+    """GCC takes no pragma between an OpenMP loop's and its `for`: the unroll is dropped,
+    saying so, and the loop is still one OpenMP loop."""
+    body = """
+      %a = memref.load %x[%i] : memref<65536xf32>
+      memref.store %a, %out[%i] : memref<65536xf32>"""
+    args = "%x: memref<65536xf32>, %y: memref<65536xf32>, %out: memref<65536xf32>"
+    module = parse_module(_one_loop(args, body, n=65536, attrs=", parallel, unroll = 4"))
+    lines = _kernel_text(emit_c(module))
+    assert "/* unroll 4 dropped: not expressible on an OpenMP loop */" in lines
+    assert not any("GCC unroll" in ln for ln in lines)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        # the accumulator stored twice
+        """
+      %a = memref.load %acc[] : memref<f32>
+      %s = arith.addf %a, %v : f32
+      memref.store %s, %acc[] : memref<f32>
+      memref.store %s, %acc[] : memref<f32>""",
+        # stored before it is loaded
+        """
+      memref.store %v, %acc[] : memref<f32>
+      %a = memref.load %acc[] : memref<f32>
+      %s = arith.addf %a, %v : f32""",
+        # its update under an if
+        """
+      %a = memref.load %acc[] : memref<f32>
+      %c = arith.cmpf ogt, %v, %a : f32
+      scf.if %c {
+        memref.store %v, %acc[] : memref<f32>
+      }""",
+        # a combine that is no reduction (subtraction)
+        """
+      %a = memref.load %acc[] : memref<f32>
+      %s = arith.subf %a, %v : f32
+      memref.store %s, %acc[] : memref<f32>""",
+        # the loaded value read twice
+        """
+      %a = memref.load %acc[] : memref<f32>
+      %s = arith.addf %a, %v : f32
+      %t = arith.addf %s, %a : f32
+      memref.store %t, %acc[] : memref<f32>""",
+        # the combine's value read outside the store
+        """
+      %a = memref.load %acc[] : memref<f32>
+      %s = arith.addf %a, %v : f32
+      memref.store %s, %acc[] : memref<f32>
+      memref.store %s, %out[%r] : memref<64xf32>""",
+    ],
+)
+def test_accumulator_updates_that_are_no_openmp_reduction(body):
+    """A vectorised reduction loop whose accumulator is not `acc = acc op x` once, directly
+    in its body, is `GCC ivdep`, not `omp simd reduction`."""
+    text = f"""
+func.func @main(%x: memref<64xf32>, %y: memref<64xf32>, %out: memref<64xf32>) {ATTRS} {{
+  loop.kernel "k" {{
+    %acc = memref.alloca() : memref<f32>
+    %z = arith.constant 0.0 : f32
+    memref.store %z, %acc[] : memref<f32>
+    loop.for %r = 0 to 64 step 1 {{name = "r0", vectorize, reduction}} {{
+      %v = memref.load %x[%r] : memref<64xf32>{body}
+    }}
+    %t = memref.load %acc[] : memref<f32>
+    %c0 = arith.constant 0 : index
+    memref.store %t, %out[%c0] : memref<64xf32>
+  }}
+  func.return
+}}"""
+    lines = _kernel_text(emit_c(parse_module(text)))
+    assert "#pragma GCC ivdep" in lines
+    assert not any("reduction(" in ln for ln in lines)
+    good = (
+        text.split("      %v = memref.load")[0]
+        + (
+            "      %v = memref.load %x[%r] : memref<64xf32>\n"
+            "      %a = memref.load %acc[] : memref<f32>\n"
+            "      %s = arith.addf %a, %v : f32\n"
+            "      memref.store %s, %acc[] : memref<f32>\n    }\n"
+        )
+        + text.split("    }\n    %t = ")[1].join(["    %t = ", ""])
+    )
+    assert "#pragma omp simd reduction(+:v_acc)" in _kernel_text(emit_c(parse_module(good)))
