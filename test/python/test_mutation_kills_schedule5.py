@@ -854,3 +854,45 @@ def test_a_pointwise_convs_row_tile_and_row_copy_at_their_thresholds(tmp_path, c
     assert nest is not None
     script = conv_tile_script(kernel, nest, threads=2).replace(kernel.sym, "K").split("\n")
     assert script == ["decompose K", *POINTWISE[case]]
+
+
+# ------------------------------------------------- winograd: blocks of two tile rows
+
+
+@pytest.mark.parametrize(
+    "w, h, co, two",
+    [
+        # 16 wide: 8 tiles a row (half a vector), 8 tile rows (pairs): two-row blocks, the
+        # rows split by 2 (i2tb, i2tk) and V's reshape copied per block, split per row
+        (16, 16, 8, True),
+        (16, 16, 32, True),  # 32 outputs: blocks of CO_BLOCK = 16 rows, 16 x 16 tiles fit
+        (32, 32, 8, False),  # 16 tiles a row: a whole vector already
+        (16, 10, 8, False),  # 5 tile rows: they do not pair up
+        (8, 8, 8, False),  # 4 tiles a row: a quarter vector
+    ],
+)
+def test_fused_winograd_takes_two_tile_rows_where_a_row_is_half_a_vector(tmp_path, w, h, co, two):
+    """winograd._two_rows and fused_script(two=True) (winograd.py:142, :241-255, :301-313):
+    the loops of the scheduled output transform, with or without the two-row split."""
+    from dlpc import api
+
+    path = _text(
+        tmp_path,
+        f"model w(x: f32[B, 4, {h}, {w}]) {{\n  param k: f32[{co}, 4, 3, 3] = kaiming(seed=5)\n"
+        "  return relu(conv2d(x, k, padding=1))\n}\n",
+    )
+    model = dlpc.load(path, batch=1)
+    opts = pipeline.PipelineOptions(
+        opt_level=3,
+        schedule=True,
+        extra={
+            "graph-winograd": {"where": "all"},
+            "loop-default-schedule": {"winograd_fuse": True},
+        },
+    )
+    module = pipeline.lower(
+        model.module.clone(), "loop", opts, weights=dict(api.check_weights(model))
+    )
+    names = {lp.loop_name for lp in module.walk() if isinstance(lp, ForOp) and lp.loop_name}
+    split = {"i2tb", "i2tk", "reshape_1_i3o", "reshape_1_i3i"}
+    assert (split & names) == (split if two else set())
