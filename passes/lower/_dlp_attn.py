@@ -105,9 +105,7 @@ def _product(k: KernelOp) -> _Product | None:
         return None
     value, scale = store.value.owner, None
     if isinstance(value, arith.MulfOp):
-        got = [v.owner for v in value.operands]
-        if not all(isinstance(g, memref.LoadOp) for g in got):
-            return None
+        got = [v.owner for v in value.operands]  # (two: one load of acc, one of the scale)
         acc_loads = [g for g in got if isinstance(g, memref.LoadOp) and g.memref is acc]
         others = [g for g in got if isinstance(g, memref.LoadOp) and g.memref is not acc]
         if len(acc_loads) != 1 or len(others) != 1 or shape_of(others[0].memref) != ():
