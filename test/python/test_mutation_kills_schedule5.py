@@ -896,3 +896,77 @@ def test_fused_winograd_takes_two_tile_rows_where_a_row_is_half_a_vector(tmp_pat
     names = {lp.loop_name for lp in module.walk() if isinstance(lp, ForOp) and lp.loop_name}
     split = {"i2tb", "i2tk", "reshape_1_i3o", "reshape_1_i3i"}
     assert (split & names) == (split if two else set())
+
+
+# ------------------------------------------------------------- decompose's `sums` buffer
+
+
+def _requant(rows: int = 4, cols: int = 8, lower: int = 0) -> str:
+    """test/passes/loop-decompose-reduction-sums.mlir's kernel (an i32 sum requantized to
+    i8) over `rows` x `cols` outputs, its column loop from `lower`."""
+    from pathlib import Path
+
+    text = (
+        Path(__file__).parents[1].joinpath("passes/loop-decompose-reduction-sums.mlir").read_text()
+    )
+    text = "\n".join(ln for ln in text.split("\n") if not ln.startswith("//"))
+    text = text.replace("4x16xi8", f"{rows}x16xi8").replace("8x16xi8", f"{cols}x16xi8")
+    text = text.replace("4x8xi8", f"{rows}x{cols}xi8").replace("0 to 4 step", f"0 to {rows} step")
+    return text.replace("0 to 8 step", f"{lower} to {cols} step")
+
+
+@pytest.mark.parametrize(
+    "rows, cols, alloc",
+    [
+        # 512 x 512 i32 sums: 1 MiB, exactly LOCAL_SUMS_BYTES: on the stack; one more
+        # column: on the heap (an alloc and its dealloc)
+        (512, 512, "memref.alloca"),
+        (512, 513, "memref.alloc"),
+    ],
+)
+def test_decompose_puts_sums_over_a_mib_on_the_heap(rows, cols, alloc):
+    """decompose._sums_buffer (decompose.py:274-281): the kernel-local buffer of i32 sums
+    is an alloca up to LOCAL_SUMS_BYTES, an alloc beyond."""
+    from dlpc.passes.schedule.decompose import decompose_reduction
+
+    module = parse_module(_requant(rows, cols))
+    decompose_reduction(module, "requant")
+    (sums,) = [op for op in module.walk() if op.results and op.results[0].name_hint == "sums"]
+    assert sums.name == alloc
+    assert str(sums.results[0].type) == f"memref<{rows}x{cols}xi32>"
+
+
+def test_decompose_refuses_sums_over_a_loop_not_from_zero():
+    """decompose._local_sums (decompose.py:265-271): the sums buffer is indexed by the
+    spatial loops' ivs, so each must run from 0 by 1; a column loop from 1 keeps the
+    refusal of a sum stored as another type."""
+    from dlpc.passes.schedule.decompose import decompose_reduction
+
+    module = parse_module(_requant(lower=1))
+    with pytest.raises(ScheduleError) as e:
+        decompose_reduction(module, "requant")
+    assert str(e.value) == (
+        "the accumulator of loop requant/i1 has type i32, its output element i8: it cannot "
+        "accumulate in the output"
+    )
+
+
+def test_decomposed_integer_sums_give_the_kernels_numbers():
+    """decompose over `sums`: the hand-written kernel's requantized outputs (i32 sums
+    scaled, rounded half to even, wrapped to i8) equal numpy's on the C target."""
+    import numpy as np
+
+    from dlpc.backends.runtime.evaluate import run_loop_c
+    from dlpc.passes.schedule.decompose import decompose_reduction
+
+    rng = np.random.default_rng(3)
+    a = rng.integers(-128, 128, (4, 16)).astype(np.int8)
+    w = rng.integers(-128, 128, (8, 16)).astype(np.int8)
+    sums = a.astype(np.int32) @ w.astype(np.int32).T
+    want = np.round(sums.astype(np.float32) * np.float32(0.125)).astype(np.int32).astype(np.int8)
+    module = parse_module(_requant())
+    decompose_reduction(module, "requant")
+    assert "%sums = memref.alloca()" in str(module)
+    got = np.zeros((4, 8), np.int8)
+    run_loop_c(module, [a, w, got])
+    np.testing.assert_array_equal(got, want)
