@@ -942,3 +942,24 @@ func.func @main(%x: memref<64xf32>, %y: memref<64xf32>, %out: memref<64xf32>) {A
         + text.split("    }\n    %t = ")[1].join(["    %t = ", ""])
     )
     assert "#pragma omp simd reduction(+:v_acc)" in _kernel_text(emit_c(parse_module(good)))
+
+
+def test_a_graph_loop_is_a_c_loop_around_its_kernels():
+    """graph.loop's host loop (scf.while in @main) is `for (;;) { before; if (!cond)
+    break; after }`: it stops at the condition or the trip count, as plain Python does."""
+    from test_control_flow import LOOP, loop_inputs, plain_loop
+
+    from dlpc.passes import pipeline
+
+    lowered = pipeline.lower(parse_module(LOOP), "loop", pipeline.PipelineOptions())
+    source = emit_c(lowered)
+    main = [ln.strip() for ln in source[source.index("int dlpc_main(void **args)") :].splitlines()]
+    at = main.index("for (;;) {")
+    stop = next(k for k in range(at, len(main)) if main[k].endswith(") break;"))
+    assert main[stop].startswith("if (!(")
+    f = CFunction(lowered, name="host_while")
+    for limit in (-100.0, 3.0, 12.0, 1e9):
+        inputs = loop_inputs(limit)
+        got = f(*inputs)
+        for g_, w_ in zip(got, plain_loop(*inputs), strict=True):
+            np.testing.assert_allclose(g_, w_, rtol=1e-4, atol=1e-5)
