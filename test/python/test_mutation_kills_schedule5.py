@@ -970,3 +970,44 @@ def test_decomposed_integer_sums_give_the_kernels_numbers():
     got = np.zeros((4, 8), np.int8)
     run_loop_c(module, [a, w, got])
     np.testing.assert_array_equal(got, want)
+
+
+# ------------------------------------------ cache_write's copies of a symbolic extent
+
+I0I = 'dlpc.extent = "seq", dlpc.extent_base = [1 : i64]'
+
+
+@pytest.mark.parametrize(
+    "marks, copied",
+    [
+        (I0I, True),  # test/passes/loop-cache-write-symbolic.mlir's case
+        ('dlpc.extent = "seq"', True),  # no base: nothing to enclose
+        # its base names split id 2, not i0o's 1 (no loop around the copies has it)
+        ('dlpc.extent = "seq", dlpc.extent_base = [2 : i64]', False),
+        # a fused loop's scaled extent (`dlpc.extent_scale`): not the box's rows
+        (I0I + ", dlpc.extent_scale = 2 : i64", False),
+        ("dlpc.extent_base = [1 : i64]", False),  # no extent
+    ],
+)
+def test_cache_write_copies_take_the_tile_loops_extent_marks(marks, copied):
+    """cache._write_marks (cache.py:516-556): the copy loops of the rows take the marks of
+    the tile's row loop i0i only where it is marked over a symbolic extent, unscaled, its
+    base split loops enclosing the copies; the columns' copies never."""
+    from pathlib import Path
+
+    from dlpc.passes.schedule.cache import cache_write
+
+    text = Path(__file__).parents[1].joinpath("passes/loop-cache-write-symbolic.mlir").read_text()
+    text = "\n".join(ln for ln in text.split("\n") if not ln.startswith("//"))
+    assert I0I in text
+    module = parse_module(text.replace(I0I, marks))
+    cache_write(module, "mm", "i0o", "C", "acc")
+    loops = {lp.loop_name: lp for lp in module.walk() if isinstance(lp, ForOp)}
+    for name in ("acc_in0", "acc_out0", "acc_in1", "acc_out1"):
+        got = {k: str(v) for k, v in loops[name].attributes.items() if k.startswith("dlpc.extent")}
+        want = {
+            k: str(v)
+            for k, v in loops["i0i"].attributes.items()
+            if k in ("dlpc.extent", "dlpc.extent_base")
+        }
+        assert got == (want if copied and name.endswith("0") else {})
