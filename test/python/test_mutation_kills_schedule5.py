@@ -1011,3 +1011,58 @@ def test_cache_write_copies_take_the_tile_loops_extent_marks(marks, copied):
             if k in ("dlpc.extent", "dlpc.extent_base")
         }
         assert got == (want if copied and name.endswith("0") else {})
+
+
+# ------------------------------------------------ default.py: a weight seen from an scf.if
+
+MM_BODY = """loop.kernel "mm" {
+    loop.for %i = 0 to 64 step 1 {name = "i0"} {
+      loop.for %j = 0 to 64 step 1 {name = "i1"} {
+        loop.for %r = 0 to 64 step 1 {name = "r0", reduction} {
+          %a = memref.load %A[%i, %r] : memref<64x64xf32>
+          %b = memref.load %B[%r, %j] : memref<64x64xf32>
+          %c = memref.load %C[%i, %j] : memref<64x64xf32>
+          %p = arith.mulf %a, %b : f32
+          %s = arith.addf %c, %p : f32
+          memref.store %s, %C[%i, %j] : memref<64x64xf32>
+        }
+      }
+    }
+  }"""
+
+
+@pytest.mark.parametrize("wrapped", [False, True])
+@pytest.mark.parametrize(
+    "n_in, params, packed",
+    [
+        (1, '["w"]', True),  # B (argument 1) is the one param after one input
+        (1, "[]", False),  # no params
+        (2, '["w"]', False),  # two inputs: B is an input, the param is C
+    ],
+)
+def test_a_gemm_packs_its_weight_also_in_a_kernel_under_an_scf_if(wrapped, n_in, params, packed):
+    """default._is_weight (default.py:665-673): B counts as a weight (packed once per binding
+    of the weights: `cache_read ... pack`) where it is one of @main's params, looked up
+    from the kernel through an enclosing scf.if too (a short binding's kernels)."""
+    from dlpc.passes.schedule.default import default_script
+
+    body = (
+        MM_BODY if not wrapped else f"%t = arith.constant true\n  scf.if %t {{\n  {MM_BODY}\n  }}"
+    )
+    module = parse_module(
+        "func.func @main(%A: memref<64x64xf32>, %B: memref<64x64xf32>, %C: memref<64x64xf32>)\n"
+        f"    attributes {{dlpc.num_inputs = {n_in} : i64, dlpc.params = {params}, "
+        f"dlpc.num_outputs = 1 : i64}} {{\n  {body}\n  func.return\n}}"
+    )
+    script = default_script(module, "mm").split("\n")
+    assert ("cache_read mm/i1c @1 -> mm_Bp pack" in script) == packed
+    assert script[:8] == [
+        "decompose mm",
+        "split mm/i1 by 64 -> i1c, i11",
+        "split mm/i0 by 64 -> i0c, i01",
+        "split mm/i11 by 32 -> i1r, i1j",
+        "split mm/i01 by 8 -> i0r, i0i",
+        "reorder mm: i1c, i0c, i1r, i0r, i0i, i1j, r0",
+        "tensorize mm/i0i gemm",
+        "cache_read mm/i1c @1 -> mm_Bp pack" if packed else "serial mm",
+    ]
