@@ -94,6 +94,7 @@ def test_parse_dims_one_size_or_many():
     assert parse_dims("", "--dims", many=False) == {}
     assert parse_dims(" seq=16 , batch=2,", "--dims", many=False) == {"seq": 16, "batch": 2}
     assert parse_dims("seq= 7", "--dims", many=False) == {"seq": 7}
+    assert parse_dims("seq =7", "--dims", many=False) == {"seq": 7}
     assert parse_dims("seq=8:16, b=1", "--buckets", many=True) == {"seq": [8, 16], "b": [1]}
     out = parse_dims("s=3", "--dims", many=False)
     assert type(out["s"]) is int
@@ -291,3 +292,24 @@ def test_dlpc_train_async_switches_take_the_distributed_path(tiny, monkeypatch, 
     argv = [tiny, "--data", "digits", "--epochs", "1", *extra]
     assert dlpc_train.main(argv) == 0
     assert seen == [argv]
+
+
+def test_dlpc_tune_binds_named_dims_to_one_unless_dims_keeps_them(tiny, tmp_path, monkeypatch):
+    from dlpc.tools import dlpc_tune
+
+    calls = []
+
+    def load(*args):
+        calls.append(args)
+        raise DlpcError("error: stop here")
+
+    monkeypatch.setattr(dlpc_tune, "load_model", load)
+    log = str(tmp_path / "t.jsonl")
+    assert dlpc_tune.main([tiny, "--log", log]) == 1
+    assert dlpc_tune.main([tiny, "--log", log, "--batch", "4"]) == 1
+    assert dlpc_tune.main([tiny, "--log", log, "--dims", "B=8"]) == 1
+    assert calls == [
+        (tiny, None, None, None, None, 1),
+        (tiny, None, None, 4, None, 1),
+        (tiny, None, None, None, None, None),
+    ]
