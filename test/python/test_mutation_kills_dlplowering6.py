@@ -163,6 +163,145 @@ def test_batched_conv_takes_the_intrinsic():
     np.testing.assert_allclose(out, _conv_ref(x, w), rtol=1e-4, atol=1e-5)
 
 
+def _aligned(images: int) -> str:
+    """CONV over images of 2 x 4 x 8 floats into 4 x 2 x 8 (both 256 bytes, whole vectors
+    apart): several images a task step (BatchConvSelection.max_tile)."""
+    text = BATCHED
+    for old, new in [
+        ("2x2x5x6", f"{images}x2x4x8"),
+        ("3x2x3x2", "4x2x3x1"),
+        ("2x3x3x5", f"{images}x4x2x8"),
+        ("loop.for %n = 0 to 2", f"loop.for %n = 0 to {images}"),
+        ("loop.for %co = 0 to 3", "loop.for %co = 0 to 4"),
+        ("loop.for %oh = 0 to 3", "loop.for %oh = 0 to 2"),
+        ("loop.for %ow = 0 to 5", "loop.for %ow = 0 to 8"),
+        ("loop.for %kw = 0 to 2", "loop.for %kw = 0 to 1"),
+        ("%c5 = arith.constant 5 : index", "%c5 = arith.constant 4 : index"),
+    ]:
+        assert old in text, old
+        text = text.replace(old, new)
+    return text
+
+
+def _aligned_ref(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 0), (0, 0)))  # (rows 2 oh - 1 + kh, from -1)
+    out = np.zeros((x.shape[0], 4, 2, 8), np.float32)
+    for co in range(4):
+        for oh in range(2):
+            window = xp[:, :, 2 * oh : 2 * oh + 3, :]  # n, ci, kh, ow
+            out[:, co, oh, :] = np.einsum("nckw,ck->nw", window, w[co, :, :, 0])
+    return out
+
+
+@pytest.mark.parametrize("epilogue", ["select", "residual"])
+def test_batched_conv_several_images_a_step(epilogue):
+    """64 images, 2 or 8 a task step: each image's conv and its epilogue at its own
+    offset in the tile, as scalar loops (a compare and select) or vector ops reading a
+    tiled operand (a residual add). Numerics against numpy."""
+    text = _aligned(64)
+    if epilogue == "select":
+        text = text.replace(
+            "memref.store %total, %out0",
+            "%zr = arith.constant 0.000000e+00 : f32\n"
+            "%pos = arith.cmpf ogt, %total, %zr : f32\n"
+            "%relu = arith.select %pos, %total, %zr : f32\n"
+            "memref.store %relu, %out0",
+        )
+        plan = (16, 2, True, True, "BatchConvSelection", 620.9375)
+    else:
+        text = (
+            text.replace(
+                "%out0: memref<64x4x2x8xf32>) attributes {dlpc.num_inputs = 1",
+                '%res: memref<64x4x2x8xf32> {dlpc.name = "res"}, %out0: memref<64x4x2x8xf32>) '
+                "attributes {dlpc.num_inputs = 1",
+            )
+            .replace(
+                "memref.store %total, %out0",
+                "%rv = memref.load %res[%n, %co, %oh, %ow] : memref<64x4x2x8xf32>\n"
+                "%sum = arith.addf %total, %rv : f32\n"
+                "memref.store %sum, %out0",
+            )
+            .replace('dlpc.params = ["w"]', 'dlpc.params = ["w", "res"]')
+        )
+        plan = (8, 8, False, True, "BatchConvSelection", 487.5)
+    assert _figures(text) == {"conv": plan}
+    ops, params, reason = _dlp(text)
+    assert ops["dlp.conv2d"] == 1
+    assert (reason is not None) == (epilogue == "select")
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((64, 2, 4, 8)).astype(np.float32)
+    w = rng.standard_normal((4, 2, 3, 1)).astype(np.float32)
+    res = rng.standard_normal((64, 4, 2, 8)).astype(np.float32)
+    weights = {"w": w} if epilogue == "select" else {"w": w, "res": res}
+    (out,) = compile_dlp(pipeline.parse_module(text), name="m")(x, params=weights)
+    ref = _aligned_ref(x, w)
+    ref = np.maximum(ref, 0) if epilogue == "select" else ref + res
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5)
+
+
+def _depthwise(edits: list[tuple[str, str]] = ()) -> str:  # type: ignore[assignment]
+    """_aligned(1) with channel c of the output reading channel c of 4 input channels
+    through its one filter: planes of 4 x 8 in, 2 x 8 out (whole vectors)."""
+    text = _aligned(1)
+    for old, new in [
+        ("1x2x4x8", "1x4x4x8"),
+        ("4x2x3x1", "4x1x3x1"),
+        ("loop.for %ci = 0 to 2", "loop.for %ci = 0 to 1"),
+        ("%x[%n, %ci, %row, %col]", "%x[%n, %co, %row, %col]"),
+        *edits,
+    ]:
+        assert old in text, old
+        text = text.replace(old, new)
+    return text
+
+
+def test_depthwise_conv_takes_the_intrinsic():
+    ops, params, reason = _dlp(_depthwise())
+    assert ops["dlp.conv2d"] == 1 and reason is None
+    assert params == {
+        **PARAMS,
+        "channels_in": 1,
+        "height": 4,
+        "width": 8,
+        "kernel_w": 1,
+        "pad_bottom": 0,
+    }
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((1, 4, 4, 8)).astype(np.float32)
+    w = rng.standard_normal((4, 1, 3, 1)).astype(np.float32)
+    (out,) = compile_dlp(pipeline.parse_module(_depthwise()), name="m")(x, params={"w": w})
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 0), (0, 0)))
+    ref = np.zeros((1, 4, 2, 8), np.float32)
+    for c in range(4):
+        for oh in range(2):
+            ref[0, c, oh] = (xp[0, c, 2 * oh : 2 * oh + 3, :] * w[c, 0, :, :]).sum(axis=0)
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5)
+
+
+DEPTHWISE_MISSES = {
+    # two filter channels a filter
+    "a filter of two channels": [("4x1x3x1", "4x2x3x1")],
+    # input planes of 5 x 8 floats (160 bytes), output planes still 2 x 8
+    "input planes not whole vectors": [
+        ("1x4x4x8", "1x4x5x8"),
+        ("%c5 = arith.constant 4 : index", "%c5 = arith.constant 5 : index"),
+    ],
+    # output planes of 2 x 7 floats (56 bytes), input planes still 4 x 8
+    "output planes not whole vectors": [
+        ("4x1x3x1", "4x1x3x2"),
+        ("1x4x2x8", "1x4x2x7"),
+        ("loop.for %ow = 0 to 8", "loop.for %ow = 0 to 7"),
+        ("loop.for %kw = 0 to 1", "loop.for %kw = 0 to 2"),
+    ],
+}
+
+
+@pytest.mark.parametrize("case", list(DEPTHWISE_MISSES))
+def test_depthwise_near_misses_keep_scalar_loops(case):
+    ops, params, reason = _dlp(_depthwise(DEPTHWISE_MISSES[case]))
+    assert ops["dlp.conv2d"] == 0 and params is None and reason == NO_MATCH
+
+
 _KW_BODY = (
     "                    %c2 = arith.constant 2 : index\n",
     "                    memref.store %next, %acc[] : memref<f32>\n",
@@ -433,6 +572,47 @@ READER_MISSES = {
         "%49 = memref.load %reshape_3[%i0_14, %i1n, %r0_5]",
     ),
 }
+
+
+READER_MISSES_ALONE = {
+    **READER_MISSES,
+    # every other row: a stride of 2 rows a work iteration
+    "every other row": (
+        "%49 = memref.load %reshape_3[%i0_14, %i1_14, %r0_5]",
+        "%two = arith.constant 2 : index\n%i1d = arith.muli %i1_14, %two : index\n"
+        "%49 = memref.load %reshape_3[%i0_14, %i1d, %r0_5]",
+    ),
+    # the rows of image 1: the dims before the rows not 0
+    "another image's rows": (
+        "%49 = memref.load %reshape_3[%i0_14, %i1_14, %r0_5]",
+        "%one = arith.constant 1 : index\n%49 = memref.load %reshape_3[%one, %i1_14, %r0_5]",
+    ),
+}
+
+
+def _reader(text: str):
+    """(the attention, the plan of the row chain's first member) of the loop IR `text`."""
+    kernels = [k for k in pipeline.parse_module(text).walk() if isinstance(k, KernelOp)]
+    by_name = {k.sym: k for k in kernels}
+    attn = _dlp_attn.match([by_name[n] for n in _CHAIN], _dlp_fuse.swaps(kernels))
+    _, plan = ltd._prepare(by_name["linear_add_1"], resolve(None), True, True, True)
+    assert attn is not None and plan is not None
+    return attn, plan
+
+
+def test_reader_is_the_merged_rows_plan(attn_loop):
+    attn, plan = _reader(attn_loop)
+    got = _dlp_attn.reader(attn, [plan])
+    assert got is not None and got.value in attn.merged
+    assert (got.kind, got.dim, got.a, got.rlo, got.rhi, got.prefix) == ("tiled", 1, 1, 0, 0, (0,))
+
+
+@pytest.mark.parametrize("case", list(READER_MISSES_ALONE))
+def test_reader_refuses_alone(attn_loop, case):
+    old, new = READER_MISSES_ALONE[case]
+    assert attn_loop.count(old) == 1, old
+    attn, plan = _reader(attn_loop.replace(old, new))
+    assert _dlp_attn.reader(attn, [plan]) is None
 
 
 @pytest.mark.parametrize("case", list(READER_MISSES))
