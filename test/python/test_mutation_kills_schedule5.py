@@ -1066,3 +1066,89 @@ def test_a_gemm_packs_its_weight_also_in_a_kernel_under_an_scf_if(wrapped, n_in,
         "tensorize mm/i0i gemm",
         "cache_read mm/i1c @1 -> mm_Bp pack" if packed else "serial mm",
     ]
+
+
+# ------------------------------------------------------ slide: merging consecutive tiles
+
+TILES = """
+func.func @main(%X: memref<6x18xf32>, %K: memref<3x3xf32>, %C: memref<4x16xf32>,
+                %E: memref<4x16xf32>) {
+  loop.kernel "k" {
+    loop.for %ho = 0 to 4 step 2 {name = "ho"ATTR} {
+      PRE
+      loop.for %r1 = 0 to 3 step 1 {name = "r1", reduction, unroll = 3} {
+        loop.for %r2 = 0 to 3 step 1 {name = "r2", reduction, unroll = 3} {
+          loop.for %hi = 0 to 2 step 1 {name = "hi", unroll = 2} {
+            loop.for %w = 0 to 16 step 1 {name = "w", vectorize} {
+              %h = arith.addi %ho, %hi : index
+              %row = arith.addi %h, %r1 : index
+              %col = arith.addi %w, %r2 : index
+SUM
+            }
+          }
+        }
+      }
+      POST
+    }
+  }
+  func.return
+}"""
+
+LOCAL = """%t = memref.alloca() : memref<16xf32>
+      loop.for %l = 0 to 16 step 1 {name = "l"} {
+        %z = arith.constant 0.000000e+00 : f32
+        memref.store %z, %t[%l] : memref<16xf32>
+      }"""
+
+
+def _store(buf: str, shape: str) -> str:
+    """A loop storing ones into row 0 of `buf` (the tile's setup or epilogue: loops,
+    allocas and arith only)."""
+    return (
+        f'loop.for %e = 0 to 16 step 1 {{name = "e_{buf}"}} {{\n'
+        "%f = arith.constant 1.000000e+00 : f32\n%j0 = arith.constant 0 : index\n"
+        f"memref.store %f, %{buf}[%j0, %e] : memref<{shape}xf32>\n}}"
+    )
+
+
+@pytest.mark.parametrize(
+    "attr, pre, post, merged",
+    [
+        ("", "", "", True),
+        # a setup writing a local buffer and an epilogue writing what nothing reads: merged
+        ("", LOCAL, _store("E", "4x16"), True),
+        # the tile loop parallel, shared by a team (`dlpc.team`), or unrolled: not merged
+        (", parallel", "", "", False),
+        (", dlpc.team", "", "", False),
+        (", unroll = 2", "", "", False),
+        # a setup writing a buffer of the kernel's (E), an epilogue writing X or C (what
+        # the nest reads): not merged
+        ("", _store("E", "4x16"), "", False),
+        ("", "", _store("X", "6x18"), False),
+        ("", LOCAL, _store("C", "4x16"), False),
+        # a setup with a store outside any loop (not loops, allocas and arith): not merged
+        (
+            "",
+            "%t = memref.alloca() : memref<16xf32>\n%z = arith.constant 0.000000e+00 : f32\n"
+            "%i0 = arith.constant 0 : index\nmemref.store %z, %t[%i0] : memref<16xf32>",
+            "",
+            False,
+        ),
+    ],
+)
+def test_slide_merges_tiles_only_where_their_iterations_are_independent(attr, pre, post, merged):
+    """slide._merged (slide.py:706-716): two tiles (2 accumulator vectors each) merge into
+    one straight-line code per two (a tile loop `ho_v16` stepping by 4) unless the tile
+    loop may run on several threads or is unrolled, or the setup / epilogue could see the
+    other tile's writes; else the nest is rewritten in place (`r1_v16` in `ho`)."""
+    text = TILES.replace("ATTR", attr).replace("PRE", pre).replace("POST", post)
+    module = parse_module(text.replace("SUM", SUM))
+    tensorize(module, "k", "r1", "slide")
+    LoopSlideRows().apply(Context(), module)
+    loops = {lp.loop_name: lp for lp in module.walk() if isinstance(lp, ForOp)}
+    assert ("ho_v16" in loops) == merged
+    if merged:
+        assert (loops["ho_v16"].stride, _cpp_if(loops["ho_v16"])) == (4, VECTOR_ISA)
+    else:
+        assert loops["r1_v16"].parent_op() is loops["ho"]
+        assert _cpp_if(loops["r1_v16"]) == VECTOR_ISA
