@@ -313,3 +313,47 @@ def test_dlpc_tune_binds_named_dims_to_one_unless_dims_keeps_them(tiny, tmp_path
         (tiny, None, None, 4, None, 1),
         (tiny, None, None, None, None, None),
     ]
+
+
+def _profile_row(out: str, kernel: str) -> list[str]:
+    return next(line.split() for line in out.splitlines() if line.startswith(kernel + " "))
+
+
+def test_dlpc_run_profiles_the_one_program_at_its_maxima(tmp_path, capsys):
+    from dlpc.tools import dlpc_run
+
+    path = tmp_path / "sym.mlir"
+    path.write_text(MLIR_SYMBOLIC)
+    argv = [str(path), "--target", "c", "--profile", "--repeat", "1", "--dims", "B=3"]
+    assert dlpc_run.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "output 0: 3x4 float32" in out
+    assert (
+        "\nnote: the one program for every value of the dims: the profile's FLOPs and bytes "
+        "are counted at its maxima (B=128)\nprofile (median of 1 calls" in out
+    )
+    # relu over 128 x 4 floats in and out: 4096 bytes
+    assert _profile_row(out, "relu_0")[-2] == "4.1"
+    # bucketed: the program's inputs are padded, so no profile is taken
+    assert dlpc_run.main([*argv, "--buckets", "B=4:8"]) == 0
+    out = capsys.readouterr().out
+    assert out.endswith("\ndims: 3 guarded calls, 1 compile(s)\n") and "profile" not in out
+
+
+def test_dlpc_run_profiles_one_chunk_of_a_chunked_batch(tmp_path, capsys):
+    import re
+
+    from dlpc.tools import dlpc_run
+
+    path = tmp_path / "big.dlpc"
+    path.write_text("model big(x: f32[256, 4096]) {\n  return relu(x)\n}\n")
+    assert dlpc_run.main([str(path), "--target", "c", "--profile", "--repeat", "1"]) == 0
+    out = capsys.readouterr().out
+    found = re.search(
+        r"\nnote: the batch runs in chunks of (\d+): the profile is one chunk's\n", out
+    )
+    assert found, out
+    chunk = int(found.group(1))
+    assert 1 <= chunk < 256 and "output 0: 256x4096 float32" in out
+    # the profile's bytes are one chunk's: its rows of 4096 floats read and written
+    assert _profile_row(out, "relu_0")[-2] == f"{chunk * 4096 * 8 / 1000:.1f}"
