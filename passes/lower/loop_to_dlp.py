@@ -962,20 +962,6 @@ class KernelLowering:
 # ---------------------------------------------------------------------------- pass
 
 
-def lower_kernel(
-    kernel: KernelOp,
-    desc: DlpTarget,
-    double_buffer: bool = True,
-    multicore: bool = True,
-    intrinsics: bool = True,
-) -> dlp.KernelOp:
-    direct, plan = _prepare(kernel, desc, double_buffer, multicore, intrinsics)
-    if direct is not None:
-        return direct
-    assert plan is not None  # (_prepare: one or the other)
-    return KernelLowering(plan).build()
-
-
 def _prepare(
     kernel: KernelOp, desc: DlpTarget, double_buffer: bool, multicore: bool, intrinsics: bool
 ) -> tuple[dlp.KernelOp | None, KernelPlan | None]:
