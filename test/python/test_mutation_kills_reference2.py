@@ -469,3 +469,63 @@ def test_quantize_and_dequantize_in_f16():
     back = run("graph.dequantize", [out, s, z], "tensor<4xf16>")
     assert back.dtype == np.float16
     np.testing.assert_array_equal(back, (out.astype(np.float32) * np.float32(s)).astype(np.float16))
+
+
+# ---------------------------------------------------------------- older te evaluator lines
+
+
+def test_te_bool_extension_and_a_scalar_if():
+    """arith.extui of an i1 is 0 / 1; an scf.if on a condition the same for every index
+    takes one branch for all."""
+    x = np.array([-1.0, 2.0, 0.0, 5.0], np.float32)
+    body = """    %v = te.read %a0[%i0] : tensor<4xf32>
+    %z = arith.constant 0.0 : f32
+    %p = arith.cmpf ogt, %v, %z : f32
+    %e = arith.extui %p : i1 to i32
+    %t = arith.constant true
+    %r = scf.if %t -> (i32) {
+      %k = arith.constant 10 : i32
+      %s = arith.addi %e, %k : i32
+      scf.yield %s : i32
+    } else {
+      scf.yield %e : i32
+    }
+    te.yield %r : i32"""
+    out = _te(body, [x], ["tensor<4xf32>"], "tensor<4xi32>")
+    assert out.dtype == np.int32 and out.tolist() == [10, 11, 10, 11]
+
+
+def test_te_refusals():
+    """A read past a dim is an IndexError naming the range; an op the evaluator lacks and
+    a missing weight are one-line errors."""
+    from dlpc.diagnostics import DlpcError
+    from dlpc.reference.te import run_te
+
+    x = np.arange(4, dtype=np.float32)
+    body = """    %c = arith.constant 1 : index
+    %j = arith.addi %i0, %c : index
+    %v = te.read %a0[%j] : tensor<4xf32>
+    te.yield %v : f32"""
+    with pytest.raises(
+        IndexError, match=r"^te.read of tensor<4xf32> out of bounds: index 1..4 for a dim of 4$"
+    ):
+        _te(body, [x], ["tensor<4xf32>"], "tensor<4xf32>")
+    body = """    %v = te.read %a0[%i0] : tensor<4xf32>
+    %r = math.cbrt %v : f32
+    te.yield %r : f32"""
+    with pytest.raises(DlpcError, match=r"^error: te evaluator does not know math.cbrt$"):
+        _te(body, [x], ["tensor<4xf32>"], "tensor<4xf32>")
+    module = parse_module("""func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %w = graph.param "w" : tensor<4xf32>
+  func.return %w : tensor<4xf32>
+}""")
+    with pytest.raises(DlpcError, match=r"^error: no value for weight 'w' \(graph.param\)$"):
+        run_te(module, [x])
+    np.testing.assert_array_equal(run_te(module, [x], {"w": x + 1})[0], x + 1)
+
+
+def test_dropout_without_a_step_is_a_copy():
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    out = run("graph.dropout", [x], "tensor<2x3xf32>", " {p = 0.5 : f64}")
+    np.testing.assert_array_equal(out, x)
+    assert out is not x
