@@ -16,6 +16,7 @@ import pytest
 from test_mutation_kills_dlplowering5 import ATTN, _fused, _row_chain_folds
 from xdsl.context import Context
 from xdsl.dialects.builtin import Float64Type, MemRefType
+from xdsl.utils.exceptions import DiagnosticException
 from xdsl.utils.test_value import create_ssa_value
 
 import dlpc
@@ -799,3 +800,49 @@ def test_elementwise_plans(rows, cols, plan):
 def test_conv_plans():
     assert _figures(CONV) == {"conv": (3, 1, False, True, "ConvSelection", 404.1015625)}
     assert _figures(BATCHED) == {"conv": (2, 1, False, True, "BatchConvSelection", 407.6171875)}
+
+
+# ---- plan_buffers: what it refuses to tile, and its one diagnostic
+
+COPY = """builtin.module {{
+  func.func @main(%x: memref<8x16xf32> {{dlpc.name = "x"}}, %out0: memref<{o}xf32>) attributes {{dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64}} {{
+    loop.kernel "k" attributes {{origin = "graph.copy"}} {{
+      loop.for %i = 0 to 8 step 1 {{name = "i", parallel}} {{
+        loop.for %j = 0 to 16 step 1 {{name = "j"}} {{
+          %v = memref.load %x[%i, %j] : memref<8x16xf32>
+          {idx}
+          memref.store %v, %out0[{at}] : memref<{o}xf32>
+        }}
+      }}
+    }}
+    func.return
+  }}
+}}
+"""
+X = np.arange(128, dtype=np.float32).reshape(8, 16)
+
+
+def test_a_buffer_written_by_every_iteration_is_not_tiled():
+    """out[j] stored by every row i: no work loop (one task runs the kernel in order), the
+    last row's values."""
+    text = COPY.format(o="16", idx="", at="%j")
+    (kernel,) = [
+        op for op in lower_to_dlp(pipeline.parse_module(text)).walk() if op.name == "dlp.kernel"
+    ]
+    assert kernel.attributes["tasks"].value.data == 1  # type: ignore[attr-defined]
+    (out,) = compile_dlp(pipeline.parse_module(text), name="m")(X)
+    np.testing.assert_array_equal(out, X[7])
+
+
+def test_rows_stored_in_reverse():
+    idx = "%c7 = arith.constant 7 : index\n%ri = arith.subi %c7, %i : index"
+    text = COPY.format(o="8x16", idx=idx, at="%ri, %j")
+    (out,) = compile_dlp(pipeline.parse_module(text), name="m")(X)
+    np.testing.assert_array_equal(out, X[::-1])
+
+
+def test_a_dynamic_shape_is_one_diagnostic():
+    text = COPY.format(o="?x16", idx="", at="%i, %j")
+    with pytest.raises(DiagnosticException) as err:
+        lower_to_dlp(pipeline.parse_module(text))
+    assert str(err.value) == "loop-to-dlp needs static shapes; kernel 'k' uses memref<?x16xf32>"
