@@ -324,7 +324,7 @@ NEAR_MISSES = {
     "the total read from another buffer": (
         CONV,
         "%total = memref.load %acc[] : memref<f32>",
-        "%total = memref.load %w[%co, %co, %co, %co] : memref<3x2x3x2xf32>",
+        "%total = memref.load %x[%n, %co, %oh, %ow] : memref<1x2x5x6xf32>",
     ),
     "the sum stored from the product": (
         CONV,
@@ -582,6 +582,11 @@ READER_MISSES_ALONE = {
         "%49 = memref.load %reshape_3[%i0_14, %i1_14, %r0_5]",
         "%two = arith.constant 2 : index\n%i1d = arith.muli %i1_14, %two : index\n"
         "%49 = memref.load %reshape_3[%i0_14, %i1d, %r0_5]",
+    ),
+    # row 0's first 16 columns, one a work iteration: tiled along the columns
+    "a column a row": (
+        "%49 = memref.load %reshape_3[%i0_14, %i1_14, %r0_5]",
+        "%z0 = arith.constant 0 : index\n%49 = memref.load %reshape_3[%i0_14, %z0, %i1_14]",
     ),
     # the rows of image 1: the dims before the rows not 0
     "another image's rows": (
