@@ -289,3 +289,18 @@ def test_only_a_gathers_indices_are_bounded_by_the_gathered_dim(tmp_path):
     (g, s) = checker.states["main"].results
     np.testing.assert_array_equal(g, t2[i2])
     np.testing.assert_array_equal(s, i2 + i2)
+
+
+# ---- api seed 52's killable survivor (drawn on b82eb00) ------------------------------------
+def test_static_specs_refuse_a_larger_shape_as_a_smaller_one():
+    """_check_against with static specs only (no symbol: no per-call guard): an input of
+    another shape is refused whether it sorts before or after the expected one (seed 52's
+    api.py:270, `x.shape != shape` -> `<`, let a larger shape through)."""
+    f32 = np.dtype(np.float32)
+    specs = [((2, 3), f32)]
+    assert api._check_against(["x"], specs, [np.zeros((2, 3), f32)])[0].shape == (2, 3)
+    for shape in [(2, 4), (3, 3), (2, 2), (1, 3), (2, 3, 1)]:
+        with pytest.raises(DlpcError) as info:
+            api._check_against(["x"], specs, [np.zeros(shape, f32)])
+        got = "x".join(map(str, shape))
+        assert str(info.value) == f"error: input 'x' has shape {got} but the model expects 2x3"
