@@ -357,3 +357,188 @@ def test_dlpc_run_profiles_one_chunk_of_a_chunked_batch(tmp_path, capsys):
     assert 1 <= chunk < 256 and "output 0: 256x4096 float32" in out
     # the profile's bytes are one chunk's: its rows of 4096 floats read and written
     assert _profile_row(out, "relu_0")[-2] == f"{chunk * 4096 * 8 / 1000:.1f}"
+
+
+# ---- diagnostics.py: each exception's one line ----------------------------------------------
+def _parse_error():
+    from dlpc.passes import pipeline
+
+    try:
+        pipeline.parse_module("func.func @main( {\n")
+    except Exception as e:  # noqa: BLE001 - the parser's own exception
+        return e
+    raise AssertionError("parsed")
+
+
+def test_format_exception_per_kind():
+    import errno
+
+    from xdsl.utils.exceptions import DiagnosticException, VerifyException
+
+    from dlpc.diagnostics import format_exception, one_diagnostic, one_line
+
+    cases = [
+        (DlpcError("m.dlpc:1:2: error: bad\n  line\n  ^"), "m.dlpc:1:2: error: bad\n  line\n  ^"),
+        (DlpcError("error: two\nlines"), "error: two\\nlines"),
+        (
+            VerifyException("op 'x' does not verify:\n  why\nrest"),
+            "error: op 'x' does not verify: why",
+        ),
+        (DiagnosticException("bad  op"), "error: bad op"),
+        (RecursionError("deep"), "error: the input is nested too deeply"),
+        (MemoryError(), "error: out of memory"),
+        (FileNotFoundError(2, "No such file", "gone.txt"), "error: no such file: gone.txt"),
+        (PermissionError(13, "Permission denied", "ro.txt"), "error: ro.txt: Permission denied"),
+        (
+            OSError(errno.ENOSPC, "No space left on device"),
+            "error: cannot write: No space left on device",
+        ),
+        (OSError(errno.EIO, "Input/output error"), "error: cannot write: Input/output error"),
+        (OSError(errno.EFBIG, "File too large"), "error: cannot write: File too large"),
+        (OSError(errno.EPERM, "Not permitted"), "error: Not permitted"),
+        (OSError(), "internal error: OSError:"),
+        (ValueError("Invalid name `x`.", "Make sure ..."), "error: Invalid name `x`."),
+        (ValueError("one\ntwo"), "error: one"),
+        (NotImplementedError("not yet"), "error: not yet"),
+        (Exception("verifier says no"), "error: verifier says no"),
+        (KeyError("w"), "error: 'w'"),
+        (TypeError("bug here\nmore"), "internal error: TypeError: bug here"),
+    ]
+    for e, want in cases:
+        assert format_exception(e) == want, (type(e), want)
+    assert format_exception(_parse_error()) == "<input>:1:18: error: Expected argument or type"
+    assert one_line("") == "" and one_line(" \n  \n") == ""
+    assert one_line("last:") == "last:"  # (ends in ':' with nothing after it)
+    assert (
+        one_diagnostic("a\nb\nc") == "a\\nb\\nc"
+        and one_diagnostic("a\nb\n  ^") == "a\nb\n  ^"
+        and one_diagnostic("a\r\nb") == "a\\r\\nb"
+    )
+
+
+def test_a_pass_pipeline_error_names_the_spec_and_column():
+    from xdsl.utils.arg_spec import parse_pipeline
+    from xdsl.utils.exceptions import ArgSpecParseError
+
+    from dlpc.diagnostics import format_exception
+
+    with pytest.raises(ArgSpecParseError) as e:
+        list(parse_pipeline("a,,b"))
+    assert format_exception(e.value) == (
+        "error: bad pass pipeline 'a,,b' at column 3: Expected pass name here"
+    )
+    short = ArgSpecParseError.__new__(ArgSpecParseError)
+    BaseException.__init__(short, "no  spec\nhere")  # (fewer lines than the usual five)
+    assert format_exception(short) == "error: bad pass pipeline: no spec here"
+
+
+def _raised_in_an_op(exc: BaseException, located: bool = True):
+    """`exc` raised from a frame whose `op` is a graph op (with a text location or not)."""
+    from xdsl.dialects.builtin import FileLineColLoc, IntAttr, StringAttr
+
+    from dlpc.passes import pipeline
+
+    module = pipeline.parse_module(
+        "func.func @main(%x: tensor<2xf32>) -> tensor<2xf32> {\n"
+        "  %y = graph.relu %x : (tensor<2xf32>) -> tensor<2xf32>\n"
+        "  func.return %y : tensor<2xf32>\n}\n"
+    )
+    func_op = next(iter(module.ops))
+    op = next(o for o in func_op.walk() if o.name == "graph.relu")
+    if located:
+        func_op.location = FileLineColLoc(StringAttr("m.dlpc"), IntAttr(3), IntAttr(9))
+
+    def fail(op):
+        raise exc
+
+    try:
+        fail(op)
+    except BaseException as e:  # noqa: BLE001
+        return e, op
+    raise AssertionError("did not raise")
+
+
+def test_stage_errors_name_the_stage_op_and_location():
+    from xdsl.utils.exceptions import DiagnosticException, VerifyException
+
+    from dlpc.diagnostics import culprit_op, op_location, stage_error
+
+    e, op = _raised_in_an_op(IndexError("list index out of range"))
+    assert culprit_op(e) is op and op_location(op) == "m.dlpc:3:9"  # (through its parent)
+    err = stage_error("pass p", e)
+    assert err.internal and str(err) == (
+        "internal error in pass p at graph.relu (m.dlpc:3:9): IndexError: list index out "
+        "of range; please report"
+    )
+    e, _ = _raised_in_an_op(DiagnosticException("the pass's own words"))
+    err = stage_error("pass p", e)
+    assert not err.internal and str(err) == "m.dlpc:3:9: error: the pass's own words"
+    err = stage_error("verifying the input", e)  # (xDSL's verifier: the context added)
+    assert str(err) == "m.dlpc:3:9: error: the pass's own words"
+    e, _ = _raised_in_an_op(VerifyException("bad"), located=False)
+    assert str(stage_error("verifying after pass q", e)) == (
+        "error: bad (verifying after pass q at graph.relu)"
+    )
+    for exc, why in [
+        (RecursionError(), "the input is nested too deeply"),
+        (MemoryError(), "out of memory"),
+    ]:
+        e, _ = _raised_in_an_op(exc, located=False)
+        err = stage_error("emitter c", e)
+        assert not err.internal and str(err) == f"error: {why} (emitter c at graph.relu)"
+    e, _ = _raised_in_an_op(AssertionError(), located=False)
+    assert str(stage_error("emitter c", e)) == (
+        "internal error in emitter c at graph.relu: AssertionError; please report"
+    )
+    assert culprit_op(ValueError("no traceback")) is None and op_location(None) is None
+
+
+def test_a_stage_boundary_passes_some_errors_and_wraps_the_rest(monkeypatch):
+    from xdsl.utils.exceptions import DiagnosticException
+
+    from dlpc.diagnostics import StageError, boundary
+
+    for passed in (DlpcError("error: mine"), OSError("disk"), KeyboardInterrupt()):
+        with pytest.raises(type(passed)):
+            with boundary("pass p"):
+                raise passed
+    with pytest.raises(StageError) as e:
+        with boundary("pass p"):
+            raise ValueError("bad value")
+    assert str(e.value) == "error: bad value (pass p)" and isinstance(e.value.__cause__, ValueError)
+    with pytest.raises(DiagnosticException):
+        with boundary("pass p", keep_diagnostics=True):
+            raise DiagnosticException("kept")
+    with pytest.raises(StageError):
+        with boundary("pass p"):
+            raise DiagnosticException("wrapped")
+    monkeypatch.setenv("DLPC_DEBUG", "1")
+    with pytest.raises(ValueError):
+        with boundary("pass p"):
+            raise ValueError("as it is")
+
+
+def test_run_guarded_exit_codes_and_lines(capsys, monkeypatch):
+    from dlpc.diagnostics import EXIT_BROKEN_PIPE, run_guarded
+
+    def raising(e):
+        def fn():
+            raise e
+
+        return fn
+
+    assert run_guarded(lambda: 7, "t") == 7 and run_guarded(lambda: "x", "t") == 0
+    assert run_guarded(raising(SystemExit(3)), "t") == 3
+    assert run_guarded(raising(SystemExit("bye")), "t") == 1
+    assert run_guarded(raising(KeyboardInterrupt()), "t") == 130
+    assert run_guarded(raising(BrokenPipeError()), "t") == EXIT_BROKEN_PIPE
+    assert capsys.readouterr().err == ""
+    assert run_guarded(raising(DlpcError("m.dlpc:1:2: error: located")), "t") == 1
+    assert capsys.readouterr().err == "m.dlpc:1:2: error: located\n"
+    assert run_guarded(raising(DlpcError("error: plain: error: inside")), "t") == 1
+    assert capsys.readouterr().err == "t: error: plain: error: inside\n"
+    assert run_guarded(raising(DlpcError("")), "t") == 1
+    assert capsys.readouterr().err == "t: internal error: DlpcError\n"
+    monkeypatch.setenv("DLPC_DEBUG", "1")
+    with pytest.raises(ValueError):
+        run_guarded(raising(ValueError("raw")), "t")
