@@ -542,3 +542,149 @@ def test_run_guarded_exit_codes_and_lines(capsys, monkeypatch):
     monkeypatch.setenv("DLPC_DEBUG", "1")
     with pytest.raises(ValueError):
         run_guarded(raising(ValueError("raw")), "t")
+
+
+# ---- dlpc-opt in-process: passes, their check, -o, the boundary ------------------------------
+OPT_INPUT = """func.func @main(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %y = graph.relu %x : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %z = graph.relu %y : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  func.return %z : tensor<2x3xf32>
+}
+"""
+
+
+def test_dlpc_opt_runs_passes_checks_them_and_writes_o(tmp_path, capsys):
+    from dlpc.tools.dlpc_opt import main
+
+    src = tmp_path / "in.mlir"
+    src.write_text(OPT_INPUT)
+    out = tmp_path / "out.mlir"
+    assert main([str(src), "-p", "graph-to-te", "-o", str(out)]) == 0
+    text = out.read_text()
+    assert "te.compute" in text and "graph.relu %" not in text
+    assert capsys.readouterr().out == ""  # (written to -o only)
+    assert main([str(src), "-p", "graph-simplify,graph-to-te", "--check-each-pass"]) == 0
+    captured = capsys.readouterr()
+    assert "te.compute" in captured.out and captured.err == ""
+    # a pass that breaks the model: the checker names it in one line
+    assert main([str(src), "-p", "test-swap-operands", "--check-each-pass"]) == 0
+    capsys.readouterr()
+    sub = OPT_INPUT.replace("%z = graph.relu %y : (", "%z = graph.sub %x, %y : (tensor<2x3xf32>, ")
+    src.write_text(sub)
+    assert main([str(src), "-p", "test-swap-operands", "--check-each-pass"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(
+        "dlpc-opt: error: --check-each-pass: pass 'test-swap-operands' changed result 0 of @main"
+    ), err
+    src.write_text(sub)
+    assert main([str(src), "-p", "test-swap-operands"]) == 0  # (unchecked: it runs)
+    assert "graph.sub %y, %x" in capsys.readouterr().out
+
+
+# ---- diagnostics.py: output, files and optional packages -----------------------------------
+def test_write_stdout_to_a_file_descriptor_and_a_full_device(tmp_path, monkeypatch):
+    import io
+    import os
+    import sys
+
+    from dlpc.diagnostics import write_stdout
+
+    path = tmp_path / "out.txt"
+    with open(path, "w") as f:
+        monkeypatch.setattr(sys, "stdout", f)
+        print("head", end="")  # (buffered: flushed before the descriptor's writes)
+        write_stdout("é" * 70000)
+    assert path.read_text() == "head" + "é" * 70000
+    captured = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", captured)
+    write_stdout("plain")  # (no descriptor: written to the stream)
+    assert captured.getvalue() == "plain"
+    if os.path.exists("/dev/full"):
+        with open("/dev/full", "w") as full:
+            monkeypatch.setattr(sys, "stdout", full)
+            with pytest.raises(DlpcError) as e:
+                write_stdout("x" * 10)
+        assert str(e.value) == "error: cannot write to stdout: No space left on device"
+
+
+def test_write_atomically_and_its_failures(tmp_path):
+    import os
+    import stat
+
+    from dlpc.diagnostics import same_file, save_npz, write_atomically
+
+    path = tmp_path / "a.txt"
+    write_atomically(path, "text")
+    write_atomically(tmp_path / "b.bin", b"\x00\x01")
+    write_atomically(tmp_path / "c.npz", lambda f: save_npz(f, {"allow_pickle": np.ones(2)}))
+    assert path.read_text() == "text" and (tmp_path / "b.bin").read_bytes() == b"\x00\x01"
+    with np.load(tmp_path / "c.npz") as npz:  # (an array named like np.savez's flag)
+        assert npz.files == ["allow_pickle"] and npz["allow_pickle"].tolist() == [1.0, 1.0]
+    os.chmod(path, 0o600)
+    write_atomically(path, "again")  # (an existing file keeps its mode)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600 and path.read_text() == "again"
+    link = tmp_path / "link.txt"
+    link.symlink_to(path)
+    write_atomically(link, "through")
+    assert link.is_symlink() and path.read_text() == "through" and same_file(link, path)
+    assert not same_file(path, tmp_path / "b.bin")
+    assert same_file(tmp_path / "none", tmp_path / "none")  # (neither exists: by name)
+    with pytest.raises(DlpcError) as e:
+        write_atomically(tmp_path / "no" / "x.txt", "t")
+    assert str(e.value) == (
+        f"error: cannot write {tmp_path / 'no' / 'x.txt'}: no such directory {tmp_path / 'no'}"
+    )
+
+    def broken(f):
+        f.write(b"part")
+        raise ValueError("half way")
+
+    with pytest.raises(ValueError):
+        write_atomically(path, broken)
+    assert path.read_text() == "through" and sorted(p.name for p in tmp_path.iterdir()) == [
+        "a.txt",
+        "b.bin",
+        "c.npz",
+        "link.txt",
+    ]  # (no temp file left)
+    if os.path.exists("/dev/full"):
+        with pytest.raises(DlpcError, match=r"^error: cannot write /dev/full: No space left"):
+            write_atomically("/dev/full", "x")
+
+
+def test_optional_packages_and_versions(monkeypatch, capsys):
+    import argparse
+
+    from dlpc.diagnostics import (
+        ToolArgumentParser,
+        dlpc_version,
+        install_hint,
+        require,
+        version_text,
+    )
+
+    assert require("json", "x", "y").dumps([1]) == "[1]"
+    with pytest.raises(DlpcError) as e:
+        require("no_such_module_dlpc", "extra9", "doing it")
+    assert str(e.value).startswith(
+        "error: doing it needs no_such_module_dlpc (pip install -e '.[extra9]' from the dlpc "
+        "checkout"
+    )
+    assert install_hint("extra9") == "pip install -e '.[extra9]' from the dlpc checkout"
+    assert version_text("dlpc").startswith(f"dlpc {dlpc_version()} (xdsl ")
+    assert version_text("dlpc-run").startswith(f"dlpc-run (dlpc {dlpc_version()}, xdsl ")
+    p = ToolArgumentParser(prog="t", example="t x")
+    p.add_argument("x")
+    with pytest.raises(SystemExit) as exit_:
+        p.parse_args([])
+    assert exit_.value.code == 1
+    assert capsys.readouterr().err.splitlines()[-2:] == [
+        "example: t x",
+        "run 't --help' for every option",
+    ]
+    with pytest.raises(DlpcError, match="^t: error: unrecognized arguments: --y$"):
+        p.parse_args(["a", "--y"])
+    assert p.parse_args(["a"]).x == "a"
+    quiet = ToolArgumentParser(prog="q")
+    quiet.add_argument("--n", type=int, default=1)
+    assert quiet.parse_args([]).n == 1 and isinstance(quiet, argparse.ArgumentParser)
