@@ -688,3 +688,58 @@ def test_optional_packages_and_versions(monkeypatch, capsys):
     quiet = ToolArgumentParser(prog="q")
     quiet.add_argument("--n", type=int, default=1)
     assert quiet.parse_args([]).n == 1 and isinstance(quiet, argparse.ArgumentParser)
+
+
+# ---- dlpc-train's option checks, each one line before any work ------------------------------
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--epochs", "0"], "dlpc-train: error: --epochs must be >= 1, got 0"),
+        (["--batch", "0"], "dlpc-train: error: --batch must be >= 1, got 0"),
+        (["--lr", "0"], "dlpc-train: error: --lr must be > 0, got 0.0"),
+        (["--lr", "nan"], "dlpc-train: error: --lr must be > 0, got nan"),
+        (["--resume"], "dlpc-train: error: --resume needs --save (the file to resume)"),
+        (
+            ["--resume", "--save", "MISSING.npz"],
+            "dlpc-train: error: --resume: no such file: MISSING.npz",
+        ),
+        (["--save", "w.txt"], "dlpc-train: error: --save must name an .npz file, got w.txt"),
+        (
+            ["--momentum", "0.9", "--optimizer", "adam"],
+            "dlpc-train: error: --momentum applies to --optimizer sgd, rmsprop, lars",
+        ),
+        (["--accumulate", "0"], "dlpc-train: error: --accumulate must be >= 1, got 0"),
+        (["--step-size", "0"], "dlpc-train: error: --step-size must be >= 1, got 0"),
+        (["--schedule", "warmup"], "dlpc-train: error: --schedule warmup needs --warmup N"),
+        (
+            ["--schedule", "warmup_cosine", "--warmup", "0"],
+            "dlpc-train: error: --schedule warmup_cosine needs --warmup N",
+        ),
+        ([], "dlpc-train: error: --data is required (digits or an .npz)"),
+    ],
+)
+def test_dlpc_train_refuses_each_bad_option_in_one_line(tiny, capsys, extra, message):
+    from dlpc.tools import dlpc_train
+
+    assert dlpc_train.main([tiny, *extra]) == 1
+    assert capsys.readouterr().err.strip().splitlines() == [message]
+
+
+def test_dlpc_train_accepts_the_edges_of_its_options(tiny, monkeypatch):
+    """The smallest accepted values pass the checks (the data set's absence is next)."""
+    from dlpc.tools import dlpc_train
+
+    seen = []
+    monkeypatch.setattr(dlpc_train, "load_data", lambda spec: seen.append(spec) or 1 / 0)
+    for extra in (
+        ["--epochs", "1", "--batch", "1", "--lr", "1e-9"],
+        ["--momentum", "0.9", "--optimizer", "rmsprop"],
+        ["--momentum", "0.9", "--optimizer", "lars"],
+        ["--accumulate", "1", "--step-size", "1"],
+        ["--schedule", "warmup", "--warmup", "1"],
+        ["--save", "w.npz"],
+    ):
+        assert dlpc_train.main([tiny, "--data", "d.npz", *extra]) == 1, extra
+    assert seen == ["d.npz"] * 6
+    assert dlpc_train.main(["missing.dlpc", "--data", "d.npz"]) == 1
+    assert len(seen) == 6  # (the missing model first)
