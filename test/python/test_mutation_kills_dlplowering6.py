@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from test_mutation_kills_dlplowering5 import ATTN, _fused, _row_chain_folds
 from xdsl.context import Context
-from xdsl.dialects.builtin import Float64Type, MemRefType
+from xdsl.dialects.builtin import Float32Type, Float64Type, MemRefType
 from xdsl.utils.exceptions import DiagnosticException
 from xdsl.utils.test_value import create_ssa_value
 
@@ -24,7 +24,7 @@ from dlpc.backends.dlp_c import lower_to_dlp
 from dlpc.backends.runtime.dlp_sim import compile_dlp
 from dlpc.dialects.loop import ForOp, KernelOp
 from dlpc.passes import pipeline
-from dlpc.passes.lower import _dlp_attn, _dlp_fuse
+from dlpc.passes.lower import _dlp_attn, _dlp_columns, _dlp_fuse
 from dlpc.passes.lower import loop_to_dlp as ltd
 from dlpc.passes.lower.dlp_reshape_aliases import DlpReshapeAliases
 from dlpc.targets.dlp import resolve
@@ -851,3 +851,59 @@ def test_a_dynamic_shape_is_one_diagnostic():
     with pytest.raises(DiagnosticException) as err:
         lower_to_dlp(pipeline.parse_module(text))
     assert str(err.value) == "loop-to-dlp needs static shapes; kernel 'k' uses memref<?x16xf32>"
+
+
+# ---- a linear over a few rows split by columns (_dlp_columns): its model and choice
+
+
+def _columns(m: int, k: int, n: int, bias: bool = True) -> _dlp_columns.Columns:
+    b = create_ssa_value(MemRefType(Float32Type(), [n])) if bias else None
+    return _dlp_columns.Columns(None, None, None, b, None, m, k, n)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "shape, by_tasks",
+    [
+        ((16, 64, 192, True), {2: 1347.75, 4: 981.875, 8: 803.9375, 12: 744.625}),
+        ((16, 64, 192, False), {2: 1320.0, 4: 968.0, 8: 797.0, 12: 740.0}),
+        ((64, 256, 512, True), {2: 21026.0, 4: 10941.0, 8: 7700.0, 12: 8340.0}),
+        ((2, 64, 64, True), {2: 705.25, 4: 653.625, 8: 628.4375, 12: 618.9921875}),
+    ],
+)
+def test_columns_cycles(shape, by_tasks):
+    desc = resolve(None)
+    c = _columns(*shape)
+    assert {t: _dlp_columns.cycles(c, desc, t) for t in by_tasks} == by_tasks
+
+
+@pytest.mark.parametrize(
+    "shape, chosen",
+    [
+        ((16, 64, 192, True), (744.625, 12, 16)),
+        # 2 tasks of 48 or 3 of 32 columns (4 of 24 unaligned; 6 is no whole number of
+        # clusters): 3
+        ((4, 64, 96, True), (727.5833333333334, 3, 32)),
+        ((64, 256, 512, True), (7700.0, 8, 64)),
+        ((2, 64, 64, True), (653.625, 4, 16)),
+        # no block of whole DMA alignments divides 40 columns
+        ((16, 64, 40, True), (None, 0, 0)),
+    ],
+)
+def test_columns_choice(shape, chosen):
+    c = _columns(*shape)
+    got = _dlp_columns.choose(c, resolve(None))
+    assert (got, c.tasks, c.block) == chosen
+
+
+def test_columns_fit_up_to_each_capacity_exactly():
+    """16 x 64 by 192 on 12 tasks of 16 columns (the only split that fits below): the
+    input (4096 bytes) + a bias block (64) + two output blocks (2 x 1024) in NRAM, a block
+    of weight rows (4096) in WRAM, the input (4096) in SRAM."""
+    desc = resolve(None)
+    for space, need in {"nram": 6208, "wram": 4096, "sram": 4096}.items():
+        c = _columns(16, 64, 192)
+        exact = dataclasses.replace(desc, **{f"{space}_bytes": need})
+        assert _dlp_columns.choose(c, exact) == 744.625 and c.tasks == 12
+        c = _columns(16, 64, 192)
+        short = dataclasses.replace(desc, **{f"{space}_bytes": need - 1})
+        assert _dlp_columns.choose(c, short) is None
