@@ -15,6 +15,8 @@ from xdsl.utils.exceptions import VerifyException
 
 import dlpc
 from dlpc.diagnostics import DlpcError
+from dlpc.dialects import symdims
+from dlpc.frontends import onnx_symbolic
 from dlpc.frontends.text import parse_model
 from dlpc.model import Model
 from dlpc.passes import pipeline
@@ -869,3 +871,79 @@ def test_a_vector_loop_outside_any_unrolled_loop_is_stopped_at_its_limit():
             '    loop.for %j = 0 to 16 step 1 {name = "j", vectorize} {\n'
             "      %2 = arith.cmpi slt, %j, %1 : index\n      scf.if %2 {\n"
         )
+
+
+# ------------------------------------------------- seed 49's survivors (written after it)
+
+
+def test_a_quotient_by_a_many_term_divisor_whose_first_coefficient_is_not_1():
+    """(6s + 4) / (3s + 2) = 2 and (6s^2 + 4s) / (3s + 2) = 2s: the factor is the term's
+    coefficient over the divisor's first one (6 // 3), not a power of them."""
+    s = symdims.parse("s")
+    assert symdims.num_div_poly(6 * s + 4, 3 * s + 2) == 2
+    assert symdims.exact_quotient(6 * s + 4, 3 * s + 2) == 2
+    assert (6 * s * s + 4 * s) // (3 * s + 2) == 2 * s
+    assert symdims.num_div_poly(6 * s + 5, 3 * s + 2) is None
+
+
+def test_a_slice_of_shape_arithmetic_over_two_axes():
+    """ONNX Slice with two starts and ends (a 2-D shape buffer): both axes cut."""
+    s = symdims.parse("s")
+    data = np.array([[s, 2, 3], [4, 2 * s, 6]], dtype=object)
+    (out,) = onnx_symbolic.fold("Slice", {}, [data, np.array([1, 0]), np.array([2, 2]), None, None])
+    assert out.tolist() == [[4, 2 * s]]
+    (out,) = onnx_symbolic.fold(
+        "Slice", {}, [data, np.array([[0], [1]]), np.array([[2], [3]]), None, None]
+    )
+    assert out.tolist() == [[2, 3], [2 * s, 6]]
+
+
+def _two_sums(named: bool, dims: str = '["t"]'):
+    a, b = (' {dlpc.name = "x"}', ' {dlpc.name = "y"}') if named else ("", "")
+    return parse_module(
+        f'func.func @main(%x: tensor<?x?xf32, ["b", "seq"]>{a}, %y: tensor<?x4xf32, {dims}>{b})'
+        ' -> (tensor<?xf32, ["b"]>, tensor<4xf32>) {\n'
+        '  %s = graph.reduce_sum %x {axes = array<i64: 1>} : (tensor<?x?xf32, ["b", "seq"]>)'
+        ' -> tensor<?xf32, ["b"]>\n'
+        f"  %t = graph.reduce_sum %y {{axes = array<i64: 0>}} : (tensor<?x4xf32, {dims}>)"
+        " -> tensor<4xf32>\n"
+        '  func.return %s, %t : tensor<?xf32, ["b"]>, tensor<4xf32>\n}'
+    )
+
+
+@pytest.mark.parametrize("named", [False, True])
+def test_mask_arguments_are_named_after_the_inputs_attributes(named):
+    """Two masks (seq, t; b needs none), after arguments with or without names: one
+    attribute per argument, the masks' names last; with one mask too."""
+    from dlpc.passes.graph.mask_padding import mask_padding
+
+    module = _two_sums(named)
+    assert mask_padding(module, ["seq", "t", "b"]) == ["seq", "t"]
+    main = ref.main_func(module)
+    first = ['{dlpc.name = "x"}', '{dlpc.name = "y"}'] if named else ["{}", "{}"]
+    assert main.arg_attrs is not None
+    assert [str(a) for a in main.arg_attrs.data] == [
+        *first,
+        '{dlpc.name = "mask_seq"}',
+        '{dlpc.name = "mask_t"}',
+    ]
+    assert ref.input_names(main) == ["x", "y", "mask_seq", "mask_t"]
+    module = _two_sums(named)
+    assert mask_padding(module, ["seq"]) == ["seq"]
+    main = ref.main_func(module)
+    assert main.arg_attrs is not None
+    assert [str(a) for a in main.arg_attrs.data] == [*first, '{dlpc.name = "mask_seq"}']
+
+
+def test_a_call_above_the_largest_of_three_buckets_names_it():
+    def on_reference(static):
+        return lambda *xs: ref.run_reference(static.module, list(xs), static.weights)
+
+    fn = DynamicFunction(
+        Model(parse_module(TANH)), on_reference, buckets={"s": [8, 2, 4]}, symbolic=False
+    )
+    x = _x(3, 4)
+    np.testing.assert_allclose(fn(x)[0], np.tanh(x), rtol=1e-6)
+    with pytest.raises(DlpcError) as e:
+        fn(_x(9, 4))
+    assert str(e.value) == "error: input 'x' dim 0 ('s') is 9, above the largest bucket 8"
