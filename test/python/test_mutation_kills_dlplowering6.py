@@ -907,3 +907,39 @@ def test_columns_fit_up_to_each_capacity_exactly():
         c = _columns(16, 64, 192)
         short = dataclasses.replace(desc, **{f"{space}_bytes": need - 1})
         assert _dlp_columns.choose(c, short) is None
+
+
+# ---- a chain's common plan (_dlp_fuse._choose / _common)
+
+
+def _runs(text: str, multicore: bool = True):
+    desc = resolve(None)
+    kernels = [k for k in pipeline.parse_module(text).walk() if isinstance(k, KernelOp)]
+    prepared = {k: ltd._prepare(k, desc, True, multicore, True) for k in kernels}
+    plans = {k: plan for k, (_, plan) in prepared.items() if plan is not None}
+    return desc, plans, _dlp_fuse.chains(kernels, plans)
+
+
+def test_chain_choices_on_many_cores_and_one(attn_loop):
+    """(cycles, tasks, staged in SRAM, bands): the attention chain in 8 bands of its 2
+    heads' rows, the row chain on 8 tasks; on one core each on one task."""
+    got = {}
+    for multicore in (True, False):
+        desc, plans, runs = _runs(attn_loop, multicore)
+        flops = lambda k: ltd._flops(k.block)  # noqa: E731
+        got[multicore] = [_dlp_fuse._choose(r, plans, desc, multicore, flops) for r in runs]
+    assert got == {
+        True: [(430.0390625, 2, False, 8), (469.40625, 8, False, 1)],
+        False: [(600.0390625, 1, False, 1), (649.0, 1, False, 1)],
+    }
+
+
+def test_chain_members_fit_side_by_side_up_to_the_byte(attn_loop):
+    desc, plans, runs = _runs(attn_loop)
+    needs = [{"nram": 16720, "wram": 2048}, {"nram": 3084, "wram": 4096}]
+    for run, need in zip(runs, needs, strict=True):
+        for space, n in need.items():
+            exact = dataclasses.replace(desc, **{f"{space}_bytes": n})
+            short = dataclasses.replace(desc, **{f"{space}_bytes": n - 1})
+            assert _dlp_fuse._common(run, plans, exact, True) is not None
+            assert _dlp_fuse._common(run, plans, short, True) is None
