@@ -278,7 +278,8 @@ class Checker:
             shapes = [_shape_dtype(a.type) for a in fn.args[:n_in]]
             if shapes != [(x.shape, x.dtype) for x in state.inputs]:  # a new signature
                 self.notes.append(f"@{fn.sym_name.data}: pass '{pass_name}' changed the inputs")
-                inputs = [random_array(rng, s, d) for s, d in shapes]
+                bounds = [_int_bound(a) if isinstance(a.type, TensorType) else 2 for a in fn.args]
+                inputs = [random_array(rng, s, d, b) for (s, d), b in zip(shapes, bounds)]
                 self.states[fn.sym_name.data] = state = _State(inputs)
                 self._evaluate(fn, state, f"pass '{pass_name}'")
                 continue
