@@ -304,3 +304,27 @@ def test_static_specs_refuse_a_larger_shape_as_a_smaller_one():
             api._check_against(["x"], specs, [np.zeros(shape, f32)])
         got = "x".join(map(str, shape))
         assert str(info.value) == f"error: input 'x' has shape {got} but the model expects 2x3"
+
+
+def test_after_a_new_signature_gather_indices_stay_inside_the_gathered_dim():
+    """A pass that changes @main's inputs gets fresh inputs from seed + 1, drawn as at the
+    start: gather indices inside the gathered dim (they were drawn in [0, 10) and a
+    gather from 3 rows was then noted as not evaluated rather than checked)."""
+    from dlpc.passes import check, pipeline
+
+    def gather(n: int):
+        return pipeline.parse_module(
+            f"func.func @main(%t: tensor<3x4xf32>, %i: tensor<{n}xi64>) -> tensor<{n}x4xf32> {{\n"
+            f"  %g = graph.gather %t, %i {{axis = 0 : i64}} : (tensor<3x4xf32>, tensor<{n}xi64>)"
+            f" -> tensor<{n}x4xf32>\n"
+            f"  func.return %g : tensor<{n}x4xf32>\n}}\n"
+        )
+
+    checker = check.Checker(seed=1)
+    checker.start(gather(8))
+    assert checker.notes == []
+    checker.after("widen", gather(64))
+    assert checker.notes == ["@main: pass 'widen' changed the inputs"]
+    t, i = checker.states["main"].inputs
+    assert i.shape == (64,) and i.min() >= 0 and i.max() == 2
+    np.testing.assert_array_equal(checker.states["main"].results[0], t[i])
