@@ -943,3 +943,71 @@ def test_chain_members_fit_side_by_side_up_to_the_byte(attn_loop):
             short = dataclasses.replace(desc, **{f"{space}_bytes": n - 1})
             assert _dlp_fuse._common(run, plans, exact, True) is not None
             assert _dlp_fuse._common(run, plans, short, True) is None
+
+
+# ---- elementwise selection (dlp_select/elementwise.py): which intrinsics, and the answer
+
+EWX = """builtin.module {{
+  func.func @main(%x: memref<4x16xf32> {{dlpc.name = "x"}}, %b: memref<16xf32> {{dlpc.name = "b"}}, %s: memref<f32> {{dlpc.name = "s"}}, %t: memref<f32> {{dlpc.name = "t"}}, %out0: memref<4x16xf32>) attributes {{dlpc.num_inputs = 1 : i64, dlpc.params = ["b", "s", "t"], dlpc.num_outputs = 1 : i64}} {{
+    loop.kernel "ew" attributes {{origin = "graph.add"}} {{
+      loop.for %i = 0 to 4 step 1 {{name = "i", parallel}} {{
+        loop.for %j = 0 to 16 step 1 {{name = "j", vectorize}} {{
+          %xv = memref.load %x[%i, %j] : memref<4x16xf32>
+          %bv = memref.load %b[%j] : memref<16xf32>
+          %sv = memref.load %s[] : memref<f32>
+          %tv = memref.load %t[] : memref<f32>
+{body}
+          memref.store %r, %out0[%i, %j] : memref<4x16xf32>
+        }}
+      }}
+    }}
+    func.return
+  }}
+}}
+"""
+_RNG = np.random.default_rng(5)
+EX = _RNG.standard_normal((4, 16)).astype(np.float32)
+EB = _RNG.standard_normal(16).astype(np.float32)
+ES, ET = np.float32(1.5), np.float32(-0.75)
+# body -> (the intrinsics chosen, the answer)
+ELEMENTWISE = {
+    "negated": ("%r = arith.negf %xv : f32", ["dlp.mul_scalar"], -EX),
+    "times two scalars": (
+        "%st = arith.mulf %sv, %tv : f32\n%r = arith.mulf %xv, %st : f32",
+        ["dlp.mul_scalar"],
+        EX * (ES * ET),
+    ),
+    "over a scalar": ("%r = arith.divf %xv, %sv : f32", ["dlp.mul_scalar"], EX / ES),
+    "row minus x": ("%r = arith.subf %bv, %xv : f32", ["dlp.cycle_sub", "dlp.mul_scalar"], EB - EX),
+    "x minus row": ("%r = arith.subf %xv, %bv : f32", ["dlp.cycle_sub"], EX - EB),
+    "exp of the row": (
+        "%eb = math.exp %bv : f32\n%r = arith.addf %xv, %eb : f32",
+        ["dlp.add", "dlp.exp"],
+        EX + np.exp(EB),
+    ),
+    "the row stored": (
+        "%r = arith.addf %bv, %sv : f32",
+        ["dlp.add_scalar"],
+        np.broadcast_to(EB + ES, (4, 16)),
+    ),
+    "scalar minus x": (
+        "%r = arith.subf %sv, %xv : f32",
+        ["dlp.add_scalar", "dlp.mul_scalar"],
+        ES - EX,
+    ),
+    "x over row": ("%r = arith.divf %xv, %bv : f32", ["dlp.div"], EX / EB),
+    "row over x": ("%r = arith.divf %bv, %xv : f32", ["dlp.div"], EB / EX),
+}
+_MOVES = {"dlp.kernel", "dlp.task_id", "dlp.memcpy_async", "dlp.wait_dma", "dlp.core_id"}
+
+
+@pytest.mark.parametrize("case", list(ELEMENTWISE))
+def test_elementwise_selection_and_answer(case):
+    body, chosen, ref = ELEMENTWISE[case]
+    text = EWX.format(body=body)
+    lowered = lower_to_dlp(pipeline.parse_module(text))
+    names = {op.name for op in lowered.walk() if op.name.startswith("dlp.")} - _MOVES
+    assert sorted(names - {"dlp.sync_cluster"}) == chosen
+    params = {"b": EB, "s": np.array(ES), "t": np.array(ET)}
+    (out,) = compile_dlp(pipeline.parse_module(text), name="m")(EX, params=params)
+    np.testing.assert_allclose(out, ref, rtol=1e-6, atol=1e-6)
