@@ -110,7 +110,8 @@ _CMP = {
     "gt": np.greater,
     "ge": np.greater_equal,
 }
-# arith.cmpf / cmpi predicate numbers -> comparison (ordered and unordered alike)
+# arith.cmpf / cmpi predicate numbers -> comparison (`_compare` adds what NaN and the
+# unsigned predicates change)
 _CMPF = {
     1: "eq",
     2: "gt",
@@ -126,6 +127,26 @@ _CMPF = {
     13: "ne",
 }
 _CMPI = {0: "eq", 1: "ne", 2: "lt", 3: "le", 4: "gt", 5: "ge", 6: "lt", 7: "le", 8: "gt", 9: "ge"}
+
+
+def _compare(op: arith.CmpfOp | arith.CmpiOp, a, b):
+    """arith.cmpf: predicates 1-6 are false where an operand is NaN, 8-13 true, `ord` (7)
+    and `uno` (14) test for NaN, 0 and 15 are constant; arith.cmpi 6-9 (ult ... uge)
+    compare the bits as unsigned."""
+    pred = op.predicate.value.data
+    a, b = np.asarray(a), np.asarray(b)
+    if isinstance(op, arith.CmpiOp):
+        if pred >= 6 and a.dtype.kind == "i":
+            unsigned = np.dtype(f"u{a.dtype.itemsize}")
+            a, b = a.view(unsigned), b.astype(a.dtype).view(unsigned)
+        return _CMP[_CMPI[pred]](a, b)
+    nan = np.isnan(a) | np.isnan(b)
+    if pred in (0, 15):
+        return np.full(nan.shape, pred == 15)
+    if pred in (7, 14):
+        return ~nan if pred == 7 else nan
+    r = _CMP[_CMPF[pred]](a, b)
+    return r | nan if pred >= 8 else r & ~nan
 
 
 class _Body:
@@ -167,8 +188,7 @@ class _Body:
         if type(op) in _UNARY:
             return np.asarray(_UNARY[type(op)](args[0])).astype(dtype_of(ty))
         if isinstance(op, arith.CmpfOp | arith.CmpiOp):
-            table = _CMPF if isinstance(op, arith.CmpfOp) else _CMPI
-            return _CMP[table[op.predicate.value.data]](args[0], args[1])
+            return _compare(op, args[0], args[1])
         if isinstance(op, arith.SelectOp):
             return np.where(args[0], args[1], args[2]).astype(dtype_of(ty))
         if isinstance(op, arith.ExtUIOp | arith.UIToFPOp) and args[0].dtype == bool:  # type: ignore
