@@ -529,3 +529,130 @@ def test_dropout_without_a_step_is_a_copy():
     out = run("graph.dropout", [x], "tensor<2x3xf32>", " {p = 0.5 : f64}")
     np.testing.assert_array_equal(out, x)
     assert out is not x
+
+
+# ---------------------------------------------------------------- seed 49's survivors
+
+
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+def test_batch_norm_per_channel(layout):
+    """Each channel c: (x - mean[c]) / sqrt(var[c] + eps) * scale[c] + bias[c], channels
+    on axis 1 (nchw) or last (nhwc)."""
+    rng = np.random.default_rng(6)
+    shape = (2, 3, 2, 2) if layout == "nchw" else (2, 2, 2, 3)
+    x = rng.standard_normal(shape).astype(np.float32)
+    scale, bias, mean = (rng.standard_normal(3).astype(np.float32) for _ in range(3))
+    var = np.array([0.5, 2.0, 1.0], np.float32)
+    t = "x".join(map(str, shape))
+    props = (
+        ' {epsilon = 0.001 : f64, layout = "nhwc"}'
+        if layout == "nhwc"
+        else " {epsilon = 0.001 : f64}"
+    )
+    out = run("graph.batch_norm", [x, scale, bias, mean, var], f"tensor<{t}xf32>", props)
+    want = np.zeros(shape, np.float64)
+    for idx in np.ndindex(*shape):
+        c = idx[1] if layout == "nchw" else idx[3]
+        v = (float(x[idx]) - float(mean[c])) / math.sqrt(float(var[c]) + 0.001)
+        want[idx] = v * float(scale[c]) + float(bias[c])
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("shape", [(2, 3), (2, 5), (1, 4), (2, 4, 1), (8,)])
+def test_an_input_of_another_shape_is_refused(shape):
+    """Smaller or larger, of another rank: one line naming the input and both shapes."""
+    from dlpc.diagnostics import DlpcError
+
+    module = parse_module("""func.func @main(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
+  func.return %x : tensor<2x4xf32>
+}""")
+    got = "x".join(map(str, shape))
+    with pytest.raises(DlpcError) as e:
+        run_reference(module, [np.zeros(shape, np.float32)], {})
+    assert str(e.value) == f"error: input 'x' has shape {got} but the model expects 2x4"
+
+
+def _unordered(op):
+    return lambda a, b: op(a, b) | np.isnan(a) | np.isnan(b)
+
+
+CMPF = {
+    "false": lambda a, b: np.zeros(a.shape, bool),
+    "oeq": lambda a, b: a == b,
+    "ogt": lambda a, b: a > b,
+    "oge": lambda a, b: a >= b,
+    "olt": lambda a, b: a < b,
+    "ole": lambda a, b: a <= b,
+    "one": lambda a, b: (a < b) | (a > b),
+    "ord": lambda a, b: ~(np.isnan(a) | np.isnan(b)),
+    "ueq": _unordered(lambda a, b: a == b),
+    "ugt": _unordered(lambda a, b: a > b),
+    "uge": _unordered(lambda a, b: a >= b),
+    "ult": _unordered(lambda a, b: a < b),
+    "ule": _unordered(lambda a, b: a <= b),
+    "une": lambda a, b: a != b,
+    "uno": lambda a, b: np.isnan(a) | np.isnan(b),
+    "true": lambda a, b: np.ones(a.shape, bool),
+}
+
+
+@pytest.mark.parametrize("pred", CMPF)
+def test_te_float_comparisons_with_nan(pred):
+    """The te evaluator's arith.cmpf, each predicate on NaN, equal, smaller and larger
+    operands: ordered ones false and unordered ones true where an operand is NaN."""
+    nan = np.float32("nan")
+    x = np.array([nan, 1, nan, 1, 2, 1], np.float32)
+    y = np.array([1, nan, nan, 1, 1, 2], np.float32)
+    body = f"""    %a = te.read %a0[%i0] : tensor<6xf32>
+    %b = te.read %a1[%i0] : tensor<6xf32>
+    %c = arith.cmpf {pred}, %a, %b : f32
+    %e = arith.extui %c : i1 to i32
+    te.yield %e : i32"""
+    out = _te(body, [x, y], ["tensor<6xf32>", "tensor<6xf32>"], "tensor<6xi32>")
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_array_equal(out, CMPF[pred](x, y).astype(np.int32))
+
+
+@pytest.mark.parametrize(
+    "pred", ["slt", "sle", "sgt", "sge", "ult", "ule", "ugt", "uge", "eq", "ne"]
+)
+def test_te_integer_comparisons_signed_and_unsigned(pred):
+    """arith.cmpi on i8: the s* predicates compare signed values, the u* ones the bits as
+    unsigned (-1 is 255)."""
+    x = np.array([-1, 1, 5, -128, 7], np.int8)
+    y = np.array([1, -1, 5, 127, 7], np.int8)
+    body = f"""    %a = te.read %a0[%i0] : tensor<5xi8>
+    %b = te.read %a1[%i0] : tensor<5xi8>
+    %c = arith.cmpi {pred}, %a, %b : i8
+    %e = arith.extui %c : i1 to i32
+    te.yield %e : i32"""
+    out = _te(body, [x, y], ["tensor<5xi8>", "tensor<5xi8>"], "tensor<5xi32>")
+    ops = {
+        "lt": "__lt__",
+        "le": "__le__",
+        "gt": "__gt__",
+        "ge": "__ge__",
+        "eq": "__eq__",
+        "ne": "__ne__",
+    }
+    vx, vy = x.tolist(), y.tolist()
+    if pred[0] == "u":
+        vx, vy = [v % 256 for v in vx], [v % 256 for v in vy]
+    name = ops[pred if pred in ("eq", "ne") else pred[1:]]
+    want = [int(getattr(a, name)(b)) for a, b in zip(vx, vy, strict=True)]
+    assert out.tolist() == want
+
+
+@pytest.mark.parametrize("pred", [p for p in CMPF if p not in ("ord", "uno")])
+def test_te_float_comparisons_without_nan(pred):
+    """The same without NaN: an unordered predicate is its ordered one (ugt on equal
+    operands is false, uge true)."""
+    x = np.array([1, 2, 1, -0.0], np.float32)
+    y = np.array([1, 1, 2, 0.0], np.float32)
+    body = f"""    %a = te.read %a0[%i0] : tensor<4xf32>
+    %b = te.read %a1[%i0] : tensor<4xf32>
+    %c = arith.cmpf {pred}, %a, %b : f32
+    %e = arith.extui %c : i1 to i32
+    te.yield %e : i32"""
+    out = _te(body, [x, y], ["tensor<4xf32>", "tensor<4xf32>"], "tensor<4xi32>")
+    np.testing.assert_array_equal(out, CMPF[pred](x, y).astype(np.int32))
