@@ -656,3 +656,26 @@ def test_te_float_comparisons_without_nan(pred):
     te.yield %e : i32"""
     out = _te(body, [x, y], ["tensor<4xf32>", "tensor<4xf32>"], "tensor<4xi32>")
     np.testing.assert_array_equal(out, CMPF[pred](x, y).astype(np.int32))
+
+
+# ---------------------------------------------------------------- seed 50's survivor
+
+
+def test_a_loop_of_zero_trips_runs_no_iteration():
+    """graph.loop {trip_count = 0} with a true condition: no iteration, on the reference
+    and in the emitted numpy program (whose `while` bounds the count unless it is -1)."""
+    from test_control_flow import LOOP
+
+    module = parse_module(LOOP.replace("trip_count = 5", "trip_count = 0"))
+    rng = np.random.default_rng(9)
+    a = rng.standard_normal((2, 4)).astype(np.float32)
+    w = rng.standard_normal((4, 4)).astype(np.float32)
+    inputs = [a, w, np.array(1e9, np.float32)]
+    want = run_reference(module, inputs, {})
+    np.testing.assert_array_equal(want[0], a)
+    assert want[1] == 0
+    namespace: dict = {}
+    exec(emit_numpy(module), namespace)
+    got = namespace["main"](*inputs, params={})
+    np.testing.assert_array_equal(got[0], a)
+    assert got[1] == 0
