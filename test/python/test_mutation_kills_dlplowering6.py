@@ -26,6 +26,7 @@ from dlpc.dialects.loop import ForOp, KernelOp
 from dlpc.passes import pipeline
 from dlpc.passes.lower import _dlp_attn, _dlp_columns, _dlp_fuse
 from dlpc.passes.lower import loop_to_dlp as ltd
+from dlpc.passes.lower._dlp_build import latencies
 from dlpc.passes.lower.dlp_reshape_aliases import DlpReshapeAliases
 from dlpc.targets.dlp import resolve
 
@@ -1011,3 +1012,80 @@ def test_elementwise_selection_and_answer(case):
     params = {"b": EB, "s": np.array(ES), "t": np.array(ET)}
     (out,) = compile_dlp(pipeline.parse_module(text), name="m")(EX, params=params)
     np.testing.assert_allclose(out, ref, rtol=1e-6, atol=1e-6)
+
+
+# ---- dlp-lowering seed 50's killable survivors (drawn on d8df231)
+
+
+def test_latencies_count_ceil_of_each_group_over_the_queue():
+    """_dlp_build.latencies: ceil(n / depth) latencies a group; an empty group none, a
+    full queue one (seed 50: `-(-n // depth)` -> `-(~n // depth)` charged one more there)."""
+    desc = resolve(None)  # a queue of 8, 200 cycles a latency
+    assert (desc.dma_queue_depth, desc.dma_latency_cycles) == (8, 200)
+    assert latencies(desc, [0]) == 0
+    assert latencies(desc, [0, 1, 8, 9, 16]) == (0 + 1 + 1 + 2 + 2) * 200
+    three = dataclasses.replace(desc, dma_queue_depth=3)
+    assert latencies(three, [3, 4, 6, 7]) == (1 + 2 + 2 + 3) * 200
+
+
+_NO_RESIDUAL = [
+    ("            %56 = memref.load %x[%i0_14, %i1_14, %i2_14] : memref<1x16x32xf32>\n", ""),
+    ("%57 = arith.addf %56, %55 : f32", "%57 = arith.addf %55, %55 : f32"),
+]
+
+
+def _row_chain_cycles(text: str, depth: int) -> tuple[int, float]:
+    """(tasks, _dlp_fuse._cycles with SRAM staging) of the row chain (linear, layer norm)
+    planned for a description with a DMA queue of `depth`: wo staged, bo, g and beta each
+    task's own, their first copies issued with the staging (`early`)."""
+    desc = dataclasses.replace(resolve(None), dma_queue_depth=depth)
+    kernels = [k for k in pipeline.parse_module(text).walk() if isinstance(k, KernelOp)]
+    prepared = {k: ltd._prepare(k, desc, True, True, True) for k in kernels}
+    plans = {k: plan for k, (_, plan) in prepared.items() if plan is not None}
+    run = _dlp_fuse.chains(kernels, plans)[1]
+    flops = lambda k: ltd._flops(k.block)  # noqa: E731
+    fused = _dlp_fuse.plan_chain(run, plans, desc, True, flops)
+    assert fused is not None
+    staged = [
+        p.name
+        for p in fused.plans[0].buffers.values()
+        if p.kind == "whole" and fused.plans[0].stages(p)
+    ]
+    assert staged == ["wo"]
+    stored = _dlp_fuse._stored(run, fused.plans)
+    return fused.tasks, _dlp_fuse._cycles(fused.plans, [flops(k) for k in run], stored, True)
+
+
+@pytest.mark.parametrize(
+    "residual, depth, expected",
+    [
+        # one staged + 0 early (a queue of 1): the staging group is 1 copy, not 0
+        (True, 1, (16, 1642.578125)),
+        # 1 staged + 2 early: a group of 3, one latency on a queue of 3
+        (True, 3, (12, 846.8541666666666)),
+        # 1 staged + 1 early on a queue of 2 (not 2 early): groups 2, 3 + 1 load
+        (False, 2, (16, 841.328125)),
+        (True, 8, (8, 655.40625)),
+    ],
+)
+def test_chain_cycles_with_staged_and_early_copies(attn_loop, residual, depth, expected):
+    """seed 50's _dlp_fuse.py:363 (`staged + early` -> `&`) and :362 (`depth - staged` ->
+    `depth ** staged`) each change one of these."""
+    text = attn_loop
+    for old, new in [] if residual else _NO_RESIDUAL:
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    assert _row_chain_cycles(text, depth) == expected
+
+
+def test_chain_staging_offered_up_to_the_sram_capacity(attn_loop):
+    """_dlp_fuse._staging: the row chain's whole buffers (wo 4096 bytes, bo, g, beta 128
+    each) staged only where all 4480 fit in SRAM (seed 50: `elements * bytes` -> `+`
+    summed 1280 and offered staging at 4479)."""
+    desc = resolve(None)
+    _, plans, runs = _runs(attn_loop)
+    members = [plans[k] for k in runs[1]]
+    for cap, options in [(4480, [False, True]), (4479, [False])]:
+        first = copy.copy(members[0])
+        first.desc = dataclasses.replace(desc, sram_bytes=cap)
+        assert _dlp_fuse._staging([first, *members[1:]]) == options
