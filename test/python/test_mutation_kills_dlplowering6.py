@@ -24,7 +24,7 @@ from dlpc.backends.dlp_c import lower_to_dlp
 from dlpc.backends.runtime.dlp_sim import compile_dlp
 from dlpc.dialects.loop import ForOp, KernelOp
 from dlpc.passes import pipeline
-from dlpc.passes.lower import _dlp_attn, _dlp_columns, _dlp_fuse
+from dlpc.passes.lower import _dlp_attn, _dlp_columns, _dlp_copy, _dlp_fuse
 from dlpc.passes.lower import loop_to_dlp as ltd
 from dlpc.passes.lower._dlp_build import latencies
 from dlpc.passes.lower.dlp_reshape_aliases import DlpReshapeAliases
@@ -1089,3 +1089,122 @@ def test_chain_staging_offered_up_to_the_sram_capacity(attn_loop):
         first = copy.copy(members[0])
         first.desc = dataclasses.replace(desc, sram_bytes=cap)
         assert _dlp_fuse._staging([first, *members[1:]]) == options
+
+
+# ---- a kernel as direct copies (_dlp_copy.copy_pieces): its pieces exactly, or None
+
+COPYK = """builtin.module {{
+  func.func @main(%x: memref<4x6xf32> {{dlpc.name = "x"}}, %y: memref<4x2xf32> {{dlpc.name = "y"}}, %out0: memref<{o}xf32>) attributes {{dlpc.num_inputs = 2 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64}} {{
+    loop.kernel "k" attributes {{origin = "graph.copy"}} {{
+      loop.for %i = 0 to {ri} step 1 {{name = "i", parallel}} {{
+        loop.for %j = 0 to {rj} step 1 {{name = "j"}} {{
+{body}
+        }}
+      }}
+    }}
+    func.return
+  }}
+}}
+"""
+
+
+def _pieces(body: str, o: str = "4x4", ri: int = 4, rj: int = 4):
+    module = pipeline.parse_module(COPYK.format(body=body, o=o, ri=ri, rj=rj))
+    (kernel,) = [op for op in module.walk() if isinstance(op, KernelOp)]
+    got = _dlp_copy.copy_pieces(kernel)
+    if got is None:
+        return None
+    _, sources, pieces = got
+    return [s.name_hint for s in sources], pieces
+
+
+COPIES = {
+    "slice": (
+        "%c2 = arith.constant 2 : index\n%j2 = arith.addi %j, %c2 : index\n%v = memref.load %x[%i, %j2] : memref<4x6xf32>\nmemref.store %v, %out0[%i, %j] : memref<4x4xf32>",
+        {},
+    ),
+    "concat": (
+        "%c4 = arith.constant 4 : index\n%in = arith.cmpi slt, %j, %c4 : index\n%v = scf.if %in -> (f32) {\n%a = memref.load %x[%i, %j] : memref<4x6xf32>\nscf.yield %a : f32\n} else {\n%j4 = arith.subi %j, %c4 : index\n%b = memref.load %y[%i, %j4] : memref<4x2xf32>\nscf.yield %b : f32\n}\nmemref.store %v, %out0[%i, %j] : memref<4x6xf32>",
+        dict(o="4x6", rj=6),
+    ),
+    "transpose": (
+        "%v = memref.load %x[%j, %i] : memref<4x6xf32>\nmemref.store %v, %out0[%i, %j] : memref<6x4xf32>",
+        dict(o="6x4", ri=6, rj=4),
+    ),
+    "select": (
+        "%c4 = arith.constant 4 : index\n%in = arith.cmpi slt, %j, %c4 : index\n%jj = arith.select %in, %j, %c4 : index\n%v = memref.load %x[%i, %jj] : memref<4x6xf32>\nmemref.store %v, %out0[%i, %j] : memref<4x6xf32>",
+        dict(o="4x6", rj=6),
+    ),
+    "constant stored": (
+        "%v = arith.constant 1.0 : f32\nmemref.store %v, %out0[%i, %j] : memref<4x4xf32>",
+        {},
+    ),
+    "float constant": (
+        "%f = arith.constant 1.0 : f32\n%v = memref.load %x[%i, %j] : memref<4x6xf32>\nmemref.store %v, %out0[%i, %j] : memref<4x4xf32>",
+        {},
+    ),
+    "scaled": (
+        "%v = memref.load %x[%i, %j] : memref<4x6xf32>\n%w = arith.mulf %v, %v : f32\nmemref.store %w, %out0[%i, %j] : memref<4x4xf32>",
+        {},
+    ),
+    "alloca": (
+        "%t = memref.alloca() : memref<f32>\n%v = memref.load %x[%i, %j] : memref<4x6xf32>\nmemref.store %v, %out0[%i, %j] : memref<4x4xf32>",
+        {},
+    ),
+    "every row to row 0": (
+        "%c0 = arith.constant 0 : index\n%v = memref.load %x[%i, %j] : memref<4x6xf32>\nmemref.store %v, %out0[%c0, %j] : memref<4x4xf32>",
+        {},
+    ),
+    "past the source": (
+        "%c5 = arith.constant 5 : index\n%j5 = arith.addi %j, %c5 : index\n%v = memref.load %x[%i, %j5] : memref<4x6xf32>\nmemref.store %v, %out0[%i, %j] : memref<4x4xf32>",
+        {},
+    ),
+    "past the destination": (
+        "%c1 = arith.constant 1 : index\n%j1 = arith.addi %j, %c1 : index\n%v = memref.load %x[%i, %j] : memref<4x6xf32>\nmemref.store %v, %out0[%i, %j1] : memref<4x4xf32>",
+        {},
+    ),
+    "before the source": (
+        "%c1 = arith.constant 1 : index\n%j1 = arith.subi %j, %c1 : index\n%v = memref.load %x[%i, %j1] : memref<4x6xf32>\nmemref.store %v, %out0[%i, %j] : memref<4x4xf32>",
+        {},
+    ),
+    "gather": (
+        "%v = memref.load %x[%i, %j] : memref<4x6xf32>\n%k = arith.fptosi %v : f32 to i64\n%kk = arith.index_cast %k : i64 to index\n%w = memref.load %x[%i, %kk] : memref<4x6xf32>\nmemref.store %w, %out0[%i, %j] : memref<4x4xf32>",
+        {},
+    ),
+    "in place": (
+        "%c1 = arith.constant 1 : index\n%j1 = arith.addi %j, %c1 : index\n%v = memref.load %out0[%i, %j1] : memref<4x4xf32>\nmemref.store %v, %out0[%i, %j] : memref<4x4xf32>",
+        dict(rj=3),
+    ),
+    "load from y into a longer row": (
+        "%v = memref.load %y[%i, %j] : memref<4x2xf32>\nmemref.store %v, %out0[%i, %j] : memref<4x2xf32>",
+        dict(o="4x2", rj=2),
+    ),
+    "i32 index math": (
+        "%c1 = arith.constant 1 : i32\n%v = memref.load %x[%i, %j] : memref<4x6xf32>\nmemref.store %v, %out0[%i, %j] : memref<4x4xf32>",
+        {},
+    ),
+}
+
+# (sources, [(destination offset, source, source offset, elements)]) or None (not a copy)
+PIECES = {
+    "slice": (["x"], [(0, 0, 2, 4), (4, 0, 8, 4), (8, 0, 14, 4), (12, 0, 20, 4)]),
+    "concat": (
+        ["x", "y"],
+        [(0, 0, 0, 4), (4, 1, 0, 2), (6, 0, 6, 4), (10, 1, 2, 2)]
+        + [(12, 0, 12, 4), (16, 1, 4, 2), (18, 0, 18, 4), (22, 1, 6, 2)],
+    ),
+    "transpose": (["x"], [(4 * r + c, 0, 6 * c + r, 1) for r in range(6) for c in range(4)]),
+    "select": (
+        ["x"],
+        [(0, 0, 0, 5), (5, 0, 4, 1), (6, 0, 6, 5), (11, 0, 10, 1)]
+        + [(12, 0, 12, 5), (17, 0, 16, 1), (18, 0, 18, 5), (23, 0, 22, 1)],
+    ),
+    "load from y into a longer row": (["y"], [(0, 0, 0, 8)]),
+    "i32 index math": (["x"], [(0, 0, 0, 4), (4, 0, 6, 4), (8, 0, 12, 4), (12, 0, 18, 4)]),
+}
+
+
+@pytest.mark.parametrize("case", list(COPIES))
+def test_copy_pieces(case):
+    body, kw = COPIES[case]
+    assert _pieces(body, **kw) == PIECES.get(case)
