@@ -140,9 +140,7 @@ class _Eval:
         elif isinstance(op, arith.SelectOp):
             c, a, b = (env[v] for v in op.operands)
             env[op.result] = self.where(c, a, b)
-        elif isinstance(op, memref.LoadOp):
-            if op.memref not in self.sources:
-                raise _NoCopy
+        elif isinstance(op, memref.LoadOp):  # (`sources`: every buffer the kernel loads)
             shape = shape_of(op.memref)
             off = sum((self.index(v) * s for v, s in zip(op.indices, _strides(shape))), np.int64(0))
             env[op.res] = ("load", np.int64(self.sources.index(op.memref)), off)
