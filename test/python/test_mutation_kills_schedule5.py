@@ -1152,3 +1152,144 @@ def test_slide_merges_tiles_only_where_their_iterations_are_independent(attr, pr
     else:
         assert loops["r1_v16"].parent_op() is loops["ho"]
         assert _cpp_if(loops["r1_v16"]) == VECTOR_ISA
+
+
+# ------------------------------------------- schedule seed 49's survivors (after the draw)
+
+
+def test_slide_refuses_a_c_whose_row_index_moves_with_w():
+    """slide._check_indices (slide.py:252, `acc[:-1]` -> `acc[:-2]`, seed 49): C's indices
+    other than the last must not move with the vectorized loop; C[w, w] is refused (a 2-D
+    C's only other index is its first)."""
+    text = SLIDE_NEST.replace("BODY", SUM).replace("%C[%h, %w]", "%C[%w, %w]")
+    module = parse_module(text)
+    with pytest.raises(SlideMismatchError) as e:
+        tensorize(module, "k", "r1", "slide")
+    assert str(e.value) == (
+        "the nest at loop k/r1 must read X's row along its vectorized loop (by 1, inside the "
+        "nest and the row, rows of at least 16) and write a distinct C's row by 1"
+    )
+
+
+CPUINFO = """processor\t: 0
+vendor_id\t: GenuineIntel
+cpu family\t: 6
+model\t\t: 85
+flags\t\t: fpu sse4_2 avx avx2
+
+processor\t: 1
+vendor_id\t: OtherVendor
+"""
+
+
+def test_cpuinfo_fingerprint_skips_leading_blank_lines(tmp_path):
+    """tuning_log._cpuinfo_fingerprint (tuning_log.py:109, `continue` -> `break`, seed 49):
+    blank lines before the first processor's block are skipped, not taken as its end."""
+    from dlpc.passes.schedule.tuning_log import _cpuinfo_fingerprint
+
+    path = tmp_path / "cpuinfo"
+    path.write_text("\n\n" + CPUINFO)
+    assert _cpuinfo_fingerprint(str(path)) == "GenuineIntel family 6 model 85 avx2"
+
+
+def test_a_deinterleaved_phase_of_one_column_is_not_vectorized():
+    """deinterleave.py:262 (`hi - lo > 1` -> `> 0`, seed 49): a phase's copy loop is
+    vectorized only over 2 or more columns. The 3x3 stride-2 padded read of
+    test/passes/loop-cache-read-deinterleave.mlir, one output column wide: the box's
+    columns -1..1 give each phase one in-bounds column (phase 0 column 1, phase 1 column
+    0), two wide: two each. The staged kernel's sums equal the unstaged one's on C."""
+    from pathlib import Path
+
+    import numpy as np
+
+    from dlpc.backends.runtime.evaluate import run_loop_c
+    from dlpc.passes.schedule.cache import cache_read
+
+    text = (
+        Path(__file__).parents[1].joinpath("passes/loop-cache-read-deinterleave.mlir").read_text()
+    )
+    text = text[text.index("func.func @main") : text.index("func.func @split")]
+    for w in (1, 2):
+        src = text.replace("loop.for %i3 = 0 to 4 step 1", f"loop.for %i3 = 0 to {w} step 1")
+        src = src.replace("1x2x3x4xf32", f"1x2x3x{w}xf32")
+        module = parse_module(src)
+        cache_read(module, "cs", "i0", "x", "xq", deinterleave=True)
+        phases = [
+            (lp.loop_name, lp.lower, lp.upper, lp.vectorize is not None)
+            for lp in module.walk()
+            if isinstance(lp, ForOp) and lp.loop_name.startswith("xq_in3")
+        ]
+        assert phases == [("xq_in3p0", 1, 1 + w, w > 1), ("xq_in3p1", 0, w, w > 1)]
+        rng = np.random.default_rng(w)
+        x = rng.standard_normal((1, 2, 5, 7)).astype(np.float32)
+        k = rng.standard_normal((2, 2, 3, 3)).astype(np.float32)
+        want = np.zeros((1, 2, 3, w), np.float32)
+        run_loop_c(parse_module(src), [x, k, want])
+        got = np.zeros((1, 2, 3, w), np.float32)
+        run_loop_c(module, [x, k, got])
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+FLAT3 = """
+func.func @main(%x: memref<2x4x6x8xf32>, %y: memref<4xf32>) {
+  loop.kernel "k" {
+    loop.for %c = 0 to 4 step 1 {name = "i0"} {
+      loop.for %r0 = 0 to 2 step 1 {name = "r0", reduction} {
+        loop.for %r1 = 0 to 6 step 1 {name = "r1", reduction} {
+          loop.for %r2 = 0 to 8 step 1 {name = "r2", reduction} {
+            %v = memref.load %x[%r0, %c, %r1, %r2] : memref<2x4x6x8xf32>
+            %a = memref.load %y[%c] : memref<4xf32>
+            %s = arith.addf %a, %v : f32
+            memref.store %s, %y[%c] : memref<4xf32>
+          }
+        }
+      }
+    }
+  }
+  func.return
+}"""
+
+
+def test_a_flat_reduction_of_three_loops_rfactors_the_innermost():
+    """default.flat_reduction_script (default.py:249, `reduce[-1]` -> `reduce[1]`, seed 49):
+    batch norm's statistics, x[r0, c, r1, r2] summed over three reduction loops (a block
+    per sample and channel): the innermost, r2 (8), is vectorized by rfactor, not r1 (6)."""
+    from dlpc.passes.schedule.default import flat_reduction, flat_reduction_script
+
+    module = parse_module(FLAT3)
+    (kernel,) = kernels(module)
+    nest = analyse(kernel)
+    assert nest is not None and nest.reduce == ["r0", "r1", "r2"]
+    assert flat_reduction(kernel, nest)
+    assert flat_reduction_script(kernel, nest) == "decompose k\nrfactor k/r2 by 8"
+
+
+def test_a_gemm_of_two_row_blocks_runs_them_in_parallel():
+    """default.gemm_script (default.py:447, `nc // nr` -> `nc - nr`, seed 49): the parallel
+    loop is the first candidate of 4+ trips (2 per thread), else the one of most trips.
+    C = A B, 320 x 64 x 64: two row blocks of 160 (i0c), one column block, its 64 columns
+    two panels of 32 (i1r): no candidate of 4, i0c the first of the most (2); B's pack
+    (its panel loop inside i0c) is parallel too, A's (at i0c itself) not. (`nc - nr` = 32
+    panels would take i1r.)"""
+    from test_mutation_kills_schedule4 import _mm
+
+    from dlpc.passes.schedule.default import gemm_scripts
+
+    module = parse_module(_mm(320, 64, 64))
+    (kernel,) = kernels(module)
+    nest = analyse(kernel)
+    assert nest is not None
+    assert gemm_scripts(kernel, nest)[0].split("\n") == [
+        "decompose mm",
+        "split mm/i1 by 64 -> i1c, i11",
+        "split mm/i0 by 160 -> i0c, i01",
+        "split mm/i11 by 32 -> i1r, i1j",
+        "split mm/i01 by 8 -> i0r, i0i",
+        "reorder mm: i1c, i0c, i1r, i0r, i0i, i1j, r0",
+        "tensorize mm/i0i gemm",
+        "cache_read mm/i1c @1 -> mm_Bp pack",
+        "cache_read mm/i0c @0 -> mm_Ap pack",
+        "serial mm",
+        "parallel mm/i0c",
+        "parallel mm/mm_Bp_i1r",
+    ]
