@@ -743,3 +743,120 @@ def test_dlpc_train_accepts_the_edges_of_its_options(tiny, monkeypatch):
     assert seen == ["d.npz"] * 6
     assert dlpc_train.main(["missing.dlpc", "--data", "d.npz"]) == 1
     assert len(seen) == 6  # (the missing model first)
+
+
+# ---- tools seed 49's killable survivors (drawn on 33dbb2c) ---------------------------------
+def test_a_warmup_schedule_takes_any_warmup_of_one_or_more(tiny, monkeypatch):
+    """dlpc_train.py:322 (`args.warmup < 1` -> `!= 1` refused --warmup 5)."""
+    from dlpc.tools import dlpc_train
+
+    seen = []
+    monkeypatch.setattr(dlpc_train, "load_data", lambda spec: seen.append(spec) or 1 / 0)
+    for schedule, warmup in (("warmup", "5"), ("warmup_cosine", "3"), ("warmup", "1")):
+        argv = [tiny, "--data", "d.npz", "--schedule", schedule, "--warmup", warmup]
+        assert dlpc_train.main(argv) == 1
+    assert seen == ["d.npz"] * 3  # (each past the checks, to the data)
+
+
+def test_a_summary_of_fewer_values_than_shown_has_no_ellipsis():
+    """dlpc_run.py:264 (`flat.size > count` -> `!=` added ', ...' to short outputs)."""
+    from dlpc.tools.dlpc_run import summary
+
+    assert summary(np.array([1.0, 2.0, 3.0], np.float32)) == (
+        "3 float32  [1, 2, 3]  mean 2  std 0.816497"
+    )
+    assert summary(np.arange(4), count=5).startswith("4 int64  [0, 1, 2, 3]  mean")
+    assert summary(np.arange(5)).startswith("5 int64  [0, 1, 2, 3, 4]  mean")
+    assert summary(np.arange(6)).startswith("6 int64  [0, 1, 2, 3, 4, ...]  mean")
+
+
+def test_plot_without_matplotlib_is_one_line(tiny, monkeypatch, capsys):
+    """dlpc_train.py:308 (the ImportError handler replaced: a traceback-free line is the
+    contract, tested with matplotlib made unimportable)."""
+    import sys
+
+    from dlpc.tools import dlpc_train
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    assert dlpc_train.main([tiny, "--data", "digits", "--plot", "p.png"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(
+        "dlpc-train: error: --plot needs matplotlib (pip install -e '.[train]' from the dlpc "
+        "checkout"
+    ), err
+
+
+def test_check_memory_counts_the_references_peak_plus_the_outputs(monkeypatch):
+    """common.py:204 (`peak + outputs` -> `-`): relu over 256 floats peaks at 2048 bytes
+    (its input and output) and the compiled output adds 1024: 3072 fit, 3071 do not."""
+    from dlpc.frontends.text import parse_model
+    from dlpc.tools import common
+
+    model = parse_model("model m(x: f32[256]) {\n  return relu(x)\n}\n")
+    monkeypatch.setattr(common, "available_memory", lambda: 3072)
+    common.check_memory(model, "running m")
+    monkeypatch.setattr(common, "available_memory", lambda: 3071)
+    with pytest.raises(DlpcError) as e:
+        common.check_memory(model, "running m")
+    assert str(e.value) == (
+        "error: running m needs at least 0.0 GiB (the reference's live tensors and the "
+        "outputs) but 0.0 GiB of memory are available"
+    )
+    monkeypatch.setattr(common, "available_memory", lambda: None)  # (unknown: no check)
+    common.check_memory(model, "running m")
+
+
+def test_the_replay_note_replays_only_this_machines_records(tmp_path):
+    """dlpc_tune.py:192 (`r.machine == machine` -> `>` took another machine's records,
+    the ones sorting after this machine's name, as this machine's)."""
+    from dlpc.tools.dlpc_tune import replay_note
+
+    def rec(machine: str, script: str, time: float):
+        return SimpleNamespace(sig="s", target="c", machine=machine, script=script, time=time)
+
+    records = [
+        rec("box-b", "a", 2e-3),
+        rec("box-b", "b", 1e-3),
+        rec("box-b", "b", 1.5e-3),
+        rec("box-a", "c", 5e-4),
+        rec("box-c", "d", 4e-4),
+        SimpleNamespace(sig="other", target="c", machine="box-b", script="x", time=1.0),
+    ]
+
+    class Log:
+        def __init__(self, records):
+            self.records = records
+
+        def best(self, sig, target, default=None, machine=None):
+            mine = [
+                r
+                for r in self.records
+                if r.sig == sig and r.target == target and machine in (None, r.machine)
+            ]
+            return min(mine, key=lambda r: r.time) if mine else None
+
+    path = tmp_path / "tune.jsonl"
+    path.write_text("")
+    tasks = [SimpleNamespace(sig="s", kernel="mm", default="a")]
+    assert replay_note(Log(records), tasks, str(path), machine="box-b") == "\n".join(
+        [
+            f"dlpc-tune: resuming from {path}: replayed 3 logged measurements (2 schedules, "
+            "not measured again)",
+            "  2 logged measurements were made on other machines: not replayed (this machine "
+            "is 'box-b'; their schedules are measured again)",
+            "  mm: best so far 1.0000 ms",
+        ]
+    )
+    assert replay_note(Log(records[3:5]), tasks, str(path), machine="box-b") == "\n".join(
+        [
+            f"dlpc-tune: {path} has no measurements of this model's kernels on this machine",
+            "  2 logged measurements were made on other machines: not replayed (this machine "
+            "is 'box-b'; their schedules are measured again)",
+            "  mm: best so far none yet (its records were measured on other machines)",
+        ]
+    )
+    assert replay_note(Log(records[:3]), tasks, str(path), machine="box-b").count("\n") == 1
+    assert replay_note(Log(records[5:]), tasks, str(path), machine="box-b") == (
+        f"dlpc-tune: {path} has no measurements of this model's kernels yet"
+    )
+    assert replay_note(Log(records), tasks, str(tmp_path / "none.jsonl"), "box-b") is None
