@@ -963,3 +963,40 @@ def test_a_graph_loop_is_a_c_loop_around_its_kernels():
         got = f(*inputs)
         for g_, w_ in zip(got, plain_loop(*inputs), strict=True):
             np.testing.assert_allclose(g_, w_, rtol=1e-4, atol=1e-5)
+
+
+# ---------------------------------------------------------------- seed 50's survivors
+
+
+def test_the_profile_arrays_of_one_kernel():
+    """A program of one kernel has timer arrays of one entry (at least one, for none)."""
+    body = """
+      %a = memref.load %x[%i] : memref<4xf32>
+      memref.store %a, %out[%i] : memref<4xf32>"""
+    args = "%x: memref<4xf32>, %y: memref<4xf32>, %out: memref<4xf32>"
+    source = emit_c(parse_module(_one_loop(args, body)))
+    assert "int dlpc_num_kernels = 1;" in source
+    assert "double dlpc_kernel_seconds[1];\nstatic double dlpc_kernel_start[1];" in source
+    empty = emit_c(
+        parse_module(f"""
+func.func @main(%x: memref<4xf32>, %y: memref<4xf32>, %out: memref<4xf32>) {ATTRS} {{
+  func.return
+}}""")
+    )
+    assert "int dlpc_num_kernels = 0;" in empty
+    assert "double dlpc_kernel_seconds[1];\nstatic double dlpc_kernel_start[1];" in empty
+
+
+def test_a_reinterpret_cast_of_other_strides_is_refused():
+    """Strides other than the row-major ones of the result's shape: one line."""
+    module = parse_module(f"""
+func.func @main(%x: memref<4xf32>, %y: memref<4xf32>, %out: memref<4xf32>) {ATTRS} {{
+  %r = memref.reinterpret_cast %x to offset: [0], sizes: [2, 2], strides: [1, 2] : memref<4xf32> to memref<2x2xf32>
+  func.return
+}}""")
+    with pytest.raises(DlpcError) as e:
+        emit_c(module)
+    assert str(e.value) == (
+        "error: c backend: memref.reinterpret_cast must be static, contiguous and row-major "
+        "in @main"
+    )
