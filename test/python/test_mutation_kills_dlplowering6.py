@@ -10,11 +10,13 @@ from __future__ import annotations
 import copy
 import dataclasses
 from collections import Counter
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from test_mutation_kills_dlplowering5 import ATTN, _fused, _row_chain_folds
 from xdsl.context import Context
+from xdsl.dialects import func
 from xdsl.dialects.builtin import Float32Type, Float64Type, MemRefType
 from xdsl.utils.exceptions import DiagnosticException
 from xdsl.utils.test_value import create_ssa_value
@@ -28,6 +30,7 @@ from dlpc.passes.lower import _dlp_attn, _dlp_columns, _dlp_copy, _dlp_fuse
 from dlpc.passes.lower import loop_to_dlp as ltd
 from dlpc.passes.lower._dlp_build import latencies
 from dlpc.passes.lower.dlp_reshape_aliases import DlpReshapeAliases
+from dlpc.passes.lower.dlp_select._matching import linear_form
 from dlpc.targets.dlp import resolve
 
 # x[1, 2, 5, 6] * w[3, 2, 3, 2], stride (2, 1), padding top 1 (bottom 1 reached), left 0
@@ -1208,3 +1211,50 @@ PIECES = {
 def test_copy_pieces(case):
     body, kw = COPIES[case]
     assert _pieces(body, **kw) == PIECES.get(case)
+
+
+# ---- linear index forms (dlp_select/_matching.linear_form)
+
+FORMS = """builtin.module {
+  func.func @f(%a: index, %b: index) {
+    %c3 = arith.constant 3 : index
+    %c5 = arith.constant 5 : index
+    %m = arith.muli %c3, %a : index
+    %n = arith.muli %a, %c3 : index
+    %p = arith.muli %a, %b : index
+    %q = arith.addi %p, %a : index
+    %ic = arith.index_cast %m : index to i64
+    %d = arith.divsi %a, %c3 : index
+    %s = arith.subi %a, %a : index
+    %t = arith.subi %n, %c5 : index
+    %u = arith.addi %t, %b : index
+    %k = arith.muli %c3, %c5 : index
+    func.return
+  }
+}"""
+
+
+def test_linear_forms():
+    (fn,) = [op for op in pipeline.parse_module(FORMS).ops if isinstance(op, func.FuncOp)]
+    a, b = fn.body.block.args
+    values = {r.name_hint: r for op in fn.body.block.ops for r in op.results}
+    free = SimpleNamespace(fixed={})
+    got = {name: linear_form(free, v) for name, v in values.items()}  # type: ignore[arg-type]
+    assert got == {
+        "c3": {1: 3},
+        "c5": {1: 5},
+        "m": {a: 3},  # (the constant on the left)
+        "n": {a: 3},
+        "p": None,  # a product of two variables
+        "q": None,
+        "ic": {a: 3},
+        "d": None,  # a quotient
+        "s": {},  # a - a: no term left, not even a constant
+        "t": {a: 3, 1: -5},
+        "u": {a: 3, 1: -5, b: 1},
+        "k": {1: 15},
+    }
+    # b an extent-1 loop's variable, fixed at 7: a constant
+    fixed = SimpleNamespace(fixed={b: 7})
+    assert linear_form(fixed, values["u"]) == {a: 3, 1: 2}  # type: ignore[arg-type]
+    assert linear_form(fixed, values["p"]) == {a: 7}  # type: ignore[arg-type]
