@@ -860,3 +860,88 @@ def test_the_replay_note_replays_only_this_machines_records(tmp_path):
         f"dlpc-tune: {path} has no measurements of this model's kernels yet"
     )
     assert replay_note(Log(records), tasks, str(tmp_path / "none.jsonl"), "box-b") is None
+
+
+# ---- dlpc-train's helpers: data sets, the optimizer, the trainer, the stats line -------------
+def test_load_data_checks_and_splits_an_npz(tmp_path):
+    from dlpc.tools.dlpc_train import DATA_SPLIT_SEED, load_data
+
+    x = np.arange(40, dtype=np.float32).reshape(20, 2)
+    y = np.arange(20)
+    for arrays, message in [
+        ({"x": x}, "has no 'y' array"),
+        ({"y": y}, "has no 'x' array"),
+        ({"x": x, "y": y[:19]}, "has 20 samples in x but 19 in y"),
+    ]:
+        path = tmp_path / "d.npz"
+        np.savez(path, **arrays)
+        with pytest.raises(DlpcError) as e:
+            load_data(str(path))
+        assert str(e.value) == f"error: data {path} {message}"
+    path = tmp_path / "t.npz"
+    np.savez(path, x=x, y=y, x_test=x[:3] + 100, y_test=y[:3])
+    xtr, ytr, xv, yv, xt, yt, name = load_data(str(path))
+    order = np.random.default_rng(DATA_SPLIT_SEED).permutation(20)
+    assert name == "t.npz" and (len(xtr), len(xv)) == (18, 2)  # (a tenth for validation)
+    np.testing.assert_array_equal(yv, order[:2])
+    np.testing.assert_array_equal(ytr, order[2:])
+    np.testing.assert_array_equal(xt, x[:3] + 100)
+    np.testing.assert_array_equal(yt, y[:3])
+    np.savez(path, x=x, y=y, x_test=x[:3])  # (x_test without y_test: split from x)
+    xtr, ytr, xv, yv, xt, yt, _ = load_data(str(path))
+    assert (len(xtr), len(xv), len(xt)) == (15, 1, 4)
+    np.testing.assert_array_equal(yt, order[:4])
+
+
+def _train_args(*extra: str):
+    from dlpc.tools.dlpc_train import build_parser
+
+    return build_parser().parse_args(["m.dlpc", *extra])
+
+
+def test_the_optimizer_each_option_reaches():
+    from dlpc.tools.dlpc_train import _optimizer
+
+    sgd = _optimizer(
+        _train_args("--optimizer", "sgd", "--momentum", "0.5", "--nesterov", "--lr", "0.1"), 10
+    )
+    assert (type(sgd).__name__, sgd.lr, sgd.momentum, sgd.nesterov) == ("SGD", 0.1, 0.5, True)
+    assert sgd.weight_decay == 0.0 and sgd.schedule.step_size == 3  # (a third of the steps)
+    assert _optimizer(_train_args(), 2).schedule.step_size == 1  # (at least one)
+    args = ("--schedule", "step", "--step-size", "4", "--gamma", "0.5", "--warmup", "2")
+    schedule = _optimizer(_train_args(*args), 10).schedule
+    assert (schedule.kind, schedule.step_size, schedule.gamma, schedule.warmup_steps) == (
+        "step",
+        4,
+        0.5,
+        2,
+    )
+    assert schedule.total_steps == 10
+    rms = _optimizer(_train_args("--optimizer", "rmsprop", "--momentum", "0.5"), 10)
+    assert rms.momentum == 0.5
+    lars = _optimizer(_train_args("--optimizer", "lars", "--momentum", "0.5"), 10)
+    assert lars.momentum == 0.5
+    assert _optimizer(_train_args("--optimizer", "lars"), 10).momentum == 0.9  # (its own)
+    adam = _optimizer(_train_args("--optimizer", "adam", "--weight-decay", "0.01"), 10)
+    assert adam.weight_decay == 0.01 and not hasattr(adam, "momentum")
+    clipped = _optimizer(_train_args("--clip-norm", "2.0"), 10)
+    assert clipped.clip_norm == 2.0
+
+
+def test_the_trainer_class_and_the_activation_line(monkeypatch):
+    import dlpc.dist.cli as dist
+    import dlpc.train as dlpc_train
+    from dlpc.tools.dlpc_train import _trainer_class, activation_stats
+
+    assert _trainer_class(_train_args()) is dlpc_train.Trainer
+    monkeypatch.setattr(dist, "trainer_class", lambda args: "distributed")
+    for flag in ("--dp", "--tp", "--pp", "--ps"):
+        assert _trainer_class(_train_args(flag, "2")) == "distributed", flag
+    step = SimpleNamespace(recompute=False, kept_bytes=2048, kept_bytes_other=512)
+    assert activation_stats(step) == (
+        "backward keeps 2.0 KiB of activations alive (0.5 KiB with graph-autodiff recompute)"
+    )
+    step.recompute = True
+    assert activation_stats(step) == (
+        "backward keeps 0.5 KiB of activations alive (2.0 KiB with graph-autodiff recompute)"
+    )
