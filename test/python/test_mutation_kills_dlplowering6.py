@@ -1258,3 +1258,97 @@ def test_linear_forms():
     fixed = SimpleNamespace(fixed={b: 7})
     assert linear_form(fixed, values["u"]) == {a: 3, 1: 2}  # type: ignore[arg-type]
     assert linear_form(fixed, values["p"]) == {a: 7}  # type: ignore[arg-type]
+
+
+# ---- row reductions (dlp_select/reduce.py): the intrinsic, and each near miss refused
+
+REDUCE = """builtin.module {
+  func.func @main(%x: memref<4x16xf32> {dlpc.name = "x"}, %s: memref<f32> {dlpc.name = "s"}, %out0: memref<4xf32>) attributes {dlpc.num_inputs = 1 : i64, dlpc.params = ["s"], dlpc.num_outputs = 1 : i64} {
+    loop.kernel "rows" attributes {origin = "graph.reduce_sum"} {
+      loop.for %i = 0 to 4 step 1 {name = "i", parallel} {
+        %acc = memref.alloca() : memref<f32>
+        %zero = arith.constant 0.000000e+00 : f32
+        memref.store %zero, %acc[] : memref<f32>
+        loop.for %r = 0 to 16 step 1 {name = "r", reduction} {
+          %xv = memref.load %x[%i, %r] : memref<4x16xf32>
+          %part = memref.load %acc[] : memref<f32>
+          %next = arith.addf %part, %xv : f32
+          memref.store %next, %acc[] : memref<f32>
+        }
+        %total = memref.load %acc[] : memref<f32>
+        memref.store %total, %out0[%i] : memref<4xf32>
+      }
+    }
+    func.return
+  }
+}
+"""
+RX = np.random.default_rng(6).standard_normal((4, 16)).astype(np.float32)
+REDUCE_MAX = [
+    ("%zero = arith.constant 0.000000e+00 : f32", "%zero = arith.constant 0xFF800000 : f32"),
+    ("%next = arith.addf %part, %xv : f32", "%next = arith.maximumf %part, %xv : f32"),
+]
+
+
+@pytest.mark.parametrize("kind", ["sum", "max"])
+def test_row_reduction_takes_the_intrinsic(kind):
+    text = REDUCE
+    for old, new in REDUCE_MAX if kind == "max" else []:
+        text = text.replace(old, new)
+    ops, _, reason = _dlp(text)
+    assert ops[f"dlp.reduce_{kind}"] == 1 and reason is None
+    params = {"s": np.array(np.float32(2.0))}
+    (out,) = compile_dlp(pipeline.parse_module(text), name="m")(RX, params=params)
+    ref = RX.sum(axis=1) if kind == "sum" else RX.max(axis=1)
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
+
+
+REDUCE_MISSES = {
+    "an op before the reduction": (
+        "memref.store %zero, %acc[] : memref<f32>\n",
+        "memref.store %zero, %acc[] : memref<f32>\n%early = arith.addi %i, %i : index\n",
+    ),
+    "the total read from the scale": (
+        "%total = memref.load %acc[] : memref<f32>",
+        "%total = memref.load %s[] : memref<f32>",
+    ),
+    "a body of three": (
+        "          %xv = memref.load %x[%i, %r] : memref<4x16xf32>\n",
+        "",
+    ),
+    "the partial sum doubled": (
+        "%next = arith.addf %part, %xv : f32",
+        "%next = arith.addf %part, %part : f32",
+    ),
+    "the scale summed": (
+        "%part = memref.load %acc[] : memref<f32>\n          %next = arith.addf %part, %xv : f32",
+        "%sv = memref.load %s[] : memref<f32>\n%part = memref.load %acc[] : memref<f32>\n"
+        "%next = arith.addf %part, %sv : f32",
+    ),
+    "a sum from one": (
+        "%zero = arith.constant 0.000000e+00 : f32",
+        "%zero = arith.constant 1.000000e+00 : f32",
+    ),
+    "a maximum from zero": (
+        "%next = arith.addf %part, %xv : f32",
+        "%next = arith.maximumf %part, %xv : f32",
+    ),
+    "a product": ("%next = arith.addf %part, %xv : f32", "%next = arith.mulf %part, %xv : f32"),
+    "the sum stored from the load": (
+        "memref.store %next, %acc[] : memref<f32>",
+        "memref.store %xv, %acc[] : memref<f32>",
+    ),
+    "the reduction from 1": ("loop.for %r = 0 to 16", "loop.for %r = 1 to 16"),
+}
+
+
+@pytest.mark.parametrize("case", list(REDUCE_MISSES))
+def test_row_reduction_near_misses_keep_scalar_loops(case):
+    old, new = REDUCE_MISSES[case]
+    assert REDUCE.count(old) == 1, old
+    text = REDUCE.replace(old, new)
+    if case == "a body of three":
+        text = text.replace("%next = arith.addf %part, %xv", "%next = arith.addf %part, %part")
+    ops, _, reason = _dlp(text)
+    assert ops["dlp.reduce_sum"] == ops["dlp.reduce_max"] == 0
+    assert reason == NO_MATCH
