@@ -945,3 +945,88 @@ def test_the_trainer_class_and_the_activation_line(monkeypatch):
     assert activation_stats(step) == (
         "backward keeps 0.5 KiB of activations alive (2.0 KiB with graph-autodiff recompute)"
     )
+
+
+# ---- tools/common.py: formats, stdin, the memory a run may use --------------------------------
+def test_model_format_from_the_option_or_the_extension(tmp_path):
+    from dlpc.tools.common import check_model_path, model_format
+
+    assert model_format("m.txt", "dlpc") == "dlpc" and model_format("M.ONNX", None) == "onnx"
+    assert model_format("a/b.mlir", None) == "mlir" and model_format("-", "mlir") == "mlir"
+    with pytest.raises(DlpcError) as e:
+        model_format("-", None)
+    assert str(e.value) == "error: a model read from stdin ('-') needs --format dlpc|onnx|mlir"
+    with pytest.raises(DlpcError) as e:
+        model_format("m.txt", None)
+    assert str(e.value) == (
+        "error: cannot tell the format of m.txt from its extension; pass --format dlpc|onnx|mlir"
+    )
+    path = tmp_path / "m.mlir"
+    path.write_text("")
+    assert check_model_path(str(path), None) == "mlir"
+    assert check_model_path("-", "dlpc") == "dlpc"
+    with pytest.raises(DlpcError, match=r"^error: no such file: .*none\.mlir$"):
+        check_model_path(str(tmp_path / "none.mlir"), None)
+
+
+def test_load_model_from_stdin_per_format(tmp_path, monkeypatch):
+    import io
+    import sys
+
+    from dlpc.tools.common import load_model
+
+    def stdin(data: bytes):
+        monkeypatch.setattr(sys, "stdin", SimpleNamespace(buffer=io.BytesIO(data)))
+
+    w = tmp_path / "w.npz"
+    np.savez(w, w=np.full((2, 3), 2.0, np.float32))
+    text = (
+        'func.func @main(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {\n  %w = graph.param "w" : '
+        "tensor<2x3xf32>\n  %y = graph.add %x, %w : (tensor<2x3xf32>, tensor<2x3xf32>) -> "
+        "tensor<2x3xf32>\n  func.return %y : tensor<2x3xf32>\n}\n"
+    )
+    stdin(text.encode())
+    model = load_model("-", "mlir", str(w))
+    assert (model.name, model.path) == ("stdin", None) and model.weights["w"][0, 0] == 2.0
+    stdin(text.encode())
+    assert load_model("-", "mlir").weights == {}
+    stdin(b"\xff\xfe")
+    with pytest.raises(DlpcError, match=r"^<stdin>: error: not UTF-8 text: "):
+        load_model("-", "mlir")
+    pytest.importorskip("onnx")
+    stdin(b"not a protobuf \xff")
+    with pytest.raises(DlpcError, match=r"^<stdin>: error: not a readable ONNX model: "):
+        load_model("-", "onnx")
+
+
+def test_available_memory_from_meminfo_and_the_address_space_limit(monkeypatch):
+    import resource
+
+    from dlpc.tools import common
+
+    fields = {
+        "/proc/meminfo": {"MemAvailable": 1000, "SwapFree": 24},
+        "/proc/self/status": {"VmSize": 300},
+    }
+    monkeypatch.setattr(common, "_kib_fields", lambda path: fields[path])
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (resource.RLIM_INFINITY, 0))
+    assert common.available_memory() == 1024
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (800, 0))
+    assert common.available_memory() == 500  # (the limit less what is mapped)
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (2000, 0))
+    assert common.available_memory() == 1024
+    fields["/proc/meminfo"] = {}
+    assert common.available_memory() == 1700
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (resource.RLIM_INFINITY, 0))
+    assert common.available_memory() is None
+
+
+def test_kib_fields_reads_the_kb_lines_in_bytes(tmp_path):
+    from dlpc.tools.common import _kib_fields, gib
+
+    path = tmp_path / "meminfo"
+    path.write_text(
+        "MemAvailable:   12 kB\nHugePages:  3\nOdd: x kB\nVmSize:\t 7 kB extra\nZ: 0 kB\n"
+    )
+    assert _kib_fields(str(path)) == {"MemAvailable": 12 * 1024, "Z": 0}
+    assert gib(3 * 2**29) == "1.5 GiB"
