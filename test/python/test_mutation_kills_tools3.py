@@ -1030,3 +1030,66 @@ def test_kib_fields_reads_the_kb_lines_in_bytes(tmp_path):
     )
     assert _kib_fields(str(path)) == {"MemAvailable": 12 * 1024, "Z": 0}
     assert gib(3 * 2**29) == "1.5 GiB"
+
+
+# ---- dlpc-tune's history and option checks ----------------------------------------------------
+def test_history_of_counts_distinct_schedules_of_this_machine():
+    from dlpc.tools.dlpc_tune import history_of
+
+    def rec(sig, script, time, machine="m1", target="c", ok=True):
+        return SimpleNamespace(
+            sig=sig, script=script, time=time, machine=machine, target=target, ok=ok
+        )
+
+    log = SimpleNamespace(
+        records=[
+            rec("s", "a", 3.0),
+            rec("s", "a", 1.0),  # (a re-measurement: no new trial, no new best)
+            rec("s", "b", None, ok=False),  # (a failed one: a trial, no time)
+            rec("s", "c", 2.0, machine="m2"),  # (another machine's)
+            rec("s", "d", 2.5, target="opencl"),
+            rec("other", "e", 0.1),  # (not a task's kernel)
+            rec("s", "f", 2.0),
+            rec("t", "g", 5.0),
+        ]
+    )
+    tasks = [SimpleNamespace(sig="s", kernel="k"), SimpleNamespace(sig="t", kernel="u")]
+    assert history_of(log, tasks, machine="m1") == [
+        (1, "k", 3.0),
+        (2, "k", 3.0),
+        (3, "k", 2.0),
+        (4, "u", 5.0),
+    ]
+    assert history_of(log, tasks, target="opencl", machine="m1") == [(1, "k", 2.5)]
+
+
+def test_dlpc_tune_checks_its_log_and_plot_paths(tiny, tmp_path, capsys):
+    from dlpc.tools import dlpc_tune
+
+    assert dlpc_tune.main([tiny, "--log", str(tmp_path)]) == 1
+    assert (
+        capsys.readouterr().err.strip() == f"dlpc-tune: error: tuning log {tmp_path} is not a file"
+    )
+    assert dlpc_tune.main([tiny, "--log", str(tmp_path / "no" / "t.jsonl")]) == 1
+    assert capsys.readouterr().err.strip() == (
+        f"dlpc-tune: error: cannot write {tmp_path / 'no' / 't.jsonl'}: no such directory "
+        f"{tmp_path / 'no'}"
+    )
+    pytest.importorskip("matplotlib")
+    log = str(tmp_path / "t.jsonl")
+    assert dlpc_tune.main([tiny, "--log", log, "--plot", tiny]) == 1
+    assert capsys.readouterr().err.strip() == (
+        f"dlpc-tune: error: --plot {tiny} would overwrite {tiny}, the model; choose another "
+        "output name"
+    )
+
+
+def test_dlpc_target_needs_a_target_stage(tiny, capsys):
+    from dlpc.tools.dlpc import main
+
+    assert main([tiny, "--emit", "c", "--target", "dlp"]) == 1
+    assert capsys.readouterr().err.strip() == (
+        "dlpc: error: --target applies to --emit=graph|te|loop, not --emit=c"
+    )
+    assert main([tiny, "--emit", "loop", "--target", "c"]) == 0  # (a target stage)
+    assert "loop.kernel" in capsys.readouterr().out
