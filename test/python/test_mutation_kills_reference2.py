@@ -679,3 +679,83 @@ def test_a_loop_of_zero_trips_runs_no_iteration():
     got = namespace["main"](*inputs, params={})
     np.testing.assert_array_equal(got[0], a)
     assert got[1] == 0
+
+
+# ---------------------------------------------------------------- the numpy program's comm ops
+
+OVERLAP = """func.func @main(%x: tensor<4xf32>, %w: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %a = graph.mul %x, %x : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %y = comm.all_reduce sum %a group <world 1, ranks [0]> : tensor<4xf32>
+  %b = graph.add %w, %w : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %c = graph.relu %b : (tensor<4xf32>) -> tensor<4xf32>
+  %z = graph.add %y, %c : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %u = comm.all_reduce avg %z group <world 1, ranks [0]> : tensor<4xf32>
+  %v = graph.neg %u : (tensor<4xf32>) -> tensor<4xf32>
+  func.return %v, %z : tensor<4xf32>, tensor<4xf32>
+}"""
+
+
+def _main_of(source: str) -> list[str]:
+    return source[source.index("def main(") :].strip().splitlines()
+
+
+def test_an_all_reduce_overlaps_the_ops_up_to_its_first_reader():
+    """An all_reduce whose result the next op does not read is started, the ops between run,
+    and it is waited for just before its first reader; one the next op reads blocks. On
+    one rank the program runs: the sums are the values."""
+    module = parse_module(OVERLAP)
+    source = emit_numpy(module)
+    group = "group=(1, (0,), (), '')"
+    assert _main_of(source) == [
+        "def main(*inputs, params):",
+        "    (v_x, v_w,) = inputs",
+        "    v_a = mul(v_x, v_x)",
+        f"    v_request = COMM.all_reduce_start([v_a], kind='sum', {group})",
+        "    del v_a",
+        "    v_b = add(v_w, v_w)",
+        "    v_c = relu(v_b)",
+        "    del v_b",
+        "    v_y, = v_request.wait()",
+        "    v_z = add(v_y, v_c)",
+        "    del v_y, v_c",
+        f"    v_u, = COMM.all_reduce([v_z], kind='avg', {group})",
+        "    v_v = neg(v_u)",
+        "    return (v_v, v_z,)",
+    ]
+    assert "from dlpc.runtime.mpi import world\n\nCOMM = world()\n" in source
+    namespace: dict = {}
+    exec(source, namespace)
+    x = np.arange(4, dtype=np.float32)
+    w = np.array([-1, 0.5, 1, 2], np.float32)
+    v, z = namespace["main"](x, w, params={})
+    np.testing.assert_array_equal(z, x * x + np.maximum(w + w, 0))
+    np.testing.assert_array_equal(v, -z)
+    assert "COMM" not in emit_numpy(parse_module(LOOP_FREE))
+
+
+LOOP_FREE = """func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+  func.return %x : tensor<4xf32>
+}"""
+
+
+def test_comm_calls_of_one_bucket_a_send_and_a_recv():
+    """A two-operand all_reduce is one bucket (one list), its unread result blocks it; a
+    send has no target; a recv names its shape and dtype."""
+    module = parse_module("""func.func @main(%x: tensor<4xf32>, %w: tensor<4xf32>) -> tensor<4xf32> {
+  %y:2 = comm.all_reduce sum %x, %w group <world 2, ranks [0, 1]> : tensor<4xf32>, tensor<4xf32>
+  comm.send %x to 1 tag 0 group <world 2, ranks [0, 1]> : tensor<4xf32>
+  %r = comm.recv from 1 tag 0 group <world 2, ranks [0, 1]> : tensor<4xf32>
+  %z = graph.add %y#1, %r : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  func.return %z : tensor<4xf32>
+}""")
+    group = "group=(2, (0, 1), (), '')"
+    assert _main_of(emit_numpy(module)) == [
+        "def main(*inputs, params):",
+        "    (v_x, v_w,) = inputs",
+        f"    v_y, v_y_2, = COMM.all_reduce([v_x, v_w], kind='sum', {group})",
+        "    del v_y",
+        f"    COMM.send(v_x, peer=1, tag=0, {group})",
+        f"    v_r = COMM.recv(peer=1, tag=0, shape=(4,), dtype='float32', {group})",
+        "    v_z = add(v_y_2, v_r)",
+        "    return (v_z,)",
+    ]
