@@ -947,3 +947,69 @@ def test_a_call_above_the_largest_of_three_buckets_names_it():
     with pytest.raises(DlpcError) as e:
         fn(_x(9, 4))
     assert str(e.value) == "error: input 'x' dim 0 ('s') is 9, above the largest bucket 8"
+
+
+# ------------------------------------------------- seed 50's survivors (written after it)
+
+
+def test_serves_compares_values_not_objects():
+    """A binding of 300 (an int no cache shares) is served by a copy for 300."""
+    fn = function(short=[{"S": 300}], maxima={"S": 512})
+    generic = fn.generic
+    assert generic is not None
+    generic.short = generic.versions()
+    assert generic.short == [{"S": 300}]
+    assert generic.serves({"B": 1, "S": int("300"), "T": 1})
+    assert not generic.serves({"B": 1, "S": int("301"), "T": 1})
+
+
+def _positions_model(start: int) -> str:
+    arange = ", ".join(str(i) for i in range(64))
+    return (
+        'func.func @main(%x: tensor<?x4xf32, ["S"]>, %t: tensor<32x4xf32>) -> '
+        'tensor<?x4xf32, ["S"]> {\n'
+        f"  %a = graph.constant dense<[{arange}]> : tensor<64xi64>\n"
+        f'  %p = graph.slice %a {{sym_ends = ["S + {start}"], starts = array<i64: {start}>, '
+        "ends = array<i64: -9223372036854775808>, axes = array<i64: 0>} : "
+        '(tensor<64xi64>) -> tensor<?xi64, ["S"]>\n'
+        '  %g = graph.gather %t, %p {axis = 0 : i64} : (tensor<32x4xf32>, tensor<?xi64, ["S"]>)'
+        ' -> tensor<?x4xf32, ["S"]>\n'
+        '  %y = graph.add %x, %g : (tensor<?x4xf32, ["S"]>, tensor<?x4xf32, ["S"]>) -> '
+        'tensor<?x4xf32, ["S"]>\n  func.return %y : tensor<?x4xf32, ["S"]>\n}\n'
+    )
+
+
+def test_positions_are_a_slice_from_0_only():
+    """Positions 0..S-1 of an arange index a 32-row table: S is capped at 32; a slice
+    from 1 is no such positions (capped only by the slice: 64)."""
+    assert dynamic.slice_caps(parse_module(_positions_model(0))) == {"S": 32}
+    assert dynamic.slice_caps(parse_module(_positions_model(1))) == {"S": 64}
+
+
+MAXMIN = """
+func.func @main(%x: tensor<?x?xf32, ["b", "seq"]>) -> (tensor<?xf32, ["b"]>, tensor<?xf32, ["b"]>) {
+  %mx = graph.reduce_max %x {axes = array<i64: 1>} : (tensor<?x?xf32, ["b", "seq"]>) -> tensor<?xf32, ["b"]>
+  %n = graph.neg %x : (tensor<?x?xf32, ["b", "seq"]>) -> tensor<?x?xf32, ["b", "seq"]>
+  %mn = graph.reduce_min %n {axes = array<i64: 1>} : (tensor<?x?xf32, ["b", "seq"]>) -> tensor<?xf32, ["b"]>
+  func.return %mx, %mn : tensor<?xf32, ["b"]>, tensor<?xf32, ["b"]>
+}
+"""
+
+
+def test_a_max_or_min_over_padding_is_biased_far_beyond_any_value():
+    """Valid values near -250 (a max) and 250 (a min): the padding's zeros must be pushed
+    past them (by 1e30), not by softmax's 80 (a softmax there is BIG's documented limit:
+    padded scores 60 above the valid ones)."""
+
+    def on_reference(static):
+        return lambda *xs: ref.run_reference(static.module, list(xs), static.weights)
+
+    model = Model(parse_module(MAXMIN))
+    exact = DynamicFunction(model, on_reference, symbolic=False)
+    padded = DynamicFunction(model, on_reference, buckets={"seq": [8]}, symbolic=False)
+    x = np.random.default_rng(3).uniform(-300, -200, (2, 3)).astype(np.float32)
+    for got, want in zip(padded(x), exact(x), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    mx, mn = padded(x)
+    np.testing.assert_allclose(mx, x.max(1), rtol=1e-6)
+    np.testing.assert_allclose(mn, (-x).min(1), rtol=1e-6)
