@@ -1093,3 +1093,70 @@ def test_dlpc_target_needs_a_target_stage(tiny, capsys):
     )
     assert main([tiny, "--emit", "loop", "--target", "c"]) == 0  # (a target stage)
     assert "loop.kernel" in capsys.readouterr().out
+
+
+# ---- tools seed 50's killable survivors (drawn on b918473) ---------------------------------
+def test_dlpc_tune_option_defaults():
+    """dlpc_tune.py:90 (`--timeout`'s default 60.0 -> 61.0): every default as documented."""
+    from dlpc.tools.dlpc_tune import parser
+
+    args = parser().parse_args(["m.dlpc"])
+    assert args.timeout == 60.0 and type(args.timeout) is float
+    defaults = {a.dest: a.default for a in parser()._actions if a.dest != "help"}
+    assert defaults["timeout"] == 60.0
+
+
+def test_non_square_images_resized_name_height_then_width():
+    """dlpc_train.py:241 (the message's `side[0]` -> `side[-1]`: 4x4 for a 4x6 input)."""
+    from dlpc.tools.dlpc_train import fit_to_input
+
+    x = np.arange(2 * 8 * 12, dtype=np.float32).reshape(2, 8, 12)
+    said = []
+    out = fit_to_input(x, (1, 4, 6), "d", said.append)
+    assert out.shape == (2, 1, 4, 6)
+    np.testing.assert_allclose(out[0, 0], x[0].reshape(4, 2, 6, 2).mean(axis=(1, 3)))
+    assert said == ["d: 8x12 images resized to 4x6 (bilinear) for the model's input 1x4x6"]
+
+
+@pytest.mark.parametrize("tool", ["dlpc", "dlpc_opt", "dlpc_run", "dlpc_train", "dlpc_tune"])
+def test_each_tool_runs_as_a_module(tool):
+    """`python -m dlpc.tools.<tool>` runs the tool (dlpc_train.py:527, `__name__ ==
+    "__main__"` -> `<`: the module then did nothing and exited 0)."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", f"dlpc.tools.{tool}", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    name = tool.replace("_", "-")
+    assert proc.stdout.startswith("dlpc " if name == "dlpc" else f"{name} (dlpc "), proc.stdout
+
+
+def test_a_cosine_schedule_with_fewer_steps_than_accumulated(tiny, tmp_path, capsys):
+    """dlpc_train.py:428 (`max(steps // accumulate, 1)` -> `max(..., 0)`): 2 steps an epoch
+    accumulated by 4 still give the schedule one step an epoch, so a cosine schedule (which
+    refuses 0 total steps) trains."""
+    from dlpc.tools.dlpc_train import main
+
+    rng = np.random.default_rng(0)
+    data = tmp_path / "d.npz"
+    np.savez(
+        data,
+        x=rng.standard_normal((12, 4)).astype(np.float32),
+        y=rng.integers(0, 3, 12).astype(np.int64),
+    )
+    argv = [tiny, "--data", str(data), "--batch", "4", "--accumulate", "4", "--target", "numpy"]
+    assert main([*argv, "--schedule", "cosine", "--epochs", "1"]) == 0, capsys.readouterr().err
+
+
+def test_a_model_path_sorting_before_the_dash_is_no_stdin():
+    """common.py:54 (`path == "-"` -> `<=`: '+m.dlpc' and '(m).mlir' sort before '-')."""
+    from dlpc.tools.common import model_format
+
+    assert model_format("+m.dlpc", None) == "dlpc"
+    assert model_format("(m).mlir", None) == "mlir"
+    assert model_format("--.onnx", None) == "onnx"
