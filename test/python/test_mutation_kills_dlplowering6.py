@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from test_mutation_kills_dlplowering5 import ATTN, _fused, _row_chain_folds
+from test_mutation_kills_dlplowering5 import ATTN, _fused, _main, _pack_module, _row_chain_folds
 from xdsl.context import Context
 from xdsl.dialects import func
 from xdsl.dialects.builtin import Float32Type, Float64Type, MemRefType
@@ -29,6 +29,8 @@ from dlpc.passes import pipeline
 from dlpc.passes.lower import _dlp_attn, _dlp_columns, _dlp_copy, _dlp_fuse
 from dlpc.passes.lower import loop_to_dlp as ltd
 from dlpc.passes.lower._dlp_build import latencies
+from dlpc.passes.lower._dlp_copy import lower_copy
+from dlpc.passes.lower.dlp_pack_params import pack_params
 from dlpc.passes.lower.dlp_reshape_aliases import DlpReshapeAliases
 from dlpc.passes.lower.dlp_select._matching import linear_form
 from dlpc.targets.dlp import resolve
@@ -1352,3 +1354,65 @@ def test_row_reduction_near_misses_keep_scalar_loops(case):
     ops, _, reason = _dlp(text)
     assert ops["dlp.reduce_sum"] == ops["dlp.reduce_max"] == 0
     assert reason == NO_MATCH
+
+
+# ---- dlp-lowering seed 51's killable survivors (drawn on 457e6c2)
+
+
+@pytest.mark.parametrize(
+    "channel",
+    [
+        "%chan = arith.addi %co, %c0 : index",  # {co: 1, 1: 0}
+        "%chan = arith.addi %co, %ci : index",  # {co: 1, ci: 1}
+        "%cc = arith.addi %co, %ci : index\n%chan = arith.addi %cc, %c0 : index",
+        "%chan = arith.subi %co, %c0 : index",
+    ],
+)
+def test_depthwise_channel_written_with_a_zero_or_the_unit_loop(channel):
+    """Channel c reads channel c however its index is written: co, co + 0, co + ci (ci
+    the filter's one channel), co + ci + 0 (seed 51: window.py:234, the form
+    {co: 1, ci: 1, 1: 0} mutated to a key 0 no form has, refused the last)."""
+    text = _depthwise(
+        [
+            (
+                "%inside = arith.andi %above, %below : i1",
+                f"%inside = arith.andi %above, %below : i1\n{channel}",
+            ),
+            ("%x[%n, %co, %row, %col]", "%x[%n, %chan, %row, %col]"),
+        ]
+    )
+    ops, params, reason = _dlp(text)
+    assert ops["dlp.conv2d"] == 1 and reason is None
+    assert params is not None and params["channels_in"] == 1
+
+
+def test_packed_params_keep_one_attribute_dictionary_an_argument():
+    """After packing, @main has exactly one argument-attribute dictionary per argument
+    (seed 51: dlp_pack_params.py:226, `n - 1 - len(old)` -> `n - 1 // len(old)`, appended
+    n more past the arguments, which the printer then dropped)."""
+    module = _pack_module()
+    assert pack_params(module, 64, 64) == ["packed.0", "packed.1"]
+    fn = _main(module)
+    assert fn.arg_attrs is not None
+    assert len(fn.arg_attrs.data) == len(fn.body.block.args) == 10
+    names = [d.data["dlpc.name"].data for d in fn.arg_attrs.data if "dlpc.name" in d.data]  # type: ignore[attr-defined]
+    assert names == ["x", "s", "w", "b", "i", "j", "d", "packed.0", "packed.1"]
+
+
+def test_head_split_copies_against_one_transposed_item(attn_loop):
+    """A head split at batch 1 (transpose_5: [1, 16, 2, 16] -> [1, 2, 16, 16]) as direct
+    copies on 8 tasks (205 cycles) or one item of 512 floats loaded, transposed (a C block
+    of 16: twice) and stored (456): the copies (seed 51: loop_to_dlp.py:1038, `moved +
+    item * ..` -> `moved % item * ..`, made the item cheaper)."""
+    desc = resolve(None)
+    kernels = {k.sym: k for k in pipeline.parse_module(attn_loop).walk() if isinstance(k, KernelOp)}
+    split = kernels["transpose_5"]
+    direct = lower_copy(split, desc, True, strided=False)
+    one = ltd._one_item_plan(split, desc)
+    assert direct is not None and one is not None
+    assert (one.selection.item, one.selection.c) == (512, 16)  # type: ignore[union-attr]
+    assert ltd._copy_cycles(direct, desc) == 205.0
+    assert ltd._one_item_cycles(one) == 456.0
+    built, plan = ltd._prepare(split, desc, True, True, True)
+    assert built is not None and plan is None
+    assert ltd._one_item_plan(kernels["slice_1"], desc) is None
