@@ -1160,3 +1160,34 @@ def test_a_model_path_sorting_before_the_dash_is_no_stdin():
     assert model_format("+m.dlpc", None) == "dlpc"
     assert model_format("(m).mlir", None) == "mlir"
     assert model_format("--.onnx", None) == "onnx"
+
+
+def test_a_reader_gone_away_is_a_quiet_141_not_a_write_error(monkeypatch, capsys, tmp_path):
+    """diagnostics.py:266 (`except BrokenPipeError: raise` replaced: the flush's broken pipe
+    fell to the OSError handler, 'cannot write to stdout: Broken pipe' and exit 1)."""
+    import sys
+
+    from dlpc import diagnostics
+    from dlpc.diagnostics import EXIT_BROKEN_PIPE, run_guarded, write_atomically
+
+    class Gone:
+        def write(self, text):
+            return len(text)
+
+        def flush(self):
+            raise BrokenPipeError(32, "Broken pipe")
+
+        def fileno(self):
+            raise OSError("no descriptor")
+
+    monkeypatch.setattr(sys, "stdout", Gone())
+    with pytest.raises(BrokenPipeError):
+        diagnostics._flush_stdout()
+    assert run_guarded(lambda: 0, "t") == EXIT_BROKEN_PIPE
+    assert capsys.readouterr().err == ""
+
+    def gone_writer(f):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    with pytest.raises(BrokenPipeError):
+        write_atomically(tmp_path / "x.txt", gone_writer)
