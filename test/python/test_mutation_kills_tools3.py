@@ -1191,3 +1191,55 @@ def test_a_reader_gone_away_is_a_quiet_141_not_a_write_error(monkeypatch, capsys
 
     with pytest.raises(BrokenPipeError):
         write_atomically(tmp_path / "x.txt", gone_writer)
+
+
+# ---- more of the tools' lines no area test reached ---------------------------------------------
+def test_target_desc_options_apply_to_the_dlp_target_only():
+    from dlpc.tools.dlpc_run import target_desc_options
+
+    assert target_desc_options(None, "c") == {}
+    assert target_desc_options("tiny", "dlp") == {"loop_to_dlp": {"target_desc": "tiny"}}
+    assert target_desc_options("tiny", "dlp-c") == {"loop_to_dlp": {"target_desc": "tiny"}}
+    with pytest.raises(DlpcError) as e:
+        target_desc_options("tiny", "c")
+    assert str(e.value) == "error: --target-desc applies to the dlp target, not 'c'"
+    with pytest.raises(DlpcError):
+        target_desc_options("no-such-target-desc", "dlp")
+
+
+def test_dlpc_training_step_options_are_checked(tiny, capsys):
+    from dlpc.tools.dlpc import main
+
+    assert main([tiny, "--dp", "2"]) == 1
+    assert capsys.readouterr().err.strip() == "dlpc: error: --dp/--tp/--pp apply to --train"
+    assert main([tiny, "--train", "-o", "x.mlir"]) == 1
+    assert capsys.readouterr().err.strip() == (
+        "dlpc: error: --train prints to stdout; -o is not supported with it"
+    )
+
+
+def test_dlpc_timing_and_stats_go_to_stderr(tiny, capsys):
+    from dlpc.tools.dlpc import main
+
+    assert main([tiny, "--emit", "loop", "--timing", "--stats"]) == 0
+    captured = capsys.readouterr()
+    assert "loop.kernel" in captured.out and "graph-to-te" in captured.err
+    assert "graph-to-te" not in captured.out
+    lines = captured.err.splitlines()
+    assert lines[0].split() == ["seconds", "share", "pass"]
+    assert any(line.split()[-1] == "graph-to-te" for line in lines[1:])
+    assert lines.index("                input  graph  te  loop") > 0  # (--stats' table)
+    assert any(line.split() == ["kernels", "1", "1", "1", "1"] for line in lines)
+
+
+def test_digits_without_scikit_learn_is_one_line(monkeypatch):
+    import sys
+
+    from dlpc.tools.dlpc_train import load_data
+
+    monkeypatch.setitem(sys.modules, "sklearn.datasets", None)
+    with pytest.raises(DlpcError) as e:
+        load_data("digits")
+    assert str(e.value).startswith(
+        "error: --data digits needs scikit-learn (pip install -e '.[train]' from the dlpc checkout"
+    )
