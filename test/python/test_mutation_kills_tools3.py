@@ -1243,3 +1243,52 @@ def test_digits_without_scikit_learn_is_one_line(monkeypatch):
     assert str(e.value).startswith(
         "error: --data digits needs scikit-learn (pip install -e '.[train]' from the dlpc checkout"
     )
+
+
+def test_replay_note_on_records_of_an_older_default():
+    from dlpc.tools.dlpc_tune import replay_note
+
+    record = SimpleNamespace(sig="s", target="c", machine="m", script="a", time=1e-3)
+
+    class Log:
+        records = [record]
+
+        def best(self, sig, target, default=None, machine=None):
+            return None if default is not None else record  # (tuned against another default)
+
+    tasks = [SimpleNamespace(sig="s", kernel="mm", default="new")]
+    note = replay_note(Log(), tasks, __file__, machine="m")
+    assert note is not None
+    assert note.splitlines()[-1] == (
+        "  mm: best so far none yet (its records were tuned against an older default schedule)"
+    )
+
+
+def test_load_data_names_what_it_takes(tmp_path):
+    from dlpc.tools.dlpc_train import fit_to_input, load_data
+
+    with pytest.raises(DlpcError) as e:
+        load_data(str(tmp_path / "d.csv"))
+    assert (
+        str(e.value)
+        == f"error: --data must be 'digits' or an .npz file, got '{tmp_path / 'd.csv'}'"
+    )
+    with pytest.raises(DlpcError) as e:
+        load_data(str(tmp_path / "none.npz"))
+    assert str(e.value) == f"error: no such data file: {tmp_path / 'none.npz'}"
+    said = []
+    x = np.arange(24, dtype=np.float32).reshape(2, 12)
+    out = fit_to_input(x, (3, 4), "d", said.append)
+    assert out.shape == (2, 3, 4) and said == ["d: samples 12 reshaped to the model's input 3x4"]
+    assert fit_to_input(x, (12,), "d", said.append) is x and len(said) == 1
+
+
+def test_dlpc_tune_on_a_model_without_kernels(tmp_path, capsys):
+    from dlpc.tools import dlpc_tune
+
+    path = tmp_path / "id.mlir"
+    path.write_text(
+        "func.func @main(%x: tensor<2xf32>) -> tensor<2xf32> {\n  func.return %x : tensor<2xf32>\n}\n"
+    )
+    assert dlpc_tune.main([str(path), "--log", str(tmp_path / "t.jsonl")]) == 0
+    assert capsys.readouterr().err.strip() == "dlpc-tune: no tunable kernels in the model"
