@@ -190,9 +190,7 @@ def float_literal(value: float, ty: Attribute) -> str:
     elif math.isinf(value):
         text = "INFINITY" if value > 0 else "(-INFINITY)"
     else:
-        text = repr(float(value))
-        if "e" not in text and "." not in text:
-            text += ".0"
+        text = repr(float(value))  # (always with a "." or an exponent: a double literal)
         text += "f" if isinstance(ty, Float32Type | Float16Type) else ""
         if value < 0:
             text = f"({text})"
