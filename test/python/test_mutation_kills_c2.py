@@ -1000,3 +1000,49 @@ func.func @main(%x: memref<4xf32>, %y: memref<4xf32>, %out: memref<4xf32>) {ATTR
         "error: c backend: memref.reinterpret_cast must be static, contiguous and row-major "
         "in @main"
     )
+
+
+# ---------------------------------------------------------------- seed 51's survivor
+
+
+def test_dlpc_main_of_a_team_region_exactly():
+    """dlpc_main of two parallel kernels and a serial one, as printed (indentation too:
+    `dlpc --emit=c` shows it): the region, each shared kernel timed on the first thread,
+    the serial one in `omp single`, and the calls again for a one-thread team."""
+    source = emit_c(parse_module(_team(serial=16)))
+    main = source[source.index("int dlpc_main(void **args)\n") :]
+    assert main[: main.index("\n}\n") + 3] == (
+        "int dlpc_main(void **args)\n"
+        "{\n"
+        "  float *v_x = (float *)args[0];\n"
+        "  float *v_out0 = (float *)args[1];\n"
+        "  if (dlpc_parallel()) {\n"
+        "    #pragma omp parallel\n"
+        "    {\n"
+        "      if (dlpc_team_first()) DLPC_PROF_BEGIN(0);\n"
+        "      kernel_a_team(v_x, v_out0);\n"
+        "      if (dlpc_team_first()) DLPC_PROF_END(0);\n"
+        "      if (dlpc_team_first()) DLPC_PROF_BEGIN(1);\n"
+        "      kernel_b_team(v_x, v_out0);\n"
+        "      if (dlpc_team_first()) DLPC_PROF_END(1);\n"
+        "      #pragma omp single\n"
+        "      {\n"
+        "        DLPC_PROF_BEGIN(2);\n"
+        "        kernel_one(v_x, v_out0);\n"
+        "        DLPC_PROF_END(2);\n"
+        "      }\n"
+        "    }\n"
+        "  } else {\n"
+        "    DLPC_PROF_BEGIN(0);\n"
+        "    kernel_a(v_x, v_out0);\n"
+        "    DLPC_PROF_END(0);\n"
+        "    DLPC_PROF_BEGIN(1);\n"
+        "    kernel_b(v_x, v_out0);\n"
+        "    DLPC_PROF_END(1);\n"
+        "    DLPC_PROF_BEGIN(2);\n"
+        "    kernel_one(v_x, v_out0);\n"
+        "    DLPC_PROF_END(2);\n"
+        "  }\n"
+        "  return 0;\n"
+        "}\n"
+    )
