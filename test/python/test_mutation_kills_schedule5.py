@@ -17,7 +17,7 @@ import dlpc
 from dlpc.dialects.loop import ForOp, kernels
 from dlpc.passes import pipeline
 from dlpc.passes.pipeline import parse_module
-from dlpc.passes.schedule._common import ScheduleError, affine
+from dlpc.passes.schedule._common import ScheduleError, affine, memref_type
 from dlpc.passes.schedule.fuse import fuse
 from dlpc.passes.schedule.int_conv import int_conv_script
 from dlpc.passes.schedule.nest import analyse
@@ -1293,3 +1293,115 @@ def test_a_gemm_of_two_row_blocks_runs_them_in_parallel():
         "parallel mm/i0c",
         "parallel mm/mm_Bp_i1r",
     ]
+
+
+# ------------------------------------------- schedule seed 50's survivors (after the draw)
+
+NEST3 = """
+func.func @main(%y: memref<4x32x8xf32>) {
+  loop.kernel "k" {
+    loop.for %a = 0 to 4 step 1 {name = "a"} {
+      loop.for %b = 0 to 32 step 1 {name = "b"} {
+        loop.for %c = 0 to 8 step 1 {name = "c"} {
+          %z = arith.constant 0.0 : f32
+          memref.store %z, %y[%a, %b, %c] : memref<4x32x8xf32>
+        }
+      }
+    }
+  }
+  func.return
+}"""
+
+
+@pytest.mark.parametrize(
+    "used, rows, cols, order",
+    [
+        # the innermost (c) reads 64 apart; b reads contiguously over 32 (>= ROW): b goes
+        # innermost, though a (also step 1, also 64 apart) comes first
+        ("abc", "ac", "b", "acb"),
+        # a reads contiguously but over 4 iterations (< ROW): the order is kept
+        ("ac", "c", "a", "ac"),
+    ],
+)
+def test_a_transposed_packs_copy_streams_along_a_long_contiguous_loop(used, rows, cols, order):
+    """cache._copy_order (cache.py:214, `and` -> `or`, seed 50): the loop moved innermost
+    must be of unit step, read the source contiguously (stride 1) and run ROW (8) or more
+    iterations; the source is [64][64], read at [sum of `rows`' ivs][sum of `cols`']."""
+    from dlpc.passes.schedule._common import Affine
+    from dlpc.passes.schedule.cache import _copy_order
+
+    module = parse_module(NEST3)
+    loops = {lp.loop_name: lp for lp in module.walk() if isinstance(lp, ForOp)}
+    form = [Affine(0, {loops[n].induction_var: 1 for n in names}) for names in (rows, cols)]
+    got = _copy_order([loops[n] for n in used], form, [64, 64])
+    assert "".join(lp.loop_name for lp in got) == order
+
+
+def test_a_tail_gemm_runs_its_column_panels_in_parallel():
+    """default._gemm_tail_script (default.py:484, `// nc` -> `<< nc`, seed 50): M = 29 (a
+    prime above 24: all rows in one block, gemm8 tiles and a remainder), 64 columns: one
+    column block (i1c), two panels of 32 (i1r); no candidate of 4 trips, so the one of
+    most, i1r, is parallel."""
+    from test_mutation_kills_schedule4 import _mm
+
+    from dlpc.passes.schedule.default import gemm_scripts
+
+    module = parse_module(_mm(29, 64, 64))
+    (kernel,) = kernels(module)
+    nest = analyse(kernel)
+    assert nest is not None
+    assert gemm_scripts(kernel, nest)[0].split("\n") == [
+        "decompose mm",
+        "split mm/i1 by 64 -> i1c, i11",
+        "split mm/r0 by 64 -> r0c, r01",
+        "split mm/i11 by 32 -> i1r, i1j",
+        "reorder mm: i1c, r0c, i1r, i0, r01, i1j",
+        "tensorize mm/i0 gemm8",
+        "serial mm",
+        "parallel mm/i1r",
+    ]
+
+
+def test_a_conv_storing_a_second_copy_of_its_sum_keeps_its_first_output(tmp_path):
+    """nest.conv_output (nest.py:141, `stores[0]` -> `stores[-1]`, seed 50): the conv's
+    output is the first buffer from outside the kernel it stores to. A conv kernel that
+    also stores each sum into a second buffer (allocated before it, the store after the
+    first) keeps its accumulator tile on the first (`cache_write ... @2`, not @3)."""
+    from xdsl.dialects import memref
+
+    from dlpc.passes.schedule._common import buffers_accessed
+    from dlpc.passes.schedule.conv import conv_tile_script
+    from dlpc.passes.schedule.nest import conv_output
+
+    kernel, nest = _conv_kernel_o0(
+        _text(
+            tmp_path,
+            "model c(x: f32[B, 4, 8, 16]) {\n  param k: f32[8, 4, 3, 3] = kaiming(seed=5)\n"
+            "  return conv2d(x, k, padding=1)\n}\n",
+        )
+    )
+    external = buffers_accessed(kernel, external=True)
+    (store,) = [
+        op for op in kernel.walk() if isinstance(op, memref.StoreOp) and op.memref in external
+    ]
+    out = store.memref
+    shape = memref_type(out)
+    copy = memref.AllocOp.get(shape.get_element_type(), shape=shape.get_shape())
+    block = kernel.parent_block()
+    assert block is not None
+    block.insert_op_before(copy, kernel)
+    store.parent_block().insert_op_after(
+        memref.StoreOp.get(store.value, copy.memref, list(store.indices)), store
+    )
+    assert conv_output(kernel) is out
+    script = conv_tile_script(kernel, nest, threads=2).replace(kernel.sym, "K").split("\n")
+    assert "cache_write K/i2 @2 -> K_acc" in script
+
+
+def _conv_kernel_o0(path: str):
+    model = dlpc.load(path, batch=1)
+    module = pipeline.lower(model.module.clone(), "loop", pipeline.PipelineOptions(opt_level=0))
+    (kernel,) = [k for k in kernels(module) if (m := analyse(k)) is not None and m.reduce]
+    nest = analyse(kernel)
+    assert nest is not None
+    return kernel, nest
