@@ -1292,3 +1292,22 @@ def test_dlpc_tune_on_a_model_without_kernels(tmp_path, capsys):
     )
     assert dlpc_tune.main([str(path), "--log", str(tmp_path / "t.jsonl")]) == 0
     assert capsys.readouterr().err.strip() == "dlpc-tune: no tunable kernels in the model"
+
+
+def test_dlpc_stats_memory_plan_and_packed_weights_lines(tmp_path, capsys):
+    """dlpc.py:270 (the arena's share `100 * arena / total` -> `& total`: 0 %)."""
+    from dlpc.tools.dlpc import main
+
+    path = tmp_path / "three.dlpc"
+    path.write_text("model three(x: f32[4, 64]) {\n  return exp(tanh(x) + sigmoid(x)) * x\n}\n")
+    assert main([str(path), "--emit", "loop", "--stats", "-O0"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert "memory plan: arena 2048 bytes for 4096 bytes of intermediates (50%)" in err
+    path.write_text(
+        "model two(x: f32[4, 64]) {\n  param w: f32[64, 64] = kaiming(seed=1)\n"
+        "  param v: f32[64, 64] = kaiming(seed=2)\n  return linear(relu(linear(x, w)), v)\n}\n"
+    )
+    assert main([str(path), "--emit", "loop", "--stats"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert "memory plan: arena 1024 bytes for 1024 bytes of intermediates (100%)" in err
+    assert "packed weights: 32768 bytes, resident, packed once per binding" in err
