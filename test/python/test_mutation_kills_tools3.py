@@ -1311,3 +1311,121 @@ def test_dlpc_stats_memory_plan_and_packed_weights_lines(tmp_path, capsys):
     err = capsys.readouterr().err.splitlines()
     assert "memory plan: arena 1024 bytes for 1024 bytes of intermediates (100%)" in err
     assert "packed weights: 32768 bytes, resident, packed once per binding" in err
+
+
+# ---- every tool's defaults, as its --help documents them --------------------------------------
+TOOL_DEFAULTS = {
+    "dlpc": {
+        "model": "m.dlpc",
+        "emit": "c",
+        "output": None,
+        "opt_level": 2,
+        "weights": None,
+        "tuning_log": None,
+        "fold_weights": None,
+        "stats": False,
+        "timing": False,
+        "check_each_pass": False,
+        "target_desc": None,
+        "target": None,
+        "train": False,
+        "dp": 0,
+        "tp": 0,
+        "pp": 0,
+        "format": None,
+        "batch": None,
+        "dims": None,
+    },
+    "dlpc_run": {
+        "model": "m.dlpc",
+        "target": "c",
+        "weights": None,
+        "input": [],
+        "seed": 0,
+        "check": False,
+        "rtol": 0.0001,
+        "atol": 1e-05,
+        "repeat": 10,
+        "opt_level": 2,
+        "tuning_log": None,
+        "profile": False,
+        "opencl_profile": None,
+        "target_desc": None,
+        "dims": None,
+        "buckets": None,
+        "format": None,
+        "batch": None,
+    },
+    "dlpc_tune": {
+        "model": "m.dlpc",
+        "trials": 32,
+        "time_budget": None,
+        "log": "tune.jsonl",
+        "plot": None,
+        "strategy": "evolutionary",
+        "threads": 1,
+        "timeout": 60.0,
+        "opt_level": 2,
+        "seed": 0,
+        "verify": 2,
+        "quiet": False,
+        "weights": None,
+        "dims": None,
+        "batch": None,
+        "format": None,
+    },
+    "dlpc_train": {
+        "model": "m.dlpc",
+        "emit": None,
+        "data": None,
+        "loss": "cross_entropy",
+        "label_smoothing": 0.0,
+        "optimizer": "adam",
+        "lr": 0.001,
+        "momentum": 0.0,
+        "nesterov": False,
+        "weight_decay": None,
+        "schedule": "constant",
+        "warmup": 0,
+        "step_size": None,
+        "gamma": 0.1,
+        "accumulate": 1,
+        "keep_last": False,
+        "bn_momentum": 0.1,
+        "freeze": [],
+        "clip_norm": None,
+        "epochs": 10,
+        "batch": 32,
+        "target": "c",
+        "opt_level": 2,
+        "weights": None,
+        "save": None,
+        "resume": False,
+        "plot": None,
+        "seed": 0,
+        "dp": 0,
+        "ranks": 0,
+        "bucket_mb": 25.0,
+        "tp": 0,
+        "pp": 0,
+        "microbatches": 2,
+        "ps": 0,
+        "ps_async": False,
+        "staleness": 0,
+        "pp_schedule": "1f1b",
+        "stats": False,
+    },
+}
+
+
+@pytest.mark.parametrize("tool", sorted(TOOL_DEFAULTS))
+def test_each_tools_defaults(tool):
+    import importlib
+
+    module = importlib.import_module(f"dlpc.tools.{tool}")
+    parser = module.build_parser() if tool == "dlpc_train" else module.parser()
+    got = vars(parser.parse_args(["m.dlpc"]))
+    assert got == TOOL_DEFAULTS[tool]
+    assert {k: type(v) for k, v in got.items()} == {
+        k: type(v) for k, v in TOOL_DEFAULTS[tool].items()
+    }
