@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from xdsl.dialects import func
 from xdsl.utils.exceptions import VerifyException
 
 import dlpc
@@ -963,14 +964,14 @@ def test_serves_compares_values_not_objects():
     assert not generic.serves({"B": 1, "S": int("301"), "T": 1})
 
 
-def _positions_model(start: int) -> str:
+def _positions_model(start: int, steps: str = "") -> str:
     arange = ", ".join(str(i) for i in range(64))
     return (
         'func.func @main(%x: tensor<?x4xf32, ["S"]>, %t: tensor<32x4xf32>) -> '
         'tensor<?x4xf32, ["S"]> {\n'
         f"  %a = graph.constant dense<[{arange}]> : tensor<64xi64>\n"
         f'  %p = graph.slice %a {{sym_ends = ["S + {start}"], starts = array<i64: {start}>, '
-        "ends = array<i64: -9223372036854775808>, axes = array<i64: 0>} : "
+        f"ends = array<i64: -9223372036854775808>, axes = array<i64: 0>{steps}}} : "
         '(tensor<64xi64>) -> tensor<?xi64, ["S"]>\n'
         '  %g = graph.gather %t, %p {axis = 0 : i64} : (tensor<32x4xf32>, tensor<?xi64, ["S"]>)'
         ' -> tensor<?x4xf32, ["S"]>\n'
@@ -984,6 +985,9 @@ def test_positions_are_a_slice_from_0_only():
     from 1 is no such positions (capped only by the slice: 64)."""
     assert dynamic.slice_caps(parse_module(_positions_model(0))) == {"S": 32}
     assert dynamic.slice_caps(parse_module(_positions_model(1))) == {"S": 64}
+    # (seed 51's survivor: steps written out as 1 are steps of 1)
+    steps = ", steps = array<i64: 1>"
+    assert dynamic.slice_caps(parse_module(_positions_model(0, steps))) == {"S": 32}
 
 
 MAXMIN = """
@@ -1013,3 +1017,44 @@ def test_a_max_or_min_over_padding_is_biased_far_beyond_any_value():
     mx, mn = padded(x)
     np.testing.assert_allclose(mx, x.max(1), rtol=1e-6)
     np.testing.assert_allclose(mn, (-x).min(1), rtol=1e-6)
+
+
+# ------------------------------------------------- seed 51's survivors (written after it)
+
+
+def test_mask_padding_masks_main_when_another_function_comes_first():
+    from dlpc.passes.graph.mask_padding import mask_padding
+
+    helper = (
+        "func.func @helper(%a: tensor<4xf32>) -> tensor<4xf32> {\n"
+        "  %r = graph.relu %a : (tensor<4xf32>) -> tensor<4xf32>\n"
+        "  func.return %r : tensor<4xf32>\n}\n"
+    )
+    module = parse_module(
+        helper + str(_two_sums(False)).split("builtin.module {", 1)[1].rsplit("}", 1)[0]
+    )
+    assert mask_padding(module, ["seq"]) == ["seq"]
+    main = ref.main_func(module)
+    assert ref.input_names(main)[-1] == "mask_seq" and len(main.body.block.args) == 3
+    first = next(iter(module.ops))
+    assert isinstance(first, func.FuncOp) and len(first.body.block.args) == 1
+
+
+def test_a_reduce_over_a_symbolic_and_a_static_extent():
+    """over [-1, 4] with dlpc.over ["seq", ""]: the symbolic extent read from its text,
+    the static one kept (its text is empty); te-to-loop lowers it."""
+    from dlpc.dialects import te
+    from dlpc.passes.lower._symbolic import reduce_extents
+
+    b_seq = 'tensor<?x?x4xf32, ["b", "seq"]>'
+    module = parse_module(
+        f'func.func @main(%x: {b_seq}) -> tensor<?xf32, ["b"]> '
+        "attributes {dlpc.max_dims = {b = 2 : i64, seq = 8 : i64}} {\n"
+        f"  %s = graph.reduce_sum %x {{axes = array<i64: 1, 2>}} : ({b_seq}) -> "
+        'tensor<?xf32, ["b"]>\n  func.return %s : tensor<?xf32, ["b"]>\n}'
+    )
+    pipeline.run("graph-to-te", module, PipelineOptions())
+    (op,) = [o for o in module.walk() if isinstance(o, te.ReduceOp)]
+    assert reduce_extents(op) == (symdims.sym("seq"), 4)
+    pipeline.run("te-to-loop", module, PipelineOptions())
+    assert 'dlpc.extent = "seq"' in str(module)
