@@ -759,3 +759,29 @@ def test_comm_calls_of_one_bucket_a_send_and_a_recv():
         "    v_z = add(v_y_2, v_r)",
         "    return (v_z,)",
     ]
+
+
+# ---------------------------------------------------------------- seed 51's survivor
+
+
+def test_constants_in_the_numpy_program():
+    """A constant whose elements are all equal is `np.full`; one whose other elements are
+    only smaller (or larger) than the first lists them all."""
+    module = parse_module("""func.func @main(%x: tensor<3xf32>) -> tensor<3xf32> {
+  %a = graph.constant dense<[3.0, 1.0, 2.0]> : tensor<3xf32>
+  %b = graph.constant dense<[1.0, 4.0, 5.0]> : tensor<3xf32>
+  %c = graph.constant dense<7.0> : tensor<3xf32>
+  %s = graph.add %a, %b : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  %t = graph.add %s, %c : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  %y = graph.add %t, %x : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  func.return %y : tensor<3xf32>
+}""")
+    source = emit_numpy(module)
+    assert "np.array([3.0, 1.0, 2.0], dtype=np.float32).reshape((3,))" in source
+    assert "np.array([1.0, 4.0, 5.0], dtype=np.float32).reshape((3,))" in source
+    assert "np.full((3,), 7.0, dtype=np.float32)" in source
+    namespace: dict = {}
+    exec(source, namespace)
+    x = np.array([0.5, 0.25, 0.125], np.float32)
+    (y,) = namespace["main"](x, params={})
+    np.testing.assert_array_equal(y, np.array([11.5, 12.25, 14.125], np.float32))
