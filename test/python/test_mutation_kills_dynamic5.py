@@ -1058,3 +1058,33 @@ def test_a_reduce_over_a_symbolic_and_a_static_extent():
     assert reduce_extents(op) == (symdims.sym("seq"), 4)
     pipeline.run("te-to-loop", module, PipelineOptions())
     assert 'dlpc.extent = "seq"' in str(module)
+
+
+# --------------------------------------------- the one program's buffers (before seed 52's
+# result was read: a review of runtime/dynamic.Generic.run's branches)
+
+
+def test_a_call_while_the_buffers_are_held_fills_buffers_of_its_own():
+    """Another call holding the max-shaped buffers (the lock): this one copies into fresh
+    zeros, gets the right answer and leaves the held buffer as it was; at the maximum an
+    input is passed as it is (the buffer is not written)."""
+    c = dlpc.compile(Model(parse_module(TANH)), max_dims={"s": 8})
+    fn = c.function
+    x = _x(3, 4)
+    np.testing.assert_allclose(c(x)[0], np.tanh(x), rtol=1e-6)
+    generic = fn.generic
+    assert generic is not None
+    held = generic.padded[0].copy()
+    y = _x(5, 4, seed=5)
+    with generic.lock:
+        (out,) = generic({"s": 5}, [y])
+    np.testing.assert_allclose(out, np.tanh(y), rtol=1e-6)
+    np.testing.assert_array_equal(generic.padded[0], held)
+    (out,) = generic({"s": 5}, [y])  # (the lock free: the shared buffer takes y)
+    np.testing.assert_allclose(out, np.tanh(y), rtol=1e-6)
+    np.testing.assert_array_equal(generic.padded[0][:5], y)
+    z = _x(8, 4, seed=8)
+    generic.padded[0][...] = 0
+    (out,) = generic({"s": 8}, [z])
+    np.testing.assert_allclose(out, np.tanh(z), rtol=1e-6)
+    assert not generic.padded[0].any() and generic.plan({"s": 8}).ins == [None]
