@@ -1088,3 +1088,40 @@ def test_a_call_while_the_buffers_are_held_fills_buffers_of_its_own():
     (out,) = generic({"s": 8}, [z])
     np.testing.assert_allclose(out, np.tanh(z), rtol=1e-6)
     assert not generic.padded[0].any() and generic.plan({"s": 8}).ins == [None]
+
+
+# ------------------------------------- graph-bind-dims' slices and declarations (a review of
+# bind_dims.py's branches during seed 52's run)
+
+
+def _sliced(axes: str | None, shape: str, out: str) -> str:
+    ax = f", axes = array<i64: {axes}>" if axes is not None else ""
+    return (
+        "func.func private @ext(%a: tensor<4xf32>) -> tensor<4xf32>\n"
+        f'func.func @main(%x: tensor<?x4xf32, ["seq"]>, %p: tensor<{shape}xf32>) -> '
+        f'tensor<{out}xf32, ["seq"]> {{\n'
+        f'  %s = graph.slice %p {{sym_ends = ["seq"], starts = array<i64: 0>, '
+        f"ends = array<i64: -9223372036854775808>{ax}}} : (tensor<{shape}xf32>) -> "
+        f'tensor<{out}xf32, ["seq"]>\n  func.return %s : tensor<{out}xf32, ["seq"]>\n}}\n'
+    )
+
+
+@pytest.mark.parametrize(
+    "axes, shape, out, axis",
+    [("1", "1x48", "1x?", "1"), (None, "48", "?", "0"), ("-1", "1x48", "1x?", "-1")],
+)
+def test_a_bound_slice_end_at_its_input_passes_and_past_it_is_refused(axes, shape, out, axis):
+    """A declaration (no body) is skipped; the end may equal the input's size along the
+    axis (given, negative, or 0..n when none is given), not exceed it."""
+    from dlpc.passes.graph.bind_dims import bind_module
+
+    module = parse_module(_sliced(axes, shape, out))
+    bind_module(module, {"seq": 48})
+    assert "ends = array<i64: 48>" in str(module) and "sym_ends" not in str(module)
+    assert f"-> tensor<{out.replace('?', '48')}xf32>" in str(module)
+    with pytest.raises(VerifyException) as e:
+        bind_module(parse_module(_sliced(axes, shape, out)), {"seq": 49})
+    assert str(e.value) == (
+        f"graph-bind-dims: graph.slice end 49 is past its input's 48 along axis {axis} "
+        "(a bound dim larger than the model allows)"
+    )
