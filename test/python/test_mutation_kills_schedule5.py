@@ -1405,3 +1405,49 @@ def _conv_kernel_o0(path: str):
     nest = analyse(kernel)
     assert nest is not None
     return kernel, nest
+
+
+# ------------------------------------------- schedule seed 51's survivor (after the draw)
+
+LATE_INDEX = """
+func.func @main(%x: memref<4x8xf32>, %y: memref<5xf32>) {
+  loop.kernel "k" {
+    loop.for %i = 0 to 4 step 1 {name = "i0"} {
+      %acc = memref.alloca() : memref<f32>
+      %z = arith.constant 0.000000e+00 : f32
+      memref.store %z, %acc[] : memref<f32>
+      loop.for %r = 0 to 8 step 1 {name = "r0", reduction} {
+        %v = memref.load %x[%i, %r] : memref<4x8xf32>
+        %a = memref.load %acc[] : memref<f32>
+        %s = arith.addf %a, %v : f32
+        memref.store %s, %acc[] : memref<f32>
+      }
+      %one = arith.constant 1 : index
+      %o = arith.addi %i, %one : index
+      %f = memref.load %acc[] : memref<f32>
+      memref.store %f, %y[%o] : memref<5xf32>
+    }
+  }
+  func.return
+}"""
+
+
+def test_decompose_hoists_the_output_index_computed_after_the_reduction():
+    """decompose._hoist_index_ops (decompose.py:107, `for op in hoisted` -> `in []`, seed
+    51): the output index `i + 1`, computed after the reduction loop, moves to the front
+    of the body, so the update nest that now accumulates in y[i + 1] sees it; y[1:] are
+    x's row sums on the C target (without the move the C uses it before its definition)."""
+    import numpy as np
+
+    from dlpc.backends.runtime.evaluate import run_loop_c
+    from dlpc.passes.schedule.decompose import decompose_reduction
+
+    module = parse_module(LATE_INDEX)
+    decompose_reduction(module, "k")
+    (update,) = [lp for lp in module.walk() if isinstance(lp, ForOp) and lp.loop_name == "i0"]
+    ops = [op.name for op in update.block.ops]
+    assert ops.index("arith.addi") < ops.index("loop.for")
+    x = np.random.default_rng(9).standard_normal((4, 8)).astype(np.float32)
+    y = np.full(5, 7.0, np.float32)
+    run_loop_c(module, [x, y])
+    np.testing.assert_allclose(y[1:], x.sum(axis=1), rtol=1e-5, atol=1e-5)
