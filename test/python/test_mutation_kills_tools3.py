@@ -1429,3 +1429,74 @@ def test_each_tools_defaults(tool):
     assert {k: type(v) for k, v in got.items()} == {
         k: type(v) for k, v in TOOL_DEFAULTS[tool].items()
     }
+
+
+# ---- tools seed 51's killable survivors (drawn on 600b2ea) ---------------------------------
+def _data(tmp_path, regression: bool) -> str:
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((40, 4)).astype(np.float32)
+    y = (
+        rng.standard_normal((40, 3)).astype(np.float32)
+        if regression
+        else rng.integers(0, 3, 40).astype(np.int64)
+    )
+    path = tmp_path / ("reg.npz" if regression else "cls.npz")
+    np.savez(path, x=x, y=y)
+    return str(path)
+
+
+def test_the_epoch_line_names_validation_mse_only_for_a_regression(tiny, tmp_path, capsys):
+    """dlpc_train.py:486 (`mse == mse` -> `!=`: a classifier's line said 'validation mse
+    nan', a regression's lost its mse)."""
+    import re
+
+    from dlpc.tools.dlpc_train import main
+
+    argv = [tiny, "--batch", "4", "--epochs", "1", "--target", "numpy"]
+    assert main([*argv, "--data", _data(tmp_path, False)]) == 0
+    (line,) = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("epoch ")]
+    assert re.fullmatch(
+        r"epoch 1/1: loss \d+\.\d{4}, accuracy \d+\.\d %, validation accuracy \d+\.\d %, "
+        r"\d+ samples/s",
+        line,
+    ), line
+    assert main([*argv, "--data", _data(tmp_path, True), "--loss", "mse"]) == 0
+    (line,) = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("epoch ")]
+    assert re.fullmatch(
+        r"epoch 1/1: loss \d+\.\d{4}, validation mse [0-9.e+-]+, \d+ samples/s", line
+    ), line
+    assert "nan" not in line
+
+
+def test_the_schedules_total_steps_are_steps_per_epoch_times_epochs(tiny, tmp_path, monkeypatch):
+    """dlpc_train.py:428 (`* args.epochs` -> `& args.epochs`): 29 training samples in
+    batches of 4 are 7 steps an epoch, 3 epochs 21 steps (accumulated by 2: 3 a epoch, 9)."""
+    from dlpc.tools import dlpc_train
+
+    seen = []
+
+    def optimizer(args, total_steps):
+        seen.append(total_steps)
+        raise DlpcError("error: stop here")
+
+    monkeypatch.setattr(dlpc_train, "_optimizer", optimizer)
+    argv = [tiny, "--data", _data(tmp_path, False), "--batch", "4", "--target", "numpy"]
+    assert dlpc_train.main([*argv, "--epochs", "3"]) == 1
+    assert dlpc_train.main([*argv, "--epochs", "3", "--accumulate", "2"]) == 1
+    assert dlpc_train.main([*argv, "--epochs", "1", "--accumulate", "8"]) == 1  # (at least 1)
+    assert seen == [21, 9, 1]
+
+
+def test_the_split_without_a_test_set_at_sizes_whose_bits_overlap(tmp_path):
+    """dlpc_train.py:207 (`n_test + n_val` -> `n_test | n_val`: equal at 20, 40 or 100
+    samples, not at 60: 12 test, 4 validation, 44 training)."""
+    from dlpc.tools.dlpc_train import DATA_SPLIT_SEED, load_data
+
+    path = tmp_path / "d.npz"
+    np.savez(path, x=np.zeros((60, 2), np.float32), y=np.arange(60))
+    _, ytr, _, yv, _, yt, _ = load_data(str(path))
+    assert (len(ytr), len(yv), len(yt)) == (44, 4, 12)
+    order = np.random.default_rng(DATA_SPLIT_SEED).permutation(60)
+    np.testing.assert_array_equal(yt, order[:12])
+    np.testing.assert_array_equal(yv, order[12:16])
+    np.testing.assert_array_equal(ytr, order[16:])
