@@ -5,14 +5,17 @@
     python bench/mutation.py --area all --sample 30                # every area
     python bench/mutation.py --report                              # the table so far
     python bench/mutation.py --area comm --recheck 'CMD'           # survivors vs CMD
+    python bench/mutation.py --area comm --retime 1200             # timed-out mutants again
 
 Each area is a set of modules and the tests that should catch their bugs (AREAS below).
 The run works on a copy of the committed tree (`git archive HEAD`) under --workdir, never
 on the checkout: cosmic-ray rewrites the module on disk for each mutant, runs the area's
 test command with `PYTHONPATH` pointing at the copy, and restores it. A mutant the tests
-fail on (or time out on) is killed; one they pass on survived. With --sample N only N
-mutants per area, drawn with --seed, are run (an area has hundreds; each costs one run
-of its tests); mutants inside annotations Python never evaluates (a signature's
+fail on (or time out on) is killed; one they pass on survived. A run refuses to start
+when the unmutated tests take over half the per-mutant timeout (a slow mutant would count
+as killed), and --retime runs the timed-out mutants' tests again with more time. With
+--sample N only N mutants per area, drawn with --seed, are run (an area has hundreds;
+each costs one run of its tests); mutants inside annotations Python never evaluates (a signature's
 `int | None` under `from __future__ import annotations`) are dropped before sampling,
 equivalent by construction. The score is killed / (killed + survived); the survivors'
 diffs are printed, to be given a test or shown equivalent (docs/testing.md). Slow: not
@@ -25,7 +28,9 @@ import argparse
 import ast
 import fnmatch
 import json
+import os
 import random
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -823,17 +828,38 @@ def prepare(
         db.executemany("delete from work_items where job_id = ?", drop)
         db.commit()
     db.close()
+    start = time.perf_counter()
     baseline = subprocess.run(f"cd {copy} && {test}", shell=True, capture_output=True, text=True)
+    took = time.perf_counter() - start
     if baseline.returncode != 0:
         sys.exit(f"{area}: the tests fail without any mutation:\n{baseline.stdout[-2000:]}")
+    problem = baseline_problem(area, took, timeout)
+    if problem:
+        sys.exit(problem)
+    print(
+        f"{area}: the unmutated tests took {took:.0f} s (timeout {timeout:.0f} s)", file=sys.stderr
+    )
     return session
+
+
+def baseline_problem(area: str, took: float, timeout: float) -> str | None:
+    """Why a run whose unmutated tests took `took` seconds cannot be scored, or None.
+    A mutant that runs past the timeout counts as killed: with less than twice the unmutated
+    run, a mutant that is merely slow on a loaded machine would be scored as caught."""
+    if took * 2 <= timeout:
+        return None
+    return (
+        f"{area}: the unmutated tests took {took:.0f} s, over half the {timeout:.0f} s "
+        "timeout a mutant gets: raise --timeout or run on a quieter machine"
+    )
 
 
 def summary(session: Path) -> dict:
     db = sqlite3.connect(session)
     rows = db.execute(
         "select r.worker_outcome, r.test_outcome, r.diff, s.module_path, s.start_pos_row, "
-        "s.operator_name from work_results r join mutation_specs s on r.job_id = s.job_id"
+        "s.operator_name, coalesce(r.output, '') from work_results r "
+        "join mutation_specs s on r.job_id = s.job_id"
     ).fetchall()
     total = db.execute("select count(*) from work_items").fetchone()[0]
     db.close()
@@ -841,10 +867,13 @@ def summary(session: Path) -> dict:
     killed = sum(1 for w, t, *_ in rows if t == "killed" or w == "timeout")
     survived = [r for r in rows if r[1] == "survived" and r[0] != "timeout"]
     other = len(rows) - killed - len(survived)  # incompetent (the mutant does not import)
+    # cosmic-ray records a test run it stopped at the timeout as killed, output "timeout"
+    timeouts = sum(1 for *_, out in rows if out.strip().lower() == "timeout")
     return {
         "total": total,
         "done": len(rows),
         "killed": killed,
+        "timeouts": timeouts,
         "survived": survived,
         "incompetent": other,
     }
@@ -883,9 +912,54 @@ def recheck(area: str, workdir: Path, command: str) -> None:
             path.write_text(saved)
 
 
+def retime(area: str, workdir: Path, seconds: float) -> None:
+    """Each mutant of the area's last run that was stopped at its timeout (scored killed)
+    applied again and the area's own tests run with `seconds` to finish: a mutant they then
+    pass on survived, one they fail on is killed, one still running is a hang (killed)."""
+    base = workdir / area
+    db = sqlite3.connect(base / "session.sqlite")
+    rows = db.execute(
+        "select s.module_path, s.operator_name, s.occurrence, s.start_pos_row from work_results r "
+        "join mutation_specs s on r.job_id = s.job_id "
+        "where lower(trim(coalesce(r.output, ''))) = 'timeout'"
+    ).fetchall()
+    db.close()
+    # stopped with SIGTERM, the copy still gets its module back (the finally below)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(f"{area}: stopped"))
+    for module, operator, occurrence, row in rows:
+        path = base / module
+        saved = path.read_text()
+        try:
+            subprocess.run(
+                ["cosmic-ray", "apply", module, operator, str(occurrence)],
+                cwd=base,
+                check=True,
+                capture_output=True,
+            )
+            start = time.perf_counter()
+            proc = subprocess.Popen(
+                ["sh", str(base / "run-tests.sh")],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+            try:
+                verdict = "killed" if proc.wait(timeout=seconds) else "survived"
+            except subprocess.TimeoutExpired:
+                verdict = "hangs"
+            finally:
+                if proc.poll() is None:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+            took = time.perf_counter() - start
+            print(f"{verdict:8} {module}:{row} ({operator}) {took:.0f} s", flush=True)
+        finally:
+            path.write_text(saved)
+
+
 def report(workdir: Path, show_survivors: bool = True) -> None:
     lines = [
-        "| area | mutants run | killed | survived | incompetent | score |",
+        "| area | mutants run | killed (of which timeouts) | survived | incompetent | score |",
         "|---|---|---|---|---|---|",
     ]
     for area in AREAS:
@@ -896,11 +970,12 @@ def report(workdir: Path, show_survivors: bool = True) -> None:
         scored = s["killed"] + len(s["survived"])
         score = f"{100 * s['killed'] / scored:.0f} %" if scored else "-"
         lines.append(
-            f"| {area} | {s['done']} of {s['total']} | {s['killed']} | {len(s['survived'])} "
+            f"| {area} | {s['done']} of {s['total']} | {s['killed']} ({s['timeouts']}) "
+            f"| {len(s['survived'])} "
             f"| {s['incompetent']} | {score} |"
         )
         if show_survivors:
-            for _w, _t, diff, path, row, op in s["survived"]:
+            for _w, _t, diff, path, row, op, _out in s["survived"]:
                 print(f"--- survived in {area}: {path}:{row} ({op})")
                 print(
                     "\n".join(
@@ -920,6 +995,12 @@ def main(argv=None) -> int:
     p.add_argument("--timeout", type=float, default=None, help="seconds per mutant (the area's)")
     p.add_argument("--workdir", default="/tmp/dlpc-mutation", help="copies and sessions")
     p.add_argument("--recheck", metavar="CMD", help="run CMD (in the area's copy) on each survivor")
+    p.add_argument(
+        "--retime",
+        type=float,
+        metavar="SECONDS",
+        help="run the area's tests again, with SECONDS to finish, on each mutant that timed out",
+    )
     p.add_argument("--rev", default="HEAD", help="the commit whose tree is mutated")
     p.add_argument("--report", action="store_true", help="print the table of every area run")
     args = p.parse_args(argv)
@@ -928,6 +1009,11 @@ def main(argv=None) -> int:
         for area in AREAS if args.area in (None, "all") else [args.area]:
             if (workdir / area / "session.sqlite").exists():
                 recheck(area, workdir, args.recheck)
+        return 0
+    if args.retime:
+        for area in AREAS if args.area in (None, "all") else [args.area]:
+            if (workdir / area / "session.sqlite").exists():
+                retime(area, workdir, args.retime)
         return 0
     if args.area:
         for area in AREAS if args.area == "all" else [args.area]:
