@@ -1416,3 +1416,98 @@ def test_head_split_copies_against_one_transposed_item(attn_loop):
     built, plan = ltd._prepare(split, desc, True, True, True)
     assert built is not None and plan is None
     assert ltd._one_item_plan(kernels["slice_1"], desc) is None
+
+
+# ---- dlp-lowering seed 52's killable survivors (drawn on 6b5fa65)
+
+# a linear over 16 rows by 192 columns (test_dlp_columns' shape), as graph-to-loop writes it
+LINEAR = """builtin.module {
+  func.func @main(%x: memref<1x16x64xf32> {dlpc.name = "x"}, %w: memref<192x64xf32> {dlpc.name = "w"}, %b: memref<192xf32> {dlpc.name = "b"}, %out0: memref<1x16x192xf32>) attributes {dlpc.num_inputs = 1 : i64, dlpc.params = ["w", "b"], dlpc.num_outputs = 1 : i64} {
+    loop.kernel "linear_0" attributes {origin = "graph.linear"} {
+      loop.for %i0 = 0 to 1 step 1 {name = "i0"} {
+        loop.for %i1 = 0 to 16 step 1 {name = "i1", parallel} {
+          loop.for %i2 = 0 to 192 step 1 {name = "i2"} {
+            %acc = memref.alloca() : memref<f32>
+            %0 = arith.constant 0.000000e+00 : f32
+            memref.store %0, %acc[] : memref<f32>
+            loop.for %r0 = 0 to 64 step 1 {name = "r0", reduction} {
+              %1 = memref.load %x[%i0, %i1, %r0] : memref<1x16x64xf32>
+              %2 = memref.load %w[%i2, %r0] : memref<192x64xf32>
+              %3 = arith.mulf %1, %2 : f32
+              %4 = memref.load %acc[] : memref<f32>
+              %5 = arith.addf %4, %3 : f32
+              memref.store %5, %acc[] : memref<f32>
+            }
+            %sum = memref.load %acc[] : memref<f32>
+            %6 = memref.load %b[%i2] : memref<192xf32>
+            %7 = arith.addf %sum, %6 : f32
+            memref.store %7, %out0[%i0, %i1, %i2] : memref<1x16x192xf32>
+          }
+        }
+      }
+    }
+    func.return
+  }
+}"""
+
+
+def test_columns_refuse_a_store_not_at_the_row_and_column():
+    """_dlp_columns.match: the linear by columns; with its store at [0, i1, i1] (not the
+    column) no match (seed 52: _dlp_columns.py:116, `==` -> `>=` on the index lists,
+    compared two different SSA values: a TypeError)."""
+    (kernel,) = [k for k in pipeline.parse_module(LINEAR).walk() if isinstance(k, KernelOp)]
+    c = _dlp_columns.match(kernel)
+    assert c is not None and (c.m, c.k, c.n) == (16, 64, 192)
+    old = "memref.store %7, %out0[%i0, %i1, %i2]"
+    assert LINEAR.count(old) == 1
+    text = LINEAR.replace(old, "memref.store %7, %out0[%i0, %i1, %i1]")
+    (kernel,) = [k for k in pipeline.parse_module(text).walk() if isinstance(k, KernelOp)]
+    assert _dlp_columns.match(kernel) is None
+
+
+def test_linear_estimate_with_early_copies_on_a_short_queue(attn_loop):
+    """linear_add_1 on a DMA queue of 3: wo staged in SRAM, its own copies of bo and x
+    early; 16 tasks staged (636 cycles), not 12 unstaged (seed 52: loop_to_dlp.py:592,
+    `wholes - early + loads` -> `+ early`, counted the early copies twice)."""
+    desc = dataclasses.replace(resolve(None), dma_queue_depth=3)
+    kernels = {k.sym: k for k in pipeline.parse_module(attn_loop).walk() if isinstance(k, KernelOp)}
+    k = kernels["linear_add_1"]
+    _, plan = ltd._prepare(k, desc, True, True, True)
+    assert plan is not None
+    assert (plan.tasks, plan.sram, ltd._estimate(plan, ltd._flops(k.block))) == (16, True, 636.0)
+
+
+def test_attention_matcher_refuses_the_scale_times_a_constant(attn_loop):
+    """The scores stored as the scale times 4 (no sum in them): no attention (seed 52:
+    _dlp_attn.py:109, `g.memref is acc` -> `is not acc`, took the scale for both factors)."""
+    old = "%23 = arith.mulf %sum_1, %22 : f32"
+    assert attn_loop.count(old) == 1
+    text = attn_loop.replace(
+        old, "%c4 = arith.constant 4.000000e+00 : f32\n%23 = arith.mulf %22, %c4 : f32"
+    )
+    kernels = [k for k in pipeline.parse_module(text).walk() if isinstance(k, KernelOp)]
+    by_name = {k.sym: k for k in kernels}
+    assert _dlp_attn.match([by_name[n] for n in _CHAIN], _dlp_fuse.swaps(kernels)) is None
+
+
+def test_copy_pieces_through_a_remainder():
+    """out[i, j] = x[i, (j + 2) remui 4]: rows rotated by 2 (seed 52: _dlp_copy.py:71,
+    remui's `%` -> `+`)."""
+    body = (
+        "%c2 = arith.constant 2 : index\n%c4 = arith.constant 4 : index\n"
+        "%j2 = arith.addi %j, %c2 : index\n%jr = arith.remui %j2, %c4 : index\n"
+        "%v = memref.load %x[%i, %jr] : memref<4x6xf32>\n"
+        "memref.store %v, %out0[%i, %j] : memref<4x4xf32>"
+    )
+    rows = [(4 * r, 0, 6 * r + 2, 2) for r in range(4)]
+    wrapped = [(4 * r + 2, 0, 6 * r, 2) for r in range(4)]
+    assert _pieces(body) == (["x"], [p for pair in zip(rows, wrapped) for p in pair])
+
+
+def test_untiled_kernel_ops_exactly():
+    """The kernel one task runs (out[j] stored by every row): its dlp IR's ops counted,
+    no index add of a zero slot (seed 52: _dlp_build.py:433, `_const(slot) != 0` -> `!= 1`,
+    added the zero)."""
+    text = COPY.format(o="16", idx="", at="%j")
+    ops = Counter(op.name for op in lower_to_dlp(pipeline.parse_module(text)).walk())
+    assert ops["arith.addi"] == 1 and ops["arith.muli"] == 1
