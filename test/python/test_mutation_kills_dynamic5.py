@@ -1125,3 +1125,43 @@ def test_a_bound_slice_end_at_its_input_passes_and_past_it_is_refused(axes, shap
         f"graph-bind-dims: graph.slice end 49 is past its input's 48 along axis {axis} "
         "(a bound dim larger than the model allows)"
     )
+
+
+# ------------------------------------------------- seed 52's survivors (written after it)
+
+
+def test_a_model_built_per_input_value_with_static_shapes_is_not_dynamic():
+    """No graph, a specialiser whose inputs are static (an input decides a shape, as an
+    ONNX Reshape's): not dynamic; with a symbolic input it is."""
+    from dlpc.model import InputSpec, Specialiser
+
+    def build(values):
+        raise AssertionError("not called")
+
+    static = (InputSpec("x", (2, 3), np.dtype(np.float32)),)
+    model = Model(None, {}, "m", None, Specialiser(static, ["x"], build))  # pyright: ignore[reportArgumentType]
+    assert model.ir is None and dynamic.is_dynamic(model) is False
+    seq = (InputSpec("x", (symdims.sym("s"), 3), np.dtype(np.float32)),)  # pyright: ignore[reportArgumentType]
+    assert dynamic.is_dynamic(Model(None, {}, "m", None, Specialiser(seq, [], build))) is True  # pyright: ignore[reportArgumentType]
+
+
+def test_a_call_past_the_largest_of_many_buckets_is_one_line():
+    """300 buckets (an index no int cache shares): a call above them is the one-line
+    error, not an IndexError."""
+
+    def on_reference(static):
+        return lambda *xs: ref.run_reference(static.module, list(xs), static.weights)
+
+    buckets = {"s": list(range(1, 301))}
+    fn = DynamicFunction(Model(parse_module(TANH)), on_reference, buckets=buckets, symbolic=False)
+    with pytest.raises(DlpcError) as e:
+        fn(_x(301, 4))
+    assert str(e.value) == "error: input 'x' dim 0 ('s') is 301, above the largest bucket 300"
+
+
+def test_squeeze_of_shape_arithmetic_at_a_negative_and_a_last_axis():
+    s = symdims.sym("s")
+    col = np.array([[s], [3]], dtype=object)
+    for axes in ([-1], [1]):
+        (out,) = onnx_symbolic.fold("Squeeze", {}, [col, np.array(axes)])
+        assert out.tolist() == [s, 3]
