@@ -430,6 +430,6 @@ class Cloner:
         flat = flat if flat is not None else b.c(0)
         if p.kind == "tiled":
             flat = b.sub(flat, p.base)
-        if p.slot is not None and _const(p.slot) != 0:
+        if p.slot is not None:  # (b.add folds a zero slot away)
             flat = b.add(flat, p.slot)
         return flat
