@@ -1511,3 +1511,64 @@ def test_untiled_kernel_ops_exactly():
     text = COPY.format(o="16", idx="", at="%j")
     ops = Counter(op.name for op in lower_to_dlp(pipeline.parse_module(text)).walk())
     assert ops["arith.addi"] == 1 and ops["arith.muli"] == 1
+
+
+# ---- seed 52's _dlp_fuse.py:362 (killable, tested after its recheck)
+
+# x + y + z + b then times the scalar c: a chain with 3 tile loads, b staged, c its own
+CHAIN3 = """builtin.module {
+  func.func @main(%x: memref<16x256xf32> {dlpc.name = "x"}, %y: memref<16x256xf32> {dlpc.name = "y"}, %z: memref<16x256xf32> {dlpc.name = "z"}, %b: memref<256xf32> {dlpc.name = "b"}, %c: memref<f32> {dlpc.name = "c"}, %out0: memref<16x256xf32>) attributes {dlpc.num_inputs = 3 : i64, dlpc.params = ["b", "c"], dlpc.num_outputs = 1 : i64} {
+    %t = memref.alloc() : memref<16x256xf32>
+    loop.kernel "sum3" attributes {origin = "graph.add"} {
+      loop.for %i = 0 to 16 step 1 {name = "i", parallel} {
+        loop.for %j = 0 to 256 step 1 {name = "j", vectorize} {
+          %xv = memref.load %x[%i, %j] : memref<16x256xf32>
+          %yv = memref.load %y[%i, %j] : memref<16x256xf32>
+          %zv = memref.load %z[%i, %j] : memref<16x256xf32>
+          %bv = memref.load %b[%j] : memref<256xf32>
+          %s1 = arith.addf %xv, %yv : f32
+          %s2 = arith.addf %s1, %zv : f32
+          %s3 = arith.addf %s2, %bv : f32
+          memref.store %s3, %t[%i, %j] : memref<16x256xf32>
+        }
+      }
+    }
+    loop.kernel "scale" attributes {origin = "graph.mul"} {
+      loop.for %i2 = 0 to 16 step 1 {name = "i", parallel} {
+        loop.for %j2 = 0 to 256 step 1 {name = "j", vectorize} {
+          %tv = memref.load %t[%i2, %j2] : memref<16x256xf32>
+          %cv = memref.load %c[] : memref<f32>
+          %m = arith.mulf %tv, %cv : f32
+          memref.store %m, %out0[%i2, %j2] : memref<16x256xf32>
+        }
+      }
+    }
+    memref.dealloc %t : memref<16x256xf32>
+    func.return
+  }
+}
+"""
+
+
+def test_chain_cycles_with_three_tile_loads_on_a_queue_of_three():
+    """b staged, c each task's own and issued early, x, y, z loaded with it: groups of 2,
+    4 and 1 on a queue of 3 (seed 52: _dlp_fuse.py:362, `wholes - staged` -> `wholes //
+    staged`, issued 2 early copies of the 1 own buffer)."""
+    desc = dataclasses.replace(resolve(None), dma_queue_depth=3)
+    kernels = [k for k in pipeline.parse_module(CHAIN3).walk() if isinstance(k, KernelOp)]
+    plans = {k: p for k in kernels for _, p in [ltd._prepare(k, desc, True, True, True)] if p}
+    (run,) = _dlp_fuse.chains(kernels, plans)
+    common = _dlp_fuse._common(run, plans, desc, True, 16)
+    assert common is not None
+    with common:
+        members = common.members
+        staged = [
+            p.name
+            for m in members
+            for p in m.buffers.values()
+            if p.kind == "whole" and members[0].stages(p)
+        ]
+        flops = [ltd._flops(k.block) for k in run]
+        cycles = _dlp_fuse._cycles(members, flops, _dlp_fuse._stored(run, members), True)
+    assert staged == ["b"]
+    assert cycles == 862.5390625
