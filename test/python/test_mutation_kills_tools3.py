@@ -1500,3 +1500,77 @@ def test_the_split_without_a_test_set_at_sizes_whose_bits_overlap(tmp_path):
     np.testing.assert_array_equal(yt, order[:12])
     np.testing.assert_array_equal(yv, order[12:16])
     np.testing.assert_array_equal(ytr, order[16:])
+
+
+# ---- tools seed 52's killable survivors (drawn on c6bf195) ---------------------------------
+def test_the_stats_table_leaves_an_absent_op_blank():
+    """dlpc.py:150 (an op a stage lacks: `ops.get(name, 0)` -> `-1` printed -1 in its cell)."""
+    from collections import Counter
+
+    from dlpc.tools.dlpc import stats_table
+
+    rows = [
+        ("graph", Counter({"graph.relu": 2, "func.return": 1}), 1),
+        ("loop", Counter({"loop.kernel": 1, "func.return": 1}), 1),
+    ]
+    lines = stats_table(rows).splitlines()
+    assert [line.split() for line in lines] == [
+        ["graph", "loop"],
+        ["kernels", "1", "1"],
+        ["ops", "3", "2"],
+        ["func.return", "1", "1"],
+        ["graph.relu", "2"],
+        ["loop.kernel", "1"],
+    ]
+    assert lines[4] == "graph.relu       2" and lines[5] == "loop.kernel            1"
+
+
+def test_a_nan_against_a_number_is_an_infinite_difference():
+    """dlpc_run.py:182 (NaN in one array only counted as agreeing: `&` -> `|`)."""
+    from dlpc.tools.dlpc_run import difference
+
+    nan = float("nan")
+    assert difference(np.array([nan, 1.0]), np.array([1.0, 1.0])) == (np.inf, np.inf)
+    assert difference(np.array([1.0, 1.0]), np.array([1.0, nan]))[0] == np.inf
+    assert difference(np.array([nan, 2.0]), np.array([nan, 1.0])) == (1.0, 1.0)
+
+
+def test_one_line_cuts_at_400_characters_by_default():
+    """diagnostics.py:38 (the default limit 400 -> 401)."""
+    from dlpc.diagnostics import one_line
+
+    assert one_line("a" * 400) == "a" * 400
+    assert one_line("a" * 401) == "a" * 397 + "..."
+
+
+def test_dlpc_run_on_opencl_profiles_only_when_asked(tiny, capsys):
+    """dlpc_run.py:366 (`args.profile and opencl` -> `not args.profile`: every OpenCL run
+    printed a profile)."""
+    pytest.importorskip("pyopencl", reason="the opencl extra is not installed")
+    from dlpc.tools import dlpc_run
+
+    argv = [tiny, "--target", "opencl", "--repeat", "1", "--batch", "2"]
+    assert dlpc_run.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "output 0: 2x3 float32" in out and "profile" not in out
+    assert dlpc_run.main([*argv, "--profile"]) == 0
+    assert "\nprofile (median of 1 calls, static FLOPs and compulsory bytes):\n" in (
+        capsys.readouterr().out
+    )
+
+
+def test_digits_are_scaled_to_the_unit_interval():
+    """dlpc_train.py:168 (`images / 16.0` -> `//`: every pixel 0 or 1)."""
+    pytest.importorskip("sklearn")
+    from sklearn.datasets import load_digits
+
+    from dlpc.tools.dlpc_train import DATA_SPLIT_SEED, load_data
+
+    x, y, *_ = load_data("digits")
+    images = load_digits().images
+    order = np.random.default_rng(DATA_SPLIT_SEED).permutation(len(images))
+    n_test = len(images) // 5
+    n_val = (len(images) - n_test) // 10
+    first = order[n_test + n_val]
+    np.testing.assert_array_equal(x[0], (images[first] / 16.0).astype(np.float32))
+    assert x.dtype == np.float32 and x.max() == 1.0 and 0.0 < x[x > 0].min() < 1.0
