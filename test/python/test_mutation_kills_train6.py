@@ -1,0 +1,253 @@
+"""Tests for passes/train written after train seed 49's re-timed survivors (issue 35, eighth
+round, bench/mutation.py --area train): the numpy validation loss (`numpy_loss`) of every
+kind against PyTorch, with class weights on rank-2 and rank-4 predictions; the graph losses'
+values and input gradients with class weights against PyTorch on the numpy reference; the
+running statistics of a training batch norm; the closed-form batch-norm adjoint's pattern,
+taken and refused. Small float64 shapes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp, i64
+from xdsl.ir import Block, Region
+
+from dlpc.dialects import graph
+from dlpc.passes.pipeline import parse_module
+from dlpc.passes.train import _grad, step
+from dlpc.passes.train._build import Builder
+from dlpc.passes.train.autodiff import differentiate
+from dlpc.passes.train.losses import Loss, build_loss, numpy_loss, numpy_metric
+from dlpc.reference.graph import run_reference
+
+F = torch.nn.functional
+WEIGHT = (0.5, 2.0, 1.25)
+
+
+def _class_case(rank: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    shape = (4, 3) if rank == 2 else (2, 3, 2, 2)
+    x = rng.standard_normal(shape)
+    y = rng.integers(0, 3, (shape[0], *shape[2:]))
+    return x, y
+
+
+def _torch_class(loss: Loss, x, y, reduction=None):
+    kw = {"reduction": reduction or loss.reduction}
+    if loss.weight is not None:
+        kw["weight"] = torch.tensor(loss.weight, dtype=torch.float64)
+    if loss.ignore_index is not None:
+        kw["ignore_index"] = loss.ignore_index
+    tx, ty = torch.tensor(x, requires_grad=True), torch.tensor(y)
+    if loss.kind == "cross_entropy":
+        out = F.cross_entropy(tx, ty, label_smoothing=loss.label_smoothing, **kw)
+    else:
+        out = F.nll_loss(tx, ty, **kw)
+    return out, tx
+
+
+CLASS_LOSSES = [
+    Loss("cross_entropy", weight=WEIGHT),
+    Loss("cross_entropy", weight=WEIGHT, reduction="sum"),
+    Loss("cross_entropy", weight=WEIGHT, ignore_index=1),
+    Loss("nll", weight=WEIGHT),
+    Loss("nll", ignore_index=2),
+    Loss("cross_entropy", label_smoothing=0.2),
+    Loss("cross_entropy"),
+]
+
+
+@pytest.mark.parametrize("rank", [2, 4])
+@pytest.mark.parametrize("loss", CLASS_LOSSES, ids=str)
+def test_numpy_class_loss_matches_torch(loss, rank):
+    """numpy_loss of the class-id losses (class weights broadcast along axis 1 of a rank-2
+    or rank-4 prediction) against PyTorch."""
+    x, y = _class_case(rank)
+    want, _ = _torch_class(loss, x, y)
+    assert numpy_loss(loss, x, y) == pytest.approx(want.item(), rel=1e-12)
+
+
+@pytest.mark.parametrize("rank", [2, 4])
+def test_numpy_class_loss_none_is_the_mean_of_each(rank):
+    """reduction 'none' validates with the mean of the per-sample losses (weighted ones
+    included, not divided by the weights)."""
+    x, y = _class_case(rank, 1)
+    loss = Loss("cross_entropy", weight=WEIGHT, reduction="none")
+    want, _ = _torch_class(loss, x, y)
+    assert numpy_loss(loss, x, y) == pytest.approx(want.mean().item(), rel=1e-12)
+
+
+POINTWISE = [
+    ("mse", Loss("mse"), F.mse_loss, {}),
+    ("l1", Loss("l1", reduction="sum"), F.l1_loss, {}),
+    ("bce_with_logits", Loss("bce_with_logits"), F.binary_cross_entropy_with_logits, {}),
+    ("bce", Loss("bce", reduction="sum"), F.binary_cross_entropy, {}),
+    ("smooth_l1", Loss("smooth_l1", beta=0.5), F.smooth_l1_loss, {"beta": 0.5}),
+    ("huber", Loss("huber", delta=0.7), F.huber_loss, {"delta": 0.7}),
+    ("kl_div", Loss("kl_div", reduction="batchmean"), F.kl_div, {}),
+    (
+        "kl_div_log",
+        Loss("kl_div", log_target=True, reduction="sum"),
+        F.kl_div,
+        {"log_target": True},
+    ),
+]
+
+
+@pytest.mark.parametrize("name, loss, fn, kw", POINTWISE, ids=[p[0] for p in POINTWISE])
+def test_numpy_pointwise_loss_matches_torch(name, loss, fn, kw):
+    """numpy_loss of each pointwise kind (differences both under and over smooth L1's beta
+    and Huber's delta) against PyTorch."""
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((3, 4)) * 1.5
+    y = rng.standard_normal((3, 4))
+    if loss.kind in ("bce_with_logits", "bce"):
+        y = rng.random((3, 4))
+    if loss.kind == "bce":
+        x = rng.uniform(0.05, 0.95, (3, 4))
+    if loss.kind == "kl_div":
+        x = np.log(rng.dirichlet(np.ones(4), 3))
+        y = rng.dirichlet(np.ones(4), 3)
+        if loss.log_target:
+            y = np.log(y)
+    if loss.kind in ("smooth_l1", "huber"):
+        a = np.abs(x - y)
+        limit = loss.beta if loss.kind == "smooth_l1" else loss.delta
+        assert (a < limit).any() and (a > limit).any()
+    want = fn(torch.tensor(x), torch.tensor(y), reduction=loss.reduction, **kw)
+    assert numpy_loss(loss, x, y) == pytest.approx(want.item(), rel=1e-12)
+
+
+def test_numpy_metric_of_each_kind():
+    x = np.array([[0.2, 0.9, -1.0], [1.0, 0.0, 0.5], [0.0, 0.1, 0.3], [2.0, 1.0, 0.0]])
+    y = np.array([1, 2, 2, 0])
+    assert numpy_metric(Loss(), x, y) == 0.75
+    assert numpy_metric(Loss(ignore_index=2), x, y) == 1.0
+    assert np.isnan(numpy_metric(Loss(ignore_index=2), x, np.array([2, 2, 2, 2])))
+    p = np.array([0.3, -0.2, 0.6, 0.0])
+    t = np.array([1.0, 0.0, 0.0, 1.0])
+    assert numpy_metric(Loss("bce_with_logits"), p, t) == 0.5  # threshold 0: 0.3 and -0.2 agree
+    assert numpy_metric(Loss("bce"), p, t) == 0.25  # threshold 0.5: only -0.2 (< 0.5, 0) agrees
+    assert numpy_metric(Loss("mse"), p, t) == pytest.approx(np.mean((p - t) ** 2))
+
+
+def _loss_module(loss: Loss, x_shape, y_shape) -> ModuleOp:
+    block = Block(
+        arg_types=[graph.tensor_type(x_shape, graph.f64), graph.tensor_type(y_shape, i64)]
+    )
+    b = Builder.at_end(block)
+    value = build_loss(b, loss, block.args[0], block.args[1])
+    block.add_op(func.ReturnOp(value))
+    types = ([a.type for a in block.args], [value.type])
+    return ModuleOp([func.FuncOp("main", types, Region(block))])
+
+
+@pytest.mark.parametrize("rank", [2, 4])
+@pytest.mark.parametrize("loss", CLASS_LOSSES[:5], ids=str)
+def test_graph_class_loss_and_gradient_match_torch(loss, rank):
+    """build_loss's value and its gradient in the prediction (graph-autodiff) against
+    PyTorch, with class weights, on the numpy reference."""
+    x, y = _class_case(rank, 2)
+    module = _loss_module(loss, x.shape, y.shape)
+    want, tx = _torch_class(loss, x, y)
+    want.backward()
+    assert float(run_reference(module, [x, y], {})[0]) == pytest.approx(want.item(), rel=1e-10)
+    differentiate(module, wrt_inputs=True)
+    module.verify()
+    value, gx, *_ = run_reference(module, [x, y], {})
+    assert float(value) == pytest.approx(want.item(), rel=1e-10)
+    np.testing.assert_allclose(gx, tx.grad.numpy(), rtol=1e-9, atol=1e-12)  # type: ignore[union-attr]
+
+
+BN = """func.func @main(%x: tensor<{x}x{t}>, %s: tensor<3x{t}>, %b: tensor<3x{t}>) -> tensor<{x}x{t}> {{
+  %m = graph.param "m" : tensor<3x{t}>
+  %v = graph.param "v" : tensor<3x{t}>
+  %y = graph.batch_norm %x, %s, %b, %m, %v : (tensor<{x}x{t}>, tensor<3x{t}>, tensor<3x{t}>, tensor<3x{t}>, tensor<3x{t}>) -> tensor<{x}x{t}>
+  func.return %y : tensor<{x}x{t}>
+}}"""
+
+
+@pytest.mark.parametrize("x", ["4x3", "2x3x2x2"])
+def test_running_statistics_match_torch(x):
+    """step.py's running-statistics update: the mean's plain, the variance's unbiased (the
+    batch variance times n / (n - 1)), each blended by momentum 0.1, as torch's BatchNorm."""
+    module = parse_module(BN.format(x=x, t="f32"))  # (step.py's running params are f32)
+    f = module.body.block.ops.first
+    assert isinstance(f, func.FuncOp)
+    shapes = step._training_batch_norm(f)
+    ret = f.body.block.last_op
+    assert isinstance(ret, func.ReturnOp)
+    updates = step._running_updates(f, Builder.before(ret), shapes, 0.1)
+    f.body.block.erase_op(ret)
+    f.body.block.add_op(func.ReturnOp(updates["m"], updates["v"]))
+    f.function_type = func.FunctionType.from_lists(
+        [a.type for a in f.body.block.args], [updates["m"].type, updates["v"].type]
+    )
+    module.verify()
+    rng = np.random.default_rng(5)
+    shape = tuple(int(d) for d in x.split("x"))
+    arrays = [rng.standard_normal(shape), rng.uniform(0.5, 2.0, 3), rng.standard_normal(3)]
+    arrays = [a.astype(np.float32) for a in arrays]
+    m, v = rng.standard_normal(3).astype(np.float32), rng.uniform(0.5, 2.0, 3).astype(np.float32)
+    new_m, new_v = run_reference(module, arrays, {"m": m, "v": v})
+    bn = (
+        torch.nn.BatchNorm1d(3, momentum=0.1, dtype=torch.float32)
+        if len(shape) == 2
+        else (torch.nn.BatchNorm2d(3, momentum=0.1, dtype=torch.float32))
+    )
+    bn.running_mean.copy_(torch.tensor(m))  # type: ignore[union-attr]
+    bn.running_var.copy_(torch.tensor(v))  # type: ignore[union-attr]
+    bn.train()(torch.tensor(arrays[0]))
+    np.testing.assert_allclose(new_m, bn.running_mean.numpy(), rtol=1e-5, atol=1e-6)  # type: ignore[union-attr]
+    np.testing.assert_allclose(new_v, bn.running_var.numpy(), rtol=1e-5, atol=1e-6)  # type: ignore[union-attr]
+
+
+def _marked_bn(x="4x3"):
+    module = parse_module(BN.format(x=x, t="f64"))
+    f = module.body.block.ops.first
+    assert isinstance(f, func.FuncOp)
+    step._training_batch_norm(f)
+    (y,) = [o for o in f.walk() if _grad.BN_TRAIN in o.attributes]
+    return f, y
+
+
+def test_closed_form_pattern_is_taken_on_steps_form():
+    """batch_norm_train_vjp takes step.py's form: the adjoints of x, scale and bias."""
+    f, y = _marked_bn()
+    ret = f.body.block.last_op
+    assert ret is not None
+    pairs = _grad.batch_norm_train_vjp(Builder.before(ret), y, y.results[0])
+    assert pairs is not None
+    x, s, b = f.body.block.args
+    assert [p[0] for p in pairs] == [x, s, b]
+    assert [graph.shape_of(p[1]) for p in pairs] == [(4, 3), (3,), (3,)]
+
+
+@pytest.mark.parametrize("part", ["add", "scale", "norm", "centred", "rstd"])
+def test_closed_form_pattern_is_refused_on_other_forms(part):
+    """Each of the form's five checks refuses a graph whose op there is another one."""
+    f, y = _marked_bn()
+    mul, bias_r = (v.owner for v in y.operands)
+    xhat, scale_r = mul.operands  # type: ignore[union-attr]
+    norm = xhat.owner
+    centred, rstd = norm.operands  # type: ignore[union-attr]
+    x = f.body.block.args[0]
+    b = Builder.before(y)
+    t = y.results[0].type
+    other = b.add(x, x)
+    target = {
+        "add": (y, 0),
+        "scale": (mul, 1),
+        "norm": (mul, 0),
+        "centred": (norm, 0),
+        "rstd": (norm, 1),
+    }[part]
+    if part == "add":
+        other = b.add(b.mul(x, x), x)
+    target[0].operands[target[1]] = other  # type: ignore[index]
+    assert other.type == t
+    ret = f.body.block.last_op
+    assert ret is not None
+    assert _grad.batch_norm_train_vjp(Builder.before(ret), y, y.results[0]) is None
