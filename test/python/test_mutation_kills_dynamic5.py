@@ -1022,11 +1022,12 @@ def test_a_max_or_min_over_padding_is_biased_far_beyond_any_value():
 # ------------------------------------------------- seed 51's survivors (written after it)
 
 
-def test_mask_padding_masks_main_when_another_function_comes_first():
+@pytest.mark.parametrize("other", ["helper", "tail"])  # (tail: seed 53's, after main)
+def test_mask_padding_masks_main_when_another_function_comes_first(other):
     from dlpc.passes.graph.mask_padding import mask_padding
 
     helper = (
-        "func.func @helper(%a: tensor<4xf32>) -> tensor<4xf32> {\n"
+        f"func.func @{other}(%a: tensor<4xf32>) -> tensor<4xf32> {{\n"
         "  %r = graph.relu %a : (tensor<4xf32>) -> tensor<4xf32>\n"
         "  func.return %r : tensor<4xf32>\n}\n"
     )
@@ -1165,3 +1166,69 @@ def test_squeeze_of_shape_arithmetic_at_a_negative_and_a_last_axis():
     for axes in ([-1], [1]):
         (out,) = onnx_symbolic.fold("Squeeze", {}, [col, np.array(axes)])
         assert out.tolist() == [s, 3]
+
+
+# ------------------------------------------------- seed 53's survivors (written after it)
+
+
+def test_floor_division_by_a_negative_int_and_by_zero():
+    s = symdims.sym("s")
+    assert (2 * s) // -2 == -s and (4 * s + 2) // -2 == -2 * s - 1
+    with pytest.raises(ZeroDivisionError, match="^symbolic dim divided by 0$"):
+        s // 0
+
+
+def test_a_slice_end_of_int64_max_is_the_size():
+    """ONNX's "to the end" is INT64_MAX (2^63 - 1): at or past 2^62 an end is the size."""
+    s = symdims.sym("s")
+    assert symdims.slice_indices(0, 2**63 - 1, 1, s) == (0, s, 1)
+    assert symdims.slice_indices(0, 2**63 - 1, 1, 7) == (0, 7, 1)
+
+
+def test_a_tile_of_one_runs_one_row_at_a_time():
+    def on_reference(static):
+        return lambda *xs: ref.run_reference(static.module, list(xs), static.weights)
+
+    b4 = 'tensor<?x4xf32, ["b"]>'
+    model = Model(
+        parse_module(
+            f"func.func @main(%x: {b4}) -> {b4} {{\n  %y = graph.tanh %x : ({b4}) -> {b4}\n"
+            f"  func.return %y : {b4}\n}}"
+        )
+    )
+    fn = DynamicFunction(model, on_reference, tiles={"b": 1}, symbolic=False)
+    x = _x(3, 4)
+    np.testing.assert_allclose(fn(x)[0], np.tanh(x), rtol=1e-6)
+    assert list(fn.cache) == [(("b", 1),)]
+
+
+def test_a_rank_4_matmul_contracting_a_padded_dim_through_transpose_a_is_masked():
+    """x^T x over seq for x of (b, 2, seq, 3): seq is axis 2 (rank - 2), the padding's
+    rows multiplied by 0; the bucketed call equals the unpadded one."""
+
+    def on_reference(static):
+        return lambda *xs: ref.run_reference(static.module, list(xs), static.weights)
+
+    t = 'tensor<?x2x?x3xf32, ["b", "seq"]>'
+    o = 'tensor<?x2x3x3xf32, ["b"]>'
+    text = (
+        f"func.func @main(%x: {t}) -> {o} {{\n  %e = graph.exp %x : ({t}) -> {t}\n"
+        f"  %m = graph.matmul %e, %e {{transpose_a = true}} : ({t}, {t}) -> {o}\n"
+        f"  func.return %m : {o}\n}}"
+    )
+    exact = DynamicFunction(Model(parse_module(text)), on_reference, symbolic=False)
+    padded = DynamicFunction(
+        Model(parse_module(text)), on_reference, buckets={"seq": [8]}, symbolic=False
+    )
+    assert padded.mask_inputs == ["seq"]
+    x = _x(2, 2, 3, 3)
+    np.testing.assert_allclose(padded(x)[0], exact(x)[0], rtol=1e-5)
+
+
+def test_unsqueeze_of_shape_arithmetic_at_a_negative_axis():
+    """One axis added to a 1-D buffer: rank 2, so axis -1 is axis 1."""
+    s = symdims.sym("s")
+    (out,) = onnx_symbolic.fold("Unsqueeze", {}, [np.array([s, 3], dtype=object), np.array([-1])])
+    assert out.shape == (2, 1) and out[:, 0].tolist() == [s, 3]
+    (out,) = onnx_symbolic.fold("Unsqueeze", {}, [np.array([[s, 3]], dtype=object), np.array([-1])])
+    assert out.shape == (1, 2, 1)
