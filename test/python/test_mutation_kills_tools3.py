@@ -1574,3 +1574,14 @@ def test_digits_are_scaled_to_the_unit_interval():
     first = order[n_test + n_val]
     np.testing.assert_array_equal(x[0], (images[first] / 16.0).astype(np.float32))
     assert x.dtype == np.float32 and x.max() == 1.0 and 0.0 < x[x > 0].min() < 1.0
+
+
+def test_kib_fields_takes_only_kb_lines():
+    """common.py:187 (`parts[1] == "kB"` -> `is not`: a line in another unit was taken)."""
+    import tempfile
+
+    from dlpc.tools.common import _kib_fields
+
+    with tempfile.NamedTemporaryFile("w", suffix=".status", delete=False) as f:
+        f.write("VmSize: 8 kB\nThreads: 4 MB\nOther: 2 pages\n")
+    assert _kib_fields(f.name) == {"VmSize": 8192}
