@@ -14,12 +14,22 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp, i64
 from xdsl.ir import Block, Region
 
+from dlpc.diagnostics import DlpcError
 from dlpc.dialects import graph
 from dlpc.passes.pipeline import parse_module
 from dlpc.passes.train import _grad, step
 from dlpc.passes.train._build import Builder
 from dlpc.passes.train.autodiff import differentiate
-from dlpc.passes.train.losses import Loss, build_loss, numpy_loss, numpy_metric
+from dlpc.passes.train.losses import (
+    GraphLoss,
+    Loss,
+    as_loss,
+    build_correct,
+    build_loss,
+    numpy_loss,
+    numpy_metric,
+    target_type,
+)
 from dlpc.reference.graph import run_reference
 
 F = torch.nn.functional
@@ -251,3 +261,224 @@ def test_closed_form_pattern_is_refused_on_other_forms(part):
     ret = f.body.block.last_op
     assert ret is not None
     assert _grad.batch_norm_train_vjp(Builder.before(ret), y, y.results[0]) is None
+
+
+# ---- the graph losses of the pointwise kinds, the counts, the option and shape checks ----
+
+
+def _float_module(loss: Loss, shape, correct: bool = False) -> ModuleOp:
+    block = Block(arg_types=[graph.tensor_type(shape, graph.f64)] * 2)
+    b = Builder.at_end(block)
+    make = build_correct if correct else build_loss
+    value = make(b, loss, block.args[0], block.args[1])
+    block.add_op(func.ReturnOp(value))
+    types = ([a.type for a in block.args], [value.type])
+    return ModuleOp([func.FuncOp("main", types, Region(block))])
+
+
+@pytest.mark.parametrize("name, loss, fn, kw", POINTWISE, ids=[p[0] for p in POINTWISE])
+def test_graph_pointwise_loss_and_gradient_match_torch(name, loss, fn, kw):
+    """build_loss of each pointwise kind: its value and its gradients in the prediction and
+    the target (graph-autodiff) against PyTorch on the numpy reference, rank 3."""
+    rng = np.random.default_rng(6)
+    shape = (2, 3, 2)
+    x, y = rng.standard_normal(shape) * 1.5, rng.standard_normal(shape)
+    if loss.kind in ("bce_with_logits", "bce"):
+        y = rng.random(shape)
+    if loss.kind == "bce":
+        x = rng.uniform(0.05, 0.95, shape)
+    if loss.kind == "kl_div":
+        x, y = np.log(rng.dirichlet(np.ones(2), (2, 3))), rng.dirichlet(np.ones(2), (2, 3))
+        y = np.log(y) if loss.log_target else y
+    tx, ty = torch.tensor(x, requires_grad=True), torch.tensor(y, requires_grad=True)
+    want = fn(tx, ty, reduction=loss.reduction, **kw)
+    want.backward()
+    module = _float_module(loss, shape)
+    differentiate(module, wrt_inputs=True)
+    module.verify()
+    value, gx, gy = run_reference(module, [x, y], {})
+    assert float(value) == pytest.approx(want.item(), rel=1e-10)
+    np.testing.assert_allclose(gx, tx.grad.numpy(), rtol=1e-9, atol=1e-12)  # type: ignore[union-attr]
+    if loss.kind != "bce":  # (torch has no gradient of bce in the target)
+        np.testing.assert_allclose(gy, ty.grad.numpy(), rtol=1e-9, atol=1e-12)  # type: ignore[union-attr]
+
+
+def test_graph_pointwise_none_and_mean_reductions():
+    x = np.array([[1.0, -2.0], [0.5, 3.0]])
+    y = np.array([[0.0, 1.0], [0.5, 1.0]])
+    each = run_reference(_float_module(Loss("l1", reduction="none"), (2, 2)), [x, y], {})[0]
+    np.testing.assert_array_equal(each, [[1.0, 3.0], [0.0, 2.0]])
+    mean = run_reference(_float_module(Loss("l1"), (2, 2)), [x, y], {})[0]
+    assert float(mean) == 1.5
+
+
+@pytest.mark.parametrize(
+    "kind, want", [("bce_with_logits", 1.0), ("bce", 0.5)], ids=["logits", "probabilities"]
+)
+def test_build_correct_of_binary_losses(kind, want):
+    """The thresholded outputs (logit 0, probability 0.5) that agree with the 0/1 targets,
+    each of a sample's 2 elements counting 1/2."""
+    x = np.array([[0.3, -0.2], [0.6, 0.0]])
+    t = np.array([[1.0, 0.0], [0.0, 1.0]])
+    got = run_reference(_float_module(Loss(kind), (2, 2), correct=True), [x, t], {})[0]
+    assert float(got) == want
+
+
+def test_build_correct_with_ignored_labels():
+    x = np.array([[0.2, 0.9, -1.0], [1.0, 0.0, 0.5], [0.0, 0.1, 0.3], [2.0, 1.0, 0.0]])
+    y = np.array([1, 2, 2, 0])
+    block = Block(arg_types=[graph.tensor_type((4, 3), graph.f64), graph.tensor_type((4,), i64)])
+    b = Builder.at_end(block)
+    value = build_correct(b, Loss(ignore_index=0), block.args[0], block.args[1])
+    block.add_op(func.ReturnOp(value))
+    f = func.FuncOp("main", ([a.type for a in block.args], [value.type]), Region(block))
+    assert float(run_reference(ModuleOp([f]), [x, y], {})[0]) == 2.0  # (row 3 ignored)
+
+
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        (
+            {"kind": "mse", "weight": (1.0,)},
+            "error: class weights apply to class-id losses, not mse",
+        ),
+        (
+            {"weight": (1.0,), "label_smoothing": 0.1},
+            "error: class weights with label smoothing are not supported",
+        ),
+        (
+            {"reduction": "batchmean"},
+            "error: reduction 'batchmean' applies to kl_div, not cross_entropy",
+        ),
+        ({"kind": "smooth_l1", "beta": 0.0}, "error: smooth_l1 beta and huber delta must be > 0"),
+        ({"kind": "huber", "delta": -1.0}, "error: smooth_l1 beta and huber delta must be > 0"),
+        ({"label_smoothing": 1.5}, "error: label smoothing 1.5 is not in [0, 1]"),
+        (
+            {"kind": "nll", "label_smoothing": 0.1},
+            "error: label smoothing applies to cross_entropy, not nll",
+        ),
+        (
+            {"kind": "l1", "ignore_index": 0},
+            "error: ignore_index applies to class-id losses, not l1",
+        ),
+    ],
+)
+def test_loss_option_diagnostics(kw, message):
+    with pytest.raises(DlpcError) as e:
+        Loss(**kw)
+    assert str(e.value) == message
+
+
+def test_loss_properties():
+    assert Loss(weight=[1, 2]).weight == (1.0, 2.0)
+    assert [Loss(k).metric for k in ("nll", "bce", "l1")] == ["accuracy", "accuracy", "mse"]
+    assert Loss("bce").classifies is False and Loss("nll").classifies is True
+    assert as_loss("huber") == Loss("huber")
+    ce = Loss()
+    assert as_loss(ce) is ce
+
+
+def test_shape_and_dtype_diagnostics():
+    block = Block(
+        arg_types=[
+            graph.tensor_type((4,), graph.f64),
+            graph.tensor_type((4, 3), graph.f64),
+            graph.tensor_type((4,), i64),
+            graph.tensor_type((4, 3), i64),
+        ]
+    )
+    v, p, t, ip = block.args
+    b = Builder.at_end(block)
+    with pytest.raises(DlpcError) as e:
+        target_type(Loss(), v.type)  # type: ignore[arg-type]
+    assert str(e.value) == "error: cross_entropy needs a prediction [N, C, ...], got 4"
+    assert target_type(Loss("mse"), p.type) == p.type  # type: ignore[arg-type]
+    with pytest.raises(DlpcError) as e:
+        build_loss(b, Loss("nll"), p, p)
+    assert str(e.value) == (
+        "error: nll targets have shape 4x3, expected 4 for predictions of shape 4x3"
+    )
+    with pytest.raises(DlpcError) as e:
+        build_loss(b, Loss("mse"), ip, ip)
+    assert str(e.value) == "error: mse needs float predictions"
+    with pytest.raises(DlpcError) as e:
+        build_loss(b, Loss(weight=(1.0, 2.0)), p, t)
+    assert str(e.value) == "error: 2 class weights for 3 classes"
+
+
+# ---- a user's graph loss: a builder callable or a module's @main, and its checks -------------
+
+L1_TEXT = """func.func @main(%p: tensor<2x2xf64>, %t: tensor<2x2xf64>) -> tensor<f64> {
+  %d = graph.sub %p, %t : (tensor<2x2xf64>, tensor<2x2xf64>) -> tensor<2x2xf64>
+  %a = graph.abs %d : (tensor<2x2xf64>) -> tensor<2x2xf64>
+  %s = graph.reduce_sum %a : (tensor<2x2xf64>) -> tensor<f64>
+  func.return %s : tensor<f64>
+}"""
+
+
+def _apply(loss: GraphLoss, n_targets: int = 1):
+    t = graph.tensor_type((2, 2), graph.f64)
+    types = [t, *loss.target_types(1)][: 1 + n_targets]
+    block = Block(arg_types=types)
+    b = Builder.at_end(block)
+    value = loss.apply(b, [block.args[0]], list(block.args[1:]))
+    block.add_op(func.ReturnOp(value))
+    f = func.FuncOp("main", (types, [value.type]), Region(block))
+    return ModuleOp([f])
+
+
+def test_graph_loss_from_a_module_and_a_builder():
+    x, y = np.array([[1.0, -2.0], [0.5, 3.0]]), np.array([[0.0, 1.0], [0.5, 1.0]])
+    from_module = GraphLoss(module=parse_module(L1_TEXT), name="l1")
+    assert from_module.target_types(1) == [graph.tensor_type((2, 2), graph.f64)]
+    assert float(run_reference(_apply(from_module), [x, y], {})[0]) == 6.0
+    built = GraphLoss(
+        lambda b, p, t: b.sum(b.abs(b.sub(p[0], t[0]))), targets=[((2, 2), "float64")]
+    )
+    assert float(run_reference(_apply(built), [x, y], {})[0]) == 6.0
+
+
+def _text_error(text: str, name="mine", n_targets=1) -> str:
+    with pytest.raises(DlpcError) as e:
+        _apply(GraphLoss(module=parse_module(text), name=name), n_targets)
+    return str(e.value)
+
+
+def test_graph_loss_diagnostics():
+    with pytest.raises(DlpcError) as e:
+        GraphLoss()
+    assert str(e.value) == "error: a graph loss needs a builder callable or a module, one"
+    one_arg = L1_TEXT.replace(", %t: tensor<2x2xf64>", "").replace("%p, %t", "%p, %p")
+    with pytest.raises(DlpcError) as e:
+        GraphLoss(module=parse_module(one_arg), name="mine").target_types(1)
+    assert str(e.value) == (
+        "error: loss 'mine' takes 1 arguments; the model gives 1 predictions and it needs "
+        "at least one target"
+    )
+    assert _text_error(L1_TEXT.replace("@main", "@other")) == (
+        "error: the loss module has no func.func @main"
+    )
+    three = L1_TEXT.replace("%t: tensor<2x2xf64>)", "%t: tensor<2x2xf64>, %u: tensor<2x2xf64>)")
+    assert _text_error(three, n_targets=1) == "error: loss 'mine' takes 3 arguments, given 2"
+    two = L1_TEXT.replace(
+        "func.return %s : tensor<f64>", "func.return %s, %s : tensor<f64>, tensor<f64>"
+    )
+    two = two.replace("-> tensor<f64> {", "-> (tensor<f64>, tensor<f64>) {")
+    assert _text_error(two) == "error: loss 'mine' must return one value"
+    with_param = L1_TEXT.replace("  %d", '  %w = graph.param "w" : tensor<2x2xf64>\n  %d')
+    assert _text_error(with_param) == "error: loss 'mine' has a graph.param ('w'); losses have none"
+    not_scalar = L1_TEXT.replace(
+        "func.return %s : tensor<f64>", "func.return %a : tensor<2x2xf64>"
+    ).replace("-> tensor<f64> {", "-> tensor<2x2xf64> {")
+    assert _text_error(not_scalar) == "error: loss 'mine' must return a rank-0 value"
+
+
+def test_graph_loss_argument_type_is_checked():
+    loss = GraphLoss(module=parse_module(L1_TEXT), name="mine")
+    t = graph.tensor_type((2, 2), graph.f64)
+    block = Block(arg_types=[t, graph.tensor_type((2, 2), graph.f32)])
+    with pytest.raises(DlpcError) as e:
+        loss.apply(Builder.at_end(block), [block.args[0]], [block.args[1]])
+    assert str(e.value) == (
+        "error: loss 'mine' argument 1 has type tensor<2x2xf64>, given tensor<2x2xf32>"
+    )
