@@ -251,7 +251,7 @@ def run(argv: list[str] | None) -> int:
     if args.check_each_pass:  # the model's weights when known, else random ones
         from dlpc.backends.runtime.evaluate import make_checker
 
-        known = weights if weights is not None else None
+        known = weights  # (when given, Checker.start takes the pipeline's own dict anyway)
         if known is None and weights_known(model):
             known = api.check_weights(model)
         options = dataclasses.replace(options, checker=make_checker(known, functions="main"))
