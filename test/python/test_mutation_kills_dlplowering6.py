@@ -1572,3 +1572,58 @@ def test_chain_cycles_with_three_tile_loads_on_a_queue_of_three():
         cycles = _dlp_fuse._cycles(members, flops, _dlp_fuse._stored(run, members), True)
     assert staged == ["b"]
     assert cycles == 862.5390625
+
+
+# ---- dlp-lowering seed 53's killable survivors (drawn on 0e1daa9)
+
+POOL = """builtin.module {
+  func.func @main(%x: memref<1x4x4x8xf32> {dlpc.name = "x"}, %out0: memref<1x4x2x4xf32>) attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+    loop.kernel "pool" attributes {origin = "graph.max_pool2d"} {
+      loop.for %n = 0 to 1 step 1 {name = "n"} {
+        loop.for %c = 0 to 4 step 1 {name = "c", parallel} {
+          loop.for %oh = 0 to 2 step 1 {name = "oh"} {
+            loop.for %ow = 0 to 4 step 1 {name = "ow"} {
+              %acc = memref.alloca() : memref<f32>
+              %ninf = arith.constant 0xFF800000 : f32
+              memref.store %ninf, %acc[] : memref<f32>
+              loop.for %kh = 0 to 2 step 1 {name = "kh", reduction} {
+                loop.for %kw = 0 to 2 step 1 {name = "kw", reduction} {
+                  %c2 = arith.constant 2 : index
+                  %oh2 = arith.muli %oh, %c2 : index
+                  %row = arith.addi %oh2, %kh : index
+                  %ow2 = arith.muli %ow, %c2 : index
+                  %col = arith.addi %ow2, %kw : index
+                  %c0 = arith.constant 0 : index
+                  CHANNEL
+                  %xv = memref.load %x[%n, %ch, %row, %col] : memref<1x4x4x8xf32>
+                  %part = memref.load %acc[] : memref<f32>
+                  %next = arith.maximumf %part, %xv : f32
+                  memref.store %next, %acc[] : memref<f32>
+                }
+              }
+              %total = memref.load %acc[] : memref<f32>
+              memref.store %total, %out0[%n, %c, %oh, %ow] : memref<1x4x2x4xf32>
+            }
+          }
+        }
+      }
+    }
+    func.return
+  }
+}
+"""
+
+
+@pytest.mark.parametrize(
+    "channel",
+    [
+        "%ch = arith.addi %c, %c0 : index",
+        "%ch = arith.subi %c, %c0 : index",
+        "%ch = arith.addi %c0, %c : index",
+    ],
+)
+def test_pool_channel_written_with_a_zero(channel):
+    """A 2 x 2 max pool whose channel index is c + 0 or c - 0 takes dlp.pool (seed 53:
+    window.py:309, the form {c: 1, 1: 0} mutated to a key 0, refused it)."""
+    out = lower_to_dlp(pipeline.parse_module(POOL.replace("CHANNEL", channel)))
+    assert Counter(op.name for op in out.walk())["dlp.pool"] == 1
