@@ -745,7 +745,8 @@ def bench_int8(
     if not names or not have("onnxruntime"):
         return []
     import onnxruntime as ort
-    from int8_models import int8_model
+
+    int8_model = bench_module("int8_models").int8_model
 
     rows = []
     for name in names:
@@ -945,16 +946,23 @@ def worker(argv: list[str]) -> int:
 
 
 @functools.cache
-def peak_module():
-    """bench/peak.py (the FMA peak, a graph's FLOPs), loaded by path: this file also runs
-    as a module of another name (the tests load it by path)."""
+def bench_module(name: str):
+    """bench/<name>.py loaded by path: this file also runs as a module of another name
+    (the tests load it by path), where bench/ need not be on sys.path."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("bench_peak", Path(__file__).with_name("peak.py"))
+    spec = importlib.util.spec_from_file_location(
+        f"bench_{name}", Path(__file__).with_name(f"{name}.py")
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def peak_module():
+    """bench/peak.py: the FMA peak, a graph's FLOPs."""
+    return bench_module("peak")
 
 
 def peak_worker(argv: list[str]) -> int:
