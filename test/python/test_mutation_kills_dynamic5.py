@@ -1232,3 +1232,35 @@ def test_unsqueeze_of_shape_arithmetic_at_a_negative_axis():
     assert out.shape == (2, 1) and out[:, 0].tolist() == [s, 3]
     (out,) = onnx_symbolic.fold("Unsqueeze", {}, [np.array([[s, 3]], dtype=object), np.array([-1])])
     assert out.shape == (1, 2, 1)
+
+
+# ------------------------------------------------- seed 54's survivors (written after it)
+
+
+def test_an_extent_with_a_negative_coefficient_keeps_its_sign():
+    out = extents(
+        fn(
+            '  loop.kernel "k_0" {\n'
+            '    loop.for %i = 0 to 16 step 1 {name = "i", dlpc.extent = "2*seq + -1*b"} {\n'
+            "      %v = memref.load %x[%i, %i] : memref<16x16xf32>\n"
+            "      memref.store %v, %out0[%i, %i] : memref<16x16xf32>\n    }\n  }"
+        )
+    )
+    assert "%6 = arith.constant -1 : index\n  %7 = arith.muli %5, %6 : index\n" in out
+    assert "%8 = arith.addi %3, %7 : index\n" in out
+
+
+def test_a_tiled_call_passes_a_scalar_input_whole():
+    def on_reference(static):
+        return lambda *xs: ref.run_reference(static.module, list(xs), static.weights)
+
+    b4 = 'tensor<?x4xf32, ["b"]>'
+    model = Model(
+        parse_module(
+            f"func.func @main(%x: {b4}, %c: tensor<f32>) -> {b4} {{\n"
+            f"  %y = graph.mul %x, %c : ({b4}, tensor<f32>) -> {b4}\n  func.return %y : {b4}\n}}"
+        )
+    )
+    fn_ = DynamicFunction(model, on_reference, tiles={"b": 2}, symbolic=False)
+    x, c = _x(5, 4), np.array(3.0, np.float32)
+    np.testing.assert_allclose(fn_(x, c)[0], x * 3.0, rtol=1e-6)
