@@ -514,3 +514,54 @@ def test_reduce_on_plateau_threshold_against_torch(mode, threshold_mode):
         assert groups.param_groups[0]["lr"] == pytest.approx(topt.param_groups[0]["lr"])
         lrs.append(groups.param_groups[0]["lr"])
     assert lrs[-1] < 1.0  # (the small gains did not count)
+
+
+def test_dilate_by_one_adds_no_op():
+    """_grad.dilate with step 1 is the value itself (no reshape / pad ops for a stride-1
+    conv's gradient); step 2 puts a zero after each element."""
+    block = Block(arg_types=[graph.tensor_type((2, 3), graph.f64)])
+    b = Builder.at_end(block)
+    v = block.args[0]
+    assert _grad.dilate(b, v, 1, 1) is v
+    assert not list(block.ops)
+    wide = _grad.dilate(b, v, 1, 2)
+    block.add_op(func.ReturnOp(wide))
+    f = func.FuncOp("main", ([v.type], [wide.type]), Region(block))
+    x = np.arange(6.0).reshape(2, 3)
+    got = run_reference(ModuleOp([f]), [x], {})[0]
+    np.testing.assert_array_equal(got, [[0, 0, 1, 0, 2, 0], [3, 0, 4, 0, 5, 0]])
+
+
+def test_load_arrays_of_npz_npy_and_compressed_files(tmp_path):
+    """data.load_arrays: np.savez's members (a local header with a zip64 extra field, read
+    as a memmap at the right offset), a compressed member, a .npy, an empty array; and the
+    one-line errors."""
+    from dlpc.passes.train.data import columns, load_arrays
+
+    a, c = np.arange(12, dtype=np.float32).reshape(3, 4), np.array([[1, 2], [3, 4]], order="F")
+    np.savez(tmp_path / "d.npz", a=a, long_member_name=c, e=np.zeros((0, 3)))
+    out = load_arrays(tmp_path / "d.npz")
+    assert sorted(out) == ["a", "e", "long_member_name"]
+    np.testing.assert_array_equal(out["a"], a)
+    np.testing.assert_array_equal(out["long_member_name"], c)
+    assert out["e"].shape == (0, 3)
+    assert isinstance(out["a"], np.memmap)
+    np.savez_compressed(tmp_path / "z.npz", a=a)
+    np.testing.assert_array_equal(load_arrays(tmp_path / "z.npz")["a"], a)
+    np.save(tmp_path / "x.npy", c)
+    np.testing.assert_array_equal(load_arrays(tmp_path / "x.npy")["x"], c)
+    assert [x.shape for x in columns(out, ["e", "a"], "d.npz")] == [(0, 3), (3, 4)]
+    with pytest.raises(DlpcError) as e:
+        columns(out, ["a", "y"], "d.npz")
+    assert str(e.value) == "error: data d.npz has no 'y' array (it has a, long_member_name, e)"
+    with pytest.raises(DlpcError) as e:
+        load_arrays(tmp_path / "none.npz")
+    assert str(e.value) == f"error: no such data file: {tmp_path / 'none.npz'}"
+    (tmp_path / "t.txt").write_text("1 2")
+    with pytest.raises(DlpcError) as e:
+        load_arrays(tmp_path / "t.txt")
+    assert str(e.value) == f"error: data file {tmp_path / 't.txt'} must be .npy or .npz"
+    np.savez(tmp_path / "o.npz", o=np.array([{}, 1], dtype=object))
+    with pytest.raises(DlpcError) as e:
+        load_arrays(tmp_path / "o.npz")
+    assert str(e.value) == f"error: data {tmp_path / 'o.npz'}: member o.npy holds Python objects"
