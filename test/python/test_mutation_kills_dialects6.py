@@ -158,3 +158,99 @@ CONV = (
 )
 def test_dlp_conv2d_weight_holds_every_tap(w, expected):
     assert verdict(CONV.format(w=w)) == expected
+
+
+# ---- seed 50's killable survivors (tests written after the sample was scored)
+
+
+def test_ceil_mode_pool_with_pads_drops_a_window_starting_in_the_right_pad():
+    # 5x5 padded by 1 on each side, kernel 2, stride 2: ceil(5 / 2) + 1 = 4 windows, but the
+    # fourth would start at 6 = in the right pad: 3
+    assert g.window_out(5, 2, 2, 2, ceil_mode=True) == 3
+    text = one_op(
+        "graph.max_pool2d",
+        ["tensor<1x1x5x5xf32>"],
+        "tensor<1x1x3x3xf32>",
+        " {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>,"
+        " ceil_mode = true}",
+    )
+    assert verdict(text) == "OK"
+
+
+@pytest.mark.parametrize(
+    ("source", "target", "result", "expected"),
+    [
+        ("2x3", "-1", "6xf32", "OK"),
+        ("2x3", "1, -1", "1x6xf32", "OK"),
+        # 0 copies the input's dim: with an empty input the other dims leave -1 unknowable
+        ("0x3", "0, -1", "0x1xf32", "graph.reshape cannot reshape 0x3 into [0, -1]"),
+    ],
+)
+def test_reshape_with_minus_one(source, target, result, expected):
+    text = one_op(
+        "graph.reshape",
+        [f"tensor<{source}xf32>"],
+        f"tensor<{result}>",
+        f" {{shape = array<i64: {target}>}}",
+    )
+    assert verdict(text) == expected
+
+
+def test_linear_refuses_a_weight_of_rank_3():
+    text = one_op("graph.linear", ["tensor<1x3xf32>", "tensor<4x3x2xf32>"], "tensor<1x4xf32>")
+    assert verdict(text) == (
+        "graph.linear expects weight [out, in] and input [..., in], got 4x3x2 and 1x3"
+    )
+
+
+def test_kernel_loop_by_name_is_the_loop_of_that_name():
+    module = parse_module(
+        'loop.kernel "k" {\n'
+        '  loop.for %j = 0 to 4 step 1 {name = "j"} {\n  }\n'
+        '  loop.for %i = 0 to 8 step 1 {name = "i"} {\n  }\n'
+        "}"
+    )
+    kernel = next(o for o in module.walk() if o.name == "loop.kernel")
+    assert kernel.loop("i").loop_name == "i"
+    assert kernel.loop("j").loop_name == "j"
+    with pytest.raises(KeyError, match="kernel 'k' has no loop named 'h'"):
+        kernel.loop("h")
+
+
+@pytest.mark.parametrize(
+    ("s", "expected"),
+    [
+        (128, "OK"),  # 2 channels x 8 x 8
+        (127, "dlp.conv2d operand 'src' holds 127 elements, needs 128"),
+        (20, "dlp.conv2d operand 'src' holds 20 elements, needs 128"),
+    ],
+)
+def test_dlp_conv2d_src_holds_every_channel(s, expected):
+    text = CONV.format(w=18).replace("memref<128xf32", f"memref<{s}xf32")
+    assert verdict(text) == expected
+
+
+POOL = (
+    "func.func @f() {{\n"
+    "  %c0 = arith.constant 0 : index\n"
+    "  %c2 = arith.constant 2 : index\n"
+    "  %s = memref.alloc() : memref<32xf32, #dlp.space<nram>>\n"
+    "  %d = memref.alloc() : memref<{d}xf32, #dlp.space<nram>>\n"
+    '  dlp.pool "max" %d[%c0], %s[%c0], %c2 {{height = 4 : i64, width = 4 : i64, '
+    "kernel_h = 2 : i64, kernel_w = 2 : i64, stride_h = 2 : i64, stride_w = 2 : i64, "
+    "pad_top = 0 : i64, pad_left = 0 : i64, out_h = 2 : i64, out_w = 2 : i64}} : "
+    "memref<{d}xf32, #dlp.space<nram>>, memref<32xf32, #dlp.space<nram>>\n"
+    "  func.return\n}}"
+)
+
+
+@pytest.mark.parametrize(
+    ("d", "expected"),
+    [
+        (8, "OK"),  # 2 channels x 2 x 2
+        (7, "dlp.pool operand 'dst' holds 7 elements, needs 8"),
+        (1, "dlp.pool operand 'dst' holds 1 elements, needs 8"),
+    ],
+)
+def test_dlp_pool_dst_holds_every_channel(d, expected):
+    assert verdict(POOL.format(d=d)) == expected
