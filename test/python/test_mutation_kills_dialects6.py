@@ -292,3 +292,30 @@ def test_kernel_prints_and_parses_back():
     text = str(module)
     assert 'loop.kernel "k" {' in text
     assert str(parse_module(text)) == text
+
+
+@pytest.mark.parametrize(
+    ("lb", "ub", "step", "trips"), [(0, 10, 3, 4), (0, 9, 3, 3), (2, 9, 1, 7), (4, 4, 1, 0)]
+)
+def test_loop_trip_count_rounds_up(lb, ub, step, trips):
+    _, kernel = _kernel(
+        f'loop.kernel "k" {{\n  loop.for %i = {lb} to {ub} step {step} {{name = "i"}} {{\n  }}\n}}'
+    )
+    loop = kernel.loop("i")
+    assert loop.trip_count == trips
+    assert loop.kernel() is kernel
+
+
+def test_loop_annotate_sets_and_clears_each_kind():
+    _, kernel = _kernel(NESTED)
+    loop = kernel.loop("t")
+    loop.annotate("parallel")
+    loop.annotate("unroll", 4)
+    loop.annotate("x.note", "tile")
+    assert loop.parallel is not None and loop.unroll_factor == 4
+    assert str(loop).startswith(
+        'loop.for %t = 0 to 2 step 1 {name = "t", parallel, unroll = 4, x.note = "tile"}'
+    )
+    loop.annotate("parallel", False)
+    loop.annotate("unroll", False)
+    assert loop.parallel is None and loop.unroll_factor == 1
