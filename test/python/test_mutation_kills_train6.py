@@ -7,6 +7,8 @@ taken and refused. Small float64 shapes."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -565,3 +567,50 @@ def test_load_arrays_of_npz_npy_and_compressed_files(tmp_path):
     with pytest.raises(DlpcError) as e:
         load_arrays(tmp_path / "o.npz")
     assert str(e.value) == f"error: data {tmp_path / 'o.npz'}: member o.npy holds Python objects"
+
+
+def test_datasets_gather_and_batches():
+    """data.py's data sets: an ArrayDataset's samples and batches, a user's data set
+    gathered sample by sample, which values count as data sets, and the one-line errors."""
+    from dlpc.passes.train.data import ArrayDataset, gather, is_dataset, iterate_batches
+
+    x, y = np.arange(8.0).reshape(4, 2), [0, 1, 1, 0]
+    ds = ArrayDataset(x, y)
+    assert len(ds) == 4 and ds[2][0].tolist() == [4.0, 5.0] and ds[2][1] == 1
+    xb, yb = gather(ds, np.array([3, 1]))
+    assert xb.tolist() == [[6.0, 7.0], [2.0, 3.0]] and yb.tolist() == [0, 1]
+
+    class Samples:
+        def __len__(self):
+            return 3
+
+        def __getitem__(self, i):
+            return (np.full(2, i), i * 10)
+
+    xb, yb = gather(Samples(), np.array([2, 0]))
+    assert xb.tolist() == [[2, 2], [0, 0]] and yb.tolist() == [20, 0]
+    assert is_dataset(Samples()) and is_dataset([(1, 2)]) and is_dataset(ds)
+    assert not any(is_dataset(v) for v in (x, "data.npz", b"x", Path("d.npz"), 3))
+    assert [[a.tolist() for a in b] for b in iterate_batches([(x[:1], [1]), [x[1:2], [0]]])] == [
+        [[[0.0, 1.0]], [1]],
+        [[[2.0, 3.0]], [0]],
+    ]
+    for call, message in [
+        (lambda: ArrayDataset(), "error: a data set needs at least one array"),
+        (lambda: ArrayDataset(x, [1, 2]), "error: the data's arrays have different lengths [2, 4]"),
+        (
+            lambda: gather([np.zeros(2)], np.array([0])),
+            "error: a data set's sample must be a tuple (inputs..., targets...), got ndarray",
+        ),
+        (
+            lambda: gather([(1, 2), (1,)], np.array([0, 1])),
+            "error: the data set's samples have different lengths",
+        ),
+        (
+            lambda: list(iterate_batches([(x, y), x])),
+            "error: batch 1 must be a tuple (inputs..., targets...), got ndarray",
+        ),
+    ]:
+        with pytest.raises(DlpcError) as e:
+            call()
+        assert str(e.value) == message
