@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import fnmatch
 import json
 import os
@@ -889,37 +890,54 @@ def summary(session: Path) -> dict:
     }
 
 
+def _mutants(base: Path, where: str) -> list[tuple[str, str, int, int]]:
+    """(module, operator, occurrence, row) of the mutants of the session under `base`
+    whose result matches `where` (SQL over work_results r)."""
+    db = sqlite3.connect(base / "session.sqlite")
+    rows = db.execute(
+        "select s.module_path, s.operator_name, s.occurrence, s.start_pos_row from work_results r "
+        f"join mutation_specs s on r.job_id = s.job_id where {where}"
+    ).fetchall()
+    db.close()
+    return rows
+
+
+@contextlib.contextmanager
+def _applied(base: Path, module: str, operator: str, occurrence: int):
+    """The mutant applied (`cosmic-ray apply`) to the copy under `base`; its module is put
+    back on leaving, also when stopped with SIGTERM (made an exit by the callers)."""
+    path = base / module
+    saved = path.read_text()
+    try:
+        subprocess.run(
+            ["cosmic-ray", "apply", module, operator, str(occurrence)],
+            cwd=base,
+            check=True,
+            capture_output=True,
+        )
+        yield
+    finally:
+        path.write_text(saved)
+
+
 def recheck(area: str, workdir: Path, command: str) -> None:
     """Each survivor of the area's last run applied again (`cosmic-ray apply`) to its copy
     and `command` run there: which survivors other tests (outside the area's subset) kill."""
     base = workdir / area
     copy = base / "dlpc"
-    db = sqlite3.connect(base / "session.sqlite")
-    rows = db.execute(
-        "select s.module_path, s.operator_name, s.occurrence, s.start_pos_row from work_results r "
-        "join mutation_specs s on r.job_id = s.job_id where lower(r.test_outcome) = 'survived' "
-        "and lower(r.worker_outcome) != 'timeout'"
-    ).fetchall()
-    db.close()
+    rows = _mutants(
+        base, "lower(r.test_outcome) = 'survived' and lower(r.worker_outcome) != 'timeout'"
+    )
     env = f"PYTHONHASHSEED=0 PYTHONPATH={base} DLPC_CACHE_DIR={workdir / 'cache'}"
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(f"{area}: stopped"))
     for module, operator, occurrence, row in rows:
-        path = base / module
-        saved = path.read_text()
-        try:
-            subprocess.run(
-                ["cosmic-ray", "apply", module, operator, str(occurrence)],
-                cwd=base,
-                check=True,
-                capture_output=True,
-            )
+        with _applied(base, module, operator, occurrence):
             # exported: CMD may be several commands (`cp .. && pytest ..`), each needs them
             done = subprocess.run(
                 f"cd {copy} && export {env} && {command}", shell=True, capture_output=True
             )
             verdict = "killed" if done.returncode else "survived"
             print(f"{verdict:8} {module}:{row} ({operator})", flush=True)
-        finally:
-            path.write_text(saved)
 
 
 def retime(area: str, workdir: Path, seconds: float) -> None:
@@ -927,25 +945,10 @@ def retime(area: str, workdir: Path, seconds: float) -> None:
     applied again and the area's own tests run with `seconds` to finish: a mutant they then
     pass on survived, one they fail on is killed, one still running is a hang (killed)."""
     base = workdir / area
-    db = sqlite3.connect(base / "session.sqlite")
-    rows = db.execute(
-        "select s.module_path, s.operator_name, s.occurrence, s.start_pos_row from work_results r "
-        "join mutation_specs s on r.job_id = s.job_id "
-        "where lower(trim(coalesce(r.output, ''))) = 'timeout'"
-    ).fetchall()
-    db.close()
-    # stopped with SIGTERM, the copy still gets its module back (the finally below)
+    rows = _mutants(base, "lower(trim(coalesce(r.output, ''))) = 'timeout'")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(f"{area}: stopped"))
     for module, operator, occurrence, row in rows:
-        path = base / module
-        saved = path.read_text()
-        try:
-            subprocess.run(
-                ["cosmic-ray", "apply", module, operator, str(occurrence)],
-                cwd=base,
-                check=True,
-                capture_output=True,
-            )
+        with _applied(base, module, operator, occurrence):
             start = time.perf_counter()
             proc = subprocess.Popen(
                 ["sh", str(base / "run-tests.sh")],
@@ -963,8 +966,6 @@ def retime(area: str, workdir: Path, seconds: float) -> None:
                     proc.wait()
             took = time.perf_counter() - start
             print(f"{verdict:8} {module}:{row} ({operator}) {took:.0f} s", flush=True)
-        finally:
-            path.write_text(saved)
 
 
 def report(workdir: Path, show_survivors: bool = True) -> None:
