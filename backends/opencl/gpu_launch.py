@@ -62,10 +62,11 @@ SPLIT_ITEMS = 64
 @dataclass(frozen=True)
 class GpuProfile:
     """The device facts a GPU plan is sized by: the largest work-group
-    (`max_work_group_size`) and the compute units to fill (`max_compute_units`)."""
+    (`max_work_group_size`) and the compute units to fill (`max_compute_units`); no
+    defaults: every plan is sized by a device's (or a test's) own figures."""
 
-    max_group: int = 1024
-    units: int = 1
+    max_group: int
+    units: int
 
 
 def _pow2_at_least(n: int) -> int:
