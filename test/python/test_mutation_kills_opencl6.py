@@ -1,0 +1,237 @@
+"""The OpenCL backend's programs pinned whole (issue 35, bench/mutation.py --area opencl,
+ninth round): a read of every line of backends/opencl/*.py under branch coverage found
+them 96-100 % covered but most plan decisions (lanes, vector widths, tiles, guards,
+work-group shapes, chains) compared by no test, only run. Each case here is a small
+model (or a hand-written loop nest of test/e2e) emitted under every launch plan: the CPU
+plans at the 8- and 16-lane widths, chained runs (one group, groups by images, a team),
+and the GPU plans sized for one compute unit, for 132, and for a device whose largest
+work-group is 32. The program text is compared exactly with the file under
+test/python/opencl6/ (each kernel's comment line names its NDRange and work-group), and
+each chain's members, parameters, groups and team. The numerics of these plans are
+checked against the numpy reference by test_opencl*.py and test_mutation_kills_opencl*.py.
+
+After an intended change to what the backend writes, regenerate the files with
+`python test/python/test_mutation_kills_opencl6.py` and review the diff.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+import dlpc
+from dlpc.passes import pipeline
+
+pytest.importorskip("pyopencl", reason="the opencl extra is not installed")
+
+from dlpc.backends.c import find_main  # noqa: E402
+from dlpc.backends.opencl import OpenCLEmitter  # noqa: E402
+from dlpc.backends.opencl.gpu_launch import GpuProfile  # noqa: E402
+from dlpc.backends.opencl.prelude import MATH_MACROS, PRELUDE  # noqa: E402
+from dlpc.backends.runtime.opencl_rt import kernel_runs, reshape_aliases, team_run  # noqa: E402
+from dlpc.passes.pipeline import parse_module  # noqa: E402
+
+HERE = Path(__file__).parent
+EXPECTED = HERE / "opencl6"
+E2E = HERE.parent / "e2e"
+
+#: small models (text, batch, extra per-pass options), each lowered for OpenCL
+MODELS: dict[str, tuple[str, int, dict]] = {
+    # linears and a softmax: row lanes and partial sums; batch 1: split sums on a GPU
+    "mlp4": (
+        """model mlp(x: f32[B, 24]) {
+  param w1: f32[24, 16] = kaiming(seed=1)
+  param b1: f32[16] = normal(seed=2, std=0.1)
+  param w2: f32[16, 10] = kaiming(seed=3)
+  return softmax(relu(x @ w1 + b1) @ w2)
+}
+""",
+        4,
+        {},
+    ),
+    "mlp1": (
+        """model mlp(x: f32[B, 96]) {
+  param w1: f32[96, 12] = kaiming(seed=1)
+  return tanh(x @ w1)
+}
+""",
+        1,
+        {},
+    ),
+    # a padded conv: guards, interior / border tiles, masked loads
+    "conv": (
+        """model conv(x: f32[B, 3, 10, 10]) {
+  param k: f32[8, 3, 3, 3] = kaiming(seed=5)
+  param b: f32[8] = normal(seed=6, std=0.1)
+  return relu(conv2d(x, k, b, padding=1))
+}
+""",
+        2,
+        {},
+    ),
+    # a strided conv, a depthwise conv, pools and a global average
+    "mobile": (
+        """model mobile(x: f32[B, 4, 12, 12]) {
+  param k: f32[8, 4, 3, 3] = kaiming(seed=5)
+  param d: f32[8, 1, 3, 3] = kaiming(seed=7)
+  let y = relu(conv2d(x, k, padding=1, stride=2))
+  let z = relu(conv2d(y, d, padding=1, groups=8))
+  return global_avg_pool(max_pool2d(z, kernel=2, stride=2))
+}
+""",
+        2,
+        {},
+    ),
+    # the fused Winograd F(2x2, 3x3) chain (written as one kernel on a CPU plan)
+    "winograd": (
+        """model wconv(x: f32[B, 8, 8, 8], r: f32[B, 8, 8, 8]) {
+  param k: f32[8, 8, 3, 3] = kaiming(seed=5)
+  param b: f32[8] = normal(seed=6, std=0.1)
+  return relu(conv2d(x, k, b, padding=1) + r)
+}
+""",
+        1,
+        {"graph-winograd": {"where": "all"}},
+    ),
+    # elementwise math on lanes (vector calls), a layer of f64
+    "math": (
+        """model m(x: f32[B, 32], y: f64[B, 8]) {
+  return gelu(exp(x) * sigmoid(x)), sqrt(abs(y)) + y
+}
+""",
+        2,
+        {},
+    ),
+}
+
+#: the hand-written loop nests of test/e2e (each is `dlpc-opt -t opencl`'s input)
+NESTS = [
+    "emit-opencl",
+    "emit-opencl-lanes",
+    "emit-opencl-local",
+    "emit-opencl-masked-load",
+    "emit-opencl-padding",
+    "emit-opencl-partial-vector",
+]
+
+#: (name, vector width, GPU profile, chains: None, "runs" or "team", groups)
+PLANS = [
+    ("cpu8", 8, None, None, 1),
+    ("cpu16", 16, None, None, 1),
+    ("runs", 8, None, "runs", 1),
+    ("runs-parts2", 8, None, "runs", 2),
+    ("team", 8, None, "team", 1),
+    ("gpu-1", 8, GpuProfile(max_group=1024, units=1), None, 1),
+    ("gpu-132", 8, GpuProfile(max_group=1024, units=132), None, 1),
+    ("gpu-32x4", 8, GpuProfile(max_group=32, units=4), None, 1),
+]
+
+
+def _module(case: str, tmp: Path):
+    if case in MODELS:
+        text, batch, extra = MODELS[case]
+        (tmp / f"{case}.dlpc").write_text(text)
+        model = dlpc.load(str(tmp / f"{case}.dlpc"), batch=batch)
+        options = pipeline.PipelineOptions(target="opencl", extra=extra)
+        weights = dlpc.api.check_weights(model)
+        return pipeline.lower(model.module.clone(), "loop", options, weights=weights)
+    return parse_module((E2E / f"{case}.mlir").read_text())
+
+
+def _functions(source: str) -> list[str]:
+    """The program's parts after the prelude: one per function (each opens with its
+    comment), the pragmas first."""
+    head, _, rest = source.partition(MATH_MACROS)
+    pragmas = [line for line in head.splitlines() if line.startswith("#pragma")]
+    return [*pragmas, *(f for f in re.split(r"\n(?=/\*)", rest) if f.strip())]
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _program(module, width: int, gpu, chains, groups: int) -> dict[str, str]:
+    """The program under one plan: per function, its head (comment and signature: the
+    NDRange and work-group) and the digest of its whole text, then each chain's facts.
+    The prelude and math macros are pinned once (`test_prelude`)."""
+    emitter = OpenCLEmitter(module, width, gpu=gpu)
+    fn = find_main(module)
+    aliases = reshape_aliases(fn)
+    if chains == "team":
+        source = emitter.emit([team_run(fn, aliases) or []], team=2)
+    elif chains == "runs":
+        source = emitter.emit(kernel_runs(fn, aliases), parts=groups)
+    else:
+        source = emitter.emit()
+    assert source.count(PRELUDE) == 1 and source.count(MATH_MACROS) == 1
+    out = {}
+    for text in _functions(source):
+        head = [line for line in text.splitlines() if "(" in line][:2]
+        out[f"{' | '.join(head)} #{_digest(text)}"] = text
+    for c in emitter.chains:
+        fact = (
+            f"chain {c.name}: {[k.sym for k in c.kernels]}, {len(c.args)} args, "
+            f"perms {[p for _, p in c.args if p]}, parts {c.parts}, team {c.team}, "
+            f"chunks {c.chunks}"
+        )
+        out[fact] = fact
+    for k, b in emitter.batches.items():
+        out[f"batch {k.sym}: {b}"] = ""
+    return out
+
+
+def _document(case: str, tmp: Path) -> tuple[str, dict[str, str]]:
+    """The expected file's text for `case` (a line per function or fact, under a line
+    per plan) and each function's text by its line."""
+    module = _module(case, tmp)
+    lines, texts = [], {}
+    for name, width, gpu, chains, groups in PLANS:
+        lines.append(f"== plan {name}")
+        program = _program(module, width, gpu, chains, groups)
+        lines += program
+        texts.update(program)
+    return "\n".join(lines) + "\n", texts
+
+
+CASES = [*MODELS, *NESTS]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_program_text_is_pinned(case, tmp_path):
+    got, texts = _document(case, tmp_path)
+    want = (EXPECTED / f"{case}.txt").read_text()
+    if got != want:
+        old = set(want.splitlines())
+        changed = [texts[line] for line in got.splitlines() if line not in old and line in texts]
+        diff = difflib.unified_diff(want.splitlines(), got.splitlines(), "expected", "got", n=1)
+        pytest.fail(
+            f"{case}: the program differs from opencl6/{case}.txt:\n"
+            + "\n".join(diff)
+            + "\nthe changed functions now read:\n"
+            + "\n".join(changed)
+        )
+
+
+def test_prelude():
+    want = (EXPECTED / "prelude.cl").read_text()
+    assert PRELUDE + "\n" + MATH_MACROS + "\n" == want
+
+
+def _regenerate() -> None:
+    import tempfile
+
+    EXPECTED.mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        for case in CASES:
+            (EXPECTED / f"{case}.txt").write_text(_document(case, Path(tmp))[0])
+    (EXPECTED / "prelude.cl").write_text(PRELUDE + "\n" + MATH_MACROS + "\n")
+
+
+if __name__ == "__main__":
+    _regenerate()
+    sys.exit(0)
