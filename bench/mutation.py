@@ -401,7 +401,8 @@ AREAS: dict[str, Area] = {
             "test/python/test_mutation_kills_tools.py test/python/test_tools.py "
             "-k 'mutation or bad_options or diagnostics or difference or invalid or failure "
             "or atomically or output_file'",
-            "test/python/test_mutation_kills_tools2.py test/python/test_mutation_kills_tools3.py",
+            "test/python/test_mutation_kills_tools2.py test/python/test_mutation_kills_tools3.py "
+            "test/python/test_mutation_kills_tools4.py",
             # (session 8) dlpc-run / dlpc-tune on a symbolic model, dlpc --stats' scalar dlp
             # kernels, dlpc-run on OpenCL with its launch plans
             "test/python/test_dlpc_symbolic.py test/python/test_dlp_roofline.py "

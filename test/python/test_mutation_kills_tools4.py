@@ -1,0 +1,629 @@
+"""The tools area's whole modules read under branch coverage before its seed-53 draw (issue 35,
+ninth round; bench/mutation.py --area tools: tools/*.py, diagnostics.py): the decisions that
+ran but that no test compared. dlpc-train's `train()` driven with a stand-in trainer (each
+line it prints, each argument it hands on, the progress bar, the saved history, resume),
+its `emit_step`, both tools' plots (figure, axes, saved size), dlpc-tune's run loop with a
+stand-in tuner, dlpc-run's comparison helpers over several chunks and each verdict, the -O
+choices of every tool. Tools run in-process on a tiny model; no C compile."""
+
+from __future__ import annotations
+
+import io
+import struct
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from dlpc.diagnostics import DlpcError
+
+TINY = """model tiny(x: f32[B, 4]) {
+  param w: f32[3, 4] = kaiming(seed=1)
+  return linear(x, w)
+}
+"""
+
+
+@pytest.fixture
+def tiny(tmp_path):
+    path = tmp_path / "tiny.dlpc"
+    path.write_text(TINY)
+    return str(path)
+
+
+def _png_size(path) -> tuple[int, int]:
+    head = Path(path).read_bytes()[:24]
+    assert head[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">II", head[16:24])
+
+
+def _npz(tmp_path, n: int = 40, regression: bool = False) -> str:
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((n, 4)).astype(np.float32)
+    y = (
+        rng.standard_normal((n, 3)).astype(np.float32)
+        if regression
+        else rng.integers(0, 3, n).astype(np.int64)
+    )
+    path = tmp_path / ("reg.npz" if regression else "cls.npz")
+    np.savez(path, x=x, y=y)
+    return str(path)
+
+
+# ---- dlpc-train's train() with a stand-in trainer -------------------------------------------
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+class FakeTrainer:
+    """Records what train() hands it; each fit is one epoch of two batches, reported
+    through the callback with fixed figures (2 s an epoch)."""
+
+    made: list[FakeTrainer] = []
+
+    def __init__(self, model, loss, optimizer, **kw):
+        FakeTrainer.made.append(self)
+        self.model, self.loss, self.optimizer, self.kw = model, loss, optimizer, kw
+        self.epoch, self.steps_done = 0, 0
+        self.fits: list[tuple[int, dict]] = []
+        self.loaded: list[str] = []
+        self.saved: list[str] = []
+        self.spec = SimpleNamespace(recompute=False, kept_bytes=3072, kept_bytes_other=1024)
+
+    def fit(self, x, y, **kw):
+        self.fits.append((len(x), {k: v for k, v in kw.items() if k != "callback"}))
+        callback = kw["callback"]
+        for acc in (0.5, None):
+            batch = {"batches": 2, "epoch": self.epoch, "accuracy": acc, "mean_loss": 1.25}
+            callback("batch", {**batch, "samples_per_s": 123.4})
+        epoch = {"epoch": self.epoch, "loss": 0.125, "seconds": 2.0}
+        callback("epoch", {**epoch, "accuracy": 0.75, "val_accuracy": 0.5})
+        self.epoch += 1
+        self.steps_done += 7
+        return {"loss": [0.125], "accuracy": [0.75], "val_accuracy": [0.5]}
+
+    def load(self, path):
+        self.loaded.append(path)
+        self.epoch, self.steps_done = 1, 7
+
+    def save(self, path):
+        self.saved.append(path)
+        Path(path).write_bytes(b"weights")
+
+    def evaluate(self, x, y):
+        return {"accuracy": 0.625, "mse": 0.0123456789}
+
+
+@pytest.fixture
+def fake_trainer(monkeypatch):
+    from dlpc.tools import dlpc_train
+
+    FakeTrainer.made = []
+    monkeypatch.setattr(dlpc_train, "_trainer_class", lambda args: FakeTrainer)
+    return FakeTrainer
+
+
+def test_train_hands_each_option_to_the_trainer_and_prints_each_line(
+    tiny, tmp_path, fake_trainer, capsys
+):
+    """40 samples: 8 test, 3 validation, 29 training; batches of 4 are 7 steps (28 samples)
+    an epoch, 14 samples/s at 2 s an epoch."""
+    from dlpc.tools.dlpc_train import main
+
+    argv = [tiny, "--data", _npz(tmp_path), "--batch", "4", "--epochs", "2", "--seed", "5"]
+    argv += ["--target", "numpy", "-O", "1", "--accumulate", "2", "--bn-momentum", "0.25"]
+    argv += ["--freeze", "w", "--stats", "--keep-last"]
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    (trainer,) = fake_trainer.made
+    assert trainer.kw == {
+        "batch_size": 4,
+        "target": "numpy",
+        "opt_level": 1,
+        "frozen": ["w"],
+        "accumulate": 2,
+        "bn_momentum": 0.25,
+    }
+    assert trainer.loss.kind == "cross_entropy" and trainer.loss.label_smoothing == 0.0
+    assert trainer.optimizer.schedule.total_steps == 3 * 2  # (7 // 2 steps, 2 epochs)
+    assert [n for n, _ in trainer.fits] == [29, 29]
+    _, kw = trainer.fits[0]
+    assert kw["epochs"] == 1 and kw["seed"] == 5 and kw["drop_last"] is False
+    xv, yv = kw["validation"]
+    assert xv.shape == (3, 4) and yv.shape == (3,)
+    assert err.splitlines() == [
+        "dlpc-train: backward keeps 3.0 KiB of activations alive (1.0 KiB with "
+        "graph-autodiff recompute)",
+        "epoch 1/2: loss 0.1250, accuracy 75.0 %, validation accuracy 50.0 %, 14 samples/s",
+        "epoch 2/2: loss 0.1250, accuracy 75.0 %, validation accuracy 50.0 %, 14 samples/s",
+    ]
+    assert out == "test accuracy: 62.5 %\n"
+    assert main([*argv[:-4], "--loss", "mse", "--data", _npz(tmp_path, regression=True)]) == 0
+    out, err = capsys.readouterr()
+    assert out == "test mse: 0.0123457\n"
+    assert fake_trainer.made[-1].fits[0][1]["drop_last"] is True
+    assert "backward keeps" not in err
+
+
+def test_train_without_validation_samples_validates_on_nothing(tiny, tmp_path, fake_trainer):
+    """A data set of 9 samples with its own test set: 9 // 10 = 0 validation samples."""
+    from dlpc.tools.dlpc_train import main
+
+    path = tmp_path / "own.npz"
+    x = np.ones((9, 4), np.float32)
+    np.savez(path, x=x, y=np.zeros(9, np.int64), x_test=x[:2], y_test=np.zeros(2, np.int64))
+    argv = [tiny, "--data", str(path), "--batch", "3", "--epochs", "1", "--target", "numpy"]
+    assert main(argv) == 0
+    (trainer,) = fake_trainer.made
+    assert trainer.fits[0][1]["validation"] is None and trainer.fits[0][0] == 9
+
+
+def test_train_on_a_terminal_draws_a_bar_per_epoch(tiny, tmp_path, fake_trainer, monkeypatch):
+    """On a terminal each batch updates a tqdm bar ('epoch E/N', 'loss L acc A% R
+    samples/s', one step each) that the epoch closes; the epoch line goes to stdout."""
+    bars = []
+
+    class Bar:
+        def __init__(self, **kw):
+            self.kw, self.postfix, self.steps, self.closed = kw, [], [], False
+            bars.append(self)
+
+        def set_postfix_str(self, text, refresh=True):
+            self.postfix.append((text, refresh))
+
+        def update(self, n):
+            self.steps.append(n)
+
+        def close(self):
+            self.closed = True
+
+    monkeypatch.setitem(sys.modules, "tqdm", SimpleNamespace(tqdm=Bar))
+    tty, stdout = _Tty(), io.StringIO()
+    monkeypatch.setattr(sys, "stderr", tty)
+    monkeypatch.setattr(sys, "stdout", stdout)
+    from dlpc.tools.dlpc_train import main
+
+    argv = [tiny, "--data", _npz(tmp_path), "--batch", "4", "--epochs", "2", "--target", "numpy"]
+    assert main(argv) == 0
+    assert len(bars) == 2 and all(b.closed for b in bars)
+    assert bars[1].kw == {
+        "total": 2,
+        "desc": "epoch 2/2",
+        "file": tty,
+        "leave": True,
+        "unit": "batch",
+    }
+    assert bars[0].postfix == [
+        ("loss 1.2500 acc 50.0% 123 samples/s", False),
+        ("loss 1.2500 123 samples/s", False),
+    ]
+    assert bars[0].steps == [1, 1]
+    lines = stdout.getvalue().splitlines()
+    assert lines == [
+        "epoch 1/2: loss 0.1250, accuracy 75.0 %, validation accuracy 50.0 %, 14 samples/s",
+        "epoch 2/2: loss 0.1250, accuracy 75.0 %, validation accuracy 50.0 %, 14 samples/s",
+        "test accuracy: 62.5 %",
+    ]
+    assert tty.getvalue() == ""
+
+
+def test_train_saves_resumes_and_plots(tiny, tmp_path, fake_trainer, monkeypatch, capsys):
+    """--save writes the weights and `<save>.history.npz` after every epoch; --resume loads
+    both and goes on from the trainer's epoch; --plot draws the whole history."""
+    from dlpc.tools import dlpc_train
+
+    plots = []
+    monkeypatch.setattr(dlpc_train, "plot", lambda *a: plots.append(a))
+    save = str(tmp_path / "run.npz")
+    data = _npz(tmp_path)
+    argv = [tiny, "--data", data, "--batch", "4", "--target", "numpy", "--save", save]
+    assert dlpc_train.main([*argv, "--epochs", "1", "--plot", str(tmp_path / "p.png")]) == 0
+    out, err = capsys.readouterr()
+    assert fake_trainer.made[-1].saved == [save]
+    with np.load(tmp_path / "run.history.npz") as f:
+        assert sorted(f.files) == ["accuracy", "loss", "val_accuracy"]
+        assert f["loss"].dtype == np.float64 and list(f["accuracy"]) == [0.75]
+    ((history, path, title),) = plots
+    assert history == {"loss": [0.125], "accuracy": [0.75], "val_accuracy": [0.5]}
+    assert path == str(tmp_path / "p.png") and title == "dlpc-train tiny.dlpc on cls.npz"
+    assert err.splitlines()[-2:] == [f"dlpc-train: plot: {path}", f"dlpc-train: saved: {save}"]
+    assert dlpc_train.main([*argv, "--epochs", "3", "--resume"]) == 0
+    out, err = capsys.readouterr()
+    trainer = fake_trainer.made[-1]
+    assert trainer.loaded == [save] and len(trainer.fits) == 2  # (epochs 2 and 3)
+    assert err.splitlines()[0] == f"dlpc-train: resumed from {save} at epoch 1 (step 7)"
+    assert [ln.split(":")[0] for ln in err.splitlines()[1:3]] == ["epoch 2/3", "epoch 3/3"]
+    with np.load(tmp_path / "run.history.npz") as f:
+        assert list(f["loss"]) == [0.125] * 3  # (the saved epoch's, then two more)
+    # resumed without a saved history: only this run's epochs
+    (tmp_path / "run.history.npz").unlink()
+    assert dlpc_train.main([*argv, "--epochs", "2", "--resume"]) == 0
+    with np.load(tmp_path / "run.history.npz") as f:
+        assert list(f["loss"]) == [0.125]
+    # resumed past its last epoch: no fit, no history to plot, no plot
+    plots.clear()
+    capsys.readouterr()
+    argv = [*argv, "--epochs", "1", "--resume", "--plot", str(tmp_path / "q.png")]
+    (tmp_path / "run.history.npz").unlink()
+    assert dlpc_train.main(argv) == 0
+    assert plots == [] and not fake_trainer.made[-1].fits
+    assert "plot:" not in capsys.readouterr().err
+
+
+def test_emit_step_prints_the_training_step_at_the_stage(tiny, capsys):
+    """`dlpc-train --emit graph` prints the whole step (forward, loss, backward, update) at
+    the batch asked for; -O, --label-smoothing and --freeze reach it."""
+    from dlpc.tools.dlpc_train import main
+
+    base = [tiny, "--emit", "graph", "--batch", "3", "--optimizer", "sgd"]
+    assert main(base) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("builtin.module {\n  func.func @main(%x: tensor<3x4xf32>")
+    assert '{dlpc.name = "w"}, tensor<f32> {dlpc.name = "opt.step"})' in text
+    assert "graph.fused" in text and "{axis = 1 : i64}" not in text  # (-O2: fused)
+    assert "7.500000e-01" not in text
+    assert main([*base, "--label-smoothing", "0.25"]) == 0
+    assert "%5 = graph.constant dense<7.500000e-01> : tensor<f32>" in capsys.readouterr().out
+    assert main([*base, "-O0"]) == 0
+    text = capsys.readouterr().out
+    assert "graph.fused" not in text and "graph.log_softmax %1 {axis = 1 : i64}" in text
+    assert main([*base, "--freeze", "w"]) == 0
+    assert '{dlpc.name = "w"}, tensor<f32>' not in capsys.readouterr().out
+
+
+# ---- the plots: figure, axes, the saved image's size -----------------------------------------
+def _captured_figures(monkeypatch) -> list:
+    import matplotlib.pyplot as plt
+
+    figures: list = []
+    monkeypatch.setattr(plt, "close", figures.append)
+    return figures
+
+
+def _grid_alpha(ax) -> set:
+    return {line.get_alpha() for line in ax.xaxis.get_gridlines() + ax.yaxis.get_gridlines()}
+
+
+def test_dlpc_train_plot_draws_loss_and_accuracies_per_epoch(tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    from dlpc.tools.dlpc_train import plot
+
+    figures = _captured_figures(monkeypatch)
+    history = {"loss": [1.0, 0.5, 0.25], "accuracy": [0.5, 0.75, 1.0], "val_accuracy": [0, 0.5, 1]}
+    path = tmp_path / "p.png"
+    plot(history, str(path), "the title")
+    (fig,) = figures
+    assert tuple(fig.get_size_inches()) == (9.0, 3.5) and _png_size(path) == (900, 350)
+    assert fig.get_suptitle() == "the title"
+    a, b = fig.axes
+    (loss,) = a.lines
+    assert list(loss.get_xdata()) == [1, 2, 3] and list(loss.get_ydata()) == [1.0, 0.5, 0.25]
+    assert loss.get_marker() == "o"
+    assert (a.get_xlabel(), a.get_ylabel(), a.get_yscale()) == ("epoch", "training loss", "log")
+    assert (b.get_xlabel(), b.get_ylabel(), b.get_yscale()) == ("epoch", "accuracy (%)", "linear")
+    train, val = b.lines
+    assert list(train.get_xdata()) == [1, 2, 3] and list(val.get_xdata()) == [1, 2, 3]
+    assert list(train.get_ydata()) == [50, 75, 100] and list(val.get_ydata()) == [0, 50, 100]
+    assert (train.get_marker(), val.get_marker()) == ("o", "s")
+    assert (train.get_label(), val.get_label()) == ("train", "validation")
+    legend = b.get_legend()
+    assert legend is not None and [t.get_text() for t in legend.get_texts()] == [
+        "train",
+        "validation",
+    ]
+    assert a.get_legend() is None
+    for ax in (a, b):
+        assert _grid_alpha(ax) == {0.3}
+        assert all(line.get_visible() for line in ax.xaxis.get_gridlines())
+
+
+def test_dlpc_tune_plot_draws_each_kernels_best_time_in_ms(tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    from dlpc.tools.dlpc_tune import plot
+
+    figures = _captured_figures(monkeypatch)
+    history = [(1, "k0", 0.004), (2, "k1", 0.002), (3, "k0", 0.001)]
+    path = tmp_path / "t.png"
+    plot(history, str(path), "tuned")
+    (fig,) = figures
+    assert tuple(fig.get_size_inches()) == (6.0, 4.0) and _png_size(path) == (600, 400)
+    (ax,) = fig.axes
+    assert ax.get_title() == "tuned" and ax.get_yscale() == "log"
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("trial (whole log)", "best time found (ms)")
+    k0, k1 = ax.lines
+    assert list(k0.get_xdata()) == [1, 3] and list(k0.get_ydata()) == [4.0, 1.0]
+    assert list(k1.get_xdata()) == [2] and list(k1.get_ydata()) == [2.0]
+    assert (k0.get_label(), k0.get_drawstyle(), k0.get_marker()) == ("k0", "steps-post", ".")
+    legend = ax.get_legend()
+    assert legend is not None and [t.get_text() for t in legend.get_texts()] == ["k0", "k1"]
+    assert {t.get_fontsize() for t in legend.get_texts()} == {7.0}
+    assert _grid_alpha(ax) == {0.3}
+    # 12 kernels still get a legend, 13 do not
+    for n, legend in ((12, True), (13, False)):
+        figures.clear()
+        plot([(t, f"k{t}", 0.001) for t in range(n)], str(path), "many")
+        assert (figures[0].axes[0].get_legend() is not None) is legend, n
+
+
+# ---- dlpc-tune's run loop with a stand-in tuner ----------------------------------------------
+def test_dlpc_tune_run_hands_on_its_options_and_prints_the_table(
+    tiny, tmp_path, monkeypatch, capsys
+):
+    """Trials: k0 first 4 ms then 2 ms, a failed one, a re-measurement (trial -1, skipped),
+    k1 failed only (time None); k2 never measured. The bar steps to each trial number; the
+    table shows first and best in ms and the speed-up; the log line counts the failures."""
+    import dlpc.passes.pipeline as pipeline
+    import dlpc.tune.search as search
+    from dlpc.tools import dlpc_tune
+
+    tasks = [SimpleNamespace(kernel=f"k{i}", sig=f"s{i}", default=f"d{i}") for i in range(3)]
+    best = {"s0": SimpleNamespace(time=0.002), "s1": None, "s2": None}
+    asked = []
+
+    def log_best(sig, target, default, machine):
+        asked.append((sig, target, default, machine))
+        return best[sig]
+
+    log = SimpleNamespace(best=log_best, records=[1, 2, 3, 4, 5])
+    E = SimpleNamespace
+    events = [
+        E(trial=1, ok=True, time=0.004, kernel="k0", best=0.004),
+        E(trial=3, ok=True, time=0.002, kernel="k0", best=0.002),
+        E(trial=-1, ok=False, time=None, kernel="k0", best=0.002),
+        E(trial=4, ok=False, time=0.001, kernel="k0", best=0.002),
+        E(trial=5, ok=True, time=None, kernel="k1-with-a-long-kernel-name-here", best=None),
+    ]
+    made = {}
+
+    class FakeTuner:
+        def __init__(self, module, **kw):
+            made.update(kw)
+            self.tasks, self.log, self.machine = tasks, log, "m1"
+
+        def run(self, **kw):
+            made["run"] = kw
+            yield from events
+
+    class Bar:
+        def __init__(self, **kw):
+            self.kw, self.n, self.steps, self.postfix = kw, 0, [], []
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def update(self, k):
+            self.steps.append(k)
+            self.n += k
+
+        def set_postfix_str(self, text):
+            self.postfix.append(text)
+
+    bars = []
+    lowered = []
+    model = SimpleNamespace(module=SimpleNamespace(clone=lambda: "module"))
+    monkeypatch.setattr(search, "Tuner", FakeTuner)
+    monkeypatch.setattr(pipeline, "lower", lambda *a, **k: lowered.append((a, k)))
+    monkeypatch.setattr(dlpc_tune, "load_model", lambda *a: model)
+    monkeypatch.setattr(dlpc_tune, "bound_weights", lambda m: {"w": 1})
+    monkeypatch.setattr(dlpc_tune, "replay_note", lambda *a: "replayed: NOTE")
+    monkeypatch.setattr(dlpc_tune, "progress", lambda **kw: bars.append(Bar(**kw)) or bars[-1])
+    plotted = []
+    monkeypatch.setattr(dlpc_tune, "plot", lambda *a: plotted.append(a))
+    monkeypatch.setattr(dlpc_tune, "history_of", lambda *a, **k: [("history", a, k)])
+    log_path = str(tmp_path / "t.jsonl")
+    png = str(tmp_path / "t.png")
+    argv = [tiny, "--log", log_path, "--trials", "7", "--strategy", "random", "--seed", "3"]
+    argv += ["--threads", "2", "--timeout", "9", "--verify", "0", "-O", "1", "--plot", png]
+    argv += ["--time-budget", "30"]
+    assert dlpc_tune.main(argv) == 0
+    out, err = capsys.readouterr()
+    assert made == {
+        "log": log_path,
+        "target": "c",
+        "strategy": "random",
+        "seed": 3,
+        "threads": 2,
+        "timeout": 9.0,
+        "verify": 0,
+        "run": {"trials": 7, "time_budget": 30.0},
+    }
+    ((args, kw),) = lowered
+    assert args[:2] == ("module", "loop") and args[2].opt_level == 1 and args[2].schedule
+    assert kw == {"weights": {"w": 1}, "unscheduled": True}
+    (bar,) = bars
+    assert bar.kw == {"total": 7, "desc": "tuning", "unit": "trial", "disable": None}
+    assert bar.steps == [1, 2, 1, 1]
+    assert bar.postfix == [
+        "k0 best 4.000 ms failed 0",
+        "k0 best 2.000 ms failed 0",
+        "k0 best 2.000 ms failed 1",
+        "k1-with-a-long-kernel-na best n/a failed 2",
+    ]
+    assert err == "replayed: NOTE\n"
+    assert out.splitlines() == [
+        f"{'kernel':32s} {'first (ms)':>12s} {'best (ms)':>12s} {'speedup':>8s}",
+        f"{'k0':32s} {'4.0000':>12s} {'2.0000':>12s} {'2.00x':>8s}",
+        f"{'k1':32s} {'not tuned':>12s} {'not tuned':>12s} {'-':>8s}",
+        f"{'k2':32s} {'not tuned':>12s} {'not tuned':>12s} {'-':>8s}",
+        f"log: {log_path} (5 records, 2 failed this run)",
+        f"plot: {png}",
+    ]
+    assert asked == [(f"s{i}", "c", f"d{i}", "m1") for i in range(3)]
+    ((history, path, title),) = plotted
+    assert history == [("history", (log, tasks), {"machine": "m1"})]
+    assert (path, title) == (png, f"dlpc-tune {tiny}")
+    # --quiet: the bar is disabled; no note printed when there is none; no plot asked
+    monkeypatch.setattr(dlpc_tune, "replay_note", lambda *a: None)
+    assert dlpc_tune.main([tiny, "--log", log_path, "--quiet"]) == 0
+    assert bars[-1].kw["disable"] is True and capsys.readouterr().err == ""
+    assert len(plotted) == 1
+
+
+# ---- dlpc-run's comparison over several chunks, each verdict, the summary --------------------
+@pytest.fixture
+def chunk2(monkeypatch):
+    """Chunks of 2 elements: the helpers' loops over chunks run several times."""
+    from dlpc.tools import dlpc_run
+
+    monkeypatch.setattr(dlpc_run, "CHUNK", 2)
+    return dlpc_run
+
+
+def test_chunks_cover_the_flat_arrays_in_order(chunk2):
+    out = np.arange(5, dtype=np.float32).reshape(5, 1)
+    got = [(s, a.tolist(), b.tolist()) for s, a, b in chunk2._chunks(out, out + 1)]
+    assert got == [(0, [0, 1], [1, 2]), (2, [2, 3], [3, 4]), (4, [4], [5])]
+    assert all(a.dtype == np.float64 for _, a, _ in chunk2._chunks(out, out))
+    assert chunk2.CHUNK == 2
+
+
+def test_the_comparison_chunk_is_a_mebi_element():
+    from dlpc.tools.dlpc_run import CHUNK
+
+    assert CHUNK == 1 << 20 == 1048576
+
+
+def test_difference_over_chunks_takes_the_largest_of_each(chunk2):
+    ref = np.array([1.0, 2.0, 4.0, 0.0, np.nan, np.inf, -8.0], np.float32)
+    out = np.array([1.0, 2.5, 5.0, 0.0, np.nan, np.inf, -8.25], np.float32)
+    # |diff| 0.5 / 2, 1 / 4, 0.25 / 8; an exact zero against zero is no relative difference
+    assert chunk2.difference(out, ref) == (1.0, 0.25)
+    assert chunk2.difference(ref, ref) == (0.0, 0.0)
+    small = np.array([0.125, 0.25], np.float32)
+    assert chunk2.difference(small, small * 0) == (0.25, np.inf)
+    assert chunk2.difference(small[:1], small) == (np.inf, np.inf)
+    assert chunk2.difference(small + 0.0625, small) == (0.0625, 0.5)
+    assert chunk2.difference(np.float32([np.inf]), np.float32([1.0])) == (np.inf, np.inf)
+    assert chunk2.difference(np.float32([]), np.float32([])) == (0.0, 0.0)
+
+
+def test_within_holds_in_every_chunk(chunk2):
+    ref = np.array([1.0, 2.0, 4.0, np.nan, 8.0], np.float32)
+    assert chunk2.within(ref, ref, rtol=0.0, atol=0.0)
+    assert not chunk2.within(ref[:4], ref, rtol=1.0, atol=1.0)
+    late = ref.copy()
+    late[4] = 8.5  # (in the last chunk)
+    assert not chunk2.within(late, ref, rtol=0.0, atol=0.25)
+    assert chunk2.within(late, ref, rtol=0.0, atol=0.5)
+    assert chunk2.within(late, ref, rtol=1 / 16, atol=0.0)
+    assert not chunk2.within(late, ref, rtol=1 / 32, atol=0.0)
+
+
+def test_each_verdict_and_the_worst_element_over_chunks(chunk2):
+    verdict = chunk2.verdict
+    ref = np.array([[1.0, 2.0], [4.0, 8.0], [16.0, 32.0]], np.float32)
+    assert verdict(ref, ref, 0.0, 0.0) == (True, "ok (identical)", "")
+    assert verdict(ref[:2], ref, 1.0, 1.0) == (
+        False,
+        "MISMATCH (shape 2x2, reference 3x2)",
+        "",
+    )
+    assert verdict(np.float32(1), np.float32([1]), 0.0, 0.0)[1] == (
+        "MISMATCH (shape scalar, reference 1)"
+    )
+    out = ref.copy()
+    out[2, 1] = 32.5  # the largest |diff|, in the last chunk
+    out[0, 1] = 2.25
+    ok, said, worst = verdict(out, ref, 0.0, 1.0)
+    assert (ok, said) == (True, "ok (atol holds alone; rtol alone would not)")
+    assert worst == (
+        "worst against its bound: [2, 1] = 32.5 vs reference 32 (|diff| 0.5, allowed 1)"
+    )
+    ok, said, worst = verdict(out, ref, 1 / 8, 0.0)  # (0.25 of 2 is the largest share)
+    assert (ok, said) == (True, "ok (rtol holds alone; atol alone would not)")
+    assert worst.startswith("worst against its bound: [0, 1] = 2.25 vs reference 2 ")
+    assert worst.endswith("(|diff| 0.25, allowed 0.25)")
+    assert verdict(out, ref, 1.0, 1.0)[1] == "ok (atol and rtol each hold alone)"
+    # 0.5 <= 0.25 + 0.01 * 32 and 0.25 <= 0.25 + 0.01 * 2: only their sum holds
+    assert verdict(out, ref, 0.01, 0.25)[:2] == (True, "ok (only atol + rtol*|ref| together hold)")
+    ok, said, worst = verdict(out, ref, 0.0, 0.25)
+    assert (ok, said) == (False, "MISMATCH (1 of 6 elements beyond atol + rtol*|ref|)")
+    assert worst.startswith("worst against its bound: [2, 1] = 32.5 ")
+    # equal excesses in two chunks: the first is named
+    tie = ref.copy()
+    tie[0, 0], tie[2, 0] = 1.5, 16.5
+    assert verdict(tie, ref, 0.0, 0.0)[2].startswith("worst against its bound: [0, 0] = 1.5 ")
+    # a NaN against a number is beyond any bound; integers print as integers
+    nan = ref.copy()
+    nan[1, 1] = np.nan
+    ok, said, worst = verdict(nan, ref, 1.0, 1.0)
+    assert (ok, said) == (False, "MISMATCH (1 of 6 elements beyond atol + rtol*|ref|)")
+    assert worst == "worst against its bound: [1, 1] = nan vs reference 8 (|diff| inf, allowed 9)"
+    ints = np.array([1, 2, 3], np.int64)
+    assert verdict(ints + [0, 0, 1], ints, 0.0, 0.0)[2] == (
+        "worst against its bound: [2] = 4 vs reference 3 (|diff| 1, allowed 0)"
+    )
+
+
+def test_summary_and_its_statistics_over_chunks(chunk2):
+    summary = chunk2.summary
+    y = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 9.0], np.float32).reshape(2, 3)
+    # mean 4, population variance (9 + 4 + 1 + 0 + 1 + 25) / 6 = 40 / 6
+    assert summary(y) == f"2x3 float32  [1, 2, 3, 4, 5, ...]  mean 4  std {(40 / 6) ** 0.5:.6g}"
+    assert summary(y, count=2) == f"2x3 float32  [1, 2, ...]  mean 4  std {(40 / 6) ** 0.5:.6g}"
+    assert summary(np.float32(2.5)) == "scalar float32  [2.5]  mean 2.5  std 0"
+    assert summary(np.zeros((0, 3), np.float32)) == "0x3 float32  []"
+    assert summary(np.array([True, False])) == "2 bool  [True, False]"
+    assert summary(np.array([3, 5], np.int64)) == "2 int64  [3, 5]  mean 4  std 1"
+    assert chunk2.mean_std(np.array([1.0, 3.0, 5.0, 7.0, 9.0], np.float32)) == (5.0, 8**0.5)
+
+
+# ---- every tool's -O: 0 to 3 ---------------------------------------------------------------
+@pytest.mark.parametrize("tool", ["dlpc", "dlpc_run", "dlpc_train", "dlpc_tune"])
+def test_each_tool_takes_o0_to_o3_only(tool):
+    import importlib
+
+    module = importlib.import_module(f"dlpc.tools.{tool}")
+    parser = module.build_parser() if tool == "dlpc_train" else module.parser()
+    for level in range(4):
+        assert parser.parse_args(["m.dlpc", f"-O{level}"]).opt_level == level
+    for level in ("4", "-1"):
+        with pytest.raises(DlpcError, match="-O"):
+            parser.parse_args(["m.dlpc", "-O", level])
+
+
+# ---- dlpc-run's report lines ----------------------------------------------------------------
+def test_dlpc_run_prints_each_line_of_its_report(tiny, monkeypatch, capsys):
+    """The header, per output its summary and comparison, the median time in ms; --check
+    with a mismatch: the one-line error and exit 1; --repeat below 1 refused."""
+    from dlpc import api
+    from dlpc.tools import dlpc_run
+
+    timed = []
+
+    def time(self, *inputs, repeat):
+        timed.append((len(inputs), repeat))
+        return 0.0125
+
+    monkeypatch.setattr(api.CompiledModel, "time", time)
+    argv = [tiny, "--target", "numpy", "--batch", "2", "--repeat", "3", "--seed", "4", "-O1"]
+    assert dlpc_run.main(argv) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "tiny: target numpy, -O1, 1 input(s) seed 4"
+    assert out[1].startswith("output 0: 2x3 float32  [")
+    assert out[2] == (
+        "  vs reference: max abs diff 0, max rel diff 0 (rtol 0.0001, atol 1e-05): ok (identical)"
+    )
+    assert out[3:] == ["time: 12.5 ms per run (median of 3)"]
+    assert timed == [(1, 3)]
+    real = api.reference
+    monkeypatch.setattr(api, "reference", lambda m, xs: [y + 0.5 for y in real(m, xs)])
+    assert dlpc_run.main([*argv, "--check", "--atol", "0.25", "--rtol", "0"]) == 1
+    out, err = capsys.readouterr()
+    assert "max abs diff 0.5, " in out and "(rtol 0, atol 0.25): MISMATCH (6 of 6 elements" in out
+    assert err == "dlpc-run: error: output differs from the numpy reference beyond tolerance\n"
+    assert dlpc_run.main([*argv, "--check", "--atol", "0.5", "--rtol", "0"]) == 0
+    assert dlpc_run.main([*argv, "--atol", "0.25"]) == 0  # (reported, not checked)
+    capsys.readouterr()
+    assert dlpc_run.main([tiny, "--repeat", "0"]) == 1
+    assert capsys.readouterr().err == "dlpc-run: error: --repeat must be >= 1, got 0\n"
+    assert dlpc_run.main([tiny, "--target", "numpy", "--profile"]) == 1
+    assert capsys.readouterr().err == (
+        "dlpc-run: error: --profile needs --target c or opencl, not 'numpy'\n"
+    )
