@@ -320,6 +320,9 @@ AREAS: dict[str, Area] = {
             # numpy_loss of every kind, class-weighted losses and their gradients, the running
             # statistics and the closed-form batch-norm pattern against torch (eighth round)
             "test/python/test_mutation_kills_train6.py",
+            # each optimizer's update against torch or its formula, the schedules' rates,
+            # the comm gradients' exact IR, autodiff's diagnostics and recompute (9th round)
+            "test/python/test_mutation_kills_train7.py",
         ],
     ),
     "onnx": Area(

@@ -1,0 +1,727 @@
+"""Tests for passes/train written from the whole-module coverage read before train seed 51
+(issue 35, ninth round, bench/mutation.py --area train): each optimizer's update built
+alone (Optimizer.build on a one-param graph run by the numpy reference) against
+torch.optim or the paper's formula for a few steps, with every option; the comm ops'
+gradient rules on exact IR; activation checkpointing (`recompute`) on a small hand-written
+program; graph-autodiff's diagnostics. Small float64 shapes, no compiles."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Block, Region
+
+from dlpc.dialects import graph
+from dlpc.passes.train import optim
+from dlpc.passes.train._build import Builder
+from dlpc.reference.graph import run_reference
+
+SHAPE = (3, 2)
+
+
+def _grads(steps: int, seed: int = 0) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(SHAPE) for _ in range(steps)]
+
+
+def _p0(seed: int = 1) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(SHAPE)
+
+
+def _update_module(opt: optim.Optimizer, state: dict[str, np.ndarray]):
+    """@main(p, g, *state) -> (new p, *new state): one update of the param "w"."""
+    ty = graph.tensor_type(SHAPE, graph.f64)
+    names = list(state)
+    types = [ty, ty] + [
+        graph.tensor_type(v.shape, graph.NUMPY_TO_ELT[str(v.dtype)]) for v in state.values()
+    ]
+    block = Block(arg_types=types)
+    ret = func.ReturnOp()
+    block.add_op(ret)
+    b = Builder.before(ret)
+    p, g, *rest = block.args
+    new_params, new_state = opt.build(b, {"w": p}, {"w": g}, dict(zip(names, rest)))
+    results = [new_params["w"]] + [new_state.get(n, v) for n, v in zip(names, rest)]
+    ret.operands = results
+    f = func.FuncOp("main", (types, [r.type for r in results]), Region(block))
+    return ModuleOp([f]), names
+
+
+def ours(opt: optim.Optimizer, grads, p0=None) -> np.ndarray:
+    """The param after one update per gradient in `grads`."""
+    p = _p0() if p0 is None else p0
+    state = opt.initial_state({"w": (SHAPE, np.float64)})
+    module, names = _update_module(opt, state)
+    values = [state[n] for n in names]
+    for g in grads:
+        p, *values = run_reference(module, [p, g, *values], {})
+    return p
+
+
+def theirs(cls, grads, p0=None, **kw) -> np.ndarray:
+    p = torch.tensor(_p0() if p0 is None else p0, requires_grad=True)
+    opt = cls([p], **kw)
+    for g in grads:
+        p.grad = torch.tensor(g)
+        opt.step()
+    return p.detach().numpy()
+
+
+T = torch.optim
+# (ours, torch's class, torch's options): every option of the torch-matched optimizers
+TORCH_CASES = {
+    "sgd": (optim.SGD(lr=0.1), T.SGD, {"lr": 0.1}),
+    "sgd-momentum-wd": (
+        optim.SGD(lr=0.1, momentum=0.8, weight_decay=0.05),
+        T.SGD,
+        {"lr": 0.1, "momentum": 0.8, "weight_decay": 0.05},
+    ),
+    "sgd-dampening": (
+        optim.SGD(lr=0.1, momentum=0.7, dampening=0.3),
+        T.SGD,
+        {"lr": 0.1, "momentum": 0.7, "dampening": 0.3},
+    ),
+    "sgd-nesterov": (
+        optim.SGD(lr=0.05, momentum=0.9, nesterov=True),
+        T.SGD,
+        {"lr": 0.05, "momentum": 0.9, "nesterov": True},
+    ),
+    "adam": (
+        optim.Adam(lr=0.01, betas=(0.8, 0.95), eps=1e-3, weight_decay=0.1),
+        T.Adam,
+        {"lr": 0.01, "betas": (0.8, 0.95), "eps": 1e-3, "weight_decay": 0.1},
+    ),
+    "adam-amsgrad": (
+        optim.Adam(lr=0.02, amsgrad=True),
+        T.Adam,
+        {"lr": 0.02, "amsgrad": True},
+    ),
+    "adamw": (
+        optim.AdamW(lr=0.01, weight_decay=0.2, eps=1e-4),
+        T.AdamW,
+        {"lr": 0.01, "weight_decay": 0.2, "eps": 1e-4},
+    ),
+    "rmsprop": (optim.RMSprop(lr=0.01, alpha=0.9), T.RMSprop, {"lr": 0.01, "alpha": 0.9}),
+    "rmsprop-centered-momentum-wd": (
+        optim.RMSprop(lr=0.01, alpha=0.8, eps=1e-3, momentum=0.5, centered=True, weight_decay=0.1),
+        T.RMSprop,
+        {
+            "lr": 0.01,
+            "alpha": 0.8,
+            "eps": 1e-3,
+            "momentum": 0.5,
+            "centered": True,
+            "weight_decay": 0.1,
+        },
+    ),
+    "rmsprop-centered": (
+        optim.RMSprop(lr=0.01, centered=True),
+        T.RMSprop,
+        {"lr": 0.01, "centered": True},
+    ),
+    "rmsprop-momentum": (
+        optim.RMSprop(lr=0.01, momentum=0.9),
+        T.RMSprop,
+        {"lr": 0.01, "momentum": 0.9},
+    ),
+    "adagrad": (optim.Adagrad(lr=0.1), T.Adagrad, {"lr": 0.1}),
+    "adagrad-options": (
+        optim.Adagrad(
+            lr=0.1, lr_decay=0.5, initial_accumulator_value=0.3, eps=1e-2, weight_decay=0.1
+        ),
+        T.Adagrad,
+        {
+            "lr": 0.1,
+            "lr_decay": 0.5,
+            "initial_accumulator_value": 0.3,
+            "eps": 1e-2,
+            "weight_decay": 0.1,
+        },
+    ),
+    "nadam": (optim.NAdam(lr=0.01), T.NAdam, {"lr": 0.01}),
+    "nadam-options": (
+        optim.NAdam(lr=0.02, betas=(0.7, 0.9), eps=1e-3, momentum_decay=0.05, weight_decay=0.1),
+        T.NAdam,
+        {
+            "lr": 0.02,
+            "betas": (0.7, 0.9),
+            "eps": 1e-3,
+            "momentum_decay": 0.05,
+            "weight_decay": 0.1,
+        },
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(TORCH_CASES))
+def test_update_matches_torch(case):
+    """Three updates of one f64 param from the same gradients as torch.optim's."""
+    ours_opt, cls, kw = TORCH_CASES[case]
+    grads = _grads(3)
+    np.testing.assert_allclose(ours(ours_opt, grads), theirs(cls, grads, **kw), rtol=1e-10)
+
+
+def _lamb(p, grads, lr, betas, eps, wd):
+    m = v = np.zeros_like(p)
+    for n, g in enumerate(grads, 1):
+        m = betas[0] * m + (1 - betas[0]) * g
+        v = betas[1] * v + (1 - betas[1]) * g * g
+        r = (m / (1 - betas[0] ** n)) / (np.sqrt(v / (1 - betas[1] ** n)) + eps) + wd * p
+        pn, rn = np.linalg.norm(p), np.linalg.norm(r)
+        trust = pn / rn if pn > 0 and rn > 0 else 1.0
+        p = p - lr * trust * r
+    return p
+
+
+@pytest.mark.parametrize("wd", [0.0, 0.1])
+def test_lamb_update_matches_its_formula(wd):
+    opt = optim.LAMB(lr=0.05, betas=(0.8, 0.9), eps=1e-3, weight_decay=wd)
+    grads = _grads(3)
+    want = _lamb(_p0(), grads, 0.05, (0.8, 0.9), 1e-3, wd)
+    np.testing.assert_allclose(ours(opt, grads), want, rtol=1e-10)
+
+
+def test_lamb_trust_is_one_for_a_zero_param():
+    """||p|| = 0: the trust ratio is 1 (not 0), the step lr r."""
+    opt = optim.LAMB(lr=0.05, eps=1e-3)
+    g = _grads(1)
+    want = _lamb(np.zeros(SHAPE), g, 0.05, (0.9, 0.999), 1e-3, 0.0)
+    assert np.abs(want).max() > 0.01
+    np.testing.assert_allclose(ours(opt, g, np.zeros(SHAPE)), want, rtol=1e-10)
+
+
+def _lars(p, grads, lr, momentum, eta, eps, wd, adapt=True):
+    buf = None
+    for g in grads:
+        pn, gn = np.linalg.norm(p), np.linalg.norm(g)
+        local = eta * pn / (gn + wd * pn + eps) if adapt and pn > 0 and gn > 0 else 1.0
+        step = (g + wd * p) * local * lr
+        buf = step if buf is None or not momentum else buf * momentum + step
+        p = p - buf
+    return p
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"momentum": 0.0, "weight_decay": 0.0},
+        {"momentum": 0.9, "weight_decay": 0.1},
+        {"momentum": 0.5, "weight_decay": 0.1, "adapt": False},
+    ],
+)
+def test_lars_update_matches_its_formula(kw):
+    opt = optim.LARS(lr=0.5, eta=0.01, eps=1e-3, **kw)
+    grads = _grads(3)
+    want = _lars(
+        _p0(), grads, 0.5, kw["momentum"], 0.01, 1e-3, kw["weight_decay"], kw.get("adapt", True)
+    )
+    np.testing.assert_allclose(ours(opt, grads), want, rtol=1e-10)
+
+
+def test_clip_norm_scales_by_the_total_norm():
+    """SGD with clip_norm: g * min(c / (||g|| + 1e-6), 1), once clipped, once not."""
+    g = _grads(1)
+    norm = float(np.linalg.norm(g[0]))
+    for c in (norm / 4, norm * 4):
+        want = _p0() - 0.1 * g[0] * min(c / (norm + 1e-6), 1.0)
+        np.testing.assert_allclose(ours(optim.SGD(lr=0.1, clip_norm=c), g), want, rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "schedule",
+    [
+        optim.Schedule("step", step_size=2, gamma=0.5),
+        optim.Schedule("warmup", warmup_steps=3),
+        optim.Schedule("cosine", total_steps=4, min_lr=0.01),
+        optim.Schedule("warmup_cosine", total_steps=5, warmup_steps=2),
+    ],
+)
+def test_scheduled_rate_of_each_update(schedule):
+    """Plain SGD's step t moves p by lr(t) g: the graph's rate of each of 6 updates (past
+    total_steps: the last) equals lr_at's, and lr_at's its formula."""
+    lr, g = 0.1, np.ones(SHAPE)
+    opt = optim.SGD(lr=lr, schedule=schedule)
+    got = [float((_p0() - ours(opt, [g] * (t + 1), _p0()))[0, 0]) for t in range(0, 6)]
+    steps = np.diff([0.0, *got])
+    np.testing.assert_allclose(steps, [schedule.lr_at(lr, t) for t in range(6)], rtol=1e-12)
+    k = schedule.kind
+    want = {
+        "step": [0.1, 0.1, 0.05, 0.05, 0.025, 0.025],
+        "warmup": [lr / 3, 2 * lr / 3, lr, lr, lr, lr],
+        "cosine": [0.01 + 0.09 * (1 + np.cos(np.pi * min(t, 4) / 4)) / 2 for t in range(6)],
+        "warmup_cosine": [0.05, 0.1]
+        + [0.1 * (1 + np.cos(np.pi * min(t - 2, 3) / 3)) / 2 for t in range(2, 6)],
+    }[k]
+    np.testing.assert_allclose(schedule.factors(lr, 6), want, rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: optim.Schedule("linear"), "error: unknown schedule 'linear' (expected "),
+        (
+            lambda: optim.Schedule("step", step_size=0),
+            "error: a step schedule needs step_size >= 1",
+        ),
+        (lambda: optim.Schedule("cosine"), "error: a cosine schedule needs total_steps >= 1"),
+        (
+            lambda: optim.Schedule("warmup_cosine", total_steps=3),
+            "error: a warmup schedule needs warmup_steps >= 1",
+        ),
+        (lambda: optim.Schedule("warmup"), "error: a warmup schedule needs warmup_steps >= 1"),
+        (lambda: optim.SGD(clip_norm=0.0), "error: clip norm must be > 0, got 0.0"),
+        (
+            lambda: optim.SGD(groups=({"lr": 1.0},)),
+            "error: param group 0 must be a dict with 'params'",
+        ),
+        (lambda: optim.SGD(groups=(["w"],)), "error: param group 0 must be a dict with 'params'"),
+        (
+            lambda: optim.SGD(groups=({"params": "a"}, {"params": "b", "betas": (0.9, 0.9)})),
+            "error: param group 1: sgd has no option 'betas'",
+        ),
+        (
+            lambda: optim.SGD(groups=({"params": "a", "lr": -1.0},)),
+            "error: param group 0: learning rate must be > 0, got -1.0",
+        ),
+        (lambda: optim.SGD(lr=0.0), "error: learning rate must be > 0, got 0.0"),
+        (lambda: optim.SGD(weight_decay=-0.1), "error: weight decay must be >= 0, got -0.1"),
+        (lambda: optim.SGD(weight_decay=0.0), None),
+        (lambda: optim.Adam(betas=(0.9,)), "error: adam betas must be in [0, 1), got (0.9,)"),
+        (
+            lambda: optim.Adam(betas=(0.9, 1.0)),
+            "error: adam betas must be in [0, 1), got (0.9, 1.0)",
+        ),
+        (
+            lambda: optim.Adam(betas=(-0.1, 0.9)),
+            "error: adam betas must be in [0, 1), got (-0.1, 0.9)",
+        ),
+        (lambda: optim.Adam(betas=(0.0, 0.0)), None),
+        (lambda: optim.SGD(momentum=-0.5), "error: momentum must be >= 0, got -0.5"),
+        (
+            lambda: optim.SGD(momentum=0.9, dampening=0.1, nesterov=True),
+            "error: nesterov momentum needs momentum > 0 and no dampening",
+        ),
+        (
+            lambda: optim.SGD(groups=({"params": "a", "momentum": 0.0, "nesterov": True},)),
+            "error: nesterov momentum needs momentum > 0 and no dampening",
+        ),
+        (
+            lambda: optim.LARS(exclude=3),
+            "error: lars exclude must be names, glob patterns or a predicate, got int",
+        ),
+        (
+            lambda: optim.make_optimizer("sgdd"),
+            "error: unknown optimizer 'sgdd' (expected sgd, adam, adamw, rmsprop, adagrad, nadam, lamb, lars)",
+        ),
+        (lambda: optim.make_optimizer("sgd", betas=(0.9, 0.9)), "error: sgd: "),
+    ],
+)
+def test_option_diagnostics(make, message):
+    from dlpc.diagnostics import DlpcError
+
+    if message is None:
+        make()
+        return
+    with pytest.raises(DlpcError) as e:
+        make()
+    assert str(e.value).startswith(message)
+    assert "\n" not in str(e.value)
+
+
+def test_make_optimizer_passes_an_instance_and_options():
+    sgd = optim.SGD(lr=0.5)
+    assert optim.make_optimizer(sgd) is sgd
+    assert optim.make_optimizer("adamw", lr=0.25) == optim.AdamW(lr=0.25)
+
+
+def test_groups_assign_and_runtime_hyper_parameters():
+    """The first matching group takes a param; the rest get the defaults; an unmatched
+    declared group stays (empty); only non-zero decay and momentum are run-time."""
+    opt = optim.SGD(lr=0.1, groups=({"params": "*.bias", "weight_decay": 0.5}, {"params": ["x"]}))
+    groups = opt.assign(["a.weight", "a.bias", "b.bias"])
+    assert [g["params"] for g in groups] == [["a.bias", "b.bias"], [], ["a.weight"]]
+    assert groups[0]["weight_decay"] == 0.5 and groups[2]["weight_decay"] == 0.0
+    assert opt.runtime(groups[0]) == ["lr", "weight_decay"]
+    assert opt.runtime(groups[2]) == ["lr"]
+    assert optim.SGD(groups=({"params": "*"},)).assign(["a"]) == [
+        {**optim.SGD().defaults(), "params": ["a"]}
+    ]
+    assert len(optim.SGD().assign([])) == 1
+    adam = optim.Adam(weight_decay=0.1)
+    assert adam.runtime(adam.assign(["w"])[0]) == ["lr", "weight_decay", "beta1", "beta2"]
+    state = adam.initial_state({"w": ((2,), np.float16)})
+    assert state["opt.g0.beta2"] == 0.999 and state["opt.g0.beta2"].dtype == np.float64
+    assert state["opt.exp_avg.w"].dtype == np.float32
+    assert sorted(state) == sorted(
+        [
+            "opt.step",
+            "opt.g0.lr",
+            "opt.g0.weight_decay",
+            "opt.g0.beta1",
+            "opt.g0.beta2",
+            "opt.exp_avg.w",
+            "opt.exp_avg_sq.w",
+        ]
+    )
+
+
+# ---- the comm ops' gradient rules (_comm_grad.py) on exact IR
+
+
+def _printed(module) -> str:
+    from io import StringIO
+
+    from xdsl.printer import Printer
+
+    out = StringIO()
+    Printer(stream=out).print_op(module)
+    return out.getvalue()
+
+
+def _backward(text: str) -> list[str]:
+    """The lines graph-autodiff appends after the loss's seed (broadcast to its shape)."""
+    from dlpc.passes.pipeline import parse_module
+    from dlpc.passes.train.autodiff import differentiate
+
+    module = parse_module(text)
+    differentiate(module)
+    lines = [line.strip() for line in _printed(module).splitlines()]
+    start = next(i for i, line in enumerate(lines) if line.startswith("%d_l = "))
+    return lines[start + 3 : -3]
+
+
+COMM_CHAIN = """func.func @main(%x: tensor<4x2xf32>) -> tensor<f32> {
+  %w = graph.param "w" : tensor<4x2xf32>
+  %a = graph.mul %x, %w : (tensor<4x2xf32>, tensor<4x2xf32>) -> tensor<4x2xf32>
+  %g = comm.all_gather %a dim 0 group <world 2> : tensor<4x2xf32> -> tensor<8x2xf32>
+  %s = comm.reduce_scatter sum %g dim 1 group <world 2> : tensor<8x2xf32> -> tensor<8x1xf32>
+  %b = comm.broadcast %s root 0 group <world 2> : tensor<8x1xf32>
+  %r = comm.reduce sum %b root 1 group <world 2> : tensor<8x1xf32>
+  %c = comm.scatter %r dim 0 root 0 group <world 2> : tensor<8x1xf32> -> tensor<4x1xf32>
+  %d = comm.gather %c dim 1 root 1 group <world 2> : tensor<4x1xf32> -> tensor<4x2xf32>
+  %e = comm.all_to_all %d split 0 concat 1 group <world 2> : tensor<4x2xf32> -> tensor<2x4xf32>
+  %f = comm.all_reduce avg %e group <world 2> : tensor<2x4xf32>
+  %h = comm.all_reduce sum %f group <world 2> : tensor<2x4xf32>
+  %l = graph.reduce_sum %h : (tensor<2x4xf32>) -> tensor<f32>
+  func.return %l : tensor<f32>
+}"""
+
+
+def test_comm_rules_transpose_each_communication():
+    """Each comm op's adjoint: the transposed communication with its own dims, roots,
+    kinds and group (scatter <-> gather keep dim and root; all_to_all swaps split and
+    concat; all_gather's is a sum reduce_scatter; reduce's a broadcast from its root)."""
+    g = "group <world 2>"
+    assert _backward(COMM_CHAIN) == [
+        f"%d_f = comm.all_reduce sum %d_h {g} : tensor<2x4xf32>",
+        f"%d_e = comm.all_reduce avg %d_f {g} : tensor<2x4xf32>",
+        f"%d_d = comm.all_to_all %d_e split 1 concat 0 {g} : tensor<2x4xf32> -> tensor<4x2xf32>",
+        f"%d_c = comm.scatter %d_d dim 1 root 1 {g} : tensor<4x2xf32> -> tensor<4x1xf32>",
+        f"%d_r = comm.gather %d_c dim 0 root 0 {g} : tensor<4x1xf32> -> tensor<8x1xf32>",
+        f"%d_b = comm.broadcast %d_r root 1 {g} : tensor<8x1xf32>",
+        f"%d_s = comm.reduce sum %d_b root 0 {g} : tensor<8x1xf32>",
+        f"%d_g = comm.all_gather %d_s dim 1 {g} : tensor<8x1xf32> -> tensor<8x2xf32>",
+        f"%d_a = comm.reduce_scatter sum %d_g dim 0 {g} : tensor<8x2xf32> -> tensor<4x2xf32>",
+        "%grad.w = graph.mul %d_a, %x : (tensor<4x2xf32>, tensor<4x2xf32>) -> tensor<4x2xf32>",
+    ]
+
+
+SCATTER = """func.func @main(%x: tensor<8x2xf32>) -> tensor<f32> {
+  %w = graph.param "w" : tensor<8x2xf32>
+  %a = graph.mul %x, %w : (tensor<8x2xf32>, tensor<8x2xf32>) -> tensor<8x2xf32>
+  %s = comm.reduce_scatter KIND %a dim 0 group <world 4> : tensor<8x2xf32> -> tensor<2x2xf32>
+  %l = graph.reduce_sum %s : (tensor<2x2xf32>) -> tensor<f32>
+  func.return %l : tensor<f32>
+}"""
+
+
+def test_reduce_scatter_avg_divides_by_the_group_size():
+    gather = "comm.all_gather %d_s dim 0 group <world 4> : tensor<2x2xf32> -> tensor<8x2xf32>"
+    mul = "%grad.w = graph.mul %d_a, %x : (tensor<8x2xf32>, tensor<8x2xf32>) -> tensor<8x2xf32>"
+    assert _backward(SCATTER.replace("KIND", "avg")) == [
+        f"%1 = {gather}",
+        "%2 = graph.constant dense<4.000000e+00> : tensor<f32>",
+        "%d_a = graph.div %1, %2 : (tensor<8x2xf32>, tensor<f32>) -> tensor<8x2xf32>",
+        mul,
+    ]
+    assert _backward(SCATTER.replace("KIND", "sum")) == [f"%d_a = {gather}", mul]
+
+
+def _autodiff_error(text: str, **options) -> str:
+    from xdsl.utils.exceptions import DiagnosticException
+
+    from dlpc.passes.pipeline import parse_module
+    from dlpc.passes.train.autodiff import differentiate
+
+    with pytest.raises(DiagnosticException) as e:
+        differentiate(parse_module(text), **options)
+    return str(e.value)
+
+
+REDUCE = """func.func @main(%x: tensor<4xf32>) -> tensor<f32> {
+  %w = graph.param "w" : tensor<4xf32>
+  %a = graph.mul %x, %w : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %m = OP
+  %l = graph.reduce_sum %m : (tensor<4xf32>) -> tensor<f32>
+  func.return %l : tensor<f32>
+}"""
+
+
+@pytest.mark.parametrize(
+    "op, message",
+    [
+        (
+            "comm.all_reduce max %a group <world 2> : tensor<4xf32>",
+            "comm.all_reduce max of 1 operands (sum or avg of one)",
+        ),
+        (
+            "comm.all_reduce prod %a group <world 2> : tensor<4xf32>",
+            "comm.all_reduce prod of 1 operands (sum or avg of one)",
+        ),
+        ("comm.reduce max %a root 0 group <world 2> : tensor<4xf32>", "comm.reduce max"),
+        ("comm.reduce avg %a root 0 group <world 2> : tensor<4xf32>", "comm.reduce avg"),
+    ],
+)
+def test_comm_reductions_without_a_rule(op, message):
+    text = REDUCE.replace("OP", op)
+    assert _autodiff_error(text) == f"graph-autodiff has no gradient rule for {message}"
+
+
+def test_reduce_scatter_max_has_no_rule():
+    text = SCATTER.replace("KIND", "max")
+    want = "graph-autodiff has no gradient rule for comm.reduce_scatter max"
+    assert _autodiff_error(text) == want
+
+
+def test_all_reduce_rule_refuses_two_operands():
+    """The rule itself refuses an all_reduce of several operands (graph-autodiff names a
+    multi-result op before calling any rule)."""
+    from xdsl.utils.exceptions import DiagnosticException
+
+    from dlpc.dialects import comm
+    from dlpc.passes.pipeline import parse_module
+    from dlpc.passes.train import _grad, autodiff  # noqa: F401 - registers the comm rules
+
+    module = parse_module(
+        """func.func @main(%x: tensor<4xf32>, %y: tensor<4xf32>) -> tensor<4xf32> {
+  %a, %b = comm.all_reduce sum %x, %y group <world 2> : tensor<4xf32>, tensor<4xf32>
+  func.return %a : tensor<4xf32>
+}"""
+    )
+    op = next(o for o in module.walk() if isinstance(o, comm.AllReduceOp))
+    ret = module.body.block.first_op.body.block.last_op
+    with pytest.raises(DiagnosticException) as e:
+        _grad.RULES["comm.all_reduce"](Builder.before(ret), op, op.results[0], [True, True])
+    assert str(e.value) == (
+        "graph-autodiff has no gradient rule for comm.all_reduce sum of 2 operands (sum or avg of one)"
+    )
+
+
+# ---- graph-autodiff (autodiff.py): diagnostics, names, activation checkpointing
+
+
+def _parse(text: str):
+    from xdsl.parser import Parser
+
+    from dlpc.passes.pipeline import context
+
+    ctx = context()
+    ctx.allow_unregistered = True
+    return Parser(ctx, text).parse_module()
+
+
+def _differentiate_error(text: str, **options) -> str:
+    from xdsl.utils.exceptions import DiagnosticException
+
+    from dlpc.passes.train.autodiff import differentiate
+
+    with pytest.raises(DiagnosticException) as e:
+        differentiate(_parse(text), **options)
+    return str(e.value)
+
+
+UNARY = """func.func @main(%x: tensor<4xf32>) -> tensor<f32> {
+  %w = graph.param "w" : tensor<4xf32>
+  %a = graph.mul %x, %w : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  OP
+  %l = graph.reduce_sum %m : (tensor<4xf32>) -> tensor<f32>
+  func.return %l : tensor<f32>
+}"""
+
+
+@pytest.mark.parametrize(
+    "op, where",
+    [
+        (
+            '%m = "graph.frob"(%a) : (tensor<4xf32>) -> tensor<4xf32>',
+            "graph.frob (%m, op 2 of @main)",
+        ),
+        (
+            "%m, %n = comm.all_reduce sum %a, %a group <world 2> : tensor<4xf32>, tensor<4xf32>",
+            "comm.all_reduce (%m, op 2 of @main)",
+        ),
+    ],
+)
+def test_an_op_without_a_rule_is_named_with_its_place(op, where):
+    text = UNARY.replace("OP", op)
+    assert _differentiate_error(text) == f"graph-autodiff has no gradient rule for {where}"
+
+
+def test_an_unnamed_op_without_a_rule():
+    text = UNARY.replace("OP", '%0 = "graph.frob"(%a) : (tensor<4xf32>) -> tensor<4xf32>')
+    text = text.replace("reduce_sum %m", "reduce_sum %0")
+    assert (
+        _differentiate_error(text)
+        == "graph-autodiff has no gradient rule for graph.frob (op 2 of @main)"
+    )
+
+
+def test_an_inactive_op_without_a_rule_is_not_differentiated():
+    """An op no param reaches needs no rule (nor does one whose result nothing reads)."""
+    from dlpc.passes.train.autodiff import differentiate
+
+    text = UNARY.replace("OP", '%m = "graph.frob"(%x) : (tensor<4xf32>) -> tensor<4xf32>')
+    module = _parse(text)
+    differentiate(module)
+    assert "%grad.w = graph.broadcast" in _printed(module)
+
+
+@pytest.mark.parametrize(
+    "text, options, message",
+    [
+        (
+            "func.func @other() -> () {\n  func.return\n}",
+            {},
+            "graph-autodiff needs a func.func @main",
+        ),
+        (
+            UNARY.replace("OP", "%m = graph.exp %a : (tensor<4xf32>) -> tensor<4xf32>"),
+            {"result": 1},
+            "graph-autodiff: result 1 does not exist (@main returns 1)",
+        ),
+        (
+            UNARY.replace("OP", "%m = graph.exp %a : (tensor<4xf32>) -> tensor<4xf32>"),
+            {"result": -1},
+            "graph-autodiff: result -1 does not exist (@main returns 1)",
+        ),
+    ],
+)
+def test_autodiff_diagnostics(text, options, message):
+    assert _differentiate_error(text, **options) == message
+
+
+def test_main_found_after_other_functions_and_one_element_loss():
+    """@main after another func; a loss of shape 1x1 (one element) is a scalar loss; a
+    result named by `dlpc.name` keeps its name; a loss no param reaches gets zero grads."""
+    from dlpc.passes.train.autodiff import differentiate
+
+    module = _parse(
+        """func.func @other() -> () {
+  func.return
+}
+func.func @main(%x: tensor<1x1xf32>) -> (tensor<1x1xf32> {dlpc.name = "cost"}) {
+  %w = graph.param "w" : tensor<1x1xf32>
+  %l = graph.mul %x, %x : (tensor<1x1xf32>, tensor<1x1xf32>) -> tensor<1x1xf32>
+  func.return %l : tensor<1x1xf32>
+}"""
+    )
+    differentiate(module)
+    text = _printed(module)
+    assert '(tensor<1x1xf32> {dlpc.name = "cost"}, tensor<1x1xf32> {dlpc.name = "grad.w"})' in text
+    from dlpc.reference.graph import run_reference as run
+
+    loss, grad = run(module, [np.full((1, 1), 3.0, np.float32)], {"w": np.ones((1, 1), np.float32)})
+    assert loss[0, 0] == 9.0 and grad.tolist() == [[0.0]]
+
+
+T48 = "tensor<4x8xf32>"
+HEAD = f"""func.func @main(%x: {T48}) -> tensor<f32> {{
+  %w1 = graph.param "w1" : tensor<8x8xf32>
+  %w2 = graph.param "w2" : tensor<8x8xf32>
+  %r = graph.matmul %x, %w1 : ({T48}, tensor<8x8xf32>) -> {T48}
+  %s = graph.matmul %x, %w2 : ({T48}, tensor<8x8xf32>) -> {T48}
+"""
+TAIL = """  %l = graph.reduce_sum %z : (tensor<4x8xf32>) -> tensor<f32>
+  func.return %l : tensor<f32>
+}"""
+RECOMPUTE = {
+    # a chain of three cheap ops from two matmuls: all recomputed, the matmuls kept (a tie)
+    "chain": HEAD
+    + f"""  %v = graph.add %r, %s : ({T48}, {T48}) -> {T48}
+  %y = graph.relu %v : ({T48}) -> {T48}
+  %e = graph.exp %y : ({T48}) -> {T48}
+  %z = graph.mul %e, %e : ({T48}, {T48}) -> {T48}
+"""
+    + TAIL,
+    # add(r, s) read by the backward: recomputing it would keep r and s, so it is kept
+    "sum": HEAD
+    + f"""  %v = graph.add %r, %s : ({T48}, {T48}) -> {T48}
+  %z = graph.mul %v, %v : ({T48}, {T48}) -> {T48}
+"""
+    + TAIL,
+    # exp(r), exp(exp(r)): both rebuilt from r
+    "exp": HEAD
+    + f"""  %v = graph.exp %r : ({T48}) -> {T48}
+  %y = graph.exp %v : ({T48}) -> {T48}
+  %u = graph.mul %y, %v : ({T48}, {T48}) -> {T48}
+  %z = graph.add %u, %s : ({T48}, {T48}) -> {T48}
+"""
+    + TAIL,
+    # a broadcast of a row sum: rebuilt from the small sum
+    "broadcast": HEAD
+    + f"""  %m = graph.reduce_sum %r {{axes = array<i64: 1>, keepdims = true}} : ({T48}) -> tensor<4x1xf32>
+  %b = graph.broadcast %m {{shape = array<i64: 4, 8>}} : (tensor<4x1xf32>) -> {T48}
+  %z = graph.mul %b, %s : ({T48}, {T48}) -> {T48}
+"""
+    + TAIL,
+}
+# (kept names, kept bytes, recomputed ops) without and with recompute
+KEPT = {
+    "chain": ((["e", "y"], 256, 0), (["r", "s"], 256, 3)),
+    "sum": ((["v"], 128, 0), (["v"], 128, 0)),
+    "exp": ((["v", "y"], 256, 0), (["r"], 128, 2)),
+    "broadcast": ((["s", "b"], 256, 0), (["s", "m"], 144, 1)),
+}
+
+
+@pytest.mark.parametrize("name", list(RECOMPUTE))
+def test_recompute_keeps_what_its_plan_says_and_the_same_gradients(name):
+    from dlpc.passes.train.autodiff import differentiate, saved_bytes
+
+    forward = _parse(RECOMPUTE[name])
+    before = _printed(forward)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((4, 8)).astype(np.float32)
+    weights = {k: rng.standard_normal((8, 8)).astype(np.float32) for k in ("w1", "w2")}
+    results = []
+    for recompute, (names, kept, ops) in zip((False, True), KEPT[name]):
+        stats = saved_bytes(forward, recompute=recompute)
+        assert (stats.names, stats.kept_bytes, stats.recomputed_ops) == (names, kept, ops)
+        assert stats.kept_values == len(names) and sum(stats.sizes) == kept
+        module = forward.clone()
+        assert differentiate(module, recompute=recompute) == stats
+        results.append(run_reference(module, [x], weights))
+    assert _printed(forward) == before  # (saved_bytes differentiates a copy)
+    for a, b in zip(*results):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_recompute_copies_each_value_once_before_its_first_reader():
+    from dlpc.passes.train.autodiff import differentiate
+
+    module = _parse(RECOMPUTE["chain"])
+    differentiate(module, recompute=True)
+    lines = [line.strip() for line in _printed(module).splitlines()]
+    start = lines.index(
+        f"%d_z = graph.broadcast %0 {{shape = array<i64: 4, 8>}} : (tensor<1x1xf32>) -> {T48}"
+    )
+    assert lines[start + 1 : start + 5] == [
+        f"%v_1 = graph.add %r, %s : ({T48}, {T48}) -> {T48}",
+        f"%y_1 = graph.relu %v_1 : ({T48}) -> {T48}",
+        f"%e_1 = graph.exp %y_1 : ({T48}) -> {T48}",
+        f"%1 = graph.mul %d_z, %e_1 : ({T48}, {T48}) -> {T48}",
+    ]
+    assert sum(" = graph.exp " in line for line in lines) == 2
