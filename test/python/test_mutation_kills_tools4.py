@@ -627,3 +627,278 @@ def test_dlpc_run_prints_each_line_of_its_report(tiny, monkeypatch, capsys):
     assert capsys.readouterr().err == (
         "dlpc-run: error: --profile needs --target c or opencl, not 'numpy'\n"
     )
+
+
+# ---- diagnostics.py: the paths no tool run reaches -------------------------------------------
+def test_one_line_cuts_at_exactly_its_limit():
+    from dlpc.diagnostics import first_line, one_line
+
+    assert one_line("x" * 10, limit=10) == "x" * 10
+    assert one_line("x" * 11, limit=10) == "xxxxxxx..."
+    assert one_line("why:\n  because  it\n is", limit=400) == "why: because it"
+    assert one_line("no colon\nsecond") == "no colon"
+    assert first_line("\n  \n first \nsecond") == "first" and first_line(" \n") == ""
+
+
+def test_a_short_pass_pipeline_error_is_one_line():
+    from xdsl.utils.exceptions import ArgSpecParseError
+
+    from dlpc.diagnostics import format_exception
+
+    def error(text: str) -> ArgSpecParseError:
+        e = ArgSpecParseError.__new__(ArgSpecParseError)
+        BaseException.__init__(e, text)
+        return e
+
+    four = error("Error parsing:\n  pass-pipeline:1:3\n  a{b\n   ^")
+    assert format_exception(four) == (
+        "error: bad pass pipeline: Error parsing: pass-pipeline:1:3 a{b ^"
+    )
+    five = error("Error parsing:\npass-pipeline:1:3\n\n  a{b  \n   ^\n  expected }")
+    assert format_exception(five) == "error: bad pass pipeline 'a{b' at column 3: expected }"
+
+
+def test_a_message_of_several_arguments_takes_a_string_first_one():
+    from dlpc.diagnostics import _message
+
+    assert _message(ValueError("first\nline", "second")) == "first"
+    assert _message(ValueError(3, "second")) == "(3, 'second')"
+    assert _message(ValueError("only")) == "only"
+
+
+def test_a_failed_flush_of_stdout_is_one_line(monkeypatch):
+    import errno
+
+    from dlpc.diagnostics import _flush_stdout, run_guarded
+
+    class Full(io.StringIO):
+        def __init__(self, e):
+            super().__init__()
+            self.e = e
+
+        def flush(self):
+            raise self.e
+
+    monkeypatch.setattr(sys, "stdout", Full(OSError(errno.ENOSPC, "No space left on device")))
+    with pytest.raises(DlpcError) as e:
+        _flush_stdout()
+    assert str(e.value) == "error: cannot write to stdout: No space left on device"
+    monkeypatch.setattr(sys, "stdout", Full(OSError("bare")))
+    with pytest.raises(DlpcError) as e:
+        _flush_stdout()
+    assert str(e.value) == "error: cannot write to stdout: bare"
+    monkeypatch.setattr(sys, "stdout", Full(BrokenPipeError()))
+    with pytest.raises(BrokenPipeError):
+        _flush_stdout()
+    assert run_guarded(lambda: 0, "t") == 141
+
+
+def test_write_stdout_to_a_closed_pipe_is_a_broken_pipe(monkeypatch):
+    import os
+
+    from dlpc.diagnostics import write_stdout
+
+    r, w = os.pipe()
+    os.close(r)
+    with os.fdopen(w, "w") as f:
+        monkeypatch.setattr(sys, "stdout", f)
+        with pytest.raises(BrokenPipeError):
+            write_stdout("x")
+
+
+def test_versions_and_hints_without_package_metadata(monkeypatch):
+    import importlib.metadata as metadata
+
+    from dlpc.diagnostics import dlpc_version, install_hint, version_text
+
+    tail = install_hint("train").split(", or pip install ")[1].split()
+    assert tail and all("==" in p and ";" not in p and "extra" not in p for p in tail)
+    assert [p.split("==")[0] for p in tail] == ["tqdm", "scikit-learn", "matplotlib"]
+
+    def missing(name):
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(metadata, "version", missing)
+    monkeypatch.setattr(metadata, "requires", missing)
+    assert dlpc_version() == "unknown"
+    assert version_text("dlpc") == "dlpc unknown (xdsl unknown)"
+    assert version_text("dlpc-run") == "dlpc-run (dlpc unknown, xdsl unknown)"
+    assert install_hint("train") == "pip install -e '.[train]' from the dlpc checkout"
+    monkeypatch.setattr(metadata, "requires", lambda name: None)
+    assert install_hint("train") == "pip install -e '.[train]' from the dlpc checkout"
+
+
+def test_progress_draws_on_stderr_only_on_a_terminal(monkeypatch):
+    from dlpc.diagnostics import progress
+
+    made = []
+    monkeypatch.setitem(
+        sys.modules, "tqdm", SimpleNamespace(tqdm=lambda it, **kw: made.append((it, kw)))
+    )
+    progress([1], total=1)
+    assert made == [([1], {"total": 1, "file": sys.stderr, "disable": None, "dynamic_ncols": True})]
+    progress(disable=True)
+    assert made[1] == (None, {"disable": True, "file": sys.stderr, "dynamic_ncols": True})
+
+
+def test_a_new_file_gets_0666_less_the_umask_an_old_one_keeps_its_mode(tmp_path):
+    import os
+    import stat
+
+    from dlpc.diagnostics import write_atomically
+
+    old = os.umask(0o027)
+    try:
+        write_atomically(tmp_path / "new.txt", "n")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "new.txt").stat().st_mode) == 0o640
+    path = tmp_path / "old.sh"
+    path.write_text("x")
+    os.chmod(path, 0o4755)
+    write_atomically(path, "y")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o4755 and path.read_text() == "y"
+
+
+def test_write_atomically_lets_a_broken_pipe_through(tmp_path):
+    import os
+
+    from dlpc.diagnostics import write_atomically
+
+    r, w = os.pipe()
+    os.close(r)
+    fifo_like = f"/dev/fd/{w}"
+    try:
+        with pytest.raises(BrokenPipeError):
+            write_atomically(fifo_like, "x")
+    finally:
+        os.close(w)
+
+
+# ---- tools/common.py: the model read from stdin, what a tool reads, memory --------------------
+def test_model_inputs_of_stdin_and_of_a_file(tmp_path):
+    from dlpc.tools.common import model_inputs
+
+    model = tmp_path / "m.dlpc"
+    model.write_text("")
+    (tmp_path / "m.npz").write_bytes(b"")
+    log = tmp_path / "t.jsonl"
+    log.write_text("")
+    w = tmp_path / "w.npz"
+    w.write_bytes(b"")
+    assert model_inputs("-", None, str(log), None) == [(str(log), "an input")]
+    assert model_inputs("-", str(w)) == [(str(w), "the --weights input")]
+    assert model_inputs(str(model), None) == [
+        (str(model), "the model"),
+        (str(tmp_path / "m.npz"), "the weights beside the model"),
+    ]
+    assert model_inputs(str(model), str(w), str(tmp_path / "absent")) == [
+        (str(model), "the model"),
+        (str(w), "the --weights input"),
+    ]
+
+
+def test_an_onnx_model_needs_onnx_and_reads_from_stdin(tmp_path, monkeypatch):
+    from dlpc.tools.common import check_model_path, load_model
+
+    path = tmp_path / "m.onnx"
+    path.write_bytes(b"")
+    monkeypatch.setitem(sys.modules, "onnx", None)
+    with pytest.raises(DlpcError) as e:
+        check_model_path(str(path), None)
+    assert str(e.value).startswith("error: importing an ONNX model needs onnx (pip install -e")
+    monkeypatch.delitem(sys.modules, "onnx")
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+    )
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    data = onnx._serialize(proto) if hasattr(onnx, "_serialize") else proto.SerializeToString()
+    monkeypatch.setattr(sys, "stdin", SimpleNamespace(buffer=io.BytesIO(data)))
+    model = load_model("-", "onnx")
+    assert (model.name, model.path) == ("stdin", None)
+    assert "graph.relu" in str(model.module)
+
+
+def test_load_model_checks_batch_first(tmp_path):
+    from dlpc.tools.common import load_model
+
+    with pytest.raises(DlpcError) as e:
+        load_model("m.dlpc", None, None, 0)
+    assert str(e.value) == "error: --batch must be >= 1, got 0"
+    with pytest.raises(DlpcError) as e:
+        load_model("m.onnx", None, None, 2)
+    assert str(e.value) == "error: --batch applies to .dlpc models, not onnx"
+
+
+def test_available_memory_when_the_process_status_is_unreadable(monkeypatch):
+    import resource
+
+    from dlpc.tools import common
+
+    def fields(path):
+        if path == "/proc/self/status":
+            raise OSError("gone")
+        return {"MemAvailable": 5000}
+
+    monkeypatch.setattr(common, "_kib_fields", fields)
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (800, 0))
+    assert common.available_memory() == 800  # (the whole limit)
+
+
+# ---- dlpc: --train's command line, --check-each-pass's weights --------------------------------
+def test_dlpc_train_flag_hands_dlpc_train_its_command_line(tiny, monkeypatch, capsys):
+    from dlpc.tools import dlpc, dlpc_train
+
+    lines = []
+    monkeypatch.setattr(dlpc_train, "main", lambda line: lines.append(line) or 0)
+    argv = [tiny, "--train", "--emit", "te", "-O1", "--weights", "w.npz", "--batch", "4"]
+    assert dlpc.main([*argv, "--dp", "2", "--pp", "3"]) == 0
+    assert dlpc.main([tiny, "--train"]) == 0
+    assert dlpc.main([tiny, "--tp", "2"]) == 1
+    assert capsys.readouterr().err == "dlpc: error: --dp/--tp/--pp apply to --train\n"
+    assert dlpc.main([tiny, "--train", "-o", "x.c"]) == 1
+    assert capsys.readouterr().err == (
+        "dlpc: error: --train prints to stdout; -o is not supported with it\n"
+    )
+    assert lines == [
+        [tiny, "--emit=te", "-O", "1", "--weights", "w.npz", "--batch", "4"]
+        + ["--dp", "2", "--pp", "3"],
+        [tiny, "--emit=c", "-O", "2"],
+    ]
+
+
+def test_dlpc_check_each_pass_runs_on_the_known_weights(tmp_path, monkeypatch, capsys):
+    """Folded: the checker gets the pipeline's weights; not folded but known: the model's
+    own; unknown weights: None (random ones)."""
+    from dlpc.backends.runtime import evaluate
+    from dlpc.tools import dlpc
+
+    seen = []
+    real = evaluate.make_checker
+
+    def make_checker(known=None, **kw):
+        seen.append((None if known is None else sorted(known), kw))
+        return real(known, **kw)
+
+    monkeypatch.setattr(evaluate, "make_checker", make_checker)
+    known = tmp_path / "k.dlpc"
+    known.write_text(
+        "model k(x: f32[2, 4]) {\n  param w: f32[4, 4] = kaiming(seed=1)\n"
+        "  return relu(matmul(x, w))\n}\n"
+    )
+    unknown = tmp_path / "u.mlir"  # (graph IR without a weights file: w is unknown)
+    unknown.write_text(
+        'func.func @main(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {\n  %w = graph.param "w" : '
+        "tensor<2x4xf32>\n  %y = graph.add %x, %w : (tensor<2x4xf32>, tensor<2x4xf32>) -> "
+        "tensor<2x4xf32>\n  func.return %y : tensor<2x4xf32>\n}\n"
+    )
+    for path, extra in ((known, []), (known, ["--no-fold-weights"]), (unknown, [])):
+        assert dlpc.main([str(path), "--emit", "te", "--check-each-pass", *extra]) == 0
+    capsys.readouterr()
+    assert seen == [(["w"], {"functions": "main"})] * 2 + [(None, {"functions": "main"})]
