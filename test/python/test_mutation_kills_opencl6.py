@@ -87,7 +87,7 @@ MODELS: dict[str, tuple[str, int, dict]] = {
         2,
         {},
     ),
-    # the fused Winograd F(2x2, 3x3) chain (written as one kernel on a CPU plan)
+    # a Winograd F(2x2, 3x3) chain with a residual (rows of 8: not fused)
     "winograd": (
         """model wconv(x: f32[B, 8, 8, 8], r: f32[B, 8, 8, 8]) {
   param k: f32[8, 8, 3, 3] = kaiming(seed=5)
@@ -97,6 +97,38 @@ MODELS: dict[str, tuple[str, int, dict]] = {
 """,
         1,
         {"graph-winograd": {"where": "all"}},
+    ),
+    # the fused one (rows of 16: `fused_source`), with a bias and no residual
+    "winograd_fused": (
+        """model wconv(x: f32[B, 8, 6, 16]) {
+  param k: f32[8, 8, 3, 3] = kaiming(seed=5)
+  param b: f32[8] = normal(seed=6, std=0.1)
+  return relu(conv2d(x, k, b, padding=1))
+}
+""",
+        2,
+        {"graph-winograd": {"where": "all"}},
+    ),
+    # a pointwise conv: the 6 x 16 wide tile; a 5 x 5 conv of 28 columns: ragged lanes
+    "pointwise": (
+        """model pw(x: f32[B, 8, 2, 16], y: f32[B, 1, 16, 32]) {
+  param k: f32[12, 8, 1, 1] = kaiming(seed=5)
+  param c: f32[6, 1, 5, 5] = kaiming(seed=6)
+  return conv2d(x, k), relu(conv2d(y, c))
+}
+""",
+        1,
+        {},
+    ),
+    # long sums: a global average pool (partial sums over channels' rows; split on a
+    # GPU), a sum over the last axis under three work-item loops (split, two collapsed)
+    "sums": (
+        """model s(x: f32[B, 16, 12, 12], y: f32[B, 3, 4, 80]) {
+  return global_avg_pool(x), reduce_sum(y, axis=3)
+}
+""",
+        2,
+        {},
     ),
     # elementwise math on lanes (vector calls), a layer of f64
     "math": (
@@ -126,6 +158,7 @@ PLANS = [
     ("runs", 8, None, "runs", 1),
     ("runs-parts2", 8, None, "runs", 2),
     ("team", 8, None, "team", 1),
+    ("team-parts2", 8, None, "team", 2),
     ("gpu-1", 8, GpuProfile(max_group=1024, units=1), None, 1),
     ("gpu-132", 8, GpuProfile(max_group=1024, units=132), None, 1),
     ("gpu-32x4", 8, GpuProfile(max_group=32, units=4), None, 1),
@@ -163,7 +196,7 @@ def _program(module, width: int, gpu, chains, groups: int) -> dict[str, str]:
     fn = find_main(module)
     aliases = reshape_aliases(fn)
     if chains == "team":
-        source = emitter.emit([team_run(fn, aliases) or []], team=2)
+        source = emitter.emit([team_run(fn, aliases) or []], parts=groups, team=2)
     elif chains == "runs":
         source = emitter.emit(kernel_runs(fn, aliases), parts=groups)
     else:
