@@ -902,3 +902,106 @@ def test_dlpc_check_each_pass_runs_on_the_known_weights(tmp_path, monkeypatch, c
         assert dlpc.main([str(path), "--emit", "te", "--check-each-pass", *extra]) == 0
     capsys.readouterr()
     assert seen == [(["w"], {"functions": "main"})] * 2 + [(None, {"functions": "main"})]
+
+
+# ---- dlpc-opt: stdin, any file name, its help ------------------------------------------------
+OPT_INPUT = """func.func @main(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %y = graph.relu %x : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  func.return %y : tensor<2x3xf32>
+}
+"""
+
+
+def test_dlpc_opt_reads_stdin_and_a_file_of_any_name(tmp_path, monkeypatch, capsys):
+    from dlpc.tools.dlpc_opt import main
+
+    monkeypatch.setattr(sys, "stdin", SimpleNamespace(buffer=io.BytesIO(OPT_INPUT.encode())))
+    assert main(["-", "-p", "graph-to-te"]) == 0
+    assert "te.compute" in capsys.readouterr().out
+    monkeypatch.setattr(sys, "stdin", SimpleNamespace(buffer=io.BytesIO(OPT_INPUT.encode())))
+    assert main([]) == 0  # (no file: stdin too)
+    assert "graph.relu" in capsys.readouterr().out
+    src = tmp_path / "model.txt"
+    src.write_text(OPT_INPUT)
+    assert main([str(src)]) == 0
+    assert "graph.relu" in capsys.readouterr().out
+    src.write_text("not ir")
+    assert main([str(src)]) == 1
+    assert capsys.readouterr().err == f"{src}:1:5: error: Operation not is not registered\n"
+
+
+def test_dlpc_opt_help_documents_every_option(capsys):
+    from dlpc.tools.dlpc_opt import main
+
+    assert main(["--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "do not verify the IR after parsing and after each pass" in text
+    assert "print the version of dlpc-opt (dlpc and xDSL) and exit" in text
+    assert "IR file of any name (MLIR text); - or none reads stdin" in text
+
+
+# ---- dlpc-train's image fitting: bilinear against a scalar reference --------------------------
+def _bilinear_reference(img: np.ndarray, h: int, w: int) -> np.ndarray:
+    """align_corners=False, one output pixel at a time (the source clamped to the image)."""
+    H, W = img.shape
+
+    def source(i: int, n_out: int, n_in: int) -> tuple[int, int, float]:
+        s = min(max((i + 0.5) * n_in / n_out - 0.5, 0.0), n_in - 1.0)
+        lo = int(np.floor(s))
+        return lo, min(lo + 1, n_in - 1), s - lo
+
+    out = np.zeros((h, w))
+    for i in range(h):
+        r0, r1, fr = source(i, h, H)
+        for j in range(w):
+            c0, c1, fc = source(j, w, W)
+            top = img[r0, c0] * (1 - fc) + img[r0, c1] * fc
+            bottom = img[r1, c0] * (1 - fc) + img[r1, c1] * fc
+            out[i, j] = top * (1 - fr) + bottom * fr
+    return out
+
+
+@pytest.mark.parametrize(("h", "w"), [(7, 4), (2, 9), (3, 5), (1, 1)])
+def test_resize_bilinear_matches_the_reference_up_and_down(h, w):
+    from dlpc.tools.dlpc_train import resize_bilinear
+
+    images = np.random.default_rng(3).standard_normal((2, 3, 5)).astype(np.float32) ** 3
+    out = resize_bilinear(images, h, w)
+    assert out.shape == (2, h, w) and out.dtype == np.float32
+    for k in range(2):
+        np.testing.assert_allclose(out[k], _bilinear_reference(images[k], h, w), rtol=1e-5)
+
+
+def test_fit_to_input_keeps_reshapes_resizes_or_refuses():
+    from dlpc.tools.dlpc_train import fit_to_input
+
+    x = np.random.default_rng(0).standard_normal((2, 8, 8)).astype(np.float32)
+    said: list[str] = []
+    assert fit_to_input(x, (8, 8), "d", said.append) is x and said == []
+    flat = fit_to_input(x, (64,), "d", said.append)
+    assert flat.shape == (2, 64) and np.array_equal(flat, x.reshape(2, 64))
+    assert said == ["d: samples 8x8 reshaped to the model's input 64"]
+    said.clear()
+    out = fit_to_input(x, (1, 16), "d", said.append)  # (one spatial dim, a square size)
+    assert out.shape == (2, 1, 16) and out.dtype == np.float32
+    want = x[1].reshape(4, 2, 4, 2).mean(axis=(1, 3)).ravel()
+    np.testing.assert_allclose(out[1, 0], want, rtol=1e-5)
+    assert said == ["d: 8x8 images resized to 4x4 (bilinear) for the model's input 1x16"]
+    with pytest.raises(DlpcError) as e:
+        fit_to_input(np.zeros(3, np.float32), (4,), "v", said.append)
+    assert (
+        str(e.value) == "error: v samples have shape scalar but the model's input is 4 per sample"
+    )
+    with pytest.raises(DlpcError) as e:
+        fit_to_input(np.zeros((2, 2, 3, 4), np.float32), (1, 4, 4), "v", said.append)
+    assert str(e.value) == (
+        "error: v samples have shape 2x3x4 but the model's input is 1x4x4 per sample"
+    )
+
+
+def test_square_sides():
+    from dlpc.tools.dlpc_train import _square
+
+    assert [_square(n) for n in (0, 1, 2, 4, 8, 9, 24, 25, 26, 10000)] == [
+        0, 1, 0, 2, 0, 3, 0, 5, 0, 100
+    ]  # fmt: skip
