@@ -839,3 +839,326 @@ def test_nhwc_window_ops_keep_the_channels_last():
     low = _with_layout(g.GlobalAvgPoolOp, [t(2, 3)])
     with pytest.raises(VerifyException, match="got 2x3$"):
         low.infer_shape(low.in_shapes)
+
+
+# -------------------------------------------------------------- dlp verifiers' edges
+
+NRAM = "#dlp.space<nram>"
+WRAM = "#dlp.space<wram>"
+
+
+def dlp_module(body: str, attrs: str, consts=(0, 1, 2, 3, 4, 8, 16, 64)) -> str:
+    """`body` inside one dlp.kernel with `attrs`, with `%cN` index constants and `%fN` / `%hN` / `%dN` / `%wN` / `%iN`
+    buffers of N elements (f32 in NRAM, f16 in NRAM, f32 in GDRAM, f32 in WRAM, i32 in
+    NRAM)."""
+    lines = [f"    %c{n} = arith.constant {n} : index" for n in consts]
+    lines.append("    %cm1 = arith.constant -1 : index")
+    lines.append("    %s = arith.constant 1.0 : f32")
+    for n in (8, 16, 17, 18, 63, 64, 128, 144):
+        lines.append(f"    %f{n} = memref.alloc() : memref<{n}xf32, {NRAM}>")
+        lines.append(f"    %w{n} = memref.alloc() : memref<{n}xf32, {WRAM}>")
+    lines.append(f"    %h64 = memref.alloc() : memref<64xf16, {NRAM}>")
+    lines.append(f"    %i64 = memref.alloc() : memref<64xi32, {NRAM}>")
+    return (
+        "func.func @f(%d64: memref<64xf32>) {\n"
+        f'  dlp.kernel "k" attributes {{{attrs}}} {{\n' + "\n".join(lines) + "\n"
+        f"    {body}\n  }}\n  func.return\n}}"
+    )
+
+
+def dlp_verdict(body: str, attrs: str = "tasks = 1 : i64") -> str:
+    """'OK' or the first line of the verifier's message for `dlp_module(body, attrs)`."""
+    try:
+        g_parse(dlp_module(body, attrs)).verify()
+    except VerifyException as e:
+        return str(e).splitlines()[0]
+    return "OK"
+
+
+def g_parse(text: str):
+    from dlpc.passes.pipeline import parse_module
+
+    return parse_module(text)
+
+
+N64 = f"memref<64xf32, {NRAM}>"
+
+
+@pytest.mark.parametrize(
+    "attrs, expected",
+    [
+        ("tasks = 1 : i64", "OK"),
+        ("", "OK"),
+        ("tasks = 0 : i64", "kernel 'k' launches 0 tasks, expected >= 1"),
+        ("tasks = -3 : i64", "kernel 'k' launches -3 tasks, expected >= 1"),
+        ("dma_align = 1 : i64", "OK"),
+        ("dma_align = 2 : i64, vector_align = 128 : i64", "OK"),
+        ("dma_align = 0 : i64", "kernel 'k' has dma_align 0 : i64, expected a power of two"),
+        ("dma_align = -4 : i64", "kernel 'k' has dma_align -4 : i64, expected a power of two"),
+        ("dma_align = 12 : i64", "kernel 'k' has dma_align 12 : i64, expected a power of two"),
+        ("vector_align = 3 : i64", "kernel 'k' has vector_align 3 : i64, expected a power of two"),
+        ("vector_align = 0 : i64", "kernel 'k' has vector_align 0 : i64, expected a power of two"),
+    ],
+)
+def test_dlp_kernel_tasks_and_alignments(attrs, expected):
+    assert dlp_verdict("dlp.sync_all", attrs) == expected
+
+
+def test_dlp_kernel_num_tasks():
+    from dlpc.dialects import dlp
+
+    assert dlp.KernelOp("k").num_tasks == 1
+    k = dlp.KernelOp("k", None, tasks=g.IntegerAttr(5, i64))
+    assert k.num_tasks == 5
+
+
+@pytest.mark.parametrize(
+    "body, attrs, expected",
+    [
+        # offsets: a constant one is aligned to the kernel's vector_align in bytes
+        (f"dlp.exp %f64[%c16], %f64[%c0], %c8 : {N64}, {N64}", "vector_align = 64 : i64", "OK"),
+        (
+            f"dlp.exp %f64[%c8], %f64[%c0], %c8 : {N64}, {N64}",
+            "vector_align = 64 : i64",
+            "dlp.exp operand 'dst' offset 8 (32 bytes) is not aligned to 64 bytes (vector_align)",
+        ),
+        (
+            f"dlp.exp %h64[%c16], %h64[%c0], %c8 : memref<64xf16, {NRAM}>, memref<64xf16, {NRAM}>",
+            "vector_align = 64 : i64",
+            "dlp.exp operand 'dst' offset 16 (32 bytes) is not aligned to 64 bytes (vector_align)",
+        ),
+        (
+            f"dlp.exp %h64[%c64], %h64[%c0], %c8 : memref<64xf16, {NRAM}>, memref<64xf16, {NRAM}>",
+            "vector_align = 128 : i64",
+            "OK",
+        ),
+        # no alignment without the kernel's attribute; the DMA one for copies only
+        (f"dlp.exp %f64[%c3], %f64[%c1], %c8 : {N64}, {N64}", "dma_align = 64 : i64", "OK"),
+        (
+            f"dlp.memcpy NRAM2NRAM %f64[%c4], %f64[%c16], %c8 : {N64}, {N64}",
+            "dma_align = 16 : i64",
+            "OK",
+        ),
+        (
+            f"dlp.memcpy NRAM2NRAM %f64[%c16], %f64[%c2], %c8 : {N64}, {N64}",
+            "dma_align = 16 : i64",
+            "dlp.memcpy operand 'src' offset 2 (8 bytes) is not aligned to 16 bytes (dma_align)",
+        ),
+        # a GDRAM side is not checked
+        (
+            f"dlp.memcpy GDRAM2NRAM %f64[%c0], %d64[%c3], %c8 : {N64}, memref<64xf32>",
+            "dma_align = 16 : i64",
+            "OK",
+        ),
+        (
+            f"dlp.relu %f64[%c0], %f64[%cm1], %c8 : {N64}, {N64}",
+            "tasks = 1 : i64",
+            "dlp.relu operand 'src' has negative offset -1",
+        ),
+        (
+            f"dlp.memcpy GDRAM2NRAM %f64[%c0], %d64[%cm1], %c8 : {N64}, memref<64xf32>",
+            "tasks = 1 : i64",
+            "dlp.memcpy operand 'src' has negative offset -1",
+        ),
+    ],
+)
+def test_dlp_offsets(body, attrs, expected):
+    assert dlp_verdict(body, attrs) == expected
+
+
+def test_dlp_intrinsics_element_types():
+    i = f"memref<64xi32, {NRAM}>"
+    assert dlp_verdict(f"dlp.relu %i64[%c0], %i64[%c0], %c8 : {i}, {i}") == (
+        "dlp.relu operand 'dst' must hold floats, got i32"
+    )
+    assert dlp_verdict(f"dlp.add_scalar %f64[%c0], %f64[%c0], %s, %c8 : {N64}, {N64}, f32") == (
+        "OK"
+    )
+    h = f"memref<64xf16, {NRAM}>"
+    assert dlp_verdict(f"dlp.add_scalar %h64[%c0], %h64[%c0], %s, %c8 : {h}, {h}, f32") == (
+        "dlp.add_scalar scalar has type f32, expected f16"
+    )
+
+
+@pytest.mark.parametrize(
+    "count, seg, expected",
+    [
+        ("%c64", "%c8", "OK"),
+        ("%c64", "%c64", "OK"),
+        ("%c16", "%c3", "dlp.cycle_mul count 16 is not a multiple of segment length 3"),
+        ("%c16", "%c0", "dlp.cycle_mul count 16 is not a multiple of segment length 0"),
+        ("%c16", "%cm1", "dlp.cycle_mul count 16 is not a multiple of segment length -1"),
+        ("%c0", "%c8", "OK"),
+        ("%c64", "%c1", "OK"),
+    ],
+)
+def test_dlp_cycle_counts(count, seg, expected):
+    body = f"dlp.cycle_mul %f64[%c0], %f64[%c0], %f8[%c0], {count}, {seg} : {N64}, {N64}, "
+    assert dlp_verdict(body + f"memref<8xf32, {NRAM}>") == expected
+
+
+SYNC_COPY = f"dlp.memcpy GDRAM2NRAM %f64[%c0], %d64[%c0], %c8 : {N64}, memref<64xf32>"
+STRIDED = "dlp.memcpy_strided_async GDRAM2NRAM %f64[%c0], %d64[%c0], {} x {}, {}, %c16 : " + (
+    f"{N64}, memref<64xf32>\n    dlp.wait_dma"
+)
+
+
+@pytest.mark.parametrize(
+    "count, segments, stride, expected",
+    [
+        ("%c16", "%c2", "%c16", "OK"),
+        ("%c16", "%c1", "%c8", "OK"),  # one segment cannot overlap
+        (
+            "%c16",
+            "%c2",
+            "%c8",
+            "dlp.memcpy_strided_async destination stride 8 is less than "
+            "the segment's 16 elements: segments would overlap",
+        ),
+        ("%c16", "%c0", "%c16", "dlp.memcpy_strided_async has 0 segments, expected >= 1"),
+        ("%c16", "%cm1", "%c16", "dlp.memcpy_strided_async has -1 segments, expected >= 1"),
+        ("%c8", "%c4", "%c8", "OK"),
+    ],
+)
+def test_dlp_strided_copies(count, segments, stride, expected):
+    assert dlp_verdict(STRIDED.format(count, segments, stride)) == expected
+
+
+def test_dlp_strided_copy_with_an_unknown_segment_count_is_checked_as_two():
+    from dlpc.dialects import dlp
+
+    text = (
+        "func.func @f(%d: memref<64xf32>, %n: index) {\n"
+        '  dlp.kernel "k" attributes {tasks = 1 : i64} {\n'
+        "    %c0 = arith.constant 0 : index\n    %c8 = arith.constant 8 : index\n"
+        "    %c16 = arith.constant 16 : index\n"
+        f"    %b = memref.alloc() : {N64}\n"
+        "    dlp.memcpy_strided_async GDRAM2NRAM %b[%c0], %d[%c0], %c16 x %n, %c8, %c16 : "
+        f"{N64}, memref<64xf32>\n    dlp.wait_dma\n  }}\n  func.return\n}}"
+    )
+    with pytest.raises(VerifyException, match="destination stride 8 is less than the segment"):
+        g_parse(text).verify()
+    module = g_parse(text.replace("%c8, %c16 :", "%c16, %c8 :"))
+    op = next(o for o in module.walk() if isinstance(o, dlp.MemcpyStridedAsyncOp))
+    assert [v.name_hint for v in op.trailing_operands()] == ["c16", "n", "c16", "c8"]
+    copy = next(
+        o
+        for o in g_parse(dlp_module(SYNC_COPY, "tasks = 1 : i64")).walk()
+        if isinstance(o, dlp.MemcpyOp)
+    )
+    assert [v.name_hint for v in copy.trailing_operands()] == ["c8"]
+
+
+def test_dlp_async_copies_end_with_wait_dma():
+    copy = f"dlp.memcpy_async GDRAM2NRAM %f64[%c0], %d64[%c0], %c8 : {N64}, memref<64xf32>"
+    assert dlp_verdict(copy + "\n    dlp.wait_dma") == "OK"
+    assert dlp_verdict(copy) == (
+        "kernel 'k' issues dlp.memcpy_async but does not end with dlp.wait_dma"
+    )
+    assert dlp_verdict(copy + "\n    dlp.wait_dma\n    dlp.sync_all") == (
+        "kernel 'k' issues dlp.memcpy_async but does not end with dlp.wait_dma"
+    )
+    sync = f"dlp.memcpy GDRAM2NRAM %f64[%c0], %d64[%c0], %c8 : {N64}, memref<64xf32>"
+    assert dlp_verdict(sync) == "OK"
+    strided = STRIDED.format("%c8", "%c2", "%c8").replace("\n    dlp.wait_dma", "")
+    assert dlp_verdict(strided) == (
+        "kernel 'k' issues dlp.memcpy_async but does not end with dlp.wait_dma"
+    )
+
+
+CONV = (
+    "dlp.conv2d %f{dst}[%c0], %f{src}[%c0], %w{w}[%c0], {co} {{channels_in = 2 : i64, "
+    "height = {h} : i64, width = 3 : i64, kernel_h = {kh} : i64, kernel_w = 3 : i64, "
+    "stride_h = {sh} : i64, stride_w = 1 : i64, pad_top = {pt} : i64, pad_left = 1 : i64, "
+    "pad_bottom = {pb} : i64, pad_right = 1 : i64}} : memref<{dst}xf32, {n}>, "
+    "memref<{src}xf32, {n}>, memref<{w}xf32, {wr}>"
+)
+
+
+def conv(dst=18, src=18, w=144, co="%c2", h=3, kh=3, sh=1, pt=1, pb=1):
+    return CONV.format(
+        dst=dst, src=src, w=w, co=co, h=h, kh=kh, sh=sh, pt=pt, pb=pb, n=NRAM, wr=WRAM
+    )
+
+
+@pytest.mark.parametrize(
+    "kw, expected",
+    [
+        ({}, "OK"),  # 2x3x3 input, pads 1: 3x3 out, weight 2*2*3*3 = 36 <= 144
+        ({"dst": 17}, "dlp.conv2d operand 'dst' holds 17 elements, needs 18"),
+        ({"src": 17}, "dlp.conv2d operand 'src' holds 17 elements, needs 18"),
+        ({"w": 18, "co": "%c1"}, "OK"),
+        ({"w": 17, "co": "%c1"}, "dlp.conv2d operand 'weight' holds 17 elements, needs 18"),
+        (
+            {"w": 17, "dst": 144, "co": "%c16"},
+            "dlp.conv2d operand 'weight' holds 17 elements, needs 288",
+        ),
+        ({"w": 17, "co": "%c0"}, "OK"),
+        (
+            {"h": 1, "pt": 0, "pb": 1, "dst": 8, "src": 8},
+            "dlp.conv2d kernel is larger than the padded input",
+        ),
+        ({"h": 1, "pt": 1, "pb": 1, "dst": 8, "src": 8}, "OK"),  # 3 rows padded: one out row
+        ({"h": 3, "pt": 0, "pb": 0, "sh": 2, "dst": 8}, "OK"),  # (3 - 3) // 2 + 1 = 1 row
+        ({"sh": 2, "dst": 17}, "OK"),  # (3 + 2 - 3) // 2 + 1 = 2 rows of 3: 12 <= 17
+        ({"sh": 2, "dst": 8}, "dlp.conv2d operand 'dst' holds 8 elements, needs 12"),
+        ({"kh": 2, "dst": 18}, "dlp.conv2d operand 'dst' holds 18 elements, needs 24"),
+        ({"sh": 0}, "dlp.conv2d has stride_h = 0, expected >= 1"),
+        ({"pt": -1}, "dlp.conv2d has pad_top = -1, expected >= 0"),
+        ({"pt": 0, "pb": 0, "dst": 8}, "OK"),  # 1 row of 3 per channel: 6 <= 8
+        ({"kh": 0}, "dlp.conv2d has kernel_h = 0, expected >= 1"),
+        ({"h": 0}, "dlp.conv2d has height = 0, expected >= 1"),
+    ],
+)
+def test_dlp_conv2d_geometry(kw, expected):
+    assert dlp_verdict(conv(**kw)) == expected
+
+
+POOL = (
+    'dlp.pool "max" %f{dst}[%c0], %f{src}[%c0], %c2 {{height = {h} : i64, width = 4 : i64, '
+    "kernel_h = {kh} : i64, kernel_w = 2 : i64, stride_h = {sh} : i64, stride_w = 2 : i64, "
+    "pad_top = {pt} : i64, pad_left = {pl} : i64, out_h = {oh} : i64, out_w = {ow} : i64}} : "
+    "memref<{dst}xf32, {n}>, memref<{src}xf32, {n}>"
+)
+
+
+def pool_op(dst=8, src=64, h=4, kh=2, sh=2, pt=0, pl=0, oh=2, ow=2):
+    return POOL.format(dst=dst, src=src, h=h, kh=kh, sh=sh, pt=pt, pl=pl, oh=oh, ow=ow, n=NRAM)
+
+
+@pytest.mark.parametrize(
+    "kw, expected",
+    [
+        ({}, "OK"),
+        ({"dst": 16}, "OK"),
+        ({"ow": 3, "pl": 1, "dst": 8}, "dlp.pool operand 'dst' holds 8 elements, needs 12"),
+        (
+            {"oh": 3, "dst": 16},
+            "dlp.pool last window of rows starts past the image (out_h = 3)",
+        ),  # the third row would start at 2 * 2 - 0 = 4, past 4 rows
+        ({"oh": 3, "pt": 1, "dst": 16}, "OK"),  # starts at 2 * 2 - 1 = 3 < 4
+        (
+            {"oh": 4, "pt": 1, "dst": 16},
+            "dlp.pool last window of rows starts past the image (out_h = 4)",
+        ),
+        ({"ow": 3, "pl": 1, "dst": 16}, "OK"),
+        (
+            {"ow": 4, "pl": 1, "dst": 16},
+            "dlp.pool last window of columns starts past the image (out_w = 4)",
+        ),
+        ({"pt": 1}, "OK"),
+        ({"pt": 2}, "dlp.pool padding must be smaller than the window"),
+        ({"pl": 2}, "dlp.pool padding must be smaller than the window"),
+        ({"pl": 1}, "OK"),
+        ({"src": 18, "h": 2, "oh": 1, "dst": 8}, "OK"),  # 2 x 2 x 4 = 16 <= 18
+        (
+            {"src": 17, "h": 3, "oh": 1, "dst": 8},
+            "dlp.pool operand 'src' holds 17 elements, needs 24",
+        ),
+        ({"oh": 0}, "dlp.pool has out_h = 0, expected >= 1"),
+        ({"sh": 0}, "dlp.pool has stride_h = 0, expected >= 1"),
+        ({"pt": -1}, "dlp.pool has pad_top = -1, expected >= 0"),
+    ],
+)
+def test_dlp_pool_geometry(kw, expected):
+    assert dlp_verdict(pool_op(**kw)) == expected
