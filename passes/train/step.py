@@ -201,7 +201,7 @@ def _running_updates(
         kind, name = attr.data.split(":", 1)
         stat = op.results[0]
         count = int(np.prod(graph.shape_of(op.operands[0]))) // int(np.prod(graph.shape_of(stat)))
-        old = b.param(name, shapes[name])
+        old = b.param(name, shapes[name], graph.element_type_of(stat))  # (the model's type)
         stat = b.reshape(stat, shapes[name])
         if kind == "var":
             stat = b.mul(stat, count / max(count - 1, 1))
@@ -283,6 +283,9 @@ def train_step_module(
         [DictionaryAttr({"dlpc.name": StringAttr(n)}) for n in [*names, *target_names]]
     )
     running_shapes = _training_batch_norm(f)
+    # (a prediction made by a batch norm is now its training form's result)
+    predictions = list(ret.operands[:n_pred])
+    prediction = predictions[0]
     b = Builder.before(ret)
     # the metrics: the loss, and for class ids the hits (autodiff keeps them as aux results)
     if isinstance(loss, GraphLoss):
