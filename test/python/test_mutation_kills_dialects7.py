@@ -1162,3 +1162,291 @@ def pool_op(dst=8, src=64, h=4, kh=2, sh=2, pt=0, pl=0, oh=2, ow=2):
 )
 def test_dlp_pool_geometry(kw, expected):
     assert dlp_verdict(pool_op(**kw)) == expected
+
+
+# ------------------------------------------------------------ te's body builder, exactly
+
+
+def builder(*types: Attribute):
+    """A BodyBuilder on a fresh block whose arguments have `types`, and the arguments."""
+    from dlpc.dialects.te import BodyBuilder
+
+    block = Block(arg_types=list(types))
+    return BodyBuilder(block), list(block.args)
+
+
+def emitted(b) -> list[str]:
+    """The ops the builder emitted: `name:result type` (a constant: `=value`)."""
+    from xdsl.dialects import arith
+
+    out = []
+    for op in b.block.ops:
+        text = f"{op.name}:{op.results[0].type}" if op.results else op.name
+        if isinstance(op, arith.ConstantOp):
+            text += f"={op.value.value.data}"
+        out.append(text)
+    return out
+
+
+def test_index_arithmetic_folds_zero_and_one_only():
+    from xdsl.dialects.builtin import IndexType
+
+    idx = IndexType()
+    b, (i, j) = builder(idx, idx)
+    assert b.add(i, 0) is i and b.add(0, j) is j
+    assert b.sub(i, 0) is i
+    assert b.mul(i, 1) is i and b.mul(1, j) is j
+    assert b.div(i, 1) is i
+    assert emitted(b) == []
+    b.sub(0, i)  # 0 - i is no fold
+    b.div(1, i)
+    b.add(i, 1)
+    b.mul(i, 0)
+    b.mul(2, i)
+    assert emitted(b) == [
+        "arith.constant:index=0",
+        "arith.subi:index",
+        "arith.constant:index=1",
+        "arith.divsi:index",
+        "arith.constant:index=1",
+        "arith.addi:index",
+        "arith.constant:index=0",
+        "arith.muli:index",
+        "arith.constant:index=2",
+        "arith.muli:index",
+    ]
+
+
+def test_float_arithmetic_never_folds():
+    b, (x,) = builder(f32)
+    b.add(x, 0)
+    b.add(0, x)
+    b.sub(x, 0)
+    b.mul(x, 1)
+    b.mul(1, x)
+    b.div(x, 1)
+    ops = [o for o in emitted(b) if not o.startswith("arith.constant")]
+    assert ops == [
+        "arith.addf:f32",
+        "arith.addf:f32",
+        "arith.subf:f32",
+        "arith.mulf:f32",
+        "arith.mulf:f32",
+        "arith.divf:f32",
+    ]
+    assert emitted(b)[0] == "arith.constant:f32=0.0"
+
+
+def test_integer_arithmetic_ops_and_constants():
+    b, (x, y) = builder(i32, i32)
+    assert b.add(x, 0) is x and b.mul(1, y) is y  # (integers fold as index does)
+    b.rem(x, 3)
+    b.max(x, y)
+    b.min(x, y)
+    b.neg(x)
+    b.abs(x)
+    b.pow(x, 2)
+    assert emitted(b) == [
+        "arith.constant:i32=3",
+        "arith.remsi:i32",
+        "arith.maxsi:i32",
+        "arith.minsi:i32",
+        "arith.constant:i32=0",
+        "arith.subi:i32",
+        "math.absi:i32",
+        "arith.constant:i32=2",
+        "math.ipowi:i32",
+    ]
+    f, (v,) = builder(f32)
+    f.neg(v)
+    f.abs(v)
+    f.pow(v, 2)
+    f.max(v, 1.5)
+    f.min(2, v)
+    assert emitted(f) == [
+        "arith.negf:f32",
+        "math.absf:f32",
+        "arith.constant:f32=2.0",
+        "math.powf:f32",
+        "arith.constant:f32=1.5",
+        "arith.maximumf:f32",
+        "arith.constant:f32=2.0",
+        "arith.minimumf:f32",
+    ]
+
+
+@pytest.mark.parametrize(
+    "pred, fpred, ipred",
+    [
+        ("eq", "oeq", "eq"),
+        ("ne", "une", "ne"),
+        ("lt", "olt", "slt"),
+        ("le", "ole", "sle"),
+        ("gt", "ogt", "sgt"),
+        ("ge", "oge", "sge"),
+    ],
+)
+def test_cmp_is_ordered_for_floats_and_signed_for_integers(pred, fpred, ipred):
+    from xdsl.dialects import arith
+
+    b, (x, n) = builder(f32, i64)
+    b.cmp(pred, x, 0.5)
+    b.cmp(pred, n, 7)
+    ops = [o for o in b.block.ops if isinstance(o, arith.CmpfOp | arith.CmpiOp)]
+    names = [_predicate_name(o) for o in ops]
+    assert names == [fpred, ipred]
+
+
+def _predicate_name(op) -> str:
+    """The textual predicate of an arith.cmpf / arith.cmpi (as printed)."""
+    import io
+
+    from xdsl.printer import Printer
+
+    out = io.StringIO()
+    Printer(stream=out).print_op(op)
+    text = out.getvalue()
+    return text.split(" ")[3].rstrip(",")
+
+
+def test_in_bounds_select_and_if():
+    from xdsl.dialects.builtin import IndexType
+
+    b, (i, c, v) = builder(IndexType(), i1, f32)
+    b.in_bounds(i, 5)
+    b.select(c, v, 2.0)
+    b.if_(c, lambda s: 3.0, lambda s: s.const(4, f32), f32)
+    assert emitted(b) == [
+        "arith.constant:index=0",
+        "arith.cmpi:i1",
+        "arith.constant:index=5",
+        "arith.cmpi:i1",
+        "arith.andi:i1",
+        "arith.constant:f32=2.0",
+        "arith.select:f32",
+        "scf.if:f32",
+    ]
+    cmps = [o for o in b.block.ops if o.name == "arith.cmpi"]
+    assert [_predicate_name(o) for o in cmps] == ["sge", "slt"]
+    b.or_(c, c)
+    assert emitted(b)[-1] == "arith.ori:i1"
+
+
+def test_constants_of_each_type():
+    from xdsl.dialects.builtin import IndexType, IntegerType, Signedness
+
+    ui8 = IntegerType(8, Signedness.UNSIGNED)
+    b, _ = builder()
+    b.index(3)
+    b.const(2.5)
+    b.const(7, i32)
+    b.const(-math.inf, i32)
+    b.const(math.inf, i32)
+    b.const(200, ui8)
+    b.const(-math.inf, ui8)
+    b.const(math.inf, ui8)
+    b.const(True, i1)
+    assert emitted(b) == [
+        "arith.constant:index=3",
+        "arith.constant:f32=2.5",
+        "arith.constant:i32=7",
+        "arith.constant:i32=-2147483648",
+        "arith.constant:i32=2147483647",
+        "arith.constant:i8=-56",  # 200 as signless bits
+        "arith.bitcast:ui8",
+        "arith.constant:i8=0",
+        "arith.bitcast:ui8",
+        "arith.constant:i8=-1",  # 255
+        "arith.bitcast:ui8",
+        "arith.constant:i1=-1",
+    ]
+    assert isinstance(b.block.first_op.results[0].type, IndexType)
+
+
+@pytest.mark.parametrize(
+    "src, to, ops",
+    [
+        ("f32", "f32", []),
+        ("index", "f32", ["arith.index_cast:i64", "arith.sitofp:f32"]),
+        ("f32", "index", ["arith.fptosi:i64", "arith.index_cast:index"]),
+        ("i32", "index", ["arith.index_cast:index"]),
+        ("index", "i32", ["arith.index_cast:i32"]),
+        ("f16", "f32", ["arith.extf:f32"]),
+        ("f32", "f16", ["arith.truncf:f16"]),
+        ("f32", "i1", ["arith.constant:f32=0.0", "arith.cmpf:i1"]),
+        ("f32", "ui8", ["arith.fptoui:ui8"]),
+        ("f32", "i8", ["arith.fptosi:i8"]),
+        ("i1", "f32", ["arith.uitofp:f32"]),
+        ("ui8", "f32", ["arith.uitofp:f32"]),
+        ("i8", "f32", ["arith.sitofp:f32"]),
+        ("i32", "i1", ["arith.constant:i32=0", "arith.cmpi:i1"]),
+        ("i1", "i32", ["arith.extui:i32"]),
+        ("ui8", "i32", ["arith.extui:i32"]),
+        ("i8", "i32", ["arith.extsi:i32"]),
+        ("i8", "ui8", ["arith.bitcast:ui8"]),
+        ("i32", "i8", ["arith.trunci:i8"]),
+    ],
+)
+def test_cast_paths(src, to, ops):
+    from xdsl.dialects.builtin import IndexType, IntegerType, Signedness, f16
+
+    types = {
+        "f32": f32,
+        "f16": f16,
+        "index": IndexType(),
+        "i1": i1,
+        "i8": IntegerType(8),
+        "i32": i32,
+        "ui8": IntegerType(8, Signedness.UNSIGNED),
+    }
+    b, (v,) = builder(types[src])
+    out = b.cast(v, types[to])
+    assert out.type == types[to]
+    assert emitted(b) == ops
+    if src == to:
+        assert out is v
+
+
+def test_cast_predicates_to_i1_are_not_equal():
+    b, (x, n) = builder(f32, i32)
+    b.cast(x, i1)
+    b.cast(n, i1)
+    cmps = [o for o in b.block.ops if o.name in ("arith.cmpf", "arith.cmpi")]
+    assert [_predicate_name(o) for o in cmps] == ["une", "ne"]
+
+
+@pytest.mark.parametrize(
+    "combiner, init", [("add", 0.0), ("mul", 1.0), ("max", -math.inf), ("min", math.inf)]
+)
+def test_reduce_init_defaults_to_the_combiners_identity(combiner, init):
+    from dlpc.dialects import te
+
+    x = args(t(4, 8))[0]
+    op = te.ReduceOp.from_fn("r", t(4), [8], combiner, lambda b, i, r: b.read(x, [i[0], r[0]]))
+    assert op.init_value == init
+    assert op.combiner_name == combiner
+    assert (len(op.index_args), len(op.reduce_args), op.reduce_extents) == (1, 1, (8,))
+    assert not op.has_epilogue
+    assert op.acc_type == f32
+    op.verify()
+    with_init = te.ReduceOp.from_fn("r", t(4), [8], combiner, lambda b, i, r: 1.0, init=2.5)
+    assert with_init.init_value == 2.5
+
+
+def test_two_python_numbers_are_index_values_and_combine_names_the_method():
+    b, (x,) = builder(f32)
+    b.add(2, 3)
+    b.combine("max", x, 1.0)
+    b.combine("mul", x, x)
+    b.math("floor", x)
+    b.math("roundeven", x)
+    assert emitted(b) == [
+        "arith.constant:index=2",
+        "arith.constant:index=3",
+        "arith.addi:index",
+        "arith.constant:f32=1.0",
+        "arith.maximumf:f32",
+        "arith.mulf:f32",
+        "math.floor:f32",
+        "math.roundeven:f32",
+    ]
