@@ -1450,3 +1450,180 @@ def test_two_python_numbers_are_index_values_and_combine_names_the_method():
         "math.floor:f32",
         "math.roundeven:f32",
     ]
+
+
+# ------------------------------------------------------------------ loop's helpers
+
+LOOPS = (
+    "func.func @main(%x: memref<4x8xf32>) {\n"
+    '  loop.kernel "a" {\n'
+    "    %c = arith.constant 0 : index\n"
+    '    loop.for %i = 0 to 4 step 1 {name = "i"} {\n'
+    '      loop.for %j = 0 to 8 step 2 {name = "j", unroll = 2} {\n'
+    "        %v = memref.load %x[%i, %j] : memref<4x8xf32>\n"
+    "        memref.store %v, %x[%i, %j] : memref<4x8xf32>\n"
+    "      }\n"
+    "    }\n"
+    "  }\n"
+    '  loop.kernel "b" {\n'
+    '    loop.for %i = 0 to 4 step 1 {name = "i"} {\n'
+    '      loop.for %j = 0 to 2 step 1 {name = "j"} {\n'
+    "      }\n"
+    '      loop.for %k = 0 to 2 step 1 {name = "k"} {\n'
+    "      }\n"
+    "    }\n"
+    "  }\n"
+    "  func.return\n"
+    "}"
+)
+
+
+def test_kernels_find_kernel_and_find_loop():
+    from dlpc.dialects import loop
+
+    module = g_parse(LOOPS)
+    ks = list(loop.kernels(module))
+    assert [k.sym for k in ks] == ["a", "b"]
+    assert list(loop.kernels(ks[1])) == [ks[1]]
+    assert loop.find_kernel(module, "b") is ks[1]
+    with pytest.raises(KeyError, match="no kernel named 'c'"):
+        loop.find_kernel(module, "c")
+    assert loop.find_loop(module, "b/k").loop_name == "k"
+    assert loop.find_loop(module, "a/j").unroll_factor == 2
+    assert loop.find_loop(ks[0], "j") is ks[0].loop("j")
+    assert loop.find_loop(ks[1], "b/j") is ks[1].loop("j")
+    with pytest.raises(KeyError, match="expected a 'kernel/loop' path, got 'j'"):
+        loop.find_loop(module, "j")
+    with pytest.raises(KeyError, match="kernel 'a' has no loop named 'k'"):
+        loop.find_loop(module, "a/k")
+
+
+def test_spine_ancestor_in_and_defined_inside():
+    from xdsl.dialects import memref
+
+    from dlpc.dialects import loop
+
+    module = g_parse(LOOPS)
+    a, b = loop.kernels(module)
+    # a's nest is perfect (a constant beside the outer loop is allowed) down to the body
+    assert [lp.loop_name for lp in loop.spine(a)] == ["i", "j"]
+    assert [lp.loop_name for lp in loop.spine(b)] == ["i"]  # i holds two loops
+    assert loop.spine(a.loop("j")) == []
+    load = next(o for o in a.walk() if isinstance(o, memref.LoadOp))
+    assert loop.ancestor_in(load, a.block) is a.loop("i")
+    assert loop.ancestor_in(load, a.loop("j").block) is load
+    assert loop.defined_inside(load.results[0], a)
+    assert loop.defined_inside(a.loop("j").induction_var, a.loop("i"))
+    assert not loop.defined_inside(a.loop("i").induction_var, a.loop("j"))
+    assert loop.defined_inside(a.loop("i").induction_var, a.loop("i"))
+    assert not loop.defined_inside(load.operands[0], a)  # the function's argument
+    assert not loop.defined_inside(load.results[0], b)
+
+
+def test_loop_nest_builds_named_annotated_loops_and_fills_the_body():
+    from dlpc.dialects import loop
+
+    kernel = loop.KernelOp("k", origin="graph.relu")
+    seen = []
+    loops = loop.loop_nest(
+        kernel,
+        [4, 3],
+        ["i0", "i1"],
+        lambda blk, ivs: seen.append((blk, [v.name_hint for v in ivs])),
+        {"i1": {"vectorize": True, "unroll": 3}},
+    )
+    assert [(lp.loop_name, lp.lower, lp.upper, lp.stride) for lp in loops] == [
+        ("i0", 0, 4, 1),
+        ("i1", 0, 3, 1),
+    ]
+    assert loops[1].parent_op() is loops[0] and loops[0].parent_op() is kernel
+    assert seen == [(loops[1].block, ["i0", "i1"])]
+    assert loops[1].vectorize is not None and loops[1].unroll_factor == 3
+    assert loops[0].vectorize is None and loops[0].unroll is None
+    assert kernel.origin is not None and kernel.origin.data == "graph.relu"
+    kernel.verify()
+    assert loop.loop_nest(kernel, [2], ["t"])[0].block.ops.first is None
+
+
+def test_kernel_op_bodies():
+    from xdsl.dialects import arith
+    from xdsl.dialects.builtin import IndexType, IntegerAttr
+
+    from dlpc.dialects import loop
+
+    assert loop.KernelOp("e").origin is None
+    assert list(loop.KernelOp("e").block.ops) == []
+    c = arith.ConstantOp(IntegerAttr(1, IndexType()))
+    assert list(loop.KernelOp("k", [c]).block.ops) == [c]
+    blk = Block()
+    assert loop.KernelOp("k", blk).block is blk
+
+
+@pytest.mark.parametrize(
+    "header, expected",
+    [
+        ("0 to 4 step 1", "OK"),
+        ("4 to 4 step 1", "OK"),
+        ("5 to 4 step 1", "loop.for has lower bound 5 above upper bound 4"),
+        ("0 to 4 step 0", "loop.for has step 0, expected a positive step"),
+        ("0 to 4 step -1", "loop.for has step -1, expected a positive step"),
+        ("0 to 4 step 1 {unroll = 1}", "OK"),
+        ("0 to 4 step 1 {unroll = 0}", "loop.for has unroll factor 0, expected >= 1"),
+        ("0 to 4 step 1 {parallel}", "OK"),
+        ("0 to 4 step 1 {reduction}", "OK"),
+        (
+            "0 to 4 step 1 {parallel, reduction}",
+            "loop.for is a reduction loop and cannot be parallel",
+        ),
+        ("0 to 4 step 1 {dlpc.tile = 4}", "OK"),
+        (
+            "0 to 4 step 1 {tile = 4}",
+            "loop.for has unknown annotation 'tile' (known: name, "
+            "parallel, vectorize, unroll, reduction)",
+        ),
+        ('0 to 4 step 1 {name = "i", vectorize}', "OK"),
+    ],
+)
+def test_for_verifier_edges(header, expected):
+    text = f'loop.kernel "k" {{\n  loop.for %i = {header} {{\n  }}\n}}'
+    try:
+        g_parse(text).verify()
+    except VerifyException as e:
+        assert str(e).splitlines()[0] == expected
+    else:
+        assert expected == "OK"
+
+
+def test_for_parses_attribute_dictionaries_and_bodies_apart():
+    from dlpc.dialects import loop
+
+    for text, attrs in [
+        ("0 to 4 step 1 {} {\n  }", []),
+        ("0 to 4 step 1 {parallel} {\n  }", ["parallel"]),
+        ('0 to 4 step 1 {"dlpc.x" = 1} {\n  }', ["dlpc.x"]),
+        ("0 to 4 step 1 {\n  }", []),
+        ("0 to 4 step 1 {\n    loop.for %j = 0 to 2 step 1 {\n    }\n  }", []),
+    ]:
+        module = g_parse(f'loop.kernel "k" {{\n  loop.for %i = {text}\n}}')
+        outer = next(loop.kernels(module)).block.first_op
+        assert isinstance(outer, loop.ForOp)
+        assert list(outer.attributes) == attrs
+    inner = next(o for o in module.walk() if isinstance(o, loop.ForOp) and o is not outer)
+    assert inner.parent_op() is outer
+
+
+def test_for_prints_each_annotation_kind():
+    from xdsl.dialects.builtin import IntegerAttr, StringAttr
+
+    from dlpc.dialects import loop
+
+    lp = loop.ForOp(1, 9, 2, name="i", parallel=True, unroll=4)
+    lp.attributes["dlpc.width"] = IntegerAttr(3, i32)
+    lp.attributes["dlpc.note"] = StringAttr("x")
+    assert str(lp).splitlines()[0] == (
+        'loop.for %0 = 1 to 9 step 2 {name = "i", parallel, unroll = 4, dlpc.width = 3 : i32, '
+        'dlpc.note = "x"} {'
+    )
+    assert str(loop.ForOp(0, 3)).splitlines()[0] == "loop.for %0 = 0 to 3 step 1 {"
+    red = loop.ForOp(0, 3, reduction=True, vectorize=True)
+    assert list(red.attributes) == ["vectorize", "reduction"]
