@@ -725,3 +725,252 @@ def test_recompute_copies_each_value_once_before_its_first_reader():
         f"%1 = graph.mul %d_z, %e_1 : ({T48}, {T48}) -> {T48}",
     ]
     assert sum(" = graph.exp " in line for line in lines) == 2
+
+
+# ---- the training step (step.py): diagnostics, accumulation, dropout, kept bytes
+
+LINEAR = """func.func @main(%x: tensor<4x3xf64>) -> tensor<4x2xf64> {
+  %w = graph.param "w" : tensor<3x2xf64>
+  %y = graph.matmul %x, %w : (tensor<4x3xf64>, tensor<3x2xf64>) -> tensor<4x2xf64>
+  func.return %y : tensor<4x2xf64>
+}"""
+
+
+def _linear_data(seed: int):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((4, 3)), rng.standard_normal((4, 2))
+
+
+def _run_step(step, state: dict[str, np.ndarray], x, t):
+    """One call of the step on the reference: (metrics, the new state by name)."""
+    out = run_reference(step.module, [x, t], state)
+    n = len(step.metrics)
+    return out[:n], {**state, **dict(zip(step.state, out[n:]))}
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_accumulated_update_applies_every_kth_call(reduction):
+    """accumulate=2: the first call returns w and the optimizer state unchanged (bit for
+    bit) and keeps the gradient; the second applies SGD with momentum to their mean (a
+    'sum' loss: their sum) and resets the accumulator."""
+    from dlpc.passes.train.losses import Loss
+    from dlpc.passes.train.step import train_step_module
+
+    loss = Loss("mse", reduction=reduction)
+    opt = optim.SGD(lr=0.1, momentum=0.5)
+    step = train_step_module(_parse(LINEAR), loss, opt, accumulate=2)
+    w0 = _p0()
+    state = {**step.initial_state, "w": w0}
+    assert state["opt.micro"] == 0.0 and state["opt.grad_acc.w"].shape == (3, 2)
+    grads = []
+    for call in range(4):
+        x, t = _linear_data(call)
+        w = state["w"]
+        d = 2 * (x @ w - t) / (8 if reduction == "mean" else 1)
+        grads.append(x.T @ d)
+        _, new = _run_step(step, state, x, t)
+        if call % 2 == 0:
+            np.testing.assert_array_equal(new["w"], w)
+            np.testing.assert_array_equal(new["opt.momentum.w"], state["opt.momentum.w"])
+            assert new["opt.step"] == state["opt.step"] and new["opt.micro"] == 1.0
+            np.testing.assert_allclose(new["opt.grad_acc.w"], grads[-1], rtol=1e-12)
+        else:
+            g = grads[-2] + grads[-1]
+            g = g / 2 if reduction == "mean" else g
+            buf = g if call == 1 else state["opt.momentum.w"] * 0.5 + g
+            np.testing.assert_allclose(new["opt.momentum.w"], buf, rtol=1e-12)
+            np.testing.assert_allclose(new["w"], w - 0.1 * buf, rtol=1e-12)
+            assert new["opt.micro"] == 0.0 and new["opt.step"] == (call + 1) // 2
+            assert not new["opt.grad_acc.w"].any()
+        state = new
+
+
+def test_plain_step_returns_grads_and_names_the_target():
+    """An SGD step: w - lr g; return_grads adds this call's gradient after the state; an
+    input already named `target` makes the step's target `target_`."""
+    from dlpc.passes.train.step import train_step_module
+
+    text = LINEAR.replace("%x: tensor<4x3xf64>", '%x: tensor<4x3xf64> {dlpc.name = "target"}')
+    step = train_step_module(_parse(text), "mse", optim.SGD(lr=0.1), return_grads=True)
+    assert step.target_name == "target_" and step.input_names == ["target"]
+    assert step.grads == ["grad.w"] and step.state == ["w", "opt.step"]
+    x, t = _linear_data(0)
+    out = run_reference(step.module, [x, t], {**step.initial_state, "w": _p0()})
+    g = x.T @ (2 * (x @ _p0() - t) / 8)
+    np.testing.assert_allclose(out[0], np.mean((x @ _p0() - t) ** 2), rtol=1e-12)
+    np.testing.assert_allclose(out[1], _p0() - 0.1 * g, rtol=1e-12)
+    np.testing.assert_allclose(out[3], g, rtol=1e-12)
+    assert len(out) == 4
+
+
+def test_weights_give_the_optimizer_state_shapes():
+    from dlpc.passes.train.step import train_step_module
+
+    step = train_step_module(
+        _parse(LINEAR), "mse", optim.Adam(), weights={"w": np.zeros((3, 2), np.float64)}
+    )
+    assert step.initial_state["opt.exp_avg.w"].shape == (3, 2)
+    assert step.initial_state["opt.exp_avg.w"].dtype == np.float64
+
+
+def test_training_dropout_reads_the_step_counter():
+    from dlpc.passes.train.step import train_step_module
+
+    text = LINEAR.replace(
+        "func.return %y",
+        "%d = graph.dropout %y {p = 0.5 : f32, seed = 7 : i64} : (tensor<4x2xf64>) -> tensor<4x2xf64>\n"
+        "  func.return %d",
+    )
+    module = _parse(text)
+    step = train_step_module(module, "mse", "sgd")
+    drops = [op for op in step.module.walk() if isinstance(op, graph.DropoutOp)]
+    assert len(drops) == 2  # the forward's and its gradient's (the same mask)
+    for op in drops:
+        counter = op.operands[1].owner
+        assert op.training and isinstance(counter, graph.ParamOp) and counter.pname == "opt.step"
+    assert "w" in step.params and "opt.step" not in step.params
+    x, t = _linear_data(0)
+    state = {**step.initial_state, "w": _p0()}
+    first, _ = _run_step(step, state, x, t)
+    second, _ = _run_step(step, {**state, "opt.step": np.ones((), np.float32)}, x, t)
+    assert first[0] != second[0]  # a fresh mask per step
+
+
+def test_kept_bytes_other_is_the_other_recompute_setting():
+    from dlpc.passes.train.autodiff import saved_bytes
+    from dlpc.passes.train.step import train_step_module
+
+    module = _parse(
+        RECOMPUTE["exp"]
+        .replace(
+            "%l = graph.reduce_sum %z : (tensor<4x8xf32>) -> tensor<f32>\n  func.return %l : tensor<f32>",
+            "func.return %z : tensor<4x8xf32>",
+        )
+        .replace("-> tensor<f32> {", "-> tensor<4x8xf32> {")
+    )
+    plain = train_step_module(module, "mse", "sgd")
+    checkpointed = train_step_module(module, "mse", "sgd", recompute=True)
+    assert plain.kept_bytes_other == checkpointed.kept_bytes
+    assert checkpointed.kept_bytes_other == plain.kept_bytes
+    assert checkpointed.kept_bytes < plain.kept_bytes
+    assert plain.kept_bytes == saved_bytes(plain.forward, aux=True).kept_bytes
+    from dlpc.passes.train.step import TrainStep
+
+    assert TrainStep(module, [], [], []).kept_bytes_other == 0
+
+
+BN = """func.func @main(%x: tensor<4x3xf64>) -> tensor<4x3xf64> {
+  %s = graph.param "s" : tensor<3xf64>
+  %b = graph.param "b" : tensor<3xf64>
+  %m = MEAN
+  %v = graph.param "v" : tensor<3xf64>
+  %y = graph.batch_norm %x, %s, %b, %m, %v {epsilon = 1.000000e-05 : f64} : (tensor<4x3xf64>, tensor<3xf64>, tensor<3xf64>, tensor<3xf64>, tensor<3xf64>) -> tensor<4x3xf64>
+  func.return %y : tensor<4x3xf64>
+}"""
+
+
+@pytest.mark.parametrize(
+    "text, kw, message",
+    [
+        (LINEAR, {"bn_momentum": -0.1}, "error: batch-norm momentum must be in [0, 1], got -0.1"),
+        (LINEAR, {"bn_momentum": 1.5}, "error: batch-norm momentum must be in [0, 1], got 1.5"),
+        (LINEAR, {"accumulate": 0}, "error: accumulate must be a positive int, got 0"),
+        (LINEAR, {"accumulate": True}, "error: accumulate must be a positive int, got True"),
+        (LINEAR, {"accumulate": 2.0}, "error: accumulate must be a positive int, got 2.0"),
+        (
+            LINEAR,
+            {"loss": "mse-none"},
+            "error: a training loss needs reduction 'mean' or 'sum', not 'none'",
+        ),
+        (
+            "func.func @f() -> () {\n  func.return\n}",
+            {},
+            "error: the model has no func.func @main",
+        ),
+        (
+            "func.func @main(%x: tensor<4xf64>) -> () {\n  func.return\n}",
+            {},
+            "error: @main returns nothing to train on",
+        ),
+        (
+            "func.func @main(%x: tensor<4x2xf64>) -> tensor<4x2xf64> {\n  func.return %x : tensor<4x2xf64>\n}",
+            {},
+            "error: @main returns an input unchanged; there is nothing to train",
+        ),
+        (
+            LINEAR.replace("-> tensor<4x2xf64> {", "-> tensor<4x2xi64> {").replace(
+                "func.return %y : tensor<4x2xf64>",
+                "%i = graph.cast %y {to = i64} : (tensor<4x2xf64>) -> tensor<4x2xi64>\n"
+                "  func.return %i : tensor<4x2xi64>",
+            ),
+            {},
+            "error: @main's result 0 must be a float tensor, got tensor<4x2xi64>",
+        ),
+        (LINEAR, {"frozen": ("w", "fc*")}, "error: frozen 'fc*' matches no parameter of the model"),
+        (LINEAR, {"frozen": "v"}, "error: frozen 'v' matches no parameter of the model"),
+        (
+            LINEAR.replace(
+                "func.return %y",
+                '%z = "graph.frob"(%y) : (tensor<4x2xf64>) -> tensor<4x2xf64>\n  func.return %z',
+            ),
+            {},
+            "error: graph-autodiff has no gradient rule for graph.frob (%z, op 2 of @main)",
+        ),
+        (
+            BN.replace(
+                "MEAN",
+                "graph.constant dense<0.000000e+00> : tensor<3xf64>",
+            ),
+            {},
+            "error: graph.batch_norm: training needs its running statistics to be graph.params",
+        ),
+    ],
+)
+def test_step_diagnostics(text, kw, message):
+    from dlpc.diagnostics import DlpcError
+    from dlpc.passes.train.losses import Loss
+    from dlpc.passes.train.step import train_step_module
+
+    loss = kw.pop("loss", "mse")
+    loss = Loss("mse", reduction="none") if loss == "mse-none" else loss
+    with pytest.raises(DlpcError) as e:
+        train_step_module(_parse(text), loss, "sgd", **kw)
+    assert str(e.value) == message
+
+
+@pytest.mark.parametrize("momentum", [0.1, 0.25])
+def test_f64_batch_norm_prediction_step_matches_torch(momentum):
+    """A model whose prediction is a training batch norm, in f64 (cc4435c): the loss, the
+    SGD update of scale and shift and the running statistics against torch.nn.BatchNorm1d."""
+    from dlpc.passes.train.step import train_step_module
+
+    text = BN.replace("MEAN", 'graph.param "m" : tensor<3xf64>')
+    step = train_step_module(_parse(text), "mse", optim.SGD(lr=0.1), bn_momentum=momentum)
+    assert step.params == ["s", "b"] and step.state == ["s", "b", "m", "v", "opt.step"]
+    rng = np.random.default_rng(0)
+    x, t = rng.standard_normal((4, 3)), rng.standard_normal((4, 3))
+    w = {"s": rng.standard_normal(3), "b": rng.standard_normal(3)}
+    w.update(m=rng.standard_normal(3), v=rng.uniform(0.5, 2.0, 3))
+    (loss,), new = _run_step(step, {**step.initial_state, **w}, x, t)
+    bn = torch.nn.BatchNorm1d(3, momentum=momentum, dtype=torch.float64)
+    bn.weight.data, bn.bias.data = torch.tensor(w["s"]), torch.tensor(w["b"])
+    bn.running_mean.data, bn.running_var.data = torch.tensor(w["m"]), torch.tensor(w["v"])
+    want = ((bn(torch.tensor(x)) - torch.tensor(t)) ** 2).mean()
+    want.backward()
+    np.testing.assert_allclose(loss, want.item(), rtol=1e-12)
+    assert bn.weight.grad is not None and bn.bias.grad is not None
+    np.testing.assert_allclose(new["s"], w["s"] - 0.1 * bn.weight.grad.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(new["b"], w["b"] - 0.1 * bn.bias.grad.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(new["m"], bn.running_mean.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(new["v"], bn.running_var.numpy(), rtol=1e-12)
+    assert new["m"].dtype == new["v"].dtype == np.float64
+
+
+def test_frozen_patterns_leave_params_untrained():
+    from dlpc.passes.train.step import train_step_module
+
+    text = BN.replace("MEAN", 'graph.param "m" : tensor<3xf64>')
+    step = train_step_module(_parse(text), "mse", "sgd", frozen="[sb]")
+    assert step.params == [] and step.state == ["m", "v", "opt.step"]
+    step = train_step_module(_parse(text), "mse", "sgd", frozen=["s"])
+    assert step.params == ["b"]
