@@ -32,8 +32,11 @@ pytest.importorskip("pyopencl", reason="the opencl extra is not installed")
 from dlpc.backends.c import find_main  # noqa: E402
 from dlpc.backends.opencl import OpenCLEmitter  # noqa: E402
 from dlpc.backends.opencl.gpu_launch import GpuProfile  # noqa: E402
+from dlpc.backends.opencl.lanes import MAX_LANE_OPS  # noqa: E402
+from dlpc.backends.opencl.launch import plan_launch  # noqa: E402
 from dlpc.backends.opencl.prelude import MATH_MACROS, PRELUDE  # noqa: E402
 from dlpc.backends.runtime.opencl_rt import kernel_runs, reshape_aliases, team_run  # noqa: E402
+from dlpc.dialects.loop import KernelOp  # noqa: E402
 from dlpc.passes.pipeline import parse_module  # noqa: E402
 
 HERE = Path(__file__).parent
@@ -253,6 +256,93 @@ def test_program_text_is_pinned(case, tmp_path):
 def test_prelude():
     want = (EXPECTED / "prelude.cl").read_text()
     assert PRELUDE + "\n" + MATH_MACROS + "\n" == want
+
+
+# ------------------------------------------------------- rules at their bounds
+
+
+def _kernels(module) -> list[KernelOp]:
+    return [k for k in module.walk() if isinstance(k, KernelOp)]
+
+
+def test_a_fused_winograd_kernel_joins_a_split_chain_only_when_the_groups_divide_its_batch(
+    tmp_path,
+):
+    """winograd.py: a fused kernel written for `parts` groups by images is a chain member
+    (a body, its batch) when the groups divide its batch (2 into 2) and not otherwise
+    (2 into 3: launched alone, each work-item its rows)."""
+    module = _module("winograd_fused", tmp_path)
+    for parts, member in ((2, True), (3, False)):
+        emitter = OpenCLEmitter(module)
+        (kernel,) = _kernels(module)
+        emitter.emit([[kernel]], parts=parts, team=2)
+        assert (kernel in emitter.bodies) is member
+        assert emitter.batches.get(kernel) == (2 if member else None)
+        assert [c.kernels for c in emitter.chains] == ([[kernel]] if member else [])
+
+
+# y[i, j] = -(...-(x[i, j])) with OPS negations: rows i mapped, columns j inner lanes
+ROWS = """
+func.func @main(%x: memref<RxWxf32>, %y: memref<RxWxf32>)
+    attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "k" {
+    loop.for %i = 0 to R step 1 {name = "i0", parallel} {
+      loop.for %j = 0 to W step 1 {name = "i1"} {
+        %w0 = memref.load %x[%i, %j] : memref<RxWxf32>
+BODY
+        memref.store %wN, %y[%i, %j] : memref<RxWxf32>
+      }
+    }
+  }
+  func.return
+}"""
+
+
+def _rows(rows: int, width: int, ops: int) -> KernelOp:
+    chain = "\n".join(f"        %w{k + 1} = arith.negf %w{k} : f32" for k in range(ops))
+    text = ROWS.replace("BODY", chain).replace("%wN", f"%w{ops}")
+    text = text.replace("R", str(rows)).replace("W", str(width))
+    (kernel,) = _kernels(parse_module(text))
+    (rows_loop,) = [lp for lp in kernel.loops() if lp.loop_name == "i0"]
+    assert sum(1 for _ in rows_loop.block.walk()) == ops + 3  # (the body `plan_lanes` counts)
+    return kernel
+
+
+@pytest.mark.parametrize(
+    "rows, width, ops, lanes",
+    [
+        # 2 x 16 lanes: 250 ops x 32 = MAX_LANE_OPS fits, 251 x 32 does not: 16 -> 8
+        (4, 16, 247, {"i1": 16, "i0": 2}),
+        (4, 16, 248, {"i1": 8, "i0": 2}),
+        # 3 mapped lanes alone: 2666 ops x 3 = 7998 fit, 2667 x 3 = 8001 do not (3 // 2: none)
+        (6, 1, 2663, {"i0": 3}),
+        (6, 1, 2664, {}),
+    ],
+)
+def test_a_body_keeps_its_lanes_up_to_exactly_max_lane_ops(rows, width, ops, lanes):
+    """lanes.py `plan_lanes`: a work-item's body ops x its lanes may reach MAX_LANE_OPS
+    (8000), not pass it; past it the widest lanes halve."""
+    assert MAX_LANE_OPS == 8000
+    launch = plan_launch(_rows(rows, width, ops), "k")
+    assert {lp.loop_name: u for lp, u in launch.lanes.items()} == lanes
+
+
+def test_a_guarded_load_yielding_two_results_is_not_masked():
+    """kernel_writer.py `masked_load`: only an `scf.if` of one f32 result (the load, or
+    the pad) becomes a masked vector load; one yielding the load twice is written per
+    lane, as test/e2e's conv2d_1 is (conv2d_0 of the same file: masked)."""
+    text = (E2E / "emit-opencl-masked-load.mlir").read_text()
+    assert OpenCLEmitter(parse_module(text)).emit().count("(int8)(-(int)(") == 1
+    for old, new in [
+        ("%18 = scf.if %17 -> (f32) {", "%18, %t18 = scf.if %17 -> (f32, f32) {"),
+        ("scf.yield %19 : f32", "scf.yield %19, %19 : f32, f32"),
+        ("scf.yield %20 : f32", "scf.yield %20, %20 : f32, f32"),
+        ("%22 = arith.mulf %18, %21 : f32", "%22 = arith.mulf %t18, %21 : f32"),
+    ]:
+        text = text.replace(old, new, 1)  # (conv2d_0's)
+    source = OpenCLEmitter(parse_module(text)).emit()
+    assert "(int8)(-(int)(" not in source
+    assert source.count("? (float8)(") == 0
 
 
 def _regenerate() -> None:
