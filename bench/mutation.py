@@ -248,8 +248,10 @@ AREAS: dict[str, Area] = {
             "test/python/test_dlp_attn.py test/python/test_dlp_bands.py "
             "test/python/test_dlp_columns.py test/python/test_dlp_async.py "
             "test/python/test_dlp_estimate.py test/python/test_mutation_kills_dlplowering5.py "
-            # (6: the window matcher's refusals, the fold's reader / fits, the plans' figures)
-            "test/python/test_mutation_kills_dlplowering6.py",
+            # (6: the window matcher's refusals, the fold's reader / fits, the plans' figures;
+            # 7: two per-row values combined, refused)
+            "test/python/test_mutation_kills_dlplowering6.py "
+            "test/python/test_mutation_kills_dlplowering7.py",
         ],
         timeout=600.0,  # (a passing run: about 4 minutes at a load of 10 on 2 cores)
     ),
