@@ -37,14 +37,21 @@ def size_error(shape: Sequence[int], element_type: Attribute) -> str | None:
     count is compared with the limit without ever being formed from an unbounded product."""
     if any(type(d) is not int or d < 0 for d in shape):  # symbolic: checked once bound
         return None
+    # an empty tensor's other dims still make strides and trip counts in generated code:
+    # they are checked as if the zero dims were 1, whatever their order
     size, limit = element_bytes(element_type), MAX_TENSOR_BYTES
     for d in shape:
         if d and size > limit // d:  # size * d > limit, without forming the product
             dims = "".join(f"{d}x" for d in shape)
-            total = math.prod(shape) * element_bytes(element_type)  # (Python ints: exact)
+            span = math.prod(d or 1 for d in shape) * element_bytes(element_type)  # (exact)
+            if 0 in shape:
+                return (
+                    f"tensor<{dims}{element_type}> is empty but its other dims span {span} "
+                    "bytes, over dlpc's limit of 2^40 bytes (1 TiB) for one tensor"
+                )
             return (
-                f"tensor<{dims}{element_type}> has {total} bytes, over dlpc's limit of "
+                f"tensor<{dims}{element_type}> has {span} bytes, over dlpc's limit of "
                 f"2^40 bytes (1 TiB) for one tensor"
             )
-        size *= d
+        size *= d or 1
     return None
