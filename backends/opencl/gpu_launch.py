@@ -125,15 +125,14 @@ def plan_gpu_launch(
     extents = [lp.trip_count for lp in inner]
     for d, lp in enumerate(inner):
         launch.mapped[lp] = f"get_global_id({d})"
-    if outer:  # collapsed into dimension 2: the outermost varies slowest
+    if outer:  # collapsed into dimension 2 (dimensions 0 and 1 are both taken: outer
+        # loops exist only past two), the outermost varying slowest
         stride = 1
         for lp in reversed(outer):
             gid = "get_global_id(2)"
             expr = f"({gid} / {stride})" if stride > 1 else gid
             launch.mapped[lp] = f"({expr} % {lp.trip_count})" if lp is not outer[0] else expr
             stride *= lp.trip_count
-        if len(extents) == 1:  # (dimension 1 unused)
-            extents.append(1)
         extents.append(stride)
     local = group_shape(tuple(extents), profile)
     launch.global_size = tuple(-(-e // w) * w for e, w in zip(extents, local))
