@@ -345,6 +345,33 @@ def test_a_guarded_load_yielding_two_results_is_not_masked():
     assert source.count("? (float8)(") == 0
 
 
+def test_lane_map_keys_a_value_by_the_lanes_fixed_when_it_was_set():
+    """kernel_writer.LaneMap: a value set while lanes of a loop are fixed has one entry a
+    lane, read (and deleted) under the lane fixed now; it counts and iterates once."""
+    from types import SimpleNamespace
+
+    from dlpc.backends.opencl.kernel_writer import LaneMap
+
+    loop, value, other = object(), object(), object()
+    writer = SimpleNamespace(current={loop: 0}, deps={}, emitting=(loop,))
+    table = LaneMap(writer)  # type: ignore[arg-type]
+    table[value] = "lane0"
+    writer.current[loop] = 1
+    table[value] = "lane1"
+    writer.emitting = ()
+    table[other] = "plain"
+    assert (len(table), list(table)) == (2, [value, other])
+    assert (table[value], table[other]) == ("lane1", "plain")
+    writer.current[loop] = 0
+    assert table[value] == "lane0"
+    del table[value]
+    assert value not in table and len(table) == 2  # (lane 1's entry is left)
+    writer.current[loop] = 1
+    assert table[value] == "lane1"
+    del table[value], table[other]
+    assert (len(table), list(table)) == (0, [])
+
+
 def _regenerate() -> None:
     import tempfile
 
