@@ -974,3 +974,235 @@ def test_frozen_patterns_leave_params_untrained():
     assert step.params == [] and step.state == ["m", "v", "opt.step"]
     step = train_step_module(_parse(text), "mse", "sgd", frozen=["s"])
     assert step.params == ["b"]
+
+
+# ---- the lr schedulers (schedule.py): diagnostics, resuming, OneCycleLR's options
+
+S = torch.optim.lr_scheduler
+
+
+class _Groups:
+    def __init__(self, groups, runtime=None):
+        self.param_groups = groups
+        if runtime is not None:
+            self.runtime_hyper = lambda: runtime
+
+
+def _sgd_groups():
+    return _Groups([{"lr": 0.1, "momentum": 0.9}, {"lr": 0.05, "momentum": 0.9}])
+
+
+def _torch_groups(**kw):
+    ps = [torch.nn.Parameter(torch.zeros(1)), torch.nn.Parameter(torch.zeros(1))]
+    groups = [{"params": ps[:1]}, {"params": ps[1:], "lr": 0.05}]
+    if "betas" in kw:
+        return torch.optim.Adam(groups, lr=0.1, betas=kw["betas"])
+    return torch.optim.SGD(groups, lr=0.1, momentum=0.9)
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda s: s.StepLR(_sgd_groups(), 0), "error: StepLR step_size must be >= 1, got 0"),
+        (
+            lambda s: s.CosineAnnealingWarmRestarts(_sgd_groups(), 0),
+            "error: CosineAnnealingWarmRestarts needs T_0, T_mult >= 1",
+        ),
+        (
+            lambda s: s.CosineAnnealingWarmRestarts(_sgd_groups(), 2, T_mult=0),
+            "error: CosineAnnealingWarmRestarts needs T_0, T_mult >= 1",
+        ),
+        (
+            lambda s: s.LinearLR(_sgd_groups(), 0.0),
+            "error: LinearLR factors must be in (0, 1] and [0, 1]",
+        ),
+        (
+            lambda s: s.LinearLR(_sgd_groups(), 1.5),
+            "error: LinearLR factors must be in (0, 1] and [0, 1]",
+        ),
+        (
+            lambda s: s.LinearLR(_sgd_groups(), 0.5, end_factor=-0.1),
+            "error: LinearLR factors must be in (0, 1] and [0, 1]",
+        ),
+        (
+            lambda s: s.LinearLR(_sgd_groups(), 0.5, end_factor=1.1),
+            "error: LinearLR factors must be in (0, 1] and [0, 1]",
+        ),
+        (
+            lambda s: s.LambdaLR(_sgd_groups(), [lambda e: 1.0]),
+            "error: 1 values of lr_lambda for 2 param groups",
+        ),
+        (
+            lambda s: s.OneCycleLR(_sgd_groups(), 0.1),
+            "error: OneCycleLR needs total_steps or epochs and steps_per_epoch",
+        ),
+        (
+            lambda s: s.OneCycleLR(_sgd_groups(), 0.1, epochs=2),
+            "error: OneCycleLR needs total_steps or epochs and steps_per_epoch",
+        ),
+        (
+            lambda s: s.OneCycleLR(_sgd_groups(), 0.1, steps_per_epoch=2),
+            "error: OneCycleLR needs total_steps or epochs and steps_per_epoch",
+        ),
+        (
+            lambda s: s.OneCycleLR(_sgd_groups(), 0.1, total_steps=0),
+            "error: OneCycleLR total_steps must be >= 1, got 0",
+        ),
+        (
+            lambda s: s.OneCycleLR(_sgd_groups(), 0.1, epochs=0, steps_per_epoch=3),
+            "error: OneCycleLR total_steps must be >= 1, got 0",
+        ),
+        (
+            lambda s: s.OneCycleLR(_sgd_groups(), 0.1, 10, anneal_strategy="exp"),
+            "error: OneCycleLR anneal_strategy 'exp'",
+        ),
+        (
+            lambda s: s.OneCycleLR(_Groups([{"lr": 0.1}]), 0.1, 10),
+            "error: OneCycleLR cycle_momentum needs an optimizer with momentum or betas",
+        ),
+        (
+            lambda s: s.OneCycleLR(_sgd_groups(), [0.1, 0.2, 0.3], 10),
+            "error: 3 values of max_lr for 2 param groups",
+        ),
+        (
+            lambda s: s.OneCycleLR(_sgd_groups(), 0.1, 10, max_momentum=[0.9]),
+            "error: 1 values of max_momentum for 2 param groups",
+        ),
+        (
+            lambda s: s.OneCycleLR(
+                _Groups([{"lr": 0.1, "momentum": 0.9}] * 2, [["lr", "momentum"], ["lr"]]), 0.1, 10
+            ),
+            "error: OneCycleLR cycles the momentum, but param group 1 was built with momentum 0 "
+            "(compiled out); build the trainer with cycle_momentum=True",
+        ),
+        (
+            lambda s: s.SequentialLR(_sgd_groups(), [s.StepLR(_sgd_groups(), 2)], [3]),
+            "error: SequentialLR needs one milestone fewer than schedulers",
+        ),
+        (
+            lambda s: s.ReduceLROnPlateau(_sgd_groups(), factor=1.0),
+            "error: ReduceLROnPlateau factor must be < 1.0",
+        ),
+        (
+            lambda s: s.ReduceLROnPlateau(_sgd_groups(), mode="avg"),
+            "error: ReduceLROnPlateau mode 'avg' / 'rel'",
+        ),
+        (
+            lambda s: s.ReduceLROnPlateau(_sgd_groups(), threshold_mode="x"),
+            "error: ReduceLROnPlateau mode 'min' / 'x'",
+        ),
+        (
+            lambda s: s.ReduceLROnPlateau(_sgd_groups(), min_lr=[0.0]),
+            "error: 1 values of min_lr for 2 param groups",
+        ),
+        (
+            lambda s: s.StepLR(object(), 2),
+            "error: a scheduler needs a trainer (param_groups), got object",
+        ),
+    ],
+)
+def test_scheduler_diagnostics(make, message):
+    from dlpc.diagnostics import DlpcError
+    from dlpc.passes.train import schedule
+
+    with pytest.raises(DlpcError) as e:
+        make(schedule)
+    assert str(e.value) == message
+
+
+def test_onecycle_momentum_compiled_in_passes_the_check():
+    from dlpc.passes.train import schedule
+
+    groups = _Groups([{"lr": 0.1, "momentum": 0.9}] * 2, [["lr", "momentum"]] * 2)
+    schedule.OneCycleLR(groups, 0.1, 10)
+    assert groups.param_groups[0]["momentum"] == 0.95
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"total_steps": 12, "cycle_momentum": False},
+        {"epochs": 3, "steps_per_epoch": 4, "anneal_strategy": "linear"},
+        {"total_steps": 12, "three_phase": True, "pct_start": 0.25, "div_factor": 5.0},
+        {"total_steps": 12, "base_momentum": 0.7, "max_momentum": 0.8, "final_div_factor": 10.0},
+    ],
+)
+@pytest.mark.parametrize("betas", [None, (0.9, 0.99)])
+def test_onecycle_options_match_torch(kw, betas):
+    """lr and momentum (SGD's, or Adam's beta1) of both groups at each of the 12 steps."""
+    from dlpc.passes.train import schedule
+
+    topt = _torch_groups(**({"betas": betas} if betas else {}))
+    key = "betas" if betas else "momentum"
+    value = betas if betas else 0.9
+    groups = _Groups([{"lr": 0.1, key: value}, {"lr": 0.05, key: value}])
+    ours = schedule.OneCycleLR(groups, [0.2, 0.1], **kw)
+    theirs = S.OneCycleLR(topt, [0.2, 0.1], **kw)
+    for _ in range(12):
+        for g, tg in zip(groups.param_groups, topt.param_groups):
+            assert g["lr"] == pytest.approx(tg["lr"], rel=1e-12, abs=1e-15)
+            assert g[key] == pytest.approx(tg[key], rel=1e-12)
+        topt.step()
+        theirs.step()
+        ours.step()
+    from dlpc.diagnostics import DlpcError
+
+    with pytest.raises(DlpcError) as e:
+        ours.step()
+    assert str(e.value) == "error: OneCycleLR stepped 13 times; total_steps is 12"
+
+
+def test_resumed_schedulers_continue_where_they_stopped():
+    """state_dict / load_state_dict, and OneCycleLR made with last_epoch (its groups kept):
+    the next lrs equal an uninterrupted run's."""
+    from dlpc.passes.train import schedule
+
+    def cosine(g):
+        return schedule.CosineAnnealingWarmRestarts(g, 3, 2, 0.01)
+
+    a = _sgd_groups()
+    first = cosine(a)
+    for _ in range(4):
+        first.step()
+    state = first.state_dict()
+    assert "optimizer" not in state and state["last_epoch"] == 4
+    b = _sgd_groups()
+    second = cosine(b)
+    second.load_state_dict(state)
+    for _ in range(5):
+        first.step()
+        second.step()
+        assert b.param_groups == a.param_groups
+    lam = schedule.LambdaLR(_sgd_groups(), [lambda e: 0.5**e, lambda e: 1.0 / (e + 1)])
+    lam.step()
+    assert lam.get_last_lr() == [0.05, 0.025]
+    assert set(lam.state_dict()) == {"base_lrs", "last_epoch"}
+    a = _sgd_groups()
+    cycle = schedule.OneCycleLR(a, 0.2, 10)
+    for _ in range(4):
+        cycle.step()
+    b = _Groups([dict(g) for g in a.param_groups])
+    resumed = schedule.OneCycleLR(b, 0.2, 10, last_epoch=3)
+    assert b.param_groups == a.param_groups
+    for _ in range(5):
+        cycle.step()
+        resumed.step()
+        assert b.param_groups == a.param_groups
+
+
+def test_cycles_momentum_of_each_factory():
+    import functools
+
+    from dlpc.passes.train import schedule
+
+    groups = [{"lr": 0.1, "momentum": 0.0}]
+    cycles = schedule.cycles_momentum
+    assert cycles(schedule.OneCycleLR) and not cycles(schedule.StepLR)
+    assert cycles(functools.partial(schedule.OneCycleLR, max_lr=0.1, total_steps=5))
+    assert not cycles(functools.partial(schedule.OneCycleLR, cycle_momentum=False))
+    assert cycles(lambda t: schedule.OneCycleLR(t, 0.1, 5), groups)
+    assert not cycles(lambda t: schedule.OneCycleLR(t, 0.1, 5), None)
+    assert not cycles(lambda t: schedule.OneCycleLR(t, 0.1, 5, cycle_momentum=False), groups)
+    assert not cycles(lambda t: schedule.StepLR(t, 0), groups)  # another error: no
+    assert not cycles(lambda t: 1 / 0, groups)
+    assert groups == [{"lr": 0.1, "momentum": 0.0}]  # (made on copies)
