@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from xdsl.dialects.builtin import TensorType, f32, i1, i32, i64
+from xdsl.dialects.builtin import TensorType, f32, f64, i1, i32, i64
 from xdsl.ir import Attribute, Block
 from xdsl.utils.exceptions import VerifyException
 
@@ -1627,3 +1627,137 @@ def test_for_prints_each_annotation_kind():
     assert str(loop.ForOp(0, 3)).splitlines()[0] == "loop.for %0 = 0 to 3 step 1 {"
     red = loop.ForOp(0, 3, reduction=True, vectorize=True)
     assert list(red.attributes) == ["vectorize", "reduction"]
+
+
+# ------------------------------------------------------- sizes, typed, lazy dialects
+
+LIMIT = "over dlpc's limit of 2^40 bytes (1 TiB) for one tensor"
+
+
+def test_element_bytes():
+    from xdsl.dialects.builtin import BFloat16Type, IndexType, IntegerType, Signedness, f16, f64
+
+    from dlpc.dialects.sizes import element_bytes
+
+    types = [i1, IntegerType(8), IntegerType(8, Signedness.UNSIGNED), IntegerType(16), i32]
+    types += [i64, f16, BFloat16Type(), f32, f64, IndexType()]
+    assert [element_bytes(ty) for ty in types] == [1, 1, 1, 2, 4, 8, 2, 2, 4, 8, 8]
+
+
+@pytest.mark.parametrize(
+    "shape, elt, expected",
+    [
+        ((2**38,), f32, None),  # exactly 2^40 bytes
+        ((2**38 + 1,), f32, f"tensor<274877906945xf32> has 1099511627780 bytes, {LIMIT}"),
+        ((2**20, 2**20), i1, None),
+        ((2**20, 2**20 + 1), i1, f"tensor<1048576x1048577xi1> has 1099512676352 bytes, {LIMIT}"),
+        ((2**19, 2**20, 3), i32, f"tensor<524288x1048576x3xi32> has 6597069766656 bytes, {LIMIT}"),
+        ((2**10, 2**10, 2**10, 2**7), f64, None),
+        (
+            (2**10, 2**10, 2**10, 2**7 + 1),
+            f64,
+            f"tensor<1024x1024x1024x129xf64> has {2**30 * 129 * 8} bytes, {LIMIT}",
+        ),
+        ((), f64, None),
+        ((0, 2**40), i1, None),
+        ((2**40, 0), i1, None),
+        (
+            (0, 2**40 + 1),
+            i1,
+            f"tensor<0x1099511627777xi1> is empty but its other dims span "
+            f"1099511627777 bytes, {LIMIT}",
+        ),
+        (
+            (2**41, 0),
+            i1,
+            f"tensor<2199023255552x0xi1> is empty but its other dims span "
+            f"2199023255552 bytes, {LIMIT}",
+        ),
+        ((-1, 2**50), f32, None),  # a dynamic dim: checked once bound
+    ],
+)
+def test_size_error_at_the_limit(shape, elt, expected):
+    from dlpc.dialects.sizes import size_error
+
+    assert size_error(shape, elt) == expected
+
+
+def test_typed_accessors_refuse_in_one_line():
+    from xdsl.dialects.builtin import DenseArrayBase, IndexType, IntegerAttr, MemRefType, f64
+
+    from dlpc.dialects import typed
+
+    m = MemRefType(f32, [2, 3])
+    ten = t(4)
+    assert typed.memref_type(m) is m and typed.tensor_type(ten) is ten
+    assert typed.shape_of(m) == (2, 3) and typed.element_type(ten) == f32
+    assert typed.float_type(f64) == f64 and typed.bitwidth(i32) == 32
+    assert typed.int_value(IntegerAttr(7, IndexType())) == 7
+    assert typed.dense_ints(DenseArrayBase.from_list(i64, [3, -1])) == (3, -1)
+    assert typed.is_integer_type(i1) and not typed.is_integer_type(IndexType())
+    refusals = [
+        (typed.memref_type, ten, "expected a memref, got tensor<4xf32>"),
+        (typed.tensor_type, m, "expected a tensor, got memref<2x3xf32>"),
+        (typed.shape_of, f32, "expected a shaped type, got f32"),
+        (typed.element_type, f32, "expected a container type, got f32"),
+        (typed.float_type, i32, "expected a float type, got i32"),
+        (typed.bitwidth, IndexType(), "expected a scalar type with a fixed bit width, got index"),
+        (typed.int_value, g.StringAttr("x"), 'expected an integer attribute, got "x"'),
+        (
+            typed.dense_ints,
+            DenseArrayBase.from_list(f32, [1.0]),
+            "expected an integer dense array, got array<f32: 1.000000e+00>",
+        ),
+        (typed.dense_ints, g.StringAttr("x"), 'expected an integer dense array, got "x"'),
+    ]
+    for fn, value, message in refusals:
+        with pytest.raises(VerifyException) as e:
+            fn(value)
+        assert str(e.value) == message
+
+
+def test_lazy_registry_entries_check_what_they_load():
+    from xdsl.ir import Dialect
+
+    from dlpc.dialects import DIALECTS, lazy_class, lazy_dialect
+
+    assert lazy_class("dialects.graph", "AddOp", g.GraphOp)() is g.AddOp
+    with pytest.raises(TypeError, match=r"^dlpc\.dialects\.graph\.AddOp is not a ConstantOp$"):
+        lazy_class("dialects.graph", "AddOp", g.ConstantOp)()
+    with pytest.raises(TypeError, match=r"^dlpc\.dialects\.graph\.AddOp is not a Dialect$"):
+        lazy_dialect("dialects.graph", "AddOp")()
+    with pytest.raises(TypeError, match=r"^dlpc\.dialects\.graph\.window_out is not a GraphOp$"):
+        lazy_class("dialects.graph", "window_out", g.GraphOp)()
+    loaded = {name: factory() for name, factory in DIALECTS.items()}
+    assert all(isinstance(d, Dialect) for d in loaded.values())
+    assert {name: d.name for name, d in loaded.items()} == {n: n for n in loaded}
+
+
+def test_xdsl_fixes_are_idempotent_and_leave_another_pattern_alone(monkeypatch):
+    import re
+
+    from xdsl.parser import AttrParser
+    from xdsl.utils.mlir_lexer import MLIRLexer
+
+    from dlpc.dialects import xdsl_fixes
+
+    xdsl_fixes.install_dense_literal_limit()
+    first = AttrParser._parse_dense_literal_type  # pyright: ignore[reportPrivateUsage]
+    dense = AttrParser.parse_dense_int_or_fp_elements_attr
+    xdsl_fixes.install_dense_literal_limit()
+    assert AttrParser._parse_dense_literal_type is first  # pyright: ignore[reportPrivateUsage]
+    assert AttrParser.parse_dense_int_or_fp_elements_attr is dense
+    other = re.compile(r'"[^"]*"')
+    monkeypatch.setattr(MLIRLexer, "_unescaped_characters_regex", other)
+    xdsl_fixes.install_linear_string_literal()
+    assert MLIRLexer._unescaped_characters_regex is other  # pyright: ignore[reportPrivateUsage]
+    flagged = re.compile(xdsl_fixes.XDSL_STRING_LITERAL, re.IGNORECASE)
+    monkeypatch.setattr(MLIRLexer, "_unescaped_characters_regex", flagged)
+    xdsl_fixes.install_linear_string_literal()
+    assert MLIRLexer._unescaped_characters_regex is flagged  # pyright: ignore[reportPrivateUsage]
+    monkeypatch.setattr(
+        MLIRLexer, "_unescaped_characters_regex", re.compile(xdsl_fixes.XDSL_STRING_LITERAL)
+    )
+    xdsl_fixes.install_linear_string_literal()
+    now = MLIRLexer._unescaped_characters_regex  # pyright: ignore[reportPrivateUsage]
+    assert now.pattern == xdsl_fixes.LINEAR_STRING_LITERAL
