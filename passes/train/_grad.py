@@ -382,10 +382,6 @@ def _cast(b, op, g, want):
 # -------------------------------------------------------------------- linear algebra
 
 
-def _swap_last(rank: int) -> list[int]:
-    return [*range(rank - 2), rank - 1, rank - 2]
-
-
 @rule("matmul")
 def _matmul(b, op, g, want):
     a, m = _binary_operands(op)
