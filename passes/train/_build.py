@@ -127,13 +127,6 @@ class Builder:
     def log_softmax(self, a: SSAValue, axis: int = -1) -> SSAValue:
         return self.op(graph.LogSoftmaxOp, a, axis=axis)
 
-    def one_hot(self, labels: SSAValue, classes: int, element_type=graph.f32) -> SSAValue:
-        """labels [N] (integers) -> [N, classes] of 0/1: compare with an iota, then cast."""
-        n = graph.shape_of(labels)
-        column = self.reshape(labels, (*n, 1))
-        iota = self.const(np.arange(classes), graph.element_type_of(labels))
-        return self.cast(self.compare(column, iota, "eq"), element_type)
-
 
 def _int_constant(array: np.ndarray, element_type: Attribute) -> graph.ConstantOp:
     """`ConstantOp.from_numpy(array)` for an int32/int64 array (im2col's index tables:
