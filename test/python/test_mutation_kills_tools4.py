@@ -76,6 +76,8 @@ class FakeTrainer:
     def fit(self, x, y, **kw):
         self.fits.append((len(x), {k: v for k, v in kw.items() if k != "callback"}))
         callback = kw["callback"]
+        callback("abort", {})  # (events other than "batch" and "epoch" are ignored)
+        callback("zoom", {})
         for acc in (0.5, None):
             batch = {"batches": 2, "epoch": self.epoch, "accuracy": acc, "mean_loss": 1.25}
             callback("batch", {**batch, "samples_per_s": 123.4})
@@ -1005,3 +1007,56 @@ def test_square_sides():
     assert [_square(n) for n in (0, 1, 2, 4, 8, 9, 24, 25, 26, 10000)] == [
         0, 1, 0, 2, 0, 3, 0, 5, 0, 100
     ]  # fmt: skip
+
+
+# ---- dlpc-tune's option checks, dlpc-train's split seed --------------------------------------
+def test_dlpc_tune_checks_each_count_and_its_log(tiny, tmp_path, capsys):
+    from dlpc.tools import dlpc_tune
+
+    log = str(tmp_path / "t.jsonl")
+    for extra, message in [
+        (["--trials", "0"], "dlpc-tune: error: --trials must be >= 1, got 0"),
+        (["--threads", "0"], "dlpc-tune: error: --threads must be >= 1, got 0"),
+        (["--verify", "-1"], "dlpc-tune: error: --verify must be >= 0, got -1"),
+        (["--time-budget", "-2"], "dlpc-tune: error: --time-budget must be > 0 seconds, got -2.0"),
+        (["--log", str(tmp_path)], f"dlpc-tune: error: tuning log {tmp_path} is not a file"),
+        (
+            ["--log", str(tmp_path / "no" / "t.jsonl")],
+            f"dlpc-tune: error: cannot write {tmp_path / 'no' / 't.jsonl'}: no such directory "
+            f"{tmp_path / 'no'}",
+        ),
+    ]:
+        assert dlpc_tune.main([tiny, "--log", log, *extra]) == 1, extra
+        assert capsys.readouterr().err == message + "\n", extra
+
+
+def test_the_data_split_seed_is_zero(tmp_path):
+    from dlpc.tools.dlpc_train import DATA_SPLIT_SEED, load_data
+
+    assert DATA_SPLIT_SEED == 0
+    path = tmp_path / "d.npz"
+    np.savez(path, x=np.zeros((20, 2), np.float32), y=np.arange(20))
+    _, ytr, _, yv, _, yt, _ = load_data(str(path))
+    order = np.random.default_rng(0).permutation(20)
+    assert yt.tolist() == order[:4].tolist() and yv.tolist() == order[4:5].tolist()
+    assert ytr.tolist() == order[5:].tolist()
+
+
+def test_a_model_path_sorting_before_the_dash_is_checked():
+    """common.py:66 (`path != "-"` -> `>`: a missing '!m.dlpc' went unchecked)."""
+    from dlpc.tools.common import check_model_path
+
+    with pytest.raises(DlpcError) as e:
+        check_model_path("!none.dlpc", None)
+    assert str(e.value) == "error: no such file: !none.dlpc"
+
+
+def test_available_memory_without_swap_is_memavailable(monkeypatch):
+    """common.py:167 (a meminfo without SwapFree adds nothing)."""
+    import resource
+
+    from dlpc.tools import common
+
+    monkeypatch.setattr(common, "_kib_fields", lambda path: {"MemAvailable": 1000})
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (resource.RLIM_INFINITY, 0))
+    assert common.available_memory() == 1000
