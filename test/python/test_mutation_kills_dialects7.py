@@ -1761,3 +1761,208 @@ def test_xdsl_fixes_are_idempotent_and_leave_another_pattern_alone(monkeypatch):
     xdsl_fixes.install_linear_string_literal()
     now = MLIRLexer._unescaped_characters_regex  # pyright: ignore[reportPrivateUsage]
     assert now.pattern == xdsl_fixes.LINEAR_STRING_LITERAL
+
+
+# ---------------------------------------------------------------- graph's helpers
+
+
+@pytest.mark.parametrize(
+    "shapes",
+    [
+        [(2, 3), (3,)],
+        [(2, 1), (1, 3)],
+        [(4, 1, 3), (5, 1), (1,)],
+        [(0,), (1,)],
+        [(0, 3), (2, 1, 3)],
+        [(0,), (3,)],
+        [(2, 3), (3, 2)],
+        [(), (2, 2)],
+        [(1, 1), ()],
+        [(2, 1, 3), (4, 3), (2, 4, 1)],
+    ],
+)
+def test_broadcast_shapes_is_numpys(shapes):
+    try:
+        want = np.broadcast_shapes(*shapes)
+    except ValueError:
+        names = ", ".join("x".join(map(str, s)) or "scalar" for s in shapes)
+        with pytest.raises(VerifyException) as e:
+            g.broadcast_shapes(*shapes)
+        assert str(e.value) == f"shapes {names} cannot be broadcast together"
+    else:
+        assert g.broadcast_shapes(*shapes) == want
+
+
+@pytest.mark.parametrize(
+    "axis, rank, expected",
+    [
+        (0, 0, 0),
+        (-1, 0, None),
+        (1, 0, None),
+        (2, 3, 2),
+        (3, 3, None),
+        (-3, 3, 0),
+        (-4, 3, None),
+        (-1, 1, 0),
+        (0, 1, 0),
+        (1, 1, None),
+    ],
+)
+def test_normalize_axis(axis, rank, expected):
+    if expected is None:
+        with pytest.raises(VerifyException) as e:
+            g.normalize_axis(axis, rank, "dim")
+        assert str(e.value) == f"dim {axis} is out of range for rank {rank}"
+    else:
+        assert g.normalize_axis(axis, rank) == expected
+
+
+def test_names_shapes_and_property_values():
+    assert g.ssa_name_hint("/Constant_8_output_0") == "_Constant_8_output_0"
+    assert g.ssa_name_hint("a.b-c$d") == "a.b-c$d"
+    assert g.ssa_name_hint("\ufb01") == "_"
+    assert g.ssa_name_hint("7up") is None and g.ssa_name_hint("") is None
+    assert g.fmt_shape(()) == "scalar" and g.fmt_shape((2, 8)) == "2x8"
+    for kind, value in [
+        ("int", 3),
+        ("ints", (1, -2)),
+        ("float", 0.25),
+        ("bool", True),
+        ("bool", False),
+        ("str", "tanh"),
+        ("type", i32),
+    ]:
+        attr = g.to_attr(kind, value)
+        assert g.from_attr(attr) == value
+        assert type(g.from_attr(attr)) is type(value)
+    assert g.to_attr("int", 3) == g.IntegerAttr(3, i64)
+    assert g.to_attr("bool", 1) == g.IntegerAttr(1, i1)
+    with pytest.raises(AssertionError, match="unknown property kind list"):
+        g.to_attr("list", [])
+    assert g.is_float_type(f64) and not g.is_float_type(i32)
+
+
+def test_make_refuses_unknown_and_missing_properties():
+    x = args(t(2, 3))
+    with pytest.raises(VerifyException, match=r"^graph.softmax has no attribute 'axes'$"):
+        g.SoftmaxOp.make(*x, axes=(1,))
+    with pytest.raises(VerifyException, match=r"^graph.reshape requires attribute 'shape'$"):
+        g.ReshapeOp.make(*x)
+    # None is the default
+    assert g.SoftmaxOp.make(*x, axis=None).axis == -1
+    op = g.ConcatOp.make(*x, axis=None)
+    assert op.has_default_properties()
+    assert g.ConcatOp.make(*x, axis=0).has_default_properties()  # (written out)
+    assert not g.ConcatOp.make(*x, axis=1).has_default_properties()
+    assert g.ConcatOp.make(*x, axis=1).prop_values() == {"axis": 1}
+
+
+@pytest.mark.parametrize(
+    "cls, types, expected",
+    [
+        (g.AddOp, [t(2)], "graph.add expects 2 operands, got 1"),
+        (g.AddOp, [t(2)] * 3, "graph.add expects 2 operands, got 3"),
+        (g.LinearOp, [t(2, 3)], "graph.linear expects 2 to 3 operands, got 1"),
+        (g.LinearOp, [t(2, 3)] * 4, "graph.linear expects 2 to 3 operands, got 4"),
+        (g.ConcatOp, [], "graph.concat expects at least one operand"),
+        (g.ExpOp, [t(2, elt=i32)], "graph.exp needs a floating-point operand, got i32"),
+        (
+            g.AvgPool2DOp,
+            [t(1, 1, 2, 2, elt=i1)],
+            "graph.avg_pool2d needs a numeric operand, got i1",
+        ),
+        (g.BitNotOp, [t(2, elt=i1)], "graph.bit_not needs an integer operand, got i1"),
+        (g.BitNotOp, [t(2)], "graph.bit_not needs an integer operand, got f32"),
+        (g.AddOp, [t(2), t(2, elt=i32)], "graph.add operands have element types f32 and i32"),
+    ],
+)
+def test_arity_and_element_checks(cls, types, expected):
+    props = {"kernel": (1, 1)} if cls is g.AvgPool2DOp else {}
+    assert verify(cls, types, t(2), **props) == expected
+
+
+def test_accepted_element_types_and_result_checks():
+    from xdsl.dialects.builtin import IntegerType, f16
+
+    assert verify(g.ExpOp, [t(2, elt=f16)], t(2, elt=f16)) == "OK"
+    assert verify(g.BitNotOp, [t(2, elt=IntegerType(8))], t(2, elt=IntegerType(8))) == "OK"
+    assert verify(g.GlobalAvgPoolOp, [t(1, 2, 3, elt=i32)], t(1, 2, 1, elt=i32)) == "OK"
+    assert verify(g.ConcatOp, [t(2)], t(2)) == "OK"
+    assert verify(g.LinearOp, [t(2, 3), t(4, 3)], t(2, 4)) == "OK"
+    assert verify(g.ReluOp, [t(2, 3)], t(3, 2)) == (
+        "graph.relu: inferred result shape 2x3 but result type has shape 3x2"
+    )
+    assert verify(g.ReluOp, [t(2, 3)], t(2, 3, elt=f64)) == (
+        "graph.relu: inferred element type f32 but result type has f64"
+    )
+    assert verify(g.CastOp, [t(2)], t(2, elt=i32), to=i32) == "OK"
+    assert verify(g.CastOp, [t(2)], t(2, elt=i64), to=i32) == (
+        "graph.cast: inferred element type i32 but result type has i64"
+    )
+    # an inference error of another name gets the op's name first
+    assert verify(g.AddOp, [t(2), t(3)], t(2)) == (
+        "graph.add: shapes 2, 3 cannot be broadcast together"
+    )
+    big = t(2**20, 2**19)
+    assert verify(g.ReluOp, [big], big) == (
+        f"graph.relu: operand tensor<1048576x524288xf32> has {2**41} bytes, {LIMIT}"
+    )
+
+
+@pytest.mark.parametrize(
+    "src, to, ok",
+    [
+        (f32, i32, True),
+        (i32, f32, True),
+        (f64, i64, True),
+        (i1, i1, False),
+        (f32, i64, False),
+        (f32, g.IndexType(), False),
+    ],
+)
+def test_bitcast_widths(src, to, ok):
+    got = shape(g.BitcastOp, [t(3, elt=src)], to=to)
+    if ok:
+        assert got == (3,)
+    else:
+        assert got == f"graph.bitcast needs element types of one width (not i1), got {src} and {to}"
+
+
+def test_constants_and_params():
+    from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, IntegerType, Signedness
+
+    for array in [
+        np.arange(6, dtype=np.float32).reshape(2, 3) - 2.5,
+        np.array([[1, -2]], np.int64),
+        np.array([True, False]),
+        np.array([250, 3], np.uint8),
+        np.float64(1.5),
+        np.array([], np.float16),
+    ]:
+        op = g.ConstantOp.from_numpy(array)
+        got = op.to_numpy()
+        assert got.dtype == array.dtype and got.shape == np.shape(array)
+        np.testing.assert_array_equal(got, array)
+        op.verify()
+    splat = DenseIntOrFPElementsAttr.from_list(t(2, 3), [4.0])
+    np.testing.assert_array_equal(g.ConstantOp(splat).to_numpy(), np.full((2, 3), 4.0, np.float32))
+    one = DenseIntOrFPElementsAttr.from_list(t(1, 1), [4.0])
+    assert g.ConstantOp(one).to_numpy().shape == (1, 1)
+    assert g.numpy_dtype(IntegerType(16, Signedness.UNSIGNED)) == "uint16"
+    assert g.numpy_dtype(IntegerType(16)) == "int16" and g.numpy_dtype(i1) == "bool"
+    with pytest.raises(VerifyException, match=r"^element type index has no numpy dtype$"):
+        g.numpy_dtype(g.IndexType())
+    bad = g.ConstantOp.create(properties={"value": splat}, result_types=[t(3, 2)])
+    with pytest.raises(VerifyException, match="expected from variable 'T'"):
+        bad.verify()
+    p = g.ParamOp("fc.weight", t(4))
+    assert p.pname == "fc.weight"
+    p.verify()
+    huge = g.ParamOp("w", g.TensorType(f32, [2**39]))
+    with pytest.raises(VerifyException, match=r"^graph.param: tensor<549755813888xf32> has"):
+        huge.verify()
+    with pytest.raises(VerifyException, match="has 2199023255552 bytes"):
+        g.tensor_type([2**39], f32)
+    assert g.tensor_type([2**38], f32) == t(2**38)
+    with pytest.raises(VerifyException, match=r"^expected a tensor, got f32$"):
+        g.shape_of(f32)
