@@ -2253,10 +2253,6 @@ class ControlOp(IRDLOperation):
     inputs = var_operand_def(TensorType)
     outputs = var_result_def(TensorType)
 
-    def region_ops(self) -> list[Operation]:
-        """Every op inside the regions (nested ones included)."""
-        return [o for r in self.regions for o in r.walk()]
-
 
 @irdl_op_definition
 class IfOp(ControlOp):
