@@ -124,9 +124,8 @@ def _if_vjp(
     assert isinstance(op, graph.IfOp)
     inputs = list(op.inputs)
     floats = [k for k, v in enumerate(inputs) if want[1 + k] and is_float(v)]
-    out_floats = [r for r in op.results if is_float(r)]
-    if not floats or not out_floats:
-        return [None] * len(op.operands)
+    # (graph-autodiff calls this with an adjoint for a result and a wanted operand, both
+    # float: integers take none, so neither list is empty)
     cots = [
         g if g is not None else zeros(b, graph.shape_of(r), r)
         for r, g in zip(op.results, gs)
@@ -218,9 +217,7 @@ def _loop_vjp(
             )
     nv = len(carried)
     floats = [k for k, v in enumerate(carried) if is_float(v)]
-    wanted = [k for k in floats if want[1 + k]]
-    if not wanted:
-        return [None] * len(op.operands)
+    wanted = [k for k in floats if want[1 + k]]  # (not empty: see _if_vjp)
     body_block = op.body.block
     cot_types = [carried[k].type for k in floats]
     vjp_region = _branch_vjp(body_block, cot_types, [1 + k for k in floats])
