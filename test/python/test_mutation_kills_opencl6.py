@@ -372,6 +372,72 @@ def test_lane_map_keys_a_value_by_the_lanes_fixed_when_it_was_set():
     assert (len(table), list(table)) == (0, [])
 
 
+# index expressions of loop variables i and j, one per name (`indices.py`)
+INDICES = """
+func.func @main(%x: memref<64xf32>) {
+  loop.kernel "k" {
+    loop.for %i = 0 to 4 step 1 {name = "i0", parallel} {
+      loop.for %j = 0 to 4 step 1 {name = "i1"} {
+        %two = arith.constant 2 : index
+        %i_plus_two = arith.addi %i, %two : index
+        %two_plus_i = arith.addi %two, %i : index
+        %i_minus_j = arith.subi %i, %j : index
+        %j_minus_i = arith.subi %j, %i : index
+        %i_times_two = arith.muli %i, %two : index
+        %i_times_j = arith.muli %i, %j : index
+        %i_plus_i = arith.addi %i, %i : index
+        %half_i = arith.divsi %i, %two : index
+        %half_i_plus_j = arith.addi %half_i, %j : index
+        %j_plus_half_i = arith.addi %j, %half_i : index
+        %v = memref.load %x[%i] : memref<64xf32>
+      }
+    }
+  }
+  func.return
+}"""
+
+
+def test_index_expressions_affine_varying_or_depending_on_a_loop_variable():
+    """indices.py: `affine_index` (additions, subtractions, products by a constant of
+    loop variables and constants), `varies_with` i (i plus or minus what does not vary
+    with i; i subtracted from something does not), `depends_on` i (any use)."""
+    from dlpc.backends.opencl.indices import affine_index, depends_on, varies_with
+
+    (kernel,) = _kernels(parse_module(INDICES))
+    loops = list(kernel.loops())
+    values = {"i": loops[0].induction_var, "j": loops[1].induction_var}
+    for op in kernel.walk():
+        for r in op.results:
+            if r.name_hint:
+                values[r.name_hint] = r
+    table = {  # name: (affine, varies with i, depends on i)
+        "i": (True, True, True),
+        "j": (True, False, False),
+        "two": (True, False, False),
+        "i_plus_two": (True, True, True),
+        "two_plus_i": (True, True, True),
+        "i_minus_j": (True, True, True),
+        "j_minus_i": (True, False, True),
+        "i_times_two": (True, False, True),
+        "i_times_j": (False, False, True),
+        "i_plus_i": (True, False, True),
+        "half_i": (False, False, True),
+        "half_i_plus_j": (False, False, True),
+        "j_plus_half_i": (False, False, True),
+        "v": (False, False, True),  # (a load of x[i])
+    }
+    i = values["i"]
+    got = {
+        name: (
+            affine_index(values[name]),
+            varies_with(values[name], i),
+            depends_on(values[name], i),
+        )
+        for name in table
+    }
+    assert got == table
+
+
 def _regenerate() -> None:
     import tempfile
 
