@@ -438,6 +438,88 @@ def test_index_expressions_affine_varying_or_depending_on_a_loop_variable():
     assert got == table
 
 
+# scf.ifs guarding loads of x, one a condition form (`guards.padding_guards` of loop i)
+GUARDS = """
+func.func @main(%x: memref<64xf32>, %y: memref<8x4x4xf32>) {
+  loop.kernel "k" {
+    %c1 = arith.constant 1 : index
+    %c2 = arith.constant 2 : index
+    %c3 = arith.constant 3 : index
+    %c8 = arith.constant 8 : index
+    %h = arith.addi %c1, %c2 : index
+    loop.for %o = 0 to 8 step 1 {name = "o", parallel} {
+      loop.for %i = 0 to 4 step 1 {name = "i"} {
+        loop.for %j = 0 to 4 step 1 {name = "j"} {
+          %pad = arith.constant 0.000000e+00 : f32
+          %ge = arith.cmpi sge, %i, %c1 : index
+          %eq = arith.cmpi eq, %i, %c1 : index
+          %i2 = arith.muli %i, %c2 : index
+          %times_const = arith.cmpi slt, %i2, %c8 : index
+          %ij = arith.muli %i, %j : index
+          %times_var = arith.cmpi slt, %ij, %c8 : index
+          %half = arith.divsi %i, %c2 : index
+          %divided = arith.cmpi slt, %half, %c3 : index
+          %ih = arith.addi %i, %h : index
+          %outside_op = arith.cmpi slt, %ih, %c8 : index
+          %consts = arith.cmpi slt, %c1, %c2 : index
+          %jlt = arith.cmpi slt, %j, %c3 : index
+          %both = arith.andi %ge, %jlt : i1
+          %io = arith.addi %i, %o : index
+          %enclosing = arith.cmpi sle, %io, %c8 : index
+          %jo = arith.subi %j, %c1 : index
+          %sub = arith.cmpi sgt, %jo, %c1 : index
+          GUARDED
+        }
+      }
+    }
+  }
+  func.return
+}"""
+GUARD_CONDITIONS = {  # condition: a padding guard?
+    "ge": True,  # i >= 1
+    "eq": False,  # i == 1: not an inequality
+    "times_const": True,  # 2 i < 8
+    "times_var": False,  # i j < 8: not affine
+    "divided": False,  # i / 2 < 3
+    "outside_op": False,  # i + h < 8, h computed outside the nest
+    "consts": False,  # 1 < 2: no loop variable
+    "both": True,  # i >= 1 and j < 3
+    "enclosing": True,  # i + o <= 8, o the enclosing loop's
+    "sub": True,  # j - 1 > 1
+}
+
+
+def test_padding_guards_are_inequalities_of_affine_loop_functions():
+    """guards.padding_guards: the `scf.if`s of a nest whose condition is a conjunction of
+    signed inequalities of affine functions of its loop variables (constants and the
+    enclosing loops' variables allowed, other outside values not); with the loops they
+    test, in nest order, and the ops computing the conditions."""
+    from dlpc.backends.opencl.guards import padding_guards
+
+    guarded = "\n".join(
+        f"%v_{name} = scf.if %{name} -> (f32) {{\n"
+        f"  %l_{name} = memref.load %x[%i] : memref<64xf32>\n  scf.yield %l_{name} : f32\n"
+        f"}} else {{\n  scf.yield %pad : f32\n}}"
+        for name in GUARD_CONDITIONS
+    )
+    (kernel,) = _kernels(parse_module(GUARDS.replace("GUARDED", guarded)))
+    outer, nest, inner = kernel.loops()
+    found = padding_guards(nest)
+    assert found is not None
+    ifs, order, loops = found
+    conditions = [op.cond.name_hint for op in ifs]
+    assert conditions == [name for name, guard in GUARD_CONDITIONS.items() if guard]
+    assert loops == [nest, inner]
+    assert [op.results[0].name_hint for op in order if op.results] == [
+        "ge", "i2", "times_const", "jlt", "both", "io", "enclosing", "jo", "sub"
+    ]  # fmt: skip
+    # j's loop alone: i is an enclosing loop's variable there, so the tests of i alone
+    # test none of the nest's loops
+    in_inner = padding_guards(inner)
+    assert in_inner is not None and in_inner[2] == [inner]
+    assert [op.cond.name_hint for op in in_inner[0]] == ["both", "sub"]
+
+
 def _regenerate() -> None:
     import tempfile
 
