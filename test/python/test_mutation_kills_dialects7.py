@@ -1966,3 +1966,163 @@ def test_constants_and_params():
     assert g.tensor_type([2**38], f32) == t(2**38)
     with pytest.raises(VerifyException, match=r"^expected a tensor, got f32$"):
         g.shape_of(f32)
+
+
+# ------------------------------------------------------------ winograd, control flow
+
+
+@pytest.mark.parametrize(
+    "w, expected",
+    [
+        ((8, 4, 3, 3), (16, 8, 4)),
+        ((1, 1, 3, 3), (16, 1, 1)),
+        ((8, 4, 3, 2), "graph.winograd_filter_transform expects an OIHW 3x3 weight, got 8x4x3x2"),
+        ((8, 4, 2, 3), "graph.winograd_filter_transform expects an OIHW 3x3 weight, got 8x4x2x3"),
+        ((4, 3, 3), "graph.winograd_filter_transform expects an OIHW 3x3 weight, got 4x3x3"),
+    ],
+)
+def test_winograd_filter_transform_shape(w, expected):
+    assert shape(g.WinogradFilterTransformOp, [t(*w)]) == expected
+
+
+@pytest.mark.parametrize(
+    "x, pads",
+    [
+        ((1, 2, 5, 6), (0, 0, 0, 0)),
+        ((2, 3, 5, 6), (1, 1, 1, 1)),
+        ((1, 2, 3, 3), (0, 0, 0, 0)),
+        ((1, 2, 3, 4), (0, 1, 0, 0)),
+        ((1, 2, 2, 3), (0, 0, 0, 0)),
+        ((1, 2, 2, 2), (1, 0, 0, 1)),
+        ((1, 2, 1, 1), (1, 1, 1, 1)),
+        ((1, 2, 8, 7), (2, 0, 1, 3)),
+    ],
+)
+def test_winograd_input_transform_tiles_the_convs_output(x, pads):
+    out = torch_conv(x, (1, x[1], 3, 3), (1, 1), pads, (1, 1), 1)
+    got = shape(g.WinogradInputTransformOp, [t(*x)], pads=pads)
+    if out is None:
+        assert got == (
+            "graph.winograd_input_transform: a 3x3 window does not fit input "
+            f"{x[2]}x{x[3]} with the given padding"
+        )
+    else:
+        oh, ow = out[2], out[3]
+        assert got == (16, x[0], x[1], (oh + 1) // 2, (ow + 1) // 2)
+        m = t(*got)
+        assert shape(g.WinogradOutputTransformOp, [m], output=(oh, ow)) == (x[0], x[1], oh, ow)
+
+
+def test_winograd_refusals():
+    assert shape(g.WinogradInputTransformOp, [t(2, 5, 5)]) == (
+        "graph.winograd_input_transform expects an NCHW input, got 2x5x5"
+    )
+    assert shape(g.WinogradInputTransformOp, [t(1, 2, 5, 5)], pads=(0, -1, 0, 0)) == (
+        "graph.winograd_input_transform pads must be >= 0, got [0, -1, 0, 0]"
+    )
+    assert shape(g.WinogradInputTransformOp, [t(1, 2, 5, 5)], pads=(1,)) == (16, 1, 2, 3, 3)
+    m = t(16, 1, 4, 3, 2)
+    assert shape(g.WinogradOutputTransformOp, [m], output=(5, 4)) == (1, 4, 5, 4)
+    assert shape(g.WinogradOutputTransformOp, [m], output=(6, 3)) == (1, 4, 6, 3)
+    assert shape(g.WinogradOutputTransformOp, [m], output=(7, 4)) == (
+        "graph.winograd_output_transform output 7x4 needs 4x2 tiles, got 3x2"
+    )
+    assert shape(g.WinogradOutputTransformOp, [m], output=(6, 2)) == (
+        "graph.winograd_output_transform output 6x2 needs 3x1 tiles, got 3x2"
+    )
+    assert shape(g.WinogradOutputTransformOp, [m], output=(0, 4)) == (
+        "graph.winograd_output_transform output 0x4 needs 1x2 tiles, got 3x2"
+    )
+    assert shape(g.WinogradOutputTransformOp, [m], output=(5,)) == (
+        "graph.winograd_output_transform output 5x5 needs 3x3 tiles, got 3x2"
+    )
+    assert shape(g.WinogradOutputTransformOp, [m, t(4)], output=(5, 4)) == (1, 4, 5, 4)
+    assert shape(g.WinogradOutputTransformOp, [m, t(3)], output=(5, 4)) == (
+        "graph.winograd_output_transform bias 3 does not match 4 output channels"
+    )
+    assert shape(g.WinogradOutputTransformOp, [t(15, 1, 4, 3, 2)], output=(5, 4)) == (
+        "graph.winograd_output_transform expects [16, N, O, tiles_h, tiles_w], got 15x1x4x3x2"
+    )
+    assert shape(g.WinogradOutputTransformOp, [t(16, 1, 4, 3)], output=(5, 4)) == (
+        "graph.winograd_output_transform expects [16, N, O, tiles_h, tiles_w], got 16x1x4x3"
+    )
+
+
+LOOP = (
+    "func.func @main(%c: tensor<i1>, %a: tensor<4xf32>) -> tensor<4xf32> {{\n"
+    "  %r = graph.loop %c, %a {props}: (tensor<i1>, tensor<4xf32>) -> (tensor<4xf32>) {{\n"
+    "  ^bb0(%i: tensor<i64>, %x: tensor<4xf32>):\n"
+    "    {body}\n"
+    "  }}\n"
+    "  func.return %r : tensor<4xf32>\n}}"
+)
+
+
+@pytest.mark.parametrize(
+    "props, body, expected",
+    [
+        ("", "graph.yield %c, %x : tensor<i1>, tensor<4xf32>", "OK"),
+        ("{trip_count = 0} ", "graph.yield %c, %x : tensor<i1>, tensor<4xf32>", "OK"),
+        ("{trip_count = -1} ", "graph.yield %c, %x : tensor<i1>, tensor<4xf32>", "OK"),
+        (
+            "{trip_count = -2} ",
+            "graph.yield %c, %x : tensor<i1>, tensor<4xf32>",
+            "graph.loop trip_count -2 must be -1 or at least 0",
+        ),
+        ("", "graph.yield :", "graph.loop body must yield the next condition first"),
+        (
+            "",
+            "graph.yield %x, %x : tensor<4xf32>, tensor<4xf32>",
+            "graph.loop body's first "
+            "yielded value (the condition) must be tensor<i1>, got tensor<4xf32>",
+        ),
+        (
+            "",
+            "graph.yield %c : tensor<i1>",
+            "graph.loop body yields () after the condition "
+            "but the carried values are (tensor<4xf32>)",
+        ),
+    ],
+)
+def test_loop_verifier_edges(props, body, expected):
+    text = LOOP.format(props=props, body=body).replace("%c, %x", "%cc, %x")
+    text = text.replace(
+        "    graph.yield %cc",
+        "    %cc = graph.constant dense<true> : tensor<i1>\n    graph.yield %cc",
+    )
+    text = text.replace(
+        "graph.yield %c :", "%cc = graph.constant dense<true> : tensor<i1>\n    graph.yield %cc :"
+    )
+    try:
+        g_parse(text).verify()
+    except VerifyException as e:
+        assert str(e).splitlines()[0] == expected
+    else:
+        assert expected == "OK"
+
+
+def test_control_flow_builders():
+    from xdsl.ir import Region
+
+    c, a = args(t(elt=i1), t(4))
+    then, other = Block(arg_types=[t(4)]), Block(arg_types=[t(4)])
+    then.add_op(g.YieldOp.create(operands=[then.args[0]]))
+    other.add_op(g.YieldOp.create(operands=[other.args[0]]))
+    op = g.IfOp(c, [a], [t(4)], Region(then), Region(other))
+    op.verify()
+    assert [r.type for r in op.outputs] == [t(4)] and op.cond is c
+    body = Block(arg_types=[t(elt=i64), t(4)])
+    flag = g.ConstantOp.from_numpy(np.array(True))
+    body.add_ops([flag, g.YieldOp.create(operands=[flag.results[0], body.args[1]])])
+    loop = g.LoopOp(c, [a], Region(body), trip_count=3)
+    loop.verify()
+    assert loop.trips == 3 and [r.type for r in loop.outputs] == [t(4)]
+    assert g.LoopOp(c, [a], Region(Block(arg_types=[t(elt=i64), t(4)]))).trips == -1
+    passes = []
+    for _ in range(2):
+        blk = Block(arg_types=[t(4)])
+        blk.add_op(g.YieldOp.create(operands=[blk.args[0]]))
+        passes.append(Region(blk))
+    bad = g.IfOp(a, [a], [t(4)], *passes)
+    with pytest.raises(VerifyException, match=r"graph.if condition must be tensor<i1>, got"):
+        bad.verify()
