@@ -1206,3 +1206,74 @@ def test_cycles_momentum_of_each_factory():
     assert not cycles(lambda t: schedule.StepLR(t, 0), groups)  # another error: no
     assert not cycles(lambda t: 1 / 0, groups)
     assert groups == [{"lr": 0.1, "momentum": 0.0}]  # (made on copies)
+
+
+DEQUANTIZE = """func.func @main(%xq: tensor<2x8xi8>, %z: tensor<i8>) -> tensor<f32> {
+  %s = graph.param "s" : tensor<f32>
+  %w = graph.param "w" : tensor<2x8xf32>
+  %x = graph.dequantize %xq, %s, %z : (tensor<2x8xi8>, tensor<f32>, tensor<i8>) -> tensor<2x8xf32>
+  %y = graph.mul %x, %w : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %l = graph.reduce_sum %y : (tensor<2x8xf32>) -> tensor<f32>
+  func.return %l : tensor<f32>
+}"""
+
+
+def test_dequantize_scale_gets_no_gradient():
+    want = "graph-autodiff: no gradient with respect to the scale of graph.dequantize"
+    assert _differentiate_error(DEQUANTIZE) == want
+
+
+def test_a_bitcast_round_trip_cuts_the_gradient():
+    """Bits reread as an integer take no adjoint: the param's gradient is 0."""
+    from dlpc.passes.train.autodiff import differentiate
+
+    module = _parse(
+        UNARY.replace(
+            "OP",
+            "%i = graph.bitcast %a : (tensor<4xf32>) -> tensor<4xi32>\n"
+            "  %m = graph.bitcast %i : (tensor<4xi32>) -> tensor<4xf32>",
+        )
+    )
+    differentiate(module)
+    lines = [line.strip() for line in _printed(module).splitlines()]
+    assert lines[-5:-3] == [
+        "%0 = graph.constant dense<0.000000e+00> : tensor<f32>",
+        "%grad.w = graph.broadcast %0 {shape = array<i64: 4>} : (tensor<f32>) -> tensor<4xf32>",
+    ]
+
+
+LOOP = """func.func @main(%a: tensor<4xf64>, %n: tensor<i64>) -> tensor<f64> {
+  %t = graph.constant dense<true> : tensor<i1>
+  %r, %m = graph.loop %t, %a, %n {trip_count = 3 : i64} : (tensor<i1>, tensor<4xf64>, tensor<i64>) -> (tensor<4xf64>, tensor<i64>) {
+  ^bb0(%i: tensor<i64>, %x: tensor<4xf64>, %k: tensor<i64>):
+    %kf = graph.cast %k {to = f64} : (tensor<i64>) -> tensor<f64>
+    %s = graph.mul %x, %kf : (tensor<4xf64>, tensor<f64>) -> tensor<4xf64>
+    %y = graph.tanh %s : (tensor<4xf64>) -> tensor<4xf64>
+    %one = graph.constant dense<1> : tensor<i64>
+    %k2 = graph.add %k, %one : (tensor<i64>, tensor<i64>) -> tensor<i64>
+    %c = graph.constant dense<true> : tensor<i1>
+    graph.yield %c, %y, %k2 : tensor<i1>, tensor<4xf64>, tensor<i64>
+  }
+  %l = graph.reduce_sum %r : (tensor<4xf64>) -> tensor<f64>
+  func.return %l : tensor<f64>
+}"""
+
+
+def test_loop_carrying_an_integer_reverses_against_torch():
+    """A loop carrying a float and an integer counter: the reverse replays the counter
+    from its own (integer) stack; the float input's gradient against torch."""
+    from dlpc.passes.train.autodiff import differentiate
+
+    module = _parse(LOOP)
+    differentiate(module, wrt_inputs=True)
+    a = np.array([0.1, -0.2, 0.3, 0.4])
+    loss, grad = run_reference(module, [a, np.array(2)], {})
+    ta = torch.tensor(a, requires_grad=True)
+    x = ta
+    for k in (2, 3, 4):
+        x = torch.tanh(x * k)
+    x.sum().backward()
+    assert ta.grad is not None
+    assert float(loss) == pytest.approx(x.sum().item(), rel=1e-12)
+    np.testing.assert_allclose(grad, ta.grad.numpy(), rtol=1e-12)
+    assert "dense<0> : tensor<3xi64>" in _printed(module)  # the counter's stack
