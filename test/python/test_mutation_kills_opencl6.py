@@ -520,6 +520,15 @@ def test_padding_guards_are_inequalities_of_affine_loop_functions():
     assert [op.cond.name_hint for op in in_inner[0]] == ["both", "sub"]
 
 
+def test_a_team_chains_sync_buffer_holds_the_words_then_two_counters_a_member():
+    """chains.team_sync_words: the `TEAM_*` words (the counters from TEAM_COUNTERS = 8 on),
+    then a taken and a done counter for each member."""
+    from dlpc.backends.opencl.chains import TEAM_COUNTERS, team_sync_words
+
+    assert TEAM_COUNTERS == 8
+    assert [team_sync_words(m) for m in (0, 1, 3)] == [8, 10, 14]
+
+
 def _regenerate() -> None:
     import tempfile
 
