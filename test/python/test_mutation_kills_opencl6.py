@@ -529,6 +529,54 @@ def test_a_team_chains_sync_buffer_holds_the_words_then_two_counters_a_member():
     assert [team_sync_words(m) for m in (0, 1, 3)] == [8, 10, 14]
 
 
+# loads of resident buffers by the vector loop f's variable (`launch.plan_relayout`)
+RELAYOUT = """
+func.func @main(%a: memref<8x8xf32>, %b: memref<8x8xf32>, %c: memref<16x8xf32>,
+                %d: memref<8x8x2xf32>, %e: memref<9x8xf32>, %g: memref<8x8xf32>,
+                %s: memref<8x8xf32>, %n: memref<8x8xf32>, %y: memref<8xf32>) {
+  loop.kernel "k" {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c2 = arith.constant 2 : index
+    loop.for %f = 0 to 8 step 1 {name = "f", parallel} {
+      loop.for %k = 0 to 8 step 1 {name = "k", reduction} {
+        %va = memref.load %a[%f, %k] : memref<8x8xf32>
+        %vb = memref.load %b[%k, %f] : memref<8x8xf32>
+        %f2 = arith.muli %f, %c2 : index
+        %vc = memref.load %c[%f2, %k] : memref<16x8xf32>
+        %vd = memref.load %d[%f, %k, %c0] : memref<8x8x2xf32>
+        %vd2 = memref.load %d[%k, %f, %c1] : memref<8x8x2xf32>
+        %f1 = arith.addi %f, %c1 : index
+        %ve = memref.load %e[%f1, %k] : memref<9x8xf32>
+        %vg = memref.load %g[%f, %f] : memref<8x8xf32>
+        %vs = memref.load %s[%f, %k] : memref<8x8xf32>
+        memref.store %vs, %s[%k, %f] : memref<8x8xf32>
+        %vn = memref.load %n[%f, %k] : memref<8x8xf32>
+      }
+    }
+  }
+  func.return
+}"""
+
+
+def test_relayout_transposes_resident_buffers_the_vector_reads_across_rows():
+    """launch.plan_relayout: a resident buffer read with the vector loop's variable (or it
+    plus an offset) as one index other than the last is read from a copy with that index
+    moved last (a: [f, k] -> (1, 0); e: [f + 1, k]). Not: read along its last index (b),
+    by 2 f (c: no constant stride in the lanes), wanting two layouts (d), f at two
+    indices (g), stored by the kernel (s), not resident (n); none without a vector loop."""
+    from dlpc.backends.opencl.launch import plan_relayout
+
+    module = parse_module(RELAYOUT)
+    (kernel,) = _kernels(module)
+    args = {a.name_hint: a for a in find_main(module).body.block.args}
+    resident = {args[name] for name in "abcdegs"}
+    f = next(iter(kernel.loops()))
+    plan = plan_relayout(kernel, f, resident)
+    assert {v.name_hint: perm for v, perm in plan.items()} == {"a": (1, 0), "e": (1, 0)}
+    assert plan_relayout(kernel, None, resident) == {}
+
+
 def _regenerate() -> None:
     import tempfile
 
