@@ -1277,3 +1277,71 @@ def test_loop_carrying_an_integer_reverses_against_torch():
     assert float(loss) == pytest.approx(x.sum().item(), rel=1e-12)
     np.testing.assert_allclose(grad, ta.grad.numpy(), rtol=1e-12)
     assert "dense<0> : tensor<3xi64>" in _printed(module)  # the counter's stack
+
+
+TWO = """func.func @main(%x: tensor<4x3xf64>) -> (tensor<4x2xf64>, tensor<4x2xf64>) {
+  %w = graph.param "w" : tensor<3x2xf64>
+  %v = graph.param "v" : tensor<4x2xf64>
+  %y = graph.matmul %x, %w : (tensor<4x3xf64>, tensor<3x2xf64>) -> tensor<4x2xf64>
+  %z = graph.add %y, %v : (tensor<4x2xf64>, tensor<4x2xf64>) -> tensor<4x2xf64>
+  func.return %y, %z : tensor<4x2xf64>, tensor<4x2xf64>
+}"""
+
+
+def _l1_of_both(predictions=None):
+    from dlpc.passes.train.losses import GraphLoss
+
+    def build(b, p, t):
+        return b.add(b.sum(b.abs(b.sub(p[0], t[0]))), b.sum(b.abs(b.sub(p[1], t[1]))))
+
+    targets = [((4, 2), "float64"), ((4, 2), "float64")]
+    return GraphLoss(build, targets=targets, predictions=predictions)
+
+
+def test_graph_loss_of_two_results_and_clipping_over_two_params():
+    """A graph loss reads both results (two targets, `target0`, `target1`); SGD with
+    clip_norm scales both params' gradients by one factor of their joint norm; a
+    `distribute` callback sees the differentiated module."""
+    from dlpc.passes.train.step import train_step_module
+
+    seen = []
+    opt = optim.SGD(lr=0.1, clip_norm=0.5)
+    step = train_step_module(_parse(TWO), _l1_of_both(), opt, distribute=seen.append)
+    assert len(seen) == 1 and "grad.w" in _printed(seen[0])
+    assert step.target_names == ["target0", "target1"] and step.metrics == ["loss"]
+    rng = np.random.default_rng(4)
+    x, t0, t1 = (
+        rng.standard_normal((4, 3)),
+        rng.standard_normal((4, 2)),
+        rng.standard_normal((4, 2)),
+    )
+    w, v = rng.standard_normal((3, 2)), rng.standard_normal((4, 2))
+    out = run_reference(step.module, [x, t0, t1], {**step.initial_state, "w": w, "v": v})
+    y = x @ w
+    z = y + v
+    assert float(out[0]) == pytest.approx(np.abs(y - t0).sum() + np.abs(z - t1).sum(), rel=1e-12)
+    gv = np.sign(z - t1)
+    gw = x.T @ (np.sign(y - t0) + gv)
+    coef = min(0.5 / (np.sqrt((gw**2).sum() + (gv**2).sum()) + 1e-6), 1.0)
+    assert coef < 0.2
+    new = dict(zip(step.state, out[1:]))
+    np.testing.assert_allclose(new["w"], w - 0.1 * coef * gw, rtol=1e-12)
+    np.testing.assert_allclose(new["v"], v - 0.1 * coef * gv, rtol=1e-12)
+
+
+def test_a_graph_loss_reading_more_results_than_main_has():
+    from dlpc.diagnostics import DlpcError
+    from dlpc.passes.train.step import train_step_module
+
+    with pytest.raises(DlpcError) as e:
+        train_step_module(_parse(LINEAR), _l1_of_both(predictions=2), "sgd")
+    assert str(e.value) == "error: the loss reads 2 results; @main has 1"
+
+
+def test_adamw_without_decay_and_constant_schedule():
+    grads = _grads(3)
+    want = theirs(T.AdamW, grads, lr=0.01, weight_decay=0.0)
+    np.testing.assert_allclose(
+        ours(optim.AdamW(lr=0.01, weight_decay=0.0), grads), want, rtol=1e-10
+    )
+    assert optim.Schedule().factors(0.25, 3).tolist() == [0.25, 0.25, 0.25]
