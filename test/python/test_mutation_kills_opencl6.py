@@ -281,6 +281,19 @@ def test_a_fused_winograd_kernel_joins_a_split_chain_only_when_the_groups_divide
         assert [c.kernels for c in emitter.chains] == ([[kernel]] if member else [])
 
 
+def test_a_run_of_one_kernel_is_chained_only_in_a_team(tmp_path):
+    """emitter.emit: a run of one kernel is no chain (the kernel is written plain, no body
+    function) unless it is a team's (`team` > 1: a team chain of one kernel)."""
+    module = _module("conv", tmp_path)
+    (kernel,) = _kernels(module)
+    for team, chained in ((1, False), (2, True)):
+        emitter = OpenCLEmitter(module)
+        source = emitter.emit([[kernel]], team=team)
+        assert (kernel in emitter.bodies) is chained
+        assert ("static inline void kernel_conv2d_relu_0_body(" in source) is chained
+        assert len(emitter.chains) == int(chained)
+
+
 # y[i, j] = -(...-(x[i, j])) with OPS negations: rows i mapped, columns j inner lanes
 ROWS = """
 func.func @main(%x: memref<RxWxf32>, %y: memref<RxWxf32>)
