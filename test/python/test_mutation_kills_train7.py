@@ -1345,3 +1345,37 @@ def test_adamw_without_decay_and_constant_schedule():
         ours(optim.AdamW(lr=0.01, weight_decay=0.0), grads), want, rtol=1e-10
     )
     assert optim.Schedule().factors(0.25, 3).tolist() == [0.25, 0.25, 0.25]
+
+
+NAMED = """func.func @main(%a: tensor<2xf32> {dlpc.name = "img"}, %x: tensor<2xf32>, %0: tensor<2xf32>, %n: tensor<2xi64>) -> (tensor<2xf32> {dlpc.name = "out"}, tensor<f32>, tensor<2xf32>) {
+  %w = graph.param "w" : tensor<2xf32>
+  %p = graph.mul %a, %w : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+  %q = graph.mul %p, %x : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+  %w2 = graph.param "w" : tensor<2xf32>
+  %s = graph.mul %w2, %x : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+  %u = graph.add %q, %s : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+  %l = graph.reduce_sum %u : (tensor<2xf32>) -> tensor<f32>
+  %r = graph.add %w2, %0 : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+  func.return %p, %l, %r : tensor<2xf32>, tensor<f32>, tensor<2xf32>
+}"""
+
+
+def test_gradient_and_aux_result_names_and_values():
+    """result=1 with wrt-inputs and aux: the loss keeps no name ("loss"), a param read twice
+    sums both uses, inputs are named by dlpc.name, then their SSA name, then arg<i>
+    (integers get none; an input off the loss's path gets 0), the other results keep their
+    dlpc.name or become result<i>."""
+    from dlpc.passes.train.autodiff import differentiate
+
+    module = _parse(NAMED)
+    differentiate(module, result=1, wrt_inputs=True, aux=True)
+    f = module.body.block.first_op
+    assert isinstance(f, func.FuncOp) and f.res_attrs is not None
+    names = [a.data["dlpc.name"].data for a in f.res_attrs.data]  # type: ignore[attr-defined]
+    assert names == ["loss", "grad.w", "grad.img", "grad.x", "grad.arg2", "out", "result2"]
+    a, x, z = (np.array(v, np.float32) for v in ([1.0, 2.0], [3.0, -1.0], [5.0, 6.0]))
+    w = np.array([0.5, -2.0], np.float32)
+    out = run_reference(module, [a, x, z, np.zeros(2, np.int64)], {"w": w})
+    want = [(a * w * x + w * x).sum(), a * x + x, w * x, a * w + w, [0.0, 0.0], a * w, w + z]
+    for got, expected in zip(out, want, strict=True):
+        np.testing.assert_allclose(got, expected, rtol=1e-6)
