@@ -294,6 +294,21 @@ def test_a_run_of_one_kernel_is_chained_only_in_a_team(tmp_path):
         assert len(emitter.chains) == int(chained)
 
 
+@pytest.mark.parametrize("columns, staged", [(256, True), (257, False)])
+def test_a_cache_stage_is_local_memory_for_work_groups_of_at_most_256(columns, staged):
+    """launch.plan_launch: a cache stage's loop nest runs as work-groups over its rows with
+    a work-item per column while the columns fit a work-group of 256 (the largest plan
+    asks of a CPU device); 257 columns: no `__local` stage, the rows on the NDRange (two
+    rows a work-item)."""
+    text = (E2E / "emit-opencl-local.mlir").read_text()
+    text = text.replace("16", str(columns))
+    (kernel,) = _kernels(parse_module(text))
+    launch = plan_launch(kernel, "k")
+    assert bool(launch.shared) is staged
+    assert launch.local_size == ((columns,) if staged else None)
+    assert launch.global_size == ((4 * columns,) if staged else (2,))  # (rows: 2 lanes)
+
+
 # y[i, j] = -(...-(x[i, j])) with OPS negations: rows i mapped, columns j inner lanes
 ROWS = """
 func.func @main(%x: memref<RxWxf32>, %y: memref<RxWxf32>)
