@@ -1379,3 +1379,44 @@ def test_gradient_and_aux_result_names_and_values():
     want = [(a * w * x + w * x).sum(), a * x + x, w * x, a * w + w, [0.0, 0.0], a * w, w + z]
     for got, expected in zip(out, want, strict=True):
         np.testing.assert_allclose(got, expected, rtol=1e-6)
+
+
+def test_unknown_loss_kind_and_reduction():
+    from dlpc.diagnostics import DlpcError
+    from dlpc.passes.train.losses import KINDS, REDUCTIONS, Loss
+
+    with pytest.raises(DlpcError) as e:
+        Loss("hinge")
+    assert str(e.value) == f"error: unknown loss 'hinge' (expected {', '.join(KINDS)})"
+    with pytest.raises(DlpcError) as e:
+        Loss("mse", reduction="max")
+    assert str(e.value) == f"error: unknown reduction 'max' (expected {', '.join(REDUCTIONS)})"
+
+
+def test_unreadable_data_files_and_a_version_2_npz_member(tmp_path):
+    """A corrupt .npz or .npy is a one-line error naming the file; an uncompressed .npz
+    member written with .npy format 2.0 (a header over 64 KiB) is read in place."""
+    import zipfile
+
+    from dlpc.diagnostics import DlpcError
+    from dlpc.passes.train.data import load_arrays
+
+    for name in ("bad.npz", "bad.npy"):
+        path = tmp_path / name
+        path.write_bytes(b"not an array file at all")
+        with pytest.raises(DlpcError) as e:
+            load_arrays(path)
+        assert str(e.value).startswith(f"error: cannot read data {path}: ")
+        assert "\n" not in str(e.value)
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    member = tmp_path / "x.npy"
+    with open(member, "wb") as f:
+        np.lib.format.write_array_header_2_0(
+            f, {"descr": "<f4", "fortran_order": False, "shape": (3, 4)}
+        )
+        f.write(x.tobytes())
+    path = tmp_path / "v2.npz"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as z:
+        z.write(member, "x.npy")
+    got = load_arrays(path)["x"]
+    np.testing.assert_array_equal(got, x)
