@@ -133,6 +133,16 @@ MODELS: dict[str, tuple[str, int, dict]] = {
         2,
         {},
     ),
+    # fused, rows of 32 (two float8 of tiles a gemm block) with a residual, no relu
+    "winograd_fused32": (
+        """model wconv(x: f32[B, 8, 4, 32], r: f32[B, 8, 4, 32]) {
+  param k: f32[8, 8, 3, 3] = kaiming(seed=5)
+  return conv2d(x, k, padding=1) + r
+}
+""",
+        1,
+        {"graph-winograd": {"where": "all"}},
+    ),
     # elementwise math on lanes (vector calls), a layer of f64
     "math": (
         """model m(x: f32[B, 32], y: f64[B, 8]) {
