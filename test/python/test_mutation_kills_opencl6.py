@@ -164,6 +164,39 @@ NESTS = [
     "emit-opencl-partial-vector",
 ]
 
+#: loops not from 0 or not by 1: mapped and laned rows from 1 by 2 over columns from 3 by
+#: 2 (38: ragged on 16 lanes), a sum from 1 by 3 over 66 terms (split on a GPU)
+STRIDED = """
+func.func @main(%x: memref<40x200xf32>, %y: memref<40x200xf32>, %s: memref<40xf32>)
+    attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 2 : i64} {
+  loop.kernel "rows" {
+    loop.for %i = 1 to 33 step 2 {name = "i0", parallel} {
+      loop.for %j = 3 to 79 step 2 {name = "i1"} {
+        %v = memref.load %x[%i, %j] : memref<40x200xf32>
+        %w = arith.negf %v : f32
+        memref.store %w, %y[%i, %j] : memref<40x200xf32>
+      }
+    }
+  }
+  loop.kernel "sums" {
+    loop.for %i = 2 to 34 step 2 {name = "i0", parallel} {
+      %acc = memref.alloca() : memref<f32>
+      %z = arith.constant 0.000000e+00 : f32
+      memref.store %z, %acc[] : memref<f32>
+      loop.for %r = 1 to 199 step 3 {name = "r0", reduction} {
+        %v = memref.load %x[%i, %r] : memref<40x200xf32>
+        %o = memref.load %acc[] : memref<f32>
+        %t = arith.addf %o, %v : f32
+        memref.store %t, %acc[] : memref<f32>
+      }
+      %res = memref.load %acc[] : memref<f32>
+      memref.store %res, %s[%i] : memref<40xf32>
+    }
+  }
+  func.return
+}"""
+INLINE = {"strided": STRIDED}
+
 #: (name, vector width, GPU profile, chains: None, "runs" or "team", groups)
 PLANS = [
     ("cpu8", 8, None, None, 1),
@@ -186,6 +219,8 @@ def _module(case: str, tmp: Path):
         options = pipeline.PipelineOptions(target="opencl", extra=extra)
         weights = dlpc.api.check_weights(model)
         return pipeline.lower(model.module.clone(), "loop", options, weights=weights)
+    if case in INLINE:
+        return parse_module(INLINE[case])
     return parse_module((E2E / f"{case}.mlir").read_text())
 
 
@@ -244,7 +279,7 @@ def _document(case: str, tmp: Path) -> tuple[str, dict[str, str]]:
     return "\n".join(lines) + "\n", texts
 
 
-CASES = [*MODELS, *NESTS]
+CASES = [*MODELS, *NESTS, *INLINE]
 
 
 @pytest.mark.parametrize("case", CASES)
