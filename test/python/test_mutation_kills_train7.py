@@ -1420,3 +1420,99 @@ def test_unreadable_data_files_and_a_version_2_npz_member(tmp_path):
         z.write(member, "x.npy")
     got = load_arrays(path)["x"]
     np.testing.assert_array_equal(got, x)
+
+
+# ---- gradient rules on the paths the rule table's cases miss (test_autodiff's harness:
+# finite differences and torch.autograd on loss = sum(y * r))
+
+
+def _const(b, shape, seed, low=None):
+    rng = np.random.default_rng(seed)
+    value = rng.standard_normal(shape) if low is None else rng.uniform(low, 2.0, shape)
+    return b.const(value, graph.f64)
+
+
+def _rule_cases():
+    from test_autodiff import Case, op
+
+    return [
+        Case("conv2d_1x1", op(graph.Conv2DOp), [((2, 3, 4, 4), "f"), ((5, 3, 1, 1), "f")]),
+        Case(
+            "conv2d_weight_only",
+            lambda b, w: b.op(graph.Conv2DOp, _const(b, (2, 3, 5, 4), 1), w, pads=[1, 1, 1, 1]),
+            [((4, 3, 3, 3), "f")],
+        ),
+        Case(
+            "conv2d_input_only",
+            lambda b, x: b.op(graph.Conv2DOp, x, _const(b, (4, 3, 2, 2), 2), strides=[2, 1]),
+            [((2, 3, 5, 4), "f")],
+        ),
+        Case("linear_scalar_bias", op(graph.LinearOp), [((3, 5), "f"), ((4, 5), "f"), ((), "f")]),
+        Case(
+            "linear_weight_only",
+            lambda b, w: b.op(graph.LinearOp, _const(b, (3, 5), 3), w),
+            [((4, 5), "f")],
+        ),
+        Case(
+            "pow_exponent_only",
+            lambda b, p: b.pow(b.const(np.array([0.0, 0.5, 1.5, 2.0]), graph.f64), p),
+            [((3, 4), "pos")],
+        ),
+        Case("clip_max_only", op(graph.ClipOp, max=0.3), [((4, 5), "f")]),
+        Case("transpose_identity", op(graph.TransposeOp, perm=[0, 1]), [((2, 3), "f")]),
+        Case(
+            "slice_one_axis",
+            op(graph.SliceOp, starts=[1], ends=[3], axes=[0], steps=[1]),
+            [((4, 3), "f")],
+        ),
+        Case(
+            "batch_norm_input_only",
+            lambda b, x: b.op(
+                graph.BatchNormOp,
+                x,
+                _const(b, (3,), 4),
+                _const(b, (3,), 5),
+                _const(b, (3,), 6),
+                _const(b, (3,), 7, low=0.5),
+            ),
+            [((2, 3, 2, 2), "f")],
+        ),
+        Case(
+            "batch_norm_statistics_only",
+            lambda b, m, v: b.op(
+                graph.BatchNormOp,
+                _const(b, (2, 3, 2), 8),
+                _const(b, (3,), 9),
+                _const(b, (3,), 10),
+                m,
+                v,
+            ),
+            [((3,), "f"), ((3,), "pos")],
+        ),
+        Case(
+            "batch_norm_scale_and_bias_only",
+            lambda b, s, c: b.op(
+                graph.BatchNormOp,
+                _const(b, (2, 3, 2), 11),
+                s,
+                c,
+                _const(b, (3,), 12),
+                _const(b, (3,), 13, low=0.5),
+            ),
+            [((3,), "f"), ((3,), "f")],
+        ),
+        Case(
+            "layer_norm_scale_only",
+            lambda b, s: b.op(graph.LayerNormOp, _const(b, (3, 7), 14), s),
+            [((7,), "f")],
+        ),
+    ]
+
+
+@pytest.mark.parametrize("index", range(13))
+def test_partial_rule_paths_match_finite_differences_and_torch(index):
+    from test_autodiff import test_rule_matches_finite_differences_and_torch
+
+    cases = _rule_cases()
+    assert len(cases) == 13
+    test_rule_matches_finite_differences_and_torch(cases[index])
