@@ -183,7 +183,14 @@ def test_train_on_a_terminal_draws_a_bar_per_epoch(tiny, tmp_path, fake_trainer,
             self.closed = True
 
     monkeypatch.setitem(sys.modules, "tqdm", SimpleNamespace(tqdm=Bar))
-    tty, stdout = _Tty(), io.StringIO()
+
+    class Stdout(io.StringIO):
+        flushes = 0
+
+        def flush(self):
+            Stdout.flushes += 1
+
+    tty, stdout = _Tty(), Stdout()
     monkeypatch.setattr(sys, "stderr", tty)
     monkeypatch.setattr(sys, "stdout", stdout)
     from dlpc.tools.dlpc_train import main
@@ -210,6 +217,7 @@ def test_train_on_a_terminal_draws_a_bar_per_epoch(tiny, tmp_path, fake_trainer,
         "test accuracy: 62.5 %",
     ]
     assert tty.getvalue() == ""
+    assert Stdout.flushes == 3  # (each epoch line as printed, then the tool's end)
 
 
 def test_train_saves_resumes_and_plots(tiny, tmp_path, fake_trainer, monkeypatch, capsys):
@@ -343,6 +351,7 @@ def test_dlpc_tune_plot_draws_each_kernels_best_time_in_ms(tmp_path, monkeypatch
     assert legend is not None and [t.get_text() for t in legend.get_texts()] == ["k0", "k1"]
     assert {t.get_fontsize() for t in legend.get_texts()} == {7.0}
     assert _grid_alpha(ax) == {0.3}
+    assert all(line.get_visible() for line in ax.yaxis.get_gridlines())
     # 12 kernels still get a legend, 13 do not
     for n, legend in ((12, True), (13, False)):
         figures.clear()
