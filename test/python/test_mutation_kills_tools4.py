@@ -81,7 +81,8 @@ class FakeTrainer:
         for acc in (0.5, None):
             batch = {"batches": 2, "epoch": self.epoch, "accuracy": acc, "mean_loss": 1.25}
             callback("batch", {**batch, "samples_per_s": 123.4})
-        epoch = {"epoch": self.epoch, "loss": 0.125, "seconds": 2.0}
+        seconds = 2.0 if self.epoch == 0 else 0.0  # (a zero time: 1e-9 s at least)
+        epoch = {"epoch": self.epoch, "loss": 0.125, "seconds": seconds}
         callback("epoch", {**epoch, "accuracy": 0.75, "val_accuracy": 0.5})
         self.epoch += 1
         self.steps_done += 7
@@ -112,7 +113,7 @@ def test_train_hands_each_option_to_the_trainer_and_prints_each_line(
     tiny, tmp_path, fake_trainer, capsys
 ):
     """40 samples: 8 test, 3 validation, 29 training; batches of 4 are 7 steps (28 samples)
-    an epoch, 14 samples/s at 2 s an epoch."""
+    an epoch, 14 samples/s at 2 s an epoch, 28e9 at 0 s (taken as 1e-9 s)."""
     from dlpc.tools.dlpc_train import main
 
     argv = [tiny, "--data", _npz(tmp_path), "--batch", "4", "--epochs", "2", "--seed", "5"]
@@ -140,7 +141,8 @@ def test_train_hands_each_option_to_the_trainer_and_prints_each_line(
         "dlpc-train: backward keeps 3.0 KiB of activations alive (1.0 KiB with "
         "graph-autodiff recompute)",
         "epoch 1/2: loss 0.1250, accuracy 75.0 %, validation accuracy 50.0 %, 14 samples/s",
-        "epoch 2/2: loss 0.1250, accuracy 75.0 %, validation accuracy 50.0 %, 14 samples/s",
+        "epoch 2/2: loss 0.1250, accuracy 75.0 %, validation accuracy 50.0 %, "
+        "28000000000 samples/s",
     ]
     assert out == "test accuracy: 62.5 %\n"
     assert main([*argv[:-4], "--loss", "mse", "--data", _npz(tmp_path, regression=True)]) == 0
@@ -213,7 +215,8 @@ def test_train_on_a_terminal_draws_a_bar_per_epoch(tiny, tmp_path, fake_trainer,
     lines = stdout.getvalue().splitlines()
     assert lines == [
         "epoch 1/2: loss 0.1250, accuracy 75.0 %, validation accuracy 50.0 %, 14 samples/s",
-        "epoch 2/2: loss 0.1250, accuracy 75.0 %, validation accuracy 50.0 %, 14 samples/s",
+        "epoch 2/2: loss 0.1250, accuracy 75.0 %, validation accuracy 50.0 %, "
+        "28000000000 samples/s",
         "test accuracy: 62.5 %",
     ]
     assert tty.getvalue() == ""
@@ -1069,3 +1072,18 @@ def test_available_memory_without_swap_is_memavailable(monkeypatch):
     monkeypatch.setattr(common, "_kib_fields", lambda path: {"MemAvailable": 1000})
     monkeypatch.setattr(resource, "getrlimit", lambda which: (resource.RLIM_INFINITY, 0))
     assert common.available_memory() == 1000
+
+
+def test_train_takes_exactly_one_batch_of_samples(tiny, tmp_path, fake_trainer, capsys):
+    """29 training samples in a batch of 29: one step an epoch (29 samples in 2 s)."""
+    from dlpc.tools.dlpc_train import main
+
+    argv = [tiny, "--data", _npz(tmp_path), "--batch", "29", "--epochs", "1", "--target", "numpy"]
+    assert main(argv) == 0
+    assert capsys.readouterr().err.splitlines() == [
+        "epoch 1/1: loss 0.1250, accuracy 75.0 %, validation accuracy 50.0 %, 14 samples/s"
+    ]
+    assert main([*argv[:4], "30", *argv[5:]]) == 1
+    assert capsys.readouterr().err == (
+        "dlpc-train: error: 29 training samples are fewer than one batch of 30\n"
+    )
