@@ -1087,3 +1087,29 @@ def test_train_takes_exactly_one_batch_of_samples(tiny, tmp_path, fake_trainer, 
     assert capsys.readouterr().err == (
         "dlpc-train: error: 29 training samples are fewer than one batch of 30\n"
     )
+
+
+def test_dlpc_tune_describes_itself_by_its_docstrings_first_line():
+    from dlpc.tools.dlpc_tune import parser
+
+    p = parser()
+    assert p.description == (
+        "search loop schedules for the kernels of a model and log the best ones."
+    )
+    assert (p.prog, p.example) == (
+        "dlpc-tune",
+        "dlpc-tune examples/mlp.dlpc --trials 16 --log tune.jsonl",
+    )
+
+
+def test_resize_bilinear_takes_the_edge_rows_exactly_when_upsampling():
+    """Past the last source row the position is clamped to it (weight 0 for the next): the
+    edge rows come out bit-identical, not as v * (1 - f) + v * f."""
+    from dlpc.tools.dlpc_train import resize_bilinear
+
+    images = np.random.default_rng(5).standard_normal((2, 3, 5)).astype(np.float32)
+    out = resize_bilinear(images, 7, 5)
+    assert np.array_equal(out[:, 0], images[:, 0]) and np.array_equal(out[:, -1], images[:, -1])
+    out = resize_bilinear(images, 3, 11)
+    assert np.array_equal(out[..., 0], images[..., 0])
+    assert np.array_equal(out[..., -1], images[..., -1])
