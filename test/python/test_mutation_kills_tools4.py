@@ -1113,3 +1113,18 @@ def test_resize_bilinear_takes_the_edge_rows_exactly_when_upsampling():
     out = resize_bilinear(images, 3, 11)
     assert np.array_equal(out[..., 0], images[..., 0])
     assert np.array_equal(out[..., -1], images[..., -1])
+
+
+def test_history_of_compares_targets_and_machines_by_value():
+    """dlpc_tune.py:166 (`!=` -> `is not`): a log's strings are read from JSON, equal to the
+    ones asked for but other objects."""
+    from dlpc.tools.dlpc_tune import history_of
+
+    target, machine = "".join(["open", "cl"]), "".join(["m", "1"])
+    log = SimpleNamespace(
+        records=[
+            SimpleNamespace(sig="s", script="a", time=2.0, machine=machine, target=target, ok=True)
+        ]
+    )
+    tasks = [SimpleNamespace(sig="s", kernel="k")]
+    assert history_of(log, tasks, target="opencl", machine="m1") == [(1, "k", 2.0)]
