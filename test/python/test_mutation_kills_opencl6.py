@@ -541,6 +541,8 @@ func.func @main(%x: memref<64xf32>, %y: memref<8x4x4xf32>) {
           %enclosing = arith.cmpi sle, %io, %c8 : index
           %jo = arith.subi %j, %c1 : index
           %sub = arith.cmpi sgt, %jo, %c1 : index
+          %hj = arith.addi %half, %j : index
+          %half_plus_j = arith.cmpi slt, %hj, %c3 : index
           GUARDED
         }
       }
@@ -559,6 +561,7 @@ GUARD_CONDITIONS = {  # condition: a padding guard?
     "both": True,  # i >= 1 and j < 3
     "enclosing": True,  # i + o <= 8, o the enclosing loop's
     "sub": True,  # j - 1 > 1
+    "half_plus_j": False,  # i / 2 + j < 3: a loop variable, but i / 2 is not affine
 }
 
 
@@ -648,6 +651,62 @@ def test_relayout_transposes_resident_buffers_the_vector_reads_across_rows():
     plan = plan_relayout(kernel, f, resident)
     assert {v.name_hint: perm for v, perm in plan.items()} == {"a": (1, 0), "e": (1, 0)}
     assert plan_relayout(kernel, None, resident) == {}
+
+
+# ---- opencl seed 44's killable survivors (drawn on c0942db; each test fails on its mutant)
+
+
+@pytest.mark.parametrize("heads, lanes", [(6, 3), (8, 4)])
+def test_inner_lanes_stay_8_wide_while_the_middle_loop_has_lanes_left(heads, lanes):
+    """lanes.py:204 (seed 44: `WIDTH_8 * lanes` -> `<<`): an attention's batched matmul
+    with 6 or 8 heads as 3 or 4 mapped lanes leaves 64 / (8 x 3 or 4) = 2 lanes for the
+    rows (> 1): the 16 columns stay 8 wide (`8 << 3` left none and widened them)."""
+    from test_mutation_kills_opencl import _bmm, _lanes
+
+    assert _lanes(_bmm(heads)) == {"i3": 8, "i1": lanes, "i2": 2}
+
+
+def test_a_fused_winograd_launch_maps_its_first_two_nests_on_the_ndrange(tmp_path):
+    """winograd.write_fused (seed 44: `[:2]` -> `[:3]`): the fused kernel's launch maps
+    two loops, the outer loops of its first two nests, on NDRange ids 0 and 1 (images,
+    rows of tiles: global (n, h / 2)); its third nest is no work-item loop."""
+    module = _module("winograd_fused", tmp_path)
+    emitter = OpenCLEmitter(module)
+    emitter.emit()
+    ((kernel, launch),) = emitter.launches.items()
+    assert {lp.loop_name: e for lp, e in launch.mapped.items()} == {
+        "w0_i0": "get_global_id(0)",
+        "w1_i0": "get_global_id(1)",
+    }
+    assert (launch.global_size, launch.local_size) == ((2, 3), (1, 1))
+
+
+def test_a_mapped_loop_from_a_negative_bound_offsets_its_global_id():
+    """kernel_writer.py:760 (seed 44: `(lower, stride) == (0, 1)` -> `<=`, true for a
+    negative lower bound too): a mapped loop from -2 by 1 reads its variable as
+    -2 + the global id, not the id; the rows it writes are x's, shifted by 2."""
+    text = """
+func.func @main(%x: memref<7x8xf32>, %y: memref<7x8xf32>)
+    attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "shifted" {
+    %c2 = arith.constant 2 : index
+    loop.for %i = -2 to 5 step 1 {name = "i0", parallel} {
+      loop.for %j = 0 to 8 step 1 {name = "i1"} {
+        %k = arith.addi %i, %c2 : index
+        %v = memref.load %x[%k, %j] : memref<7x8xf32>
+        memref.store %v, %y[%k, %j] : memref<7x8xf32>
+      }
+    }
+  }
+  func.return
+}"""
+    module = parse_module(text)
+    emitter = OpenCLEmitter(module)
+    source = emitter.emit()
+    ((_, launch),) = emitter.launches.items()
+    assert launch.global_size == (7,)
+    assert {lp.loop_name: u for lp, u in launch.lanes.items()} == {"i1": 8}  # (i0: none)
+    assert "const long v_i0 = (long)-2 + 1 * (long)get_global_id(0);" in source
 
 
 def _regenerate() -> None:
