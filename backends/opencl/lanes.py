@@ -94,8 +94,14 @@ MAX_LANE_BUFFER = 16  # elements of a private buffer allocated in a laned body
 
 def _steps(trip_count: int, lanes: int) -> int:
     """The steps of a loop of `trip_count` iterations laned `lanes` wide: 0 when the lanes
-    do not divide it, at most 6 (many)."""
-    return min(trip_count // lanes, 6) if trip_count % lanes == 0 else 0
+    do not divide it."""
+    return trip_count // lanes if trip_count % lanes == 0 else 0
+
+
+def _good_steps(trip_count: int, lanes: int) -> bool:
+    """Do `lanes` divide the loop into steps other than 3? (3 steps: PoCL's LLVM made slow
+    code of them; docs/design/opencl-experiments.md)"""
+    return _steps(trip_count, lanes) not in (0, 3)
 
 
 def _laneable(loop: ForOp) -> bool:
@@ -203,7 +209,7 @@ def _wide_inner(
         return False
     if middle is not None and profile.max_lanes // (WIDTH_8 * lanes.get(last, 1)) > 1:
         return False  # (the middle loop takes lanes: the attention's rows)
-    if _steps(inner.trip_count, WIDE_LANES) not in (1, 2, 4, 5, 6):
+    if not _good_steps(inner.trip_count, WIDE_LANES):
         return False
     if lanes.get(last, 1) * WIDE_LANES > WIDE_MAPPED * WIDE_LANES:
         return False
@@ -302,7 +308,7 @@ def plan_lanes(
     if no_inner:
         inner = None
     if inner is not None:  # (3 steps: PoCL's LLVM made slow code of them)
-        u = next((u for u in profile.inner if _steps(inner.trip_count, u) in (1, 2, 4, 5, 6)), 1)
+        u = next((u for u in profile.inner if _good_steps(inner.trip_count, u)), 1)
         if profile.ragged:  # (PoCL's plans stay as measured)
             u = next((r for r in profile.inner if r > max(u, 4) and _ragged(inner, r)), u)
         if u > 1:
@@ -333,7 +339,7 @@ def plan_lanes(
     budget = profile.max_lanes // math.prod(lanes.values())
     if middle is not None and budget > 1:
         fit = (u for u in profile.inner if u <= budget)
-        u = next((u for u in fit if _steps(middle.trip_count, u) in (1, 2, 4, 5, 6)), 1)
+        u = next((u for u in fit if _good_steps(middle.trip_count, u)), 1)
         if u > 1:
             lanes[middle] = u
     partials: dict[ForOp, list[tuple[SSAValue, str]]] = {}
