@@ -29,6 +29,8 @@ from dlpc.passes import pipeline
 
 pytest.importorskip("pyopencl", reason="the opencl extra is not installed")
 
+from test_mutation_kills_opencl import BMM  # noqa: E402
+
 from dlpc.backends.c import find_main  # noqa: E402
 from dlpc.backends.opencl import OpenCLEmitter  # noqa: E402
 from dlpc.backends.opencl.gpu_launch import GpuProfile  # noqa: E402
@@ -143,6 +145,18 @@ MODELS: dict[str, tuple[str, int, dict]] = {
         1,
         {"graph-winograd": {"where": "all"}},
     ),
+    # 6 output channels at batch 4 (mapped lanes held by the batch), a linear of 40
+    # features at batch 8 over 128 terms (5 mapped lanes, partial sums)
+    "lenet": (
+        """model lenet(x: f32[B, 1, 12, 12], y: f32[B, 128]) {
+  param k: f32[6, 1, 5, 5] = kaiming(seed=5)
+  param w: f32[128, 40] = kaiming(seed=6)
+  return relu(conv2d(x, k)), y @ w
+}
+""",
+        4,
+        {},
+    ),
     # elementwise math on lanes (vector calls), a layer of f64
     "math": (
         """model m(x: f32[B, 32], y: f64[B, 8]) {
@@ -196,6 +210,9 @@ func.func @main(%x: memref<40x200xf32>, %y: memref<40x200xf32>, %s: memref<40xf3
   func.return
 }"""
 INLINE = {"strided": STRIDED}
+# an attention's batched matmul (test_mutation_kills_opencl.BMM): 2, 4 and 8 heads
+for _heads in (2, 4, 8):
+    INLINE[f"bmm{_heads}"] = BMM.replace("H", str(_heads))
 
 #: (name, vector width, GPU profile, chains: None, "runs" or "team", groups)
 PLANS = [
