@@ -670,6 +670,30 @@ def test_relayout_transposes_resident_buffers_the_vector_reads_across_rows():
     assert plan_relayout(kernel, None, resident) == {}
 
 
+@pytest.mark.parametrize(
+    "kh, kw, width, channel_lanes",
+    [(4, 4, 33, 8), (3, 5, 34, 2)],  # sums of 16 terms: 8 channel lanes; of 15: short, 2
+)
+def test_padded_convs_summing_fewer_than_16_terms_take_the_short_profile(
+    tmp_path, kh, kw, width, channel_lanes
+):
+    """launch.plan_launch: on a 16-wide device a padded conv summing fewer than
+    SHORT_PADDED (16) terms an output takes LANES_16_SHORT (16 columns x 2 channels: its
+    border tiles are written per lane); 16 terms keep LANES_16 (x 8 channels)."""
+    from dlpc.backends.opencl.lanes import LANES_16, SHORT_PADDED
+
+    assert SHORT_PADDED == 16
+    (tmp_path / "p.dlpc").write_text(
+        f"model p(x: f32[B, 1, 6, {width}]) {{\n  param k: f32[16, 1, {kh}, {kw}] = kaiming(seed=5)\n"
+        "  return conv2d(x, k, padding=1)\n}\n"
+    )
+    model = dlpc.load(str(tmp_path / "p.dlpc"), batch=2)
+    options = pipeline.PipelineOptions(target="opencl")
+    (kernel,) = _kernels(pipeline.lower(model.module.clone(), "loop", options))
+    launch = plan_launch(kernel, "k", profile=LANES_16)
+    assert {lp.loop_name: u for lp, u in launch.lanes.items()} == {"i3": 16, "i1": channel_lanes}
+
+
 # ---- opencl seed 44's killable survivors (drawn on c0942db; each test fails on its mutant)
 
 
