@@ -179,10 +179,12 @@ NESTS = [
 ]
 
 #: loops not from 0 or not by 1: mapped and laned rows from 1 by 2 over columns from 3 by
-#: 2 (38: ragged on 16 lanes), a sum from 1 by 3 over 66 terms (split on a GPU)
+#: 2 (38: ragged on 16 lanes), a sum from 1 by 3 over 66 terms (split on a GPU); 17
+#: work-items (a team takes them in chunks of ceil(17 / TEAM_CHUNKS) = 2)
 STRIDED = """
-func.func @main(%x: memref<40x200xf32>, %y: memref<40x200xf32>, %s: memref<40xf32>)
-    attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 2 : i64} {
+func.func @main(%x: memref<40x200xf32>, %y: memref<40x200xf32>, %s: memref<40xf32>,
+                %out17: memref<17xf32>)
+    attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 3 : i64} {
   loop.kernel "rows" {
     loop.for %i = 1 to 33 step 2 {name = "i0", parallel} {
       loop.for %j = 3 to 79 step 2 {name = "i1"} {
@@ -205,6 +207,14 @@ func.func @main(%x: memref<40x200xf32>, %y: memref<40x200xf32>, %s: memref<40xf3
       }
       %res = memref.load %acc[] : memref<f32>
       memref.store %res, %s[%i] : memref<40xf32>
+    }
+  }
+  loop.kernel "seventeen" {
+    %c0 = arith.constant 0 : index
+    loop.for %i = 0 to 17 step 1 {name = "i0", parallel} {
+      %v = memref.load %x[%i, %c0] : memref<40x200xf32>
+      %w = arith.addf %v, %v : f32
+      memref.store %w, %out17[%i] : memref<17xf32>
     }
   }
   func.return
