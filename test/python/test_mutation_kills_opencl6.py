@@ -157,6 +157,8 @@ MODELS: dict[str, tuple[str, int, dict]] = {
         4,
         {},
     ),
+    # a softmax's 4 kernels at batch 32, 64 and 128 (below): split chains of 2 x 2, 4 and 8
+    # groups a unit (SPLIT_GROUPS_PER_UNIT) where the batches divide
     # elementwise math on lanes (vector calls), a layer of f64
     "math": (
         """model m(x: f32[B, 32], y: f64[B, 8]) {
@@ -167,6 +169,13 @@ MODELS: dict[str, tuple[str, int, dict]] = {
         {},
     ),
 }
+
+for _batch in (32, 64, 128):
+    MODELS[f"softmax{_batch}"] = (
+        "model s(x: f32[B, 3, 8]) {\n  return softmax(x)\n}\n",
+        _batch,
+        {},
+    )
 
 #: the hand-written loop nests of test/e2e (each is `dlpc-opt -t opencl`'s input)
 NESTS = [
