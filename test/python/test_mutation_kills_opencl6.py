@@ -769,6 +769,68 @@ func.func @main(%x: memref<7x8xf32>, %y: memref<7x8xf32>)
     assert "const long v_i0 = (long)-2 + 1 * (long)get_global_id(0);" in source
 
 
+def test_a_guarded_load_whose_pad_comes_from_outside_is_masked():
+    """kernel_writer.masked_load: the pad may be a value from outside the `scf.if` (its
+    else branch then only yields it): still one masked vector load, its pad that value;
+    the else branch's own constants are written before it when it has them."""
+    text = (E2E / "emit-opencl-masked-load.mlir").read_text()
+    old = """                    %18 = scf.if %17 -> (f32) {
+                      %19 = memref.load %x[%i0, %r0, %3, %6] : memref<2x1x6x16xf32>
+                      scf.yield %19 : f32
+                    } else {
+                      %20 = arith.constant 0.000000e+00 : f32
+                      scf.yield %20 : f32
+                    }"""
+    new = """                    %20 = arith.constant 5.000000e-01 : f32
+                    %18 = scf.if %17 -> (f32) {
+                      %19 = memref.load %x[%i0, %r0, %3, %6] : memref<2x1x6x16xf32>
+                      scf.yield %19 : f32
+                    } else {
+                      scf.yield %20 : f32
+                    }"""
+    assert text.count(old) == 1
+    source = OpenCLEmitter(parse_module(text.replace(old, new))).emit()
+    assert source.count("(int8)(-(int)(") == 1
+    assert "(float8)(0.5f))" in source
+
+
+def test_a_loop_not_marked_as_a_reduction_sums_in_no_partials():
+    """lanes.accumulators: only a reduction loop (marked) may sum into partials; the same
+    sum in a loop not marked so keeps one accumulator (no partials: the plan's lanes are
+    the rows' only)."""
+    text = SUM_ROWS.replace("REDUCTION", "")
+    (kernel,) = _kernels(parse_module(text))
+    launch = plan_launch(kernel, "k")
+    assert launch.partials == {}
+    assert {lp.loop_name: u for lp, u in launch.lanes.items()} == {"i0": 4}
+    (kernel,) = _kernels(parse_module(SUM_ROWS.replace("REDUCTION", ", reduction")))
+    launch = plan_launch(kernel, "k")
+    assert {lp.loop_name: u for lp, u in launch.lanes.items()} == {"i0": 4, "r0": 8}
+
+
+# y[i] = sum over r of x[i, r] into a 0-d accumulator, the r loop marked REDUCTION or not
+SUM_ROWS = """
+func.func @main(%x: memref<8x64xf32>, %y: memref<8xf32>)
+    attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "k" {
+    loop.for %i = 0 to 8 step 1 {name = "i0", parallel} {
+      %acc = memref.alloca() : memref<f32>
+      %z = arith.constant 0.000000e+00 : f32
+      memref.store %z, %acc[] : memref<f32>
+      loop.for %r = 0 to 64 step 1 {name = "r0"REDUCTION} {
+        %v = memref.load %x[%i, %r] : memref<8x64xf32>
+        %o = memref.load %acc[] : memref<f32>
+        %t = arith.addf %o, %v : f32
+        memref.store %t, %acc[] : memref<f32>
+      }
+      %res = memref.load %acc[] : memref<f32>
+      memref.store %res, %y[%i] : memref<8xf32>
+    }
+  }
+  func.return
+}"""
+
+
 def _regenerate() -> None:
     import tempfile
 
