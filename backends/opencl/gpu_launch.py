@@ -175,9 +175,11 @@ def split_reduction(loops: list[ForOp], profile: GpuProfile) -> tuple[ForOp, SSA
     if math.prod(lp.trip_count for lp in loops) >= profile.units * GROUP_ITEMS:
         return None
     nested = [op for op in inner.block.walk() if isinstance(op, ForOp)]
-    if len(nested) != 1 or nested[0].parent_op() is not inner:
+    if len(nested) != 1:
         return None
-    red = nested[0]
+    (red,) = nested
+    if red.parent_op() is not inner:
+        return None
     found = accumulators(red) if red.trip_count >= SPLIT_ITEMS else None
     if not found or len(found) != 1:
         return None
