@@ -1506,13 +1506,102 @@ def _rule_cases():
             lambda b, s: b.op(graph.LayerNormOp, _const(b, (3, 7), 14), s),
             [((7,), "f")],
         ),
+        # (train seed 51's survivors) a left pad: the tiles' adjoint placed at j - left
+        Case(
+            "winograd_input_left_pad",
+            op(graph.WinogradInputTransformOp, pads=[1, 1, 0, 1]),
+            [((1, 2, 5, 5), "f")],
+        ),
+        Case(
+            "winograd_input_left_pad_only",
+            op(graph.WinogradInputTransformOp, pads=[0, 3, 0, 0]),
+            [((1, 1, 4, 3), "f")],
+        ),
+        # ... and a winograd output transform without a bias
+        Case(
+            "winograd_output_no_bias",
+            op(graph.WinogradOutputTransformOp, output=[5, 3]),
+            [((16, 2, 3, 3, 2), "f")],
+        ),
     ]
 
 
-@pytest.mark.parametrize("index", range(13))
+@pytest.mark.parametrize("index", range(16))
 def test_partial_rule_paths_match_finite_differences_and_torch(index):
     from test_autodiff import test_rule_matches_finite_differences_and_torch
 
     cases = _rule_cases()
-    assert len(cases) == 13
+    assert len(cases) == 16
     test_rule_matches_finite_differences_and_torch(cases[index])
+
+
+def _sequential_groups():
+    return _Groups([{"lr": 0.1, "momentum": 0.9}, {"lr": 0.05, "momentum": 0.9}])
+
+
+def test_sequential_of_three_schedulers_matches_torch():
+    """Three schedulers, two milestones (train seed 51's survivor schedule.py:362): each
+    later one restarts at its own step 0 at its milestone, as torch's."""
+    from dlpc.passes.train import schedule
+
+    topt = _torch_groups()
+    groups = _sequential_groups()
+    ours = schedule.SequentialLR(
+        groups,
+        [
+            schedule.LinearLR(groups, 0.25, 1.0, 3),
+            schedule.StepLR(groups, 2, 0.5),
+            schedule.ExponentialLR(groups, 0.8),
+        ],
+        [3, 7],
+    )
+    theirs = S.SequentialLR(
+        topt,
+        [S.LinearLR(topt, 0.25, 1.0, 3), S.StepLR(topt, 2, 0.5), S.ExponentialLR(topt, 0.8)],
+        [3, 7],
+    )
+    for _ in range(12):
+        for g, tg in zip(groups.param_groups, topt.param_groups):
+            assert g["lr"] == pytest.approx(tg["lr"], rel=1e-12)
+        topt.step()
+        theirs.step()
+        ours.step()
+
+
+def test_sequential_reusing_a_scheduler_restarts_it():
+    """A scheduler listed twice (after the first) restarts at its own step 0 at each of
+    its milestones, as torch's (train seed 51's survivor schedule.py:362: `milestones[k - 1]` -> `[k - 2]`
+    never matched, so the second run continued the first's steps)."""
+    from dlpc.passes.train import schedule
+
+    topt = _torch_groups()
+    groups = _sequential_groups()
+    decay, step = schedule.ExponentialLR(groups, 0.5), schedule.StepLR(groups, 1, 0.9)
+    ours = schedule.SequentialLR(groups, [decay, step, step], [3, 5])
+    t_decay, t_step = S.ExponentialLR(topt, 0.5), S.StepLR(topt, 1, 0.9)
+    theirs = S.SequentialLR(topt, [t_decay, t_step, t_step], [3, 5])
+    lrs = []
+    for _ in range(9):
+        for g, tg in zip(groups.param_groups, topt.param_groups):
+            assert g["lr"] == pytest.approx(tg["lr"], rel=1e-12)
+        lrs.append(groups.param_groups[0]["lr"])
+        topt.step()
+        theirs.step()
+        ours.step()
+    assert lrs[3] == lrs[5] == pytest.approx(0.1)  # the reused one back at its step 0
+
+
+def test_sequential_of_three_hundred_schedulers():
+    """Past CPython's small-int cache (train seed 51's survivor schedule.py:346, `!=` ->
+    `is not`): 300 schedulers and 299 milestones are accepted, one fewer milestone refused."""
+    from dlpc.diagnostics import DlpcError
+    from dlpc.passes.train import schedule
+
+    groups = _sequential_groups()
+    scheds = [schedule.ExponentialLR(groups, 0.5) for _ in range(300)]
+    seq = schedule.SequentialLR(groups, scheds, list(range(1, 300)))
+    seq.step()
+    assert groups.param_groups[0]["lr"] == pytest.approx(0.1)  # the second, at its step 0
+    with pytest.raises(DlpcError) as e:
+        schedule.SequentialLR(_sequential_groups(), scheds, list(range(1, 299)))
+    assert str(e.value) == "error: SequentialLR needs one milestone fewer than schedulers"
