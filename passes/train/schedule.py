@@ -350,8 +350,9 @@ class SequentialLR(LRScheduler):
         self.last_epoch = 0
         for group, base in zip(optimizer.param_groups, self.schedulers[0].base_lrs):
             group["lr"] = base
-        # undo the construction steps of the later schedulers, then start the first
-        for sched in reversed(self.schedulers):
+        # undo the construction step of each scheduler (once, if listed twice), then start
+        # the first
+        for sched in {id(s): s for s in self.schedulers}.values():
             sched.last_epoch -= 1
         self.schedulers[0].step()
 
