@@ -1605,3 +1605,24 @@ def test_sequential_of_three_hundred_schedulers():
     with pytest.raises(DlpcError) as e:
         schedule.SequentialLR(_sequential_groups(), scheds, list(range(1, 299)))
     assert str(e.value) == "error: SequentialLR needs one milestone fewer than schedulers"
+
+
+@pytest.mark.parametrize("order", [[0, 1, 0], [0, 0, 1], [0, 1, 1]])
+def test_sequential_with_the_first_scheduler_listed_again_matches_torch(order):
+    """The first scheduler listed again later starts at its own step 0, not above its
+    base lr (7b9e8fb: its construction step was undone once per entry)."""
+    from dlpc.passes.train import schedule
+
+    topt = _torch_groups()
+    groups = _sequential_groups()
+    ours_s = [schedule.ExponentialLR(groups, 0.5), schedule.StepLR(groups, 1, 0.9)]
+    their_s = [S.ExponentialLR(topt, 0.5), S.StepLR(topt, 1, 0.9)]
+    ours = schedule.SequentialLR(groups, [ours_s[k] for k in order], [3, 5])
+    theirs = S.SequentialLR(topt, [their_s[k] for k in order], [3, 5])
+    assert groups.param_groups[0]["lr"] == pytest.approx(0.1)
+    for _ in range(10):
+        for g, tg in zip(groups.param_groups, topt.param_groups):
+            assert g["lr"] == pytest.approx(tg["lr"], rel=1e-12)
+        topt.step()
+        theirs.step()
+        ours.step()
