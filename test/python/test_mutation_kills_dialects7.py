@@ -2242,3 +2242,37 @@ def test_dlp_builders_spaces_and_geometry():
     assert len(sc.trailing_operands()) == 2
     copy = dlp.MemcpyOp(y, i, args(MemRefType(f32, [64]))[0], i, i)
     assert copy.direction.data.value == "GDRAM2NRAM"
+
+
+@pytest.mark.parametrize(
+    "extents, symbolic, expected",
+    [
+        ([-1], True, "OK"),
+        ([4, -1], True, "OK"),
+        ([-1], False, 'te.reduce "s" reduction extents [-1] must be >= 1'),
+        ([-2], True, 'te.reduce "s" reduction extents [-2] must be >= 1'),
+        ([0], True, 'te.reduce "s" reduction extents [0] must be >= 1'),
+        ([1], False, "OK"),
+    ],
+)
+def test_reduce_extent_is_symbolic_only_as_minus_one_with_its_expression(
+    extents, symbolic, expected
+):
+    # (for dialects seed 52's te.py:491, `e == -1` -> `e < -1`: written after the sample)
+    from xdsl.dialects.builtin import ArrayAttr, StringAttr
+
+    from dlpc.dialects import te
+
+    x = args(t(4, 16, 16))[0]
+    op = te.ReduceOp.from_fn(
+        "s", t(4), extents, "add", lambda b, i, r: b.read(x, [i[0], *r, *[0] * (2 - len(r))])
+    )
+    if symbolic:
+        exprs = ["seq" if e == -1 else "" for e in extents]
+        op.attributes[te.SYMBOLIC_OVER] = ArrayAttr([StringAttr(s) for s in exprs])
+    try:
+        op.verify()
+    except VerifyException as e:
+        assert str(e).splitlines()[0] == expected
+    else:
+        assert expected == "OK"
