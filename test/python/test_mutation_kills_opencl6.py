@@ -831,6 +831,37 @@ func.func @main(%x: memref<8x64xf32>, %y: memref<8xf32>)
 }"""
 
 
+# ---- opencl seed 45's killable survivor (drawn on 2ee2519; the test fails on its mutant)
+
+
+def _conv2d_0_twice() -> tuple[str, str]:
+    """test/e2e's masked-load nest with conv2d_0 alone, and with its reduction nest
+    written twice in the same body (a second accumulator, stored into out1)."""
+    text = (E2E / "emit-opencl-masked-load.mlir").read_text()
+    start = text.index('    loop.kernel "conv2d_1"')
+    end = text.index("    func.return")
+    alone = text[:start] + text[end:]
+    first = alone.index("              %acc = memref.alloca()")
+    stop = alone.index("\n", alone.index("memref.store %sum, %out0"))
+    nest = alone[first:stop]
+    second = re.sub(r"%(\d+)", r"%b\1", nest)
+    for old, new in [("%acc", "%acc2"), ("%sum", "%sum2"), ("%out0", "%out1")]:
+        second = second.replace(old, new)
+    for k in range(3):
+        second = second.replace(f"%r{k}", f"%q{k}").replace(f'"r{k}"', f'"q{k}"')
+    return alone, alone[:stop] + "\n" + second + alone[stop:]
+
+
+def test_each_guarded_reduction_nest_of_a_body_is_split_into_interior_and_border():
+    """kernel_writer.split_interior (seed 45: its `finally` left `splitting` True): a
+    body with two guarded reduction nests writes each as an interior copy (its guards
+    tested once at the corners) and a border copy, the second as the first."""
+    alone, twice = (OpenCLEmitter(parse_module(t)).emit() for t in _conv2d_0_twice())
+    assert alone.count(" else {") > 0
+    assert twice.count(" else {") == 2 * alone.count(" else {")
+    assert twice.count("(int8)(-(int)(") == 2 * alone.count("(int8)(-(int)(")
+
+
 def _regenerate() -> None:
     import tempfile
 
