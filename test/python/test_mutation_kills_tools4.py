@@ -1128,3 +1128,55 @@ def test_history_of_compares_targets_and_machines_by_value():
     )
     tasks = [SimpleNamespace(sig="s", kernel="k")]
     assert history_of(log, tasks, target="opencl", machine="m1") == [(1, "k", 2.0)]
+
+
+# ---- dlpc-tune: a kernel never measured, a failed first trial, unbound weights ---------------
+def test_replay_note_of_a_kernel_never_measured(tmp_path):
+    from dlpc.tools.dlpc_tune import replay_note
+
+    record = SimpleNamespace(sig="s", target="c", machine="m", script="a", time=1e-3)
+
+    class Log:
+        records = [record]
+
+        def best(self, sig, target, default=None, machine=None):
+            return record if sig == "s" else None
+
+    path = tmp_path / "t.jsonl"
+    path.write_text("")
+    tasks = [
+        SimpleNamespace(sig="s", kernel="k", default=""),
+        SimpleNamespace(sig="t", kernel="u", default=""),
+    ]
+    assert replay_note(Log(), tasks, str(path), machine="m").splitlines()[1:] == [
+        "  k: best so far 1.0000 ms",
+        "  u: best so far none yet",
+    ]
+
+
+def test_history_of_starts_a_kernels_curve_at_its_first_time():
+    from dlpc.tools.dlpc_tune import history_of
+
+    def rec(script, time, ok=True):
+        return SimpleNamespace(sig="s", script=script, time=time, machine="m", target="c", ok=ok)
+
+    log = SimpleNamespace(records=[rec("a", None, ok=False), rec("b", 4.0), rec("c", 5.0)])
+    tasks = [SimpleNamespace(sig="s", kernel="k")]
+    assert history_of(log, tasks, machine="m") == [(2, "k", 4.0), (3, "k", 4.0)]
+
+
+def test_tuning_without_the_weights_is_a_note(tmp_path, capsys):
+    from dlpc.tools.common import load_model
+    from dlpc.tools.dlpc_tune import bound_weights
+
+    path = tmp_path / "u.mlir"
+    path.write_text(
+        'func.func @main(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {\n  %w = graph.param "w" : '
+        "tensor<2x4xf32>\n  %y = graph.add %x, %w : (tensor<2x4xf32>, tensor<2x4xf32>) -> "
+        "tensor<2x4xf32>\n  func.return %y : tensor<2x4xf32>\n}\n"
+    )
+    assert bound_weights(load_model(str(path))) is None
+    assert capsys.readouterr().err == (
+        "dlpc-tune: note: error: no value for weight 'w' (graph.param in u); pass weights= or "
+        "--weights; tuning the model without its weights folded\n"
+    )
