@@ -19,6 +19,7 @@ from dlpc.passes.train import optim
 from dlpc.passes.train._build import Builder
 from dlpc.reference.graph import run_reference
 
+F = torch.nn.functional
 SHAPE = (3, 2)
 
 
@@ -1626,3 +1627,66 @@ def test_sequential_with_the_first_scheduler_listed_again_matches_torch(order):
         topt.step()
         theirs.step()
         ours.step()
+
+
+# ---- train seed 52's killable survivors
+
+
+def test_depthwise_weight_gradient_takes_the_per_channel_path():
+    """A depthwise conv's weight gradient is one batched matmul per (sample, channel):
+    cols [N, C, kk, P] times g [N, C, 1, P] (train seed 52's `_grad.py:466`, `cg == 1` ->
+    `cg < 1`, sent it down the grouped path, a [N, G, 1, P] x [N, G, kk, P] matmul)."""
+    from dlpc.passes.train.autodiff import differentiate
+
+    module = _parse(
+        """func.func @main(%x: tensor<1x2x4x4xf32>) -> tensor<f32> {
+  %w = graph.param "w" : tensor<2x1x3x3xf32>
+  %y = graph.conv2d %x, %w {groups = 2 : i64} : (tensor<1x2x4x4xf32>, tensor<2x1x3x3xf32>) -> tensor<1x2x2x2xf32>
+  %l = graph.reduce_sum %y : (tensor<1x2x2x2xf32>) -> tensor<f32>
+  func.return %l : tensor<f32>
+}"""
+    )
+    differentiate(module)
+    matmuls = [
+        line.split(" : ", 1)[1] for line in _printed(module).splitlines() if "graph.matmul" in line
+    ]
+    assert matmuls == ["(tensor<1x2x9x4xf32>, tensor<1x2x1x4xf32>) -> tensor<1x2x9x1xf32>"]
+
+
+def test_running_statistics_of_params_named_with_colons():
+    """Running statistics whose names hold ':' (as ONNX initializers' "bn:0" may): the
+    step updates them (train seed 52's `step.py:201`, `split(":", 1)` -> `split(":", 2)`,
+    could not unpack the mark)."""
+    from dlpc.passes.train.step import train_step_module
+
+    text = BN.replace("MEAN", 'graph.param "bn:mean:0" : tensor<3xf64>')
+    text = text.replace('graph.param "v"', 'graph.param "bn:var:0"')
+    step = train_step_module(_parse(text), "mse", optim.SGD(lr=0.1))
+    assert step.state == ["s", "b", "bn:mean:0", "bn:var:0", "opt.step"]
+    rng = np.random.default_rng(1)
+    x, t = rng.standard_normal((4, 3)), rng.standard_normal((4, 3))
+    w = {"s": np.ones(3), "b": np.zeros(3), "bn:mean:0": np.zeros(3), "bn:var:0": np.ones(3)}
+    _, new = _run_step(step, {**step.initial_state, **w}, x, t)
+    np.testing.assert_allclose(new["bn:mean:0"], 0.1 * x.mean(0), rtol=1e-12)
+    np.testing.assert_allclose(new["bn:var:0"], 0.9 + 0.1 * x.var(0, ddof=1), rtol=1e-12)
+
+
+def test_bce_with_logits_named_by_a_runtime_string():
+    """A loss kind built at run time (not an interned literal: read from a command line or
+    a file) still takes the stable bce_with_logits form (train seed 52's `losses.py:289`,
+    `==` -> `is`); large logits, against torch."""
+    from dlpc.passes.train.losses import Loss, build_loss
+
+    kind = "".join(["bce_with", "_logits"])
+    loss = Loss(kind)
+    assert loss.kind == "bce_with_logits" and loss.kind is not "bce_with_logits"  # noqa: F632
+    ty = graph.tensor_type((4,), graph.f64)
+    block = Block(arg_types=[ty, ty])
+    b = Builder.at_end(block)
+    value = build_loss(b, loss, block.args[0], block.args[1])
+    block.add_op(func.ReturnOp(value))
+    module = ModuleOp([func.FuncOp("main", ([ty, ty], [value.type]), Region(block))])
+    x, y = np.array([-60.0, -0.5, 2.0, 80.0]), np.array([1.0, 0.0, 1.0, 0.0])
+    want = F.binary_cross_entropy_with_logits(torch.tensor(x), torch.tensor(y))
+    got = run_reference(module, [x, y], {})[0]
+    assert float(got) == pytest.approx(want.item(), rel=1e-12)
