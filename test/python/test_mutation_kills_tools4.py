@@ -374,7 +374,7 @@ def test_dlpc_tune_run_hands_on_its_options_and_prints_the_table(
     from dlpc.tools import dlpc_tune
 
     tasks = [SimpleNamespace(kernel=f"k{i}", sig=f"s{i}", default=f"d{i}") for i in range(3)]
-    best = {"s0": SimpleNamespace(time=0.002), "s1": None, "s2": None}
+    best = {"s0": SimpleNamespace(time=0.0016), "s1": None, "s2": None}
     asked = []
 
     def log_best(sig, target, default, machine):
@@ -462,7 +462,7 @@ def test_dlpc_tune_run_hands_on_its_options_and_prints_the_table(
     assert err == "replayed: NOTE\n"
     assert out.splitlines() == [
         f"{'kernel':32s} {'first (ms)':>12s} {'best (ms)':>12s} {'speedup':>8s}",
-        f"{'k0':32s} {'4.0000':>12s} {'2.0000':>12s} {'2.00x':>8s}",
+        f"{'k0':32s} {'4.0000':>12s} {'1.6000':>12s} {'2.50x':>8s}",
         f"{'k1':32s} {'not tuned':>12s} {'not tuned':>12s} {'-':>8s}",
         f"{'k2':32s} {'not tuned':>12s} {'not tuned':>12s} {'-':>8s}",
         f"log: {log_path} (5 records, 2 failed this run)",
@@ -761,12 +761,14 @@ def test_a_new_file_gets_0666_less_the_umask_an_old_one_keeps_its_mode(tmp_path)
 
     from dlpc.diagnostics import write_atomically
 
-    old = os.umask(0o027)
-    try:
-        write_atomically(tmp_path / "new.txt", "n")
-    finally:
-        os.umask(old)
-    assert stat.S_IMODE((tmp_path / "new.txt").stat().st_mode) == 0o640
+    for mask, mode in ((0o027, 0o640), (0o002, 0o664), (0o000, 0o666)):
+        new = tmp_path / f"new{mask}.txt"
+        old = os.umask(mask)
+        try:
+            write_atomically(new, "n")
+        finally:
+            os.umask(old)
+        assert stat.S_IMODE(new.stat().st_mode) == mode, oct(mask)
     path = tmp_path / "old.sh"
     path.write_text("x")
     os.chmod(path, 0o4755)
@@ -1179,4 +1181,27 @@ def test_tuning_without_the_weights_is_a_note(tmp_path, capsys):
     assert capsys.readouterr().err == (
         "dlpc-tune: note: error: no value for weight 'w' (graph.param in u); pass weights= or "
         "--weights; tuning the model without its weights folded\n"
+    )
+
+
+def test_dlpc_run_hands_opencl_its_profile(tiny, monkeypatch, capsys):
+    """dlpc_run.py:306 (`!= "opencl"` -> `<=`: --opencl-profile was refused on opencl too)."""
+    pytest.importorskip("pyopencl")
+    from dlpc import api
+    from dlpc.tools import dlpc_run
+
+    seen = []
+
+    def compile(model, **kw):
+        seen.append(kw)
+        raise DlpcError("error: stop here")
+
+    monkeypatch.setattr(api, "compile", compile)
+    argv = [tiny, "--batch", "2", "--target", "opencl", "--opencl-profile", "cpu", "-O3"]
+    assert dlpc_run.main(argv) == 1
+    assert capsys.readouterr().err == "dlpc-run: error: stop here\n"
+    assert seen == [{"target": "opencl", "opt_level": 3, "tuning_log": None, "profile": "cpu"}]
+    assert dlpc_run.main([tiny, "--target", "c", "--opencl-profile", "cpu"]) == 1
+    assert capsys.readouterr().err == (
+        "dlpc-run: error: --opencl-profile needs --target opencl, not 'c'\n"
     )
