@@ -862,6 +862,27 @@ def test_each_guarded_reduction_nest_of_a_body_is_split_into_interior_and_border
     assert twice.count("(int8)(-(int)(") == 2 * alone.count("(int8)(-(int)(")
 
 
+def test_a_private_array_of_no_elements_is_declared_with_one():
+    """kernel_writer.private: a private array is declared with its element count, at least
+    1 (OpenCL C has no arrays of 0 elements): memref<0x4xf32> -> `float v_buf[1];`,
+    memref<3x4xf32> -> `[12]` (found by the unscored triage seed 7004: 1 -> 0)."""
+    text = """
+func.func @main(%x: memref<8xf32>, %y: memref<8xf32>)
+    attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "k" {
+    loop.for %i = 0 to 8 step 1 {name = "i0", parallel} {
+      %none = memref.alloca() : memref<0x4xf32>
+      %some = memref.alloca() : memref<3x4xf32>
+      %v = memref.load %x[%i] : memref<8xf32>
+      memref.store %v, %y[%i] : memref<8xf32>
+    }
+  }
+  func.return
+}"""
+    source = OpenCLEmitter(parse_module(text)).emit()
+    assert "float v_none[1];" in source and "float v_some[12];" in source
+
+
 def _regenerate() -> None:
     import tempfile
 
