@@ -863,9 +863,10 @@ def test_each_guarded_reduction_nest_of_a_body_is_split_into_interior_and_border
 
 
 def test_a_private_array_of_no_elements_is_declared_with_one():
-    """kernel_writer.private: a private array is declared with its element count, at least
-    1 (OpenCL C has no arrays of 0 elements): memref<0x4xf32> -> `float v_buf[1];`,
-    memref<3x4xf32> -> `[12]` (found by the unscored triage seed 7004: 1 -> 0)."""
+    """kernel_writer.private and emitter.kernel's `__local` stages: an array is declared
+    with its element count, at least 1 (OpenCL C has no arrays of 0 elements):
+    memref<0x4xf32> -> `[1]`, memref<3x4xf32> -> `[12]` (found by the unscored triage
+    seed 7004: 1 -> 0)."""
     text = """
 func.func @main(%x: memref<8xf32>, %y: memref<8xf32>)
     attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
@@ -881,6 +882,13 @@ func.func @main(%x: memref<8xf32>, %y: memref<8xf32>)
 }"""
     source = OpenCLEmitter(parse_module(text)).emit()
     assert "float v_none[1];" in source and "float v_some[12];" in source
+    # a `__local` stage too (emitter.kernel): an empty stage beside test/e2e's row of A
+    text = (E2E / "emit-opencl-local.mlir").read_text()
+    stage = "      %al = memref.alloca() : memref<8xf32>\n"
+    assert text.count(stage) == 1
+    text = text.replace(stage, stage + "      %none = memref.alloca() : memref<0xf32>\n")
+    source = OpenCLEmitter(parse_module(text)).emit()
+    assert "__local float v_al[8];" in source and "__local float v_none[1];" in source
 
 
 def _regenerate() -> None:
