@@ -891,6 +891,21 @@ func.func @main(%x: memref<8xf32>, %y: memref<8xf32>)
     assert "__local float v_al[8];" in source and "__local float v_none[1];" in source
 
 
+@pytest.mark.parametrize(
+    "width, lanes",
+    [(5, {"i0": 2}), (7, {"i0": 2}), (9, {"i0": 2}), (13, {"i1": 8, "i0": 2})],
+)
+def test_ragged_inner_lanes_are_wider_than_4(width, lanes):
+    """lanes.plan_lanes: on a 16-wide device ragged inner lanes (not dividing the loop)
+    are tried only wider than the dividing ones and than 4: 13 columns take 8 (2 steps,
+    the second clamped), 5, 7 and 9 columns none (2 ragged lanes would fit them; found by
+    the unscored triage seed 7004: `r > max(u, 4)` -> `is not`)."""
+    from dlpc.backends.opencl.lanes import LANES_16
+
+    launch = plan_launch(_rows(4, width, 1), "k", profile=LANES_16)
+    assert {lp.loop_name: u for lp, u in launch.lanes.items()} == lanes
+
+
 def _regenerate() -> None:
     import tempfile
 
