@@ -1205,3 +1205,15 @@ def test_dlpc_run_hands_opencl_its_profile(tiny, monkeypatch, capsys):
     assert capsys.readouterr().err == (
         "dlpc-run: error: --opencl-profile needs --target opencl, not 'c'\n"
     )
+
+
+def test_a_verdict_takes_equal_infinities_and_nans_as_identical(chunk2):
+    """dlpc_run.py:215 (`(a == b) | both NaN` -> `&`: no element was the same, so equal
+    infinities (inf - inf = NaN) and NaN against NaN were mismatches)."""
+    x = np.array([np.inf, -np.inf, np.nan, 1.0, np.nan], np.float32)
+    assert chunk2.verdict(x, x.copy(), 0.0, 0.0) == (True, "ok (identical)", "")
+    y = x.copy()
+    y[3] = 1.5
+    ok, said, worst = chunk2.verdict(y, x, 0.0, 1.0)
+    assert (ok, said) == (True, "ok (atol holds alone; rtol alone would not)")
+    assert worst == "worst against its bound: [3] = 1.5 vs reference 1 (|diff| 0.5, allowed 1)"
