@@ -906,6 +906,46 @@ def test_ragged_inner_lanes_are_wider_than_4(width, lanes):
     assert {lp.loop_name: u for lp, u in launch.lanes.items()} == lanes
 
 
+# y[b, c, w] = sum over r of x[b, c, w, r]: b and c both on the NDRange, w's lanes would
+# read x a row apart (not contiguous), 128 terms a sum
+ROW_SUMS = """
+func.func @main(%x: memref<2x16x8x128xf32>, %y: memref<2x16x8xf32>)
+    attributes {dlpc.num_inputs = 1 : i64, dlpc.params = [], dlpc.num_outputs = 1 : i64} {
+  loop.kernel "k" {
+    loop.for %b = 0 to 2 step 1 {name = "i0", parallel} {
+      loop.for %c = 0 to 16 step 1 {name = "i1", parallel} {
+        loop.for %w = 0 to 8 step 1 {name = "i2"} {
+          %acc = memref.alloca() : memref<f32>
+          %z = arith.constant 0.000000e+00 : f32
+          memref.store %z, %acc[] : memref<f32>
+          loop.for %r = 0 to 128 step 1 {name = "r0", reduction} {
+            %v = memref.load %x[%b, %c, %w, %r] : memref<2x16x8x128xf32>
+            %o = memref.load %acc[] : memref<f32>
+            %s = arith.addf %o, %v : f32
+            memref.store %s, %acc[] : memref<f32>
+          }
+          %res = memref.load %acc[] : memref<f32>
+          memref.store %res, %y[%b, %c, %w] : memref<2x16x8xf32>
+        }
+      }
+    }
+  }
+  func.return
+}"""
+
+
+def test_strided_vector_lanes_give_way_to_partials_under_two_ndrange_dims():
+    """launch.plan_launch: the vector lanes over w read x a row apart, so the 128-term sums
+    take partials instead (LONG_REDUCTION); the NDRange keeps both its dims, the last
+    one's 16 channels as 2 work-items of 8 lanes (found by the unscored triage seed 7004:
+    `[:-1]` -> `[:-0]` dropped the batch's dim)."""
+    (kernel,) = _kernels(parse_module(ROW_SUMS))
+    launch = plan_launch(kernel, "k")
+    assert launch.vector is None and launch.global_size == (2, 2)
+    assert {lp.loop_name: u for lp, u in launch.lanes.items()} == {"i1": 8, "r0": 8}
+    assert [lp.loop_name for lp in launch.partials] == ["r0"]
+
+
 def _regenerate() -> None:
     import tempfile
 
