@@ -1217,3 +1217,26 @@ def test_a_verdict_takes_equal_infinities_and_nans_as_identical(chunk2):
     ok, said, worst = chunk2.verdict(y, x, 0.0, 1.0)
     assert (ok, said) == (True, "ok (atol holds alone; rtol alone would not)")
     assert worst == "worst against its bound: [3] = 1.5 vs reference 1 (|diff| 0.5, allowed 1)"
+
+
+def test_a_data_set_past_the_small_int_cache_loads(tmp_path):
+    """dlpc_train.py:197 (`len(x) != len(y)` -> `is not`: 300 samples in x and y were told
+    apart)."""
+    from dlpc.tools.dlpc_train import load_data
+
+    path = tmp_path / "big.npz"
+    np.savez(path, x=np.zeros((300, 2), np.float32), y=np.zeros(300, np.int64))
+    x, *_ = load_data(str(path))
+    assert len(x) == 300 - 60 - 24
+
+
+def test_a_multi_rank_run_from_the_command_line_gets_its_arguments(tiny, monkeypatch):
+    """dlpc_train.py:328 (`sys.argv[1:]` -> `[0:]`: the program's name was handed on)."""
+    from dlpc.dist import cli
+    from dlpc.tools import dlpc_train
+
+    seen = []
+    monkeypatch.setattr(cli, "run", lambda args, line, *rest: seen.append(line) or 0)
+    monkeypatch.setattr(sys, "argv", ["dlpc-train", tiny, "--dp", "2"])
+    assert dlpc_train.main() == 0
+    assert seen == [[tiny, "--dp", "2"]]
