@@ -1524,15 +1524,21 @@ def _rule_cases():
             op(graph.WinogradOutputTransformOp, output=[5, 3]),
             [((16, 2, 3, 3, 2), "f")],
         ),
+        # (train seed 53's survivor) a stride in the columns only: g dilated along W alone
+        Case(
+            "conv2d_column_stride",
+            op(graph.Conv2DOp, strides=[1, 2], pads=[1, 0, 0, 1]),
+            [((1, 2, 4, 5), "f"), ((3, 2, 2, 3), "f")],
+        ),
     ]
 
 
-@pytest.mark.parametrize("index", range(16))
+@pytest.mark.parametrize("index", range(17))
 def test_partial_rule_paths_match_finite_differences_and_torch(index):
     from test_autodiff import test_rule_matches_finite_differences_and_torch
 
     cases = _rule_cases()
-    assert len(cases) == 16
+    assert len(cases) == 17
     test_rule_matches_finite_differences_and_torch(cases[index])
 
 
@@ -1690,3 +1696,33 @@ def test_bce_with_logits_named_by_a_runtime_string():
     want = F.binary_cross_entropy_with_logits(torch.tensor(x), torch.tensor(y))
     got = run_reference(module, [x, y], {})[0]
     assert float(got) == pytest.approx(want.item(), rel=1e-12)
+
+
+def test_a_user_scheduler_overriding_only_lr_at_starts_at_step_0():
+    """LRScheduler's own constructor (a user's subclass that overrides lr_at only) sets the
+    lr of step 0 (train seed 53's `schedule.py:107`, default `last_epoch=-1` -> `-2`)."""
+    from dlpc.passes.train import schedule
+
+    class Halving(schedule.LRScheduler):
+        def lr_at(self, epoch, base_lr, group):
+            return base_lr / 2**epoch
+
+    groups = _sequential_groups()
+    sched = Halving(groups)
+    assert sched.last_epoch == 0 and sched.get_last_lr() == [0.1, 0.05]
+    sched.step()
+    assert sched.get_last_lr() == [0.05, 0.025]
+
+
+def test_batch_norm_momentum_one_takes_the_batch_statistics():
+    """bn_momentum=1.0 is accepted (train seed 53's `step.py:240`, `<= 1.0` -> `< 1.0`):
+    the running statistics become the batch's (the variance unbiased)."""
+    from dlpc.passes.train.step import train_step_module
+
+    text = BN.replace("MEAN", 'graph.param "m" : tensor<3xf64>')
+    step = train_step_module(_parse(text), "mse", "sgd", bn_momentum=1.0)
+    x, t = _linear_data(2)[0], np.zeros((4, 3))
+    w = {"s": np.ones(3), "b": np.zeros(3), "m": np.full(3, 5.0), "v": np.full(3, 5.0)}
+    _, new = _run_step(step, {**step.initial_state, **w}, x, t)
+    np.testing.assert_allclose(new["m"], x.mean(0), rtol=1e-12)
+    np.testing.assert_allclose(new["v"], x.var(0, ddof=1), rtol=1e-12)
