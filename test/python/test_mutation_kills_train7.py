@@ -1530,15 +1530,36 @@ def _rule_cases():
             op(graph.Conv2DOp, strides=[1, 2], pads=[1, 0, 0, 1]),
             [((1, 2, 4, 5), "f"), ((3, 2, 2, 3), "f")],
         ),
+        # column-only and left/top-only variants of the windowed ops (after seed 53)
+        Case(
+            "conv2d_column_dilation_left_pad",
+            op(graph.Conv2DOp, pads=[0, 2, 0, 0], dilations=[1, 2]),
+            [((1, 2, 4, 5), "f"), ((2, 2, 2, 2), "f")],
+        ),
+        Case(
+            "max_pool_column_stride_left_pad",
+            op(graph.MaxPool2DOp, kernel=[2, 2], strides=[1, 2], pads=[0, 1, 0, 0]),
+            [((1, 2, 4, 5), "f")],
+        ),
+        Case(
+            "avg_pool_column_stride_top_pad",
+            op(graph.AvgPool2DOp, kernel=[2, 3], strides=[1, 2], pads=[1, 0, 0, 0]),
+            [((1, 2, 4, 7), "f")],
+        ),
+        Case(
+            "winograd_input_right_pad",
+            op(graph.WinogradInputTransformOp, pads=[0, 0, 1, 2]),
+            [((1, 1, 5, 4), "f")],
+        ),
     ]
 
 
-@pytest.mark.parametrize("index", range(17))
+@pytest.mark.parametrize("index", range(21))
 def test_partial_rule_paths_match_finite_differences_and_torch(index):
     from test_autodiff import test_rule_matches_finite_differences_and_torch
 
     cases = _rule_cases()
-    assert len(cases) == 17
+    assert len(cases) == 21
     test_rule_matches_finite_differences_and_torch(cases[index])
 
 
