@@ -1551,15 +1551,25 @@ def _rule_cases():
             op(graph.WinogradInputTransformOp, pads=[0, 0, 1, 2]),
             [((1, 1, 5, 4), "f")],
         ),
+        # negative and leading axes
+        Case("concat_last_axis", op(graph.ConcatOp, axis=-1), [((2, 3), "f"), ((2, 1), "f")]),
+        Case("gather_axis0", op(graph.GatherOp, axis=0), [((4, 3), "f"), ((5,), "int4")]),
+        Case("gather_last_axis", op(graph.GatherOp, axis=-1), [((2, 5), "f"), ((3,), "int5")]),
+        Case("softmax_last_axis", op(graph.SoftmaxOp, axis=-1), [((3, 4), "f")]),
+        Case(
+            "reduce_sum_negative_axes",
+            op(graph.ReduceSumOp, axes=[-1, 0], keepdims=True),
+            [((2, 3, 4), "f")],
+        ),
     ]
 
 
-@pytest.mark.parametrize("index", range(21))
+@pytest.mark.parametrize("index", range(26))
 def test_partial_rule_paths_match_finite_differences_and_torch(index):
     from test_autodiff import test_rule_matches_finite_differences_and_torch
 
     cases = _rule_cases()
-    assert len(cases) == 21
+    assert len(cases) == 26
     test_rule_matches_finite_differences_and_torch(cases[index])
 
 
