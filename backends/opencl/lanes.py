@@ -211,7 +211,7 @@ def _wide_inner(
         return False  # (the middle loop takes lanes: the attention's rows)
     if not _good_steps(inner.trip_count, WIDE_LANES):
         return False
-    if lanes.get(last, 1) * WIDE_LANES > WIDE_MAPPED * WIDE_LANES:
+    if last in lanes and lanes[last] > WIDE_MAPPED:
         return False
     return not any(op.name in VECTOR_MATH for op in last.walk())
 
