@@ -1240,3 +1240,21 @@ def test_a_multi_rank_run_from_the_command_line_gets_its_arguments(tiny, monkeyp
     monkeypatch.setattr(sys, "argv", ["dlpc-train", tiny, "--dp", "2"])
     assert dlpc_train.main() == 0
     assert seen == [[tiny, "--dp", "2"]]
+
+
+def test_a_data_file_named_after_digits_is_a_file(tmp_path, monkeypatch):
+    """dlpc_train.py:158 (`spec == "digits"` -> `>=`: 'train.npz' sorts after 'digits' and
+    loaded the digits instead)."""
+    from dlpc.tools.dlpc_train import load_data
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(DlpcError) as e:
+        load_data("train.npz")
+    assert str(e.value) == "error: no such data file: train.npz"
+
+
+def test_an_infinite_reference_allows_atol_alone(chunk2):
+    """dlpc_run.py:218 (a non-finite reference scales rtol by 0, not by |-1|)."""
+    ok, said, worst = chunk2.verdict(np.float32([1.0, 2.0]), np.float32([np.inf, 2.0]), 0.5, 0.25)
+    assert (ok, said) == (False, "MISMATCH (1 of 2 elements beyond atol + rtol*|ref|)")
+    assert worst == "worst against its bound: [0] = 1 vs reference inf (|diff| inf, allowed 0.25)"
