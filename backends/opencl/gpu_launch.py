@@ -29,6 +29,10 @@ What holds for a GPU plan:
   once for 4 batch rows. Dimension 1 is then never rounded up (its group size divides its
   work-items). No vectors or partial sums: every output is computed by the same
   operations in the same order as the loop IR (the reference's order within a sum).
+
+The sizes above are choices, not device facts: `GpuParams` (per kernel, the constants
+below by default) holds them, `dlpc-tune --target opencl` searches them on a device and a
+tuning log gives them per kernel (`tune/gpu.py`); `GpuProfile` holds the device's facts.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from xdsl.ir import SSAValue
 
 from dlpc.backends.opencl.lanes import PARTIAL_IDENTITY, _laneable, accumulators, independent
 from dlpc.backends.opencl.launch import Launch, plan_relayout
+from dlpc.diagnostics import DlpcError
 from dlpc.dialects.loop import ForOp, KernelOp, spine
 from dlpc.dialects.typed import element_type
 
@@ -57,6 +62,88 @@ ROW_LANES = (4, 2)
 #: each sum at least `SPLIT_ITEMS` terms in one loop (a linear at batch 1, a global
 #: average pool) splits each sum over a work-group of `SPLIT_ITEMS` (`split_reduction`)
 SPLIT_ITEMS = 64
+#: the widest row lanes a tuned plan may ask for (each lane is a copy of the body)
+MAX_ROW_LANES = 16
+
+
+@dataclass(frozen=True)
+class GpuParams:
+    """The choices of one kernel's GPU plan, which `dlpc-tune --target opencl` searches
+    (`tune/gpu.py`) and a tuning log gives per kernel; the defaults are the module's
+    constants. `group_items`: the work-items a group aims at (capped by the device's
+    largest group), `min_group_items`: the fewest it is halved to while the groups are
+    fewer than the units; `row_lanes`: the widest register blocking of dimension 1's loop
+    (tried halving down to 2 until one divides the loop; 1: none); `split_items`: a split
+    reduction's work-group (0: no split). The device facts stay in `GpuProfile`."""
+
+    group_items: int = GROUP_ITEMS
+    min_group_items: int = MIN_GROUP_ITEMS
+    row_lanes: int = ROW_LANES[0]
+    split_items: int = SPLIT_ITEMS
+
+    def lanes(self) -> tuple[int, ...]:
+        """The lane counts tried, widest first: `row_lanes` halved down to 2."""
+        out, u = [], self.row_lanes
+        while u >= 2:
+            out.append(u)
+            u //= 2
+        return tuple(out)
+
+    def check(self, profile: GpuProfile, where: str = "") -> None:
+        """A one-line DlpcError unless these params make plans on a device of `profile`:
+        work-group sizes are powers of two (a split's partials meet pairwise) up to the
+        device's largest group, `min_group_items` at most `group_items`, the lanes 1 to
+        `MAX_ROW_LANES`."""
+        at = f" ({where})" if where else ""
+
+        def bad(what: str) -> DlpcError:
+            return DlpcError(f"error: opencl: GPU plan params{at}: {what}")
+
+        for name in ("group_items", "min_group_items", "split_items"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise bad(f"{name} must be an integer, got {value!r}")
+            if name == "split_items" and value == 0:
+                continue
+            if value < 1 or value & (value - 1):
+                raise bad(f"{name} must be a power of two, got {value}")
+            if value > profile.max_group:
+                raise bad(
+                    f"{name} {value} is over the device's largest work-group ({profile.max_group})"
+                )
+        if self.min_group_items > self.group_items:
+            raise bad(
+                f"min_group_items {self.min_group_items} is over group_items {self.group_items}"
+            )
+        lanes = self.row_lanes
+        if not isinstance(lanes, int) or isinstance(lanes, bool) or not 1 <= lanes <= MAX_ROW_LANES:
+            raise bad(f"row_lanes must be an integer from 1 to {MAX_ROW_LANES}, got {lanes!r}")
+
+    def to_dict(self) -> dict[str, int]:
+        return dict(self.__dict__)
+
+    @classmethod
+    def from_dict(cls, data: object, where: str = "") -> GpuParams:
+        """The params of a tuning record's `params` (a one-line DlpcError for other keys
+        or a value that is not an integer; `check` judges the values)."""
+        at = f" ({where})" if where else ""
+        if not isinstance(data, dict):
+            raise DlpcError(f"error: opencl: GPU plan params{at}: not an object: {data!r}")
+        unknown = sorted(set(data) - set(cls.__dataclass_fields__))
+        if unknown:
+            raise DlpcError(
+                f"error: opencl: GPU plan params{at}: unknown key {unknown[0]!r} (expected "
+                f"{', '.join(cls.__dataclass_fields__)})"
+            )
+        for key, value in data.items():
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise DlpcError(
+                    f"error: opencl: GPU plan params{at}: {key} must be an integer, got {value!r}"
+                )
+        return cls(**data)
+
+    def __str__(self) -> str:
+        return " ".join(f"{k}={v}" for k, v in self.__dict__.items())
 
 
 @dataclass(frozen=True)
@@ -87,11 +174,16 @@ def work_items(kernel: KernelOp) -> list[ForOp]:
     return loops
 
 
-def group_shape(extents: tuple[int, ...], profile: GpuProfile) -> tuple[int, ...]:
+DEFAULT_PARAMS = GpuParams()
+
+
+def group_shape(
+    extents: tuple[int, ...], profile: GpuProfile, params: GpuParams = DEFAULT_PARAMS
+) -> tuple[int, ...]:
     """The work-group size for NDRange `extents` (dimension 0 first): up to
-    `GROUP_ITEMS` work-items, dimension 0 first, then 1; halved (down to
-    `MIN_GROUP_ITEMS`) while the groups are fewer than the compute units."""
-    cap = max(1, min(GROUP_ITEMS, profile.max_group))
+    `params.group_items` (`GROUP_ITEMS`) work-items, dimension 0 first, then 1; halved
+    (down to `params.min_group_items`) while the groups are fewer than the compute units."""
+    cap = max(1, min(params.group_items, profile.max_group))
     local = [1] * len(extents)
     local[0] = min(_pow2_at_least(extents[0]), cap)
     if len(extents) > 1:
@@ -100,7 +192,7 @@ def group_shape(extents: tuple[int, ...], profile: GpuProfile) -> tuple[int, ...
     def groups() -> int:
         return math.prod(-(-e // w) for e, w in zip(extents, local))
 
-    while math.prod(local) > MIN_GROUP_ITEMS and groups() < profile.units:
+    while math.prod(local) > params.min_group_items and groups() < profile.units:
         d = max(range(len(local)), key=lambda k: local[k])
         local[d] //= 2
     return tuple(local)
@@ -111,14 +203,20 @@ def plan_gpu_launch(
     fname: str,
     profile: GpuProfile,
     resident: set[SSAValue] | None = None,
+    params: GpuParams | None = None,
 ) -> Launch:
-    """How `kernel` is launched under the GPU profile (see the module docstring)."""
+    """How `kernel` is launched under the GPU profile (see the module docstring), with
+    `params` (a tuning log's for this kernel: checked against the device, `GpuParams.check`)
+    or the defaults (capped by the device)."""
+    if params is not None and params != DEFAULT_PARAMS:
+        params.check(profile, f"kernel '{kernel.sym}'")
+    params = params or DEFAULT_PARAMS
     loops = work_items(kernel)
     if not loops:
         return Launch(fname, (1,), (1,))
-    split = split_reduction(loops, profile)
+    split = split_reduction(loops, profile, params)
     if split is not None:
-        return _split_launch(fname, loops, split, profile)
+        return _split_launch(fname, loops, split, profile, params)
     inner = loops[::-1][:2]  # dimension 0: the innermost loop, 1: the one above it
     outer = loops[: len(loops) - len(inner)]
     launch = Launch(fname, (), None)
@@ -134,7 +232,7 @@ def plan_gpu_launch(
             launch.mapped[lp] = f"({expr} % {lp.trip_count})" if lp is not outer[0] else expr
             stride *= lp.trip_count
         extents.append(stride)
-    local = group_shape(tuple(extents), profile)
+    local = group_shape(tuple(extents), profile, params)
     launch.global_size = tuple(-(-e // w) * w for e, w in zip(extents, local))
     launch.local_size = local
     launch.bounds = {
@@ -142,7 +240,7 @@ def plan_gpu_launch(
     }
     launch.relayout = plan_relayout(kernel, inner[0], resident or set())
     if len(inner) == 2:
-        lanes = row_lanes(kernel, inner[1], inner[0])
+        lanes = row_lanes(kernel, inner[1], inner[0], params)
         if lanes > 1:
             launch.lanes = {inner[1]: lanes}
             rows = inner[1].trip_count // lanes
@@ -153,7 +251,9 @@ def plan_gpu_launch(
     return launch
 
 
-def row_lanes(kernel: KernelOp, rows: ForOp, inner: ForOp) -> int:
+def row_lanes(
+    kernel: KernelOp, rows: ForOp, inner: ForOp, params: GpuParams = DEFAULT_PARAMS
+) -> int:
     """The lanes of dimension 1's loop `rows` (module docstring), 1 for none: when a
     reduction sits below dimension 0's loop `inner`, the kernel has no `scf.if` (padding
     guards: the CPU plan's interior/border split is not written for these plans), the
@@ -162,17 +262,22 @@ def row_lanes(kernel: KernelOp, rows: ForOp, inner: ForOp) -> int:
         return 1
     if not any(isinstance(op, ForOp) and op.reduction is not None for op in inner.walk()):
         return 1
-    return next((u for u in ROW_LANES if rows.trip_count % u == 0), 1)
+    return next((u for u in params.lanes() if rows.trip_count % u == 0), 1)
 
 
-def split_reduction(loops: list[ForOp], profile: GpuProfile) -> tuple[ForOp, SSAValue, str] | None:
-    """(reduction loop, accumulator, combining op) when the work-items `loops` make are
-    too few to fill the device (fewer than its units x `GROUP_ITEMS`) and the innermost
-    one's body holds one loop, a reduction of at least `SPLIT_ITEMS` iterations
+def split_reduction(
+    loops: list[ForOp], profile: GpuProfile, params: GpuParams = DEFAULT_PARAMS
+) -> tuple[ForOp, SSAValue, str] | None:
+    """(reduction loop, accumulator, combining op) when `params.split_items` is not 0,
+    the work-items `loops` make are too few to fill the device (fewer than its units x
+    `params.group_items`) and the innermost one's body holds one loop, a reduction of at
+    least `params.split_items` (`SPLIT_ITEMS`) iterations
     updating one float accumulator (`accumulators`) that starts at the combining op's
     identity (each work-item's partial starts there too); else None."""
     inner = loops[-1]
-    if math.prod(lp.trip_count for lp in loops) >= profile.units * GROUP_ITEMS:
+    if not params.split_items:
+        return None
+    if math.prod(lp.trip_count for lp in loops) >= profile.units * params.group_items:
         return None
     nested = [op for op in inner.block.walk() if isinstance(op, ForOp)]
     if len(nested) != 1:
@@ -180,7 +285,7 @@ def split_reduction(loops: list[ForOp], profile: GpuProfile) -> tuple[ForOp, SSA
     (red,) = nested
     if red.parent_op() is not inner:
         return None
-    found = accumulators(red) if red.trip_count >= SPLIT_ITEMS else None
+    found = accumulators(red) if red.trip_count >= params.split_items else None
     if not found or len(found) != 1:
         return None
     acc, combine = found[0]
@@ -197,12 +302,16 @@ def split_reduction(loops: list[ForOp], profile: GpuProfile) -> tuple[ForOp, SSA
 
 
 def _split_launch(
-    fname: str, loops: list[ForOp], split: tuple[ForOp, SSAValue, str], profile: GpuProfile
+    fname: str,
+    loops: list[ForOp],
+    split: tuple[ForOp, SSAValue, str],
+    profile: GpuProfile,
+    params: GpuParams = DEFAULT_PARAMS,
 ) -> Launch:
-    """The launch of a split reduction: a work-group of `SPLIT_ITEMS` per iteration of
-    the innermost loop (dimension 0's group id), the loop above it on dimension 1, any
-    further ones collapsed into 2 (groups of one there)."""
-    group = min(SPLIT_ITEMS, profile.max_group)
+    """The launch of a split reduction: a work-group of `params.split_items`
+    (`SPLIT_ITEMS`) per iteration of the innermost loop (dimension 0's group id), the loop
+    above it on dimension 1, any further ones collapsed into 2 (groups of one there)."""
+    group = min(params.split_items, profile.max_group)
     launch = Launch(fname, (), None)
     inner, rest = loops[-1], loops[:-1]
     launch.mapped[inner] = "get_group_id(0)"
