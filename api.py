@@ -286,10 +286,34 @@ def _numpy_runner(source: str, weights: dict) -> Callable:
     return lambda arrays: list(main(*arrays, params=weights))
 
 
-def _runtime(target: str, lowered: ModuleOp, name: str, profile: str | None = None, place=None):
+def _check_plan_log(path: str, profile: str | None, place=None) -> None:
+    """A tuning log given for target opencl: `dlpc-tune --target opencl`'s records, which
+    choose GPU plans (`tune/gpu.py`); a one-line error under the CPU plans (`profile`,
+    else the device's: `launch_profile`), which take no params, and for a log that is
+    not one (read at once: `TuningLog`)."""
+    from dlpc.backends.runtime.opencl_rt import launch_profile
+
+    if launch_profile(profile, place.backend.cl_device if place is not None else None) != "gpu":
+        raise DlpcError(
+            "error: a tuning log for target 'opencl' applies to its GPU launch plans "
+            "(profile='gpu' or DLPC_OPENCL_PROFILE=gpu); this device gets the CPU plans"
+        )
+    from dlpc.passes.schedule.tuning_log import TuningLog
+
+    TuningLog(path)
+
+
+def _runtime(
+    target: str,
+    lowered: ModuleOp,
+    name: str,
+    profile: str | None = None,
+    place=None,
+    tuning_log: str | None = None,
+):
     """The compiled artifact for a lowered module: source text, callable on
-    `(*inputs, params=...)`. C: cbuild (cached shared library); OpenCL: pyopencl;
-    dlp: DLP C on the simulator."""
+    `(*inputs, params=...)`. C: cbuild (cached shared library); OpenCL: pyopencl (its GPU
+    plans' params from `tuning_log`); dlp: DLP C on the simulator."""
     try:
         if target == "c":
             from dlpc.backends.runtime.cbuild import CFunction as Function
@@ -299,11 +323,10 @@ def _runtime(target: str, lowered: ModuleOp, name: str, profile: str | None = No
             from dlpc.backends.runtime.dlp_sim import DlpFunction as Function
     except ImportError as e:
         raise DlpcError(f"error: target '{target}' is not available ({e})") from None
-    if target == "opencl" and place is not None:  # (a runtime device: device buffers)
-        cl_device = place.backend.cl_device
-        return Function(lowered, name=name, profile=profile, device=cl_device, svm=False)  # pyright: ignore[reportCallIssue]
-    if target == "opencl":  # (its launch plans: "cpu", "gpu" or the device's)
-        return Function(lowered, name=name, profile=profile)  # pyright: ignore[reportCallIssue]
+    if target == "opencl":  # (its launch plans: "cpu", "gpu" or the device's; on a
+        # runtime device, device buffers)
+        where = {"device": place.backend.cl_device, "svm": False} if place is not None else {}
+        return Function(lowered, name=name, profile=profile, tuning_log=tuning_log, **where)  # pyright: ignore[reportCallIssue]
     return Function(lowered, name=name)
 
 
@@ -411,10 +434,16 @@ def compile(
         place, target = _placement(device, target, model, bool(buckets or max_dims or tiles))
     if target not in TARGETS:
         raise DlpcError(f"error: unsupported target '{target}' (expected {', '.join(TARGETS)})")
-    if tuning_log and target != "c":
-        raise DlpcError(f"error: a tuning log applies to target 'c', not '{target}'")
+    if tuning_log and target not in ("c", "opencl"):
+        raise DlpcError(f"error: a tuning log applies to target 'c' or 'opencl', not '{target}'")
     from dlpc.runtime import dynamic
 
+    if (
+        tuning_log
+        and target == "opencl"
+        and (buckets or max_dims or tiles or dynamic.is_dynamic(model) or model.specialiser)
+    ):  # (its records are the static program's kernels')
+        raise DlpcError("error: a tuning log for target 'opencl' applies to a static model")
     if buckets or max_dims or tiles or dynamic.is_dynamic(model):
         settings = dict(
             target=target,
@@ -446,6 +475,12 @@ def compile(
     profile = options.pop("profile", None)
     if profile is not None and target != "opencl":
         raise DlpcError(f"error: profile= applies to target 'opencl', not '{target}'")
+    # target opencl: the log's GPU plan params for the device it runs on (`tune/gpu.py`),
+    # given to its runtime; the C loop schedules the pipeline applies are C's alone
+    plan_log = tuning_log if target == "opencl" else None
+    if plan_log:
+        _check_plan_log(plan_log, profile, place)
+        tuning_log = None
     weights = check_weights(model)
     if batch_chunks and target == "c" and place is None and fold_weights and not check_each_pass:
         chunked = _compile_chunks(model, opt_level, tuning_log, options)
@@ -483,7 +518,7 @@ def compile(
     if target == "numpy":
         source = pipeline.emit(lowered, target)
         return CompiledModel(model, target, source, lowered, _numpy_runner(source, weights))
-    function = _runtime(target, lowered, model.name, profile, place)
+    function = _runtime(target, lowered, model.name, profile, place, plan_log)
     function.bind_params(weights)  # resident: checked and converted once, not per call
     if key is not None:
         from dlpc.backends.runtime import artifact

@@ -16,6 +16,13 @@ bar (tqdm: rate, ETA) goes to stderr when it is a terminal; a summary table (def
 best time per kernel) to stdout; `--plot` writes a PNG of each kernel's best time against
 the trial count over the whole history in the log (needs matplotlib: the `tune` extra).
 Every option, the log and matplotlib are checked before any work is done.
+
+`--target opencl` tunes the GPU launch plans instead (`tune/gpu.py`, docs/opencl.md
+"Tuning the GPU plans"): per kernel of the model's GPU-plan program, its work-group size,
+row lanes and split reductions, measured on the default OpenCL device by profiling
+events after checking the result against the numpy reference; its records are keyed by
+the device's name and apply to `dlpc.compile(model, target="opencl", profile="gpu",
+tuning_log=...)` and `dlpc-run --target opencl --tuning-log` on that device.
 """
 
 from __future__ import annotations
@@ -46,6 +53,7 @@ from dlpc.tools.common import (
 
 EXAMPLE = "dlpc-tune examples/mlp.dlpc --trials 16 --log tune.jsonl"
 TARGET = "c"
+TARGETS = ("c", "opencl")
 
 
 def parser() -> ToolArgumentParser:
@@ -56,7 +64,20 @@ def parser() -> ToolArgumentParser:
     p.add_argument(
         "model", help="model file: .dlpc, .onnx or .mlir (graph IR); - reads stdin (--format)"
     )
-    p.add_argument("--trials", type=int, default=32, help="new measurements in all (default 32)")
+    p.add_argument(
+        "--target",
+        default="c",
+        choices=TARGETS,
+        help="c: the C loop schedules (default); opencl: the GPU launch plans' params on "
+        "the default OpenCL device",
+    )
+    p.add_argument(
+        "--trials",
+        type=int,
+        default=32,
+        help="new measurements in all (default 32); --target opencl: programs, each "
+        "trying a candidate for every kernel",
+    )
     p.add_argument(
         "--time-budget",
         type=float,
@@ -134,6 +155,11 @@ def check_options(args) -> None:
     for flag, value in (("--timeout", args.timeout), ("--time-budget", args.time_budget)):
         if value is not None and not value > 0:
             raise DlpcError(f"dlpc-tune: error: {flag} must be > 0 seconds, got {value}")
+    if args.target == "opencl":
+        require("pyopencl", "opencl", "dlpc-tune --target opencl")
+        for flag, given in (("--dims", args.dims), ("--plot", args.plot)):
+            if given:
+                raise DlpcError(f"dlpc-tune: error: {flag} applies to --target c, not opencl")
     check_model_path(args.model, args.format)
     args.dims = parse_dims(args.dims, "--dims", many=False)
     check_file(args.weights, "weights file")
@@ -287,9 +313,51 @@ def symbolic_maxima(model: Model, dims: dict[str, int]) -> dict[str, int] | None
     return maxima
 
 
+def run_opencl(args) -> int:
+    """`--target opencl`: the GPU plans' search (`tune.gpu.GpuTuner`) and its table."""
+    from dlpc.passes.schedule.tuning_log import TuningLog
+    from dlpc.tune.gpu import DEFAULT_PARAMS, GpuTuner
+
+    TuningLog(args.log)  # a malformed log is an error now, not after the lowering
+    model = load_model(args.model, args.format, args.weights, args.batch)
+    strategy = "grid" if args.strategy == "grid" else "random"
+    tuner = GpuTuner(
+        model, log=args.log, strategy=strategy, seed=args.seed, verify=args.verify,
+        opt_level=args.opt_level,
+    )  # fmt: skip
+    if not tuner.tasks:
+        print("dlpc-tune: no kernels whose GPU plan has choices in the model", file=sys.stderr)
+        return 0
+    print(
+        f"dlpc-tune: GPU plans of {len(tuner.tasks)} kernel(s) on '{tuner.machine}' "
+        f"({tuner.profile.units} compute units, work-groups up to {tuner.profile.max_group})",
+        file=sys.stderr,
+    )
+    failed = 0
+    bar = progress(total=args.trials, desc="tuning", unit="trial", disable=args.quiet or None)
+    with bar:
+        for ev in tuner.run(trials=args.trials, time_budget=args.time_budget):
+            if ev.trial < 0:
+                continue
+            failed += not ev.ok
+            bar.update(ev.trial - bar.n)
+    print(f"{'kernel':32s} {'default (ms)':>12s} {'best (ms)':>12s} {'speedup':>8s}  best params")
+    for task in tuner.tasks:
+        best = tuner.best(task)
+        d = tuner.median(task, DEFAULT_PARAMS)
+        b = tuner.median(task, best) if best is not None else None
+        speed = f"{d / b:.2f}x" if d and b else "-"
+        shown = [f"{x * 1e3:12.4f}" if x else f"{'-':>12s}" for x in (d, b)]
+        print(f"{task.kernels[0]:32s} {shown[0]} {shown[1]} {speed:>8s}  {best or '-'}")
+    print(f"log: {args.log} ({len(tuner.log.records)} records, {failed} failed this run)")
+    return 0
+
+
 def run(argv: list[str] | None) -> int:
     args = parser().parse_args(argv)
     check_options(args)
+    if args.target == "opencl":
+        return run_opencl(args)
     from dlpc.passes.pipeline import PipelineOptions, lower
     from dlpc.passes.schedule.tuning_log import TuningLog
     from dlpc.tune.search import Tuner

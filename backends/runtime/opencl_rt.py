@@ -738,15 +738,19 @@ def plan_function(
     team: list | None = None,
     vector_width: int | None = None,
     profile: str | None = None,
+    gpu_params: dict | None = None,
+    tuning_log: str | None = None,
 ) -> OpenCLPlan:
     """The plan of `module` (@main `fn`, its arguments' `(shape, dtype)`s): the device
     (`choose_device`) or a team (`choose_team`), the program emitted for it (chains,
     split by images, team chains), then the buffers (`_plan_buffers`). `profile`
-    "gpu" (`launch_profile`): GPU-shaped launches on `device` or the default device."""
+    "gpu" (`launch_profile`): GPU-shaped launches on `device` or the default device,
+    with `gpu_params` (kernel name -> `GpuParams`) and a tuning log's params for that
+    device (`_gpu_plan`)."""
     from dlpc.backends.opencl import OpenCLEmitter
 
     if launch_profile(profile, device) == "gpu":
-        return _gpu_plan(module, fn, device, vector_width)
+        return _gpu_plan(module, fn, device, vector_width, gpu_params, tuning_log)
 
     # the lanes' width: the device's (`device_vector_width`), or the caller's (8: the plan
     # `dlpc --emit=opencl` writes)
@@ -808,6 +812,13 @@ def plan_function(
 PROFILES = ("cpu", "gpu")
 
 
+def device_key(device) -> str:
+    """The name GPU-plan tuning records are keyed by (`tune/gpu.py`): the OpenCL
+    device's name as the driver gives it (`NVIDIA H200`, PoCL's `cpu-haswell-...`),
+    spaces trimmed; a log from one device never applies on another."""
+    return " ".join(str(device.name).split())
+
+
 def launch_profile(profile: str | None, device=None) -> str:
     """The launch plans a model gets: `profile` ("cpu" or "gpu"), else
     `$DLPC_OPENCL_PROFILE`, else "gpu" when the device (`device`, else the default
@@ -821,16 +832,27 @@ def launch_profile(profile: str | None, device=None) -> str:
     return "cpu" if _cpu(device if device is not None else default_device()) else "gpu"
 
 
-def _gpu_plan(module, fn, device, vector_width) -> OpenCLPlan:
+def _gpu_plan(
+    module, fn, device, vector_width, gpu_params: dict | None = None, tuning_log: str | None = None
+) -> OpenCLPlan:
     """`plan_function` under the GPU profile: every kernel its own launch on one
-    in-order queue (`backends.opencl.gpu_launch`), no chains or teams."""
+    in-order queue (`backends.opencl.gpu_launch`), no chains or teams. Each kernel's
+    plan params (`GpuParams`): `gpu_params`' by its name, else the tuning log's best
+    record for its signature measured on this device (by name, `tune.gpu.logged_params`),
+    else the defaults."""
     from dlpc.backends.opencl import OpenCLEmitter
     from dlpc.backends.opencl.gpu_launch import GpuProfile
 
     if device is None:
         device = default_device()
     gpu = GpuProfile(int(device.max_work_group_size), int(device.max_compute_units))
-    emitter = OpenCLEmitter(module, gpu=gpu)  # (no lanes: `vector_width` is unused)
+    params = {}
+    if tuning_log:
+        from dlpc.tune.gpu import logged_params
+
+        params = logged_params(tuning_log, module, device_key(device))
+    params.update(gpu_params or {})
+    emitter = OpenCLEmitter(module, gpu=gpu, gpu_params=params)  # (no lanes: no width)
     source = emitter.emit()
     aliases = reshape_aliases(fn)
     homes, slots, global_values, steps, aliased = _plan_buffers(module, fn, aliases, False)
@@ -1017,7 +1039,12 @@ class OpenCLFunction(ModuleFunction):
         vector_width=None,
         profile: str | None = None,
         svm: bool = True,
+        gpu_params: dict | None = None,
+        tuning_log: str | None = None,
     ):
+        """`gpu_params` (kernel name -> `GpuParams`) and `tuning_log` (`dlpc-tune --target
+        opencl`'s records for this device) choose the GPU plans' params (`_gpu_plan`);
+        the CPU plans take neither."""
         from dlpc.backends.c import find_main
 
         self.lock = threading.Lock()
@@ -1033,6 +1060,8 @@ class OpenCLFunction(ModuleFunction):
             team=team,
             vector_width=vector_width,
             profile=self.plans,
+            gpu_params=gpu_params,
+            tuning_log=tuning_log,
         )
         self._bind(module, plan, name)
 
