@@ -295,8 +295,9 @@ def _check_plan_log(path: str, profile: str | None, place=None) -> None:
 
     if launch_profile(profile, place.backend.cl_device if place is not None else None) != "gpu":
         raise DlpcError(
-            "error: a tuning log for target 'opencl' applies to its GPU launch plans "
-            "(profile='gpu' or DLPC_OPENCL_PROFILE=gpu); this device gets the CPU plans"
+            "error: a tuning log applies to target 'c' and to target 'opencl''s GPU "
+            "launch plans (profile='gpu' or DLPC_OPENCL_PROFILE=gpu); this device gets the "
+            "CPU plans"
         )
     from dlpc.passes.schedule.tuning_log import TuningLog
 
@@ -434,8 +435,8 @@ def compile(
         place, target = _placement(device, target, model, bool(buckets or max_dims or tiles))
     if target not in TARGETS:
         raise DlpcError(f"error: unsupported target '{target}' (expected {', '.join(TARGETS)})")
-    if tuning_log and target not in ("c", "opencl"):
-        raise DlpcError(f"error: a tuning log applies to target 'c' or 'opencl', not '{target}'")
+    if tuning_log and target not in ("c", "opencl"):  # (opencl: its GPU plans, below)
+        raise DlpcError(f"error: a tuning log applies to target 'c', not '{target}'")
     from dlpc.runtime import dynamic
 
     if (
