@@ -286,6 +286,17 @@ def _numpy_runner(source: str, weights: dict) -> Callable:
     return lambda arrays: list(main(*arrays, params=weights))
 
 
+def _opencl_plans(profile: str | None, place=None) -> str:
+    """Target opencl: the launch plans ("cpu" or "gpu", `opencl_rt.launch_profile`) of the
+    device the model runs on (`place`'s, else the default device), resolved before
+    lowering, since graph-winograd's cost rule is the plans'."""
+    try:
+        from dlpc.backends.runtime.opencl_rt import launch_profile
+    except ImportError as e:
+        raise DlpcError(f"error: target 'opencl' is not available ({e})") from None
+    return launch_profile(profile, place.backend.cl_device if place is not None else None)
+
+
 def _check_plan_log(path: str, profile: str | None, place=None) -> None:
     """A tuning log given for target opencl: `dlpc-tune --target opencl`'s records, which
     choose GPU plans (`tune/gpu.py`); a one-line error under the CPU plans (`profile`,
@@ -476,6 +487,8 @@ def compile(
     profile = options.pop("profile", None)
     if profile is not None and target != "opencl":
         raise DlpcError(f"error: profile= applies to target 'opencl', not '{target}'")
+    if target == "opencl":  # (before lowering: graph-winograd's cost rule is the plans')
+        profile = _opencl_plans(profile, place)
     # target opencl: the log's GPU plan params for the device it runs on (`tune/gpu.py`),
     # given to its runtime; the C loop schedules the pipeline applies are C's alone
     plan_log = tuning_log if target == "opencl" else None
@@ -509,6 +522,7 @@ def compile(
         tuning_log=tuning_log,
         schedule=pipeline.schedules_for(target),
         target=target if target in pipeline.TARGET_PASSES else None,  # (its printer's IR)
+        opencl_plans=profile or "cpu",
         extra=pass_options(options),
         checker=_checker(weights) if check_each_pass else None,
         verify_each=dlpc_settings.flag("DLPC_VERIFY_EACH"),  # else the input and the result

@@ -140,6 +140,9 @@ class PipelineOptions:
     # the target lowered for: its `TARGET_PASSES` follow the common ones; None: the C
     # target's with `schedule`, else none (te-to-loop's nests as scheduled)
     target: str | None = None
+    # target opencl: its launch plans, "cpu" or "gpu" (`opencl_rt.launch_profile`, which
+    # `dlpc.compile` resolves before lowering): graph-winograd's cost rule is the plans'
+    opencl_plans: str = "cpu"
     # verify the IR after every pass (mlir-opt's -verify-each, its default); off, `lower`
     # verifies its input and its result only (dlpc.compile's default, DLPC_VERIFY_EACH;
     # docs/pipeline.md#verification). A checker always verifies each pass.
@@ -153,6 +156,10 @@ class PipelineOptions:
         if self.target is not None and self.target not in TARGET_PASSES:
             raise DlpcError(
                 f"error: unknown target '{self.target}' (expected {', '.join(TARGET_PASSES)})"
+            )
+        if self.opencl_plans not in ("cpu", "gpu"):
+            raise DlpcError(
+                f"error: unknown OpenCL launch plans '{self.opencl_plans}' (expected cpu or gpu)"
             )
         if self.checker is True:
             from dlpc.passes.check import Checker
@@ -422,9 +429,11 @@ def target_of(options: PipelineOptions, stop_at: str) -> str | None:
 
 def _winograd_target(options: PipelineOptions, stop_at: str) -> str | None:
     """The target whose cost rule graph-winograd applies, None where it does not run: C
-    or OpenCL's; an unscheduled lowering to the loop level for no target is OpenCL's
+    or OpenCL's (under OpenCL's GPU launch plans "opencl-gpu"); an unscheduled lowering to the loop level for no target is OpenCL's
     (`schedules_for`); the dlp target and the stages above loop for none take none."""
     target = target_of(options, stop_at)
+    if target == "opencl" and options.opencl_plans == "gpu":
+        return "opencl-gpu"
     if target in ("c", "opencl"):
         return target
     return "opencl" if stop_at == "loop" and target is None else None

@@ -33,8 +33,9 @@ on params and constants (never a training step's weights: dlpc's pipeline runs t
 only when the weights are bound and folded, and for the C and OpenCL targets, see
 passes/pipeline.py), NCHW. Which eligible
 convs change is the option `where`: `all`, `none`, or `pays` (the default) for the convs
-of the cost rule below; `target` (`c`, the default, or `opencl`: the pipeline sets it)
-says whose rule (`pays_opencl` for OpenCL).
+of the cost rule below; `target` (`c`, the default, `opencl` or `opencl-gpu`: the
+pipeline sets it) says whose rule (`pays_opencl` for OpenCL; none pays under OpenCL's
+GPU launch plans).
 
 Cost rule (`pays`), measured on this machine (Zen 4 EPYC, 2 cores, AVX-512; the direct
 conv's register-tiled template runs at ~90 % of one core's FMA peak): 64 channels or
@@ -59,7 +60,9 @@ from dlpc.dialects import graph as g
 from dlpc.passes.graph import _util as u
 
 WHERE = ("pays", "all", "none")
-TARGETS = ("c", "opencl")  # whose cost rule `pays` applies (the pipeline says which)
+# whose cost rule `pays` applies (the pipeline says which): "opencl-gpu" is the OpenCL
+# target under its GPU launch plans
+TARGETS = ("c", "opencl", "opencl-gpu")
 
 # The cost rule (`pays`) for three kernels: the direct conv runs near the FMA peak and
 # scales ~1.8x on 2 threads; the Winograd kernels (a batched matmul with K = input
@@ -107,7 +110,14 @@ and 2 threads: docs/design/graph-passes.md#winograd-fused-small-channels)."""
 def pays(op: g.Conv2DOp, target: str = "c") -> bool:
     """The cost rule of `target`: for C 64+ channels on both sides and 256+ tiles per
     image (three kernels), or 32 or 16 channels on both sides and an even output (the
-    fused kernel); for OpenCL `pays_opencl`."""
+    fused kernel); for OpenCL `pays_opencl`; under OpenCL's GPU launch plans none.
+
+    The GPU plans have no Winograd kernel: the fused chain is written for a CPU
+    work-item (a row of tiles in 32 KB of private memory) and a GPU plan runs it on one
+    work-item, while the direct conv gets a work-item per output (on an H200, resnet at
+    batch 32: 1743 ms with the chains, docs/opencl.md#gpu-launch-plans)."""
+    if target == "opencl-gpu":
+        return False
     if target == "opencl":
         return pays_opencl(op)
     o, c = g.shape_of(op.operands[1])[:2]
@@ -188,7 +198,7 @@ class GraphWinograd(ModulePass):
             )
         if self.target not in TARGETS:
             raise DlpcError(
-                f"error: graph-winograd target must be c or opencl, got '{self.target}'"
+                f"error: graph-winograd target must be c, opencl or opencl-gpu, got '{self.target}'"
             )
         if self.where == "none":
             return

@@ -2,6 +2,15 @@
 // RUN: dlpc-opt %s -p 'graph-winograd{where=all}' | filecheck %s --check-prefix=ALL
 // RUN: dlpc-opt %s -p 'graph-winograd{where=none}' | filecheck %s --check-prefix=NONE
 // RUN: dlpc-opt %s -p 'graph-winograd{target=opencl}' | filecheck %s --check-prefix=OCL
+// RUN: dlpc-opt %s -p 'graph-winograd{target=opencl-gpu}' | filecheck %s --check-prefix=GPU
+// RUN: dlpc-opt %s -p 'graph-winograd{target=opencl-gpu where=all}' | filecheck %s --check-prefix=GPUALL
+
+// Under OpenCL's GPU launch plans no conv pays (the plans have no Winograd kernel: the
+// direct conv gets a work-item per output), not even the ones the CPU plans' rule takes
+// (@opencl_rule's first two); `where=all` still rewrites every eligible conv.
+// GPU-NOT:     winograd
+// GPUALL:      func.func @pays
+// GPUALL:        graph.winograd_output_transform
 
 // A 64 -> 64 stride-1 3x3 conv on 32x32 with a static weight and a bias: the cost
 // rule's (64 channels or more, 256 tiles or more): filter transform (its per-image reshape is folded with it when the

@@ -363,7 +363,7 @@ def test_winograd_all_matches_the_reference_with_bias_and_batch():
     "opt,message",
     [
         ("where=some", "error: graph-winograd where must be pays, all or none, got 'some'"),
-        ("target=dlp", "error: graph-winograd target must be c or opencl, got 'dlp'"),
+        ("target=dlp", "error: graph-winograd target must be c, opencl or opencl-gpu, got 'dlp'"),
     ],
 )
 def test_winograd_option_diagnostics(opt, message):
