@@ -17,12 +17,17 @@ time of `--repeat` (30) calls of:
   interpreter) on `--device` (default cuda when available), inputs already on the
   device, timed to `torch.cuda.synchronize()`;
 
-with the OpenCL device's name, and checks dlpc's output against the numpy reference:
+with the OpenCL device's name (NVIDIA's OpenCL registered for the loader first when the
+driver's library is there but /etc/OpenCL/vendors lacks its .icd: `register_nvidia_icd`),
+and checks dlpc's output against the numpy reference:
 max |dlpc - reference| / max |reference| <= `--tolerance` (1e-6), or <= torch's own error
 on the same inputs when that is larger (the reference is float32 numpy, summing in its
 own order: torch on lenet at batch 32 is 1.1e-6 from it). The exit status is 1 when a
 check fails. `--device none` leaves torch out (a machine without it or without
 CUDA); `--dry-run` takes 3 calls per figure (a check of the script, not a measure).
+`--kernels DIR` also writes, per row, DIR/NAME-bBATCH.txt: every kernel's device time
+(OpenCL profiling events, `dlpc-run --profile`'s table) with its NDRange and work-group,
+and DIR/NAME-bBATCH.cl, the program: what the next change to the plans is read from.
 """
 
 from __future__ import annotations
@@ -63,6 +68,39 @@ def install_wheels(wheels: Path) -> None:
     importlib.invalidate_caches()
 
 
+#: where a driver install puts NVIDIA's OpenCL library (the ICD that the loader needs)
+NVIDIA_OPENCL = (
+    "/usr/lib/x86_64-linux-gnu/libnvidia-opencl.so.1",
+    "/usr/lib64/libnvidia-opencl.so.1",
+    "/usr/lib/libnvidia-opencl.so.1",
+    "/usr/local/nvidia/lib64/libnvidia-opencl.so.1",
+)
+
+
+def register_nvidia_icd(vendors: Path = Path("/etc/OpenCL/vendors")) -> str | None:
+    """The path of NVIDIA's OpenCL library when the driver has it but the ICD loader's
+    vendor directory does not list it (a container given the driver's libraries without
+    its /etc/OpenCL/vendors/nvidia.icd: the H200 machine's, where the platform list held
+    PoCL alone), after pointing `OCL_ICD_VENDORS` at a directory of the registered
+    vendors plus it; None when nothing was needed or found. Call before pyopencl loads."""
+    if os.environ.get("OCL_ICD_VENDORS"):
+        return None  # (the user's choice)
+    registered = sorted(vendors.glob("*.icd")) if vendors.is_dir() else []
+    if any("nvidia" in p.read_text(errors="replace").lower() for p in registered):
+        return None
+    lib = next((p for p in NVIDIA_OPENCL if Path(p).exists()), None)
+    if lib is None:
+        return None
+    import tempfile
+
+    here = Path(tempfile.mkdtemp(prefix="dlpc-icd-"))
+    for p in registered:
+        (here / p.name).write_text(p.read_text(errors="replace"))
+    (here / "nvidia.icd").write_text(lib + "\n")
+    os.environ["OCL_ICD_VENDORS"] = str(here)
+    return lib
+
+
 def median_ms(call, repeat: int, sync=None) -> float:
     """Median wall time of `repeat` calls (after 3 warm-up calls), in ms."""
     for _ in range(3):
@@ -98,6 +136,26 @@ def torch_column(model, inputs, device: str, repeat: int):
     return ms, out.cpu().numpy()
 
 
+def write_profile(stem: Path, compiled, inputs, repeat: int) -> None:
+    """`stem`.txt: the per-kernel profile of `compiled` and each kernel's launch;
+    `stem`.cl: its OpenCL program."""
+    from dlpc.backends.runtime.opencl_rt import opencl_profile
+    from dlpc.backends.runtime.profile import format_profile
+
+    function = compiled.artifact
+    rows, call = opencl_profile(function, compiled.lowered, inputs, repeat)
+    launches = [
+        f"{launch.name}: global {launch.global_size} local {launch.local_size}"
+        + (f" lanes {sorted(launch.lanes.values())}" if launch.lanes else "")
+        + (" split" if launch.split else "")
+        for launch in function.plan.launches.values()
+    ]
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    text = format_profile(rows, call) + "\n\nlaunches:\n" + "\n".join(launches) + "\n"
+    stem.with_suffix(".txt").write_text(text)
+    stem.with_suffix(".cl").write_text(function.source)
+
+
 def relative_error(out, ref) -> float:
     import numpy as np
 
@@ -118,12 +176,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--platform", help="DLPC_OPENCL_PLATFORM (e.g. NVIDIA)")
     p.add_argument("--tolerance", type=float, default=1e-6)
     p.add_argument("--dry-run", action="store_true", help="3 calls a figure")
+    p.add_argument("--kernels", dest="profile_dir", type=Path, help="per-kernel times here")
     args = p.parse_args(argv)
     started = time.perf_counter()
     if args.wheels is not None:
         install_wheels(args.wheels)
     if args.platform:
         os.environ["DLPC_OPENCL_PLATFORM"] = args.platform
+    lib = register_nvidia_icd()
+    if lib is not None:
+        print(f"registered NVIDIA's OpenCL ({lib}): the ICD loader's vendors did not list it")
     repeat = 3 if args.dry_run else args.repeat
     device = args.device
     if device == "auto":
@@ -172,6 +234,8 @@ def main(argv: list[str] | None = None) -> int:
             if error > bound:
                 failed.append(f"{name} batch {batch}: error {error:.3g} > {bound:.3g}")
             print("| " + " | ".join(row) + " |", flush=True)
+            if args.profile_dir is not None:
+                write_profile(args.profile_dir / f"{name}-b{batch}", compiled, inputs, repeat)
     print(f"\n{time.perf_counter() - started:.0f} s in all")
     for line in failed:
         print(f"opencl_gpu.py: error: {line}", file=sys.stderr)

@@ -5,6 +5,7 @@ rounded-up NDRanges guarded), and how the profile is chosen."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -180,17 +181,52 @@ def test_compile_profile_and_dlpc_run_prints_the_device(capsys):
     assert "--opencl-profile needs --target opencl" in capsys.readouterr().err
 
 
-def test_bench_opencl_gpu_dry_run(capsys):
-    """bench/opencl_gpu.py on this CPU platform without torch: the table's row, the
-    device's name, exit 0 within the tolerance."""
+def _bench():
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("opencl_gpu", ROOT / "bench" / "opencl_gpu.py")
     assert spec is not None and spec.loader is not None
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
+    return bench
+
+
+def test_bench_opencl_gpu_dry_run(capsys, tmp_path):
+    """bench/opencl_gpu.py on this CPU platform without torch: the table's row, the
+    device's name, exit 0 within the tolerance; `--kernels DIR` writes each row's
+    per-kernel profile with the launches, and its program."""
     argv = ["--device", "none", "--dry-run", "--models", "mlp", "--batches", "1"]
-    assert bench.main(argv) == 0
+    assert _bench().main([*argv, "--kernels", str(tmp_path / "k")]) == 0
     out = capsys.readouterr().out
     assert "OpenCL device: " in out and "plans gpu" in out
     assert "| mlp | 1 | " in out and "| n/a | n/a |" in out
+    profile = (tmp_path / "k" / "mlp-b1.txt").read_text()
+    assert "total (3 kernels)" in profile and "whole call" in profile
+    assert "kernel_linear_relu_0: global (" in profile and " split" in profile
+    assert "__kernel void kernel_linear_relu_0(" in (tmp_path / "k" / "mlp-b1.cl").read_text()
+
+
+def test_bench_registers_nvidia_icd(tmp_path, monkeypatch):
+    """The driver's OpenCL library present but not in the loader's vendors (the H200
+    machine's container): a vendors directory of the registered ones plus it; nothing
+    when the vendors list it, when the library is absent, or when OCL_ICD_VENDORS is set."""
+    bench = _bench()
+    vendors, lib = tmp_path / "vendors", tmp_path / "libnvidia-opencl.so.1"
+    vendors.mkdir()
+    (vendors / "pocl.icd").write_text("libpocl.so.2\n")
+    lib.write_text("")
+    monkeypatch.delenv("OCL_ICD_VENDORS", raising=False)
+    monkeypatch.setattr(bench, "NVIDIA_OPENCL", ("/nonexistent/lib.so", str(lib)))
+    assert bench.register_nvidia_icd(vendors) == str(lib)
+    here = Path(os.environ["OCL_ICD_VENDORS"])
+    assert sorted(p.name for p in here.iterdir()) == ["nvidia.icd", "pocl.icd"]
+    assert (here / "nvidia.icd").read_text() == f"{lib}\n"
+    assert (here / "pocl.icd").read_text() == "libpocl.so.2\n"
+    assert bench.register_nvidia_icd(vendors) is None  # (set now: the user's)
+    monkeypatch.delenv("OCL_ICD_VENDORS")
+    (vendors / "nvidia.icd").write_text("libnvidia-opencl.so.1\n")
+    assert bench.register_nvidia_icd(vendors) is None  # (listed)
+    (vendors / "nvidia.icd").unlink()
+    monkeypatch.setattr(bench, "NVIDIA_OPENCL", ("/nonexistent/lib.so",))
+    assert bench.register_nvidia_icd(vendors) is None  # (no library)
+    assert "OCL_ICD_VENDORS" not in os.environ
