@@ -230,3 +230,24 @@ def test_bench_registers_nvidia_icd(tmp_path, monkeypatch):
     monkeypatch.setattr(bench, "NVIDIA_OPENCL", ("/nonexistent/lib.so",))
     assert bench.register_nvidia_icd(vendors) is None  # (no library)
     assert "OCL_ICD_VENDORS" not in os.environ
+
+
+def test_bench_opencl_transfer(capsys):
+    """bench/opencl_transfer.py on this platform without CUDA: a row per size, every copy
+    checked (its assert), torch's columns n/a."""
+    import importlib.util
+    import sys
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        spec = importlib.util.spec_from_file_location(
+            "opencl_transfer", ROOT / "bench" / "opencl_transfer.py"
+        )
+        assert spec is not None and spec.loader is not None
+        bench = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(bench)
+        assert bench.main(["--sizes-mb", "0.01,0.02", "--repeat", "1"]) == 0
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    out = capsys.readouterr().out
+    assert "| 0.01 | " in out and "| 0.02 | " in out and out.count("| n/a") >= 2
