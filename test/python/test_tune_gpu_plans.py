@@ -1,0 +1,236 @@
+"""Tuning the GPU launch plans (issue 33; `gpu_launch.GpuParams`, `tune/gpu.py`,
+`dlpc-tune --target opencl`), on the CPU OpenCL platform: the params change the launch
+as asked, a search logs records keyed by the device's name, their replay changes the
+launch and keeps the reference's numbers, another device's records are ignored, bad
+params and bad options are one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import dlpc
+from dlpc.diagnostics import DlpcError
+
+pytest.importorskip("pyopencl", reason="the opencl extra is not installed")
+
+from dlpc.backends.opencl import OpenCLEmitter  # noqa: E402
+from dlpc.backends.opencl.gpu_launch import (  # noqa: E402
+    DEFAULT_PARAMS,
+    GpuParams,
+    GpuProfile,
+    group_shape,
+)
+from dlpc.backends.runtime.opencl_rt import default_device, device_key  # noqa: E402
+from dlpc.passes import pipeline  # noqa: E402
+from dlpc.tools import dlpc_tune  # noqa: E402
+from dlpc.tune import gpu  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+MLP = ROOT / "examples" / "mlp.dlpc"
+H200 = GpuProfile(max_group=1024, units=132)
+
+
+@pytest.fixture(scope="module")
+def mlp4():
+    model = dlpc.load(MLP, batch=4)
+    return model, pipeline.lower(
+        model.module.clone(), "loop", pipeline.PipelineOptions(target="opencl")
+    )
+
+
+def _launches(module, profile, params) -> dict:
+    emitter = OpenCLEmitter(module, gpu=profile, gpu_params=params)
+    emitter.emit()
+    return {k.sym: launch for k, launch in emitter.launches.items()}
+
+
+def test_defaults_are_the_constants(mlp4):
+    """No params and the default params plan alike (today's constants)."""
+    _, module = mlp4
+    plain = _launches(module, H200, {})
+    given = _launches(module, H200, {name: DEFAULT_PARAMS for name in plain})
+    assert [gpu.launch_key(a) for a in plain.values()] == [
+        gpu.launch_key(b) for b in given.values()
+    ]
+
+
+def test_params_change_the_launch(mlp4):
+    """On the H200's figures: mlp's linears at batch 4 split each sum over 64 work-items
+    by default; split_items 128 makes groups of 128, 0 no split (a work-item per output,
+    the batch in lanes: row_lanes 4, or 2, or none); group_items sizes the groups."""
+    _, module = mlp4
+    name = "linear_relu_0"
+    default = _launches(module, H200, {})[name]
+    assert default.split is not None and default.local_size == (64, 1)
+    assert default.global_size == (256 * 64, 4)  # (256 features, the batch's 4 rows)
+    wide = _launches(module, H200, {name: GpuParams(split_items=128)})[name]
+    assert wide.split is not None and wide.local_size == (128, 1)
+    assert wide.global_size == (256 * 128, 4)
+    for lanes, rows in ((4, 1), (2, 2), (1, 4)):
+        p = GpuParams(group_items=64, row_lanes=lanes, split_items=0)
+        launch = _launches(module, H200, {name: p})[name]
+        assert launch.split is None
+        assert launch.global_size == (256, rows) and np.prod(launch.local_size) <= 64
+        assert sorted(launch.lanes.values()) == ([lanes] if lanes > 1 else [])
+    other = _launches(module, H200, {name: GpuParams(split_items=128)})
+    assert other["linear_relu_1"].local_size == default.local_size  # (by name: this one)
+
+
+def test_group_shape_follows_the_params():
+    assert group_shape((1 << 20,), H200, GpuParams(group_items=1024)) == (1024,)
+    assert group_shape((65536,), H200, GpuParams(group_items=1024)) == (256,)  # (132 units)
+    assert group_shape((4096,), H200, GpuParams(group_items=1024, min_group_items=32)) == (32,)
+    assert group_shape((4096,), H200) == (64,)
+
+
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        (GpuParams(group_items=96), "group_items must be a power of two, got 96"),
+        (GpuParams(group_items=2048), "group_items 2048 is over the device's largest"),
+        (GpuParams(split_items=48), "split_items must be a power of two, got 48"),
+        (GpuParams(row_lanes=0), "row_lanes must be an integer from 1 to 16, got 0"),
+        (GpuParams(min_group_items=512), "min_group_items 512 is over group_items 256"),
+    ],
+)
+def test_bad_params_are_one_line(mlp4, params, message):
+    _, module = mlp4
+    with pytest.raises(DlpcError) as e:
+        _launches(module, H200, {"linear_relu_0": params})
+    assert message in str(e.value) and "\n" not in str(e.value)
+    assert "kernel 'linear_relu_0'" in str(e.value)
+
+
+def test_bad_record_params_are_one_line():
+    with pytest.raises(DlpcError, match=r"unknown key 'tile'"):
+        GpuParams.from_dict({"tile": 4})
+    with pytest.raises(DlpcError, match=r"row_lanes must be an integer, got '4'"):
+        GpuParams.from_dict({"row_lanes": "4"})
+
+
+def test_space_is_capped_by_the_device():
+    points = gpu.space(GpuProfile(max_group=128, units=4))
+    assert points[0] == DEFAULT_PARAMS
+    assert max(p.group_items for p in points[1:]) == 128
+    assert all(p.split_items <= 128 for p in points)
+    assert len(set(points)) == len(points)
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory):
+    """A short search of mlp at batch 4 on this device: (log path, its records)."""
+    log = tmp_path_factory.mktemp("tune") / "gpu.jsonl"
+    rc = dlpc_tune.main(
+        [str(MLP), "--target", "opencl", "--batch", "4", "--trials", "3", "--verify", "1"]
+        + ["--log", str(log), "--quiet", "--strategy", "grid"]
+    )
+    assert rc == 0
+    return log, [json.loads(line) for line in log.read_text().splitlines()]
+
+
+def test_search_logs_records_keyed_by_the_device(tuned):
+    _, records = tuned
+    here = device_key(default_device())
+    assert records and all(r["machine"] == here for r in records)
+    assert all(r["target"] == "opencl-gpu" and r["template"] == "gpu-plan" for r in records)
+    assert {r["kernel"] for r in records} == {"linear_relu_0", "linear_relu_1", "linear_4"}
+    for r in records:  # every record's params are a valid point, its script their text
+        p = GpuParams.from_dict(r["params"])
+        assert r["script"] == str(p) and r["ok"] and r["time"] > 0
+    first = [r for r in records if r["kernel"] == "linear_4"][0]
+    assert first["params"] == DEFAULT_PARAMS.to_dict()  # (the defaults are measured first)
+    tried = {json.dumps(r["params"], sort_keys=True) for r in records if r["kernel"] == "linear_4"}
+    assert len(tried) >= 3  # (3 trials: 3 distinct candidates)
+
+
+def _best_is_not_default(log: Path) -> Path:
+    """The log with one more record making a non-default plan the best of linear_4."""
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    rec = dict([r for r in records if r["kernel"] == "linear_4"][0])
+    rec.update(params=GpuParams(32, 32, 2, 0).to_dict(), time=1e-9)
+    rec["script"] = str(GpuParams(32, 32, 2, 0))
+    out = log.with_name("best.jsonl")
+    out.write_text(log.read_text() + json.dumps(rec) + "\n")
+    return out
+
+
+def test_replay_applies_the_records_and_keeps_the_numbers(tuned):
+    log, _ = tuned
+    log = _best_is_not_default(log)
+    model = dlpc.load(MLP, batch=4)
+    plain = dlpc.compile(model, target="opencl", profile="gpu")
+    replayed = dlpc.compile(model, target="opencl", profile="gpu", tuning_log=str(log))
+
+    def launch(compiled, name):
+        return next(v for k, v in compiled.artifact.plan.launches.items() if k.sym == name)
+
+    assert launch(plain, "linear_4").split is not None
+    tuned_launch = launch(replayed, "linear_4")
+    assert tuned_launch.split is None and tuned_launch.local_size[0] <= 32
+    assert list(tuned_launch.lanes.values()) == [2]
+    inputs = dlpc.api.random_inputs(model, seed=5)
+    for out, ref in zip(replayed(*inputs), dlpc.api.reference(model, inputs)):
+        np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5)
+
+
+def test_records_of_another_device_are_ignored(tuned, capsys):
+    log, _ = tuned
+    log = _best_is_not_default(log)
+    other = log.with_name("other.jsonl")
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    other.write_text("".join(json.dumps({**r, "machine": "NVIDIA H200"}) + "\n" for r in lines))
+    model = dlpc.load(MLP, batch=4)
+    compiled = dlpc.compile(model, target="opencl", profile="gpu", tuning_log=str(other))
+    launch = next(v for k, v in compiled.artifact.plan.launches.items() if k.sym == "linear_4")
+    assert launch.split is not None  # (the default plan)
+    err = capsys.readouterr().err
+    assert "3 kernel(s)" in err and "only for other devices" in err
+
+
+def test_a_log_needs_the_gpu_plans(tuned):
+    log, _ = tuned
+    model = dlpc.load(MLP, batch=4)
+    with pytest.raises(DlpcError, match=r"^error: a tuning log applies to target 'c' and to"):
+        dlpc.compile(model, target="opencl", profile="cpu", tuning_log=str(log))
+
+
+def test_tune_refuses_bad_options(capsys, tmp_path):
+    log = str(tmp_path / "t.jsonl")
+    assert dlpc_tune.main([str(MLP), "--target", "cuda", "--log", log]) != 0
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("dlpc-tune: error: argument --target: invalid choice: 'cuda'")
+    assert len(err.splitlines()) == 1
+    assert dlpc_tune.main([str(MLP), "--target", "opencl", "--plot", "p.png", "--log", log]) != 0
+    err = capsys.readouterr().err.strip()
+    assert err == "dlpc-tune: error: --plot applies to --target c, not opencl"
+    assert not Path(log).exists()
+
+
+def test_a_wrong_candidate_is_rejected(tmp_path):
+    """A candidate whose program differs from the reference is logged failed (found by
+    measuring the trial's candidates one kernel at a time), never the best; the others of
+    its trial keep their times."""
+
+    class Wrong(gpu.GpuTuner):
+        def measure(self, params):
+            if params.get("linear_4", DEFAULT_PARAMS).split_items == 0:
+                return "wrong result: differs from the numpy reference", {}
+            return super().measure(params)
+
+    model = dlpc.load(MLP, batch=4)
+    tuner = Wrong(model, log=str(tmp_path / "w.jsonl"), strategy="grid", repeat=2, verify=1)
+    events = list(tuner.run(trials=3))
+    wrong = [e for e in events if not e.ok]
+    assert wrong and {e.kernel for e in wrong} == {"linear_4"}
+    assert all(e.params.split_items == 0 for e in wrong)
+    others = [e for e in events if e.trial > 0 and e.kernel != "linear_4"]
+    assert others and all(e.ok for e in others)
+    task = next(t for t in tuner.tasks if "linear_4" in t.kernels)
+    best = tuner.best(task)
+    assert best is not None and best.split_items != 0
+    logged = [json.loads(line) for line in (tmp_path / "w.jsonl").read_text().splitlines()]
+    assert any(not r["ok"] and r["error"].startswith("wrong result") for r in logged)
