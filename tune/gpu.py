@@ -183,7 +183,8 @@ class GpuTuner:
     # ------------------------------------------------------------- measuring
     def measure(self, params: dict[str, GpuParams]) -> tuple[str | None, dict[str, float]]:
         """(None, kernel name -> device seconds) of the program with `params`, or (the
-        one-line reason, {}) when it does not build or differs from the reference."""
+        one-line reason, {}) when it does not build, does not run (the driver refuses a
+        launch) or differs from the reference."""
         from dlpc.backends.runtime.opencl_rt import OpenCLFunction
 
         try:
@@ -195,6 +196,9 @@ class GpuTuner:
             seconds, _ = f.profile_kernels(self.inputs, repeat=self.repeat, warmup=2)
         except DlpcError as e:
             return " ".join(str(e).split())[:300], {}
+        except Exception as e:  # noqa: BLE001 - a driver's refusal (a group too big for
+            # the kernel's registers: CL_INVALID_WORK_GROUP_SIZE) fails this candidate only
+            return f"{type(e).__name__}: {' '.join(str(e).split())[:300]}", {}
         return None, {k.sym: t for k, t in zip(f.kernel_ops, seconds)}
 
     def _record(self, task: GpuTask, p: GpuParams, t: float | None, error: str | None) -> None:
