@@ -411,6 +411,10 @@ def compile(
     `fold_weights=False` keeps every subgraph over the weights in the compiled code: for
     weights that change between calls (a training step's, `dlpc.train`).
 
+    `tuning_log` (`dlpc-tune`'s records): C, the tuned loop schedules; target opencl under
+    its GPU plans, each kernel's plan params tuned on the device it runs on
+    (`dlpc-tune --target opencl`, `tune/gpu.py`), the defaults elsewhere.
+
     `options` configure passes by name: `dlpc.compile(m, graph_fuse={"horizontal": False})`.
 
     `check_each_pass=True` runs the model on seeded random inputs (its own weights) before
