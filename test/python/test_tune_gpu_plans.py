@@ -234,3 +234,32 @@ def test_a_wrong_candidate_is_rejected(tmp_path):
     assert best is not None and best.split_items != 0
     logged = [json.loads(line) for line in (tmp_path / "w.jsonl").read_text().splitlines()]
     assert any(not r["ok"] and r["error"].startswith("wrong result") for r in logged)
+
+
+def test_a_resumed_search_measures_only_new_candidates(tuned, tmp_path):
+    log, records = tuned
+    copy = tmp_path / "resume.jsonl"
+    copy.write_text(log.read_text())
+    model = dlpc.load(MLP, batch=4)
+    tuner = gpu.GpuTuner(model, log=str(copy), strategy="grid", repeat=2, verify=0)
+    events = list(tuner.run(trials=1))
+    before = {(r["kernel"], r["script"]) for r in records}
+    assert events and all((e.kernel, str(e.params)) not in before for e in events)
+
+
+def test_compare_prints_default_and_tuned(tuned):
+    log, _ = tuned
+    table = gpu.compare(dlpc.load(MLP, batch=4), str(log), repeat=1)
+    lines = table.splitlines()
+    assert lines[0].startswith(f"mlp on {device_key(default_device())} (ms, median of 1)")
+    assert [ln.split()[0] for ln in lines[2:5]] == ["linear_relu_0", "linear_relu_1", "linear_4"]
+    assert lines[-1] == "vs reference: default ok, tuned ok"
+
+
+def test_a_log_needs_a_static_model(tuned):
+    log, _ = tuned
+    model = dlpc.load(MLP, batch=4)
+    with pytest.raises(DlpcError, match=r"^error: a tuning log for target 'opencl' applies to"):
+        dlpc.compile(
+            model, target="opencl", profile="gpu", tuning_log=str(log), max_dims={"batch": 4}
+        )
