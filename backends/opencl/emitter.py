@@ -18,7 +18,8 @@ from dlpc.backends import c as cbe
 from dlpc.backends.c import Buffer, c_type
 from dlpc.backends.names import Scope, c_comment
 from dlpc.backends.opencl.chains import Chain, ChainWriter, batch_split
-from dlpc.backends.opencl.gpu_launch import GpuProfile, plan_gpu_launch
+from dlpc.backends.opencl.gpu_launch import GpuParams, GpuProfile, plan_gpu_launch
+from dlpc.backends.opencl.gpu_tile import plan_tiled, write_tiled
 from dlpc.backends.opencl.kernel_writer import KernelWriter, PermutedBuffer
 from dlpc.backends.opencl.lanes import WIDTH_8, lane_profile
 from dlpc.backends.opencl.launch import Launch, plan_launch, resident_values
@@ -34,11 +35,18 @@ class OpenCLEmitter(ChainWriter):
     enqueues (`launches`, `chains`). The module is only read."""
 
     def __init__(
-        self, module: ModuleOp, vector_width: int = WIDTH_8, gpu: GpuProfile | None = None
+        self,
+        module: ModuleOp,
+        vector_width: int = WIDTH_8,
+        gpu: GpuProfile | None = None,
+        gpu_params: dict[str, GpuParams] | None = None,
     ):
         self.module = module
         # GPU-shaped launch plans (`gpu_launch`) when given, else the CPU's (`plan_launch`)
         self.gpu = gpu
+        # the GPU plans' params by kernel name (a tuning log's, `tune/gpu.py`); others
+        # get the defaults
+        self.gpu_params = gpu_params or {}
         # the lanes by the device's float vector width (`lane_profile`)
         self.profile = lane_profile(vector_width)
         self.top = Scope()
@@ -88,8 +96,10 @@ class OpenCLEmitter(ChainWriter):
         if self.gpu is None and write_fused(self, k, chained):  # a Winograd chain as one
             return  # kernel (opencl_winograd; a GPU plan writes its nests as they are)
         fname = self.top.fresh(k.sym, kind="kernel")
-        if self.gpu is not None:
-            launch = plan_gpu_launch(k, fname, self.gpu, self.resident)
+        if self.gpu is not None:  # a matrix product tiled through `__local` first (`gpu_tile`)
+            launch = plan_tiled(k, fname, self.gpu, self.resident) or plan_gpu_launch(
+                k, fname, self.gpu, self.resident, self.gpu_params.get(k.sym)
+            )
         else:
             launch = plan_launch(k, fname, resident=self.resident, profile=self.profile)
         self.launches[k] = launch
@@ -133,7 +143,10 @@ class OpenCLEmitter(ChainWriter):
             _, elt = cbe.memref_info(launch.split[1].type)
             w.sums = w.names.fresh("group_sums", "sums")
             w.line(f"__local {c_type(elt)} {w.sums}[{launch.local_size[0]}];")
-        w.block(k.block)
+        if launch.tile is not None:
+            write_tiled(w, k, launch)
+        else:
+            w.block(k.block)
         local = "(" + ", ".join(map(str, launch.local_size)) + ")" if launch.local_size else "(-)"
         note = (
             cbe.kernel_note(k)

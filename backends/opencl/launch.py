@@ -27,6 +27,43 @@ from dlpc.dialects.loop import ForOp, KernelOp, defined_inside, spine
 from dlpc.dialects.typed import shape_of
 
 
+@dataclass(frozen=True)
+class TileParams:
+    """A tiled product's sizes (`gpu_tile`, the GPU plans; what a tuner may search): the
+    tile of a work-group (TM rows x TN columns of outputs), the reduction's step TK, and
+    each work-item's register block (RM x RN); RM divides TM and RN divides TN."""
+
+    tm: int = 64
+    tn: int = 64
+    tk: int = 16
+    rm: int = 4
+    rn: int = 4
+
+    @property
+    def group(self) -> tuple[int, int]:
+        """The work-group: (columns, rows) of work-items, dimension 0 first."""
+        return (self.tn // self.rn, self.tm // self.rm)
+
+
+@dataclass(frozen=True)
+class Tile:
+    """A matrix product `gpu_tile.match_product` recognised, and its tile: the output loops (rows
+    outermost first, then the column loop), the reduction loop, its 0-d accumulator, the
+    loads of A (rows x k) and B (k x columns), the epilogue's ops, and M, N, K."""
+
+    params: TileParams
+    rows: tuple[ForOp, ...]
+    col: ForOp
+    red: ForOp
+    acc: SSAValue
+    a: memref.LoadOp
+    b: memref.LoadOp
+    epilogue: tuple[Operation, ...]
+    m: int
+    n: int
+    k: int
+
+
 @dataclass
 class Launch:
     """How one kernel is enqueued: NDRange and the loops mapped onto it."""
@@ -57,6 +94,9 @@ class Launch:
     # a reduction loop split over the work-items of a group (GPU plans, `gpu_launch`):
     # (loop, its accumulator, the combining op's name); its partials meet in `__local`
     split: tuple[ForOp, SSAValue, str] | None = None
+    # a matrix product tiled through `__local` memory with register blocking (GPU plans,
+    # `gpu_tile`): the product and its tile; the kernel is written by `write_tiled`
+    tile: Tile | None = None
 
 
 def _local_stage_plan(g: ForOp):
