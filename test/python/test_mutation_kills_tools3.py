@@ -1358,6 +1358,7 @@ TOOL_DEFAULTS = {
     },
     "dlpc_tune": {
         "model": "m.dlpc",
+        "target": "c",
         "trials": 32,
         "time_budget": None,
         "log": "tune.jsonl",
