@@ -33,7 +33,8 @@ work-groups as the device has compute units, else 32 x 32 in 2 x 2 blocks (256
 work-items, more groups: transformer's linears at batch 32 are 96-128 of them on the
 H200's 132 units). A caller (a tuner) may pass its own `TileParams`.
 `DLPC_OPENCL_TILES=0` in the environment turns the plan off (the programs of
-`plan_gpu_launch` alone, to compare).
+`plan_gpu_launch` alone), `DLPC_OPENCL_TILES=all` tiles every product it recognises
+whatever its size: the three, timed on a GPU, check the rule.
 """
 
 from __future__ import annotations
@@ -62,41 +63,79 @@ OUTPUTS_PER_UNIT = 256
 TILES = (TileParams(), TileParams(tm=32, tn=32, tk=16, rm=2, rn=2))
 
 
-def _plain_index(v: SSAValue, ivs: set) -> bool:
-    """Is `v` one of the loop variables `ivs` or an integer constant?"""
+#: index arithmetic a product's loads may compute their indices with
+INDEX_OPS = {"arith.addi": "+", "arith.subi": "-", "arith.muli": "*"}
+
+
+def _index_expr(v: SSAValue, known: dict[SSAValue, str]) -> str | None:
+    """`v` (an index) as a C expression of the loop variables `known` names: integer
+    constants and `INDEX_OPS` on them; None when it is anything else."""
     if isinstance(v, BlockArgument):
-        return v in ivs
-    return isinstance(v.owner, arith.ConstantOp) and isinstance(v.owner.value, IntegerAttr)
+        return known.get(v)
+    op = v.owner
+    assert isinstance(op, Operation)
+    if isinstance(op, arith.ConstantOp) and isinstance(op.value, IntegerAttr):
+        return str(op.value.value.data)
+    if op.name not in INDEX_OPS or len(op.operands) != 2:
+        return None
+    a, b = (_index_expr(x, known) for x in op.operands)
+    if a is None or b is None:
+        return None
+    if b == "0" and op.name != "arith.muli" or b == "1" and op.name == "arith.muli":
+        return a  # (an extent-1 loop's variable: a 1x1 conv's kernel offsets)
+    if a == "0" and op.name == "arith.addi":
+        return b
+    return f"({a} {INDEX_OPS[op.name]} {b})"
+
+
+def _loops_of(v: SSAValue) -> set[SSAValue]:
+    """The loop variables (block arguments) index `v` is computed from."""
+    if isinstance(v, BlockArgument):
+        return {v}
+    assert isinstance(v.owner, Operation)
+    return {u for x in v.owner.operands for u in _loops_of(x)}
 
 
 def match_product(kernel: KernelOp) -> tuple | None:
-    """(rows, column loop, reduction, accumulator, A's load, B's load, epilogue) when
-    `kernel` is a matrix product the tiled plan writes (module docstring), else None."""
+    """(rows, columns, reduction, its extent-1 inner loops, accumulator, A's load, B's
+    load, epilogue) when `kernel` is a matrix product the tiled plan writes (module
+    docstring), else None. The columns: the output loops B's indices use, the innermost
+    among them; the rows: the others (A's; a loop neither load uses goes with them)."""
     loops = spine(kernel)
     if len(loops) < 2:
         return None
-    rows, col = tuple(loops[:-1]), loops[-1]
     if any((lp.lower, lp.stride) != (0, 1) or not independent(lp) for lp in loops):
         return None
-    ops = list(col.block.ops)
+    ops = list(loops[-1].block.ops)
     reds = [op for op in ops if isinstance(op, ForOp)]
     if len(reds) != 1 or any(op.regions for op in ops if op is not reds[0]):
         return None
     red = reds[0]
-    if red.reduction is None or (red.lower, red.stride) != (0, 1) or red.trip_count < 1:
+    inner: list[ForOp] = []  # a 1x1 conv's kernel rows and columns: r1, r2 of one step
+    body_loop = red
+    while True:
+        nested = list(body_loop.block.ops)
+        if len(nested) != 1 or not isinstance(nested[0], ForOp):
+            break
+        body_loop = nested[0]
+        if body_loop.reduction is None or (body_loop.lower, body_loop.upper) != (0, 1):
+            return None
+        inner.append(body_loop)
+    if red.reduction is None or (red.lower, red.stride) != (0, 1):
         return None
     before, after = ops[: ops.index(red)], ops[ops.index(red) + 1 :]
     if not all(isinstance(o, memref.AllocaOp | arith.ConstantOp | memref.StoreOp) for o in before):
         return None
-    body = list(red.block.ops)
-    if len(body) != 6:
-        return None
+    body = list(body_loop.block.ops)
     loads = [o for o in body if isinstance(o, memref.LoadOp) and shape_of(o.memref) != ()]
     acc_loads = [o for o in body if isinstance(o, memref.LoadOp) and shape_of(o.memref) == ()]
     mul = [o for o in body if isinstance(o, arith.MulfOp)]
     add = [o for o in body if isinstance(o, arith.AddfOp)]
     store = [o for o in body if isinstance(o, memref.StoreOp)]
     if not (len(loads) == 2 and len(acc_loads) == len(mul) == len(add) == len(store) == 1):
+        return None
+    index_ops = [o for o in body if o.name in INDEX_OPS or isinstance(o, arith.ConstantOp)]
+    if len(body) != 6 + len(index_ops):
         return None
     acc = acc_loads[0].memref
     (mul_op,), (add_op,), (store_op,) = mul, add, store
@@ -109,7 +148,7 @@ def match_product(kernel: KernelOp) -> tuple | None:
     f32 = Float32Type()
     if any(element_type(v) != f32 for v in (acc, loads[0].memref, loads[1].memref)):
         return None
-    if not defined_inside(acc, col) or defined_inside(acc, red):
+    if not defined_inside(acc, loops[-1]) or defined_inside(acc, red):
         return None
     init = [o for o in before if isinstance(o, memref.StoreOp)]
     if len(init) != 1 or init[0].memref is not acc:
@@ -121,28 +160,33 @@ def match_product(kernel: KernelOp) -> tuple | None:
         return None
     if any(isinstance(o, memref.StoreOp) and o.memref is acc for o in after):
         return None
-    k_iv, c_iv = red.induction_var, col.induction_var
-    row_ivs = {lp.induction_var for lp in rows}
-    ivs = {*row_ivs, c_iv, k_iv}
-    a = b = None
+    k_iv = red.induction_var
+    names: dict[SSAValue, str] = {lp.induction_var: "i" for lp in (*loops, red, *inner)}
+    uses = []
     for load in loads:
-        indices = list(load.indices)
-        if not all(_plain_index(i, ivs) for i in indices) or indices.count(k_iv) != 1:
-            return None
         if defined_inside(load.memref, kernel):
             return None
-        if c_iv not in indices:
-            a = load if a is None else None
-        elif not row_ivs & set(indices):
-            b = load if b is None else None
-    if a is None or b is None:
-        return None
+        if any(_index_expr(i, names) is None for i in load.indices):
+            return None
+        used = {u for i in load.indices for u in _loops_of(i)}
+        if k_iv not in used:
+            return None
+        uses.append(used)
+    col = loops[-1].induction_var
+    if (col in uses[0]) == (col in uses[1]):
+        return None  # (the innermost loop: columns of one operand, B)
+    b, a = (1, 0) if col in uses[1] else (0, 1)
+    rows = tuple(lp for lp in loops if lp.induction_var not in uses[b])
+    cols = tuple(lp for lp in loops if lp.induction_var in uses[b])
+    if any(lp.induction_var in uses[a] for lp in cols):
+        return None  # (a loop of both: a batched product)
     stored = {o.memref for o in kernel.walk() if isinstance(o, memref.StoreOp)}
-    if a.memref in stored or b.memref in stored:
+    if loads[0].memref in stored or loads[1].memref in stored:
         return None
     constants = [o for o in before if isinstance(o, arith.ConstantOp)]  # (pure: the
     # epilogue writes its own copy of those it uses)
-    return rows, col, red, acc, a, b, (*constants, *after)
+    epilogue = (*constants, *after)
+    return rows, cols, red, tuple(inner), acc, loads[a], loads[b], epilogue
 
 
 def plan_tiled(
@@ -157,14 +201,16 @@ def plan_tiled(
     docstring tiles, else None. `params`: the tile (default: from `TILES`). `resident`
     is unused: the tiles read every operand coalesced as it lies."""
     del resident
-    if os.environ.get("DLPC_OPENCL_TILES", "1") == "0":
+    mode = os.environ.get("DLPC_OPENCL_TILES", "")
+    if mode == "0":
         return None
     found = match_product(kernel)
     if found is None:
         return None
-    rows, col, red, acc, a, b, epilogue = found
-    m, n, k = math.prod(lp.trip_count for lp in rows), col.trip_count, red.trip_count
-    if min(m, n) < MIN_SIDE or m * n < profile.units * OUTPUTS_PER_UNIT:
+    rows, cols, red, inner, acc, a, b, epilogue = found
+    m, n = math.prod(lp.trip_count for lp in rows), math.prod(lp.trip_count for lp in cols)
+    k = red.trip_count
+    if mode != "all" and (min(m, n) < MIN_SIDE or m * n < profile.units * OUTPUTS_PER_UNIT):
         return None
     if params is None:
         params = next(
@@ -173,39 +219,37 @@ def plan_tiled(
     gx, gy = params.group
     if params.tm % params.rm or params.tn % params.rn or gx * gy > profile.max_group:
         return None
-    tile = Tile(params, rows, col, red, acc, a, b, epilogue, m, n, k)
+    tile = Tile(params, rows, cols, red, inner, acc, a, b, epilogue, m, n, k)
     launch = Launch(fname, (-(-n // params.tn) * gx, -(-m // params.tm) * gy), (gx, gy))
     launch.tile = tile
     return launch
 
 
-def _row_exprs(rows: tuple[ForOp, ...], m: str) -> dict[SSAValue, str]:
-    """The row loops' variables as C expressions of the collapsed row index `m`."""
+def _split_index(loops: tuple[ForOp, ...], flat: str) -> dict[SSAValue, str]:
+    """The variables of `loops` (outermost first) as C expressions of their collapsed
+    index `flat` (the innermost varying fastest); an extent-1 loop's is 0."""
     out: dict[SSAValue, str] = {}
     stride = 1
-    for k, lp in reversed(list(enumerate(rows))):
-        e = f"({m} / {stride})" if stride > 1 else m
+    for k, lp in reversed(list(enumerate(loops))):
+        e = f"({flat} / {stride})" if stride > 1 else flat
         if lp.trip_count == 1:
             e = "0"
-        elif k > 0:
+        elif k > 0 and any(q.trip_count > 1 for q in loops[:k]):
             e = f"({e} % {lp.trip_count})"
-        out[lp.induction_var] = f"({e})" if not e.startswith("(") else e
+        out[lp.induction_var] = e
         stride *= lp.trip_count
     return out
 
 
-def _index(load: memref.LoadOp, known: dict) -> list[str]:
-    """The C expressions of `load`'s indices: loop variables by `known`, constants."""
-    out = []
-    for v in load.indices:
-        if isinstance(v, BlockArgument):
-            out.append(known[v])
-        else:
-            assert isinstance(v.owner, arith.ConstantOp)
-            value = v.owner.value
-            assert isinstance(value, IntegerAttr)
-            out.append(str(value.value.data))
-    return out
+def _along_k(load: memref.LoadOp, tile: Tile) -> bool:
+    """Are `load`'s consecutive elements along k? Its last index that varies over the
+    tile (not with extent-1 loops and constants alone) depends on the reduction."""
+    one = {lp.induction_var for lp in (*tile.rows, *tile.cols, *tile.inner) if lp.trip_count == 1}
+    for index in reversed(list(load.indices)):
+        loops = _loops_of(index)
+        if loops - one:
+            return tile.red.induction_var in loops
+    return False
 
 
 def _constants(kernel: KernelOp, col: ForOp) -> list[Operation]:
@@ -230,14 +274,13 @@ def write_tiled(w, kernel: KernelOp, launch: Launch) -> None:
     fresh = w.names.fresh
     tx, ty, row0, col0 = fresh("tx"), fresh("ty"), fresh("row0"), fresh("col0")
     a_tile, b_tile, k0 = fresh("a_tile"), fresh("b_tile"), fresh("k0")
-    k_iv, c_iv = tile.red.induction_var, tile.col.induction_var
-    # a tile whose operand is loaded along k (its last index) is written down its
-    # columns: one padding word per row keeps those stores off a single bank
-    a_along_k = list(tile.a.indices)[-1] is k_iv
-    b_along_k = list(tile.b.indices)[-1] is k_iv
+    k_iv = tile.red.induction_var
+    a_along_k, b_along_k = _along_k(tile.a, tile), _along_k(tile.b, tile)
+    # a tile whose operand is loaded along k is written down its columns: one padding
+    # word per row keeps those stores off a single bank
     a_row = p.tm + (1 if a_along_k else 0)
     b_row = p.tn + (1 if b_along_k else 0)
-    for op in _constants(kernel, tile.col):
+    for op in _constants(kernel, tile.cols[-1]):
         w.op(op)
     w.line(f"__local float {a_tile}[{p.tk * a_row}];  /* A: [k][row] */")
     w.line(f"__local float {b_tile}[{p.tk * b_row}];  /* B: [k][column] */")
@@ -261,12 +304,10 @@ def write_tiled(w, kernel: KernelOp, launch: Launch) -> None:
             w.line(f"const int {mm} = {t} % {side}, {kk} = {t} / {side};")
         kx, mx = fresh("k"), fresh("at")
         w.line(f"const long {kx} = {k0} + {kk}, {mx} = {base} + {mm};")
-        known: dict[SSAValue, str] = {k_iv: kx}
-        if load is tile.a:
-            known.update(_row_exprs(tile.rows, mx))
-        else:
-            known[c_iv] = mx
-        where = w.buffers[load.memref].at(_index(load, known))
+        known: dict[SSAValue, str] = {k_iv: kx, **{lp.induction_var: "0" for lp in tile.inner}}
+        known.update(_split_index(tile.rows if load is tile.a else tile.cols, mx))
+        indices = [_index_expr(i, known) for i in load.indices]
+        where = w.buffers[load.memref].at(indices)
         w.line(f"{stage}[{kk} * {row} + {mm}] = ({mx} < {extent} && {kx} < {k}) ? {where} : 0.0f;")
         w.depth -= 1
         w.line("}")
@@ -300,9 +341,11 @@ def write_tiled(w, kernel: KernelOp, launch: Launch) -> None:
             w.line(f"const long {r} = {at_r}, {cl} = {at_c};")
             w.line(f"if ({r} < {m} && {cl} < {n}) {{")
             w.depth += 1
-            for iv, e in _row_exprs(tile.rows, r).items():
+            for iv, e in (
+                *_split_index(tile.rows, r).items(),
+                *_split_index(tile.cols, cl).items(),
+            ):
                 w.expr[iv] = e
-            w.expr[c_iv] = cl
             w.buffers[tile.acc] = Buffer(c[i][j], (), scalar=True)
             for op in tile.epilogue:
                 w.op(op)

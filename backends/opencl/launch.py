@@ -47,14 +47,16 @@ class TileParams:
 
 @dataclass(frozen=True)
 class Tile:
-    """A matrix product `gpu_tile.match_product` recognised, and its tile: the output loops (rows
-    outermost first, then the column loop), the reduction loop, its 0-d accumulator, the
-    loads of A (rows x k) and B (k x columns), the epilogue's ops, and M, N, K."""
+    """A matrix product `gpu_tile.match_product` recognised, and its tile: the output
+    loops of the rows (A's) and of the columns (B's), each outermost first; the reduction
+    loop and its extent-1 inner loops (a 1x1 conv's); its 0-d accumulator; the loads of A
+    (rows x k) and B (k x columns); the epilogue's ops; M, N, K."""
 
     params: TileParams
     rows: tuple[ForOp, ...]
-    col: ForOp
+    cols: tuple[ForOp, ...]
     red: ForOp
+    inner: tuple[ForOp, ...]
     acc: SSAValue
     a: memref.LoadOp
     b: memref.LoadOp

@@ -63,6 +63,15 @@ def _matmul(m: int, n: int, k: int) -> str:
     )
 
 
+def _conv1x1(n: int, c: int, co: int, hw: int, stride: int) -> str:
+    return (
+        f"model pw(x: f32[{n}, {c}, {hw}, {hw}]) {{\n"
+        f"  param w: f32[{co}, {c}, 1, 1] = kaiming(seed=4)\n"
+        f"  param b: f32[{co}] = normal(seed=5, std=0.1)\n"
+        f"  return clip(conv2d(x, w, b, stride={stride}), min=0, max=6)\n}}\n"
+    )
+
+
 @pytest.fixture
 def always_tile(monkeypatch):
     """Every product tiles, whatever its size (the writer's edges on small shapes)."""
@@ -89,6 +98,22 @@ def test_tiled_products_of_odd_shapes_match_reference(tmp_path, always_tile, kin
     _check(model, f)
 
 
+@pytest.mark.parametrize(
+    "n, c, co, hw, stride", [(2, 5, 7, 9, 1), (1, 20, 70, 5, 2), (3, 1, 65, 4, 1)]
+)
+def test_tiled_1x1_convs_match_reference(tmp_path, always_tile, n, c, co, hw, stride):
+    """A 1x1 conv is a product: A = W[co, ci, 0, 0] (rows: the output channels), B = the
+    input (columns: images x rows x columns, strided or not; k: the input channels)."""
+    model = _model(tmp_path, _conv1x1(n, c, co, hw, stride))
+    f = compile_opencl(_lower(model), name="t", profile="gpu")
+    (launch,) = _tiled(f)
+    tile = launch.tile
+    out_hw = -(-hw // stride)
+    assert (tile.m, tile.n, tile.k) == (co, n * out_hw * out_hw, c)
+    assert [lp.trip_count for lp in tile.inner] == [1, 1]
+    _check(model, f)
+
+
 @pytest.mark.parametrize("tile", TILES)
 def test_both_tiles_match_reference(tmp_path, monkeypatch, tile):
     """The 64 x 64 (4 x 4 blocks) and 32 x 32 (2 x 2) tiles, chosen by the units."""
@@ -103,10 +128,10 @@ def test_both_tiles_match_reference(tmp_path, monkeypatch, tile):
 
 
 @pytest.mark.parametrize("batch", [1, 4, 32, 3])
-@pytest.mark.parametrize("name", ["mlp", "lenet", "transformer"])
+@pytest.mark.parametrize("name", ["mlp", "lenet", "transformer", "mobilenet", "resnet"])
 def test_examples_with_tiled_products_match_reference(name, batch, always_tile):
-    """The examples whose linears tile (every one, the rule set aside) at batch 1, 4,
-    32 and 3, against the reference."""
+    """The examples whose linears and 1x1 convs tile (every one, the rule set aside) at
+    batch 1, 4, 32 and 3, against the reference."""
     model = dlpc.load(ROOT / "examples" / f"{name}.dlpc", batch=batch)
     f = compile_opencl(_lower(model), name=name, profile="gpu")
     assert _tiled(f)
@@ -141,6 +166,23 @@ def test_transformer_tiles_by_the_rule_on_an_h200(monkeypatch):
         assert all(launch.tile is None for launch in emitter.launches.values())
 
 
+def test_mobilenet_pointwise_conv_tiles_by_the_rule_on_an_h200():
+    """mobilenet's pointwise conv at batch 32 on an H200: 64 channels x 32768 pixels,
+    64 x 64 tiles (512 groups), the input read along its pixels (B unpadded), the
+    weight along its input channels (A's rows padded); the depthwise 3x3 stays."""
+    model = dlpc.load(ROOT / "examples" / "mobilenet.dlpc", batch=32)
+    emitter = OpenCLEmitter(_lower(model), gpu=H200)
+    source = emitter.emit()
+    tiled = {k.sym: launch for k, launch in emitter.launches.items() if launch.tile is not None}
+    assert list(tiled) == ["conv2d_clip_1"]
+    launch = tiled["conv2d_clip_1"]
+    assert launch.tile.params == TileParams() and (launch.tile.m, launch.tile.n) == (64, 32768)
+    assert launch.global_size == (512 * 16, 16) and launch.local_size == (16, 16)
+    assert "__local float v_a_tile[1040];" in source  # (16 x (64 + 1))
+    assert "__local float v_b_tile[1024];" in source
+    assert "v_conv2d_clip[(v_at_2 / 1024) * 32768 + v_k_2 * 1024 + " in source
+
+
 def test_large_product_takes_the_64_tile_and_env_turns_it_off(tmp_path, monkeypatch):
     """A 1024 x 1024 product on 132 units: 256 groups of 64 x 64 outputs, 4 x 4 each;
     `DLPC_OPENCL_TILES=0` leaves it to `plan_gpu_launch`."""
@@ -158,6 +200,23 @@ def test_large_product_takes_the_64_tile_and_env_turns_it_off(tmp_path, monkeypa
     source = emitter.emit()
     (launch,) = emitter.launches.values()
     assert launch.tile is None and "__local" not in source
+
+
+def test_env_tiles_every_product_or_none(monkeypatch):
+    """`DLPC_OPENCL_TILES=all`: mlp at batch 32 on an H200 tiles its three linears (32
+    rows: the rule alone tiles none), each in 32 x 32 tiles (fewer groups than units
+    either way); `0`: no kernel of the transformer at batch 32 tiles."""
+    monkeypatch.setenv("DLPC_OPENCL_TILES", "all")
+    mlp = dlpc.load(ROOT / "examples" / "mlp.dlpc", batch=32)
+    emitter = OpenCLEmitter(_lower(mlp), gpu=H200)
+    emitter.emit()
+    tiles = [launch.tile for launch in emitter.launches.values()]
+    assert len(tiles) == 3 and all(t is not None and t.params == TILES[-1] for t in tiles)
+    monkeypatch.setenv("DLPC_OPENCL_TILES", "0")
+    model = dlpc.load(ROOT / "examples" / "transformer.dlpc", batch=32)
+    emitter = OpenCLEmitter(_lower(model), gpu=H200)
+    emitter.emit()
+    assert all(launch.tile is None for launch in emitter.launches.values())
 
 
 def test_not_products_are_not_tiled(tmp_path, always_tile):
