@@ -2,13 +2,15 @@
 launch plans (`plan_tiled` -> `Launch` with a `Tile`, written by `write_tiled`): the
 classic SGEMM scheme, tried by `OpenCLEmitter.kernel` before `plan_gpu_launch`.
 
-Which kernels (`match_product`): a perfect nest of independent output loops (the rows:
-every loop but the innermost, collapsed into one row index M; the columns: the
-innermost, N) whose innermost body is `acc = 0; for k: acc = acc + A[..] * B[..];` and an
-elementwise epilogue after it (bias, relu, clip, add, ... : any ops without regions); A
-varies with the rows and k, B with the columns and k, neither with both (no batched
-products), every index of both a loop variable or a constant; f32. The loop IR of
-`graph.linear` and of a 2-d `graph.matmul`, fused or not.
+Which kernels (`match_product`): a perfect nest of independent output loops whose
+innermost body is `acc = 0; for k: acc = acc + A[..] * B[..];` (the reduction may hold
+extent-1 loops) and an elementwise epilogue after it (bias, relu, clip, add, ...: any
+ops without regions); f32. The columns are the output loops B's indices use (B: the load
+the innermost loop indexes), collapsed into one index N; the rows the others (A's),
+collapsed into M; a loop both loads use is a batched product (refused). Every index is
+loop variables and constants under `INDEX_OPS`. The loop IR of `graph.linear`, of a 2-d
+`graph.matmul` and of a 1x1 `graph.conv2d` (A = W[co, ci, 0, 0], B = the input: columns
+images x rows x columns, k the input channels), fused or not.
 
 The kernel: a work-group computes a TM x TN block of outputs, each of its
 (TN / RN) x (TM / RM) work-items an RM x RN register block of it, strided by the group's
@@ -24,14 +26,15 @@ add +0.0 (the compiler may contract a product and its sum into one fma, within t
 reference's tolerance).
 
 When (`plan_tiled`): both sides at least `MIN_SIDE` (64) and at least `OUTPUTS_PER_UNIT`
-(256) outputs per compute unit: a product the device's units can be kept busy on with
-one output per work-item (there `plan_gpu_launch` would split each sum over a
-work-group instead: mlp's and lenet's linears at any batch up to 32, transformer's
-64-feature ones; a product of 32 rows keeps its row lanes). The tile (`TileParams`):
-64 x 64 in 4 x 4 blocks (256 work-items, 8 KB of `__local`) when that makes as many
-work-groups as the device has compute units, else 32 x 32 in 2 x 2 blocks (256
-work-items, more groups: transformer's linears at batch 32 are 96-128 of them on the
-H200's 132 units). A caller (a tuner) may pass its own `TileParams`.
+(256) outputs per compute unit, that is a product whose outputs alone fill the device
+(with fewer `plan_gpu_launch` splits each sum over a work-group: mlp's and lenet's
+linears at any batch up to 32, transformer's 64-feature ones; a product of fewer than 64
+rows keeps its row lanes). On an H200 that tiles transformer's linear_2 and
+linear_gelu_2 at batch 32 and mobilenet's pointwise conv at batch 1 and 32. The tile
+(`TileParams`): 64 x 64 in 4 x 4 blocks (256 work-items, 8 KB of `__local`) when that
+makes as many work-groups as the device has compute units, else 32 x 32 in 2 x 2 blocks
+(256 work-items, 4 times the groups: transformer's two at batch 32 make 96 and 64 of
+them for the H200's 132 units). A caller (a tuner) may pass its own `TileParams`.
 `DLPC_OPENCL_TILES=0` in the environment turns the plan off (the programs of
 `plan_gpu_launch` alone), `DLPC_OPENCL_TILES=all` tiles every product it recognises
 whatever its size: the three, timed on a GPU, check the rule.
