@@ -129,6 +129,19 @@ def parser() -> ToolArgumentParser:
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument(
+        "--compare",
+        action="store_true",
+        help="--target opencl: no search; the kernels' device times under the default GPU "
+        "plans and under --log's, side by side, both checked against the reference",
+    )
+    p.add_argument(
+        "--repeat",
+        type=int,
+        default=30,
+        metavar="N",
+        help="--compare: the calls each time is the median of (default 30)",
+    )
+    p.add_argument(
         "--weights", help="weights (.npz) for the model's parameters (default: <model>.npz)"
     )
     p.add_argument(
@@ -160,6 +173,12 @@ def check_options(args) -> None:
         for flag, given in (("--dims", args.dims), ("--plot", args.plot)):
             if given:
                 raise DlpcError(f"dlpc-tune: error: {flag} applies to --target c, not opencl")
+        if args.compare and not Path(args.log).is_file():
+            raise DlpcError(f"dlpc-tune: error: --compare reads --log: no file {args.log}")
+    elif args.compare:
+        raise DlpcError("dlpc-tune: error: --compare applies to --target opencl, not c")
+    if args.repeat < 1:
+        raise DlpcError(f"dlpc-tune: error: --repeat must be >= 1, got {args.repeat}")
     check_model_path(args.model, args.format)
     args.dims = parse_dims(args.dims, "--dims", many=False)
     check_file(args.weights, "weights file")
@@ -313,17 +332,34 @@ def symbolic_maxima(model: Model, dims: dict[str, int]) -> dict[str, int] | None
     return maxima
 
 
+def gpu_subject(model: Model, opt_level: int = 2, seed: int = 0):
+    """What `tune.gpu` measures for `model`: its program lowered as
+    `dlpc.compile(model, target="opencl", profile="gpu")` lowers it, its weights, random
+    inputs (`seed`) and their numpy reference."""
+    from dlpc import api
+    from dlpc.tune.gpu import Subject
+
+    compiled = api.compile(model, target="opencl", opt_level=opt_level, profile="gpu")
+    inputs = api.random_inputs(model, seed=seed)
+    expected = api.reference(model, inputs)
+    return Subject(model.name, compiled.lowered, api.check_weights(model), inputs, expected)
+
+
 def run_opencl(args) -> int:
-    """`--target opencl`: the GPU plans' search (`tune.gpu.GpuTuner`) and its table."""
+    """`--target opencl`: the GPU plans' search (`tune.gpu.GpuTuner`) and its table;
+    with `--compare`, no search: the default and the log's plans side by side."""
     from dlpc.passes.schedule.tuning_log import TuningLog
-    from dlpc.tune.gpu import DEFAULT_PARAMS, GpuTuner
+    from dlpc.tune.gpu import DEFAULT_PARAMS, GpuTuner, compare
 
     TuningLog(args.log)  # a malformed log is an error now, not after the lowering
     model = load_model(args.model, args.format, args.weights, args.batch)
+    if args.compare:  # (other inputs than the search's: seed 1)
+        print(compare(gpu_subject(model, args.opt_level, seed=1), args.log, args.repeat))
+        return 0
     strategy = "grid" if args.strategy == "grid" else "random"
     tuner = GpuTuner(
-        model, log=args.log, strategy=strategy, seed=args.seed, verify=args.verify,
-        opt_level=args.opt_level,
+        gpu_subject(model, args.opt_level), log=args.log, strategy=strategy, seed=args.seed,
+        verify=args.verify,
     )  # fmt: skip
     if not tuner.tasks:
         print("dlpc-tune: no kernels whose GPU plan has choices in the model", file=sys.stderr)

@@ -1,9 +1,9 @@
 """Tuning the GPU launch plans (`dlpc-tune --target opencl`, issue 33): per kernel of a
 model's GPU-plan program, a search over its plan params (`gpu_launch.GpuParams`) on the
-OpenCL device, and the records' replay (`logged_params`).
+OpenCL device; the records' replay is `gpu_launch.logged_params`.
 
-    tuner = GpuTuner(model, log="gpu.jsonl")        # lowered as dlpc.compile(profile="gpu")
-    for event in tuner.run(trials=12):               # one program compiled per trial
+    tuner = GpuTuner(gpu_subject(model), log="gpu.jsonl")  # (tools/dlpc_tune.py)
+    for event in tuner.run(trials=12):                      # one program built per trial
         print(event)
 
 The space (`space`): work-groups of 32 up to 1024 work-items (powers of two, capped by the
@@ -11,8 +11,8 @@ device's largest group), row lanes 1/2/4/8, split reductions off or over 32-256
 work-items. Points that plan a kernel's launch alike (a kernel without a reduction has no
 lanes to choose) are one candidate (`candidates`), the default's first. A trial gives
 every kernel its next candidate in one program, built, run once against the numpy
-reference (`dlpc.api.reference`: a wrong program's candidates are measured again one
-kernel at a time, so only the wrong ones are rejected, and a wrong candidate is logged
+reference (the `Subject`'s expected outputs: a wrong program's candidates are measured
+again one kernel at a time, so only the wrong ones are rejected, and a wrong candidate is logged
 failed, never best), then timed by OpenCL profiling events (`profile_kernels`: each
 kernel's device seconds, median of `repeat` calls). Records (`tuning_log.Record`, target
 "opencl-gpu") carry the kernel's signature (`kernel_signature`, as the C records) and the
@@ -22,29 +22,29 @@ applies on PoCL, and the other way round. Kernels that share a signature are one
 
 from __future__ import annotations
 
-import hashlib
 import random
 import statistics
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from dlpc.backends.opencl.gpu_launch import DEFAULT_PARAMS, GpuParams, GpuProfile
+from dlpc.backends.opencl.gpu_launch import (
+    DEFAULT_DIGEST,
+    DEFAULT_PARAMS,
+    TUNING_TARGET,
+    GpuParams,
+    GpuProfile,
+)
 from dlpc.diagnostics import DlpcError
 from dlpc.passes.schedule.tuning_log import Record, TuningLog, kernel_signature
 
-#: the tuning records' target and template for GPU-plan params
-TARGET = "opencl-gpu"
-TEMPLATE = "gpu-plan"
+TEMPLATE = "gpu-plan"  # (the records' template; their target: `gpu_launch.TUNING_TARGET`)
+TARGET = TUNING_TARGET
 GROUPS = (32, 64, 128, 256, 512, 1024)
 LANES = (1, 2, 4, 8)
 SPLITS = (0, 32, 64, 128, 256)
-#: what a record was tuned against (`Record.default`): a record made against other
-#: defaults is stale, as a C record tuned against another default schedule
-DEFAULT_DIGEST = hashlib.sha256(str(DEFAULT_PARAMS).encode()).hexdigest()[:16]
 
 
 def space(profile: GpuProfile) -> list[GpuParams]:
@@ -136,24 +136,35 @@ def close(out: np.ndarray, ref: np.ndarray) -> bool:
     )
 
 
+@dataclass
+class Subject:
+    """What a search measures: a model's program lowered for the GPU plans (as
+    `dlpc.compile(model, target="opencl", profile="gpu")` lowers it), its bound weights,
+    inputs and their reference outputs (`tools/dlpc_tune.gpu_subject` makes one)."""
+
+    name: str
+    lowered: object
+    weights: dict[str, np.ndarray]
+    inputs: list[np.ndarray]
+    expected: list[np.ndarray]
+
+
 class GpuTuner:
-    """The search (module docstring) for `model` (weights bound) on the default OpenCL
-    device, logging to `log`."""
+    """The search (module docstring) for `subject` on the default OpenCL device, logging
+    to `log`."""
 
     def __init__(
         self,
-        model,
+        subject: Subject,
         log: str | None = None,
         strategy: str = "random",
         seed: int = 0,
         repeat: int = 10,
         verify: int = 2,
-        opt_level: int = 2,
     ):
-        from dlpc import api
         from dlpc.backends.runtime.opencl_rt import default_device, device_key
 
-        self.model = model
+        self.subject = subject
         self.log = TuningLog(log)
         self.rng = random.Random(seed)
         self.strategy = strategy
@@ -163,11 +174,7 @@ class GpuTuner:
         self.device = device
         self.machine = device_key(device)
         self.profile = GpuProfile(int(device.max_work_group_size), int(device.max_compute_units))
-        compiled = api.compile(model, target="opencl", opt_level=opt_level, profile="gpu")
-        self.lowered = compiled.lowered
-        self.weights = api.check_weights(model)
-        self.inputs = api.random_inputs(model, seed=0)
-        self.expected = api.reference(model, self.inputs)
+        self.lowered = subject.lowered
         self.tasks = tasks_of(self.lowered, self.profile)
         for task in self.tasks:  # the log's times of this device (a resumed run)
             for r in self.log.for_kernel(task.sig, TARGET, self.machine):
@@ -188,12 +195,13 @@ class GpuTuner:
         from dlpc.backends.runtime.opencl_rt import OpenCLFunction
 
         try:
-            f = OpenCLFunction(self.lowered, name=self.model.name, profile="gpu", gpu_params=params)
-            f.bind_params(self.weights)
-            outputs = f(*self.inputs)
-            if not all(close(o, e) for o, e in zip(outputs, self.expected)):
+            s = self.subject
+            f = OpenCLFunction(s.lowered, name=s.name, profile="gpu", gpu_params=params)
+            f.bind_params(s.weights)
+            outputs = f(*s.inputs)
+            if not all(close(o, e) for o, e in zip(outputs, s.expected)):
                 return "wrong result: differs from the numpy reference", {}
-            seconds, _ = f.profile_kernels(self.inputs, repeat=self.repeat, warmup=2)
+            seconds, _ = f.profile_kernels(s.inputs, repeat=self.repeat, warmup=2)
         except DlpcError as e:
             return " ".join(str(e).split())[:300], {}
         except Exception as e:  # noqa: BLE001 - a driver's refusal (a group too big for
@@ -303,53 +311,21 @@ class GpuTuner:
                     yield GpuProgress(task.kernels[0], -1, p, t, shown, error is None, error)
 
 
-def logged_params(path: str, module, machine: str) -> dict[str, GpuParams]:
-    """Kernel name -> the params of the fastest record (median) for its signature in the
-    tuning log at `path`, measured on the device `machine` (`opencl_rt.device_key`)
-    against today's defaults; kernels without one are not in it (the defaults). Kernels
-    with records of other devices only get one warning line on stderr."""
-    from dlpc.dialects.loop import kernels
-
-    log = TuningLog(path)
-    out: dict[str, GpuParams] = {}
-    foreign: list[str] = []
-    for k in kernels(module):
-        sig = kernel_signature(k)
-        rec = log.best(sig, TARGET, DEFAULT_DIGEST, machine)
-        if rec is not None:
-            out[k.sym] = GpuParams.from_dict(rec.params, f"tuning log {path}, kernel '{k.sym}'")
-        elif log.best(sig, TARGET) is not None:
-            foreign.append(k.sym)
-    if foreign:
-        names = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
-        print(
-            f"dlpc: warning: tuning log {path}: {len(foreign)} kernel(s) ({names}) have GPU "
-            f"plan records only for other devices or older defaults; they use the default "
-            f"plans (re-tune with dlpc-tune --target opencl on this device, '{machine}')",
-            file=sys.stderr,
-        )
-    return out
-
-
-def compare(model, log: str, repeat: int = 30) -> str:
-    """Default vs tuned GPU plans of `model` on the default device: each checked against
-    the reference, then its kernels' device times and whole calls (medians): a table."""
-    from dlpc import api
+def compare(subject: Subject, log: str, repeat: int = 30) -> str:
+    """Default vs tuned GPU plans of `subject` on the default device: each checked
+    against the reference, then its kernels' device times and whole calls (medians): a
+    table."""
     from dlpc.backends.runtime.opencl_rt import OpenCLFunction, default_device, device_key
 
-    compiled = api.compile(model, target="opencl", profile="gpu")
-    weights = api.check_weights(model)
-    inputs = api.random_inputs(model, seed=1)
-    expected = api.reference(model, inputs)
     rows = {}
     for which, tuned in (("default", None), ("tuned", log)):
-        f = OpenCLFunction(compiled.lowered, name=model.name, profile="gpu", tuning_log=tuned)
-        f.bind_params(weights)
-        ok = all(close(o, e) for o, e in zip(f(*inputs), expected))
-        seconds, call = f.profile_kernels(inputs, repeat=repeat)
+        f = OpenCLFunction(subject.lowered, name=subject.name, profile="gpu", tuning_log=tuned)
+        f.bind_params(subject.weights)
+        ok = all(close(o, e) for o, e in zip(f(*subject.inputs), subject.expected))
+        seconds, call = f.profile_kernels(subject.inputs, repeat=repeat)
         rows[which] = (ok, [k.sym for k in f.kernel_ops], seconds, call)
     names = rows["default"][1]
-    lines = [f"{model.name} on {device_key(default_device())} (ms, median of {repeat})"]
+    lines = [f"{subject.name} on {device_key(default_device())} (ms, median of {repeat})"]
     lines.append(f"{'kernel':32s} {'default':>10s} {'tuned':>10s}")
     for n, name in enumerate(names):
         d, t = rows["default"][2][n], rows["tuned"][2][n]
@@ -362,32 +338,3 @@ def compare(model, log: str, repeat: int = 30) -> str:
     checks = ", ".join(f"{w} {'ok' if rows[w][0] else 'WRONG'}" for w in rows)
     lines.append(f"vs reference: {checks}")
     return "\n".join(lines)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m dlpc.tune.gpu MODEL LOG [--batch N]`: `compare`'s table."""
-    import argparse
-
-    from dlpc.diagnostics import run_guarded
-    from dlpc.tools.common import load_model
-
-    p = argparse.ArgumentParser(
-        prog="python -m dlpc.tune.gpu",
-        description="default vs tuned GPU plans of a model on the default OpenCL device",
-    )
-    p.add_argument("model")
-    p.add_argument("log")
-    p.add_argument("--batch", type=int, default=None)
-    p.add_argument("--repeat", type=int, default=30)
-    args = p.parse_args(argv)
-
-    def go() -> int:
-        model = load_model(args.model, None, None, args.batch)
-        print(compare(model, args.log, args.repeat))
-        return 0
-
-    return run_guarded(go, tool="dlpc-tune")
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -37,7 +37,9 @@ tuning log gives them per kernel (`tune/gpu.py`); `GpuProfile` holds the device'
 
 from __future__ import annotations
 
+import hashlib
 import math
+import sys
 from dataclasses import dataclass
 
 from xdsl.dialects import arith, memref, scf
@@ -47,8 +49,9 @@ from xdsl.ir import SSAValue
 from dlpc.backends.opencl.lanes import PARTIAL_IDENTITY, _laneable, accumulators, independent
 from dlpc.backends.opencl.launch import Launch, plan_relayout
 from dlpc.diagnostics import DlpcError
-from dlpc.dialects.loop import ForOp, KernelOp, spine
+from dlpc.dialects.loop import ForOp, KernelOp, kernels, spine
 from dlpc.dialects.typed import element_type
+from dlpc.passes.schedule.tuning_log import TuningLog, kernel_signature
 
 #: work-items per work-group the plan aims at, and the fewest it goes down to while the
 #: groups are fewer than the compute units (a GPU schedules warps / wavefronts of 32-64)
@@ -175,6 +178,11 @@ def work_items(kernel: KernelOp) -> list[ForOp]:
 
 
 DEFAULT_PARAMS = GpuParams()
+#: tuning records of GPU-plan params (`tune/gpu.py`): their target, and what they were
+#: tuned against (`Record.default`: a record made against other defaults is stale, as a
+#: C record tuned against another default schedule)
+TUNING_TARGET = "opencl-gpu"
+DEFAULT_DIGEST = hashlib.sha256(str(DEFAULT_PARAMS).encode()).hexdigest()[:16]
 
 
 def group_shape(
@@ -331,3 +339,29 @@ def _split_launch(
     launch.local_size = (group, *([1] * (len(extents) - 1)))
     launch.split = split
     return launch
+
+
+def logged_params(path: str, module, machine: str) -> dict[str, GpuParams]:
+    """Kernel name -> the params of the fastest record (median) for its signature in the
+    tuning log at `path`, measured on the device `machine` (`opencl_rt.device_key`)
+    against today's defaults; kernels without one are not in it (the defaults). Kernels
+    with records of other devices only get one warning line on stderr."""
+    log = TuningLog(path)
+    out: dict[str, GpuParams] = {}
+    foreign: list[str] = []
+    for k in kernels(module):
+        sig = kernel_signature(k)
+        rec = log.best(sig, TUNING_TARGET, DEFAULT_DIGEST, machine)
+        if rec is not None:
+            out[k.sym] = GpuParams.from_dict(rec.params, f"tuning log {path}, kernel '{k.sym}'")
+        elif log.best(sig, TUNING_TARGET) is not None:
+            foreign.append(k.sym)
+    if foreign:
+        names = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
+        print(
+            f"dlpc: warning: tuning log {path}: {len(foreign)} kernel(s) ({names}) have GPU "
+            f"plan records only for other devices or older defaults; they use the default "
+            f"plans (re-tune with dlpc-tune --target opencl on this device, '{machine}')",
+            file=sys.stderr,
+        )
+    return out

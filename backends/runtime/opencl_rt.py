@@ -847,7 +847,7 @@ def _gpu_plan(
     """`plan_function` under the GPU profile: every kernel its own launch on one
     in-order queue (`backends.opencl.gpu_launch`), no chains or teams. Each kernel's
     plan params (`GpuParams`): `gpu_params`' by its name, else the tuning log's best
-    record for its signature measured on this device (by name, `tune.gpu.logged_params`),
+    record for its signature measured on this device (by name, `gpu_launch.logged_params`),
     else the defaults."""
     from dlpc.backends.opencl import OpenCLEmitter
     from dlpc.backends.opencl.gpu_launch import GpuProfile
@@ -857,7 +857,7 @@ def _gpu_plan(
     gpu = GpuProfile(int(device.max_work_group_size), int(device.max_compute_units))
     params = {}
     if tuning_log:
-        from dlpc.tune.gpu import logged_params
+        from dlpc.backends.opencl.gpu_launch import logged_params
 
         params = logged_params(tuning_log, module, device_key(device))
     params.update(gpu_params or {})

@@ -1370,6 +1370,8 @@ TOOL_DEFAULTS = {
         "seed": 0,
         "verify": 2,
         "quiet": False,
+        "compare": False,
+        "repeat": 30,
         "weights": None,
         "dims": None,
         "batch": None,

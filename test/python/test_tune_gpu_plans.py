@@ -222,7 +222,13 @@ def test_a_wrong_candidate_is_rejected(tmp_path):
             return super().measure(params)
 
     model = dlpc.load(MLP, batch=4)
-    tuner = Wrong(model, log=str(tmp_path / "w.jsonl"), strategy="grid", repeat=2, verify=1)
+    tuner = Wrong(
+        dlpc_tune.gpu_subject(model),
+        log=str(tmp_path / "w.jsonl"),
+        strategy="grid",
+        repeat=2,
+        verify=1,
+    )
     events = list(tuner.run(trials=3))
     wrong = [e for e in events if not e.ok]
     assert wrong and {e.kernel for e in wrong} == {"linear_4"}
@@ -241,7 +247,9 @@ def test_a_resumed_search_measures_only_new_candidates(tuned, tmp_path):
     copy = tmp_path / "resume.jsonl"
     copy.write_text(log.read_text())
     model = dlpc.load(MLP, batch=4)
-    tuner = gpu.GpuTuner(model, log=str(copy), strategy="grid", repeat=2, verify=0)
+    tuner = gpu.GpuTuner(
+        dlpc_tune.gpu_subject(model), log=str(copy), strategy="grid", repeat=2, verify=0
+    )
     events = list(tuner.run(trials=1))
     before = {(r["kernel"], r["script"]) for r in records}
     assert events and all((e.kernel, str(e.params)) not in before for e in events)
@@ -249,11 +257,34 @@ def test_a_resumed_search_measures_only_new_candidates(tuned, tmp_path):
 
 def test_compare_prints_default_and_tuned(tuned):
     log, _ = tuned
-    table = gpu.compare(dlpc.load(MLP, batch=4), str(log), repeat=1)
+    table = gpu.compare(dlpc_tune.gpu_subject(dlpc.load(MLP, batch=4), seed=1), str(log), 1)
     lines = table.splitlines()
     assert lines[0].startswith(f"mlp on {device_key(default_device())} (ms, median of 1)")
     assert [ln.split()[0] for ln in lines[2:5]] == ["linear_relu_0", "linear_relu_1", "linear_4"]
     assert lines[-1] == "vs reference: default ok, tuned ok"
+
+
+def test_dlpc_tune_compare(tuned, capsys, tmp_path):
+    """`dlpc-tune --target opencl --compare`: the same table from the tool, no search (the
+    log unchanged); --compare needs --target opencl and an existing log; --repeat >= 1."""
+    log, records = tuned
+    before = log.read_text()
+    argv = [str(MLP), "--batch", "4", "--log", str(log), "--compare"]
+    assert dlpc_tune.main([*argv, "--target", "opencl", "--repeat", "1"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("mlp on ") and out[-1] == "vs reference: default ok, tuned ok"
+    assert log.read_text() == before
+    assert dlpc_tune.main(argv) != 0
+    assert capsys.readouterr().err.strip() == (
+        "dlpc-tune: error: --compare applies to --target opencl, not c"
+    )
+    missing = str(tmp_path / "none.jsonl")
+    assert dlpc_tune.main([str(MLP), "--target", "opencl", "--compare", "--log", missing]) != 0
+    assert capsys.readouterr().err.strip() == (
+        f"dlpc-tune: error: --compare reads --log: no file {missing}"
+    )
+    assert dlpc_tune.main([*argv, "--target", "opencl", "--repeat", "0"]) != 0
+    assert capsys.readouterr().err.strip() == "dlpc-tune: error: --repeat must be >= 1, got 0"
 
 
 def test_a_log_needs_a_static_model(tuned):
