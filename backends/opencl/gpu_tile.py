@@ -37,7 +37,8 @@ makes as many work-groups as the device has compute units, else 32 x 32 in 2 x 2
 them for the H200's 132 units). A caller (a tuner) may pass its own `TileParams`.
 `DLPC_OPENCL_TILES=0` in the environment turns the plan off (the programs of
 `plan_gpu_launch` alone), `DLPC_OPENCL_TILES=all` tiles every product it recognises
-whatever its size: the three, timed on a GPU, check the rule.
+whatever its size: the three, timed on a GPU, check the rule (another value: a one-line
+`DlpcError`).
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 from dlpc.backends.c import Buffer
 from dlpc.backends.opencl.lanes import independent
 from dlpc.backends.opencl.launch import Launch, Tile, TileParams
+from dlpc.diagnostics import DlpcError
 from dlpc.dialects.loop import ForOp, KernelOp, defined_inside, spine
 from dlpc.dialects.typed import element_type, shape_of
 
@@ -60,6 +62,9 @@ from dlpc.dialects.typed import element_type, shape_of
 MIN_SIDE = 64
 OUTPUTS_PER_UNIT = 256
 
+
+#: DLPC_OPENCL_TILES's values: unset, empty or 1 (the rule), 0 (none), all (every product)
+TILE_MODES = ("", "1", "0", "all")
 
 #: the tiles tried, largest first: the first that makes as many work-groups as the
 #: device has compute units, else the last
@@ -205,6 +210,10 @@ def plan_tiled(
     is unused: the tiles read every operand coalesced as it lies."""
     del resident
     mode = os.environ.get("DLPC_OPENCL_TILES", "")
+    if mode not in TILE_MODES:
+        raise DlpcError(
+            f"error: opencl: DLPC_OPENCL_TILES={mode!r} is no tiling mode (0, 1 or all)"
+        )
     if mode == "0":
         return None
     found = match_product(kernel)
@@ -316,6 +325,7 @@ def write_tiled(w, kernel: KernelOp, launch: Launch) -> None:
         w.line("}")
     w.line("barrier(CLK_LOCAL_MEM_FENCE);")
     kk = fresh("kk")
+    w.line("#pragma unroll")
     w.line(f"for (int {kk} = 0; {kk} < {p.tk}; {kk}++) {{")
     w.depth += 1
     av = [fresh(f"a{i}") for i in range(p.rm)]

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import dlpc
+from dlpc.diagnostics import DlpcError
 from dlpc.passes import pipeline
 
 pytest.importorskip("pyopencl", reason="the opencl extra is not installed")
@@ -202,6 +203,20 @@ def test_large_product_takes_the_64_tile_and_env_turns_it_off(tmp_path, monkeypa
     assert launch.tile is None and "__local" not in source
 
 
+@pytest.mark.parametrize(
+    "m, n, units, tiled",
+    [(64, 64, 16, True), (63, 64, 1, False), (64, 63, 1, False), (64, 64, 17, False)],
+)
+def test_rule_edges(tmp_path, m, n, units, tiled):
+    """Tiled from 64 rows and 64 columns and 256 outputs a unit on: 64 x 64 on 16 units
+    (4096 outputs) is, 63 rows or columns or 17 units are not."""
+    model = _model(tmp_path, _linear(m, n, 8))
+    emitter = OpenCLEmitter(_lower(model), gpu=GpuProfile(max_group=1024, units=units))
+    emitter.emit()
+    (launch,) = emitter.launches.values()
+    assert (launch.tile is not None) == tiled
+
+
 def test_env_tiles_every_product_or_none(monkeypatch):
     """`DLPC_OPENCL_TILES=all`: mlp at batch 32 on an H200 tiles its three linears (32
     rows: the rule alone tiles none), each in 32 x 32 tiles (fewer groups than units
@@ -214,9 +229,16 @@ def test_env_tiles_every_product_or_none(monkeypatch):
     assert len(tiles) == 3 and all(t is not None and t.params == TILES[-1] for t in tiles)
     monkeypatch.setenv("DLPC_OPENCL_TILES", "0")
     model = dlpc.load(ROOT / "examples" / "transformer.dlpc", batch=32)
-    emitter = OpenCLEmitter(_lower(model), gpu=H200)
+    module = _lower(model)
+    emitter = OpenCLEmitter(module, gpu=H200)
     emitter.emit()
     assert all(launch.tile is None for launch in emitter.launches.values())
+    monkeypatch.setenv("DLPC_OPENCL_TILES", "yes")
+    with pytest.raises(
+        DlpcError,
+        match=r"^error: opencl: DLPC_OPENCL_TILES='yes' is no tiling mode \(0, 1 or all\)$",
+    ):
+        OpenCLEmitter(module, gpu=H200).emit()
 
 
 def test_not_products_are_not_tiled(tmp_path, always_tile):
