@@ -29,7 +29,7 @@ When (`plan_tiled`): both sides at least `MIN_SIDE` (64) and at least `OUTPUTS_P
 (256) outputs per compute unit, that is a product whose outputs alone fill the device
 (with fewer `plan_gpu_launch` splits each sum over a work-group: mlp's and lenet's
 linears at any batch up to 32, transformer's 64-feature ones; a product of fewer than 64
-rows keeps its row lanes). On an H200 that tiles transformer's linear_2 and
+rows keeps its row lanes). On an H200 that tiles transformer's linear_0 and
 linear_gelu_2 at batch 32 and mobilenet's pointwise conv at batch 1 and 32. The tile
 (`TileParams`): 64 x 64 in 4 x 4 blocks (256 work-items, 8 KB of `__local`) when that
 makes as many work-groups as the device has compute units, else 32 x 32 in 2 x 2 blocks
