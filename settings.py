@@ -82,6 +82,13 @@ SETTINGS: dict[str, Setting] = {
             "OpenCL launch plans: gpu or cpu (default: gpu on a GPU device, else cpu)",
         ),
         Setting(
+            "DLPC_OPENCL_TILES",
+            "text",
+            "",
+            "OpenCL GPU plans' matrix products through __local tiles: 0 never, all every "
+            "one recognised (default: where the rule says, backends/opencl/gpu_tile.py)",
+        ),
+        Setting(
             "DLPC_OPENCL_SVM",
             "tristate",
             "",

@@ -44,7 +44,6 @@ whatever its size: the three, timed on a GPU, check the rule (another value: a o
 from __future__ import annotations
 
 import math
-import os
 
 from xdsl.dialects import arith, memref
 from xdsl.dialects.builtin import Float32Type, FloatAttr, IntegerAttr
@@ -52,6 +51,7 @@ from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 
 from dlpc.backends.c import Buffer
 from dlpc.backends.opencl.lanes import independent
+from dlpc import settings
 from dlpc.backends.opencl.launch import Launch, Tile, TileParams
 from dlpc.diagnostics import DlpcError
 from dlpc.dialects.loop import ForOp, KernelOp, defined_inside, spine
@@ -209,7 +209,7 @@ def plan_tiled(
     docstring tiles, else None. `params`: the tile (default: from `TILES`). `resident`
     is unused: the tiles read every operand coalesced as it lies."""
     del resident
-    mode = os.environ.get("DLPC_OPENCL_TILES", "")
+    mode = settings.get("DLPC_OPENCL_TILES")
     if mode not in TILE_MODES:
         raise DlpcError(
             f"error: opencl: DLPC_OPENCL_TILES={mode!r} is no tiling mode (0, 1 or all)"
