@@ -49,9 +49,9 @@ from xdsl.dialects import arith, memref
 from xdsl.dialects.builtin import Float32Type, FloatAttr, IntegerAttr
 from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 
+from dlpc import settings
 from dlpc.backends.c import Buffer
 from dlpc.backends.opencl.lanes import independent
-from dlpc import settings
 from dlpc.backends.opencl.launch import Launch, Tile, TileParams
 from dlpc.diagnostics import DlpcError
 from dlpc.dialects.loop import ForOp, KernelOp, defined_inside, spine
