@@ -342,7 +342,10 @@ def gpu_subject(model: Model, opt_level: int = 2, seed: int = 0):
     compiled = api.compile(model, target="opencl", opt_level=opt_level, profile="gpu")
     inputs = api.random_inputs(model, seed=seed)
     expected = api.reference(model, inputs)
-    return Subject(model.name, compiled.lowered, api.check_weights(model), inputs, expected)
+    f = compiled.artifact  # (its bound params hold the folded ones: batch norms in convs)
+    assert f is not None and f.bound_params is not None
+    weights = dict(zip(f.param_names, f.bound_params))
+    return Subject(model.name, compiled.lowered, weights, inputs, expected)
 
 
 def run_opencl(args) -> int:

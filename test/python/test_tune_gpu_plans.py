@@ -294,3 +294,15 @@ def test_a_log_needs_a_static_model(tuned):
         dlpc.compile(
             model, target="opencl", profile="gpu", tuning_log=str(log), max_dims={"batch": 4}
         )
+
+
+def test_folded_weights_are_the_subjects(tmp_path):
+    """A model whose batch norms fold into its convs (mobilenet: `folded.N` params that
+    only the compile makes) is measured with them: no candidate fails for a missing
+    parameter (every one did, before the subject took the compiled model's params)."""
+    model = dlpc.load(ROOT / "examples" / "mobilenet.dlpc", batch=1)
+    subject = dlpc_tune.gpu_subject(model)
+    assert any(name.startswith("folded.") for name in subject.weights)
+    tuner = gpu.GpuTuner(subject, log=str(tmp_path / "m.jsonl"), strategy="grid", repeat=1)
+    events = list(tuner.run(trials=1))
+    assert events and all(e.ok for e in events), [e.error for e in events if not e.ok]
