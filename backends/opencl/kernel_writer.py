@@ -17,6 +17,7 @@ from xdsl.ir import Operation, SSAValue
 from dlpc.backends import c as cbe
 from dlpc.backends.c import Buffer, FunctionWriter, c_type
 from dlpc.backends.names import Scope
+from dlpc.backends.opencl.gpu_launch import reduction_nest
 from dlpc.backends.opencl.guards import Guards, padding_guards
 from dlpc.backends.opencl.indices import affine_index, depends_on, varies_with
 from dlpc.backends.opencl.lanes import (
@@ -441,19 +442,37 @@ class KernelWriter(FunctionWriter):
 
     def split_reduction(self, op: ForOp) -> None:
         """A reduction loop split over the work-items of a group (`Launch.split`): each
-        sums every group-size-th iteration from its local id into its own accumulator
+        sums every group-size-th iteration from its local id into its own accumulator (a
+        nest of reduction loops, `reduction_nest`, as one flat index: consecutive
+        work-items take consecutive iterations of its last loop)
         (which starts at the identity), the partials meet in `__local` memory (`sums`,
         declared by the emitter) pairwise, and work-item 0 alone goes on with the total."""
         assert self.launch.split is not None and self.launch.local_size is not None
         _, acc, combine = self.launch.split
         group = self.launch.local_size[0]
-        iv = self.names.fresh(op.loop_name or op.induction_var.name_hint, "i")
-        self.expr[op.induction_var] = iv
         lid = "(long)get_local_id(0)"
-        start = lid if (op.lower, op.stride) == (0, 1) else f"{op.lower} + {op.stride} * {lid}"
-        self.line(f"for (long {iv} = {start}; {iv} < {op.upper}; {iv} += {op.stride * group}) {{")
+        nest = reduction_nest(op)
+        if len(nest) == 1:
+            iv = self.names.fresh(op.loop_name or op.induction_var.name_hint, "i")
+            self.expr[op.induction_var] = iv
+            start = lid if (op.lower, op.stride) == (0, 1) else f"{op.lower} + {op.stride} * {lid}"
+            step = op.stride * group
+            self.line(f"for (long {iv} = {start}; {iv} < {op.upper}; {iv} += {step}) {{")
+        else:  # one flat index over the nest's iterations, the last loop's fastest
+            flat = self.names.fresh("flat", "i")
+            total = math.prod(lp.trip_count for lp in nest)
+            self.line(f"for (long {flat} = {lid}; {flat} < {total}; {flat} += {group}) {{")
+            inside = total
+            for lp in nest:
+                inside //= lp.trip_count
+                at = f"({flat} / {inside})" if inside > 1 else flat
+                at = at if lp is nest[0] else f"({at} % {lp.trip_count})"
+                at = at if (lp.lower, lp.stride) == (0, 1) else f"{lp.lower} + {lp.stride} * {at}"
+                iv = self.names.fresh(lp.loop_name or lp.induction_var.name_hint, "i")
+                self.expr[lp.induction_var] = iv
+                self.line(f"  const long {iv} = {at};")
         self.depth += 1
-        self.block(op.block)
+        self.block(nest[-1].block)
         self.depth -= 1
         self.line("}")
         total, sums = self.buffers[acc].name, self.sums

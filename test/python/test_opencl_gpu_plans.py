@@ -5,6 +5,7 @@ rounded-up NDRanges guarded), and how the profile is chosen."""
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
@@ -60,16 +61,17 @@ def test_gpu_plan_matches_reference(name, batch):
 @pytest.mark.parametrize("batch", [1, 32])
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_gpu_plan_for_a_big_gpu_matches_reference(name, batch, monkeypatch):
-    """The plans sized for an H200 (132 compute units), run on this device: the linears
-    and layer norms with fewer outputs than it can hold busy split each sum over a
-    work-group (`split_reduction`), partials meeting in `__local` memory."""
+    """The plans sized for an H200 (132 compute units), run on this device: the linears,
+    layer norms, global pool (and convs at batch 1) with fewer outputs than it can hold
+    busy split each sum over a work-group (`split_reduction`), partials meeting in `__local` memory."""
     from dlpc.backends.opencl import gpu_launch
 
     monkeypatch.setattr(gpu_launch, "GpuProfile", lambda max_group, units: H200)
     model, module = _lowered(name, batch)
     f = compile_opencl(module, name=name, profile="gpu")
     split = [launch for launch in f.plan.launches.values() if launch.split is not None]
-    assert bool(split) == (name in ("mlp", "lenet", "transformer"))
+    # (resnet: its global pool's rows and columns, a nest: `reduction_nest`)
+    assert bool(split) == (name in ("mlp", "lenet", "transformer", "resnet"))
     _check(model, f, runs=1)
 
 
@@ -118,6 +120,48 @@ def test_gpu_plan_splits_short_sums_over_a_group():
     assert f"__local float v_group_sums[{SPLIT_ITEMS}];" in body
     assert "v_r0 = (long)get_local_id(0); v_r0 < 784; v_r0 += 64)" in body
     assert body.count("barrier(CLK_LOCAL_MEM_FENCE);") == 2
+
+
+def test_gpu_plan_splits_a_reduction_nest_where_outputs_are_fewest():
+    """A global pool's rows and columns (resnet at batch 32, 1024 outputs of 256 terms on
+    132 units) split as one flat index, its last loop fastest (coalesced reads); a nest
+    (a conv's channels and window) only while the outputs are fewer than the units x
+    `MIN_GROUP_ITEMS`: resnet's first 16 -> 16 convs at batch 1 (16384 outputs) keep a
+    work-item per output, its stride-2 conv (8192) splits."""
+    from dlpc.backends.opencl.gpu_launch import SPLIT_ITEMS, reduction_nest
+
+    def launches(batch):
+        _, module = _lowered("resnet", batch)
+        emitter = OpenCLEmitter(module, gpu=H200)
+        source = emitter.emit()
+        return source, {k.sym: launch for k, launch in emitter.launches.items()}
+
+    def outputs(launch) -> int:
+        return math.prod(launch.global_size) // math.prod(launch.local_size or (1,))
+
+    source, at32 = launches(32)
+    (pool,) = [launch for k, launch in at32.items() if k.startswith("global_avg_pool")]
+    assert pool.split is not None and pool.split[2] == "arith.addf"
+    assert [lp.trip_count for lp in reduction_nest(pool.split[0])] == [16, 16]
+    assert pool.global_size == (32 * SPLIT_ITEMS, 32) and pool.local_size == (SPLIT_ITEMS, 1)
+    body = source[source.index("kernel_global_avg_pool_") :]
+    body = body[: body.index("\n}\n")]
+    assert "for (long v_flat = (long)get_local_id(0); v_flat < 256; v_flat += 64) {" in body
+    assert "const long v_r0 = (v_flat / 16);" in body
+    assert "const long v_r1 = (v_flat % 16);" in body
+    assert body.count("barrier(CLK_LOCAL_MEM_FENCE);") == 2
+    assert all(launch.split is None for k, launch in at32.items() if k.startswith("conv2d"))
+    _, at1 = launches(1)
+    convs = {k: launch for k, launch in at1.items() if k.startswith("conv2d")}
+    split = {k for k, launch in convs.items() if launch.split is not None}
+    # (16 x 32 x 32 outputs each: a work-item per output; 32 x 16 x 16: split)
+    assert sorted(len(reduction_nest(convs[k].split[0])) for k in split) == [3, 3]
+    assert all(outputs(convs[k]) == 32 * 16 * 16 for k in split)
+    big = [k for k, launch in convs.items() if math.prod(launch.global_size) == 32 * 32 * 16]
+    assert len(big) == 3 and not split & set(big)  # (the stem, the first block's two)
+    assert (
+        H200.units * MIN_GROUP_ITEMS > 32 * 16 * 16 and H200.units * MIN_GROUP_ITEMS <= 32 * 32 * 16
+    )
 
 
 def test_gpu_plan_collapses_outer_loops():
