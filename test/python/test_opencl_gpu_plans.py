@@ -295,3 +295,27 @@ def test_bench_opencl_transfer(capsys):
         sys.path.remove(str(ROOT / "bench"))
     out = capsys.readouterr().out
     assert "| 0.01 | " in out and "| 0.02 | " in out and out.count("| n/a") >= 2
+
+
+def test_bench_opencl_gpu_run_script(tmp_path):
+    """bench/opencl_gpu_run.sh (the GPU measurement as one command) here, its table only,
+    without its wheels (this environment has them installed): the table in $OUT and the
+    per-kernel profiles in kernels.tgz."""
+    import subprocess
+    import tarfile
+
+    env = {
+        **os.environ,
+        "OUT": str(tmp_path),
+        "SKIP_PIP": "1",
+        "TABLE_ONLY": "1",
+        "TABLE_ARGS": "--device none --dry-run --models mlp --batches 1",
+    }
+    done = subprocess.run(
+        ["bash", str(ROOT / "bench" / "opencl_gpu_run.sh")],
+        env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "| mlp | 1 | " in (tmp_path / "table.txt").read_text()
+    with tarfile.open(tmp_path / "kernels.tgz") as tar:
+        assert "./table/mlp-b1.txt" in tar.getnames()
