@@ -49,8 +49,13 @@ class TileParams:
 class Tile:
     """A matrix product `gpu_tile.match_product` recognised, and its tile: the output
     loops of the rows (A's) and of the columns (B's), each outermost first; the reduction
-    loop and its extent-1 inner loops (a 1x1 conv's); its 0-d accumulator; the loads of A
-    (rows x k) and B (k x columns); the epilogue's ops; M, N, K."""
+    nest (its outer loop, then the loops inside it: a conv's kernel rows and columns, of
+    extent 1 in a 1x1 conv), flattened into k; its 0-d accumulator; the loads of A (rows
+    x k) and B (k x columns), the last of each factor's (a padded conv's: under its
+    guard); the epilogue's ops; M, N, K; the loop IR's ops computing each factor from the
+    loop variables (constants, index arithmetic, guards, loads: the last yields it); and
+    whether it is an implicit GEMM (a conv's window, or a factor that is not one plain
+    load), whose tiles are loaded through those ops."""
 
     params: TileParams
     rows: tuple[ForOp, ...]
@@ -64,6 +69,9 @@ class Tile:
     m: int
     n: int
     k: int
+    a_ops: tuple[Operation, ...] = ()
+    b_ops: tuple[Operation, ...] = ()
+    implicit: bool = False
 
 
 @dataclass
