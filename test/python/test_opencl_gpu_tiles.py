@@ -6,6 +6,7 @@ launch and the emitted text of a tiled kernel."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +27,7 @@ from dlpc.dialects.loop import KernelOp  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 OPENCL = pipeline.PipelineOptions(target="opencl")
 H200 = GpuProfile(max_group=1024, units=132)
+NARROW = [p for tiles in gpu_tile.NARROW_TILES.values() for p in tiles]
 
 
 def _lower(model):
@@ -128,14 +130,29 @@ def test_both_tiles_match_reference(tmp_path, monkeypatch, tile):
     _check(model, f)
 
 
+def _narrow(params: TileParams) -> bool:
+    """Is `params` one of `NARROW_TILES`, or one turned (few columns)?"""
+    p = params
+    return p in NARROW or TileParams(p.tn, p.tm, p.tk, p.rn, p.rm) in NARROW
+
+
 @pytest.mark.parametrize("batch", [1, 4, 32, 3])
 @pytest.mark.parametrize("name", ["mlp", "lenet", "transformer", "mobilenet", "resnet"])
-def test_examples_with_tiled_products_match_reference(name, batch, always_tile):
-    """The examples whose linears and 1x1 convs tile (every one, the rule set aside) at
-    batch 1, 4, 32 and 3, against the reference."""
+def test_examples_with_tiled_products_match_reference(monkeypatch, name, batch):
+    """The examples with every product tiled (`DLPC_OPENCL_TILES=all`, the rule set
+    aside): linears, 1x1 convs, and resnet's five and lenet's two KxK convs as implicit
+    GEMMs in `NARROW_TILES` (lenet's second keeps its channels last: 16 columns, the
+    tile turned), at batch 1, 4, 32 and 3, against the reference."""
+    monkeypatch.setenv("DLPC_OPENCL_TILES", "all")
     model = dlpc.load(ROOT / "examples" / f"{name}.dlpc", batch=batch)
     f = compile_opencl(_lower(model), name=name, profile="gpu")
-    assert _tiled(f)
+    tiles = {k.sym: launch.tile for k, launch in f.plan.launches.items() if launch.tile}
+    assert tiles
+    convs = {sym: tile for sym, tile in tiles.items() if tile.implicit}
+    assert len(convs) == {"resnet": 5, "lenet": 2}.get(name, 0)
+    assert all(_narrow(tile.params) for tile in convs.values())
+    if name == "lenet":
+        assert convs["conv2d_relu_1"].n == 16 and convs["conv2d_relu_1"].params.tn == 16
     _check(model, f)
 
 
@@ -256,3 +273,175 @@ def test_not_products_are_not_tiled(tmp_path, always_tile):
     emitter = OpenCLEmitter(_lower(model), gpu=GpuProfile(max_group=128, units=1))
     emitter.emit()
     assert all(launch.tile is None for launch in emitter.launches.values())
+
+
+def _conv(
+    n: int,
+    c: int,
+    co: int,
+    hw: int,
+    k: int,
+    stride: int = 1,
+    padding: int = 0,
+    dilation: int = 1,
+    residual: bool = False,
+) -> str:
+    """A KxK conv with bias and relu (and a residual added before the relu)."""
+    out = (hw + 2 * padding - dilation * (k - 1) - 1) // stride + 1
+    extra = f", r: f32[{n}, {co}, {out}, {out}]" if residual else ""
+    conv = f"conv2d(x, w, b, stride={stride}, padding={padding}, dilation={dilation})"
+    return (
+        f"model cv(x: f32[{n}, {c}, {hw}, {hw}]{extra}) {{\n"
+        f"  param w: f32[{co}, {c}, {k}, {k}] = kaiming(seed=6)\n"
+        f"  param b: f32[{co}] = normal(seed=7, std=0.1)\n"
+        f"  return relu({conv}{' + r' if residual else ''})\n}}\n"
+    )
+
+
+def _kernel_text(source: str, sym: str) -> str:
+    body = source[source.index(f"kernel_{sym}(") :]
+    return body[: body.index("\n}\n")]
+
+
+@pytest.mark.parametrize(
+    "n, c, co, hw, k, stride, padding, dilation, residual",
+    [
+        (1, 3, 5, 9, 3, 1, 1, 1, False),  # 3x3 padded, 3 -> 5 channels
+        (3, 4, 16, 11, 3, 2, 1, 1, True),  # strided, padded, a residual add
+        (3, 3, 5, 8, 3, 1, 0, 1, False),  # no padding
+        (1, 1, 6, 12, 5, 1, 2, 1, False),  # lenet's first: 5x5 padded by 2
+        (2, 3, 33, 7, 3, 1, 2, 2, True),  # dilated; 33 rows: two tiles of 32
+        (3, 2, 7, 13, 5, 2, 0, 1, False),  # 5x5, stride 2, no padding
+    ],
+)
+def test_kxk_convs_tile_as_implicit_gemms(
+    tmp_path, monkeypatch, n, c, co, hw, k, stride, padding, dilation, residual
+):
+    """KxK convs (padded or not, strided, dilated, odd channel counts, batch 1 to 3,
+    bias and relu, a residual add) tile as implicit GEMMs (`DLPC_OPENCL_TILES=all`:
+    whatever their size) and match the reference: M x N the output channels x the
+    output pixels (either way round), K input channels x kernel rows x columns; two
+    `__local` tiles, two barriers a step."""
+    monkeypatch.setenv("DLPC_OPENCL_TILES", "all")
+    model = _model(tmp_path, _conv(n, c, co, hw, k, stride, padding, dilation, residual))
+    f = compile_opencl(_lower(model), name="t", profile="gpu")
+    (launch,) = _tiled(f)
+    tile = launch.tile
+    out = (hw + 2 * padding - dilation * (k - 1) - 1) // stride + 1
+    assert tile.implicit and {tile.m, tile.n} == {co, n * out * out} and tile.k == c * k * k
+    assert [lp.trip_count for lp in (tile.red, *tile.inner)] in ([c, k, k], [k, k, c])
+    assert launch.local_size == tile.params.group
+    body = _kernel_text(f.source, launch.name[len("kernel_") :])
+    assert body.count("__local float") == 2 and body.count("barrier(CLK_LOCAL_MEM_FENCE);") == 2
+    guard = re.search(r"\n +if \(v_\w+\) \{\n", body)  # (the loop IR's own `scf.if`)
+    assert (guard is not None) == bool(padding)
+    _check(model, f)
+
+
+@pytest.mark.parametrize("params", [*NARROW, *TILES, TileParams(4, 32, 8, 2, 4)])
+def test_each_narrow_tile_matches_reference(tmp_path, monkeypatch, params):
+    """Each of `NARROW_TILES` and `TILES` (a conv of 64 channels or more takes those)
+    and a tile whose group is no multiple of TN (B's column split inside each step), on
+    a padded 3x3 conv of 20 output channels, 162 pixels and K = 27 (none a multiple of a
+    tile): the launch and the reference."""
+    monkeypatch.setenv("DLPC_OPENCL_TILES", "all")
+    monkeypatch.setattr(gpu_tile, "NARROW_TILES", {16: (params,), 32: (params,)})
+    model = _model(tmp_path, _conv(2, 3, 20, 9, 3, padding=1))
+    f = compile_opencl(_lower(model), name="t", profile="gpu")
+    (launch,) = _tiled(f)
+    assert launch.tile.params == params and (launch.tile.m, launch.tile.n) == (20, 162)
+    gx, gy = params.group
+    assert launch.global_size == (-(-162 // params.tn) * gx, -(-20 // params.tm) * gy)
+    _check(model, f)
+
+
+def test_resnet_convs_tile_by_the_rule_on_an_h200():
+    """The rule on an H200 (132 units): resnet at batch 32 tiles its five 3x3 convs, the
+    16-channel ones (16 x 32768) in 16 x 128 tiles of 2 x 4 blocks (256 groups), the
+    32-channel ones (32 x 8192) in 32 x 32 tiles of 2 x 2 (32 x 64 would make 128 groups,
+    fewer than the units); not its 1x1 shortcut (32 rows, a plain product). At batch 1
+    (16384 and 8192 outputs, under 512 a unit) none; lenet at batch 32 (6 channels;
+    16 x 3200 outputs) none."""
+    model = dlpc.load(ROOT / "examples" / "resnet.dlpc", batch=32)
+    emitter = OpenCLEmitter(_lower(model), gpu=H200)
+    source = emitter.emit()
+    tiled = {k.sym: launch for k, launch in emitter.launches.items() if launch.tile is not None}
+    assert sorted(tiled) == [
+        "conv2d_add_relu_2",
+        "conv2d_add_relu_4",
+        "conv2d_relu_0",
+        "conv2d_relu_1",
+        "conv2d_relu_3",
+    ]
+    for sym, launch in tiled.items():
+        tile = launch.tile
+        wide = tile.m == 16
+        assert tile.implicit and (tile.m, tile.n) == ((16, 32768) if wide else (32, 8192))
+        assert tile.k == {"conv2d_relu_0": 27, "conv2d_add_relu_4": 288}.get(sym, 144)
+        params = TileParams(16, 128, 16, 2, 4) if wide else TileParams(32, 32, 16, 2, 2)
+        assert tile.params == params
+        assert launch.local_size == params.group == ((32, 8) if wide else (16, 16))
+        assert launch.global_size == ((256 * 32, 8) if wide else (256 * 16, 16))
+        body = _kernel_text(source, launch.name[len("kernel_") :])
+        assert body.count("__local float") == 2 and body.count("barrier(CLK_LOCAL_MEM_FENCE);") == 2
+    body = _kernel_text(source, tiled["conv2d_relu_1"].name[len("kernel_") :])
+    assert "__local float v_a_tile[272];" in body  # (16 k x (16 + 1): along k)
+    assert "__local float v_b_tile[2048];" in body  # (16 k x 128 columns)
+    assert "const int v_mm = (v_ty * 32 + v_tx) % 128;" in body  # (the column: once)
+    assert "v_k < " not in body and "v_at < " not in body  # (K, N: whole tiles)
+    for name, batch in (("resnet", 1), ("lenet", 32)):
+        model = dlpc.load(ROOT / "examples" / f"{name}.dlpc", batch=batch)
+        emitter = OpenCLEmitter(_lower(model), gpu=H200)
+        emitter.emit()
+        assert all(launch.tile is None for launch in emitter.launches.values())
+
+
+@pytest.mark.parametrize(
+    "co, units, tiled",
+    [(16, 4, True), (15, 4, False), (16, 5, False), (32, 8, True), (32, 9, False)],
+)
+def test_conv_rule_edges(tmp_path, co, units, tiled):
+    """A narrow conv tiles from 16 output channels and 512 outputs a unit on: 16 x 128
+    (2048 outputs) on 4 units is, 15 channels or 5 units are not; 32 x 128 on 8 units
+    is, on 9 not."""
+    model = _model(tmp_path, _conv(2, 3, co, 8, 3, padding=1))
+    emitter = OpenCLEmitter(_lower(model), gpu=GpuProfile(max_group=1024, units=units))
+    emitter.emit()
+    (launch,) = emitter.launches.values()
+    assert (launch.tile is not None) == tiled
+
+
+def test_convs_left_untiled(tmp_path, monkeypatch):
+    """A depthwise conv (mobilenet's: its channel loop indexes both factors) is no
+    product, even with `DLPC_OPENCL_TILES=all`; `0` leaves resnet's convs to
+    `plan_gpu_launch` on an H200 at batch 32; an implicit GEMM whose side reaches
+    `INDEX_LIMIT` (its split indices are ints) is not tiled."""
+    monkeypatch.setenv("DLPC_OPENCL_TILES", "all")
+    model = dlpc.load(ROOT / "examples" / "mobilenet.dlpc", batch=2)
+    module = _lower(model)
+    (depthwise,) = [
+        k for k in module.walk() if isinstance(k, KernelOp) and k.sym.startswith("conv2d_clip_0")
+    ]
+    assert match_product(depthwise) is None
+    emitter = OpenCLEmitter(module, gpu=H200)
+    emitter.emit()
+    assert emitter.launches[depthwise].tile is None
+    monkeypatch.setenv("DLPC_OPENCL_TILES", "0")
+    emitter = OpenCLEmitter(
+        _lower(dlpc.load(ROOT / "examples" / "resnet.dlpc", batch=32)), gpu=H200
+    )
+    source = emitter.emit()
+    assert all(launch.tile is None for launch in emitter.launches.values())
+    assert "__local float v_a_tile" not in source
+    monkeypatch.setenv("DLPC_OPENCL_TILES", "all")
+    monkeypatch.setattr(gpu_tile, "INDEX_LIMIT", 288)
+    model = _model(tmp_path, _conv(2, 32, 16, 8, 3, padding=1))  # (K = 288)
+    emitter = OpenCLEmitter(_lower(model), gpu=H200)
+    emitter.emit()
+    (launch,) = emitter.launches.values()
+    assert launch.tile is None
+    monkeypatch.setattr(gpu_tile, "INDEX_LIMIT", 289)
+    emitter = OpenCLEmitter(_lower(model), gpu=H200)
+    emitter.emit()
+    (launch,) = emitter.launches.values()
+    assert launch.tile is not None
