@@ -26,7 +26,7 @@ import random
 import statistics
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -37,34 +37,54 @@ from dlpc.backends.opencl.gpu_launch import (
     GpuParams,
     GpuProfile,
 )
+from dlpc.backends.opencl.launch import TileParams
 from dlpc.diagnostics import DlpcError
 from dlpc.passes.schedule.tuning_log import Record, TuningLog, kernel_signature
 
 TEMPLATE = "gpu-plan"  # (the records' template; their target: `gpu_launch.TUNING_TARGET`)
 TARGET = TUNING_TARGET
 GROUPS = (32, 64, 128, 256, 512, 1024)
+#: the tiles a matrix product is tried with, whatever the rule (`gpu_tile`'s square ones,
+#: and the narrow ones of a conv with 16 or 32 output channels)
+TILES = (
+    TileParams(64, 64, 16, 4, 4),
+    TileParams(32, 32, 16, 2, 2),
+    TileParams(32, 64, 16, 2, 4),
+    TileParams(16, 128, 16, 2, 4),
+    TileParams(32, 128, 16, 4, 4),
+)
 LANES = (1, 2, 4, 8)
 SPLITS = (0, 32, 64, 128, 256)
 
 
 def space(profile: GpuProfile) -> list[GpuParams]:
     """Every point of the search, the defaults first: groups capped by the device's
-    largest, `min_group_items` the default's (64) or the group's when smaller."""
+    largest, `min_group_items` the default's (64) or the group's when smaller; each with
+    the tiled products' rule (`tile` "") and untiled ("off"); then the defaults with each
+    tile of `TILES` that fits the device (a product tiled with it whatever the rule)."""
     cap = profile.max_group
     points = [DEFAULT_PARAMS]
-    for group in (g for g in GROUPS if g <= cap):
-        for lanes in LANES:
-            for split in (s for s in SPLITS if s <= cap):
-                p = GpuParams(group, min(DEFAULT_PARAMS.min_group_items, group), lanes, split)
-                if p != DEFAULT_PARAMS:
-                    points.append(p)
+    for tile in ("", "off"):
+        for group in (g for g in GROUPS if g <= cap):
+            for lanes in LANES:
+                for split in (s for s in SPLITS if s <= cap):
+                    min_group = min(DEFAULT_PARAMS.min_group_items, group)
+                    p = GpuParams(group, min_group, lanes, split, tile)
+                    if p != DEFAULT_PARAMS:
+                        points.append(p)
+    for t in TILES:
+        gx, gy = t.group
+        if gx * gy <= cap:
+            points.append(replace(DEFAULT_PARAMS, tile=str(t)))
     return points
 
 
 def launch_key(launch) -> tuple:
-    """What a GPU plan's launch looks like to the device: its sizes, lanes and split."""
+    """What a GPU plan's launch looks like to the device: its sizes, lanes, split and
+    tile."""
     lanes = tuple(sorted(launch.lanes.values())) if launch.lanes else ()
-    return (launch.global_size, launch.local_size, lanes, launch.split is not None)
+    tile = str(launch.tile.params) if launch.tile is not None else ""
+    return (launch.global_size, launch.local_size, lanes, launch.split is not None, tile)
 
 
 @dataclass

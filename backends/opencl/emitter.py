@@ -18,11 +18,11 @@ from dlpc.backends import c as cbe
 from dlpc.backends.c import Buffer, c_type
 from dlpc.backends.names import Scope, c_comment
 from dlpc.backends.opencl.chains import Chain, ChainWriter, batch_split
-from dlpc.backends.opencl.gpu_launch import GpuParams, GpuProfile, plan_gpu_launch
+from dlpc.backends.opencl.gpu_launch import DEFAULT_PARAMS, GpuParams, GpuProfile, plan_gpu_launch
 from dlpc.backends.opencl.gpu_tile import plan_tiled, write_tiled
 from dlpc.backends.opencl.kernel_writer import KernelWriter, PermutedBuffer
 from dlpc.backends.opencl.lanes import WIDTH_8, lane_profile
-from dlpc.backends.opencl.launch import Launch, plan_launch, resident_values
+from dlpc.backends.opencl.launch import Launch, TileParams, plan_launch, resident_values
 from dlpc.backends.opencl.prelude import MATH_MACROS, PRELUDE
 from dlpc.backends.opencl.winograd import write_fused
 from dlpc.diagnostics import DlpcError
@@ -97,9 +97,17 @@ class OpenCLEmitter(ChainWriter):
             return  # kernel (opencl_winograd; a GPU plan writes its nests as they are)
         fname = self.top.fresh(k.sym, kind="kernel")
         if self.gpu is not None:  # a matrix product tiled through `__local` first (`gpu_tile`)
-            launch = plan_tiled(k, fname, self.gpu, self.resident) or plan_gpu_launch(
-                k, fname, self.gpu, self.resident, self.gpu_params.get(k.sym)
-            )
+            params = self.gpu_params.get(k.sym)  # (a tuning log's, else the rules')
+            if params is not None and params != DEFAULT_PARAMS:
+                params.check(self.gpu, f"kernel '{k.sym}'")
+            tile = params.tile if params is not None else ""
+            launch = None
+            if tile != "off":  # (a named tile is taken whatever the rule says)
+                launch = plan_tiled(
+                    k, fname, self.gpu, self.resident, TileParams.parse(tile), force=bool(tile)
+                )
+            if launch is None:
+                launch = plan_gpu_launch(k, fname, self.gpu, self.resident, params)
         else:
             launch = plan_launch(k, fname, resident=self.resident, profile=self.profile)
         self.launches[k] = launch

@@ -52,7 +52,7 @@ from xdsl.dialects.builtin import Float32Type, Float64Type, FloatAttr
 from xdsl.ir import SSAValue
 
 from dlpc.backends.opencl.lanes import PARTIAL_IDENTITY, _laneable, accumulators, independent
-from dlpc.backends.opencl.launch import Launch, plan_relayout
+from dlpc.backends.opencl.launch import Launch, TileParams, plan_relayout
 from dlpc.diagnostics import DlpcError
 from dlpc.dialects.loop import ForOp, KernelOp, kernels, spine
 from dlpc.dialects.typed import element_type
@@ -72,6 +72,8 @@ ROW_LANES = (4, 2)
 SPLIT_ITEMS = 64
 #: the widest row lanes a tuned plan may ask for (each lane is a copy of the body)
 MAX_ROW_LANES = 16
+#: a tuned tile's two `__local` tiles at most (OpenCL guarantees 32 KB of local memory)
+TILE_LOCAL_BYTES = 32 * 1024
 
 
 @dataclass(frozen=True)
@@ -82,12 +84,20 @@ class GpuParams:
     largest group), `min_group_items`: the fewest it is halved to while the groups are
     fewer than the units; `row_lanes`: the widest register blocking of dimension 1's loop
     (tried halving down to 2 until one divides the loop; 1: none); `split_items`: a split
-    reduction's work-group (0: no split). The device facts stay in `GpuProfile`."""
+    reduction's work-group (0: no split); `tile`: a matrix product's `__local` tile
+    (`gpu_tile`): "" the rule's choice, "off" none, or `TileParams`' text
+    `TMxTNxTK/RMxRN` (tiled with it, whatever the rule says). The device facts stay in
+    `GpuProfile`."""
 
     group_items: int = GROUP_ITEMS
     min_group_items: int = MIN_GROUP_ITEMS
     row_lanes: int = ROW_LANES[0]
     split_items: int = SPLIT_ITEMS
+    tile: str = ""
+
+    def tile_params(self) -> TileParams | None:
+        """The tile `tile` names (None: the rule's, or "off")."""
+        return TileParams.parse(self.tile)
 
     def lanes(self) -> tuple[int, ...]:
         """The lane counts tried, widest first: `row_lanes` halved down to 2."""
@@ -126,8 +136,25 @@ class GpuParams:
         lanes = self.row_lanes
         if not isinstance(lanes, int) or isinstance(lanes, bool) or not 1 <= lanes <= MAX_ROW_LANES:
             raise bad(f"row_lanes must be an integer from 1 to {MAX_ROW_LANES}, got {lanes!r}")
+        if not isinstance(self.tile, str) or self.tile in ("", "off"):
+            if not isinstance(self.tile, str):
+                raise bad(f"tile must be text, got {self.tile!r}")
+            return
+        t = self.tile_params()
+        if t is None:
+            raise bad(f"tile must be '', 'off' or TMxTNxTK/RMxRN, got {self.tile!r}")
+        gx, gy = t.group if t.rm and t.rn else (0, 0)
+        if min(t.tm, t.tn, t.tk, t.rm, t.rn) < 1 or t.tm % t.rm or t.tn % t.rn:
+            raise bad(f"tile {t}: positive sizes, RM dividing TM and RN dividing TN")
+        if gx * gy > profile.max_group:
+            raise bad(
+                f"tile {t}: {gx * gy} work-items, over the device's largest work-group "
+                f"({profile.max_group})"
+            )
+        if (t.tm + t.tn) * t.tk * 4 > TILE_LOCAL_BYTES:
+            raise bad(f"tile {t}: its __local tiles are over {TILE_LOCAL_BYTES} bytes")
 
-    def to_dict(self) -> dict[str, int]:
+    def to_dict(self) -> dict[str, int | str]:
         return dict(self.__dict__)
 
     @classmethod
@@ -144,14 +171,19 @@ class GpuParams:
                 f"{', '.join(cls.__dataclass_fields__)})"
             )
         for key, value in data.items():
-            if not isinstance(value, int) or isinstance(value, bool):
+            if key == "tile":
+                if not isinstance(value, str):
+                    raise DlpcError(
+                        f"error: opencl: GPU plan params{at}: tile must be text, got {value!r}"
+                    )
+            elif not isinstance(value, int) or isinstance(value, bool):
                 raise DlpcError(
                     f"error: opencl: GPU plan params{at}: {key} must be an integer, got {value!r}"
                 )
         return cls(**data)
 
     def __str__(self) -> str:
-        return " ".join(f"{k}={v}" for k, v in self.__dict__.items())
+        return " ".join(f"{k}={v}" for k, v in self.__dict__.items() if k != "tile" or v)
 
 
 @dataclass(frozen=True)

@@ -364,12 +364,14 @@ def plan_tiled(
     profile,
     resident: set[SSAValue] | None = None,
     params: TileParams | None = None,
+    force: bool = False,
 ) -> Launch | None:
     """The tiled launch of `kernel` on a device of `profile` (a `GpuProfile`: its
     largest work-group and compute units) when it is a product the rule of the module
-    docstring tiles, else None. `params`: the tile (default: from `TILES`, or
-    `NARROW_TILES` for a narrow conv). `resident` is unused: the tiles read every operand
-    coalesced as it lies."""
+    docstring tiles (or any product it recognises, with `force`: a tuning record's
+    tile), else None. `params`: the tile (default: from `TILES`, or `NARROW_TILES` for a
+    narrow conv). `resident` is unused: the tiles read every operand coalesced as it
+    lies. `DLPC_OPENCL_TILES=0` turns every tile off, forced ones too."""
     del resident
     mode = settings.get("DLPC_OPENCL_TILES")
     if mode not in TILE_MODES:
@@ -390,7 +392,7 @@ def plan_tiled(
     else:
         tiles = TILES
         wanted = min(m, n) >= MIN_SIDE and outputs >= profile.units * OUTPUTS_PER_UNIT
-    if mode != "all" and not wanted:
+    if mode != "all" and not wanted and not force:
         return None
     if params is None:
         params = next(

@@ -5,6 +5,7 @@ resident buffers it reads transposed (`plan_launch` -> `Launch`).
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 
 from xdsl.dialects import arith, memref
@@ -43,6 +44,15 @@ class TileParams:
     def group(self) -> tuple[int, int]:
         """The work-group: (columns, rows) of work-items, dimension 0 first."""
         return (self.tn // self.rn, self.tm // self.rm)
+
+    def __str__(self) -> str:
+        return f"{self.tm}x{self.tn}x{self.tk}/{self.rm}x{self.rn}"
+
+    @classmethod
+    def parse(cls, text: str) -> TileParams | None:
+        """`TMxTNxTK/RMxRN` (`str`'s form: a tuning record's), None for any other text."""
+        m = re.fullmatch(r"(\d+)x(\d+)x(\d+)/(\d+)x(\d+)", text)
+        return cls(*(int(g) for g in m.groups())) if m else None
 
 
 @dataclass(frozen=True)

@@ -106,10 +106,83 @@ def test_bad_params_are_one_line(mlp4, params, message):
 
 
 def test_bad_record_params_are_one_line():
-    with pytest.raises(DlpcError, match=r"unknown key 'tile'"):
+    with pytest.raises(DlpcError, match=r"unknown key 'tiles'"):
+        GpuParams.from_dict({"tiles": 4})
+    with pytest.raises(DlpcError, match=r"tile must be text, got 4"):
         GpuParams.from_dict({"tile": 4})
     with pytest.raises(DlpcError, match=r"row_lanes must be an integer, got '4'"):
         GpuParams.from_dict({"row_lanes": "4"})
+
+
+def _mlp(batch: int):
+    model = dlpc.load(MLP, batch=batch)
+    return model, pipeline.lower(
+        model.module.clone(), "loop", pipeline.PipelineOptions(target="opencl")
+    )
+
+
+def test_a_named_tile_is_taken_whatever_the_rule():
+    """`tile`: mlp at batch 4 (4 rows: the rule never tiles it) tiled with the named
+    tile; "off" leaves a product the rule tiles (mlp at batch 64 on one unit) to the
+    split sums / row lanes; the text form round-trips through a record."""
+    _, module = _mlp(4)
+    tiled = GpuParams(tile="32x32x16/2x2")
+    got = _launches(module, H200, {"linear_relu_0": tiled})
+    assert got["linear_relu_0"].tile is not None and got["linear_relu_1"].tile is None
+    assert str(got["linear_relu_0"].tile.params) == "32x32x16/2x2"
+    assert got["linear_relu_0"].local_size == (16, 16)
+    assert GpuParams.from_dict(tiled.to_dict()) == tiled
+    assert str(tiled).endswith(" tile=32x32x16/2x2") and "tile" not in str(DEFAULT_PARAMS)
+    _, big = _mlp(64)
+    one = GpuProfile(max_group=1024, units=1)
+    assert _launches(big, one, {})["linear_relu_0"].tile is not None  # (the rule's)
+    off = _launches(big, one, {"linear_relu_0": GpuParams(tile="off")})["linear_relu_0"]
+    assert off.tile is None and off.global_size != (0,)
+
+
+def test_a_named_tile_matches_the_reference():
+    """A forced tile through the runtime (as a tuning record gives it) on this device."""
+    from dlpc.backends.runtime.opencl_rt import OpenCLFunction
+
+    model = dlpc.load(MLP, batch=3)
+    subject = dlpc_tune.gpu_subject(model)
+    params = {"linear_relu_0": GpuParams(tile="32x64x16/2x4"), "linear_4": GpuParams(tile="off")}
+    f = OpenCLFunction(subject.lowered, name="mlp", profile="gpu", gpu_params=params)
+    f.bind_params(subject.weights)
+    assert [launch.tile is not None for launch in f.plan.launches.values()] == [True, False, False]
+    (out,) = f(*subject.inputs)
+    assert gpu.close(out, subject.expected[0])
+
+
+@pytest.mark.parametrize(
+    "tile, message",
+    [
+        ("banana", "tile must be '', 'off' or TMxTNxTK/RMxRN, got 'banana'"),
+        ("64x64x16/3x4", "tile 64x64x16/3x4: positive sizes, RM dividing TM and RN dividing TN"),
+        ("64x64x16/0x4", "tile 64x64x16/0x4: positive sizes"),
+        ("128x128x16/1x1", "tile 128x128x16/1x1: 16384 work-items, over the device's largest"),
+        ("64x64x128/4x4", "tile 64x64x128/4x4: its __local tiles are over 32768 bytes"),
+    ],
+)
+def test_bad_tiles_are_one_line(mlp4, tile, message):
+    _, module = mlp4
+    with pytest.raises(DlpcError) as e:
+        _launches(module, H200, {"linear_relu_0": GpuParams(tile=tile)})
+    assert message in str(e.value) and "\n" not in str(e.value)
+
+
+def test_tiles_are_searched_for_products():
+    """The space has the tiles of `gpu.TILES` (those fitting the device) and every point
+    untiled; a product's candidates include tiled launches, another kernel's none."""
+    points = gpu.space(H200)
+    tiles = {p.tile for p in points}
+    assert tiles == {"", "off", *(str(t) for t in gpu.TILES)}
+    small = gpu.space(GpuProfile(max_group=128, units=4))
+    assert "64x64x16/4x4" not in {p.tile for p in small}  # (256 work-items)
+    _, module = _mlp(4)
+    tasks = {t.kernels[0]: t for t in gpu.tasks_of(module, H200)}
+    first = tasks["linear_relu_0"]
+    assert {p.tile for p in first.candidates} >= {str(t) for t in gpu.TILES}
 
 
 def test_space_is_capped_by_the_device():
