@@ -11,9 +11,11 @@
 # tree, not a wheel of it), and writes into $OUT (default /tmp/opencl-gpu):
 #   table.txt      bench/opencl_gpu.py: every example at batch 1 and 32, dlpc OpenCL
 #                  against torch eager on CUDA, with errors against the reference
-#   tiles0.txt     the same at batch 32 with DLPC_OPENCL_TILES=0 (no __local tiles)
-#   tilesall.txt   mlp and lenet at batch 32 with DLPC_OPENCL_TILES=all
-#   tune.txt       dlpc-tune --target opencl on mlp (batch 32) and resnet (batch 1),
+#   tiles0.txt     transformer, mobilenet, resnet and lenet at batch 1 and 32 with
+#                  DLPC_OPENCL_TILES=0 (no __local tiles: does the rule's tiling pay?)
+#   tilesall.txt   mlp, lenet and resnet at batch 1 and 32 with DLPC_OPENCL_TILES=all
+#                  (every product tiled: would a lower threshold pay?)
+#   tune.txt       dlpc-tune --target opencl on mlp and resnet (batch 32),
 #                  then --compare: default against tuned plans, per kernel
 #   kernels.tgz    per row: each kernel's device time and launch, and the program
 #                  (bench/opencl_gpu.py --kernels), and the two tuning logs
@@ -45,12 +47,12 @@ stamp table
 bench "${TABLE_S:-240}" --kernels "$K/table" ${TABLE_ARGS:-} 2>&1 | tee "$OUT/table.txt"
 if [ -z "${TABLE_ONLY:-}" ]; then
   stamp tiles
-  DLPC_OPENCL_TILES=0 bench 60 --device none --batches 32 \
+  DLPC_OPENCL_TILES=0 bench 90 --device none --batches 1,32 \
     --models transformer,mobilenet,resnet,lenet --kernels "$K/tiles0" > "$OUT/tiles0.txt" 2>&1
-  DLPC_OPENCL_TILES=all bench 45 --device none --batches 32 --models mlp,lenet \
+  DLPC_OPENCL_TILES=all bench 90 --device none --batches 1,32 --models mlp,lenet,resnet \
     --kernels "$K/tilesall" > "$OUT/tilesall.txt" 2>&1
   stamp tune
-  for spec in mlp:32:12 resnet:1:8; do
+  for spec in mlp:32:12 resnet:32:8; do
     IFS=: read -r m b n <<< "$spec"
     log="$K/$m-b$b.jsonl"
     tune 90 "examples/$m.dlpc" --target opencl --batch "$b" --trials "$n" --strategy grid \
