@@ -297,14 +297,12 @@ def _opencl_plans(profile: str | None, place=None) -> str:
     return launch_profile(profile, place.backend.cl_device if place is not None else None)
 
 
-def _check_plan_log(path: str, profile: str | None, place=None) -> None:
+def _check_plan_log(path: str, plans: str) -> None:
     """A tuning log given for target opencl: `dlpc-tune --target opencl`'s records, which
-    choose GPU plans (`tune/gpu.py`); a one-line error under the CPU plans (`profile`,
-    else the device's: `launch_profile`), which take no params, and for a log that is
-    not one (read at once: `TuningLog`)."""
-    from dlpc.backends.runtime.opencl_rt import launch_profile
-
-    if launch_profile(profile, place.backend.cl_device if place is not None else None) != "gpu":
+    choose GPU plans (`tune/gpu.py`); a one-line error under the CPU plans (`plans`, as
+    `_opencl_plans` resolved them), which take no params, and for a log that is not one
+    (read at once: `TuningLog`)."""
+    if plans != "gpu":
         raise DlpcError(
             "error: a tuning log applies to target 'c' and to target 'opencl''s GPU "
             "launch plans (profile='gpu' or DLPC_OPENCL_PROFILE=gpu); this device gets the "
@@ -497,7 +495,7 @@ def compile(
     # given to its runtime; the C loop schedules the pipeline applies are C's alone
     plan_log = tuning_log if target == "opencl" else None
     if plan_log:
-        _check_plan_log(plan_log, profile, place)
+        _check_plan_log(plan_log, profile or "cpu")  # (resolved above: target opencl)
         tuning_log = None
     weights = check_weights(model)
     if batch_chunks and target == "c" and place is None and fold_weights and not check_each_pass:
