@@ -10,16 +10,24 @@ DIR`; build them with `pip wheel . xdsl lark pyopencl -w wheels/` in the dlpc ch
 docs/opencl.md). Then, per example and batch (default 1 and 32), it prints the median
 time of `--repeat` (30) calls of:
 
-- dlpc OpenCL: `dlpc.compile(model, target="opencl", profile=...)` (default "gpu"),
-  a whole call: the input uploaded, the kernels on one in-order queue, the output read
-  back (weights resident on the device);
+- dlpc whole call: `dlpc.compile(model, target="opencl", profile=...)` (default "gpu")
+  called on numpy arrays: the input uploaded, the kernels on one in-order queue, the
+  output read back (weights resident on the device): what a numpy user gets, PCIe
+  copies included (mobilenet b32: 12 MB across, most of its time on the H200);
+- dlpc device tensors: the same plans compiled for the runtime device (`opencl:N`)
+  that runs the whole call's device (`compile(..., device=)`, a `DeviceModel`), called on
+  `dlpc.Tensor`s uploaded once before timing, each call timed to the device's
+  `synchronize` and its output left there: torch's conditions (the kernels bound to
+  the tensors' own buffers, `runtime/device_call.py`; a call that copies through the
+  function's buffers instead, or moves bytes to or from the host, is reported);
 - torch eager: the same graph op by op with torch.nn.functional (bench/models.py's
   interpreter) on `--device` (default cuda when available), inputs already on the
   device, timed to `torch.cuda.synchronize()`;
 
 with the OpenCL device's name (NVIDIA's OpenCL registered for the loader first when the
 driver's library is there but /etc/OpenCL/vendors lacks its .icd: `register_nvidia_icd`),
-and checks dlpc's output against the numpy reference:
+and checks both dlpc outputs (the device column's read back once, after its timed
+calls) against the numpy reference:
 max |dlpc - reference| / max |reference| <= `--tolerance` (1e-6), or <= torch's own error
 on the same inputs when that is larger (the reference is float32 numpy, summing in its
 own order: torch on lenet at batch 32 is 1.1e-6 from it). The exit status is 1 when a
@@ -27,7 +35,8 @@ check fails. `--device none` leaves torch out (a machine without it or without
 CUDA); `--dry-run` takes 3 calls per figure (a check of the script, not a measure).
 `--kernels DIR` also writes, per row, DIR/NAME-bBATCH.txt: every kernel's device time
 (OpenCL profiling events, `dlpc-run --profile`'s table) with its NDRange and work-group,
-and DIR/NAME-bBATCH.cl, the program: what the next change to the plans is read from.
+and both columns' call times, and DIR/NAME-bBATCH.cl, the program: what the next change
+to the plans is read from.
 """
 
 from __future__ import annotations
@@ -136,9 +145,91 @@ def torch_column(model, inputs, device: str, repeat: int):
     return ms, out.cpu().numpy()
 
 
-def write_profile(stem: Path, compiled, inputs, repeat: int) -> None:
-    """`stem`.txt: the per-kernel profile of `compiled` and each kernel's launch;
-    `stem`.cl: its OpenCL program."""
+def place_like(model, compiled, profile: str):
+    """`model` compiled with `profile`'s plans for the runtime OpenCL device
+    (`dlpc.runtime.device`, `opencl:N`) whose device runs `compiled` (the whole-call
+    column's: the same platform and device), a `DeviceModel`; None when no runtime
+    device is that one (a call split over a team of devices)."""
+    import dlpc
+    from dlpc.runtime import device as runtime
+
+    cl_device = compiled.artifact.device
+    place = next((d for d in runtime.devices("opencl") if d.backend.cl_device == cl_device), None)
+    if place is None or compiled.artifact.team_devices:
+        return None
+    return dlpc.compile(model, target="opencl", profile=profile, device=place)
+
+
+def copies_through(placed) -> str | None:
+    """Why `placed`'s calls copy its tensors through the function's own buffers instead
+    of binding the kernels to the tensors' (`runtime/device_call.py`), None when every
+    input and output of its latest call was bound."""
+    from dlpc.runtime import device_call
+
+    call = placed._call
+    fn = call.fn
+    if not device_call.BIND:
+        return "runtime/device_call.BIND is False"
+    if not call.bindable:
+        why = [
+            what
+            for what, holds in (
+                ("no kernel arguments to rebind", not hasattr(fn, "bound_args")),
+                ("a team chain", fn.team_devices is not None),
+                ("arguments in shared virtual memory", bool(fn.svm_args)),
+                ("host control flow", any(isinstance(s, list) or s[0] in HOST for s in fn.steps)),
+                (
+                    "an input read from a transposed copy",
+                    any(k in fn.param_copies for k in call.args),
+                ),
+            )
+            if holds
+        ]
+        return "not bindable: " + (", ".join(why) or "?")
+    copied = [k for k in call.args if call.bound[k] is fn.arg_buffers[k]]
+    if copied:
+        return f"arguments {copied} at offsets the device cannot start a buffer at"
+    return None
+
+
+#: `runtime/device_call.HOST_STEPS`: steps a device call cannot bind around
+HOST = ("load", "store", "scalar", "if", "else", "end", "while", "do", "team")
+
+
+def device_column(placed, inputs, repeat: int):
+    """(ms, output, note) of `placed` (`place_like`) called on device tensors uploaded
+    once: each timed call is the call and the device's synchronize (torch's
+    conditions), its output read back once after the timed calls; the note says what
+    broke those conditions (bytes to or from the host during the timed calls, copies
+    through the function's buffers), None when nothing did."""
+    import dlpc
+    from dlpc.runtime import device as runtime
+
+    dev = placed.device
+    xs = [dlpc.from_numpy(x, device=dev) for x in inputs]
+    last: list = []
+
+    def call():
+        last[:] = placed(*xs)
+
+    sync = lambda: runtime.synchronize(dev)  # noqa: E731
+    call()  # (the first call uploads the weights: not counted below)
+    sync()
+    before = runtime.transfer_stats(dev)
+    ms = median_ms(call, repeat, sync)
+    after = runtime.transfer_stats(dev)
+    moved = {k: after[k] - before[k] for k in after if after[k] != before[k]}
+    note = copies_through(placed)
+    if moved:
+        across = ", ".join(f"{k} {v}" for k, v in moved.items())
+        note = "; ".join(filter(None, [note, f"host transfers while timed: {across}"]))
+    (out,) = last
+    return ms, out.numpy(), note
+
+
+def write_profile(stem: Path, compiled, inputs, repeat: int, calls: str = "") -> None:
+    """`stem`.txt: the per-kernel profile of `compiled` and each kernel's launch, then
+    `calls` (the table's figures of the row); `stem`.cl: its OpenCL program."""
     from dlpc.backends.runtime.opencl_rt import opencl_profile
     from dlpc.backends.runtime.profile import format_profile
 
@@ -152,6 +243,7 @@ def write_profile(stem: Path, compiled, inputs, repeat: int) -> None:
     ]
     stem.parent.mkdir(parents=True, exist_ok=True)
     text = format_profile(rows, call) + "\n\nlaunches:\n" + "\n".join(launches) + "\n"
+    text += f"\ncalls, median ms:\n{calls}" if calls else ""
     stem.with_suffix(".txt").write_text(text)
     stem.with_suffix(".cl").write_text(function.source)
 
@@ -211,9 +303,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"torch on {device}")
     print(f"median of {repeat} calls, ms; error: max |out - ref| / max |ref|")
     print()
-    print("| model | batch | dlpc OpenCL | torch | dlpc / torch | dlpc error | torch error |")
-    print("|---|---|---|---|---|---|---|")
-    failed = []
+    print(
+        "| model | batch | dlpc whole call | dlpc device tensors | torch | whole / torch "
+        "| device / torch | whole error | device error | torch error |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    failed, notes = [], []
     for name in models:
         for batch in batches:
             model = dlpc.load(ROOT / "examples" / f"{name}.dlpc", batch=batch)
@@ -223,19 +318,43 @@ def main(argv: list[str] | None = None) -> int:
             (out,) = compiled(*inputs)
             error = relative_error(out, ref)
             ms = median_ms(lambda c=compiled, x=inputs: c(*x), repeat)
-            row = [name, str(batch), f"{ms:.3f}", "n/a", "n/a", f"{error:.2g}", "n/a"]
+            row = [name, str(batch), f"{ms:.3f}", "n/a", "n/a", "n/a", "n/a"]
+            row += [f"{error:.2g}", "n/a", "n/a"]
+            errors = {"whole call": error}
+            placed = place_like(model, compiled, args.profile)
+            if placed is None:
+                why = "no runtime device is the whole call's (a team's call?)"
+                notes.append(f"{name} batch {batch}: no device-tensor column: {why}")
+            else:
+                dev_ms, dev_out, note = device_column(placed, inputs, repeat)
+                errors["device tensors"] = relative_error(dev_out, ref)
+                row[3], row[8] = f"{dev_ms:.3f}", f"{errors['device tensors']:.2g}"
+                if note:
+                    notes.append(f"{name} batch {batch}: device tensors: {note}")
+                plans = placed.artifact.plans, compiled.artifact.plans
+                if plans[0] != plans[1]:  # (then the columns time different programs)
+                    failed.append(f"{name} batch {batch}: device tensors: plans {plans}")
+                elif placed.source != compiled.source:
+                    notes.append(f"{name} batch {batch}: device tensors: another program")
             bound = args.tolerance
             if device != "none":
                 torch_ms, torch_out = torch_column(model, inputs, device, repeat)
                 torch_error = relative_error(torch_out, ref)
-                row[3:5] = [f"{torch_ms:.3f}", f"{ms / torch_ms:.2f}"]
-                row[6] = f"{torch_error:.2g}"
+                row[4:6] = [f"{torch_ms:.3f}", f"{ms / torch_ms:.2f}"]
+                if placed is not None:
+                    row[6] = f"{dev_ms / torch_ms:.2f}"
+                row[9] = f"{torch_error:.2g}"
                 bound = max(bound, torch_error)  # (float32's floor against this reference)
-            if error > bound:
-                failed.append(f"{name} batch {batch}: error {error:.3g} > {bound:.3g}")
+            for column, e in errors.items():
+                if e > bound:
+                    failed.append(f"{name} batch {batch}: {column}: error {e:.3g} > {bound:.3g}")
             print("| " + " | ".join(row) + " |", flush=True)
             if args.profile_dir is not None:
-                write_profile(args.profile_dir / f"{name}-b{batch}", compiled, inputs, repeat)
+                calls = f"whole call {row[2]}\ndevice tensors {row[3]}\ntorch {row[4]}\n"
+                stem = args.profile_dir / f"{name}-b{batch}"
+                write_profile(stem, compiled, inputs, repeat, calls)
+    for line in notes:
+        print(f"note: {line}")
     print(f"\n{time.perf_counter() - started:.0f} s in all")
     for line in failed:
         print(f"opencl_gpu.py: error: {line}", file=sys.stderr)

@@ -1,0 +1,93 @@
+"""bench/opencl_gpu.py's device-tensor column (issue 33) on the CPU OpenCL platform:
+printed beside the whole call, its output checked against the reference on its own (a
+wrong device output fails the run while the whole call passes), its conditions
+reported (copies through the function's buffers, host transfers while timed) and its
+plans the whole call's."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pyopencl", reason="the opencl extra is not installed")
+
+ROOT = Path(__file__).resolve().parents[2]
+ARGV = ["--device", "none", "--dry-run", "--models", "mlp", "--batches", "1"]
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("opencl_gpu", ROOT / "bench" / "opencl_gpu.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    return bench
+
+
+def _row(out: str) -> list[str]:
+    (line,) = [x for x in out.splitlines() if x.startswith("| mlp | 1 | ")]
+    return [c.strip() for c in line.strip("|").split("|")]
+
+
+def test_device_column_dry_run(capsys, tmp_path):
+    """Both dlpc columns timed and within the tolerance, the device column's kernels
+    bound to the tensors' buffers with no host transfer while timed (no note), its
+    figures in `--kernels`' file."""
+    assert _bench().main([*ARGV, "--kernels", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "| dlpc whole call | dlpc device tensors | torch | whole / torch | device / torch" in out
+    row = _row(out)
+    assert all(re.fullmatch(r"\d+\.\d{3}", c) for c in row[2:4]), row
+    assert row[4:7] == ["n/a"] * 3 and row[9] == "n/a"
+    assert float(row[7]) <= 1e-6 and float(row[8]) <= 1e-6
+    assert "note:" not in out
+    text = (tmp_path / "mlp-b1.txt").read_text()
+    assert f"whole call {row[2]}\ndevice tensors {row[3]}\ntorch n/a\n" in text
+
+
+def test_device_column_wrong_output_fails(capsys, monkeypatch):
+    """A device call computing on other inputs (ones, uploaded inside the timed call):
+    exit 1 naming the device column alone, and the upload reported."""
+    from dlpc.runtime import device_call
+    from dlpc.runtime.tensor import TensorView
+
+    run = device_call.DeviceCall._run_opencl
+
+    def wrong(self, inputs, cls):
+        ones = [TensorView.from_numpy(np.ones(t.shape, t.dtype), t.device) for t in inputs]
+        return run(self, ones, cls)
+
+    monkeypatch.setattr(device_call.DeviceCall, "_run_opencl", wrong)
+    assert _bench().main(ARGV) == 1
+    captured = capsys.readouterr()
+    errors = [x for x in captured.err.splitlines() if "error:" in x]
+    assert len(errors) == 1 and "mlp batch 1: device tensors: error " in errors[0], errors
+    row = _row(captured.out)
+    assert float(row[7]) <= 1e-6 and float(row[8]) > 1e-3
+    assert "note: mlp batch 1: device tensors: host transfers while timed: to_device " in (
+        captured.out
+    )
+
+
+def test_device_column_reports_copies(capsys, monkeypatch):
+    """Kernels not bound to the tensors' buffers (`device_call.BIND` off): the row still
+    checked (exit 0), and a note says why."""
+    from dlpc.runtime import device_call
+
+    monkeypatch.setattr(device_call, "BIND", False)
+    assert _bench().main(ARGV) == 0
+    out = capsys.readouterr().out
+    assert "note: mlp batch 1: device tensors: runtime/device_call.BIND is False" in out
+
+
+def test_device_column_other_plans_fail(capsys, monkeypatch):
+    """A device model of other plans than the whole call's (the columns would time
+    different programs): exit 1."""
+    bench = _bench()
+    place = bench.place_like
+    monkeypatch.setattr(bench, "place_like", lambda m, c, profile: place(m, c, "cpu"))
+    assert bench.main(ARGV) == 1
+    assert "mlp batch 1: device tensors: plans ('cpu', 'gpu')" in capsys.readouterr().err
