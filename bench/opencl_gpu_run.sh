@@ -10,7 +10,8 @@
 # makes this checkout importable as `dlpc` (a symlink, so the run measures the working
 # tree, not a wheel of it), and writes into $OUT (default /tmp/opencl-gpu):
 #   table.txt      bench/opencl_gpu.py: every example at batch 1 and 32, dlpc OpenCL
-#                  against torch eager on CUDA, with errors against the reference
+#                  (whole calls from numpy, and calls on device tensors) against torch
+#                  eager on CUDA, with errors against the reference
 #   tiles0.txt     transformer, mobilenet, resnet and lenet at batch 1 and 32 with
 #                  DLPC_OPENCL_TILES=0 (no __local tiles: does the rule's tiling pay?)
 #   tilesall.txt   mlp, lenet and resnet at batch 1 and 32 with DLPC_OPENCL_TILES=all
