@@ -171,13 +171,14 @@ def copies_through(placed) -> str | None:
     if not device_call.BIND:
         return "runtime/device_call.BIND is False"
     if not call.bindable:
+        host = device_call.HOST_STEPS
         why = [
             what
             for what, holds in (
                 ("no kernel arguments to rebind", not hasattr(fn, "bound_args")),
                 ("a team chain", fn.team_devices is not None),
                 ("arguments in shared virtual memory", bool(fn.svm_args)),
-                ("host control flow", any(isinstance(s, list) or s[0] in HOST for s in fn.steps)),
+                ("host control flow", any(isinstance(s, list) or s[0] in host for s in fn.steps)),
                 (
                     "an input read from a transposed copy",
                     any(k in fn.param_copies for k in call.args),
@@ -190,10 +191,6 @@ def copies_through(placed) -> str | None:
     if copied:
         return f"arguments {copied} at offsets the device cannot start a buffer at"
     return None
-
-
-#: `runtime/device_call.HOST_STEPS`: steps a device call cannot bind around
-HOST = ("load", "store", "scalar", "if", "else", "end", "while", "do", "team")
 
 
 def device_column(placed, inputs, repeat: int):

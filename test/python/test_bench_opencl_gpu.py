@@ -91,3 +91,25 @@ def test_device_column_other_plans_fail(capsys, monkeypatch):
     monkeypatch.setattr(bench, "place_like", lambda m, c, profile: place(m, c, "cpu"))
     assert bench.main(ARGV) == 1
     assert "mlp batch 1: device tensors: plans ('cpu', 'gpu')" in capsys.readouterr().err
+
+
+def test_copies_through_names_the_reason():
+    """Why a device call copies through the function's buffers, from what
+    `runtime/device_call.py` checks: an input read transposed, host control flow, an
+    argument left in the function's own buffer; None when every one was bound."""
+    from types import SimpleNamespace as NS
+
+    copies_through = _bench().copies_through
+    own = [object() for _ in range(3)]
+    fn = NS(bound_args=[], team_devices=None, svm_args={}, steps=[], param_copies={})
+    fn.arg_buffers = own
+    call = NS(fn=fn, bindable=True, args=[0, 2], bound={0: object(), 2: object()})
+    placed = NS(_call=call)
+    assert copies_through(placed) is None
+    call.bound[2] = own[2]
+    assert copies_through(placed) == "arguments [2] at offsets the device cannot start a buffer at"
+    call.bindable = False
+    fn.param_copies = {0: []}
+    assert copies_through(placed) == "not bindable: an input read from a transposed copy"
+    fn.param_copies, fn.steps = {}, [("if",)]
+    assert copies_through(placed) == "not bindable: host control flow"
