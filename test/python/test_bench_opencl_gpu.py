@@ -113,3 +113,22 @@ def test_copies_through_names_the_reason():
     assert copies_through(placed) == "not bindable: an input read from a transposed copy"
     fn.param_copies, fn.steps = {}, [("if",)]
     assert copies_through(placed) == "not bindable: host control flow"
+
+
+def test_place_like_takes_the_whole_calls_device():
+    """The device column runs on the OpenCL device of the whole call, whichever that is:
+    under the CPU plans at batch 1 PoCL's serial driver (`choose_device`), not the
+    default (parallel) one; its program is the whole call's."""
+    import dlpc
+    from dlpc.backends.runtime import opencl_rt
+
+    bench = _bench()
+    model = dlpc.load(ROOT / "examples" / "mlp.dlpc", batch=1)
+    for profile in ("gpu", "cpu"):
+        compiled = dlpc.compile(model, target="opencl", profile=profile)
+        placed = bench.place_like(model, compiled, profile)
+        assert placed.device.backend.cl_device == compiled.artifact.device
+        assert placed.artifact.plans == profile and placed.source == compiled.source
+    if opencl_rt.serial_device() is not None:  # (PoCL: both drivers)
+        assert compiled.artifact.device == opencl_rt.serial_device()
+        assert placed.device.backend.cl_device != opencl_rt.default_device()
