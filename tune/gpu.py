@@ -36,6 +36,7 @@ from dlpc.backends.opencl.gpu_launch import (
     TUNING_TARGET,
     GpuParams,
     GpuProfile,
+    tile_local_bytes,
 )
 from dlpc.backends.opencl.launch import TileParams
 from dlpc.diagnostics import DlpcError
@@ -61,7 +62,8 @@ def space(profile: GpuProfile) -> list[GpuParams]:
     """Every point of the search, the defaults first: groups capped by the device's
     largest, `min_group_items` the default's (64) or the group's when smaller; each with
     the tiled products' rule (`tile` "") and untiled ("off"); then the defaults with each
-    tile of `TILES` that fits the device (a product tiled with it whatever the rule)."""
+    tile of `TILES` that fits the device (its work-group and its `__local` tiles,
+    `tile_local_bytes`, within the profile's: a product tiled with it whatever the rule)."""
     cap = profile.max_group
     points = [DEFAULT_PARAMS]
     for tile in ("", "off"):
@@ -74,7 +76,7 @@ def space(profile: GpuProfile) -> list[GpuParams]:
                         points.append(p)
     for t in TILES:
         gx, gy = t.group
-        if gx * gy <= cap:
+        if gx * gy <= cap and tile_local_bytes(t) <= profile.local_mem_size:
             points.append(replace(DEFAULT_PARAMS, tile=str(t)))
     return points
 
@@ -193,7 +195,7 @@ class GpuTuner:
         device = default_device()
         self.device = device
         self.machine = device_key(device)
-        self.profile = GpuProfile(int(device.max_work_group_size), int(device.max_compute_units))
+        self.profile = GpuProfile.of_device(device)
         self.lowered = subject.lowered
         self.tasks = tasks_of(self.lowered, self.profile)
         for task in self.tasks:  # the log's times of this device (a resumed run)

@@ -72,8 +72,16 @@ ROW_LANES = (4, 2)
 SPLIT_ITEMS = 64
 #: the widest row lanes a tuned plan may ask for (each lane is a copy of the body)
 MAX_ROW_LANES = 16
-#: a tuned tile's two `__local` tiles at most (OpenCL guarantees 32 KB of local memory)
+#: the local memory of a work-group OpenCL guarantees (CL_DEVICE_LOCAL_MEM_SIZE of a
+#: full-profile device): a `GpuProfile`'s when it names none
 TILE_LOCAL_BYTES = 32 * 1024
+
+
+def tile_local_bytes(t: TileParams) -> int:
+    """The `__local` bytes a tiled product's kernel declares with tile `t`, at most: the
+    TK x TM tile of A and the TK x TN tile of B, f32, each row one padding word longer
+    where its operand is loaded along k (`gpu_tile.write_tiled`; the bound takes both)."""
+    return (t.tm + t.tn + 2) * t.tk * 4
 
 
 @dataclass(frozen=True)
@@ -151,8 +159,11 @@ class GpuParams:
                 f"tile {t}: {gx * gy} work-items, over the device's largest work-group "
                 f"({profile.max_group})"
             )
-        if (t.tm + t.tn) * t.tk * 4 > TILE_LOCAL_BYTES:
-            raise bad(f"tile {t}: its __local tiles are over {TILE_LOCAL_BYTES} bytes")
+        if tile_local_bytes(t) > profile.local_mem_size:
+            raise bad(
+                f"tile {t}: its __local tiles ({tile_local_bytes(t)} bytes) are over the "
+                f"device's local memory ({profile.local_mem_size} bytes)"
+            )
 
     def to_dict(self) -> dict[str, int | str]:
         return dict(self.__dict__)
@@ -189,11 +200,24 @@ class GpuParams:
 @dataclass(frozen=True)
 class GpuProfile:
     """The device facts a GPU plan is sized by: the largest work-group
-    (`max_work_group_size`) and the compute units to fill (`max_compute_units`); no
-    defaults: every plan is sized by a device's (or a test's) own figures."""
+    (`max_work_group_size`), the compute units to fill (`max_compute_units`) and the
+    `__local` bytes a work-group may declare (`local_mem_size`: a tile needing more is
+    never chosen nor tried; an H200 reports 48 KB). A device's profile is `of_device`'s;
+    a test names its own figures, the local memory defaulting to OpenCL's guaranteed
+    32 KB (a profile that does not name it fits every device)."""
 
     max_group: int
     units: int
+    local_mem_size: int = TILE_LOCAL_BYTES
+
+    @classmethod
+    def of_device(cls, device) -> GpuProfile:
+        """The profile of an OpenCL device (a `pyopencl.Device`)."""
+        return cls(
+            int(device.max_work_group_size),
+            int(device.max_compute_units),
+            int(device.local_mem_size),
+        )
 
 
 def _pow2_at_least(n: int) -> int:

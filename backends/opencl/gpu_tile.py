@@ -11,10 +11,17 @@ from the loop variables (arithmetic, loads of buffers the kernel does not write,
 `scf.if` yielding a load or the padding: `_pure`). The columns are the output loops B
 uses (B: the factor the innermost loop indexes), collapsed into one index N; the rows
 the others (A's), collapsed into M; k the reduction nest flattened, its last loop
-fastest, K its iterations; a loop both factors use is a batched product, a grouped or a
-depthwise conv (refused). `graph.linear`, a 2-d `graph.matmul` and a 1x1 `graph.conv2d`
-(A = W[co, ci, 0, 0], B = the input: columns images x rows x columns, k the input
-channels) are plain products: each factor one load whose indices `_index_expr` prints.
+fastest, K its iterations; the loops both factors use are the batch (`BatchedTile`).
+`graph.linear`, a `graph.matmul` and a 1x1 `graph.conv2d` (A = W[co, ci, 0, 0], B = the
+input: columns images x rows x columns, k the input channels) are plain products: each
+factor one load whose indices `_index_expr` prints. A batched `graph.matmul` (rank 3 or
+4: attention's Q K^T, P V) has batch loops: NDRange dimension 2 is them collapsed, each
+work-group one tile of one batch's product (`get_group_id(2)`, groups of one along
+it); same tiles, blocks and epilogue as a 2-d product. A batch dimension one operand
+broadcasts (extent 1 there) indexes the other alone, so it is that one's rows or
+columns (a plain product of B x M rows); transposed operands are the loads' index
+order (each tile is loaded along its operand's last index, whichever loop that is). A
+loop of both factors in an implicit GEMM (a grouped or depthwise conv) is refused.
 A KxK `graph.conv2d` (strided, padded, dilated) is an implicit GEMM (`Tile.implicit`):
 rows the output channels, columns images x output rows x output columns (or the other
 way round where the output keeps its channels last, lenet's), k input channels x kernel
@@ -27,7 +34,8 @@ extent (row `ty + i * TM / RM`, column `tx + j * TN / RN`: consecutive work-item
 consecutive `__local` words and store consecutive outputs). The reduction runs in steps
 of TK: the group loads the TM x TK tile of A and the TK x TN tile of B into `__local`
 memory, consecutive work-items reading consecutive addresses of each (along the
-operand's last index, whichever loop that is), zero past M, N or K; barrier; each
+operand's last index that varies over the tile, whichever loop that is: a batch loop is
+fixed in a group), zero past M, N or K; barrier; each
 work-item accumulates its block from `__local` memory; barrier. An implicit GEMM's
 tile element for (k, column) is the loop IR's ops for its factor (`_load_implicit`) with
 the output and reduction loops' variables split from the column and k by `/` and `%`
@@ -39,7 +47,8 @@ loop IR's order, k = 0, 1, ...: the zero-padded steps add +0.0 (the compiler may
 contract a product and its sum into one fma, within the reference's tolerance).
 
 When (`plan_tiled`): both sides at least `MIN_SIDE` (64) and at least `OUTPUTS_PER_UNIT`
-(256) outputs per compute unit, that is a product whose outputs alone fill the device
+(256) outputs per compute unit (a batched product's: all its batches' outputs, groups
+counted over the batches too), that is a product whose outputs alone fill the device
 (with fewer `plan_gpu_launch` splits each sum over a work-group: mlp's and lenet's
 linears at any batch up to 32, transformer's 64-feature ones; a product of fewer than 64
 rows keeps its row lanes). On an H200 that tiles transformer's linear_0 and
@@ -47,7 +56,13 @@ linear_gelu_2 at batch 32 and mobilenet's pointwise conv at batch 1 and 32. The 
 (`TileParams`): 64 x 64 in 4 x 4 blocks (256 work-items, 8 KB of `__local`) when that
 makes as many work-groups as the device has compute units, else 32 x 32 in 2 x 2 blocks
 (256 work-items, 4 times the groups: transformer's two at batch 32 make 96 and 64 of
-them for the H200's 132 units). A caller (a tuner) may pass its own `TileParams`.
+them for the H200's 132 units). Transformer's batched matmuls (16 x 16 a head, K 16)
+are under `MIN_SIDE`: untiled by the rule at any batch. Only tiles whose two `__local`
+tiles fit the device's local memory are taken (`GpuProfile.local_mem_size`,
+`tile_local_bytes`: 8320 bytes for 64 x 64, 4224 for 32 x 32, at most 10368 for the
+narrow ones; an H200 has 48 KB, OpenCL guarantees 32): on a smaller one the next
+tile, or none (the plain plan). A caller (a tuner) may pass its own `TileParams`, refused
+as well where it does not fit.
 
 A conv's implicit GEMM has as few rows as output channels (resnet's 16 and 32), under
 `MIN_SIDE`, but long sums (K = 9 x input channels) and many columns: a 64-row tile would
@@ -85,6 +100,7 @@ from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 
 from dlpc import settings
 from dlpc.backends.c import Buffer
+from dlpc.backends.opencl.gpu_launch import tile_local_bytes
 from dlpc.backends.opencl.lanes import independent
 from dlpc.backends.opencl.launch import Launch, Tile, TileParams
 from dlpc.diagnostics import DlpcError
@@ -128,6 +144,21 @@ NARROW_TILES = {
 
 #: index arithmetic a product's loads may compute their indices with
 INDEX_OPS = {"arith.addi": "+", "arith.subi": "-", "arith.muli": "*"}
+
+
+@dataclass(frozen=True)
+class BatchedTile(Tile):
+    """A `Tile` with its batch loops (`match_product`: output loops both factors use,
+    outermost first; none for a plain product), one work-group's tile in one batch:
+    NDRange dimension 2 (groups of one there) is the batch loops collapsed, the last
+    fastest."""
+
+    batch: tuple[ForOp, ...] = ()
+
+    @property
+    def batches(self) -> int:
+        """The products the kernel computes (1 without batch loops)."""
+        return math.prod(lp.trip_count for lp in self.batch)
 
 
 def _index_expr(v: SSAValue, known: dict[SSAValue, str]) -> str | None:
@@ -315,22 +346,23 @@ def match_product(kernel: KernelOp) -> Tile | None:
     if (col in first[1]) == (col in second[1]):
         return None  # (the innermost loop: columns of one operand, B)
     (a_ops, a_uses), (b_ops, b_uses) = (second, first) if col in first[1] else (first, second)
+    batch = tuple(lp for lp in loops if lp.induction_var in a_uses and lp.induction_var in b_uses)
     rows = tuple(lp for lp in loops if lp.induction_var not in b_uses)
-    cols = tuple(lp for lp in loops if lp.induction_var in b_uses)
-    if any(lp.induction_var in a_uses for lp in cols):
-        return None  # (a loop of both: a batched product, a grouped or depthwise conv)
+    cols = tuple(lp for lp in loops if lp.induction_var in b_uses and lp not in batch)
     a_load, b_load = _main_load(a_ops), _main_load(b_ops)
     assert a_load is not None and b_load is not None
     names: dict[SSAValue, str] = dict.fromkeys(ivs, "i")
     implicit = any(lp.trip_count > 1 for lp in inner) or not (
         _plain(a_ops, names) and _plain(b_ops, names)
     )
+    if batch and implicit:
+        return None  # (a loop of both in a conv's window: a grouped or depthwise conv)
     constants = [o for o in before if isinstance(o, arith.ConstantOp)]  # (pure: the
     # epilogue writes its own copy of those it uses)
     m, n = math.prod(lp.trip_count for lp in rows), math.prod(lp.trip_count for lp in cols)
     k = math.prod(lp.trip_count for lp in nest)
     epilogue = (*constants, *after)
-    return Tile(
+    return BatchedTile(
         TileParams(),
         rows,
         cols,
@@ -346,6 +378,7 @@ def match_product(kernel: KernelOp) -> Tile | None:
         a_ops,
         b_ops,
         implicit,
+        batch,
     )
 
 
@@ -367,11 +400,13 @@ def plan_tiled(
     force: bool = False,
 ) -> Launch | None:
     """The tiled launch of `kernel` on a device of `profile` (a `GpuProfile`: its
-    largest work-group and compute units) when it is a product the rule of the module
-    docstring tiles (or any product it recognises, with `force`: a tuning record's
-    tile), else None. `params`: the tile (default: from `TILES`, or `NARROW_TILES` for a
-    narrow conv). `resident` is unused: the tiles read every operand coalesced as it
-    lies. `DLPC_OPENCL_TILES=0` turns every tile off, forced ones too."""
+    largest work-group, compute units and local memory) when it is a product the rule of
+    the module docstring tiles (or any product it recognises, with `force`: a tuning
+    record's tile), else None. `params`: the tile (default: from `TILES`, or
+    `NARROW_TILES` for a narrow conv, those whose `__local` tiles fit the device's local
+    memory; None where none, or `params`, does not). `resident` is unused: the tiles
+    read every operand coalesced as it lies. `DLPC_OPENCL_TILES=0` turns every tile
+    off, forced ones too."""
     del resident
     mode = settings.get("DLPC_OPENCL_TILES")
     if mode not in TILE_MODES:
@@ -383,7 +418,9 @@ def plan_tiled(
     found = match_product(kernel)
     if found is None:
         return None
-    m, n, outputs = found.m, found.n, found.m * found.n
+    assert isinstance(found, BatchedTile)
+    m, n, batches = found.m, found.n, found.batches
+    outputs = batches * m * n
     if found.implicit and max(m, n, found.k) >= INDEX_LIMIT:
         return None  # (its tiles' indices are ints)
     if found.implicit and min(m, n) < MIN_SIDE:  # (a conv's few output channels)
@@ -395,14 +432,24 @@ def plan_tiled(
     if mode != "all" and not wanted and not force:
         return None
     if params is None:
+        tiles = tuple(p for p in tiles if tile_local_bytes(p) <= profile.local_mem_size)
+        if not tiles:
+            return None
         params = next(
-            (p for p in tiles if -(-m // p.tm) * -(-n // p.tn) >= profile.units), tiles[-1]
+            (p for p in tiles if batches * -(-m // p.tm) * -(-n // p.tn) >= profile.units),
+            tiles[-1],
         )
     gx, gy = params.group
     if params.tm % params.rm or params.tn % params.rn or gx * gy > profile.max_group:
         return None
+    if tile_local_bytes(params) > profile.local_mem_size:
+        return None
     tile = replace(found, params=params)
-    launch = Launch(fname, (-(-n // params.tn) * gx, -(-m // params.tm) * gy), (gx, gy))
+    sizes = (-(-n // params.tn) * gx, -(-m // params.tm) * gy)
+    if found.batch:  # (dimension 2: one group a batch)
+        launch = Launch(fname, (*sizes, batches), (gx, gy, 1))
+    else:
+        launch = Launch(fname, sizes, (gx, gy))
     launch.tile = tile
     return launch
 
@@ -425,8 +472,11 @@ def _split_index(loops: tuple[ForOp, ...], flat: str) -> dict[SSAValue, str]:
 
 def _along_k(load: memref.LoadOp, tile: Tile) -> bool:
     """Are `load`'s consecutive elements along k? Its last index that varies over the
-    tile (not with extent-1 loops and constants alone) depends on the reduction."""
+    tile (not with extent-1 loops, batch loops and constants alone) depends on the
+    reduction."""
     one = {lp.induction_var for lp in (*tile.rows, *tile.cols, *tile.inner) if lp.trip_count == 1}
+    if isinstance(tile, BatchedTile):  # (one batch a group: constant over the tile)
+        one |= {lp.induction_var for lp in tile.batch}
     for index in reversed(list(load.indices)):
         loops = _loops_of(index)
         if loops - one:
@@ -576,6 +626,19 @@ def write_tiled(w, kernel: KernelOp, launch: Launch) -> None:
     w.line(f"const int {tx} = (int)get_local_id(0), {ty} = (int)get_local_id(1);")
     w.line(f"const long {row0} = (long)get_group_id(1) * {p.tm};")
     w.line(f"const long {col0} = (long)get_group_id(0) * {p.tn};")
+    batch: dict[SSAValue, str] = {}  # (a batched product's: from the group's dimension 2)
+    if isinstance(tile, BatchedTile) and tile.batch:
+        bz = fresh("batch")
+        w.line(f"const long {bz} = (long)get_group_id(2);")
+        for lp in tile.batch:
+            e = _split_index(tile.batch, bz)[lp.induction_var]
+            if e in ("0", bz):
+                batch[lp.induction_var] = e
+                continue
+            name = fresh(lp.loop_name or lp.induction_var.name_hint, "i")
+            w.line(f"const long {name} = {e};")
+            batch[lp.induction_var] = name
+        w.expr.update(batch)
     c = [[fresh(f"c{i}_{j}") for j in range(p.rn)] for i in range(p.rm)]
     w.line("float " + ", ".join(f"{name} = 0.0f" for r in c for name in r) + ";")
     operands = [
@@ -614,7 +677,11 @@ def write_tiled(w, kernel: KernelOp, launch: Launch) -> None:
             w.line(f"const int {mm} = {t} % {side}, {kk} = {t} / {side};")
         kx, mx = fresh("k"), fresh("at")
         w.line(f"const long {kx} = {k0} + {kk}, {mx} = {base} + {mm};")
-        known: dict[SSAValue, str] = {k_iv: kx, **{lp.induction_var: "0" for lp in tile.inner}}
+        known: dict[SSAValue, str] = {
+            k_iv: kx,
+            **{lp.induction_var: "0" for lp in tile.inner},
+            **batch,
+        }
         known.update(_split_index(tile.rows if load is tile.a else tile.cols, mx))
         indices = [_index_expr(i, known) for i in load.indices]
         where = w.buffers[load.memref].at(indices)

@@ -848,13 +848,14 @@ def _gpu_plan(
     in-order queue (`backends.opencl.gpu_launch`), no chains or teams. Each kernel's
     plan params (`GpuParams`): `gpu_params`' by its name, else the tuning log's best
     record for its signature measured on this device (by name, `gpu_launch.logged_params`),
-    else the defaults."""
+    else the defaults. The plans are sized by the device's facts (`GpuProfile.of_device`:
+    its largest work-group, compute units and local memory)."""
     from dlpc.backends.opencl import OpenCLEmitter
     from dlpc.backends.opencl.gpu_launch import GpuProfile
 
     if device is None:
         device = default_device()
-    gpu = GpuProfile(int(device.max_work_group_size), int(device.max_compute_units))
+    gpu = GpuProfile.of_device(device)
     params = {}
     if tuning_log:
         from dlpc.backends.opencl.gpu_launch import logged_params

@@ -1,8 +1,10 @@
 """Matrix products tiled through `__local` memory with register blocking under the GPU
 plans (`backends/opencl/gpu_tile.py`), checked on the CPU OpenCL platform: the examples
 whose linears take the tile and products of odd shapes (M, N, K past the tiles, K below
-TK, one row) against the numpy reference; where the rule tiles and where not; the
-launch and the emitted text of a tiled kernel."""
+TK, one row), batched matmuls (batch 1 and 3, broadcast batches, transposed operands,
+fused epilogues) and KxK convs against the numpy reference; where the rule tiles and
+where not; the device's local memory (`GpuProfile.local_mem_size`) bounding the rule's
+and the tuner's tiles; the launch and the emitted text of a tiled kernel."""
 
 from __future__ import annotations
 
@@ -19,14 +21,19 @@ from dlpc.passes import pipeline
 pytest.importorskip("pyopencl", reason="the opencl extra is not installed")
 
 from dlpc.backends.opencl import OpenCLEmitter, gpu_tile  # noqa: E402
-from dlpc.backends.opencl.gpu_launch import GpuProfile  # noqa: E402
+from dlpc.backends.opencl.gpu_launch import (  # noqa: E402
+    TILE_LOCAL_BYTES,
+    GpuParams,
+    GpuProfile,
+    tile_local_bytes,
+)
 from dlpc.backends.opencl.gpu_tile import TILES, TileParams, match_product  # noqa: E402
 from dlpc.backends.runtime.opencl_rt import compile_opencl  # noqa: E402
 from dlpc.dialects.loop import KernelOp  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 OPENCL = pipeline.PipelineOptions(target="opencl")
-H200 = GpuProfile(max_group=1024, units=132)
+H200 = GpuProfile(max_group=1024, units=132, local_mem_size=48 * 1024)
 NARROW = [p for tiles in gpu_tile.NARROW_TILES.values() for p in tiles]
 
 
@@ -259,13 +266,9 @@ def test_env_tiles_every_product_or_none(monkeypatch):
 
 
 def test_not_products_are_not_tiled(tmp_path, always_tile):
-    """A batched matmul (its batch indexes both operands), a max pool and an elementwise
-    kernel are no products the tile writes (lenet's convs are: implicit GEMMs); nor is a
-    product whose tile is larger than the device's work-group."""
-    text = "model bm(x: f32[4, 8, 16], y: f32[4, 16, 8]) {\n  return relu(matmul(x, y))\n}\n"
-    model = _model(tmp_path, text)
-    kernels = [k for k in _lower(model).walk() if isinstance(k, KernelOp)]
-    assert kernels and not any(match_product(k) for k in kernels)
+    """A max pool and an elementwise kernel are no products the tile writes (lenet's
+    convs are: implicit GEMMs); nor is a product whose tile is larger than the device's
+    work-group. (A batched matmul is: `test_batched_matmuls_*`.)"""
     lenet = dlpc.load(ROOT / "examples" / "lenet.dlpc", batch=2)
     kernels = [k for k in _lower(lenet).walk() if isinstance(k, KernelOp)]
     assert not any(match_product(k) for k in kernels if not k.sym.startswith(("linear", "conv")))
@@ -445,3 +448,241 @@ def test_convs_left_untiled(tmp_path, monkeypatch):
     emitter.emit()
     (launch,) = emitter.launches.values()
     assert launch.tile is not None
+
+
+def _bmm(a: list[int], b: list[int], extra: str = "", **attrs: bool) -> str:
+    """A batched matmul of inputs shaped `a` and `b` (`attrs`: transpose_a/_b), its
+    output through `extra` (an epilogue the matmul's kernel fuses: ' * 0.25')."""
+    opts = "".join(f", {key}=true" for key, on in attrs.items() if on)
+    return (
+        f"model bm(x: f32[{', '.join(map(str, a))}], y: f32[{', '.join(map(str, b))}]) {{\n"
+        f"  return matmul(x, y{opts}){extra}\n}}\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "a, b, attrs, extra, batch, mnk",
+    [
+        ([1, 70, 33], [1, 33, 67], {}, "", [1], (70, 67, 33)),  # batch 1
+        ([3, 70, 33], [3, 33, 67], {}, "", [3], (70, 67, 33)),  # batch 3
+        ([3, 9, 20], [1, 20, 10], {}, "", [], (27, 10, 20)),  # B broadcast: rows 3 x 9
+        ([1, 9, 20], [3, 20, 10], {}, "", [], (9, 30, 20)),  # A broadcast: columns 3 x 10
+        ([2, 1, 9, 20], [1, 3, 20, 10], {}, "", [], (18, 30, 20)),  # both, rank 4
+        ([2, 3, 17, 5], [2, 3, 19, 5], {"transpose_b": True}, " * 0.25", [2, 3], (17, 19, 5)),
+        ([2, 3, 5, 17], [2, 3, 5, 19], {"transpose_a": True}, "", [2, 3], (17, 19, 5)),
+        ([3, 66, 40], [3, 40, 65], {}, "", [3], (66, 65, 40)),  # two tiles a side
+    ],
+)
+def test_batched_matmuls_of_odd_shapes_match_reference(
+    tmp_path, monkeypatch, a, b, attrs, extra, batch, mnk
+):
+    """Batched matmuls under the GPU plan with every product tiled: batch 1 and 3, M, N,
+    K no multiples of the tiles, transposed operands (B read along k, A along m), a
+    fused epilogue (matmul_mul), against the reference. A batch of both operands is
+    NDRange dimension 2 (`batch`, groups of one there); a batch of one operand alone
+    (broadcast) is the other's rows or columns, a plain product."""
+    monkeypatch.setenv("DLPC_OPENCL_TILES", "all")
+    model = _model(tmp_path, _bmm(a, b, extra, **attrs))
+    f = compile_opencl(_lower(model), name="t", profile="gpu")
+    (launch,) = _tiled(f)
+    tile = launch.tile
+    assert [lp.trip_count for lp in tile.batch] == batch
+    assert (tile.m, tile.n, tile.k) == mnk and not tile.implicit
+    gx, gy = tile.params.group
+    sizes = (-(-tile.n // tile.params.tn) * gx, -(-tile.m // tile.params.tm) * gy)
+    if batch:
+        assert launch.global_size == (*sizes, np.prod(batch)) and launch.local_size == (gx, gy, 1)
+    else:
+        assert launch.global_size == sizes and launch.local_size == (gx, gy)
+    body = _kernel_text(f.source, launch.name[len("kernel_") :])
+    assert body.count("__local float") == 2 and body.count("barrier(CLK_LOCAL_MEM_FENCE);") == 2
+    assert ("get_group_id(2)" in body) == bool(batch)
+    if extra:
+        assert launch.name.startswith("kernel_matmul_mul")
+    _check(model, f)
+
+
+@pytest.mark.parametrize("batch, heads", [(1, [4]), (4, [4, 4])])
+def test_transformer_attention_tiles_when_forced(monkeypatch, batch, heads):
+    """The transformer with every product tiled (`DLPC_OPENCL_TILES=all`) at batch 1
+    and 4: attention's Q K^T (with its scale fused: matmul_mul) and P V are batched
+    products over the heads (and the batch): 16 x 16, K 16, one group a head, each
+    kernel two `__local` tiles; the outputs match the reference."""
+    monkeypatch.setenv("DLPC_OPENCL_TILES", "all")
+    model = dlpc.load(ROOT / "examples" / "transformer.dlpc", batch=batch)
+    f = compile_opencl(_lower(model), name="transformer", profile="gpu")
+    products = {
+        k.sym: launch for k, launch in f.plan.launches.items() if k.sym.startswith("matmul")
+    }
+    assert len(products) == 2 and any(sym.startswith("matmul_mul") for sym in products)
+    for launch in products.values():
+        tile = launch.tile
+        assert tile is not None and [lp.trip_count for lp in tile.batch] == heads
+        assert (tile.m, tile.n, tile.k) == (16, 16, 16)
+        assert launch.global_size[2] == 4 * batch and launch.local_size[2] == 1
+        body = _kernel_text(f.source, launch.name[len("kernel_") :])
+        assert body.count("__local float") == 2 and "get_group_id(2)" in body
+    _check(model, f)
+
+
+def test_batched_matmul_tiles_by_the_rule_on_an_h200(tmp_path):
+    """The rule counts a batched product's outputs and groups over its batches: 40
+    products of 128 x 128 on an H200 take 64 x 64 tiles (160 groups, over 132 units), 12
+    take 32 x 32 (192 groups; 64 x 64 would make 48); 2 of 128 x 128 (32768 outputs,
+    under 256 a unit) and 40 of 16 x 16 (a side under 64: transformer's attention) are
+    not tiled."""
+    for n, side, params in (
+        (40, 128, TileParams()),
+        (12, 128, TILES[-1]),
+        (2, 128, None),
+        (40, 16, None),
+    ):
+        model = _model(tmp_path, _bmm([n, side, 64], [n, 64, side]))
+        emitter = OpenCLEmitter(_lower(model), gpu=H200)
+        emitter.emit()
+        (launch,) = emitter.launches.values()
+        assert (launch.tile and launch.tile.params) == params
+        if params is not None:
+            tiles = -(-side // params.tm)
+            assert launch.global_size == (tiles * 16, tiles * 16, n)
+
+
+def test_batched_grouped_conv_is_refused(tmp_path, monkeypatch):
+    """A loop of both factors in a conv's window (a grouped conv: its groups index the
+    weight and the input) is no batched product the tile writes, even with
+    `DLPC_OPENCL_TILES=all`: `plan_gpu_launch`'s plan, the reference's outputs."""
+    monkeypatch.setenv("DLPC_OPENCL_TILES", "all")
+    text = (
+        "model gc(x: f32[2, 4, 8, 8]) {\n"
+        "  param w: f32[6, 2, 3, 3] = kaiming(seed=8)\n"
+        "  return conv2d(x, w, padding=1, groups=2)\n}\n"
+    )
+    model = _model(tmp_path, text)
+    f = compile_opencl(_lower(model), name="t", profile="gpu")
+    assert not _tiled(f)
+    _check(model, f)
+
+
+def _fits(params: TileParams, local: int) -> bool:
+    return tile_local_bytes(params) <= local
+
+
+def test_local_memory_bounds_the_rules_tile(tmp_path):
+    """A 1024 x 1024 product on an H200 takes 64 x 64 tiles (8320 `__local` bytes at
+    most: (64 + 64 + 2) x 16 floats) with the device's 48 KB or exactly 8320; with a byte
+    fewer the 32 x 32 tile (4224 bytes), with fewer than that none (the plain plan). A
+    batched product's rule too."""
+    assert tile_local_bytes(TileParams()) == 8320 and tile_local_bytes(TILES[-1]) == 4224
+    module = _lower(_model(tmp_path, _linear(1024, 1024, 8)))
+    batched = _lower(_model(tmp_path, _bmm([40, 128, 64], [40, 64, 128])))
+    for local, params in (
+        (48 * 1024, TileParams()),
+        (8320, TileParams()),
+        (8319, TILES[-1]),
+        (4224, TILES[-1]),
+        (4223, None),
+    ):
+        profile = GpuProfile(max_group=1024, units=132, local_mem_size=local)
+        for mod in (module, batched):
+            emitter = OpenCLEmitter(mod, gpu=profile)
+            source = emitter.emit()
+            (launch,) = emitter.launches.values()
+            assert (launch.tile and launch.tile.params) == params
+            assert ("__local" in source) == (params is not None)
+
+
+def test_local_memory_refuses_tuned_tiles_over_it(tmp_path, monkeypatch):
+    """A named tile (a tuning record's) over the device's local memory is a one-line
+    error (`GpuParams.check`); `plan_tiled` given one refuses it (None: the plain plan).
+    A profile that names no local memory has OpenCL's 32 KB."""
+    assert GpuProfile(1024, 132).local_mem_size == TILE_LOCAL_BYTES == 32 * 1024
+    small = GpuProfile(max_group=1024, units=1, local_mem_size=8000)
+    params = GpuParams(tile=str(TileParams()))
+    with pytest.raises(
+        DlpcError,
+        match=r"^error: opencl: GPU plan params \(kernel 'linear_relu_0'\): tile "
+        r"64x64x16/4x4: its __local tiles \(8320 bytes\) are over the device's local "
+        r"memory \(8000 bytes\)$",
+    ):
+        params.check(small, "kernel 'linear_relu_0'")
+    GpuParams(tile=str(TILES[-1])).check(small)
+    module = _lower(_model(tmp_path, _linear(100, 100, 8)))
+    (kernel,) = [k for k in module.walk() if isinstance(k, KernelOp)]
+    assert gpu_tile.plan_tiled(kernel, "k", small, params=TileParams(), force=True) is None
+    launch = gpu_tile.plan_tiled(kernel, "k", small, params=TILES[-1], force=True)
+    assert launch is not None and launch.tile.params == TILES[-1]
+
+
+def test_runtime_reads_the_devices_local_memory(tmp_path, monkeypatch):
+    """`GpuProfile.of_device` reads CL_DEVICE_LOCAL_MEM_SIZE (with the largest group and
+    the units), and the runtime's GPU plan is sized by it: a device of 4 KB has no tile
+    to give a product `DLPC_OPENCL_TILES=all` tiles on the real device."""
+    from dlpc.backends.opencl import gpu_launch
+    from dlpc.backends.runtime.opencl_rt import default_device
+
+    device = default_device()
+    profile = GpuProfile.of_device(device)
+    assert profile == GpuProfile(
+        device.max_work_group_size, device.max_compute_units, device.local_mem_size
+    )
+    monkeypatch.setenv("DLPC_OPENCL_TILES", "all")
+    module = _lower(_model(tmp_path, _bmm([3, 70, 33], [3, 33, 67])))
+    assert _tiled(compile_opencl(module, name="t", profile="gpu"))
+    small = gpu_launch.GpuProfile(profile.max_group, profile.units, 4096)
+    monkeypatch.setattr(gpu_launch.GpuProfile, "of_device", classmethod(lambda cls, d: small))
+    assert not _tiled(compile_opencl(module, name="t", profile="gpu"))
+
+
+def test_tuner_never_proposes_a_tile_over_the_local_memory(tmp_path):
+    """The tuner's space holds a tile only where its `__local` tiles fit the device's
+    local memory (all five in 48 KB; 5000 bytes: the 32 x 32 alone; 4000: none), and a
+    product's candidates (`tasks_of`: the launches the points make) never hold one over
+    it."""
+    from dlpc.tune import gpu
+
+    def tiles(profile: GpuProfile) -> list[TileParams]:
+        found = [TileParams.parse(p.tile) for p in gpu.space(profile)]
+        return [t for t in found if t is not None]
+
+    assert tiles(GpuProfile(1024, 4, 48 * 1024)) == list(gpu.TILES)
+    assert tiles(GpuProfile(1024, 4, 5000)) == [TileParams(32, 32, 16, 2, 2)]
+    assert tiles(GpuProfile(1024, 4, 4000)) == []
+    module = _lower(_model(tmp_path, _bmm([3, 70, 33], [3, 33, 67])))
+    for local in (48 * 1024, 5000, 4000):
+        profile = GpuProfile(1024, 4, local)
+        (task,) = gpu.tasks_of(module, profile)
+        named = [TileParams.parse(p.tile) for p in task.candidates]
+        assert all(_fits(t, local) for t in named if t is not None)
+        launches = [
+            gpu._launches(module, profile, {k: p for k in task.kernels}) for p in task.candidates
+        ]
+        used = [launch.tile.params for ls in launches for launch in ls.values() if launch.tile]
+        assert all(_fits(t, local) for t in used)
+        assert any(used) == (local >= 4224)
+
+
+def test_profile_field_keeps_tuning_records_readable(tmp_path):
+    """The profile's local memory is a device fact, no plan param: the records' default
+    digest (what a log was tuned against) is the one logs written before it carry, and
+    such a record (a tile named) replays as it did."""
+    from dlpc.backends.opencl.gpu_launch import DEFAULT_DIGEST, TUNING_TARGET, logged_params
+    from dlpc.passes.schedule.tuning_log import Record, kernel_signature
+
+    assert DEFAULT_DIGEST == "6244c6450462d62a"
+    module = _lower(_model(tmp_path, _linear(100, 100, 8)))
+    (kernel,) = [k for k in module.walk() if isinstance(k, KernelOp)]
+    record = Record(
+        kernel_signature(kernel),
+        kernel.sym,
+        TUNING_TARGET,
+        "",
+        1e-5,
+        True,
+        params={"tile": "32x32x16/2x2"},
+        template="gpu-plan",
+        default=DEFAULT_DIGEST,
+        machine="dev",
+    )
+    log = tmp_path / "gpu.jsonl"
+    log.write_text(record.to_json() + "\n")
+    assert logged_params(str(log), module, "dev") == {kernel.sym: GpuParams(tile="32x32x16/2x2")}

@@ -31,7 +31,7 @@ from dlpc.tune import gpu  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 MLP = ROOT / "examples" / "mlp.dlpc"
-H200 = GpuProfile(max_group=1024, units=132)
+H200 = GpuProfile(max_group=1024, units=132, local_mem_size=48 * 1024)
 
 
 @pytest.fixture(scope="module")
@@ -161,7 +161,11 @@ def test_a_named_tile_matches_the_reference():
         ("64x64x16/3x4", "tile 64x64x16/3x4: positive sizes, RM dividing TM and RN dividing TN"),
         ("64x64x16/0x4", "tile 64x64x16/0x4: positive sizes"),
         ("128x128x16/1x1", "tile 128x128x16/1x1: 16384 work-items, over the device's largest"),
-        ("64x64x128/4x4", "tile 64x64x128/4x4: its __local tiles are over 32768 bytes"),
+        (
+            "64x64x128/4x4",
+            "tile 64x64x128/4x4: its __local tiles (66560 bytes) are over the device's local "
+            "memory (49152 bytes)",
+        ),
     ],
 )
 def test_bad_tiles_are_one_line(mlp4, tile, message):
