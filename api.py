@@ -182,6 +182,8 @@ class CompiledModel:
     # it returns a fresh list of arrays, so the runner's wrapping and the output checks of
     # `__call__` are not needed (docs/design/c-backend.md#direct-call)
     _direct: Callable[..., list[np.ndarray]] | None = field(default=None, init=False, repr=False)
+    # the arguments `compile` was called with, options included (what `to` compiles with)
+    compile_args: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
 
     @property
     def lowered(self) -> ModuleOp:
@@ -235,9 +237,19 @@ class CompiledModel:
         return _check_against(self._names, self._specs, arrays)
 
     def to(self, device) -> CompiledModel:
-        """The model compiled for runtime device `device` (`compile(model, device=)`,
-        default options): weights resident there, called on its tensors."""
-        return compile(self.model, device=device)
+        """The model compiled for runtime device `device` with this model's own compile
+        options (`compile(model, ..., device=)`): weights resident there, called on its
+        tensors. Where the device's target is not this model's, the options that belong
+        to a target (`tuning_log`, OpenCL's `profile`) stay behind; the rest go along."""
+        from dlpc.runtime import device as devices
+
+        args = dict(self.compile_args) or {"target": self.target}
+        wanted = DEVICE_TARGETS[devices.device(device).type]
+        if args.get("target", "c") != wanted:
+            args.update(target="c", tuning_log=None)  # ("c": unset, the device decides)
+            args.pop("profile", None)
+        args["device"] = device
+        return compile(self.model, **args)
 
     def time(self, *inputs: np.ndarray, repeat: int = 10, warmup: int = 1) -> float:
         """Median wall time of one call in seconds, after `warmup` calls."""
@@ -433,6 +445,35 @@ def compile(
     outgrow the caches is compiled for a chunk of the batch and run chunk after chunk
     (passes/graph/rebatch.py); `lowered`, `source` and `artifact` are the chunk's.
     """
+    args: dict[str, Any] = dict(
+        target=target, opt_level=opt_level, tuning_log=tuning_log, fold_weights=fold_weights,
+        check_each_pass=check_each_pass, buckets=buckets, max_dims=max_dims, tiles=tiles,
+        symbolic=symbolic, specialise=specialise, device=device, batch_chunks=batch_chunks,
+        short=short, **options,
+    )  # fmt: skip
+    compiled = _compile(model, **args)  # (a fresh **options: _compile pops from it)
+    compiled.compile_args = args
+    return compiled
+
+
+def _compile(
+    model: Model,
+    target: str,
+    opt_level: int,
+    tuning_log: str | None,
+    fold_weights: bool,
+    check_each_pass: bool,
+    buckets: dict[str, list[int]] | None,
+    max_dims: dict[str, int] | None,
+    tiles: dict[str, int] | None,
+    symbolic: bool,
+    specialise: int,
+    device,
+    batch_chunks: bool,
+    short: int | list[dict[str, int]],
+    **options,
+) -> CompiledModel:
+    """`compile`'s work, on its arguments."""
     layout = sequence_layout(model)
     if layout:  # (a sequence output: the flat program, its results regrouped per call)
         if device is not None:

@@ -117,6 +117,35 @@ def test_compiled_model_to_a_device():
 
 
 @needs_opencl
+def test_to_a_device_keeps_the_compile_options():
+    """`.to(device)` compiles as the model was compiled (torch's `.to` keeps the module):
+    OpenCL's plans, the opt level and pass options go along; a target's own options
+    (its tuning log, OpenCL's profile) stay behind on another device's target."""
+    model, x = _small_model(), _r(2, 8)
+    expected = api.reference(model, [x])[0]
+    gpu = dlpc.compile(model, target="opencl", profile="gpu", opt_level=1)
+    placed = gpu.to(OPENCL[0])
+    assert isinstance(placed, api.DeviceModel)
+    assert (placed.artifact.plans, gpu.artifact.plans) == ("gpu", "gpu")
+    assert placed.compile_args["opt_level"] == 1
+    assert placed.source == gpu.source
+    np.testing.assert_allclose(
+        placed(dlpc.tensor(x, device=OPENCL[0]))[0].numpy(), expected, rtol=1e-5, atol=1e-6
+    )
+    cpu = dlpc.compile(model, target="opencl", profile="cpu").to(OPENCL[0])
+    assert cpu.artifact.plans == "cpu"
+    # to the CPU: the C target, with the pass options, without OpenCL's profile
+    back = gpu.to("cpu")
+    assert back.target == "c" and "profile" not in back.compile_args
+    assert back.compile_args["opt_level"] == 1
+    np.testing.assert_allclose(np.asarray(back(dlpc.tensor(x))[0]), expected, rtol=1e-5, atol=1e-6)
+    fused = dlpc.compile(model, graph_fuse={"horizontal": False}).to(OPENCL[0])
+    assert fused.compile_args["graph_fuse"] == {"horizontal": False}
+    with pytest.raises(DlpcError, match=r"no device .opencl:99. \(devices: cpu, opencl:0"):
+        gpu.to("opencl:99")
+
+
+@needs_opencl
 def test_an_eager_opencl_chain_copies_nothing_and_waits_for_nothing(monkeypatch):
     dev = OPENCL[0]
     a, b = _r(4, 16), _r(16, 16)
