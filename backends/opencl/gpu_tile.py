@@ -151,7 +151,8 @@ class BatchedTile(Tile):
     """A `Tile` with its batch loops (`match_product`: output loops both factors use,
     outermost first; none for a plain product), one work-group's tile in one batch:
     NDRange dimension 2 (groups of one there) is the batch loops collapsed, the last
-    fastest."""
+    fastest; a batch of one (extent-1 loops alone: `matmul` of [1, M, K] and [1, K, N])
+    is launched as a 2-d product, its loops' variables 0."""
 
     batch: tuple[ForOp, ...] = ()
 
@@ -446,7 +447,7 @@ def plan_tiled(
         return None
     tile = replace(found, params=params)
     sizes = (-(-n // params.tn) * gx, -(-m // params.tm) * gy)
-    if found.batch:  # (dimension 2: one group a batch)
+    if batches > 1:  # (dimension 2: one group a batch)
         launch = Launch(fname, (*sizes, batches), (gx, gy, 1))
     else:
         launch = Launch(fname, sizes, (gx, gy))
@@ -627,7 +628,10 @@ def write_tiled(w, kernel: KernelOp, launch: Launch) -> None:
     w.line(f"const long {row0} = (long)get_group_id(1) * {p.tm};")
     w.line(f"const long {col0} = (long)get_group_id(0) * {p.tn};")
     batch: dict[SSAValue, str] = {}  # (a batched product's: from the group's dimension 2)
-    if isinstance(tile, BatchedTile) and tile.batch:
+    if isinstance(tile, BatchedTile) and tile.batches == 1:  # (extent-1 batch loops)
+        batch = {lp.induction_var: "0" for lp in tile.batch}
+        w.expr.update(batch)
+    elif isinstance(tile, BatchedTile) and tile.batch:
         bz = fresh("batch")
         w.line(f"const long {bz} = (long)get_group_id(2);")
         for lp in tile.batch:

@@ -479,8 +479,9 @@ def test_batched_matmuls_of_odd_shapes_match_reference(
     """Batched matmuls under the GPU plan with every product tiled: batch 1 and 3, M, N,
     K no multiples of the tiles, transposed operands (B read along k, A along m), a
     fused epilogue (matmul_mul), against the reference. A batch of both operands is
-    NDRange dimension 2 (`batch`, groups of one there); a batch of one operand alone
-    (broadcast) is the other's rows or columns, a plain product."""
+    NDRange dimension 2 (`batch`, groups of one there; a batch of 1: a 2-d launch); a
+    batch of one operand alone (broadcast) is the other's rows or columns, a plain
+    product."""
     monkeypatch.setenv("DLPC_OPENCL_TILES", "all")
     model = _model(tmp_path, _bmm(a, b, extra, **attrs))
     f = compile_opencl(_lower(model), name="t", profile="gpu")
@@ -490,13 +491,14 @@ def test_batched_matmuls_of_odd_shapes_match_reference(
     assert (tile.m, tile.n, tile.k) == mnk and not tile.implicit
     gx, gy = tile.params.group
     sizes = (-(-tile.n // tile.params.tn) * gx, -(-tile.m // tile.params.tm) * gy)
-    if batch:
-        assert launch.global_size == (*sizes, np.prod(batch)) and launch.local_size == (gx, gy, 1)
-    else:
+    batches = int(np.prod(batch))
+    if batches > 1:
+        assert launch.global_size == (*sizes, batches) and launch.local_size == (gx, gy, 1)
+    else:  # (no batch, or a batch of one: a 2-d launch)
         assert launch.global_size == sizes and launch.local_size == (gx, gy)
     body = _kernel_text(f.source, launch.name[len("kernel_") :])
     assert body.count("__local float") == 2 and body.count("barrier(CLK_LOCAL_MEM_FENCE);") == 2
-    assert ("get_group_id(2)" in body) == bool(batch)
+    assert ("get_group_id(2)" in body) == (batches > 1)
     if extra:
         assert launch.name.startswith("kernel_matmul_mul")
     _check(model, f)
