@@ -56,7 +56,9 @@ def _run(tmp_path, text: str, batch: int, profile: GpuProfile, monkeypatch) -> N
     """The model compiled under the GPU profile sized as `profile`, against the reference."""
     from dlpc.backends.runtime.opencl_rt import compile_opencl
 
-    monkeypatch.setattr(gpu_launch, "GpuProfile", lambda max_group, units: profile)
+    monkeypatch.setattr(
+        gpu_launch.GpuProfile, "of_device", classmethod(lambda cls, device: profile)
+    )
     model, module = _lowered(tmp_path, text, batch)
     f = compile_opencl(module, name="m", profile="gpu")
     f.bind_params(dlpc.api.check_weights(model))

@@ -66,7 +66,7 @@ def test_gpu_plan_for_a_big_gpu_matches_reference(name, batch, monkeypatch):
     busy split each sum over a work-group (`split_reduction`), partials meeting in `__local` memory."""
     from dlpc.backends.opencl import gpu_launch
 
-    monkeypatch.setattr(gpu_launch, "GpuProfile", lambda max_group, units: H200)
+    monkeypatch.setattr(gpu_launch.GpuProfile, "of_device", classmethod(lambda cls, device: H200))
     model, module = _lowered(name, batch)
     f = compile_opencl(module, name=name, profile="gpu")
     split = [launch for launch in f.plan.launches.values() if launch.split is not None]
