@@ -11,7 +11,7 @@ from the loop variables (arithmetic, loads of buffers the kernel does not write,
 `scf.if` yielding a load or the padding: `_pure`). The columns are the output loops B
 uses (B: the factor the innermost loop indexes), collapsed into one index N; the rows
 the others (A's), collapsed into M; k the reduction nest flattened, its last loop
-fastest, K its iterations; the loops both factors use are the batch (`BatchedTile`).
+fastest, K its iterations; the loops both factors use are the batch (`Tile.batch`).
 `graph.linear`, a `graph.matmul` and a 1x1 `graph.conv2d` (A = W[co, ci, 0, 0], B = the
 input: columns images x rows x columns, k the input channels) are plain products: each
 factor one load whose indices `_index_expr` prints. A batched `graph.matmul` (rank 3 or
@@ -144,22 +144,6 @@ NARROW_TILES = {
 
 #: index arithmetic a product's loads may compute their indices with
 INDEX_OPS = {"arith.addi": "+", "arith.subi": "-", "arith.muli": "*"}
-
-
-@dataclass(frozen=True)
-class BatchedTile(Tile):
-    """A `Tile` with its batch loops (`match_product`: output loops both factors use,
-    outermost first; none for a plain product), one work-group's tile in one batch:
-    NDRange dimension 2 (groups of one there) is the batch loops collapsed, the last
-    fastest; a batch of one (extent-1 loops alone: `matmul` of [1, M, K] and [1, K, N])
-    is launched as a 2-d product, its loops' variables 0."""
-
-    batch: tuple[ForOp, ...] = ()
-
-    @property
-    def batches(self) -> int:
-        """The products the kernel computes (1 without batch loops)."""
-        return math.prod(lp.trip_count for lp in self.batch)
 
 
 def _index_expr(v: SSAValue, known: dict[SSAValue, str]) -> str | None:
@@ -363,7 +347,7 @@ def match_product(kernel: KernelOp) -> Tile | None:
     m, n = math.prod(lp.trip_count for lp in rows), math.prod(lp.trip_count for lp in cols)
     k = math.prod(lp.trip_count for lp in nest)
     epilogue = (*constants, *after)
-    return BatchedTile(
+    return Tile(
         TileParams(),
         rows,
         cols,
@@ -419,7 +403,6 @@ def plan_tiled(
     found = match_product(kernel)
     if found is None:
         return None
-    assert isinstance(found, BatchedTile)
     m, n, batches = found.m, found.n, found.batches
     outputs = batches * m * n
     if found.implicit and max(m, n, found.k) >= INDEX_LIMIT:
@@ -476,7 +459,7 @@ def _along_k(load: memref.LoadOp, tile: Tile) -> bool:
     tile (not with extent-1 loops, batch loops and constants alone) depends on the
     reduction."""
     one = {lp.induction_var for lp in (*tile.rows, *tile.cols, *tile.inner) if lp.trip_count == 1}
-    if isinstance(tile, BatchedTile):  # (one batch a group: constant over the tile)
+    if tile.batch:  # (one batch a group: constant over the tile)
         one |= {lp.induction_var for lp in tile.batch}
     for index in reversed(list(load.indices)):
         loops = _loops_of(index)
@@ -628,10 +611,10 @@ def write_tiled(w, kernel: KernelOp, launch: Launch) -> None:
     w.line(f"const long {row0} = (long)get_group_id(1) * {p.tm};")
     w.line(f"const long {col0} = (long)get_group_id(0) * {p.tn};")
     batch: dict[SSAValue, str] = {}  # (a batched product's: from the group's dimension 2)
-    if isinstance(tile, BatchedTile) and tile.batches == 1:  # (extent-1 batch loops)
+    if tile.batch and tile.batches == 1:  # (extent-1 batch loops)
         batch = {lp.induction_var: "0" for lp in tile.batch}
         w.expr.update(batch)
-    elif isinstance(tile, BatchedTile) and tile.batch:
+    elif tile.batch:
         bz = fresh("batch")
         w.line(f"const long {bz} = (long)get_group_id(2);")
         for lp in tile.batch:

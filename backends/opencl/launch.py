@@ -65,7 +65,8 @@ class Tile:
     guard); the epilogue's ops; M, N, K; the loop IR's ops computing each factor from the
     loop variables (constants, index arithmetic, guards, loads: the last yields it); and
     whether it is an implicit GEMM (a conv's window, or a factor that is not one plain
-    load), whose tiles are loaded through those ops."""
+    load), whose tiles are loaded through those ops; and the batch loops of a batched
+    product (output loops both factors use, outermost first; none for a plain one)."""
 
     params: TileParams
     rows: tuple[ForOp, ...]
@@ -82,6 +83,12 @@ class Tile:
     a_ops: tuple[Operation, ...] = ()
     b_ops: tuple[Operation, ...] = ()
     implicit: bool = False
+    batch: tuple[ForOp, ...] = ()
+
+    @property
+    def batches(self) -> int:
+        """The products the kernel computes (1 without batch loops)."""
+        return math.prod(lp.trip_count for lp in self.batch)
 
 
 @dataclass
